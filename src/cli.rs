@@ -1,0 +1,114 @@
+//! What every binary shares: exit codes, the `<bin>: <where>: <what>` error
+//! form, quiet exit on a closed pipe, and the line loop over bytes.
+//!
+//! The exit codes are the table in `spec/exit-codes.md`; a test keeps the two
+//! in step.
+
+use std::io::{self, BufRead, Write};
+use std::process::ExitCode;
+
+/// Exit codes shared by all binaries (see `spec/exit-codes.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// Success.
+    Ok = 0,
+    /// The run completed but found what it was asked to flag: invalid input
+    /// lines that were skipped, or (verdict-check) a status other than expected.
+    Flagged = 1,
+    /// Usage error: a bad flag or argument; nothing was read or written.
+    Usage = 2,
+    /// Input or output failed: a file could not be opened or read, a write failed.
+    Io = 3,
+}
+
+impl Exit {
+    pub const ALL: [Exit; 4] = [Exit::Ok, Exit::Flagged, Exit::Usage, Exit::Io];
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e.code())
+    }
+}
+
+/// True when an error chain bottoms out in a closed downstream pipe: the
+/// reader left, which for a filter is a normal end, not a failure.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
+}
+
+/// Prints `<bin>: <msg>` on stderr; stderr failures are ignored because
+/// there is nowhere left to report them.
+pub fn report(bin: &str, msg: impl std::fmt::Display) {
+    let _ = writeln!(io::stderr().lock(), "{bin}: {msg}");
+}
+
+/// Turns the result of a binary's `run` into its exit code: a broken pipe is a
+/// quiet success, any other error is reported with its whole chain.
+pub fn finish(bin: &str, r: anyhow::Result<Exit>) -> ExitCode {
+    match r {
+        Ok(e) => e.into(),
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(bin, format!("{e:#}"));
+            Exit::Io.into()
+        }
+    }
+}
+
+/// Handles clap's outcome: `--help`/`--version` print and exit 0 before any
+/// side effect; a usage error prints clap's message and exits 2.
+pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
+    match T::try_parse() {
+        Ok(a) => Ok(a),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let _ = e.print();
+            Err(match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => Exit::Usage.into(),
+            })
+        }
+    }
+}
+
+/// Reads one line (without its `\n`, and without a `\r` before it) into
+/// `buf`, reusing its allocation. Returns false at end of input. A final line
+/// without a newline is still a line.
+pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<bool> {
+    buf.clear();
+    loop {
+        match r.read_until(b'\n', buf) {
+            Ok(0) => return Ok(!buf.is_empty()),
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    }
+    Ok(true)
+}
+
+/// Where an input line came from, for error messages (`stdin:12`, `run.log:12`).
+pub fn source_name(path: Option<&std::path::Path>) -> String {
+    match path {
+        Some(p) if p.as_os_str() != "-" => p.display().to_string(),
+        _ => "stdin".to_string(),
+    }
+}
+
+/// Writes one record and its newline, then flushes so a live pipeline sees it.
+pub fn write_record(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    w.write_all(bytes)?;
+    w.write_all(b"\n")
+}

@@ -1,0 +1,358 @@
+//! `events/v1`: the neutral event schema every adapter normalizes into.
+//!
+//! One JSON object a line:
+//! `{"v":"events/v1","run":R,"task":T,"session":S,"seq":12,"ts":"…","type":K,"data":{…}}`.
+//! The contract (field by field) is `spec/events.schema.json`; this module is
+//! its Rust mirror, used both to write (normalize) and to read (translate,
+//! encode, serve) the stream.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::fmt;
+
+pub const VERSION: &str = "events/v1";
+
+/// Position of an event in its source: the 1-based source line, and, when
+/// that line produced several events, the 1-based index among them (`sub`
+/// is 0 for a line that produced exactly one). Serialized as `12` or `"12.2"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Seq {
+    pub line: u64,
+    pub sub: u32,
+}
+
+impl Seq {
+    /// Parses `12`, `"12"` or `"12.2"` (no sign, no leading zeros are
+    /// required to be absent, but the parts must be decimal digits).
+    pub fn parse(s: &str) -> Option<Seq> {
+        let s = s.trim();
+        let (l, sub) = match s.split_once('.') {
+            Some((l, r)) => (l, r.parse::<u32>().ok().filter(|&k| k >= 1)?),
+            None => (s, 0),
+        };
+        if l.is_empty() || !l.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let line = l.parse::<u64>().ok()?;
+        Some(Seq { line, sub })
+    }
+
+    /// Reads a seq from a JSON value (integer or string form).
+    pub fn from_value(v: &Value) -> Option<Seq> {
+        match v {
+            Value::Number(n) => n.as_u64().map(|line| Seq { line, sub: 0 }),
+            Value::String(s) => Seq::parse(s),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Seq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.sub == 0 {
+            write!(f, "{}", self.line)
+        } else {
+            write!(f, "{}.{}", self.line, self.sub)
+        }
+    }
+}
+
+impl Serialize for Seq {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.sub == 0 {
+            s.serialize_u64(self.line)
+        } else {
+            s.collect_str(self)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Seq {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Seq, D::Error> {
+        let v = Value::deserialize(d)?;
+        Seq::from_value(&v).ok_or_else(|| D::Error::custom("seq must be a positive integer or a \"line.k\" string"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    Text,
+    Reasoning,
+}
+
+/// Token counts in one neutral shape (each adapter maps its own names).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cached_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cache_write_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reasoning_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnStart {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenDelta {
+    pub text: String,
+    pub channel: Channel,
+    /// The source's message id (or a position-derived one where the source has none).
+    pub message: String,
+    /// The tool call that spawned the subagent this text belongs to.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parent: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub args: Value,
+    /// The assistant message that carries the call, where the source names it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parent: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub id: String,
+    pub output: String,
+    pub is_error: bool,
+    pub truncated: bool,
+    /// Length in bytes of the whole output before any cut.
+    pub bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exit_code: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parent: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    pub ok: bool,
+    /// Why the turn failed, in the agent's words where it gave any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub usage: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub duration_api_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub num_turns: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorData {
+    /// Human-readable sentence.
+    pub reason: String,
+    /// Machine-readable class: `not_json`, `unknown_kind`, `agent_error`,
+    /// `agent_warning`, `api_retry`, `invalid_line`.
+    pub code: String,
+    /// The first few KiB of the raw source line (lossy UTF-8, secrets redacted).
+    pub raw: String,
+    pub fatal: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exit {
+    pub rc: i64,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub detail: Option<String>,
+}
+
+/// The `type` plus its `data`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    TurnStart(TurnStart),
+    TokenDelta(TokenDelta),
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+    TurnEnd(TurnEnd),
+    Error(ErrorData),
+    Exit(Exit),
+}
+
+impl Data {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Data::TurnStart(_) => "turn_start",
+            Data::TokenDelta(_) => "token_delta",
+            Data::ToolCall(_) => "tool_call",
+            Data::ToolResult(_) => "tool_result",
+            Data::TurnEnd(_) => "turn_end",
+            Data::Error(_) => "error",
+            Data::Exit(_) => "exit",
+        }
+    }
+
+    fn serialize_data<S: serde::ser::SerializeMap>(&self, m: &mut S) -> Result<(), S::Error> {
+        match self {
+            Data::TurnStart(d) => m.serialize_entry("data", d),
+            Data::TokenDelta(d) => m.serialize_entry("data", d),
+            Data::ToolCall(d) => m.serialize_entry("data", d),
+            Data::ToolResult(d) => m.serialize_entry("data", d),
+            Data::TurnEnd(d) => m.serialize_entry("data", d),
+            Data::Error(d) => m.serialize_entry("data", d),
+            Data::Exit(d) => m.serialize_entry("data", d),
+        }
+    }
+
+    /// Builds typed data from a `type` name and its raw `data` object.
+    pub fn from_parts(kind: &str, data: &str) -> Result<Data, String> {
+        fn p<'a, T: Deserialize<'a>>(s: &'a str) -> Result<T, String> {
+            serde_json::from_str(s).map_err(|e| format!("data: {e}"))
+        }
+        Ok(match kind {
+            "turn_start" => Data::TurnStart(p(data)?),
+            "token_delta" => Data::TokenDelta(p(data)?),
+            "tool_call" => Data::ToolCall(p(data)?),
+            "tool_result" => Data::ToolResult(p(data)?),
+            "turn_end" => Data::TurnEnd(p(data)?),
+            "error" => Data::Error(p(data)?),
+            "exit" => Data::Exit(p(data)?),
+            other => return Err(format!("type: unknown event type {other:?}")),
+        })
+    }
+}
+
+/// One `events/v1` record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub run: Option<String>,
+    pub task: Option<String>,
+    pub session: Option<String>,
+    pub seq: Seq,
+    /// Epoch milliseconds; written as RFC 3339 UTC.
+    pub ts_ms: i64,
+    pub data: Data,
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("v", VERSION)?;
+        if let Some(r) = &self.run {
+            m.serialize_entry("run", r)?;
+        }
+        if let Some(t) = &self.task {
+            m.serialize_entry("task", t)?;
+        }
+        if let Some(se) = &self.session {
+            m.serialize_entry("session", se)?;
+        }
+        m.serialize_entry("seq", &self.seq)?;
+        m.serialize_entry("ts", &crate::time::format_ms(self.ts_ms))?;
+        m.serialize_entry("type", self.data.type_name())?;
+        self.data.serialize_data(&mut m)?;
+        m.end()
+    }
+}
+
+#[derive(Deserialize)]
+struct WireEvent<'a> {
+    v: &'a str,
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    session: Option<String>,
+    seq: Seq,
+    ts: std::borrow::Cow<'a, str>,
+    #[serde(rename = "type")]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    data: &'a RawValue,
+}
+
+impl Event {
+    /// Parses one `events/v1` line, naming the offending field on failure.
+    pub fn parse(line: &[u8]) -> Result<Event, String> {
+        let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
+        let w: WireEvent =
+            serde_json::from_str(text.trim_end()).map_err(|e| format!("not an events/v1 object: {e}"))?;
+        if w.v != VERSION {
+            return Err(format!("v: expected {VERSION:?}, found {:?}", w.v));
+        }
+        let ts_ms =
+            crate::time::parse_rfc3339_ms(&w.ts).ok_or_else(|| format!("ts: not an RFC 3339 time: {:?}", w.ts))?;
+        let data = Data::from_parts(&w.kind, w.data.get())?;
+        Ok(Event { run: w.run, task: w.task, session: w.session, seq: w.seq, ts_ms, data })
+    }
+
+    /// Compact JSON, one line, no trailing newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("events serialize infallibly")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seq_orders_line_then_sub() {
+        let s = |x| Seq::parse(x).unwrap();
+        assert!(s("12") < s("12.1"));
+        assert!(s("12.1") < s("12.2"));
+        assert!(s("12.10") > s("12.9"));
+        assert!(s("12.2") < s("13"));
+        assert_eq!(Seq::parse("12.0"), None);
+        assert_eq!(Seq::parse("-1"), None);
+        assert_eq!(Seq::parse("a.1"), None);
+        assert_eq!(s("7.3").to_string(), "7.3");
+    }
+
+    #[test]
+    fn event_round_trips() {
+        let e = Event {
+            run: Some("r".into()),
+            task: None,
+            session: Some("s".into()),
+            seq: Seq { line: 3, sub: 2 },
+            ts_ms: 1_000,
+            data: Data::TokenDelta(TokenDelta {
+                text: "hi\n".into(),
+                channel: Channel::Text,
+                message: "m".into(),
+                parent: None,
+            }),
+        };
+        let j = e.to_json();
+        assert_eq!(
+            j,
+            r#"{"v":"events/v1","run":"r","session":"s","seq":"3.2","ts":"1970-01-01T00:00:01.000Z","type":"token_delta","data":{"text":"hi\n","channel":"text","message":"m"}}"#
+        );
+        assert_eq!(Event::parse(j.as_bytes()).unwrap(), e);
+    }
+
+    #[test]
+    fn parse_names_the_bad_field() {
+        let bad = br#"{"v":"events/v1","seq":1,"ts":"x","type":"exit","data":{"rc":0,"ok":true}}"#;
+        assert!(Event::parse(bad).unwrap_err().starts_with("ts:"));
+        let bad = br#"{"v":"events/v1","seq":1,"ts":"1970-01-01T00:00:00Z","type":"nope","data":{}}"#;
+        assert!(Event::parse(bad).unwrap_err().starts_with("type:"));
+    }
+}

@@ -1,0 +1,12 @@
+//! runwire: watch and control CLI coding agents.
+//!
+//! Each pipeline stage is a module holding a state object with no IO
+//! (`push(line) -> events`, `finish()`); the binaries in `src/bin/` and the
+//! server drive the same objects, so there is exactly one implementation of
+//! every stage.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod cli;
+pub mod events;
+pub mod normalize;
+pub mod time;

@@ -1,0 +1,1 @@
+//! Stage 1: raw agent JSON lines → `events/v1`.
