@@ -9,4 +9,5 @@
 pub mod cli;
 pub mod events;
 pub mod normalize;
+pub mod pipe;
 pub mod time;

@@ -1,1 +1,86 @@
-fn main() {}
+//! `normalize-events <claude|cursor|codex>`: an agent's raw JSON lines → `events/v1`.
+
+use clap::Parser;
+use runwire::cli::{self, Exit};
+use runwire::events::{Data, Seq};
+use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipe::{self, Flow};
+use std::io::{self, BufWriter, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const BIN: &str = "normalize-events";
+
+/// Turn a coding agent's raw JSON-lines stream into events/v1, one JSON object a line.
+#[derive(Parser, Debug)]
+#[command(name = BIN, version, after_help = "Exit status: 0 success; 2 usage error; 3 input or output error.\nSee normalize-events(1) and spec/events.schema.json.")]
+struct Args {
+    /// The agent CLI that wrote the stream.
+    #[arg(value_enum)]
+    adapter: Adapter,
+    /// Run id stamped on every event.
+    #[arg(long, value_name = "R")]
+    run: Option<String>,
+    /// Task id stamped on every event.
+    #[arg(long, value_name = "T")]
+    task: Option<String>,
+    /// Read this file instead of stdin (`-` is stdin).
+    #[arg(long, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// Keep reading FILE as it grows (woken by inotify) until the wrapper's status line (the exit event) or the file's removal.
+    #[arg(long, requires = "input")]
+    follow: bool,
+    /// Emit only events after this seq (`12` or `12.2`): resume a stream exactly.
+    #[arg(long, value_name = "SEQ", value_parser = parse_seq)]
+    after: Option<Seq>,
+}
+
+fn parse_seq(s: &str) -> Result<Seq, String> {
+    Seq::parse(s).ok_or_else(|| format!("{s:?} is not a seq (expected LINE or LINE.K, e.g. 12 or 12.2)"))
+}
+
+fn run(args: Args) -> anyhow::Result<Exit> {
+    let name = cli::source_name(args.input.as_deref());
+    let done = Arc::new(AtomicBool::new(false));
+    let input: Box<dyn Read> = match (&args.input, args.follow) {
+        (Some(p), true) if p.as_os_str() != "-" => {
+            Box::new(pipe::Follow::open(p, done.clone()).map_err(|e| anyhow::anyhow!("{name}: {e}"))?)
+        }
+        (p, _) => pipe::open_input(p.as_deref()).map_err(|e| anyhow::anyhow!("{name}: {e}"))?,
+    };
+    let mut norm = Normalizer::new(args.adapter, Options { run: args.run, task: args.task, ..Options::default() });
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let after = args.after;
+    pipe::drive(input, &mut out, |_, line, buf| {
+        for ev in norm.push(line) {
+            if after.is_some_and(|a| ev.seq <= a) {
+                continue;
+            }
+            serde_json::to_writer(&mut *buf, &ev).expect("serializing to memory cannot fail");
+            buf.push(b'\n');
+            if matches!(ev.data, Data::Exit(_)) {
+                done.store(true, Ordering::Relaxed);
+            }
+        }
+        Flow::Continue
+    })
+    .map_err(|e| {
+        let e = anyhow::Error::from(e);
+        if cli::is_broken_pipe(&e) {
+            e
+        } else {
+            e.context(format!("{name}:{}", norm.lines() + 1))
+        }
+    })?;
+    Ok(Exit::Ok)
+}
+
+fn main() -> ExitCode {
+    match cli::parse_args::<Args>() {
+        Ok(args) => cli::finish(BIN, run(args)),
+        Err(code) => code,
+    }
+}

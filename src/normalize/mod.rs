@@ -1,1 +1,384 @@
-//! Stage 1: raw agent JSON lines → `events/v1`.
+//! Stage 1: an agent's raw JSON lines → `events/v1`.
+//!
+//! [`Normalizer`] is a state object with no IO: feed it one source line at a
+//! time with [`Normalizer::push`]. Every event carries `seq`, the 1-based
+//! ordinal of the source line that produced it (`"<line>.<k>"` when one line
+//! produced several), so re-reading the same log from the start yields the
+//! same ids in any process: this is what exact SSE resume rests on.
+//!
+//! Each dialect lives in its own module and keeps a table of the kinds it
+//! knows; a known-irrelevant kind is skipped, an unknown kind or a non-JSON
+//! line becomes one non-fatal `error` event, and the stream goes on.
+
+mod claude;
+mod codex;
+mod cursor;
+pub mod redact;
+
+use crate::events::{Data, ErrorData, Event, Exit, Seq};
+use crate::time::Clock;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Which agent CLI wrote the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Adapter {
+    /// `claude -p --output-format stream-json --verbose [--include-partial-messages]`
+    Claude,
+    /// `cursor-agent --print --output-format stream-json [--stream-partial-output]`
+    Cursor,
+    /// `codex exec --json` (current `thread/turn/item` and legacy `{id,msg}` formats)
+    Codex,
+}
+
+impl Adapter {
+    pub fn name(self) -> &'static str {
+        match self {
+            Adapter::Claude => "claude",
+            Adapter::Cursor => "cursor",
+            Adapter::Codex => "codex",
+        }
+    }
+}
+
+/// Stamps put on every event, and the fallback clock.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub run: Option<String>,
+    pub task: Option<String>,
+    /// Time for lines that carry none of their own.
+    pub clock: Clock,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { run: None, task: None, clock: Clock::from_env() }
+    }
+}
+
+enum Dialect {
+    Claude(claude::Claude),
+    Cursor(cursor::Cursor),
+    Codex(codex::Codex),
+}
+
+/// The normalizer for one agent stream.
+pub struct Normalizer {
+    dialect: Dialect,
+    opts: Options,
+    line_no: u64,
+    session: Option<String>,
+    scratch: Vec<Data>,
+}
+
+/// What a dialect sees while handling one line.
+pub(crate) struct Ctx<'a> {
+    pub out: &'a mut Vec<Data>,
+    pub session: &'a mut Option<String>,
+    /// The line's own time, when the dialect found one.
+    pub ts_ms: Option<i64>,
+    pub line_no: u64,
+}
+
+impl Ctx<'_> {
+    pub fn emit(&mut self, d: Data) {
+        self.out.push(d);
+    }
+
+    /// Records the session id unless one is already known.
+    pub fn offer_session(&mut self, s: Option<&str>) {
+        if self.session.is_none() {
+            if let Some(s) = s.filter(|s| !s.is_empty()) {
+                *self.session = Some(s.to_string());
+            }
+        }
+    }
+
+    /// A message id for sources that have none: the line that opened it.
+    pub fn line_id(&self) -> String {
+        format!("L{}", self.line_no)
+    }
+
+    pub fn error(&mut self, code: &str, reason: impl Into<String>, raw: &[u8], fatal: bool) {
+        self.emit(Data::Error(ErrorData {
+            reason: reason.into(),
+            code: code.to_string(),
+            raw: redact::raw_excerpt(raw),
+            fatal,
+        }));
+    }
+
+    /// A line that is not JSON at all (stderr merged in, a banner, binary junk).
+    pub fn not_json(&mut self, raw: &[u8], err: &serde_json::Error) {
+        self.error("not_json", format!("line is not JSON ({err})"), raw, false);
+    }
+
+    /// A JSON line of a kind no table names.
+    pub fn unknown(&mut self, raw: &[u8], kind: &str) {
+        self.error("unknown_kind", format!("unknown event kind {kind:?}"), raw, false);
+    }
+
+    /// A JSON line whose shape does not fit the dialect (wrong field types).
+    pub fn invalid(&mut self, raw: &[u8], err: impl fmt::Display) {
+        self.error("invalid_line", format!("line does not fit the stream format ({err})"), raw, false);
+    }
+
+    /// Tells a bad line apart: not JSON at all, or JSON of an unexpected shape.
+    pub fn unparsable(&mut self, raw: &[u8], err: serde_json::Error) {
+        match serde_json::from_slice::<IgnoredAny>(raw) {
+            Ok(_) => self.invalid(raw, err),
+            Err(e) => self.not_json(raw, &e),
+        }
+    }
+}
+
+impl Normalizer {
+    pub fn new(adapter: Adapter, opts: Options) -> Normalizer {
+        let dialect = match adapter {
+            Adapter::Claude => Dialect::Claude(claude::Claude::default()),
+            Adapter::Cursor => Dialect::Cursor(cursor::Cursor::default()),
+            Adapter::Codex => Dialect::Codex(codex::Codex::default()),
+        };
+        Normalizer { dialect, opts, line_no: 0, session: None, scratch: Vec::new() }
+    }
+
+    /// The number of source lines consumed so far.
+    pub fn lines(&self) -> u64 {
+        self.line_no
+    }
+
+    /// The session id captured so far.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// Consumes one source line (with or without its line ending) and returns
+    /// the events it produced, numbered by the line's ordinal.
+    pub fn push(&mut self, line: &[u8]) -> Vec<Event> {
+        self.line_no += 1;
+        let line = trim_eol(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Vec::new();
+        }
+        let mut ctx = Ctx { out: &mut self.scratch, session: &mut self.session, ts_ms: None, line_no: self.line_no };
+        match &mut self.dialect {
+            Dialect::Claude(d) => d.line(&mut ctx, line),
+            Dialect::Cursor(d) => d.line(&mut ctx, line),
+            Dialect::Codex(d) => d.line(&mut ctx, line),
+        }
+        let ts_ms = ctx.ts_ms.unwrap_or_else(|| self.opts.clock.now_ms());
+        let n = self.scratch.len();
+        self.scratch
+            .drain(..)
+            .enumerate()
+            .map(|(k, data)| Event {
+                run: self.opts.run.clone(),
+                task: self.opts.task.clone(),
+                session: self.session.clone(),
+                seq: Seq { line: self.line_no, sub: if n == 1 { 0 } else { k as u32 + 1 } },
+                ts_ms,
+                data,
+            })
+            .collect()
+    }
+
+    /// Ends the stream. Normalization never invents events at the end: a
+    /// followed file may still grow, and a stream that stopped short is for
+    /// the consumer to judge (agui-translate reports it as incomplete).
+    pub fn finish(&mut self) -> Vec<Event> {
+        Vec::new()
+    }
+}
+
+fn trim_eol(mut l: &[u8]) -> &[u8] {
+    while let [rest @ .., b'\n' | b'\r'] = l {
+        l = rest;
+    }
+    l
+}
+
+/// The wrapper contract's final status line
+/// (`{"type":"runwire.status","ok":..,"rc":..,"session_id":..,"detail":..,"files":[..]}`).
+pub const STATUS_TYPE: &str = "runwire.status";
+
+pub(crate) fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
+    let rc = rc.unwrap_or(if ok == Some(true) { 0 } else { 1 });
+    Data::Exit(Exit {
+        rc,
+        ok: ok.unwrap_or(rc == 0) && rc == 0,
+        detail: detail.filter(|d| !d.is_empty()).map(str::to_string),
+    })
+}
+
+/// How much of `final_text` was not yet streamed, when a whole message arrives
+/// after its deltas: the unseen suffix when the streamed text is a prefix of
+/// it, nothing when it repeats (or contradicts, which an append-only stream
+/// cannot retract) what was already sent.
+pub(crate) fn unseen_suffix<'a>(streamed: &str, final_text: &'a str) -> &'a str {
+    if streamed.is_empty() {
+        return final_text;
+    }
+    match final_text.strip_prefix(streamed) {
+        Some(rest) => rest,
+        None => "",
+    }
+}
+
+/// A JSON value read leniently: a field of an unexpected type becomes
+/// `Other` instead of failing the whole line.
+#[derive(Debug, Default, Clone)]
+pub(crate) enum Scalar<'a> {
+    #[default]
+    Absent,
+    Str(Cow<'a, str>),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Other,
+}
+
+impl<'a> Scalar<'a> {
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Scalar::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Scalar::Int(i) => Some(i as f64),
+            Scalar::Float(f) if f.is_finite() => Some(f),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Scalar::Int(i) => Some(i),
+            Scalar::Float(f) if f.fract() == 0.0 && f.abs() < 9e15 => Some(f as i64),
+            _ => None,
+        }
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        self.as_i64().and_then(|i| u64::try_from(i).ok())
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            Scalar::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Scalar<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Owned(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Scalar::Int(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(i64::try_from(v).map(Scalar::Int).unwrap_or(Scalar::Float(v as f64)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Scalar::Float(v))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Scalar::Bool(v))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Scalar::Absent)
+            }
+            fn visit_none<E>(self) -> Result<Self::Value, E> {
+                Ok(Scalar::Absent)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+                Scalar::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// Helpers for the dialects that read lines as `serde_json::Value`.
+pub(crate) trait ValueExt {
+    fn str_at(&self, key: &str) -> Option<&str>;
+    fn i64_at(&self, key: &str) -> Option<i64>;
+    fn u64_at(&self, key: &str) -> Option<u64>;
+    fn bool_at(&self, key: &str) -> Option<bool>;
+}
+
+impl ValueExt for Value {
+    fn str_at(&self, key: &str) -> Option<&str> {
+        self.get(key)?.as_str()
+    }
+    fn i64_at(&self, key: &str) -> Option<i64> {
+        let v = self.get(key)?;
+        v.as_i64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e15).map(|f| f as i64))
+    }
+    fn u64_at(&self, key: &str) -> Option<u64> {
+        self.i64_at(key).and_then(|i| u64::try_from(i).ok())
+    }
+    fn bool_at(&self, key: &str) -> Option<bool> {
+        self.get(key)?.as_bool()
+    }
+}
+
+/// A tool result event with redaction and the 64 KiB cap applied.
+pub(crate) fn tool_result(
+    id: String,
+    output: &str,
+    is_error: bool,
+    exit_code: Option<i64>,
+    parent: Option<String>,
+) -> Data {
+    let (output, truncated, bytes) = redact::tool_output(output);
+    Data::ToolResult(crate::events::ToolResult { id, output, is_error, truncated, bytes, exit_code, parent })
+}
+
+/// A tool call event with secrets in its arguments redacted.
+pub(crate) fn tool_call(
+    id: String,
+    name: String,
+    mut args: Value,
+    message: Option<String>,
+    parent: Option<String>,
+) -> Data {
+    redact::redact_json(&mut args);
+    Data::ToolCall(crate::events::ToolCall { id, name, args, message, parent })
+}
+
+/// Compact text of a JSON value for tool output: strings as themselves.
+pub(crate) fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,576 @@
+//! Claude Code `stream-json`, with or without `--include-partial-messages`.
+//!
+//! Kinds (see `spec/adapters.md`):
+//!
+//! | line | maps to |
+//! |---|---|
+//! | `system/init` | `turn_start` (and the session id) |
+//! | `system/api_retry` | `error` (`api_retry`, not fatal) |
+//! | `system/{hook_started,hook_response,status,thinking_tokens,task_*,compact_boundary}` | skipped |
+//! | `stream_event` text/thinking deltas | `token_delta` |
+//! | `stream_event` tool_use block | `tool_call` at its `content_block_stop` if no `assistant` line gave it first |
+//! | `stream_event` `error` | `error` (`agent_error`, not fatal) |
+//! | `assistant` | text / thinking / tool_use blocks not already streamed |
+//! | `user` `tool_result` blocks | `tool_result` |
+//! | `result` | `turn_end` (plus the final text, only if no assistant text held it) |
+//! | `rate_limit_event`, `control_*`, `command_lifecycle`, `keep_alive` | skipped |
+//!
+//! Partial messages send text twice (deltas, then the whole block on an
+//! `assistant` line that shares the `message.id`): the k-th assistant line of
+//! a streamed message is the final value of its k-th block, so only the part
+//! not already streamed is emitted.
+
+use super::{status_exit, tool_call, tool_result, unseen_suffix, Ctx, Scalar, STATUS_TYPE};
+use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+#[derive(Deserialize, Default)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Scalar<'a>,
+    #[serde(borrow, default)]
+    subtype: Scalar<'a>,
+    #[serde(borrow, default)]
+    session_id: Scalar<'a>,
+    #[serde(borrow, default)]
+    timestamp: Scalar<'a>,
+    #[serde(borrow, default)]
+    parent_tool_use_id: Scalar<'a>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    event: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    model: Scalar<'a>,
+    #[serde(borrow, default)]
+    cwd: Scalar<'a>,
+    #[serde(borrow, default)]
+    is_error: Scalar<'a>,
+    #[serde(borrow, default)]
+    duration_ms: Scalar<'a>,
+    #[serde(borrow, default)]
+    duration_api_ms: Scalar<'a>,
+    #[serde(borrow, default)]
+    num_turns: Scalar<'a>,
+    #[serde(borrow, default)]
+    result: Scalar<'a>,
+    #[serde(borrow, default)]
+    total_cost_usd: Scalar<'a>,
+    #[serde(borrow, default)]
+    cost_usd: Scalar<'a>,
+    #[serde(borrow, default)]
+    usage: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    terminal_reason: Scalar<'a>,
+    #[serde(borrow, default)]
+    errors: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    api_error_status: Scalar<'a>,
+    #[serde(borrow, default)]
+    attempt: Scalar<'a>,
+    #[serde(borrow, default)]
+    max_retries: Scalar<'a>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ok: Scalar<'a>,
+    #[serde(borrow, default)]
+    rc: Scalar<'a>,
+    #[serde(borrow, default)]
+    detail: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    id: Scalar<'a>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Scalar<'a>,
+    #[serde(borrow, default)]
+    text: Scalar<'a>,
+    #[serde(borrow, default)]
+    thinking: Scalar<'a>,
+    #[serde(borrow, default)]
+    id: Scalar<'a>,
+    #[serde(borrow, default)]
+    name: Scalar<'a>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tool_use_id: Scalar<'a>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    is_error: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct StreamEvent<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Scalar<'a>,
+    #[serde(borrow, default)]
+    index: Scalar<'a>,
+    #[serde(borrow, default)]
+    message: Option<Message<'a>>,
+    #[serde(borrow, default)]
+    content_block: Option<Block<'a>>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Scalar<'a>,
+    #[serde(borrow, default)]
+    text: Scalar<'a>,
+    #[serde(borrow, default)]
+    thinking: Scalar<'a>,
+    #[serde(borrow, default)]
+    partial_json: Scalar<'a>,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Kind {
+    Text,
+    Thinking,
+    Tool,
+    Other,
+}
+
+/// One content block of a message being streamed.
+#[derive(Debug)]
+struct SBlock {
+    index: i64,
+    kind: Kind,
+    /// Text streamed so far (text and thinking), or the tool input JSON.
+    buf: String,
+    tool_id: String,
+    tool_name: String,
+    tool_emitted: bool,
+}
+
+/// A message whose `message_start` was seen and whose `message_stop` was not.
+#[derive(Debug)]
+struct Stream {
+    id: String,
+    parent: Option<String>,
+    blocks: Vec<SBlock>,
+    /// How many blocks the `assistant` lines for this id have delivered.
+    assistant_seen: usize,
+}
+
+#[derive(Default)]
+pub(crate) struct Claude {
+    streams: Vec<Stream>,
+    /// The final text of the main agent's latest text block, to tell whether
+    /// `result.result` adds anything.
+    last_text: String,
+}
+
+fn text_event(text: &str, channel: Channel, message: &str, parent: &Option<String>) -> Option<Data> {
+    (!text.is_empty()).then(|| {
+        Data::TokenDelta(TokenDelta {
+            text: text.to_string(),
+            channel,
+            message: message.to_string(),
+            parent: parent.clone(),
+        })
+    })
+}
+
+fn raw_value(r: Option<&RawValue>) -> Value {
+    r.and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or_else(|| Value::Object(Default::default()))
+}
+
+/// A tool_result's `content`: a string, or a list of text (and other) blocks.
+fn result_text(content: Option<&RawValue>) -> String {
+    let Some(raw) = content else { return String::new() };
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::String(s)) => s,
+        Ok(Value::Array(parts)) => {
+            let mut out = String::new();
+            for p in parts {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => out.push_str(t),
+                    (Some(kind), _) => {
+                        out.push('[');
+                        out.push_str(kind);
+                        out.push(']');
+                    }
+                    _ => out.push_str(&p.to_string()),
+                }
+            }
+            out
+        }
+        Ok(Value::Null) | Err(_) => String::new(),
+        Ok(other) => other.to_string(),
+    }
+}
+
+fn parse_usage(r: Option<&RawValue>) -> Option<Usage> {
+    let v: Value = serde_json::from_str(r?.get()).ok()?;
+    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    Some(Usage {
+        input_tokens: n("input_tokens")?,
+        output_tokens: n("output_tokens").unwrap_or(0),
+        cached_input_tokens: n("cache_read_input_tokens"),
+        cache_write_input_tokens: n("cache_creation_input_tokens"),
+        reasoning_tokens: None,
+    })
+}
+
+impl Claude {
+    pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
+        let l: Line = match serde_json::from_slice(raw) {
+            Ok(l) => l,
+            Err(e) => return ctx.unparsable(raw, e),
+        };
+        ctx.ts_ms = l.timestamp.as_str().and_then(crate::time::parse_rfc3339_ms);
+        let parent = l.parent_tool_use_id.as_str().map(str::to_string);
+        let kind = match l.kind.as_str() {
+            Some(k) => k,
+            None => return ctx.invalid(raw, "no string \"type\""),
+        };
+        if kind != "system" {
+            ctx.offer_session(l.session_id.as_str());
+        }
+        match kind {
+            "system" => self.system(ctx, raw, &l),
+            "stream_event" => match l.event {
+                Some(ev) => match serde_json::from_str::<StreamEvent>(ev.get()) {
+                    Ok(ev) => self.stream_event(ctx, raw, ev, parent),
+                    Err(e) => ctx.invalid(raw, e),
+                },
+                None => ctx.invalid(raw, "stream_event without \"event\""),
+            },
+            "assistant" => match l.message.map(|m| serde_json::from_str::<Message>(m.get())) {
+                Some(Ok(m)) => self.assistant(ctx, raw, m, parent),
+                Some(Err(e)) => ctx.invalid(raw, e),
+                None => ctx.invalid(raw, "assistant line without \"message\""),
+            },
+            "user" => match l.message.map(|m| serde_json::from_str::<Message>(m.get())) {
+                Some(Ok(m)) => self.user(ctx, raw, m, parent),
+                Some(Err(e)) => ctx.invalid(raw, e),
+                None => ctx.invalid(raw, "user line without \"message\""),
+            },
+            "result" => self.result(ctx, &l),
+            STATUS_TYPE => ctx.emit(status_exit(l.ok.as_bool(), l.rc.as_i64(), l.detail.as_str())),
+            "rate_limit_event"
+            | "control_request"
+            | "control_response"
+            | "control_cancel_request"
+            | "command_lifecycle"
+            | "keep_alive" => {}
+            other => ctx.unknown(raw, other),
+        }
+    }
+
+    fn system(&mut self, ctx: &mut Ctx, raw: &[u8], l: &Line) {
+        match l.subtype.as_str().unwrap_or("") {
+            "init" => {
+                // init names the session authoritatively (a resumed or forked run may differ from earlier lines).
+                if let Some(s) = l.session_id.as_str().filter(|s| !s.is_empty()) {
+                    *ctx.session = Some(s.to_string());
+                }
+                self.streams.clear();
+                self.last_text.clear();
+                ctx.emit(Data::TurnStart(TurnStart {
+                    model: l.model.as_str().map(str::to_string),
+                    cwd: l.cwd.as_str().map(str::to_string),
+                }));
+            }
+            "api_retry" => {
+                let err = l.error.map(|e| e.get().trim_matches('"').to_string()).unwrap_or_default();
+                let reason = match (l.attempt.as_i64(), l.max_retries.as_i64()) {
+                    (Some(a), Some(m)) => format!("API request retried ({a}/{m}) {err}"),
+                    _ => format!("API request retried {err}"),
+                };
+                ctx.error("api_retry", reason.trim_end(), raw, false);
+            }
+            "hook_started" | "hook_response" | "status" | "thinking_tokens" | "task_started" | "task_progress"
+            | "task_updated" | "task_notification" | "compact_boundary" => {}
+            other => ctx.unknown(raw, &format!("system/{other}")),
+        }
+    }
+
+    fn stream_mut(&mut self, parent: &Option<String>) -> Option<&mut Stream> {
+        // The newest open message of this agent (main or one subagent) receives the deltas.
+        self.streams.iter_mut().rev().find(|s| &s.parent == parent)
+    }
+
+    fn stream_event(&mut self, ctx: &mut Ctx, raw: &[u8], ev: StreamEvent, parent: Option<String>) {
+        let index = ev.index.as_i64().unwrap_or(-1);
+        match ev.kind.as_str().unwrap_or("") {
+            "message_start" => {
+                let id = ev.message.as_ref().and_then(|m| m.id.as_str()).map(str::to_string);
+                let id = id.unwrap_or_else(|| ctx.line_id());
+                // A message of the same agent still open was cut off (killed turn): drop it.
+                self.streams.retain(|s| s.parent != parent);
+                self.streams.push(Stream { id, parent, blocks: Vec::new(), assistant_seen: 0 });
+            }
+            "content_block_start" => {
+                let is_main = parent.is_none();
+                if self.stream_mut(&parent).is_none() {
+                    return;
+                }
+                let b = ev.content_block.unwrap_or_default();
+                let kind = match b.kind.as_str() {
+                    Some("text") => Kind::Text,
+                    Some("thinking") => Kind::Thinking,
+                    Some("tool_use" | "server_tool_use") => Kind::Tool,
+                    _ => Kind::Other,
+                };
+                if kind == Kind::Text && is_main {
+                    self.last_text.clear();
+                }
+                let s = self.stream_mut(&parent).expect("checked above");
+                s.blocks.push(SBlock {
+                    index,
+                    kind,
+                    buf: String::new(),
+                    tool_id: b.id.as_str().unwrap_or("").to_string(),
+                    tool_name: b.name.as_str().unwrap_or("").to_string(),
+                    tool_emitted: false,
+                });
+            }
+            "content_block_delta" => {
+                let Some(d) = ev.delta else { return };
+                let is_main = parent.is_none();
+                let Some(s) = self.stream_mut(&parent) else { return };
+                let msg = s.id.clone();
+                let Some(b) = s.blocks.iter_mut().rev().find(|b| b.index == index) else { return };
+                match d.kind.as_str().unwrap_or("") {
+                    "text_delta" => {
+                        let t = d.text.as_str().unwrap_or("");
+                        b.buf.push_str(t);
+                        if is_main {
+                            self.last_text.push_str(t);
+                        }
+                        if let Some(e) = text_event(t, Channel::Text, &msg, &parent) {
+                            ctx.emit(e);
+                        }
+                    }
+                    "thinking_delta" => {
+                        let t = d.thinking.as_str().unwrap_or("");
+                        b.buf.push_str(t);
+                        if let Some(e) = text_event(t, Channel::Reasoning, &msg, &parent) {
+                            ctx.emit(e);
+                        }
+                    }
+                    "input_json_delta" => b.buf.push_str(d.partial_json.as_str().unwrap_or("")),
+                    "signature_delta" | "citations_delta" => {}
+                    other => ctx.unknown(raw, &format!("stream_event/content_block_delta/{other}")),
+                }
+            }
+            "content_block_stop" => {
+                let Some(s) = self.stream_mut(&parent) else { return };
+                let msg = s.id.clone();
+                let Some(b) = s.blocks.iter_mut().rev().find(|b| b.index == index) else { return };
+                // No assistant line delivered this tool call (older builds, or it never came): use the streamed input.
+                if b.kind == Kind::Tool && !b.tool_emitted {
+                    b.tool_emitted = true;
+                    let args = if b.buf.trim().is_empty() {
+                        Value::Object(Default::default())
+                    } else {
+                        serde_json::from_str(&b.buf).unwrap_or_else(|_| Value::String(b.buf.clone()))
+                    };
+                    ctx.emit(tool_call(b.tool_id.clone(), b.tool_name.clone(), args, Some(msg), parent));
+                }
+            }
+            "message_stop" => {
+                if let Some(pos) = self.streams.iter().rposition(|s| s.parent == parent) {
+                    self.streams.remove(pos);
+                }
+            }
+            "message_delta" | "ping" => {}
+            "error" => {
+                let msg = ev.error.map(|e| e.get().to_string()).unwrap_or_default();
+                ctx.error("agent_error", format!("API stream error: {msg}"), raw, false);
+            }
+            other => ctx.unknown(raw, &format!("stream_event/{other}")),
+        }
+    }
+
+    fn assistant(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Option<String>) {
+        let id = m.id.as_str().map(str::to_string).unwrap_or_else(|| ctx.line_id());
+        let blocks: Vec<Block> = match m.content {
+            Some(c) if c.get().starts_with('"') => {
+                let text: String = serde_json::from_str(c.get()).unwrap_or_default();
+                return self.whole_text(ctx, &text, Channel::Text, &id, &parent);
+            }
+            Some(c) => match serde_json::from_str(c.get()) {
+                Ok(b) => b,
+                Err(e) => return ctx.invalid(raw, e),
+            },
+            None => Vec::new(),
+        };
+        let is_main = parent.is_none();
+        let stream_pos = self.streams.iter().position(|s| s.id == id);
+        for blk in blocks {
+            let kind = blk.kind.as_str().unwrap_or("");
+            let streamed = stream_pos.and_then(|p| {
+                let s = &mut self.streams[p];
+                let k = s.assistant_seen;
+                s.assistant_seen += 1;
+                match kind {
+                    "tool_use" | "server_tool_use" => {
+                        let tid = blk.id.as_str().unwrap_or("");
+                        s.blocks.iter_mut().find(|b| b.kind == Kind::Tool && b.tool_id == tid)
+                    }
+                    _ => s.blocks.get_mut(k),
+                }
+            });
+            match kind {
+                "text" | "thinking" => {
+                    let (channel, want, text) = if kind == "text" {
+                        (Channel::Text, Kind::Text, blk.text.as_str().unwrap_or(""))
+                    } else {
+                        (Channel::Reasoning, Kind::Thinking, blk.thinking.as_str().unwrap_or(""))
+                    };
+                    match streamed.filter(|b| b.kind == want) {
+                        Some(b) => {
+                            let rest = unseen_suffix(&b.buf, text);
+                            if let Some(e) = text_event(rest, channel, &id, &parent) {
+                                ctx.emit(e);
+                            }
+                            b.buf.push_str(rest);
+                            if is_main && channel == Channel::Text {
+                                self.last_text = b.buf.clone();
+                            }
+                        }
+                        None => self.whole_text(ctx, text, channel, &id, &parent),
+                    }
+                }
+                "tool_use" | "server_tool_use" => {
+                    if let Some(b) = &streamed {
+                        if b.tool_emitted {
+                            continue;
+                        }
+                    }
+                    if let Some(b) = streamed {
+                        b.tool_emitted = true;
+                    }
+                    ctx.emit(tool_call(
+                        blk.id.as_str().unwrap_or("").to_string(),
+                        blk.name.as_str().unwrap_or("").to_string(),
+                        raw_value(blk.input),
+                        Some(id.clone()),
+                        parent.clone(),
+                    ));
+                }
+                "redacted_thinking" | "image" | "document" => {}
+                k if k.ends_with("_tool_result") => {
+                    let out = result_text(blk.content);
+                    let is_error = blk.is_error.as_bool().unwrap_or(false);
+                    ctx.emit(tool_result(
+                        blk.tool_use_id.as_str().unwrap_or("").into(),
+                        &out,
+                        is_error,
+                        None,
+                        parent.clone(),
+                    ));
+                }
+                other => ctx.unknown(raw, &format!("assistant/{other}")),
+            }
+        }
+    }
+
+    /// Text that was never streamed: emitted whole.
+    fn whole_text(&mut self, ctx: &mut Ctx, text: &str, channel: Channel, id: &str, parent: &Option<String>) {
+        if parent.is_none() && channel == Channel::Text && !text.is_empty() {
+            self.last_text = text.to_string();
+        }
+        if let Some(e) = text_event(text, channel, id, parent) {
+            ctx.emit(e);
+        }
+    }
+
+    fn user(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Option<String>) {
+        // A plain string is a prompt (subagent or replayed input): not an agent event.
+        let Some(c) = m.content.filter(|c| c.get().starts_with('[')) else { return };
+        let blocks: Vec<Block> = match serde_json::from_str(c.get()) {
+            Ok(b) => b,
+            Err(e) => return ctx.invalid(raw, e),
+        };
+        for b in blocks {
+            if b.kind.as_str() == Some("tool_result") {
+                let out = result_text(b.content);
+                ctx.emit(tool_result(
+                    b.tool_use_id.as_str().unwrap_or("").to_string(),
+                    &out,
+                    b.is_error.as_bool().unwrap_or(false),
+                    None,
+                    parent.clone(),
+                ));
+            }
+        }
+    }
+
+    fn result(&mut self, ctx: &mut Ctx, l: &Line) {
+        self.streams.clear();
+        let subtype = l.subtype.as_str().unwrap_or("");
+        let terminal = l.terminal_reason.as_str();
+        // Neither subtype nor is_error alone tells failure (an API error arrives as subtype "success").
+        let failed =
+            l.is_error.as_bool() == Some(true) || subtype != "success" || terminal.is_some_and(|t| t != "completed");
+        let text = l.result.as_str().unwrap_or("");
+        if !failed && !text.is_empty() && !self.last_text.contains(text) {
+            ctx.emit(Data::TokenDelta(TokenDelta {
+                text: text.to_string(),
+                channel: Channel::Text,
+                message: ctx.line_id(),
+                parent: None,
+            }));
+        }
+        let reason = failed.then(|| {
+            let errors: Vec<String> = l
+                .errors
+                .and_then(|e| serde_json::from_str::<Vec<Value>>(e.get()).ok())
+                .unwrap_or_default()
+                .iter()
+                .map(super::value_text)
+                .filter(|s| !s.is_empty())
+                .collect();
+            let mut parts = Vec::new();
+            if !text.is_empty() {
+                parts.push(text.to_string());
+            }
+            if !errors.is_empty() {
+                parts.push(errors.join("; "));
+            }
+            if let Some(status) = l.api_error_status.as_i64() {
+                parts.push(format!("API status {status}"));
+            }
+            let label = match terminal {
+                Some(t) if t != "completed" => format!("{subtype}/{t}"),
+                _ => subtype.to_string(),
+            };
+            parts.push(format!("({label})"));
+            parts.join(" ")
+        });
+        self.last_text.clear();
+        ctx.emit(Data::TurnEnd(TurnEnd {
+            ok: !failed,
+            reason,
+            cost_usd: l.total_cost_usd.as_f64().or_else(|| l.cost_usd.as_f64()).filter(|c| *c >= 0.0),
+            usage: parse_usage(l.usage),
+            duration_ms: l.duration_ms.as_u64(),
+            duration_api_ms: l.duration_api_ms.as_u64(),
+            num_turns: l.num_turns.as_u64(),
+        }));
+    }
+}
