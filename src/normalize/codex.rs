@@ -165,23 +165,15 @@ impl Codex {
         }
     }
 
-    fn close_tool(
-        &mut self,
-        ctx: &mut Ctx,
-        id: &str,
-        name: String,
-        args: Value,
-        out: &str,
-        is_error: bool,
-        code: Option<i64>,
-    ) {
+    /// Ends a tool: `outcome` is `(output, is_error, exit_code)`.
+    fn close_tool(&mut self, ctx: &mut Ctx, id: &str, name: String, args: Value, outcome: (&str, bool, Option<i64>)) {
         match self.open_tools.iter().position(|t| t == id) {
             Some(p) => {
                 self.open_tools.swap_remove(p);
             }
             None => ctx.emit(tool_call(id.to_string(), name, args, None, None)),
         }
-        ctx.emit(tool_result(id.to_string(), out, is_error, code, None));
+        ctx.emit(tool_result(id.to_string(), outcome.0, outcome.1, outcome.2, None));
     }
 
     fn item(&mut self, ctx: &mut Ctx, raw: &[u8], kind: &str, item: &Value) {
@@ -211,7 +203,7 @@ impl Codex {
                     self.open_tool(ctx, &id, name, args);
                 } else if done {
                     let (out, is_error, code) = tool_outcome(ty, item);
-                    self.close_tool(ctx, &id, name, args, &out, is_error, code);
+                    self.close_tool(ctx, &id, name, args, (&out, is_error, code));
                 }
             }
         }
@@ -261,7 +253,7 @@ impl Codex {
                 let out = join_streams(msg.str_at("stdout").unwrap_or(""), msg.str_at("stderr").unwrap_or(""));
                 let code = msg.i64_at("exit_code");
                 let failed = msg.bool_at("success").map(|s| !s).unwrap_or(code != Some(0));
-                self.close_tool(ctx, &call_id, "shell".into(), obj(), &out, failed, code);
+                self.close_tool(ctx, &call_id, "shell".into(), obj(), (&out, failed, code));
             }
             "patch_apply_begin" => {
                 let args = serde_json::json!({ "changes": msg.get("changes").cloned().unwrap_or_else(obj), "auto_approved": msg.get("auto_approved").cloned().unwrap_or(Value::Null) });
@@ -270,7 +262,7 @@ impl Codex {
             "patch_apply_end" => {
                 let out = join_streams(msg.str_at("stdout").unwrap_or(""), msg.str_at("stderr").unwrap_or(""));
                 let failed = msg.bool_at("success") != Some(true);
-                self.close_tool(ctx, &call_id, "apply_patch".into(), obj(), &out, failed, None);
+                self.close_tool(ctx, &call_id, "apply_patch".into(), obj(), (&out, failed, None));
             }
             "mcp_tool_call_begin" => {
                 let inv = msg.get("invocation").unwrap_or(msg);
@@ -288,7 +280,7 @@ impl Codex {
                     },
                     None => (String::new(), false),
                 };
-                self.close_tool(ctx, &call_id, name, obj(), &out, failed, None);
+                self.close_tool(ctx, &call_id, name, obj(), (&out, failed, None));
             }
             "web_search_begin" => {
                 let args = serde_json::json!({ "query": msg.get("query").cloned().unwrap_or(Value::Null) });
@@ -296,7 +288,7 @@ impl Codex {
             }
             "web_search_end" => {
                 let out = msg.str_at("query").unwrap_or("").to_string();
-                self.close_tool(ctx, &call_id, "web_search".into(), obj(), &out, false, None);
+                self.close_tool(ctx, &call_id, "web_search".into(), obj(), (&out, false, None));
             }
             "token_count" => {
                 let src = msg.pointer("/info/total_token_usage").unwrap_or(msg);

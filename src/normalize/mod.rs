@@ -220,10 +220,7 @@ pub(crate) fn unseen_suffix<'a>(streamed: &str, final_text: &'a str) -> &'a str 
     if streamed.is_empty() {
         return final_text;
     }
-    match final_text.strip_prefix(streamed) {
-        Some(rest) => rest,
-        None => "",
-    }
+    final_text.strip_prefix(streamed).unwrap_or_default()
 }
 
 /// A JSON value read leniently: a field of an unexpected type becomes
@@ -380,5 +377,139 @@ pub(crate) fn value_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Channel, Data};
+
+    fn run(adapter: Adapter, lines: &[&str]) -> Vec<Event> {
+        let mut n = Normalizer::new(adapter, Options { clock: Clock::Fixed(0), ..Options::default() });
+        let mut out: Vec<Event> = lines.iter().flat_map(|l| n.push(l.as_bytes())).collect();
+        out.extend(n.finish());
+        out
+    }
+
+    fn texts(evs: &[Event]) -> Vec<(String, Channel)> {
+        evs.iter()
+            .filter_map(|e| match &e.data {
+                Data::TokenDelta(d) => Some((d.text.clone(), d.channel)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn claude_final_block_adds_only_what_the_deltas_missed() {
+        let evs = run(
+            Adapter::Claude,
+            &[
+                r#"{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1"}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}}"#,
+                r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Hello"}]}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_stop","index":0}}"#,
+                r#"{"type":"stream_event","event":{"type":"message_stop"}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"Hello"}"#,
+            ],
+        );
+        assert_eq!(texts(&evs), vec![("Hel".into(), Channel::Text), ("lo".into(), Channel::Text)]);
+    }
+
+    #[test]
+    fn claude_tool_input_comes_from_the_stream_when_no_assistant_line_does() {
+        let evs = run(
+            Adapter::Claude,
+            &[
+                r#"{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1"}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"Bash","input":{}}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"command\":"}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":" \"ls\"}"}}}"#,
+                r#"{"type":"stream_event","event":{"type":"content_block_stop","index":0}}"#,
+                r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}"#,
+            ],
+        );
+        let calls: Vec<_> = evs.iter().filter(|e| matches!(e.data, Data::ToolCall(_))).collect();
+        assert_eq!(calls.len(), 1);
+        match &calls[0].data {
+            Data::ToolCall(c) => {
+                assert_eq!(c.args, serde_json::json!({"command":"ls"}));
+                assert_eq!(c.message.as_deref(), Some("m1"));
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn claude_result_text_is_emitted_only_when_nothing_said_it() {
+        let said = run(
+            Adapter::Claude,
+            &[
+                r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"All done."}]}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"All done."}"#,
+            ],
+        );
+        assert_eq!(texts(&said).len(), 1);
+        let unsaid =
+            run(Adapter::Claude, &[r#"{"type":"result","subtype":"success","is_error":false,"result":"Only here."}"#]);
+        assert_eq!(texts(&unsaid), vec![("Only here.".into(), Channel::Text)]);
+        assert_eq!(unsaid[0].seq, Seq { line: 1, sub: 1 });
+        assert_eq!(unsaid[1].seq, Seq { line: 1, sub: 2 });
+    }
+
+    #[test]
+    fn claude_failure_is_read_from_is_error_subtype_and_terminal_reason() {
+        for line in [
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in"}"#,
+            r#"{"type":"result","subtype":"error_max_turns","is_error":false}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"terminal_reason":"aborted_tools"}"#,
+        ] {
+            let evs = run(Adapter::Claude, &[line]);
+            assert!(matches!(&evs.last().unwrap().data, Data::TurnEnd(t) if !t.ok && t.reason.is_some()), "{line}");
+        }
+    }
+
+    #[test]
+    fn cursor_flush_after_a_closing_event_is_not_repeated() {
+        let evs = run(
+            Adapter::Cursor,
+            &[
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Hi "}]},"timestamp_ms":1}"#,
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"you"}]},"timestamp_ms":2}"#,
+                r#"{"type":"thinking","subtype":"completed","timestamp_ms":3}"#,
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Hi you"}]},"model_call_id":"x","timestamp_ms":4}"#,
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Hi you"}]}}"#,
+            ],
+        );
+        assert_eq!(texts(&evs), vec![("Hi ".into(), Channel::Text), ("you".into(), Channel::Text)]);
+    }
+
+    #[test]
+    fn codex_item_updates_replace_rather_than_append() {
+        let evs = run(
+            Adapter::Codex,
+            &[
+                r#"{"type":"item.updated","item":{"id":"item_3","type":"agent_message","text":"Wor"}}"#,
+                r#"{"type":"item.updated","item":{"id":"item_3","type":"agent_message","text":"Working"}}"#,
+                r#"{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"Working."}}"#,
+            ],
+        );
+        assert_eq!(texts(&evs).into_iter().map(|t| t.0).collect::<String>(), "Working.");
+    }
+
+    #[test]
+    fn the_status_line_is_the_exit_event_in_every_dialect() {
+        for a in [Adapter::Claude, Adapter::Cursor, Adapter::Codex] {
+            let evs = run(
+                a,
+                &[r#"{"type":"runwire.status","ok":false,"rc":124,"session_id":null,"detail":"timeout","files":[]}"#],
+            );
+            assert!(
+                matches!(&evs[0].data, Data::Exit(x) if x.rc == 124 && !x.ok && x.detail.as_deref() == Some("timeout")),
+                "{a:?}"
+            );
+        }
     }
 }

@@ -32,7 +32,7 @@ pub fn is_secret_name(name: &str) -> bool {
 }
 
 fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b'+' | b'=')
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/' | b'+')
 }
 
 /// True for a token whose shape alone marks it as a credential.
@@ -125,7 +125,7 @@ pub fn redact_text(s: &str) -> Cow<'_, str> {
         }
         // NAME=value, NAME: value, "name": "value"
         let name = std::str::from_utf8(tok).unwrap_or("");
-        let name = name.trim_end_matches(['=', '.', '/', '+']);
+        let name = name.trim_end_matches(['.', '/', '+']);
         if name.is_empty() || !is_secret_name(name) {
             continue;
         }
@@ -150,6 +150,16 @@ pub fn redact_text(s: &str) -> Cow<'_, str> {
             }
             _ => None,
         };
+        // `Authorization: Bearer <token>`: keep the scheme, redact the credential.
+        for scheme in [&b"bearer "[..], b"basic ", b"token ", b"digest "] {
+            if b.len() >= j + scheme.len() && b[j..j + scheme.len()].eq_ignore_ascii_case(scheme) {
+                j += scheme.len();
+                while j < b.len() && b[j] == b' ' {
+                    j += 1;
+                }
+                break;
+            }
+        }
         let vs = j;
         match quote {
             Some(q) => {
