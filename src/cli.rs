@@ -106,9 +106,3 @@ pub fn source_name(path: Option<&std::path::Path>) -> String {
         _ => "stdin".to_string(),
     }
 }
-
-/// Writes one record and its newline, then flushes so a live pipeline sees it.
-pub fn write_record(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
-    w.write_all(bytes)?;
-    w.write_all(b"\n")
-}

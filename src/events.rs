@@ -263,11 +263,29 @@ impl Serialize for Event {
             m.serialize_entry("session", se)?;
         }
         m.serialize_entry("seq", &self.seq)?;
-        m.serialize_entry("ts", &crate::time::format_ms(self.ts_ms))?;
+        m.serialize_entry("ts", &*cached_ts(self.ts_ms))?;
         m.serialize_entry("type", self.data.type_name())?;
         self.data.serialize_data(&mut m)?;
         m.end()
     }
+}
+
+/// Consecutive events mostly share a timestamp: format each instant once.
+fn cached_ts(ms: i64) -> std::rc::Rc<str> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(i64, std::rc::Rc<str>)>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|c| {
+        let mut c = c.borrow_mut();
+        match &*c {
+            Some((m, s)) if *m == ms => s.clone(),
+            _ => {
+                let s: std::rc::Rc<str> = crate::time::format_ms(ms).into();
+                *c = Some((ms, s.clone()));
+                s
+            }
+        }
+    })
 }
 
 #[derive(Deserialize)]

@@ -7,7 +7,7 @@
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::fs::File;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,12 +32,44 @@ pub fn drive<R: Read, W: Write>(
     mut handle: impl FnMut(u64, &[u8], &mut Vec<u8>) -> Flow,
 ) -> io::Result<()> {
     let mut reader = BufReader::with_capacity(IN_BUF, input);
-    let mut line = Vec::new();
+    // A line that straddles the buffer's end is assembled here; whole lines
+    // are handled in place, without a copy.
+    let mut pending: Vec<u8> = Vec::new();
     let mut out = Vec::with_capacity(64 * 1024);
     let mut n = 0u64;
-    while crate::cli::read_line(&mut reader, &mut line)? {
-        n += 1;
-        let flow = handle(n, &line, &mut out);
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            if !pending.is_empty() {
+                n += 1;
+                handle(n, strip_cr(&pending), &mut out);
+                output.write_all(&out)?;
+            }
+            break;
+        }
+        let (flow, used) = match memchr::memchr(b'\n', buf) {
+            Some(i) => {
+                n += 1;
+                let flow = if pending.is_empty() {
+                    handle(n, strip_cr(&buf[..i]), &mut out)
+                } else {
+                    pending.extend_from_slice(&buf[..i]);
+                    let f = handle(n, strip_cr(&pending), &mut out);
+                    pending.clear();
+                    f
+                };
+                (flow, i + 1)
+            }
+            None => {
+                pending.extend_from_slice(buf);
+                (Flow::Continue, buf.len())
+            }
+        };
+        reader.consume(used);
         if !out.is_empty() {
             output.write_all(&out)?;
             out.clear();
@@ -50,6 +82,10 @@ pub fn drive<R: Read, W: Write>(
         }
     }
     output.flush()
+}
+
+fn strip_cr(l: &[u8]) -> &[u8] {
+    l.strip_suffix(b"\r").unwrap_or(l)
 }
 
 /// A file reader for `--follow`: at end of file it blocks on inotify until the

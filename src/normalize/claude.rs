@@ -41,7 +41,7 @@ struct Line<'a> {
     #[serde(borrow, default)]
     message: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    event: Option<&'a RawValue>,
+    event: Option<StreamEvent<'a>>,
     #[serde(borrow, default)]
     model: Scalar<'a>,
     #[serde(borrow, default)]
@@ -233,8 +233,55 @@ fn parse_usage(r: Option<&RawValue>) -> Option<Usage> {
     })
 }
 
+/// The kinds skipped whole (control protocol, rate limits, hooks, progress),
+/// recognised from the line's leading `"type"` (and `"subtype"`) without
+/// parsing the rest: they are a third of a partial-messages log's bytes.
+const SKIPPED: [&str; 6] = [
+    "control_request",
+    "control_response",
+    "control_cancel_request",
+    "command_lifecycle",
+    "rate_limit_event",
+    "keep_alive",
+];
+const SKIPPED_SYSTEM: [&str; 9] = [
+    "hook_started",
+    "hook_response",
+    "status",
+    "thinking_tokens",
+    "task_started",
+    "task_progress",
+    "task_updated",
+    "task_notification",
+    "compact_boundary",
+];
+
+/// True for a line of a skipped kind. Only the leading keys are read, so the
+/// rest is not validated; a line cut short (no closing brace) is still
+/// parsed in full and reported.
+fn skippable(raw: &[u8]) -> bool {
+    fn leading_str<'a>(b: &'a [u8], key: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
+        let rest = b.strip_prefix(key)?;
+        let end = memchr::memchr2(b'"', b'\\', rest)?;
+        (rest[end] == b'"').then(|| (&rest[..end], &rest[end + 1..]))
+    }
+    if raw.last() != Some(&b'}') {
+        return false;
+    }
+    let Some((kind, rest)) = leading_str(raw, b"{\"type\":\"") else { return false };
+    if SKIPPED.iter().any(|k| k.as_bytes() == kind) {
+        return true;
+    }
+    kind == b"system"
+        && leading_str(rest, b",\"subtype\":\"")
+            .is_some_and(|(sub, _)| SKIPPED_SYSTEM.iter().any(|k| k.as_bytes() == sub))
+}
+
 impl Claude {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
+        if skippable(raw) {
+            return;
+        }
         let l: Line = match serde_json::from_slice(raw) {
             Ok(l) => l,
             Err(e) => return ctx.unparsable(raw, e),
@@ -251,10 +298,7 @@ impl Claude {
         match kind {
             "system" => self.system(ctx, raw, &l),
             "stream_event" => match l.event {
-                Some(ev) => match serde_json::from_str::<StreamEvent>(ev.get()) {
-                    Ok(ev) => self.stream_event(ctx, raw, ev, parent),
-                    Err(e) => ctx.invalid(raw, e),
-                },
+                Some(ev) => self.stream_event(ctx, raw, ev, parent),
                 None => ctx.invalid(raw, "stream_event without \"event\""),
             },
             "assistant" => match l.message.map(|m| serde_json::from_str::<Message>(m.get())) {
@@ -301,8 +345,7 @@ impl Claude {
                 };
                 ctx.error("api_retry", reason.trim_end(), raw, false);
             }
-            "hook_started" | "hook_response" | "status" | "thinking_tokens" | "task_started" | "task_progress"
-            | "task_updated" | "task_notification" | "compact_boundary" => {}
+            k if SKIPPED_SYSTEM.contains(&k) => {}
             other => ctx.unknown(raw, &format!("system/{other}")),
         }
     }
