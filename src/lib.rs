@@ -6,7 +6,9 @@
 //! every stage.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agui;
 pub mod cli;
 pub mod events;
 pub mod normalize;
+pub mod sse;
 pub mod time;
