@@ -267,12 +267,11 @@ pub struct ErrorValue {
     pub raw: String,
 }
 
-/// The outcome of the most recent `turn_end`, until a new turn starts.
+/// The outcome of a `turn_end`.
 #[derive(Debug, Clone, PartialEq)]
-enum LastTurn {
-    /// No turn_end yet, or a turn started after the last one.
-    Open,
+enum TurnOutcome {
     Ok,
+    /// With the agent's reason, when it gave one.
     Failed(Option<String>),
 }
 
@@ -293,7 +292,11 @@ pub struct Translator {
     turn_text: Option<String>,
     tools_started: HashSet<String>,
     results_seen: HashMap<String, u32>,
-    last_turn: LastTurn,
+    /// The most recent `turn_end`'s outcome.
+    last_turn_end: Option<TurnOutcome>,
+    /// A turn started after the most recent `turn_end` (or with none before):
+    /// if the input stops now, the run was cut off.
+    turn_in_progress: bool,
     usage: Option<TokenUsage>,
 }
 
@@ -310,7 +313,8 @@ impl Translator {
             turn_text: None,
             tools_started: HashSet::new(),
             results_seen: HashMap::new(),
-            last_turn: LastTurn::Open,
+            last_turn_end: None,
+            turn_in_progress: false,
             usage: None,
         }
     }
@@ -430,10 +434,12 @@ impl Translator {
             self.start(None, ts, &mut out);
         }
         self.close_open(ts, &mut out);
-        let end = match self.last_turn.clone() {
-            LastTurn::Ok => self.finished(ts),
-            LastTurn::Failed(reason) => self.failed_turn(reason, ts),
-            LastTurn::Open => self.run_error(INCOMPLETE_MESSAGE.to_string(), "incomplete", ts),
+        let end = match (self.last_turn_end.clone(), self.turn_in_progress) {
+            (Some(TurnOutcome::Ok), false) => self.finished(ts),
+            (Some(TurnOutcome::Failed(reason)), false) => self.failed_turn(reason, ts),
+            // No outcome at all: a killed agent's log (or an empty one). The
+            // client would take a stream without a terminal as success.
+            _ => self.run_error(INCOMPLETE_MESSAGE.to_string(), "incomplete", ts),
         };
         self.terminate(end, &mut out);
         out
@@ -535,14 +541,15 @@ impl Translator {
 
     fn turn_start(&mut self, t: &TurnStart, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
         self.turn_text = None;
-        self.last_turn = LastTurn::Open;
+        self.turn_in_progress = true;
         let value = CustomValue::TurnStart(TurnStartValue { model: t.model.clone(), cwd: t.cwd.clone() });
         out.push(AguiEvent::Custom { name: "runwire.turn_start", value, timestamp: ts });
     }
 
     fn turn_end(&mut self, t: &TurnEnd, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
         self.turn_text = None;
-        self.last_turn = if t.ok { LastTurn::Ok } else { LastTurn::Failed(t.reason.clone()) };
+        self.turn_in_progress = false;
+        self.last_turn_end = Some(if t.ok { TurnOutcome::Ok } else { TurnOutcome::Failed(t.reason.clone()) });
         let usage = t.usage.as_ref().map(TokenUsage::from_usage);
         if let Some(u) = &usage {
             self.usage.get_or_insert_with(TokenUsage::default).add(u);
@@ -576,7 +583,7 @@ impl Translator {
                 None => format!("the agent exited with status {}", x.rc),
             };
             self.run_error(message, "exit_nonzero", ts)
-        } else if let LastTurn::Failed(reason) = self.last_turn.clone() {
+        } else if let Some(TurnOutcome::Failed(reason)) = self.last_turn_end.clone() {
             self.failed_turn(reason, ts)
         } else {
             self.finished(ts)
@@ -820,8 +827,11 @@ mod tests {
             last(vec![turn_end(1, true)]),
             r#"{"type":"RUN_FINISHED","threadId":"T","runId":"R","timestamp":1001}"#
         );
-        let restarted = vec![turn_end(1, true), ev(2, Data::TurnStart(TurnStart::default()))];
-        assert!(last(restarted).contains(r#""code":"incomplete""#));
+        let restarted = || vec![turn_end(1, false), ev(2, Data::TurnStart(TurnStart::default()))];
+        assert!(last(restarted()).contains(r#""code":"incomplete""#));
+        // An exit still judges by the last turn_end, even with a turn cut off after it.
+        let exited = restarted().into_iter().chain([exit(3, 0)]).collect();
+        assert!(last(exited).contains(r#""code":"turn_failed""#));
     }
 
     #[test]

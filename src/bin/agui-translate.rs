@@ -79,3 +79,12 @@ fn write_all(out: &mut impl Write, events: &[AguiEvent]) -> anyhow::Result<()> {
     out.flush().context("cannot write to stdout")?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

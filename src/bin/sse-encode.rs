@@ -63,3 +63,12 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
     out.flush().context("cannot write to stdout")?;
     Ok(exit)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}
