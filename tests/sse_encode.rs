@@ -115,3 +115,91 @@ fn a_closed_pipe_is_a_quiet_success() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(stderr, "");
 }
+
+mod props {
+    use proptest::prelude::*;
+    use runwire::sse::{Encoder, SseOptions};
+
+    /// Lines built from JSON-ish pieces, CR and whitespace included, so that
+    /// many of them are valid JSON and many are not.
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        let piece = proptest::sample::select(
+            &[
+                "{",
+                "}",
+                "[",
+                "]",
+                ",",
+                ":",
+                "\"k\"",
+                "\"seq\"",
+                "\"a\\r\\nb\"",
+                "1",
+                "12.5",
+                "-3",
+                "true",
+                "null",
+                " ",
+                "\t",
+                "\r",
+                "\"\u{e9}\"",
+                "\\",
+                "\"",
+            ][..],
+        );
+        proptest::collection::vec(piece, 0..16).prop_map(|ps| ps.concat().into_bytes())
+    }
+
+    proptest! {
+        #[test]
+        fn frames_are_well_formed_and_carry_the_same_json(l in line(), raw in proptest::collection::vec(any::<u8>(), 0..64), with_id in any::<bool>()) {
+            let opts = SseOptions { id_from: with_id.then(|| "seq".to_string()), after: None };
+            let mut enc = Encoder::new(opts);
+            // Arbitrary bytes: never a panic, whatever the verdict.
+            let _ = enc.push(&raw);
+            if let Ok(Some(frame)) = enc.push(&l) {
+                prop_assert!(!frame.contains('\r'), "{frame:?}");
+                prop_assert!(frame.ends_with("\n\n"));
+                let body = frame.strip_suffix("\n\n").unwrap();
+                let data = body.lines().last().unwrap();
+                prop_assert_eq!(body.lines().count(), if body.starts_with("id: ") { 2 } else { 1 });
+                let json = data.strip_prefix("data: ").unwrap();
+                let got: serde_json::Value = serde_json::from_str(json).unwrap();
+                let want: serde_json::Value = serde_json::from_slice(&l).unwrap();
+                prop_assert_eq!(got, want);
+            }
+        }
+
+        #[test]
+        fn valid_json_with_cr_whitespace_is_minified_losslessly(v in json_value(), cr_only in any::<bool>()) {
+            // Pretty output has line breaks only between tokens; turning them
+            // into CR (or CR plus spaces) keeps it valid JSON on one line.
+            let sep = if cr_only { "\r" } else { "\r \t" };
+            let line = serde_json::to_string_pretty(&v).unwrap().replace('\n', sep);
+            let frame = Encoder::new(SseOptions::default()).push(line.as_bytes()).unwrap().unwrap();
+            prop_assert!(!frame.contains('\r'));
+            let json = frame.strip_prefix("data: ").unwrap().strip_suffix("\n\n").unwrap();
+            if line.contains('\r') {
+                prop_assert_eq!(json, serde_json::to_string(&v).unwrap());
+            } else {
+                prop_assert_eq!(json, line.as_str());
+            }
+        }
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "[ a-z\"\\\r\n\u{e9}]{0,8}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map("[a-z ]{1,4}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+}
