@@ -6,8 +6,10 @@
 //! every stage.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod agui;
 pub mod cli;
 pub mod events;
 pub mod normalize;
 pub mod pipe;
+pub mod sse;
 pub mod time;

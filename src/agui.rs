@@ -1,0 +1,862 @@
+//! Stage 2: `events/v1` → AG-UI 1.0 events.
+//!
+//! [`Translator`] is a state object with no IO: feed it events with
+//! [`Translator::push`], then call [`Translator::finish`] at end of input. Its
+//! output always satisfies the official client's sequence rules (one
+//! `RUN_STARTED` first, exactly one terminal event last, every START closed
+//! before `RUN_FINISHED`, no `null` anywhere), whatever the input order, so a
+//! killed agent's truncated log still yields a well-formed, failed run.
+
+use crate::events::{Channel, Data, ErrorData, Event, Exit, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+/// The protocol line declared in `RUN_STARTED` (not the crate version).
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// `RUN_ERROR.message` when the input ends before the run reached an outcome.
+pub const INCOMPLETE_MESSAGE: &str = "the agent's stream ended before the run finished";
+
+/// AG-UI `TokenUsage`: every field optional, camelCase on the wire.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    /// `inputTokens + outputTokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
+}
+
+impl TokenUsage {
+    fn from_usage(u: &Usage) -> TokenUsage {
+        TokenUsage {
+            input_tokens: Some(u.input_tokens),
+            output_tokens: Some(u.output_tokens),
+            cached_input_tokens: u.cached_input_tokens,
+            cache_write_input_tokens: u.cache_write_input_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+            total_tokens: Some(u.input_tokens.saturating_add(u.output_tokens)),
+        }
+    }
+
+    /// Sums field by field; a field stays absent only if absent on both sides.
+    fn add(&mut self, o: &TokenUsage) {
+        fn sum(a: &mut Option<u64>, b: Option<u64>) {
+            *a = match (*a, b) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+            };
+        }
+        sum(&mut self.input_tokens, o.input_tokens);
+        sum(&mut self.output_tokens, o.output_tokens);
+        sum(&mut self.cached_input_tokens, o.cached_input_tokens);
+        sum(&mut self.cache_write_input_tokens, o.cache_write_input_tokens);
+        sum(&mut self.reasoning_tokens, o.reasoning_tokens);
+        sum(&mut self.total_tokens, o.total_tokens);
+    }
+}
+
+/// One AG-UI 1.0 event, serialized as the client expects: `type` in
+/// SCREAMING_SNAKE, camelCase keys, optional fields omitted (never `null`),
+/// `timestamp` in integer epoch milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE", rename_all_fields = "camelCase")]
+pub enum AguiEvent {
+    RunStarted {
+        thread_id: String,
+        run_id: String,
+        protocol_version: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    RunFinished {
+        thread_id: String,
+        run_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<Vec<TokenUsage>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    /// No `threadId`/`runId`: the client strips them from `RUN_ERROR` with a warning.
+    RunError {
+        message: String,
+        code: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<Vec<TokenUsage>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    TextMessageStart {
+        message_id: String,
+        role: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    TextMessageContent {
+        message_id: String,
+        delta: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    TextMessageEnd {
+        message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ReasoningStart {
+        message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ReasoningMessageStart {
+        message_id: String,
+        role: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ReasoningMessageContent {
+        message_id: String,
+        delta: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ReasoningMessageEnd {
+        message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ReasoningEnd {
+        message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ToolCallStart {
+        tool_call_id: String,
+        tool_call_name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_message_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ToolCallArgs {
+        tool_call_id: String,
+        delta: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ToolCallEnd {
+        tool_call_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    ToolCallResult {
+        message_id: String,
+        tool_call_id: String,
+        content: String,
+        role: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    Custom {
+        name: &'static str,
+        value: CustomValue,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+}
+
+impl AguiEvent {
+    /// Compact JSON, one line, no trailing newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("AG-UI events serialize infallibly")
+    }
+
+    /// True for `RUN_FINISHED` and `RUN_ERROR`.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, AguiEvent::RunFinished { .. } | AguiEvent::RunError { .. })
+    }
+}
+
+/// Ids to use instead of the derived defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TranslateOptions {
+    pub thread_id: Option<String>,
+    pub run_id: Option<String>,
+}
+
+/// Parses one raw input line as an `events/v1` record.
+pub fn parse_line(line: &[u8]) -> Result<Event, String> {
+    Event::parse(line)
+}
+
+/// FNV-1a, 64 bit: a stable, dependency-free hash for default ids.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The `value` of a `CUSTOM` event: typed so that no `null` can slip in and
+/// keys keep their declared order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum CustomValue {
+    /// `runwire.tool_result`: the status the UI shows on the tool card.
+    ToolResult(ToolResultValue),
+    /// `runwire.turn_start`.
+    TurnStart(TurnStartValue),
+    /// `runwire.turn_end`.
+    TurnEnd(TurnEndValue),
+    /// `runwire.error` (a non-fatal error; the run goes on).
+    Error(ErrorValue),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultValue {
+    pub tool_call_id: String,
+    pub is_error: bool,
+    pub truncated: bool,
+    pub bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStartValue {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnEndValue {
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_turns: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorValue {
+    pub reason: String,
+    pub code: String,
+    pub raw: String,
+}
+
+/// The outcome of a `turn_end`.
+#[derive(Debug, Clone, PartialEq)]
+enum TurnOutcome {
+    Ok,
+    /// With the agent's reason, when it gave one.
+    Failed(Option<String>),
+}
+
+/// The AG-UI translator: see the module doc and `man/agui-translate.1`.
+#[derive(Debug)]
+pub struct Translator {
+    opts: TranslateOptions,
+    /// `(threadId, runId)`, fixed by the first event (or at finish).
+    ids: Option<(String, String)>,
+    terminated: bool,
+    ignored: u64,
+    last_ts: Option<i64>,
+    /// Namespaced id of the open text message.
+    open_text: Option<String>,
+    /// Namespaced id of the open reasoning span (and its message: same id).
+    open_reasoning: Option<String>,
+    /// Last text message of the current turn, the default tool-call parent.
+    turn_text: Option<String>,
+    tools_started: HashSet<String>,
+    results_seen: HashMap<String, u32>,
+    /// The most recent `turn_end`'s outcome.
+    last_turn_end: Option<TurnOutcome>,
+    /// A turn started after the most recent `turn_end` (or with none before):
+    /// if the input stops now, the run was cut off.
+    turn_in_progress: bool,
+    usage: Option<TokenUsage>,
+}
+
+impl Translator {
+    pub fn new(opts: TranslateOptions) -> Translator {
+        Translator {
+            opts,
+            ids: None,
+            terminated: false,
+            ignored: 0,
+            last_ts: None,
+            open_text: None,
+            open_reasoning: None,
+            turn_text: None,
+            tools_started: HashSet::new(),
+            results_seen: HashMap::new(),
+            last_turn_end: None,
+            turn_in_progress: false,
+            usage: None,
+        }
+    }
+
+    /// Input events that arrived after the terminal event and were dropped.
+    pub fn ignored_after_terminal(&self) -> u64 {
+        self.ignored
+    }
+
+    /// True once `RUN_FINISHED` or `RUN_ERROR` has been emitted.
+    pub fn is_terminated(&self) -> bool {
+        self.terminated
+    }
+
+    /// `(threadId, runId)` once known (after the first event or `finish`).
+    pub fn ids(&self) -> Option<(&str, &str)> {
+        self.ids.as_ref().map(|(t, r)| (t.as_str(), r.as_str()))
+    }
+
+    /// Translates one input event.
+    pub fn push(&mut self, ev: &Event) -> Vec<AguiEvent> {
+        let mut out = Vec::new();
+        if self.terminated {
+            self.ignored += 1;
+            return out;
+        }
+        let ts = Some(ev.ts_ms);
+        self.last_ts = ts;
+        if self.ids.is_none() {
+            self.start(Some(ev), ts, &mut out);
+        }
+        match &ev.data {
+            Data::TokenDelta(d) => {
+                if d.text.is_empty() {
+                    // Nothing to show; opening or closing anything for it
+                    // would only add noise.
+                    return out;
+                }
+                match d.channel {
+                    Channel::Text => {
+                        self.close_reasoning(ts, &mut out);
+                        let id = self.ns("m", &d.message);
+                        if self.open_text.as_deref() != Some(id.as_str()) {
+                            self.close_text(ts, &mut out);
+                            out.push(AguiEvent::TextMessageStart {
+                                message_id: id.clone(),
+                                role: "assistant",
+                                timestamp: ts,
+                            });
+                            self.open_text = Some(id.clone());
+                            self.turn_text = Some(id.clone());
+                        }
+                        out.push(AguiEvent::TextMessageContent {
+                            message_id: id,
+                            delta: d.text.clone(),
+                            timestamp: ts,
+                        });
+                    }
+                    Channel::Reasoning => {
+                        self.close_text(ts, &mut out);
+                        let id = self.ns("r", &d.message);
+                        if self.open_reasoning.as_deref() != Some(id.as_str()) {
+                            self.close_reasoning(ts, &mut out);
+                            out.push(AguiEvent::ReasoningStart { message_id: id.clone(), timestamp: ts });
+                            out.push(AguiEvent::ReasoningMessageStart {
+                                message_id: id.clone(),
+                                role: "reasoning",
+                                timestamp: ts,
+                            });
+                            self.open_reasoning = Some(id.clone());
+                        }
+                        out.push(AguiEvent::ReasoningMessageContent {
+                            message_id: id,
+                            delta: d.text.clone(),
+                            timestamp: ts,
+                        });
+                    }
+                }
+            }
+            Data::ToolCall(c) => {
+                self.close_open(ts, &mut out);
+                self.tool_call(c, ts, &mut out);
+            }
+            Data::ToolResult(r) => {
+                self.close_open(ts, &mut out);
+                self.tool_result(r, ts, &mut out);
+            }
+            Data::TurnStart(t) => {
+                self.close_open(ts, &mut out);
+                self.turn_start(t, ts, &mut out);
+            }
+            Data::TurnEnd(t) => {
+                self.close_open(ts, &mut out);
+                self.turn_end(t, ts, &mut out);
+            }
+            Data::Error(e) => {
+                self.close_open(ts, &mut out);
+                self.error(e, ts, &mut out);
+            }
+            Data::Exit(x) => {
+                self.close_open(ts, &mut out);
+                self.exit(x, ts, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Ends the stream: closes what is open and emits the terminal event if
+    /// none was emitted yet (`RUN_STARTED` first for an empty input).
+    pub fn finish(&mut self) -> Vec<AguiEvent> {
+        let mut out = Vec::new();
+        if self.terminated {
+            return out;
+        }
+        let ts = self.last_ts;
+        if self.ids.is_none() {
+            self.start(None, ts, &mut out);
+        }
+        self.close_open(ts, &mut out);
+        let end = match (self.last_turn_end.clone(), self.turn_in_progress) {
+            (Some(TurnOutcome::Ok), false) => self.finished(ts),
+            (Some(TurnOutcome::Failed(reason)), false) => self.failed_turn(reason, ts),
+            // No outcome at all: a killed agent's log (or an empty one). The
+            // client would take a stream without a terminal as success.
+            _ => self.run_error(INCOMPLETE_MESSAGE.to_string(), "incomplete", ts),
+        };
+        self.terminate(end, &mut out);
+        out
+    }
+
+    fn start(&mut self, first: Option<&Event>, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        let hash = format!("{:016x}", fnv1a64(first.map(Event::to_json).unwrap_or_default().as_bytes()));
+        let run_id = self.opts.run_id.clone().unwrap_or_else(|| format!("run-{hash}"));
+        let thread_id = self
+            .opts
+            .thread_id
+            .clone()
+            .or_else(|| first.and_then(|e| e.run.clone()))
+            .unwrap_or_else(|| format!("thread-{hash}"));
+        out.push(AguiEvent::RunStarted {
+            thread_id: thread_id.clone(),
+            run_id: run_id.clone(),
+            protocol_version: PROTOCOL_VERSION,
+            timestamp: ts,
+        });
+        self.ids = Some((thread_id, run_id));
+    }
+
+    /// `<runId>:<kind>:<id>`: repeated runs in one thread never share an id.
+    fn ns(&self, kind: &str, id: &str) -> String {
+        let run = self.ids.as_ref().map(|(_, r)| r.as_str()).unwrap_or_default();
+        format!("{run}:{kind}:{id}")
+    }
+
+    fn close_text(&mut self, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        if let Some(id) = self.open_text.take() {
+            out.push(AguiEvent::TextMessageEnd { message_id: id, timestamp: ts });
+        }
+    }
+
+    fn close_reasoning(&mut self, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        if let Some(id) = self.open_reasoning.take() {
+            out.push(AguiEvent::ReasoningMessageEnd { message_id: id.clone(), timestamp: ts });
+            out.push(AguiEvent::ReasoningEnd { message_id: id, timestamp: ts });
+        }
+    }
+
+    /// Tool calls are emitted START/ARGS/END at once, so only text and
+    /// reasoning can be open between events.
+    fn close_open(&mut self, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        self.close_text(ts, out);
+        self.close_reasoning(ts, out);
+    }
+
+    fn tool_call(&mut self, c: &ToolCall, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        let id = self.ns("t", &c.id);
+        if !self.tools_started.insert(id.clone()) {
+            // Some agents restate a call (e.g. once streamed, once final):
+            // a second START for the same id would only duplicate the card.
+            return;
+        }
+        let parent = match &c.message {
+            Some(m) => Some(self.ns("m", m)),
+            None => self.turn_text.clone(),
+        };
+        let args = serde_json::to_string(&c.args).unwrap_or_else(|_| "{}".to_string());
+        out.push(AguiEvent::ToolCallStart {
+            tool_call_id: id.clone(),
+            tool_call_name: c.name.clone(),
+            parent_message_id: parent,
+            timestamp: ts,
+        });
+        out.push(AguiEvent::ToolCallArgs { tool_call_id: id.clone(), delta: args, timestamp: ts });
+        out.push(AguiEvent::ToolCallEnd { tool_call_id: id, timestamp: ts });
+    }
+
+    fn tool_result(&mut self, r: &ToolResult, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        let call = self.ns("t", &r.id);
+        let n = self.results_seen.entry(r.id.clone()).or_insert(0);
+        *n += 1;
+        let n = *n;
+        let mut message_id = self.ns("tr", &r.id);
+        if n > 1 {
+            // Result message ids must stay unique (the client's reducer does
+            // not de-duplicate them).
+            message_id = format!("{message_id}:{n}");
+        }
+        out.push(AguiEvent::ToolCallResult {
+            message_id,
+            tool_call_id: call.clone(),
+            content: r.output.clone(),
+            role: "tool",
+            timestamp: ts,
+        });
+        let value = CustomValue::ToolResult(ToolResultValue {
+            tool_call_id: call,
+            is_error: r.is_error,
+            truncated: r.truncated,
+            bytes: r.bytes,
+            exit_code: r.exit_code,
+        });
+        out.push(AguiEvent::Custom { name: "runwire.tool_result", value, timestamp: ts });
+    }
+
+    fn turn_start(&mut self, t: &TurnStart, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        self.turn_text = None;
+        self.turn_in_progress = true;
+        let value = CustomValue::TurnStart(TurnStartValue { model: t.model.clone(), cwd: t.cwd.clone() });
+        out.push(AguiEvent::Custom { name: "runwire.turn_start", value, timestamp: ts });
+    }
+
+    fn turn_end(&mut self, t: &TurnEnd, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        self.turn_text = None;
+        self.turn_in_progress = false;
+        self.last_turn_end = Some(if t.ok { TurnOutcome::Ok } else { TurnOutcome::Failed(t.reason.clone()) });
+        let usage = t.usage.as_ref().map(TokenUsage::from_usage);
+        if let Some(u) = &usage {
+            self.usage.get_or_insert_with(TokenUsage::default).add(u);
+        }
+        let value = CustomValue::TurnEnd(TurnEndValue {
+            ok: t.ok,
+            reason: t.reason.clone(),
+            cost_usd: t.cost_usd.filter(|c| c.is_finite()),
+            usage,
+            duration_ms: t.duration_ms,
+            num_turns: t.num_turns,
+        });
+        out.push(AguiEvent::Custom { name: "runwire.turn_end", value, timestamp: ts });
+    }
+
+    fn error(&mut self, e: &ErrorData, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        if e.fatal {
+            let end = self.run_error(e.reason.clone(), "agent_error", ts);
+            self.terminate(end, out);
+        } else {
+            let value =
+                CustomValue::Error(ErrorValue { reason: e.reason.clone(), code: e.code.clone(), raw: e.raw.clone() });
+            out.push(AguiEvent::Custom { name: "runwire.error", value, timestamp: ts });
+        }
+    }
+
+    fn exit(&mut self, x: &Exit, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        let end = if x.rc != 0 {
+            let message = match &x.detail {
+                Some(d) => format!("the agent exited with status {}: {d}", x.rc),
+                None => format!("the agent exited with status {}", x.rc),
+            };
+            self.run_error(message, "exit_nonzero", ts)
+        } else if let Some(TurnOutcome::Failed(reason)) = self.last_turn_end.clone() {
+            self.failed_turn(reason, ts)
+        } else {
+            self.finished(ts)
+        };
+        self.terminate(end, out);
+    }
+
+    fn finished(&self, ts: Option<i64>) -> AguiEvent {
+        let (thread_id, run_id) = self.ids.clone().unwrap_or_default();
+        AguiEvent::RunFinished { thread_id, run_id, usage: self.usage.clone().map(|u| vec![u]), timestamp: ts }
+    }
+
+    fn failed_turn(&self, reason: Option<String>, ts: Option<i64>) -> AguiEvent {
+        let message = reason.unwrap_or_else(|| "the agent's last turn failed".to_string());
+        self.run_error(message, "turn_failed", ts)
+    }
+
+    fn run_error(&self, message: String, code: &'static str, ts: Option<i64>) -> AguiEvent {
+        AguiEvent::RunError { message, code, usage: self.usage.clone().map(|u| vec![u]), timestamp: ts }
+    }
+
+    fn terminate(&mut self, end: AguiEvent, out: &mut Vec<AguiEvent>) {
+        out.push(end);
+        self.terminated = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Seq, TokenDelta};
+
+    fn ev(seq: u64, data: Data) -> Event {
+        Event { run: None, task: None, session: None, seq: Seq { line: seq, sub: 0 }, ts_ms: 1000 + seq as i64, data }
+    }
+
+    fn delta(seq: u64, msg: &str, channel: Channel, text: &str) -> Event {
+        ev(seq, Data::TokenDelta(TokenDelta { text: text.into(), channel, message: msg.into(), parent: None }))
+    }
+
+    fn types(out: &[AguiEvent]) -> Vec<String> {
+        out.iter().map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap().to_string()).collect()
+    }
+
+    fn opts() -> TranslateOptions {
+        TranslateOptions { thread_id: Some("T".into()), run_id: Some("R".into()) }
+    }
+
+    #[test]
+    fn fnv_matches_reference_vectors() {
+        assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x85944171f73967e8);
+    }
+
+    #[test]
+    fn serializes_camel_case_without_nulls() {
+        let e = AguiEvent::ToolCallStart {
+            tool_call_id: "t".into(),
+            tool_call_name: "Bash".into(),
+            parent_message_id: None,
+            timestamp: Some(5),
+        };
+        assert_eq!(e.to_json(), r#"{"type":"TOOL_CALL_START","toolCallId":"t","toolCallName":"Bash","timestamp":5}"#);
+        let e = AguiEvent::RunStarted {
+            thread_id: "a".into(),
+            run_id: "b".into(),
+            protocol_version: PROTOCOL_VERSION,
+            timestamp: None,
+        };
+        assert_eq!(e.to_json(), r#"{"type":"RUN_STARTED","threadId":"a","runId":"b","protocolVersion":"1.0"}"#);
+    }
+
+    #[test]
+    fn default_ids_derive_from_the_first_event() {
+        let first = delta(1, "m", Channel::Text, "hi");
+        let hash = format!("{:016x}", fnv1a64(first.to_json().as_bytes()));
+        let mut t = Translator::new(TranslateOptions::default());
+        let out = t.push(&first);
+        assert_eq!(
+            out[0],
+            AguiEvent::RunStarted {
+                thread_id: format!("thread-{hash}"),
+                run_id: format!("run-{hash}"),
+                protocol_version: "1.0",
+                timestamp: Some(1001)
+            }
+        );
+        let mut with_run = first.clone();
+        with_run.run = Some("job-7".into());
+        let mut t = Translator::new(TranslateOptions { run_id: Some("R".into()), ..Default::default() });
+        assert_eq!(t.ids(), None);
+        t.push(&with_run);
+        assert_eq!(t.ids(), Some(("job-7", "R")));
+    }
+
+    #[test]
+    fn text_closes_before_tool_and_tool_names_its_parent() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&delta(1, "m1", Channel::Text, "a"));
+        out.extend(t.push(&delta(2, "m1", Channel::Text, "b")));
+        out.extend(t.push(&ev(
+            3,
+            Data::ToolCall(ToolCall {
+                id: "c1".into(),
+                name: "Bash".into(),
+                args: serde_json::json!({"cmd": "ls"}),
+                message: None,
+                parent: None,
+            }),
+        )));
+        assert_eq!(
+            types(&out),
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "TOOL_CALL_START",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END"
+            ]
+        );
+        assert_eq!(
+            out[5],
+            AguiEvent::ToolCallStart {
+                tool_call_id: "R:t:c1".into(),
+                tool_call_name: "Bash".into(),
+                parent_message_id: Some("R:m:m1".into()),
+                timestamp: Some(1003)
+            }
+        );
+        assert_eq!(
+            out[6],
+            AguiEvent::ToolCallArgs {
+                tool_call_id: "R:t:c1".into(),
+                delta: r#"{"cmd":"ls"}"#.into(),
+                timestamp: Some(1003)
+            }
+        );
+    }
+
+    #[test]
+    fn repeated_results_get_suffixed_message_ids() {
+        let mut t = Translator::new(opts());
+        let res = |seq| {
+            ev(
+                seq,
+                Data::ToolResult(ToolResult {
+                    id: "c1".into(),
+                    output: "ok".into(),
+                    is_error: false,
+                    truncated: false,
+                    bytes: 2,
+                    exit_code: None,
+                    parent: None,
+                }),
+            )
+        };
+        let a = t.push(&res(1));
+        let b = t.push(&res(2));
+        let c = t.push(&res(3));
+        let mid = |o: &[AguiEvent]| match o.iter().find(|e| matches!(e, AguiEvent::ToolCallResult { .. })) {
+            Some(AguiEvent::ToolCallResult { message_id, .. }) => message_id.clone(),
+            _ => panic!("no result"),
+        };
+        assert_eq!(mid(&a), "R:tr:c1");
+        assert_eq!(mid(&b), "R:tr:c1:2");
+        assert_eq!(mid(&c), "R:tr:c1:3");
+        assert_eq!(
+            a.last().unwrap().to_json(),
+            r#"{"type":"CUSTOM","name":"runwire.tool_result","value":{"toolCallId":"R:t:c1","isError":false,"truncated":false,"bytes":2},"timestamp":1001}"#
+        );
+    }
+
+    #[test]
+    fn reasoning_is_a_balanced_span() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&delta(1, "m1", Channel::Reasoning, "think"));
+        out.extend(t.push(&delta(2, "m1", Channel::Text, "say")));
+        out.extend(t.finish());
+        assert_eq!(
+            types(&out),
+            [
+                "RUN_STARTED",
+                "REASONING_START",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "REASONING_MESSAGE_END",
+                "REASONING_END",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_ERROR"
+            ]
+        );
+        assert_eq!(
+            out.last().unwrap().to_json(),
+            r#"{"type":"RUN_ERROR","message":"the agent's stream ended before the run finished","code":"incomplete","timestamp":1002}"#
+        );
+    }
+
+    #[test]
+    fn empty_input_is_an_incomplete_run() {
+        let mut t = Translator::new(TranslateOptions::default());
+        let out = t.finish();
+        assert_eq!(types(&out), ["RUN_STARTED", "RUN_ERROR"]);
+        assert_eq!(
+            out[0].to_json(),
+            r#"{"type":"RUN_STARTED","threadId":"thread-cbf29ce484222325","runId":"run-cbf29ce484222325","protocolVersion":"1.0"}"#
+        );
+        assert!(t.finish().is_empty());
+    }
+
+    #[test]
+    fn outcome_follows_exit_then_last_turn() {
+        let turn_end = |seq, ok: bool| {
+            ev(seq, Data::TurnEnd(TurnEnd { ok, reason: (!ok).then(|| "boom".to_string()), ..Default::default() }))
+        };
+        let exit = |seq, rc| ev(seq, Data::Exit(Exit { rc, ok: rc == 0, detail: None }));
+        let last = |evs: Vec<Event>| {
+            let mut t = Translator::new(opts());
+            let mut out: Vec<AguiEvent> = evs.iter().flat_map(|e| t.push(e)).collect();
+            out.extend(t.finish());
+            out.last().unwrap().to_json()
+        };
+        assert_eq!(
+            last(vec![turn_end(1, true), exit(2, 0)]),
+            r#"{"type":"RUN_FINISHED","threadId":"T","runId":"R","timestamp":1002}"#
+        );
+        assert_eq!(
+            last(vec![turn_end(1, true), exit(2, 1)]),
+            r#"{"type":"RUN_ERROR","message":"the agent exited with status 1","code":"exit_nonzero","timestamp":1002}"#
+        );
+        assert_eq!(
+            last(vec![turn_end(1, false), exit(2, 0)]),
+            r#"{"type":"RUN_ERROR","message":"boom","code":"turn_failed","timestamp":1002}"#
+        );
+        assert_eq!(
+            last(vec![turn_end(1, true)]),
+            r#"{"type":"RUN_FINISHED","threadId":"T","runId":"R","timestamp":1001}"#
+        );
+        let restarted = || vec![turn_end(1, false), ev(2, Data::TurnStart(TurnStart::default()))];
+        assert!(last(restarted()).contains(r#""code":"incomplete""#));
+        // An exit still judges by the last turn_end, even with a turn cut off after it.
+        let exited = restarted().into_iter().chain([exit(3, 0)]).collect();
+        assert!(last(exited).contains(r#""code":"turn_failed""#));
+    }
+
+    #[test]
+    fn usage_accumulates_over_turns() {
+        let mut t = Translator::new(opts());
+        let u = |i, o| Usage { input_tokens: i, output_tokens: o, reasoning_tokens: Some(1), ..Default::default() };
+        t.push(&ev(1, Data::TurnEnd(TurnEnd { ok: true, usage: Some(u(10, 2)), ..Default::default() })));
+        t.push(&ev(2, Data::TurnEnd(TurnEnd { ok: true, usage: Some(u(5, 3)), ..Default::default() })));
+        let out = t.push(&ev(3, Data::Exit(Exit { rc: 0, ok: true, detail: None })));
+        assert_eq!(
+            out.last().unwrap().to_json(),
+            r#"{"type":"RUN_FINISHED","threadId":"T","runId":"R","usage":[{"inputTokens":15,"outputTokens":5,"reasoningTokens":2,"totalTokens":20}],"timestamp":1003}"#
+        );
+    }
+
+    #[test]
+    fn nothing_follows_the_terminal_event() {
+        let mut t = Translator::new(opts());
+        let fatal = ErrorData { reason: "dead".into(), code: "agent_error".into(), raw: String::new(), fatal: true };
+        t.push(&delta(1, "m", Channel::Text, "x"));
+        let out = t.push(&ev(2, Data::Error(fatal)));
+        assert_eq!(types(&out), ["TEXT_MESSAGE_END", "RUN_ERROR"]);
+        assert!(t.push(&delta(3, "m", Channel::Text, "y")).is_empty());
+        assert!(t.push(&ev(4, Data::Exit(Exit { rc: 0, ok: true, detail: None }))).is_empty());
+        assert!(t.finish().is_empty());
+        assert_eq!(t.ignored_after_terminal(), 2);
+    }
+}
