@@ -222,7 +222,7 @@ fn input_flag_reads_a_file_and_names_it() {
     assert_eq!(missing.status.code(), Some(3));
     assert!(String::from_utf8(missing.stderr)
         .unwrap()
-        .starts_with("agui-translate: cannot open /nonexistent/x.jsonl: "));
+        .starts_with("agui-translate: /nonexistent/x.jsonl: No such file"));
 }
 
 #[test]

@@ -5,7 +5,8 @@ use anyhow::Context;
 use clap::Parser;
 use runwire::agui::{parse_line, AguiEvent, TranslateOptions, Translator};
 use runwire::cli::{self, Exit};
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use runwire::pipe::{self, Flow};
+use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,33 +35,29 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<Exit> {
-    let input: Box<dyn BufRead> = match &args.input {
-        Some(p) if p.as_os_str() != "-" => {
-            Box::new(BufReader::new(std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?))
-        }
-        _ => Box::new(io::stdin().lock()),
-    };
     let source = cli::source_name(args.input.as_deref());
-    let mut out = BufWriter::new(io::stdout().lock());
+    let input = pipe::open_input(args.input.as_deref()).with_context(|| source.clone())?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut t = Translator::new(TranslateOptions { thread_id: args.thread_id.clone(), run_id: args.run_id.clone() });
     let mut exit = Exit::Ok;
-    let mut reader = input;
-    let mut buf = Vec::new();
-    let mut lineno = 0u64;
-    while cli::read_line(&mut reader, &mut buf).with_context(|| format!("cannot read {source}"))? {
-        lineno += 1;
-        if buf.iter().all(u8::is_ascii_whitespace) {
-            continue;
+    pipe::drive(input, &mut out, |lineno, line, buf| {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Flow::Continue;
         }
-        match parse_line(&buf) {
-            Ok(ev) => write_all(&mut out, &t.push(&ev))?,
+        match parse_line(line) {
+            Ok(ev) => write_events(buf, &t.push(&ev)),
             Err(e) => {
                 cli::report(BIN, format!("{source}:{lineno}: {e}"));
                 exit = Exit::Flagged;
             }
         }
-    }
-    write_all(&mut out, &t.finish())?;
+        Flow::Continue
+    })
+    .with_context(|| source.clone())?;
+    let mut tail = Vec::new();
+    write_events(&mut tail, &t.finish());
+    out.write_all(&tail).and_then(|_| out.flush()).context("stdout")?;
     let ignored = t.ignored_after_terminal();
     if ignored > 0 {
         cli::report(BIN, format!("{source}: ignored {ignored} event(s) after the run's terminal event"));
@@ -68,16 +65,11 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
     Ok(exit)
 }
 
-/// Writes the events of one input record, then flushes so a live pipeline sees them.
-fn write_all(out: &mut impl Write, events: &[AguiEvent]) -> anyhow::Result<()> {
-    if events.is_empty() {
-        return Ok(());
-    }
+fn write_events(buf: &mut Vec<u8>, events: &[AguiEvent]) {
     for e in events {
-        cli::write_record(out, e.to_json().as_bytes()).context("cannot write to stdout")?;
+        buf.extend_from_slice(e.to_json().as_bytes());
+        buf.push(b'\n');
     }
-    out.flush().context("cannot write to stdout")?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 use anyhow::Context;
 use clap::Parser;
 use runwire::cli::{self, Exit};
+use runwire::pipe::{self, Flow};
 use runwire::sse::{Encoder, SseOptions};
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,33 +35,24 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<Exit> {
-    let mut reader: Box<dyn BufRead> = match &args.input {
-        Some(p) if p.as_os_str() != "-" => {
-            Box::new(BufReader::new(std::fs::File::open(p).with_context(|| format!("cannot open {}", p.display()))?))
-        }
-        _ => Box::new(io::stdin().lock()),
-    };
     let source = cli::source_name(args.input.as_deref());
-    let mut out = BufWriter::new(io::stdout().lock());
+    let input = pipe::open_input(args.input.as_deref()).with_context(|| source.clone())?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut enc = Encoder::new(SseOptions { id_from: args.id_from.clone(), after: args.after.clone() });
     let mut exit = Exit::Ok;
-    let mut buf = Vec::new();
-    let mut lineno = 0u64;
-    while cli::read_line(&mut reader, &mut buf).with_context(|| format!("cannot read {source}"))? {
-        lineno += 1;
-        match enc.push(&buf) {
-            Ok(Some(frame)) => {
-                out.write_all(frame.as_bytes()).context("cannot write to stdout")?;
-                out.flush().context("cannot write to stdout")?;
-            }
+    pipe::drive(input, &mut out, |lineno, line, buf| {
+        match enc.push(line) {
+            Ok(Some(frame)) => buf.extend_from_slice(frame.as_bytes()),
             Ok(None) => {}
             Err(e) => {
                 cli::report(BIN, format!("{source}:{lineno}: {e}"));
                 exit = Exit::Flagged;
             }
         }
-    }
-    out.flush().context("cannot write to stdout")?;
+        Flow::Continue
+    })
+    .with_context(|| source.clone())?;
     Ok(exit)
 }
 
