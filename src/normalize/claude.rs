@@ -224,11 +224,15 @@ fn result_text(content: Option<&RawValue>) -> String {
 fn parse_usage(r: Option<&RawValue>) -> Option<Usage> {
     let v: Value = serde_json::from_str(r?.get()).ok()?;
     let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    // Claude counts cache reads and writes apart from `input_tokens`; events/v1
+    // counts every input token in `input_tokens` (as OpenAI does), cached ones
+    // being a subset, so totals mean the same for every adapter.
+    let (read, write) = (n("cache_read_input_tokens"), n("cache_creation_input_tokens"));
     Some(Usage {
-        input_tokens: n("input_tokens")?,
+        input_tokens: n("input_tokens")?.saturating_add(read.unwrap_or(0)).saturating_add(write.unwrap_or(0)),
         output_tokens: n("output_tokens").unwrap_or(0),
-        cached_input_tokens: n("cache_read_input_tokens"),
-        cache_write_input_tokens: n("cache_creation_input_tokens"),
+        cached_input_tokens: read,
+        cache_write_input_tokens: write,
         reasoning_tokens: None,
     })
 }

@@ -512,4 +512,24 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn claude_usage_counts_cached_input_inside_input_tokens() {
+        let evs = run(
+            Adapter::Claude,
+            &[
+                r#"{"type":"result","subtype":"success","is_error":false,"usage":{"input_tokens":6,"cache_creation_input_tokens":1582,"cache_read_input_tokens":87563,"output_tokens":258}}"#,
+            ],
+        );
+        match &evs[0].data {
+            Data::TurnEnd(t) => {
+                let u = t.usage.as_ref().unwrap();
+                assert_eq!(
+                    (u.input_tokens, u.cached_input_tokens, u.cache_write_input_tokens),
+                    (89151, Some(87563), Some(1582))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
