@@ -10,3 +10,4 @@ pub mod cli;
 pub mod events;
 pub mod normalize;
 pub mod time;
+pub mod verdict;
