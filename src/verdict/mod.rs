@@ -579,8 +579,8 @@ impl Checker {
         let pairs = self.get(root, "", "matchedPairs").and_then(|(p, v)| self.pairs(v, &p));
         let rows = self.trials(root, revision_ids);
 
-        // Recompute only from a complete set of valid rows: a partial set would report every
-        // aggregate as wrong, burying the real finding.
+        // Recompute only from a complete set of rows: a partial set would report every aggregate
+        // as wrong, burying the real finding.
         let rows = rows?;
         let mut recomputed = [Aggregate::default(); 2];
         for v in Variant::BOTH {
@@ -754,7 +754,7 @@ impl Checker {
         Some(Pairs { pairs: pairs?, candidate_wins: cw?, baseline_wins: bw?, ties: ties?, mean_score_delta: delta? })
     }
 
-    /// Every trial row; `None` unless all of them are valid.
+    /// Every trial row; `None` unless every row's recomputation inputs are valid.
     fn trials(&mut self, root: &Json, revision_ids: Option<&[Option<String>; 2]>) -> Option<Vec<Trial>> {
         let (p, rows) = self.array(root, "", "trials")?;
         let mut out = Vec::with_capacity(rows.len());
@@ -766,7 +766,7 @@ impl Checker {
                 all = false;
                 continue;
             };
-            if let Some(ids) = revision_ids {
+            if let (Some(ids), Some(revision)) = (revision_ids, revision) {
                 if let Some(want) = &ids[t.variant as usize] {
                     if revision != want {
                         self.push(
@@ -800,9 +800,10 @@ impl Checker {
         all.then_some(out)
     }
 
-    fn trial<'j>(&mut self, v: &'j Json, p: &str) -> Option<(Trial, &'j str)> {
+    /// A row's recomputation inputs, when those are valid (its other fields may still have
+    /// findings: they do not stop the arithmetic), and its `revisionId`.
+    fn trial<'j>(&mut self, v: &'j Json, p: &str) -> Option<(Trial, Option<&'j str>)> {
         self.object(v, p)?;
-        let before = self.total;
         let variant = self.one_of(v, p, "variant", &["baseline", "candidate"]);
         self.string(v, p, "harnessId", false);
         self.string(v, p, "runtimeProfile", false);
@@ -819,7 +820,7 @@ impl Checker {
             self.sandbox(s, &sp);
         }
         let (cost_usd, credits) = match v.get("metrics") {
-            Some(m) => self.metrics(m, &child(p, "metrics")).unwrap_or((0.0, 0.0)),
+            Some(m) => self.metrics(m, &child(p, "metrics"))?,
             None => (0.0, 0.0),
         };
         let (grade_passed, score) = grade?;
@@ -833,13 +834,12 @@ impl Checker {
             cost_usd,
             credits,
         };
-        (self.total == before).then_some((t, revision?))
+        Some((t, revision))
     }
 
-    /// `(grade.passed, grade.score)` of a valid grade.
+    /// `(grade.passed, grade.score)`, when both are valid.
     fn grade(&mut self, v: &Json, p: &str) -> Option<(bool, f64)> {
         self.object(v, p)?;
-        let before = self.total;
         self.one_of(v, p, "kind", &["readme-package-v1"]);
         let passed = self.boolean(v, p, "passed");
         let score = self.number(v, p, "score", 0.0, 100.0);
@@ -859,8 +859,7 @@ impl Checker {
                 }
             }
         }
-        let r = (passed?, score?);
-        (self.total == before).then_some(r)
+        Some((passed?, score?))
     }
 
     fn command(&mut self, v: &Json, p: &str) {
