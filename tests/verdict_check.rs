@@ -685,3 +685,78 @@ fn a_closed_stdout_is_a_quiet_success() {
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+// ---- the schema -----------------------------------------------------------------------------------
+
+/// A small subset of JSON Schema, enough to hold the sample to the schema's `required`, `const`,
+/// `enum`, `type` and numeric bounds, following local `$ref`s. Returns what did not hold.
+fn schema_errors(root: &Value, schema: &Value, v: &Value, path: &str, out: &mut Vec<String>) {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.strip_prefix("#/$defs/").expect("only local $defs references");
+        schema_errors(root, &root["$defs"][name], v, path, out);
+    }
+    if let Some(c) = schema.get("const") {
+        if c != v {
+            out.push(format!("{path}: {v} is not {c}"));
+        }
+    }
+    if let Some(e) = schema["enum"].as_array() {
+        if !e.contains(v) {
+            out.push(format!("{path}: {v} is not in the enum"));
+        }
+    }
+    let type_ok = match schema["type"].as_str() {
+        Some("object") => v.is_object(),
+        Some("array") => v.is_array(),
+        Some("string") => v.is_string(),
+        Some("boolean") => v.is_boolean(),
+        Some("number") => v.is_number(),
+        Some("integer") => v.as_f64().is_some_and(|x| x.fract() == 0.0),
+        _ => true,
+    };
+    if !type_ok {
+        out.push(format!("{path}: {v} is not of type {}", schema["type"]));
+    }
+    if let (Some(min), Some(x)) = (schema["minimum"].as_f64(), v.as_f64()) {
+        if x < min {
+            out.push(format!("{path}: {x} < {min}"));
+        }
+    }
+    if let (Some(max), Some(x)) = (schema["maximum"].as_f64(), v.as_f64()) {
+        if x > max {
+            out.push(format!("{path}: {x} > {max}"));
+        }
+    }
+    for key in schema["required"].as_array().into_iter().flatten() {
+        if v.get(key.as_str().unwrap()).is_none() {
+            out.push(format!("{path}: required key {key} is missing"));
+        }
+    }
+    for (key, sub) in schema["properties"].as_object().into_iter().flatten() {
+        if let Some(x) = v.get(key) {
+            schema_errors(root, sub, x, &format!("{path}.{key}"), out);
+        }
+    }
+    if let (Some(items), Some(a)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in a.iter().enumerate() {
+            schema_errors(root, items, x, &format!("{path}[{i}]"), out);
+        }
+    }
+}
+
+#[test]
+fn the_schema_accepts_the_sample() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("spec/harness-compare-result.v1.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    let mut errors = Vec::new();
+    schema_errors(&schema, &schema, &sample(), "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+    // And the walk does catch an edit, so the pass above means something.
+    let mut v = sample();
+    v["trials"][0]["grade"].as_object_mut().unwrap().remove("score");
+    v["baseline"]["totalCostUsd"] = json!(-1);
+    errors.clear();
+    schema_errors(&schema, &schema, &v, "$", &mut errors);
+    assert_eq!(errors, ["$.baseline.totalCostUsd: -1 < 0", "$.trials[0].grade: required key \"score\" is missing"]);
+}
