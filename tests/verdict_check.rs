@@ -672,6 +672,15 @@ fn unreadable_input_exits_2() {
     assert!(r.stderr.starts_with("verdict-check: /nonexistent/verdict.json: "), "{}", r.stderr);
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_write_exits_3() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = std_bin().arg(fixtures().join("accept.verdict.json")).stdout(full).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("verdict-check: stdout: No space left on device"));
+}
+
 #[test]
 fn a_closed_stdout_is_a_quiet_success() {
     let mut child = std_bin()

@@ -5,6 +5,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use runwire::cli::{self, Exit};
 use runwire::verdict::{self, render, Source, Status, Variant};
@@ -22,7 +23,12 @@ enum Format {
 
 /// Check a harness compare verdict (harness-compare-result.v1) by recomputing it from its trial rows.
 #[derive(Debug, Parser)]
-#[command(name = BIN, version)]
+#[command(
+    name = BIN,
+    version,
+    after_help = "Exit status: 0 valid (and the --expect'ed status), 1 valid but another status, \
+                  2 invalid evidence, unreadable input or a usage error, 3 writing the summary failed."
+)]
 struct Args {
     /// The verdict.json to check; `-` or none reads stdin
     #[arg(value_name = "FILE", conflicts_with = "dir")]
@@ -97,13 +103,16 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
             return Ok(INVALID);
         }
     };
-    let mut out = io::BufWriter::new(io::stdout().lock());
-    match args.format {
-        Format::Table => render::table(&summary, &mut out)?,
-        Format::Json => render::json(&summary, &mut out)?,
-        Format::Tsv => render::tsv(&summary, &mut out)?,
-    }
-    out.flush()?;
+    let write = || -> io::Result<()> {
+        let mut out = io::BufWriter::new(io::stdout().lock());
+        match args.format {
+            Format::Table => render::table(&summary, &mut out)?,
+            Format::Json => render::json(&summary, &mut out)?,
+            Format::Tsv => render::tsv(&summary, &mut out)?,
+        }
+        out.flush()
+    };
+    write().context("stdout")?;
     if let Some(want) = &args.expect {
         if summary.status.name() != want {
             cli::report(BIN, format!("{}: status is {}, but --expect asked for {want}", inputs.name, summary.status));
@@ -119,4 +128,14 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     cli::finish(BIN, run(&args))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_arguments_are_well_formed() {
+        super::Args::command().debug_assert();
+    }
 }
