@@ -377,8 +377,8 @@ pub fn check(verdict: &[u8], revisions: Option<(&[u8], &[u8])>) -> Result<Summar
     }
 }
 
-/// Collects findings while walking the document; every `require_*` returns `None` after
-/// recording why, so one pass reports everything it can.
+/// Collects findings while walking the document. Each reader (`string`, `integer`, `one_of`, ...)
+/// returns `None` after recording why, and the walk goes on, so one pass reports all it can.
 struct Checker {
     findings: Vec<Finding>,
     total: usize,
@@ -546,14 +546,13 @@ impl Checker {
         }
     }
 
-    /// An array of strings; true when it is one.
-    fn strings(&mut self, obj: &Json, path: &str, key: &str) -> bool {
-        let Some((p, a)) = self.array(obj, path, key) else { return false };
-        let before = self.total;
-        for (i, x) in a.iter().enumerate() {
-            self.string_value(x, &format!("{p}[{i}]"), true);
+    /// An array of strings.
+    fn strings(&mut self, obj: &Json, path: &str, key: &str) {
+        if let Some((p, a)) = self.array(obj, path, key) {
+            for (i, x) in a.iter().enumerate() {
+                self.string_value(x, &format!("{p}[{i}]"), true);
+            }
         }
-        self.total == before
     }
 
     fn verdict(&mut self, root: &Json, revision_ids: Option<&[Option<String>; 2]>) -> Option<Summary> {
@@ -663,18 +662,16 @@ impl Checker {
         })
     }
 
-    fn sandbox(&mut self, v: &Json, p: &str) -> bool {
+    fn sandbox(&mut self, v: &Json, p: &str) {
         if self.object(v, p).is_none() {
-            return false;
+            return;
         }
-        let before = self.total;
         self.one_of(v, p, "policy", &["trusted-fixture", "isolated"]);
         self.one_of(v, p, "envPolicy", &["allowlist", "inherited"]);
         self.strings(v, p, "envKeys");
         self.one_of(v, p, "networkPolicy", &["denied", "unverified"]);
         self.one_of(v, p, "fsScope", &["trial-root", "host"]);
         self.strings(v, p, "permissionFlags");
-        self.total == before
     }
 
     fn aggregate(&mut self, v: &Json, p: &str) -> Option<Aggregate> {
