@@ -131,3 +131,42 @@ fn duplicate_keys_are_findings() {
     let r = check(br#"{"status":"accept","status":"reject"}"#, None).unwrap_err();
     assert_eq!(r.findings[0].message, r#"the top level has the key "status" more than once"#);
 }
+
+/// Every leaf of the sample, by JSON pointer.
+fn leaves(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => m.iter().for_each(|(k, x)| leaves(x, format!("{at}/{k}"), out)),
+        serde_json::Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| leaves(x, format!("{at}/{i}"), out)),
+        _ => out.push(at),
+    }
+}
+
+#[test]
+fn every_finding_starts_with_its_path() {
+    let sample: serde_json::Value = serde_json::from_slice(SAMPLE).unwrap();
+    let mut pointers = Vec::new();
+    leaves(&sample, String::new(), &mut pointers);
+    let bad = [
+        serde_json::json!(null),
+        serde_json::json!("x"),
+        serde_json::json!(-1),
+        serde_json::json!(1e9),
+        serde_json::json!({}),
+    ];
+    let mut rejected = 0;
+    for p in &pointers {
+        for b in &bad {
+            let mut v = sample.clone();
+            *v.pointer_mut(p).unwrap() = b.clone();
+            let Err(r) = check(v.to_string().as_bytes(), None) else { continue };
+            rejected += 1;
+            assert!(!r.findings.is_empty());
+            for f in &r.findings {
+                assert!(!f.path.is_empty(), "{p} = {b}: {f}");
+                assert!(f.message.starts_with(&f.path), "{p} = {b}: {:?} does not start with {:?}", f.message, f.path);
+            }
+        }
+    }
+    // Nearly every edit is caught; the exceptions are free-form strings such as executorError.
+    assert!(rejected > pointers.len() * 4, "{rejected} of {} edits rejected", pointers.len() * 5);
+}
