@@ -13,3 +13,4 @@ pub mod normalize;
 pub mod pipe;
 pub mod sse;
 pub mod time;
+pub mod verdict;
