@@ -62,11 +62,14 @@ done
 mkdir -p "$out"
 
 # One pass over every fixture, each ending in a newline, then the big log.
+# The wrappers' own "runwire.status" lines (the agent process exited) are
+# left out: each would end the AG-UI run, and agui-translate would drop all
+# that follows, leaving the pipeline measurement with nothing to translate.
 unit="$out/claude-unit.jsonl"
 : >"$unit"
 for f in "${logs[@]}"; do
-  cat "$f" >>"$unit"
-  if [ -s "$f" ] && [ "$(tail -c 1 "$f" | od -An -tx1 | tr -d ' ')" != "0a" ]; then
+  grep -v '"type":"runwire.status"' "$f" >>"$unit" || true
+  if [ -s "$unit" ] && [ "$(tail -c 1 "$unit" | od -An -tx1 | tr -d ' ')" != "0a" ]; then
     echo >>"$unit"
   fi
 done
@@ -113,9 +116,10 @@ best_of() {
   awk -v ns="$best" 'BEGIN { printf "%.3f", ns / 1e9 }'
 }
 
-run_normalize() { "$bin/normalize-events" claude <"$log" >"$out/normalize.jsonl"; }
+run_normalize() { "$bin/normalize-events" claude <"$log" >"$out/normalize.jsonl" 2>"$out/normalize.stderr"; }
 run_pipeline() {
-  "$bin/normalize-events" claude <"$log" | "$bin/agui-translate" | "$bin/sse-encode" >"$out/pipeline.sse"
+  "$bin/normalize-events" claude <"$log" 2>/dev/null | "$bin/agui-translate" 2>"$out/pipeline.stderr" |
+    "$bin/sse-encode" >"$out/pipeline.sse"
   local rc=("${PIPESTATUS[@]}")
   [ "${rc[0]}" -le 1 ] && [ "${rc[1]}" -le 1 ] && [ "${rc[2]}" -le 1 ] || return 2
 }
@@ -140,6 +144,9 @@ printf '%-46s %9s %9s %10s\n' "measurement" "wall s" "MB/s" "records"
 printf '%-46s %9s %9s %10s\n' "normalize-events claude" "$t_norm" "$(mbps "$t_norm")" "$ev_norm"
 printf '%-46s %9s %9s %10s\n' "normalize-events | agui-translate | sse-encode" "$t_pipe" "$(mbps "$t_pipe")" "$ev_pipe"
 printf '%-46s %9s %9s %10s\n' "jq -f bench/claude.jq ($("$jq" --version))" "$t_jq" "$(mbps "$t_jq")" "$ev_jq"
+if [ -s "$out/pipeline.stderr" ]; then
+  printf '\nnote: agui-translate said: %s\n' "$(head -n 1 "$out/pipeline.stderr")"
+fi
 ratio=$(awk -v a="$t_jq" -v b="$t_norm" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "inf" }')
 printf '\nnormalize/jq throughput ratio: %sx (normalize-events is %sx as fast as jq)\n' "$ratio" "$ratio"
 
