@@ -68,7 +68,7 @@ mkdir -p "$out"
 unit="$out/claude-unit.jsonl"
 : >"$unit"
 for f in "${logs[@]}"; do
-  grep -v '"type":"runwire.status"' "$f" >>"$unit" || true
+  grep -v '"type":[[:space:]]*"runwire[.]status"' "$f" >>"$unit" || true
   if [ -s "$unit" ] && [ "$(tail -c 1 "$unit" | od -An -tx1 | tr -d ' ')" != "0a" ]; then
     echo >>"$unit"
   fi
