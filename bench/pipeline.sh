@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# bench/pipeline.sh: throughput and memory of the claude pipeline. On demand
+# only; CI never runs it.
+#
+# Builds a large Claude Code log by concatenating fixtures/claude/*.jsonl
+# again and again into bench/out/, then times, on that same file in the same
+# run:
+#   1. normalize-events claude
+#   2. normalize-events claude | agui-translate | sse-encode
+#   3. the same normalization in jq (bench/claude.jq)
+# and prints wall time, MB/s, events written, and the normalize/jq speed
+# ratio. Last, it streams a much larger input (generated on the fly, never
+# stored) into normalize-events under /usr/bin/time to read its peak RSS.
+#
+# Environment:
+#   BENCH_SIZE_MB   size of the timed log (default 64; at least 50 is the point)
+#   BENCH_RSS_MB    size streamed for the peak-RSS run (default 1024; 0 skips it)
+#   BENCH_REPEAT    runs of each Rust measurement, best kept (default 3; jq runs once)
+#   BENCH_FIXTURES  directory of claude logs to repeat (default fixtures/claude)
+#   RUNWIRE_BIN     directory holding the binaries (default: cargo build --release)
+#   JQ              jq binary (default jq)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+size_mb=${BENCH_SIZE_MB:-64}
+rss_mb=${BENCH_RSS_MB:-1024}
+repeat=${BENCH_REPEAT:-3}
+fixtures=${BENCH_FIXTURES:-$root/fixtures/claude}
+jq=${JQ:-jq}
+out="$root/bench/out"
+
+die() {
+  echo "bench: $*" >&2
+  exit 1
+}
+
+for n in "$size_mb" "$rss_mb" "$repeat"; do
+  case "$n" in '' | *[!0-9]*) die "BENCH_SIZE_MB, BENCH_RSS_MB and BENCH_REPEAT must be whole numbers" ;; esac
+done
+[ "$repeat" -ge 1 ] || die "BENCH_REPEAT must be at least 1"
+[ "$size_mb" -ge 1 ] || die "BENCH_SIZE_MB must be at least 1"
+command -v "$jq" >/dev/null 2>&1 || die "jq is not installed (apt-get install jq)"
+[ -x /usr/bin/time ] || die "/usr/bin/time is missing (apt-get install time)"
+
+shopt -s nullglob
+logs=("$fixtures"/*.jsonl)
+[ "${#logs[@]}" -gt 0 ] || die "no claude logs in $fixtures (set BENCH_FIXTURES)"
+
+if [ -n "${RUNWIRE_BIN:-}" ]; then
+  bin=$(cd "$RUNWIRE_BIN" && pwd)
+else
+  echo "bench: cargo build --release --bins" >&2
+  (cd "$root" && cargo build --quiet --release --bins)
+  target=${CARGO_TARGET_DIR:-$root/target}
+  case "$target" in /*) ;; *) target="$root/$target" ;; esac
+  bin="$target/release"
+fi
+for b in normalize-events agui-translate sse-encode; do
+  [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
+done
+
+mkdir -p "$out"
+
+# One pass over every fixture, each ending in a newline, then the big log.
+# The wrappers' own "runwire.status" lines (the agent process exited) are
+# left out: each would end the AG-UI run, and agui-translate would drop all
+# that follows, leaving the pipeline measurement with nothing to translate.
+unit="$out/claude-unit.jsonl"
+: >"$unit"
+for f in "${logs[@]}"; do
+  grep -v '"type":[[:space:]]*"runwire[.]status"' "$f" >>"$unit" || true
+  if [ -s "$unit" ] && [ "$(tail -c 1 "$unit" | od -An -tx1 | tr -d ' ')" != "0a" ]; then
+    echo >>"$unit"
+  fi
+done
+unit_bytes=$(stat -c %s "$unit")
+[ "$unit_bytes" -gt 0 ] || die "the fixtures in $fixtures are empty"
+
+log="$out/claude-${size_mb}MB.jsonl"
+want=$((size_mb * 1024 * 1024))
+if [ ! -f "$log" ] || [ "$(stat -c %s "$log")" -lt "$want" ] || ! cmp -s "$unit" "$out/.unit-of-$size_mb"; then
+  echo "bench: writing $log" >&2
+  cp "$unit" "$log"
+  # Double until at least half way, then top up one unit at a time.
+  while [ $(($(stat -c %s "$log") * 2)) -le "$want" ]; do
+    cat "$log" "$log" >"$log.tmp"
+    mv "$log.tmp" "$log"
+  done
+  while [ "$(stat -c %s "$log")" -lt "$want" ]; do
+    cat "$unit" >>"$log"
+  done
+  cp "$unit" "$out/.unit-of-$size_mb"
+fi
+log_bytes=$(stat -c %s "$log")
+log_mb=$(awk -v b="$log_bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
+log_lines=$(wc -l <"$log")
+
+now_ns() { date +%s%N; }
+
+# best_of N CMD...: runs CMD N times (stdin, stdout as given by the caller's
+# redirections inside CMD), prints the best wall time in seconds. A status
+# above 1 (1 = input lines flagged) fails the benchmark.
+best_of() {
+  local n=$1 best="" t0 t1 rc
+  shift
+  for ((i = 0; i < n; i++)); do
+    t0=$(now_ns)
+    set +e
+    "$@"
+    rc=$?
+    set -e
+    t1=$(now_ns)
+    [ "$rc" -le 1 ] || die "'$*' exited $rc"
+    if [ -z "$best" ] || [ $((t1 - t0)) -lt "$best" ]; then best=$((t1 - t0)); fi
+  done
+  awk -v ns="$best" 'BEGIN { printf "%.3f", ns / 1e9 }'
+}
+
+run_normalize() { "$bin/normalize-events" claude <"$log" >"$out/normalize.jsonl" 2>"$out/normalize.stderr"; }
+run_pipeline() {
+  "$bin/normalize-events" claude <"$log" 2>/dev/null | "$bin/agui-translate" 2>"$out/pipeline.stderr" |
+    "$bin/sse-encode" >"$out/pipeline.sse"
+  local rc=("${PIPESTATUS[@]}")
+  [ "${rc[0]}" -le 1 ] && [ "${rc[1]}" -le 1 ] && [ "${rc[2]}" -le 1 ] || return 2
+}
+run_jq() { "$jq" -n -c -R --arg now "2026-01-01T00:00:00.000Z" -f "$root/bench/claude.jq" <"$log" >"$out/jq.jsonl"; }
+
+mbps() { awk -v b="$log_bytes" -v s="$1" 'BEGIN { if (s > 0) printf "%.1f", b / 1048576 / s; else print "inf" }'; }
+
+echo "bench: input $log: $log_mb MB, $log_lines lines, ${#logs[@]} fixtures repeated" >&2
+echo "bench: normalize-events (best of $repeat)" >&2
+t_norm=$(best_of "$repeat" run_normalize)
+echo "bench: pipeline (best of $repeat)" >&2
+t_pipe=$(best_of "$repeat" run_pipeline)
+echo "bench: jq (once; this is the slow one)" >&2
+t_jq=$(best_of 1 run_jq)
+
+ev_norm=$(wc -l <"$out/normalize.jsonl")
+ev_pipe=$(grep -c '^data:' "$out/pipeline.sse" || true)
+ev_jq=$(wc -l <"$out/jq.jsonl")
+
+printf '\ninput: %s (%s MB, %s lines)\n\n' "${log#"$root"/}" "$log_mb" "$log_lines"
+printf '%-46s %9s %9s %10s\n' "measurement" "wall s" "MB/s" "records"
+printf '%-46s %9s %9s %10s\n' "normalize-events claude" "$t_norm" "$(mbps "$t_norm")" "$ev_norm"
+printf '%-46s %9s %9s %10s\n' "normalize-events | agui-translate | sse-encode" "$t_pipe" "$(mbps "$t_pipe")" "$ev_pipe"
+printf '%-46s %9s %9s %10s\n' "jq -f bench/claude.jq ($("$jq" --version))" "$t_jq" "$(mbps "$t_jq")" "$ev_jq"
+if [ -s "$out/pipeline.stderr" ]; then
+  printf '\nnote: agui-translate said: %s\n' "$(head -n 1 "$out/pipeline.stderr")"
+fi
+ratio=$(awk -v a="$t_jq" -v b="$t_norm" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "inf" }')
+printf '\nnormalize/jq throughput ratio: %sx (normalize-events is %sx as fast as jq)\n' "$ratio" "$ratio"
+
+if [ "$rss_mb" -gt 0 ]; then
+  # Stream rss_mb of input without storing it: the log, repeated, through a pipe.
+  reps=$(((rss_mb * 1048576 + log_bytes - 1) / log_bytes))
+  streamed_mb=$(awk -v b="$log_bytes" -v r="$reps" 'BEGIN { printf "%.0f", b * r / 1048576 }')
+  echo "bench: streaming $streamed_mb MB into normalize-events for peak RSS" >&2
+  t0=$(now_ns)
+  set +e
+  for ((i = 0; i < reps; i++)); do cat "$log"; done |
+    /usr/bin/time -f '%M' -o "$out/rss.txt" "$bin/normalize-events" claude >/dev/null
+  rc=("${PIPESTATUS[@]}")
+  set -e
+  t1=$(now_ns)
+  [ "${rc[1]}" -le 1 ] || die "normalize-events exited ${rc[1]} on the streamed input"
+  rss_kb=$(tail -n 1 "$out/rss.txt")
+  secs=$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.2f", ns / 1e9 }')
+  printf 'peak RSS of normalize-events claude on %s MB streamed: %s KB (%.1f MB), wall %s s, %s MB/s\n' \
+    "$streamed_mb" "$rss_kb" "$(awk -v k="$rss_kb" 'BEGIN { print k / 1024 }')" "$secs" \
+    "$(awk -v m="$streamed_mb" -v s="$secs" 'BEGIN { if (s > 0) printf "%.1f", m / s; else print "inf" }')"
+fi
