@@ -5,7 +5,8 @@
 # For each fixtures/<adapter>/*.jsonl (adapter = claude, cursor or codex, from
 # the directory name) it runs
 #   normalize-events <adapter> --input F | agui-translate | sse-encode > F.sse
-# and checks all the SSE files with check.mjs. Golden files kept beside the
+# and checks all the SSE files with check.mjs, and every intermediate events/v1
+# stream against spec/events.schema.json with check-events.mjs. Golden files kept beside the
 # fixtures (*.events.jsonl, *.agui.jsonl, *.expected.jsonl, *.golden.jsonl,
 # *.out.jsonl) are not inputs and are skipped.
 #
@@ -62,6 +63,7 @@ trap cleanup EXIT
 passed=0
 failed=0
 sse=()
+events=()
 shopt -s nullglob
 for adapter in claude cursor codex; do
   for f in "$root/fixtures/$adapter"/*.jsonl; do
@@ -72,14 +74,16 @@ for adapter in claude cursor codex; do
     mkdir -p "$work/$adapter"
     out="$work/$adapter/$name.sse"
     err="$work/$adapter/$name.stderr"
+    ev="$work/$adapter/$name.events.jsonl"
     set +e
-    "$bin/normalize-events" "$adapter" --input "$f" 2>"$err" | "$bin/agui-translate" 2>>"$err" | "$bin/sse-encode" >"$out" 2>>"$err"
+    "$bin/normalize-events" "$adapter" --input "$f" 2>"$err" | tee "$ev" | "$bin/agui-translate" 2>>"$err" | "$bin/sse-encode" >"$out" 2>>"$err"
     rc=("${PIPESTATUS[@]}")
     set -e
-    if [ "${rc[0]}" -gt 1 ] || [ "${rc[1]}" -ne 0 ] || [ "${rc[2]}" -ne 0 ]; then
+    events+=("$ev")
+    if [ "${rc[0]}" -gt 1 ] || [ "${rc[2]}" -ne 0 ] || [ "${rc[3]}" -ne 0 ]; then
       failed=$((failed + 1))
       keep=1
-      echo "FAIL fixtures/$adapter/$name.jsonl: pipeline exit statuses normalize-events=${rc[0]} agui-translate=${rc[1]} sse-encode=${rc[2]}"
+      echo "FAIL fixtures/$adapter/$name.jsonl: pipeline exit statuses normalize-events=${rc[0]} agui-translate=${rc[2]} sse-encode=${rc[3]}"
       sed 's/^/     /' "$err" | head -n 20
       continue
     fi
@@ -107,6 +111,23 @@ if [ "${#sse[@]}" -gt 0 ]; then
     keep=1
     echo "FAIL check.mjs reported $checked of ${#sse[@]} files"
   fi
+fi
+
+# The intermediate events/v1 stream must satisfy its own contract too.
+if [ "${#events[@]}" -gt 0 ]; then
+  set +e
+  (cd "$work" && node "$conf/check-events.mjs" "${events[@]#"$work"/}") >"$work/check-events.jsonl"
+  set -e
+  while IFS= read -r line; do
+    if printf '%s' "$line" | grep -q '"ok":true'; then
+      passed=$((passed + 1))
+      printf 'ok   %s\n' "$line"
+    else
+      failed=$((failed + 1))
+      keep=1
+      printf 'FAIL %s\n' "$line"
+    fi
+  done <"$work/check-events.jsonl"
 fi
 
 if [ $((passed + failed)) -eq 0 ]; then
