@@ -26,14 +26,17 @@ fn run(script: &str) {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{script} failed:\n{text}");
     // The scripts end with `N passed, M failed`: make sure something was checked.
-    let last = text.lines().rev().find(|l| l.contains(" passed, ")).unwrap_or_else(|| panic!("{script}: no summary\n{text}"));
+    let last =
+        text.lines().rev().find(|l| l.contains(" passed, ")).unwrap_or_else(|| panic!("{script}: no summary\n{text}"));
     assert!(last.contains(" 0 failed") && !last.contains(": 0 passed"), "{last}");
 }
 
 #[test]
 fn official_client_accepts_every_fixture_and_events_match_their_schema() {
     if !have_node() {
-        eprintln!("conformance: SKIPPED: node is not installed (the checker runs the official AG-UI TypeScript client)");
+        eprintln!(
+            "conformance: SKIPPED: node is not installed (the checker runs the official AG-UI TypeScript client)"
+        );
         return;
     }
     // run.sh installs the pinned packages (npm ci) when they are missing, so it goes first.
