@@ -11,5 +11,6 @@ pub mod cli;
 pub mod events;
 pub mod normalize;
 pub mod pipe;
+pub mod serve;
 pub mod sse;
 pub mod time;
