@@ -351,9 +351,27 @@ pub fn post(
             Close::Now
         }
         Admit::Start { resume } => {
+            let mut guard = Admitted { shared, input: &input, done: false };
             let (session, outcome) = stream_run(shared, stream, req, cors, &input, resume.as_deref());
+            guard.done = true;
             shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(&input, session, outcome);
             Close::Now
+        }
+    }
+}
+
+/// Frees the run's thread even if streaming panicked (the connection's
+/// `catch_unwind` then closes it), so a thread is never stuck busy.
+struct Admitted<'a> {
+    shared: &'a Shared,
+    input: &'a RunInput,
+    done: bool,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(self.input, None, Outcome::Cancelled);
         }
     }
 }

@@ -195,7 +195,8 @@ pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
 }
 
 /// The default wrapper of `agent`: `wrappers/<agent>.sh` in a directory
-/// above the executable (a checkout's `target/…/runwire-serve`), else
+/// above the executable (a checkout's `target/…/runwire-serve`), else in the
+/// checkout the binary was built from, else
 /// `$PREFIX/share/runwire/wrappers/<agent>.sh`.
 pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
     let name = format!("{}.sh", agent.name());
@@ -210,6 +211,13 @@ pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
         }
         looked.push(format!("wrappers/{name} above {}", exe.display()));
     }
+    // A binary built outside its checkout (CARGO_TARGET_DIR elsewhere) still
+    // finds the checkout it was built from.
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("wrappers").join(&name);
+    if built_from.is_file() {
+        return Ok(built_from);
+    }
+    looked.push(built_from.display().to_string());
     if let Some(prefix) = std::env::var_os("PREFIX") {
         let p = PathBuf::from(prefix).join("share/runwire/wrappers").join(&name);
         if p.is_file() {
