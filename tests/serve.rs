@@ -483,6 +483,34 @@ fn slow_client_gets_408() {
     let r = parse_response(&out);
     assert_eq!(r.status, 408);
     r.error();
+
+    // A body that stops short.
+    let mut sock = connect(s.port);
+    sock.write_all(
+        b"POST /agui HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    sock.read_to_end(&mut out).unwrap();
+    assert_eq!(parse_response(&out).status, 408);
+
+    // A head trickled a byte at a time, each within the idle timeout, still
+    // hits the request deadline (3 idle timeouts).
+    let mut sock = connect(s.port);
+    let t = Instant::now();
+    let mut out = Vec::new();
+    for b in b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter() {
+        if sock.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        if t.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    sock.read_to_end(&mut out).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(parse_response(&out).status, 408);
 }
 
 #[test]

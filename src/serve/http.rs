@@ -9,7 +9,7 @@
 use super::{agui, Shared};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Request line plus headers, at most.
 pub const MAX_HEAD: usize = 16 * 1024;
@@ -23,6 +23,8 @@ pub const MAX_DRAIN: usize = 16 * 1024 * 1024;
 /// A client that sends nothing for this long while we read its request is
 /// answered 408 and dropped (`RUNWIRE_READ_TIMEOUT_MS` overrides).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The whole request (head and body) must arrive within this many idle timeouts.
+pub const REQUEST_DEADLINE_FACTOR: u32 = 3;
 /// A client that reads nothing for this long while we write to it is dropped.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -145,7 +147,38 @@ pub fn parse_head(head: &str) -> Result<Request, (u16, String)> {
 pub enum BodyError {
     TooLarge,
     Bad(String),
+    /// The client stopped sending (idle or past the request deadline).
+    Timeout,
     Gone,
+}
+
+fn io_err(e: io::Error) -> BodyError {
+    if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+        BodyError::Timeout
+    } else {
+        BodyError::Gone
+    }
+}
+
+/// The request side of a connection, read under two limits: each read may
+/// wait at most `idle`, and the whole request must have arrived by `until`,
+/// so a client trickling a byte at a time cannot hold a thread either.
+pub struct Timed<'a> {
+    pub stream: &'a TcpStream,
+    pub idle: Duration,
+    pub until: Instant,
+}
+
+impl Read for Timed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the request took too long to arrive"));
+        }
+        self.stream.set_read_timeout(Some(self.idle.min(left).max(Duration::from_millis(1))))?;
+        let mut s = self.stream;
+        s.read(buf)
+    }
 }
 
 /// Reads the body (`Content-Length` or chunked) into memory, at most `limit`
@@ -178,7 +211,7 @@ pub fn read_body(req: &Request, src: impl Read, limit: usize) -> Result<Vec<u8>,
         return Err(BodyError::TooLarge);
     }
     let mut body = vec![0u8; len as usize];
-    r.read_exact(&mut body).map_err(|_| BodyError::Gone)?;
+    r.read_exact(&mut body).map_err(io_err)?;
     Ok(body)
 }
 
@@ -209,14 +242,14 @@ fn read_chunked(r: &mut impl BufRead, limit: usize) -> Result<Vec<u8>, BodyError
             if total > MAX_DRAIN as u64 {
                 return Err(BodyError::TooLarge);
             }
-            let copied = io::copy(&mut (&mut *r).take(size), &mut io::sink()).map_err(|_| BodyError::Gone)?;
+            let copied = io::copy(&mut (&mut *r).take(size), &mut io::sink()).map_err(io_err)?;
             if copied < size {
                 return Err(BodyError::Gone);
             }
         } else {
             let start = body.len();
             body.resize(start + size as usize, 0);
-            r.read_exact(&mut body[start..]).map_err(|_| BodyError::Gone)?;
+            r.read_exact(&mut body[start..]).map_err(io_err)?;
         }
         read_crlf_line(r, &mut line)?;
         if !line.is_empty() {
@@ -228,7 +261,7 @@ fn read_chunked(r: &mut impl BufRead, limit: usize) -> Result<Vec<u8>, BodyError
 /// One line ended by LF (CR before it dropped), at most 4 KiB.
 fn read_crlf_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> Result<(), BodyError> {
     line.clear();
-    let n = r.take(4096).read_until(b'\n', line).map_err(|_| BodyError::Gone)?;
+    let n = r.take(4096).read_until(b'\n', line).map_err(io_err)?;
     if n == 0 {
         return Err(BodyError::Gone);
     }
@@ -397,10 +430,11 @@ pub fn cors_headers(origin: Option<&str>) -> Vec<(&'static str, String)> {
 
 /// Reads one request, applies the boundary, and routes it.
 pub fn handle(shared: &Shared, mut stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(shared.cfg.read_timeout));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = stream.set_nodelay(true);
-    let (req, rest) = match read_head(&mut stream) {
+    let idle = shared.cfg.read_timeout;
+    let until = Instant::now() + idle.saturating_mul(REQUEST_DEADLINE_FACTOR);
+    let (req, rest) = match read_head(&mut Timed { stream: &stream, idle, until }) {
         Ok(r) => r,
         Err(ReadError::Reject(code, m)) => {
             respond_error(&mut stream, code, &[], &m);
@@ -409,7 +443,7 @@ pub fn handle(shared: &Shared, mut stream: TcpStream) {
         }
         Err(ReadError::Gone) => return,
     };
-    let keep = route(shared, &mut stream, &req, rest);
+    let keep = route(shared, &mut stream, &req, rest, until);
     if keep == Close::Linger {
         linger_close(&stream);
     }
@@ -424,7 +458,7 @@ pub enum Close {
     Now,
 }
 
-fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>) -> Close {
+fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, until: Instant) -> Close {
     let cfg = &shared.cfg;
     // DNS rebinding: a page on evil.example that resolves to 127.0.0.1 sends
     // `Host: evil.example`; refuse it before anything else, even /healthz.
@@ -517,7 +551,7 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>) 
                 }
                 let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
             }
-            let src = io::Cursor::new(rest).chain(&*stream);
+            let src = io::Cursor::new(rest).chain(Timed { stream, idle: cfg.read_timeout, until });
             let body = match read_body(req, src, MAX_BODY) {
                 Ok(b) => b,
                 Err(BodyError::TooLarge) => {
@@ -526,6 +560,10 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>) 
                 }
                 Err(BodyError::Bad(m)) => {
                     respond_error(stream, 400, &cors, &m);
+                    return Close::Linger;
+                }
+                Err(BodyError::Timeout) => {
+                    respond_error(stream, 408, &cors, "the request body did not arrive in time");
                     return Close::Linger;
                 }
                 Err(BodyError::Gone) => return Close::Now,
@@ -608,5 +646,40 @@ mod tests {
         assert_eq!(query_token("a=1&token=x%2By+z").unwrap(), b"x+y+z");
         assert_eq!(query_token("token=%zz%4").unwrap(), b"%zz%4");
         assert!(is_json_media_type("Application/JSON; charset=utf-8") && !is_json_media_type("text/plain"));
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn no_input_panics(head in ".{0,300}", bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = parse_head(&head);
+            let _ = read_head(&mut io::Cursor::new(bytes.clone()));
+            let _ = is_loopback_host(&head);
+            let _ = query_token(&head);
+            let _ = super::super::parse_origin(&head);
+            let _ = super::super::agui::parse_input(&bytes);
+            for h in ["Transfer-Encoding: chunked", "Content-Length: 20", "Content-Length: 99999999999999999999"] {
+                let req = parse_head(&format!("POST /agui HTTP/1.1\r\n{h}")).unwrap();
+                let _ = read_body(&req, &bytes[..], 64);
+            }
+        }
+
+        #[test]
+        fn chunked_bodies_round_trip(body in proptest::collection::vec(any::<u8>(), 0..300), cut in 1usize..50) {
+            let mut wire = Vec::new();
+            for c in body.chunks(cut) {
+                wire.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+                wire.extend_from_slice(c);
+                wire.extend_from_slice(b"\r\n");
+            }
+            wire.extend_from_slice(b"0\r\n\r\n");
+            let req = parse_head("POST /agui HTTP/1.1\r\nTransfer-Encoding: chunked").unwrap();
+            prop_assert_eq!(read_body(&req, &wire[..], 1024).unwrap(), body);
+        }
     }
 }

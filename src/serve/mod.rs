@@ -344,6 +344,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     while shared.connections.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    run::kill_remaining();
     Ok(())
 }
 
@@ -355,10 +356,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                 let n = shared.connections.fetch_add(1, Ordering::SeqCst);
                 if n >= MAX_CONNECTIONS {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
+                    // Answered from the accept loop, so nothing here may block for long.
                     let mut s = stream;
-                    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+                    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
                     http::respond_error(&mut s, 503, &[], "too many connections; try again later");
-                    http::linger_close(&s);
+                    let _ = s.shutdown(std::net::Shutdown::Write);
                     continue;
                 }
                 let shared2 = shared.clone();

@@ -37,6 +37,21 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// Lines buffered between the reader and the stream.
 const CHANNEL: usize = 256;
 
+/// Process groups of agents started and not yet stopped and reaped.
+static LIVE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Last resort at exit: SIGKILL every agent group whose stream did not stop
+/// it in time (e.g. a stream stuck writing to a client that reads nothing).
+pub fn kill_remaining() {
+    for pgid in live().drain(..) {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
 /// Makes this process the reaper of its orphaned descendants (Linux only;
 /// elsewhere a no-op).
 pub fn become_subreaper() {
@@ -94,7 +109,9 @@ fn spawn(path: &Path, prompt: &str, resume: Option<&str>) -> Result<Child, Strin
         cmd.arg("--resume").arg(s);
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
-    cmd.spawn().map_err(|e| format!("cannot start {}: {e}", path.display()))
+    let child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", path.display()))?;
+    live().push(child.id() as i32);
+    Ok(child)
 }
 
 fn replay(log: &[u8], delay: Duration, tx: &SyncSender<Vec<u8>>, stop: &AtomicBool) {
@@ -234,5 +251,6 @@ fn stop_group(child: &mut Child) -> i64 {
         reap_group(pgid);
         std::thread::sleep(Duration::from_millis(5));
     }
+    live().retain(|&p| p != pgid);
     status.map(exit_code).unwrap_or(-1)
 }
