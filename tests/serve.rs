@@ -607,6 +607,24 @@ fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
 }
 
 #[test]
+fn the_status_line_ends_the_stream_even_if_the_agent_lingers() {
+    let rec = tmp("linger.rec");
+    let stub = stub();
+    let s = Server::start(
+        &["--agent", "claude", "--agent-cmd", &stub],
+        &[("STUB_MODE", "linger"), ("STUB_RECORD", rec.to_str().unwrap())],
+    );
+    let t = Instant::now();
+    let r = post_run(s.port, "t", "r");
+    assert!(t.elapsed() < Duration::from_secs(5), "the stream waited for the agent: {:?}", t.elapsed());
+    let ev = r.events();
+    common::verify(&ev).unwrap();
+    assert_eq!(ev.last().unwrap()["type"], "RUN_FINISHED");
+    let pgid = wait_for_record(&rec);
+    wait_group_gone(pgid, Duration::from_secs(3));
+}
+
+#[test]
 fn busy_thread_is_409_and_keepalive_flows() {
     let stub = stub();
     let s = Server::start(

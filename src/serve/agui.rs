@@ -487,7 +487,15 @@ fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body
     let mut stopped: Option<(Option<i64>, Instant)> = None;
     loop {
         match lines.rx.recv_timeout(TICK) {
-            Ok(line) => stages.line(&line, body)?,
+            Ok(line) => {
+                stages.line(&line, body)?;
+                if stages.tr.is_terminated() && stopped.is_none() {
+                    // The status line (or a fatal error) ended the run: the
+                    // translator would ignore anything more, and an agent
+                    // that keeps its output open must not hold the stream.
+                    break;
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {
                 if body.last_write.elapsed() >= shared.cfg.keepalive {

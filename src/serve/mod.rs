@@ -67,17 +67,17 @@ pub struct Args {
     /// Address to listen on (port 0 picks a free port; the first stdout line names it).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
     pub listen: SocketAddr,
-    /// Run this agent for each request (its wrapper, wrappers/<agent>.sh). Without it, each request
+    /// Run this agent for each request (its wrapper, wrappers/AGENT.sh). Without it, each request
     /// replays a bundled recorded Claude run (demo mode).
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<Adapter>,
-    /// The wrapper to start instead of wrappers/<agent>.sh (same contract).
+    /// The wrapper to start instead of wrappers/AGENT.sh (same contract).
     #[arg(long, value_name = "PATH", requires = "agent", conflicts_with = "replay")]
     pub agent_cmd: Option<PathBuf>,
     /// Replay this recorded log of AGENT for each request instead of running the agent.
     #[arg(long, value_name = "FILE", requires = "agent")]
     pub replay: Option<PathBuf>,
-    /// Also accept browser requests from this exact origin (scheme://host[:port]); repeatable.
+    /// Also accept browser requests from this exact origin, scheme://host or scheme://host:port; repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
     pub allow_origin: Vec<String>,
     /// Require `Authorization: Bearer <token>` (token = this file's content, trimmed, >= 16 bytes).
