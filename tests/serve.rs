@@ -540,6 +540,26 @@ fn token_guards_every_route_but_healthz() {
 }
 
 #[test]
+fn allow_remote_lifts_the_host_check_but_not_the_token() {
+    let token = "another-token-0123456789";
+    let f = tmp("remote.token");
+    std::fs::write(&f, token).unwrap();
+    let s = Server::start(&["--allow-remote", "--token-file", f.to_str().unwrap()], &[]);
+    let p = s.port;
+    let host = ("Host", "runwire.example:8787");
+    assert_eq!(request(p, "GET", "/healthz", &[host], b"").status, 200);
+    let body = run_body("t", "r", "hi");
+    assert_eq!(request(p, "POST", "/agui", &[JSON, host], body.as_bytes()).status, 401);
+    let auth = format!("Bearer {token}");
+    let r = request(p, "POST", "/agui", &[JSON, host, ("Authorization", &auth)], body.as_bytes());
+    assert_eq!(r.status, 200);
+    // Origins are still checked.
+    let r =
+        request(p, "POST", "/agui", &[JSON, host, ("Authorization", &auth), ("Origin", "http://evil.example")], b"{}");
+    assert_eq!(r.status, 403);
+}
+
+#[test]
 fn spawn_failure_is_run_started_then_run_error() {
     let s = Server::start(&["--agent", "claude", "--agent-cmd", "/nonexistent/agent.sh"], &[]);
     let r = post_run(s.port, "t", "r");
