@@ -1,0 +1,598 @@
+//! `POST /agui`: one AG-UI run, streamed as Server-Sent Events.
+//!
+//! The body is a `RunAgentInput`; the prompt is the latest user message's
+//! text. Each line of the run's source goes through the library stages
+//! exactly as in `normalize-events | agui-translate --thread-id T --run-id R
+//! | sse-encode`, and each frame is written as one HTTP chunk the moment it
+//! exists.
+//!
+//! The [`Book`] remembers, per `threadId`, the agent's last session (a later
+//! run on the thread resumes it) and whether a run is active (one at a time),
+//! and, per `runId`, the request body and the finished stream, so that
+//! re-posting the same request replays the same bytes without running the
+//! agent again. Retention is bounded: [`MAX_RUNS`] finished runs,
+//! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`] in all, oldest evicted
+//! first; [`MAX_THREADS`] threads.
+
+use super::http::{respond_error, Close, Request};
+use super::run::{self, Lines};
+use super::Shared;
+use crate::agui::{AguiEvent, TranslateOptions, Translator};
+use crate::events::{Data, Event, Exit, Seq};
+use crate::normalize::{Normalizer, Options};
+use crate::sse::{Encoder, SseOptions};
+use crate::time::Clock;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Write};
+use std::net::TcpStream;
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Finished runs kept for idempotent replay.
+pub const MAX_RUNS: usize = 64;
+/// SSE bytes kept per run; a longer run cannot be replayed (409).
+pub const MAX_RUN_BYTES: usize = 4 * 1024 * 1024;
+/// SSE and request bytes kept across all finished runs.
+pub const MAX_RETAINED: usize = 64 * 1024 * 1024;
+/// Threads remembered (idle ones evicted oldest first).
+pub const MAX_THREADS: usize = 1024;
+/// Longest prompt: it travels as one argument (Linux caps one at 128 KiB).
+pub const MAX_PROMPT: usize = 96 * 1024;
+/// Longest `threadId` / `runId`.
+pub const MAX_ID: usize = 256;
+
+/// How often the stream looks at its client, the shutdown flag and the clock.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What a request asks for, once validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInput {
+    pub thread_id: String,
+    pub run_id: String,
+    pub prompt: String,
+}
+
+/// Reads a `RunAgentInput` leniently (unknown keys ignored, optional ones
+/// may be absent or `null`) and names the first problem found.
+pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    let Value::Object(o) = &v else {
+        return Err("the body must be a JSON object (an AG-UI RunAgentInput)".into());
+    };
+    let id = |k: &str| -> Result<String, String> {
+        match o.get(k) {
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_ID && !s.chars().any(char::is_control) => {
+                Ok(s.clone())
+            }
+            Some(Value::String(_)) => {
+                Err(format!("{k}: must be a non-empty string of at most {MAX_ID} bytes without control characters"))
+            }
+            Some(Value::Null) | None => Err(format!("{k}: missing (a string is required)")),
+            Some(_) => Err(format!("{k}: must be a string")),
+        }
+    };
+    let thread_id = id("threadId")?;
+    let run_id = id("runId")?;
+    for k in ["tools", "context", "resume"] {
+        if !matches!(o.get(k), None | Some(Value::Null) | Some(Value::Array(_))) {
+            return Err(format!("{k}: must be an array"));
+        }
+    }
+    for k in ["parentRunId", "protocolVersion"] {
+        if !matches!(o.get(k), None | Some(Value::Null) | Some(Value::String(_))) {
+            return Err(format!("{k}: must be a string"));
+        }
+    }
+    let messages = match o.get("messages") {
+        Some(Value::Array(a)) => a,
+        Some(Value::Null) | None => return Err("messages: missing (an array is required)".into()),
+        Some(_) => return Err("messages: must be an array".into()),
+    };
+    let mut latest_user = None;
+    for (i, m) in messages.iter().enumerate() {
+        match m.get("role") {
+            Some(Value::String(r)) if m.is_object() => {
+                if r == "user" {
+                    latest_user = Some((i, m));
+                }
+            }
+            _ => return Err(format!("messages[{i}]: must be an object with a string role")),
+        }
+    }
+    let Some((i, user)) = latest_user else {
+        return Err("messages: no user message (the prompt is the latest user message's text)".into());
+    };
+    let prompt = match user.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::new();
+            for (j, p) in parts.iter().enumerate() {
+                match (p.get("type"), p.get("text")) {
+                    (Some(Value::String(t)), Some(Value::String(text))) if t == "text" => texts.push(text.as_str()),
+                    (Some(Value::String(t)), _) if t == "text" => {
+                        return Err(format!("messages[{i}].content[{j}].text: must be a string"))
+                    }
+                    (Some(Value::String(_)), _) => {}
+                    _ => return Err(format!("messages[{i}].content[{j}]: must be an object with a string type")),
+                }
+            }
+            texts.join("\n")
+        }
+        Some(Value::Null) | None => return Err(format!("messages[{i}].content: missing")),
+        Some(_) => return Err(format!("messages[{i}].content: must be a string or an array of content parts")),
+    };
+    if prompt.trim().is_empty() {
+        return Err(format!("messages[{i}].content: the latest user message has no text"));
+    }
+    if prompt.contains('\0') {
+        return Err(format!("messages[{i}].content: contains a NUL character"));
+    }
+    if prompt.len() > MAX_PROMPT {
+        return Err(format!("messages[{i}].content: longer than {MAX_PROMPT} bytes"));
+    }
+    Ok(RunInput { thread_id, run_id, prompt })
+}
+
+#[derive(Debug, Default)]
+struct ThreadEntry {
+    session: Option<String>,
+    busy: bool,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Running,
+    Done(Arc<Vec<u8>>),
+    /// Finished, but its stream was longer than [`MAX_RUN_BYTES`].
+    NotRetained,
+    /// Its client left and the agent was stopped.
+    Cancelled,
+}
+
+#[derive(Debug)]
+struct RunEntry {
+    body: Vec<u8>,
+    outcome: Outcome,
+}
+
+impl RunEntry {
+    fn size(&self) -> usize {
+        self.body.len() + if let Outcome::Done(b) = &self.outcome { b.len() } else { 0 }
+    }
+}
+
+/// Threads and runs; see the module doc.
+#[derive(Debug, Default)]
+pub struct Book {
+    threads: HashMap<String, ThreadEntry>,
+    thread_order: VecDeque<String>,
+    runs: HashMap<String, RunEntry>,
+    /// Finished runs, oldest first.
+    finished: VecDeque<String>,
+    retained: usize,
+}
+
+/// What to do with a request.
+#[derive(Debug)]
+pub enum Admit {
+    Start { resume: Option<String> },
+    Replay(Arc<Vec<u8>>),
+    Reject(u16, String),
+}
+
+impl Book {
+    /// Decides on a request and, when it starts a run, marks its thread busy.
+    pub fn admit(&mut self, input: &RunInput, body: &[u8]) -> Admit {
+        if let Some(r) = self.runs.get(&input.run_id) {
+            if r.body != body {
+                return Admit::Reject(
+                    409,
+                    format!("runId {:?} was already used with a different request; use a new runId", input.run_id),
+                );
+            }
+            return match &r.outcome {
+                Outcome::Done(bytes) => Admit::Replay(bytes.clone()),
+                Outcome::Running => Admit::Reject(409, format!("run {:?} is still streaming", input.run_id)),
+                Outcome::NotRetained => Admit::Reject(
+                    409,
+                    format!("run {:?} finished but its stream was too long to keep for replay", input.run_id),
+                ),
+                Outcome::Cancelled => Admit::Reject(
+                    409,
+                    format!("run {:?} was cancelled when its client disconnected; use a new runId", input.run_id),
+                ),
+            };
+        }
+        if self.threads.get(&input.thread_id).is_some_and(|t| t.busy) {
+            return Admit::Reject(409, format!("thread {:?} already has an active run", input.thread_id));
+        }
+        if !self.threads.contains_key(&input.thread_id) {
+            if self.threads.len() >= MAX_THREADS {
+                if let Some(i) = self.thread_order.iter().position(|t| self.threads.get(t).is_some_and(|e| !e.busy)) {
+                    if let Some(old) = self.thread_order.remove(i) {
+                        self.threads.remove(&old);
+                    }
+                }
+            }
+            self.thread_order.push_back(input.thread_id.clone());
+        }
+        let t = self.threads.entry(input.thread_id.clone()).or_default();
+        t.busy = true;
+        let resume = t.session.clone();
+        self.runs.insert(input.run_id.clone(), RunEntry { body: body.to_vec(), outcome: Outcome::Running });
+        Admit::Start { resume }
+    }
+
+    /// Records a run's end and frees its thread.
+    fn finish(&mut self, input: &RunInput, session: Option<String>, outcome: Outcome) {
+        if let Some(t) = self.threads.get_mut(&input.thread_id) {
+            t.busy = false;
+            if session.is_some() {
+                t.session = session;
+            }
+        }
+        if let Some(r) = self.runs.get_mut(&input.run_id) {
+            r.outcome = outcome;
+            self.retained += r.size();
+            self.finished.push_back(input.run_id.clone());
+        }
+        while self.finished.len() > MAX_RUNS || self.retained > MAX_RETAINED {
+            let Some(old) = self.finished.pop_front() else { break };
+            if let Some(r) = self.runs.remove(&old) {
+                self.retained = self.retained.saturating_sub(r.size());
+            }
+        }
+    }
+}
+
+/// The response body as it goes out: chunked on HTTP/1.1, one chunk per
+/// frame, each written at once; the frames are also kept for replay.
+struct Body<'a> {
+    stream: &'a mut TcpStream,
+    chunked: bool,
+    kept: Vec<u8>,
+    over: bool,
+    last_write: Instant,
+}
+
+impl<'a> Body<'a> {
+    fn start(stream: &'a mut TcpStream, req: &Request, cors: &[(&'static str, String)]) -> io::Result<Body<'a>> {
+        let mut head = String::from(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
+        );
+        if req.http11 {
+            head.push_str("Transfer-Encoding: chunked\r\n");
+        }
+        for (n, v) in cors {
+            head.push_str(&format!("{n}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes())?;
+        Ok(Body { stream, chunked: req.http11, kept: Vec::new(), over: false, last_write: Instant::now() })
+    }
+
+    fn write_chunk(&mut self, data: &[u8]) -> io::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity(data.len() + 16);
+        if self.chunked {
+            buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        }
+        buf.extend_from_slice(data);
+        if self.chunked {
+            buf.extend_from_slice(b"\r\n");
+        }
+        self.stream.write_all(&buf)?;
+        self.stream.flush()?;
+        self.last_write = Instant::now();
+        Ok(())
+    }
+
+    fn frame(&mut self, frame: &[u8]) -> io::Result<()> {
+        if !self.over {
+            if self.kept.len() + frame.len() > MAX_RUN_BYTES {
+                self.over = true;
+                self.kept = Vec::new();
+            } else {
+                self.kept.extend_from_slice(frame);
+            }
+        }
+        self.write_chunk(frame)
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        if self.chunked {
+            self.stream.write_all(b"0\r\n\r\n")?;
+        }
+        self.stream.flush()
+    }
+}
+
+/// True when the client closed its side or the connection failed: checked
+/// with a non-consuming peek (the read timeout is 1 ms while streaming).
+fn client_gone(stream: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    match stream.peek(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted),
+    }
+}
+
+/// The route: validates, admits, then streams (or replays) the run.
+pub fn post(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    body: &[u8],
+    cors: &[(&'static str, String)],
+) -> Close {
+    let input = match parse_input(body) {
+        Ok(i) => i,
+        Err(m) => {
+            respond_error(stream, 400, cors, &m);
+            return Close::Linger;
+        }
+    };
+    let admit = shared.book.lock().unwrap_or_else(|e| e.into_inner()).admit(&input, body);
+    match admit {
+        Admit::Reject(code, m) => {
+            respond_error(stream, code, cors, &m);
+            Close::Linger
+        }
+        Admit::Replay(bytes) => {
+            let _ = Body::start(stream, req, cors).and_then(|mut b| {
+                b.write_chunk(&bytes)?;
+                b.end()
+            });
+            Close::Now
+        }
+        Admit::Start { resume } => {
+            let mut guard = Admitted { shared, input: &input, done: false };
+            let (session, outcome) = stream_run(shared, stream, req, cors, &input, resume.as_deref());
+            guard.done = true;
+            shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(&input, session, outcome);
+            Close::Now
+        }
+    }
+}
+
+/// Frees the run's thread even if streaming panicked (the connection's
+/// `catch_unwind` then closes it), so a thread is never stuck busy.
+struct Admitted<'a> {
+    shared: &'a Shared,
+    input: &'a RunInput,
+    done: bool,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(self.input, None, Outcome::Cancelled);
+        }
+    }
+}
+
+/// The three stages, driven exactly as the pipeline binaries drive them.
+struct Stages {
+    norm: Normalizer,
+    tr: Translator,
+    enc: Encoder,
+    clock: Clock,
+}
+
+impl Stages {
+    fn new(shared: &Shared, input: &RunInput) -> Stages {
+        let clock = Clock::from_env();
+        Stages {
+            norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock }),
+            tr: Translator::new(TranslateOptions {
+                thread_id: Some(input.thread_id.clone()),
+                run_id: Some(input.run_id.clone()),
+            }),
+            enc: Encoder::new(SseOptions::default()),
+            clock,
+        }
+    }
+
+    fn frames(&mut self, events: Vec<AguiEvent>, body: &mut Body) -> io::Result<()> {
+        for e in events {
+            // Encoding a translator event cannot fail; skip rather than panic if it ever did.
+            if let Ok(Some(frame)) = self.enc.push(e.to_json().as_bytes()) {
+                body.frame(frame.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn line(&mut self, line: &[u8], body: &mut Body) -> io::Result<()> {
+        for ev in self.norm.push(line) {
+            let out = self.tr.push(&ev);
+            self.frames(out, body)?;
+        }
+        Ok(())
+    }
+
+    /// An `exit` event the source did not write itself (spawn failure, a
+    /// wrapper that died without its status line, a stop), sent through the
+    /// same translator.
+    fn synthetic_exit(&mut self, rc: i64, detail: String, body: &mut Body) -> io::Result<()> {
+        if self.tr.is_terminated() {
+            return Ok(());
+        }
+        let ev = Event {
+            run: None,
+            task: None,
+            session: self.norm.session().map(str::to_string),
+            seq: Seq { line: self.norm.lines() + 1, sub: 0 },
+            ts_ms: self.clock.now_ms(),
+            data: Data::Exit(Exit { rc, ok: rc == 0, detail: Some(detail) }),
+        };
+        let out = self.tr.push(&ev);
+        self.frames(out, body)
+    }
+
+    fn finish(&mut self, body: &mut Body) -> io::Result<()> {
+        for ev in self.norm.finish() {
+            let out = self.tr.push(&ev);
+            self.frames(out, body)?;
+        }
+        let out = self.tr.finish();
+        self.frames(out, body)
+    }
+}
+
+fn stream_run(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &RunInput,
+    resume: Option<&str>,
+) -> (Option<String>, Outcome) {
+    let mut stages = Stages::new(shared, input);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
+    let peek = match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return (None, Outcome::Cancelled),
+    };
+    let Ok(mut body) = Body::start(stream, req, cors) else { return (None, Outcome::Cancelled) };
+    let cfg = &shared.cfg;
+    let result = match run::start(&cfg.source, cfg.replay_delay, &input.prompt, resume) {
+        Err(why) => stages.synthetic_exit(127, why, &mut body).and_then(|_| stages.finish(&mut body)),
+        Ok(mut lines) => {
+            let r = pump(shared, &mut lines, &mut stages, &mut body, &peek);
+            if r.is_err() {
+                lines.stop();
+            }
+            r
+        }
+    };
+    let session = stages.norm.session().map(str::to_string);
+    match result.and_then(|_| body.end()) {
+        Ok(()) if body.over => (session, Outcome::NotRetained),
+        Ok(()) => (session, Outcome::Done(Arc::new(std::mem::take(&mut body.kept)))),
+        Err(_) => (session, Outcome::Cancelled),
+    }
+}
+
+/// Moves lines from the source to the client until the source ends, the
+/// client leaves (`Err`) or the server shuts down.
+fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body, peek: &TcpStream) -> io::Result<()> {
+    let gone = || io::Error::new(io::ErrorKind::ConnectionAborted, "the client left");
+    let mut last_check = Instant::now();
+    let mut stopped: Option<(Option<i64>, Instant)> = None;
+    loop {
+        match lines.rx.recv_timeout(TICK) {
+            Ok(line) => {
+                stages.line(&line, body)?;
+                if stages.tr.is_terminated() && stopped.is_none() {
+                    // The status line (or a fatal error) ended the run: the
+                    // translator would ignore anything more, and an agent
+                    // that keeps its output open must not hold the stream.
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                if body.last_write.elapsed() >= shared.cfg.keepalive {
+                    body.write_chunk(b": keep-alive\n\n")?;
+                }
+            }
+        }
+        if last_check.elapsed() >= TICK {
+            last_check = Instant::now();
+            if client_gone(peek) {
+                return Err(gone());
+            }
+        }
+        if stopped.is_none() && shared.is_shutting_down() {
+            stopped = Some((lines.stop(), Instant::now()));
+        }
+        if let Some((_, at)) = stopped {
+            // What the stopped agent still had in the pipe is delivered,
+            // but a straggler holding the pipe open cannot keep us here.
+            if at.elapsed() > Duration::from_secs(1) {
+                break;
+            }
+        }
+    }
+    if let Some((rc, _)) = stopped {
+        let rc = rc.unwrap_or(143);
+        return stages
+            .synthetic_exit(rc, "stopped: the server is shutting down".into(), body)
+            .and_then(|_| stages.finish(body));
+    }
+    let rc = lines.wait();
+    if let Some(rc) = rc.filter(|&rc| rc != 0) {
+        stages.synthetic_exit(rc, "the agent exited without a status line".into(), body)?;
+    }
+    stages.finish(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(s: &str) -> Result<RunInput, String> {
+        parse_input(s.as_bytes())
+    }
+
+    #[test]
+    fn input_is_read_leniently() {
+        let i = body(r#"{"threadId":"t","runId":"r","state":null,"tools":[],"context":[],"forwardedProps":{},"extra":1,
+            "messages":[{"id":"1","role":"user","content":"first"},{"id":"2","role":"assistant","content":"ok"},
+            {"id":"3","role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}},{"type":"text","text":"b"}]}]}"#)
+        .unwrap();
+        assert_eq!(i, RunInput { thread_id: "t".into(), run_id: "r".into(), prompt: "a\nb".into() });
+    }
+
+    #[test]
+    fn bad_input_names_the_problem() {
+        for (b, needle) in [
+            ("[]", "JSON object"),
+            ("{", "not valid JSON"),
+            (r#"{"runId":"r","messages":[]}"#, "threadId"),
+            (r#"{"threadId":"t","messages":[]}"#, "runId"),
+            (r#"{"threadId":"t","runId":"r"}"#, "messages"),
+            (r#"{"threadId":"t","runId":"r","messages":[]}"#, "no user message"),
+            (r#"{"threadId":"t","runId":"r","messages":[{"role":"user","content":5}]}"#, "messages[0].content"),
+            (r#"{"threadId":"t","runId":"r","messages":[{"role":"user","content":" "}]}"#, "no text"),
+            (r#"{"threadId":"t","runId":"r","messages":["x"]}"#, "messages[0]"),
+            (r#"{"threadId":"t","runId":"r","tools":{},"messages":[]}"#, "tools"),
+            (r#"{"threadId":1,"runId":"r","messages":[]}"#, "threadId"),
+        ] {
+            let e = body(b).unwrap_err();
+            assert!(e.contains(needle), "{b}: {e}");
+        }
+    }
+
+    #[test]
+    fn book_enforces_one_run_per_thread_and_idempotency() {
+        let mut book = Book::default();
+        let i = RunInput { thread_id: "t".into(), run_id: "r1".into(), prompt: "p".into() };
+        assert!(matches!(book.admit(&i, b"A"), Admit::Start { resume: None }));
+        let i2 = RunInput { run_id: "r2".into(), ..i.clone() };
+        assert!(matches!(book.admit(&i2, b"B"), Admit::Reject(409, _)));
+        assert!(matches!(book.admit(&i, b"A"), Admit::Reject(409, _)));
+        book.finish(&i, Some("s1".into()), Outcome::Done(Arc::new(b"x".to_vec())));
+        assert!(matches!(book.admit(&i, b"A"), Admit::Replay(b) if b.as_slice() == b"x"));
+        assert!(matches!(book.admit(&i, b"A2"), Admit::Reject(409, _)));
+        assert!(matches!(book.admit(&i2, b"B"), Admit::Start { resume: Some(s) } if s == "s1"));
+    }
+
+    #[test]
+    fn retention_is_bounded() {
+        let mut book = Book::default();
+        for n in 0..MAX_RUNS + 10 {
+            let i = RunInput { thread_id: "t".into(), run_id: format!("r{n}"), prompt: "p".into() };
+            assert!(matches!(book.admit(&i, b"A"), Admit::Start { .. }));
+            book.finish(&i, None, Outcome::Done(Arc::new(vec![0; 10])));
+        }
+        assert_eq!(book.runs.len(), MAX_RUNS);
+        assert!(!book.runs.contains_key("r0"));
+    }
+}

@@ -1,0 +1,685 @@
+//! The HTTP/1.1 layer: reading one request with hard bounds, the browser
+//! boundary (Host, Origin, token, media type, size), and the routes.
+//!
+//! One request per connection (`Connection: close` on every response): an
+//! AG-UI client opens one stream per run anyway, and it keeps every
+//! connection's life simple to bound. Every check runs before any agent
+//! starts; every error body is `{"error":"..."}`.
+
+use super::{agui, Shared};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Request line plus headers, at most.
+pub const MAX_HEAD: usize = 16 * 1024;
+/// Header lines, at most.
+pub const MAX_HEADERS: usize = 64;
+/// Request body, at most (413 beyond).
+pub const MAX_BODY: usize = 1024 * 1024;
+/// How much of an oversized body is read and thrown away before answering,
+/// so the client (still sending) gets to read the 413 instead of a reset.
+pub const MAX_DRAIN: usize = 16 * 1024 * 1024;
+/// A client that sends nothing for this long while we read its request is
+/// answered 408 and dropped (`RUNWIRE_READ_TIMEOUT_MS` overrides).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The whole request (head and body) must arrive within this many idle timeouts.
+pub const REQUEST_DEADLINE_FACTOR: u32 = 3;
+/// A client that reads nothing for this long while we write to it is dropped.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A parsed request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub query: Option<String>,
+    /// `HTTP/1.0` (false) or `HTTP/1.1` (true).
+    pub http11: bool,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    /// The first header of this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn header_count(&self, name: &str) -> usize {
+        self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).count()
+    }
+}
+
+/// Why a request could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Answer with this status and message.
+    Reject(u16, String),
+    /// The connection failed or timed out: nothing to answer.
+    Gone,
+}
+
+/// Reads the head (up to the blank line); returns it and the bytes read past it.
+pub fn read_head(stream: &mut impl Read) -> Result<(Request, Vec<u8>), ReadError> {
+    let mut buf = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => return Err(ReadError::Gone),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(if buf.is_empty() {
+                    ReadError::Gone
+                } else {
+                    ReadError::Reject(408, "the request head did not arrive in time".into())
+                })
+            }
+            Err(_) => return Err(ReadError::Gone),
+        };
+        let from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = memchr::memmem::find(&buf[from..], b"\r\n\r\n") {
+            break from + i;
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(ReadError::Reject(431, format!("the request head is larger than {MAX_HEAD} bytes")));
+        }
+    };
+    if end > MAX_HEAD {
+        return Err(ReadError::Reject(431, format!("the request head is larger than {MAX_HEAD} bytes")));
+    }
+    let rest = buf[end + 4..].to_vec();
+    let head = std::str::from_utf8(&buf[..end])
+        .map_err(|_| ReadError::Reject(400, "the request head is not valid UTF-8".into()))?;
+    parse_head(head).map(|r| (r, rest)).map_err(|(code, m)| ReadError::Reject(code, m))
+}
+
+/// Parses a request head (without the final blank line).
+pub fn parse_head(head: &str) -> Result<Request, (u16, String)> {
+    let mut lines = head.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err((400, "malformed request line".into()));
+    };
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err((400, "malformed request method".into()));
+    }
+    let http11 = match version {
+        "HTTP/1.1" => true,
+        "HTTP/1.0" => false,
+        _ => return Err((505, format!("unsupported protocol version {version:?} (HTTP/1.0 and 1.1 only)"))),
+    };
+    if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err((400, "the request target must be an absolute path".into()));
+    }
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_string(), Some(q.to_string())),
+        None => (target.to_string(), None),
+    };
+    let mut headers = Vec::new();
+    for l in lines {
+        if headers.len() >= MAX_HEADERS {
+            return Err((431, format!("more than {MAX_HEADERS} header lines")));
+        }
+        let Some((name, value)) = l.split_once(':') else {
+            return Err((400, "malformed header line".into()));
+        };
+        let name_ok =
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !name_ok {
+            // Also rejects obsolete line folding (a line starting with a space).
+            return Err((400, "malformed header name".into()));
+        }
+        let value = value.trim_matches(|c| c == ' ' || c == '\t');
+        if value.bytes().any(|b| b < b' ' && b != b'\t' || b == 0x7f) {
+            return Err((400, format!("header {name}: control characters in the value")));
+        }
+        headers.push((name.to_string(), value.to_string()));
+    }
+    Ok(Request { method: method.to_string(), path, query, http11, headers })
+}
+
+/// Why a body could not be read.
+#[derive(Debug)]
+pub enum BodyError {
+    TooLarge,
+    Bad(String),
+    /// The client stopped sending (idle or past the request deadline).
+    Timeout,
+    Gone,
+}
+
+fn io_err(e: io::Error) -> BodyError {
+    if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+        BodyError::Timeout
+    } else {
+        BodyError::Gone
+    }
+}
+
+/// The request side of a connection, read under two limits: each read may
+/// wait at most `idle`, and the whole request must have arrived by `until`,
+/// so a client trickling a byte at a time cannot hold a thread either.
+pub struct Timed<'a> {
+    pub stream: &'a TcpStream,
+    pub idle: Duration,
+    pub until: Instant,
+}
+
+impl Read for Timed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the request took too long to arrive"));
+        }
+        self.stream.set_read_timeout(Some(self.idle.min(left).max(Duration::from_millis(1))))?;
+        let mut s = self.stream;
+        s.read(buf)
+    }
+}
+
+/// Reads the body (`Content-Length` or chunked) into memory, at most `limit`
+/// bytes. A larger body is read on and discarded up to [`MAX_DRAIN`] so the
+/// 413 reaches a client that is still sending.
+pub fn read_body(req: &Request, src: impl Read, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let mut r = BufReader::with_capacity(16 * 1024, src);
+    if let Some(te) = req.header("transfer-encoding") {
+        if req.header("content-length").is_some() {
+            return Err(BodyError::Bad("both Content-Length and Transfer-Encoding were sent".into()));
+        }
+        if req.header_count("transfer-encoding") > 1 || !te.trim().eq_ignore_ascii_case("chunked") {
+            return Err(BodyError::Bad(format!("unsupported Transfer-Encoding {te:?} (only chunked)")));
+        }
+        return read_chunked(&mut r, limit);
+    }
+    let lengths: Vec<&str> =
+        req.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.trim()).collect();
+    let Some(first) = lengths.first() else { return Ok(Vec::new()) };
+    if lengths.iter().any(|l| l != first) {
+        return Err(BodyError::Bad("conflicting Content-Length headers".into()));
+    }
+    if first.is_empty() || first.len() > 19 || !first.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(BodyError::Bad(format!("Content-Length {first:?} is not a number")));
+    }
+    let len: u64 = first.parse().map_err(|_| BodyError::Bad("Content-Length is out of range".into()))?;
+    if len > limit as u64 {
+        let drain = len.min(MAX_DRAIN as u64);
+        let _ = io::copy(&mut (&mut r).take(drain), &mut io::sink());
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body).map_err(io_err)?;
+    Ok(body)
+}
+
+fn read_chunked(r: &mut impl BufRead, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let mut body = Vec::new();
+    let mut total: u64 = 0;
+    let mut line = Vec::new();
+    loop {
+        read_crlf_line(r, &mut line)?;
+        let size_text = std::str::from_utf8(&line).ok().map(|l| l.split(';').next().unwrap_or_default().trim());
+        let size = size_text
+            .filter(|s| !s.is_empty() && s.len() <= 15)
+            .and_then(|s| u64::from_str_radix(s, 16).ok())
+            .ok_or_else(|| BodyError::Bad("malformed chunk size".into()))?;
+        if size == 0 {
+            // Trailers, then the final blank line.
+            for _ in 0..MAX_HEADERS {
+                read_crlf_line(r, &mut line)?;
+                if line.is_empty() {
+                    break;
+                }
+            }
+            return if total > limit as u64 { Err(BodyError::TooLarge) } else { Ok(body) };
+        }
+        total = total.saturating_add(size);
+        if total > limit as u64 {
+            body = Vec::new();
+            if total > MAX_DRAIN as u64 {
+                return Err(BodyError::TooLarge);
+            }
+            let copied = io::copy(&mut (&mut *r).take(size), &mut io::sink()).map_err(io_err)?;
+            if copied < size {
+                return Err(BodyError::Gone);
+            }
+        } else {
+            let start = body.len();
+            body.resize(start + size as usize, 0);
+            r.read_exact(&mut body[start..]).map_err(io_err)?;
+        }
+        read_crlf_line(r, &mut line)?;
+        if !line.is_empty() {
+            return Err(BodyError::Bad("a chunk is longer than its declared size".into()));
+        }
+    }
+}
+
+/// One line ended by LF (CR before it dropped), at most 4 KiB.
+fn read_crlf_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> Result<(), BodyError> {
+    line.clear();
+    let n = r.take(4096).read_until(b'\n', line).map_err(io_err)?;
+    if n == 0 {
+        return Err(BodyError::Gone);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(BodyError::Bad("a chunk line is too long".into()));
+    }
+    line.pop();
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok(())
+}
+
+/// True for `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    let name = if let Some(r) = host.strip_prefix('[') {
+        match r.split_once(']') {
+            Some((inside, rest)) if rest.is_empty() || is_port_suffix(rest) => {
+                return inside.parse::<std::net::Ipv6Addr>().is_ok_and(|a| a.is_loopback());
+            }
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((n, p)) if is_port_suffix(&format!(":{p}")) => n,
+            Some(_) => return false,
+            None => host,
+        }
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+}
+
+fn is_port_suffix(s: &str) -> bool {
+    s.strip_prefix(':').is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The server's own origins: what a page it served itself would send.
+pub fn own_origins(port: u16) -> [String; 3] {
+    [format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}"), format!("http://[::1]:{port}")]
+}
+
+/// Whether a request's `Origin` may use the server.
+pub fn origin_allowed(origin: &str, port: u16, extra: &[String]) -> bool {
+    let o = origin.trim();
+    own_origins(port).iter().chain(extra).any(|a| a.eq_ignore_ascii_case(o))
+}
+
+/// `application/json`, parameters allowed (`; charset=utf-8`).
+pub fn is_json_media_type(v: &str) -> bool {
+    v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Compares in time independent of where the first difference is.
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The `token` query parameter, percent-decoded.
+pub fn query_token(query: &str) -> Option<Vec<u8>> {
+    query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(percent_decode)
+}
+
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if let (Some(h), Some(l)) = (b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Whether the request carries the token (Bearer header; `?token=` on GET).
+pub fn authorized(req: &Request, token: &[u8]) -> bool {
+    if let Some(v) = req.header("authorization") {
+        if let Some((scheme, cred)) = v.split_once(' ') {
+            if scheme.eq_ignore_ascii_case("bearer") && ct_eq(cred.trim().as_bytes(), token) {
+                return true;
+            }
+        }
+    }
+    req.method == "GET" && req.query.as_deref().and_then(query_token).is_some_and(|t| ct_eq(&t, token))
+}
+
+fn reason(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+/// Writes a complete response with a JSON (or empty) body.
+pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], body: &str) -> io::Result<()> {
+    let mut head = format!("HTTP/1.1 {code} {}\r\n", reason(code));
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
+    let mut all = head.into_bytes();
+    all.extend_from_slice(body.as_bytes());
+    stream.write_all(&all)?;
+    stream.flush()
+}
+
+/// `{"error":"..."}`.
+pub fn error_json(message: &str) -> String {
+    serde_json::json!({ "error": message }).to_string()
+}
+
+/// Writes an error response, ignoring a client that already left.
+pub fn respond_error(stream: &mut impl Write, code: u16, headers: &[(&str, String)], message: &str) {
+    let mut h = headers.to_vec();
+    if code == 401 {
+        h.push(("WWW-Authenticate", "Bearer".to_string()));
+    }
+    let _ = respond(stream, code, &h, &error_json(message));
+}
+
+/// Closes after a response without resetting the connection: stop writing,
+/// then read and discard (bounded in bytes and time) until the client
+/// closes, so unread request bytes cannot turn our close into a reset that
+/// would destroy the response in flight.
+pub fn linger_close(stream: &TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = io::copy(&mut stream.take(MAX_DRAIN as u64), &mut io::sink());
+}
+
+/// The CORS headers for an allowed `Origin` (none without one).
+pub fn cors_headers(origin: Option<&str>) -> Vec<(&'static str, String)> {
+    match origin {
+        Some(o) => vec![("Access-Control-Allow-Origin", o.trim().to_string()), ("Vary", "Origin".to_string())],
+        None => Vec::new(),
+    }
+}
+
+/// Reads one request, applies the boundary, and routes it.
+pub fn handle(shared: &Shared, mut stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = stream.set_nodelay(true);
+    let idle = shared.cfg.read_timeout;
+    let until = Instant::now() + idle.saturating_mul(REQUEST_DEADLINE_FACTOR);
+    let (req, rest) = match read_head(&mut Timed { stream: &stream, idle, until }) {
+        Ok(r) => r,
+        Err(ReadError::Reject(code, m)) => {
+            respond_error(&mut stream, code, &[], &m);
+            linger_close(&stream);
+            return;
+        }
+        Err(ReadError::Gone) => return,
+    };
+    let keep = route(shared, &mut stream, &req, rest, until);
+    if keep == Close::Linger {
+        linger_close(&stream);
+    }
+}
+
+/// How the connection ends after a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Close {
+    /// Drain what the client may still send, then close.
+    Linger,
+    /// Close now (the stream ended or the client is gone).
+    Now,
+}
+
+fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, until: Instant) -> Close {
+    let cfg = &shared.cfg;
+    // DNS rebinding: a page on evil.example that resolves to 127.0.0.1 sends
+    // `Host: evil.example`; refuse it before anything else, even /healthz.
+    if !cfg.allow_remote {
+        match req.header("host") {
+            Some(h) if is_loopback_host(h) => {}
+            Some(h) => {
+                respond_error(stream, 403, &[], &format!("Host {h:?} is not a loopback name; refused"));
+                return Close::Linger;
+            }
+            None if req.http11 => {
+                respond_error(stream, 400, &[], "missing Host header");
+                return Close::Linger;
+            }
+            None => {}
+        }
+    }
+    let origin = req.header("origin");
+    if let Some(o) = origin {
+        if !origin_allowed(o, cfg.port, &cfg.allow_origins) {
+            respond_error(
+                stream,
+                403,
+                &[],
+                &format!("Origin {o:?} is not allowed; start the server with --allow-origin {o} to allow it"),
+            );
+            return Close::Linger;
+        }
+    }
+    let cors = cors_headers(origin);
+    if req.method == "OPTIONS" {
+        // A preflight never carries credentials: answer it before the token check.
+        if origin.is_none() {
+            respond_error(stream, 400, &[], "OPTIONS is only answered as a CORS preflight (with an Origin)");
+            return Close::Linger;
+        }
+        let mut h = cors.clone();
+        h.push(("Access-Control-Allow-Methods", "GET, POST, OPTIONS".into()));
+        h.push(("Access-Control-Allow-Headers", "content-type, authorization".into()));
+        h.push(("Access-Control-Max-Age", "600".into()));
+        let _ = respond(stream, 204, &h, "");
+        return Close::Linger;
+    }
+    if req.path == "/healthz" {
+        return match req.method.as_str() {
+            "GET" => {
+                let _ = respond(stream, 200, &cors, r#"{"ok":true}"#);
+                Close::Linger
+            }
+            _ => method_not_allowed(stream, &cors, "GET"),
+        };
+    }
+    if let Some(token) = &cfg.token {
+        if !authorized(req, token) {
+            respond_error(stream, 401, &cors, "missing or wrong token: send Authorization: Bearer <token>");
+            return Close::Linger;
+        }
+    }
+    match (req.path.as_str(), req.method.as_str()) {
+        ("/", "GET") => {
+            let body = serde_json::json!({
+                "name": super::BIN,
+                "version": env!("CARGO_PKG_VERSION"),
+                "agui": "/agui",
+                "agent": cfg.adapter.name(),
+                "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
+            });
+            let _ = respond(stream, 200, &cors, &body.to_string());
+            Close::Linger
+        }
+        ("/", _) => method_not_allowed(stream, &cors, "GET"),
+        ("/agui", "POST") => {
+            match req.header("content-type") {
+                Some(ct) if is_json_media_type(ct) => {}
+                Some(ct) => {
+                    respond_error(stream, 415, &cors, &format!("Content-Type {ct:?}: expected application/json"));
+                    return Close::Linger;
+                }
+                None => {
+                    respond_error(stream, 415, &cors, "missing Content-Type: expected application/json");
+                    return Close::Linger;
+                }
+            }
+            if req.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
+                // A client that waits for our go-ahead need not send a body we would refuse.
+                let declared = req.header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
+                if req.header("transfer-encoding").is_none() && declared.is_some_and(|l| l > MAX_BODY as u64) {
+                    respond_error(stream, 413, &cors, &format!("the request body is larger than {MAX_BODY} bytes"));
+                    return Close::Linger;
+                }
+                let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+            let src = io::Cursor::new(rest).chain(Timed { stream, idle: cfg.read_timeout, until });
+            let body = match read_body(req, src, MAX_BODY) {
+                Ok(b) => b,
+                Err(BodyError::TooLarge) => {
+                    respond_error(stream, 413, &cors, &format!("the request body is larger than {MAX_BODY} bytes"));
+                    return Close::Linger;
+                }
+                Err(BodyError::Bad(m)) => {
+                    respond_error(stream, 400, &cors, &m);
+                    return Close::Linger;
+                }
+                Err(BodyError::Timeout) => {
+                    respond_error(stream, 408, &cors, "the request body did not arrive in time");
+                    return Close::Linger;
+                }
+                Err(BodyError::Gone) => return Close::Now,
+            };
+            agui::post(shared, stream, req, &body, &cors)
+        }
+        ("/agui", _) => method_not_allowed(stream, &cors, "POST"),
+        _ => {
+            respond_error(stream, 404, &cors, &format!("no route {}", req.path));
+            Close::Linger
+        }
+    }
+}
+
+fn method_not_allowed(stream: &mut TcpStream, cors: &[(&'static str, String)], allow: &str) -> Close {
+    let mut h = cors.to_vec();
+    h.push(("Allow", allow.to_string()));
+    respond_error(stream, 405, &h, &format!("method not allowed; use {allow}"));
+    Close::Linger
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_parse_and_bounds_hold() {
+        let r = parse_head("POST /agui?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Type:  application/json ").unwrap();
+        assert_eq!((r.method.as_str(), r.path.as_str(), r.query.as_deref()), ("POST", "/agui", Some("x=1")));
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert!(parse_head("GET / HTTP/2.0").is_err());
+        assert!(parse_head("GET  / HTTP/1.1").is_err());
+        assert!(parse_head("GET / HTTP/1.1\r\n folded").is_err());
+        assert!(parse_head("GET http://x/ HTTP/1.1").is_err());
+        let many = format!("GET / HTTP/1.1{}", "\r\nA: b".repeat(MAX_HEADERS + 1));
+        assert_eq!(parse_head(&many).unwrap_err().0, 431);
+        let mut big = io::Cursor::new(format!("GET / HTTP/1.1\r\nA: {}\r\n\r\n", "x".repeat(MAX_HEAD)).into_bytes());
+        assert!(matches!(read_head(&mut big), Err(ReadError::Reject(431, _))));
+    }
+
+    #[test]
+    fn bodies_by_length_and_chunked_with_limits() {
+        let req = |h: &str| parse_head(&format!("POST /agui HTTP/1.1\r\n{h}")).unwrap();
+        assert_eq!(read_body(&req("Content-Length: 3"), &b"abcdef"[..], 10).unwrap(), b"abc");
+        assert!(matches!(read_body(&req("Content-Length: 11"), &[0u8; 11][..], 10), Err(BodyError::TooLarge)));
+        let chunked = req("Transfer-Encoding: chunked");
+        assert_eq!(read_body(&chunked, &b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"[..], 10).unwrap(), b"abcde");
+        assert!(matches!(
+            read_body(&chunked, &b"6\r\nabcdef\r\n6\r\nabcdef\r\n0\r\n\r\n"[..], 10),
+            Err(BodyError::TooLarge)
+        ));
+        assert!(matches!(read_body(&chunked, &b"zz\r\n"[..], 10), Err(BodyError::Bad(_))));
+        assert!(matches!(
+            read_body(&req("Transfer-Encoding: chunked\r\nContent-Length: 3"), &b""[..], 10),
+            Err(BodyError::Bad(_))
+        ));
+        assert!(matches!(
+            read_body(&req("Content-Length: 1\r\nContent-Length: 2"), &b"ab"[..], 10),
+            Err(BodyError::Bad(_))
+        ));
+    }
+
+    #[test]
+    fn loopback_hosts_and_origins() {
+        for h in ["127.0.0.1:8787", "localhost", "LOCALHOST:1", "[::1]:80", "127.1.2.3"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.example:8787", "0.0.0.0:1", "[::2]:1", "localhost.evil.example", "127.0.0.1:x", ""] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+        assert!(origin_allowed("http://localhost:9", 9, &[]));
+        assert!(!origin_allowed("http://localhost:10", 9, &[]));
+        assert!(origin_allowed("https://app.example", 9, &["https://app.example".into()]));
+        assert!(!origin_allowed("null", 9, &[]));
+    }
+
+    #[test]
+    fn tokens() {
+        assert!(ct_eq(b"abc", b"abc") && !ct_eq(b"abc", b"abd") && !ct_eq(b"abc", b"ab"));
+        assert_eq!(query_token("a=1&token=x%2By+z").unwrap(), b"x+y+z");
+        assert_eq!(query_token("token=%zz%4").unwrap(), b"%zz%4");
+        assert!(is_json_media_type("Application/JSON; charset=utf-8") && !is_json_media_type("text/plain"));
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn no_input_panics(head in ".{0,300}", bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = parse_head(&head);
+            let _ = read_head(&mut io::Cursor::new(bytes.clone()));
+            let _ = is_loopback_host(&head);
+            let _ = query_token(&head);
+            let _ = super::super::parse_origin(&head);
+            let _ = super::super::agui::parse_input(&bytes);
+            for h in ["Transfer-Encoding: chunked", "Content-Length: 20", "Content-Length: 99999999999999999999"] {
+                let req = parse_head(&format!("POST /agui HTTP/1.1\r\n{h}")).unwrap();
+                let _ = read_body(&req, &bytes[..], 64);
+            }
+        }
+
+        #[test]
+        fn chunked_bodies_round_trip(body in proptest::collection::vec(any::<u8>(), 0..300), cut in 1usize..50) {
+            let mut wire = Vec::new();
+            for c in body.chunks(cut) {
+                wire.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+                wire.extend_from_slice(c);
+                wire.extend_from_slice(b"\r\n");
+            }
+            wire.extend_from_slice(b"0\r\n\r\n");
+            let req = parse_head("POST /agui HTTP/1.1\r\nTransfer-Encoding: chunked").unwrap();
+            prop_assert_eq!(read_body(&req, &wire[..], 1024).unwrap(), body);
+        }
+    }
+}

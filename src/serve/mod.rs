@@ -1,0 +1,432 @@
+//! `runwire-serve`: a small local HTTP server that answers AG-UI's
+//! `POST /agui` with a live `text/event-stream`.
+//!
+//! Composition only: every run drives the same [`Normalizer`] →
+//! [`Translator`] → [`Encoder`] objects as the pipeline
+//! `normalize-events | agui-translate | sse-encode`, so the server's body is
+//! byte for byte what those binaries print for the same input (a test holds
+//! the two together).
+//!
+//! Layout: [`http`] reads requests with hard bounds and applies the browser
+//! boundary (Host, Origin, token, media type, size); [`run`] starts and stops
+//! the line source of a run (an agent wrapper in its own process group, or a
+//! recorded log replayed at a steady pace); [`agui`] is the route itself and
+//! the book of threads and finished runs. The HTTP layer is our own, on
+//! `std::net`: tiny_http 0.12 has no bound on header size or count and no
+//! read timeout, which the boundary needs; the response is streamed the way
+//! the style guide's idiom 8 describes (head written by hand, one chunk per
+//! frame, written as soon as it exists).
+//!
+//! [`Normalizer`]: crate::normalize::Normalizer
+//! [`Translator`]: crate::agui::Translator
+//! [`Encoder`]: crate::sse::Encoder
+
+pub mod agui;
+pub mod http;
+pub mod run;
+
+use crate::cli::{self, Exit};
+use crate::normalize::Adapter;
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = "runwire-serve";
+
+/// The recorded Claude run the demo mode replays when no `--agent` is given.
+pub const DEMO_LOG: &[u8] = include_bytes!("../../fixtures/claude/bb-turn-tools.partial.jsonl");
+
+/// Default pause between replayed lines (`RUNWIRE_REPLAY_DELAY_MS` overrides).
+pub const DEFAULT_REPLAY_DELAY_MS: u64 = 20;
+
+/// Default interval of `: keep-alive` comments on an idle stream
+/// (`RUNWIRE_KEEPALIVE_MS` overrides).
+pub const DEFAULT_KEEPALIVE_MS: u64 = 15_000;
+
+/// Most connections handled at once; more are answered 503.
+pub const MAX_CONNECTIONS: usize = 256;
+
+const AFTER_HELP: &str = "\
+Security model: loopback only by default; a request whose Host is not a loopback name is refused
+(DNS rebinding); a request with an Origin other than the server's own loopback origins or an
+--allow-origin is refused; --token-file requires `Authorization: Bearer <token>` on every route
+but /healthz. See runwire-serve(1).
+
+Exit status: 0 clean shutdown (SIGINT/SIGTERM); 2 usage error; 3 cannot bind the address or read
+a file named by a flag.";
+
+/// Serve AG-UI over HTTP: POST /agui runs an agent (or replays a recorded run) and streams AG-UI
+/// events as Server-Sent Events.
+#[derive(clap::Parser, Debug)]
+#[command(name = BIN, version, after_help = AFTER_HELP)]
+pub struct Args {
+    /// Address to listen on (port 0 picks a free port; the first stdout line names it).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
+    pub listen: SocketAddr,
+    /// Run this agent for each request (its wrapper, wrappers/AGENT.sh). Without it, each request
+    /// replays a bundled recorded Claude run (demo mode).
+    #[arg(long, value_enum, value_name = "AGENT")]
+    pub agent: Option<Adapter>,
+    /// The wrapper to start instead of wrappers/AGENT.sh (same contract).
+    #[arg(long, value_name = "PATH", requires = "agent", conflicts_with = "replay")]
+    pub agent_cmd: Option<PathBuf>,
+    /// Replay this recorded log of AGENT for each request instead of running the agent.
+    #[arg(long, value_name = "FILE", requires = "agent")]
+    pub replay: Option<PathBuf>,
+    /// Also accept browser requests from this exact origin, scheme://host or scheme://host:port; repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    pub allow_origin: Vec<String>,
+    /// Require `Authorization: Bearer <token>` (token = this file's content, trimmed, >= 16 bytes).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Allow a non-loopback --listen address and any Host header (needs --token-file).
+    #[arg(long, requires = "token_file")]
+    pub allow_remote: bool,
+}
+
+/// `ADDR:PORT`, with `localhost` read as 127.0.0.1.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Some(port) = s.strip_prefix("localhost:") {
+        let port: u16 = port.parse().map_err(|_| format!("{s:?}: the port must be a number from 0 to 65535"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    s.parse().map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 127.0.0.1:8787 or [::1]:8787)"))
+}
+
+/// An origin exactly as browsers send it: `scheme://host[:port]`, nothing
+/// more (no path, no trailing slash, no user info). Returned lowercased.
+pub fn parse_origin(s: &str) -> Result<String, String> {
+    let bad = || format!("{s:?} is not an origin: expected exactly scheme://host[:port], e.g. http://localhost:3000");
+    let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
+    let scheme_ok = scheme.as_bytes().first().is_some_and(u8::is_ascii_alphabetic)
+        && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    if !scheme_ok || rest.is_empty() {
+        return Err(bad());
+    }
+    let (host, port) = if let Some(r) = rest.strip_prefix('[') {
+        let (inside, after) = r.split_once(']').ok_or_else(bad)?;
+        if inside.is_empty() || !inside.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+            return Err(bad());
+        }
+        (rest.len() - after.len(), after)
+    } else {
+        match rest.rfind(':') {
+            Some(i) => (i, &rest[i..]),
+            None => (rest.len(), ""),
+        }
+    };
+    let host_part = &rest[..host];
+    if !host_part.starts_with('[')
+        && (host_part.is_empty()
+            || !host_part.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')))
+    {
+        return Err(bad());
+    }
+    if !port.is_empty() {
+        let digits = port.strip_prefix(':').ok_or_else(bad)?;
+        if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        if digits.parse::<u32>().map_or(true, |p| p == 0 || p > 65535) {
+            return Err(bad());
+        }
+    }
+    Ok(s.to_ascii_lowercase())
+}
+
+/// Where each run's lines come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A recorded log, replayed line by line.
+    Replay { log: Arc<[u8]> },
+    /// The agent's wrapper, or why none could be found (every run then fails
+    /// with a `RUN_ERROR`, as a missing engine would).
+    Agent { cmd: Result<PathBuf, String> },
+}
+
+/// Everything a request handler needs to know, fixed at startup.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub adapter: Adapter,
+    pub source: Source,
+    /// Extra exact origins (lowercased).
+    pub allow_origins: Vec<String>,
+    pub token: Option<Vec<u8>>,
+    pub allow_remote: bool,
+    /// The bound port, for the server's own loopback origins.
+    pub port: u16,
+    pub replay_delay: Duration,
+    pub keepalive: Duration,
+    /// How long a client may take to send its request (idle time between reads).
+    pub read_timeout: Duration,
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// Exit 2.
+    Usage(String),
+    /// Exit 3.
+    Io(String),
+}
+
+/// The token: the file's content with surrounding whitespace trimmed.
+pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
+    let raw = std::fs::read(path).map_err(|e| StartError::Io(format!("--token-file {}: {e}", path.display())))?;
+    let token = raw.trim_ascii().to_vec();
+    if token.len() < 16 {
+        return Err(StartError::Usage(format!(
+            "--token-file {}: the token must be at least 16 bytes after trimming whitespace (found {})",
+            path.display(),
+            token.len()
+        )));
+    }
+    if token.iter().any(|b| !b.is_ascii_graphic()) {
+        return Err(StartError::Usage(format!(
+            "--token-file {}: the token must be printable ASCII without spaces (it travels in a header)",
+            path.display()
+        )));
+    }
+    Ok(token)
+}
+
+/// The default wrapper of `agent`: `wrappers/<agent>.sh` in a directory
+/// above the executable (a checkout's `target/…/runwire-serve`), else in the
+/// checkout the binary was built from, else
+/// `$PREFIX/share/runwire/wrappers/<agent>.sh`.
+pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
+    let name = format!("{}.sh", agent.name());
+    let mut looked = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        let exe = exe.canonicalize().unwrap_or(exe);
+        for dir in exe.ancestors().skip(1) {
+            let p = dir.join("wrappers").join(&name);
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+        looked.push(format!("wrappers/{name} above {}", exe.display()));
+    }
+    // A binary built outside its checkout (CARGO_TARGET_DIR elsewhere) still
+    // finds the checkout it was built from.
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("wrappers").join(&name);
+    if built_from.is_file() {
+        return Ok(built_from);
+    }
+    looked.push(built_from.display().to_string());
+    if let Some(prefix) = std::env::var_os("PREFIX") {
+        let p = PathBuf::from(prefix).join("share/runwire/wrappers").join(&name);
+        if p.is_file() {
+            return Ok(p);
+        }
+        looked.push(p.display().to_string());
+    }
+    Err(format!("no wrapper for {} found (looked for {}); use --agent-cmd", agent.name(), looked.join(", ")))
+}
+
+fn env_ms(name: &str, default: u64) -> Duration {
+    Duration::from_millis(std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default))
+}
+
+/// Checks the flags and reads the files they name, without binding.
+pub fn configure(args: &Args) -> Result<Config, StartError> {
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        return Err(StartError::Usage(format!(
+            "--listen {}: not a loopback address; pass --allow-remote (with --token-file) to serve other hosts",
+            args.listen
+        )));
+    }
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let adapter = args.agent.unwrap_or(Adapter::Claude);
+    let source = match (&args.agent, &args.replay, &args.agent_cmd) {
+        (None, _, _) => Source::Replay { log: Arc::from(DEMO_LOG) },
+        (Some(_), Some(file), _) => {
+            let log = std::fs::read(file).map_err(|e| StartError::Io(format!("--replay {}: {e}", file.display())))?;
+            Source::Replay { log: Arc::from(log) }
+        }
+        (Some(_), None, Some(cmd)) => Source::Agent { cmd: Ok(cmd.clone()) },
+        (Some(a), None, None) => Source::Agent { cmd: find_wrapper(*a) },
+    };
+    Ok(Config {
+        adapter,
+        source,
+        allow_origins: args.allow_origin.clone(),
+        token,
+        allow_remote: args.allow_remote,
+        port: args.listen.port(),
+        replay_delay: env_ms("RUNWIRE_REPLAY_DELAY_MS", DEFAULT_REPLAY_DELAY_MS),
+        keepalive: env_ms("RUNWIRE_KEEPALIVE_MS", DEFAULT_KEEPALIVE_MS).max(Duration::from_millis(10)),
+        read_timeout: env_ms("RUNWIRE_READ_TIMEOUT_MS", http::READ_TIMEOUT.as_millis() as u64)
+            .max(Duration::from_millis(10)),
+    })
+}
+
+/// State shared by every connection.
+pub struct Shared {
+    pub cfg: Config,
+    pub shutdown: AtomicBool,
+    pub book: std::sync::Mutex<agui::Book>,
+    connections: AtomicUsize,
+}
+
+impl Shared {
+    pub fn new(cfg: Config) -> Shared {
+        Shared {
+            cfg,
+            shutdown: AtomicBool::new(false),
+            book: std::sync::Mutex::new(agui::Book::default()),
+            connections: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed)
+    }
+}
+
+/// The binary's whole life: parse, configure, bind, serve until SIGINT/SIGTERM.
+pub fn main(args: Args) -> ExitCode {
+    match serve(&args, &mut io::stdout()) {
+        Ok(()) => Exit::Ok.into(),
+        Err(StartError::Usage(m)) => {
+            cli::report(BIN, m);
+            Exit::Usage.into()
+        }
+        Err(StartError::Io(m)) => {
+            cli::report(BIN, m);
+            Exit::Io.into()
+        }
+    }
+}
+
+/// Serves until SIGINT or SIGTERM; `out` gets the `listening on` line.
+pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
+    let mut cfg = configure(args)?;
+    if let Source::Agent { cmd: Err(why) } = &cfg.source {
+        cli::report(BIN, format!("warning: {why}; every run will fail"));
+    }
+    // Block the signals before any thread exists, so every thread inherits
+    // the mask and only the waiting thread ever sees them. Agents get a clean
+    // mask: std resets it in the child before exec.
+    let mut signals = nix::sys::signal::SigSet::empty();
+    signals.add(nix::sys::signal::Signal::SIGINT);
+    signals.add(nix::sys::signal::Signal::SIGTERM);
+    signals.thread_block().map_err(|e| StartError::Io(format!("cannot block SIGINT/SIGTERM: {e}")))?;
+    run::become_subreaper();
+    let listener = TcpListener::bind(args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
+    let addr = listener.local_addr().map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
+    cfg.port = addr.port();
+    listener.set_nonblocking(true).map_err(|e| StartError::Io(format!("{addr}: {e}")))?;
+    writeln!(out, "listening on http://{addr}")
+        .and_then(|_| out.flush())
+        .map_err(|e| StartError::Io(format!("stdout: {e}")))?;
+    let shared = Arc::new(Shared::new(cfg));
+    {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                if let Ok(sig) = signals.wait() {
+                    cli::report(BIN, format!("{sig}: shutting down"));
+                }
+                shared.shutdown.store(true, Ordering::SeqCst);
+            })
+            .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
+    }
+    accept_loop(&listener, &shared);
+    // Streams notice the flag within a tick, stop their agents (TERM, grace,
+    // KILL) and end their bodies; give them that long.
+    let deadline = Instant::now() + run::KILL_GRACE + Duration::from_secs(3);
+    while shared.connections.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    run::kill_remaining();
+    Ok(())
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    while !shared.is_shutting_down() {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nonblocking(false);
+                let n = shared.connections.fetch_add(1, Ordering::SeqCst);
+                if n >= MAX_CONNECTIONS {
+                    shared.connections.fetch_sub(1, Ordering::SeqCst);
+                    // Answered from the accept loop, so nothing here may block for long.
+                    let mut s = stream;
+                    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+                    http::respond_error(&mut s, 503, &[], "too many connections; try again later");
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                    continue;
+                }
+                let shared2 = shared.clone();
+                let spawned = std::thread::Builder::new().name(format!("conn {peer}")).spawn(move || {
+                    connection(&shared2, stream);
+                    shared2.connections.fetch_sub(1, Ordering::SeqCst);
+                });
+                if spawned.is_err() {
+                    shared.connections.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Out of descriptors and the like: back off rather than spin.
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// One connection, one request; a panic anywhere in it closes the
+/// connection and nothing else.
+fn connection(shared: &Shared, stream: TcpStream) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| http::handle(shared, stream)));
+    if result.is_err() {
+        cli::report(BIN, "internal error: a request handler panicked; its connection was closed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn origins_must_be_exactly_scheme_host_port() {
+        for ok in ["http://localhost:3000", "https://app.example.com", "http://[::1]:8080", "HTTP://A.b"] {
+            assert!(parse_origin(ok).is_ok(), "{ok}");
+        }
+        assert_eq!(parse_origin("HTTP://A.b").unwrap(), "http://a.b");
+        for bad in [
+            "localhost:3000",
+            "http://localhost:3000/",
+            "http://localhost:3000/x",
+            "http://",
+            "http://user@host",
+            "http://host:",
+            "http://host:0",
+            "http://host:65536",
+            "http://host?x",
+            "*",
+            "null",
+            "http://[::1",
+            "://host",
+        ] {
+            assert!(parse_origin(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn listen_accepts_localhost() {
+        assert_eq!(parse_listen("localhost:0").unwrap(), "127.0.0.1:0".parse().unwrap());
+        assert!(parse_listen("nowhere").is_err());
+    }
+}

@@ -1,0 +1,769 @@
+//! `runwire-serve` end to end: the server runs as a child process on
+//! 127.0.0.1:0, the tests speak raw HTTP/1.1 over TCP, and agents are the
+//! contract-following stub in `fixtures/stub-wrapper/agent.sh`. Every socket
+//! read has a timeout and every wait a deadline, so no test can hang.
+
+mod common;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const IO_TIMEOUT: Duration = Duration::from_secs(15);
+const SESSION: &str = "d8785ba1-3fa6-4606-b465-f13165cc441f";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn stub() -> String {
+    root().join("fixtures/stub-wrapper/agent.sh").display().to_string()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures/claude").join(name)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("runwire-serve-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+        cmd.arg("--listen").arg("127.0.0.1:0").args(args).stdin(Stdio::null()).stdout(Stdio::piped());
+        cmd.env("RUNWIRE_REPLAY_DELAY_MS", "0").env_remove("SOURCE_DATE_EPOCH");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start runwire-serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("runwire-serve {args:?} printed no `listening on` line within 10 s");
+            }
+        };
+        let port = line
+            .trim()
+            .strip_prefix("listening on http://127.0.0.1:")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        Server { child, port }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// SIGTERM, then the exit code (bounded).
+    fn stop(&mut self) -> Option<i32> {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return s.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
+    }
+
+    fn error(&self) -> String {
+        self.json()["error"].as_str().unwrap_or_else(|| panic!("no error key: {}", self.text())).to_string()
+    }
+
+    /// The SSE frames' JSON payloads.
+    fn events(&self) -> Vec<Value> {
+        sse_events(&self.text())
+    }
+}
+
+fn sse_events(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("bad frame {d:?}: {e}")))
+        .collect()
+}
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    s
+}
+
+fn parse_response(raw: &[u8]) -> Response {
+    let mut raw = raw;
+    // Skip interim 1xx responses.
+    loop {
+        let end = find(raw, b"\r\n\r\n").unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(raw)));
+        let head = std::str::from_utf8(&raw[..end]).unwrap();
+        let mut lines = head.split("\r\n");
+        let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+        let headers: Vec<(String, String)> = lines
+            .map(|l| {
+                let (n, v) = l.split_once(':').unwrap();
+                (n.to_string(), v.trim().to_string())
+            })
+            .collect();
+        let rest = &raw[end + 4..];
+        if (100..200).contains(&status) {
+            raw = rest;
+            continue;
+        }
+        let chunked = headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v == "chunked");
+        let body = if chunked { dechunk(rest) } else { rest.to_vec() };
+        return Response { status, headers, body };
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let i = find(b, b"\r\n").expect("chunk size line");
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap(), 16).expect("chunk size");
+        b = &b[i + 2..];
+        if size == 0 {
+            assert_eq!(b, b"\r\n", "the chunked body must end with 0 CRLF CRLF");
+            return out;
+        }
+        out.extend_from_slice(&b[..size]);
+        assert_eq!(&b[size..size + 2], b"\r\n");
+        b = &b[size + 2..];
+    }
+}
+
+/// Sends raw bytes, reads to EOF.
+fn raw_request(port: u16, raw: &[u8]) -> Response {
+    let mut s = connect(port);
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).expect("read the response");
+    parse_response(&out)
+}
+
+fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Response {
+    raw_request(port, &build(port, method, path, headers, body))
+}
+
+fn build(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut h = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        h.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (n, v) in headers {
+        h.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")) && method == "POST" {
+        h.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    h.push_str("\r\n");
+    let mut out = h.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn run_body(thread: &str, run: &str, prompt: &str) -> String {
+    serde_json::json!({
+        "threadId": thread, "runId": run, "protocolVersion": "1.0", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {}, "messages": [{"id": "u1", "role": "user", "content": prompt}]
+    })
+    .to_string()
+}
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+fn post_run(port: u16, thread: &str, run: &str) -> Response {
+    request(port, "POST", "/agui", &[JSON], run_body(thread, run, "hello").as_bytes())
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["type"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// Opens a streaming POST and returns the socket once `n` frames arrived.
+fn open_stream(port: u16, thread: &str, run: &str, n: usize) -> (TcpStream, Vec<u8>) {
+    let mut s = connect(port);
+    s.write_all(&build(port, "POST", "/agui", &[JSON], run_body(thread, run, "hi").as_bytes())).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.windows(6).filter(|w| w == b"data: ").count() < n {
+        let k = s.read(&mut buf).expect("read the stream");
+        assert!(k > 0, "the stream ended early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..k]);
+    }
+    (s, got)
+}
+
+fn record_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+fn wait_for_record(path: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(l) = record_lines(path).last() {
+            return l.split(' ').next().unwrap().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the stub never recorded its pid");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn group_alive(pgid: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
+}
+
+/// Waits until the group is gone; returns how long that took.
+fn wait_group_gone(pgid: i32, limit: Duration) -> Duration {
+    let t = Instant::now();
+    while group_alive(pgid) {
+        assert!(t.elapsed() < limit, "process group {pgid} still alive after {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.elapsed()
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn healthz_and_help() {
+    let s = Server::start(&[], &[]);
+    let r = request(s.port, "GET", "/healthz", &[], b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), serde_json::json!({"ok": true}));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_runwire-serve")).arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--allow-origin"));
+}
+
+#[test]
+fn usage_and_startup_errors_exit_2_or_3() {
+    let bin = env!("CARGO_BIN_EXE_runwire-serve");
+    let short = tmp("short.token");
+    std::fs::write(&short, "  too-short \n").unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let cases: &[(&[&str], i32)] = &[
+        (&["--bogus"], 2),
+        (&["--allow-origin", "http://localhost:3000/"], 2),
+        (&["--allow-origin", "localhost:3000"], 2),
+        (&["--listen", "0.0.0.0:0"], 2),
+        (&["--listen", "0.0.0.0:0", "--allow-remote"], 2),
+        (&["--listen", "127.0.0.1:0", "--token-file", short.to_str().unwrap()], 2),
+        (&["--listen", "127.0.0.1:0", "--token-file", "/nonexistent/token"], 3),
+        (&["--listen", &taken_addr], 3),
+        (&["--agent-cmd", "/bin/true"], 2),
+    ];
+    for (args, code) in cases {
+        let mut child = Command::new(bin).args(*args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{args:?} did not exit");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(status.code(), Some(*code), "{args:?}");
+    }
+}
+
+#[test]
+fn demo_replay_streams_a_valid_run_incrementally() {
+    let s = Server::start(&[], &[("RUNWIRE_REPLAY_DELAY_MS", "20")]);
+    let mut sock = connect(s.port);
+    let t0 = Instant::now();
+    sock.write_all(&build(s.port, "POST", "/agui", &[JSON], run_body("th", "run-1", "hi").as_bytes())).unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let (mut first, mut last) = (None, None);
+    loop {
+        let k = sock.read(&mut buf).expect("read");
+        if k == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..k]);
+        if first.is_none() && find(&raw, b"RUN_STARTED").is_some() {
+            first = Some(t0.elapsed());
+        }
+        if last.is_none() && find(&raw, b"RUN_FINISHED").is_some() {
+            last = Some(t0.elapsed());
+        }
+    }
+    let r = parse_response(&raw);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    assert_eq!(r.header("cache-control"), Some("no-cache"));
+    let events = r.events();
+    common::verify(&events).unwrap();
+    let t = types(&events);
+    assert_eq!(t.first().map(String::as_str), Some("RUN_STARTED"));
+    assert_eq!(t.last().map(String::as_str), Some("RUN_FINISHED"));
+    assert_eq!(events[0]["threadId"], "th");
+    assert_eq!(events[0]["runId"], "run-1");
+    assert_eq!(events.last().unwrap()["runId"], "run-1");
+    assert!(r.text().split("\n\n").all(|f| f.is_empty() || f.starts_with("data: {")), "{}", r.text());
+    let (first, last) = (first.unwrap(), last.unwrap());
+    // 50 lines at 20 ms: about a second from first frame to last.
+    assert!(last >= first + Duration::from_millis(500), "not incremental: first {first:?}, last {last:?}");
+    assert!(first < Duration::from_millis(500), "first frame came late: {first:?}");
+}
+
+#[test]
+fn browser_boundary() {
+    let s = Server::start(&["--allow-origin", "https://app.example"], &[]);
+    let p = s.port;
+    let good = run_body("t", "r-ok", "hi");
+
+    // Media type.
+    let r = request(p, "POST", "/agui", &[("Content-Type", "text/plain")], good.as_bytes());
+    assert_eq!(r.status, 415);
+    assert!(r.error().contains("application/json"));
+    assert_eq!(request(p, "POST", "/agui", &[], good.as_bytes()).status, 415);
+    let r = request(p, "POST", "/agui", &[("Content-Type", "application/json; charset=utf-8")], good.as_bytes());
+    assert_eq!(r.status, 200);
+
+    // Size: Content-Length and chunked, the response still arrives.
+    let big = vec![b' '; 1024 * 1024 + 1];
+    let r = request(p, "POST", "/agui", &[JSON], &big);
+    assert_eq!(r.status, 413);
+    assert!(r.error().contains("larger"));
+    let mut chunked = Vec::new();
+    for _ in 0..20 {
+        chunked.extend_from_slice(format!("{:x}\r\n", 64 * 1024).as_bytes());
+        chunked.extend_from_slice(&vec![b' '; 64 * 1024]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let r = request(p, "POST", "/agui", &[JSON, ("Transfer-Encoding", "chunked")], &chunked);
+    assert_eq!(r.status, 413);
+    assert!(r.error().contains("larger"));
+    // A small chunked body is fine.
+    let chunk = good.replace("r-ok", "r-chunked");
+    let mut small = format!("{:x}\r\n", chunk.len()).into_bytes();
+    small.extend_from_slice(chunk.as_bytes());
+    small.extend_from_slice(b"\r\n0\r\n\r\n");
+    let r = request(p, "POST", "/agui", &[JSON, ("Transfer-Encoding", "chunked")], &small);
+    assert_eq!(r.status, 200);
+    assert_eq!(types(&r.events()).last().map(String::as_str), Some("RUN_FINISHED"));
+
+    // Malformed input names the problem.
+    for (body, needle) in [
+        ("not json", "not valid JSON"),
+        (r#"{"runId":"r","messages":[]}"#, "threadId"),
+        (r#"{"threadId":"t","messages":[]}"#, "runId"),
+        (r#"{"threadId":"t","runId":"r","messages":[]}"#, "no user message"),
+        (r#"{"threadId":"t","runId":"r","messages":{}}"#, "messages"),
+        (r#"{"threadId":"t","runId":"r","messages":[{"role":"user","content":7}]}"#, "content"),
+    ] {
+        let r = request(p, "POST", "/agui", &[JSON], body.as_bytes());
+        assert_eq!(r.status, 400, "{body}");
+        assert!(r.error().contains(needle), "{body}: {}", r.error());
+    }
+    // Lenient: state null, parts array, unknown keys.
+    let lenient = r#"{"threadId":"t2","runId":"r-len","state":null,"x":1,"messages":[{"id":"1","role":"user","content":[{"type":"text","text":"hi"}]}]}"#;
+    assert_eq!(request(p, "POST", "/agui", &[JSON], lenient.as_bytes()).status, 200);
+
+    // Origins: none passes; own loopback origins pass with exact CORS; others 403.
+    let own = format!("http://localhost:{p}");
+    for origin in [format!("http://127.0.0.1:{p}"), own.clone(), format!("http://[::1]:{p}")] {
+        let r = request(p, "GET", "/healthz", &[("Origin", &origin)], b"");
+        assert_eq!(r.status, 200, "{origin}");
+        assert_eq!(r.header("access-control-allow-origin"), Some(origin.as_str()));
+        assert_eq!(r.header("vary"), Some("Origin"));
+    }
+    let r =
+        request(p, "POST", "/agui", &[JSON, ("Origin", "https://app.example")], good.replace("r-ok", "r-o").as_bytes());
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("access-control-allow-origin"), Some("https://app.example"));
+    for origin in ["http://evil.example", "null", &format!("http://localhost:{}", p.wrapping_add(1))] {
+        let r = request(p, "POST", "/agui", &[JSON, ("Origin", origin)], good.as_bytes());
+        assert_eq!(r.status, 403, "{origin}");
+        assert!(r.header("access-control-allow-origin").is_none());
+        r.error();
+    }
+    // Preflight.
+    let pre = [("Origin", "https://app.example"), ("Access-Control-Request-Method", "POST")];
+    let r = request(p, "OPTIONS", "/agui", &pre, b"");
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("access-control-allow-origin"), Some("https://app.example"));
+    assert!(r.header("access-control-allow-methods").unwrap().contains("POST"));
+    assert_eq!(r.header("access-control-allow-headers"), Some("content-type, authorization"));
+    let r = request(p, "OPTIONS", "/agui", &[("Origin", "http://evil.example")], b"");
+    assert_eq!(r.status, 403);
+    assert!(r.header("access-control-allow-origin").is_none());
+
+    // DNS rebinding: a foreign Host is refused even with an allowed Origin.
+    let r = request(p, "POST", "/agui", &[JSON, ("Host", "evil.example"), ("Origin", &own)], good.as_bytes());
+    assert_eq!(r.status, 403);
+    assert!(r.error().contains("Host"));
+    assert_eq!(request(p, "GET", "/healthz", &[("Host", &format!("evil.example:{p}"))], b"").status, 403);
+    assert_eq!(request(p, "GET", "/healthz", &[("Host", &format!("localhost:{p}"))], b"").status, 200);
+
+    // Bounds on the head.
+    let huge = "x".repeat(20 * 1024);
+    assert_eq!(request(p, "GET", "/healthz", &[("X-Big", &huge)], b"").status, 431);
+    let many: Vec<(String, String)> = (0..100).map(|i| (format!("X-H{i}"), "v".into())).collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    assert_eq!(request(p, "GET", "/healthz", &many, b"").status, 431);
+    // Routes.
+    assert_eq!(request(p, "GET", "/nope", &[], b"").status, 404);
+    assert_eq!(request(p, "GET", "/agui", &[], b"").status, 405);
+}
+
+#[test]
+fn slow_client_gets_408() {
+    let s = Server::start(&[], &[("RUNWIRE_READ_TIMEOUT_MS", "300")]);
+    let mut sock = connect(s.port);
+    let t = Instant::now();
+    sock.write_all(b"POST /agui HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
+    let mut out = Vec::new();
+    sock.read_to_end(&mut out).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let r = parse_response(&out);
+    assert_eq!(r.status, 408);
+    r.error();
+
+    // A body that stops short.
+    let mut sock = connect(s.port);
+    sock.write_all(
+        b"POST /agui HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    sock.read_to_end(&mut out).unwrap();
+    assert_eq!(parse_response(&out).status, 408);
+
+    // A head trickled a byte at a time, each within the idle timeout, still
+    // hits the request deadline (3 idle timeouts).
+    let mut sock = connect(s.port);
+    let t = Instant::now();
+    let mut out = Vec::new();
+    for b in b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter() {
+        if sock.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        if t.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    sock.read_to_end(&mut out).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(parse_response(&out).status, 408);
+}
+
+#[test]
+fn token_guards_every_route_but_healthz() {
+    let token = "s3cret-token-0123456789";
+    let f = tmp("good.token");
+    std::fs::write(&f, format!("\n {token}\n")).unwrap();
+    let s = Server::start(&["--token-file", f.to_str().unwrap()], &[]);
+    let p = s.port;
+    let body = run_body("t", "r1", "hi");
+    assert_eq!(request(p, "GET", "/healthz", &[], b"").status, 200);
+    let r = request(p, "POST", "/agui", &[JSON], body.as_bytes());
+    assert_eq!(r.status, 401);
+    r.error();
+    let wrong = format!("Bearer {token}x");
+    assert_eq!(request(p, "POST", "/agui", &[JSON, ("Authorization", &wrong)], body.as_bytes()).status, 401);
+    let right = format!("Bearer {token}");
+    let r = request(p, "POST", "/agui", &[JSON, ("Authorization", &right)], body.as_bytes());
+    assert_eq!(r.status, 200);
+    assert_eq!(types(&r.events()).last().map(String::as_str), Some("RUN_FINISHED"));
+    // GET routes also take ?token=; POST does not.
+    assert_eq!(request(p, "GET", "/", &[], b"").status, 401);
+    assert_eq!(request(p, "GET", &format!("/?token={token}"), &[], b"").status, 200);
+    assert_eq!(request(p, "GET", "/?token=nope-nope-nope-nope", &[], b"").status, 401);
+    let r = request(p, "POST", &format!("/agui?token={token}"), &[JSON], run_body("t", "r2", "x").as_bytes());
+    assert_eq!(r.status, 401);
+}
+
+#[test]
+fn allow_remote_lifts_the_host_check_but_not_the_token() {
+    let token = "another-token-0123456789";
+    let f = tmp("remote.token");
+    std::fs::write(&f, token).unwrap();
+    let s = Server::start(&["--allow-remote", "--token-file", f.to_str().unwrap()], &[]);
+    let p = s.port;
+    let host = ("Host", "runwire.example:8787");
+    assert_eq!(request(p, "GET", "/healthz", &[host], b"").status, 200);
+    let body = run_body("t", "r", "hi");
+    assert_eq!(request(p, "POST", "/agui", &[JSON, host], body.as_bytes()).status, 401);
+    let auth = format!("Bearer {token}");
+    let r = request(p, "POST", "/agui", &[JSON, host, ("Authorization", &auth)], body.as_bytes());
+    assert_eq!(r.status, 200);
+    // Origins are still checked.
+    let r =
+        request(p, "POST", "/agui", &[JSON, host, ("Authorization", &auth), ("Origin", "http://evil.example")], b"{}");
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn spawn_failure_is_run_started_then_run_error() {
+    let s = Server::start(&["--agent", "claude", "--agent-cmd", "/nonexistent/agent.sh"], &[]);
+    let r = post_run(s.port, "t", "r");
+    assert_eq!(r.status, 200);
+    let ev = r.events();
+    assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(ev[1]["message"].as_str().unwrap().contains("127"), "{}", ev[1]);
+    common::verify(&ev).unwrap();
+}
+
+#[test]
+fn missing_engine_and_failure_end_in_run_error() {
+    let stub = stub();
+    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "missing")]);
+    let ev = post_run(s.port, "t", "r").events();
+    assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
+    assert!(ev[1]["message"].as_str().unwrap().contains("127"), "{}", ev[1]);
+
+    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "fail")]);
+    let ev = post_run(s.port, "t", "r").events();
+    common::verify(&ev).unwrap();
+    assert!(ev.len() > 2);
+    assert_eq!(ev.last().unwrap()["type"], "RUN_ERROR");
+    assert!(ev.last().unwrap()["message"].as_str().unwrap().contains("stub engine failed"));
+}
+
+#[test]
+fn disconnect_stops_the_agent_group_with_sigterm() {
+    let rec = tmp("disconnect.rec");
+    let stub = stub();
+    let s = Server::start(
+        &["--agent", "claude", "--agent-cmd", &stub],
+        &[("STUB_MODE", "hang"), ("STUB_RECORD", rec.to_str().unwrap())],
+    );
+    let (sock, _) = open_stream(s.port, "t", "r", 2);
+    let pgid = wait_for_record(&rec);
+    assert!(group_alive(pgid));
+    drop(sock);
+    let took = wait_group_gone(pgid, Duration::from_secs(5));
+    assert!(took < Duration::from_millis(1800), "SIGTERM should have been enough, took {took:?}");
+    assert!(!Path::new(&format!("/proc/{pgid}")).exists(), "the stub is a zombie");
+    // The run is over: its thread is free again.
+    let (again, head) = open_stream(s.port, "t", "r2", 1);
+    assert!(head.starts_with(b"HTTP/1.1 200 "));
+    drop(again);
+}
+
+#[test]
+fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
+    let rec = tmp("ignore-term.rec");
+    let stub = stub();
+    let s = Server::start(
+        &["--agent", "claude", "--agent-cmd", &stub],
+        &[("STUB_MODE", "ignore-term"), ("STUB_RECORD", rec.to_str().unwrap())],
+    );
+    let (sock, _) = open_stream(s.port, "t", "r", 2);
+    let pgid = wait_for_record(&rec);
+    sock.shutdown(Shutdown::Both).unwrap();
+    drop(sock);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(group_alive(pgid), "an agent that ignores SIGTERM must survive until the grace ends");
+    let took = wait_group_gone(pgid, Duration::from_secs(6));
+    assert!(took > Duration::from_millis(500), "killed too early: {took:?} after the first check");
+    assert!(!Path::new(&format!("/proc/{pgid}")).exists(), "the stub is a zombie");
+}
+
+#[test]
+fn the_status_line_ends_the_stream_even_if_the_agent_lingers() {
+    let rec = tmp("linger.rec");
+    let stub = stub();
+    let s = Server::start(
+        &["--agent", "claude", "--agent-cmd", &stub],
+        &[("STUB_MODE", "linger"), ("STUB_RECORD", rec.to_str().unwrap())],
+    );
+    let t = Instant::now();
+    let r = post_run(s.port, "t", "r");
+    assert!(t.elapsed() < Duration::from_secs(5), "the stream waited for the agent: {:?}", t.elapsed());
+    let ev = r.events();
+    common::verify(&ev).unwrap();
+    assert_eq!(ev.last().unwrap()["type"], "RUN_FINISHED");
+    let pgid = wait_for_record(&rec);
+    wait_group_gone(pgid, Duration::from_secs(3));
+}
+
+#[test]
+fn busy_thread_is_409_and_keepalive_flows() {
+    let stub = stub();
+    let s = Server::start(
+        &["--agent", "claude", "--agent-cmd", &stub],
+        &[("STUB_MODE", "hang"), ("RUNWIRE_KEEPALIVE_MS", "100")],
+    );
+    let (mut sock, _) = open_stream(s.port, "busy", "r1", 1);
+    let r = post_run(s.port, "busy", "r2");
+    assert_eq!(r.status, 409);
+    assert!(r.error().contains("active run"));
+    // The same runId while it streams is refused too.
+    assert_eq!(post_run(s.port, "busy", "r1").status, 409);
+    // Idle stream: keep-alive comments arrive.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while find(&got, b": keep-alive\n\n").is_none() {
+        assert!(Instant::now() < deadline, "no keep-alive comment");
+        let k = sock.read(&mut buf).unwrap();
+        assert!(k > 0);
+        got.extend_from_slice(&buf[..k]);
+    }
+}
+
+#[test]
+fn a_later_run_on_the_thread_resumes_the_session() {
+    let rec = tmp("resume.rec");
+    let stub = stub();
+    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
+    assert_eq!(post_run(s.port, "th", "r1").status, 200);
+    assert_eq!(post_run(s.port, "th", "r2").status, 200);
+    assert_eq!(post_run(s.port, "other", "r3").status, 200);
+    let lines = record_lines(&rec);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[0].contains("--prompt hello") && !lines[0].contains("--resume"), "{}", lines[0]);
+    assert!(lines[1].contains(&format!("--resume {SESSION}")), "{}", lines[1]);
+    assert!(!lines[2].contains("--resume"), "{}", lines[2]);
+}
+
+#[test]
+fn reposting_a_finished_run_replays_it_without_the_agent() {
+    let rec = tmp("idem.rec");
+    let stub = stub();
+    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
+    let a = post_run(s.port, "t", "r1");
+    let b = post_run(s.port, "t", "r1");
+    assert_eq!(a.status, 200);
+    assert_eq!(b.status, 200);
+    assert!(!a.body.is_empty());
+    assert_eq!(a.body, b.body);
+    assert_eq!(record_lines(&rec).len(), 1, "the agent ran again");
+    let r = request(s.port, "POST", "/agui", &[JSON], run_body("t", "r1", "something else").as_bytes());
+    assert_eq!(r.status, 409);
+    assert!(r.error().contains("different request"));
+}
+
+fn pipeline(adapter: &str, input: &Path, thread: &str, run: &str, epoch: &str) -> Vec<u8> {
+    let bin = |name: &str| {
+        let mut c = Command::new(match name {
+            "normalize-events" => env!("CARGO_BIN_EXE_normalize-events"),
+            "agui-translate" => env!("CARGO_BIN_EXE_agui-translate"),
+            _ => env!("CARGO_BIN_EXE_sse-encode"),
+        });
+        c.env("SOURCE_DATE_EPOCH", epoch);
+        c
+    };
+    let events = bin("normalize-events").arg(adapter).arg("--input").arg(input).output().unwrap();
+    assert!(events.status.success());
+    let mut tr = bin("agui-translate")
+        .args(["--thread-id", thread, "--run-id", run])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tr.stdin.take().unwrap().write_all(&events.stdout).unwrap();
+    let agui = tr.wait_with_output().unwrap();
+    let mut enc = bin("sse-encode").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    enc.stdin.take().unwrap().write_all(&agui.stdout).unwrap();
+    enc.wait_with_output().unwrap().stdout
+}
+
+#[test]
+fn server_bytes_equal_the_pipeline_binaries() {
+    let epoch = "1754166531";
+    for name in ["bb-turn-tools.partial.jsonl", "bb-subagent.partial.jsonl", "bb-auth-failure.jsonl"] {
+        let f = fixture(name);
+        let s = Server::start(&["--agent", "claude", "--replay", f.to_str().unwrap()], &[("SOURCE_DATE_EPOCH", epoch)]);
+        let r = post_run(s.port, "T", "R");
+        assert_eq!(r.status, 200);
+        let want = pipeline("claude", &f, "T", "R", epoch);
+        assert!(!want.is_empty());
+        assert_eq!(r.text(), String::from_utf8(want).unwrap(), "{name}");
+    }
+    // An agent run too: the stub's output (fixture + status line) through the binaries.
+    let stub = stub();
+    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("SOURCE_DATE_EPOCH", epoch)]);
+    let r = post_run(s.port, "T", "R");
+    let out = Command::new(&stub).args(["--prompt", "hello"]).output().unwrap();
+    let log = tmp("stub-output.jsonl");
+    std::fs::write(&log, out.stdout).unwrap();
+    assert_eq!(r.text(), String::from_utf8(pipeline("claude", &log, "T", "R", epoch)).unwrap());
+}
+
+#[test]
+fn shutdown_stops_running_agents_and_exits_0() {
+    let rec = tmp("shutdown.rec");
+    let stub = stub();
+    let mut s = Server::start(
+        &["--agent", "claude", "--agent-cmd", &stub],
+        &[("STUB_MODE", "hang"), ("STUB_RECORD", rec.to_str().unwrap())],
+    );
+    let (mut sock, mut got) = open_stream(s.port, "t", "r", 2);
+    let pgid = wait_for_record(&rec);
+    assert_eq!(s.stop(), Some(0));
+    assert!(!group_alive(pgid));
+    sock.read_to_end(&mut got).unwrap();
+    let r = parse_response(&got);
+    let ev = r.events();
+    common::verify(&ev).unwrap();
+    assert_eq!(ev.last().unwrap()["type"], "RUN_ERROR");
+    assert!(ev.last().unwrap()["message"].as_str().unwrap().contains("shutting down"));
+}
