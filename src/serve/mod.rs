@@ -324,6 +324,15 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     writeln!(out, "listening on http://{addr}")
         .and_then(|_| out.flush())
         .map_err(|e| StartError::Io(format!("stdout: {e}")))?;
+    // For people: what this server does, and where an AG-UI client should post (stdout stays one parsable line).
+    let what = match (&cfg.source, args.agent.is_some()) {
+        (Source::Replay { .. }, false) => "demo: each run replays a recorded Claude Code run".to_string(),
+        (Source::Replay { .. }, true) => {
+            format!("each run replays {}", args.replay.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
+        }
+        (Source::Agent { .. }, _) => format!("each run starts the {} wrapper", cfg.adapter.name()),
+    };
+    cli::report(BIN, format!("{what}; point an AG-UI client (HttpAgent url) at http://{addr}/agui"));
     let shared = Arc::new(Shared::new(cfg));
     {
         let shared = shared.clone();
