@@ -88,6 +88,39 @@ fn strip_cr(l: &[u8]) -> &[u8] {
     l.strip_suffix(b"\r").unwrap_or(l)
 }
 
+/// The loop of a filter whose stage can reject a line: `stage(line, out)`
+/// appends its output or says what is wrong with the line, which is reported
+/// as `<bin>: <source>:<line>: <what>` while the stream goes on (exit 1 at the
+/// end); `finish(out)` appends what the stage emits at end of input. Blank
+/// lines are skipped.
+pub fn filter(
+    bin: &str,
+    input: Option<&Path>,
+    mut stage: impl FnMut(&[u8], &mut Vec<u8>) -> Result<(), String>,
+    finish: impl FnOnce(&mut Vec<u8>),
+) -> anyhow::Result<crate::cli::Exit> {
+    use anyhow::Context;
+    let source = crate::cli::source_name(input);
+    let reader = open_input(input).with_context(|| source.clone())?;
+    let stdout = io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let mut exit = crate::cli::Exit::Ok;
+    drive(reader, &mut out, |lineno, line, buf| {
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            if let Err(e) = stage(line, buf) {
+                crate::cli::report(bin, format!("{source}:{lineno}: {e}"));
+                exit = crate::cli::Exit::Flagged;
+            }
+        }
+        Flow::Continue
+    })
+    .with_context(|| source.clone())?;
+    let mut tail = Vec::new();
+    finish(&mut tail);
+    out.write_all(&tail).and_then(|_| out.flush()).context("stdout")?;
+    Ok(exit)
+}
+
 /// A file reader for `--follow`: at end of file it blocks on inotify until the
 /// file changes, and reports end of file only once `done` is set (or the file
 /// is deleted or moved away).

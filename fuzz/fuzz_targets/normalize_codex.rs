@@ -1,26 +1,10 @@
-//! Fuzzes `normalize-events codex`: arbitrary bytes, split into lines, through
-//! the codex adapter. Every event it emits must survive the trip through its
-//! own wire form, since `agui-translate` reads exactly that.
+//! Fuzzes `normalize-events codex` (see `common/mod.rs`).
 #![no_main]
 
+#[path = "common/mod.rs"]
+mod common;
+
 use libfuzzer_sys::fuzz_target;
-use runwire::events::Event;
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::normalize::Adapter;
 
-fn check(events: Vec<Event>) {
-    for ev in events {
-        let json = ev.to_json();
-        assert!(!json.contains('\n'), "an events/v1 record must be one line: {json}");
-        if let Err(e) = Event::parse(json.as_bytes()) {
-            panic!("normalize wrote a record it cannot read back: {e}: {json}");
-        }
-    }
-}
-
-fuzz_target!(|data: &[u8]| {
-    let mut n = Normalizer::new(Adapter::Codex, Options::default());
-    for line in data.split(|&b| b == b'\n') {
-        check(n.push(line));
-    }
-    check(n.finish());
-});
+fuzz_target!(|data: &[u8]| common::normalize(Adapter::Codex, data));

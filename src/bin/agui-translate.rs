@@ -1,12 +1,11 @@
 //! `agui-translate`: `events/v1` lines on stdin → AG-UI 1.0 events, one
 //! compact JSON object a line. The logic is `runwire::agui::Translator`.
 
-use anyhow::Context;
 use clap::Parser;
 use runwire::agui::{parse_line, AguiEvent, TranslateOptions, Translator};
 use runwire::cli::{self, Exit};
-use runwire::pipe::{self, Flow};
-use std::io::{self, BufWriter, Write};
+use runwire::pipe;
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,29 +35,21 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> anyhow::Result<Exit> {
     let source = cli::source_name(args.input.as_deref());
-    let input = pipe::open_input(args.input.as_deref()).with_context(|| source.clone())?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let mut t = Translator::new(TranslateOptions { thread_id: args.thread_id.clone(), run_id: args.run_id.clone() });
-    let mut exit = Exit::Ok;
-    pipe::drive(input, &mut out, |lineno, line, buf| {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return Flow::Continue;
-        }
-        match parse_line(line) {
-            Ok(ev) => write_events(buf, &t.push(&ev)),
-            Err(e) => {
-                cli::report(BIN, format!("{source}:{lineno}: {e}"));
-                exit = Exit::Flagged;
-            }
-        }
-        Flow::Continue
-    })
-    .with_context(|| source.clone())?;
-    let mut tail = Vec::new();
-    write_events(&mut tail, &t.finish());
-    out.write_all(&tail).and_then(|_| out.flush()).context("stdout")?;
-    let ignored = t.ignored_after_terminal();
+    let t = RefCell::new(Translator::new(TranslateOptions {
+        thread_id: args.thread_id.clone(),
+        run_id: args.run_id.clone(),
+    }));
+    let exit = pipe::filter(
+        BIN,
+        args.input.as_deref(),
+        |line, out| {
+            let ev = parse_line(line)?;
+            write_events(out, &t.borrow_mut().push(&ev));
+            Ok(())
+        },
+        |out| write_events(out, &t.borrow_mut().finish()),
+    )?;
+    let ignored = t.borrow().ignored_after_terminal();
     if ignored > 0 {
         cli::report(BIN, format!("{source}: ignored {ignored} event(s) after the run's terminal event"));
     }

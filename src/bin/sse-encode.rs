@@ -1,12 +1,10 @@
 //! `sse-encode`: JSON lines on stdin → Server-Sent Events frames on stdout.
 //! The logic is `runwire::sse::Encoder`.
 
-use anyhow::Context;
 use clap::Parser;
 use runwire::cli::{self, Exit};
-use runwire::pipe::{self, Flow};
+use runwire::pipe;
 use runwire::sse::{Encoder, SseOptions};
-use std::io::{self, BufWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -35,25 +33,18 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<Exit> {
-    let source = cli::source_name(args.input.as_deref());
-    let input = pipe::open_input(args.input.as_deref()).with_context(|| source.clone())?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut enc = Encoder::new(SseOptions { id_from: args.id_from.clone(), after: args.after.clone() });
-    let mut exit = Exit::Ok;
-    pipe::drive(input, &mut out, |lineno, line, buf| {
-        match enc.push(line) {
-            Ok(Some(frame)) => buf.extend_from_slice(frame.as_bytes()),
-            Ok(None) => {}
-            Err(e) => {
-                cli::report(BIN, format!("{source}:{lineno}: {e}"));
-                exit = Exit::Flagged;
+    pipe::filter(
+        BIN,
+        args.input.as_deref(),
+        |line, out| {
+            if let Some(frame) = enc.push(line)? {
+                out.extend_from_slice(frame.as_bytes());
             }
-        }
-        Flow::Continue
-    })
-    .with_context(|| source.clone())?;
-    Ok(exit)
+            Ok(())
+        },
+        |_| {},
+    )
 }
 
 #[cfg(test)]
