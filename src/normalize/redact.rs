@@ -18,17 +18,25 @@ pub const MAX_RAW: usize = 4096;
 
 /// True for a field or variable name that holds a secret.
 pub fn is_secret_name(name: &str) -> bool {
-    let mut n = String::with_capacity(name.len());
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            n.push(c.to_ascii_lowercase());
-        } else if !matches!(c, '_' | '-' | '.') {
+    // Lowercased with separators dropped, on the stack: this runs for every
+    // `name=` / `name:` in tool output.
+    let mut buf = [0u8; 96];
+    let mut len = 0;
+    for &b in name.as_bytes() {
+        if b.is_ascii_alphanumeric() {
+            if len == buf.len() {
+                return false;
+            }
+            buf[len] = b.to_ascii_lowercase();
+            len += 1;
+        } else if !matches!(b, b'_' | b'-' | b'.') {
             return false;
         }
     }
-    const PARTS: [&str; 8] =
-        ["password", "passwd", "secret", "apikey", "privatekey", "accesskey", "credential", "authorization"];
-    PARTS.iter().any(|p| n.contains(p)) || n.ends_with("token") || n == "pwd" || n == "auth"
+    let n = &buf[..len];
+    const PARTS: [&[u8]; 8] =
+        [b"password", b"passwd", b"secret", b"apikey", b"privatekey", b"accesskey", b"credential", b"authorization"];
+    PARTS.iter().any(|p| memchr::memmem::find(n, p).is_some()) || n.ends_with(b"token") || n == b"pwd" || n == b"auth"
 }
 
 fn is_token_byte(b: u8) -> bool {
@@ -126,7 +134,15 @@ pub fn redact_text(s: &str) -> Cow<'_, str> {
         // NAME=value, NAME: value, "name": "value"
         let name = std::str::from_utf8(tok).unwrap_or("");
         let name = name.trim_end_matches(['.', '/', '+']);
-        if name.is_empty() || !is_secret_name(name) {
+        // Cheap test first: only a name followed by `=` or `:` can be an assignment.
+        let mut k = start + name.len();
+        if matches!(b.get(k), Some(b'"' | b'\'')) {
+            k += 1;
+        }
+        while b.get(k) == Some(&b' ') {
+            k += 1;
+        }
+        if !matches!(b.get(k), Some(b'=' | b':')) || name.is_empty() || !is_secret_name(name) {
             continue;
         }
         let mut j = start + name.len();
