@@ -370,13 +370,16 @@ rw_run() {
 # Run the turn: engine stdout through tee to our stdout, with the lines that matter
 # (RW_MARKS, an ERE) kept in "$RW_TMP/marks" for rw_judge.
 rw_run_streaming() {
-    local fifo=$RW_TMP/engine.out mfifo=$RW_TMP/marks.in tpid gpid
+    local fifo=$RW_TMP/engine.out mfifo=$RW_TMP/marks.in lfifo=$RW_TMP/last.in tpid gpid lpid
     # Decide before the readers open the fifos: they block until the engine does.
     rw_may_start || return 0
-    mkfifo "$fifo" "$mfifo"
+    mkfifo "$fifo" "$mfifo" "$lfifo"
     LC_ALL=C grep -a -E -e "$RW_MARKS" <"$mfifo" >"$RW_TMP/marks" &
     gpid=$!
-    tee -- "$mfifo" <"$fifo" &
+    # The stream's last byte: the status line must start on a line of its own.
+    tail -c 1 <"$lfifo" >"$RW_TMP/last-byte" &
+    lpid=$!
+    tee -- "$mfifo" "$lfifo" <"$fifo" &
     tpid=$!
     rw_run "$fifo" "$@"
     if ((!RW_STARTED)); then
@@ -388,6 +391,12 @@ rw_run_streaming() {
     fi
     wait "$tpid" || true
     wait "$gpid" || true
+    wait "$lpid" || true
+    local last=""
+    [[ -s $RW_TMP/last-byte ]] && last=$(od -An -c <"$RW_TMP/last-byte" | tr -d ' ')
+    if [[ -n $last && $last != '\n' ]]; then
+        printf '\n'
+    fi
 }
 
 # Extract the first value of a string field "KEY":"..." from $1 (escapes are kept;
@@ -395,6 +404,27 @@ rw_run_streaming() {
 rw_field() {
     local re="\"$2\"[[:space:]]*:[[:space:]]*\"(([^\"\\\\]|\\\\.)*)\""
     if [[ $1 =~ $re ]]; then printf '%s' "${BASH_REMATCH[1]}"; fi
+}
+
+# $1, a JSON string's inside as found in a line, made readable for `detail`: the
+# common escapes undone (\uXXXX is left as it is), cut to 400 characters first.
+rw_unescape() {
+    local s=${1:0:400} out="" c
+    while [[ -n $s ]]; do
+        c=${s:0:1}
+        if [[ $c == "\\" && ${#s} -ge 2 ]]; then
+            case ${s:1:1} in
+                n | r | t) out+=' ' ;;
+                '"' | "\\" | /) out+=${s:1:1} ;;
+                *) out+=${s:0:2} ;;
+            esac
+            s=${s:2}
+        else
+            out+=$c
+            s=${s:1}
+        fi
+    done
+    printf '%s' "$out"
 }
 
 # Extract the first value of a literal field "KEY":true|false|null|number from $1.

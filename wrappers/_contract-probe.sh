@@ -121,14 +121,12 @@ adapter_session() { # the session id a plain run (no --session-id/--resume) must
     esac
 }
 
-corpus_lines() { # lines the stub prints in mode ok (the corpus minus status lines)
-    local f
+corpus_file() { # what the stub plays in mode ok (see fixtures/stub-engines/README.md)
     case $1 in
-        claude) f=$ROOT/fixtures/claude/bb-turn-tools.partial.jsonl ;;
-        cursor) f=$ROOT/fixtures/cursor/synthetic.partial-output.jsonl ;;
-        codex) f=$ROOT/fixtures/codex/openai-docs-exec-sample.jsonl ;;
+        claude) echo "$ROOT/fixtures/claude/bb-turn-tools.partial.jsonl" ;;
+        cursor) echo "$ROOT/fixtures/cursor/synthetic.partial-output.jsonl" ;;
+        codex) echo "$ROOT/fixtures/codex/openai-docs-exec-sample.jsonl" ;;
     esac
-    grep -vc '"runwire.status"' "$f"
 }
 
 probe() {
@@ -139,9 +137,18 @@ probe() {
     STUB_MODE=ok run "$w" --prompt "-starts with a dash; \"quotes\" and
 a newline"
     expect_status "$w: success: exit 0, ok, session_id $want" 0 "$want"
-    local n
-    n=$(($(wc -l <"$OUT") - 1))
-    if ((n == $(corpus_lines "$w"))); then ok "$w: success: the engine's $n lines pass through unchanged before the status line"; else not_ok "$w: success: $n stream lines, want $(corpus_lines "$w")"; fi
+    # the stream, byte for byte: the corpus with the session id the stub wrote into it
+    local key=session_id
+    [[ $w == codex ]] && key=thread_id
+    parse_status || true
+    grep -v '"runwire.status"' "$(corpus_file "$w")" |
+        sed -e "s|\"$key\":\"[^\"]*\"|\"$key\":\"${S_SID:-}\"|g" >"$WORK/want"
+    head -n -1 "$OUT" >"$WORK/got"
+    if cmp -s "$WORK/want" "$WORK/got"; then
+        ok "$w: success: the engine's $(wc -l <"$WORK/got") lines pass through unchanged before the status line"
+    else
+        not_ok "$w: success: the stream was altered" "$(diff "$WORK/want" "$WORK/got" | head -n 5 | cut -c1-200)"
+    fi
 
     # the session id the contract promises
     case $w in
@@ -176,6 +183,8 @@ a newline"
     if head -n 1 "$OUT" | grep -q 'not JSON'; then ok "$w: a non-JSON line passes through"; else not_ok "$w: non-JSON line lost"; fi
     STUB_MODE=noise run "$w" --prompt hi
     expect_status "$w: a non-JSON line before a good stream: exit 0" 0 "$want"
+    STUB_MODE=no-eol run "$w" --prompt hi
+    expect_status "$w: a stream whose last line has no newline: the status line is still a line of its own" 0 "$want"
     STUB_MODE=resume-miss run "$w" --prompt hi --resume "$RESUME_ID"
     expect_status "$w: --resume of an unknown session: exit 1, session_id null" 1 null
 

@@ -65,9 +65,9 @@ rw_judge() {
     msg=""
     local re='"errors"[[:space:]]*:[[:space:]]*\[[[:space:]]*"(([^"\\]|\\.)*)"'
     if [[ $result =~ $re ]]; then
-        msg=${BASH_REMATCH[1]}
+        msg=$(rw_unescape "${BASH_REMATCH[1]}")
     else
-        msg=$(rw_field "$result" result)
+        msg=$(rw_unescape "$(rw_field "$result" result)")
     fi
     RW_TURN_DETAIL="turn failed (subtype ${sub:-?}, is_error ${is_error:-?}${reason:+, terminal_reason $reason})${msg:+: $msg}"
 }

@@ -46,7 +46,7 @@ rw_judge() {
             ;;
         turn.failed)
             RW_TURN_OK=0
-            RW_TURN_DETAIL="turn failed: $(rw_field "$end" message)"
+            RW_TURN_DETAIL="turn failed: $(rw_unescape "$(rw_field "$end" message)")"
             ;;
         *)
             RW_TURN_OK=0
