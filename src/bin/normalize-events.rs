@@ -54,13 +54,13 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let after = args.after;
+    let mut writer = runwire::events::Writer::default();
     pipe::drive(input, &mut out, |_, line, buf| {
         for ev in norm.push(line) {
             if after.is_some_and(|a| ev.seq <= a) {
                 continue;
             }
-            serde_json::to_writer(&mut *buf, &ev).expect("serializing to memory cannot fail");
-            buf.push(b'\n');
+            writer.write(&ev, buf);
             if matches!(ev.data, Data::Exit(_)) {
                 done.store(true, Ordering::Relaxed);
             }
