@@ -27,8 +27,10 @@ pub mod run;
 
 use crate::cli::{self, Exit};
 use crate::normalize::Adapter;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -381,7 +383,16 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            // Nothing pending: wait for the next connection (woken at once),
+            // or 20 ms to look at the shutdown flag. Sleeping instead let a
+            // burst of connects overflow the kernel's accept queue (128 deep),
+            // and each dropped SYN cost its client a 1 s retransmission.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+                if poll(&mut fds, PollTimeout::from(20u8)).is_err() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // Out of descriptors and the like: back off rather than spin.
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
