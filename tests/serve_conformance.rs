@@ -391,3 +391,32 @@ fn live_checker_rejects_a_wrong_terminal_and_a_truncated_stream() {
     assert_eq!(r.runs[0]["ok"], false, "{}", r.output);
     assert!(r.runs[0]["error"].as_str().unwrap().contains("terminal: the stream ends without"), "{}", r.output);
 }
+
+/// The real wrappers (`wrappers/<agent>.sh`, found from the checkout) over the
+/// stub engines, which check every flag the wrappers pass.
+fn check_wrapper(test: &str, agent: &str, mode: &str, expect: &str) {
+    let path_var = format!("{}:{}", path("fixtures/stub-engines"), std::env::var("PATH").unwrap_or_default());
+    check(test, &["--agent", agent], &[("PATH", &path_var), ("STUB_MODE", mode)], expect);
+}
+
+#[test]
+fn claude_wrapper_over_stub_engine_finishes() {
+    check_wrapper("claude_wrapper_over_stub_engine_finishes", "claude", "ok", "finished");
+}
+
+#[test]
+fn cursor_wrapper_over_stub_engine_finishes() {
+    check_wrapper("cursor_wrapper_over_stub_engine_finishes", "cursor", "ok", "finished");
+}
+
+#[test]
+fn codex_wrapper_over_stub_engine_finishes() {
+    check_wrapper("codex_wrapper_over_stub_engine_finishes", "codex", "ok", "finished");
+}
+
+#[test]
+fn failing_engines_end_in_run_error_through_every_wrapper() {
+    for agent in ["claude", "cursor", "codex"] {
+        check_wrapper(&format!("failing_engine_{agent}"), agent, "fail", "error");
+    }
+}
