@@ -286,7 +286,8 @@ impl Claude {
         if skippable(raw) {
             return;
         }
-        let l: Line = match serde_json::from_slice(raw) {
+        let Some(text) = ctx.text(raw) else { return };
+        let l: Line = match serde_json::from_str(text) {
             Ok(l) => l,
             Err(e) => return ctx.unparsable(raw, e),
         };

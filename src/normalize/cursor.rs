@@ -55,7 +55,8 @@ impl Cursor {
     }
 
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
-        let v: Value = match serde_json::from_slice(raw) {
+        let Some(text) = ctx.text(raw) else { return };
+        let v: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => return ctx.not_json(raw, &e),
         };

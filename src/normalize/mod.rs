@@ -125,6 +125,20 @@ impl Ctx<'_> {
         self.error("invalid_line", format!("line does not fit the stream format ({err})"), raw, false);
     }
 
+    /// The line as text. JSON is UTF-8, so a line that is not is reported as
+    /// not JSON. Validating the whole line once (a fast, mostly-ASCII scan)
+    /// and parsing from `&str` is cheaper than letting the parser validate
+    /// every string it borrows.
+    pub fn text<'l>(&mut self, raw: &'l [u8]) -> Option<&'l str> {
+        match std::str::from_utf8(raw) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.error("not_json", format!("line is not JSON: not UTF-8 ({e})"), raw, false);
+                None
+            }
+        }
+    }
+
     /// Tells a bad line apart: not JSON at all, or JSON of an unexpected shape.
     pub fn unparsable(&mut self, raw: &[u8], err: serde_json::Error) {
         match serde_json::from_slice::<IgnoredAny>(raw) {
