@@ -12,8 +12,31 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// Bad input lines reported one by one; past this, only their count.
+pub const MAX_REPORTED: u64 = 100;
+
 /// Input buffer: big enough that flushing when it runs dry is rare on a file.
 const IN_BUF: usize = 256 * 1024;
+
+/// Where the line loop failed: reading the input (after `line` complete
+/// lines), or writing the output. Callers name the input or `stdout` in
+/// their message; the io::Error stays the source, so a closed pipe is still
+/// recognised.
+#[derive(Debug)]
+pub enum DriveError {
+    Read { line: u64, err: io::Error },
+    Write(io::Error),
+}
+
+impl DriveError {
+    /// `<source>:<line>: <what>` for a read, `stdout: <what>` for a write.
+    pub fn named(self, source: &str) -> anyhow::Error {
+        match self {
+            DriveError::Read { line, err } => anyhow::Error::from(err).context(format!("{source}:{line}")),
+            DriveError::Write(err) => anyhow::Error::from(err).context("stdout"),
+        }
+    }
+}
 
 /// What the handler wants after a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +53,7 @@ pub fn drive<R: Read, W: Write>(
     input: R,
     output: &mut W,
     mut handle: impl FnMut(u64, &[u8], &mut Vec<u8>) -> Flow,
-) -> io::Result<()> {
+) -> Result<(), DriveError> {
     let mut reader = BufReader::with_capacity(IN_BUF, input);
     // A line that straddles the buffer's end is assembled here; whole lines
     // are handled in place, without a copy.
@@ -41,13 +64,13 @@ pub fn drive<R: Read, W: Write>(
         let buf = match reader.fill_buf() {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(DriveError::Read { line: n + 1, err: e }),
         };
         if buf.is_empty() {
             if !pending.is_empty() {
                 n += 1;
                 handle(n, strip_cr(&pending), &mut out);
-                output.write_all(&out)?;
+                output.write_all(&out).map_err(DriveError::Write)?;
             }
             break;
         }
@@ -71,17 +94,17 @@ pub fn drive<R: Read, W: Write>(
         };
         reader.consume(used);
         if !out.is_empty() {
-            output.write_all(&out)?;
+            output.write_all(&out).map_err(DriveError::Write)?;
             out.clear();
         }
         if flow == Flow::Stop {
             break;
         }
         if reader.buffer().is_empty() {
-            output.flush()?;
+            output.flush().map_err(DriveError::Write)?;
         }
     }
-    output.flush()
+    output.flush().map_err(DriveError::Write)
 }
 
 fn strip_cr(l: &[u8]) -> &[u8] {
@@ -104,17 +127,27 @@ pub fn filter(
     let reader = open_input(input).with_context(|| source.clone())?;
     let stdout = io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let mut exit = crate::cli::Exit::Ok;
+    let mut bad = 0u64;
     drive(reader, &mut out, |lineno, line, buf| {
         if !line.iter().all(u8::is_ascii_whitespace) {
             if let Err(e) = stage(line, buf) {
-                crate::cli::report(bin, format!("{source}:{lineno}: {e}"));
-                exit = crate::cli::Exit::Flagged;
+                bad += 1;
+                // Bounded: a stream of garbage must not become a flood on stderr.
+                if bad <= MAX_REPORTED {
+                    crate::cli::report(bin, format!("{source}:{lineno}: {e}"));
+                }
             }
         }
         Flow::Continue
     })
-    .with_context(|| source.clone())?;
+    .map_err(|e| e.named(&source))?;
+    if bad > MAX_REPORTED {
+        crate::cli::report(
+            bin,
+            format!("{source}: {bad} bad lines in all; only the first {MAX_REPORTED} were reported"),
+        );
+    }
+    let exit = if bad > 0 { crate::cli::Exit::Flagged } else { crate::cli::Exit::Ok };
     let mut tail = Vec::new();
     finish(&mut tail);
     out.write_all(&tail).and_then(|_| out.flush()).context("stdout")?;

@@ -67,14 +67,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         }
         Flow::Continue
     })
-    .map_err(|e| {
-        let e = anyhow::Error::from(e);
-        if cli::is_broken_pipe(&e) {
-            e
-        } else {
-            e.context(format!("{name}:{}", norm.lines() + 1))
-        }
-    })?;
+    .map_err(|e| e.named(&name))?;
     Ok(Exit::Ok)
 }
 
