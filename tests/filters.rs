@@ -14,13 +14,15 @@ fn a_failed_write_names_stdout_and_exits_3() {
         ("sse-encode", vec![], EVENT.to_string()),
     ] {
         let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
-        let out = Command::cargo_bin(bin)
-            .unwrap()
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin(bin))
             .args(&args)
-            .write_stdin(format!("{input}\n"))
+            .stdin(std::process::Stdio::piped())
             .stdout(full)
-            .output()
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), format!("{input}\n").as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(3), "{bin}");
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.starts_with(&format!("{bin}: stdout: ")), "{bin}: {err}");
