@@ -9,6 +9,7 @@
 pub mod journal;
 pub mod liveness;
 pub mod plan;
+pub mod record;
 pub mod registry;
 pub mod sha256;
 pub mod view;
