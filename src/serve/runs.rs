@@ -228,9 +228,9 @@ impl Tail {
 
     /// The one `error` event naming what a slow client missed, once the
     /// queue has room again. Not framed with an `id:`.
-    fn report_drop(&mut self, out: &mut Out) {
+    fn report_drop(&mut self, out: &mut Out, at_end: bool) {
         let Some((first, last)) = out.dropped else { return };
-        if out.queued() > out.cap / 2 {
+        if out.queued() > out.cap / 2 && !at_end {
             return;
         }
         out.dropped = None;
@@ -362,15 +362,8 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     }
     let journal_path = l.files.journal();
     let cap = shared.cfg.stream_buffer;
-    let mut out = Out {
-        stream,
-        chunked: req.http11,
-        queue: Vec::new(),
-        sent: 0,
-        cap,
-        dropped: None,
-        last_write: Instant::now(),
-    };
+    let mut out =
+        Out { stream, chunked: req.http11, queue: Vec::new(), sent: 0, cap, dropped: None, last_write: Instant::now() };
     let _ = pump(shared, &mut tail, &mut out, &mut file, &sub, &journal_path, tid);
     Close::Now
 }
@@ -417,7 +410,7 @@ fn pump(
                 start = i + 1;
             }
             partial.extend_from_slice(&buf[start..n]);
-            tail.report_drop(out);
+            tail.report_drop(out, false);
             out.flush()?;
             if tail.exited {
                 break;
@@ -439,13 +432,14 @@ fn pump(
         }
         if tail.exited || (ended && !got) || shared.is_shutting_down() {
             tail.finish(out);
+            tail.report_drop(out, true);
             if out.chunked {
                 // An empty chunk is the chunked body's end: `0\r\n\r\n`.
                 out.push_raw(b"");
             }
             return drain(out);
         }
-        tail.report_drop(out);
+        tail.report_drop(out, false);
         out.flush()?;
         if last_peek.elapsed() >= TICK {
             last_peek = Instant::now();
