@@ -110,7 +110,7 @@ fn log_reaped(reaped: &[crate::runs::registry::Reaped]) {
 /// The events/v1 or AG-UI framing of one stream.
 enum Framing {
     Events { writer: Writer, enc: Encoder, after: Option<Seq> },
-    Agui { tr: Translator, enc: Encoder },
+    Agui { tr: Box<Translator>, enc: Encoder },
 }
 
 /// A response body on a non-blocking socket, with a bounded queue.
@@ -326,7 +326,10 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     let run_id = l.pointer.run_id.clone();
     let framing = if agui {
         Framing::Agui {
-            tr: Translator::new(TranslateOptions { thread_id: Some(run_id.clone()), run_id: Some(tid.to_string()) }),
+            tr: Box::new(Translator::new(TranslateOptions {
+                thread_id: Some(run_id.clone()),
+                run_id: Some(tid.to_string()),
+            })),
             enc: Encoder::new(SseOptions::default()),
         }
     } else {
@@ -424,11 +427,9 @@ fn pump(
                 ended = true;
             }
         }
-        if ended && !got {
-            if !partial.is_empty() {
-                let line = std::mem::take(&mut partial);
-                tail.line(strip_cr(&line), out);
-            }
+        if ended && !got && !partial.is_empty() {
+            let line = std::mem::take(&mut partial);
+            tail.line(strip_cr(&line), out);
         }
         if tail.exited || (ended && !got) || shared.is_shutting_down() {
             tail.finish(out);
