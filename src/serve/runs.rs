@@ -142,7 +142,9 @@ impl Out<'_> {
 
     /// Queues a frame, or drops it (remembering its seq) when the queue is full.
     fn frame(&mut self, frame: &[u8], seq: Seq) {
-        if self.dropped.is_some() || self.queued() + frame.len() > self.cap {
+        // An empty queue takes any frame, so one event larger than the
+        // bound (a huge tool result) is late, never lost.
+        if self.dropped.is_some() || (self.queued() > 0 && self.queued() + frame.len() > self.cap) {
             self.dropped = Some(match self.dropped {
                 Some((first, _)) => (first, seq),
                 None => (seq, seq),
@@ -382,7 +384,7 @@ fn pump(
 ) -> io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut partial: Vec<u8> = Vec::new();
-    let mut last_journal = Instant::now() - JOURNAL_EVERY;
+    let mut last_journal = Instant::now().checked_sub(JOURNAL_EVERY).unwrap_or_else(Instant::now);
     let mut last_peek = Instant::now();
     let mut ended = false;
     loop {
