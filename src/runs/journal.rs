@@ -151,9 +151,14 @@ impl Journal {
 
     /// Reads a journal; a missing file is an empty journal.
     pub fn read(path: &Path) -> std::io::Result<Journal> {
-        match std::fs::read(path) {
-            Ok(b) => Ok(Journal::parse(&b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Journal::default()),
+        Ok(Journal::read_opt(path)?.unwrap_or_default())
+    }
+
+    /// Reads a journal; `None` when the file does not exist.
+    pub fn read_opt(path: &Path) -> std::io::Result<Option<Journal>> {
+        match super::read_small(path) {
+            Ok(b) => Ok(Some(Journal::parse(&b))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }

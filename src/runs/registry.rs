@@ -105,15 +105,20 @@ impl Registry {
     /// One pointer: `Ok(None)` when unknown or reaped (the reaped one is in
     /// the second value). The id must already have passed [`super::valid_id`].
     pub fn get(&self, run_id: &str) -> (Option<Pointer>, Option<Reaped>) {
-        let Ok(bytes) = std::fs::read(self.path(run_id)) else { return (None, None) };
-        let Ok(p) = serde_json::from_slice::<Pointer>(&bytes) else { return (None, None) };
-        if p.run_id != run_id {
-            return (None, None);
+        match self.read(run_id) {
+            Some(p) => self.keep_or_reap(p),
+            None => (None, None),
         }
-        self.keep_or_reap(p)
     }
 
-    fn keep_or_reap(&self, p: Pointer) -> (Option<Pointer>, Option<Reaped>) {
+    /// The pointer file as written, without looking at its runstate directory.
+    fn read(&self, run_id: &str) -> Option<Pointer> {
+        let bytes = super::read_small(&self.path(run_id)).ok()?;
+        serde_json::from_slice::<Pointer>(&bytes).ok().filter(|p| p.run_id == run_id)
+    }
+
+    /// Keeps a pointer whose runstate directory exists; removes it otherwise.
+    pub fn keep_or_reap(&self, p: Pointer) -> (Option<Pointer>, Option<Reaped>) {
         if Path::new(&p.runstate_dir).is_dir() {
             return (Some(p), None);
         }
@@ -125,21 +130,32 @@ impl Registry {
     pub fn list(&self) -> (Vec<Pointer>, Vec<Reaped>) {
         let mut out = Vec::new();
         let mut reaped = Vec::new();
-        let Ok(rd) = std::fs::read_dir(&self.dir) else { return (out, reaped) };
-        for ent in rd.flatten() {
-            let name = ent.file_name();
-            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) else { continue };
-            if !super::valid_id(id) {
-                continue;
-            }
-            match self.get(id) {
+        for id in self.ids() {
+            match self.get(&id) {
                 (Some(p), _) => out.push(p),
                 (None, Some(r)) => reaped.push(r),
                 _ => {}
             }
         }
-        out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         (out, reaped)
+    }
+
+    /// The run ids with a pointer file, sorted.
+    pub fn ids(&self) -> Vec<String> {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut ids: Vec<String> = rd
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
+            .filter(|id| super::valid_id(id))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// A pointer as written; the caller checks its directory (see
+    /// [`Registry::keep_or_reap`]).
+    pub fn read_unchecked(&self, run_id: &str) -> Option<Pointer> {
+        self.read(run_id)
     }
 }
 

@@ -9,7 +9,7 @@ use super::{check_id, liveness, RunFiles};
 use crate::events::Data;
 use crate::normalize::{Adapter, Normalizer, Options};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Why a view could not be given.
@@ -33,8 +33,46 @@ pub struct Loaded {
 pub fn load(pointer: Pointer) -> Loaded {
     let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
     let journal = Journal::read(&files.journal()).unwrap_or_default();
-    let plan = std::fs::read(files.plan()).ok().and_then(|b| Plan::parse(&b).ok());
+    load_with(pointer, files, journal)
+}
+
+fn load_with(pointer: Pointer, files: RunFiles, journal: Journal) -> Loaded {
+    let plan = super::read_small(&files.plan()).ok().and_then(|b| Plan::parse(&b).ok());
     Loaded { pointer, files, journal, plan }
+}
+
+/// The file names of each runstate directory met while listing (`None`:
+/// the directory is gone), so that a listing of many runs reads each
+/// directory once instead of probing every run's files.
+type Dirs = HashMap<String, Option<HashSet<std::ffi::OsString>>>;
+
+fn dir_names<'a>(dirs: &'a mut Dirs, dir: &str) -> Option<&'a HashSet<std::ffi::OsString>> {
+    dirs.entry(dir.to_string())
+        .or_insert_with(|| std::fs::read_dir(dir).ok().map(|rd| rd.flatten().map(|e| e.file_name()).collect()))
+        .as_ref()
+}
+
+/// A listed run's summary, or its pointer reaped when its runstate
+/// directory is gone.
+fn summarize_listed(reg: &Registry, dirs: &mut Dirs, pointer: Pointer) -> Result<Value, Option<Reaped>> {
+    let Some(names) = dir_names(dirs, &pointer.runstate_dir) else {
+        return match reg.keep_or_reap(pointer) {
+            (Some(p), _) => Ok(load(p).summary()),
+            (None, r) => Err(r),
+        };
+    };
+    let has = |p: &Path| p.file_name().is_some_and(|n| names.contains(n));
+    let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
+    let journal =
+        if has(&files.journal()) { Journal::read(&files.journal()).unwrap_or_default() } else { Journal::default() };
+    let plan = if has(&files.plan()) {
+        super::read_small(&files.plan()).ok().and_then(|b| Plan::parse(&b).ok())
+    } else {
+        None
+    };
+    let l = Loaded { pointer, files, journal, plan };
+    // A log named by liveness elsewhere is not counted here: the default path is the task log.
+    Ok(l.summary_with(|p| has(p)))
 }
 
 /// Looks a run up by id, checking the id first.
@@ -146,6 +184,12 @@ impl Loaded {
 
     /// `GET /runs` item / `runs list` line.
     pub fn summary(&self) -> Value {
+        self.summary_with(|p| p.exists())
+    }
+
+    /// The summary, with `has_log` saying which logs exist (a listing of
+    /// many runs answers it from one directory read per runstate directory).
+    fn summary_with(&self, has_log: impl Fn(&Path) -> bool) -> Value {
         let p = &self.pointer;
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
@@ -153,7 +197,7 @@ impl Loaded {
             *counts.entry(self.journal.state(&t).unwrap_or("pending")).or_default() += 1;
             if let Some(a) = self.adapter_of(&t) {
                 let log = self.files.log(&t);
-                if log.exists() {
+                if has_log(&log) {
                     let s = log_totals(&log, a);
                     if let Some(c) = s.cost_usd {
                         *cost.get_or_insert(0.0) += c;
@@ -262,8 +306,36 @@ fn now_ms() -> i64 {
 
 /// `GET /runs` / `runs list`: every registered run's summary.
 pub fn list(reg: &Registry) -> (Vec<Value>, Vec<Reaped>) {
-    let (ptrs, reaped) = reg.list();
-    (ptrs.into_iter().map(|p| load(p).summary()).collect(), reaped)
+    let ids = reg.ids();
+    // Reading is syscall-bound: split the runs over a few threads.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    let per = ids.len().div_ceil(workers).max(64);
+    let parts: Vec<Vec<Result<Value, Option<Reaped>>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ids
+            .chunks(per)
+            .map(|chunk| {
+                s.spawn(move || {
+                    let mut dirs = Dirs::new();
+                    chunk
+                        .iter()
+                        .filter_map(|id| reg.read_unchecked(id))
+                        .map(|p| summarize_listed(reg, &mut dirs, p))
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let mut out = Vec::with_capacity(ids.len());
+    let mut reaped = Vec::new();
+    for r in parts.into_iter().flatten() {
+        match r {
+            Ok(v) => out.push(v),
+            Err(Some(r)) => reaped.push(r),
+            Err(None) => {}
+        }
+    }
+    (out, reaped)
 }
 
 /// The stderr line for a reaped pointer.
