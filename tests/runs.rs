@@ -222,8 +222,12 @@ struct Server {
 
 impl Server {
     fn start(home: &Path, envs: &[(&str, &str)]) -> Server {
+        Server::start_with(home, envs, &[])
+    }
+
+    fn start_with(home: &Path, envs: &[(&str, &str)], args: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.args(["--listen", "127.0.0.1:0"]).env("HARNESS_HOME", home).env("RUNWIRE_REPLAY_DELAY_MS", "0");
+        cmd.args(["--listen", "127.0.0.1:0"]).args(args).env("HARNESS_HOME", home).env("RUNWIRE_REPLAY_DELAY_MS", "0");
         for (k, v) in envs {
             cmd.env(k, v);
         }
@@ -235,9 +239,13 @@ impl Server {
     }
 
     fn get(&self, path: &str) -> (u16, Value) {
+        self.get_with(path, "")
+    }
+
+    fn get_with(&self, path: &str, headers: &str) -> (u16, Value) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\n{headers}\r\n").unwrap();
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).unwrap();
         let text = String::from_utf8_lossy(&raw);
@@ -503,4 +511,29 @@ fn post_agui_runs_are_recorded_and_their_streams_re_read() {
     assert_eq!(ids, expected_seqs(&std::fs::read(log).unwrap()));
     let (resumed, _, _) = read_frames(srv.port, &format!("/runs/{id}/tasks/agent/stream"), Some(&ids[3]), usize::MAX);
     assert_eq!(resumed, ids[4..]);
+}
+
+#[test]
+fn runs_routes_pass_the_same_boundary_as_the_others() {
+    let f = fixture("boundary");
+    let token_file = f.home.parent().unwrap().join("token");
+    std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
+    let srv = Server::start_with(&f.home, &[], &["--token-file", token_file.to_str().unwrap()]);
+    let stream = format!("/runs/{}/tasks/a/stream", f.run_a);
+    for path in ["/runs", stream.as_str()] {
+        assert_eq!(srv.get(path).0, 401, "{path} without the token");
+    }
+    assert_eq!(srv.get("/runs?token=0123456789abcdef0123").0, 200);
+    assert_eq!(srv.get_with("/runs", "Authorization: Bearer 0123456789abcdef0123\r\n").0, 200);
+    let (code, _) = srv.get_with("/runs?token=0123456789abcdef0123", "Host: evil.example\r\n");
+    assert_eq!(code, 403, "DNS rebinding is refused on /runs too");
+    let (code, _) = srv.get_with("/runs?token=0123456789abcdef0123", "Origin: https://evil.example\r\n");
+    assert_eq!(code, 403);
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "POST /runs HTTP/1.0\r\nAuthorization: Bearer 0123456789abcdef0123\r\nContent-Length: 0\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 405"), "{raw}");
 }

@@ -342,3 +342,118 @@ pub fn list(reg: &Registry) -> (Vec<Value>, Vec<Reaped>) {
 pub fn reaped_message(r: &Reaped) -> String {
     format!("registry: reaped {}: its runstateDir {} is gone", r.run_id, r.runstate_dir)
 }
+
+/// What identifies a file's content cheaply: length, mtime (ns) and inode.
+/// A journal only grows and the other files are replaced by rename, so an
+/// unchanged stamp means unchanged content.
+type Stamp = Option<(u64, i128, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()), m.ino()))
+}
+
+struct Cached {
+    pointer: Pointer,
+    tasks: Vec<String>,
+    /// Journal, plan, then each default task log.
+    stamps: Vec<Stamp>,
+    summary: String,
+}
+
+fn stamps_of(p: &Pointer, tasks: &[String]) -> Vec<Stamp> {
+    let f = RunFiles::new(&p.runstate_dir, &p.slug);
+    let mut s = vec![stamp(&f.journal()), stamp(&f.plan())];
+    s.extend(tasks.iter().map(|t| stamp(&f.log(t))));
+    s
+}
+
+/// A cache of run summaries for a long-lived reader (the server): a run is
+/// summarized again only when its journal, plan or a task log changed
+/// (checked by `stat`, a third of the syscalls of reading them), and the
+/// pointers only when the registry directory changed. The summaries are the
+/// very ones [`Loaded::summary`] gives, kept as JSON text.
+#[derive(Default)]
+pub struct ListCache {
+    registry_stamp: Stamp,
+    runs: HashMap<String, Cached>,
+}
+
+impl ListCache {
+    /// `{"runs":[...]}` as [`list`] would give it, and the pointers reaped.
+    pub fn list_json(&mut self, reg: &Registry) -> (String, Vec<Reaped>) {
+        let now_stamp = stamp(&reg.dir);
+        let ids = reg.ids();
+        let fresh_pointers = now_stamp != self.registry_stamp || now_stamp.is_none();
+        self.registry_stamp = now_stamp;
+        let keep: HashSet<&String> = ids.iter().collect();
+        self.runs.retain(|id, _| keep.contains(id));
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+        let per = ids.len().div_ceil(workers).max(64);
+        let this = &*self;
+        type Out = Vec<(String, Result<Option<Cached>, Option<Reaped>>)>;
+        let parts: Vec<Out> = std::thread::scope(|s| {
+            let handles: Vec<_> = ids
+                .chunks(per)
+                .map(|chunk| {
+                    s.spawn(move || {
+                        chunk
+                            .iter()
+                            .map(|id| {
+                                let cached = this.runs.get(id).filter(|_| !fresh_pointers);
+                                let pointer = match cached {
+                                    Some(c) => c.pointer.clone(),
+                                    None => match reg.read_unchecked(id) {
+                                        Some(p) => p,
+                                        None => return (id.clone(), Err(None)),
+                                    },
+                                };
+                                if let Some(c) = cached {
+                                    let stamps = stamps_of(&pointer, &c.tasks);
+                                    if c.stamps == stamps && stamps[0].is_some() {
+                                        return (id.clone(), Ok(None));
+                                    }
+                                }
+                                let l = match reg.keep_or_reap(pointer) {
+                                    (Some(p), _) => load(p),
+                                    (None, r) => return (id.clone(), Err(r)),
+                                };
+                                let tasks = l.task_ids();
+                                let summary = l.summary().to_string();
+                                let stamps = stamps_of(&l.pointer, &tasks);
+                                (id.clone(), Ok(Some(Cached { pointer: l.pointer, tasks, stamps, summary })))
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        });
+        let mut reaped = Vec::new();
+        let mut body = String::from("{\"runs\":[");
+        let mut first = true;
+        for (id, r) in parts.into_iter().flatten() {
+            match r {
+                Ok(Some(c)) => {
+                    self.runs.insert(id.clone(), c);
+                }
+                Ok(None) => {}
+                Err(r) => {
+                    self.runs.remove(&id);
+                    reaped.extend(r);
+                    continue;
+                }
+            }
+            if let Some(c) = self.runs.get(&id) {
+                if !first {
+                    body.push(',');
+                }
+                first = false;
+                body.push_str(&c.summary);
+            }
+        }
+        body.push_str("]}");
+        (body, reaped)
+    }
+}

@@ -31,7 +31,6 @@ use crate::runs::view::{self, Loaded, ViewError};
 use crate::runs::{liveness, valid_id};
 use crate::sse::{Encoder, SseOptions};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use serde_json::json;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
@@ -71,9 +70,10 @@ pub fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors)
     let mut reaped = Vec::new();
     let result = match segs.as_slice() {
         [] => {
-            let (items, r) = view::list(&reg);
-            reaped = r;
-            Ok(json!({ "runs": items }))
+            let (body, r) = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner()).list_json(&reg);
+            log_reaped(&r);
+            let _ = respond(stream, 200, cors, &body);
+            return Close::Linger;
         }
         [id] => view::find(&reg, id, &mut reaped).map(|l| l.show()),
         [id, "tasks", tid] => view::find(&reg, id, &mut reaped).and_then(|l| l.task(tid)),
