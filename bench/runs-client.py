@@ -7,7 +7,9 @@
     plans (2 tasks) and journals (3 records) written straight to disk,
     100 repos x 100 slugs; no task logs (cost summing reads every log, so
     a registry of runs with logs costs more in proportion to their bytes).
-    Reports the median and max of BENCH_LIST_REPEAT (default 5) requests.
+    Reports the first request (the server reads every run's files) and the
+    median and max of BENCH_LIST_REPEAT (default 5) requests (later ones
+    re-read only runs whose files changed: a stat per file).
 (b) Append-to-frame delay: one live task; this process appends Claude
     text_delta lines, each carrying CLOCK_MONOTONIC ns just before the write,
     one every BENCH_INTERVAL_MS (default 10), BENCH_LINES of them (default
@@ -128,7 +130,8 @@ for _ in range(REPEAT):
 stop(p)
 if n != N_RUNS:
     ok = False
-print(f"list runs={n} median_ms={statistics.median(times):.1f} max_ms={max(times):.1f} setup_s={setup_s:.1f}", flush=True)
+print(f"list runs={n} first_ms={times[0]:.1f} median_ms={statistics.median(times):.1f} max_ms={max(times):.1f} "
+      f"setup_s={setup_s:.1f}", flush=True)
 
 # a live task for (b) and (c)
 live_repo = os.path.join(WORK, "live")
