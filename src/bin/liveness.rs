@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 const BIN: &str = "liveness";
 
-/// Read and update a run's liveness sidecar (<RUNSTATE>/<slug>.live.json): which process runs which task.
+/// Read and update a run's liveness sidecar (RUNSTATE/SLUG.live.json): which process runs which task.
 #[derive(Parser, Debug)]
 #[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such task (get); 2 usage error (bad slug, task or JSON); 3 input or output error.\nSee liveness(1) and spec/liveness.schema.json.")]
 struct Args {
