@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 
 /// How often an idle stream looks at its client, the journal and the clock.
 const TICK: Duration = Duration::from_millis(100);
-/// How often an idle stream of a live task re-reads the journal for its exit.
+/// How often an idle stream of a live task re-reads a journal it could not
+/// watch (one that does not exist yet) for the task's exit.
 const JOURNAL_EVERY: Duration = Duration::from_millis(250);
 
 type Cors<'a> = &'a [(&'static str, String)];
@@ -369,8 +370,18 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     let cap = shared.cfg.stream_buffer;
     let mut out =
         Out { stream, chunked: req.http11, queue: Vec::new(), sent: 0, cap, dropped: None, last_write: Instant::now() };
-    let _ = pump(shared, &mut tail, &mut out, &mut file, &sub, &journal_path, tid);
+    // The journal is watched too, so an idle stream re-reads it only when it changed.
+    let journal_sub = hub.subscribe(&journal_path).ok();
+    let watched = Watched { log: &sub, journal: journal_sub.as_ref(), journal_path: &journal_path };
+    let _ = pump(shared, &mut tail, &mut out, &mut file, &watched, tid);
     Close::Now
+}
+
+/// The files a stream follows.
+struct Watched<'a> {
+    log: &'a super::watch::Sub,
+    journal: Option<&'a super::watch::Sub>,
+    journal_path: &'a std::path::Path,
 }
 
 fn pump(
@@ -378,10 +389,11 @@ fn pump(
     tail: &mut Tail,
     out: &mut Out,
     file: &mut std::fs::File,
-    sub: &super::watch::Sub,
-    journal: &std::path::Path,
+    w: &Watched,
     tid: &str,
 ) -> io::Result<()> {
+    let sub = w.log;
+    let mut journal_seen: Option<u64> = None;
     let mut buf = vec![0u8; 64 * 1024];
     let mut partial: Vec<u8> = Vec::new();
     let mut last_journal = Instant::now().checked_sub(JOURNAL_EVERY).unwrap_or_else(Instant::now);
@@ -421,9 +433,15 @@ fn pump(
                 break;
             }
         }
-        if !got && !tail.exited && last_journal.elapsed() >= JOURNAL_EVERY {
+        let journal_gen = w.journal.map(|j| j.generation());
+        let journal_due = match journal_gen {
+            Some(g) => journal_seen != Some(g),
+            None => last_journal.elapsed() >= JOURNAL_EVERY,
+        };
+        if !got && !tail.exited && journal_due {
             last_journal = Instant::now();
-            if Journal::read(journal).ok().and_then(|j| j.state(tid).map(is_terminal)).unwrap_or(false) {
+            journal_seen = journal_gen;
+            if Journal::read(w.journal_path).ok().and_then(|j| j.state(tid).map(is_terminal)).unwrap_or(false) {
                 // The exit is journaled: what the log holds now is all of it
                 // (read once more), and a final line without a newline is still a line.
                 ended = true;
