@@ -2,6 +2,8 @@
 //! `runs` and `liveness` binaries, and `runwire-serve`'s `/runs` routes on
 //! 127.0.0.1:0 spoken to over raw TCP. Every socket read has a timeout.
 
+mod common;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -536,4 +538,27 @@ fn runs_routes_pass_the_same_boundary_as_the_others() {
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
     assert!(raw.starts_with("HTTP/1.1 405"), "{raw}");
+}
+
+#[test]
+fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
+    let f = fixture("agui-format");
+    let srv = Server::start(&f.home, &[]);
+    // Task a is committed in the journal, so its stream ends at the end of its log.
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET /runs/{}/tasks/a/stream?format=agui HTTP/1.0\r\n\r\n", f.run_a).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let body = raw.split_once("\r\n\r\n").unwrap().1;
+    let events: Vec<Value> = body
+        .split("\n\n")
+        .filter_map(|fr| fr.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    common::verify(&events).unwrap();
+    assert_eq!(events[0]["type"], "RUN_STARTED");
+    assert_eq!(events[0]["threadId"], f.run_a.as_str());
+    let (code, _) = srv.get(&format!("/runs/{}/tasks/a/stream?format=agui&after=3", f.run_a));
+    assert_eq!(code, 400, "AG-UI streams do not resume");
 }
