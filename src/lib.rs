@@ -11,6 +11,7 @@ pub mod cli;
 pub mod events;
 pub mod normalize;
 pub mod pipe;
+pub mod runs;
 pub mod serve;
 pub mod sse;
 pub mod time;

@@ -53,3 +53,9 @@ fn overview_man_page_lists_every_code() {
     let want: Vec<u8> = Exit::ALL.iter().map(|e| e.code()).collect();
     assert_eq!(codes, want);
 }
+
+#[test]
+fn runs_and_liveness_use_codes_0_to_3() {
+    let doc = read("spec/exit-codes.md");
+    assert_eq!(table_codes(&doc, "## runs, liveness"), vec![0, 1, 2, 3]);
+}

@@ -44,6 +44,8 @@ impl Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
         cmd.arg("--listen").arg("127.0.0.1:0").args(args).stdin(Stdio::null()).stdout(Stdio::piped());
         cmd.env("RUNWIRE_REPLAY_DELAY_MS", "0").env_remove("SOURCE_DATE_EPOCH");
+        // Runs the server records (POST /agui) go to a temp dir, not ~/.harness.
+        cmd.env("HARNESS_HOME", tmp("harness"));
         for (k, v) in envs {
             cmd.env(k, v);
         }

@@ -100,6 +100,8 @@ impl Server {
         cmd.arg("--listen").arg("127.0.0.1:0").args(args);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.env("RUNWIRE_REPLAY_DELAY_MS", "1").env_remove("SOURCE_DATE_EPOCH").env_remove("STUB_MODE");
+        // Runs the server records (POST /agui) go to a temp dir, not ~/.harness.
+        cmd.env("HARNESS_HOME", std::env::temp_dir().join(format!("runwire-serve-conf-{}", std::process::id())));
         for (k, v) in envs {
             cmd.env(k, v);
         }

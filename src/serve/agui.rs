@@ -20,6 +20,7 @@ use super::Shared;
 use crate::agui::{AguiEvent, TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
 use crate::normalize::{Normalizer, Options};
+use crate::runs::record::Recorder;
 use crate::sse::{Encoder, SseOptions};
 use crate::time::Clock;
 use serde_json::Value;
@@ -313,7 +314,7 @@ impl<'a> Body<'a> {
 
 /// True when the client closed its side or the connection failed: checked
 /// with a non-consuming peek (the read timeout is 1 ms while streaming).
-fn client_gone(stream: &TcpStream) -> bool {
+pub(crate) fn client_gone(stream: &TcpStream) -> bool {
     let mut b = [0u8; 1];
     match stream.peek(&mut b) {
         Ok(0) => true,
@@ -382,6 +383,10 @@ struct Stages {
     tr: Translator,
     enc: Encoder,
     clock: Clock,
+    /// The run's durable record (`runs::record`), when recording works.
+    rec: Option<Recorder>,
+    /// The rc of the exit event the stream carried, if any.
+    exit_rc: Option<i64>,
 }
 
 impl Stages {
@@ -395,6 +400,23 @@ impl Stages {
             }),
             enc: Encoder::new(SseOptions::default()),
             clock,
+            rec: recorder(shared, input),
+            exit_rc: None,
+        }
+    }
+
+    /// Journals the run's end from how it went.
+    fn record_end(&mut self, outcome: &Outcome) {
+        let Some(rec) = self.rec.take() else { return };
+        let (state, rc) = match (outcome, self.exit_rc) {
+            (Outcome::Cancelled, rc) => ("halted", rc),
+            // A source that ended without any exit event (a replayed log,
+            // a wrapper that exited 0 silently) finished normally.
+            (_, Some(0) | None) => ("committed", self.exit_rc),
+            (_, rc) => ("failed", rc),
+        };
+        if let Err(e) = rec.finish(state, rc) {
+            crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
         }
     }
 
@@ -409,7 +431,16 @@ impl Stages {
     }
 
     fn line(&mut self, line: &[u8], body: &mut Body) -> io::Result<()> {
+        if let Some(rec) = &mut self.rec {
+            if let Err(e) = rec.line(line) {
+                crate::cli::report(super::BIN, format!("record {}: {e}; no longer recording this run", rec.run_id));
+                self.rec = None;
+            }
+        }
         for ev in self.norm.push(line) {
+            if let Data::Exit(x) = &ev.data {
+                self.exit_rc = Some(x.rc);
+            }
             let out = self.tr.push(&ev);
             self.frames(out, body)?;
         }
@@ -431,6 +462,7 @@ impl Stages {
             ts_ms: self.clock.now_ms(),
             data: Data::Exit(Exit { rc, ok: rc == 0, detail: Some(detail) }),
         };
+        self.exit_rc = Some(rc);
         let out = self.tr.push(&ev);
         self.frames(out, body)
     }
@@ -472,10 +504,30 @@ fn stream_run(
         }
     };
     let session = stages.norm.session().map(str::to_string);
-    match result.and_then(|_| body.end()) {
-        Ok(()) if body.over => (session, Outcome::NotRetained),
-        Ok(()) => (session, Outcome::Done(Arc::new(std::mem::take(&mut body.kept)))),
-        Err(_) => (session, Outcome::Cancelled),
+    let outcome = match result.and_then(|_| body.end()) {
+        Ok(()) if body.over => Outcome::NotRetained,
+        Ok(()) => Outcome::Done(Arc::new(std::mem::take(&mut body.kept))),
+        Err(_) => Outcome::Cancelled,
+    };
+    stages.record_end(&outcome);
+    (session, outcome)
+}
+
+/// Starts the run's durable record; a failure is reported and the run goes
+/// on unrecorded.
+fn recorder(shared: &Shared, input: &RunInput) -> Option<Recorder> {
+    if !shared.cfg.record {
+        return None;
+    }
+    match Recorder::start(&shared.cfg.harness_home, &input.run_id, shared.cfg.adapter.name(), &input.prompt) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            crate::cli::report(
+                super::BIN,
+                format!("cannot record run {:?} under {}: {e}", input.run_id, shared.cfg.harness_home.display()),
+            );
+            None
+        }
     }
 }
 

@@ -571,6 +571,7 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
             agui::post(shared, stream, req, &body, &cors)
         }
         ("/agui", _) => method_not_allowed(stream, &cors, "POST"),
+        (p, _) if p == "/runs" || p.starts_with("/runs/") => super::runs::route(shared, stream, req, &cors),
         _ => {
             respond_error(stream, 404, &cors, &format!("no route {}", req.path));
             Close::Linger
@@ -578,7 +579,7 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
     }
 }
 
-fn method_not_allowed(stream: &mut TcpStream, cors: &[(&'static str, String)], allow: &str) -> Close {
+pub fn method_not_allowed(stream: &mut TcpStream, cors: &[(&'static str, String)], allow: &str) -> Close {
     let mut h = cors.to_vec();
     h.push(("Allow", allow.to_string()));
     respond_error(stream, 405, &h, &format!("method not allowed; use {allow}"));

@@ -24,6 +24,8 @@
 pub mod agui;
 pub mod http;
 pub mod run;
+pub mod runs;
+pub mod watch;
 
 use crate::cli::{self, Exit};
 use crate::normalize::Adapter;
@@ -49,8 +51,14 @@ pub const DEFAULT_REPLAY_DELAY_MS: u64 = 20;
 /// (`RUNWIRE_KEEPALIVE_MS` overrides).
 pub const DEFAULT_KEEPALIVE_MS: u64 = 15_000;
 
-/// Most connections handled at once; more are answered 503.
+/// Most connections handled at once by default; more are answered 503
+/// (`--max-connections` raises it: each connection is a thread, and a
+/// dashboard of many followed tasks needs more than a chat client does).
 pub const MAX_CONNECTIONS: usize = 256;
+
+/// Default bound of one task stream's unsent bytes (`RUNWIRE_STREAM_BUFFER`
+/// overrides); a client slower than the log loses events past it, and is told.
+pub const DEFAULT_STREAM_BUFFER: usize = 1024 * 1024;
 
 const AFTER_HELP: &str = "\
 Security model: loopback only by default; a request whose Host is not a loopback name is refused
@@ -88,6 +96,12 @@ pub struct Args {
     /// Allow a non-loopback --listen address and any Host header (needs --token-file).
     #[arg(long, requires = "token_file")]
     pub allow_remote: bool,
+    /// Most connections served at once (each open stream is one); more are answered 503.
+    #[arg(long, value_name = "N", default_value_t = MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_connections: u32,
+    /// Do not record POST /agui runs under $HARNESS_HOME/serve (they then do not appear in GET /runs).
+    #[arg(long)]
+    pub no_record: bool,
 }
 
 /// `ADDR:PORT`, with `localhost` read as 127.0.0.1.
@@ -165,6 +179,13 @@ pub struct Config {
     pub keepalive: Duration,
     /// How long a client may take to send its request (idle time between reads).
     pub read_timeout: Duration,
+    /// Where the run registry lives (`$HARNESS_HOME`, default `~/.harness`).
+    pub harness_home: PathBuf,
+    /// Record `POST /agui` runs as runs.
+    pub record: bool,
+    pub max_connections: usize,
+    /// Unsent bytes one task stream may hold.
+    pub stream_buffer: usize,
 }
 
 /// Why the server could not start.
@@ -264,6 +285,14 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         keepalive: env_ms("RUNWIRE_KEEPALIVE_MS", DEFAULT_KEEPALIVE_MS).max(Duration::from_millis(10)),
         read_timeout: env_ms("RUNWIRE_READ_TIMEOUT_MS", http::READ_TIMEOUT.as_millis() as u64)
             .max(Duration::from_millis(10)),
+        harness_home: crate::runs::harness_home(),
+        record: !args.no_record,
+        max_connections: args.max_connections as usize,
+        stream_buffer: std::env::var("RUNWIRE_STREAM_BUFFER")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(DEFAULT_STREAM_BUFFER)
+            .max(1024),
     })
 }
 
@@ -273,6 +302,9 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     pub book: std::sync::Mutex<agui::Book>,
     connections: AtomicUsize,
+    hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
+    /// `GET /runs` summaries, recomputed per run only when its files change.
+    pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
 }
 
 impl Shared {
@@ -282,7 +314,14 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
+            hub: std::sync::OnceLock::new(),
+            list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
         }
+    }
+
+    /// The shared file watcher, started on first use.
+    pub fn hub(&self) -> Result<Arc<watch::Hub>, String> {
+        self.hub.get_or_init(|| watch::Hub::start().map_err(|e| e.to_string())).clone()
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -365,7 +404,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             Ok((stream, peer)) => {
                 let _ = stream.set_nonblocking(false);
                 let n = shared.connections.fetch_add(1, Ordering::SeqCst);
-                if n >= MAX_CONNECTIONS {
+                if n >= shared.cfg.max_connections {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
                     // Answered from the accept loop, so nothing here may block for long.
                     let mut s = stream;

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""bench/runs-client.py: the work of bench/runs.sh (stdlib only).
+
+  runs-client.py BIN_DIR WORK_DIR
+
+(a) GET /runs over BENCH_RUNS registered runs (default 10000): pointers,
+    plans (2 tasks) and journals (3 records) written straight to disk,
+    100 repos x 100 slugs; no task logs (cost summing reads every log, so
+    a registry of runs with logs costs more in proportion to their bytes).
+    Reports the first request (the server reads every run's files) and the
+    median and max of BENCH_LIST_REPEAT (default 5) requests (later ones
+    re-read only runs whose files changed: a stat per file).
+(b) Append-to-frame delay: one live task; this process appends Claude
+    text_delta lines, each carrying CLOCK_MONOTONIC ns just before the write,
+    one every BENCH_INTERVAL_MS (default 10), BENCH_LINES of them (default
+    500), to the task's log while one client follows its stream; delay =
+    frame arrival - write time.
+(c) BENCH_CLIENTS (default 1000) concurrent stream clients on one live task
+    (server started with --max-connections BENCH_CLIENTS+50): all connect,
+    then BENCH_FAN_LINES (default 200) lines and a status line are appended;
+    every client must receive every event id, in order, and the exit event.
+    Reports wall time and the server's peak RSS (VmHWM).
+Prints one key=value line per part; exit status 0 when every check passed.
+"""
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+N_RUNS = int(os.environ.get("BENCH_RUNS", "10000"))
+REPEAT = int(os.environ.get("BENCH_LIST_REPEAT", "5"))
+LINES = int(os.environ.get("BENCH_LINES", "500"))
+INTERVAL = float(os.environ.get("BENCH_INTERVAL_MS", "10")) / 1000.0
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "1000"))
+FAN_LINES = int(os.environ.get("BENCH_FAN_LINES", "200"))
+HOME = os.path.join(WORK, "home")
+SESSION = "bench-session"
+STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}'
+ok = True
+
+
+def run_id(repo_root, worktree, slug):
+    return hashlib.sha256((repo_root + "\0" + worktree).encode()).hexdigest()[:12] + "--" + slug
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def register(repo, slug, plan_tasks):
+    rs = os.path.join(repo, "runstate")
+    os.makedirs(rs, exist_ok=True)
+    rid = run_id(repo, repo, slug)
+    os.makedirs(os.path.join(HOME, "runs"), exist_ok=True)
+    write(os.path.join(HOME, "runs", rid + ".json"), json.dumps({
+        "runId": rid, "slug": slug, "repoRoot": repo, "project": os.path.basename(repo),
+        "repo": os.path.basename(repo), "branch": "main", "worktree": repo, "runstateDir": rs,
+        "created": "2026-01-01T00:00:00.000Z"}))
+    write(os.path.join(rs, slug + ".plan.json"), json.dumps({"v": "plan/v1", "tasks": plan_tasks}))
+    return rid, rs
+
+
+def server(extra_args=()):
+    env = dict(os.environ, HARNESS_HOME=HOME)
+    p = subprocess.Popen([os.path.join(BIN, "runwire-serve"), "--listen", "127.0.0.1:0", *extra_args],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    port = int(p.stdout.readline().decode().strip().rsplit(":", 1)[1])
+    return p, port
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def hwm_kb(p):
+    with open(f"/proc/{p.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
+def get(port, path):
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+    chunks = []
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        chunks.append(b)
+    s.close()
+    raw = b"".join(chunks)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+# (a)
+tasks2 = [{"id": "a", "adapter": "claude", "prompt": "p"}, {"id": "b", "adapter": "claude", "prompt": "q", "deps": ["a"]}]
+journal = "".join(json.dumps({"v": "runstate/v1", "ts": "2026-01-01T00:00:00.000Z", "actor": "runner", "task": t,
+                              "state": s}) + "\n" for t, s in [("a", "leased"), ("a", "committed"), ("b", "leased")])
+t0 = time.time()
+for i in range(N_RUNS):
+    repo = os.path.join(WORK, "repos", f"r{i // 100}")
+    slug = f"s{i % 100}"
+    _, rs = register(repo, slug, tasks2)
+    write(os.path.join(rs, slug + ".jsonl"), journal)
+setup_s = time.time() - t0
+p, port = server()
+times = []
+n = -1
+for _ in range(REPEAT):
+    t = time.perf_counter()
+    code, body = get(port, "/runs")
+    times.append((time.perf_counter() - t) * 1000)
+    n = len(json.loads(body)["runs"]) if code == 200 else -1
+stop(p)
+if n != N_RUNS:
+    ok = False
+print(f"list runs={n} first_ms={times[0]:.1f} median_ms={statistics.median(times):.1f} max_ms={max(times):.1f} "
+      f"setup_s={setup_s:.1f}", flush=True)
+
+# a live task for (b) and (c)
+live_repo = os.path.join(WORK, "live")
+
+
+def live_task(slug):
+    rid, rs = register(live_repo, slug, [{"id": "t", "adapter": "claude", "prompt": "p"}])
+    log = os.path.join(rs, slug + ".t.log")
+    write(log, "")
+    return rid, log
+
+
+def delta_line(text):
+    return json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
+                       "event": {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": text}}}, separators=(",", ":"))
+
+
+HEAD = [
+    json.dumps({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "bench", "tools": []}),
+    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
+        "type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
+                                             "content": [], "model": "bench"}}}),
+    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
+        "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
+]
+
+
+def append(f, line):
+    f.write(line + "\n")
+    f.flush()
+
+
+# (b)
+rid, log = live_task("lat")
+p, port = server()
+s = socket.create_connection(("127.0.0.1", port), timeout=60)
+s.sendall(f"GET /runs/{rid}/tasks/t/stream HTTP/1.0\r\n\r\n".encode())
+delays = []
+
+
+def writer_b():
+    with open(log, "a") as f:
+        for line in HEAD:
+            append(f, line)
+        time.sleep(0.2)
+        for _ in range(LINES):
+            append(f, delta_line(str(time.clock_gettime_ns(time.CLOCK_MONOTONIC))))
+            time.sleep(INTERVAL)
+        append(f, STATUS)
+
+
+th = threading.Thread(target=writer_b)
+th.start()
+buf = b""
+done = False
+while not done:
+    b = s.recv(1 << 16)
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    if not b:
+        break
+    buf += b
+    while b"\n\n" in buf:
+        frame, buf = buf.split(b"\n\n", 1)
+        for l in frame.split(b"\n"):
+            if l.startswith(b"data: "):
+                ev = json.loads(l[6:])
+                if ev.get("type") == "token_delta":
+                    delays.append((now - int(ev["data"]["text"])) / 1e6)
+                if ev.get("type") == "exit":
+                    done = True
+th.join()
+s.close()
+stop(p)
+delays.sort()
+if len(delays) != LINES:
+    ok = False
+p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))] if delays else -1
+print(f"follow frames={len(delays)} median_ms={statistics.median(delays) if delays else -1:.2f} p99_ms={p99:.2f} "
+      f"max_ms={max(delays) if delays else -1:.2f}", flush=True)
+
+# (c)
+rid, log = live_task("fan")
+p, port = server(["--max-connections", str(CLIENTS + 50)])
+
+
+async def client(ready):
+    r, w = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+    w.write(f"GET /runs/{rid}/tasks/t/stream HTTP/1.0\r\n\r\n".encode())
+    await w.drain()
+    head = await r.readuntil(b"\r\n\r\n")
+    ready.append(1)
+    if not head.startswith(b"HTTP/1.1 200"):
+        return None
+    ids = []
+    while True:
+        frame = await r.readuntil(b"\n\n")
+        for l in frame.split(b"\n"):
+            if l.startswith(b"id: "):
+                ids.append(l[4:].decode())
+        if b'"type":"exit"' in frame:
+            w.close()
+            return ids
+
+
+async def fan():
+    ready = []
+    t0 = time.time()
+    tasks = [asyncio.create_task(asyncio.wait_for(client(ready), 120)) for _ in range(CLIENTS)]
+    while len(ready) < CLIENTS and time.time() - t0 < 60:
+        await asyncio.sleep(0.05)
+    connect_s = time.time() - t0
+
+    def writer_c():
+        with open(log, "a") as f:
+            for line in HEAD:
+                append(f, line)
+            for i in range(FAN_LINES):
+                append(f, delta_line(f"x{i}"))
+                time.sleep(0.002)
+            append(f, STATUS)
+
+    t1 = time.time()
+    await asyncio.to_thread(writer_c)
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    return connect_s, time.time() - t1, results
+
+
+connect_s, wall_s, results = asyncio.run(fan())
+rss = hwm_kb(p)
+stop(p)
+complete = [r for r in results if isinstance(r, list)]
+want = None
+with open(log, "rb") as f:
+    want_lines = len(f.read().splitlines())
+full = sum(1 for r in complete if len(r) == len(complete[0]) and r == complete[0]) if complete else 0
+events = len(complete[0]) if complete else 0
+if full != CLIENTS:
+    ok = False
+print(f"fanout clients={CLIENTS} complete={full} events_each={events} log_lines={want_lines} connect_s={connect_s:.2f} "
+      f"wall_s={wall_s:.2f} peak_rss_mb={rss / 1024:.1f}", flush=True)
+sys.exit(0 if ok else 1)

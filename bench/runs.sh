@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# bench/runs.sh: the durable tier of runwire-serve, on loopback. On demand
+# only; CI never runs it. Needs python3 (stdlib only) and Linux /proc.
+# What it measures is described in bench/runs-client.py: GET /runs over
+# 10,000 registered runs, append-to-frame delay on a followed task stream,
+# and 1,000 concurrent stream clients on one live task (the server is
+# started with --max-connections above that: its default, 256, would
+# answer the rest 503), with the server's peak RSS.
+#
+# Environment: BENCH_RUNS, BENCH_LIST_REPEAT, BENCH_LINES, BENCH_INTERVAL_MS,
+# BENCH_CLIENTS, BENCH_FAN_LINES (see runs-client.py); RUNWIRE_BIN, the
+# directory holding runwire-serve (default: cargo build --release).
+# Exit status 0 when every check passed, 1 otherwise.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+die() {
+  echo "bench: $*" >&2
+  exit 1
+}
+command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
+[ -r /proc/self/status ] || die "needs Linux /proc for the peak RSS"
+if [ -n "${RUNWIRE_BIN:-}" ]; then
+  bin=$(cd "$RUNWIRE_BIN" && pwd)
+else
+  echo "bench: cargo build --release --bin runwire-serve" >&2
+  (cd "$root" && cargo build --quiet --release --bin runwire-serve)
+  target=${CARGO_TARGET_DIR:-$root/target}
+  case "$target" in /*) ;; *) target="$root/$target" ;; esac
+  bin="$target/release"
+fi
+[ -x "$bin/runwire-serve" ] || die "$bin/runwire-serve: no such executable"
+# 1,000 streams are 1,000 sockets on each side.
+ulimit -n 8192 2>/dev/null || true
+work=$(mktemp -d "${TMPDIR:-/tmp}/runwire-bench-runs.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+python3 "$root/bench/runs-client.py" "$bin" "$work"

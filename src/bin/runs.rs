@@ -1,0 +1,125 @@
+//! `runs list|show|task|register`: the run views of `runwire-serve`'s
+//! `GET /runs…` routes, as JSON lines, and the registry's write side. All
+//! logic is in `runwire::runs`.
+
+use clap::{Parser, Subcommand};
+use runwire::cli::{self, Exit};
+use runwire::runs::registry::{NewRun, Registry};
+use runwire::runs::view::{self, ViewError};
+use runwire::runs::{self};
+use std::io::Write;
+use std::process::ExitCode;
+
+const BIN: &str = "runs";
+
+/// List, show and register runs ($HARNESS_HOME/runs, default ~/.harness/runs); JSON lines on stdout.
+#[derive(Parser, Debug)]
+#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task; 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// One line per registered run: runId, slug, repo, status, wave, counts, cost, tokens (as GET /runs).
+    List,
+    /// One run: meta, plan DAG, each task's last state (as GET /runs/RUNID).
+    Show { run_id: String },
+    /// One task: adapter, session id, pid, runtime, idle time, log path (as GET /runs/RUNID/tasks/TID).
+    Task { run_id: String, task: String },
+    /// Write a registry pointer (what a runner does at start); prints it.
+    Register {
+        #[arg(long)]
+        slug: String,
+        #[arg(long, value_name = "DIR")]
+        repo_root: String,
+        #[arg(long, value_name = "DIR")]
+        worktree: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        /// The repository's name (default: the repo root's last component).
+        #[arg(long)]
+        repo: Option<String>,
+        #[arg(long)]
+        branch: Option<String>,
+        /// Where the journal, plan, logs and liveness live (default WORKTREE/runstate).
+        #[arg(long, value_name = "DIR")]
+        runstate_dir: Option<String>,
+    },
+}
+
+fn line(o: &mut impl Write, v: &serde_json::Value) -> anyhow::Result<()> {
+    let mut s = serde_json::to_vec(v)?;
+    s.push(b'\n');
+    o.write_all(&s)?;
+    Ok(())
+}
+
+fn run(args: Args) -> anyhow::Result<Exit> {
+    let reg = Registry::at(&runs::harness_home());
+    let stdout = std::io::stdout();
+    let mut o = std::io::BufWriter::new(stdout.lock());
+    let mut reaped = Vec::new();
+    let result = match args.cmd {
+        Cmd::List => {
+            let (items, r) = view::list(&reg);
+            reaped = r;
+            Ok(items.iter().try_for_each(|it| line(&mut o, it)))
+        }
+        Cmd::Show { run_id } => view::find(&reg, &run_id, &mut reaped).map(|l| l.show()).map(|v| line(&mut o, &v)),
+        Cmd::Task { run_id, task } => {
+            view::find(&reg, &run_id, &mut reaped).and_then(|l| l.task(&task)).map(|v| line(&mut o, &v))
+        }
+        Cmd::Register { slug, repo_root, worktree, project, repo, branch, runstate_dir } => {
+            let new = NewRun { slug, repo_root, worktree, project, repo, branch, runstate_dir };
+            let created = runwire::time::format_ms(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(0),
+            );
+            match new.pointer(created) {
+                Err(e) => Err(ViewError::Bad(e)),
+                Ok(p) => {
+                    reg.register(&p).map_err(|e| anyhow::anyhow!("{}: {e}", reg.path(&p.run_id).display()))?;
+                    Ok(line(&mut o, &serde_json::to_value(&p)?))
+                }
+            }
+        }
+    };
+    for r in &reaped {
+        cli::report(BIN, view::reaped_message(r));
+    }
+    match result {
+        Ok(r) => {
+            r?;
+            o.flush()?;
+            Ok(Exit::Ok)
+        }
+        Err(ViewError::Bad(m)) => {
+            cli::report(BIN, m);
+            Ok(Exit::Usage)
+        }
+        Err(ViewError::NotFound(m)) => {
+            cli::report(BIN, m);
+            Ok(Exit::Flagged)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match cli::parse_args::<Args>() {
+        Ok(args) => cli::finish(BIN, run(args)),
+        Err(code) => code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

@@ -1,0 +1,196 @@
+//! `runstate/v1`: a run's append-only journal, one JSON record a line
+//! (`spec/runstate.schema.json`). Task records move a task through
+//! `leased → implemented → gated → [reviewed] → committed`, or end it
+//! `halted`/`failed` with an `rc`; run records (`paused`, `resumed`,
+//! `steer-queued`, …) concern the whole run. Every record has `ts` and
+//! `actor`.
+//!
+//! Reading is tolerant: a line that does not parse (a crash mid-write leaves
+//! a truncated last line) is counted and skipped, never fatal.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+pub const VERSION: &str = "runstate/v1";
+
+/// Task states, in their usual order.
+pub const TASK_STATES: [&str; 7] = ["leased", "implemented", "gated", "reviewed", "committed", "halted", "failed"];
+
+/// Run-level record kinds.
+pub const RUN_EVENTS: [&str; 6] = ["started", "paused", "resumed", "steer-queued", "finished", "aborted"];
+
+/// States after which a task does nothing more.
+pub fn is_terminal(state: &str) -> bool {
+    matches!(state, "committed" | "halted" | "failed")
+}
+
+/// One journal line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub v: String,
+    /// RFC 3339 UTC, milliseconds.
+    pub ts: String,
+    /// Who wrote it (`runner`, `gate`, `reviewer`, `runwire-serve`, a user…).
+    pub actor: String,
+    /// Set on task records.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub task: Option<String>,
+    /// The task's new state (task records).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub state: Option<String>,
+    /// What happened to the run (run records).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub run: Option<String>,
+    /// Exit code, on `halted`/`failed` (and optionally `committed`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rc: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub detail: Option<String>,
+}
+
+impl Record {
+    pub fn task(actor: &str, task: &str, state: &str, rc: Option<i64>) -> Record {
+        Record {
+            v: VERSION.into(),
+            ts: crate::time::format_ms(now_ms()),
+            actor: actor.into(),
+            task: Some(task.into()),
+            state: Some(state.into()),
+            run: None,
+            rc,
+            detail: None,
+        }
+    }
+
+    pub fn run(actor: &str, what: &str) -> Record {
+        Record {
+            v: VERSION.into(),
+            ts: crate::time::format_ms(now_ms()),
+            actor: actor.into(),
+            task: None,
+            state: None,
+            run: Some(what.into()),
+            rc: None,
+            detail: None,
+        }
+    }
+
+    /// Checks the record against the contract (version, enums, exactly one of task/run).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.v != VERSION {
+            return Err(format!("v is {:?}, expected {VERSION:?}", self.v));
+        }
+        match (&self.task, &self.state, &self.run) {
+            (Some(t), Some(s), None) => {
+                super::check_id("task", t)?;
+                if !TASK_STATES.contains(&s.as_str()) {
+                    return Err(format!("unknown task state {s:?}"));
+                }
+            }
+            (None, None, Some(r)) => {
+                if !RUN_EVENTS.contains(&r.as_str()) {
+                    return Err(format!("unknown run event {r:?}"));
+                }
+            }
+            _ => return Err("a record is either a task record (task, state) or a run record (run)".into()),
+        }
+        Ok(())
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Appends one record as one `write` of one line (O_APPEND: concurrent
+/// appenders never interleave within a line).
+pub fn append(path: &Path, rec: &Record) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    f.write_all(&line)
+}
+
+/// What a journal says, folded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Journal {
+    /// The last record of each task.
+    pub tasks: BTreeMap<String, Record>,
+    /// The last run-level record.
+    pub last_run: Option<Record>,
+    /// Lines that did not parse (a truncated last line, junk).
+    pub skipped: usize,
+    pub records: usize,
+}
+
+impl Journal {
+    /// Folds journal bytes; never fails.
+    pub fn parse(bytes: &[u8]) -> Journal {
+        let mut j = Journal::default();
+        for line in bytes.split(|&b| b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<Record>(line) {
+                Ok(r) if r.validate().is_ok() => {
+                    j.records += 1;
+                    match r.task.clone() {
+                        Some(t) => {
+                            j.tasks.insert(t, r);
+                        }
+                        None => j.last_run = Some(r),
+                    }
+                }
+                _ => j.skipped += 1,
+            }
+        }
+        j
+    }
+
+    /// Reads a journal; a missing file is an empty journal.
+    pub fn read(path: &Path) -> std::io::Result<Journal> {
+        Ok(Journal::read_opt(path)?.unwrap_or_default())
+    }
+
+    /// Reads a journal; `None` when the file does not exist.
+    pub fn read_opt(path: &Path) -> std::io::Result<Option<Journal>> {
+        match super::read_small(path) {
+            Ok(b) => Ok(Some(Journal::parse(&b))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The task's last state.
+    pub fn state(&self, task: &str) -> Option<&str> {
+        self.tasks.get(task).and_then(|r| r.state.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_state_per_task_and_truncated_tail_tolerated() {
+        let dir = std::env::temp_dir().join(format!("runwire-journal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.jsonl");
+        let _ = std::fs::remove_file(&p);
+        append(&p, &Record::task("runner", "a", "leased", None)).unwrap();
+        append(&p, &Record::task("runner", "a", "implemented", None)).unwrap();
+        append(&p, &Record::task("runner", "b", "failed", Some(2))).unwrap();
+        append(&p, &Record::run("user", "paused")).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(br#"{"v":"runstate/v1","ts":"2026-01-01T00:0"#).unwrap();
+        let j = Journal::read(&p).unwrap();
+        assert_eq!(j.state("a"), Some("implemented"));
+        assert_eq!(j.tasks["b"].rc, Some(2));
+        assert_eq!(j.last_run.as_ref().and_then(|r| r.run.as_deref()), Some("paused"));
+        assert_eq!((j.records, j.skipped), (4, 1));
+        assert_eq!(Journal::read(&dir.join("none.jsonl")).unwrap(), Journal::default());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,140 @@
+//! Runs: the durable tier. Everything here is a pure function of files on
+//! disk (see `spec/LAYOUT.md`): a run's append-only journal
+//! ([`journal`], `runstate/v1`), the plan it executes ([`plan`]), the
+//! per-task logfiles, an ephemeral liveness sidecar ([`liveness`],
+//! `liveness/v1`), and the global registry of runs ([`registry`]). The
+//! views ([`view`]) are what `runs` prints and what `runwire-serve`'s
+//! `GET /runs…` routes answer, computed by the same functions.
+
+pub mod journal;
+pub mod liveness;
+pub mod plan;
+pub mod record;
+pub mod registry;
+pub mod sha256;
+pub mod view;
+
+use std::path::{Path, PathBuf};
+
+/// Longest slug, task id or run id accepted.
+pub const MAX_ID: usize = 128;
+
+/// The strict character set every slug, task id and run id must match before
+/// it becomes part of a path: `[A-Za-z0-9._-]`, 1 to [`MAX_ID`] bytes, not
+/// starting with a dot (so never `.`, `..` or a hidden file), no `..` inside.
+pub fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_ID
+        && !s.starts_with('.')
+        && !s.contains("..")
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Checks an id, naming what it is in the error.
+pub fn check_id(what: &str, s: &str) -> Result<(), String> {
+    if valid_id(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {s:?} is not a valid id: 1 to {MAX_ID} characters of A-Z a-z 0-9 . _ -, not starting with a dot, no \"..\""
+        ))
+    }
+}
+
+/// `$HARNESS_HOME`, else `~/.harness`.
+pub fn harness_home() -> PathBuf {
+    match std::env::var_os("HARNESS_HOME").filter(|v| !v.is_empty()) {
+        Some(h) => PathBuf::from(h),
+        None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/")).join(".harness"),
+    }
+}
+
+/// The files of one run inside its runstate directory.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    pub dir: PathBuf,
+    pub slug: String,
+}
+
+impl RunFiles {
+    pub fn new(dir: impl Into<PathBuf>, slug: &str) -> RunFiles {
+        RunFiles { dir: dir.into(), slug: slug.to_string() }
+    }
+    /// `<slug>.jsonl`: the journal.
+    pub fn journal(&self) -> PathBuf {
+        self.dir.join(format!("{}.jsonl", self.slug))
+    }
+    /// `<slug>.plan.json`: the plan.
+    pub fn plan(&self) -> PathBuf {
+        self.dir.join(format!("{}.plan.json", self.slug))
+    }
+    /// `<slug>.live.json`: liveness.
+    pub fn live(&self) -> PathBuf {
+        self.dir.join(format!("{}.live.json", self.slug))
+    }
+    /// `<slug>.live.lock`: the lock serializing liveness updates.
+    pub fn live_lock(&self) -> PathBuf {
+        self.dir.join(format!("{}.live.lock", self.slug))
+    }
+    /// `<slug>.<task>.log`: a task's raw agent output (the wrapper's stdout).
+    pub fn log(&self, task: &str) -> PathBuf {
+        self.dir.join(format!("{}.{task}.log", self.slug))
+    }
+}
+
+/// Reads a whole (small) file with open, read, close: `std::fs::read` also
+/// stats the file first, and `GET /runs` reads three files per run, so that
+/// one syscall in four adds up over thousands of runs.
+pub fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        // A short read of a regular file means end of file: skip the read that would say so.
+        if len < buf.len() {
+            break;
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, fsynced, then renamed over `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    let r = f.write_all(bytes).and_then(|_| f.sync_all()).and_then(|_| std::fs::rename(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_strict() {
+        for ok in ["a", "run-1", "abc123def456--my.slug", "T_2"] {
+            assert!(valid_id(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "a..b", ".hidden", "a/b", "a\0b", "a b", "é", &"x".repeat(MAX_ID + 1)] {
+            assert!(!valid_id(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,500 @@
+//! `GET /runs`, `GET /runs/:runId`, `GET /runs/:runId/tasks/:tid` and
+//! `GET /runs/:runId/tasks/:tid/stream`: the durable tier, read from files
+//! only (no supervisor needed; live and finished runs alike).
+//!
+//! The JSON views are `runs::view`'s, the very functions `runs list|show|task`
+//! print. The stream tails the task's logfile (woken by the shared inotify
+//! [`Hub`]) through the same [`Normalizer`] as `normalize-events`, frames
+//! each event with [`Encoder`] (`id:` = `seq`, as `sse-encode --id-from seq`)
+//! and resumes after `Last-Event-ID` / `?after=` by the same seq comparison
+//! as `normalize-events --after`. `?format=agui` passes the events through
+//! [`Translator`] instead.
+//!
+//! Each stream writes through a bounded buffer on a non-blocking socket: the
+//! file is read on at the writer's pace, and what a too-slow client cannot
+//! take is dropped and named in one `error` event (no `id:`, so the client's
+//! last event id stays the last one it really received).
+//!
+//! [`Hub`]: super::watch::Hub
+//! [`Normalizer`]: crate::normalize::Normalizer
+//! [`Encoder`]: crate::sse::Encoder
+//! [`Translator`]: crate::agui::Translator
+
+use super::http::{method_not_allowed, respond, respond_error, Close, Request};
+use super::Shared;
+use crate::agui::{TranslateOptions, Translator};
+use crate::events::{Data, ErrorData, Event, Seq, Writer};
+use crate::normalize::{Normalizer, Options};
+use crate::runs::journal::{is_terminal, Journal};
+use crate::runs::registry::Registry;
+use crate::runs::view::{self, Loaded, ViewError};
+use crate::runs::{liveness, valid_id};
+use crate::sse::{Encoder, SseOptions};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+/// How often an idle stream looks at its client, the journal and the clock.
+const TICK: Duration = Duration::from_millis(100);
+/// How often an idle stream of a live task re-reads a journal it could not
+/// watch (one that does not exist yet) for the task's exit.
+const JOURNAL_EVERY: Duration = Duration::from_millis(250);
+
+type Cors<'a> = &'a [(&'static str, String)];
+
+/// The query parameter `name`, raw.
+fn query_param<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
+    req.query.as_deref()?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+fn view_error(stream: &mut TcpStream, cors: Cors, e: ViewError) -> Close {
+    match e {
+        ViewError::Bad(m) => respond_error(stream, 400, cors, &m),
+        ViewError::NotFound(m) => respond_error(stream, 404, cors, &m),
+    }
+    Close::Linger
+}
+
+/// Routes every path under `/runs`.
+pub fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) -> Close {
+    if req.method != "GET" {
+        return method_not_allowed(stream, cors, "GET");
+    }
+    let rest = &req.path["/runs".len()..];
+    let segs: Vec<&str> = match rest {
+        "" | "/" => Vec::new(),
+        r => r[1..].split('/').collect(),
+    };
+    let reg = Registry::at(&shared.cfg.harness_home);
+    let mut reaped = Vec::new();
+    let result = match segs.as_slice() {
+        [] => {
+            let (body, r) = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner()).list_json(&reg);
+            log_reaped(&r);
+            let _ = respond(stream, 200, cors, &body);
+            return Close::Linger;
+        }
+        [id] => view::find(&reg, id, &mut reaped).map(|l| l.show()),
+        [id, "tasks", tid] => view::find(&reg, id, &mut reaped).and_then(|l| l.task(tid)),
+        [id, "tasks", tid, "stream"] => {
+            let r = view::find(&reg, id, &mut reaped);
+            log_reaped(&reaped);
+            return match r {
+                Ok(l) => stream_task(shared, stream, req, cors, &l, tid),
+                Err(e) => view_error(stream, cors, e),
+            };
+        }
+        segs if segs.iter().any(|s| !valid_id(s)) => Err(ViewError::Bad(format!(
+            "{}: every path segment must be an id of A-Z a-z 0-9 . _ - (no \"..\", no empty segment)",
+            req.path
+        ))),
+        _ => Err(ViewError::NotFound(format!("no route {}", req.path))),
+    };
+    log_reaped(&reaped);
+    match result {
+        Ok(v) => {
+            let _ = respond(stream, 200, cors, &v.to_string());
+            Close::Linger
+        }
+        Err(e) => view_error(stream, cors, e),
+    }
+}
+
+fn log_reaped(reaped: &[crate::runs::registry::Reaped]) {
+    for r in reaped {
+        crate::cli::report(super::BIN, view::reaped_message(r));
+    }
+}
+
+/// The events/v1 or AG-UI framing of one stream.
+enum Framing {
+    Events { writer: Writer, enc: Encoder, after: Option<Seq> },
+    Agui { tr: Box<Translator>, enc: Encoder },
+}
+
+/// A response body on a non-blocking socket, with a bounded queue.
+struct Out<'a> {
+    stream: &'a mut TcpStream,
+    chunked: bool,
+    queue: Vec<u8>,
+    sent: usize,
+    cap: usize,
+    /// Seqs dropped since the last `error` event: (first, last).
+    dropped: Option<(Seq, Seq)>,
+    last_write: Instant,
+}
+
+impl Out<'_> {
+    fn queued(&self) -> usize {
+        self.queue.len() - self.sent
+    }
+
+    fn push_raw(&mut self, frame: &[u8]) {
+        if self.chunked {
+            self.queue.extend_from_slice(format!("{:x}\r\n", frame.len()).as_bytes());
+        }
+        self.queue.extend_from_slice(frame);
+        if self.chunked {
+            self.queue.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// Queues a frame, or drops it (remembering its seq) when the queue is full.
+    fn frame(&mut self, frame: &[u8], seq: Seq) {
+        // An empty queue takes any frame, so one event larger than the
+        // bound (a huge tool result) is late, never lost.
+        if self.dropped.is_some() || (self.queued() > 0 && self.queued() + frame.len() > self.cap) {
+            self.dropped = Some(match self.dropped {
+                Some((first, _)) => (first, seq),
+                None => (seq, seq),
+            });
+            return;
+        }
+        self.push_raw(frame);
+    }
+
+    /// Writes what the socket takes now; `Err` when the client is gone.
+    fn flush(&mut self) -> io::Result<()> {
+        while self.sent < self.queue.len() {
+            match self.stream.write(&self.queue[self.sent..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.sent += n;
+                    self.last_write = Instant::now();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.sent == self.queue.len() {
+            self.queue.clear();
+            self.sent = 0;
+        } else if self.sent > self.cap {
+            self.queue.drain(..self.sent);
+            self.sent = 0;
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded) until the socket takes more.
+    fn wait_writable(&self, timeout: Duration) {
+        let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLOUT)];
+        let _ = poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::ZERO));
+    }
+}
+
+/// Per-stream state: the normalizer over the log and the framing.
+struct Tail {
+    norm: Normalizer,
+    framing: Framing,
+    run: String,
+    task: String,
+    exited: bool,
+    json: Vec<u8>,
+}
+
+impl Tail {
+    fn line(&mut self, line: &[u8], out: &mut Out) {
+        for ev in self.norm.push(line) {
+            if matches!(ev.data, Data::Exit(_)) {
+                self.exited = true;
+            }
+            self.event(&ev, out);
+        }
+    }
+
+    fn event(&mut self, ev: &Event, out: &mut Out) {
+        match &mut self.framing {
+            Framing::Events { writer, enc, after } => {
+                if after.is_some_and(|a| ev.seq <= a) {
+                    return;
+                }
+                self.json.clear();
+                writer.write(ev, &mut self.json);
+                let line = self.json.strip_suffix(b"\n").unwrap_or(&self.json);
+                if let Ok(Some(f)) = enc.push(line) {
+                    out.frame(f.as_bytes(), ev.seq);
+                }
+            }
+            Framing::Agui { tr, enc } => {
+                for a in tr.push(ev) {
+                    if let Ok(Some(f)) = enc.push(a.to_json().as_bytes()) {
+                        out.frame(f.as_bytes(), ev.seq);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The one `error` event naming what a slow client missed, once the
+    /// queue has room again. Not framed with an `id:`.
+    fn report_drop(&mut self, out: &mut Out, at_end: bool) {
+        let Some((first, last)) = out.dropped else { return };
+        if out.queued() > out.cap / 2 && !at_end {
+            return;
+        }
+        out.dropped = None;
+        let ev = Event {
+            run: Some(self.run.clone()),
+            task: Some(self.task.clone()),
+            session: self.norm.session().map(str::to_string),
+            seq: first,
+            ts_ms: crate::time::Clock::from_env().now_ms(),
+            data: Data::Error(ErrorData {
+                reason: format!(
+                    "the client read too slowly: events {first} to {last} were dropped; reconnect with Last-Event-ID to get them"
+                ),
+                code: "dropped".into(),
+                raw: format!("{first}..{last}"),
+                fatal: false,
+            }),
+        };
+        let frame = match &mut self.framing {
+            Framing::Events { .. } => format!("event: error\ndata: {}\n\n", ev.to_json()),
+            Framing::Agui { tr, .. } => tr.push(&ev).iter().map(|a| format!("data: {}\n\n", a.to_json())).collect(),
+        };
+        out.push_raw(frame.as_bytes());
+    }
+
+    fn finish(&mut self, out: &mut Out) {
+        for ev in self.norm.finish() {
+            self.event(&ev, out);
+        }
+        if let Framing::Agui { tr, enc } = &mut self.framing {
+            for a in tr.finish() {
+                if let Ok(Some(f)) = enc.push(a.to_json().as_bytes()) {
+                    out.push_raw(f.as_bytes());
+                }
+            }
+        }
+    }
+}
+
+fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, l: &Loaded, tid: &str) -> Close {
+    if let Err(e) = crate::runs::check_id("task", tid) {
+        return view_error(stream, cors, ViewError::Bad(e));
+    }
+    if !l.task_ids().iter().any(|t| t == tid) {
+        let m = format!("run {:?} has no task {tid:?}", l.pointer.run_id);
+        return view_error(stream, cors, ViewError::NotFound(m));
+    }
+    let Some(adapter) = l.adapter_of(tid) else {
+        let m = format!("task {tid:?} has no adapter in the run's plan, so its log cannot be read");
+        return view_error(stream, cors, ViewError::NotFound(m));
+    };
+    let agui = match query_param(req, "format") {
+        None | Some("events") => false,
+        Some("agui") => true,
+        Some(f) => return view_error(stream, cors, ViewError::Bad(format!("format={f}: expected events or agui"))),
+    };
+    let after_raw = req.header("last-event-id").or_else(|| query_param(req, "after"));
+    let after = match after_raw.map(|a| (a, Seq::parse(a))) {
+        None => None,
+        Some((_, Some(s))) => Some(s),
+        Some((a, None)) => {
+            return view_error(stream, cors, ViewError::Bad(format!("{a:?} is not a seq (LINE or LINE.K)")));
+        }
+    };
+    if agui && after.is_some() {
+        let m = "format=agui streams always start at the beginning (AG-UI events carry no seq); resume the events stream instead";
+        return view_error(stream, cors, ViewError::Bad(m.into()));
+    }
+    let entry = liveness::get(&l.files).tasks.get(tid).cloned();
+    let log = l.log_path(tid, entry.as_ref());
+    let hub = match shared.hub() {
+        Ok(h) => h,
+        Err(e) => {
+            respond_error(stream, 503, cors, &format!("cannot watch files: {e}"));
+            return Close::Linger;
+        }
+    };
+    // Watch before opening, so no write between the first read and a wait is missed.
+    let sub = match hub.subscribe(&log) {
+        Ok(s) => s,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let m = format!("task {tid:?} has no log yet ({})", log.display());
+            return view_error(stream, cors, ViewError::NotFound(m));
+        }
+        Err(e) => {
+            respond_error(stream, 503, cors, &format!("cannot watch the log: {e}"));
+            return Close::Linger;
+        }
+    };
+    let Ok(mut file) = std::fs::File::open(&log) else {
+        return view_error(stream, cors, ViewError::NotFound(format!("task {tid:?} has no log")));
+    };
+    let run_id = l.pointer.run_id.clone();
+    let framing = if agui {
+        Framing::Agui {
+            tr: Box::new(Translator::new(TranslateOptions {
+                thread_id: Some(run_id.clone()),
+                run_id: Some(tid.to_string()),
+            })),
+            enc: Encoder::new(SseOptions::default()),
+        }
+    } else {
+        Framing::Events {
+            writer: Writer::default(),
+            enc: Encoder::new(SseOptions { id_from: Some("seq".into()), after: None }),
+            after,
+        }
+    };
+    let mut tail = Tail {
+        norm: Normalizer::new(
+            adapter,
+            Options { run: Some(run_id.clone()), task: Some(tid.to_string()), ..Options::default() },
+        ),
+        framing,
+        run: run_id,
+        task: tid.to_string(),
+        exited: false,
+        json: Vec::new(),
+    };
+    let mut head = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
+    );
+    if req.http11 {
+        head.push_str("Transfer-Encoding: chunked\r\n");
+    }
+    for (n, v) in cors {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    if stream.write_all(head.as_bytes()).is_err() || stream.set_nonblocking(true).is_err() {
+        return Close::Now;
+    }
+    let journal_path = l.files.journal();
+    let cap = shared.cfg.stream_buffer;
+    let mut out =
+        Out { stream, chunked: req.http11, queue: Vec::new(), sent: 0, cap, dropped: None, last_write: Instant::now() };
+    // The journal is watched too, so an idle stream re-reads it only when it changed.
+    let journal_sub = hub.subscribe(&journal_path).ok();
+    let watched = Watched { log: &sub, journal: journal_sub.as_ref(), journal_path: &journal_path };
+    let _ = pump(shared, &mut tail, &mut out, &mut file, &watched, tid);
+    Close::Now
+}
+
+/// The files a stream follows.
+struct Watched<'a> {
+    log: &'a super::watch::Sub,
+    journal: Option<&'a super::watch::Sub>,
+    journal_path: &'a std::path::Path,
+}
+
+fn pump(
+    shared: &Shared,
+    tail: &mut Tail,
+    out: &mut Out,
+    file: &mut std::fs::File,
+    w: &Watched,
+    tid: &str,
+) -> io::Result<()> {
+    let sub = w.log;
+    let mut journal_seen: Option<u64> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut partial: Vec<u8> = Vec::new();
+    let mut last_journal = Instant::now().checked_sub(JOURNAL_EVERY).unwrap_or_else(Instant::now);
+    let mut last_peek = Instant::now();
+    let mut ended = false;
+    loop {
+        let gen = sub.generation();
+        let mut got = false;
+        // Read what is there now; stop early when the queue is full so the
+        // file is read at the client's pace while drops are being counted.
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if n == 0 {
+                break;
+            }
+            got = true;
+            let mut start = 0;
+            for i in memchr::memchr_iter(b'\n', &buf[..n]) {
+                let seg = &buf[start..i];
+                if partial.is_empty() {
+                    tail.line(strip_cr(seg), out);
+                } else {
+                    partial.extend_from_slice(seg);
+                    let line = std::mem::take(&mut partial);
+                    tail.line(strip_cr(&line), out);
+                }
+                start = i + 1;
+            }
+            partial.extend_from_slice(&buf[start..n]);
+            tail.report_drop(out, false);
+            out.flush()?;
+            if tail.exited {
+                break;
+            }
+        }
+        let journal_gen = w.journal.map(|j| j.generation());
+        let journal_due = match journal_gen {
+            Some(g) => journal_seen != Some(g),
+            None => last_journal.elapsed() >= JOURNAL_EVERY,
+        };
+        if !got && !tail.exited && journal_due {
+            last_journal = Instant::now();
+            journal_seen = journal_gen;
+            if Journal::read(w.journal_path).ok().and_then(|j| j.state(tid).map(is_terminal)).unwrap_or(false) {
+                // The exit is journaled: what the log holds now is all of it
+                // (read once more), and a final line without a newline is still a line.
+                ended = true;
+            }
+        }
+        if ended && !got && !partial.is_empty() {
+            let line = std::mem::take(&mut partial);
+            tail.line(strip_cr(&line), out);
+        }
+        if tail.exited || (ended && !got) || shared.is_shutting_down() {
+            tail.finish(out);
+            tail.report_drop(out, true);
+            if out.chunked {
+                // An empty chunk is the chunked body's end: `0\r\n\r\n`.
+                out.push_raw(b"");
+            }
+            return drain(out);
+        }
+        tail.report_drop(out, false);
+        out.flush()?;
+        if last_peek.elapsed() >= TICK {
+            last_peek = Instant::now();
+            if super::agui::client_gone(out.stream) {
+                return Err(io::ErrorKind::ConnectionAborted.into());
+            }
+            if out.queued() == 0 && out.last_write.elapsed() >= shared.cfg.keepalive {
+                out.push_raw(b": keep-alive\n\n");
+                out.flush()?;
+            }
+        }
+        if out.queued() > 0 {
+            out.wait_writable(Duration::from_millis(20));
+        } else if !got {
+            sub.wait(gen, TICK);
+        }
+    }
+}
+
+/// Sends what is queued (bounded by the write timeout), then ends.
+fn drain(out: &mut Out) -> io::Result<()> {
+    let deadline = Instant::now() + super::http::WRITE_TIMEOUT;
+    loop {
+        out.flush()?;
+        if out.queued() == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        out.wait_writable(Duration::from_millis(100));
+    }
+}
+
+fn strip_cr(l: &[u8]) -> &[u8] {
+    l.strip_suffix(b"\r").unwrap_or(l)
+}

@@ -1,0 +1,564 @@
+//! The durable tier end to end: fixture run directories in temp dirs, the
+//! `runs` and `liveness` binaries, and `runwire-serve`'s `/runs` routes on
+//! 127.0.0.1:0 spoken to over raw TCP. Every socket read has a timeout.
+
+mod common;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+const STATUS_OK: &str = r#"{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}"#;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("runwire-runs-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn bin(name: &str, home: &Path) -> Command {
+    let mut c = Command::new(match name {
+        "runs" => env!("CARGO_BIN_EXE_runs"),
+        _ => env!("CARGO_BIN_EXE_liveness"),
+    });
+    c.env("HARNESS_HOME", home);
+    c
+}
+
+fn lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A fixture: two live-looking runs, one with a truncated journal line, and
+/// a pointer whose runstate directory is gone.
+struct Fixture {
+    home: PathBuf,
+    run_a: String,
+    run_b: String,
+    gone: String,
+}
+
+fn fixture(name: &str) -> Fixture {
+    let base = tmp(name);
+    let home = base.join("home");
+    let register = |slug: &str, repo: &Path, wt: Option<&Path>| -> String {
+        let mut c = bin("runs", &home);
+        c.args(["register", "--slug", slug, "--repo-root"]).arg(repo).args(["--branch", "main"]);
+        if let Some(w) = wt {
+            c.arg("--worktree").arg(w);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        lines(&o.stdout)[0]["runId"].as_str().unwrap().to_string()
+    };
+    let repo = base.join("repo");
+    let rs = repo.join("runstate");
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(
+        rs.join("feat.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"do a"},
+            {"id":"b","adapter":"claude","prompt":"do b","deps":["a"],"gate":"make test","review":"codex"},
+            {"id":"c","adapter":"claude","prompt":"do c","deps":["a"]}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        rs.join("feat.jsonl"),
+        concat!(
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"leased"}"#,
+            "\n",
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:01:00.000Z","actor":"runner","task":"a","state":"committed","rc":0}"#,
+            "\n",
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:02:00.000Z","actor":"runner","task":"b","state":"leased"}"#,
+            "\n",
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:03:00.000Z","actor":"runner","task":"c","state":"fail"#
+        ),
+    )
+    .unwrap();
+    std::fs::copy(root().join("fixtures/claude/bb-turn-tools.partial.jsonl"), rs.join("feat.a.log")).unwrap();
+    std::fs::write(rs.join("feat.b.log"), "").unwrap();
+    let run_a = register("feat", &repo, None);
+    // Same slug, another worktree of the same repo: another run.
+    let wt = base.join("wt");
+    std::fs::create_dir_all(wt.join("runstate")).unwrap();
+    let run_b = register("feat", &repo, Some(&wt));
+    let gone_repo = base.join("gone");
+    std::fs::create_dir_all(gone_repo.join("runstate")).unwrap();
+    let gone = register("old", &gone_repo, None);
+    std::fs::remove_dir_all(&gone_repo).unwrap();
+    let o = bin("liveness", &home)
+        .arg("--runstate")
+        .arg(&rs)
+        .args(["set", "feat", "b", r#"{"pid":1,"session_id":"s-b","started_ts":"2026-01-01T00:02:00.000Z"}"#])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    Fixture { home, run_a, run_b, gone }
+}
+
+#[test]
+fn runs_list_show_task_over_fixture_dirs() {
+    let f = fixture("views");
+    assert_ne!(f.run_a, f.run_b, "equal slugs in two worktrees must not collide");
+    let o = bin("runs", &f.home).arg("list").output().unwrap();
+    assert!(o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains(&format!("runs: registry: reaped {}", f.gone)), "{stderr}");
+    assert!(!f.home.join("runs").join(format!("{}.json", f.gone)).exists(), "the gone run's pointer is removed");
+    let list = lines(&o.stdout);
+    assert_eq!(list.len(), 2);
+    let a = list.iter().find(|r| r["runId"] == f.run_a.as_str()).unwrap();
+    assert_eq!(a["status"], "running");
+    assert_eq!(a["wave"], 2);
+    assert_eq!(a["counts"], serde_json::json!({"committed": 1, "leased": 1, "pending": 1}));
+    assert_eq!(a["tokens"]["output"], 258);
+    assert!(a["costUsd"].as_f64().unwrap() > 0.06);
+    let b = list.iter().find(|r| r["runId"] == f.run_b.as_str()).unwrap();
+    assert_eq!(b["status"], "registered");
+
+    let o = bin("runs", &f.home).args(["show", &f.run_a]).output().unwrap();
+    let show = &lines(&o.stdout)[0];
+    assert_eq!(show["plan"]["waves"], serde_json::json!([["a"], ["b", "c"]]));
+    assert_eq!(show["tasks"]["a"]["state"], "committed");
+    assert_eq!(show["tasks"]["c"]["state"], "pending", "the truncated last line is skipped");
+    assert_eq!(show["journal"]["skipped"], 1);
+
+    let o = bin("runs", &f.home).args(["task", &f.run_a, "b"]).output().unwrap();
+    let t = &lines(&o.stdout)[0];
+    assert_eq!(
+        (t["adapter"].as_str(), t["sessionId"].as_str(), t["pid"].as_i64()),
+        (Some("claude"), Some("s-b"), Some(1))
+    );
+    assert!(t["runtimeS"].as_f64().unwrap() > 0.0 && t["logfile"].as_str().unwrap().ends_with("feat.b.log"));
+
+    for (args, code) in [
+        (vec!["show", "nope"], 1),
+        (vec!["show", "../x"], 2),
+        (vec!["task", f.run_a.as_str(), "zz"], 1),
+        (vec!["register", "--slug", "a/b", "--repo-root", "/r"], 2),
+        (vec!["bogus"], 2),
+    ] {
+        let o = bin("runs", &f.home).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.stderr.starts_with(b"runs: ") || code == 2, "{args:?}");
+    }
+    let o = bin("runs", &f.home).arg("--help").output().unwrap();
+    assert!(o.status.success() && !f.home.join("runs").join("x").exists());
+}
+
+#[test]
+fn many_processes_set_liveness_at_once_and_nothing_is_lost() {
+    let dir = tmp("live");
+    let n = 48;
+    let children: Vec<Child> = (0..n)
+        .map(|i| {
+            bin("liveness", &dir)
+                .args(["set", "run", &format!("t{i}"), &format!(r#"{{"pid":{},"state":"leased"}}"#, 100000 + i)])
+                .arg("--runstate")
+                .arg(&dir)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    let o = bin("liveness", &dir).arg("--runstate").arg(&dir).args(["get", "run"]).output().unwrap();
+    let live = &lines(&o.stdout)[0];
+    assert_eq!(live["tasks"].as_object().unwrap().len(), n);
+    assert_eq!(live["tasks"]["t7"]["pid"], 100007);
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn reap_drops_a_dead_pid_and_reports_the_journals_last_state() {
+    let dir = tmp("reap");
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let me = std::process::id();
+    let set = |task: &str, json: String| {
+        let o = bin("liveness", &dir).args(["--runstate"]).arg(&dir).args(["set", "r", task, &json]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    set("gone", format!(r#"{{"pid":{dead_pid}}}"#));
+    set("alive", format!(r#"{{"pid":{me}}}"#));
+    std::fs::write(
+        dir.join("r.jsonl"),
+        r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"gone","state":"halted","rc":137}
+"#,
+    )
+    .unwrap();
+    let o = bin("liveness", &dir).args(["reap", "r", "--runstate"]).arg(&dir).output().unwrap();
+    assert!(o.status.success());
+    let r = lines(&o.stdout);
+    assert_eq!(r, vec![serde_json::json!({"task":"gone","pid":dead_pid,"last_state":"halted","rc":137})]);
+    let o = bin("liveness", &dir).args(["--runstate"]).arg(&dir).args(["get", "r", "gone"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    for bad in [vec!["set", "r", "../x", "{}"], vec!["set", "r", "t", "{\"nope\":1}"], vec!["get", "a/b"]] {
+        let o = bin("liveness", &dir).args(["--runstate"]).arg(&dir).args(&bad).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+    }
+}
+
+// ---- the server ----
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(home: &Path, envs: &[(&str, &str)]) -> Server {
+        Server::start_with(home, envs, &[])
+    }
+
+    fn start_with(home: &Path, envs: &[(&str, &str)], args: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+        cmd.args(["--listen", "127.0.0.1:0"]).args(args).env("HARNESS_HOME", home).env("RUNWIRE_REPLAY_DELAY_MS", "0");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+        Server { child, port }
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        self.get_with(path, "")
+    }
+
+    fn get_with(&self, path: &str, headers: &str) -> (u16, Value) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\n{headers}\r\n").unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (code, serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}")))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn without(mut v: Value, keys: &[&str]) -> Value {
+    for k in keys {
+        v.as_object_mut().unwrap().remove(*k);
+    }
+    v
+}
+
+#[test]
+fn routes_give_the_same_views_as_the_runs_binary_and_refuse_bad_ids() {
+    let f = fixture("routes");
+    let srv = Server::start(&f.home, &[]);
+    let (code, list) = srv.get("/runs");
+    assert_eq!(code, 200);
+    let cli = lines(&bin("runs", &f.home).arg("list").output().unwrap().stdout);
+    assert_eq!(list["runs"].as_array().unwrap(), &cli);
+    let (code, show) = srv.get(&format!("/runs/{}", f.run_a));
+    assert_eq!(code, 200);
+    assert_eq!(show, lines(&bin("runs", &f.home).args(["show", &f.run_a]).output().unwrap().stdout)[0]);
+    let (_, task) = srv.get(&format!("/runs/{}/tasks/b", f.run_a));
+    let cli_task = lines(&bin("runs", &f.home).args(["task", &f.run_a, "b"]).output().unwrap().stdout)[0].clone();
+    let clocky = ["idleS", "runtimeS"];
+    assert_eq!(without(task, &clocky), without(cli_task, &clocky));
+
+    let a = &f.run_a;
+    for (path, code) in [
+        ("/runs/..".to_string(), 400),
+        ("/runs/../etc/passwd".into(), 400),
+        ("/runs/%2e%2e".into(), 400),
+        ("/runs/a%00b".into(), 400),
+        (format!("/runs/{}", "x".repeat(300)), 400),
+        (format!("/runs/{a}/tasks/..%2fx"), 400),
+        (format!("/runs/{a}/tasks/.hidden/stream"), 400),
+        (format!("/runs/{a}//tasks"), 400),
+        ("/runs/nope".into(), 404),
+        (format!("/runs/{a}/tasks/zz"), 404),
+        (format!("/runs/{a}/tasks/zz/stream"), 404),
+        (format!("/runs/{a}/tasks/c/stream"), 404),
+        (format!("/runs/{a}/other"), 404),
+        (format!("/runs/{a}/tasks/a/stream?after=x"), 400),
+        (format!("/runs/{a}/tasks/a/stream?format=xml"), 400),
+    ] {
+        let (got, body) = srv.get(&path);
+        assert_eq!(got, code, "{path}: {body}");
+        assert!(body["error"].is_string(), "{path}: {body}");
+    }
+}
+
+/// Reads SSE frames until `max` frames with an id, the end, or the exit event.
+/// Returns the ids read, whether the exit was seen, and error frames.
+fn read_frames(port: u16, path: &str, last_id: Option<&str>, max: usize) -> (Vec<String>, bool, Vec<String>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut req = format!("GET {path} HTTP/1.0\r\n");
+    if let Some(id) = last_id {
+        req.push_str(&format!("Last-Event-ID: {id}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut ids = Vec::new();
+    let mut errors = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let mut head_done = false;
+    loop {
+        let n = s.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            return (ids, false, errors);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if !head_done {
+            let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+            assert!(buf.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf));
+            buf.drain(..i + 4);
+            head_done = true;
+        }
+        while let Some(i) = buf.windows(2).position(|w| w == b"\n\n") {
+            let frame = String::from_utf8(buf.drain(..i + 2).collect()).unwrap();
+            if frame.starts_with("event: error") {
+                errors.push(frame);
+                continue;
+            }
+            if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id: ")) {
+                ids.push(id.to_string());
+            }
+            if frame.contains(r#""type":"exit""#) {
+                return (ids, true, errors);
+            }
+            if ids.len() >= max {
+                return (ids, false, errors);
+            }
+        }
+    }
+}
+
+/// The seqs a whole log normalizes to, in order (what normalize-events prints).
+fn expected_seqs(log: &[u8]) -> Vec<String> {
+    let mut n = runwire::normalize::Normalizer::new(runwire::normalize::Adapter::Claude, Default::default());
+    let mut out = Vec::new();
+    for line in log.split(|&b| b == b'\n') {
+        if line.is_empty() && out.is_empty() {
+            continue;
+        }
+        for ev in n.push(line) {
+            out.push(ev.seq.to_string());
+        }
+    }
+    out
+}
+
+/// A live run: plan + journal + a log the test appends to while it reads.
+fn live_run(name: &str) -> (PathBuf, String, PathBuf) {
+    let base = tmp(name);
+    let home = base.join("home");
+    let rs = base.join("repo/runstate");
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(
+        rs.join("live.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(rs.join("live.t.log"), "").unwrap();
+    let o =
+        bin("runs", &home).args(["register", "--slug", "live", "--repo-root"]).arg(base.join("repo")).output().unwrap();
+    let id = lines(&o.stdout)[0]["runId"].as_str().unwrap().to_string();
+    (home, id, rs.join("live.t.log"))
+}
+
+fn source_lines(reps: usize) -> Vec<String> {
+    let fixture = std::fs::read_to_string(root().join("fixtures/claude/bb-turn-tools.partial.jsonl")).unwrap();
+    let mut v: Vec<String> = Vec::new();
+    for _ in 0..reps {
+        v.extend(fixture.lines().map(str::to_string));
+    }
+    v.push(STATUS_OK.to_string());
+    v
+}
+
+#[test]
+fn resume_is_exact_with_random_disconnects_over_a_growing_log() {
+    let (home, id, log) = live_run("resume");
+    let srv = Server::start(&home, &[]);
+    let src = source_lines(6);
+    let writer = {
+        let log = log.clone();
+        let src = src.clone();
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            for (i, l) in src.iter().enumerate() {
+                // Lines sometimes arrive in two writes, so a reader can see half a line.
+                let (x, y) = l.split_at(l.len() / 2);
+                f.write_all(x.as_bytes()).unwrap();
+                if i % 3 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                f.write_all(y.as_bytes()).unwrap();
+                f.write_all(b"\n").unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let mut got: Vec<String> = Vec::new();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut connections = 0;
+    loop {
+        assert!(Instant::now() < deadline, "no exit event within 60 s; got {} ids", got.len());
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let max = 1 + (rng % 8) as usize;
+        let (ids, exited, errors) = read_frames(srv.port, &path, got.last().map(String::as_str), max);
+        assert!(errors.is_empty(), "{errors:?}");
+        connections += 1;
+        got.extend(ids);
+        if exited {
+            break;
+        }
+    }
+    writer.join().unwrap();
+    let want = expected_seqs(&std::fs::read(&log).unwrap());
+    assert!(connections > 5, "the test should have reconnected many times ({connections})");
+    assert!(got == want, "the union of what was received must be the whole sequence, no duplicate, no gap");
+}
+
+#[test]
+fn a_too_slow_client_gets_one_error_naming_the_dropped_range() {
+    let (home, id, log) = live_run("slow");
+    let srv = Server::start(&home, &[("RUNWIRE_STREAM_BUFFER", "1024")]);
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET /runs/{id}/tasks/t/stream HTTP/1.0\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // Far more than the kernel's socket buffers hold for a client that does not read.
+    let src = source_lines(300);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    for l in &src {
+        writeln!(f, "{l}").unwrap();
+    }
+    drop(f);
+    // Do not read for a while: the server must drop, not block or buffer without bound.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    let body = text.split_once("\r\n\r\n").unwrap().1;
+    let errors: Vec<&str> = body.split("\n\n").filter(|f| f.starts_with("event: error")).collect();
+    assert!(!errors.is_empty(), "expected a dropped-range error event");
+    let ids: Vec<String> =
+        body.split("\n\n").filter_map(|f| f.lines().find_map(|l| l.strip_prefix("id: "))).map(str::to_string).collect();
+    let want = expected_seqs(&std::fs::read(&log).unwrap());
+    // Every seq was either delivered or named in a dropped range.
+    let mut covered = ids.clone();
+    for e in &errors {
+        let data: Value = serde_json::from_str(e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+        assert_eq!(data["data"]["code"], "dropped");
+        let (from, to) = data["data"]["raw"].as_str().unwrap().split_once("..").unwrap();
+        let a = want.iter().position(|s| s == from).unwrap();
+        let b = want.iter().position(|s| s == to).unwrap();
+        covered.extend(want[a..=b].iter().cloned());
+    }
+    let key = |s: &String| runwire::events::Seq::parse(s).unwrap();
+    covered.sort_by_key(key);
+    covered.dedup();
+    assert!(covered == want, "delivered + dropped ranges != all: {} vs {}", covered.len(), want.len());
+}
+
+#[test]
+fn post_agui_runs_are_recorded_and_their_streams_re_read() {
+    let home = tmp("agui").join("home");
+    let srv = Server::start(&home, &[]);
+    let body = r#"{"threadId":"t1","runId":"r1","messages":[{"role":"user","content":"hi"}]}"#;
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "POST /agui HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+        .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    assert!(String::from_utf8_lossy(&raw).contains("RUN_FINISHED"));
+    let (_, list) = srv.get("/runs");
+    let runs = list["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0]["slug"].as_str(), runs[0]["status"].as_str()), (Some("agui-r1"), Some("done")));
+    let id = runs[0]["runId"].as_str().unwrap();
+    let (ids, _, _) = read_frames(srv.port, &format!("/runs/{id}/tasks/agent/stream"), None, usize::MAX);
+    let log = home.join("serve/runstate/agui-r1.agent.log");
+    assert_eq!(ids, expected_seqs(&std::fs::read(log).unwrap()));
+    let (resumed, _, _) = read_frames(srv.port, &format!("/runs/{id}/tasks/agent/stream"), Some(&ids[3]), usize::MAX);
+    assert_eq!(resumed, ids[4..]);
+}
+
+#[test]
+fn runs_routes_pass_the_same_boundary_as_the_others() {
+    let f = fixture("boundary");
+    let token_file = f.home.parent().unwrap().join("token");
+    std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
+    let srv = Server::start_with(&f.home, &[], &["--token-file", token_file.to_str().unwrap()]);
+    let stream = format!("/runs/{}/tasks/a/stream", f.run_a);
+    for path in ["/runs", stream.as_str()] {
+        assert_eq!(srv.get(path).0, 401, "{path} without the token");
+    }
+    assert_eq!(srv.get("/runs?token=0123456789abcdef0123").0, 200);
+    assert_eq!(srv.get_with("/runs", "Authorization: Bearer 0123456789abcdef0123\r\n").0, 200);
+    let (code, _) = srv.get_with("/runs?token=0123456789abcdef0123", "Host: evil.example\r\n");
+    assert_eq!(code, 403, "DNS rebinding is refused on /runs too");
+    let (code, _) = srv.get_with("/runs?token=0123456789abcdef0123", "Origin: https://evil.example\r\n");
+    assert_eq!(code, 403);
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "POST /runs HTTP/1.0\r\nAuthorization: Bearer 0123456789abcdef0123\r\nContent-Length: 0\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 405"), "{raw}");
+}
+
+#[test]
+fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
+    let f = fixture("agui-format");
+    let srv = Server::start(&f.home, &[]);
+    // Task a is committed in the journal, so its stream ends at the end of its log.
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET /runs/{}/tasks/a/stream?format=agui HTTP/1.0\r\n\r\n", f.run_a).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let body = raw.split_once("\r\n\r\n").unwrap().1;
+    let events: Vec<Value> = body
+        .split("\n\n")
+        .filter_map(|fr| fr.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    common::verify(&events).unwrap();
+    assert_eq!(events[0]["type"], "RUN_STARTED");
+    assert_eq!(events[0]["threadId"], f.run_a.as_str());
+    let (code, _) = srv.get(&format!("/runs/{}/tasks/a/stream?format=agui&after=3", f.run_a));
+    assert_eq!(code, 400, "AG-UI streams do not resume");
+}
