@@ -39,7 +39,7 @@ struct Line<'a> {
     #[serde(borrow, default)]
     parent_tool_use_id: Scalar<'a>,
     #[serde(borrow, default)]
-    message: Option<&'a RawValue>,
+    message: Option<Message<'a>>,
     #[serde(borrow, default)]
     event: Option<StreamEvent<'a>>,
     #[serde(borrow, default)]
@@ -276,9 +276,15 @@ fn skippable(raw: &[u8]) -> bool {
     if SKIPPED.iter().any(|k| k.as_bytes() == kind) {
         return true;
     }
-    kind == b"system"
-        && leading_str(rest, b",\"subtype\":\"")
-            .is_some_and(|(sub, _)| SKIPPED_SYSTEM.iter().any(|k| k.as_bytes() == sub))
+    match kind {
+        b"system" => leading_str(rest, b",\"subtype\":\"")
+            .is_some_and(|(sub, _)| SKIPPED_SYSTEM.iter().any(|k| k.as_bytes() == sub)),
+        // Usage snapshots and pings change no state (cost and usage come from `result`).
+        b"stream_event" => {
+            leading_str(rest, b",\"event\":{\"type\":\"").is_some_and(|(ev, _)| ev == b"message_delta" || ev == b"ping")
+        }
+        _ => false,
+    }
 }
 
 impl Claude {
@@ -306,14 +312,12 @@ impl Claude {
                 Some(ev) => self.stream_event(ctx, raw, ev, parent),
                 None => ctx.invalid(raw, "stream_event without \"event\""),
             },
-            "assistant" => match l.message.map(|m| serde_json::from_str::<Message>(m.get())) {
-                Some(Ok(m)) => self.assistant(ctx, raw, m, parent),
-                Some(Err(e)) => ctx.invalid(raw, e),
+            "assistant" => match l.message {
+                Some(m) => self.assistant(ctx, raw, m, parent),
                 None => ctx.invalid(raw, "assistant line without \"message\""),
             },
-            "user" => match l.message.map(|m| serde_json::from_str::<Message>(m.get())) {
-                Some(Ok(m)) => self.user(ctx, raw, m, parent),
-                Some(Err(e)) => ctx.invalid(raw, e),
+            "user" => match l.message {
+                Some(m) => self.user(ctx, raw, m, parent),
                 None => ctx.invalid(raw, "user line without \"message\""),
             },
             "result" => self.result(ctx, &l),
