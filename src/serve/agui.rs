@@ -260,16 +260,7 @@ struct Body<'a> {
 
 impl<'a> Body<'a> {
     fn start(stream: &'a mut TcpStream, req: &Request, cors: &[(&'static str, String)]) -> io::Result<Body<'a>> {
-        let mut head = String::from(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
-        );
-        if req.http11 {
-            head.push_str("Transfer-Encoding: chunked\r\n");
-        }
-        for (n, v) in cors {
-            head.push_str(&format!("{n}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
+        let head = super::http::sse_head(req, cors);
         stream.write_all(head.as_bytes())?;
         Ok(Body { stream, chunked: req.http11, kept: Vec::new(), over: false, last_write: Instant::now() })
     }

@@ -381,6 +381,22 @@ fn reason(code: u16) -> &'static str {
 }
 
 /// Writes a complete response with a JSON (or empty) body.
+/// The head of a streamed `text/event-stream` answer: chunked on HTTP/1.1
+/// (one chunk a frame), plain until close on HTTP/1.0; never buffered by a proxy.
+pub fn sse_head(req: &Request, cors: &[(&'static str, String)]) -> String {
+    let mut head = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
+    );
+    if req.http11 {
+        head.push_str("Transfer-Encoding: chunked\r\n");
+    }
+    for (n, v) in cors {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
 pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], body: &str) -> io::Result<()> {
     let mut head = format!("HTTP/1.1 {code} {}\r\n", reason(code));
     for (n, v) in headers {

@@ -353,16 +353,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         exited: false,
         json: Vec::new(),
     };
-    let mut head = String::from(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
-    );
-    if req.http11 {
-        head.push_str("Transfer-Encoding: chunked\r\n");
-    }
-    for (n, v) in cors {
-        head.push_str(&format!("{n}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
+    let head = super::http::sse_head(req, cors);
     if stream.write_all(head.as_bytes()).is_err() || stream.set_nonblocking(true).is_err() {
         return Close::Now;
     }
