@@ -1,0 +1,342 @@
+//! `runwire-supervise` end to end with the stub engines first on PATH:
+//! real wrappers, real process groups and signals. Every test bounds its
+//! waits, stops the supervisor's process group on the way out (even on a
+//! failed assertion) and checks that no stub process is left.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A test's directory: a git work tree (codex wants one), a harness home
+/// and the knob files of the stubs.
+struct Env {
+    dir: PathBuf,
+}
+
+impl Env {
+    fn new(name: &str) -> Env {
+        // Short: the control socket path must fit in sun_path.
+        let dir = std::env::temp_dir().join(format!("rws-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        Env { dir }
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+    fn plan(&self, json: &str) -> PathBuf {
+        let p = self.p("p.plan.json");
+        std::fs::write(&p, json).unwrap();
+        p
+    }
+    fn cmd(&self, mode: &str) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        let path =
+            format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+        c.current_dir(&self.dir)
+            .env("PATH", path)
+            .env("HARNESS_HOME", self.p("home"))
+            .env("STUB_MODE", mode)
+            .env("STUB_ARGV_LOG", self.p("argv"))
+            .env("STUB_PID_FILE", self.p("pids"))
+            .args(["--plan", "p.plan.json", "--kill-grace", "2"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        c
+    }
+    fn start(&self, mode: &str) -> Sup {
+        Sup { child: Some(self.cmd(mode).spawn().unwrap()) }
+    }
+    fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.p("runstate/p.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+    fn states(&self, task: &str) -> Vec<String> {
+        self.journal().iter().filter(|r| r["task"] == task).map(|r| r["state"].as_str().unwrap().to_string()).collect()
+    }
+    fn last(&self, task: &str) -> Option<String> {
+        self.states(task).pop()
+    }
+    fn argv(&self) -> Vec<String> {
+        std::fs::read_to_string(self.p("argv")).unwrap_or_default().lines().map(str::to_string).collect()
+    }
+    fn live(&self) -> Value {
+        std::fs::read_to_string(self.p("runstate/p.live.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    }
+    fn sock(&self) -> PathBuf {
+        self.live()["sock"].as_str().map(PathBuf::from).unwrap_or_default()
+    }
+    fn call(&self, req: Value) -> Value {
+        let mut s = UnixStream::connect(self.sock()).expect("control socket");
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+    /// Every pid a stub wrote (engines and their children).
+    fn stub_pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.p("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+}
+
+/// The supervisor; dropping it kills its process group and reaps it.
+struct Sup {
+    child: Option<Child>,
+}
+
+impl Sup {
+    fn wait(&mut self) -> i32 {
+        let c = self.child.as_mut().unwrap();
+        let until = Instant::now() + LIMIT;
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                self.child = None;
+                return s.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < until, "supervisor did not finish in {LIMIT:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Sup {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGTERM first so that it stops its tasks; then make sure.
+            let _ = Command::new("kill").args(["-TERM", &format!("-{}", c.id())]).status();
+            let until = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still answers signal 0; /proc/<pid>/stat says Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().is_some_and(|r| !r.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Waits until `f` holds.
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + LIMIT;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn no_stub_left(env: &Env) {
+    until("every stub process to be gone", || env.stub_pids().iter().all(|&p| !alive(p)));
+}
+
+const THREE: &str = r#"{"v":"plan/v1","tasks":[
+  {"id":"a","adapter":"claude","prompt":"do a","gate":"echo a >> gates.txt"},
+  {"id":"b","adapter":"cursor","prompt":"do b"},
+  {"id":"c","adapter":"claude","prompt":"do c","deps":["a","b"],"review":"codex"}]}"#;
+
+#[test]
+fn three_tasks_with_a_dependency_complete() {
+    let env = Env::new("three");
+    env.plan(THREE);
+    let mut sup = env.start("ok");
+    assert_eq!(sup.wait(), 0);
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
+    assert_eq!(env.states("b"), ["leased", "implemented", "committed"]);
+    assert_eq!(env.states("c"), ["leased", "implemented", "reviewed", "committed"]);
+    let j = env.journal();
+    let pos = |t: &str, s: &str| j.iter().position(|r| r["task"] == t && r["state"] == s).unwrap();
+    assert!(pos("c", "leased") > pos("a", "committed") && pos("c", "leased") > pos("b", "committed"));
+    assert!(j.iter().all(|r| r["ts"].is_string() && r["actor"].is_string()));
+    assert_eq!(j.last().unwrap()["run"], "finished");
+    let argv = env.argv();
+    assert_eq!(argv.iter().filter(|l| l.starts_with("codex exec --json")).count(), 1, "{argv:?}");
+    assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "a\n");
+    // The registry points at the run; the socket is gone after the end.
+    let ptrs: Vec<_> = std::fs::read_dir(env.p("home/runs")).unwrap().flatten().collect();
+    assert_eq!(ptrs.len(), 1);
+    assert!(std::fs::read_dir(env.p("home/sock")).unwrap().next().is_none());
+    let log = std::fs::read_to_string(env.p("runstate/p.a.log")).unwrap();
+    assert!(log.lines().last().unwrap().contains("runwire.status"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn a_failed_wrapper_halts_fail_closed() {
+    let env = Env::new("fail");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    let mut sup = env.start("fail");
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.states("a"), ["leased", "halted"]);
+    assert_eq!(env.states("b"), ["halted"]);
+    assert_eq!(env.argv().len(), 1, "b never started: {:?}", env.argv());
+    no_stub_left(&env);
+}
+
+fn pid_of(env: &Env, task: &str) -> Option<i32> {
+    env.live()["tasks"][task]["pid"].as_i64().map(|p| p as i32)
+}
+
+#[test]
+fn kill_stops_the_whole_group_and_dependents_never_start() {
+    let env = Env::new("kill");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    let mut sup = env.start("hang");
+    // The engine and its child both wrote their pid: the group is complete.
+    until("the hanging engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let wrapper = pid_of(&env, "a").unwrap();
+    assert_eq!(env.live()["tasks"]["a"]["pgid"].as_i64(), Some(wrapper as i64));
+    let r = env.call(serde_json::json!({"verb":"kill","task":"a","actor":"tester"}));
+    assert_eq!((r["ok"].as_bool(), r["state"].as_str()), (Some(true), Some("halted")), "{r}");
+    assert!(!alive(wrapper), "the wrapper is reaped when kill answers");
+    no_stub_left(&env);
+    // Idempotent: a second kill reports the state.
+    let sock = env.sock();
+    if sock.exists() {
+        if let Ok(mut s) = UnixStream::connect(&sock) {
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            writeln!(s, r#"{{"verb":"kill","task":"a"}}"#).unwrap();
+            let mut line = String::new();
+            let _ = BufReader::new(s).read_line(&mut line);
+            if !line.is_empty() {
+                let v: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!((v["ok"].as_bool(), v["state"].as_str()), (Some(true), Some("halted")), "{v}");
+            }
+        }
+    }
+    assert_eq!(sup.wait(), 1);
+    let j = env.journal();
+    let halt = j.iter().find(|r| r["task"] == "a" && r["state"] == "halted").unwrap();
+    assert_eq!(halt["actor"], "tester");
+    assert!(halt["rc"].as_i64().unwrap() > 128, "{halt}");
+    assert_eq!(env.states("b"), ["halted"]);
+    assert_eq!(env.argv().len(), 1, "b never started");
+}
+
+#[test]
+fn steer_resumes_the_session_with_the_message_and_reruns_the_gate() {
+    let env = Env::new("steer");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"first","gate":"echo g >> gates.txt; sleep 1"}]}"#,
+    );
+    let mut sup = env.start("ok");
+    until("the first gate", || env.p("gates.txt").exists());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"now fix the tests"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 0);
+    let argv = env.argv();
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert!(
+        argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- now\\ fix\\ the\\ tests "),
+        "{argv:?}"
+    );
+    assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "g\ng\n", "the gate ran again");
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "leased", "implemented", "gated", "committed"]);
+    assert!(env.journal().iter().any(|r| r["run"] == "steer-queued"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn steer_refusals_and_pause_holds_the_next_task() {
+    let env = Env::new("pause");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"r","adapter":"codex","prompt":"review"},
+            {"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#,
+    );
+    let mut cmd = env.cmd("ok");
+    cmd.env("STUB_DELAY", "0.02");
+    let mut sup = Sup { child: Some(cmd.spawn().unwrap()) };
+    until("a leased", || env.last("a").is_some());
+    let r = env.call(serde_json::json!({"verb":"pause"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let refused = |task: &str, needle: &str| {
+        let r = env.call(serde_json::json!({"verb":"steer","task":task,"msg":"m"}));
+        assert_eq!(r["ok"], false, "{r}");
+        assert!(r["detail"].as_str().unwrap().contains(needle), "{r}");
+    };
+    refused("r", "review seat");
+    refused("b", "no session");
+    until("a committed", || env.last("a").as_deref() == Some("committed"));
+    refused("a", "terminal");
+    let big = "x".repeat(64 * 1024 + 1);
+    let r = env.call(serde_json::json!({"verb":"steer","task":"zz","msg":big}));
+    assert_eq!(r["ok"], false);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(env.states("b").is_empty(), "b is held while paused");
+    let r = env.call(serde_json::json!({"verb":"resume"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 0);
+    let j = env.journal();
+    let resumed = j.iter().position(|r| r["run"] == "resumed").unwrap();
+    let b = j.iter().position(|r| r["task"] == "b").unwrap();
+    assert!(b > resumed && j.iter().any(|r| r["run"] == "paused"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
+    let env = Env::new("crash");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},
+            {"id":"b","adapter":"claude","prompt":"y","deps":["a"],"gate":"test -f ok.flag || exec sleep 100"}]}"#,
+    );
+    let mut sup = env.start("ok");
+    until("b's gate", || env.last("b").as_deref() == Some("implemented") && pid_of(&env, "b").is_some());
+    let gate = pid_of(&env, "b").unwrap();
+    let sock = env.sock();
+    sup.kill9();
+    // The parent-death signal stops the gate: nothing is orphaned.
+    // Gone entirely (reaped by init, not a zombie), as `liveness reap` judges by signal 0.
+    until("the gate to die with its supervisor", || !std::path::Path::new(&format!("/proc/{gate}")).exists());
+    let r = Command::new(env!("CARGO_BIN_EXE_liveness"))
+        .args(["--runstate", env.p("runstate").to_str().unwrap(), "reap", "p"])
+        .output()
+        .unwrap();
+    let reaped: Vec<Value> =
+        String::from_utf8_lossy(&r.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!((reaped[0]["task"].as_str(), reaped[0]["last_state"].as_str()), (Some("b"), Some("implemented")));
+    assert!(sock.exists() && UnixStream::connect(&sock).is_err(), "a stale socket nobody answers");
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    let mut again = env.start("ok");
+    assert_eq!(again.wait(), 0);
+    assert_eq!(env.last("b").as_deref(), Some("committed"));
+    let argv = env.argv();
+    assert_eq!(argv.iter().filter(|l| l.contains("-- x ")).count(), 1, "a is not redone: {argv:?}");
+    assert_eq!(env.states("a"), ["leased", "implemented", "committed"]);
+    no_stub_left(&env);
+}
