@@ -4,7 +4,8 @@
 //! failed assertion) and checks that no stub process is left.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -331,6 +332,18 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
     assert_eq!(reaped.len(), 1, "{reaped:?}");
     assert_eq!((reaped[0]["task"].as_str(), reaped[0]["last_state"].as_str()), (Some("b"), Some("implemented")));
     assert!(sock.exists() && UnixStream::connect(&sock).is_err(), "a stale socket nobody answers");
+    let srv = Server::start(&env, &[]);
+    let id = run_id(&env);
+    for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/b/kill")] {
+        let (code, v) = srv.post(&path, "", "");
+        assert_eq!(
+            (code, v),
+            (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
+            "{path}"
+        );
+    }
+    let (code, _) = srv.post(&format!("/runs/{id}/tasks/b/steer"), JSON, r#"{"msg":"m"}"#);
+    assert_eq!(code, 409);
     std::fs::write(env.p("ok.flag"), "").unwrap();
     let mut again = env.start("ok");
     assert_eq!(again.wait(), 0);
@@ -339,4 +352,111 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
     assert_eq!(argv.iter().filter(|l| l.contains("-- x ")).count(), 1, "a is not redone: {argv:?}");
     assert_eq!(env.states("a"), ["leased", "implemented", "committed"]);
     no_stub_left(&env);
+}
+
+// ---- through runwire-serve ----
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(env: &Env, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("HARNESS_HOME", env.p("home"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+        Server { child, port }
+    }
+
+    /// One POST; `headers` end with CRLF each.
+    fn post(&self, path: &str, headers: &str, body: &str) -> (u16, Value) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        write!(s, "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\n\r\n{body}", body.len())
+            .unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run_id(env: &Env) -> String {
+    let e = std::fs::read_dir(env.p("home/runs")).unwrap().flatten().next().unwrap();
+    e.file_name().to_string_lossy().trim_end_matches(".json").to_string()
+}
+
+const JSON: &str = "Content-Type: application/json\r\n";
+
+#[test]
+fn routes_reach_the_supervisor_and_answer_409_without_one() {
+    let env = Env::new("routes");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    std::fs::write(env.p("token"), "0123456789abcdef0123").unwrap();
+    let mut sup = env.start("hang");
+    until("the hanging engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let id = run_id(&env);
+    let srv = Server::start(&env, &["--token-file", env.p("token").to_str().unwrap()]);
+    let auth = "Authorization: Bearer 0123456789abcdef0123\r\n";
+    let with = |h: &str| format!("{auth}{h}");
+    // The /agui boundary: token, Origin, media type.
+    assert_eq!(srv.post(&format!("/runs/{id}/pause"), "", "").0, 401);
+    assert_eq!(srv.post(&format!("/runs/{id}/pause"), &with("Origin: http://evil.example\r\n"), "").0, 403);
+    let steer = format!("/runs/{id}/tasks/a/steer");
+    assert_eq!(srv.post(&steer, &with("Content-Type: text/plain\r\n"), r#"{"msg":"m"}"#).0, 415);
+    assert_eq!(srv.post(&steer, &with(JSON), r#"{"msg":"m","bogus":1}"#).0, 400);
+    let (code, v) = srv.post(&format!("/runs/{id}/pause"), auth, "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    let (code, v) = srv.post(&format!("/runs/{id}/resume"), auth, "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    let (code, v) = srv.post(&format!("/runs/{id}/tasks/b/steer"), &with(JSON), r#"{"msg":"m"}"#);
+    assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
+    let (code, v) = srv.post(&format!("/runs/{id}/tasks/a/kill"), auth, "");
+    assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
+    no_stub_left(&env);
+    assert_eq!(sup.wait(), 1);
+    let j = env.journal();
+    assert!(j.iter().any(|r| r["task"] == "a" && r["state"] == "halted" && r["actor"] == "runwire-serve"));
+    assert!(j.iter().any(|r| r["run"] == "paused") && j.iter().any(|r| r["run"] == "resumed"));
+    // Nobody answers now.
+    for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/a/kill")] {
+        let (code, v) = srv.post(&path, auth, "");
+        assert_eq!(
+            (code, v),
+            (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
+            "{path}"
+        );
+    }
+    // A steer inbox takes steer, pause and resume, never kill.
+    std::fs::write(env.p("runstate/p.steer.jsonl"), "").unwrap();
+    assert_eq!(srv.post(&steer, &with(JSON), r#"{"msg":"later","interrupt":true}"#).0, 202);
+    assert_eq!(srv.post(&format!("/runs/{id}/pause"), auth, "").0, 202);
+    assert_eq!(srv.post(&format!("/runs/{id}/tasks/a/kill"), auth, "").0, 409);
+    let inbox: Vec<Value> = std::fs::read_to_string(env.p("runstate/p.steer.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(inbox.len(), 2);
+    assert_eq!((inbox[0]["verb"].as_str(), inbox[0]["msg"].as_str()), (Some("steer"), Some("later")));
+    assert_eq!(inbox[1]["verb"], "pause");
 }
