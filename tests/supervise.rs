@@ -460,3 +460,53 @@ fn routes_reach_the_supervisor_and_answer_409_without_one() {
     assert_eq!((inbox[0]["verb"].as_str(), inbox[0]["msg"].as_str()), (Some("steer"), Some("later")));
     assert_eq!(inbox[1]["verb"], "pause");
 }
+
+#[test]
+fn steer_with_interrupt_stops_the_turn_and_resumes_with_the_message() {
+    let env = Env::new("intr");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"long"}]}"#);
+    let mut cmd = env.cmd("ok");
+    // 50 lines, 0.2 s apart: a turn of 10 s unless interrupted.
+    cmd.env("STUB_DELAY", "0.2");
+    let mut sup = Sup { child: Some(cmd.spawn().unwrap()) };
+    until("a session id", || env.live()["tasks"]["a"]["session_id"].is_string());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    let t0 = Instant::now();
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"short","interrupt":true}));
+    assert_eq!(r["ok"], true, "{r}");
+    until("the resumed turn", || env.argv().len() == 2);
+    assert!(t0.elapsed() < Duration::from_secs(8), "the first turn was cut short");
+    let argv = env.argv();
+    assert!(argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- short "), "{argv:?}");
+    assert_eq!(sup.wait(), 0);
+    assert_eq!(env.states("a"), ["leased", "leased", "implemented", "committed"]);
+    no_stub_left(&env);
+}
+
+#[test]
+fn kill_stops_a_group_that_ignores_sigterm() {
+    let env = Env::new("ignterm");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    // The wrapper gets half the grace to SIGKILL its engine; our SIGKILL (and
+    // the descendant sweep) would follow at the full grace.
+    let mut sup = env.start("ignore-term");
+    until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let r = env.call(serde_json::json!({"verb":"kill","task":"a"}));
+    assert_eq!(r["state"], "halted", "{r}");
+    no_stub_left(&env);
+    assert_eq!(sup.wait(), 1);
+}
+
+#[test]
+fn sigterm_to_the_supervisor_halts_running_tasks_and_aborts() {
+    let env = Env::new("term");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    let mut sup = env.start("hang");
+    until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let pid = sup.child.as_ref().unwrap().id();
+    Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.last("a").as_deref(), Some("halted"));
+    assert_eq!(env.journal().last().unwrap()["run"], "aborted");
+    no_stub_left(&env);
+}

@@ -30,7 +30,7 @@ struct Args {
     /// Seconds from SIGTERM to SIGKILL when a task is killed (its wrapper gets half of it to stop its engine).
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     kill_grace: u64,
-    /// Where the <adapter>.sh wrappers are (default: $RUNWIRE_WRAPPER_DIR, else found as runwire-serve finds them).
+    /// Where the ADAPTER.sh wrappers are (default: $RUNWIRE_WRAPPER_DIR, else found as runwire-serve finds them).
     #[arg(long, value_name = "DIR")]
     wrapper_dir: Option<PathBuf>,
 }

@@ -288,6 +288,39 @@ fn signal_group(pgid: i32, sig: Signal) {
     }
 }
 
+/// The process groups of every descendant of `root` (from `/proc`).
+fn descendant_groups(root: i32) -> Vec<i32> {
+    let mut procs = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // After the parenthesised name: state, ppid, pgrp.
+            let mut f = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default().split_whitespace().skip(1);
+            if let (Some(Ok(ppid)), Some(Ok(pgrp))) = (f.next().map(str::parse::<i32>), f.next().map(str::parse::<i32>))
+            {
+                procs.push((pid, ppid, pgrp));
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for &(pid, ppid, pgrp) in &procs {
+            if ppid == parent && !tree.contains(&pid) {
+                tree.push(pid);
+                if !groups.contains(&pgrp) {
+                    groups.push(pgrp);
+                }
+            }
+        }
+        i += 1;
+    }
+    groups
+}
+
 /// True while some process is in group `pgid`.
 fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(nix::errno::Errno::ESRCH))
@@ -650,6 +683,12 @@ impl Sup {
             if let Some(k) = r.kill.as_mut() {
                 if !k.sigkilled && Instant::now() >= k.sigkill_at {
                     k.sigkilled = true;
+                    // The wrapper runs its engine in a session of its own:
+                    // kill those groups too, while they are still known as
+                    // its descendants, or they would outlive it.
+                    for g in descendant_groups(r.child.id() as i32) {
+                        signal_group(g, Signal::SIGKILL);
+                    }
                     signal_group(r.pgid, Signal::SIGKILL);
                 }
             }
@@ -805,11 +844,11 @@ impl Sup {
         let def = self.task_def(id);
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
-        if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
-            return Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into()));
-        }
         if def.adapter == "codex" || rt.running.as_ref().is_some_and(|r| r.phase == Phase::Review) {
             return Reply::refuse(format!("task {id} is a review seat (codex): it is not steered"), state);
+        }
+        if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
+            return Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into()));
         }
         if rt.session.is_none() {
             return Reply::refuse(format!("task {id} has no session id yet: nothing to resume"), state);
@@ -827,8 +866,9 @@ impl Sup {
                 detail.push_str("; the current turn is being stopped");
             }
         }
-        if rt.running.is_none() && rt.next.is_none() {
-            // Between steps with nothing pending: apply it now.
+        let now = rt.running.is_none() && rt.next.is_none() && state.is_some();
+        if now {
+            // Between steps with nothing pending: apply it at once.
             if let Some(m) = rt.steer.pop_front() {
                 rt.next = Some(Step::Turn { resume: Some(m) });
             }
@@ -838,6 +878,9 @@ impl Sup {
             "steer-queued",
             Some(format!("task {id}: {n} bytes{}", if interrupt { ", interrupt" } else { "" })),
         );
+        if now {
+            self.set_state(ACTOR, id, "leased", None, Some("steered: resuming the session".into()));
+        }
         Reply::ok(detail, state)
     }
 }
