@@ -219,6 +219,9 @@ fn kill_stops_the_whole_group_and_dependents_never_start() {
     // The engine and its child both wrote their pid: the group is complete.
     until("the hanging engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
     let wrapper = pid_of(&env, "a").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&env.p("home/sock")), mode(&env.sock())), (0o700, 0o600), "private socket");
     assert_eq!(env.live()["tasks"]["a"]["pgid"].as_i64(), Some(wrapper as i64));
     let r = env.call(serde_json::json!({"verb":"kill","task":"a","actor":"tester"}));
     assert_eq!((r["ok"].as_bool(), r["state"].as_str()), (Some(true), Some("halted")), "{r}");
@@ -509,4 +512,26 @@ fn sigterm_to_the_supervisor_halts_running_tasks_and_aborts() {
     assert_eq!(env.last("a").as_deref(), Some("halted"));
     assert_eq!(env.journal().last().unwrap()["run"], "aborted");
     no_stub_left(&env);
+}
+
+#[test]
+fn help_has_no_side_effects_and_bad_input_exits_2_with_the_error_form() {
+    let env = Env::new("usage");
+    let out = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+        .arg("--help")
+        .current_dir(&env.dir)
+        .env("HARNESS_HOME", env.p("home"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--plan"));
+    assert!(!env.p("runstate").exists() && std::fs::read_dir(env.p("home")).unwrap().next().is_none());
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","deps":["a"]}]}"#);
+    let out = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-supervise: p.plan.json: ") && err.contains("cycle"), "{err}");
+    let out = env.cmd("ok").args(["--max-parallel", "0"]).stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(env.argv().is_empty(), "nothing ran");
 }
