@@ -185,7 +185,10 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     };
     let pointer = new.pointer(now_ts()).map_err(StartError::Usage)?;
     let run_id = pointer.run_id.clone();
-    let sock = control::sock_path(&opts.home, &run_id);
+    // Absolute: liveness hands this path to other processes (runwire-serve)
+    // that run in other directories.
+    let home = std::path::absolute(&opts.home).map_err(|e| io(&opts.home, e))?;
+    let sock = control::sock_path(&home, &run_id);
     // sun_path holds 108 bytes with its NUL; refuse rather than truncate.
     if sock.as_os_str().len() > 107 {
         return Err(StartError::Usage(format!(
@@ -607,6 +610,8 @@ impl Sup {
         // SAFETY: prctl is async-signal-safe. A supervisor that dies (even by
         // SIGKILL) sends SIGTERM to its children, which stop their engines
         // and exit: nothing is orphaned and `liveness reap` sees them gone.
+        // The signal follows the spawning thread, which is the main thread:
+        // it lives as long as the supervisor.
         unsafe {
             cmd.pre_exec(|| {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
