@@ -426,15 +426,36 @@ impl Sup {
         }
         for id in self.order.clone() {
             let st = self.tasks[&id].state.clone();
-            if let Some(s) = st.filter(|s| !is_terminal(s)) {
-                // In flight when the last supervisor died: its process is gone, so the turn is redone.
-                if let Some(t) = self.tasks.get_mut(&id) {
-                    t.state = None;
+            let Some(s) = st.filter(|s| !is_terminal(s)) else { continue };
+            // In flight when the last supervisor died; its process is gone.
+            // The journal says how far it got: a turn in flight is redone
+            // from the start, anything after a finished turn continues with
+            // the next step (the session id, if any, from the stale liveness).
+            let def = self.task_def(&id);
+            let next = match s.as_str() {
+                "implemented" if def.gate.is_some() => Some(Step::Gate),
+                "implemented" | "gated" if def.review.is_some() => Some(Step::Review),
+                "implemented" | "gated" | "reviewed" => Some(Step::Commit),
+                _ => None,
+            };
+            let sid = stale.tasks.get(&id).and_then(|e| e.session_id.clone());
+            let t = self.tasks.get_mut(&id).expect("task of the plan");
+            match next {
+                Some(step) => {
+                    t.next = Some(step);
+                    t.session = sid;
+                    crate::cli::report(
+                        ACTOR,
+                        format!("task {id} was {s} when the last supervisor stopped; continuing"),
+                    );
                 }
-                crate::cli::report(
-                    ACTOR,
-                    format!("task {id} was {s} when the last supervisor stopped; starting it again"),
-                );
+                None => {
+                    t.state = None;
+                    crate::cli::report(
+                        ACTOR,
+                        format!("task {id} was {s} when the last supervisor stopped; starting it again"),
+                    );
+                }
             }
         }
         let (tx, rx) = mpsc::channel::<Msg>();
