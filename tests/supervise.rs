@@ -104,6 +104,15 @@ impl Env {
     }
 }
 
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Kept after a failure, to look at.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 /// The supervisor; dropping it kills its process group and reaps it.
 struct Sup {
     child: Option<Child>,
@@ -183,6 +192,9 @@ fn three_tasks_with_a_dependency_complete() {
     assert!(pos("c", "leased") > pos("a", "committed") && pos("c", "leased") > pos("b", "committed"));
     assert!(j.iter().all(|r| r["ts"].is_string() && r["actor"].is_string()));
     assert_eq!(j.last().unwrap()["run"], "finished");
+    // Every record passes the runstate/v1 checks of the readers.
+    let folded = runwire::runs::journal::Journal::read(&env.p("runstate/p.jsonl")).unwrap();
+    assert_eq!((folded.skipped, folded.records), (0, j.len()));
     let argv = env.argv();
     assert_eq!(argv.iter().filter(|l| l.starts_with("codex exec --json")).count(), 1, "{argv:?}");
     assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "a\n");
@@ -217,12 +229,18 @@ fn kill_stops_the_whole_group_and_dependents_never_start() {
     env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
     let mut sup = env.start("hang");
     // The engine and its child both wrote their pid: the group is complete.
-    until("the hanging engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    until("the hanging engine and its session id", || {
+        env.stub_pids().len() >= 2 && env.live()["tasks"]["a"]["session_id"].is_string()
+    });
     let wrapper = pid_of(&env, "a").unwrap();
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!((mode(&env.p("home/sock")), mode(&env.sock())), (0o700, 0o600), "private socket");
-    assert_eq!(env.live()["tasks"]["a"]["pgid"].as_i64(), Some(wrapper as i64));
+    let entry = &env.live()["tasks"]["a"];
+    assert_eq!(entry["pgid"].as_i64(), Some(wrapper as i64));
+    assert_eq!(entry["state"], "leased");
+    assert!(entry["started_ts"].is_string() && entry["session_id"].is_string(), "{entry}");
+    assert!(entry["logfile"].as_str().unwrap().ends_with("runstate/p.a.log"), "{entry}");
     let r = env.call(serde_json::json!({"verb":"kill","task":"a","actor":"tester"}));
     assert_eq!((r["ok"].as_bool(), r["state"].as_str()), (Some(true), Some("halted")), "{r}");
     assert!(!alive(wrapper), "the wrapper is reaped when kill answers");
@@ -319,7 +337,11 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
             {"id":"b","adapter":"claude","prompt":"y","deps":["a"],"gate":"test -f ok.flag || exec sleep 100"}]}"#,
     );
     let mut sup = env.start("ok");
-    until("b's gate", || env.last("b").as_deref() == Some("implemented") && pid_of(&env, "b").is_some());
+    // The liveness pid is the gate's once it is the `sleep` the gate execs.
+    until("b's gate", || {
+        pid_of(&env, "b")
+            .is_some_and(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0")))
+    });
     let gate = pid_of(&env, "b").unwrap();
     let sock = env.sock();
     sup.kill9();
