@@ -14,5 +14,6 @@ pub mod pipe;
 pub mod runs;
 pub mod serve;
 pub mod sse;
+pub mod supervise;
 pub mod time;
 pub mod verdict;

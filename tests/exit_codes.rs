@@ -59,3 +59,9 @@ fn runs_and_liveness_use_codes_0_to_3() {
     let doc = read("spec/exit-codes.md");
     assert_eq!(table_codes(&doc, "## runs, liveness"), vec![0, 1, 2, 3]);
 }
+
+#[test]
+fn runwire_supervise_uses_codes_0_to_3() {
+    let doc = read("spec/exit-codes.md");
+    assert_eq!(table_codes(&doc, "## runwire-supervise"), vec![0, 1, 2, 3]);
+}

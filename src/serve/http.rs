@@ -362,6 +362,7 @@ pub fn authorized(req: &Request, token: &[u8]) -> bool {
 fn reason(code: u16) -> &'static str {
     match code {
         200 => "OK",
+        202 => "Accepted",
         204 => "No Content",
         400 => "Bad Request",
         401 => "Unauthorized",
@@ -546,53 +547,69 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
             Close::Linger
         }
         ("/", _) => method_not_allowed(stream, &cors, "GET"),
-        ("/agui", "POST") => {
-            match req.header("content-type") {
-                Some(ct) if is_json_media_type(ct) => {}
-                Some(ct) => {
-                    respond_error(stream, 415, &cors, &format!("Content-Type {ct:?}: expected application/json"));
-                    return Close::Linger;
-                }
-                None => {
-                    respond_error(stream, 415, &cors, "missing Content-Type: expected application/json");
-                    return Close::Linger;
-                }
-            }
-            if req.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
-                // A client that waits for our go-ahead need not send a body we would refuse.
-                let declared = req.header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
-                if req.header("transfer-encoding").is_none() && declared.is_some_and(|l| l > MAX_BODY as u64) {
-                    respond_error(stream, 413, &cors, &format!("the request body is larger than {MAX_BODY} bytes"));
-                    return Close::Linger;
-                }
-                let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
-            }
-            let src = io::Cursor::new(rest).chain(Timed { stream, idle: cfg.read_timeout, until });
-            let body = match read_body(req, src, MAX_BODY) {
-                Ok(b) => b,
-                Err(BodyError::TooLarge) => {
-                    respond_error(stream, 413, &cors, &format!("the request body is larger than {MAX_BODY} bytes"));
-                    return Close::Linger;
-                }
-                Err(BodyError::Bad(m)) => {
-                    respond_error(stream, 400, &cors, &m);
-                    return Close::Linger;
-                }
-                Err(BodyError::Timeout) => {
-                    respond_error(stream, 408, &cors, "the request body did not arrive in time");
-                    return Close::Linger;
-                }
-                Err(BodyError::Gone) => return Close::Now,
-            };
-            agui::post(shared, stream, req, &body, &cors)
-        }
+        ("/agui", "POST") => match read_json_body(cfg, stream, req, rest, until, &cors) {
+            Ok(body) => agui::post(shared, stream, req, &body, &cors),
+            Err(close) => close,
+        },
         ("/agui", _) => method_not_allowed(stream, &cors, "POST"),
+        (p, "POST") if p.starts_with("/runs/") => super::control::post(shared, stream, req, rest, until, &cors),
         (p, _) if p == "/runs" || p.starts_with("/runs/") => super::runs::route(shared, stream, req, &cors),
         _ => {
             respond_error(stream, 404, &cors, &format!("no route {}", req.path));
             Close::Linger
         }
     }
+}
+
+/// The boundary for a request body: a JSON media type, `Expect:
+/// 100-continue` honoured, at most [`MAX_BODY`] bytes, in time. `Err` holds
+/// how the connection ends after the error reply already sent.
+pub fn read_json_body(
+    cfg: &super::Config,
+    stream: &mut TcpStream,
+    req: &Request,
+    rest: Vec<u8>,
+    until: Instant,
+    cors: &[(&'static str, String)],
+) -> Result<Vec<u8>, Close> {
+    match req.header("content-type") {
+        Some(ct) if is_json_media_type(ct) => {}
+        Some(ct) => {
+            respond_error(stream, 415, cors, &format!("Content-Type {ct:?}: expected application/json"));
+            return Err(Close::Linger);
+        }
+        None => {
+            respond_error(stream, 415, cors, "missing Content-Type: expected application/json");
+            return Err(Close::Linger);
+        }
+    }
+    if req.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
+        // A client that waits for our go-ahead need not send a body we would refuse.
+        let declared = req.header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
+        if req.header("transfer-encoding").is_none() && declared.is_some_and(|l| l > MAX_BODY as u64) {
+            respond_error(stream, 413, cors, &format!("the request body is larger than {MAX_BODY} bytes"));
+            return Err(Close::Linger);
+        }
+        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let src = io::Cursor::new(rest).chain(Timed { stream, idle: cfg.read_timeout, until });
+    let body = match read_body(req, src, MAX_BODY) {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            respond_error(stream, 413, cors, &format!("the request body is larger than {MAX_BODY} bytes"));
+            return Err(Close::Linger);
+        }
+        Err(BodyError::Bad(m)) => {
+            respond_error(stream, 400, cors, &m);
+            return Err(Close::Linger);
+        }
+        Err(BodyError::Timeout) => {
+            respond_error(stream, 408, cors, "the request body did not arrive in time");
+            return Err(Close::Linger);
+        }
+        Err(BodyError::Gone) => return Err(Close::Now),
+    };
+    Ok(body)
 }
 
 pub fn method_not_allowed(stream: &mut TcpStream, cors: &[(&'static str, String)], allow: &str) -> Close {

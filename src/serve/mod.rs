@@ -22,6 +22,7 @@
 //! [`Encoder`]: crate::sse::Encoder
 
 pub mod agui;
+pub mod control;
 pub mod http;
 pub mod run;
 pub mod runs;

@@ -1,0 +1,83 @@
+//! `runwire-supervise --plan PLAN`: runs a plan's tasks through their
+//! wrappers, wave by wave, with a control socket for kill, steer, pause and
+//! resume. All logic is in `runwire::supervise`.
+
+use clap::Parser;
+use runwire::cli::{self, Exit};
+use runwire::supervise::{self, Options, Outcome, StartError};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+const BIN: &str = "runwire-supervise";
+
+/// Run a plan (plan/v1) under supervision: journal, liveness, registry pointer and a control socket at $HARNESS_HOME/sock/RUNID.sock.
+#[derive(Parser, Debug)]
+#[command(name = BIN, version, after_help = "Exit status: 0 every task committed; 1 the plan finished with a task halted or failed, or the supervisor was stopped by a signal; 2 usage error (bad flag, bad plan, no wrapper); 3 input or output error (runstate, socket, or another supervisor of the run is live).\nSee runwire-supervise(1) and spec/SUPERVISOR.md.")]
+struct Args {
+    /// The plan file (plan/v1); copied to RUNSTATE/SLUG.plan.json.
+    #[arg(long, value_name = "PLAN")]
+    plan: PathBuf,
+    /// The runstate directory (journal, liveness, task logs).
+    #[arg(long, value_name = "DIR", default_value = "./runstate")]
+    runstate: PathBuf,
+    /// At most N tasks in progress at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    max_parallel: u16,
+    /// The run's slug (default: the plan file's name without .plan.json or .json).
+    #[arg(long)]
+    slug: Option<String>,
+    /// Seconds from SIGTERM to SIGKILL when a task is killed (its wrapper gets half of it to stop its engine).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    kill_grace: u64,
+    /// Where the ADAPTER.sh wrappers are (default: $RUNWIRE_WRAPPER_DIR, else found as runwire-serve finds them).
+    #[arg(long, value_name = "DIR")]
+    wrapper_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args::<Args>() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let workdir = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            cli::report(BIN, format!("current directory: {e}"));
+            return Exit::Io.into();
+        }
+    };
+    let opts = Options {
+        slug: args.slug.unwrap_or_else(|| supervise::slug_of(&args.plan)),
+        plan: args.plan,
+        runstate: args.runstate,
+        max_parallel: usize::from(args.max_parallel),
+        kill_grace: Duration::from_secs(args.kill_grace),
+        home: runwire::runs::harness_home(),
+        workdir,
+        wrapper_dir: args
+            .wrapper_dir
+            .or_else(|| std::env::var_os("RUNWIRE_WRAPPER_DIR").filter(|v| !v.is_empty()).map(PathBuf::from)),
+    };
+    match supervise::run(opts) {
+        Ok(Outcome::AllCommitted) => Exit::Ok.into(),
+        Ok(Outcome::SomeHalted | Outcome::Aborted) => Exit::Flagged.into(),
+        Err(StartError::Usage(m)) => {
+            cli::report(BIN, m);
+            Exit::Usage.into()
+        }
+        Err(StartError::Io(m)) => {
+            cli::report(BIN, m);
+            Exit::Io.into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

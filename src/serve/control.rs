@@ -1,0 +1,164 @@
+//! `POST /runs/:runId/tasks/:tid/steer|kill` and `POST /runs/:runId/pause|resume`:
+//! the control verbs, passed to the run's supervisor over its socket
+//! (`crate::supervise::control`). The server keeps no state of its own
+//! here: no supervisor answering is a `409`, never a silent success, except
+//! for a run that declares a steer inbox (`<slug>.steer.jsonl`), where
+//! steer, pause and resume are appended for its runner to apply.
+//!
+//! The browser boundary (Host, Origin, token) was applied by the caller,
+//! as for `/agui`; a body, where one is needed or sent, must be JSON.
+
+use super::http::{read_json_body, respond, respond_error, Close, Request};
+use super::Shared;
+use crate::runs::registry::Registry;
+use crate::runs::view::{self, ViewError};
+use crate::runs::{liveness, valid_id};
+use crate::supervise::control::{self, CallError, Reply, MAX_MSG, NOT_LIVE};
+use serde::Deserialize;
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Longest wait for a supervisor's reply: a kill answers once the task's
+/// group is gone, after at most its grace.
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+type Cors<'a> = &'a [(&'static str, String)];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SteerBody {
+    msg: String,
+    #[serde(default)]
+    interrupt: bool,
+}
+
+fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
+    let _ = respond(stream, code, cors, &serde_json::to_string(r).unwrap_or_default());
+    Close::Linger
+}
+
+/// Routes a POST under `/runs/`.
+pub fn post(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    rest: Vec<u8>,
+    until: Instant,
+    cors: Cors,
+) -> Close {
+    let segs: Vec<&str> = req.path["/runs/".len()..].split('/').collect();
+    let (id, task, verb) = match segs.as_slice() {
+        [id, "tasks", tid, v @ ("steer" | "kill")] => (*id, Some(*tid), *v),
+        [id, v @ ("pause" | "resume")] => (*id, None, *v),
+        _ => {
+            return super::http::method_not_allowed(stream, cors, "GET");
+        }
+    };
+    if !valid_id(id) || task.is_some_and(|t| !valid_id(t)) {
+        respond_error(stream, 400, cors, &format!("{}: run and task must be ids of A-Z a-z 0-9 . _ -", req.path));
+        return Close::Linger;
+    }
+    // A body is required for steer; any other verb may send one, and it is
+    // then held to the same JSON boundary (and ignored).
+    let has_body =
+        req.header("transfer-encoding").is_some() || req.header("content-length").is_some_and(|l| l.trim() != "0");
+    let body = if verb == "steer" || has_body {
+        match read_json_body(&shared.cfg, stream, req, rest, until, cors) {
+            Ok(b) => b,
+            Err(close) => return close,
+        }
+    } else {
+        Vec::new()
+    };
+    let mut creq = control::Request {
+        verb: verb.into(),
+        task: task.map(str::to_string),
+        actor: Some(super::BIN.into()),
+        ..Default::default()
+    };
+    if verb == "steer" {
+        match serde_json::from_slice::<SteerBody>(&body) {
+            Ok(b) if !b.msg.is_empty() && b.msg.len() <= MAX_MSG => {
+                creq.msg = Some(b.msg);
+                creq.interrupt = Some(b.interrupt);
+            }
+            Ok(_) => {
+                respond_error(stream, 400, cors, &format!("msg must be 1 to {MAX_MSG} bytes"));
+                return Close::Linger;
+            }
+            Err(e) => {
+                respond_error(
+                    stream,
+                    400,
+                    cors,
+                    &format!("steer body: {e} (expected {{\"msg\": string, \"interrupt\"?: bool}})"),
+                );
+                return Close::Linger;
+            }
+        }
+    }
+    let mut reaped = Vec::new();
+    let loaded = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped);
+    for r in &reaped {
+        crate::cli::report(super::BIN, view::reaped_message(r));
+    }
+    let loaded = match loaded {
+        Ok(l) => l,
+        Err(ViewError::Bad(m)) => {
+            respond_error(stream, 400, cors, &m);
+            return Close::Linger;
+        }
+        Err(ViewError::NotFound(m)) => {
+            respond_error(stream, 404, cors, &m);
+            return Close::Linger;
+        }
+    };
+    let sock = liveness::get(&loaded.files)
+        .sock
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| control::sock_path(&shared.cfg.harness_home, id));
+    match control::call(&sock, &creq, CALL_TIMEOUT) {
+        Ok(r) if r.ok => reply(stream, cors, 200, &r),
+        Ok(r) => reply(stream, cors, 409, &r),
+        Err(CallError::NotLive(_) | CallError::Broken(_)) => inbox(stream, cors, &loaded.files, &creq),
+    }
+}
+
+/// No supervisor: a declared steer inbox takes steer, pause and resume.
+fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq: &control::Request) -> Close {
+    let path = files.dir.join(format!("{}.steer.jsonl", files.slug));
+    if !path.is_file() {
+        return reply(stream, cors, 409, &Reply::refuse(NOT_LIVE, None));
+    }
+    if creq.verb == "kill" {
+        let r = Reply::refuse(format!("{NOT_LIVE}: the run has a steer inbox only, and kill needs a supervisor"), None);
+        return reply(stream, cors, 409, &r);
+    }
+    let mut rec = serde_json::json!({
+        "v": "steer/v1",
+        "ts": crate::time::format_ms(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+        ),
+        "actor": super::BIN,
+        "verb": creq.verb,
+    });
+    if let Some(t) = &creq.task {
+        rec["task"] = t.clone().into();
+    }
+    if let Some(m) = &creq.msg {
+        rec["msg"] = m.clone().into();
+        rec["interrupt"] = creq.interrupt.unwrap_or(false).into();
+    }
+    let mut line = rec.to_string().into_bytes();
+    line.push(b'\n');
+    // One write of one line with O_APPEND, as for the journal.
+    let r = std::fs::OpenOptions::new().append(true).open(&path).and_then(|mut f| f.write_all(&line));
+    match r {
+        Ok(()) => reply(stream, cors, 202, &Reply::ok(format!("appended to the steer inbox {}", path.display()), None)),
+        Err(e) => {
+            respond_error(stream, 500, cors, &format!("{}: {e}", path.display()));
+            Close::Linger
+        }
+    }
+}

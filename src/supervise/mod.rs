@@ -1,0 +1,912 @@
+//! The supervisor: runs a plan wave by wave, owning the task processes so
+//! that they can be killed, steered, paused and resumed through a control
+//! socket ([`control`]). The state machine is `spec/SUPERVISOR.md`.
+//!
+//! Everything durable goes through `runs`: the journal is the truth (a
+//! restart folds it and continues), liveness only says which process runs
+//! what right now. One thread owns every task; the socket thread only
+//! forwards requests to it over a channel, so no state is shared.
+
+pub mod control;
+
+use crate::normalize::Adapter;
+use crate::runs::journal::{self, is_terminal, Journal, Record};
+use crate::runs::liveness::{self, Entry};
+use crate::runs::plan::{Plan, Task};
+use crate::runs::registry::{NewRun, Registry};
+use crate::runs::{self, RunFiles};
+use control::{Reply, Request, MAX_LINE, MAX_MSG};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The journal's actor for the supervisor's own records.
+pub const ACTOR: &str = "runwire-supervise";
+/// How often the loop looks at its children when no request arrives.
+const TICK: Duration = Duration::from_millis(25);
+/// Longest a connection may take to send its request line.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a supervisor run needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub plan: PathBuf,
+    pub runstate: PathBuf,
+    pub slug: String,
+    pub max_parallel: usize,
+    /// From SIGTERM to SIGKILL of a task's process group.
+    pub kill_grace: Duration,
+    pub home: PathBuf,
+    /// The directory tasks, gates and reviews run in; the run's repo root.
+    pub workdir: PathBuf,
+    /// Where `<adapter>.sh` wrappers are, instead of the default search.
+    pub wrapper_dir: Option<PathBuf>,
+}
+
+/// How a supervisor run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every task committed.
+    AllCommitted,
+    /// Finished, but some task halted or failed.
+    SomeHalted,
+    /// Stopped by SIGTERM/SIGINT: running tasks were killed and journaled.
+    Aborted,
+}
+
+/// Why a run could not start: usage (bad plan, bad id) or I/O.
+#[derive(Debug)]
+pub enum StartError {
+    Usage(String),
+    Io(String),
+}
+
+/// The slug of a plan file: its name without `.plan.json` / `.json`.
+pub fn slug_of(plan: &Path) -> String {
+    let name = plan.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = name.strip_suffix(".plan.json").or_else(|| name.strip_suffix(".json")).unwrap_or(&name);
+    stem.to_string()
+}
+
+fn now_ts() -> String {
+    crate::time::format_ms(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+    )
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: nix::libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Which process a running task has now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Turn,
+    Gate,
+    Review,
+}
+
+/// What a task does next once nothing of it runs.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    /// A turn: a new session, or `--resume` with a steer message.
+    Turn {
+        resume: Option<String>,
+    },
+    Gate,
+    Review,
+    Commit,
+}
+
+struct Running {
+    child: Child,
+    pgid: i32,
+    phase: Phase,
+    /// Offset of the task log where this turn's output starts.
+    log_from: u64,
+    /// The turn is being stopped to apply an interrupting steer.
+    for_steer: bool,
+    kill: Option<Kill>,
+}
+
+struct Kill {
+    actor: String,
+    sigkill_at: Instant,
+    sigkilled: bool,
+    replies: Vec<mpsc::Sender<Reply>>,
+}
+
+#[derive(Default)]
+struct TaskRt {
+    /// The journal's state, or `None` before the first record.
+    state: Option<String>,
+    session: Option<String>,
+    steer: VecDeque<String>,
+    next: Option<Step>,
+    running: Option<Running>,
+    /// Status line detail of the last turn, for the halt record.
+    last_detail: Option<String>,
+}
+
+struct Msg {
+    req: Request,
+    reply: mpsc::Sender<Reply>,
+}
+
+struct Sup {
+    opts: Options,
+    plan: Plan,
+    files: RunFiles,
+    run_id: String,
+    tasks: BTreeMap<String, TaskRt>,
+    order: Vec<String>,
+    held: bool,
+    wrappers: BTreeMap<String, PathBuf>,
+}
+
+fn io(what: &Path, e: impl std::fmt::Display) -> StartError {
+    StartError::Io(format!("{}: {e}", what.display()))
+}
+
+/// Runs the plan to its end. Registers the run, binds the control socket,
+/// continues from the journal, and cleans the socket up on the way out.
+pub fn run(opts: Options) -> Result<Outcome, StartError> {
+    runs::check_id("slug", &opts.slug).map_err(StartError::Usage)?;
+    let bytes = std::fs::read(&opts.plan).map_err(|e| io(&opts.plan, e))?;
+    let plan = Plan::parse(&bytes).map_err(|e| StartError::Usage(format!("{}: {e}", opts.plan.display())))?;
+    std::fs::create_dir_all(&opts.runstate).map_err(|e| io(&opts.runstate, e))?;
+    let runstate = opts.runstate.canonicalize().map_err(|e| io(&opts.runstate, e))?;
+    let files = RunFiles::new(&runstate, &opts.slug);
+    let mut wrappers = BTreeMap::new();
+    for t in &plan.tasks {
+        for a in std::iter::once(t.adapter.as_str()).chain(t.review.as_deref()) {
+            if let (Some(ad), false) = (crate::runs::view::adapter(a), wrappers.contains_key(a)) {
+                wrappers.insert(a.to_string(), find_wrapper(&opts, ad).map_err(StartError::Usage)?);
+            }
+        }
+    }
+    let root = opts.workdir.display().to_string();
+    let new = NewRun {
+        slug: opts.slug.clone(),
+        repo_root: root,
+        runstate_dir: Some(runstate.display().to_string()),
+        ..NewRun::default()
+    };
+    let pointer = new.pointer(now_ts()).map_err(StartError::Usage)?;
+    let run_id = pointer.run_id.clone();
+    // Absolute: liveness hands this path to other processes (runwire-serve)
+    // that run in other directories.
+    let home = std::path::absolute(&opts.home).map_err(|e| io(&opts.home, e))?;
+    let sock = control::sock_path(&home, &run_id);
+    // sun_path holds 108 bytes with its NUL; refuse rather than truncate.
+    if sock.as_os_str().len() > 107 {
+        return Err(StartError::Usage(format!(
+            "{}: control socket path longer than 107 bytes; use a shorter HARNESS_HOME or slug",
+            sock.display()
+        )));
+    }
+    if files.plan() != opts.plan.canonicalize().unwrap_or_default() {
+        runs::write_atomic(&files.plan(), &bytes).map_err(|e| io(&files.plan(), e))?;
+    }
+    let listener = bind(&sock)?;
+    Registry::at(&opts.home).register(&pointer).map_err(|e| io(&Registry::at(&opts.home).path(&run_id), e))?;
+    let journal = Journal::read(&files.journal()).map_err(|e| io(&files.journal(), e))?;
+    let order: Vec<String> = plan.waves().into_iter().flatten().collect();
+    let mut sup = Sup { opts, plan, files, run_id, tasks: BTreeMap::new(), order, held: false, wrappers };
+    let out = sup.start(&journal, &sock, listener);
+    let _ = std::fs::remove_file(&sock);
+    let _ = liveness::update(&sup.files, |l| l.sock = None);
+    out
+}
+
+/// The default wrapper search of `runwire-serve`, or `wrapper_dir`.
+fn find_wrapper(opts: &Options, ad: Adapter) -> Result<PathBuf, String> {
+    match &opts.wrapper_dir {
+        Some(d) => {
+            let p = d.join(format!("{}.sh", ad.name()));
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(format!("{}: no such wrapper", p.display()))
+            }
+        }
+        None => crate::serve::find_wrapper(ad),
+    }
+}
+
+/// Binds the private socket: directory 0700, socket 0600. A socket file
+/// that nobody answers is stale (a supervisor killed with -9) and replaced;
+/// one that answers belongs to a live supervisor of the same run.
+fn bind(sock: &Path) -> Result<UnixListener, StartError> {
+    let dir = sock.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| io(dir, e))?;
+    if sock.exists() {
+        if UnixStream::connect(sock).is_ok() {
+            return Err(StartError::Io(format!("{}: another supervisor of this run is live", sock.display())));
+        }
+        std::fs::remove_file(sock).map_err(|e| io(sock, e))?;
+    }
+    let l = UnixListener::bind(sock).map_err(|e| io(sock, e))?;
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)).map_err(|e| io(sock, e))?;
+    Ok(l)
+}
+
+/// Accepts connections forever; each request goes to the owning thread.
+fn serve_socket(listener: UnixListener, tx: mpsc::Sender<Msg>) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let tx = tx.clone();
+        std::thread::spawn(move || answer(conn, tx));
+    }
+}
+
+fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
+    let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
+    let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
+    let Ok(mut w) = conn.try_clone() else { return };
+    let mut r = BufReader::new(conn.take(MAX_LINE as u64 + 1));
+    let mut buf = Vec::new();
+    if r.read_until(b'\n', &mut buf).is_err() || buf.is_empty() {
+        return;
+    }
+    let reply = if buf.len() > MAX_LINE {
+        Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None)
+    } else {
+        match serde_json::from_slice::<Request>(&buf) {
+            Err(e) => Reply::refuse(format!("bad request: {e}"), None),
+            Ok(req) => {
+                let (rtx, rrx) = mpsc::channel();
+                if tx.send(Msg { req, reply: rtx }).is_err() {
+                    return;
+                }
+                // A kill answers once the group is gone, so wait past any grace.
+                match rrx.recv_timeout(Duration::from_secs(120)) {
+                    Ok(r) => r,
+                    Err(_) => return,
+                }
+            }
+        }
+    };
+    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+    line.push(b'\n');
+    let _ = w.write_all(&line);
+}
+
+/// Kills a whole process group; a group already gone is not an error.
+fn signal_group(pgid: i32, sig: Signal) {
+    if pgid > 1 {
+        let _ = killpg(Pid::from_raw(pgid), sig);
+    }
+}
+
+/// The process groups of every descendant of `root` (from `/proc`).
+fn descendant_groups(root: i32) -> Vec<i32> {
+    let mut procs = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            // After the parenthesised name: state, ppid, pgrp.
+            let mut f = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default().split_whitespace().skip(1);
+            if let (Some(Ok(ppid)), Some(Ok(pgrp))) = (f.next().map(str::parse::<i32>), f.next().map(str::parse::<i32>))
+            {
+                procs.push((pid, ppid, pgrp));
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for &(pid, ppid, pgrp) in &procs {
+            if ppid == parent && !tree.contains(&pid) {
+                tree.push(pid);
+                if !groups.contains(&pgrp) {
+                    groups.push(pgrp);
+                }
+            }
+        }
+        i += 1;
+    }
+    groups
+}
+
+/// True while some process is in group `pgid`.
+fn group_alive(pgid: i32) -> bool {
+    !matches!(killpg(Pid::from_raw(pgid), None), Err(nix::errno::Errno::ESRCH))
+}
+
+/// The session id a stream line or status line carries, if it is one a
+/// wrapper would resume: claude/cursor `system` init, codex
+/// `thread.started`, or the status line's (authoritative) `session_id`.
+fn session_of(line: &[u8]) -> Option<(String, bool)> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let ty = v.get("type")?.as_str()?;
+    let (key, status) = match ty {
+        crate::normalize::STATUS_TYPE => ("session_id", true),
+        "system" => ("session_id", false),
+        "thread.started" => ("thread_id", false),
+        _ => return None,
+    };
+    Some((v.get(key)?.as_str()?.to_string(), status))
+}
+
+/// The status line's detail, when `line` is the status line.
+fn status_detail(line: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    (v.get("type")?.as_str()? == crate::normalize::STATUS_TYPE)
+        .then(|| v.get("detail")?.as_str().map(str::to_string))?
+}
+
+impl Sup {
+    fn journal(&self, rec: Record) {
+        if let Err(e) = journal::append(&self.files.journal(), &rec) {
+            crate::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
+        }
+    }
+
+    fn task_rec(&self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) {
+        let mut r = Record::task(actor, task, state, rc);
+        r.detail = detail;
+        self.journal(r);
+    }
+
+    fn run_rec(&self, actor: &str, what: &str, detail: Option<String>) {
+        let mut r = Record::run(actor, what);
+        r.detail = detail;
+        self.journal(r);
+    }
+
+    fn live(&self, task: &str, e: Entry) {
+        let _ = liveness::update(&self.files, |l| l.tasks.entry(task.to_string()).or_default().merge(e));
+    }
+
+    fn set_state(&mut self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) {
+        self.task_rec(actor, task, state, rc, detail);
+        if let Some(t) = self.tasks.get_mut(task) {
+            t.state = Some(state.to_string());
+        }
+        if is_terminal(state) {
+            // Liveness says who runs now; a finished task runs nothing.
+            let _ = liveness::update(&self.files, |l| {
+                l.tasks.remove(task);
+            });
+        } else {
+            self.live(task, Entry { state: Some(state.into()), ..Entry::default() });
+        }
+    }
+
+    fn start(&mut self, journal: &Journal, sock: &Path, listener: UnixListener) -> Result<Outcome, StartError> {
+        // Stale liveness from an earlier supervisor: stop what is still
+        // running (its output cannot be taken over) and forget every entry.
+        let stale = liveness::get(&self.files);
+        for (task, e) in &stale.tasks {
+            // The group, not the pid: a leader that died may leave members
+            // behind (a gate's shell is gone, its command is not).
+            if let Some(pgid) = e.pgid.filter(|&g| g > 1 && group_alive(g)) {
+                crate::cli::report(ACTOR, format!("stopping stale process group {pgid} of task {task}"));
+                signal_group(pgid, Signal::SIGTERM);
+                let until = Instant::now() + self.opts.kill_grace;
+                while group_alive(pgid) && Instant::now() < until {
+                    std::thread::sleep(TICK);
+                }
+                signal_group(pgid, Signal::SIGKILL);
+            }
+        }
+        let sock_s = sock.display().to_string();
+        liveness::update(&self.files, |l| {
+            l.tasks.clear();
+            l.sock = Some(sock_s);
+        })
+        .map_err(|e| io(&self.files.live(), e))?;
+        let restarted = journal.records > 0;
+        for id in self.order.clone() {
+            let rt = TaskRt { state: journal.state(&id).map(str::to_string), ..TaskRt::default() };
+            self.tasks.insert(id, rt);
+        }
+        // The journal is the truth: a hold survives a restart.
+        let was_paused = journal.last_run.as_ref().and_then(|r| r.run.as_deref()) == Some("paused");
+        self.run_rec(ACTOR, "started", restarted.then(|| "restarted: continuing from the journal".to_string()));
+        if was_paused {
+            self.held = true;
+            self.run_rec(ACTOR, "paused", Some("still paused from before the restart".into()));
+        }
+        for id in self.order.clone() {
+            let st = self.tasks[&id].state.clone();
+            let Some(s) = st.filter(|s| !is_terminal(s)) else { continue };
+            // In flight when the last supervisor died; its process is gone.
+            // The journal says how far it got: a turn in flight is redone
+            // from the start, anything after a finished turn continues with
+            // the next step (the session id, if any, from the stale liveness).
+            let def = self.task_def(&id);
+            let next = match s.as_str() {
+                "implemented" if def.gate.is_some() => Some(Step::Gate),
+                "implemented" | "gated" if def.review.is_some() => Some(Step::Review),
+                "implemented" | "gated" | "reviewed" => Some(Step::Commit),
+                _ => None,
+            };
+            let sid = stale.tasks.get(&id).and_then(|e| e.session_id.clone());
+            let t = self.tasks.get_mut(&id).expect("task of the plan");
+            match next {
+                Some(step) => {
+                    t.next = Some(step);
+                    t.session = sid;
+                    crate::cli::report(
+                        ACTOR,
+                        format!("task {id} was {s} when the last supervisor stopped; continuing"),
+                    );
+                }
+                None => {
+                    t.state = None;
+                    crate::cli::report(
+                        ACTOR,
+                        format!("task {id} was {s} when the last supervisor stopped; starting it again"),
+                    );
+                }
+            }
+        }
+        let (tx, rx) = mpsc::channel::<Msg>();
+        std::thread::spawn(move || serve_socket(listener, tx));
+        let handler = nix::sys::signal::SigHandler::Handler(on_stop);
+        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            // SAFETY: the handler only stores to an atomic.
+            unsafe {
+                let _ = nix::sys::signal::signal(sig, handler);
+            }
+        }
+        let mut stopping = false;
+        loop {
+            match rx.recv_timeout(TICK) {
+                Ok(m) => {
+                    let r = self.handle(m.req, &m.reply);
+                    if let Some(r) = r {
+                        let _ = m.reply.send(r);
+                    }
+                    while let Ok(m) = rx.try_recv() {
+                        if let Some(r) = self.handle(m.req, &m.reply) {
+                            let _ = m.reply.send(r);
+                        }
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {}
+            }
+            if STOP.load(Ordering::SeqCst) && !stopping {
+                stopping = true;
+                self.held = true;
+                for id in self.order.clone() {
+                    self.begin_kill(&id, "signal", None);
+                }
+            }
+            self.poll_children();
+            if stopping {
+                if self.tasks.values().all(|t| t.running.is_none()) {
+                    self.run_rec(ACTOR, "aborted", Some("the supervisor got a stop signal".into()));
+                    return Ok(Outcome::Aborted);
+                }
+                continue;
+            }
+            self.advance();
+            if self.tasks.values().all(|t| t.state.as_deref().is_some_and(is_terminal)) {
+                self.run_rec(ACTOR, "finished", None);
+                let all = self.tasks.values().all(|t| t.state.as_deref() == Some("committed"));
+                return Ok(if all { Outcome::AllCommitted } else { Outcome::SomeHalted });
+            }
+        }
+    }
+
+    fn task_def(&self, id: &str) -> Task {
+        self.plan.task(id).cloned().unwrap_or_else(|| Task {
+            id: id.into(),
+            adapter: "claude".into(),
+            prompt: String::new(),
+            deps: vec![],
+            gate: None,
+            review: None,
+        })
+    }
+
+    /// Dispatches what can be dispatched: next steps of started tasks, then
+    /// new tasks whose dependencies are committed, up to `max_parallel`.
+    fn advance(&mut self) {
+        for id in self.order.clone() {
+            let rt = &self.tasks[&id];
+            if rt.running.is_some() {
+                continue;
+            }
+            let Some(step) = rt.next.clone() else { continue };
+            if step == Step::Commit {
+                if let Some(t) = self.tasks.get_mut(&id) {
+                    t.next = None;
+                }
+                self.set_state(ACTOR, &id, "committed", Some(0), None);
+                continue;
+            }
+            if self.held {
+                continue;
+            }
+            if let Some(t) = self.tasks.get_mut(&id) {
+                t.next = None;
+            }
+            self.dispatch(&id, step);
+        }
+        for id in self.order.clone() {
+            if self.tasks[&id].state.is_some() {
+                continue;
+            }
+            let def = self.task_def(&id);
+            let blocked = def.deps.iter().find_map(|d| {
+                let s = self.tasks.get(d).and_then(|t| t.state.clone());
+                s.filter(|s| s == "halted" || s == "failed").map(|s| (d.clone(), s))
+            });
+            if let Some((d, s)) = blocked {
+                // Fail-closed: a dependent of a halted task never starts.
+                self.set_state(ACTOR, &id, "halted", None, Some(format!("not started: dependency {d} is {s}")));
+                continue;
+            }
+            let ready =
+                def.deps.iter().all(|d| self.tasks.get(d).and_then(|t| t.state.as_deref()) == Some("committed"));
+            let busy = self.tasks.values().filter(|t| t.state.as_deref().is_some_and(|s| !is_terminal(s))).count();
+            if !ready || self.held || busy >= self.opts.max_parallel {
+                continue;
+            }
+            self.set_state(ACTOR, &id, "leased", None, None);
+            self.dispatch(&id, Step::Turn { resume: None });
+        }
+    }
+
+    fn dispatch(&mut self, id: &str, step: Step) {
+        let def = self.task_def(id);
+        let wrapper_env = |c: &mut Command, grace: Duration| {
+            // The wrapper's own grace is shorter than ours, so it can still
+            // stop its engine (in a session of its own) before our SIGKILL.
+            c.env("RUNWIRE_KILL_GRACE", (grace.as_secs() / 2).max(1).to_string());
+        };
+        let (mut cmd, phase, out_path) = match &step {
+            Step::Turn { resume } => {
+                let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
+                let mut c = Command::new(w);
+                match resume {
+                    Some(msg) => {
+                        let sid = self.tasks[id].session.clone().unwrap_or_default();
+                        c.arg("--prompt").arg(msg).arg("--resume").arg(sid);
+                    }
+                    None => {
+                        c.arg("--prompt").arg(&def.prompt);
+                    }
+                }
+                wrapper_env(&mut c, self.opts.kill_grace);
+                (c, Phase::Turn, self.files.log(id))
+            }
+            Step::Gate => {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c").arg(def.gate.clone().unwrap_or_default());
+                (c, Phase::Gate, self.files.dir.join(format!("{}.{id}.gate.log", self.files.slug)))
+            }
+            Step::Review => {
+                let seat = def.review.clone().unwrap_or_default();
+                let Some(w) = self.wrappers.get(&seat).cloned() else {
+                    let d = format!("review seat {seat:?} is not an adapter the supervisor can run");
+                    self.set_state(ACTOR, id, "halted", None, Some(d));
+                    return;
+                };
+                let mut c = Command::new(w);
+                c.arg("--prompt").arg(format!("Review the work of task {id}. The task was: {}", def.prompt));
+                wrapper_env(&mut c, self.opts.kill_grace);
+                (c, Phase::Review, self.files.dir.join(format!("{}.{id}.review.log", self.files.slug)))
+            }
+            Step::Commit => return,
+        };
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(&out_path);
+        let log_from = std::fs::metadata(&out_path).map(|m| m.len()).unwrap_or(0);
+        let out = match out {
+            Ok(f) => f,
+            Err(e) => {
+                self.set_state(ACTOR, id, "halted", None, Some(format!("{}: {e}", out_path.display())));
+                return;
+            }
+        };
+        cmd.current_dir(&self.opts.workdir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .env("RUNWIRE_RUN_ID", &self.run_id)
+            .env("RUNWIRE_TASK", id)
+            .process_group(0);
+        if let Some(s) = &self.tasks[id].session {
+            cmd.env("RUNWIRE_SESSION_ID", s);
+        }
+        // SAFETY: prctl is async-signal-safe. A supervisor that dies (even by
+        // SIGKILL) sends SIGTERM to its children, which stop their engines
+        // and exit: nothing is orphaned and `liveness reap` sees them gone.
+        // The signal follows the spawning thread, which is the main thread:
+        // it lives as long as the supervisor.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        match cmd.spawn() {
+            Ok(child) => {
+                let pid = child.id() as i32;
+                self.live(
+                    id,
+                    Entry {
+                        pid: Some(pid),
+                        pgid: Some(pid),
+                        logfile: Some(self.files.log(id).display().to_string()),
+                        started_ts: Some(now_ts()),
+                        ..Entry::default()
+                    },
+                );
+                let rt = self.tasks.get_mut(id).expect("task of the plan");
+                rt.running = Some(Running { child, pgid: pid, phase, log_from, for_steer: false, kill: None });
+            }
+            Err(e) => self.set_state(ACTOR, id, "halted", Some(127), Some(format!("cannot start: {e}"))),
+        }
+    }
+
+    /// Reads the task log since the turn began for a session id.
+    fn scan_log(&mut self, id: &str) {
+        let Some(r) = self.tasks[id].running.as_ref().filter(|r| r.phase == Phase::Turn) else { return };
+        let from = r.log_from;
+        let Ok(mut f) = std::fs::File::open(self.files.log(id)) else { return };
+        use std::io::Seek;
+        if f.seek(std::io::SeekFrom::Start(from)).is_err() {
+            return;
+        }
+        let mut buf = Vec::new();
+        if f.read_to_end(&mut buf).is_err() {
+            return;
+        }
+        let Some(end) = memchr::memrchr(b'\n', &buf) else { return };
+        let mut found = None;
+        let mut detail = None;
+        for line in buf[..end].split(|&b| b == b'\n') {
+            if let Some((sid, status)) = session_of(line) {
+                if status || found.is_none() {
+                    found = Some(sid);
+                }
+            }
+            if let Some(d) = status_detail(line) {
+                detail = Some(d);
+            }
+        }
+        let rt = self.tasks.get_mut(id).expect("task of the plan");
+        if let Some(r) = rt.running.as_mut() {
+            r.log_from = from + end as u64 + 1;
+        }
+        if detail.is_some() {
+            rt.last_detail = detail;
+        }
+        if let Some(sid) = found.filter(|s| rt.session.as_deref() != Some(s)) {
+            rt.session = Some(sid.clone());
+            self.live(id, Entry { session_id: Some(sid), ..Entry::default() });
+        }
+    }
+
+    fn poll_children(&mut self) {
+        for id in self.order.clone() {
+            if self.tasks[&id].running.is_none() {
+                continue;
+            }
+            self.scan_log(&id);
+            let rt = self.tasks.get_mut(&id).expect("task of the plan");
+            let r = rt.running.as_mut().expect("checked");
+            if let Some(k) = r.kill.as_mut() {
+                if !k.sigkilled && Instant::now() >= k.sigkill_at {
+                    k.sigkilled = true;
+                    // The wrapper runs its engine in a session of its own:
+                    // kill those groups too, while they are still known as
+                    // its descendants, or they would outlive it.
+                    for g in descendant_groups(r.child.id() as i32) {
+                        signal_group(g, Signal::SIGKILL);
+                    }
+                    signal_group(r.pgid, Signal::SIGKILL);
+                }
+            }
+            let status = match r.child.try_wait() {
+                Ok(Some(s)) => s,
+                Ok(None) => continue,
+                Err(_) => continue,
+            };
+            let rc = status.code().map(i64::from).unwrap_or_else(|| 128 + i64::from(status.signal().unwrap_or(0)));
+            let r = rt.running.take().expect("checked");
+            // Whatever the main process left in its group goes with it.
+            signal_group(r.pgid, Signal::SIGKILL);
+            self.scan_final(&id, r.log_from);
+            self.finished(&id, r, rc);
+        }
+    }
+
+    /// The last lines of a turn, written between the last scan and the exit.
+    fn scan_final(&mut self, id: &str, from: u64) {
+        let rt = self.tasks.get_mut(id).expect("task of the plan");
+        let Ok(bytes) = std::fs::read(self.files.log(id)) else { return };
+        let tail = bytes.get(from as usize..).unwrap_or_default();
+        for line in tail.split(|&b| b == b'\n') {
+            if let Some((sid, _)) = session_of(line) {
+                rt.session = Some(sid);
+            }
+            if let Some(d) = status_detail(line) {
+                rt.last_detail = Some(d);
+            }
+        }
+        if let Some(s) = rt.session.clone() {
+            self.live(id, Entry { session_id: Some(s), ..Entry::default() });
+        }
+    }
+
+    /// One process of a task ended with `rc`: the state machine's edges.
+    fn finished(&mut self, id: &str, r: Running, rc: i64) {
+        if let Some(k) = r.kill {
+            let detail = format!("killed by {}", k.actor);
+            self.set_state(&k.actor, id, "halted", Some(rc), Some(detail.clone()));
+            for reply in k.replies {
+                let _ = reply.send(Reply::ok(format!("{detail}: rc {rc}"), Some("halted".into())));
+            }
+            return;
+        }
+        let def = self.task_def(id);
+        let rt = self.tasks.get_mut(id).expect("task of the plan");
+        if r.for_steer {
+            if let Some(msg) = rt.steer.pop_front() {
+                rt.next = Some(Step::Turn { resume: Some(msg) });
+                self.set_state(ACTOR, id, "leased", None, Some("steered: resuming after an interrupt".into()));
+                return;
+            }
+        }
+        let (actor, after) = match r.phase {
+            Phase::Turn => ("runner", "implemented"),
+            Phase::Gate => ("gate", "gated"),
+            Phase::Review => ("reviewer", "reviewed"),
+        };
+        if rc != 0 {
+            let what = match r.phase {
+                Phase::Turn => format!("wrapper exited {rc}: {}", rt.last_detail.clone().unwrap_or_default()),
+                Phase::Gate => format!("gate exited {rc}"),
+                Phase::Review => format!("review exited {rc}"),
+            };
+            self.set_state(actor, id, "halted", Some(rc), Some(what));
+            return;
+        }
+        self.set_state(actor, id, after, None, None);
+        let rt = self.tasks.get_mut(id).expect("task of the plan");
+        // A queued steer is applied at this boundary: the task goes back to
+        // leased and its gate and review run again after the new turn.
+        if let Some(msg) = rt.steer.pop_front() {
+            rt.next = Some(Step::Turn { resume: Some(msg) });
+            self.set_state(ACTOR, id, "leased", None, Some("steered: resuming the session".into()));
+            return;
+        }
+        rt.next = Some(match r.phase {
+            Phase::Turn if def.gate.is_some() => Step::Gate,
+            Phase::Turn | Phase::Gate if def.review.is_some() => Step::Review,
+            _ => Step::Commit,
+        });
+    }
+
+    /// Starts stopping a task; `reply` is answered when its group is gone.
+    fn begin_kill(&mut self, id: &str, actor: &str, reply: Option<&mpsc::Sender<Reply>>) -> Option<Reply> {
+        let grace = self.opts.kill_grace;
+        let state = self.tasks.get(id).and_then(|t| t.state.clone());
+        let rt = self.tasks.get_mut(id)?;
+        if let Some(r) = rt.running.as_mut() {
+            let k = r.kill.get_or_insert_with(|| {
+                signal_group(r.pgid, Signal::SIGTERM);
+                Kill { actor: actor.to_string(), sigkill_at: Instant::now() + grace, sigkilled: false, replies: vec![] }
+            });
+            if let Some(tx) = reply {
+                k.replies.push(tx.clone());
+            }
+            return None;
+        }
+        if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
+            return Some(Reply::ok(format!("task {id} is already {s}"), Some(s.to_string())));
+        }
+        rt.next = None;
+        rt.steer.clear();
+        let detail = match state {
+            None => "killed by {actor} before it started".replace("{actor}", actor),
+            Some(_) => format!("killed by {actor} between steps"),
+        };
+        self.set_state(actor, id, "halted", None, Some(detail.clone()));
+        Some(Reply::ok(detail, Some("halted".into())))
+    }
+
+    fn handle(&mut self, req: Request, reply: &mpsc::Sender<Reply>) -> Option<Reply> {
+        let actor = req.actor.clone().filter(|a| !a.is_empty() && a.len() <= 128).unwrap_or_else(|| "control".into());
+        let task = match (req.verb.as_str(), req.task.as_deref()) {
+            ("kill" | "steer", None) => return Some(Reply::refuse(format!("{} needs a task", req.verb), None)),
+            ("kill" | "steer", Some(t)) => match self.tasks.get(t) {
+                Some(_) => Some(t.to_string()),
+                None => return Some(Reply::refuse(format!("no task {t:?} in this run"), None)),
+            },
+            _ => None,
+        };
+        let state_of = |s: &Sup, t: &str| s.tasks.get(t).and_then(|r| r.state.clone());
+        match (req.verb.as_str(), task) {
+            ("kill", Some(t)) => self.begin_kill(&t, &actor, Some(reply)),
+            ("steer", Some(t)) => {
+                Some(self.steer(&t, &actor, req.msg.unwrap_or_default(), req.interrupt == Some(true)))
+            }
+            ("pause", _) => {
+                let was = std::mem::replace(&mut self.held, true);
+                if !was {
+                    self.run_rec(&actor, "paused", None);
+                }
+                Some(Reply::ok(if was { "already paused" } else { "paused" }, Some("paused".into())))
+            }
+            ("resume", _) => {
+                let was = std::mem::replace(&mut self.held, false);
+                if was {
+                    self.run_rec(&actor, "resumed", None);
+                }
+                Some(Reply::ok(if was { "resumed" } else { "not paused" }, Some("running".into())))
+            }
+            ("status", _) => {
+                let v: BTreeMap<&String, Option<String>> = self.tasks.keys().map(|k| (k, state_of(self, k))).collect();
+                let held = if self.held { "paused" } else { "running" };
+                Some(Reply::ok(serde_json::to_string(&v).unwrap_or_default(), Some(held.into())))
+            }
+            (v, _) => Some(Reply::refuse(format!("unknown verb {v:?} (kill, steer, pause, resume, status)"), None)),
+        }
+    }
+
+    fn steer(&mut self, id: &str, actor: &str, msg: String, interrupt: bool) -> Reply {
+        let def = self.task_def(id);
+        let rt = self.tasks.get_mut(id).expect("checked by handle");
+        let state = rt.state.clone();
+        if def.adapter == "codex" || rt.running.as_ref().is_some_and(|r| r.phase == Phase::Review) {
+            return Reply::refuse(format!("task {id} is a review seat (codex): it is not steered"), state);
+        }
+        if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
+            return Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into()));
+        }
+        if rt.session.is_none() {
+            return Reply::refuse(format!("task {id} has no session id yet: nothing to resume"), state);
+        }
+        if msg.is_empty() || msg.len() > MAX_MSG {
+            return Reply::refuse(format!("msg must be 1 to {MAX_MSG} bytes (got {})", msg.len()), state);
+        }
+        let n = msg.len();
+        rt.steer.push_back(msg);
+        let mut detail = format!("queued for task {id} ({n} bytes)");
+        if interrupt {
+            if let Some(r) = rt.running.as_mut().filter(|r| r.phase == Phase::Turn && r.kill.is_none()) {
+                r.for_steer = true;
+                signal_group(r.pgid, Signal::SIGTERM);
+                detail.push_str("; the current turn is being stopped");
+            }
+        }
+        let now = rt.running.is_none() && rt.next.is_none() && state.is_some();
+        if now {
+            // Between steps with nothing pending: apply it at once.
+            if let Some(m) = rt.steer.pop_front() {
+                rt.next = Some(Step::Turn { resume: Some(m) });
+            }
+        }
+        self.run_rec(
+            actor,
+            "steer-queued",
+            Some(format!("task {id}: {n} bytes{}", if interrupt { ", interrupt" } else { "" })),
+        );
+        if now {
+            self.set_state(ACTOR, id, "leased", None, Some("steered: resuming the session".into()));
+        }
+        Reply::ok(detail, state)
+    }
+}

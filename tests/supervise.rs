@@ -1,0 +1,562 @@
+//! `runwire-supervise` end to end with the stub engines first on PATH:
+//! real wrappers, real process groups and signals. Every test bounds its
+//! waits, stops the supervisor's process group on the way out (even on a
+//! failed assertion) and checks that no stub process is left.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A test's directory: a git work tree (codex wants one), a harness home
+/// and the knob files of the stubs.
+struct Env {
+    dir: PathBuf,
+}
+
+impl Env {
+    fn new(name: &str) -> Env {
+        // Short: the control socket path must fit in sun_path.
+        let dir = std::env::temp_dir().join(format!("rws-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        Env { dir }
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+    fn plan(&self, json: &str) -> PathBuf {
+        let p = self.p("p.plan.json");
+        std::fs::write(&p, json).unwrap();
+        p
+    }
+    fn cmd(&self, mode: &str) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        let path =
+            format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+        c.current_dir(&self.dir)
+            .env("PATH", path)
+            .env("HARNESS_HOME", self.p("home"))
+            .env("STUB_MODE", mode)
+            .env("STUB_ARGV_LOG", self.p("argv"))
+            .env("STUB_PID_FILE", self.p("pids"))
+            .args(["--plan", "p.plan.json", "--kill-grace", "2"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        c
+    }
+    fn start(&self, mode: &str) -> Sup {
+        Sup { child: Some(self.cmd(mode).spawn().unwrap()) }
+    }
+    fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.p("runstate/p.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+    fn states(&self, task: &str) -> Vec<String> {
+        self.journal().iter().filter(|r| r["task"] == task).map(|r| r["state"].as_str().unwrap().to_string()).collect()
+    }
+    fn last(&self, task: &str) -> Option<String> {
+        self.states(task).pop()
+    }
+    fn argv(&self) -> Vec<String> {
+        std::fs::read_to_string(self.p("argv")).unwrap_or_default().lines().map(str::to_string).collect()
+    }
+    fn live(&self) -> Value {
+        std::fs::read_to_string(self.p("runstate/p.live.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    }
+    fn sock(&self) -> PathBuf {
+        self.live()["sock"].as_str().map(PathBuf::from).unwrap_or_default()
+    }
+    fn call(&self, req: Value) -> Value {
+        let mut s = UnixStream::connect(self.sock()).expect("control socket");
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+    /// Every pid a stub wrote (engines and their children).
+    fn stub_pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.p("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Kept after a failure, to look at.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The supervisor; dropping it kills its process group and reaps it.
+struct Sup {
+    child: Option<Child>,
+}
+
+impl Sup {
+    fn wait(&mut self) -> i32 {
+        let c = self.child.as_mut().unwrap();
+        let until = Instant::now() + LIMIT;
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                self.child = None;
+                return s.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < until, "supervisor did not finish in {LIMIT:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Sup {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGTERM first so that it stops its tasks; then make sure.
+            let _ = Command::new("kill").args(["-TERM", &format!("-{}", c.id())]).status();
+            let until = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still answers signal 0; /proc/<pid>/stat says Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().is_some_and(|r| !r.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Waits until `f` holds.
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + LIMIT;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn no_stub_left(env: &Env) {
+    until("every stub process to be gone", || env.stub_pids().iter().all(|&p| !alive(p)));
+}
+
+const THREE: &str = r#"{"v":"plan/v1","tasks":[
+  {"id":"a","adapter":"claude","prompt":"do a","gate":"echo a >> gates.txt"},
+  {"id":"b","adapter":"cursor","prompt":"do b"},
+  {"id":"c","adapter":"claude","prompt":"do c","deps":["a","b"],"review":"codex"}]}"#;
+
+#[test]
+fn three_tasks_with_a_dependency_complete() {
+    let env = Env::new("three");
+    env.plan(THREE);
+    let mut sup = env.start("ok");
+    assert_eq!(sup.wait(), 0);
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
+    assert_eq!(env.states("b"), ["leased", "implemented", "committed"]);
+    assert_eq!(env.states("c"), ["leased", "implemented", "reviewed", "committed"]);
+    let j = env.journal();
+    let pos = |t: &str, s: &str| j.iter().position(|r| r["task"] == t && r["state"] == s).unwrap();
+    assert!(pos("c", "leased") > pos("a", "committed") && pos("c", "leased") > pos("b", "committed"));
+    assert!(j.iter().all(|r| r["ts"].is_string() && r["actor"].is_string()));
+    assert_eq!(j.last().unwrap()["run"], "finished");
+    // Every record passes the runstate/v1 checks of the readers.
+    let folded = runwire::runs::journal::Journal::read(&env.p("runstate/p.jsonl")).unwrap();
+    assert_eq!((folded.skipped, folded.records), (0, j.len()));
+    let argv = env.argv();
+    assert_eq!(argv.iter().filter(|l| l.starts_with("codex exec --json")).count(), 1, "{argv:?}");
+    assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "a\n");
+    // The registry points at the run; the socket is gone after the end.
+    let ptrs: Vec<_> = std::fs::read_dir(env.p("home/runs")).unwrap().flatten().collect();
+    assert_eq!(ptrs.len(), 1);
+    assert!(std::fs::read_dir(env.p("home/sock")).unwrap().next().is_none());
+    let log = std::fs::read_to_string(env.p("runstate/p.a.log")).unwrap();
+    assert!(log.lines().last().unwrap().contains("runwire.status"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn a_failed_wrapper_halts_fail_closed() {
+    let env = Env::new("fail");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    let mut sup = env.start("fail");
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.states("a"), ["leased", "halted"]);
+    assert_eq!(env.states("b"), ["halted"]);
+    assert_eq!(env.argv().len(), 1, "b never started: {:?}", env.argv());
+    no_stub_left(&env);
+}
+
+fn pid_of(env: &Env, task: &str) -> Option<i32> {
+    env.live()["tasks"][task]["pid"].as_i64().map(|p| p as i32)
+}
+
+#[test]
+fn kill_stops_the_whole_group_and_dependents_never_start() {
+    let env = Env::new("kill");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    let mut sup = env.start("hang");
+    // The engine and its child both wrote their pid: the group is complete.
+    until("the hanging engine and its session id", || {
+        env.stub_pids().len() >= 2 && env.live()["tasks"]["a"]["session_id"].is_string()
+    });
+    let wrapper = pid_of(&env, "a").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&env.p("home/sock")), mode(&env.sock())), (0o700, 0o600), "private socket");
+    let entry = &env.live()["tasks"]["a"];
+    assert_eq!(entry["pgid"].as_i64(), Some(wrapper as i64));
+    assert_eq!(entry["state"], "leased");
+    assert!(entry["started_ts"].is_string() && entry["session_id"].is_string(), "{entry}");
+    assert!(entry["logfile"].as_str().unwrap().ends_with("runstate/p.a.log"), "{entry}");
+    let r = env.call(serde_json::json!({"verb":"kill","task":"a","actor":"tester"}));
+    assert_eq!((r["ok"].as_bool(), r["state"].as_str()), (Some(true), Some("halted")), "{r}");
+    assert!(!alive(wrapper), "the wrapper is reaped when kill answers");
+    no_stub_left(&env);
+    // Idempotent: a second kill reports the state.
+    let sock = env.sock();
+    if sock.exists() {
+        if let Ok(mut s) = UnixStream::connect(&sock) {
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            writeln!(s, r#"{{"verb":"kill","task":"a"}}"#).unwrap();
+            let mut line = String::new();
+            let _ = BufReader::new(s).read_line(&mut line);
+            if !line.is_empty() {
+                let v: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!((v["ok"].as_bool(), v["state"].as_str()), (Some(true), Some("halted")), "{v}");
+            }
+        }
+    }
+    assert_eq!(sup.wait(), 1);
+    let j = env.journal();
+    let halt = j.iter().find(|r| r["task"] == "a" && r["state"] == "halted").unwrap();
+    assert_eq!(halt["actor"], "tester");
+    assert!(halt["rc"].as_i64().unwrap() > 128, "{halt}");
+    assert_eq!(env.states("b"), ["halted"]);
+    assert_eq!(env.argv().len(), 1, "b never started");
+}
+
+#[test]
+fn steer_resumes_the_session_with_the_message_and_reruns_the_gate() {
+    let env = Env::new("steer");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"first","gate":"echo g >> gates.txt; sleep 1"}]}"#,
+    );
+    let mut sup = env.start("ok");
+    until("the first gate", || env.p("gates.txt").exists());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"now fix the tests"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 0);
+    let argv = env.argv();
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert!(
+        argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- now\\ fix\\ the\\ tests "),
+        "{argv:?}"
+    );
+    assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "g\ng\n", "the gate ran again");
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "leased", "implemented", "gated", "committed"]);
+    assert!(env.journal().iter().any(|r| r["run"] == "steer-queued"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn steer_refusals_and_pause_holds_the_next_task() {
+    let env = Env::new("pause");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"r","adapter":"codex","prompt":"review"},
+            {"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#,
+    );
+    let mut cmd = env.cmd("ok");
+    cmd.env("STUB_DELAY", "0.02");
+    let mut sup = Sup { child: Some(cmd.spawn().unwrap()) };
+    until("a leased", || env.last("a").is_some());
+    let r = env.call(serde_json::json!({"verb":"pause"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let refused = |task: &str, needle: &str| {
+        let r = env.call(serde_json::json!({"verb":"steer","task":task,"msg":"m"}));
+        assert_eq!(r["ok"], false, "{r}");
+        assert!(r["detail"].as_str().unwrap().contains(needle), "{r}");
+    };
+    refused("r", "review seat");
+    refused("b", "no session");
+    until("a committed", || env.last("a").as_deref() == Some("committed"));
+    refused("a", "terminal");
+    let big = "x".repeat(64 * 1024 + 1);
+    let r = env.call(serde_json::json!({"verb":"steer","task":"zz","msg":big}));
+    assert_eq!(r["ok"], false);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(env.states("b").is_empty(), "b is held while paused");
+    let r = env.call(serde_json::json!({"verb":"resume"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 0);
+    let j = env.journal();
+    let resumed = j.iter().position(|r| r["run"] == "resumed").unwrap();
+    let b = j.iter().position(|r| r["task"] == "b").unwrap();
+    assert!(b > resumed && j.iter().any(|r| r["run"] == "paused"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
+    let env = Env::new("crash");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},
+            {"id":"b","adapter":"claude","prompt":"y","deps":["a"],"gate":"test -f ok.flag || exec sleep 100"}]}"#,
+    );
+    let mut sup = env.start("ok");
+    // The liveness pid is the gate's once it is the `sleep` the gate execs.
+    until("b's gate", || {
+        pid_of(&env, "b")
+            .is_some_and(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0")))
+    });
+    let gate = pid_of(&env, "b").unwrap();
+    let sock = env.sock();
+    sup.kill9();
+    // The parent-death signal stops the gate: nothing is orphaned.
+    // Gone entirely (reaped by init, not a zombie), as `liveness reap` judges by signal 0.
+    until("the gate to die with its supervisor", || !std::path::Path::new(&format!("/proc/{gate}")).exists());
+    let r = Command::new(env!("CARGO_BIN_EXE_liveness"))
+        .args(["--runstate", env.p("runstate").to_str().unwrap(), "reap", "p"])
+        .output()
+        .unwrap();
+    let reaped: Vec<Value> =
+        String::from_utf8_lossy(&r.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!((reaped[0]["task"].as_str(), reaped[0]["last_state"].as_str()), (Some("b"), Some("implemented")));
+    assert!(sock.exists() && UnixStream::connect(&sock).is_err(), "a stale socket nobody answers");
+    let srv = Server::start(&env, &[]);
+    let id = run_id(&env);
+    for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/b/kill")] {
+        let (code, v) = srv.post(&path, "", "");
+        assert_eq!(
+            (code, v),
+            (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
+            "{path}"
+        );
+    }
+    let (code, _) = srv.post(&format!("/runs/{id}/tasks/b/steer"), JSON, r#"{"msg":"m"}"#);
+    assert_eq!(code, 409);
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    let mut again = env.start("ok");
+    assert_eq!(again.wait(), 0);
+    assert_eq!(env.last("b").as_deref(), Some("committed"));
+    let argv = env.argv();
+    assert_eq!(argv.iter().filter(|l| l.contains("-- x ")).count(), 1, "a is not redone: {argv:?}");
+    assert_eq!(env.states("a"), ["leased", "implemented", "committed"]);
+    // b's turn had finished: only its gate, in flight at the crash, runs again.
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert_eq!(env.states("b"), ["leased", "implemented", "gated", "committed"]);
+    no_stub_left(&env);
+}
+
+// ---- through runwire-serve ----
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(env: &Env, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("HARNESS_HOME", env.p("home"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+        Server { child, port }
+    }
+
+    /// One POST; `headers` end with CRLF each.
+    fn post(&self, path: &str, headers: &str, body: &str) -> (u16, Value) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        write!(s, "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\n\r\n{body}", body.len())
+            .unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run_id(env: &Env) -> String {
+    let e = std::fs::read_dir(env.p("home/runs")).unwrap().flatten().next().unwrap();
+    e.file_name().to_string_lossy().trim_end_matches(".json").to_string()
+}
+
+const JSON: &str = "Content-Type: application/json\r\n";
+
+#[test]
+fn routes_reach_the_supervisor_and_answer_409_without_one() {
+    let env = Env::new("routes");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    std::fs::write(env.p("token"), "0123456789abcdef0123").unwrap();
+    let mut sup = env.start("hang");
+    until("the hanging engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let id = run_id(&env);
+    let srv = Server::start(&env, &["--token-file", env.p("token").to_str().unwrap()]);
+    let auth = "Authorization: Bearer 0123456789abcdef0123\r\n";
+    let with = |h: &str| format!("{auth}{h}");
+    // The /agui boundary: token, Origin, media type.
+    assert_eq!(srv.post(&format!("/runs/{id}/pause"), "", "").0, 401);
+    assert_eq!(srv.post(&format!("/runs/{id}/pause"), &with("Origin: http://evil.example\r\n"), "").0, 403);
+    let steer = format!("/runs/{id}/tasks/a/steer");
+    assert_eq!(srv.post(&steer, &with("Content-Type: text/plain\r\n"), r#"{"msg":"m"}"#).0, 415);
+    assert_eq!(srv.post(&steer, &with(JSON), r#"{"msg":"m","bogus":1}"#).0, 400);
+    let (code, v) = srv.post(&format!("/runs/{id}/pause"), auth, "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    let (code, v) = srv.post(&format!("/runs/{id}/resume"), auth, "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    let (code, v) = srv.post(&format!("/runs/{id}/tasks/b/steer"), &with(JSON), r#"{"msg":"m"}"#);
+    assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
+    let (code, v) = srv.post(&format!("/runs/{id}/tasks/a/kill"), auth, "");
+    assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
+    no_stub_left(&env);
+    assert_eq!(sup.wait(), 1);
+    let j = env.journal();
+    assert!(j.iter().any(|r| r["task"] == "a" && r["state"] == "halted" && r["actor"] == "runwire-serve"));
+    assert!(j.iter().any(|r| r["run"] == "paused") && j.iter().any(|r| r["run"] == "resumed"));
+    // Nobody answers now.
+    for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/a/kill")] {
+        let (code, v) = srv.post(&path, auth, "");
+        assert_eq!(
+            (code, v),
+            (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
+            "{path}"
+        );
+    }
+    // A steer inbox takes steer, pause and resume, never kill.
+    std::fs::write(env.p("runstate/p.steer.jsonl"), "").unwrap();
+    assert_eq!(srv.post(&steer, &with(JSON), r#"{"msg":"later","interrupt":true}"#).0, 202);
+    assert_eq!(srv.post(&format!("/runs/{id}/pause"), auth, "").0, 202);
+    assert_eq!(srv.post(&format!("/runs/{id}/tasks/a/kill"), auth, "").0, 409);
+    let inbox: Vec<Value> = std::fs::read_to_string(env.p("runstate/p.steer.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(inbox.len(), 2);
+    assert_eq!((inbox[0]["verb"].as_str(), inbox[0]["msg"].as_str()), (Some("steer"), Some("later")));
+    assert_eq!(inbox[1]["verb"], "pause");
+}
+
+#[test]
+fn steer_with_interrupt_stops_the_turn_and_resumes_with_the_message() {
+    let env = Env::new("intr");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"long"}]}"#);
+    let mut cmd = env.cmd("ok");
+    // 50 lines, 0.2 s apart: a turn of 10 s unless interrupted.
+    cmd.env("STUB_DELAY", "0.2");
+    let mut sup = Sup { child: Some(cmd.spawn().unwrap()) };
+    until("a session id", || env.live()["tasks"]["a"]["session_id"].is_string());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    let t0 = Instant::now();
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"short","interrupt":true}));
+    assert_eq!(r["ok"], true, "{r}");
+    until("the resumed turn", || env.argv().len() == 2);
+    assert!(t0.elapsed() < Duration::from_secs(8), "the first turn was cut short");
+    let argv = env.argv();
+    assert!(argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- short "), "{argv:?}");
+    assert_eq!(sup.wait(), 0);
+    assert_eq!(env.states("a"), ["leased", "leased", "implemented", "committed"]);
+    no_stub_left(&env);
+}
+
+#[test]
+fn kill_stops_a_group_that_ignores_sigterm() {
+    let env = Env::new("ignterm");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    // The wrapper gets half the grace to SIGKILL its engine; our SIGKILL (and
+    // the descendant sweep) would follow at the full grace.
+    let mut sup = env.start("ignore-term");
+    until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let r = env.call(serde_json::json!({"verb":"kill","task":"a"}));
+    assert_eq!(r["state"], "halted", "{r}");
+    no_stub_left(&env);
+    assert_eq!(sup.wait(), 1);
+}
+
+#[test]
+fn sigterm_to_the_supervisor_halts_running_tasks_and_aborts() {
+    let env = Env::new("term");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    let mut sup = env.start("hang");
+    until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let pid = sup.child.as_ref().unwrap().id();
+    Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.last("a").as_deref(), Some("halted"));
+    assert_eq!(env.journal().last().unwrap()["run"], "aborted");
+    no_stub_left(&env);
+}
+
+#[test]
+fn help_has_no_side_effects_and_bad_input_exits_2_with_the_error_form() {
+    let env = Env::new("usage");
+    let out = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+        .arg("--help")
+        .current_dir(&env.dir)
+        .env("HARNESS_HOME", env.p("home"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--plan"));
+    assert!(!env.p("runstate").exists() && std::fs::read_dir(env.p("home")).unwrap().next().is_none());
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","deps":["a"]}]}"#);
+    let out = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-supervise: p.plan.json: ") && err.contains("cycle"), "{err}");
+    let out = env.cmd("ok").args(["--max-parallel", "0"]).stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(env.argv().is_empty(), "nothing ran");
+}
