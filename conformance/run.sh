@@ -91,9 +91,15 @@ for adapter in claude cursor codex; do
   done
 done
 
-if [ "${#sse[@]}" -gt 0 ]; then
+# check_with SCRIPT REPORT FILE...: runs a checker over the files (paths
+# relative to $work), tallies its one-line-per-file verdicts, and counts every
+# file it did not report on (a crashed checker) as a failure.
+check_with() {
+  local script=$1 report=$2 line checked
+  shift 2
+  [ "$#" -gt 0 ] || return 0
   set +e
-  (cd "$work" && node "$conf/check.mjs" "${sse[@]#"$work"/}") >"$work/check.jsonl"
+  (cd "$work" && node "$conf/$script" "${@#"$work"/}") >"$work/$report"
   set -e
   while IFS= read -r line; do
     if printf '%s' "$line" | grep -q '"ok":true'; then
@@ -104,31 +110,18 @@ if [ "${#sse[@]}" -gt 0 ]; then
       keep=1
       printf 'FAIL %s\n' "$line"
     fi
-  done <"$work/check.jsonl"
-  checked=$(wc -l <"$work/check.jsonl")
-  if [ "$checked" -ne "${#sse[@]}" ]; then
-    failed=$((failed + ${#sse[@]} - checked))
+  done <"$work/$report"
+  checked=$(wc -l <"$work/$report")
+  if [ "$checked" -ne "$#" ]; then
+    failed=$((failed + $# - checked))
     keep=1
-    echo "FAIL check.mjs reported $checked of ${#sse[@]} files"
+    echo "FAIL $script reported $checked of $# files"
   fi
-fi
+}
 
+check_with check.mjs check.jsonl "${sse[@]}"
 # The intermediate events/v1 stream must satisfy its own contract too.
-if [ "${#events[@]}" -gt 0 ]; then
-  set +e
-  (cd "$work" && node "$conf/check-events.mjs" "${events[@]#"$work"/}") >"$work/check-events.jsonl"
-  set -e
-  while IFS= read -r line; do
-    if printf '%s' "$line" | grep -q '"ok":true'; then
-      passed=$((passed + 1))
-      printf 'ok   %s\n' "$line"
-    else
-      failed=$((failed + 1))
-      keep=1
-      printf 'FAIL %s\n' "$line"
-    fi
-  done <"$work/check-events.jsonl"
-fi
+check_with check-events.mjs check-events.jsonl "${events[@]}"
 
 if [ $((passed + failed)) -eq 0 ]; then
   echo "conformance: no fixture found under fixtures/{claude,cursor,codex}/*.jsonl" >&2
