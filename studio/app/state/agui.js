@@ -1,0 +1,267 @@
+// The AG-UI event reducer: one run's stream of AG-UI 1.0 events (as
+// runwire-serve's POST /agui sends them) folded into a transcript. No DOM.
+//
+// The transcript is `items`, in arrival order: text messages, reasoning
+// messages and tool calls (the calls themselves live in the tool-card model).
+// `dirty` collects the ids of the items each event changed, so a view patches
+// only those (a text delta touches its message, never a settled tool card).
+
+import {
+  appendArgs,
+  createToolCards,
+  endArgs,
+  resultMeta,
+  setResult,
+  settle,
+  startCall,
+} from './toolcards.js';
+
+export function createRun({ threadId = null, runId = null } = {}) {
+  return {
+    threadId,
+    runId,
+    /** idle → running → finished | error */
+    status: 'idle',
+    error: null,
+    items: [],
+    byId: new Map(),
+    tools: createToolCards(),
+    turns: [],
+    warnings: [],
+    usage: null,
+    events: 0,
+    ignored: 0,
+    dirty: new Set(),
+    statusDirty: false,
+  };
+}
+
+function item(run, kind, id) {
+  const key = `${kind}:${id}`;
+  let it = run.byId.get(key);
+  if (!it) {
+    it = { key, kind, id, text: '', done: false, rev: 0 };
+    run.byId.set(key, it);
+    run.items.push(it);
+  }
+  return it;
+}
+
+function bump(run, it) {
+  it.rev += 1;
+  run.dirty.add(it.key);
+}
+
+function toolItem(run, id) {
+  const it = item(run, 'tool', id);
+  run.dirty.add(it.key);
+  return it;
+}
+
+function str(v) {
+  return typeof v === 'string' ? v : null;
+}
+
+function terminal(run, status, error) {
+  run.status = status;
+  run.error = error;
+  run.statusDirty = true;
+  for (const it of run.items) {
+    if ((it.kind === 'text' || it.kind === 'reasoning') && !it.done) {
+      it.done = true;
+      bump(run, it);
+    }
+  }
+  settle(run.tools, status === 'finished' ? 'finished' : 'interrupted');
+  for (const id of run.tools.order) run.dirty.add(`tool:${id}`);
+}
+
+/**
+ * Applies one AG-UI event (a parsed JSON object). Unknown or malformed events
+ * are counted in `ignored`, never thrown.
+ * @returns the run (mutated in place)
+ */
+export function applyAgui(run, ev) {
+  run.events += 1;
+  if (!ev || typeof ev !== 'object' || typeof ev.type !== 'string') {
+    run.ignored += 1;
+    run.warnings.push({ reason: 'an event that is not an AG-UI object was skipped', code: 'malformed' });
+    run.statusDirty = true;
+    return run;
+  }
+  if (run.status === 'finished' || run.status === 'error') {
+    // Nothing follows a terminal event in a well-formed stream.
+    run.ignored += 1;
+    return run;
+  }
+  switch (ev.type) {
+    case 'RUN_STARTED':
+      run.threadId = str(ev.threadId) ?? run.threadId;
+      run.runId = str(ev.runId) ?? run.runId;
+      run.status = 'running';
+      run.statusDirty = true;
+      break;
+    case 'RUN_FINISHED':
+      if (Array.isArray(ev.usage)) run.usage = ev.usage;
+      terminal(run, 'finished', null);
+      break;
+    case 'RUN_ERROR':
+      if (Array.isArray(ev.usage)) run.usage = ev.usage;
+      terminal(run, 'error', { message: str(ev.message) ?? 'the run failed', code: str(ev.code) });
+      break;
+    case 'TEXT_MESSAGE_START':
+    case 'TEXT_MESSAGE_CONTENT':
+    case 'TEXT_MESSAGE_END':
+    case 'TEXT_MESSAGE_CHUNK':
+      textEvent(run, 'text', ev);
+      break;
+    case 'REASONING_MESSAGE_START':
+    case 'REASONING_MESSAGE_CONTENT':
+    case 'REASONING_MESSAGE_END':
+    case 'REASONING_MESSAGE_CHUNK':
+      textEvent(run, 'reasoning', ev);
+      break;
+    case 'REASONING_START':
+    case 'REASONING_END':
+      break;
+    case 'TOOL_CALL_START': {
+      const id = str(ev.toolCallId);
+      if (!id) return skip(run);
+      toolItem(run, id);
+      startCall(run.tools, { id, name: str(ev.toolCallName), parent: str(ev.parentMessageId) });
+      break;
+    }
+    case 'TOOL_CALL_ARGS': {
+      const id = str(ev.toolCallId);
+      if (!id) return skip(run);
+      toolItem(run, id);
+      appendArgs(run.tools, id, str(ev.delta) ?? '');
+      break;
+    }
+    case 'TOOL_CALL_END': {
+      const id = str(ev.toolCallId);
+      if (!id) return skip(run);
+      toolItem(run, id);
+      endArgs(run.tools, id);
+      break;
+    }
+    case 'TOOL_CALL_CHUNK': {
+      const id = str(ev.toolCallId);
+      if (!id) return skip(run);
+      toolItem(run, id);
+      startCall(run.tools, { id, name: str(ev.toolCallName), parent: str(ev.parentMessageId) });
+      appendArgs(run.tools, id, str(ev.delta) ?? '');
+      break;
+    }
+    case 'TOOL_CALL_RESULT': {
+      const id = str(ev.toolCallId);
+      if (!id) return skip(run);
+      toolItem(run, id);
+      setResult(run.tools, id, { content: ev.content });
+      break;
+    }
+    case 'CUSTOM':
+      custom(run, ev);
+      break;
+    default:
+      run.ignored += 1;
+  }
+  return run;
+}
+
+function skip(run) {
+  run.ignored += 1;
+  return run;
+}
+
+function textEvent(run, kind, ev) {
+  const id = str(ev.messageId);
+  if (!id) return skip(run);
+  const it = item(run, kind, id);
+  if (ev.type.endsWith('_END')) {
+    if (!it.done) {
+      it.done = true;
+      bump(run, it);
+    }
+    return run;
+  }
+  const delta = str(ev.delta);
+  if (ev.type.endsWith('_START')) {
+    bump(run, it);
+    return run;
+  }
+  if (delta) {
+    it.text += delta;
+    bump(run, it);
+  }
+  return run;
+}
+
+function custom(run, ev) {
+  const v = ev.value && typeof ev.value === 'object' ? ev.value : {};
+  switch (ev.name) {
+    case 'runwire.tool_result': {
+      const id = str(v.toolCallId);
+      if (!id) return skip(run);
+      toolItem(run, id);
+      resultMeta(run.tools, id, {
+        isError: v.isError,
+        truncated: v.truncated,
+        bytes: v.bytes,
+        exitCode: v.exitCode,
+      });
+      break;
+    }
+    case 'runwire.turn_start':
+      run.turns.push({ start: v, end: null });
+      run.statusDirty = true;
+      break;
+    case 'runwire.turn_end': {
+      const last = run.turns[run.turns.length - 1];
+      if (last && !last.end) last.end = v;
+      else run.turns.push({ start: null, end: v });
+      run.statusDirty = true;
+      break;
+    }
+    case 'runwire.error':
+      run.warnings.push({ reason: str(v.reason) ?? 'error', code: str(v.code), raw: str(v.raw) });
+      run.statusDirty = true;
+      break;
+    default:
+      run.ignored += 1;
+  }
+  return run;
+}
+
+/** The request could not be made or the stream broke before a terminal event. */
+export function failRun(run, message, code = 'client') {
+  if (run.status === 'finished' || run.status === 'error') return run;
+  terminal(run, 'error', { message, code });
+  return run;
+}
+
+/** Takes the set of changed item keys (and whether the status line changed). */
+export function takeDirty(run) {
+  const keys = [...run.dirty];
+  run.dirty.clear();
+  const status = run.statusDirty;
+  run.statusDirty = false;
+  return { keys, status };
+}
+
+/** The assistant's text of the run, all messages joined (for the next request's history). */
+export function assistantText(run) {
+  return run.items
+    .filter((it) => it.kind === 'text')
+    .map((it) => it.text)
+    .join('\n\n');
+}
+
+/** Sum of the turns' costs, where reported. */
+export function runCost(run) {
+  let cost = null;
+  for (const t of run.turns) {
+    if (t.end && typeof t.end.costUsd === 'number') cost = (cost ?? 0) + t.end.costUsd;
+  }
+  return cost;
+}
