@@ -534,9 +534,12 @@ fn token_guards_every_route_but_healthz() {
     assert_eq!(r.status, 200);
     assert_eq!(types(&r.events()).last().map(String::as_str), Some("RUN_FINISHED"));
     // GET routes also take ?token=; POST does not.
-    assert_eq!(request(p, "GET", "/", &[], b"").status, 401);
-    assert_eq!(request(p, "GET", &format!("/?token={token}"), &[], b"").status, 200);
-    assert_eq!(request(p, "GET", "/?token=nope-nope-nope-nope", &[], b"").status, 401);
+    assert_eq!(request(p, "GET", "/api/info", &[], b"").status, 401);
+    assert_eq!(request(p, "GET", &format!("/api/info?token={token}"), &[], b"").status, 200);
+    assert_eq!(request(p, "GET", "/api/info?token=nope-nope-nope-nope", &[], b"").status, 401);
+    assert_eq!(request(p, "GET", "/runs", &[], b"").status, 401);
+    // The studio page holds no data: it loads without the token (and then sends it on each call).
+    assert_eq!(request(p, "GET", "/", &[], b"").status, 200);
     let r = request(p, "POST", &format!("/agui?token={token}"), &[JSON], run_body("t", "r2", "x").as_bytes());
     assert_eq!(r.status, 401);
 }
@@ -768,4 +771,121 @@ fn shutdown_stops_running_agents_and_exits_0() {
     common::verify(&ev).unwrap();
     assert_eq!(ev.last().unwrap()["type"], "RUN_ERROR");
     assert!(ev.last().unwrap()["message"].as_str().unwrap().contains("shutting down"));
+}
+
+#[test]
+fn studio_page_is_served_with_a_strict_policy_and_revalidates() {
+    let s = Server::start(&[], &[]);
+    let p = s.port;
+    let r = request(p, "GET", "/", &[], b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let expected = std::fs::read(root().join("studio/app/index.html")).unwrap();
+    assert_eq!(r.body, expected, "the page is the embedded studio/app/index.html");
+    let csp = r.header("content-security-policy").expect("a CSP on the page");
+    for directive in
+        ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"]
+    {
+        assert!(csp.contains(directive), "{directive} missing from {csp}");
+    }
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval") && !csp.contains('*'), "{csp}");
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    let etag = r.header("etag").expect("an ETag").to_string();
+    let again = request(p, "GET", "/", &[("If-None-Match", &etag)], b"");
+    assert_eq!(again.status, 304);
+    assert!(again.body.is_empty());
+    assert_eq!(request(p, "GET", "/", &[("If-None-Match", "\"other\"")], b"").status, 200);
+    // Every file under studio/app/ is served at /studio/<path>, with its own type.
+    let mut files = Vec::new();
+    let app = root().join("studio/app");
+    let mut dirs = vec![app.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if !path.file_name().unwrap().to_string_lossy().starts_with('.') {
+                files.push(path);
+            }
+        }
+    }
+    for f in &files {
+        let rel = f.strip_prefix(&app).unwrap().to_string_lossy().into_owned();
+        let r = request(p, "GET", &format!("/studio/{rel}"), &[], b"");
+        assert_eq!(r.status, 200, "{rel}");
+        assert_eq!(r.body, std::fs::read(f).unwrap(), "{rel}");
+        if rel.ends_with(".js") {
+            assert_eq!(r.header("content-type"), Some("text/javascript; charset=utf-8"), "{rel}");
+        }
+    }
+    // Nothing outside the embedded table, however the path is spelled.
+    for bad in
+        ["/studio/", "/studio/nope.js", "/studio/../Cargo.toml", "/studio/%2e%2e/Cargo.toml", "/studio//index.html"]
+    {
+        let r = request(p, "GET", bad, &[], b"");
+        assert_eq!(r.status, 404, "{bad}");
+        r.error();
+    }
+    assert_eq!(request(p, "POST", "/", &[JSON], b"{}").status, 405);
+    // What `GET /` used to answer lives at /api/info.
+    let info = request(p, "GET", "/api/info", &[], b"").json();
+    assert_eq!(info["agui"], "/agui");
+    assert_eq!(info["mode"], "replay");
+    assert_eq!(info["evidence"], false);
+}
+
+#[test]
+fn evidence_route_checks_the_directory_on_every_request() {
+    let s = Server::start(&[], &[]);
+    let r = request(s.port, "GET", "/api/evidence", &[], b"");
+    assert_eq!(r.status, 404);
+    assert!(r.error().contains("--evidence"));
+    drop(s);
+
+    let dir = tmp("evidence-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sample = std::fs::read(root().join("fixtures/verdict/accept.verdict.json")).unwrap();
+    std::fs::write(dir.join("verdict.json"), &sample).unwrap();
+    let s = Server::start(&["--evidence", dir.to_str().unwrap()], &[]);
+    let p = s.port;
+    assert_eq!(request(p, "GET", "/api/info", &[], b"").json()["evidence"], true);
+    let r = request(p, "GET", "/api/evidence", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = r.json();
+    // The summary is verdict-check's own --format json, plus policy, trials and the source.
+    let cli = Command::new(env!("CARGO_BIN_EXE_verdict-check"))
+        .args(["--format", "json", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(cli.status.code(), Some(2), "verdict-check --dir needs H0/H1; the server checks them only when present");
+    let cli = Command::new(env!("CARGO_BIN_EXE_verdict-check"))
+        .args(["--format", "json"])
+        .arg(dir.join("verdict.json"))
+        .output()
+        .unwrap();
+    let cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    for key in ["status", "reason", "baseline", "candidate", "evidence"] {
+        assert_eq!(body[key], cli[key], "{key}");
+    }
+    let raw: Value = serde_json::from_slice(&sample).unwrap();
+    assert_eq!(body["trials"], raw["trials"]);
+    assert_eq!(body["ok"], true);
+
+    // Swapped for a malformed verdict: a readable 422 naming the finding, at once.
+    let edited = String::from_utf8(sample.clone()).unwrap().replacen("\"passedTrials\": 2", "\"passedTrials\": 1", 1);
+    std::fs::write(dir.join("verdict.json"), edited).unwrap();
+    let r = request(p, "GET", "/api/evidence", &[], b"");
+    assert_eq!(r.status, 422);
+    let body = r.json();
+    assert_eq!(body["ok"], false);
+    assert!(body["error"].as_str().unwrap().contains("passedTrials"), "{body}");
+    assert!(body["findings"].as_array().unwrap().iter().any(|f| f["path"] == "candidate.passedTrials"), "{body}");
+    std::fs::write(dir.join("verdict.json"), b"not json").unwrap();
+    let r = request(p, "GET", "/api/evidence", &[], b"");
+    assert_eq!(r.status, 422);
+    assert!(!r.error().is_empty());
+    assert_eq!(request(p, "POST", "/api/evidence", &[JSON], b"{}").status, 405);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -528,6 +528,11 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
             _ => method_not_allowed(stream, &cors, "GET"),
         };
     }
+    // The page and its files are constants of the binary and hold no data:
+    // they load without the token, and the page sends it on each API call.
+    if super::studio::is_static(&req.path) {
+        return super::studio::get(stream, req, &cors);
+    }
     if let Some(token) = &cfg.token {
         if !authorized(req, token) {
             respond_error(stream, 401, &cors, "missing or wrong token: send Authorization: Bearer <token>");
@@ -535,18 +540,21 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
         }
     }
     match (req.path.as_str(), req.method.as_str()) {
-        ("/", "GET") => {
+        ("/api/info", "GET") => {
             let body = serde_json::json!({
                 "name": super::BIN,
                 "version": env!("CARGO_PKG_VERSION"),
                 "agui": "/agui",
                 "agent": cfg.adapter.name(),
                 "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
+                "evidence": cfg.evidence.is_some(),
+                "tokenRequired": cfg.token.is_some(),
             });
             let _ = respond(stream, 200, &cors, &body.to_string());
             Close::Linger
         }
-        ("/", _) => method_not_allowed(stream, &cors, "GET"),
+        ("/api/info", _) => method_not_allowed(stream, &cors, "GET"),
+        ("/api/evidence", _) => super::evidence::get(shared, stream, req, &cors),
         ("/agui", "POST") => match read_json_body(cfg, stream, req, rest, until, &cors) {
             Ok(body) => agui::post(shared, stream, req, &body, &cors),
             Err(close) => close,

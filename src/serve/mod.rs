@@ -23,9 +23,11 @@
 
 pub mod agui;
 pub mod control;
+pub mod evidence;
 pub mod http;
 pub mod run;
 pub mod runs;
+pub mod studio;
 pub mod watch;
 
 use crate::cli::{self, Exit};
@@ -103,6 +105,11 @@ pub struct Args {
     /// Do not record POST /agui runs under $HARNESS_HOME/serve (they then do not appear in GET /runs).
     #[arg(long)]
     pub no_record: bool,
+    /// Compare evidence for the studio's Compare view and GET /api/evidence: a directory holding
+    /// verdict.json (and H0/, H1/ revision.json, checked when present) or a verdict file. Read on
+    /// every request.
+    #[arg(long, value_name = "DIR")]
+    pub evidence: Option<PathBuf>,
 }
 
 /// `ADDR:PORT`, with `localhost` read as 127.0.0.1.
@@ -187,6 +194,8 @@ pub struct Config {
     pub max_connections: usize,
     /// Unsent bytes one task stream may hold.
     pub stream_buffer: usize,
+    /// `--evidence`: what `GET /api/evidence` checks.
+    pub evidence: Option<PathBuf>,
 }
 
 /// Why the server could not start.
@@ -294,6 +303,7 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(DEFAULT_STREAM_BUFFER)
             .max(1024),
+        evidence: args.evidence.clone(),
     })
 }
 
@@ -351,6 +361,16 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     if let Source::Agent { cmd: Err(why) } = &cfg.source {
         cli::report(BIN, format!("warning: {why}; every run will fail"));
     }
+    // Evidence is read per request (it may appear later), so a missing path only warns.
+    if let Some(e) = cfg.evidence.as_ref().filter(|e| !e.exists()) {
+        cli::report(
+            BIN,
+            format!(
+                "warning: --evidence {}: does not exist (yet); GET /api/evidence answers 422 until it does",
+                e.display()
+            ),
+        );
+    }
     // Block the signals before any thread exists, so every thread inherits
     // the mask and only the waiting thread ever sees them. Agents get a clean
     // mask: std resets it in the child before exec.
@@ -374,7 +394,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         }
         (Source::Agent { .. }, _) => format!("each run starts the {} wrapper", cfg.adapter.name()),
     };
-    cli::report(BIN, format!("{what}; point an AG-UI client (HttpAgent url) at http://{addr}/agui"));
+    cli::report(BIN, format!("{what}; open http://{addr}/ for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"));
     let shared = Arc::new(Shared::new(cfg));
     {
         let shared = shared.clone();

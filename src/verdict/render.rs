@@ -115,8 +115,15 @@ fn variant_json(a: &Aggregate) -> serde_json::Value {
 
 /// One JSON object on one line.
 pub fn json(s: &Summary, w: &mut impl Write) -> io::Result<()> {
+    serde_json::to_writer(&mut *w, &summary_value(s))?;
+    writeln!(w)
+}
+
+/// The summary as a JSON value: what `--format json` prints, and what the
+/// server's `GET /api/evidence` builds on.
+pub fn summary_value(s: &Summary) -> serde_json::Value {
     let p = &s.pairs;
-    let v = serde_json::json!({
+    serde_json::json!({
         "status": s.status.name(),
         "reason": s.reason,
         "baseline": variant_json(&s.baseline),
@@ -133,9 +140,7 @@ pub fn json(s: &Summary, w: &mut impl Write) -> io::Result<()> {
             "withinCostGuardrail": s.within_cost_guardrail(),
             "withinCreditGuardrail": s.within_credit_guardrail(),
         },
-    });
-    serde_json::to_writer(&mut *w, &v)?;
-    writeln!(w)
+    })
 }
 
 /// `key<TAB>value` lines with dotted keys (`baseline.passRate`), for `awk -F'\t'` and `cut`.
