@@ -1,0 +1,230 @@
+// Talking to runwire-serve: the token, JSON calls, and SSE over fetch (so
+// the Authorization header and our own Last-Event-ID can be sent).
+
+import { SseParser } from './state/sse.js';
+
+const TOKEN_KEY = 'runwire.token';
+
+/**
+ * Reads `#token=…` from the address (possibly with a route after it:
+ * `#token=abc&/chat` or `#/chat&token=abc`), keeps it in sessionStorage and
+ * takes it out of the address bar and history.
+ */
+export function initToken() {
+  const hash = location.hash.replace(/^#/, '');
+  if (!/(^|[&?])token=/.test(hash)) return;
+  let rest = [];
+  for (const part of hash.split(/[&?]/)) {
+    if (part.startsWith('token=')) {
+      const t = decodeURIComponent(part.slice('token='.length));
+      if (t) sessionStorage.setItem(TOKEN_KEY, t);
+    } else if (part) {
+      rest.push(part);
+    }
+  }
+  rest = rest.filter((p) => p.startsWith('/'));
+  const route = rest.length ? `#${rest[0]}` : '#/runs';
+  history.replaceState(null, '', `${location.pathname}${location.search}${route}`);
+}
+
+export function token() {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY) || '';
+  } catch {
+    return '';
+  }
+}
+
+export function headers(extra = {}) {
+  const h = { ...extra };
+  const t = token();
+  if (t) h.Authorization = `Bearer ${t}`;
+  return h;
+}
+
+function unauthorized() {
+  document.dispatchEvent(new CustomEvent('runwire:unauthorized'));
+}
+
+async function readBody(res) {
+  const text = await res.text();
+  if (text === '') return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * GET or POST JSON. Never throws: `{status, body, error}`; status is null
+ * when the request itself failed (the server is down, the network dropped).
+ */
+export async function call(method, path, body, { signal } = {}) {
+  const init = { method, headers: headers({ Accept: 'application/json' }), cache: 'no-store', signal };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  try {
+    const res = await fetch(path, init);
+    if (res.status === 401) unauthorized();
+    return { status: res.status, body: await readBody(res), error: null };
+  } catch (e) {
+    if (e && e.name === 'AbortError') return { status: null, body: null, error: 'aborted', aborted: true };
+    return { status: null, body: null, error: 'The server could not be reached.' };
+  }
+}
+
+export const getJson = (path, opts) => call('GET', path, undefined, opts);
+export const postJson = (path, body, opts) => call('POST', path, body, opts);
+
+/** `{error}` / `{detail}` of an error body, or a fallback sentence. */
+export function errorText(answer) {
+  const b = answer.body;
+  if (answer.status === null) return answer.error || 'The server could not be reached.';
+  if (b && typeof b === 'object') {
+    if (typeof b.error === 'string') return b.error;
+    if (typeof b.detail === 'string') return b.detail;
+  }
+  if (typeof b === 'string' && b.trim()) return b.trim().slice(0, 300);
+  return `HTTP ${answer.status}`;
+}
+
+/**
+ * Reads one SSE response body, calling onFrame(frame) for every event.
+ * Resolves to 'eof' (the server ended it), 'aborted' or 'broken' (network).
+ */
+export async function readSse(res, onFrame, signal) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  const parser = new SseParser();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      for (const frame of parser.feed(decoder.decode(value, { stream: true }))) {
+        if (onFrame(frame) === false) {
+          reader.cancel().catch(() => {});
+          return 'stopped';
+        }
+      }
+    }
+    parser.feed(decoder.decode());
+    return 'eof';
+  } catch {
+    return signal && signal.aborted ? 'aborted' : 'broken';
+  }
+}
+
+const sleep = (ms, signal) =>
+  new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    if (signal) signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  });
+
+/**
+ * Follows a task stream (events/v1 over SSE, `id:` = seq) and reconnects by
+ * itself with Last-Event-ID after a drop, a server-side `error` frame (events
+ * it had to drop for a slow reader) or a clean end before the task's exit.
+ *
+ * @param {string} url
+ * @param {object} o
+ * @param {(record: any, id: string) => void} o.onEvent
+ * @param {(s: object) => void} o.onState  {state: connecting|live|reconnecting|waiting|ended|failed, connections, detail}
+ * @param {() => boolean} o.isDone   true once the exit event was applied
+ * @param {() => string|null} o.lastId  the last seq applied (the reducer's truth)
+ * @returns {{stop(): void}}
+ */
+export function followStream(url, { onEvent, onState, isDone, lastId }) {
+  const stopper = new AbortController();
+  let connections = 0;
+  let quiet = 0;
+  let delay = 250;
+  (async () => {
+    while (!stopper.signal.aborted) {
+      const ctrl = new AbortController();
+      const abortConn = () => ctrl.abort();
+      stopper.signal.addEventListener('abort', abortConn, { once: true });
+      const h = headers({ Accept: 'text/event-stream' });
+      const from = lastId();
+      if (from !== null && from !== undefined && from !== '') h['Last-Event-ID'] = String(from);
+      onState({ state: connections ? 'reconnecting' : 'connecting', connections, detail: from ? `after seq ${from}` : '' });
+      let res = null;
+      try {
+        res = await fetch(url, { headers: h, signal: ctrl.signal, cache: 'no-store' });
+      } catch {
+        res = null;
+      }
+      if (stopper.signal.aborted) return;
+      if (res && res.status === 401) unauthorized();
+      if (res && res.status === 404) {
+        // The task's log does not exist yet: it has not started.
+        await readBody(res).catch(() => null);
+        onState({ state: 'waiting', connections, detail: 'the task has no log yet' });
+        await sleep(Math.min(delay *= 2, 4000), stopper.signal);
+        continue;
+      }
+      if (res && !res.ok) {
+        const body = await readBody(res).catch(() => null);
+        onState({ state: 'failed', connections, detail: errorText({ status: res.status, body }) });
+        return;
+      }
+      let got = 0;
+      let end = 'broken';
+      if (res) {
+        connections += 1;
+        onState({ state: 'live', connections, detail: '' });
+        end = await readSse(
+          res,
+          (frame) => {
+            if (frame.event === 'error' && !frame.hasId) {
+              // The server dropped events for us (slow reader): reconnect after the last one we have.
+              onState({ state: 'reconnecting', connections, detail: `the server skipped events (${frame.data.slice(0, 120)}); fetching them again` });
+              ctrl.abort();
+              got += 1;
+              return false;
+            }
+            if (frame.event !== 'message') return true;
+            let rec;
+            try {
+              rec = JSON.parse(frame.data);
+            } catch {
+              rec = frame.data;
+            }
+            onEvent(rec, frame.id);
+            got += 1;
+            return true;
+          },
+          ctrl.signal,
+        );
+      }
+      stopper.signal.removeEventListener('abort', abortConn);
+      if (stopper.signal.aborted) return;
+      if (isDone()) {
+        onState({ state: 'ended', connections, detail: '' });
+        return;
+      }
+      if (got > 0) {
+        quiet = 0;
+        delay = 250;
+      } else if (end === 'eof') {
+        quiet += 1;
+      }
+      if (quiet >= 3) {
+        onState({ state: 'ended', connections, detail: 'the stream ended without an exit event', noExit: true });
+        return;
+      }
+      onState({ state: 'reconnecting', connections, detail: end === 'broken' ? 'the connection dropped' : 'the stream ended early' });
+      await sleep(got > 0 ? 100 : (delay = Math.min(delay * 2, 4000)), stopper.signal);
+    }
+  })();
+  return { stop: () => stopper.abort() };
+}
+
+/** A short random id for threads and runs. */
+export function randomId(prefix) {
+  const b = new Uint8Array(8);
+  crypto.getRandomValues(b);
+  return `${prefix}-${[...b].map((x) => x.toString(16).padStart(2, '0')).join('')}`;
+}

@@ -1,0 +1,336 @@
+// Run / task: a run's plan (waves, tasks, states) and, with a task picked,
+// its details, controls and live stream. The stream reconnects by itself
+// with Last-Event-ID; the events/v1 reducer drops anything already shown,
+// so the event log shows each seq once, in order.
+
+import { errorText, followStream, getJson, postJson } from '../api.js';
+import { applyEvent, createTask, endWithoutExit, takeDirty } from '../state/events.js';
+import { formatDuration, formatUsd } from '../state/format.js';
+import { statusCounts } from '../state/toolcards.js';
+import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
+import { countsText, tokensText } from './runs.js';
+import { TranscriptView } from './transcript.js';
+
+const REFRESH_MS = 2000;
+const LOG_ROWS_MAX = 5000;
+
+const STATUS_TEXT = {
+  200: 'OK',
+  202: 'Accepted',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
+
+/** The server's answer to a control verb, as one readable line. */
+export function answerText(verb, answer) {
+  if (answer.status === null) return `${verb}: ${answer.error || 'the server could not be reached'}`;
+  const b = answer.body && typeof answer.body === 'object' ? answer.body : {};
+  const code = `${answer.status} ${STATUS_TEXT[answer.status] || ''}`.trim();
+  const detail = typeof b.detail === 'string' ? b.detail : typeof b.error === 'string' ? b.error : errorText(answer);
+  const state = typeof b.state === 'string' ? ` (state: ${b.state})` : '';
+  return `${verb}: ${code}: ${detail}${state}`;
+}
+
+export class RunView {
+  constructor() {
+    this.el = h('section.view.view-run');
+    this.active = false;
+    this.runId = null;
+    this.tid = null;
+  }
+
+  mount(params) {
+    const [runId, tid] = params;
+    this.active = true;
+    if (runId !== this.runId || tid !== this.tid) this.build(runId, tid);
+    else this.resume();
+  }
+
+  unmount() {
+    this.active = false;
+    clearTimeout(this.timer);
+    // The stream keeps following only while the view is shown.
+    if (this.stream) {
+      this.stream.stop();
+      this.stream = null;
+      this.streamPaused = true;
+    }
+  }
+
+  resume() {
+    this.refresh();
+    if (this.streamPaused && this.task) this.startStream();
+  }
+
+  build(runId, tid) {
+    if (this.stream) this.stream.stop();
+    this.stream = null;
+    this.streamPaused = false;
+    this.runId = runId;
+    this.tid = tid || null;
+    this.planKey = null;
+    clear(this.el);
+    const enc = encodeURIComponent;
+    this.heading = h('h1', { tabindex: '-1' }, tid ? `Task ${tid}` : 'Run');
+    this.runLine = h('p.lede');
+    this.summary = h('dl.facts');
+    this.error = h('p.error', { hidden: true, role: 'alert' });
+    this.runAnswer = h('p.answer', { role: 'status' });
+    this.waves = h('div.waves');
+    const runControls = h(
+      'div.controls',
+      { role: 'group', 'aria-label': 'Run controls' },
+      h('button', { type: 'button', onclick: () => this.verb('Pause', `/runs/${enc(runId)}/pause`) }, 'Pause run'),
+      h('button', { type: 'button', onclick: () => this.verb('Resume', `/runs/${enc(runId)}/resume`) }, 'Resume run'),
+    );
+    this.el.append(
+      h('nav.crumbs', { 'aria-label': 'Breadcrumb' }, h('a', { href: '#/runs' }, 'Runs'), ' / ', tid ? h('a', { href: `#/runs/${enc(runId)}` }, runId) : h('span', { 'aria-current': 'page' }, runId), tid ? [' / ', h('span', { 'aria-current': 'page' }, tid)] : null),
+      this.heading,
+      this.runLine,
+      this.error,
+      h('section.panel', { 'aria-labelledby': 'run-sum-h' }, h('h2', { id: 'run-sum-h' }, 'Run'), this.summary, runControls, this.runAnswer),
+      h('section.panel', { 'aria-labelledby': 'plan-h' }, h('h2', { id: 'plan-h' }, 'Plan'), this.waves),
+    );
+    this.task = null;
+    if (tid) this.buildTask(runId, tid);
+    this.refresh();
+  }
+
+  buildTask(runId, tid) {
+    const enc = encodeURIComponent;
+    const base = `/runs/${enc(runId)}/tasks/${enc(tid)}`;
+    this.taskFacts = h('dl.facts');
+    this.taskAnswer = h('p.answer', { role: 'status' });
+    const msg = h('textarea', { id: 'steer-msg', name: 'msg', rows: '2', required: true, maxlength: '65536' });
+    const interrupt = h('input', { type: 'checkbox', id: 'steer-interrupt', name: 'interrupt' });
+    const steer = h(
+      'form.steer',
+      {
+        onsubmit: (e) => {
+          e.preventDefault();
+          const text = msg.value.trim();
+          if (!text) {
+            setText(this.taskAnswer, 'Steer: write a message first.');
+            return;
+          }
+          this.verb('Steer', `${base}/steer`, { msg: text, interrupt: interrupt.checked }, this.taskAnswer);
+        },
+      },
+      h('label', { for: 'steer-msg' }, 'Steer message'),
+      msg,
+      h('div.row', null, h('label.check', null, interrupt, ' Interrupt the current turn'), h('button', { type: 'submit' }, 'Send steer')),
+    );
+    const kill = h('button.danger', { type: 'button', onclick: () => this.verb('Kill', `${base}/kill`, undefined, this.taskAnswer) }, 'Kill task');
+    this.streamState = h('p.stream-state', { role: 'status' });
+    this.toolSummary = h('p.tool-summary');
+    this.transcript = h('div.transcript', { 'aria-label': 'Task transcript' });
+    this.warnings = h('ul.warnings');
+    this.logBody = h('tbody');
+    this.logCount = h('span');
+    const log = h(
+      'details.event-log',
+      null,
+      h('summary', null, 'Event log (', this.logCount, ')'),
+      tableRegion(
+        'Event log',
+        h('table.events', null, h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'seq'), h('th', { scope: 'col' }, 'type'), h('th', { scope: 'col' }, 'summary'))), this.logBody),
+      ),
+    );
+    this.el.append(
+      h(
+        'section.panel',
+        { 'aria-labelledby': 'task-h' },
+        h('h2', { id: 'task-h' }, 'Task details'),
+        this.taskFacts,
+        h('div.controls', { role: 'group', 'aria-label': 'Task controls' }, kill),
+        steer,
+        this.taskAnswer,
+      ),
+      h(
+        'section.panel',
+        { 'aria-labelledby': 'stream-h' },
+        h('h2', { id: 'stream-h' }, 'Live stream'),
+        this.streamState,
+        this.toolSummary,
+        this.warnings,
+        this.transcript,
+        log,
+      ),
+    );
+    this.task = createTask();
+    this.view = new TranscriptView(this.transcript, this.task);
+    this.logShown = 0;
+    this.flush = scheduler(() => this.render());
+    this.streamUrl = `${base}/stream`;
+    this.startStream();
+  }
+
+  startStream() {
+    this.streamPaused = false;
+    const task = this.task;
+    this.stream = followStream(this.streamUrl, {
+      onEvent: (rec) => {
+        applyEvent(task, rec);
+        this.flush();
+      },
+      onState: (s) => {
+        this.connState = s;
+        if (s.noExit) endWithoutExit(task, s.detail);
+        this.flush();
+      },
+      isDone: () => task.status === 'exited',
+      lastId: () => (task.lastSeq === null ? null : String(task.lastSeq)),
+    });
+  }
+
+  render() {
+    const t = this.task;
+    if (!t) return;
+    const { keys } = takeDirty(t);
+    this.view.sync(keys);
+    const s = this.connState || { state: 'connecting', connections: 0, detail: '' };
+    let text;
+    if (t.status === 'exited') {
+      text = `Exited with status ${t.exit.rc}${t.exit.detail ? ` (${t.exit.detail})` : ''}${t.exit.ok ? '' : ' — failed'}.`;
+    } else if (s.state === 'live') {
+      text = 'Live: following the task.';
+    } else if (s.state === 'reconnecting') {
+      text = `Reconnecting${s.detail ? `: ${s.detail}` : ''}…`;
+    } else if (s.state === 'waiting') {
+      text = 'Waiting for the task to start…';
+    } else if (s.state === 'failed') {
+      text = `The stream failed: ${s.detail}`;
+    } else if (s.state === 'ended') {
+      text = s.detail ? `Ended: ${s.detail}.` : 'Ended.';
+    } else {
+      text = 'Connecting…';
+    }
+    setText(this.streamState, text);
+    this.streamState.dataset.state = t.status === 'exited' ? 'exited' : s.state;
+    this.streamState.dataset.connections = String(s.connections || 0);
+    this.streamState.dataset.duplicates = String(t.duplicates);
+    const counts = statusCounts(t.tools);
+    const parts = Object.entries(counts).map(([k, n]) => `${n} ${k.replace('-', ' ')}`);
+    setText(this.toolSummary, parts.length ? `Tool calls: ${parts.join(', ')}.` : '');
+    while (this.warnings.children.length < t.warnings.length) {
+      const w = t.warnings[this.warnings.children.length];
+      this.warnings.appendChild(h('li', null, `seq ${w.seq}: ${w.code ? `${w.code}: ` : ''}${w.reason}`));
+    }
+    for (; this.logShown < t.log.length; this.logShown++) {
+      const e = t.log[this.logShown];
+      this.logBody.appendChild(h('tr', { 'data-seq': String(e.seq) }, h('td.num', null, String(e.seq)), h('td', null, e.type), h('td', null, e.summary)));
+      if (this.logBody.children.length > LOG_ROWS_MAX) this.logBody.firstElementChild.remove();
+    }
+    setText(this.logCount, `${t.log.length} event${t.log.length === 1 ? '' : 's'}${t.duplicates ? `, ${t.duplicates} duplicate${t.duplicates === 1 ? '' : 's'} skipped` : ''}`);
+  }
+
+  async verb(name, path, body, out = this.runAnswer) {
+    setText(out, `${name}: sending…`);
+    delete out.dataset.httpStatus;
+    const answer = await postJson(path, body);
+    setText(out, answerText(name, answer));
+    out.dataset.httpStatus = String(answer.status ?? 'none');
+    out.classList.toggle('refused', answer.status !== 200 && answer.status !== 202);
+    this.refresh();
+  }
+
+  async refresh() {
+    clearTimeout(this.timer);
+    const enc = encodeURIComponent;
+    const [run, task] = await Promise.all([
+      getJson(`/runs/${enc(this.runId)}`),
+      this.tid ? getJson(`/runs/${enc(this.runId)}/tasks/${enc(this.tid)}`) : Promise.resolve(null),
+    ]);
+    if (!this.active) return;
+    if (run.status === 200 && run.body && typeof run.body === 'object') {
+      this.error.hidden = true;
+      this.renderRun(run.body);
+    } else {
+      this.error.hidden = false;
+      setText(this.error, `Could not load run ${this.runId}: ${errorText(run)}`);
+    }
+    if (task) {
+      if (task.status === 200 && task.body) this.renderTask(task.body);
+      else this.renderFacts(this.taskFacts, [['Task', `not available: ${errorText(task)}`]]);
+    }
+    this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
+  }
+
+  renderRun(body) {
+    const r = body.run && typeof body.run === 'object' ? body.run : {};
+    setText(this.runLine, `${r.slug || this.runId} · ${r.runId || this.runId}`);
+    if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
+    this.renderFacts(this.summary, [
+      ['Status', r.status],
+      ['Wave', r.wave],
+      ['Tasks', countsText(r.counts)],
+      ['Cost', typeof r.costUsd === 'number' ? formatUsd(r.costUsd) : ''],
+      ['Tokens', tokensText(r.tokens)],
+      ['Repository', r.repo || r.repoRoot],
+      ['Branch', r.branch],
+      ['Last run record', body.lastRunRecord && typeof body.lastRunRecord === 'object' ? body.lastRunRecord.run || body.lastRunRecord.kind || '' : ''],
+    ]);
+    const plan = body.plan && typeof body.plan === 'object' ? body.plan : null;
+    const states = body.tasks && typeof body.tasks === 'object' ? body.tasks : {};
+    const key = JSON.stringify([plan, states]);
+    if (key === this.planKey) return;
+    this.planKey = key;
+    clear(this.waves);
+    if (!plan || !Array.isArray(plan.waves)) {
+      this.waves.appendChild(h('p.empty', null, 'This run has no plan on disk.'));
+      return;
+    }
+    const byId = new Map((plan.tasks || []).map((t) => [t.id, t]));
+    const enc = encodeURIComponent;
+    plan.waves.forEach((wave, i) => {
+      const list = h('ul.tasks');
+      for (const id of wave) {
+        const t = byId.get(id) || {};
+        const st = states[id] && typeof states[id] === 'object' ? states[id] : {};
+        const state = st.state || 'pending';
+        const current = id === this.tid;
+        list.appendChild(
+          h(
+            'li.task',
+            { 'data-task-id': id, 'data-state': state },
+            h('a', { href: `#/runs/${enc(this.runId)}/tasks/${enc(id)}`, 'aria-current': current ? 'page' : null }, id),
+            h('span.sub', null, t.adapter || ''),
+            h(`span.badge.task-${String(state).replace(/[^a-z-]/g, '')}`, null, state + (typeof st.rc === 'number' ? ` (rc ${st.rc})` : '')),
+          ),
+        );
+      }
+      this.waves.appendChild(h('section.wave', { 'aria-label': `Wave ${i + 1}` }, h('h3', null, `Wave ${i + 1}`), list));
+    });
+  }
+
+  renderTask(b) {
+    this.renderFacts(this.taskFacts, [
+      ['State', b.state + (typeof b.rc === 'number' ? ` (rc ${b.rc})` : '')],
+      ['Adapter', b.adapter],
+      ['Session', b.sessionId],
+      ['Pid', b.pid],
+      ['Alive', b.alive === true ? 'yes' : b.alive === false ? 'no' : ''],
+      ['Runtime', typeof b.runtimeS === 'number' ? formatDuration(b.runtimeS * 1000) : ''],
+      ['Idle', typeof b.idleS === 'number' ? formatDuration(b.idleS * 1000) : ''],
+      ['Cost', typeof b.costUsd === 'number' ? formatUsd(b.costUsd) : ''],
+      ['Log', b.logfile],
+      ['Updated', timeText()],
+    ]);
+  }
+
+  renderFacts(dl, pairs) {
+    const shown = pairs.filter(([, v]) => v !== undefined && v !== null && v !== '');
+    const key = JSON.stringify(shown.filter(([k]) => k !== 'Updated'));
+    if (dl._key === key) return;
+    dl._key = key;
+    clear(dl);
+    for (const [k, v] of shown) dl.append(h('dt', null, k), h('dd', null, String(v)));
+  }
+}

@@ -1,0 +1,378 @@
+// Browser tests of the studio: the system Chromium (headless, through
+// playwright-core) against the real runwire-serve with the stub engines,
+// over real sockets. Any console error or page error fails the test that
+// caused it, except the network errors a test declares it expects.
+//
+//   RUNWIRE_SERVE=path/to/runwire-serve node --test e2e/   (from studio/)
+//   STUDIO_SCREENSHOTS=dir  keeps the screenshots there (else a temp dir)
+
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync, existsSync, appendFileSync } from 'node:fs';
+import path from 'node:path';
+import { ANSWER, BIG_OUTPUT_BYTES, REASONING, TOOL_ID, failedToolCorpus } from './corpus.mjs';
+import { REPO, frames, guard, launchBrowser, postRun, startProxy, startServer, tempDir, waitFor } from './harness.mjs';
+
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+
+let browser;
+let work;
+let corpus;
+let shots;
+const servers = [];
+
+async function server(opts) {
+  const s = await startServer(opts);
+  servers.push(s);
+  return s;
+}
+
+async function page(viewport = DESKTOP) {
+  const context = await browser.newContext({ viewport });
+  const p = await context.newPage();
+  const g = guard(p);
+  return { p, g, context };
+}
+
+/** The seqs a task stream holds, read from node straight off the server (the reference). */
+async function serverSeqs(base, runId) {
+  const res = await fetch(`${base}/runs/${encodeURIComponent(runId)}/tasks/agent/stream`);
+  assert.equal(res.status, 200);
+  return frames(await res.text()).filter((f) => f.event === 'message').map((f) => f.id);
+}
+
+async function runsList(base) {
+  const res = await fetch(`${base}/runs`);
+  return (await res.json()).runs;
+}
+
+async function chatRun(p, prompt) {
+  await p.fill('#chat-prompt', prompt);
+  await p.press('#chat-prompt', 'Control+Enter');
+  await p.waitForSelector('.run-status[data-status="finished"], .run-status[data-status="error"]', { timeout: 30000 });
+  return p.locator('.exchange').last().getAttribute('data-run-id');
+}
+
+async function noHorizontalOverflow(p, what) {
+  const m = await p.evaluate(() => ({ sw: document.scrollingElement.scrollWidth, iw: window.innerWidth }));
+  assert.ok(m.sw <= m.iw, `${what}: the document is ${m.sw}px wide in a ${m.iw}px viewport`);
+}
+
+before(async () => {
+  browser = await launchBrowser();
+  work = tempDir('e2e');
+  corpus = path.join(work, 'failed-tool.claude.jsonl');
+  writeFileSync(corpus, failedToolCorpus());
+  shots = process.env.STUDIO_SCREENSHOTS || path.join(work, 'screenshots');
+  mkdirSync(shots, { recursive: true });
+});
+
+after(async () => {
+  for (const s of servers) await s.stop();
+  if (browser) await browser.close();
+  console.log(`# screenshots in ${shots}`);
+});
+
+describe('studio in Chromium against runwire-serve', () => {
+  let chatServer;
+  let chatRunId;
+
+  test('chat: streamed text, reasoning collapsed, a failed and truncated tool card driven by keyboard', async () => {
+    chatServer = await server({ args: ['--agent', 'claude'], env: { STUB_STREAM: corpus, STUB_DELAY: '0.04' } });
+    const { p, g, context } = await page();
+    await p.goto(`${chatServer.url}/#/chat`);
+    await p.waitForSelector('#chat-prompt');
+    // Sample the assistant's text as it grows, inside the page.
+    await p.evaluate(() => {
+      window.__samples = [];
+      const t = setInterval(() => {
+        const nodes = [...document.querySelectorAll('.exchange .assistant-text')];
+        window.__samples.push(nodes.map((n) => n.textContent).join('|'));
+        const st = document.querySelector('.run-status');
+        if (st && (st.dataset.status === 'finished' || st.dataset.status === 'error')) clearInterval(t);
+      }, 10);
+    });
+    await p.fill('#chat-prompt', 'fix the build');
+    await p.press('#chat-prompt', 'Control+Enter');
+
+    // The tool card settles (failed) while the answer is still to come: from then on it must not change.
+    const card = p.locator('.tool');
+    await p.waitForSelector('.tool[data-status="failed"]', { timeout: 20000 });
+    const atSettle = await p.evaluate(() => {
+      const el = document.querySelector('.tool');
+      window.__cardMutations = 0;
+      new MutationObserver((list) => {
+        window.__cardMutations += list.length;
+      }).observe(el, { subtree: true, childList: true, attributes: true, characterData: true });
+      const answer = [...document.querySelectorAll('.assistant-text')].map((n) => n.textContent).join('');
+      return { renders: el.dataset.renders, answerLength: answer.length };
+    });
+    await p.waitForSelector('.run-status[data-status="finished"]', { timeout: 20000 });
+    const status = await p.textContent('.run-status');
+    assert.match(status, /^Finished · 1 tool call · \$0\.0421 · 110 tokens\.$/);
+    chatRunId = await p.locator('.exchange').getAttribute('data-run-id');
+
+    // Streamed: the answer was seen at several partial lengths before it was whole.
+    const samples = await p.evaluate(() => window.__samples);
+    const answers = [...new Set(samples.map((s) => s.split('|')[1] || ''))].filter((s) => s !== '');
+    assert.ok(answers.length >= 3, `the answer arrived in ${answers.length} visible step(s): ${JSON.stringify(answers)}`);
+    for (const partial of answers) assert.ok(ANSWER.startsWith(partial), `partial text ${JSON.stringify(partial)}`);
+    assert.equal(answers[answers.length - 1], ANSWER);
+    const texts = await p.locator('.exchange .assistant-text').allTextContents();
+    assert.deepEqual(texts, ['Let me run the build to see the error.', ANSWER]);
+
+    // The settled card was not touched while the answer streamed.
+    assert.ok(atSettle.answerLength < ANSWER.length + 'Let me run the build to see the error.'.length, 'the answer was still streaming when the card settled');
+    assert.equal(await p.evaluate(() => window.__cardMutations), 0, 'the settled tool card was mutated by text deltas');
+    assert.equal(await card.getAttribute('data-renders'), atSettle.renders);
+
+    // Reasoning: collapsed by default, holds the streamed reasoning.
+    const reasoning = p.locator('details.reasoning');
+    assert.equal(await reasoning.count(), 1);
+    assert.equal(await reasoning.evaluate((d) => d.open), false);
+    assert.equal(await reasoning.locator('.reasoning-text').textContent(), REASONING);
+
+    // The card, by keyboard only.
+    const toggle = card.locator('button.tool-toggle');
+    const body = card.locator('.tool-body');
+    assert.equal(await toggle.getAttribute('aria-expanded'), 'false');
+    assert.equal(await body.isVisible(), false);
+    assert.match(await toggle.textContent(), /Bash\s*make -j4 all\s*failed/);
+    await toggle.focus();
+    await p.keyboard.press('Enter');
+    assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
+    assert.equal(await body.isVisible(), true);
+    assert.equal(await p.evaluate(() => document.activeElement.classList.contains('tool-toggle')), true);
+    assert.equal(await toggle.getAttribute('aria-controls'), await body.getAttribute('id'));
+    // details: call id (namespaced by the run), formatted arguments, the result and its truncation
+    assert.equal(await card.locator('.tool-id').textContent(), `${chatRunId}:t:${TOOL_ID}`);
+    assert.equal(await card.locator('.tool-args').textContent(), JSON.stringify({ command: 'make -j4 all', description: 'Build everything' }, null, 2));
+    const kib = (BIG_OUTPUT_BYTES / 1024).toFixed(1);
+    assert.equal(await card.locator('.note.truncated').textContent(), `Truncated: showing the first 64 KiB of ${kib} KiB (${BIG_OUTPUT_BYTES} bytes).`);
+    const result = await card.locator('.tool-result').textContent();
+    assert.equal(result.length, 65536, 'the result shows the 64 KiB the normalizer kept');
+    assert.ok(result.startsWith('make: *** [Makefile:12: all] Error 2\nld: cannot find -lfoo\n'));
+    assert.match(await card.locator('.tool-detail').textContent(), /reported an error/);
+    assert.equal(await card.locator('.badge').textContent(), 'failed');
+    await p.keyboard.press('Space');
+    assert.equal(await toggle.getAttribute('aria-expanded'), 'false');
+    assert.equal(await body.isVisible(), false);
+    await p.keyboard.press(' ');
+    assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
+    await noHorizontalOverflow(p, 'chat, desktop, card open');
+    g.check();
+    await context.close();
+  });
+
+  test('runs view lists the run, stays current, and opens its plan and task', async () => {
+    assert.ok(chatRunId, 'needs the chat run');
+    const { p, g, context } = await page();
+    await p.goto(`${chatServer.url}/#/runs`);
+    const listed = (await runsList(chatServer.url)).find((r) => r.slug === `agui-${chatRunId}`);
+    assert.ok(listed, 'the server lists the chat run');
+    const row = p.locator(`tr[data-run-id="${listed.runId}"]`);
+    await row.waitFor();
+    assert.equal(await row.locator('th a').textContent(), listed.slug);
+    assert.equal(await row.locator('.badge').textContent(), listed.status);
+    assert.equal(listed.status, 'done');
+    assert.equal((await row.locator('td').allTextContents()).join('|'), `${listed.status}||committed 1|$0.0421|20 in / 90 out|runwire-serve|`);
+
+    // Kept current: a run started elsewhere appears without a reload.
+    const before = await p.locator('tr[data-run-id]').count();
+    await postRun(chatServer.url, { threadId: 'elsewhere', runId: 'r-elsewhere', prompt: 'hi' });
+    await p.locator('tr[data-run-id$="--agui-r-elsewhere"]').waitFor({ timeout: 10000 });
+    assert.equal(await p.locator('tr[data-run-id]').count(), before + 1);
+
+    // Into the run: its plan (one wave, task "agent", committed), then the task's stream.
+    await row.locator('th a').click();
+    const task = p.locator('li.task[data-task-id="agent"]');
+    await task.waitFor();
+    assert.equal(await task.getAttribute('data-state'), 'committed');
+    assert.equal(await p.locator('.wave h3').allTextContents().then((a) => a.join()), 'Wave 1');
+    await task.locator('a').click();
+    await p.waitForSelector('.stream-state[data-state="exited"]', { timeout: 15000 });
+    const seqs = await p.locator('table.events tr[data-seq]').evaluateAll((rows) => rows.map((r) => r.dataset.seq));
+    assert.deepEqual(seqs, await serverSeqs(chatServer.url, listed.runId));
+    assert.equal(await p.locator('.tool').getAttribute('data-status'), 'failed');
+    assert.match(await p.textContent('.stream-state'), /^Exited with status 0/);
+    g.check();
+    await context.close();
+  });
+
+  test('task controls show the server answer: 409 with its reason, 202 from a steer inbox', async () => {
+    const runs = await runsList(chatServer.url);
+    const run = runs.find((r) => r.slug === `agui-${chatRunId}`);
+    const { p, g, context } = await page();
+    g.allow(/Failed to load resource: the server responded with a status of 409/);
+    await p.goto(`${chatServer.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
+    await p.waitForSelector('.stream-state[data-state="exited"]');
+    const answer = p.locator('.panel .answer').nth(1);
+    await p.click('button:has-text("Kill task")');
+    await waitFor(async () => (await answer.getAttribute('data-http-status')) === '409', { what: 'the kill answer' });
+    assert.equal(await answer.textContent(), 'Kill: 409 Conflict: run not supervised / not live');
+    await p.click('button:has-text("Pause run")');
+    const runAnswer = p.locator('.panel .answer').first();
+    await waitFor(async () => (await runAnswer.getAttribute('data-http-status')) === '409', { what: 'the pause answer' });
+    assert.equal(await runAnswer.textContent(), 'Pause: 409 Conflict: run not supervised / not live');
+
+    // A steer inbox beside the journal takes the message (202) and the line lands in it.
+    const inbox = path.join(chatServer.home, 'serve', 'runstate', `${run.slug}.steer.jsonl`);
+    assert.ok(existsSync(path.dirname(inbox)));
+    appendFileSync(inbox, '');
+    await p.fill('#steer-msg', 'also handle empty input');
+    await p.check('#steer-interrupt');
+    await p.click('button:has-text("Send steer")');
+    await waitFor(async () => ['202', '200'].includes(await answer.getAttribute('data-http-status')), { what: 'the steer answer' });
+    assert.match(await answer.textContent(), /^Steer: 20[02] (Accepted|OK): /);
+    const lines = readFileSync(inbox, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    assert.equal(lines.length, 1);
+    assert.equal(JSON.stringify(lines[0]).includes('also handle empty input'), true);
+    g.check();
+    await context.close();
+  });
+
+  test('a task stream survives a forced reconnect: Last-Event-ID sent, no gap, no duplicate', async () => {
+    // The page is loaded through the proxy, so its origin is the proxy's: the server must allow it.
+    const proxy = await startProxy();
+    const s = await server({ args: ['--agent', 'claude', '--allow-origin', proxy.url], env: { STUB_STREAM: corpus, STUB_DELAY: '0.08' } });
+    proxy.setTarget(s.port);
+    try {
+      const done = postRun(s.url, { threadId: 'live', runId: 'r-live', prompt: 'go' });
+      const run = await waitFor(async () => (await runsList(s.url)).find((r) => r.slug === 'agui-r-live'), { what: 'the run to be registered' });
+      const { p, g, context } = await page();
+      await p.goto(`${proxy.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
+      const rows = p.locator('table.events tr[data-seq]');
+      await waitFor(async () => (await rows.count()) >= 6, { what: 'six events before the cut' });
+      const state = await p.locator('.stream-state').getAttribute('data-state');
+      assert.equal(state, 'live', 'the task is still running when the connection is cut');
+      // From here, Chromium logs the cut connections (stream and any poll in flight).
+      g.allow(/net::ERR_/);
+      const beforeCut = await rows.evaluateAll((r) => r.map((x) => x.dataset.seq));
+      const cut = proxy.drop();
+      assert.ok(cut >= 1, 'a connection was cut');
+      await p.waitForSelector('.stream-state[data-state="exited"]', { timeout: 30000 });
+      await done;
+      const seqs = await rows.evaluateAll((r) => r.map((x) => x.dataset.seq));
+      const reference = await serverSeqs(s.url, run.runId);
+      assert.deepEqual(seqs, reference, 'the page shows exactly the server stream');
+      assert.equal(new Set(seqs).size, seqs.length);
+      assert.ok(reference.length > beforeCut.length + 5, 'events arrived after the reconnect');
+      const st = p.locator('.stream-state');
+      assert.ok(Number(await st.getAttribute('data-connections')) >= 2, 'the page reconnected');
+      assert.equal(await st.getAttribute('data-duplicates'), '0', 'the server resent nothing: the resume point was right');
+      // The reconnect asked for exactly what followed the last event the page had.
+      const streamReqs = proxy.requests.filter((r) => /^GET \/runs\/[^ ]+\/tasks\/agent\/stream /.test(r));
+      assert.ok(streamReqs.length >= 2, `${streamReqs.length} stream request(s) went through the proxy`);
+      assert.doesNotMatch(streamReqs[0], /last-event-id/i);
+      const resumed = /\r\nlast-event-id: *([^\r\n]+)/i.exec(streamReqs[1]);
+      assert.ok(resumed, `the reconnect carries Last-Event-ID:\n${streamReqs[1]}`);
+      const at = seqs.indexOf(resumed[1]);
+      assert.ok(at >= beforeCut.length - 1, `resumed after seq ${resumed[1]}, which the page had shown`);
+      g.check();
+      await context.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test('compare: the accept sample as verdict-check prints it, then the error of a malformed one', async () => {
+    const dir = tempDir('evidence');
+    const sample = path.join(REPO, 'fixtures/verdict/accept.verdict.json');
+    copyFileSync(sample, path.join(dir, 'verdict.json'));
+    const s = await server({ args: ['--evidence', dir] });
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/compare`);
+    await p.waitForSelector('.verdict');
+    const verdict = JSON.parse(readFileSync(sample, 'utf8'));
+    assert.equal(await p.locator('.verdict-status .badge').getAttribute('data-status'), verdict.status);
+    assert.equal(await p.textContent('.verdict-reason'), verdict.reason);
+    // Per-variant rows and the evidence line: the same as verdict-check's own table.
+    const table = readFileSync(path.join(REPO, 'fixtures/verdict/golden/accept.table'), 'utf8').split('\n');
+    for (const v of ['baseline', 'candidate']) {
+      const cells = await p.locator(`table.variants tr[data-variant="${v}"]`).locator('th, td').allTextContents();
+      const golden = table.find((l) => l.startsWith(v)).trim().split(/\s+/);
+      assert.deepEqual(cells, golden, v);
+    }
+    const evidence = table.find((l) => l.startsWith('evidence')).replace(/^evidence\s+/, '');
+    assert.equal(await p.textContent('.evidence-line'), evidence);
+    const cost = table.find((l) => l.startsWith('cost')).replace(/^cost\s+/, '');
+    assert.equal(await p.textContent('.cost-line'), cost);
+    const trials = p.locator('table.trials tbody tr');
+    assert.equal(await trials.count(), verdict.trials.length);
+    for (let i = 0; i < verdict.trials.length; i++) {
+      const cells = await trials.nth(i).locator('th, td').allTextContents();
+      const t = verdict.trials[i];
+      assert.deepEqual(cells.slice(0, 5), [t.variant, String(t.trial), t.harnessId, t.classification, String(t.grade.score)]);
+    }
+    await noHorizontalOverflow(p, 'compare, desktop');
+
+    // The file is read afresh: an edited figure is refused with its finding.
+    g.allow(/Failed to load resource: the server responded with a status of 422/);
+    const edited = structuredClone(verdict);
+    edited.candidate.passRate = 0.5;
+    writeFileSync(path.join(dir, 'verdict.json'), JSON.stringify(edited, null, 2));
+    await p.click('button:has-text("Reload")');
+    await p.waitForSelector('.problem');
+    assert.equal(await p.locator('.compare-body').getAttribute('data-kind'), 'invalid');
+    const api = await (await fetch(`${s.url}/api/evidence`)).json();
+    assert.equal(api.ok, false);
+    assert.equal(await p.textContent('.problem-message'), api.error);
+    const paths = await p.locator('table.findings tbody td code').allTextContents();
+    assert.deepEqual(paths, api.findings.map((f) => f.path));
+    assert.ok(paths.includes('candidate.passRate'), paths.join());
+    assert.equal(await p.locator('.verdict').count(), 0);
+
+    // Not JSON at all: still a readable error, never a blank page.
+    writeFileSync(path.join(dir, 'verdict.json'), '{"status": "accept",');
+    await p.click('button:has-text("Reload")');
+    await waitFor(async () => (await p.textContent('.problem-message')) !== api.error, { what: 'the second error' });
+    assert.ok((await p.textContent('.problem-message')).length > 10);
+    g.check();
+    await context.close();
+  });
+
+  test('every view at desktop and 390 px: no horizontal overflow; screenshots', async () => {
+    const evidence = tempDir('evidence-shot');
+    copyFileSync(path.join(REPO, 'fixtures/verdict/accept.verdict.json'), path.join(evidence, 'verdict.json'));
+    const s = await server({ args: ['--agent', 'claude', '--evidence', evidence], env: { STUB_STREAM: corpus } });
+    await postRun(s.url, { threadId: 'shots', runId: 'r-shots', prompt: 'fix the build' });
+    const run = (await runsList(s.url)).find((r) => r.slug === 'agui-r-shots');
+    for (const [name, viewport] of [['desktop', DESKTOP], ['390', PHONE]]) {
+      const { p, g, context } = await page(viewport);
+      await p.goto(`${s.url}/#/runs`);
+      await p.locator(`tr[data-run-id="${run.runId}"]`).waitFor();
+      await noHorizontalOverflow(p, `runs at ${name}`);
+      await p.screenshot({ path: path.join(shots, `runs-${name}.png`), fullPage: true });
+
+      await p.goto(`${s.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
+      await p.waitForSelector('.stream-state[data-state="exited"]');
+      await p.locator('.tool .tool-toggle').click();
+      await p.locator('details.event-log summary').click();
+      await noHorizontalOverflow(p, `task at ${name}`);
+      await p.screenshot({ path: path.join(shots, `task-${name}.png`), fullPage: true });
+
+      await p.goto(`${s.url}/#/chat`);
+      await chatRun(p, 'fix the build');
+      await p.locator('.tool .tool-toggle').focus();
+      await p.keyboard.press('Enter');
+      await p.locator('details.reasoning summary').click();
+      await noHorizontalOverflow(p, `chat at ${name}`);
+      await p.screenshot({ path: path.join(shots, `chat-${name}.png`), fullPage: true });
+
+      await p.goto(`${s.url}/#/compare`);
+      await p.waitForSelector('.verdict');
+      await noHorizontalOverflow(p, `compare at ${name}`);
+      await p.screenshot({ path: path.join(shots, `compare-${name}.png`), fullPage: true });
+
+      await p.goto(`${s.url}/#/run`);
+      await p.waitForSelector('h1');
+      await noHorizontalOverflow(p, `run picker at ${name}`);
+      g.check();
+      await context.close();
+    }
+    for (const v of ['runs', 'task', 'chat', 'compare']) {
+      for (const n of ['desktop', '390']) assert.ok(existsSync(path.join(shots, `${v}-${n}.png`)), `${v}-${n}.png`);
+    }
+  });
+});
