@@ -1,0 +1,145 @@
+//! The studio (the page `runwire-serve` serves at `/`), tested from `cargo test`:
+//!
+//! - `studio/test/*.test.mjs`: node's built-in test runner on the pure state
+//!   modules (AG-UI and events/v1 reducers, tool cards, compare model, SSE);
+//! - `studio/e2e/*.test.mjs`: `playwright-core` (pinned in
+//!   `studio/package-lock.json`, installed here with `npm ci` when missing)
+//!   driving the system Chromium headless against this build's
+//!   `runwire-serve` with the stub engines. No browser is ever downloaded.
+//!
+//! Both assert that node reported every test defined in the files as passed
+//! (so a runner that found nothing cannot pass). Skipped with a message only
+//! when node, Chromium or the npm packages are unavailable and `CI` is not
+//! set; under `CI` a missing piece fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+fn studio() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("studio")
+}
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// Skips (outside CI) or fails (in CI) for a missing prerequisite.
+fn missing(what: &str) -> bool {
+    if in_ci() {
+        panic!("studio: {what}, and CI is set: the studio tests must run in CI");
+    }
+    eprintln!("studio: SKIPPED: {what}");
+    false
+}
+
+fn have_node() -> bool {
+    Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+fn chromium() -> PathBuf {
+    std::env::var_os("STUDIO_CHROMIUM").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"))
+}
+
+/// `npm ci` in studio/ once per process when playwright-core is missing.
+fn ensure_packages() -> Result<(), String> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if studio().join("node_modules/playwright-core/package.json").is_file() {
+        return Ok(());
+    }
+    eprintln!("studio: installing the pinned packages (npm ci in studio/)");
+    let out = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(studio())
+        .output()
+        .map_err(|e| format!("npm could not be started: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("npm ci failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(())
+}
+
+/// How many `test(` cases the files matching `dir/*.test.mjs` define.
+fn defined_tests(dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().ends_with(".test.mjs") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            n += text.lines().filter(|l| l.trim_start().starts_with("test(")).count();
+        }
+    }
+    n
+}
+
+/// The `# name N` summary line of node's TAP output.
+fn tap_count(out: &str, name: &str) -> Option<usize> {
+    let prefix = format!("# {name} ");
+    out.lines().rev().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok())
+}
+
+fn run_node_tests(dir: &str, envs: &[(&str, &std::ffi::OsStr)]) {
+    let mut cmd = Command::new("node");
+    cmd.args(["--test", "--test-reporter=tap", "--test-concurrency=1", "--test-timeout=240000", &format!("{dir}/")])
+        .current_dir(studio());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("node runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "node --test {dir}/ failed:\n{text}");
+    let expected = defined_tests(&studio().join(dir));
+    assert!(expected > 0, "no tests defined in studio/{dir}");
+    let (pass, fail) = (tap_count(&text, "pass"), tap_count(&text, "fail"));
+    let (skipped, cancelled) = (tap_count(&text, "skipped"), tap_count(&text, "cancelled"));
+    assert_eq!(fail, Some(0), "{text}");
+    assert_eq!(skipped, Some(0), "{text}");
+    assert_eq!(cancelled, Some(0), "{text}");
+    // The e2e suite counts as one more test (its describe block).
+    let pass = pass.unwrap_or_else(|| panic!("no summary from node:\n{text}"));
+    assert!(pass >= expected, "node passed {pass} tests, the files define {expected}:\n{text}");
+    eprintln!("studio/{dir}: {pass} passed");
+}
+
+#[test]
+fn state_modules_pass_their_node_unit_tests() {
+    if !have_node() && !missing("node is not installed") {
+        return;
+    }
+    run_node_tests("test", &[]);
+}
+
+#[test]
+fn the_page_works_in_chromium_against_the_server() {
+    if !have_node() && !missing("node is not installed") {
+        return;
+    }
+    let browser = chromium();
+    if !browser.is_file() && !missing(&format!("no Chromium at {} (Debian package chromium)", browser.display())) {
+        return;
+    }
+    if let Err(e) = ensure_packages() {
+        if !missing(&e) {
+            return;
+        }
+    }
+    let shots = std::env::temp_dir().join(format!("runwire-studio-screenshots-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&shots);
+    run_node_tests(
+        "e2e",
+        &[
+            ("RUNWIRE_SERVE", env!("CARGO_BIN_EXE_runwire-serve").as_ref()),
+            ("STUDIO_CHROMIUM", browser.as_os_str()),
+            ("STUDIO_SCREENSHOTS", shots.as_os_str()),
+        ],
+    );
+    for view in ["runs", "task", "chat", "compare"] {
+        for size in ["desktop", "390"] {
+            let p = shots.join(format!("{view}-{size}.png"));
+            let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            assert!(len > 1000, "{}: screenshot missing or empty", p.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&shots);
+}
