@@ -332,6 +332,41 @@ describe('studio in Chromium against runwire-serve', () => {
     await context.close();
   });
 
+  test('with --token-file: the token from #token= is kept for the tab, removed from the address, and sent', async () => {
+    const dir = tempDir('token');
+    const secret = 'studio-token-0123456789abcdef';
+    writeFileSync(path.join(dir, 'token'), `${secret}\n`);
+    const s = await server({ args: ['--agent', 'claude', '--token-file', path.join(dir, 'token')], env: { STUB_STREAM: corpus } });
+    // Without the token: the page still loads (static files need none) and says what is missing.
+    {
+      const { p, g, context } = await page();
+      g.allow(/Failed to load resource: the server responded with a status of 401/);
+      await p.goto(`${s.url}/#/runs`);
+      await p.waitForSelector('#banner:not([hidden])');
+      assert.match(await p.textContent('#banner'), /needs a token/);
+      g.check();
+      await context.close();
+    }
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#token=${secret}`);
+    await p.waitForSelector('.view-runs .view-status');
+    assert.equal(await p.evaluate(() => location.hash), '#/runs');
+    assert.equal(await p.evaluate(() => location.href.includes('token')), false);
+    assert.equal(await p.evaluate(() => sessionStorage.getItem('runwire.token')), secret);
+    assert.equal(await p.locator('#banner').isVisible(), false);
+    // A chat run needs the header on POST /agui; its task stream on the streaming GET.
+    await p.goto(`${s.url}/#/chat`);
+    const runId = await chatRun(p, 'fix the build');
+    assert.equal(await p.locator('.run-status').getAttribute('data-status'), 'finished');
+    const listed = await (await fetch(`${s.url}/runs`, { headers: { Authorization: `Bearer ${secret}` } })).json();
+    const run = listed.runs.find((r) => r.slug === `agui-${runId}`);
+    await p.goto(`${s.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
+    await p.waitForSelector('.stream-state[data-state="exited"]');
+    assert.ok((await p.locator('table.events tr[data-seq]').count()) > 10);
+    g.check();
+    await context.close();
+  });
+
   test('every view at desktop and 390 px: no horizontal overflow; screenshots', async () => {
     const evidence = tempDir('evidence-shot');
     copyFileSync(path.join(REPO, 'fixtures/verdict/accept.verdict.json'), path.join(evidence, 'verdict.json'));
@@ -349,7 +384,8 @@ describe('studio in Chromium against runwire-serve', () => {
       await p.waitForSelector('.stream-state[data-state="exited"]');
       await p.locator('.tool .tool-toggle').click();
       await p.locator('details.event-log summary').click();
-      await noHorizontalOverflow(p, `task at ${name}`);
+      await noHorizontalOverflow(p, `task at ${name}, card and event log open`);
+      await p.locator('details.event-log summary').click();
       await p.screenshot({ path: path.join(shots, `task-${name}.png`), fullPage: true });
 
       await p.goto(`${s.url}/#/chat`);

@@ -16,7 +16,8 @@ export class ChatView {
     this.heading = h('h1', { tabindex: '-1' }, 'Chat');
     this.threadLine = h('code.thread-id');
     this.log = h('div.chat-log');
-    this.status = h('p.run-status', { role: 'status' });
+    // Announces the run's state to assistive technology; each exchange shows it visibly.
+    this.status = h('p.run-status.visually-hidden', { role: 'status' });
     this.prompt = h('textarea', { id: 'chat-prompt', name: 'prompt', rows: '3', required: true, placeholder: 'Ask the agent…' });
     this.send = h('button', { type: 'submit' }, 'Send');
     this.stop = h('button', { type: 'button', disabled: true, onclick: () => this.abort() }, 'Stop');

@@ -6,6 +6,8 @@ import { getJson } from '../api.js';
 import { compareModel } from '../state/compare.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
+const NUMERIC = new Set(['passedCompleted', 'passRate', 'meanScore', 'infraErrors', 'totalCost', 'costPerCompleted', 'credits', 'trial', 'score', 'cost', 'turns', 'duration', 'exit']);
+
 export class CompareView {
   constructor() {
     this.heading = h('h1', { tabindex: '-1', id: 'compare-h' }, 'Compare');
@@ -96,7 +98,7 @@ export class CompareView {
           `table.${cls}`,
           null,
           h('caption.visually-hidden', null, label),
-          h('thead', null, h('tr', null, cols.map(([, t]) => h('th', { scope: 'col' }, t)))),
+          h('thead', null, h('tr', null, cols.map(([k, t], i) => h(i > 0 && NUMERIC.has(k) ? 'th.num' : 'th', { scope: 'col' }, t)))),
           h(
             'tbody',
             null,
@@ -104,7 +106,7 @@ export class CompareView {
               h(
                 'tr',
                 { 'data-variant': r.variant },
-                cols.map(([k], i) => (i === 0 ? h('th', { scope: 'row' }, r[k]) : h(k === 'harness' || k === 'variant' || k === 'classification' || k === 'revision' || k === 'error' ? 'td' : 'td.num', null, r[k]))),
+                cols.map(([k], i) => (i === 0 ? h('th', { scope: 'row' }, r[k]) : h(NUMERIC.has(k) ? 'td.num' : 'td', null, r[k]))),
               ),
             ),
           ),

@@ -95,8 +95,12 @@ export class RunView {
       this.heading,
       this.runLine,
       this.error,
-      h('section.panel', { 'aria-labelledby': 'run-sum-h' }, h('h2', { id: 'run-sum-h' }, 'Run'), this.summary, runControls, this.runAnswer),
-      h('section.panel', { 'aria-labelledby': 'plan-h' }, h('h2', { id: 'plan-h' }, 'Plan'), this.waves),
+      h(
+        'div.split',
+        null,
+        h('section.panel', { 'aria-labelledby': 'run-sum-h' }, h('h2', { id: 'run-sum-h' }, 'Run'), this.summary, runControls, this.runAnswer),
+        h('section.panel', { 'aria-labelledby': 'plan-h' }, h('h2', { id: 'plan-h' }, 'Plan'), this.waves),
+      ),
     );
     this.task = null;
     if (tid) this.buildTask(runId, tid);

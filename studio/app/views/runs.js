@@ -38,7 +38,9 @@ export class RunsView {
         h(
           'tr',
           null,
-          ['Run', 'Status', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'].map((c) => h('th', { scope: 'col' }, c)),
+          ['Run', 'Status', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'].map((c) =>
+            h(['Wave', 'Cost', 'Tokens'].includes(c) ? 'th.num' : 'th', { scope: 'col' }, c),
+          ),
         ),
       ),
       this.tbody,
