@@ -332,6 +332,23 @@ describe('studio in Chromium against runwire-serve', () => {
     await context.close();
   });
 
+  test('chat: a failing agent ends in the run error the server sent, shown as such', async () => {
+    const s = await server({ args: ['--agent', 'claude'], env: { STUB_STREAM: corpus, STUB_MODE: 'fail' } });
+    // What the server says for this failure, asked from node on another thread.
+    const body = await postRun(s.url, { threadId: 'ref', runId: 'r-ref', prompt: 'x' });
+    const last = JSON.parse(frames(body).at(-1).data);
+    assert.equal(last.type, 'RUN_ERROR');
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await chatRun(p, 'fix the build');
+    assert.equal(await p.locator('.run-status').getAttribute('data-status'), 'error');
+    assert.equal(await p.locator('.exchange .run-line').textContent(), `Error: ${last.message} (${last.code}).`);
+    // The prompt box is usable again for the next message.
+    assert.equal(await p.locator('button[type="submit"]').isEnabled(), true);
+    g.check();
+    await context.close();
+  });
+
   test('with --token-file: the token from #token= is kept for the tab, removed from the address, and sent', async () => {
     const dir = tempDir('token');
     const secret = 'studio-token-0123456789abcdef';
