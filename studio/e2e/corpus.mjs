@@ -58,6 +58,9 @@ export function failedToolCorpus() {
   while (body.length < BIG_OUTPUT_BYTES) body += `cc -c src/file${n++}.c -o build/file.o\n`;
   body = body.slice(0, BIG_OUTPUT_BYTES);
   lines.push({ type: 'user', message: { role: 'user', content: [{ tool_use_id: TOOL_ID, type: 'tool_result', content: body, is_error: true }] }, parent_tool_use_id: null, session_id: SESSION });
+  // The agent thinks for a while (status lines the normalizer maps to nothing):
+  // the failed card is settled well before the answer streams.
+  for (let i = 0; i < 10; i++) lines.push({ type: 'system', subtype: 'status', status: 'requesting', session_id: SESSION });
   // Turn 2: the answer, streamed in small pieces.
   const m2 = 'msg_studio_2';
   lines.push(ev({ type: 'message_start', message: { model: 'claude-stub', id: m2, type: 'message', role: 'assistant', content: [] } }));

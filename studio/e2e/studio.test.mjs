@@ -235,7 +235,7 @@ describe('studio in Chromium against runwire-serve', () => {
   test('a task stream survives a forced reconnect: Last-Event-ID sent, no gap, no duplicate', async () => {
     // The page is loaded through the proxy, so its origin is the proxy's: the server must allow it.
     const proxy = await startProxy();
-    const s = await server({ args: ['--agent', 'claude', '--allow-origin', proxy.url], env: { STUB_STREAM: corpus, STUB_DELAY: '0.08' } });
+    const s = await server({ args: ['--agent', 'claude', '--allow-origin', proxy.url], env: { STUB_STREAM: corpus, STUB_DELAY: '0.1' } });
     proxy.setTarget(s.port);
     try {
       const done = postRun(s.url, { threadId: 'live', runId: 'r-live', prompt: 'go' });

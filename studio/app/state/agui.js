@@ -187,6 +187,8 @@ function textEvent(run, kind, ev) {
   }
   const delta = str(ev.delta);
   if (ev.type.endsWith('_START')) {
+    // A message may be reopened (the translator does after a non-fatal error).
+    it.done = false;
     bump(run, it);
     return run;
   }
