@@ -157,6 +157,7 @@ export function followStream(url, { onEvent, onState, isDone, lastId }) {
         res = null;
       }
       if (stopper.signal.aborted) return;
+      if (!res || !res.ok) stopper.signal.removeEventListener('abort', abortConn);
       if (res && res.status === 401) unauthorized();
       if (res && res.status === 404) {
         // The task's log does not exist yet: it has not started.

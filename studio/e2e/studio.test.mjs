@@ -384,6 +384,41 @@ describe('studio in Chromium against runwire-serve', () => {
     await context.close();
   });
 
+  test('light and dark follow prefers-color-scheme; keyboard focus is visible; landmarks are there', async () => {
+    const s = await server({});
+    const colors = {};
+    for (const scheme of ['light', 'dark']) {
+      const context = await browser.newContext({ viewport: DESKTOP, colorScheme: scheme });
+      const p = await context.newPage();
+      const g = guard(p);
+      await p.goto(`${s.url}/#/runs`);
+      await p.waitForSelector('.view-runs .view-status:not(:empty)');
+      colors[scheme] = await p.evaluate(() => {
+        const rgb = (c) => c.match(/\d+/g).slice(0, 3).map(Number);
+        const lum = ([r, g, b]) => (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+        return { bg: lum(rgb(getComputedStyle(document.documentElement).backgroundColor)), fg: lum(rgb(getComputedStyle(document.body).color)) };
+      });
+      // Tab from the top: the skip link first, then the brand and the nav, each with an outline.
+      await p.keyboard.press('Tab');
+      assert.equal(await p.evaluate(() => document.activeElement.id), 'skip');
+      for (let i = 0; i < 3; i++) {
+        await p.keyboard.press('Tab');
+        const outline = await p.evaluate(() => {
+          const cs = getComputedStyle(document.activeElement);
+          return { style: cs.outlineStyle, width: parseFloat(cs.outlineWidth), tag: document.activeElement.tagName };
+        });
+        assert.equal(outline.tag, 'A');
+        assert.notEqual(outline.style, 'none');
+        assert.ok(outline.width >= 2, `focus outline ${outline.width}px`);
+      }
+      for (const sel of ['header', 'nav[aria-label="Views"]', 'main#main', 'footer']) assert.equal(await p.locator(sel).count(), 1, sel);
+      g.check();
+      await context.close();
+    }
+    assert.ok(colors.light.bg > 0.9 && colors.light.fg < 0.3, JSON.stringify(colors.light));
+    assert.ok(colors.dark.bg < 0.15 && colors.dark.fg > 0.7, JSON.stringify(colors.dark));
+  });
+
   test('every view at desktop and 390 px: no horizontal overflow; screenshots', async () => {
     const evidence = tempDir('evidence-shot');
     copyFileSync(path.join(REPO, 'fixtures/verdict/accept.verdict.json'), path.join(evidence, 'verdict.json'));
