@@ -208,7 +208,11 @@ describe('studio in Chromium against runwire-serve', () => {
     await p.goto(`${chatServer.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
     await p.waitForSelector('.stream-state[data-state="exited"]');
     const answer = p.locator('.panel .answer').nth(1);
+    // Kill asks for a second press before it sends anything.
     await p.click('button:has-text("Kill task")');
+    assert.match(await answer.textContent(), /press “Confirm kill”/);
+    assert.equal(await answer.getAttribute('data-http-status'), null);
+    await p.click('button:has-text("Confirm kill")');
     await waitFor(async () => (await answer.getAttribute('data-http-status')) === '409', { what: 'the kill answer' });
     assert.equal(await answer.textContent(), 'Kill: 409 Conflict: run not supervised / not live');
     await p.click('button:has-text("Pause run")');

@@ -131,7 +131,25 @@ export class RunView {
       msg,
       h('div.row', null, h('label.check', null, interrupt, ' Interrupt the current turn'), h('button', { type: 'submit' }, 'Send steer')),
     );
-    const kill = h('button.danger', { type: 'button', onclick: () => this.verb('Kill', `${base}/kill`, undefined, this.taskAnswer) }, 'Kill task');
+    // Killing stops the agent's whole process group: the first press arms, the second (within 5 s) sends.
+    const kill = h('button.danger', { type: 'button' }, 'Kill task');
+    let armed = null;
+    kill.addEventListener('click', () => {
+      if (armed) {
+        clearTimeout(armed);
+        armed = null;
+        setText(kill, 'Kill task');
+        this.verb('Kill', `${base}/kill`, undefined, this.taskAnswer);
+        return;
+      }
+      setText(kill, 'Confirm kill');
+      setText(this.taskAnswer, 'Kill: press “Confirm kill” to stop the task’s process group.');
+      armed = setTimeout(() => {
+        armed = null;
+        setText(kill, 'Kill task');
+        setText(this.taskAnswer, '');
+      }, 5000);
+    });
     this.streamState = h('p.stream-state', { role: 'status' });
     this.toolSummary = h('p.tool-summary');
     this.transcript = h('div.transcript', { 'aria-label': 'Task transcript' });
