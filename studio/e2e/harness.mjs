@@ -21,9 +21,17 @@ export function serverBinary() {
   return bin;
 }
 
+const temps = [];
+
+/** A fresh temporary directory, removed by removeTempDirs(). */
 export function tempDir(name) {
   const d = mkdtempSync(path.join(os.tmpdir(), `runwire-studio-${name}-`));
+  temps.push(d);
   return d;
+}
+
+export function removeTempDirs() {
+  for (const d of temps.splice(0)) rmSync(d, { recursive: true, force: true });
 }
 
 /** Starts runwire-serve on a free port; resolves once it prints its address. */

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync, existsSync, appendFileSync } from 'node:fs';
 import path from 'node:path';
 import { ANSWER, BIG_OUTPUT_BYTES, REASONING, TOOL_ID, failedToolCorpus } from './corpus.mjs';
-import { REPO, frames, guard, launchBrowser, postRun, startProxy, startServer, tempDir, waitFor } from './harness.mjs';
+import { REPO, frames, guard, launchBrowser, postRun, removeTempDirs, startProxy, startServer, tempDir, waitFor } from './harness.mjs';
 
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
@@ -71,7 +71,9 @@ before(async () => {
 after(async () => {
   for (const s of servers) await s.stop();
   if (browser) await browser.close();
-  console.log(`# screenshots in ${shots}`);
+  // Screenshots outlive the run only in a directory the caller named.
+  if (process.env.STUDIO_SCREENSHOTS) console.log(`# screenshots in ${shots}`);
+  removeTempDirs();
 });
 
 describe('studio in Chromium against runwire-serve', () => {
