@@ -65,7 +65,11 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::List => {
             let (items, r) = view::list(&reg);
             reaped = r;
-            Ok(items.iter().try_for_each(|it| line(&mut o, it)))
+            Ok(items.iter().try_for_each(|it| -> anyhow::Result<()> {
+                o.write_all(it.as_bytes())?;
+                o.write_all(b"\n")?;
+                Ok(())
+            }))
         }
         Cmd::Show { run_id } => view::find(&reg, &run_id, &mut reaped).map(|l| l.show()).map(|v| line(&mut o, &v)),
         Cmd::Task { run_id, task } => {
