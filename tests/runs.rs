@@ -673,3 +673,87 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
     assert!(exited);
     assert_eq!(ids, expected_seqs(&std::fs::read(rs.join("live.u.log")).unwrap()));
 }
+
+#[test]
+fn the_list_index_and_cache_never_serve_a_stale_view() {
+    let f = fixture("index");
+    let index = f.home.join("runs/.list-index");
+    let journal = f.home.parent().unwrap().join("repo/runstate/feat.jsonl");
+    let list = || {
+        let o = bin("runs", &f.home).arg("list").output().unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // The truth: a listing with no index at all.
+    let truth = || {
+        let _ = std::fs::remove_file(&index);
+        list()
+    };
+    // Files changed within 2 s are never trusted from a stamp: let them age
+    // so the index really holds the runs and their stamps are what is tested.
+    let age = || std::thread::sleep(Duration::from_millis(2100));
+    age();
+    let first = list();
+    assert!(std::fs::read_to_string(&index).unwrap().contains(&f.run_a), "the index holds the aged runs");
+    assert_eq!(list(), first);
+    assert_eq!(truth(), first);
+
+    // A journal line appended.
+    let mut j = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    writeln!(j).unwrap();
+    writeln!(
+        j,
+        r#"{{"v":"runstate/v1","ts":"2026-01-01T00:04:00.000Z","actor":"runner","task":"c","state":"leased"}}"#
+    )
+    .unwrap();
+    drop(j);
+    let appended = list();
+    assert_ne!(appended, first);
+    assert!(appended.contains(r#""counts":{"committed":1,"leased":2}"#), "{appended}");
+    assert_eq!(truth(), appended);
+
+    // Rewritten in place with the same size (same inode, same length): the
+    // times differ, so the stamp does.
+    age();
+    assert_eq!(list(), appended);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let same_size = text.replacen(r#""task":"b","state":"leased""#, r#""task":"b","state":"halted""#, 1);
+    assert_eq!(same_size.len(), text.len());
+    std::fs::write(&journal, &same_size).unwrap();
+    let rewritten = list();
+    assert!(rewritten.contains(r#""halted":1"#), "{rewritten}");
+    assert_eq!(truth(), rewritten);
+
+    // A damaged index (a byte changed, then cut short) and a deleted one.
+    age();
+    assert_eq!(list(), rewritten);
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, text.replace(r#""halted":1"#, r#""halted":7"#)).unwrap();
+    assert_eq!(list(), rewritten);
+    std::fs::write(&index, &text[..text.len() / 2]).unwrap();
+    assert_eq!(list(), rewritten);
+    std::fs::write(&index, "garbage\n").unwrap();
+    assert_eq!(list(), rewritten);
+    std::fs::remove_file(&index).unwrap();
+    assert_eq!(list(), rewritten);
+
+    // The server reads the same index and gives the same view, and its
+    // in-memory cache sees a change too.
+    let srv = Server::start(&f.home, &[]);
+    let from_server = |srv: &Server| {
+        let (code, v) = srv.get("/runs");
+        assert_eq!(code, 200);
+        v["runs"].as_array().unwrap().clone()
+    };
+    assert_eq!(from_server(&srv), lines(rewritten.as_bytes()));
+    std::fs::write(&journal, text_with_c_committed(&same_size)).unwrap();
+    let changed = from_server(&srv);
+    assert_eq!(changed, lines(truth().as_bytes()));
+    assert_ne!(changed, lines(rewritten.as_bytes()));
+}
+
+fn text_with_c_committed(journal: &str) -> String {
+    journal.to_string()
+        + r#"{"v":"runstate/v1","ts":"2026-01-01T00:05:00.000Z","actor":"runner","task":"c","state":"committed"}"#
+        + "\n"
+}

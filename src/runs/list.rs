@@ -150,6 +150,10 @@ struct Cached {
 #[derive(Default)]
 pub struct ListCache {
     runs: HashMap<String, Cached>,
+    /// The persisted index was read (once, on first use).
+    index_loaded: bool,
+    /// Entries changed since the index was read or written.
+    dirty: bool,
 }
 
 /// Per-thread state of one listing.
@@ -281,10 +285,16 @@ impl ListCache {
     /// pointers reaped; entries of runs no longer registered are dropped.
     pub fn list(&mut self, reg: &Registry, keep: bool) -> (Vec<String>, Vec<Reaped>) {
         let now_ns = now_ns();
+        if keep && !self.index_loaded {
+            self.index_loaded = true;
+            self.runs = index::load(&index::path(reg));
+        }
         let ids = reg.ids();
         let reg_dir = open_dir(&reg.dir);
         let registered: HashSet<&String> = ids.iter().collect();
+        let before = self.runs.len();
         self.runs.retain(|id, _| registered.contains(id));
+        self.dirty |= self.runs.len() != before;
         // Syscall-bound: split the runs over the cores, in contiguous chunks
         // (runs of one repo sort together, so each thread lists few directories).
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
@@ -313,16 +323,26 @@ impl ListCache {
                     }
                 }
                 Outcome::Fresh(s, c) => {
-                    match c {
-                        Some(c) => self.runs.insert(id.clone(), c),
-                        None => self.runs.remove(id),
+                    let changed = match c {
+                        Some(c) => {
+                            self.runs.insert(id.clone(), c);
+                            true
+                        }
+                        None => self.runs.remove(id).is_some(),
                     };
+                    self.dirty |= changed;
                     out.push(s);
                 }
                 Outcome::Gone(r) => {
-                    self.runs.remove(id);
+                    self.dirty |= self.runs.remove(id).is_some();
                     reaped.extend(r);
                 }
+            }
+        }
+        if keep && self.dirty {
+            // A cache: failing to write it only costs the next reader time.
+            if index::save(&index::path(reg), &self.runs).is_ok() {
+                self.dirty = false;
             }
         }
         (out, reaped)
@@ -353,7 +373,146 @@ impl ListCache {
     }
 }
 
-/// `runs list`: every run's summary, read afresh.
+/// `runs list`: every run's summary, through the persisted index.
 pub fn list(reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
-    ListCache::default().list(reg, false)
+    ListCache::default().list(reg, true)
+}
+
+/// The persisted index, `$HARNESS_HOME/runs/.list-index`: the cache's
+/// entries, one JSON line each with an FNV-1a checksum, so a restarted
+/// server or the next `runs list` only stats what the last one read. Never
+/// the truth: every entry is checked by its stamps like any cached one, and
+/// a missing, foreign or damaged index (or line) is just not used.
+mod index {
+    use super::{Cached, Stamp};
+    use serde::{Deserialize, Serialize};
+    use serde_json::value::RawValue;
+    use std::collections::HashMap;
+    use std::io::Write;
+    use std::path::{Path, PathBuf};
+
+    const HEADER: &str = "runwire-list-index/v1";
+
+    pub fn path(reg: &super::Registry) -> PathBuf {
+        reg.dir.join(".list-index")
+    }
+
+    type Arr = [i64; 5];
+
+    fn arr(s: &Stamp) -> Arr {
+        [s.dev as i64, s.ino as i64, s.size, s.mtime_ns, s.ctime_ns]
+    }
+
+    fn stamp(a: &Arr) -> Stamp {
+        Stamp { dev: a[0] as u64, ino: a[1] as u64, size: a[2], mtime_ns: a[3], ctime_ns: a[4] }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Line<'a> {
+        id: &'a str,
+        p: Arr,
+        d: String,
+        i: Vec<(String, Option<Arr>)>,
+        #[serde(borrow)]
+        s: &'a RawValue,
+    }
+
+    fn fnv(b: &[u8]) -> u64 {
+        b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3))
+    }
+
+    pub fn load(path: &Path) -> HashMap<String, Cached> {
+        let mut out = HashMap::new();
+        let Ok(text) = std::fs::read_to_string(path) else { return out };
+        let mut lines = text.split('\n');
+        if lines.next() != Some(HEADER) {
+            return out;
+        }
+        for l in lines {
+            let Some((json, sum)) = l.rsplit_once('\t') else { continue };
+            if u64::from_str_radix(sum, 16).ok() != Some(fnv(json.as_bytes())) {
+                continue;
+            }
+            let Ok(e) = serde_json::from_str::<Line>(json) else { continue };
+            if !super::super::valid_id(e.id) {
+                continue;
+            }
+            let inputs = e.i.into_iter().map(|(n, a)| (n, a.as_ref().map(stamp))).collect();
+            out.insert(
+                e.id.to_string(),
+                Cached { pointer: stamp(&e.p), runstate_dir: e.d, inputs, summary: e.s.get().to_string() },
+            );
+        }
+        out
+    }
+
+    pub fn save(path: &Path, runs: &HashMap<String, Cached>) -> std::io::Result<()> {
+        let mut buf = Vec::with_capacity(runs.len() * 400 + 32);
+        buf.extend_from_slice(HEADER.as_bytes());
+        for (id, c) in runs {
+            let Ok(s) = serde_json::from_str::<&RawValue>(&c.summary) else { continue };
+            let line = Line {
+                id,
+                p: arr(&c.pointer),
+                d: c.runstate_dir.clone(),
+                i: c.inputs.iter().map(|(n, st)| (n.clone(), st.as_ref().map(arr))).collect(),
+                s,
+            };
+            let json = serde_json::to_string(&line).map_err(std::io::Error::other)?;
+            write!(buf, "\n{json}\t{:x}", fnv(json.as_bytes()))?;
+        }
+        buf.push(b'\n');
+        // Temp file + rename: readers see the old index or the new one. No
+        // fsync: after a crash a lost or torn index only costs a re-read.
+        let tmp = path.with_file_name(format!(".list-index.{}.tmp", std::process::id()));
+        let r = std::fs::write(&tmp, &buf).and_then(|_| std::fs::rename(&tmp, path));
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_changed_just_now_are_not_trusted_and_the_index_is_checked() {
+        let home = std::env::temp_dir().join(format!("runwire-list-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let rs = home.join("repo/runstate");
+        std::fs::create_dir_all(&rs).unwrap();
+        let reg = Registry::at(&home);
+        let new = super::super::registry::NewRun {
+            slug: "s".into(),
+            repo_root: home.join("repo").display().to_string(),
+            ..Default::default()
+        };
+        reg.register(&new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap()).unwrap();
+        std::fs::write(
+            rs.join("s.plan.json"),
+            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#,
+        )
+        .unwrap();
+        let mut c = ListCache::default();
+        let (items, _) = c.list(&reg, true);
+        assert_eq!(items.len(), 1);
+        // Written within the racy window: read again next time, not kept or persisted.
+        assert!(c.is_empty());
+        assert!(index::load(&index::path(&reg)).is_empty());
+        // A damaged index line is skipped, never used.
+        let stamp = Stamp { dev: 1, ino: 2, size: 3, mtime_ns: 4, ctime_ns: 5 };
+        let mut m = HashMap::new();
+        m.insert(
+            "x".to_string(),
+            Cached { pointer: stamp, runstate_dir: "/d".into(), inputs: vec![], summary: "{\"a\":1}".into() },
+        );
+        index::save(&index::path(&reg), &m).unwrap();
+        assert_eq!(index::load(&index::path(&reg)).len(), 1);
+        let text = std::fs::read_to_string(index::path(&reg)).unwrap();
+        std::fs::write(index::path(&reg), text.replace("{\"a\":1}", "{\"a\":2}")).unwrap();
+        assert!(index::load(&index::path(&reg)).is_empty());
+        let _ = std::fs::remove_dir_all(&home);
+    }
 }
