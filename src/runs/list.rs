@@ -339,12 +339,6 @@ impl ListCache {
                 }
             }
         }
-        if keep && self.dirty {
-            // A cache: failing to write it only costs the next reader time.
-            if index::save(&index::path(reg), &self.runs).is_ok() {
-                self.dirty = false;
-            }
-        }
         (out, reaped)
     }
 
@@ -363,6 +357,15 @@ impl ListCache {
         (body, reaped)
     }
 
+    /// Writes the persisted index when the listing changed it: after the
+    /// answer is out, as it is not part of it. A cache: failing to write it
+    /// only costs the next reader time.
+    pub fn save_index(&mut self, reg: &Registry) {
+        if self.index_loaded && self.dirty && index::save(&index::path(reg), &self.runs).is_ok() {
+            self.dirty = false;
+        }
+    }
+
     /// How many summaries are kept (for tests).
     pub fn len(&self) -> usize {
         self.runs.len()
@@ -373,9 +376,12 @@ impl ListCache {
     }
 }
 
-/// `runs list`: every run's summary, through the persisted index.
+/// Every run's summary, through the persisted index, which it then updates.
 pub fn list(reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
-    ListCache::default().list(reg, true)
+    let mut c = ListCache::default();
+    let r = c.list(reg, true);
+    c.save_index(reg);
+    r
 }
 
 /// The persisted index, `$HARNESS_HOME/runs/.list-index`: the cache's
@@ -497,6 +503,7 @@ mod tests {
         .unwrap();
         let mut c = ListCache::default();
         let (items, _) = c.list(&reg, true);
+        c.save_index(&reg);
         assert_eq!(items.len(), 1);
         // Written within the racy window: read again next time, not kept or persisted.
         assert!(c.is_empty());

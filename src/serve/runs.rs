@@ -71,9 +71,12 @@ pub fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors)
     let mut reaped = Vec::new();
     let result = match segs.as_slice() {
         [] => {
-            let (body, r) = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner()).list_json(&reg);
+            let mut cache = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner());
+            let (body, r) = cache.list_json(&reg);
             log_reaped(&r);
             let _ = respond(stream, 200, cors, &body);
+            // Once the answer is out: the next listing (or a restarted server) checks instead of reading.
+            cache.save_index(&reg);
             return Close::Linger;
         }
         [id] => view::find(&reg, id, &mut reaped).map(|l| l.show()),
