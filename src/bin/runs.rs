@@ -73,7 +73,9 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                 Ok(())
             });
             let written = written.and_then(|_| Ok(o.flush()?));
-            cache.save_index(&reg);
+            if let Some(h) = cache.save_index(&reg) {
+                let _ = h.join();
+            }
             Ok(written)
         }
         Cmd::Show { run_id } => view::find(&reg, &run_id, &mut reaped).map(|l| l.show()).map(|v| line(&mut o, &v)),

@@ -135,6 +135,7 @@ fn read_at(dir: &OwnedFd, name: &str, buf: &mut Vec<u8>, stamp: bool) -> Option<
 }
 
 /// One cached summary and what it was computed from.
+#[derive(Clone)]
 struct Cached {
     /// The pointer file's stamp; the pointer names the runstate directory.
     pointer: Stamp,
@@ -360,9 +361,30 @@ impl ListCache {
     /// Writes the persisted index when the listing changed it: after the
     /// answer is out, as it is not part of it. A cache: failing to write it
     /// only costs the next reader time.
-    pub fn save_index(&mut self, reg: &Registry) {
-        if self.index_loaded && self.dirty && index::save(&index::path(reg), &self.runs).is_ok() {
-            self.dirty = false;
+    pub fn save_index(&mut self, reg: &Registry) -> Option<std::thread::JoinHandle<()>> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // One writer at a time per process; a listing that finds one busy
+        // stays dirty and writes next time.
+        static SAVING: AtomicBool = AtomicBool::new(false);
+        if !self.index_loaded || !self.dirty || SAVING.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        self.dirty = false;
+        // Written by a thread from a copy, so the caller (a connection that
+        // closes when the route returns) does not wait for it.
+        let snapshot = self.runs.clone();
+        let path = index::path(reg);
+        let h = std::thread::Builder::new().name("list-index".into()).spawn(move || {
+            let _ = index::save(&path, &snapshot);
+            SAVING.store(false, Ordering::Release);
+        });
+        match h {
+            Ok(h) => Some(h),
+            Err(_) => {
+                SAVING.store(false, Ordering::Release);
+                self.dirty = true;
+                None
+            }
         }
     }
 
@@ -380,7 +402,9 @@ impl ListCache {
 pub fn list(reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
     let mut c = ListCache::default();
     let r = c.list(reg, true);
-    c.save_index(reg);
+    if let Some(h) = c.save_index(reg) {
+        let _ = h.join();
+    }
     r
 }
 
@@ -503,7 +527,9 @@ mod tests {
         .unwrap();
         let mut c = ListCache::default();
         let (items, _) = c.list(&reg, true);
-        c.save_index(&reg);
+        if let Some(h) = c.save_index(&reg) {
+            h.join().unwrap();
+        }
         assert_eq!(items.len(), 1);
         // Written within the racy window: read again next time, not kept or persisted.
         assert!(c.is_empty());

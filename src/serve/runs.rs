@@ -75,8 +75,8 @@ pub fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors)
             let (body, r) = cache.list_json(&reg);
             log_reaped(&r);
             let _ = respond(stream, 200, cors, &body);
-            // Once the answer is out: the next listing (or a restarted server) checks instead of reading.
-            cache.save_index(&reg);
+            // In the background: the next listing (or a restarted server) checks instead of reading.
+            let _ = cache.save_index(&reg);
             return Close::Linger;
         }
         [id] => view::find(&reg, id, &mut reaped).map(|l| l.show()),
