@@ -302,7 +302,7 @@ impl ListCache {
         let per = ids.len().div_ceil(workers).max(256);
         let this = &*self;
         let reg_dir = reg_dir.as_ref();
-        let parts: Vec<Vec<Outcome>> = std::thread::scope(|s| {
+        let parts: Vec<Option<Vec<Outcome>>> = std::thread::scope(|s| {
             let handles: Vec<_> = ids
                 .chunks(per)
                 .map(|chunk| {
@@ -312,11 +312,13 @@ impl ListCache {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            handles.into_iter().map(|h| h.join().ok()).collect()
         });
         let mut out = Vec::with_capacity(ids.len());
         let mut reaped = Vec::new();
-        for (id, r) in ids.iter().zip(parts.into_iter().flatten()) {
+        // Paired chunk by chunk, so a worker that failed loses its own runs only (never shifts the others').
+        let pairs = ids.chunks(per).zip(parts).filter_map(|(c, p)| p.map(|p| c.iter().zip(p))).flatten();
+        for (id, r) in pairs {
             match r {
                 Outcome::Same => {
                     if let Some(c) = self.runs.get(id) {

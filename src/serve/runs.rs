@@ -425,30 +425,30 @@ fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Optio
     let mut last_peek = Instant::now();
     // A log that liveness puts in another directory is watched there too.
     let mut elsewhere: Option<(std::path::PathBuf, Option<super::watch::Sub>)> = None;
+    // The generations last looked at: nothing is read again until one moves.
+    let mut looked: Option<(u64, Option<u64>)> = None;
     loop {
         let gen = w.dir.generation();
         let other_gen = elsewhere.as_ref().and_then(|(_, s)| s.as_ref()).map(|s| s.generation());
-        let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid));
-        match w.hub.subscribe(&log) {
-            Ok(sub) => {
-                if let Ok(f) = std::fs::File::open(&log) {
-                    return Ok(Some((sub, f)));
+        // An unwatchable other directory (not there yet) is looked at on every tick instead.
+        let blind = elsewhere.as_ref().is_some_and(|(_, s)| s.is_none());
+        let changed = looked != Some((gen, other_gen)) || blind;
+        if changed {
+            looked = Some((gen, other_gen));
+            match look_for_log(w, &mut elsewhere)? {
+                Look::Found(sub, f) => return Ok(Some((sub, f))),
+                // Started watching another directory after the look: look again before waiting.
+                Look::Moved => {
+                    looked = None;
+                    continue;
                 }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        if let Some(parent) = log.parent().filter(|p| *p != w.l.files.dir.as_path()) {
-            if elsewhere.as_ref().map(|(p, _)| p.as_path()) != Some(parent) {
-                // Remembered even when it cannot be watched (not there yet): then it is looked at every tick.
-                elsewhere = Some((parent.to_path_buf(), w.hub.subscribe_dir(parent).ok()));
-                // Subscribed after the look above: look again before waiting.
-                continue;
+                Look::Nothing => {}
             }
         }
         let journal_gen = w.journal.map(|j| j.generation());
-        // Without a journal watch (no journal yet), its creation wakes the directory watch.
-        if journal_gen.is_none() || journal_gen != journal_seen {
+        // Also on any change in the directory: a journal created (or replaced) after the
+        // stream started is seen there, not by the journal's own watch.
+        if changed || journal_gen != journal_seen {
             journal_seen = journal_gen;
             if task_over(&journal_path, w.tid) {
                 return Ok(None);
@@ -474,6 +474,40 @@ fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Optio
             None => w.dir.wait(gen, TICK),
         }
     }
+}
+
+enum Look {
+    Found(super::watch::Sub, std::fs::File),
+    /// The log is now placed in a directory not watched before.
+    Moved,
+    Nothing,
+}
+
+/// One look for the task's log where liveness (or the default) puts it:
+/// watched and opened when it exists. Starts watching the directory of a
+/// log placed elsewhere.
+fn look_for_log(
+    w: &Waiting,
+    elsewhere: &mut Option<(std::path::PathBuf, Option<super::watch::Sub>)>,
+) -> io::Result<Look> {
+    let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid));
+    match w.hub.subscribe(&log) {
+        Ok(sub) => {
+            if let Ok(f) = std::fs::File::open(&log) {
+                return Ok(Look::Found(sub, f));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = log.parent().filter(|p| *p != w.l.files.dir.as_path()) {
+        if elsewhere.as_ref().map(|(p, _)| p.as_path()) != Some(parent) {
+            // Remembered even when it cannot be watched (not there yet).
+            *elsewhere = Some((parent.to_path_buf(), w.hub.subscribe_dir(parent).ok()));
+            return Ok(Look::Moved);
+        }
+    }
+    Ok(Look::Nothing)
 }
 
 /// Ends a stream: the normalizer's and translator's last events, the
