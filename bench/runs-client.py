@@ -11,7 +11,7 @@
     files), the median and max of BENCH_LIST_REPEAT (default 5) requests
     (later ones re-read only runs whose files changed: a stat per file), the
     first request of a restarted server (the persisted index,
-    $HARNESS_HOME/runs/.list-index, checked by stat), and `runs list` without
+    $HARNESS_HOME/cache/runs-list.index, checked by stat), and `runs list` without
     and with the index.
 (b) Append-to-frame delay: one live task; this process appends Claude
     text_delta lines, each carrying CLOCK_MONOTONIC ns just before the write,
@@ -122,7 +122,7 @@ for i in range(N_RUNS):
     _, rs = register(repo, slug, tasks2)
     write(os.path.join(rs, slug + ".jsonl"), journal)
 setup_s = time.time() - t0
-index = os.path.join(HOME, "runs", ".list-index")
+index = os.path.join(HOME, "cache", "runs-list.index")
 
 
 def cpu_ms(pid):

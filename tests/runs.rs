@@ -677,7 +677,7 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
 #[test]
 fn the_list_index_and_cache_never_serve_a_stale_view() {
     let f = fixture("index");
-    let index = f.home.join("runs/.list-index");
+    let index = f.home.join("cache/runs-list.index");
     let journal = f.home.parent().unwrap().join("repo/runstate/feat.jsonl");
     let list = || {
         let o = bin("runs", &f.home).arg("list").output().unwrap();

@@ -410,7 +410,8 @@ pub fn list(reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
     r
 }
 
-/// The persisted index, `$HARNESS_HOME/runs/.list-index`: the cache's
+/// The persisted index, `$HARNESS_HOME/cache/runs-list.index` (not in
+/// `runs/`, which holds one pointer per run and nothing else): the cache's
 /// entries, one JSON line each with an FNV-1a checksum, so a restarted
 /// server or the next `runs list` only stats what the last one read. Never
 /// the truth: every entry is checked by its stamps like any cached one, and
@@ -426,7 +427,7 @@ mod index {
     const HEADER: &str = "runwire-list-index/v1";
 
     pub fn path(reg: &super::Registry) -> PathBuf {
-        reg.dir.join(".list-index")
+        reg.dir.with_file_name("cache").join("runs-list.index")
     }
 
     type Arr = [i64; 5];
@@ -496,7 +497,10 @@ mod index {
         buf.push(b'\n');
         // Temp file + rename: readers see the old index or the new one. No
         // fsync: after a crash a lost or torn index only costs a re-read.
-        let tmp = path.with_file_name(format!(".list-index.{}.tmp", std::process::id()));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_file_name(format!(".runs-list.index.{}.tmp", std::process::id()));
         let r = std::fs::write(&tmp, &buf).and_then(|_| std::fs::rename(&tmp, path));
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
