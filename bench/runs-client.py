@@ -7,9 +7,12 @@
     plans (2 tasks) and journals (3 records) written straight to disk,
     100 repos x 100 slugs; no task logs (cost summing reads every log, so
     a registry of runs with logs costs more in proportion to their bytes).
-    Reports the first request (the server reads every run's files) and the
-    median and max of BENCH_LIST_REPEAT (default 5) requests (later ones
-    re-read only runs whose files changed: a stat per file).
+    Reports the first request with no index (the server reads every run's
+    files), the median and max of BENCH_LIST_REPEAT (default 5) requests
+    (later ones re-read only runs whose files changed: a stat per file), the
+    first request of a restarted server (the persisted index,
+    $HARNESS_HOME/cache/runs-list.index, checked by stat), and `runs list` without
+    and with the index.
 (b) Append-to-frame delay: one live task; this process appends Claude
     text_delta lines, each carrying CLOCK_MONOTONIC ns just before the write,
     one every BENCH_INTERVAL_MS (default 10), BENCH_LINES of them (default
@@ -119,19 +122,57 @@ for i in range(N_RUNS):
     _, rs = register(repo, slug, tasks2)
     write(os.path.join(rs, slug + ".jsonl"), journal)
 setup_s = time.time() - t0
-p, port = server()
-times = []
-n = -1
-for _ in range(REPEAT):
+index = os.path.join(HOME, "cache", "runs-list.index")
+
+
+def cpu_ms(pid):
+    # utime + stime of every thread of the process, in clock ticks: CPU time
+    # does not swing with other load on a shared machine the way wall time does.
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def list_requests(repeat):
+    p, port = server()
+    times = []
+    n = -1
+    first_cpu = -1
+    for _ in range(repeat):
+        c = cpu_ms(p.pid)
+        t = time.perf_counter()
+        code, body = get(port, "/runs")
+        times.append((time.perf_counter() - t) * 1000)
+        if first_cpu < 0:
+            first_cpu = cpu_ms(p.pid) - c
+        n = len(json.loads(body)["runs"]) if code == 200 else -1
+    stop(p)
+    return n, times, first_cpu
+
+
+def runs_list():
+    env = dict(os.environ, HARNESS_HOME=HOME)
     t = time.perf_counter()
-    code, body = get(port, "/runs")
-    times.append((time.perf_counter() - t) * 1000)
-    n = len(json.loads(body)["runs"]) if code == 200 else -1
-stop(p)
-if n != N_RUNS:
+    out = subprocess.run([os.path.join(BIN, "runs"), "list"], env=env, stdout=subprocess.PIPE, check=True).stdout
+    return len(out.splitlines()), (time.perf_counter() - t) * 1000
+
+
+# Files written in the last 2 s are never trusted from a stamp: let the newest age.
+time.sleep(2.5)
+n, times, cpu1 = list_requests(REPEAT)
+# A restart: the index the first server wrote is checked by stat instead of reading every file.
+n2, times2, cpu2 = list_requests(1)
+if n != N_RUNS or n2 != N_RUNS:
     ok = False
-print(f"list runs={n} first_ms={times[0]:.1f} median_ms={statistics.median(times):.1f} max_ms={max(times):.1f} "
-      f"setup_s={setup_s:.1f}", flush=True)
+print(f"list runs={n} first_ms={times[0]:.1f} first_cpu_ms={cpu1:.0f} (no index) "
+      f"median_ms={statistics.median(times):.1f} max_ms={max(times):.1f} "
+      f"restart_first_ms={times2[0]:.1f} restart_first_cpu_ms={cpu2:.0f} (index) setup_s={setup_s:.1f}", flush=True)
+os.remove(index)
+c1, cold = runs_list()
+c2, warm = runs_list()
+if c1 != N_RUNS or c2 != N_RUNS:
+    ok = False
+print(f"runs_list runs={c1} no_index_ms={cold:.1f} index_ms={warm:.1f}", flush=True)
 
 # a live task for (b) and (c)
 live_repo = os.path.join(WORK, "live")

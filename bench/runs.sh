@@ -9,7 +9,7 @@
 #
 # Environment: BENCH_RUNS, BENCH_LIST_REPEAT, BENCH_LINES, BENCH_INTERVAL_MS,
 # BENCH_CLIENTS, BENCH_FAN_LINES (see runs-client.py); RUNWIRE_BIN, the
-# directory holding runwire-serve (default: cargo build --release).
+# directory holding runwire-serve and runs (default: cargo build --release).
 # Exit status 0 when every check passed, 1 otherwise.
 set -euo pipefail
 
@@ -23,13 +23,15 @@ command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
 if [ -n "${RUNWIRE_BIN:-}" ]; then
   bin=$(cd "$RUNWIRE_BIN" && pwd)
 else
-  echo "bench: cargo build --release --bin runwire-serve" >&2
-  (cd "$root" && cargo build --quiet --release --bin runwire-serve)
+  echo "bench: cargo build --release --bin runwire-serve --bin runs" >&2
+  (cd "$root" && cargo build --quiet --release --bin runwire-serve --bin runs)
   target=${CARGO_TARGET_DIR:-$root/target}
   case "$target" in /*) ;; *) target="$root/$target" ;; esac
   bin="$target/release"
 fi
-[ -x "$bin/runwire-serve" ] || die "$bin/runwire-serve: no such executable"
+for b in runwire-serve runs; do
+  [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
+done
 # 1,000 streams are 1,000 sockets on each side.
 ulimit -n 8192 2>/dev/null || true
 work=$(mktemp -d "${TMPDIR:-/tmp}/runwire-bench-runs.XXXXXX")

@@ -300,7 +300,6 @@ fn routes_give_the_same_views_as_the_runs_binary_and_refuse_bad_ids() {
         ("/runs/nope".into(), 404),
         (format!("/runs/{a}/tasks/zz"), 404),
         (format!("/runs/{a}/tasks/zz/stream"), 404),
-        (format!("/runs/{a}/tasks/c/stream"), 404),
         (format!("/runs/{a}/other"), 404),
         (format!("/runs/{a}/tasks/a/stream?after=x"), 400),
         (format!("/runs/{a}/tasks/a/stream?format=xml"), 400),
@@ -561,4 +560,200 @@ fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
     assert_eq!(events[0]["threadId"], f.run_a.as_str());
     let (code, _) = srv.get(&format!("/runs/{}/tasks/a/stream?format=agui&after=3", f.run_a));
     assert_eq!(code, 400, "AG-UI streams do not resume");
+}
+
+/// Reads a response head (status line and headers) byte by byte, so nothing
+/// of the body is consumed.
+fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1, "connection closed in the head: {}", String::from_utf8_lossy(&head));
+        head.push(b[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// Reads SSE frames from an open stream until the exit event or the end:
+/// the ids, the exit seen, and how many keep-alive comments came.
+fn frames_until_exit(s: &mut TcpStream) -> (Vec<String>, bool, usize) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let (mut ids, mut keepalives) = (Vec::new(), 0);
+    loop {
+        while let Some(i) = buf.windows(2).position(|w| w == b"\n\n") {
+            let frame = String::from_utf8(buf.drain(..i + 2).collect()).unwrap();
+            if frame.starts_with(": keep-alive") {
+                keepalives += 1;
+            }
+            if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id: ")) {
+                ids.push(id.to_string());
+            }
+            if frame.contains(r#""type":"exit""#) {
+                return (ids, true, keepalives);
+            }
+        }
+        let n = s.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            return (ids, false, keepalives);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[test]
+fn a_stream_waits_for_a_task_log_that_does_not_exist_yet() {
+    let (home, id, log) = live_run("wait");
+    std::fs::remove_file(&log).unwrap();
+    let srv = Server::start(&home, &[("RUNWIRE_KEEPALIVE_MS", "50")]);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+    let head = read_head(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200"), "a known task without a log yet is waited for: {head}");
+    // Keep-alive comments while there is no log: read one before the log exists.
+    let mut first = [0u8; 14];
+    s.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b": keep-alive\n\n");
+    assert!(!log.exists());
+    // The log appears (created, then written in pieces), as a wrapper's redirected stdout does.
+    let src = source_lines(2);
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+    for l in &src {
+        writeln!(f, "{l}").unwrap();
+    }
+    drop(f);
+    let (ids, exited, _) = frames_until_exit(&mut s);
+    assert!(exited, "the stream follows the log once it exists, to the exit event");
+    let want = expected_seqs(&std::fs::read(&log).unwrap());
+    assert_eq!(ids, want, "every event, with its id, from the first line on");
+    // Resume is exact on the log that appeared.
+    let (resumed, exited, _) = read_frames(srv.port, &path, Some(&ids[4]), usize::MAX);
+    assert!(exited);
+    assert_eq!(resumed, want[5..]);
+    // Unknown task and unknown run stay 404.
+    assert_eq!(srv.get(&format!("/runs/{id}/tasks/zz/stream")).0, 404);
+    assert_eq!(srv.get("/runs/abcdef012345--nope/tasks/t/stream").0, 404);
+}
+
+#[test]
+fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renamed_log() {
+    let (home, id, log) = live_run("wait-end");
+    std::fs::remove_file(&log).unwrap();
+    let rs = log.parent().unwrap().to_path_buf();
+    let srv = Server::start(&home, &[]);
+    let open = |task: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        write!(s, "GET /runs/{id}/tasks/{task}/stream HTTP/1.0\r\n\r\n").unwrap();
+        assert!(read_head(&mut s).starts_with("HTTP/1.1 200"));
+        s
+    };
+    let mut s = open("t");
+    // Halted before it wrote anything (its dependency failed): the stream ends, empty.
+    let rec = runwire::runs::journal::Record::task("runner", "t", "halted", Some(1));
+    runwire::runs::journal::append(&rs.join("live.jsonl"), &rec).unwrap();
+    let mut rest = String::new();
+    s.read_to_string(&mut rest).unwrap();
+    assert!(!rest.contains("data:"), "{rest}");
+
+    // A log renamed into place (not created by an append) is found too.
+    std::fs::write(
+        rs.join("live.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"},{"id":"u","adapter":"claude","prompt":"q"}]}"#,
+    )
+    .unwrap();
+    let mut s = open("u");
+    let tmp_log = rs.join(".live.u.log.tmp");
+    let src = source_lines(1);
+    std::fs::write(&tmp_log, src.join("\n") + "\n").unwrap();
+    std::fs::rename(&tmp_log, rs.join("live.u.log")).unwrap();
+    let (ids, exited, _) = frames_until_exit(&mut s);
+    assert!(exited);
+    assert_eq!(ids, expected_seqs(&std::fs::read(rs.join("live.u.log")).unwrap()));
+}
+
+#[test]
+fn the_list_index_and_cache_never_serve_a_stale_view() {
+    let f = fixture("index");
+    let index = f.home.join("cache/runs-list.index");
+    let journal = f.home.parent().unwrap().join("repo/runstate/feat.jsonl");
+    let list = || {
+        let o = bin("runs", &f.home).arg("list").output().unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // The truth: a listing with no index at all.
+    let truth = || {
+        let _ = std::fs::remove_file(&index);
+        list()
+    };
+    // Files changed within 2 s are never trusted from a stamp: let them age
+    // so the index really holds the runs and their stamps are what is tested.
+    let age = || std::thread::sleep(Duration::from_millis(2100));
+    age();
+    let first = list();
+    assert!(std::fs::read_to_string(&index).unwrap().contains(&f.run_a), "the index holds the aged runs");
+    assert_eq!(list(), first);
+    assert_eq!(truth(), first);
+
+    // A journal line appended.
+    let mut j = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    writeln!(j).unwrap();
+    writeln!(
+        j,
+        r#"{{"v":"runstate/v1","ts":"2026-01-01T00:04:00.000Z","actor":"runner","task":"c","state":"leased"}}"#
+    )
+    .unwrap();
+    drop(j);
+    let appended = list();
+    assert_ne!(appended, first);
+    assert!(appended.contains(r#""counts":{"committed":1,"leased":2}"#), "{appended}");
+    assert_eq!(truth(), appended);
+
+    // Rewritten in place with the same size (same inode, same length): the
+    // times differ, so the stamp does.
+    age();
+    assert_eq!(list(), appended);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let same_size = text.replacen(r#""task":"b","state":"leased""#, r#""task":"b","state":"halted""#, 1);
+    assert_eq!(same_size.len(), text.len());
+    std::fs::write(&journal, &same_size).unwrap();
+    let rewritten = list();
+    assert!(rewritten.contains(r#""halted":1"#), "{rewritten}");
+    assert_eq!(truth(), rewritten);
+
+    // A damaged index (a byte changed, then cut short) and a deleted one.
+    age();
+    assert_eq!(list(), rewritten);
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, text.replace(r#""halted":1"#, r#""halted":7"#)).unwrap();
+    assert_eq!(list(), rewritten);
+    std::fs::write(&index, &text[..text.len() / 2]).unwrap();
+    assert_eq!(list(), rewritten);
+    std::fs::write(&index, "garbage\n").unwrap();
+    assert_eq!(list(), rewritten);
+    std::fs::remove_file(&index).unwrap();
+    assert_eq!(list(), rewritten);
+
+    // The server reads the same index and gives the same view, and its
+    // in-memory cache sees a change too.
+    let srv = Server::start(&f.home, &[]);
+    let from_server = |srv: &Server| {
+        let (code, v) = srv.get("/runs");
+        assert_eq!(code, 200);
+        v["runs"].as_array().unwrap().clone()
+    };
+    assert_eq!(from_server(&srv), lines(rewritten.as_bytes()));
+    std::fs::write(&journal, text_with_c_committed(&same_size)).unwrap();
+    let changed = from_server(&srv);
+    assert_eq!(changed, lines(truth().as_bytes()));
+    assert_ne!(changed, lines(rewritten.as_bytes()));
+}
+
+fn text_with_c_committed(journal: &str) -> String {
+    journal.to_string()
+        + r#"{"v":"runstate/v1","ts":"2026-01-01T00:05:00.000Z","actor":"runner","task":"c","state":"committed"}"#
+        + "\n"
 }

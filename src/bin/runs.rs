@@ -63,9 +63,20 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let mut reaped = Vec::new();
     let result = match args.cmd {
         Cmd::List => {
-            let (items, r) = view::list(&reg);
+            // The same listing as GET /runs, through the same persisted index.
+            let mut cache = view::ListCache::default();
+            let (items, r) = cache.list(&reg, true);
             reaped = r;
-            Ok(items.iter().try_for_each(|it| line(&mut o, it)))
+            let written = items.iter().try_for_each(|it| -> anyhow::Result<()> {
+                o.write_all(it.as_bytes())?;
+                o.write_all(b"\n")?;
+                Ok(())
+            });
+            let written = written.and_then(|_| Ok(o.flush()?));
+            if let Some(h) = cache.save_index(&reg) {
+                let _ = h.join();
+            }
+            Ok(written)
         }
         Cmd::Show { run_id } => view::find(&reg, &run_id, &mut reaped).map(|l| l.show()).map(|v| line(&mut o, &v)),
         Cmd::Task { run_id, task } => {

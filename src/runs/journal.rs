@@ -9,6 +9,7 @@
 //! a truncated last line) is counted and skipped, never fatal.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -79,29 +80,76 @@ impl Record {
 
     /// Checks the record against the contract (version, enums, exactly one of task/run).
     pub fn validate(&self) -> Result<(), String> {
-        if self.v != VERSION {
-            return Err(format!("v is {:?}, expected {VERSION:?}", self.v));
-        }
-        match (&self.task, &self.state, &self.run) {
-            (Some(t), Some(s), None) => {
-                super::check_id("task", t)?;
-                if !TASK_STATES.contains(&s.as_str()) {
-                    return Err(format!("unknown task state {s:?}"));
-                }
-            }
-            (None, None, Some(r)) => {
-                if !RUN_EVENTS.contains(&r.as_str()) {
-                    return Err(format!("unknown run event {r:?}"));
-                }
-            }
-            _ => return Err("a record is either a task record (task, state) or a run record (run)".into()),
-        }
-        Ok(())
+        check_record(&self.v, self.task.as_deref(), self.state.as_deref(), self.run.as_deref())
     }
 }
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A journal line as parsed, borrowing what it can: the same fields and
+/// types as [`Record`], so exactly the same lines are accepted.
+#[derive(Deserialize)]
+struct RecordRef<'a> {
+    #[serde(borrow)]
+    v: Cow<'a, str>,
+    #[serde(borrow)]
+    ts: Cow<'a, str>,
+    #[serde(borrow)]
+    actor: Cow<'a, str>,
+    #[serde(borrow, default)]
+    task: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    state: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    run: Option<Cow<'a, str>>,
+    #[serde(default)]
+    rc: Option<i64>,
+    #[serde(borrow, default)]
+    detail: Option<Cow<'a, str>>,
+}
+
+impl RecordRef<'_> {
+    fn validate(&self) -> Result<(), String> {
+        check_record(&self.v, self.task.as_deref(), self.state.as_deref(), self.run.as_deref())
+    }
+
+    fn to_owned(&self) -> Record {
+        let s = |c: &Option<Cow<str>>| c.as_deref().map(str::to_string);
+        Record {
+            v: self.v.to_string(),
+            ts: self.ts.to_string(),
+            actor: self.actor.to_string(),
+            task: s(&self.task),
+            state: s(&self.state),
+            run: s(&self.run),
+            rc: self.rc,
+            detail: s(&self.detail),
+        }
+    }
+}
+
+/// The contract's checks, shared by [`Record`] and [`RecordRef`].
+fn check_record(v: &str, task: Option<&str>, state: Option<&str>, run: Option<&str>) -> Result<(), String> {
+    if v != VERSION {
+        return Err(format!("v is {v:?}, expected {VERSION:?}"));
+    }
+    match (task, state, run) {
+        (Some(t), Some(s), None) => {
+            super::check_id("task", t)?;
+            if !TASK_STATES.contains(&s) {
+                return Err(format!("unknown task state {s:?}"));
+            }
+        }
+        (None, None, Some(r)) => {
+            if !RUN_EVENTS.contains(&r) {
+                return Err(format!("unknown run event {r:?}"));
+            }
+        }
+        _ => return Err("a record is either a task record (task, state) or a run record (run)".into()),
+    }
+    Ok(())
 }
 
 /// Appends one record as one `write` of one line (O_APPEND: concurrent
@@ -128,24 +176,30 @@ pub struct Journal {
 impl Journal {
     /// Folds journal bytes; never fails.
     pub fn parse(bytes: &[u8]) -> Journal {
+        // Lines are parsed borrowing from `bytes` and only each task's last
+        // record is made owned: listings fold thousands of journals.
         let mut j = Journal::default();
+        let mut last: BTreeMap<Cow<str>, RecordRef> = BTreeMap::new();
+        let mut last_run: Option<RecordRef> = None;
         for line in bytes.split(|&b| b == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            match serde_json::from_slice::<Record>(line) {
+            match serde_json::from_slice::<RecordRef>(line) {
                 Ok(r) if r.validate().is_ok() => {
                     j.records += 1;
                     match r.task.clone() {
                         Some(t) => {
-                            j.tasks.insert(t, r);
+                            last.insert(t, r);
                         }
-                        None => j.last_run = Some(r),
+                        None => last_run = Some(r),
                     }
                 }
                 _ => j.skipped += 1,
             }
         }
+        j.tasks = last.into_iter().map(|(t, r)| (t.into_owned(), r.to_owned())).collect();
+        j.last_run = last_run.map(|r| r.to_owned());
         j
     }
 

@@ -9,7 +9,7 @@ use super::{check_id, liveness, RunFiles};
 use crate::events::Data;
 use crate::normalize::{Adapter, Normalizer, Options};
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Why a view could not be given.
@@ -41,38 +41,30 @@ fn load_with(pointer: Pointer, files: RunFiles, journal: Journal) -> Loaded {
     Loaded { pointer, files, journal, plan }
 }
 
-/// The file names of each runstate directory met while listing (`None`:
-/// the directory is gone), so that a listing of many runs reads each
-/// directory once instead of probing every run's files.
-type Dirs = HashMap<String, Option<HashSet<std::ffi::OsString>>>;
+pub use super::list::{list, ListCache};
 
-fn dir_names<'a>(dirs: &'a mut Dirs, dir: &str) -> Option<&'a HashSet<std::ffi::OsString>> {
-    dirs.entry(dir.to_string())
-        .or_insert_with(|| std::fs::read_dir(dir).ok().map(|rd| rd.flatten().map(|e| e.file_name()).collect()))
-        .as_ref()
+/// A summary as written, keys sorted.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SummaryOut<'a> {
+    branch: &'a Option<String>,
+    cost_usd: Option<f64>,
+    counts: BTreeMap<&'a str, u64>,
+    project: &'a str,
+    repo: &'a str,
+    repo_root: &'a str,
+    run_id: &'a str,
+    slug: &'a str,
+    status: &'static str,
+    tokens: Option<Tokens>,
+    wave: Option<usize>,
+    worktree: &'a str,
 }
 
-/// A listed run's summary, or its pointer reaped when its runstate
-/// directory is gone.
-fn summarize_listed(reg: &Registry, dirs: &mut Dirs, pointer: Pointer) -> Result<Value, Option<Reaped>> {
-    let Some(names) = dir_names(dirs, &pointer.runstate_dir) else {
-        return match reg.keep_or_reap(pointer) {
-            (Some(p), _) => Ok(load(p).summary()),
-            (None, r) => Err(r),
-        };
-    };
-    let has = |p: &Path| p.file_name().is_some_and(|n| names.contains(n));
-    let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
-    let journal =
-        if has(&files.journal()) { Journal::read(&files.journal()).unwrap_or_default() } else { Journal::default() };
-    let plan = if has(&files.plan()) {
-        super::read_small(&files.plan()).ok().and_then(|b| Plan::parse(&b).ok())
-    } else {
-        None
-    };
-    let l = Loaded { pointer, files, journal, plan };
-    // A log named by liveness elsewhere is not counted here: the default path is the task log.
-    Ok(l.summary_with(|p| has(p)))
+#[derive(serde::Serialize)]
+struct Tokens {
+    input: u64,
+    output: u64,
 }
 
 /// Looks a run up by id, checking the id first.
@@ -182,23 +174,29 @@ impl Loaded {
             .map(|i| i + 1)
     }
 
-    /// `GET /runs` item / `runs list` line.
+    /// `GET /runs` item / `runs list` line, as a value.
     pub fn summary(&self) -> Value {
-        self.summary_with(|p| p.exists())
+        serde_json::from_str(&self.summary_string()).unwrap_or(Value::Null)
     }
 
-    /// The summary, with `has_log` saying which logs exist (a listing of
-    /// many runs answers it from one directory read per runstate directory).
-    fn summary_with(&self, has_log: impl Fn(&Path) -> bool) -> Value {
+    /// `GET /runs` item / `runs list` line, as JSON text.
+    pub fn summary_string(&self) -> String {
+        self.summary_string_with(|_, a, log| log.exists().then(|| log_totals(log, a)))
+    }
+
+    /// The summary, with `totals(task, adapter, default log path)` giving
+    /// what each task's log adds up to (`None`: no log). A listing answers
+    /// it from one directory read per runstate directory. Written straight
+    /// to text (no `Value` tree): listings build thousands of these.
+    pub fn summary_string_with(&self, mut totals: impl FnMut(&str, Adapter, &Path) -> Option<Totals>) -> String {
         let p = &self.pointer;
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
-        for t in self.task_ids() {
-            *counts.entry(self.journal.state(&t).unwrap_or("pending")).or_default() += 1;
-            if let Some(a) = self.adapter_of(&t) {
-                let log = self.files.log(&t);
-                if has_log(&log) {
-                    let s = log_totals(&log, a);
+        let ids = self.task_ids();
+        for t in &ids {
+            *counts.entry(self.journal.state(t).unwrap_or("pending")).or_default() += 1;
+            if let Some(a) = self.adapter_of(t) {
+                if let Some(s) = totals(t, a, &self.files.log(t)) {
                     if let Some(c) = s.cost_usd {
                         *cost.get_or_insert(0.0) += c;
                     }
@@ -211,16 +209,24 @@ impl Loaded {
                 }
             }
         }
-        let tokens = if tin.is_some() || tout.is_some() {
-            json!({"input": tin.unwrap_or(0), "output": tout.unwrap_or(0)})
-        } else {
-            Value::Null
+        let tokens =
+            (tin.is_some() || tout.is_some()).then(|| Tokens { input: tin.unwrap_or(0), output: tout.unwrap_or(0) });
+        // Keys in the order a serde_json map sorts them, as `show` prints its `run`.
+        let s = SummaryOut {
+            branch: &p.branch,
+            cost_usd: cost,
+            counts,
+            project: &p.project,
+            repo: &p.repo,
+            repo_root: &p.repo_root,
+            run_id: &p.run_id,
+            slug: &p.slug,
+            status: self.status(),
+            tokens,
+            wave: self.wave(),
+            worktree: &p.worktree,
         };
-        json!({
-            "runId": p.run_id, "slug": p.slug, "repoRoot": p.repo_root, "project": p.project, "repo": p.repo,
-            "branch": p.branch, "worktree": p.worktree, "status": self.status(), "wave": self.wave(),
-            "counts": counts, "costUsd": cost, "tokens": tokens,
-        })
+        serde_json::to_string(&s).unwrap_or_default()
     }
 
     /// `GET /runs/:runId` / `runs show`.
@@ -304,156 +310,7 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// `GET /runs` / `runs list`: every registered run's summary.
-pub fn list(reg: &Registry) -> (Vec<Value>, Vec<Reaped>) {
-    let ids = reg.ids();
-    // Reading is syscall-bound: split the runs over a few threads.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
-    let per = ids.len().div_ceil(workers).max(64);
-    let parts: Vec<Vec<Result<Value, Option<Reaped>>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = ids
-            .chunks(per)
-            .map(|chunk| {
-                s.spawn(move || {
-                    let mut dirs = Dirs::new();
-                    chunk
-                        .iter()
-                        .filter_map(|id| reg.read_unchecked(id))
-                        .map(|p| summarize_listed(reg, &mut dirs, p))
-                        .collect()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-    });
-    let mut out = Vec::with_capacity(ids.len());
-    let mut reaped = Vec::new();
-    for r in parts.into_iter().flatten() {
-        match r {
-            Ok(v) => out.push(v),
-            Err(Some(r)) => reaped.push(r),
-            Err(None) => {}
-        }
-    }
-    (out, reaped)
-}
-
 /// The stderr line for a reaped pointer.
 pub fn reaped_message(r: &Reaped) -> String {
     format!("registry: reaped {}: its runstateDir {} is gone", r.run_id, r.runstate_dir)
-}
-
-/// What identifies a file's content cheaply: length, mtime (ns) and inode.
-/// A journal only grows and the other files are replaced by rename, so an
-/// unchanged stamp means unchanged content.
-type Stamp = Option<(u64, i128, u64)>;
-
-fn stamp(path: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()), m.ino()))
-}
-
-struct Cached {
-    pointer: Pointer,
-    tasks: Vec<String>,
-    /// Journal, plan, then each default task log.
-    stamps: Vec<Stamp>,
-    summary: String,
-}
-
-fn stamps_of(p: &Pointer, tasks: &[String]) -> Vec<Stamp> {
-    let f = RunFiles::new(&p.runstate_dir, &p.slug);
-    let mut s = vec![stamp(&f.journal()), stamp(&f.plan())];
-    s.extend(tasks.iter().map(|t| stamp(&f.log(t))));
-    s
-}
-
-/// A cache of run summaries for a long-lived reader (the server): a run is
-/// summarized again only when its journal, plan or a task log changed
-/// (checked by `stat`, a third of the syscalls of reading them), and the
-/// pointers only when the registry directory changed. The summaries are the
-/// very ones [`Loaded::summary`] gives, kept as JSON text.
-#[derive(Default)]
-pub struct ListCache {
-    registry_stamp: Stamp,
-    runs: HashMap<String, Cached>,
-}
-
-impl ListCache {
-    /// `{"runs":[...]}` as [`list`] would give it, and the pointers reaped.
-    pub fn list_json(&mut self, reg: &Registry) -> (String, Vec<Reaped>) {
-        let now_stamp = stamp(&reg.dir);
-        let ids = reg.ids();
-        let fresh_pointers = now_stamp != self.registry_stamp || now_stamp.is_none();
-        self.registry_stamp = now_stamp;
-        let keep: HashSet<&String> = ids.iter().collect();
-        self.runs.retain(|id, _| keep.contains(id));
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
-        let per = ids.len().div_ceil(workers).max(64);
-        let this = &*self;
-        type Out = Vec<(String, Result<Option<Cached>, Option<Reaped>>)>;
-        let parts: Vec<Out> = std::thread::scope(|s| {
-            let handles: Vec<_> = ids
-                .chunks(per)
-                .map(|chunk| {
-                    s.spawn(move || {
-                        chunk
-                            .iter()
-                            .map(|id| {
-                                let cached = this.runs.get(id).filter(|_| !fresh_pointers);
-                                let pointer = match cached {
-                                    Some(c) => c.pointer.clone(),
-                                    None => match reg.read_unchecked(id) {
-                                        Some(p) => p,
-                                        None => return (id.clone(), Err(None)),
-                                    },
-                                };
-                                if let Some(c) = cached {
-                                    let stamps = stamps_of(&pointer, &c.tasks);
-                                    if c.stamps == stamps && stamps[0].is_some() {
-                                        return (id.clone(), Ok(None));
-                                    }
-                                }
-                                let l = match reg.keep_or_reap(pointer) {
-                                    (Some(p), _) => load(p),
-                                    (None, r) => return (id.clone(), Err(r)),
-                                };
-                                let tasks = l.task_ids();
-                                let summary = l.summary().to_string();
-                                let stamps = stamps_of(&l.pointer, &tasks);
-                                (id.clone(), Ok(Some(Cached { pointer: l.pointer, tasks, stamps, summary })))
-                            })
-                            .collect()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-        });
-        let mut reaped = Vec::new();
-        let mut body = String::from("{\"runs\":[");
-        let mut first = true;
-        for (id, r) in parts.into_iter().flatten() {
-            match r {
-                Ok(Some(c)) => {
-                    self.runs.insert(id.clone(), c);
-                }
-                Ok(None) => {}
-                Err(r) => {
-                    self.runs.remove(&id);
-                    reaped.extend(r);
-                    continue;
-                }
-            }
-            if let Some(c) = self.runs.get(&id) {
-                if !first {
-                    body.push(',');
-                }
-                first = false;
-                body.push_str(&c.summary);
-            }
-        }
-        body.push_str("]}");
-        (body, reaped)
-    }
 }

@@ -71,9 +71,12 @@ pub fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors)
     let mut reaped = Vec::new();
     let result = match segs.as_slice() {
         [] => {
-            let (body, r) = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner()).list_json(&reg);
+            let mut cache = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner());
+            let (body, r) = cache.list_json(&reg);
             log_reaped(&r);
             let _ = respond(stream, 200, cors, &body);
+            // In the background: the next listing (or a restarted server) checks instead of reading.
+            let _ = cache.save_index(&reg);
             return Close::Linger;
         }
         [id] => view::find(&reg, id, &mut reaped).map(|l| l.show()),
@@ -302,29 +305,12 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         let m = "format=agui streams always start at the beginning (AG-UI events carry no seq); resume the events stream instead";
         return view_error(stream, cors, ViewError::Bad(m.into()));
     }
-    let entry = liveness::get(&l.files).tasks.get(tid).cloned();
-    let log = l.log_path(tid, entry.as_ref());
     let hub = match shared.hub() {
         Ok(h) => h,
         Err(e) => {
             respond_error(stream, 503, cors, &format!("cannot watch files: {e}"));
             return Close::Linger;
         }
-    };
-    // Watch before opening, so no write between the first read and a wait is missed.
-    let sub = match hub.subscribe(&log) {
-        Ok(s) => s,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let m = format!("task {tid:?} has no log yet ({})", log.display());
-            return view_error(stream, cors, ViewError::NotFound(m));
-        }
-        Err(e) => {
-            respond_error(stream, 503, cors, &format!("cannot watch the log: {e}"));
-            return Close::Linger;
-        }
-    };
-    let Ok(mut file) = std::fs::File::open(&log) else {
-        return view_error(stream, cors, ViewError::NotFound(format!("task {tid:?} has no log")));
     };
     let run_id = l.pointer.run_id.clone();
     let framing = if agui {
@@ -353,19 +339,187 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         exited: false,
         json: Vec::new(),
     };
+    let journal_path = l.files.journal();
+    // The journal is watched too, so an idle stream re-reads it only when it changed.
+    let journal_sub = hub.subscribe(&journal_path).ok();
+    // Watch before opening, so no write between the first read and a wait is missed.
+    let log = l.log_path(tid, liveness::get(&l.files).tasks.get(tid));
+    let opened = match hub.subscribe(&log) {
+        Ok(sub) => match std::fs::File::open(&log) {
+            Ok(f) => Some((sub, f)),
+            Err(_) => None,
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => {
+            respond_error(stream, 503, cors, &format!("cannot watch the log: {e}"));
+            return Close::Linger;
+        }
+    };
+    // A task the run knows but whose log does not exist yet (not started,
+    // or its wrapper not yet writing) is waited for, not refused: the
+    // client gets its events from the first line on.
+    let dir_sub = match opened {
+        Some(_) => None,
+        None => match hub.subscribe_dir(&l.files.dir) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                respond_error(stream, 503, cors, &format!("cannot watch the run's directory: {e}"));
+                return Close::Linger;
+            }
+        },
+    };
     let head = super::http::sse_head(req, cors);
     if stream.write_all(head.as_bytes()).is_err() || stream.set_nonblocking(true).is_err() {
         return Close::Now;
     }
-    let journal_path = l.files.journal();
     let cap = shared.cfg.stream_buffer;
     let mut out =
         Out { stream, chunked: req.http11, queue: Vec::new(), sent: 0, cap, dropped: None, last_write: Instant::now() };
-    // The journal is watched too, so an idle stream re-reads it only when it changed.
-    let journal_sub = hub.subscribe(&journal_path).ok();
+    let (sub, mut file) = match (opened, dir_sub) {
+        (Some(o), _) => o,
+        (None, Some(d)) => {
+            let w = Waiting { hub: &hub, dir: &d, journal: journal_sub.as_ref(), l, tid };
+            match wait_for_log(shared, &mut out, &w) {
+                Ok(Some(o)) => o,
+                // The task ended (or the run did) before writing a log: an empty stream, ended.
+                Ok(None) => {
+                    let _ = end(&mut tail, &mut out);
+                    return Close::Now;
+                }
+                Err(_) => return Close::Now,
+            }
+        }
+        (None, None) => return Close::Now,
+    };
     let watched = Watched { log: &sub, journal: journal_sub.as_ref(), journal_path: &journal_path };
     let _ = pump(shared, &mut tail, &mut out, &mut file, &watched, tid);
     Close::Now
+}
+
+/// What a stream waiting for its task's log looks at.
+struct Waiting<'a> {
+    hub: &'a std::sync::Arc<super::watch::Hub>,
+    /// The run's runstate directory: the log, liveness and journal appear there.
+    dir: &'a super::watch::Sub,
+    journal: Option<&'a super::watch::Sub>,
+    l: &'a Loaded,
+    tid: &'a str,
+}
+
+/// True once the journal says the task will write nothing more: its exit is
+/// journaled (a terminal state) or the run itself finished or was aborted.
+fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {
+    let Ok(j) = Journal::read(journal_path) else { return false };
+    j.state(tid).is_some_and(is_terminal)
+        || matches!(j.last_run.as_ref().and_then(|r| r.run.as_deref()), Some("finished" | "aborted"))
+}
+
+/// Waits, woken by the directory's inotify watch, until the task's log
+/// exists (at its default path or where liveness says), then returns it
+/// watched and opened. `None` when the task or run ended first, or the
+/// server is shutting down; `Err` when the client left. Keep-alive comments
+/// go out meanwhile.
+fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Option<(super::watch::Sub, std::fs::File)>> {
+    let journal_path = w.l.files.journal();
+    let mut journal_seen: Option<u64> = None;
+    let mut last_peek = Instant::now();
+    // A log that liveness puts in another directory is watched there too.
+    let mut elsewhere: Option<(std::path::PathBuf, Option<super::watch::Sub>)> = None;
+    // The generations last looked at: nothing is read again until one moves.
+    let mut looked: Option<(u64, Option<u64>)> = None;
+    loop {
+        let gen = w.dir.generation();
+        let other_gen = elsewhere.as_ref().and_then(|(_, s)| s.as_ref()).map(|s| s.generation());
+        // An unwatchable other directory (not there yet) is looked at on every tick instead.
+        let blind = elsewhere.as_ref().is_some_and(|(_, s)| s.is_none());
+        let changed = looked != Some((gen, other_gen)) || blind;
+        if changed {
+            looked = Some((gen, other_gen));
+            match look_for_log(w, &mut elsewhere)? {
+                Look::Found(sub, f) => return Ok(Some((sub, f))),
+                // Started watching another directory after the look: look again before waiting.
+                Look::Moved => {
+                    looked = None;
+                    continue;
+                }
+                Look::Nothing => {}
+            }
+        }
+        let journal_gen = w.journal.map(|j| j.generation());
+        // Also on any change in the directory: a journal created (or replaced) after the
+        // stream started is seen there, not by the journal's own watch.
+        if changed || journal_gen != journal_seen {
+            journal_seen = journal_gen;
+            if task_over(&journal_path, w.tid) {
+                return Ok(None);
+            }
+        }
+        if shared.is_shutting_down() {
+            return Ok(None);
+        }
+        if last_peek.elapsed() >= TICK {
+            last_peek = Instant::now();
+            if super::agui::client_gone(out.stream) {
+                return Err(io::ErrorKind::ConnectionAborted.into());
+            }
+            if out.queued() == 0 && out.last_write.elapsed() >= shared.cfg.keepalive {
+                out.push_raw(b": keep-alive\n\n");
+            }
+        }
+        out.flush()?;
+        match &elsewhere {
+            // Two watches cannot be waited on at once: the other directory is looked at every 50 ms.
+            Some((_, Some(s))) if Some(s.generation()) != other_gen => {}
+            Some(_) => w.dir.wait(gen, Duration::from_millis(50)),
+            None => w.dir.wait(gen, TICK),
+        }
+    }
+}
+
+enum Look {
+    Found(super::watch::Sub, std::fs::File),
+    /// The log is now placed in a directory not watched before.
+    Moved,
+    Nothing,
+}
+
+/// One look for the task's log where liveness (or the default) puts it:
+/// watched and opened when it exists. Starts watching the directory of a
+/// log placed elsewhere.
+fn look_for_log(
+    w: &Waiting,
+    elsewhere: &mut Option<(std::path::PathBuf, Option<super::watch::Sub>)>,
+) -> io::Result<Look> {
+    let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid));
+    match w.hub.subscribe(&log) {
+        Ok(sub) => {
+            if let Ok(f) = std::fs::File::open(&log) {
+                return Ok(Look::Found(sub, f));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = log.parent().filter(|p| *p != w.l.files.dir.as_path()) {
+        if elsewhere.as_ref().map(|(p, _)| p.as_path()) != Some(parent) {
+            // Remembered even when it cannot be watched (not there yet).
+            *elsewhere = Some((parent.to_path_buf(), w.hub.subscribe_dir(parent).ok()));
+            return Ok(Look::Moved);
+        }
+    }
+    Ok(Look::Nothing)
+}
+
+/// Ends a stream: the normalizer's and translator's last events, the
+/// report of anything dropped, the chunked terminator, then drains.
+fn end(tail: &mut Tail, out: &mut Out) -> io::Result<()> {
+    tail.finish(out);
+    tail.report_drop(out, true);
+    if out.chunked {
+        // An empty chunk is the chunked body's end: `0\r\n\r\n`.
+        out.push_raw(b"");
+    }
+    drain(out)
 }
 
 /// The files a stream follows.
@@ -432,7 +586,7 @@ fn pump(
         if !got && !tail.exited && journal_due {
             last_journal = Instant::now();
             journal_seen = journal_gen;
-            if Journal::read(w.journal_path).ok().and_then(|j| j.state(tid).map(is_terminal)).unwrap_or(false) {
+            if task_over(w.journal_path, tid) {
                 // The exit is journaled: what the log holds now is all of it
                 // (read once more), and a final line without a newline is still a line.
                 ended = true;
@@ -443,13 +597,7 @@ fn pump(
             tail.line(strip_cr(&line), out);
         }
         if tail.exited || (ended && !got) || shared.is_shutting_down() {
-            tail.finish(out);
-            tail.report_drop(out, true);
-            if out.chunked {
-                // An empty chunk is the chunked body's end: `0\r\n\r\n`.
-                out.push_raw(b"");
-            }
-            return drain(out);
+            return end(tail, out);
         }
         tail.report_drop(out, false);
         out.flush()?;

@@ -56,21 +56,41 @@ impl Hub {
         }
     }
 
-    /// Watches `path` (before the caller's first read, so no write between
-    /// that read and a wait is missed).
+    /// Watches the file `path` for writes (before the caller's first read,
+    /// so no write between that read and a wait is missed).
     pub fn subscribe(self: &Arc<Hub>, path: &Path) -> std::io::Result<Sub> {
+        self.add(
+            path,
+            AddWatchFlags::IN_MODIFY
+                | AddWatchFlags::IN_CLOSE_WRITE
+                | AddWatchFlags::IN_DELETE_SELF
+                | AddWatchFlags::IN_MOVE_SELF
+                | AddWatchFlags::IN_ATTRIB,
+        )
+    }
+
+    /// Watches the directory `path` for files appearing in it (created or
+    /// renamed in) and for writers closing theirs: what a stream waiting for
+    /// a task's log to exist needs (the log, liveness and journal all live
+    /// there). Not for writes to files kept open, so a busy directory does
+    /// not wake its waiters on every line.
+    pub fn subscribe_dir(self: &Arc<Hub>, path: &Path) -> std::io::Result<Sub> {
+        self.add(
+            path,
+            AddWatchFlags::IN_CREATE
+                | AddWatchFlags::IN_MOVED_TO
+                | AddWatchFlags::IN_CLOSE_WRITE
+                | AddWatchFlags::IN_DELETE_SELF
+                | AddWatchFlags::IN_MOVE_SELF
+                | AddWatchFlags::IN_ONLYDIR,
+        )
+    }
+
+    // One inode gets one watch and one mask per inotify instance; files and
+    // directories are never the same inode, so the two masks never clash.
+    fn add(self: &Arc<Hub>, path: &Path, mask: AddWatchFlags) -> std::io::Result<Sub> {
         let mut watches = lock(&self.watches);
-        let wd = self
-            .inotify
-            .add_watch(
-                path,
-                AddWatchFlags::IN_MODIFY
-                    | AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_DELETE_SELF
-                    | AddWatchFlags::IN_MOVE_SELF
-                    | AddWatchFlags::IN_ATTRIB,
-            )
-            .map_err(std::io::Error::from)?;
+        let wd = self.inotify.add_watch(path, mask).map_err(std::io::Error::from)?;
         let w = watches
             .entry(wd)
             .or_insert_with(|| Arc::new(Watched { gen: Mutex::new(0), cv: Condvar::new(), subscribers: Mutex::new(0) }))
