@@ -544,22 +544,64 @@ fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
     let f = fixture("agui-format");
     let srv = Server::start(&f.home, &[]);
     // Task a is committed in the journal, so its stream ends at the end of its log.
-    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    write!(s, "GET /runs/{}/tasks/a/stream?format=agui HTTP/1.0\r\n\r\n", f.run_a).unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let body = raw.split_once("\r\n\r\n").unwrap().1;
-    let events: Vec<Value> = body
-        .split("\n\n")
-        .filter_map(|fr| fr.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
+    let agui = |query: &str, headers: &str| -> (u16, Vec<(String, Value)>) {
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        write!(s, "GET /runs/{}/tasks/a/stream?format=agui{query} HTTP/1.0\r\n{headers}\r\n", f.run_a).unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+        if code != 200 {
+            return (code, Vec::new());
+        }
+        let frames = body
+            .split("\n\n")
+            .filter(|fr| fr.contains("data: "))
+            .map(|fr| {
+                let id = fr.lines().find_map(|l| l.strip_prefix("id: ")).expect("every AG-UI frame has an id");
+                let data = fr.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+                (id.to_string(), serde_json::from_str(data).unwrap())
+            })
+            .collect();
+        (code, frames)
+    };
+    let (code, all) = agui("", "");
+    assert_eq!(code, 200);
+    let events: Vec<Value> = all.iter().map(|(_, e)| e.clone()).collect();
     common::verify(&events).unwrap();
+    assert!(events.len() >= 5, "a real run, not a stub: {events:?}");
     assert_eq!(events[0]["type"], "RUN_STARTED");
     assert_eq!(events[0]["threadId"], f.run_a.as_str());
-    let (code, _) = srv.get(&format!("/runs/{}/tasks/a/stream?format=agui&after=3", f.run_a));
-    assert_eq!(code, 400, "AG-UI streams do not resume");
+    // Ids are SEQ/K, strictly increasing in (seq, k) order.
+    let key = |id: &str| -> (u64, u32, u32) {
+        let (seq, k) = id.split_once('/').unwrap();
+        let (line, sub) = seq.split_once('.').unwrap_or((seq, "0"));
+        (line.parse().unwrap(), sub.parse().unwrap(), k.parse().unwrap())
+    };
+    assert!(all.windows(2).all(|w| key(&w[0].0) < key(&w[1].0)), "{:?}", all.iter().map(|f| &f.0).collect::<Vec<_>>());
+    // Resuming after any frame gives exactly the frames after it (timestamps
+    // of lines without one are read times, so they are left out).
+    let strip = |frames: &[(String, Value)]| -> Vec<(String, Value)> {
+        frames.iter().map(|(id, e)| (id.clone(), without(e.clone(), &["timestamp"]))).collect()
+    };
+    for (i, (id, _)) in all.iter().enumerate() {
+        let (code, rest) =
+            if i % 2 == 0 { agui(&format!("&after={id}"), "") } else { agui("", &format!("Last-Event-ID: {id}\r\n")) };
+        assert_eq!(code, 200);
+        assert_eq!(strip(&rest), strip(&all[i + 1..]), "resumed after {id}");
+    }
+    // A bare seq (an events/v1 id) resumes after every frame of that event.
+    let (first_seq, _) = all[0].0.split_once('/').unwrap();
+    let (_, rest) = agui(&format!("&after={first_seq}"), "");
+    let n = all.iter().filter(|(id, _)| id.split_once('/').unwrap().0 == first_seq).count();
+    assert_eq!(strip(&rest), strip(&all[n..]));
+    for bad in ["x", "3/", "3/-1", "/1", "3.0/1"] {
+        assert_eq!(agui(&format!("&after={bad}"), "").0, 400, "{bad}");
+    }
+    // The events/v1 stream does not take AG-UI ids.
+    let (code, _) = srv.get(&format!("/runs/{}/tasks/a/stream?after=3/0", f.run_a));
+    assert_eq!(code, 400);
 }
 
 /// Reads a response head (status line and headers) byte by byte, so nothing

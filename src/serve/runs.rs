@@ -8,7 +8,8 @@
 //! each event with [`Encoder`] (`id:` = `seq`, as `sse-encode --id-from seq`)
 //! and resumes after `Last-Event-ID` / `?after=` by the same seq comparison
 //! as `normalize-events --after`. `?format=agui` passes the events through
-//! [`Translator`] instead.
+//! [`Translator`] instead, with ids of its own that resume the same way
+//! ([`AguiId`]).
 //!
 //! Each stream writes through a bounded buffer on a non-blocking socket: the
 //! file is read on at the writer's pace, and what a too-slow client cannot
@@ -22,7 +23,7 @@
 
 use super::http::{method_not_allowed, respond, respond_error, Close, Request};
 use super::Shared;
-use crate::agui::{TranslateOptions, Translator};
+use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
 use crate::normalize::{Normalizer, Options};
 use crate::runs::journal::{is_terminal, Journal};
@@ -114,7 +115,55 @@ fn log_reaped(reaped: &[crate::runs::registry::Reaped]) {
 /// The events/v1 or AG-UI framing of one stream.
 enum Framing {
     Events { writer: Writer, enc: Encoder, after: Option<Seq> },
-    Agui { tr: Box<Translator>, enc: Encoder },
+    Agui(AguiFraming),
+}
+
+/// AG-UI frames of a task stream. One events/v1 event becomes zero or more
+/// AG-UI events, so each frame's `id:` is `<seq>/<k>`: the source event's
+/// seq and the frame's place among that event's frames. The translation is
+/// a pure function of the log, so a resumed stream translates from the
+/// start again and sends only the frames past the client's last id: the
+/// same exactness as the events/v1 stream.
+struct AguiFraming {
+    tr: Box<Translator>,
+    after: Option<AguiId>,
+    /// The last source event translated, and how many frames it made
+    /// (the closing frames of `finish` continue its count).
+    last: AguiId,
+}
+
+/// A frame id of the AG-UI task stream, ordered as the frames are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AguiId {
+    pub seq: Seq,
+    pub k: u32,
+}
+
+impl AguiId {
+    /// `SEQ/K`, or a bare `SEQ` (an events/v1 id: after every frame of that event).
+    pub fn parse(s: &str) -> Option<AguiId> {
+        match s.trim().split_once('/') {
+            Some((seq, k)) => Some(AguiId { seq: Seq::parse(seq)?, k: k.parse().ok()? }),
+            None => Some(AguiId { seq: Seq::parse(s)?, k: u32::MAX }),
+        }
+    }
+}
+
+impl AguiFraming {
+    fn frames(&mut self, seq: Seq, events: Vec<AguiEvent>, out: &mut Out) {
+        if self.last.seq != seq {
+            self.last = AguiId { seq, k: 0 };
+        }
+        for a in events {
+            let id = self.last;
+            self.last.k += 1;
+            if self.after.is_some_and(|after| id <= after) {
+                continue;
+            }
+            let frame = format!("id: {}/{}\ndata: {}\n\n", id.seq, id.k, a.to_json());
+            out.frame(frame.as_bytes(), seq);
+        }
+    }
 }
 
 /// A response body on a non-blocking socket, with a bounded queue.
@@ -222,12 +271,9 @@ impl Tail {
                     out.frame(f.as_bytes(), ev.seq);
                 }
             }
-            Framing::Agui { tr, enc } => {
-                for a in tr.push(ev) {
-                    if let Ok(Some(f)) = enc.push(a.to_json().as_bytes()) {
-                        out.frame(f.as_bytes(), ev.seq);
-                    }
-                }
+            Framing::Agui(f) => {
+                let events = f.tr.push(ev);
+                f.frames(ev.seq, events, out);
             }
         }
     }
@@ -240,24 +286,33 @@ impl Tail {
             return;
         }
         out.dropped = None;
-        let ev = Event {
-            run: Some(self.run.clone()),
-            task: Some(self.task.clone()),
-            session: self.norm.session().map(str::to_string),
-            seq: first,
-            ts_ms: crate::time::Clock::from_env().now_ms(),
-            data: Data::Error(ErrorData {
-                reason: format!(
-                    "the client read too slowly: events {first} to {last} were dropped; reconnect with Last-Event-ID to get them"
-                ),
-                code: "dropped".into(),
-                raw: format!("{first}..{last}"),
-                fatal: false,
-            }),
-        };
-        let frame = match &mut self.framing {
-            Framing::Events { .. } => format!("event: error\ndata: {}\n\n", ev.to_json()),
-            Framing::Agui { tr, .. } => tr.push(&ev).iter().map(|a| format!("data: {}\n\n", a.to_json())).collect(),
+        let reason = format!(
+            "the client read too slowly: events {first} to {last} were dropped; reconnect with Last-Event-ID to get them"
+        );
+        let (code, raw) = ("dropped".to_string(), format!("{first}..{last}"));
+        let ts_ms = crate::time::Clock::from_env().now_ms();
+        let frame = match &self.framing {
+            Framing::Events { .. } => {
+                let ev = Event {
+                    run: Some(self.run.clone()),
+                    task: Some(self.task.clone()),
+                    session: self.norm.session().map(str::to_string),
+                    seq: first,
+                    ts_ms,
+                    data: Data::Error(ErrorData { reason, code, raw, fatal: false }),
+                };
+                format!("event: error\ndata: {}\n\n", ev.to_json())
+            }
+            // Not through the translator: the notice must not change its
+            // state (closing open messages), or a resumed re-translation,
+            // which never sees it, would frame the rest differently.
+            Framing::Agui(_) => {
+                let value = CustomValue::Error(ErrorValue { reason, code, raw });
+                format!(
+                    "data: {}\n\n",
+                    AguiEvent::Custom { name: "runwire.error", value, timestamp: Some(ts_ms) }.to_json()
+                )
+            }
         };
         out.push_raw(frame.as_bytes());
     }
@@ -266,12 +321,10 @@ impl Tail {
         for ev in self.norm.finish() {
             self.event(&ev, out);
         }
-        if let Framing::Agui { tr, enc } = &mut self.framing {
-            for a in tr.finish() {
-                if let Ok(Some(f)) = enc.push(a.to_json().as_bytes()) {
-                    out.push_raw(f.as_bytes());
-                }
-            }
+        if let Framing::Agui(f) = &mut self.framing {
+            let events = f.tr.finish();
+            let seq = f.last.seq;
+            f.frames(seq, events, out);
         }
     }
 }
@@ -294,17 +347,20 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         Some(f) => return view_error(stream, cors, ViewError::Bad(format!("format={f}: expected events or agui"))),
     };
     let after_raw = req.header("last-event-id").or_else(|| query_param(req, "after"));
-    let after = match after_raw.map(|a| (a, Seq::parse(a))) {
-        None => None,
-        Some((_, Some(s))) => Some(s),
-        Some((a, None)) => {
-            return view_error(stream, cors, ViewError::Bad(format!("{a:?} is not a seq (LINE or LINE.K)")));
-        }
+    let (after, agui_after) = match after_raw {
+        None => (None, None),
+        Some(a) if agui => match AguiId::parse(a) {
+            Some(id) => (None, Some(id)),
+            None => {
+                let m = format!("{a:?} is not an AG-UI frame id of this stream (SEQ/K, or a seq)");
+                return view_error(stream, cors, ViewError::Bad(m));
+            }
+        },
+        Some(a) => match Seq::parse(a) {
+            Some(s) => (Some(s), None),
+            None => return view_error(stream, cors, ViewError::Bad(format!("{a:?} is not a seq (LINE or LINE.K)"))),
+        },
     };
-    if agui && after.is_some() {
-        let m = "format=agui streams always start at the beginning (AG-UI events carry no seq); resume the events stream instead";
-        return view_error(stream, cors, ViewError::Bad(m.into()));
-    }
     let hub = match shared.hub() {
         Ok(h) => h,
         Err(e) => {
@@ -314,13 +370,14 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     };
     let run_id = l.pointer.run_id.clone();
     let framing = if agui {
-        Framing::Agui {
+        Framing::Agui(AguiFraming {
             tr: Box::new(Translator::new(TranslateOptions {
                 thread_id: Some(run_id.clone()),
                 run_id: Some(tid.to_string()),
             })),
-            enc: Encoder::new(SseOptions::default()),
-        }
+            after: agui_after,
+            last: AguiId { seq: Seq { line: 0, sub: 0 }, k: 0 },
+        })
     } else {
         Framing::Events {
             writer: Writer::default(),
