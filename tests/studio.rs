@@ -5,7 +5,8 @@
 //! - `studio/e2e/*.test.mjs`: `playwright-core` (pinned in
 //!   `studio/package-lock.json`, installed here with `npm ci` when missing)
 //!   driving the system Chromium headless against this build's
-//!   `runwire-serve` with the stub engines. No browser is ever downloaded.
+//!   `runwire-serve` with the stub engines (and, for the live controls, this
+//!   build's `runwire-supervise` running a plan). No browser is ever downloaded.
 //!
 //! Both assert that node reported every test defined in the files as passed
 //! (so a runner that found nothing cannot pass). Skipped with a message only
@@ -131,6 +132,7 @@ fn the_page_works_in_chromium_against_the_server() {
         "e2e",
         &[
             ("RUNWIRE_SERVE", env!("CARGO_BIN_EXE_runwire-serve").as_ref()),
+            ("RUNWIRE_SUPERVISE", env!("CARGO_BIN_EXE_runwire-supervise").as_ref()),
             ("STUDIO_CHROMIUM", browser.as_os_str()),
             ("STUDIO_SCREENSHOTS", shots.as_os_str()),
         ],

@@ -72,3 +72,19 @@ export function failedToolCorpus() {
   lines.push({ type: 'result', subtype: 'success', is_error: false, duration_ms: 5100, duration_api_ms: 4800, num_turns: 2, result: ANSWER, session_id: SESSION, total_cost_usd: 0.0421, usage: { input_tokens: 20, output_tokens: 90 } });
   return `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`;
 }
+
+export const HANG_TEXT = 'Working on it: reading the parser first.';
+
+/**
+ * Two lines for the stub's `hang` mode, which plays a corpus's first two
+ * lines and then waits until killed: the init (the session id) and one
+ * assistant message, so a hanging task has something in its stream.
+ */
+export function hangCorpus() {
+  return [
+    { type: 'system', subtype: 'init', cwd: '/work/demo', session_id: SESSION, tools: ['Bash'], model: 'claude-stub' },
+    message('msg_studio_hang', [{ type: 'text', text: HANG_TEXT }]),
+  ]
+    .map((l) => JSON.stringify(l))
+    .join('\n') + '\n';
+}

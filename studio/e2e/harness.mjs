@@ -3,7 +3,7 @@
 // playwright-core, and a console guard that fails on any unexpected error.
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, rmSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +18,19 @@ export function serverBinary() {
   const target = process.env.CARGO_TARGET_DIR ? path.resolve(REPO, process.env.CARGO_TARGET_DIR) : path.join(REPO, 'target');
   const bin = path.join(target, 'debug', 'runwire-serve');
   if (!existsSync(bin)) throw new Error(`no runwire-serve binary: set RUNWIRE_SERVE or run cargo build (looked for ${bin})`);
+  return bin;
+}
+
+/**
+ * `runwire-supervise`, found like runwire-serve: `RUNWIRE_SUPERVISE`, else
+ * beside `RUNWIRE_SERVE`, else in the cargo target directory.
+ */
+export function supervisorBinary() {
+  if (process.env.RUNWIRE_SUPERVISE) return process.env.RUNWIRE_SUPERVISE;
+  const bin = process.env.RUNWIRE_SERVE
+    ? path.join(path.dirname(process.env.RUNWIRE_SERVE), 'runwire-supervise')
+    : path.join(process.env.CARGO_TARGET_DIR ? path.resolve(REPO, process.env.CARGO_TARGET_DIR) : path.join(REPO, 'target'), 'debug', 'runwire-supervise');
+  if (!existsSync(bin)) throw new Error(`no runwire-supervise binary: set RUNWIRE_SUPERVISE or run cargo build (looked for ${bin})`);
   return bin;
 }
 
@@ -232,4 +245,115 @@ export async function waitFor(fn, { timeout = 15000, interval = 50, what = 'cond
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, interval));
   }
+}
+
+/** True while `pid` exists and is not a zombie (a zombie still answers signal 0). */
+export function alive(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !stat.slice(stat.lastIndexOf(')') + 1).trimStart().startsWith('Z');
+  } catch {
+    return false;
+  }
+}
+
+/** True while some process is in group `pgid` (signal 0 to the group). */
+export function groupAlive(pgid) {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (e) {
+    if (e.code === 'ESRCH') return false;
+    throw e;
+  }
+}
+
+/**
+ * Starts `runwire-supervise` on `plan` (an object) in a fresh working
+ * directory, registered under `home` (the HARNESS_HOME of the server under
+ * test), with the stub engines first on PATH. It runs in its own process
+ * group; stop() sends SIGTERM to that group (the supervisor then halts its
+ * tasks), SIGKILL after 10 s.
+ */
+export function startSupervisor({ plan, home, slug = 'sup', args = [], env = {} }) {
+  // Short: the control socket ($HARNESS_HOME/sock/<runId>.sock) must fit in sun_path.
+  const dir = tempDir('sup');
+  const plan_ = path.join(dir, `${slug}.plan.json`);
+  writeFileSync(plan_, JSON.stringify(plan));
+  const pidFile = path.join(dir, 'stub.pids');
+  const proc = spawn(supervisorBinary(), ['--plan', plan_, ...args], {
+    cwd: dir,
+    env: {
+      ...process.env,
+      PATH: `${path.join(REPO, 'fixtures/stub-engines')}:${process.env.PATH}`,
+      HARNESS_HOME: home,
+      STUB_PID_FILE: pidFile,
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
+  });
+  let stderr = '';
+  proc.stderr.on('data', (d) => {
+    stderr += d;
+    if (stderr.length > 20000) stderr = stderr.slice(-20000);
+  });
+  let exit = null;
+  const exited = new Promise((r) => proc.on('exit', (code, signal) => r((exit = { code, signal }))));
+  const runstate = path.join(dir, 'runstate');
+  const readJson = (p) => {
+    try {
+      return JSON.parse(readFileSync(p, 'utf8'));
+    } catch {
+      return null;
+    }
+  };
+  return {
+    dir,
+    runstate,
+    pid: proc.pid,
+    stderr: () => stderr,
+    exit: () => exit,
+    exited,
+    /** The journal's records (a line being written is skipped). */
+    journal() {
+      let text = '';
+      try {
+        text = readFileSync(path.join(runstate, `${slug}.jsonl`), 'utf8');
+      } catch {
+        return [];
+      }
+      return text.split('\n').flatMap((l) => {
+        try {
+          return l.trim() ? [JSON.parse(l)] : [];
+        } catch {
+          return [];
+        }
+      });
+    },
+    /** The liveness file, or null while it is missing or being replaced. */
+    live: () => readJson(path.join(runstate, `${slug}.live.json`)),
+    /** Every pid the stub engines wrote (each engine and its child). */
+    stubPids() {
+      try {
+        return readFileSync(pidFile, 'utf8').split('\n').map((l) => Number(l.trim())).filter((n) => n > 0);
+      } catch {
+        return [];
+      }
+    },
+    async stop() {
+      if (exit) return exit;
+      try {
+        process.kill(-proc.pid, 'SIGTERM');
+      } catch {}
+      const t = setTimeout(() => {
+        try {
+          process.kill(-proc.pid, 'SIGKILL');
+        } catch {}
+      }, 10000);
+      await exited;
+      clearTimeout(t);
+      return exit;
+    },
+  };
 }

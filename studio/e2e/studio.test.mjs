@@ -4,14 +4,15 @@
 // caused it, except the network errors a test declares it expects.
 //
 //   RUNWIRE_SERVE=path/to/runwire-serve node --test e2e/   (from studio/)
+//   RUNWIRE_SUPERVISE=path/to/runwire-supervise  (default: beside RUNWIRE_SERVE)
 //   STUDIO_SCREENSHOTS=dir  keeps the screenshots there (else a temp dir)
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync, existsSync, appendFileSync } from 'node:fs';
 import path from 'node:path';
-import { ANSWER, BIG_OUTPUT_BYTES, REASONING, TOOL_ID, failedToolCorpus } from './corpus.mjs';
-import { REPO, frames, guard, launchBrowser, postRun, removeTempDirs, startProxy, startServer, tempDir, waitFor } from './harness.mjs';
+import { ANSWER, BIG_OUTPUT_BYTES, HANG_TEXT, REASONING, TOOL_ID, failedToolCorpus, hangCorpus } from './corpus.mjs';
+import { REPO, alive, frames, groupAlive, guard, launchBrowser, postRun, removeTempDirs, startProxy, startServer, startSupervisor, tempDir, waitFor } from './harness.mjs';
 
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
@@ -21,6 +22,7 @@ let work;
 let corpus;
 let shots;
 const servers = [];
+const supervisors = [];
 
 async function server(opts) {
   const s = await startServer(opts);
@@ -36,8 +38,8 @@ async function page(viewport = DESKTOP) {
 }
 
 /** The seqs a task stream holds, read from node straight off the server (the reference). */
-async function serverSeqs(base, runId) {
-  const res = await fetch(`${base}/runs/${encodeURIComponent(runId)}/tasks/agent/stream`);
+async function serverSeqs(base, runId, task = 'agent') {
+  const res = await fetch(`${base}/runs/${encodeURIComponent(runId)}/tasks/${encodeURIComponent(task)}/stream`);
   assert.equal(res.status, 200);
   return frames(await res.text()).filter((f) => f.event === 'message').map((f) => f.id);
 }
@@ -69,6 +71,7 @@ before(async () => {
 });
 
 after(async () => {
+  for (const s of supervisors) await s.stop();
   for (const s of servers) await s.stop();
   if (browser) await browser.close();
   // Screenshots outlive the run only in a directory the caller named.
@@ -234,6 +237,122 @@ describe('studio in Chromium against runwire-serve', () => {
     const lines = readFileSync(inbox, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     assert.equal(lines.length, 1);
     assert.equal(JSON.stringify(lines[0]).includes('also handle empty input'), true);
+    g.check();
+    await context.close();
+  });
+
+  test('a real runwire-supervise run: pause, resume, steer and kill from the page; the group is gone, the kill journaled', async () => {
+    // One server and one supervisor under the same HARNESS_HOME: the server reaches
+    // the supervisor through the control socket the run's liveness names.
+    const home = tempDir('sup-home');
+    const s = await server({ home });
+    const hang = path.join(tempDir('hang'), 'hang.claude.jsonl');
+    writeFileSync(hang, hangCorpus());
+    const sup = startSupervisor({
+      home,
+      plan: { v: 'plan/v1', tasks: [{ id: 'a', adapter: 'claude', prompt: 'work on it' }, { id: 'b', adapter: 'claude', prompt: 'then this', deps: ['a'] }] },
+      // hang: the engine prints the corpus's first two lines (init, a message) and waits until killed.
+      env: { STUB_MODE: 'hang', STUB_STREAM: hang },
+      // Ample time for the wrapper to stop its engine on SIGTERM (it gets half), even on a loaded machine.
+      args: ['--kill-grace', '20'],
+    });
+    supervisors.push(sup);
+    const slow = { timeout: 60000, interval: 100 };
+    const why = () => `supervisor: ${JSON.stringify(sup.exit())} ${sup.stderr()}`;
+    // Hanging for real: the engine and its child wrote their pids, the session id is known.
+    const entry = await waitFor(() => {
+      if (sup.exit()) throw new Error(`the supervisor exited early: ${why()}`);
+      const e = sup.live()?.tasks?.a;
+      return sup.stubPids().length >= 2 && typeof e?.session_id === 'string' && typeof e?.pgid === 'number' && typeof sup.live()?.sock === 'string' && e;
+    }, { ...slow, what: 'task a hanging with a session id' });
+    const pgid = entry.pgid;
+    const stubs = sup.stubPids();
+    assert.ok(groupAlive(pgid), `task a's process group ${pgid} is alive`);
+    assert.ok(stubs.every(alive), `the stub engine and its child are alive: ${stubs}`);
+    const run = await waitFor(async () => (await runsList(s.url)).find((r) => r.slug === 'sup'), { ...slow, what: 'the run to be listed' });
+
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/a`);
+    const stream = p.locator('.stream-state');
+    await p.waitForSelector('.stream-state[data-state="live"]', { timeout: 30000 });
+    await p.waitForSelector('li.task[data-task-id="a"][data-state="leased"]', { timeout: 30000 });
+    // What the hanging engine printed is shown, live.
+    await waitFor(async () => (await p.locator('.transcript').textContent()).includes(HANG_TEXT), { ...slow, what: 'the task\'s message in the transcript' });
+    const seqsBefore = await p.locator('table.events tr[data-seq]').evaluateAll((rows) => rows.map((r) => r.dataset.seq));
+    const facts = p.locator('section[aria-labelledby="run-sum-h"] dl.facts');
+    const runAnswer = p.locator('.panel .answer').first();
+    const taskAnswer = p.locator('.panel .answer').nth(1);
+    const answered = async (loc, what) => {
+      await waitFor(async () => !['', null].includes(await loc.getAttribute('data-http-status')), { ...slow, what });
+      return { status: await loc.getAttribute('data-http-status'), text: await loc.textContent() };
+    };
+    const journaled = (pred, what) => waitFor(() => sup.journal().find(pred), { ...slow, what });
+
+    // Pause, then resume: each answered 200 by the supervisor, journaled, shown as the last run record.
+    await p.click('button:has-text("Pause run")');
+    let a = await answered(runAnswer, 'the pause answer');
+    assert.equal(a.status, '200', a.text);
+    assert.match(a.text, /^Pause: 200 OK: /);
+    await journaled((r) => r.run === 'paused', 'the journal to record the pause');
+    await waitFor(async () => /Last run record\s*paused/.test(await facts.textContent()), { ...slow, what: 'the page to show the run paused' });
+    await p.click('button:has-text("Resume run")');
+    a = await answered(runAnswer, 'the resume answer');
+    assert.equal(a.status, '200', a.text);
+    assert.match(a.text, /^Resume: 200 OK: /);
+    await journaled((r) => r.run === 'resumed', 'the journal to record the resume');
+    await waitFor(async () => /Last run record\s*resumed/.test(await facts.textContent()), { ...slow, what: 'the page to show the run resumed' });
+
+    // Steer (queued for the turn boundary): 200, journaled as steer-queued.
+    await p.fill('#steer-msg', 'also handle empty input');
+    await p.click('button:has-text("Send steer")');
+    a = await answered(taskAnswer, 'the steer answer');
+    assert.equal(a.status, '200', a.text);
+    assert.match(a.text, /^Steer: 200 OK: /);
+    await journaled((r) => r.run === 'steer-queued', 'the journal to record the queued steer');
+    assert.equal(await stream.getAttribute('data-state'), 'live', 'the task still runs after pause, resume and steer');
+    assert.ok(groupAlive(pgid));
+
+    // Kill: the first press only arms; the second sends, and the answer comes once the group is gone.
+    await p.click('button:has-text("Kill task")');
+    assert.match(await taskAnswer.textContent(), /press “Confirm kill”/);
+    assert.equal(await taskAnswer.getAttribute('data-http-status'), null);
+    assert.ok(groupAlive(pgid), 'one press kills nothing');
+    await p.click('button:has-text("Confirm kill")');
+    a = await answered(taskAnswer, 'the kill answer');
+    assert.equal(a.status, '200', a.text);
+    assert.match(a.text, /^Kill: 200 OK: .*\(state: halted\)$/);
+    const killText = a.text;
+
+    // Outside the browser: the task's process group and the engine's processes are gone.
+    await waitFor(() => !groupAlive(pgid), { ...slow, what: `process group ${pgid} to be gone` });
+    await waitFor(() => sup.stubPids().every((pid) => !alive(pid)), { ...slow, what: 'every stub process to be gone' });
+    // The journal records the kill, by the server, with the stopped process's status.
+    const halt = await journaled((r) => r.task === 'a' && r.state === 'halted', 'the journal to record the kill');
+    assert.equal(halt.actor, 'runwire-serve', JSON.stringify(halt));
+    assert.match(String(halt.detail), /killed by runwire-serve/, JSON.stringify(halt));
+    assert.ok(typeof halt.rc === 'number' && halt.rc > 128, JSON.stringify(halt));
+    assert.equal(killText, `Kill: 200 OK: killed by runwire-serve: rc ${halt.rc} (state: halted)`);
+
+    // In the page: the task halted (plan and details), its live stream over.
+    const li = p.locator('li.task[data-task-id="a"]');
+    await waitFor(async () => (await li.getAttribute('data-state')) === 'halted', { ...slow, what: 'the page to show task a halted' });
+    assert.equal(await li.locator('.badge').textContent(), `halted (rc ${halt.rc})`);
+    const taskFacts = p.locator('section[aria-labelledby="task-h"] dl.facts');
+    await waitFor(async () => (await taskFacts.textContent()).includes(`Statehalted (rc ${halt.rc})`), { ...slow, what: 'the task details to show halted' });
+    // The wrapper, stopped by SIGTERM, wrote its status line: the stream ends on that exit.
+    await waitFor(async () => ['exited', 'ended', 'failed'].includes(await stream.getAttribute('data-state')), { ...slow, what: 'the live stream to end' });
+    assert.equal(await stream.getAttribute('data-state'), 'exited', await stream.textContent());
+    assert.equal(await stream.textContent(), `Exited with status ${halt.rc} (stopped: the wrapper got SIGTERM) — failed.`);
+    // The page shows exactly the server's stream of the killed task: what it had, then its end.
+    const seqs = await p.locator('table.events tr[data-seq]').evaluateAll((rows) => rows.map((r) => r.dataset.seq));
+    assert.deepEqual(seqs, await serverSeqs(s.url, run.runId, 'a'));
+    assert.deepEqual(seqs.slice(0, seqsBefore.length), seqsBefore);
+    // The dependent task never started: halted by the supervisor, and the run is over.
+    await waitFor(async () => (await p.locator('li.task[data-task-id="b"]').getAttribute('data-state')) === 'halted', { ...slow, what: 'task b halted' });
+    await waitFor(() => sup.exit(), { ...slow, what: 'the supervisor to finish the run' });
+    assert.deepEqual(sup.exit(), { code: 1, signal: null }, why());
+    await waitFor(async () => /Last run record\s*finished/.test(await facts.textContent()), { ...slow, what: 'the page to show the run finished' });
+    await p.screenshot({ path: path.join(shots, 'supervised-desktop.png'), fullPage: true });
     g.check();
     await context.close();
   });

@@ -38,6 +38,16 @@ export function answerText(verb, answer) {
   return `${verb}: ${code}: ${detail}${state}`;
 }
 
+/**
+ * A line of the page's own (not a server answer) in an answer slot: the
+ * status and styling of an earlier answer go with the text they described.
+ */
+function note(out, text) {
+  setText(out, text);
+  delete out.dataset.httpStatus;
+  out.classList.remove('refused');
+}
+
 export class RunView {
   constructor() {
     this.el = h('section.view.view-run');
@@ -121,7 +131,7 @@ export class RunView {
           e.preventDefault();
           const text = msg.value.trim();
           if (!text) {
-            setText(this.taskAnswer, 'Steer: write a message first.');
+            note(this.taskAnswer, 'Steer: write a message first.');
             return;
           }
           this.verb('Steer', `${base}/steer`, { msg: text, interrupt: interrupt.checked }, this.taskAnswer);
@@ -143,11 +153,11 @@ export class RunView {
         return;
       }
       setText(kill, 'Confirm kill');
-      setText(this.taskAnswer, 'Kill: press “Confirm kill” to stop the task’s process group.');
+      note(this.taskAnswer, 'Kill: press “Confirm kill” to stop the task’s process group.');
       armed = setTimeout(() => {
         armed = null;
         setText(kill, 'Kill task');
-        setText(this.taskAnswer, '');
+        note(this.taskAnswer, '');
       }, 5000);
     });
     this.streamState = h('p.stream-state', { role: 'status' });
@@ -254,8 +264,7 @@ export class RunView {
   }
 
   async verb(name, path, body, out = this.runAnswer) {
-    setText(out, `${name}: sending…`);
-    delete out.dataset.httpStatus;
+    note(out, `${name}: sending…`);
     const answer = await postJson(path, body);
     setText(out, answerText(name, answer));
     out.dataset.httpStatus = String(answer.status ?? 'none');
