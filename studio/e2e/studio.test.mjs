@@ -237,6 +237,8 @@ describe('studio in Chromium against runwire-serve', () => {
     const lines = readFileSync(inbox, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     assert.equal(lines.length, 1);
     assert.equal(JSON.stringify(lines[0]).includes('also handle empty input'), true);
+    // The accepted message leaves the box, so a second press cannot send it twice.
+    await waitFor(async () => (await p.inputValue('#steer-msg')) === '', { what: 'the steer box to empty' });
     g.check();
     await context.close();
   });

@@ -134,14 +134,17 @@ export class RunView {
             note(this.taskAnswer, 'Steer: write a message first.');
             return;
           }
-          this.verb('Steer', `${base}/steer`, { msg: text, interrupt: interrupt.checked }, this.taskAnswer);
+          // The box empties once the server took the message, so a second press cannot resend it by mistake.
+          this.verb('Steer', `${base}/steer`, { msg: text, interrupt: interrupt.checked }, this.taskAnswer).then((a) => {
+            if ((a.status === 200 || a.status === 202) && msg.value.trim() === text) msg.value = '';
+          });
         },
       },
       h('label', { for: 'steer-msg' }, 'Steer message'),
       msg,
       h('div.row', null, h('label.check', null, interrupt, ' Interrupt the current turn'), h('button', { type: 'submit' }, 'Send steer')),
     );
-    // Killing stops the agent's whole process group: the first press arms, the second (within 5 s) sends.
+    // Killing stops the agent's whole process group: the first press arms, the second (within 10 s) sends.
     const kill = h('button.danger', { type: 'button' }, 'Kill task');
     let armed = null;
     kill.addEventListener('click', () => {
@@ -158,7 +161,7 @@ export class RunView {
         armed = null;
         setText(kill, 'Kill task');
         note(this.taskAnswer, '');
-      }, 5000);
+      }, 10000);
     });
     this.streamState = h('p.stream-state', { role: 'status' });
     this.toolSummary = h('p.tool-summary');
@@ -270,6 +273,7 @@ export class RunView {
     out.dataset.httpStatus = String(answer.status ?? 'none');
     out.classList.toggle('refused', answer.status !== 200 && answer.status !== 202);
     this.refresh();
+    return answer;
   }
 
   async refresh() {
@@ -342,6 +346,8 @@ export class RunView {
   }
 
   renderTask(b) {
+    // Idle time means "quiet while running": a task that ended is not idle.
+    const ended = ['committed', 'halted', 'failed'].includes(b.state) || b.alive === false;
     this.renderFacts(this.taskFacts, [
       ['State', b.state + (typeof b.rc === 'number' ? ` (rc ${b.rc})` : '')],
       ['Adapter', b.adapter],
@@ -349,7 +355,7 @@ export class RunView {
       ['Pid', b.pid],
       ['Alive', b.alive === true ? 'yes' : b.alive === false ? 'no' : ''],
       ['Runtime', typeof b.runtimeS === 'number' ? formatDuration(b.runtimeS * 1000) : ''],
-      ['Idle', typeof b.idleS === 'number' ? formatDuration(b.idleS * 1000) : ''],
+      ['Idle', typeof b.idleS === 'number' && !ended ? formatDuration(b.idleS * 1000) : ''],
       ['Cost', typeof b.costUsd === 'number' ? formatUsd(b.costUsd) : ''],
       ['Log', b.logfile],
       ['Updated', timeText()],
