@@ -20,7 +20,7 @@
 //! a streamed message is the final value of its k-th block, so only the part
 //! not already streamed is emitted.
 
-use super::{status_exit, tool_call, tool_result, unseen_suffix, Ctx, Scalar, STATUS_TYPE};
+use super::{tool_call, tool_result, unseen_suffix, Ctx, Scalar, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -321,7 +321,7 @@ impl Claude {
                 None => ctx.invalid(raw, "user line without \"message\""),
             },
             "result" => self.result(ctx, &l),
-            STATUS_TYPE => ctx.emit(status_exit(l.ok.as_bool(), l.rc.as_i64(), l.detail.as_str())),
+            STATUS_TYPE => ctx.status_line(l.ok.as_bool(), l.rc.as_i64(), l.session_id.as_str(), l.detail.as_str()),
             "rate_limit_event"
             | "control_request"
             | "control_response"
@@ -339,6 +339,7 @@ impl Claude {
                 if let Some(s) = l.session_id.as_str().filter(|s| !s.is_empty()) {
                     *ctx.session = Some(s.to_string());
                 }
+                ctx.announce_session(l.session_id.as_str());
                 self.streams.clear();
                 self.last_text.clear();
                 ctx.emit(Data::TurnStart(TurnStart {
