@@ -289,7 +289,9 @@ fn skippable(raw: &[u8]) -> bool {
 
 impl Claude {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
-        if skippable(raw) {
+        // Until a session is known, a skipped `system` line (a hook) is read
+        // for the session it names; after that, the fast path.
+        if skippable(raw) && (ctx.resume.is_some() || !raw.starts_with(b"{\"type\":\"system\"")) {
             return;
         }
         let Some(text) = ctx.text(raw) else { return };
@@ -305,6 +307,8 @@ impl Claude {
         };
         if kind != "system" {
             ctx.offer_session(l.session_id.as_str());
+        } else if l.subtype.as_str() != Some("init") {
+            ctx.offer_resume(l.session_id.as_str());
         }
         match kind {
             "system" => self.system(ctx, raw, &l),

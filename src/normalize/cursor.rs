@@ -73,6 +73,10 @@ impl Cursor {
         if kind != "thinking" {
             self.reasoning = None;
         }
+        if kind == "system" && sub != "init" {
+            // A system line of a subtype not mapped yet still names the session.
+            ctx.offer_resume(v.str_at("session_id"));
+        }
         match (kind, sub) {
             ("system", "init") => {
                 ctx.announce_session(v.str_at("session_id"));

@@ -99,6 +99,15 @@ impl Ctx<'_> {
         }
     }
 
+    /// A line of the engine's own names its session before the line that
+    /// announces it (claude runs its SessionStart hooks in the session it was
+    /// given, before `system/init`): resumable, unless something named one.
+    pub fn offer_resume(&mut self, s: Option<&str>) {
+        if self.resume.is_none() {
+            self.announce_session(s);
+        }
+    }
+
     /// The engine itself names its session (claude/cursor `system/init`,
     /// codex `thread.started`): that id can be resumed. The latest one wins,
     /// as a resumed or forked run names its own.
@@ -605,11 +614,21 @@ mod tests {
         // claude after a failed --resume: only a result line, with an id no init confirmed.
         let result = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s7"}"#;
         assert_eq!(resume_after(Adapter::Claude, &[result, STATUS_NULL]), (None, Some("s7".into())));
-        // Lines before init (claude hooks are skipped whole) confirm nothing either.
-        let hook = r#"{"type":"system","subtype":"hook_started","hook_id":"h","session_id":"s1"}"#;
-        assert_eq!(resume_after(Adapter::Claude, &[hook]).0, None);
+        // A cursor user line is no line of the engine's own naming its session.
         let user = r#"{"type":"user","message":{"role":"user","content":[]},"session_id":"s1"}"#;
         assert_eq!(resume_after(Adapter::Cursor, &[user]), (None, Some("s1".into())));
+    }
+
+    #[test]
+    fn claude_hooks_name_the_session_before_init_and_init_has_the_last_word() {
+        // A turn that hangs after its SessionStart hooks can be steered: the
+        // hooks run in the session claude was given. They stay skipped: no events.
+        let hook = r#"{"type":"system","subtype":"hook_started","hook_id":"h","session_id":"s1"}"#;
+        let hook2 = r#"{"type":"system","subtype":"hook_response","hook_id":"h","session_id":"s2"}"#;
+        let init = r#"{"type":"system","subtype":"init","session_id":"s3","model":"m"}"#;
+        assert!(run(Adapter::Claude, &[hook, hook2]).is_empty());
+        assert_eq!(resume_after(Adapter::Claude, &[hook, hook2]), (Some("s1".into()), None));
+        assert_eq!(resume_after(Adapter::Claude, &[hook, init, hook2]), (Some("s3".into()), Some("s3".into())));
     }
 
     #[test]
