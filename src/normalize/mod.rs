@@ -203,7 +203,8 @@ impl Normalizer {
     /// The session a wrapper could `--resume`, as the wrapper contract
     /// (§6) defines it: the status line's `session_id` when it names one,
     /// else the latest the engine announced itself (claude/cursor
-    /// `system/init`, codex `thread.started`). Narrower than [`session`]:
+    /// `system/init`, codex `thread.started`; before init, the first claude
+    /// or cursor `system` line naming one). Narrower than [`session`]:
     /// an id merely carried by another line (claude's `result` after a
     /// failed resume) is not confirmed and is not resumable.
     ///
