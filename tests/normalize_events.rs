@@ -267,6 +267,29 @@ fn sessions_are_captured_and_stamped() {
 }
 
 #[test]
+fn the_status_line_session_is_stamped_when_the_stream_named_none_in_every_adapter() {
+    let status = r#"{"type":"runwire.status","ok":false,"rc":1,"session_id":"s9","detail":"d","files":[]}"#;
+    let turn = [
+        ("claude", r#"{"type":"keep_alive"}"#),
+        ("cursor", r#"{"type":"thinking","subtype":"completed"}"#),
+        ("codex", r#"{"type":"turn.started"}"#),
+    ];
+    for (adapter, line) in turn {
+        let (out, _, code) = normalize(adapter, format!("{line}\n{status}\n").as_bytes(), &[]);
+        assert_eq!(code, 0);
+        let evs = events(&out);
+        let exit = evs.last().unwrap();
+        assert_eq!((exit["type"].as_str(), exit["session"].as_str()), (Some("exit"), Some("s9")), "{adapter}: {out}");
+        // Earlier events were written before the id was known and stay without it.
+        assert!(evs[..evs.len() - 1].iter().all(|e| e.get("session").is_none()), "{adapter}: {out}");
+    }
+    // A stream that named its session keeps it on the exit event too.
+    let (out, _, _) =
+        normalize("codex", format!("{{\"type\":\"thread.started\",\"thread_id\":\"th\"}}\n{status}\n").as_bytes(), &[]);
+    assert_eq!(events(&out).last().unwrap()["session"], "th");
+}
+
+#[test]
 fn secrets_never_reach_the_output() {
     let input = std::fs::read(root().join("fixtures/claude/synthetic.non-partial-thinking.jsonl")).unwrap();
     let (out, _, _) = normalize("claude", &input, &[]);

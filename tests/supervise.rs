@@ -560,3 +560,98 @@ fn help_has_no_side_effects_and_bad_input_exits_2_with_the_error_form() {
     assert_eq!(out.status.code(), Some(2));
     assert!(env.argv().is_empty(), "nothing ran");
 }
+
+// ---- what the supervisor reads from a turn's output ----
+
+/// A wrapper of our own in `<env>/w`: the N-th turn of task T prints
+/// `T.N.out` byte for byte (so a test can end it without a newline, or with
+/// no status line at all) and exits with `T.N.rc`; its argv goes to `T.argv`.
+fn scripted_wrapper(env: &Env) -> PathBuf {
+    let w = env.p("w");
+    std::fs::create_dir_all(&w).unwrap();
+    let script = r#"#!/bin/sh
+d=$(dirname "$0")
+t=$RUNWIRE_TASK
+n=$(( $(cat "$d/$t.calls" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$d/$t.calls"
+printf '%s\n' "$*" >> "$d/$t.argv"
+cat "$d/$t.$n.out"
+exit "$(cat "$d/$t.$n.rc")"
+"#;
+    let p = w.join("claude.sh");
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w
+}
+
+fn script_turn(w: &std::path::Path, task: &str, n: u32, out: &str, rc: i32) {
+    std::fs::write(w.join(format!("{task}.{n}.out")), out).unwrap();
+    std::fs::write(w.join(format!("{task}.{n}.rc")), rc.to_string()).unwrap();
+}
+
+fn start_with(env: &Env, w: &std::path::Path) -> Sup {
+    let mut c = env.cmd("ok");
+    c.arg("--wrapper-dir").arg(w);
+    Sup { child: Some(c.spawn().unwrap()) }
+}
+
+/// The detail of the task's last journal record.
+fn last_detail(env: &Env, task: &str) -> Option<String> {
+    env.journal().iter().rev().find(|r| r["task"] == task).and_then(|r| r["detail"].as_str().map(str::to_string))
+}
+
+#[test]
+fn a_session_only_the_status_line_names_is_resumed_and_a_turn_without_one_has_no_detail() {
+    let env = Env::new("stonly");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"echo g >> gates.txt; sleep 1"}]}"#,
+    );
+    let w = scripted_wrapper(&env);
+    // No init: the session is one the stream never announced (cursor's
+    // create-chat id after a turn that failed early is such a case).
+    let status = r#"{"type":"runwire.status","ok":true,"rc":0,"session_id":"only-in-status","detail":"turn completed","files":[]}"#;
+    script_turn(&w, "a", 1, &format!("{{\"type\":\"keep_alive\"}}\n{status}\n"), 0);
+    // The resumed turn dies without a status line.
+    script_turn(&w, "a", 2, "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"only-in-status\"}\n", 3);
+    let mut sup = start_with(&env, &w);
+    until("the first gate", || env.p("gates.txt").exists());
+    assert_eq!(env.live()["tasks"]["a"]["session_id"], "only-in-status", "{}", env.live());
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"again"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 1);
+    let argv = std::fs::read_to_string(w.join("a.argv")).unwrap();
+    assert!(argv.lines().nth(1).is_some_and(|l| l.contains("--resume only-in-status")), "{argv}");
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "leased", "halted"]);
+    // Not the first turn's "turn completed": that turn's status is not this one's.
+    assert_eq!(last_detail(&env, "a").as_deref(), Some("wrapper exited 3: "));
+}
+
+#[test]
+fn cut_and_unterminated_last_lines_and_ids_no_engine_confirmed() {
+    let env = Env::new("cut");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"echo g >> gates.txt; sleep 1"},
+            {"id":"b","adapter":"claude","prompt":"y"},{"id":"c","adapter":"claude","prompt":"z"}]}"#,
+    );
+    let w = scripted_wrapper(&env);
+    let init = r#"{"type":"system","subtype":"init","session_id":"s-init","model":"m"}"#;
+    let cut = r#"{"type":"runwire.status","ok":false,"rc":1,"session_id":"s-cut","detail":"cut sh"#;
+    // a: an id only a result line carries (claude after a failed --resume)
+    // and a status line cut short: neither names a session to resume.
+    let result = r#"{"type":"result","subtype":"success","is_error":false,"session_id":"s-carried"}"#;
+    script_turn(&w, "a", 1, &format!("{result}\n{cut}"), 0);
+    // b: a whole status line without its newline is still read.
+    let status = r#"{"type":"runwire.status","ok":false,"rc":1,"session_id":"s-init","detail":"engine exited 1: boom","files":[]}"#;
+    script_turn(&w, "b", 1, &format!("{init}\n{status}"), 1);
+    // c: a cut status line has no detail to report.
+    script_turn(&w, "c", 1, &format!("{init}\n{cut}"), 1);
+    let mut sup = start_with(&env, &w);
+    until("a's gate", || env.p("gates.txt").exists());
+    assert!(env.live()["tasks"]["a"].get("session_id").is_none(), "{}", env.live());
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"again"}));
+    assert!(r["ok"] == false && r["detail"].as_str().unwrap().contains("no session"), "{r}");
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
+    assert_eq!(last_detail(&env, "b").as_deref(), Some("wrapper exited 1: engine exited 1: boom"));
+    assert_eq!(last_detail(&env, "c").as_deref(), Some("wrapper exited 1: "));
+}

@@ -20,7 +20,7 @@
 //! a streamed message is the final value of its k-th block, so only the part
 //! not already streamed is emitted.
 
-use super::{status_exit, tool_call, tool_result, unseen_suffix, Ctx, Scalar, STATUS_TYPE};
+use super::{tool_call, tool_result, unseen_suffix, Ctx, Scalar, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -289,7 +289,9 @@ fn skippable(raw: &[u8]) -> bool {
 
 impl Claude {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
-        if skippable(raw) {
+        // Until a session is known, a skipped `system` line (a hook) is read
+        // for the session it names; after that, the fast path.
+        if skippable(raw) && (ctx.resume.is_some() || !raw.starts_with(b"{\"type\":\"system\"")) {
             return;
         }
         let Some(text) = ctx.text(raw) else { return };
@@ -305,6 +307,8 @@ impl Claude {
         };
         if kind != "system" {
             ctx.offer_session(l.session_id.as_str());
+        } else if l.subtype.as_str() != Some("init") {
+            ctx.offer_resume(l.session_id.as_str());
         }
         match kind {
             "system" => self.system(ctx, raw, &l),
@@ -321,7 +325,7 @@ impl Claude {
                 None => ctx.invalid(raw, "user line without \"message\""),
             },
             "result" => self.result(ctx, &l),
-            STATUS_TYPE => ctx.emit(status_exit(l.ok.as_bool(), l.rc.as_i64(), l.detail.as_str())),
+            STATUS_TYPE => ctx.status_line(l.ok.as_bool(), l.rc.as_i64(), l.session_id.as_str(), l.detail.as_str()),
             "rate_limit_event"
             | "control_request"
             | "control_response"
@@ -339,6 +343,7 @@ impl Claude {
                 if let Some(s) = l.session_id.as_str().filter(|s| !s.is_empty()) {
                     *ctx.session = Some(s.to_string());
                 }
+                ctx.announce_session(l.session_id.as_str());
                 self.streams.clear();
                 self.last_text.clear();
                 ctx.emit(Data::TurnStart(TurnStart {

@@ -31,7 +31,7 @@
 //! and prompt preamble, approvals, raw reasoning, output deltas, plans,
 //! diffs and background notices are skipped.
 
-use super::{status_exit, tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{Map, Value};
 
@@ -98,6 +98,7 @@ impl Codex {
                 if let Some(t) = v.str_at("thread_id").filter(|t| !t.is_empty()) {
                     *ctx.session = Some(t.to_string());
                 }
+                ctx.announce_session(v.str_at("thread_id"));
             }
             "turn.started" => {
                 self.last_error = None;
@@ -131,7 +132,7 @@ impl Codex {
                 ctx.error("agent_error", m, raw, false);
             }
             "item.plan.delta" | "request_user_input" => {}
-            STATUS_TYPE => ctx.emit(status_exit(v.bool_at("ok"), v.i64_at("rc"), v.str_at("detail"))),
+            STATUS_TYPE => ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail")),
             other => ctx.unknown(raw, other),
         }
     }

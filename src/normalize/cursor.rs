@@ -17,7 +17,7 @@
 //! neither is the last segment, or (after deltas) the whole turn's text again.
 //! Only text not yet emitted is emitted, so the mode needs no flag.
 
-use super::{status_exit, tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart};
 use serde_json::Value;
 
@@ -73,8 +73,13 @@ impl Cursor {
         if kind != "thinking" {
             self.reasoning = None;
         }
+        if kind == "system" && sub != "init" {
+            // A system line of a subtype not mapped yet still names the session.
+            ctx.offer_resume(v.str_at("session_id"));
+        }
         match (kind, sub) {
             ("system", "init") => {
+                ctx.announce_session(v.str_at("session_id"));
                 self.partial = false;
                 self.turn_text.clear();
                 self.open_tools.clear();
@@ -133,7 +138,9 @@ impl Cursor {
                 self.turn_text.clear();
                 self.partial = false;
             }
-            (STATUS_TYPE, _) => ctx.emit(status_exit(v.bool_at("ok"), v.i64_at("rc"), v.str_at("detail"))),
+            (STATUS_TYPE, _) => {
+                ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"))
+            }
             _ => ctx.unknown(raw, &if sub.is_empty() { kind.to_string() } else { format!("{kind}/{sub}") }),
         }
     }

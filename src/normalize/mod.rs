@@ -70,6 +70,7 @@ pub struct Normalizer {
     opts: Options,
     line_no: u64,
     session: Option<String>,
+    resume: Option<String>,
     scratch: Vec<Data>,
 }
 
@@ -77,6 +78,8 @@ pub struct Normalizer {
 pub(crate) struct Ctx<'a> {
     pub out: &'a mut Vec<Data>,
     pub session: &'a mut Option<String>,
+    /// The session a wrapper would resume ([`Normalizer::resume_session`]).
+    pub resume: &'a mut Option<String>,
     /// The line's own time, when the dialect found one.
     pub ts_ms: Option<i64>,
     pub line_no: u64,
@@ -94,6 +97,34 @@ impl Ctx<'_> {
                 *self.session = Some(s.to_string());
             }
         }
+    }
+
+    /// A line of the engine's own names its session before the line that
+    /// announces it (claude runs its SessionStart hooks in the session it was
+    /// given, before `system/init`): resumable, unless something named one.
+    pub fn offer_resume(&mut self, s: Option<&str>) {
+        if self.resume.is_none() {
+            self.announce_session(s);
+        }
+    }
+
+    /// The engine itself names its session (claude/cursor `system/init`,
+    /// codex `thread.started`): that id can be resumed. The latest one wins,
+    /// as a resumed or forked run names its own.
+    pub fn announce_session(&mut self, s: Option<&str>) {
+        if let Some(s) = s.filter(|s| !s.is_empty()) {
+            *self.resume = Some(s.to_string());
+        }
+    }
+
+    /// The wrapper's status line, the same in every dialect: its `exit`
+    /// event, and its `session_id`, which is the envelope's session when no
+    /// earlier line named one and the resumable session in any case (the
+    /// wrapper contract makes it the id to resume; `null` names none).
+    pub fn status_line(&mut self, ok: Option<bool>, rc: Option<i64>, session_id: Option<&str>, detail: Option<&str>) {
+        self.offer_session(session_id);
+        self.announce_session(session_id);
+        self.emit(status_exit(ok, rc, detail));
     }
 
     /// A message id for sources that have none: the line that opened it.
@@ -155,7 +186,7 @@ impl Normalizer {
             Adapter::Cursor => Dialect::Cursor(cursor::Cursor::default()),
             Adapter::Codex => Dialect::Codex(codex::Codex::default()),
         };
-        Normalizer { dialect, opts, line_no: 0, session: None, scratch: Vec::new() }
+        Normalizer { dialect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new() }
     }
 
     /// The number of source lines consumed so far.
@@ -163,9 +194,23 @@ impl Normalizer {
         self.line_no
     }
 
-    /// The session id captured so far.
+    /// The session id captured so far: the one stamped on events, taken
+    /// from the first line that carried one (any kind of line).
     pub fn session(&self) -> Option<&str> {
         self.session.as_deref()
+    }
+
+    /// The session a wrapper could `--resume`, as the wrapper contract
+    /// (§6) defines it: the status line's `session_id` when it names one,
+    /// else the latest the engine announced itself (claude/cursor
+    /// `system/init`, codex `thread.started`; before init, the first claude
+    /// or cursor `system` line naming one). Narrower than [`session`]:
+    /// an id merely carried by another line (claude's `result` after a
+    /// failed resume) is not confirmed and is not resumable.
+    ///
+    /// [`session`]: Normalizer::session
+    pub fn resume_session(&self) -> Option<&str> {
+        self.resume.as_deref()
     }
 
     /// Consumes one source line (with or without its line ending) and returns
@@ -176,7 +221,13 @@ impl Normalizer {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Vec::new();
         }
-        let mut ctx = Ctx { out: &mut self.scratch, session: &mut self.session, ts_ms: None, line_no: self.line_no };
+        let mut ctx = Ctx {
+            out: &mut self.scratch,
+            session: &mut self.session,
+            resume: &mut self.resume,
+            ts_ms: None,
+            line_no: self.line_no,
+        };
         match &mut self.dialect {
             Dialect::Claude(d) => d.line(&mut ctx, line),
             Dialect::Cursor(d) => d.line(&mut ctx, line),
@@ -217,7 +268,7 @@ fn trim_eol(mut l: &[u8]) -> &[u8] {
 /// (`{"type":"runwire.status","ok":..,"rc":..,"session_id":..,"detail":..,"files":[..]}`).
 pub const STATUS_TYPE: &str = "runwire.status";
 
-pub(crate) fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
+fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
     let rc = rc.unwrap_or(if ok == Some(true) { 0 } else { 1 });
     Data::Exit(Exit {
         rc,
@@ -524,6 +575,74 @@ mod tests {
                 matches!(&evs[0].data, Data::Exit(x) if x.rc == 124 && !x.ok && x.detail.as_deref() == Some("timeout")),
                 "{a:?}"
             );
+        }
+    }
+
+    fn resume_after(adapter: Adapter, lines: &[&str]) -> (Option<String>, Option<String>) {
+        let mut n = Normalizer::new(adapter, Options { clock: Clock::Fixed(0), ..Options::default() });
+        for l in lines {
+            n.push(l.as_bytes());
+        }
+        (n.resume_session().map(str::to_string), n.session().map(str::to_string))
+    }
+
+    const STATUS_NULL: &str =
+        r#"{"type":"runwire.status","ok":false,"rc":1,"session_id":null,"detail":"x","files":[]}"#;
+    const STATUS_S9: &str = r#"{"type":"runwire.status","ok":true,"rc":0,"session_id":"s9","detail":"","files":[]}"#;
+
+    #[test]
+    fn the_engine_announces_the_resumable_session_and_the_status_line_wins() {
+        let cases: [(Adapter, &str); 3] = [
+            (Adapter::Claude, r#"{"type":"system","subtype":"init","session_id":"s1","model":"m"}"#),
+            (Adapter::Cursor, r#"{"type":"system","subtype":"init","session_id":"s1","model":"m"}"#),
+            (Adapter::Codex, r#"{"type":"thread.started","thread_id":"s1"}"#),
+        ];
+        for (a, init) in cases {
+            assert_eq!(resume_after(a, &[]), (None, None), "{a:?}");
+            assert_eq!(resume_after(a, &[init]), (Some("s1".into()), Some("s1".into())), "{a:?}");
+            // null names no session: the announced one stays.
+            assert_eq!(resume_after(a, &[init, STATUS_NULL]).0.as_deref(), Some("s1"), "{a:?}");
+            // The wrapper's id is the one to resume; the envelope keeps the stream's.
+            assert_eq!(resume_after(a, &[init, STATUS_S9]), (Some("s9".into()), Some("s1".into())), "{a:?}");
+            // A session only the status line names (cursor's create-chat id
+            // after a turn that failed before init): both take it.
+            assert_eq!(resume_after(a, &[STATUS_S9]), (Some("s9".into()), Some("s9".into())), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn an_id_another_line_merely_carries_is_stamped_but_not_resumable() {
+        // claude after a failed --resume: only a result line, with an id no init confirmed.
+        let result = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s7"}"#;
+        assert_eq!(resume_after(Adapter::Claude, &[result, STATUS_NULL]), (None, Some("s7".into())));
+        // A cursor user line is no line of the engine's own naming its session.
+        let user = r#"{"type":"user","message":{"role":"user","content":[]},"session_id":"s1"}"#;
+        assert_eq!(resume_after(Adapter::Cursor, &[user]), (None, Some("s1".into())));
+    }
+
+    #[test]
+    fn claude_hooks_name_the_session_before_init_and_init_has_the_last_word() {
+        // A turn that hangs after its SessionStart hooks can be steered: the
+        // hooks run in the session claude was given. They stay skipped: no events.
+        let hook = r#"{"type":"system","subtype":"hook_started","hook_id":"h","session_id":"s1"}"#;
+        let hook2 = r#"{"type":"system","subtype":"hook_response","hook_id":"h","session_id":"s2"}"#;
+        let init = r#"{"type":"system","subtype":"init","session_id":"s3","model":"m"}"#;
+        assert!(run(Adapter::Claude, &[hook, hook2]).is_empty());
+        assert_eq!(resume_after(Adapter::Claude, &[hook, hook2]), (Some("s1".into()), None));
+        assert_eq!(resume_after(Adapter::Claude, &[hook, init, hook2]), (Some("s3".into()), Some("s3".into())));
+    }
+
+    #[test]
+    fn a_cut_or_malformed_status_line_is_an_error_and_names_no_session() {
+        let cut = r#"{"type":"runwire.status","ok":true,"rc":0,"session_id":"s9","det"#;
+        let odd = r#"{"type":"runwire.status","ok":true,"rc":0,"session_id":7,"detail":"d","files":[]}"#;
+        for a in [Adapter::Claude, Adapter::Cursor, Adapter::Codex] {
+            let evs = run(a, &[cut]);
+            assert!(matches!(&evs[..], [e] if matches!(&e.data, Data::Error(x) if x.code == "not_json")), "{a:?}");
+            assert_eq!(resume_after(a, &[cut]), (None, None), "{a:?}");
+            // A session id that is not a string is no session; the exit stands.
+            assert!(matches!(&run(a, &[odd])[0].data, Data::Exit(x) if x.ok && x.detail.as_deref() == Some("d")));
+            assert_eq!(resume_after(a, &[odd]), (None, None), "{a:?}");
         }
     }
 

@@ -9,7 +9,8 @@
 
 pub mod control;
 
-use crate::normalize::Adapter;
+use crate::events::Data;
+use crate::normalize::{Adapter, Normalizer};
 use crate::runs::journal::{self, is_terminal, Journal, Record};
 use crate::runs::liveness::{self, Entry};
 use crate::runs::plan::{Plan, Task};
@@ -113,8 +114,9 @@ struct Running {
     child: Child,
     pgid: i32,
     phase: Phase,
-    /// Offset of the task log where this turn's output starts.
-    log_from: u64,
+    /// A turn's output as read so far (`None` for gates and reviews, whose
+    /// logs are not task logs).
+    turn: Option<TurnLog>,
     /// The turn is being stopped to apply an interrupting steer.
     for_steer: bool,
     kill: Option<Kill>,
@@ -135,8 +137,40 @@ struct TaskRt {
     steer: VecDeque<String>,
     next: Option<Step>,
     running: Option<Running>,
-    /// Status line detail of the last turn, for the halt record.
-    last_detail: Option<String>,
+}
+
+/// A turn's output, read through the same normalizer as `normalize-events`
+/// and the server, so that the session and the status line are understood
+/// in one place: the session to resume is [`Normalizer::resume_session`],
+/// the detail is the `exit` event's.
+struct TurnLog {
+    /// Offset of the task log up to which the turn's output was read.
+    read_to: u64,
+    norm: Normalizer,
+    /// The status line's detail (the last, should a wrapper write several).
+    detail: Option<String>,
+}
+
+impl TurnLog {
+    fn new(adapter: Adapter, from: u64) -> TurnLog {
+        // Event times are not used: a fixed clock spares a syscall per line.
+        let opts = crate::normalize::Options { clock: crate::time::Clock::Fixed(0), ..Default::default() };
+        TurnLog { read_to: from, norm: Normalizer::new(adapter, opts), detail: None }
+    }
+
+    /// One line of the turn's output (a cut-off last line included: the
+    /// normalizer reports what it cannot read as an error event and goes on).
+    fn feed(&mut self, line: &[u8]) {
+        for ev in self.norm.push(line) {
+            if let Data::Exit(x) = ev.data {
+                self.detail = x.detail;
+            }
+        }
+    }
+
+    fn session(&self) -> Option<&str> {
+        self.norm.resume_session()
+    }
 }
 
 struct Msg {
@@ -284,6 +318,16 @@ fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
     let _ = w.write_all(&line);
 }
 
+/// The bytes of a file from `offset` on (a turn's output not read yet).
+fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
+    use std::io::Seek;
+    let mut f = std::fs::File::open(path).ok()?;
+    f.seek(std::io::SeekFrom::Start(offset)).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    Some(buf)
+}
+
 /// Kills a whole process group; a group already gone is not an error.
 fn signal_group(pgid: i32, sig: Signal) {
     if pgid > 1 {
@@ -327,28 +371,6 @@ fn descendant_groups(root: i32) -> Vec<i32> {
 /// True while some process is in group `pgid`.
 fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(nix::errno::Errno::ESRCH))
-}
-
-/// The session id a stream line or status line carries, if it is one a
-/// wrapper would resume: claude/cursor `system` init, codex
-/// `thread.started`, or the status line's (authoritative) `session_id`.
-fn session_of(line: &[u8]) -> Option<(String, bool)> {
-    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
-    let ty = v.get("type")?.as_str()?;
-    let (key, status) = match ty {
-        crate::normalize::STATUS_TYPE => ("session_id", true),
-        "system" => ("session_id", false),
-        "thread.started" => ("thread_id", false),
-        _ => return None,
-    };
-    Some((v.get(key)?.as_str()?.to_string(), status))
-}
-
-/// The status line's detail, when `line` is the status line.
-fn status_detail(line: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
-    (v.get("type")?.as_str()? == crate::normalize::STATUS_TYPE)
-        .then(|| v.get("detail")?.as_str().map(str::to_string))?
 }
 
 impl Sup {
@@ -653,46 +675,32 @@ impl Sup {
                     },
                 );
                 let rt = self.tasks.get_mut(id).expect("task of the plan");
-                rt.running = Some(Running { child, pgid: pid, phase, log_from, for_steer: false, kill: None });
+                let turn = (phase == Phase::Turn).then(|| crate::runs::view::adapter(&def.adapter)).flatten();
+                let turn = turn.map(|a| TurnLog::new(a, log_from));
+                rt.running = Some(Running { child, pgid: pid, phase, turn, for_steer: false, kill: None });
             }
             Err(e) => self.set_state(ACTOR, id, "halted", Some(127), Some(format!("cannot start: {e}"))),
         }
     }
 
-    /// Reads the task log since the turn began for a session id.
+    /// Reads the complete lines the turn added to the task log since the
+    /// last look, for its session id (into liveness as soon as it is known).
     fn scan_log(&mut self, id: &str) {
-        let Some(r) = self.tasks[id].running.as_ref().filter(|r| r.phase == Phase::Turn) else { return };
-        let from = r.log_from;
-        let Ok(mut f) = std::fs::File::open(self.files.log(id)) else { return };
-        use std::io::Seek;
-        if f.seek(std::io::SeekFrom::Start(from)).is_err() {
+        let path = self.files.log(id);
+        let Some(turn) = self.tasks.get_mut(id).and_then(|t| t.running.as_mut()).and_then(|r| r.turn.as_mut()) else {
             return;
-        }
-        let mut buf = Vec::new();
-        if f.read_to_end(&mut buf).is_err() {
-            return;
-        }
+        };
+        let Some(buf) = read_from(&path, turn.read_to) else { return };
+        // A line still being written is read once it is complete.
         let Some(end) = memchr::memrchr(b'\n', &buf) else { return };
-        let mut found = None;
-        let mut detail = None;
         for line in buf[..end].split(|&b| b == b'\n') {
-            if let Some((sid, status)) = session_of(line) {
-                if status || found.is_none() {
-                    found = Some(sid);
-                }
-            }
-            if let Some(d) = status_detail(line) {
-                detail = Some(d);
-            }
+            turn.feed(line);
         }
+        turn.read_to += end as u64 + 1;
+        // Into liveness when the turn names a session the task did not have.
+        let sid = turn.session().map(str::to_string);
         let rt = self.tasks.get_mut(id).expect("task of the plan");
-        if let Some(r) = rt.running.as_mut() {
-            r.log_from = from + end as u64 + 1;
-        }
-        if detail.is_some() {
-            rt.last_detail = detail;
-        }
-        if let Some(sid) = found.filter(|s| rt.session.as_deref() != Some(s)) {
+        if let Some(sid) = sid.filter(|s| rt.session.as_ref() != Some(s)) {
             rt.session = Some(sid.clone());
             self.live(id, Entry { session_id: Some(sid), ..Entry::default() });
         }
@@ -724,25 +732,27 @@ impl Sup {
                 Err(_) => continue,
             };
             let rc = status.code().map(i64::from).unwrap_or_else(|| 128 + i64::from(status.signal().unwrap_or(0)));
-            let r = rt.running.take().expect("checked");
             // Whatever the main process left in its group goes with it.
             signal_group(r.pgid, Signal::SIGKILL);
-            self.scan_final(&id, r.log_from);
+            self.scan_final(&id);
+            let r = self.tasks.get_mut(&id).and_then(|t| t.running.take()).expect("checked");
             self.finished(&id, r, rc);
         }
     }
 
-    /// The last lines of a turn, written between the last scan and the exit.
-    fn scan_final(&mut self, id: &str, from: u64) {
+    /// The last lines of a turn, written between the last scan and the
+    /// exit, a last line without its newline included (nothing will finish
+    /// it now).
+    fn scan_final(&mut self, id: &str) {
+        let path = self.files.log(id);
         let rt = self.tasks.get_mut(id).expect("task of the plan");
-        let Ok(bytes) = std::fs::read(self.files.log(id)) else { return };
-        let tail = bytes.get(from as usize..).unwrap_or_default();
-        for line in tail.split(|&b| b == b'\n') {
-            if let Some((sid, _)) = session_of(line) {
-                rt.session = Some(sid);
+        if let Some(turn) = rt.running.as_mut().and_then(|r| r.turn.as_mut()) {
+            for line in read_from(&path, turn.read_to).unwrap_or_default().split(|&b| b == b'\n') {
+                turn.feed(line);
             }
-            if let Some(d) = status_detail(line) {
-                rt.last_detail = Some(d);
+            // A turn that names no session keeps the one the task had.
+            if let Some(s) = turn.session() {
+                rt.session = Some(s.to_string());
             }
         }
         if let Some(s) = rt.session.clone() {
@@ -776,7 +786,10 @@ impl Sup {
         };
         if rc != 0 {
             let what = match r.phase {
-                Phase::Turn => format!("wrapper exited {rc}: {}", rt.last_detail.clone().unwrap_or_default()),
+                // This turn's own detail: none when it wrote no status line.
+                Phase::Turn => {
+                    format!("wrapper exited {rc}: {}", r.turn.and_then(|t| t.detail).unwrap_or_default())
+                }
                 Phase::Gate => format!("gate exited {rc}"),
                 Phase::Review => format!("review exited {rc}"),
             };
