@@ -623,7 +623,7 @@ fn a_session_only_the_status_line_names_is_resumed_and_a_turn_without_one_has_no
     assert!(argv.lines().nth(1).is_some_and(|l| l.contains("--resume only-in-status")), "{argv}");
     assert_eq!(env.states("a"), ["leased", "implemented", "gated", "leased", "halted"]);
     // Not the first turn's "turn completed": that turn's status is not this one's.
-    assert_eq!(last_detail(&env, "a").as_deref(), Some("wrapper exited 3: "));
+    assert_eq!(last_detail(&env, "a").as_deref(), Some("wrapper exited 3"));
 }
 
 #[test]
@@ -653,5 +653,5 @@ fn cut_and_unterminated_last_lines_and_ids_no_engine_confirmed() {
     assert_eq!(sup.wait(), 1);
     assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
     assert_eq!(last_detail(&env, "b").as_deref(), Some("wrapper exited 1: engine exited 1: boom"));
-    assert_eq!(last_detail(&env, "c").as_deref(), Some("wrapper exited 1: "));
+    assert_eq!(last_detail(&env, "c").as_deref(), Some("wrapper exited 1"));
 }

@@ -494,7 +494,8 @@ fn stream_run(
             r
         }
     };
-    let session = stages.norm.session().map(str::to_string);
+    // What a later run of the thread may --resume: only a session the agent confirmed.
+    let session = stages.norm.resume_session().map(str::to_string);
     let outcome = match result.and_then(|_| body.end()) {
         Ok(()) if body.over => Outcome::NotRetained,
         Ok(()) => Outcome::Done(Arc::new(std::mem::take(&mut body.kept))),

@@ -787,9 +787,10 @@ impl Sup {
         if rc != 0 {
             let what = match r.phase {
                 // This turn's own detail: none when it wrote no status line.
-                Phase::Turn => {
-                    format!("wrapper exited {rc}: {}", r.turn.and_then(|t| t.detail).unwrap_or_default())
-                }
+                Phase::Turn => match r.turn.and_then(|t| t.detail).filter(|d| !d.is_empty()) {
+                    Some(d) => format!("wrapper exited {rc}: {d}"),
+                    None => format!("wrapper exited {rc}"),
+                },
                 Phase::Gate => format!("gate exited {rc}"),
                 Phase::Review => format!("review exited {rc}"),
             };
