@@ -544,7 +544,30 @@ mod index {
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
+        remove_orphans(path);
         r
+    }
+
+    /// Removes the temp files of writers that died mid-write (a server
+    /// stopped while its index thread wrote): their pid is gone.
+    fn remove_orphans(path: &Path) {
+        let Some(dir) = path.parent() else { return };
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(".runs-list.index.")?.strip_suffix(".tmp"))
+                .and_then(|p| p.parse::<i32>().ok())
+                .filter(|&p| p > 0)
+            else {
+                continue;
+            };
+            let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH);
+            if gone {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 }
 
@@ -591,6 +614,17 @@ mod tests {
         let text = std::fs::read_to_string(index::path(&reg)).unwrap();
         std::fs::write(index::path(&reg), text.replace("{\"a\":1}", "{\"a\":2}")).unwrap();
         assert!(index::load(&index::path(&reg)).is_empty());
+        // A dead writer's temp file is removed by the next save; a live one's is left alone.
+        let cache = index::path(&reg).parent().unwrap().to_path_buf();
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id();
+        dead.wait().unwrap();
+        let orphan = cache.join(format!(".runs-list.index.{dead_pid}.tmp"));
+        let live = cache.join(format!(".runs-list.index.{}.tmp", std::os::unix::process::parent_id()));
+        std::fs::write(&orphan, "x").unwrap();
+        std::fs::write(&live, "x").unwrap();
+        index::save(&index::path(&reg), &m).unwrap();
+        assert!(!orphan.exists() && live.exists());
         let _ = std::fs::remove_dir_all(&home);
     }
 }
