@@ -396,6 +396,11 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     };
     cli::report(BIN, format!("{what}; open http://{addr}/ for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"));
     let shared = Arc::new(Shared::new(cfg));
+    // The signal thread writes a byte here after setting the flag, so the
+    // accept loop sleeps in poll with no timeout and wakes for shutdown at once.
+    // Close-on-exec: agents started later must not inherit it.
+    let (wake_rx, wake_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| StartError::Io(format!("cannot create the shutdown pipe: {e}")))?;
     {
         let shared = shared.clone();
         std::thread::Builder::new()
@@ -405,10 +410,11 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
                     cli::report(BIN, format!("{sig}: shutting down"));
                 }
                 shared.shutdown.store(true, Ordering::SeqCst);
+                let _ = nix::unistd::write(&wake_tx, b"x");
             })
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
-    accept_loop(&listener, &shared);
+    accept_loop(&listener, &shared, &wake_rx);
     // Streams notice the flag within a tick, stop their agents (TERM, grace,
     // KILL) and end their bodies; give them that long.
     let deadline = Instant::now() + run::KILL_GRACE + Duration::from_secs(3);
@@ -419,7 +425,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     Ok(())
 }
 
-fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd::OwnedFd) {
     while !shared.is_shutting_down() {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -443,13 +449,14 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
                 }
             }
-            // Nothing pending: wait for the next connection (woken at once),
-            // or 20 ms to look at the shutdown flag. Sleeping instead let a
-            // burst of connects overflow the kernel's accept queue (128 deep),
-            // and each dropped SYN cost its client a 1 s retransmission.
+            // Nothing pending: wait for the next connection or the shutdown
+            // byte, both woken at once (no idle wakeups). Sleeping instead let
+            // a burst of connects overflow the kernel's accept queue (128
+            // deep), and each dropped SYN cost its client a 1 s retransmission.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-                if poll(&mut fds, PollTimeout::from(20u8)).is_err() {
+                let mut fds =
+                    [PollFd::new(listener.as_fd(), PollFlags::POLLIN), PollFd::new(wake.as_fd(), PollFlags::POLLIN)];
+                if poll(&mut fds, PollTimeout::NONE).is_err() {
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
