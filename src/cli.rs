@@ -36,6 +36,26 @@ impl From<Exit> for ExitCode {
     }
 }
 
+/// Why a long-running binary (the server, the supervisor) could not start:
+/// a usage error (exit 2) or an I/O failure (exit 3).
+#[derive(Debug)]
+pub enum StartError {
+    Usage(String),
+    Io(String),
+}
+
+impl StartError {
+    /// Reports the error as `<bin>: <what>` and gives its exit code.
+    pub fn exit(self, bin: &str) -> ExitCode {
+        let (code, m) = match self {
+            StartError::Usage(m) => (Exit::Usage, m),
+            StartError::Io(m) => (Exit::Io, m),
+        };
+        report(bin, m);
+        code.into()
+    }
+}
+
 /// True when an error chain bottoms out in a closed downstream pipe: the
 /// reader left, which for a filter is a normal end, not a failure.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {

@@ -154,6 +154,14 @@ pub fn filter(
     Ok(exit)
 }
 
+/// What a follower of a growing file is woken by: writes, the writer
+/// closing it, and the file going away (deleted, renamed, truncated).
+pub const FILE_CHANGES: AddWatchFlags = AddWatchFlags::IN_MODIFY
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_ATTRIB);
+
 /// A file reader for `--follow`: at end of file it blocks on inotify until the
 /// file changes, and reports end of file only once `done` is set (or the file
 /// is deleted or moved away).
@@ -169,16 +177,7 @@ impl Follow {
     pub fn open(path: &Path, done: Arc<AtomicBool>) -> io::Result<Follow> {
         let file = File::open(path)?;
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
-        inotify
-            .add_watch(
-                path,
-                AddWatchFlags::IN_MODIFY
-                    | AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_DELETE_SELF
-                    | AddWatchFlags::IN_MOVE_SELF
-                    | AddWatchFlags::IN_ATTRIB,
-            )
-            .map_err(io::Error::from)?;
+        inotify.add_watch(path, FILE_CHANGES).map_err(io::Error::from)?;
         Ok(Follow { file, inotify, done, gone: false })
     }
 }

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use runwire::cli::{self, Exit};
-use runwire::supervise::{self, Options, Outcome, StartError};
+use runwire::supervise::{self, Options, Outcome};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -62,14 +62,7 @@ fn main() -> ExitCode {
     match supervise::run(opts) {
         Ok(Outcome::AllCommitted) => Exit::Ok.into(),
         Ok(Outcome::SomeHalted | Outcome::Aborted) => Exit::Flagged.into(),
-        Err(StartError::Usage(m)) => {
-            cli::report(BIN, m);
-            Exit::Usage.into()
-        }
-        Err(StartError::Io(m)) => {
-            cli::report(BIN, m);
-            Exit::Io.into()
-        }
+        Err(e) => e.exit(BIN),
     }
 }
 

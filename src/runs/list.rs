@@ -25,7 +25,6 @@ use nix::sys::stat::{FileStat, Mode};
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
@@ -139,22 +138,7 @@ fn read_at(
     if buf.len() < 64 * 1024 {
         buf.resize(64 * 1024, 0);
     }
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            buf.resize(len * 2, 0);
-        }
-        match f.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-        // A short read of a regular file is its end: skip the read that would say so.
-        if len < buf.len() {
-            break;
-        }
-    }
+    let len = super::read_whole(&mut f, buf).ok()?;
     Some((len, st))
 }
 

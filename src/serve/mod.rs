@@ -199,13 +199,7 @@ pub struct Config {
 }
 
 /// Why the server could not start.
-#[derive(Debug)]
-pub enum StartError {
-    /// Exit 2.
-    Usage(String),
-    /// Exit 3.
-    Io(String),
-}
+pub use crate::cli::StartError;
 
 /// The token: the file's content with surrounding whitespace trimmed.
 pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
@@ -344,14 +338,7 @@ impl Shared {
 pub fn main(args: Args) -> ExitCode {
     match serve(&args, &mut io::stdout()) {
         Ok(()) => Exit::Ok.into(),
-        Err(StartError::Usage(m)) => {
-            cli::report(BIN, m);
-            Exit::Usage.into()
-        }
-        Err(StartError::Io(m)) => {
-            cli::report(BIN, m);
-            Exit::Io.into()
-        }
+        Err(e) => e.exit(BIN),
     }
 }
 

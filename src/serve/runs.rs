@@ -231,6 +231,23 @@ impl Out<'_> {
         Ok(())
     }
 
+    /// Once a [`TICK`]: `Err` when the client left, and a keep-alive comment
+    /// (sent now) when nothing was written for `keepalive`.
+    fn heartbeat(&mut self, last_peek: &mut Instant, keepalive: Duration) -> io::Result<()> {
+        if last_peek.elapsed() < TICK {
+            return Ok(());
+        }
+        *last_peek = Instant::now();
+        if super::agui::client_gone(self.stream) {
+            return Err(io::ErrorKind::ConnectionAborted.into());
+        }
+        if self.queued() == 0 && self.last_write.elapsed() >= keepalive {
+            self.push_raw(b": keep-alive\n\n");
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Waits (bounded) until the socket takes more.
     fn wait_writable(&self, timeout: Duration) {
         let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLOUT)];
@@ -514,15 +531,7 @@ fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Optio
         if shared.is_shutting_down() {
             return Ok(None);
         }
-        if last_peek.elapsed() >= TICK {
-            last_peek = Instant::now();
-            if super::agui::client_gone(out.stream) {
-                return Err(io::ErrorKind::ConnectionAborted.into());
-            }
-            if out.queued() == 0 && out.last_write.elapsed() >= shared.cfg.keepalive {
-                out.push_raw(b": keep-alive\n\n");
-            }
-        }
+        out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
         out.flush()?;
         match &elsewhere {
             // Two watches cannot be waited on at once: the other directory is looked at every 50 ms.
@@ -658,16 +667,7 @@ fn pump(
         }
         tail.report_drop(out, false);
         out.flush()?;
-        if last_peek.elapsed() >= TICK {
-            last_peek = Instant::now();
-            if super::agui::client_gone(out.stream) {
-                return Err(io::ErrorKind::ConnectionAborted.into());
-            }
-            if out.queued() == 0 && out.last_write.elapsed() >= shared.cfg.keepalive {
-                out.push_raw(b": keep-alive\n\n");
-                out.flush()?;
-            }
-        }
+        out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
         if out.queued() > 0 {
             out.wait_writable(Duration::from_millis(20));
         } else if !got {

@@ -59,14 +59,7 @@ impl Hub {
     /// Watches the file `path` for writes (before the caller's first read,
     /// so no write between that read and a wait is missed).
     pub fn subscribe(self: &Arc<Hub>, path: &Path) -> std::io::Result<Sub> {
-        self.add(
-            path,
-            AddWatchFlags::IN_MODIFY
-                | AddWatchFlags::IN_CLOSE_WRITE
-                | AddWatchFlags::IN_DELETE_SELF
-                | AddWatchFlags::IN_MOVE_SELF
-                | AddWatchFlags::IN_ATTRIB,
-        )
+        self.add(path, crate::pipe::FILE_CHANGES)
     }
 
     /// Watches the directory `path` for files appearing in it (created or

@@ -65,11 +65,7 @@ pub enum Outcome {
 }
 
 /// Why a run could not start: usage (bad plan, bad id) or I/O.
-#[derive(Debug)]
-pub enum StartError {
-    Usage(String),
-    Io(String),
-}
+pub use crate::cli::StartError;
 
 /// The slug of a plan file: its name without `.plan.json` / `.json`.
 pub fn slug_of(plan: &Path) -> String {

@@ -84,12 +84,17 @@ export function appendArgs(model, id, delta) {
 export function endArgs(model, id) {
   const card = ensureCard(model, id);
   if (card.argsDone) return card;
+  closeArgs(card);
+  touch(model, card);
+  return card;
+}
+
+/** Ends the argument phase: the streamed text is parsed once (empty counts as valid). */
+function closeArgs(card) {
   card.argsDone = true;
   const parsed = parseJson(card.argsText);
   card.args = parsed.ok ? parsed.value : undefined;
   card.argsValid = card.argsText.trim() === '' ? true : parsed.ok;
-  touch(model, card);
-  return card;
 }
 
 /** A whole call at once (events/v1 `tool_call`: arguments already complete). */
@@ -124,12 +129,7 @@ export function setResult(model, id, { content, isError, truncated, bytes, exitC
     hasContent: true,
   };
   // A result ends the argument phase even if TOOL_CALL_END was never seen.
-  if (!card.argsDone) {
-    card.argsDone = true;
-    const parsed = parseJson(card.argsText);
-    card.args = parsed.ok ? parsed.value : undefined;
-    card.argsValid = card.argsText.trim() === '' ? true : parsed.ok;
-  }
+  if (!card.argsDone) closeArgs(card);
   touch(model, card);
   return card;
 }
