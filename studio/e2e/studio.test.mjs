@@ -53,6 +53,9 @@ async function chatRun(p, prompt) {
   await p.fill('#chat-prompt', prompt);
   await p.press('#chat-prompt', 'Control+Enter');
   await p.waitForSelector('.run-status[data-status="finished"], .run-status[data-status="error"]', { timeout: 30000 });
+  // The terminal event renders before the server closes the stream; the view is idle
+  // again (prompt enabled, history updated) only once the stream has ended.
+  await p.waitForSelector('.view-chat button[type="submit"]:enabled', { timeout: 10000 });
   return p.locator('.exchange').last().getAttribute('data-run-id');
 }
 
