@@ -7,7 +7,7 @@
 # started with --max-connections above that: its default, 256, would
 # answer the rest 503), with the server's peak RSS.
 #
-# Environment: BENCH_RUNS, BENCH_LIST_REPEAT, BENCH_LINES, BENCH_INTERVAL_MS,
+# Environment: BENCH_PARTS (a: the listing only), BENCH_RUNS, BENCH_LIST_REPEAT, BENCH_LINES, BENCH_INTERVAL_MS,
 # BENCH_CLIENTS, BENCH_FAN_LINES (see runs-client.py); RUNWIRE_BIN, the
 # directory holding runwire-serve and runs (default: cargo build --release).
 # Exit status 0 when every check passed, 1 otherwise.

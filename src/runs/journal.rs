@@ -93,34 +93,61 @@ fn now_ms() -> i64 {
 #[derive(Deserialize)]
 struct RecordRef<'a> {
     #[serde(borrow)]
-    v: Cow<'a, str>,
+    v: Str<'a>,
     #[serde(borrow)]
-    ts: Cow<'a, str>,
+    ts: Str<'a>,
     #[serde(borrow)]
-    actor: Cow<'a, str>,
+    actor: Str<'a>,
     #[serde(borrow, default)]
-    task: Option<Cow<'a, str>>,
+    task: Option<Str<'a>>,
     #[serde(borrow, default)]
-    state: Option<Cow<'a, str>>,
+    state: Option<Str<'a>>,
     #[serde(borrow, default)]
-    run: Option<Cow<'a, str>>,
+    run: Option<Str<'a>>,
     #[serde(default)]
     rc: Option<i64>,
     #[serde(borrow, default)]
-    detail: Option<Cow<'a, str>>,
+    detail: Option<Str<'a>>,
+}
+
+/// A JSON string borrowed from the input unless it has escapes. (A plain
+/// `Cow<str>` inside an `Option` is always copied by serde.)
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+        }
+        d.deserialize_str(V).map(Str)
+    }
+}
+
+fn opt<'a>(s: &'a Option<Str>) -> Option<&'a str> {
+    s.as_ref().map(|s| &*s.0)
 }
 
 impl RecordRef<'_> {
     fn validate(&self) -> Result<(), String> {
-        check_record(&self.v, self.task.as_deref(), self.state.as_deref(), self.run.as_deref())
+        check_record(&self.v.0, opt(&self.task), opt(&self.state), opt(&self.run))
     }
 
     fn to_owned(&self) -> Record {
-        let s = |c: &Option<Cow<str>>| c.as_deref().map(str::to_string);
+        let s = |c: &Option<Str>| opt(c).map(str::to_string);
         Record {
-            v: self.v.to_string(),
-            ts: self.ts.to_string(),
-            actor: self.actor.to_string(),
+            v: self.v.0.to_string(),
+            ts: self.ts.0.to_string(),
+            actor: self.actor.0.to_string(),
             task: s(&self.task),
             state: s(&self.state),
             run: s(&self.run),
@@ -179,8 +206,10 @@ impl Journal {
         // Lines are parsed borrowing from `bytes` and only each task's last
         // record is made owned: listings fold thousands of journals.
         let mut j = Journal::default();
-        let mut last: BTreeMap<Cow<str>, RecordRef> = BTreeMap::new();
-        let mut last_run: Option<RecordRef> = None;
+        // Records stay where they were parsed; the map holds indices.
+        let mut recs: Vec<RecordRef> = Vec::new();
+        let mut last: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut last_run: Option<usize> = None;
         for line in bytes.split(|&b| b == b'\n') {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -188,18 +217,21 @@ impl Journal {
             match serde_json::from_slice::<RecordRef>(line) {
                 Ok(r) if r.validate().is_ok() => {
                     j.records += 1;
-                    match r.task.clone() {
-                        Some(t) => {
-                            last.insert(t, r);
-                        }
-                        None => last_run = Some(r),
-                    }
+                    recs.push(r);
                 }
                 _ => j.skipped += 1,
             }
         }
-        j.tasks = last.into_iter().map(|(t, r)| (t.into_owned(), r.to_owned())).collect();
-        j.last_run = last_run.map(|r| r.to_owned());
+        for (i, r) in recs.iter().enumerate() {
+            match opt(&r.task) {
+                Some(t) => {
+                    last.insert(t, i);
+                }
+                None => last_run = Some(i),
+            }
+        }
+        j.tasks = last.into_iter().map(|(t, i)| (t.to_string(), recs[i].to_owned())).collect();
+        j.last_run = last_run.map(|i| recs[i].to_owned());
         j
     }
 
@@ -246,5 +278,37 @@ mod tests {
         assert_eq!((j.records, j.skipped), (4, 1));
         assert_eq!(Journal::read(&dir.join("none.jsonl")).unwrap(), Journal::default());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn parsing_borrowed_or_escaped_gives_what_record_gives() {
+        // Escapes (which cannot be borrowed), a non-string where a string
+        // belongs, a missing field, extra fields: the borrowing parser must
+        // accept and fold exactly as the owned `Record` does.
+        let lines = [
+            r#"{"v":"runstate/v1","ts":"t1","actor":"r\u00e9viewer \"x\"","task":"\u0061","state":"leased","detail":"a\nb"}"#,
+            r#"{"v":"runstate/v1","ts":"t2","actor":"runner","task":"a","state":"committed","rc":0,"extra":[1,{"k":null}]}"#,
+            r#"{"v":"runstate/v1","ts":"t3","actor":7,"task":"b","state":"leased"}"#,
+            r#"{"v":"runstate/v1","ts":"t4","task":"b","state":"leased"}"#,
+            r#"{"v":"runstate/v1","ts":"t5","actor":"u","run":"paus\u0065d"}"#,
+            r#"{"v":"runstate/v1","ts":"t6","actor":"u","task":"c","state":"bogus"}"#,
+        ];
+        let text = lines.join("\n");
+        let j = Journal::parse(text.as_bytes());
+        let owned: Vec<Record> = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Record>(l).ok())
+            .filter(|r| r.validate().is_ok())
+            .collect();
+        assert_eq!((j.records, j.skipped), (owned.len(), lines.len() - owned.len()));
+        assert_eq!((j.records, j.skipped), (3, 3));
+        assert_eq!(j.tasks.len(), 1);
+        assert_eq!(j.tasks["a"], owned[1]);
+        assert_eq!(j.last_run.as_ref(), Some(&owned[2]));
+        assert_eq!(j.last_run.as_ref().and_then(|r| r.run.as_deref()), Some("paused"));
+        let first = Journal::parse(lines[0].as_bytes());
+        assert_eq!(first.tasks["a"], owned[0]);
+        assert_eq!(first.tasks["a"].actor, "r\u{e9}viewer \"x\"");
+        assert_eq!(first.tasks["a"].detail.as_deref(), Some("a\nb"));
     }
 }

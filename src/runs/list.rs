@@ -19,7 +19,7 @@ use super::journal::Journal;
 use super::plan::Plan;
 use super::registry::{Pointer, Reaped, Registry};
 use super::view::Loaded;
-use super::RunFiles;
+use super::{FastHash, RunFiles};
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode};
 use std::collections::{HashMap, HashSet};
@@ -81,7 +81,7 @@ fn open_dir(path: &Path) -> Option<OwnedFd> {
 /// A directory opened once per listing: its descriptor and its file names.
 struct Dir {
     fd: OwnedFd,
-    names: HashSet<OsString>,
+    names: HashSet<OsString, FastHash>,
 }
 
 impl Dir {
@@ -154,11 +154,22 @@ struct Cached {
     summary: String,
 }
 
+/// Cached summaries by run id.
+type Runs = HashMap<String, Cached, FastHash>;
+
+/// `parts` joined: file names are built per run, and `format!` costs more
+/// than the copy.
+fn cat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    parts.iter().for_each(|p| s.push_str(p));
+    s
+}
+
 /// Summaries kept between listings by a long-lived reader (the server);
 /// `runs list` uses an empty one, so both list through the same code.
 #[derive(Default)]
 pub struct ListCache {
-    runs: HashMap<String, Cached>,
+    runs: Runs,
     /// The persisted index was read (once, on first use).
     index_loaded: bool,
     /// Entries changed since the index was read or written.
@@ -169,7 +180,7 @@ pub struct ListCache {
 struct Worker<'a> {
     reg: &'a Registry,
     reg_dir: Option<&'a OwnedFd>,
-    dirs: HashMap<String, Option<Dir>>,
+    dirs: HashMap<String, Option<Dir>, FastHash>,
     buf: Vec<u8>,
     /// Whether to stamp what is read (only worth it when kept).
     stamp: bool,
@@ -189,12 +200,16 @@ enum Outcome {
 
 impl Worker<'_> {
     fn dir(&mut self, path: &str) -> Option<&Dir> {
-        self.dirs.entry(path.to_string()).or_insert_with(|| Dir::open(Path::new(path))).as_ref()
+        // Looked up before inserting: most calls find it, and need no owned key.
+        if !self.dirs.contains_key(path) {
+            self.dirs.insert(path.to_string(), Dir::open(Path::new(path)));
+        }
+        self.dirs.get(path).and_then(Option::as_ref)
     }
 
     fn pointer_stamp(&self, id: &str) -> Option<Stamp> {
         let fd = self.reg_dir?;
-        nix::sys::stat::fstatat(Some(fd.as_raw_fd()), format!("{id}.json").as_str(), AtFlags::empty())
+        nix::sys::stat::fstatat(Some(fd.as_raw_fd()), cat(&[id, ".json"]).as_str(), AtFlags::empty())
             .ok()
             .map(|s| Stamp::of(&s))
     }
@@ -220,7 +235,7 @@ impl Worker<'_> {
         let stamp = self.stamp;
         let mut buf = std::mem::take(&mut self.buf);
         let read = match self.reg_dir {
-            Some(fd) => read_at(fd, &format!("{id}.json"), &mut buf, stamp, &mut self.noatime),
+            Some(fd) => read_at(fd, &cat(&[id, ".json"]), &mut buf, stamp, &mut self.noatime),
             None => None,
         };
         let parsed = read.and_then(|(n, st)| {
@@ -232,7 +247,7 @@ impl Worker<'_> {
         };
         let rs_dir = pointer.runstate_dir.clone();
         let files = RunFiles::new(&rs_dir, &pointer.slug);
-        let (journal_name, plan_name) = (format!("{}.jsonl", pointer.slug), format!("{}.plan.json", pointer.slug));
+        let (journal_name, plan_name) = (cat(&[&pointer.slug, ".jsonl"]), cat(&[&pointer.slug, ".plan.json"]));
         let mut inputs = Vec::with_capacity(4);
         let mut noatime = self.noatime;
         let (journal, plan) = {
@@ -268,8 +283,8 @@ impl Worker<'_> {
         let mut logs_ok = true;
         let summary = {
             let dir = self.dirs.get(&rs_dir).and_then(Option::as_ref);
-            loaded.summary_string_with(|task, adapter, path| {
-                let name = format!("{}.{task}.log", loaded.pointer.slug);
+            loaded.summary_string_with(|task, adapter| {
+                let name = cat(&[&loaded.pointer.slug, ".", task, ".log"]);
                 let present = dir.is_some_and(|d| d.has(&name));
                 // Stamped before reading, as the others; a log that shrank or vanished in between only costs a re-read.
                 let st = if present && stamp { dir.and_then(|d| d.stamp(&name)) } else { None };
@@ -277,7 +292,7 @@ impl Worker<'_> {
                     logs_ok = false;
                 }
                 inputs.push((name, st));
-                present.then(|| super::view::log_totals(path, adapter))
+                present.then(|| super::view::log_totals(&loaded.files.log(task), adapter))
             })
         };
         let keep = stamp
@@ -307,40 +322,51 @@ impl ListCache {
         }
         let ids = reg.ids();
         let reg_dir = open_dir(&reg.dir);
-        let registered: HashSet<&String> = ids.iter().collect();
+        let registered: HashSet<&String, FastHash> = ids.iter().collect();
         let before = self.runs.len();
         self.runs.retain(|id, _| registered.contains(id));
         self.dirty |= self.runs.len() != before;
-        // Syscall-bound: split the runs over the cores, in contiguous chunks
-        // (runs of one repo sort together, so each thread lists few directories).
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
-        let per = ids.len().div_ceil(workers).max(256);
+        // Syscall-bound: the runs are split over the cores in chunks taken
+        // from a shared counter, so a thread the scheduler holds back (a
+        // loaded machine) does not hold up the listing while the other cores
+        // idle. Chunks are contiguous: runs of one repo sort together, so a
+        // chunk lists few directories.
+        const CHUNK: usize = 256;
+        let chunks: Vec<&[String]> = ids.chunks(CHUNK).collect();
+        let slots: Vec<std::sync::OnceLock<Vec<Outcome>>> = chunks.iter().map(|_| std::sync::OnceLock::new()).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(chunks.len());
         let this = &*self;
         let reg_dir = reg_dir.as_ref();
-        let parts: Vec<Option<Vec<Outcome>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = ids
-                .chunks(per)
-                .map(|chunk| {
-                    s.spawn(move || {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    s.spawn(|| {
                         let mut w = Worker {
                             reg,
                             reg_dir,
-                            dirs: HashMap::new(),
+                            dirs: HashMap::default(),
                             buf: Vec::new(),
                             stamp: keep,
                             noatime: true,
                             now_ns,
                         };
-                        chunk.iter().map(|id| w.run(id, this.runs.get(id))).collect()
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(chunk) = chunks.get(i) else { break };
+                            let _ = slots[i].set(chunk.iter().map(|id| w.run(id, this.runs.get(id))).collect());
+                        }
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().ok()).collect()
+            // A worker that panicked loses the chunk it was on, never the others'.
+            handles.into_iter().for_each(|h| drop(h.join()));
         });
+        let parts: Vec<Option<Vec<Outcome>>> = slots.into_iter().map(std::sync::OnceLock::into_inner).collect();
         let mut out = Vec::with_capacity(ids.len());
         let mut reaped = Vec::new();
-        // Paired chunk by chunk, so a worker that failed loses its own runs only (never shifts the others').
-        let pairs = ids.chunks(per).zip(parts).filter_map(|(c, p)| p.map(|p| c.iter().zip(p))).flatten();
+        // Paired chunk by chunk, so a lost chunk never shifts the others' runs.
+        let pairs = chunks.iter().zip(parts).filter_map(|(c, p)| p.map(|p| c.iter().zip(p))).flatten();
         for (id, r) in pairs {
             match r {
                 Outcome::Same => {
@@ -440,10 +466,9 @@ pub fn list(reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
 /// the truth: every entry is checked by its stamps like any cached one, and
 /// a missing, foreign or damaged index (or line) is just not used.
 mod index {
-    use super::{Cached, Stamp};
+    use super::{Cached, Runs, Stamp};
     use serde::{Deserialize, Serialize};
     use serde_json::value::RawValue;
-    use std::collections::HashMap;
     use std::io::Write;
     use std::path::{Path, PathBuf};
 
@@ -477,8 +502,8 @@ mod index {
         b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3))
     }
 
-    pub fn load(path: &Path) -> HashMap<String, Cached> {
-        let mut out = HashMap::new();
+    pub fn load(path: &Path) -> Runs {
+        let mut out = Runs::default();
         let Ok(text) = std::fs::read_to_string(path) else { return out };
         let mut lines = text.split('\n');
         if lines.next() != Some(HEADER) {
@@ -502,7 +527,7 @@ mod index {
         out
     }
 
-    pub fn save(path: &Path, runs: &HashMap<String, Cached>) -> std::io::Result<()> {
+    pub fn save(path: &Path, runs: &Runs) -> std::io::Result<()> {
         let mut buf = Vec::with_capacity(runs.len() * 400 + 32);
         buf.extend_from_slice(HEADER.as_bytes());
         for (id, c) in runs {
@@ -588,7 +613,7 @@ mod tests {
         assert!(index::load(&index::path(&reg)).is_empty());
         // A damaged index line is skipped, never used.
         let stamp = Stamp { dev: 1, ino: 2, size: 3, mtime_ns: 4, ctime_ns: 5 };
-        let mut m = HashMap::new();
+        let mut m = Runs::default();
         m.insert(
             "x".to_string(),
             Cached { pointer: stamp, runstate_dir: "/d".into(), inputs: vec![], summary: "{\"a\":1}".into() },

@@ -63,7 +63,7 @@ impl Plan {
                 return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
             }
         }
-        let computed = self.compute_waves()?;
+        self.depths()?;
         if let Some(waves) = &self.waves {
             let mut wave_of = HashMap::new();
             for (w, ids) in waves.iter().enumerate() {
@@ -85,13 +85,26 @@ impl Plan {
                 }
             }
         }
-        let _ = computed;
         Ok(())
     }
 
     /// Waves from the dependencies; `Err` names a task on a cycle.
     pub fn compute_waves(&self) -> Result<Vec<Vec<String>>, String> {
-        let index: HashMap<&str, usize> = self.tasks.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect();
+        let depth = self.depths()?;
+        let n = depth.iter().max().map_or(0, |m| m + 1);
+        let mut waves = vec![Vec::new(); n];
+        for (t, &d) in self.tasks.iter().zip(&depth) {
+            waves[d].push(t.id.clone());
+        }
+        Ok(waves)
+    }
+
+    /// Each task's 0-based wave from the dependencies (one more than its
+    /// deepest dependency's); `Err` names a task on a cycle. Allocates only
+    /// the result and an id index: listings compute this for every run.
+    fn depths(&self) -> Result<Vec<usize>, String> {
+        let index: HashMap<&str, usize, super::FastHash> =
+            self.tasks.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect();
         let mut depth: Vec<Option<usize>> = vec![None; self.tasks.len()];
         // Kahn-style relaxation: at most n rounds; a task still unplaced after them is on a cycle.
         for _ in 0..=self.tasks.len() {
@@ -100,10 +113,13 @@ impl Plan {
                 if depth[i].is_some() {
                     continue;
                 }
-                let ds: Option<Vec<usize>> =
-                    t.deps.iter().map(|d| index.get(d.as_str()).and_then(|&j| depth[j])).collect();
-                if let Some(ds) = ds {
-                    depth[i] = Some(ds.into_iter().map(|d| d + 1).max().unwrap_or(0));
+                // The deepest dependency's depth, or None while one is unplaced (or unknown).
+                let deepest = t.deps.iter().try_fold(None::<usize>, |m, d| {
+                    let dd = index.get(d.as_str()).and_then(|&j| depth[j])?;
+                    Some(Some(m.map_or(dd, |m| m.max(dd))))
+                });
+                if let Some(deepest) = deepest {
+                    depth[i] = Some(deepest.map_or(0, |d| d + 1));
                     changed = true;
                 }
             }
@@ -111,23 +127,30 @@ impl Plan {
                 break;
             }
         }
-        if let Some(i) = depth.iter().position(Option::is_none) {
-            return Err(format!("task {:?} is on a dependency cycle", self.tasks[i].id));
-        }
-        let n = depth.iter().flatten().max().map_or(0, |m| m + 1);
-        let mut waves = vec![Vec::new(); n];
-        for (i, t) in self.tasks.iter().enumerate() {
-            if let Some(d) = depth[i] {
-                waves[d].push(t.id.clone());
-            }
-        }
-        Ok(waves)
+        depth
+            .iter()
+            .enumerate()
+            .map(|(i, d)| d.ok_or_else(|| format!("task {:?} is on a dependency cycle", self.tasks[i].id)))
+            .collect()
     }
 
     /// The given waves, else the computed ones (empty on a cycle, which
     /// [`Plan::parse`] refuses anyway).
     pub fn waves(&self) -> Vec<Vec<String>> {
         self.waves.clone().unwrap_or_else(|| self.compute_waves().unwrap_or_default())
+    }
+
+    /// Each task's 0-based wave, in task order, as [`Plan::waves`] groups
+    /// them (`None` for a task given waves do not name), without building
+    /// the groups.
+    pub fn wave_indices(&self) -> Vec<Option<usize>> {
+        match &self.waves {
+            Some(waves) => self.tasks.iter().map(|t| waves.iter().position(|w| w.contains(&t.id))).collect(),
+            None => match self.depths() {
+                Ok(d) => d.into_iter().map(Some).collect(),
+                Err(_) => vec![None; self.tasks.len()],
+            },
+        }
     }
 
     pub fn task(&self, id: &str) -> Option<&Task> {
@@ -151,6 +174,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.waves(), vec![vec!["a".to_string()], vec!["b".into()], vec!["c".into()]]);
+    }
+
+    #[test]
+    fn wave_indices_place_each_task_where_waves_groups_it() {
+        let computed = plan(
+            r#"[{"id":"d","adapter":"claude","prompt":"x","deps":["c","a"]},{"id":"a","adapter":"claude","prompt":"x"},
+                {"id":"c","adapter":"codex","prompt":"x","deps":["b"]},{"id":"b","adapter":"cursor","prompt":"x","deps":["a"]},
+                {"id":"e","adapter":"claude","prompt":"x"}]"#,
+        )
+        .unwrap();
+        let given = Plan::parse(
+            br#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},
+                {"id":"b","adapter":"claude","prompt":"x","deps":["a"]},{"id":"c","adapter":"claude","prompt":"x"}],
+                "waves":[["a"],["c"],["b"]]}"#,
+        )
+        .unwrap();
+        for p in [&computed, &given] {
+            let waves = p.waves();
+            let idx = p.wave_indices();
+            assert_eq!(idx.len(), p.tasks.len());
+            for (t, w) in p.tasks.iter().zip(&idx) {
+                assert_eq!(*w, waves.iter().position(|ids| ids.contains(&t.id)), "task {}", t.id);
+            }
+        }
+        assert_eq!(computed.wave_indices(), vec![Some(3), Some(0), Some(2), Some(1), Some(0)]);
+        assert_eq!(given.wave_indices(), vec![Some(0), Some(2), Some(1)]);
     }
 
     #[test]

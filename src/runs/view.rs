@@ -150,7 +150,11 @@ impl Loaded {
 
     /// `registered`, `running`, `paused`, `done` or `failed`.
     pub fn status(&self) -> &'static str {
-        let ids = self.task_ids();
+        self.status_of(&self.task_ids())
+    }
+
+    /// [`Loaded::status`], given the task ids.
+    fn status_of(&self, ids: &[String]) -> &'static str {
         if self.journal.records == 0 {
             return "registered";
         }
@@ -168,9 +172,12 @@ impl Loaded {
     /// The 1-based wave holding the first unfinished task.
     pub fn wave(&self) -> Option<usize> {
         let plan = self.plan.as_ref()?;
-        plan.waves()
+        plan.tasks
             .iter()
-            .position(|w| w.iter().any(|t| !self.journal.state(t).is_some_and(is_terminal)))
+            .zip(plan.wave_indices())
+            .filter(|(t, _)| !self.journal.state(&t.id).is_some_and(is_terminal))
+            .filter_map(|(_, w)| w)
+            .min()
             .map(|i| i + 1)
     }
 
@@ -181,14 +188,17 @@ impl Loaded {
 
     /// `GET /runs` item / `runs list` line, as JSON text.
     pub fn summary_string(&self) -> String {
-        self.summary_string_with(|_, a, log| log.exists().then(|| log_totals(log, a)))
+        self.summary_string_with(|t, a| {
+            let log = self.files.log(t);
+            log.exists().then(|| log_totals(&log, a))
+        })
     }
 
-    /// The summary, with `totals(task, adapter, default log path)` giving
-    /// what each task's log adds up to (`None`: no log). A listing answers
+    /// The summary, with `totals(task, adapter)` giving what the task's log
+    /// (`<slug>.<task>.log`) adds up to (`None`: no log). A listing answers
     /// it from one directory read per runstate directory. Written straight
     /// to text (no `Value` tree): listings build thousands of these.
-    pub fn summary_string_with(&self, mut totals: impl FnMut(&str, Adapter, &Path) -> Option<Totals>) -> String {
+    pub fn summary_string_with(&self, mut totals: impl FnMut(&str, Adapter) -> Option<Totals>) -> String {
         let p = &self.pointer;
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
@@ -196,7 +206,7 @@ impl Loaded {
         for t in &ids {
             *counts.entry(self.journal.state(t).unwrap_or("pending")).or_default() += 1;
             if let Some(a) = self.adapter_of(t) {
-                if let Some(s) = totals(t, a, &self.files.log(t)) {
+                if let Some(s) = totals(t, a) {
                     if let Some(c) = s.cost_usd {
                         *cost.get_or_insert(0.0) += c;
                     }
@@ -221,7 +231,7 @@ impl Loaded {
             repo_root: &p.repo_root,
             run_id: &p.run_id,
             slug: &p.slug,
-            status: self.status(),
+            status: self.status_of(&ids),
             tokens,
             wave: self.wave(),
             worktree: &p.worktree,

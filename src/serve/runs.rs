@@ -76,6 +76,8 @@ pub fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors)
             let (body, r) = cache.list_json(&reg);
             log_reaped(&r);
             let _ = respond(stream, 200, cors, &body);
+            // The answer is complete: a client reading to EOF need not wait for the index snapshot.
+            let _ = stream.shutdown(std::net::Shutdown::Write);
             // In the background: the next listing (or a restarted server) checks instead of reading.
             let _ = cache.save_index(&reg);
             return Close::Linger;
