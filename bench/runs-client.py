@@ -12,7 +12,9 @@
     (later ones re-read only runs whose files changed: a stat per file), the
     first request of a restarted server (the persisted index,
     $HARNESS_HOME/cache/runs-list.index, checked by stat), and `runs list` without
-    and with the index.
+    and with the index. Baseline in the same run: examples/listing-floor
+    (BIN_DIR/examples/) opens, stats, reads and closes the same 30,000 files
+    with no parsing, and first_over_floor is the first request over it.
 (b) Append-to-frame delay: one live task; this process appends Claude
     text_delta lines, each carrying CLOCK_MONOTONIC ns just before the write,
     one every BENCH_INTERVAL_MS (default 10), BENCH_LINES of them (default
@@ -158,8 +160,27 @@ def runs_list():
     return len(out.splitlines()), (time.perf_counter() - t) * 1000
 
 
-# Files written in the last 2 s are never trusted from a stamp: let the newest age.
+def floor_ms():
+    # The same files opened, stat'ed, read and closed with no parsing: what
+    # the listing costs in syscalls alone (examples/listing-floor.rs); the
+    # median of 3. None when the binary was not built.
+    exe = os.path.join(BIN, "examples", "listing-floor")
+    if not os.access(exe, os.X_OK):
+        return None
+    dirs = [os.path.join(HOME, "runs")] + sorted(
+        os.path.join(WORK, "repos", r, "runstate") for r in os.listdir(os.path.join(WORK, "repos")))
+    ms = []
+    for _ in range(3):
+        out = subprocess.run([exe, *dirs], stdout=subprocess.PIPE, check=True, text=True).stdout
+        ms.append(float(out.split("ms=")[1]))
+    return statistics.median(ms)
+
+
+# The setup's writeback is not the listing's cost: flush it first. Files
+# written in the last 2 s are never trusted from a stamp: let the newest age.
+os.sync()
 time.sleep(2.5)
+floor = floor_ms()
 n, times, cpu1 = list_requests(REPEAT)
 # A restart: the index the first server wrote is checked by stat instead of reading every file.
 n2, times2, cpu2 = list_requests(1)
@@ -168,6 +189,9 @@ if n != N_RUNS or n2 != N_RUNS:
 print(f"list runs={n} first_ms={times[0]:.1f} first_cpu_ms={cpu1:.0f} (no index) "
       f"median_ms={statistics.median(times):.1f} max_ms={max(times):.1f} "
       f"restart_first_ms={times2[0]:.1f} restart_first_cpu_ms={cpu2:.0f} (index) setup_s={setup_s:.1f}", flush=True)
+if floor is not None:
+    print(f"list_floor files={3 * N_RUNS} ms={floor:.1f} (open+fstat+read+close only) "
+          f"first_over_floor={times[0] / floor:.2f}", flush=True)
 os.remove(index)
 c1, cold = runs_list()
 c2, warm = runs_list()

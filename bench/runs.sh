@@ -9,7 +9,9 @@
 #
 # Environment: BENCH_PARTS (a: the listing only), BENCH_RUNS, BENCH_LIST_REPEAT, BENCH_LINES, BENCH_INTERVAL_MS,
 # BENCH_CLIENTS, BENCH_FAN_LINES (see runs-client.py); RUNWIRE_BIN, the
-# directory holding runwire-serve and runs (default: cargo build --release).
+# directory holding runwire-serve and runs, and examples/listing-floor for the
+# listing's baseline (default: cargo build --release; without the example the
+# baseline is skipped).
 # Exit status 0 when every check passed, 1 otherwise.
 set -euo pipefail
 
@@ -23,8 +25,8 @@ command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
 if [ -n "${RUNWIRE_BIN:-}" ]; then
   bin=$(cd "$RUNWIRE_BIN" && pwd)
 else
-  echo "bench: cargo build --release --bin runwire-serve --bin runs" >&2
-  (cd "$root" && cargo build --quiet --release --bin runwire-serve --bin runs)
+  echo "bench: cargo build --release --bin runwire-serve --bin runs --example listing-floor" >&2
+  (cd "$root" && cargo build --quiet --release --bin runwire-serve --bin runs --example listing-floor)
   target=${CARGO_TARGET_DIR:-$root/target}
   case "$target" in /*) ;; *) target="$root/$target" ;; esac
   bin="$target/release"
