@@ -177,13 +177,15 @@ describe('studio in Chromium against runwire-serve', () => {
     assert.ok(chatRunId, 'needs the chat run');
     const { p, g, context } = await page();
     await p.goto(`${chatServer.url}/#/runs`);
-    const listed = (await runsList(chatServer.url)).find((r) => r.slug === `agui-${chatRunId}`);
-    assert.ok(listed, 'the server lists the chat run');
+    // The server journals the run's end just after its stream's last chunk: poll, never race it.
+    const listed = await waitFor(
+      async () => (await runsList(chatServer.url)).find((r) => r.slug === `agui-${chatRunId}` && r.status === 'done'),
+      { what: 'the server to list the chat run as done' },
+    );
     const row = p.locator(`tr[data-run-id="${listed.runId}"]`);
     await row.waitFor();
     assert.equal(await row.locator('th a').textContent(), listed.slug);
-    assert.equal(await row.locator('.badge').textContent(), listed.status);
-    assert.equal(listed.status, 'done');
+    await waitFor(async () => (await row.locator('.badge').textContent()) === 'done', { what: 'the page to show the run as done' });
     assert.equal((await row.locator('td').allTextContents()).join('|'), `${listed.status}||committed 1|$0.0421|20 in / 90 out|runwire-serve|`);
 
     // Kept current: a run started elsewhere appears without a reload.
