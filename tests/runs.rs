@@ -515,6 +515,36 @@ fn post_agui_runs_are_recorded_and_their_streams_re_read() {
 }
 
 #[test]
+fn a_post_agui_run_is_journaled_as_ended_by_the_time_its_response_ends() {
+    // A browser reads the chunked response to its last chunk, not to EOF,
+    // then may list runs at once: the run must already show as ended.
+    let home = tmp("agui-end").join("home");
+    let srv = Server::start(&home, &[]);
+    for n in 0..5 {
+        let body = format!(r#"{{"threadId":"t{n}","runId":"e{n}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        write!(
+            s,
+            "POST /agui HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 65536];
+        while !raw.ends_with(b"\r\n0\r\n\r\n") {
+            let k = s.read(&mut buf).unwrap();
+            assert!(k > 0, "the response ended without its last chunk");
+            raw.extend_from_slice(&buf[..k]);
+        }
+        assert!(String::from_utf8_lossy(&raw).contains("RUN_FINISHED"));
+        let (_, list) = srv.get("/runs");
+        let run = list["runs"].as_array().unwrap().iter().find(|r| r["slug"] == format!("agui-e{n}")).cloned();
+        assert_eq!(run.as_ref().and_then(|r| r["status"].as_str()), Some("done"), "run e{n}: {run:?}");
+    }
+}
+
+#[test]
 fn runs_routes_pass_the_same_boundary_as_the_others() {
     let f = fixture("boundary");
     let token_file = f.home.parent().unwrap().join("token");

@@ -396,11 +396,12 @@ impl Stages {
         }
     }
 
-    /// Journals the run's end from how it went.
-    fn record_end(&mut self, outcome: &Outcome) {
+    /// Journals the run's end from how it went: `stopped` when the client
+    /// left (or the source could not be read) before the agent finished.
+    fn record_end(&mut self, stopped: bool) {
         let Some(rec) = self.rec.take() else { return };
-        let (state, rc) = match (outcome, self.exit_rc) {
-            (Outcome::Cancelled, rc) => ("halted", rc),
+        let (state, rc) = match (stopped, self.exit_rc) {
+            (true, rc) => ("halted", rc),
             // A source that ended without any exit event (a replayed log,
             // a wrapper that exited 0 silently) finished normally.
             (_, Some(0) | None) => ("committed", self.exit_rc),
@@ -496,12 +497,15 @@ fn stream_run(
     };
     // What a later run of the thread may --resume: only a session the agent confirmed.
     let session = stages.norm.resume_session().map(str::to_string);
+    // Journaled before the last chunk goes out, so a client that has seen
+    // the run end and then lists runs finds it ended. The agent's work is
+    // done by now: a client gone at the very last chunk does not undo it.
+    stages.record_end(result.is_err());
     let outcome = match result.and_then(|_| body.end()) {
         Ok(()) if body.over => Outcome::NotRetained,
         Ok(()) => Outcome::Done(Arc::new(std::mem::take(&mut body.kept))),
         Err(_) => Outcome::Cancelled,
     };
-    stages.record_end(&outcome);
     (session, outcome)
 }
 
