@@ -198,14 +198,18 @@ pub fn parse_line(line: &[u8]) -> Result<Event, String> {
     Event::parse(line)
 }
 
-/// FNV-1a, 64 bit: a stable, dependency-free hash for default ids.
+/// FNV-1a's 64-bit offset basis: the hash of nothing.
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a, 64 bit: a stable, dependency-free hash for default ids (and the
+/// runs listing's index checksums and tables).
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    fnv1a64_extend(FNV_OFFSET, bytes)
+}
+
+/// Continues FNV-1a hash `h` over `bytes`, for a hash fed in pieces.
+pub fn fnv1a64_extend(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// The `value` of a `CUSTOM` event: typed so that no `null` can slip in and

@@ -59,17 +59,14 @@ impl Encoder {
         }
         // Valid JSON is valid UTF-8, so this cannot fail; keep it an error anyway.
         let json = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
-        let json = if has_cr { minify(json) } else { json.to_string() };
-        let mut frame = String::with_capacity(json.len() + 16);
-        if let Some(id) = id {
-            frame.push_str("id: ");
-            frame.push_str(&id);
-            frame.push('\n');
-        }
-        frame.push_str("data: ");
-        frame.push_str(&json);
-        frame.push_str("\n\n");
-        Ok(Some(frame))
+        let minified;
+        let json = if has_cr {
+            minified = minify(json);
+            minified.as_str()
+        } else {
+            json
+        };
+        Ok(Some(frame(None, id.as_deref(), json)))
     }
 
     /// Decides whether a frame with this id is past the resume point.
@@ -95,6 +92,28 @@ impl Encoder {
         }
         false
     }
+}
+
+/// One frame: `[event: EVENT\n][id: ID\n]data: JSON\n\n`. `json` must be
+/// one line with no CR (as this crate's serializers write it) and `event`
+/// and `id` free of CR, LF and NUL: the caller's, checked where they come
+/// from outside.
+pub fn frame(event: Option<&str>, id: Option<&str>, json: &str) -> String {
+    let mut f = String::with_capacity(json.len() + 32);
+    if let Some(e) = event {
+        f.push_str("event: ");
+        f.push_str(e);
+        f.push('\n');
+    }
+    if let Some(id) = id {
+        f.push_str("id: ");
+        f.push_str(id);
+        f.push('\n');
+    }
+    f.push_str("data: ");
+    f.push_str(json);
+    f.push_str("\n\n");
+    f
 }
 
 /// Reads the id field: a string or an integer; absent means no `id:` line.

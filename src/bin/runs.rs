@@ -65,7 +65,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::List => {
             // The same listing as GET /runs, through the same persisted index.
             let mut cache = view::ListCache::default();
-            let (items, r) = cache.list(&reg, true);
+            let (items, r) = cache.list(&reg);
             reaped = r;
             let written = items.iter().try_for_each(|it| -> anyhow::Result<()> {
                 o.write_all(it.as_bytes())?;

@@ -104,20 +104,14 @@ impl Dir {
     }
 }
 
-/// Opens `name` under `dir` and reads it whole into `buf`; with `stamp`, also
-/// its stamp, taken before the read (so a write after it shows as a change).
+/// Opens `name` under `dir` and reads it whole into `buf`, with its stamp
+/// taken before the read (so a write after it shows as a change).
 ///
 /// `noatime`: open with `O_NOATIME` (a listing is no use of the file, and
 /// the first read of a fresh file would otherwise dirty its inode: about a
 /// tenth of a first listing's time); cleared for good on `EPERM` (files of
 /// another user).
-fn read_at(
-    dir: &OwnedFd,
-    name: &str,
-    buf: &mut Vec<u8>,
-    stamp: bool,
-    noatime: &mut bool,
-) -> Option<(usize, Option<Stamp>)> {
+fn read_at(dir: &OwnedFd, name: &str, buf: &mut Vec<u8>, noatime: &mut bool) -> Option<(usize, Stamp)> {
     let open = |extra: OFlag| {
         nix::fcntl::openat(Some(dir.as_raw_fd()), name, OFlag::O_RDONLY | OFlag::O_CLOEXEC | extra, Mode::empty())
     };
@@ -134,7 +128,7 @@ fn read_at(
     .ok()?;
     // SAFETY: `openat` just returned this descriptor and nothing else owns it.
     let mut f = unsafe { File::from_raw_fd(fd) };
-    let st = if stamp { Some(Stamp::of(&nix::sys::stat::fstat(f.as_raw_fd()).ok()?)) } else { None };
+    let st = Stamp::of(&nix::sys::stat::fstat(f.as_raw_fd()).ok()?);
     if buf.len() < 64 * 1024 {
         buf.resize(64 * 1024, 0);
     }
@@ -182,8 +176,6 @@ struct Worker<'a> {
     reg_dir: Option<&'a OwnedFd>,
     dirs: HashMap<String, Option<Dir>, FastHash>,
     buf: Vec<u8>,
-    /// Whether to stamp what is read (only worth it when kept).
-    stamp: bool,
     /// Whether `O_NOATIME` is still worth trying (see [`read_at`]).
     noatime: bool,
     now_ns: i64,
@@ -232,10 +224,9 @@ impl Worker<'_> {
     }
 
     fn fresh(&mut self, id: &str) -> Outcome {
-        let stamp = self.stamp;
         let mut buf = std::mem::take(&mut self.buf);
         let read = match self.reg_dir {
-            Some(fd) => read_at(fd, &cat(&[id, ".json"]), &mut buf, stamp, &mut self.noatime),
+            Some(fd) => read_at(fd, &cat(&[id, ".json"]), &mut buf, &mut self.noatime),
             None => None,
         };
         let parsed = read.and_then(|(n, st)| {
@@ -265,9 +256,9 @@ impl Worker<'_> {
                         inputs.push((name.to_string(), None));
                         return None;
                     }
-                    let r = read_at(&dir.fd, name, buf, stamp, noatime);
+                    let r = read_at(&dir.fd, name, buf, noatime);
                     // Listed but unreadable (removed meanwhile, no permission): no stamp, so never kept.
-                    inputs.push((name.to_string(), r.and_then(|(_, st)| st)));
+                    inputs.push((name.to_string(), r.map(|(_, st)| st)));
                     r.map(|(n, _)| n)
                 };
             let journal = read_one(&journal_name, &mut buf, &mut inputs, &mut noatime)
@@ -287,26 +278,23 @@ impl Worker<'_> {
                 let name = cat(&[&loaded.pointer.slug, ".", task, ".log"]);
                 let present = dir.is_some_and(|d| d.has(&name));
                 // Stamped before reading, as the others; a log that shrank or vanished in between only costs a re-read.
-                let st = if present && stamp { dir.and_then(|d| d.stamp(&name)) } else { None };
-                if present && stamp && st.is_none() {
+                let st = if present { dir.and_then(|d| d.stamp(&name)) } else { None };
+                if present && st.is_none() {
                     logs_ok = false;
                 }
                 inputs.push((name, st));
                 present.then(|| super::view::log_totals(&loaded.files.log(task), adapter))
             })
         };
-        let keep = stamp
-            && logs_ok
-            && pointer_stamp.is_some_and(|s| !s.racy(self.now_ns))
+        let keep = logs_ok
+            && !pointer_stamp.racy(self.now_ns)
             && inputs.iter().all(|(name, st)| match st {
                 Some(s) => !s.racy(self.now_ns),
                 // An absent file is absent as of the directory listing; a listed one must have a stamp.
                 None => !self.dirs.get(&rs_dir).and_then(Option::as_ref).is_some_and(|d| d.has(name)),
             });
-        let cached = match (keep, pointer_stamp) {
-            (true, Some(p)) => Some(Cached { pointer: p, runstate_dir: rs_dir, inputs, summary: summary.clone() }),
-            _ => None,
-        };
+        let cached =
+            keep.then(|| Cached { pointer: pointer_stamp, runstate_dir: rs_dir, inputs, summary: summary.clone() });
         Outcome::Fresh(summary, cached)
     }
 }
@@ -314,9 +302,9 @@ impl Worker<'_> {
 impl ListCache {
     /// Every registered run's summary (JSON text, sorted by run id) and the
     /// pointers reaped; entries of runs no longer registered are dropped.
-    pub fn list(&mut self, reg: &Registry, keep: bool) -> (Vec<String>, Vec<Reaped>) {
+    pub fn list(&mut self, reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
         let now_ns = now_ns();
-        if keep && !self.index_loaded {
+        if !self.index_loaded {
             self.index_loaded = true;
             self.runs = index::load(&index::path(reg));
         }
@@ -342,15 +330,8 @@ impl ListCache {
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
                     s.spawn(|| {
-                        let mut w = Worker {
-                            reg,
-                            reg_dir,
-                            dirs: HashMap::default(),
-                            buf: Vec::new(),
-                            stamp: keep,
-                            noatime: true,
-                            now_ns,
-                        };
+                        let mut w =
+                            Worker { reg, reg_dir, dirs: HashMap::default(), buf: Vec::new(), noatime: true, now_ns };
                         loop {
                             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             let Some(chunk) = chunks.get(i) else { break };
@@ -396,7 +377,7 @@ impl ListCache {
 
     /// `{"runs":[...]}`, as `GET /runs` answers, and the pointers reaped.
     pub fn list_json(&mut self, reg: &Registry) -> (String, Vec<Reaped>) {
-        let (items, reaped) = self.list(reg, true);
+        let (items, reaped) = self.list(reg);
         let mut body = String::with_capacity(items.iter().map(|s| s.len() + 1).sum::<usize>() + 16);
         body.push_str("{\"runs\":[");
         for (i, s) in items.iter().enumerate() {
@@ -449,16 +430,6 @@ impl ListCache {
     }
 }
 
-/// Every run's summary, through the persisted index, which it then updates.
-pub fn list(reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
-    let mut c = ListCache::default();
-    let r = c.list(reg, true);
-    if let Some(h) = c.save_index(reg) {
-        let _ = h.join();
-    }
-    r
-}
-
 /// The persisted index, `$HARNESS_HOME/cache/runs-list.index` (not in
 /// `runs/`, which holds one pointer per run and nothing else): the cache's
 /// entries, one JSON line each with an FNV-1a checksum, so a restarted
@@ -467,6 +438,7 @@ pub fn list(reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
 /// a missing, foreign or damaged index (or line) is just not used.
 mod index {
     use super::{Cached, Runs, Stamp};
+    use crate::agui::fnv1a64 as fnv;
     use serde::{Deserialize, Serialize};
     use serde_json::value::RawValue;
     use std::io::Write;
@@ -496,10 +468,6 @@ mod index {
         i: Vec<(String, Option<Arr>)>,
         #[serde(borrow)]
         s: &'a RawValue,
-    }
-
-    fn fnv(b: &[u8]) -> u64 {
-        b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3))
     }
 
     pub fn load(path: &Path) -> Runs {
@@ -603,7 +571,7 @@ mod tests {
         )
         .unwrap();
         let mut c = ListCache::default();
-        let (items, _) = c.list(&reg, true);
+        let (items, _) = c.list(&reg);
         if let Some(h) = c.save_index(&reg) {
             h.join().unwrap();
         }

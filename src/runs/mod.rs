@@ -20,16 +20,20 @@ use std::path::{Path, PathBuf};
 /// FNV-1a for the listing's own tables: keys are ids, file names and paths,
 /// short and many, where SipHash's setup cost shows. Not for tables keyed by
 /// what a remote peer sends.
-#[derive(Default)]
 pub(crate) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(crate::agui::FNV_OFFSET)
+    }
+}
 
 impl std::hash::Hasher for Fnv {
     fn finish(&self) -> u64 {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        let h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        self.0 = bytes.iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        self.0 = crate::agui::fnv1a64_extend(self.0, bytes);
     }
 }
 

@@ -41,7 +41,7 @@ fn load_with(pointer: Pointer, files: RunFiles, journal: Journal) -> Loaded {
     Loaded { pointer, files, journal, plan }
 }
 
-pub use super::list::{list, ListCache};
+pub use super::list::ListCache;
 
 /// A summary as written, keys sorted.
 #[derive(serde::Serialize)]

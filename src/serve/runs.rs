@@ -162,7 +162,7 @@ impl AguiFraming {
             if self.after.is_some_and(|after| id <= after) {
                 continue;
             }
-            let frame = format!("id: {}/{}\ndata: {}\n\n", id.seq, id.k, a.to_json());
+            let frame = crate::sse::frame(None, Some(&format!("{}/{}", id.seq, id.k)), &a.to_json());
             out.frame(frame.as_bytes(), seq);
         }
     }
@@ -320,17 +320,15 @@ impl Tail {
                     ts_ms,
                     data: Data::Error(ErrorData { reason, code, raw, fatal: false }),
                 };
-                format!("event: error\ndata: {}\n\n", ev.to_json())
+                crate::sse::frame(Some("error"), None, &ev.to_json())
             }
             // Not through the translator: the notice must not change its
             // state (closing open messages), or a resumed re-translation,
             // which never sees it, would frame the rest differently.
             Framing::Agui(_) => {
                 let value = CustomValue::Error(ErrorValue { reason, code, raw });
-                format!(
-                    "data: {}\n\n",
-                    AguiEvent::Custom { name: "runwire.error", value, timestamp: Some(ts_ms) }.to_json()
-                )
+                let ev = AguiEvent::Custom { name: "runwire.error", value, timestamp: Some(ts_ms) };
+                crate::sse::frame(None, None, &ev.to_json())
             }
         };
         out.push_raw(frame.as_bytes());

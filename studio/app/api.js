@@ -42,11 +42,13 @@ export function headers(extra = {}) {
   return h;
 }
 
-function unauthorized() {
+/** Tells the page a request was refused for want of a token (it shows the banner). */
+export function unauthorized() {
   document.dispatchEvent(new CustomEvent('runwire:unauthorized'));
 }
 
-async function readBody(res) {
+/** A response body: JSON when it parses, else its text; null when empty. */
+export async function readBody(res) {
   const text = await res.text();
   if (text === '') return null;
   try {

@@ -2,7 +2,7 @@
 // state in state/. No framework, no build step, no network beyond this
 // server (the page's CSP allows nothing else).
 
-import { getJson, initToken, token } from './api.js';
+import { getJson, initToken, token, unauthorized } from './api.js';
 import { h, setText } from './views/dom.js';
 import { ChatView } from './views/chat.js';
 import { CompareView } from './views/compare.js';
@@ -103,7 +103,7 @@ document.addEventListener('runwire:unauthorized', () => {
     const b = a.body;
     const parts = [b.agent ? `agent ${b.agent}` : 'demo', b.mode && b.mode !== 'agent' ? b.mode : null, b.version ? `runwire-serve ${b.version}` : null];
     setText(info, parts.filter(Boolean).join(' · '));
-    if (b.tokenRequired === true && !token()) document.dispatchEvent(new CustomEvent('runwire:unauthorized'));
+    if (b.tokenRequired === true && !token()) unauthorized();
   }
 })();
 

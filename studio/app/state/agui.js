@@ -1,20 +1,18 @@
 // The AG-UI event reducer: one run's stream of AG-UI 1.0 events (as
-// runwire-serve's POST /agui sends them) folded into a transcript. No DOM.
-//
-// The transcript is `items`, in arrival order: text messages, reasoning
-// messages and tool calls (the calls themselves live in the tool-card model).
-// `dirty` collects the ids of the items each event changed, so a view patches
-// only those (a text delta touches its message, never a settled tool card).
+// runwire-serve's POST /agui sends them) folded into a transcript
+// (transcript.js). No DOM.
 
 import {
   appendArgs,
-  createToolCards,
   endArgs,
   resultMeta,
   setResult,
   settle,
   startCall,
 } from './toolcards.js';
+import { bump, createTranscript, item } from './transcript.js';
+
+export { takeDirty } from './transcript.js';
 
 export function createRun({ threadId = null, runId = null } = {}) {
   return {
@@ -23,40 +21,13 @@ export function createRun({ threadId = null, runId = null } = {}) {
     /** idle → running → finished | error */
     status: 'idle',
     error: null,
-    items: [],
-    byId: new Map(),
-    tools: createToolCards(),
-    turns: [],
-    warnings: [],
+    ...createTranscript(),
     usage: null,
     events: 0,
     ignored: 0,
-    dirty: new Set(),
-    statusDirty: false,
   };
 }
 
-function item(run, kind, id) {
-  const key = `${kind}:${id}`;
-  let it = run.byId.get(key);
-  if (!it) {
-    it = { key, kind, id, text: '', done: false, rev: 0 };
-    run.byId.set(key, it);
-    run.items.push(it);
-  }
-  return it;
-}
-
-function bump(run, it) {
-  it.rev += 1;
-  run.dirty.add(it.key);
-}
-
-function toolItem(run, id) {
-  const it = item(run, 'tool', id);
-  run.dirty.add(it.key);
-  return it;
-}
 
 function str(v) {
   return typeof v === 'string' ? v : null;
@@ -124,42 +95,12 @@ export function applyAgui(run, ev) {
     case 'REASONING_START':
     case 'REASONING_END':
       break;
-    case 'TOOL_CALL_START': {
-      const id = str(ev.toolCallId);
-      if (!id) return skip(run);
-      toolItem(run, id);
-      startCall(run.tools, { id, name: str(ev.toolCallName), parent: str(ev.parentMessageId) });
-      break;
-    }
-    case 'TOOL_CALL_ARGS': {
-      const id = str(ev.toolCallId);
-      if (!id) return skip(run);
-      toolItem(run, id);
-      appendArgs(run.tools, id, str(ev.delta) ?? '');
-      break;
-    }
-    case 'TOOL_CALL_END': {
-      const id = str(ev.toolCallId);
-      if (!id) return skip(run);
-      toolItem(run, id);
-      endArgs(run.tools, id);
-      break;
-    }
-    case 'TOOL_CALL_CHUNK': {
-      const id = str(ev.toolCallId);
-      if (!id) return skip(run);
-      toolItem(run, id);
-      startCall(run.tools, { id, name: str(ev.toolCallName), parent: str(ev.parentMessageId) });
-      appendArgs(run.tools, id, str(ev.delta) ?? '');
-      break;
-    }
-    case 'TOOL_CALL_RESULT': {
-      const id = str(ev.toolCallId);
-      if (!id) return skip(run);
-      toolItem(run, id);
-      setResult(run.tools, id, { content: ev.content });
-      break;
-    }
+    case 'TOOL_CALL_START':
+    case 'TOOL_CALL_ARGS':
+    case 'TOOL_CALL_END':
+    case 'TOOL_CALL_CHUNK':
+    case 'TOOL_CALL_RESULT':
+      return toolEvent(run, ev);
     case 'CUSTOM':
       custom(run, ev);
       break;
@@ -171,6 +112,36 @@ export function applyAgui(run, ev) {
 
 function skip(run) {
   run.ignored += 1;
+  return run;
+}
+
+function toolItem(run, id) {
+  const it = item(run, 'tool', id);
+  run.dirty.add(it.key);
+  return it;
+}
+
+function toolEvent(run, ev) {
+  const id = str(ev.toolCallId);
+  if (!id) return skip(run);
+  toolItem(run, id);
+  switch (ev.type) {
+    case 'TOOL_CALL_START':
+      startCall(run.tools, { id, name: str(ev.toolCallName), parent: str(ev.parentMessageId) });
+      break;
+    case 'TOOL_CALL_ARGS':
+      appendArgs(run.tools, id, str(ev.delta) ?? '');
+      break;
+    case 'TOOL_CALL_END':
+      endArgs(run.tools, id);
+      break;
+    case 'TOOL_CALL_CHUNK':
+      startCall(run.tools, { id, name: str(ev.toolCallName), parent: str(ev.parentMessageId) });
+      appendArgs(run.tools, id, str(ev.delta) ?? '');
+      break;
+    default: // TOOL_CALL_RESULT
+      setResult(run.tools, id, { content: ev.content });
+  }
   return run;
 }
 
@@ -240,15 +211,6 @@ export function failRun(run, message, code = 'client') {
   if (run.status === 'finished' || run.status === 'error') return run;
   terminal(run, 'error', { message, code });
   return run;
-}
-
-/** Takes the set of changed item keys (and whether the status line changed). */
-export function takeDirty(run) {
-  const keys = [...run.dirty];
-  run.dirty.clear();
-  const status = run.statusDirty;
-  run.statusDirty = false;
-  return { keys, status };
 }
 
 /** The assistant's text of the run, all messages joined (for the next request's history). */

@@ -1,10 +1,14 @@
 // The events/v1 reducer: a task stream (GET /runs/:id/tasks/:tid/stream,
-// one events/v1 record per SSE frame, `id:` = seq) folded into a transcript.
+// one events/v1 record per SSE frame, `id:` = seq) folded into a transcript
+// (transcript.js).
 // No DOM. Resume de-duplication is by seq: a record whose seq is not after
 // the last one applied is dropped (and counted), so a reconnect that overlaps
 // never shows an event twice.
 
-import { createToolCards, setResult, settle, wholeCall } from './toolcards.js';
+import { setResult, settle, wholeCall } from './toolcards.js';
+import { bump, createTranscript, item } from './transcript.js';
+
+export { takeDirty } from './transcript.js';
 
 /** `12` → [12, 0]; `"12.2"` → [12, 2]; anything else → null. */
 export function parseSeq(seq) {
@@ -30,38 +34,16 @@ export function createTask() {
     seqs: [],
     duplicates: 0,
     malformed: 0,
-    items: [],
-    byId: new Map(),
-    tools: createToolCards(),
-    turns: [],
-    warnings: [],
+    ...createTranscript(),
     session: null,
     /** live → exited (an exit event was read) */
     status: 'live',
     exit: null,
     fatal: null,
-    dirty: new Set(),
-    statusDirty: false,
     /** Entries for the event log: {seq, type, summary}. */
     log: [],
     logDirty: 0,
   };
-}
-
-function item(t, kind, id) {
-  const key = `${kind}:${id}`;
-  let it = t.byId.get(key);
-  if (!it) {
-    it = { key, kind, id, text: '', done: false, rev: 0 };
-    t.byId.set(key, it);
-    t.items.push(it);
-  }
-  return it;
-}
-
-function bump(t, it) {
-  it.rev += 1;
-  t.dirty.add(it.key);
 }
 
 function closeText(t) {
@@ -188,12 +170,4 @@ export function endWithoutExit(t, reason) {
   t.statusDirty = true;
   settle(t.tools, 'interrupted');
   for (const id of t.tools.order) t.dirty.add(`tool:${id}`);
-}
-
-export function takeDirty(t) {
-  const keys = [...t.dirty];
-  t.dirty.clear();
-  const status = t.statusDirty;
-  t.statusDirty = false;
-  return { keys, status };
 }

@@ -2,7 +2,7 @@
 // thread, the assistant's text as it streams, reasoning collapsed by
 // default, tool cards, and the run's status or error.
 
-import { errorText, headers, randomId, readSse } from '../api.js';
+import { errorText, headers, randomId, readBody, readSse, unauthorized } from '../api.js';
 import { applyAgui, assistantText, createRun, failRun, runCost, takeDirty } from '../state/agui.js';
 import { formatInt, formatUsd } from '../state/format.js';
 import { h, scheduler, setText } from './dom.js';
@@ -127,16 +127,11 @@ export class ChatView {
     if (res && !res.ok) {
       let b = null;
       try {
-        const t = await res.text();
-        try {
-          b = JSON.parse(t);
-        } catch {
-          b = t;
-        }
+        b = await readBody(res);
       } catch {
         b = null;
       }
-      if (res.status === 401) document.dispatchEvent(new CustomEvent('runwire:unauthorized'));
+      if (res.status === 401) unauthorized();
       failRun(run, `the server refused the run (HTTP ${res.status}): ${errorText({ status: res.status, body: b })}`, `http_${res.status}`);
     } else if (res) {
       const end = await readSse(
