@@ -10,8 +10,10 @@
 //! knows; a known-irrelevant kind is skipped, an unknown kind or a non-JSON
 //! line becomes one non-fatal `error` event, and the stream goes on.
 
+mod acp;
 mod claude;
 mod codex;
+mod codex_app;
 mod cursor;
 pub mod redact;
 
@@ -62,11 +64,15 @@ enum Dialect {
     Claude(claude::Claude),
     Cursor(cursor::Cursor),
     Codex(codex::Codex),
+    CodexApp(codex_app::CodexApp),
+    Acp(acp::Acp),
 }
 
 /// The normalizer for one agent stream.
 pub struct Normalizer {
     dialect: Dialect,
+    /// The stream's format (print mode or JSON-RPC) is not known yet.
+    detect: bool,
     opts: Options,
     line_no: u64,
     session: Option<String>,
@@ -224,7 +230,11 @@ impl Normalizer {
             Adapter::Cursor => Dialect::Cursor(cursor::Cursor::default()),
             Adapter::Codex => Dialect::Codex(codex::Codex::default()),
         };
-        Normalizer { dialect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new() }
+        // codex and cursor also run as interactive sessions (`codex
+        // app-server`, `cursor-agent acp`), whose JSON-RPC streams are told
+        // apart from the print-mode ones by their first line.
+        let detect = matches!(adapter, Adapter::Codex | Adapter::Cursor);
+        Normalizer { dialect, detect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new() }
     }
 
     /// The number of source lines consumed so far.
@@ -259,6 +269,9 @@ impl Normalizer {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Vec::new();
         }
+        if self.detect {
+            self.detect_protocol(line);
+        }
         let mut ctx = Ctx {
             out: &mut self.scratch,
             session: &mut self.session,
@@ -276,6 +289,8 @@ impl Normalizer {
                 Dialect::Claude(d) => d.line(&mut ctx, line),
                 Dialect::Cursor(d) => d.line(&mut ctx, line),
                 Dialect::Codex(d) => d.line(&mut ctx, line),
+                Dialect::CodexApp(d) => d.line(&mut ctx, line),
+                Dialect::Acp(d) => d.line(&mut ctx, line),
             }
         }
         let ts_ms = ctx.ts_ms.unwrap_or_else(|| self.opts.clock.now_ms());
@@ -292,6 +307,46 @@ impl Normalizer {
                 data,
             })
             .collect()
+    }
+
+    /// The first line that tells decides, for good: a JSON object without a
+    /// `type` that carries `jsonrpc`, `method`, or an `id` with a `result` or
+    /// `error`, is JSON-RPC (codex app-server, ACP); one with a `type` (other
+    /// than runwire's own lines), or codex's legacy `msg` or preamble, is the
+    /// print mode. Lines that do not tell (not JSON, runwire's own) leave it open.
+    fn detect_protocol(&mut self, line: &[u8]) {
+        #[derive(serde::Deserialize)]
+        struct Probe<'a> {
+            #[serde(rename = "type", borrow, default)]
+            ty: Option<Cow<'a, str>>,
+            #[serde(default)]
+            jsonrpc: Option<IgnoredAny>,
+            #[serde(default)]
+            method: Option<IgnoredAny>,
+            #[serde(default)]
+            id: Option<IgnoredAny>,
+            #[serde(default)]
+            result: Option<IgnoredAny>,
+            #[serde(default)]
+            error: Option<IgnoredAny>,
+        }
+        let Ok(p) = serde_json::from_slice::<Probe>(line) else { return };
+        let rpc = match p.ty.as_deref() {
+            Some(t) if t.starts_with("runwire.") => return,
+            Some(_) => false,
+            None => {
+                p.jsonrpc.is_some()
+                    || p.method.is_some()
+                    || (p.id.is_some() && (p.result.is_some() || p.error.is_some()))
+            }
+        };
+        self.detect = false;
+        if rpc {
+            self.dialect = match self.dialect {
+                Dialect::Codex(_) => Dialect::CodexApp(codex_app::CodexApp::default()),
+                _ => Dialect::Acp(acp::Acp::default()),
+            };
+        }
     }
 
     /// Ends the stream. Normalization never invents events at the end: a
@@ -330,6 +385,18 @@ pub const REQUEST_TYPE: &str = "runwire.request";
 
 /// An interactive session's answer line (`{"type":"runwire.answer", …InputAnswer}`).
 pub const ANSWER_TYPE: &str = "runwire.answer";
+
+/// The interactive session's own lines (`runwire.request`, `runwire.answer`)
+/// in a dialect that reads every line as a `Value`: true when `kind` is one
+/// (and its event was emitted).
+pub(crate) fn runwire_line(ctx: &mut Ctx, raw: &[u8], kind: &str, _v: &Value) -> bool {
+    match kind {
+        REQUEST_TYPE => ctx.input_line(raw, true),
+        ANSWER_TYPE => ctx.input_line(raw, false),
+        _ => return false,
+    }
+    true
+}
 
 fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
     let rc = rc.unwrap_or(if ok == Some(true) { 0 } else { 1 });
