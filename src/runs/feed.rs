@@ -411,6 +411,26 @@ pub fn with_id(line: &[u8], id: u64) -> Vec<u8> {
     v
 }
 
+/// The log's end as of now: the id past its last whole event (0 without a log).
+pub fn end(paths: &Paths) -> u64 {
+    let Ok(mut f) = std::fs::File::open(&paths.log) else { return 0 };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut at = len;
+    // Whole events are written in one write; a torn tail is at most one event long.
+    while at > 0 {
+        let from = at.saturating_sub(64 * 1024);
+        let mut buf = vec![0u8; (at - from) as usize];
+        if f.seek(SeekFrom::Start(from)).and_then(|_| f.read_exact(&mut buf)).is_err() {
+            return 0;
+        }
+        if let Some(i) = memchr::memrchr(b'\n', &buf) {
+            return from + i as u64 + 1;
+        }
+        at = from;
+    }
+    0
+}
+
 /// Why an id cannot be resumed from.
 pub fn check_since(paths: &Paths, since: u64) -> Result<(), String> {
     if since == 0 {
@@ -554,6 +574,65 @@ impl Filter {
             && any(&self.types, e.ty)
             && (self.repos.is_empty()
                 || self.repos.iter().any(|r| Some(r.as_str()) == e.repo || Some(r.as_str()) == e.repo_root))
+    }
+}
+
+/// Why [`follow`] stopped.
+#[derive(Debug)]
+pub enum FollowError {
+    /// A bad `since` id or filter (exit 2).
+    Usage(String),
+    Io(io::Error),
+}
+
+impl From<io::Error> for FollowError {
+    fn from(e: io::Error) -> FollowError {
+        FollowError::Io(e)
+    }
+}
+
+/// `runs watch`: brings the feed up to date, hands `emit` every event past
+/// `since` (default: the end, so only what happens from now) that passes
+/// `filter`, as `{"id":ID,…}` without a newline; with `keep_on`, then
+/// waits (inotify, no polling) and goes on for as long as `emit` succeeds.
+/// Needs no server: this process extends the feed itself, and sees what any
+/// other writer (a server, another `runs watch`) appends.
+pub fn follow(
+    home: &Path,
+    since: Option<u64>,
+    filter: &Filter,
+    keep_on: bool,
+    mut emit: impl FnMut(&[u8]) -> io::Result<()>,
+) -> Result<(), FollowError> {
+    filter.validate().map_err(FollowError::Usage)?;
+    // Watching starts before the first extension, so no change falls between.
+    let mut watcher = if keep_on { Some(Watcher::new(home)?) } else { None };
+    let mut x = Extender::new(home);
+    let end = x.extend(Scope::All)?;
+    let since = since.unwrap_or(end);
+    check_since(x.paths(), since).map_err(FollowError::Usage)?;
+    let mut cursor = Cursor::new(x.paths(), since);
+    let mut pass = |cursor: &mut Cursor| -> io::Result<()> {
+        let mut failed = None;
+        cursor.read(|id, line| {
+            if failed.is_none() && filter.matches(line) {
+                if let Err(e) = emit(&with_id(line, id)) {
+                    failed = Some(e);
+                }
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    };
+    pass(&mut cursor)?;
+    let Some(w) = watcher.as_mut() else { return Ok(()) };
+    loop {
+        let ch = w.wait(None)?;
+        if ch.all {
+            x.extend(Scope::All)?;
+        } else if !ch.runs.is_empty() {
+            x.extend(Scope::Runs(&ch.runs))?;
+        }
+        pass(&mut cursor)?;
     }
 }
 

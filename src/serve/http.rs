@@ -328,7 +328,7 @@ pub fn query_token(query: &str) -> Option<Vec<u8>> {
     query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(percent_decode)
 }
 
-fn percent_decode(s: &str) -> Vec<u8> {
+pub(crate) fn percent_decode(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let hex = |c: u8| (c as char).to_digit(16);
     let mut out = Vec::with_capacity(b.len());
@@ -560,6 +560,8 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
             Err(close) => close,
         },
         ("/agui", _) => method_not_allowed(stream, &cors, "POST"),
+        ("/runs/events", "GET") => super::feed::get(shared, stream, req, &cors),
+        ("/runs/events", _) => method_not_allowed(stream, &cors, "GET"),
         (p, "POST") if p.starts_with("/runs/") => super::control::post(shared, stream, req, rest, until, &cors),
         (p, _) if p == "/runs" || p.starts_with("/runs/") => super::runs::route(shared, stream, req, &cors),
         _ => {
