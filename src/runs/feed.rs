@@ -100,7 +100,13 @@ struct Tally {
 
 impl Tally {
     fn new(adapter: Adapter, ino: u64) -> Tally {
-        Tally { ino, off: 0, partial: Vec::new(), norm: Normalizer::new(adapter, Options::default()), totals: Totals::default() }
+        Tally {
+            ino,
+            off: 0,
+            partial: Vec::new(),
+            norm: Normalizer::new(adapter, Options::default()),
+            totals: Totals::default(),
+        }
     }
 
     fn line(&mut self, line: &[u8]) {
@@ -232,7 +238,8 @@ impl Extender {
         for (s, e) in lines(&bytes, 0) {
             end = e;
             let Ok(v) = serde_json::from_slice::<Value>(&bytes[s..e]) else { continue };
-            let (Some(id), Some(src)) = (v.get("runId").and_then(Value::as_str), v.get("src").and_then(Value::as_array))
+            let (Some(id), Some(src)) =
+                (v.get("runId").and_then(Value::as_str), v.get("src").and_then(Value::as_array))
             else {
                 continue;
             };
@@ -363,7 +370,19 @@ fn journal_stat(path: &Path) -> (u64, u64) {
 
 /// Record fields copied into an event (beside the run's summary).
 const RECORD_FIELDS: [&str; 14] = [
-    "actor", "task", "state", "rc", "detail", "run", "input", "request", "kind", "tool", "decision", "by", "expires_at",
+    "actor",
+    "task",
+    "state",
+    "rc",
+    "detail",
+    "run",
+    "input",
+    "request",
+    "kind",
+    "tool",
+    "decision",
+    "by",
+    "expires_at",
     "at",
 ];
 
@@ -811,7 +830,8 @@ mod tests {
     }
 
     fn register(home: &Path, slug: &str) -> (String, RunFiles) {
-        let new = NewRun { slug: slug.into(), repo_root: home.join("repo").display().to_string(), ..Default::default() };
+        let new =
+            NewRun { slug: slug.into(), repo_root: home.join("repo").display().to_string(), ..Default::default() };
         let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
         std::fs::create_dir_all(&p.runstate_dir).unwrap();
         Registry::at(home).register(&p).unwrap();
