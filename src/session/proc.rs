@@ -122,12 +122,12 @@ pub struct Proc {
     pub stdout: Option<ChildStdout>,
 }
 
-/// Where `runwire-reaper` is: `$RUNWIRE_REAPER` when set, else next to the
-/// running binary (or one directory up, for test binaries in
-/// `target/*/deps`).
+/// Where `runwire-reaper` is: `$RUNWIRE_REAPER` when set (`none`: no
+/// reaper, to compare), else next to the running binary (or one directory
+/// up, for test binaries in `target/*/deps`).
 pub fn reaper_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("RUNWIRE_REAPER").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(p));
+        return (p != "none").then(|| PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
