@@ -266,3 +266,53 @@ fn supervise_step_ends_when_the_wrapper_exits_and_its_orphan_goes() {
     let ordinals: Vec<&str> = at.lines().map(|l| l.split(' ').next().unwrap()).collect();
     assert_eq!(ordinals, ["1", "2"], "{at}");
 }
+
+#[test]
+fn a_recorder_that_cannot_write_journals_the_run_failed_with_the_reason() {
+    let dir = tmp("full");
+    let _c = Cleanup(dir.clone());
+    // The run's log is /dev/full: every write fails with ENOSPC, as on a full disk.
+    let runstate = dir.join("home/serve/runstate");
+    std::fs::create_dir_all(&runstate).unwrap();
+    std::os::unix::fs::symlink("/dev/full", runstate.join("agui-full.agent.log")).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    cmd.args(["--listen", "127.0.0.1:0", "--agent", "claude", "--agent-cmd"])
+        .arg(root().join("fixtures/stub-wrapper/agent.sh"))
+        .env("HARNESS_HOME", dir.join("home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap();
+    let s = Server { child, port };
+    let mut sock = post(s.port, "full");
+    let mut body = Vec::new();
+    sock.read_to_end(&mut body).unwrap();
+    // The client still got the whole run.
+    assert!(String::from_utf8_lossy(&body).contains("RUN_FINISHED"));
+    let journal: Vec<serde_json::Value> = std::fs::read_to_string(runstate.join("agui-full.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = journal.iter().rev().find(|r| r["task"] == "agent").unwrap();
+    assert_eq!(end["state"], "failed", "{journal:?}");
+    assert!(end["detail"].as_str().unwrap().contains("No space left on device"), "{end}");
+    assert_eq!(journal.last().unwrap()["run"], "finished");
+}
+
+#[test]
+fn a_supervised_step_whose_log_cannot_be_written_is_halted_with_the_reason() {
+    let dir = tmp("supfull");
+    let _c = Cleanup(dir.clone());
+    std::fs::create_dir_all(dir.join("runstate")).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("runstate/p.a.log")).unwrap();
+    let mut sup = Sup::start(&dir, "hang");
+    assert_eq!(sup.wait(Duration::from_secs(15)), Some(1));
+    let halted = journal(&dir).into_iter().find(|r| r["state"] == "halted").expect("the task halted");
+    let detail = halted["detail"].as_str().unwrap();
+    assert!(detail.contains("could not be written") && detail.contains("No space left on device"), "{halted}");
+    all_gone(&pids(&dir.join("pids")), Duration::from_secs(2));
+}

@@ -266,11 +266,21 @@ struct Tail {
     task: String,
     exited: bool,
     json: Vec<u8>,
+    /// The log's arrival-time sidecar, when it has one.
+    times: Option<crate::arrival::Reader>,
 }
 
 impl Tail {
+    /// The log is open: its lines are timed as every reader of a file
+    /// times them (`Normalizer::push_at`, `crate::arrival`).
+    fn opened(&mut self, path: &std::path::Path, file: &std::fs::File) {
+        self.norm.for_file(crate::arrival::file_time(file));
+        self.times = crate::arrival::Reader::open(path);
+    }
+
     fn line(&mut self, line: &[u8], out: &mut Out) {
-        for ev in self.norm.push(line) {
+        let at = self.times.as_mut().and_then(|t| t.at(self.norm.lines() + 1));
+        for ev in self.norm.push_at(line, at) {
             if matches!(ev.data, Data::Exit(_)) {
                 self.exited = true;
             }
@@ -413,6 +423,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         task: tid.to_string(),
         exited: false,
         json: Vec::new(),
+        times: None,
     };
     let journal_path = l.files.journal();
     // The journal is watched too, so an idle stream re-reads it only when it changed.
@@ -421,7 +432,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     let log = l.log_path(tid, liveness::get(&l.files).tasks.get(tid));
     let opened = match hub.subscribe(&log) {
         Ok(sub) => match std::fs::File::open(&log) {
-            Ok(f) => Some((sub, f)),
+            Ok(f) => Some((sub, f, log.clone())),
             Err(_) => None,
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -450,7 +461,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     let cap = shared.cfg.stream_buffer;
     let mut out =
         Out { stream, chunked: req.http11, queue: Vec::new(), sent: 0, cap, dropped: None, last_write: Instant::now() };
-    let (sub, mut file) = match (opened, dir_sub) {
+    let (sub, mut file, log) = match (opened, dir_sub) {
         (Some(o), _) => o,
         (None, Some(d)) => {
             let w = Waiting { hub: &hub, dir: &d, journal: journal_sub.as_ref(), l, tid };
@@ -466,6 +477,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         }
         (None, None) => return Close::Now,
     };
+    tail.opened(&log, &file);
     let watched = Watched { log: &sub, journal: journal_sub.as_ref(), journal_path: &journal_path };
     let _ = pump(shared, &mut tail, &mut out, &mut file, &watched, tid);
     Close::Now
@@ -494,7 +506,9 @@ fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {
 /// watched and opened. `None` when the task or run ended first, or the
 /// server is shutting down; `Err` when the client left. Keep-alive comments
 /// go out meanwhile.
-fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Option<(super::watch::Sub, std::fs::File)>> {
+type Opened = (super::watch::Sub, std::fs::File, std::path::PathBuf);
+
+fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Option<Opened>> {
     let journal_path = w.l.files.journal();
     let mut journal_seen: Option<u64> = None;
     let mut last_peek = Instant::now();
@@ -511,7 +525,7 @@ fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Optio
         if changed {
             looked = Some((gen, other_gen));
             match look_for_log(w, &mut elsewhere)? {
-                Look::Found(sub, f) => return Ok(Some((sub, f))),
+                Look::Found(o) => return Ok(Some(o)),
                 // Started watching another directory after the look: look again before waiting.
                 Look::Moved => {
                     looked = None;
@@ -544,7 +558,7 @@ fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Optio
 }
 
 enum Look {
-    Found(super::watch::Sub, std::fs::File),
+    Found(Opened),
     /// The log is now placed in a directory not watched before.
     Moved,
     Nothing,
@@ -561,7 +575,7 @@ fn look_for_log(
     match w.hub.subscribe(&log) {
         Ok(sub) => {
             if let Ok(f) = std::fs::File::open(&log) {
-                return Ok(Look::Found(sub, f));
+                return Ok(Look::Found((sub, f, log)));
             }
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}

@@ -561,20 +561,24 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
         }
     };
     loop {
+        // Done only when no child is left at all, not even a zombie: the
+        // group must be empty when the caller sees us exit.
+        let mut childless = false;
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(p, c)) if p == wrapper => rc = Some(c),
                 Ok(WaitStatus::Signaled(p, s, _)) if p == wrapper => rc = Some(128 + s as i32),
-                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+                Ok(WaitStatus::StillAlive) => break,
+                Err(Errno::ECHILD) => {
+                    childless = true;
+                    break;
+                }
                 Ok(_) | Err(Errno::EINTR) => {}
                 Err(_) => break,
             }
         }
-        let left = descendants(me);
-        if let Some(c) = rc {
-            if left.is_empty() {
-                return c;
-            }
+        if let (Some(c), true) = (rc, childless) {
+            return c;
         }
         let now = Instant::now();
         if parent_gone() && matches!(phase, Phase::Running | Phase::Lingering(_)) {
