@@ -13,11 +13,13 @@
 //! answers, the record) lives here; what one agent's wire protocol says is
 //! an [`Agent`] ([`claude::Claude`]; codex and cursor come next). The thin
 //! IO around it is [`driver`], used by `runwire-session`, the server and the
-//! supervisor.
+//! supervisor. Processes themselves (start, signal, reap, never leave a
+//! descendant behind) are [`proc`]'s, for sessions and batch runs alike.
 
 pub mod claude;
 pub mod driver;
 pub mod input;
+pub mod proc;
 pub mod record;
 
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
