@@ -26,6 +26,7 @@
 pub mod agui;
 pub mod control;
 pub mod evidence;
+pub mod feed;
 pub mod http;
 pub mod router;
 pub mod run;
@@ -317,6 +318,8 @@ pub struct Shared {
     pub book: std::sync::Mutex<agui::Book>,
     connections: AtomicUsize,
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
+    /// The change feed's follower, started by the first `GET /runs/events`.
+    feed: std::sync::OnceLock<Result<Arc<feed::FeedHub>, String>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
     pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
 }
@@ -329,6 +332,7 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
+            feed: std::sync::OnceLock::new(),
             list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
         }
     }
@@ -336,6 +340,16 @@ impl Shared {
     /// The shared file watcher, started on first use.
     pub fn hub(&self) -> Result<Arc<watch::Hub>, String> {
         self.hub.get_or_init(|| watch::Hub::start().map_err(|e| e.to_string())).clone()
+    }
+
+    /// The change feed's follower, started on first use.
+    pub fn feed(&self) -> Result<Arc<feed::FeedHub>, String> {
+        self.feed
+            .get_or_init(|| {
+                feed::FeedHub::start(&self.cfg.harness_home)
+                    .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))
+            })
+            .clone()
     }
 
     pub fn is_shutting_down(&self) -> bool {

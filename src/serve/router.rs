@@ -10,7 +10,7 @@
 //! `route`.
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
-use super::{agui, control, evidence, runs, studio, Config, Shared};
+use super::{agui, control, evidence, feed, runs, studio, Config, Shared};
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -168,6 +168,9 @@ fn runs_route(
 ) -> Close {
     match (req.method.as_str(), segs) {
         ("GET", []) => runs::list(shared, stream, cors),
+        // Never a run id (those are `<hash>--<slug>`).
+        ("GET", ["events"]) => feed::get(shared, stream, req, cors),
+        (_, ["events"]) => method_not_allowed(stream, cors, "GET"),
         ("GET", [id]) => runs::show(shared, stream, cors, id),
         ("GET", [id, "tasks", tid]) => runs::task(shared, stream, cors, id, tid),
         ("GET", [id, "tasks", tid, "stream"]) => runs::stream(shared, stream, req, cors, id, tid),
