@@ -164,7 +164,6 @@ impl CodexApp {
                 STATUS_TYPE => {
                     ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"))
                 }
-                other if super::runwire_line(ctx, raw, other, &v) => {}
                 other => ctx.unknown(raw, other),
             };
         }

@@ -152,9 +152,47 @@ impl Ctx<'_> {
         self.error("not_json", format!("line is not JSON ({err})"), raw, false);
     }
 
-    /// A JSON line of a kind no table names.
+    /// A JSON line of a kind no dialect table names. The interactive
+    /// session's own lines (`runwire.request`, `runwire.answer`) are the same
+    /// in every dialect and no dialect knows them, so they land here.
     pub fn unknown(&mut self, raw: &[u8], kind: &str) {
-        self.error("unknown_kind", format!("unknown event kind {kind:?}"), raw, false);
+        match kind {
+            REQUEST_TYPE => self.input_line(raw, true),
+            ANSWER_TYPE => self.input_line(raw, false),
+            _ => self.error("unknown_kind", format!("unknown event kind {kind:?}"), raw, false),
+        }
+    }
+
+    /// A session's `runwire.request` / `runwire.answer` line: its
+    /// `input_request` / `input_answer` event, inputs redacted like tool
+    /// call arguments.
+    fn input_line(&mut self, raw: &[u8], request: bool) {
+        let mut v: Value = match serde_json::from_slice(raw) {
+            Ok(v) => v,
+            Err(e) => return self.unparsable(raw, e),
+        };
+        if let Some(o) = v.as_object_mut() {
+            o.remove("type");
+        }
+        let data = if request {
+            serde_json::from_value::<crate::events::InputRequest>(v).map(|mut r| {
+                if let Some(i) = r.input.as_mut() {
+                    redact::redact_json(i);
+                }
+                Data::InputRequest(r)
+            })
+        } else {
+            serde_json::from_value::<crate::events::InputAnswer>(v).map(|mut a| {
+                if let Some(i) = a.updated_input.as_mut() {
+                    redact::redact_json(i);
+                }
+                Data::InputAnswer(a)
+            })
+        };
+        match data {
+            Ok(d) => self.emit(d),
+            Err(e) => self.invalid(raw, e),
+        }
     }
 
     /// A JSON line whose shape does not fit the dialect (wrong field types).
@@ -241,12 +279,19 @@ impl Normalizer {
             ts_ms: None,
             line_no: self.line_no,
         };
-        match &mut self.dialect {
-            Dialect::Claude(d) => d.line(&mut ctx, line),
-            Dialect::Cursor(d) => d.line(&mut ctx, line),
-            Dialect::Codex(d) => d.line(&mut ctx, line),
-            Dialect::CodexApp(d) => d.line(&mut ctx, line),
-            Dialect::Acp(d) => d.line(&mut ctx, line),
+        // The session's own lines, written by runwire with `type` first:
+        // read here, before a dialect's table can mistake their fields
+        // (`message` is a string here, an object in claude's lines).
+        if let Some(request) = session_line(line) {
+            ctx.input_line(line, request);
+        } else {
+            match &mut self.dialect {
+                Dialect::Claude(d) => d.line(&mut ctx, line),
+                Dialect::Cursor(d) => d.line(&mut ctx, line),
+                Dialect::Codex(d) => d.line(&mut ctx, line),
+                Dialect::CodexApp(d) => d.line(&mut ctx, line),
+                Dialect::Acp(d) => d.line(&mut ctx, line),
+            }
         }
         let ts_ms = ctx.ts_ms.unwrap_or_else(|| self.opts.clock.now_ms());
         let n = self.scratch.len();
@@ -312,6 +357,18 @@ impl Normalizer {
     }
 }
 
+/// `Some(true)` for a `runwire.request` line, `Some(false)` for a
+/// `runwire.answer` line, as the session writes them (`type` first).
+fn session_line(line: &[u8]) -> Option<bool> {
+    let rest = line.strip_prefix(b"{\"type\":\"runwire.")?;
+    let (request, rest) = match rest {
+        [b'r', b'e', b'q', b'u', b'e', b's', b't', b'"', rest @ ..] => (true, rest),
+        [b'a', b'n', b's', b'w', b'e', b'r', b'"', rest @ ..] => (false, rest),
+        _ => return None,
+    };
+    matches!(rest.first(), Some(b',' | b'}')).then_some(request)
+}
+
 fn trim_eol(mut l: &[u8]) -> &[u8] {
     while let [rest @ .., b'\n' | b'\r'] = l {
         l = rest;
@@ -323,13 +380,11 @@ fn trim_eol(mut l: &[u8]) -> &[u8] {
 /// (`{"type":"runwire.status","ok":..,"rc":..,"session_id":..,"detail":..,"files":[..]}`).
 pub const STATUS_TYPE: &str = "runwire.status";
 
-/// The interactive session's own lines (`runwire.request`, `runwire.answer`)
-/// in a dialect that reads every line as a `Value`: true when `kind` is one.
-// The events they become are the session layer's (spec/SESSION-INPUT.md);
-// until that lands here they are known and yield nothing.
-pub(crate) fn runwire_line(_ctx: &mut Ctx, _raw: &[u8], kind: &str, _v: &Value) -> bool {
-    matches!(kind, "runwire.request" | "runwire.answer")
-}
+/// An interactive session's pending request line (`{"type":"runwire.request", …InputRequest}`).
+pub const REQUEST_TYPE: &str = "runwire.request";
+
+/// An interactive session's answer line (`{"type":"runwire.answer", …InputAnswer}`).
+pub const ANSWER_TYPE: &str = "runwire.answer";
 
 fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
     let rc = rc.unwrap_or(if ok == Some(true) { 0 } else { 1 });
