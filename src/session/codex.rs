@@ -444,6 +444,11 @@ impl Agent for Codex {
             (None, Some(_)) => self.response(&v, to_agent, &mut out),
             (Some(m), Some(id)) => out.extend(self.server_request(id, m, p, to_agent)),
             (Some("thread/started"), None) => self.set_thread(p.get("thread"), &mut out),
+            // A subagent's thread has turns of its own inside the session's turn.
+            (Some("turn/started" | "turn/completed"), None)
+                if p.get("threadId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| self.thread.as_deref().is_some_and(|m| m != t)) => {}
             (Some("turn/started"), None) => {
                 if let Some(t) = p.pointer("/turn/id").and_then(Value::as_str) {
                     self.turn = Some(t.to_string());
