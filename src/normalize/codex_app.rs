@@ -158,7 +158,7 @@ fn usage_minus(a: &Usage, b: Option<&Usage>) -> Usage {
 impl CodexApp {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
         let Some(text) = ctx.text(raw) else { return };
-        let v: Value = match serde_json::from_str(text) {
+        let v: Value = match super::lenient::value(text) {
             Ok(v) => v,
             Err(e) => return ctx.not_json(raw, &e),
         };
@@ -169,6 +169,7 @@ impl CodexApp {
                 STATUS_TYPE => {
                     ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"))
                 }
+                other if super::runwire_line(ctx, raw, other, &v) => {}
                 other => ctx.unknown(raw, other),
             };
         }

@@ -13,13 +13,15 @@
 //! answers, the record) lives here; what one agent's wire protocol says is
 //! an [`Agent`] ([`claude::Claude`]; codex and cursor come next). The thin
 //! IO around it is [`driver`], used by `runwire-session`, the server and the
-//! supervisor.
+//! supervisor. Processes themselves (start, signal, reap, never leave a
+//! descendant behind) are [`proc`]'s, for sessions and batch runs alike.
 
 pub mod acp;
 pub mod claude;
 pub mod codex;
 pub mod driver;
 pub mod input;
+pub mod proc;
 pub mod record;
 
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
@@ -310,8 +312,9 @@ impl<A: Agent> Session<A> {
             std::mem::take(&mut self.pending).into_iter().partition(|(_, t)| *t <= now_ms);
         self.pending = keep;
         for (r, _) in gone {
-            let secs = self.opts.answer_timeout_ms / 1000;
-            let a = self.own_answer(&r, Decision::Expired, &format!("no answer within {secs} s: denied"), now_ms);
+            let t = self.opts.answer_timeout_ms;
+            let within = if t % 1000 == 0 { format!("{} s", t / 1000) } else { format!("{t} ms") };
+            let a = self.own_answer(&r, Decision::Expired, &format!("no answer within {within}: denied"), now_ms);
             self.agent.answer(&r, &a, None, &mut s.to_agent);
             self.close(a, &mut s);
         }
