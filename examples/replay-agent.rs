@@ -165,7 +165,12 @@ impl Replay {
                 }
                 (None, None) => {}
                 (a, _) => {
-                    return Err(format!("{part}: {} where the recorded client sent {}", a.is_some(), !a.is_some()))
+                    let has = |x: bool| if x { "present" } else { "absent" };
+                    return Err(format!(
+                        "{part} {} where the recorded client's is {}",
+                        has(a.is_some()),
+                        has(a.is_none())
+                    ));
                 }
             }
         }

@@ -196,6 +196,8 @@ impl CodexApp {
                 ctx.emit(Data::TurnStart(TurnStart::default()));
             }
             "turn/completed" => self.turn_completed(ctx, p.get("turn").unwrap_or(&Value::Null)),
+            // A subagent's thread counts its own tokens (not added to the session's).
+            "thread/tokenUsage/updated" if parent.is_some() => {}
             "thread/tokenUsage/updated" => {
                 if let Some(u) = p.pointer("/tokenUsage/total").and_then(usage_from) {
                     self.total = Some(u);
@@ -245,7 +247,7 @@ impl CodexApp {
     /// `None` for the session's own thread.
     fn parent(&self, p: &Value) -> Option<String> {
         let t = p.str_at("threadId")?;
-        if self.main.as_deref().is_none_or(|m| m == t) {
+        if self.main.as_deref().map_or(true, |m| m == t) {
             return None;
         }
         Some(self.subs.iter().find(|(th, _)| th == t).map_or_else(|| t.to_string(), |(_, item)| item.clone()))
