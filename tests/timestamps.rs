@@ -61,6 +61,7 @@ fn check_rereads(log: &Path) {
     let lines: Vec<Value> =
         std::fs::read_to_string(log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let mut prev = i64::MIN;
+    let mut late = Vec::new();
     for e in &events {
         let ts = ts_ms(e);
         assert!(ts >= prev, "ts went back: {e}");
@@ -70,8 +71,17 @@ fn check_rereads(log: &Path) {
             v => v.as_u64().unwrap() as usize,
         };
         let written = lines[line - 1]["written_ms"].as_i64().expect("the wrapper's write time");
-        assert!((ts - written).abs() <= 10, "line {line}: ts {ts} is {} ms from its write at {written}", ts - written);
+        // Never before the write (both are truncated to the millisecond).
+        assert!(ts >= written, "line {line}: ts {ts} is before its write at {written}");
+        late.push(ts - written);
     }
+    // Within 10 ms of the write; a loaded 2-core CI machine may delay the
+    // reading thread now and then, so one line in a few may be later, but
+    // never by 100 ms (a read time or a file time would be seconds off).
+    late.sort_unstable();
+    assert!(late[late.len() / 2] <= 10, "median {} ms after the write: {late:?}", late[late.len() / 2]);
+    assert!(*late.last().unwrap() < 100, "a line {} ms after its write: {late:?}", late.last().unwrap());
+    eprintln!("ms from write to ts, sorted: {late:?}");
 }
 
 struct Server {
