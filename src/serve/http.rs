@@ -328,7 +328,7 @@ pub fn query_token(query: &str) -> Option<Vec<u8>> {
     query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(percent_decode)
 }
 
-fn percent_decode(s: &str) -> Vec<u8> {
+pub(crate) fn percent_decode(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let hex = |c: u8| (c as char).to_digit(16);
     let mut out = Vec::with_capacity(b.len());

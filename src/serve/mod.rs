@@ -309,7 +309,7 @@ pub struct Shared {
     connections: AtomicUsize,
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
-    pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
+    pub list_cache: crate::runs::view::ListCache,
 }
 
 impl Shared {
@@ -320,7 +320,7 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
-            list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
+            list_cache: crate::runs::view::ListCache::default(),
         }
     }
 
