@@ -225,6 +225,12 @@ pub enum CustomValue {
     TurnEnd(TurnEndValue),
     /// `runwire.error` (a non-fatal error; the run goes on).
     Error(ErrorValue),
+    /// `runwire.input_request`: the agent waits for a person (the
+    /// `input_request` data as is). Plain translation has no interrupt to
+    /// end the run with: the server's interactive runs do that.
+    InputRequest(crate::events::InputRequest),
+    /// `runwire.input_answer`: the request was answered or closed.
+    InputAnswer(crate::events::InputAnswer),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -421,6 +427,16 @@ impl Translator {
             Data::Exit(x) => {
                 self.close_open(ts, &mut out);
                 self.exit(x, ts, &mut out);
+            }
+            Data::InputRequest(r) => {
+                self.close_open(ts, &mut out);
+                let value = CustomValue::InputRequest(r.clone());
+                out.push(AguiEvent::Custom { name: "runwire.input_request", value, timestamp: ts });
+            }
+            Data::InputAnswer(a) => {
+                self.close_open(ts, &mut out);
+                let value = CustomValue::InputAnswer(a.clone());
+                out.push(AguiEvent::Custom { name: "runwire.input_answer", value, timestamp: ts });
             }
         }
         out

@@ -7,12 +7,14 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agui;
+pub mod arrival;
 pub mod cli;
 pub mod events;
 pub mod normalize;
 pub mod pipe;
 pub mod runs;
 pub mod serve;
+pub mod session;
 pub mod sse;
 pub mod supervise;
 pub mod time;

@@ -255,11 +255,16 @@ fn record_lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
+/// The process group of the stub's last invocation (the group of the
+/// run's reaper, which the stub shares).
 fn wait_for_record(path: &Path) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(l) = record_lines(path).last() {
-            return l.split(' ').next().unwrap().parse().unwrap();
+            let pid: i32 = l.split(' ').next().unwrap().parse().unwrap();
+            // A stub already gone has no group left to look at.
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return pid };
+            return stat.rsplit_once(')').unwrap().1.split_whitespace().nth(2).unwrap().parse().unwrap();
         }
         assert!(Instant::now() < deadline, "the stub never recorded its pid");
         std::thread::sleep(Duration::from_millis(10));

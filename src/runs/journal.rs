@@ -315,11 +315,12 @@ fn check_record(f: &Fields) -> Result<(), String> {
     Ok(())
 }
 
-/// Appends one record as one `write` of one line (O_APPEND: concurrent
-/// appenders never interleave within a line). Every journal writer (the
+/// Appends one record (a [`Record`], or an interactive session's input
+/// record) as one `write` of one line (O_APPEND: concurrent appenders never
+/// interleave within a line). Every journal writer (the
 /// supervisor, `runwire-serve`, `runs`, the session layer) goes through
 /// here.
-pub fn append(path: &Path, rec: &Record) -> std::io::Result<()> {
+pub fn append(path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
     let line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     append_line(path, &line)
 }

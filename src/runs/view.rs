@@ -66,6 +66,12 @@ pub fn read_opt(dir: BorrowedFd, name: &str, cap: u64, buf: &mut Vec<u8>) -> Res
 /// Reads a run's journal and plan (a missing or invalid plan is `None`),
 /// safely: see [`safe`]. What cannot be read is the run's [`Problem`].
 pub fn load(pointer: Pointer) -> Loaded {
+    load_raw(pointer).0
+}
+
+/// [`load`], and the journal's bytes as read (for readers that fold it
+/// record by record, as the change feed does).
+pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
     let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
     let mut l =
         Loaded { pointer, pointer_ok: true, files, journal: Journal::default(), plan: None, problem: None, dir: None };
@@ -73,21 +79,28 @@ pub fn load(pointer: Pointer) -> Loaded {
         Ok(d) => d,
         Err(nix::errno::Errno::ENOENT) => {
             l.problem = Some(Problem::Missing);
-            return l;
+            return (l, Vec::new());
         }
         Err(e) => {
             let why = format!("runstateDir {}: {}", l.files.dir.display(), e.desc().to_lowercase());
             l.problem = Some(Problem::Unreadable(why));
-            return l;
+            return (l, Vec::new());
         }
     };
-    let mut buf = Vec::new();
+    let mut journal = Vec::new();
     let slug = l.pointer.slug.clone();
-    match read_opt(dir.as_fd(), &format!("{slug}.jsonl"), safe::MAX_JOURNAL, &mut buf) {
-        Ok(Some(n)) => l.journal = Journal::parse(&buf[..n]),
-        Ok(None) => {}
-        Err(e) => l.problem = Some(Problem::Unreadable(e.to_string())),
+    match read_opt(dir.as_fd(), &format!("{slug}.jsonl"), safe::MAX_JOURNAL, &mut journal) {
+        Ok(Some(n)) => {
+            journal.truncate(n);
+            l.journal = Journal::parse(&journal);
+        }
+        Ok(None) => journal.clear(),
+        Err(e) => {
+            journal.clear();
+            l.problem = Some(Problem::Unreadable(e.to_string()))
+        }
     }
+    let mut buf = Vec::new();
     match read_opt(dir.as_fd(), &format!("{slug}.plan.json"), safe::MAX_PLAN, &mut buf) {
         Ok(Some(n)) => l.plan = Plan::parse(&buf[..n]).ok(),
         Ok(None) => {}
@@ -98,7 +111,7 @@ pub fn load(pointer: Pointer) -> Loaded {
         }
     }
     l.dir = Some(dir);
-    l
+    (l, journal)
 }
 
 /// A run whose pointer file cannot be read: listed by its id, with why.

@@ -536,7 +536,7 @@ fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body
     loop {
         match lines.rx.recv_timeout(TICK) {
             Ok(line) => {
-                stages.line(&line, body)?;
+                stages.line(&line.bytes, body)?;
                 if stages.tr.is_terminated() && stopped.is_none() {
                     // The status line (or a fatal error) ended the run: the
                     // translator would ignore anything more, and an agent
@@ -555,6 +555,11 @@ fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body
             last_check = Instant::now();
             if client_gone(peek) {
                 return Err(gone());
+            }
+            if stopped.is_none() && lines.drained() {
+                // The wrapper is reaped and what it wrote has had its grace:
+                // whatever still holds the pipe does not hold the run.
+                break;
             }
         }
         if stopped.is_none() && shared.is_shutting_down() {

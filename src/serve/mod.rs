@@ -7,8 +7,10 @@
 //! byte for byte what those binaries print for the same input (a test holds
 //! the two together).
 //!
-//! Layout: [`http`] reads requests with hard bounds and applies the browser
-//! boundary (Host, Origin, token, media type, size); [`run`] starts and stops
+//! Layout: [`router`] is the route table and the browser boundary (Host,
+//! Origin, token, media type, size), pointing down to the handlers; [`http`]
+//! holds the HTTP/1.1 helpers they all use (requests read with hard bounds,
+//! responses, closing); [`run`] starts and stops
 //! the line source of a run (an agent wrapper in its own process group, or a
 //! recorded log replayed at a steady pace); [`agui`] is the route itself and
 //! the book of threads and finished runs. The HTTP layer is our own, on
@@ -24,7 +26,9 @@
 pub mod agui;
 pub mod control;
 pub mod evidence;
+pub mod feed;
 pub mod http;
+pub mod router;
 pub mod run;
 pub mod runs;
 pub mod studio;
@@ -308,6 +312,8 @@ pub struct Shared {
     pub book: std::sync::Mutex<agui::Book>,
     connections: AtomicUsize,
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
+    /// The change feed's follower, started by the first `GET /runs/events`.
+    feed: std::sync::OnceLock<Result<Arc<feed::FeedHub>, String>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
     pub list_cache: crate::runs::view::ListCache,
 }
@@ -320,6 +326,7 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
+            feed: std::sync::OnceLock::new(),
             list_cache: crate::runs::view::ListCache::default(),
         }
     }
@@ -327,6 +334,16 @@ impl Shared {
     /// The shared file watcher, started on first use.
     pub fn hub(&self) -> Result<Arc<watch::Hub>, String> {
         self.hub.get_or_init(|| watch::Hub::start().map_err(|e| e.to_string())).clone()
+    }
+
+    /// The change feed's follower, started on first use.
+    pub fn feed(&self) -> Result<Arc<feed::FeedHub>, String> {
+        self.feed
+            .get_or_init(|| {
+                feed::FeedHub::start(&self.cfg.harness_home)
+                    .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))
+            })
+            .clone()
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -457,7 +474,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd:
 /// One connection, one request; a panic anywhere in it closes the
 /// connection and nothing else.
 fn connection(shared: &Shared, stream: TcpStream) {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| http::handle(shared, stream)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router::handle(shared, stream)));
     if result.is_err() {
         cli::report(BIN, "internal error: a request handler panicked; its connection was closed");
     }
