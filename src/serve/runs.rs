@@ -53,24 +53,13 @@ fn query_param(req: &Request, name: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&super::http::percent_decode(raw)).into_owned())
 }
 
-/// The query parameter `name`, percent-decoded (`+` is a space); `Err`
-/// when it is not UTF-8.
-fn query_value(req: &Request, name: &str) -> Result<Option<String>, String> {
-    match query_param(req, name) {
-        None => Ok(None),
-        Some(raw) => String::from_utf8(super::http::percent_decode(&raw.replace('+', " ")))
-            .map(Some)
-            .map_err(|_| format!("{name}: not UTF-8")),
-    }
-}
-
 /// `GET /runs`'s query: `limit`, `cursor`, `status` (comma-separated), `repo`.
 fn list_query(req: &Request) -> Result<Query, String> {
     Query::parse(
-        query_value(req, "limit")?.as_deref(),
-        query_value(req, "cursor")?.as_deref(),
-        query_value(req, "status")?.as_deref(),
-        query_value(req, "repo")?.as_deref(),
+        query_param(req, "limit").as_deref(),
+        query_param(req, "cursor").as_deref(),
+        query_param(req, "status").as_deref(),
+        query_param(req, "repo").as_deref(),
     )
 }
 
