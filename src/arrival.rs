@@ -134,7 +134,12 @@ const MAX_ENTRY: usize = 64;
 impl Reader {
     /// The sidecar of `log`, or `None` when it has none.
     pub fn open(log: &Path) -> Option<Reader> {
-        let f = File::open(sidecar_path(log)).ok()?;
+        Reader::from_file(File::open(sidecar_path(log)).ok()?)
+    }
+
+    /// A sidecar opened by the caller (beneath a run's directory, say);
+    /// `None` unless it is a regular file.
+    pub fn from_file(f: File) -> Option<Reader> {
         if !f.metadata().is_ok_and(|m| m.is_file()) {
             return None;
         }
