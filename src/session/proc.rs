@@ -180,6 +180,16 @@ impl Proc {
             Ok(_) => {}
         }
         let reaper = reaper_path();
+        if reaper.is_none() && !matches!(std::env::var_os("RUNWIRE_REAPER"), Some(v) if v == "none") {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                crate::cli::report(
+                    REAPER_BIN,
+                    "not found next to this binary: agents run without a reaper, and a descendant that \
+                     leaves their process tree may outlive its run",
+                )
+            });
+        }
         let mut cmd = match &reaper {
             Some(r) => {
                 let mut c = Command::new(r);
