@@ -334,6 +334,7 @@ print(f"fanout clients={CLIENTS} complete={full} events_each={FAN_LINES} connect
 
 # (c) runs watch
 def watch_bench(label, batch):
+    global ok
     env = dict(os.environ, HARNESS_HOME=HOME)
     w = subprocess.Popen([os.path.join(BIN, "runs"), "watch", "--type", "needs_input,ended"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -374,10 +375,13 @@ def watch_bench(label, batch):
                 append(journal, rec(task="a", state="committed", rc=0, detail=str(t)))
             n = len(lines) + 1
             if not wait_for(n):
+                print(f"bench: runs watch ({label}) printed nothing for {kind} of {rid} within 10 s", file=sys.stderr)
+                ok = False
                 break
             at, ev = lines[n - 1]
             if ev.get("runId") != rid or ev.get("type") != kind:
-                global ok
+                print(f"bench: runs watch ({label}): expected {kind} of {rid}, got {ev.get('type')} of {ev.get('runId')}",
+                      file=sys.stderr)
                 ok = False
             out.append((at - t) / 1e6)
             time.sleep(0.005)
