@@ -172,7 +172,7 @@ fn client_gone(stream: &TcpStream) -> bool {
     if stream.set_nonblocking(true).is_err() {
         return true;
     }
-    let gone = super::agui::client_gone(stream);
+    let gone = super::http::client_gone(stream);
     gone || stream.set_nonblocking(false).is_err()
 }
 

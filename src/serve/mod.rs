@@ -185,12 +185,15 @@ pub struct Config {
     pub allow_origins: Vec<String>,
     pub token: Option<Vec<u8>>,
     pub allow_remote: bool,
-    /// The bound port, for the server's own loopback origins.
+    /// The bound address, for the server's own origins.
+    pub ip: IpAddr,
     pub port: u16,
     pub replay_delay: Duration,
     pub keepalive: Duration,
     /// How long a client may take to send its request (idle time between reads).
     pub read_timeout: Duration,
+    /// How long bytes may wait for a client that takes none of them.
+    pub write_timeout: Duration,
     /// Where the run registry lives (`$HARNESS_HOME`, default `~/.harness`).
     pub harness_home: PathBuf,
     /// Record `POST /agui` runs as runs.
@@ -288,11 +291,14 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         allow_origins: args.allow_origin.clone(),
         token,
         allow_remote: args.allow_remote,
+        ip: args.listen.ip(),
         port: args.listen.port(),
         replay_delay: env_ms("RUNWIRE_REPLAY_DELAY_MS", DEFAULT_REPLAY_DELAY_MS),
         keepalive: env_ms("RUNWIRE_KEEPALIVE_MS", DEFAULT_KEEPALIVE_MS).max(Duration::from_millis(10)),
         read_timeout: env_ms("RUNWIRE_READ_TIMEOUT_MS", http::READ_TIMEOUT.as_millis() as u64)
             .max(Duration::from_millis(10)),
+        write_timeout: env_ms("RUNWIRE_WRITE_TIMEOUT_MS", http::WRITE_TIMEOUT.as_millis() as u64)
+            .max(Duration::from_millis(100)),
         harness_home: crate::runs::harness_home(),
         record: !args.no_record,
         max_connections: args.max_connections as usize,
