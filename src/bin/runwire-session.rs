@@ -6,10 +6,11 @@ use clap::Parser;
 use runwire::cli::{self, Exit};
 use runwire::session::claude::{self, Claude, ClaudeOptions};
 use runwire::session::driver::{self, JournalTo};
+use runwire::session::proc::Spec;
 use runwire::session::{self, Session};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 const BIN: &str = "runwire-session";
 
@@ -96,8 +97,10 @@ fn main() -> ExitCode {
         argv.extend(["--resume".to_string(), s.clone()]);
     }
     argv.extend(claude::protocol_args(&args.permission_mode));
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
+    let mut spec = Spec::new(&argv[0]);
+    for a in &argv[1..] {
+        spec.arg(a);
+    }
 
     let (tx, rx) = std::sync::mpsc::channel();
     let started = match &args.input {
@@ -131,7 +134,7 @@ fn main() -> ExitCode {
     };
     let mut out = BufWriter::new(io::stdout().lock());
     let mut report = |m: String| cli::report(BIN, m);
-    match driver::run(&mut s, cmd, tx, rx, &mut out, &opts, &mut report) {
+    match driver::run(&mut s, &spec, tx, rx, &mut out, &opts, &mut report) {
         Ok(o) if o.rc == 0 && o.refused == 0 => Exit::Ok.into(),
         Ok(o) => {
             if o.rc != 0 {
