@@ -318,7 +318,7 @@ fn a_question_is_answered_with_a_label() {
         let err = r2.stderr();
         assert!(!err.contains("replay stub:"), "{err}");
         assert!(err.contains("input:1: refused") && err.contains("no question \"Vim or Emacs?\" was asked"), "{err}");
-        assert_eq!(status.code(), Some(1), "a refused input line is flagged");
+        assert!(status.success(), "a refused input line is reported, the session goes on: {status}");
         r2.out
     };
     let (evs, _) = events(&out);
@@ -497,7 +497,7 @@ fn an_unanswered_request_expires_and_is_denied() {
     let err = r.stderr();
     assert!(!err.contains("replay stub:"), "{err}");
     assert!(err.contains("expired and was denied"), "{err}");
-    assert_eq!(status.code(), Some(1));
+    assert!(status.success());
 }
 
 #[test]
