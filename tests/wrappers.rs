@@ -182,7 +182,11 @@ fn claude_interactive_takes_an_answer_on_stdin() {
     let err = String::from_utf8_lossy(&st.stderr);
     assert!(st.status.success() && !err.contains("replay stub:"), "{}\n{err}\n{}", st.status, out.join("\n"));
     let status: Value = serde_json::from_str(out.last().unwrap()).unwrap();
-    assert_eq!((status["ok"].as_bool(), status["session_id"].as_str()), (Some(true), Some("0e70de90-9b5d-47f6-96b1-1d2711dbcade")));
-    assert!(out.iter().any(|l| l.starts_with(r#"{"type":"runwire.answer""#) && l.contains(r#""decision":"allow","scope":"once","by":"probe""#)));
+    assert_eq!(
+        (status["ok"].as_bool(), status["session_id"].as_str()),
+        (Some(true), Some("0e70de90-9b5d-47f6-96b1-1d2711dbcade"))
+    );
+    assert!(out.iter().any(|l| l.starts_with(r#"{"type":"runwire.answer""#)
+        && l.contains(r#""decision":"allow","scope":"once","by":"probe""#)));
     let _ = std::fs::remove_dir_all(&dir);
 }
