@@ -321,7 +321,7 @@ pub struct Shared {
     /// The change feed's follower, started by the first `GET /runs/events`.
     feed: std::sync::OnceLock<Result<Arc<feed::FeedHub>, String>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
-    pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
+    pub list_cache: crate::runs::view::ListCache,
 }
 
 impl Shared {
@@ -333,7 +333,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
             feed: std::sync::OnceLock::new(),
-            list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
+            list_cache: crate::runs::view::ListCache::default(),
         }
     }
 
