@@ -700,6 +700,9 @@ fn pump(
             partial.push(&buf[..n], |l| tail.line_or_too_long(l, out));
             tail.report_drop(out, false);
             out.flush()?;
+            // A log that grows faster than it is read keeps us in this loop:
+            // the client is still looked at (gone, or taking nothing) once a tick.
+            out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
             if tail.exited {
                 break;
             }
