@@ -25,6 +25,7 @@ pub mod agui;
 pub mod control;
 pub mod evidence;
 pub mod http;
+pub mod interrupts;
 pub mod run;
 pub mod runs;
 pub mod studio;
