@@ -417,6 +417,32 @@ impl Translator {
         out
     }
 
+    /// Ends the run now as a success (the caller saw its work complete).
+    pub fn end_with_success(&mut self, ts: Option<i64>) -> Vec<AguiEvent> {
+        if self.terminated {
+            return Vec::new();
+        }
+        let ts = ts.or(self.last_ts);
+        let mut out = self.begin(ts);
+        self.close_open(ts, &mut out);
+        let end = self.finished(ts);
+        self.terminate(end, &mut out);
+        out
+    }
+
+    /// Ends the run now with `RUN_ERROR` (`message`, `code`).
+    pub fn end_with_error(&mut self, message: String, code: &'static str, ts: Option<i64>) -> Vec<AguiEvent> {
+        if self.terminated {
+            return Vec::new();
+        }
+        let ts = ts.or(self.last_ts);
+        let mut out = self.begin(ts);
+        self.close_open(ts, &mut out);
+        let end = self.run_error(message, code, ts);
+        self.terminate(end, &mut out);
+        out
+    }
+
     /// Translates one input event.
     pub fn push(&mut self, ev: &Event) -> Vec<AguiEvent> {
         let mut out = Vec::new();

@@ -49,7 +49,7 @@ pub fn post(
 ) -> Close {
     let segs: Vec<&str> = req.path["/runs/".len()..].split('/').collect();
     let (id, task, verb) = match segs.as_slice() {
-        [id, "tasks", tid, v @ ("steer" | "kill")] => (*id, Some(*tid), *v),
+        [id, "tasks", tid, v @ ("steer" | "kill" | "answer" | "stop")] => (*id, Some(*tid), *v),
         [id, v @ ("pause" | "resume")] => (*id, None, *v),
         _ => {
             return super::http::method_not_allowed(stream, cors, "GET");
@@ -63,7 +63,7 @@ pub fn post(
     // then held to the same JSON boundary (and ignored).
     let has_body =
         req.header("transfer-encoding").is_some() || req.header("content-length").is_some_and(|l| l.trim() != "0");
-    let body = if verb == "steer" || has_body {
+    let body = if matches!(verb, "steer" | "answer") || has_body {
         match read_json_body(&shared.cfg, stream, req, rest, until, cors) {
             Ok(b) => b,
             Err(close) => return close,
@@ -71,6 +71,18 @@ pub fn post(
     } else {
         Vec::new()
     };
+    // A session this server holds itself (interactive mode) answers here.
+    if let Some(tid) = task {
+        if let Some(close) = super::interactive::control_post(shared, stream, id, tid, verb, &body, cors) {
+            return close;
+        }
+    }
+    if matches!(verb, "answer" | "stop") {
+        let m = format!(
+            "run {id} is not an interactive session held by this server: {verb} needs one (runwire-serve --interactive)"
+        );
+        return reply(stream, cors, 409, &Reply::refuse(m, None));
+    }
     let mut creq = control::Request {
         verb: verb.into(),
         task: task.map(str::to_string),

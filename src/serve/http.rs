@@ -549,6 +549,8 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
                 "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
                 "evidence": cfg.evidence.is_some(),
                 "tokenRequired": cfg.token.is_some(),
+                "interactive": cfg.interactive,
+                "capabilities": super::interactive::capabilities(shared),
             });
             let _ = respond(stream, 200, &cors, &body.to_string());
             Close::Linger
@@ -560,6 +562,11 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, 
             Err(close) => close,
         },
         ("/agui", _) => method_not_allowed(stream, &cors, "POST"),
+        ("/agui/capabilities", "GET") => {
+            let _ = respond(stream, 200, &cors, &super::interactive::capabilities(shared).to_string());
+            Close::Linger
+        }
+        ("/agui/capabilities", _) => method_not_allowed(stream, &cors, "GET"),
         (p, "POST") if p.starts_with("/runs/") => super::control::post(shared, stream, req, rest, until, &cors),
         (p, _) if p == "/runs" || p.starts_with("/runs/") => super::runs::route(shared, stream, req, &cors),
         _ => {

@@ -25,6 +25,7 @@ pub mod agui;
 pub mod control;
 pub mod evidence;
 pub mod http;
+pub mod interactive;
 pub mod interrupts;
 pub mod run;
 pub mod runs;
@@ -50,6 +51,10 @@ pub const DEMO_LOG: &[u8] = include_bytes!("../../fixtures/claude/bb-turn-tools.
 
 /// Default pause between replayed lines (`RUNWIRE_REPLAY_DELAY_MS` overrides).
 pub const DEFAULT_REPLAY_DELAY_MS: u64 = 20;
+
+/// Default `--answer-timeout`: long enough to answer from a phone, short
+/// enough that a forgotten request does not hold a session for the day.
+pub const DEFAULT_ANSWER_TIMEOUT_S: u64 = 600;
 
 /// Default interval of `: keep-alive` comments on an idle stream
 /// (`RUNWIRE_KEEPALIVE_MS` overrides).
@@ -106,6 +111,23 @@ pub struct Args {
     /// Do not record POST /agui runs under $HARNESS_HOME/serve (they then do not appear in GET /runs).
     #[arg(long)]
     pub no_record: bool,
+    /// Hold one interactive session per AG-UI thread (claude only): the agent stays alive between
+    /// runs, asks before using tools (each request ends the run with an AG-UI interrupt), and takes
+    /// answers, live steer and stop. Without it, each run is one batch turn.
+    #[arg(long, requires = "agent", conflicts_with = "replay")]
+    pub interactive: bool,
+    /// Interactive sessions' permission mode: default (ask for every tool that needs permission),
+    /// acceptEdits (file edits allowed without asking) or plan (read-only planning first).
+    #[arg(long, value_name = "MODE", default_value = "default", value_parser = ["default", "acceptEdits", "plan"], requires = "interactive")]
+    pub permission_mode: String,
+    /// Interactive sessions run every tool without asking (claude's bypassPermissions). Only for a
+    /// sandbox: nothing asks a person first.
+    #[arg(long, requires = "interactive")]
+    pub allow_all_tools: bool,
+    /// Seconds a request of the agent waits for an answer before it is denied (fail closed); the
+    /// interrupt's expiresAt says when.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ANSWER_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=86_400), requires = "interactive")]
+    pub answer_timeout: u64,
     /// Compare evidence for the studio's Compare view and GET /api/evidence: a directory holding
     /// verdict.json (and H0/, H1/ revision.json, checked when present) or a verdict file. Read on
     /// every request.
@@ -197,6 +219,12 @@ pub struct Config {
     pub stream_buffer: usize,
     /// `--evidence`: what `GET /api/evidence` checks.
     pub evidence: Option<PathBuf>,
+    /// `--interactive`: one live session per thread ([`interactive`]).
+    pub interactive: bool,
+    /// Interactive sessions' permission mode (`bypassPermissions` only with `--allow-all-tools`).
+    pub permission_mode: String,
+    /// How long a request waits for an answer before it is denied.
+    pub answer_timeout: Duration,
 }
 
 /// Why the server could not start.
@@ -270,6 +298,12 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     }
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let adapter = args.agent.unwrap_or(Adapter::Claude);
+    if args.interactive && adapter != Adapter::Claude {
+        return Err(StartError::Usage(format!(
+            "--interactive: interactive sessions exist for claude only (not {})",
+            adapter.name()
+        )));
+    }
     let source = match (&args.agent, &args.replay, &args.agent_cmd) {
         (None, _, _) => Source::Replay { log: Arc::from(DEMO_LOG) },
         (Some(_), Some(file), _) => {
@@ -299,6 +333,9 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             .unwrap_or(DEFAULT_STREAM_BUFFER)
             .max(1024),
         evidence: args.evidence.clone(),
+        interactive: args.interactive,
+        permission_mode: if args.allow_all_tools { "bypassPermissions".into() } else { args.permission_mode.clone() },
+        answer_timeout: Duration::from_secs(args.answer_timeout),
     })
 }
 
@@ -311,6 +348,8 @@ pub struct Shared {
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
     pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
+    /// Interactive mode's live sessions, one per thread.
+    pub sessions: interactive::Sessions,
 }
 
 impl Shared {
@@ -322,6 +361,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
             list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
+            sessions: interactive::Sessions::default(),
         }
     }
 
@@ -380,6 +420,12 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         (Source::Replay { .. }, true) => {
             format!("each run replays {}", args.replay.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
         }
+        (Source::Agent { .. }, _) if cfg.interactive => format!(
+            "each thread holds an interactive {} session (permission mode {}; unanswered requests denied after {} s)",
+            cfg.adapter.name(),
+            cfg.permission_mode,
+            cfg.answer_timeout.as_secs()
+        ),
         (Source::Agent { .. }, _) => format!("each run starts the {} wrapper", cfg.adapter.name()),
     };
     cli::report(BIN, format!("{what}; open http://{addr}/ for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"));
@@ -409,6 +455,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     while shared.connections.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    shared.sessions.end_all();
     run::kill_remaining();
     Ok(())
 }

@@ -1,0 +1,860 @@
+//! `POST /agui` in interactive mode (`runwire-serve --agent claude
+//! --interactive`): one live agent session per thread, held between runs.
+//!
+//! The session is the library's ([`crate::session`]), the same code the
+//! session binary runs: the server writes session input (a message, an
+//! answer, an interrupt, the end) and reads the session's output lines (the
+//! agent's raw lines plus runwire's own `runwire.request` /
+//! `runwire.answer` lines), which go through the same normalizer and
+//! translator as every other run.
+//!
+//! An AG-UI run on a thread is one stretch of that session:
+//! - it sends the run's input (the user message, or the answers in
+//!   `resume`), then streams until the turn ends (`RUN_FINISHED`), the agent
+//!   asks for something (`RUN_FINISHED` with the interrupt outcome; the
+//!   process stays), or the run is stopped (`cancelled` outcome);
+//! - what the session printed between runs (the tail of a turn the client
+//!   left, a request raised after an auto-deny) is streamed first;
+//! - a thread with open interrupts takes only a `resume` that addresses them
+//!   all ([`super::interrupts`]); anything else answers nothing and ends
+//!   with the open interrupts again, so a client that disconnected sees
+//!   them on its next run;
+//! - a client that leaves mid-turn interrupts the turn; the session stays.
+//!
+//! The task routes (`POST /runs/:id/tasks/:tid/answer|steer|stop|kill`, see
+//! [`control_post`]) act on the same session under the same rules.
+
+use super::http::{respond, respond_error, Close, Request};
+use super::interrupts::{self, Decision, Interrupts, Plan, ResumeEntry};
+use super::Shared;
+use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
+use crate::events::{Data, Event, Exit, Seq};
+use crate::normalize::{Normalizer, Options};
+use crate::runs::record::Recorder;
+use crate::sse::{Encoder, SseOptions};
+use crate::time::Clock;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io;
+use std::net::TcpStream;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How often a stream looks at its client, the shutdown flag and the clock.
+const TICK: Duration = Duration::from_millis(50);
+/// How long a new message waits for the previous turn to end before that
+/// turn is interrupted, and how long after that before the run gives up.
+const SETTLE: Duration = Duration::from_secs(3);
+const SETTLE_GIVE_UP: Duration = Duration::from_secs(15);
+/// Live sessions held at once; a new thread past this is refused (503).
+pub const MAX_SESSIONS: usize = 64;
+/// The task name of a recorded interactive session.
+pub const TASK: &str = crate::runs::record::TASK;
+
+/// The live agent of a thread and what the server knows about it.
+pub struct Thread {
+    pub id: String,
+    st: Mutex<State>,
+}
+
+struct State {
+    agent: Option<Agent>,
+    rx: Option<Receiver<Vec<u8>>>,
+    norm: Normalizer,
+    interrupts: Interrupts,
+    /// Agent tool id -> AG-UI toolCallId of every call streamed on the thread.
+    tool_ids: HashMap<String, String>,
+    /// User messages sent whose turn has not ended.
+    turns_open: u32,
+    /// A graceful stop was asked for: the run ends `cancelled` at the turn's end.
+    stop_requested: bool,
+    /// The agent's session id, for `--resume` when the process is gone.
+    resume: Option<String>,
+    rec: Option<Recorder>,
+    /// The recorded run's id (`GET /runs/:id`, the task routes).
+    record_id: Option<String>,
+    /// A run is streaming this thread's output.
+    streaming: bool,
+}
+
+impl State {
+    fn new(shared: &Shared) -> State {
+        State {
+            agent: None,
+            rx: None,
+            norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() }),
+            interrupts: Interrupts::default(),
+            tool_ids: HashMap::new(),
+            turns_open: 0,
+            stop_requested: false,
+            resume: None,
+            rec: None,
+            record_id: None,
+            streaming: false,
+        }
+    }
+
+    fn send(&mut self, input: &Input) -> Result<(), String> {
+        match self.agent.as_mut() {
+            Some(a) => a.send(input),
+            None => Err("the agent's session is not running".into()),
+        }
+    }
+
+    /// Records the line, journals what it means, and normalizes it.
+    fn take_line(&mut self, line: &[u8]) -> Vec<Event> {
+        if let Some(rec) = &mut self.rec {
+            if let Err(e) = rec.line(line) {
+                crate::cli::report(super::BIN, format!("record {}: {e}; no longer recording this session", rec.run_id));
+                self.rec = None;
+            }
+        }
+        let events = self.norm.push(line);
+        for ev in &events {
+            match &ev.data {
+                Data::InputAnswer(a) if self.interrupts.is_open(&a.id) => {
+                    // Closed by the session itself (expired, withdrawn by the
+                    // agent) or by an answer written elsewhere.
+                    let d = match a.decision {
+                        crate::events::Decision::Expired => Decision::Expired,
+                        crate::events::Decision::Cancelled => Decision::Cancelled,
+                        crate::events::Decision::Deny => {
+                            Decision::Deny { message: a.message.clone().unwrap_or_default() }
+                        }
+                        crate::events::Decision::Allow => Decision::Allow {
+                            session: a.scope == Some(crate::events::Scope::Session),
+                            updated_input: a.updated_input.clone(),
+                        },
+                        crate::events::Decision::Answer => {
+                            Decision::Answer { answers: a.answers.clone().unwrap_or_default() }
+                        }
+                    };
+                    self.interrupts.close(&a.id, d, None);
+                }
+                Data::TurnEnd(_) => self.turns_open = self.turns_open.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if let Some(s) = self.norm.resume_session() {
+            self.resume = Some(s.to_string());
+        }
+        events
+    }
+
+    /// The agent is gone: nobody waits for its requests any more.
+    fn agent_gone(&mut self) {
+        if let Some(mut a) = self.agent.take() {
+            let rc = a.kill();
+            if let Some(rec) = self.rec.take() {
+                let state = if rc == Some(0) { "committed" } else { "halted" };
+                if let Err(e) = rec.finish(state, rc) {
+                    crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
+                }
+            }
+        }
+        self.rx = None;
+        self.interrupts.abandon_all();
+        self.turns_open = 0;
+        self.stop_requested = false;
+    }
+}
+
+/// Every thread's session, and the recorded run id -> thread index.
+#[derive(Default)]
+pub struct Sessions {
+    threads: Mutex<HashMap<String, Arc<Thread>>>,
+    by_record: Mutex<HashMap<String, String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Sessions {
+    fn thread(&self, shared: &Shared, id: &str) -> Result<Arc<Thread>, String> {
+        let mut t = lock(&self.threads);
+        if let Some(th) = t.get(id) {
+            return Ok(th.clone());
+        }
+        if t.len() >= MAX_SESSIONS {
+            // Make room from threads whose agent is gone.
+            t.retain(|_, th| lock(&th.st).agent.is_some());
+            if t.len() >= MAX_SESSIONS {
+                return Err(format!("{MAX_SESSIONS} interactive sessions are live; stop one (POST /runs/:id/tasks/agent/stop) first"));
+            }
+        }
+        let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)) });
+        t.insert(id.to_string(), th.clone());
+        Ok(th)
+    }
+
+    /// The thread whose session is recorded as run `record`.
+    pub fn by_record(&self, record: &str) -> Option<Arc<Thread>> {
+        let thread = lock(&self.by_record).get(record).cloned()?;
+        lock(&self.threads).get(&thread).cloned()
+    }
+
+    /// Ends every session (server shutdown).
+    pub fn end_all(&self) {
+        let all: Vec<Arc<Thread>> = lock(&self.threads).values().cloned().collect();
+        for th in all {
+            let mut st = lock(&th.st);
+            let _ = st.send(&Input::End(Who { by: Some(super::BIN.into()) }));
+            st.agent_gone();
+        }
+    }
+}
+
+/// What one run on the thread streams, as SSE frames.
+struct Run<'a> {
+    tr: Translator,
+    enc: Encoder,
+    body: &'a mut super::agui::Body<'a>,
+    clock: Clock,
+}
+
+impl Run<'_> {
+    fn emit(&mut self, events: Vec<AguiEvent>) -> io::Result<()> {
+        for e in events {
+            if let Ok(Some(frame)) = self.enc.push(e.to_json().as_bytes()) {
+                self.body.frame(frame.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn now(&self) -> Option<i64> {
+        Some(self.clock.now_ms())
+    }
+}
+
+/// Why a run stopped streaming.
+enum End {
+    /// The translator emitted the terminal event.
+    Done,
+    /// The client left.
+    Gone,
+}
+
+/// The run: sends its input and streams the session until the run ends.
+/// Returns the outcome for the book of runs.
+pub fn run(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &super::agui::RunInput,
+) -> super::agui::Finished {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
+    let Ok(peek) = stream.try_clone() else { return super::agui::Finished::cancelled() };
+    let Ok(mut body) = super::agui::Body::start(stream, req, cors) else { return super::agui::Finished::cancelled() };
+    let clock = Clock::from_env();
+    let tr = Translator::new(TranslateOptions {
+        thread_id: Some(input.thread_id.clone()),
+        run_id: Some(input.run_id.clone()),
+    });
+    let result = {
+        // SAFETY of the borrow: `Run` lives only inside this block.
+        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock };
+        let r = drive(shared, &mut run, input, &peek);
+        match r {
+            Ok(End::Done) => Ok(()),
+            Ok(End::Gone) | Err(_) => Err(()),
+        }
+    };
+    super::agui::Finished::from_body(body, result)
+}
+
+fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &TcpStream) -> io::Result<End> {
+    let th = match shared.sessions.thread(shared, &input.thread_id) {
+        Ok(t) => t,
+        Err(m) => {
+            let e = run.tr.begin(run.now());
+            run.emit(e)?;
+            return fail(run, m, "sessions_full");
+        }
+    };
+    // Phase 1: the session exists, and what it printed meanwhile is streamed.
+    let rx = {
+        let mut st = lock(&th.st);
+        st.streaming = true;
+        if st.agent.is_none() {
+            match Agent::start(shared, st.resume.as_deref()) {
+                Ok((agent, rx)) => {
+                    st.agent = Some(agent);
+                    st.rx = Some(rx);
+                    st.norm =
+                        Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() });
+                    if st.rec.is_none() {
+                        st.rec = recorder(shared, input);
+                        if let Some(r) = &st.rec {
+                            st.record_id = Some(r.run_id.clone());
+                            lock(&shared.sessions.by_record).insert(r.run_id.clone(), th.id.clone());
+                        }
+                    }
+                }
+                Err(why) => {
+                    st.streaming = false;
+                    drop(st);
+                    let e = run.tr.begin(run.now());
+                    run.emit(e)?;
+                    return fail(run, format!("cannot start the agent's session: {why}"), "spawn_failed");
+                }
+            }
+        }
+        st.rx.take()
+    };
+    let Some(rx) = rx else {
+        lock(&th.st).streaming = false;
+        let e = run.tr.begin(run.now());
+        run.emit(e)?;
+        return fail(run, "the thread's session output is already being streamed".into(), "busy");
+    };
+    let mut guard = Streaming { th: &th, rx: Some(rx) };
+    let begin = run.tr.begin(run.now());
+    run.emit(begin)?;
+    let info = session_info(&lock(&th.st));
+    let e = run.tr.custom("runwire.session", info, run.now());
+    run.emit(e)?;
+    adopt(&th, run);
+    // What arrived while no run was streaming.
+    loop {
+        match guard.rx().try_recv() {
+            Ok(line) => {
+                let evs = lock(&th.st).take_line(&line);
+                backlog(run, &th, evs)?;
+            }
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => return agent_died(shared, run, &th),
+        }
+    }
+    // Phase 2: the input.
+    let now = run.clock.now_ms();
+    let plan = {
+        let st = lock(&th.st);
+        if input.resume.is_empty() && st.interrupts.open().is_empty() {
+            None
+        } else {
+            Some(st.interrupts.plan(&input.resume, now))
+        }
+    };
+    match plan {
+        Some(Plan::Refuse(m)) => return fail(run, m, "resume_refused"),
+        Some(Plan::StillOpen { warnings }) => {
+            for w in warnings {
+                let e = run.tr.custom("runwire.resume_skipped", json!({ "warning": w }), run.now());
+                run.emit(e)?;
+            }
+            if !input.prompt.is_empty() && input.resume.is_empty() {
+                let e = run.tr.custom(
+                    "runwire.input_not_sent",
+                    json!({"warning": "the message was not sent: the agent is waiting for an answer to the open interrupts"}),
+                    run.now(),
+                );
+                run.emit(e)?;
+            }
+            let open = lock(&th.st).interrupts.open_interrupts();
+            let e = run.tr.end_with(RunOutcome::Interrupt { interrupts: open }, run.now());
+            run.emit(e)?;
+            return Ok(End::Done);
+        }
+        Some(Plan::Apply { answers, warnings }) => {
+            for w in warnings {
+                let e = run.tr.custom("runwire.resume_skipped", json!({ "warning": w }), run.now());
+                run.emit(e)?;
+            }
+            let mut st = lock(&th.st);
+            for (id, d) in answers {
+                let entry = input.resume.iter().find(|e| e.interrupt_id == id).map(Interrupts::entry_of);
+                if let Err(m) = st.send(&answer_input(&id, &d, "agui")) {
+                    drop(st);
+                    return fail(run, m, "agent_gone");
+                }
+                st.interrupts.close(&id, d, entry);
+            }
+            if st.turns_open == 0 && st.interrupts.open().is_empty() {
+                // Nothing left running (an identical replay, or cancels of
+                // interrupts already closed): the run is complete.
+                drop(st);
+                let e = run.tr.end_with_success(run.now());
+                run.emit(e)?;
+                return Ok(End::Done);
+            }
+        }
+        None => {
+            if input.prompt.is_empty() {
+                return fail(run, "resume: no interrupt is open on this thread, and the input has no user message".into(), "no_input");
+            }
+            // A turn still running (a client that left mid-turn) is settled first.
+            let start = Instant::now();
+            let mut interrupted = false;
+            while lock(&th.st).turns_open > 0 {
+                if !interrupted && start.elapsed() > SETTLE {
+                    let _ = lock(&th.st).send(&Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+                    interrupted = true;
+                }
+                if start.elapsed() > SETTLE_GIVE_UP {
+                    return fail(run, "the agent's previous turn did not end; try again, or kill the session".into(), "busy");
+                }
+                match guard.rx().recv_timeout(TICK) {
+                    Ok(line) => {
+                        let evs = lock(&th.st).take_line(&line);
+                        backlog(run, &th, evs)?;
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return agent_died(shared, run, &th),
+                }
+                if super::agui::client_gone(peek) {
+                    return Ok(End::Gone);
+                }
+            }
+            let mut st = lock(&th.st);
+            if !st.interrupts.open().is_empty() {
+                // Raised while the earlier turn settled.
+                let open = st.interrupts.open_interrupts();
+                drop(st);
+                let e = run.tr.end_with(RunOutcome::Interrupt { interrupts: open }, run.now());
+                run.emit(e)?;
+                return Ok(End::Done);
+            }
+            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
+            if let Err(m) = st.send(&msg) {
+                drop(st);
+                return fail(run, m, "agent_gone");
+            }
+            st.turns_open += 1;
+            st.stop_requested = false;
+        }
+    }
+    // Phase 3: stream until the run ends.
+    let mut last_check = Instant::now();
+    loop {
+        match guard.rx().recv_timeout(TICK) {
+            Ok(line) => {
+                let evs = lock(&th.st).take_line(&line);
+                if live(run, &th, evs)? {
+                    return Ok(End::Done);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if run.body.last_write.elapsed() >= shared.cfg.keepalive {
+                    run.body.write_chunk(b": keep-alive\n\n")?;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return agent_died(shared, run, &th),
+        }
+        if last_check.elapsed() >= TICK {
+            last_check = Instant::now();
+            if super::agui::client_gone(peek) {
+                // The turn is interrupted; the session stays for the next run.
+                let _ = lock(&th.st).send(&Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
+                return Ok(End::Gone);
+            }
+            if shared.is_shutting_down() {
+                let e = run.tr.end_with(RunOutcome::Cancelled, run.now());
+                run.emit(e)?;
+                return Ok(End::Done);
+            }
+        }
+    }
+}
+
+/// Gives the line receiver back to the thread when the run ends, however.
+struct Streaming<'a> {
+    th: &'a Thread,
+    rx: Option<Receiver<Vec<u8>>>,
+}
+
+impl Streaming<'_> {
+    fn rx(&self) -> &Receiver<Vec<u8>> {
+        self.rx.as_ref().expect("held until drop")
+    }
+}
+
+impl Drop for Streaming<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.th.st);
+        st.streaming = false;
+        if st.agent.is_some() {
+            st.rx = self.rx.take();
+        }
+    }
+}
+
+fn adopt(th: &Thread, run: &mut Run) {
+    let st = lock(&th.st);
+    run.tr.adopt_tool_calls(st.tool_ids.iter());
+}
+
+/// Remembers the run's tool calls for later runs of the thread.
+fn remember(th: &Thread, run: &Run) {
+    let mut st = lock(&th.st);
+    for (k, v) in run.tr.tool_calls() {
+        st.tool_ids.insert(k.clone(), v.clone());
+    }
+}
+
+fn session_info(st: &State) -> Value {
+    let mut v = json!({"interactive": true, "task": TASK});
+    if let Some(id) = &st.record_id {
+        v["run"] = id.clone().into();
+        v["steer"] = format!("/runs/{id}/tasks/{TASK}/steer").into();
+        v["stop"] = format!("/runs/{id}/tasks/{TASK}/stop").into();
+        v["answer"] = format!("/runs/{id}/tasks/{TASK}/answer").into();
+    }
+    v
+}
+
+/// Events printed before this run's input: shown, and requests noted, but
+/// the run does not end on them (a turn_end here closes an earlier turn).
+fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
+    for ev in evs {
+        if let Data::InputRequest(r) = &ev.data {
+            raise(run, th, r);
+        }
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+    }
+    remember(th, run);
+    Ok(())
+}
+
+/// Events after the input: `true` when the run ended.
+fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
+    let mut asked = false;
+    let mut turn_ended = false;
+    for ev in evs {
+        match &ev.data {
+            Data::InputRequest(r) => {
+                raise(run, th, r);
+                asked = true;
+            }
+            Data::TurnEnd(_) => turn_ended = true,
+            Data::Exit(_) => {
+                let out = run.tr.push(&ev);
+                run.emit(out)?;
+                lock(&th.st).agent_gone();
+                return Ok(true);
+            }
+            _ => {}
+        }
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+        remember(th, run);
+        if run.tr.is_terminated() {
+            return Ok(true);
+        }
+    }
+    let st = lock(&th.st);
+    if asked && !st.interrupts.open().is_empty() {
+        let open = st.interrupts.open_interrupts();
+        drop(st);
+        let e = run.tr.end_with(RunOutcome::Interrupt { interrupts: open }, run.now());
+        run.emit(e)?;
+        return Ok(true);
+    }
+    if turn_ended && st.turns_open == 0 && st.interrupts.open().is_empty() {
+        let stopped = st.stop_requested;
+        drop(st);
+        let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
+        lock(&th.st).stop_requested = false;
+        run.emit(e)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Records a request of the agent as an open interrupt of the thread.
+fn raise(run: &Run, th: &Thread, r: &crate::events::InputRequest) {
+    let req: interrupts::Request = match serde_json::to_value(r).and_then(serde_json::from_value) {
+        Ok(q) => q,
+        Err(_) => return,
+    };
+    let mut st = lock(&th.st);
+    let tcid = r
+        .tool_call_id
+        .as_ref()
+        .and_then(|raw| run.tr.tool_calls().get(raw).or_else(|| st.tool_ids.get(raw)).cloned());
+    st.interrupts.raise(req, tcid);
+}
+
+fn agent_died(shared: &Shared, run: &mut Run, th: &Thread) -> io::Result<End> {
+    let _ = shared;
+    let mut st = lock(&th.st);
+    let rc = st.agent.as_mut().and_then(Agent::exit_code);
+    for ev in st.norm.finish() {
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+    }
+    if !run.tr.is_terminated() {
+        let ev = Event {
+            run: None,
+            task: None,
+            session: st.norm.session().map(str::to_string),
+            seq: Seq { line: st.norm.lines() + 1, sub: 0 },
+            ts_ms: run.clock.now_ms(),
+            data: Data::Exit(Exit {
+                rc: rc.unwrap_or(1).max(1),
+                ok: false,
+                detail: Some("the agent's session ended".into()),
+            }),
+        };
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+    }
+    st.agent_gone();
+    Ok(End::Done)
+}
+
+fn fail(run: &mut Run, message: String, code: &'static str) -> io::Result<End> {
+    let e = run.tr.end_with_error(message, code, run.now());
+    run.emit(e)?;
+    Ok(End::Done)
+}
+
+fn recorder(shared: &Shared, input: &super::agui::RunInput) -> Option<Recorder> {
+    if !shared.cfg.record {
+        return None;
+    }
+    match Recorder::start(&shared.cfg.harness_home, &input.run_id, shared.cfg.adapter.name(), &input.prompt) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            crate::cli::report(super::BIN, format!("cannot record the session of thread {:?}: {e}", input.thread_id));
+            None
+        }
+    }
+}
+
+/// The session input line for a decision.
+fn answer_input(id: &str, d: &Decision, by: &str) -> Input {
+    let mut a = AnswerInput {
+        id: id.to_string(),
+        decision: InDecision::Cancelled,
+        scope: None,
+        updated_input: None,
+        answers: None,
+        message: None,
+        mode: None,
+        by: Some(by.to_string()),
+    };
+    match d {
+        Decision::Allow { session, updated_input } => {
+            a.decision = InDecision::Allow;
+            a.scope = Some(if *session { crate::events::Scope::Session } else { crate::events::Scope::Once });
+            a.updated_input = updated_input.as_ref().and_then(|v| v.as_object().cloned());
+        }
+        Decision::Deny { message } => {
+            a.decision = InDecision::Deny;
+            a.message = Some(message.clone());
+        }
+        Decision::Answer { answers } => {
+            a.decision = InDecision::Answer;
+            a.answers = Some(answers.clone());
+        }
+        Decision::Cancelled | Decision::Expired => {
+            a.message = Some("The user abandoned this request.".into());
+        }
+    }
+    Input::Answer(a)
+}
+
+/// `POST /runs/:id/tasks/:tid/answer|steer|stop|kill` for a session this
+/// server holds; `None` when `id` is not one (the caller goes on to the
+/// supervisor).
+pub fn control_post(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    id: &str,
+    task: &str,
+    verb: &str,
+    body: &[u8],
+    cors: &[(&'static str, String)],
+) -> Option<Close> {
+    let th = shared.sessions.by_record(id)?;
+    let reply = |stream: &mut TcpStream, code: u16, v: Value| {
+        let _ = respond(stream, code, cors, &v.to_string());
+        Close::Linger
+    };
+    if task != TASK {
+        respond_error(stream, 404, cors, &format!("run {id} has one task, {TASK:?}"));
+        return Some(Close::Linger);
+    }
+    let mut st = lock(&th.st);
+    if st.agent.is_none() && verb != "kill" {
+        let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
+        return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+    }
+    let body: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
+    let Value::Object(b) = body else {
+        respond_error(stream, 400, cors, "the body must be a JSON object");
+        return Some(Close::Linger);
+    };
+    Some(match verb {
+        "answer" => {
+            let (rid, d) = match parse_answer(&b, &st.interrupts) {
+                Ok(x) => x,
+                Err(m) => {
+                    respond_error(stream, 400, cors, &m);
+                    return Some(Close::Linger);
+                }
+            };
+            match st.interrupts.check_answer(&rid, &d, Clock::from_env().now_ms()) {
+                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+                Ok(false) => reply(stream, 200, json!({"ok": true, "sent": false, "detail": "already decided the same way; not sent again"})),
+                Ok(true) => {
+                    let by = b.get("by").and_then(Value::as_str).unwrap_or("task route").to_string();
+                    match st.send(&answer_input(&rid, &d, &by)) {
+                        Ok(()) => {
+                            st.interrupts.close(&rid, d, None);
+                            reply(stream, 200, json!({"ok": true, "sent": true}))
+                        }
+                        Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+                    }
+                }
+            }
+        }
+        "steer" => {
+            let msg = match b.get("msg") {
+                Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => s.clone(),
+                _ => {
+                    respond_error(stream, 400, cors, "steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}");
+                    return Some(Close::Linger);
+                }
+            };
+            let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
+            if !st.interrupts.open().is_empty() {
+                let m = "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
+                return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+            }
+            let idle = st.turns_open == 0;
+            if interrupt && !idle {
+                if let Err(m) = st.send(&Input::Interrupt(Who { by: Some("steer".into()) })) {
+                    return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+                }
+            }
+            match st.send(&Input::Message(MessageInput { text: msg, by: Some("steer".into()) })) {
+                Ok(()) => {
+                    // Written into the running turn, the message joins it; after
+                    // an interrupt (or when idle) it starts a turn of its own.
+                    if idle || interrupt {
+                        st.turns_open += 1;
+                    }
+                    let how = match (idle, interrupt) {
+                        (true, _) => "no turn was running: the message started one",
+                        (false, true) => "the turn was interrupted and the message started a new one",
+                        (false, false) => "written into the running turn (live steer)",
+                    };
+                    reply(stream, 200, json!({"ok": true, "live": true, "detail": how}))
+                }
+                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+            }
+        }
+        "stop" => {
+            if st.turns_open == 0 && st.interrupts.open().is_empty() {
+                return Some(reply(stream, 200, json!({"ok": true, "detail": "no turn is running; the session stays"})));
+            }
+            // Open requests are withdrawn by the interrupt (the session says so).
+            for id in st.interrupts.open().iter().map(|o| o.request.id.clone()).collect::<Vec<_>>() {
+                let _ = st.send(&answer_input(&id, &Decision::Cancelled, "stop"));
+                st.interrupts.close(&id, Decision::Cancelled, None);
+            }
+            st.stop_requested = true;
+            match st.send(&Input::Interrupt(Who { by: Some("stop".into()) })) {
+                Ok(()) => reply(stream, 200, json!({"ok": true, "detail": "the turn was interrupted; the session stays"})),
+                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+            }
+        }
+        "kill" => {
+            st.agent_gone();
+            reply(stream, 200, json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}))
+        }
+        _ => return None,
+    })
+}
+
+/// `{"request": id, "decision": "allow"|"deny"|"answer"|"cancelled", "scope"?,
+/// "updated_input"?, "answers"?, "message"?, "by"?}`.
+fn parse_answer(b: &serde_json::Map<String, Value>, ints: &Interrupts) -> Result<(String, Decision), String> {
+    let id = match b.get("request") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => return Err("answer body: request (the request id) is required".into()),
+    };
+    let decision = b.get("decision").and_then(Value::as_str).unwrap_or_default();
+    let message = b.get("message").and_then(Value::as_str).map(str::to_string);
+    let d = match decision {
+        "allow" => Decision::Allow {
+            session: match b.get("scope").and_then(Value::as_str) {
+                None | Some("once") => false,
+                Some("session") => true,
+                Some(s) => return Err(format!("answer body: scope must be \"once\" or \"session\", not {s:?}")),
+            },
+            updated_input: match b.get("updated_input") {
+                None | Some(Value::Null) => None,
+                Some(v @ Value::Object(_)) => Some(v.clone()),
+                Some(_) => return Err("answer body: updated_input must be an object (the whole input)".into()),
+            },
+        },
+        "deny" => Decision::Deny { message: message.unwrap_or_else(|| "The user denied this.".into()) },
+        "cancelled" => Decision::Cancelled,
+        "answer" => {
+            // Same checks as an AG-UI resume payload.
+            let req = ints.open().iter().find(|o| o.request.id == id).map(|o| o.request.clone());
+            let payload = json!({"answers": b.get("answers").cloned().unwrap_or(Value::Null)});
+            match req {
+                Some(r) => interrupts::decision_for(&r, &payload)?,
+                None => match b.get("answers") {
+                    Some(Value::Object(a)) => Decision::Answer { answers: a.clone() },
+                    _ => return Err("answer body: answers must be an object".into()),
+                },
+            }
+        }
+        other => return Err(format!("answer body: decision must be allow, deny, answer or cancelled, not {other:?}")),
+    };
+    Ok((id, d))
+}
+
+/// The server's AG-UI `AgentCapabilities` (`GET /agui/capabilities`, and
+/// `capabilities` in `/api/info`).
+pub fn capabilities(shared: &Shared) -> Value {
+    let interactive = shared.cfg.interactive;
+    let mut hitl = json!({"supported": interactive});
+    if interactive {
+        hitl = json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": true});
+    }
+    json!({
+        "identity": {"name": super::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
+        "transport": {"streaming": true},
+        "tools": {"supported": true, "clientProvided": false},
+        "humanInTheLoop": hitl,
+    })
+}
+
+// ---- the session library seam ------------------------------------------
+
+use crate::session::input::{AnswerInput, Decision as InDecision, Input, MessageInput, Who};
+
+/// The live agent: the session library's driver, started the way the
+/// session binary starts it.
+pub struct Agent {
+    inner: crate::session::Live,
+}
+
+impl Agent {
+    fn start(shared: &Shared, resume: Option<&str>) -> Result<(Agent, Receiver<Vec<u8>>), String> {
+        let (inner, rx) = crate::session::Live::start(&shared.cfg.session_options(resume))?;
+        Ok((Agent { inner }, rx))
+    }
+
+    fn send(&mut self, input: &Input) -> Result<(), String> {
+        self.inner.send(input)
+    }
+
+    fn kill(&mut self) -> Option<i64> {
+        self.inner.kill()
+    }
+
+    fn exit_code(&mut self) -> Option<i64> {
+        self.inner.exit_code()
+    }
+}
