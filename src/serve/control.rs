@@ -5,19 +5,19 @@
 //! for a run that declares a steer inbox (`<slug>.steer.jsonl`), where
 //! steer, pause and resume are appended for its runner to apply.
 //!
-//! The browser boundary (Host, Origin, token) was applied by the caller,
-//! as for `/agui`; a body, where one is needed or sent, must be JSON.
+//! The router applied the browser boundary (Host, Origin, token), checked
+//! the ids and read the body (JSON, where one is needed or sent), as for `/agui`.
 
-use super::http::{read_json_body, respond, respond_error, Close, Request};
+use super::http::{respond, respond_error, Close};
 use super::Shared;
+use crate::runs::liveness;
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
-use crate::runs::{liveness, valid_id};
 use crate::supervise::control::{self, CallError, Reply, MAX_MSG, NOT_LIVE};
 use serde::Deserialize;
 use std::io::Write;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest wait for a supervisor's reply: a kill answers once the task's
 /// group is gone, after at most its grace.
@@ -38,42 +38,20 @@ fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
     Close::Linger
 }
 
-/// Routes a POST under `/runs/`.
+/// Answers a control verb on run `id` (and `task`); the router checked
+/// both ids and read the body (empty when none was sent; JSON for steer).
 pub fn post(
     shared: &Shared,
     stream: &mut TcpStream,
-    req: &Request,
-    rest: Vec<u8>,
-    until: Instant,
     cors: Cors,
+    id: &str,
+    task: Option<&str>,
+    verb: &str,
+    body: &[u8],
 ) -> Close {
-    let segs: Vec<&str> = req.path["/runs/".len()..].split('/').collect();
-    let (id, task, verb) = match segs.as_slice() {
-        [id, "tasks", tid, v @ ("steer" | "kill" | "answer" | "stop")] => (*id, Some(*tid), *v),
-        [id, v @ ("pause" | "resume")] => (*id, None, *v),
-        _ => {
-            return super::http::method_not_allowed(stream, cors, "GET");
-        }
-    };
-    if !valid_id(id) || task.is_some_and(|t| !valid_id(t)) {
-        respond_error(stream, 400, cors, &format!("{}: run and task must be ids of A-Z a-z 0-9 . _ -", req.path));
-        return Close::Linger;
-    }
-    // A body is required for steer; any other verb may send one, and it is
-    // then held to the same JSON boundary (and ignored).
-    let has_body =
-        req.header("transfer-encoding").is_some() || req.header("content-length").is_some_and(|l| l.trim() != "0");
-    let body = if matches!(verb, "steer" | "answer") || has_body {
-        match read_json_body(&shared.cfg, stream, req, rest, until, cors) {
-            Ok(b) => b,
-            Err(close) => return close,
-        }
-    } else {
-        Vec::new()
-    };
     // A session this server holds itself (interactive mode) answers here.
     if let Some(tid) = task {
-        if let Some(close) = super::interactive::control_post(shared, stream, id, tid, verb, &body, cors) {
+        if let Some(close) = super::interactive::control_post(shared, stream, id, tid, verb, body, cors) {
             return close;
         }
     }
@@ -90,7 +68,7 @@ pub fn post(
         ..Default::default()
     };
     if verb == "steer" {
-        match serde_json::from_slice::<SteerBody>(&body) {
+        match serde_json::from_slice::<SteerBody>(body) {
             Ok(b) if !b.msg.is_empty() && b.msg.len() <= MAX_MSG => {
                 creq.msg = Some(b.msg);
                 creq.interrupt = Some(b.interrupt);

@@ -1,22 +1,20 @@
-//! The HTTP/1.1 layer: reading one request with hard bounds, the browser
-//! boundary (Host, Origin, token, media type, size), and the routes.
+//! HTTP/1.1 helpers: reading one request head and body with hard bounds,
+//! writing responses and stream heads, and closing without a reset. The
+//! route table and the browser boundary are [`super::router`]'s; every
+//! handler uses these helpers and nothing above them.
 //!
 //! One request per connection (`Connection: close` on every response): an
 //! AG-UI client opens one stream per run anyway, and it keeps every
-//! connection's life simple to bound. Every check runs before any agent
-//! starts; every error body is `{"error":"..."}`.
+//! connection's life simple to bound. Every error body is `{"error":"..."}`.
 
-use super::{agui, Shared};
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
 /// Request line plus headers, at most.
 pub const MAX_HEAD: usize = 16 * 1024;
 /// Header lines, at most.
 pub const MAX_HEADERS: usize = 64;
-/// Request body, at most (413 beyond).
-pub const MAX_BODY: usize = 1024 * 1024;
 /// How much of an oversized body is read and thrown away before answering,
 /// so the client (still sending) gets to read the 413 instead of a reset.
 pub const MAX_DRAIN: usize = 16 * 1024 * 1024;
@@ -45,7 +43,7 @@ impl Request {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
-    fn header_count(&self, name: &str) -> usize {
+    pub fn header_count(&self, name: &str) -> usize {
         self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).count()
     }
 }
@@ -275,60 +273,8 @@ fn read_crlf_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> Result<(), BodyEr
     Ok(())
 }
 
-/// True for `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
-pub fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim();
-    let name = if let Some(r) = host.strip_prefix('[') {
-        match r.split_once(']') {
-            Some((inside, rest)) if rest.is_empty() || is_port_suffix(rest) => {
-                return inside.parse::<std::net::Ipv6Addr>().is_ok_and(|a| a.is_loopback());
-            }
-            _ => return false,
-        }
-    } else {
-        match host.rsplit_once(':') {
-            Some((n, p)) if is_port_suffix(&format!(":{p}")) => n,
-            Some(_) => return false,
-            None => host,
-        }
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
-}
-
-fn is_port_suffix(s: &str) -> bool {
-    s.strip_prefix(':').is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// The server's own origins: what a page it served itself would send.
-pub fn own_origins(port: u16) -> [String; 3] {
-    [format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}"), format!("http://[::1]:{port}")]
-}
-
-/// Whether a request's `Origin` may use the server.
-pub fn origin_allowed(origin: &str, port: u16, extra: &[String]) -> bool {
-    let o = origin.trim();
-    own_origins(port).iter().chain(extra).any(|a| a.eq_ignore_ascii_case(o))
-}
-
-/// `application/json`, parameters allowed (`; charset=utf-8`).
-pub fn is_json_media_type(v: &str) -> bool {
-    v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-}
-
-/// Compares in time independent of where the first difference is.
-pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The `token` query parameter, percent-decoded.
-pub fn query_token(query: &str) -> Option<Vec<u8>> {
-    query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(percent_decode)
-}
-
-fn percent_decode(s: &str) -> Vec<u8> {
+/// `s` with each valid `%XX` decoded (anything else kept as is).
+pub fn percent_decode(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let hex = |c: u8| (c as char).to_digit(16);
     let mut out = Vec::with_capacity(b.len());
@@ -347,16 +293,13 @@ fn percent_decode(s: &str) -> Vec<u8> {
     out
 }
 
-/// Whether the request carries the token (Bearer header; `?token=` on GET).
-pub fn authorized(req: &Request, token: &[u8]) -> bool {
-    if let Some(v) = req.header("authorization") {
-        if let Some((scheme, cred)) = v.split_once(' ') {
-            if scheme.eq_ignore_ascii_case("bearer") && ct_eq(cred.trim().as_bytes(), token) {
-                return true;
-            }
-        }
-    }
-    req.method == "GET" && req.query.as_deref().and_then(query_token).is_some_and(|t| ct_eq(&t, token))
+/// How the connection ends after a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Close {
+    /// Drain what the client may still send, then close.
+    Linger,
+    /// Close now (the stream ended or the client is gone).
+    Now,
 }
 
 fn reason(code: u16) -> &'static str {
@@ -437,196 +380,6 @@ pub fn linger_close(stream: &TcpStream) {
     let _ = io::copy(&mut stream.take(MAX_DRAIN as u64), &mut io::sink());
 }
 
-/// The CORS headers for an allowed `Origin` (none without one).
-pub fn cors_headers(origin: Option<&str>) -> Vec<(&'static str, String)> {
-    match origin {
-        Some(o) => vec![("Access-Control-Allow-Origin", o.trim().to_string()), ("Vary", "Origin".to_string())],
-        None => Vec::new(),
-    }
-}
-
-/// Reads one request, applies the boundary, and routes it.
-pub fn handle(shared: &Shared, mut stream: TcpStream) {
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let _ = stream.set_nodelay(true);
-    let idle = shared.cfg.read_timeout;
-    let until = Instant::now() + idle.saturating_mul(REQUEST_DEADLINE_FACTOR);
-    let (req, rest) = match read_head(&mut Timed { stream: &stream, idle, until }) {
-        Ok(r) => r,
-        Err(ReadError::Reject(code, m)) => {
-            respond_error(&mut stream, code, &[], &m);
-            linger_close(&stream);
-            return;
-        }
-        Err(ReadError::Gone) => return,
-    };
-    let keep = route(shared, &mut stream, &req, rest, until);
-    if keep == Close::Linger {
-        linger_close(&stream);
-    }
-}
-
-/// How the connection ends after a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Close {
-    /// Drain what the client may still send, then close.
-    Linger,
-    /// Close now (the stream ended or the client is gone).
-    Now,
-}
-
-fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, rest: Vec<u8>, until: Instant) -> Close {
-    let cfg = &shared.cfg;
-    // DNS rebinding: a page on evil.example that resolves to 127.0.0.1 sends
-    // `Host: evil.example`; refuse it before anything else, even /healthz.
-    if !cfg.allow_remote {
-        match req.header("host") {
-            Some(h) if is_loopback_host(h) => {}
-            Some(h) => {
-                respond_error(stream, 403, &[], &format!("Host {h:?} is not a loopback name; refused"));
-                return Close::Linger;
-            }
-            None if req.http11 => {
-                respond_error(stream, 400, &[], "missing Host header");
-                return Close::Linger;
-            }
-            None => {}
-        }
-    }
-    let origin = req.header("origin");
-    if let Some(o) = origin {
-        if !origin_allowed(o, cfg.port, &cfg.allow_origins) {
-            respond_error(
-                stream,
-                403,
-                &[],
-                &format!("Origin {o:?} is not allowed; start the server with --allow-origin {o} to allow it"),
-            );
-            return Close::Linger;
-        }
-    }
-    let cors = cors_headers(origin);
-    if req.method == "OPTIONS" {
-        // A preflight never carries credentials: answer it before the token check.
-        if origin.is_none() {
-            respond_error(stream, 400, &[], "OPTIONS is only answered as a CORS preflight (with an Origin)");
-            return Close::Linger;
-        }
-        let mut h = cors.clone();
-        h.push(("Access-Control-Allow-Methods", "GET, POST, OPTIONS".into()));
-        h.push(("Access-Control-Allow-Headers", "content-type, authorization".into()));
-        h.push(("Access-Control-Max-Age", "600".into()));
-        let _ = respond(stream, 204, &h, "");
-        return Close::Linger;
-    }
-    if req.path == "/healthz" {
-        return match req.method.as_str() {
-            "GET" => {
-                let _ = respond(stream, 200, &cors, r#"{"ok":true}"#);
-                Close::Linger
-            }
-            _ => method_not_allowed(stream, &cors, "GET"),
-        };
-    }
-    // The page and its files are constants of the binary and hold no data:
-    // they load without the token, and the page sends it on each API call.
-    if super::studio::is_static(&req.path) {
-        return super::studio::get(stream, req, &cors);
-    }
-    if let Some(token) = &cfg.token {
-        if !authorized(req, token) {
-            respond_error(stream, 401, &cors, "missing or wrong token: send Authorization: Bearer <token>");
-            return Close::Linger;
-        }
-    }
-    match (req.path.as_str(), req.method.as_str()) {
-        ("/api/info", "GET") => {
-            let body = serde_json::json!({
-                "name": super::BIN,
-                "version": env!("CARGO_PKG_VERSION"),
-                "agui": "/agui",
-                "agent": cfg.adapter.name(),
-                "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
-                "evidence": cfg.evidence.is_some(),
-                "tokenRequired": cfg.token.is_some(),
-                "interactive": cfg.interactive,
-                "capabilities": super::interactive::capabilities(shared),
-            });
-            let _ = respond(stream, 200, &cors, &body.to_string());
-            Close::Linger
-        }
-        ("/api/info", _) => method_not_allowed(stream, &cors, "GET"),
-        ("/api/evidence", _) => super::evidence::get(shared, stream, req, &cors),
-        ("/agui", "POST") => match read_json_body(cfg, stream, req, rest, until, &cors) {
-            Ok(body) => agui::post(shared, stream, req, &body, &cors),
-            Err(close) => close,
-        },
-        ("/agui", _) => method_not_allowed(stream, &cors, "POST"),
-        ("/agui/capabilities", "GET") => {
-            let _ = respond(stream, 200, &cors, &super::interactive::capabilities(shared).to_string());
-            Close::Linger
-        }
-        ("/agui/capabilities", _) => method_not_allowed(stream, &cors, "GET"),
-        (p, "POST") if p.starts_with("/runs/") => super::control::post(shared, stream, req, rest, until, &cors),
-        (p, _) if p == "/runs" || p.starts_with("/runs/") => super::runs::route(shared, stream, req, &cors),
-        _ => {
-            respond_error(stream, 404, &cors, &format!("no route {}", req.path));
-            Close::Linger
-        }
-    }
-}
-
-/// The boundary for a request body: a JSON media type, `Expect:
-/// 100-continue` honoured, at most [`MAX_BODY`] bytes, in time. `Err` holds
-/// how the connection ends after the error reply already sent.
-pub fn read_json_body(
-    cfg: &super::Config,
-    stream: &mut TcpStream,
-    req: &Request,
-    rest: Vec<u8>,
-    until: Instant,
-    cors: &[(&'static str, String)],
-) -> Result<Vec<u8>, Close> {
-    match req.header("content-type") {
-        Some(ct) if is_json_media_type(ct) => {}
-        Some(ct) => {
-            respond_error(stream, 415, cors, &format!("Content-Type {ct:?}: expected application/json"));
-            return Err(Close::Linger);
-        }
-        None => {
-            respond_error(stream, 415, cors, "missing Content-Type: expected application/json");
-            return Err(Close::Linger);
-        }
-    }
-    if req.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
-        // A client that waits for our go-ahead need not send a body we would refuse.
-        let declared = req.header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
-        if req.header("transfer-encoding").is_none() && declared.is_some_and(|l| l > MAX_BODY as u64) {
-            respond_error(stream, 413, cors, &format!("the request body is larger than {MAX_BODY} bytes"));
-            return Err(Close::Linger);
-        }
-        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
-    }
-    let src = io::Cursor::new(rest).chain(Timed { stream, idle: cfg.read_timeout, until });
-    let body = match read_body(req, src, MAX_BODY) {
-        Ok(b) => b,
-        Err(BodyError::TooLarge) => {
-            respond_error(stream, 413, cors, &format!("the request body is larger than {MAX_BODY} bytes"));
-            return Err(Close::Linger);
-        }
-        Err(BodyError::Bad(m)) => {
-            respond_error(stream, 400, cors, &m);
-            return Err(Close::Linger);
-        }
-        Err(BodyError::Timeout) => {
-            respond_error(stream, 408, cors, "the request body did not arrive in time");
-            return Err(Close::Linger);
-        }
-        Err(BodyError::Gone) => return Err(Close::Now),
-    };
-    Ok(body)
-}
-
 pub fn method_not_allowed(stream: &mut TcpStream, cors: &[(&'static str, String)], allow: &str) -> Close {
     let mut h = cors.to_vec();
     h.push(("Allow", allow.to_string()));
@@ -674,28 +427,6 @@ mod tests {
             Err(BodyError::Bad(_))
         ));
     }
-
-    #[test]
-    fn loopback_hosts_and_origins() {
-        for h in ["127.0.0.1:8787", "localhost", "LOCALHOST:1", "[::1]:80", "127.1.2.3"] {
-            assert!(is_loopback_host(h), "{h}");
-        }
-        for h in ["evil.example:8787", "0.0.0.0:1", "[::2]:1", "localhost.evil.example", "127.0.0.1:x", ""] {
-            assert!(!is_loopback_host(h), "{h}");
-        }
-        assert!(origin_allowed("http://localhost:9", 9, &[]));
-        assert!(!origin_allowed("http://localhost:10", 9, &[]));
-        assert!(origin_allowed("https://app.example", 9, &["https://app.example".into()]));
-        assert!(!origin_allowed("null", 9, &[]));
-    }
-
-    #[test]
-    fn tokens() {
-        assert!(ct_eq(b"abc", b"abc") && !ct_eq(b"abc", b"abd") && !ct_eq(b"abc", b"ab"));
-        assert_eq!(query_token("a=1&token=x%2By+z").unwrap(), b"x+y+z");
-        assert_eq!(query_token("token=%zz%4").unwrap(), b"%zz%4");
-        assert!(is_json_media_type("Application/JSON; charset=utf-8") && !is_json_media_type("text/plain"));
-    }
 }
 
 #[cfg(test)]
@@ -708,10 +439,7 @@ mod props {
         fn no_input_panics(head in ".{0,300}", bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = parse_head(&head);
             let _ = read_head(&mut io::Cursor::new(bytes.clone()));
-            let _ = is_loopback_host(&head);
-            let _ = query_token(&head);
-            let _ = super::super::parse_origin(&head);
-            let _ = super::super::agui::parse_input(&bytes);
+            let _ = percent_decode(&head);
             for h in ["Transfer-Encoding: chunked", "Content-Length: 20", "Content-Length: 99999999999999999999"] {
                 let req = parse_head(&format!("POST /agui HTTP/1.1\r\n{h}")).unwrap();
                 let _ = read_body(&req, &bytes[..], 64);

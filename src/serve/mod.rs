@@ -7,8 +7,10 @@
 //! byte for byte what those binaries print for the same input (a test holds
 //! the two together).
 //!
-//! Layout: [`http`] reads requests with hard bounds and applies the browser
-//! boundary (Host, Origin, token, media type, size); [`run`] starts and stops
+//! Layout: [`router`] is the route table and the browser boundary (Host,
+//! Origin, token, media type, size), pointing down to the handlers; [`http`]
+//! holds the HTTP/1.1 helpers they all use (requests read with hard bounds,
+//! responses, closing); [`run`] starts and stops
 //! the line source of a run (an agent wrapper in its own process group, or a
 //! recorded log replayed at a steady pace); [`agui`] is the route itself and
 //! the book of threads and finished runs. The HTTP layer is our own, on
@@ -27,6 +29,7 @@ pub mod evidence;
 pub mod http;
 pub mod interactive;
 pub mod interrupts;
+pub mod router;
 pub mod run;
 pub mod runs;
 pub mod studio;
@@ -505,7 +508,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd:
 /// One connection, one request; a panic anywhere in it closes the
 /// connection and nothing else.
 fn connection(shared: &Shared, stream: TcpStream) {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| http::handle(shared, stream)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router::handle(shared, stream)));
     if result.is_err() {
         cli::report(BIN, "internal error: a request handler panicked; its connection was closed");
     }

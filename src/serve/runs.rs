@@ -21,15 +21,15 @@
 //! [`Encoder`]: crate::sse::Encoder
 //! [`Translator`]: crate::agui::Translator
 
-use super::http::{method_not_allowed, respond, respond_error, Close, Request};
+use super::http::{respond, respond_error, Close, Request};
 use super::Shared;
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
 use crate::normalize::{Normalizer, Options};
 use crate::runs::journal::{is_terminal, Journal};
+use crate::runs::liveness;
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, Loaded, ViewError};
-use crate::runs::{liveness, valid_id};
 use crate::sse::{Encoder, SseOptions};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Read, Write};
@@ -58,48 +58,49 @@ fn view_error(stream: &mut TcpStream, cors: Cors, e: ViewError) -> Close {
     Close::Linger
 }
 
-/// Routes every path under `/runs`.
-pub fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) -> Close {
-    if req.method != "GET" {
-        return method_not_allowed(stream, cors, "GET");
-    }
-    let rest = &req.path["/runs".len()..];
-    let segs: Vec<&str> = match rest {
-        "" | "/" => Vec::new(),
-        r => r[1..].split('/').collect(),
-    };
+/// `GET /runs`: the listing.
+pub fn list(shared: &Shared, stream: &mut TcpStream, cors: Cors) -> Close {
     let reg = Registry::at(&shared.cfg.harness_home);
+    let mut cache = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner());
+    let (body, r) = cache.list_json(&reg);
+    log_reaped(&r);
+    let _ = respond(stream, 200, cors, &body);
+    // The answer is complete: a client reading to EOF need not wait for the index snapshot.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    // In the background: the next listing (or a restarted server) checks instead of reading.
+    let _ = cache.save_index(&reg);
+    Close::Linger
+}
+
+/// `GET /runs/:id`.
+pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Close {
     let mut reaped = Vec::new();
-    let result = match segs.as_slice() {
-        [] => {
-            let mut cache = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner());
-            let (body, r) = cache.list_json(&reg);
-            log_reaped(&r);
-            let _ = respond(stream, 200, cors, &body);
-            // The answer is complete: a client reading to EOF need not wait for the index snapshot.
-            let _ = stream.shutdown(std::net::Shutdown::Write);
-            // In the background: the next listing (or a restarted server) checks instead of reading.
-            let _ = cache.save_index(&reg);
-            return Close::Linger;
-        }
-        [id] => view::find(&reg, id, &mut reaped).map(|l| l.show()),
-        [id, "tasks", tid] => view::find(&reg, id, &mut reaped).and_then(|l| l.task(tid)),
-        [id, "tasks", tid, "stream"] => {
-            let r = view::find(&reg, id, &mut reaped);
-            log_reaped(&reaped);
-            return match r {
-                Ok(l) => stream_task(shared, stream, req, cors, &l, tid),
-                Err(e) => view_error(stream, cors, e),
-            };
-        }
-        segs if segs.iter().any(|s| !valid_id(s)) => Err(ViewError::Bad(format!(
-            "{}: every path segment must be an id of A-Z a-z 0-9 . _ - (no \"..\", no empty segment)",
-            req.path
-        ))),
-        _ => Err(ViewError::NotFound(format!("no route {}", req.path))),
-    };
+    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped).map(|l| l.show());
     log_reaped(&reaped);
-    match result {
+    json_view(stream, cors, r)
+}
+
+/// `GET /runs/:id/tasks/:tid`.
+pub fn task(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str, tid: &str) -> Close {
+    let mut reaped = Vec::new();
+    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped).and_then(|l| l.task(tid));
+    log_reaped(&reaped);
+    json_view(stream, cors, r)
+}
+
+/// `GET /runs/:id/tasks/:tid/stream`.
+pub fn stream(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, id: &str, tid: &str) -> Close {
+    let mut reaped = Vec::new();
+    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped);
+    log_reaped(&reaped);
+    match r {
+        Ok(l) => stream_task(shared, stream, req, cors, &l, tid),
+        Err(e) => view_error(stream, cors, e),
+    }
+}
+
+fn json_view(stream: &mut TcpStream, cors: Cors, r: Result<serde_json::Value, ViewError>) -> Close {
+    match r {
         Ok(v) => {
             let _ = respond(stream, 200, cors, &v.to_string());
             Close::Linger

@@ -1,0 +1,403 @@
+//! The route table, and the boundary every request crosses before it: the
+//! request head read in time, Host (DNS rebinding), Origin (exact-origin
+//! CORS), the token, and a request body's media type and size. Everything
+//! here runs before any handler or agent starts.
+//!
+//! This file points down only: to the handlers ([`agui`], [`control`],
+//! [`evidence`], [`runs`], [`studio`]) and to the HTTP helpers ([`http`]).
+//! A handler never calls back up here; it gets the request, an already read
+//! body and the CORS headers to answer with. A new route is one arm of
+//! `route`.
+
+use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
+use super::{agui, control, evidence, interactive, runs, studio, Config, Shared};
+use crate::runs::valid_id;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::time::Instant;
+
+/// Request body, at most (413 beyond).
+pub const MAX_BODY: usize = 1024 * 1024;
+
+type Cors = Vec<(&'static str, String)>;
+
+/// Reads one request, applies the boundary, and routes it.
+pub fn handle(shared: &Shared, mut stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(http::WRITE_TIMEOUT));
+    let _ = stream.set_nodelay(true);
+    let idle = shared.cfg.read_timeout;
+    let until = Instant::now() + idle.saturating_mul(http::REQUEST_DEADLINE_FACTOR);
+    let (req, rest) = match http::read_head(&mut Timed { stream: &stream, idle, until }) {
+        Ok(r) => r,
+        Err(ReadError::Reject(code, m)) => {
+            respond_error(&mut stream, code, &[], &m);
+            http::linger_close(&stream);
+            return;
+        }
+        Err(ReadError::Gone) => return,
+    };
+    let close = match boundary(&shared.cfg, &mut stream, &req) {
+        Ok(cors) => route(shared, &mut stream, &req, Pending { rest, until }, &cors),
+        Err(close) => close,
+    };
+    if close == Close::Linger {
+        http::linger_close(&stream);
+    }
+}
+
+/// The checks before any route: Host, Origin, CORS preflight. `Ok` holds
+/// the CORS headers every answer carries; `Err` how the connection ends
+/// after the refusal already sent.
+fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors, Close> {
+    // DNS rebinding: a page on evil.example that resolves to 127.0.0.1 sends
+    // `Host: evil.example`; refuse it before anything else, even /healthz.
+    if !cfg.allow_remote {
+        match req.header("host") {
+            Some(h) if is_loopback_host(h) => {}
+            Some(h) => {
+                respond_error(stream, 403, &[], &format!("Host {h:?} is not a loopback name; refused"));
+                return Err(Close::Linger);
+            }
+            None if req.http11 => {
+                respond_error(stream, 400, &[], "missing Host header");
+                return Err(Close::Linger);
+            }
+            None => {}
+        }
+    }
+    let origin = req.header("origin");
+    if let Some(o) = origin {
+        if !origin_allowed(o, cfg.port, &cfg.allow_origins) {
+            respond_error(
+                stream,
+                403,
+                &[],
+                &format!("Origin {o:?} is not allowed; start the server with --allow-origin {o} to allow it"),
+            );
+            return Err(Close::Linger);
+        }
+    }
+    let cors = cors_headers(origin);
+    if req.method == "OPTIONS" {
+        // A preflight never carries credentials: answer it before the token check.
+        if origin.is_none() {
+            respond_error(stream, 400, &[], "OPTIONS is only answered as a CORS preflight (with an Origin)");
+            return Err(Close::Linger);
+        }
+        let mut h = cors.clone();
+        h.push(("Access-Control-Allow-Methods", "GET, POST, OPTIONS".into()));
+        h.push(("Access-Control-Allow-Headers", "content-type, authorization".into()));
+        h.push(("Access-Control-Max-Age", "600".into()));
+        let _ = respond(stream, 204, &h, "");
+        return Err(Close::Linger);
+    }
+    Ok(cors)
+}
+
+/// The part of a request not read yet: the bytes read past the head, and
+/// when the whole request must have arrived.
+struct Pending {
+    rest: Vec<u8>,
+    until: Instant,
+}
+
+/// The route table.
+fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, cors: &Cors) -> Close {
+    let cfg = &shared.cfg;
+    if req.path == "/healthz" {
+        return match req.method.as_str() {
+            "GET" => {
+                let _ = respond(stream, 200, cors, r#"{"ok":true}"#);
+                Close::Linger
+            }
+            _ => method_not_allowed(stream, cors, "GET"),
+        };
+    }
+    // The page and its files are constants of the binary and hold no data:
+    // they load without the token, and the page sends it on each API call.
+    if studio::is_static(&req.path) {
+        return studio::get(stream, req, cors);
+    }
+    if let Some(token) = &cfg.token {
+        if !authorized(req, token) {
+            respond_error(stream, 401, cors, "missing or wrong token: send Authorization: Bearer <token>");
+            return Close::Linger;
+        }
+    }
+    match (req.path.as_str(), req.method.as_str()) {
+        ("/api/info", "GET") => {
+            let _ = respond(stream, 200, cors, &info(shared).to_string());
+            Close::Linger
+        }
+        ("/api/info", _) => method_not_allowed(stream, cors, "GET"),
+        ("/api/evidence", _) => evidence::get(shared, stream, req, cors),
+        ("/agui", "POST") => match read_json_body(cfg, stream, req, body, cors) {
+            Ok(body) => agui::post(shared, stream, req, &body, cors),
+            Err(close) => close,
+        },
+        ("/agui", _) => method_not_allowed(stream, cors, "POST"),
+        // AG-UI AgentCapabilities (the @ag-ui/core shape).
+        ("/agui/capabilities", "GET") => {
+            let _ = respond(stream, 200, cors, &interactive::capabilities(shared).to_string());
+            Close::Linger
+        }
+        ("/agui/capabilities", _) => method_not_allowed(stream, cors, "GET"),
+        ("/runs", _) => runs_route(shared, stream, req, body, cors, &[]),
+        (p, _) if p.starts_with("/runs/") => {
+            let segs: Vec<&str> = p["/runs/".len()..].split('/').collect();
+            // `/runs/` is the listing too.
+            let segs: &[&str] = if segs == [""] { &[] } else { &segs };
+            runs_route(shared, stream, req, body, cors, segs)
+        }
+        _ => {
+            respond_error(stream, 404, cors, &format!("no route {}", req.path));
+            Close::Linger
+        }
+    }
+}
+
+/// Everything under `/runs`: the durable views and streams (GET), the control verbs (POST).
+fn runs_route(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    body: Pending,
+    cors: &Cors,
+    segs: &[&str],
+) -> Close {
+    match (req.method.as_str(), segs) {
+        ("GET", []) => runs::list(shared, stream, cors),
+        ("GET", [id]) => runs::show(shared, stream, cors, id),
+        ("GET", [id, "tasks", tid]) => runs::task(shared, stream, cors, id, tid),
+        ("GET", [id, "tasks", tid, "stream"]) => runs::stream(shared, stream, req, cors, id, tid),
+        ("GET", segs) if segs.iter().any(|s| !valid_id(s)) => {
+            let m = format!(
+                "{}: every path segment must be an id of A-Z a-z 0-9 . _ - (no \"..\", no empty segment)",
+                req.path
+            );
+            respond_error(stream, 400, cors, &m);
+            Close::Linger
+        }
+        ("GET", _) => {
+            respond_error(stream, 404, cors, &format!("no route {}", req.path));
+            Close::Linger
+        }
+        ("POST", [id, "tasks", tid, verb @ ("steer" | "kill" | "answer" | "stop")]) => {
+            control_route(shared, stream, req, body, cors, id, Some(tid), verb)
+        }
+        ("POST", [id, verb @ ("pause" | "resume")]) => control_route(shared, stream, req, body, cors, id, None, verb),
+        _ => method_not_allowed(stream, cors, "GET"),
+    }
+}
+
+/// A control verb: ids checked, then the body (required for steer; any
+/// other verb may send one, and it is then held to the same JSON boundary).
+#[allow(clippy::too_many_arguments)]
+fn control_route(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    body: Pending,
+    cors: &Cors,
+    id: &str,
+    task: Option<&str>,
+    verb: &str,
+) -> Close {
+    if !valid_id(id) || task.is_some_and(|t| !valid_id(t)) {
+        respond_error(stream, 400, cors, &format!("{}: run and task must be ids of A-Z a-z 0-9 . _ -", req.path));
+        return Close::Linger;
+    }
+    let has_body =
+        req.header("transfer-encoding").is_some() || req.header("content-length").is_some_and(|l| l.trim() != "0");
+    let body = if matches!(verb, "steer" | "answer") || has_body {
+        match read_json_body(&shared.cfg, stream, req, body, cors) {
+            Ok(b) => b,
+            Err(close) => return close,
+        }
+    } else {
+        Vec::new()
+    };
+    control::post(shared, stream, cors, id, task, verb, &body)
+}
+
+/// `GET /api/info`: what the page needs to know about this server.
+fn info(shared: &Shared) -> serde_json::Value {
+    let cfg = &shared.cfg;
+    serde_json::json!({
+        "name": super::BIN,
+        "version": env!("CARGO_PKG_VERSION"),
+        "agui": "/agui",
+        "agent": cfg.adapter.name(),
+        "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
+        "evidence": cfg.evidence.is_some(),
+        "tokenRequired": cfg.token.is_some(),
+        "interactive": cfg.interactive,
+        "capabilities": interactive::capabilities(shared),
+    })
+}
+
+/// The boundary for a request body: a JSON media type, `Expect:
+/// 100-continue` honoured, at most [`MAX_BODY`] bytes, in time. `Err` holds
+/// how the connection ends after the error reply already sent.
+fn read_json_body(
+    cfg: &Config,
+    stream: &mut TcpStream,
+    req: &Request,
+    pending: Pending,
+    cors: &Cors,
+) -> Result<Vec<u8>, Close> {
+    match req.header("content-type") {
+        Some(ct) if is_json_media_type(ct) => {}
+        Some(ct) => {
+            respond_error(stream, 415, cors, &format!("Content-Type {ct:?}: expected application/json"));
+            return Err(Close::Linger);
+        }
+        None => {
+            respond_error(stream, 415, cors, "missing Content-Type: expected application/json");
+            return Err(Close::Linger);
+        }
+    }
+    if req.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
+        // A client that waits for our go-ahead need not send a body we would refuse.
+        let declared = req.header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
+        if req.header("transfer-encoding").is_none() && declared.is_some_and(|l| l > MAX_BODY as u64) {
+            respond_error(stream, 413, cors, &format!("the request body is larger than {MAX_BODY} bytes"));
+            return Err(Close::Linger);
+        }
+        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let src = io::Cursor::new(pending.rest).chain(Timed { stream, idle: cfg.read_timeout, until: pending.until });
+    let body = match http::read_body(req, src, MAX_BODY) {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            respond_error(stream, 413, cors, &format!("the request body is larger than {MAX_BODY} bytes"));
+            return Err(Close::Linger);
+        }
+        Err(BodyError::Bad(m)) => {
+            respond_error(stream, 400, cors, &m);
+            return Err(Close::Linger);
+        }
+        Err(BodyError::Timeout) => {
+            respond_error(stream, 408, cors, "the request body did not arrive in time");
+            return Err(Close::Linger);
+        }
+        Err(BodyError::Gone) => return Err(Close::Now),
+    };
+    Ok(body)
+}
+
+/// The CORS headers for an allowed `Origin` (none without one).
+pub fn cors_headers(origin: Option<&str>) -> Vec<(&'static str, String)> {
+    match origin {
+        Some(o) => vec![("Access-Control-Allow-Origin", o.trim().to_string()), ("Vary", "Origin".to_string())],
+        None => Vec::new(),
+    }
+}
+
+/// True for `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    let name = if let Some(r) = host.strip_prefix('[') {
+        match r.split_once(']') {
+            Some((inside, rest)) if rest.is_empty() || is_port_suffix(rest) => {
+                return inside.parse::<std::net::Ipv6Addr>().is_ok_and(|a| a.is_loopback());
+            }
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((n, p)) if is_port_suffix(&format!(":{p}")) => n,
+            Some(_) => return false,
+            None => host,
+        }
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
+}
+
+fn is_port_suffix(s: &str) -> bool {
+    s.strip_prefix(':').is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The server's own origins: what a page it served itself would send.
+pub fn own_origins(port: u16) -> [String; 3] {
+    [format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}"), format!("http://[::1]:{port}")]
+}
+
+/// Whether a request's `Origin` may use the server.
+pub fn origin_allowed(origin: &str, port: u16, extra: &[String]) -> bool {
+    let o = origin.trim();
+    own_origins(port).iter().chain(extra).any(|a| a.eq_ignore_ascii_case(o))
+}
+
+/// `application/json`, parameters allowed (`; charset=utf-8`).
+pub fn is_json_media_type(v: &str) -> bool {
+    v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Compares in time independent of where the first difference is.
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The `token` query parameter, percent-decoded.
+pub fn query_token(query: &str) -> Option<Vec<u8>> {
+    query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(http::percent_decode)
+}
+
+/// Whether the request carries the token (Bearer header; `?token=` on GET).
+pub fn authorized(req: &Request, token: &[u8]) -> bool {
+    if let Some(v) = req.header("authorization") {
+        if let Some((scheme, cred)) = v.split_once(' ') {
+            if scheme.eq_ignore_ascii_case("bearer") && ct_eq(cred.trim().as_bytes(), token) {
+                return true;
+            }
+        }
+    }
+    req.method == "GET" && req.query.as_deref().and_then(query_token).is_some_and(|t| ct_eq(&t, token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_and_origins() {
+        for h in ["127.0.0.1:8787", "localhost", "LOCALHOST:1", "[::1]:80", "127.1.2.3"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["evil.example:8787", "0.0.0.0:1", "[::2]:1", "localhost.evil.example", "127.0.0.1:x", ""] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+        assert!(origin_allowed("http://localhost:9", 9, &[]));
+        assert!(!origin_allowed("http://localhost:10", 9, &[]));
+        assert!(origin_allowed("https://app.example", 9, &["https://app.example".into()]));
+        assert!(!origin_allowed("null", 9, &[]));
+    }
+
+    #[test]
+    fn tokens() {
+        assert!(ct_eq(b"abc", b"abc") && !ct_eq(b"abc", b"abd") && !ct_eq(b"abc", b"ab"));
+        assert_eq!(query_token("a=1&token=x%2By+z").unwrap(), b"x+y+z");
+        assert_eq!(query_token("token=%zz%4").unwrap(), b"%zz%4");
+        assert!(is_json_media_type("Application/JSON; charset=utf-8") && !is_json_media_type("text/plain"));
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn no_input_panics(head in ".{0,300}", bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = is_loopback_host(&head);
+            let _ = query_token(&head);
+            let _ = super::super::parse_origin(&head);
+            let _ = agui::parse_input(&bytes);
+        }
+    }
+}
