@@ -242,6 +242,12 @@ pub enum CustomValue {
     /// Any other `runwire.*` value (the server's warnings about resume
     /// entries, for one); the caller keeps it free of `null`.
     Json(serde_json::Value),
+    /// `runwire.input_request`: the agent waits for a person (the
+    /// `input_request` data as is). Plain translation has no interrupt to
+    /// end the run with: the server's interactive runs do that.
+    InputRequest(crate::events::InputRequest),
+    /// `runwire.input_answer`: the request was answered or closed.
+    InputAnswer(crate::events::InputAnswer),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -526,6 +532,16 @@ impl Translator {
             Data::Exit(x) => {
                 self.close_open(ts, &mut out);
                 self.exit(x, ts, &mut out);
+            }
+            Data::InputRequest(r) => {
+                self.close_open(ts, &mut out);
+                let value = CustomValue::InputRequest(r.clone());
+                out.push(AguiEvent::Custom { name: "runwire.input_request", value, timestamp: ts });
+            }
+            Data::InputAnswer(a) => {
+                self.close_open(ts, &mut out);
+                let value = CustomValue::InputAnswer(a.clone());
+                out.push(AguiEvent::Custom { name: "runwire.input_answer", value, timestamp: ts });
             }
         }
         out

@@ -181,6 +181,135 @@ pub struct Exit {
     pub detail: Option<String>,
 }
 
+/// What a pending [`InputRequest`] asks of a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// May the agent run this tool call (as is, edited, or not at all)?
+    ToolApproval,
+    /// The agent asks one or more multiple-choice questions.
+    Question,
+    /// The agent presents a plan and waits for approval to carry it out.
+    PlanApproval,
+}
+
+impl InputKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputKind::ToolApproval => "tool_approval",
+            InputKind::Question => "question",
+            InputKind::PlanApproval => "plan_approval",
+        }
+    }
+}
+
+/// One choice of a [`Question`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionOption {
+    pub label: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub description: Option<String>,
+}
+
+/// One question of a `question` request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Question {
+    /// The question text; answers are keyed by it.
+    pub question: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub header: Option<String>,
+    #[serde(default)]
+    pub options: Vec<QuestionOption>,
+    #[serde(default)]
+    pub multi_select: bool,
+}
+
+/// `input_request`: the agent waits for a person (also the body of the raw
+/// `runwire.request` log line the session writes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRequest {
+    /// The request id, unique within the session (claude: the control request id).
+    pub id: String,
+    pub kind: InputKind,
+    /// The tool call this request concerns (already streamed as a `tool_call`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool: Option<String>,
+    /// The tool call's input, as the agent would run it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub input: Option<Value>,
+    /// The agent's own suggestions (claude: `permission_suggestions`), verbatim.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub suggestions: Option<Vec<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub questions: Option<Vec<Question>>,
+    /// Why the agent asks, or the plan, in its words.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message: Option<String>,
+    /// RFC 3339: when an unanswered request is denied (fail closed).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expires_at: Option<String>,
+}
+
+/// How an [`InputRequest`] was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+    /// The questions were answered (`answers`).
+    Answer,
+    /// Withdrawn (by the agent, an interrupt, the session's end, or a client abandoning it): the agent was told no.
+    Cancelled,
+    /// Nobody answered before `expires_at`: denied.
+    Expired,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Answer => "answer",
+            Decision::Cancelled => "cancelled",
+            Decision::Expired => "expired",
+        }
+    }
+}
+
+/// How far an `allow` reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Once,
+    Session,
+}
+
+/// `input_answer`: a request was answered or closed (also the body of the
+/// raw `runwire.answer` log line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputAnswer {
+    pub id: String,
+    pub decision: Decision,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scope: Option<Scope>,
+    /// The input the tool runs with instead of the agent's (a full replacement).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub updated_input: Option<Value>,
+    /// Question text -> chosen label (several labels of a multi-select joined by ", ").
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub answers: Option<serde_json::Map<String, Value>>,
+    /// The reason given to the agent with a deny.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message: Option<String>,
+    /// Who answered.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+    /// RFC 3339: when the answer was given.
+    pub at: String,
+}
+
 /// The `type` plus its `data`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Data {
@@ -191,6 +320,8 @@ pub enum Data {
     TurnEnd(TurnEnd),
     Error(ErrorData),
     Exit(Exit),
+    InputRequest(InputRequest),
+    InputAnswer(InputAnswer),
 }
 
 impl Data {
@@ -203,6 +334,8 @@ impl Data {
             Data::TurnEnd(_) => "turn_end",
             Data::Error(_) => "error",
             Data::Exit(_) => "exit",
+            Data::InputRequest(_) => "input_request",
+            Data::InputAnswer(_) => "input_answer",
         }
     }
 
@@ -215,6 +348,8 @@ impl Data {
             Data::TurnEnd(d) => m.serialize_entry("data", d),
             Data::Error(d) => m.serialize_entry("data", d),
             Data::Exit(d) => m.serialize_entry("data", d),
+            Data::InputRequest(d) => m.serialize_entry("data", d),
+            Data::InputAnswer(d) => m.serialize_entry("data", d),
         }
     }
 
@@ -231,6 +366,8 @@ impl Data {
             "turn_end" => Data::TurnEnd(p(data)?),
             "error" => Data::Error(p(data)?),
             "exit" => Data::Exit(p(data)?),
+            "input_request" => Data::InputRequest(p(data)?),
+            "input_answer" => Data::InputAnswer(p(data)?),
             other => return Err(format!("type: unknown event type {other:?}")),
         })
     }
@@ -340,6 +477,8 @@ impl Writer {
                     Data::TurnEnd(d) => serde_json::to_writer(&mut w, d),
                     Data::Error(d) => serde_json::to_writer(&mut w, d),
                     Data::Exit(d) => serde_json::to_writer(&mut w, d),
+                    Data::InputRequest(d) => serde_json::to_writer(&mut w, d),
+                    Data::InputAnswer(d) => serde_json::to_writer(&mut w, d),
                 };
             }
         }

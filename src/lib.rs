@@ -13,6 +13,7 @@ pub mod normalize;
 pub mod pipe;
 pub mod runs;
 pub mod serve;
+pub mod session;
 pub mod sse;
 pub mod supervise;
 pub mod time;

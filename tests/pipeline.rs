@@ -63,7 +63,7 @@ fn sse_goldens_over_every_fixture() {
 /// How each fixture's run must end: the terminal event and, for errors, its code.
 fn expected_end(name: &str) -> (&'static str, Option<&'static str>) {
     match name {
-        "bb-auth-failure" => ("RUN_ERROR", Some("turn_failed")),
+        "bb-auth-failure" | "bb-app-server.auth-failure" => ("RUN_ERROR", Some("turn_failed")),
         "bb-stop-interrupt.killed-midstream.partial" => ("RUN_ERROR", Some("incomplete")),
         "synthetic.resume-miss" | "synthetic.turn-failed-noise" => ("RUN_ERROR", Some("exit_nonzero")),
         "legacy-msg.vk.real-example-missing-api-key" => ("RUN_ERROR", Some("agent_error")),

@@ -89,6 +89,24 @@ fn journal_records_fit_runstate_v1() {
     for r in [Record::task("runner", "a", "failed", Some(2)), Record::run("user", "steer-queued")] {
         check(&s, &serde_json::to_value(&r).unwrap(), "record").unwrap();
     }
+    // An interactive session's input records, as the library writes them.
+    let req: runwire::events::InputRequest = serde_json::from_value(serde_json::json!(
+        {"id":"r1","kind":"question","questions":[{"question":"Tabs?","options":[{"label":"tabs"}],"multi_select":false}],
+         "expires_at":"2026-01-01T00:05:00.000Z"}))
+    .unwrap();
+    let ans: runwire::events::InputAnswer =
+        serde_json::from_value(serde_json::json!({"id":"r1","decision":"answer","answers":{"Tabs?":"tabs"},"by":"ana","at":"2026-01-01T00:01:00.000Z"}))
+            .unwrap();
+    let requested = runwire::session::record::InputRecord::requested("runner", "a", &req, 0);
+    let answered = runwire::session::record::InputRecord::answered("runner", "a", &ans, 0);
+    for r in [&requested, &answered] {
+        check(&s, &serde_json::to_value(r).unwrap(), "input record").unwrap();
+    }
+    assert_eq!(requested.kind.as_deref(), Some("question"));
+    assert_eq!(answered.decision.as_deref(), Some("answer"));
+    let inputs: Vec<&str> =
+        s["properties"]["input"]["enum"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
+    assert_eq!(inputs, ["requested", "answered"]);
     let bad = serde_json::json!({"v":"runstate/v1","ts":"x","actor":"a","task":"t","state":"done"});
     assert!(check(&s, &bad, "bad").is_err());
 }

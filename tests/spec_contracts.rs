@@ -63,7 +63,20 @@ fn the_schema_names_exactly_the_event_types_and_error_codes() {
     let schema: Value = serde_json::from_str(&spec("events.schema.json")).unwrap();
     let types: Vec<&str> =
         schema["properties"]["type"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(types, ["turn_start", "token_delta", "tool_call", "tool_result", "turn_end", "error", "exit"]);
+    assert_eq!(
+        types,
+        [
+            "turn_start",
+            "token_delta",
+            "tool_call",
+            "tool_result",
+            "turn_end",
+            "error",
+            "exit",
+            "input_request",
+            "input_answer"
+        ]
+    );
     // Each type has its data definition.
     for t in &types {
         assert!(schema["$defs"][t].is_object(), "no $defs/{t}");

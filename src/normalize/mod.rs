@@ -10,8 +10,10 @@
 //! knows; a known-irrelevant kind is skipped, an unknown kind or a non-JSON
 //! line becomes one non-fatal `error` event, and the stream goes on.
 
+mod acp;
 mod claude;
 mod codex;
+mod codex_app;
 mod cursor;
 pub mod redact;
 
@@ -62,11 +64,15 @@ enum Dialect {
     Claude(claude::Claude),
     Cursor(cursor::Cursor),
     Codex(codex::Codex),
+    CodexApp(codex_app::CodexApp),
+    Acp(acp::Acp),
 }
 
 /// The normalizer for one agent stream.
 pub struct Normalizer {
     dialect: Dialect,
+    /// The stream's format (print mode or JSON-RPC) is not known yet.
+    detect: bool,
     opts: Options,
     line_no: u64,
     session: Option<String>,
@@ -146,9 +152,47 @@ impl Ctx<'_> {
         self.error("not_json", format!("line is not JSON ({err})"), raw, false);
     }
 
-    /// A JSON line of a kind no table names.
+    /// A JSON line of a kind no dialect table names. The interactive
+    /// session's own lines (`runwire.request`, `runwire.answer`) are the same
+    /// in every dialect and no dialect knows them, so they land here.
     pub fn unknown(&mut self, raw: &[u8], kind: &str) {
-        self.error("unknown_kind", format!("unknown event kind {kind:?}"), raw, false);
+        match kind {
+            REQUEST_TYPE => self.input_line(raw, true),
+            ANSWER_TYPE => self.input_line(raw, false),
+            _ => self.error("unknown_kind", format!("unknown event kind {kind:?}"), raw, false),
+        }
+    }
+
+    /// A session's `runwire.request` / `runwire.answer` line: its
+    /// `input_request` / `input_answer` event, inputs redacted like tool
+    /// call arguments.
+    fn input_line(&mut self, raw: &[u8], request: bool) {
+        let mut v: Value = match serde_json::from_slice(raw) {
+            Ok(v) => v,
+            Err(e) => return self.unparsable(raw, e),
+        };
+        if let Some(o) = v.as_object_mut() {
+            o.remove("type");
+        }
+        let data = if request {
+            serde_json::from_value::<crate::events::InputRequest>(v).map(|mut r| {
+                if let Some(i) = r.input.as_mut() {
+                    redact::redact_json(i);
+                }
+                Data::InputRequest(r)
+            })
+        } else {
+            serde_json::from_value::<crate::events::InputAnswer>(v).map(|mut a| {
+                if let Some(i) = a.updated_input.as_mut() {
+                    redact::redact_json(i);
+                }
+                Data::InputAnswer(a)
+            })
+        };
+        match data {
+            Ok(d) => self.emit(d),
+            Err(e) => self.invalid(raw, e),
+        }
     }
 
     /// A JSON line whose shape does not fit the dialect (wrong field types).
@@ -186,7 +230,11 @@ impl Normalizer {
             Adapter::Cursor => Dialect::Cursor(cursor::Cursor::default()),
             Adapter::Codex => Dialect::Codex(codex::Codex::default()),
         };
-        Normalizer { dialect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new() }
+        // codex and cursor also run as interactive sessions (`codex
+        // app-server`, `cursor-agent acp`), whose JSON-RPC streams are told
+        // apart from the print-mode ones by their first line.
+        let detect = matches!(adapter, Adapter::Codex | Adapter::Cursor);
+        Normalizer { dialect, detect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new() }
     }
 
     /// The number of source lines consumed so far.
@@ -221,6 +269,9 @@ impl Normalizer {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Vec::new();
         }
+        if self.detect {
+            self.detect_protocol(line);
+        }
         let mut ctx = Ctx {
             out: &mut self.scratch,
             session: &mut self.session,
@@ -228,10 +279,19 @@ impl Normalizer {
             ts_ms: None,
             line_no: self.line_no,
         };
-        match &mut self.dialect {
-            Dialect::Claude(d) => d.line(&mut ctx, line),
-            Dialect::Cursor(d) => d.line(&mut ctx, line),
-            Dialect::Codex(d) => d.line(&mut ctx, line),
+        // The session's own lines, written by runwire with `type` first:
+        // read here, before a dialect's table can mistake their fields
+        // (`message` is a string here, an object in claude's lines).
+        if let Some(request) = session_line(line) {
+            ctx.input_line(line, request);
+        } else {
+            match &mut self.dialect {
+                Dialect::Claude(d) => d.line(&mut ctx, line),
+                Dialect::Cursor(d) => d.line(&mut ctx, line),
+                Dialect::Codex(d) => d.line(&mut ctx, line),
+                Dialect::CodexApp(d) => d.line(&mut ctx, line),
+                Dialect::Acp(d) => d.line(&mut ctx, line),
+            }
         }
         let ts_ms = ctx.ts_ms.unwrap_or_else(|| self.opts.clock.now_ms());
         let n = self.scratch.len();
@@ -249,12 +309,64 @@ impl Normalizer {
             .collect()
     }
 
+    /// The first line that tells decides, for good: a JSON object without a
+    /// `type` that carries `jsonrpc`, `method`, or an `id` with a `result` or
+    /// `error`, is JSON-RPC (codex app-server, ACP); one with a `type` (other
+    /// than runwire's own lines), or codex's legacy `msg` or preamble, is the
+    /// print mode. Lines that do not tell (not JSON, runwire's own) leave it open.
+    fn detect_protocol(&mut self, line: &[u8]) {
+        #[derive(serde::Deserialize)]
+        struct Probe<'a> {
+            #[serde(rename = "type", borrow, default)]
+            ty: Option<Cow<'a, str>>,
+            #[serde(default)]
+            jsonrpc: Option<IgnoredAny>,
+            #[serde(default)]
+            method: Option<IgnoredAny>,
+            #[serde(default)]
+            id: Option<IgnoredAny>,
+            #[serde(default)]
+            result: Option<IgnoredAny>,
+            #[serde(default)]
+            error: Option<IgnoredAny>,
+        }
+        let Ok(p) = serde_json::from_slice::<Probe>(line) else { return };
+        let rpc = match p.ty.as_deref() {
+            Some(t) if t.starts_with("runwire.") => return,
+            Some(_) => false,
+            None => {
+                p.jsonrpc.is_some()
+                    || p.method.is_some()
+                    || (p.id.is_some() && (p.result.is_some() || p.error.is_some()))
+            }
+        };
+        self.detect = false;
+        if rpc {
+            self.dialect = match self.dialect {
+                Dialect::Codex(_) => Dialect::CodexApp(codex_app::CodexApp::default()),
+                _ => Dialect::Acp(acp::Acp::default()),
+            };
+        }
+    }
+
     /// Ends the stream. Normalization never invents events at the end: a
     /// followed file may still grow, and a stream that stopped short is for
     /// the consumer to judge (agui-translate reports it as incomplete).
     pub fn finish(&mut self) -> Vec<Event> {
         Vec::new()
     }
+}
+
+/// `Some(true)` for a `runwire.request` line, `Some(false)` for a
+/// `runwire.answer` line, as the session writes them (`type` first).
+fn session_line(line: &[u8]) -> Option<bool> {
+    let rest = line.strip_prefix(b"{\"type\":\"runwire.")?;
+    let (request, rest) = match rest {
+        [b'r', b'e', b'q', b'u', b'e', b's', b't', b'"', rest @ ..] => (true, rest),
+        [b'a', b'n', b's', b'w', b'e', b'r', b'"', rest @ ..] => (false, rest),
+        _ => return None,
+    };
+    matches!(rest.first(), Some(b',' | b'}')).then_some(request)
 }
 
 fn trim_eol(mut l: &[u8]) -> &[u8] {
@@ -267,6 +379,24 @@ fn trim_eol(mut l: &[u8]) -> &[u8] {
 /// The wrapper contract's final status line
 /// (`{"type":"runwire.status","ok":..,"rc":..,"session_id":..,"detail":..,"files":[..]}`).
 pub const STATUS_TYPE: &str = "runwire.status";
+
+/// An interactive session's pending request line (`{"type":"runwire.request", …InputRequest}`).
+pub const REQUEST_TYPE: &str = "runwire.request";
+
+/// An interactive session's answer line (`{"type":"runwire.answer", …InputAnswer}`).
+pub const ANSWER_TYPE: &str = "runwire.answer";
+
+/// The interactive session's own lines (`runwire.request`, `runwire.answer`)
+/// in a dialect that reads every line as a `Value`: true when `kind` is one
+/// (and its event was emitted).
+pub(crate) fn runwire_line(ctx: &mut Ctx, raw: &[u8], kind: &str, _v: &Value) -> bool {
+    match kind {
+        REQUEST_TYPE => ctx.input_line(raw, true),
+        ANSWER_TYPE => ctx.input_line(raw, false),
+        _ => return false,
+    }
+    true
+}
 
 fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
     let rc = rc.unwrap_or(if ok == Some(true) { 0 } else { 1 });

@@ -179,9 +179,10 @@ fn check_record(v: &str, task: Option<&str>, state: Option<&str>, run: Option<&s
     Ok(())
 }
 
-/// Appends one record as one `write` of one line (O_APPEND: concurrent
-/// appenders never interleave within a line).
-pub fn append(path: &Path, rec: &Record) -> std::io::Result<()> {
+/// Appends one record (a [`Record`], or an interactive session's input
+/// record) as one `write` of one line (O_APPEND: concurrent appenders never
+/// interleave within a line).
+pub fn append(path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     line.push(b'\n');
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;

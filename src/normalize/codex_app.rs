@@ -1,0 +1,423 @@
+//! `codex app-server`: the JSON-RPC 2.0 stream an interactive codex session
+//! prints on stdout (notifications, the server's own requests, and the
+//! responses to the client's requests), as the session tool logs it.
+//!
+//! | line | maps to |
+//! |---|---|
+//! | response with `result.thread.id` (`thread/start`, `thread/resume`, `thread/fork`) | the session id; no event |
+//! | other responses | skipped |
+//! | error response | `error` (`agent_error`, not fatal) |
+//! | `thread/started` | the session id; no event |
+//! | `turn/started` | `turn_start` |
+//! | `item/agentMessage/delta`, `item/plan/delta` | `token_delta` (text) |
+//! | `item/reasoning/summaryTextDelta`, `item/reasoning/textDelta` | `token_delta` (reasoning) |
+//! | `item/completed` `agentMessage` / `plan` / `reasoning` | `token_delta`: what the deltas missed |
+//! | `item/started` of a tool item | `tool_call` |
+//! | `item/completed` of a tool item | `tool_result` (and `tool_call` if never started) |
+//! | `turn/completed` | `turn_end` (`interrupted` and `failed` are not ok; usage: this turn's share of the thread total) |
+//! | `error` | `error` (`agent_error`, not fatal: codex retries, and a turn that gives up ends with `turn/completed`) |
+//! | `warning`, `configWarning`, `guardianWarning`, `deprecationNotice` | `error` (`agent_warning`) |
+//! | server requests (approvals, `item/tool/call`, …) | skipped: the session answers them and logs a `runwire.request` line |
+//!
+//! Everything else the protocol defines is skipped on purpose and listed in
+//! [`SKIPPED`]; any other method is an `unknown_kind` error.
+
+use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
+use serde_json::{json, Value};
+
+/// Notifications known and skipped on purpose (bookkeeping, account and
+/// transport state, echoes of what the client sent, raw model items that the
+/// `item/*` notifications already carry, output streams whose whole value
+/// comes with `item/completed`).
+pub(crate) const SKIPPED: &[&str] = &[
+    "thread/status/changed",
+    "thread/archived",
+    "thread/unarchived",
+    "thread/deleted",
+    "thread/closed",
+    "thread/name/updated",
+    "thread/goal/updated",
+    "thread/goal/cleared",
+    "thread/settings/updated",
+    "thread/tokenUsage/updated",
+    "thread/compacted",
+    "thread/realtime/started",
+    "thread/realtime/itemAdded",
+    "thread/realtime/transcript/delta",
+    "thread/realtime/transcript/done",
+    "thread/realtime/outputAudio/delta",
+    "thread/realtime/sdp",
+    "thread/realtime/error",
+    "thread/realtime/closed",
+    "skills/changed",
+    "hook/started",
+    "hook/completed",
+    "turn/diff/updated",
+    "turn/plan/updated",
+    "turn/moderationMetadata",
+    "item/autoApprovalReview/started",
+    "item/autoApprovalReview/completed",
+    "item/reasoning/summaryPartAdded",
+    "item/commandExecution/outputDelta",
+    "item/commandExecution/terminalInteraction",
+    "item/fileChange/outputDelta",
+    "item/fileChange/patchUpdated",
+    "item/mcpToolCall/progress",
+    "rawResponseItem/completed",
+    "rawResponse/completed",
+    "command/exec/outputDelta",
+    "process/outputDelta",
+    "process/exited",
+    "serverRequest/resolved",
+    "mcpServer/oauthLogin/completed",
+    "mcpServer/startupStatus/updated",
+    "account/updated",
+    "account/rateLimits/updated",
+    "account/login/completed",
+    "app/list/updated",
+    "remoteControl/status/changed",
+    "externalAgentConfig/import/progress",
+    "externalAgentConfig/import/completed",
+    "fs/changed",
+    "model/rerouted",
+    "model/verification",
+    "model/safetyBuffering/updated",
+    "fuzzyFileSearch/sessionUpdated",
+    "fuzzyFileSearch/sessionCompleted",
+    "windows/worldWritableWarning",
+    "windowsSandbox/setupCompleted",
+];
+
+/// Requests the server sends the client. The session answers them; the
+/// ones a person decides are logged by the session as `runwire.request` /
+/// `runwire.answer` lines, so the request line itself yields nothing.
+pub(crate) const SERVER_REQUESTS: &[&str] = &[
+    "item/commandExecution/requestApproval",
+    "item/fileChange/requestApproval",
+    "item/permissions/requestApproval",
+    "item/tool/requestUserInput",
+    "item/tool/call",
+    "mcpServer/elicitation/request",
+    "account/chatgptAuthTokens/refresh",
+    "attestation/generate",
+    "currentTime/read",
+    "applyPatchApproval",
+    "execCommandApproval",
+];
+
+/// Item types whose text is streamed by deltas (not tools).
+const TEXT_ITEMS: &[&str] = &["agentMessage", "plan", "reasoning"];
+/// Item types that are neither text nor tools: the prompt echo, hook
+/// prompts, review-mode markers, context compaction.
+const SKIPPED_ITEMS: &[&str] =
+    &["userMessage", "hookPrompt", "enteredReviewMode", "exitedReviewMode", "contextCompaction"];
+
+#[derive(Default)]
+pub(crate) struct CodexApp {
+    /// Tool item ids whose `tool_call` was emitted and whose result was not.
+    open_tools: Vec<String>,
+    /// Text streamed so far per item id.
+    texts: Vec<(String, String)>,
+    /// The thread's cumulative usage as last reported, and as it stood when
+    /// the current turn started: a turn's usage is the difference.
+    total: Option<Usage>,
+    turn_base: Option<Usage>,
+    /// The last `error` message, the fallback reason of a failed turn.
+    last_error: Option<String>,
+}
+
+fn usage_from(v: &Value) -> Option<Usage> {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    Some(Usage {
+        input_tokens: n("inputTokens")?,
+        output_tokens: n("outputTokens").unwrap_or(0),
+        cached_input_tokens: n("cachedInputTokens"),
+        cache_write_input_tokens: n("cacheWriteInputTokens"),
+        reasoning_tokens: n("reasoningOutputTokens"),
+    })
+}
+
+fn usage_minus(a: &Usage, b: Option<&Usage>) -> Usage {
+    let Some(b) = b else { return a.clone() };
+    let sub = |x: Option<u64>, y: Option<u64>| x.map(|x| x.saturating_sub(y.unwrap_or(0)));
+    Usage {
+        input_tokens: a.input_tokens.saturating_sub(b.input_tokens),
+        output_tokens: a.output_tokens.saturating_sub(b.output_tokens),
+        cached_input_tokens: sub(a.cached_input_tokens, b.cached_input_tokens),
+        cache_write_input_tokens: sub(a.cache_write_input_tokens, b.cache_write_input_tokens),
+        reasoning_tokens: sub(a.reasoning_tokens, b.reasoning_tokens),
+    }
+}
+
+impl CodexApp {
+    pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
+        let Some(text) = ctx.text(raw) else { return };
+        let v: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return ctx.not_json(raw, &e),
+        };
+        if let Some(ty) = v.str_at("type") {
+            // Lines of runwire's own (the wrapper's status line, the session's
+            // request / answer lines) share the log.
+            return match ty {
+                STATUS_TYPE => {
+                    ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"))
+                }
+                other if super::runwire_line(ctx, raw, other, &v) => {}
+                other => ctx.unknown(raw, other),
+            };
+        }
+        let Some(method) = v.str_at("method") else {
+            return self.response(ctx, raw, &v);
+        };
+        if v.get("id").is_some_and(|id| !id.is_null()) {
+            if !SERVER_REQUESTS.contains(&method) {
+                ctx.unknown(raw, method);
+            }
+            return;
+        }
+        let p = v.get("params").unwrap_or(&Value::Null);
+        match method {
+            "thread/started" => self.thread(ctx, p.get("thread")),
+            "turn/started" => {
+                self.last_error = None;
+                self.texts.clear();
+                self.turn_base = self.total.clone();
+                ctx.emit(Data::TurnStart(TurnStart::default()));
+            }
+            "turn/completed" => self.turn_completed(ctx, p.get("turn").unwrap_or(&Value::Null)),
+            "thread/tokenUsage/updated" => {
+                if let Some(u) = p.pointer("/tokenUsage/total").and_then(usage_from) {
+                    self.total = Some(u);
+                }
+            }
+            "item/agentMessage/delta" | "item/plan/delta" => self.delta(ctx, p, Channel::Text),
+            "item/reasoning/summaryTextDelta" | "item/reasoning/textDelta" => self.delta(ctx, p, Channel::Reasoning),
+            "item/started" | "item/completed" => match p.get("item").filter(|i| i.is_object()) {
+                Some(item) => self.item(ctx, raw, method == "item/completed", item),
+                None => ctx.invalid(raw, "item notification without \"item\""),
+            },
+            "error" => {
+                let m = p
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .or_else(|| p.str_at("message"))
+                    .unwrap_or("error")
+                    .to_string();
+                self.last_error = Some(m.clone());
+                ctx.error("agent_error", m, raw, false);
+            }
+            "warning" | "configWarning" | "guardianWarning" | "deprecationNotice" => {
+                let m = p.str_at("message").or_else(|| p.str_at("summary")).unwrap_or(method).to_string();
+                ctx.error("agent_warning", m, raw, false);
+            }
+            m if SKIPPED.contains(&m) => {}
+            other => ctx.unknown(raw, other),
+        }
+    }
+
+    fn thread(&mut self, ctx: &mut Ctx, thread: Option<&Value>) {
+        // A resumed or forked thread names its own id: the latest one wins.
+        if let Some(id) = thread.and_then(|t| t.str_at("id")).filter(|t| !t.is_empty()) {
+            *ctx.session = Some(id.to_string());
+            ctx.announce_session(Some(id));
+        }
+    }
+
+    /// A response to one of the client's requests.
+    fn response(&mut self, ctx: &mut Ctx, raw: &[u8], v: &Value) {
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let m = err.str_at("message").map(str::to_string).unwrap_or_else(|| value_text(err));
+            return ctx.error("agent_error", m, raw, false);
+        }
+        match v.get("result") {
+            Some(r) if v.get("id").is_some() => self.thread(ctx, r.get("thread")),
+            _ => ctx.invalid(raw, "neither a method nor a response"),
+        }
+    }
+
+    fn turn_completed(&mut self, ctx: &mut Ctx, turn: &Value) {
+        self.texts.clear();
+        let status = turn.str_at("status").unwrap_or("completed");
+        let ok = status == "completed";
+        let reason = (!ok).then(|| {
+            turn.pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| (status == "failed").then(|| self.last_error.clone()).flatten())
+                .unwrap_or_else(|| status.to_string())
+        });
+        let usage = self.total.as_ref().map(|t| usage_minus(t, self.turn_base.as_ref()));
+        self.turn_base = self.total.clone();
+        ctx.emit(Data::TurnEnd(TurnEnd {
+            ok,
+            reason,
+            usage,
+            duration_ms: turn.u64_at("durationMs"),
+            ..TurnEnd::default()
+        }));
+    }
+
+    fn delta(&mut self, ctx: &mut Ctx, p: &Value, channel: Channel) {
+        let id = p.str_at("itemId").unwrap_or("").to_string();
+        let d = p.str_at("delta").unwrap_or("");
+        if d.is_empty() {
+            return;
+        }
+        match self.texts.iter_mut().find(|(i, _)| *i == id) {
+            Some((_, t)) => t.push_str(d),
+            None => self.texts.push((id.clone(), d.to_string())),
+        }
+        ctx.emit(Data::TokenDelta(TokenDelta { text: d.to_string(), channel, message: id, parent: None }));
+    }
+
+    fn item(&mut self, ctx: &mut Ctx, raw: &[u8], done: bool, item: &Value) {
+        let id = item.str_at("id").unwrap_or("").to_string();
+        let ty = item.str_at("type").unwrap_or("");
+        if SKIPPED_ITEMS.contains(&ty) {
+            return;
+        }
+        if TEXT_ITEMS.contains(&ty) {
+            if !done {
+                return;
+            }
+            let (text, channel) = match ty {
+                "reasoning" => (reasoning_text(item), Channel::Reasoning),
+                _ => (item.str_at("text").unwrap_or("").to_string(), Channel::Text),
+            };
+            let streamed = self.texts.iter().position(|(i, _)| *i == id).map(|p| self.texts.swap_remove(p).1);
+            let rest = unseen_suffix(streamed.as_deref().unwrap_or(""), &text);
+            if !rest.is_empty() {
+                ctx.emit(Data::TokenDelta(TokenDelta { text: rest.to_string(), channel, message: id, parent: None }));
+            }
+            return;
+        }
+        if id.is_empty() {
+            return ctx.invalid(raw, "item without an id");
+        }
+        let (name, args) = tool_name_args(ty, item);
+        if !done {
+            if !self.open_tools.contains(&id) {
+                self.open_tools.push(id.clone());
+                ctx.emit(tool_call(id, name, args, None, None));
+            }
+            return;
+        }
+        match self.open_tools.iter().position(|t| *t == id) {
+            Some(p) => {
+                self.open_tools.swap_remove(p);
+            }
+            None => ctx.emit(tool_call(id.clone(), name, args, None, None)),
+        }
+        let (out, is_error, code) = tool_outcome(ty, item);
+        ctx.emit(tool_result(id, &out, is_error, code, None));
+    }
+}
+
+/// Reasoning summaries (or, when a provider sends it, the raw reasoning).
+fn reasoning_text(item: &Value) -> String {
+    let join = |k: &str| -> String {
+        item.get(k)
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n\n"))
+            .unwrap_or_default()
+    };
+    let s = join("summary");
+    if s.is_empty() {
+        join("content")
+    } else {
+        s
+    }
+}
+
+fn tool_name_args(ty: &str, item: &Value) -> (String, Value) {
+    let field = |k: &str| item.get(k).cloned().unwrap_or(Value::Null);
+    match ty {
+        "commandExecution" => ("command_execution".into(), json!({ "command": field("command"), "cwd": field("cwd") })),
+        "fileChange" => ("file_change".into(), json!({ "changes": field("changes") })),
+        "mcpToolCall" => (
+            format!(
+                "mcp__{}__{}",
+                item.str_at("server").unwrap_or("unknown"),
+                item.str_at("tool").unwrap_or("unknown")
+            ),
+            item.get("arguments").cloned().unwrap_or_else(|| json!({})),
+        ),
+        "dynamicToolCall" => (
+            item.str_at("tool").unwrap_or("dynamic_tool").to_string(),
+            item.get("arguments").cloned().unwrap_or_else(|| json!({})),
+        ),
+        "webSearch" => ("web_search".into(), json!({ "query": field("query") })),
+        "collabAgentToolCall" => (
+            format!("collab__{}", item.str_at("tool").unwrap_or("unknown")),
+            json!({ "prompt": field("prompt"), "receiver_thread_ids": field("receiverThreadIds") }),
+        ),
+        "imageView" => ("image_view".into(), json!({ "path": field("path") })),
+        _ => {
+            // Other and future tool items (imageGeneration, subAgentActivity, …):
+            // everything but bookkeeping, so new codex builds still show up.
+            let mut args = item.as_object().cloned().unwrap_or_default();
+            for k in ["id", "type", "status"] {
+                args.remove(k);
+            }
+            (ty.to_string(), Value::Object(args))
+        }
+    }
+}
+
+/// `(output, is_error, exit_code)` of a completed tool item.
+fn tool_outcome(ty: &str, item: &Value) -> (String, bool, Option<i64>) {
+    let status = item.str_at("status").unwrap_or("completed");
+    let bad = matches!(status, "failed" | "declined" | "interrupted");
+    match ty {
+        "commandExecution" => {
+            let code = item.i64_at("exitCode");
+            let out = item.str_at("aggregatedOutput").unwrap_or("").to_string();
+            // A declined or interrupted command has no exit code: not a success.
+            (out, bad || code.is_some_and(|c| c != 0) || (code.is_none() && status != "completed"), code)
+        }
+        "fileChange" => {
+            let paths: Vec<String> = item
+                .get("changes")
+                .and_then(Value::as_array)
+                .map(|cs| {
+                    cs.iter()
+                        .map(|c| {
+                            let kind = c.pointer("/kind/type").and_then(Value::as_str).or_else(|| c.str_at("kind"));
+                            format!("{} {}", kind.unwrap_or("update"), c.str_at("path").unwrap_or("?"))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (format!("{status}: {}", paths.join(", ")), bad, None)
+        }
+        "mcpToolCall" => match item.get("error").filter(|e| !e.is_null()) {
+            Some(e) => (e.str_at("message").map(str::to_string).unwrap_or_else(|| value_text(e)), true, None),
+            None => (item.pointer("/result/content").map(content_text).unwrap_or_default(), bad, None),
+        },
+        "dynamicToolCall" => (
+            item.get("contentItems").map(content_text).unwrap_or_default(),
+            bad || item.bool_at("success") == Some(false),
+            None,
+        ),
+        "webSearch" => {
+            let n = item.get("results").and_then(Value::as_array).map_or(0, Vec::len);
+            (format!("{n} results"), bad, None)
+        }
+        _ => (String::new(), bad, None),
+    }
+}
+
+/// Text of a content list (`[{type:"text"|"inputText", text}]`); other
+/// blocks as compact JSON.
+fn content_text(v: &Value) -> String {
+    match v.as_array() {
+        Some(items) => items
+            .iter()
+            .map(|b| b.str_at("text").map(str::to_string).unwrap_or_else(|| value_text(b)))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => value_text(v),
+    }
+}

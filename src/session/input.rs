@@ -1,0 +1,156 @@
+//! The session input format (`spec/SESSION-INPUT.md`,
+//! `spec/session-input.schema.json`): one JSON object a line, written by a
+//! person's tool (the server, a script) to an interactive session. The same
+//! format drives every agent; each agent's protocol object turns it into its
+//! own wire lines.
+
+use crate::events::Scope;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Largest input line accepted, in bytes (a long message JSON-escaped, or an
+/// edited tool input).
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// One line of session input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Input {
+    /// A user message: starts a turn, or joins the running one (claude
+    /// takes a message mid-turn into the turn: a live steer).
+    Message(MessageInput),
+    /// An answer to a pending request.
+    Answer(AnswerInput),
+    /// Interrupt the current turn; the session stays for the next message.
+    Interrupt(Who),
+    /// End the session: pending requests are cancelled, a running turn is
+    /// interrupted, the agent's input is closed and it exits.
+    End(Who),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageInput {
+    pub text: String,
+    /// Who wrote it (for the record; not sent to the agent).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Who {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+}
+
+/// The decisions a person can give (`expired` is the session's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+    Answer,
+    Cancelled,
+}
+
+impl From<Decision> for crate::events::Decision {
+    fn from(d: Decision) -> Self {
+        match d {
+            Decision::Allow => crate::events::Decision::Allow,
+            Decision::Deny => crate::events::Decision::Deny,
+            Decision::Answer => crate::events::Decision::Answer,
+            Decision::Cancelled => crate::events::Decision::Cancelled,
+        }
+    }
+}
+
+/// `{"type":"answer","id":…,"decision":…}` and its optional parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerInput {
+    /// The request id from the `runwire.request` line.
+    pub id: String,
+    pub decision: Decision,
+    /// `allow` for this call only (default) or for the rest of the session.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scope: Option<Scope>,
+    /// `allow` with edits: the tool input to run instead (a full replacement).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub updated_input: Option<Map<String, Value>>,
+    /// `answer`: question text -> chosen label, or a list of labels for a
+    /// multi-select question.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub answers: Option<Map<String, Value>>,
+    /// `deny`/`cancelled`: the reason the agent is told.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message: Option<String>,
+    /// `allow` of a plan: the permission mode to carry the plan out in
+    /// (default: the session's `--plan-exit-mode`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+}
+
+impl Input {
+    /// Parses one input line; the error names what is wrong.
+    pub fn parse(line: &[u8]) -> Result<Input, String> {
+        if line.len() > MAX_LINE {
+            return Err(format!("line is longer than {MAX_LINE} bytes"));
+        }
+        let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
+        let v: Value = serde_json::from_str(text.trim()).map_err(|e| format!("not JSON: {e}"))?;
+        let kind = v.get("type").and_then(Value::as_str).map(str::to_string);
+        let input: Input = serde_json::from_value(v).map_err(|e| match &kind {
+            Some(k) => format!("a {k:?} line: {e}"),
+            None => format!("{e}"),
+        })?;
+        if let Input::Message(m) = &input {
+            if m.text.trim().is_empty() {
+                return Err("a \"message\" line: text is empty".into());
+            }
+        }
+        Ok(input)
+    }
+
+    /// The line this input is written as (no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("inputs serialize infallibly")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_parses_and_round_trips() {
+        for l in [
+            r#"{"type":"message","text":"hi"}"#,
+            r#"{"type":"message","text":"hi","by":"ana"}"#,
+            r#"{"type":"answer","id":"r1","decision":"allow"}"#,
+            r#"{"type":"answer","id":"r1","decision":"allow","scope":"session"}"#,
+            r#"{"type":"answer","id":"r1","decision":"allow","updated_input":{"command":"ls"}}"#,
+            r#"{"type":"answer","id":"r1","decision":"deny","message":"no"}"#,
+            r#"{"type":"answer","id":"r1","decision":"answer","answers":{"Tabs?":"spaces"}}"#,
+            r#"{"type":"answer","id":"r1","decision":"cancelled"}"#,
+            r#"{"type":"interrupt"}"#,
+            r#"{"type":"end","by":"cron"}"#,
+        ] {
+            let i = Input::parse(l.as_bytes()).unwrap_or_else(|e| panic!("{l}: {e}"));
+            assert_eq!(Input::parse(i.to_line().as_bytes()).unwrap(), i);
+        }
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        let e = |l: &str| Input::parse(l.as_bytes()).unwrap_err();
+        assert!(e("nope").starts_with("not JSON"));
+        assert!(e(r#"{"type":"shout"}"#).contains("unknown variant"));
+        assert!(e(r#"{"type":"answer","id":"r","decision":"expired"}"#).contains("unknown variant"));
+        assert!(e(r#"{"type":"answer","id":"r","decision":"allow","bogus":1}"#).contains("unknown field"));
+        assert!(e(r#"{"type":"message","text":"  "}"#).contains("empty"));
+        assert!(e(r#"{"type":"message"}"#).contains("text"));
+    }
+}

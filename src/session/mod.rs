@@ -1,0 +1,463 @@
+//! Interactive sessions: an agent running with its input open, answered
+//! while it works (approvals, questions, plan approval), steered mid-turn,
+//! interrupted without losing the session.
+//!
+//! Shaped like every other stage: [`Session`] is a state object with no IO.
+//! It is fed the agent's lines ([`Session::agent_line`]), the session input
+//! ([`Session::input`], the format of `spec/SESSION-INPUT.md`) and the time
+//! ([`Session::tick`]), and each call returns a [`Step`]: lines for the
+//! session's output (the task log: the agent's lines verbatim plus the
+//! session's own `runwire.request` / `runwire.answer` lines), lines to write
+//! to the agent, and the requests raised and closed (for the journal).
+//! What is generic (pending requests, expiry, fail-closed denial, checking
+//! answers, the record) lives here; what one agent's wire protocol says is
+//! an [`Agent`] ([`claude::Claude`]; codex and cursor come next). The thin
+//! IO around it is [`driver`], used by `runwire-session`, the server and the
+//! supervisor.
+
+pub mod claude;
+pub mod driver;
+pub mod input;
+pub mod record;
+
+use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
+pub use input::{AnswerInput, Input};
+use std::collections::VecDeque;
+use std::fmt;
+
+/// What one agent line means to the session (reported by an [`Agent`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Signal {
+    /// The agent waits for a person. `expires_at` is filled by the session.
+    Request(InputRequest),
+    /// The agent withdrew a request it raised (claude `control_cancel_request`).
+    Withdrawn(String),
+    /// The agent is working on a turn.
+    TurnActive,
+    /// The turn ended (claude `result`).
+    TurnEnded { ok: bool },
+    /// The agent named its session (resumable id).
+    SessionId(String),
+}
+
+/// One agent's interactive wire protocol, with no IO. Methods append the
+/// lines to write to the agent (without newlines) to `to_agent`.
+pub trait Agent {
+    /// The agent's name (`claude`).
+    fn name(&self) -> &'static str;
+    /// Lines written once the process runs (claude: `initialize`).
+    fn open(&mut self, to_agent: &mut Vec<Vec<u8>>);
+    /// Reads one agent line; automatic replies (to requests runwire does not
+    /// handle) go to `to_agent`.
+    fn line(&mut self, line: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal>;
+    /// A user message, at any time (mid-turn too).
+    fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>);
+    /// Closes `req` with `answer` (any decision: `cancelled` and `expired`
+    /// tell the agent no). `mode`: the permission mode to continue a plan in.
+    fn answer(&mut self, req: &InputRequest, answer: &InputAnswer, mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>);
+    /// Interrupts the running turn; the session stays.
+    fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>);
+    /// Checks an answer's mode (plan approval) before anything is written.
+    fn check_mode(&self, _mode: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Session settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long a request waits for an answer before it is denied.
+    pub answer_timeout_ms: i64,
+    /// Who the session's own decisions are by (`expired`, a turn's end).
+    pub actor: String,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { answer_timeout_ms: 300_000, actor: "runwire-session".into() }
+    }
+}
+
+/// Where the session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// No turn running: the next message starts one.
+    Idle,
+    /// A turn is running (a message now joins it).
+    Turn,
+    /// `end` was asked (or the input ended and the session went idle): the
+    /// agent's input is closed.
+    Ended,
+}
+
+/// What one call produced. Apply in this order: write `output`, write
+/// `to_agent`, journal `requested`/`answered`, then close the agent's input
+/// if `close_agent_input`.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Step {
+    /// Lines for the session's output (no newlines).
+    pub output: Vec<Vec<u8>>,
+    /// Lines for the agent's input (no newlines).
+    pub to_agent: Vec<Vec<u8>>,
+    pub requested: Vec<InputRequest>,
+    pub answered: Vec<InputAnswer>,
+    /// Close the agent's input now (the session ends).
+    pub close_agent_input: bool,
+    /// The input repeated an answer already given: nothing was sent again.
+    pub replayed: bool,
+}
+
+/// Why an input was refused. Nothing was written for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refused {
+    /// No request with that id was raised in this session.
+    Unknown(String),
+    /// The request was already closed with a different answer.
+    Decided { id: String, previous: Decision },
+    /// The request expired (and was denied) before the answer came.
+    Expired(String),
+    /// The answer does not fit the request (wrong decision for its kind,
+    /// answers to questions not asked, …).
+    Invalid(String),
+    /// The session has ended.
+    Ended,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::Unknown(id) => write!(f, "no request {id:?} was raised in this session"),
+            Refused::Decided { id, previous } => {
+                write!(f, "request {id:?} was already decided ({}); a different answer is refused", previous.as_str())
+            }
+            Refused::Expired(id) => write!(f, "request {id:?} expired and was denied before this answer came"),
+            Refused::Invalid(why) => f.write_str(why),
+            Refused::Ended => f.write_str("the session has ended"),
+        }
+    }
+}
+
+/// Closed requests remembered (to tell a replay from a conflict).
+const MAX_CLOSED: usize = 1024;
+
+/// An interactive session over one agent protocol.
+pub struct Session<A: Agent> {
+    agent: A,
+    opts: Options,
+    /// Open requests with their expiry (epoch ms), in the order raised.
+    pending: Vec<(InputRequest, i64)>,
+    closed: VecDeque<InputAnswer>,
+    phase: Phase,
+    input_closed: bool,
+    session_id: Option<String>,
+}
+
+impl<A: Agent> Session<A> {
+    pub fn new(agent: A, opts: Options) -> Session<A> {
+        Session {
+            agent,
+            opts,
+            pending: Vec::new(),
+            closed: VecDeque::new(),
+            phase: Phase::Idle,
+            input_closed: false,
+            session_id: None,
+        }
+    }
+
+    pub fn agent(&self) -> &A {
+        &self.agent
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The session id the agent announced (resumable).
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// Requests waiting for an answer, oldest first.
+    pub fn pending(&self) -> impl Iterator<Item = &InputRequest> {
+        self.pending.iter().map(|(r, _)| r)
+    }
+
+    /// How a closed request was closed (the last [`MAX_CLOSED`] are kept).
+    pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
+        self.closed.iter().rev().find(|a| a.id == id)
+    }
+
+    /// The earliest expiry among pending requests (epoch ms): call
+    /// [`tick`](Session::tick) then.
+    pub fn deadline(&self) -> Option<i64> {
+        self.pending.iter().map(|(_, t)| *t).min()
+    }
+
+    /// The process runs: the opening lines, then `first` as the first message.
+    pub fn open(&mut self, first: Option<&str>) -> Step {
+        let mut s = Step::default();
+        self.agent.open(&mut s.to_agent);
+        if let Some(text) = first {
+            self.agent.message(text, &mut s.to_agent);
+            self.phase = Phase::Turn;
+        }
+        s
+    }
+
+    /// One line from the agent: forwarded to the output as is, followed by
+    /// the session's lines for what it raised or closed.
+    pub fn agent_line(&mut self, line: &[u8], now_ms: i64) -> Step {
+        let mut s = Step::default();
+        s.output.push(line.to_vec());
+        for sig in self.agent.line(line, &mut s.to_agent) {
+            match sig {
+                Signal::Request(mut r) => {
+                    let exp = now_ms.saturating_add(self.opts.answer_timeout_ms);
+                    r.expires_at = Some(crate::time::format_ms(exp));
+                    // A request id the agent reuses replaces the stale one.
+                    self.pending.retain(|(p, _)| p.id != r.id);
+                    s.output.push(record::request_line(&r));
+                    s.requested.push(r.clone());
+                    self.pending.push((r, exp));
+                }
+                Signal::Withdrawn(id) => {
+                    if let Some(i) = self.pending.iter().position(|(p, _)| p.id == id) {
+                        let (r, _) = self.pending.remove(i);
+                        let a = self.own_answer(&r, Decision::Cancelled, "the agent withdrew the request", now_ms);
+                        // The agent no longer waits: nothing is written to it.
+                        self.close(a, &mut s);
+                    }
+                }
+                Signal::TurnActive => {
+                    if self.phase == Phase::Idle {
+                        self.phase = Phase::Turn;
+                    }
+                }
+                Signal::TurnEnded { .. } => {
+                    // A request still open when its turn ended is moot.
+                    for (r, _) in std::mem::take(&mut self.pending) {
+                        let a = self.own_answer(&r, Decision::Cancelled, "the turn ended before an answer", now_ms);
+                        self.close(a, &mut s);
+                    }
+                    if self.phase == Phase::Turn {
+                        self.phase = Phase::Idle;
+                    }
+                    self.maybe_end(&mut s);
+                }
+                Signal::SessionId(id) => self.session_id = Some(id),
+            }
+        }
+        s
+    }
+
+    /// One session input. `Err` refuses it and nothing is written.
+    pub fn input(&mut self, input: Input, now_ms: i64) -> Result<Step, Refused> {
+        if self.phase == Phase::Ended {
+            return Err(Refused::Ended);
+        }
+        let mut s = Step::default();
+        match input {
+            Input::Message(m) => {
+                self.agent.message(&m.text, &mut s.to_agent);
+                self.phase = Phase::Turn;
+            }
+            Input::Answer(a) => return self.answer(a, now_ms),
+            Input::Interrupt(_) => {
+                if self.phase == Phase::Turn {
+                    self.agent.interrupt(&mut s.to_agent);
+                }
+            }
+            Input::End(who) => {
+                let by = who.by.unwrap_or_else(|| self.opts.actor.clone());
+                self.cancel_all(&format!("the session was ended by {by}"), now_ms, &mut s);
+                if self.phase == Phase::Turn {
+                    self.agent.interrupt(&mut s.to_agent);
+                }
+                self.phase = Phase::Ended;
+                s.close_agent_input = true;
+            }
+        }
+        Ok(s)
+    }
+
+    /// The session input ended (EOF): no more answers can come. Pending
+    /// requests are cancelled (fail closed) and the session ends once the
+    /// running turn is over.
+    pub fn input_closed(&mut self, now_ms: i64) -> Step {
+        let mut s = Step::default();
+        self.input_closed = true;
+        if self.phase != Phase::Ended {
+            self.cancel_all("the session input ended: nobody can answer", now_ms, &mut s);
+            self.maybe_end(&mut s);
+        }
+        s
+    }
+
+    /// Expires requests past their time: each is denied to the agent and
+    /// recorded as `expired`.
+    pub fn tick(&mut self, now_ms: i64) -> Step {
+        let mut s = Step::default();
+        let (gone, keep): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|(_, t)| *t <= now_ms);
+        self.pending = keep;
+        for (r, _) in gone {
+            let secs = self.opts.answer_timeout_ms / 1000;
+            let a = self.own_answer(&r, Decision::Expired, &format!("no answer within {secs} s: denied"), now_ms);
+            self.agent.answer(&r, &a, None, &mut s.to_agent);
+            self.close(a, &mut s);
+        }
+        s
+    }
+
+    /// The agent exited: what was pending is closed (`cancelled`), nothing
+    /// more is written to it.
+    pub fn agent_exited(&mut self, now_ms: i64) -> Step {
+        let mut s = Step::default();
+        for (r, _) in std::mem::take(&mut self.pending) {
+            let a = self.own_answer(&r, Decision::Cancelled, "the agent exited", now_ms);
+            self.close(a, &mut s);
+        }
+        self.phase = Phase::Ended;
+        s
+    }
+
+    fn answer(&mut self, a: AnswerInput, now_ms: i64) -> Result<Step, Refused> {
+        let mut s = Step::default();
+        let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else {
+            return match self.closed(&a.id) {
+                None => Err(Refused::Unknown(a.id)),
+                Some(prev) if prev.decision == Decision::Expired && a.decision != input::Decision::Cancelled => {
+                    Err(Refused::Expired(a.id))
+                }
+                // Abandoning what is already closed changes nothing.
+                Some(_) if a.decision == input::Decision::Cancelled => Ok(Step { replayed: true, ..s }),
+                Some(prev) if same_answer(prev, &a) => Ok(Step { replayed: true, ..s }),
+                Some(prev) => Err(Refused::Decided { id: a.id, previous: prev.decision }),
+            };
+        };
+        let req = &self.pending[i].0;
+        let answer = self.check(req, &a, now_ms)?;
+        if let Some(m) = &a.mode {
+            self.agent.check_mode(m).map_err(Refused::Invalid)?;
+        }
+        let (req, _) = self.pending.remove(i);
+        self.agent.answer(&req, &answer, a.mode.as_deref(), &mut s.to_agent);
+        self.close(answer, &mut s);
+        Ok(s)
+    }
+
+    /// Checks an answer against its request and builds the record of it.
+    fn check(&self, req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<InputAnswer, Refused> {
+        use input::Decision as D;
+        let bad = |why: String| Err(Refused::Invalid(format!("request {:?} ({}): {why}", req.id, req.kind.as_str())));
+        match (req.kind, a.decision) {
+            (InputKind::Question, D::Allow) => return bad("a question is answered with decision \"answer\"".into()),
+            (InputKind::ToolApproval | InputKind::PlanApproval, D::Answer) => {
+                return bad("only a question takes decision \"answer\"".into())
+            }
+            _ => {}
+        }
+        if a.decision != D::Allow && (a.updated_input.is_some() || a.scope.is_some() || a.mode.is_some()) {
+            return bad("updated_input, scope and mode go with \"allow\" only".into());
+        }
+        if a.decision != D::Answer && a.answers.is_some() {
+            return bad("answers go with \"answer\" only".into());
+        }
+        if req.kind != InputKind::PlanApproval && a.mode.is_some() {
+            return bad("mode goes with a plan approval only".into());
+        }
+        let mut answers = None;
+        if a.decision == D::Answer {
+            let asked = req.questions.as_deref().unwrap_or_default();
+            let Some(given) = a.answers.as_ref().filter(|m| !m.is_empty()) else {
+                return bad("decision \"answer\" needs answers".into());
+            };
+            let mut out = serde_json::Map::new();
+            for (q, v) in given {
+                let Some(question) = asked.iter().find(|x| &x.question == q) else {
+                    return bad(format!("no question {q:?} was asked"));
+                };
+                let label = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Array(xs) if question.multi_select => {
+                        let labels: Option<Vec<&str>> = xs.iter().map(serde_json::Value::as_str).collect();
+                        match labels {
+                            Some(l) if !l.is_empty() => l.join(", "),
+                            _ => return bad(format!("the answer to {q:?} must be labels (strings)")),
+                        }
+                    }
+                    serde_json::Value::Array(_) => return bad(format!("{q:?} takes one label, not a list")),
+                    _ => return bad(format!("the answer to {q:?} must be a label")),
+                };
+                out.insert(q.clone(), serde_json::Value::String(label));
+            }
+            answers = Some(out);
+        }
+        let scope = if a.decision == D::Allow { Some(a.scope.unwrap_or(Scope::Once)) } else { None };
+        let message = match a.decision {
+            D::Deny => Some(a.message.clone().unwrap_or_else(|| "Permission request denied".into())),
+            D::Cancelled => Some(a.message.clone().unwrap_or_else(|| "The request was cancelled".into())),
+            _ => a.message.clone(),
+        };
+        Ok(InputAnswer {
+            id: req.id.clone(),
+            decision: a.decision.into(),
+            scope,
+            updated_input: a.updated_input.clone().map(serde_json::Value::Object),
+            answers,
+            message,
+            by: a.by.clone(),
+            at: crate::time::format_ms(now_ms),
+        })
+    }
+
+    fn own_answer(&self, r: &InputRequest, decision: Decision, why: &str, now_ms: i64) -> InputAnswer {
+        InputAnswer {
+            id: r.id.clone(),
+            decision,
+            scope: None,
+            updated_input: None,
+            answers: None,
+            message: Some(why.to_string()),
+            by: Some(self.opts.actor.clone()),
+            at: crate::time::format_ms(now_ms),
+        }
+    }
+
+    fn cancel_all(&mut self, why: &str, now_ms: i64, s: &mut Step) {
+        for (r, _) in std::mem::take(&mut self.pending) {
+            let a = self.own_answer(&r, Decision::Cancelled, why, now_ms);
+            self.agent.answer(&r, &a, None, &mut s.to_agent);
+            self.close(a, s);
+        }
+    }
+
+    fn close(&mut self, a: InputAnswer, s: &mut Step) {
+        s.output.push(record::answer_line(&a));
+        s.answered.push(a.clone());
+        if self.closed.len() == MAX_CLOSED {
+            self.closed.pop_front();
+        }
+        self.closed.push_back(a);
+    }
+
+    /// After the input ended, the session ends at the first idle moment.
+    fn maybe_end(&mut self, s: &mut Step) {
+        if self.input_closed && self.phase == Phase::Idle && self.pending.is_empty() {
+            self.phase = Phase::Ended;
+            s.close_agent_input = true;
+        }
+    }
+}
+
+/// An answer repeated identically (a client retrying) is not a conflict.
+fn same_answer(prev: &InputAnswer, a: &AnswerInput) -> bool {
+    let decision: Decision = a.decision.into();
+    prev.decision == decision
+        && prev.updated_input == a.updated_input.clone().map(serde_json::Value::Object)
+        && (a.decision != input::Decision::Allow || prev.scope == Some(a.scope.unwrap_or(Scope::Once)))
+        && (a.answers.is_none()
+            || prev.answers.as_ref().map(|m| m.keys().collect::<Vec<_>>())
+                == a.answers.as_ref().map(|m| m.keys().collect::<Vec<_>>()))
+}

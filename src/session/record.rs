@@ -1,0 +1,167 @@
+//! How a session's waiting and answers are recorded: the raw
+//! `runwire.request` / `runwire.answer` lines it writes into its output (the
+//! task log; `normalize-events` reads them as `input_request` /
+//! `input_answer` in every dialect), and the journal's input records
+//! (`spec/runstate.schema.json`) a runner appends for them.
+
+use crate::events::{InputAnswer, InputRequest};
+use crate::normalize::{ANSWER_TYPE, REQUEST_TYPE};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Serialize)]
+struct Tagged<'a, T: Serialize> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// `{"type":"runwire.request", …}` (no newline).
+pub fn request_line(r: &InputRequest) -> Vec<u8> {
+    serde_json::to_vec(&Tagged { kind: REQUEST_TYPE, body: r }).expect("requests serialize infallibly")
+}
+
+/// `{"type":"runwire.answer", …}` (no newline).
+pub fn answer_line(a: &InputAnswer) -> Vec<u8> {
+    serde_json::to_vec(&Tagged { kind: ANSWER_TYPE, body: a }).expect("answers serialize infallibly")
+}
+
+/// A journal input record: a request raised or closed. Not a task state
+/// record: it does not change the task's last state. A task whose last state
+/// is not terminal and that has a `requested` without a later `answered` for
+/// the same request waits for a person (status `needs_input`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputRecord {
+    pub v: String,
+    pub ts: String,
+    pub actor: String,
+    pub task: String,
+    /// `requested` or `answered`.
+    pub input: String,
+    pub request: String,
+    /// `requested`: `tool_approval`, `question` or `plan_approval`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kind: Option<String>,
+    /// `answered`: `allow`, `deny`, `answer`, `cancelled` or `expired`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub decision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expires_at: Option<String>,
+}
+
+/// Longest `detail` journaled (a plan or a command can be long; the log has it whole).
+const MAX_DETAIL: usize = 512;
+
+fn clip(s: &str) -> String {
+    if s.len() <= MAX_DETAIL {
+        return s.to_string();
+    }
+    let mut end = MAX_DETAIL;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+impl InputRecord {
+    /// The record of a raised request. `detail`: the question, the agent's
+    /// message, or the tool input, clipped.
+    pub fn requested(actor: &str, task: &str, r: &InputRequest, now_ms: i64) -> InputRecord {
+        let detail = r
+            .questions
+            .as_ref()
+            .and_then(|q| q.first())
+            .map(|q| q.question.clone())
+            .or_else(|| r.message.clone())
+            .or_else(|| r.input.as_ref().map(|i| i.to_string()));
+        InputRecord {
+            v: crate::runs::journal::VERSION.into(),
+            ts: crate::time::format_ms(now_ms),
+            actor: actor.into(),
+            task: task.into(),
+            input: "requested".into(),
+            request: r.id.clone(),
+            kind: Some(r.kind.as_str().into()),
+            decision: None,
+            tool: r.tool.clone(),
+            by: None,
+            detail: detail.as_deref().map(clip),
+            expires_at: r.expires_at.clone(),
+        }
+    }
+
+    /// The record of a closed request. `detail`: the deny message, or the answers.
+    pub fn answered(actor: &str, task: &str, a: &InputAnswer, now_ms: i64) -> InputRecord {
+        let detail = a.message.clone().or_else(|| a.answers.as_ref().map(|m| Value::Object(m.clone()).to_string()));
+        InputRecord {
+            v: crate::runs::journal::VERSION.into(),
+            ts: crate::time::format_ms(now_ms),
+            actor: actor.into(),
+            task: task.into(),
+            input: "answered".into(),
+            request: a.id.clone(),
+            kind: None,
+            decision: Some(a.decision.as_str().into()),
+            tool: None,
+            by: a.by.clone(),
+            detail: detail.as_deref().map(clip),
+            expires_at: None,
+        }
+    }
+
+    /// Appends the record to a journal (one `write` of one line, like every journal record).
+    pub fn append(&self, journal: &Path) -> std::io::Result<()> {
+        crate::runs::journal::append(journal, self)
+    }
+}
+
+use serde_json::Value;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Decision, InputKind};
+
+    #[test]
+    fn lines_carry_the_type_first_and_normalize_back() {
+        let r = InputRequest {
+            id: "q1".into(),
+            kind: InputKind::ToolApproval,
+            tool_call_id: Some("t1".into()),
+            tool: Some("Bash".into()),
+            input: Some(serde_json::json!({"command": "ls"})),
+            suggestions: None,
+            questions: None,
+            message: Some("why".into()),
+            expires_at: Some("2026-01-01T00:00:00.000Z".into()),
+        };
+        let line = request_line(&r);
+        assert!(line.starts_with(br#"{"type":"runwire.request","id":"q1""#));
+        let a = InputAnswer {
+            id: "q1".into(),
+            decision: Decision::Deny,
+            scope: None,
+            updated_input: None,
+            answers: None,
+            message: Some("no".into()),
+            by: Some("ana".into()),
+            at: "2026-01-01T00:00:01.000Z".into(),
+        };
+        let mut n = crate::normalize::Normalizer::new(crate::normalize::Adapter::Claude, Default::default());
+        let evs: Vec<_> = [line, answer_line(&a)].iter().flat_map(|l| n.push(l)).collect();
+        assert_eq!(evs[0].data, crate::events::Data::InputRequest(r.clone()));
+        assert_eq!(evs[1].data, crate::events::Data::InputAnswer(a.clone()));
+        let rec = InputRecord::answered("me", "t", &a, 0);
+        assert_eq!(rec.decision.as_deref(), Some("deny"));
+        let rec = InputRecord::requested("me", "t", &r, 0);
+        assert_eq!((rec.kind.as_deref(), rec.detail.as_deref()), (Some("tool_approval"), Some("why")));
+    }
+}
