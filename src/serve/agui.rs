@@ -48,7 +48,7 @@ pub const MAX_ID: usize = 256;
 const TICK: Duration = Duration::from_millis(100);
 
 /// What a request asks for, once validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunInput {
     pub thread_id: String,
     pub run_id: String,

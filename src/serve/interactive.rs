@@ -25,7 +25,7 @@
 //! [`control_post`]) act on the same session under the same rules.
 
 use super::http::{respond, respond_error, Close, Request};
-use super::interrupts::{self, Decision, Interrupts, Plan, ResumeEntry};
+use super::interrupts::{Plan, Raised};
 use super::Shared;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
@@ -59,10 +59,11 @@ pub struct Thread {
 }
 
 struct State {
-    agent: Option<Agent>,
+    agent: Option<Live>,
     rx: Option<Receiver<Vec<u8>>>,
     norm: Normalizer,
-    interrupts: Interrupts,
+    /// Every request the session raised, as AG-UI interrupts.
+    raised: Raised,
     /// Agent tool id -> AG-UI toolCallId of every call streamed on the thread.
     tool_ids: HashMap<String, String>,
     /// User messages sent whose turn has not ended.
@@ -74,8 +75,6 @@ struct State {
     rec: Option<Recorder>,
     /// The recorded run's id (`GET /runs/:id`, the task routes).
     record_id: Option<String>,
-    /// A run is streaming this thread's output.
-    streaming: bool,
 }
 
 impl State {
@@ -84,22 +83,27 @@ impl State {
             agent: None,
             rx: None,
             norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() }),
-            interrupts: Interrupts::default(),
+            raised: Raised::default(),
             tool_ids: HashMap::new(),
             turns_open: 0,
             stop_requested: false,
             resume: None,
             rec: None,
             record_id: None,
-            streaming: false,
         }
     }
 
-    fn send(&mut self, input: &Input) -> Result<(), String> {
-        match self.agent.as_mut() {
-            Some(a) => a.send(input),
+    /// One session input; `Ok(true)` when it was an identical replay (nothing sent).
+    fn send(&mut self, input: Input) -> Result<bool, String> {
+        match self.agent.as_ref() {
+            Some(a) => a.input(input),
             None => Err("the agent's session is not running".into()),
         }
+    }
+
+    /// The session's open requests, oldest first (expired ones closed first).
+    fn open(&self) -> Vec<String> {
+        self.agent.as_ref().map(Live::open).unwrap_or_default()
     }
 
     /// Records the line, journals what it means, and normalizes it.
@@ -112,28 +116,8 @@ impl State {
         }
         let events = self.norm.push(line);
         for ev in &events {
-            match &ev.data {
-                Data::InputAnswer(a) if self.interrupts.is_open(&a.id) => {
-                    // Closed by the session itself (expired, withdrawn by the
-                    // agent) or by an answer written elsewhere.
-                    let d = match a.decision {
-                        crate::events::Decision::Expired => Decision::Expired,
-                        crate::events::Decision::Cancelled => Decision::Cancelled,
-                        crate::events::Decision::Deny => {
-                            Decision::Deny { message: a.message.clone().unwrap_or_default() }
-                        }
-                        crate::events::Decision::Allow => Decision::Allow {
-                            session: a.scope == Some(crate::events::Scope::Session),
-                            updated_input: a.updated_input.clone(),
-                        },
-                        crate::events::Decision::Answer => {
-                            Decision::Answer { answers: a.answers.clone().unwrap_or_default() }
-                        }
-                    };
-                    self.interrupts.close(&a.id, d, None);
-                }
-                Data::TurnEnd(_) => self.turns_open = self.turns_open.saturating_sub(1),
-                _ => {}
+            if let Data::TurnEnd(_) = &ev.data {
+                self.turns_open = self.turns_open.saturating_sub(1);
             }
         }
         if let Some(s) = self.norm.resume_session() {
@@ -154,7 +138,6 @@ impl State {
             }
         }
         self.rx = None;
-        self.interrupts.abandon_all();
         self.turns_open = 0;
         self.stop_requested = false;
     }
@@ -181,7 +164,9 @@ impl Sessions {
             // Make room from threads whose agent is gone.
             t.retain(|_, th| lock(&th.st).agent.is_some());
             if t.len() >= MAX_SESSIONS {
-                return Err(format!("{MAX_SESSIONS} interactive sessions are live; stop one (POST /runs/:id/tasks/agent/stop) first"));
+                return Err(format!(
+                    "{MAX_SESSIONS} interactive sessions are live; stop one (POST /runs/:id/tasks/agent/stop) first"
+                ));
             }
         }
         let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)) });
@@ -200,21 +185,21 @@ impl Sessions {
         let all: Vec<Arc<Thread>> = lock(&self.threads).values().cloned().collect();
         for th in all {
             let mut st = lock(&th.st);
-            let _ = st.send(&Input::End(Who { by: Some(super::BIN.into()) }));
+            let _ = st.send(Input::End(Who { by: Some(super::BIN.into()) }));
             st.agent_gone();
         }
     }
 }
 
 /// What one run on the thread streams, as SSE frames.
-struct Run<'a> {
+struct Run<'a, 'b> {
     tr: Translator,
     enc: Encoder,
-    body: &'a mut super::agui::Body<'a>,
+    body: &'a mut super::agui::Body<'b>,
     clock: Clock,
 }
 
-impl Run<'_> {
+impl Run<'_, '_> {
     fn emit(&mut self, events: Vec<AguiEvent>) -> io::Result<()> {
         for e in events {
             if let Ok(Some(frame)) = self.enc.push(e.to_json().as_bytes()) {
@@ -269,36 +254,32 @@ pub fn run(
 fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &TcpStream) -> io::Result<End> {
     let th = match shared.sessions.thread(shared, &input.thread_id) {
         Ok(t) => t,
-        Err(m) => {
-            let e = run.tr.begin(run.now());
-            run.emit(e)?;
-            return fail(run, m, "sessions_full");
-        }
+        Err(m) => return fail(run, m, "sessions_full"),
     };
     // Phase 1: the session exists, and what it printed meanwhile is streamed.
     let rx = {
         let mut st = lock(&th.st);
-        st.streaming = true;
         if st.agent.is_none() {
-            match Agent::start(shared, st.resume.as_deref()) {
+            if st.rec.is_none() {
+                st.rec = recorder(shared, input);
+                if let Some(id) = st.rec.as_ref().map(|r| r.run_id.clone()) {
+                    lock(&shared.sessions.by_record).insert(id.clone(), th.id.clone());
+                    st.record_id = Some(id);
+                }
+            }
+            let journal = st.rec.as_ref().map(Recorder::journal);
+            match Live::start(shared, st.resume.as_deref(), journal) {
                 Ok((agent, rx)) => {
                     st.agent = Some(agent);
                     st.rx = Some(rx);
-                    st.norm =
-                        Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() });
-                    if st.rec.is_none() {
-                        st.rec = recorder(shared, input);
-                        if let Some(r) = &st.rec {
-                            st.record_id = Some(r.run_id.clone());
-                            lock(&shared.sessions.by_record).insert(r.run_id.clone(), th.id.clone());
-                        }
-                    }
+                    st.norm = Normalizer::new(
+                        shared.cfg.adapter,
+                        Options { run: None, task: None, clock: Clock::from_env() },
+                    );
+                    st.turns_open = 0;
                 }
                 Err(why) => {
-                    st.streaming = false;
                     drop(st);
-                    let e = run.tr.begin(run.now());
-                    run.emit(e)?;
                     return fail(run, format!("cannot start the agent's session: {why}"), "spawn_failed");
                 }
             }
@@ -306,12 +287,9 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
         st.rx.take()
     };
     let Some(rx) = rx else {
-        lock(&th.st).streaming = false;
-        let e = run.tr.begin(run.now());
-        run.emit(e)?;
-        return fail(run, "the thread's session output is already being streamed".into(), "busy");
+        return fail(run, "another run is streaming this thread's session".into(), "busy");
     };
-    let mut guard = Streaming { th: &th, rx: Some(rx) };
+    let guard = Streaming { th: &th, rx: Some(rx) };
     let begin = run.tr.begin(run.now());
     run.emit(begin)?;
     let info = session_info(&lock(&th.st));
@@ -326,18 +304,19 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 backlog(run, &th, evs)?;
             }
             Err(TryRecvError::Empty) => break,
-            Err(TryRecvError::Disconnected) => return agent_died(shared, run, &th),
+            Err(TryRecvError::Disconnected) => return agent_died(run, &th),
         }
     }
     // Phase 2: the input.
-    let now = run.clock.now_ms();
-    let plan = {
+    let (open, plan) = {
         let st = lock(&th.st);
-        if input.resume.is_empty() && st.interrupts.open().is_empty() {
+        let open = st.open();
+        let plan = if input.resume.is_empty() && open.is_empty() {
             None
         } else {
-            Some(st.interrupts.plan(&input.resume, now))
-        }
+            Some(st.raised.plan(&input.resume, &open, "agui"))
+        };
+        (open, plan)
     };
     match plan {
         Some(Plan::Refuse(m)) => return fail(run, m, "resume_refused"),
@@ -346,7 +325,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 let e = run.tr.custom("runwire.resume_skipped", json!({ "warning": w }), run.now());
                 run.emit(e)?;
             }
-            if !input.prompt.is_empty() && input.resume.is_empty() {
+            if input.resume.is_empty() {
                 let e = run.tr.custom(
                     "runwire.input_not_sent",
                     json!({"warning": "the message was not sent: the agent is waiting for an answer to the open interrupts"}),
@@ -354,10 +333,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 );
                 run.emit(e)?;
             }
-            let open = lock(&th.st).interrupts.open_interrupts();
-            let e = run.tr.end_with(RunOutcome::Interrupt { interrupts: open }, run.now());
-            run.emit(e)?;
-            return Ok(End::Done);
+            return end_interrupted(run, &th, &open);
         }
         Some(Plan::Apply { answers, warnings }) => {
             for w in warnings {
@@ -365,15 +341,14 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 run.emit(e)?;
             }
             let mut st = lock(&th.st);
-            for (id, d) in answers {
-                let entry = input.resume.iter().find(|e| e.interrupt_id == id).map(Interrupts::entry_of);
-                if let Err(m) = st.send(&answer_input(&id, &d, "agui")) {
+            for a in answers {
+                let id = a.id.clone();
+                if let Err(m) = st.send(Input::Answer(a)) {
                     drop(st);
-                    return fail(run, m, "agent_gone");
+                    return fail(run, format!("resume: interrupt {id:?}: {m}"), "resume_refused");
                 }
-                st.interrupts.close(&id, d, entry);
             }
-            if st.turns_open == 0 && st.interrupts.open().is_empty() {
+            if st.turns_open == 0 && st.open().is_empty() {
                 // Nothing left running (an identical replay, or cancels of
                 // interrupts already closed): the run is complete.
                 drop(st);
@@ -384,18 +359,26 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
         }
         None => {
             if input.prompt.is_empty() {
-                return fail(run, "resume: no interrupt is open on this thread, and the input has no user message".into(), "no_input");
+                return fail(
+                    run,
+                    "resume: no interrupt is open on this thread, and the input has no user message".into(),
+                    "no_input",
+                );
             }
             // A turn still running (a client that left mid-turn) is settled first.
             let start = Instant::now();
             let mut interrupted = false;
             while lock(&th.st).turns_open > 0 {
                 if !interrupted && start.elapsed() > SETTLE {
-                    let _ = lock(&th.st).send(&Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+                    let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some(super::BIN.into()) }));
                     interrupted = true;
                 }
                 if start.elapsed() > SETTLE_GIVE_UP {
-                    return fail(run, "the agent's previous turn did not end; try again, or kill the session".into(), "busy");
+                    return fail(
+                        run,
+                        "the agent's previous turn did not end; try again, or kill the session".into(),
+                        "busy",
+                    );
                 }
                 match guard.rx().recv_timeout(TICK) {
                     Ok(line) => {
@@ -403,23 +386,21 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                         backlog(run, &th, evs)?;
                     }
                     Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return agent_died(shared, run, &th),
+                    Err(RecvTimeoutError::Disconnected) => return agent_died(run, &th),
                 }
                 if super::agui::client_gone(peek) {
                     return Ok(End::Gone);
                 }
             }
             let mut st = lock(&th.st);
-            if !st.interrupts.open().is_empty() {
+            let open = st.open();
+            if !open.is_empty() {
                 // Raised while the earlier turn settled.
-                let open = st.interrupts.open_interrupts();
                 drop(st);
-                let e = run.tr.end_with(RunOutcome::Interrupt { interrupts: open }, run.now());
-                run.emit(e)?;
-                return Ok(End::Done);
+                return end_interrupted(run, &th, &open);
             }
             let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
-            if let Err(m) = st.send(&msg) {
+            if let Err(m) = st.send(msg) {
                 drop(st);
                 return fail(run, m, "agent_gone");
             }
@@ -442,13 +423,13 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                     run.body.write_chunk(b": keep-alive\n\n")?;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => return agent_died(shared, run, &th),
+            Err(RecvTimeoutError::Disconnected) => return agent_died(run, &th),
         }
         if last_check.elapsed() >= TICK {
             last_check = Instant::now();
             if super::agui::client_gone(peek) {
                 // The turn is interrupted; the session stays for the next run.
-                let _ = lock(&th.st).send(&Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
+                let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
                 return Ok(End::Gone);
             }
             if shared.is_shutting_down() {
@@ -456,6 +437,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 run.emit(e)?;
                 return Ok(End::Done);
             }
+            // A request the session raised can also close without a line
+            // reaching us yet; nothing to do until its line comes.
         }
     }
 }
@@ -475,7 +458,6 @@ impl Streaming<'_> {
 impl Drop for Streaming<'_> {
     fn drop(&mut self) {
         let mut st = lock(&self.th.st);
-        st.streaming = false;
         if st.agent.is_some() {
             st.rx = self.rx.take();
         }
@@ -506,12 +488,32 @@ fn session_info(st: &State) -> Value {
     v
 }
 
+fn end_interrupted(run: &mut Run, th: &Thread, open: &[String]) -> io::Result<End> {
+    let interrupts = lock(&th.st).raised.interrupts(open);
+    let e = if interrupts.is_empty() {
+        // Open requests the thread never saw raised cannot be shown; say so
+        // rather than pretend the run finished.
+        run.tr.end_with_error("the agent waits for an answer runwire cannot show".into(), "unknown_request", run.now())
+    } else {
+        run.tr.end_with(RunOutcome::Interrupt { interrupts }, run.now())
+    };
+    run.emit(e)?;
+    Ok(End::Done)
+}
+
 /// Events printed before this run's input: shown, and requests noted, but
 /// the run does not end on them (a turn_end here closes an earlier turn).
 fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
     for ev in evs {
         if let Data::InputRequest(r) = &ev.data {
             raise(run, th, r);
+        }
+        if let Data::Exit(_) = &ev.data {
+            // The process ends: shown as the run's end (RUN_ERROR or finished).
+            let out = run.tr.push(&ev);
+            run.emit(out)?;
+            lock(&th.st).agent_gone();
+            continue;
         }
         let out = run.tr.push(&ev);
         run.emit(out)?;
@@ -547,14 +549,13 @@ fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
         }
     }
     let st = lock(&th.st);
-    if asked && !st.interrupts.open().is_empty() {
-        let open = st.interrupts.open_interrupts();
+    let open = st.open();
+    if asked && !open.is_empty() {
         drop(st);
-        let e = run.tr.end_with(RunOutcome::Interrupt { interrupts: open }, run.now());
-        run.emit(e)?;
+        end_interrupted(run, th, &open)?;
         return Ok(true);
     }
-    if turn_ended && st.turns_open == 0 && st.interrupts.open().is_empty() {
+    if turn_ended && st.turns_open == 0 && open.is_empty() {
         let stopped = st.stop_requested;
         drop(st);
         let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
@@ -565,24 +566,18 @@ fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
     Ok(false)
 }
 
-/// Records a request of the agent as an open interrupt of the thread.
+/// Records a request of the agent as an interrupt of the thread, bound to
+/// the AG-UI toolCallId of its call.
 fn raise(run: &Run, th: &Thread, r: &crate::events::InputRequest) {
-    let req: interrupts::Request = match serde_json::to_value(r).and_then(serde_json::from_value) {
-        Ok(q) => q,
-        Err(_) => return,
-    };
     let mut st = lock(&th.st);
-    let tcid = r
-        .tool_call_id
-        .as_ref()
-        .and_then(|raw| run.tr.tool_calls().get(raw).or_else(|| st.tool_ids.get(raw)).cloned());
-    st.interrupts.raise(req, tcid);
+    let tcid =
+        r.tool_call_id.as_ref().and_then(|raw| run.tr.tool_calls().get(raw).or_else(|| st.tool_ids.get(raw)).cloned());
+    st.raised.raise(r, tcid);
 }
 
-fn agent_died(shared: &Shared, run: &mut Run, th: &Thread) -> io::Result<End> {
-    let _ = shared;
+fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
     let mut st = lock(&th.st);
-    let rc = st.agent.as_mut().and_then(Agent::exit_code);
+    let rc = st.agent.as_ref().and_then(Live::exit_code);
     for ev in st.norm.finish() {
         let out = run.tr.push(&ev);
         run.emit(out)?;
@@ -626,39 +621,6 @@ fn recorder(shared: &Shared, input: &super::agui::RunInput) -> Option<Recorder> 
     }
 }
 
-/// The session input line for a decision.
-fn answer_input(id: &str, d: &Decision, by: &str) -> Input {
-    let mut a = AnswerInput {
-        id: id.to_string(),
-        decision: InDecision::Cancelled,
-        scope: None,
-        updated_input: None,
-        answers: None,
-        message: None,
-        mode: None,
-        by: Some(by.to_string()),
-    };
-    match d {
-        Decision::Allow { session, updated_input } => {
-            a.decision = InDecision::Allow;
-            a.scope = Some(if *session { crate::events::Scope::Session } else { crate::events::Scope::Once });
-            a.updated_input = updated_input.as_ref().and_then(|v| v.as_object().cloned());
-        }
-        Decision::Deny { message } => {
-            a.decision = InDecision::Deny;
-            a.message = Some(message.clone());
-        }
-        Decision::Answer { answers } => {
-            a.decision = InDecision::Answer;
-            a.answers = Some(answers.clone());
-        }
-        Decision::Cancelled | Decision::Expired => {
-            a.message = Some("The user abandoned this request.".into());
-        }
-    }
-    Input::Answer(a)
-}
-
 /// `POST /runs/:id/tasks/:tid/answer|steer|stop|kill` for a session this
 /// server holds; `None` when `id` is not one (the caller goes on to the
 /// supervisor).
@@ -685,56 +647,68 @@ pub fn control_post(
         let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
         return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
     }
-    let body: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
-    let Value::Object(b) = body else {
+    let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
+    let Value::Object(b) = v else {
         respond_error(stream, 400, cors, "the body must be a JSON object");
         return Some(Close::Linger);
     };
     Some(match verb {
         "answer" => {
-            let (rid, d) = match parse_answer(&b, &st.interrupts) {
-                Ok(x) => x,
-                Err(m) => {
-                    respond_error(stream, 400, cors, &m);
+            // The session input's own answer, with `request` naming the id.
+            let mut a = b.clone();
+            let Some(rid) = a.remove("request") else {
+                respond_error(stream, 400, cors, "answer body: request (the request id) is required");
+                return Some(Close::Linger);
+            };
+            a.insert("id".into(), rid);
+            a.insert("type".into(), "answer".into());
+            a.entry("by").or_insert_with(|| "task route".into());
+            let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
+                Ok(i @ Input::Answer(_)) => i,
+                Ok(_) | Err(_) => {
+                    let e = Input::parse(Value::Object(b).to_string().as_bytes()).err().unwrap_or_default();
+                    respond_error(
+                        stream,
+                        400,
+                        cors,
+                        &format!("answer body: {{request, decision: allow|deny|answer|cancelled, scope?, updated_input?, answers?, message?, by?}} expected{}", if e.is_empty() { String::new() } else { format!(" ({e})") }),
+                    );
                     return Some(Close::Linger);
                 }
             };
-            match st.interrupts.check_answer(&rid, &d, Clock::from_env().now_ms()) {
+            match st.send(input) {
+                Ok(replayed) => reply(
+                    stream,
+                    200,
+                    json!({"ok": true, "sent": !replayed, "detail": if replayed { "already decided the same way; not sent again" } else { "sent to the agent" }}),
+                ),
                 Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
-                Ok(false) => reply(stream, 200, json!({"ok": true, "sent": false, "detail": "already decided the same way; not sent again"})),
-                Ok(true) => {
-                    let by = b.get("by").and_then(Value::as_str).unwrap_or("task route").to_string();
-                    match st.send(&answer_input(&rid, &d, &by)) {
-                        Ok(()) => {
-                            st.interrupts.close(&rid, d, None);
-                            reply(stream, 200, json!({"ok": true, "sent": true}))
-                        }
-                        Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
-                    }
-                }
             }
         }
         "steer" => {
             let msg = match b.get("msg") {
-                Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => s.clone(),
+                Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => {
+                    s.clone()
+                }
                 _ => {
                     respond_error(stream, 400, cors, "steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}");
                     return Some(Close::Linger);
                 }
             };
             let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
-            if !st.interrupts.open().is_empty() {
-                let m = "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
+            if !st.open().is_empty() {
+                let m =
+                    "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
                 return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
             }
             let idle = st.turns_open == 0;
             if interrupt && !idle {
-                if let Err(m) = st.send(&Input::Interrupt(Who { by: Some("steer".into()) })) {
+                if let Err(m) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
                     return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
                 }
             }
-            match st.send(&Input::Message(MessageInput { text: msg, by: Some("steer".into()) })) {
-                Ok(()) => {
+            match st.send(Input::Message(MessageInput { text: msg, by: Some("steer".into()) })) {
+                Ok(_) => {
                     // Written into the running turn, the message joins it; after
                     // an interrupt (or when idle) it starts a turn of its own.
                     if idle || interrupt {
@@ -751,110 +725,261 @@ pub fn control_post(
             }
         }
         "stop" => {
-            if st.turns_open == 0 && st.interrupts.open().is_empty() {
-                return Some(reply(stream, 200, json!({"ok": true, "detail": "no turn is running; the session stays"})));
+            let open = st.open();
+            if st.turns_open == 0 && open.is_empty() {
+                return Some(reply(
+                    stream,
+                    200,
+                    json!({"ok": true, "detail": "no turn is running; the session stays"}),
+                ));
             }
-            // Open requests are withdrawn by the interrupt (the session says so).
-            for id in st.interrupts.open().iter().map(|o| o.request.id.clone()).collect::<Vec<_>>() {
-                let _ = st.send(&answer_input(&id, &Decision::Cancelled, "stop"));
-                st.interrupts.close(&id, Decision::Cancelled, None);
+            // Open requests are cancelled (denied as abandoned) before the turn is interrupted.
+            for rid in open {
+                let a = crate::session::input::AnswerInput {
+                    id: rid,
+                    decision: crate::session::input::Decision::Cancelled,
+                    scope: None,
+                    updated_input: None,
+                    answers: None,
+                    message: Some("The user stopped the turn.".into()),
+                    mode: None,
+                    by: Some("stop".into()),
+                };
+                let _ = st.send(Input::Answer(a));
             }
             st.stop_requested = true;
-            match st.send(&Input::Interrupt(Who { by: Some("stop".into()) })) {
-                Ok(()) => reply(stream, 200, json!({"ok": true, "detail": "the turn was interrupted; the session stays"})),
+            match st.send(Input::Interrupt(Who { by: Some("stop".into()) })) {
+                Ok(_) => {
+                    reply(stream, 200, json!({"ok": true, "detail": "the turn was interrupted; the session stays"}))
+                }
                 Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
             }
         }
         "kill" => {
             st.agent_gone();
-            reply(stream, 200, json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}))
+            reply(
+                stream,
+                200,
+                json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}),
+            )
         }
         _ => return None,
     })
 }
 
-/// `{"request": id, "decision": "allow"|"deny"|"answer"|"cancelled", "scope"?,
-/// "updated_input"?, "answers"?, "message"?, "by"?}`.
-fn parse_answer(b: &serde_json::Map<String, Value>, ints: &Interrupts) -> Result<(String, Decision), String> {
-    let id = match b.get("request") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        _ => return Err("answer body: request (the request id) is required".into()),
-    };
-    let decision = b.get("decision").and_then(Value::as_str).unwrap_or_default();
-    let message = b.get("message").and_then(Value::as_str).map(str::to_string);
-    let d = match decision {
-        "allow" => Decision::Allow {
-            session: match b.get("scope").and_then(Value::as_str) {
-                None | Some("once") => false,
-                Some("session") => true,
-                Some(s) => return Err(format!("answer body: scope must be \"once\" or \"session\", not {s:?}")),
-            },
-            updated_input: match b.get("updated_input") {
-                None | Some(Value::Null) => None,
-                Some(v @ Value::Object(_)) => Some(v.clone()),
-                Some(_) => return Err("answer body: updated_input must be an object (the whole input)".into()),
-            },
-        },
-        "deny" => Decision::Deny { message: message.unwrap_or_else(|| "The user denied this.".into()) },
-        "cancelled" => Decision::Cancelled,
-        "answer" => {
-            // Same checks as an AG-UI resume payload.
-            let req = ints.open().iter().find(|o| o.request.id == id).map(|o| o.request.clone());
-            let payload = json!({"answers": b.get("answers").cloned().unwrap_or(Value::Null)});
-            match req {
-                Some(r) => interrupts::decision_for(&r, &payload)?,
-                None => match b.get("answers") {
-                    Some(Value::Object(a)) => Decision::Answer { answers: a.clone() },
-                    _ => return Err("answer body: answers must be an object".into()),
-                },
-            }
-        }
-        other => return Err(format!("answer body: decision must be allow, deny, answer or cancelled, not {other:?}")),
-    };
-    Ok((id, d))
-}
-
 /// The server's AG-UI `AgentCapabilities` (`GET /agui/capabilities`, and
 /// `capabilities` in `/api/info`).
 pub fn capabilities(shared: &Shared) -> Value {
-    let interactive = shared.cfg.interactive;
-    let mut hitl = json!({"supported": interactive});
-    if interactive {
-        hitl = json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": true});
-    }
+    let hitl = if shared.cfg.interactive {
+        json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": true})
+    } else {
+        json!({"supported": false})
+    };
     json!({
         "identity": {"name": super::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
         "transport": {"streaming": true},
-        "tools": {"supported": true, "clientProvided": false},
         "humanInTheLoop": hitl,
     })
 }
 
-// ---- the session library seam ------------------------------------------
+// ---- the live session: the library's Session, driven ----------------------
 
-use crate::session::input::{AnswerInput, Decision as InDecision, Input, MessageInput, Who};
+use crate::session::claude::{Claude, ClaudeOptions};
+use crate::session::input::{Input, MessageInput, Who};
+use crate::session::record::InputRecord;
+use crate::session::{Session, Step};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
 
-/// The live agent: the session library's driver, started the way the
-/// session binary starts it.
-pub struct Agent {
-    inner: crate::session::Live,
+/// Lines buffered between the session and the run streaming it.
+const CHANNEL: usize = 8192;
+
+struct Core {
+    session: Mutex<Session<Claude>>,
+    stdin: Mutex<Option<ChildStdin>>,
+    out: SyncSender<Vec<u8>>,
+    journal: Option<std::path::PathBuf>,
+    done: AtomicBool,
 }
 
-impl Agent {
-    fn start(shared: &Shared, resume: Option<&str>) -> Result<(Agent, Receiver<Vec<u8>>), String> {
-        let (inner, rx) = crate::session::Live::start(&shared.cfg.session_options(resume))?;
-        Ok((Agent { inner }, rx))
+impl Core {
+    fn now() -> i64 {
+        Clock::from_env().now_ms()
     }
 
-    fn send(&mut self, input: &Input) -> Result<(), String> {
-        self.inner.send(input)
+    /// Applies a step in the order the session asks: output, agent input,
+    /// journal, then closing the agent's input. Never under the session lock
+    /// (the output channel may be full until a run drains it).
+    fn apply(&self, s: Step) {
+        for l in s.output {
+            let _ = self.out.send(l);
+        }
+        {
+            let mut stdin = lock(&self.stdin);
+            if let Some(w) = stdin.as_mut() {
+                for mut l in s.to_agent {
+                    l.push(b'\n');
+                    if w.write_all(&l).and_then(|_| w.flush()).is_err() {
+                        break;
+                    }
+                }
+            }
+            if s.close_agent_input {
+                *stdin = None;
+            }
+        }
+        if let Some(j) = &self.journal {
+            let now = Self::now();
+            for r in &s.requested {
+                let _ = InputRecord::requested(crate::runs::record::ACTOR, TASK, r, now).append(j);
+            }
+            for a in &s.answered {
+                let _ = InputRecord::answered(crate::runs::record::ACTOR, TASK, a, now).append(j);
+            }
+        }
+    }
+}
+
+/// A running agent under a [`Session`]: its stdout is read into the
+/// session (the session's output goes to the thread's channel), its stdin
+/// takes what the session writes, and a ticker expires unanswered requests.
+pub struct Live {
+    core: Arc<Core>,
+    child: Mutex<Child>,
+    rc: Mutex<Option<i64>>,
+}
+
+impl Live {
+    fn start(
+        shared: &Shared,
+        resume: Option<&str>,
+        journal: Option<std::path::PathBuf>,
+    ) -> Result<(Live, Receiver<Vec<u8>>), String> {
+        let cmd_path = match &shared.cfg.source {
+            super::Source::Agent { cmd: Ok(p) } => p.clone(),
+            super::Source::Agent { cmd: Err(why) } => return Err(why.clone()),
+            super::Source::Replay { .. } => return Err("interactive sessions need an agent, not a replay".into()),
+        };
+        let mut cmd = Command::new(&cmd_path);
+        cmd.arg("--interactive").arg("--permission-mode").arg(&shared.cfg.permission_mode);
+        if let Some(s) = resume {
+            cmd.arg("--resume").arg(s);
+        }
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", cmd_path.display()))?;
+        let stdin = child.stdin.take();
+        let Some(stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            return Err("the agent's stdout could not be captured".into());
+        };
+        let opts = crate::session::Options {
+            answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
+            actor: super::BIN.into(),
+        };
+        let grant_all = shared.cfg.permission_mode == crate::session::claude::GRANT_ALL;
+        let claude = Claude::new(ClaudeOptions { grant_all, ..ClaudeOptions::default() });
+        let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
+        let core = Arc::new(Core {
+            session: Mutex::new(Session::new(claude, opts)),
+            stdin: Mutex::new(stdin),
+            out: tx,
+            journal,
+            done: AtomicBool::new(false),
+        });
+        let first = lock(&core.session).open(None);
+        core.apply(first);
+        let reader = core.clone();
+        std::thread::Builder::new()
+            .name("session stdout".into())
+            .spawn(move || {
+                let mut r = BufReader::with_capacity(64 * 1024, stdout);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match (&mut r).take(super::run::MAX_LINE as u64).read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                    }
+                    let step = lock(&reader.session).agent_line(&line, Core::now());
+                    reader.apply(step);
+                }
+                let step = lock(&reader.session).agent_exited(Core::now());
+                reader.apply(step);
+                reader.done.store(true, Ordering::SeqCst);
+                // Dropping the last sender ends the run's stream.
+            })
+            .map_err(|e| format!("cannot read the agent's output: {e}"))?;
+        let ticker = Arc::downgrade(&core);
+        std::thread::Builder::new()
+            .name("session expiry".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(200));
+                let Some(core) = ticker.upgrade() else { return };
+                if core.done.load(Ordering::SeqCst) {
+                    return;
+                }
+                let now = Core::now();
+                let due = lock(&core.session).deadline().is_some_and(|d| d <= now);
+                if due {
+                    let step = lock(&core.session).tick(now);
+                    core.apply(step);
+                }
+            })
+            .map_err(|e| format!("cannot start the expiry timer: {e}"))?;
+        Ok((Live { core, child: Mutex::new(child), rc: Mutex::new(None) }, rx))
     }
 
+    /// One session input: `Ok(true)` for an identical replay (nothing sent);
+    /// `Err` says why the session refused it (nothing was written).
+    fn input(&self, input: Input) -> Result<bool, String> {
+        let step = {
+            let mut s = lock(&self.core.session);
+            // Expiry first: an answer past the deadline is refused as expired.
+            let now = Core::now();
+            let expired = s.tick(now);
+            let r = s.input(input, now);
+            drop(s);
+            self.core.apply(expired);
+            r.map_err(|e| e.to_string())?
+        };
+        let replayed = step.replayed;
+        self.core.apply(step);
+        Ok(replayed)
+    }
+
+    /// Open request ids, oldest first (requests past their time are expired first).
+    fn open(&self) -> Vec<String> {
+        let (ids, expired) = {
+            let mut s = lock(&self.core.session);
+            let expired = s.tick(Core::now());
+            (s.pending().map(|r| r.id.clone()).collect(), expired)
+        };
+        self.core.apply(expired);
+        ids
+    }
+
+    fn exit_code(&self) -> Option<i64> {
+        if let Some(rc) = *lock(&self.rc) {
+            return Some(rc);
+        }
+        let st = lock(&self.child).try_wait().ok().flatten()?;
+        let rc = super::run::exit_code(st);
+        *lock(&self.rc) = Some(rc);
+        Some(rc)
+    }
+
+    /// Stops the agent's process group (TERM, grace, KILL) and reaps it.
     fn kill(&mut self) -> Option<i64> {
-        self.inner.kill()
-    }
-
-    fn exit_code(&mut self) -> Option<i64> {
-        self.inner.exit_code()
+        *lock(&self.core.stdin) = None;
+        let mut child = lock(&self.child);
+        let rc = super::run::stop_child(&mut child);
+        *lock(&self.rc) = Some(rc);
+        Some(rc)
     }
 }

@@ -217,6 +217,12 @@ fn reap_group(pgid: i32) {
     }
 }
 
+/// Stops a child started in its own process group the way a run's agent is
+/// stopped (TERM, [`KILL_GRACE`], KILL, reaped); its exit code.
+pub fn stop_child(child: &mut Child) -> i64 {
+    stop_group(child)
+}
+
 fn stop_group(child: &mut Child) -> i64 {
     let pgid = child.id() as i32;
     let mut status = child.try_wait().ok().flatten();
