@@ -432,13 +432,22 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
                 return Ok(End::Gone);
             }
-            if shared.is_shutting_down() {
+            let stopped = {
+                let mut st = lock(&th.st);
+                let s = st.stop_requested;
+                if s {
+                    // The turn was interrupted (POST …/stop): its result, if
+                    // the agent sends one, is an earlier turn's for the next run.
+                    st.stop_requested = false;
+                    st.turns_open = 0;
+                }
+                s
+            };
+            if stopped || shared.is_shutting_down() {
                 let e = run.tr.end_with(RunOutcome::Cancelled, run.now());
                 run.emit(e)?;
                 return Ok(End::Done);
             }
-            // A request the session raised can also close without a line
-            // reaching us yet; nothing to do until its line comes.
         }
     }
 }
@@ -663,6 +672,21 @@ pub fn control_post(
             a.insert("id".into(), rid);
             a.insert("type".into(), "answer".into());
             a.entry("by").or_insert_with(|| "task route".into());
+            // Answers to a question are held to its choices, as on /agui.
+            if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str))
+            {
+                if let Some((req, _)) = st.raised.get(rid) {
+                    let e = super::interrupts::ResumeEntry {
+                        interrupt_id: rid.clone(),
+                        status: "resolved".into(),
+                        payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
+                    };
+                    if let Err(m) = super::interrupts::answer_for(req, &e, "check") {
+                        respond_error(stream, 400, cors, &format!("answer body: {m}"));
+                        return Some(Close::Linger);
+                    }
+                }
+            }
             let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
                 Ok(i @ Input::Answer(_)) => i,
                 Ok(_) | Err(_) => {
@@ -857,18 +881,20 @@ impl Live {
         resume: Option<&str>,
         journal: Option<std::path::PathBuf>,
     ) -> Result<(Live, Receiver<Vec<u8>>), String> {
-        let cmd_path = match &shared.cfg.source {
-            super::Source::Agent { cmd: Ok(p) } => p.clone(),
-            super::Source::Agent { cmd: Err(why) } => return Err(why.clone()),
-            super::Source::Replay { .. } => return Err("interactive sessions need an agent, not a replay".into()),
+        // The engine, as runwire-session runs it: --agent-cmd, else
+        // $RUNWIRE_CLAUDE_BIN, else `claude`; the protocol flags appended.
+        let engine = match &shared.cfg.engine {
+            Some(p) => p.clone().into_os_string(),
+            None => std::env::var_os("RUNWIRE_CLAUDE_BIN").filter(|b| !b.is_empty()).unwrap_or_else(|| "claude".into()),
         };
-        let mut cmd = Command::new(&cmd_path);
-        cmd.arg("--interactive").arg("--permission-mode").arg(&shared.cfg.permission_mode);
+        let mut cmd = Command::new(&engine);
         if let Some(s) = resume {
             cmd.arg("--resume").arg(s);
         }
+        cmd.args(crate::session::claude::protocol_args(&shared.cfg.permission_mode));
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let cmd_path = std::path::PathBuf::from(&engine);
         let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", cmd_path.display()))?;
         let stdin = child.stdin.take();
         let Some(stdout) = child.stdout.take() else {
@@ -879,8 +905,7 @@ impl Live {
             answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
             actor: super::BIN.into(),
         };
-        let grant_all = shared.cfg.permission_mode == crate::session::claude::GRANT_ALL;
-        let claude = Claude::new(ClaudeOptions { grant_all, ..ClaudeOptions::default() });
+        let claude = Claude::new(ClaudeOptions { grant_all: shared.cfg.grant_all, ..ClaudeOptions::default() });
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
         let core = Arc::new(Core {
             session: Mutex::new(Session::new(claude, opts)),

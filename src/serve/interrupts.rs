@@ -161,21 +161,23 @@ pub fn answer_for(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerI
             return Err("payload.answers must be an object: question text -> chosen label".into());
         };
         for q in r.questions.iter().flatten() {
+            let is_label = |v: &Value| v.as_str().is_some_and(|s| q.options.iter().any(|o| o.label == s));
             match given.get(&q.question) {
-                Some(Value::String(s)) if !s.trim().is_empty() => {}
-                Some(Value::Array(l))
-                    if q.multi_select
-                        && !l.is_empty()
-                        && l.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty())) => {}
+                Some(v @ Value::String(_)) if is_label(v) => {}
+                Some(Value::Array(l)) if q.multi_select && !l.is_empty() && l.iter().all(is_label) => {}
                 Some(_) => {
+                    let labels: Vec<&str> = q.options.iter().map(|o| o.label.as_str()).collect();
                     return Err(format!(
-                        "payload.answers[{:?}] must be a label{}",
+                        "payload.answers[{:?}] must be {} of {labels:?}",
                         q.question,
-                        if q.multi_select { " or a list of labels" } else { "" }
-                    ))
+                        if q.multi_select { "a list of labels" } else { "one label" }
+                    ));
                 }
                 None => return Err(format!("payload.answers has no answer to {:?}", q.question)),
             }
+        }
+        if let Some(extra) = given.keys().find(|k| !r.questions.iter().flatten().any(|q| &q.question == *k)) {
+            return Err(format!("payload.answers: no question {extra:?} was asked"));
         }
         a.decision = Decision::Answer;
         a.answers = Some(given.clone());
@@ -373,6 +375,9 @@ mod tests {
         let a = answer_for(&r, &entry("q", "resolved", Some(json!({"answers": {"Which?": ["A", "B"]}}))), "t").unwrap();
         assert_eq!(a.decision, Decision::Answer);
         assert!(answer_for(&r, &entry("q", "resolved", Some(json!({"answers": {}}))), "t").is_err());
+        for bad in [json!({"Which?": ["C"]}), json!({"Which?": "A", "Other?": "x"}), json!({"Which?": []})] {
+            assert!(answer_for(&r, &entry("q", "resolved", Some(json!({ "answers": bad }))), "t").is_err());
+        }
     }
 
     #[test]

@@ -93,7 +93,9 @@ pub struct Args {
     /// replays a bundled recorded Claude run (demo mode).
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<Adapter>,
-    /// The wrapper to start instead of wrappers/AGENT.sh (same contract).
+    /// The wrapper to start instead of wrappers/AGENT.sh (same contract). With --interactive, the
+    /// agent itself instead of $RUNWIRE_CLAUDE_BIN or `claude` (claude's stream-json protocol flags
+    /// are appended, as runwire-session does).
     #[arg(long, value_name = "PATH", requires = "agent", conflicts_with = "replay")]
     pub agent_cmd: Option<PathBuf>,
     /// Replay this recorded log of AGENT for each request instead of running the agent.
@@ -120,13 +122,12 @@ pub struct Args {
     #[arg(long, requires = "agent", conflicts_with = "replay")]
     pub interactive: bool,
     /// Interactive sessions' permission mode: default (ask for every tool that needs permission),
-    /// acceptEdits (file edits allowed without asking) or plan (read-only planning first).
-    #[arg(long, value_name = "MODE", default_value = "default", value_parser = ["default", "acceptEdits", "plan"], requires = "interactive")]
+    /// acceptEdits, plan, dontAsk, auto; bypassPermissions (nothing asks) needs --grant-all.
+    #[arg(long, value_name = "MODE", default_value = "default", requires = "interactive")]
     pub permission_mode: String,
-    /// Interactive sessions run every tool without asking (claude's bypassPermissions). Only for a
-    /// sandbox: nothing asks a person first.
+    /// Allow permission mode bypassPermissions: every tool call runs without asking a person.
     #[arg(long, requires = "interactive")]
-    pub allow_all_tools: bool,
+    pub grant_all: bool,
     /// Seconds a request of the agent waits for an answer before it is denied (fail closed); the
     /// interrupt's expiresAt says when.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ANSWER_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=86_400), requires = "interactive")]
@@ -224,8 +225,11 @@ pub struct Config {
     pub evidence: Option<PathBuf>,
     /// `--interactive`: one live session per thread ([`interactive`]).
     pub interactive: bool,
-    /// Interactive sessions' permission mode (`bypassPermissions` only with `--allow-all-tools`).
+    /// `--agent-cmd` in interactive mode: the engine to run (else `$RUNWIRE_CLAUDE_BIN`, `claude`).
+    pub engine: Option<PathBuf>,
+    /// Interactive sessions' permission mode (`bypassPermissions` only with `--grant-all`).
     pub permission_mode: String,
+    pub grant_all: bool,
     /// How long a request waits for an answer before it is denied.
     pub answer_timeout: Duration,
 }
@@ -301,6 +305,10 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     }
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let adapter = args.agent.unwrap_or(Adapter::Claude);
+    if args.interactive {
+        crate::session::claude::check_mode(&args.permission_mode, args.grant_all)
+            .map_err(|e| StartError::Usage(format!("--permission-mode: {e}")))?;
+    }
     if args.interactive && adapter != Adapter::Claude {
         return Err(StartError::Usage(format!(
             "--interactive: interactive sessions exist for claude only (not {})",
@@ -337,7 +345,9 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             .max(1024),
         evidence: args.evidence.clone(),
         interactive: args.interactive,
-        permission_mode: if args.allow_all_tools { "bypassPermissions".into() } else { args.permission_mode.clone() },
+        engine: if args.interactive { args.agent_cmd.clone() } else { None },
+        permission_mode: args.permission_mode.clone(),
+        grant_all: args.grant_all,
         answer_timeout: Duration::from_secs(args.answer_timeout),
     })
 }
@@ -389,7 +399,7 @@ pub fn main(args: Args) -> ExitCode {
 /// Serves until SIGINT or SIGTERM; `out` gets the `listening on` line.
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     let mut cfg = configure(args)?;
-    if let Source::Agent { cmd: Err(why) } = &cfg.source {
+    if let (Source::Agent { cmd: Err(why) }, false) = (&cfg.source, cfg.interactive) {
         cli::report(BIN, format!("warning: {why}; every run will fail"));
     }
     // Evidence is read per request (it may appear later), so a missing path only warns.
