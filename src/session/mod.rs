@@ -302,8 +302,9 @@ impl<A: Agent> Session<A> {
             std::mem::take(&mut self.pending).into_iter().partition(|(_, t)| *t <= now_ms);
         self.pending = keep;
         for (r, _) in gone {
-            let secs = self.opts.answer_timeout_ms / 1000;
-            let a = self.own_answer(&r, Decision::Expired, &format!("no answer within {secs} s: denied"), now_ms);
+            let t = self.opts.answer_timeout_ms;
+            let within = if t % 1000 == 0 { format!("{} s", t / 1000) } else { format!("{t} ms") };
+            let a = self.own_answer(&r, Decision::Expired, &format!("no answer within {within}: denied"), now_ms);
             self.agent.answer(&r, &a, None, &mut s.to_agent);
             self.close(a, &mut s);
         }
