@@ -812,7 +812,7 @@ use crate::session::claude::{Claude, ClaudeOptions};
 use crate::session::input::{Input, MessageInput, Who};
 use crate::session::record::InputRecord;
 use crate::session::{Session, Step};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
@@ -892,9 +892,12 @@ impl Live {
             cmd.arg("--resume").arg(s);
         }
         cmd.args(crate::session::claude::protocol_args(&shared.cfg.permission_mode));
+        let cmd_path = std::path::PathBuf::from(&engine);
+        // Piped, in a process group of its own. Not driver::spawn: its
+        // parent-death signal fires when the *thread* that spawned the agent
+        // ends, and here that is a connection thread, gone after the run.
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let cmd_path = std::path::PathBuf::from(&engine);
         let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", cmd_path.display()))?;
         let stdin = child.stdin.take();
         let Some(stdout) = child.stdout.take() else {
@@ -922,15 +925,9 @@ impl Live {
             .spawn(move || {
                 let mut r = BufReader::with_capacity(64 * 1024, stdout);
                 let mut line = Vec::new();
-                loop {
-                    line.clear();
-                    match (&mut r).take(super::run::MAX_LINE as u64).read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                    if line.last() == Some(&b'\n') {
-                        line.pop();
-                    }
+                while let Ok(true) =
+                    crate::session::driver::read_bounded(&mut r, &mut line, crate::session::driver::MAX_AGENT_LINE)
+                {
                     let step = lock(&reader.session).agent_line(&line, Core::now());
                     reader.apply(step);
                 }
