@@ -32,7 +32,7 @@ export class ChatView {
       { hidden: true, onsubmit: (e) => { e.preventDefault(); this.steer(); } },
       h('label', { for: 'chat-steer' }, 'Steer the running turn'),
       this.steerMsg,
-      h('div.row', null, h('label.check', null, this.steerInterrupt, ' Interrupt the turn first'), h('button', { type: 'submit' }, 'Steer')),
+      h('div.row', null, h('label.check', null, this.steerInterrupt, ' Interrupt the turn first'), h('button', { type: 'button', onclick: () => this.steer() }, 'Steer')),
       this.steerNote,
     );
     this.prompt.addEventListener('keydown', (e) => {
