@@ -176,6 +176,14 @@ pub enum AguiEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
+    /// An events/v1 `custom` event, passed through: also `CUSTOM` on the wire.
+    #[serde(rename = "CUSTOM")]
+    Passthrough {
+        name: String,
+        value: serde_json::Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
 }
 
 impl AguiEvent {
@@ -532,6 +540,11 @@ impl Translator {
             Data::Exit(x) => {
                 self.close_open(ts, &mut out);
                 self.exit(x, ts, &mut out);
+            }
+            // A side note (progress, a retry): it closes nothing, so text
+            // streamed around it stays one message.
+            Data::Custom(c) => {
+                out.push(AguiEvent::Passthrough { name: c.name.clone(), value: c.value.clone(), timestamp: ts })
             }
             Data::InputRequest(r) => {
                 self.close_open(ts, &mut out);
@@ -976,6 +989,26 @@ mod tests {
         assert_eq!(
             out.last().unwrap().to_json(),
             r#"{"type":"RUN_FINISHED","threadId":"T","runId":"R","usage":[{"inputTokens":15,"outputTokens":5,"reasoningTokens":2,"totalTokens":20}],"timestamp":1003}"#
+        );
+    }
+
+    #[test]
+    fn custom_events_pass_through_without_closing_the_open_message() {
+        let mut t = Translator::new(opts());
+        let custom = crate::events::Custom {
+            name: "runwire.tool_progress".into(),
+            value: serde_json::json!({"tool_use_id": "t1", "elapsed_time_seconds": 2.5}),
+        };
+        let mut out = t.push(&delta(1, "m", Channel::Text, "a"));
+        out.extend(t.push(&ev(2, Data::Custom(custom))));
+        out.extend(t.push(&delta(3, "m", Channel::Text, "b")));
+        assert_eq!(
+            types(&out),
+            ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "CUSTOM", "TEXT_MESSAGE_CONTENT"]
+        );
+        assert_eq!(
+            out[3].to_json(),
+            r#"{"type":"CUSTOM","name":"runwire.tool_progress","value":{"elapsed_time_seconds":2.5,"tool_use_id":"t1"},"timestamp":1002}"#
         );
     }
 

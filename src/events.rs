@@ -166,11 +166,22 @@ pub struct ErrorData {
     /// Human-readable sentence.
     pub reason: String,
     /// Machine-readable class: `not_json`, `unknown_kind`, `agent_error`,
-    /// `agent_warning`, `api_retry`, `invalid_line`.
+    /// `agent_warning`, `api_retry`, `invalid_line`, `missing_id`,
+    /// `orphan_delta`, `line_too_long`.
     pub code: String,
     /// The first few KiB of the raw source line (lossy UTF-8, secrets redacted).
     pub raw: String,
     pub fatal: bool,
+}
+
+/// An agent event that has no other type but that a viewer wants (progress,
+/// retries, notifications): passed through under a `runwire.<kind>` name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Custom {
+    /// `runwire.<kind>`, e.g. `runwire.tool_progress`.
+    pub name: String,
+    /// The agent's fields, as it wrote them (any JSON).
+    pub value: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -320,6 +331,7 @@ pub enum Data {
     TurnEnd(TurnEnd),
     Error(ErrorData),
     Exit(Exit),
+    Custom(Custom),
     InputRequest(InputRequest),
     InputAnswer(InputAnswer),
 }
@@ -334,6 +346,7 @@ impl Data {
             Data::TurnEnd(_) => "turn_end",
             Data::Error(_) => "error",
             Data::Exit(_) => "exit",
+            Data::Custom(_) => "custom",
             Data::InputRequest(_) => "input_request",
             Data::InputAnswer(_) => "input_answer",
         }
@@ -348,6 +361,7 @@ impl Data {
             Data::TurnEnd(d) => m.serialize_entry("data", d),
             Data::Error(d) => m.serialize_entry("data", d),
             Data::Exit(d) => m.serialize_entry("data", d),
+            Data::Custom(d) => m.serialize_entry("data", d),
             Data::InputRequest(d) => m.serialize_entry("data", d),
             Data::InputAnswer(d) => m.serialize_entry("data", d),
         }
@@ -366,6 +380,7 @@ impl Data {
             "turn_end" => Data::TurnEnd(p(data)?),
             "error" => Data::Error(p(data)?),
             "exit" => Data::Exit(p(data)?),
+            "custom" => Data::Custom(p(data)?),
             "input_request" => Data::InputRequest(p(data)?),
             "input_answer" => Data::InputAnswer(p(data)?),
             other => return Err(format!("type: unknown event type {other:?}")),
@@ -477,6 +492,7 @@ impl Writer {
                     Data::TurnEnd(d) => serde_json::to_writer(&mut w, d),
                     Data::Error(d) => serde_json::to_writer(&mut w, d),
                     Data::Exit(d) => serde_json::to_writer(&mut w, d),
+                    Data::Custom(d) => serde_json::to_writer(&mut w, d),
                     Data::InputRequest(d) => serde_json::to_writer(&mut w, d),
                     Data::InputAnswer(d) => serde_json::to_writer(&mut w, d),
                 };
@@ -530,6 +546,7 @@ struct WireEvent<'a> {
 impl Event {
     /// Parses one `events/v1` line, naming the offending field on failure.
     pub fn parse(line: &[u8]) -> Result<Event, String> {
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
         let w: WireEvent =
             serde_json::from_str(text.trim_end()).map_err(|e| format!("not an events/v1 object: {e}"))?;

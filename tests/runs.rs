@@ -616,8 +616,12 @@ fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
         frames.iter().map(|(id, e)| (id.clone(), without(e.clone(), &["timestamp"]))).collect()
     };
     for (i, (id, _)) in all.iter().enumerate() {
-        let (code, rest) =
-            if i % 2 == 0 { agui(&format!("&after={id}"), "") } else { agui("", &format!("Last-Event-ID: {id}\r\n")) };
+        // `?after=` as URLSearchParams writes it (`/` as %2F) is the same id.
+        let (code, rest) = match i % 3 {
+            0 => agui(&format!("&after={id}"), ""),
+            1 => agui(&format!("&after={}", id.replace('/', "%2F")), ""),
+            _ => agui("", &format!("Last-Event-ID: {id}\r\n")),
+        };
         assert_eq!(code, 200);
         assert_eq!(strip(&rest), strip(&all[i + 1..]), "resumed after {id}");
     }
@@ -828,4 +832,59 @@ fn text_with_c_committed(journal: &str) -> String {
     journal.to_string()
         + r#"{"v":"runstate/v1","ts":"2026-01-01T00:05:00.000Z","actor":"runner","task":"c","state":"committed"}"#
         + "\n"
+}
+
+/// Polls `/healthz` until it answers 200 (not the 503 of a full server); how long that took.
+fn wait_for_a_free_slot(port: u16, limit: Duration) -> Duration {
+    let t = Instant::now();
+    loop {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let _ = write!(s, "GET /healthz HTTP/1.0\r\n\r\n");
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        if raw.starts_with(b"HTTP/1.1 200 ") {
+            return t.elapsed();
+        }
+        assert!(t.elapsed() < limit, "the slot is still held after {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_task_stream_client_that_reads_nothing_is_dropped_while_the_task_is_live() {
+    for format in ["", "?format=agui"] {
+        let (home, id, log) = live_run(&format!("stall{}", format.len()));
+        // One slot: while the silent client holds it, every other request gets 503.
+        let srv = Server::start_with(
+            &home,
+            &[("RUNWIRE_WRITE_TIMEOUT_MS", "1000"), ("RUNWIRE_STREAM_BUFFER", "65536")],
+            &["--max-connections", "1"],
+        );
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The task stays live (no exit) and keeps writing: far more than the socket buffers hold.
+        let writer = {
+            let (log, stop) = (log.clone(), stop.clone());
+            let lines: Vec<String> = source_lines(20).into_iter().filter(|l| !l.contains("runwire.status")).collect();
+            std::thread::spawn(move || {
+                let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+                let t = Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && t.elapsed() < Duration::from_secs(20) {
+                    for l in &lines {
+                        writeln!(f, "{l}").unwrap();
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        write!(s, "GET /runs/{id}/tasks/t/stream{format} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // Never read: the server must let this client go about a second after it stopped taking bytes.
+        let took = wait_for_a_free_slot(srv.port, Duration::from_secs(10));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(took >= Duration::from_millis(500), "{format}: dropped before the write timeout: {took:?}");
+        drop(s);
+    }
 }

@@ -40,9 +40,38 @@ fn every_row_of_the_adapter_tables_holds() {
         serde_json::from_str::<Value>(&example).unwrap_or_else(|e| panic!("{kind}: example is not JSON: {e}"));
         for a in adapters {
             let mut n = Normalizer::new(a, Options { clock: Clock::Fixed(0), ..Options::default() });
-            let got: Vec<String> = n.push(example.as_bytes()).iter().map(|e| e.data.type_name().to_string()).collect();
+            let got: Vec<String> = n
+                .push(example.as_bytes())
+                .iter()
+                .map(|e| match &e.data {
+                    Data::Custom(c) => format!("custom({})", c.name),
+                    d => d.type_name().to_string(),
+                })
+                .collect();
             assert_eq!(got, want, "{adapter} {kind}: {example}");
         }
+    }
+}
+
+#[test]
+fn every_claude_sdk_message_kind_the_spec_names_has_a_row() {
+    let text = spec("adapters.md");
+    assert!(
+        text.contains("@anthropic-ai/claude-agent-sdk` **0.3.328**"),
+        "the spec names the SDK version it was checked against"
+    );
+    let list = text.split("SDK members:").nth(1).expect("the SDK member list").split("(`tests/").next().unwrap();
+    let members: Vec<&str> =
+        list.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| w.starts_with("SDK") && w.len() > 3).collect();
+    assert_eq!(members.len(), 40, "SDKMessage has 40 members in 0.3.328: {members:?}");
+    let rows = adapter_rows();
+    for m in members {
+        assert!(
+            rows.iter().any(
+                |(a, kind, _, _)| a == "claude" && kind.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == m)
+            ),
+            "no claude row for {m}"
+        );
     }
 }
 
@@ -73,6 +102,7 @@ fn the_schema_names_exactly_the_event_types_and_error_codes() {
             "turn_end",
             "error",
             "exit",
+            "custom",
             "input_request",
             "input_answer"
         ]
@@ -88,10 +118,16 @@ fn the_schema_names_exactly_the_event_types_and_error_codes() {
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    let src = ["src/normalize/mod.rs", "src/normalize/claude.rs", "src/normalize/cursor.rs", "src/normalize/codex.rs"]
-        .iter()
-        .map(|p| std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(p)).unwrap())
-        .collect::<String>();
+    let src = [
+        "src/normalize/mod.rs",
+        "src/normalize/claude.rs",
+        "src/normalize/cursor.rs",
+        "src/normalize/codex.rs",
+        "src/pipe.rs",
+    ]
+    .iter()
+    .map(|p| std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(p)).unwrap())
+    .collect::<String>();
     for cap in src.split("error(\"").skip(1) {
         let code = &cap[..cap.find('"').unwrap()];
         assert!(codes.contains(&code), "error code {code:?} is not in the schema");

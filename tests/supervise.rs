@@ -160,6 +160,20 @@ fn alive(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// The pids whose parent is `pid` (from /proc).
+fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Waits until `f` holds.
 fn until(what: &str, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + LIMIT;
@@ -337,17 +351,24 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
             {"id":"b","adapter":"claude","prompt":"y","deps":["a"],"gate":"test -f ok.flag || exec sleep 100"}]}"#,
     );
     let mut sup = env.start("ok");
-    // The liveness pid is the gate's once it is the `sleep` the gate execs.
-    until("b's gate", || {
-        pid_of(&env, "b")
-            .is_some_and(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0")))
-    });
-    let gate = pid_of(&env, "b").unwrap();
+    // The liveness pid is the run's reaper; the gate is its child once it
+    // is the `sleep` the gate execs.
+    let sleeping = || {
+        let reaper = pid_of(&env, "b")?;
+        children(reaper)
+            .into_iter()
+            .find(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0")))
+    };
+    until("b's gate", || sleeping().is_some());
+    let gate = sleeping().unwrap();
     let sock = env.sock();
     sup.kill9();
     // The parent-death signal stops the gate: nothing is orphaned.
     // Gone entirely (reaped by init, not a zombie), as `liveness reap` judges by signal 0.
-    until("the gate to die with its supervisor", || !std::path::Path::new(&format!("/proc/{gate}")).exists());
+    let reaper = pid_of(&env, "b").unwrap();
+    until("the gate and its reaper to die with their supervisor", || {
+        [gate, reaper].iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+    });
     let r = Command::new(env!("CARGO_BIN_EXE_liveness"))
         .args(["--runstate", env.p("runstate").to_str().unwrap(), "reap", "p"])
         .output()

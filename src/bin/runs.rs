@@ -1,6 +1,6 @@
-//! `runs list|show|task|register`: the run views of `runwire-serve`'s
-//! `GET /runs…` routes, as JSON lines, and the registry's write side. All
-//! logic is in `runwire::runs`.
+//! `runs list|show|task|register|watch`: the run views of `runwire-serve`'s
+//! `GET /runs…` routes, as JSON lines, the registry's write side, and the
+//! change feed (`GET /runs/events`). All logic is in `runwire::runs`.
 
 use clap::{Parser, Subcommand};
 use runwire::cli::{self, Exit};
@@ -28,6 +28,29 @@ enum Cmd {
     Show { run_id: String },
     /// One task: adapter, session id, pid, runtime, idle time, log path (as GET /runs/RUNID/tasks/TID).
     Task { run_id: String, task: String },
+    /// Follow the change feed: one JSON line per change of any run or task (created, task, run,
+    /// needs_input, input_answered, ended), as GET /runs/events; no server needed.
+    Watch {
+        /// Resume after this event id (the "id" of the last line you got); 0 replays the whole
+        /// feed. Default: only what happens from now.
+        #[arg(long, value_name = "ID")]
+        since: Option<u64>,
+        /// Only this run's events (repeatable, or comma-separated).
+        #[arg(long = "run", value_name = "RUNID", value_delimiter = ',')]
+        runs: Vec<String>,
+        /// Only events after which the run has one of these statuses (see spec/LAYOUT.md).
+        #[arg(long = "status", value_name = "STATUS", value_delimiter = ',')]
+        statuses: Vec<String>,
+        /// Only runs of this repository (its name or its root).
+        #[arg(long = "repo", value_name = "REPO", value_delimiter = ',')]
+        repos: Vec<String>,
+        /// Only these event types: created, task, run, needs_input, input_answered, ended.
+        #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
+        types: Vec<String>,
+        /// Print what the feed holds past --since, then exit instead of waiting for more.
+        #[arg(long)]
+        no_follow: bool,
+    },
     /// Write a registry pointer (what a runner does at start); prints it.
     Register {
         #[arg(long)]
@@ -77,6 +100,20 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                 let _ = h.join();
             }
             Ok(written)
+        }
+        Cmd::Watch { since, runs, statuses, repos, types, no_follow } => {
+            let filter = runs::feed::Filter { runs, statuses, repos, types };
+            // Each line is flushed as it comes: a script waits on it.
+            let r = runs::feed::follow(&runs::harness_home(), since, &filter, !no_follow, |line| {
+                o.write_all(line)?;
+                o.write_all(b"\n")?;
+                o.flush()
+            });
+            match r {
+                Ok(()) => Ok(Ok(())),
+                Err(runs::feed::FollowError::Usage(m)) => Err(ViewError::Bad(m)),
+                Err(runs::feed::FollowError::Io(e)) => Ok(Err(anyhow::Error::from(e).context("feed"))),
+            }
         }
         Cmd::Show { run_id } => view::find(&reg, &run_id, &mut reaped).map(|l| l.show()).map(|v| line(&mut o, &v)),
         Cmd::Task { run_id, task } => {

@@ -4,9 +4,11 @@
 
 use clap::Parser;
 use runwire::cli::{self, Exit};
+use runwire::session::acp::{Acp, AcpOptions};
 use runwire::session::claude::{self, Claude, ClaudeOptions};
+use runwire::session::codex::{Codex, CodexOptions};
 use runwire::session::driver::{self, JournalTo};
-use runwire::session::{self, Session};
+use runwire::session::{self, Agent, Session};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -17,6 +19,12 @@ const BIN: &str = "runwire-session";
 enum AgentName {
     /// Claude Code (stream-json in and out, the SDK control protocol)
     Claude,
+    /// Codex CLI as `codex app-server` (JSON-RPC 2.0)
+    Codex,
+    /// cursor-agent as `cursor-agent acp` (the Agent Client Protocol)
+    Cursor,
+    /// Any agent speaking the Agent Client Protocol: give its command line after `--`
+    Acp,
 }
 
 /// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines, so `| normalize-events claude | agui-translate | sse-encode` works on it.
@@ -47,7 +55,22 @@ struct Args {
     /// Allow granting every tool call (permission mode bypassPermissions); without it that mode is refused.
     #[arg(long)]
     grant_all: bool,
-    /// Resume this agent session (claude --resume).
+    /// codex: the sandbox (read-only, workspace-write; danger-full-access needs --grant-all).
+    #[arg(long, value_name = "MODE", default_value = "workspace-write")]
+    sandbox: String,
+    /// codex: when codex asks before running a command (untrusted, on-failure, on-request, never).
+    #[arg(long, value_name = "POLICY", default_value = "on-request")]
+    approval_policy: String,
+    /// codex: the model.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// codex and ACP agents: the session's working directory (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// ACP agents: switch the new session to this mode of the agent's (cursor: agent, plan, ask).
+    #[arg(long, value_name = "ID")]
+    mode: Option<String>,
+    /// Resume this agent session (claude --resume, codex thread/resume, ACP session/load).
     #[arg(long, value_name = "SESSION")]
     resume: Option<String>,
     /// Journal each request and answer as input records to this runstate journal (needs --task).
@@ -76,26 +99,91 @@ fn parse_duration(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is out of range"))
 }
 
+/// The agent's command line: `-- CMD…`, else `$ENV`, else `default`; then
+/// the protocol's own arguments.
+fn agent_argv(args: &Args, env: &str, default: &str, protocol: Vec<String>) -> Vec<String> {
+    let mut argv = if args.cmd.is_empty() {
+        vec![std::env::var(env).ok().filter(|b| !b.is_empty()).unwrap_or_else(|| default.into())]
+    } else {
+        args.cmd.clone()
+    };
+    argv.extend(protocol);
+    argv
+}
+
+fn cwd(args: &Args) -> Result<String, String> {
+    let dir = match &args.cwd {
+        Some(d) => std::fs::canonicalize(d).map_err(|e| format!("--cwd {}: {e}", d.display()))?,
+        None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
+    };
+    dir.into_os_string().into_string().map_err(|_| "the working directory is not UTF-8".to_string())
+}
+
 fn main() -> ExitCode {
     let args = match cli::parse_args::<Args>() {
         Ok(a) => a,
         Err(code) => return code,
     };
-    for (flag, mode) in [("--permission-mode", &args.permission_mode), ("--plan-exit-mode", &args.plan_exit_mode)] {
-        if let Err(e) = claude::check_mode(mode, args.grant_all) {
-            cli::report(BIN, format!("{flag}: {e}"));
-            return Exit::Usage.into();
+    let usage = |e: String| -> ExitCode {
+        cli::report(BIN, e);
+        Exit::Usage.into()
+    };
+    match args.agent {
+        AgentName::Claude => {
+            for (flag, mode) in
+                [("--permission-mode", &args.permission_mode), ("--plan-exit-mode", &args.plan_exit_mode)]
+            {
+                if let Err(e) = claude::check_mode(mode, args.grant_all) {
+                    return usage(format!("{flag}: {e}"));
+                }
+            }
+            let mut protocol = Vec::new();
+            if let Some(s) = &args.resume {
+                protocol.extend(["--resume".to_string(), s.clone()]);
+            }
+            protocol.extend(claude::protocol_args(&args.permission_mode));
+            let argv = agent_argv(&args, "RUNWIRE_CLAUDE_BIN", "claude", protocol);
+            let agent =
+                Claude::new(ClaudeOptions { plan_exit_mode: args.plan_exit_mode.clone(), grant_all: args.grant_all });
+            run(&args, argv, agent)
+        }
+        AgentName::Codex => {
+            let o = CodexOptions {
+                approval_policy: args.approval_policy.clone(),
+                sandbox: args.sandbox.clone(),
+                cwd: match cwd(&args) {
+                    Ok(c) => Some(c),
+                    Err(e) => return usage(e),
+                },
+                model: args.model.clone(),
+                resume: args.resume.clone(),
+                questions: true,
+                grant_all: args.grant_all,
+            };
+            if let Err(e) = o.check() {
+                return usage(e);
+            }
+            let argv = agent_argv(&args, "RUNWIRE_CODEX_BIN", "codex", vec!["app-server".into()]);
+            run(&args, argv, Codex::new(o))
+        }
+        AgentName::Cursor | AgentName::Acp => {
+            let argv = match args.agent {
+                AgentName::Cursor => agent_argv(&args, "RUNWIRE_CURSOR_BIN", "cursor-agent", vec!["acp".into()]),
+                _ if args.cmd.is_empty() => {
+                    return usage("acp: give the agent's command line after -- (e.g. -- opencode acp)".into())
+                }
+                _ => args.cmd.clone(),
+            };
+            let cwd = match cwd(&args) {
+                Ok(c) => c,
+                Err(e) => return usage(e),
+            };
+            run(&args, argv, Acp::new(AcpOptions { cwd, resume: args.resume.clone(), mode: args.mode.clone() }))
         }
     }
-    let mut argv = if args.cmd.is_empty() {
-        vec![std::env::var("RUNWIRE_CLAUDE_BIN").ok().filter(|b| !b.is_empty()).unwrap_or_else(|| "claude".into())]
-    } else {
-        args.cmd.clone()
-    };
-    if let Some(s) = &args.resume {
-        argv.extend(["--resume".to_string(), s.clone()]);
-    }
-    argv.extend(claude::protocol_args(&args.permission_mode));
+}
+
+fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
 
@@ -116,7 +204,6 @@ fn main() -> ExitCode {
         cli::report(BIN, e);
         return Exit::Io.into();
     }
-    let agent = Claude::new(ClaudeOptions { plan_exit_mode: args.plan_exit_mode.clone(), grant_all: args.grant_all });
     let mut s = Session::new(
         agent,
         session::Options { answer_timeout_ms: args.answer_timeout as i64, actor: args.actor.clone() },

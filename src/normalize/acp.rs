@@ -79,7 +79,7 @@ pub(crate) struct Acp {
 impl Acp {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
         let Some(text) = ctx.text(raw) else { return };
-        let v: Value = match serde_json::from_str(text) {
+        let v: Value = match super::lenient::value(text) {
             Ok(v) => v,
             Err(e) => return ctx.not_json(raw, &e),
         };

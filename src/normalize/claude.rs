@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `system/init` | `turn_start` (and the session id) |
 //! | `system/api_retry` | `error` (`api_retry`, not fatal) |
-//! | `system/{hook_started,hook_response,status,thinking_tokens,task_*,compact_boundary}` | skipped |
+//! | `system/{hook_started,hook_progress,hook_response,status,thinking_tokens,task_*,compact_boundary,commands_changed}` | skipped |
 //! | `stream_event` text/thinking deltas | `token_delta` |
 //! | `stream_event` tool_use block | `tool_call` at its `content_block_stop` if no `assistant` line gave it first |
 //! | `stream_event` `error` | `error` (`agent_error`, not fatal) |
@@ -14,13 +14,18 @@
 //! | `user` `tool_result` blocks | `tool_result` |
 //! | `result` | `turn_end` (plus the final text, only if no assistant text held it) |
 //! | `rate_limit_event`, `control_*`, `command_lifecycle`, `keep_alive` | skipped |
+//! | `tool_progress`, `tool_use_summary`, `auth_status`, `prompt_suggestion`, `conversation_reset`, and the `system` notices in [`CUSTOM_SYSTEM`] | `custom` (`runwire.<kind>`) |
+//! | `system/{mirror_error,session_writes_lost}` | `error` (`agent_warning`, not fatal) |
+//!
+//! Every member of the Agent SDK's `SDKMessage` union (0.3.328) is in
+//! `spec/adapters.md` with its mapping.
 //!
 //! Partial messages send text twice (deltas, then the whole block on an
 //! `assistant` line that shares the `message.id`): the k-th assistant line of
 //! a streamed message is the final value of its k-th block, so only the part
 //! not already streamed is emitted.
 
-use super::{tool_call, tool_result, unseen_suffix, Ctx, Scalar, STATUS_TYPE};
+use super::{lenient, tool_call, tool_result, unseen_suffix, Ctx, Lenient, Scalar, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -39,9 +44,9 @@ struct Line<'a> {
     #[serde(borrow, default)]
     parent_tool_use_id: Scalar<'a>,
     #[serde(borrow, default)]
-    message: Option<Message<'a>>,
+    message: Lenient<Message<'a>>,
     #[serde(borrow, default)]
-    event: Option<StreamEvent<'a>>,
+    event: Lenient<StreamEvent<'a>>,
     #[serde(borrow, default)]
     model: Scalar<'a>,
     #[serde(borrow, default)]
@@ -80,6 +85,8 @@ struct Line<'a> {
     rc: Scalar<'a>,
     #[serde(borrow, default)]
     detail: Scalar<'a>,
+    #[serde(borrow, default)]
+    error_code: Scalar<'a>,
 }
 
 #[derive(Deserialize, Default)]
@@ -119,11 +126,11 @@ struct StreamEvent<'a> {
     #[serde(borrow, default)]
     index: Scalar<'a>,
     #[serde(borrow, default)]
-    message: Option<Message<'a>>,
+    message: Lenient<Message<'a>>,
     #[serde(borrow, default)]
-    content_block: Option<Block<'a>>,
+    content_block: Lenient<Block<'a>>,
     #[serde(borrow, default)]
-    delta: Option<Delta<'a>>,
+    delta: Lenient<Delta<'a>>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
 }
@@ -190,13 +197,13 @@ fn text_event(text: &str, channel: Channel, message: &str, parent: &Option<Strin
 }
 
 fn raw_value(r: Option<&RawValue>) -> Value {
-    r.and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or_else(|| Value::Object(Default::default()))
+    r.and_then(|r| lenient::value(r.get()).ok()).unwrap_or_else(|| Value::Object(Default::default()))
 }
 
 /// A tool_result's `content`: a string, or a list of text (and other) blocks.
 fn result_text(content: Option<&RawValue>) -> String {
     let Some(raw) = content else { return String::new() };
-    match serde_json::from_str::<Value>(raw.get()) {
+    match lenient::value(raw.get()) {
         Ok(Value::String(s)) => s,
         Ok(Value::Array(parts)) => {
             let mut out = String::new();
@@ -206,23 +213,87 @@ fn result_text(content: Option<&RawValue>) -> String {
                 }
                 match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
                     (Some("text"), Some(t)) => out.push_str(t),
-                    (Some(kind), _) => {
-                        out.push('[');
-                        out.push_str(kind);
-                        out.push(']');
-                    }
-                    _ => out.push_str(&p.to_string()),
+                    _ => out.push_str(&describe_block(&p)),
                 }
             }
             out
         }
         Ok(Value::Null) | Err(_) => String::new(),
-        Ok(other) => other.to_string(),
+        Ok(other) => describe_block(&other),
+    }
+}
+
+/// The size in bytes of what base64 `data` decodes to.
+fn base64_len(data: &str) -> usize {
+    let pad = data.bytes().rev().take_while(|&b| b == b'=').count();
+    (data.len() / 4 * 3 + (data.len() % 4).saturating_sub(1)).saturating_sub(pad)
+}
+
+/// A faithful one-line account of a non-text result block: its type and
+/// what identifies it (media type and size, URL, title), never a bare
+/// placeholder. Blocks of a kind not named here are kept as their JSON.
+fn describe_block(b: &Value) -> String {
+    use super::ValueExt;
+    let kind = b.str_at("type").unwrap_or("");
+    let mut parts: Vec<String> = Vec::new();
+    let mut push = |s: Option<&str>, f: &dyn Fn(&str) -> String| {
+        if let Some(s) = s.filter(|s| !s.is_empty()) {
+            parts.push(f(s));
+        }
+    };
+    match kind {
+        "image" | "document" => {
+            let src = b.get("source").unwrap_or(&Value::Null);
+            push(b.str_at("title"), &|t| format!("{t:?}"));
+            push(src.str_at("media_type"), &str::to_string);
+            match src.str_at("type") {
+                Some("base64") => {
+                    let n = src.str_at("data").map(base64_len).unwrap_or(0);
+                    parts.push(format!("{n} bytes"));
+                }
+                Some("url") => push(src.str_at("url"), &str::to_string),
+                Some("file") => push(src.str_at("file_id"), &|f| format!("file {f}")),
+                Some("text") => {
+                    let n = src.str_at("data").map(str::len).unwrap_or(0);
+                    parts.push(format!("{n} bytes of text"));
+                }
+                _ => {}
+            }
+        }
+        "web_search_result" | "search_result" => {
+            push(b.str_at("title"), &|t| format!("{t:?}"));
+            push(b.str_at("url").or_else(|| b.str_at("source")), &str::to_string);
+            push(b.str_at("page_age"), &|a| format!("({a})"));
+        }
+        "resource_link" => {
+            push(b.str_at("name").or_else(|| b.str_at("title")), &|t| format!("{t:?}"));
+            push(b.str_at("uri"), &str::to_string);
+            push(b.str_at("mimeType"), &str::to_string);
+            push(b.str_at("description"), &|d| format!("- {d}"));
+        }
+        "resource" => {
+            let r = b.get("resource").unwrap_or(&Value::Null);
+            push(r.str_at("uri"), &str::to_string);
+            push(r.str_at("mimeType"), &str::to_string);
+            if let Some(t) = r.str_at("text") {
+                return format!("[resource {}]\n{t}", parts.join(" "));
+            }
+            if let Some(blob) = r.str_at("blob") {
+                parts.push(format!("{} bytes", base64_len(blob)));
+            }
+        }
+        k if k.ends_with("_error") => push(b.str_at("error_code"), &|c| format!("error_code {c}")),
+        _ => return b.to_string(),
+    }
+    if parts.is_empty() {
+        format!("[{kind}]")
+    } else {
+        format!("[{kind} {}]", parts.join(" "))
     }
 }
 
 fn parse_usage(r: Option<&RawValue>) -> Option<Usage> {
-    let v: Value = serde_json::from_str(r?.get()).ok()?;
+    let v: Value = lenient::value(r?.get()).ok()?;
     let n = |k: &str| v.get(k).and_then(Value::as_u64);
     // Claude counts cache reads and writes apart from `input_tokens`; events/v1
     // counts every input token in `input_tokens` (as OpenAI does), cached ones
@@ -260,6 +331,40 @@ const SKIPPED_SYSTEM: [&str; 9] = [
     "compact_boundary",
 ];
 
+/// Kinds passed through as `custom` events (`runwire.<type>`): each carries
+/// something a viewer wants and has no other event type.
+const CUSTOM: [&str; 5] =
+    ["tool_progress", "tool_use_summary", "auth_status", "prompt_suggestion", "conversation_reset"];
+/// `system` subtypes passed through as `custom` events (`runwire.<subtype>`).
+const CUSTOM_SYSTEM: [&str; 14] = [
+    "notification",
+    "files_persisted",
+    "permission_denied",
+    "informational",
+    "model_refusal_fallback",
+    "model_refusal_no_fallback",
+    "local_command_output",
+    "control_request_progress",
+    "worker_shutting_down",
+    "session_state_changed",
+    "memory_recall",
+    "elicitation_complete",
+    "plugin_install",
+    "background_tasks_changed",
+];
+
+/// A `custom` event carrying the line's own fields, less the envelope
+/// (`type`, `subtype`, `uuid`, `session_id`) every line repeats.
+fn custom(ctx: &mut Ctx, kind: &str, text: &str) {
+    let mut v = lenient::value(text).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        for k in ["type", "subtype", "uuid", "session_id"] {
+            o.remove(k);
+        }
+    }
+    ctx.custom(kind, v);
+}
+
 /// True for a line of a skipped kind. Only the leading keys are read, so the
 /// rest is not validated; a line cut short (no closing brace) is still
 /// parsed in full and reported.
@@ -295,8 +400,9 @@ impl Claude {
             return;
         }
         let Some(text) = ctx.text(raw) else { return };
-        let l: Line = match serde_json::from_str(text) {
-            Ok(l) => l,
+        let mut repaired = None;
+        let (l, text): (Line, &str) = match lenient::from_str(text, &mut repaired) {
+            Ok(parsed) => parsed,
             Err(e) => return ctx.unparsable(raw, e),
         };
         ctx.ts_ms = l.timestamp.as_str().and_then(crate::time::parse_rfc3339_ms);
@@ -311,20 +417,21 @@ impl Claude {
             ctx.offer_resume(l.session_id.as_str());
         }
         match kind {
-            "system" => self.system(ctx, raw, &l),
-            "stream_event" => match l.event {
+            "system" => self.system(ctx, raw, &l, text),
+            "stream_event" => match l.event.0 {
                 Some(ev) => self.stream_event(ctx, raw, ev, parent),
-                None => ctx.invalid(raw, "stream_event without \"event\""),
+                None => ctx.invalid(raw, "stream_event without an \"event\" object"),
             },
-            "assistant" => match l.message {
+            "assistant" => match l.message.0 {
                 Some(m) => self.assistant(ctx, raw, m, parent),
-                None => ctx.invalid(raw, "assistant line without \"message\""),
+                None => ctx.invalid(raw, "assistant line without a \"message\" object"),
             },
-            "user" => match l.message {
+            "user" => match l.message.0 {
                 Some(m) => self.user(ctx, raw, m, parent),
-                None => ctx.invalid(raw, "user line without \"message\""),
+                None => ctx.invalid(raw, "user line without a \"message\" object"),
             },
             "result" => self.result(ctx, &l),
+            k if CUSTOM.contains(&k) => custom(ctx, k, text),
             STATUS_TYPE => ctx.status_line(l.ok.as_bool(), l.rc.as_i64(), l.session_id.as_str(), l.detail.as_str()),
             "rate_limit_event"
             | "control_request"
@@ -336,7 +443,7 @@ impl Claude {
         }
     }
 
-    fn system(&mut self, ctx: &mut Ctx, raw: &[u8], l: &Line) {
+    fn system(&mut self, ctx: &mut Ctx, raw: &[u8], l: &Line, text: &str) {
         match l.subtype.as_str().unwrap_or("") {
             "init" => {
                 // init names the session authoritatively (a resumed or forked run may differ from earlier lines).
@@ -359,7 +466,13 @@ impl Claude {
                 };
                 ctx.error("api_retry", reason.trim_end(), raw, false);
             }
-            k if SKIPPED_SYSTEM.contains(&k) => {}
+            k if SKIPPED_SYSTEM.contains(&k) || k == "hook_progress" || k == "commands_changed" => {}
+            k @ ("mirror_error" | "session_writes_lost") => {
+                let what = l.error.map(|e| e.get().trim_matches('"').to_string());
+                let what = what.or_else(|| l.error_code.as_str().map(str::to_string)).unwrap_or_default();
+                ctx.error("agent_warning", format!("{k} {what}").trim_end().to_string(), raw, false);
+            }
+            k if CUSTOM_SYSTEM.contains(&k) => custom(ctx, k, text),
             other => ctx.unknown(raw, &format!("system/{other}")),
         }
     }
@@ -373,7 +486,7 @@ impl Claude {
         let index = ev.index.as_i64().unwrap_or(-1);
         match ev.kind.as_str().unwrap_or("") {
             "message_start" => {
-                let id = ev.message.as_ref().and_then(|m| m.id.as_str()).map(str::to_string);
+                let id = ev.message.0.as_ref().and_then(|m| m.id.as_str()).map(str::to_string);
                 let id = id.unwrap_or_else(|| ctx.line_id());
                 // A message of the same agent still open was cut off (killed turn): drop it.
                 self.streams.retain(|s| s.parent != parent);
@@ -382,13 +495,14 @@ impl Claude {
             "content_block_start" => {
                 let is_main = parent.is_none();
                 if self.stream_mut(&parent).is_none() {
+                    // Nothing shown is lost yet: the deltas that would fill it are reported.
                     return;
                 }
-                let b = ev.content_block.unwrap_or_default();
+                let b = ev.content_block.0.unwrap_or_default();
                 let kind = match b.kind.as_str() {
                     Some("text") => Kind::Text,
                     Some("thinking") => Kind::Thinking,
-                    Some("tool_use" | "server_tool_use") => Kind::Tool,
+                    Some("tool_use" | "server_tool_use" | "mcp_tool_use") => Kind::Tool,
                     _ => Kind::Other,
                 };
                 if kind == Kind::Text && is_main {
@@ -405,11 +519,23 @@ impl Claude {
                 });
             }
             "content_block_delta" => {
-                let Some(d) = ev.delta else { return };
+                let Some(d) = ev.delta.0 else {
+                    return ctx.invalid(raw, "content_block_delta without a \"delta\" object");
+                };
                 let is_main = parent.is_none();
-                let Some(s) = self.stream_mut(&parent) else { return };
+                // Text with nowhere to go (its message_start was never seen) is reported, not dropped.
+                let orphan = |ctx: &mut Ctx, what: &str| {
+                    let n = d.text.as_str().or(d.thinking.as_str()).or(d.partial_json.as_str()).map_or(0, str::len);
+                    // Signatures and citations carry nothing a viewer reads.
+                    if n > 0 {
+                        ctx.error("orphan_delta", format!("{what}: a delta of {n} bytes was not shown"), raw, false)
+                    }
+                };
+                let Some(s) = self.stream_mut(&parent) else { return orphan(ctx, "delta with no open message") };
                 let msg = s.id.clone();
-                let Some(b) = s.blocks.iter_mut().rev().find(|b| b.index == index) else { return };
+                let Some(b) = s.blocks.iter_mut().rev().find(|b| b.index == index) else {
+                    return orphan(ctx, &format!("delta for content block {index}, which was never started"));
+                };
                 match d.kind.as_str().unwrap_or("") {
                     "text_delta" => {
                         let t = d.text.as_str().unwrap_or("");
@@ -440,6 +566,9 @@ impl Claude {
                 // No assistant line delivered this tool call (older builds, or it never came): use the streamed input.
                 if b.kind == Kind::Tool && !b.tool_emitted {
                     b.tool_emitted = true;
+                    if b.tool_id.is_empty() {
+                        return ctx.missing_id(raw, "streamed tool_use");
+                    }
                     let args = if b.buf.trim().is_empty() {
                         Value::Object(Default::default())
                     } else {
@@ -464,13 +593,15 @@ impl Claude {
 
     fn assistant(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Option<String>) {
         let id = m.id.as_str().map(str::to_string).unwrap_or_else(|| ctx.line_id());
+        let mut slot = None;
         let blocks: Vec<Block> = match m.content {
             Some(c) if c.get().starts_with('"') => {
-                let text: String = serde_json::from_str(c.get()).unwrap_or_default();
-                return self.whole_text(ctx, &text, Channel::Text, &id, &parent);
+                let text = lenient::value(c.get()).ok();
+                let text = text.as_ref().and_then(Value::as_str).unwrap_or_default();
+                return self.whole_text(ctx, text, Channel::Text, &id, &parent);
             }
-            Some(c) => match serde_json::from_str(c.get()) {
-                Ok(b) => b,
+            Some(c) => match lenient::from_str::<Vec<Lenient<Block>>>(c.get(), &mut slot) {
+                Ok((b, _)) => b.into_iter().filter_map(|b| b.0).collect(),
                 Err(e) => return ctx.invalid(raw, e),
             },
             None => Vec::new(),
@@ -484,7 +615,7 @@ impl Claude {
                 let k = s.assistant_seen;
                 s.assistant_seen += 1;
                 match kind {
-                    "tool_use" | "server_tool_use" => {
+                    "tool_use" | "server_tool_use" | "mcp_tool_use" => {
                         let tid = blk.id.as_str().unwrap_or("");
                         s.blocks.iter_mut().find(|b| b.kind == Kind::Tool && b.tool_id == tid)
                     }
@@ -512,7 +643,11 @@ impl Claude {
                         None => self.whole_text(ctx, text, channel, &id, &parent),
                     }
                 }
-                "tool_use" | "server_tool_use" => {
+                "tool_use" | "server_tool_use" | "mcp_tool_use" => {
+                    if blk.id.as_str().map_or(true, str::is_empty) {
+                        ctx.missing_id(raw, kind);
+                        continue;
+                    }
                     if let Some(b) = &streamed {
                         if b.tool_emitted {
                             continue;
@@ -531,15 +666,15 @@ impl Claude {
                 }
                 "redacted_thinking" | "image" | "document" => {}
                 k if k.ends_with("_tool_result") => {
+                    let Some(tid) = blk.tool_use_id.as_str().filter(|id| !id.is_empty()) else {
+                        ctx.missing_id(raw, k);
+                        continue;
+                    };
                     let out = result_text(blk.content);
-                    let is_error = blk.is_error.as_bool().unwrap_or(false);
-                    ctx.emit(tool_result(
-                        blk.tool_use_id.as_str().unwrap_or("").into(),
-                        &out,
-                        is_error,
-                        None,
-                        parent.clone(),
-                    ));
+                    // A server tool's failure is a result block whose content is an `*_error` object.
+                    let is_error = blk.is_error.as_bool().unwrap_or(false)
+                        || blk.content.is_some_and(|c| c.get().contains("_tool_result_error\""));
+                    ctx.emit(tool_result(tid.into(), &out, is_error, None, parent.clone()));
                 }
                 other => ctx.unknown(raw, &format!("assistant/{other}")),
             }
@@ -559,15 +694,20 @@ impl Claude {
     fn user(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Option<String>) {
         // A plain string is a prompt (subagent or replayed input): not an agent event.
         let Some(c) = m.content.filter(|c| c.get().starts_with('[')) else { return };
-        let blocks: Vec<Block> = match serde_json::from_str(c.get()) {
-            Ok(b) => b,
+        let mut slot = None;
+        let blocks: Vec<Lenient<Block>> = match lenient::from_str(c.get(), &mut slot) {
+            Ok((b, _)) => b,
             Err(e) => return ctx.invalid(raw, e),
         };
-        for b in blocks {
+        for b in blocks.into_iter().filter_map(|b| b.0) {
             if b.kind.as_str() == Some("tool_result") {
+                let Some(id) = b.tool_use_id.as_str().filter(|id| !id.is_empty()) else {
+                    ctx.missing_id(raw, "tool_result");
+                    continue;
+                };
                 let out = result_text(b.content);
                 ctx.emit(tool_result(
-                    b.tool_use_id.as_str().unwrap_or("").to_string(),
+                    id.to_string(),
                     &out,
                     b.is_error.as_bool().unwrap_or(false),
                     None,
@@ -596,7 +736,8 @@ impl Claude {
         let reason = failed.then(|| {
             let errors: Vec<String> = l
                 .errors
-                .and_then(|e| serde_json::from_str::<Vec<Value>>(e.get()).ok())
+                .and_then(|e| lenient::value(e.get()).ok())
+                .and_then(|v| if let Value::Array(a) = v { Some(a) } else { None })
                 .unwrap_or_default()
                 .iter()
                 .map(super::value_text)

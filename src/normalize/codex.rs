@@ -29,9 +29,13 @@
 //! `task_complete` → `turn_end` (with the last `token_count` usage);
 //! `error` → fatal `error`; `stream_error` → non-fatal `error`; the config
 //! and prompt preamble, approvals, raw reasoning, output deltas, plans,
-//! diffs and background notices are skipped.
+//! diffs and background notices are skipped; `warning` → non-fatal `error`;
+//! `view_image_tool_call` → `tool_call` + `tool_result`; review mode,
+//! compaction, undo, MCP startup, elicitation and deprecation notices →
+//! `custom` (`runwire.<type>`); `web_search_*` emits its call once the query is
+//! known. `spec/adapters.md` lists every `EventMsg` variant.
 
-use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::{lenient, tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{Map, Value};
 
@@ -78,7 +82,7 @@ fn obj() -> Value {
 impl Codex {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
         let Some(text) = ctx.text(raw) else { return };
-        let v: Value = match serde_json::from_str(text) {
+        let v: Value = match lenient::value(text) {
             Ok(v) => v,
             Err(e) => return ctx.not_json(raw, &e),
         };
@@ -198,10 +202,12 @@ impl Codex {
                     ctx.error("agent_warning", m, raw, false);
                 }
             }
-            _ if id.is_empty() => ctx.invalid(raw, "item without an id"),
+            _ if id.is_empty() => ctx.missing_id(raw, &format!("{ty} item")),
             _ => {
                 let (name, args) = tool_name_args(ty, item);
-                if kind == "item.started" {
+                // A search names its query only once it ran: the call waits for it.
+                let no_query_yet = ty == "web_search" && item.str_at("query").map_or(true, str::is_empty);
+                if kind == "item.started" && !no_query_yet {
                     self.open_tool(ctx, &id, name, args);
                 } else if done {
                     let (out, is_error, code) = tool_outcome(ty, item);
@@ -222,6 +228,10 @@ impl Codex {
             self.legacy_reasoning = None;
         }
         let call_id = msg.str_at("call_id").unwrap_or("").to_string();
+        let tool_kind = ty.ends_with("_begin") || ty.ends_with("_end") || ty == "view_image_tool_call";
+        if tool_kind && call_id.is_empty() {
+            return ctx.missing_id(raw, &format!("msg/{ty}"));
+        }
         match ty {
             "task_started" => {
                 self.texts.clear();
@@ -285,12 +295,29 @@ impl Codex {
                 self.close_tool(ctx, &call_id, name, obj(), (&out, failed, None));
             }
             "web_search_begin" => {
-                let args = serde_json::json!({ "query": msg.get("query").cloned().unwrap_or(Value::Null) });
-                self.open_tool(ctx, &call_id, "web_search".into(), args);
+                // The begin event carries no query (only the end does): the call waits for it, unless a build sent one.
+                if let Some(q) = msg.str_at("query").filter(|q| !q.is_empty()) {
+                    self.open_tool(ctx, &call_id, "web_search".into(), serde_json::json!({ "query": q }));
+                }
             }
             "web_search_end" => {
+                let q = msg.get("query").cloned().unwrap_or(Value::Null);
                 let out = msg.str_at("query").unwrap_or("").to_string();
-                self.close_tool(ctx, &call_id, "web_search".into(), obj(), (&out, false, None));
+                let args = serde_json::json!({ "query": q });
+                self.close_tool(ctx, &call_id, "web_search".into(), args, (&out, false, None));
+            }
+            "view_image_tool_call" => {
+                let path = msg.str_at("path").unwrap_or("").to_string();
+                let args = serde_json::json!({ "path": path });
+                self.close_tool(ctx, &call_id, "view_image".into(), args, (&path, false, None));
+            }
+            "warning" => ctx.error("agent_warning", msg.str_at("message").unwrap_or("warning"), raw, false),
+            k if LEGACY_CUSTOM.contains(&k) => {
+                let mut v = msg.clone();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("type");
+                }
+                ctx.custom(k, v);
             }
             "token_count" => {
                 let src = msg.pointer("/info/total_token_usage").unwrap_or(msg);
@@ -339,11 +366,35 @@ impl Codex {
             | "session_configured"
             | "shutdown_complete"
             | "get_history_entry_response"
-            | "user_message" => {}
+            | "user_message"
+            | "mcp_list_tools_response"
+            | "mcp_startup_update"
+            | "terminal_interaction"
+            | "list_custom_prompts_response"
+            | "list_skills_response"
+            | "skills_update_available"
+            | "raw_response_item"
+            | "item_started"
+            | "item_completed"
+            | "agent_message_content_delta"
+            | "reasoning_content_delta"
+            | "reasoning_raw_content_delta" => {}
             other => ctx.unknown(raw, &format!("msg/{other}")),
         }
     }
 }
+
+/// Legacy kinds passed through as `custom` events (`runwire.<type>`).
+const LEGACY_CUSTOM: [&str; 8] = [
+    "context_compacted",
+    "entered_review_mode",
+    "exited_review_mode",
+    "mcp_startup_complete",
+    "elicitation_request",
+    "deprecation_notice",
+    "undo_started",
+    "undo_completed",
+];
 
 fn join_streams(out: &str, err: &str) -> String {
     match (out.is_empty(), err.is_empty()) {
@@ -384,7 +435,11 @@ fn tool_name_args(ty: &str, item: &Value) -> (String, Value) {
             (mcp_name(item.str_at("server"), item.str_at("tool")), item.get("arguments").cloned().unwrap_or_else(obj))
         }
         "web_search" => {
-            ("web_search".into(), serde_json::json!({ "query": item.get("query").cloned().unwrap_or(Value::Null) }))
+            let mut args = serde_json::json!({ "query": item.get("query").cloned().unwrap_or(Value::Null) });
+            if let Some(a) = item.get("action").filter(|a| !a.is_null()) {
+                args["action"] = a.clone();
+            }
+            ("web_search".into(), args)
         }
         "collab_tool_call" => (
             format!("collab__{}", item.str_at("tool").unwrap_or("unknown")),
@@ -431,6 +486,18 @@ fn tool_outcome(ty: &str, item: &Value) -> (String, bool, Option<i64>) {
                 })
                 .unwrap_or_default();
             (format!("{status}: {}", paths.join(", ")), bad_status, None)
+        }
+        "web_search" => {
+            // What was searched (or opened): the query, else the action's URL or queries.
+            let a = item.get("action").unwrap_or(&Value::Null);
+            let out = [item.str_at("query"), a.str_at("query"), a.str_at("url")]
+                .into_iter()
+                .flatten()
+                .find(|s| !s.is_empty())
+                .map(str::to_string)
+                .or_else(|| a.get("queries").filter(|q| !q.is_null()).map(value_text))
+                .unwrap_or_else(|| status.to_string());
+            (out, bad_status, None)
         }
         "todo_list" => {
             let items: Vec<String> = item

@@ -9,7 +9,8 @@
 //! | `assistant` | `token_delta` (text), de-duplicated as below |
 //! | `tool_call/started` | `tool_call` |
 //! | `tool_call/completed` | `tool_result` (and the `tool_call` if `started` was never seen) |
-//! | `result` | `turn_end` (its text only if nothing was said) |
+//! | `result` | `turn_end` (its text only if nothing was said; `usage` read) |
+//! | `connection/*`, `retry/starting`, `interaction_query`, `system/task_notification` | `custom` (`runwire.<type>`, or `runwire.<subtype>` for `system`) |
 //!
 //! Text forms: an `assistant` line with `timestamp_ms` and no `model_call_id`
 //! is a partial-output delta; one with both is a whole segment when no deltas
@@ -17,8 +18,8 @@
 //! neither is the last segment, or (after deltas) the whole turn's text again.
 //! Only text not yet emitted is emitted, so the mode needs no flag.
 
-use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
-use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart};
+use super::{lenient, tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::Value;
 
 /// Past this, the turn's text is no longer kept for de-duplication (memory stays flat).
@@ -56,7 +57,7 @@ impl Cursor {
 
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
         let Some(text) = ctx.text(raw) else { return };
-        let v: Value = match serde_json::from_str(text) {
+        let v: Value = match lenient::value(text) {
             Ok(v) => v,
             Err(e) => return ctx.not_json(raw, &e),
         };
@@ -103,6 +104,10 @@ impl Cursor {
             }
             ("thinking", "completed") => self.reasoning = None,
             ("assistant", _) => self.assistant(ctx, &v),
+            ("tool_call", "started" | "completed") if v.str_at("call_id").map_or(true, str::is_empty) => {
+                self.text = None;
+                ctx.missing_id(raw, &format!("tool_call/{sub}"));
+            }
             ("tool_call", "started") => {
                 self.text = None;
                 let (id, name, args) = tool_parts(&v);
@@ -133,6 +138,7 @@ impl Cursor {
                     reason: (!ok).then(|| if text.is_empty() { format!("({sub})") } else { format!("{text} ({sub})") }),
                     duration_ms: v.u64_at("duration_ms"),
                     duration_api_ms: v.u64_at("duration_api_ms"),
+                    usage: v.get("usage").and_then(usage_from),
                     ..TurnEnd::default()
                 }));
                 self.turn_text.clear();
@@ -140,6 +146,21 @@ impl Cursor {
             }
             (STATUS_TYPE, _) => {
                 ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"))
+            }
+            ("connection", "reconnecting" | "reconnected")
+            | ("retry", "starting")
+            | ("interaction_query", _)
+            | ("system", "task_notification") => {
+                let name = if kind == "system" { sub } else { kind }.to_string();
+                let mut value = v.clone();
+                if let Some(o) = value.as_object_mut() {
+                    o.remove("type");
+                    o.remove("session_id");
+                    if kind == "system" {
+                        o.remove("subtype");
+                    }
+                }
+                ctx.custom(&name, value);
             }
             _ => ctx.unknown(raw, &if sub.is_empty() { kind.to_string() } else { format!("{kind}/{sub}") }),
         }
@@ -201,6 +222,21 @@ impl Cursor {
     }
 }
 
+/// cursor's token counts (`inputTokens`, `outputTokens`, `cacheReadTokens`,
+/// `cacheWriteTokens`): its usage report lists the four as separate
+/// buckets, so cached tokens are added into `input_tokens`, which counts
+/// every input token in events/v1.
+fn usage_from(u: &Value) -> Option<Usage> {
+    let (read, write) = (u.u64_at("cacheReadTokens"), u.u64_at("cacheWriteTokens"));
+    Some(Usage {
+        input_tokens: u.u64_at("inputTokens")?.saturating_add(read.unwrap_or(0)).saturating_add(write.unwrap_or(0)),
+        output_tokens: u.u64_at("outputTokens").unwrap_or(0),
+        cached_input_tokens: read,
+        cache_write_input_tokens: write,
+        reasoning_tokens: u.u64_at("reasoningTokens"),
+    })
+}
+
 /// The tool's kind key: the one ending in `ToolCall` (or `function`), never
 /// bookkeeping siblings such as `toolCallId`.
 fn tool_kind(tc: &Value) -> Option<(&str, &Value)> {
@@ -223,6 +259,14 @@ fn tool_parts(v: &Value) -> (String, String, Value) {
             };
             (id, name, args)
         }
+        Some(("mcpToolCall", body)) => {
+            // Named like claude's and codex's MCP tools: mcp__<server>__<tool>.
+            let a = body.get("args").unwrap_or(&Value::Null);
+            let server = a.str_at("providerIdentifier").or_else(|| a.str_at("serverName")).unwrap_or("unknown");
+            let tool = a.str_at("toolName").or_else(|| a.str_at("name")).unwrap_or("unknown");
+            let args = a.get("args").cloned().unwrap_or_else(|| Value::Object(Default::default()));
+            (id, format!("mcp__{server}__{tool}"), args)
+        }
         Some((k, body)) => {
             let name = k.strip_suffix("ToolCall").unwrap_or(k).to_string();
             (id, name, body.get("args").cloned().unwrap_or_else(|| Value::Object(Default::default())))
@@ -238,10 +282,29 @@ fn tool_outcome(v: &Value) -> (String, bool, Option<i64>) {
     let Some(result) = body.get("result") else {
         return ("(no result)".to_string(), false, None);
     };
-    let (outcome, failed) = match (result.get("success"), result.get("failure"), result.get("error")) {
-        (Some(s), _, _) => (s, false),
-        (None, Some(f), _) => (f, true),
-        (None, None, Some(e)) => (e, true),
+    // `success` is the one good outcome; any other variant (`failure`,
+    // `error`, `rejected`, `permissionDenied`, `timeout`…) is a failure.
+    let variant = result.as_object().and_then(|o| {
+        o.iter().find(|(k, v)| v.is_object() && !matches!(k.as_str(), "isBackground")).map(|(k, v)| (k.as_str(), v))
+    });
+    let (outcome, failed) = match (result.get("success"), variant) {
+        (Some(s), _) => (s, false),
+        (None, Some((k, v))) => {
+            if !matches!(k, "failure" | "error") {
+                // A variant with no output of its own (`rejected`): say which, and why when given.
+                let has_output =
+                    ["stdout", "stderr", "content", "message", "error"].iter().any(|f| v.get(*f).is_some());
+                if !has_output {
+                    let why = v.str_at("reason").filter(|r| !r.is_empty());
+                    let text = match why {
+                        Some(r) => format!("{k}: {r}"),
+                        None => k.to_string(),
+                    };
+                    return (text, true, None);
+                }
+            }
+            (v, true)
+        }
         _ => (result, false),
     };
     let exit_code = outcome.i64_at("exitCode");
@@ -255,9 +318,25 @@ fn tool_outcome(v: &Value) -> (String, bool, Option<i64>) {
         };
         return (text, failed || exit_code.is_some_and(|c| c != 0), exit_code);
     }
-    let text = ["content", "resultForModel", "message", "text"]
+    let text = ["content", "resultForModel", "message", "text", "error"]
         .iter()
         .find_map(|k| outcome.str_at(k).map(str::to_string))
+        .or_else(|| outcome.get("content").and_then(Value::as_array).map(|parts| mcp_parts(parts)))
         .unwrap_or_else(|| value_text(outcome));
     (text, failed || outcome.bool_at("isError") == Some(true), exit_code)
+}
+
+/// MCP result content (`[{"text":{"text":…}}]` or `[{"type":"text","text":…}]`):
+/// text parts joined, other parts as their JSON.
+fn mcp_parts(parts: &[Value]) -> String {
+    parts
+        .iter()
+        .map(|p| {
+            p.str_at("text")
+                .or_else(|| p.get("text").and_then(|t| t.str_at("text")))
+                .map(str::to_string)
+                .unwrap_or_else(|| p.to_string())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

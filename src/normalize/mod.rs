@@ -15,6 +15,7 @@ mod claude;
 mod codex;
 mod codex_app;
 mod cursor;
+pub mod lenient;
 pub mod redact;
 
 use crate::events::{Data, ErrorData, Event, Exit, Seq};
@@ -167,7 +168,8 @@ impl Ctx<'_> {
     /// `input_request` / `input_answer` event, inputs redacted like tool
     /// call arguments.
     fn input_line(&mut self, raw: &[u8], request: bool) {
-        let mut v: Value = match serde_json::from_slice(raw) {
+        let parsed = std::str::from_utf8(raw).map_err(serde::de::Error::custom).and_then(lenient::value);
+        let mut v: Value = match parsed {
             Ok(v) => v,
             Err(e) => return self.unparsable(raw, e),
         };
@@ -216,10 +218,21 @@ impl Ctx<'_> {
 
     /// Tells a bad line apart: not JSON at all, or JSON of an unexpected shape.
     pub fn unparsable(&mut self, raw: &[u8], err: serde_json::Error) {
-        match serde_json::from_slice::<IgnoredAny>(raw) {
-            Ok(_) => self.invalid(raw, err),
-            Err(e) => self.not_json(raw, &e),
+        if std::str::from_utf8(raw).is_ok_and(lenient::is_json) {
+            self.invalid(raw, err)
+        } else {
+            self.not_json(raw, &err)
         }
+    }
+
+    /// A tool result (or call) that names no tool: visible, never an event with an empty id.
+    pub fn missing_id(&mut self, raw: &[u8], what: &str) {
+        self.error("missing_id", format!("{what} without a tool id"), raw, false);
+    }
+
+    /// An agent event passed through as `custom` (`runwire.<kind>`).
+    pub fn custom(&mut self, kind: &str, value: Value) {
+        self.emit(Data::Custom(crate::events::Custom { name: format!("runwire.{kind}"), value }));
     }
 }
 
@@ -265,7 +278,10 @@ impl Normalizer {
     /// the events it produced, numbered by the line's ordinal.
     pub fn push(&mut self, line: &[u8]) -> Vec<Event> {
         self.line_no += 1;
-        let line = trim_eol(line);
+        let mut line = trim_eol(line);
+        if self.line_no == 1 {
+            line = line.strip_prefix(lenient::BOM).unwrap_or(line);
+        }
         if line.iter().all(u8::is_ascii_whitespace) {
             return Vec::new();
         }
@@ -330,7 +346,9 @@ impl Normalizer {
             #[serde(default)]
             error: Option<IgnoredAny>,
         }
-        let Ok(p) = serde_json::from_slice::<Probe>(line) else { return };
+        let Ok(text) = std::str::from_utf8(line) else { return };
+        let mut slot = None;
+        let Ok((p, _)) = lenient::from_str::<Probe>(text, &mut slot) else { return };
         let rpc = match p.ty.as_deref() {
             Some(t) if t.starts_with("runwire.") => return,
             Some(_) => false,
@@ -512,6 +530,65 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
             fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
                 while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A nested object read leniently: any other JSON value (a string where an
+/// object was expected, say) is dropped as `None` instead of failing the
+/// whole line. `T`'s own fields must be lenient too ([`Scalar`], raw values).
+#[derive(Debug)]
+pub(crate) struct Lenient<T>(pub Option<T>);
+
+impl<T> Default for Lenient<T> {
+    fn default() -> Self {
+        Lenient(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Lenient<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(a)).map(|t| Lenient(Some(t)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Lenient(None))
+            }
+            fn visit_borrowed_str<E>(self, _: &'de str) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_none<E>(self) -> Result<Self::Value, E> {
+                Ok(Lenient(None))
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+                Lenient::deserialize(d)
             }
         }
         d.deserialize_any(V(std::marker::PhantomData))

@@ -6,6 +6,7 @@
 //! views ([`view`]) are what `runs` prints and what `runwire-serve`'s
 //! `GET /runs…` routes answer, computed by the same functions.
 
+pub mod feed;
 pub mod journal;
 pub mod list;
 pub mod liveness;

@@ -43,6 +43,10 @@ fn load_with(pointer: Pointer, files: RunFiles, journal: Journal) -> Loaded {
 
 pub use super::list::ListCache;
 
+/// Every run status, the one list of `spec/LAYOUT.md` (filters are checked against it).
+pub const STATUSES: [&str; 8] =
+    ["registered", "running", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
+
 /// A summary as written, keys sorted.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]

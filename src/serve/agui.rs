@@ -14,7 +14,7 @@
 //! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`] in all, oldest evicted
 //! first; [`MAX_THREADS`] threads.
 
-use super::http::{respond_error, Close, Request};
+use super::http::{client_gone, respond_error, Close, Progress, Request};
 use super::run::{self, Lines};
 use super::Shared;
 use crate::agui::{AguiEvent, TranslateOptions, Translator};
@@ -25,7 +25,7 @@ use crate::sse::{Encoder, SseOptions};
 use crate::time::Clock;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Write};
+use std::io;
 use std::net::TcpStream;
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
@@ -281,6 +281,8 @@ pub(crate) struct Body<'a> {
     kept: Vec<u8>,
     over: bool,
     pub(crate) last_write: Instant,
+    /// Whether the client takes what is written (dropped after the write timeout if not).
+    progress: Progress,
 }
 
 impl<'a> Body<'a> {
@@ -288,10 +290,18 @@ impl<'a> Body<'a> {
         stream: &'a mut TcpStream,
         req: &Request,
         cors: &[(&'static str, String)],
+        write_timeout: Duration,
     ) -> io::Result<Body<'a>> {
-        let head = super::http::sse_head(req, cors);
-        stream.write_all(head.as_bytes())?;
-        Ok(Body { stream, chunked: req.http11, kept: Vec::new(), over: false, last_write: Instant::now() })
+        // Writes wake every tick, so a stalled client is noticed on time.
+        stream.set_write_timeout(Some(TICK))?;
+        let mut progress = Progress::new(write_timeout);
+        progress.write_all(stream, super::http::sse_head(req, cors).as_bytes())?;
+        Ok(Body { stream, chunked: req.http11, kept: Vec::new(), over: false, last_write: Instant::now(), progress })
+    }
+
+    /// `Err` when bytes wait for the client and it took none for the write timeout.
+    pub(crate) fn check(&mut self) -> io::Result<()> {
+        self.progress.check(self.stream, false)
     }
 
     pub(crate) fn write_chunk(&mut self, data: &[u8]) -> io::Result<()> {
@@ -306,8 +316,7 @@ impl<'a> Body<'a> {
         if self.chunked {
             buf.extend_from_slice(b"\r\n");
         }
-        self.stream.write_all(&buf)?;
-        self.stream.flush()?;
+        self.progress.write_all(self.stream, &buf)?;
         self.last_write = Instant::now();
         Ok(())
     }
@@ -326,20 +335,9 @@ impl<'a> Body<'a> {
 
     pub(crate) fn end(&mut self) -> io::Result<()> {
         if self.chunked {
-            self.stream.write_all(b"0\r\n\r\n")?;
+            self.progress.write_all(self.stream, b"0\r\n\r\n")?;
         }
-        self.stream.flush()
-    }
-}
-
-/// True when the client closed its side or the connection failed: checked
-/// with a non-consuming peek (the read timeout is 1 ms while streaming).
-pub(crate) fn client_gone(stream: &TcpStream) -> bool {
-    let mut b = [0u8; 1];
-    match stream.peek(&mut b) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted),
+        Ok(())
     }
 }
 
@@ -365,7 +363,7 @@ pub fn post(
             Close::Linger
         }
         Admit::Replay(bytes) => {
-            let _ = Body::start(stream, req, cors).and_then(|mut b| {
+            let _ = Body::start(stream, req, cors, shared.cfg.write_timeout).and_then(|mut b| {
                 b.write_chunk(&bytes)?;
                 b.end()
             });
@@ -379,7 +377,7 @@ pub fn post(
             } else {
                 if input.prompt.is_empty() {
                     // Batch runs raise no interrupts: there is nothing to resume.
-                    let _ = Body::start(stream, req, cors).and_then(|mut b| {
+                    let _ = Body::start(stream, req, cors, shared.cfg.write_timeout).and_then(|mut b| {
                         let mut tr = Translator::new(TranslateOptions {
                             thread_id: Some(input.thread_id.clone()),
                             run_id: Some(input.run_id.clone()),
@@ -555,7 +553,9 @@ fn stream_run(
         Ok(s) => s,
         Err(_) => return (None, Outcome::Cancelled),
     };
-    let Ok(mut body) = Body::start(stream, req, cors) else { return (None, Outcome::Cancelled) };
+    let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
+        return (None, Outcome::Cancelled);
+    };
     let cfg = &shared.cfg;
     let result = match run::start(&cfg.source, cfg.replay_delay, &input.prompt, resume) {
         Err(why) => stages.synthetic_exit(127, why, &mut body).and_then(|_| stages.finish(&mut body)),
@@ -608,7 +608,7 @@ fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body
     loop {
         match lines.rx.recv_timeout(TICK) {
             Ok(line) => {
-                stages.line(&line, body)?;
+                stages.line(&line.bytes, body)?;
                 if stages.tr.is_terminated() && stopped.is_none() {
                     // The status line (or a fatal error) ended the run: the
                     // translator would ignore anything more, and an agent
@@ -627,6 +627,13 @@ fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body
             last_check = Instant::now();
             if client_gone(peek) {
                 return Err(gone());
+            }
+            // A client that stopped reading is dropped even while the agent is quiet.
+            body.check()?;
+            if stopped.is_none() && lines.drained() {
+                // The wrapper is reaped and what it wrote has had its grace:
+                // whatever still holds the pipe does not hold the run.
+                break;
             }
         }
         if stopped.is_none() && shared.is_shutting_down() {

@@ -233,7 +233,9 @@ pub fn run(
 ) -> super::agui::Finished {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
     let Ok(peek) = stream.try_clone() else { return super::agui::Finished::cancelled() };
-    let Ok(mut body) = super::agui::Body::start(stream, req, cors) else { return super::agui::Finished::cancelled() };
+    let Ok(mut body) = super::agui::Body::start(stream, req, cors, shared.cfg.write_timeout) else {
+        return super::agui::Finished::cancelled();
+    };
     let clock = Clock::from_env();
     let tr = Translator::new(TranslateOptions {
         thread_id: Some(input.thread_id.clone()),
@@ -388,7 +390,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return agent_died(run, &th),
                 }
-                if super::agui::client_gone(peek) {
+                if super::http::client_gone(peek) {
                     return Ok(End::Gone);
                 }
             }
@@ -427,7 +429,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
         }
         if last_check.elapsed() >= TICK {
             last_check = Instant::now();
-            if super::agui::client_gone(peek) {
+            // A client that takes nothing for the write timeout has left too.
+            if run.body.check().is_err() || super::http::client_gone(peek) {
                 // The turn is interrupted; the session stays for the next run.
                 let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
                 return Ok(End::Gone);
@@ -813,7 +816,7 @@ use crate::session::input::{Input, MessageInput, Who};
 use crate::session::record::InputRecord;
 use crate::session::{Session, Step};
 use std::io::{BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
@@ -871,8 +874,7 @@ impl Core {
 /// takes what the session writes, and a ticker expires unanswered requests.
 pub struct Live {
     core: Arc<Core>,
-    child: Mutex<Child>,
-    rc: Mutex<Option<i64>>,
+    child: Mutex<crate::session::proc::Proc>,
 }
 
 impl Live {
@@ -887,21 +889,19 @@ impl Live {
             Some(p) => p.clone().into_os_string(),
             None => std::env::var_os("RUNWIRE_CLAUDE_BIN").filter(|b| !b.is_empty()).unwrap_or_else(|| "claude".into()),
         };
-        let mut cmd = Command::new(&engine);
+        let program = on_path(&engine);
+        let mut spec = crate::session::proc::Spec::new(&program);
         if let Some(s) = resume {
-            cmd.arg("--resume").arg(s);
+            spec.arg("--resume").arg(s);
         }
-        cmd.args(crate::session::claude::protocol_args(&shared.cfg.permission_mode));
-        let cmd_path = std::path::PathBuf::from(&engine);
-        // Piped, in a process group of its own. Not driver::spawn: its
-        // parent-death signal fires when the *thread* that spawned the agent
-        // ends, and here that is a connection thread, gone after the run.
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", cmd_path.display()))?;
+        for a in crate::session::claude::protocol_args(&shared.cfg.permission_mode) {
+            spec.arg(a);
+        }
+        spec.stdin = crate::session::proc::Input::Piped;
+        let mut child = crate::session::proc::Proc::spawn(&spec).map_err(|e| e.to_string())?;
         let stdin = child.stdin.take();
         let Some(stdout) = child.stdout.take() else {
-            let _ = child.kill();
+            child.stop();
             return Err("the agent's stdout could not be captured".into());
         };
         let opts = crate::session::Options {
@@ -954,7 +954,7 @@ impl Live {
                 }
             })
             .map_err(|e| format!("cannot start the expiry timer: {e}"))?;
-        Ok((Live { core, child: Mutex::new(child), rc: Mutex::new(None) }, rx))
+        Ok((Live { core, child: Mutex::new(child) }, rx))
     }
 
     /// One session input: `Ok(true)` for an identical replay (nothing sent);
@@ -987,21 +987,30 @@ impl Live {
     }
 
     fn exit_code(&self) -> Option<i64> {
-        if let Some(rc) = *lock(&self.rc) {
-            return Some(rc);
-        }
-        let st = lock(&self.child).try_wait().ok().flatten()?;
-        let rc = super::run::exit_code(st);
-        *lock(&self.rc) = Some(rc);
-        Some(rc)
+        lock(&self.child).try_wait()
     }
 
     /// Stops the agent's process group (TERM, grace, KILL) and reaps it.
     fn kill(&mut self) -> Option<i64> {
         *lock(&self.core.stdin) = None;
-        let mut child = lock(&self.child);
-        let rc = super::run::stop_child(&mut child);
-        *lock(&self.rc) = Some(rc);
-        Some(rc)
+        Some(lock(&self.child).stop())
     }
+}
+
+/// `name` as a path: itself when it has a slash, else the first executable
+/// `name` on `$PATH` (the process layer takes a path), else `name` (which
+/// then fails to start with a clear error).
+fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = std::path::PathBuf::from(name);
+    if p.components().count() > 1 {
+        return p;
+    }
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        let c = dir.join(name);
+        if std::fs::metadata(&c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
+            return c;
+        }
+    }
+    p
 }

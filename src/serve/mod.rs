@@ -26,6 +26,7 @@
 pub mod agui;
 pub mod control;
 pub mod evidence;
+pub mod feed;
 pub mod http;
 pub mod interactive;
 pub mod interrupts;
@@ -208,12 +209,15 @@ pub struct Config {
     pub allow_origins: Vec<String>,
     pub token: Option<Vec<u8>>,
     pub allow_remote: bool,
-    /// The bound port, for the server's own loopback origins.
+    /// The bound address, for the server's own origins.
+    pub ip: IpAddr,
     pub port: u16,
     pub replay_delay: Duration,
     pub keepalive: Duration,
     /// How long a client may take to send its request (idle time between reads).
     pub read_timeout: Duration,
+    /// How long bytes may wait for a client that takes none of them.
+    pub write_timeout: Duration,
     /// Where the run registry lives (`$HARNESS_HOME`, default `~/.harness`).
     pub harness_home: PathBuf,
     /// Record `POST /agui` runs as runs.
@@ -330,11 +334,14 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         allow_origins: args.allow_origin.clone(),
         token,
         allow_remote: args.allow_remote,
+        ip: args.listen.ip(),
         port: args.listen.port(),
         replay_delay: env_ms("RUNWIRE_REPLAY_DELAY_MS", DEFAULT_REPLAY_DELAY_MS),
         keepalive: env_ms("RUNWIRE_KEEPALIVE_MS", DEFAULT_KEEPALIVE_MS).max(Duration::from_millis(10)),
         read_timeout: env_ms("RUNWIRE_READ_TIMEOUT_MS", http::READ_TIMEOUT.as_millis() as u64)
             .max(Duration::from_millis(10)),
+        write_timeout: env_ms("RUNWIRE_WRITE_TIMEOUT_MS", http::WRITE_TIMEOUT.as_millis() as u64)
+            .max(Duration::from_millis(100)),
         harness_home: crate::runs::harness_home(),
         record: !args.no_record,
         max_connections: args.max_connections as usize,
@@ -359,6 +366,8 @@ pub struct Shared {
     pub book: std::sync::Mutex<agui::Book>,
     connections: AtomicUsize,
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
+    /// The change feed's follower, started by the first `GET /runs/events`.
+    feed: std::sync::OnceLock<Result<Arc<feed::FeedHub>, String>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
     pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
     /// Interactive mode's live sessions, one per thread.
@@ -373,6 +382,7 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
+            feed: std::sync::OnceLock::new(),
             list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
             sessions: interactive::Sessions::default(),
         }
@@ -381,6 +391,16 @@ impl Shared {
     /// The shared file watcher, started on first use.
     pub fn hub(&self) -> Result<Arc<watch::Hub>, String> {
         self.hub.get_or_init(|| watch::Hub::start().map_err(|e| e.to_string())).clone()
+    }
+
+    /// The change feed's follower, started on first use.
+    pub fn feed(&self) -> Result<Arc<feed::FeedHub>, String> {
+        self.feed
+            .get_or_init(|| {
+                feed::FeedHub::start(&self.cfg.harness_home)
+                    .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))
+            })
+            .clone()
     }
 
     pub fn is_shutting_down(&self) -> bool {

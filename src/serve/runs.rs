@@ -21,7 +21,7 @@
 //! [`Encoder`]: crate::sse::Encoder
 //! [`Translator`]: crate::agui::Translator
 
-use super::http::{respond, respond_error, Close, Request};
+use super::http::{client_gone, respond, respond_error, Close, Progress, Request};
 use super::Shared;
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
@@ -45,9 +45,11 @@ const JOURNAL_EVERY: Duration = Duration::from_millis(250);
 
 type Cors<'a> = &'a [(&'static str, String)];
 
-/// The query parameter `name`, raw.
-fn query_param<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
-    req.query.as_deref()?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+/// The query parameter `name`, percent-decoded (`?after=3%2F1` is `3/1`,
+/// as a browser's URLSearchParams writes it).
+fn query_param(req: &Request, name: &str) -> Option<String> {
+    let raw = req.query.as_deref()?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))?;
+    Some(String::from_utf8_lossy(&super::http::percent_decode(raw)).into_owned())
 }
 
 fn view_error(stream: &mut TcpStream, cors: Cors, e: ViewError) -> Close {
@@ -179,6 +181,8 @@ struct Out<'a> {
     /// Seqs dropped since the last `error` event: (first, last).
     dropped: Option<(Seq, Seq)>,
     last_write: Instant,
+    /// Whether the client takes what is written (dropped after the write timeout if not).
+    progress: Progress,
 }
 
 impl Out<'_> {
@@ -217,6 +221,7 @@ impl Out<'_> {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.sent += n;
+                    self.progress.wrote(n);
                     self.last_write = Instant::now();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -241,9 +246,12 @@ impl Out<'_> {
             return Ok(());
         }
         *last_peek = Instant::now();
-        if super::agui::client_gone(self.stream) {
+        if client_gone(self.stream) {
             return Err(io::ErrorKind::ConnectionAborted.into());
         }
+        // Dropping frames keeps our queue bounded, but a client that takes
+        // nothing at all is let go rather than held forever.
+        self.progress.check(self.stream, self.queued() > 0)?;
         if self.queued() == 0 && self.last_write.elapsed() >= keepalive {
             self.push_raw(b": keep-alive\n\n");
             self.flush()?;
@@ -359,12 +367,13 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         let m = format!("task {tid:?} has no adapter in the run's plan, so its log cannot be read");
         return view_error(stream, cors, ViewError::NotFound(m));
     };
-    let agui = match query_param(req, "format") {
+    let agui = match query_param(req, "format").as_deref() {
         None | Some("events") => false,
         Some("agui") => true,
         Some(f) => return view_error(stream, cors, ViewError::Bad(format!("format={f}: expected events or agui"))),
     };
-    let after_raw = req.header("last-event-id").or_else(|| query_param(req, "after"));
+    let after_raw = req.header("last-event-id").map(str::to_string).or_else(|| query_param(req, "after"));
+    let after_raw = after_raw.as_deref();
     let (after, agui_after) = match after_raw {
         None => (None, None),
         Some(a) if agui => match AguiId::parse(a) {
@@ -448,8 +457,16 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         return Close::Now;
     }
     let cap = shared.cfg.stream_buffer;
-    let mut out =
-        Out { stream, chunked: req.http11, queue: Vec::new(), sent: 0, cap, dropped: None, last_write: Instant::now() };
+    let mut out = Out {
+        stream,
+        chunked: req.http11,
+        queue: Vec::new(),
+        sent: 0,
+        cap,
+        dropped: None,
+        last_write: Instant::now(),
+        progress: Progress::new(shared.cfg.write_timeout),
+    };
     let (sub, mut file) = match (opened, dir_sub) {
         (Some(o), _) => o,
         (None, Some(d)) => {
@@ -677,17 +694,14 @@ fn pump(
     }
 }
 
-/// Sends what is queued (bounded by the write timeout), then ends.
+/// Sends what is queued, as long as the client takes it (see [`Progress`]), then ends.
 fn drain(out: &mut Out) -> io::Result<()> {
-    let deadline = Instant::now() + super::http::WRITE_TIMEOUT;
     loop {
         out.flush()?;
         if out.queued() == 0 {
             return Ok(());
         }
-        if Instant::now() > deadline {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
+        out.progress.check(out.stream, true)?;
         out.wait_writable(Duration::from_millis(100));
     }
 }

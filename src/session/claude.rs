@@ -176,7 +176,10 @@ impl Agent for Claude {
     }
 
     fn line(&mut self, raw: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
-        let Ok(v) = serde_json::from_slice::<Value>(raw) else { return Vec::new() };
+        // Read as every reader of agent output reads it: a lone surrogate must not lose a control request.
+        let Some(v) = std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok()) else {
+            return Vec::new();
+        };
         let s = |k: &str| v.get(k).and_then(Value::as_str);
         let mut out = Vec::new();
         match s("type") {

@@ -13,11 +13,15 @@
 //! answers, the record) lives here; what one agent's wire protocol says is
 //! an [`Agent`] ([`claude::Claude`]; codex and cursor come next). The thin
 //! IO around it is [`driver`], used by `runwire-session`, the server and the
-//! supervisor.
+//! supervisor. Processes themselves (start, signal, reap, never leave a
+//! descendant behind) are [`proc`]'s, for sessions and batch runs alike.
 
+pub mod acp;
 pub mod claude;
+pub mod codex;
 pub mod driver;
 pub mod input;
+pub mod proc;
 pub mod record;
 
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
@@ -59,6 +63,12 @@ pub trait Agent {
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>);
     /// Checks an answer's mode (plan approval) before anything is written.
     fn check_mode(&self, _mode: &str) -> Result<(), String> {
+        Ok(())
+    }
+    /// Checks an answer against what this protocol can say (codex takes no
+    /// edited input; allow-for-session only where the agent offered it)
+    /// before anything is written.
+    fn check_answer(&self, _req: &InputRequest, _answer: &AnswerInput) -> Result<(), String> {
         Ok(())
     }
 }
@@ -342,6 +352,7 @@ impl<A: Agent> Session<A> {
         if let Some(m) = &a.mode {
             self.agent.check_mode(m).map_err(Refused::Invalid)?;
         }
+        self.agent.check_answer(req, &a).map_err(Refused::Invalid)?;
         let (req, _) = self.pending.remove(i);
         self.agent.answer(&req, &answer, a.mode.as_deref(), &mut s.to_agent);
         self.close(answer, &mut s);

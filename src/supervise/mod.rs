@@ -16,6 +16,7 @@ use crate::runs::liveness::{self, Entry};
 use crate::runs::plan::{Plan, Task};
 use crate::runs::registry::{NewRun, Registry};
 use crate::runs::{self, RunFiles};
+use crate::session::proc::{self, Proc, Spec};
 use control::{Reply, Request, MAX_LINE, MAX_MSG};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -23,11 +24,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The journal's actor for the supervisor's own records.
@@ -107,8 +106,9 @@ enum Step {
 }
 
 struct Running {
-    child: Child,
-    pgid: i32,
+    child: Proc,
+    /// The thread copying the process's output into its log.
+    tee: Tee,
     phase: Phase,
     /// A turn's output as read so far (`None` for gates and reviews, whose
     /// logs are not task logs).
@@ -120,9 +120,98 @@ struct Running {
 
 struct Kill {
     actor: String,
-    sigkill_at: Instant,
-    sigkilled: bool,
+    /// Why, when it was not a person's request (the task log cannot be written).
+    detail: Option<String>,
     replies: Vec<mpsc::Sender<Reply>>,
+}
+
+/// The copy of a process's output into its log (and, for a turn, each
+/// line's arrival time into the log's sidecar, `crate::arrival`): the
+/// supervisor writes the log itself, so the raw bytes are the wrapper's and
+/// the times are when they arrived.
+struct Tee {
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// The first write error: the log is incomplete from there on.
+    error: Arc<Mutex<Option<String>>>,
+    /// Set when the supervisor stops waiting for the output's end (a
+    /// straggler holds the pipe past the drain grace): stop writing.
+    abandon: Arc<AtomicBool>,
+}
+
+impl Tee {
+    fn start(out: std::io::Result<std::fs::File>, path: &Path, times: bool, src: std::process::ChildStdout) -> Tee {
+        let error = Arc::new(Mutex::new(None::<String>));
+        let abandon = Arc::new(AtomicBool::new(false));
+        let (err2, ab2) = (error.clone(), abandon.clone());
+        let at_writer = if times { Some(crate::arrival::Writer::append(path)) } else { None };
+        let path = path.to_path_buf();
+        let fail = move |e: &dyn std::fmt::Display| {
+            let mut g = err2.lock().unwrap_or_else(|e| e.into_inner());
+            g.get_or_insert_with(|| format!("{}: {e}", path.display()));
+        };
+        let thread = std::thread::Builder::new().name("task output".into()).spawn(move || {
+            let mut out = match out {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    fail(&e);
+                    None
+                }
+            };
+            let mut at = match at_writer {
+                Some(Ok(w)) => Some(w),
+                Some(Err(e)) => {
+                    crate::cli::report(ACTOR, format!("arrival times: {e}; this turn's lines have none"));
+                    None
+                }
+                None => None,
+            };
+            proc::read_pieces(src, crate::time::Clock::from_env(), |piece, end| {
+                if ab2.load(Ordering::Relaxed) {
+                    return false;
+                }
+                // Keep draining after a failure, so the wrapper never
+                // blocks on a full pipe; what it writes is lost and said so.
+                let Some(f) = out.as_mut() else { return true };
+                if let (Some(ms), Some(w)) = (end, at.as_mut()) {
+                    if let Err(e) = w.line(ms) {
+                        crate::cli::report(ACTOR, format!("arrival times: {e}; the rest of this turn has none"));
+                        at = None;
+                    }
+                }
+                if let Err(e) = f.write_all(piece) {
+                    fail(&e);
+                    out = None;
+                }
+                true
+            });
+        });
+        let thread = match thread {
+            Ok(t) => Some(t),
+            Err(e) => {
+                *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("cannot start the output thread: {e}"));
+                None
+            }
+        };
+        Tee { thread, error, abandon }
+    }
+
+    fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits up to `grace` for the output's end, then lets it go.
+    fn finish(&mut self, grace: Duration) {
+        let until = Instant::now() + grace;
+        while self.thread.as_ref().is_some_and(|t| !t.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        match self.thread.take() {
+            Some(t) if t.is_finished() => {
+                let _ = t.join();
+            }
+            _ => self.abandon.store(true, Ordering::Relaxed),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -329,39 +418,6 @@ fn signal_group(pgid: i32, sig: Signal) {
     if pgid > 1 {
         let _ = killpg(Pid::from_raw(pgid), sig);
     }
-}
-
-/// The process groups of every descendant of `root` (from `/proc`).
-fn descendant_groups(root: i32) -> Vec<i32> {
-    let mut procs = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-            // After the parenthesised name: state, ppid, pgrp.
-            let mut f = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default().split_whitespace().skip(1);
-            if let (Some(Ok(ppid)), Some(Ok(pgrp))) = (f.next().map(str::parse::<i32>), f.next().map(str::parse::<i32>))
-            {
-                procs.push((pid, ppid, pgrp));
-            }
-        }
-    }
-    let mut tree = vec![root];
-    let mut groups = Vec::new();
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        for &(pid, ppid, pgrp) in &procs {
-            if ppid == parent && !tree.contains(&pid) {
-                tree.push(pid);
-                if !groups.contains(&pgrp) {
-                    groups.push(pgrp);
-                }
-            }
-        }
-        i += 1;
-    }
-    groups
 }
 
 /// True while some process is in group `pgid`.
@@ -588,7 +644,7 @@ impl Sup {
 
     fn dispatch(&mut self, id: &str, step: Step) {
         let def = self.task_def(id);
-        let wrapper_env = |c: &mut Command, grace: Duration| {
+        let wrapper_env = |c: &mut Spec, grace: Duration| {
             // The wrapper's own grace is shorter than ours, so it can still
             // stop its engine (in a session of its own) before our SIGKILL.
             c.env("RUNWIRE_KILL_GRACE", (grace.as_secs() / 2).max(1).to_string());
@@ -596,7 +652,7 @@ impl Sup {
         let (mut cmd, phase, out_path) = match &step {
             Step::Turn { resume } => {
                 let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
-                let mut c = Command::new(w);
+                let mut c = Spec::new(w);
                 match resume {
                     Some(msg) => {
                         let sid = self.tasks[id].session.clone().unwrap_or_default();
@@ -610,7 +666,7 @@ impl Sup {
                 (c, Phase::Turn, self.files.log(id))
             }
             Step::Gate => {
-                let mut c = Command::new("/bin/sh");
+                let mut c = Spec::new("/bin/sh");
                 c.arg("-c").arg(def.gate.clone().unwrap_or_default());
                 (c, Phase::Gate, self.files.dir.join(format!("{}.{id}.gate.log", self.files.slug)))
             }
@@ -621,7 +677,7 @@ impl Sup {
                     self.set_state(ACTOR, id, "halted", None, Some(d));
                     return;
                 };
-                let mut c = Command::new(w);
+                let mut c = Spec::new(w);
                 c.arg("--prompt").arg(format!("Review the work of task {id}. The task was: {}", def.prompt));
                 wrapper_env(&mut c, self.opts.kill_grace);
                 (c, Phase::Review, self.files.dir.join(format!("{}.{id}.review.log", self.files.slug)))
@@ -631,40 +687,41 @@ impl Sup {
         let out = std::fs::OpenOptions::new().create(true).append(true).open(&out_path);
         let log_from = std::fs::metadata(&out_path).map(|m| m.len()).unwrap_or(0);
         let out = match out {
-            Ok(f) => f,
+            Ok(f) => Ok(f),
             Err(e) => {
                 self.set_state(ACTOR, id, "halted", None, Some(format!("{}: {e}", out_path.display())));
                 return;
             }
         };
-        cmd.current_dir(&self.opts.workdir)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .env("RUNWIRE_RUN_ID", &self.run_id)
-            .env("RUNWIRE_TASK", id)
-            .process_group(0);
+        cmd.cwd = Some(self.opts.workdir.clone());
+        cmd.kill_grace = self.opts.kill_grace;
+        cmd.env("RUNWIRE_RUN_ID", &self.run_id).env("RUNWIRE_TASK", id);
         if let Some(s) = &self.tasks[id].session {
             cmd.env("RUNWIRE_SESSION_ID", s);
         }
-        // SAFETY: prctl is async-signal-safe. A supervisor that dies (even by
-        // SIGKILL) sends SIGTERM to its children, which stop their engines
-        // and exit: nothing is orphaned and `liveness reap` sees them gone.
-        // The signal follows the spawning thread, which is the main thread:
-        // it lives as long as the supervisor.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
-                Ok(())
-            });
-        }
-        match cmd.spawn() {
-            Ok(child) => {
-                let pid = child.id() as i32;
+        // A reaper between us and the wrapper stops its whole tree when the
+        // task is killed, when the wrapper exits, and when we die, even by
+        // SIGKILL (session::proc).
+        match Proc::spawn(&cmd) {
+            Ok(mut child) => {
+                let pid = child.pid();
+                let Some(stdout) = child.stdout.take() else {
+                    child.stop();
+                    self.set_state(
+                        ACTOR,
+                        id,
+                        "halted",
+                        None,
+                        Some("the wrapper's stdout could not be captured".into()),
+                    );
+                    return;
+                };
+                let tee = Tee::start(out, &out_path, phase == Phase::Turn, stdout);
                 self.live(
                     id,
                     Entry {
                         pid: Some(pid),
-                        pgid: Some(pid),
+                        pgid: Some(child.pgid()),
                         logfile: Some(self.files.log(id).display().to_string()),
                         started_ts: Some(now_ts()),
                         ..Entry::default()
@@ -673,9 +730,9 @@ impl Sup {
                 let rt = self.tasks.get_mut(id).expect("task of the plan");
                 let turn = (phase == Phase::Turn).then(|| crate::runs::view::adapter(&def.adapter)).flatten();
                 let turn = turn.map(|a| TurnLog::new(a, log_from));
-                rt.running = Some(Running { child, pgid: pid, phase, turn, for_steer: false, kill: None });
+                rt.running = Some(Running { child, tee, phase, turn, for_steer: false, kill: None });
             }
-            Err(e) => self.set_state(ACTOR, id, "halted", Some(127), Some(format!("cannot start: {e}"))),
+            Err(e) => self.set_state(ACTOR, id, "halted", Some(127), Some(e.to_string())),
         }
     }
 
@@ -710,26 +767,21 @@ impl Sup {
             self.scan_log(&id);
             let rt = self.tasks.get_mut(&id).expect("task of the plan");
             let r = rt.running.as_mut().expect("checked");
-            if let Some(k) = r.kill.as_mut() {
-                if !k.sigkilled && Instant::now() >= k.sigkill_at {
-                    k.sigkilled = true;
-                    // The wrapper runs its engine in a session of its own:
-                    // kill those groups too, while they are still known as
-                    // its descendants, or they would outlive it.
-                    for g in descendant_groups(r.child.id() as i32) {
-                        signal_group(g, Signal::SIGKILL);
-                    }
-                    signal_group(r.pgid, Signal::SIGKILL);
+            if r.kill.is_none() {
+                if let Some(e) = r.tee.error() {
+                    // Its output is being lost: stop the turn, say why.
+                    r.child.terminate();
+                    let detail = Some(format!("the output could not be written: {e}"));
+                    r.kill = Some(Kill { actor: ACTOR.into(), detail, replies: vec![] });
                 }
             }
-            let status = match r.child.try_wait() {
-                Ok(Some(s)) => s,
-                Ok(None) => continue,
-                Err(_) => continue,
-            };
-            let rc = status.code().map(i64::from).unwrap_or_else(|| 128 + i64::from(status.signal().unwrap_or(0)));
-            // Whatever the main process left in its group goes with it.
-            signal_group(r.pgid, Signal::SIGKILL);
+            if r.kill.is_some() {
+                r.child.escalate();
+            }
+            let Some(rc) = r.child.try_wait() else { continue };
+            // The reaper has stopped what the wrapper left; what it wrote
+            // gets the drain grace to reach the log.
+            r.tee.finish(proc::DRAIN_GRACE);
             self.scan_final(&id);
             let r = self.tasks.get_mut(&id).and_then(|t| t.running.take()).expect("checked");
             self.finished(&id, r, rc);
@@ -758,8 +810,13 @@ impl Sup {
 
     /// One process of a task ended with `rc`: the state machine's edges.
     fn finished(&mut self, id: &str, r: Running, rc: i64) {
+        if let (None, Some(e)) = (&r.kill, r.tee.error()) {
+            // Its log is incomplete: the step cannot count as done.
+            self.set_state(ACTOR, id, "halted", Some(rc), Some(format!("the output could not be written: {e}")));
+            return;
+        }
         if let Some(k) = r.kill {
-            let detail = format!("killed by {}", k.actor);
+            let detail = k.detail.unwrap_or_else(|| format!("killed by {}", k.actor));
             self.set_state(&k.actor, id, "halted", Some(rc), Some(detail.clone()));
             for reply in k.replies {
                 let _ = reply.send(Reply::ok(format!("{detail}: rc {rc}"), Some("halted".into())));
@@ -811,13 +868,12 @@ impl Sup {
 
     /// Starts stopping a task; `reply` is answered when its group is gone.
     fn begin_kill(&mut self, id: &str, actor: &str, reply: Option<&mpsc::Sender<Reply>>) -> Option<Reply> {
-        let grace = self.opts.kill_grace;
         let state = self.tasks.get(id).and_then(|t| t.state.clone());
         let rt = self.tasks.get_mut(id)?;
         if let Some(r) = rt.running.as_mut() {
             let k = r.kill.get_or_insert_with(|| {
-                signal_group(r.pgid, Signal::SIGTERM);
-                Kill { actor: actor.to_string(), sigkill_at: Instant::now() + grace, sigkilled: false, replies: vec![] }
+                r.child.terminate();
+                Kill { actor: actor.to_string(), detail: None, replies: vec![] }
             });
             if let Some(tx) = reply {
                 k.replies.push(tx.clone());
@@ -898,7 +954,7 @@ impl Sup {
         if interrupt {
             if let Some(r) = rt.running.as_mut().filter(|r| r.phase == Phase::Turn && r.kill.is_none()) {
                 r.for_steer = true;
-                signal_group(r.pgid, Signal::SIGTERM);
+                r.child.terminate();
                 detail.push_str("; the current turn is being stopped");
             }
         }

@@ -150,6 +150,10 @@ export function applyEvent(t, rec) {
       for (const id of t.tools.order) t.dirty.add(`tool:${id}`);
       summary = `rc ${d.rc}${d.detail ? `: ${d.detail}` : ''}`;
       break;
+    case 'custom':
+      // A side note passed through (progress, a retry, a notification): listed in the log only.
+      summary = String(d.name ?? 'custom');
+      break;
     default:
       summary = '(unknown type)';
   }

@@ -1,0 +1,938 @@
+//! The change feed: one durable, ordered log of what happened to every run
+//! (`$HARNESS_HOME/feed/events.log`, `spec/LAYOUT.md`), for `runs watch` and
+//! `GET /runs/events`.
+//!
+//! Journals are written by many processes and have no order in common, so
+//! the feed keeps an order of its own: an append-only log of JSON lines whose
+//! byte offsets are the event ids (an event's id is the offset just past its
+//! line, so "resume after id N" is "read from offset N"). The log is
+//! written only by an [`Extender`]: any reader (the server, `runs watch`)
+//! becomes one, takes an exclusive `flock` on `feed/lock`, reads each
+//! journal from the offset the feed has reached in it, and appends one event
+//! per new journal record in one `write`. Each event carries where in its
+//! journal it came from (`src`: the journal's inode and the offset past the
+//! record), so the per-journal offsets are a function of the log: a
+//! checkpoint (`feed/state.json`) only saves replaying the whole log, and a
+//! writer that dies between its append and its checkpoint loses nothing and
+//! duplicates nothing (the next one replays the lines past the checkpoint).
+//!
+//! [`Watcher`] turns inotify events on the registry, the runstate
+//! directories and the feed directory into the runs to look at, so nobody
+//! polls.
+
+use super::journal::{Journal, VERSION as JOURNAL_VERSION};
+use super::registry::{Pointer, Registry};
+use super::view::{self, Loaded, Totals};
+use super::RunFiles;
+use crate::normalize::{Adapter, Normalizer, Options};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Event types, in the `type` field of every event.
+pub const TYPES: [&str; 6] = ["created", "task", "run", "needs_input", "input_answered", "ended"];
+
+/// Statuses that end a run (an `ended` event is a move into one of them).
+fn is_end(status: &str) -> bool {
+    matches!(status, "done" | "failed")
+}
+
+const STATE_VERSION: &str = "runwire-feed-state/v1";
+/// How much log may follow the checkpoint before it is written again.
+const CHECKPOINT_EVERY: u64 = 256 * 1024;
+/// Most task logs whose cost and token tallies are kept between events.
+const MAX_TALLIES: usize = 512;
+
+/// The feed's files under a harness home.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub dir: PathBuf,
+    pub log: PathBuf,
+    pub lock: PathBuf,
+    pub state: PathBuf,
+}
+
+impl Paths {
+    pub fn at(home: &Path) -> Paths {
+        let dir = home.join("feed");
+        Paths { log: dir.join("events.log"), lock: dir.join("lock"), state: dir.join("state.json"), dir }
+    }
+}
+
+/// How far the feed has read one run's journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Track {
+    /// The journal's inode (0: no journal yet).
+    ino: u64,
+    /// Offset past the last record turned into events.
+    off: u64,
+}
+
+/// The checkpoint: the tracks as of `log_len` bytes of log.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    v: String,
+    log_len: u64,
+    runs: BTreeMap<String, Track>,
+}
+
+/// Which runs an extension looks at.
+pub enum Scope<'a> {
+    /// Every registered run (at start, and after an inotify queue overflow).
+    All,
+    /// These runs only (what the watcher saw change).
+    Runs(&'a BTreeSet<String>),
+}
+
+/// A task log's running cost and token tally, read incrementally.
+struct Tally {
+    ino: u64,
+    off: u64,
+    partial: Vec<u8>,
+    norm: Normalizer,
+    totals: Totals,
+}
+
+impl Tally {
+    fn new(adapter: Adapter, ino: u64) -> Tally {
+        Tally {
+            ino,
+            off: 0,
+            partial: Vec::new(),
+            norm: Normalizer::new(adapter, Options::default()),
+            totals: Totals::default(),
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        use crate::events::Data;
+        for ev in self.norm.push(line) {
+            if let Data::TurnEnd(te) = ev.data {
+                if let Some(c) = te.cost_usd {
+                    *self.totals.cost_usd.get_or_insert(0.0) += c;
+                }
+                if let Some(u) = te.usage {
+                    *self.totals.input_tokens.get_or_insert(0) += u.input_tokens;
+                    *self.totals.output_tokens.get_or_insert(0) += u.output_tokens;
+                }
+            }
+        }
+    }
+}
+
+/// The one writer of the feed log (per process; processes serialize on the lock).
+pub struct Extender {
+    reg: Registry,
+    paths: Paths,
+    /// Tracks as of `state.log_len`; replaced from the checkpoint on first use.
+    state: State,
+    loaded: bool,
+    checkpointed: u64,
+    tallies: HashMap<PathBuf, Tally>,
+}
+
+fn lock(paths: &Paths) -> io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{Flock, FlockArg};
+    std::fs::create_dir_all(&paths.dir)?;
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&paths.lock)?;
+    Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))
+}
+
+/// The complete lines of `bytes` from `from`: `(start, end past the newline)`.
+fn lines(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut start = from;
+    memchr::memchr_iter(b'\n', bytes.get(from..).unwrap_or_default()).map(move |i| {
+        let s = start;
+        start = from + i + 1;
+        (s, start)
+    })
+}
+
+fn read_from(path: &Path, from: u64) -> io::Result<Vec<u8>> {
+    let mut f = std::fs::File::open(path)?;
+    f.seek(SeekFrom::Start(from))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+impl Extender {
+    pub fn new(home: &Path) -> Extender {
+        Extender {
+            reg: Registry::at(home),
+            paths: Paths::at(home),
+            state: State::default(),
+            loaded: false,
+            checkpointed: 0,
+            tallies: HashMap::new(),
+        }
+    }
+
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
+    /// Brings the log up to date with the journals in `scope`; returns the
+    /// log's length (the id of its last event, and where a reader that has
+    /// everything resumes).
+    pub fn extend(&mut self, scope: Scope) -> io::Result<u64> {
+        let _lock = lock(&self.paths)?;
+        let mut log = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.paths.log)?;
+        let mut len = log.metadata()?.len();
+        let fresh = !self.loaded && !self.paths.state.exists() && len == 0;
+        if !self.loaded {
+            self.loaded = true;
+            let saved = std::fs::read(&self.paths.state).ok().and_then(|b| serde_json::from_slice::<State>(&b).ok());
+            self.state = saved.filter(|s| s.v == STATE_VERSION).unwrap_or_default();
+            self.checkpointed = self.state.log_len;
+        }
+        if len < self.state.log_len {
+            // The log was cut or replaced under us: its own lines are the truth.
+            self.state = State::default();
+        }
+        if len > self.state.log_len {
+            len = self.replay(&log, len)?;
+        }
+        let ids: Vec<String> = match scope {
+            Scope::All => self.reg.ids(),
+            Scope::Runs(ids) => ids.iter().cloned().collect(),
+        };
+        let mut out = Vec::new();
+        for id in &ids {
+            let Some(p) = self.reg.read_unchecked(id) else { continue };
+            if fresh {
+                // The first feed of this home starts from now: what the journals
+                // already hold is history, not news.
+                let (ino, size) = journal_stat(&RunFiles::new(&p.runstate_dir, &p.slug).journal());
+                self.state.runs.insert(id.clone(), Track { ino, off: size });
+                continue;
+            }
+            self.run_events(p, &mut out);
+        }
+        if !out.is_empty() {
+            // One write: readers see whole events or none (they stop at the last newline).
+            log.write_all(&out)?;
+            len += out.len() as u64;
+        }
+        self.state.log_len = len;
+        if fresh || len.saturating_sub(self.checkpointed) >= CHECKPOINT_EVERY {
+            self.checkpoint();
+        }
+        Ok(len)
+    }
+
+    /// Applies the `src` of every event in the log past the checkpoint
+    /// (written by another process, or by one that died before its
+    /// checkpoint); cuts a torn last line (a writer that died mid-write: no
+    /// reader has taken it, they stop at the last newline). Returns the
+    /// log's length after.
+    fn replay(&mut self, log: &std::fs::File, len: u64) -> io::Result<u64> {
+        let from = self.state.log_len;
+        let bytes = read_from(&self.paths.log, from)?;
+        let mut end = 0;
+        for (s, e) in lines(&bytes, 0) {
+            end = e;
+            let Ok(v) = serde_json::from_slice::<Value>(&bytes[s..e]) else { continue };
+            let (Some(id), Some(src)) =
+                (v.get("runId").and_then(Value::as_str), v.get("src").and_then(Value::as_array))
+            else {
+                continue;
+            };
+            if let (Some(ino), Some(off)) = (src.first().and_then(Value::as_u64), src.get(1).and_then(Value::as_u64)) {
+                self.state.runs.insert(id.to_string(), Track { ino, off });
+            }
+        }
+        let whole = from + end as u64;
+        if whole < len {
+            log.set_len(whole)?;
+        }
+        Ok(whole)
+    }
+
+    /// Writes the checkpoint (temp file + rename). Best effort: a missing
+    /// or stale checkpoint only costs a longer replay.
+    pub fn checkpoint(&mut self) {
+        self.state.v = STATE_VERSION.into();
+        if let Ok(bytes) = serde_json::to_vec(&self.state) {
+            if super::write_atomic(&self.paths.state, &bytes).is_ok() {
+                self.checkpointed = self.state.log_len;
+            }
+        }
+    }
+
+    /// The events of one run's new journal records, appended to `out`.
+    fn run_events(&mut self, p: Pointer, out: &mut Vec<u8>) {
+        let files = RunFiles::new(&p.runstate_dir, &p.slug);
+        let (ino, size) = journal_stat(&files.journal());
+        let known = self.state.runs.get(&p.run_id).copied();
+        let mut track = known.unwrap_or(Track { ino, off: 0 });
+        let replaced = known.is_some_and(|t| t.ino != 0 && ino != 0 && t.ino != ino);
+        if replaced || size < track.off {
+            track = Track { ino, off: 0 };
+        }
+        track.ino = ino;
+        let news = known.is_none() || replaced;
+        if !news && size == track.off {
+            return;
+        }
+        let bytes = if size > 0 { super::read_small(&files.journal()).unwrap_or_default() } else { Vec::new() };
+        let plan = super::read_small(&files.plan()).ok().and_then(|b| super::plan::Plan::parse(&b).ok());
+        let mut loaded = Loaded { pointer: p, files, journal: Journal::default(), plan };
+        let off = (track.off as usize).min(bytes.len());
+        if news {
+            let summary = self.summary(&loaded);
+            push_event(out, "created", &loaded.pointer.created, summary, None, None, [ino, 0]);
+        }
+        loaded.journal = Journal::parse(&bytes[..off]);
+        let mut previous = loaded.status();
+        for (s, e) in lines(&bytes, off) {
+            track.off = e as u64;
+            let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(&bytes[s..e]) else { continue };
+            if rec.get("v").and_then(Value::as_str) != Some(JOURNAL_VERSION) {
+                continue;
+            }
+            loaded.journal = Journal::parse(&bytes[..e]);
+            let status = loaded.status();
+            let ty = match rec.get("input").and_then(Value::as_str) {
+                Some("requested") => "needs_input",
+                Some("answered") => "input_answered",
+                Some(_) => continue,
+                None if is_end(status) && !is_end(previous) => "ended",
+                None if rec.get("task").is_some() => "task",
+                None if rec.get("run").is_some() => "run",
+                None => continue,
+            };
+            let summary = self.summary(&loaded);
+            let ts = rec.get("ts").and_then(Value::as_str).unwrap_or_default().to_string();
+            push_event(out, ty, &ts, summary, Some(rec), Some(previous), [ino, e as u64]);
+            previous = status;
+        }
+        self.state.runs.insert(loaded.pointer.run_id.clone(), track);
+    }
+
+    /// The run's summary (as `GET /runs` gives it) with the cost and tokens
+    /// of its logs so far, each log read only past what was tallied before.
+    fn summary(&mut self, l: &Loaded) -> Map<String, Value> {
+        if self.tallies.len() > MAX_TALLIES {
+            self.tallies.clear();
+        }
+        let tallies = &mut self.tallies;
+        let s = l.summary_string_with(|task, adapter| {
+            let path = l.files.log(task);
+            let meta = std::fs::metadata(&path).ok()?;
+            let t = tallies.entry(path.clone()).or_insert_with(|| Tally::new(adapter, meta.ino()));
+            if t.ino != meta.ino() || meta.len() < t.off {
+                *t = Tally::new(adapter, meta.ino());
+            }
+            if meta.len() > t.off {
+                if let Ok(bytes) = read_from(&path, t.off) {
+                    t.off += bytes.len() as u64;
+                    let mut start = 0;
+                    for i in memchr::memchr_iter(b'\n', &bytes) {
+                        let mut line = std::mem::take(&mut t.partial);
+                        line.extend_from_slice(&bytes[start..i]);
+                        t.line(line.strip_suffix(b"\r").unwrap_or(&line));
+                        start = i + 1;
+                    }
+                    t.partial.extend_from_slice(&bytes[start..]);
+                }
+            }
+            Some(t.totals.clone())
+        });
+        match serde_json::from_str(&s) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        }
+    }
+}
+
+impl Drop for Extender {
+    fn drop(&mut self) {
+        if self.loaded && self.state.log_len != self.checkpointed {
+            if let Ok(_l) = lock(&self.paths) {
+                // Only when nobody wrote since: otherwise our tracks are behind the log.
+                if std::fs::metadata(&self.paths.log).is_ok_and(|m| m.len() == self.state.log_len) {
+                    self.checkpoint();
+                }
+            }
+        }
+    }
+}
+
+fn journal_stat(path: &Path) -> (u64, u64) {
+    std::fs::metadata(path).map(|m| (m.ino(), m.len())).unwrap_or((0, 0))
+}
+
+/// Record fields copied into an event (beside the run's summary).
+const RECORD_FIELDS: [&str; 14] = [
+    "actor",
+    "task",
+    "state",
+    "rc",
+    "detail",
+    "run",
+    "input",
+    "request",
+    "kind",
+    "tool",
+    "decision",
+    "by",
+    "expires_at",
+    "at",
+];
+
+fn push_event(
+    out: &mut Vec<u8>,
+    ty: &str,
+    ts: &str,
+    summary: Map<String, Value>,
+    rec: Option<Map<String, Value>>,
+    previous: Option<&str>,
+    src: [u64; 2],
+) {
+    let mut ev = summary;
+    if let Some(rec) = rec {
+        for (k, v) in rec {
+            if RECORD_FIELDS.contains(&k.as_str()) {
+                // `run` is the record's run event; the run's id stays `runId`.
+                let key = if k == "run" { "record".to_string() } else { k };
+                ev.insert(key, v);
+            }
+        }
+    }
+    ev.insert("type".into(), ty.into());
+    ev.insert("ts".into(), ts.into());
+    if let Some(p) = previous {
+        ev.insert("previous".into(), p.into());
+    }
+    ev.insert("src".into(), Value::from(src.to_vec()));
+    if serde_json::to_writer(&mut *out, &ev).is_ok() {
+        out.push(b'\n');
+    }
+}
+
+/// An event line (without its newline) as readers get it: `{"id":ID,…}`.
+pub fn with_id(line: &[u8], id: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(line.len() + 24);
+    v.extend_from_slice(format!("{{\"id\":{id}").as_bytes());
+    match line.strip_prefix(b"{") {
+        Some(rest) if rest.first() != Some(&b'}') => {
+            v.push(b',');
+            v.extend_from_slice(rest);
+        }
+        _ => v.push(b'}'),
+    }
+    v
+}
+
+/// The log's end as of now: the id past its last whole event (0 without a log).
+pub fn end(paths: &Paths) -> u64 {
+    let Ok(mut f) = std::fs::File::open(&paths.log) else { return 0 };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut at = len;
+    // Whole events are written in one write; a torn tail is at most one event long.
+    while at > 0 {
+        let from = at.saturating_sub(64 * 1024);
+        let mut buf = vec![0u8; (at - from) as usize];
+        if f.seek(SeekFrom::Start(from)).and_then(|_| f.read_exact(&mut buf)).is_err() {
+            return 0;
+        }
+        if let Some(i) = memchr::memrchr(b'\n', &buf) {
+            return from + i as u64 + 1;
+        }
+        at = from;
+    }
+    0
+}
+
+/// Why an id cannot be resumed from.
+pub fn check_since(paths: &Paths, since: u64) -> Result<(), String> {
+    if since == 0 {
+        return Ok(());
+    }
+    let bad = |why: &str| format!("{since} is not an event id of this feed ({why})");
+    let mut f = std::fs::File::open(&paths.log).map_err(|_| bad("the feed log does not exist"))?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if since > len {
+        return Err(bad(&format!("the log is {len} bytes")));
+    }
+    let mut b = [0u8; 1];
+    f.seek(SeekFrom::Start(since - 1)).and_then(|_| f.read_exact(&mut b)).map_err(|e| bad(&e.to_string()))?;
+    if b[0] != b'\n' {
+        return Err(bad("not at the end of an event"));
+    }
+    Ok(())
+}
+
+/// Reads the log on from an id: whole events only.
+pub struct Cursor {
+    file: Option<std::fs::File>,
+    path: PathBuf,
+    /// The id of the last event handed out (where the next read starts).
+    pub pos: u64,
+    buf: Vec<u8>,
+}
+
+impl Cursor {
+    pub fn new(paths: &Paths, since: u64) -> Cursor {
+        Cursor { file: None, path: paths.log.clone(), pos: since, buf: Vec::new() }
+    }
+
+    /// Calls `f(id, line)` for each whole event past `pos`, in order.
+    pub fn read(&mut self, mut f: impl FnMut(u64, &[u8])) -> io::Result<()> {
+        if self.file.is_none() {
+            match std::fs::File::open(&self.path) {
+                Ok(file) => self.file = Some(file),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(file) = self.file.as_mut() else { return Ok(()) };
+        use std::os::unix::fs::FileExt;
+        loop {
+            self.buf.resize(64 * 1024, 0);
+            let n = loop {
+                match file.read_at(&mut self.buf, self.pos) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    r => break r?,
+                }
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            let chunk = &self.buf[..n];
+            let Some(last) = memchr::memrchr(b'\n', chunk) else {
+                if n < self.buf.len() {
+                    return Ok(()); // a line still being written
+                }
+                // One event longer than the buffer: read it whole.
+                let mut line = Vec::new();
+                let mut r = std::io::BufReader::new(&*file);
+                r.seek(SeekFrom::Start(self.pos))?;
+                std::io::BufRead::read_until(&mut r, b'\n', &mut line)?;
+                if line.last() != Some(&b'\n') {
+                    return Ok(());
+                }
+                self.pos += line.len() as u64;
+                f(self.pos, &line[..line.len() - 1]);
+                continue;
+            };
+            let base = self.pos;
+            for (s, e) in lines(&chunk[..=last], 0) {
+                f(base + e as u64, &chunk[s..e - 1]);
+            }
+            self.pos = base + last as u64 + 1;
+            if n < self.buf.len() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Which events a reader wants (empty lists match everything).
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub runs: Vec<String>,
+    pub statuses: Vec<String>,
+    pub repos: Vec<String>,
+    pub types: Vec<String>,
+}
+
+impl Filter {
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty() && self.statuses.is_empty() && self.repos.is_empty() && self.types.is_empty()
+    }
+
+    /// Checks the values that come from a fixed list.
+    pub fn validate(&self) -> Result<(), String> {
+        for t in &self.types {
+            if !TYPES.contains(&t.as_str()) {
+                return Err(format!("unknown event type {t:?} (expected one of {})", TYPES.join(", ")));
+            }
+        }
+        for s in &self.statuses {
+            if !view::STATUSES.contains(&s.as_str()) {
+                return Err(format!("unknown status {s:?} (expected one of {})", view::STATUSES.join(", ")));
+            }
+        }
+        for r in &self.runs {
+            super::check_id("run", r)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the event line passes: its run, its run's status after it,
+    /// its repository (name or root) and its type each in their list.
+    pub fn matches(&self, line: &[u8]) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Ev<'a> {
+            #[serde(borrow, default)]
+            run_id: &'a str,
+            #[serde(borrow, default)]
+            status: &'a str,
+            #[serde(borrow, default)]
+            repo: Option<&'a str>,
+            #[serde(borrow, default)]
+            repo_root: Option<&'a str>,
+            #[serde(borrow, default, rename = "type")]
+            ty: &'a str,
+        }
+        let Ok(e) = serde_json::from_slice::<Ev>(line) else { return false };
+        let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
+        any(&self.runs, e.run_id)
+            && any(&self.statuses, e.status)
+            && any(&self.types, e.ty)
+            && (self.repos.is_empty()
+                || self.repos.iter().any(|r| Some(r.as_str()) == e.repo || Some(r.as_str()) == e.repo_root))
+    }
+}
+
+/// Why [`follow`] stopped.
+#[derive(Debug)]
+pub enum FollowError {
+    /// A bad `since` id or filter (exit 2).
+    Usage(String),
+    Io(io::Error),
+}
+
+impl From<io::Error> for FollowError {
+    fn from(e: io::Error) -> FollowError {
+        FollowError::Io(e)
+    }
+}
+
+/// `runs watch`: brings the feed up to date, hands `emit` every event past
+/// `since` (default: the end, so only what happens from now) that passes
+/// `filter`, as `{"id":ID,…}` without a newline; with `keep_on`, then
+/// waits (inotify, no polling) and goes on for as long as `emit` succeeds.
+/// Needs no server: this process extends the feed itself, and sees what any
+/// other writer (a server, another `runs watch`) appends.
+pub fn follow(
+    home: &Path,
+    since: Option<u64>,
+    filter: &Filter,
+    keep_on: bool,
+    mut emit: impl FnMut(&[u8]) -> io::Result<()>,
+) -> Result<(), FollowError> {
+    filter.validate().map_err(FollowError::Usage)?;
+    // Watching starts before the first extension, so no change falls between.
+    let mut watcher = if keep_on { Some(Watcher::new(home)?) } else { None };
+    let mut x = Extender::new(home);
+    let end = x.extend(Scope::All)?;
+    let since = since.unwrap_or(end);
+    check_since(x.paths(), since).map_err(FollowError::Usage)?;
+    let mut cursor = Cursor::new(x.paths(), since);
+    let mut pass = |cursor: &mut Cursor| -> io::Result<()> {
+        let mut failed = None;
+        cursor.read(|id, line| {
+            if failed.is_none() && filter.matches(line) {
+                if let Err(e) = emit(&with_id(line, id)) {
+                    failed = Some(e);
+                }
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
+    };
+    pass(&mut cursor)?;
+    let Some(w) = watcher.as_mut() else { return Ok(()) };
+    loop {
+        let ch = w.wait(None)?;
+        if ch.all {
+            x.extend(Scope::All)?;
+        } else if !ch.runs.is_empty() {
+            x.extend(Scope::Runs(&ch.runs))?;
+        }
+        pass(&mut cursor)?;
+    }
+}
+
+/// What woke a [`Watcher`].
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Runs whose journal (or pointer) changed.
+    pub runs: BTreeSet<String>,
+    /// Look at every run (the event queue overflowed).
+    pub all: bool,
+    /// The feed log grew (another writer, or ours).
+    pub feed: bool,
+}
+
+/// inotify on the registry, each run's runstate directory and the feed's
+/// directory: which runs to extend, and when the log grew.
+pub struct Watcher {
+    inotify: Inotify,
+    reg: Registry,
+    reg_wd: WatchDescriptor,
+    feed_wd: WatchDescriptor,
+    dirs: HashMap<WatchDescriptor, PathBuf>,
+    watched: HashMap<PathBuf, WatchDescriptor>,
+    /// `(runstate dir, journal file name)` → run ids.
+    journals: HashMap<(PathBuf, String), BTreeSet<String>>,
+    /// Runstate directories that could not be watched yet (not created).
+    pending: BTreeSet<PathBuf>,
+}
+
+/// Files appearing, written or closed in a directory.
+const DIR_CHANGES: AddWatchFlags = AddWatchFlags::IN_MODIFY
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_CREATE)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+impl Watcher {
+    /// Watches the registry and the feed directory, and every registered run.
+    /// Start it before the first [`Extender::extend`], so no change falls between.
+    pub fn new(home: &Path) -> io::Result<Watcher> {
+        let reg = Registry::at(home);
+        let paths = Paths::at(home);
+        std::fs::create_dir_all(&reg.dir)?;
+        std::fs::create_dir_all(&paths.dir)?;
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).map_err(io::Error::from)?;
+        let reg_wd = inotify.add_watch(&reg.dir, DIR_CHANGES).map_err(io::Error::from)?;
+        let feed_wd = inotify
+            .add_watch(&paths.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR)
+            .map_err(io::Error::from)?;
+        let mut w = Watcher {
+            inotify,
+            reg,
+            reg_wd,
+            feed_wd,
+            dirs: HashMap::new(),
+            watched: HashMap::new(),
+            journals: HashMap::new(),
+            pending: BTreeSet::new(),
+        };
+        for id in w.reg.ids() {
+            w.track(&id);
+        }
+        Ok(w)
+    }
+
+    /// Follows one run's journal (its pointer read now).
+    fn track(&mut self, id: &str) {
+        let Some(p) = self.reg.read_unchecked(id) else { return };
+        let dir = PathBuf::from(&p.runstate_dir);
+        self.journals.entry((dir.clone(), format!("{}.jsonl", p.slug))).or_default().insert(id.to_string());
+        self.watch_dir(&dir);
+    }
+
+    fn watch_dir(&mut self, dir: &Path) -> bool {
+        if self.watched.contains_key(dir) {
+            return true;
+        }
+        match self.inotify.add_watch(dir, DIR_CHANGES) {
+            Ok(wd) => {
+                self.pending.remove(dir);
+                self.watched.insert(dir.to_path_buf(), wd);
+                self.dirs.insert(wd, dir.to_path_buf());
+                true
+            }
+            Err(_) => {
+                self.pending.insert(dir.to_path_buf());
+                false
+            }
+        }
+    }
+
+    /// Waits up to `timeout` (`None`: until something happens) for changes.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<Changes> {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut ch = Changes::default();
+        // A runstate directory not there yet is looked for on each wake-up
+        // and, while one is missing, once a second (its creation is not
+        // visible to any watch we hold).
+        let timeout = match (timeout, self.pending.is_empty()) {
+            (t, true) => t,
+            (Some(t), false) => Some(t.min(Duration::from_secs(1))),
+            (None, false) => Some(Duration::from_secs(1)),
+        };
+        let pt = match timeout {
+            None => PollTimeout::NONE,
+            Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
+        };
+        let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, pt) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.retry_pending(&mut ch);
+        loop {
+            let events = match self.inotify.read_events() {
+                Ok(e) => e,
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for e in events {
+                if e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                    ch.all = true;
+                    continue;
+                }
+                let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
+                if e.wd == self.feed_wd {
+                    ch.feed |= name == "events.log";
+                } else if e.wd == self.reg_wd {
+                    if let Some(id) = name.strip_suffix(".json").filter(|id| super::valid_id(id)) {
+                        self.track(id);
+                        ch.runs.insert(id.to_string());
+                    }
+                } else if name.ends_with(".jsonl") {
+                    if let Some(dir) = self.dirs.get(&e.wd) {
+                        if let Some(ids) = self.journals.get(&(dir.clone(), name.to_string())) {
+                            ch.runs.extend(ids.iter().cloned());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ch)
+    }
+
+    fn retry_pending(&mut self, ch: &mut Changes) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let dirs: Vec<PathBuf> = self.pending.iter().cloned().collect();
+        for d in dirs {
+            if self.watch_dir(&d) {
+                // Created since: anything written before the watch is looked at now.
+                for ((dir, _), ids) in &self.journals {
+                    if *dir == d {
+                        ch.runs.extend(ids.iter().cloned());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runs::journal::{append, Record};
+    use crate::runs::registry::NewRun;
+
+    fn home(name: &str) -> PathBuf {
+        let h = std::env::temp_dir().join(format!("runwire-feed-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&h);
+        std::fs::create_dir_all(&h).unwrap();
+        h
+    }
+
+    fn register(home: &Path, slug: &str) -> (String, RunFiles) {
+        let new =
+            NewRun { slug: slug.into(), repo_root: home.join("repo").display().to_string(), ..Default::default() };
+        let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        std::fs::create_dir_all(&p.runstate_dir).unwrap();
+        Registry::at(home).register(&p).unwrap();
+        (p.run_id.clone(), RunFiles::new(&p.runstate_dir, slug))
+    }
+
+    fn events(home: &Path, since: u64) -> Vec<(u64, Value)> {
+        let mut c = Cursor::new(&Paths::at(home), since);
+        let mut v = Vec::new();
+        c.read(|id, l| v.push((id, serde_json::from_slice(l).unwrap()))).unwrap();
+        v
+    }
+
+    #[test]
+    fn records_become_events_in_order_and_a_second_writer_or_a_crash_duplicates_nothing() {
+        let h = home("order");
+        // History before the first feed is not news.
+        let (old, old_files) = register(&h, "old");
+        append(&old_files.journal(), &Record::task("runner", "a", "leased", None)).unwrap();
+        let mut x = Extender::new(&h);
+        assert_eq!(x.extend(Scope::All).unwrap(), 0);
+        let (id, files) = register(&h, "s");
+        std::fs::write(files.plan(), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#)
+            .unwrap();
+        append(&files.journal(), &Record::task("runner", "a", "leased", None)).unwrap();
+        let end1 = x.extend(Scope::All).unwrap();
+        let evs = events(&h, 0);
+        assert_eq!(evs.len(), 2);
+        assert_eq!(evs[0].1["type"], "created");
+        assert_eq!(evs[0].1["runId"], id.as_str());
+        assert_eq!(evs[1].1["type"], "task");
+        assert_eq!((evs[1].1["task"].as_str(), evs[1].1["state"].as_str()), (Some("a"), Some("leased")));
+        assert_eq!(evs[1].1["status"], "running");
+        assert_eq!(evs[1].0, end1);
+
+        // A second process's extender (its own memory) appends only what is new.
+        append(&old_files.journal(), &Record::task("runner", "a", "committed", Some(0))).unwrap();
+        append(&files.journal(), &Record::task("runner", "a", "committed", Some(0))).unwrap();
+        let mut y = Extender::new(&h);
+        let end2 = y.extend(Scope::All).unwrap();
+        assert_eq!(x.extend(Scope::All).unwrap(), end2);
+        let evs = events(&h, end1);
+        assert_eq!(evs.len(), 2, "{evs:?}");
+        let ended = evs.iter().find(|e| e.1["runId"] == id.as_str()).unwrap();
+        assert_eq!((ended.1["type"].as_str(), ended.1["status"].as_str()), (Some("ended"), Some("done")));
+        assert_eq!(ended.1["previous"], "running");
+        assert!(evs.iter().any(|e| e.1["runId"] == old.as_str() && e.1["type"] == "ended"));
+
+        // A writer that died after appending, before its checkpoint, with a torn last line.
+        let mut f = std::fs::OpenOptions::new().append(true).open(Paths::at(&h).log).unwrap();
+        f.write_all(b"{\"type\":\"task\",\"runId\":\"x").unwrap();
+        drop(f);
+        append(&files.journal(), &Record::run("user", "paused")).unwrap();
+        drop(x);
+        drop(y);
+        let mut z = Extender::new(&h);
+        let end3 = z.extend(Scope::All).unwrap();
+        let evs = events(&h, end2);
+        assert_eq!(evs.len(), 1, "{evs:?}");
+        assert_eq!(evs[0].1["record"], "paused");
+        assert_eq!(evs[0].0, end3);
+        assert_eq!(std::fs::metadata(Paths::at(&h).log).unwrap().len(), end3);
+        // Ids resume only at event boundaries.
+        assert!(check_since(&Paths::at(&h), end2).is_ok());
+        assert!(check_since(&Paths::at(&h), end2 + 1).is_err());
+        assert!(check_since(&Paths::at(&h), end3 + 100).is_err());
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
+    fn input_records_become_needs_input_and_input_answered() {
+        let h = home("input");
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let (id, files) = register(&h, "i");
+        let lines = [
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:01.000Z","actor":"runner","task":"a","state":"leased"}"#,
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:02.000Z","actor":"claude","task":"a","input":"requested","request":"r1","kind":"tool_approval","tool":"Bash","detail":"rm -rf build"}"#,
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:03.000Z","actor":"studio","task":"a","input":"answered","request":"r1","decision":"allow","by":"ana"}"#,
+        ];
+        std::fs::write(files.journal(), lines.join("\n") + "\n").unwrap();
+        let mut x = Extender::new(&h);
+        x.extend(Scope::All).unwrap();
+        let evs: Vec<Value> = events(&h, 0).into_iter().map(|e| e.1).collect();
+        let types: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["created", "task", "needs_input", "input_answered"]);
+        assert_eq!(evs[2]["request"], "r1");
+        assert_eq!(evs[2]["tool"], "Bash");
+        assert_eq!(evs[2]["kind"], "tool_approval");
+        assert_eq!(evs[3]["decision"], "allow");
+        assert!(evs.iter().all(|e| e["runId"] == id.as_str()));
+        let f = Filter { types: vec!["needs_input".into()], ..Default::default() };
+        let mut c = Cursor::new(&Paths::at(&h), 0);
+        let mut n = 0;
+        c.read(|_, l| n += usize::from(f.matches(l))).unwrap();
+        assert_eq!(n, 1);
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
+    fn with_id_puts_the_id_first() {
+        assert_eq!(with_id(br#"{"a":1}"#, 42), br#"{"id":42,"a":1}"#);
+        assert_eq!(with_id(b"{}", 7), br#"{"id":7}"#);
+    }
+}

@@ -1,0 +1,660 @@
+//! Agent processes: the one place that starts, signals and reaps them, for
+//! the server's runs, the supervisor's tasks and interactive sessions alike.
+//!
+//! A [`Proc`] is started from a [`Spec`]: stdin null or a pipe, stdout a
+//! pipe, stderr inherited, in a process group of its own. Between us and
+//! the program sits a small per-run reaper, `runwire-reaper` (found next to
+//! the running binary, see [`reaper_path`]), so that no process of the
+//! program's tree outlives the run, however it ends:
+//!
+//! - the reaper is a child subreaper (`PR_SET_CHILD_SUBREAPER`): every
+//!   descendant of the program, one that called `setsid` included, stays
+//!   its descendant, and it finds them all through `/proc`;
+//! - it holds a parent-death signal, set from one long-lived spawner thread
+//!   (a parent-death signal follows the *thread* that forked, so a request
+//!   thread that ends must not be that parent): when the server or the
+//!   supervisor dies, even by SIGKILL, the reaper stops the tree;
+//! - when the program exits, whatever it left running gets SIGTERM and, after
+//!   [`DRAIN_GRACE`], SIGKILL; then the reaper exits with the program's code
+//!   (`128 + signal` for a killed program). So the run ends once the program
+//!   is reaped, even when a grandchild still holds its stdout;
+//! - SIGTERM (also SIGINT, SIGHUP) asks it to stop the run: SIGTERM to every
+//!   descendant, SIGKILL after the run's kill grace; SIGUSR1 means SIGKILL now.
+//!
+//! When the reaper binary cannot be found (a library test, a partial
+//! install) the program is started directly, with the same process group
+//! and parent-death signal; stopping it then signals the process groups of
+//! every descendant found in `/proc`, which misses only processes that
+//! escaped by double-forking out of the tree.
+//!
+//! Reading: [`read_pieces`] hands over the program's output in pieces that
+//! end at a newline, each with its arrival time (the moment the read that
+//! delivered the newline returned), for the arrival-time sidecar
+//! (`crate::arrival`).
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, killpg, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::ffi::OsString;
+use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Default time between SIGTERM and SIGKILL when a run is stopped.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// After the program exits: how long what it left running may live (SIGTERM
+/// at once, SIGKILL after this), and how long a reader keeps draining its
+/// output before the run ends without waiting for the end of the pipe.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// The reaper's file name.
+pub const REAPER_BIN: &str = "runwire-reaper";
+
+/// What the program's stdin is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// `/dev/null`: a batch run.
+    Null,
+    /// A pipe kept open for the caller ([`Proc::stdin`]): an interactive session.
+    Piped,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: Option<PathBuf>,
+    pub stdin: Input,
+    /// SIGTERM to SIGKILL when the run is stopped.
+    pub kill_grace: Duration,
+}
+
+impl Spec {
+    pub fn new(program: impl Into<PathBuf>) -> Spec {
+        Spec {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            stdin: Input::Null,
+            kill_grace: KILL_GRACE,
+        }
+    }
+
+    pub fn arg(&mut self, a: impl Into<OsString>) -> &mut Spec {
+        self.args.push(a.into());
+        self
+    }
+
+    pub fn env(&mut self, k: impl Into<OsString>, v: impl Into<OsString>) -> &mut Spec {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+}
+
+/// Process groups started and not yet reaped, for [`kill_remaining`].
+static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A started program (behind its reaper when there is one).
+pub struct Proc {
+    child: Child,
+    pgid: i32,
+    reaper: bool,
+    kill_grace: Duration,
+    status: Option<i64>,
+    /// When the stop began (SIGTERM sent).
+    stopping: Option<Instant>,
+    /// The program's stdin, for [`Input::Piped`].
+    pub stdin: Option<ChildStdin>,
+    /// The program's stdout, until the caller takes it.
+    pub stdout: Option<ChildStdout>,
+}
+
+/// Where `runwire-reaper` is: `$RUNWIRE_REAPER` when set, else next to the
+/// running binary (or one directory up, for test binaries in
+/// `target/*/deps`).
+pub fn reaper_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("RUNWIRE_REAPER").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?;
+    [dir.join(REAPER_BIN), dir.parent()?.join(REAPER_BIN)].into_iter().find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+type Job = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Starts `cmd` on the spawner thread, which lives as long as the process:
+/// the child's parent-death signal then fires when the process dies, not
+/// when the thread that asked for the start ends.
+fn spawn_on_spawner(cmd: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let started = std::thread::Builder::new().name("proc spawner".into()).spawn(move || {
+            for (mut cmd, reply) in rx {
+                let _ = reply.send(cmd.spawn());
+            }
+        });
+        if let Err(e) = started {
+            crate::cli::report("runwire", format!("cannot start the process spawner thread: {e}"));
+        }
+        Mutex::new(tx)
+    });
+    let (rtx, rrx) = mpsc::channel();
+    let sent = tx.lock().unwrap_or_else(|e| e.into_inner()).send((cmd, rtx));
+    if sent.is_err() {
+        return Err(io::Error::other("the process spawner thread is gone"));
+    }
+    rrx.recv().map_err(|_| io::Error::other("the process spawner thread is gone"))?
+}
+
+impl Proc {
+    /// Starts the program. `Err` says why nothing started (no such file,
+    /// not executable, fork failed).
+    pub fn spawn(spec: &Spec) -> io::Result<Proc> {
+        match std::fs::metadata(&spec.program) {
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", spec.program.display()))),
+            Ok(m) if !m.is_file() || m.permissions().mode() & 0o111 == 0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!("{}: not an executable file", spec.program.display()),
+                ))
+            }
+            Ok(_) => {}
+        }
+        let reaper = reaper_path();
+        let mut cmd = match &reaper {
+            Some(r) => {
+                let mut c = Command::new(r);
+                c.arg("--grace-ms")
+                    .arg(spec.kill_grace.as_millis().to_string())
+                    .arg("--parent")
+                    .arg(std::process::id().to_string())
+                    .arg("--")
+                    .arg(&spec.program);
+                c
+            }
+            None => Command::new(&spec.program),
+        };
+        cmd.args(&spec.args);
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        if let Some(d) = &spec.cwd {
+            cmd.current_dir(d);
+        }
+        cmd.stdin(match spec.stdin {
+            Input::Null => Stdio::null(),
+            Input::Piped => Stdio::piped(),
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0);
+        // SAFETY: prctl is async-signal-safe. The run goes when we go, even
+        // by SIGKILL; the spawner thread makes "we" the process.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)?;
+                Ok(())
+            });
+        }
+        let mut child = spawn_on_spawner(cmd)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {}: {e}", spec.program.display())))?;
+        let pgid = child.id() as i32;
+        live().push(pgid);
+        Ok(Proc {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            child,
+            pgid,
+            reaper: reaper.is_some(),
+            kill_grace: spec.kill_grace,
+            status: None,
+            stopping: None,
+        })
+    }
+
+    /// The pid we started (the reaper's, when there is one).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The run's process group (the reaper's and the program's).
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    /// True when a reaper guards the run.
+    pub fn has_reaper(&self) -> bool {
+        self.reaper
+    }
+
+    /// The exit code once the run is over (`128 + signal` for a killed
+    /// program), without blocking. With a reaper, "over" means the program
+    /// exited and what it left behind is gone.
+    pub fn try_wait(&mut self) -> Option<i64> {
+        if self.status.is_none() {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                self.reaped(s);
+            }
+        }
+        self.status
+    }
+
+    fn reaped(&mut self, s: ExitStatus) {
+        self.status = Some(exit_code(s));
+        if !self.reaper {
+            // Without a reaper, what the program left in its group goes with it.
+            kill_tree_groups(self.pgid, Signal::SIGKILL);
+        }
+        reap_adopted(self.pgid);
+        live().retain(|&p| p != self.pgid);
+    }
+
+    /// Waits up to `d` for the run to be over.
+    pub fn wait_timeout(&mut self, d: Duration) -> Option<i64> {
+        let until = Instant::now() + d;
+        loop {
+            if let Some(rc) = self.try_wait() {
+                return Some(rc);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Asks the run to stop: SIGTERM to the process group, and through the
+    /// reaper to every descendant; SIGKILL follows after the kill grace.
+    pub fn terminate(&mut self) {
+        if self.status.is_some() || self.stopping.is_some() {
+            return;
+        }
+        self.stopping = Some(Instant::now());
+        if self.reaper {
+            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGTERM);
+        } else {
+            kill_tree_groups(self.pgid, Signal::SIGTERM);
+        }
+    }
+
+    /// SIGKILL to every process of the run now.
+    pub fn kill(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        if self.reaper {
+            // The reaper kills the tree and exits; killing it first would
+            // orphan the tree's setsid members.
+            let _ = kill(Pid::from_raw(self.pid()), Signal::SIGUSR1);
+        } else {
+            kill_tree_groups(self.pgid, Signal::SIGKILL);
+        }
+    }
+
+    /// Calls [`kill`](Proc::kill) when the kill grace since
+    /// [`terminate`](Proc::terminate) is over; for callers that poll.
+    pub fn escalate(&mut self) {
+        if self.stopping.is_some_and(|t| t.elapsed() >= self.kill_grace) {
+            self.kill();
+        }
+    }
+
+    /// Stops the run and reaps it: SIGTERM, the kill grace, SIGKILL.
+    /// Returns the exit code (`-1` when it could not be had).
+    pub fn stop(&mut self) -> i64 {
+        if let Some(rc) = self.try_wait() {
+            return rc;
+        }
+        self.terminate();
+        let left = self.kill_grace.saturating_sub(self.stopping.map(|t| t.elapsed()).unwrap_or_default());
+        if let Some(rc) = self.wait_timeout(left) {
+            return rc;
+        }
+        self.kill();
+        if let Some(rc) = self.wait_timeout(Duration::from_secs(1)) {
+            return rc;
+        }
+        // A reaper that does not answer: kill what we can see of the tree.
+        kill_tree_groups(self.pgid, Signal::SIGKILL);
+        match self.child.wait() {
+            Ok(s) => {
+                self.reaped(s);
+                self.status.unwrap_or(-1)
+            }
+            Err(_) => -1,
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Last resort at exit: kill every run still going (a stream stuck writing
+/// to a client that reads nothing). Reapers kill their trees themselves.
+pub fn kill_remaining() {
+    for pgid in live().drain(..) {
+        let _ = kill(Pid::from_raw(pgid), Signal::SIGUSR1);
+        kill_tree_groups(pgid, Signal::SIGKILL);
+    }
+}
+
+/// `128 + signal` for a killed process, as shells report it.
+pub fn exit_code(s: ExitStatus) -> i64 {
+    match s.code() {
+        Some(c) => i64::from(c),
+        None => 128 + i64::from(s.signal().unwrap_or(0)),
+    }
+}
+
+/// Makes this process the reaper of its orphaned descendants (Linux only;
+/// elsewhere a no-op).
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// Reaps members of group `pgid` that became our children (orphans adopted
+/// by a subreaper).
+fn reap_adopted(pgid: i32) {
+    while let Ok(st) = waitpid(Pid::from_raw(-pgid), Some(WaitPidFlag::WNOHANG)) {
+        if st == WaitStatus::StillAlive {
+            break;
+        }
+    }
+}
+
+/// One line of `/proc/<pid>/stat`: pid, parent, group, and whether it is a zombie.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    pid: i32,
+    ppid: i32,
+    pgrp: i32,
+    zombie: bool,
+}
+
+fn all_procs() -> Vec<Stat> {
+    let mut procs = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return procs };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // After the parenthesised name (which may hold anything): state, ppid, pgrp.
+        let mut f = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default().split_whitespace();
+        let state = f.next().unwrap_or_default();
+        if let (Some(Ok(ppid)), Some(Ok(pgrp))) = (f.next().map(str::parse), f.next().map(str::parse)) {
+            procs.push(Stat { pid, ppid, pgrp, zombie: state == "Z" || state == "X" });
+        }
+    }
+    procs
+}
+
+/// Every descendant of `root` (not `root`), zombies excluded.
+fn descendants(root: i32) -> Vec<Stat> {
+    let procs = all_procs();
+    let mut tree = vec![root];
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for p in &procs {
+            if p.ppid == parent && !tree.contains(&p.pid) {
+                tree.push(p.pid);
+                if !p.zombie {
+                    out.push(*p);
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Signals group `pgid` and the group of every descendant of its leader.
+fn kill_tree_groups(pgid: i32, sig: Signal) {
+    if pgid <= 1 {
+        return;
+    }
+    let mut groups = vec![pgid];
+    for d in descendants(pgid) {
+        if d.pgrp > 1 && !groups.contains(&d.pgrp) {
+            groups.push(d.pgrp);
+        }
+    }
+    for g in groups {
+        let _ = killpg(Pid::from_raw(g), sig);
+    }
+}
+
+/// Reads `r` to its end (or until `f` returns false), handing `f` each
+/// piece of output: a run of bytes ending at a newline (included) with
+/// `Some(arrival ms)`, or the bytes of a line still incomplete at the end of
+/// a read with `None`. The arrival time is taken from `clock` when the read
+/// that delivered the newline returned. At the end of the input, an
+/// unterminated last line is closed with `f(b"", Some(ms))`.
+pub fn read_pieces(mut r: impl Read, clock: crate::time::Clock, mut f: impl FnMut(&[u8], Option<i64>) -> bool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut open = false;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let at = clock.now_ms();
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            let (piece, end) = match memchr::memchr(b'\n', rest) {
+                Some(i) => (&rest[..=i], Some(at)),
+                None => (rest, None),
+            };
+            open = end.is_none();
+            if !f(piece, end) {
+                return;
+            }
+            rest = &rest[piece.len()..];
+        }
+    }
+    if open {
+        f(b"", Some(clock.now_ms()));
+    }
+}
+
+/// How the reaper was asked to run (`runwire-reaper`'s arguments).
+#[derive(Debug, Clone)]
+pub struct ReaperOpts {
+    pub grace: Duration,
+    /// The pid that started us; when our parent is no longer this one, it
+    /// died before our parent-death signal was set.
+    pub parent: Option<i32>,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    Running,
+    /// The program exited; what it left gets [`DRAIN_GRACE`].
+    Lingering(Instant),
+    /// Asked to stop (or the parent died); SIGKILL at the instant.
+    Stopping(Instant),
+    Killing,
+}
+
+/// The reaper: starts the program and never leaves a descendant behind (see
+/// the module doc). Returns the exit code: the program's, `128 + signal`
+/// when it was killed, 127/126 when it could not be started, 3 when the
+/// reaper itself could not be set up.
+pub fn reaper_main(opts: ReaperOpts) -> i32 {
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    const BIN: &str = REAPER_BIN;
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        crate::cli::report(BIN, format!("PR_SET_CHILD_SUBREAPER: {e}"));
+        return 3;
+    }
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGCHLD, Signal::SIGUSR1] {
+        mask.add(s);
+    }
+    if let Err(e) = mask.thread_block() {
+        crate::cli::report(BIN, format!("cannot block signals: {e}"));
+        return 3;
+    }
+    let sfd = match SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::cli::report(BIN, format!("signalfd: {e}"));
+            return 3;
+        }
+    };
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
+    let parent_gone = || opts.parent.is_some_and(|p| nix::unistd::getppid().as_raw() != p);
+    if parent_gone() {
+        return 128 + Signal::SIGTERM as i32;
+    }
+    // std gives the child a clean signal mask and default dispositions.
+    let child = match Command::new(&opts.program).args(&opts.args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            crate::cli::report(BIN, format!("{}: {e}", Path::new(&opts.program).display()));
+            return if e.kind() == io::ErrorKind::PermissionDenied { 126 } else { 127 };
+        }
+    };
+    let wrapper = Pid::from_raw(child.id() as i32);
+    drop(child);
+    // Let go of the output pipe: its reader sees the end once the program
+    // and its descendants have closed it, not when we exit.
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        let _ = nix::unistd::dup2(null.as_raw_fd(), 0);
+        let _ = nix::unistd::dup2(null.as_raw_fd(), 1);
+    }
+    let me = std::process::id() as i32;
+    let mut rc: Option<i32> = None;
+    let mut phase = Phase::Running;
+    let signal_all = |sig: Signal| {
+        for d in descendants(me) {
+            let _ = kill(Pid::from_raw(d.pid), sig);
+        }
+    };
+    loop {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(p, c)) if p == wrapper => rc = Some(c),
+                Ok(WaitStatus::Signaled(p, s, _)) if p == wrapper => rc = Some(128 + s as i32),
+                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+        let left = descendants(me);
+        if let Some(c) = rc {
+            if left.is_empty() {
+                return c;
+            }
+        }
+        let now = Instant::now();
+        if parent_gone() && matches!(phase, Phase::Running | Phase::Lingering(_)) {
+            phase = Phase::Stopping(now + opts.grace);
+            signal_all(Signal::SIGTERM);
+        }
+        if rc.is_some() && phase == Phase::Running {
+            phase = Phase::Lingering(now + DRAIN_GRACE);
+            signal_all(Signal::SIGTERM);
+        }
+        match phase {
+            Phase::Lingering(t) | Phase::Stopping(t) if now >= t => phase = Phase::Killing,
+            _ => {}
+        }
+        if phase == Phase::Killing {
+            signal_all(Signal::SIGKILL);
+        }
+        let wait = match phase {
+            Phase::Running => Duration::from_secs(1),
+            Phase::Lingering(t) | Phase::Stopping(t) => t.saturating_duration_since(now).min(Duration::from_secs(1)),
+            Phase::Killing => Duration::from_millis(10),
+        };
+        let ms = u16::try_from(wait.as_millis().max(1)).unwrap_or(1000);
+        let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&sfd), nix::poll::PollFlags::POLLIN)];
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
+        while let Ok(Some(info)) = sfd.read_signal() {
+            match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGUSR1) => phase = Phase::Killing,
+                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) => {
+                    if matches!(phase, Phase::Running | Phase::Lingering(_)) {
+                        phase = Phase::Stopping(Instant::now() + opts.grace);
+                        signal_all(Signal::SIGTERM);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_end_at_newlines_with_one_time_per_read() {
+        let mut got = Vec::new();
+        read_pieces(&b"a\nbb\ncc"[..], crate::time::Clock::Fixed(7), |p, at| {
+            got.push((p.to_vec(), at));
+            true
+        });
+        assert_eq!(
+            got,
+            vec![
+                (b"a\n".to_vec(), Some(7)),
+                (b"bb\n".to_vec(), Some(7)),
+                (b"cc".to_vec(), None),
+                (Vec::new(), Some(7))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_program_is_an_error_not_a_run() {
+        let e = Proc::spawn(&Spec::new("/nonexistent/agent")).err().expect("no such program");
+        assert!(e.to_string().contains("/nonexistent/agent"), "{e}");
+    }
+
+    #[test]
+    fn a_stopped_tree_is_gone_and_reaped() {
+        // Without the reaper binary (a lib test may not have it), the
+        // fallback still stops the program and its group.
+        let mut s = Spec::new("/bin/sh");
+        s.arg("-c").arg("trap '' TERM; sleep 30 & wait");
+        s.kill_grace = Duration::from_millis(200);
+        let mut p = Proc::spawn(&s).expect("sh starts");
+        let pgid = p.pgid();
+        std::thread::sleep(Duration::from_millis(100));
+        let rc = p.stop();
+        assert!(rc > 128, "killed, not exited: {rc}");
+        assert!(matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH)), "group {pgid} still has members");
+    }
+}

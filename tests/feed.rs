@@ -1,0 +1,431 @@
+//! The change feed end to end: `runs watch` (no server) and `GET
+//! /runs/events` over raw TCP, on fixture runs whose journals are appended
+//! to while they watch, including input records (needs_input /
+//! input_answered). Every read has a timeout.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("runwire-feed-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn runs(home: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_runs"));
+    c.env("HARNESS_HOME", home);
+    c
+}
+
+/// Registers a run (repo `repo-<repo>`) with a one-task plan; returns its id and journal path.
+fn register(home: &Path, base: &Path, slug: &str, repo: &str) -> (String, PathBuf) {
+    let root = base.join(format!("repo-{repo}"));
+    let o = runs(home).args(["register", "--slug", slug, "--repo-root"]).arg(&root).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rs = PathBuf::from(p["runstateDir"].as_str().unwrap());
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(
+        rs.join(format!("{slug}.plan.json")),
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
+    (p["runId"].as_str().unwrap().to_string(), rs.join(format!("{slug}.jsonl")))
+}
+
+fn fixture_lines() -> Vec<String> {
+    std::fs::read_to_string(root().join("fixtures/feed/synthetic.needs-input.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Appends one line as one write, as a journal writer does.
+fn append(journal: &Path, line: &str) {
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(journal).unwrap();
+    f.write_all(format!("{line}\n").as_bytes()).unwrap();
+}
+
+/// A `runs watch` child whose lines arrive on a channel.
+struct Watch {
+    child: Child,
+    rx: mpsc::Receiver<Value>,
+}
+
+impl Watch {
+    fn start(home: &Path, args: &[&str]) -> Watch {
+        let mut child =
+            runs(home).arg("watch").args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let out: ChildStdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines() {
+                let Ok(l) = l else { return };
+                if tx.send(serde_json::from_str::<Value>(&l).unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        Watch { child, rx }
+    }
+
+    fn next(&self) -> Value {
+        self.rx.recv_timeout(WAIT).expect("runs watch printed a line in time")
+    }
+
+    fn quiet(&self, d: Duration) -> bool {
+        self.rx.recv_timeout(d).is_err()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `runs watch` is running once it has made its feed: wait for the lock file.
+fn wait_started(home: &Path) {
+    let end = Instant::now() + WAIT;
+    while !home.join("feed/state.json").exists() {
+        assert!(Instant::now() < end, "runs watch did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Its watches are in place before its first extension, which wrote the state.
+}
+
+#[test]
+fn runs_watch_prints_each_change_with_no_server_and_resumes_exactly() {
+    let base = tmp("watch");
+    let home = base.join("home");
+    let (run, journal) = register(&home, &base, "s", "alpha");
+    let (other, other_journal) = register(&home, &base, "o", "beta");
+    let w = Watch::start(&home, &[]);
+    wait_started(&home);
+    let lines = fixture_lines();
+    // Each record, appended while it watches, comes out as one line, in order.
+    let mut seen = Vec::new();
+    for l in &lines[..5] {
+        append(&journal, l);
+        let ev = w.next();
+        assert_eq!(ev["runId"], run.as_str(), "{ev}");
+        seen.push(ev);
+    }
+    let types: Vec<&str> = seen.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["run", "task", "needs_input", "input_answered", "needs_input"]);
+    assert_eq!(seen[2]["request"], "req-1");
+    assert_eq!(seen[2]["tool"], "Bash");
+    assert_eq!(seen[2]["kind"], "tool_approval");
+    assert_eq!(seen[3]["decision"], "allow");
+    assert_eq!(seen[4]["kind"], "question");
+    assert_eq!(seen[1]["task"], "a");
+    assert_eq!(seen[1]["state"], "leased");
+    assert_eq!(seen[1]["repo"], "repo-alpha");
+    let ids: Vec<u64> = seen.iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    drop(w);
+
+    // While nobody watches: the rest of the run, and another run's start.
+    for l in &lines[5..] {
+        append(&journal, l);
+    }
+    append(&other_journal, &lines[1]);
+    let last = ids[4].to_string();
+    let out = runs(&home).args(["watch", "--no-follow", "--since", &last]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let missed: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mine: Vec<&str> =
+        missed.iter().filter(|e| e["runId"] == run.as_str()).map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(mine, ["input_answered", "ended", "run"], "{missed:?}");
+    let ended = missed.iter().find(|e| e["type"] == "ended").unwrap();
+    assert_eq!((ended["status"].as_str(), ended["previous"].as_str()), (Some("done"), Some("running")));
+    assert_eq!(ended["rc"], 0);
+    assert!(missed.iter().any(|e| e["runId"] == other.as_str() && e["type"] == "task"));
+    // The same question again gives the same answer: the feed is durable, not recomputed.
+    let again = runs(&home).args(["watch", "--no-follow", "--since", &last]).output().unwrap();
+    assert_eq!(again.stdout, out.stdout);
+    // Everything from the start: each journal record exactly once.
+    let all = runs(&home).args(["watch", "--no-follow", "--since", "0", "--run", &run]).output().unwrap();
+    let n = String::from_utf8_lossy(&all.stdout).lines().count();
+    assert_eq!(n, lines.len(), "one event per record of run {run}");
+
+    // Filters: by type, by status, by repository.
+    let f = |args: &[&str]| -> Vec<Value> {
+        let o = runs(&home).args(["watch", "--no-follow", "--since", "0"]).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let asks = f(&["--type", "needs_input,ended"]);
+    assert_eq!(
+        asks.iter().map(|e| e["type"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["needs_input", "needs_input", "ended"]
+    );
+    assert!(f(&["--repo", "repo-beta"]).iter().all(|e| e["runId"] == other.as_str()));
+    assert_eq!(f(&["--repo", "repo-beta"]).len(), 1);
+    assert!(f(&["--status", "done"]).iter().all(|e| e["runId"] == run.as_str() && e["status"] == "done"));
+
+    // Usage errors: exit 2, nothing printed.
+    for bad in [&["--since", "3"][..], &["--type", "nope"], &["--status", "sleeping"], &["--run", "../x"]] {
+        let o = runs(&home).args(["watch", "--no-follow"]).args(bad).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(o.stdout.is_empty());
+        assert!(String::from_utf8_lossy(&o.stderr).starts_with("runs: "), "{bad:?}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn runs_watch_sees_a_run_registered_after_it_started() {
+    let base = tmp("late");
+    let home = base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let w = Watch::start(&home, &["--type", "created,needs_input"]);
+    wait_started(&home);
+    let (run, journal) = register(&home, &base, "late", "gamma");
+    let ev = w.next();
+    assert_eq!((ev["type"].as_str(), ev["runId"].as_str()), (Some("created"), Some(run.as_str())));
+    assert_eq!(ev["status"], "registered");
+    let lines = fixture_lines();
+    for l in &lines[..3] {
+        append(&journal, l);
+    }
+    let ev = w.next();
+    assert_eq!(ev["type"], "needs_input");
+    assert!(w.quiet(Duration::from_millis(300)), "filtered events stay out");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(home: &Path, args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("HARNESS_HOME", home)
+            .env("RUNWIRE_KEEPALIVE_MS", "200")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+        Server { child, port }
+    }
+
+    /// Opens the feed; returns the status code and the connection (past its head).
+    fn open(&self, path: &str, headers: &str) -> (u16, Sse) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}\r\n").unwrap();
+        let mut sse = Sse { s, buf: Vec::new() };
+        let head = loop {
+            if let Some(i) = sse.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&sse.buf[..i]).into_owned();
+                sse.buf.drain(..i + 4);
+                break head;
+            }
+            assert!(sse.fill(), "the connection closed before the head");
+        };
+        (head.split(' ').nth(1).unwrap().parse().unwrap(), sse)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Sse {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+/// One SSE frame: event name, id, data.
+#[derive(Debug)]
+struct Frame {
+    event: String,
+    id: Option<String>,
+    data: String,
+}
+
+impl Sse {
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 8192];
+        match self.s.read(&mut chunk) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+        }
+    }
+
+    /// The next frame that is not a comment; `None` at the end.
+    fn frame(&mut self) -> Option<Frame> {
+        loop {
+            while let Some(i) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let text = String::from_utf8(self.buf.drain(..i + 2).collect()).unwrap();
+                let mut f = Frame { event: "message".into(), id: None, data: String::new() };
+                for l in text.lines() {
+                    if let Some(v) = l.strip_prefix("event: ") {
+                        f.event = v.into();
+                    } else if let Some(v) = l.strip_prefix("id: ") {
+                        f.id = Some(v.into());
+                    } else if let Some(v) = l.strip_prefix("data: ") {
+                        f.data = v.into();
+                    }
+                }
+                if !f.data.is_empty() {
+                    return Some(f);
+                }
+            }
+            if !self.fill() {
+                return None;
+            }
+        }
+    }
+
+    /// The next event (skipping `ready`), parsed, with its frame id checked.
+    fn event(&mut self) -> Value {
+        loop {
+            let f = self.frame().expect("an event before the end");
+            if f.event == "ready" {
+                continue;
+            }
+            let v: Value = serde_json::from_str(&f.data).unwrap();
+            assert_eq!(f.id.as_deref(), Some(v["id"].to_string().as_str()), "the frame id is the event's id");
+            return v;
+        }
+    }
+
+    fn ready(&mut self) -> String {
+        let f = self.frame().expect("a ready frame");
+        assert_eq!(f.event, "ready", "{f:?}");
+        f.id.unwrap()
+    }
+}
+
+#[test]
+fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
+    let base = tmp("serve");
+    let home = base.join("home");
+    let (run, journal) = register(&home, &base, "s", "alpha");
+    let lines = fixture_lines();
+    let srv = Server::start(&home, &[]);
+    let (code, mut feed) = srv.open("/runs/events", "");
+    assert_eq!(code, 200);
+    let start = feed.ready();
+    for l in &lines[..3] {
+        append(&journal, l);
+    }
+    let got: Vec<Value> = (0..3).map(|_| feed.event()).collect();
+    assert_eq!(got.iter().map(|e| e["type"].as_str().unwrap()).collect::<Vec<_>>(), ["run", "task", "needs_input"]);
+    assert!(got.iter().all(|e| e["runId"] == run.as_str()));
+    let last = got[2]["id"].to_string();
+    drop(feed);
+    drop(srv);
+
+    // While no server runs: the question answered, the run ended.
+    for l in &lines[3..] {
+        append(&journal, l);
+    }
+    let srv = Server::start(&home, &[]);
+    let (code, mut feed) = srv.open("/runs/events", &format!("Last-Event-ID: {last}\r\n"));
+    assert_eq!(code, 200);
+    let missed: Vec<Value> = (3..lines.len()).map(|_| feed.event()).collect();
+    let types: Vec<&str> = missed.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["input_answered", "needs_input", "input_answered", "ended", "run"]);
+    assert_eq!(missed[3]["status"], "done");
+    let end = feed.ready();
+    assert_eq!(end, missed[4]["id"].to_string());
+    // From the very start (?since=0): every event once, the same bytes as runs watch prints.
+    let (_, mut all) = srv.open("/runs/events?since=0", "");
+    let from_server: Vec<Value> = (0..lines.len()).map(|_| all.event()).collect();
+    assert_eq!(all.ready(), end);
+    let cli = runs(&home).args(["watch", "--no-follow", "--since", "0"]).output().unwrap();
+    let from_cli: Vec<Value> =
+        String::from_utf8_lossy(&cli.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(from_server, from_cli);
+    // The run existed before the first feed: its history there is not news, so the feed began empty.
+    assert_eq!(start, "0");
+
+    // Filters in the query.
+    let (_, mut asks) = srv.open(&format!("/runs/events?since=0&type=needs_input&run={run}"), "");
+    assert_eq!(asks.event()["request"], "req-1");
+    assert_eq!(asks.event()["request"], "req-2");
+    assert_eq!(asks.ready(), end, "a filtered stream still resumes from where it read to");
+    let (_, mut none) = srv.open("/runs/events?since=0&repo=repo-nowhere", "");
+    assert_eq!(none.ready(), end);
+
+    // Bad resume points and filters are refused with a reason.
+    for (path, headers) in [
+        ("/runs/events?since=1", ""),
+        ("/runs/events?since=99999999", ""),
+        ("/runs/events", "Last-Event-ID: x\r\n"),
+        ("/runs/events?status=sleeping", ""),
+        ("/runs/events?type=nope", ""),
+        ("/runs/events?colour=red", ""),
+    ] {
+        let (code, mut s) = srv.open(path, headers);
+        assert_eq!(code, 400, "{path} {headers}");
+        let mut body = Vec::new();
+        let _ = s.s.read_to_end(&mut body);
+        s.buf.extend_from_slice(&body);
+        let v: Value = serde_json::from_slice(&s.buf).unwrap();
+        assert!(v["error"].is_string());
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn get_runs_events_is_behind_the_token_and_the_host_check() {
+    let base = tmp("boundary");
+    let home = base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let token = base.join("token");
+    std::fs::write(&token, "feed-token-0123456789abcdef\n").unwrap();
+    let srv = Server::start(&home, &["--token-file", token.to_str().unwrap()]);
+    assert_eq!(srv.open("/runs/events", "").0, 401);
+    assert_eq!(srv.open("/runs/events", "Authorization: Bearer wrong-token-0123456789\r\n").0, 401);
+    let (code, mut ok) = srv.open("/runs/events", "Authorization: Bearer feed-token-0123456789abcdef\r\n");
+    assert_eq!(code, 200);
+    ok.ready();
+    // The query token (what EventSource, which cannot send headers, uses).
+    assert_eq!(srv.open("/runs/events?token=feed-token-0123456789abcdef", "").0, 200);
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        s,
+        "GET /runs/events HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer feed-token-0123456789abcdef\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 403");
+    assert_eq!(srv.open("/runs/events", "Origin: http://evil.example\r\n").0, 403);
+    let _ = std::fs::remove_dir_all(&base);
+}
