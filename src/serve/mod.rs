@@ -369,7 +369,7 @@ pub struct Shared {
     /// The change feed's follower, started by the first `GET /runs/events`.
     feed: std::sync::OnceLock<Result<Arc<feed::FeedHub>, String>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
-    pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
+    pub list_cache: crate::runs::view::ListCache,
     /// Interactive mode's live sessions, one per thread.
     pub sessions: interactive::Sessions,
 }
@@ -383,7 +383,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
             feed: std::sync::OnceLock::new(),
-            list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
+            list_cache: crate::runs::view::ListCache::default(),
             sessions: interactive::Sessions::default(),
         }
     }
