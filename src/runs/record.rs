@@ -78,6 +78,11 @@ impl Recorder {
         Ok(Recorder { run_id: pointer.run_id, files, log, times })
     }
 
+    /// The run's journal (input records are appended there too).
+    pub fn journal(&self) -> std::path::PathBuf {
+        self.files.journal()
+    }
+
     /// Appends one raw output line, and first its arrival time.
     pub fn line(&mut self, line: &[u8], at_ms: Option<i64>) -> std::io::Result<()> {
         if let Some(t) = &mut self.times {
