@@ -8,10 +8,11 @@ use runwire::session::acp::{Acp, AcpOptions};
 use runwire::session::claude::{self, Claude, ClaudeOptions};
 use runwire::session::codex::{Codex, CodexOptions};
 use runwire::session::driver::{self, JournalTo};
+use runwire::session::proc::Spec;
 use runwire::session::{self, Agent, Session};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 const BIN: &str = "runwire-session";
 
@@ -29,7 +30,7 @@ enum AgentName {
 
 /// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines, so `| normalize-events claude | agui-translate | sse-encode` works on it.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0; 1 the agent failed (non-zero exit, killed) or input lines were refused; 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0; 1 the agent failed (non-zero exit, killed); 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
 struct Args {
     /// The agent whose protocol to speak.
     #[arg(value_enum)]
@@ -184,8 +185,10 @@ fn main() -> ExitCode {
 }
 
 fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
+    let mut spec = Spec::new(&argv[0]);
+    for a in &argv[1..] {
+        spec.arg(a);
+    }
 
     let (tx, rx) = std::sync::mpsc::channel();
     let started = match &args.input {
@@ -218,12 +221,12 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     };
     let mut out = BufWriter::new(io::stdout().lock());
     let mut report = |m: String| cli::report(BIN, m);
-    match driver::run(&mut s, cmd, tx, rx, &mut out, &opts, &mut report) {
-        Ok(o) if o.rc == 0 && o.refused == 0 => Exit::Ok.into(),
+    match driver::run(&mut s, &spec, tx, rx, &mut out, &opts, &mut report) {
+        // Refused input lines were reported one by one; they do not make the
+        // session fail (a wrapper judges the turn by its exit).
+        Ok(o) if o.rc == 0 => Exit::Ok.into(),
         Ok(o) => {
-            if o.rc != 0 {
-                cli::report(BIN, format!("{}: the agent exited {}", argv[0], o.rc));
-            }
+            cli::report(BIN, format!("{}: the agent exited {}", argv[0], o.rc));
             Exit::Flagged.into()
         }
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

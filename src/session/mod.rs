@@ -229,7 +229,19 @@ impl<A: Agent> Session<A> {
                     self.pending.retain(|(p, _)| p.id != r.id);
                     s.output.push(record::request_line(&r));
                     s.requested.push(r.clone());
-                    self.pending.push((r, exp));
+                    if self.input_closed || self.phase == Phase::Ended {
+                        // Nobody can answer any more: no at once (fail closed).
+                        let a = self.own_answer(
+                            &r,
+                            Decision::Cancelled,
+                            "the session input ended: nobody can answer",
+                            now_ms,
+                        );
+                        self.agent.answer(&r, &a, None, &mut s.to_agent);
+                        self.close(a, &mut s);
+                    } else {
+                        self.pending.push((r, exp));
+                    }
                 }
                 Signal::Withdrawn(id) => {
                     if let Some(i) = self.pending.iter().position(|(p, _)| p.id == id) {
