@@ -92,6 +92,8 @@ fn prompt_text(line: &Value) -> Option<String> {
 struct Replayed {
     /// The exit code (a wrapper's is its turn's outcome).
     rc: Option<i32>,
+    /// The input records journaled (runwire-session only).
+    journal: Vec<Value>,
     output: Vec<String>,
     /// The decisions the person gave, in order.
     decided: Vec<String>,
@@ -144,6 +146,8 @@ fn replay_via(agent: &str, cell: &str, part: usize, wrapper: bool) -> Replayed {
     } else {
         let mut c = Command::new(env!("CARGO_BIN_EXE_runwire-session"));
         c.arg(agent).args(["--answer-timeout", "60s", "--cwd"]).arg(&tmp);
+        // Every decision is journaled as an input record.
+        c.arg("--journal").arg(tmp.join("journal")).args(["--task", "t1"]);
         if let Some(r) = &resume {
             c.args(["--resume", r]);
         }
@@ -236,8 +240,13 @@ fn replay_via(agent: &str, cell: &str, part: usize, wrapper: bool) -> Replayed {
     let output = std::mem::take(&mut *seen.lock().unwrap());
     assert!(why.is_none(), "{agent} {cell} part {part}: the replay failed: {}\n{err}", why.unwrap());
     assert!(wrapper || status.success(), "{agent} {cell} part {part}: runwire-session {status}\n{err}");
+    let journal = std::fs::read_to_string(tmp.join("journal"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let _ = std::fs::remove_dir_all(&tmp);
-    Replayed { rc: status.code(), output, decided }
+    Replayed { rc: status.code(), journal, output, decided }
 }
 
 /// The session's output through `normalize-events`: no unknown or
@@ -274,6 +283,14 @@ fn check_output(agent: &str, cell: &str, r: &Replayed) -> Vec<(bool, Option<Stri
         .collect();
     assert_eq!(requests, want.len(), "{agent} {cell}: input_request events");
     assert_eq!(answers, want, "{agent} {cell}: input_answer decisions");
+    if r.rc == Some(0) && !r.output.last().is_some_and(|l| l.starts_with(r#"{"type":"runwire.status""#)) {
+        // runwire-session journaled each request and its answer.
+        let requested = r.journal.iter().filter(|j| j["input"] == "requested").count();
+        let answered: Vec<&str> =
+            r.journal.iter().filter(|j| j["input"] == "answered").filter_map(|j| j["decision"].as_str()).collect();
+        assert_eq!(requested, want.len(), "{agent} {cell}: journal {:?}", r.journal);
+        assert_eq!(answered, r.decided.iter().map(String::as_str).collect::<Vec<_>>(), "{agent} {cell}: journal");
+    }
     ends
 }
 
@@ -434,4 +451,25 @@ fn codex_and_cursor_wrappers_run_interactive_sessions() {
     let status: Value = serde_json::from_str(r.output.last().unwrap()).unwrap();
     assert_eq!((status["ok"].as_bool(), r.rc), (Some(false), Some(1)), "{status}");
     assert!(status["detail"].as_str().unwrap().contains("interrupted"), "{status}");
+}
+
+#[test]
+fn granting_everything_and_a_missing_acp_command_are_usage_errors() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_runwire-session")).args(args).stdin(Stdio::null()).output().unwrap()
+    };
+    for args in [
+        &["codex", "--sandbox", "danger-full-access", "--", "/bin/true"][..],
+        &["codex", "--approval-policy", "sometimes", "--", "/bin/true"],
+        &["codex", "--sandbox", "everything", "--", "/bin/true"],
+        &["acp"],
+    ] {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("runwire-session: ") && o.stdout.is_empty(), "{args:?}: {err}");
+    }
+    // With the flag that says so, full access is accepted (the agent here exits at once).
+    let o = run(&["codex", "--sandbox", "danger-full-access", "--grant-all", "--", "/bin/true"]);
+    assert_ne!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
 }
