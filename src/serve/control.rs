@@ -76,11 +76,7 @@ pub fn post(
             }
         }
     }
-    let mut reaped = Vec::new();
-    let loaded = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped);
-    for r in &reaped {
-        crate::cli::report(super::BIN, view::reaped_message(r));
-    }
+    let loaded = view::find(&Registry::at(&shared.cfg.harness_home), id);
     let loaded = match loaded {
         Ok(l) => l,
         Err(ViewError::Bad(m)) => {
@@ -89,6 +85,10 @@ pub fn post(
         }
         Err(ViewError::NotFound(m)) => {
             respond_error(stream, 404, cors, &m);
+            return Close::Linger;
+        }
+        Err(ViewError::Unreadable(m)) => {
+            respond_error(stream, 409, cors, &m);
             return Close::Linger;
         }
     };

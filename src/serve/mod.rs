@@ -319,9 +319,9 @@ pub struct Shared {
     connections: AtomicUsize,
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
     /// The change feed's follower, started by the first `GET /runs/events`.
-    feed: std::sync::OnceLock<Result<Arc<feed::FeedHub>, String>>,
+    feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
-    pub list_cache: std::sync::Mutex<crate::runs::view::ListCache>,
+    pub list_cache: crate::runs::view::ListCache,
 }
 
 impl Shared {
@@ -332,8 +332,8 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
-            feed: std::sync::OnceLock::new(),
-            list_cache: std::sync::Mutex::new(crate::runs::view::ListCache::default()),
+            feed: std::sync::Mutex::new(None),
+            list_cache: crate::runs::view::ListCache::default(),
         }
     }
 
@@ -343,13 +343,16 @@ impl Shared {
     }
 
     /// The change feed's follower, started on first use.
+    /// (A failure, e.g. out of inotify instances, is tried again by the next request.)
     pub fn feed(&self) -> Result<Arc<feed::FeedHub>, String> {
-        self.feed
-            .get_or_init(|| {
-                feed::FeedHub::start(&self.cfg.harness_home)
-                    .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))
-            })
-            .clone()
+        let mut f = self.feed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = f.as_ref() {
+            return Ok(h.clone());
+        }
+        let h = feed::FeedHub::start(&self.cfg.harness_home)
+            .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))?;
+        *f = Some(h.clone());
+        Ok(h)
     }
 
     pub fn is_shutting_down(&self) -> bool {

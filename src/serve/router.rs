@@ -167,7 +167,7 @@ fn runs_route(
     segs: &[&str],
 ) -> Close {
     match (req.method.as_str(), segs) {
-        ("GET", []) => runs::list(shared, stream, cors),
+        ("GET", []) => runs::list(shared, stream, req, cors),
         // Never a run id (those are `<hash>--<slug>`).
         ("GET", ["events"]) => feed::get(shared, stream, req, cors),
         (_, ["events"]) => method_not_allowed(stream, cors, "GET"),

@@ -27,9 +27,10 @@ use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translat
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
 use crate::normalize::{Normalizer, Options};
 use crate::runs::journal::{is_terminal, Journal};
+use crate::runs::list::Query;
 use crate::runs::liveness;
 use crate::runs::registry::Registry;
-use crate::runs::view::{self, Loaded, ViewError};
+use crate::runs::view::{self, Loaded, Problem, ViewError};
 use crate::sse::{Encoder, SseOptions};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Read, Write};
@@ -52,50 +53,57 @@ fn query_param(req: &Request, name: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&super::http::percent_decode(raw)).into_owned())
 }
 
+/// `GET /runs`'s query: `limit`, `cursor`, `status` (comma-separated), `repo`.
+fn list_query(req: &Request) -> Result<Query, String> {
+    Query::parse(
+        query_param(req, "limit").as_deref(),
+        query_param(req, "cursor").as_deref(),
+        query_param(req, "status").as_deref(),
+        query_param(req, "repo").as_deref(),
+    )
+}
+
 fn view_error(stream: &mut TcpStream, cors: Cors, e: ViewError) -> Close {
     match e {
         ViewError::Bad(m) => respond_error(stream, 400, cors, &m),
         ViewError::NotFound(m) => respond_error(stream, 404, cors, &m),
+        ViewError::Unreadable(m) => respond_error(stream, 409, cors, &m),
     }
     Close::Linger
 }
 
-/// `GET /runs`: the listing.
-pub fn list(shared: &Shared, stream: &mut TcpStream, cors: Cors) -> Close {
+/// `GET /runs`: a page of the listing (`?limit=&cursor=&status=&repo=`).
+pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) -> Close {
     let reg = Registry::at(&shared.cfg.harness_home);
-    let mut cache = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner());
-    let (body, r) = cache.list_json(&reg);
-    log_reaped(&r);
+    let q = match list_query(req) {
+        Ok(q) => q,
+        Err(m) => return view_error(stream, cors, ViewError::Bad(m)),
+    };
+    // The cache's lock is held only to snapshot and merge, never over the reads.
+    let body = shared.list_cache.page(&reg, &q).json();
     let _ = respond(stream, 200, cors, &body);
     // The answer is complete: a client reading to EOF need not wait for the index snapshot.
     let _ = stream.shutdown(std::net::Shutdown::Write);
     // In the background: the next listing (or a restarted server) checks instead of reading.
-    let _ = cache.save_index(&reg);
+    let _ = shared.list_cache.save_index(&reg);
     Close::Linger
 }
 
 /// `GET /runs/:id`.
 pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Close {
-    let mut reaped = Vec::new();
-    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped).map(|l| l.show());
-    log_reaped(&reaped);
+    let r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
     json_view(stream, cors, r)
 }
 
 /// `GET /runs/:id/tasks/:tid`.
 pub fn task(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str, tid: &str) -> Close {
-    let mut reaped = Vec::new();
-    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped).and_then(|l| l.task(tid));
-    log_reaped(&reaped);
+    let r = view::find(&Registry::at(&shared.cfg.harness_home), id).and_then(|l| l.task(tid));
     json_view(stream, cors, r)
 }
 
 /// `GET /runs/:id/tasks/:tid/stream`.
 pub fn stream(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, id: &str, tid: &str) -> Close {
-    let mut reaped = Vec::new();
-    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped);
-    log_reaped(&reaped);
-    match r {
+    match view::find(&Registry::at(&shared.cfg.harness_home), id) {
         Ok(l) => stream_task(shared, stream, req, cors, &l, tid),
         Err(e) => view_error(stream, cors, e),
     }
@@ -108,12 +116,6 @@ fn json_view(stream: &mut TcpStream, cors: Cors, r: Result<serde_json::Value, Vi
             Close::Linger
         }
         Err(e) => view_error(stream, cors, e),
-    }
-}
-
-fn log_reaped(reaped: &[crate::runs::registry::Reaped]) {
-    for r in reaped {
-        crate::cli::report(super::BIN, view::reaped_message(r));
     }
 }
 
@@ -359,6 +361,14 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     if let Err(e) = crate::runs::check_id("task", tid) {
         return view_error(stream, cors, ViewError::Bad(e));
     }
+    match &l.problem {
+        Some(Problem::Missing) => {
+            let m = format!("run {:?}: its runstate directory {} is gone", l.pointer.run_id, l.files.dir.display());
+            return view_error(stream, cors, ViewError::NotFound(m));
+        }
+        Some(Problem::Unreadable(why)) => return view_error(stream, cors, ViewError::Unreadable(why.clone())),
+        None => {}
+    }
     if !l.task_ids().iter().any(|t| t == tid) {
         let m = format!("run {:?} has no task {tid:?}", l.pointer.run_id);
         return view_error(stream, cors, ViewError::NotFound(m));
@@ -427,11 +437,15 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     // The journal is watched too, so an idle stream re-reads it only when it changed.
     let journal_sub = hub.subscribe(&journal_path).ok();
     // Watch before opening, so no write between the first read and a wait is missed.
-    let log = l.log_path(tid, liveness::get(&l.files).tasks.get(tid));
+    let log = match l.log_path(tid, liveness::get(&l.files).tasks.get(tid)) {
+        Ok(p) => p,
+        Err(e) => return view_error(stream, cors, ViewError::Unreadable(e.to_string())),
+    };
     let opened = match hub.subscribe(&log) {
-        Ok(sub) => match std::fs::File::open(&log) {
-            Ok(f) => Some((sub, f)),
-            Err(_) => None,
+        Ok(sub) => match open_log(l, &log) {
+            Ok(Some(f)) => Some((sub, f)),
+            Ok(None) => None,
+            Err(e) => return view_error(stream, cors, ViewError::Unreadable(e.to_string())),
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => {
@@ -574,10 +588,11 @@ fn look_for_log(
     w: &Waiting,
     elsewhere: &mut Option<(std::path::PathBuf, Option<super::watch::Sub>)>,
 ) -> io::Result<Look> {
-    let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid));
+    let refused = |e: crate::runs::safe::Unreadable| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string());
+    let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid)).map_err(refused)?;
     match w.hub.subscribe(&log) {
         Ok(sub) => {
-            if let Ok(f) = std::fs::File::open(&log) {
+            if let Some(f) = open_log(w.l, &log).map_err(refused)? {
                 return Ok(Look::Found(sub, f));
             }
         }
@@ -592,6 +607,18 @@ fn look_for_log(
         }
     }
     Ok(Look::Nothing)
+}
+
+/// Opens a task's log (a path inside the run's directory, from
+/// [`Loaded::log_path`]) the safe way: a regular file beneath the run's
+/// directory, never blocking. `Ok(None)` when it does not exist (yet).
+fn open_log(l: &Loaded, log: &std::path::Path) -> Result<Option<std::fs::File>, crate::runs::safe::Unreadable> {
+    let (Some(dir), Ok(rel)) = (l.dir.as_ref(), log.strip_prefix(&l.files.dir)) else { return Ok(None) };
+    match crate::runs::safe::open_beneath(std::os::fd::AsFd::as_fd(dir), rel) {
+        Ok((f, _)) => Ok(Some(f)),
+        Err(e) if e.absent => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Ends a stream: the normalizer's and translator's last events, the

@@ -402,67 +402,7 @@ impl<A: Agent> Session<A> {
 
     /// Checks an answer against its request and builds the record of it.
     fn check(&self, req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<InputAnswer, Refused> {
-        use input::Decision as D;
-        let bad = |why: String| Err(Refused::Invalid(format!("request {:?} ({}): {why}", req.id, req.kind.as_str())));
-        match (req.kind, a.decision) {
-            (InputKind::Question, D::Allow) => return bad("a question is answered with decision \"answer\"".into()),
-            (InputKind::ToolApproval | InputKind::PlanApproval, D::Answer) => {
-                return bad("only a question takes decision \"answer\"".into())
-            }
-            _ => {}
-        }
-        if a.decision != D::Allow && (a.updated_input.is_some() || a.scope.is_some() || a.mode.is_some()) {
-            return bad("updated_input, scope and mode go with \"allow\" only".into());
-        }
-        if a.decision != D::Answer && a.answers.is_some() {
-            return bad("answers go with \"answer\" only".into());
-        }
-        if req.kind != InputKind::PlanApproval && a.mode.is_some() {
-            return bad("mode goes with a plan approval only".into());
-        }
-        let mut answers = None;
-        if a.decision == D::Answer {
-            let asked = req.questions.as_deref().unwrap_or_default();
-            let Some(given) = a.answers.as_ref().filter(|m| !m.is_empty()) else {
-                return bad("decision \"answer\" needs answers".into());
-            };
-            let mut out = serde_json::Map::new();
-            for (q, v) in given {
-                let Some(question) = asked.iter().find(|x| &x.question == q) else {
-                    return bad(format!("no question {q:?} was asked"));
-                };
-                let label = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Array(xs) if question.multi_select => {
-                        let labels: Option<Vec<&str>> = xs.iter().map(serde_json::Value::as_str).collect();
-                        match labels {
-                            Some(l) if !l.is_empty() => l.join(", "),
-                            _ => return bad(format!("the answer to {q:?} must be labels (strings)")),
-                        }
-                    }
-                    serde_json::Value::Array(_) => return bad(format!("{q:?} takes one label, not a list")),
-                    _ => return bad(format!("the answer to {q:?} must be a label")),
-                };
-                out.insert(q.clone(), serde_json::Value::String(label));
-            }
-            answers = Some(out);
-        }
-        let scope = if a.decision == D::Allow { Some(a.scope.unwrap_or(Scope::Once)) } else { None };
-        let message = match a.decision {
-            D::Deny => Some(a.message.clone().unwrap_or_else(|| "Permission request denied".into())),
-            D::Cancelled => Some(a.message.clone().unwrap_or_else(|| "The request was cancelled".into())),
-            _ => a.message.clone(),
-        };
-        Ok(InputAnswer {
-            id: req.id.clone(),
-            decision: a.decision.into(),
-            scope,
-            updated_input: a.updated_input.clone().map(serde_json::Value::Object),
-            answers,
-            message,
-            by: a.by.clone(),
-            at: crate::time::format_ms(now_ms),
-        })
+        answer_of(req, a, now_ms)
     }
 
     fn own_answer(&self, r: &InputRequest, decision: Decision, why: &str, now_ms: i64) -> InputAnswer {
@@ -502,6 +442,74 @@ impl<A: Agent> Session<A> {
             s.close_agent_input = true;
         }
     }
+}
+
+/// Checks an answer against the request it answers (the decision fits the
+/// kind, answers name questions that were asked, labels are labels, …) and
+/// builds the record of it. The same check [`Session::input`] makes, for a
+/// runner that validates an answer before passing it on.
+pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<InputAnswer, Refused> {
+    use input::Decision as D;
+    let bad = |why: String| Err(Refused::Invalid(format!("request {:?} ({}): {why}", req.id, req.kind.as_str())));
+    match (req.kind, a.decision) {
+        (InputKind::Question, D::Allow) => return bad("a question is answered with decision \"answer\"".into()),
+        (InputKind::ToolApproval | InputKind::PlanApproval, D::Answer) => {
+            return bad("only a question takes decision \"answer\"".into())
+        }
+        _ => {}
+    }
+    if a.decision != D::Allow && (a.updated_input.is_some() || a.scope.is_some() || a.mode.is_some()) {
+        return bad("updated_input, scope and mode go with \"allow\" only".into());
+    }
+    if a.decision != D::Answer && a.answers.is_some() {
+        return bad("answers go with \"answer\" only".into());
+    }
+    if req.kind != InputKind::PlanApproval && a.mode.is_some() {
+        return bad("mode goes with a plan approval only".into());
+    }
+    let mut answers = None;
+    if a.decision == D::Answer {
+        let asked = req.questions.as_deref().unwrap_or_default();
+        let Some(given) = a.answers.as_ref().filter(|m| !m.is_empty()) else {
+            return bad("decision \"answer\" needs answers".into());
+        };
+        let mut out = serde_json::Map::new();
+        for (q, v) in given {
+            let Some(question) = asked.iter().find(|x| &x.question == q) else {
+                return bad(format!("no question {q:?} was asked"));
+            };
+            let label = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(xs) if question.multi_select => {
+                    let labels: Option<Vec<&str>> = xs.iter().map(serde_json::Value::as_str).collect();
+                    match labels {
+                        Some(l) if !l.is_empty() => l.join(", "),
+                        _ => return bad(format!("the answer to {q:?} must be labels (strings)")),
+                    }
+                }
+                serde_json::Value::Array(_) => return bad(format!("{q:?} takes one label, not a list")),
+                _ => return bad(format!("the answer to {q:?} must be a label")),
+            };
+            out.insert(q.clone(), serde_json::Value::String(label));
+        }
+        answers = Some(out);
+    }
+    let scope = if a.decision == D::Allow { Some(a.scope.unwrap_or(Scope::Once)) } else { None };
+    let message = match a.decision {
+        D::Deny => Some(a.message.clone().unwrap_or_else(|| "Permission request denied".into())),
+        D::Cancelled => Some(a.message.clone().unwrap_or_else(|| "The request was cancelled".into())),
+        _ => a.message.clone(),
+    };
+    Ok(InputAnswer {
+        id: req.id.clone(),
+        decision: a.decision.into(),
+        scope,
+        updated_input: a.updated_input.clone().map(serde_json::Value::Object),
+        answers,
+        message,
+        by: a.by.clone(),
+        at: crate::time::format_ms(now_ms),
+    })
 }
 
 /// An answer repeated identically (a client retrying) is not a conflict.

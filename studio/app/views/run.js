@@ -1,17 +1,18 @@
 // Run / task: a run's plan (waves, tasks, states) and, with a task picked,
 // its details, controls and live stream. The stream reconnects by itself
 // with Last-Event-ID; the events/v1 reducer drops anything already shown,
-// so the event log shows each seq once, in order.
+// so the event log shows each seq once, in order. The run's facts are
+// fetched when the view opens and again on each change the feed
+// (GET /runs/events?run=ID) reports: no periodic requests.
 
-import { errorText, followStream, getJson, postJson } from '../api.js';
+import { errorText, followFeed, followStream, getJson, postJson } from '../api.js';
 import { applyEvent, createTask, endWithoutExit, takeDirty } from '../state/events.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
-import { countsText, tokensText } from './runs.js';
+import { countsText, notifyEvent, statusText, tokensText } from './runs.js';
 import { TranscriptView } from './transcript.js';
 
-const REFRESH_MS = 2000;
 const LOG_ROWS_MAX = 5000;
 
 const STATUS_TEXT = {
@@ -65,7 +66,8 @@ export class RunView {
 
   unmount() {
     this.active = false;
-    clearTimeout(this.timer);
+    if (this.feed) this.feed.stop();
+    this.feed = null;
     // The stream keeps following only while the view is shown.
     if (this.stream) {
       this.stream.stop();
@@ -75,7 +77,7 @@ export class RunView {
   }
 
   resume() {
-    this.refresh();
+    this.follow();
     if (this.streamPaused && this.task) this.startStream();
   }
 
@@ -114,7 +116,26 @@ export class RunView {
     );
     this.task = null;
     if (tid) this.buildTask(runId, tid);
-    this.refresh();
+    this.follow();
+  }
+
+  /** Follows the run's changes; the facts are fetched once caught up, then on each change. */
+  follow() {
+    if (this.feed) this.feed.stop();
+    const runId = this.runId;
+    this.feed = followFeed(`?run=${encodeURIComponent(runId)}`, {
+      onEvent: (ev) => {
+        if (ev.runId !== runId) return;
+        notifyEvent(ev);
+        this.refresh();
+      },
+      onReady: (id, first) => {
+        if (first) this.refresh();
+      },
+      onState: (st) => {
+        this.el.dataset.feed = st.state;
+      },
+    });
   }
 
   buildTask(runId, tid) {
@@ -277,7 +298,23 @@ export class RunView {
   }
 
   async refresh() {
-    clearTimeout(this.timer);
+    // One refresh at a time; a change during one asks for one more after it.
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.refreshing = true;
+    try {
+      do {
+        this.refreshAgain = false;
+        await this.fetchFacts();
+      } while (this.refreshAgain && this.active);
+    } finally {
+      this.refreshing = false;
+    }
+  }
+
+  async fetchFacts() {
     const enc = encodeURIComponent;
     const [run, task] = await Promise.all([
       getJson(`/runs/${enc(this.runId)}`),
@@ -295,7 +332,6 @@ export class RunView {
       if (task.status === 200 && task.body) this.renderTask(task.body);
       else this.renderFacts(this.taskFacts, [['Task', `not available: ${errorText(task)}`]]);
     }
-    this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
   }
 
   renderRun(body) {
@@ -303,7 +339,7 @@ export class RunView {
     setText(this.runLine, `${r.slug || this.runId} · ${r.runId || this.runId}`);
     if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
     this.renderFacts(this.summary, [
-      ['Status', r.status],
+      ['Status', statusText(r.status)],
       ['Wave', r.wave],
       ['Tasks', countsText(r.counts)],
       ['Cost', typeof r.costUsd === 'number' ? formatUsd(r.costUsd) : ''],
