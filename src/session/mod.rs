@@ -222,7 +222,7 @@ impl<A: Agent> Session<A> {
         self.pending.iter().map(|(r, _)| r)
     }
 
-    /// How a closed request was closed (the last [`MAX_CLOSED`] are kept).
+    /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
         self.closed.iter().rev().find(|a| a.id == id)
     }
