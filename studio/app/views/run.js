@@ -7,6 +7,8 @@
 
 import { errorText, followFeed, followStream, getJson, postJson } from '../api.js';
 import { applyEvent, createTask, endWithoutExit, takeDirty } from '../state/events.js';
+import { answerBody, applyInput } from '../state/requests.js';
+import { RequestCardView } from './requestcard.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
@@ -184,6 +186,12 @@ export class RunView {
         note(this.taskAnswer, '');
       }, 10000);
     });
+    // An interactive session's graceful stop: the turn is interrupted, the session stays.
+    const stopTurn = h('button', { type: 'button', onclick: () => this.verb('Stop', `${base}/stop`, {}, this.taskAnswer) }, 'Stop turn');
+    this.requestBase = base;
+    this.requests = new Map();
+    this.requestViews = new Map();
+    this.requestList = h('div.requests', { 'aria-live': 'polite' });
     this.streamState = h('p.stream-state', { role: 'status' });
     this.toolSummary = h('p.tool-summary');
     this.transcript = h('div.transcript', { 'aria-label': 'Task transcript' });
@@ -205,7 +213,7 @@ export class RunView {
         { 'aria-labelledby': 'task-h' },
         h('h2', { id: 'task-h' }, 'Task details'),
         this.taskFacts,
-        h('div.controls', { role: 'group', 'aria-label': 'Task controls' }, kill),
+        h('div.controls', { role: 'group', 'aria-label': 'Task controls' }, stopTurn, kill),
         steer,
         this.taskAnswer,
       ),
@@ -214,6 +222,7 @@ export class RunView {
         { 'aria-labelledby': 'stream-h' },
         h('h2', { id: 'stream-h' }, 'Live stream'),
         this.streamState,
+        this.requestList,
         this.toolSummary,
         this.warnings,
         this.transcript,
@@ -234,6 +243,7 @@ export class RunView {
     this.stream = followStream(this.streamUrl, {
       onEvent: (rec) => {
         applyEvent(task, rec);
+        if (rec && (rec.type === 'input_request' || rec.type === 'input_answer')) this.request(rec);
         this.flush();
       },
       onState: (s) => {
@@ -244,6 +254,25 @@ export class RunView {
       isDone: () => task.status === 'exited',
       lastId: () => (task.lastSeq === null ? null : String(task.lastSeq)),
     });
+  }
+
+  /** A request of the agent (a card to answer) or its answer (the card closes). */
+  request(rec) {
+    const c = applyInput(this.requests, rec.type, rec.data);
+    if (!c) return;
+    let view = this.requestViews.get(c.id);
+    if (!view) {
+      view = new RequestCardView(c, async (d) => {
+        const a = await postJson(`${this.requestBase}/answer`, answerBody(c, d));
+        return { ok: a.status === 200, text: a.status === 200 ? '' : `Refused (HTTP ${a.status}): ${errorText(a)}` };
+      });
+      this.requestViews.set(c.id, view);
+      this.requestList.appendChild(view.el);
+    }
+    if (c.answered && view.el.dataset.state !== 'answered') {
+      const a = c.answered;
+      view.close(a, `${a.decision === 'expired' ? 'Expired: denied automatically' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`);
+    }
   }
 
   render() {
