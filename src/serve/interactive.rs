@@ -108,13 +108,20 @@ impl State {
 
     /// Records the line, journals what it means, and normalizes it.
     fn take_line(&mut self, line: &[u8]) -> Vec<Event> {
+        // Its arrival time, recorded beside the log and used for `ts`, so a
+        // re-read of the record gives the same events (`crate::arrival`).
+        let at = crate::arrival::clock().map(|c| c.now_ms());
         if let Some(rec) = &mut self.rec {
-            if let Err(e) = rec.line(line) {
+            if let Err(e) = rec.line(line, at) {
                 crate::cli::report(super::BIN, format!("record {}: {e}; no longer recording this session", rec.run_id));
+                // The record is incomplete: say so in the journal now, so
+                // the run does not stay `running` (issue 12, a full disk).
+                let why = Some(format!("the run's log could not be written: {e}"));
+                let _ = rec.finish("failed", None, why);
                 self.rec = None;
             }
         }
-        let events = self.norm.push(line);
+        let events = self.norm.push_at(line, at);
         for ev in &events {
             if let Data::TurnEnd(_) = &ev.data {
                 self.turns_open = self.turns_open.saturating_sub(1);
@@ -132,7 +139,7 @@ impl State {
             let rc = a.kill();
             if let Some(rec) = self.rec.take() {
                 let state = if rc == Some(0) { "committed" } else { "halted" };
-                if let Err(e) = rec.finish(state, rc) {
+                if let Err(e) = rec.finish(state, rc, None) {
                     crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
                 }
             }
