@@ -116,13 +116,20 @@ impl State {
 
     /// Records the line, journals what it means, and normalizes it.
     fn take_line(&mut self, line: &[u8]) -> Vec<Event> {
+        // Its arrival time, recorded beside the log and used for `ts`, so a
+        // re-read of the record gives the same events (`crate::arrival`).
+        let at = crate::arrival::clock().map(|c| c.now_ms());
         if let Some(rec) = &mut self.rec {
-            if let Err(e) = rec.line(line) {
+            if let Err(e) = rec.line(line, at) {
                 crate::cli::report(super::BIN, format!("record {}: {e}; no longer recording this session", rec.run_id));
+                // The record is incomplete: say so in the journal now, so
+                // the run does not stay `running` (issue 12, a full disk).
+                let why = Some(format!("the run's log could not be written: {e}"));
+                let _ = rec.finish("failed", None, why);
                 self.rec = None;
             }
         }
-        let events = self.norm.push(line);
+        let events = self.norm.push_at(line, at);
         for ev in &events {
             if let Data::TurnEnd(_) = &ev.data {
                 self.turns_open = self.turns_open.saturating_sub(1);
@@ -140,7 +147,7 @@ impl State {
             let rc = a.kill();
             if let Some(rec) = self.rec.take() {
                 let state = if rc == Some(0) { "committed" } else { "halted" };
-                if let Err(e) = rec.finish(state, rc) {
+                if let Err(e) = rec.finish(state, rc, None) {
                     crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
                 }
             }
@@ -839,7 +846,9 @@ pub fn control_post(
 /// `capabilities` in `/api/info`).
 pub fn capabilities(shared: &Shared) -> Value {
     let hitl = if shared.cfg.interactive {
-        json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": true})
+        // Only claude runs a call with edited input; codex and ACP run it as asked.
+        let edits = shared.cfg.adapter == crate::normalize::Adapter::Claude;
+        json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": edits})
     } else {
         json!({"supported": false})
     };
@@ -852,8 +861,8 @@ pub fn capabilities(shared: &Shared) -> Value {
 
 // ---- the live session: the library's Session, driven ----------------------
 
-use crate::session::claude::{Claude, ClaudeOptions};
 use crate::session::input::{Input, MessageInput, Who};
+use crate::session::launch::{launch, AgentKind, LaunchOptions};
 use crate::session::record::InputRecord;
 use crate::session::{Session, Step};
 use std::io::{BufReader, Write};
@@ -865,7 +874,7 @@ use std::sync::mpsc::SyncSender;
 const CHANNEL: usize = 8192;
 
 struct Core {
-    session: Mutex<Session<Claude>>,
+    session: Mutex<Session<Box<dyn crate::session::Agent + Send>>>,
     stdin: Mutex<Option<ChildStdin>>,
     out: SyncSender<Vec<u8>>,
     journal: Option<std::path::PathBuf>,
@@ -925,17 +934,13 @@ impl Live {
         journal: Option<std::path::PathBuf>,
     ) -> Result<(Live, Receiver<Vec<u8>>), String> {
         // The engine, as runwire-session runs it: --agent-cmd, else
-        // $RUNWIRE_CLAUDE_BIN, else `claude`; the protocol flags appended.
-        let engine = match &shared.cfg.engine {
-            Some(p) => p.clone().into_os_string(),
-            None => std::env::var_os("RUNWIRE_CLAUDE_BIN").filter(|b| !b.is_empty()).unwrap_or_else(|| "claude".into()),
-        };
-        let program = on_path(&engine);
+        // $RUNWIRE_<AGENT>_BIN, else its usual name; the protocol's flags appended.
+        let mut o = launch_options_of(&shared.cfg);
+        o.resume = resume.map(str::to_string);
+        let launch = launch(agent_kind(shared.cfg.adapter), &o)?;
+        let program = on_path(std::ffi::OsStr::new(&launch.argv[0]));
         let mut spec = crate::session::proc::Spec::new(&program);
-        if let Some(s) = resume {
-            spec.arg("--resume").arg(s);
-        }
-        for a in crate::session::claude::protocol_args(&shared.cfg.permission_mode) {
+        for a in &launch.argv[1..] {
             spec.arg(a);
         }
         spec.stdin = crate::session::proc::Input::Piped;
@@ -949,10 +954,10 @@ impl Live {
             answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
             actor: super::BIN.into(),
         };
-        let claude = Claude::new(ClaudeOptions { grant_all: shared.cfg.grant_all, ..ClaudeOptions::default() });
+        let agent = launch.agent;
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
         let core = Arc::new(Core {
-            session: Mutex::new(Session::new(claude, opts)),
+            session: Mutex::new(Session::new(agent, opts)),
             stdin: Mutex::new(stdin),
             out: tx,
             journal,
@@ -1035,6 +1040,38 @@ impl Live {
     fn kill(&mut self) -> Option<i64> {
         *lock(&self.core.stdin) = None;
         Some(lock(&self.child).stop())
+    }
+}
+
+/// The interactive protocol of the server's `--agent`.
+pub fn agent_kind(adapter: crate::normalize::Adapter) -> AgentKind {
+    match adapter {
+        crate::normalize::Adapter::Claude => AgentKind::Claude,
+        crate::normalize::Adapter::Codex => AgentKind::Codex,
+        crate::normalize::Adapter::Cursor => AgentKind::Cursor,
+    }
+}
+
+/// The session settings the server's flags give (checked at start, used for every thread).
+pub fn launch_options(args: &super::Args) -> LaunchOptions {
+    LaunchOptions {
+        cmd: args.agent_cmd.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+        grant_all: args.grant_all,
+        permission_mode: args.permission_mode.clone(),
+        sandbox: args.sandbox.clone(),
+        approval_policy: args.approval_policy.clone(),
+        ..LaunchOptions::default()
+    }
+}
+
+fn launch_options_of(cfg: &super::Config) -> LaunchOptions {
+    LaunchOptions {
+        cmd: cfg.engine.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+        grant_all: cfg.grant_all,
+        permission_mode: cfg.permission_mode.clone(),
+        sandbox: cfg.sandbox.clone(),
+        approval_policy: cfg.approval_policy.clone(),
+        ..LaunchOptions::default()
     }
 }
 
