@@ -55,8 +55,12 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let after = args.after;
     let mut writer = runwire::events::Writer::default();
-    pipe::drive(input, &mut out, |_, line, buf| {
-        for ev in norm.push(line) {
+    pipe::drive_lines(input, &mut out, |_, line, buf| {
+        let evs = match line {
+            pipe::Line::Whole(l) => norm.push(l),
+            pipe::Line::TooLong { head, size } => norm.push_too_long(head, size),
+        };
+        for ev in evs {
             if after.is_some_and(|a| ev.seq <= a) {
                 continue;
             }
