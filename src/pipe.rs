@@ -317,9 +317,12 @@ pub fn open_input(path: Option<&Path>) -> io::Result<Box<dyn Read>> {
 mod tests {
     use super::*;
 
+    /// A line as handed over: whole, or too long (its head and size).
+    type Got = (u64, Result<Vec<u8>, (Vec<u8>, u64)>);
+
     /// Every line `drive_lines` hands over, read through a reader that gives
     /// `chunk` bytes at a time (lines straddle reads).
-    fn lines(input: &[u8], chunk: usize) -> Vec<(u64, Result<Vec<u8>, (Vec<u8>, u64)>)> {
+    fn lines(input: &[u8], chunk: usize) -> Vec<Got> {
         struct Chunked<'a>(&'a [u8], usize);
         impl Read for Chunked<'_> {
             fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
