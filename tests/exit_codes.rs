@@ -65,3 +65,9 @@ fn runwire_supervise_uses_codes_0_to_3() {
     let doc = read("spec/exit-codes.md");
     assert_eq!(table_codes(&doc, "## runwire-supervise"), vec![0, 1, 2, 3]);
 }
+
+#[test]
+fn runwire_session_uses_codes_0_to_3() {
+    let doc = read("spec/exit-codes.md");
+    assert_eq!(table_codes(&doc, "## runwire-session"), vec![0, 1, 2, 3]);
+}

@@ -110,11 +110,14 @@ fn runs_list_show_task_over_fixture_dirs() {
     assert_ne!(f.run_a, f.run_b, "equal slugs in two worktrees must not collide");
     let o = bin("runs", &f.home).arg("list").output().unwrap();
     assert!(o.status.success());
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains(&format!("runs: registry: reaped {}", f.gone)), "{stderr}");
-    assert!(!f.home.join("runs").join(format!("{}.json", f.gone)).exists(), "the gone run's pointer is removed");
+    let gone_pointer = f.home.join("runs").join(format!("{}.json", f.gone));
+    assert!(gone_pointer.exists(), "a listing never deletes a pointer");
     let list = lines(&o.stdout);
-    assert_eq!(list.len(), 2);
+    assert_eq!(list.len(), 3);
+    let gone = list.iter().find(|r| r["runId"] == f.gone.as_str()).unwrap();
+    assert_eq!(gone["status"], "missing");
+    assert!(gone["reason"].as_str().unwrap().contains("runs reap"), "{gone}");
+    assert_eq!(gone["slug"], "old");
     let a = list.iter().find(|r| r["runId"] == f.run_a.as_str()).unwrap();
     assert_eq!(a["status"], "running");
     assert_eq!(a["wave"], 2);
@@ -152,6 +155,21 @@ fn runs_list_show_task_over_fixture_dirs() {
     }
     let o = bin("runs", &f.home).arg("--help").output().unwrap();
     assert!(o.status.success() && !f.home.join("runs").join("x").exists());
+
+    // `runs reap` removes the pointer of the gone run, on request only.
+    let o = bin("runs", &f.home).args(["reap", "--dry-run"]).output().unwrap();
+    assert!(o.status.success());
+    let gone_dir = f.home.parent().unwrap().join("gone/runstate").display().to_string();
+    let want = serde_json::json!({"runId": f.gone, "runstateDir": gone_dir, "removed": false});
+    assert_eq!(lines(&o.stdout), vec![want]);
+    assert!(gone_pointer.exists(), "a dry run removes nothing");
+    let o = bin("runs", &f.home).arg("reap").output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(lines(&o.stdout)[0]["runId"], f.gone.as_str());
+    assert!(!gone_pointer.exists());
+    let o = bin("runs", &f.home).arg("list").output().unwrap();
+    assert_eq!(lines(&o.stdout).len(), 2);
+    assert!(lines(&bin("runs", &f.home).arg("reap").output().unwrap().stdout).is_empty());
 }
 
 #[test]
@@ -616,8 +634,12 @@ fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
         frames.iter().map(|(id, e)| (id.clone(), without(e.clone(), &["timestamp"]))).collect()
     };
     for (i, (id, _)) in all.iter().enumerate() {
-        let (code, rest) =
-            if i % 2 == 0 { agui(&format!("&after={id}"), "") } else { agui("", &format!("Last-Event-ID: {id}\r\n")) };
+        // `?after=` as URLSearchParams writes it (`/` as %2F) is the same id.
+        let (code, rest) = match i % 3 {
+            0 => agui(&format!("&after={id}"), ""),
+            1 => agui(&format!("&after={}", id.replace('/', "%2F")), ""),
+            _ => agui("", &format!("Last-Event-ID: {id}\r\n")),
+        };
         assert_eq!(code, 200);
         assert_eq!(strip(&rest), strip(&all[i + 1..]), "resumed after {id}");
     }
@@ -828,4 +850,383 @@ fn text_with_c_committed(journal: &str) -> String {
     journal.to_string()
         + r#"{"v":"runstate/v1","ts":"2026-01-01T00:05:00.000Z","actor":"runner","task":"c","state":"committed"}"#
         + "\n"
+}
+
+// ---- files a listing must survive ----
+
+/// Runs `c` with a deadline: a listing that hangs fails the test instead of hanging it.
+fn output_within(c: &mut Command, limit: Duration) -> std::process::Output {
+    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{c:?} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Registers `slug` with its own runstate directory under `base` and a
+/// one-task plan; returns (runId, runstate dir).
+fn plain_run(base: &Path, home: &Path, slug: &str, journal: &str) -> (String, PathBuf) {
+    let repo = base.join(slug);
+    let o = bin("runs", home).args(["register", "--slug", slug, "--repo-root"]).arg(&repo).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rs = repo.join("runstate");
+    std::fs::write(
+        rs.join(format!("{slug}.plan.json")),
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
+    if !journal.is_empty() {
+        std::fs::write(rs.join(format!("{slug}.jsonl")), journal).unwrap();
+    }
+    (lines(&o.stdout)[0]["runId"].as_str().unwrap().to_string(), rs)
+}
+
+const LEASED: &str = concat!(
+    r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"leased"}"#,
+    "\n"
+);
+
+fn by_id<'a>(list: &'a [Value], id: &str) -> &'a Value {
+    list.iter().find(|r| r["runId"] == id).unwrap_or_else(|| panic!("{id} not listed: {list:?}"))
+}
+
+#[test]
+fn odd_files_never_hang_a_listing_and_nothing_is_read_outside_a_run() {
+    let base = tmp("odd");
+    let home = base.join("home");
+    let fixture_log = root().join("fixtures/claude/bb-turn-tools.partial.jsonl");
+    // A FIFO as a task log: opening it for reading would block.
+    let (fifo, rs) = plain_run(&base, &home, "fifo", LEASED);
+    nix::unistd::mkfifo(&rs.join("fifo.a.log"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // A log symlinked to /dev/zero: endless.
+    let (zero, rs) = plain_run(&base, &home, "zero", LEASED);
+    std::os::unix::fs::symlink("/dev/zero", rs.join("zero.a.log")).unwrap();
+    // A log symlinked out of the run's directory, to a log with costs.
+    let (out, rs) = plain_run(&base, &home, "out", LEASED);
+    std::fs::copy(&fixture_log, base.join("elsewhere.log")).unwrap();
+    std::os::unix::fs::symlink(base.join("elsewhere.log"), rs.join("out.a.log")).unwrap();
+    // A log symlinked to a file inside the run's directory: read.
+    let (inside, rs_in) = plain_run(&base, &home, "in", LEASED);
+    std::fs::copy(&fixture_log, rs_in.join("real.log")).unwrap();
+    std::os::unix::fs::symlink("real.log", rs_in.join("in.a.log")).unwrap();
+    // A FIFO as the journal.
+    let (jfifo, rs) = plain_run(&base, &home, "jfifo", "");
+    nix::unistd::mkfifo(&rs.join("jfifo.jsonl"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // A pointer whose slug climbs out of its runstate directory.
+    let trav = "abcdef012345--trav";
+    std::fs::create_dir_all(base.join("trav/runstate")).unwrap();
+    std::fs::write(
+        home.join(format!("runs/{trav}.json")),
+        serde_json::json!({"runId": trav, "slug": "../../../../tmp/x", "repoRoot": base.join("trav"), "project": "p",
+            "repo": "p", "branch": null, "worktree": base.join("trav"), "runstateDir": base.join("trav/runstate"),
+            "created": "2026-01-01T00:00:00.000Z"})
+        .to_string(),
+    )
+    .unwrap();
+    // A pointer that is a FIFO.
+    let pfifo = "abcdef012345--pfifo";
+    nix::unistd::mkfifo(&home.join(format!("runs/{pfifo}.json")), nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .unwrap();
+
+    let o = output_within(bin("runs", &home).arg("list"), Duration::from_secs(20));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list = lines(&o.stdout);
+    assert_eq!(list.len(), 7);
+    for (id, needle) in [
+        (&fifo, "fifo.a.log: a FIFO"),
+        (&zero, "zero.a.log: "),
+        (&out, "out.a.log: "),
+        (&jfifo, "jfifo.jsonl: a FIFO"),
+        (&trav.to_string(), "slug \"../../../../tmp/x\" is not a valid id"),
+        (&pfifo.to_string(), "a FIFO"),
+    ] {
+        let r = by_id(&list, id);
+        assert_eq!(r["status"], "unreadable", "{r}");
+        assert!(r["reason"].as_str().unwrap().contains(needle), "{needle}: {r}");
+        assert!(r["costUsd"].is_null(), "nothing outside is counted: {r}");
+    }
+    let r = by_id(&list, &inside);
+    assert_eq!((r["status"].as_str(), r["reason"].as_str()), (Some("running"), None), "{r}");
+    assert!(r["costUsd"].as_f64().unwrap() > 0.06, "a symlink inside the run's directory is followed: {r}");
+
+    // The server gives the same, twice (no request parks on a lock or a read).
+    let srv = Server::start(&home, &[]);
+    for _ in 0..2 {
+        let (code, body) = srv.get("/runs");
+        assert_eq!(code, 200);
+        let runs = body["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 7);
+        assert_eq!(by_id(runs, &fifo)["status"], "unreadable");
+    }
+    // Views and streams refuse, with the reason, instead of reading.
+    let o = output_within(bin("runs", &home).args(["show", &jfifo]), Duration::from_secs(20));
+    assert_eq!(lines(&o.stdout)[0]["run"]["status"], "unreadable");
+    let (code, body) = srv.get(&format!("/runs/{fifo}/tasks/a/stream"));
+    assert_eq!(code, 409, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("FIFO"), "{body}");
+    assert_eq!(srv.get(&format!("/runs/{out}/tasks/a/stream")).0, 409);
+    assert_eq!(srv.get(&format!("/runs/{zero}/tasks/a/stream")).0, 409);
+    // A liveness logfile naming a path outside the run's directory is refused, visibly.
+    let o = bin("liveness", &home)
+        .arg("--runstate")
+        .arg(&rs_in)
+        .args(["set", "in", "a", &serde_json::json!({"logfile": base.join("elsewhere.log")}).to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = output_within(bin("runs", &home).args(["task", &inside, "a"]), Duration::from_secs(20));
+    let t = &lines(&o.stdout)[0];
+    assert!(t["logfile"].is_null() && t["costUsd"].is_null(), "{t}");
+    assert!(t["reason"].as_str().unwrap().contains("outside the run's directory"), "{t}");
+    let (code, body) = srv.get(&format!("/runs/{inside}/tasks/a/stream"));
+    assert_eq!(code, 409, "{body}");
+}
+
+#[test]
+fn registration_creates_its_directory_and_listings_never_delete() {
+    let base = tmp("register");
+    let home = base.join("home");
+    let repo = base.join("repo");
+    let o = bin("runs", &home).args(["register", "--slug", "s", "--repo-root"]).arg(&repo).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = lines(&o.stdout)[0]["runId"].as_str().unwrap().to_string();
+    assert!(repo.join("runstate").is_dir(), "register creates the runstate directory it points to");
+    let status = || {
+        let o = bin("runs", &home).arg("list").output().unwrap();
+        by_id(&lines(&o.stdout), &id)["status"].as_str().unwrap().to_string()
+    };
+    assert_eq!(status(), "registered");
+    // A directory gone for a while (moved worktree, unmounted disk): listed as missing, kept.
+    std::fs::rename(repo.join("runstate"), base.join("moved")).unwrap();
+    let srv = Server::start(&home, &[]);
+    for _ in 0..3 {
+        assert_eq!(status(), "missing");
+        assert_eq!(by_id(srv.get("/runs").1["runs"].as_array().unwrap(), &id)["status"], "missing");
+    }
+    let (code, show) = srv.get(&format!("/runs/{id}"));
+    assert_eq!((code, show["run"]["status"].as_str()), (200, Some("missing")));
+    std::fs::rename(base.join("moved"), repo.join("runstate")).unwrap();
+    assert_eq!(status(), "registered", "the pointer survived every listing");
+}
+
+#[test]
+fn an_open_input_request_shows_as_needs_input() {
+    let base = tmp("needs");
+    let home = base.join("home");
+    let rec = |extra: &str| {
+        format!(r#"{{"v":"runstate/v1","ts":"2026-01-01T00:01:00.000Z","actor":"claude-session","task":"a",{extra}}}"#)
+            + "\n"
+    };
+    let asked =
+        rec(r#""input":"requested","request":"r1","kind":"tool_approval","tool":"Bash","detail":"rm -rf build""#);
+    let (id, rs) = plain_run(&base, &home, "ask", &(LEASED.to_string() + &asked));
+    let journal = rs.join("ask.jsonl");
+    let srv = Server::start(&home, &[]);
+    let check = |want: &str, waiting: bool, state: &str| {
+        let o = bin("runs", &home).arg("list").output().unwrap();
+        let r = by_id(&lines(&o.stdout), &id).clone();
+        assert_eq!(r["status"], want, "{r}");
+        assert_eq!(r["needsInput"], u64::from(waiting));
+        assert_eq!(by_id(srv.get("/runs").1["runs"].as_array().unwrap(), &id), &r);
+        let show = &lines(&bin("runs", &home).args(["show", &id]).output().unwrap().stdout)[0];
+        assert_eq!(show["run"]["status"], want);
+        assert_eq!(show["tasks"]["a"]["needsInput"], waiting);
+        assert_eq!(show["tasks"]["a"]["state"], state, "an input record is not a task state");
+        show["inputRequests"].clone()
+    };
+    let reqs = check("needs_input", true, "leased");
+    assert_eq!(reqs[0]["request"], "r1");
+    assert_eq!(reqs[0]["tool"], "Bash");
+    let t = &lines(&bin("runs", &home).args(["task", &id, "a"]).output().unwrap().stdout)[0];
+    assert_eq!(
+        (t["needsInput"].as_bool(), t["inputRequests"][0]["kind"].as_str()),
+        (Some(true), Some("tool_approval"))
+    );
+    // The answer for another request id closes nothing.
+    let append = |line: String| {
+        std::fs::OpenOptions::new().append(true).open(&journal).unwrap().write_all(line.as_bytes()).unwrap()
+    };
+    append(rec(r#""input":"answered","request":"r0","decision":"allow""#));
+    check("needs_input", true, "leased");
+    append(rec(r#""input":"answered","request":"r1","decision":"allow","by":"ana""#));
+    assert_eq!(check("running", false, "leased"), serde_json::json!([]));
+    // Asked again, then the task ends: a finished task waits for no one.
+    append(rec(r#""input":"requested","request":"r2","kind":"question""#));
+    check("needs_input", true, "leased");
+    append(rec(r#""state":"committed""#));
+    check("done", false, "committed");
+    // The status filter uses it.
+    let o = bin("runs", &home).args(["list", "--status", "needs_input"]).output().unwrap();
+    assert!(lines(&o.stdout).is_empty());
+}
+
+#[test]
+fn pages_and_filters_walk_every_run_once_newest_activity_first() {
+    let base = tmp("pages");
+    let home = base.join("home");
+    let done = concat!(
+        r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"committed"}"#,
+        "\n"
+    );
+    // 7 runs in two repos; activity (the journal's mtime) decides the order, not the id.
+    let mut runs = Vec::new();
+    for i in 0..7u64 {
+        let (repo, slug) = (if i % 3 == 0 { "beta" } else { "alpha" }, format!("s{}", (i * 5) % 7));
+        let root = base.join(format!("r{i}"));
+        let o = bin("runs", &home)
+            .args(["register", "--slug", &slug, "--repo", repo, "--repo-root"])
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let id = lines(&o.stdout)[0]["runId"].as_str().unwrap().to_string();
+        let rs = root.join("runstate");
+        std::fs::write(
+            rs.join(format!("{slug}.plan.json")),
+            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#,
+        )
+        .unwrap();
+        let journal = rs.join(format!("{slug}.jsonl"));
+        std::fs::write(&journal, if i % 2 == 0 { done } else { LEASED }).unwrap();
+        let at = |s: u64| std::time::UNIX_EPOCH + Duration::from_secs(s);
+        // Activity order differs from id order and from registration order.
+        let t = 1_700_000_000 + ((i * 3) % 7) * 100;
+        std::fs::File::options().append(true).open(&journal).unwrap().set_modified(at(t)).unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(home.join(format!("runs/{id}.json")))
+            .unwrap()
+            .set_modified(at(1_600_000_000))
+            .unwrap();
+        runs.push((t, id, repo, if i % 2 == 0 { "done" } else { "running" }));
+    }
+    runs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let srv = Server::start(&home, &[]);
+    let cli_page = |args: &[&str]| -> Value {
+        let o = bin("runs", &home).args(["list", "--page"]).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        lines(&o.stdout).remove(0)
+    };
+    // Walks every page of a query over HTTP and with `runs list --page`, which must agree page by page.
+    let walk = |query: &str, args: &[&str]| -> (Vec<String>, u64) {
+        let (mut ids, mut cursor, mut total) = (Vec::new(), None::<String>, None);
+        loop {
+            let mut path = format!("/runs?limit=2{query}");
+            let mut cli: Vec<&str> = vec!["--limit", "2"];
+            cli.extend_from_slice(args);
+            if let Some(c) = &cursor {
+                path += &format!("&cursor={c}");
+                cli.extend_from_slice(&["--cursor", c]);
+            }
+            let (code, page) = srv.get(&path);
+            assert_eq!(code, 200, "{path}: {page}");
+            let mut from_cli = cli_page(&cli);
+            let strip = |v: &mut Value| {
+                v["runs"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .for_each(|r| drop(r.as_object_mut().unwrap().remove("activityMs")))
+            };
+            let mut from_srv = page.clone();
+            strip(&mut from_cli);
+            strip(&mut from_srv);
+            assert_eq!(from_srv, from_cli, "{path}");
+            let n = page["total"].as_u64().unwrap();
+            assert_eq!(*total.get_or_insert(n), n, "the total is the same on every page");
+            let got = page["runs"].as_array().unwrap();
+            assert!(got.len() <= 2);
+            ids.extend(got.iter().map(|r| r["runId"].as_str().unwrap().to_string()));
+            match page["next"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return (ids, total.unwrap()),
+            }
+        }
+    };
+    type Row<'a> = (u64, String, &'a str, &'a str);
+    let want =
+        |f: &dyn Fn(&Row) -> bool| -> Vec<String> { runs.iter().filter(|r| f(r)).map(|r| r.1.clone()).collect() };
+    assert_eq!(walk("", &[]), (want(&|_| true), 7));
+    assert_eq!(walk("&status=done", &["--status", "done"]), (want(&|r| r.3 == "done"), 4));
+    assert_eq!(walk("&repo=beta", &["--repo", "beta"]), (want(&|r| r.2 == "beta"), 3));
+    assert_eq!(
+        walk("&repo=alpha&status=running,needs_input", &["--repo", "alpha", "--status", "running,needs_input"]),
+        (want(&|r| r.2 == "alpha" && r.3 == "running"), 2)
+    );
+    // No limit: everything, in the same order, as before plus total and next.
+    let (_, all) = srv.get("/runs");
+    assert_eq!(all["total"], 7);
+    assert!(all["next"].is_null());
+    let order: Vec<&str> = all["runs"].as_array().unwrap().iter().map(|r| r["runId"].as_str().unwrap()).collect();
+    assert_eq!(order, want(&|_| true));
+    assert_eq!(all["runs"][0]["activityMs"], runs[0].0 * 1000);
+    // Bad queries are refused, over HTTP and on the command line.
+    for q in ["limit=0", "limit=x", "limit=10001", "status=bogus", "status=", "cursor=nope", "repo="] {
+        let (code, body) = srv.get(&format!("/runs?{q}"));
+        assert_eq!(code, 400, "{q}: {body}");
+    }
+    let o = bin("runs", &home).args(["list", "--status", "runing"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs_input"), "the error lists the statuses");
+}
+
+/// Polls `/healthz` until it answers 200 (not the 503 of a full server); how long that took.
+fn wait_for_a_free_slot(port: u16, limit: Duration) -> Duration {
+    let t = Instant::now();
+    loop {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let _ = write!(s, "GET /healthz HTTP/1.0\r\n\r\n");
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        if raw.starts_with(b"HTTP/1.1 200 ") {
+            return t.elapsed();
+        }
+        assert!(t.elapsed() < limit, "the slot is still held after {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_task_stream_client_that_reads_nothing_is_dropped_while_the_task_is_live() {
+    for format in ["", "?format=agui"] {
+        let (home, id, log) = live_run(&format!("stall{}", format.len()));
+        // One slot: while the silent client holds it, every other request gets 503.
+        let srv = Server::start_with(
+            &home,
+            &[("RUNWIRE_WRITE_TIMEOUT_MS", "1000"), ("RUNWIRE_STREAM_BUFFER", "65536")],
+            &["--max-connections", "1"],
+        );
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The task stays live (no exit) and keeps writing: far more than the socket buffers hold.
+        let writer = {
+            let (log, stop) = (log.clone(), stop.clone());
+            let lines: Vec<String> = source_lines(20).into_iter().filter(|l| !l.contains("runwire.status")).collect();
+            std::thread::spawn(move || {
+                let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+                let t = Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && t.elapsed() < Duration::from_secs(20) {
+                    for l in &lines {
+                        writeln!(f, "{l}").unwrap();
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+        write!(s, "GET /runs/{id}/tasks/t/stream{format} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // Never read: the server must let this client go about a second after it stopped taking bytes.
+        let took = wait_for_a_free_slot(srv.port, Duration::from_secs(10));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(took >= Duration::from_millis(500), "{format}: dropped before the write timeout: {took:?}");
+        drop(s);
+    }
 }

@@ -86,7 +86,18 @@ fn journal_records_fit_runstate_v1() {
     let runs: Vec<&str> =
         s["properties"]["run"]["enum"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
     assert_eq!(runs, journal::RUN_EVENTS.to_vec());
-    for r in [Record::task("runner", "a", "failed", Some(2)), Record::run("user", "steer-queued")] {
+    let enum_of = |k: &str| -> Vec<String> {
+        s["properties"][k]["enum"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(enum_of("input"), journal::INPUT_EVENTS.to_vec());
+    assert_eq!(enum_of("kind"), journal::INPUT_KINDS.to_vec());
+    assert_eq!(enum_of("decision"), journal::INPUT_DECISIONS.to_vec());
+    let mut asked = Record::input("claude-session", "a", "requested", "r1", "tool_approval");
+    asked.tool = Some("Bash".into());
+    asked.expires_at = Some("2026-01-01T00:10:00.000Z".into());
+    let mut answered = Record::input("claude-session", "a", "answered", "r1", "deny");
+    answered.by = Some("ana".into());
+    for r in [Record::task("runner", "a", "failed", Some(2)), Record::run("user", "steer-queued"), asked, answered] {
         check(&s, &serde_json::to_value(&r).unwrap(), "record").unwrap();
     }
     // An interactive session's input records, as the library writes them.
@@ -134,4 +145,19 @@ fn plans_liveness_and_pointers_fit_their_schemas() {
         .pointer("2026-01-01T00:00:00.000Z".into())
         .unwrap();
     check(&schema("registry-pointer.schema.json"), &serde_json::to_value(&p).unwrap(), "pointer").unwrap();
+}
+
+/// The one list of run statuses: `spec/LAYOUT.md`'s "Run statuses" section
+/// names exactly the statuses the code gives and filters accept.
+#[test]
+fn the_layout_lists_exactly_the_run_statuses() {
+    let layout = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("spec/LAYOUT.md")).unwrap();
+    let section = layout.split("\n## Run statuses\n").nth(1).expect("a Run statuses section");
+    let section = section.split("\n## ").next().unwrap();
+    let listed: Vec<&str> =
+        section.lines().filter_map(|l| l.strip_prefix("- `")).map(|l| l.split('`').next().unwrap()).collect();
+    assert_eq!(listed, runwire::runs::view::STATUSES.to_vec());
+    for s in runwire::runs::view::STATUSES {
+        assert!(runwire::runs::list::Query::parse(None, None, Some(s), None).is_ok(), "{s}");
+    }
 }

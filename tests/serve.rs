@@ -894,3 +894,211 @@ fn evidence_route_checks_the_directory_on_every_request() {
     assert_eq!(request(p, "POST", "/api/evidence", &[JSON], b"{}").status, 405);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Polls `/healthz` until it answers 200 (not the 503 of a full server); how long that took.
+fn wait_for_a_free_slot(port: u16, limit: Duration) -> Duration {
+    let t = Instant::now();
+    loop {
+        let mut s = connect(port);
+        let _ = s.write_all(&build(port, "GET", "/healthz", &[], b""));
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        if raw.starts_with(b"HTTP/1.1 200 ") {
+            return t.elapsed();
+        }
+        assert!(t.elapsed() < limit, "the slot is still held after {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_client_trickling_bytes_after_its_response_does_not_hold_its_slot() {
+    let s = Server::start(&["--max-connections", "2"], &[]);
+    let p = s.port;
+    let (tx, rx) = mpsc::channel();
+    let tricklers: Vec<_> = (0..2)
+        .map(|_| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut sock = connect(p);
+                sock.write_all(&build(p, "GET", "/healthz", &[], b"")).unwrap();
+                let mut out = Vec::new();
+                sock.read_to_end(&mut out).unwrap();
+                assert_eq!(parse_response(&out).status, 200);
+                tx.send(()).unwrap();
+                // One byte every 0.4 s: each within any per-read timeout.
+                for _ in 0..10 {
+                    if sock.write_all(b"x").is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(400));
+                }
+            })
+        })
+        .collect();
+    rx.recv_timeout(IO_TIMEOUT).unwrap();
+    rx.recv_timeout(IO_TIMEOUT).unwrap();
+    // Both slots are lingering; the whole linger is bounded (about a second).
+    let took = wait_for_a_free_slot(p, Duration::from_secs(3));
+    assert!(took < Duration::from_secs(3));
+    for t in tricklers {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn a_client_that_sent_extra_bytes_and_left_is_noticed_at_once() {
+    let rec = tmp("extra-bytes.rec");
+    let stub = stub();
+    let s = Server::start(
+        &["--agent", "claude", "--agent-cmd", &stub],
+        &[("STUB_MODE", "hang"), ("STUB_RECORD", rec.to_str().unwrap())],
+    );
+    let mut sock = connect(s.port);
+    sock.write_all(&build(s.port, "POST", "/agui", &[JSON], run_body("t", "r", "hi").as_bytes())).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while find(&got, b"data: ").is_none() {
+        let k = sock.read(&mut buf).unwrap();
+        assert!(k > 0);
+        got.extend_from_slice(&buf[..k]);
+    }
+    let pgid = wait_for_record(&rec);
+    assert!(group_alive(pgid));
+    // The client sends 42 bytes after its body and leaves (FIN): they sit
+    // before the end of its stream, where a peek would see them and not the end.
+    sock.write_all(&[b'z'; 42]).unwrap();
+    sock.shutdown(Shutdown::Write).unwrap();
+    let took = wait_group_gone(pgid, Duration::from_secs(10));
+    assert!(took < Duration::from_millis(1800), "the agent was stopped {took:?} after the client left");
+}
+
+/// A wrapper that floods its stdout with text deltas until it is killed.
+fn flooding_agent(name: &str) -> PathBuf {
+    let path = tmp(name);
+    // Up to an open text block (line 31), then its first text delta forever.
+    let fixture = fixture("bb-approval-deny.partial.jsonl");
+    let delta = std::fs::read_to_string(&fixture).unwrap().lines().nth(31).unwrap().to_string();
+    assert!(delta.contains("text_delta"));
+    let script = format!(
+        "#!/bin/sh\necho \"$$\" >>\"{rec}\"\nhead -n 31 \"{fix}\"\nexec yes '{delta}'\n",
+        rec = tmp(&format!("{name}.rec")).display(),
+        fix = fixture.display(),
+    );
+    std::fs::write(&path, script).unwrap();
+    let mut perm = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&path, perm).unwrap();
+    path
+}
+
+#[test]
+fn a_post_agui_client_that_reads_nothing_is_dropped_after_the_write_timeout() {
+    let agent = flooding_agent("flood.sh");
+    let s = Server::start(
+        &["--agent", "claude", "--agent-cmd", agent.to_str().unwrap(), "--max-connections", "1"],
+        &[("RUNWIRE_WRITE_TIMEOUT_MS", "1000")],
+    );
+    let mut sock = connect(s.port);
+    sock.write_all(&build(s.port, "POST", "/agui", &[JSON], run_body("t", "r", "hi").as_bytes())).unwrap();
+    let pgid = wait_for_record(&tmp("flood.sh.rec"));
+    // Never read: about a second after the client stopped taking bytes, its slot is free
+    // and its agent stopped (before: ~97 s, a timeout per write call).
+    let took = wait_for_a_free_slot(s.port, Duration::from_secs(10));
+    assert!(took >= Duration::from_millis(500), "dropped before the write timeout: {took:?}");
+    wait_group_gone(pgid, Duration::from_secs(5));
+    drop(sock);
+}
+
+#[test]
+fn a_bare_lf_head_is_refused_at_once() {
+    let s = Server::start(&[], &[]);
+    // Not a 408 after the read timeout (10 s).
+    let t = Instant::now();
+    let r = raw_request(s.port, b"GET /healthz HTTP/1.1\nHost: 127.0.0.1\n\n");
+    assert_eq!(r.status, 400);
+    assert!(r.error().contains("CRLF"), "{}", r.error());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_host_with_an_impossible_port_is_refused() {
+    let s = Server::start(&[], &[]);
+    let p = s.port;
+    // No socket has port 99999 (or 0).
+    for host in ["localhost:99999", "127.0.0.1:0", "[::1]:65536"] {
+        assert_eq!(request(p, "GET", "/healthz", &[("Host", host)], b"").status, 403, "{host}");
+    }
+}
+
+#[test]
+fn two_host_or_two_origin_headers_are_400() {
+    let s = Server::start(&[], &[]);
+    let p = s.port;
+    let own = format!("http://127.0.0.1:{p}");
+    let r = request(p, "GET", "/healthz", &[("Host", "127.0.0.1"), ("Host", "evil.example")], b"");
+    assert_eq!(r.status, 400);
+    assert!(r.error().contains("Host"));
+    let r = request(p, "GET", "/healthz", &[("Origin", &own), ("Origin", "http://evil.example")], b"");
+    assert_eq!(r.status, 400);
+    assert!(r.error().contains("Origin"));
+}
+
+#[test]
+fn origin_null_is_refused_without_suggesting_a_flag_that_refuses_it() {
+    let s = Server::start(&[], &[]);
+    let p = s.port;
+    let r = request(p, "GET", "/healthz", &[("Origin", "null")], b"");
+    assert_eq!(r.status, 403);
+    assert!(!r.error().contains("--allow-origin null"), "{}", r.error());
+    let bin = env!("CARGO_BIN_EXE_runwire-serve");
+    let out = Command::new(bin).args(["--listen", "127.0.0.1:0", "--allow-origin", "null"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn an_unknown_expectation_is_417() {
+    let s = Server::start(&[], &[]);
+    let p = s.port;
+    let r = request(p, "GET", "/healthz", &[("Expect", "200-ok")], b"");
+    assert_eq!(r.status, 417);
+    r.error();
+    let r = request(p, "POST", "/agui", &[JSON, ("Expect", "200-ok")], run_body("t", "r", "hi").as_bytes());
+    assert_eq!(r.status, 417);
+    assert_eq!(post_run(p, "t", "r").status, 200, "nothing was started by the 417");
+}
+
+#[test]
+fn a_server_on_another_loopback_address_accepts_its_own_pages() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+        .args(["--listen", "127.0.0.2:0"])
+        .env("RUNWIRE_REPLAY_DELAY_MS", "0")
+        .env("HARNESS_HOME", tmp("harness-127-0-0-2"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().strip_prefix("listening on http://127.0.0.2:").unwrap().parse().unwrap();
+    let page = format!("http://127.0.0.2:{port}");
+    let host = format!("127.0.0.2:{port}");
+    let ask = |method: &str, path: &str, body: &[u8]| {
+        let mut s = TcpStream::connect(("127.0.0.2", port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        s.write_all(&build(port, method, path, &[("Host", &host), ("Origin", &page), JSON], body)).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        parse_response(&out)
+    };
+    // What the studio's scripts send when the page was loaded from the listen address.
+    let r = ask("GET", "/api/info", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("access-control-allow-origin"), Some(page.as_str()));
+    let r = ask("POST", "/agui", run_body("t", "r", "hi").as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(types(&r.events()).last().map(String::as_str), Some("RUN_FINISHED"));
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1,9 +1,11 @@
-//! `runs list|show|task|register|watch`: the run views of `runwire-serve`'s
-//! `GET /runs…` routes, as JSON lines, the registry's write side, and the
-//! change feed (`GET /runs/events`). All logic is in `runwire::runs`.
+//! `runs list|show|task|register|reap|watch`: the run views of
+//! `runwire-serve`'s `GET /runs…` routes, as JSON lines, the registry's
+//! write side, and the change feed (`GET /runs/events`). All logic is in
+//! `runwire::runs`.
 
 use clap::{Parser, Subcommand};
 use runwire::cli::{self, Exit};
+use runwire::runs::list::Query;
 use runwire::runs::registry::{NewRun, Registry};
 use runwire::runs::view::{self, ViewError};
 use runwire::runs::{self};
@@ -12,7 +14,7 @@ use std::process::ExitCode;
 
 const BIN: &str = "runs";
 
-/// List, show and register runs ($HARNESS_HOME/runs, default ~/.harness/runs); JSON lines on stdout.
+/// List, show, register and reap runs ($HARNESS_HOME/runs, default ~/.harness/runs); JSON lines on stdout.
 #[derive(Parser, Debug)]
 #[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task; 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
 struct Args {
@@ -22,8 +24,30 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// One line per registered run: runId, slug, repo, status, wave, counts, cost, tokens (as GET /runs).
-    List,
+    /// One line per registered run, newest activity first: runId, slug, repo, status, wave, counts, cost, tokens (as GET /runs).
+    List {
+        /// At most N runs (1 to 10000).
+        #[arg(long, value_name = "N")]
+        limit: Option<String>,
+        /// Only runs after this cursor (from a --page answer's "next").
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Only runs with one of these statuses (comma-separated; see runs(1)).
+        #[arg(long, value_name = "S[,S...]")]
+        status: Option<String>,
+        /// Only runs whose repo name or repo root is exactly R.
+        #[arg(long, value_name = "R")]
+        repo: Option<String>,
+        /// Print one JSON object, as GET /runs answers: {"runs": [...], "total": N, "next": CURSOR|null}.
+        #[arg(long)]
+        page: bool,
+    },
+    /// Remove registry pointers whose runstate directory is gone; prints each one removed.
+    Reap {
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// One run: meta, plan DAG, each task's last state (as GET /runs/RUNID).
     Show { run_id: String },
     /// One task: adapter, session id, pid, runtime, idle time, log path (as GET /runs/RUNID/tasks/TID).
@@ -83,23 +107,39 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let reg = Registry::at(&runs::harness_home());
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
-    let mut reaped = Vec::new();
     let result = match args.cmd {
-        Cmd::List => {
-            // The same listing as GET /runs, through the same persisted index.
-            let mut cache = view::ListCache::default();
-            let (items, r) = cache.list(&reg);
-            reaped = r;
-            let written = items.iter().try_for_each(|it| -> anyhow::Result<()> {
-                o.write_all(it.as_bytes())?;
-                o.write_all(b"\n")?;
-                Ok(())
-            });
-            let written = written.and_then(|_| Ok(o.flush()?));
-            if let Some(h) = cache.save_index(&reg) {
-                let _ = h.join();
+        Cmd::List { limit, cursor, status, repo, page } => {
+            match Query::parse(limit.as_deref(), cursor.as_deref(), status.as_deref(), repo.as_deref()) {
+                Err(m) => Err(ViewError::Bad(m)),
+                Ok(q) => {
+                    // The same listing as GET /runs, through the same persisted index.
+                    let cache = view::ListCache::default();
+                    let p = cache.page(&reg, &q);
+                    let written = if page {
+                        o.write_all(p.json().as_bytes()).and_then(|_| o.write_all(b"\n")).map_err(Into::into)
+                    } else {
+                        p.items.iter().try_for_each(|it| -> anyhow::Result<()> {
+                            o.write_all(it.as_bytes())?;
+                            o.write_all(b"\n")?;
+                            Ok(())
+                        })
+                    };
+                    let written = written.and_then(|_| Ok(o.flush()?));
+                    if let Some(h) = cache.save_index(&reg) {
+                        let _ = h.join();
+                    }
+                    Ok(written)
+                }
             }
-            Ok(written)
+        }
+        Cmd::Reap { dry_run } => {
+            let removed = reg.reap(dry_run).map_err(|e| anyhow::anyhow!("{}: {e}", reg.dir.display()))?;
+            Ok(removed.iter().try_for_each(|r| {
+                line(
+                    &mut o,
+                    &serde_json::json!({"runId": r.run_id, "runstateDir": r.runstate_dir, "removed": !dry_run}),
+                )
+            }))
         }
         Cmd::Watch { since, runs, statuses, repos, types, no_follow } => {
             let filter = runs::feed::Filter { runs, statuses, repos, types };
@@ -115,10 +155,8 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                 Err(runs::feed::FollowError::Io(e)) => Ok(Err(anyhow::Error::from(e).context("feed"))),
             }
         }
-        Cmd::Show { run_id } => view::find(&reg, &run_id, &mut reaped).map(|l| l.show()).map(|v| line(&mut o, &v)),
-        Cmd::Task { run_id, task } => {
-            view::find(&reg, &run_id, &mut reaped).and_then(|l| l.task(&task)).map(|v| line(&mut o, &v))
-        }
+        Cmd::Show { run_id } => view::find(&reg, &run_id).map(|l| l.show()).map(|v| line(&mut o, &v)),
+        Cmd::Task { run_id, task } => view::find(&reg, &run_id).and_then(|l| l.task(&task)).map(|v| line(&mut o, &v)),
         Cmd::Register { slug, repo_root, worktree, project, repo, branch, runstate_dir } => {
             let new = NewRun { slug, repo_root, worktree, project, repo, branch, runstate_dir };
             let created = runwire::time::format_ms(
@@ -136,9 +174,6 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
     };
-    for r in &reaped {
-        cli::report(BIN, view::reaped_message(r));
-    }
     match result {
         Ok(r) => {
             r?;
@@ -152,6 +187,10 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Err(ViewError::NotFound(m)) => {
             cli::report(BIN, m);
             Ok(Exit::Flagged)
+        }
+        Err(ViewError::Unreadable(m)) => {
+            cli::report(BIN, m);
+            Ok(Exit::Io)
         }
     }
 }

@@ -15,6 +15,7 @@
 //! | `item/started` of a tool item | `tool_call` |
 //! | `item/completed` of a tool item | `tool_result` (and `tool_call` if never started) |
 //! | `turn/completed` | `turn_end` (`interrupted` and `failed` are not ok; usage: this turn's share of the thread total) |
+//! | anything of a subagent's thread | as above with `parent` = the item that started the subagent; its turns yield nothing |
 //! | `error` | `error` (`agent_error`, not fatal: codex retries, and a turn that gives up ends with `turn/completed`) |
 //! | `warning`, `configWarning`, `guardianWarning`, `deprecationNotice` | `error` (`agent_warning`) |
 //! | server requests (approvals, `item/tool/call`, …) | skipped: the session answers them and logs a `runwire.request` line |
@@ -125,6 +126,10 @@ pub(crate) struct CodexApp {
     turn_base: Option<Usage>,
     /// The last `error` message, the fallback reason of a failed turn.
     last_error: Option<String>,
+    /// The session's own thread (the client's `thread/start` / `resume` /
+    /// `fork`), and subagents' threads with the item that started each.
+    main: Option<String>,
+    subs: Vec<(String, String)>,
 }
 
 fn usage_from(v: &Value) -> Option<Usage> {
@@ -178,7 +183,11 @@ impl CodexApp {
             return;
         }
         let p = v.get("params").unwrap_or(&Value::Null);
+        let parent = self.parent(p);
         match method {
+            // A subagent's own turns are part of the session's turn.
+            "turn/started" | "turn/completed" if parent.is_some() => {}
+            "thread/started" if self.main.is_some() => {}
             "thread/started" => self.thread(ctx, p.get("thread")),
             "turn/started" => {
                 self.last_error = None;
@@ -187,15 +196,22 @@ impl CodexApp {
                 ctx.emit(Data::TurnStart(TurnStart::default()));
             }
             "turn/completed" => self.turn_completed(ctx, p.get("turn").unwrap_or(&Value::Null)),
+            // A subagent's thread counts its own tokens (not added to the session's).
+            "thread/tokenUsage/updated" if parent.is_some() => {}
             "thread/tokenUsage/updated" => {
                 if let Some(u) = p.pointer("/tokenUsage/total").and_then(usage_from) {
                     self.total = Some(u);
                 }
             }
-            "item/agentMessage/delta" | "item/plan/delta" => self.delta(ctx, p, Channel::Text),
-            "item/reasoning/summaryTextDelta" | "item/reasoning/textDelta" => self.delta(ctx, p, Channel::Reasoning),
+            "item/agentMessage/delta" | "item/plan/delta" => self.delta(ctx, p, Channel::Text, parent),
+            "item/reasoning/summaryTextDelta" | "item/reasoning/textDelta" => {
+                self.delta(ctx, p, Channel::Reasoning, parent)
+            }
             "item/started" | "item/completed" => match p.get("item").filter(|i| i.is_object()) {
-                Some(item) => self.item(ctx, raw, method == "item/completed", item),
+                Some(item) => {
+                    self.note_subagent(item);
+                    self.item(ctx, raw, method == "item/completed", item, parent)
+                }
                 None => ctx.invalid(raw, "item notification without \"item\""),
             },
             "error" => {
@@ -222,6 +238,32 @@ impl CodexApp {
         if let Some(id) = thread.and_then(|t| t.str_at("id")).filter(|t| !t.is_empty()) {
             *ctx.session = Some(id.to_string());
             ctx.announce_session(Some(id));
+            self.main = Some(id.to_string());
+        }
+    }
+
+    /// The parent of what a notification of another thread shows: the item
+    /// that started that subagent (or the thread's id when none said so).
+    /// `None` for the session's own thread.
+    fn parent(&self, p: &Value) -> Option<String> {
+        let t = p.str_at("threadId")?;
+        if self.main.as_deref().map_or(true, |m| m == t) {
+            return None;
+        }
+        Some(self.subs.iter().find(|(th, _)| th == t).map_or_else(|| t.to_string(), |(_, item)| item.clone()))
+    }
+
+    /// Remembers the threads a subagent item starts.
+    fn note_subagent(&mut self, item: &Value) {
+        let id = item.str_at("id").unwrap_or("");
+        let mut threads: Vec<&str> = item.str_at("agentThreadId").into_iter().collect();
+        threads.extend(
+            item.get("receiverThreadIds").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str),
+        );
+        for t in threads {
+            if !self.subs.iter().any(|(th, _)| th == t) {
+                self.subs.push((t.to_string(), id.to_string()));
+            }
         }
     }
 
@@ -259,7 +301,7 @@ impl CodexApp {
         }));
     }
 
-    fn delta(&mut self, ctx: &mut Ctx, p: &Value, channel: Channel) {
+    fn delta(&mut self, ctx: &mut Ctx, p: &Value, channel: Channel, parent: Option<String>) {
         let id = p.str_at("itemId").unwrap_or("").to_string();
         let d = p.str_at("delta").unwrap_or("");
         if d.is_empty() {
@@ -269,10 +311,10 @@ impl CodexApp {
             Some((_, t)) => t.push(d),
             None => super::push_bounded(&mut self.texts, (id.clone(), super::Seen::of(d))),
         }
-        ctx.emit(Data::TokenDelta(TokenDelta { text: d.to_string(), channel, message: id, parent: None }));
+        ctx.emit(Data::TokenDelta(TokenDelta { text: d.to_string(), channel, message: id, parent }));
     }
 
-    fn item(&mut self, ctx: &mut Ctx, raw: &[u8], done: bool, item: &Value) {
+    fn item(&mut self, ctx: &mut Ctx, raw: &[u8], done: bool, item: &Value, parent: Option<String>) {
         let id = item.str_at("id").unwrap_or("").to_string();
         let ty = item.str_at("type").unwrap_or("");
         if SKIPPED_ITEMS.contains(&ty) {
@@ -289,7 +331,7 @@ impl CodexApp {
             let streamed = self.texts.iter().position(|(i, _)| *i == id).map(|p| self.texts.swap_remove(p).1);
             let rest = streamed.unwrap_or_default().unseen_suffix(&text);
             if !rest.is_empty() {
-                ctx.emit(Data::TokenDelta(TokenDelta { text: rest.to_string(), channel, message: id, parent: None }));
+                ctx.emit(Data::TokenDelta(TokenDelta { text: rest.to_string(), channel, message: id, parent }));
             }
             return;
         }
@@ -300,7 +342,7 @@ impl CodexApp {
         if !done {
             if !self.open_tools.contains(&id) {
                 super::push_bounded(&mut self.open_tools, id.clone());
-                ctx.emit(tool_call(id, name, args, None, None));
+                ctx.emit(tool_call(id, name, args, None, parent));
             }
             return;
         }
@@ -308,10 +350,10 @@ impl CodexApp {
             Some(p) => {
                 self.open_tools.swap_remove(p);
             }
-            None => ctx.emit(tool_call(id.clone(), name, args, None, None)),
+            None => ctx.emit(tool_call(id.clone(), name, args, None, parent.clone())),
         }
         let (out, is_error, code) = tool_outcome(ty, item);
-        ctx.emit(tool_result(id, &out, is_error, code, None));
+        ctx.emit(tool_result(id, &out, is_error, code, parent));
     }
 }
 

@@ -94,6 +94,8 @@ struct Tally {
     ino: u64,
     off: u64,
     partial: Vec<u8>,
+    /// Inside a line longer than the totals' bound: dropped up to its end.
+    skipping: bool,
     norm: Normalizer,
     totals: Totals,
 }
@@ -104,6 +106,7 @@ impl Tally {
             ino,
             off: 0,
             partial: Vec::new(),
+            skipping: false,
             norm: Normalizer::new(adapter, Options::default()),
             totals: Totals::default(),
         }
@@ -204,7 +207,7 @@ impl Extender {
         };
         let mut out = Vec::new();
         for id in &ids {
-            let Some(p) = self.reg.read_unchecked(id) else { continue };
+            let Some(p) = self.reg.read(id).ok() else { continue };
             if fresh {
                 // The first feed of this home starts from now: what the journals
                 // already hold is history, not news.
@@ -271,8 +274,10 @@ impl Extender {
         let (ino, size) = journal_stat(&files.journal());
         let known = self.state.runs.get(&p.run_id).copied();
         let mut track = known.unwrap_or(Track { ino, off: 0 });
-        let replaced = known.is_some_and(|t| t.ino != 0 && ino != 0 && t.ino != ino);
-        if replaced || size < track.off {
+        // Replaced (another inode) or rewritten from scratch (shorter than
+        // what was read): a new run under the same id, read from its start.
+        let replaced = known.is_some_and(|t| (t.ino != 0 && ino != 0 && t.ino != ino) || size < t.off);
+        if replaced {
             track = Track { ino, off: 0 };
         }
         track.ino = ino;
@@ -280,9 +285,9 @@ impl Extender {
         if !news && size == track.off {
             return;
         }
-        let bytes = if size > 0 { super::read_small(&files.journal()).unwrap_or_default() } else { Vec::new() };
-        let plan = super::read_small(&files.plan()).ok().and_then(|b| super::plan::Plan::parse(&b).ok());
-        let mut loaded = Loaded { pointer: p, files, journal: Journal::default(), plan };
+        // Read like every reader of a run (`super::safe`): inside the run's directory, regular files, bounded.
+        let _ = files;
+        let (mut loaded, bytes) = view::load_raw(p);
         let off = (track.off as usize).min(bytes.len());
         if news {
             let summary = self.summary(&loaded);
@@ -322,27 +327,52 @@ impl Extender {
             self.tallies.clear();
         }
         let tallies = &mut self.tallies;
-        let s = l.summary_string_with(|task, adapter| {
+        let dir = l.dir.as_ref().map(std::os::fd::AsFd::as_fd);
+        let s = l.summary_string_with(None, |task, adapter| {
             let path = l.files.log(task);
-            let meta = std::fs::metadata(&path).ok()?;
-            let t = tallies.entry(path.clone()).or_insert_with(|| Tally::new(adapter, meta.ino()));
-            if t.ino != meta.ino() || meta.len() < t.off {
-                *t = Tally::new(adapter, meta.ino());
+            let Some(dir) = dir else { return Ok(None) };
+            // Opened safely (inside the run's directory, a regular file, never blocking).
+            let (mut f, st) = match super::safe::open_beneath(dir, Path::new(&format!("{}.{task}.log", l.pointer.slug)))
+            {
+                Ok(x) => x,
+                Err(e) if e.absent => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+            let (ino, len) = (st.st_ino as u64, st.st_size.max(0) as u64);
+            let t = tallies.entry(path.clone()).or_insert_with(|| Tally::new(adapter, ino));
+            if t.ino != ino || len < t.off {
+                *t = Tally::new(adapter, ino);
             }
-            if meta.len() > t.off {
-                if let Ok(bytes) = read_from(&path, t.off) {
-                    t.off += bytes.len() as u64;
+            if len > t.off && f.seek(SeekFrom::Start(t.off)).is_ok() {
+                // In chunks, with lines over the totals' bound skipped: bounded memory whatever the log.
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n) = f.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    t.off += n as u64;
                     let mut start = 0;
-                    for i in memchr::memchr_iter(b'\n', &bytes) {
+                    for i in memchr::memchr_iter(b'\n', &buf[..n]) {
                         let mut line = std::mem::take(&mut t.partial);
-                        line.extend_from_slice(&bytes[start..i]);
-                        t.line(line.strip_suffix(b"\r").unwrap_or(&line));
+                        if !t.skipping && line.len() + (i - start) <= super::safe::MAX_TOTALS_LINE {
+                            line.extend_from_slice(&buf[start..i]);
+                            t.line(line.strip_suffix(b"\r").unwrap_or(&line));
+                        }
+                        line.clear();
+                        t.partial = line;
+                        t.skipping = false;
                         start = i + 1;
                     }
-                    t.partial.extend_from_slice(&bytes[start..]);
+                    if !t.skipping && t.partial.len() + (n - start) <= super::safe::MAX_TOTALS_LINE {
+                        t.partial.extend_from_slice(&buf[start..n]);
+                    } else {
+                        t.partial = Vec::new();
+                        t.skipping = true;
+                    }
                 }
             }
-            Some(t.totals.clone())
+            Ok(Some(t.totals.clone()))
         });
         match serde_json::from_str(&s) {
             Ok(Value::Object(m)) => m,
@@ -719,7 +749,7 @@ impl Watcher {
 
     /// Follows one run's journal (its pointer read now).
     fn track(&mut self, id: &str) {
-        let Some(p) = self.reg.read_unchecked(id) else { return };
+        let Some(p) = self.reg.read(id).ok() else { return };
         let dir = PathBuf::from(&p.runstate_dir);
         self.journals.entry((dir.clone(), format!("{}.jsonl", p.slug))).or_default().insert(id.to_string());
         self.watch_dir(&dir);

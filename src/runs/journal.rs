@@ -22,6 +22,13 @@ pub const TASK_STATES: [&str; 7] = ["leased", "implemented", "gated", "reviewed"
 /// Run-level record kinds.
 pub const RUN_EVENTS: [&str; 6] = ["started", "paused", "resumed", "steer-queued", "finished", "aborted"];
 
+/// Input record kinds: a task waits for a person, or no longer does.
+pub const INPUT_EVENTS: [&str; 2] = ["requested", "answered"];
+/// What an input request asks for.
+pub const INPUT_KINDS: [&str; 3] = ["tool_approval", "question", "plan_approval"];
+/// How an input request was closed.
+pub const INPUT_DECISIONS: [&str; 5] = ["allow", "deny", "answer", "cancelled", "expired"];
+
 /// States after which a task does nothing more.
 pub fn is_terminal(state: &str) -> bool {
     matches!(state, "committed" | "halted" | "failed")
@@ -49,6 +56,27 @@ pub struct Record {
     pub rc: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub detail: Option<String>,
+    /// Input records: `requested` or `answered`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub input: Option<String>,
+    /// Input records: the request's id.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub request: Option<String>,
+    /// `requested`: `tool_approval`, `question` or `plan_approval`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kind: Option<String>,
+    /// `requested`: the tool asking for approval.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool: Option<String>,
+    /// `requested`: RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub expires_at: Option<String>,
+    /// `answered`: `allow`, `deny`, `answer`, `cancelled` or `expired`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub decision: Option<String>,
+    /// `answered`: who answered.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
 }
 
 impl Record {
@@ -61,7 +89,7 @@ impl Record {
             state: Some(state.into()),
             run: None,
             rc,
-            detail: None,
+            ..Record::empty(actor)
         }
     }
 
@@ -73,14 +101,59 @@ impl Record {
             task: None,
             state: None,
             run: Some(what.into()),
+            ..Record::empty(actor)
+        }
+    }
+
+    fn empty(actor: &str) -> Record {
+        Record {
+            v: VERSION.into(),
+            ts: crate::time::format_ms(now_ms()),
+            actor: actor.into(),
+            task: None,
+            state: None,
+            run: None,
             rc: None,
             detail: None,
+            input: None,
+            request: None,
+            kind: None,
+            tool: None,
+            expires_at: None,
+            decision: None,
+            by: None,
+        }
+    }
+
+    /// An input record: task `task` waits for a person (`requested`, with
+    /// the request's `kind`) or no longer does (`answered`, with `decision`).
+    pub fn input(actor: &str, task: &str, input: &str, request: &str, kind_or_decision: &str) -> Record {
+        let (kind, decision) = match input {
+            "requested" => (Some(kind_or_decision.into()), None),
+            _ => (None, Some(kind_or_decision.into())),
+        };
+        Record {
+            task: Some(task.into()),
+            input: Some(input.into()),
+            request: Some(request.into()),
+            kind,
+            decision,
+            ..Record::empty(actor)
         }
     }
 
     /// Checks the record against the contract (version, enums, exactly one of task/run).
     pub fn validate(&self) -> Result<(), String> {
-        check_record(&self.v, self.task.as_deref(), self.state.as_deref(), self.run.as_deref())
+        check_record(&Fields {
+            v: &self.v,
+            task: self.task.as_deref(),
+            state: self.state.as_deref(),
+            run: self.run.as_deref(),
+            input: self.input.as_deref(),
+            request: self.request.as_deref(),
+            kind: self.kind.as_deref(),
+            decision: self.decision.as_deref(),
+        })
     }
 }
 
@@ -108,6 +181,20 @@ struct RecordRef<'a> {
     rc: Option<i64>,
     #[serde(borrow, default)]
     detail: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    input: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    request: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    tool: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    expires_at: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    decision: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    by: Option<Str<'a>>,
 }
 
 /// A JSON string borrowed from the input unless it has escapes. (A plain
@@ -139,7 +226,16 @@ fn opt<'a>(s: &'a Option<Str>) -> Option<&'a str> {
 
 impl RecordRef<'_> {
     fn validate(&self) -> Result<(), String> {
-        check_record(&self.v.0, opt(&self.task), opt(&self.state), opt(&self.run))
+        check_record(&Fields {
+            v: &self.v.0,
+            task: opt(&self.task),
+            state: opt(&self.state),
+            run: opt(&self.run),
+            input: opt(&self.input),
+            request: opt(&self.request),
+            kind: opt(&self.kind),
+            decision: opt(&self.decision),
+        })
     }
 
     fn to_owned(&self) -> Record {
@@ -153,49 +249,129 @@ impl RecordRef<'_> {
             run: s(&self.run),
             rc: self.rc,
             detail: s(&self.detail),
+            input: s(&self.input),
+            request: s(&self.request),
+            kind: s(&self.kind),
+            tool: s(&self.tool),
+            expires_at: s(&self.expires_at),
+            decision: s(&self.decision),
+            by: s(&self.by),
         }
     }
 }
 
-/// The contract's checks, shared by [`Record`] and [`RecordRef`].
-fn check_record(v: &str, task: Option<&str>, state: Option<&str>, run: Option<&str>) -> Result<(), String> {
-    if v != VERSION {
-        return Err(format!("v is {v:?}, expected {VERSION:?}"));
+/// The fields the contract constrains.
+struct Fields<'a> {
+    v: &'a str,
+    task: Option<&'a str>,
+    state: Option<&'a str>,
+    run: Option<&'a str>,
+    input: Option<&'a str>,
+    request: Option<&'a str>,
+    kind: Option<&'a str>,
+    decision: Option<&'a str>,
+}
+
+/// The contract's checks, shared by [`Record`] and [`RecordRef`]: a record
+/// is a task record (task, state), a run record (run) or an input record
+/// (task, input, request, and kind or decision).
+fn check_record(f: &Fields) -> Result<(), String> {
+    if f.v != VERSION {
+        return Err(format!("v is {:?}, expected {VERSION:?}", f.v));
     }
-    match (task, state, run) {
-        (Some(t), Some(s), None) => {
+    match (f.task, f.state, f.run, f.input) {
+        (Some(t), Some(s), None, None) => {
             super::check_id("task", t)?;
             if !TASK_STATES.contains(&s) {
                 return Err(format!("unknown task state {s:?}"));
             }
         }
-        (None, None, Some(r)) => {
+        (None, None, Some(r), None) => {
             if !RUN_EVENTS.contains(&r) {
                 return Err(format!("unknown run event {r:?}"));
             }
         }
-        _ => return Err("a record is either a task record (task, state) or a run record (run)".into()),
+        (Some(t), None, None, Some(i)) => {
+            super::check_id("task", t)?;
+            if f.request.is_none() || f.request == Some("") {
+                return Err("an input record needs a request id".into());
+            }
+            match i {
+                "requested" if f.kind.is_some_and(|k| INPUT_KINDS.contains(&k)) => {}
+                "requested" => return Err(format!("input requested: kind {:?} is not one of {INPUT_KINDS:?}", f.kind)),
+                "answered" if f.decision.is_some_and(|d| INPUT_DECISIONS.contains(&d)) => {}
+                "answered" => {
+                    return Err(format!("input answered: decision {:?} is not one of {INPUT_DECISIONS:?}", f.decision))
+                }
+                _ => return Err(format!("unknown input event {i:?}")),
+            }
+        }
+        _ => {
+            return Err(
+                "a record is a task record (task, state), a run record (run) or an input record (task, input)".into()
+            )
+        }
     }
     Ok(())
 }
 
 /// Appends one record (a [`Record`], or an interactive session's input
 /// record) as one `write` of one line (O_APPEND: concurrent appenders never
-/// interleave within a line).
+/// interleave within a line). Every journal writer (the
+/// supervisor, `runwire-serve`, `runs`, the session layer) goes through
+/// here.
 pub fn append(path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-    f.write_all(&line)
+    let line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+    append_line(path, &line)
+}
+
+/// Appends `line` and a newline to a JSON-lines file in one `write`. When
+/// the file does not end with a newline (a writer killed mid-write, or a
+/// full disk, left a torn last line), a newline goes first, so the torn
+/// line stays the only casualty and this record is a line of its own
+/// (readers skip the torn one). Two appenders that both see the torn end
+/// leave an empty line, which readers skip too.
+pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+    let len = f.metadata()?.len();
+    let mut last = [b'\n'];
+    if len > 0 {
+        f.read_exact_at(&mut last, len - 1)?;
+    }
+    let mut out = Vec::with_capacity(line.len() + 2);
+    if last[0] != b'\n' {
+        out.push(b'\n');
+    }
+    out.extend_from_slice(line);
+    out.push(b'\n');
+    (&f).write_all(&out)
+}
+
+/// An input request still waiting for its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenRequest {
+    pub task: String,
+    pub request: String,
+    pub kind: String,
+    pub tool: Option<String>,
+    pub detail: Option<String>,
+    pub expires_at: Option<String>,
+    /// When it was asked.
+    pub ts: String,
 }
 
 /// What a journal says, folded.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Journal {
-    /// The last record of each task.
+    /// The last task state record of each task (input records are not
+    /// task states).
     pub tasks: BTreeMap<String, Record>,
     /// The last run-level record.
     pub last_run: Option<Record>,
+    /// Input requests `requested` and not (yet) `answered`, in the order
+    /// they were asked.
+    pub open: Vec<OpenRequest>,
     /// Lines that did not parse (a truncated last line, junk).
     pub skipped: usize,
     pub records: usize,
@@ -223,16 +399,42 @@ impl Journal {
                 _ => j.skipped += 1,
             }
         }
+        // Open requests by (task, request id), folded in journal order.
+        let mut open: Vec<(&str, &str, usize)> = Vec::new();
         for (i, r) in recs.iter().enumerate() {
-            match opt(&r.task) {
-                Some(t) => {
+            match (opt(&r.task), opt(&r.input)) {
+                (Some(t), Some("requested")) => {
+                    let id = opt(&r.request).unwrap_or("");
+                    open.retain(|(ot, oid, _)| !(*ot == t && *oid == id));
+                    open.push((t, id, i));
+                }
+                (Some(t), Some(_)) => {
+                    let id = opt(&r.request).unwrap_or("");
+                    open.retain(|(ot, oid, _)| !(*ot == t && *oid == id));
+                }
+                (Some(t), None) => {
                     last.insert(t, i);
                 }
-                None => last_run = Some(i),
+                (None, _) => last_run = Some(i),
             }
         }
         j.tasks = last.into_iter().map(|(t, i)| (t.to_string(), recs[i].to_owned())).collect();
         j.last_run = last_run.map(|i| recs[i].to_owned());
+        j.open = open
+            .into_iter()
+            .map(|(t, id, i)| {
+                let r = &recs[i];
+                OpenRequest {
+                    task: t.to_string(),
+                    request: id.to_string(),
+                    kind: opt(&r.kind).unwrap_or_default().to_string(),
+                    tool: opt(&r.tool).map(str::to_string),
+                    detail: opt(&r.detail).map(str::to_string),
+                    expires_at: opt(&r.expires_at).map(str::to_string),
+                    ts: r.ts.0.to_string(),
+                }
+            })
+            .collect();
         j
     }
 
@@ -241,18 +443,27 @@ impl Journal {
         Ok(Journal::read_opt(path)?.unwrap_or_default())
     }
 
-    /// Reads a journal; `None` when the file does not exist.
+    /// Reads a journal; `None` when the file does not exist. Through the
+    /// safe reader: a regular file inside its directory, size-bounded.
     pub fn read_opt(path: &Path) -> std::io::Result<Option<Journal>> {
-        match super::read_small(path) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        match super::safe::read_in(dir, name, super::safe::MAX_JOURNAL) {
             Ok(b) => Ok(Some(Journal::parse(&b))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
+            Err(e) if e.absent => Ok(None),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
         }
     }
 
     /// The task's last state.
     pub fn state(&self, task: &str) -> Option<&str> {
         self.tasks.get(task).and_then(|r| r.state.as_deref())
+    }
+
+    /// Whether `task` waits for a person: its last state is not terminal
+    /// and it has an open input request.
+    pub fn needs_input(&self, task: &str) -> bool {
+        !self.state(task).is_some_and(is_terminal) && self.open.iter().any(|o| o.task == task)
     }
 }
 
@@ -279,6 +490,60 @@ mod tests {
         assert_eq!((j.records, j.skipped), (4, 1));
         assert_eq!(Journal::read(&dir.join("none.jsonl")).unwrap(), Journal::default());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_append_after_a_torn_line_loses_no_record() {
+        let dir = std::env::temp_dir().join(format!("runwire-journal-torn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.jsonl");
+        let _ = std::fs::remove_file(&p);
+        append(&p, &Record::task("runner", "a", "leased", None)).unwrap();
+        // kill -9 (or a full disk) mid-write: a torn last line, no newline.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(br#"{"v":"runstate/v1","ts":"2026-01-01T00:0"#).unwrap();
+        drop(f);
+        // The restart's records: each survives as a line of its own.
+        append(&p, &Record::task("runner", "a", "committed", Some(0))).unwrap();
+        append(&p, &Record::input("session", "b", "requested", "r1", "question")).unwrap();
+        let j = Journal::read(&p).unwrap();
+        assert_eq!(j.state("a"), Some("committed"));
+        assert_eq!(j.open.len(), 1);
+        assert_eq!((j.records, j.skipped), (3, 1));
+        // An empty file and a file ending in a newline get no extra line.
+        let q = dir.join("t.jsonl");
+        let _ = std::fs::remove_file(&q);
+        append(&q, &Record::run("u", "paused")).unwrap();
+        append(&q, &Record::run("u", "resumed")).unwrap();
+        let text = std::fs::read_to_string(&q).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        assert!(!text.starts_with('\n') && !text.contains("\n\n"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn input_records_are_checked_and_fold_into_open_requests() {
+        let r = Record::input("s", "a", "requested", "r1", "tool_approval");
+        assert!(r.validate().is_ok());
+        assert!(Record::input("s", "a", "requested", "r1", "bogus").validate().is_err());
+        assert!(Record::input("s", "a", "answered", "r1", "maybe").validate().is_err());
+        assert!(Record::input("s", "a", "answered", "", "allow").validate().is_err());
+        let mut both = Record::input("s", "a", "answered", "r1", "allow");
+        both.state = Some("leased".into());
+        assert!(both.validate().is_err(), "an input record is not a task state record too");
+        let lines: Vec<String> = [
+            Record::task("r", "a", "leased", None),
+            Record::input("s", "a", "requested", "r1", "question"),
+            Record::input("s", "a", "requested", "r2", "plan_approval"),
+            Record::input("s", "a", "answered", "r1", "answer"),
+        ]
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+        let j = Journal::parse(lines.join("\n").as_bytes());
+        assert_eq!(j.state("a"), Some("leased"));
+        assert_eq!(j.open.iter().map(|o| o.request.as_str()).collect::<Vec<_>>(), ["r2"]);
+        assert!(j.needs_input("a"));
     }
 
     #[test]

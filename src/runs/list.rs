@@ -1,10 +1,22 @@
-//! Listing every registered run (`runs list`, `GET /runs`) fast.
+//! Listing registered runs (`runs list`, `GET /runs`): pages sorted by most
+//! recent activity, filtered by status and repository, fast.
 //!
-//! A listing reads three small files per run (pointer, journal, plan), so
-//! over thousands of runs it is bound by syscalls: every file is opened
-//! relative to its directory's descriptor (no path walk), read once into a
-//! reused buffer, and files a directory listing says are absent are never
-//! probed (each runstate directory is listed once per listing).
+//! A listing is syscall-bound, so it does only what the answer needs, in
+//! two passes over the runs:
+//!
+//! 1. the head of every run: its pointer (`stat`, and a read unless the
+//!    cache holds it unchanged) and, when a page is cut before the runs are
+//!    read, its journal's `stat`: enough to filter by repository and sort
+//!    by activity;
+//! 2. the summary (journal, plan and task logs read) of only the runs the
+//!    answer shows, or of every candidate when a status filter or a full
+//!    listing needs them all.
+//!
+//! Every file is opened relative to its directory's descriptor through
+//! [`super::safe`] (regular files inside the run's directory only, never
+//! blocking, size-bounded); a run whose files cannot be read is listed as
+//! `unreadable` with the reason, one whose runstate directory is gone as
+//! `missing`, and nothing is ever deleted.
 //!
 //! [`ListCache`] keeps each run's summary with the identity of every file it
 //! was computed from (device, inode, size, mtime and ctime in ns): the
@@ -14,25 +26,31 @@
 //! only speed. A file changed within [`RACY`] of its stamp is not trusted
 //! (a second write in the same timestamp tick could keep size and times), as
 //! git does for its index: such a run is read again on every listing.
+//!
+//! The cache's lock is held only to take a snapshot and to merge what a
+//! listing learnt: no listing ever waits on another's reads.
 
 use super::journal::Journal;
 use super::plan::Plan;
-use super::registry::{Pointer, Reaped, Registry};
-use super::view::Loaded;
+use super::registry::{parse_pointer, Pointer, Registry};
+use super::safe;
+use super::view::{self, Loaded, Problem, STATUSES};
 use super::{FastHash, RunFiles};
-use nix::fcntl::{AtFlags, OFlag};
-use nix::sys::stat::{FileStat, Mode};
+use nix::fcntl::AtFlags;
+use nix::sys::stat::FileStat;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// How recent a change must be for its stamp not to be trusted: covers the
 /// coarse kernel clock behind file times and filesystems with 1 or 2 s times.
 pub const RACY_NS: i64 = 2_000_000_000;
 /// [`RACY_NS`], for the docs.
 pub const RACY: std::time::Duration = std::time::Duration::from_nanos(RACY_NS as u64);
+/// Most runs one page may ask for.
+pub const MAX_LIMIT: usize = 10_000;
 
 /// What identifies a file's content without reading it. Journals and logs
 /// only grow and the other files are replaced by rename (a new inode); ctime
@@ -72,80 +90,170 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-fn open_dir(path: &Path) -> Option<OwnedFd> {
-    let fd = nix::fcntl::open(path, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
-    // SAFETY: `open` just returned this descriptor and nothing else owns it.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+fn stat_at(dir: &OwnedFd, name: &str) -> nix::Result<Stamp> {
+    nix::sys::stat::fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW).map(|s| Stamp::of(&s))
 }
 
-/// A directory opened once per listing: its descriptor and its file names.
+/// What one listing asks for (`GET /runs?…`, `runs list …`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Query {
+    /// At most this many runs (`None`: all).
+    pub limit: Option<usize>,
+    /// Only runs after this one in the listing's order.
+    pub cursor: Option<Cursor>,
+    /// Only runs with one of these statuses (from [`STATUSES`]).
+    pub statuses: Option<Vec<&'static str>>,
+    /// Only runs whose `repo` or `repoRoot` is exactly this.
+    pub repo: Option<String>,
+}
+
+/// A place in the listing's order (activity, newest first, then run id):
+/// the last run of a page. Written `<activity ns>-<runId>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub activity_ns: i64,
+    pub run_id: String,
+}
+
+impl Cursor {
+    pub fn parse(s: &str) -> Result<Cursor, String> {
+        let bad = || format!("cursor {s:?} is not one this listing gave (ACTIVITY-RUNID)");
+        let (ns, id) = s.split_once('-').ok_or_else(bad)?;
+        let activity_ns = ns.parse::<i64>().map_err(|_| bad())?;
+        if !super::valid_id(id) {
+            return Err(bad());
+        }
+        Ok(Cursor { activity_ns, run_id: id.to_string() })
+    }
+
+    /// Whether a run sorts after this cursor.
+    fn before(&self, activity_ns: i64, run_id: &str) -> bool {
+        activity_ns < self.activity_ns || (activity_ns == self.activity_ns && run_id > self.run_id.as_str())
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}-{}", self.activity_ns, self.run_id)
+    }
+}
+
+impl Query {
+    /// Parses `limit`, `cursor`, `status` (comma-separated) and `repo`
+    /// values (already percent-decoded).
+    pub fn parse(
+        limit: Option<&str>,
+        cursor: Option<&str>,
+        status: Option<&str>,
+        repo: Option<&str>,
+    ) -> Result<Query, String> {
+        let limit = match limit {
+            None => None,
+            Some(l) => match l.parse::<usize>() {
+                Ok(n) if (1..=MAX_LIMIT).contains(&n) => Some(n),
+                _ => return Err(format!("limit {l:?}: expected 1 to {MAX_LIMIT}")),
+            },
+        };
+        let cursor = cursor.map(Cursor::parse).transpose()?;
+        let statuses = match status {
+            None => None,
+            Some(s) => Some(
+                s.split(',')
+                    .map(|one| {
+                        STATUSES
+                            .iter()
+                            .copied()
+                            .find(|k| *k == one)
+                            .ok_or_else(|| format!("status {one:?} is not one of {}", STATUSES.join(", ")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        if repo.is_some_and(|r| r.is_empty()) {
+            return Err("repo: expected a repository name or root".into());
+        }
+        Ok(Query { limit, cursor, statuses, repo: repo.map(str::to_string) })
+    }
+}
+
+/// One page of the listing.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// Each run's summary (JSON text), in the listing's order.
+    pub items: Vec<String>,
+    /// How many runs match the filters (all pages).
+    pub total: usize,
+    /// The cursor of the next page, when there are more.
+    pub next: Option<Cursor>,
+}
+
+impl Page {
+    /// `{"runs":[...],"total":N,"next":"CURSOR"|null}`, as `GET /runs` answers.
+    pub fn json(&self) -> String {
+        let mut body = String::with_capacity(self.items.iter().map(|s| s.len() + 1).sum::<usize>() + 64);
+        body.push_str("{\"runs\":[");
+        for (i, s) in self.items.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(s);
+        }
+        body.push_str("],\"total\":");
+        body.push_str(&self.total.to_string());
+        body.push_str(",\"next\":");
+        match &self.next {
+            Some(c) => body.push_str(&serde_json::to_string(&c.to_string()).unwrap_or_default()),
+            None => body.push_str("null"),
+        }
+        body.push('}');
+        body
+    }
+}
+
+/// A directory opened once per listing: its descriptor and, when asked
+/// for, its file names (so absent task logs are never probed).
 struct Dir {
+    path: String,
     fd: OwnedFd,
-    names: HashSet<OsString, FastHash>,
+    names: Option<HashSet<OsString, FastHash>>,
 }
 
 impl Dir {
-    fn open(path: &Path) -> Option<Dir> {
-        let fd = open_dir(path)?;
-        let names = std::fs::read_dir(path).ok()?.flatten().map(|e| e.file_name()).collect();
-        Some(Dir { fd, names })
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.names.contains(std::ffi::OsStr::new(name))
+    fn has(&mut self, name: &str) -> bool {
+        let path = &self.path;
+        let names = self.names.get_or_insert_with(|| {
+            std::fs::read_dir(path).map(|rd| rd.flatten().map(|e| e.file_name()).collect()).unwrap_or_default()
+        });
+        names.contains(std::ffi::OsStr::new(name))
     }
 
     /// The stamp of `name`, `None` when absent.
-    fn stamp(&self, name: &str) -> Option<Stamp> {
+    fn stamp(&mut self, name: &str) -> Option<Stamp> {
         if !self.has(name) {
             return None;
         }
-        nix::sys::stat::fstatat(Some(self.fd.as_raw_fd()), name, AtFlags::empty()).ok().map(|s| Stamp::of(&s))
+        stat_at(&self.fd, name).ok()
     }
 }
 
-/// Opens `name` under `dir` and reads it whole into `buf`, with its stamp
-/// taken before the read (so a write after it shows as a change).
-///
-/// `noatime`: open with `O_NOATIME` (a listing is no use of the file, and
-/// the first read of a fresh file would otherwise dirty its inode: about a
-/// tenth of a first listing's time); cleared for good on `EPERM` (files of
-/// another user).
-fn read_at(dir: &OwnedFd, name: &str, buf: &mut Vec<u8>, noatime: &mut bool) -> Option<(usize, Stamp)> {
-    let open = |extra: OFlag| {
-        nix::fcntl::openat(Some(dir.as_raw_fd()), name, OFlag::O_RDONLY | OFlag::O_CLOEXEC | extra, Mode::empty())
-    };
-    let fd = match *noatime {
-        true => match open(OFlag::O_NOATIME) {
-            Err(nix::errno::Errno::EPERM) => {
-                *noatime = false;
-                open(OFlag::empty())
-            }
-            r => r,
-        },
-        false => open(OFlag::empty()),
-    }
-    .ok()?;
-    // SAFETY: `openat` just returned this descriptor and nothing else owns it.
-    let mut f = unsafe { File::from_raw_fd(fd) };
-    let st = Stamp::of(&nix::sys::stat::fstat(f.as_raw_fd()).ok()?);
-    if buf.len() < 64 * 1024 {
-        buf.resize(64 * 1024, 0);
-    }
-    let len = super::read_whole(&mut f, buf).ok()?;
-    Some((len, st))
+enum DirState {
+    Open(Dir),
+    Missing,
+    Unreadable(String),
 }
 
 /// One cached summary and what it was computed from.
 #[derive(Clone)]
 struct Cached {
-    /// The pointer file's stamp; the pointer names the runstate directory.
-    pointer: Stamp,
-    runstate_dir: String,
+    /// The pointer file's stamp and what it says.
+    pointer_stamp: Stamp,
+    pointer: Arc<Pointer>,
     /// File names in the runstate directory and their stamps when computed:
     /// journal, plan, then each task log counted for cost and tokens.
     inputs: Vec<(String, Option<Stamp>)>,
-    summary: String,
+    activity_ns: i64,
+    status: &'static str,
+    summary: Arc<str>,
 }
 
 /// Cached summaries by run id.
@@ -159,252 +267,410 @@ fn cat(parts: &[&str]) -> String {
     s
 }
 
-/// Summaries kept between listings by a long-lived reader (the server);
-/// `runs list` uses an empty one, so both list through the same code.
 #[derive(Default)]
-pub struct ListCache {
-    runs: Runs,
+struct State {
+    runs: Arc<Runs>,
     /// The persisted index was read (once, on first use).
     index_loaded: bool,
     /// Entries changed since the index was read or written.
     dirty: bool,
 }
 
+/// Summaries kept between listings by a long-lived reader (the server);
+/// `runs list` uses an empty one, so both list through the same code.
+#[derive(Default)]
+pub struct ListCache {
+    state: Mutex<State>,
+}
+
+/// The directory at `path`, opened once per worker.
+fn dir_in<'d>(dirs: &'d mut HashMap<String, DirState, FastHash>, path: &str) -> &'d mut DirState {
+    // Looked up before inserting: most calls find it, and need no owned key.
+    if !dirs.contains_key(path) {
+        let st = match safe::open_dir(Path::new(path)) {
+            Ok(fd) => DirState::Open(Dir { path: path.to_string(), fd, names: None }),
+            Err(nix::errno::Errno::ENOENT) => DirState::Missing,
+            Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
+        };
+        dirs.insert(path.to_string(), st);
+    }
+    dirs.get_mut(path).expect("inserted above")
+}
+
+/// Pass 1: what is known of a run before its files are read.
+struct Head {
+    id: String,
+    /// The pointer, or why it cannot be read.
+    pointer: Result<Arc<Pointer>, String>,
+    pointer_stamp: Option<Stamp>,
+    /// The newest mtime of the pointer and (when looked at) the journal.
+    activity_ns: i64,
+}
+
+/// Pass 2: a run's summary.
+struct Full {
+    summary: Arc<str>,
+    status: &'static str,
+    activity_ns: i64,
+    /// What to keep in the cache: `Some(Some)` a fresh keepable entry,
+    /// `Some(None)` drop any, `None` the cached one still holds.
+    keep: Option<Option<Cached>>,
+}
+
 /// Per-thread state of one listing.
 struct Worker<'a> {
-    reg: &'a Registry,
     reg_dir: Option<&'a OwnedFd>,
-    dirs: HashMap<String, Option<Dir>, FastHash>,
+    dirs: HashMap<String, DirState, FastHash>,
     buf: Vec<u8>,
-    /// Whether `O_NOATIME` is still worth trying (see [`read_at`]).
-    noatime: bool,
     now_ns: i64,
 }
 
-enum Outcome {
-    /// The cached summary still holds.
-    Same,
-    /// A fresh summary; `Some` when it may be kept.
-    Fresh(String, Option<Cached>),
-    /// The pointer was reaped (its runstate directory is gone) or unreadable.
-    Gone(Option<Reaped>),
-}
+impl<'a> Worker<'a> {
+    fn new(reg_dir: Option<&'a OwnedFd>, now_ns: i64) -> Worker<'a> {
+        Worker { reg_dir, dirs: HashMap::default(), buf: Vec::new(), now_ns }
+    }
 
-impl Worker<'_> {
-    fn dir(&mut self, path: &str) -> Option<&Dir> {
-        // Looked up before inserting: most calls find it, and need no owned key.
-        if !self.dirs.contains_key(path) {
-            self.dirs.insert(path.to_string(), Dir::open(Path::new(path)));
+    fn dir(&mut self, path: &str) -> &mut DirState {
+        dir_in(&mut self.dirs, path)
+    }
+
+    /// Pass 1 for one run; `None` when its pointer is gone.
+    fn head(&mut self, id: &str, cached: Option<&Cached>, stat_journal: bool) -> Option<Head> {
+        let name = cat(&[id, ".json"]);
+        let reg_dir = self.reg_dir?;
+        let pointer_stamp = match stat_at(reg_dir, &name) {
+            Ok(s) => Some(s),
+            Err(nix::errno::Errno::ENOENT) => return None,
+            Err(_) => None,
+        };
+        let pointer = match cached.filter(|c| Some(c.pointer_stamp) == pointer_stamp) {
+            Some(c) => Ok(c.pointer.clone()),
+            None => {
+                let mut buf = std::mem::take(&mut self.buf);
+                let read = safe::open_beneath(reg_dir.as_fd(), Path::new(&name))
+                    .and_then(|(mut f, st)| safe::read_capped(&mut f, &st, &mut buf, safe::MAX_POINTER, &name));
+                let p = match read {
+                    Ok(n) => parse_pointer(&buf[..n], id).map(Arc::new).map_err(|why| format!("{name}: {why}")),
+                    Err(e) if e.absent => {
+                        self.buf = buf;
+                        return None;
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                self.buf = buf;
+                p
+            }
+        };
+        let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
+        if let (true, Ok(p)) = (stat_journal, &pointer) {
+            if let DirState::Open(d) = self.dir(&p.runstate_dir) {
+                if let Ok(s) = stat_at(&d.fd, &cat(&[&p.slug, ".jsonl"])) {
+                    activity_ns = activity_ns.max(s.mtime_ns);
+                }
+            }
         }
-        self.dirs.get(path).and_then(Option::as_ref)
+        Some(Head { id: id.to_string(), pointer, pointer_stamp, activity_ns: activity_ns.max(0) })
     }
 
-    fn pointer_stamp(&self, id: &str) -> Option<Stamp> {
-        let fd = self.reg_dir?;
-        nix::sys::stat::fstatat(Some(fd.as_raw_fd()), cat(&[id, ".json"]).as_str(), AtFlags::empty())
-            .ok()
-            .map(|s| Stamp::of(&s))
-    }
-
-    fn still_valid(&mut self, id: &str, c: &Cached) -> bool {
-        if self.pointer_stamp(id) != Some(c.pointer) {
+    fn still_valid(&mut self, head: &Head, c: &Cached) -> bool {
+        if head.pointer_stamp != Some(c.pointer_stamp) {
             return false;
         }
-        let Some(dir) = self.dir(&c.runstate_dir) else { return false };
+        let DirState::Open(dir) = self.dir(&c.pointer.runstate_dir) else { return false };
         c.inputs.iter().all(|(name, st)| dir.stamp(name) == *st)
     }
 
-    fn run(&mut self, id: &str, cached: Option<&Cached>) -> Outcome {
+    /// Pass 2 for one run.
+    fn full(&mut self, head: &Head, cached: Option<&Cached>) -> Full {
         if let Some(c) = cached {
-            if self.still_valid(id, c) {
-                return Outcome::Same;
+            if self.still_valid(head, c) {
+                return Full { summary: c.summary.clone(), status: c.status, activity_ns: c.activity_ns, keep: None };
             }
         }
-        self.fresh(id)
-    }
-
-    fn fresh(&mut self, id: &str) -> Outcome {
+        let p = match &head.pointer {
+            Ok(p) => p.clone(),
+            Err(why) => {
+                let l = view::unreadable_pointer(&head.id, why.clone());
+                return unkept(&l, head.activity_ns);
+            }
+        };
+        let mut l = Loaded {
+            pointer: (*p).clone(),
+            pointer_ok: true,
+            files: RunFiles::new(&p.runstate_dir, &p.slug),
+            journal: Journal::default(),
+            plan: None,
+            problem: None,
+            dir: None,
+        };
+        let now_ns = self.now_ns;
         let mut buf = std::mem::take(&mut self.buf);
-        let read = match self.reg_dir {
-            Some(fd) => read_at(fd, &cat(&[id, ".json"]), &mut buf, &mut self.noatime),
-            None => None,
-        };
-        let parsed = read.and_then(|(n, st)| {
-            serde_json::from_slice::<Pointer>(&buf[..n]).ok().filter(|p| p.run_id == id).map(|p| (p, st))
-        });
-        let Some((pointer, pointer_stamp)) = parsed else {
-            self.buf = buf;
-            return Outcome::Gone(None);
-        };
-        let rs_dir = pointer.runstate_dir.clone();
-        let files = RunFiles::new(&rs_dir, &pointer.slug);
-        let (journal_name, plan_name) = (cat(&[&pointer.slug, ".jsonl"]), cat(&[&pointer.slug, ".plan.json"]));
-        let mut inputs = Vec::with_capacity(4);
-        let mut noatime = self.noatime;
-        let (journal, plan) = {
-            let Some(dir) = self.dir(&rs_dir) else {
+        let dir = match dir_in(&mut self.dirs, &p.runstate_dir) {
+            DirState::Open(d) => d,
+            DirState::Missing => {
                 self.buf = buf;
-                return match self.reg.keep_or_reap(pointer) {
-                    // It exists but cannot be opened: shown with what can be read, and never kept.
-                    (Some(p), _) => Outcome::Fresh(super::view::load(p).summary_string(), None),
-                    (None, r) => Outcome::Gone(r),
-                };
+                l.problem = Some(Problem::Missing);
+                return unkept(&l, head.activity_ns);
+            }
+            DirState::Unreadable(why) => {
+                l.problem = Some(Problem::Unreadable(why.clone()));
+                self.buf = buf;
+                return unkept(&l, head.activity_ns);
+            }
+        };
+        let mut inputs: Vec<(String, Option<Stamp>)> = Vec::with_capacity(4);
+        let mut activity_ns = head.pointer_stamp.map_or(0, |s| s.mtime_ns);
+        let read = |name: String, cap: u64, buf: &mut Vec<u8>, inputs: &mut Vec<_>| {
+            let r = match safe::open_beneath(dir.fd.as_fd(), Path::new(&name)) {
+                Ok((mut f, st)) => safe::read_capped(&mut f, &st, buf, cap, &name).map(|n| Some((n, Stamp::of(&st)))),
+                Err(e) if e.absent => Ok(None),
+                Err(e) => Err(e),
             };
-            let read_one =
-                |name: &str, buf: &mut Vec<u8>, inputs: &mut Vec<(String, Option<Stamp>)>, noatime: &mut bool| {
-                    if !dir.has(name) {
-                        inputs.push((name.to_string(), None));
-                        return None;
-                    }
-                    let r = read_at(&dir.fd, name, buf, noatime);
-                    // Listed but unreadable (removed meanwhile, no permission): no stamp, so never kept.
-                    inputs.push((name.to_string(), r.map(|(_, st)| st)));
-                    r.map(|(n, _)| n)
-                };
-            let journal = read_one(&journal_name, &mut buf, &mut inputs, &mut noatime)
-                .map(|n| Journal::parse(&buf[..n]))
-                .unwrap_or_default();
-            let plan =
-                read_one(&plan_name, &mut buf, &mut inputs, &mut noatime).and_then(|n| Plan::parse(&buf[..n]).ok());
-            (journal, plan)
+            match &r {
+                Ok(Some((_, st))) => inputs.push((name, Some(*st))),
+                Ok(None) => inputs.push((name, None)),
+                Err(_) => {}
+            }
+            r
         };
-        self.buf = buf;
-        self.noatime = noatime;
-        let loaded = Loaded { pointer, files, journal, plan };
-        let mut logs_ok = true;
-        let summary = {
-            let dir = self.dirs.get(&rs_dir).and_then(Option::as_ref);
-            loaded.summary_string_with(|task, adapter| {
-                let name = cat(&[&loaded.pointer.slug, ".", task, ".log"]);
-                let present = dir.is_some_and(|d| d.has(&name));
-                // Stamped before reading, as the others; a log that shrank or vanished in between only costs a re-read.
-                let st = if present { dir.and_then(|d| d.stamp(&name)) } else { None };
-                if present && st.is_none() {
-                    logs_ok = false;
+        match read(cat(&[&p.slug, ".jsonl"]), safe::MAX_JOURNAL, &mut buf, &mut inputs) {
+            Ok(Some((n, st))) => {
+                l.journal = Journal::parse(&buf[..n]);
+                activity_ns = activity_ns.max(st.mtime_ns);
+            }
+            Ok(None) => {}
+            Err(e) => l.problem = Some(Problem::Unreadable(e.to_string())),
+        }
+        match read(cat(&[&p.slug, ".plan.json"]), safe::MAX_PLAN, &mut buf, &mut inputs) {
+            Ok(Some((n, _))) => l.plan = Plan::parse(&buf[..n]).ok(),
+            Ok(None) => {}
+            Err(e) => {
+                if l.problem.is_none() {
+                    l.problem = Some(Problem::Unreadable(e.to_string()));
                 }
-                inputs.push((name, st));
-                present.then(|| super::view::log_totals(&loaded.files.log(task), adapter))
-            })
-        };
-        let keep = logs_ok
-            && !pointer_stamp.racy(self.now_ns)
+            }
+        }
+        if buf.len() > 1024 * 1024 {
+            // One big journal does not keep its buffer for the rest of the listing.
+            buf = Vec::new();
+        }
+        self.buf = buf;
+        let activity_ns = activity_ns.max(0);
+        let (summary, status) = l.summary_parts(Some(activity_ns / 1_000_000), |task, adapter| {
+            let name = cat(&[&p.slug, ".", task, ".log"]);
+            if !dir.has(&name) {
+                inputs.push((name, None));
+                return Ok(None);
+            }
+            match safe::open_beneath(dir.fd.as_fd(), Path::new(&name)) {
+                Ok((f, st)) => {
+                    inputs.push((name, Some(Stamp::of(&st))));
+                    Ok(Some(view::log_totals(f, adapter)))
+                }
+                // Listed, then removed: absent as of now; not kept (no stamp for a listed name).
+                Err(e) if e.absent => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        let summary: Arc<str> = summary.into();
+        let keep = !matches!(status, "missing" | "unreadable")
+            && head.pointer_stamp.is_some_and(|s| !s.racy(now_ns))
             && inputs.iter().all(|(name, st)| match st {
-                Some(s) => !s.racy(self.now_ns),
+                Some(s) => !s.racy(now_ns),
                 // An absent file is absent as of the directory listing; a listed one must have a stamp.
-                None => !self.dirs.get(&rs_dir).and_then(Option::as_ref).is_some_and(|d| d.has(name)),
+                None => !dir.has(name),
             });
-        let cached =
-            keep.then(|| Cached { pointer: pointer_stamp, runstate_dir: rs_dir, inputs, summary: summary.clone() });
-        Outcome::Fresh(summary, cached)
+        let cached = keep.then(|| Cached {
+            pointer_stamp: head.pointer_stamp.expect("checked above"),
+            pointer: p.clone(),
+            inputs,
+            activity_ns,
+            status,
+            summary: summary.clone(),
+        });
+        Full { summary, status, activity_ns, keep: Some(cached) }
     }
 }
 
-impl ListCache {
-    /// Every registered run's summary (JSON text, sorted by run id) and the
-    /// pointers reaped; entries of runs no longer registered are dropped.
-    pub fn list(&mut self, reg: &Registry) -> (Vec<String>, Vec<Reaped>) {
-        let now_ns = now_ns();
-        if !self.index_loaded {
-            self.index_loaded = true;
-            self.runs = index::load(&index::path(reg));
-        }
-        let ids = reg.ids();
-        let reg_dir = open_dir(&reg.dir);
-        let registered: HashSet<&String, FastHash> = ids.iter().collect();
-        let before = self.runs.len();
-        self.runs.retain(|id, _| registered.contains(id));
-        self.dirty |= self.runs.len() != before;
-        // Syscall-bound: the runs are split over the cores in chunks taken
-        // from a shared counter, so a thread the scheduler holds back (a
-        // loaded machine) does not hold up the listing while the other cores
-        // idle. Chunks are contiguous: runs of one repo sort together, so a
-        // chunk lists few directories.
-        const CHUNK: usize = 256;
-        let chunks: Vec<&[String]> = ids.chunks(CHUNK).collect();
-        let slots: Vec<std::sync::OnceLock<Vec<Outcome>>> = chunks.iter().map(|_| std::sync::OnceLock::new()).collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(chunks.len());
-        let this = &*self;
-        let reg_dir = reg_dir.as_ref();
+/// The summary of a run that is `missing` or `unreadable`: never kept.
+fn unkept(l: &Loaded, activity_ns: i64) -> Full {
+    let (summary, status) = l.summary_parts(Some(activity_ns / 1_000_000), |_, _| Ok(None));
+    Full { summary: summary.into(), status, activity_ns, keep: Some(None) }
+}
+
+/// Runs `f` over `items` on up to one thread per core (at most 8), each with
+/// its own [`Worker`]. Syscall-bound: the items are split in chunks taken
+/// from a shared counter, so a thread the scheduler holds back (a loaded
+/// machine) does not hold up the listing while the other cores idle. Chunks
+/// are contiguous: runs of one repo sort together, so a chunk lists few
+/// directories. A worker that panics loses its chunk (`None`s), never the
+/// others'.
+fn par_map<T: Sync, R: Send + Sync>(
+    items: &[T],
+    reg_dir: Option<&OwnedFd>,
+    now_ns: i64,
+    f: impl Fn(&mut Worker, &T) -> R + Sync,
+) -> Vec<Option<R>> {
+    const CHUNK: usize = 256;
+    let chunks: Vec<&[T]> = items.chunks(CHUNK).collect();
+    let slots: Vec<std::sync::OnceLock<Vec<R>>> = chunks.iter().map(|_| std::sync::OnceLock::new()).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(chunks.len());
+    let work = |w: &mut Worker| loop {
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(chunk) = chunks.get(i) else { break };
+        let _ = slots[i].set(chunk.iter().map(|t| f(w, t)).collect());
+    };
+    if workers <= 1 {
+        // One chunk (or one core): no thread to start.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut Worker::new(reg_dir, now_ns))));
+    } else {
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut w =
-                            Worker { reg, reg_dir, dirs: HashMap::default(), buf: Vec::new(), noatime: true, now_ns };
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(chunk) = chunks.get(i) else { break };
-                            let _ = slots[i].set(chunk.iter().map(|id| w.run(id, this.runs.get(id))).collect());
-                        }
-                    })
-                })
-                .collect();
-            // A worker that panicked loses the chunk it was on, never the others'.
+            let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| work(&mut Worker::new(reg_dir, now_ns)))).collect();
             handles.into_iter().for_each(|h| drop(h.join()));
         });
-        let parts: Vec<Option<Vec<Outcome>>> = slots.into_iter().map(std::sync::OnceLock::into_inner).collect();
-        let mut out = Vec::with_capacity(ids.len());
-        let mut reaped = Vec::new();
-        // Paired chunk by chunk, so a lost chunk never shifts the others' runs.
-        let pairs = chunks.iter().zip(parts).filter_map(|(c, p)| p.map(|p| c.iter().zip(p))).flatten();
-        for (id, r) in pairs {
-            match r {
-                Outcome::Same => {
-                    if let Some(c) = self.runs.get(id) {
-                        out.push(c.summary.clone());
-                    }
-                }
-                Outcome::Fresh(s, c) => {
-                    let changed = match c {
-                        Some(c) => {
-                            self.runs.insert(id.clone(), c);
-                            true
-                        }
-                        None => self.runs.remove(id).is_some(),
-                    };
-                    self.dirty |= changed;
-                    out.push(s);
-                }
-                Outcome::Gone(r) => {
-                    self.dirty |= self.runs.remove(id).is_some();
-                    reaped.extend(r);
-                }
-            }
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (c, slot) in chunks.iter().zip(slots) {
+        match slot.into_inner() {
+            Some(v) => out.extend(v.into_iter().map(Some)),
+            None => out.extend(c.iter().map(|_| None)),
         }
-        (out, reaped)
+    }
+    out
+}
+
+impl ListCache {
+    /// Every registered run's summary (JSON text), newest activity first.
+    pub fn list(&self, reg: &Registry) -> Vec<String> {
+        self.page(reg, &Query::default()).items
     }
 
-    /// `{"runs":[...]}`, as `GET /runs` answers, and the pointers reaped.
-    pub fn list_json(&mut self, reg: &Registry) -> (String, Vec<Reaped>) {
-        let (items, reaped) = self.list(reg);
-        let mut body = String::with_capacity(items.iter().map(|s| s.len() + 1).sum::<usize>() + 16);
-        body.push_str("{\"runs\":[");
-        for (i, s) in items.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
+    /// One page of the listing: the runs matching `q`'s filters, newest
+    /// activity first (then by run id), after `q.cursor`, at most `q.limit`.
+    pub fn page(&self, reg: &Registry, q: &Query) -> Page {
+        let now_ns = now_ns();
+        let snapshot = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if !st.index_loaded {
+                st.index_loaded = true;
+                st.runs = Arc::new(index::load(&index::path(reg)));
             }
-            body.push_str(s);
+            st.runs.clone()
+        };
+        let ids = reg.ids();
+        let reg_dir = safe::open_dir(&reg.dir).ok();
+        let reg_dir = reg_dir.as_ref();
+        // Every run is read anyway when a status filter needs its status or
+        // no limit cuts the page: then the journal's stamp comes with its read.
+        let read_all = q.statuses.is_some() || q.limit.is_none();
+        let heads: Vec<Head> = par_map(&ids, reg_dir, now_ns, |w, id| w.head(id, snapshot.get(id), !read_all))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|h| match (&q.repo, &h.pointer) {
+                (None, _) => true,
+                (Some(r), Ok(p)) => p.repo == *r || p.repo_root == *r,
+                (Some(_), Err(_)) => false,
+            })
+            .collect();
+        let limit = q.limit.unwrap_or(usize::MAX);
+        let mut updates: Vec<(String, Option<Cached>)> = Vec::new();
+        let mut rows: Vec<(i64, &str, Arc<str>)>;
+        let mut total;
+        let more;
+        if read_all {
+            let fulls = par_map(&heads, reg_dir, now_ns, |w, h| w.full(h, snapshot.get(&h.id)));
+            rows = Vec::with_capacity(heads.len());
+            for (h, f) in heads.iter().zip(fulls) {
+                let Some(f) = f else { continue };
+                if let Some(k) = f.keep {
+                    updates.push((h.id.clone(), k));
+                }
+                if q.statuses.as_ref().map_or(true, |s| s.contains(&f.status)) {
+                    rows.push((f.activity_ns, &h.id, f.summary));
+                }
+            }
+            rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+            total = rows.len();
+            if let Some(c) = &q.cursor {
+                rows.retain(|r| c.before(r.0, r.1));
+            }
+            more = rows.len() > limit;
+            rows.truncate(limit);
+        } else {
+            let mut order: Vec<&Head> = heads.iter().collect();
+            order.sort_unstable_by(|a, b| b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id)));
+            total = order.len();
+            if let Some(c) = &q.cursor {
+                order.retain(|h| c.before(h.activity_ns, &h.id));
+            }
+            more = order.len() > limit;
+            order.truncate(limit);
+            let fulls = par_map(&order, reg_dir, now_ns, |w, h| w.full(h, snapshot.get(&h.id)));
+            rows = Vec::with_capacity(order.len());
+            for (h, f) in order.iter().zip(fulls) {
+                let Some(f) = f else {
+                    total -= 1;
+                    continue;
+                };
+                if let Some(k) = f.keep {
+                    updates.push((h.id.clone(), k));
+                }
+                // Placed by the head's activity, so the page's order and its cursor agree.
+                rows.push((h.activity_ns, &h.id, f.summary));
+            }
         }
-        body.push_str("]}");
-        (body, reaped)
+        let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.to_string() });
+        let items = rows.iter().map(|r| r.2.to_string()).collect();
+        let registered: HashSet<&str, FastHash> = ids.iter().map(String::as_str).collect();
+        self.merge(updates, &registered);
+        Page { items, total, next }
     }
 
-    /// Writes the persisted index when the listing changed it: after the
+    /// Applies what a listing learnt; entries of runs no longer registered
+    /// are dropped.
+    fn merge(&self, updates: Vec<(String, Option<Cached>)>, registered: &HashSet<&str, FastHash>) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let stale = st.runs.keys().any(|id| !registered.contains(id.as_str()));
+        if updates.is_empty() && !stale {
+            return;
+        }
+        // Copied only when another listing still holds the snapshot.
+        let runs = Arc::make_mut(&mut st.runs);
+        let before = runs.len();
+        runs.retain(|id, _| registered.contains(id.as_str()));
+        let mut changed = runs.len() != before;
+        for (id, k) in updates {
+            changed |= match k {
+                Some(c) => {
+                    runs.insert(id, c);
+                    true
+                }
+                None => runs.remove(&id).is_some(),
+            };
+        }
+        st.dirty |= changed;
+    }
+
+    /// Writes the persisted index when a listing changed it: after the
     /// answer is out, as it is not part of it. A cache: failing to write it
     /// only costs the next reader time.
-    pub fn save_index(&mut self, reg: &Registry) -> Option<std::thread::JoinHandle<()>> {
+    pub fn save_index(&self, reg: &Registry) -> Option<std::thread::JoinHandle<()>> {
         use std::sync::atomic::{AtomicBool, Ordering};
         // One writer at a time per process; a listing that finds one busy
         // stays dirty and writes next time.
         static SAVING: AtomicBool = AtomicBool::new(false);
-        if !self.index_loaded || !self.dirty || SAVING.swap(true, Ordering::AcqRel) {
-            return None;
-        }
-        self.dirty = false;
-        // Written by a thread from a copy, so the caller (a connection that
-        // closes when the route returns) does not wait for it.
-        let snapshot = self.runs.clone();
+        let snapshot = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if !st.index_loaded || !st.dirty || SAVING.swap(true, Ordering::AcqRel) {
+                return None;
+            }
+            st.dirty = false;
+            st.runs.clone()
+        };
+        // Written by a thread, so the caller (a connection that closes when
+        // the route returns) does not wait for it.
         let path = index::path(reg);
         let h = std::thread::Builder::new().name("list-index".into()).spawn(move || {
             let _ = index::save(&path, &snapshot);
@@ -414,7 +680,7 @@ impl ListCache {
             Ok(h) => Some(h),
             Err(_) => {
                 SAVING.store(false, Ordering::Release);
-                self.dirty = true;
+                self.state.lock().unwrap_or_else(|e| e.into_inner()).dirty = true;
                 None
             }
         }
@@ -422,11 +688,11 @@ impl ListCache {
 
     /// How many summaries are kept (for tests).
     pub fn len(&self) -> usize {
-        self.runs.len()
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).runs.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
+        self.len() == 0
     }
 }
 
@@ -437,14 +703,18 @@ impl ListCache {
 /// the truth: every entry is checked by its stamps like any cached one, and
 /// a missing, foreign or damaged index (or line) is just not used.
 mod index {
-    use super::{Cached, Runs, Stamp};
+    use super::{Cached, Runs, Stamp, STATUSES};
     use crate::agui::fnv1a64 as fnv;
+    use crate::runs::registry::{check_pointer, Pointer};
     use serde::{Deserialize, Serialize};
     use serde_json::value::RawValue;
     use std::io::Write;
     use std::path::{Path, PathBuf};
+    use std::sync::Arc;
 
-    const HEADER: &str = "runwire-list-index/v1";
+    const HEADER: &str = "runwire-list-index/v2";
+    /// Bound on the index read (about 100,000 runs).
+    const MAX_INDEX: u64 = 256 * 1024 * 1024;
 
     pub fn path(reg: &super::Registry) -> PathBuf {
         reg.dir.with_file_name("cache").join("runs-list.index")
@@ -464,15 +734,21 @@ mod index {
     struct Line<'a> {
         id: &'a str,
         p: Arr,
-        d: String,
+        ptr: Pointer,
         i: Vec<(String, Option<Arr>)>,
+        a: i64,
+        st: &'a str,
         #[serde(borrow)]
         s: &'a RawValue,
     }
 
     pub fn load(path: &Path) -> Runs {
         let mut out = Runs::default();
-        let Ok(text) = std::fs::read_to_string(path) else { return out };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        // Read like any file: a FIFO or device put there is not read.
+        let Ok(bytes) = crate::runs::safe::read_in(dir, name, MAX_INDEX) else { return out };
+        let Ok(text) = std::str::from_utf8(&bytes) else { return out };
         let mut lines = text.split('\n');
         if lines.next() != Some(HEADER) {
             return out;
@@ -483,28 +759,40 @@ mod index {
                 continue;
             }
             let Ok(e) = serde_json::from_str::<Line>(json) else { continue };
-            if !super::super::valid_id(e.id) {
+            // Checked like anything read from disk: ids, and input names that are plain file names.
+            let names_ok = e.i.iter().all(|(n, _)| crate::runs::safe::plain_relative(Path::new(n)) && !n.contains('/'));
+            let Some(status) = STATUSES.iter().copied().find(|s| *s == e.st) else { continue };
+            if !super::super::valid_id(e.id) || check_pointer(&e.ptr, e.id).is_err() || !names_ok {
                 continue;
             }
             let inputs = e.i.into_iter().map(|(n, a)| (n, a.as_ref().map(stamp))).collect();
             out.insert(
                 e.id.to_string(),
-                Cached { pointer: stamp(&e.p), runstate_dir: e.d, inputs, summary: e.s.get().to_string() },
+                Cached {
+                    pointer_stamp: stamp(&e.p),
+                    pointer: Arc::new(e.ptr),
+                    inputs,
+                    activity_ns: e.a,
+                    status,
+                    summary: e.s.get().into(),
+                },
             );
         }
         out
     }
 
     pub fn save(path: &Path, runs: &Runs) -> std::io::Result<()> {
-        let mut buf = Vec::with_capacity(runs.len() * 400 + 32);
+        let mut buf = Vec::with_capacity(runs.len() * 700 + 32);
         buf.extend_from_slice(HEADER.as_bytes());
         for (id, c) in runs {
             let Ok(s) = serde_json::from_str::<&RawValue>(&c.summary) else { continue };
             let line = Line {
                 id,
-                p: arr(&c.pointer),
-                d: c.runstate_dir.clone(),
+                p: arr(&c.pointer_stamp),
+                ptr: (*c.pointer).clone(),
                 i: c.inputs.iter().map(|(n, st)| (n.clone(), st.as_ref().map(arr))).collect(),
+                a: c.activity_ns,
+                st: c.status,
                 s,
             };
             let json = serde_json::to_string(&line).map_err(std::io::Error::other)?;
@@ -564,14 +852,15 @@ mod tests {
             repo_root: home.join("repo").display().to_string(),
             ..Default::default()
         };
-        reg.register(&new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap()).unwrap();
+        let pointer = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        reg.register(&pointer).unwrap();
         std::fs::write(
             rs.join("s.plan.json"),
             r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#,
         )
         .unwrap();
-        let mut c = ListCache::default();
-        let (items, _) = c.list(&reg);
+        let c = ListCache::default();
+        let items = c.list(&reg);
         if let Some(h) = c.save_index(&reg) {
             h.join().unwrap();
         }
@@ -582,14 +871,25 @@ mod tests {
         // A damaged index line is skipped, never used.
         let stamp = Stamp { dev: 1, ino: 2, size: 3, mtime_ns: 4, ctime_ns: 5 };
         let mut m = Runs::default();
-        m.insert(
-            "x".to_string(),
-            Cached { pointer: stamp, runstate_dir: "/d".into(), inputs: vec![], summary: "{\"a\":1}".into() },
-        );
+        let entry = Cached {
+            pointer_stamp: stamp,
+            pointer: Arc::new(pointer.clone()),
+            inputs: vec![],
+            activity_ns: 7,
+            status: "running",
+            summary: "{\"a\":1}".into(),
+        };
+        m.insert(pointer.run_id.clone(), entry.clone());
         index::save(&index::path(&reg), &m).unwrap();
         assert_eq!(index::load(&index::path(&reg)).len(), 1);
         let text = std::fs::read_to_string(index::path(&reg)).unwrap();
         std::fs::write(index::path(&reg), text.replace("{\"a\":1}", "{\"a\":2}")).unwrap();
+        assert!(index::load(&index::path(&reg)).is_empty());
+        // An entry naming a file outside the run's directory is not used, checksum or not.
+        let mut bad = entry.clone();
+        bad.inputs = vec![("../../etc/passwd".into(), None)];
+        m.insert(pointer.run_id.clone(), bad);
+        index::save(&index::path(&reg), &m).unwrap();
         assert!(index::load(&index::path(&reg)).is_empty());
         // A dead writer's temp file is removed by the next save; a live one's is left alone.
         let cache = index::path(&reg).parent().unwrap().to_path_buf();
@@ -603,5 +903,19 @@ mod tests {
         index::save(&index::path(&reg), &m).unwrap();
         assert!(!orphan.exists() && live.exists());
         let _ = std::fs::remove_dir_all(&home);
+    }
+
+    #[test]
+    fn cursors_and_queries_parse_strictly() {
+        let c = Cursor::parse("1700000000000000000-abc123def456--my.slug").unwrap();
+        assert_eq!(c.to_string(), "1700000000000000000-abc123def456--my.slug");
+        for bad in ["", "x-a", "12", "12-..", "12-a/b"] {
+            assert!(Cursor::parse(bad).is_err(), "{bad}");
+        }
+        let q = Query::parse(Some("50"), None, Some("running,needs_input"), Some("r")).unwrap();
+        assert_eq!(q.limit, Some(50));
+        assert_eq!(q.statuses, Some(vec!["running", "needs_input"]));
+        assert!(Query::parse(Some("0"), None, None, None).is_err());
+        assert!(Query::parse(None, None, Some("runing"), None).is_err());
     }
 }

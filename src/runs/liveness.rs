@@ -70,9 +70,11 @@ struct RunPatch {
 }
 
 /// Reads the sidecar; a missing or unreadable one is empty (it is only
-/// liveness, and a torn file cannot exist thanks to rename).
+/// liveness, and a torn file cannot exist thanks to rename). Read like
+/// every file of a run (`super::safe`): a FIFO or a device there is not read.
 pub fn get(files: &RunFiles) -> Liveness {
-    std::fs::read(files.live())
+    let name = format!("{}.live.json", files.slug);
+    super::safe::read_in(&files.dir, &name, super::safe::MAX_PLAN)
         .ok()
         .and_then(|b| serde_json::from_slice::<Liveness>(&b).ok())
         .filter(|l| l.v == VERSION)

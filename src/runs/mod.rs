@@ -13,6 +13,7 @@ pub mod liveness;
 pub mod plan;
 pub mod record;
 pub mod registry;
+pub mod safe;
 pub mod sha256;
 pub mod view;
 
@@ -103,41 +104,6 @@ impl RunFiles {
     /// `<slug>.<task>.log`: a task's raw agent output (the wrapper's stdout).
     pub fn log(&self, task: &str) -> PathBuf {
         self.dir.join(format!("{}.{task}.log", self.slug))
-    }
-}
-
-/// Reads a whole (small) file with open, read, close: `std::fs::read` also
-/// stats the file first, and `GET /runs` reads three files per run, so that
-/// one syscall in four adds up over thousands of runs.
-pub fn read_small(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut f = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; 4096];
-    let len = read_whole(&mut f, &mut buf)?;
-    buf.truncate(len);
-    Ok(buf)
-}
-
-/// Reads a whole regular file into `buf` from its start, growing it as
-/// needed; returns the length read. A short read of a regular file is its
-/// end, so the read that would say so is skipped.
-pub(crate) fn read_whole(f: &mut impl std::io::Read, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    if buf.is_empty() {
-        buf.resize(4096, 0);
-    }
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            buf.resize(len * 2, 0);
-        }
-        match f.read(&mut buf[len..]) {
-            Ok(0) => return Ok(len),
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-        if len < buf.len() {
-            return Ok(len);
-        }
     }
 }
 

@@ -1,10 +1,11 @@
 //! The global registry: one pointer file per run,
 //! `$HARNESS_HOME/runs/<runId>.json` (`spec/registry-pointer.schema.json`),
 //! with `runId = hex(sha256(repoRoot + "\0" + worktree))[:12] + "--" + slug`
-//! so equal slugs in two repos or worktrees never collide. A pointer whose
-//! `runstateDir` is gone is removed when read and reported to the caller
-//! (who logs it), never shown as a run.
+//! so equal slugs in two repos or worktrees never collide. Readers never
+//! delete a pointer: one whose `runstateDir` is gone is listed as `missing`;
+//! [`Registry::reap`] (`runs reap`) removes such pointers, on request.
 
+use super::safe::Unreadable;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -78,11 +79,32 @@ pub struct Registry {
     pub dir: PathBuf,
 }
 
-/// A pointer dropped on read because its runstate directory is gone.
+/// A pointer removed (or, in a dry run, to be removed) by [`Registry::reap`]
+/// because its runstate directory is gone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reaped {
     pub run_id: String,
     pub runstate_dir: String,
+}
+
+/// Checks a pointer read from `<run_id>.json` like anything from a URL:
+/// it names itself, its slug is an id, its runstate directory is absolute.
+pub fn check_pointer(p: &Pointer, run_id: &str) -> Result<(), String> {
+    if p.run_id != run_id {
+        return Err(format!("names runId {:?}, not its file name's {run_id:?}", p.run_id));
+    }
+    super::check_id("slug", &p.slug)?;
+    if !Path::new(&p.runstate_dir).is_absolute() || p.runstate_dir.contains('\0') {
+        return Err(format!("runstateDir {:?} is not an absolute path", p.runstate_dir));
+    }
+    Ok(())
+}
+
+/// Parses and checks pointer bytes read from `<run_id>.json`.
+pub fn parse_pointer(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
+    let p: Pointer = serde_json::from_slice(bytes).map_err(|e| format!("not a registry pointer: {e}"))?;
+    check_pointer(&p, run_id)?;
+    Ok(p)
 }
 
 impl Registry {
@@ -95,49 +117,23 @@ impl Registry {
         self.dir.join(format!("{run_id}.json"))
     }
 
-    /// Writes (or replaces) a pointer atomically.
+    /// Creates the runstate directory the pointer names (so no reader ever
+    /// finds a fresh registration `missing`), then writes (or replaces) the
+    /// pointer atomically.
     pub fn register(&self, p: &Pointer) -> std::io::Result<()> {
+        std::fs::create_dir_all(&p.runstate_dir)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.runstate_dir)))?;
         std::fs::create_dir_all(&self.dir)?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
         super::write_atomic(&self.path(&p.run_id), &bytes)
     }
 
-    /// One pointer: `Ok(None)` when unknown or reaped (the reaped one is in
-    /// the second value). The id must already have passed [`super::valid_id`].
-    pub fn get(&self, run_id: &str) -> (Option<Pointer>, Option<Reaped>) {
-        match self.read(run_id) {
-            Some(p) => self.keep_or_reap(p),
-            None => (None, None),
-        }
-    }
-
-    /// The pointer file as written, without looking at its runstate directory.
-    fn read(&self, run_id: &str) -> Option<Pointer> {
-        let bytes = super::read_small(&self.path(run_id)).ok()?;
-        serde_json::from_slice::<Pointer>(&bytes).ok().filter(|p| p.run_id == run_id)
-    }
-
-    /// Keeps a pointer whose runstate directory exists; removes it otherwise.
-    pub fn keep_or_reap(&self, p: Pointer) -> (Option<Pointer>, Option<Reaped>) {
-        if Path::new(&p.runstate_dir).is_dir() {
-            return (Some(p), None);
-        }
-        let _ = std::fs::remove_file(self.path(&p.run_id));
-        (None, Some(Reaped { run_id: p.run_id, runstate_dir: p.runstate_dir }))
-    }
-
-    /// Every pointer, sorted by run id; unreadable pointer files are skipped.
-    pub fn list(&self) -> (Vec<Pointer>, Vec<Reaped>) {
-        let mut out = Vec::new();
-        let mut reaped = Vec::new();
-        for id in self.ids() {
-            match self.get(&id) {
-                (Some(p), _) => out.push(p),
-                (None, Some(r)) => reaped.push(r),
-                _ => {}
-            }
-        }
-        (out, reaped)
+    /// One pointer, read safely and checked. The id must already have
+    /// passed [`super::valid_id`]. `Err` with `absent` when there is none.
+    pub fn read(&self, run_id: &str) -> Result<Pointer, Unreadable> {
+        let name = format!("{run_id}.json");
+        let bytes = super::safe::read_in(&self.dir, &name, super::safe::MAX_POINTER)?;
+        parse_pointer(&bytes, run_id).map_err(|why| Unreadable::new(name, why))
     }
 
     /// The run ids with a pointer file, sorted.
@@ -152,10 +148,26 @@ impl Registry {
         ids
     }
 
-    /// A pointer as written; the caller checks its directory (see
-    /// [`Registry::keep_or_reap`]).
-    pub fn read_unchecked(&self, run_id: &str) -> Option<Pointer> {
-        self.read(run_id)
+    /// Removes (unless `dry_run`) every pointer whose runstate directory is
+    /// gone (`ENOENT`: not one that cannot be read, which may come back),
+    /// and says which. Unreadable pointers are left alone.
+    pub fn reap(&self, dry_run: bool) -> std::io::Result<Vec<Reaped>> {
+        let mut out = Vec::new();
+        for id in self.ids() {
+            let Ok(p) = self.read(&id) else { continue };
+            match std::fs::metadata(&p.runstate_dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                _ => continue,
+            }
+            if !dry_run {
+                match std::fs::remove_file(self.path(&id)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            out.push(Reaped { run_id: p.run_id, runstate_dir: p.runstate_dir });
+        }
+        Ok(out)
     }
 }
 

@@ -4,13 +4,20 @@
 
 use super::journal::{is_terminal, Journal};
 use super::plan::Plan;
-use super::registry::{Pointer, Reaped, Registry};
+use super::registry::{Pointer, Registry};
+use super::safe::{self, Unreadable};
 use super::{check_id, liveness, RunFiles};
 use crate::events::Data;
 use crate::normalize::{Adapter, Normalizer, Options};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+/// Every run status, the one list (`spec/LAYOUT.md`, "Run statuses"):
+/// filters accept these and views give nothing else.
+pub const STATUSES: [&str; 8] =
+    ["registered", "running", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
 
 /// Why a view could not be given.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,50 +26,142 @@ pub enum ViewError {
     Bad(String),
     /// No such run or task (HTTP 404, exit 1).
     NotFound(String),
+    /// The run's files cannot be read, or a path it names is refused
+    /// (HTTP 409, exit 3).
+    Unreadable(String),
+}
+
+/// What keeps a run's files from being shown.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    /// The runstate directory is gone (status `missing`).
+    Missing,
+    /// A file cannot be read, or is refused (status `unreadable`).
+    Unreadable(String),
 }
 
 /// Everything read for one run.
 pub struct Loaded {
     pub pointer: Pointer,
+    /// False when the pointer itself could not be read: only `run_id` is real.
+    pub pointer_ok: bool,
     pub files: RunFiles,
     pub journal: Journal,
     pub plan: Option<Plan>,
+    pub problem: Option<Problem>,
+    /// The runstate directory, opened (`None` when it could not be).
+    pub dir: Option<OwnedFd>,
 }
 
-/// Reads a run's journal and plan (a missing or invalid plan is `None`).
+/// Reads `name` in the run's directory whole, with a bound. `Ok(None)`
+/// when it does not exist.
+pub fn read_opt(dir: BorrowedFd, name: &str, cap: u64, buf: &mut Vec<u8>) -> Result<Option<usize>, Unreadable> {
+    match safe::open_beneath(dir, Path::new(name)) {
+        Ok((mut f, st)) => safe::read_capped(&mut f, &st, buf, cap, name).map(Some),
+        Err(e) if e.absent => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads a run's journal and plan (a missing or invalid plan is `None`),
+/// safely: see [`safe`]. What cannot be read is the run's [`Problem`].
 pub fn load(pointer: Pointer) -> Loaded {
-    let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
-    let journal = Journal::read(&files.journal()).unwrap_or_default();
-    load_with(pointer, files, journal)
+    load_raw(pointer).0
 }
 
-fn load_with(pointer: Pointer, files: RunFiles, journal: Journal) -> Loaded {
-    let plan = super::read_small(&files.plan()).ok().and_then(|b| Plan::parse(&b).ok());
-    Loaded { pointer, files, journal, plan }
+/// [`load`], and the journal's bytes as read (for readers that fold it
+/// record by record, as the change feed does).
+pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
+    let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
+    let mut l =
+        Loaded { pointer, pointer_ok: true, files, journal: Journal::default(), plan: None, problem: None, dir: None };
+    let dir = match safe::open_dir(&l.files.dir) {
+        Ok(d) => d,
+        Err(nix::errno::Errno::ENOENT) => {
+            l.problem = Some(Problem::Missing);
+            return (l, Vec::new());
+        }
+        Err(e) => {
+            let why = format!("runstateDir {}: {}", l.files.dir.display(), e.desc().to_lowercase());
+            l.problem = Some(Problem::Unreadable(why));
+            return (l, Vec::new());
+        }
+    };
+    let mut journal = Vec::new();
+    let slug = l.pointer.slug.clone();
+    match read_opt(dir.as_fd(), &format!("{slug}.jsonl"), safe::MAX_JOURNAL, &mut journal) {
+        Ok(Some(n)) => {
+            journal.truncate(n);
+            l.journal = Journal::parse(&journal);
+        }
+        Ok(None) => journal.clear(),
+        Err(e) => {
+            journal.clear();
+            l.problem = Some(Problem::Unreadable(e.to_string()))
+        }
+    }
+    let mut buf = Vec::new();
+    match read_opt(dir.as_fd(), &format!("{slug}.plan.json"), safe::MAX_PLAN, &mut buf) {
+        Ok(Some(n)) => l.plan = Plan::parse(&buf[..n]).ok(),
+        Ok(None) => {}
+        Err(e) => {
+            if l.problem.is_none() {
+                l.problem = Some(Problem::Unreadable(e.to_string()))
+            }
+        }
+    }
+    l.dir = Some(dir);
+    (l, journal)
+}
+
+/// A run whose pointer file cannot be read: listed by its id, with why.
+pub fn unreadable_pointer(run_id: &str, why: String) -> Loaded {
+    let pointer = Pointer {
+        run_id: run_id.to_string(),
+        slug: String::new(),
+        repo_root: String::new(),
+        project: String::new(),
+        repo: String::new(),
+        branch: None,
+        worktree: String::new(),
+        runstate_dir: String::new(),
+        created: String::new(),
+    };
+    Loaded {
+        files: RunFiles::new("", ""),
+        pointer,
+        pointer_ok: false,
+        journal: Journal::default(),
+        plan: None,
+        problem: Some(Problem::Unreadable(why)),
+        dir: None,
+    }
 }
 
 pub use super::list::ListCache;
-
-/// Every run status, the one list of `spec/LAYOUT.md` (filters are checked against it).
-pub const STATUSES: [&str; 8] =
-    ["registered", "running", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
 
 /// A summary as written, keys sorted.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct SummaryOut<'a> {
+    /// Milliseconds since the epoch of the run's latest activity (see
+    /// `spec/LAYOUT.md`), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    activity_ms: Option<i64>,
     branch: &'a Option<String>,
     cost_usd: Option<f64>,
     counts: BTreeMap<&'a str, u64>,
-    project: &'a str,
-    repo: &'a str,
-    repo_root: &'a str,
+    needs_input: u64,
+    project: Option<&'a str>,
+    reason: Option<&'a str>,
+    repo: Option<&'a str>,
+    repo_root: Option<&'a str>,
     run_id: &'a str,
-    slug: &'a str,
+    slug: Option<&'a str>,
     status: &'static str,
     tokens: Option<Tokens>,
     wave: Option<usize>,
-    worktree: &'a str,
+    worktree: Option<&'a str>,
 }
 
 #[derive(serde::Serialize)]
@@ -71,15 +170,14 @@ struct Tokens {
     output: u64,
 }
 
-/// Looks a run up by id, checking the id first.
-pub fn find(reg: &Registry, run_id: &str, reaped: &mut Vec<Reaped>) -> Result<Loaded, ViewError> {
+/// Looks a run up by id, checking the id first. A pointer that cannot be
+/// read gives a run with status `unreadable`, never an error.
+pub fn find(reg: &Registry, run_id: &str) -> Result<Loaded, ViewError> {
     check_id("runId", run_id).map_err(ViewError::Bad)?;
-    match reg.get(run_id) {
-        (Some(p), _) => Ok(load(p)),
-        (None, r) => {
-            reaped.extend(r);
-            Err(ViewError::NotFound(format!("no run {run_id:?}")))
-        }
+    match reg.read(run_id) {
+        Ok(p) => Ok(load(p)),
+        Err(e) if e.absent => Err(ViewError::NotFound(format!("no run {run_id:?}"))),
+        Err(e) => Ok(unreadable_pointer(run_id, e.to_string())),
     }
 }
 
@@ -103,13 +201,12 @@ pub struct Totals {
     pub exit: Option<i64>,
 }
 
-/// Normalizes a log and sums its `turn_end` costs and tokens; a missing log
-/// adds nothing.
-pub fn log_totals(path: &Path, adapter: Adapter) -> Totals {
+/// Normalizes an opened log and sums its `turn_end` costs and tokens, in
+/// bounded memory: lines over [`safe::MAX_TOTALS_LINE`] are skipped.
+pub fn log_totals(file: std::fs::File, adapter: Adapter) -> Totals {
     let mut t = Totals::default();
-    let Ok(file) = std::fs::File::open(path) else { return t };
     let mut norm = Normalizer::new(adapter, Options::default());
-    let _ = crate::pipe::drive(file, &mut std::io::sink(), |_, line, _| {
+    let _ = safe::bounded_lines(file, safe::MAX_TOTALS_LINE, |line| {
         for ev in norm.push(line) {
             match ev.data {
                 Data::TurnEnd(te) => {
@@ -125,17 +222,27 @@ pub fn log_totals(path: &Path, adapter: Adapter) -> Totals {
                 _ => {}
             }
         }
-        crate::pipe::Flow::Continue
     });
     t.session = norm.session().map(str::to_string);
     t
+}
+
+/// The totals of the log `rel` beneath `dir`: `Ok(None)` when it does not
+/// exist, `Err` when it is refused.
+pub fn log_totals_in(dir: BorrowedFd, rel: &Path, adapter: Adapter) -> Result<Option<Totals>, Unreadable> {
+    match safe::open_beneath(dir, rel) {
+        Ok((f, _)) => Ok(Some(log_totals(f, adapter))),
+        Err(e) if e.absent => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 impl Loaded {
     /// Task ids: the plan's in order, then any only the journal names.
     pub fn task_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.plan.iter().flat_map(|p| p.tasks.iter().map(|t| t.id.clone())).collect();
-        for t in self.journal.tasks.keys() {
+        let journal = self.journal.tasks.keys().chain(self.journal.open.iter().map(|o| &o.task));
+        for t in journal {
             if !ids.contains(t) {
                 ids.push(t.clone());
             }
@@ -143,28 +250,53 @@ impl Loaded {
         ids
     }
 
-    /// The task's logfile: liveness may name one; else `<slug>.<task>.log`.
-    pub fn log_path(&self, task: &str, live: Option<&liveness::Entry>) -> PathBuf {
-        live.and_then(|e| e.logfile.as_ref()).map(PathBuf::from).unwrap_or_else(|| self.files.log(task))
+    /// The task's logfile, relative to the run's directory: liveness may
+    /// name one (it must lie inside the run's directory, else it is
+    /// refused); else `<slug>.<task>.log`.
+    pub fn log_rel(&self, task: &str, live: Option<&liveness::Entry>) -> Result<PathBuf, Unreadable> {
+        let default = || PathBuf::from(format!("{}.{task}.log", self.pointer.slug));
+        let Some(named) = live.and_then(|e| e.logfile.as_deref()) else { return Ok(default()) };
+        let p = Path::new(named);
+        let rel = if p.is_absolute() { p.strip_prefix(&self.files.dir).ok() } else { Some(p) };
+        match rel {
+            Some(r) if safe::plain_relative(r) => Ok(r.to_path_buf()),
+            _ => Err(Unreadable::new(
+                format!("liveness logfile of task {task}"),
+                format!("{named} is outside the run's directory (refused)"),
+            )),
+        }
+    }
+
+    /// The task's logfile as a path (for display and watching).
+    pub fn log_path(&self, task: &str, live: Option<&liveness::Entry>) -> Result<PathBuf, Unreadable> {
+        self.log_rel(task, live).map(|r| self.files.dir.join(r))
     }
 
     pub fn adapter_of(&self, task: &str) -> Option<Adapter> {
         self.plan.as_ref().and_then(|p| p.task(task)).and_then(|t| adapter(&t.adapter))
     }
 
-    /// `registered`, `running`, `paused`, `done` or `failed`.
+    /// One of [`STATUSES`].
     pub fn status(&self) -> &'static str {
-        self.status_of(&self.task_ids())
+        self.status_of(&self.task_ids(), self.problem.as_ref())
     }
 
-    /// [`Loaded::status`], given the task ids.
-    fn status_of(&self, ids: &[String]) -> &'static str {
+    /// [`Loaded::status`], given the task ids and the problem found.
+    fn status_of(&self, ids: &[String], problem: Option<&Problem>) -> &'static str {
+        match problem {
+            Some(Problem::Missing) => return "missing",
+            Some(Problem::Unreadable(_)) => return "unreadable",
+            None => {}
+        }
         if self.journal.records == 0 {
             return "registered";
         }
         let states: Vec<Option<&str>> = ids.iter().map(|t| self.journal.state(t)).collect();
         if !states.is_empty() && states.iter().all(|s| s.is_some_and(is_terminal)) {
             return if states.iter().any(|s| matches!(s, Some("failed" | "halted"))) { "failed" } else { "done" };
+        }
+        if ids.iter().any(|t| self.journal.needs_input(t)) {
+            return "needs_input";
         }
         match self.journal.last_run.as_ref().and_then(|r| r.run.as_deref()) {
             Some("paused") => "paused",
@@ -187,60 +319,110 @@ impl Loaded {
 
     /// `GET /runs` item / `runs list` line, as a value.
     pub fn summary(&self) -> Value {
-        serde_json::from_str(&self.summary_string()).unwrap_or(Value::Null)
+        serde_json::from_str(&self.summary_string(None)).unwrap_or(Value::Null)
     }
 
     /// `GET /runs` item / `runs list` line, as JSON text.
-    pub fn summary_string(&self) -> String {
-        self.summary_string_with(|t, a| {
-            let log = self.files.log(t);
-            log.exists().then(|| log_totals(&log, a))
+    pub fn summary_string(&self, activity_ms: Option<i64>) -> String {
+        let dir = self.dir.as_ref().map(|d| d.as_fd());
+        self.summary_string_with(activity_ms, |t, a| match dir {
+            Some(d) => log_totals_in(d, Path::new(&format!("{}.{t}.log", self.pointer.slug)), a),
+            None => Ok(None),
         })
     }
 
     /// The summary, with `totals(task, adapter)` giving what the task's log
-    /// (`<slug>.<task>.log`) adds up to (`None`: no log). A listing answers
-    /// it from one directory read per runstate directory. Written straight
-    /// to text (no `Value` tree): listings build thousands of these.
-    pub fn summary_string_with(&self, mut totals: impl FnMut(&str, Adapter) -> Option<Totals>) -> String {
+    /// (`<slug>.<task>.log`) adds up to (`Ok(None)`: no log; `Err`: the log
+    /// is refused, and the run is `unreadable` with that reason). A listing
+    /// answers it from one directory read per runstate directory. Written
+    /// straight to text (no `Value` tree): listings build thousands of these.
+    pub fn summary_string_with(
+        &self,
+        activity_ms: Option<i64>,
+        totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
+    ) -> String {
+        self.summary_parts(activity_ms, totals).0
+    }
+
+    /// [`Loaded::summary_string_with`] and the status it gives.
+    pub fn summary_parts(
+        &self,
+        activity_ms: Option<i64>,
+        mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
+    ) -> (String, &'static str) {
         let p = &self.pointer;
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
         let ids = self.task_ids();
+        let mut problem = self.problem.clone();
+        let mut needs_input = 0;
         for t in &ids {
             *counts.entry(self.journal.state(t).unwrap_or("pending")).or_default() += 1;
+            needs_input += u64::from(self.journal.needs_input(t));
+            if problem.is_some() {
+                continue;
+            }
             if let Some(a) = self.adapter_of(t) {
-                if let Some(s) = totals(t, a) {
-                    if let Some(c) = s.cost_usd {
-                        *cost.get_or_insert(0.0) += c;
+                match totals(t, a) {
+                    Ok(Some(s)) => {
+                        if let Some(c) = s.cost_usd {
+                            *cost.get_or_insert(0.0) += c;
+                        }
+                        if let Some(i) = s.input_tokens {
+                            *tin.get_or_insert(0) += i;
+                        }
+                        if let Some(o) = s.output_tokens {
+                            *tout.get_or_insert(0) += o;
+                        }
                     }
-                    if let Some(i) = s.input_tokens {
-                        *tin.get_or_insert(0) += i;
-                    }
-                    if let Some(o) = s.output_tokens {
-                        *tout.get_or_insert(0) += o;
-                    }
+                    Ok(None) => {}
+                    Err(e) => problem = Some(Problem::Unreadable(e.to_string())),
                 }
             }
         }
         let tokens =
             (tin.is_some() || tout.is_some()).then(|| Tokens { input: tin.unwrap_or(0), output: tout.unwrap_or(0) });
+        let ok = self.pointer_ok;
+        fn known(ok: bool, s: &str) -> Option<&str> {
+            ok.then_some(s)
+        }
         // Keys in the order a serde_json map sorts them, as `show` prints its `run`.
+        let status = self.status_of(&ids, problem.as_ref());
         let s = SummaryOut {
+            activity_ms,
             branch: &p.branch,
             cost_usd: cost,
             counts,
-            project: &p.project,
-            repo: &p.repo,
-            repo_root: &p.repo_root,
+            needs_input,
+            project: known(ok, &p.project),
+            reason: match &problem {
+                Some(Problem::Unreadable(r)) => Some(r),
+                Some(Problem::Missing) => Some("its runstate directory is gone (`runs reap` removes the pointer)"),
+                None => None,
+            },
+            repo: known(ok, &p.repo),
+            repo_root: known(ok, &p.repo_root),
             run_id: &p.run_id,
-            slug: &p.slug,
-            status: self.status_of(&ids),
+            slug: known(ok, &p.slug),
+            status,
             tokens,
             wave: self.wave(),
-            worktree: &p.worktree,
+            worktree: known(ok, &p.worktree),
         };
-        serde_json::to_string(&s).unwrap_or_default()
+        (serde_json::to_string(&s).unwrap_or_default(), status)
+    }
+
+    /// The open input requests, as the views show them.
+    fn requests(&self, task: Option<&str>) -> Vec<Value> {
+        self.journal
+            .open
+            .iter()
+            .filter(|o| task.map_or(true, |t| o.task == t) && !self.journal.state(&o.task).is_some_and(is_terminal))
+            .map(|o| {
+                json!({"task": o.task, "request": o.request, "kind": o.kind, "tool": o.tool, "detail": o.detail,
+                       "expiresAt": o.expires_at, "ts": o.ts})
+            })
+            .collect()
     }
 
     /// `GET /runs/:runId` / `runs show`.
@@ -266,14 +448,16 @@ impl Loaded {
                 json!({
                     "state": r.and_then(|r| r.state.clone()).unwrap_or_else(|| "pending".into()),
                     "rc": r.and_then(|r| r.rc), "ts": r.map(|r| r.ts.clone()), "actor": r.map(|r| r.actor.clone()),
+                    "needsInput": self.journal.needs_input(&t),
                 }),
             );
         }
         json!({
             "run": self.summary(),
-            "meta": self.pointer,
+            "meta": self.pointer_ok.then_some(&self.pointer),
             "plan": plan,
             "tasks": tasks,
+            "inputRequests": self.requests(None),
             "lastRunRecord": self.journal.last_run,
             "journal": {"records": self.journal.records, "skipped": self.journal.skipped},
         })
@@ -287,18 +471,28 @@ impl Loaded {
         }
         let live = liveness::get(&self.files);
         let entry = live.tasks.get(tid);
-        let log = self.log_path(tid, entry);
         let plan_task = self.plan.as_ref().and_then(|p| p.task(tid));
-        let totals = self.adapter_of(tid).map(|a| log_totals(&log, a)).unwrap_or_default();
+        // A refused log (outside the run's directory, not a regular file) is named, never read.
+        let mut refused: Option<String> = None;
+        let rel = self.log_rel(tid, entry).map_err(|e| refused = Some(e.to_string())).ok();
+        let log = rel.as_ref().map(|r| self.files.dir.join(r));
+        let (mut totals, mut idle) = (Totals::default(), None);
+        if let (Some(dir), Some(rel)) = (self.dir.as_ref(), rel.as_ref()) {
+            match safe::open_beneath(dir.as_fd(), rel) {
+                Ok((f, st)) => {
+                    idle = Some((now_ms() - st.st_mtime * 1000 - st.st_mtime_nsec / 1_000_000).max(0) as f64 / 1000.0);
+                    if let Some(a) = self.adapter_of(tid) {
+                        totals = log_totals(f, a);
+                    }
+                }
+                Err(e) if e.absent => {}
+                Err(e) => refused = Some(e.to_string()),
+            }
+        }
         let now = now_ms();
         let pid = entry.and_then(|e| e.pid);
         let alive = pid.map(liveness::pid_alive);
         let started = entry.and_then(|e| e.started_ts.as_deref()).and_then(crate::time::parse_rfc3339_ms);
-        let idle = std::fs::metadata(&log)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| (now - d.as_millis() as i64).max(0) as f64 / 1000.0);
         let r = self.journal.tasks.get(tid);
         Ok(json!({
             "runId": self.pointer.run_id,
@@ -306,6 +500,8 @@ impl Loaded {
             "adapter": plan_task.map(|t| t.adapter.clone()),
             "deps": plan_task.map(|t| t.deps.clone()).unwrap_or_default(),
             "state": r.and_then(|r| r.state.clone()).unwrap_or_else(|| "pending".into()),
+            "needsInput": self.journal.needs_input(tid),
+            "inputRequests": self.requests(Some(tid)),
             "rc": r.and_then(|r| r.rc),
             "sessionId": entry.and_then(|e| e.session_id.clone()).or(totals.session),
             "pid": pid,
@@ -314,7 +510,8 @@ impl Loaded {
             "startedTs": entry.and_then(|e| e.started_ts.clone()),
             "runtimeS": started.filter(|_| alive == Some(true)).map(|s| (now - s).max(0) as f64 / 1000.0),
             "idleS": idle,
-            "logfile": log.display().to_string(),
+            "logfile": log.map(|l| l.display().to_string()),
+            "reason": refused,
             "costUsd": totals.cost_usd,
         }))
     }
@@ -322,9 +519,4 @@ impl Loaded {
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-/// The stderr line for a reaped pointer.
-pub fn reaped_message(r: &Reaped) -> String {
-    format!("registry: reaped {}: its runstateDir {} is gone", r.run_id, r.runstate_dir)
 }

@@ -49,6 +49,18 @@ pub fn post(
     verb: &str,
     body: &[u8],
 ) -> Close {
+    // A session this server holds itself (interactive mode) answers here.
+    if let Some(tid) = task {
+        if let Some(close) = super::interactive::control_post(shared, stream, id, tid, verb, body, cors) {
+            return close;
+        }
+    }
+    if matches!(verb, "answer" | "stop") {
+        let m = format!(
+            "run {id} is not an interactive session held by this server: {verb} needs one (runwire-serve --interactive)"
+        );
+        return reply(stream, cors, 409, &Reply::refuse(m, None));
+    }
     let mut creq = control::Request {
         verb: verb.into(),
         task: task.map(str::to_string),
@@ -76,11 +88,7 @@ pub fn post(
             }
         }
     }
-    let mut reaped = Vec::new();
-    let loaded = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped);
-    for r in &reaped {
-        crate::cli::report(super::BIN, view::reaped_message(r));
-    }
+    let loaded = view::find(&Registry::at(&shared.cfg.harness_home), id);
     let loaded = match loaded {
         Ok(l) => l,
         Err(ViewError::Bad(m)) => {
@@ -89,6 +97,10 @@ pub fn post(
         }
         Err(ViewError::NotFound(m)) => {
             respond_error(stream, 404, cors, &m);
+            return Close::Linger;
+        }
+        Err(ViewError::Unreadable(m)) => {
+            respond_error(stream, 409, cors, &m);
             return Close::Linger;
         }
     };

@@ -43,6 +43,9 @@ impl FeedHub {
         let start_end = x.extend(Scope::All)?;
         let hub = Arc::new(FeedHub { gen: Mutex::new(0), cv: Condvar::new(), paths: x.paths().clone(), start_end });
         let h = hub.clone();
+        // Connections are woken only when the log grew (a busy task log in a
+        // watched directory wakes this thread, not them).
+        let mut end = start_end;
         std::thread::Builder::new().name("feed".into()).spawn(move || loop {
             let ch = match watcher.wait(None) {
                 Ok(ch) => ch,
@@ -56,12 +59,18 @@ impl FeedHub {
             } else if !ch.runs.is_empty() {
                 x.extend(Scope::Runs(&ch.runs))
             } else {
-                Ok(0)
+                Ok(end)
             };
-            if let Err(e) = extended {
-                crate::cli::report(super::BIN, format!("feed: {}: {e}", x.paths().log.display()));
+            // Another writer's append (a `runs watch`) shows as the log's growth.
+            let extended = extended.map(|e| if ch.feed { e.max(feed::end(&h.paths)) } else { e });
+            match extended {
+                Ok(e) if e != end => {
+                    end = e;
+                    h.bump();
+                }
+                Ok(_) => {}
+                Err(e) => crate::cli::report(super::BIN, format!("feed: {}: {e}", x.paths().log.display())),
             }
-            h.bump();
         })?;
         Ok(hub)
     }
@@ -163,7 +172,7 @@ fn client_gone(stream: &TcpStream) -> bool {
     if stream.set_nonblocking(true).is_err() {
         return true;
     }
-    let gone = super::agui::client_gone(stream);
+    let gone = super::http::client_gone(stream);
     gone || stream.set_nonblocking(false).is_err()
 }
 

@@ -23,8 +23,14 @@ pub const MAX_DRAIN: usize = 16 * 1024 * 1024;
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The whole request (head and body) must arrive within this many idle timeouts.
 pub const REQUEST_DEADLINE_FACTOR: u32 = 3;
-/// A client that reads nothing for this long while we write to it is dropped.
+/// A client that takes none of the bytes waiting for it for this long is
+/// dropped (`RUNWIRE_WRITE_TIMEOUT_MS` overrides): measured on what the
+/// client's side acknowledged, not per write call, since the kernel's send
+/// buffer grows and lets writes succeed for a client that reads nothing.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// After its response, a connection is drained for at most this long in
+/// all (whatever the client keeps sending), then closed.
+pub const LINGER: Duration = Duration::from_secs(1);
 
 /// A parsed request head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +85,12 @@ pub fn read_head(stream: &mut impl Read) -> Result<(Request, Vec<u8>), ReadError
         buf.extend_from_slice(&chunk[..n]);
         if let Some(i) = memchr::memmem::find(&buf[from..], b"\r\n\r\n") {
             break from + i;
+        }
+        // A line ended by a bare LF would leave us waiting for a CRLF CRLF
+        // that never comes: refuse it at once.
+        let scan = buf.len() - n;
+        if memchr::memchr_iter(b'\n', &buf[scan..]).any(|i| scan + i == 0 || buf[scan + i - 1] != b'\r') {
+            return Err(ReadError::Reject(400, "a request line ends with a bare LF; lines must end with CRLF".into()));
         }
         if buf.len() > MAX_HEAD {
             return Err(ReadError::Reject(431, format!("the request head is larger than {MAX_HEAD} bytes")));
@@ -315,6 +327,7 @@ fn reason(code: u16) -> &'static str {
         408 => "Request Timeout",
         409 => "Conflict",
         413 => "Content Too Large",
+        417 => "Expectation Failed",
         415 => "Unsupported Media Type",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
@@ -376,8 +389,102 @@ pub fn respond_error(stream: &mut impl Write, code: u16, headers: &[(&str, Strin
 /// would destroy the response in flight.
 pub fn linger_close(stream: &TcpStream) {
     let _ = stream.shutdown(Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = io::copy(&mut stream.take(MAX_DRAIN as u64), &mut io::sink());
+    // Bounded in all, not per read: a client sending a byte now and then
+    // must not hold its connection slot.
+    let until = Instant::now() + LINGER;
+    let _ = io::copy(&mut Timed { stream, idle: LINGER, until }.take(MAX_DRAIN as u64), &mut io::sink());
+}
+
+/// True when the client closed its side or the connection failed. Bytes
+/// the client sent after its request are read and thrown away (at most
+/// 64 KiB a call), since one byte waiting would hide the end of the stream
+/// from a peek. The socket must not block long on reads (non-blocking, or
+/// a short read timeout).
+pub fn client_gone(stream: &TcpStream) -> bool {
+    let mut b = [0u8; 4096];
+    let mut s = stream;
+    for _ in 0..16 {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
+        }
+    }
+    false
+}
+
+/// Bytes written to the socket that the peer has not acknowledged yet.
+fn unacknowledged(stream: &TcpStream) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut n: nix::libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ on a TCP socket) writes one int through
+    // the pointer, which is valid for the call; the descriptor is open.
+    let r = unsafe { nix::libc::ioctl(stream.as_raw_fd(), nix::libc::TIOCOUTQ, &mut n) };
+    (r == 0).then_some(n.max(0) as u64)
+}
+
+/// Whether a client takes what is sent to it: the bytes it acknowledged
+/// (written minus still in the socket's queue) must move at least once per
+/// `limit` while any are waiting for it. Writes that succeed into a growing
+/// kernel buffer do not count, so a client that reads nothing is dropped on
+/// time whatever the buffer sizes.
+#[derive(Debug)]
+pub struct Progress {
+    written: u64,
+    taken: u64,
+    since: Instant,
+    limit: Duration,
+}
+
+impl Progress {
+    pub fn new(limit: Duration) -> Progress {
+        Progress { written: 0, taken: 0, since: Instant::now(), limit }
+    }
+
+    /// Counts `n` bytes handed to the socket.
+    pub fn wrote(&mut self, n: usize) {
+        self.written += n as u64;
+    }
+
+    /// `Err(TimedOut)` when bytes wait for the client (in the socket, or in
+    /// the caller's queue: `pending`) and it took none of them for `limit`.
+    pub fn check(&mut self, stream: &TcpStream, pending: bool) -> io::Result<()> {
+        let queued = unacknowledged(stream).unwrap_or(0);
+        let taken = self.written.saturating_sub(queued);
+        if taken > self.taken || (queued == 0 && !pending) {
+            self.taken = self.taken.max(taken);
+            self.since = Instant::now();
+            return Ok(());
+        }
+        if self.since.elapsed() >= self.limit {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client took nothing for {} ms", self.limit.as_millis()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes all of `buf` on a blocking socket whose write timeout is
+    /// short (a tick), checking between writes that the client takes it.
+    pub fn write_all(&mut self, stream: &mut TcpStream, buf: &[u8]) -> io::Result<()> {
+        let mut off = 0;
+        while off < buf.len() {
+            match stream.write(&buf[off..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    off += n;
+                    self.wrote(n);
+                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            self.check(stream, off < buf.len())?;
+        }
+        Ok(())
+    }
 }
 
 pub fn method_not_allowed(stream: &mut TcpStream, cors: &[(&'static str, String)], allow: &str) -> Close {

@@ -10,10 +10,10 @@
 //! `route`.
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
-use super::{agui, control, evidence, feed, runs, studio, Config, Shared};
+use super::{agui, control, evidence, feed, interactive, runs, studio, Config, Shared};
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Instant;
 
 /// Request body, at most (413 beyond).
@@ -49,6 +49,13 @@ pub fn handle(shared: &Shared, mut stream: TcpStream) {
 /// the CORS headers every answer carries; `Err` how the connection ends
 /// after the refusal already sent.
 fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors, Close> {
+    // Two of either would let two readers of the request disagree on which one counts.
+    for name in ["Host", "Origin"] {
+        if req.header_count(name) > 1 {
+            respond_error(stream, 400, &[], &format!("more than one {name} header"));
+            return Err(Close::Linger);
+        }
+    }
     // DNS rebinding: a page on evil.example that resolves to 127.0.0.1 sends
     // `Host: evil.example`; refuse it before anything else, even /healthz.
     if !cfg.allow_remote {
@@ -67,15 +74,15 @@ fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors,
     }
     let origin = req.header("origin");
     if let Some(o) = origin {
-        if !origin_allowed(o, cfg.port, &cfg.allow_origins) {
-            respond_error(
-                stream,
-                403,
-                &[],
-                &format!("Origin {o:?} is not allowed; start the server with --allow-origin {o} to allow it"),
-            );
+        if !origin_allowed(o, cfg.ip, cfg.port, &cfg.allow_origins) {
+            respond_error(stream, 403, &[], &origin_refusal(o));
             return Err(Close::Linger);
         }
+    }
+    // Only 100-continue is known (honoured where a body is read); RFC 9110 §10.1.1.
+    if let Some(e) = req.header("expect").filter(|e| !e.eq_ignore_ascii_case("100-continue")) {
+        respond_error(stream, 417, &[], &format!("Expect {e:?} is not supported (only 100-continue)"));
+        return Err(Close::Linger);
     }
     let cors = cors_headers(origin);
     if req.method == "OPTIONS" {
@@ -126,7 +133,7 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
     }
     match (req.path.as_str(), req.method.as_str()) {
         ("/api/info", "GET") => {
-            let _ = respond(stream, 200, cors, &info(cfg).to_string());
+            let _ = respond(stream, 200, cors, &info(shared).to_string());
             Close::Linger
         }
         ("/api/info", _) => method_not_allowed(stream, cors, "GET"),
@@ -136,6 +143,12 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
             Err(close) => close,
         },
         ("/agui", _) => method_not_allowed(stream, cors, "POST"),
+        // AG-UI AgentCapabilities (the @ag-ui/core shape).
+        ("/agui/capabilities", "GET") => {
+            let _ = respond(stream, 200, cors, &interactive::capabilities(shared).to_string());
+            Close::Linger
+        }
+        ("/agui/capabilities", _) => method_not_allowed(stream, cors, "GET"),
         ("/runs", _) => runs_route(shared, stream, req, body, cors, &[]),
         (p, _) if p.starts_with("/runs/") => {
             let segs: Vec<&str> = p["/runs/".len()..].split('/').collect();
@@ -160,7 +173,7 @@ fn runs_route(
     segs: &[&str],
 ) -> Close {
     match (req.method.as_str(), segs) {
-        ("GET", []) => runs::list(shared, stream, cors),
+        ("GET", []) => runs::list(shared, stream, req, cors),
         // Never a run id (those are `<hash>--<slug>`).
         ("GET", ["events"]) => feed::get(shared, stream, req, cors),
         (_, ["events"]) => method_not_allowed(stream, cors, "GET"),
@@ -179,7 +192,7 @@ fn runs_route(
             respond_error(stream, 404, cors, &format!("no route {}", req.path));
             Close::Linger
         }
-        ("POST", [id, "tasks", tid, verb @ ("steer" | "kill")]) => {
+        ("POST", [id, "tasks", tid, verb @ ("steer" | "kill" | "answer" | "stop")]) => {
             control_route(shared, stream, req, body, cors, id, Some(tid), verb)
         }
         ("POST", [id, verb @ ("pause" | "resume")]) => control_route(shared, stream, req, body, cors, id, None, verb),
@@ -206,7 +219,7 @@ fn control_route(
     }
     let has_body =
         req.header("transfer-encoding").is_some() || req.header("content-length").is_some_and(|l| l.trim() != "0");
-    let body = if verb == "steer" || has_body {
+    let body = if matches!(verb, "steer" | "answer") || has_body {
         match read_json_body(&shared.cfg, stream, req, body, cors) {
             Ok(b) => b,
             Err(close) => return close,
@@ -218,7 +231,8 @@ fn control_route(
 }
 
 /// `GET /api/info`: what the page needs to know about this server.
-fn info(cfg: &Config) -> serde_json::Value {
+fn info(shared: &Shared) -> serde_json::Value {
+    let cfg = &shared.cfg;
     serde_json::json!({
         "name": super::BIN,
         "version": env!("CARGO_PKG_VERSION"),
@@ -227,6 +241,8 @@ fn info(cfg: &Config) -> serde_json::Value {
         "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
         "evidence": cfg.evidence.is_some(),
         "tokenRequired": cfg.token.is_some(),
+        "interactive": cfg.interactive,
+        "capabilities": interactive::capabilities(shared),
     })
 }
 
@@ -308,19 +324,51 @@ pub fn is_loopback_host(host: &str) -> bool {
     name.eq_ignore_ascii_case("localhost") || name.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback())
 }
 
+/// `:PORT` with PORT in 1..=65535 (a port no socket can have names no server).
 fn is_port_suffix(s: &str) -> bool {
-    s.strip_prefix(':').is_some_and(|d| !d.is_empty() && d.len() <= 5 && d.bytes().all(|b| b.is_ascii_digit()))
+    s.strip_prefix(':').is_some_and(|d| {
+        !d.is_empty()
+            && d.len() <= 5
+            && d.bytes().all(|b| b.is_ascii_digit())
+            && d.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p))
+    })
 }
 
-/// The server's own origins: what a page it served itself would send.
-pub fn own_origins(port: u16) -> [String; 3] {
-    [format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}"), format!("http://[::1]:{port}")]
+/// The server's own origins: what a page it served itself would send,
+/// loaded from the loopback names or from the address it listens on
+/// (`--listen 127.0.0.2:8787` serves its page from there).
+pub fn own_origins(ip: IpAddr, port: u16) -> Vec<String> {
+    let mut v =
+        vec![format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}"), format!("http://[::1]:{port}")];
+    if !ip.is_unspecified() {
+        let own = format!("http://{}", SocketAddr::new(ip, port));
+        if !v.contains(&own) {
+            v.push(own);
+        }
+    }
+    v
 }
 
 /// Whether a request's `Origin` may use the server.
-pub fn origin_allowed(origin: &str, port: u16, extra: &[String]) -> bool {
+pub fn origin_allowed(origin: &str, ip: IpAddr, port: u16, extra: &[String]) -> bool {
     let o = origin.trim();
-    own_origins(port).iter().chain(extra).any(|a| a.eq_ignore_ascii_case(o))
+    own_origins(ip, port).iter().chain(extra).any(|a| a.eq_ignore_ascii_case(o))
+}
+
+/// Why an origin is refused, and the way out only where there is one:
+/// `--allow-origin` takes exactly `scheme://host[:port]`, never the opaque
+/// origin `null` (any sandboxed frame or file:// page anywhere sends it, so
+/// allowing it would allow every such page).
+fn origin_refusal(o: &str) -> String {
+    if o.trim().eq_ignore_ascii_case("null") {
+        return "Origin \"null\" (an opaque origin: a file:// page, a sandboxed frame or a redirect) is not allowed \
+                and cannot be: serve the page from an http(s) origin and pass --allow-origin for that origin"
+            .to_string();
+    }
+    match super::parse_origin(o.trim()) {
+        Ok(ok) => format!("Origin {o:?} is not allowed; start the server with --allow-origin {ok} to allow it"),
+        Err(_) => format!("Origin {o:?} is not allowed (not of the form scheme://host[:port])"),
+    }
 }
 
 /// `application/json`, parameters allowed (`; charset=utf-8`).
@@ -365,10 +413,20 @@ mod tests {
         for h in ["evil.example:8787", "0.0.0.0:1", "[::2]:1", "localhost.evil.example", "127.0.0.1:x", ""] {
             assert!(!is_loopback_host(h), "{h}");
         }
-        assert!(origin_allowed("http://localhost:9", 9, &[]));
-        assert!(!origin_allowed("http://localhost:10", 9, &[]));
-        assert!(origin_allowed("https://app.example", 9, &["https://app.example".into()]));
-        assert!(!origin_allowed("null", 9, &[]));
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(origin_allowed("http://localhost:9", lo, 9, &[]));
+        assert!(!origin_allowed("http://localhost:10", lo, 9, &[]));
+        assert!(origin_allowed("https://app.example", lo, 9, &["https://app.example".into()]));
+        assert!(!origin_allowed("null", lo, 9, &[]));
+        // The address it listens on is its own origin too.
+        assert!(!origin_allowed("http://127.0.0.2:9", lo, 9, &[]));
+        assert!(origin_allowed("http://127.0.0.2:9", "127.0.0.2".parse().unwrap(), 9, &[]));
+        assert!(origin_allowed("http://[::1]:9", "::1".parse().unwrap(), 9, &[]));
+        // Ports are 1 to 65535.
+        for h in ["localhost:99999", "localhost:0", "127.0.0.1:65536", "[::1]:70000"] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+        assert!(is_loopback_host("localhost:65535"));
     }
 
     #[test]

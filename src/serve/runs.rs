@@ -21,15 +21,16 @@
 //! [`Encoder`]: crate::sse::Encoder
 //! [`Translator`]: crate::agui::Translator
 
-use super::http::{respond, respond_error, Close, Request};
+use super::http::{client_gone, respond, respond_error, Close, Progress, Request};
 use super::Shared;
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
 use crate::normalize::{Normalizer, Options};
 use crate::runs::journal::{is_terminal, Journal};
+use crate::runs::list::Query;
 use crate::runs::liveness;
 use crate::runs::registry::Registry;
-use crate::runs::view::{self, Loaded, ViewError};
+use crate::runs::view::{self, Loaded, Problem, ViewError};
 use crate::sse::{Encoder, SseOptions};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Read, Write};
@@ -45,55 +46,64 @@ const JOURNAL_EVERY: Duration = Duration::from_millis(250);
 
 type Cors<'a> = &'a [(&'static str, String)];
 
-/// The query parameter `name`, raw.
-fn query_param<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
-    req.query.as_deref()?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+/// The query parameter `name`, percent-decoded (`?after=3%2F1` is `3/1`,
+/// as a browser's URLSearchParams writes it).
+fn query_param(req: &Request, name: &str) -> Option<String> {
+    let raw = req.query.as_deref()?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))?;
+    Some(String::from_utf8_lossy(&super::http::percent_decode(raw)).into_owned())
+}
+
+/// `GET /runs`'s query: `limit`, `cursor`, `status` (comma-separated), `repo`.
+fn list_query(req: &Request) -> Result<Query, String> {
+    Query::parse(
+        query_param(req, "limit").as_deref(),
+        query_param(req, "cursor").as_deref(),
+        query_param(req, "status").as_deref(),
+        query_param(req, "repo").as_deref(),
+    )
 }
 
 fn view_error(stream: &mut TcpStream, cors: Cors, e: ViewError) -> Close {
     match e {
         ViewError::Bad(m) => respond_error(stream, 400, cors, &m),
         ViewError::NotFound(m) => respond_error(stream, 404, cors, &m),
+        ViewError::Unreadable(m) => respond_error(stream, 409, cors, &m),
     }
     Close::Linger
 }
 
-/// `GET /runs`: the listing.
-pub fn list(shared: &Shared, stream: &mut TcpStream, cors: Cors) -> Close {
+/// `GET /runs`: a page of the listing (`?limit=&cursor=&status=&repo=`).
+pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) -> Close {
     let reg = Registry::at(&shared.cfg.harness_home);
-    let mut cache = shared.list_cache.lock().unwrap_or_else(|e| e.into_inner());
-    let (body, r) = cache.list_json(&reg);
-    log_reaped(&r);
+    let q = match list_query(req) {
+        Ok(q) => q,
+        Err(m) => return view_error(stream, cors, ViewError::Bad(m)),
+    };
+    // The cache's lock is held only to snapshot and merge, never over the reads.
+    let body = shared.list_cache.page(&reg, &q).json();
     let _ = respond(stream, 200, cors, &body);
     // The answer is complete: a client reading to EOF need not wait for the index snapshot.
     let _ = stream.shutdown(std::net::Shutdown::Write);
     // In the background: the next listing (or a restarted server) checks instead of reading.
-    let _ = cache.save_index(&reg);
+    let _ = shared.list_cache.save_index(&reg);
     Close::Linger
 }
 
 /// `GET /runs/:id`.
 pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Close {
-    let mut reaped = Vec::new();
-    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped).map(|l| l.show());
-    log_reaped(&reaped);
+    let r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
     json_view(stream, cors, r)
 }
 
 /// `GET /runs/:id/tasks/:tid`.
 pub fn task(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str, tid: &str) -> Close {
-    let mut reaped = Vec::new();
-    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped).and_then(|l| l.task(tid));
-    log_reaped(&reaped);
+    let r = view::find(&Registry::at(&shared.cfg.harness_home), id).and_then(|l| l.task(tid));
     json_view(stream, cors, r)
 }
 
 /// `GET /runs/:id/tasks/:tid/stream`.
 pub fn stream(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, id: &str, tid: &str) -> Close {
-    let mut reaped = Vec::new();
-    let r = view::find(&Registry::at(&shared.cfg.harness_home), id, &mut reaped);
-    log_reaped(&reaped);
-    match r {
+    match view::find(&Registry::at(&shared.cfg.harness_home), id) {
         Ok(l) => stream_task(shared, stream, req, cors, &l, tid),
         Err(e) => view_error(stream, cors, e),
     }
@@ -106,12 +116,6 @@ fn json_view(stream: &mut TcpStream, cors: Cors, r: Result<serde_json::Value, Vi
             Close::Linger
         }
         Err(e) => view_error(stream, cors, e),
-    }
-}
-
-fn log_reaped(reaped: &[crate::runs::registry::Reaped]) {
-    for r in reaped {
-        crate::cli::report(super::BIN, view::reaped_message(r));
     }
 }
 
@@ -179,6 +183,8 @@ struct Out<'a> {
     /// Seqs dropped since the last `error` event: (first, last).
     dropped: Option<(Seq, Seq)>,
     last_write: Instant,
+    /// Whether the client takes what is written (dropped after the write timeout if not).
+    progress: Progress,
 }
 
 impl Out<'_> {
@@ -217,6 +223,7 @@ impl Out<'_> {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.sent += n;
+                    self.progress.wrote(n);
                     self.last_write = Instant::now();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -241,9 +248,12 @@ impl Out<'_> {
             return Ok(());
         }
         *last_peek = Instant::now();
-        if super::agui::client_gone(self.stream) {
+        if client_gone(self.stream) {
             return Err(io::ErrorKind::ConnectionAborted.into());
         }
+        // Dropping frames keeps our queue bounded, but a client that takes
+        // nothing at all is let go rather than held forever.
+        self.progress.check(self.stream, self.queued() > 0)?;
         if self.queued() == 0 && self.last_write.elapsed() >= keepalive {
             self.push_raw(b": keep-alive\n\n");
             self.flush()?;
@@ -351,6 +361,14 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     if let Err(e) = crate::runs::check_id("task", tid) {
         return view_error(stream, cors, ViewError::Bad(e));
     }
+    match &l.problem {
+        Some(Problem::Missing) => {
+            let m = format!("run {:?}: its runstate directory {} is gone", l.pointer.run_id, l.files.dir.display());
+            return view_error(stream, cors, ViewError::NotFound(m));
+        }
+        Some(Problem::Unreadable(why)) => return view_error(stream, cors, ViewError::Unreadable(why.clone())),
+        None => {}
+    }
     if !l.task_ids().iter().any(|t| t == tid) {
         let m = format!("run {:?} has no task {tid:?}", l.pointer.run_id);
         return view_error(stream, cors, ViewError::NotFound(m));
@@ -359,12 +377,13 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         let m = format!("task {tid:?} has no adapter in the run's plan, so its log cannot be read");
         return view_error(stream, cors, ViewError::NotFound(m));
     };
-    let agui = match query_param(req, "format") {
+    let agui = match query_param(req, "format").as_deref() {
         None | Some("events") => false,
         Some("agui") => true,
         Some(f) => return view_error(stream, cors, ViewError::Bad(format!("format={f}: expected events or agui"))),
     };
-    let after_raw = req.header("last-event-id").or_else(|| query_param(req, "after"));
+    let after_raw = req.header("last-event-id").map(str::to_string).or_else(|| query_param(req, "after"));
+    let after_raw = after_raw.as_deref();
     let (after, agui_after) = match after_raw {
         None => (None, None),
         Some(a) if agui => match AguiId::parse(a) {
@@ -418,11 +437,15 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     // The journal is watched too, so an idle stream re-reads it only when it changed.
     let journal_sub = hub.subscribe(&journal_path).ok();
     // Watch before opening, so no write between the first read and a wait is missed.
-    let log = l.log_path(tid, liveness::get(&l.files).tasks.get(tid));
+    let log = match l.log_path(tid, liveness::get(&l.files).tasks.get(tid)) {
+        Ok(p) => p,
+        Err(e) => return view_error(stream, cors, ViewError::Unreadable(e.to_string())),
+    };
     let opened = match hub.subscribe(&log) {
-        Ok(sub) => match std::fs::File::open(&log) {
-            Ok(f) => Some((sub, f)),
-            Err(_) => None,
+        Ok(sub) => match open_log(l, &log) {
+            Ok(Some(f)) => Some((sub, f)),
+            Ok(None) => None,
+            Err(e) => return view_error(stream, cors, ViewError::Unreadable(e.to_string())),
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => {
@@ -448,8 +471,16 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         return Close::Now;
     }
     let cap = shared.cfg.stream_buffer;
-    let mut out =
-        Out { stream, chunked: req.http11, queue: Vec::new(), sent: 0, cap, dropped: None, last_write: Instant::now() };
+    let mut out = Out {
+        stream,
+        chunked: req.http11,
+        queue: Vec::new(),
+        sent: 0,
+        cap,
+        dropped: None,
+        last_write: Instant::now(),
+        progress: Progress::new(shared.cfg.write_timeout),
+    };
     let (sub, mut file) = match (opened, dir_sub) {
         (Some(o), _) => o,
         (None, Some(d)) => {
@@ -557,10 +588,11 @@ fn look_for_log(
     w: &Waiting,
     elsewhere: &mut Option<(std::path::PathBuf, Option<super::watch::Sub>)>,
 ) -> io::Result<Look> {
-    let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid));
+    let refused = |e: crate::runs::safe::Unreadable| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string());
+    let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid)).map_err(refused)?;
     match w.hub.subscribe(&log) {
         Ok(sub) => {
-            if let Ok(f) = std::fs::File::open(&log) {
+            if let Some(f) = open_log(w.l, &log).map_err(refused)? {
                 return Ok(Look::Found(sub, f));
             }
         }
@@ -575,6 +607,18 @@ fn look_for_log(
         }
     }
     Ok(Look::Nothing)
+}
+
+/// Opens a task's log (a path inside the run's directory, from
+/// [`Loaded::log_path`]) the safe way: a regular file beneath the run's
+/// directory, never blocking. `Ok(None)` when it does not exist (yet).
+fn open_log(l: &Loaded, log: &std::path::Path) -> Result<Option<std::fs::File>, crate::runs::safe::Unreadable> {
+    let (Some(dir), Ok(rel)) = (l.dir.as_ref(), log.strip_prefix(&l.files.dir)) else { return Ok(None) };
+    match crate::runs::safe::open_beneath(std::os::fd::AsFd::as_fd(dir), rel) {
+        Ok((f, _)) => Ok(Some(f)),
+        Err(e) if e.absent => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Ends a stream: the normalizer's and translator's last events, the
@@ -677,17 +721,14 @@ fn pump(
     }
 }
 
-/// Sends what is queued (bounded by the write timeout), then ends.
+/// Sends what is queued, as long as the client takes it (see [`Progress`]), then ends.
 fn drain(out: &mut Out) -> io::Result<()> {
-    let deadline = Instant::now() + super::http::WRITE_TIMEOUT;
     loop {
         out.flush()?;
         if out.queued() == 0 {
             return Ok(());
         }
-        if Instant::now() > deadline {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
+        out.progress.check(out.stream, true)?;
         out.wait_writable(Duration::from_millis(100));
     }
 }

@@ -1,0 +1,255 @@
+//! `runwire-session claude [-- CMD…]`: runs an agent interactively, its
+//! session input on stdin (or a FIFO), its output (the task log) on stdout.
+//! All logic is in `runwire::session`.
+
+use clap::Parser;
+use runwire::cli::{self, Exit};
+use runwire::session::acp::{Acp, AcpOptions};
+use runwire::session::claude::{self, Claude, ClaudeOptions};
+use runwire::session::codex::{Codex, CodexOptions};
+use runwire::session::driver::{self, JournalTo};
+use runwire::session::proc::Spec;
+use runwire::session::{self, Agent, Session};
+use std::io::{self, BufWriter};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const BIN: &str = "runwire-session";
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum AgentName {
+    /// Claude Code (stream-json in and out, the SDK control protocol)
+    Claude,
+    /// Codex CLI as `codex app-server` (JSON-RPC 2.0)
+    Codex,
+    /// cursor-agent as `cursor-agent acp` (the Agent Client Protocol)
+    Cursor,
+    /// Any agent speaking the Agent Client Protocol: give its command line after `--`
+    Acp,
+}
+
+/// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines, so `| normalize-events claude | agui-translate | sse-encode` works on it.
+#[derive(Parser, Debug)]
+#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0; 1 the agent failed (non-zero exit, killed); 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
+struct Args {
+    /// The agent whose protocol to speak.
+    #[arg(value_enum)]
+    agent: AgentName,
+    /// The agent command and its arguments (default: $RUNWIRE_CLAUDE_BIN, else `claude`); the protocol flags are appended.
+    #[arg(last = true, value_name = "CMD")]
+    cmd: Vec<String>,
+    /// The first message, written as the session opens.
+    #[arg(long, value_name = "TEXT")]
+    prompt: Option<String>,
+    /// Read the session input from PATH instead of stdin; a FIFO is reopened whenever its writer closes it (only an end line ends the session then).
+    #[arg(long, value_name = "PATH")]
+    input: Option<PathBuf>,
+    /// How long a request waits for an answer before it is denied (fail closed): 90, 90s, 5m, 1h.
+    #[arg(long, value_name = "DUR", default_value = "300s", value_parser = parse_duration)]
+    answer_timeout: u64,
+    /// The agent's permission mode: default, acceptEdits, plan, dontAsk, auto (bypassPermissions needs --grant-all).
+    #[arg(long, value_name = "MODE", default_value = "default")]
+    permission_mode: String,
+    /// The permission mode an approved plan is carried out in (an answer may name another).
+    #[arg(long, value_name = "MODE", default_value = "default")]
+    plan_exit_mode: String,
+    /// Allow granting every tool call (permission mode bypassPermissions); without it that mode is refused.
+    #[arg(long)]
+    grant_all: bool,
+    /// codex: the sandbox (read-only, workspace-write; danger-full-access needs --grant-all).
+    #[arg(long, value_name = "MODE", default_value = "workspace-write")]
+    sandbox: String,
+    /// codex: when codex asks before running a command (untrusted, on-failure, on-request, never).
+    #[arg(long, value_name = "POLICY", default_value = "on-request")]
+    approval_policy: String,
+    /// codex: the model.
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// codex and ACP agents: the session's working directory (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// ACP agents: switch the new session to this mode of the agent's (cursor: agent, plan, ask).
+    #[arg(long, value_name = "ID")]
+    mode: Option<String>,
+    /// Resume this agent session (claude --resume, codex thread/resume, ACP session/load).
+    #[arg(long, value_name = "SESSION")]
+    resume: Option<String>,
+    /// Journal each request and answer as input records to this runstate journal (needs --task).
+    #[arg(long, value_name = "FILE", requires = "task")]
+    journal: Option<PathBuf>,
+    /// The task the journal's input records name.
+    #[arg(long, value_name = "T", requires = "journal")]
+    task: Option<String>,
+    /// The journal's actor.
+    #[arg(long, value_name = "A", default_value = "runwire-session")]
+    actor: String,
+}
+
+/// Milliseconds from `90`, `90s`, `1500ms`, `5m`, `1h` (at least 1 ms).
+fn parse_duration(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s {
+        _ if s.ends_with("ms") => (&s[..s.len() - 2], 1),
+        _ if s.ends_with('s') => (&s[..s.len() - 1], 1000),
+        _ if s.ends_with('m') => (&s[..s.len() - 1], 60_000),
+        _ if s.ends_with('h') => (&s[..s.len() - 1], 3_600_000),
+        _ => (s, 1000),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("not a duration: {s:?} (like 90, 90s, 1500ms, 5m, 1h)"))?;
+    n.checked_mul(mult)
+        .filter(|ms| (1..=7 * 24 * 3_600_000).contains(ms))
+        .ok_or_else(|| format!("{s:?} is out of range"))
+}
+
+/// The agent's command line: `-- CMD…`, else `$ENV`, else `default`; then
+/// the protocol's own arguments.
+fn agent_argv(args: &Args, env: &str, default: &str, protocol: Vec<String>) -> Vec<String> {
+    let mut argv = if args.cmd.is_empty() {
+        vec![std::env::var(env).ok().filter(|b| !b.is_empty()).unwrap_or_else(|| default.into())]
+    } else {
+        args.cmd.clone()
+    };
+    argv.extend(protocol);
+    argv
+}
+
+fn cwd(args: &Args) -> Result<String, String> {
+    let dir = match &args.cwd {
+        Some(d) => std::fs::canonicalize(d).map_err(|e| format!("--cwd {}: {e}", d.display()))?,
+        None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
+    };
+    dir.into_os_string().into_string().map_err(|_| "the working directory is not UTF-8".to_string())
+}
+
+fn main() -> ExitCode {
+    let args = match cli::parse_args::<Args>() {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let usage = |e: String| -> ExitCode {
+        cli::report(BIN, e);
+        Exit::Usage.into()
+    };
+    match args.agent {
+        AgentName::Claude => {
+            for (flag, mode) in
+                [("--permission-mode", &args.permission_mode), ("--plan-exit-mode", &args.plan_exit_mode)]
+            {
+                if let Err(e) = claude::check_mode(mode, args.grant_all) {
+                    return usage(format!("{flag}: {e}"));
+                }
+            }
+            let mut protocol = Vec::new();
+            if let Some(s) = &args.resume {
+                protocol.extend(["--resume".to_string(), s.clone()]);
+            }
+            protocol.extend(claude::protocol_args(&args.permission_mode));
+            let argv = agent_argv(&args, "RUNWIRE_CLAUDE_BIN", "claude", protocol);
+            let agent =
+                Claude::new(ClaudeOptions { plan_exit_mode: args.plan_exit_mode.clone(), grant_all: args.grant_all });
+            run(&args, argv, agent)
+        }
+        AgentName::Codex => {
+            let o = CodexOptions {
+                approval_policy: args.approval_policy.clone(),
+                sandbox: args.sandbox.clone(),
+                cwd: match cwd(&args) {
+                    Ok(c) => Some(c),
+                    Err(e) => return usage(e),
+                },
+                model: args.model.clone(),
+                resume: args.resume.clone(),
+                questions: true,
+                grant_all: args.grant_all,
+            };
+            if let Err(e) = o.check() {
+                return usage(e);
+            }
+            let argv = agent_argv(&args, "RUNWIRE_CODEX_BIN", "codex", vec!["app-server".into()]);
+            run(&args, argv, Codex::new(o))
+        }
+        AgentName::Cursor | AgentName::Acp => {
+            let argv = match args.agent {
+                AgentName::Cursor => agent_argv(&args, "RUNWIRE_CURSOR_BIN", "cursor-agent", vec!["acp".into()]),
+                _ if args.cmd.is_empty() => {
+                    return usage("acp: give the agent's command line after -- (e.g. -- opencode acp)".into())
+                }
+                _ => args.cmd.clone(),
+            };
+            let cwd = match cwd(&args) {
+                Ok(c) => c,
+                Err(e) => return usage(e),
+            };
+            run(&args, argv, Acp::new(AcpOptions { cwd, resume: args.resume.clone(), mode: args.mode.clone() }))
+        }
+    }
+}
+
+fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
+    let mut spec = Spec::new(&argv[0]);
+    for a in &argv[1..] {
+        spec.arg(a);
+    }
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = match &args.input {
+        Some(p) if p.as_os_str() != "-" => {
+            use std::os::unix::fs::FileTypeExt;
+            match std::fs::metadata(p) {
+                Ok(m) if m.file_type().is_fifo() => driver::read_fifo(p, tx.clone()),
+                Ok(_) => std::fs::File::open(p).and_then(|f| driver::read_input(f, tx.clone())),
+                Err(e) => Err(e),
+            }
+            .map_err(|e| format!("{}: {e}", p.display()))
+        }
+        _ => driver::read_input(io::stdin(), tx.clone()).map_err(|e| format!("stdin: {e}")),
+    };
+    if let Err(e) = started {
+        cli::report(BIN, e);
+        return Exit::Io.into();
+    }
+    let mut s = Session::new(
+        agent,
+        session::Options { answer_timeout_ms: args.answer_timeout as i64, actor: args.actor.clone() },
+    );
+    let opts = driver::Options {
+        first: args.prompt.clone(),
+        journal: args.journal.clone().map(|path| JournalTo {
+            path,
+            task: args.task.clone().unwrap_or_default(),
+            actor: args.actor.clone(),
+        }),
+    };
+    let mut out = BufWriter::new(io::stdout().lock());
+    let mut report = |m: String| cli::report(BIN, m);
+    match driver::run(&mut s, &spec, tx, rx, &mut out, &opts, &mut report) {
+        // Refused input lines were reported one by one; they do not make the
+        // session fail (a wrapper judges the turn by its exit).
+        Ok(o) if o.rc == 0 => Exit::Ok.into(),
+        Ok(o) => {
+            cli::report(BIN, format!("{}: the agent exited {}", argv[0], o.rc));
+            Exit::Flagged.into()
+        }
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            cli::report(BIN, format!("{}: {e}", argv[0]));
+            Exit::Io.into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        use super::parse_duration as p;
+        assert_eq!(p("90"), Ok(90_000));
+        assert_eq!((p("90s"), p("1500ms"), p("5m"), p("1h")), (Ok(90_000), Ok(1500), Ok(300_000), Ok(3_600_000)));
+        assert!(p("0").is_err() && p("x").is_err() && p("-1s").is_err() && p("9999h").is_err());
+    }
+}

@@ -1,0 +1,300 @@
+//! Reading files a run's writers (and the agents they start) control,
+//! safely: every reader of a runstate directory opens through here.
+//!
+//! - A file is opened relative to its run's directory and must resolve
+//!   inside it: `openat2(RESOLVE_BENEATH)` where the kernel has it (a
+//!   symlink that stays inside is followed, one that leaves is refused),
+//!   else `O_NOFOLLOW` (no symlink followed at all).
+//! - It is opened with `O_NONBLOCK` (a FIFO never blocks the open) and its
+//!   type is checked with `fstat` after the open (no race with a rename):
+//!   only regular files are read, so a FIFO, a device (`/dev/zero`) or a
+//!   socket is refused, never read.
+//! - Whole-file reads have a size bound; a file over it is refused.
+//!
+//! A refusal is an [`Unreadable`]: the file's name and why, which the views
+//! show as the run's `reason` with the status `unreadable`.
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::{FileStat, Mode, SFlag};
+use std::fs::File;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::{Component, Path};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Bound on a registry pointer (a few hundred bytes in practice).
+pub const MAX_POINTER: u64 = 64 * 1024;
+/// Bound on a plan.
+pub const MAX_PLAN: u64 = 4 * 1024 * 1024;
+/// Bound on a journal read whole (about 100,000 records).
+pub const MAX_JOURNAL: u64 = 16 * 1024 * 1024;
+/// Longest log line the listing's cost and token totals look at; a longer
+/// line (a huge message or tool result: never a `turn_end`) is skipped, so
+/// the totals read any log in bounded memory.
+pub const MAX_TOTALS_LINE: usize = 1024 * 1024;
+
+/// Why a file of a run cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The file, as named in the run's directory (or the path given).
+    pub file: String,
+    pub why: String,
+    /// The file does not exist (`ENOENT`): for most readers simply absent.
+    pub absent: bool,
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file, self.why)
+    }
+}
+
+impl Unreadable {
+    pub fn new(file: impl Into<String>, why: impl Into<String>) -> Unreadable {
+        Unreadable { file: file.into(), why: why.into(), absent: false }
+    }
+
+    fn errno(file: String, e: Errno) -> Unreadable {
+        Unreadable { absent: e == Errno::ENOENT, ..Unreadable::new(file, describe(e)) }
+    }
+}
+
+/// `openat2` is not available (old kernel, or a seccomp filter refusing it):
+/// fall back to `O_NOFOLLOW`, for good.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+/// `O_NOATIME` refused (files of another user): not tried again.
+static NO_NOATIME: AtomicBool = AtomicBool::new(false);
+
+/// Opens a directory (following symlinks: the runstate directory named by a
+/// pointer is the trust anchor; what is read is checked beneath it).
+pub fn open_dir(path: &Path) -> nix::Result<OwnedFd> {
+    let fd = nix::fcntl::open(path, OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
+    // SAFETY: `open` just returned this descriptor and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether `rel` is a relative path of normal components only (no `..`,
+/// no root, not empty): the only shape opened beneath a directory.
+pub fn plain_relative(rel: &Path) -> bool {
+    rel.components().next().is_some() && rel.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+fn describe(errno: Errno) -> String {
+    match errno {
+        Errno::ENOENT => "no such file".into(),
+        Errno::ELOOP => "a symbolic link (not followed)".into(),
+        Errno::EXDEV => "resolves outside the run's directory (refused)".into(),
+        Errno::EACCES | Errno::EPERM => "permission denied".into(),
+        e => e.desc().to_lowercase(),
+    }
+}
+
+fn kind(st: &FileStat) -> &'static str {
+    match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFCHR => "a character device",
+        SFlag::S_IFBLK => "a block device",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFLNK => "a symbolic link",
+        _ => "not a regular file",
+    }
+}
+
+fn raw_open(dir: BorrowedFd, rel: &Path, flags: OFlag) -> nix::Result<i32> {
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let how =
+            OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        match nix::fcntl::openat2(dir.as_raw_fd(), rel, how) {
+            Err(Errno::ENOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            // A seccomp filter that answers EPERM for unknown syscalls.
+            Err(Errno::EPERM) if !flags.contains(OFlag::O_NOATIME) => NO_OPENAT2.store(true, Ordering::Relaxed),
+            r => return r,
+        }
+    }
+    // Without openat2, no symlink at all (RESOLVE_BENEATH's `..` check is
+    // already done: `rel` has normal components only).
+    nix::fcntl::openat(Some(dir.as_raw_fd()), rel, flags | OFlag::O_NOFOLLOW, Mode::empty())
+}
+
+/// Opens `rel` beneath `dir` for reading: never blocks, never leaves the
+/// directory, and only a regular file is returned, with its `fstat`.
+pub fn open_beneath(dir: BorrowedFd, rel: &Path) -> Result<(File, FileStat), Unreadable> {
+    let name = || rel.display().to_string();
+    if !plain_relative(rel) {
+        return Err(Unreadable::new(name(), "not a plain path inside the run's directory (refused)"));
+    }
+    let base = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+    let fd = if NO_NOATIME.load(Ordering::Relaxed) {
+        raw_open(dir, rel, base)
+    } else {
+        // O_NOATIME: a listing is no use of the file, and the first read of
+        // a fresh file would otherwise dirty its inode.
+        match raw_open(dir, rel, base | OFlag::O_NOATIME) {
+            Err(Errno::EPERM) => {
+                NO_NOATIME.store(true, Ordering::Relaxed);
+                raw_open(dir, rel, base)
+            }
+            r => r,
+        }
+    }
+    .map_err(|e| Unreadable::errno(name(), e))?;
+    // SAFETY: the open just returned this descriptor and nothing else owns it.
+    let f = unsafe { File::from_raw_fd(fd) };
+    let st = nix::sys::stat::fstat(f.as_raw_fd()).map_err(|e| Unreadable::new(name(), describe(e)))?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return Err(Unreadable::new(name(), format!("{} (only regular files are read)", kind(&st))));
+    }
+    Ok((f, st))
+}
+
+/// Reads an opened regular file whole into `buf` (reused), refusing it when
+/// it is (or grows) over `cap` bytes. Returns the length read.
+pub fn read_capped(f: &mut File, st: &FileStat, buf: &mut Vec<u8>, cap: u64, name: &str) -> Result<usize, Unreadable> {
+    let too_big = || Unreadable::new(name, format!("larger than {cap} bytes (refused)"));
+    if st.st_size < 0 || st.st_size as u64 > cap {
+        return Err(too_big());
+    }
+    // Room for the whole file and one byte more, to see it grow past the cap.
+    let want = (st.st_size as usize + 1).clamp(4096, cap as usize + 1);
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            if len as u64 > cap {
+                return Err(too_big());
+            }
+            buf.resize((len * 2).min(cap as usize + 1), 0);
+        }
+        match std::io::Read::read(f, &mut buf[len..]) {
+            Ok(0) => return Ok(len),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Unreadable::new(name, e.to_string())),
+        }
+        // A short read of a regular file is its end: the read that would say so is skipped.
+        if len < buf.len() {
+            if len as u64 > cap {
+                return Err(too_big());
+            }
+            return Ok(len);
+        }
+    }
+}
+
+/// Opens and reads `name` in the directory `dir` whole, with a bound.
+pub fn read_in(dir: &Path, name: &str, cap: u64) -> Result<Vec<u8>, Unreadable> {
+    let fd = open_dir(dir).map_err(|e| Unreadable::errno(dir.display().to_string(), e))?;
+    let (mut f, st) = open_beneath(std::os::fd::AsFd::as_fd(&fd), Path::new(name))?;
+    let mut buf = Vec::new();
+    let n = read_capped(&mut f, &st, &mut buf, cap, name)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Splits what `r` yields into lines (LF, an optional CR stripped), in
+/// bounded memory: a line longer than `max` is not handed over (its length
+/// is counted in the result instead). Returns how many lines were skipped.
+pub fn bounded_lines(mut r: impl std::io::Read, max: usize, mut line: impl FnMut(&[u8])) -> std::io::Result<usize> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut pending: Vec<u8> = Vec::new();
+    // Inside a line already over `max`: its bytes are dropped until its end.
+    let mut skipping = false;
+    let mut skipped = 0;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let mut start = 0;
+        for i in memchr::memchr_iter(b'\n', &buf[..n]) {
+            let seg = &buf[start..i];
+            if skipping {
+                skipping = false;
+            } else if pending.is_empty() {
+                line(strip_cr(seg));
+            } else if pending.len() + seg.len() <= max {
+                pending.extend_from_slice(seg);
+                line(strip_cr(&pending));
+                pending.clear();
+            } else {
+                pending.clear();
+                skipped += 1;
+            }
+            start = i + 1;
+        }
+        let rest = &buf[start..n];
+        if !skipping && !rest.is_empty() {
+            if pending.len() + rest.len() > max {
+                pending.clear();
+                pending.shrink_to(64 * 1024);
+                skipping = true;
+                skipped += 1;
+            } else {
+                pending.extend_from_slice(rest);
+            }
+        }
+    }
+    if !skipping && !pending.is_empty() {
+        line(strip_cr(&pending));
+    }
+    Ok(skipped)
+}
+
+fn strip_cr(l: &[u8]) -> &[u8] {
+    l.strip_suffix(b"\r").unwrap_or(l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("runwire-safe-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn only_regular_files_inside_the_directory_are_opened() {
+        let d = tmp("open");
+        std::fs::write(d.join("ok"), "x").unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::fs::write(d.join("sub/in"), "y").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.join("zero")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", d.join("out")).unwrap();
+        std::os::unix::fs::symlink("../../../../etc/hostname", d.join("up")).unwrap();
+        nix::unistd::mkfifo(&d.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        let fd = open_dir(&d).unwrap();
+        assert!(open_beneath(fd.as_fd(), Path::new("ok")).is_ok());
+        assert!(open_beneath(fd.as_fd(), Path::new("sub/in")).is_ok());
+        for bad in ["zero", "out", "up", "fifo", "sub", "../ok", "/etc/hostname", "none"] {
+            let e = open_beneath(fd.as_fd(), Path::new(bad)).err().unwrap_or_else(|| panic!("{bad} opened"));
+            assert_eq!(e.file, bad);
+        }
+        let e = open_beneath(fd.as_fd(), Path::new("fifo")).unwrap_err();
+        assert!(e.why.contains("FIFO"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn whole_reads_are_bounded_and_long_lines_skipped() {
+        let d = tmp("cap");
+        std::fs::write(d.join("f"), vec![b'a'; 5000]).unwrap();
+        assert_eq!(read_in(&d, "f", 5000).unwrap().len(), 5000);
+        assert!(read_in(&d, "f", 4999).unwrap_err().why.contains("larger than 4999"));
+        let text = format!("one\r\n{}\nthree\n{}", "x".repeat(200_000), "tail");
+        let mut got = Vec::new();
+        let skipped =
+            bounded_lines(text.as_bytes(), 1000, |l| got.push(String::from_utf8_lossy(l).into_owned())).unwrap();
+        assert_eq!((got, skipped), (vec!["one".to_string(), "three".into(), "tail".into()], 1));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,401 @@
+//! The Agent Client Protocol (JSON-RPC 2.0 over stdio; types in
+//! `agent-client-protocol-schema`), with no IO: any ACP agent
+//! (`cursor-agent acp`, `opencode acp`, …) given its command line.
+//!
+//! * runwire writes `initialize` (protocol 1; no file system and no terminal
+//!   offered, so the agent uses its own tools), then, once it is answered,
+//!   `session/new` (or `session/load` with the session id) with the working
+//!   directory and no MCP servers;
+//! * a message is `session/prompt`; prompts wait for the session id. ACP
+//!   cannot take a message into a running turn: a message mid-turn cancels
+//!   the turn (`session/cancel`; it ends with `stopReason: cancelled`) and is
+//!   sent as the next prompt once the agent has stopped;
+//! * the agent asks with `session/request_permission` (a tool approval):
+//!   allow once is its `allow_once` option, for the session its
+//!   `allow_always` option (when offered; what "always" covers is the
+//!   agent's to say), deny its `reject_once` option; a request abandoned by
+//!   the session's end or an interrupt is answered `cancelled`, as the
+//!   protocol asks of a client that cancels;
+//! * questions: ACP has none of its own (the recorded client asked through
+//!   an MCP server it passed in `session/new`); runwire passes none, so an
+//!   ACP session has no questions;
+//! * `session/cancel` interrupts the turn; every other request of the agent
+//!   (`fs/*`, `terminal/*`, `cursor/task`, …) is refused at once.
+
+use super::{Agent, AnswerInput, Signal};
+use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// ACP settings for a session.
+#[derive(Debug, Clone, Default)]
+pub struct AcpOptions {
+    /// The session's working directory (absolute, as ACP requires).
+    pub cwd: String,
+    /// Load this session instead of starting one.
+    pub resume: Option<String>,
+    /// A session mode to switch to once the session exists (the agent's own
+    /// ids: cursor `agent`, `plan`, `ask`).
+    pub mode: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sent {
+    Initialize,
+    Session,
+    Mode,
+    Prompt,
+}
+
+/// The protocol state for one ACP agent process.
+#[derive(Debug)]
+pub struct Acp {
+    opts: AcpOptions,
+    next: u64,
+    sent: HashMap<u64, Sent>,
+    session: Option<String>,
+    /// A `session/prompt` is running (its response ends the turn).
+    prompting: bool,
+    /// Prompts waiting for the session, or for the cancelled turn to stop.
+    queued: Vec<String>,
+    /// Pending permission requests: runwire id → (the agent's id, its options).
+    asked: HashMap<String, (Value, Vec<Value>)>,
+}
+
+fn line(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("JSON values serialize infallibly")
+}
+
+fn id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The option of `kind` among the agent's options.
+fn option_id<'a>(options: &'a [Value], kind: &str) -> Option<&'a str> {
+    options
+        .iter()
+        .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))
+        .and_then(|o| o.get("optionId"))
+        .and_then(Value::as_str)
+}
+
+fn outcome(id: &Value, outcome: Value) -> Vec<u8> {
+    line(&json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": outcome}}))
+}
+
+impl Acp {
+    pub fn new(opts: AcpOptions) -> Acp {
+        Acp {
+            opts,
+            next: 0,
+            sent: HashMap::new(),
+            session: None,
+            prompting: false,
+            queued: Vec::new(),
+            asked: HashMap::new(),
+        }
+    }
+
+    fn request(&mut self, what: Sent, method: &str, params: Value) -> Vec<u8> {
+        self.next += 1;
+        self.sent.insert(self.next, what);
+        line(&json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}))
+    }
+
+    fn prompt(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        match self.session.clone() {
+            Some(s) if !self.prompting => {
+                self.prompting = true;
+                let l = self.request(
+                    Sent::Prompt,
+                    "session/prompt",
+                    json!({"sessionId": s, "prompt": [{"type": "text", "text": text}]}),
+                );
+                to_agent.push(l);
+            }
+            _ => self.queued.push(text.to_string()),
+        }
+    }
+
+    /// `session/cancel`, and `cancelled` for every permission request still
+    /// open (the protocol asks a cancelling client to answer them so).
+    fn cancel(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if let Some(s) = &self.session {
+            to_agent.push(line(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": s}})));
+        }
+        for (_, (id, _)) in self.asked.drain() {
+            to_agent.push(outcome(&id, json!({"outcome": "cancelled"})));
+        }
+    }
+
+    fn flush(&mut self, to_agent: &mut Vec<Vec<u8>>, out: &mut Vec<Signal>) {
+        if self.session.is_none() || self.prompting || self.queued.is_empty() {
+            return;
+        }
+        let text = self.queued.remove(0);
+        self.prompt(&text, to_agent);
+        out.push(Signal::TurnActive);
+    }
+
+    fn response(&mut self, v: &Value, to_agent: &mut Vec<Vec<u8>>, out: &mut Vec<Signal>) {
+        let Some(sent) = v.get("id").and_then(Value::as_u64).and_then(|id| self.sent.remove(&id)) else { return };
+        let failed = v.get("error").is_some_and(|e| !e.is_null());
+        match sent {
+            Sent::Initialize if !failed => {
+                let cwd = self.opts.cwd.clone();
+                let l = match self.opts.resume.clone() {
+                    Some(s) => self.request(
+                        Sent::Session,
+                        "session/load",
+                        json!({"sessionId": s, "cwd": cwd, "mcpServers": []}),
+                    ),
+                    None => self.request(Sent::Session, "session/new", json!({"cwd": cwd, "mcpServers": []})),
+                };
+                to_agent.push(l);
+            }
+            Sent::Session if !failed => {
+                let id = v
+                    .pointer("/result/sessionId")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or_else(|| self.opts.resume.clone());
+                if let Some(id) = id.filter(|s| !s.is_empty()) {
+                    self.session = Some(id.clone());
+                    out.push(Signal::SessionId(id.clone()));
+                    if let Some(m) = self.opts.mode.clone() {
+                        let l = self.request(Sent::Mode, "session/set_mode", json!({"sessionId": id, "modeId": m}));
+                        to_agent.push(l);
+                    }
+                }
+                self.flush(to_agent, out);
+            }
+            Sent::Prompt => {
+                self.prompting = false;
+                self.asked.clear();
+                let ok = !failed && v.pointer("/result/stopReason").and_then(Value::as_str) == Some("end_turn");
+                out.push(Signal::TurnEnded { ok });
+                // A message that cancelled this turn is the next prompt.
+                self.flush(to_agent, out);
+            }
+            // A failed initialize or session leaves no session: its error
+            // response is in the log; prompts stay queued.
+            _ => {}
+        }
+    }
+
+    fn agent_request(&mut self, id: &Value, method: &str, p: &Value, to_agent: &mut Vec<Vec<u8>>) -> Option<Signal> {
+        if method != "session/request_permission" {
+            to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": format!("Unsupported ACP client method \"{method}\"")}})));
+            return None;
+        }
+        let call = p.get("toolCall").unwrap_or(&Value::Null);
+        let options = p.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+        let s = |k: &str| call.get(k).and_then(Value::as_str).filter(|x| !x.is_empty()).map(str::to_string);
+        let said: Vec<&str> = call
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b.pointer("/content/text").and_then(Value::as_str))
+            .collect();
+        let mut input = call.get("rawInput").filter(|r| r.is_object()).cloned().unwrap_or_else(|| json!({}));
+        if let (Some(o), Some(t)) = (input.as_object_mut(), s("title")) {
+            o.entry("title").or_insert(Value::String(t));
+        }
+        let rid = id_text(id);
+        let req = InputRequest {
+            id: rid.clone(),
+            kind: InputKind::ToolApproval,
+            tool_call_id: s("toolCallId"),
+            tool: s("kind").or_else(|| s("title")),
+            input: Some(input),
+            suggestions: Some(options.clone()),
+            questions: None,
+            message: Some(said.join("\n")).filter(|m| !m.is_empty()).or_else(|| s("title")),
+            expires_at: None,
+        };
+        self.asked.insert(rid, (id.clone(), options));
+        Some(Signal::Request(req))
+    }
+}
+
+impl Agent for Acp {
+    fn name(&self) -> &'static str {
+        "acp"
+    }
+
+    fn open(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        let l = self.request(
+            Sent::Initialize,
+            "initialize",
+            json!({"protocolVersion": 1,
+                   "clientInfo": {"name": "runwire", "version": env!("CARGO_PKG_VERSION")},
+                   "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false}}),
+        );
+        to_agent.push(l);
+    }
+
+    fn line(&mut self, raw: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
+        // Read as every reader of agent output reads it: a lone surrogate must not lose a request.
+        let Some(v) = std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let method = v.get("method").and_then(Value::as_str);
+        let id = v.get("id").filter(|i| !i.is_null());
+        match (method, id) {
+            (None, Some(_)) => self.response(&v, to_agent, &mut out),
+            (Some(m), Some(id)) => {
+                out.extend(self.agent_request(id, m, v.get("params").unwrap_or(&Value::Null), to_agent))
+            }
+            (Some("session/update"), None) if self.prompting => out.push(Signal::TurnActive),
+            _ => {}
+        }
+        out
+    }
+
+    fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        if self.prompting {
+            // No steering in ACP: stop the turn, then prompt again.
+            self.cancel(to_agent);
+            self.queued.push(text.to_string());
+        } else {
+            self.prompt(text, to_agent);
+        }
+    }
+
+    fn answer(&mut self, req: &InputRequest, a: &InputAnswer, _mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>) {
+        let Some((id, options)) = self.asked.remove(&req.id) else { return };
+        let kind = match a.decision {
+            Decision::Allow | Decision::Answer if a.scope == Some(Scope::Session) => "allow_always",
+            Decision::Allow | Decision::Answer => "allow_once",
+            Decision::Deny | Decision::Expired => "reject_once",
+            Decision::Cancelled => return to_agent.push(outcome(&id, json!({"outcome": "cancelled"}))),
+        };
+        // An agent without a once-only rejection is told the request was cancelled: never "reject always".
+        match option_id(&options, kind) {
+            Some(o) => to_agent.push(outcome(&id, json!({"outcome": "selected", "optionId": o}))),
+            None => to_agent.push(outcome(&id, json!({"outcome": "cancelled"}))),
+        }
+    }
+
+    fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        self.queued.clear();
+        if self.prompting {
+            self.cancel(to_agent);
+        }
+    }
+
+    fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
+        let Some((_, options)) = self.asked.get(&req.id) else { return Ok(()) };
+        if a.updated_input.is_some() {
+            return Err("ACP takes no edited input: the agent runs the call as asked (allow or deny it)".into());
+        }
+        let want = match (a.decision, a.scope) {
+            (super::input::Decision::Allow, Some(Scope::Session)) => "allow_always",
+            (super::input::Decision::Allow, _) => "allow_once",
+            _ => return Ok(()),
+        };
+        if option_id(options, want).is_none() {
+            let offered: Vec<&str> = options.iter().filter_map(|o| o.get("kind").and_then(Value::as_str)).collect();
+            return Err(format!("the agent offered no {want} option (it offered {})", offered.join(", ")));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Input, Options, Refused, Session};
+    use super::*;
+
+    const PERMISSION: &str = r#"{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"c1\nfc_1","title":"`touch ~/x`","kind":"execute","status":"pending","content":[{"type":"content","content":{"type":"text","text":"Not in allowlist: touch"}}]},"options":[{"optionId":"allow-once","name":"Allow once","kind":"allow_once"},{"optionId":"allow-always","name":"Allow always","kind":"allow_always"},{"optionId":"reject-once","name":"Reject","kind":"reject_once"}]}}"#;
+
+    fn parse(l: &[u8]) -> Value {
+        serde_json::from_slice(l).unwrap()
+    }
+
+    fn session() -> (Session<Acp>, Vec<Vec<u8>>) {
+        let opts = AcpOptions { cwd: "/w".into(), ..AcpOptions::default() };
+        let mut s = Session::new(Acp::new(opts), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        let mut w = s.open(Some("go")).to_agent;
+        w.extend(s.agent_line(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#, 0).to_agent);
+        w.extend(s.agent_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#, 0).to_agent);
+        (s, w)
+    }
+
+    fn msg(text: &str) -> Input {
+        Input::Message(super::super::input::MessageInput { text: text.into(), by: None })
+    }
+
+    #[test]
+    fn the_prompt_waits_for_the_session() {
+        let (_, w) = session();
+        let m: Vec<Value> = w.iter().map(|l| parse(l)["method"].clone()).collect();
+        assert_eq!(m, vec![json!("initialize"), json!("session/new"), json!("session/prompt")]);
+        assert_eq!(parse(&w[2])["params"]["sessionId"], "s1");
+        assert_eq!(parse(&w[1])["params"], json!({"cwd":"/w","mcpServers":[]}));
+    }
+
+    #[test]
+    fn a_message_mid_turn_cancels_and_prompts_again_once_the_turn_stopped() {
+        let (mut s, _) = session();
+        s.agent_line(PERMISSION.as_bytes(), 0);
+        let st = s.input(msg("do this instead"), 1).unwrap();
+        let w: Vec<Value> = st.to_agent.iter().map(|l| parse(l)).collect();
+        assert_eq!(w[0]["method"], "session/cancel");
+        assert_eq!(w[1], json!({"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}));
+        assert_eq!(w.len(), 2, "no prompt before the turn stopped");
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}"#, 2);
+        let p = parse(&st.to_agent[0]);
+        assert_eq!(p["method"], "session/prompt");
+        assert_eq!(p["params"]["prompt"][0]["text"], "do this instead");
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+        // The permission request was closed by the turn's end, not left pending.
+        assert_eq!(s.pending().count(), 0);
+    }
+
+    #[test]
+    fn permission_answers_pick_the_agents_options() {
+        let (mut s, _) = session();
+        let st = s.agent_line(PERMISSION.as_bytes(), 0);
+        assert_eq!(st.requested[0].message.as_deref(), Some("Not in allowlist: touch"));
+        let a = |d: &str, scope: Option<&str>| {
+            let mut v = json!({"type":"answer","id":"0","decision":d});
+            if let Some(sc) = scope {
+                v["scope"] = json!(sc);
+            }
+            serde_json::from_value::<Input>(v).unwrap()
+        };
+        let st = s.input(a("allow", Some("session")), 1).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["result"]["outcome"]["optionId"], "allow-always");
+        // Expiry rejects once.
+        s.agent_line(PERMISSION.replace("\"id\":0", "\"id\":1").as_bytes(), 2);
+        let st = s.tick(5000);
+        assert_eq!(parse(&st.to_agent[0])["result"]["outcome"]["optionId"], "reject-once");
+        // An agent that offers no allow_always cannot be allowed for the session.
+        let once = PERMISSION
+            .replace("\"id\":0", "\"id\":2")
+            .replace(r#",{"optionId":"allow-always","name":"Allow always","kind":"allow_always"}"#, "");
+        s.agent_line(once.as_bytes(), 6);
+        let mut v = json!({"type":"answer","id":"2","decision":"allow","scope":"session"});
+        assert!(matches!(s.input(serde_json::from_value(v.clone()).unwrap(), 7), Err(Refused::Invalid(_))));
+        v["scope"] = json!("once");
+        assert!(s.input(serde_json::from_value(v).unwrap(), 7).is_ok());
+    }
+
+    #[test]
+    fn other_agent_requests_are_refused_at_once() {
+        let (mut s, _) = session();
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":0,"method":"cursor/task","params":{}}"#, 0);
+        assert!(st.requested.is_empty());
+        assert_eq!(
+            parse(&st.to_agent[0]),
+            json!({"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"Unsupported ACP client method \"cursor/task\""}})
+        );
+    }
+}

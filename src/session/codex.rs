@@ -1,0 +1,644 @@
+//! Codex CLI's interactive protocol, `codex app-server` (JSON-RPC 2.0 over
+//! stdio, types in `codex-rs/app-server-protocol` of openai/codex), with no IO.
+//!
+//! * runwire writes `initialize` (with `experimentalApi`, which dynamic tools
+//!   need), then, once it is answered, `thread/start` (or `thread/resume`
+//!   with the thread id) with the approval policy and sandbox, and registers
+//!   its own `AskUserQuestion` dynamic tool (questions are a tool of the
+//!   client's in this protocol, as the recorded client did);
+//! * a message is `turn/start` when no turn runs, `turn/steer` (with the
+//!   running turn's id) during one; messages wait for the thread (and a
+//!   steer for the turn id) when the server has not named them yet;
+//! * codex asks with server requests: `item/commandExecution/requestApproval`
+//!   and `item/fileChange/requestApproval` (tool approvals: `accept`,
+//!   `acceptForSession` when codex offers it, `decline`; `cancel` when the
+//!   session ends), `item/tool/call` for runwire's `AskUserQuestion` (a
+//!   question, answered with the questions and `answers` as text), and
+//!   `item/tool/requestUserInput` (codex's own questions, answered by
+//!   question id);
+//! * `turn/interrupt` stops the running turn (`turn/completed` `interrupted`);
+//! * every other server request (elicitations, auth refresh, permission
+//!   profiles, unknown dynamic tools, …) is refused at once, so codex never
+//!   waits on something nobody will answer.
+
+use super::{Agent, AnswerInput, Signal};
+use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+
+/// The approval policies codex knows (`AskForApproval`).
+pub const APPROVAL_POLICIES: [&str; 4] = ["untrusted", "on-failure", "on-request", "never"];
+/// The sandbox modes codex knows (`SandboxMode`).
+pub const SANDBOXES: [&str; 3] = ["read-only", "workspace-write", "danger-full-access"];
+/// The sandbox that grants everything: only with an explicit flag.
+pub const GRANT_ALL: &str = "danger-full-access";
+/// The name of runwire's question tool (the one the recorded client registered).
+pub const QUESTION_TOOL: &str = "AskUserQuestion";
+
+/// Codex settings for a session.
+#[derive(Debug, Clone)]
+pub struct CodexOptions {
+    /// `approvalPolicy` (default `on-request`: codex asks before leaving the sandbox).
+    pub approval_policy: String,
+    /// `sandbox` (default `workspace-write`).
+    pub sandbox: String,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+    /// Resume this thread instead of starting one.
+    pub resume: Option<String>,
+    /// Register the `AskUserQuestion` dynamic tool.
+    pub questions: bool,
+    /// Granting everything (`danger-full-access`) was asked for explicitly.
+    pub grant_all: bool,
+}
+
+impl Default for CodexOptions {
+    fn default() -> CodexOptions {
+        CodexOptions {
+            approval_policy: "on-request".into(),
+            sandbox: "workspace-write".into(),
+            cwd: None,
+            model: None,
+            resume: None,
+            questions: true,
+            grant_all: false,
+        }
+    }
+}
+
+impl CodexOptions {
+    /// Known policy and sandbox, and the full-access sandbox only with `grant_all`.
+    pub fn check(&self) -> Result<(), String> {
+        if !APPROVAL_POLICIES.contains(&self.approval_policy.as_str()) {
+            return Err(format!(
+                "unknown approval policy {:?} (known: {})",
+                self.approval_policy,
+                APPROVAL_POLICIES.join(", ")
+            ));
+        }
+        if !SANDBOXES.contains(&self.sandbox.as_str()) {
+            return Err(format!("unknown sandbox {:?} (known: {})", self.sandbox, SANDBOXES.join(", ")));
+        }
+        if self.sandbox == GRANT_ALL && !self.grant_all {
+            return Err(format!("sandbox {GRANT_ALL} lets every command run unconfined: it needs --grant-all"));
+        }
+        Ok(())
+    }
+}
+
+/// What one of runwire's own requests was (to read its response).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sent {
+    Initialize,
+    Thread,
+    Turn,
+    Steer,
+    Interrupt,
+}
+
+/// A server request waiting for a person.
+#[derive(Debug, Clone)]
+enum Asked {
+    /// Command or file change approval; the decisions codex offered.
+    Approval { available: Vec<Value> },
+    /// runwire's `AskUserQuestion` dynamic tool.
+    Tool { arguments: Value },
+    /// Codex's own `requestUserInput`: question text → question id.
+    UserInput { ids: Vec<(String, String)> },
+}
+
+/// The protocol state for one `codex app-server` process.
+#[derive(Debug)]
+pub struct Codex {
+    opts: CodexOptions,
+    next: u64,
+    sent: HashMap<u64, Sent>,
+    thread: Option<String>,
+    /// The running turn's id, once codex named it.
+    turn: Option<String>,
+    turn_running: bool,
+    /// Messages waiting for the thread, or (mid-turn) for the turn's id.
+    queued: Vec<String>,
+    /// Pending server requests by runwire request id: codex's own id and what it asked.
+    asked: HashMap<String, (Value, Asked)>,
+}
+
+fn line(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).expect("JSON values serialize infallibly")
+}
+
+fn text_input(text: &str) -> Value {
+    json!([{"type": "text", "text": text, "text_elements": []}])
+}
+
+/// The definition of runwire's question tool (a dynamic tool: codex calls
+/// back with `item/tool/call`).
+pub fn question_tool() -> Value {
+    let option = json!({"type": "object", "additionalProperties": false, "required": ["label"],
+        "properties": {"label": {"type": "string", "description": "The option's text (1-5 words)."},
+                       "description": {"type": "string", "description": "What choosing it means."}}});
+    let question = json!({"type": "object", "additionalProperties": false, "required": ["question", "options"],
+        "properties": {
+            "question": {"type": "string", "description": "The complete question, ending with a question mark."},
+            "header": {"type": "string", "description": "A very short label (max 12 chars)."},
+            "multiSelect": {"type": "boolean", "default": false, "description": "Allow several answers."},
+            "options": {"type": "array", "minItems": 2, "maxItems": 4, "items": option}}});
+    json!({
+        "name": QUESTION_TOOL,
+        "description": "Ask the user one to four multiple-choice questions and wait for the answers. Use it only when you are blocked on a decision that is genuinely the user's to make.",
+        "inputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "additionalProperties": false, "required": ["questions"],
+            "properties": {"questions": {"type": "array", "minItems": 1, "maxItems": 4, "items": question}}}
+    })
+}
+
+fn id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn questions_of(args: &Value) -> Vec<Question> {
+    let Some(qs) = args.get("questions").and_then(Value::as_array) else { return Vec::new() };
+    qs.iter()
+        .filter_map(|q| {
+            let s = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_string);
+            Some(Question {
+                question: s("question")?,
+                header: s("header"),
+                options: options_of(q.get("options")),
+                multi_select: q.get("multiSelect").and_then(Value::as_bool).unwrap_or(false),
+            })
+        })
+        .collect()
+}
+
+fn options_of(v: Option<&Value>) -> Vec<QuestionOption> {
+    v.and_then(Value::as_array)
+        .map(|os| {
+            os.iter()
+                .filter_map(|o| {
+                    Some(QuestionOption {
+                        label: o.get("label")?.as_str()?.to_string(),
+                        description: o.get("description").and_then(Value::as_str).map(str::to_string),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Codex {
+    pub fn new(opts: CodexOptions) -> Codex {
+        Codex {
+            opts,
+            next: 0,
+            sent: HashMap::new(),
+            thread: None,
+            turn: None,
+            turn_running: false,
+            queued: Vec::new(),
+            asked: HashMap::new(),
+        }
+    }
+
+    /// The thread id codex named (resumable).
+    pub fn thread(&self) -> Option<&str> {
+        self.thread.as_deref()
+    }
+
+    fn request(&mut self, what: Sent, method: &str, params: Value) -> Vec<u8> {
+        self.next += 1;
+        self.sent.insert(self.next, what);
+        line(&json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}))
+    }
+
+    fn thread_request(&mut self) -> Vec<u8> {
+        let o = &self.opts;
+        let mut p = Map::new();
+        if let Some(t) = &o.resume {
+            p.insert("threadId".into(), json!(t));
+        }
+        p.insert("approvalPolicy".into(), json!(o.approval_policy));
+        p.insert("sandbox".into(), json!(o.sandbox));
+        if let Some(c) = &o.cwd {
+            p.insert("cwd".into(), json!(c));
+        }
+        if let Some(m) = &o.model {
+            p.insert("model".into(), json!(m));
+        }
+        if o.questions {
+            p.insert("dynamicTools".into(), json!([question_tool()]));
+        }
+        let method = if o.resume.is_some() { "thread/resume" } else { "thread/start" };
+        self.request(Sent::Thread, method, Value::Object(p))
+    }
+
+    fn start_turn(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        let Some(thread) = self.thread.clone() else {
+            self.queued.push(text.to_string());
+            return;
+        };
+        self.turn_running = true;
+        self.turn = None;
+        let l = self.request(Sent::Turn, "turn/start", json!({"threadId": thread, "input": text_input(text)}));
+        to_agent.push(l);
+    }
+
+    fn steer(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        match (self.thread.clone(), self.turn.clone()) {
+            (Some(thread), Some(turn)) => {
+                let l = self.request(
+                    Sent::Steer,
+                    "turn/steer",
+                    json!({"threadId": thread, "expectedTurnId": turn, "input": text_input(text)}),
+                );
+                to_agent.push(l);
+            }
+            _ => self.queued.push(text.to_string()),
+        }
+    }
+
+    /// Sends what waited for the thread or the turn id.
+    fn flush(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.thread.is_none() || (self.turn_running && self.turn.is_none()) {
+            return;
+        }
+        for text in std::mem::take(&mut self.queued) {
+            if self.turn_running {
+                self.steer(&text, to_agent);
+            } else {
+                self.start_turn(&text, to_agent);
+            }
+        }
+    }
+
+    fn set_thread(&mut self, thread: Option<&Value>, out: &mut Vec<Signal>) {
+        if let Some(id) = thread.and_then(|t| t.get("id")).and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            if self.thread.as_deref() != Some(id) {
+                self.thread = Some(id.to_string());
+                out.push(Signal::SessionId(id.to_string()));
+            }
+        }
+    }
+
+    fn response(&mut self, v: &Value, to_agent: &mut Vec<Vec<u8>>, out: &mut Vec<Signal>) {
+        let Some(sent) = v.get("id").and_then(Value::as_u64).and_then(|id| self.sent.remove(&id)) else { return };
+        let failed = v.get("error").is_some_and(|e| !e.is_null());
+        match sent {
+            Sent::Initialize if !failed => {
+                let l = self.thread_request();
+                to_agent.push(l);
+            }
+            Sent::Thread if !failed => {
+                self.set_thread(v.pointer("/result/thread"), out);
+                self.flush(to_agent);
+            }
+            Sent::Turn if failed => {
+                // The turn never started: nothing will end it but this.
+                self.turn_running = false;
+                out.push(Signal::TurnEnded { ok: false });
+            }
+            Sent::Turn => {
+                if let Some(t) = v.pointer("/result/turn/id").and_then(Value::as_str) {
+                    self.turn = Some(t.to_string());
+                }
+                self.flush(to_agent);
+            }
+            // A failed initialize or thread leaves codex without a thread:
+            // its error response is in the log; messages stay queued.
+            _ => {}
+        }
+    }
+
+    /// Refuses a server request nobody here will answer.
+    fn refuse(id: &Value, method: &str, to_agent: &mut Vec<Vec<u8>>) {
+        to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32601, "message": format!("runwire-session does not handle {method}")}})));
+    }
+
+    fn server_request(&mut self, id: &Value, method: &str, p: &Value, to_agent: &mut Vec<Vec<u8>>) -> Option<Signal> {
+        let rid = id_text(id);
+        let s = |k: &str| p.get(k).and_then(Value::as_str).filter(|x| !x.is_empty()).map(str::to_string);
+        let (req, asked) = match method {
+            "item/commandExecution/requestApproval" | "item/fileChange/requestApproval" => {
+                let command = method.starts_with("item/command");
+                let mut input = Map::new();
+                for k in ["command", "cwd", "commandActions", "grantRoot", "networkApprovalContext"] {
+                    if let Some(x) = p.get(k).filter(|x| !x.is_null()) {
+                        input.insert(k.into(), x.clone());
+                    }
+                }
+                let available = p.get("availableDecisions").and_then(Value::as_array).cloned().unwrap_or_else(|| {
+                    // File changes name no list: the protocol's own four.
+                    vec![json!("accept"), json!("acceptForSession"), json!("decline"), json!("cancel")]
+                });
+                let req = InputRequest {
+                    id: rid.clone(),
+                    kind: InputKind::ToolApproval,
+                    tool_call_id: s("itemId"),
+                    tool: Some(if command { "command_execution" } else { "file_change" }.into()),
+                    input: Some(Value::Object(input)),
+                    suggestions: Some(available.clone()),
+                    questions: None,
+                    message: s("reason"),
+                    expires_at: None,
+                };
+                (req, Asked::Approval { available })
+            }
+            "item/tool/call" if p.get("tool").and_then(Value::as_str) == Some(QUESTION_TOOL) && self.opts.questions => {
+                let arguments = p.get("arguments").cloned().unwrap_or_else(|| json!({}));
+                let questions = questions_of(&arguments);
+                if questions.is_empty() {
+                    to_agent.push(tool_text(id, "AskUserQuestion needs at least one question with options", false));
+                    return None;
+                }
+                let req = InputRequest {
+                    id: rid.clone(),
+                    kind: InputKind::Question,
+                    tool_call_id: s("callId"),
+                    tool: Some(QUESTION_TOOL.into()),
+                    input: Some(arguments.clone()),
+                    suggestions: None,
+                    questions: Some(questions),
+                    message: None,
+                    expires_at: None,
+                };
+                (req, Asked::Tool { arguments })
+            }
+            "item/tool/call" => {
+                let tool = p.get("tool").and_then(Value::as_str).unwrap_or("?");
+                to_agent.push(tool_text(id, &format!("no dynamic tool {tool:?} is registered by runwire"), false));
+                return None;
+            }
+            "item/tool/requestUserInput" => {
+                let qs = p.get("questions").and_then(Value::as_array).cloned().unwrap_or_default();
+                let mut ids = Vec::new();
+                let mut questions = Vec::new();
+                for q in &qs {
+                    let (Some(qid), Some(text)) =
+                        (q.get("id").and_then(Value::as_str), q.get("question").and_then(Value::as_str))
+                    else {
+                        continue;
+                    };
+                    ids.push((text.to_string(), qid.to_string()));
+                    questions.push(Question {
+                        question: text.to_string(),
+                        header: q.get("header").and_then(Value::as_str).map(str::to_string),
+                        options: options_of(q.get("options")),
+                        multi_select: false,
+                    });
+                }
+                let req = InputRequest {
+                    id: rid.clone(),
+                    kind: InputKind::Question,
+                    tool_call_id: s("itemId"),
+                    tool: Some("request_user_input".into()),
+                    input: Some(json!({"questions": qs})),
+                    suggestions: None,
+                    questions: Some(questions),
+                    message: None,
+                    expires_at: None,
+                };
+                (req, Asked::UserInput { ids })
+            }
+            other => {
+                Self::refuse(id, other, to_agent);
+                return None;
+            }
+        };
+        self.asked.insert(rid, (id.clone(), asked));
+        Some(Signal::Request(req))
+    }
+}
+
+/// A dynamic tool's result: one text item.
+fn tool_text(id: &Value, text: &str, success: bool) -> Vec<u8> {
+    line(&json!({"jsonrpc": "2.0", "id": id,
+        "result": {"contentItems": [{"type": "inputText", "text": text}], "success": success}}))
+}
+
+impl Agent for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn open(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        let l = self.request(
+            Sent::Initialize,
+            "initialize",
+            json!({"clientInfo": {"name": "runwire", "version": env!("CARGO_PKG_VERSION"), "title": null},
+                   "capabilities": {"experimentalApi": true}}),
+        );
+        to_agent.push(l);
+    }
+
+    fn line(&mut self, raw: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
+        // Read as every reader of agent output reads it: a lone surrogate must not lose a request.
+        let Some(v) = std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let method = v.get("method").and_then(Value::as_str);
+        let id = v.get("id").filter(|i| !i.is_null());
+        let p = v.get("params").unwrap_or(&Value::Null);
+        match (method, id) {
+            (None, Some(_)) => self.response(&v, to_agent, &mut out),
+            (Some(m), Some(id)) => out.extend(self.server_request(id, m, p, to_agent)),
+            (Some("thread/started"), None) => self.set_thread(p.get("thread"), &mut out),
+            // A subagent's thread has turns of its own inside the session's turn.
+            (Some("turn/started" | "turn/completed"), None)
+                if p.get("threadId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| self.thread.as_deref().is_some_and(|m| m != t)) => {}
+            (Some("turn/started"), None) => {
+                if let Some(t) = p.pointer("/turn/id").and_then(Value::as_str) {
+                    self.turn = Some(t.to_string());
+                }
+                self.turn_running = true;
+                out.push(Signal::TurnActive);
+                self.flush(to_agent);
+            }
+            (Some("turn/completed"), None) => {
+                self.turn_running = false;
+                self.turn = None;
+                // Requests of the turn are moot now (the session records them cancelled).
+                self.asked.clear();
+                let ok = p.pointer("/turn/status").and_then(Value::as_str) == Some("completed");
+                out.push(Signal::TurnEnded { ok });
+                // A message that waited for the turn's id starts the next turn.
+                self.flush(to_agent);
+            }
+            _ => {}
+        }
+        out
+    }
+
+    fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        if self.turn_running {
+            self.steer(text, to_agent);
+        } else {
+            self.start_turn(text, to_agent);
+        }
+    }
+
+    fn answer(&mut self, req: &InputRequest, a: &InputAnswer, _mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>) {
+        let Some((id, asked)) = self.asked.remove(&req.id) else { return };
+        let result = match asked {
+            Asked::Approval { available } => {
+                let offered = |d: &str| available.iter().any(|x| x.as_str() == Some(d));
+                let decision = match a.decision {
+                    Decision::Allow if a.scope == Some(Scope::Session) && offered("acceptForSession") => {
+                        "acceptForSession"
+                    }
+                    Decision::Allow | Decision::Answer => "accept",
+                    // The session ended (or the turn was abandoned): stop the turn too.
+                    Decision::Cancelled => "cancel",
+                    Decision::Deny | Decision::Expired => "decline",
+                };
+                json!({"decision": decision})
+            }
+            Asked::Tool { arguments } => match (a.decision, &a.answers) {
+                (Decision::Answer, Some(answers)) => {
+                    let mut body = arguments.as_object().cloned().unwrap_or_default();
+                    body.insert("answers".into(), Value::Object(answers.clone()));
+                    let text = serde_json::to_string(&body).expect("JSON values serialize infallibly");
+                    return to_agent.push(tool_text(&id, &text, true));
+                }
+                _ => {
+                    let why = a.message.as_deref().unwrap_or("The user declined to answer");
+                    return to_agent.push(tool_text(&id, why, false));
+                }
+            },
+            Asked::UserInput { ids } => {
+                let mut answers = Map::new();
+                if let (Decision::Answer, Some(given)) = (a.decision, &a.answers) {
+                    for (text, qid) in &ids {
+                        if let Some(label) = given.get(text).and_then(Value::as_str) {
+                            answers.insert(qid.clone(), json!({"answers": [label]}));
+                        }
+                    }
+                }
+                json!({"answers": answers})
+            }
+        };
+        to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id, "result": result})));
+    }
+
+    fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        // Messages that waited for this turn are dropped with it.
+        self.queued.clear();
+        if let (Some(thread), Some(turn)) = (self.thread.clone(), self.turn.clone()) {
+            let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
+            to_agent.push(l);
+        }
+    }
+
+    fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
+        let Some((_, asked)) = self.asked.get(&req.id) else { return Ok(()) };
+        if a.updated_input.is_some() {
+            return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
+        }
+        if let Asked::Approval { available } = asked {
+            if a.scope == Some(Scope::Session) && !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
+                return Err(format!(
+                    "codex did not offer to allow this for the session (it offered {})",
+                    Value::Array(available.clone())
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Input, Options, Refused, Session};
+    use super::*;
+
+    const APPROVAL: &str = r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"th","turnId":"t1","itemId":"e1","reason":"outside?","command":"touch ~/x","cwd":"/w","availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}},"cancel"]}}"#;
+
+    fn session() -> (Session<Codex>, Vec<Vec<u8>>) {
+        let mut s =
+            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        let mut w = s.open(Some("go")).to_agent;
+        w.extend(s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0).to_agent);
+        w.extend(s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 0).to_agent);
+        w.extend(s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 0).to_agent);
+        w.extend(
+            s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 0).to_agent,
+        );
+        (s, w)
+    }
+
+    fn parse(l: &[u8]) -> Value {
+        serde_json::from_slice(l).unwrap()
+    }
+
+    #[test]
+    fn the_first_message_waits_for_the_thread_and_a_second_one_steers() {
+        let (mut s, w) = session();
+        let methods: Vec<Value> = w.iter().map(|l| parse(l)["method"].clone()).collect();
+        assert_eq!(methods, vec![json!("initialize"), json!("thread/start"), json!("turn/start")]);
+        assert_eq!(parse(&w[2])["params"]["threadId"], "th");
+        let st =
+            s.input(Input::Message(super::super::input::MessageInput { text: "stop".into(), by: None }), 1).unwrap();
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["expectedTurnId"].as_str()), (Some("turn/steer"), Some("t1")));
+    }
+
+    #[test]
+    fn an_approval_is_answered_by_id_and_session_scope_needs_codex_to_offer_it() {
+        let (mut s, _) = session();
+        let st = s.agent_line(APPROVAL.as_bytes(), 5);
+        assert_eq!(st.requested.len(), 1);
+        let ans = |d: &str, scope: Option<&str>| {
+            let mut v = json!({"type":"answer","id":"0","decision":d});
+            if let Some(sc) = scope {
+                v["scope"] = json!(sc);
+            }
+            serde_json::from_value::<Input>(v).unwrap()
+        };
+        assert!(matches!(s.input(ans("allow", Some("session")), 6), Err(Refused::Invalid(_))));
+        let st = s.input(ans("deny", None), 6).unwrap();
+        assert_eq!(parse(&st.to_agent[0]), json!({"jsonrpc":"2.0","id":0,"result":{"decision":"decline"}}));
+    }
+
+    #[test]
+    fn an_unanswered_approval_expires_as_decline_and_unknown_requests_are_refused_at_once() {
+        let (mut s, _) = session();
+        s.agent_line(APPROVAL.as_bytes(), 0);
+        let st = s.tick(2000);
+        assert_eq!(parse(&st.to_agent[0])["result"]["decision"], "decline");
+        let st = s.agent_line(br#"{"method":"mcpServer/elicitation/request","id":7,"params":{}}"#, 0);
+        assert!(st.requested.is_empty());
+        assert_eq!(parse(&st.to_agent[0])["error"]["code"], -32601);
+    }
+
+    #[test]
+    fn the_question_tool_is_answered_with_the_questions_and_answers() {
+        let (mut s, _) = session();
+        let call = r#"{"method":"item/tool/call","id":4,"params":{"threadId":"th","turnId":"t1","callId":"c1","tool":"AskUserQuestion","arguments":{"questions":[{"question":"Tabs or spaces?","header":"Indent","options":[{"label":"tabs"},{"label":"spaces"}]}]}}}"#;
+        let st = s.agent_line(call.as_bytes(), 0);
+        assert_eq!(st.requested[0].kind, InputKind::Question);
+        let a: Input = serde_json::from_value(
+            json!({"type":"answer","id":"4","decision":"answer","answers":{"Tabs or spaces?":"spaces"}}),
+        )
+        .unwrap();
+        let st = s.input(a, 1).unwrap();
+        let r = parse(&st.to_agent[0]);
+        assert_eq!(r["id"], 4);
+        assert_eq!(r["result"]["success"], true);
+        let text: Value = serde_json::from_str(r["result"]["contentItems"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["answers"]["Tabs or spaces?"], "spaces");
+    }
+
+    #[test]
+    fn full_access_needs_grant_all() {
+        let o = CodexOptions { sandbox: GRANT_ALL.into(), ..CodexOptions::default() };
+        assert!(o.check().is_err());
+        assert!(CodexOptions { grant_all: true, ..o }.check().is_ok());
+        assert!(CodexOptions { approval_policy: "sometimes".into(), ..CodexOptions::default() }.check().is_err());
+    }
+}
