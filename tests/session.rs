@@ -512,3 +512,39 @@ fn granting_everything_needs_the_flag_that_says_so() {
     assert!(err.starts_with("runwire-session: --permission-mode:") && err.contains("--grant-all"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn help_starts_nothing_and_a_closed_stdout_stops_the_agent_quietly() {
+    // --help: exit 0, usage on stdout, no agent run (the command would fail loudly if it ran).
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_runwire-session")).args(["--help"]).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("--answer-timeout"));
+    need_jq!();
+    // The reader leaves after the first line: the session stops the agent and exits 0, quietly.
+    let c = cell("steer");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["claude", "--prompt", &user_messages(&c)[0], "--"])
+        .arg(root().join("fixtures/stub-engines/replay"))
+        .args(["claude"])
+        .arg(&c)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with('{'));
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "the session did not notice its reader left");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(!err.contains("runwire-session:"), "{err}");
+}

@@ -10,7 +10,7 @@
 //!
 //! [`Watcher`]: crate::runs::feed::Watcher
 
-use super::http::{respond_error, Close, Request};
+use super::http::{respond_error, Close, Progress, Request};
 use super::Shared;
 use crate::runs::feed::{self, Cursor, Extender, Filter, Paths, Scope, Watcher};
 use std::io::{self, Write};
@@ -185,6 +185,9 @@ fn pump(
     mut cursor: Cursor,
 ) -> io::Result<()> {
     let mut out = Vec::new();
+    // Writes wake every 100 ms; a client that takes nothing for the write timeout is let go.
+    stream.set_write_timeout(Some(Duration::from_millis(100)))?;
+    let mut progress = Progress::new(shared.cfg.write_timeout);
     let mut ready = false;
     let mut last_write = Instant::now();
     let mut last_peek = Instant::now();
@@ -209,13 +212,13 @@ fn pump(
             if chunked {
                 push(&mut out, true, b"");
             }
-            return stream.write_all(&out);
+            return progress.write_all(stream, &out);
         }
         if out.is_empty() && last_write.elapsed() >= shared.cfg.keepalive {
             push(&mut out, chunked, b": keep-alive\n\n");
         }
         if !out.is_empty() {
-            stream.write_all(&out)?;
+            progress.write_all(stream, &out)?;
             out.clear();
             last_write = Instant::now();
         }
@@ -224,6 +227,7 @@ fn pump(
             if client_gone(stream) {
                 return Ok(());
             }
+            progress.check(stream, false)?;
         }
         hub.wait(gen, TICK.min(shared.cfg.keepalive));
     }

@@ -262,9 +262,10 @@ pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
 }
 
 /// The default wrapper of `agent`: `wrappers/<agent>.sh` in a directory
-/// above the executable (a checkout's `target/…/runwire-serve`), else in the
-/// checkout the binary was built from, else
-/// `$PREFIX/share/runwire/wrappers/<agent>.sh`.
+/// above the executable (a checkout's `target/…/runwire-serve`), else
+/// `$PREFIX/share/runwire/wrappers/<agent>.sh` when `PREFIX` is set and has
+/// it, else the copy carried in the binary ([`crate::wrappers`]), written to
+/// the user's cache directory on first use.
 pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
     let name = format!("{}.sh", agent.name());
     let mut looked = Vec::new();
@@ -278,13 +279,6 @@ pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
         }
         looked.push(format!("wrappers/{name} above {}", exe.display()));
     }
-    // A binary built outside its checkout (CARGO_TARGET_DIR elsewhere) still
-    // finds the checkout it was built from.
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("wrappers").join(&name);
-    if built_from.is_file() {
-        return Ok(built_from);
-    }
-    looked.push(built_from.display().to_string());
     if let Some(prefix) = std::env::var_os("PREFIX") {
         let p = PathBuf::from(prefix).join("share/runwire/wrappers").join(&name);
         if p.is_file() {
@@ -292,7 +286,13 @@ pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
         }
         looked.push(p.display().to_string());
     }
-    Err(format!("no wrapper for {} found (looked for {}); use --agent-cmd", agent.name(), looked.join(", ")))
+    match crate::wrappers::materialize() {
+        Ok(dir) => Ok(dir.join(&name)),
+        Err(why) => {
+            looked.push(format!("the embedded copy ({why})"));
+            Err(format!("no wrapper for {} found (looked for {}); use --agent-cmd", agent.name(), looked.join(", ")))
+        }
+    }
 }
 
 fn env_ms(name: &str, default: u64) -> Duration {
