@@ -284,26 +284,9 @@ impl Tail {
     fn line_or_too_long(&mut self, line: LogLine, out: &mut Out) {
         let events = match line {
             LogLine::Whole(l) => self.norm.push(l),
-            LogLine::TooLong { head, size } => {
-                // The line keeps its number (so seqs match normalize-events) and is
-                // reported, never held. (The normalizer's own report of it, shared with
-                // normalize-events, replaces this once the line cap lands in src/pipe.rs.)
-                let _ = self.norm.push(b"");
-                let reason = format!("line of {size} bytes is over the {MAX_LINE}-byte line cap; skipped");
-                vec![Event {
-                    run: Some(self.run.clone()),
-                    task: Some(self.task.clone()),
-                    session: self.norm.session().map(str::to_string),
-                    seq: Seq { line: self.norm.lines(), sub: 0 },
-                    ts_ms: crate::time::Clock::from_env().now_ms(),
-                    data: Data::Error(ErrorData {
-                        reason,
-                        code: "line_too_long".into(),
-                        raw: String::from_utf8_lossy(head).into_owned(),
-                        fatal: false,
-                    }),
-                }]
-            }
+            // The line keeps its number (so seqs match normalize-events) and is
+            // reported, never held: the normalizer's own report, the same as normalize-events'.
+            LogLine::TooLong { head, size } => self.norm.push_too_long(head, size),
         };
         for ev in events {
             if matches!(ev.data, Data::Exit(_)) {
@@ -750,10 +733,11 @@ fn drain(out: &mut Out) -> io::Result<()> {
     }
 }
 
-/// The longest log line a task stream reads whole; a longer one is counted
-/// as it streams past (its head kept) and becomes one `error` event, so a
-/// stream's memory does not grow with a line.
-pub const MAX_LINE: usize = 8 << 20;
+/// The longest log line a task stream reads whole: the pipeline's line cap,
+/// so a stream and `normalize-events` read every log the same way. A longer
+/// one is counted as it streams past (its head kept) and becomes one `error`
+/// event, so a stream's memory does not grow with a line.
+pub use crate::pipe::MAX_LINE;
 /// How much of an over-long line is kept for its report.
 const TOO_LONG_HEAD: usize = 4096;
 /// Buffers that grew past this for one big line are given back after it.
