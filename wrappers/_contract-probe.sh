@@ -241,8 +241,7 @@ a newline"
     # usage errors: exit 2, message on stderr, no status line
     local args
     for args in "" "--prompt" "--prompt x --bogus" "--prompt x --resume a --session-id $SID" \
-        "--prompt x --timeout 0" "--prompt x --timeout 1s" "--prompt x --cwd $WORK/nope" "stray" "--prompt x --interactive"; do
-        [[ $w == claude && $args == *--interactive ]] && continue
+        "--prompt x --timeout 0" "--prompt x --timeout 1s" "--prompt x --cwd $WORK/nope" "stray"; do
         # shellcheck disable=SC2086 # split on purpose
         run "$w" $args
         if ((RC == 2)) && [[ ! -s $OUT ]] && grep -q "^$w.sh: " "$ERR"; then
@@ -328,6 +327,12 @@ for w in "${want[@]}"; do
     esac
     probe "$w"
     [[ $w == claude ]] && probe_claude_only
+    # Every wrapper's --interactive needs runwire-session (the sessions themselves are
+    # replayed against recorded cells by tests/session_replay.rs and tests/wrappers.rs).
+    if [[ $w != claude ]]; then
+        RUNWIRE_SESSION_BIN=$WORK/nope run "$w" --interactive --prompt hi </dev/null
+        expect_status "$w: --interactive without runwire-session: exit 127" 127 null
+    fi
 done
 
 printf '# %d passed, %d failed\n' "$PASS" "$FAIL"

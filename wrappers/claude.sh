@@ -41,11 +41,7 @@ rw_prepare() {
 # the stream-json and permission-prompt flags) with our stdin as the session input;
 # the prompt is the first message.
 rw_prepare_interactive() {
-    local session=${RUNWIRE_SESSION_BIN:-runwire-session}
-    if [[ $session != */* ]]; then
-        session=$(command -v -- "$session") || rw_finish 127 "runwire-session not found: set RUNWIRE_SESSION_BIN or put it on PATH"
-    fi
-    [[ -f $session && -x $session ]] || rw_finish 127 "runwire-session not found: $session is not an executable"
+    rw_session_engine
     RW_ARGV=(claude --prompt "$RW_PROMPT" --permission-mode "${RUNWIRE_PERMISSION_MODE:-default}"
         --answer-timeout "${RUNWIRE_ANSWER_TIMEOUT:-300s}")
     [[ ${RUNWIRE_GRANT_ALL:-} == 1 ]] && RW_ARGV+=(--grant-all)
@@ -55,7 +51,7 @@ rw_prepare_interactive() {
         [[ -n $RW_SESSION_ID ]] || RW_SESSION_ID=$(rw_new_uuid)
         RW_ARGV+=(--session-id "$RW_SESSION_ID")
     fi
-    RW_BIN=$session
+    RW_BIN=$RW_SESSION_ENGINE
 }
 
 rw_judge() {

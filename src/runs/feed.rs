@@ -286,7 +286,6 @@ impl Extender {
             return;
         }
         // Read like every reader of a run (`super::safe`): inside the run's directory, regular files, bounded.
-        let _ = files;
         let (mut loaded, bytes) = view::load_raw(p);
         let off = (track.off as usize).min(bytes.len());
         if news {

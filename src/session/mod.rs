@@ -21,6 +21,7 @@ pub mod claude;
 pub mod codex;
 pub mod driver;
 pub mod input;
+pub mod launch;
 pub mod proc;
 pub mod record;
 
@@ -70,6 +71,34 @@ pub trait Agent {
     /// before anything is written.
     fn check_answer(&self, _req: &InputRequest, _answer: &AnswerInput) -> Result<(), String> {
         Ok(())
+    }
+}
+
+/// A boxed protocol (chosen at run time, [`launch::launch`]) is one too.
+impl<T: Agent + ?Sized> Agent for Box<T> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn open(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).open(to_agent)
+    }
+    fn line(&mut self, line: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
+        (**self).line(line, to_agent)
+    }
+    fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).message(text, to_agent)
+    }
+    fn answer(&mut self, req: &InputRequest, answer: &InputAnswer, mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).answer(req, answer, mode, to_agent)
+    }
+    fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).interrupt(to_agent)
+    }
+    fn check_mode(&self, mode: &str) -> Result<(), String> {
+        (**self).check_mode(mode)
+    }
+    fn check_answer(&self, req: &InputRequest, answer: &AnswerInput) -> Result<(), String> {
+        (**self).check_answer(req, answer)
     }
 }
 
