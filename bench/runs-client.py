@@ -125,11 +125,12 @@ def get(port, path):
 
 
 def peak_rss_mb(cmd, env):
-    # The child's own peak RSS (wait4's rusage is per child; ru_maxrss in KiB on Linux).
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    return out, ru.ru_maxrss / 1024
+    # The command's own peak RSS, from /usr/bin/time (a child forked from this
+    # process would count this process's pages, the big log's text among them).
+    r = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", *cmd], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    kb = [l for l in r.stderr.splitlines() if l.startswith("maxrss_kb=")]
+    return r.stdout.encode(), (int(kb[-1].split("=")[1]) / 1024 if kb else -1)
 
 
 def big_logs():
