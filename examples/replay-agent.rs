@@ -6,6 +6,9 @@
 //!
 //!     replay-agent CELL_DIR [--run N] [--state FILE] [--expect-args ARGS] [-- AGENT_ARGS...]
 //!
+//! Or, started by a wrapper with only the agent's own arguments:
+//! `REPLAY_CELL=DIR [REPLAY_RUN=N] [REPLAY_STATE=FILE] [REPLAY_EXPECT_ARGS=ARGS] replay-agent ARGS...`.
+//!
 //! `--run N` is the Nth agent process of the cell (a cell that resumes holds
 //! several); `--expect-args` are the arguments the client must run the agent
 //! with (`app-server`, `acp`), checked against the rest of the command line.
@@ -242,9 +245,25 @@ fn load(dir: &Path, part: usize) -> Vec<(bool, String)> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // Started by a wrapper, which passes only the agent's own arguments: the
+    // replay's settings come from the environment instead.
+    if let Ok(cell) = std::env::var("REPLAY_CELL") {
+        let mut pre = vec![cell];
+        for (var, flag) in
+            [("REPLAY_RUN", "--run"), ("REPLAY_STATE", "--state"), ("REPLAY_EXPECT_ARGS", "--expect-args")]
+        {
+            if let Ok(v) = std::env::var(var) {
+                pre.extend([flag.to_string(), v]);
+            }
+        }
+        pre.push("--".into());
+        pre.append(&mut args);
+        args = pre;
+    }
     if args.is_empty() || args[0] == "--help" {
         println!("usage: replay-agent CELL_DIR [--run N] [--state FILE] [--expect-args ARGS] [-- AGENT_ARGS...]");
+        println!("   or: REPLAY_CELL=DIR [REPLAY_RUN=N REPLAY_STATE=FILE REPLAY_EXPECT_ARGS=ARGS] replay-agent AGENT_ARGS...");
         return;
     }
     let mut run = 1;

@@ -83,6 +83,10 @@ pub enum AguiEvent {
         run_id: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         usage: Option<Vec<TokenUsage>>,
+        /// Absent means success (what the pipeline always writes); the server
+        /// sets it for interrupted and cancelled runs.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<RunOutcome>,
         #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
@@ -194,6 +198,16 @@ impl AguiEvent {
     }
 }
 
+/// `RUN_FINISHED.outcome` other than success: the run stopped to ask
+/// (`interrupts` are AG-UI `Interrupt` objects, at least one), or it was
+/// stopped by whoever ran it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum RunOutcome {
+    Interrupt { interrupts: Vec<serde_json::Value> },
+    Cancelled,
+}
+
 /// Ids to use instead of the derived defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TranslateOptions {
@@ -233,6 +247,9 @@ pub enum CustomValue {
     TurnEnd(TurnEndValue),
     /// `runwire.error` (a non-fatal error; the run goes on).
     Error(ErrorValue),
+    /// Any other `runwire.*` value (the server's warnings about resume
+    /// entries, for one); the caller keeps it free of `null`.
+    Json(serde_json::Value),
     /// `runwire.input_request`: the agent waits for a person (the
     /// `input_request` data as is). Plain translation has no interrupt to
     /// end the run with: the server's interactive runs do that.
@@ -309,6 +326,9 @@ pub struct Translator {
     /// Last text message of the current turn, the default tool-call parent.
     turn_text: Option<String>,
     tools_started: HashSet<String>,
+    /// Agent tool id -> AG-UI toolCallId, for calls started in this run or
+    /// adopted from an earlier run of the thread ([`Translator::adopt_tool_calls`]).
+    tool_ids: HashMap<String, String>,
     results_seen: HashMap<String, u32>,
     /// The most recent `turn_end`'s outcome.
     last_turn_end: Option<TurnOutcome>,
@@ -330,6 +350,7 @@ impl Translator {
             open_reasoning: None,
             turn_text: None,
             tools_started: HashSet::new(),
+            tool_ids: HashMap::new(),
             results_seen: HashMap::new(),
             last_turn_end: None,
             turn_in_progress: false,
@@ -350,6 +371,90 @@ impl Translator {
     /// `(threadId, runId)` once known (after the first event or `finish`).
     pub fn ids(&self) -> Option<(&str, &str)> {
         self.ids.as_ref().map(|(t, r)| (t.as_str(), r.as_str()))
+    }
+
+    /// Tool calls an earlier run of the same thread streamed (agent id ->
+    /// AG-UI toolCallId): their results in this run name the original
+    /// toolCallId, and the calls are not emitted again (an interrupted run
+    /// resumed in a new run, as AG-UI's interrupt pattern asks).
+    pub fn adopt_tool_calls<'a>(&mut self, calls: impl IntoIterator<Item = (&'a String, &'a String)>) {
+        for (raw, id) in calls {
+            self.tools_started.insert(id.clone());
+            self.tool_ids.insert(raw.clone(), id.clone());
+        }
+    }
+
+    /// Agent tool id -> AG-UI toolCallId of every call this run streamed or adopted.
+    pub fn tool_calls(&self) -> &HashMap<String, String> {
+        &self.tool_ids
+    }
+
+    /// Emits `RUN_STARTED` now if nothing has been emitted yet (a run whose
+    /// first output is not from the agent).
+    pub fn begin(&mut self, ts: Option<i64>) -> Vec<AguiEvent> {
+        let mut out = Vec::new();
+        if self.ids.is_none() && !self.terminated {
+            self.last_ts = ts.or(self.last_ts);
+            self.start(None, ts, &mut out);
+        }
+        out
+    }
+
+    /// A `runwire.*` `CUSTOM` event of the caller's own (after `RUN_STARTED`).
+    pub fn custom(&mut self, name: &'static str, value: serde_json::Value, ts: Option<i64>) -> Vec<AguiEvent> {
+        if self.terminated {
+            return Vec::new();
+        }
+        let mut out = self.begin(ts);
+        out.push(AguiEvent::Custom { name, value: CustomValue::Json(value), timestamp: ts });
+        out
+    }
+
+    /// Ends the run now with `outcome` (closing what is open), whatever the
+    /// turn state: the caller knows why the run stops.
+    pub fn end_with(&mut self, outcome: RunOutcome, ts: Option<i64>) -> Vec<AguiEvent> {
+        if self.terminated {
+            return Vec::new();
+        }
+        let ts = ts.or(self.last_ts);
+        let mut out = self.begin(ts);
+        self.close_open(ts, &mut out);
+        let (thread_id, run_id) = self.ids.clone().unwrap_or_default();
+        let end = AguiEvent::RunFinished {
+            thread_id,
+            run_id,
+            usage: self.usage.clone().map(|u| vec![u]),
+            outcome: Some(outcome),
+            timestamp: ts,
+        };
+        self.terminate(end, &mut out);
+        out
+    }
+
+    /// Ends the run now as a success (the caller saw its work complete).
+    pub fn end_with_success(&mut self, ts: Option<i64>) -> Vec<AguiEvent> {
+        if self.terminated {
+            return Vec::new();
+        }
+        let ts = ts.or(self.last_ts);
+        let mut out = self.begin(ts);
+        self.close_open(ts, &mut out);
+        let end = self.finished(ts);
+        self.terminate(end, &mut out);
+        out
+    }
+
+    /// Ends the run now with `RUN_ERROR` (`message`, `code`).
+    pub fn end_with_error(&mut self, message: String, code: &'static str, ts: Option<i64>) -> Vec<AguiEvent> {
+        if self.terminated {
+            return Vec::new();
+        }
+        let ts = ts.or(self.last_ts);
+        let mut out = self.begin(ts);
+        self.close_open(ts, &mut out);
+        let end = self.run_error(message, code, ts);
+        self.terminate(end, &mut out);
+        out
     }
 
     /// Translates one input event.
@@ -523,7 +628,8 @@ impl Translator {
     }
 
     fn tool_call(&mut self, c: &ToolCall, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        let id = self.ns("t", &c.id);
+        let id = self.tool_ids.get(&c.id).cloned().unwrap_or_else(|| self.ns("t", &c.id));
+        self.tool_ids.insert(c.id.clone(), id.clone());
         if !self.tools_started.insert(id.clone()) {
             // Some agents restate a call (e.g. once streamed, once final):
             // a second START for the same id would only duplicate the card.
@@ -545,7 +651,7 @@ impl Translator {
     }
 
     fn tool_result(&mut self, r: &ToolResult, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        let call = self.ns("t", &r.id);
+        let call = self.tool_ids.get(&r.id).cloned().unwrap_or_else(|| self.ns("t", &r.id));
         let n = self.results_seen.entry(r.id.clone()).or_insert(0);
         *n += 1;
         let n = *n;
@@ -626,7 +732,13 @@ impl Translator {
 
     fn finished(&self, ts: Option<i64>) -> AguiEvent {
         let (thread_id, run_id) = self.ids.clone().unwrap_or_default();
-        AguiEvent::RunFinished { thread_id, run_id, usage: self.usage.clone().map(|u| vec![u]), timestamp: ts }
+        AguiEvent::RunFinished {
+            thread_id,
+            run_id,
+            usage: self.usage.clone().map(|u| vec![u]),
+            outcome: None,
+            timestamp: ts,
+        }
     }
 
     fn failed_turn(&self, reason: Option<String>, ts: Option<i64>) -> AguiEvent {

@@ -19,3 +19,4 @@ pub mod sse;
 pub mod supervise;
 pub mod time;
 pub mod verdict;
+pub mod wrappers;

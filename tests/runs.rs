@@ -1230,3 +1230,49 @@ fn a_task_stream_client_that_reads_nothing_is_dropped_while_the_task_is_live() {
         drop(s);
     }
 }
+
+#[test]
+fn a_line_over_the_cap_becomes_one_error_event_and_the_stream_goes_on() {
+    let (home, id, log) = live_run("too-long");
+    let srv = Server::start(&home, &[]);
+    let src = source_lines(1);
+    let (before, after) = src.split_at(5);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    for l in before {
+        writeln!(f, "{l}").unwrap();
+    }
+    // 20 MB in one line, over the 8 MiB cap, written in pieces as an agent would.
+    let size = 20 * 1024 * 1024;
+    f.write_all(b"{\"type\":\"assistant\",\"x\":\"").unwrap();
+    let piece = vec![b'a'; 1024 * 1024];
+    for _ in 0..20 {
+        f.write_all(&piece).unwrap();
+    }
+    f.write_all(b"\"}\n").unwrap();
+    for l in after {
+        writeln!(f, "{l}").unwrap();
+    }
+    drop(f);
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(s, "GET /runs/{id}/tasks/t/stream HTTP/1.0\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    let body = text.split_once("\r\n\r\n").unwrap().1;
+    let datas: Vec<Value> = body
+        .split("\n\n")
+        .filter_map(|fr| fr.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let too_long: Vec<&Value> = datas.iter().filter(|e| e["data"]["code"] == "line_too_long").collect();
+    assert_eq!(too_long.len(), 1, "one error event for the long line");
+    let line_size = (size + "{\"type\":\"assistant\",\"x\":\"\"}".len()).to_string();
+    assert!(too_long[0]["data"]["reason"].as_str().unwrap().contains(&line_size), "{}", too_long[0]);
+    assert_eq!(too_long[0]["seq"], 6, "it keeps its line number");
+    assert!(body.len() < 1024 * 1024, "the line's bytes are not sent: {} bytes", body.len());
+    // The stream went on to the end.
+    assert_eq!(datas.last().unwrap()["type"], "exit");
+    let seqs: Vec<String> = datas.iter().map(|e| e["seq"].to_string().trim_matches('"').to_string()).collect();
+    assert_eq!(seqs.len(), expected_seqs(&std::fs::read(&log).unwrap()).len());
+}

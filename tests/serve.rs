@@ -1102,3 +1102,62 @@ fn a_server_on_another_loopback_address_accepts_its_own_pages() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn an_installed_binary_without_a_checkout_uses_its_embedded_wrappers() {
+    // The binary alone, outside the repository, as `cargo install` leaves it.
+    let base = tmp("installed");
+    let _ = std::fs::remove_dir_all(&base);
+    let bin_dir = base.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("runwire-serve");
+    std::fs::copy(env!("CARGO_BIN_EXE_runwire-serve"), &bin).unwrap();
+    let home = base.join("home");
+    let start = || {
+        let mut child = Command::new(&bin)
+            .args(["--listen", "127.0.0.1:0", "--agent", "claude"])
+            .current_dir(&base)
+            .env("HOME", &home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("PREFIX")
+            .env("HARNESS_HOME", base.join("harness"))
+            .env("RUNWIRE_CLAUDE_BIN", root().join("fixtures/stub-engines/claude"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+        (child, port)
+    };
+    let (mut child, port) = start();
+    let r = post_run(port, "t", "r1");
+    assert_eq!(r.status, 200);
+    let ev = r.events();
+    assert_eq!(ev.last().unwrap()["type"], "RUN_FINISHED", "{}", r.text());
+    // Written on first use under ~/.cache/runwire, in a directory named by their content hash.
+    let cache = home.join(".cache/runwire");
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = &dirs[0];
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("wrappers-") && name.len() == "wrappers-".len() + 16, "{name}");
+    for f in ["_common.sh", "claude.sh", "codex.sh", "cursor.sh"] {
+        assert_eq!(std::fs::read(dir.join(f)).unwrap(), std::fs::read(root().join("wrappers").join(f)).unwrap(), "{f}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // A cached copy changed since is never used: it is written again.
+    std::fs::write(dir.join("claude.sh"), "#!/bin/sh\nexit 42\n").unwrap();
+    let (mut child, port) = start();
+    let r = post_run(port, "t", "r2");
+    assert_eq!(r.events().last().unwrap()["type"], "RUN_FINISHED", "{}", r.text());
+    assert_eq!(
+        std::fs::read(dir.join("claude.sh")).unwrap(),
+        std::fs::read(root().join("wrappers/claude.sh")).unwrap()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -192,7 +192,10 @@ fn turn_tools_runs_a_whole_turn_with_nothing_to_answer() {
 fn approval_allow_answers_the_bash_call_and_the_turn_finishes() {
     need_jq!();
     let c = cell("approval-allow");
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &[], &[]);
+    let dir = tempdir("allow");
+    let journal = dir.join("run.jsonl");
+    let j = journal.to_str().unwrap();
+    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &["--journal", j, "--task", "a", "--actor", "runner"], &[]);
     let req = r.request();
     assert_eq!((req["kind"].as_str(), req["tool"].as_str()), (Some("tool_approval"), Some("Bash")));
     assert!(req["expires_at"].as_str().is_some());
@@ -213,6 +216,58 @@ fn approval_allow_answers_the_bash_call_and_the_turn_finishes() {
     );
     assert!(!tool_result(&evs, &call).is_error);
     assert!(last_turn_ok(&evs));
+    // The journal has the request and who answered it.
+    let recs: Vec<Value> =
+        std::fs::read_to_string(&journal).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    assert_eq!((recs[0]["input"].as_str(), recs[0]["kind"].as_str()), (Some("requested"), Some("tool_approval")));
+    assert_eq!((recs[0]["task"].as_str(), recs[0]["actor"].as_str()), (Some("a"), Some("runner")));
+    assert_eq!(recs[0]["request"], req["id"]);
+    assert_eq!(
+        (recs[1]["input"].as_str(), recs[1]["decision"].as_str(), recs[1]["by"].as_str()),
+        (Some("answered"), Some("allow"), Some("ana"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempdir(what: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("runwire-session-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Processes whose command line holds all of `parts` (the stub of one test).
+fn processes_with(parts: &[&str]) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if parts.iter().all(|p| cmd.contains(p)) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn answers_come_through_a_fifo_while_stdout_is_piped() {
+    need_jq!();
+    let c = cell("approval-allow");
+    let dir = tempdir("fifo");
+    let fifo = dir.join("answers");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let f = fifo.to_str().unwrap();
+    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &["--input", f], &[]);
+    let req = r.request();
+    // Each writer opens, writes, closes: the session reopens the FIFO for the next.
+    std::fs::write(&fifo, format!("{{\"type\":\"answer\",\"id\":{},\"decision\":\"allow\"}}\n", req["id"])).unwrap();
+    r.until("the result", |l| l.contains("total_cost_usd"));
+    std::fs::write(&fifo, "{\"type\":\"end\"}\n").unwrap();
+    let (evs, _) = events(&r.finish());
+    assert_eq!(answers(&evs)[0].decision, Decision::Allow);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -263,7 +318,7 @@ fn a_question_is_answered_with_a_label() {
         let err = r2.stderr();
         assert!(!err.contains("replay stub:"), "{err}");
         assert!(err.contains("input:1: refused") && err.contains("no question \"Vim or Emacs?\" was asked"), "{err}");
-        assert_eq!(status.code(), Some(1), "a refused input line is flagged");
+        assert!(status.success(), "a refused input line is reported, the session goes on: {status}");
         r2.out
     };
     let (evs, _) = events(&out);
@@ -338,6 +393,17 @@ fn kill_mid_turn_then_the_next_message_resumes_the_session() {
     while let Ok(l) = r.lines.recv_timeout(Duration::from_secs(5)) {
         r.out.push(l);
     }
+    // Nothing of the killed session is left running.
+    let cell_path = c.to_str().unwrap().to_string();
+    let mut left = processes_with(&[&cell_path, "--part 1"]);
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        left = processes_with(&[&cell_path, "--part 1"]);
+    }
+    assert!(left.is_empty(), "the killed session's engine is still running: {left:?}");
     let (evs, resume) = events(&r.out);
     assert!(!last_turn_ok(&evs), "the killed turn has no result");
     let sid = resume.expect("the first process announced its session");
@@ -431,7 +497,7 @@ fn an_unanswered_request_expires_and_is_denied() {
     let err = r.stderr();
     assert!(!err.contains("replay stub:"), "{err}");
     assert!(err.contains("expired and was denied"), "{err}");
-    assert_eq!(status.code(), Some(1));
+    assert!(status.success());
 }
 
 #[test]
@@ -445,4 +511,40 @@ fn granting_everything_needs_the_flag_that_says_so() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("runwire-session: --permission-mode:") && err.contains("--grant-all"), "{err}");
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn help_starts_nothing_and_a_closed_stdout_stops_the_agent_quietly() {
+    // --help: exit 0, usage on stdout, no agent run (the command would fail loudly if it ran).
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_runwire-session")).args(["--help"]).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("--answer-timeout"));
+    need_jq!();
+    // The reader leaves after the first line: the session stops the agent and exits 0, quietly.
+    let c = cell("steer");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["claude", "--prompt", &user_messages(&c)[0], "--"])
+        .arg(root().join("fixtures/stub-engines/replay"))
+        .args(["claude"])
+        .arg(&c)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with('{'));
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "the session did not notice its reader left");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(!err.contains("runwire-session:"), "{err}");
 }

@@ -90,6 +90,10 @@ fn prompt_text(line: &Value) -> Option<String> {
 }
 
 struct Replayed {
+    /// The exit code (a wrapper's is its turn's outcome).
+    rc: Option<i32>,
+    /// The input records journaled (runwire-session only).
+    journal: Vec<Value>,
     output: Vec<String>,
     /// The decisions the person gave, in order.
     decided: Vec<String>,
@@ -97,26 +101,60 @@ struct Replayed {
 
 /// Runs one process of a cell through `runwire-session AGENT` and the stand-in.
 fn replay(agent: &str, cell: &str, part: usize) -> Replayed {
+    replay_via(agent, cell, part, false)
+}
+
+/// The same, through the agent's wrapper (`wrappers/AGENT.sh --interactive`)
+/// when `wrapper`: the first prompt is its `--prompt`, and the last output
+/// line its status line.
+fn replay_via(agent: &str, cell: &str, part: usize, wrapper: bool) -> Replayed {
     let dir =
         root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(cell);
     let client = &parts(&dir)[part - 1];
-    let tmp = std::env::temp_dir().join(format!("runwire-replay-{}-{agent}-{cell}-{part}", std::process::id()));
+    let via = if wrapper { "wrapper" } else { "session" };
+    let tmp = std::env::temp_dir().join(format!("runwire-replay-{}-{via}-{agent}-{cell}-{part}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let state = tmp.join("state.json");
     let _ = std::fs::remove_file(&state);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-session"));
-    cmd.arg(agent).args(["--answer-timeout", "60s", "--cwd"]).arg(&tmp);
     // A later process resumes the session the recording resumed.
-    if let Some(resume) = client.iter().find_map(|l| match l["method"].as_str() {
-        Some("thread/resume") => l.pointer("/params/threadId").cloned(),
-        Some("session/load") => l.pointer("/params/sessionId").cloned(),
+    let resume = client.iter().find_map(|l| match l["method"].as_str() {
+        Some("thread/resume") => l.pointer("/params/threadId").and_then(Value::as_str).map(str::to_string),
+        Some("session/load") => l.pointer("/params/sessionId").and_then(Value::as_str).map(str::to_string),
         _ => None,
-    }) {
-        cmd.args(["--resume", resume.as_str().unwrap()]);
-    }
+    });
     let expect_args = if agent == "codex" { "app-server" } else { "acp" };
-    cmd.arg("--").arg(replay_agent()).arg(&dir).args(["--run", &part.to_string(), "--state"]).arg(&state);
-    cmd.args(["--expect-args", expect_args]);
+    let mut skip_first_prompt = false;
+    let mut cmd = if wrapper {
+        // The wrapper's engine is runwire-session, whose engine is the stand-in
+        // (told which cell to replay by its environment).
+        let first = client.iter().find(|l| matches!(l["method"].as_str(), Some("turn/start" | "session/prompt")));
+        let mut c = Command::new(root().join("wrappers").join(format!("{agent}.sh")));
+        c.args(["--interactive", "--cwd"]).arg(&tmp);
+        c.args(["--prompt", &first.and_then(prompt_text).expect("a prompt to start with")]);
+        c.env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+            .env(if agent == "codex" { "RUNWIRE_CODEX_BIN" } else { "RUNWIRE_CURSOR_BIN" }, replay_agent())
+            .env("REPLAY_CELL", &dir)
+            .env("REPLAY_RUN", part.to_string())
+            .env("REPLAY_STATE", &state)
+            .env("REPLAY_EXPECT_ARGS", expect_args)
+            .env("RUNWIRE_ANSWER_TIMEOUT", "60s");
+        if let Some(r) = &resume {
+            c.args(["--resume", r]);
+        }
+        skip_first_prompt = true;
+        c
+    } else {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_runwire-session"));
+        c.arg(agent).args(["--answer-timeout", "60s", "--cwd"]).arg(&tmp);
+        // Every decision is journaled as an input record.
+        c.arg("--journal").arg(tmp.join("journal")).args(["--task", "t1"]);
+        if let Some(r) = &resume {
+            c.args(["--resume", r]);
+        }
+        c.arg("--").arg(replay_agent()).arg(&dir).args(["--run", &part.to_string(), "--state"]).arg(&state);
+        c.args(["--expect-args", expect_args]);
+        c
+    };
     let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -136,11 +174,12 @@ fn replay(agent: &str, cell: &str, part: usize) -> Replayed {
     let mut decided = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let why = loop {
-        assert!(
-            Instant::now() < deadline,
-            "{agent} {cell} part {part}: no progress (state {:?})",
-            std::fs::read_to_string(&state)
-        );
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+            panic!("{agent} {cell} part {part}: no progress (state {:?})\n{err}", std::fs::read_to_string(&state));
+        }
         let Ok(text) = std::fs::read_to_string(&state) else {
             std::thread::sleep(Duration::from_millis(10));
             continue;
@@ -166,6 +205,11 @@ fn replay(agent: &str, cell: &str, part: usize) -> Replayed {
         let input = match expect["method"].as_str() {
             // The first prompt of the process waits for the session; later
             // ones for the turn before to end: runwire sends each when it can.
+            // Through the wrapper, the first prompt is its --prompt.
+            Some("turn/start" | "session/prompt") if skip_first_prompt => {
+                skip_first_prompt = false;
+                None
+            }
             Some("turn/start" | "turn/steer" | "session/prompt") => {
                 Some(json!({"type": "message", "text": prompt_text(expect).unwrap()}))
             }
@@ -195,9 +239,14 @@ fn replay(agent: &str, cell: &str, part: usize) -> Replayed {
     reader.join().unwrap();
     let output = std::mem::take(&mut *seen.lock().unwrap());
     assert!(why.is_none(), "{agent} {cell} part {part}: the replay failed: {}\n{err}", why.unwrap());
-    assert!(status.success(), "{agent} {cell} part {part}: runwire-session {status}\n{err}");
+    assert!(wrapper || status.success(), "{agent} {cell} part {part}: runwire-session {status}\n{err}");
+    let journal = std::fs::read_to_string(tmp.join("journal"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let _ = std::fs::remove_dir_all(&tmp);
-    Replayed { output, decided }
+    Replayed { rc: status.code(), journal, output, decided }
 }
 
 /// The session's output through `normalize-events`: no unknown or
@@ -234,6 +283,14 @@ fn check_output(agent: &str, cell: &str, r: &Replayed) -> Vec<(bool, Option<Stri
         .collect();
     assert_eq!(requests, want.len(), "{agent} {cell}: input_request events");
     assert_eq!(answers, want, "{agent} {cell}: input_answer decisions");
+    if r.rc == Some(0) && !r.output.last().is_some_and(|l| l.starts_with(r#"{"type":"runwire.status""#)) {
+        // runwire-session journaled each request and its answer.
+        let requested = r.journal.iter().filter(|j| j["input"] == "requested").count();
+        let answered: Vec<&str> =
+            r.journal.iter().filter(|j| j["input"] == "answered").filter_map(|j| j["decision"].as_str()).collect();
+        assert_eq!(requested, want.len(), "{agent} {cell}: journal {:?}", r.journal);
+        assert_eq!(answered, r.decided.iter().map(String::as_str).collect::<Vec<_>>(), "{agent} {cell}: journal");
+    }
     ends
 }
 
@@ -368,4 +425,51 @@ fn a_wrong_line_fails_the_replay() {
     assert_eq!(st["state"], "fail");
     assert!(st["why"].as_str().unwrap().contains("/result/decision"), "{st}");
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn codex_and_cursor_wrappers_run_interactive_sessions() {
+    // codex.sh --interactive: the approval is answered on the wrapper's stdin;
+    // the status line names the thread and says the turn completed.
+    let r = replay_via("codex", "approval-allow", 1, true);
+    assert_eq!(r.decided, vec!["allow"]);
+    let status: Value = serde_json::from_str(r.output.last().unwrap()).unwrap();
+    assert_eq!((status["type"].as_str(), r.rc), (Some("runwire.status"), Some(0)));
+    assert_eq!((status["ok"].as_bool(), status["rc"].as_i64()), (Some(true), Some(0)), "{status}");
+    assert_eq!(status["session_id"], "01a021ee-ae65-7c01-b43c-0b05adccb539");
+    assert_eq!(check_output("codex", "approval-allow", &r), vec![ok()]);
+    // cursor.sh --interactive: a denial; the session is ACP's session/new id.
+    let r = replay_via("cursor", "approval-deny", 1, true);
+    assert_eq!(r.decided, vec!["deny"]);
+    let status: Value = serde_json::from_str(r.output.last().unwrap()).unwrap();
+    assert_eq!(
+        (status["ok"].as_bool(), status["session_id"].as_str()),
+        (Some(true), Some("39f467bf-db3e-4c7f-8d55-bc6d61e8bb25"))
+    );
+    // A resumed codex session whose turn was interrupted reports it.
+    let r = replay_via("codex", "stop-interrupt", 1, true);
+    let status: Value = serde_json::from_str(r.output.last().unwrap()).unwrap();
+    assert_eq!((status["ok"].as_bool(), r.rc), (Some(false), Some(1)), "{status}");
+    assert!(status["detail"].as_str().unwrap().contains("interrupted"), "{status}");
+}
+
+#[test]
+fn granting_everything_and_a_missing_acp_command_are_usage_errors() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_runwire-session")).args(args).stdin(Stdio::null()).output().unwrap()
+    };
+    for args in [
+        &["codex", "--sandbox", "danger-full-access", "--", "/bin/true"][..],
+        &["codex", "--approval-policy", "sometimes", "--", "/bin/true"],
+        &["codex", "--sandbox", "everything", "--", "/bin/true"],
+        &["acp"],
+    ] {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("runwire-session: ") && o.stdout.is_empty(), "{args:?}: {err}");
+    }
+    // With the flag that says so, full access is accepted (the agent here exits at once).
+    let o = run(&["codex", "--sandbox", "danger-full-access", "--grant-all", "--", "/bin/true"]);
+    assert_ne!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
 }

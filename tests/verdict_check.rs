@@ -418,12 +418,13 @@ fn deep_nesting_is_a_clean_error() {
 #[test]
 fn a_huge_string_is_not_echoed() {
     let mut v = sample();
-    v["status"] = Value::String("x".repeat(100 << 20));
+    // Huge, though under the 32 MiB bound on what is read at all.
+    v["status"] = Value::String("x".repeat(16 << 20));
     let r = run(&[], v.to_string().as_bytes());
     assert_eq!(r.code, 2);
     assert!(r.stderr.starts_with("verdict-check: stdin: status is \"xxxx"), "{}", &r.stderr[..100]);
     assert!(r.stderr.len() < 1024, "{} bytes of stderr", r.stderr.len());
-    assert!(r.stderr.contains("…\" (104857600 bytes), but must be one of"), "{}", r.stderr);
+    assert!(r.stderr.contains("…\" (16777216 bytes), but must be one of"), "{}", r.stderr);
 }
 
 #[test]
@@ -768,4 +769,33 @@ fn the_schema_accepts_the_sample() {
     errors.clear();
     schema_errors(&schema, &schema, &v, "$", &mut errors);
     assert_eq!(errors, ["$.baseline.totalCostUsd: -1 < 0", "$.trials[0].grade: required key \"score\" is missing"]);
+}
+
+#[test]
+fn unbounded_or_odd_inputs_are_refused_with_a_bound() {
+    // /dev/zero never ends: refused at once as not a regular file (it used to be read until 3 GB).
+    let t = std::time::Instant::now();
+    let out = std_bin().arg("/dev/zero").stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(10));
+    // A FIFO nobody writes to: refused, not waited on.
+    let d = scratch("odd-inputs");
+    let fifo = d.join("verdict.json");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let out = std_bin().arg(&fifo).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    let out = std_bin().arg("--dir").arg(&d).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // A file over the bound (sparse: no disk used) is refused by its size; so is stdin past the bound.
+    let big = d.join("big.json");
+    std::fs::File::create(&big).unwrap().set_len(runwire::verdict::MAX_EVIDENCE_BYTES + 1).unwrap();
+    let out = std_bin().arg(&big).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("larger than"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std_bin().stdin(std::fs::File::open("/dev/zero").unwrap()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stdin: larger than"));
 }

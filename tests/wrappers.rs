@@ -30,6 +30,7 @@ fn contract_probe_passes() {
     }
     let out = Process::new("bash")
         .arg(root().join("wrappers/_contract-probe.sh"))
+        .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
         .current_dir(root())
         .output()
         .expect("run the contract probe");
@@ -123,4 +124,69 @@ fn wrapper_output_normalizes_to_an_exit_event_with_the_session() {
             Some("7e5a0b1c-1111-4222-8333-444455556666"),
         );
     }
+}
+
+/// `claude.sh --interactive` over the replay stub of the recorded `approval-allow` session:
+/// the request appears in the stream, an answer written to the wrapper's stdin reaches the
+/// engine as the recording shows (the stub checks it), and the status line closes the turn.
+#[test]
+fn claude_interactive_takes_an_answer_on_stdin() {
+    use std::io::{BufRead, BufReader, Write};
+    if !have_bash("claude_interactive_takes_an_answer_on_stdin")
+        || !Process::new("jq").arg("--version").output().is_ok_and(|o| o.status.success())
+    {
+        println!("SKIPPED claude_interactive_takes_an_answer_on_stdin: needs bash and jq");
+        return;
+    }
+    let cell = root().join("fixtures/interactive/claude-code/approval-allow");
+    let dir = std::env::temp_dir().join(format!("runwire-wrap-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let engine = dir.join("replay-claude");
+    std::fs::write(
+        &engine,
+        format!(
+            "#!/usr/bin/env bash\nexec '{}' claude '{}' \"$@\"\n",
+            root().join("fixtures/stub-engines/replay").display(),
+            cell.display()
+        ),
+    )
+    .unwrap();
+    Process::new("chmod").arg("755").arg(&engine).status().unwrap();
+    let prompt = "Run `curl -sI https://example.com | head -n 1` in the shell (it needs network access), then reply with the single word done.";
+    let mut child = Process::new("bash")
+        .arg(root().join("wrappers/claude.sh"))
+        .args(["--interactive", "--prompt", prompt])
+        .env("RUNWIRE_CLAUDE_BIN", &engine)
+        .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .current_dir(&dir)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        out.push(l.clone());
+        if l.starts_with(r#"{"type":"runwire.request""#) {
+            let req: Value = serde_json::from_str(&l).unwrap();
+            writeln!(stdin, r#"{{"type":"answer","id":{},"decision":"allow","by":"probe"}}"#, req["id"]).unwrap();
+            break;
+        }
+    }
+    drop(stdin);
+    out.extend(lines.map(|l| l.unwrap()));
+    let st = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(st.status.success() && !err.contains("replay stub:"), "{}\n{err}\n{}", st.status, out.join("\n"));
+    let status: Value = serde_json::from_str(out.last().unwrap()).unwrap();
+    assert_eq!(
+        (status["ok"].as_bool(), status["session_id"].as_str()),
+        (Some(true), Some("0e70de90-9b5d-47f6-96b1-1d2711dbcade"))
+    );
+    assert!(out.iter().any(|l| l.starts_with(r#"{"type":"runwire.answer""#)
+        && l.contains(r#""decision":"allow","scope":"once","by":"probe""#)));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,9 @@
 #   RW_NAME        its name for messages: claude.sh, cursor.sh, codex.sh
 #   RW_ENGINE      the engine's command name on PATH: claude, cursor-agent, codex
 #   RW_BIN_VAR     the environment variable that overrides it: RUNWIRE_CLAUDE_BIN, ...
-#   RW_INTERACTIVE 1 when --interactive is declared (claude only; it is refused)
+#   RW_INTERACTIVE 1 when --interactive is declared: RW_LIVE is then 1
+#                  when it was given, and rw_prepare runs the engine under
+#                  runwire-session with the wrapper's stdin as the session input
 # and defines:
 #   rw_session_flag_ok   0 when --session-id can be honoured, 1 when it is ignored
 #   rw_prepare           set RW_SESSION_ASSIGNED / build RW_ARGV (may run engine steps)
@@ -30,6 +32,9 @@ RW_TIMED_OUT=0
 RW_FINISHED=0
 RW_STARTED=0
 RW_ARGV=()
+RW_LIVE=0
+# The runwire-session binary an --interactive run uses (rw_session_engine).
+RW_SESSION_ENGINE=""
 
 # Grace between SIGTERM and SIGKILL to the engine's process group, in seconds.
 RW_KILL_GRACE="${RUNWIRE_KILL_GRACE:-5}"
@@ -52,7 +57,20 @@ Options:
                        group, SIGKILL ${RW_KILL_GRACE}s later); default: no limit
 EOF
     if [[ "${RW_INTERACTIVE:-0}" == 1 ]]; then
-        echo "  --interactive        declared but not supported yet (exit 2)"
+        cat <<EOF
+  --interactive        keep the engine's input open: runwire-session runs it and
+                       reads the session input (spec/SESSION-INPUT.md: answers,
+                       messages, interrupt, end) on this wrapper's stdin; the
+                       stream carries runwire.request / runwire.answer lines.
+                       \$RUNWIRE_SESSION_BIN, else 'runwire-session' on PATH;
+                       \$RUNWIRE_ANSWER_TIMEOUT (default: 300s)
+EOF
+        case $RW_ENGINE in
+            claude) echo "                       \$RUNWIRE_PERMISSION_MODE (default: default), \$RUNWIRE_GRANT_ALL=1" ;;
+            codex) echo "                       \$RUNWIRE_SANDBOX (default: workspace-write), \$RUNWIRE_APPROVAL_POLICY" \
+                "(default: on-request), \$RUNWIRE_GRANT_ALL=1 (for danger-full-access)" ;;
+            *) echo "                       \$RUNWIRE_ACP_MODE (a session mode of the agent's: agent, plan, ask)" ;;
+        esac
     fi
     cat <<EOF
   --help               this text
@@ -106,10 +124,10 @@ rw_parse_args() {
                 exit 0
                 ;;
             --interactive)
-                if [[ "${RW_INTERACTIVE:-0}" == 1 ]]; then
-                    rw_usage_error "--interactive is not supported yet: live mid-turn input to $RW_ENGINE is not implemented; run one turn per call and continue with --resume"
-                fi
-                rw_usage_error "unknown flag: $flag"
+                [[ "${RW_INTERACTIVE:-0}" == 1 ]] || rw_usage_error "unknown flag: $flag"
+                RW_LIVE=1
+                shift
+                continue
                 ;;
             --prompt=* | --session-id=* | --resume=* | --cwd=* | --timeout=*)
                 val=${flag#*=}
@@ -327,7 +345,13 @@ rw_run() {
     left=$(rw_remaining)
     # A background child of a non-interactive shell is not a group leader, so
     # setsid(1) calls setsid(2) without forking: $! is the engine, its pid its pgid.
-    setsid -- "$RW_BIN" "$@" </dev/null >"$out" &
+    # An interactive session reads its input from our stdin (named, or a
+    # background job would get /dev/null).
+    if ((RW_LIVE)); then
+        setsid -- "$RW_BIN" "$@" <&0 >"$out" &
+    else
+        setsid -- "$RW_BIN" "$@" </dev/null >"$out" &
+    fi
     RW_ENGINE_PGID=$!
     RW_WATCHDOG=""
     if [[ -n $left ]]; then
@@ -441,6 +465,19 @@ rw_has() {
     v=${v//./\\.}
     local re="\"$2\"[[:space:]]*:[[:space:]]*\"$v\""
     [[ $1 =~ $re ]]
+}
+
+# --interactive: runwire-session becomes the engine (it runs the agent named in
+# RW_ARGV's first word, the agent's own binary after `--`): sets RW_SESSION_ENGINE
+# to its path, or finishes with 127 (not in a subshell: rw_finish must end the wrapper).
+rw_session_engine() {
+    local session=${RUNWIRE_SESSION_BIN:-runwire-session}
+    if [[ $session != */* ]]; then
+        session=$(command -v -- "$session") || rw_finish 127 "runwire-session not found: set RUNWIRE_SESSION_BIN or put it on PATH"
+    fi
+    [[ -f $session && -x $session ]] || rw_finish 127 "runwire-session not found: $session is not an executable"
+    # shellcheck disable=SC2034 # read by the wrapper that sourced this file
+    RW_SESSION_ENGINE=$session
 }
 
 # Defaults a wrapper may override.

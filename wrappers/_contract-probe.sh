@@ -241,8 +241,7 @@ a newline"
     # usage errors: exit 2, message on stderr, no status line
     local args
     for args in "" "--prompt" "--prompt x --bogus" "--prompt x --resume a --session-id $SID" \
-        "--prompt x --timeout 0" "--prompt x --timeout 1s" "--prompt x --cwd $WORK/nope" "stray" "--prompt x --interactive"; do
-        [[ $w == claude && $args == *--interactive ]] && continue
+        "--prompt x --timeout 0" "--prompt x --timeout 1s" "--prompt x --cwd $WORK/nope" "stray"; do
         # shellcheck disable=SC2086 # split on purpose
         run "$w" $args
         if ((RC == 2)) && [[ ! -s $OUT ]] && grep -q "^$w.sh: " "$ERR"; then
@@ -275,11 +274,28 @@ a newline"
 }
 
 probe_claude_only() {
-    run claude --prompt hi --interactive
-    if ((RC == 2)) && [[ ! -s $OUT ]] && grep -q 'claude.sh: --interactive is not supported yet' "$ERR"; then
-        ok "claude: --interactive is refused: exit 2, '$(head -n 1 "$ERR")'"
+    # --interactive: runwire-session runs the engine (here the replay stub of a recorded
+    # session, which checks every line written to it) with the wrapper's stdin as the
+    # session input. Stdin is empty: nobody can answer, so the recorded Bash request is
+    # refused at once (fail closed), as the recording's client denied it.
+    if [[ -z ${RUNWIRE_SESSION_BIN:-} ]] || ! command -v jq >/dev/null 2>&1; then
+        printf '# skip - claude: --interactive (needs RUNWIRE_SESSION_BIN, a built runwire-session, and jq)\n'
     else
-        not_ok "claude: --interactive" "exit $RC, stderr: $(head -n 1 "$ERR")"
+        local cell=$ROOT/fixtures/interactive/claude-code/approval-deny eng=$WORK/replay-claude prompt
+        printf '#!/usr/bin/env bash\nexec %q claude %q "$@"\n' "$STUBS/replay" "$cell" >"$eng"
+        chmod +x "$eng"
+        prompt=$(jq -r '.line | fromjson | select(.type == "user") | .message.content' "$cell/to-agent.ndjson")
+        RUNWIRE_CLAUDE_BIN=$eng run claude --interactive --prompt "$prompt" </dev/null
+        expect_status "claude: --interactive runs the session to the turn's end" 0 451f0987-160f-433f-8d12-d0561e197bda
+        if grep -q '^{"type":"runwire.request","id":"a0f4e6d2-c337-4d5d-a775-db811343a5a9","kind":"tool_approval"' "$OUT" &&
+            grep -q '^{"type":"runwire.answer","id":"a0f4e6d2-c337-4d5d-a775-db811343a5a9","decision":"cancelled"' "$OUT" &&
+            ! grep -q 'replay stub:' "$ERR"; then
+            ok "claude: --interactive: the request and its fail-closed answer are in the stream; the engine got what the recording shows"
+        else
+            not_ok "claude: --interactive: request and answer lines" "stderr: $(head -c 600 "$ERR" | tr '\n' '|')"
+        fi
+        RUNWIRE_SESSION_BIN=$WORK/nope run claude --interactive --prompt hi </dev/null
+        expect_status "claude: --interactive without runwire-session: exit 127" 127 null
     fi
     run claude --prompt hi --session-id not-a-uuid
     if ((RC == 2)) && [[ ! -s $OUT ]]; then ok "claude: --session-id that is not a UUID: usage error"; else not_ok "claude: non-UUID --session-id" "exit $RC"; fi
@@ -311,6 +327,12 @@ for w in "${want[@]}"; do
     esac
     probe "$w"
     [[ $w == claude ]] && probe_claude_only
+    # Every wrapper's --interactive needs runwire-session (the sessions themselves are
+    # replayed against recorded cells by tests/session_replay.rs and tests/wrappers.rs).
+    if [[ $w != claude ]]; then
+        RUNWIRE_SESSION_BIN=$WORK/nope run "$w" --interactive --prompt hi </dev/null
+        expect_status "$w: --interactive without runwire-session: exit 127" 127 null
+    fi
 done
 
 printf '# %d passed, %d failed\n' "$PASS" "$FAIL"

@@ -22,6 +22,10 @@ rw_validate() {
 }
 
 rw_prepare() {
+    if ((RW_LIVE)); then
+        rw_prepare_interactive
+        return 0
+    fi
     RW_ARGV=(-p --output-format stream-json --verbose --include-partial-messages)
     if [[ -n $RW_RESUME ]]; then
         RW_ARGV+=(--resume "$RW_RESUME")
@@ -31,6 +35,23 @@ rw_prepare() {
     fi
     # `--` so that a prompt starting with '-' is not read as a flag.
     RW_ARGV+=(-- "$RW_PROMPT")
+}
+
+# --interactive: runwire-session runs claude in its interactive protocol (it adds
+# the stream-json and permission-prompt flags) with our stdin as the session input;
+# the prompt is the first message.
+rw_prepare_interactive() {
+    rw_session_engine
+    RW_ARGV=(claude --prompt "$RW_PROMPT" --permission-mode "${RUNWIRE_PERMISSION_MODE:-default}"
+        --answer-timeout "${RUNWIRE_ANSWER_TIMEOUT:-300s}")
+    [[ ${RUNWIRE_GRANT_ALL:-} == 1 ]] && RW_ARGV+=(--grant-all)
+    [[ -n $RW_RESUME ]] && RW_ARGV+=(--resume "$RW_RESUME")
+    RW_ARGV+=(-- "$RW_BIN")
+    if [[ -z $RW_RESUME ]]; then
+        [[ -n $RW_SESSION_ID ]] || RW_SESSION_ID=$(rw_new_uuid)
+        RW_ARGV+=(--session-id "$RW_SESSION_ID")
+    fi
+    RW_BIN=$RW_SESSION_ENGINE
 }
 
 rw_judge() {

@@ -7,7 +7,7 @@ set -euo pipefail
 RW_NAME=codex.sh
 RW_ENGINE=codex
 RW_BIN_VAR=RUNWIRE_CODEX_BIN
-RW_INTERACTIVE=0
+RW_INTERACTIVE=1
 # thread.started (the session id) and the turn's end.
 RW_MARKS='"type"[[:space:]]*:[[:space:]]*"(thread\.started|turn\.completed|turn\.failed)"'
 
@@ -18,6 +18,10 @@ RW_MARKS='"type"[[:space:]]*:[[:space:]]*"(thread\.started|turn\.completed|turn\
 rw_session_flag_ok() { return 1; }
 
 rw_prepare() {
+    if ((RW_LIVE)); then
+        rw_prepare_interactive
+        return 0
+    fi
     if [[ -n $RW_RESUME ]]; then
         RW_ARGV=(exec resume --json -- "$RW_RESUME" "$RW_PROMPT")
     else
@@ -25,7 +29,60 @@ rw_prepare() {
     fi
 }
 
+# --interactive: runwire-session runs `codex app-server` (it appends `app-server`)
+# with our stdin as the session input; the prompt is the first message. The
+# outcome is read from the JSON-RPC stream: the thread (its start or resume
+# response, or thread/started) and the last turn/completed.
+rw_prepare_interactive() {
+    rw_session_engine
+    RW_ARGV=(codex --prompt "$RW_PROMPT" --answer-timeout "${RUNWIRE_ANSWER_TIMEOUT:-300s}"
+        --sandbox "${RUNWIRE_SANDBOX:-workspace-write}" --approval-policy "${RUNWIRE_APPROVAL_POLICY:-on-request}")
+    [[ ${RUNWIRE_GRANT_ALL:-} == 1 ]] && RW_ARGV+=(--grant-all)
+    [[ -n $RW_RESUME ]] && RW_ARGV+=(--resume "$RW_RESUME")
+    RW_ARGV+=(-- "$RW_BIN")
+    RW_BIN=$RW_SESSION_ENGINE
+    RW_MARKS='"thread"[[:space:]]*:[[:space:]]*\{[[:space:]]*"id"|"method"[[:space:]]*:[[:space:]]*"turn/completed"'
+}
+
+rw_judge_interactive() {
+    local line thread="" end="" re status
+    if [[ -s $RW_TMP/marks ]]; then
+        while IFS= read -r line || [[ -n $line ]]; do
+            if rw_has "$line" method turn/completed; then
+                end=$line
+            elif [[ -z $thread ]]; then
+                thread=$line
+            fi
+        done <"$RW_TMP/marks"
+    fi
+    # The thread's id is the first string "id" of its line (a response's own id is a number).
+    [[ -n $thread ]] && RW_SESSION=$(rw_field "$thread" id)
+    [[ -n $RW_SESSION ]] || RW_SESSION=$RW_RESUME
+    # The turn's own status comes right before its error (its items have statuses too).
+    re='"status"[[:space:]]*:[[:space:]]*"([A-Za-z]+)"[[:space:]]*,[[:space:]]*"error"'
+    status=""
+    [[ $end =~ $re ]] && status=${BASH_REMATCH[1]}
+    case $status in
+        completed)
+            RW_TURN_OK=1
+            RW_TURN_DETAIL="session ended; its last turn completed"
+            ;;
+        "")
+            RW_TURN_OK=0
+            RW_TURN_DETAIL="session ended without a completed turn"
+            ;;
+        *)
+            RW_TURN_OK=0
+            RW_TURN_DETAIL="last turn $status: $(rw_unescape "$(rw_field "$end" message)")"
+            ;;
+    esac
+}
+
 rw_judge() {
+    if ((RW_LIVE)); then
+        rw_judge_interactive
+        return 0
+    fi
     local line started="" end="" how=""
     if [[ -s $RW_TMP/marks ]]; then
         while IFS= read -r line || [[ -n $line ]]; do

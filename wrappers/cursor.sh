@@ -6,7 +6,7 @@ set -euo pipefail
 RW_NAME=cursor.sh
 RW_ENGINE=cursor-agent
 RW_BIN_VAR=RUNWIRE_CURSOR_BIN
-RW_INTERACTIVE=0
+RW_INTERACTIVE=1
 # The init line (session id) and the result line (how the turn ended).
 RW_MARKS='"subtype"[[:space:]]*:[[:space:]]*"init"|"type"[[:space:]]*:[[:space:]]*"result"'
 
@@ -19,6 +19,10 @@ rw_session_flag_ok() { return 1; }
 RW_CREATED=""
 
 rw_prepare() {
+    if ((RW_LIVE)); then
+        rw_prepare_interactive
+        return 0
+    fi
     local chat=$RW_RESUME
     if [[ -z $chat ]]; then
         rw_run "$RW_TMP/create-chat.out" create-chat
@@ -39,7 +43,52 @@ rw_prepare() {
     RW_ARGV=(--print --output-format stream-json --stream-partial-output --resume "$chat" -- "$RW_PROMPT")
 }
 
+# --interactive: runwire-session runs `cursor-agent acp` (it appends `acp`) with
+# our stdin as the session input; the prompt is the first message. ACP makes
+# the session (session/new) itself: no create-chat. The outcome is read from
+# the JSON-RPC stream: session/new's sessionId and the last stopReason.
+rw_prepare_interactive() {
+    rw_session_engine
+    RW_ARGV=(cursor --prompt "$RW_PROMPT" --answer-timeout "${RUNWIRE_ANSWER_TIMEOUT:-300s}")
+    [[ -n ${RUNWIRE_ACP_MODE:-} ]] && RW_ARGV+=(--mode "$RUNWIRE_ACP_MODE")
+    [[ -n $RW_RESUME ]] && RW_ARGV+=(--resume "$RW_RESUME")
+    RW_ARGV+=(-- "$RW_BIN")
+    RW_BIN=$RW_SESSION_ENGINE
+    RW_MARKS='"(sessionId|stopReason)"[[:space:]]*:'
+}
+
+rw_judge_interactive() {
+    local line created="" stop=""
+    if [[ -s $RW_TMP/marks ]]; then
+        while IFS= read -r line || [[ -n $line ]]; do
+            if [[ $line != *'"method"'* ]] && [[ -z $created ]] && [[ -n $(rw_field "$line" sessionId) ]]; then
+                created=$(rw_field "$line" sessionId)
+            fi
+            [[ -n $(rw_field "$line" stopReason) ]] && stop=$(rw_field "$line" stopReason)
+        done <"$RW_TMP/marks"
+    fi
+    RW_SESSION=${RW_RESUME:-$created}
+    case $stop in
+        end_turn)
+            RW_TURN_OK=1
+            RW_TURN_DETAIL="session ended; its last turn ended end_turn"
+            ;;
+        "")
+            RW_TURN_OK=0
+            RW_TURN_DETAIL="session ended without a finished turn"
+            ;;
+        *)
+            RW_TURN_OK=0
+            RW_TURN_DETAIL="last turn stopped: $stop"
+            ;;
+    esac
+}
+
 rw_judge() {
+    if ((RW_LIVE)); then
+        rw_judge_interactive
+        return 0
+    fi
     local line init="" result=""
     if [[ -s $RW_TMP/marks ]]; then
         while IFS= read -r line || [[ -n $line ]]; do

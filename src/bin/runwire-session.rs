@@ -4,14 +4,13 @@
 
 use clap::Parser;
 use runwire::cli::{self, Exit};
-use runwire::session::acp::{Acp, AcpOptions};
-use runwire::session::claude::{self, Claude, ClaudeOptions};
-use runwire::session::codex::{Codex, CodexOptions};
 use runwire::session::driver::{self, JournalTo};
+use runwire::session::launch::{launch, AgentKind, LaunchOptions};
+use runwire::session::proc::Spec;
 use runwire::session::{self, Agent, Session};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 const BIN: &str = "runwire-session";
 
@@ -29,7 +28,7 @@ enum AgentName {
 
 /// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines, so `| normalize-events claude | agui-translate | sse-encode` works on it.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0; 1 the agent failed (non-zero exit, killed) or input lines were refused; 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0; 1 the agent failed (non-zero exit, killed); 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
 struct Args {
     /// The agent whose protocol to speak.
     #[arg(value_enum)]
@@ -99,93 +98,53 @@ fn parse_duration(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is out of range"))
 }
 
-/// The agent's command line: `-- CMD…`, else `$ENV`, else `default`; then
-/// the protocol's own arguments.
-fn agent_argv(args: &Args, env: &str, default: &str, protocol: Vec<String>) -> Vec<String> {
-    let mut argv = if args.cmd.is_empty() {
-        vec![std::env::var(env).ok().filter(|b| !b.is_empty()).unwrap_or_else(|| default.into())]
-    } else {
-        args.cmd.clone()
-    };
-    argv.extend(protocol);
-    argv
-}
-
-fn cwd(args: &Args) -> Result<String, String> {
-    let dir = match &args.cwd {
-        Some(d) => std::fs::canonicalize(d).map_err(|e| format!("--cwd {}: {e}", d.display()))?,
-        None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
-    };
-    dir.into_os_string().into_string().map_err(|_| "the working directory is not UTF-8".to_string())
-}
-
 fn main() -> ExitCode {
     let args = match cli::parse_args::<Args>() {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let usage = |e: String| -> ExitCode {
-        cli::report(BIN, e);
-        Exit::Usage.into()
+    let cwd = match &args.cwd {
+        Some(d) => match std::fs::canonicalize(d).map(|p| p.into_os_string().into_string()) {
+            Ok(Ok(p)) => Some(p),
+            Ok(Err(_)) => return usage(format!("--cwd {}: not UTF-8", d.display())),
+            Err(e) => return usage(format!("--cwd {}: {e}", d.display())),
+        },
+        None => None,
     };
-    match args.agent {
-        AgentName::Claude => {
-            for (flag, mode) in
-                [("--permission-mode", &args.permission_mode), ("--plan-exit-mode", &args.plan_exit_mode)]
-            {
-                if let Err(e) = claude::check_mode(mode, args.grant_all) {
-                    return usage(format!("{flag}: {e}"));
-                }
-            }
-            let mut protocol = Vec::new();
-            if let Some(s) = &args.resume {
-                protocol.extend(["--resume".to_string(), s.clone()]);
-            }
-            protocol.extend(claude::protocol_args(&args.permission_mode));
-            let argv = agent_argv(&args, "RUNWIRE_CLAUDE_BIN", "claude", protocol);
-            let agent =
-                Claude::new(ClaudeOptions { plan_exit_mode: args.plan_exit_mode.clone(), grant_all: args.grant_all });
-            run(&args, argv, agent)
-        }
-        AgentName::Codex => {
-            let o = CodexOptions {
-                approval_policy: args.approval_policy.clone(),
-                sandbox: args.sandbox.clone(),
-                cwd: match cwd(&args) {
-                    Ok(c) => Some(c),
-                    Err(e) => return usage(e),
-                },
-                model: args.model.clone(),
-                resume: args.resume.clone(),
-                questions: true,
-                grant_all: args.grant_all,
-            };
-            if let Err(e) = o.check() {
-                return usage(e);
-            }
-            let argv = agent_argv(&args, "RUNWIRE_CODEX_BIN", "codex", vec!["app-server".into()]);
-            run(&args, argv, Codex::new(o))
-        }
-        AgentName::Cursor | AgentName::Acp => {
-            let argv = match args.agent {
-                AgentName::Cursor => agent_argv(&args, "RUNWIRE_CURSOR_BIN", "cursor-agent", vec!["acp".into()]),
-                _ if args.cmd.is_empty() => {
-                    return usage("acp: give the agent's command line after -- (e.g. -- opencode acp)".into())
-                }
-                _ => args.cmd.clone(),
-            };
-            let cwd = match cwd(&args) {
-                Ok(c) => c,
-                Err(e) => return usage(e),
-            };
-            run(&args, argv, Acp::new(AcpOptions { cwd, resume: args.resume.clone(), mode: args.mode.clone() }))
-        }
+    let kind = match args.agent {
+        AgentName::Claude => AgentKind::Claude,
+        AgentName::Codex => AgentKind::Codex,
+        AgentName::Cursor => AgentKind::Cursor,
+        AgentName::Acp => AgentKind::Acp,
+    };
+    let o = LaunchOptions {
+        cmd: args.cmd.clone(),
+        resume: args.resume.clone(),
+        grant_all: args.grant_all,
+        permission_mode: args.permission_mode.clone(),
+        plan_exit_mode: args.plan_exit_mode.clone(),
+        sandbox: args.sandbox.clone(),
+        approval_policy: args.approval_policy.clone(),
+        model: args.model.clone(),
+        cwd,
+        mode: args.mode.clone(),
+    };
+    match launch(kind, &o) {
+        Ok(l) => run(&args, l.argv, l.agent),
+        Err(e) => usage(e),
     }
 }
 
+fn usage(e: String) -> ExitCode {
+    cli::report(BIN, e);
+    Exit::Usage.into()
+}
+
 fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
+    let mut spec = Spec::new(&argv[0]);
+    for a in &argv[1..] {
+        spec.arg(a);
+    }
 
     let (tx, rx) = std::sync::mpsc::channel();
     let started = match &args.input {
@@ -218,12 +177,12 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     };
     let mut out = BufWriter::new(io::stdout().lock());
     let mut report = |m: String| cli::report(BIN, m);
-    match driver::run(&mut s, cmd, tx, rx, &mut out, &opts, &mut report) {
-        Ok(o) if o.rc == 0 && o.refused == 0 => Exit::Ok.into(),
+    match driver::run(&mut s, &spec, tx, rx, &mut out, &opts, &mut report) {
+        // Refused input lines were reported one by one; they do not make the
+        // session fail (a wrapper judges the turn by its exit).
+        Ok(o) if o.rc == 0 => Exit::Ok.into(),
         Ok(o) => {
-            if o.rc != 0 {
-                cli::report(BIN, format!("{}: the agent exited {}", argv[0], o.rc));
-            }
+            cli::report(BIN, format!("{}: the agent exited {}", argv[0], o.rc));
             Exit::Flagged.into()
         }
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

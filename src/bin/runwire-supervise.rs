@@ -33,6 +33,9 @@ struct Args {
     /// Where the ADAPTER.sh wrappers are (default: $RUNWIRE_WRAPPER_DIR, else found as runwire-serve finds them).
     #[arg(long, value_name = "DIR")]
     wrapper_dir: Option<PathBuf>,
+    /// Run claude tasks interactively (claude.sh --interactive): steer writes into the running turn, stop interrupts it and keeps the session, answer answers the agent's requests.
+    #[arg(long)]
+    interactive: bool,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         kill_grace: Duration::from_secs(args.kill_grace),
         home: runwire::runs::harness_home(),
         workdir,
+        interactive: args.interactive,
         wrapper_dir: args
             .wrapper_dir
             .or_else(|| std::env::var_os("RUNWIRE_WRAPPER_DIR").filter(|v| !v.is_empty()).map(PathBuf::from)),

@@ -1,7 +1,7 @@
 //! `verdict-check`: check a `harness-compare-result.v1` verdict against its own trial rows and
 //! print its summary. All logic is in `runwire::verdict`; see `man/verdict-check.1`.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -51,12 +51,10 @@ struct Inputs {
     revisions: Option<[(String, Vec<u8>); 2]>,
 }
 
+/// Bounded: a regular file of at most `verdict::MAX_EVIDENCE_BYTES` (so
+/// `/dev/zero` or a FIFO is refused, not read until memory runs out).
 fn read(path: &Path) -> Result<(String, Vec<u8>), String> {
-    let name = path.display().to_string();
-    match std::fs::read(path) {
-        Ok(b) => Ok((name, b)),
-        Err(e) => Err(format!("{name}: {e}")),
-    }
+    verdict::read_evidence(path).map(|b| (path.display().to_string(), b))
 }
 
 fn read_inputs(args: &Args) -> Result<Inputs, String> {
@@ -69,8 +67,7 @@ fn read_inputs(args: &Args) -> Result<Inputs, String> {
     match &args.file {
         Some(p) if p.as_os_str() != "-" => read(p).map(|(name, verdict)| Inputs { name, verdict, revisions: None }),
         _ => {
-            let mut verdict = Vec::new();
-            io::stdin().lock().read_to_end(&mut verdict).map_err(|e| format!("stdin: {e}"))?;
+            let verdict = verdict::read_evidence_from(io::stdin().lock(), "stdin")?;
             Ok(Inputs { name: "stdin".into(), verdict, revisions: None })
         }
     }

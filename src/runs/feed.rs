@@ -274,8 +274,10 @@ impl Extender {
         let (ino, size) = journal_stat(&files.journal());
         let known = self.state.runs.get(&p.run_id).copied();
         let mut track = known.unwrap_or(Track { ino, off: 0 });
-        let replaced = known.is_some_and(|t| t.ino != 0 && ino != 0 && t.ino != ino);
-        if replaced || size < track.off {
+        // Replaced (another inode) or rewritten from scratch (shorter than
+        // what was read): a new run under the same id, read from its start.
+        let replaced = known.is_some_and(|t| (t.ino != 0 && ino != 0 && t.ino != ino) || size < t.off);
+        if replaced {
             track = Track { ino, off: 0 };
         }
         track.ino = ino;
@@ -284,7 +286,6 @@ impl Extender {
             return;
         }
         // Read like every reader of a run (`super::safe`): inside the run's directory, regular files, bounded.
-        let _ = files;
         let (mut loaded, bytes) = view::load_raw(p);
         let off = (track.off as usize).min(bytes.len());
         if news {

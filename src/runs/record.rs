@@ -69,6 +69,11 @@ impl Recorder {
         Ok(Recorder { run_id: pointer.run_id, files, log })
     }
 
+    /// The run's journal (input records are appended there too).
+    pub fn journal(&self) -> std::path::PathBuf {
+        self.files.journal()
+    }
+
     /// Appends one raw output line.
     pub fn line(&mut self, line: &[u8]) -> std::io::Result<()> {
         let mut b = Vec::with_capacity(line.len() + 1);

@@ -48,11 +48,14 @@ pub const MAX_ID: usize = 256;
 const TICK: Duration = Duration::from_millis(100);
 
 /// What a request asks for, once validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunInput {
     pub thread_id: String,
     pub run_id: String,
+    /// Empty only when `resume` is not (a run that answers interrupts).
     pub prompt: String,
+    /// `RunAgentInput.resume`: answers to the interrupts of the thread.
+    pub resume: Vec<super::interrupts::ResumeEntry>,
 }
 
 /// Reads a `RunAgentInput` leniently (unknown keys ignored, optional ones
@@ -86,6 +89,22 @@ pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
             return Err(format!("{k}: must be a string"));
         }
     }
+    let resume: Vec<super::interrupts::ResumeEntry> = match o.get("resume") {
+        Some(Value::Array(a)) => {
+            let mut out = Vec::with_capacity(a.len());
+            for (i, e) in a.iter().enumerate() {
+                let entry: super::interrupts::ResumeEntry = serde_json::from_value(e.clone()).map_err(|err| {
+                    format!("resume[{i}]: {err} (expected {{interruptId: string, status: \"resolved\"|\"cancelled\", payload?}})")
+                })?;
+                if entry.interrupt_id.is_empty() || entry.interrupt_id.len() > MAX_ID {
+                    return Err(format!("resume[{i}].interruptId: must be 1 to {MAX_ID} bytes"));
+                }
+                out.push(entry);
+            }
+            out
+        }
+        _ => Vec::new(),
+    };
     let messages = match o.get("messages") {
         Some(Value::Array(a)) => a,
         Some(Value::Null) | None => return Err("messages: missing (an array is required)".into()),
@@ -103,6 +122,9 @@ pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
         }
     }
     let Some((i, user)) = latest_user else {
+        if !resume.is_empty() {
+            return Ok(RunInput { thread_id, run_id, prompt: String::new(), resume });
+        }
         return Err("messages: no user message (the prompt is the latest user message's text)".into());
     };
     let prompt = match user.get("content") {
@@ -124,6 +146,9 @@ pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
         Some(Value::Null) | None => return Err(format!("messages[{i}].content: missing")),
         Some(_) => return Err(format!("messages[{i}].content: must be a string or an array of content parts")),
     };
+    if prompt.trim().is_empty() && !resume.is_empty() {
+        return Ok(RunInput { thread_id, run_id, prompt: String::new(), resume });
+    }
     if prompt.trim().is_empty() {
         return Err(format!("messages[{i}].content: the latest user message has no text"));
     }
@@ -133,7 +158,7 @@ pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
     if prompt.len() > MAX_PROMPT {
         return Err(format!("messages[{i}].content: longer than {MAX_PROMPT} bytes"));
     }
-    Ok(RunInput { thread_id, run_id, prompt })
+    Ok(RunInput { thread_id, run_id, prompt, resume })
 }
 
 #[derive(Debug, Default)]
@@ -250,18 +275,18 @@ impl Book {
 
 /// The response body as it goes out: chunked on HTTP/1.1, one chunk per
 /// frame, each written at once; the frames are also kept for replay.
-struct Body<'a> {
+pub(crate) struct Body<'a> {
     stream: &'a mut TcpStream,
     chunked: bool,
     kept: Vec<u8>,
     over: bool,
-    last_write: Instant,
+    pub(crate) last_write: Instant,
     /// Whether the client takes what is written (dropped after the write timeout if not).
     progress: Progress,
 }
 
 impl<'a> Body<'a> {
-    fn start(
+    pub(crate) fn start(
         stream: &'a mut TcpStream,
         req: &Request,
         cors: &[(&'static str, String)],
@@ -275,11 +300,11 @@ impl<'a> Body<'a> {
     }
 
     /// `Err` when bytes wait for the client and it took none for the write timeout.
-    fn check(&mut self) -> io::Result<()> {
+    pub(crate) fn check(&mut self) -> io::Result<()> {
         self.progress.check(self.stream, false)
     }
 
-    fn write_chunk(&mut self, data: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_chunk(&mut self, data: &[u8]) -> io::Result<()> {
         if data.is_empty() {
             return Ok(());
         }
@@ -296,7 +321,7 @@ impl<'a> Body<'a> {
         Ok(())
     }
 
-    fn frame(&mut self, frame: &[u8]) -> io::Result<()> {
+    pub(crate) fn frame(&mut self, frame: &[u8]) -> io::Result<()> {
         if !self.over {
             if self.kept.len() + frame.len() > MAX_RUN_BYTES {
                 self.over = true;
@@ -308,7 +333,7 @@ impl<'a> Body<'a> {
         self.write_chunk(frame)
     }
 
-    fn end(&mut self) -> io::Result<()> {
+    pub(crate) fn end(&mut self) -> io::Result<()> {
         if self.chunked {
             self.progress.write_all(self.stream, b"0\r\n\r\n")?;
         }
@@ -346,11 +371,54 @@ pub fn post(
         }
         Admit::Start { resume } => {
             let mut guard = Admitted { shared, input: &input, done: false };
-            let (session, outcome) = stream_run(shared, stream, req, cors, &input, resume.as_deref());
+            let (session, outcome) = if shared.cfg.interactive {
+                let f = super::interactive::run(shared, stream, req, cors, &input);
+                (None, f.0)
+            } else {
+                if input.prompt.is_empty() {
+                    // Batch runs raise no interrupts: there is nothing to resume.
+                    let _ = Body::start(stream, req, cors, shared.cfg.write_timeout).and_then(|mut b| {
+                        let mut tr = Translator::new(TranslateOptions {
+                            thread_id: Some(input.thread_id.clone()),
+                            run_id: Some(input.run_id.clone()),
+                        });
+                        let mut enc = Encoder::new(SseOptions::default());
+                        let msg = "resume: this server runs agents in batch mode and raised no interrupts (start it with --interactive)";
+                        for e in tr.end_with_error(msg.into(), "no_interrupts", None) {
+                            if let Ok(Some(f)) = enc.push(e.to_json().as_bytes()) {
+                                b.frame(f.as_bytes())?;
+                            }
+                        }
+                        b.end()
+                    });
+                    guard.done = true;
+                    shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(&input, None, Outcome::Cancelled);
+                    return Close::Now;
+                }
+                stream_run(shared, stream, req, cors, &input, resume.as_deref())
+            };
             guard.done = true;
             shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(&input, session, outcome);
             Close::Now
         }
+    }
+}
+
+/// How an interactive run ended, for the book (its outcome).
+pub struct Finished(Outcome);
+
+impl Finished {
+    pub(crate) fn cancelled() -> Finished {
+        Finished(Outcome::Cancelled)
+    }
+
+    /// Ends the body and keeps its bytes for replay, as a batch run does.
+    pub(crate) fn from_body(mut body: Body, streamed: Result<(), ()>) -> Finished {
+        Finished(match streamed.ok().and_then(|_| body.end().ok()) {
+            Some(()) if body.over => Outcome::NotRetained,
+            Some(()) => Outcome::Done(Arc::new(std::mem::take(&mut body.kept))),
+            None => Outcome::Cancelled,
+        })
     }
 }
 
@@ -606,7 +674,7 @@ mod tests {
             "messages":[{"id":"1","role":"user","content":"first"},{"id":"2","role":"assistant","content":"ok"},
             {"id":"3","role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}},{"type":"text","text":"b"}]}]}"#)
         .unwrap();
-        assert_eq!(i, RunInput { thread_id: "t".into(), run_id: "r".into(), prompt: "a\nb".into() });
+        assert_eq!(i, RunInput { thread_id: "t".into(), run_id: "r".into(), prompt: "a\nb".into(), resume: vec![] });
     }
 
     #[test]
@@ -632,7 +700,7 @@ mod tests {
     #[test]
     fn book_enforces_one_run_per_thread_and_idempotency() {
         let mut book = Book::default();
-        let i = RunInput { thread_id: "t".into(), run_id: "r1".into(), prompt: "p".into() };
+        let i = RunInput { thread_id: "t".into(), run_id: "r1".into(), prompt: "p".into(), resume: vec![] };
         assert!(matches!(book.admit(&i, b"A"), Admit::Start { resume: None }));
         let i2 = RunInput { run_id: "r2".into(), ..i.clone() };
         assert!(matches!(book.admit(&i2, b"B"), Admit::Reject(409, _)));
@@ -647,7 +715,7 @@ mod tests {
     fn retention_is_bounded() {
         let mut book = Book::default();
         for n in 0..MAX_RUNS + 10 {
-            let i = RunInput { thread_id: "t".into(), run_id: format!("r{n}"), prompt: "p".into() };
+            let i = RunInput { thread_id: "t".into(), run_id: format!("r{n}"), prompt: "p".into(), resume: vec![] };
             assert!(matches!(book.admit(&i, b"A"), Admit::Start { .. }));
             book.finish(&i, None, Outcome::Done(Arc::new(vec![0; 10])));
         }

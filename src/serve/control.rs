@@ -49,6 +49,18 @@ pub fn post(
     verb: &str,
     body: &[u8],
 ) -> Close {
+    // A session this server holds itself (interactive mode) answers here.
+    if let Some(tid) = task {
+        if let Some(close) = super::interactive::control_post(shared, stream, id, tid, verb, body, cors) {
+            return close;
+        }
+    }
+    if matches!(verb, "answer" | "stop") {
+        let m = format!(
+            "run {id} is not an interactive session held by this server: {verb} needs one (runwire-serve --interactive)"
+        );
+        return reply(stream, cors, 409, &Reply::refuse(m, None));
+    }
     let mut creq = control::Request {
         verb: verb.into(),
         task: task.map(str::to_string),

@@ -12,12 +12,10 @@ use super::http::{method_not_allowed, respond, respond_error, Close, Request};
 use super::Shared;
 use crate::verdict::{self, render, Source, Summary, Variant};
 use serde_json::{json, Value};
-use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
-/// Largest evidence file read (a verdict with thousands of trials is a few MB).
-pub const MAX_EVIDENCE_BYTES: u64 = 32 * 1024 * 1024;
+pub use crate::verdict::MAX_EVIDENCE_BYTES;
 
 /// What `--evidence` names: a directory (`verdict.json`, with `H0/` and `H1/`
 /// `revision.json` checked when present) or a verdict file.
@@ -28,13 +26,7 @@ struct Inputs {
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut buf = Vec::new();
-    f.take(MAX_EVIDENCE_BYTES + 1).read_to_end(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
-    if buf.len() as u64 > MAX_EVIDENCE_BYTES {
-        return Err(format!("{}: larger than {MAX_EVIDENCE_BYTES} bytes; not read", path.display()));
-    }
-    Ok(buf)
+    crate::verdict::read_evidence(path)
 }
 
 fn read_inputs(at: &Path) -> Result<Inputs, String> {

@@ -10,7 +10,7 @@
 //!
 //! [`Watcher`]: crate::runs::feed::Watcher
 
-use super::http::{respond_error, Close, Request};
+use super::http::{respond_error, Close, Progress, Request};
 use super::Shared;
 use crate::runs::feed::{self, Cursor, Extender, Filter, Paths, Scope, Watcher};
 use std::io::{self, Write};
@@ -43,6 +43,9 @@ impl FeedHub {
         let start_end = x.extend(Scope::All)?;
         let hub = Arc::new(FeedHub { gen: Mutex::new(0), cv: Condvar::new(), paths: x.paths().clone(), start_end });
         let h = hub.clone();
+        // Connections are woken only when the log grew (a busy task log in a
+        // watched directory wakes this thread, not them).
+        let mut end = start_end;
         std::thread::Builder::new().name("feed".into()).spawn(move || loop {
             let ch = match watcher.wait(None) {
                 Ok(ch) => ch,
@@ -56,12 +59,18 @@ impl FeedHub {
             } else if !ch.runs.is_empty() {
                 x.extend(Scope::Runs(&ch.runs))
             } else {
-                Ok(0)
+                Ok(end)
             };
-            if let Err(e) = extended {
-                crate::cli::report(super::BIN, format!("feed: {}: {e}", x.paths().log.display()));
+            // Another writer's append (a `runs watch`) shows as the log's growth.
+            let extended = extended.map(|e| if ch.feed { e.max(feed::end(&h.paths)) } else { e });
+            match extended {
+                Ok(e) if e != end => {
+                    end = e;
+                    h.bump();
+                }
+                Ok(_) => {}
+                Err(e) => crate::cli::report(super::BIN, format!("feed: {}: {e}", x.paths().log.display())),
             }
-            h.bump();
         })?;
         Ok(hub)
     }
@@ -176,6 +185,9 @@ fn pump(
     mut cursor: Cursor,
 ) -> io::Result<()> {
     let mut out = Vec::new();
+    // Writes wake every 100 ms; a client that takes nothing for the write timeout is let go.
+    stream.set_write_timeout(Some(Duration::from_millis(100)))?;
+    let mut progress = Progress::new(shared.cfg.write_timeout);
     let mut ready = false;
     let mut last_write = Instant::now();
     let mut last_peek = Instant::now();
@@ -200,13 +212,13 @@ fn pump(
             if chunked {
                 push(&mut out, true, b"");
             }
-            return stream.write_all(&out);
+            return progress.write_all(stream, &out);
         }
         if out.is_empty() && last_write.elapsed() >= shared.cfg.keepalive {
             push(&mut out, chunked, b": keep-alive\n\n");
         }
         if !out.is_empty() {
-            stream.write_all(&out)?;
+            progress.write_all(stream, &out)?;
             out.clear();
             last_write = Instant::now();
         }
@@ -215,6 +227,7 @@ fn pump(
             if client_gone(stream) {
                 return Ok(());
             }
+            progress.check(stream, false)?;
         }
         hub.wait(gen, TICK.min(shared.cfg.keepalive));
     }

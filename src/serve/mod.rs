@@ -28,6 +28,8 @@ pub mod control;
 pub mod evidence;
 pub mod feed;
 pub mod http;
+pub mod interactive;
+pub mod interrupts;
 pub mod router;
 pub mod run;
 pub mod runs;
@@ -53,6 +55,10 @@ pub const DEMO_LOG: &[u8] = include_bytes!("../../fixtures/claude/bb-turn-tools.
 
 /// Default pause between replayed lines (`RUNWIRE_REPLAY_DELAY_MS` overrides).
 pub const DEFAULT_REPLAY_DELAY_MS: u64 = 20;
+
+/// Default `--answer-timeout`: long enough to answer from a phone, short
+/// enough that a forgotten request does not hold a session for the day.
+pub const DEFAULT_ANSWER_TIMEOUT_S: u64 = 600;
 
 /// Default interval of `: keep-alive` comments on an idle stream
 /// (`RUNWIRE_KEEPALIVE_MS` overrides).
@@ -88,7 +94,9 @@ pub struct Args {
     /// replays a bundled recorded Claude run (demo mode).
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<Adapter>,
-    /// The wrapper to start instead of wrappers/AGENT.sh (same contract).
+    /// The wrapper to start instead of wrappers/AGENT.sh (same contract). With --interactive, the
+    /// agent itself instead of $RUNWIRE_CLAUDE_BIN or `claude` (claude's stream-json protocol flags
+    /// are appended, as runwire-session does).
     #[arg(long, value_name = "PATH", requires = "agent", conflicts_with = "replay")]
     pub agent_cmd: Option<PathBuf>,
     /// Replay this recorded log of AGENT for each request instead of running the agent.
@@ -109,6 +117,22 @@ pub struct Args {
     /// Do not record POST /agui runs under $HARNESS_HOME/serve (they then do not appear in GET /runs).
     #[arg(long)]
     pub no_record: bool,
+    /// Hold one interactive session per AG-UI thread (claude only): the agent stays alive between
+    /// runs, asks before using tools (each request ends the run with an AG-UI interrupt), and takes
+    /// answers, live steer and stop. Without it, each run is one batch turn.
+    #[arg(long, requires = "agent", conflicts_with = "replay")]
+    pub interactive: bool,
+    /// Interactive sessions' permission mode: default (ask for every tool that needs permission),
+    /// acceptEdits, plan, dontAsk, auto; bypassPermissions (nothing asks) needs --grant-all.
+    #[arg(long, value_name = "MODE", default_value = "default", requires = "interactive")]
+    pub permission_mode: String,
+    /// Allow permission mode bypassPermissions: every tool call runs without asking a person.
+    #[arg(long, requires = "interactive")]
+    pub grant_all: bool,
+    /// Seconds a request of the agent waits for an answer before it is denied (fail closed); the
+    /// interrupt's expiresAt says when.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ANSWER_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=86_400), requires = "interactive")]
+    pub answer_timeout: u64,
     /// Compare evidence for the studio's Compare view and GET /api/evidence: a directory holding
     /// verdict.json (and H0/, H1/ revision.json, checked when present) or a verdict file. Read on
     /// every request.
@@ -203,6 +227,15 @@ pub struct Config {
     pub stream_buffer: usize,
     /// `--evidence`: what `GET /api/evidence` checks.
     pub evidence: Option<PathBuf>,
+    /// `--interactive`: one live session per thread ([`interactive`]).
+    pub interactive: bool,
+    /// `--agent-cmd` in interactive mode: the engine to run (else `$RUNWIRE_CLAUDE_BIN`, `claude`).
+    pub engine: Option<PathBuf>,
+    /// Interactive sessions' permission mode (`bypassPermissions` only with `--grant-all`).
+    pub permission_mode: String,
+    pub grant_all: bool,
+    /// How long a request waits for an answer before it is denied.
+    pub answer_timeout: Duration,
 }
 
 /// Why the server could not start.
@@ -229,9 +262,10 @@ pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
 }
 
 /// The default wrapper of `agent`: `wrappers/<agent>.sh` in a directory
-/// above the executable (a checkout's `target/…/runwire-serve`), else in the
-/// checkout the binary was built from, else
-/// `$PREFIX/share/runwire/wrappers/<agent>.sh`.
+/// above the executable (a checkout's `target/…/runwire-serve`), else
+/// `$PREFIX/share/runwire/wrappers/<agent>.sh` when `PREFIX` is set and has
+/// it, else the copy carried in the binary ([`crate::wrappers`]), written to
+/// the user's cache directory on first use.
 pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
     let name = format!("{}.sh", agent.name());
     let mut looked = Vec::new();
@@ -245,13 +279,6 @@ pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
         }
         looked.push(format!("wrappers/{name} above {}", exe.display()));
     }
-    // A binary built outside its checkout (CARGO_TARGET_DIR elsewhere) still
-    // finds the checkout it was built from.
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("wrappers").join(&name);
-    if built_from.is_file() {
-        return Ok(built_from);
-    }
-    looked.push(built_from.display().to_string());
     if let Some(prefix) = std::env::var_os("PREFIX") {
         let p = PathBuf::from(prefix).join("share/runwire/wrappers").join(&name);
         if p.is_file() {
@@ -259,7 +286,13 @@ pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
         }
         looked.push(p.display().to_string());
     }
-    Err(format!("no wrapper for {} found (looked for {}); use --agent-cmd", agent.name(), looked.join(", ")))
+    match crate::wrappers::materialize() {
+        Ok(dir) => Ok(dir.join(&name)),
+        Err(why) => {
+            looked.push(format!("the embedded copy ({why})"));
+            Err(format!("no wrapper for {} found (looked for {}); use --agent-cmd", agent.name(), looked.join(", ")))
+        }
+    }
 }
 
 fn env_ms(name: &str, default: u64) -> Duration {
@@ -276,6 +309,16 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     }
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let adapter = args.agent.unwrap_or(Adapter::Claude);
+    if args.interactive {
+        crate::session::claude::check_mode(&args.permission_mode, args.grant_all)
+            .map_err(|e| StartError::Usage(format!("--permission-mode: {e}")))?;
+    }
+    if args.interactive && adapter != Adapter::Claude {
+        return Err(StartError::Usage(format!(
+            "--interactive: interactive sessions exist for claude only (not {})",
+            adapter.name()
+        )));
+    }
     let source = match (&args.agent, &args.replay, &args.agent_cmd) {
         (None, _, _) => Source::Replay { log: Arc::from(DEMO_LOG) },
         (Some(_), Some(file), _) => {
@@ -308,6 +351,11 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             .unwrap_or(DEFAULT_STREAM_BUFFER)
             .max(1024),
         evidence: args.evidence.clone(),
+        interactive: args.interactive,
+        engine: if args.interactive { args.agent_cmd.clone() } else { None },
+        permission_mode: args.permission_mode.clone(),
+        grant_all: args.grant_all,
+        answer_timeout: Duration::from_secs(args.answer_timeout),
     })
 }
 
@@ -319,9 +367,11 @@ pub struct Shared {
     connections: AtomicUsize,
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
     /// The change feed's follower, started by the first `GET /runs/events`.
-    feed: std::sync::OnceLock<Result<Arc<feed::FeedHub>, String>>,
+    feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
     pub list_cache: crate::runs::view::ListCache,
+    /// Interactive mode's live sessions, one per thread.
+    pub sessions: interactive::Sessions,
 }
 
 impl Shared {
@@ -332,8 +382,9 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
-            feed: std::sync::OnceLock::new(),
+            feed: std::sync::Mutex::new(None),
             list_cache: crate::runs::view::ListCache::default(),
+            sessions: interactive::Sessions::default(),
         }
     }
 
@@ -343,13 +394,16 @@ impl Shared {
     }
 
     /// The change feed's follower, started on first use.
+    /// (A failure, e.g. out of inotify instances, is tried again by the next request.)
     pub fn feed(&self) -> Result<Arc<feed::FeedHub>, String> {
-        self.feed
-            .get_or_init(|| {
-                feed::FeedHub::start(&self.cfg.harness_home)
-                    .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))
-            })
-            .clone()
+        let mut f = self.feed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = f.as_ref() {
+            return Ok(h.clone());
+        }
+        let h = feed::FeedHub::start(&self.cfg.harness_home)
+            .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))?;
+        *f = Some(h.clone());
+        Ok(h)
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -368,7 +422,7 @@ pub fn main(args: Args) -> ExitCode {
 /// Serves until SIGINT or SIGTERM; `out` gets the `listening on` line.
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     let mut cfg = configure(args)?;
-    if let Source::Agent { cmd: Err(why) } = &cfg.source {
+    if let (Source::Agent { cmd: Err(why) }, false) = (&cfg.source, cfg.interactive) {
         cli::report(BIN, format!("warning: {why}; every run will fail"));
     }
     // Evidence is read per request (it may appear later), so a missing path only warns.
@@ -402,6 +456,12 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         (Source::Replay { .. }, true) => {
             format!("each run replays {}", args.replay.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
         }
+        (Source::Agent { .. }, _) if cfg.interactive => format!(
+            "each thread holds an interactive {} session (permission mode {}; unanswered requests denied after {} s)",
+            cfg.adapter.name(),
+            cfg.permission_mode,
+            cfg.answer_timeout.as_secs()
+        ),
         (Source::Agent { .. }, _) => format!("each run starts the {} wrapper", cfg.adapter.name()),
     };
     cli::report(BIN, format!("{what}; open http://{addr}/ for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"));
@@ -431,6 +491,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     while shared.connections.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    shared.sessions.end_all();
     run::kill_remaining();
     Ok(())
 }

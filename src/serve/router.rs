@@ -10,7 +10,7 @@
 //! `route`.
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
-use super::{agui, control, evidence, feed, runs, studio, Config, Shared};
+use super::{agui, control, evidence, feed, interactive, runs, studio, Config, Shared};
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -133,7 +133,7 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
     }
     match (req.path.as_str(), req.method.as_str()) {
         ("/api/info", "GET") => {
-            let _ = respond(stream, 200, cors, &info(cfg).to_string());
+            let _ = respond(stream, 200, cors, &info(shared).to_string());
             Close::Linger
         }
         ("/api/info", _) => method_not_allowed(stream, cors, "GET"),
@@ -143,6 +143,12 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
             Err(close) => close,
         },
         ("/agui", _) => method_not_allowed(stream, cors, "POST"),
+        // AG-UI AgentCapabilities (the @ag-ui/core shape).
+        ("/agui/capabilities", "GET") => {
+            let _ = respond(stream, 200, cors, &interactive::capabilities(shared).to_string());
+            Close::Linger
+        }
+        ("/agui/capabilities", _) => method_not_allowed(stream, cors, "GET"),
         ("/runs", _) => runs_route(shared, stream, req, body, cors, &[]),
         (p, _) if p.starts_with("/runs/") => {
             let segs: Vec<&str> = p["/runs/".len()..].split('/').collect();
@@ -186,7 +192,7 @@ fn runs_route(
             respond_error(stream, 404, cors, &format!("no route {}", req.path));
             Close::Linger
         }
-        ("POST", [id, "tasks", tid, verb @ ("steer" | "kill")]) => {
+        ("POST", [id, "tasks", tid, verb @ ("steer" | "kill" | "answer" | "stop")]) => {
             control_route(shared, stream, req, body, cors, id, Some(tid), verb)
         }
         ("POST", [id, verb @ ("pause" | "resume")]) => control_route(shared, stream, req, body, cors, id, None, verb),
@@ -213,7 +219,7 @@ fn control_route(
     }
     let has_body =
         req.header("transfer-encoding").is_some() || req.header("content-length").is_some_and(|l| l.trim() != "0");
-    let body = if verb == "steer" || has_body {
+    let body = if matches!(verb, "steer" | "answer") || has_body {
         match read_json_body(&shared.cfg, stream, req, body, cors) {
             Ok(b) => b,
             Err(close) => return close,
@@ -225,7 +231,8 @@ fn control_route(
 }
 
 /// `GET /api/info`: what the page needs to know about this server.
-fn info(cfg: &Config) -> serde_json::Value {
+fn info(shared: &Shared) -> serde_json::Value {
+    let cfg = &shared.cfg;
     serde_json::json!({
         "name": super::BIN,
         "version": env!("CARGO_PKG_VERSION"),
@@ -234,6 +241,8 @@ fn info(cfg: &Config) -> serde_json::Value {
         "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
         "evidence": cfg.evidence.is_some(),
         "tokenRequired": cfg.token.is_some(),
+        "interactive": cfg.interactive,
+        "capabilities": interactive::capabilities(shared),
     })
 }
 

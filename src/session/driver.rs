@@ -9,16 +9,14 @@
 //! supervisor) with a reply channel for the outcome. So the loop waits for
 //! the next event or the next expiry with one `recv_timeout`.
 
+use super::proc::{self, Proc, Spec};
 use super::{Agent, Input, Refused, Session, Step};
 use crate::session::record::InputRecord;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::ChildStdin;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Longest agent line taken whole; the rest of a longer line is dropped
 /// (the cut line then fails to parse downstream and is reported there).
@@ -67,19 +65,13 @@ pub struct Outcome {
     pub session_id: Option<String>,
 }
 
-/// Starts the agent: stdin and stdout piped, stderr inherited, in a process
-/// group of its own, and stopped (SIGTERM) if this process dies.
-pub fn spawn(mut cmd: Command) -> io::Result<Child> {
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0);
-    // SAFETY: prctl is async-signal-safe. Whatever kills the session (even
-    // SIGKILL) stops the agent too: nothing is orphaned.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)?;
-            Ok(())
-        });
-    }
-    cmd.spawn()
+/// Starts the agent with its input open (a pipe), through the one place
+/// that starts agent processes ([`proc`]): its own process group, a per-run
+/// reaper, stopped when this process dies.
+pub fn spawn(spec: &Spec) -> io::Result<Proc> {
+    let mut spec = spec.clone();
+    spec.stdin = proc::Input::Piped;
+    Proc::spawn(&spec)
 }
 
 /// Reads the agent's stdout into `tx`, line by line, then [`Event::AgentEof`].
@@ -242,19 +234,18 @@ impl<W: Write> Io<'_, W> {
 /// (a closed pipe included): the agent is stopped then.
 pub fn run<A: Agent, W: Write>(
     session: &mut Session<A>,
-    cmd: Command,
+    spec: &Spec,
     tx: Sender<Event>,
     rx: Receiver<Event>,
     out: &mut W,
     opts: &Options,
     report: &mut dyn FnMut(String),
 ) -> io::Result<Outcome> {
-    let mut child = spawn(cmd)?;
-    let pgid = child.id() as i32;
+    let mut child = spawn(spec)?;
     let stdout = child.stdout.take().ok_or_else(|| io::Error::other("the agent's stdout could not be captured"))?;
     let stdin = child.stdin.take();
     if let Err(e) = read_agent(stdout, tx) {
-        stop(&mut child, pgid);
+        child.stop();
         return Err(e);
     }
     let mut refused = 0;
@@ -308,53 +299,13 @@ pub fn run<A: Agent, W: Write>(
     })();
     io.stdin = None;
     if let Err(e) = r {
-        stop(&mut child, pgid);
+        child.stop();
         return Err(e);
     }
-    let rc = reap(&mut child, pgid);
+    // Its output is closed: it exits now, or is stopped.
+    let rc = child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop());
     Ok(Outcome { rc, refused, session_id: session.session_id().map(str::to_string) })
 }
 
 /// How long an agent that closed its output gets to exit before it is stopped.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
-/// Between SIGTERM and SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(2);
-
-fn status_rc(s: std::process::ExitStatus) -> i64 {
-    s.code().map(i64::from).unwrap_or_else(|| 128 + i64::from(s.signal().unwrap_or(0)))
-}
-
-/// Waits for the agent (its output is closed), stopping it if it lingers;
-/// whatever it left in its group goes with it.
-fn reap(child: &mut Child, pgid: i32) -> i64 {
-    let deadline = Instant::now() + EXIT_GRACE;
-    let rc = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break status_rc(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => break stop(child, pgid),
-            Err(_) => break 1,
-        }
-    };
-    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    rc
-}
-
-/// SIGTERM to the agent's group, SIGKILL after [`KILL_GRACE`]; reaped.
-fn stop(child: &mut Child, pgid: i32) -> i64 {
-    let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
-    let deadline = Instant::now() + KILL_GRACE;
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => {
-                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                return status_rc(s);
-            }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                return child.wait().map(status_rc).unwrap_or(137);
-            }
-        }
-    }
-}

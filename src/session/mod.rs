@@ -21,6 +21,7 @@ pub mod claude;
 pub mod codex;
 pub mod driver;
 pub mod input;
+pub mod launch;
 pub mod proc;
 pub mod record;
 
@@ -70,6 +71,34 @@ pub trait Agent {
     /// before anything is written.
     fn check_answer(&self, _req: &InputRequest, _answer: &AnswerInput) -> Result<(), String> {
         Ok(())
+    }
+}
+
+/// A boxed protocol (chosen at run time, [`launch::launch`]) is one too.
+impl<T: Agent + ?Sized> Agent for Box<T> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn open(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).open(to_agent)
+    }
+    fn line(&mut self, line: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
+        (**self).line(line, to_agent)
+    }
+    fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).message(text, to_agent)
+    }
+    fn answer(&mut self, req: &InputRequest, answer: &InputAnswer, mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).answer(req, answer, mode, to_agent)
+    }
+    fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        (**self).interrupt(to_agent)
+    }
+    fn check_mode(&self, mode: &str) -> Result<(), String> {
+        (**self).check_mode(mode)
+    }
+    fn check_answer(&self, req: &InputRequest, answer: &AnswerInput) -> Result<(), String> {
+        (**self).check_answer(req, answer)
     }
 }
 
@@ -193,7 +222,7 @@ impl<A: Agent> Session<A> {
         self.pending.iter().map(|(r, _)| r)
     }
 
-    /// How a closed request was closed (the last [`MAX_CLOSED`] are kept).
+    /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
         self.closed.iter().rev().find(|a| a.id == id)
     }
@@ -229,7 +258,19 @@ impl<A: Agent> Session<A> {
                     self.pending.retain(|(p, _)| p.id != r.id);
                     s.output.push(record::request_line(&r));
                     s.requested.push(r.clone());
-                    self.pending.push((r, exp));
+                    if self.input_closed || self.phase == Phase::Ended {
+                        // Nobody can answer any more: no at once (fail closed).
+                        let a = self.own_answer(
+                            &r,
+                            Decision::Cancelled,
+                            "the session input ended: nobody can answer",
+                            now_ms,
+                        );
+                        self.agent.answer(&r, &a, None, &mut s.to_agent);
+                        self.close(a, &mut s);
+                    } else {
+                        self.pending.push((r, exp));
+                    }
                 }
                 Signal::Withdrawn(id) => {
                     if let Some(i) = self.pending.iter().position(|(p, _)| p.id == id) {
@@ -361,67 +402,7 @@ impl<A: Agent> Session<A> {
 
     /// Checks an answer against its request and builds the record of it.
     fn check(&self, req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<InputAnswer, Refused> {
-        use input::Decision as D;
-        let bad = |why: String| Err(Refused::Invalid(format!("request {:?} ({}): {why}", req.id, req.kind.as_str())));
-        match (req.kind, a.decision) {
-            (InputKind::Question, D::Allow) => return bad("a question is answered with decision \"answer\"".into()),
-            (InputKind::ToolApproval | InputKind::PlanApproval, D::Answer) => {
-                return bad("only a question takes decision \"answer\"".into())
-            }
-            _ => {}
-        }
-        if a.decision != D::Allow && (a.updated_input.is_some() || a.scope.is_some() || a.mode.is_some()) {
-            return bad("updated_input, scope and mode go with \"allow\" only".into());
-        }
-        if a.decision != D::Answer && a.answers.is_some() {
-            return bad("answers go with \"answer\" only".into());
-        }
-        if req.kind != InputKind::PlanApproval && a.mode.is_some() {
-            return bad("mode goes with a plan approval only".into());
-        }
-        let mut answers = None;
-        if a.decision == D::Answer {
-            let asked = req.questions.as_deref().unwrap_or_default();
-            let Some(given) = a.answers.as_ref().filter(|m| !m.is_empty()) else {
-                return bad("decision \"answer\" needs answers".into());
-            };
-            let mut out = serde_json::Map::new();
-            for (q, v) in given {
-                let Some(question) = asked.iter().find(|x| &x.question == q) else {
-                    return bad(format!("no question {q:?} was asked"));
-                };
-                let label = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    serde_json::Value::Array(xs) if question.multi_select => {
-                        let labels: Option<Vec<&str>> = xs.iter().map(serde_json::Value::as_str).collect();
-                        match labels {
-                            Some(l) if !l.is_empty() => l.join(", "),
-                            _ => return bad(format!("the answer to {q:?} must be labels (strings)")),
-                        }
-                    }
-                    serde_json::Value::Array(_) => return bad(format!("{q:?} takes one label, not a list")),
-                    _ => return bad(format!("the answer to {q:?} must be a label")),
-                };
-                out.insert(q.clone(), serde_json::Value::String(label));
-            }
-            answers = Some(out);
-        }
-        let scope = if a.decision == D::Allow { Some(a.scope.unwrap_or(Scope::Once)) } else { None };
-        let message = match a.decision {
-            D::Deny => Some(a.message.clone().unwrap_or_else(|| "Permission request denied".into())),
-            D::Cancelled => Some(a.message.clone().unwrap_or_else(|| "The request was cancelled".into())),
-            _ => a.message.clone(),
-        };
-        Ok(InputAnswer {
-            id: req.id.clone(),
-            decision: a.decision.into(),
-            scope,
-            updated_input: a.updated_input.clone().map(serde_json::Value::Object),
-            answers,
-            message,
-            by: a.by.clone(),
-            at: crate::time::format_ms(now_ms),
-        })
+        answer_of(req, a, now_ms)
     }
 
     fn own_answer(&self, r: &InputRequest, decision: Decision, why: &str, now_ms: i64) -> InputAnswer {
@@ -461,6 +442,74 @@ impl<A: Agent> Session<A> {
             s.close_agent_input = true;
         }
     }
+}
+
+/// Checks an answer against the request it answers (the decision fits the
+/// kind, answers name questions that were asked, labels are labels, …) and
+/// builds the record of it. The same check [`Session::input`] makes, for a
+/// runner that validates an answer before passing it on.
+pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<InputAnswer, Refused> {
+    use input::Decision as D;
+    let bad = |why: String| Err(Refused::Invalid(format!("request {:?} ({}): {why}", req.id, req.kind.as_str())));
+    match (req.kind, a.decision) {
+        (InputKind::Question, D::Allow) => return bad("a question is answered with decision \"answer\"".into()),
+        (InputKind::ToolApproval | InputKind::PlanApproval, D::Answer) => {
+            return bad("only a question takes decision \"answer\"".into())
+        }
+        _ => {}
+    }
+    if a.decision != D::Allow && (a.updated_input.is_some() || a.scope.is_some() || a.mode.is_some()) {
+        return bad("updated_input, scope and mode go with \"allow\" only".into());
+    }
+    if a.decision != D::Answer && a.answers.is_some() {
+        return bad("answers go with \"answer\" only".into());
+    }
+    if req.kind != InputKind::PlanApproval && a.mode.is_some() {
+        return bad("mode goes with a plan approval only".into());
+    }
+    let mut answers = None;
+    if a.decision == D::Answer {
+        let asked = req.questions.as_deref().unwrap_or_default();
+        let Some(given) = a.answers.as_ref().filter(|m| !m.is_empty()) else {
+            return bad("decision \"answer\" needs answers".into());
+        };
+        let mut out = serde_json::Map::new();
+        for (q, v) in given {
+            let Some(question) = asked.iter().find(|x| &x.question == q) else {
+                return bad(format!("no question {q:?} was asked"));
+            };
+            let label = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(xs) if question.multi_select => {
+                    let labels: Option<Vec<&str>> = xs.iter().map(serde_json::Value::as_str).collect();
+                    match labels {
+                        Some(l) if !l.is_empty() => l.join(", "),
+                        _ => return bad(format!("the answer to {q:?} must be labels (strings)")),
+                    }
+                }
+                serde_json::Value::Array(_) => return bad(format!("{q:?} takes one label, not a list")),
+                _ => return bad(format!("the answer to {q:?} must be a label")),
+            };
+            out.insert(q.clone(), serde_json::Value::String(label));
+        }
+        answers = Some(out);
+    }
+    let scope = if a.decision == D::Allow { Some(a.scope.unwrap_or(Scope::Once)) } else { None };
+    let message = match a.decision {
+        D::Deny => Some(a.message.clone().unwrap_or_else(|| "Permission request denied".into())),
+        D::Cancelled => Some(a.message.clone().unwrap_or_else(|| "The request was cancelled".into())),
+        _ => a.message.clone(),
+    };
+    Ok(InputAnswer {
+        id: req.id.clone(),
+        decision: a.decision.into(),
+        scope,
+        updated_input: a.updated_input.clone().map(serde_json::Value::Object),
+        answers,
+        message,
+        by: a.by.clone(),
+        at: crate::time::format_ms(now_ms),
+    })
 }
 
 /// An answer repeated identically (a client retrying) is not a conflict.

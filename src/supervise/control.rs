@@ -20,7 +20,7 @@ pub const NOT_LIVE: &str = "run not supervised / not live";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// `kill`, `steer`, `pause`, `resume` or `status`.
+    /// `kill`, `steer`, `stop`, `answer`, `pause`, `resume` or `status`.
     pub verb: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub task: Option<String>,
@@ -31,6 +31,11 @@ pub struct Request {
     /// Who asks, for the journal's `actor` (default `control`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub actor: Option<String>,
+    /// `answer`: the answer to a pending request of an interactive task, as
+    /// the session input's answer line without its `type`
+    /// (`{"id":…,"decision":…}`, spec/SESSION-INPUT.md).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub answer: Option<serde_json::Value>,
 }
 
 /// One control reply. `ok: false` is a refusal with its reason in `detail`.

@@ -50,6 +50,10 @@ pub struct Options {
     pub workdir: PathBuf,
     /// Where `<adapter>.sh` wrappers are, instead of the default search.
     pub wrapper_dir: Option<PathBuf>,
+    /// Claude turns run interactively (`claude.sh --interactive`, input
+    /// open): steer writes into the running turn, `stop` interrupts it and
+    /// keeps the session, `answer` answers the agent's requests.
+    pub interactive: bool,
 }
 
 /// How a supervisor run ended.
@@ -116,6 +120,13 @@ struct Running {
     /// The turn is being stopped to apply an interrupting steer.
     for_steer: bool,
     kill: Option<Kill>,
+    /// An interactive turn's session input (the wrapper's stdin), while open.
+    input: Option<std::process::ChildStdin>,
+    /// The turn ends that had been seen when a message was last written:
+    /// the input is closed (the session ends) at the next one.
+    ends_at_write: u64,
+    /// Stopped with `stop`: the session stays open, idle, for a steer.
+    hold: bool,
 }
 
 struct Kill {
@@ -234,21 +245,48 @@ struct TurnLog {
     norm: Normalizer,
     /// The status line's detail (the last, should a wrapper write several).
     detail: Option<String>,
+    /// `turn_end` events seen.
+    ends: u64,
+    /// An interactive session's requests still open, by id.
+    pending: BTreeMap<String, crate::events::InputRequest>,
+    /// Requests closed, with how.
+    closed: BTreeMap<String, crate::events::InputAnswer>,
+    /// Requests raised and closed since the journal last took them.
+    records: Vec<Data>,
 }
 
 impl TurnLog {
     fn new(adapter: Adapter, from: u64) -> TurnLog {
         // Event times are not used: a fixed clock spares a syscall per line.
         let opts = crate::normalize::Options { clock: crate::time::Clock::Fixed(0), ..Default::default() };
-        TurnLog { read_to: from, norm: Normalizer::new(adapter, opts), detail: None }
+        TurnLog {
+            read_to: from,
+            norm: Normalizer::new(adapter, opts),
+            detail: None,
+            ends: 0,
+            pending: BTreeMap::new(),
+            closed: BTreeMap::new(),
+            records: Vec::new(),
+        }
     }
 
     /// One line of the turn's output (a cut-off last line included: the
     /// normalizer reports what it cannot read as an error event and goes on).
     fn feed(&mut self, line: &[u8]) {
         for ev in self.norm.push(line) {
-            if let Data::Exit(x) = ev.data {
-                self.detail = x.detail;
+            match ev.data {
+                Data::Exit(x) => self.detail = x.detail,
+                Data::TurnEnd(_) => self.ends += 1,
+                Data::InputRequest(r) => {
+                    self.pending.insert(r.id.clone(), r.clone());
+                    self.records.push(Data::InputRequest(r));
+                }
+                Data::InputAnswer(a) => {
+                    self.pending.remove(&a.id);
+                    self.closed.insert(a.id.clone(), a.clone());
+                    self.records.push(Data::InputAnswer(a));
+                }
+                _ => {}
             }
         }
     }
@@ -324,6 +362,11 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let order: Vec<String> = plan.waves().into_iter().flatten().collect();
     let mut sup = Sup { opts, plan, files, run_id, tasks: BTreeMap::new(), order, held: false, wrappers };
     let out = sup.start(&journal, &sock, listener);
+    // Replies decided on the way out (the kill of the last task) still go out.
+    let until = Instant::now() + Duration::from_secs(2);
+    while REPLYING.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let _ = std::fs::remove_file(&sock);
     let _ = liveness::update(&sup.files, |l| l.sock = None);
     out
@@ -371,7 +414,27 @@ fn serve_socket(listener: UnixListener, tx: mpsc::Sender<Msg>) {
     }
 }
 
+/// Replies still to be written: the run waits for them before it exits (a
+/// kill that ends the last task is answered after the loop has finished).
+static REPLYING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+struct Replying;
+
+impl Replying {
+    fn new() -> Replying {
+        REPLYING.fetch_add(1, Ordering::SeqCst);
+        Replying
+    }
+}
+
+impl Drop for Replying {
+    fn drop(&mut self) {
+        REPLYING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
+    let _replying = Replying::new();
     let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
     let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
     let Ok(mut w) = conn.try_clone() else { return };
@@ -649,10 +712,15 @@ impl Sup {
             // stop its engine (in a session of its own) before our SIGKILL.
             c.env("RUNWIRE_KILL_GRACE", (grace.as_secs() / 2).max(1).to_string());
         };
+        let live = self.opts.interactive && def.adapter == "claude";
         let (mut cmd, phase, out_path) = match &step {
             Step::Turn { resume } => {
                 let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
                 let mut c = Spec::new(w);
+                if live {
+                    c.arg("--interactive");
+                    c.stdin = proc::Input::Piped;
+                }
                 match resume {
                     Some(msg) => {
                         let sid = self.tasks[id].session.clone().unwrap_or_default();
@@ -730,7 +798,18 @@ impl Sup {
                 let rt = self.tasks.get_mut(id).expect("task of the plan");
                 let turn = (phase == Phase::Turn).then(|| crate::runs::view::adapter(&def.adapter)).flatten();
                 let turn = turn.map(|a| TurnLog::new(a, log_from));
-                rt.running = Some(Running { child, tee, phase, turn, for_steer: false, kill: None });
+                let input = child.stdin.take();
+                rt.running = Some(Running {
+                    child,
+                    tee,
+                    phase,
+                    turn,
+                    for_steer: false,
+                    kill: None,
+                    input,
+                    ends_at_write: 0,
+                    hold: false,
+                });
             }
             Err(e) => self.set_state(ACTOR, id, "halted", Some(127), Some(e.to_string())),
         }
@@ -750,6 +829,10 @@ impl Sup {
             turn.feed(line);
         }
         turn.read_to += end as u64 + 1;
+        self.after_scan(id);
+        let Some(turn) = self.tasks.get_mut(id).and_then(|t| t.running.as_mut()).and_then(|r| r.turn.as_mut()) else {
+            return;
+        };
         // Into liveness when the turn names a session the task did not have.
         let sid = turn.session().map(str::to_string);
         let rt = self.tasks.get_mut(id).expect("task of the plan");
@@ -757,6 +840,42 @@ impl Sup {
             rt.session = Some(sid.clone());
             self.live(id, Entry { session_id: Some(sid), ..Entry::default() });
         }
+    }
+
+    /// What an interactive turn's new lines mean: its requests and answers
+    /// go into the journal (input records), and once the turn the last
+    /// message started has ended, the session's input is closed so that the
+    /// session ends (unless `stop` holds it open for a steer).
+    fn after_scan(&mut self, id: &str) {
+        let Some(r) = self.tasks.get_mut(id).and_then(|t| t.running.as_mut()) else { return };
+        let Some(turn) = r.turn.as_mut() else { return };
+        let recs = std::mem::take(&mut turn.records);
+        if r.input.is_some() && !r.hold && turn.ends > r.ends_at_write && turn.pending.is_empty() {
+            r.input = None;
+        }
+        let now = crate::time::Clock::from_env().now_ms();
+        for d in recs {
+            let rec = match &d {
+                Data::InputRequest(q) => crate::session::record::InputRecord::requested("runner", id, q, now),
+                Data::InputAnswer(a) => crate::session::record::InputRecord::answered("runner", id, a, now),
+                _ => continue,
+            };
+            if let Err(e) = rec.append(&self.files.journal()) {
+                crate::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
+            }
+        }
+    }
+
+    /// Writes one session input line into a running interactive turn.
+    fn write_input(r: &mut Running, input: &crate::session::Input) -> Result<(), String> {
+        let Some(w) = r.input.as_mut() else { return Err("its session input is closed".into()) };
+        let mut line = input.to_line().into_bytes();
+        line.push(b'\n');
+        if let Err(e) = w.write_all(&line).and_then(|()| w.flush()) {
+            r.input = None;
+            return Err(format!("its session input could not be written: {e}"));
+        }
+        Ok(())
     }
 
     fn poll_children(&mut self) {
@@ -798,6 +917,7 @@ impl Sup {
             for line in read_from(&path, turn.read_to).unwrap_or_default().split(|&b| b == b'\n') {
                 turn.feed(line);
             }
+            turn.read_to = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(turn.read_to);
             // A turn that names no session keeps the one the task had.
             if let Some(s) = turn.session() {
                 rt.session = Some(s.to_string());
@@ -806,6 +926,7 @@ impl Sup {
         if let Some(s) = rt.session.clone() {
             self.live(id, Entry { session_id: Some(s), ..Entry::default() });
         }
+        self.after_scan(id);
     }
 
     /// One process of a task ended with `rc`: the state machine's edges.
@@ -896,8 +1017,10 @@ impl Sup {
     fn handle(&mut self, req: Request, reply: &mpsc::Sender<Reply>) -> Option<Reply> {
         let actor = req.actor.clone().filter(|a| !a.is_empty() && a.len() <= 128).unwrap_or_else(|| "control".into());
         let task = match (req.verb.as_str(), req.task.as_deref()) {
-            ("kill" | "steer", None) => return Some(Reply::refuse(format!("{} needs a task", req.verb), None)),
-            ("kill" | "steer", Some(t)) => match self.tasks.get(t) {
+            ("kill" | "steer" | "stop" | "answer", None) => {
+                return Some(Reply::refuse(format!("{} needs a task", req.verb), None))
+            }
+            ("kill" | "steer" | "stop" | "answer", Some(t)) => match self.tasks.get(t) {
                 Some(_) => Some(t.to_string()),
                 None => return Some(Reply::refuse(format!("no task {t:?} in this run"), None)),
             },
@@ -909,6 +1032,8 @@ impl Sup {
             ("steer", Some(t)) => {
                 Some(self.steer(&t, &actor, req.msg.unwrap_or_default(), req.interrupt == Some(true)))
             }
+            ("stop", Some(t)) => Some(self.stop(&t, &actor)),
+            ("answer", Some(t)) => Some(self.answer(&t, &actor, req.answer)),
             ("pause", _) => {
                 let was = std::mem::replace(&mut self.held, true);
                 if !was {
@@ -928,7 +1053,10 @@ impl Sup {
                 let held = if self.held { "paused" } else { "running" };
                 Some(Reply::ok(serde_json::to_string(&v).unwrap_or_default(), Some(held.into())))
             }
-            (v, _) => Some(Reply::refuse(format!("unknown verb {v:?} (kill, steer, pause, resume, status)"), None)),
+            (v, _) => Some(Reply::refuse(
+                format!("unknown verb {v:?} (kill, steer, stop, answer, pause, resume, status)"),
+                None,
+            )),
         }
     }
 
@@ -949,8 +1077,31 @@ impl Sup {
             return Reply::refuse(format!("msg must be 1 to {MAX_MSG} bytes (got {})", msg.len()), state);
         }
         let n = msg.len();
+        // An interactive turn whose session is open takes the message into
+        // the running turn: no kill, no resume.
+        if let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && !r.for_steer) {
+            use crate::session::input::{MessageInput, Who};
+            use crate::session::Input;
+            let by = Some(actor.to_string());
+            let written =
+                (if interrupt { Self::write_input(r, &Input::Interrupt(Who { by: by.clone() })) } else { Ok(()) })
+                    .and_then(|()| Self::write_input(r, &Input::Message(MessageInput { text: msg.clone(), by })));
+            if written.is_ok() {
+                r.ends_at_write = r.turn.as_ref().map_or(0, |t| t.ends);
+                r.hold = false;
+                let how = if interrupt { "live, interrupt" } else { "live" };
+                self.run_rec(actor, "steer-queued", Some(format!("task {id}: {n} bytes, {how}")));
+                let what = if interrupt {
+                    "the turn was interrupted and the message written into the session (live: no kill, no resume)"
+                } else {
+                    "written into the running turn (live: no kill, no resume)"
+                };
+                return Reply::ok(format!("task {id}: {what}"), state);
+            }
+            // The session is going away: fall back to the turn boundary.
+        }
         rt.steer.push_back(msg);
-        let mut detail = format!("queued for task {id} ({n} bytes)");
+        let mut detail = format!("queued for task {id} ({n} bytes): applied at its next turn boundary (--resume)");
         if interrupt {
             if let Some(r) = rt.running.as_mut().filter(|r| r.phase == Phase::Turn && r.kill.is_none()) {
                 r.for_steer = true;
@@ -974,5 +1125,80 @@ impl Sup {
             self.set_state(ACTOR, id, "leased", None, Some("steered: resuming the session".into()));
         }
         Reply::ok(detail, state)
+    }
+
+    /// `stop`: interrupts an interactive task's running turn and keeps its
+    /// session open (idle) for a steer; `kill` still ends it. A batch turn
+    /// cannot be interrupted without being killed: refused, saying so.
+    fn stop(&mut self, id: &str, actor: &str) -> Reply {
+        let rt = self.tasks.get_mut(id).expect("checked by handle");
+        let state = rt.state.clone();
+        let Some(r) = rt.running.as_mut().filter(|r| r.phase == Phase::Turn && r.kill.is_none()) else {
+            return Reply::refuse(format!("task {id} has no running turn to stop"), state);
+        };
+        if r.input.is_none() {
+            let why = if self.opts.interactive && self.plan.task(id).is_some_and(|t| t.adapter == "claude") {
+                "its session is ending"
+            } else {
+                "it is a batch turn (stdin closed): it cannot be interrupted without being killed; use kill, or steer with interrupt"
+            };
+            return Reply::refuse(format!("task {id}: {why}"), state);
+        }
+        let by = Some(actor.to_string());
+        match Self::write_input(r, &crate::session::Input::Interrupt(crate::session::input::Who { by })) {
+            Ok(()) => {
+                r.hold = true;
+                Reply::ok(
+                    format!("task {id}: the running turn was interrupted; the session stays (steer to go on, kill to end it)"),
+                    state,
+                )
+            }
+            Err(e) => Reply::refuse(format!("task {id}: {e}"), state),
+        }
+    }
+
+    /// `answer`: passes a person's answer to a request the task's session
+    /// raised (read from its log), after the same check the session makes.
+    fn answer(&mut self, id: &str, actor: &str, answer: Option<serde_json::Value>) -> Reply {
+        use crate::session::{AnswerInput, Input};
+        let rt = self.tasks.get_mut(id).expect("checked by handle");
+        let state = rt.state.clone();
+        let Some(v) = answer else { return Reply::refuse("answer needs an answer object", state) };
+        let mut a: AnswerInput = match serde_json::from_value(v) {
+            Ok(a) => a,
+            Err(e) => return Reply::refuse(format!("answer: {e}"), state),
+        };
+        if a.by.is_none() {
+            a.by = Some(actor.to_string());
+        }
+        let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none()) else {
+            return Reply::refuse(format!("task {id} has no interactive session running"), state);
+        };
+        let Some(turn) = r.turn.as_ref() else { return Reply::refuse(format!("task {id} has no turn"), state) };
+        let now = crate::time::Clock::from_env().now_ms();
+        let Some(req) = turn.pending.get(&a.id) else {
+            return match turn.closed.get(&a.id) {
+                Some(prev) if prev.decision == a.decision.into() => {
+                    Reply::ok(format!("request {:?} was already answered so: nothing sent again", a.id), state)
+                }
+                Some(prev) => Reply::refuse(
+                    format!(
+                        "request {:?} was already decided ({}); a different answer is refused",
+                        a.id,
+                        prev.decision.as_str()
+                    ),
+                    state,
+                ),
+                None => Reply::refuse(format!("no request {:?} is pending in task {id}", a.id), state),
+            };
+        };
+        if let Err(e) = crate::session::answer_of(req, &a, now) {
+            return Reply::refuse(e.to_string(), state);
+        }
+        let rid = a.id.clone();
+        match Self::write_input(r, &Input::Answer(a)) {
+            Ok(()) => Reply::ok(format!("task {id}: answer to {rid:?} passed to the session"), state),
+            Err(e) => Reply::refuse(format!("task {id}: {e}"), state),
+        }
     }
 }

@@ -25,6 +25,42 @@ pub const MAX_FINDINGS: usize = 50;
 pub const MAX_QUOTE: usize = 200;
 /// Persisted and recomputed numbers agree when they differ by at most this.
 pub const TOLERANCE: f64 = 1e-9;
+
+/// Largest evidence file read (a verdict with thousands of trials is a few MB).
+pub const MAX_EVIDENCE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Reads an evidence file with a bound: only a regular file (opened without
+/// blocking, so a FIFO cannot hang the reader, and its type checked on the
+/// open file), at most [`MAX_EVIDENCE_BYTES`]. The error names the path.
+pub fn read_evidence(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path.display();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("{name}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("{name}: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("{name}: not a regular file; not read"));
+    }
+    if meta.len() > MAX_EVIDENCE_BYTES {
+        return Err(format!("{name}: {} bytes, larger than {MAX_EVIDENCE_BYTES}; not read", meta.len()));
+    }
+    read_evidence_from(f, &name.to_string())
+}
+
+/// Reads at most [`MAX_EVIDENCE_BYTES`] from `r` (stdin, or a file that
+/// grows while read); more is an error naming `name`.
+pub fn read_evidence_from(r: impl std::io::Read, name: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    r.take(MAX_EVIDENCE_BYTES + 1).read_to_end(&mut buf).map_err(|e| format!("{name}: {e}"))?;
+    if buf.len() as u64 > MAX_EVIDENCE_BYTES {
+        return Err(format!("{name}: larger than {MAX_EVIDENCE_BYTES} bytes; not read"));
+    }
+    Ok(buf)
+}
 /// Largest integer a JavaScript number holds exactly; integers above it are not counts.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 

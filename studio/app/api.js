@@ -231,3 +231,86 @@ export function randomId(prefix) {
   crypto.getRandomValues(b);
   return `${prefix}-${[...b].map((x) => x.toString(16).padStart(2, '0')).join('')}`;
 }
+
+/**
+ * Follows the change feed, GET /runs/events (one event per change of any
+ * run or task; `id:` = the event's id in the server's durable feed log).
+ * Reconnects by itself after a drop with Last-Event-ID = the last id it
+ * got, so the server sends exactly what was missed, nothing twice. Nothing
+ * is requested while the connection is up: no polling.
+ *
+ * @param {string} query  e.g. '' or '?run=ID' (filters: run, status, repo, type)
+ * @param {object} o
+ * @param {(ev: object, id: string) => void} o.onEvent  each event, in feed order
+ * @param {(id: string, first: boolean) => void} [o.onReady]  caught up (after each (re)connect)
+ * @param {(s: object) => void} [o.onState]  {state: connecting|live|reconnecting|failed, connections, detail}
+ * @returns {{stop(): void, lastId(): string|null}}
+ */
+export function followFeed(query, { onEvent, onReady = () => {}, onState = () => {} }) {
+  const stopper = new AbortController();
+  let last = null;
+  let connections = 0;
+  let readies = 0;
+  let delay = 250;
+  (async () => {
+    while (!stopper.signal.aborted) {
+      const ctrl = new AbortController();
+      const abortConn = () => ctrl.abort();
+      stopper.signal.addEventListener('abort', abortConn, { once: true });
+      const h = headers({ Accept: 'text/event-stream' });
+      if (last !== null) h['Last-Event-ID'] = last;
+      onState({ state: connections ? 'reconnecting' : 'connecting', connections, detail: last !== null ? `after event ${last}` : '' });
+      let res = null;
+      try {
+        res = await fetch(`/runs/events${query}`, { headers: h, signal: ctrl.signal, cache: 'no-store' });
+      } catch {
+        res = null;
+      }
+      if (stopper.signal.aborted) return;
+      if (res && res.status === 401) unauthorized();
+      if (res && !res.ok) {
+        stopper.signal.removeEventListener('abort', abortConn);
+        const body = await readBody(res).catch(() => null);
+        onState({ state: 'failed', connections, detail: errorText({ status: res.status, body }) });
+        // A refused resume point (the feed log was replaced): start again from now.
+        if (res.status === 400 && last !== null) {
+          last = null;
+          readies = 0;
+          await sleep(delay, stopper.signal);
+          continue;
+        }
+        return;
+      }
+      if (res) {
+        connections += 1;
+        onState({ state: 'live', connections, detail: '' });
+        await readSse(
+          res,
+          (frame) => {
+            if (frame.hasId) last = frame.id;
+            if (frame.event === 'ready') {
+              delay = 250;
+              onReady(frame.id, readies++ === 0);
+              return true;
+            }
+            if (frame.event !== 'message') return true;
+            let ev;
+            try {
+              ev = JSON.parse(frame.data);
+            } catch {
+              return true;
+            }
+            onEvent(ev, frame.id);
+            return true;
+          },
+          ctrl.signal,
+        );
+      }
+      stopper.signal.removeEventListener('abort', abortConn);
+      if (stopper.signal.aborted) return;
+      onState({ state: 'reconnecting', connections, detail: 'the connection dropped' });
+      await sleep((delay = Math.min(delay * 2, 4000)), stopper.signal);
+    }
+  })();
+  return { stop: () => stopper.abort(), lastId: () => last };
+}

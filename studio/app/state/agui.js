@@ -18,9 +18,13 @@ export function createRun({ threadId = null, runId = null } = {}) {
   return {
     threadId,
     runId,
-    /** idle → running → finished | error */
+    /** idle → running → finished | waiting (interrupt outcome) | cancelled | error */
     status: 'idle',
     error: null,
+    /** The AG-UI interrupts the run ended with (status 'waiting'). */
+    interrupts: [],
+    /** runwire.session: the interactive session's task routes (steer, stop, answer). */
+    session: null,
     ...createTranscript(),
     usage: null,
     events: 0,
@@ -33,16 +37,25 @@ function str(v) {
   return typeof v === 'string' ? v : null;
 }
 
-function terminal(run, status, error) {
-  run.status = status;
-  run.error = error;
-  run.statusDirty = true;
+/** True once the run ended (any outcome). */
+export function isTerminal(run) {
+  return ['finished', 'error', 'waiting', 'cancelled'].includes(run.status);
+}
+
+function closeText(run) {
   for (const it of run.items) {
     if ((it.kind === 'text' || it.kind === 'reasoning') && !it.done) {
       it.done = true;
       bump(run, it);
     }
   }
+}
+
+function terminal(run, status, error) {
+  run.status = status;
+  run.error = error;
+  run.statusDirty = true;
+  closeText(run);
   settle(run.tools, status === 'finished' ? 'finished' : 'interrupted');
   for (const id of run.tools.order) run.dirty.add(`tool:${id}`);
 }
@@ -60,7 +73,7 @@ export function applyAgui(run, ev) {
     run.statusDirty = true;
     return run;
   }
-  if (run.status === 'finished' || run.status === 'error') {
+  if (isTerminal(run)) {
     // Nothing follows a terminal event in a well-formed stream.
     run.ignored += 1;
     return run;
@@ -72,10 +85,23 @@ export function applyAgui(run, ev) {
       run.status = 'running';
       run.statusDirty = true;
       break;
-    case 'RUN_FINISHED':
+    case 'RUN_FINISHED': {
       if (Array.isArray(ev.usage)) run.usage = ev.usage;
-      terminal(run, 'finished', null);
+      const outcome = ev.outcome && typeof ev.outcome === 'object' ? ev.outcome.type : null;
+      if (outcome === 'interrupt' && Array.isArray(ev.outcome.interrupts)) {
+        // The agent waits for an answer: its tool call is not over, so the
+        // cards stay as they are (no settle).
+        run.interrupts = ev.outcome.interrupts;
+        closeText(run);
+        run.status = 'waiting';
+        run.statusDirty = true;
+      } else if (outcome === 'cancelled') {
+        terminal(run, 'cancelled', null);
+      } else {
+        terminal(run, 'finished', null);
+      }
       break;
+    }
     case 'RUN_ERROR':
       if (Array.isArray(ev.usage)) run.usage = ev.usage;
       terminal(run, 'error', { message: str(ev.message) ?? 'the run failed', code: str(ev.code) });
@@ -196,6 +222,15 @@ function custom(run, ev) {
       run.statusDirty = true;
       break;
     }
+    case 'runwire.session':
+      run.session = v;
+      run.statusDirty = true;
+      break;
+    case 'runwire.resume_skipped':
+    case 'runwire.input_not_sent':
+      run.warnings.push({ reason: str(v.warning) ?? 'warning', code: ev.name.slice('runwire.'.length) });
+      run.statusDirty = true;
+      break;
     case 'runwire.error':
       run.warnings.push({ reason: str(v.reason) ?? 'error', code: str(v.code), raw: str(v.raw) });
       run.statusDirty = true;
@@ -208,7 +243,7 @@ function custom(run, ev) {
 
 /** The request could not be made or the stream broke before a terminal event. */
 export function failRun(run, message, code = 'client') {
-  if (run.status === 'finished' || run.status === 'error') return run;
+  if (isTerminal(run)) return run;
   terminal(run, 'error', { message, code });
   return run;
 }

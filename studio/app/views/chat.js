@@ -2,8 +2,10 @@
 // thread, the assistant's text as it streams, reasoning collapsed by
 // default, tool cards, and the run's status or error.
 
-import { errorText, headers, randomId, readBody, readSse, unauthorized } from '../api.js';
-import { applyAgui, assistantText, createRun, failRun, runCost, takeDirty } from '../state/agui.js';
+import { errorText, headers, postJson, randomId, readBody, readSse, unauthorized } from '../api.js';
+import { applyAgui, assistantText, createRun, failRun, isTerminal, runCost, takeDirty } from '../state/agui.js';
+import { fromInterrupt, resumeEntry } from '../state/requests.js';
+import { RequestCardView } from './requestcard.js';
 import { formatInt, formatUsd } from '../state/format.js';
 import { h, scheduler, setText } from './dom.js';
 import { TranscriptView } from './transcript.js';
@@ -21,6 +23,18 @@ export class ChatView {
     this.prompt = h('textarea', { id: 'chat-prompt', name: 'prompt', rows: '3', required: true, placeholder: 'Ask the agent…' });
     this.send = h('button', { type: 'submit' }, 'Send');
     this.stop = h('button', { type: 'button', disabled: true, onclick: () => this.abort() }, 'Stop');
+    // Live steer, shown while an interactive session's turn runs.
+    this.steerMsg = h('input', { id: 'chat-steer', name: 'steer', type: 'text', maxlength: '65536', placeholder: 'Tell the agent now, mid-turn…' });
+    this.steerInterrupt = h('input', { type: 'checkbox', id: 'chat-steer-interrupt' });
+    this.steerNote = h('p.answer', { role: 'status' });
+    this.steerForm = h(
+      'form.live-steer',
+      { hidden: true, onsubmit: (e) => { e.preventDefault(); this.steer(); } },
+      h('label', { for: 'chat-steer' }, 'Steer the running turn'),
+      this.steerMsg,
+      h('div.row', null, h('label.check', null, this.steerInterrupt, ' Interrupt the turn first'), h('button', { type: 'button', onclick: () => this.steer() }, 'Steer')),
+      this.steerNote,
+    );
     this.prompt.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
         e.preventDefault();
@@ -53,6 +67,7 @@ export class ChatView {
       ),
       this.log,
       this.status,
+      this.steerForm,
       this.form,
     );
     this.heading.id = 'chat-h';
@@ -73,7 +88,31 @@ export class ChatView {
   }
 
   abort() {
-    if (this.current) this.current.ctrl.abort();
+    if (!this.current) return;
+    const session = this.current.run.session;
+    if (session && typeof session.stop === 'string') {
+      // An interactive session stops gracefully: the turn is interrupted, the
+      // session stays, and the run ends with the cancelled outcome.
+      postJson(session.stop, {}).then((a) => {
+        if (a.status !== 200 && this.current) this.current.ctrl.abort();
+      });
+      return;
+    }
+    this.current.ctrl.abort();
+  }
+
+  async steer() {
+    const text = this.steerMsg.value.trim();
+    const session = this.current && this.current.run.session;
+    if (!text || !session || typeof session.steer !== 'string') return;
+    setText(this.steerNote, 'Steer: sending…');
+    const a = await postJson(session.steer, { msg: text, interrupt: this.steerInterrupt.checked });
+    if (a.status === 200) {
+      if (this.steerMsg.value.trim() === text) this.steerMsg.value = '';
+      setText(this.steerNote, `Steer: ${a.body && a.body.detail ? a.body.detail : 'sent'}.`);
+    } else {
+      setText(this.steerNote, `Steer refused (HTTP ${a.status}): ${errorText(a)}`);
+    }
   }
 
   async submit() {
@@ -85,17 +124,24 @@ export class ChatView {
     const run = createRun({ threadId: this.threadId, runId });
     const transcript = h('div.transcript');
     const runLine = h('p.run-line');
+    const cards = h('div.requests');
     const ex = h(
       'article.exchange',
       { 'data-run-id': runId },
       h('div.msg.user', null, h('h2.who', null, 'You'), h('p.user-text', null, text)),
-      h('div.msg.assistant', null, h('h2.who', null, 'Agent'), transcript, runLine),
+      h('div.msg.assistant', null, h('h2.who', null, 'Agent'), transcript, cards, runLine),
     );
     this.log.appendChild(ex);
-    const view = new TranscriptView(transcript, run);
+    const exchange = { run, view: new TranscriptView(transcript, run), runLine, cards, messages };
+    this.prompt.value = '';
+    await this.stream(exchange, { threadId: this.threadId, runId, messages, tools: [], context: [], state: {}, forwardedProps: {} });
+  }
+
+  /** Streams one AG-UI run into the exchange (a first run, or a resume of it). */
+  async stream(exchange, body) {
+    const { run, view, runLine } = exchange;
     const ctrl = new AbortController();
     this.current = { run, ctrl };
-    this.prompt.value = '';
     this.send.disabled = true;
     this.stop.disabled = false;
     const render = () => {
@@ -106,12 +152,13 @@ export class ChatView {
       runLine.dataset.status = run.status;
       setText(this.status, line);
       this.status.dataset.status = run.status;
+      this.steerForm.hidden = !(run.session && run.session.steer) || isTerminal(run);
     };
     const flush = scheduler(render);
     run.status = 'starting';
     run.statusDirty = true;
+    run.interrupts = [];
     render();
-    const body = { threadId: this.threadId, runId, messages, tools: [], context: [], state: {}, forwardedProps: {} };
     let res = null;
     try {
       res = await fetch('/agui', {
@@ -149,7 +196,7 @@ export class ChatView {
         },
         ctrl.signal,
       );
-      if (run.status !== 'finished' && run.status !== 'error') {
+      if (!isTerminal(run)) {
         failRun(
           run,
           end === 'aborted' ? 'stopped: the connection was closed, so the server stopped the agent' : 'the stream ended before the run finished',
@@ -158,12 +205,50 @@ export class ChatView {
       }
     }
     render();
-    this.history = [...messages];
-    const answer = assistantText(run);
-    if (answer) this.history.push({ id: randomId('msg'), role: 'assistant', content: answer });
     this.current = null;
     this.send.disabled = false;
     this.stop.disabled = true;
+    if (run.status === 'waiting') {
+      this.ask(exchange);
+      return;
+    }
+    this.history = [...exchange.messages];
+    const answer = assistantText(run);
+    if (answer) this.history.push({ id: randomId('msg'), role: 'assistant', content: answer });
+  }
+
+  /** The run ended with interrupts: one card each; when all are answered, the resume run goes. */
+  ask(exchange) {
+    const { run, cards } = exchange;
+    const open = run.interrupts.map(fromInterrupt).filter(Boolean);
+    const entries = new Map();
+    this.send.disabled = true;
+    for (const c of open) {
+      const view = new RequestCardView(c, async (d) => {
+        entries.set(c.id, resumeEntry(c, d));
+        if (entries.size === open.length) {
+          // Every open interrupt is addressed in one input, as AG-UI requires.
+          setTimeout(() => {
+            const runId = randomId('run');
+            this.stream(exchange, {
+              threadId: this.threadId,
+              runId,
+              messages: exchange.messages,
+              tools: [],
+              context: [],
+              state: {},
+              forwardedProps: {},
+              resume: [...entries.values()],
+            });
+          }, 0);
+          return { ok: true };
+        }
+        return { ok: true, text: `Noted; ${open.length - entries.size} more to answer before the agent continues.` };
+      });
+      cards.appendChild(view.el);
+    }
+    const first = cards.querySelector('section.request[data-state="open"] textarea, section.request[data-state="open"] input');
+    if (first) first.focus();
   }
 
   statusLine(run) {
@@ -181,6 +266,12 @@ export class ChatView {
         const usage = u && typeof u.totalTokens === 'number' ? ` · ${formatInt(u.totalTokens)} tokens` : '';
         return `Finished${toolText}${cost !== null ? ` · ${formatUsd(cost)}` : ''}${usage}.`;
       }
+      case 'waiting': {
+        const n = run.interrupts.length;
+        return `Waiting for your answer${n > 1 ? ` to ${n} requests` : ''}${toolText}.`;
+      }
+      case 'cancelled':
+        return `Stopped${toolText}: the turn was interrupted; the session stays for the next message.`;
       case 'error':
         return `Error: ${run.error ? run.error.message : 'the run failed'}${run.error && run.error.code ? ` (${run.error.code})` : ''}.`;
       default:

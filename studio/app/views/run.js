@@ -1,17 +1,20 @@
 // Run / task: a run's plan (waves, tasks, states) and, with a task picked,
 // its details, controls and live stream. The stream reconnects by itself
 // with Last-Event-ID; the events/v1 reducer drops anything already shown,
-// so the event log shows each seq once, in order.
+// so the event log shows each seq once, in order. The run's facts are
+// fetched when the view opens and again on each change the feed
+// (GET /runs/events?run=ID) reports: no periodic requests.
 
-import { errorText, followStream, getJson, postJson } from '../api.js';
+import { errorText, followFeed, followStream, getJson, postJson } from '../api.js';
 import { applyEvent, createTask, endWithoutExit, takeDirty } from '../state/events.js';
+import { answerBody, applyInput } from '../state/requests.js';
+import { RequestCardView } from './requestcard.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
-import { countsText, tokensText } from './runs.js';
+import { countsText, notifyEvent, statusText, tokensText } from './runs.js';
 import { TranscriptView } from './transcript.js';
 
-const REFRESH_MS = 2000;
 const LOG_ROWS_MAX = 5000;
 
 const STATUS_TEXT = {
@@ -65,7 +68,8 @@ export class RunView {
 
   unmount() {
     this.active = false;
-    clearTimeout(this.timer);
+    if (this.feed) this.feed.stop();
+    this.feed = null;
     // The stream keeps following only while the view is shown.
     if (this.stream) {
       this.stream.stop();
@@ -75,7 +79,7 @@ export class RunView {
   }
 
   resume() {
-    this.refresh();
+    this.follow();
     if (this.streamPaused && this.task) this.startStream();
   }
 
@@ -114,7 +118,26 @@ export class RunView {
     );
     this.task = null;
     if (tid) this.buildTask(runId, tid);
-    this.refresh();
+    this.follow();
+  }
+
+  /** Follows the run's changes; the facts are fetched once caught up, then on each change. */
+  follow() {
+    if (this.feed) this.feed.stop();
+    const runId = this.runId;
+    this.feed = followFeed(`?run=${encodeURIComponent(runId)}`, {
+      onEvent: (ev) => {
+        if (ev.runId !== runId) return;
+        notifyEvent(ev);
+        this.refresh();
+      },
+      onReady: (id, first) => {
+        if (first) this.refresh();
+      },
+      onState: (st) => {
+        this.el.dataset.feed = st.state;
+      },
+    });
   }
 
   buildTask(runId, tid) {
@@ -163,6 +186,12 @@ export class RunView {
         note(this.taskAnswer, '');
       }, 10000);
     });
+    // An interactive session's graceful stop: the turn is interrupted, the session stays.
+    const stopTurn = h('button', { type: 'button', onclick: () => this.verb('Stop', `${base}/stop`, {}, this.taskAnswer) }, 'Stop turn');
+    this.requestBase = base;
+    this.requests = new Map();
+    this.requestViews = new Map();
+    this.requestList = h('div.requests', { 'aria-live': 'polite' });
     this.streamState = h('p.stream-state', { role: 'status' });
     this.toolSummary = h('p.tool-summary');
     this.transcript = h('div.transcript', { 'aria-label': 'Task transcript' });
@@ -184,7 +213,7 @@ export class RunView {
         { 'aria-labelledby': 'task-h' },
         h('h2', { id: 'task-h' }, 'Task details'),
         this.taskFacts,
-        h('div.controls', { role: 'group', 'aria-label': 'Task controls' }, kill),
+        h('div.controls', { role: 'group', 'aria-label': 'Task controls' }, stopTurn, kill),
         steer,
         this.taskAnswer,
       ),
@@ -193,6 +222,7 @@ export class RunView {
         { 'aria-labelledby': 'stream-h' },
         h('h2', { id: 'stream-h' }, 'Live stream'),
         this.streamState,
+        this.requestList,
         this.toolSummary,
         this.warnings,
         this.transcript,
@@ -213,6 +243,7 @@ export class RunView {
     this.stream = followStream(this.streamUrl, {
       onEvent: (rec) => {
         applyEvent(task, rec);
+        if (rec && (rec.type === 'input_request' || rec.type === 'input_answer')) this.request(rec);
         this.flush();
       },
       onState: (s) => {
@@ -223,6 +254,25 @@ export class RunView {
       isDone: () => task.status === 'exited',
       lastId: () => (task.lastSeq === null ? null : String(task.lastSeq)),
     });
+  }
+
+  /** A request of the agent (a card to answer) or its answer (the card closes). */
+  request(rec) {
+    const c = applyInput(this.requests, rec.type, rec.data);
+    if (!c) return;
+    let view = this.requestViews.get(c.id);
+    if (!view) {
+      view = new RequestCardView(c, async (d) => {
+        const a = await postJson(`${this.requestBase}/answer`, answerBody(c, d));
+        return { ok: a.status === 200, text: a.status === 200 ? '' : `Refused (HTTP ${a.status}): ${errorText(a)}` };
+      });
+      this.requestViews.set(c.id, view);
+      this.requestList.appendChild(view.el);
+    }
+    if (c.answered && view.el.dataset.state !== 'answered') {
+      const a = c.answered;
+      view.close(a, `${a.decision === 'expired' ? 'Expired: denied automatically' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`);
+    }
   }
 
   render() {
@@ -277,7 +327,23 @@ export class RunView {
   }
 
   async refresh() {
-    clearTimeout(this.timer);
+    // One refresh at a time; a change during one asks for one more after it.
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.refreshing = true;
+    try {
+      do {
+        this.refreshAgain = false;
+        await this.fetchFacts();
+      } while (this.refreshAgain && this.active);
+    } finally {
+      this.refreshing = false;
+    }
+  }
+
+  async fetchFacts() {
     const enc = encodeURIComponent;
     const [run, task] = await Promise.all([
       getJson(`/runs/${enc(this.runId)}`),
@@ -295,7 +361,6 @@ export class RunView {
       if (task.status === 200 && task.body) this.renderTask(task.body);
       else this.renderFacts(this.taskFacts, [['Task', `not available: ${errorText(task)}`]]);
     }
-    this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
   }
 
   renderRun(body) {
@@ -303,7 +368,7 @@ export class RunView {
     setText(this.runLine, `${r.slug || this.runId} · ${r.runId || this.runId}`);
     if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
     this.renderFacts(this.summary, [
-      ['Status', r.status],
+      ['Status', statusText(r.status)],
       ['Wave', r.wave],
       ['Tasks', countsText(r.counts)],
       ['Cost', typeof r.costUsd === 'number' ? formatUsd(r.costUsd) : ''],

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# bench/feed.sh: the change feed (GET /runs/events and runs watch), on
+# loopback. On demand only; CI never runs it. Needs python3 (stdlib only)
+# and Linux /proc. What it measures is described in bench/feed-client.py:
+# the delay from a journal append to the event at a feed client (median,
+# p99) against a task stream's append-to-frame delay in the same run, 500
+# concurrent feed clients with the server's RSS, and the delay from an
+# append to the line `runs watch` prints (with and without a server).
+#
+# Environment: BENCH_RUNS, BENCH_LINES, BENCH_INTERVAL_MS, BENCH_CLIENTS,
+# BENCH_FAN_LINES, BENCH_WATCH (see feed-client.py); RUNWIRE_BIN, the
+# directory holding runwire-serve and runs (default: cargo build --release).
+# Exit status 0 when every check passed and the 5 ms median targets held, 1 otherwise.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+die() {
+  echo "bench: $*" >&2
+  exit 1
+}
+command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
+[ -r /proc/self/status ] || die "needs Linux /proc for the RSS"
+if [ -n "${RUNWIRE_BIN:-}" ]; then
+  bin=$(cd "$RUNWIRE_BIN" && pwd)
+else
+  echo "bench: cargo build --release --bin runwire-serve --bin runs" >&2
+  (cd "$root" && cargo build --quiet --release --bin runwire-serve --bin runs)
+  target=${CARGO_TARGET_DIR:-$root/target}
+  case "$target" in /*) ;; *) target="$root/$target" ;; esac
+  bin="$target/release"
+fi
+for b in runwire-serve runs; do
+  [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
+done
+# 500 feed clients are 500 sockets on each side.
+ulimit -n 8192 2>/dev/null || true
+work=$(mktemp -d "${TMPDIR:-/tmp}/runwire-bench-feed.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+python3 "$root/bench/feed-client.py" "$bin" "$work"

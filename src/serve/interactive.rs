@@ -1,0 +1,1016 @@
+//! `POST /agui` in interactive mode (`runwire-serve --agent claude
+//! --interactive`): one live agent session per thread, held between runs.
+//!
+//! The session is the library's ([`crate::session`]), the same code the
+//! session binary runs: the server writes session input (a message, an
+//! answer, an interrupt, the end) and reads the session's output lines (the
+//! agent's raw lines plus runwire's own `runwire.request` /
+//! `runwire.answer` lines), which go through the same normalizer and
+//! translator as every other run.
+//!
+//! An AG-UI run on a thread is one stretch of that session:
+//! - it sends the run's input (the user message, or the answers in
+//!   `resume`), then streams until the turn ends (`RUN_FINISHED`), the agent
+//!   asks for something (`RUN_FINISHED` with the interrupt outcome; the
+//!   process stays), or the run is stopped (`cancelled` outcome);
+//! - what the session printed between runs (the tail of a turn the client
+//!   left, a request raised after an auto-deny) is streamed first;
+//! - a thread with open interrupts takes only a `resume` that addresses them
+//!   all ([`super::interrupts`]); anything else answers nothing and ends
+//!   with the open interrupts again, so a client that disconnected sees
+//!   them on its next run;
+//! - a client that leaves mid-turn interrupts the turn; the session stays.
+//!
+//! The task routes (`POST /runs/:id/tasks/:tid/answer|steer|stop|kill`, see
+//! [`control_post`]) act on the same session under the same rules.
+
+use super::http::{respond, respond_error, Close, Request};
+use super::interrupts::{Plan, Raised};
+use super::Shared;
+use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
+use crate::events::{Data, Event, Exit, Seq};
+use crate::normalize::{Normalizer, Options};
+use crate::runs::record::Recorder;
+use crate::sse::{Encoder, SseOptions};
+use crate::time::Clock;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io;
+use std::net::TcpStream;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How often a stream looks at its client, the shutdown flag and the clock.
+const TICK: Duration = Duration::from_millis(50);
+/// How long a new message waits for the previous turn to end before that
+/// turn is interrupted, and how long after that before the run gives up.
+const SETTLE: Duration = Duration::from_secs(3);
+const SETTLE_GIVE_UP: Duration = Duration::from_secs(15);
+/// Live sessions held at once; a new thread past this is refused (503).
+pub const MAX_SESSIONS: usize = 64;
+/// The task name of a recorded interactive session.
+pub const TASK: &str = crate::runs::record::TASK;
+
+/// The live agent of a thread and what the server knows about it.
+pub struct Thread {
+    pub id: String,
+    st: Mutex<State>,
+}
+
+struct State {
+    agent: Option<Live>,
+    rx: Option<Receiver<Vec<u8>>>,
+    norm: Normalizer,
+    /// Every request the session raised, as AG-UI interrupts.
+    raised: Raised,
+    /// Agent tool id -> AG-UI toolCallId of every call streamed on the thread.
+    tool_ids: HashMap<String, String>,
+    /// User messages sent whose turn has not ended.
+    turns_open: u32,
+    /// A graceful stop was asked for: the run ends `cancelled` at the turn's end.
+    stop_requested: bool,
+    /// The agent's session id, for `--resume` when the process is gone.
+    resume: Option<String>,
+    rec: Option<Recorder>,
+    /// The recorded run's id (`GET /runs/:id`, the task routes).
+    record_id: Option<String>,
+}
+
+impl State {
+    fn new(shared: &Shared) -> State {
+        State {
+            agent: None,
+            rx: None,
+            norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() }),
+            raised: Raised::default(),
+            tool_ids: HashMap::new(),
+            turns_open: 0,
+            stop_requested: false,
+            resume: None,
+            rec: None,
+            record_id: None,
+        }
+    }
+
+    /// One session input; `Ok(true)` when it was an identical replay (nothing sent).
+    fn send(&mut self, input: Input) -> Result<bool, String> {
+        match self.agent.as_ref() {
+            Some(a) => a.input(input),
+            None => Err("the agent's session is not running".into()),
+        }
+    }
+
+    /// The session's open requests, oldest first (expired ones closed first).
+    fn open(&self) -> Vec<String> {
+        self.agent.as_ref().map(Live::open).unwrap_or_default()
+    }
+
+    /// Records the line, journals what it means, and normalizes it.
+    fn take_line(&mut self, line: &[u8]) -> Vec<Event> {
+        if let Some(rec) = &mut self.rec {
+            if let Err(e) = rec.line(line) {
+                crate::cli::report(super::BIN, format!("record {}: {e}; no longer recording this session", rec.run_id));
+                self.rec = None;
+            }
+        }
+        let events = self.norm.push(line);
+        for ev in &events {
+            if let Data::TurnEnd(_) = &ev.data {
+                self.turns_open = self.turns_open.saturating_sub(1);
+            }
+        }
+        if let Some(s) = self.norm.resume_session() {
+            self.resume = Some(s.to_string());
+        }
+        events
+    }
+
+    /// The agent is gone: nobody waits for its requests any more.
+    fn agent_gone(&mut self) {
+        if let Some(mut a) = self.agent.take() {
+            let rc = a.kill();
+            if let Some(rec) = self.rec.take() {
+                let state = if rc == Some(0) { "committed" } else { "halted" };
+                if let Err(e) = rec.finish(state, rc) {
+                    crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
+                }
+            }
+        }
+        self.rx = None;
+        self.turns_open = 0;
+        self.stop_requested = false;
+    }
+}
+
+/// Every thread's session, and the recorded run id -> thread index.
+#[derive(Default)]
+pub struct Sessions {
+    threads: Mutex<HashMap<String, Arc<Thread>>>,
+    by_record: Mutex<HashMap<String, String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Sessions {
+    fn thread(&self, shared: &Shared, id: &str) -> Result<Arc<Thread>, String> {
+        let mut t = lock(&self.threads);
+        if let Some(th) = t.get(id) {
+            return Ok(th.clone());
+        }
+        if t.len() >= MAX_SESSIONS {
+            // Make room from threads whose agent is gone.
+            t.retain(|_, th| lock(&th.st).agent.is_some());
+            if t.len() >= MAX_SESSIONS {
+                return Err(format!(
+                    "{MAX_SESSIONS} interactive sessions are live; stop one (POST /runs/:id/tasks/agent/stop) first"
+                ));
+            }
+        }
+        let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)) });
+        t.insert(id.to_string(), th.clone());
+        Ok(th)
+    }
+
+    /// The thread whose session is recorded as run `record`.
+    pub fn by_record(&self, record: &str) -> Option<Arc<Thread>> {
+        let thread = lock(&self.by_record).get(record).cloned()?;
+        lock(&self.threads).get(&thread).cloned()
+    }
+
+    /// Ends every session (server shutdown).
+    pub fn end_all(&self) {
+        let all: Vec<Arc<Thread>> = lock(&self.threads).values().cloned().collect();
+        for th in all {
+            let mut st = lock(&th.st);
+            let _ = st.send(Input::End(Who { by: Some(super::BIN.into()) }));
+            st.agent_gone();
+        }
+    }
+}
+
+/// What one run on the thread streams, as SSE frames.
+struct Run<'a, 'b> {
+    tr: Translator,
+    enc: Encoder,
+    body: &'a mut super::agui::Body<'b>,
+    clock: Clock,
+}
+
+impl Run<'_, '_> {
+    fn emit(&mut self, events: Vec<AguiEvent>) -> io::Result<()> {
+        for e in events {
+            if let Ok(Some(frame)) = self.enc.push(e.to_json().as_bytes()) {
+                self.body.frame(frame.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn now(&self) -> Option<i64> {
+        Some(self.clock.now_ms())
+    }
+}
+
+/// Why a run stopped streaming.
+enum End {
+    /// The translator emitted the terminal event.
+    Done,
+    /// The client left.
+    Gone,
+}
+
+/// The run: sends its input and streams the session until the run ends.
+/// Returns the outcome for the book of runs.
+pub fn run(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &super::agui::RunInput,
+) -> super::agui::Finished {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
+    let Ok(peek) = stream.try_clone() else { return super::agui::Finished::cancelled() };
+    let Ok(mut body) = super::agui::Body::start(stream, req, cors, shared.cfg.write_timeout) else {
+        return super::agui::Finished::cancelled();
+    };
+    let clock = Clock::from_env();
+    let tr = Translator::new(TranslateOptions {
+        thread_id: Some(input.thread_id.clone()),
+        run_id: Some(input.run_id.clone()),
+    });
+    let result = {
+        // SAFETY of the borrow: `Run` lives only inside this block.
+        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock };
+        let r = drive(shared, &mut run, input, &peek);
+        match r {
+            Ok(End::Done) => Ok(()),
+            Ok(End::Gone) | Err(_) => Err(()),
+        }
+    };
+    super::agui::Finished::from_body(body, result)
+}
+
+fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &TcpStream) -> io::Result<End> {
+    let th = match shared.sessions.thread(shared, &input.thread_id) {
+        Ok(t) => t,
+        Err(m) => return fail(run, m, "sessions_full"),
+    };
+    // Phase 1: the session exists, and what it printed meanwhile is streamed.
+    let rx = {
+        let mut st = lock(&th.st);
+        if st.agent.is_none() {
+            if st.rec.is_none() {
+                st.rec = recorder(shared, input);
+                if let Some(id) = st.rec.as_ref().map(|r| r.run_id.clone()) {
+                    lock(&shared.sessions.by_record).insert(id.clone(), th.id.clone());
+                    st.record_id = Some(id);
+                }
+            }
+            let journal = st.rec.as_ref().map(Recorder::journal);
+            match Live::start(shared, st.resume.as_deref(), journal) {
+                Ok((agent, rx)) => {
+                    st.agent = Some(agent);
+                    st.rx = Some(rx);
+                    st.norm = Normalizer::new(
+                        shared.cfg.adapter,
+                        Options { run: None, task: None, clock: Clock::from_env() },
+                    );
+                    st.turns_open = 0;
+                }
+                Err(why) => {
+                    drop(st);
+                    return fail(run, format!("cannot start the agent's session: {why}"), "spawn_failed");
+                }
+            }
+        }
+        st.rx.take()
+    };
+    let Some(rx) = rx else {
+        return fail(run, "another run is streaming this thread's session".into(), "busy");
+    };
+    let guard = Streaming { th: &th, rx: Some(rx) };
+    let begin = run.tr.begin(run.now());
+    run.emit(begin)?;
+    let info = session_info(&lock(&th.st));
+    let e = run.tr.custom("runwire.session", info, run.now());
+    run.emit(e)?;
+    adopt(&th, run);
+    // What arrived while no run was streaming.
+    loop {
+        match guard.rx().try_recv() {
+            Ok(line) => {
+                let evs = lock(&th.st).take_line(&line);
+                backlog(run, &th, evs)?;
+            }
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => return agent_died(run, &th),
+        }
+    }
+    // Phase 2: the input.
+    let (open, plan) = {
+        let st = lock(&th.st);
+        let open = st.open();
+        let plan = if input.resume.is_empty() && open.is_empty() {
+            None
+        } else {
+            Some(st.raised.plan(&input.resume, &open, "agui"))
+        };
+        (open, plan)
+    };
+    match plan {
+        Some(Plan::Refuse(m)) => return fail(run, m, "resume_refused"),
+        Some(Plan::StillOpen { warnings }) => {
+            for w in warnings {
+                let e = run.tr.custom("runwire.resume_skipped", json!({ "warning": w }), run.now());
+                run.emit(e)?;
+            }
+            if input.resume.is_empty() {
+                let e = run.tr.custom(
+                    "runwire.input_not_sent",
+                    json!({"warning": "the message was not sent: the agent is waiting for an answer to the open interrupts"}),
+                    run.now(),
+                );
+                run.emit(e)?;
+            }
+            return end_interrupted(run, &th, &open);
+        }
+        Some(Plan::Apply { answers, warnings }) => {
+            for w in warnings {
+                let e = run.tr.custom("runwire.resume_skipped", json!({ "warning": w }), run.now());
+                run.emit(e)?;
+            }
+            let mut st = lock(&th.st);
+            for a in answers {
+                let id = a.id.clone();
+                if let Err(m) = st.send(Input::Answer(a)) {
+                    drop(st);
+                    return fail(run, format!("resume: interrupt {id:?}: {m}"), "resume_refused");
+                }
+            }
+            if st.turns_open == 0 && st.open().is_empty() {
+                // Nothing left running (an identical replay, or cancels of
+                // interrupts already closed): the run is complete.
+                drop(st);
+                let e = run.tr.end_with_success(run.now());
+                run.emit(e)?;
+                return Ok(End::Done);
+            }
+        }
+        None => {
+            if input.prompt.is_empty() {
+                return fail(
+                    run,
+                    "resume: no interrupt is open on this thread, and the input has no user message".into(),
+                    "no_input",
+                );
+            }
+            // A turn still running (a client that left mid-turn) is settled first.
+            let start = Instant::now();
+            let mut interrupted = false;
+            while lock(&th.st).turns_open > 0 {
+                if !interrupted && start.elapsed() > SETTLE {
+                    let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+                    interrupted = true;
+                }
+                if start.elapsed() > SETTLE_GIVE_UP {
+                    return fail(
+                        run,
+                        "the agent's previous turn did not end; try again, or kill the session".into(),
+                        "busy",
+                    );
+                }
+                match guard.rx().recv_timeout(TICK) {
+                    Ok(line) => {
+                        let evs = lock(&th.st).take_line(&line);
+                        backlog(run, &th, evs)?;
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return agent_died(run, &th),
+                }
+                if super::http::client_gone(peek) {
+                    return Ok(End::Gone);
+                }
+            }
+            let mut st = lock(&th.st);
+            let open = st.open();
+            if !open.is_empty() {
+                // Raised while the earlier turn settled.
+                drop(st);
+                return end_interrupted(run, &th, &open);
+            }
+            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
+            if let Err(m) = st.send(msg) {
+                drop(st);
+                return fail(run, m, "agent_gone");
+            }
+            st.turns_open += 1;
+            st.stop_requested = false;
+        }
+    }
+    // Phase 3: stream until the run ends.
+    let mut last_check = Instant::now();
+    loop {
+        match guard.rx().recv_timeout(TICK) {
+            Ok(line) => {
+                let evs = lock(&th.st).take_line(&line);
+                if live(run, &th, evs)? {
+                    return Ok(End::Done);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if run.body.last_write.elapsed() >= shared.cfg.keepalive {
+                    run.body.write_chunk(b": keep-alive\n\n")?;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return agent_died(run, &th),
+        }
+        if last_check.elapsed() >= TICK {
+            last_check = Instant::now();
+            // A client that takes nothing for the write timeout has left too.
+            if run.body.check().is_err() || super::http::client_gone(peek) {
+                // The turn is interrupted; the session stays for the next run.
+                let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
+                return Ok(End::Gone);
+            }
+            let stopped = {
+                let mut st = lock(&th.st);
+                let s = st.stop_requested;
+                if s {
+                    // The turn was interrupted (POST …/stop): its result, if
+                    // the agent sends one, is an earlier turn's for the next run.
+                    st.stop_requested = false;
+                    st.turns_open = 0;
+                }
+                s
+            };
+            if stopped || shared.is_shutting_down() {
+                let e = run.tr.end_with(RunOutcome::Cancelled, run.now());
+                run.emit(e)?;
+                return Ok(End::Done);
+            }
+        }
+    }
+}
+
+/// Gives the line receiver back to the thread when the run ends, however.
+struct Streaming<'a> {
+    th: &'a Thread,
+    rx: Option<Receiver<Vec<u8>>>,
+}
+
+impl Streaming<'_> {
+    fn rx(&self) -> &Receiver<Vec<u8>> {
+        self.rx.as_ref().expect("held until drop")
+    }
+}
+
+impl Drop for Streaming<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.th.st);
+        if st.agent.is_some() {
+            st.rx = self.rx.take();
+        }
+    }
+}
+
+fn adopt(th: &Thread, run: &mut Run) {
+    let st = lock(&th.st);
+    run.tr.adopt_tool_calls(st.tool_ids.iter());
+}
+
+/// Remembers the run's tool calls for later runs of the thread.
+fn remember(th: &Thread, run: &Run) {
+    let mut st = lock(&th.st);
+    for (k, v) in run.tr.tool_calls() {
+        st.tool_ids.insert(k.clone(), v.clone());
+    }
+}
+
+fn session_info(st: &State) -> Value {
+    let mut v = json!({"interactive": true, "task": TASK});
+    if let Some(id) = &st.record_id {
+        v["run"] = id.clone().into();
+        v["steer"] = format!("/runs/{id}/tasks/{TASK}/steer").into();
+        v["stop"] = format!("/runs/{id}/tasks/{TASK}/stop").into();
+        v["answer"] = format!("/runs/{id}/tasks/{TASK}/answer").into();
+    }
+    v
+}
+
+fn end_interrupted(run: &mut Run, th: &Thread, open: &[String]) -> io::Result<End> {
+    let interrupts = lock(&th.st).raised.interrupts(open);
+    let e = if interrupts.is_empty() {
+        // Open requests the thread never saw raised cannot be shown; say so
+        // rather than pretend the run finished.
+        run.tr.end_with_error("the agent waits for an answer runwire cannot show".into(), "unknown_request", run.now())
+    } else {
+        run.tr.end_with(RunOutcome::Interrupt { interrupts }, run.now())
+    };
+    run.emit(e)?;
+    Ok(End::Done)
+}
+
+/// Events printed before this run's input: shown, and requests noted, but
+/// the run does not end on them (a turn_end here closes an earlier turn).
+fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
+    for ev in evs {
+        if let Data::InputRequest(r) = &ev.data {
+            raise(run, th, r);
+        }
+        if let Data::Exit(_) = &ev.data {
+            // The process ends: shown as the run's end (RUN_ERROR or finished).
+            let out = run.tr.push(&ev);
+            run.emit(out)?;
+            lock(&th.st).agent_gone();
+            continue;
+        }
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+    }
+    remember(th, run);
+    Ok(())
+}
+
+/// Events after the input: `true` when the run ended.
+fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
+    let mut asked = false;
+    let mut turn_ended = false;
+    for ev in evs {
+        match &ev.data {
+            Data::InputRequest(r) => {
+                raise(run, th, r);
+                asked = true;
+            }
+            Data::TurnEnd(_) => turn_ended = true,
+            Data::Exit(_) => {
+                let out = run.tr.push(&ev);
+                run.emit(out)?;
+                lock(&th.st).agent_gone();
+                return Ok(true);
+            }
+            _ => {}
+        }
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+        remember(th, run);
+        if run.tr.is_terminated() {
+            return Ok(true);
+        }
+    }
+    let st = lock(&th.st);
+    let open = st.open();
+    if asked && !open.is_empty() {
+        drop(st);
+        end_interrupted(run, th, &open)?;
+        return Ok(true);
+    }
+    if turn_ended && st.turns_open == 0 && open.is_empty() {
+        let stopped = st.stop_requested;
+        drop(st);
+        let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
+        lock(&th.st).stop_requested = false;
+        run.emit(e)?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Records a request of the agent as an interrupt of the thread, bound to
+/// the AG-UI toolCallId of its call.
+fn raise(run: &Run, th: &Thread, r: &crate::events::InputRequest) {
+    let mut st = lock(&th.st);
+    let tcid =
+        r.tool_call_id.as_ref().and_then(|raw| run.tr.tool_calls().get(raw).or_else(|| st.tool_ids.get(raw)).cloned());
+    st.raised.raise(r, tcid);
+}
+
+fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
+    let mut st = lock(&th.st);
+    let rc = st.agent.as_ref().and_then(Live::exit_code);
+    for ev in st.norm.finish() {
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+    }
+    if !run.tr.is_terminated() {
+        let ev = Event {
+            run: None,
+            task: None,
+            session: st.norm.session().map(str::to_string),
+            seq: Seq { line: st.norm.lines() + 1, sub: 0 },
+            ts_ms: run.clock.now_ms(),
+            data: Data::Exit(Exit {
+                rc: rc.unwrap_or(1).max(1),
+                ok: false,
+                detail: Some("the agent's session ended".into()),
+            }),
+        };
+        let out = run.tr.push(&ev);
+        run.emit(out)?;
+    }
+    st.agent_gone();
+    Ok(End::Done)
+}
+
+fn fail(run: &mut Run, message: String, code: &'static str) -> io::Result<End> {
+    let e = run.tr.end_with_error(message, code, run.now());
+    run.emit(e)?;
+    Ok(End::Done)
+}
+
+fn recorder(shared: &Shared, input: &super::agui::RunInput) -> Option<Recorder> {
+    if !shared.cfg.record {
+        return None;
+    }
+    match Recorder::start(&shared.cfg.harness_home, &input.run_id, shared.cfg.adapter.name(), &input.prompt) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            crate::cli::report(super::BIN, format!("cannot record the session of thread {:?}: {e}", input.thread_id));
+            None
+        }
+    }
+}
+
+/// `POST /runs/:id/tasks/:tid/answer|steer|stop|kill` for a session this
+/// server holds; `None` when `id` is not one (the caller goes on to the
+/// supervisor).
+pub fn control_post(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    id: &str,
+    task: &str,
+    verb: &str,
+    body: &[u8],
+    cors: &[(&'static str, String)],
+) -> Option<Close> {
+    let th = shared.sessions.by_record(id)?;
+    let reply = |stream: &mut TcpStream, code: u16, v: Value| {
+        let _ = respond(stream, code, cors, &v.to_string());
+        Close::Linger
+    };
+    if task != TASK {
+        respond_error(stream, 404, cors, &format!("run {id} has one task, {TASK:?}"));
+        return Some(Close::Linger);
+    }
+    let mut st = lock(&th.st);
+    if st.agent.is_none() && verb != "kill" {
+        let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
+        return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+    }
+    let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
+    let Value::Object(b) = v else {
+        respond_error(stream, 400, cors, "the body must be a JSON object");
+        return Some(Close::Linger);
+    };
+    Some(match verb {
+        "answer" => {
+            // The session input's own answer, with `request` naming the id.
+            let mut a = b.clone();
+            let Some(rid) = a.remove("request") else {
+                respond_error(stream, 400, cors, "answer body: request (the request id) is required");
+                return Some(Close::Linger);
+            };
+            a.insert("id".into(), rid);
+            a.insert("type".into(), "answer".into());
+            a.entry("by").or_insert_with(|| "task route".into());
+            // Answers to a question are held to its choices, as on /agui.
+            if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str))
+            {
+                if let Some((req, _)) = st.raised.get(rid) {
+                    let e = super::interrupts::ResumeEntry {
+                        interrupt_id: rid.clone(),
+                        status: "resolved".into(),
+                        payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
+                    };
+                    if let Err(m) = super::interrupts::answer_for(req, &e, "check") {
+                        respond_error(stream, 400, cors, &format!("answer body: {m}"));
+                        return Some(Close::Linger);
+                    }
+                }
+            }
+            let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
+                Ok(i @ Input::Answer(_)) => i,
+                Ok(_) | Err(_) => {
+                    let e = Input::parse(Value::Object(b).to_string().as_bytes()).err().unwrap_or_default();
+                    respond_error(
+                        stream,
+                        400,
+                        cors,
+                        &format!("answer body: {{request, decision: allow|deny|answer|cancelled, scope?, updated_input?, answers?, message?, by?}} expected{}", if e.is_empty() { String::new() } else { format!(" ({e})") }),
+                    );
+                    return Some(Close::Linger);
+                }
+            };
+            match st.send(input) {
+                Ok(replayed) => reply(
+                    stream,
+                    200,
+                    json!({"ok": true, "sent": !replayed, "detail": if replayed { "already decided the same way; not sent again" } else { "sent to the agent" }}),
+                ),
+                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+            }
+        }
+        "steer" => {
+            let msg = match b.get("msg") {
+                Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => {
+                    s.clone()
+                }
+                _ => {
+                    respond_error(stream, 400, cors, "steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}");
+                    return Some(Close::Linger);
+                }
+            };
+            let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
+            if !st.open().is_empty() {
+                let m =
+                    "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
+                return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+            }
+            let idle = st.turns_open == 0;
+            if interrupt && !idle {
+                if let Err(m) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
+                    return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+                }
+            }
+            match st.send(Input::Message(MessageInput { text: msg, by: Some("steer".into()) })) {
+                Ok(_) => {
+                    // Written into the running turn, the message joins it; after
+                    // an interrupt (or when idle) it starts a turn of its own.
+                    if idle || interrupt {
+                        st.turns_open += 1;
+                    }
+                    let how = match (idle, interrupt) {
+                        (true, _) => "no turn was running: the message started one",
+                        (false, true) => "the turn was interrupted and the message started a new one",
+                        (false, false) => "written into the running turn (live steer)",
+                    };
+                    reply(stream, 200, json!({"ok": true, "live": true, "detail": how}))
+                }
+                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+            }
+        }
+        "stop" => {
+            let open = st.open();
+            if st.turns_open == 0 && open.is_empty() {
+                return Some(reply(
+                    stream,
+                    200,
+                    json!({"ok": true, "detail": "no turn is running; the session stays"}),
+                ));
+            }
+            // Open requests are cancelled (denied as abandoned) before the turn is interrupted.
+            for rid in open {
+                let a = crate::session::input::AnswerInput {
+                    id: rid,
+                    decision: crate::session::input::Decision::Cancelled,
+                    scope: None,
+                    updated_input: None,
+                    answers: None,
+                    message: Some("The user stopped the turn.".into()),
+                    mode: None,
+                    by: Some("stop".into()),
+                };
+                let _ = st.send(Input::Answer(a));
+            }
+            st.stop_requested = true;
+            match st.send(Input::Interrupt(Who { by: Some("stop".into()) })) {
+                Ok(_) => {
+                    reply(stream, 200, json!({"ok": true, "detail": "the turn was interrupted; the session stays"}))
+                }
+                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+            }
+        }
+        "kill" => {
+            st.agent_gone();
+            reply(
+                stream,
+                200,
+                json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}),
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// The server's AG-UI `AgentCapabilities` (`GET /agui/capabilities`, and
+/// `capabilities` in `/api/info`).
+pub fn capabilities(shared: &Shared) -> Value {
+    let hitl = if shared.cfg.interactive {
+        json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": true})
+    } else {
+        json!({"supported": false})
+    };
+    json!({
+        "identity": {"name": super::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
+        "transport": {"streaming": true},
+        "humanInTheLoop": hitl,
+    })
+}
+
+// ---- the live session: the library's Session, driven ----------------------
+
+use crate::session::claude::{Claude, ClaudeOptions};
+use crate::session::input::{Input, MessageInput, Who};
+use crate::session::record::InputRecord;
+use crate::session::{Session, Step};
+use std::io::{BufReader, Write};
+use std::process::ChildStdin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+
+/// Lines buffered between the session and the run streaming it.
+const CHANNEL: usize = 8192;
+
+struct Core {
+    session: Mutex<Session<Claude>>,
+    stdin: Mutex<Option<ChildStdin>>,
+    out: SyncSender<Vec<u8>>,
+    journal: Option<std::path::PathBuf>,
+    done: AtomicBool,
+}
+
+impl Core {
+    fn now() -> i64 {
+        Clock::from_env().now_ms()
+    }
+
+    /// Applies a step in the order the session asks: output, agent input,
+    /// journal, then closing the agent's input. Never under the session lock
+    /// (the output channel may be full until a run drains it).
+    fn apply(&self, s: Step) {
+        for l in s.output {
+            let _ = self.out.send(l);
+        }
+        {
+            let mut stdin = lock(&self.stdin);
+            if let Some(w) = stdin.as_mut() {
+                for mut l in s.to_agent {
+                    l.push(b'\n');
+                    if w.write_all(&l).and_then(|_| w.flush()).is_err() {
+                        break;
+                    }
+                }
+            }
+            if s.close_agent_input {
+                *stdin = None;
+            }
+        }
+        if let Some(j) = &self.journal {
+            let now = Self::now();
+            for r in &s.requested {
+                let _ = InputRecord::requested(crate::runs::record::ACTOR, TASK, r, now).append(j);
+            }
+            for a in &s.answered {
+                let _ = InputRecord::answered(crate::runs::record::ACTOR, TASK, a, now).append(j);
+            }
+        }
+    }
+}
+
+/// A running agent under a [`Session`]: its stdout is read into the
+/// session (the session's output goes to the thread's channel), its stdin
+/// takes what the session writes, and a ticker expires unanswered requests.
+pub struct Live {
+    core: Arc<Core>,
+    child: Mutex<crate::session::proc::Proc>,
+}
+
+impl Live {
+    fn start(
+        shared: &Shared,
+        resume: Option<&str>,
+        journal: Option<std::path::PathBuf>,
+    ) -> Result<(Live, Receiver<Vec<u8>>), String> {
+        // The engine, as runwire-session runs it: --agent-cmd, else
+        // $RUNWIRE_CLAUDE_BIN, else `claude`; the protocol flags appended.
+        let engine = match &shared.cfg.engine {
+            Some(p) => p.clone().into_os_string(),
+            None => std::env::var_os("RUNWIRE_CLAUDE_BIN").filter(|b| !b.is_empty()).unwrap_or_else(|| "claude".into()),
+        };
+        let program = on_path(&engine);
+        let mut spec = crate::session::proc::Spec::new(&program);
+        if let Some(s) = resume {
+            spec.arg("--resume").arg(s);
+        }
+        for a in crate::session::claude::protocol_args(&shared.cfg.permission_mode) {
+            spec.arg(a);
+        }
+        spec.stdin = crate::session::proc::Input::Piped;
+        let mut child = crate::session::proc::Proc::spawn(&spec).map_err(|e| e.to_string())?;
+        let stdin = child.stdin.take();
+        let Some(stdout) = child.stdout.take() else {
+            child.stop();
+            return Err("the agent's stdout could not be captured".into());
+        };
+        let opts = crate::session::Options {
+            answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
+            actor: super::BIN.into(),
+        };
+        let claude = Claude::new(ClaudeOptions { grant_all: shared.cfg.grant_all, ..ClaudeOptions::default() });
+        let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
+        let core = Arc::new(Core {
+            session: Mutex::new(Session::new(claude, opts)),
+            stdin: Mutex::new(stdin),
+            out: tx,
+            journal,
+            done: AtomicBool::new(false),
+        });
+        let first = lock(&core.session).open(None);
+        core.apply(first);
+        let reader = core.clone();
+        std::thread::Builder::new()
+            .name("session stdout".into())
+            .spawn(move || {
+                let mut r = BufReader::with_capacity(64 * 1024, stdout);
+                let mut line = Vec::new();
+                while let Ok(true) =
+                    crate::session::driver::read_bounded(&mut r, &mut line, crate::session::driver::MAX_AGENT_LINE)
+                {
+                    let step = lock(&reader.session).agent_line(&line, Core::now());
+                    reader.apply(step);
+                }
+                let step = lock(&reader.session).agent_exited(Core::now());
+                reader.apply(step);
+                reader.done.store(true, Ordering::SeqCst);
+                // Dropping the last sender ends the run's stream.
+            })
+            .map_err(|e| format!("cannot read the agent's output: {e}"))?;
+        let ticker = Arc::downgrade(&core);
+        std::thread::Builder::new()
+            .name("session expiry".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(200));
+                let Some(core) = ticker.upgrade() else { return };
+                if core.done.load(Ordering::SeqCst) {
+                    return;
+                }
+                let now = Core::now();
+                let due = lock(&core.session).deadline().is_some_and(|d| d <= now);
+                if due {
+                    let step = lock(&core.session).tick(now);
+                    core.apply(step);
+                }
+            })
+            .map_err(|e| format!("cannot start the expiry timer: {e}"))?;
+        Ok((Live { core, child: Mutex::new(child) }, rx))
+    }
+
+    /// One session input: `Ok(true)` for an identical replay (nothing sent);
+    /// `Err` says why the session refused it (nothing was written).
+    fn input(&self, input: Input) -> Result<bool, String> {
+        let step = {
+            let mut s = lock(&self.core.session);
+            // Expiry first: an answer past the deadline is refused as expired.
+            let now = Core::now();
+            let expired = s.tick(now);
+            let r = s.input(input, now);
+            drop(s);
+            self.core.apply(expired);
+            r.map_err(|e| e.to_string())?
+        };
+        let replayed = step.replayed;
+        self.core.apply(step);
+        Ok(replayed)
+    }
+
+    /// Open request ids, oldest first (requests past their time are expired first).
+    fn open(&self) -> Vec<String> {
+        let (ids, expired) = {
+            let mut s = lock(&self.core.session);
+            let expired = s.tick(Core::now());
+            (s.pending().map(|r| r.id.clone()).collect(), expired)
+        };
+        self.core.apply(expired);
+        ids
+    }
+
+    fn exit_code(&self) -> Option<i64> {
+        lock(&self.child).try_wait()
+    }
+
+    /// Stops the agent's process group (TERM, grace, KILL) and reaps it.
+    fn kill(&mut self) -> Option<i64> {
+        *lock(&self.core.stdin) = None;
+        Some(lock(&self.child).stop())
+    }
+}
+
+/// `name` as a path: itself when it has a slash, else the first executable
+/// `name` on `$PATH` (the process layer takes a path), else `name` (which
+/// then fails to start with a clear error).
+fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = std::path::PathBuf::from(name);
+    if p.components().count() > 1 {
+        return p;
+    }
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        let c = dir.join(name);
+        if std::fs::metadata(&c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
+            return c;
+        }
+    }
+    p
+}

@@ -1,0 +1,231 @@
+// The request card model: what the agent is waiting for (a tool approval, a
+// question, a plan approval), read from an AG-UI interrupt (chat) or an
+// events/v1 input_request (task view), and the answer a person gives, written
+// as an AG-UI resume entry or as the body of POST …/tasks/:tid/answer.
+// No DOM.
+
+function str(v) {
+  return typeof v === 'string' ? v : null;
+}
+
+function obj(v) {
+  return v && typeof v === 'object' && !Array.isArray(v) ? v : null;
+}
+
+function questionsOf(list) {
+  if (!Array.isArray(list)) return [];
+  return list
+    .filter((q) => obj(q) && typeof q.question === 'string')
+    .map((q) => ({
+      question: q.question,
+      header: str(q.header),
+      multiSelect: q.multiSelect === true || q.multi_select === true,
+      options: (Array.isArray(q.options) ? q.options : [])
+        .filter((o) => obj(o) && typeof o.label === 'string')
+        .map((o) => ({ label: o.label, description: str(o.description) })),
+    }));
+}
+
+function kindOf(k, reason) {
+  if (k === 'tool_approval' || k === 'question' || k === 'plan_approval') return k;
+  return reason === 'input_required' ? 'question' : 'tool_approval';
+}
+
+/** Pretty JSON of a tool input, or '' when there is none. */
+export function inputText(input) {
+  if (input === undefined || input === null) return '';
+  try {
+    return JSON.stringify(input, null, 2);
+  } catch {
+    return '';
+  }
+}
+
+function card(fields) {
+  return {
+    answered: null,
+    error: null,
+    ...fields,
+    inputText: inputText(fields.input),
+  };
+}
+
+/** A card from an AG-UI Interrupt (RUN_FINISHED.outcome.interrupts[i]); null if it is not one. */
+export function fromInterrupt(i) {
+  if (!obj(i) || typeof i.id !== 'string' || typeof i.reason !== 'string') return null;
+  const meta = obj(obj(i.metadata)?.runwire) ?? {};
+  return card({
+    source: 'agui',
+    id: i.id,
+    reason: i.reason,
+    kind: kindOf(meta.kind, i.reason),
+    tool: str(meta.tool),
+    toolCallId: str(i.toolCallId),
+    input: meta.input ?? null,
+    suggestions: Array.isArray(meta.suggestions) ? meta.suggestions : [],
+    questions: questionsOf(meta.questions),
+    message: str(i.message),
+    expiresAt: str(i.expiresAt),
+    // Only a schema offering editedArgs may be answered with edits.
+    editable: !!obj(obj(obj(i.responseSchema)?.properties)?.editedArgs),
+  });
+}
+
+/** A card from an events/v1 input_request's data; null if it is not one. */
+export function fromInputRequest(d) {
+  if (!obj(d) || typeof d.id !== 'string') return null;
+  return card({
+    source: 'task',
+    id: d.id,
+    reason: d.kind === 'question' ? 'input_required' : 'tool_call',
+    kind: kindOf(d.kind, null),
+    tool: str(d.tool),
+    toolCallId: str(d.tool_call_id),
+    input: d.input ?? null,
+    suggestions: Array.isArray(d.suggestions) ? d.suggestions : [],
+    questions: questionsOf(d.questions),
+    message: str(d.message),
+    expiresAt: str(d.expires_at),
+    editable: d.kind !== 'question',
+  });
+}
+
+/** True when `now` (ms) is past the card's expiresAt. */
+export function isExpired(c, now = Date.now()) {
+  if (!c.expiresAt) return false;
+  const t = Date.parse(c.expiresAt);
+  return Number.isFinite(t) && now >= t;
+}
+
+/** A short human line for the card's deadline ('' without one). */
+export function expiresText(c, now = Date.now()) {
+  if (!c.expiresAt) return '';
+  const t = Date.parse(c.expiresAt);
+  if (!Number.isFinite(t)) return '';
+  const s = Math.round((t - now) / 1000);
+  if (s <= 0) return 'Expired: denied automatically.';
+  if (s < 120) return `Denied automatically in ${s} s.`;
+  return `Denied automatically in ${Math.round(s / 60)} min.`;
+}
+
+/**
+ * Reads an action into a decision, or `{error}`.
+ * Actions: {type: 'approve', scope?: 'once'|'session', edited?: string (JSON text)},
+ * {type: 'deny', reason?: string}, {type: 'answer', answers: {question: label | [labels]}},
+ * {type: 'cancel'}.
+ */
+export function decide(c, action) {
+  if (!obj(action)) return { error: 'no action' };
+  switch (action.type) {
+    case 'approve': {
+      if (c.kind === 'question') return { error: 'a question is answered, not approved' };
+      const d = { decision: 'allow', scope: action.scope === 'session' ? 'session' : 'once' };
+      const text = typeof action.edited === 'string' ? action.edited.trim() : '';
+      if (text && text !== c.inputText.trim()) {
+        let v;
+        try {
+          v = JSON.parse(text);
+        } catch (e) {
+          return { error: `the edited input is not valid JSON: ${e.message}` };
+        }
+        if (!obj(v)) return { error: 'the edited input must be a JSON object (the whole input)' };
+        d.input = v;
+      }
+      return d;
+    }
+    case 'deny': {
+      const reason = typeof action.reason === 'string' ? action.reason.trim() : '';
+      return { decision: 'deny', message: reason || 'Denied from the studio.' };
+    }
+    case 'answer': {
+      if (c.kind !== 'question') return { error: 'only a question takes answers' };
+      const given = obj(action.answers) ?? {};
+      const answers = {};
+      for (const q of c.questions) {
+        const v = given[q.question];
+        const labels = (Array.isArray(v) ? v : [v]).filter((x) => typeof x === 'string' && x.trim() !== '');
+        if (labels.length === 0) return { error: `choose an answer to “${q.question}”` };
+        if (!q.multiSelect && labels.length > 1) return { error: `“${q.question}” takes one answer` };
+        answers[q.question] = q.multiSelect ? labels : labels[0];
+      }
+      return { decision: 'answer', answers };
+    }
+    case 'cancel':
+      return { decision: 'cancelled' };
+    default:
+      return { error: `unknown action ${String(action.type)}` };
+  }
+}
+
+/** The AG-UI resume entry for a decision (see decide). */
+export function resumeEntry(c, d) {
+  if (d.decision === 'cancelled') return { interruptId: c.id, status: 'cancelled' };
+  let payload;
+  if (d.decision === 'answer') payload = { answers: d.answers };
+  else if (d.decision === 'deny') payload = { approved: false, message: d.message };
+  else {
+    payload = { approved: true };
+    if (d.scope === 'session') payload.scope = 'session';
+    if (d.input) payload.editedArgs = d.input;
+  }
+  return { interruptId: c.id, status: 'resolved', payload };
+}
+
+/** The body of POST /runs/:id/tasks/:tid/answer for a decision. */
+export function answerBody(c, d) {
+  const b = { request: c.id, decision: d.decision, by: 'studio' };
+  if (d.decision === 'allow') {
+    if (d.scope === 'session') b.scope = 'session';
+    if (d.input) b.updated_input = d.input;
+  }
+  if (d.decision === 'deny') b.message = d.message;
+  if (d.decision === 'answer') b.answers = d.answers;
+  return b;
+}
+
+/** Words for a decision, shown on the card once it is answered. */
+export function decisionText(d) {
+  switch (d.decision) {
+    case 'allow':
+      return `Approved${d.scope === 'session' ? ' for the session' : ''}${d.input ? ' with edits' : ''}.`;
+    case 'deny':
+      return `Denied: ${d.message}`;
+    case 'answer':
+      return `Answered: ${Object.values(d.answers)
+        .map((v) => (Array.isArray(v) ? v.join(', ') : v))
+        .join('; ')}.`;
+    case 'cancelled':
+      return 'Cancelled.';
+    case 'expired':
+      return 'Expired: denied automatically.';
+    default:
+      return String(d.decision);
+  }
+}
+
+/**
+ * The open requests of a task stream: input_request opens a card,
+ * input_answer closes it (with how). `cards` is a Map id -> card.
+ */
+export function applyInput(cards, type, data) {
+  if (type === 'input_request') {
+    const c = fromInputRequest(data);
+    if (c && !cards.has(c.id)) cards.set(c.id, c);
+    return c;
+  }
+  if (type === 'input_answer' && obj(data) && typeof data.id === 'string') {
+    const c = cards.get(data.id);
+    if (c && !c.answered) {
+      c.answered = {
+        decision: str(data.decision) ?? 'answered',
+        scope: str(data.scope),
+        input: obj(data.updated_input),
+        message: str(data.message) ?? '',
+        answers: obj(data.answers) ?? {},
+        by: str(data.by),
+      };
+    }
+    return c ?? null;
+  }
+  return null;
+}

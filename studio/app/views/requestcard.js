@@ -1,0 +1,153 @@
+// A request card: what the agent waits for (a tool approval, a question, a
+// plan approval) and the controls to answer it. Native buttons, inputs and
+// fieldsets only, so every control works by keyboard; the card reflows to
+// one column on a narrow screen (style.css, .request). `onDecide(decision)`
+// sends the answer and resolves to {ok, text}.
+
+import { decide, decisionText, expiresText, isExpired } from '../state/requests.js';
+import { h, nextId, setText } from './dom.js';
+
+const KIND_TITLE = {
+  tool_approval: 'Approve this tool call?',
+  plan_approval: 'Approve the plan?',
+  question: 'The agent asks',
+};
+
+export class RequestCardView {
+  constructor(card, onDecide) {
+    this.card = card;
+    this.onDecide = onDecide;
+    const titleId = nextId('req-h');
+    this.status = h('p.request-status', { role: 'status' });
+    this.expiry = h('p.request-expiry');
+    this.buttons = [];
+    const body = [];
+    if (card.message) body.push(h('p.request-message', null, card.message));
+    if (card.kind === 'question') {
+      this.fields = card.questions.map((q, qi) => this.question(q, qi));
+      body.push(...this.fields.map((f) => f.el));
+      const send = h('button.primary', { type: 'submit' }, 'Send answer');
+      this.buttons.push(send);
+      body.push(h('div.request-actions', null, send));
+    } else {
+      if (card.tool) body.push(h('p.request-tool', null, 'Tool ', h('code', null, card.tool)));
+      const inputId = nextId('req-input');
+      this.input = h('textarea.request-input', {
+        id: inputId,
+        rows: String(Math.min(12, Math.max(3, card.inputText.split('\n').length))),
+        spellcheck: 'false',
+        readonly: card.editable ? null : true,
+        'aria-describedby': `${inputId}-hint`,
+      });
+      this.input.value = card.inputText;
+      body.push(
+        h('label', { for: inputId }, card.editable ? 'Input (edit to approve a changed call)' : 'Input'),
+        this.input,
+        h('p.hint', { id: `${inputId}-hint` }, card.editable ? 'Edits replace the whole input.' : ''),
+      );
+      if (card.suggestions.length) {
+        body.push(
+          h('details.request-suggestions', null, h('summary', null, 'The agent’s suggestion'), h('pre', null, JSON.stringify(card.suggestions, null, 2))),
+        );
+      }
+      const reasonId = nextId('req-reason');
+      this.reason = h('input', { id: reasonId, type: 'text', name: 'reason', placeholder: 'Why (told to the agent)', maxlength: '2000' });
+      const approve = h('button.primary', { type: 'submit', 'data-action': 'approve' }, 'Approve');
+      const session = h('button', { type: 'button', 'data-action': 'approve-session', onclick: () => this.send({ type: 'approve', scope: 'session', edited: this.input.value }) }, 'Approve for session');
+      const deny = h('button.danger', { type: 'button', 'data-action': 'deny', onclick: () => this.send({ type: 'deny', reason: this.reason.value }) }, 'Deny');
+      this.buttons.push(approve, session, deny);
+      body.push(
+        h('div.request-deny', null, h('label', { for: reasonId }, 'Reason for a denial'), this.reason),
+        h('div.request-actions', null, approve, session, deny),
+      );
+    }
+    this.form = h(
+      'form.request-form',
+      {
+        onsubmit: (e) => {
+          e.preventDefault();
+          if (card.kind === 'question') this.send({ type: 'answer', answers: this.answers() });
+          else this.send({ type: 'approve', edited: this.input.value });
+        },
+      },
+      ...body,
+      this.expiry,
+      this.status,
+    );
+    this.el = h(
+      'section.request',
+      { 'aria-labelledby': titleId, 'data-request-id': card.id, 'data-kind': card.kind, 'data-state': 'open' },
+      h('h3.request-h', { id: titleId }, KIND_TITLE[card.kind] || 'The agent waits'),
+      this.form,
+    );
+    this.tick();
+    this.timer = setInterval(() => this.tick(), 1000);
+  }
+
+  question(q, qi) {
+    const name = nextId(`q${qi}`);
+    const inputs = q.options.map((o) => {
+      const id = nextId('opt');
+      const input = h('input', { type: q.multiSelect ? 'checkbox' : 'radio', id, name, value: o.label });
+      return { input, el: h('div.option', null, input, h('label', { for: id }, o.label, o.description ? h('span.sub', null, ` — ${o.description}`) : null)) };
+    });
+    const el = h('fieldset.request-question', null, h('legend', null, q.header ? `${q.header}: ${q.question}` : q.question), ...inputs.map((i) => i.el));
+    return { q, inputs, el };
+  }
+
+  answers() {
+    const out = {};
+    for (const f of this.fields) {
+      const chosen = f.inputs.filter((i) => i.input.checked).map((i) => i.input.value);
+      out[f.q.question] = f.q.multiSelect ? chosen : chosen[0];
+    }
+    return out;
+  }
+
+  tick() {
+    setText(this.expiry, this.card.answered ? '' : expiresText(this.card));
+    if (!this.card.answered && isExpired(this.card)) this.close({ decision: 'expired' });
+  }
+
+  async send(action) {
+    const d = decide(this.card, action);
+    if (d.error) {
+      setText(this.status, d.error);
+      this.status.dataset.kind = 'error';
+      return;
+    }
+    for (const b of this.buttons) b.disabled = true;
+    setText(this.status, 'Sending…');
+    this.status.dataset.kind = '';
+    let r;
+    try {
+      r = await this.onDecide(d);
+    } catch (e) {
+      r = { ok: false, text: String(e && e.message ? e.message : e) };
+    }
+    if (r && r.ok) {
+      this.close(d, r.text);
+    } else {
+      for (const b of this.buttons) b.disabled = false;
+      setText(this.status, r && r.text ? r.text : 'The answer was refused.');
+      this.status.dataset.kind = 'error';
+    }
+  }
+
+  /** Shows the card as answered (by this page or elsewhere). */
+  close(d, text) {
+    this.card.answered = d;
+    clearInterval(this.timer);
+    for (const b of this.buttons) b.disabled = true;
+    if (this.input) this.input.readOnly = true;
+    this.el.dataset.state = 'answered';
+    this.el.dataset.decision = d.decision;
+    setText(this.status, text || decisionText(d));
+    this.status.dataset.kind = '';
+    setText(this.expiry, '');
+  }
+
+  destroy() {
+    clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,107 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  answerBody, applyInput, decide, decisionText, expiresText, fromInputRequest, fromInterrupt, isExpired, resumeEntry,
+} from '../app/state/requests.js';
+
+// The shape runwire-serve --interactive puts in RUN_FINISHED.outcome.interrupts
+// (src/serve/interrupts.rs interrupt_for).
+const toolInterrupt = {
+  id: 'req-1',
+  reason: 'tool_call',
+  message: 'Allow Bash?',
+  toolCallId: 'run-1:t:toolu_01',
+  responseSchema: {
+    type: 'object',
+    properties: { approved: { type: 'boolean' }, editedArgs: { type: 'object' }, scope: { type: 'string', enum: ['once', 'session'] } },
+    required: ['approved'],
+  },
+  expiresAt: '2030-01-01T00:10:00.000Z',
+  metadata: { runwire: { kind: 'tool_approval', tool: 'Bash', input: { command: 'curl -sI https://example.com' }, suggestions: [{ type: 'addRules' }] } },
+};
+
+const questionInterrupt = {
+  id: 'req-2',
+  reason: 'input_required',
+  message: 'Which color?',
+  responseSchema: { type: 'object', properties: { answers: { type: 'object' } }, required: ['answers'] },
+  metadata: {
+    runwire: {
+      kind: 'question',
+      tool: 'AskUserQuestion',
+      questions: [
+        { question: 'Which color?', header: 'Color', multiSelect: false, options: [{ label: 'Red' }, { label: 'Blue', description: 'calm' }] },
+        { question: 'Which sizes?', multiSelect: true, options: [{ label: 'S' }, { label: 'M' }] },
+      ],
+    },
+  },
+};
+
+test('a tool interrupt becomes a card with its tool, input and suggestion', () => {
+  const c = fromInterrupt(toolInterrupt);
+  assert.equal(c.kind, 'tool_approval');
+  assert.equal(c.tool, 'Bash');
+  assert.equal(c.toolCallId, 'run-1:t:toolu_01');
+  assert.match(c.inputText, /curl -sI/);
+  assert.equal(c.suggestions.length, 1);
+  assert.equal(c.editable, true);
+  assert.equal(fromInterrupt({ id: 1 }), null);
+  assert.equal(fromInterrupt(null), null);
+});
+
+test('approve, approve with edits, approve for the session, deny: resume entries and task bodies', () => {
+  const c = fromInterrupt(toolInterrupt);
+  const plain = decide(c, { type: 'approve', edited: c.inputText });
+  assert.deepEqual(resumeEntry(c, plain), { interruptId: 'req-1', status: 'resolved', payload: { approved: true } });
+  assert.deepEqual(answerBody(c, plain), { request: 'req-1', decision: 'allow', by: 'studio' });
+  const edited = decide(c, { type: 'approve', edited: '{"command": "true"}', scope: 'session' });
+  assert.deepEqual(resumeEntry(c, edited).payload, { approved: true, scope: 'session', editedArgs: { command: 'true' } });
+  assert.deepEqual(answerBody(c, edited).updated_input, { command: 'true' });
+  assert.equal(decisionText(edited), 'Approved for the session with edits.');
+  assert.match(decide(c, { type: 'approve', edited: '{nope' }).error, /not valid JSON/);
+  assert.match(decide(c, { type: 'approve', edited: '[1]' }).error, /JSON object/);
+  const denied = decide(c, { type: 'deny', reason: '  not on my network ' });
+  assert.deepEqual(resumeEntry(c, denied).payload, { approved: false, message: 'not on my network' });
+  assert.equal(answerBody(c, denied).message, 'not on my network');
+  assert.deepEqual(resumeEntry(c, decide(c, { type: 'cancel' })), { interruptId: 'req-1', status: 'cancelled' });
+  assert.match(decide(c, { type: 'answer', answers: {} }).error, /only a question/);
+});
+
+test('a question needs one answer per question; multi-select takes several', () => {
+  const c = fromInterrupt(questionInterrupt);
+  assert.equal(c.kind, 'question');
+  assert.equal(c.questions.length, 2);
+  assert.equal(c.questions[1].multiSelect, true);
+  assert.match(decide(c, { type: 'answer', answers: { 'Which color?': 'Red' } }).error, /Which sizes/);
+  assert.match(decide(c, { type: 'answer', answers: { 'Which color?': ['Red', 'Blue'], 'Which sizes?': ['S'] } }).error, /takes one answer/);
+  const d = decide(c, { type: 'answer', answers: { 'Which color?': 'Blue', 'Which sizes?': ['S', 'M'] } });
+  assert.deepEqual(resumeEntry(c, d).payload, { answers: { 'Which color?': 'Blue', 'Which sizes?': ['S', 'M'] } });
+  assert.equal(decisionText(d), 'Answered: Blue; S, M.');
+  assert.match(decide(c, { type: 'approve' }).error, /answered, not approved/);
+});
+
+test('expiry is read from expiresAt', () => {
+  const c = fromInterrupt(toolInterrupt);
+  const at = Date.parse(toolInterrupt.expiresAt);
+  assert.equal(isExpired(c, at - 1), false);
+  assert.equal(isExpired(c, at), true);
+  assert.equal(expiresText(c, at - 30_000), 'Denied automatically in 30 s.');
+  assert.equal(expiresText(c, at + 1), 'Expired: denied automatically.');
+});
+
+test('task streams: input_request opens a card, input_answer closes it once', () => {
+  const cards = new Map();
+  const data = { id: 'r9', kind: 'tool_approval', tool: 'Write', tool_call_id: 'toolu_9', input: { file_path: '/tmp/x' }, expires_at: '2030-01-01T00:00:00Z' };
+  const c = applyInput(cards, 'input_request', data);
+  assert.equal(c.source, 'task');
+  assert.equal(c.toolCallId, 'toolu_9');
+  assert.equal(fromInputRequest(data).expiresAt, '2030-01-01T00:00:00Z');
+  // A replayed request (reconnect) does not reset the card.
+  applyInput(cards, 'input_request', data);
+  assert.equal(cards.size, 1);
+  applyInput(cards, 'input_answer', { id: 'r9', decision: 'deny', message: 'no', by: 'ana', at: '2030-01-01T00:00:00Z' });
+  assert.equal(cards.get('r9').answered.decision, 'deny');
+  applyInput(cards, 'input_answer', { id: 'r9', decision: 'allow', at: 'x' });
+  assert.equal(cards.get('r9').answered.decision, 'deny');
+  assert.equal(applyInput(cards, 'input_answer', { id: 'nope', decision: 'allow' }), null);
+});

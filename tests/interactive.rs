@@ -1,0 +1,623 @@
+//! `runwire-serve --agent claude --interactive` end to end, over the
+//! replaying stub engine (`fixtures/stub-engines/replay`): it prints a
+//! recorded Claude Code session (`fixtures/interactive/claude-code/<cell>`)
+//! and, wherever the recording shows the client writing, reads runwire's
+//! line and checks it against the recorded one, failing loudly (exit 86 and
+//! a `replay stub:` line on stderr) on a mismatch. Every test also checks
+//! that the stub never complained.
+//!
+//! The official client's view of the same flows is `tests/conformance.rs`
+//! territory: `conformance/interrupts.mjs` runs here too when node is there.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cell(name: &str) -> PathBuf {
+    root().join("fixtures/interactive/claude-code").join(name)
+}
+
+fn tmp(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("runwire-interactive-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The recorded user messages of a cell, in order.
+fn recorded_messages(cell_dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(cell_dir.join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|env| serde_json::from_str::<Value>(env["line"].as_str()?).ok())
+        .filter(|v| v["type"] == "user")
+        .filter_map(|v| v["message"]["content"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// A script that runs the replaying stub for `cell` (argv checked by the stub).
+fn engine(dir: &Path, cell_name: &str, extra: &str) -> PathBuf {
+    let p = dir.join(format!("engine-{cell_name}.sh"));
+    let script = format!(
+        "#!/bin/sh\nexec {} claude {} {extra} -- \"$@\"\n",
+        root().join("fixtures/stub-engines/replay").display(),
+        cell(cell_name).display()
+    );
+    std::fs::write(&p, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    stderr: PathBuf,
+    home: PathBuf,
+}
+
+impl Server {
+    fn start(test: &str, cell_name: &str, extra: &str, args: &[&str]) -> Server {
+        let dir = tmp(test);
+        let eng = engine(&dir, cell_name, extra);
+        let stderr = dir.join("stderr");
+        let home = dir.join("harness");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+        cmd.args(["--listen", "127.0.0.1:0", "--agent", "claude", "--interactive", "--agent-cmd"])
+            .arg(&eng)
+            .args(args)
+            .env("HARNESS_HOME", &home)
+            .env("RUNWIRE_KEEPALIVE_MS", "60000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        let mut child = cmd.spawn().expect("start runwire-serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(10)).expect("listening line");
+        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.parse().ok()).unwrap();
+        Server { child, port, stderr, home }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// The stub never found runwire's lines wrong.
+    fn assert_stub_happy(&self) {
+        let e = self.stderr();
+        assert!(!e.contains("replay stub:"), "the replaying stub complained:\n{e}");
+    }
+
+    fn journal(&self) -> Vec<Value> {
+        let dir = self.home.join("serve/runstate");
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if name.ends_with(".jsonl") && !name.contains(".agent.") && !name.contains(".steer.") {
+                for l in std::fs::read_to_string(&p).unwrap().lines() {
+                    out.push(serde_json::from_str(l).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    fn stop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Response {
+    status: u16,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+    fn events(&self) -> Vec<Value> {
+        self.text()
+            .split("\n\n")
+            .filter_map(|f| f.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(i) = find(b, b"\r\n") {
+        let Ok(size) = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap_or("0"), 16) else { break };
+        b = &b[i + 2..];
+        if size == 0 || b.len() < size {
+            break;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[(size + 2).min(b.len())..];
+    }
+    out
+}
+
+fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut h = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        h.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (n, v) in headers {
+        h.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if method == "POST" {
+        h.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+    }
+    h.push_str("\r\n");
+    h.push_str(body);
+    s.write_all(h.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read the response");
+    let end = find(&raw, b"\r\n\r\n").expect("head");
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let rest = &raw[end + 4..];
+    let body =
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_vec() };
+    Response { status, body }
+}
+
+fn agui(port: u16, body: Value) -> Response {
+    request(port, "POST", "/agui", &[], &body.to_string())
+}
+
+fn run_input(thread: &str, run: &str, prompt: &str) -> Value {
+    json!({"threadId": thread, "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": prompt}]})
+}
+
+fn resume_input(thread: &str, run: &str, resume: Value) -> Value {
+    json!({"threadId": thread, "runId": run, "messages": [], "resume": resume})
+}
+
+fn last(events: &[Value]) -> &Value {
+    events.last().expect("at least one event")
+}
+
+fn interrupts(events: &[Value]) -> Vec<Value> {
+    let end = last(events);
+    assert_eq!(end["type"], "RUN_FINISHED", "{end}");
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    end["outcome"]["interrupts"].as_array().unwrap().clone()
+}
+
+fn session_run(events: &[Value]) -> String {
+    events
+        .iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.session")
+        .and_then(|e| e["value"]["run"].as_str())
+        .expect("a runwire.session event naming the recorded run")
+        .to_string()
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// approval-allow: the Bash call is streamed, the run ends with its
+/// interrupt, the resume allows it, the resumed run carries the result on
+/// the original toolCallId and finishes; the answer is journaled.
+#[test]
+fn approval_allow_interrupts_then_resumes() {
+    let s = Server::start("allow", "approval-allow", "", &[]);
+    let prompt = &recorded_messages(&cell("approval-allow"))[0];
+    let r1 = agui(s.port, run_input("t", "r1", prompt));
+    assert_eq!(r1.status, 200);
+    let ev = r1.events();
+    let ints = interrupts(&ev);
+    assert_eq!(ints.len(), 1);
+    let i = &ints[0];
+    assert_eq!(i["reason"], "tool_call");
+    assert_eq!(i["metadata"]["runwire"]["tool"], "Bash");
+    let tcid = i["toolCallId"].as_str().unwrap();
+    assert!(
+        ev.iter().any(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == tcid),
+        "the call was streamed first"
+    );
+    let expires = i["expiresAt"].as_str().expect("expiresAt");
+    assert!(runwire::time::parse_rfc3339_ms(expires).is_some(), "{expires}");
+
+    let r2 = agui(
+        s.port,
+        resume_input("t", "r2", json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true}}])),
+    );
+    let ev2 = r2.events();
+    assert_eq!(last(&ev2)["type"], "RUN_FINISHED", "{}", r2.text());
+    assert!(last(&ev2).get("outcome").is_none(), "success: {}", last(&ev2));
+    assert!(ev2.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == tcid), "{}", r2.text());
+    assert!(!ev2.iter().any(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == tcid));
+
+    let j = s.journal();
+    let req = j.iter().find(|r| r["input"] == "requested").expect("requested record");
+    assert_eq!((req["kind"].as_str(), req["tool"].as_str()), (Some("tool_approval"), Some("Bash")));
+    let ans = j.iter().find(|r| r["input"] == "answered").expect("answered record");
+    assert_eq!((ans["decision"].as_str(), ans["by"].as_str()), (Some("allow"), Some("agui")));
+    assert_eq!(ans["request"], req["request"]);
+    s.assert_stub_happy();
+}
+
+/// approval-deny: a new message while the interrupt is open sends nothing
+/// (the stub would fail on it) and ends with the same interrupt; then the
+/// deny goes out with its message and the turn finishes.
+#[test]
+fn approval_deny_and_new_input_never_skips_the_interrupt() {
+    let s = Server::start("deny", "approval-deny", "", &[]);
+    let prompt = &recorded_messages(&cell("approval-deny"))[0];
+    let ev = agui(s.port, run_input("t", "r1", prompt)).events();
+    let i = interrupts(&ev)[0].clone();
+
+    // The client went away and came back with something else to say.
+    let again = agui(s.port, run_input("t", "r2", "do something else")).events();
+    let i2 = interrupts(&again);
+    assert_eq!(i2, vec![i.clone()], "the still-open interrupt again");
+    assert!(again.iter().any(|e| e["name"] == "runwire.input_not_sent"));
+
+    let r = agui(
+        s.port,
+        resume_input(
+            "t",
+            "r3",
+            json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": false, "message": "not now"}}]),
+        ),
+    );
+    let ev3 = r.events();
+    assert_eq!(last(&ev3)["type"], "RUN_FINISHED", "{}", r.text());
+    assert!(ev3.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == i["toolCallId"]));
+    let j = s.journal();
+    assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "deny" && r["detail"] == "not now"), "{j:?}");
+
+    // An identical replay is accepted and not sent again; a different answer is refused.
+    let same =
+        json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": false, "message": "not now"}}]);
+    let ev4 = agui(s.port, resume_input("t", "r4", same)).events();
+    assert_eq!(last(&ev4)["type"], "RUN_FINISHED");
+    let other = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true}}]);
+    let ev5 = agui(s.port, resume_input("t", "r5", other)).events();
+    assert_eq!(last(&ev5)["type"], "RUN_ERROR");
+    assert!(last(&ev5)["message"].as_str().unwrap().contains("already decided"), "{}", last(&ev5));
+    // Cancelling a decided interrupt never blocks the thread; an unknown id is skipped with a warning.
+    let ev6 = agui(s.port, resume_input("t", "r6", json!([{"interruptId": i["id"], "status": "cancelled"}]))).events();
+    assert_eq!(last(&ev6)["type"], "RUN_FINISHED");
+    let ev7 = agui(
+        s.port,
+        resume_input("t", "r7", json!([{"interruptId": "nope", "status": "resolved", "payload": {"approved": true}}])),
+    )
+    .events();
+    assert_eq!(last(&ev7)["type"], "RUN_FINISHED");
+    assert!(ev7.iter().any(|e| e["name"] == "runwire.resume_skipped"));
+    s.assert_stub_happy();
+}
+
+/// user-question: an input_required interrupt whose schema holds the
+/// recorded choices; a label outside them is refused; the recorded label is
+/// sent and matches what the recording's client wrote.
+#[test]
+fn a_question_is_answered_from_its_choices() {
+    let s = Server::start("question", "user-question", "", &[]);
+    let prompt = &recorded_messages(&cell("user-question"))[0];
+    let ev = agui(s.port, run_input("t", "r1", prompt)).events();
+    let i = interrupts(&ev)[0].clone();
+    assert_eq!(i["reason"], "input_required");
+    let props = &i["responseSchema"]["properties"]["answers"]["properties"];
+    let (q, schema) = props.as_object().unwrap().iter().next().unwrap();
+    assert_eq!(schema["enum"], json!(["tabs", "spaces"]), "{schema}");
+    let bad = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"answers": {q.clone(): "emacs"}}}]);
+    let ev2 = agui(s.port, resume_input("t", "r2", bad)).events();
+    assert_eq!(last(&ev2)["type"], "RUN_ERROR", "{}", last(&ev2));
+    let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"answers": {q.clone(): "spaces"}}}]);
+    let r3 = agui(s.port, resume_input("t", "r3", ok));
+    assert_eq!(last(&r3.events())["type"], "RUN_FINISHED", "{}", r3.text());
+    assert!(s.journal().iter().any(|r| r["input"] == "answered" && r["decision"] == "answer"));
+    s.assert_stub_happy();
+}
+
+/// The task routes: the same rules with 409, and the browser boundary.
+#[test]
+fn task_routes_answer_with_the_same_rules_and_the_boundary() {
+    let tokfile = tmp("routes-token").join("token");
+    std::fs::write(&tokfile, "0123456789abcdef0123").unwrap();
+    let s = Server::start("routes", "approval-allow", "", &["--token-file", tokfile.to_str().unwrap()]);
+    let auth = ("Authorization", "Bearer 0123456789abcdef0123");
+    let prompt = &recorded_messages(&cell("approval-allow"))[0];
+    let r = request(s.port, "POST", "/agui", &[auth], &run_input("t", "r1", prompt).to_string());
+    let ev = r.events();
+    let i = interrupts(&ev)[0].clone();
+    let run = session_run(&ev);
+    let path = format!("/runs/{run}/tasks/agent/answer");
+    let allow = json!({"request": i["id"], "decision": "allow"}).to_string();
+    // Boundary first: no token, a foreign Origin, a foreign Host.
+    assert_eq!(request(s.port, "POST", &path, &[], &allow).status, 401);
+    assert_eq!(request(s.port, "POST", &path, &[auth, ("Origin", "http://evil.example")], &allow).status, 403);
+    assert_eq!(request(s.port, "POST", &path, &[auth, ("Host", "evil.example")], &allow).status, 403);
+    // Malformed and unknown.
+    assert_eq!(request(s.port, "POST", &path, &[auth], r#"{"decision":"allow"}"#).status, 400);
+    let unknown = request(s.port, "POST", &path, &[auth], r#"{"request":"nope","decision":"allow"}"#);
+    assert_eq!(unknown.status, 409, "{}", unknown.text());
+    // The answer, its identical replay, a different one.
+    let a = request(s.port, "POST", &path, &[auth], &allow);
+    assert_eq!((a.status, a.json()["sent"].as_bool()), (200, Some(true)), "{}", a.text());
+    let a2 = request(s.port, "POST", &path, &[auth], &allow);
+    assert_eq!((a2.status, a2.json()["sent"].as_bool()), (200, Some(false)));
+    let deny = json!({"request": i["id"], "decision": "deny", "message": "no"}).to_string();
+    let d = request(s.port, "POST", &path, &[auth], &deny);
+    assert_eq!(d.status, 409, "{}", d.text());
+    assert!(d.json()["detail"].as_str().unwrap().contains("already decided"));
+    // The turn went on without a stream: the next run on the thread shows its tail.
+    wait_for("the answer journaled", Duration::from_secs(5), || {
+        s.journal().iter().any(|r| r["input"] == "answered" && r["by"] == "task route")
+    });
+    let cancel = json!([{"interruptId": i["id"], "status": "cancelled"}]);
+    let r2 = request(s.port, "POST", "/agui", &[auth], &resume_input("t", "r2", cancel).to_string());
+    let ev2 = r2.events();
+    assert!(ev2.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == i["toolCallId"]), "{}", r2.text());
+    assert_eq!(last(&ev2)["type"], "RUN_FINISHED");
+    // answer/stop on a run this server does not hold: 409.
+    let other = request(s.port, "POST", "/runs/nope/tasks/agent/stop", &[auth], "{}");
+    assert!(other.status == 409 || other.status == 404, "{}", other.text());
+    s.assert_stub_happy();
+}
+
+/// Fail closed: with --answer-timeout 1 the request expires, is denied to
+/// the agent (the recording's deny) and journaled `expired`; `resolved`
+/// past expiresAt is a RUN_ERROR, `cancelled` is accepted.
+#[test]
+fn an_unanswered_request_is_denied_when_it_expires() {
+    let s = Server::start("expiry", "approval-deny", "", &["--answer-timeout", "1"]);
+    let prompt = &recorded_messages(&cell("approval-deny"))[0];
+    let ev = agui(s.port, run_input("t", "r1", prompt)).events();
+    let i = interrupts(&ev)[0].clone();
+    let exp = runwire::time::parse_rfc3339_ms(i["expiresAt"].as_str().unwrap()).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    assert!(exp > now - 1000 && exp <= now + 1500, "expiresAt {exp} vs now {now}");
+    wait_for("the expiry journaled", Duration::from_secs(10), || {
+        s.journal().iter().any(|r| r["input"] == "answered" && r["decision"] == "expired")
+    });
+    let late = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true}}]);
+    let ev2 = agui(s.port, resume_input("t", "r2", late)).events();
+    assert_eq!(last(&ev2)["type"], "RUN_ERROR", "{}", last(&ev2));
+    let cancel = json!([{"interruptId": i["id"], "status": "cancelled"}]);
+    let ev3 = agui(s.port, resume_input("t", "r3", cancel)).events();
+    assert_eq!(last(&ev3)["type"], "RUN_FINISHED", "{ev3:?}");
+    s.assert_stub_happy();
+}
+
+/// The capabilities route and /api/info agree, in the @ag-ui/core shape.
+#[test]
+fn capabilities_are_served() {
+    let s = Server::start("caps", "approval-allow", "", &[]);
+    let c = request(s.port, "GET", "/agui/capabilities", &[], "").json();
+    let hitl = &c["humanInTheLoop"];
+    for k in ["supported", "approvals", "interrupts", "approveWithEdits"] {
+        assert_eq!(hitl[k], true, "{k}: {c}");
+    }
+    let info = request(s.port, "GET", "/api/info", &[], "").json();
+    assert_eq!(info["capabilities"], c);
+    assert_eq!(info["interactive"], true);
+}
+
+/// steer: a message written into the running turn (the stub waits for it
+/// at the recorded point, and checks it), then the turn finishes.
+#[test]
+fn steer_writes_into_the_running_turn() {
+    let msgs = recorded_messages(&cell("steer"));
+    // The recording ends its first turn before the /compact message.
+    let end_at = first_result_seq(&cell("steer"));
+    let s = Server::start("steer", "steer", &format!("--end-at {end_at}"), &[]);
+    let port = s.port;
+    let first = msgs[0].clone();
+    let stream = std::thread::spawn(move || agui(port, run_input("t", "r1", &first)));
+    // The run is live once the session names its record.
+    let mut run = None;
+    wait_for("the recorded run", Duration::from_secs(10), || {
+        let l = request(port, "GET", "/runs", &[], "").json();
+        run = l["runs"].as_array().and_then(|a| a.first()).and_then(|r| r["runId"].as_str()).map(str::to_string);
+        run.is_some()
+    });
+    let run = run.unwrap();
+    let steer =
+        request(port, "POST", &format!("/runs/{run}/tasks/agent/steer"), &[], &json!({"msg": msgs[1]}).to_string());
+    assert_eq!(steer.status, 200, "{}", steer.text());
+    assert!(steer.json()["detail"].as_str().unwrap().contains("running turn"), "{}", steer.text());
+    let r = stream.join().unwrap();
+    assert_eq!(last(&r.events())["type"], "RUN_FINISHED", "{}", r.text());
+    s.assert_stub_happy();
+}
+
+/// stop: the turn is interrupted (the stub's synthetic reply), the run ends
+/// with the cancelled outcome, and the session stays.
+#[test]
+fn stop_interrupts_the_turn_and_keeps_the_session() {
+    let msgs = recorded_messages(&cell("steer"));
+    // Stop before the recorded steer: the replay ends there, and the
+    // interrupt gets the stub's synthetic reply.
+    let end_at = seq_before_second_message(&cell("steer"));
+    let s = Server::start("stop", "steer", &format!("--end-at {end_at}"), &[]);
+    let port = s.port;
+    let first = msgs[0].clone();
+    let stream = std::thread::spawn(move || agui(port, run_input("t", "r1", &first)));
+    let mut run = None;
+    wait_for("the recorded run", Duration::from_secs(10), || {
+        let l = request(port, "GET", "/runs", &[], "").json();
+        run = l["runs"].as_array().and_then(|a| a.first()).and_then(|r| r["runId"].as_str()).map(str::to_string);
+        run.is_some()
+    });
+    let run = run.unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let stop = request(port, "POST", &format!("/runs/{run}/tasks/agent/stop"), &[], "{}");
+    assert_eq!(stop.status, 200, "{}", stop.text());
+    let r = stream.join().unwrap();
+    let end = last(&r.events()).clone();
+    assert_eq!(
+        (end["type"].as_str(), end["outcome"]["type"].as_str()),
+        (Some("RUN_FINISHED"), Some("cancelled")),
+        "{}",
+        r.text()
+    );
+    // The session is still there: a steer is taken (no turn: it starts one).
+    let again = request(port, "POST", &format!("/runs/{run}/tasks/agent/steer"), &[], r#"{"msg":"still there?"}"#);
+    assert_eq!(again.status, 200, "{}", again.text());
+    s.assert_stub_happy();
+}
+
+fn envelopes(cell_dir: &Path, file: &str) -> Vec<Value> {
+    std::fs::read_to_string(cell_dir.join(file)).unwrap().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// The envelope seq of the cell's first `result` line.
+fn first_result_seq(cell_dir: &Path) -> u64 {
+    envelopes(cell_dir, "from-agent.ndjson")
+        .iter()
+        .find(|e| {
+            e["line"]
+                .as_str()
+                .and_then(|l| serde_json::from_str::<Value>(l).ok())
+                .is_some_and(|v| v["type"] == "result")
+        })
+        .and_then(|e| e["seq"].as_u64())
+        .expect("a result line")
+}
+
+/// The envelope seq just before the client's second user message.
+fn seq_before_second_message(cell_dir: &Path) -> u64 {
+    let second = envelopes(cell_dir, "to-agent.ndjson")
+        .into_iter()
+        .filter(|e| {
+            e["line"].as_str().and_then(|l| serde_json::from_str::<Value>(l).ok()).is_some_and(|v| v["type"] == "user")
+        })
+        .nth(1)
+        .expect("a second user message");
+    second["seq"].as_u64().unwrap() - 1
+}
+
+/// Node and the official client's packages (installed with `npm ci` once);
+/// false when node is absent and CI is not set (CI fails instead).
+fn node_ready() -> bool {
+    static READY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Ok(false);
+        }
+        let conf = root().join("conformance");
+        if !conf.join("node_modules/@ag-ui/client").is_dir() {
+            let out = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&conf)
+                .output()
+                .map_err(|e| format!("cannot run npm: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+        Ok(true)
+    });
+    match ready {
+        Ok(true) => true,
+        Ok(false) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: node is not installed (interrupts.mjs runs the official AG-UI client)");
+            false
+        }
+        Ok(false) => panic!("CI is set and node is not installed"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `conformance/interrupts.mjs` (the official @ag-ui/client HttpAgent)
+/// against the server over the replaying stub: every JSON line it prints ok.
+fn official_client(test: &str, cell_name: &str, answer: &str, extra: &[&str]) {
+    if !node_ready() {
+        return;
+    }
+    let s = Server::start(test, cell_name, "", &[]);
+    let prompt = recorded_messages(&cell(cell_name))[0].clone();
+    let out = Command::new("node")
+        .arg(root().join("conformance/interrupts.mjs"))
+        .arg(format!("http://127.0.0.1:{}/agui", s.port))
+        .args(["--prompt", &prompt, "--answer", answer])
+        .args(extra)
+        .env("LIVE_TIMEOUT_MS", "30000")
+        .output()
+        .expect("run node");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        out.status.success() && lines.iter().all(|l| l["ok"] == true),
+        "interrupts.mjs {answer}:\n{text}\n{}\nserver:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.stderr()
+    );
+    assert_eq!(lines.len(), 2 + extra.len(), "{text}");
+    s.assert_stub_happy();
+}
+
+#[test]
+fn official_client_approves_and_replays() {
+    official_client("oc-allow", "approval-allow", "approve", &["--replay", "--different", "--unknown"]);
+}
+
+#[test]
+fn official_client_denies() {
+    official_client("oc-deny", "approval-deny", "deny", &["--different"]);
+}
+
+#[test]
+fn official_client_answers_a_question() {
+    official_client("oc-question", "user-question", "question:spaces", &["--replay"]);
+}

@@ -1,0 +1,236 @@
+//! `runwire-supervise --interactive`: a claude task runs as a live session
+//! (`claude.sh --interactive` → `runwire-session` → the replay stub of a
+//! recorded Claude Code session, which checks every line written to it).
+//! `steer` writes into the running turn, `stop` interrupts it and keeps the
+//! session, `answer` answers the agent, and the journal records requests and
+//! answers. Every wait is bounded; the supervisor's group is killed on the way out.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(40);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn have_jq() -> bool {
+    Command::new("jq").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// The first user message the recording client wrote.
+fn first_message(cell: &Path) -> String {
+    std::fs::read_to_string(cell.join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
+        .find(|v| v["type"] == "user")
+        .and_then(|v| v["message"]["content"].as_str().map(str::to_string))
+        .unwrap()
+}
+
+struct Live {
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Live {
+    /// A supervisor over one claude task replaying `cell` (with `stub_args`).
+    fn start(name: &str, cell: &str, stub_args: &str) -> Live {
+        let dir = std::env::temp_dir().join(format!("rwl-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        let cell = root().join("fixtures/interactive/claude-code").join(cell);
+        let engine = dir.join("replay-claude");
+        std::fs::write(
+            &engine,
+            format!(
+                "#!/usr/bin/env bash\nexec '{}' claude '{}' {stub_args} \"$@\"\n",
+                root().join("fixtures/stub-engines/replay").display(),
+                cell.display()
+            ),
+        )
+        .unwrap();
+        Command::new("chmod").arg("755").arg(&engine).status().unwrap();
+        let plan =
+            serde_json::json!({"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":first_message(&cell)}]});
+        std::fs::write(dir.join("p.plan.json"), plan.to_string()).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+            .current_dir(&dir)
+            .env("HARNESS_HOME", dir.join("home"))
+            .env("RUNWIRE_CLAUDE_BIN", &engine)
+            .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+            .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
+            .arg(root().join("wrappers"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Live { dir, child: Some(child) }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("runstate/p.a.log")).unwrap_or_default()
+    }
+
+    fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("runstate/p.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn states(&self) -> Vec<String> {
+        self.journal().iter().filter_map(|r| r["state"].as_str().map(str::to_string)).collect()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+
+    fn until(&self, what: &str, f: impl Fn(&Live) -> bool) {
+        let t = Instant::now();
+        while !f(self) {
+            assert!(t.elapsed() < LIMIT, "{what} did not happen; log:\n{}\nstderr:\n{}", self.log(), self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn call(&self, req: Value) -> Value {
+        let live: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("runstate/p.live.json")).unwrap()).unwrap();
+        let mut s = UnixStream::connect(live["sock"].as_str().unwrap()).expect("control socket");
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits for the supervisor's exit; the stub must have matched every line.
+    fn finish(&mut self) -> i32 {
+        let c = self.child.as_mut().unwrap();
+        let t = Instant::now();
+        let code = loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                break s.code().unwrap_or(-1);
+            }
+            assert!(t.elapsed() < LIMIT, "the supervisor did not finish; log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.child = None;
+        let err = self.stderr();
+        assert!(!err.contains("replay stub:"), "the stub found a mismatch:\n{err}");
+        code
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
+            let _ = c.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+macro_rules! need_jq {
+    () => {
+        if !have_jq() {
+            eprintln!("supervise_live: SKIPPED: jq is not installed (the replay stub needs it; .ci/run installs it)");
+            return;
+        }
+    };
+}
+
+#[test]
+fn steer_writes_into_the_running_turn_without_kill_or_resume() {
+    need_jq!();
+    let mut l = Live::start("steer", "steer", "--end-at 311");
+    l.until("six tool results in the log", |l| l.log().matches(r#""type":"tool_result""#).count() >= 6);
+    let r = l.call(serde_json::json!({"verb":"steer","task":"a","actor":"ana",
+        "msg":"Stop counting now. Instead, tell me the current git branch name and finish."}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("written into the running turn"), "{r}");
+    assert_eq!(l.finish(), 0, "{}", l.stderr());
+    // One turn, one process: no second lease, no --resume.
+    assert_eq!(l.states(), ["leased", "implemented", "committed"]);
+    let steer = l.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
+    assert_eq!((steer["actor"].as_str(), steer["detail"].as_str()), (Some("ana"), Some("task a: 75 bytes, live")));
+    let status = l.log().lines().last().unwrap().to_string();
+    assert!(status.contains(r#""type":"runwire.status","ok":true"#), "{status}");
+}
+
+#[test]
+fn answer_reaches_the_agent_and_the_journal_records_request_and_answer() {
+    need_jq!();
+    let mut l = Live::start("answer", "approval-allow", "");
+    l.until("the request in the log", |l| l.log().contains(r#"{"type":"runwire.request""#));
+    let r = l.call(serde_json::json!({"verb":"answer","task":"a","answer":{"id":"nope","decision":"allow"}}));
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("no request \"nope\" is pending"), "{r}");
+    let id = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
+    // The wrong decision for a tool approval is refused before it reaches the session.
+    let r = l.call(
+        serde_json::json!({"verb":"answer","task":"a","answer":{"id":id,"decision":"answer","answers":{"q":"a"}}}),
+    );
+    assert_eq!(r["ok"], false, "{r}");
+    let r = l.call(serde_json::json!({"verb":"answer","task":"a","actor":"ana","answer":{"id":id,"decision":"allow"}}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(l.finish(), 0, "{}", l.stderr());
+    assert_eq!(l.states(), ["leased", "implemented", "committed"]);
+    let inputs: Vec<Value> = l.journal().into_iter().filter(|r| r.get("input").is_some()).collect();
+    assert_eq!(inputs.len(), 2, "{inputs:?}");
+    assert_eq!((inputs[0]["input"].as_str(), inputs[0]["request"].as_str()), (Some("requested"), Some(id)));
+    assert_eq!((inputs[0]["kind"].as_str(), inputs[0]["tool"].as_str()), (Some("tool_approval"), Some("Bash")));
+    assert_eq!(
+        (inputs[1]["input"].as_str(), inputs[1]["decision"].as_str(), inputs[1]["by"].as_str()),
+        (Some("answered"), Some("allow"), Some("ana"))
+    );
+}
+
+#[test]
+fn stop_interrupts_the_turn_and_keeps_the_session_for_a_steer() {
+    need_jq!();
+    let mut l = Live::start("stop", "stop-interrupt", "--part 1");
+    l.until("the essay streaming", |l| l.log().contains("text_delta"));
+    let r = l.call(serde_json::json!({"verb":"stop","task":"a","actor":"ana"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("the session stays"), "{r}");
+    // The stub's reply to interrupt is made up, and says so.
+    l.until("the interrupted turn's result", |l| {
+        l.log().contains(r#""type":"result","subtype":"error_during_execution""#)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(l.states(), ["leased"], "the task waits with its session open");
+    // A second stop has nothing to interrupt but the session is still there: a steer goes on.
+    let r = l.call(serde_json::json!({"verb":"steer","task":"a","msg":"Now just say hi."}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("live"), "{r}");
+    assert_eq!(l.finish(), 0, "{}", l.stderr());
+    assert_eq!(l.states(), ["leased", "implemented", "committed"]);
+}
+
+#[test]
+fn kill_still_kills_an_interactive_task() {
+    need_jq!();
+    let mut l = Live::start("kill", "stop-interrupt", "--part 1");
+    l.until("the essay streaming", |l| l.log().contains("text_delta"));
+    let r = l.call(serde_json::json!({"verb":"kill","task":"a"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(l.finish(), 1);
+    assert_eq!(l.states(), ["leased", "halted"]);
+}
