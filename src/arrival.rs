@@ -18,6 +18,30 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+/// The clock arrival times are read from: the wall clock, or `None` when
+/// `SOURCE_DATE_EPOCH` pins time (a pinned clock is no arrival time; output
+/// is then what a pipeline on stdin gives for the same lines).
+pub fn clock() -> Option<crate::time::Clock> {
+    match crate::time::Clock::from_env() {
+        crate::time::Clock::Wall => Some(crate::time::Clock::Wall),
+        crate::time::Clock::Fixed(_) => None,
+    }
+}
+
+/// The `ts` of a file's lines before any line is timed: its modification
+/// time (epoch ms), or `SOURCE_DATE_EPOCH` when set.
+pub fn file_time(f: &File) -> i64 {
+    if let crate::time::Clock::Fixed(ms) = crate::time::Clock::from_env() {
+        return ms;
+    }
+    f.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// The sidecar of `log`: the same path with `.at` appended.
 pub fn sidecar_path(log: &Path) -> PathBuf {
     let mut s = log.as_os_str().to_owned();
@@ -44,7 +68,15 @@ impl Writer {
     /// is continued by what is appended, so it is that line).
     pub fn append(log: &Path) -> io::Result<Writer> {
         let mut complete = 0u64;
-        if let Ok(mut f) = File::open(log) {
+        // Only a regular file is counted (a log that is a device, such as
+        // /dev/full in a test, never ends).
+        if let Ok(mut f) = File::open(log).and_then(|f| {
+            if f.metadata()?.is_file() {
+                Ok(f)
+            } else {
+                Err(io::ErrorKind::Unsupported.into())
+            }
+        }) {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
                 let n = match f.read(&mut buf) {
@@ -72,6 +104,11 @@ impl Writer {
         Ok(Writer { file, next: complete + 1 })
     }
 
+    /// The next line has no arrival time (its ordinal is passed over).
+    pub fn skip(&mut self) {
+        self.next += 1;
+    }
+
     /// Records that the next line arrived at `at_ms`; call it before
     /// writing the bytes that complete that line to the log.
     pub fn line(&mut self, at_ms: i64) -> io::Result<()> {
@@ -97,7 +134,12 @@ const MAX_ENTRY: usize = 64;
 impl Reader {
     /// The sidecar of `log`, or `None` when it has none.
     pub fn open(log: &Path) -> Option<Reader> {
-        let f = File::open(sidecar_path(log)).ok()?;
+        Reader::from_file(File::open(sidecar_path(log)).ok()?)
+    }
+
+    /// A sidecar opened by the caller (beneath a run's directory, say);
+    /// `None` unless it is a regular file.
+    pub fn from_file(f: File) -> Option<Reader> {
         if !f.metadata().is_ok_and(|m| m.is_file()) {
             return None;
         }

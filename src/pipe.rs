@@ -162,41 +162,150 @@ pub const FILE_CHANGES: AddWatchFlags = AddWatchFlags::IN_MODIFY
     .union(AddWatchFlags::IN_MOVE_SELF)
     .union(AddWatchFlags::IN_ATTRIB);
 
-/// A file reader for `--follow`: at end of file it blocks on inotify until the
-/// file changes, and reports end of file only once `done` is set (or the file
-/// is deleted or moved away).
+/// A file reader for `--follow`, like `tail -F`: at end of file it blocks
+/// on inotify until the file changes, and reports end of file only once
+/// `done` is set or the file is gone. What happens to the path is checked
+/// each time the reader is at the end of what it has:
+///
+/// - removed (or renamed away): what is left is read, then the end;
+/// - replaced (another file renamed over the path): the old file is read to
+///   its end, then the new one from its start;
+/// - truncated (shorter than what was read): read again from its start.
+///
+/// Each is reported on stderr as `<bin>: <path>: <what>`. A replacement or
+/// truncation starts a new generation ([`Follow::generation`]): the
+/// caller's line count for the new content restarts there. A last line the
+/// old content left without its newline is ended with one, so it never
+/// runs into the new content's first line.
 pub struct Follow {
     file: File,
+    path: std::path::PathBuf,
+    bin: &'static str,
     inotify: Inotify,
     done: Arc<AtomicBool>,
     gone: bool,
+    /// The last byte handed out (to end a cut line at a switch).
+    last: Option<u8>,
+    newline_due: bool,
+    /// Bumped when the first byte of new content is handed out.
+    generation: Arc<std::sync::atomic::AtomicU64>,
+    switch_due: bool,
+}
+
+/// What the followed path is now, compared with the open file.
+enum PathNow {
+    Same,
+    Truncated,
+    Replaced(File),
+    Removed,
 }
 
 impl Follow {
     /// Watches before the first read, so no write between a read and the wait is missed.
-    pub fn open(path: &Path, done: Arc<AtomicBool>) -> io::Result<Follow> {
+    pub fn open(path: &Path, done: Arc<AtomicBool>, bin: &'static str) -> io::Result<Follow> {
         let file = File::open(path)?;
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
         inotify.add_watch(path, FILE_CHANGES).map_err(io::Error::from)?;
-        Ok(Follow { file, inotify, done, gone: false })
+        Ok(Follow {
+            file,
+            path: path.to_path_buf(),
+            bin,
+            inotify,
+            done,
+            gone: false,
+            last: None,
+            newline_due: false,
+            generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            switch_due: false,
+        })
+    }
+
+    /// The content generation: 0 for the file first opened, one more for
+    /// each replacement or truncation, counted when its first byte is read.
+    pub fn generation(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.generation.clone()
+    }
+
+    fn path_now(&mut self) -> io::Result<PathNow> {
+        use std::os::unix::fs::MetadataExt;
+        let mine = self.file.metadata()?;
+        let there = match std::fs::metadata(&self.path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PathNow::Removed),
+            Err(e) => return Err(e),
+        };
+        if (there.dev(), there.ino()) != (mine.dev(), mine.ino()) {
+            // Watch the newcomer before reading it, so no write is missed.
+            return match File::open(&self.path) {
+                Ok(f) => {
+                    self.inotify.add_watch(&self.path, FILE_CHANGES).map_err(io::Error::from)?;
+                    Ok(PathNow::Replaced(f))
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(PathNow::Removed),
+                Err(e) => Err(e),
+            };
+        }
+        let pos = io::Seek::stream_position(&mut self.file)?;
+        Ok(if mine.len() < pos { PathNow::Truncated } else { PathNow::Same })
+    }
+
+    fn report(&self, what: &str) {
+        crate::cli::report(self.bin, format!("{}: {what}", self.path.display()));
+    }
+
+    /// New content follows: end a cut line first, count the generation
+    /// with its first byte.
+    fn switch(&mut self) {
+        self.newline_due = self.last.is_some_and(|b| b != b'\n');
+        self.last = None;
+        self.switch_due = true;
     }
 }
 
 impl Read for Follow {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
+            if self.newline_due && !buf.is_empty() {
+                self.newline_due = false;
+                buf[0] = b'\n';
+                return Ok(1);
+            }
             let n = self.file.read(buf)?;
-            if n > 0 || self.gone || self.done.load(Ordering::Relaxed) {
+            if n > 0 {
+                if std::mem::take(&mut self.switch_due) {
+                    self.generation.fetch_add(1, Ordering::SeqCst);
+                }
+                self.last = Some(buf[n - 1]);
                 return Ok(n);
             }
-            let events = match self.inotify.read_events() {
-                Ok(e) => e,
-                Err(nix::errno::Errno::EINTR) => continue,
+            if self.gone || self.done.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            match self.path_now()? {
+                PathNow::Same => {}
+                PathNow::Truncated => {
+                    self.report("truncated; reading it again from the start");
+                    io::Seek::seek(&mut self.file, io::SeekFrom::Start(0))?;
+                    self.switch();
+                    continue;
+                }
+                PathNow::Replaced(f) => {
+                    self.report("replaced; following the new file from its start");
+                    self.file = f;
+                    self.switch();
+                    continue;
+                }
+                PathNow::Removed => {
+                    self.report("removed; the follow ends");
+                    // Read what is left once more, then end.
+                    self.gone = true;
+                    continue;
+                }
+            }
+            match self.inotify.read_events() {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return Err(e.into()),
-            };
-            if events.iter().any(|e| e.mask.intersects(AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF)) {
-                // Read what is left once more, then end.
-                self.gone = true;
             }
         }
     }

@@ -26,10 +26,10 @@ struct Args {
     /// Task id stamped on every event.
     #[arg(long, value_name = "T")]
     task: Option<String>,
-    /// Read this file instead of stdin (`-` is stdin).
+    /// Read this file instead of stdin (`-` is stdin); FILE.at, when it exists, gives each line's arrival time.
     #[arg(long, value_name = "FILE")]
     input: Option<PathBuf>,
-    /// Keep reading FILE as it grows (woken by inotify) until the wrapper's status line (the exit event) or the file's removal.
+    /// Keep reading FILE as it grows (woken by inotify) until the wrapper's status line (the exit event) or the file's removal; a file renamed over it is followed from its start, a truncated one read again from its start.
     #[arg(long, requires = "input")]
     follow: bool,
     /// Emit only events after this seq (`12` or `12.2`): resume a stream exactly.
@@ -44,19 +44,43 @@ fn parse_seq(s: &str) -> Result<Seq, String> {
 fn run(args: Args) -> anyhow::Result<Exit> {
     let name = cli::source_name(args.input.as_deref());
     let done = Arc::new(AtomicBool::new(false));
-    let input: Box<dyn Read> = match (&args.input, args.follow) {
-        (Some(p), true) if p.as_os_str() != "-" => {
-            Box::new(pipe::Follow::open(p, done.clone()).map_err(|e| anyhow::anyhow!("{name}: {e}"))?)
+    let file = args.input.as_deref().filter(|p| p.as_os_str() != "-");
+    // A follow's content generation: a replaced or truncated file's lines
+    // are timed from its own sidecar, numbered from its own line 1.
+    let mut generation = None;
+    let input: Box<dyn Read> = match (file, args.follow) {
+        (Some(p), true) => {
+            let f = pipe::Follow::open(p, done.clone(), BIN).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            generation = Some(f.generation());
+            Box::new(f)
         }
-        (p, _) => pipe::open_input(p.as_deref()).map_err(|e| anyhow::anyhow!("{name}: {e}"))?,
+        (p, _) => pipe::open_input(p).map_err(|e| anyhow::anyhow!("{name}: {e}"))?,
     };
     let mut norm = Normalizer::new(args.adapter, Options { run: args.run, task: args.task, ..Options::default() });
+    // A file is timed by its arrival-time sidecar (FILE.at) and never by the
+    // time it is read: every re-read gives the same `ts` (Normalizer::push_at).
+    let mut times = None;
+    if let Some(p) = file {
+        let f = std::fs::File::open(p).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        norm.for_file(runwire::arrival::file_time(&f));
+        times = runwire::arrival::Reader::open(p);
+    }
+    let (mut seen, mut base) = (0u64, 0u64);
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let after = args.after;
     let mut writer = runwire::events::Writer::default();
     pipe::drive(input, &mut out, |_, line, buf| {
-        for ev in norm.push(line) {
+        if let (Some(g), Some(p)) = (&generation, file) {
+            let now = g.load(Ordering::SeqCst);
+            if now != seen {
+                seen = now;
+                base = norm.lines();
+                times = runwire::arrival::Reader::open(p);
+            }
+        }
+        let at = times.as_mut().and_then(|t| t.at(norm.lines() + 1 - base));
+        for ev in norm.push_at(line, at) {
             if after.is_some_and(|a| ev.seq <= a) {
                 continue;
             }

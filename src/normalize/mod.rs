@@ -69,6 +69,43 @@ enum Dialect {
     Acp(acp::Acp),
 }
 
+/// What times a line that has neither an arrival time nor a time of its own.
+#[derive(Debug, Clone, Copy)]
+enum Untimed {
+    /// A live pipe: the time it is read.
+    ReadTime,
+    /// A file: nothing (the previous `ts`; this before the first).
+    Keep(i64),
+}
+
+/// The `ts` rule's state ([`Normalizer::push_at`]).
+#[derive(Debug, Clone, Copy)]
+struct Ts {
+    last: Option<i64>,
+    untimed: Untimed,
+}
+
+impl Ts {
+    fn next(&mut self, candidate: Option<i64>, clock: Clock) -> i64 {
+        let candidate = match (candidate, self.untimed) {
+            (Some(c), _) => Some(c),
+            (None, Untimed::ReadTime) => Some(clock.now_ms()),
+            (None, Untimed::Keep(_)) => None,
+        };
+        let ts = match (self.last, candidate) {
+            (Some(p), Some(c)) => p.max(c),
+            (Some(p), None) => p,
+            (None, Some(c)) => c,
+            (None, None) => match self.untimed {
+                Untimed::Keep(m) => m,
+                Untimed::ReadTime => clock.now_ms(),
+            },
+        };
+        self.last = Some(ts);
+        ts
+    }
+}
+
 /// The normalizer for one agent stream.
 pub struct Normalizer {
     dialect: Dialect,
@@ -79,6 +116,7 @@ pub struct Normalizer {
     session: Option<String>,
     resume: Option<String>,
     scratch: Vec<Data>,
+    ts: Ts,
 }
 
 /// What a dialect sees while handling one line.
@@ -247,7 +285,21 @@ impl Normalizer {
         // app-server`, `cursor-agent acp`), whose JSON-RPC streams are told
         // apart from the print-mode ones by their first line.
         let detect = matches!(adapter, Adapter::Codex | Adapter::Cursor);
-        Normalizer { dialect, detect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new() }
+        let ts = Ts { last: None, untimed: Untimed::ReadTime };
+        Normalizer { dialect, detect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new(), ts }
+    }
+
+    /// Reading a file, not a live pipe: a line that nothing times keeps the
+    /// previous `ts`, and `before_first_ms` (the file's modification time)
+    /// before any line was timed; the read time is never used.
+    pub fn for_file(&mut self, before_first_ms: i64) {
+        self.ts.untimed = Untimed::Keep(before_first_ms);
+    }
+
+    /// The `ts` of the latest line (for an event made up after the source,
+    /// such as a synthetic exit, which must not go back in time).
+    pub fn last_ts(&self) -> Option<i64> {
+        self.ts.last
     }
 
     /// The number of source lines consumed so far.
@@ -275,8 +327,22 @@ impl Normalizer {
     }
 
     /// Consumes one source line (with or without its line ending) and returns
-    /// the events it produced, numbered by the line's ordinal.
+    /// the events it produced, numbered by the line's ordinal. Its time is
+    /// unknown: [`push_at`](Normalizer::push_at) with `None`.
     pub fn push(&mut self, line: &[u8]) -> Vec<Event> {
+        self.push_at(line, None)
+    }
+
+    /// [`push`](Normalizer::push) for a line that arrived at `arrival_ms`
+    /// (when known: the arrival-time sidecar, `crate::arrival`). Every
+    /// event of the line gets `ts = max(previous ts, candidate)`, where the
+    /// candidate is the arrival time, else the line's own timestamp, else
+    /// the read time (a live pipe) or none (a file, [`for_file`]: the
+    /// previous `ts` is kept). So `ts` never goes backwards, and re-reading a
+    /// file from line 1 gives the same `ts` in any process.
+    ///
+    /// [`for_file`]: Normalizer::for_file
+    pub fn push_at(&mut self, line: &[u8], arrival_ms: Option<i64>) -> Vec<Event> {
         self.line_no += 1;
         let mut line = trim_eol(line);
         if self.line_no == 1 {
@@ -309,7 +375,7 @@ impl Normalizer {
                 Dialect::Acp(d) => d.line(&mut ctx, line),
             }
         }
-        let ts_ms = ctx.ts_ms.unwrap_or_else(|| self.opts.clock.now_ms());
+        let ts_ms = self.ts.next(arrival_ms.or(ctx.ts_ms), self.opts.clock);
         let n = self.scratch.len();
         self.scratch
             .drain(..)
@@ -662,6 +728,32 @@ mod tests {
         let mut out: Vec<Event> = lines.iter().flat_map(|l| n.push(l.as_bytes())).collect();
         out.extend(n.finish());
         out
+    }
+
+    #[test]
+    fn ts_is_arrival_else_own_else_read_time_and_never_goes_back() {
+        let own = |t: &str| {
+            format!(
+                r#"{{"type":"user","timestamp":"{t}","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t","content":"x"}}]}}}}"#
+            )
+        };
+        let plain =
+            r#"{"type":"assistant","message":{"id":"m","role":"assistant","content":[{"type":"text","text":"a"}]}}"#;
+        let ts = |n: &mut Normalizer, line: &str, at: Option<i64>| n.push_at(line.as_bytes(), at)[0].ts_ms;
+        // A live pipe: read time (the clock, 7) for a line with nothing else.
+        let mut live = Normalizer::new(Adapter::Claude, Options { clock: Clock::Fixed(7), ..Options::default() });
+        assert_eq!(ts(&mut live, plain, None), 7);
+        assert_eq!(ts(&mut live, &own("1970-01-01T00:00:01.000Z"), None), 1000);
+        assert_eq!(ts(&mut live, plain, None), 1000, "the read time is earlier: kept");
+        assert_eq!(ts(&mut live, &own("1970-01-01T00:00:05.000Z"), Some(2000)), 2000, "arrival wins");
+        // A file: no read time; the file time before the first timed line.
+        let mut file = Normalizer::new(Adapter::Claude, Options { clock: Clock::Fixed(99_999), ..Options::default() });
+        file.for_file(500);
+        assert_eq!(ts(&mut file, plain, None), 500);
+        assert_eq!(ts(&mut file, plain, Some(3000)), 3000);
+        assert_eq!(ts(&mut file, plain, None), 3000);
+        assert_eq!(ts(&mut file, plain, Some(2500)), 3000, "never back");
+        assert_eq!(file.last_ts(), Some(3000));
     }
 
     fn texts(evs: &[Event]) -> Vec<(String, Channel)> {

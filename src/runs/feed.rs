@@ -296,11 +296,12 @@ impl Extender {
         let mut previous = loaded.status();
         for (s, e) in lines(&bytes, off) {
             track.off = e as u64;
+            // Folded line by line: a long journal read at once costs its length, not its square.
+            loaded.journal.push(&bytes[s..e - 1]);
             let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(&bytes[s..e]) else { continue };
             if rec.get("v").and_then(Value::as_str) != Some(JOURNAL_VERSION) {
                 continue;
             }
-            loaded.journal = Journal::parse(&bytes[..e]);
             let status = loaded.status();
             let ty = match rec.get("input").and_then(Value::as_str) {
                 Some("requested") => "needs_input",

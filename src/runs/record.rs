@@ -31,6 +31,8 @@ pub struct Recorder {
     pub run_id: String,
     files: RunFiles,
     log: std::fs::File,
+    /// Each line's arrival time (`crate::arrival`), when times are kept.
+    times: Option<crate::arrival::Writer>,
 }
 
 fn now() -> String {
@@ -62,11 +64,18 @@ impl Recorder {
         });
         super::write_atomic(&files.plan(), plan.to_string().as_bytes())?;
         let log = std::fs::File::create(files.log(TASK))?;
+        let times = match crate::arrival::clock() {
+            Some(_) => Some(crate::arrival::Writer::create(&files.log(TASK))?),
+            None => {
+                let _ = std::fs::remove_file(crate::arrival::sidecar_path(&files.log(TASK)));
+                None
+            }
+        };
         let _ = std::fs::remove_file(files.journal());
         journal::append(&files.journal(), &Record::run(ACTOR, "started"))?;
         journal::append(&files.journal(), &Record::task(ACTOR, TASK, "leased", None))?;
         Registry::at(home).register(&pointer)?;
-        Ok(Recorder { run_id: pointer.run_id, files, log })
+        Ok(Recorder { run_id: pointer.run_id, files, log, times })
     }
 
     /// The run's journal (input records are appended there too).
@@ -74,8 +83,14 @@ impl Recorder {
         self.files.journal()
     }
 
-    /// Appends one raw output line.
-    pub fn line(&mut self, line: &[u8]) -> std::io::Result<()> {
+    /// Appends one raw output line, and first its arrival time.
+    pub fn line(&mut self, line: &[u8], at_ms: Option<i64>) -> std::io::Result<()> {
+        if let Some(t) = &mut self.times {
+            match at_ms {
+                Some(ms) => t.line(ms)?,
+                None => t.skip(),
+            }
+        }
         let mut b = Vec::with_capacity(line.len() + 1);
         b.extend_from_slice(line);
         b.push(b'\n');
@@ -85,8 +100,10 @@ impl Recorder {
     /// Journals the end: `committed` (rc 0: the run finished; a server run
     /// has nothing else to commit), `failed` with its rc, or `halted` when
     /// it was stopped (client gone, shutdown).
-    pub fn finish(&self, state: &str, rc: Option<i64>) -> std::io::Result<()> {
-        journal::append(&self.files.journal(), &Record::task(ACTOR, TASK, state, rc))?;
+    pub fn finish(&self, state: &str, rc: Option<i64>, detail: Option<String>) -> std::io::Result<()> {
+        let mut r = Record::task(ACTOR, TASK, state, rc);
+        r.detail = detail;
+        journal::append(&self.files.journal(), &r)?;
         journal::append(&self.files.journal(), &Record::run(ACTOR, "finished"))
     }
 }

@@ -251,6 +251,15 @@ impl Book {
         Admit::Start { resume }
     }
 
+    /// Frees a thread whose run has sent its terminal event (its last chunk
+    /// is about to go out): a client that resumes at once is not refused as
+    /// busy. [`Book::finish`] records the run's outcome after.
+    pub(crate) fn release(&mut self, thread_id: &str) {
+        if let Some(t) = self.threads.get_mut(thread_id) {
+            t.busy = false;
+        }
+    }
+
     /// Records a run's end and frees its thread.
     fn finish(&mut self, input: &RunInput, session: Option<String>, outcome: Outcome) {
         if let Some(t) = self.threads.get_mut(&input.thread_id) {
@@ -446,6 +455,9 @@ struct Stages {
     clock: Clock,
     /// The run's durable record (`runs::record`), when recording works.
     rec: Option<Recorder>,
+    /// Why the record stopped mid-run (a write failed: a full disk); the
+    /// run is then journaled `failed` with this reason.
+    rec_failed: Option<String>,
     /// The rc of the exit event the stream carried, if any.
     exit_rc: Option<i64>,
 }
@@ -462,6 +474,7 @@ impl Stages {
             enc: Encoder::new(SseOptions::default()),
             clock,
             rec: recorder(shared, input),
+            rec_failed: None,
             exit_rc: None,
         }
     }
@@ -471,13 +484,25 @@ impl Stages {
     fn record_end(&mut self, stopped: bool) {
         let Some(rec) = self.rec.take() else { return };
         let (state, rc) = match (stopped, self.exit_rc) {
+            // The record is incomplete, whatever the agent did.
+            _ if self.rec_failed.is_some() => ("failed", self.exit_rc),
             (true, rc) => ("halted", rc),
             // A source that ended without any exit event (a replayed log,
             // a wrapper that exited 0 silently) finished normally.
             (_, Some(0) | None) => ("committed", self.exit_rc),
             (_, rc) => ("failed", rc),
         };
-        if let Err(e) = rec.finish(state, rc) {
+        let detail = self.rec_failed.take().map(|e| format!("the run's log could not be written: {e}"));
+        // A journal on the same full disk may fail once and take the next
+        // try (space freed by a cleaner, a smaller write): a few tries.
+        let mut tries = 0;
+        let mut result = rec.finish(state, rc, detail.clone());
+        while result.is_err() && tries < 3 {
+            tries += 1;
+            std::thread::sleep(std::time::Duration::from_millis(100 << tries));
+            result = rec.finish(state, rc, detail.clone());
+        }
+        if let Err(e) = result {
             crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
         }
     }
@@ -492,14 +517,14 @@ impl Stages {
         Ok(())
     }
 
-    fn line(&mut self, line: &[u8], body: &mut Body) -> io::Result<()> {
-        if let Some(rec) = &mut self.rec {
-            if let Err(e) = rec.line(line) {
-                crate::cli::report(super::BIN, format!("record {}: {e}; no longer recording this run", rec.run_id));
-                self.rec = None;
+    fn line(&mut self, line: &[u8], at_ms: Option<i64>, body: &mut Body) -> io::Result<()> {
+        if let (Some(rec), None) = (&mut self.rec, &self.rec_failed) {
+            if let Err(e) = rec.line(line, at_ms) {
+                crate::cli::report(super::BIN, format!("record {}: {e}; the run will be journaled failed", rec.run_id));
+                self.rec_failed = Some(e.to_string());
             }
         }
-        for ev in self.norm.push(line) {
+        for ev in self.norm.push_at(line, at_ms) {
             if let Data::Exit(x) = &ev.data {
                 self.exit_rc = Some(x.rc);
             }
@@ -521,7 +546,7 @@ impl Stages {
             task: None,
             session: self.norm.session().map(str::to_string),
             seq: Seq { line: self.norm.lines() + 1, sub: 0 },
-            ts_ms: self.clock.now_ms(),
+            ts_ms: self.clock.now_ms().max(self.norm.last_ts().unwrap_or(i64::MIN)),
             data: Data::Exit(Exit { rc, ok: rc == 0, detail: Some(detail) }),
         };
         self.exit_rc = Some(rc);
@@ -608,7 +633,7 @@ fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body
     loop {
         match lines.rx.recv_timeout(TICK) {
             Ok(line) => {
-                stages.line(&line.bytes, body)?;
+                stages.line(&line.bytes, line.at_ms, body)?;
                 if stages.tr.is_terminated() && stopped.is_none() {
                     // The status line (or a fatal error) ended the run: the
                     // translator would ignore anything more, and an agent

@@ -1,4 +1,4 @@
-//! `POST /runs/:runId/tasks/:tid/steer|kill` and `POST /runs/:runId/pause|resume`:
+//! `POST /runs/:runId/tasks/:tid/steer|kill|stop|answer` and `POST /runs/:runId/pause|resume`:
 //! the control verbs, passed to the run's supervisor over its socket
 //! (`crate::supervise::control`). The server keeps no state of its own
 //! here: no supervisor answering is a `409`, never a silent success, except
@@ -55,18 +55,32 @@ pub fn post(
             return close;
         }
     }
-    if matches!(verb, "answer" | "stop") {
-        let m = format!(
-            "run {id} is not an interactive session held by this server: {verb} needs one (runwire-serve --interactive)"
-        );
-        return reply(stream, cors, 409, &Reply::refuse(m, None));
-    }
+    // Otherwise answer and stop go to the run's supervisor, which holds the
+    // session of an interactive task (runwire-supervise --interactive) and
+    // refuses them for a batch one.
     let mut creq = control::Request {
         verb: verb.into(),
         task: task.map(str::to_string),
         actor: Some(super::BIN.into()),
         ..Default::default()
     };
+    if verb == "answer" {
+        // The same body as for a session this server holds: the session
+        // input's answer with `request` naming the request id.
+        let mut a = match serde_json::from_slice::<serde_json::Value>(body) {
+            Ok(serde_json::Value::Object(a)) => a,
+            _ => {
+                respond_error(stream, 400, cors, "answer body: a JSON object {request, decision, …} expected");
+                return Close::Linger;
+            }
+        };
+        let Some(rid) = a.remove("request") else {
+            respond_error(stream, 400, cors, "answer body: request (the request id) is required");
+            return Close::Linger;
+        };
+        a.insert("id".into(), rid);
+        creq.answer = Some(serde_json::Value::Object(a));
+    }
     if verb == "steer" {
         match serde_json::from_slice::<SteerBody>(body) {
             Ok(b) if !b.msg.is_empty() && b.msg.len() <= MAX_MSG => {
@@ -104,6 +118,18 @@ pub fn post(
             return Close::Linger;
         }
     };
+    // A run whose pointer or directory cannot be read names no socket or inbox to trust.
+    match &loaded.problem {
+        Some(crate::runs::view::Problem::Missing) => {
+            respond_error(stream, 404, cors, &format!("run {id:?}: its runstate directory is gone"));
+            return Close::Linger;
+        }
+        Some(crate::runs::view::Problem::Unreadable(why)) if !loaded.pointer_ok => {
+            respond_error(stream, 409, cors, why);
+            return Close::Linger;
+        }
+        _ => {}
+    }
     let sock = liveness::get(&loaded.files)
         .sock
         .map(std::path::PathBuf::from)
@@ -121,8 +147,11 @@ fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq
     if !path.is_file() {
         return reply(stream, cors, 409, &Reply::refuse(NOT_LIVE, None));
     }
-    if creq.verb == "kill" {
-        let r = Reply::refuse(format!("{NOT_LIVE}: the run has a steer inbox only, and kill needs a supervisor"), None);
+    if matches!(creq.verb.as_str(), "kill" | "stop" | "answer") {
+        let r = Reply::refuse(
+            format!("{NOT_LIVE}: the run has a steer inbox only, and {} needs a supervisor", creq.verb),
+            None,
+        );
         return reply(stream, cors, 409, &r);
     }
     let mut rec = serde_json::json!({

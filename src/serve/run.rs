@@ -30,8 +30,9 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// Lines buffered between the reader and the stream.
 const CHANNEL: usize = 256;
 
-/// One line of the run's source and the time it arrived (epoch ms; `None`
-/// for a replayed line, whose time is its own).
+/// One line of the run's source and the time it arrived (epoch ms, for the
+/// `ts` rule and the recorder's arrival-time sidecar; `None` when
+/// `SOURCE_DATE_EPOCH` pins time, see `crate::arrival::clock`).
 pub struct Line {
     pub bytes: Vec<u8>,
     pub at_ms: Option<i64>,
@@ -101,7 +102,9 @@ fn replay(log: &[u8], delay: Duration, tx: &SyncSender<Line>, stop: &AtomicBool)
         if lines.peek().is_none() && line.is_empty() {
             break;
         }
-        if stop.load(Ordering::Relaxed) || tx.send(Line { bytes: line.to_vec(), at_ms: None }).is_err() {
+        // A replayed line arrives when the replay hands it over.
+        let at_ms = crate::arrival::clock().map(|c| c.now_ms());
+        if stop.load(Ordering::Relaxed) || tx.send(Line { bytes: line.to_vec(), at_ms }).is_err() {
             return;
         }
         if !delay.is_zero() {
@@ -111,14 +114,14 @@ fn replay(log: &[u8], delay: Duration, tx: &SyncSender<Line>, stop: &AtomicBool)
 }
 
 fn read_lines(r: impl std::io::Read, tx: &SyncSender<Line>) {
-    let clock = Clock::from_env();
+    let times = crate::arrival::clock();
     let mut line = Vec::new();
-    proc::read_pieces(r, clock, |piece, end| {
+    proc::read_pieces(r, times.unwrap_or(Clock::Wall), |piece, end| {
         let piece = piece.strip_suffix(b"\n").unwrap_or(piece);
         let room = MAX_LINE.saturating_sub(line.len());
         line.extend_from_slice(&piece[..piece.len().min(room)]);
         match end {
-            Some(at) => tx.send(Line { bytes: std::mem::take(&mut line), at_ms: Some(at) }).is_ok(),
+            Some(at) => tx.send(Line { bytes: std::mem::take(&mut line), at_ms: times.map(|_| at) }).is_ok(),
             None => true,
         }
     });

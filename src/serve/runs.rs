@@ -278,24 +278,37 @@ struct Tail {
     task: String,
     exited: bool,
     json: Vec<u8>,
+    /// The log's arrival-time sidecar, when it has one.
+    times: Option<crate::arrival::Reader>,
 }
 
 impl Tail {
+    /// The log is open: its lines are timed as every reader of a file
+    /// times them (`Normalizer::push_at`, `crate::arrival`).
+    fn opened(&mut self, l: &Loaded, path: &std::path::Path, file: &std::fs::File) {
+        self.norm.for_file(crate::arrival::file_time(file));
+        // Opened beneath the run's directory, like the log.
+        let at = open_log(l, &crate::arrival::sidecar_path(path)).ok().flatten();
+        self.times = at.and_then(crate::arrival::Reader::from_file);
+    }
+
     fn line_or_too_long(&mut self, line: LogLine, out: &mut Out) {
+        let at = self.times.as_mut().and_then(|t| t.at(self.norm.lines() + 1));
         let events = match line {
-            LogLine::Whole(l) => self.norm.push(l),
+            LogLine::Whole(l) => self.norm.push_at(l, at),
             LogLine::TooLong { head, size } => {
                 // The line keeps its number (so seqs match normalize-events) and is
                 // reported, never held. (The normalizer's own report of it, shared with
                 // normalize-events, replaces this once the line cap lands in src/pipe.rs.)
-                let _ = self.norm.push(b"");
+                let _ = self.norm.push_at(b"", at);
                 let reason = format!("line of {size} bytes is over the {MAX_LINE}-byte line cap; skipped");
                 vec![Event {
                     run: Some(self.run.clone()),
                     task: Some(self.task.clone()),
                     session: self.norm.session().map(str::to_string),
                     seq: Seq { line: self.norm.lines(), sub: 0 },
-                    ts_ms: crate::time::Clock::from_env().now_ms(),
+                    // The same ts rule as every line (a blank line keeps the last ts).
+                    ts_ms: at.or(self.norm.last_ts()).unwrap_or_else(|| crate::time::Clock::from_env().now_ms()),
                     data: Data::Error(ErrorData {
                         reason,
                         code: "line_too_long".into(),
@@ -459,6 +472,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         task: tid.to_string(),
         exited: false,
         json: Vec::new(),
+        times: None,
     };
     let journal_path = l.files.journal();
     // The journal is watched too, so an idle stream re-reads it only when it changed.
@@ -470,7 +484,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     };
     let opened = match hub.subscribe(&log) {
         Ok(sub) => match open_log(l, &log) {
-            Ok(Some(f)) => Some((sub, f)),
+            Ok(Some(f)) => Some((sub, f, log.clone())),
             Ok(None) => None,
             Err(e) => return view_error(stream, cors, ViewError::Unreadable(e.to_string())),
         },
@@ -508,7 +522,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         last_write: Instant::now(),
         progress: Progress::new(shared.cfg.write_timeout),
     };
-    let (sub, mut file) = match (opened, dir_sub) {
+    let (sub, mut file, log) = match (opened, dir_sub) {
         (Some(o), _) => o,
         (None, Some(d)) => {
             let w = Waiting { hub: &hub, dir: &d, journal: journal_sub.as_ref(), l, tid };
@@ -524,6 +538,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         }
         (None, None) => return Close::Now,
     };
+    tail.opened(l, &log, &file);
     let watched = Watched { log: &sub, journal: journal_sub.as_ref(), journal_path: &journal_path };
     let _ = pump(shared, &mut tail, &mut out, &mut file, &watched, tid);
     Close::Now
@@ -552,7 +567,9 @@ fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {
 /// watched and opened. `None` when the task or run ended first, or the
 /// server is shutting down; `Err` when the client left. Keep-alive comments
 /// go out meanwhile.
-fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Option<(super::watch::Sub, std::fs::File)>> {
+type Opened = (super::watch::Sub, std::fs::File, std::path::PathBuf);
+
+fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Option<Opened>> {
     let journal_path = w.l.files.journal();
     let mut journal_seen: Option<u64> = None;
     let mut last_peek = Instant::now();
@@ -569,7 +586,7 @@ fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Optio
         if changed {
             looked = Some((gen, other_gen));
             match look_for_log(w, &mut elsewhere)? {
-                Look::Found(sub, f) => return Ok(Some((sub, f))),
+                Look::Found(o) => return Ok(Some(o)),
                 // Started watching another directory after the look: look again before waiting.
                 Look::Moved => {
                     looked = None;
@@ -602,7 +619,7 @@ fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Optio
 }
 
 enum Look {
-    Found(super::watch::Sub, std::fs::File),
+    Found(Opened),
     /// The log is now placed in a directory not watched before.
     Moved,
     Nothing,
@@ -620,7 +637,7 @@ fn look_for_log(
     match w.hub.subscribe(&log) {
         Ok(sub) => {
             if let Some(f) = open_log(w.l, &log).map_err(refused)? {
-                return Ok(Look::Found(sub, f));
+                return Ok(Look::Found((sub, f, log)));
             }
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}

@@ -259,7 +259,7 @@ impl<A: Agent> Session<A> {
                     s.output.push(record::request_line(&r));
                     s.requested.push(r.clone());
                     if self.input_closed || self.phase == Phase::Ended {
-                        // Nobody can answer any more: no at once (fail closed).
+                        // Nobody can answer any more: refused at once (fail closed).
                         let a = self.own_answer(
                             &r,
                             Decision::Cancelled,

@@ -122,12 +122,12 @@ pub struct Proc {
     pub stdout: Option<ChildStdout>,
 }
 
-/// Where `runwire-reaper` is: `$RUNWIRE_REAPER` when set, else next to the
-/// running binary (or one directory up, for test binaries in
-/// `target/*/deps`).
+/// Where `runwire-reaper` is: `$RUNWIRE_REAPER` when set (`none`: no
+/// reaper, to compare), else next to the running binary (or one directory
+/// up, for test binaries in `target/*/deps`).
 pub fn reaper_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("RUNWIRE_REAPER").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(p));
+        return (p != "none").then(|| PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
@@ -180,6 +180,16 @@ impl Proc {
             Ok(_) => {}
         }
         let reaper = reaper_path();
+        if reaper.is_none() && !matches!(std::env::var_os("RUNWIRE_REAPER"), Some(v) if v == "none") {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                crate::cli::report(
+                    REAPER_BIN,
+                    "not found next to this binary: agents run without a reaper, and a descendant that \
+                     leaves their process tree may outlive its run",
+                )
+            });
+        }
         let mut cmd = match &reaper {
             Some(r) => {
                 let mut c = Command::new(r);
@@ -561,20 +571,24 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
         }
     };
     loop {
+        // Done only when no child is left at all, not even a zombie: the
+        // group must be empty when the caller sees us exit.
+        let mut childless = false;
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(p, c)) if p == wrapper => rc = Some(c),
                 Ok(WaitStatus::Signaled(p, s, _)) if p == wrapper => rc = Some(128 + s as i32),
-                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+                Ok(WaitStatus::StillAlive) => break,
+                Err(Errno::ECHILD) => {
+                    childless = true;
+                    break;
+                }
                 Ok(_) | Err(Errno::EINTR) => {}
                 Err(_) => break,
             }
         }
-        let left = descendants(me);
-        if let Some(c) = rc {
-            if left.is_empty() {
-                return c;
-            }
+        if let (Some(c), true) = (rc, childless) {
+            return c;
         }
         let now = Instant::now();
         if parent_gone() && matches!(phase, Phase::Running | Phase::Lingering(_)) {

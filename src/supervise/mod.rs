@@ -470,6 +470,10 @@ fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
 fn read_from(path: &Path, offset: u64) -> Option<Vec<u8>> {
     use std::io::Seek;
     let mut f = std::fs::File::open(path).ok()?;
+    // Only a regular file: a device (a log that is /dev/full) never ends.
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
     f.seek(std::io::SeekFrom::Start(offset)).ok()?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).ok()?;
@@ -784,7 +788,9 @@ impl Sup {
                     );
                     return;
                 };
-                let tee = Tee::start(out, &out_path, phase == Phase::Turn, stdout);
+                // Arrival times for the task log, unless SOURCE_DATE_EPOCH pins time.
+                let times = phase == Phase::Turn && crate::arrival::clock().is_some();
+                let tee = Tee::start(out, &out_path, times, stdout);
                 self.live(
                     id,
                     Entry {
