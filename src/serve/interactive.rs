@@ -75,6 +75,8 @@ struct State {
     rec: Option<Recorder>,
     /// The recorded run's id (`GET /runs/:id`, the task routes).
     record_id: Option<String>,
+    /// When a run last used the session (the idle one used least recently is ended first).
+    last_used: Instant,
 }
 
 impl State {
@@ -90,6 +92,7 @@ impl State {
             resume: None,
             rec: None,
             record_id: None,
+            last_used: Instant::now(),
         }
     }
 
@@ -99,6 +102,11 @@ impl State {
             Some(a) => a.input(input),
             None => Err("the agent's session is not running".into()),
         }
+    }
+
+    /// No run streams it, no turn runs, nobody is asked anything.
+    fn is_idle(&self) -> bool {
+        self.rx.is_some() && self.turns_open == 0 && self.open().is_empty()
     }
 
     /// The session's open requests, oldest first (expired ones closed first).
@@ -167,14 +175,43 @@ impl Sessions {
         if let Some(th) = t.get(id) {
             return Ok(th.clone());
         }
-        if t.len() >= MAX_SESSIONS {
-            // Make room from threads whose agent is gone.
-            t.retain(|_, th| lock(&th.st).agent.is_some());
-            if t.len() >= MAX_SESSIONS {
-                return Err(format!(
-                    "{MAX_SESSIONS} interactive sessions are live; stop one (POST /runs/:id/tasks/agent/stop) first"
-                ));
+        // Bounded: at most MAX_SESSIONS live agents (the idle one used least
+        // recently is ended; its thread resumes it later with --resume) and
+        // MAX_THREADS threads remembered.
+        let live: Vec<(Instant, Arc<Thread>)> = t
+            .values()
+            .filter_map(|th| {
+                let st = th.st.try_lock().ok()?;
+                st.agent.is_some().then(|| (st.last_used, th.clone()))
+            })
+            .collect();
+        if live.len() >= MAX_SESSIONS {
+            let idle = live
+                .iter()
+                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.is_idle()))
+                .min_by_key(|(at, _)| *at)
+                .map(|(_, th)| th.clone());
+            match idle {
+                Some(th) => lock(&th.st).agent_gone(),
+                None => {
+                    return Err(format!(
+                        "{MAX_SESSIONS} interactive sessions are busy (running a turn or waiting for an answer); try again later"
+                    ))
+                }
             }
+        }
+        if t.len() >= super::agui::MAX_THREADS {
+            let gone: Vec<String> = t
+                .iter()
+                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.agent.is_none()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let n = (t.len() + 1).saturating_sub(super::agui::MAX_THREADS);
+            let gone: Vec<String> = gone.into_iter().take(n).collect();
+            for k in &gone {
+                t.remove(k);
+            }
+            lock(&self.by_record).retain(|_, thread| !gone.contains(thread));
         }
         let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)) });
         t.insert(id.to_string(), th.clone());
@@ -257,6 +294,9 @@ pub fn run(
             Ok(End::Gone) | Err(_) => Err(()),
         }
     };
+    // The run is over once its terminal event is out: the thread takes the
+    // next run (a resume sent the moment RUN_FINISHED arrives) from now.
+    shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
     super::agui::Finished::from_body(body, result)
 }
 
@@ -268,6 +308,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
     // Phase 1: the session exists, and what it printed meanwhile is streamed.
     let rx = {
         let mut st = lock(&th.st);
+        st.last_used = Instant::now();
         if st.agent.is_none() {
             if st.rec.is_none() {
                 st.rec = recorder(shared, input);
