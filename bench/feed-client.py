@@ -29,6 +29,9 @@ Every journal append below is one write of one runstate/v1 line whose
     ends) and waited for. Reports the delay from the append to the line on
     the script's stdout, median and p99; then again with a server following
     the same feed (both write it, serialized by its flock).
+(d) Catching up: BENCH_CATCHUP records (default 10000) appended to one
+    journal while nothing reads the feed, then one `runs watch --no-follow
+    --since` makes and prints their events; reports the wall time.
 Prints one key=value line per part; exit status 0 when every check passed.
 """
 import asyncio
@@ -422,4 +425,24 @@ s.close()
 stop(p)
 if m1 > 5 or m2 > 5:
     ok = False
+
+# (d) catching up: a run's journal gains CATCHUP records while nothing reads the feed; one
+# `runs watch --no-follow` then makes their events and prints them.
+CATCHUP = int(os.environ.get("BENCH_CATCHUP", "10000"))
+env = dict(os.environ, HARNESS_HOME=HOME)
+end = subprocess.run([os.path.join(BIN, "runs"), "watch", "--no-follow", "--since", "0", "--type", "created"],
+                     capture_output=True, env=env)
+since = os.path.getsize(os.path.join(HOME, "feed", "events.log"))
+_, journal = runs[-1]
+with open(journal, "a") as f:
+    for i in range(CATCHUP):
+        f.write(rec(task="a", state="implemented", detail=str(i)) + "\n")
+t0 = time.time()
+out = subprocess.run([os.path.join(BIN, "runs"), "watch", "--no-follow", "--since", str(since)], capture_output=True,
+                     env=env)
+wall = time.time() - t0
+got = out.stdout.count(b"\n")
+if got != CATCHUP:
+    ok = False
+print(f"catchup records={CATCHUP} events={got} wall_s={wall:.2f} us_per_event={wall * 1e6 / max(1, got):.0f}", flush=True)
 sys.exit(0 if ok else 1)

@@ -8,7 +8,7 @@
 # append to the line `runs watch` prints (with and without a server).
 #
 # Environment: BENCH_RUNS, BENCH_LINES, BENCH_INTERVAL_MS, BENCH_CLIENTS,
-# BENCH_FAN_LINES, BENCH_WATCH (see feed-client.py); RUNWIRE_BIN, the
+# BENCH_FAN_LINES, BENCH_FAN_INTERVAL_MS, BENCH_WATCH, BENCH_CATCHUP (see feed-client.py); RUNWIRE_BIN, the
 # directory holding runwire-serve and runs (default: cargo build --release).
 # Exit status 0 when every check passed and the 5 ms median targets held, 1 otherwise.
 set -euo pipefail

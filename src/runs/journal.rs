@@ -438,6 +438,45 @@ impl Journal {
         j
     }
 
+    /// Folds one more line (without its newline) into what [`Journal::parse`]
+    /// gave for the lines before it, so that `parse(a + line + "\n")` equals
+    /// `parse(a)` then `push(line)`: the change feed follows a journal line by
+    /// line without folding the whole journal again for each.
+    pub fn push(&mut self, line: &[u8]) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let r = match serde_json::from_slice::<RecordRef>(line) {
+            Ok(r) if r.validate().is_ok() => r,
+            _ => {
+                self.skipped += 1;
+                return;
+            }
+        };
+        self.records += 1;
+        match (opt(&r.task), opt(&r.input)) {
+            (Some(t), Some(input)) => {
+                let id = opt(&r.request).unwrap_or("");
+                self.open.retain(|o| !(o.task == t && o.request == id));
+                if input == "requested" {
+                    self.open.push(OpenRequest {
+                        task: t.to_string(),
+                        request: id.to_string(),
+                        kind: opt(&r.kind).unwrap_or_default().to_string(),
+                        tool: opt(&r.tool).map(str::to_string),
+                        detail: opt(&r.detail).map(str::to_string),
+                        expires_at: opt(&r.expires_at).map(str::to_string),
+                        ts: r.ts.0.to_string(),
+                    });
+                }
+            }
+            (Some(t), None) => {
+                self.tasks.insert(t.to_string(), r.to_owned());
+            }
+            (None, _) => self.last_run = Some(r.to_owned()),
+        }
+    }
+
     /// Reads a journal; a missing file is an empty journal.
     pub fn read(path: &Path) -> std::io::Result<Journal> {
         Ok(Journal::read_opt(path)?.unwrap_or_default())
@@ -470,6 +509,32 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pushing_line_by_line_folds_as_parsing_the_whole() {
+        let lines = [
+            r#"{"v":"runstate/v1","ts":"t0","actor":"r","run":"started"}"#,
+            r#"{"v":"runstate/v1","ts":"t1","actor":"r","task":"a","state":"leased"}"#,
+            r#"{"v":"runstate/v1","ts":"t2","actor":"s","task":"a","input":"requested","request":"q1","kind":"tool_approval","tool":"Bash","detail":"rm"}"#,
+            "junk",
+            "",
+            r#"{"v":"runstate/v1","ts":"t3","actor":"s","task":"b","input":"requested","request":"q1","kind":"question"}"#,
+            r#"{"v":"runstate/v1","ts":"t4","actor":"s","task":"a","input":"requested","request":"q1","kind":"question","expires_at":"x"}"#,
+            r#"{"v":"runstate/v1","ts":"t5","actor":"u","task":"a","input":"answered","request":"q1","decision":"allow"}"#,
+            r#"{"v":"runstate/v1","ts":"t6","actor":"r","task":"a","state":"committed","rc":0}"#,
+            r#"{"v":"runstate/v2","ts":"t7","actor":"r","task":"a","state":"failed"}"#,
+            r#"{"v":"runstate/v1","ts":"t8","actor":"u","run":"paus\u0065d"}"#,
+            r#"{"v":"runstate/v1","ts":"t9","actor":"u","task":"b","input":"answered","request":"q1","decision":"deny"}"#,
+        ];
+        let mut j = Journal::default();
+        let mut text = String::new();
+        for l in lines {
+            j.push(l.as_bytes());
+            text.push_str(l);
+            text.push('\n');
+            assert_eq!(j, Journal::parse(text.as_bytes()), "after {l}");
+        }
+    }
 
     #[test]
     fn last_state_per_task_and_truncated_tail_tolerated() {

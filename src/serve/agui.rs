@@ -251,6 +251,15 @@ impl Book {
         Admit::Start { resume }
     }
 
+    /// Frees a thread whose run has sent its terminal event (its last chunk
+    /// is about to go out): a client that resumes at once is not refused as
+    /// busy. [`Book::finish`] records the run's outcome after.
+    pub(crate) fn release(&mut self, thread_id: &str) {
+        if let Some(t) = self.threads.get_mut(thread_id) {
+            t.busy = false;
+        }
+    }
+
     /// Records a run's end and frees its thread.
     fn finish(&mut self, input: &RunInput, session: Option<String>, outcome: Outcome) {
         if let Some(t) = self.threads.get_mut(&input.thread_id) {

@@ -75,6 +75,8 @@ struct State {
     rec: Option<Recorder>,
     /// The recorded run's id (`GET /runs/:id`, the task routes).
     record_id: Option<String>,
+    /// When a run last used the session (the idle one used least recently is ended first).
+    last_used: Instant,
 }
 
 impl State {
@@ -90,6 +92,7 @@ impl State {
             resume: None,
             rec: None,
             record_id: None,
+            last_used: Instant::now(),
         }
     }
 
@@ -99,6 +102,11 @@ impl State {
             Some(a) => a.input(input),
             None => Err("the agent's session is not running".into()),
         }
+    }
+
+    /// No run streams it, no turn runs, nobody is asked anything.
+    fn is_idle(&self) -> bool {
+        self.rx.is_some() && self.turns_open == 0 && self.open().is_empty()
     }
 
     /// The session's open requests, oldest first (expired ones closed first).
@@ -167,14 +175,43 @@ impl Sessions {
         if let Some(th) = t.get(id) {
             return Ok(th.clone());
         }
-        if t.len() >= MAX_SESSIONS {
-            // Make room from threads whose agent is gone.
-            t.retain(|_, th| lock(&th.st).agent.is_some());
-            if t.len() >= MAX_SESSIONS {
-                return Err(format!(
-                    "{MAX_SESSIONS} interactive sessions are live; stop one (POST /runs/:id/tasks/agent/stop) first"
-                ));
+        // Bounded: at most MAX_SESSIONS live agents (the idle one used least
+        // recently is ended; its thread resumes it later with --resume) and
+        // MAX_THREADS threads remembered.
+        let live: Vec<(Instant, Arc<Thread>)> = t
+            .values()
+            .filter_map(|th| {
+                let st = th.st.try_lock().ok()?;
+                st.agent.is_some().then(|| (st.last_used, th.clone()))
+            })
+            .collect();
+        if live.len() >= MAX_SESSIONS {
+            let idle = live
+                .iter()
+                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.is_idle()))
+                .min_by_key(|(at, _)| *at)
+                .map(|(_, th)| th.clone());
+            match idle {
+                Some(th) => lock(&th.st).agent_gone(),
+                None => {
+                    return Err(format!(
+                        "{MAX_SESSIONS} interactive sessions are busy (running a turn or waiting for an answer); try again later"
+                    ))
+                }
             }
+        }
+        if t.len() >= super::agui::MAX_THREADS {
+            let gone: Vec<String> = t
+                .iter()
+                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.agent.is_none()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let n = (t.len() + 1).saturating_sub(super::agui::MAX_THREADS);
+            let gone: Vec<String> = gone.into_iter().take(n).collect();
+            for k in &gone {
+                t.remove(k);
+            }
+            lock(&self.by_record).retain(|_, thread| !gone.contains(thread));
         }
         let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)) });
         t.insert(id.to_string(), th.clone());
@@ -257,6 +294,9 @@ pub fn run(
             Ok(End::Gone) | Err(_) => Err(()),
         }
     };
+    // The run is over once its terminal event is out: the thread takes the
+    // next run (a resume sent the moment RUN_FINISHED arrives) from now.
+    shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
     super::agui::Finished::from_body(body, result)
 }
 
@@ -268,6 +308,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
     // Phase 1: the session exists, and what it printed meanwhile is streamed.
     let rx = {
         let mut st = lock(&th.st);
+        st.last_used = Instant::now();
         if st.agent.is_none() {
             if st.rec.is_none() {
                 st.rec = recorder(shared, input);
@@ -805,7 +846,9 @@ pub fn control_post(
 /// `capabilities` in `/api/info`).
 pub fn capabilities(shared: &Shared) -> Value {
     let hitl = if shared.cfg.interactive {
-        json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": true})
+        // Only claude runs a call with edited input; codex and ACP run it as asked.
+        let edits = shared.cfg.adapter == crate::normalize::Adapter::Claude;
+        json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": edits})
     } else {
         json!({"supported": false})
     };
@@ -818,8 +861,8 @@ pub fn capabilities(shared: &Shared) -> Value {
 
 // ---- the live session: the library's Session, driven ----------------------
 
-use crate::session::claude::{Claude, ClaudeOptions};
 use crate::session::input::{Input, MessageInput, Who};
+use crate::session::launch::{launch, AgentKind, LaunchOptions};
 use crate::session::record::InputRecord;
 use crate::session::{Session, Step};
 use std::io::{BufReader, Write};
@@ -831,7 +874,7 @@ use std::sync::mpsc::SyncSender;
 const CHANNEL: usize = 8192;
 
 struct Core {
-    session: Mutex<Session<Claude>>,
+    session: Mutex<Session<Box<dyn crate::session::Agent + Send>>>,
     stdin: Mutex<Option<ChildStdin>>,
     out: SyncSender<Vec<u8>>,
     journal: Option<std::path::PathBuf>,
@@ -891,17 +934,13 @@ impl Live {
         journal: Option<std::path::PathBuf>,
     ) -> Result<(Live, Receiver<Vec<u8>>), String> {
         // The engine, as runwire-session runs it: --agent-cmd, else
-        // $RUNWIRE_CLAUDE_BIN, else `claude`; the protocol flags appended.
-        let engine = match &shared.cfg.engine {
-            Some(p) => p.clone().into_os_string(),
-            None => std::env::var_os("RUNWIRE_CLAUDE_BIN").filter(|b| !b.is_empty()).unwrap_or_else(|| "claude".into()),
-        };
-        let program = on_path(&engine);
+        // $RUNWIRE_<AGENT>_BIN, else its usual name; the protocol's flags appended.
+        let mut o = launch_options_of(&shared.cfg);
+        o.resume = resume.map(str::to_string);
+        let launch = launch(agent_kind(shared.cfg.adapter), &o)?;
+        let program = on_path(std::ffi::OsStr::new(&launch.argv[0]));
         let mut spec = crate::session::proc::Spec::new(&program);
-        if let Some(s) = resume {
-            spec.arg("--resume").arg(s);
-        }
-        for a in crate::session::claude::protocol_args(&shared.cfg.permission_mode) {
+        for a in &launch.argv[1..] {
             spec.arg(a);
         }
         spec.stdin = crate::session::proc::Input::Piped;
@@ -915,10 +954,10 @@ impl Live {
             answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
             actor: super::BIN.into(),
         };
-        let claude = Claude::new(ClaudeOptions { grant_all: shared.cfg.grant_all, ..ClaudeOptions::default() });
+        let agent = launch.agent;
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
         let core = Arc::new(Core {
-            session: Mutex::new(Session::new(claude, opts)),
+            session: Mutex::new(Session::new(agent, opts)),
             stdin: Mutex::new(stdin),
             out: tx,
             journal,
@@ -1001,6 +1040,38 @@ impl Live {
     fn kill(&mut self) -> Option<i64> {
         *lock(&self.core.stdin) = None;
         Some(lock(&self.child).stop())
+    }
+}
+
+/// The interactive protocol of the server's `--agent`.
+pub fn agent_kind(adapter: crate::normalize::Adapter) -> AgentKind {
+    match adapter {
+        crate::normalize::Adapter::Claude => AgentKind::Claude,
+        crate::normalize::Adapter::Codex => AgentKind::Codex,
+        crate::normalize::Adapter::Cursor => AgentKind::Cursor,
+    }
+}
+
+/// The session settings the server's flags give (checked at start, used for every thread).
+pub fn launch_options(args: &super::Args) -> LaunchOptions {
+    LaunchOptions {
+        cmd: args.agent_cmd.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+        grant_all: args.grant_all,
+        permission_mode: args.permission_mode.clone(),
+        sandbox: args.sandbox.clone(),
+        approval_policy: args.approval_policy.clone(),
+        ..LaunchOptions::default()
+    }
+}
+
+fn launch_options_of(cfg: &super::Config) -> LaunchOptions {
+    LaunchOptions {
+        cmd: cfg.engine.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+        grant_all: cfg.grant_all,
+        permission_mode: cfg.permission_mode.clone(),
+        sandbox: cfg.sandbox.clone(),
+        approval_policy: cfg.approval_policy.clone(),
+        ..LaunchOptions::default()
     }
 }
 

@@ -95,8 +95,8 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<Adapter>,
     /// The wrapper to start instead of wrappers/AGENT.sh (same contract). With --interactive, the
-    /// agent itself instead of $RUNWIRE_CLAUDE_BIN or `claude` (claude's stream-json protocol flags
-    /// are appended, as runwire-session does).
+    /// agent itself instead of `$RUNWIRE_<AGENT>_BIN` or its usual name (the protocol's flags are
+    /// appended, as runwire-session does: claude's stream-json flags, codex `app-server`, cursor `acp`).
     #[arg(long, value_name = "PATH", requires = "agent", conflicts_with = "replay")]
     pub agent_cmd: Option<PathBuf>,
     /// Replay this recorded log of AGENT for each request instead of running the agent.
@@ -117,7 +117,7 @@ pub struct Args {
     /// Do not record POST /agui runs under $HARNESS_HOME/serve (they then do not appear in GET /runs).
     #[arg(long)]
     pub no_record: bool,
-    /// Hold one interactive session per AG-UI thread (claude only): the agent stays alive between
+    /// Hold one interactive session per AG-UI thread (claude, codex app-server, cursor acp): the agent stays alive between
     /// runs, asks before using tools (each request ends the run with an AG-UI interrupt), and takes
     /// answers, live steer and stop. Without it, each run is one batch turn.
     #[arg(long, requires = "agent", conflicts_with = "replay")]
@@ -126,9 +126,18 @@ pub struct Args {
     /// acceptEdits, plan, dontAsk, auto; bypassPermissions (nothing asks) needs --grant-all.
     #[arg(long, value_name = "MODE", default_value = "default", requires = "interactive")]
     pub permission_mode: String,
-    /// Allow permission mode bypassPermissions: every tool call runs without asking a person.
+    /// Allow granting everything: claude's permission mode bypassPermissions, codex's sandbox
+    /// danger-full-access (every tool call runs without asking a person).
     #[arg(long, requires = "interactive")]
     pub grant_all: bool,
+    /// Interactive codex sessions' sandbox: read-only, workspace-write; danger-full-access needs
+    /// --grant-all.
+    #[arg(long, value_name = "MODE", default_value = "workspace-write", requires = "interactive")]
+    pub sandbox: String,
+    /// Interactive codex sessions' approval policy (when codex asks): untrusted, on-failure,
+    /// on-request, never.
+    #[arg(long, value_name = "POLICY", default_value = "on-request", requires = "interactive")]
+    pub approval_policy: String,
     /// Seconds a request of the agent waits for an answer before it is denied (fail closed); the
     /// interrupt's expiresAt says when.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ANSWER_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=86_400), requires = "interactive")]
@@ -234,6 +243,9 @@ pub struct Config {
     /// Interactive sessions' permission mode (`bypassPermissions` only with `--grant-all`).
     pub permission_mode: String,
     pub grant_all: bool,
+    /// Interactive codex sessions' sandbox and approval policy.
+    pub sandbox: String,
+    pub approval_policy: String,
     /// How long a request waits for an answer before it is denied.
     pub answer_timeout: Duration,
 }
@@ -310,14 +322,9 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let adapter = args.agent.unwrap_or(Adapter::Claude);
     if args.interactive {
-        crate::session::claude::check_mode(&args.permission_mode, args.grant_all)
-            .map_err(|e| StartError::Usage(format!("--permission-mode: {e}")))?;
-    }
-    if args.interactive && adapter != Adapter::Claude {
-        return Err(StartError::Usage(format!(
-            "--interactive: interactive sessions exist for claude only (not {})",
-            adapter.name()
-        )));
+        // The same checks runwire-session makes (nothing is started here).
+        crate::session::launch::launch(interactive::agent_kind(adapter), &interactive::launch_options(args))
+            .map_err(StartError::Usage)?;
     }
     let source = match (&args.agent, &args.replay, &args.agent_cmd) {
         (None, _, _) => Source::Replay { log: Arc::from(DEMO_LOG) },
@@ -355,6 +362,8 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         engine: if args.interactive { args.agent_cmd.clone() } else { None },
         permission_mode: args.permission_mode.clone(),
         grant_all: args.grant_all,
+        sandbox: args.sandbox.clone(),
+        approval_policy: args.approval_policy.clone(),
         answer_timeout: Duration::from_secs(args.answer_timeout),
     })
 }

@@ -1,0 +1,246 @@
+// Browser tests of answering the agent: Chromium (playwright-core) against
+// the real runwire-serve --agent claude --interactive, whose agent is the
+// replaying stub (fixtures/stub-engines/replay): it prints a recorded Claude
+// Code session and checks every line runwire writes back against the
+// recording, failing loudly on a mismatch. Each test also asserts the stub
+// never complained (its stderr is the server's).
+//
+//   RUNWIRE_SERVE=path/to/runwire-serve node --test e2e/   (from studio/)
+//   STUDIO_SCREENSHOTS=dir  keeps the screenshots there (else a temp dir)
+
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chmodSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { REPO, guard, launchBrowser, removeTempDirs, startServer, tempDir, waitFor } from './harness.mjs';
+
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+const CELLS = path.join(REPO, 'fixtures/interactive/claude-code');
+
+let browser;
+let shots;
+const servers = [];
+
+function envelopes(cell, file) {
+  return readFileSync(path.join(CELLS, cell, file), 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l));
+}
+
+/** The cell's recorded user messages, in order. */
+function messages(cell) {
+  return envelopes(cell, 'to-agent.ndjson')
+    .map((e) => JSON.parse(e.line))
+    .filter((v) => v.type === 'user')
+    .map((v) => v.message.content);
+}
+
+/** The envelope seq of the cell's first result line. */
+function firstResultSeq(cell) {
+  return envelopes(cell, 'from-agent.ndjson').find((e) => JSON.parse(e.line).type === 'result').seq;
+}
+
+/** The envelope seq just before the client's second user message. */
+function beforeSecondMessage(cell) {
+  const users = envelopes(cell, 'to-agent.ndjson').filter((e) => JSON.parse(e.line).type === 'user');
+  return users[1].seq - 1;
+}
+
+/** runwire-serve --interactive over the replaying stub for `cell`. */
+async function server(cell, extra = '') {
+  const dir = tempDir(`engine-${cell}`);
+  const engine = path.join(dir, 'engine.sh');
+  writeFileSync(engine, `#!/bin/sh\nexec ${path.join(REPO, 'fixtures/stub-engines/replay')} claude ${path.join(CELLS, cell)} ${extra} -- "$@"\n`);
+  chmodSync(engine, 0o755);
+  const s = await startServer({ args: ['--agent', 'claude', '--interactive', '--agent-cmd', engine] });
+  servers.push(s);
+  return s;
+}
+
+function stubHappy(s) {
+  assert.ok(!s.stderr().includes('replay stub:'), `the replaying stub complained:\n${s.stderr()}`);
+}
+
+/** The input records of the server's journals. */
+function inputRecords(s) {
+  const dir = path.join(s.home, 'serve/runstate');
+  const out = [];
+  for (const f of readdirSync(dir)) {
+    if (!f.endsWith('.jsonl') || f.includes('.agent.')) continue;
+    for (const l of readFileSync(path.join(dir, f), 'utf8').split('\n')) {
+      if (!l.trim()) continue;
+      const r = JSON.parse(l);
+      if (r.input) out.push(r);
+    }
+  }
+  return out;
+}
+
+async function page(viewport = DESKTOP) {
+  const context = await browser.newContext({ viewport });
+  const p = await context.newPage();
+  const g = guard(p);
+  return { p, g, context };
+}
+
+async function send(p, prompt) {
+  await p.fill('#chat-prompt', prompt);
+  await p.press('#chat-prompt', 'Control+Enter');
+}
+
+async function status(p, s) {
+  await p.waitForSelector(`.run-status[data-status="${s}"]`, { timeout: 30000 });
+}
+
+async function noHorizontalOverflow(p, what) {
+  const m = await p.evaluate(() => ({ sw: document.scrollingElement.scrollWidth, iw: window.innerWidth }));
+  assert.ok(m.sw <= m.iw, `${what}: the document is ${m.sw}px wide in a ${m.iw}px viewport`);
+}
+
+before(async () => {
+  browser = await launchBrowser();
+  shots = process.env.STUDIO_SCREENSHOTS || path.join(tempDir('interrupt-shots'), 'screenshots');
+  mkdirSync(shots, { recursive: true });
+});
+
+after(async () => {
+  for (const s of servers) await s.stop();
+  if (browser) await browser.close();
+  removeTempDirs();
+});
+
+describe('answering the agent in Chromium against runwire-serve --interactive', () => {
+  test('chat: a tool approval card, approved by keyboard; the turn finishes with the result', async () => {
+    const cell = 'approval-allow';
+    const s = await server(cell);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await send(p, messages(cell)[0]);
+    await p.locator('section.request[data-kind="tool_approval"][data-state="open"]').waitFor({ timeout: 30000 });
+    const card = p.locator(`section.request[data-request-id="${await p.locator('section.request').first().getAttribute('data-request-id')}"]`);
+    await status(p, 'waiting');
+    assert.match(await card.locator('.request-tool').textContent(), /Bash/);
+    assert.match(await card.locator('textarea.request-input').inputValue(), /curl -sI https:\/\/example\.com/);
+    assert.ok(await card.locator('details.request-suggestions').count() >= 0);
+    await p.screenshot({ path: path.join(shots, 'interrupt-card-desktop.png'), fullPage: true });
+    // Keyboard only: Tab to Approve, Enter.
+    await card.locator('button[data-action="approve"]').focus();
+    await p.keyboard.press('Enter');
+    await status(p, 'finished');
+    assert.equal(await card.getAttribute('data-state'), 'answered');
+    assert.equal(await card.locator('.request-status').textContent(), 'Approved.');
+    // The call's card got its result in the resumed run.
+    const tool = p.locator('.tool').first();
+    await tool.locator('.tool-toggle').click();
+    assert.match(await tool.locator('.tool-result').textContent(), /HTTP\/2 200/);
+    await p.screenshot({ path: path.join(shots, 'interrupt-approved-desktop.png'), fullPage: true });
+    await waitFor(() => inputRecords(s).some((r) => r.input === 'answered' && r.decision === 'allow' && r.by === 'agui'), { what: 'the answer journaled' });
+    stubHappy(s);
+    g.check();
+    await context.close();
+  });
+
+  test('chat at 390 px: deny with a reason; the card fits and the turn finishes', async () => {
+    const cell = 'approval-deny';
+    const s = await server(cell);
+    const { p, g, context } = await page(PHONE);
+    await p.goto(`${s.url}/#/chat`);
+    await send(p, messages(cell)[0]);
+    await p.locator('section.request[data-state="open"]').waitFor({ timeout: 30000 });
+    const card = p.locator('section.request').first();
+    await noHorizontalOverflow(p, 'the approval card at 390 px');
+    await p.screenshot({ path: path.join(shots, 'interrupt-card-390.png'), fullPage: true });
+    await card.locator('input[name="reason"]').fill('no network from here');
+    await card.locator('button[data-action="deny"]').click();
+    await status(p, 'finished');
+    assert.match(await card.locator('.request-status').textContent(), /Denied: no network from here/);
+    await waitFor(() => inputRecords(s).some((r) => r.decision === 'deny' && r.detail === 'no network from here'), { what: 'the deny journaled with its reason' });
+    await noHorizontalOverflow(p, 'the answered card at 390 px');
+    stubHappy(s);
+    g.check();
+    await context.close();
+  });
+
+  test('chat: a question with its choices, answered by choosing one', async () => {
+    const cell = 'user-question';
+    const s = await server(cell);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await send(p, messages(cell)[0]);
+    await p.locator('section.request[data-kind="question"][data-state="open"]').waitFor({ timeout: 30000 });
+    const card = p.locator('section.request').first();
+    const labels = await card.locator('.option input').evaluateAll((xs) => xs.map((x) => x.value));
+    assert.deepEqual(labels, ['tabs', 'spaces']);
+    // Sending with nothing chosen says so and sends nothing.
+    await card.locator('button[type="submit"]').click();
+    assert.match(await card.locator('.request-status').textContent(), /choose an answer/);
+    await card.locator('.option label', { hasText: 'spaces' }).click();
+    await card.locator('button[type="submit"]').click();
+    await status(p, 'finished');
+    assert.match(await card.locator('.request-status').textContent(), /Answered: spaces/);
+    await waitFor(() => inputRecords(s).some((r) => r.decision === 'answer'), { what: 'the answer journaled' });
+    stubHappy(s);
+    g.check();
+    await context.close();
+  });
+
+  test('chat: steer written into the running turn, then the turn finishes', async () => {
+    const cell = 'steer';
+    const s = await server(cell, `--end-at ${firstResultSeq(cell)}`);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    const [first, steer] = messages(cell);
+    await send(p, first);
+    // The stub waits for the steer at the recorded point: the turn is running.
+    await p.waitForSelector('form.live-steer:not([hidden])', { timeout: 30000 });
+    await p.fill('#chat-steer', steer);
+    await p.press('#chat-steer', 'Enter');
+    await status(p, 'finished');
+    assert.match(await p.locator('form.live-steer .answer').textContent(), /written into the running turn/);
+    stubHappy(s);
+    g.check();
+    await context.close();
+  });
+
+  test('chat: Stop interrupts the turn; the run ends cancelled and the session stays', async () => {
+    const cell = 'steer';
+    const s = await server(cell, `--end-at ${beforeSecondMessage(cell)}`);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await send(p, messages(cell)[0]);
+    await p.waitForSelector('form.live-steer:not([hidden])', { timeout: 30000 });
+    await p.locator('.view-chat form.prompt button', { hasText: 'Stop' }).click();
+    await status(p, 'cancelled');
+    assert.match(await p.locator('.run-line').last().textContent(), /Stopped/);
+    stubHappy(s);
+    g.check();
+    await context.close();
+  });
+
+  test('task view: the pending request as a card, approved there; the journal says by whom', async () => {
+    const cell = 'approval-allow';
+    const s = await server(cell);
+    // The run is started by another client; the page answers from the task view.
+    const res = await fetch(`${s.url}/agui`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ threadId: 'tv', runId: 'tv-1', messages: [{ id: 'm1', role: 'user', content: messages(cell)[0] }] }),
+    });
+    const body = await res.text();
+    assert.match(body, /"outcome":\{"type":"interrupt"/);
+    const run = /"run":"([^"]+)"/.exec(body)[1];
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/runs/${encodeURIComponent(run)}/tasks/agent`);
+    await p.locator('section.request[data-state="open"]').waitFor({ timeout: 30000 });
+    const card = p.locator('section.request').first();
+    assert.match(await card.locator('textarea.request-input').inputValue(), /curl -sI/);
+    await card.locator('button[data-action="approve"]').click();
+    await waitFor(async () => (await card.getAttribute('data-state')) === 'answered', { what: 'the card answered' });
+    await waitFor(() => inputRecords(s).some((r) => r.input === 'answered' && r.decision === 'allow' && r.by === 'studio'), { what: 'the answer journaled by the studio' });
+    stubHappy(s);
+    g.check();
+    await context.close();
+  });
+});

@@ -1,0 +1,247 @@
+//! `runwire-serve --agent codex|cursor --interactive` end to end, over
+//! `examples/replay-agent` replaying recorded `codex app-server` and
+//! `cursor-agent acp` sessions (`fixtures/interactive/`) and checking every
+//! line the server's session writes to it (it fails with `replay-agent:` on
+//! stderr, which the server passes on). An AG-UI client's view: the run ends
+//! with an interrupt for the approval, a resume approves or denies it, and
+//! the resumed run finishes with the tool's result; the decision is
+//! journaled; a question (codex) is answered from its choices.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn replay_agent() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().parent().unwrap().join("examples/replay-agent");
+    assert!(p.exists(), "{} is missing: cargo build --example replay-agent", p.display());
+    p
+}
+
+fn cell(agent: &str, name: &str) -> PathBuf {
+    root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
+}
+
+/// The person's first prompt in the recording (the last text block: the
+/// recording client put its own instructions first).
+fn first_prompt(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
+        .find(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
+        .and_then(|v| {
+            let blocks = v["params"].get("input").or_else(|| v["params"].get("prompt"))?.as_array()?.clone();
+            blocks.last()?["text"].as_str().map(str::to_string)
+        })
+        .expect("a recorded prompt")
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(test: &str, agent: &str, cell_name: &str) -> Server {
+        let dir = std::env::temp_dir().join(format!("runwire-ia-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+            .args(["--listen", "127.0.0.1:0", "--agent", agent, "--interactive", "--agent-cmd"])
+            .arg(replay_agent())
+            .env("HARNESS_HOME", dir.join("harness"))
+            .env("RUNWIRE_KEEPALIVE_MS", "60000")
+            .env("REPLAY_CELL", cell(agent, cell_name))
+            .env("REPLAY_EXPECT_ARGS", if agent == "codex" { "app-server" } else { "acp" })
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+            .spawn()
+            .expect("start runwire-serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.parse().ok()).unwrap();
+        Server { child, port, dir }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+
+    fn journal(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(self.dir.join("harness/serve/runstate")).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".jsonl") && !name.contains(".agent.") && !name.contains(".steer.") {
+                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
+                    out.push(serde_json::from_str(l).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    fn assert_replay_happy(&self) {
+        let e = self.stderr();
+        assert!(!e.contains("replay-agent:"), "the replayed agent found a wrong line:\n{e}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// POST /agui and the AG-UI events of its SSE response.
+fn agui(port: u16, body: Value) -> Vec<Value> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "POST /agui HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let end = find(&raw, b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Chunked: the frames are whole lines inside the chunks.
+    let mut rest = &raw[end + 4..];
+    let mut body = Vec::new();
+    while let Some(i) = find(rest, b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..i]).unwrap(), 16).unwrap();
+        rest = &rest[i + 2..];
+        if size == 0 {
+            break;
+        }
+        body.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+    String::from_utf8(body)
+        .unwrap()
+        .split("\n\n")
+        .filter_map(|f| f.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+fn run(thread: &str, run: &str, prompt: &str) -> Value {
+    json!({"threadId": thread, "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": prompt}]})
+}
+
+fn resume(thread: &str, run: &str, id: &Value, payload: Value) -> Value {
+    json!({"threadId": thread, "runId": run, "messages": [],
+           "resume": [{"interruptId": id, "status": "resolved", "payload": payload}]})
+}
+
+/// The run's interrupts (it must end with them).
+fn interrupts(ev: &[Value]) -> Vec<Value> {
+    let end = ev.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["outcome"]["type"].as_str()),
+        (Some("RUN_FINISHED"), Some("interrupt")),
+        "{end}"
+    );
+    end["outcome"]["interrupts"].as_array().unwrap().clone()
+}
+
+fn finished_ok(ev: &[Value]) {
+    let end = ev.last().unwrap();
+    assert_eq!(end["type"], "RUN_FINISHED", "{end}");
+    assert!(end.get("outcome").is_none(), "{end}");
+}
+
+/// Approve or deny the one approval of `cell`, as the recording's person did.
+fn approval(agent: &str, cell_name: &str, approved: bool, tool: &str) {
+    let s = Server::start(&format!("{agent}-{cell_name}"), agent, cell_name);
+    let ev = agui(s.port, run("t", "r1", &first_prompt(&cell(agent, cell_name))));
+    let ints = interrupts(&ev);
+    assert_eq!(ints.len(), 1, "{ints:?}");
+    let i = &ints[0];
+    assert_eq!(i["reason"], "tool_call");
+    assert_eq!(i["metadata"]["runwire"]["tool"], tool, "{i}");
+    let tcid = i["toolCallId"].as_str().unwrap();
+    assert!(
+        ev.iter().any(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == tcid),
+        "the call was streamed first"
+    );
+    let payload = if approved { json!({"approved": true}) } else { json!({"approved": false, "message": "not now"}) };
+    let ev2 = agui(s.port, resume("t", "r2", &i["id"], payload));
+    finished_ok(&ev2);
+    assert!(ev2.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == tcid), "{ev2:?}");
+    let j = s.journal();
+    let want = if approved { "allow" } else { "deny" };
+    assert!(j.iter().any(|r| r["input"] == "requested" && r["kind"] == "tool_approval"), "{j:?}");
+    assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == want), "{j:?}");
+    s.assert_replay_happy();
+}
+
+#[test]
+fn codex_command_approved_and_denied_through_agui() {
+    approval("codex", "approval-allow", true, "command_execution");
+    approval("codex", "approval-deny", false, "command_execution");
+}
+
+#[test]
+fn cursor_tool_call_approved_and_denied_through_agui() {
+    approval("cursor", "approval-allow", true, "execute");
+    approval("cursor", "approval-deny", false, "execute");
+}
+
+#[test]
+fn codex_question_through_agui() {
+    let s = Server::start("codex-question", "codex", "user-question");
+    let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", "user-question"))));
+    let i = interrupts(&ev)[0].clone();
+    assert_eq!(i["reason"], "input_required", "{i}");
+    let q = "Tabs or spaces?";
+    let ev2 = agui(s.port, resume("t", "r2", &i["id"], json!({"answers": {q: "spaces"}})));
+    finished_ok(&ev2);
+    let text: String =
+        ev2.iter().filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT").filter_map(|e| e["delta"].as_str()).collect();
+    assert_eq!(text, "spaces");
+    s.assert_replay_happy();
+}
+
+#[test]
+fn the_capabilities_say_codex_takes_no_edited_input() {
+    let s = Server::start("caps", "codex", "approval-allow");
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    write!(c, "GET /agui/capabilities HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n", s.port).unwrap();
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).unwrap();
+    let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
+    let start = body.find('{').unwrap();
+    let v: Value = serde_json::from_str(body[start..].trim_end_matches(|c: char| c != '}')).unwrap();
+    assert_eq!(v["humanInTheLoop"]["approvals"], true, "{v}");
+    assert_eq!(v["humanInTheLoop"]["approveWithEdits"], false, "{v}");
+    assert_eq!(v["identity"]["type"], "codex", "{v}");
+}
