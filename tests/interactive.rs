@@ -634,16 +634,6 @@ fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let plan = interrupts(&ev)[0].clone();
     assert_eq!(plan["metadata"]["runwire"]["kind"], "plan_approval", "{plan}");
-    let approve = |i: &Value, run: &str| {
-        agui(
-            s.port,
-            resume_input(
-                "t",
-                run,
-                json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true}}]),
-            ),
-        )
-    };
     // The recording's client carried the plan out in acceptEdits.
     assert!(plan["responseSchema"]["properties"]["mode"]["enum"].as_array().unwrap().contains(&json!("acceptEdits")));
     let r2 = agui(
