@@ -15,6 +15,11 @@
     and with the index. Baseline in the same run: examples/listing-floor
     (BIN_DIR/examples/) opens, stats, reads and closes the same 30,000 files
     with no parsing, and first_over_floor is the first request over it.
+    Pages (issue 15), each on a freshly started server with no index, the
+    median of BENCH_PAGE_REPEAT (default 3): the first page of 50
+    (`?limit=50`) against the floor of `stat`ing every pointer and journal
+    (listing-floor --stat); a filtered and counted page
+    (`?limit=50&status=running`) and the full listing against the read floor.
 (b) Append-to-frame delay: one live task; this process appends Claude
     text_delta lines, each carrying CLOCK_MONOTONIC ns just before the write,
     one every BENCH_INTERVAL_MS (default 10), BENCH_LINES of them (default
@@ -25,6 +30,10 @@
     then BENCH_FAN_LINES (default 200) lines and a status line are appended;
     every client must receive every event id, in order, and the exit event.
     Reports wall time and the server's peak RSS (VmHWM).
+(m) BENCH_PARTS=m: peak RSS of `runs list` and of the server over one
+    GET /runs when one run's task log is BENCH_BIG_MB (default 300) MB, as one
+    line and as one streamed Claude message (10 KB text deltas), each
+    ending with a result line whose cost must still be counted.
 BENCH_PARTS=a runs (a) only.
 Prints one key=value line per part; exit status 0 when every check passed.
 """
@@ -32,6 +41,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -114,6 +124,73 @@ def get(port, path):
     return int(head.split(b" ")[1]), body
 
 
+def peak_rss_mb(cmd, env):
+    # The command's own peak RSS, from /usr/bin/time (a child forked from this
+    # process would count this process's pages, the big log's text among them).
+    r = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", *cmd], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    kb = [l for l in r.stderr.splitlines() if l.startswith("maxrss_kb=")]
+    return r.stdout.encode(), (int(kb[-1].split("=")[1]) / 1024 if kb else -1)
+
+
+def big_logs():
+    mb = int(os.environ.get("BENCH_BIG_MB", "300"))
+    result = json.dumps({"type": "result", "subtype": "success", "is_error": False, "session_id": SESSION,
+                         "total_cost_usd": 0.25, "usage": {"input_tokens": 7, "output_tokens": 9}})
+    for shape in ["one_line", "streamed_message"]:
+        home = os.path.join(WORK, "big-" + shape)
+        repo = os.path.join(WORK, "big-repo-" + shape)
+        global HOME
+        saved, HOME = HOME, home
+        rid, rs = register(repo, "big", [{"id": "t", "adapter": "claude", "prompt": "p"}])
+        HOME = saved
+        with open(os.path.join(rs, "big.t.log"), "w") as f:
+            f.write(HEAD[0] + "\n")
+            if shape == "one_line":
+                f.write(json.dumps({"type": "assistant", "session_id": SESSION, "message": {
+                    "id": "m", "role": "assistant", "content": [{"type": "text", "text": "x" * (mb << 20)}]}}) + "\n")
+            else:
+                f.write(HEAD[1] + "\n" + HEAD[2] + "\n")
+                chunk = delta_line("y" * 10240) + "\n"
+                for _ in range((mb << 20) // len(chunk)):
+                    f.write(chunk)
+            f.write(result + "\n")
+        env = dict(os.environ, HARNESS_HOME=home)
+        out, rss = peak_rss_mb([os.path.join(BIN, "runs"), "list"], env)
+        cost = json.loads(out.splitlines()[0]).get("costUsd") if out else None
+        p = subprocess.Popen([os.path.join(BIN, "runwire-serve"), "--listen", "127.0.0.1:0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        port = int(p.stdout.readline().decode().strip().rsplit(":", 1)[1])
+        code, body = get(port, "/runs")
+        srv_rss = hwm_kb(p) / 1024
+        stop(p)
+        print(f"big_log shape={shape} log_mb={mb} runs_list_peak_rss_mb={rss:.1f} cost_usd={cost} "
+              f"server_get_runs_peak_rss_mb={srv_rss:.1f} code={code}", flush=True)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(repo, ignore_errors=True)
+
+
+def delta_line(text):
+    return json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
+                       "event": {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": text}}}, separators=(",", ":"))
+
+
+HEAD = [
+    json.dumps({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "bench", "tools": []}),
+    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
+        "type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
+                                             "content": [], "model": "bench"}}}),
+    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
+        "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
+]
+
+
+PARTS = os.environ.get("BENCH_PARTS", "abc")
+if PARTS == "m":
+    big_logs()
+    sys.exit(0)
+
 # (a)
 tasks2 = [{"id": "a", "adapter": "claude", "prompt": "p"}, {"id": "b", "adapter": "claude", "prompt": "q", "deps": ["a"]}]
 journal = "".join(json.dumps({"v": "runstate/v1", "ts": "2026-01-01T00:00:00.000Z", "actor": "runner", "task": t,
@@ -160,20 +237,51 @@ def runs_list():
     return len(out.splitlines()), (time.perf_counter() - t) * 1000
 
 
-def floor_ms():
+def floor_ms(stat_only=False):
     # The same files opened, stat'ed, read and closed with no parsing: what
     # the listing costs in syscalls alone (examples/listing-floor.rs); the
-    # median of 3. None when the binary was not built.
+    # median of 3. With stat_only, only a stat of every pointer and journal.
+    # None when the binary was not built.
     exe = os.path.join(BIN, "examples", "listing-floor")
     if not os.access(exe, os.X_OK):
         return None
-    dirs = [os.path.join(HOME, "runs")] + sorted(
-        os.path.join(WORK, "repos", r, "runstate") for r in os.listdir(os.path.join(WORK, "repos")))
-    ms = []
+    rs_dirs = sorted(os.path.join(WORK, "repos", r, "runstate") for r in os.listdir(os.path.join(WORK, "repos")))
+    if stat_only:
+        args = ["--stat", os.path.join(HOME, "runs") + ":.json"] + [d + ":.jsonl" for d in rs_dirs]
+    else:
+        args = [os.path.join(HOME, "runs")] + rs_dirs
+    ms, cpu = [], []
     for _ in range(3):
-        out = subprocess.run([exe, *dirs], stdout=subprocess.PIPE, check=True, text=True).stdout
-        ms.append(float(out.split("ms=")[1]))
+        out = subprocess.run([exe, *args], stdout=subprocess.PIPE, check=True, text=True).stdout
+        ms.append(float(out.split(" ms=")[1]))
+        cpu.append(float(out.split("cpu_ms=")[1].split()[0]))
+    FLOOR_CPU[stat_only] = statistics.median(cpu)
     return statistics.median(ms)
+
+
+FLOOR_CPU = {}
+
+
+PAGE_REPEAT = int(os.environ.get("BENCH_PAGE_REPEAT", "3"))
+
+
+def fresh_request(path):
+    # A freshly started server and no persisted index: every run's files are new to it.
+    times, cpus = [], []
+    body = None
+    for _ in range(PAGE_REPEAT):
+        if os.path.exists(index):
+            os.remove(index)
+        p, port = server()
+        c = cpu_ms(p.pid)
+        t = time.perf_counter()
+        code, body = get(port, path)
+        times.append((time.perf_counter() - t) * 1000)
+        cpus.append(cpu_ms(p.pid) - c)
+        stop(p)
+        if code != 200:
+            return None, times, cpus
+    return json.loads(body), times, cpus
 
 
 # The setup's writeback is not the listing's cost: flush it first. Files
@@ -192,7 +300,27 @@ print(f"list runs={n} first_ms={times[0]:.1f} first_cpu_ms={cpu1:.0f} (no index)
 if floor is not None:
     print(f"list_floor files={3 * N_RUNS} ms={floor:.1f} (open+fstat+read+close only) "
           f"first_over_floor={times[0] / floor:.2f}", flush=True)
+    print(f"stat_floor files={2 * N_RUNS} ms={floor_ms(stat_only=True):.1f} (fstatat of every pointer and journal)",
+          flush=True)
 os.remove(index)
+floor_stat = floor_ms(stat_only=True)
+for name, path, base, base_cpu in [("first_page", "/runs?limit=50", floor_stat, FLOOR_CPU.get(True)),
+                                   ("status_page", "/runs?limit=50&status=running", floor, FLOOR_CPU.get(False)),
+                                   ("full", "/runs", floor, FLOOR_CPU.get(False))]:
+    page, ts, cpus = fresh_request(path)
+    med = statistics.median(ts)
+    cpu_med = statistics.median(cpus)
+    cpu_ratio = f"{cpu_med / base_cpu:.2f}" if base_cpu else "n/a"
+    if page is None or page.get("total") != N_RUNS:
+        ok = False
+    shown = len(page["runs"]) if page else -1
+    ratio = f"{med / base:.2f}" if base else "n/a"
+    print(f"page {name} path={path} runs={shown} total={page.get('total') if page else -1} "
+          f"median_ms={med:.1f} all_ms={','.join(f'{t:.0f}' for t in ts)} "
+          f"floor_ms={base if base is None else round(base, 1)} over_floor={ratio} "
+          f"cpu_ms={cpu_med:.0f} floor_cpu_ms={base_cpu} cpu_over_floor={cpu_ratio}", flush=True)
+if os.path.exists(index):
+    os.remove(index)
 c1, cold = runs_list()
 c2, warm = runs_list()
 if c1 != N_RUNS or c2 != N_RUNS:
@@ -200,7 +328,7 @@ if c1 != N_RUNS or c2 != N_RUNS:
 print(f"runs_list runs={c1} no_index_ms={cold:.1f} index_ms={warm:.1f}", flush=True)
 
 # BENCH_PARTS=a: the listing only (the parts below take a minute more).
-if not set(os.environ.get("BENCH_PARTS", "abc")) & set("bc"):
+if not set(os.environ.get("BENCH_PARTS", "abc")) & set("bcm"):
     sys.exit(0 if ok else 1)
 
 # a live task for (b) and (c)
@@ -212,22 +340,6 @@ def live_task(slug):
     log = os.path.join(rs, slug + ".t.log")
     write(log, "")
     return rid, log
-
-
-def delta_line(text):
-    return json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
-                       "event": {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": text}}}, separators=(",", ":"))
-
-
-HEAD = [
-    json.dumps({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "bench", "tools": []}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
-                                             "content": [], "model": "bench"}}}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
-]
 
 
 def append(f, line):

@@ -5,9 +5,13 @@
 # 10,000 registered runs, append-to-frame delay on a followed task stream,
 # and 1,000 concurrent stream clients on one live task (the server is
 # started with --max-connections above that: its default, 256, would
-# answer the rest 503), with the server's peak RSS.
+# answer the rest 503), with the server's peak RSS. The listing part also
+# times pages (first page of 50, a filtered and counted page, the full
+# listing) on a fresh server against floors measured in the same run.
+# BENCH_PARTS=m instead measures peak RSS of `runs list` and GET /runs over
+# one run with a BENCH_BIG_MB (default 300) MB task log.
 #
-# Environment: BENCH_PARTS (a: the listing only), BENCH_RUNS, BENCH_LIST_REPEAT, BENCH_LINES, BENCH_INTERVAL_MS,
+# Environment: BENCH_PARTS (a: the listing only; m: the big-log memory part only), BENCH_RUNS, BENCH_PAGE_REPEAT, BENCH_BIG_MB, BENCH_LIST_REPEAT, BENCH_LINES, BENCH_INTERVAL_MS,
 # BENCH_CLIENTS, BENCH_FAN_LINES (see runs-client.py); RUNWIRE_BIN, the
 # directory holding runwire-serve and runs, and examples/listing-floor for the
 # listing's baseline (default: cargo build --release; without the example the

@@ -338,29 +338,42 @@ impl<'a> Worker<'a> {
     fn head(&mut self, id: &str, cached: Option<&Cached>, stat_journal: bool) -> Option<Head> {
         let name = cat(&[id, ".json"]);
         let reg_dir = self.reg_dir?;
-        let pointer_stamp = match stat_at(reg_dir, &name) {
-            Ok(s) => Some(s),
-            Err(nix::errno::Errno::ENOENT) => return None,
-            Err(_) => None,
-        };
-        let pointer = match cached.filter(|c| Some(c.pointer_stamp) == pointer_stamp) {
-            Some(c) => Ok(c.pointer.clone()),
-            None => {
-                let mut buf = std::mem::take(&mut self.buf);
-                let read = safe::open_beneath(reg_dir.as_fd(), Path::new(&name))
-                    .and_then(|(mut f, st)| safe::read_capped(&mut f, &st, &mut buf, safe::MAX_POINTER, &name));
-                let p = match read {
-                    Ok(n) => parse_pointer(&buf[..n], id).map(Arc::new).map_err(|why| format!("{name}: {why}")),
-                    Err(e) if e.absent => {
-                        self.buf = buf;
-                        return None;
-                    }
-                    Err(e) => Err(e.to_string()),
-                };
-                self.buf = buf;
-                p
+        // A cached pointer costs one stat; another is read, its stamp from
+        // the fstat that comes with the open (one syscall fewer on a first listing).
+        if let Some(c) = cached {
+            match stat_at(reg_dir, &name) {
+                Ok(s) if s == c.pointer_stamp => {
+                    return Some(self.head_of(id, Ok(c.pointer.clone()), Some(s), stat_journal));
+                }
+                Err(nix::errno::Errno::ENOENT) => return None,
+                _ => {}
             }
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut pointer_stamp = None;
+        let read = safe::open_beneath(reg_dir.as_fd(), Path::new(&name)).and_then(|(mut f, st)| {
+            pointer_stamp = Some(Stamp::of(&st));
+            safe::read_capped(&mut f, &st, &mut buf, safe::MAX_POINTER, &name)
+        });
+        let pointer = match read {
+            Ok(n) => parse_pointer(&buf[..n], id).map(Arc::new).map_err(|why| format!("{name}: {why}")),
+            Err(e) if e.absent => {
+                self.buf = buf;
+                return None;
+            }
+            Err(e) => Err(e.to_string()),
         };
+        self.buf = buf;
+        Some(self.head_of(id, pointer, pointer_stamp, stat_journal))
+    }
+
+    fn head_of(
+        &mut self,
+        id: &str,
+        pointer: Result<Arc<Pointer>, String>,
+        pointer_stamp: Option<Stamp>,
+        stat_journal: bool,
+    ) -> Head {
         let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
         if let (true, Ok(p)) = (stat_journal, &pointer) {
             if let DirState::Open(d) = self.dir(&p.runstate_dir) {
@@ -369,7 +382,7 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        Some(Head { id: id.to_string(), pointer, pointer_stamp, activity_ns: activity_ns.max(0) })
+        Head { id: id.to_string(), pointer, pointer_stamp, activity_ns: activity_ns.max(0) }
     }
 
     fn still_valid(&mut self, head: &Head, c: &Cached) -> bool {
@@ -564,41 +577,46 @@ impl ListCache {
         // Every run is read anyway when a status filter needs its status or
         // no limit cuts the page: then the journal's stamp comes with its read.
         let read_all = q.statuses.is_some() || q.limit.is_none();
-        let heads: Vec<Head> = par_map(&ids, reg_dir, now_ns, |w, id| w.head(id, snapshot.get(id), !read_all))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|h| match (&q.repo, &h.pointer) {
-                (None, _) => true,
-                (Some(r), Ok(p)) => p.repo == *r || p.repo_root == *r,
-                (Some(_), Err(_)) => false,
-            })
-            .collect();
+        let repo_ok = |h: &Head| match (&q.repo, &h.pointer) {
+            (None, _) => true,
+            (Some(r), Ok(p)) => p.repo == *r || p.repo_root == *r,
+            (Some(_), Err(_)) => false,
+        };
         let limit = q.limit.unwrap_or(usize::MAX);
         let mut updates: Vec<(String, Option<Cached>)> = Vec::new();
-        let mut rows: Vec<(i64, &str, Arc<str>)>;
+        let mut rows: Vec<(i64, String, Arc<str>)>;
         let mut total;
         let more;
         if read_all {
-            let fulls = par_map(&heads, reg_dir, now_ns, |w, h| w.full(h, snapshot.get(&h.id)));
-            rows = Vec::with_capacity(heads.len());
-            for (h, f) in heads.iter().zip(fulls) {
-                let Some(f) = f else { continue };
+            // One pass: each run's pointer, then at once its files (while its directory is at hand).
+            let runs = par_map(&ids, reg_dir, now_ns, |w, id| {
+                let h = w.head(id, snapshot.get(id), false).filter(|h| repo_ok(h))?;
+                let f = w.full(&h, snapshot.get(id));
+                Some((h, f))
+            });
+            rows = Vec::with_capacity(ids.len());
+            for (h, f) in runs.into_iter().flatten().flatten() {
                 if let Some(k) = f.keep {
                     updates.push((h.id.clone(), k));
                 }
                 if q.statuses.as_ref().map_or(true, |s| s.contains(&f.status)) {
-                    rows.push((f.activity_ns, &h.id, f.summary));
+                    rows.push((f.activity_ns, h.id, f.summary));
                 }
             }
-            rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+            rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
             total = rows.len();
             if let Some(c) = &q.cursor {
-                rows.retain(|r| c.before(r.0, r.1));
+                rows.retain(|r| c.before(r.0, &r.1));
             }
             more = rows.len() > limit;
             rows.truncate(limit);
         } else {
+            let heads: Vec<Head> = par_map(&ids, reg_dir, now_ns, |w, id| w.head(id, snapshot.get(id), true))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|h| repo_ok(h))
+                .collect();
             let mut order: Vec<&Head> = heads.iter().collect();
             order.sort_unstable_by(|a, b| b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id)));
             total = order.len();
@@ -618,10 +636,10 @@ impl ListCache {
                     updates.push((h.id.clone(), k));
                 }
                 // Placed by the head's activity, so the page's order and its cursor agree.
-                rows.push((h.activity_ns, &h.id, f.summary));
+                rows.push((h.activity_ns, h.id.clone(), f.summary));
             }
         }
-        let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.to_string() });
+        let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.clone() });
         let items = rows.iter().map(|r| r.2.to_string()).collect();
         let registered: HashSet<&str, FastHash> = ids.iter().map(String::as_str).collect();
         self.merge(updates, &registered);

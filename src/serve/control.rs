@@ -118,6 +118,18 @@ pub fn post(
             return Close::Linger;
         }
     };
+    // A run whose pointer or directory cannot be read names no socket or inbox to trust.
+    match &loaded.problem {
+        Some(crate::runs::view::Problem::Missing) => {
+            respond_error(stream, 404, cors, &format!("run {id:?}: its runstate directory is gone"));
+            return Close::Linger;
+        }
+        Some(crate::runs::view::Problem::Unreadable(why)) if !loaded.pointer_ok => {
+            respond_error(stream, 409, cors, why);
+            return Close::Linger;
+        }
+        _ => {}
+    }
     let sock = liveness::get(&loaded.files)
         .sock
         .map(std::path::PathBuf::from)
