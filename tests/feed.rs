@@ -208,6 +208,22 @@ fn runs_watch_sees_a_run_registered_after_it_started() {
     let ev = w.next();
     assert_eq!(ev["type"], "needs_input");
     assert!(w.quiet(Duration::from_millis(300)), "filtered events stay out");
+    // The runstate directory removed and made again (a worktree recreated): followed again.
+    let dir = journal.parent().unwrap().to_path_buf();
+    let plan = std::fs::read(dir.join("late.plan.json")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("late.plan.json"), plan).unwrap();
+    append(&journal, &lines[1]);
+    append(&journal, &lines[2]);
+    let ev = w.next();
+    assert_eq!(
+        (ev["type"].as_str(), ev["runId"].as_str()),
+        (Some("created"), Some(run.as_str())),
+        "a new journal: {ev}"
+    );
+    assert_eq!(w.next()["type"], "needs_input");
     let _ = std::fs::remove_dir_all(&base);
 }
 

@@ -707,8 +707,11 @@ pub struct Watcher {
     watched: HashMap<PathBuf, WatchDescriptor>,
     /// `(runstate dir, journal file name)` → run ids.
     journals: HashMap<(PathBuf, String), BTreeSet<String>>,
-    /// Runstate directories that could not be watched yet (not created).
+    /// Runstate directories that could not be watched (not created yet, or
+    /// no inotify watch left): tried again on each wake-up, at least once a second.
     pending: BTreeSet<PathBuf>,
+    /// When they were last tried (at most once a second: busy directories wake us often).
+    last_retry: std::time::Instant,
 }
 
 /// Files appearing, written or closed in a directory.
@@ -740,6 +743,7 @@ impl Watcher {
             watched: HashMap::new(),
             journals: HashMap::new(),
             pending: BTreeSet::new(),
+            last_retry: std::time::Instant::now(),
         };
         for id in w.reg.ids() {
             w.track(&id);
@@ -808,6 +812,14 @@ impl Watcher {
                     ch.all = true;
                     continue;
                 }
+                if e.mask.contains(AddWatchFlags::IN_IGNORED) {
+                    // A watched runstate directory was removed: watched again if it comes back.
+                    if let Some(dir) = self.dirs.remove(&e.wd) {
+                        self.watched.remove(&dir);
+                        self.pending.insert(dir);
+                    }
+                    continue;
+                }
                 let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
                 if e.wd == self.feed_wd {
                     ch.feed |= name == "events.log";
@@ -829,13 +841,17 @@ impl Watcher {
     }
 
     fn retry_pending(&mut self, ch: &mut Changes) {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() || self.last_retry.elapsed() < Duration::from_millis(990) {
             return;
         }
+        self.last_retry = std::time::Instant::now();
         let dirs: Vec<PathBuf> = self.pending.iter().cloned().collect();
         for d in dirs {
-            if self.watch_dir(&d) {
-                // Created since: anything written before the watch is looked at now.
+            // Watched now (created since): anything written before the watch is
+            // looked at now. There but not watchable (out of inotify watches,
+            // no permission): its runs are looked at on every wake-up instead,
+            // at least once a second, a `stat` of each journal.
+            if self.watch_dir(&d) || d.is_dir() {
                 for ((dir, _), ids) in &self.journals {
                     if *dir == d {
                         ch.runs.extend(ids.iter().cloned());
