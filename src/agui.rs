@@ -234,6 +234,40 @@ pub fn fnv1a64_extend(h: u64, bytes: &[u8]) -> u64 {
     bytes.iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
+/// An agent's own fields as AG-UI carries values: keys in camelCase
+/// (`elapsed_time_seconds` → `elapsedTimeSeconds`), no `null` anywhere
+/// (a null field or element is left out), like every other runwire event.
+pub fn wire_value(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    fn camel(k: &str) -> String {
+        let mut out = String::with_capacity(k.len());
+        let mut up = false;
+        for c in k.chars() {
+            if !c.is_ascii_alphanumeric() {
+                up = !out.is_empty();
+            } else if up {
+                out.push(c.to_ascii_uppercase());
+                up = false;
+            } else if out.is_empty() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push(c);
+            }
+        }
+        if out.starts_with(|c: char| c.is_ascii_digit()) || out.is_empty() {
+            out.insert(0, 'k');
+        }
+        out
+    }
+    match v {
+        Value::Object(o) => {
+            Value::Object(o.iter().filter(|(_, x)| !x.is_null()).map(|(k, x)| (camel(k), wire_value(x))).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().filter(|x| !x.is_null()).map(wire_value).collect()),
+        other => other.clone(),
+    }
+}
+
 /// The `value` of a `CUSTOM` event: typed so that no `null` can slip in and
 /// keys keep their declared order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -544,7 +578,7 @@ impl Translator {
             // A side note (progress, a retry): it closes nothing, so text
             // streamed around it stays one message.
             Data::Custom(c) => {
-                out.push(AguiEvent::Passthrough { name: c.name.clone(), value: c.value.clone(), timestamp: ts })
+                out.push(AguiEvent::Passthrough { name: c.name.clone(), value: wire_value(&c.value), timestamp: ts })
             }
             Data::InputRequest(r) => {
                 self.close_open(ts, &mut out);
@@ -997,7 +1031,7 @@ mod tests {
         let mut t = Translator::new(opts());
         let custom = crate::events::Custom {
             name: "runwire.tool_progress".into(),
-            value: serde_json::json!({"tool_use_id": "t1", "elapsed_time_seconds": 2.5}),
+            value: serde_json::json!({"tool_use_id": "t1", "elapsed_time_seconds": 2.5, "parent_tool_use_id": null, "x-y": [1, null]}),
         };
         let mut out = t.push(&delta(1, "m", Channel::Text, "a"));
         out.extend(t.push(&ev(2, Data::Custom(custom))));
@@ -1008,7 +1042,7 @@ mod tests {
         );
         assert_eq!(
             out[3].to_json(),
-            r#"{"type":"CUSTOM","name":"runwire.tool_progress","value":{"elapsed_time_seconds":2.5,"tool_use_id":"t1"},"timestamp":1002}"#
+            r#"{"type":"CUSTOM","name":"runwire.tool_progress","value":{"elapsedTimeSeconds":2.5,"toolUseId":"t1","xY":[1]},"timestamp":1002}"#
         );
     }
 

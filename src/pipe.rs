@@ -18,6 +18,32 @@ pub const MAX_REPORTED: u64 = 100;
 /// Input buffer: big enough that flushing when it runs dry is rare on a file.
 const IN_BUF: usize = 256 * 1024;
 
+/// The longest line a filter reads whole: 4 MiB. A longer line is skipped
+/// as it streams past, never held, and reported with its size
+/// ([`Line::TooLong`]), so a filter's memory stays bounded whatever its
+/// input (`normalize-events` peaks near 32 MB on a line just under it).
+pub const MAX_LINE: usize = 4 << 20;
+
+/// How much of an over-long line is kept to show in its report.
+pub const TOO_LONG_HEAD: usize = 4096;
+
+/// One input line as [`drive_lines`] hands it over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A whole line, its LF (and a CR before it) stripped.
+    Whole(&'a [u8]),
+    /// A line over [`MAX_LINE`]: its first [`TOO_LONG_HEAD`] bytes and its
+    /// whole length in bytes (without the LF).
+    TooLong { head: &'a [u8], size: u64 },
+}
+
+impl Line<'_> {
+    /// The report of an over-long line, the same in every filter.
+    pub fn too_long_reason(size: u64) -> String {
+        format!("line of {size} bytes is over the {MAX_LINE}-byte line cap; skipped")
+    }
+}
+
 /// Where the line loop failed: reading the input (after `line` complete
 /// lines), or writing the output. Callers name the input or `stdout` in
 /// their message; the io::Error stays the source, so a closed pipe is still
@@ -48,16 +74,50 @@ pub enum Flow {
 /// Reads `input` line by line (LF, with an optional CR before it stripped),
 /// calls `handle(line_no, line, out)` for each, and writes what the handler
 /// appended to `out`. Output is flushed whenever the input buffer is empty,
-/// i.e. before any read that could block, and at the end.
+/// i.e. before any read that could block, and at the end. A line over
+/// [`MAX_LINE`] is handed over as an empty line (it keeps its number, so
+/// line-derived ids stay right); use [`drive_lines`] to report it.
 pub fn drive<R: Read, W: Write>(
     input: R,
     output: &mut W,
     mut handle: impl FnMut(u64, &[u8], &mut Vec<u8>) -> Flow,
 ) -> Result<(), DriveError> {
+    drive_lines(input, output, |n, line, out| match line {
+        Line::Whole(l) => handle(n, l, out),
+        Line::TooLong { .. } => handle(n, b"", out),
+    })
+}
+
+/// Appends `more` to a line being assembled, growing it to at most
+/// `limit` bytes (never the doubling past it a `Vec` would do); false, and
+/// nothing appended, when the line would be longer.
+fn assemble(pending: &mut Vec<u8>, more: &[u8], limit: usize) -> bool {
+    let want = pending.len() + more.len();
+    if want > limit {
+        return false;
+    }
+    if want > pending.capacity() {
+        let cap = (pending.capacity() * 2).clamp(want, limit);
+        pending.reserve_exact(cap - pending.len());
+    }
+    pending.extend_from_slice(more);
+    true
+}
+
+/// [`drive`], with lines over [`MAX_LINE`] handed over as [`Line::TooLong`]:
+/// such a line is counted as it streams past and only its head is kept, so
+/// memory stays bounded whatever the input.
+pub fn drive_lines<R: Read, W: Write>(
+    input: R,
+    output: &mut W,
+    mut handle: impl FnMut(u64, Line<'_>, &mut Vec<u8>) -> Flow,
+) -> Result<(), DriveError> {
     let mut reader = BufReader::with_capacity(IN_BUF, input);
     // A line that straddles the buffer's end is assembled here; whole lines
     // are handled in place, without a copy.
     let mut pending: Vec<u8> = Vec::new();
+    // Set while skipping a line over the cap: its length so far (its head is in `pending`).
+    let mut skipping: Option<u64> = None;
     let mut out = Vec::with_capacity(64 * 1024);
     let mut n = 0u64;
     loop {
@@ -67,30 +127,57 @@ pub fn drive<R: Read, W: Write>(
             Err(e) => return Err(DriveError::Read { line: n + 1, err: e }),
         };
         if buf.is_empty() {
-            if !pending.is_empty() {
+            if let Some(size) = skipping {
                 n += 1;
-                handle(n, strip_cr(&pending), &mut out);
+                handle(n, Line::TooLong { head: &pending, size }, &mut out);
+                output.write_all(&out).map_err(DriveError::Write)?;
+            } else if !pending.is_empty() {
+                n += 1;
+                handle(n, Line::Whole(strip_cr(&pending)), &mut out);
                 output.write_all(&out).map_err(DriveError::Write)?;
             }
             break;
         }
-        let (flow, used) = match memchr::memchr(b'\n', buf) {
+        let end = memchr::memchr(b'\n', buf);
+        let piece = &buf[..end.unwrap_or(buf.len())];
+        if skipping.is_none() && !assemble_or_whole(&mut pending, piece, end.is_some()) {
+            // Over the cap: keep the head for the report, count the rest.
+            skipping = Some(pending.len() as u64);
+            pending.truncate(TOO_LONG_HEAD);
+            if pending.len() < TOO_LONG_HEAD {
+                let k = (TOO_LONG_HEAD - pending.len()).min(piece.len());
+                pending.extend_from_slice(&piece[..k]);
+            }
+        }
+        if let Some(size) = skipping.as_mut() {
+            *size += piece.len() as u64;
+        }
+        let (flow, used) = match end {
             Some(i) => {
                 n += 1;
-                let flow = if pending.is_empty() {
-                    handle(n, strip_cr(&buf[..i]), &mut out)
-                } else {
-                    pending.extend_from_slice(&buf[..i]);
-                    let f = handle(n, strip_cr(&pending), &mut out);
-                    pending.clear();
-                    f
+                let flow = match skipping.take() {
+                    Some(size) => {
+                        // The cap counts the line without its CR, as a whole line is handed over.
+                        let size = size - u64::from(piece.last() == Some(&b'\r'));
+                        let f = handle(n, Line::TooLong { head: &pending, size }, &mut out);
+                        pending.clear();
+                        pending.shrink_to(IN_BUF);
+                        f
+                    }
+                    None if pending.is_empty() => handle(n, Line::Whole(strip_cr(piece)), &mut out),
+                    None => {
+                        let f = handle(n, Line::Whole(strip_cr(&pending)), &mut out);
+                        pending.clear();
+                        if pending.capacity() > IN_BUF {
+                            // A long line's buffer is not kept for the rest of the stream.
+                            pending.shrink_to(IN_BUF);
+                        }
+                        f
+                    }
                 };
                 (flow, i + 1)
             }
-            None => {
-                pending.extend_from_slice(buf);
-                (Flow::Continue, buf.len())
-            }
+            None => (Flow::Continue, buf.len()),
         };
         reader.consume(used);
         if !out.is_empty() {
@@ -107,6 +194,19 @@ pub fn drive<R: Read, W: Write>(
     output.flush().map_err(DriveError::Write)
 }
 
+/// Takes in `piece` of the current line: a whole line already in the
+/// buffer needs no copy (`pending` stays empty); a piece of a line that
+/// straddles buffers is appended to `pending`. False when the line would go
+/// over [`MAX_LINE`].
+fn assemble_or_whole(pending: &mut Vec<u8>, piece: &[u8], ends: bool) -> bool {
+    if ends && pending.is_empty() {
+        return strip_cr(piece).len() <= MAX_LINE;
+    }
+    // Its CR, if the line ends in one, does not count against the cap.
+    let cr = usize::from(ends && piece.last() == Some(&b'\r'));
+    assemble(pending, piece, MAX_LINE + cr)
+}
+
 fn strip_cr(l: &[u8]) -> &[u8] {
     l.strip_suffix(b"\r").unwrap_or(l)
 }
@@ -115,7 +215,7 @@ fn strip_cr(l: &[u8]) -> &[u8] {
 /// appends its output or says what is wrong with the line, which is reported
 /// as `<bin>: <source>:<line>: <what>` while the stream goes on (exit 1 at the
 /// end); `finish(out)` appends what the stage emits at end of input. Blank
-/// lines are skipped.
+/// lines are skipped; a line over [`MAX_LINE`] is reported so, with its size.
 pub fn filter(
     bin: &str,
     input: Option<&Path>,
@@ -128,14 +228,17 @@ pub fn filter(
     let stdout = io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut bad = 0u64;
-    drive(reader, &mut out, |lineno, line, buf| {
-        if !line.iter().all(u8::is_ascii_whitespace) {
-            if let Err(e) = stage(line, buf) {
-                bad += 1;
-                // Bounded: a stream of garbage must not become a flood on stderr.
-                if bad <= MAX_REPORTED {
-                    crate::cli::report(bin, format!("{source}:{lineno}: {e}"));
-                }
+    drive_lines(reader, &mut out, |lineno, line, buf| {
+        let checked = match line {
+            Line::Whole(l) if l.iter().all(u8::is_ascii_whitespace) => Ok(()),
+            Line::Whole(l) => stage(l, buf),
+            Line::TooLong { size, .. } => Err(Line::too_long_reason(size)),
+        };
+        if let Err(e) = checked {
+            bad += 1;
+            // Bounded: a stream of garbage must not become a flood on stderr.
+            if bad <= MAX_REPORTED {
+                crate::cli::report(bin, format!("{source}:{lineno}: {e}"));
             }
         }
         Flow::Continue
@@ -316,5 +419,79 @@ pub fn open_input(path: Option<&Path>) -> io::Result<Box<dyn Read>> {
     match path {
         Some(p) if p.as_os_str() != "-" => Ok(Box::new(File::open(p)?)),
         _ => Ok(Box::new(io::stdin())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line as handed over: whole, or too long (its head and size).
+    type Got = (u64, Result<Vec<u8>, (Vec<u8>, u64)>);
+
+    /// Every line `drive_lines` hands over, read through a reader that gives
+    /// `chunk` bytes at a time (lines straddle reads).
+    fn lines(input: &[u8], chunk: usize) -> Vec<Got> {
+        struct Chunked<'a>(&'a [u8], usize);
+        impl Read for Chunked<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(self.1).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut got = Vec::new();
+        drive_lines(Chunked(input, chunk), &mut io::sink(), |n, l, _| {
+            got.push((
+                n,
+                match l {
+                    Line::Whole(w) => Ok(w.to_vec()),
+                    Line::TooLong { head, size } => Err((head.to_vec(), size)),
+                },
+            ));
+            Flow::Continue
+        })
+        .unwrap();
+        got
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_skipped_with_its_size_and_the_stream_goes_on() {
+        let mut input = b"first\n".to_vec();
+        input.extend(vec![b'x'; MAX_LINE + 10]);
+        input.extend_from_slice(b"\r\nlast\n");
+        for chunk in [7, 4096, IN_BUF + 3, 1 << 30] {
+            let got = lines(&input, chunk);
+            assert_eq!(got.len(), 3, "chunk {chunk}");
+            assert_eq!(got[0], (1, Ok(b"first".to_vec())));
+            match &got[1] {
+                (2, Err((head, size))) => {
+                    assert_eq!(*size, (MAX_LINE + 10) as u64, "chunk {chunk}");
+                    assert_eq!(head.len(), TOO_LONG_HEAD);
+                    assert!(head.iter().all(|&b| b == b'x'));
+                }
+                other => panic!("chunk {chunk}: {other:?}"),
+            }
+            assert_eq!(got[2], (3, Ok(b"last".to_vec())));
+        }
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_cap_is_whole_and_its_buffer_never_doubles_past_it() {
+        let mut input = vec![b'y'; MAX_LINE];
+        input.extend_from_slice(b"\r\n");
+        let got = lines(&input, 100_000);
+        assert!(matches!(&got[..], [(1, Ok(l))] if l.len() == MAX_LINE));
+        let mut pending = Vec::new();
+        while assemble(&mut pending, &[0; 100_000], MAX_LINE) {}
+        assert!(pending.capacity() <= MAX_LINE, "{}", pending.capacity());
+    }
+
+    #[test]
+    fn an_unterminated_line_over_the_cap_at_the_end_is_reported_too() {
+        let input = vec![b'z'; MAX_LINE + 1];
+        let got = lines(&input, 65_536);
+        assert!(matches!(&got[..], [(1, Err((_, size)))] if *size == (MAX_LINE + 1) as u64), "{:?}", got.len());
     }
 }

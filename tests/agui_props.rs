@@ -73,6 +73,9 @@ fn data() -> impl Strategy<Value = Data> {
         })),
         1 => (proptest::sample::select(&[0i64, 0, 1, 2, 137][..]), proptest::option::of(pick(&["x"])))
             .prop_map(|(rc, detail)| Data::Exit(Exit { rc, ok: rc == 0, detail })),
+        1 => pick(&["runwire.tool_progress", "runwire.notification"]).prop_map(|name| {
+            Data::Custom(runwire::events::Custom { name, value: serde_json::json!({"elapsed_time_seconds": 2, "parent_tool_use_id": null}) })
+        }),
     ]
 }
 

@@ -42,3 +42,52 @@ fn bad_lines_are_reported_up_to_a_bound_then_counted() {
         assert_eq!(lines[100], format!("{bin}: stdin: 1000 bad lines in all; only the first 100 were reported"));
     }
 }
+
+/// A line over the line cap (runwire::pipe::MAX_LINE) is skipped as it
+/// streams past and reported with its size; the lines around it go through.
+#[test]
+fn a_line_over_the_cap_is_reported_with_its_size_and_the_stream_goes_on() {
+    let size = runwire::pipe::MAX_LINE + 1;
+    let text = "a".repeat(size - 100);
+    let huge_claude =
+        format!(r#"{{"type":"assistant","message":{{"id":"m","content":[{{"type":"text","text":"{text}"}}]}}}}"#);
+    let huge_claude = format!("{huge_claude}{}", " ".repeat(size - huge_claude.len()));
+    assert_eq!(huge_claude.len(), size);
+    let input = format!("{{\"type\":\"turn.started\"}}\n{huge_claude}\n{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"after\"}}\n");
+    let out = Command::cargo_bin("normalize-events")
+        .unwrap()
+        .arg("claude")
+        .env("SOURCE_DATE_EPOCH", "0")
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let evs: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let at_2: Vec<&serde_json::Value> = evs.iter().filter(|e| e["seq"] == 2).collect();
+    assert_eq!(at_2.len(), 1, "{evs:?}");
+    assert_eq!(at_2[0]["type"], "error");
+    assert_eq!(at_2[0]["data"]["code"], "line_too_long");
+    assert!(at_2[0]["data"]["reason"].as_str().unwrap().contains(&format!("line of {size} bytes")));
+    assert!(!at_2[0]["data"]["fatal"].as_bool().unwrap());
+    assert!(evs.iter().any(|e| e["seq"] == "3.1" && e["data"]["text"] == "after"), "the stream goes on");
+
+    let huge_event = format!(
+        r#"{{"v":"events/v1","seq":2,"ts":"2026-01-01T00:00:00.000Z","type":"token_delta","data":{{"text":"{}","channel":"text","message":"m"}}}}"#,
+        "b".repeat(size)
+    );
+    let after = r#"{"v":"events/v1","seq":3,"ts":"2026-01-01T00:00:00.000Z","type":"exit","data":{"rc":0,"ok":true}}"#;
+    for bin in ["agui-translate", "sse-encode"] {
+        let out =
+            Command::cargo_bin(bin).unwrap().write_stdin(format!("{EVENT}\n{huge_event}\n{after}\n")).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bin}: a skipped line flags the run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("stdin:2: line of {} bytes is over the", huge_event.len())), "{bin}: {err}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(stdout.len() < 10_000, "{bin}: nothing of the long line is written");
+        assert!(
+            stdout.contains("RUN_FINISHED") || stdout.contains("\"exit\""),
+            "{bin}: the line after it went through: {stdout}"
+        );
+    }
+}

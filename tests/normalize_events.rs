@@ -356,19 +356,31 @@ fn empty_input_is_empty_output() {
 
 #[test]
 fn huge_lines_are_capped() {
-    let big = "x".repeat(10 * 1024 * 1024);
+    // Under the 4 MiB line cap: read whole, the tool output cut at 64 KiB.
+    let big = "x".repeat(3 * 1024 * 1024);
     let line = serde_json::json!({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content": big}]}});
     let mut input = serde_json::to_vec(&line).unwrap();
     input.push(b'\n');
-    input.extend_from_slice(big.as_bytes()); // a 10 MB line that is not JSON
+    input.extend_from_slice(big.as_bytes()); // a 3 MB line that is not JSON
+                                             // Over the cap: skipped unread, reported with its size.
+    let huge = "y".repeat(10 * 1024 * 1024);
+    let over = serde_json::json!({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t2","content": huge}]}});
+    let over = serde_json::to_vec(&over).unwrap();
+    input.push(b'\n');
+    input.extend_from_slice(&over);
     let (out, _, code) = normalize("claude", &input, &[]);
     assert_eq!(code, 0);
     let evs = events(&out);
     assert_eq!(evs[0]["data"]["truncated"], true);
-    assert_eq!(evs[0]["data"]["bytes"], 10 * 1024 * 1024);
+    assert_eq!(evs[0]["data"]["bytes"], 3 * 1024 * 1024);
     assert_eq!(evs[0]["data"]["output"].as_str().unwrap().len(), 64 * 1024);
     assert_eq!(evs[1]["data"]["code"], "not_json");
     assert_eq!(evs[1]["data"]["raw"].as_str().unwrap().len(), 4096);
+    assert_eq!(evs[2]["seq"], 3);
+    assert_eq!(evs[2]["data"]["code"], "line_too_long");
+    let reason = evs[2]["data"]["reason"].as_str().unwrap();
+    assert!(reason.contains(&format!("line of {} bytes", over.len())), "{reason}");
+    assert!(evs[2]["data"]["raw"].as_str().unwrap().starts_with(r#"{"message":{"content":[{"content":"yyy"#));
 }
 
 #[test]

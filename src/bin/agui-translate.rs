@@ -58,7 +58,8 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
 
 fn write_events(buf: &mut Vec<u8>, events: &[AguiEvent]) {
     for e in events {
-        buf.extend_from_slice(e.to_json().as_bytes());
+        // Straight into the output buffer: no second copy of a long text.
+        serde_json::to_writer(&mut *buf, e).expect("AG-UI events serialize infallibly");
         buf.push(b'\n');
     }
 }

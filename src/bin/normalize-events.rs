@@ -70,7 +70,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let after = args.after;
     let mut writer = runwire::events::Writer::default();
-    pipe::drive(input, &mut out, |_, line, buf| {
+    pipe::drive_lines(input, &mut out, |_, line, buf| {
         if let (Some(g), Some(p)) = (&generation, file) {
             let now = g.load(Ordering::SeqCst);
             if now != seen {
@@ -80,7 +80,11 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
         let at = times.as_mut().and_then(|t| t.at(norm.lines() + 1 - base));
-        for ev in norm.push_at(line, at) {
+        let evs = match line {
+            pipe::Line::Whole(l) => norm.push_at(l, at),
+            pipe::Line::TooLong { head, size } => norm.push_too_long_at(head, size, at),
+        };
+        for ev in evs {
             if after.is_some_and(|a| ev.seq <= a) {
                 continue;
             }

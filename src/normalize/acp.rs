@@ -218,7 +218,7 @@ impl Acp {
         if !matches!(status, "completed" | "failed") {
             // Announced, or an update (in progress, new input) of a call not yet finished.
             if known.is_none() {
-                self.open_tools.push(id.clone());
+                super::push_bounded(&mut self.open_tools, id.clone());
                 ctx.emit(tool_call(id, tool_name(u), tool_args(u), None, None));
             }
             return;

@@ -25,7 +25,7 @@
 //! a streamed message is the final value of its k-th block, so only the part
 //! not already streamed is emitted.
 
-use super::{lenient, tool_call, tool_result, unseen_suffix, Ctx, Lenient, Scalar, STATUS_TYPE};
+use super::{lenient, tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -160,8 +160,12 @@ enum Kind {
 struct SBlock {
     index: i64,
     kind: Kind,
-    /// Text streamed so far (text and thinking), or the tool input JSON.
-    buf: String,
+    /// Text streamed so far (text and thinking).
+    seen: Seen,
+    /// The tool input JSON streamed so far, up to the line cap.
+    input: String,
+    /// Bytes of tool input streamed past the cap (not kept).
+    input_over: usize,
     tool_id: String,
     tool_name: String,
     tool_emitted: bool,
@@ -172,7 +176,10 @@ struct SBlock {
 struct Stream {
     id: String,
     parent: Option<String>,
-    blocks: Vec<SBlock>,
+    blocks: std::collections::VecDeque<SBlock>,
+    /// Blocks forgotten from the front of `blocks` (a message of very many
+    /// blocks keeps only the latest [`MAX_BLOCKS`]).
+    dropped: usize,
     /// How many blocks the `assistant` lines for this id have delivered.
     assistant_seen: usize,
 }
@@ -182,7 +189,7 @@ pub(crate) struct Claude {
     streams: Vec<Stream>,
     /// The final text of the main agent's latest text block, to tell whether
     /// `result.result` adds anything.
-    last_text: String,
+    last_text: Seen,
 }
 
 fn text_event(text: &str, channel: Channel, message: &str, parent: &Option<String>) -> Option<Data> {
@@ -331,6 +338,13 @@ const SKIPPED_SYSTEM: [&str; 9] = [
     "compact_boundary",
 ];
 
+/// The content blocks of one streamed message remembered at most (a real
+/// message has a handful; this bounds a hostile one).
+const MAX_BLOCKS: usize = 1024;
+/// Blocks whose text is kept whole (up to [`Seen::KEEP`]); later ones are
+/// remembered by length and hash, so a message's memory stays bounded.
+const KEPT_BLOCKS: usize = 16;
+
 /// Kinds passed through as `custom` events (`runwire.<type>`): each carries
 /// something a viewer wants and has no other event type.
 const CUSTOM: [&str; 5] =
@@ -452,7 +466,7 @@ impl Claude {
                 }
                 ctx.announce_session(l.session_id.as_str());
                 self.streams.clear();
-                self.last_text.clear();
+                self.last_text = Seen::default();
                 ctx.emit(Data::TurnStart(TurnStart {
                     model: l.model.as_str().map(str::to_string),
                     cwd: l.cwd.as_str().map(str::to_string),
@@ -490,7 +504,8 @@ impl Claude {
                 let id = id.unwrap_or_else(|| ctx.line_id());
                 // A message of the same agent still open was cut off (killed turn): drop it.
                 self.streams.retain(|s| s.parent != parent);
-                self.streams.push(Stream { id, parent, blocks: Vec::new(), assistant_seen: 0 });
+                let s = Stream { id, parent, blocks: Default::default(), dropped: 0, assistant_seen: 0 };
+                super::push_bounded(&mut self.streams, s);
             }
             "content_block_start" => {
                 let is_main = parent.is_none();
@@ -506,13 +521,21 @@ impl Claude {
                     _ => Kind::Other,
                 };
                 if kind == Kind::Text && is_main {
-                    self.last_text.clear();
+                    self.last_text = Seen::default();
                 }
                 let s = self.stream_mut(&parent).expect("checked above");
-                s.blocks.push(SBlock {
+                if s.blocks.len() == MAX_BLOCKS {
+                    s.blocks.pop_front();
+                    s.dropped += 1;
+                }
+                // Past the first few blocks, text is remembered by length and hash only.
+                let seen = if s.blocks.len() + s.dropped < KEPT_BLOCKS { Seen::default() } else { Seen::hashed() };
+                s.blocks.push_back(SBlock {
                     index,
                     kind,
-                    buf: String::new(),
+                    seen,
+                    input: String::new(),
+                    input_over: 0,
                     tool_id: b.id.as_str().unwrap_or("").to_string(),
                     tool_name: b.name.as_str().unwrap_or("").to_string(),
                     tool_emitted: false,
@@ -539,9 +562,9 @@ impl Claude {
                 match d.kind.as_str().unwrap_or("") {
                     "text_delta" => {
                         let t = d.text.as_str().unwrap_or("");
-                        b.buf.push_str(t);
+                        b.seen.push(t);
                         if is_main {
-                            self.last_text.push_str(t);
+                            self.last_text.push(t);
                         }
                         if let Some(e) = text_event(t, Channel::Text, &msg, &parent) {
                             ctx.emit(e);
@@ -549,12 +572,20 @@ impl Claude {
                     }
                     "thinking_delta" => {
                         let t = d.thinking.as_str().unwrap_or("");
-                        b.buf.push_str(t);
+                        b.seen.push(t);
                         if let Some(e) = text_event(t, Channel::Reasoning, &msg, &parent) {
                             ctx.emit(e);
                         }
                     }
-                    "input_json_delta" => b.buf.push_str(d.partial_json.as_str().unwrap_or("")),
+                    "input_json_delta" => {
+                        let j = d.partial_json.as_str().unwrap_or("");
+                        // Bounded like a line: a tool input streamed past the cap is not kept.
+                        if b.input_over == 0 && b.input.len() + j.len() <= crate::pipe::MAX_LINE {
+                            b.input.push_str(j);
+                        } else {
+                            b.input_over += j.len();
+                        }
+                    }
                     "signature_delta" | "citations_delta" => {}
                     other => ctx.unknown(raw, &format!("stream_event/content_block_delta/{other}")),
                 }
@@ -569,10 +600,13 @@ impl Claude {
                     if b.tool_id.is_empty() {
                         return ctx.missing_id(raw, "streamed tool_use");
                     }
-                    let args = if b.buf.trim().is_empty() {
+                    let args = if b.input_over > 0 {
+                        let n = b.input.len() + b.input_over;
+                        Value::String(format!("(a streamed input of {n} bytes, over the line cap: not kept)"))
+                    } else if b.input.trim().is_empty() {
                         Value::Object(Default::default())
                     } else {
-                        serde_json::from_str(&b.buf).unwrap_or_else(|_| Value::String(b.buf.clone()))
+                        serde_json::from_str(&b.input).unwrap_or_else(|_| Value::String(b.input.clone()))
                     };
                     ctx.emit(tool_call(b.tool_id.clone(), b.tool_name.clone(), args, Some(msg), parent));
                 }
@@ -619,7 +653,7 @@ impl Claude {
                         let tid = blk.id.as_str().unwrap_or("");
                         s.blocks.iter_mut().find(|b| b.kind == Kind::Tool && b.tool_id == tid)
                     }
-                    _ => s.blocks.get_mut(k),
+                    _ => k.checked_sub(s.dropped).and_then(|i| s.blocks.get_mut(i)),
                 }
             });
             match kind {
@@ -631,13 +665,13 @@ impl Claude {
                     };
                     match streamed.filter(|b| b.kind == want) {
                         Some(b) => {
-                            let rest = unseen_suffix(&b.buf, text);
+                            let rest = b.seen.unseen_suffix(text);
                             if let Some(e) = text_event(rest, channel, &id, &parent) {
                                 ctx.emit(e);
                             }
-                            b.buf.push_str(rest);
+                            b.seen.push(rest);
                             if is_main && channel == Channel::Text {
-                                self.last_text = b.buf.clone();
+                                self.last_text = b.seen.clone();
                             }
                         }
                         None => self.whole_text(ctx, text, channel, &id, &parent),
@@ -684,7 +718,7 @@ impl Claude {
     /// Text that was never streamed: emitted whole.
     fn whole_text(&mut self, ctx: &mut Ctx, text: &str, channel: Channel, id: &str, parent: &Option<String>) {
         if parent.is_none() && channel == Channel::Text && !text.is_empty() {
-            self.last_text = text.to_string();
+            self.last_text = Seen::of(text);
         }
         if let Some(e) = text_event(text, channel, id, parent) {
             ctx.emit(e);
@@ -725,7 +759,7 @@ impl Claude {
         let failed =
             l.is_error.as_bool() == Some(true) || subtype != "success" || terminal.is_some_and(|t| t != "completed");
         let text = l.result.as_str().unwrap_or("");
-        if !failed && !text.is_empty() && !self.last_text.contains(text) {
+        if !failed && !text.is_empty() && !self.last_text.holds(text) {
             ctx.emit(Data::TokenDelta(TokenDelta {
                 text: text.to_string(),
                 channel: Channel::Text,
@@ -760,7 +794,7 @@ impl Claude {
             parts.push(format!("({label})"));
             parts.join(" ")
         });
-        self.last_text.clear();
+        self.last_text = Seen::default();
         ctx.emit(Data::TurnEnd(TurnEnd {
             ok: !failed,
             reason,

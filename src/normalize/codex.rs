@@ -35,7 +35,7 @@
 //! `custom` (`runwire.<type>`); `web_search_*` emits its call once the query is
 //! known. `spec/adapters.md` lists every `EventMsg` variant.
 
-use super::{lenient, tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::{lenient, tool_call, tool_result, value_text, Ctx, Seen, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{Map, Value};
 
@@ -45,7 +45,7 @@ pub(crate) struct Codex {
     open_tools: Vec<String>,
     /// Text emitted so far per message id, for items or legacy messages that
     /// arrive in pieces before their whole value.
-    texts: Vec<(String, String)>,
+    texts: Vec<(String, Seen)>,
     /// Legacy: the open streamed agent message and reasoning ids.
     legacy_msg: Option<String>,
     legacy_reasoning: Option<String>,
@@ -147,16 +147,16 @@ impl Codex {
     fn text(&mut self, ctx: &mut Ctx, id: &str, text: &str, channel: Channel, mode: Piece) {
         let pos = self.texts.iter().position(|(i, _)| i == id);
         let rest = match (pos, mode) {
-            (Some(p), Piece::Update | Piece::Final) => unseen_suffix(&self.texts[p].1, text).to_string(),
+            (Some(p), Piece::Update | Piece::Final) => self.texts[p].1.unseen_suffix(text).to_string(),
             _ => text.to_string(),
         };
         match (pos, mode) {
             (Some(p), Piece::Final) => {
                 self.texts.swap_remove(p);
             }
-            (Some(p), _) => self.texts[p].1.push_str(&rest),
+            (Some(p), _) => self.texts[p].1.push(&rest),
             (None, Piece::Final) => {}
-            (None, _) => self.texts.push((id.to_string(), rest.clone())),
+            (None, _) => super::push_bounded(&mut self.texts, (id.to_string(), Seen::of(&rest))),
         }
         if !rest.is_empty() {
             self.said |= channel == Channel::Text;
@@ -166,7 +166,7 @@ impl Codex {
 
     fn open_tool(&mut self, ctx: &mut Ctx, id: &str, name: String, args: Value) {
         if !self.open_tools.iter().any(|t| t == id) {
-            self.open_tools.push(id.to_string());
+            super::push_bounded(&mut self.open_tools, id.to_string());
             ctx.emit(tool_call(id.to_string(), name, args, None, None));
         }
     }

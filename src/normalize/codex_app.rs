@@ -23,7 +23,7 @@
 //! Everything else the protocol defines is skipped on purpose and listed in
 //! [`SKIPPED`]; any other method is an `unknown_kind` error.
 
-use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{json, Value};
 
@@ -119,7 +119,7 @@ pub(crate) struct CodexApp {
     /// Tool item ids whose `tool_call` was emitted and whose result was not.
     open_tools: Vec<String>,
     /// Text streamed so far per item id.
-    texts: Vec<(String, String)>,
+    texts: Vec<(String, super::Seen)>,
     /// The thread's cumulative usage as last reported, and as it stood when
     /// the current turn started: a turn's usage is the difference.
     total: Option<Usage>,
@@ -308,8 +308,8 @@ impl CodexApp {
             return;
         }
         match self.texts.iter_mut().find(|(i, _)| *i == id) {
-            Some((_, t)) => t.push_str(d),
-            None => self.texts.push((id.clone(), d.to_string())),
+            Some((_, t)) => t.push(d),
+            None => super::push_bounded(&mut self.texts, (id.clone(), super::Seen::of(d))),
         }
         ctx.emit(Data::TokenDelta(TokenDelta { text: d.to_string(), channel, message: id, parent }));
     }
@@ -329,7 +329,7 @@ impl CodexApp {
                 _ => (item.str_at("text").unwrap_or("").to_string(), Channel::Text),
             };
             let streamed = self.texts.iter().position(|(i, _)| *i == id).map(|p| self.texts.swap_remove(p).1);
-            let rest = unseen_suffix(streamed.as_deref().unwrap_or(""), &text);
+            let rest = streamed.unwrap_or_default().unseen_suffix(&text);
             if !rest.is_empty() {
                 ctx.emit(Data::TokenDelta(TokenDelta { text: rest.to_string(), channel, message: id, parent }));
             }
@@ -341,7 +341,7 @@ impl CodexApp {
         let (name, args) = tool_name_args(ty, item);
         if !done {
             if !self.open_tools.contains(&id) {
-                self.open_tools.push(id.clone());
+                super::push_bounded(&mut self.open_tools, id.clone());
                 ctx.emit(tool_call(id, name, args, None, parent));
             }
             return;

@@ -111,7 +111,7 @@ impl Cursor {
             ("tool_call", "started") => {
                 self.text = None;
                 let (id, name, args) = tool_parts(&v);
-                self.open_tools.push(id.clone());
+                super::push_bounded(&mut self.open_tools, id.clone());
                 ctx.emit(tool_call(id, name, args, None, None));
             }
             ("tool_call", "completed") => {

@@ -116,6 +116,8 @@ pub struct Normalizer {
     session: Option<String>,
     resume: Option<String>,
     scratch: Vec<Data>,
+    /// Set by [`Normalizer::push_too_long`] for the line it pushes.
+    too_long: Option<u64>,
     ts: Ts,
 }
 
@@ -286,7 +288,17 @@ impl Normalizer {
         // apart from the print-mode ones by their first line.
         let detect = matches!(adapter, Adapter::Codex | Adapter::Cursor);
         let ts = Ts { last: None, untimed: Untimed::ReadTime };
-        Normalizer { dialect, detect, opts, line_no: 0, session: None, resume: None, scratch: Vec::new(), ts }
+        Normalizer {
+            dialect,
+            detect,
+            opts,
+            line_no: 0,
+            session: None,
+            resume: None,
+            scratch: Vec::new(),
+            too_long: None,
+            ts,
+        }
     }
 
     /// Reading a file, not a live pipe: a line that nothing times keeps the
@@ -348,10 +360,11 @@ impl Normalizer {
         if self.line_no == 1 {
             line = line.strip_prefix(lenient::BOM).unwrap_or(line);
         }
-        if line.iter().all(u8::is_ascii_whitespace) {
+        let too_long = self.too_long.take();
+        if too_long.is_none() && line.iter().all(u8::is_ascii_whitespace) {
             return Vec::new();
         }
-        if self.detect {
+        if self.detect && too_long.is_none() {
             self.detect_protocol(line);
         }
         let mut ctx = Ctx {
@@ -364,7 +377,9 @@ impl Normalizer {
         // The session's own lines, written by runwire with `type` first:
         // read here, before a dialect's table can mistake their fields
         // (`message` is a string here, an object in claude's lines).
-        if let Some(request) = session_line(line) {
+        if let Some(size) = too_long {
+            ctx.error("line_too_long", crate::pipe::Line::too_long_reason(size), line, false);
+        } else if let Some(request) = session_line(line) {
             ctx.input_line(line, request);
         } else {
             match &mut self.dialect {
@@ -431,6 +446,20 @@ impl Normalizer {
                 _ => Dialect::Acp(acp::Acp::default()),
             };
         }
+    }
+
+    /// Consumes a source line too long to be read whole (see
+    /// [`crate::pipe::MAX_LINE`]), given by its first bytes and its size: one
+    /// non-fatal `error` event (`line_too_long`) numbered like any line.
+    pub fn push_too_long(&mut self, head: &[u8], size: u64) -> Vec<Event> {
+        self.push_too_long_at(head, size, None)
+    }
+
+    /// [`push_too_long`](Normalizer::push_too_long) for a line that arrived
+    /// at `arrival_ms` (see [`push_at`](Normalizer::push_at)).
+    pub fn push_too_long_at(&mut self, head: &[u8], size: u64, arrival_ms: Option<i64>) -> Vec<Event> {
+        self.too_long = Some(size);
+        self.push_at(head, arrival_ms)
     }
 
     /// Ends the stream. Normalization never invents events at the end: a
@@ -500,6 +529,90 @@ pub(crate) fn unseen_suffix<'a>(streamed: &str, final_text: &'a str) -> &'a str 
         return final_text;
     }
     final_text.strip_prefix(streamed).unwrap_or_default()
+}
+
+/// Open things (tools, messages) a dialect tracks at most: real streams
+/// have a few at a time; this bounds a hostile one. Past it the oldest is
+/// forgotten (its late result then restates its call, which is harmless).
+pub(crate) const MAX_OPEN: usize = 4096;
+
+/// `v.push(x)`, forgetting the oldest entry past [`MAX_OPEN`].
+pub(crate) fn push_bounded<T>(v: &mut Vec<T>, x: T) {
+    if v.len() >= MAX_OPEN {
+        v.remove(0);
+    }
+    v.push(x);
+}
+
+/// Text already emitted for one message, remembered without keeping all of
+/// it: up to [`Seen::KEEP`] bytes are kept as they are; past that only the
+/// length and an FNV-1a hash of the whole, so a message streamed in a
+/// million deltas costs no more memory than a short one, and the whole
+/// value arriving afterwards is still compared with what was streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    len: usize,
+    /// The text, while it is at most `KEEP` bytes.
+    kept: Option<String>,
+    /// FNV-1a of the whole text, once it is longer.
+    hash: u64,
+}
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen { len: 0, kept: Some(String::new()), hash: crate::agui::FNV_OFFSET }
+    }
+}
+
+impl Seen {
+    pub const KEEP: usize = 64 << 10;
+
+    /// Remembers `text` as all of it.
+    pub fn of(text: &str) -> Seen {
+        let mut s = Seen::default();
+        s.push(text);
+        s
+    }
+
+    /// Remembers by length and hash from the first byte on.
+    pub fn hashed() -> Seen {
+        Seen { kept: None, ..Seen::default() }
+    }
+
+    /// Appends `t` to what was emitted.
+    pub fn push(&mut self, t: &str) {
+        self.len += t.len();
+        if let Some(k) = &mut self.kept {
+            if k.len() + t.len() <= Self::KEEP {
+                k.push_str(t);
+                return;
+            }
+            self.hash = crate::agui::fnv1a64(k.as_bytes());
+            self.kept = None;
+        }
+        self.hash = crate::agui::fnv1a64_extend(self.hash, t.as_bytes());
+    }
+
+    /// [`unseen_suffix`] against the remembered text: the part of `full`
+    /// past what was emitted when that is a prefix of it, else nothing.
+    pub fn unseen_suffix<'a>(&self, full: &'a str) -> &'a str {
+        match &self.kept {
+            Some(k) => unseen_suffix(k, full),
+            None => match full.get(..self.len) {
+                Some(p) if crate::agui::fnv1a64(p.as_bytes()) == self.hash => &full[self.len..],
+                _ => "",
+            },
+        }
+    }
+
+    /// True when `text` is in what was emitted (while it is kept whole), or
+    /// equals all of it (past that).
+    pub fn holds(&self, text: &str) -> bool {
+        match &self.kept {
+            Some(k) => k.contains(text),
+            None => text.len() == self.len && crate::agui::fnv1a64(text.as_bytes()) == self.hash,
+        }
+    }
 }
 
 /// A JSON value read leniently: a field of an unexpected type becomes

@@ -296,27 +296,9 @@ impl Tail {
         let at = self.times.as_mut().and_then(|t| t.at(self.norm.lines() + 1));
         let events = match line {
             LogLine::Whole(l) => self.norm.push_at(l, at),
-            LogLine::TooLong { head, size } => {
-                // The line keeps its number (so seqs match normalize-events) and is
-                // reported, never held. (The normalizer's own report of it, shared with
-                // normalize-events, replaces this once the line cap lands in src/pipe.rs.)
-                let _ = self.norm.push_at(b"", at);
-                let reason = format!("line of {size} bytes is over the {MAX_LINE}-byte line cap; skipped");
-                vec![Event {
-                    run: Some(self.run.clone()),
-                    task: Some(self.task.clone()),
-                    session: self.norm.session().map(str::to_string),
-                    seq: Seq { line: self.norm.lines(), sub: 0 },
-                    // The same ts rule as every line (a blank line keeps the last ts).
-                    ts_ms: at.or(self.norm.last_ts()).unwrap_or_else(|| crate::time::Clock::from_env().now_ms()),
-                    data: Data::Error(ErrorData {
-                        reason,
-                        code: "line_too_long".into(),
-                        raw: String::from_utf8_lossy(head).into_owned(),
-                        fatal: false,
-                    }),
-                }]
-            }
+            // The line keeps its number (so seqs match normalize-events) and is
+            // reported, never held: the normalizer's own report, the same as normalize-events'.
+            LogLine::TooLong { head, size } => self.norm.push_too_long_at(head, size, at),
         };
         for ev in events {
             if matches!(ev.data, Data::Exit(_)) {
@@ -767,10 +749,11 @@ fn drain(out: &mut Out) -> io::Result<()> {
     }
 }
 
-/// The longest log line a task stream reads whole; a longer one is counted
-/// as it streams past (its head kept) and becomes one `error` event, so a
-/// stream's memory does not grow with a line.
-pub const MAX_LINE: usize = 8 << 20;
+/// The longest log line a task stream reads whole: the pipeline's line cap,
+/// so a stream and `normalize-events` read every log the same way. A longer
+/// one is counted as it streams past (its head kept) and becomes one `error`
+/// event, so a stream's memory does not grow with a line.
+pub use crate::pipe::MAX_LINE;
 /// How much of an over-long line is kept for its report.
 const TOO_LONG_HEAD: usize = 4096;
 /// Buffers that grew past this for one big line are given back after it.

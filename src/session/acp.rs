@@ -240,7 +240,10 @@ impl Agent for Acp {
     }
 
     fn line(&mut self, raw: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
-        let Ok(v) = serde_json::from_slice::<Value>(raw) else { return Vec::new() };
+        // Read as every reader of agent output reads it: a lone surrogate must not lose a request.
+        let Some(v) = std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok()) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         let method = v.get("method").and_then(Value::as_str);
         let id = v.get("id").filter(|i| !i.is_null());
