@@ -1013,6 +1013,19 @@ fn registration_creates_its_directory_and_listings_never_delete() {
     assert_eq!((code, show["run"]["status"].as_str()), (200, Some("missing")));
     std::fs::rename(base.join("moved"), repo.join("runstate")).unwrap();
     assert_eq!(status(), "registered", "the pointer survived every listing");
+
+    // A relative repo root is made absolute: readers run in other directories.
+    let o = bin("runs", &home)
+        .current_dir(&base)
+        .args(["register", "--slug", "rel", "--repo-root", "here"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = &lines(&o.stdout)[0];
+    assert_eq!(p["runstateDir"], base.join("here/runstate").display().to_string());
+    assert!(base.join("here/runstate").is_dir());
+    let o = bin("runs", &home).arg("list").output().unwrap();
+    assert_eq!(by_id(&lines(&o.stdout), p["runId"].as_str().unwrap())["status"], "registered");
 }
 
 #[test]

@@ -158,6 +158,12 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::Show { run_id } => view::find(&reg, &run_id).map(|l| l.show()).map(|v| line(&mut o, &v)),
         Cmd::Task { run_id, task } => view::find(&reg, &run_id).and_then(|l| l.task(&task)).map(|v| line(&mut o, &v)),
         Cmd::Register { slug, repo_root, worktree, project, repo, branch, runstate_dir } => {
+            // Absolute, as readers require (a relative runstateDir would be read against each reader's cwd).
+            let abs = |p: String| match std::path::absolute(&p) {
+                Ok(a) if !p.is_empty() => a.display().to_string(),
+                _ => p,
+            };
+            let (repo_root, worktree, runstate_dir) = (abs(repo_root), worktree.map(abs), runstate_dir.map(abs));
             let new = NewRun { slug, repo_root, worktree, project, repo, branch, runstate_dir };
             let created = runwire::time::format_ms(
                 std::time::SystemTime::now()

@@ -95,7 +95,7 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<Adapter>,
     /// The wrapper to start instead of wrappers/AGENT.sh (same contract). With --interactive, the
-    /// agent itself instead of $RUNWIRE_<AGENT>_BIN or its usual name (the protocol's flags are
+    /// agent itself instead of `$RUNWIRE_<AGENT>_BIN` or its usual name (the protocol's flags are
     /// appended, as runwire-session does: claude's stream-json flags, codex `app-server`, cursor `acp`).
     #[arg(long, value_name = "PATH", requires = "agent", conflicts_with = "replay")]
     pub agent_cmd: Option<PathBuf>,
