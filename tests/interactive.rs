@@ -621,3 +621,83 @@ fn official_client_denies() {
 fn official_client_answers_a_question() {
     official_client("oc-question", "user-question", "question:spaces", &["--replay"]);
 }
+
+/// plan-mode: the plan is an interrupt of its own (ExitPlanMode); approving
+/// it with a mode carries the plan out in that mode (the session sets the
+/// mode, then allows, as the recording's client did), and the next request
+/// is a second interrupt on the same thread, denied. A replay stub that
+/// dies (a mismatch) ends the run with RUN_ERROR, never a hang.
+#[test]
+fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
+    let s = Server::start("plan", "plan-mode", "", &["--permission-mode", "plan"]);
+    let prompt = &recorded_messages(&cell("plan-mode"))[0];
+    let ev = agui(s.port, run_input("t", "r1", prompt)).events();
+    let plan = interrupts(&ev)[0].clone();
+    assert_eq!(plan["metadata"]["runwire"]["kind"], "plan_approval", "{plan}");
+    // The recording's client carried the plan out in acceptEdits.
+    assert!(plan["responseSchema"]["properties"]["mode"]["enum"].as_array().unwrap().contains(&json!("acceptEdits")));
+    let r2 = agui(
+        s.port,
+        resume_input(
+            "t",
+            "r2",
+            json!([{"interruptId": plan["id"], "status": "resolved", "payload": {"approved": true, "mode": "acceptEdits"}}]),
+        ),
+    );
+    let ev2 = r2.events();
+    let bash = interrupts(&ev2)[0].clone();
+    assert_eq!(bash["metadata"]["runwire"]["tool"], "Bash", "{}", r2.text());
+    // The recording's client denied it.
+    let r3 = agui(
+        s.port,
+        resume_input(
+            "t",
+            "r3",
+            json!([{"interruptId": bash["id"], "status": "resolved", "payload": {"approved": false, "message": "no"}}]),
+        ),
+    );
+    assert_eq!(last(&r3.events())["type"], "RUN_FINISHED", "{}", r3.text());
+    assert!(last(&r3.events()).get("outcome").is_none());
+    s.assert_stub_happy();
+}
+
+/// A client that leaves mid-turn interrupts the turn (the stub's synthetic
+/// reply ends it); the session stays, and the next message is a new turn.
+#[test]
+fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
+    let msgs = recorded_messages(&cell("steer"));
+    let end_at = seq_before_second_message(&cell("steer"));
+    let s = Server::start("leave", "steer", &format!("--end-at {end_at}"), &[]);
+    {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        let body = run_input("t", "r1", &msgs[0]).to_string();
+        let head = format!(
+            "POST /agui HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            s.port,
+            body.len()
+        );
+        c.write_all(head.as_bytes()).unwrap();
+        c.write_all(body.as_bytes()).unwrap();
+        c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut got = Vec::new();
+        while !String::from_utf8_lossy(&got).contains("TOOL_CALL_START") {
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0, "the stream ended early");
+            got.extend_from_slice(&buf[..n]);
+        }
+        // Gone, mid-turn.
+    }
+    let log = s.home.join("serve/runstate");
+    wait_for("the interrupt's synthetic result in the task log", Duration::from_secs(10), || {
+        std::fs::read_dir(&log).unwrap().flatten().any(|e| {
+            e.file_name().to_string_lossy().ends_with(".agent.log")
+                && std::fs::read_to_string(e.path()).unwrap_or_default().contains("aborted_streaming")
+        })
+    });
+    let r = agui(s.port, run_input("t", "r2", "are you there?"));
+    let ev = r.events();
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{}", r.text());
+    assert!(last(&ev).get("outcome").is_none());
+    s.assert_stub_happy();
+}

@@ -7,6 +7,8 @@
 //! the resumed run finishes with the tool's result; the decision is
 //! journaled; a question (codex) is answered from its choices.
 
+mod support;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -19,10 +21,7 @@ fn root() -> PathBuf {
 }
 
 fn replay_agent() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/replay-agent");
-    assert!(p.exists(), "{} is missing: cargo build --example replay-agent", p.display());
-    p
+    support::example("replay-agent")
 }
 
 fn cell(agent: &str, name: &str) -> PathBuf {

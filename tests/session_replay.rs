@@ -9,6 +9,8 @@
 //! Then the session's output must normalize to the same turns, with an
 //! `input_request` / `input_answer` pair for every decision.
 
+mod support;
+
 use runwire::events::{Data, Decision};
 use runwire::normalize::{Adapter, Normalizer, Options};
 use runwire::time::Clock;
@@ -23,11 +25,7 @@ fn root() -> PathBuf {
 }
 
 fn replay_agent() -> PathBuf {
-    // Examples are built by `cargo test` (and --all-targets) next to the test binaries' deps.
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/replay-agent");
-    assert!(p.exists(), "{} is missing: cargo build --example replay-agent", p.display());
-    p
+    support::example("replay-agent")
 }
 
 /// The client lines of the cell's `part`-th process, as `replay-agent` splits it.

@@ -13,6 +13,8 @@
 //! when node, Chromium or the npm packages are unavailable and `CI` is not
 //! set; under `CI` a missing piece fails.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -128,6 +130,8 @@ fn the_page_works_in_chromium_against_the_server() {
     }
     let shots = std::env::temp_dir().join(format!("runwire-studio-screenshots-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&shots);
+    // The interactive-agent pages run examples/replay-agent beside the server binary.
+    let replay = support::example("replay-agent");
     run_node_tests(
         "e2e",
         &[
@@ -135,6 +139,7 @@ fn the_page_works_in_chromium_against_the_server() {
             ("RUNWIRE_SUPERVISE", env!("CARGO_BIN_EXE_runwire-supervise").as_ref()),
             ("STUDIO_CHROMIUM", browser.as_os_str()),
             ("STUDIO_SCREENSHOTS", shots.as_os_str()),
+            ("RUNWIRE_REPLAY_AGENT", replay.as_os_str()),
         ],
     );
     for view in ["runs", "task", "chat", "compare"] {

@@ -60,7 +60,7 @@ pub struct Thread {
 
 struct State {
     agent: Option<Live>,
-    rx: Option<Receiver<Vec<u8>>>,
+    rx: Option<Receiver<Line>>,
     norm: Normalizer,
     /// Every request the session raised, as AG-UI interrupts.
     raised: Raised,
@@ -72,7 +72,9 @@ struct State {
     stop_requested: bool,
     /// The agent's session id, for `--resume` when the process is gone.
     resume: Option<String>,
-    rec: Option<Recorder>,
+    /// The session's record; its log is written as lines arrive (by the
+    /// session's reader), whether a run is streaming or not.
+    rec: Arc<Mutex<Option<Recorder>>>,
     /// The recorded run's id (`GET /runs/:id`, the task routes).
     record_id: Option<String>,
     /// When a run last used the session (the idle one used least recently is ended first).
@@ -90,7 +92,7 @@ impl State {
             turns_open: 0,
             stop_requested: false,
             resume: None,
-            rec: None,
+            rec: Arc::new(Mutex::new(None)),
             record_id: None,
             last_used: Instant::now(),
         }
@@ -114,21 +116,9 @@ impl State {
         self.agent.as_ref().map(Live::open).unwrap_or_default()
     }
 
-    /// Records the line, journals what it means, and normalizes it.
-    fn take_line(&mut self, line: &[u8]) -> Vec<Event> {
-        // Its arrival time, recorded beside the log and used for `ts`, so a
-        // re-read of the record gives the same events (`crate::arrival`).
-        let at = crate::arrival::clock().map(|c| c.now_ms());
-        if let Some(rec) = &mut self.rec {
-            if let Err(e) = rec.line(line, at) {
-                crate::cli::report(super::BIN, format!("record {}: {e}; no longer recording this session", rec.run_id));
-                // The record is incomplete: say so in the journal now, so
-                // the run does not stay `running` (issue 12, a full disk).
-                let why = Some(format!("the run's log could not be written: {e}"));
-                let _ = rec.finish("failed", None, why);
-                self.rec = None;
-            }
-        }
+    /// Normalizes a line of the session's output (recorded already, with
+    /// its arrival time `at`).
+    fn take_line(&mut self, line: &[u8], at: Option<i64>) -> Vec<Event> {
         let events = self.norm.push_at(line, at);
         for ev in &events {
             if let Data::TurnEnd(_) = &ev.data {
@@ -145,7 +135,7 @@ impl State {
     fn agent_gone(&mut self) {
         if let Some(mut a) = self.agent.take() {
             let rc = a.kill();
-            if let Some(rec) = self.rec.take() {
+            if let Some(rec) = lock(&self.rec).take() {
                 let state = if rc == Some(0) { "committed" } else { "halted" };
                 if let Err(e) = rec.finish(state, rc, None) {
                     crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
@@ -291,7 +281,18 @@ pub fn run(
         let r = drive(shared, &mut run, input, &peek);
         match r {
             Ok(End::Done) => Ok(()),
-            Ok(End::Gone) | Err(_) => Err(()),
+            Ok(End::Gone) => Err(()),
+            Err(_) => {
+                // A write failed: the client left mid-turn. The turn is
+                // interrupted; the session stays for the next run.
+                if let Some(th) = lock(&shared.sessions.threads).get(&input.thread_id).cloned() {
+                    let mut st = lock(&th.st);
+                    if st.turns_open > 0 {
+                        let _ = st.send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
+                    }
+                }
+                Err(())
+            }
         }
     };
     // The run is over once its terminal event is out: the thread takes the
@@ -310,15 +311,16 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
         let mut st = lock(&th.st);
         st.last_used = Instant::now();
         if st.agent.is_none() {
-            if st.rec.is_none() {
-                st.rec = recorder(shared, input);
-                if let Some(id) = st.rec.as_ref().map(|r| r.run_id.clone()) {
+            if lock(&st.rec).is_none() {
+                *lock(&st.rec) = recorder(shared, input);
+                let id = lock(&st.rec).as_ref().map(|r| r.run_id.clone());
+                if let Some(id) = id {
                     lock(&shared.sessions.by_record).insert(id.clone(), th.id.clone());
                     st.record_id = Some(id);
                 }
             }
-            let journal = st.rec.as_ref().map(Recorder::journal);
-            match Live::start(shared, st.resume.as_deref(), journal) {
+            let journal = lock(&st.rec).as_ref().map(Recorder::journal);
+            match Live::start(shared, st.resume.as_deref(), journal, st.rec.clone()) {
                 Ok((agent, rx)) => {
                     st.agent = Some(agent);
                     st.rx = Some(rx);
@@ -350,7 +352,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
     loop {
         match guard.rx().try_recv() {
             Ok(line) => {
-                let evs = lock(&th.st).take_line(&line);
+                let evs = lock(&th.st).take_line(&line.0, line.1);
                 backlog(run, &th, evs)?;
             }
             Err(TryRecvError::Empty) => break,
@@ -432,7 +434,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 }
                 match guard.rx().recv_timeout(TICK) {
                     Ok(line) => {
-                        let evs = lock(&th.st).take_line(&line);
+                        let evs = lock(&th.st).take_line(&line.0, line.1);
                         backlog(run, &th, evs)?;
                     }
                     Err(RecvTimeoutError::Timeout) => {}
@@ -463,7 +465,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
     loop {
         match guard.rx().recv_timeout(TICK) {
             Ok(line) => {
-                let evs = lock(&th.st).take_line(&line);
+                let evs = lock(&th.st).take_line(&line.0, line.1);
                 if live(run, &th, evs)? {
                     return Ok(End::Done);
                 }
@@ -506,11 +508,11 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
 /// Gives the line receiver back to the thread when the run ends, however.
 struct Streaming<'a> {
     th: &'a Thread,
-    rx: Option<Receiver<Vec<u8>>>,
+    rx: Option<Receiver<Line>>,
 }
 
 impl Streaming<'_> {
-    fn rx(&self) -> &Receiver<Vec<u8>> {
+    fn rx(&self) -> &Receiver<Line> {
         self.rx.as_ref().expect("held until drop")
     }
 }
@@ -870,13 +872,18 @@ use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 
+/// A line of the session's output and its arrival time.
+type Line = (Vec<u8>, Option<i64>);
+
 /// Lines buffered between the session and the run streaming it.
 const CHANNEL: usize = 8192;
 
 struct Core {
     session: Mutex<Session<Box<dyn crate::session::Agent + Send>>>,
     stdin: Mutex<Option<ChildStdin>>,
-    out: SyncSender<Vec<u8>>,
+    /// Dropped when the agent's output ends, so the run streaming sees the end.
+    out: Mutex<Option<SyncSender<Line>>>,
+    rec: Arc<Mutex<Option<Recorder>>>,
     journal: Option<std::path::PathBuf>,
     done: AtomicBool,
 }
@@ -891,7 +898,27 @@ impl Core {
     /// (the output channel may be full until a run drains it).
     fn apply(&self, s: Step) {
         for l in s.output {
-            let _ = self.out.send(l);
+            // Its arrival time, recorded beside the log and used for `ts`,
+            // so a re-read of the record gives the same events.
+            let at = crate::arrival::clock().map(|c| c.now_ms());
+            {
+                let mut rec = lock(&self.rec);
+                if let Some(r) = rec.as_mut() {
+                    if let Err(e) = r.line(&l, at) {
+                        crate::cli::report(
+                            super::BIN,
+                            format!("record {}: {e}; no longer recording this session", r.run_id),
+                        );
+                        // Incomplete: the journal says so now (a full disk).
+                        let _ = r.finish("failed", None, Some(format!("the run's log could not be written: {e}")));
+                        *rec = None;
+                    }
+                }
+            }
+            let out = lock(&self.out).clone();
+            if let Some(out) = out {
+                let _ = out.send((l, at));
+            }
         }
         {
             let mut stdin = lock(&self.stdin);
@@ -932,7 +959,8 @@ impl Live {
         shared: &Shared,
         resume: Option<&str>,
         journal: Option<std::path::PathBuf>,
-    ) -> Result<(Live, Receiver<Vec<u8>>), String> {
+        rec: Arc<Mutex<Option<Recorder>>>,
+    ) -> Result<(Live, Receiver<Line>), String> {
         // The engine, as runwire-session runs it: --agent-cmd, else
         // $RUNWIRE_<AGENT>_BIN, else its usual name; the protocol's flags appended.
         let mut o = launch_options_of(&shared.cfg);
@@ -959,7 +987,8 @@ impl Live {
         let core = Arc::new(Core {
             session: Mutex::new(Session::new(agent, opts)),
             stdin: Mutex::new(stdin),
-            out: tx,
+            out: Mutex::new(Some(tx)),
+            rec,
             journal,
             done: AtomicBool::new(false),
         });
@@ -980,6 +1009,7 @@ impl Live {
                 let step = lock(&reader.session).agent_exited(Core::now());
                 reader.apply(step);
                 reader.done.store(true, Ordering::SeqCst);
+                *lock(&reader.out) = None;
                 // Dropping the last sender ends the run's stream.
             })
             .map_err(|e| format!("cannot read the agent's output: {e}"))?;

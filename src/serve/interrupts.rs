@@ -196,6 +196,14 @@ pub fn answer_for(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerI
         return Ok(a);
     }
     a.decision = Decision::Allow;
+    if r.kind == InputKind::PlanApproval {
+        // The permission mode to carry the plan out in (the session checks it).
+        a.mode = match p.get("mode") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => Some(m.clone()),
+            Some(_) => return Err("payload.mode must be a permission mode (a string)".into()),
+        };
+    }
     a.updated_input = match p.get("editedArgs") {
         None | Some(Value::Null) => None,
         Some(Value::Object(o)) => Some(o.clone()),
@@ -251,6 +259,11 @@ pub fn interrupt_for(r: &InputRequest, tool_call_id: Option<String>) -> Value {
             },
             "required": ["approved"],
         });
+        let mut schema = schema;
+        if r.kind == InputKind::PlanApproval {
+            schema["properties"]["mode"] = json!({"type": "string", "enum": crate::session::claude::MODES,
+                "description": "The permission mode to carry the plan out in (default: the server's --plan-exit-mode)."});
+        }
         ("tool_call", message, schema)
     };
     i.insert("reason".into(), reason.into());

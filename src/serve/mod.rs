@@ -130,6 +130,10 @@ pub struct Args {
     /// danger-full-access (every tool call runs without asking a person).
     #[arg(long, requires = "interactive")]
     pub grant_all: bool,
+    /// The permission mode an approved claude plan is carried out in (an answer's `mode` may name
+    /// another).
+    #[arg(long, value_name = "MODE", default_value = "default", requires = "interactive")]
+    pub plan_exit_mode: String,
     /// Interactive codex sessions' sandbox: read-only, workspace-write; danger-full-access needs
     /// --grant-all.
     #[arg(long, value_name = "MODE", default_value = "workspace-write", requires = "interactive")]
@@ -243,6 +247,8 @@ pub struct Config {
     /// Interactive sessions' permission mode (`bypassPermissions` only with `--grant-all`).
     pub permission_mode: String,
     pub grant_all: bool,
+    /// The mode an approved plan is carried out in.
+    pub plan_exit_mode: String,
     /// Interactive codex sessions' sandbox and approval policy.
     pub sandbox: String,
     pub approval_policy: String,
@@ -362,6 +368,7 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         engine: if args.interactive { args.agent_cmd.clone() } else { None },
         permission_mode: args.permission_mode.clone(),
         grant_all: args.grant_all,
+        plan_exit_mode: args.plan_exit_mode.clone(),
         sandbox: args.sandbox.clone(),
         approval_policy: args.approval_policy.clone(),
         answer_timeout: Duration::from_secs(args.answer_timeout),

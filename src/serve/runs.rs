@@ -754,8 +754,7 @@ fn drain(out: &mut Out) -> io::Result<()> {
 /// one is counted as it streams past (its head kept) and becomes one `error`
 /// event, so a stream's memory does not grow with a line.
 pub use crate::pipe::MAX_LINE;
-/// How much of an over-long line is kept for its report.
-const TOO_LONG_HEAD: usize = 4096;
+use crate::pipe::TOO_LONG_HEAD;
 /// Buffers that grew past this for one big line are given back after it.
 const KEEP_CAPACITY: usize = 1 << 20;
 
