@@ -695,6 +695,10 @@ mod tests {
     fn a_stopped_tree_is_gone_and_reaped() {
         // Without the reaper binary (a lib test may not have it), the
         // fallback still stops the program and its group.
+        // Orphans of the killed shell come to this process (as to the server,
+        // a subreaper) and are reaped here: an unreaped zombie would keep the
+        // group alive, and PID 1 of a container may never reap it.
+        become_subreaper();
         let mut s = Spec::new("/bin/sh");
         s.arg("-c").arg("trap '' TERM; sleep 30 & wait");
         s.kill_grace = Duration::from_millis(200);
@@ -703,6 +707,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let rc = p.stop();
         assert!(rc > 128, "killed, not exited: {rc}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH)) && std::time::Instant::now() < deadline {
+            reap_adopted(pgid);
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH)), "group {pgid} still has members");
     }
 }
