@@ -1076,9 +1076,6 @@ impl Sup {
         if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
             return Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into()));
         }
-        if rt.session.is_none() {
-            return Reply::refuse(format!("task {id} has no session id yet: nothing to resume"), state);
-        }
         if msg.is_empty() || msg.len() > MAX_MSG {
             return Reply::refuse(format!("msg must be 1 to {MAX_MSG} bytes (got {})", msg.len()), state);
         }
@@ -1105,6 +1102,11 @@ impl Sup {
                 return Reply::ok(format!("task {id}: {what}"), state);
             }
             // The session is going away: fall back to the turn boundary.
+        }
+        // A steer at the turn boundary resumes the agent's session: it needs
+        // its id (a live steer above does not: the session is open).
+        if rt.session.is_none() {
+            return Reply::refuse(format!("task {id} has no session id yet: nothing to resume"), state);
         }
         rt.steer.push_back(msg);
         let mut detail = format!("queued for task {id} ({n} bytes): applied at its next turn boundary (--resume)");
