@@ -316,3 +316,55 @@ fn a_supervised_step_whose_log_cannot_be_written_is_halted_with_the_reason() {
     assert!(detail.contains("could not be written") && detail.contains("No space left on device"), "{halted}");
     all_gone(&pids(&dir.join("pids")), Duration::from_secs(2));
 }
+
+#[test]
+fn a_killed_wrapper_gets_sigterm_and_its_status_line_reaches_the_log() {
+    // The real claude wrapper over the stub engine that hangs: on SIGTERM
+    // it stops the engine and writes its status line. A signal mask passed
+    // on by the reaper (SIGTERM blocked) made it wait for SIGKILL instead.
+    let dir = tmp("term");
+    let _c = Cleanup(dir.clone());
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    std::fs::write(dir.join("p.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#)
+        .unwrap();
+    let path =
+        format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+    let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+        .current_dir(&dir)
+        .args(["--plan", "p.plan.json", "--kill-grace", "20"])
+        .env("HARNESS_HOME", dir.join("home"))
+        .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
+        .env("PATH", path)
+        .env("STUB_MODE", "hang")
+        .env("STUB_PID_FILE", dir.join("pids"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut sup = Sup { child };
+    let until = Instant::now() + Duration::from_secs(20);
+    let sock = loop {
+        let live: serde_json::Value = std::fs::read(dir.join("runstate/p.live.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if pids(&dir.join("pids")).len() >= 2 && live["tasks"]["a"]["session_id"].is_string() {
+            break live["sock"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < until, "the task never hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let t = Instant::now();
+    let mut s = UnixStream::connect(sock).unwrap();
+    writeln!(s, r#"{{"verb":"kill","task":"a","actor":"test"}}"#).unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    // Well inside the 20 s grace: SIGTERM did it.
+    assert!(t.elapsed() < Duration::from_secs(10), "{reply} after {:?}", t.elapsed());
+    assert!(reply.contains("rc 143"), "{reply}");
+    let log = std::fs::read_to_string(dir.join("runstate/p.a.log")).unwrap();
+    assert!(log.trim_end().ends_with(r#""detail":"stopped: the wrapper got SIGTERM","files":[]}"#), "{log}");
+    assert_eq!(sup.wait(Duration::from_secs(10)), Some(1));
+}

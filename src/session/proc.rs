@@ -18,8 +18,10 @@
 //!   [`DRAIN_GRACE`], SIGKILL; then the reaper exits with the program's code
 //!   (`128 + signal` for a killed program). So the run ends once the program
 //!   is reaped, even when a grandchild still holds its stdout;
-//! - SIGTERM (also SIGINT, SIGHUP) asks it to stop the run: SIGTERM to every
-//!   descendant, SIGKILL after the run's kill grace; SIGUSR1 means SIGKILL now.
+//! - SIGTERM (also SIGINT, SIGHUP), or the caller's death, stops the run:
+//!   SIGTERM to the program's process group (once: a wrapper then stops its
+//!   engine and writes its status line), and SIGKILL to every descendant
+//!   left after the run's kill grace; SIGUSR1 means SIGKILL now.
 //!
 //! When the reaper binary cannot be found (a library test, a partial
 //! install) the program is started directly, with the same process group
@@ -217,11 +219,15 @@ impl Proc {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .process_group(0);
-        // SAFETY: prctl is async-signal-safe. The run goes when we go, even
-        // by SIGKILL; the spawner thread makes "we" the process.
+        // SAFETY: prctl and pthread_sigmask are async-signal-safe. The run
+        // goes when we go, even by SIGKILL; the spawner thread makes "we"
+        // the process. The signal mask is inherited across exec: a caller
+        // that blocks SIGTERM (the server does, for its signal thread) must
+        // not pass that on.
         unsafe {
             cmd.pre_exec(|| {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)?;
+                SigSet::empty().thread_set_mask().map_err(io::Error::from)?;
                 Ok(())
             });
         }
@@ -292,15 +298,17 @@ impl Proc {
         }
     }
 
-    /// Asks the run to stop: SIGTERM to the process group, and through the
-    /// reaper to every descendant; SIGKILL follows after the kill grace.
+    /// Asks the run to stop: SIGTERM to the program's process group (the
+    /// reaper passes it on, once), so a wrapper can stop its engine and
+    /// write its status line; every process of the run left after the kill
+    /// grace gets SIGKILL.
     pub fn terminate(&mut self) {
         if self.status.is_some() || self.stopping.is_some() {
             return;
         }
         self.stopping = Some(Instant::now());
         if self.reaper {
-            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGTERM);
+            let _ = kill(Pid::from_raw(self.pid()), Signal::SIGTERM);
         } else {
             kill_tree_groups(self.pgid, Signal::SIGTERM);
         }
@@ -545,8 +553,15 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
     if parent_gone() {
         return 128 + Signal::SIGTERM as i32;
     }
-    // std gives the child a clean signal mask and default dispositions.
-    let child = match Command::new(&opts.program).args(&opts.args).spawn() {
+    // The program gets a clean signal mask: ours blocks what the signalfd
+    // reads, and a mask is inherited across exec.
+    let mut cmd = Command::new(&opts.program);
+    cmd.args(&opts.args);
+    // SAFETY: pthread_sigmask is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| SigSet::empty().thread_set_mask().map_err(io::Error::from));
+    }
+    let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             crate::cli::report(BIN, format!("{}: {e}", Path::new(&opts.program).display()));
@@ -565,6 +580,21 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
     let me = std::process::id() as i32;
     let mut rc: Option<i32> = None;
     let mut phase = Phase::Running;
+    let mut stragglers_told = false;
+    // A stop request (or the caller's death): SIGTERM to the program's
+    // process group, which is ours, once; the program then has the grace to
+    // stop what it runs (a wrapper stops its engine and writes its status
+    // line) before everything left is killed.
+    let own_group = nix::unistd::getpgrp().as_raw() == me;
+    let stop = |now: Instant| {
+        if own_group {
+            let _ = killpg(Pid::from_raw(me), Signal::SIGTERM);
+        } else {
+            // Run by hand inside another group: the program alone.
+            let _ = kill(wrapper, Signal::SIGTERM);
+        }
+        Phase::Stopping(now + opts.grace)
+    };
     let signal_all = |sig: Signal| {
         for d in descendants(me) {
             let _ = kill(Pid::from_raw(d.pid), sig);
@@ -591,13 +621,19 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
             return c;
         }
         let now = Instant::now();
-        if parent_gone() && matches!(phase, Phase::Running | Phase::Lingering(_)) {
-            phase = Phase::Stopping(now + opts.grace);
-            signal_all(Signal::SIGTERM);
+        if parent_gone() && phase == Phase::Running {
+            phase = stop(now);
         }
-        if rc.is_some() && phase == Phase::Running {
-            phase = Phase::Lingering(now + DRAIN_GRACE);
+        // The program is gone: what it left gets SIGTERM now and SIGKILL
+        // after the drain grace (or the stop's grace, if that ends first).
+        if rc.is_some() && !stragglers_told {
+            stragglers_told = true;
             signal_all(Signal::SIGTERM);
+            phase = match phase {
+                Phase::Stopping(t) => Phase::Stopping(t.min(now + DRAIN_GRACE)),
+                Phase::Killing => Phase::Killing,
+                _ => Phase::Lingering(now + DRAIN_GRACE),
+            };
         }
         match phase {
             Phase::Lingering(t) | Phase::Stopping(t) if now >= t => phase = Phase::Killing,
@@ -617,11 +653,9 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
         while let Ok(Some(info)) = sfd.read_signal() {
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGUSR1) => phase = Phase::Killing,
-                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) => {
-                    if matches!(phase, Phase::Running | Phase::Lingering(_)) {
-                        phase = Phase::Stopping(Instant::now() + opts.grace);
-                        signal_all(Signal::SIGTERM);
-                    }
+                // Also our own SIGTERM to the group comes back here: ignored.
+                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGHUP) if phase == Phase::Running => {
+                    phase = stop(Instant::now());
                 }
                 _ => {}
             }
