@@ -35,7 +35,7 @@
 //! `custom` (`runwire.<type>`); `web_search_*` emits its call once the query is
 //! known. `spec/adapters.md` lists every `EventMsg` variant.
 
-use super::{lenient, tool_call, tool_result, value_text, Ctx, Seen, ValueExt, STATUS_TYPE};
+use super::{tool_call, tool_result, value_text, Ctx, Seen, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{Map, Value};
 
@@ -81,11 +81,7 @@ fn obj() -> Value {
 
 impl Codex {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
-        let Some(text) = ctx.text(raw) else { return };
-        let v: Value = match lenient::value(text) {
-            Ok(v) => v,
-            Err(e) => return ctx.not_json(raw, &e),
-        };
+        let Some(v) = ctx.value(raw) else { return };
         if let Some(msg) = v.get("msg").filter(|m| m.is_object()) {
             return self.legacy(ctx, raw, msg);
         }
@@ -136,7 +132,7 @@ impl Codex {
                 ctx.error("agent_error", m, raw, false);
             }
             "item.plan.delta" | "request_user_input" => {}
-            STATUS_TYPE => ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail")),
+            STATUS_TYPE => ctx.status_value(&v),
             other => ctx.unknown(raw, other),
         }
     }

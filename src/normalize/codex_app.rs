@@ -157,19 +157,12 @@ fn usage_minus(a: &Usage, b: Option<&Usage>) -> Usage {
 
 impl CodexApp {
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
-        let Some(text) = ctx.text(raw) else { return };
-        let v: Value = match super::lenient::value(text) {
-            Ok(v) => v,
-            Err(e) => return ctx.not_json(raw, &e),
-        };
+        let Some(v) = ctx.value(raw) else { return };
         if let Some(ty) = v.str_at("type") {
             // Lines of runwire's own (the wrapper's status line, the session's
             // request / answer lines) share the log.
             return match ty {
-                STATUS_TYPE => {
-                    ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"))
-                }
-                other if super::runwire_line(ctx, raw, other, &v) => {}
+                STATUS_TYPE => ctx.status_value(&v),
                 other => ctx.unknown(raw, other),
             };
         }

@@ -18,7 +18,7 @@
 //! neither is the last segment, or (after deltas) the whole turn's text again.
 //! Only text not yet emitted is emitted, so the mode needs no flag.
 
-use super::{lenient, tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::Value;
 
@@ -56,11 +56,7 @@ impl Cursor {
     }
 
     pub(crate) fn line(&mut self, ctx: &mut Ctx, raw: &[u8]) {
-        let Some(text) = ctx.text(raw) else { return };
-        let v: Value = match lenient::value(text) {
-            Ok(v) => v,
-            Err(e) => return ctx.not_json(raw, &e),
-        };
+        let Some(v) = ctx.value(raw) else { return };
         let Some(kind) = v.str_at("type") else {
             return ctx.invalid(raw, "no string \"type\"");
         };
@@ -144,9 +140,7 @@ impl Cursor {
                 self.turn_text.clear();
                 self.partial = false;
             }
-            (STATUS_TYPE, _) => {
-                ctx.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"))
-            }
+            (STATUS_TYPE, _) => ctx.status_value(&v),
             ("connection", "reconnecting" | "reconnected")
             | ("retry", "starting")
             | ("interaction_query", _)

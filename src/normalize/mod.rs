@@ -256,6 +256,24 @@ impl Ctx<'_> {
         }
     }
 
+    /// The line as a JSON value, for the dialects that read it so; a line
+    /// that is not JSON is reported and gives `None`.
+    pub(crate) fn value(&mut self, raw: &[u8]) -> Option<Value> {
+        let text = self.text(raw)?;
+        match lenient::value(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.not_json(raw, &e);
+                None
+            }
+        }
+    }
+
+    /// [`Ctx::status_line`] for a dialect that read the line as a `Value`.
+    pub(crate) fn status_value(&mut self, v: &Value) {
+        self.status_line(v.bool_at("ok"), v.i64_at("rc"), v.str_at("session_id"), v.str_at("detail"));
+    }
+
     /// Tells a bad line apart: not JSON at all, or JSON of an unexpected shape.
     pub fn unparsable(&mut self, raw: &[u8], err: serde_json::Error) {
         if std::str::from_utf8(raw).is_ok_and(lenient::is_json) {
@@ -498,18 +516,6 @@ pub const REQUEST_TYPE: &str = "runwire.request";
 
 /// An interactive session's answer line (`{"type":"runwire.answer", …InputAnswer}`).
 pub const ANSWER_TYPE: &str = "runwire.answer";
-
-/// The interactive session's own lines (`runwire.request`, `runwire.answer`)
-/// in a dialect that reads every line as a `Value`: true when `kind` is one
-/// (and its event was emitted).
-pub(crate) fn runwire_line(ctx: &mut Ctx, raw: &[u8], kind: &str, _v: &Value) -> bool {
-    match kind {
-        REQUEST_TYPE => ctx.input_line(raw, true),
-        ANSWER_TYPE => ctx.input_line(raw, false),
-        _ => return false,
-    }
-    true
-}
 
 fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
     let rc = rc.unwrap_or(if ok == Some(true) { 0 } else { 1 });

@@ -240,10 +240,7 @@ impl Agent for Acp {
     }
 
     fn line(&mut self, raw: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
-        // Read as every reader of agent output reads it: a lone surrogate must not lose a request.
-        let Some(v) = std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok()) else {
-            return Vec::new();
-        };
+        let Some(v) = super::json_line(raw) else { return Vec::new() };
         let mut out = Vec::new();
         let method = v.get("method").and_then(Value::as_str);
         let id = v.get("id").filter(|i| !i.is_null());

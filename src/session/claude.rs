@@ -17,7 +17,7 @@
 //!   …) get an error response, so claude never waits on them.
 
 use super::{Agent, Signal};
-use crate::events::{InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
+use crate::events::{InputAnswer, InputKind, InputRequest, Scope};
 use serde_json::{json, Map, Value};
 
 /// The permission modes claude knows (`PermissionMode` in `sdk.d.ts`).
@@ -118,7 +118,7 @@ fn request_of(request_id: &str, r: &Value) -> InputRequest {
         "ExitPlanMode" => InputKind::PlanApproval,
         _ => InputKind::ToolApproval,
     };
-    let questions = (kind == InputKind::Question).then(|| questions_of(&input));
+    let questions = (kind == InputKind::Question).then(|| super::questions_of(&input));
     let text = |k: &str| r.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
     let message = match kind {
         InputKind::PlanApproval => input.get("plan").and_then(Value::as_str).map(str::to_string),
@@ -137,34 +137,6 @@ fn request_of(request_id: &str, r: &Value) -> InputRequest {
     }
 }
 
-fn questions_of(input: &Value) -> Vec<Question> {
-    let Some(qs) = input.get("questions").and_then(Value::as_array) else { return Vec::new() };
-    qs.iter()
-        .filter_map(|q| {
-            let s = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_string);
-            Some(Question {
-                question: s("question")?,
-                header: s("header"),
-                options: q
-                    .get("options")
-                    .and_then(Value::as_array)
-                    .map(|os| {
-                        os.iter()
-                            .filter_map(|o| {
-                                Some(QuestionOption {
-                                    label: o.get("label")?.as_str()?.to_string(),
-                                    description: o.get("description").and_then(Value::as_str).map(str::to_string),
-                                })
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                multi_select: q.get("multiSelect").and_then(Value::as_bool).unwrap_or(false),
-            })
-        })
-        .collect()
-}
-
 impl Agent for Claude {
     fn name(&self) -> &'static str {
         "claude"
@@ -176,10 +148,7 @@ impl Agent for Claude {
     }
 
     fn line(&mut self, raw: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
-        // Read as every reader of agent output reads it: a lone surrogate must not lose a control request.
-        let Some(v) = std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok()) else {
-            return Vec::new();
-        };
+        let Some(v) = super::json_line(raw) else { return Vec::new() };
         let s = |k: &str| v.get(k).and_then(Value::as_str);
         let mut out = Vec::new();
         match s("type") {

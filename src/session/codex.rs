@@ -22,7 +22,7 @@
 //!   waits on something nobody will answer.
 
 use super::{Agent, AnswerInput, Signal};
-use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
+use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, Scope};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
@@ -157,36 +157,6 @@ fn id_text(id: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-fn questions_of(args: &Value) -> Vec<Question> {
-    let Some(qs) = args.get("questions").and_then(Value::as_array) else { return Vec::new() };
-    qs.iter()
-        .filter_map(|q| {
-            let s = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_string);
-            Some(Question {
-                question: s("question")?,
-                header: s("header"),
-                options: options_of(q.get("options")),
-                multi_select: q.get("multiSelect").and_then(Value::as_bool).unwrap_or(false),
-            })
-        })
-        .collect()
-}
-
-fn options_of(v: Option<&Value>) -> Vec<QuestionOption> {
-    v.and_then(Value::as_array)
-        .map(|os| {
-            os.iter()
-                .filter_map(|o| {
-                    Some(QuestionOption {
-                        label: o.get("label")?.as_str()?.to_string(),
-                        description: o.get("description").and_then(Value::as_str).map(str::to_string),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 impl Codex {
@@ -349,7 +319,7 @@ impl Codex {
             }
             "item/tool/call" if p.get("tool").and_then(Value::as_str) == Some(QUESTION_TOOL) && self.opts.questions => {
                 let arguments = p.get("arguments").cloned().unwrap_or_else(|| json!({}));
-                let questions = questions_of(&arguments);
+                let questions = super::questions_of(&arguments);
                 if questions.is_empty() {
                     to_agent.push(tool_text(id, "AskUserQuestion needs at least one question with options", false));
                     return None;
@@ -386,7 +356,7 @@ impl Codex {
                     questions.push(Question {
                         question: text.to_string(),
                         header: q.get("header").and_then(Value::as_str).map(str::to_string),
-                        options: options_of(q.get("options")),
+                        options: super::options_of(q.get("options")),
                         multi_select: false,
                     });
                 }
@@ -435,10 +405,7 @@ impl Agent for Codex {
     }
 
     fn line(&mut self, raw: &[u8], to_agent: &mut Vec<Vec<u8>>) -> Vec<Signal> {
-        // Read as every reader of agent output reads it: a lone surrogate must not lose a request.
-        let Some(v) = std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok()) else {
-            return Vec::new();
-        };
+        let Some(v) = super::json_line(raw) else { return Vec::new() };
         let mut out = Vec::new();
         let method = v.get("method").and_then(Value::as_str);
         let id = v.get("id").filter(|i| !i.is_null());

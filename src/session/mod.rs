@@ -25,8 +25,9 @@ pub mod launch;
 pub mod proc;
 pub mod record;
 
-use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
+use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
 pub use input::{AnswerInput, Input};
+use serde_json::Value;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -442,6 +443,47 @@ impl<A: Agent> Session<A> {
             s.close_agent_input = true;
         }
     }
+}
+
+/// One agent line as JSON, read as every reader of agent output reads it
+/// (leniently: a lone surrogate must not lose a request); `None` when it is
+/// not JSON.
+pub(crate) fn json_line(raw: &[u8]) -> Option<Value> {
+    std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok())
+}
+
+/// The questions of an `AskUserQuestion` input: claude's tool, and runwire's
+/// question tool for codex, which copies its shape. A question with no text
+/// is skipped.
+pub(crate) fn questions_of(input: &Value) -> Vec<Question> {
+    let Some(qs) = input.get("questions").and_then(Value::as_array) else { return Vec::new() };
+    qs.iter()
+        .filter_map(|q| {
+            let s = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_string);
+            Some(Question {
+                question: s("question")?,
+                header: s("header"),
+                options: options_of(q.get("options")),
+                multi_select: q.get("multiSelect").and_then(Value::as_bool).unwrap_or(false),
+            })
+        })
+        .collect()
+}
+
+/// A question's `[{"label", "description"?}]` options; one with no label is skipped.
+pub(crate) fn options_of(v: Option<&Value>) -> Vec<QuestionOption> {
+    v.and_then(Value::as_array)
+        .map(|os| {
+            os.iter()
+                .filter_map(|o| {
+                    Some(QuestionOption {
+                        label: o.get("label")?.as_str()?.to_string(),
+                        description: o.get("description").and_then(Value::as_str).map(str::to_string),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Checks an answer against the request it answers (the decision fits the
