@@ -5,7 +5,10 @@
 //! stderr, which the server passes on). An AG-UI client's view: the run ends
 //! with an interrupt for the approval, a resume approves or denies it, and
 //! the resumed run finishes with the tool's result; the decision is
-//! journaled; a question (codex) is answered from its choices.
+//! journaled; a question (codex) is answered from its choices. Mid-turn, the
+//! task routes steer (codex: `turn/steer`; cursor: cancel, then prompt) and
+//! stop the turn where the recorded person did. The official
+//! `@ag-ui/client` (`conformance/interrupts.mjs`) accepts the streams.
 
 mod support;
 
@@ -62,6 +65,8 @@ impl Server {
             .env("RUNWIRE_KEEPALIVE_MS", "60000")
             .env("REPLAY_CELL", cell(agent, cell_name))
             .env("REPLAY_EXPECT_ARGS", if agent == "codex" { "app-server" } else { "acp" })
+            // The stand-in says what it waits for (the test acts as the person then).
+            .env("REPLAY_STATE", dir.join("replay-state.json"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
@@ -88,6 +93,11 @@ impl Server {
             }
         }
         out
+    }
+
+    /// The stand-in's state (`examples/replay-agent` `--state`), once it wrote one.
+    fn replay_state(&self) -> Option<Value> {
+        serde_json::from_str(&std::fs::read_to_string(self.dir.join("replay-state.json")).ok()?).ok()
     }
 
     fn assert_replay_happy(&self) {
@@ -243,4 +253,267 @@ fn the_capabilities_say_codex_takes_no_edited_input() {
     assert_eq!(v["humanInTheLoop"]["approvals"], true, "{v}");
     assert_eq!(v["humanInTheLoop"]["approveWithEdits"], false, "{v}");
     assert_eq!(v["identity"]["type"], "codex", "{v}");
+}
+
+/// One HTTP request (`Connection: close`): the status and the JSON body.
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let end = find(&raw, b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    let mut rest = raw[end + 4..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut b = &rest[..];
+        let mut out = Vec::new();
+        while let Some(i) = find(b, b"\r\n") {
+            let size = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap().trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(&b[i + 2..i + 2 + size]);
+            b = &b[i + 4 + size..];
+        }
+        rest = out;
+    }
+    (status, serde_json::from_slice(&rest).unwrap_or(Value::Null))
+}
+
+/// The prompt text of a recorded client line (`turn/start`, `turn/steer`, `session/prompt`).
+fn prompt_of(line: &Value) -> String {
+    let p = &line["params"];
+    let blocks = p.get("input").or_else(|| p.get("prompt")).and_then(Value::as_array).expect("a prompt");
+    blocks.last().unwrap()["text"].as_str().unwrap().to_string()
+}
+
+/// What the person did mid-turn, through the task routes.
+#[derive(Debug, PartialEq)]
+enum Act {
+    Steer,
+    Stop,
+}
+
+/// Replays the first process of `cell_name` through the server: the AG-UI
+/// run starts the turn; where the recorded client steered (codex
+/// `turn/steer`; ACP `session/cancel` then `session/prompt`) the test POSTs
+/// …/steer with the recorded text, where it interrupted (`turn/interrupt`,
+/// a lone `session/cancel`) it POSTs …/stop. The stand-in checks every line
+/// runwire writes and must reach the end of the process's recording. Returns
+/// the AG-UI events of every run (the last one's last) and the routes' replies.
+fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
+    let s = Server::start(&format!("{agent}-{cell_name}"), agent, cell_name);
+    let port = s.port;
+    let prompt = first_prompt(&cell(agent, cell_name));
+    let mut stream = std::thread::spawn(move || agui(port, run("t", "r1", &prompt)));
+    let mut runs = 1;
+    // Every run's events, in order.
+    let mut all: Vec<Value> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut record: Option<String> = None;
+    let mut handled: Vec<u64> = Vec::new();
+    let mut acts = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "no progress: state {:?}\nserver:\n{}", s.replay_state(), s.stderr());
+        let st = s.replay_state().unwrap_or(Value::Null);
+        match st["state"].as_str() {
+            Some("done") => break,
+            Some("fail") => panic!("the replay failed: {st}\nserver:\n{}", s.stderr()),
+            Some("wait") => {}
+            _ => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        }
+        let index = st["index"].as_u64().unwrap();
+        let expect = &st["expect"];
+        let act = match expect["method"].as_str() {
+            Some("turn/steer") => Some((Act::Steer, prompt_of(expect))),
+            Some("session/cancel") if st["then"]["method"] == "session/prompt" => {
+                Some((Act::Steer, prompt_of(&st["then"])))
+            }
+            Some("turn/interrupt" | "session/cancel") => Some((Act::Stop, String::new())),
+            _ => None,
+        };
+        if handled.contains(&index) {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        // An approval the recorded person gave: the run ends with its
+        // interrupt, and a resume answers it the same way.
+        let approved = match (expect.pointer("/result/decision"), expect.pointer("/result/outcome/optionId")) {
+            (Some(d), _) => Some(d == "accept" || d == "acceptForSession"),
+            (_, Some(o)) => Some(o.as_str().is_some_and(|o| o.starts_with("allow"))),
+            _ => None,
+        };
+        if let Some(approved) = approved {
+            handled.push(index);
+            let ev = stream.join().unwrap();
+            let ints = interrupts(&ev);
+            all.extend(ev);
+            assert_eq!(ints.len(), 1, "{ints:?}");
+            runs += 1;
+            let body = resume("t", &format!("r{runs}"), &ints[0]["id"], json!({"approved": approved}));
+            stream = std::thread::spawn(move || agui(port, body));
+            continue;
+        }
+        if act.is_none() {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        handled.push(index);
+        // The session's record (the run the task routes name).
+        if record.is_none() {
+            let (_, l) = http(port, "GET", "/runs", "");
+            record = l["runs"].as_array().and_then(|a| a.first()).and_then(|r| r["runId"].as_str()).map(str::to_string);
+        }
+        let id = record.clone().expect("the session's run is listed");
+        let (act, text) = act.unwrap();
+        let (status, reply) = match act {
+            Act::Steer => {
+                http(port, "POST", &format!("/runs/{id}/tasks/agent/steer"), &json!({"msg": text}).to_string())
+            }
+            Act::Stop => http(port, "POST", &format!("/runs/{id}/tasks/agent/stop"), "{}"),
+        };
+        assert_eq!(status, 200, "{act:?}: {reply}\nserver:\n{}", s.stderr());
+        acts.push((act, reply));
+    }
+    all.extend(stream.join().unwrap());
+    s.assert_replay_happy();
+    (all, acts)
+}
+
+#[test]
+fn codex_steer_mid_turn_through_the_task_route() {
+    let (ev, acts) = mid_turn("codex", "steer");
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(acts[0].0, Act::Steer);
+    assert!(acts[0].1["detail"].as_str().unwrap().contains("live steer"), "{acts:?}");
+    finished_ok(&ev);
+}
+
+#[test]
+fn codex_stop_interrupts_the_turn_through_the_task_route() {
+    let (ev, acts) = mid_turn("codex", "stop-interrupt");
+    assert_eq!(acts.iter().map(|a| &a.0).collect::<Vec<_>>(), vec![&Act::Stop], "{acts:?}");
+    let end = ev.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["outcome"]["type"].as_str()),
+        (Some("RUN_FINISHED"), Some("cancelled")),
+        "{end}"
+    );
+}
+
+#[test]
+fn cursor_steer_is_cancel_then_prompt_through_the_task_route() {
+    let (ev, acts) = mid_turn("cursor", "steer");
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(acts[0].0, Act::Steer);
+    // Reported as what it is: ACP cannot steer a running turn.
+    assert!(acts[0].1["detail"].as_str().unwrap().contains("cancelled"), "{acts:?}");
+    // The run shows the cancelled turn, then the steer's own, and finishes.
+    let ends: Vec<(bool, Option<&str>)> = ev
+        .iter()
+        .filter(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.turn_end")
+        .map(|e| (e["value"]["ok"] == true, e["value"]["reason"].as_str()))
+        .collect();
+    assert_eq!(ends, vec![(false, Some("cancelled")), (true, None)], "{ev:?}");
+    finished_ok(&ev);
+}
+
+#[test]
+fn cursor_stop_cancels_the_turn_through_the_task_route() {
+    let (ev, acts) = mid_turn("cursor", "stop-interrupt");
+    assert_eq!(acts.iter().map(|a| &a.0).collect::<Vec<_>>(), vec![&Act::Stop], "{acts:?}");
+    let end = ev.last().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["outcome"]["type"].as_str()),
+        (Some("RUN_FINISHED"), Some("cancelled")),
+        "{end}"
+    );
+}
+
+/// Node and the official client's packages (installed with `npm ci` once);
+/// false when node is absent and CI is not set (CI fails instead).
+fn node_ready() -> bool {
+    static READY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Ok(false);
+        }
+        let conf = root().join("conformance");
+        if !conf.join("node_modules/@ag-ui/client").is_dir() {
+            let out = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&conf)
+                .output()
+                .map_err(|e| format!("cannot run npm: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+        Ok(true)
+    });
+    match ready {
+        Ok(true) => true,
+        Ok(false) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: node is not installed (interrupts.mjs runs the official AG-UI client)");
+            false
+        }
+        Ok(false) => panic!("CI is set and node is not installed"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// `conformance/interrupts.mjs` (the official @ag-ui/client HttpAgent)
+/// against a codex or cursor interactive server over the stand-in: both runs
+/// (the interrupt, the resume that answers it) pass its checks, and the
+/// stand-in found every line runwire wrote as recorded.
+fn official_client(agent: &str, cell_name: &str, answer: &str, extra: &[&str]) {
+    if !node_ready() {
+        return;
+    }
+    let s = Server::start(&format!("oc-{agent}-{cell_name}"), agent, cell_name);
+    let out = Command::new("node")
+        .arg(root().join("conformance/interrupts.mjs"))
+        .arg(format!("http://127.0.0.1:{}/agui", s.port))
+        .args(["--prompt", &first_prompt(&cell(agent, cell_name)), "--answer", answer])
+        .args(extra)
+        .env("LIVE_TIMEOUT_MS", "60000")
+        .output()
+        .expect("run node");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        out.status.success() && lines.iter().all(|l| l["ok"] == true),
+        "interrupts.mjs {agent} {answer}:\n{text}\n{}\nserver:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        s.stderr()
+    );
+    assert_eq!(lines.len(), 2 + extra.len(), "{text}");
+    s.assert_replay_happy();
+}
+
+#[test]
+fn official_client_approves_and_denies_a_codex_command() {
+    official_client("codex", "approval-allow", "approve", &["--replay", "--different"]);
+    official_client("codex", "approval-deny", "deny", &[]);
+}
+
+#[test]
+fn official_client_approves_and_denies_a_cursor_tool_call() {
+    official_client("cursor", "approval-allow", "approve", &["--replay", "--different"]);
+    official_client("cursor", "approval-deny", "deny", &[]);
+}
+
+#[test]
+fn official_client_answers_a_codex_question() {
+    official_client("codex", "user-question", "question:spaces", &[]);
 }

@@ -788,12 +788,19 @@ pub fn control_post(
                 Ok(_) => {
                     // Written into the running turn, the message joins it; after
                     // an interrupt (or when idle) it starts a turn of its own.
-                    if idle || interrupt {
+                    // ACP has no live steer: the session cancels the turn and
+                    // prompts again, a turn of its own too.
+                    let acp = shared.cfg.adapter == crate::normalize::Adapter::Cursor;
+                    if idle || interrupt || acp {
                         st.turns_open += 1;
                     }
                     let how = match (idle, interrupt) {
                         (true, _) => "no turn was running: the message started one",
                         (false, true) => "the turn was interrupted and the message started a new one",
+                        // ACP cannot take a message into a running turn: the session cancels it and prompts again.
+                        (false, false) if acp => {
+                            "ACP cannot steer a running turn: the turn was cancelled and the message prompts again"
+                        }
                         (false, false) => "written into the running turn (live steer)",
                     };
                     reply(stream, 200, json!({"ok": true, "live": true, "detail": how}))

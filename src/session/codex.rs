@@ -119,6 +119,8 @@ pub struct Codex {
     turn_running: bool,
     /// Messages waiting for the thread, or (mid-turn) for the turn's id.
     queued: Vec<String>,
+    /// An interrupt asked for before codex named the running turn (sent once it does).
+    interrupt_pending: bool,
     /// Pending server requests by runwire request id: codex's own id and what it asked.
     asked: HashMap<String, (Value, Asked)>,
 }
@@ -169,6 +171,7 @@ impl Codex {
             turn: None,
             turn_running: false,
             queued: Vec::new(),
+            interrupt_pending: false,
             asked: HashMap::new(),
         }
     }
@@ -234,6 +237,9 @@ impl Codex {
     fn flush(&mut self, to_agent: &mut Vec<Vec<u8>>) {
         if self.thread.is_none() || (self.turn_running && self.turn.is_none()) {
             return;
+        }
+        if std::mem::take(&mut self.interrupt_pending) && self.turn_running {
+            self.interrupt(to_agent);
         }
         for text in std::mem::take(&mut self.queued) {
             if self.turn_running {
@@ -496,9 +502,15 @@ impl Agent for Codex {
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
         // Messages that waited for this turn are dropped with it.
         self.queued.clear();
-        if let (Some(thread), Some(turn)) = (self.thread.clone(), self.turn.clone()) {
-            let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
-            to_agent.push(l);
+        match (self.thread.clone(), self.turn.clone()) {
+            (Some(thread), Some(turn)) => {
+                let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
+                to_agent.push(l);
+            }
+            // A stop right after the message, before codex named the turn: it
+            // must not be lost (the turn would run on).
+            _ if self.turn_running => self.interrupt_pending = true,
+            _ => {}
         }
     }
 
@@ -553,6 +565,20 @@ mod tests {
             s.input(Input::Message(super::super::input::MessageInput { text: "stop".into(), by: None }), 1).unwrap();
         let l = parse(&st.to_agent[0]);
         assert_eq!((l["method"].as_str(), l["params"]["expectedTurnId"].as_str()), (Some("turn/steer"), Some("t1")));
+    }
+
+    #[test]
+    fn a_stop_before_codex_names_the_turn_is_sent_once_it_does() {
+        let mut s =
+            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
+        s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 0);
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert!(st.to_agent.is_empty(), "no turn id yet");
+        let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
     }
 
     #[test]
