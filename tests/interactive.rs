@@ -9,6 +9,8 @@
 //! The official client's view of the same flows is `tests/conformance.rs`
 //! territory: `conformance/interrupts.mjs` runs here too when node is there.
 
+mod support;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -547,42 +549,10 @@ fn seq_before_second_message(cell_dir: &Path) -> u64 {
     second["seq"].as_u64().unwrap() - 1
 }
 
-/// Node and the official client's packages (installed with `npm ci` once);
-/// false when node is absent and CI is not set (CI fails instead).
-fn node_ready() -> bool {
-    static READY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Ok(false);
-        }
-        let conf = root().join("conformance");
-        if !conf.join("node_modules/@ag-ui/client").is_dir() {
-            let out = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&conf)
-                .output()
-                .map_err(|e| format!("cannot run npm: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
-            }
-        }
-        Ok(true)
-    });
-    match ready {
-        Ok(true) => true,
-        Ok(false) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: node is not installed (interrupts.mjs runs the official AG-UI client)");
-            false
-        }
-        Ok(false) => panic!("CI is set and node is not installed"),
-        Err(e) => panic!("{e}"),
-    }
-}
-
 /// `conformance/interrupts.mjs` (the official @ag-ui/client HttpAgent)
 /// against the server over the replaying stub: every JSON line it prints ok.
 fn official_client(test: &str, cell_name: &str, answer: &str, extra: &[&str]) {
-    if !node_ready() {
+    if !support::official_client_ready() {
         return;
     }
     let s = Server::start(test, cell_name, "", &[]);

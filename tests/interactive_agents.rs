@@ -440,44 +440,12 @@ fn cursor_stop_cancels_the_turn_through_the_task_route() {
     );
 }
 
-/// Node and the official client's packages (installed with `npm ci` once);
-/// false when node is absent and CI is not set (CI fails instead).
-fn node_ready() -> bool {
-    static READY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Ok(false);
-        }
-        let conf = root().join("conformance");
-        if !conf.join("node_modules/@ag-ui/client").is_dir() {
-            let out = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&conf)
-                .output()
-                .map_err(|e| format!("cannot run npm: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
-            }
-        }
-        Ok(true)
-    });
-    match ready {
-        Ok(true) => true,
-        Ok(false) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: node is not installed (interrupts.mjs runs the official AG-UI client)");
-            false
-        }
-        Ok(false) => panic!("CI is set and node is not installed"),
-        Err(e) => panic!("{e}"),
-    }
-}
-
 /// `conformance/interrupts.mjs` (the official @ag-ui/client HttpAgent)
 /// against a codex or cursor interactive server over the stand-in: both runs
 /// (the interrupt, the resume that answers it) pass its checks, and the
 /// stand-in found every line runwire wrote as recorded.
 fn official_client(agent: &str, cell_name: &str, answer: &str, extra: &[&str]) {
-    if !node_ready() {
+    if !support::official_client_ready() {
         return;
     }
     let s = Server::start(&format!("oc-{agent}-{cell_name}"), agent, cell_name);

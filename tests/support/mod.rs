@@ -1,4 +1,6 @@
-//! Helpers shared by the integration tests that run example binaries.
+//! Helpers shared by integration tests: example binaries, the official
+//! AG-UI client.
+#![allow(dead_code)] // each test crate uses part of it
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +36,39 @@ pub fn example(name: &'static str) -> PathBuf {
     });
     match built {
         Ok(p) => p.clone(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Node and the official AG-UI client's packages (`conformance/`, installed
+/// with `npm ci` once per test process); false when node is absent and CI is
+/// not set (CI fails instead).
+pub fn official_client_ready() -> bool {
+    static READY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
+            return Ok(false);
+        }
+        let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
+        if !conf.join("node_modules/@ag-ui/client").is_dir() {
+            let out = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&conf)
+                .output()
+                .map_err(|e| format!("cannot run npm: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+        Ok(true)
+    });
+    match ready {
+        Ok(true) => true,
+        Ok(false) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: node is not installed (interrupts.mjs runs the official AG-UI client)");
+            false
+        }
+        Ok(false) => panic!("CI is set and node is not installed"),
         Err(e) => panic!("{e}"),
     }
 }
