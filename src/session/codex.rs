@@ -121,6 +121,9 @@ pub struct Codex {
     queued: Vec<String>,
     /// An interrupt asked for before codex named the running turn (sent once it does).
     interrupt_pending: bool,
+    /// The running turn is being interrupted: a message now waits for its
+    /// end and starts the next turn (a `turn/steer` would join the dying one).
+    interrupting: bool,
     /// Pending server requests by runwire request id: codex's own id and what it asked.
     asked: HashMap<String, (Value, Asked)>,
 }
@@ -172,6 +175,7 @@ impl Codex {
             turn_running: false,
             queued: Vec::new(),
             interrupt_pending: false,
+            interrupting: false,
             asked: HashMap::new(),
         }
     }
@@ -238,8 +242,11 @@ impl Codex {
         if self.thread.is_none() || (self.turn_running && self.turn.is_none()) {
             return;
         }
-        if std::mem::take(&mut self.interrupt_pending) && self.turn_running {
-            self.interrupt(to_agent);
+        if self.interrupt_pending && self.turn_running {
+            self.send_interrupt(to_agent);
+        }
+        if self.interrupting && self.turn_running {
+            return;
         }
         for text in std::mem::take(&mut self.queued) {
             if self.turn_running {
@@ -247,6 +254,28 @@ impl Codex {
             } else {
                 self.start_turn(&text, to_agent);
             }
+        }
+    }
+
+    /// `turn/interrupt` for the running turn, once: before codex named the
+    /// turn it waits (a stop right after the message must not be lost, the
+    /// turn would run on).
+    fn send_interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.interrupting && !self.interrupt_pending {
+            return;
+        }
+        match (self.thread.clone(), self.turn.clone()) {
+            (Some(thread), Some(turn)) => {
+                self.interrupt_pending = false;
+                self.interrupting = true;
+                let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
+                to_agent.push(l);
+            }
+            _ if self.turn_running => {
+                self.interrupt_pending = true;
+                self.interrupting = true;
+            }
+            _ => {}
         }
     }
 
@@ -274,6 +303,7 @@ impl Codex {
             Sent::Turn if failed => {
                 // The turn never started: nothing will end it but this.
                 self.turn_running = false;
+                (self.interrupting, self.interrupt_pending) = (false, false);
                 out.push(Signal::TurnEnded { ok: false });
             }
             Sent::Turn => {
@@ -389,6 +419,26 @@ impl Codex {
     }
 }
 
+/// What codex can be told in answer to `req` (its record: `suggestions`
+/// are the decisions codex offered): no edited input, and allow-for-session
+/// only where codex offered `acceptForSession`. [`Agent::check_answer`], for
+/// a runner that holds the record and not the protocol object (the supervisor).
+pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
+    if a.updated_input.is_some() {
+        return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
+    }
+    if req.kind == InputKind::ToolApproval && a.scope == Some(Scope::Session) {
+        let available = req.suggestions.clone().unwrap_or_default();
+        if !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
+            return Err(format!(
+                "codex did not offer to allow this for the session (it offered {})",
+                Value::Array(available)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A dynamic tool's result: one text item.
 fn tool_text(id: &Value, text: &str, success: bool) -> Vec<u8> {
     line(&json!({"jsonrpc": "2.0", "id": id,
@@ -435,6 +485,7 @@ impl Agent for Codex {
             }
             (Some("turn/completed"), None) => {
                 self.turn_running = false;
+                (self.interrupting, self.interrupt_pending) = (false, false);
                 self.turn = None;
                 // Requests of the turn are moot now (the session records them cancelled).
                 self.asked.clear();
@@ -449,7 +500,9 @@ impl Agent for Codex {
     }
 
     fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
-        if self.turn_running {
+        if self.turn_running && self.interrupting {
+            self.queued.push(text.to_string());
+        } else if self.turn_running {
             self.steer(text, to_agent);
         } else {
             self.start_turn(text, to_agent);
@@ -502,32 +555,14 @@ impl Agent for Codex {
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
         // Messages that waited for this turn are dropped with it.
         self.queued.clear();
-        match (self.thread.clone(), self.turn.clone()) {
-            (Some(thread), Some(turn)) => {
-                let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
-                to_agent.push(l);
-            }
-            // A stop right after the message, before codex named the turn: it
-            // must not be lost (the turn would run on).
-            _ if self.turn_running => self.interrupt_pending = true,
-            _ => {}
-        }
+        self.send_interrupt(to_agent);
     }
 
     fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
-        let Some((_, asked)) = self.asked.get(&req.id) else { return Ok(()) };
-        if a.updated_input.is_some() {
-            return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
+        if !self.asked.contains_key(&req.id) {
+            return Ok(());
         }
-        if let Asked::Approval { available } = asked {
-            if a.scope == Some(Scope::Session) && !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
-                return Err(format!(
-                    "codex did not offer to allow this for the session (it offered {})",
-                    Value::Array(available.clone())
-                ));
-            }
-        }
-        Ok(())
+        check_answer(req, a)
     }
 }
 
@@ -579,6 +614,27 @@ mod tests {
         let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
         let l = parse(&st.to_agent[0]);
         assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
+    }
+
+    #[test]
+    fn a_message_after_an_interrupt_starts_the_next_turn_once_this_one_ended() {
+        let (mut s, _) = session();
+        let msg = |t: &str| Input::Message(super::super::input::MessageInput { text: t.into(), by: None });
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["method"], "turn/interrupt");
+        // Not a `turn/steer` into the dying turn, and no second interrupt.
+        assert!(s.input(msg("instead"), 2).unwrap().to_agent.is_empty());
+        assert!(s.input(Input::Interrupt(super::super::input::Who { by: None }), 2).unwrap().to_agent.is_empty());
+        assert!(s.input(msg("instead"), 2).unwrap().to_agent.is_empty());
+        let done =
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"interrupted"}}}"#;
+        let st = s.agent_line(done, 3);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!(
+            (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
+            (Some("turn/start"), Some("instead"))
+        );
+        assert_eq!(st.to_agent.len(), 1);
     }
 
     #[test]

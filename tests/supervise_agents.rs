@@ -1,0 +1,561 @@
+//! `runwire-supervise --interactive` with codex and cursor tasks: the task's
+//! turn runs `codex.sh --interactive` / `cursor.sh --interactive` →
+//! `runwire-session` → `examples/replay-agent` replaying a recorded `codex
+//! app-server` or `cursor-agent acp` session (`fixtures/interactive/`), which
+//! checks every line runwire writes to it against the recorded client line
+//! and fails with `replay-agent:` on stderr (passed on to the supervisor's).
+//!
+//! The test acts as the recorded person, through the supervisor's control
+//! socket (and once through `runwire-serve`'s task routes): where the
+//! recording has an answer it answers the same way, where the client steered
+//! (codex `turn/steer`; ACP `session/cancel` then `session/prompt`) it
+//! steers with the recorded text, where it interrupted (`turn/interrupt`, a
+//! lone `session/cancel`) it stops. Then it checks the journal's input
+//! records, the task's states and the replies. Every wait is bounded; the
+//! supervisor's group is killed on the way out.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cell(agent: &str, name: &str) -> PathBuf {
+    root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
+}
+
+/// The person's prompt of a recorded client line (`turn/start`,
+/// `turn/steer`, `session/prompt`): its last text block (the recording
+/// client put its own instructions first).
+fn prompt_of(line: &Value) -> String {
+    let p = &line["params"];
+    let blocks = p.get("input").or_else(|| p.get("prompt")).and_then(Value::as_array).expect("a prompt");
+    blocks.last().unwrap()["text"].as_str().unwrap().to_string()
+}
+
+/// The first prompt the recording client sent.
+fn first_prompt(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
+        .find(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
+        .map(|v| prompt_of(&v))
+        .expect("a recorded prompt")
+}
+
+struct Sup {
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Sup {
+    /// A supervisor running one `agent` task ("a") over the recording `cell_name`.
+    fn start(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)]) -> Sup {
+        let dir = std::env::temp_dir().join(format!("rwsa-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        let c = cell(agent, cell_name);
+        let plan = json!({"v":"plan/v1","tasks":[{"id":"a","adapter":agent,"prompt":first_prompt(&c)}]});
+        std::fs::write(dir.join("p.plan.json"), plan.to_string()).unwrap();
+        let (bin_var, args) =
+            if agent == "codex" { ("RUNWIRE_CODEX_BIN", "app-server") } else { ("RUNWIRE_CURSOR_BIN", "acp") };
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        cmd.current_dir(&dir)
+            .env("HARNESS_HOME", dir.join("home"))
+            .env(bin_var, support::example("replay-agent"))
+            .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+            // The stand-in's settings (the wrapper passes only the agent's own arguments).
+            .env("REPLAY_CELL", &c)
+            .env("REPLAY_EXPECT_ARGS", args)
+            .env("REPLAY_STATE", dir.join("replay-state.json"))
+            .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
+            .arg(root().join("wrappers"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+            .process_group(0);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        Sup { dir, child: Some(child) }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("runstate/p.a.log")).unwrap_or_default()
+    }
+
+    fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.join("runstate/p.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn inputs(&self) -> Vec<Value> {
+        self.journal().into_iter().filter(|r| r.get("input").is_some()).collect()
+    }
+
+    fn states(&self) -> Vec<String> {
+        self.journal().iter().filter_map(|r| r["state"].as_str().map(str::to_string)).collect()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+
+    /// The stand-in's state (`examples/replay-agent --state`), once written.
+    fn replay(&self) -> Value {
+        std::fs::read_to_string(self.dir.join("replay-state.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    fn until(&self, what: &str, f: impl Fn(&Sup) -> bool) {
+        let t = Instant::now();
+        while !f(self) {
+            assert!(
+                t.elapsed() < LIMIT,
+                "{what} did not happen; replay {}\nlog:\n{}\nstderr:\n{}",
+                self.replay(),
+                self.log(),
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    fn call(&self, req: Value) -> Value {
+        let live: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("runstate/p.live.json")).unwrap()).unwrap();
+        let mut s = UnixStream::connect(live["sock"].as_str().unwrap()).expect("control socket");
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// `answer` once the supervisor has read the request from the task log.
+    fn answer(&self, answer: Value) -> Value {
+        let t = Instant::now();
+        loop {
+            let r = self.call(json!({"verb":"answer","task":"a","actor":"ana","answer":answer}));
+            let not_yet = r["detail"].as_str().is_some_and(|d| d.contains("is pending"));
+            if r["ok"] == true || !not_yet || t.elapsed() > LIMIT {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    /// `runs list`'s status of the run (the registry's view: `needs_input`
+    /// while a request waits).
+    fn listed_status(&self) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_runs"))
+            .arg("list")
+            .env("HARNESS_HOME", self.dir.join("home"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let v: Value = serde_json::from_str(text.lines().next().unwrap_or("null")).unwrap_or(Value::Null);
+        v["status"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Waits for the supervisor's exit; the stand-in must have matched every line.
+    fn finish(&mut self) -> i32 {
+        let c = self.child.as_mut().unwrap();
+        let t = Instant::now();
+        let code = loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                break s.code().unwrap_or(-1);
+            }
+            assert!(
+                t.elapsed() < LIMIT,
+                "the supervisor did not finish; replay {}\nlog:\n{}\nstderr:\n{}",
+                self.replay(),
+                self.log(),
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.child = None;
+        self.assert_replay_happy();
+        code
+    }
+
+    fn assert_replay_happy(&self) {
+        let err = self.stderr();
+        assert!(!err.contains("replay-agent:"), "the replayed agent found a wrong line:\n{err}");
+    }
+}
+
+impl Drop for Sup {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
+            let _ = c.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// What the test did as the recorded person.
+#[derive(Debug, PartialEq)]
+enum Act {
+    /// Answered request `id` (allowed: true/false, or a question's answer).
+    Answer(String, Value),
+    Steer(Value),
+    Stop(Value),
+}
+
+/// The answer the recorded client gave to the agent's request, as the
+/// supervisor's `answer` verb takes it; `None` for other client lines.
+fn recorded_answer(expect: &Value) -> Option<Value> {
+    if expect.get("method").is_some() {
+        return None;
+    }
+    let id = match &expect["id"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if let Some(d) = expect.pointer("/result/decision").and_then(Value::as_str) {
+        let allow = d == "accept" || d == "acceptForSession";
+        return Some(json!({"id": id, "decision": if allow { "allow" } else { "deny" }}));
+    }
+    if let Some(o) = expect.pointer("/result/outcome/optionId").and_then(Value::as_str) {
+        return Some(json!({"id": id, "decision": if o.starts_with("allow") { "allow" } else { "deny" }}));
+    }
+    // runwire's question tool: the answers are in the tool result's text.
+    let text = expect.pointer("/result/contentItems/0/text").and_then(Value::as_str)?;
+    let answers = serde_json::from_str::<Value>(text).ok()?.get("answers")?.clone();
+    Some(json!({"id": id, "decision": "answer", "answers": answers}))
+}
+
+/// Plays the person until the stand-in has replayed its process (`done`):
+/// answers, steers and stops where the recording did. Returns what it did.
+fn drive(s: &Sup) -> Vec<Act> {
+    let t = Instant::now();
+    let mut handled: Vec<u64> = Vec::new();
+    let mut acts = Vec::new();
+    loop {
+        assert!(t.elapsed() < LIMIT, "no progress: replay {}\nlog:\n{}\nstderr:\n{}", s.replay(), s.log(), s.stderr());
+        let st = s.replay();
+        match st["state"].as_str() {
+            Some("done") => return acts,
+            Some("fail") => panic!("the replay failed: {st}\nstderr:\n{}", s.stderr()),
+            Some("wait") => {}
+            _ => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        }
+        let index = st["index"].as_u64().unwrap();
+        if handled.contains(&index) {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        let expect = &st["expect"];
+        if let Some(a) = recorded_answer(expect) {
+            handled.push(index);
+            let r = s.answer(a.clone());
+            assert_eq!(r["ok"], true, "answer {a}: {r}\nstderr:\n{}", s.stderr());
+            acts.push(Act::Answer(a["id"].as_str().unwrap().to_string(), a));
+            continue;
+        }
+        let steer = match expect["method"].as_str() {
+            Some("turn/steer") => Some(prompt_of(expect)),
+            Some("session/cancel") if st["then"]["method"] == "session/prompt" => Some(prompt_of(&st["then"])),
+            _ => None,
+        };
+        if let Some(msg) = steer {
+            handled.push(index);
+            let r = s.call(json!({"verb":"steer","task":"a","actor":"ana","msg":msg}));
+            assert_eq!(r["ok"], true, "steer: {r}\nstderr:\n{}", s.stderr());
+            acts.push(Act::Steer(r));
+            continue;
+        }
+        if matches!(expect["method"].as_str(), Some("turn/interrupt" | "session/cancel")) {
+            handled.push(index);
+            let r = s.call(json!({"verb":"stop","task":"a","actor":"ana"}));
+            assert_eq!(r["ok"], true, "stop: {r}\nstderr:\n{}", s.stderr());
+            acts.push(Act::Stop(r));
+            continue;
+        }
+        // A line runwire writes by itself (initialize, thread/start, …): wait for it.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The input records of the journal: (input, request, kind or decision, actor or by).
+fn input_summary(inputs: &[Value]) -> Vec<(String, String, String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    inputs
+        .iter()
+        .map(|r| {
+            // A request is the runner's record; an answer says who decided.
+            let (what, who) = if r["input"] == "requested" {
+                (s(&r["kind"]), s(&r["actor"]))
+            } else {
+                (s(&r["decision"]), s(&r["by"]))
+            };
+            (s(&r["input"]), s(&r["request"]), what, who)
+        })
+        .collect()
+}
+
+/// A task that answers one approval as recorded runs to `committed`; the
+/// run is `needs_input` while the request waits; the journal records the
+/// request and the person's decision.
+fn approval(agent: &str, cell_name: &str, tool: &str, decision: &str) {
+    let mut s = Sup::start(&format!("{agent}-{cell_name}"), agent, cell_name, &[]);
+    s.until("the request in the journal", |s| s.inputs().iter().any(|r| r["input"] == "requested"));
+    assert_eq!(s.listed_status(), "needs_input");
+    let acts = drive(&s);
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let inputs = s.inputs();
+    let id = inputs[0]["request"].as_str().unwrap().to_string();
+    assert_eq!(
+        input_summary(&inputs),
+        vec![
+            ("requested".into(), id.clone(), "tool_approval".into(), "runner".into()),
+            ("answered".into(), id, decision.into(), "ana".into()),
+        ]
+    );
+    assert_eq!(inputs[0]["tool"], tool, "{inputs:?}");
+    // The wrapper's status line closes the log: the session ended on its own.
+    let status = s.log().lines().last().unwrap().to_string();
+    assert!(status.contains(r#""type":"runwire.status","ok":true"#), "{status}");
+}
+
+#[test]
+fn codex_command_approved() {
+    approval("codex", "approval-allow", "command_execution", "allow");
+}
+
+#[test]
+fn codex_command_denied() {
+    approval("codex", "approval-deny", "command_execution", "deny");
+}
+
+#[test]
+fn cursor_tool_call_approved() {
+    approval("cursor", "approval-allow", "execute", "allow");
+}
+
+#[test]
+fn cursor_tool_call_denied() {
+    approval("cursor", "approval-deny", "execute", "deny");
+}
+
+#[test]
+fn codex_question_answered_from_its_choices() {
+    let mut s = Sup::start("codex-question", "codex", "user-question", &[]);
+    s.until("the question in the journal", |s| s.inputs().iter().any(|r| r["input"] == "requested"));
+    let id = s.inputs()[0]["request"].as_str().unwrap().to_string();
+    // A label that is not one of its choices' questions is refused before the session.
+    let r = s.answer(json!({"id": id, "decision": "answer", "answers": {"Tabs or commas?": "spaces"}}));
+    assert_eq!(r["ok"], false, "{r}");
+    let acts = drive(&s);
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let inputs = s.inputs();
+    assert_eq!(
+        input_summary(&inputs),
+        vec![
+            ("requested".into(), id.clone(), "question".into(), "runner".into()),
+            ("answered".into(), id, "answer".into(), "ana".into()),
+        ]
+    );
+    let answers: Value = serde_json::from_str(inputs[1]["detail"].as_str().unwrap()).unwrap();
+    assert_eq!(answers, json!({"Tabs or spaces?": "spaces"}), "{inputs:?}");
+}
+
+#[test]
+fn codex_steer_goes_into_the_running_turn() {
+    let mut s = Sup::start("codex-steer", "codex", "steer", &[]);
+    let acts = drive(&s);
+    let [Act::Steer(r)] = &acts[..] else { panic!("{acts:?}") };
+    assert!(r["detail"].as_str().unwrap().contains("written into the running turn (live"), "{r}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    // One turn, one process: no second lease, no --resume.
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
+    assert_eq!(steer["actor"], "ana");
+    assert!(steer["detail"].as_str().unwrap().ends_with(" bytes, live"), "{steer}");
+    assert!(s.inputs().is_empty(), "nothing was asked");
+}
+
+#[test]
+fn cursor_steer_cancels_the_turn_and_prompts_again_in_the_same_session() {
+    let mut s = Sup::start("cursor-steer", "cursor", "steer", &[]);
+    let acts = drive(&s);
+    // Four approvals, the steer, and the new turn's approval: all in one process.
+    let kinds: Vec<&str> = acts
+        .iter()
+        .map(|a| match a {
+            Act::Answer(..) => "answer",
+            Act::Steer(_) => "steer",
+            Act::Stop(_) => "stop",
+        })
+        .collect();
+    assert_eq!(kinds, ["answer", "answer", "answer", "answer", "steer", "answer"], "{acts:?}");
+    let Act::Steer(r) = &acts[4] else { unreachable!() };
+    // Said as what it is: ACP cannot steer a running turn.
+    let d = r["detail"].as_str().unwrap();
+    assert!(
+        d.contains("cannot steer a running turn: the turn was cancelled and the message is the next prompt"),
+        "{r}"
+    );
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
+    assert!(steer["detail"].as_str().unwrap().contains("cancel then prompt"), "{steer}");
+    // The log shows the cancelled turn, then the steer's own.
+    let log = s.log();
+    let ends: Vec<&str> = ["\"stopReason\":\"cancelled\"", "\"stopReason\":\"end_turn\""]
+        .into_iter()
+        .filter(|p| log.contains(p))
+        .collect();
+    assert_eq!(ends.len(), 2, "{log}");
+    assert!(log.find("\"stopReason\":\"cancelled\"") < log.find("\"stopReason\":\"end_turn\""));
+    let answered = s.inputs().into_iter().filter(|r| r["input"] == "answered" && r["decision"] == "allow").count();
+    assert_eq!(answered, 5);
+}
+
+/// `stop` interrupts the running turn (codex `turn/interrupt`, ACP
+/// `session/cancel`) and keeps the session: the task stays `leased`, the
+/// wrapper still runs; `kill` then ends it.
+fn stop(agent: &str) {
+    let s = Sup::start(&format!("{agent}-stop"), agent, "stop-interrupt", &[]);
+    let acts = drive(&s);
+    let Some(Act::Stop(r)) = acts.last() else { panic!("{acts:?}") };
+    assert!(r["detail"].as_str().unwrap().contains("the session stays"), "{r}");
+    // The interrupted turn's end reaches the log, and the session is still open.
+    let end = if agent == "codex" { r#""status":"interrupted""# } else { r#""stopReason":"cancelled""# };
+    s.until("the interrupted turn's end in the log", |s| s.log().contains(end));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(s.states(), ["leased"], "the task waits with its session open");
+    assert!(!s.log().contains("runwire.status"), "the wrapper has not ended:\n{}", s.log());
+    // A second stop finds nothing running and keeps the session too.
+    let r = s.call(json!({"verb":"stop","task":"a"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("no turn is running"), "{r}");
+    let r = s.call(json!({"verb":"kill","task":"a","actor":"ana"}));
+    assert_eq!(r["ok"], true, "{r}");
+    s.until("the supervisor's end", |s| s.journal().iter().any(|r| r["run"] == "finished"));
+    assert_eq!(s.states(), ["leased", "halted"]);
+    s.assert_replay_happy();
+}
+
+#[test]
+fn codex_stop_interrupts_and_keeps_the_session() {
+    stop("codex");
+}
+
+#[test]
+fn cursor_stop_cancels_and_keeps_the_session() {
+    stop("cursor");
+}
+
+/// Nobody answers: the session denies the request when its time is up
+/// (fail closed: codex `decline`, ACP `reject_once`, as the recorded
+/// person's denial), the journal says `expired`, and a late answer is refused.
+fn expiry(agent: &str) {
+    let mut s = Sup::start(&format!("{agent}-expiry"), agent, "approval-deny", &[("RUNWIRE_ANSWER_TIMEOUT", "1s")]);
+    s.until("the expiry in the journal", |s| s.inputs().iter().any(|r| r["decision"] == "expired"));
+    let inputs = s.inputs();
+    let id = inputs[0]["request"].as_str().unwrap().to_string();
+    assert_eq!(
+        input_summary(&inputs)[1],
+        ("answered".to_string(), id.clone(), "expired".to_string(), "runwire-session".to_string())
+    );
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    assert_eq!(s.replay()["state"], "done");
+}
+
+#[test]
+fn codex_unanswered_approval_expires_denied() {
+    expiry("codex");
+}
+
+#[test]
+fn cursor_unanswered_permission_expires_denied() {
+    expiry("cursor");
+}
+
+/// `runwire-serve`'s task routes reach a supervised cursor session: a wrong
+/// or stale answer is a `409` with the supervisor's reason, the recorded one
+/// goes through, and a different answer to the decided request is refused.
+#[test]
+fn server_task_routes_answer_a_supervised_cursor_session() {
+    let mut s = Sup::start("cursor-routes", "cursor", "approval-allow", &[]);
+    s.until("the request in the journal", |s| s.inputs().iter().any(|r| r["input"] == "requested"));
+    let mut srv = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("HARNESS_HOME", s.dir.join("home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(srv.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let post = |path: &str, body: &str| -> (u16, Value) {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(LIMIT)).unwrap();
+        write!(
+            c,
+            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = String::new();
+        c.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        (head.split(' ').nth(1).unwrap().parse().unwrap(), serde_json::from_str(body).unwrap_or(Value::Null))
+    };
+    let run = std::fs::read_dir(s.dir.join("home/runs")).unwrap().flatten().next().unwrap();
+    let run = run.path().file_stem().unwrap().to_string_lossy().to_string();
+    let rid = s.inputs()[0]["request"].as_str().unwrap().to_string();
+    let answer = format!("/runs/{run}/tasks/a/answer");
+    let (code, v) = post(&answer, r#"{"request":"nope","decision":"allow"}"#);
+    assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
+    // ACP takes no edited input: refused before anything reaches the agent.
+    let (code, v) = post(&answer, &format!(r#"{{"request":"{rid}","decision":"allow","updated_input":{{"x":1}}}}"#));
+    assert_eq!(code, 409, "{v}");
+    let (code, v) = post(&answer, &format!(r#"{{"request":"{rid}","decision":"allow"}}"#));
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    // Stale: the request is decided; a different answer is refused.
+    let (code, v) = post(&answer, &format!(r#"{{"request":"{rid}","decision":"deny"}}"#));
+    assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.replay()["state"], "done");
+    let answered: Vec<Value> = s.inputs().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!((answered[0]["decision"].as_str(), answered[0]["by"].as_str()), (Some("allow"), Some("runwire-serve")));
+    let _ = srv.kill();
+    let _ = srv.wait();
+}
