@@ -490,9 +490,15 @@ fn expiry(agent: &str) {
         input_summary(&inputs)[1],
         ("answered".to_string(), id.clone(), "expired".to_string(), "runwire-session".to_string())
     );
+    // Too late: the request was denied (or its session is over by now).
+    let r = s.call(json!({"verb":"answer","task":"a","answer":{"id": id, "decision": "allow"}}));
+    assert_eq!(r["ok"], false, "{r}");
+    let d = r["detail"].as_str().unwrap();
+    assert!(d.contains("already decided (expired)") || d.contains("no interactive session running"), "{r}");
     assert_eq!(s.finish(), 0, "{}", s.stderr());
     assert_eq!(s.states(), ["leased", "implemented", "committed"]);
     assert_eq!(s.replay()["state"], "done");
+    assert_eq!(s.inputs().len(), 2, "the late answer reached nothing");
 }
 
 #[test]
