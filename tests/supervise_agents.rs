@@ -252,6 +252,14 @@ fn recorded_answer(expect: &Value) -> Option<Value> {
 /// Plays the person until the stand-in has replayed its process (`done`):
 /// answers, steers and stops where the recording did. Returns what it did.
 fn drive(s: &Sup) -> Vec<Act> {
+    drive_with(s, false)
+}
+
+/// [`drive`]; with `stops`, every ACP `session/cancel` is a stop (the
+/// stand-in goes on with a later process's prompt, which would make it look
+/// like a steer), and once stopped it returns when the stand-in waits for
+/// the next prompt: the test sends it.
+fn drive_with(s: &Sup, stops: bool) -> Vec<Act> {
     let t = Instant::now();
     let mut handled: Vec<u64> = Vec::new();
     let mut acts = Vec::new();
@@ -280,9 +288,16 @@ fn drive(s: &Sup) -> Vec<Act> {
             acts.push(Act::Answer(a["id"].as_str().unwrap().to_string(), a));
             continue;
         }
-        let steer = match expect["method"].as_str() {
+        let method = expect["method"].as_str();
+        if stops && matches!(acts.last(), Some(Act::Stop(_))) && matches!(method, Some("turn/start" | "session/prompt"))
+        {
+            return acts;
+        }
+        let steer = match method {
             Some("turn/steer") => Some(prompt_of(expect)),
-            Some("session/cancel") if st["then"]["method"] == "session/prompt" => Some(prompt_of(&st["then"])),
+            Some("session/cancel") if st["then"]["method"] == "session/prompt" && !stops => {
+                Some(prompt_of(&st["then"]))
+            }
             _ => None,
         };
         if let Some(msg) = steer {
@@ -406,9 +421,43 @@ fn codex_steer_goes_into_the_running_turn() {
     assert!(s.inputs().is_empty(), "nothing was asked");
 }
 
+/// A copy of a recorded cell under `to` whose agent lines matching `pick`
+/// are printed `ms` after the previous one (`pause_ms`, see
+/// `examples/replay-agent.rs`): the test pins an interleaving.
+fn paused_cell(from: &Path, to: &Path, pick: impl Fn(&Value) -> bool, ms: u64) -> PathBuf {
+    std::fs::create_dir_all(to).unwrap();
+    for f in ["to-agent.ndjson", "manifest.json"] {
+        std::fs::copy(from.join(f), to.join(f)).unwrap();
+    }
+    let mut out = String::new();
+    for l in std::fs::read_to_string(from.join("from-agent.ndjson")).unwrap().lines() {
+        let mut env: Value = serde_json::from_str(l).unwrap();
+        let line: Value = serde_json::from_str(env["line"].as_str().unwrap()).unwrap();
+        if pick(&line) {
+            env["pause_ms"] = json!(ms);
+        }
+        out.push_str(&env.to_string());
+        out.push('\n');
+    }
+    std::fs::write(to.join("from-agent.ndjson"), out).unwrap();
+    to.to_path_buf()
+}
+
 #[test]
 fn cursor_steer_cancels_the_turn_and_prompts_again_in_the_same_session() {
-    let mut s = Sup::start("cursor-steer", "cursor", "steer", &[]);
+    // The new turn's first request comes a while after the cancelled turn
+    // ended, so the supervisor has seen that end first: the session must
+    // stay open for the steer's own turn (its request is answered, not
+    // refused as if nobody could answer).
+    let tmp = std::env::temp_dir().join(format!("rwsa-{}-cursor-steer-cell", std::process::id()));
+    let c = paused_cell(
+        &cell("cursor", "steer"),
+        &tmp,
+        |l| l["method"] == "session/request_permission" && l["id"] == 4,
+        700,
+    );
+    let c = c.to_string_lossy().to_string();
+    let mut s = Sup::start("cursor-steer", "cursor", "steer", &[("REPLAY_CELL", &c)]);
     let acts = drive(&s);
     // Four approvals, the steer, and the new turn's approval: all in one process.
     let kinds: Vec<&str> = acts
@@ -441,31 +490,54 @@ fn cursor_steer_cancels_the_turn_and_prompts_again_in_the_same_session() {
     assert!(log.find("\"stopReason\":\"cancelled\"") < log.find("\"stopReason\":\"end_turn\""));
     let answered = s.inputs().into_iter().filter(|r| r["input"] == "answered" && r["decision"] == "allow").count();
     assert_eq!(answered, 5);
+    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 /// `stop` interrupts the running turn (codex `turn/interrupt`, ACP
 /// `session/cancel`) and keeps the session: the task stays `leased`, the
-/// wrapper still runs; `kill` then ends it.
+/// wrapper still runs. Then a steer starts the next turn in the same
+/// process, with the prompt the recorded person sent when they resumed the
+/// session in a new one (the stand-in goes on with that exchange:
+/// `REPLAY_CONTINUE=2`), and the task finishes.
 fn stop(agent: &str) {
-    let s = Sup::start(&format!("{agent}-stop"), agent, "stop-interrupt", &[]);
-    let acts = drive(&s);
+    let mut s = Sup::start(&format!("{agent}-stop"), agent, "stop-interrupt", &[("REPLAY_CONTINUE", "2")]);
+    let acts = drive_with(&s, true);
     let Some(Act::Stop(r)) = acts.last() else { panic!("{acts:?}") };
-    assert!(r["detail"].as_str().unwrap().contains("the session stays"), "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("the running turn was interrupted; the session stays"), "{r}");
     // The interrupted turn's end reaches the log, and the session is still open.
     let end = if agent == "codex" { r#""status":"interrupted""# } else { r#""stopReason":"cancelled""# };
     s.until("the interrupted turn's end in the log", |s| s.log().contains(end));
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.states(), ["leased"], "the task waits with its session open");
     assert!(!s.log().contains("runwire.status"), "the wrapper has not ended:\n{}", s.log());
     // A second stop finds nothing running and keeps the session too.
     let r = s.call(json!({"verb":"stop","task":"a"}));
     assert_eq!(r["ok"], true, "{r}");
     assert!(r["detail"].as_str().unwrap().contains("no turn is running"), "{r}");
+    let next = prompt_of(&s.replay()["expect"]);
+    let r = s.call(json!({"verb":"steer","task":"a","actor":"ana","msg":next}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("no turn was running: the message started one"), "{r}");
+    let more = drive(&s);
+    assert!(more.is_empty(), "{more:?}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    // One process: no second lease, no --resume.
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
+    assert!(steer["detail"].as_str().unwrap().ends_with("bytes, live, new turn"), "{steer}");
+}
+
+/// `kill` still ends an interactive codex task (and its session) mid-turn.
+#[test]
+fn kill_ends_an_interactive_codex_task() {
+    let s = Sup::start("codex-kill", "codex", "stop-interrupt", &[]);
+    s.until("the turn running", |s| s.replay()["expect"]["method"] == "turn/interrupt");
     let r = s.call(json!({"verb":"kill","task":"a","actor":"ana"}));
     assert_eq!(r["ok"], true, "{r}");
     s.until("the supervisor's end", |s| s.journal().iter().any(|r| r["run"] == "finished"));
     assert_eq!(s.states(), ["leased", "halted"]);
-    s.assert_replay_happy();
+    let halted = s.journal().into_iter().find(|r| r["state"] == "halted").unwrap();
+    assert_eq!(halted["detail"], "killed by ana");
 }
 
 #[test]
