@@ -252,14 +252,28 @@ fn recorded_answer(expect: &Value) -> Option<Value> {
 /// Plays the person until the stand-in has replayed its process (`done`):
 /// answers, steers and stops where the recording did. Returns what it did.
 fn drive(s: &Sup) -> Vec<Act> {
-    drive_with(s, false)
+    drive_with(s, Cut::AsRecorded)
 }
 
-/// [`drive`]; with `stops`, every ACP `session/cancel` is a stop (the
-/// stand-in goes on with a later process's prompt, which would make it look
-/// like a steer), and once stopped it returns when the stand-in waits for
-/// the next prompt: the test sends it.
-fn drive_with(s: &Sup, stops: bool) -> Vec<Act> {
+/// What the test does where the recorded client interrupted the turn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Cut {
+    /// Steer where the client steered (ACP: a cancel followed by a prompt),
+    /// stop where it interrupted.
+    AsRecorded,
+    /// Every interrupt (every ACP `session/cancel`: the stand-in goes on with
+    /// a later process's prompt, which would make it look like a steer) is a
+    /// `stop`; once stopped, return when the stand-in waits for the next
+    /// prompt: the test sends it.
+    Stop,
+    /// Every interrupt is a `steer` with `interrupt:true` and the prompt the
+    /// client sent next: runwire writes the interrupt, then the prompt once
+    /// the turn has ended.
+    InterruptSteer,
+}
+
+/// [`drive`], doing `cut` where the recorded client interrupted the turn.
+fn drive_with(s: &Sup, cut: Cut) -> Vec<Act> {
     let t = Instant::now();
     let mut handled: Vec<u64> = Vec::new();
     let mut acts = Vec::new();
@@ -289,20 +303,24 @@ fn drive_with(s: &Sup, stops: bool) -> Vec<Act> {
             continue;
         }
         let method = expect["method"].as_str();
-        if stops && matches!(acts.last(), Some(Act::Stop(_))) && matches!(method, Some("turn/start" | "session/prompt"))
+        if cut == Cut::Stop
+            && matches!(acts.last(), Some(Act::Stop(_)))
+            && matches!(method, Some("turn/start" | "session/prompt"))
         {
             return acts;
         }
+        let interrupt = cut == Cut::InterruptSteer && matches!(method, Some("turn/interrupt" | "session/cancel"));
         let steer = match method {
             Some("turn/steer") => Some(prompt_of(expect)),
-            Some("session/cancel") if st["then"]["method"] == "session/prompt" && !stops => {
+            _ if interrupt => Some(prompt_of(&st["then"])),
+            Some("session/cancel") if st["then"]["method"] == "session/prompt" && cut == Cut::AsRecorded => {
                 Some(prompt_of(&st["then"]))
             }
             _ => None,
         };
         if let Some(msg) = steer {
             handled.push(index);
-            let r = s.call(json!({"verb":"steer","task":"a","actor":"ana","msg":msg}));
+            let r = s.call(json!({"verb":"steer","task":"a","actor":"ana","msg":msg,"interrupt":interrupt}));
             assert_eq!(r["ok"], true, "steer: {r}\nstderr:\n{}", s.stderr());
             acts.push(Act::Steer(r));
             continue;
@@ -501,7 +519,7 @@ fn cursor_steer_cancels_the_turn_and_prompts_again_in_the_same_session() {
 /// `REPLAY_CONTINUE=2`), and the task finishes.
 fn stop(agent: &str) {
     let mut s = Sup::start(&format!("{agent}-stop"), agent, "stop-interrupt", &[("REPLAY_CONTINUE", "2")]);
-    let acts = drive_with(&s, true);
+    let acts = drive_with(&s, Cut::Stop);
     let Some(Act::Stop(r)) = acts.last() else { panic!("{acts:?}") };
     assert!(r["detail"].as_str().unwrap().contains("the running turn was interrupted; the session stays"), "{r}");
     // The interrupted turn's end reaches the log, and the session is still open.
@@ -525,6 +543,33 @@ fn stop(agent: &str) {
     assert_eq!(s.states(), ["leased", "implemented", "committed"]);
     let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
     assert!(steer["detail"].as_str().unwrap().ends_with("bytes, live, new turn"), "{steer}");
+}
+
+/// `steer` with `interrupt:true` mid-turn: the turn is interrupted (codex
+/// `turn/interrupt`, ACP one `session/cancel`) and the message, written right
+/// after, starts the next turn only once the interrupted one has ended (codex
+/// `turn/start`, not a `turn/steer` into the dying turn; ACP
+/// `session/prompt`), in the same process (`REPLAY_CONTINUE=2`: the
+/// recorded resume's prompt).
+fn interrupt_steer(agent: &str) {
+    let mut s = Sup::start(&format!("{agent}-isteer"), agent, "stop-interrupt", &[("REPLAY_CONTINUE", "2")]);
+    let acts = drive_with(&s, Cut::InterruptSteer);
+    let Some(Act::Steer(r)) = acts.last() else { panic!("{acts:?}") };
+    assert!(r["detail"].as_str().unwrap().contains("the turn was interrupted and the message written"), "{r}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
+    assert!(steer["detail"].as_str().unwrap().ends_with("bytes, live, interrupt"), "{steer}");
+}
+
+#[test]
+fn codex_steer_with_interrupt_starts_the_next_turn_after_the_interrupted_one() {
+    interrupt_steer("codex");
+}
+
+#[test]
+fn cursor_steer_with_interrupt_cancels_once_then_prompts() {
+    interrupt_steer("cursor");
 }
 
 /// `kill` still ends an interactive codex task (and its session) mid-turn.
