@@ -63,12 +63,19 @@ struct Sup {
 impl Sup {
     /// A supervisor running one `agent` task ("a") over the recording `cell_name`.
     fn start(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)]) -> Sup {
+        Sup::start_plan(name, agent, cell_name, env, json!({}))
+    }
+
+    /// [`Sup::start`] with more fields for the task (a gate, …).
+    fn start_plan(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)], task: Value) -> Sup {
         let dir = std::env::temp_dir().join(format!("rwsa-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let c = cell(agent, cell_name);
-        let plan = json!({"v":"plan/v1","tasks":[{"id":"a","adapter":agent,"prompt":first_prompt(&c)}]});
+        let mut t = json!({"id":"a","adapter":agent,"prompt":first_prompt(&c)});
+        t.as_object_mut().unwrap().extend(task.as_object().unwrap().clone());
+        let plan = json!({"v":"plan/v1","tasks":[t]});
         std::fs::write(dir.join("p.plan.json"), plan.to_string()).unwrap();
         let (bin_var, args) =
             if agent == "codex" { ("RUNWIRE_CODEX_BIN", "app-server") } else { ("RUNWIRE_CURSOR_BIN", "acp") };
@@ -570,6 +577,61 @@ fn codex_steer_with_interrupt_starts_the_next_turn_after_the_interrupted_one() {
 #[test]
 fn cursor_steer_with_interrupt_cancels_once_then_prompts() {
     interrupt_steer("cursor");
+}
+
+/// A steer after the session ended (the task is at its gate) waits for the
+/// turn boundary and resumes the agent's session in a new process (codex
+/// `thread/resume` with the thread the log named, ACP `session/load`), as
+/// the recorded client did (`resume` cells: process 1, then process 2).
+fn boundary_steer(agent: &str) {
+    let dir = std::env::temp_dir().join(format!("rwsa-{}-{agent}-resume-engine", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Each start of the agent replays the next process of the recording.
+    let engine = dir.join("engine");
+    std::fs::write(
+        &engine,
+        format!(
+            "#!/usr/bin/env bash\nn=$(( $(cat '{d}/n' 2>/dev/null || echo 0) + 1 ))\necho $n >'{d}/n'\nREPLAY_RUN=$n exec '{}' \"$@\"\n",
+            support::example("replay-agent").display(),
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("755").arg(&engine).status().unwrap();
+    let var = if agent == "codex" { "RUNWIRE_CODEX_BIN" } else { "RUNWIRE_CURSOR_BIN" };
+    let engine = engine.to_string_lossy().to_string();
+    let mut s =
+        Sup::start_plan(&format!("{agent}-resume"), agent, "resume", &[(var, &engine)], json!({"gate":"sleep 2"}));
+    s.until("the first turn implemented", |s| s.states().contains(&"implemented".to_string()));
+    // The recorded person's next prompt, from the second process.
+    let text = std::fs::read_to_string(cell(agent, "resume").join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
+        .filter(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
+        .nth(1)
+        .map(|v| prompt_of(&v))
+        .unwrap();
+    let r = s.call(json!({"verb":"steer","task":"a","actor":"ana","msg":text}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("applied at its next turn boundary (--resume)"), "{r}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "gated", "leased", "implemented", "gated", "committed"]);
+    assert_eq!(std::fs::read_to_string(dir.join("n")).unwrap().trim(), "2", "two processes");
+    assert_eq!(s.replay()["state"], "done");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn codex_steer_at_the_turn_boundary_resumes_the_thread() {
+    boundary_steer("codex");
+}
+
+#[test]
+fn cursor_steer_at_the_turn_boundary_loads_the_session() {
+    boundary_steer("cursor");
 }
 
 /// `kill` still ends an interactive codex task (and its session) mid-turn.
