@@ -491,8 +491,13 @@ impl Agent for Codex {
                 self.asked.clear();
                 let ok = p.pointer("/turn/status").and_then(Value::as_str) == Some("completed");
                 out.push(Signal::TurnEnded { ok });
-                // A message that waited for the turn's id starts the next turn.
+                // A message that waited for the turn's id (or for an
+                // interrupted turn's end) starts the next turn: the session
+                // is in a turn again, not idle.
                 self.flush(to_agent);
+                if self.turn_running {
+                    out.push(Signal::TurnActive);
+                }
             }
             _ => {}
         }
@@ -629,6 +634,7 @@ mod tests {
         let done =
             br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"interrupted"}}}"#;
         let st = s.agent_line(done, 3);
+        assert_eq!(s.phase(), super::super::Phase::Turn, "the next turn is on its way");
         let l = parse(&st.to_agent[0]);
         assert_eq!(
             (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
