@@ -552,6 +552,38 @@ fn stop(agent: &str) {
     assert!(steer["detail"].as_str().unwrap().ends_with("bytes, live, new turn"), "{steer}");
 }
 
+/// A `stop` before codex has even answered `thread/start` (its answer is
+/// held back, `pause_ms`): the first prompt still starts its turn, which is
+/// interrupted as soon as codex names it (the recorded `turn/interrupt`);
+/// the session stays, and a steer's turn then ends the task as usual.
+#[test]
+fn codex_stop_before_the_thread_exists_interrupts_the_first_turn() {
+    let tmp = std::env::temp_dir().join(format!("rwsa-{}-codex-early-cell", std::process::id()));
+    let c = paused_cell(
+        &cell("codex", "stop-interrupt"),
+        &tmp,
+        |l| l.pointer("/result/thread/id").is_some() && l["id"] == 4,
+        1500,
+    );
+    let c = c.to_string_lossy().to_string();
+    let mut s = Sup::start("codex-early", "codex", "stop-interrupt", &[("REPLAY_CELL", &c), ("REPLAY_CONTINUE", "2")]);
+    s.until("thread/start written", |s| s.replay()["expect"]["method"] == "thread/start");
+    std::thread::sleep(Duration::from_millis(300));
+    let r = s.call(json!({"verb":"stop","task":"a","actor":"ana"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("the running turn was interrupted"), "{r}");
+    // The stand-in now wants the resumed exchange's prompt: the interrupt was the recorded one.
+    s.until("the interrupted turn's end", |s| s.log().contains(r#""status":"interrupted""#));
+    s.until("the stand-in waiting for the next prompt", |s| s.replay()["expect"]["method"] == "turn/start");
+    assert_eq!(s.states(), ["leased"]);
+    let next = prompt_of(&s.replay()["expect"]);
+    let r = s.call(json!({"verb":"steer","task":"a","msg":next}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 /// `steer` with `interrupt:true` mid-turn: the turn is interrupted (codex
 /// `turn/interrupt`, ACP one `session/cancel`) and the message, written right
 /// after, starts the next turn only once the interrupted one has ended (codex

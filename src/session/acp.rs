@@ -59,6 +59,10 @@ pub struct Acp {
     /// `session/cancel` was sent for the running prompt (once is enough: an
     /// interrupt followed by a message must not cancel twice).
     cancelling: bool,
+    /// An interrupt came before the session existed: the first prompt is
+    /// still sent (every prompt ends one turn: runners count them) and
+    /// cancelled at once.
+    cancel_on_prompt: bool,
     /// Prompts waiting for the session, or for the cancelled turn to stop.
     queued: Vec<String>,
     /// Pending permission requests: runwire id → (the agent's id, its options).
@@ -119,6 +123,7 @@ impl Acp {
             session: None,
             prompting: false,
             cancelling: false,
+            cancel_on_prompt: false,
             queued: Vec::new(),
             asked: HashMap::new(),
         }
@@ -140,6 +145,9 @@ impl Acp {
                     json!({"sessionId": s, "prompt": [{"type": "text", "text": text}]}),
                 );
                 to_agent.push(l);
+                if std::mem::take(&mut self.cancel_on_prompt) {
+                    self.cancel(to_agent);
+                }
             }
             _ => self.queued.push(text.to_string()),
         }
@@ -308,6 +316,11 @@ impl Agent for Acp {
     }
 
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.session.is_none() && !self.queued.is_empty() {
+            self.queued.truncate(1);
+            self.cancel_on_prompt = true;
+            return;
+        }
         self.queued.clear();
         if self.prompting {
             self.cancel(to_agent);
@@ -384,6 +397,18 @@ mod tests {
         // The new turn can be cancelled in its turn.
         let st = s.input(msg("again"), 3).unwrap();
         assert_eq!(parse(&st.to_agent[0])["method"], "session/cancel");
+    }
+
+    #[test]
+    fn a_stop_before_the_session_exists_prompts_and_cancels_at_once() {
+        let opts = AcpOptions { cwd: "/w".into(), ..AcpOptions::default() };
+        let mut s = Session::new(Acp::new(opts), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#, 0);
+        assert!(s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap().to_agent.is_empty());
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#, 2);
+        let m: Vec<Value> = st.to_agent.iter().map(|l| parse(l)["method"].clone()).collect();
+        assert_eq!(m, vec![json!("session/prompt"), json!("session/cancel")]);
     }
 
     #[test]

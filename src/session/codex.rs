@@ -558,6 +558,15 @@ impl Agent for Codex {
     }
 
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.thread.is_none() && !self.queued.is_empty() {
+            // The first message is waiting for the thread: it still starts
+            // its turn, which is interrupted as soon as codex names it, so
+            // that every message that starts a turn ends one (runners count
+            // them); what would have joined it is dropped.
+            self.queued.truncate(1);
+            (self.interrupt_pending, self.interrupting) = (true, true);
+            return;
+        }
         // Messages that waited for this turn are dropped with it.
         self.queued.clear();
         self.send_interrupt(to_agent);
@@ -641,6 +650,22 @@ mod tests {
             (Some("turn/start"), Some("instead"))
         );
         assert_eq!(st.to_agent.len(), 1);
+    }
+
+    #[test]
+    fn a_stop_before_the_thread_exists_still_ends_the_first_turn() {
+        let mut s =
+            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert!(st.to_agent.is_empty());
+        let st = s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 2);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["input"][0]["text"].as_str()), (Some("turn/start"), Some("go")));
+        let st = s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 3);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
     }
 
     #[test]

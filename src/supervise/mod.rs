@@ -1230,6 +1230,10 @@ impl Sup {
         }
         match Self::write_input(r, &Input::Interrupt(Who { by: Some(actor.to_string()) })) {
             Ok(()) => {
+                // The session drops what waited behind the running turn (an
+                // ACP steer's prompt not sent yet): only that turn's end is
+                // still to come.
+                r.expect_ends = r.expect_ends.min(ends + 1);
                 r.cut = true;
                 Reply::ok(
                     format!("task {id}: the running turn was interrupted; the session stays (steer to go on, kill to end it)"),
