@@ -13,10 +13,9 @@
 //! * a steer codex refuses (`no active turn to steer`: the turn ended just
 //!   before the steer reached it; or the turn cannot be steered) is not
 //!   lost: it starts the next turn, at once when no turn runs, else when the
-//!   running one ends. A message after an interrupt waits for the
-//!   interrupted turn to end, then starts its own. Until then the session
-//!   stays mid-turn ([`Agent::working`]), so whoever streams the turn
-//!   follows the one the steer started;
+//!   running one ends. Until then the session stays mid-turn
+//!   ([`Agent::working`]), so whoever streams the turn follows the one the
+//!   steer started;
 //! * codex asks with server requests: `item/commandExecution/requestApproval`
 //!   and `item/fileChange/requestApproval` (tool approvals: `accept`,
 //!   `acceptForSession` when codex offers it, `decline`; `cancel` when the
@@ -129,14 +128,14 @@ pub struct Codex {
     queued: Vec<String>,
     /// An interrupt asked for before codex named the running turn (sent once it does).
     interrupt_pending: bool,
+    /// The running turn is being interrupted: a message now waits for its
+    /// end and starts the next turn (a `turn/steer` would join the dying one).
+    interrupting: bool,
     /// Codex announced the running turn (`turn/started`): it takes steers.
     started: bool,
-    /// The running turn is being interrupted: a message waits for its end.
-    interrupting: bool,
     /// Steers sent and not yet answered: request id -> text.
     steering: HashMap<u64, String>,
-    /// Messages for the turn after the running one (a refused steer, a
-    /// message after an interrupt), in order.
+    /// Refused steers, for the turn after the running one, in order.
     next_turn: Vec<String>,
     /// Pending server requests by runwire request id: codex's own id and what it asked.
     asked: HashMap<String, (Value, Asked)>,
@@ -189,8 +188,8 @@ impl Codex {
             turn_running: false,
             queued: Vec::new(),
             interrupt_pending: false,
-            started: false,
             interrupting: false,
+            started: false,
             steering: HashMap::new(),
             next_turn: Vec::new(),
             asked: HashMap::new(),
@@ -237,17 +236,11 @@ impl Codex {
         self.turn_running = true;
         self.turn = None;
         self.started = false;
-        self.interrupting = false;
         let l = self.request(Sent::Turn, "turn/start", json!({"threadId": thread, "input": text_input(text)}));
         to_agent.push(l);
     }
 
     fn steer(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
-        if self.interrupting {
-            // Into a turn being interrupted it would be lost with it.
-            self.next_turn.push(text.to_string());
-            return;
-        }
         match (self.thread.clone(), self.turn.clone()) {
             (Some(thread), Some(turn)) if self.started => {
                 let l = self.request(
@@ -262,8 +255,8 @@ impl Codex {
         }
     }
 
-    /// The running turn ended: the first message kept for the next turn
-    /// starts it (the others join it as steers once it runs).
+    /// The running turn ended: the first refused steer starts the next turn
+    /// (the others join it as steers once it runs).
     fn start_next(&mut self, to_agent: &mut Vec<Vec<u8>>) {
         let mut next = std::mem::take(&mut self.next_turn).into_iter();
         if let Some(first) = next.next() {
@@ -274,14 +267,14 @@ impl Codex {
 
     /// Sends what waited for the thread or the turn id.
     fn flush(&mut self, to_agent: &mut Vec<Vec<u8>>) {
-        if self.thread.is_none() || (self.turn_running && (self.turn.is_none() || !self.started)) {
+        if self.thread.is_none() || (self.turn_running && self.turn.is_none()) {
             return;
         }
-        if std::mem::take(&mut self.interrupt_pending) && self.turn_running {
-            // What queued since the stop was asked for is for the turn after it.
-            let after = std::mem::take(&mut self.queued);
-            self.interrupt(to_agent);
-            self.next_turn.extend(after);
+        if self.interrupt_pending && self.turn_running {
+            self.send_interrupt(to_agent);
+        }
+        if self.interrupting && self.turn_running {
+            return;
         }
         for text in std::mem::take(&mut self.queued) {
             if self.turn_running {
@@ -289,6 +282,28 @@ impl Codex {
             } else {
                 self.start_turn(&text, to_agent);
             }
+        }
+    }
+
+    /// `turn/interrupt` for the running turn, once: before codex named the
+    /// turn it waits (a stop right after the message must not be lost, the
+    /// turn would run on).
+    fn send_interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.interrupting && !self.interrupt_pending {
+            return;
+        }
+        match (self.thread.clone(), self.turn.clone()) {
+            (Some(thread), Some(turn)) => {
+                self.interrupt_pending = false;
+                self.interrupting = true;
+                let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
+                to_agent.push(l);
+            }
+            _ if self.turn_running => {
+                self.interrupt_pending = true;
+                self.interrupting = true;
+            }
+            _ => {}
         }
     }
 
@@ -316,6 +331,7 @@ impl Codex {
             Sent::Turn if failed => {
                 // The turn never started: nothing will end it but this.
                 self.turn_running = false;
+                (self.interrupting, self.interrupt_pending) = (false, false);
                 out.push(Signal::TurnEnded { ok: false });
             }
             Sent::Turn => {
@@ -452,6 +468,26 @@ impl Codex {
     }
 }
 
+/// What codex can be told in answer to `req` (its record: `suggestions`
+/// are the decisions codex offered): no edited input, and allow-for-session
+/// only where codex offered `acceptForSession`. [`Agent::check_answer`], for
+/// a runner that holds the record and not the protocol object (the supervisor).
+pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
+    if a.updated_input.is_some() {
+        return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
+    }
+    if req.kind == InputKind::ToolApproval && a.scope == Some(Scope::Session) {
+        let available = req.suggestions.clone().unwrap_or_default();
+        if !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
+            return Err(format!(
+                "codex did not offer to allow this for the session (it offered {})",
+                Value::Array(available)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A dynamic tool's result: one text item.
 fn tool_text(id: &Value, text: &str, success: bool) -> Vec<u8> {
     line(&json!({"jsonrpc": "2.0", "id": id,
@@ -499,15 +535,16 @@ impl Agent for Codex {
             }
             (Some("turn/completed"), None) => {
                 self.turn_running = false;
-                self.turn = None;
                 self.started = false;
-                self.interrupting = false;
+                (self.interrupting, self.interrupt_pending) = (false, false);
+                self.turn = None;
                 // Requests of the turn are moot now (the session records them cancelled).
                 self.asked.clear();
                 let ok = p.pointer("/turn/status").and_then(Value::as_str) == Some("completed");
                 out.push(Signal::TurnEnded { ok });
-                // What was kept for the next turn starts it; a message that
-                // waited for the turn's id starts it too, or joins it.
+                // A steer codex refused, or a message that waited for the
+                // turn's id (or for an interrupted turn's end), starts the
+                // next turn: the session is in a turn again, not idle.
                 self.start_next(to_agent);
                 self.flush(to_agent);
                 if self.turn_running {
@@ -520,8 +557,9 @@ impl Agent for Codex {
     }
 
     fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
-        if self.turn_running {
-            // `steer` holds it for the next turn when this one is being interrupted.
+        if self.turn_running && self.interrupting {
+            self.queued.push(text.to_string());
+        } else if self.turn_running {
             self.steer(text, to_agent);
         } else {
             self.start_turn(text, to_agent);
@@ -572,22 +610,21 @@ impl Agent for Codex {
     }
 
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.thread.is_none() && !self.queued.is_empty() {
+            // The first message is waiting for the thread: it still starts
+            // its turn, which is interrupted as soon as codex names it, so
+            // that every message that starts a turn ends one (runners count
+            // them); what would have joined it is dropped.
+            self.queued.truncate(1);
+            (self.interrupt_pending, self.interrupting) = (true, true);
+            return;
+        }
         // Messages that waited for this turn are dropped with it, and so are
         // steers codex may still refuse (a stop is not a new instruction).
         self.queued.clear();
         self.next_turn.clear();
         self.steering.clear();
-        match (self.thread.clone(), self.turn.clone()) {
-            (Some(thread), Some(turn)) => {
-                let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
-                self.interrupting = true;
-                to_agent.push(l);
-            }
-            // A stop right after the message, before codex named the turn: it
-            // must not be lost (the turn would run on).
-            _ if self.turn_running => self.interrupt_pending = true,
-            _ => {}
-        }
+        self.send_interrupt(to_agent);
     }
 
     fn working(&self) -> bool {
@@ -595,19 +632,10 @@ impl Agent for Codex {
     }
 
     fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
-        let Some((_, asked)) = self.asked.get(&req.id) else { return Ok(()) };
-        if a.updated_input.is_some() {
-            return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
+        if !self.asked.contains_key(&req.id) {
+            return Ok(());
         }
-        if let Asked::Approval { available } = asked {
-            if a.scope == Some(Scope::Session) && !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
-                return Err(format!(
-                    "codex did not offer to allow this for the session (it offered {})",
-                    Value::Array(available.clone())
-                ));
-            }
-        }
-        Ok(())
+        check_answer(req, a)
     }
 }
 
@@ -730,6 +758,44 @@ mod tests {
         let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
         assert!(st.to_agent.is_empty(), "no turn id yet");
         let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
+    }
+
+    #[test]
+    fn a_message_after_an_interrupt_starts_the_next_turn_once_this_one_ended() {
+        let (mut s, _) = session();
+        let msg = |t: &str| Input::Message(super::super::input::MessageInput { text: t.into(), by: None });
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["method"], "turn/interrupt");
+        // Not a `turn/steer` into the dying turn, and no second interrupt.
+        assert!(s.input(msg("instead"), 2).unwrap().to_agent.is_empty());
+        assert!(s.input(Input::Interrupt(super::super::input::Who { by: None }), 2).unwrap().to_agent.is_empty());
+        assert!(s.input(msg("instead"), 2).unwrap().to_agent.is_empty());
+        let done =
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"interrupted"}}}"#;
+        let st = s.agent_line(done, 3);
+        assert_eq!(s.phase(), super::super::Phase::Turn, "the next turn is on its way");
+        let l = parse(&st.to_agent[0]);
+        assert_eq!(
+            (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
+            (Some("turn/start"), Some("instead"))
+        );
+        assert_eq!(st.to_agent.len(), 1);
+    }
+
+    #[test]
+    fn a_stop_before_the_thread_exists_still_ends_the_first_turn() {
+        let mut s =
+            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert!(st.to_agent.is_empty());
+        let st = s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 2);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["input"][0]["text"].as_str()), (Some("turn/start"), Some("go")));
+        let st = s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 3);
         let l = parse(&st.to_agent[0]);
         assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
     }

@@ -46,6 +46,19 @@ pub enum Signal {
     SessionId(String),
 }
 
+/// What a message sent while a turn runs does, in each protocol (runners
+/// say so in their replies and records: [`launch::AgentKind::mid_turn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MidTurn {
+    /// It joins the running turn: claude takes it in at its next step,
+    /// codex through `turn/steer`.
+    Joins,
+    /// The protocol cannot steer a running turn (ACP): the turn is cancelled
+    /// (`session/cancel`; it ends `cancelled`) and the message is the next
+    /// prompt, in the same session.
+    CancelsAndPrompts,
+}
+
 /// One agent's interactive wire protocol, with no IO. Methods append the
 /// lines to write to the agent (without newlines) to `to_agent`.
 pub trait Agent {
