@@ -923,13 +923,10 @@ pub fn capabilities(shared: &Shared) -> Value {
 
 // ---- the live session: the library's Session, driven ----------------------
 
+use crate::session::driver::{self, JournalTo};
 use crate::session::input::{Input, MessageInput, Who};
 use crate::session::launch::{launch, AgentKind, LaunchOptions};
-use crate::session::record::InputRecord;
-use crate::session::{Session, Step};
-use std::io::{BufReader, Write};
-use std::process::ChildStdin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::session::Session;
 use std::sync::mpsc::SyncSender;
 
 /// A line of the session's output and its arrival time.
@@ -938,87 +935,51 @@ type Line = (Vec<u8>, Option<i64>);
 /// Lines buffered between the session and the run streaming it.
 const CHANNEL: usize = 8192;
 
-struct Core {
-    session: Mutex<Session<Box<dyn crate::session::Agent + Send>>>,
-    stdin: Mutex<Option<ChildStdin>>,
-    /// Dropped when the agent's output ends, so the run streaming sees the end.
-    out: Mutex<Option<SyncSender<Line>>>,
+/// The session's output as the server takes it: each line recorded (with
+/// its arrival time) and passed to the thread's channel, which a run
+/// drains (the channel closes when the session's loop ends, so the run
+/// streaming sees the end).
+struct Sink {
     rec: Arc<Mutex<Option<Recorder>>>,
-    journal: Option<std::path::PathBuf>,
-    done: AtomicBool,
-    /// Output lines the session produced, counted under the session lock
-    /// (so a reader comparing it with what it took knows whether the
-    /// session's state is the state after the last line it took).
-    produced: AtomicU64,
+    tx: SyncSender<Line>,
 }
 
-impl Core {
-    fn now() -> i64 {
-        Clock::from_env().now_ms()
-    }
-
-    /// Counts a step's output; call it while holding the session lock.
-    fn count(&self, s: Step) -> Step {
-        self.produced.fetch_add(s.output.len() as u64, Ordering::SeqCst);
-        s
-    }
-
-    /// Applies a step in the order the session asks: output, agent input,
-    /// journal, then closing the agent's input. Never under the session lock
-    /// (the output channel may be full until a run drains it).
-    fn apply(&self, s: Step) {
-        for l in s.output {
-            // Its arrival time, recorded beside the log and used for `ts`,
-            // so a re-read of the record gives the same events.
-            let at = crate::arrival::clock().map(|c| c.now_ms());
-            {
-                let mut rec = lock(&self.rec);
-                if let Some(r) = rec.as_mut() {
-                    if let Err(e) = r.line(&l, at) {
-                        crate::cli::report(
-                            super::BIN,
-                            format!("record {}: {e}; no longer recording this session", r.run_id),
-                        );
-                        // Incomplete: the journal says so now (a full disk).
-                        let _ = r.finish("failed", None, Some(format!("the run's log could not be written: {e}")));
-                        *rec = None;
-                    }
-                }
-            }
-            let out = lock(&self.out).clone();
-            if let Some(out) = out {
-                let _ = out.send((l, at));
-            }
-        }
+impl driver::Output for Sink {
+    fn line(&mut self, l: &[u8]) -> io::Result<()> {
+        // Its arrival time, recorded beside the log and used for `ts`, so a
+        // re-read of the record gives the same events.
+        let at = crate::arrival::clock().map(|c| c.now_ms());
         {
-            let mut stdin = lock(&self.stdin);
-            if let Some(w) = stdin.as_mut() {
-                for mut l in s.to_agent {
-                    l.push(b'\n');
-                    if w.write_all(&l).and_then(|_| w.flush()).is_err() {
-                        break;
-                    }
+            let mut rec = lock(&self.rec);
+            if let Some(r) = rec.as_mut() {
+                if let Err(e) = r.line(l, at) {
+                    crate::cli::report(
+                        super::BIN,
+                        format!("record {}: {e}; no longer recording this session", r.run_id),
+                    );
+                    // Incomplete: the journal says so now (a full disk).
+                    let _ = r.finish("failed", None, Some(format!("the run's log could not be written: {e}")));
+                    *rec = None;
                 }
             }
-            if s.close_agent_input {
-                *stdin = None;
-            }
         }
-        if let Some(j) = &self.journal {
-            let now = Self::now();
-            for r in &s.requested {
-                let _ = InputRecord::requested(crate::runs::record::ACTOR, TASK, r, now).append(j);
-            }
-            for a in &s.answered {
-                let _ = InputRecord::answered(crate::runs::record::ACTOR, TASK, a, now).append(j);
-            }
-        }
+        // A thread whose session is gone dropped the receiver: nothing to do.
+        let _ = self.tx.send((l.to_vec(), at));
+        Ok(())
+    }
+
+    fn end_step(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
-/// A running agent under a [`Session`]: its stdout is read into the
-/// session (the session's output goes to the thread's channel), its stdin
-/// takes what the session writes, and a ticker expires unanswered requests.
+type Core = driver::Core<Box<dyn crate::session::Agent + Send>, Sink>;
+
+/// A running agent under a [`Session`], driven by the library's session
+/// loop ([`driver::drive`], the one `runwire-session` runs) on a thread of
+/// its own: it feeds the session the agent's lines and the time (expiring
+/// unanswered requests); the server commands and queries the same
+/// [`driver::Core`] from its request threads.
 pub struct Live {
     core: Arc<Core>,
     child: Mutex<crate::session::proc::Proc>,
@@ -1041,8 +1002,7 @@ impl Live {
         for a in &launch.argv[1..] {
             spec.arg(a);
         }
-        spec.stdin = crate::session::proc::Input::Piped;
-        let mut child = crate::session::proc::Proc::spawn(&spec).map_err(|e| e.to_string())?;
+        let mut child = driver::spawn(&spec).map_err(|e| e.to_string())?;
         let stdin = child.stdin.take();
         let Some(stdout) = child.stdout.take() else {
             child.stop();
@@ -1052,67 +1012,27 @@ impl Live {
             answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
             actor: super::BIN.into(),
         };
-        let agent = launch.agent;
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
-        let core = Arc::new(Core {
-            session: Mutex::new(Session::new(agent, opts)),
-            stdin: Mutex::new(stdin),
-            out: Mutex::new(Some(tx)),
-            rec,
-            journal,
-            done: AtomicBool::new(false),
-            produced: AtomicU64::new(0),
-        });
-        let first = {
-            let mut s = lock(&core.session);
-            core.count(s.open(None))
-        };
-        core.apply(first);
-        let reader = core.clone();
-        std::thread::Builder::new()
-            .name("session stdout".into())
-            .spawn(move || {
-                let mut r = BufReader::with_capacity(64 * 1024, stdout);
-                let mut line = Vec::new();
-                while let Ok(true) =
-                    crate::session::driver::read_bounded(&mut r, &mut line, crate::session::driver::MAX_AGENT_LINE)
-                {
-                    let step = {
-                        let mut s = lock(&reader.session);
-                        reader.count(s.agent_line(&line, Core::now()))
-                    };
-                    reader.apply(step);
-                }
-                let step = {
-                    let mut s = lock(&reader.session);
-                    reader.count(s.agent_exited(Core::now()))
-                };
-                reader.apply(step);
-                reader.done.store(true, Ordering::SeqCst);
-                *lock(&reader.out) = None;
-                // Dropping the last sender ends the run's stream.
-            })
-            .map_err(|e| format!("cannot read the agent's output: {e}"))?;
-        let ticker = Arc::downgrade(&core);
-        std::thread::Builder::new()
-            .name("session expiry".into())
-            .spawn(move || loop {
-                std::thread::sleep(Duration::from_millis(200));
-                let Some(core) = ticker.upgrade() else { return };
-                if core.done.load(Ordering::SeqCst) {
-                    return;
-                }
-                let now = Core::now();
-                let due = lock(&core.session).deadline().is_some_and(|d| d <= now);
-                if due {
-                    let step = {
-                        let mut s = lock(&core.session);
-                        core.count(s.tick(now))
-                    };
-                    core.apply(step);
-                }
-            })
-            .map_err(|e| format!("cannot start the expiry timer: {e}"))?;
+        let journal =
+            journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
+        let report = Box::new(|m: String| crate::cli::report(super::BIN, m));
+        let core =
+            Arc::new(driver::Core::new(Session::new(launch.agent, opts), Sink { rec, tx }, stdin, journal, report));
+        // The opening lines go first, before any message a run sends.
+        let _ = core.open(None);
+        let (events, from_agent) = std::sync::mpsc::channel();
+        if let Err(e) = driver::read_agent(stdout, events) {
+            child.stop();
+            return Err(format!("cannot read the agent's output: {e}"));
+        }
+        let looped = core.clone();
+        if let Err(e) = std::thread::Builder::new().name("session".into()).spawn(move || {
+            // The sink never fails: the loop ends with the agent's output.
+            let _ = driver::drive(&looped, from_agent);
+        }) {
+            child.stop();
+            return Err(format!("cannot run the session: {e}"));
+        }
         Ok((Live { core, child: Mutex::new(child) }, rx))
     }
 
@@ -1126,20 +1046,11 @@ impl Live {
     /// session took it (decided under the session's lock, with the input:
     /// a message then joins that turn, else it starts one).
     fn input_at(&self, input: Input) -> Result<(bool, bool), String> {
-        let (step, mid_turn) = {
-            let mut s = lock(&self.core.session);
-            // Expiry first: an answer past the deadline is refused as expired.
-            let now = Core::now();
-            let expired = self.core.count(s.tick(now));
-            let mid_turn = s.phase() == crate::session::Phase::Turn;
-            let r = s.input(input, now).map(|st| self.core.count(st));
-            drop(s);
-            self.core.apply(expired);
-            (r.map_err(|e| e.to_string())?, mid_turn)
-        };
-        let replayed = step.replayed;
-        self.core.apply(step);
-        Ok((replayed, mid_turn))
+        match self.core.input(input) {
+            Ok(Ok(t)) => Ok((t.replayed, t.mid_turn)),
+            Ok(Err(why)) => Err(why.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// True when a reader that took `taken` output lines has taken all the
@@ -1147,23 +1058,17 @@ impl Live {
     /// none is owed (a codex steer codex may yet refuse, which then starts
     /// the next turn). A run that saw its turn end ends only then.
     fn settled(&self, taken: u64) -> bool {
-        let s = lock(&self.core.session);
-        self.core.produced.load(Ordering::SeqCst) == taken && s.phase() != crate::session::Phase::Turn
+        self.core.query(|s, produced| produced == taken && s.phase() != crate::session::Phase::Turn)
     }
 
     fn mid_turn(&self) -> bool {
-        lock(&self.core.session).phase() == crate::session::Phase::Turn
+        self.core.query(|s, _| s.phase() == crate::session::Phase::Turn)
     }
 
     /// Open request ids, oldest first (requests past their time are expired first).
     fn open(&self) -> Vec<String> {
-        let (ids, expired) = {
-            let mut s = lock(&self.core.session);
-            let expired = self.core.count(s.tick(Core::now()));
-            (s.pending().map(|r| r.id.clone()).collect(), expired)
-        };
-        self.core.apply(expired);
-        ids
+        let _ = self.core.tick();
+        self.core.query(|s, _| s.pending().map(|r| r.id.clone()).collect())
     }
 
     fn exit_code(&self) -> Option<i64> {
@@ -1172,7 +1077,7 @@ impl Live {
 
     /// Stops the agent's process group (TERM, grace, KILL) and reaps it.
     fn kill(&mut self) -> Option<i64> {
-        *lock(&self.core.stdin) = None;
+        self.core.close_agent_input();
         Some(lock(&self.child).stop())
     }
 }
