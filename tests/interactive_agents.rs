@@ -31,6 +31,10 @@ fn replay_agent() -> PathBuf {
 }
 
 fn cell(agent: &str, name: &str) -> PathBuf {
+    // A synthetic cell (fixtures/SOURCES.md) names its agent itself.
+    if name.starts_with("synthetic.") {
+        return root().join("fixtures/interactive").join(name);
+    }
     root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
 }
 
@@ -418,6 +422,36 @@ fn codex_steer_mid_turn_through_the_task_route() {
     assert_eq!(acts[0].0, Act::Steer);
     assert!(acts[0].1["detail"].as_str().unwrap().contains("live steer"), "{acts:?}");
     finished_ok(&ev);
+}
+
+/// The steer races the turn's end (`synthetic.codex-steer-late`): codex
+/// ends the turn just before it reads the `turn/steer`, and refuses it (as
+/// the app-server does: `no active turn to steer`). The message is not
+/// lost: the session sends it as the next `turn/start` (the stand-in checks
+/// the line), and the AG-UI run that was streaming the turn follows the
+/// steer's turn to its end instead of ending with the first one (the cell
+/// holds the turn's end and the refusal 300 ms each, so the run has seen
+/// the first turn end while the steer was still unanswered).
+#[test]
+fn codex_steer_racing_the_turn_end_starts_the_next_turn_and_the_run_follows_it() {
+    let (ev, acts) = mid_turn("codex", "synthetic.codex-steer-late");
+    assert_eq!(acts.iter().map(|a| &a.0).collect::<Vec<_>>(), vec![&Act::Steer], "{acts:?}");
+    assert!(acts[0].1["detail"].as_str().unwrap().contains("starts the next turn"), "{acts:?}");
+    // One run, two turns: the steered one, and the one the steer started.
+    assert_eq!(ev.iter().filter(|e| e["type"] == "RUN_STARTED").count(), 1, "{ev:?}");
+    let ends: Vec<&Value> =
+        ev.iter().filter(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.turn_end").map(|e| &e["value"]).collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert!(ends.iter().all(|v| v["ok"] == true), "{ends:?}");
+    finished_ok(&ev);
+    // The steer's answer streamed in this run, after the first turn's end.
+    let first_end = ev.iter().position(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.turn_end").unwrap();
+    let after: String = ev[first_end..]
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(after.contains("Current git branch"), "{after:?}");
 }
 
 #[test]

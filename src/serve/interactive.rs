@@ -79,6 +79,9 @@ struct State {
     record_id: Option<String>,
     /// When a run last used the session (the idle one used least recently is ended first).
     last_used: Instant,
+    /// Output lines taken from the session's channel (compared with what
+    /// the session produced: has the stream caught up with it?).
+    taken: u64,
 }
 
 impl State {
@@ -95,6 +98,7 @@ impl State {
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
             last_used: Instant::now(),
+            taken: 0,
         }
     }
 
@@ -104,6 +108,24 @@ impl State {
             Some(a) => a.input(input),
             None => Err("the agent's session is not running".into()),
         }
+    }
+
+    /// A message, with whether the session was mid-turn when it took it.
+    fn send_message(&mut self, text: String, by: &str) -> Result<bool, String> {
+        match self.agent.as_ref() {
+            Some(a) => a.input_at(Input::Message(MessageInput { text, by: Some(by.into()) })).map(|(_, mid)| mid),
+            None => Err("the agent's session is not running".into()),
+        }
+    }
+
+    /// The session is mid-turn (a turn runs or is owed), whatever the runs saw of it.
+    fn mid_turn(&self) -> bool {
+        self.agent.as_ref().is_some_and(Live::mid_turn)
+    }
+
+    /// The stream has taken all the session printed and no turn runs or is owed.
+    fn settled(&self) -> bool {
+        self.agent.as_ref().is_some_and(|a| a.settled(self.taken))
     }
 
     /// No run streams it, no turn runs, nobody is asked anything.
@@ -119,6 +141,7 @@ impl State {
     /// Normalizes a line of the session's output (recorded already, with
     /// its arrival time `at`).
     fn take_line(&mut self, line: &[u8], at: Option<i64>) -> Vec<Event> {
+        self.taken += 1;
         let events = self.norm.push_at(line, at);
         for ev in &events {
             if let Data::TurnEnd(_) = &ev.data {
@@ -231,6 +254,9 @@ struct Run<'a, 'b> {
     enc: Encoder,
     body: &'a mut super::agui::Body<'b>,
     clock: Clock,
+    /// A turn ended since the run's input: the run ends once the session
+    /// has settled (see [`settle_end`]).
+    turn_ended: bool,
 }
 
 impl Run<'_, '_> {
@@ -277,7 +303,7 @@ pub fn run(
     });
     let result = {
         // SAFETY of the borrow: `Run` lives only inside this block.
-        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock };
+        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock, turn_ended: false };
         let r = drive(shared, &mut run, input, &peek);
         match r {
             Ok(End::Done) => Ok(()),
@@ -329,6 +355,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                         Options { run: None, task: None, clock: Clock::from_env() },
                     );
                     st.turns_open = 0;
+                    st.taken = 0;
                 }
                 Err(why) => {
                     drop(st);
@@ -471,6 +498,9 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 }
             }
             Err(RecvTimeoutError::Timeout) => {
+                if settle_end(run, &th)? {
+                    return Ok(End::Done);
+                }
                 if run.body.last_write.elapsed() >= shared.cfg.keepalive {
                     run.body.write_chunk(b": keep-alive\n\n")?;
                 }
@@ -587,14 +617,13 @@ fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
 /// Events after the input: `true` when the run ended.
 fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
     let mut asked = false;
-    let mut turn_ended = false;
     for ev in evs {
         match &ev.data {
             Data::InputRequest(r) => {
                 raise(run, th, r);
                 asked = true;
             }
-            Data::TurnEnd(_) => turn_ended = true,
+            Data::TurnEnd(_) => run.turn_ended = true,
             Data::Exit(_) => {
                 let out = run.tr.push(&ev);
                 run.emit(out)?;
@@ -610,22 +639,35 @@ fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
             return Ok(true);
         }
     }
-    let st = lock(&th.st);
-    let open = st.open();
+    let open = lock(&th.st).open();
     if asked && !open.is_empty() {
-        drop(st);
         end_interrupted(run, th, &open)?;
         return Ok(true);
     }
-    if turn_ended && st.turns_open == 0 && open.is_empty() {
-        let stopped = st.stop_requested;
-        drop(st);
-        let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
-        lock(&th.st).stop_requested = false;
-        run.emit(e)?;
-        return Ok(true);
+    settle_end(run, th)
+}
+
+/// Ends the run once its turn is over: a turn ended since its input, none
+/// the run sent is still running (`turns_open`), nobody is asked anything,
+/// and the session has settled: the run has streamed all the session
+/// printed and no turn runs or is owed there. The last two make a steer
+/// that raced the turn's end part of this run: one that started a new turn
+/// (codex had ended the turn: `turn/start`, or a `turn/steer` codex refused,
+/// which the session sends again as `turn/start`) keeps the session
+/// mid-turn, so the run follows that turn to its end.
+fn settle_end(run: &mut Run, th: &Thread) -> io::Result<bool> {
+    if !run.turn_ended {
+        return Ok(false);
     }
-    Ok(false)
+    let mut st = lock(&th.st);
+    if st.turns_open > 0 || !st.open().is_empty() || !st.settled() {
+        return Ok(false);
+    }
+    let stopped = std::mem::take(&mut st.stop_requested);
+    drop(st);
+    let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
+    run.emit(e)?;
+    Ok(true)
 }
 
 /// Records a request of the agent as an interrupt of the thread, bound to
@@ -778,30 +820,41 @@ pub fn control_post(
                     "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
                 return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
             }
-            let idle = st.turns_open == 0;
-            if interrupt && !idle {
+            // (The session ignores an interrupt when no turn runs.)
+            if interrupt {
                 if let Err(m) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
                     return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
                 }
             }
-            match st.send(Input::Message(MessageInput { text: msg, by: Some("steer".into()) })) {
-                Ok(_) => {
-                    // Written into the running turn, the message joins it; after
-                    // an interrupt (or when idle) it starts a turn of its own.
-                    // ACP has no live steer: the session cancels the turn and
-                    // prompts again, a turn of its own too.
+            match st.send_message(msg, "steer") {
+                Ok(mid_turn) => {
+                    // Whether a turn runs is the session's word, taken with the
+                    // message: the run's own count lags when the turn has just
+                    // ended (a steer then starts the next turn, which the run
+                    // streaming the thread follows). Written into the running
+                    // turn, the message joins it; after an interrupt (or when
+                    // idle) it starts a turn of its own. ACP has no live steer:
+                    // the session cancels the turn and prompts again, a turn of
+                    // its own too.
                     let acp = shared.cfg.adapter == crate::normalize::Adapter::Cursor;
-                    if idle || interrupt || acp {
+                    let codex = shared.cfg.adapter == crate::normalize::Adapter::Codex;
+                    if !mid_turn || interrupt || acp {
                         st.turns_open += 1;
                     }
-                    let how = match (idle, interrupt) {
-                        (true, _) => "no turn was running: the message started one",
-                        (false, true) => "the turn was interrupted and the message started a new one",
+                    let how = match (mid_turn, interrupt) {
+                        (false, _) => "no turn was running: the message started one",
+                        (true, true) if codex => {
+                            "the turn was interrupted; the message starts a new one once it has ended"
+                        }
+                        (true, true) => "the turn was interrupted and the message started a new one",
                         // ACP cannot take a message into a running turn: the session cancels it and prompts again.
-                        (false, false) if acp => {
+                        (true, false) if acp => {
                             "ACP cannot steer a running turn: the turn was cancelled and the message prompts again"
                         }
-                        (false, false) => "written into the running turn (live steer)",
+                        (true, false) if codex => {
+                            "written into the running turn (live steer); should codex find that turn already over, the message starts the next turn"
+                        }
+                        (true, false) => "written into the running turn (live steer)",
                     };
                     reply(stream, 200, json!({"ok": true, "live": true, "detail": how}))
                 }
@@ -810,7 +863,7 @@ pub fn control_post(
         }
         "stop" => {
             let open = st.open();
-            if st.turns_open == 0 && open.is_empty() {
+            if st.turns_open == 0 && open.is_empty() && !st.mid_turn() {
                 return Some(reply(
                     stream,
                     200,
@@ -876,7 +929,7 @@ use crate::session::record::InputRecord;
 use crate::session::{Session, Step};
 use std::io::{BufReader, Write};
 use std::process::ChildStdin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 
 /// A line of the session's output and its arrival time.
@@ -893,11 +946,21 @@ struct Core {
     rec: Arc<Mutex<Option<Recorder>>>,
     journal: Option<std::path::PathBuf>,
     done: AtomicBool,
+    /// Output lines the session produced, counted under the session lock
+    /// (so a reader comparing it with what it took knows whether the
+    /// session's state is the state after the last line it took).
+    produced: AtomicU64,
 }
 
 impl Core {
     fn now() -> i64 {
         Clock::from_env().now_ms()
+    }
+
+    /// Counts a step's output; call it while holding the session lock.
+    fn count(&self, s: Step) -> Step {
+        self.produced.fetch_add(s.output.len() as u64, Ordering::SeqCst);
+        s
     }
 
     /// Applies a step in the order the session asks: output, agent input,
@@ -998,8 +1061,12 @@ impl Live {
             rec,
             journal,
             done: AtomicBool::new(false),
+            produced: AtomicU64::new(0),
         });
-        let first = lock(&core.session).open(None);
+        let first = {
+            let mut s = lock(&core.session);
+            core.count(s.open(None))
+        };
         core.apply(first);
         let reader = core.clone();
         std::thread::Builder::new()
@@ -1010,10 +1077,16 @@ impl Live {
                 while let Ok(true) =
                     crate::session::driver::read_bounded(&mut r, &mut line, crate::session::driver::MAX_AGENT_LINE)
                 {
-                    let step = lock(&reader.session).agent_line(&line, Core::now());
+                    let step = {
+                        let mut s = lock(&reader.session);
+                        reader.count(s.agent_line(&line, Core::now()))
+                    };
                     reader.apply(step);
                 }
-                let step = lock(&reader.session).agent_exited(Core::now());
+                let step = {
+                    let mut s = lock(&reader.session);
+                    reader.count(s.agent_exited(Core::now()))
+                };
                 reader.apply(step);
                 reader.done.store(true, Ordering::SeqCst);
                 *lock(&reader.out) = None;
@@ -1032,7 +1105,10 @@ impl Live {
                 let now = Core::now();
                 let due = lock(&core.session).deadline().is_some_and(|d| d <= now);
                 if due {
-                    let step = lock(&core.session).tick(now);
+                    let step = {
+                        let mut s = lock(&core.session);
+                        core.count(s.tick(now))
+                    };
                     core.apply(step);
                 }
             })
@@ -1043,26 +1119,47 @@ impl Live {
     /// One session input: `Ok(true)` for an identical replay (nothing sent);
     /// `Err` says why the session refused it (nothing was written).
     fn input(&self, input: Input) -> Result<bool, String> {
-        let step = {
+        self.input_at(input).map(|(replayed, _)| replayed)
+    }
+
+    /// [`input`](Live::input), and whether a turn was running when the
+    /// session took it (decided under the session's lock, with the input:
+    /// a message then joins that turn, else it starts one).
+    fn input_at(&self, input: Input) -> Result<(bool, bool), String> {
+        let (step, mid_turn) = {
             let mut s = lock(&self.core.session);
             // Expiry first: an answer past the deadline is refused as expired.
             let now = Core::now();
-            let expired = s.tick(now);
-            let r = s.input(input, now);
+            let expired = self.core.count(s.tick(now));
+            let mid_turn = s.phase() == crate::session::Phase::Turn;
+            let r = s.input(input, now).map(|st| self.core.count(st));
             drop(s);
             self.core.apply(expired);
-            r.map_err(|e| e.to_string())?
+            (r.map_err(|e| e.to_string())?, mid_turn)
         };
         let replayed = step.replayed;
         self.core.apply(step);
-        Ok(replayed)
+        Ok((replayed, mid_turn))
+    }
+
+    /// True when a reader that took `taken` output lines has taken all the
+    /// session produced and the session is not mid-turn: no turn runs, and
+    /// none is owed (a codex steer codex may yet refuse, which then starts
+    /// the next turn). A run that saw its turn end ends only then.
+    fn settled(&self, taken: u64) -> bool {
+        let s = lock(&self.core.session);
+        self.core.produced.load(Ordering::SeqCst) == taken && s.phase() != crate::session::Phase::Turn
+    }
+
+    fn mid_turn(&self) -> bool {
+        lock(&self.core.session).phase() == crate::session::Phase::Turn
     }
 
     /// Open request ids, oldest first (requests past their time are expired first).
     fn open(&self) -> Vec<String> {
         let (ids, expired) = {
             let mut s = lock(&self.core.session);
-            let expired = s.tick(Core::now());
+            let expired = self.core.count(s.tick(Core::now()));
             (s.pending().map(|r| r.id.clone()).collect(), expired)
         };
         self.core.apply(expired);

@@ -8,7 +8,14 @@
 //!   client's in this protocol, as the recorded client did);
 //! * a message is `turn/start` when no turn runs, `turn/steer` (with the
 //!   running turn's id) during one; messages wait for the thread (and a
-//!   steer for the turn id) when the server has not named them yet;
+//!   steer for `turn/started`: codex refuses a steer before it) when the
+//!   server has not named them yet;
+//! * a steer codex refuses (`no active turn to steer`: the turn ended just
+//!   before the steer reached it; or the turn cannot be steered) is not
+//!   lost: it starts the next turn, at once when no turn runs, else when the
+//!   running one ends. Until then the session stays mid-turn
+//!   ([`Agent::working`]), so whoever streams the turn follows the one the
+//!   steer started;
 //! * codex asks with server requests: `item/commandExecution/requestApproval`
 //!   and `item/fileChange/requestApproval` (tool approvals: `accept`,
 //!   `acceptForSession` when codex offers it, `decline`; `cancel` when the
@@ -124,6 +131,12 @@ pub struct Codex {
     /// The running turn is being interrupted: a message now waits for its
     /// end and starts the next turn (a `turn/steer` would join the dying one).
     interrupting: bool,
+    /// Codex announced the running turn (`turn/started`): it takes steers.
+    started: bool,
+    /// Steers sent and not yet answered: request id -> text.
+    steering: HashMap<u64, String>,
+    /// Refused steers, for the turn after the running one, in order.
+    next_turn: Vec<String>,
     /// Pending server requests by runwire request id: codex's own id and what it asked.
     asked: HashMap<String, (Value, Asked)>,
 }
@@ -176,6 +189,9 @@ impl Codex {
             queued: Vec::new(),
             interrupt_pending: false,
             interrupting: false,
+            started: false,
+            steering: HashMap::new(),
+            next_turn: Vec::new(),
             asked: HashMap::new(),
         }
     }
@@ -219,21 +235,33 @@ impl Codex {
         };
         self.turn_running = true;
         self.turn = None;
+        self.started = false;
         let l = self.request(Sent::Turn, "turn/start", json!({"threadId": thread, "input": text_input(text)}));
         to_agent.push(l);
     }
 
     fn steer(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
         match (self.thread.clone(), self.turn.clone()) {
-            (Some(thread), Some(turn)) => {
+            (Some(thread), Some(turn)) if self.started => {
                 let l = self.request(
                     Sent::Steer,
                     "turn/steer",
                     json!({"threadId": thread, "expectedTurnId": turn, "input": text_input(text)}),
                 );
+                self.steering.insert(self.next, text.to_string());
                 to_agent.push(l);
             }
             _ => self.queued.push(text.to_string()),
+        }
+    }
+
+    /// The running turn ended: the first refused steer starts the next turn
+    /// (the others join it as steers once it runs).
+    fn start_next(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        let mut next = std::mem::take(&mut self.next_turn).into_iter();
+        if let Some(first) = next.next() {
+            self.start_turn(&first, to_agent);
+            self.queued.extend(next);
         }
     }
 
@@ -311,6 +339,27 @@ impl Codex {
                     self.turn = Some(t.to_string());
                 }
                 self.flush(to_agent);
+            }
+            Sent::Steer => {
+                let Some(text) = v["id"].as_u64().and_then(|id| self.steering.remove(&id)) else { return };
+                if !failed {
+                    // Taken into a turn that has ended meanwhile: nothing is owed any more.
+                    if !self.working() {
+                        out.push(Signal::TurnEnded { ok: true });
+                    }
+                    return;
+                }
+                // Refused: the turn ended before the steer reached codex (or
+                // it cannot be steered). The message starts the next turn.
+                if !self.turn_running {
+                    self.start_turn(&text, to_agent);
+                    out.push(Signal::TurnActive);
+                } else if !self.started {
+                    // A newer turn is starting: steered into it once it runs.
+                    self.queued.push(text);
+                } else {
+                    self.next_turn.push(text);
+                }
             }
             // A failed initialize or thread leaves codex without a thread:
             // its error response is in the log; messages stay queued.
@@ -480,20 +529,23 @@ impl Agent for Codex {
                     self.turn = Some(t.to_string());
                 }
                 self.turn_running = true;
+                self.started = true;
                 out.push(Signal::TurnActive);
                 self.flush(to_agent);
             }
             (Some("turn/completed"), None) => {
                 self.turn_running = false;
+                self.started = false;
                 (self.interrupting, self.interrupt_pending) = (false, false);
                 self.turn = None;
                 // Requests of the turn are moot now (the session records them cancelled).
                 self.asked.clear();
                 let ok = p.pointer("/turn/status").and_then(Value::as_str) == Some("completed");
                 out.push(Signal::TurnEnded { ok });
-                // A message that waited for the turn's id (or for an
-                // interrupted turn's end) starts the next turn: the session
-                // is in a turn again, not idle.
+                // A steer codex refused, or a message that waited for the
+                // turn's id (or for an interrupted turn's end), starts the
+                // next turn: the session is in a turn again, not idle.
+                self.start_next(to_agent);
                 self.flush(to_agent);
                 if self.turn_running {
                     out.push(Signal::TurnActive);
@@ -567,9 +619,16 @@ impl Agent for Codex {
             (self.interrupt_pending, self.interrupting) = (true, true);
             return;
         }
-        // Messages that waited for this turn are dropped with it.
+        // Messages that waited for this turn are dropped with it, and so are
+        // steers codex may still refuse (a stop is not a new instruction).
         self.queued.clear();
+        self.next_turn.clear();
+        self.steering.clear();
         self.send_interrupt(to_agent);
+    }
+
+    fn working(&self) -> bool {
+        self.turn_running || !self.steering.is_empty() || !self.next_turn.is_empty() || !self.queued.is_empty()
     }
 
     fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
@@ -614,6 +673,79 @@ mod tests {
             s.input(Input::Message(super::super::input::MessageInput { text: "stop".into(), by: None }), 1).unwrap();
         let l = parse(&st.to_agent[0]);
         assert_eq!((l["method"].as_str(), l["params"]["expectedTurnId"].as_str()), (Some("turn/steer"), Some("t1")));
+    }
+
+    fn msg(text: &str) -> Input {
+        Input::Message(super::super::input::MessageInput { text: text.into(), by: None })
+    }
+
+    const COMPLETED: &[u8] =
+        br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#;
+
+    #[test]
+    fn a_steer_codex_refuses_after_the_turn_ended_starts_the_next_turn_and_the_session_stays_mid_turn() {
+        let (mut s, _) = session();
+        let st = s.input(msg("and then?"), 1).unwrap();
+        let steer = parse(&st.to_agent[0]);
+        assert_eq!(steer["method"], "turn/steer");
+        // The turn ends before codex reads the steer: still owed, so still mid-turn.
+        let st = s.agent_line(COMPLETED, 2);
+        assert!(st.to_agent.is_empty());
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+        let refusal = json!({"id": steer["id"], "error": {"code": -32600, "message": "no active turn to steer"}});
+        let st = s.agent_line(refusal.to_string().as_bytes(), 3);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!(
+            (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
+            (Some("turn/start"), Some("and then?"))
+        );
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+        s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t2"}}}"#, 4);
+        s.agent_line(
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t2","status":"completed"}}}"#,
+            5,
+        );
+        assert_eq!(s.phase(), super::super::Phase::Idle);
+    }
+
+    #[test]
+    fn a_steer_accepted_just_before_the_turn_ended_leaves_the_session_idle() {
+        let (mut s, _) = session();
+        let st = s.input(msg("also this"), 1).unwrap();
+        let id = parse(&st.to_agent[0])["id"].clone();
+        s.agent_line(COMPLETED, 2);
+        assert_eq!(s.phase(), super::super::Phase::Turn, "the steer is not answered yet");
+        let st = s.agent_line(json!({"id": id, "result": {"turnId": "t1"}}).to_string().as_bytes(), 3);
+        assert!(st.to_agent.is_empty());
+        assert_eq!(s.phase(), super::super::Phase::Idle);
+    }
+
+    #[test]
+    fn a_steer_waits_for_turn_started_and_a_message_after_a_stop_waits_for_the_next_turn() {
+        let mut s =
+            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
+        s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 0);
+        s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 0);
+        // Codex named the turn but has not started it: it would refuse a steer now.
+        assert!(s.input(msg("early"), 1).unwrap().to_agent.is_empty());
+        let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
+        assert_eq!(parse(&st.to_agent[0])["method"], "turn/steer");
+        // Stop, then a message: the message is for the turn after the stopped one.
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 3).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["method"], "turn/interrupt");
+        assert!(s.input(msg("instead"), 4).unwrap().to_agent.is_empty());
+        let st = s.agent_line(
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"interrupted"}}}"#,
+            5,
+        );
+        let l = parse(&st.to_agent[0]);
+        assert_eq!(
+            (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
+            (Some("turn/start"), Some("instead"))
+        );
+        assert_eq!(s.phase(), super::super::Phase::Turn);
     }
 
     #[test]

@@ -76,6 +76,14 @@ pub trait Agent {
     fn answer(&mut self, req: &InputRequest, answer: &InputAnswer, mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>);
     /// Interrupts the running turn; the session stays.
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>);
+    /// The agent still owes a turn: one runs, or a message sent is not yet
+    /// settled into one (codex: a steer not yet answered, which becomes the
+    /// next turn if refused). A turn's end does not make the session idle
+    /// while this holds. `false` where the protocol cannot tell more than
+    /// its turn ends say.
+    fn working(&self) -> bool {
+        false
+    }
     /// Checks an answer's mode (plan approval) before anything is written.
     fn check_mode(&self, _mode: &str) -> Result<(), String> {
         Ok(())
@@ -107,6 +115,9 @@ impl<T: Agent + ?Sized> Agent for Box<T> {
     }
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
         (**self).interrupt(to_agent)
+    }
+    fn working(&self) -> bool {
+        (**self).working()
     }
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         (**self).check_mode(mode)
@@ -305,7 +316,9 @@ impl<A: Agent> Session<A> {
                         let a = self.own_answer(&r, Decision::Cancelled, "the turn ended before an answer", now_ms);
                         self.close(a, &mut s);
                     }
-                    if self.phase == Phase::Turn {
+                    // A turn that ends while the agent owes another (codex: a
+                    // refused steer starts the next) leaves the session mid-turn.
+                    if self.phase == Phase::Turn && !self.agent.working() {
                         self.phase = Phase::Idle;
                     }
                     self.maybe_end(&mut s);
