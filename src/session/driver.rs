@@ -458,3 +458,43 @@ pub fn run<A: Agent, O: Output>(
 
 /// How long an agent that closed its output gets to exit before it is stopped.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::codex::{Codex, CodexOptions};
+    use crate::session::input::MessageInput;
+
+    fn msg(text: &str) -> Input {
+        Input::Message(MessageInput { text: text.into(), by: None })
+    }
+
+    /// What a caller learns from the core is the session's own view at the
+    /// moment it took the input, and the output count matches the state.
+    #[test]
+    fn a_message_says_whether_it_joined_a_turn_and_output_is_counted_with_the_state() {
+        let session = Session::new(Codex::new(CodexOptions::default()), super::super::Options::default());
+        let core = Core::new(session, Vec::<u8>::new(), None, None, Box::new(|_| {}));
+        core.open(Some("go")).unwrap();
+        for l in [
+            r#"{"id":1,"result":{}}"#,
+            r#"{"id":2,"result":{"thread":{"id":"th"}}}"#,
+            r#"{"id":3,"result":{"turn":{"id":"t1"}}}"#,
+            r#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#,
+        ] {
+            core.step(|s| s.agent_line(l.as_bytes(), now_ms())).unwrap();
+        }
+        assert_eq!(core.input(msg("steer")).unwrap(), Ok(Taken { replayed: false, mid_turn: true }));
+        let done = r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#;
+        core.step(|s| s.agent_line(done.as_bytes(), now_ms())).unwrap();
+        // The steer is still unanswered: codex may refuse it, the session owes a turn.
+        assert!(core.query(|s, _| s.phase() == super::super::Phase::Turn));
+        core.step(|s| s.agent_line(br#"{"id":4,"result":{"turnId":"t1"}}"#, now_ms())).unwrap();
+        assert!(core.query(|s, _| s.phase() == super::super::Phase::Idle));
+        // The turn had ended: this message starts one.
+        assert_eq!(core.input(msg("next")).unwrap(), Ok(Taken { replayed: false, mid_turn: false }));
+        let printed = lock(&core.out).as_ref().map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count());
+        assert_eq!(core.query(|_, produced| produced), printed.unwrap() as u64);
+        assert_eq!(core.query(|_, produced| produced), 6, "the agent's six lines, forwarded");
+    }
+}
