@@ -60,7 +60,7 @@ pub struct Acp {
     /// interrupt followed by a message must not cancel twice).
     cancelling: bool,
     /// An interrupt came before the session existed: the first prompt is
-    /// still sent (every prompt ends one turn: runners count them) and
+    /// still sent (ACP cancels a prompt, not a session) and
     /// cancelled at once.
     cancel_on_prompt: bool,
     /// Prompts waiting for the session, or for the cancelled turn to stop.

@@ -7,7 +7,8 @@
 //! ([`Session::input`], the format of `spec/SESSION-INPUT.md`) and the time
 //! ([`Session::tick`]), and each call returns a [`Step`]: lines for the
 //! session's output (the task log: the agent's lines verbatim plus the
-//! session's own `runwire.request` / `runwire.answer` lines), lines to write
+//! session's own `runwire.request` / `runwire.answer` lines, and the
+//! `runwire.idle` line the driver adds from [`Session::idle_line`]), lines to write
 //! to the agent, and the requests raised and closed (for the journal).
 //! What is generic (pending requests, expiry, fail-closed denial, checking
 //! answers, the record) lives here; what one agent's wire protocol says is
