@@ -712,7 +712,8 @@ fn long_answer_cell(dir: &Path) -> (PathBuf, String, Vec<String>) {
         e["line"] = line.to_string().into();
         e.to_string()
     };
-    let mut to_out: Vec<String> = to.iter().filter(|e| e["seq"].as_u64().unwrap() < cut).map(Value::to_string).collect();
+    let mut to_out: Vec<String> =
+        to.iter().filter(|e| e["seq"].as_u64().unwrap() < cut).map(Value::to_string).collect();
     let mut msg = parsed(user);
     msg["message"]["content"] = second.clone().into();
     to_out.push(env(user, &msg));

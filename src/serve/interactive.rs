@@ -1024,6 +1024,8 @@ struct Sink {
     n: u64,
     /// Every line so far is in the log.
     recording: bool,
+    /// Bytes the channel holds at most ([`CHANNEL_BYTES`]).
+    max_bytes: usize,
 }
 
 impl driver::Output for Sink {
@@ -1053,8 +1055,8 @@ impl driver::Output for Sink {
             }
         }
         let len = l.len();
-        let room = self.tap.queued.load(Ordering::SeqCst) == 0
-            || self.tap.queued.load(Ordering::SeqCst) + len <= CHANNEL_BYTES;
+        let queued = self.tap.queued.load(Ordering::SeqCst);
+        let room = queued == 0 || queued + len <= self.max_bytes;
         if room {
             self.tap.queued.fetch_add(len, Ordering::SeqCst);
             match self.tx.try_send(Line { n: self.n, bytes: l.to_vec(), at }) {
@@ -1273,8 +1275,13 @@ impl Live {
         let journal =
             journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
         let report = Box::new(|m: String| crate::cli::report(super::BIN, m));
-        let core =
-            Arc::new(driver::Core::new(Session::new(launch.agent, opts), Sink { rec, tx, tap, n: 0, recording }, stdin, journal, report));
+        let core = Arc::new(driver::Core::new(
+            Session::new(launch.agent, opts),
+            Sink { rec, tx, tap, n: 0, recording, max_bytes: CHANNEL_BYTES },
+            stdin,
+            journal,
+            report,
+        ));
         // The opening lines go first, before any message a run sends.
         let _ = core.open(None);
         let (events, from_agent) = std::sync::mpsc::channel();
@@ -1387,4 +1394,135 @@ fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
         }
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::driver::Output;
+
+    /// A sink on a channel of `lines` lines and `bytes` bytes, and the feed reading it.
+    fn tapped(lines: usize, bytes: usize, rec: Option<Recorder>) -> (Sink, Feed) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(lines);
+        let tap = Arc::new(Tap::default());
+        let log = rec.as_ref().map(|r| LogReader::open(&r.log()).unwrap());
+        let recording = log.is_some();
+        let sink = Sink { rec: Arc::new(Mutex::new(rec)), tx, tap: tap.clone(), n: 0, recording, max_bytes: bytes };
+        (sink, Feed { rx, tap, log, held: None, fill_to: 0 })
+    }
+
+    /// Everything the feed gives now, as the run takes it (a gap as `gap from-to`).
+    fn drain(feed: &mut Feed, taken: &mut u64) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            match feed.next(*taken, Duration::ZERO) {
+                Got::Line(b, _) => {
+                    *taken += 1;
+                    out.push(String::from_utf8(b).unwrap());
+                }
+                Got::Gap(from, to) => {
+                    assert_eq!(from, *taken + 1);
+                    *taken = to;
+                    out.push(format!("gap {from}-{to}"));
+                }
+                Got::Idle => return out,
+                Got::Closed => {
+                    out.push("closed".into());
+                    return out;
+                }
+            }
+        }
+    }
+
+    fn print(sink: &mut Sink, lines: std::ops::RangeInclusive<u32>) {
+        for i in lines {
+            sink.line(format!("l{i}").as_bytes()).unwrap();
+        }
+    }
+
+    fn names(lines: std::ops::RangeInclusive<u32>) -> Vec<String> {
+        lines.map(|i| format!("l{i}")).collect()
+    }
+
+    /// Recorded: what the channel had no room for is read from the log,
+    /// before the next line the channel brings, with its arrival time.
+    #[test]
+    fn lines_the_channel_dropped_are_read_from_the_log_in_order() {
+        let home = std::env::temp_dir().join(format!("runwire-feed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let rec = Recorder::start(&home, "feed", "claude", "hi").unwrap();
+        let (mut sink, mut feed) = tapped(4, usize::MAX, Some(rec));
+        let mut taken = 0;
+        // Nobody reads: 1..4 fit, 5 and 6 are dropped; the sink never waits.
+        print(&mut sink, 1..=6);
+        // A run takes one, and the session prints on: 7 fits again.
+        assert_eq!(drain_one(&mut feed, &mut taken), "l1");
+        print(&mut sink, 7..=7);
+        assert_eq!(drain(&mut feed, &mut taken), names(2..=7));
+        // Dropped at the end, with nothing after it in the channel.
+        print(&mut sink, 8..=20);
+        assert_eq!(drain(&mut feed, &mut taken), names(8..=20));
+        // Re-read lines have the arrival time the sidecar recorded.
+        print(&mut sink, 21..=30);
+        let mut times = Vec::new();
+        while let Got::Line(_, at) = feed.next(taken, Duration::ZERO) {
+            taken += 1;
+            times.push(at);
+        }
+        assert_eq!(taken, 30);
+        assert!(times.iter().all(|t| t.is_some() == crate::arrival::clock().is_some()), "{times:?}");
+        // The session ends: the rest, then the end.
+        print(&mut sink, 31..=40);
+        drop(sink);
+        let mut rest = names(31..=40);
+        rest.push("closed".into());
+        assert_eq!(drain(&mut feed, &mut taken), rest);
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    fn drain_one(feed: &mut Feed, taken: &mut u64) -> String {
+        match feed.next(*taken, Duration::ZERO) {
+            Got::Line(b, _) => {
+                *taken += 1;
+                String::from_utf8(b).unwrap()
+            }
+            _ => panic!("a line expected"),
+        }
+    }
+
+    /// Not recorded: what the channel dropped is a gap the run is told
+    /// about (its exact lines), never a silent skip; the rest streams.
+    #[test]
+    fn unrecorded_lines_the_channel_dropped_are_a_gap() {
+        let (mut sink, mut feed) = tapped(4, usize::MAX, None);
+        let mut taken = 0;
+        print(&mut sink, 1..=6);
+        let mut want = names(1..=4);
+        want.push("gap 5-6".into());
+        assert_eq!(drain(&mut feed, &mut taken), want);
+        print(&mut sink, 7..=12);
+        assert_eq!(drain_one(&mut feed, &mut taken), "l7");
+        print(&mut sink, 13..=13);
+        let mut want = names(8..=10);
+        want.push("gap 11-12".into());
+        want.push("l13".into());
+        assert_eq!(drain(&mut feed, &mut taken), want);
+    }
+
+    /// The channel is bounded in bytes too: big lines are dropped past
+    /// the budget (and re-read or shown as a gap), and one line larger than
+    /// the budget still goes through an empty channel.
+    #[test]
+    fn the_channel_holds_a_bounded_number_of_bytes() {
+        let (mut sink, mut feed) = tapped(100, 10, None);
+        for l in ["aaaa", "bbbb", "cccc", "dddddddddddddddd", "e"] {
+            sink.line(l.as_bytes()).unwrap();
+        }
+        assert_eq!(sink.tap.queued.load(Ordering::SeqCst), 9);
+        let mut taken = 0;
+        assert_eq!(drain(&mut feed, &mut taken), ["aaaa", "bbbb", "gap 3-4", "e"]);
+        assert_eq!(feed.tap.queued.load(Ordering::SeqCst), 0);
+        sink.line(b"dddddddddddddddd").unwrap();
+        assert_eq!(drain(&mut feed, &mut taken), ["dddddddddddddddd"]);
+    }
 }
