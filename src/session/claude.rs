@@ -292,7 +292,10 @@ mod tests {
         // The turn's end closed the request: idle, no input taken yet.
         assert_eq!(s.idle_line().as_deref(), Some(&br#"{"type":"runwire.idle","inputs":0}"#[..]));
         assert_eq!(s.idle_line(), None, "said once");
-        assert!(matches!(input(&mut s, r#"{"type":"answer","id":"nope","decision":"allow"}"#), Err(_)));
+        assert!(matches!(
+            input(&mut s, r#"{"type":"answer","id":"nope","decision":"allow"}"#),
+            Err(Refused::Unknown(_))
+        ));
         s.unreadable();
         assert_eq!(s.idle_line().as_deref(), Some(&br#"{"type":"runwire.idle","inputs":2}"#[..]));
         input(&mut s, r#"{"type":"message","text":"more"}"#).unwrap();
