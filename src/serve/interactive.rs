@@ -917,7 +917,11 @@ pub fn control_post(
         }
         "stop" => {
             let open = st.open();
-            if st.turns_open == 0 && open.is_empty() && !st.mid_turn() {
+            // With no run streaming (the thread holds the output), a turn
+            // that ended unseen still counts in `turns_open`: the session's
+            // own word decides, and no stale stop is left for a later run.
+            let unseen_end = st.rx.is_some() && st.agent.is_some();
+            if (st.turns_open == 0 || unseen_end) && open.is_empty() && !st.mid_turn() {
                 return Some(reply(
                     stream,
                     200,
