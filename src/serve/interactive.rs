@@ -894,7 +894,8 @@ pub fn control_post(
                     // idle) it starts a turn of its own. ACP has no live steer:
                     // the session cancels the turn and prompts again, a turn of
                     // its own too.
-                    let acp = shared.cfg.adapter == crate::normalize::Adapter::Cursor;
+                    // ACP cannot steer: the protocol's own word, as the supervisor takes it.
+                    let acp = agent_kind(shared.cfg.adapter).mid_turn() == crate::session::MidTurn::CancelsAndPrompts;
                     let codex = shared.cfg.adapter == crate::normalize::Adapter::Codex;
                     if !mid_turn || interrupt || acp {
                         st.turns_open += 1;
