@@ -31,7 +31,12 @@ fn root() -> PathBuf {
 }
 
 fn cell(agent: &str, name: &str) -> PathBuf {
-    root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
+    let all = root().join("fixtures/interactive");
+    // A hand-made cell (fixtures/SOURCES.md) sits beside the agents' directories.
+    if name.starts_with("synthetic.") {
+        return all.join(name);
+    }
+    all.join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
 }
 
 /// The person's prompt of a recorded client line (`turn/start`,
@@ -68,6 +73,11 @@ impl Sup {
 
     /// [`Sup::start`] with more fields for the task (a gate, …).
     fn start_plan(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)], task: Value) -> Sup {
+        Sup::start_with(name, agent, cell_name, env, task, &root().join("wrappers"))
+    }
+
+    /// [`Sup::start_plan`] with the wrappers of `wrappers`.
+    fn start_with(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)], task: Value, wrappers: &Path) -> Sup {
         let dir = std::env::temp_dir().join(format!("rwsa-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("home")).unwrap();
@@ -89,7 +99,7 @@ impl Sup {
             .env("REPLAY_EXPECT_ARGS", args)
             .env("REPLAY_STATE", dir.join("replay-state.json"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
-            .arg(root().join("wrappers"))
+            .arg(wrappers)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
@@ -775,4 +785,128 @@ fn server_task_routes_answer_a_supervised_cursor_session() {
     assert_eq!((answered[0]["decision"].as_str(), answered[0]["by"].as_str()), (Some("allow"), Some("runwire-serve")));
     let _ = srv.kill();
     let _ = srv.wait();
+}
+
+/// The answers the journal holds: (request, decision, by).
+fn answers(s: &Sup) -> Vec<(String, String, String)> {
+    let t = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    s.inputs()
+        .iter()
+        .filter(|r| r["input"] == "answered")
+        .map(|r| (t(&r["request"]), t(&r["decision"]), t(&r["by"])))
+        .collect()
+}
+
+/// The codex race of spec/SUPERVISOR.md: the steer reaches codex just after
+/// the turn it meant to join ended, codex refuses it, and the session starts
+/// a new turn with it (`synthetic.codex-steer-late-approval`: the turn's end
+/// and the refusal 300 ms apart, the new turn's command approval 700 ms
+/// after it started). The supervisor has long seen the first turn end, yet
+/// keeps the session input open because the session has not said it is
+/// idle: the new turn's request reaches the person and is answered (not
+/// refused as if nobody could answer), and the task commits. Counting turn
+/// ends closed the input at the first end, and the request was refused.
+#[test]
+fn codex_steer_refused_at_the_turn_end_keeps_the_session_for_the_turn_it_starts() {
+    let mut s = Sup::start("codex-late", "codex", "synthetic.codex-steer-late-approval", &[]);
+    let acts = drive(&s);
+    let [Act::Steer(r), Act::Answer(id, _)] = &acts[..] else { panic!("{acts:?}") };
+    assert!(r["detail"].as_str().unwrap().contains("written into the running turn (live"), "{r}");
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    assert_eq!(answers(&s), [(id.clone(), "allow".to_string(), "ana".to_string())]);
+    // The first turn's end came before the request, and the session said it was idle only after the second.
+    let log = s.log();
+    let first_end = log.find(r#""method":"turn/completed""#).unwrap();
+    assert!(first_end < log.find("item/commandExecution/requestApproval").unwrap());
+    let idle: Vec<&str> = log.lines().filter(|l| l.starts_with(r#"{"type":"runwire.idle""#)).collect();
+    assert_eq!(idle, [r#"{"type":"runwire.idle","inputs":2}"#], "{log}");
+}
+
+/// The ACP race of spec/SUPERVISOR.md: a steer cancels the turn and its
+/// prompt is sent once the turn has stopped; a `stop` catches that prompt on
+/// its way (the stand-in has read it, the supervisor has not yet read the
+/// cancelled turn's end: a wrapper around cursor.sh holds the log's first
+/// cancelled end back until the test lets it go), and a second steer follows
+/// at once (`synthetic.acp-steer-stop-steer`; the second steer's turn asks
+/// 700 ms after it starts). Two cancelled ends reach the log before the
+/// second steer's turn: the session input stays open until the session says
+/// it is idle with every line read, so that turn's request is answered and
+/// the task commits. Counting turn ends expected one end too few and closed
+/// the input at the second cancelled end.
+#[test]
+fn cursor_steer_after_a_stop_that_caught_a_steers_prompt_gets_its_turn() {
+    let tmp = std::env::temp_dir().join(format!("rwsa-{}-cursor-gate", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let gate = tmp.join("open");
+    std::fs::write(
+        tmp.join("cursor.sh"),
+        format!(
+            r#"#!/usr/bin/env bash
+# cursor.sh, with its output held back at the first cancelled turn end until {gate} exists.
+set -o pipefail
+'{real}' "$@" | {{
+    held=0
+    while IFS= read -r l || [[ -n $l ]]; do
+        if ((held == 0)) && [[ $l == *'"stopReason":"cancelled"'* ]]; then
+            held=1
+            until [[ -e '{gate}' ]]; do sleep 0.02; done
+        fi
+        printf '%s\n' "$l"
+    done
+}}
+"#,
+            real = root().join("wrappers/cursor.sh").display(),
+            gate = gate.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("755").arg(tmp.join("cursor.sh")).status().unwrap();
+    let mut s = Sup::start_with("cursor-race", "cursor", "synthetic.acp-steer-stop-steer", &[], json!({}), &tmp);
+    // The four approvals as recorded, the steer where the client steered;
+    // then the stand-in waits for the stop's cancel: it has read the steer's prompt.
+    let (mut handled, mut steered, t) = (Vec::new(), false, Instant::now());
+    let then = loop {
+        assert!(t.elapsed() < LIMIT, "no progress: replay {}\nstderr:\n{}", s.replay(), s.stderr());
+        let st = s.replay();
+        let index = st["index"].as_u64();
+        if st["state"] != "wait" || handled.contains(&index) {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        handled.push(index);
+        if let Some(a) = recorded_answer(&st["expect"]) {
+            assert_eq!(s.answer(a.clone())["ok"], true, "{a}");
+        } else if st["expect"]["method"] == "session/cancel" && !steered {
+            let r = s.call(json!({"verb":"steer","task":"a","actor":"ana","msg":prompt_of(&st["then"])}));
+            assert!(r["detail"].as_str().unwrap().contains("cancelled and the message is the next prompt"), "{r}");
+            steered = true;
+        } else if st["expect"]["method"] == "session/cancel" {
+            break st;
+        } else {
+            handled.pop();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert!(!s.log().contains(r#""stopReason":"cancelled""#), "the gate holds the cancelled end back");
+    let r = s.call(json!({"verb":"stop","task":"a","actor":"ana"}));
+    assert!(r["detail"].as_str().unwrap().contains("the running turn was interrupted"), "{r}");
+    let r = s.call(json!({"verb":"steer","task":"a","actor":"ana","msg":prompt_of(&then["then"])}));
+    assert_eq!(r["ok"], true, "{r}");
+    std::fs::write(&gate, "").unwrap();
+    // Played already: the stand-in must have gone past that cancel before
+    // `drive` reads its state, or it would steer there once more.
+    s.until("the stop's cancel read", |s| s.replay()["index"] != then["index"]);
+    let acts = drive(&s);
+    let [Act::Answer(id, _)] = &acts[..] else { panic!("{acts:?}") };
+    assert_eq!(s.finish(), 0, "{}", s.stderr());
+    assert_eq!(s.states(), ["leased", "implemented", "committed"]);
+    let answered = answers(&s);
+    assert_eq!(answered.len(), 5, "{answered:?}");
+    assert!(answered.iter().all(|(_, d, by)| d == "allow" && by == "ana"), "{answered:?}");
+    assert_eq!(&answered[4].0, id);
+    let log = s.log();
+    assert_eq!(log.matches(r#""stopReason":"cancelled""#).count(), 2, "{log}");
+    let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -60,7 +60,7 @@ pub struct Acp {
     /// interrupt followed by a message must not cancel twice).
     cancelling: bool,
     /// An interrupt came before the session existed: the first prompt is
-    /// still sent (every prompt ends one turn: runners count them) and
+    /// still sent (ACP cancels a prompt, not a session) and
     /// cancelled at once.
     cancel_on_prompt: bool,
     /// Prompts waiting for the session, or for the cancelled turn to stop.
@@ -327,6 +327,13 @@ impl Agent for Acp {
         }
     }
 
+    /// A prompt runs, or waits to be sent (a message that cancelled the
+    /// turn is prompted once it has stopped): the cancelled turn's end does
+    /// not make the session idle.
+    fn working(&self) -> bool {
+        self.prompting || !self.queued.is_empty()
+    }
+
     fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
         if !self.asked.contains_key(&req.id) {
             return Ok(());
@@ -384,6 +391,21 @@ mod tests {
         assert_eq!(s.phase(), super::super::Phase::Turn);
         // The permission request was closed by the turn's end, not left pending.
         assert_eq!(s.pending().count(), 0);
+    }
+
+    #[test]
+    fn the_cancelled_turns_end_with_a_prompt_to_send_is_not_idle_and_does_not_end_the_session() {
+        let (mut s, _) = session();
+        s.input(msg("do this instead"), 1).unwrap();
+        // The input ends while the cancelled turn stops: nobody can steer any more.
+        assert!(!s.input_closed(1).close_agent_input);
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}"#, 2);
+        assert_eq!(parse(&st.to_agent[0])["method"], "session/prompt");
+        assert!(!st.close_agent_input, "the message's own turn still runs");
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+        assert_eq!(s.idle_line(), None);
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}"#, 3);
+        assert!(st.close_agent_input);
     }
 
     #[test]

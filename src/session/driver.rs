@@ -273,7 +273,8 @@ impl<A: Agent, O: Output> Core<A, O> {
     fn step(&self, f: impl FnOnce(&mut Session<A>) -> Step) -> io::Result<Step> {
         let s = {
             let mut session = lock(&self.session);
-            let s = f(&mut session);
+            let mut s = f(&mut session);
+            s.output.extend(session.idle_line());
             self.produced.fetch_add(s.output.len() as u64, Ordering::SeqCst);
             s
         };
@@ -288,9 +289,15 @@ impl<A: Agent, O: Output> Core<A, O> {
         let now = now_ms();
         let (expired, r, mid_turn) = {
             let mut s = lock(&self.session);
-            let expired = s.tick(now);
+            let mut expired = s.tick(now);
             let mid_turn = s.phase() == super::Phase::Turn;
-            let r = s.input(input, now);
+            let mut r = s.input(input, now);
+            // Said after the input's own lines; a refused input was taken too.
+            let idle = s.idle_line();
+            match r.as_mut() {
+                Ok(st) => st.output.extend(idle),
+                Err(_) => expired.output.extend(idle),
+            }
             let out = expired.output.len() + r.as_ref().map_or(0, |st| st.output.len());
             self.produced.fetch_add(out as u64, Ordering::SeqCst);
             (expired, r, mid_turn)
@@ -303,6 +310,16 @@ impl<A: Agent, O: Output> Core<A, O> {
             }
             Err(why) => Ok(Err(why)),
         }
+    }
+
+    /// A session input line that could not be read as an input: counted as
+    /// taken (the session's idle line says so).
+    pub fn unreadable(&self) -> io::Result<()> {
+        self.step(|s| {
+            s.unreadable();
+            Step::default()
+        })
+        .map(drop)
     }
 
     /// The process runs: the opening lines, then `first` as the first
@@ -399,7 +416,10 @@ fn drive_until_eof<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) 
             Ok(Event::Line(line, n)) => {
                 let why = match Input::parse(&line) {
                     Ok(i) => core.input(i)?.err().map(|why| format!("refused: {why}")),
-                    Err(why) => Some(why),
+                    Err(why) => {
+                        core.unreadable()?;
+                        Some(why)
+                    }
                 };
                 if let Some(why) = why {
                     refused += 1;
@@ -495,6 +515,14 @@ mod tests {
         assert_eq!(core.input(msg("next")).unwrap(), Ok(Taken { replayed: false, mid_turn: false }));
         let printed = lock(&core.out).as_ref().map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count());
         assert_eq!(core.query(|_, produced| produced), printed.unwrap() as u64);
-        assert_eq!(core.query(|_, produced| produced), 6, "the agent's six lines, forwarded");
+        assert_eq!(core.query(|_, produced| produced), 7, "the agent's six lines, forwarded, and one idle line");
+        // Idle once the steer was answered, with the one input line applied; not before.
+        let out = lock(&core.out).as_ref().map(|o| String::from_utf8_lossy(o).into_owned()).unwrap();
+        let idle: Vec<&str> = out.lines().filter(|l| l.contains("runwire.idle")).collect();
+        assert_eq!(idle, [r#"{"type":"runwire.idle","inputs":1}"#]);
+        assert!(
+            out.ends_with("{\"id\":4,\"result\":{\"turnId\":\"t1\"}}\n{\"type\":\"runwire.idle\",\"inputs\":1}\n"),
+            "{out}"
+        );
     }
 }

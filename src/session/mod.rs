@@ -7,7 +7,8 @@
 //! ([`Session::input`], the format of `spec/SESSION-INPUT.md`) and the time
 //! ([`Session::tick`]), and each call returns a [`Step`]: lines for the
 //! session's output (the task log: the agent's lines verbatim plus the
-//! session's own `runwire.request` / `runwire.answer` lines), lines to write
+//! session's own `runwire.request` / `runwire.answer` lines, and the
+//! `runwire.idle` line the driver adds from [`Session::idle_line`]), lines to write
 //! to the agent, and the requests raised and closed (for the journal).
 //! What is generic (pending requests, expiry, fail-closed denial, checking
 //! answers, the record) lives here; what one agent's wire protocol says is
@@ -214,6 +215,11 @@ pub struct Session<A: Agent> {
     phase: Phase,
     input_closed: bool,
     session_id: Option<String>,
+    /// Session inputs taken so far (refused and unreadable lines included).
+    inputs: u64,
+    /// The input count of the `runwire.idle` line last written, while the
+    /// session has stayed idle since.
+    said_idle: Option<u64>,
 }
 
 impl<A: Agent> Session<A> {
@@ -226,6 +232,8 @@ impl<A: Agent> Session<A> {
             phase: Phase::Idle,
             input_closed: false,
             session_id: None,
+            inputs: 0,
+            said_idle: None,
         }
     }
 
@@ -250,6 +258,44 @@ impl<A: Agent> Session<A> {
     /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
         self.closed.iter().rev().find(|a| a.id == id)
+    }
+
+    /// Session inputs taken so far: every [`input`](Session::input) call,
+    /// refused ones included, and every [`unreadable`](Session::unreadable)
+    /// line.
+    pub fn inputs(&self) -> u64 {
+        self.inputs
+    }
+
+    /// A session input line that could not be read as an input: counted
+    /// like one (it was consumed), nothing else happens.
+    pub fn unreadable(&mut self) {
+        self.inputs += 1;
+    }
+
+    /// Idle: no turn runs or is owed and no request waits, so nothing will
+    /// happen until the next input (or the agent acts on its own).
+    pub fn is_idle(&self) -> bool {
+        self.phase == Phase::Idle && self.pending.is_empty()
+    }
+
+    /// The session's `runwire.idle` line, when it is idle and has not said
+    /// so since it last took an input or was busy: call it after every step
+    /// (the driver does, under the same lock) and write it after the step's
+    /// lines. A runner that counts the input lines it wrote knows from it,
+    /// without guessing from the turns in the log, that everything it wrote
+    /// has been applied and nothing more will come: the moment to close the
+    /// input (`spec/SESSION-INPUT.md`).
+    pub fn idle_line(&mut self) -> Option<Vec<u8>> {
+        if !self.is_idle() {
+            self.said_idle = None;
+            return None;
+        }
+        if self.said_idle == Some(self.inputs) {
+            return None;
+        }
+        self.said_idle = Some(self.inputs);
+        Some(record::idle_line(self.inputs))
     }
 
     /// The earliest expiry among pending requests (epoch ms): call
@@ -331,6 +377,7 @@ impl<A: Agent> Session<A> {
 
     /// One session input. `Err` refuses it and nothing is written.
     pub fn input(&mut self, input: Input, now_ms: i64) -> Result<Step, Refused> {
+        self.inputs += 1;
         if self.phase == Phase::Ended {
             return Err(Refused::Ended);
         }

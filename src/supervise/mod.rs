@@ -125,11 +125,10 @@ struct Running {
     kill: Option<Kill>,
     /// An interactive turn's session input (the wrapper's stdin), while open.
     input: Option<std::process::ChildStdin>,
-    /// The turn ends after which the session is idle: the first message's
-    /// turn, and one more for each message that starts a turn of its own.
-    /// Once the log has that many and nothing is pending, the input is
-    /// closed (the session ends).
-    expect_ends: u64,
+    /// Session input lines written so far. Once the session says it is idle
+    /// with as many applied (its `runwire.idle` line), nothing more will
+    /// happen in it: the input is closed (the session ends).
+    written: u64,
     /// What a message does to a running turn in this agent's protocol.
     mid_turn: MidTurn,
     /// The running turn was interrupted (`stop`): a message now starts a new one.
@@ -254,8 +253,9 @@ struct TurnLog {
     norm: Normalizer,
     /// The status line's detail (the last, should a wrapper write several).
     detail: Option<String>,
-    /// `turn_end` events seen.
-    ends: u64,
+    /// The input count of the session's last `runwire.idle` line: the
+    /// session was idle with that many input lines applied.
+    idle: Option<u64>,
     /// An interactive session's requests still open, by id.
     pending: BTreeMap<String, crate::events::InputRequest>,
     /// Requests closed, with how.
@@ -275,7 +275,7 @@ impl TurnLog {
             read_to: from,
             norm: Normalizer::new(adapter, opts),
             detail: None,
-            ends: 0,
+            idle: None,
             pending: BTreeMap::new(),
             closed: BTreeMap::new(),
             passed: Default::default(),
@@ -286,10 +286,13 @@ impl TurnLog {
     /// One line of the turn's output (a cut-off last line included: the
     /// normalizer reports what it cannot read as an error event and goes on).
     fn feed(&mut self, line: &[u8]) {
+        // The session's own word (no event: the normalizer skips the line).
+        if let Some(n) = crate::normalize::idle_inputs(line) {
+            self.idle = Some(n);
+        }
         for ev in self.norm.push(line) {
             match ev.data {
                 Data::Exit(x) => self.detail = x.detail,
-                Data::TurnEnd(_) => self.ends += 1,
                 Data::InputRequest(r) => {
                     self.pending.insert(r.id.clone(), r.clone());
                     self.records.push(Data::InputRequest(r));
@@ -307,6 +310,11 @@ impl TurnLog {
 
     fn session(&self) -> Option<&str> {
         self.norm.resume_session()
+    }
+
+    /// The session said it is idle with all `written` input lines applied.
+    fn idle_after(&self, written: u64) -> bool {
+        self.idle == Some(written)
     }
 
     /// Pending requests nobody has answered yet.
@@ -835,7 +843,7 @@ impl Sup {
                     for_steer: false,
                     kill: None,
                     input,
-                    expect_ends: 1,
+                    written: 0,
                     mid_turn: kind.map_or(MidTurn::Joins, AgentKind::mid_turn),
                     cut: false,
                     hold: false,
@@ -873,14 +881,18 @@ impl Sup {
     }
 
     /// What an interactive turn's new lines mean: its requests and answers
-    /// go into the journal (input records), and once the turn the last
-    /// message started has ended, the session's input is closed so that the
-    /// session ends (unless `stop` holds it open for a steer).
+    /// go into the journal (input records), and once the session has said it
+    /// is idle with every line written to it applied, its input is closed so
+    /// that the session ends (unless `stop` holds it open for a steer). This
+    /// runs on the thread that writes the input, so no line can be written
+    /// between the look and the close: a steer after it finds the input
+    /// closed and waits for the turn boundary; one before it makes the
+    /// counts differ until the session has applied it.
     fn after_scan(&mut self, id: &str) {
         let Some(r) = self.tasks.get_mut(id).and_then(|t| t.running.as_mut()) else { return };
         let Some(turn) = r.turn.as_mut() else { return };
         let recs = std::mem::take(&mut turn.records);
-        if r.input.is_some() && !r.hold && turn.ends >= r.expect_ends && turn.pending.is_empty() {
+        if r.input.is_some() && !r.hold && turn.idle_after(r.written) && turn.pending.is_empty() {
             r.input = None;
         }
         let now = crate::time::Clock::from_env().now_ms();
@@ -905,6 +917,7 @@ impl Sup {
             r.input = None;
             return Err(format!("its session input could not be written: {e}"));
         }
+        r.written += 1;
         Ok(())
     }
 
@@ -1114,7 +1127,7 @@ impl Sup {
         if let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && !r.for_steer) {
             use crate::session::input::{MessageInput, Who};
             use crate::session::Input;
-            let (ends, open) = r.turn.as_ref().map_or((0, 0), |t| (t.ends, t.open().len()));
+            let (idle, open) = r.turn.as_ref().map_or((false, 0), |t| (t.idle_after(r.written), t.open().len()));
             if open > 0 {
                 return Reply::refuse(
                     format!(
@@ -1123,7 +1136,10 @@ impl Sup {
                     state,
                 );
             }
-            let running = ends < r.expect_ends && !r.cut;
+            // As far as the supervisor knows: the session has not said it is
+            // idle with everything written applied, and no stop cut the turn.
+            // (The session decides what the message does; this is the reply.)
+            let running = !idle && !r.cut;
             let by = Some(actor.to_string());
             let written = (if interrupt && running {
                 Self::write_input(r, &Input::Interrupt(Who { by: by.clone() }))
@@ -1133,11 +1149,6 @@ impl Sup {
             .and_then(|()| Self::write_input(r, &Input::Message(MessageInput { text: msg.clone(), by })));
             if written.is_ok() {
                 let cancels = running && !interrupt && r.mid_turn == MidTurn::CancelsAndPrompts;
-                // A message joins a running turn, or starts one of its own
-                // (idle, after an interrupt, or when the protocol cancels).
-                if !running || interrupt || cancels {
-                    r.expect_ends = r.expect_ends.max(ends) + 1;
-                }
                 r.hold = false;
                 r.cut = false;
                 let (how, what) = match (running, interrupt) {
@@ -1200,9 +1211,9 @@ impl Sup {
             };
             return Reply::refuse(format!("task {id}: {why}"), state);
         }
-        let (ends, open) = r.turn.as_ref().map_or((0, Vec::new()), |t| (t.ends, t.open()));
+        let (idle, open) = r.turn.as_ref().map_or((false, Vec::new()), |t| (t.idle_after(r.written), t.open()));
         r.hold = true;
-        if (ends >= r.expect_ends || r.cut) && open.is_empty() {
+        if (idle || r.cut) && open.is_empty() {
             return Reply::ok(
                 format!("task {id}: no turn is running; the session stays (steer to go on, kill to end it)"),
                 state,
@@ -1230,10 +1241,6 @@ impl Sup {
         }
         match Self::write_input(r, &Input::Interrupt(Who { by: Some(actor.to_string()) })) {
             Ok(()) => {
-                // The session drops what waited behind the running turn (an
-                // ACP steer's prompt not sent yet): only that turn's end is
-                // still to come.
-                r.expect_ends = r.expect_ends.min(ends + 1);
                 r.cut = true;
                 Reply::ok(
                     format!("task {id}: the running turn was interrupted; the session stays (steer to go on, kill to end it)"),
