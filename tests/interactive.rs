@@ -793,6 +793,7 @@ fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
     let stop = request(s.port, "POST", &format!("/runs/{run}/tasks/agent/stop"), &[], "{}");
     assert_eq!(stop.status, 200, "{}", stop.text());
     assert!(asked.elapsed() < Duration::from_secs(5), "stop took {:?}", asked.elapsed());
+    assert!(stop.json()["detail"].as_str().unwrap().contains("no turn is running"), "{}", stop.text());
 
     // The next run streams the long answer whole, then its own turn.
     let r = agui(s.port, run_input("t", "r2", "And now?"));

@@ -14,7 +14,11 @@
 //!   asks for something (`RUN_FINISHED` with the interrupt outcome; the
 //!   process stays), or the run is stopped (`cancelled` outcome);
 //! - what the session printed between runs (the tail of a turn the client
-//!   left, a request raised after an auto-deny) is streamed first;
+//!   left, a turn started on a task route, a request raised after an
+//!   auto-deny) is streamed first: the session never waits for a reader,
+//!   its lines are kept in a bounded buffer (8192 lines, 32 MiB), and
+//!   those it had no room for are read back from the task log, so every
+//!   line is streamed once and in order;
 //! - a thread with open interrupts takes only a `resume` that addresses them
 //!   all ([`super::interrupts`]); anything else answers nothing and ends
 //!   with the open interrupts again, so a client that disconnected sees
@@ -918,7 +922,11 @@ pub fn control_post(
         }
         "stop" => {
             let open = st.open();
-            if st.turns_open == 0 && open.is_empty() && !st.mid_turn() {
+            // With no run streaming (the thread holds the output), a turn
+            // that ended unseen still counts in `turns_open`: the session's
+            // own word decides, and no stale stop is left for a later run.
+            let unseen_end = st.rx.is_some() && st.agent.is_some();
+            if (st.turns_open == 0 || unseen_end) && open.is_empty() && !st.mid_turn() {
                 return Some(reply(
                     stream,
                     200,
