@@ -321,6 +321,12 @@ mod tests {
             r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":["tabs","spaces"]}}"#,
         );
         assert!(matches!(bad, Err(Refused::Invalid(_))), "{bad:?}");
+        // So is a label that is not one of the question's choices, alone or in a list.
+        for answers in [r#"{"Tabs or spaces?":"commas"}"#, r#"{"Which?":["a","c"]}"#] {
+            let l = format!(r#"{{"type":"answer","id":"q1","decision":"answer","answers":{answers}}}"#);
+            let bad = input(&mut s, &l);
+            assert!(matches!(&bad, Err(Refused::Invalid(m)) if m.contains("is not one of the choices of")), "{bad:?}");
+        }
         let st = input(&mut s, r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":"spaces","Which?":["a","b"]},"by":"ana"}"#).unwrap();
         let resp = json_of(&st.to_agent[0]);
         assert_eq!(resp["response"]["request_id"], "q1");

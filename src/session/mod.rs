@@ -593,17 +593,9 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
             let Some(question) = asked.iter().find(|x| &x.question == q) else {
                 return bad(format!("no question {q:?} was asked"));
             };
-            let label = match v {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Array(xs) if question.multi_select => {
-                    let labels: Option<Vec<&str>> = xs.iter().map(serde_json::Value::as_str).collect();
-                    match labels {
-                        Some(l) if !l.is_empty() => l.join(", "),
-                        _ => return bad(format!("the answer to {q:?} must be labels (strings)")),
-                    }
-                }
-                serde_json::Value::Array(_) => return bad(format!("{q:?} takes one label, not a list")),
-                _ => return bad(format!("the answer to {q:?} must be a label")),
+            let label = match answer_label(question, v) {
+                Ok(l) => l,
+                Err(why) => return bad(why),
             };
             out.insert(q.clone(), serde_json::Value::String(label));
         }
@@ -625,6 +617,32 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
         by: a.by.clone(),
         at: crate::time::format_ms(now_ms),
     })
+}
+
+/// What an answer to question `q` sends on: one of its options' labels, or
+/// for a multi-select question a list of them (joined by `", "`). A
+/// question that lists no options takes any text. The one check of a
+/// chosen label, made by the session on every answer ([`answer_of`]), so
+/// a runner that checks first (the supervisor) and the server's AG-UI
+/// resume refuse what the session would, in the same words.
+pub fn answer_label(q: &Question, v: &Value) -> Result<String, String> {
+    let name = &q.question;
+    let labels: Vec<&str> = match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(xs) if q.multi_select => match xs.iter().map(Value::as_str).collect::<Option<Vec<&str>>>() {
+            Some(l) if !l.is_empty() => l,
+            _ => return Err(format!("the answer to {name:?} must be labels (strings)")),
+        },
+        Value::Array(_) => return Err(format!("{name:?} takes one label, not a list")),
+        _ => return Err(format!("the answer to {name:?} must be a label")),
+    };
+    if !q.options.is_empty() {
+        if let Some(bad) = labels.iter().find(|l| !q.options.iter().any(|o| o.label == **l)) {
+            let choices: Vec<&str> = q.options.iter().map(|o| o.label.as_str()).collect();
+            return Err(format!("{bad:?} is not one of the choices of {name:?} ({})", choices.join(", ")));
+        }
+    }
+    Ok(labels.join(", "))
 }
 
 /// An answer repeated identically (a client retrying) is not a conflict.
