@@ -4,6 +4,13 @@
 //! so equal slugs in two repos or worktrees never collide. Readers never
 //! delete a pointer: one whose `runstateDir` is gone is listed as `missing`;
 //! [`Registry::reap`] (`runs reap`) removes such pointers, on request.
+//!
+//! Beside each pointer, `$HARNESS_HOME/journals/<runId>.jsonl` is a symlink
+//! to the run's journal (`<runstateDir>/<slug>.jsonl`), so a listing learns a
+//! run's latest activity with a `stat` through the link and no read of the
+//! pointer. The link is a hint, only ever `stat`ed: the journal is always
+//! opened through the pointer's `runstateDir`, and a link that does not name
+//! the pointer's journal is not used for the runs a listing shows.
 
 use super::safe::Unreadable;
 use serde::{Deserialize, Serialize};
@@ -107,6 +114,17 @@ pub fn parse_pointer(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
     Ok(p)
 }
 
+/// The journal link's file name: `<run_id>.jsonl`.
+pub fn link_name(run_id: &str) -> String {
+    format!("{run_id}.jsonl")
+}
+
+/// Where a run's journal link points: the journal its pointer names,
+/// `<runstateDir>/<slug>.jsonl`, exactly as [`super::RunFiles::journal`] builds it.
+pub fn link_target(p: &Pointer) -> PathBuf {
+    super::RunFiles::new(&p.runstate_dir, &p.slug).journal()
+}
+
 impl Registry {
     /// `<home>/runs`.
     pub fn at(home: &Path) -> Registry {
@@ -117,13 +135,47 @@ impl Registry {
         self.dir.join(format!("{run_id}.json"))
     }
 
+    /// `<home>/journals`: the journal links.
+    pub fn links_dir(&self) -> PathBuf {
+        self.dir.with_file_name("journals")
+    }
+
+    /// `<home>/journals/<run_id>.jsonl`: the run's journal link.
+    pub fn link_path(&self, run_id: &str) -> PathBuf {
+        self.links_dir().join(link_name(run_id))
+    }
+
+    /// Points the run's journal link at the journal the pointer names
+    /// (temp name + rename, so a reader sees the old link or the new one).
+    fn link(&self, p: &Pointer) -> std::io::Result<()> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        // Two registrations of one run in one process (two threads) never share a temp name.
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let dir = self.links_dir();
+        std::fs::create_dir_all(&dir)?;
+        let tmp = dir.join(format!(
+            ".{}.{}.{}.tmp",
+            link_name(&p.run_id),
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(link_target(p), &tmp)?;
+        std::fs::rename(&tmp, self.link_path(&p.run_id)).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+    }
+
     /// Creates the runstate directory the pointer names (so no reader ever
-    /// finds a fresh registration `missing`), then writes (or replaces) the
-    /// pointer atomically.
+    /// finds a fresh registration `missing`), then the journal link, then
+    /// writes (or replaces) the pointer atomically: a reader that finds the
+    /// pointer finds its link.
     pub fn register(&self, p: &Pointer) -> std::io::Result<()> {
         std::fs::create_dir_all(&p.runstate_dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.runstate_dir)))?;
         std::fs::create_dir_all(&self.dir)?;
+        self.link(p)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
         super::write_atomic(&self.path(&p.run_id), &bytes)
     }
@@ -160,9 +212,12 @@ impl Registry {
                 _ => continue,
             }
             if !dry_run {
-                match std::fs::remove_file(self.path(&id)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
+                // The link first: a pointer left without one still lists (by reading it).
+                for path in [self.link_path(&id), self.path(&id)] {
+                    match std::fs::remove_file(path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
                 }
             }
             out.push(Reaped { run_id: p.run_id, runstate_dir: p.runstate_dir });
