@@ -180,7 +180,7 @@ impl Query {
 #[derive(Debug, Clone, Default)]
 pub struct Page {
     /// Each run's summary (JSON text), in the listing's order.
-    pub items: Vec<String>,
+    pub items: Vec<Arc<str>>,
     /// How many runs match the filters (all pages).
     pub total: usize,
     /// The cursor of the next page, when there are more.
@@ -274,6 +274,40 @@ struct State {
     index_loaded: bool,
     /// Entries changed since the index was read or written.
     dirty: bool,
+    /// What listings learnt and have not merged yet: the entries to keep or
+    /// drop, and the run ids registered then (sorted). Merged after the
+    /// answer is out ([`ListCache::save_index`]) or by the next listing.
+    pending: Vec<(Vec<(String, Option<Cached>)>, Vec<String>)>,
+}
+
+impl State {
+    /// Applies what listings learnt; entries of runs no longer registered
+    /// are dropped.
+    fn settle(&mut self) {
+        for (updates, ids) in std::mem::take(&mut self.pending) {
+            let registered = |id: &str| ids.binary_search_by(|x| x.as_str().cmp(id)).is_ok();
+            let stale = self.runs.keys().any(|id| !registered(id));
+            if updates.is_empty() && !stale {
+                continue;
+            }
+            // Copied only when another listing still holds the snapshot.
+            let runs = Arc::make_mut(&mut self.runs);
+            let before = runs.len();
+            runs.retain(|id, _| registered(id));
+            let mut changed = runs.len() != before;
+            runs.reserve(updates.len());
+            for (id, k) in updates {
+                changed |= match k {
+                    Some(c) => {
+                        runs.insert(id, c);
+                        true
+                    }
+                    None => runs.remove(&id).is_some(),
+                };
+            }
+            self.dirty |= changed;
+        }
+    }
 }
 
 /// Summaries kept between listings by a long-lived reader (the server);
@@ -496,7 +530,7 @@ impl<'a> Worker<'a> {
             }
         };
         let mut l = Loaded {
-            pointer: (*p).clone(),
+            pointer: p.clone(),
             pointer_ok: true,
             files: RunFiles::new(&p.runstate_dir, &p.slug),
             journal: Journal::default(),
@@ -681,7 +715,7 @@ fn par_map<T: Sync, R: Send + Sync>(
 impl ListCache {
     /// Every registered run's summary (JSON text), newest activity first.
     pub fn list(&self, reg: &Registry) -> Vec<String> {
-        self.page(reg, &Query::default()).items
+        self.page(reg, &Query::default()).items.iter().map(|s| s.to_string()).collect()
     }
 
     /// One page of the listing: the runs matching `q`'s filters, newest
@@ -694,6 +728,7 @@ impl ListCache {
                 st.index_loaded = true;
                 st.runs = Arc::new(index::load(&index::path(reg)));
             }
+            st.settle();
             st.runs.clone()
         };
         let ids = reg.ids();
@@ -792,7 +827,7 @@ impl ListCache {
             total = all;
             more = has_more;
             rows = Vec::with_capacity(order.len());
-            for i in order {
+            for &i in &order {
                 let Some(f) = fulls[i].take() else { continue };
                 if let Some(k) = f.keep {
                     updates.push((heads[i].id.clone(), k));
@@ -800,37 +835,20 @@ impl ListCache {
                 // Placed by the head's activity, so the page's order and its cursor agree.
                 rows.push((heads[i].activity_ns, std::mem::take(&mut heads[i].id), f.summary));
             }
+            // Runs read and then cut from the page (a link corrected) are kept too: the
+            // next listing places them by their files.
+            for (i, f) in fulls.into_iter().enumerate() {
+                if let Some(Full { keep: Some(k), .. }) = f {
+                    updates.push((heads[i].id.clone(), k));
+                }
+            }
         }
         let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.clone() });
-        let items = rows.iter().map(|r| r.2.to_string()).collect();
-        let registered: HashSet<&str, FastHash> = ids.iter().map(String::as_str).collect();
-        self.merge(updates, &registered);
-        Page { items, total, next }
-    }
+        let items = rows.into_iter().map(|r| r.2).collect();
+        // Merged once the answer is out: a listing's own work ends here.
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).pending.push((updates, ids));
 
-    /// Applies what a listing learnt; entries of runs no longer registered
-    /// are dropped.
-    fn merge(&self, updates: Vec<(String, Option<Cached>)>, registered: &HashSet<&str, FastHash>) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let stale = st.runs.keys().any(|id| !registered.contains(id.as_str()));
-        if updates.is_empty() && !stale {
-            return;
-        }
-        // Copied only when another listing still holds the snapshot.
-        let runs = Arc::make_mut(&mut st.runs);
-        let before = runs.len();
-        runs.retain(|id, _| registered.contains(id.as_str()));
-        let mut changed = runs.len() != before;
-        for (id, k) in updates {
-            changed |= match k {
-                Some(c) => {
-                    runs.insert(id, c);
-                    true
-                }
-                None => runs.remove(&id).is_some(),
-            };
-        }
-        st.dirty |= changed;
+        Page { items, total, next }
     }
 
     /// Writes the persisted index when a listing changed it: after the
@@ -843,6 +861,7 @@ impl ListCache {
         static SAVING: AtomicBool = AtomicBool::new(false);
         let snapshot = {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.settle();
             if !st.index_loaded || !st.dirty || SAVING.swap(true, Ordering::AcqRel) {
                 return None;
             }
@@ -868,7 +887,9 @@ impl ListCache {
 
     /// How many summaries are kept (for tests).
     pub fn len(&self) -> usize {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).runs.len()
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.settle();
+        st.runs.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -190,13 +190,21 @@ impl Registry {
 
     /// The run ids with a pointer file, sorted.
     pub fn ids(&self) -> Vec<String> {
-        let Ok(rd) = std::fs::read_dir(&self.dir) else { return Vec::new() };
-        let mut ids: Vec<String> = rd
+        use nix::fcntl::OFlag;
+        // nix's iterator lends each name: one allocation per run id, none per entry.
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let Ok(mut dir) = nix::dir::Dir::open(&self.dir, flags, nix::sys::stat::Mode::empty()) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = dir
+            .iter()
             .flatten()
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
-            .filter(|id| super::valid_id(id))
+            .filter_map(|e| {
+                let id = std::str::from_utf8(e.file_name().to_bytes().strip_suffix(b".json")?).ok()?;
+                super::valid_id(id).then(|| id.to_string())
+            })
             .collect();
-        ids.sort();
+        ids.sort_unstable();
         ids
     }
 
