@@ -82,17 +82,23 @@ def pointer_bytes(rid, repo, slug, rs, created):
 
 def register(repo, slug, plan_tasks, created="2026-01-01T00:00:00.000Z"):
     # What `runs register --slug SLUG --repo-root REPO --branch main` does
-    # (spec/LAYOUT.md): the runstate directory, the journal link
-    # journals/<runId>.jsonl -> <runstateDir>/<slug>.jsonl, then the pointer;
-    # plus the plan, as a runner writes it. check_register() compares the two.
+    # (spec/LAYOUT.md): the runstate directory, the journal (empty) and its
+    # link journals/<runId>.jsonl (a hard link; a symlink across
+    # filesystems), then the pointer; plus the plan, as a runner writes it.
+    # check_register() compares the two.
     rs = os.path.join(repo, "runstate")
     os.makedirs(rs, exist_ok=True)
     rid = run_id(repo, repo, slug)
     os.makedirs(os.path.join(HOME, "runs"), exist_ok=True)
     links = os.path.join(HOME, "journals")
     os.makedirs(links, exist_ok=True)
+    journal = os.path.join(rs, slug + ".jsonl")
+    open(journal, "a").close()
     tmp = os.path.join(links, f".{rid}.jsonl.tmp")
-    os.symlink(os.path.join(rs, slug + ".jsonl"), tmp)
+    try:
+        os.link(journal, tmp)
+    except OSError:
+        os.symlink(journal, tmp)
     os.replace(tmp, os.path.join(links, rid + ".jsonl"))
     with open(os.path.join(HOME, "runs", rid + ".json"), "wb") as f:
         f.write(pointer_bytes(rid, repo, slug, rs, created))
@@ -120,8 +126,10 @@ def check_register():
     same = got == pointer_bytes(rid, repo, "s.1", rs, created)
     names = lambda h, d: sorted(os.listdir(os.path.join(h, d)))
     same = same and names(py, "runs") == names(real, "runs") and names(py, "journals") == names(real, "journals")
-    link = lambda h: os.readlink(os.path.join(h, "journals", rid + ".jsonl"))
-    same = same and link(py) == link(real)
+    link = lambda h: os.path.join(h, "journals", rid + ".jsonl")
+    same = same and os.path.islink(link(py)) == os.path.islink(link(real))
+    same = same and all(os.path.samefile(link(h), os.path.join(rs, "s.1.jsonl")) for h in [py, real])
+    same = same and os.path.getsize(os.path.join(rs, "s.1.jsonl")) == 0
     for d in [py, real, repo]:
         shutil.rmtree(d, ignore_errors=True)
     return same

@@ -917,6 +917,7 @@ fn odd_files_never_hang_a_listing_and_nothing_is_read_outside_a_run() {
     std::os::unix::fs::symlink("real.log", rs_in.join("in.a.log")).unwrap();
     // A FIFO as the journal.
     let (jfifo, rs) = plain_run(&base, &home, "jfifo", "");
+    std::fs::remove_file(rs.join("jfifo.jsonl")).unwrap();
     nix::unistd::mkfifo(&rs.join("jfifo.jsonl"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     // A pointer whose slug climbs out of its runstate directory.
     let trav = "abcdef012345--trav";
@@ -1311,6 +1312,7 @@ fn opened(ino: &nix::sys::inotify::Inotify) -> Vec<String> {
 #[test]
 fn journal_links_order_a_first_page_without_reading_other_pointers_and_are_never_read() {
     use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    use std::os::unix::fs::MetadataExt;
     let base = tmp("links");
     let home = base.join("home");
     let at = |s: u64| std::time::UNIX_EPOCH + Duration::from_secs(s);
@@ -1321,11 +1323,10 @@ fn journal_links_order_a_first_page_without_reading_other_pointers_and_are_never
         let slug = format!("l{i}");
         let (id, rs) = plain_run(&base, &home, &slug, LEASED);
         let link = home.join(format!("journals/{id}.jsonl"));
-        assert_eq!(
-            std::fs::read_link(&link).unwrap(),
-            rs.join(format!("{slug}.jsonl")),
-            "runs register links the journal"
-        );
+        // `runs register` links the journal (a hard link: its own inode) and the writes after keep it.
+        let (l, j) = (std::fs::metadata(&link).unwrap(), std::fs::metadata(rs.join(format!("{slug}.jsonl"))).unwrap());
+        assert_eq!((l.dev(), l.ino()), (j.dev(), j.ino()));
+        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         touch(&rs.join(format!("{slug}.jsonl")), 1_700_000_000 + 100 * i);
         touch(&home.join(format!("runs/{id}.json")), 1_600_000_000);
         runs.push((id, rs, slug));

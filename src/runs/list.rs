@@ -32,14 +32,13 @@
 
 use super::journal::Journal;
 use super::plan::Plan;
-use super::registry::{link_name, link_target, parse_pointer, Pointer, Registry};
+use super::registry::{link_name, parse_pointer, Pointer, Registry};
 use super::safe;
 use super::view::{self, Loaded, Problem, STATUSES};
 use super::{FastHash, RunFiles};
 use nix::fcntl::AtFlags;
 use nix::sys::stat::FileStat;
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -213,18 +212,32 @@ impl Page {
 /// A directory opened once per listing: its descriptor and, when asked
 /// for, its file names (so absent task logs are never probed).
 struct Dir {
-    path: String,
     fd: OwnedFd,
-    names: Option<HashSet<OsString, FastHash>>,
+    /// Hashes of the names (64-bit: a collision only costs an `openat` that
+    /// finds nothing, which is handled as an absent file).
+    names: Option<HashSet<u64, FastHash>>,
+}
+
+fn name_hash(name: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = FastHash::default().build_hasher();
+    h.write(name);
+    h.finish()
 }
 
 impl Dir {
     fn has(&mut self, name: &str) -> bool {
-        let path = &self.path;
+        let fd = &self.fd;
         let names = self.names.get_or_insert_with(|| {
-            std::fs::read_dir(path).map(|rd| rd.flatten().map(|e| e.file_name()).collect()).unwrap_or_default()
+            // Read through a duplicate (the directory stream owns it); no allocation per entry.
+            let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return HashSet::default() };
+            let Ok(mut d) = nix::dir::Dir::from_fd(dup) else {
+                let _ = nix::unistd::close(dup);
+                return HashSet::default();
+            };
+            d.iter().flatten().map(|e| name_hash(e.file_name().to_bytes())).collect()
         });
-        names.contains(std::ffi::OsStr::new(name))
+        names.contains(&name_hash(name.as_bytes()))
     }
 
     /// The stamp of `name`, `None` when absent.
@@ -322,7 +335,7 @@ fn dir_in<'d>(dirs: &'d mut HashMap<String, DirState, FastHash>, path: &str) -> 
     // Looked up before inserting: most calls find it, and need no owned key.
     if !dirs.contains_key(path) {
         let st = match safe::open_dir(Path::new(path)) {
-            Ok(fd) => DirState::Open(Dir { path: path.to_string(), fd, names: None }),
+            Ok(fd) => DirState::Open(Dir { fd, names: None }),
             Err(nix::errno::Errno::ENOENT) => DirState::Missing,
             Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
         };
@@ -352,6 +365,8 @@ struct Head {
     /// The journal's time came through the journal link: checked against
     /// the pointer when the run is shown.
     linked: bool,
+    /// The device and inode the link led to (`None`: to nothing yet).
+    link_id: Option<(u64, u64)>,
 }
 
 /// Pass 2: a run's summary.
@@ -363,9 +378,11 @@ struct Full {
     /// `Some(None)` drop any, `None` the cached one still holds.
     keep: Option<Option<Cached>>,
     /// The run's activity as its files say, when its head's came through a
-    /// journal link that does not name the pointer's journal (stale or
+    /// journal link that does not lead to the pointer's journal (stale or
     /// hostile) and differs.
     corrected_ns: Option<i64>,
+    /// The device and inode of the journal read (`None`: none, or cached).
+    journal_id: Option<(u64, u64)>,
 }
 
 /// A pointer read: what it says (or why it cannot be read), and its stamp.
@@ -461,14 +478,8 @@ impl<'a> Worker<'a> {
             pointer_stamp,
             activity_ns: activity_ns.max(0),
             linked: false,
+            link_id: None,
         }
-    }
-
-    /// Whether the run's journal link names the journal its pointer does.
-    fn link_names(&self, id: &str, p: &Pointer) -> bool {
-        let Some(links) = self.links else { return false };
-        nix::fcntl::readlinkat(Some(links.as_raw_fd()), link_name(id).as_str())
-            .is_ok_and(|t| Path::new(&t) == link_target(p))
     }
 
     fn still_valid(&mut self, pointer_stamp: Option<Stamp>, c: &Cached) -> bool {
@@ -492,10 +503,13 @@ impl<'a> Worker<'a> {
                 (&read.0, read.1)
             }
         };
-        let named = !head.linked || matches!(pointer, Ok(p) if self.link_names(&head.id, p));
-        let fallback_ns = if named { head.activity_ns } else { pointer_stamp.map_or(0, |s| s.mtime_ns).max(0) };
+        let pointer_ns = pointer_stamp.map_or(0, |s| s.mtime_ns).max(0);
+        let fallback_ns = if head.linked { pointer_ns } else { head.activity_ns };
         let mut f = self.full_of(&head.id, pointer, pointer_stamp, fallback_ns, cached);
-        if !named && f.activity_ns != head.activity_ns {
+        // The link is trusted for a shown run only when it led to the very journal read
+        // (same device and inode, or both absent).
+        let trusted = pointer.is_ok() && head.link_id == f.journal_id;
+        if head.linked && !trusted && f.activity_ns != head.activity_ns {
             f.corrected_ns = Some(f.activity_ns);
         }
         Some(f)
@@ -519,6 +533,7 @@ impl<'a> Worker<'a> {
                     activity_ns: c.activity_ns,
                     keep: None,
                     corrected_ns: None,
+                    journal_id: None,
                 };
             }
         }
@@ -568,10 +583,12 @@ impl<'a> Worker<'a> {
             }
             r
         };
+        let mut journal_id = None;
         match read(cat(&[&p.slug, ".jsonl"]), safe::MAX_JOURNAL, &mut buf, &mut inputs) {
             Ok(Some((n, st))) => {
                 l.journal = Journal::parse(&buf[..n]);
                 activity_ns = activity_ns.max(st.mtime_ns);
+                journal_id = Some((st.dev, st.ino));
             }
             Ok(None) => {}
             Err(e) => l.problem = Some(Problem::Unreadable(e.to_string())),
@@ -623,14 +640,14 @@ impl<'a> Worker<'a> {
             status,
             summary: summary.clone(),
         });
-        Full { summary, status, activity_ns, keep: Some(cached), corrected_ns: None }
+        Full { summary, status, activity_ns, keep: Some(cached), corrected_ns: None, journal_id }
     }
 }
 
 /// The summary of a run that is `missing` or `unreadable`: never kept.
 fn unkept(l: &Loaded, activity_ns: i64) -> Full {
     let (summary, status) = l.summary_parts(Some(activity_ns / 1_000_000), |_, _| Ok(None));
-    Full { summary: summary.into(), status, activity_ns, keep: Some(None), corrected_ns: None }
+    Full { summary: summary.into(), status, activity_ns, keep: Some(None), corrected_ns: None, journal_id: None }
 }
 
 /// What [`linked_head`] found.
@@ -653,10 +670,15 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str) -> Linked {
         Err(_) => return Linked::NoLink,
     };
     let link = link_name(id);
-    let journal_ns = match nix::sys::stat::fstatat(Some(links.as_raw_fd()), link.as_str(), AtFlags::empty()) {
-        Ok(st) => Stamp::of(&st).mtime_ns,
+    // Followed: a hard link is the journal itself, a symlink leads to it.
+    let (journal_ns, link_id) = match nix::sys::stat::fstatat(Some(links.as_raw_fd()), link.as_str(), AtFlags::empty())
+    {
+        Ok(st) => {
+            let s = Stamp::of(&st);
+            (s.mtime_ns, Some((s.dev, s.ino)))
+        }
         Err(nix::errno::Errno::ENOENT) => match stat_at(links, &link) {
-            Ok(_) => 0,
+            Ok(_) => (0, None),
             Err(_) => return Linked::NoLink,
         },
         Err(_) => return Linked::NoLink,
@@ -667,6 +689,7 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str) -> Linked {
         pointer_stamp: Some(pointer_stamp),
         activity_ns: pointer_stamp.mtime_ns.max(journal_ns).max(0),
         linked: true,
+        link_id,
     })
 }
 
@@ -731,7 +754,9 @@ impl ListCache {
             st.settle();
             st.runs.clone()
         };
+        let t0 = std::time::Instant::now();
         let ids = reg.ids();
+        let t_ids = t0.elapsed();
         let reg_dir = safe::open_dir(&reg.dir).ok();
         // No journal links (a registry written before them): every head reads its pointer.
         let links = safe::open_dir(&reg.links_dir()).ok();
@@ -781,6 +806,7 @@ impl ListCache {
                 .flatten()
                 .filter(|h| repo_ok(h))
                 .collect();
+            let t_heads = t0.elapsed();
             let mut fulls: Vec<Option<Full>> = heads.iter().map(|_| None).collect();
             let mut gone = vec![false; heads.len()];
             // The page is cut by the heads' activity; a run shown whose link
@@ -824,6 +850,9 @@ impl ListCache {
                 }
             };
             let (order, all, has_more) = page;
+            if std::env::var_os("RW_T").is_some() {
+                eprintln!("ids {t_ids:?} heads {t_heads:?} page {:?}", t0.elapsed());
+            }
             total = all;
             more = has_more;
             rows = Vec::with_capacity(order.len());

@@ -5,12 +5,14 @@
 //! delete a pointer: one whose `runstateDir` is gone is listed as `missing`;
 //! [`Registry::reap`] (`runs reap`) removes such pointers, on request.
 //!
-//! Beside each pointer, `$HARNESS_HOME/journals/<runId>.jsonl` is a symlink
-//! to the run's journal (`<runstateDir>/<slug>.jsonl`), so a listing learns a
-//! run's latest activity with a `stat` through the link and no read of the
-//! pointer. The link is a hint, only ever `stat`ed: the journal is always
-//! opened through the pointer's `runstateDir`, and a link that does not name
-//! the pointer's journal is not used for the runs a listing shows.
+//! Beside each pointer, `$HARNESS_HOME/journals/<runId>.jsonl` is a link to
+//! the run's journal (`<runstateDir>/<slug>.jsonl`, created empty at
+//! registration): a hard link (the journal's own inode, so one `stat` gives
+//! its time) or, across filesystems, a symlink. A listing learns a run's
+//! latest activity from it with no read of the pointer. The link is a hint,
+//! only ever `stat`ed: the journal is always opened through the pointer's
+//! `runstateDir`, and for the runs a listing shows, a link that is not the
+//! journal (another inode) is not used.
 
 use super::safe::Unreadable;
 use serde::{Deserialize, Serialize};
@@ -145,9 +147,12 @@ impl Registry {
         self.links_dir().join(link_name(run_id))
     }
 
-    /// Points the run's journal link at the journal the pointer names
-    /// (temp name + rename, so a reader sees the old link or the new one).
+    /// Links the run's journal (creating it empty when it does not exist)
+    /// from `journals/<run_id>.jsonl`: a hard link, or a symlink where a hard
+    /// link cannot be made (another filesystem). Temp name + rename, so a
+    /// reader sees the old link or the new one.
     fn link(&self, p: &Pointer) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
         use std::sync::atomic::{AtomicU64, Ordering};
         // Two registrations of one run in one process (two threads) never share a temp name.
         static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -160,7 +165,14 @@ impl Registry {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(link_target(p), &tmp)?;
+        let journal = link_target(p);
+        // Never blocks (a FIFO put there) nor follows a symlink; only a regular file is linked.
+        let nonblock = (nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW).bits();
+        let created = std::fs::OpenOptions::new().append(true).create(true).custom_flags(nonblock).open(&journal);
+        let regular = created.and_then(|f| f.metadata()).is_ok_and(|m| m.file_type().is_file());
+        if !regular || std::fs::hard_link(&journal, &tmp).is_err() {
+            std::os::unix::fs::symlink(&journal, &tmp)?;
+        }
         std::fs::rename(&tmp, self.link_path(&p.run_id)).inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
         })

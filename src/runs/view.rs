@@ -418,7 +418,10 @@ impl Loaded {
             wave: self.wave(),
             worktree: known(ok, &p.worktree),
         };
-        (serde_json::to_string(&s).unwrap_or_default(), status)
+        // Sized for a typical summary: no regrowth on the way.
+        let mut out = Vec::with_capacity(640);
+        let _ = serde_json::to_writer(&mut out, &s);
+        (String::from_utf8(out).unwrap_or_default(), status)
     }
 
     /// The open input requests, as the views show them.
