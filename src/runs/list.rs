@@ -4,13 +4,17 @@
 //! A listing is syscall-bound, so it does only what the answer needs, in
 //! two passes over the runs:
 //!
-//! 1. the head of every run: its pointer (`stat`, and a read unless the
-//!    cache holds it unchanged) and, when a page is cut before the runs are
-//!    read, its journal's `stat`: enough to filter by repository and sort
-//!    by activity;
+//! 1. the head of every run: when a page is cut before the runs are read,
+//!    its pointer's `stat` and its journal's, through the journal link
+//!    (`$HARNESS_HOME/journals/<runId>.jsonl`, see [`super::registry`]): two
+//!    `stat`s, no read. Without a link, or to filter by repository, the
+//!    pointer is read (unless the cache holds it unchanged) and the journal
+//!    `stat`ed in the directory it names;
 //! 2. the summary (journal, plan and task logs read) of only the runs the
 //!    answer shows, or of every candidate when a status filter or a full
-//!    listing needs them all.
+//!    listing needs them all. A shown run whose link did not lead to the
+//!    journal read (another inode: stale or hostile) is placed by its files
+//!    and the page cut again.
 //!
 //! Every file is opened relative to its directory's descriptor through
 //! [`super::safe`] (regular files inside the run's directory only, never
@@ -27,8 +31,9 @@
 //! (a second write in the same timestamp tick could keep size and times), as
 //! git does for its index: such a run is read again on every listing.
 //!
-//! The cache's lock is held only to take a snapshot and to merge what a
-//! listing learnt: no listing ever waits on another's reads.
+//! The cache's lock is held only to take a snapshot and to queue what a
+//! listing learnt (merged once the answer is out): no listing ever waits on
+//! another's reads.
 
 use super::journal::Journal;
 use super::plan::Plan;
@@ -754,9 +759,7 @@ impl ListCache {
             st.settle();
             st.runs.clone()
         };
-        let t0 = std::time::Instant::now();
         let ids = reg.ids();
-        let t_ids = t0.elapsed();
         let reg_dir = safe::open_dir(&reg.dir).ok();
         // No journal links (a registry written before them): every head reads its pointer.
         let links = safe::open_dir(&reg.links_dir()).ok();
@@ -806,7 +809,6 @@ impl ListCache {
                 .flatten()
                 .filter(|h| repo_ok(h))
                 .collect();
-            let t_heads = t0.elapsed();
             let mut fulls: Vec<Option<Full>> = heads.iter().map(|_| None).collect();
             let mut gone = vec![false; heads.len()];
             // The page is cut by the heads' activity; a run shown whose link
@@ -850,9 +852,6 @@ impl ListCache {
                 }
             };
             let (order, all, has_more) = page;
-            if std::env::var_os("RW_T").is_some() {
-                eprintln!("ids {t_ids:?} heads {t_heads:?} page {:?}", t0.elapsed());
-            }
             total = all;
             more = has_more;
             rows = Vec::with_capacity(order.len());
