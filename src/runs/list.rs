@@ -285,6 +285,9 @@ fn cat(parts: &[&str]) -> String {
     s
 }
 
+/// What a listing learnt: per run id, an entry to keep (`Some`) or to drop.
+type Updates = Vec<(String, Option<Cached>)>;
+
 #[derive(Default)]
 struct State {
     runs: Arc<Runs>,
@@ -295,7 +298,7 @@ struct State {
     /// What listings learnt and have not merged yet: the entries to keep or
     /// drop, and the run ids registered then (sorted). Merged after the
     /// answer is out ([`ListCache::save_index`]) or by the next listing.
-    pending: Vec<(Vec<(String, Option<Cached>)>, Vec<String>)>,
+    pending: Vec<(Updates, Vec<String>)>,
 }
 
 impl State {
@@ -773,7 +776,7 @@ impl ListCache {
             (Some(_), _) => false,
         };
         let limit = q.limit.unwrap_or(usize::MAX);
-        let mut updates: Vec<(String, Option<Cached>)> = Vec::new();
+        let mut updates: Updates = Vec::new();
         let mut rows: Vec<(i64, String, Arc<str>)>;
         let total;
         let more;
