@@ -4,14 +4,24 @@
 //! and checks every line the client (runwire) writes against the line the
 //! recorded client wrote at that point.
 //!
-//!     replay-agent CELL_DIR [--run N] [--state FILE] [--expect-args ARGS] [-- AGENT_ARGS...]
+//!     replay-agent CELL_DIR [--run N] [--continue M] [--state FILE] [--expect-args ARGS] [-- AGENT_ARGS...]
 //!
 //! Or, started by a wrapper with only the agent's own arguments:
-//! `REPLAY_CELL=DIR [REPLAY_RUN=N] [REPLAY_STATE=FILE] [REPLAY_EXPECT_ARGS=ARGS] replay-agent ARGS...`.
+//! `REPLAY_CELL=DIR [REPLAY_RUN=N] [REPLAY_CONTINUE=M] [REPLAY_STATE=FILE] [REPLAY_EXPECT_ARGS=ARGS] replay-agent ARGS...`.
 //!
 //! `--run N` is the Nth agent process of the cell (a cell that resumes holds
 //! several); `--expect-args` are the arguments the client must run the agent
 //! with (`app-server`, `acp`), checked against the rest of the command line.
+//! `--continue M` goes on, in the same process, with the Mth process's
+//! recording from its first prompt (`turn/start`, `session/prompt`) on: the
+//! recording client resumed the same thread or session in a new process
+//! there, runwire's session is still open, so what follows the prompt is the
+//! same exchange (a test of "the session stays").
+//!
+//! A recorded agent line's envelope may carry `pause_ms`: the line is
+//! printed that long after the previous one (a synthetic cell pins an
+//! interleaving with it, e.g. codex ending a turn just before it answers a
+//! steer).
 //!
 //! It prints the agent's recorded lines in order; where the recording has a
 //! client line, it reads one line from stdin and compares: the JSON-RPC
@@ -210,29 +220,33 @@ fn strip_own_blocks(v: &mut Value) {
     }
 }
 
+/// A recorded line: from the agent?, the line, the pause before printing it (ms).
+type Recorded = (bool, String, u64);
+
 /// The lines of the `part`-th agent process of the cell (1-based): the
 /// envelopes in (run, seq) order, split where the client writes `initialize`
 /// (the recorder's run can hold more than one process).
-fn load(dir: &Path, part: usize) -> Vec<(bool, String)> {
+fn load(dir: &Path, part: usize) -> Vec<Recorded> {
     let mut env = Vec::new();
     for (file, from_agent) in [("from-agent.ndjson", true), ("to-agent.ndjson", false)] {
         let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
         for l in text.lines() {
             let v: Value = serde_json::from_str(l).expect("an envelope");
             let line = v["line"].as_str().expect("a line").to_string();
-            env.push((v["run"].as_u64().unwrap(), v["seq"].as_u64().unwrap(), from_agent, line));
+            let pause = v["pause_ms"].as_u64().unwrap_or(0);
+            env.push((v["run"].as_u64().unwrap(), v["seq"].as_u64().unwrap(), from_agent, line, pause));
         }
     }
     env.sort_by_key(|e| (e.0, e.1));
-    let mut parts: Vec<Vec<(bool, String)>> = Vec::new();
+    let mut parts: Vec<Vec<Recorded>> = Vec::new();
     let mut last_run = None;
-    for (run, _, from_agent, line) in env {
+    for (run, _, from_agent, line, pause) in env {
         let init = !from_agent && serde_json::from_str::<Value>(&line).is_ok_and(|v| v["method"] == "initialize");
         if parts.is_empty() || last_run != Some(run) || init && parts.last().is_some_and(|p| !p.is_empty()) {
             parts.push(Vec::new());
         }
         last_run = Some(run);
-        parts.last_mut().expect("a part").push((from_agent, line));
+        parts.last_mut().expect("a part").push((from_agent, line, pause));
     }
     parts.retain(|p| !p.is_empty());
     match parts.into_iter().nth(part.wrapping_sub(1)) {
@@ -250,9 +264,12 @@ fn main() {
     // replay's settings come from the environment instead.
     if let Ok(cell) = std::env::var("REPLAY_CELL") {
         let mut pre = vec![cell];
-        for (var, flag) in
-            [("REPLAY_RUN", "--run"), ("REPLAY_STATE", "--state"), ("REPLAY_EXPECT_ARGS", "--expect-args")]
-        {
+        for (var, flag) in [
+            ("REPLAY_RUN", "--run"),
+            ("REPLAY_CONTINUE", "--continue"),
+            ("REPLAY_STATE", "--state"),
+            ("REPLAY_EXPECT_ARGS", "--expect-args"),
+        ] {
             if let Ok(v) = std::env::var(var) {
                 pre.extend([flag.to_string(), v]);
             }
@@ -262,11 +279,12 @@ fn main() {
         args = pre;
     }
     if args.is_empty() || args[0] == "--help" {
-        println!("usage: replay-agent CELL_DIR [--run N] [--state FILE] [--expect-args ARGS] [-- AGENT_ARGS...]");
-        println!("   or: REPLAY_CELL=DIR [REPLAY_RUN=N REPLAY_STATE=FILE REPLAY_EXPECT_ARGS=ARGS] replay-agent AGENT_ARGS...");
+        println!("usage: replay-agent CELL_DIR [--run N] [--continue M] [--state FILE] [--expect-args ARGS] [-- AGENT_ARGS...]");
+        println!("   or: REPLAY_CELL=DIR [REPLAY_RUN=N REPLAY_CONTINUE=M REPLAY_STATE=FILE REPLAY_EXPECT_ARGS=ARGS] replay-agent AGENT_ARGS...");
         return;
     }
     let mut run = 1;
+    let mut cont: Option<usize> = None;
     let mut state = None;
     let mut expect_args: Vec<String> = Vec::new();
     let mut it = args[1..].iter();
@@ -274,6 +292,7 @@ fn main() {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--run" => run = it.next().and_then(|n| n.parse().ok()).expect("--run N"),
+            "--continue" => cont = Some(it.next().and_then(|n| n.parse().ok()).expect("--continue M")),
             "--state" => state = it.next().map(PathBuf::from),
             "--expect-args" => {
                 expect_args = it.next().expect("--expect-args ARGS").split_whitespace().map(str::to_string).collect()
@@ -289,14 +308,26 @@ fn main() {
         eprintln!("replay-agent: started with {rest:?}, expected {expect_args:?}");
         std::process::exit(2);
     }
-    let lines = load(Path::new(&args[0]), run);
+    let mut lines = load(Path::new(&args[0]), run);
+    if let Some(m) = cont {
+        let next = load(Path::new(&args[0]), m);
+        let prompt = next.iter().position(|(a, l, _)| {
+            !a && serde_json::from_str::<Value>(l)
+                .is_ok_and(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
+        });
+        let Some(at) = prompt else {
+            eprintln!("replay-agent: process {m} of {} has no prompt to continue with", args[0]);
+            std::process::exit(2);
+        };
+        lines.extend(next.into_iter().skip(at));
+    }
     let mut r = Replay { state, renumber: HashMap::new(), dropped_client: Vec::new(), dropped_agent: Vec::new() };
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut printed = 0u64;
-    for (index, (from_agent, raw)) in lines.iter().enumerate() {
+    for (index, (from_agent, raw, pause)) in lines.iter().enumerate() {
         let mut v: Value = serde_json::from_str(raw).expect("a recorded JSON line");
         let method = v.get("method").and_then(Value::as_str).map(str::to_string);
         let id = v.get("id").cloned();
@@ -319,6 +350,9 @@ fn main() {
                     }
                 }
                 _ => {}
+            }
+            if *pause > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(*pause));
             }
             let bytes = serde_json::to_vec(&v).expect("JSON");
             // The recorded bytes when nothing was renumbered (key order, escapes).
@@ -348,8 +382,8 @@ fn main() {
         let then = lines[index + 1..]
             .iter()
             .enumerate()
-            .filter(|(_, (a, _))| !a)
-            .filter_map(|(k, (_, l))| serde_json::from_str::<Value>(l).ok().map(|v| (index + 1 + k, v)))
+            .filter(|(_, (a, _, _))| !a)
+            .filter_map(|(k, (_, l, _))| serde_json::from_str::<Value>(l).ok().map(|v| (index + 1 + k, v)))
             .map(|(k, mut v)| {
                 strip_own_blocks(&mut v);
                 (k, v)

@@ -48,13 +48,14 @@ fn recorded_messages(cell_dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// A script that runs the replaying stub for `cell` (argv checked by the stub).
-fn engine(dir: &Path, cell_name: &str, extra: &str) -> PathBuf {
-    let p = dir.join(format!("engine-{cell_name}.sh"));
+/// A script that runs the replaying stub for the cell in `cell_dir` (argv checked by the stub).
+fn engine(dir: &Path, cell_dir: &Path, extra: &str) -> PathBuf {
+    let name = cell_dir.file_name().unwrap().to_string_lossy();
+    let p = dir.join(format!("engine-{name}.sh"));
     let script = format!(
         "#!/bin/sh\nexec {} claude {} {extra} -- \"$@\"\n",
         root().join("fixtures/stub-engines/replay").display(),
-        cell(cell_name).display()
+        cell_dir.display()
     );
     std::fs::write(&p, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -71,8 +72,13 @@ struct Server {
 
 impl Server {
     fn start(test: &str, cell_name: &str, extra: &str, args: &[&str]) -> Server {
+        Server::start_at(test, &cell(cell_name), extra, args)
+    }
+
+    /// [`Server::start`] over the cell in `cell_dir` (one built at test time).
+    fn start_at(test: &str, cell_dir: &Path, extra: &str, args: &[&str]) -> Server {
         let dir = tmp(test);
-        let eng = engine(&dir, cell_name, extra);
+        let eng = engine(&dir, cell_dir, extra);
         let stderr = dir.join("stderr");
         let home = dir.join("harness");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
@@ -670,4 +676,147 @@ fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
     assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{}", r.text());
     assert!(last(&ev).get("outcome").is_none());
     s.assert_stub_happy();
+}
+
+/// Text deltas in the long answer: more lines than the server's channel
+/// holds between runs (8192).
+const LONG_DELTAS: usize = 10_000;
+
+/// A cell built at test time from the recorded `resume` cell: its first
+/// turn as recorded ("ready"), then a second user message whose answer is
+/// LONG_DELTAS text deltas (the recorded turn's lines, its one delta
+/// repeated with new text, its whole message holding all of it), ending
+/// with the recorded result. Returns the cell, the second message and the
+/// deltas' texts in order.
+fn long_answer_cell(dir: &Path) -> (PathBuf, String, Vec<String>) {
+    let rec = cell("resume");
+    let from = envelopes(&rec, "from-agent.ndjson");
+    let to = envelopes(&rec, "to-agent.ndjson");
+    let result = first_result_seq(&rec);
+    // The first process ends where the client writes again after the first result.
+    let cut = to.iter().filter_map(|e| e["seq"].as_u64()).filter(|s| *s > result).min().expect("a second process");
+    let parsed = |e: &Value| serde_json::from_str::<Value>(e["line"].as_str().unwrap()).unwrap();
+    let user = to.iter().find(|e| parsed(e)["type"] == "user").expect("a user message");
+    let turn: Vec<&Value> = from
+        .iter()
+        .filter(|e| e["seq"].as_u64().unwrap() <= result)
+        .skip_while(|e| parsed(e)["event"]["type"] != "message_start")
+        .collect();
+    let deltas: Vec<String> = (0..LONG_DELTAS).map(|i| format!("w{i:05} ")).collect();
+    let second = "Write a long answer, one word per delta.".to_string();
+    let mut seq = cut;
+    let mut env = |proto: &Value, line: &Value| {
+        seq += 1;
+        let mut e = proto.clone();
+        e["seq"] = seq.into();
+        e["line"] = line.to_string().into();
+        e.to_string()
+    };
+    let mut to_out: Vec<String> =
+        to.iter().filter(|e| e["seq"].as_u64().unwrap() < cut).map(Value::to_string).collect();
+    let mut msg = parsed(user);
+    msg["message"]["content"] = second.clone().into();
+    to_out.push(env(user, &msg));
+    let mut from_out: Vec<String> =
+        from.iter().filter(|e| e["seq"].as_u64().unwrap() < cut).map(Value::to_string).collect();
+    for e in turn {
+        let mut l = parsed(e);
+        if l["event"]["delta"]["type"] == "text_delta" {
+            for d in &deltas {
+                l["event"]["delta"]["text"] = d.clone().into();
+                from_out.push(env(e, &l));
+            }
+            continue;
+        }
+        if l["type"] == "assistant" {
+            l["message"]["content"] = json!([{"type": "text", "text": deltas.concat()}]);
+        }
+        from_out.push(env(e, &l));
+    }
+    let dir = dir.join("long-answer");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("from-agent.ndjson"), from_out.join("\n") + "\n").unwrap();
+    std::fs::write(dir.join("to-agent.ndjson"), to_out.join("\n") + "\n").unwrap();
+    (dir, second, deltas)
+}
+
+/// The task log of the server's one recorded session.
+fn task_log(s: &Server) -> PathBuf {
+    std::fs::read_dir(s.home.join("serve/runstate"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".agent.log"))
+        .expect("a task log")
+}
+
+/// The text deltas of claude's lines, in order.
+fn text_deltas(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"]["delta"]["type"] == "text_delta")
+        .filter_map(|v| v["event"]["delta"]["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// A turn nobody streams: started on the task route (a steer with no turn
+/// running) after the thread's first run, its answer is more lines than the
+/// server buffers between runs. The session keeps reading the agent (the
+/// turn ends; the task log has every line and the result), the task route
+/// answers at once, and the thread's next AG-UI run streams that answer
+/// whole (every text delta once, in order, re-read from the log where the
+/// buffer overflowed), then its own turn, then RUN_FINISHED.
+#[test]
+fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
+    let cell_tmp = tmp("long-cell");
+    let (cell_dir, second, deltas) = long_answer_cell(&cell_tmp);
+    let s = Server::start_at("long", &cell_dir, "", &[]);
+    let first = &recorded_messages(&cell("resume"))[0];
+    let ev = agui(s.port, run_input("t", "r1", first)).events();
+    assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
+    let run = session_run(&ev);
+    let steer =
+        request(s.port, "POST", &format!("/runs/{run}/tasks/agent/steer"), &[], &json!({"msg": second}).to_string());
+    assert_eq!(steer.status, 200, "{}", steer.text());
+
+    // No stream: the session still reads the agent to the turn's end.
+    let log = task_log(&s);
+    wait_for("the long turn's result in the task log", Duration::from_secs(60), || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.lines().filter(|l| l.contains(r#""type":"result""#)).count() == 2
+    });
+    let logged = text_deltas(&std::fs::read_to_string(&log).unwrap());
+    assert_eq!(logged.len(), LONG_DELTAS + 1, "the recorded turn's delta, then the long answer's");
+    assert!(logged[1..] == deltas[..], "the task log holds every delta in order");
+
+    // The task route answers at once (nothing waits on an unread buffer).
+    let asked = Instant::now();
+    let stop = request(s.port, "POST", &format!("/runs/{run}/tasks/agent/stop"), &[], "{}");
+    assert_eq!(stop.status, 200, "{}", stop.text());
+    assert!(asked.elapsed() < Duration::from_secs(10), "stop took {:?}", asked.elapsed());
+    assert!(stop.json()["detail"].as_str().unwrap().contains("no turn is running"), "{}", stop.text());
+
+    // The next run streams the long answer whole, then its own turn.
+    let r = agui(s.port, run_input("t", "r2", "And now?"));
+    let ev = r.events();
+    let end = last(&ev);
+    assert_eq!(end["type"], "RUN_FINISHED", "{end}");
+    assert!(end.get("outcome").is_none(), "{end}");
+    assert!(!ev.iter().any(|e| e["type"] == "RUN_ERROR"), "{}", r.text());
+    assert!(!ev.iter().any(|e| e["name"] == "runwire.lines_not_streamed"), "nothing was lost");
+    let streamed: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e["delta"].as_str())
+        .filter(|d| d.starts_with('w'))
+        .collect();
+    assert_eq!(streamed.len(), deltas.len(), "every delta of the long answer, once");
+    assert!(streamed.iter().zip(&deltas).all(|(a, b)| a == b), "in order");
+    // The stub's made-up reply to "And now?" closes the run's own turn.
+    assert!(ev.iter().any(|e| e["delta"].as_str().is_some_and(|d| d.contains("no recording for this message"))));
+    s.assert_stub_happy();
+    let server_tmp = s.home.parent().unwrap().to_path_buf();
+    drop(s);
+    let _ = std::fs::remove_dir_all(server_tmp);
+    let _ = std::fs::remove_dir_all(cell_tmp);
 }

@@ -7,8 +7,11 @@
 //! the resumed run finishes with the tool's result; the decision is
 //! journaled; a question (codex) is answered from its choices. Mid-turn, the
 //! task routes steer (codex: `turn/steer`; cursor: cancel, then prompt) and
-//! stop the turn where the recorded person did. The official
-//! `@ag-ui/client` (`conformance/interrupts.mjs`) accepts the streams.
+//! stop the turn where the recorded person did; an AG-UI client that leaves
+//! mid-turn interrupts the turn (`turn/interrupt`, `session/cancel`, as the
+//! recorded stop) and the session stays for the thread's next run. The
+//! official `@ag-ui/client` (`conformance/interrupts.mjs`) accepts the
+//! streams.
 
 mod support;
 
@@ -28,6 +31,10 @@ fn replay_agent() -> PathBuf {
 }
 
 fn cell(agent: &str, name: &str) -> PathBuf {
+    // A synthetic cell (fixtures/SOURCES.md) names its agent itself.
+    if name.starts_with("synthetic.") {
+        return root().join("fixtures/interactive").join(name);
+    }
     root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
 }
 
@@ -55,6 +62,11 @@ struct Server {
 
 impl Server {
     fn start(test: &str, agent: &str, cell_name: &str) -> Server {
+        Server::start_with(test, agent, cell_name, &[])
+    }
+
+    /// With more environment for the stand-in (`REPLAY_CONTINUE`, …).
+    fn start_with(test: &str, agent: &str, cell_name: &str, env: &[(&str, &str)]) -> Server {
         let dir = std::env::temp_dir().join(format!("runwire-ia-{}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -67,6 +79,7 @@ impl Server {
             .env("REPLAY_EXPECT_ARGS", if agent == "codex" { "app-server" } else { "acp" })
             // The stand-in says what it waits for (the test acts as the person then).
             .env("REPLAY_STATE", dir.join("replay-state.json"))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
@@ -128,6 +141,14 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// POST /agui and the AG-UI events of its SSE response.
 fn agui(port: u16, body: Value) -> Vec<Value> {
+    let mut s = post_agui(port, body);
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    sse_events(&raw)
+}
+
+/// Sends POST /agui; the response is the caller's to read (or to leave).
+fn post_agui(port: u16, body: Value) -> TcpStream {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let body = body.to_string();
@@ -137,18 +158,22 @@ fn agui(port: u16, body: Value) -> Vec<Value> {
         body.len()
     )
     .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let end = find(&raw, b"\r\n\r\n").unwrap();
+    s
+}
+
+/// The AG-UI events of a whole (or cut) chunked SSE response.
+fn sse_events(raw: &[u8]) -> Vec<Value> {
+    let end = find(raw, b"\r\n\r\n").unwrap();
     let head = String::from_utf8_lossy(&raw[..end]).to_string();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    // Chunked: the frames are whole lines inside the chunks.
+    // Chunked: the frames are whole lines inside the chunks (a cut response
+    // ends at its last whole chunk).
     let mut rest = &raw[end + 4..];
     let mut body = Vec::new();
     while let Some(i) = find(rest, b"\r\n") {
         let size = usize::from_str_radix(std::str::from_utf8(&rest[..i]).unwrap(), 16).unwrap();
         rest = &rest[i + 2..];
-        if size == 0 {
+        if size == 0 || rest.len() < size + 2 {
             break;
         }
         body.extend_from_slice(&rest[..size]);
@@ -399,6 +424,36 @@ fn codex_steer_mid_turn_through_the_task_route() {
     finished_ok(&ev);
 }
 
+/// The steer races the turn's end (`synthetic.codex-steer-late`): codex
+/// ends the turn just before it reads the `turn/steer`, and refuses it (as
+/// the app-server does: `no active turn to steer`). The message is not
+/// lost: the session sends it as the next `turn/start` (the stand-in checks
+/// the line), and the AG-UI run that was streaming the turn follows the
+/// steer's turn to its end instead of ending with the first one (the cell
+/// holds the turn's end and the refusal 300 ms each, so the run has seen
+/// the first turn end while the steer was still unanswered).
+#[test]
+fn codex_steer_racing_the_turn_end_starts_the_next_turn_and_the_run_follows_it() {
+    let (ev, acts) = mid_turn("codex", "synthetic.codex-steer-late");
+    assert_eq!(acts.iter().map(|a| &a.0).collect::<Vec<_>>(), vec![&Act::Steer], "{acts:?}");
+    assert!(acts[0].1["detail"].as_str().unwrap().contains("starts the next turn"), "{acts:?}");
+    // One run, two turns: the steered one, and the one the steer started.
+    assert_eq!(ev.iter().filter(|e| e["type"] == "RUN_STARTED").count(), 1, "{ev:?}");
+    let ends: Vec<&Value> =
+        ev.iter().filter(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.turn_end").map(|e| &e["value"]).collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert!(ends.iter().all(|v| v["ok"] == true), "{ends:?}");
+    finished_ok(&ev);
+    // The steer's answer streamed in this run, after the first turn's end.
+    let first_end = ev.iter().position(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.turn_end").unwrap();
+    let after: String = ev[first_end..]
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(after.contains("Current git branch"), "{after:?}");
+}
+
 #[test]
 fn codex_stop_interrupts_the_turn_through_the_task_route() {
     let (ev, acts) = mid_turn("codex", "stop-interrupt");
@@ -484,4 +539,118 @@ fn official_client_approves_and_denies_a_cursor_tool_call() {
 #[test]
 fn official_client_answers_a_codex_question() {
     official_client("codex", "user-question", "question:spaces", &[]);
+}
+
+/// The person's prompt in process `n` of the cell, the processes split as
+/// the stand-in splits them (a new recorder run, or a client `initialize`).
+fn prompt_of_process(dir: &Path, n: usize) -> String {
+    let mut env: Vec<(u64, u64, Value)> = std::fs::read_to_string(dir.join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| {
+            let line = serde_json::from_str(e["line"].as_str().unwrap()).unwrap();
+            (e["run"].as_u64().unwrap(), e["seq"].as_u64().unwrap(), line)
+        })
+        .collect();
+    env.sort_by_key(|e| (e.0, e.1));
+    let mut parts: Vec<Vec<Value>> = Vec::new();
+    let mut last = None;
+    for (run, _, v) in env {
+        if parts.is_empty()
+            || last != Some(run)
+            || v["method"] == "initialize" && parts.last().is_some_and(|p| !p.is_empty())
+        {
+            parts.push(Vec::new());
+        }
+        last = Some(run);
+        parts.last_mut().unwrap().push(v);
+    }
+    let line = parts[n - 1]
+        .iter()
+        .find(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
+        .expect("a prompt in the process");
+    prompt_of(line)
+}
+
+/// An AG-UI client leaves mid-turn, where the recorded person stopped the
+/// turn (`stop-interrupt`): the server interrupts the turn as the recorded
+/// client did (the stand-in checks the line), the session stays, and the
+/// thread's next run (the recording's next prompt, which the stand-in
+/// replays in the same process) runs to its end on it.
+fn client_leaves_mid_turn(agent: &str, stop: &str) {
+    let dir = cell(agent, "stop-interrupt");
+    let s = Server::start_with(&format!("leave-{agent}"), agent, "stop-interrupt", &[("REPLAY_CONTINUE", "2")]);
+    let port = s.port;
+    let mut conn = post_agui(port, run("t", "r1", &first_prompt(&dir)));
+    let mut runs = 1;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut handled = Vec::new();
+    // Until the stand-in waits for the stop: approvals the person gave are given.
+    loop {
+        assert!(Instant::now() < deadline, "no progress: {:?}\nserver:\n{}", s.replay_state(), s.stderr());
+        let st = s.replay_state().unwrap_or(Value::Null);
+        assert_ne!(st["state"], "fail", "{st}\nserver:\n{}", s.stderr());
+        if st["state"] == "wait" && st["expect"]["method"] == stop {
+            break;
+        }
+        let approval = st["expect"].pointer("/result/outcome/optionId").or(st["expect"].pointer("/result/decision"));
+        if st["state"] == "wait" && approval.is_some() && !handled.contains(&st["index"]) {
+            handled.push(st["index"].clone());
+            let mut raw = Vec::new();
+            conn.read_to_end(&mut raw).unwrap();
+            let ints = interrupts(&sse_events(&raw));
+            runs += 1;
+            conn = post_agui(port, resume("t", &format!("r{runs}"), &ints[0]["id"], json!({"approved": true})));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The turn runs: the client reads its first frames, then leaves.
+    let mut first = [0u8; 256];
+    assert!(conn.read(&mut first).unwrap() > 0, "the run streams");
+    conn.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(conn);
+    // The stand-in got the stop and replayed the turn's end; it now waits
+    // for the next prompt in the same process.
+    let next = prompt_of_process(&dir, 2);
+    loop {
+        assert!(Instant::now() < deadline, "the turn was not stopped: {:?}\nserver:\n{}", s.replay_state(), s.stderr());
+        let st = s.replay_state().unwrap_or(Value::Null);
+        assert_ne!(st["state"], "fail", "{st}\nserver:\n{}", s.stderr());
+        if st["state"] == "wait"
+            && st["expect"]["method"] != stop
+            && st["index"].as_u64() > handled.last().and_then(Value::as_u64)
+        {
+            let m = st["expect"]["method"].as_str().unwrap_or_default();
+            assert!(matches!(m, "turn/start" | "session/prompt"), "after the stop: {st}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The session stayed: the next run on the thread uses it.
+    runs += 1;
+    let ev = agui(port, run("t", &format!("r{runs}"), &next));
+    finished_ok(&ev);
+    let session =
+        ev.iter().find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.session").expect("the session's routes");
+    assert_eq!(session["value"]["interactive"], true);
+    let text: String =
+        ev.iter().filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT").filter_map(|e| e["delta"].as_str()).collect();
+    assert!(!text.is_empty(), "the next turn answered: {ev:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.replay_state().is_some_and(|st| st["state"] == "done") {
+        assert!(Instant::now() < deadline, "the replay did not end: {:?}", s.replay_state());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.assert_replay_happy();
+}
+
+#[test]
+fn codex_client_leaving_mid_turn_interrupts_it_and_the_session_stays() {
+    client_leaves_mid_turn("codex", "turn/interrupt");
+}
+
+#[test]
+fn cursor_client_leaving_mid_turn_cancels_it_and_the_session_stays() {
+    client_leaves_mid_turn("cursor", "session/cancel");
 }

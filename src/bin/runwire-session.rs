@@ -163,7 +163,7 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
         cli::report(BIN, e);
         return Exit::Io.into();
     }
-    let mut s = Session::new(
+    let s = Session::new(
         agent,
         session::Options { answer_timeout_ms: args.answer_timeout as i64, actor: args.actor.clone() },
     );
@@ -175,9 +175,9 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
             actor: args.actor.clone(),
         }),
     };
-    let mut out = BufWriter::new(io::stdout().lock());
-    let mut report = |m: String| cli::report(BIN, m);
-    match driver::run(&mut s, &spec, tx, rx, &mut out, &opts, &mut report) {
+    let out = BufWriter::new(io::stdout());
+    let report = Box::new(|m: String| cli::report(BIN, m));
+    match driver::run(s, &spec, tx, rx, out, &opts, report) {
         // Refused input lines were reported one by one; they do not make the
         // session fail (a wrapper judges the turn by its exit).
         Ok(o) if o.rc == 0 => Exit::Ok.into(),

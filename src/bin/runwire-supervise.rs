@@ -33,7 +33,7 @@ struct Args {
     /// Where the ADAPTER.sh wrappers are (default: $RUNWIRE_WRAPPER_DIR, else found as runwire-serve finds them).
     #[arg(long, value_name = "DIR")]
     wrapper_dir: Option<PathBuf>,
-    /// Run claude tasks interactively (claude.sh --interactive): steer writes into the running turn, stop interrupts it and keeps the session, answer answers the agent's requests.
+    /// Run task turns as interactive sessions (ADAPTER.sh --interactive: claude, codex app-server, cursor ACP): steer goes into the running session (cursor: cancel, then prompt again), stop interrupts the turn and keeps the session, answer answers the agent's requests.
     #[arg(long)]
     interactive: bool,
 }

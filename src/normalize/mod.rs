@@ -194,12 +194,14 @@ impl Ctx<'_> {
     }
 
     /// A JSON line of a kind no dialect table names. The interactive
-    /// session's own lines (`runwire.request`, `runwire.answer`) are the same
+    /// session's own lines (`runwire.request`, `runwire.answer`, `runwire.idle`) are the same
     /// in every dialect and no dialect knows them, so they land here.
     pub fn unknown(&mut self, raw: &[u8], kind: &str) {
         match kind {
             REQUEST_TYPE => self.input_line(raw, true),
             ANSWER_TYPE => self.input_line(raw, false),
+            // Skipped on purpose wherever it is read (see `idle_inputs`).
+            IDLE_TYPE => {}
             _ => self.error("unknown_kind", format!("unknown event kind {kind:?}"), raw, false),
         }
     }
@@ -397,6 +399,9 @@ impl Normalizer {
         // (`message` is a string here, an object in claude's lines).
         if let Some(size) = too_long {
             ctx.error("line_too_long", crate::pipe::Line::too_long_reason(size), line, false);
+        } else if idle_inputs(line).is_some() {
+            // The session's word to its runner that it is idle: no event
+            // (its line number is still used, so `seq` stays positional).
         } else if let Some(request) = session_line(line) {
             ctx.input_line(line, request);
         } else {
@@ -516,6 +521,23 @@ pub const REQUEST_TYPE: &str = "runwire.request";
 
 /// An interactive session's answer line (`{"type":"runwire.answer", …InputAnswer}`).
 pub const ANSWER_TYPE: &str = "runwire.answer";
+
+/// An interactive session's idle line (`{"type":"runwire.idle","inputs":N}`):
+/// no turn runs or is owed, no request waits, and the first N session input
+/// lines are applied. For the runner that writes the input (it closes the
+/// input on it); no event in any dialect.
+pub const IDLE_TYPE: &str = "runwire.idle";
+
+/// The input count of a session's `runwire.idle` line, as the session
+/// writes it (`{"type":"runwire.idle","inputs":N}`); `None` for any other line.
+pub fn idle_inputs(line: &[u8]) -> Option<u64> {
+    let rest = trim_eol(line).strip_prefix(br#"{"type":"runwire.idle","inputs":"#)?;
+    let digits = rest.strip_suffix(b"}")?;
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
 
 fn status_exit(ok: Option<bool>, rc: Option<i64>, detail: Option<&str>) -> Data {
     let rc = rc.unwrap_or(if ok == Some(true) { 0 } else { 1 });
@@ -980,6 +1002,46 @@ mod tests {
             ],
         );
         assert_eq!(texts(&evs).into_iter().map(|t| t.0).collect::<String>(), "Working.");
+    }
+
+    #[test]
+    fn the_session_idle_line_is_skipped_in_every_dialect_and_keeps_seq_positional() {
+        const IDLE: &str = r#"{"type":"runwire.idle","inputs":3}"#;
+        const STATUS: &str = r#"{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":"","files":[]}"#;
+        // The print-mode dialects, and the JSON-RPC ones a first line selects
+        // (codex app-server, ACP); the idle line first leaves detection open.
+        let cases: [(Adapter, &[&str]); 5] = [
+            (Adapter::Claude, &[IDLE, IDLE, STATUS]),
+            (Adapter::Cursor, &[IDLE, IDLE, STATUS]),
+            (Adapter::Codex, &[IDLE, IDLE, STATUS]),
+            (Adapter::Codex, &[IDLE, r#"{"id":1,"result":{}}"#, STATUS]),
+            (Adapter::Cursor, &[IDLE, r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#, STATUS]),
+        ];
+        for (a, lines) in cases {
+            let mut n = Normalizer::new(a, Options { clock: Clock::Fixed(0), ..Default::default() });
+            let mut evs = Vec::new();
+            for (i, l) in lines.iter().enumerate() {
+                let got = n.push(l.as_bytes());
+                if *l == IDLE {
+                    assert!(got.is_empty(), "{a:?} line {i}: {got:?}");
+                }
+                evs.extend(got);
+            }
+            assert!(evs.iter().all(|e| !matches!(e.data, Data::Error(_))), "{a:?}: {evs:?}");
+            let exit = evs.iter().find(|e| matches!(e.data, Data::Exit(_))).expect("the status line's exit");
+            assert_eq!(exit.seq.line, 3, "{a:?}");
+        }
+        assert_eq!(idle_inputs(IDLE.as_bytes()), Some(3));
+        assert_eq!(idle_inputs(b"{\"type\":\"runwire.idle\",\"inputs\":0}\r\n"), Some(0));
+        for not in [
+            r#"{"type":"runwire.idle","inputs":-1}"#,
+            r#"{"type":"runwire.idle","inputs":""}"#,
+            r#"{"type":"runwire.idle","inputs":1,"x":2}"#,
+            r#"{"type":"runwire.idle","inputs":99999999999999999999}"#,
+            r#"{"type":"runwire.answer","inputs":1}"#,
+        ] {
+            assert_eq!(idle_inputs(not.as_bytes()), None, "{not}");
+        }
     }
 
     #[test]

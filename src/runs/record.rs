@@ -78,6 +78,11 @@ impl Recorder {
         Ok(Recorder { run_id: pointer.run_id, files, log, times })
     }
 
+    /// The task's log (the raw output lines).
+    pub fn log(&self) -> std::path::PathBuf {
+        self.files.log(TASK)
+    }
+
     /// The run's journal (input records are appended there too).
     pub fn journal(&self) -> std::path::PathBuf {
         self.files.journal()

@@ -14,7 +14,11 @@
 //!   asks for something (`RUN_FINISHED` with the interrupt outcome; the
 //!   process stays), or the run is stopped (`cancelled` outcome);
 //! - what the session printed between runs (the tail of a turn the client
-//!   left, a request raised after an auto-deny) is streamed first;
+//!   left, a turn started on a task route, a request raised after an
+//!   auto-deny) is streamed first: the session never waits for a reader,
+//!   its lines are kept in a bounded buffer (8192 lines, 32 MiB), and
+//!   those it had no room for are read back from the task log, so every
+//!   line is streamed once and in order;
 //! - a thread with open interrupts takes only a `resume` that addresses them
 //!   all ([`super::interrupts`]); anything else answers nothing and ends
 //!   with the open interrupts again, so a client that disconnected sees
@@ -37,7 +41,8 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io;
 use std::net::TcpStream;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -60,7 +65,8 @@ pub struct Thread {
 
 struct State {
     agent: Option<Live>,
-    rx: Option<Receiver<Line>>,
+    /// The session's output, held here while no run streams it.
+    rx: Option<Feed>,
     norm: Normalizer,
     /// Every request the session raised, as AG-UI interrupts.
     raised: Raised,
@@ -79,6 +85,10 @@ struct State {
     record_id: Option<String>,
     /// When a run last used the session (the idle one used least recently is ended first).
     last_used: Instant,
+    /// Output lines taken from the session's output (from its channel or
+    /// its log, or passed over as a gap): the ordinal of the last one,
+    /// compared with what the session produced (has the stream caught up?).
+    taken: u64,
 }
 
 impl State {
@@ -95,6 +105,7 @@ impl State {
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
             last_used: Instant::now(),
+            taken: 0,
         }
     }
 
@@ -104,6 +115,24 @@ impl State {
             Some(a) => a.input(input),
             None => Err("the agent's session is not running".into()),
         }
+    }
+
+    /// A message, with whether the session was mid-turn when it took it.
+    fn send_message(&mut self, text: String, by: &str) -> Result<bool, String> {
+        match self.agent.as_ref() {
+            Some(a) => a.input_at(Input::Message(MessageInput { text, by: Some(by.into()) })).map(|(_, mid)| mid),
+            None => Err("the agent's session is not running".into()),
+        }
+    }
+
+    /// The session is mid-turn (a turn runs or is owed), whatever the runs saw of it.
+    fn mid_turn(&self) -> bool {
+        self.agent.as_ref().is_some_and(Live::mid_turn)
+    }
+
+    /// The stream has taken all the session printed and no turn runs or is owed.
+    fn settled(&self) -> bool {
+        self.agent.as_ref().is_some_and(|a| a.settled(self.taken))
     }
 
     /// No run streams it, no turn runs, nobody is asked anything.
@@ -119,6 +148,7 @@ impl State {
     /// Normalizes a line of the session's output (recorded already, with
     /// its arrival time `at`).
     fn take_line(&mut self, line: &[u8], at: Option<i64>) -> Vec<Event> {
+        self.taken += 1;
         let events = self.norm.push_at(line, at);
         for ev in &events {
             if let Data::TurnEnd(_) = &ev.data {
@@ -131,6 +161,22 @@ impl State {
         events
     }
 
+    /// Passes over output lines `from..=to` that can be neither streamed
+    /// nor re-read (the channel dropped them and the session is not
+    /// recorded): the normalizer still counts them, so later events keep
+    /// their `seq` (the line's ordinal). A turn's end among them is unseen:
+    /// when the session has settled past them, no turn is open.
+    fn skip_lines(&mut self, from: u64, to: u64) {
+        for _ in from..=to {
+            // A blank line is counted and yields nothing.
+            self.norm.push_at(b"", None);
+        }
+        self.taken = to;
+        if self.settled() {
+            self.turns_open = 0;
+        }
+    }
+
     /// The agent is gone: nobody waits for its requests any more.
     fn agent_gone(&mut self) {
         if let Some(mut a) = self.agent.take() {
@@ -141,6 +187,9 @@ impl State {
                     crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
                 }
             }
+            // The ended session's sink keeps the old slot: a late line of
+            // it never lands in the next session's record.
+            self.rec = Arc::new(Mutex::new(None));
         }
         self.rx = None;
         self.turns_open = 0;
@@ -231,6 +280,9 @@ struct Run<'a, 'b> {
     enc: Encoder,
     body: &'a mut super::agui::Body<'b>,
     clock: Clock,
+    /// A turn ended since the run's input: the run ends once the session
+    /// has settled (see [`settle_end`]).
+    turn_ended: bool,
 }
 
 impl Run<'_, '_> {
@@ -277,7 +329,7 @@ pub fn run(
     });
     let result = {
         // SAFETY of the borrow: `Run` lives only inside this block.
-        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock };
+        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock, turn_ended: false };
         let r = drive(shared, &mut run, input, &peek);
         match r {
             Ok(End::Done) => Ok(()),
@@ -329,6 +381,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                         Options { run: None, task: None, clock: Clock::from_env() },
                     );
                     st.turns_open = 0;
+                    st.taken = 0;
                 }
                 Err(why) => {
                     drop(st);
@@ -341,22 +394,20 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
     let Some(rx) = rx else {
         return fail(run, "another run is streaming this thread's session".into(), "busy");
     };
-    let guard = Streaming { th: &th, rx: Some(rx) };
+    let mut guard = Streaming { th: &th, rx: Some(rx) };
     let begin = run.tr.begin(run.now());
     run.emit(begin)?;
     let info = session_info(&lock(&th.st));
     let e = run.tr.custom("runwire.session", info, run.now());
     run.emit(e)?;
     adopt(&th, run);
-    // What arrived while no run was streaming.
+    // What arrived while no run was streaming (the log fills in what the
+    // channel dropped).
     loop {
-        match guard.rx().try_recv() {
-            Ok(line) => {
-                let evs = lock(&th.st).take_line(&line.0, line.1);
-                backlog(run, &th, evs)?;
-            }
-            Err(TryRecvError::Empty) => break,
-            Err(TryRecvError::Disconnected) => return agent_died(run, &th),
+        match next(run, &th, guard.feed(), Duration::ZERO)? {
+            Next::Events(evs) => backlog(run, &th, evs)?,
+            Next::Idle => break,
+            Next::Closed => return agent_died(run, &th),
         }
     }
     // Phase 2: the input.
@@ -432,13 +483,10 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                         "busy",
                     );
                 }
-                match guard.rx().recv_timeout(TICK) {
-                    Ok(line) => {
-                        let evs = lock(&th.st).take_line(&line.0, line.1);
-                        backlog(run, &th, evs)?;
-                    }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return agent_died(run, &th),
+                match next(run, &th, guard.feed(), TICK)? {
+                    Next::Events(evs) => backlog(run, &th, evs)?,
+                    Next::Idle => {}
+                    Next::Closed => return agent_died(run, &th),
                 }
                 if super::http::client_gone(peek) {
                     return Ok(End::Gone);
@@ -463,19 +511,21 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
     // Phase 3: stream until the run ends.
     let mut last_check = Instant::now();
     loop {
-        match guard.rx().recv_timeout(TICK) {
-            Ok(line) => {
-                let evs = lock(&th.st).take_line(&line.0, line.1);
+        match next(run, &th, guard.feed(), TICK)? {
+            Next::Events(evs) => {
                 if live(run, &th, evs)? {
                     return Ok(End::Done);
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {
+            Next::Idle => {
+                if settle_end(run, &th)? {
+                    return Ok(End::Done);
+                }
                 if run.body.last_write.elapsed() >= shared.cfg.keepalive {
                     run.body.write_chunk(b": keep-alive\n\n")?;
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => return agent_died(run, &th),
+            Next::Closed => return agent_died(run, &th),
         }
         if last_check.elapsed() >= TICK {
             last_check = Instant::now();
@@ -505,16 +555,54 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
     }
 }
 
-/// Gives the line receiver back to the thread when the run ends, however.
+/// Gives the session's output back to the thread when the run ends, however.
 struct Streaming<'a> {
     th: &'a Thread,
-    rx: Option<Receiver<Line>>,
+    rx: Option<Feed>,
 }
 
 impl Streaming<'_> {
-    fn rx(&self) -> &Receiver<Line> {
-        self.rx.as_ref().expect("held until drop")
+    fn feed(&mut self) -> &mut Feed {
+        self.rx.as_mut().expect("held until drop")
     }
+}
+
+/// What the session printed next, for the run.
+enum Next {
+    /// A line's events (none for a line that makes none, or a gap shown).
+    Events(Vec<Event>),
+    /// Nothing within the wait.
+    Idle,
+    /// The session's output ended (the agent is gone).
+    Closed,
+}
+
+/// Takes the session's next output line: from the channel, or from the
+/// log where the channel dropped lines; lines neither holds are shown as a
+/// `runwire.lines_not_streamed` event and passed over.
+fn next(run: &mut Run, th: &Thread, feed: &mut Feed, wait: Duration) -> io::Result<Next> {
+    let taken = lock(&th.st).taken;
+    Ok(match feed.next(taken, wait) {
+        Got::Line(bytes, at) => Next::Events(lock(&th.st).take_line(&bytes, at)),
+        Got::Gap(from, to) => {
+            lock(&th.st).skip_lines(from, to);
+            let lines = to - from + 1;
+            let e = run.tr.custom(
+                "runwire.lines_not_streamed",
+                json!({
+                    "lines": lines,
+                    "from": from,
+                    "to": to,
+                    "warning": format!("{lines} lines of the session's output (lines {from} to {to}) were printed while no run streamed it, overflowed the server's buffer and are not recorded: they are not streamed"),
+                }),
+                run.now(),
+            );
+            run.emit(e)?;
+            Next::Events(Vec::new())
+        }
+        Got::Idle => Next::Idle,
+        Got::Closed => Next::Closed,
+    })
 }
 
 impl Drop for Streaming<'_> {
@@ -587,14 +675,13 @@ fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
 /// Events after the input: `true` when the run ended.
 fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
     let mut asked = false;
-    let mut turn_ended = false;
     for ev in evs {
         match &ev.data {
             Data::InputRequest(r) => {
                 raise(run, th, r);
                 asked = true;
             }
-            Data::TurnEnd(_) => turn_ended = true,
+            Data::TurnEnd(_) => run.turn_ended = true,
             Data::Exit(_) => {
                 let out = run.tr.push(&ev);
                 run.emit(out)?;
@@ -610,22 +697,35 @@ fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
             return Ok(true);
         }
     }
-    let st = lock(&th.st);
-    let open = st.open();
+    let open = lock(&th.st).open();
     if asked && !open.is_empty() {
-        drop(st);
         end_interrupted(run, th, &open)?;
         return Ok(true);
     }
-    if turn_ended && st.turns_open == 0 && open.is_empty() {
-        let stopped = st.stop_requested;
-        drop(st);
-        let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
-        lock(&th.st).stop_requested = false;
-        run.emit(e)?;
-        return Ok(true);
+    settle_end(run, th)
+}
+
+/// Ends the run once its turn is over: a turn ended since its input, none
+/// the run sent is still running (`turns_open`), nobody is asked anything,
+/// and the session has settled: the run has streamed all the session
+/// printed and no turn runs or is owed there. The last two make a steer
+/// that raced the turn's end part of this run: one that started a new turn
+/// (codex had ended the turn: `turn/start`, or a `turn/steer` codex refused,
+/// which the session sends again as `turn/start`) keeps the session
+/// mid-turn, so the run follows that turn to its end.
+fn settle_end(run: &mut Run, th: &Thread) -> io::Result<bool> {
+    if !run.turn_ended {
+        return Ok(false);
     }
-    Ok(false)
+    let mut st = lock(&th.st);
+    if st.turns_open > 0 || !st.open().is_empty() || !st.settled() {
+        return Ok(false);
+    }
+    let stopped = std::mem::take(&mut st.stop_requested);
+    drop(st);
+    let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
+    run.emit(e)?;
+    Ok(true)
 }
 
 /// Records a request of the agent as an interrupt of the thread, bound to
@@ -778,30 +878,42 @@ pub fn control_post(
                     "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
                 return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
             }
-            let idle = st.turns_open == 0;
-            if interrupt && !idle {
+            // (The session ignores an interrupt when no turn runs.)
+            if interrupt {
                 if let Err(m) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
                     return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
                 }
             }
-            match st.send(Input::Message(MessageInput { text: msg, by: Some("steer".into()) })) {
-                Ok(_) => {
-                    // Written into the running turn, the message joins it; after
-                    // an interrupt (or when idle) it starts a turn of its own.
-                    // ACP has no live steer: the session cancels the turn and
-                    // prompts again, a turn of its own too.
-                    let acp = shared.cfg.adapter == crate::normalize::Adapter::Cursor;
-                    if idle || interrupt || acp {
+            match st.send_message(msg, "steer") {
+                Ok(mid_turn) => {
+                    // Whether a turn runs is the session's word, taken with the
+                    // message: the run's own count lags when the turn has just
+                    // ended (a steer then starts the next turn, which the run
+                    // streaming the thread follows). Written into the running
+                    // turn, the message joins it; after an interrupt (or when
+                    // idle) it starts a turn of its own. ACP has no live steer:
+                    // the session cancels the turn and prompts again, a turn of
+                    // its own too.
+                    // ACP cannot steer: the protocol's own word, as the supervisor takes it.
+                    let acp = agent_kind(shared.cfg.adapter).mid_turn() == crate::session::MidTurn::CancelsAndPrompts;
+                    let codex = shared.cfg.adapter == crate::normalize::Adapter::Codex;
+                    if !mid_turn || interrupt || acp {
                         st.turns_open += 1;
                     }
-                    let how = match (idle, interrupt) {
-                        (true, _) => "no turn was running: the message started one",
-                        (false, true) => "the turn was interrupted and the message started a new one",
+                    let how = match (mid_turn, interrupt) {
+                        (false, _) => "no turn was running: the message started one",
+                        (true, true) if codex => {
+                            "the turn was interrupted; the message starts a new one once it has ended"
+                        }
+                        (true, true) => "the turn was interrupted and the message started a new one",
                         // ACP cannot take a message into a running turn: the session cancels it and prompts again.
-                        (false, false) if acp => {
+                        (true, false) if acp => {
                             "ACP cannot steer a running turn: the turn was cancelled and the message prompts again"
                         }
-                        (false, false) => "written into the running turn (live steer)",
+                        (true, false) if codex => {
+                            "written into the running turn (live steer); should codex find that turn already over, the message starts the next turn"
+                        }
+                        (true, false) => "written into the running turn (live steer)",
                     };
                     reply(stream, 200, json!({"ok": true, "live": true, "detail": how}))
                 }
@@ -810,7 +922,11 @@ pub fn control_post(
         }
         "stop" => {
             let open = st.open();
-            if st.turns_open == 0 && open.is_empty() {
+            // With no run streaming (the thread holds the output), a turn
+            // that ended unseen still counts in `turns_open`: the session's
+            // own word decides, and no stale stop is left for a later run.
+            let unseen_end = st.rx.is_some() && st.agent.is_some();
+            if (st.turns_open == 0 || unseen_end) && open.is_empty() && !st.mid_turn() {
                 return Some(reply(
                     stream,
                     200,
@@ -870,48 +986,70 @@ pub fn capabilities(shared: &Shared) -> Value {
 
 // ---- the live session: the library's Session, driven ----------------------
 
+use crate::session::driver::{self, JournalTo};
 use crate::session::input::{Input, MessageInput, Who};
 use crate::session::launch::{launch, AgentKind, LaunchOptions};
-use crate::session::record::InputRecord;
-use crate::session::{Session, Step};
-use std::io::{BufReader, Write};
-use std::process::ChildStdin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::session::Session;
 use std::sync::mpsc::SyncSender;
 
-/// A line of the session's output and its arrival time.
-type Line = (Vec<u8>, Option<i64>);
-
-/// Lines buffered between the session and the run streaming it.
-const CHANNEL: usize = 8192;
-
-struct Core {
-    session: Mutex<Session<Box<dyn crate::session::Agent + Send>>>,
-    stdin: Mutex<Option<ChildStdin>>,
-    /// Dropped when the agent's output ends, so the run streaming sees the end.
-    out: Mutex<Option<SyncSender<Line>>>,
-    rec: Arc<Mutex<Option<Recorder>>>,
-    journal: Option<std::path::PathBuf>,
-    done: AtomicBool,
+/// A line of the session's output: its ordinal (1-based: its line number
+/// in the task log), its bytes and its arrival time.
+struct Line {
+    n: u64,
+    bytes: Vec<u8>,
+    at: Option<i64>,
 }
 
-impl Core {
-    fn now() -> i64 {
-        Clock::from_env().now_ms()
-    }
+/// Lines buffered between the session and the run streaming it, at most.
+const CHANNEL: usize = 8192;
+/// Bytes of those lines, at most (a line longer than this still goes alone).
+const CHANNEL_BYTES: usize = 32 * 1024 * 1024;
 
-    /// Applies a step in the order the session asks: output, agent input,
-    /// journal, then closing the agent's input. Never under the session lock
-    /// (the output channel may be full until a run drains it).
-    fn apply(&self, s: Step) {
-        for l in s.output {
-            // Its arrival time, recorded beside the log and used for `ts`,
-            // so a re-read of the record gives the same events.
-            let at = crate::arrival::clock().map(|c| c.now_ms());
-            {
-                let mut rec = lock(&self.rec);
-                if let Some(r) = rec.as_mut() {
-                    if let Err(e) = r.line(&l, at) {
+/// What the session's sink and the run reading its channel share.
+#[derive(Default)]
+struct Tap {
+    /// Lines `1..=recorded` are whole in the task log (recording has not
+    /// failed before them). Set before the line is passed on.
+    recorded: AtomicU64,
+    /// The latest line the channel had no room for (0: none).
+    dropped_through: AtomicU64,
+    /// Bytes of the lines in the channel.
+    queued: AtomicUsize,
+}
+
+/// The session's output as the server takes it: each line recorded (with
+/// its arrival time) and offered to the thread's channel, which a run
+/// drains. The sink never waits for a reader: nobody streams the session
+/// between runs (a turn started on a task route, the tail of a turn a
+/// client left), and a session that waited would stop reading its agent.
+/// A line the channel has no room for is left out of it (the log has it;
+/// the run that streams next reads it from there). The channel closes when
+/// the session's loop ends, so the run streaming sees the end.
+struct Sink {
+    rec: Arc<Mutex<Option<Recorder>>>,
+    tx: SyncSender<Line>,
+    tap: Arc<Tap>,
+    /// Lines taken so far (the last ordinal).
+    n: u64,
+    /// Every line so far is in the log.
+    recording: bool,
+    /// Bytes the channel holds at most ([`CHANNEL_BYTES`]).
+    max_bytes: usize,
+}
+
+impl driver::Output for Sink {
+    fn line(&mut self, l: &[u8]) -> io::Result<()> {
+        self.n += 1;
+        // Its arrival time, recorded beside the log and used for `ts`, so a
+        // re-read of the record gives the same events.
+        let at = crate::arrival::clock().map(|c| c.now_ms());
+        {
+            let mut rec = lock(&self.rec);
+            match rec.as_mut() {
+                Some(r) => match r.line(l, at) {
+                    Ok(()) if self.recording => self.tap.recorded.store(self.n, Ordering::SeqCst),
+                    Ok(()) => {}
+                    Err(e) => {
                         crate::cli::report(
                             super::BIN,
                             format!("record {}: {e}; no longer recording this session", r.run_id),
@@ -919,43 +1057,186 @@ impl Core {
                         // Incomplete: the journal says so now (a full disk).
                         let _ = r.finish("failed", None, Some(format!("the run's log could not be written: {e}")));
                         *rec = None;
+                        self.recording = false;
                     }
-                }
-            }
-            let out = lock(&self.out).clone();
-            if let Some(out) = out {
-                let _ = out.send((l, at));
+                },
+                None => self.recording = false,
             }
         }
-        {
-            let mut stdin = lock(&self.stdin);
-            if let Some(w) = stdin.as_mut() {
-                for mut l in s.to_agent {
-                    l.push(b'\n');
-                    if w.write_all(&l).and_then(|_| w.flush()).is_err() {
-                        break;
-                    }
-                }
+        let len = l.len();
+        let queued = self.tap.queued.load(Ordering::SeqCst);
+        let room = queued == 0 || queued + len <= self.max_bytes;
+        if room {
+            self.tap.queued.fetch_add(len, Ordering::SeqCst);
+            match self.tx.try_send(Line { n: self.n, bytes: l.to_vec(), at }) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(_)) => {}
+                // The thread's session is gone (it dropped the receiver): nobody reads.
+                Err(TrySendError::Disconnected(_)) => return Ok(()),
             }
-            if s.close_agent_input {
-                *stdin = None;
-            }
+            self.tap.queued.fetch_sub(len, Ordering::SeqCst);
         }
-        if let Some(j) = &self.journal {
-            let now = Self::now();
-            for r in &s.requested {
-                let _ = InputRecord::requested(crate::runs::record::ACTOR, TASK, r, now).append(j);
-            }
-            for a in &s.answered {
-                let _ = InputRecord::answered(crate::runs::record::ACTOR, TASK, a, now).append(j);
-            }
-        }
+        self.tap.dropped_through.store(self.n, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn end_step(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
-/// A running agent under a [`Session`]: its stdout is read into the
-/// session (the session's output goes to the thread's channel), its stdin
-/// takes what the session writes, and a ticker expires unanswered requests.
+/// The run's side of the session's output: its channel, and the task log
+/// to read what the channel dropped. Every line reaches the normalizer
+/// once and in order: lines the channel dropped are read from the log
+/// before the next line from the channel (a line the log gave already is
+/// skipped when the channel brings it).
+struct Feed {
+    rx: Receiver<Line>,
+    tap: Arc<Tap>,
+    log: Option<LogReader>,
+    /// A line from the channel that comes after lines it dropped.
+    held: Option<Line>,
+    /// Lines up to here were dropped from the channel: read from the log first.
+    fill_to: u64,
+}
+
+/// What [`Feed::next`] found.
+enum Got {
+    Line(Vec<u8>, Option<i64>),
+    /// Lines `from..=to` were dropped and cannot be re-read.
+    Gap(u64, u64),
+    Idle,
+    Closed,
+}
+
+impl Feed {
+    /// The line after `taken` (the ordinal of the last line the run took),
+    /// waiting up to `wait` for one (zero: not at all).
+    fn next(&mut self, taken: u64, wait: Duration) -> Got {
+        loop {
+            if self.fill_to > taken {
+                return self.fill(taken + 1);
+            }
+            if let Some(l) = self.held.take() {
+                if l.n <= taken {
+                    continue;
+                }
+                if l.n > taken + 1 {
+                    self.fill_to = l.n - 1;
+                    self.held = Some(l);
+                    continue;
+                }
+                return Got::Line(l.bytes, l.at);
+            }
+            // Read first: if the channel is then empty, every line up to it
+            // was passed on and taken, or dropped.
+            let dropped = self.tap.dropped_through.load(Ordering::SeqCst);
+            let got = if wait.is_zero() {
+                self.rx.try_recv().map_err(|e| match e {
+                    TryRecvError::Empty => RecvTimeoutError::Timeout,
+                    TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                })
+            } else {
+                self.rx.recv_timeout(wait)
+            };
+            match got {
+                Ok(l) => {
+                    self.tap.queued.fetch_sub(l.bytes.len(), Ordering::SeqCst);
+                    self.held = Some(l);
+                }
+                Err(RecvTimeoutError::Timeout) if dropped > taken => self.fill_to = dropped,
+                Err(RecvTimeoutError::Timeout) => return Got::Idle,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // The sink is gone: nothing more is dropped.
+                    let dropped = self.tap.dropped_through.load(Ordering::SeqCst);
+                    if dropped <= taken {
+                        return Got::Closed;
+                    }
+                    self.fill_to = dropped;
+                }
+            }
+        }
+    }
+
+    /// Line `n` (dropped from the channel) from the log, or the gap from
+    /// `n` to `fill_to` when the log does not have it.
+    fn fill(&mut self, n: u64) -> Got {
+        if n <= self.tap.recorded.load(Ordering::SeqCst) {
+            if let Some(log) = self.log.as_mut() {
+                match log.line(n) {
+                    Ok((bytes, at)) => return Got::Line(bytes, at),
+                    Err(e) => {
+                        crate::cli::report(super::BIN, format!("re-reading the session's log at line {n}: {e}"));
+                        self.log = None;
+                    }
+                }
+            }
+        }
+        // Recording stops for good at its first failure: nothing after is in the log.
+        Got::Gap(n, self.fill_to)
+    }
+}
+
+/// Reads a session's task log forward, line by line, with each line's
+/// arrival time from its sidecar ([`crate::arrival`]). The files are opened
+/// when the session starts (fresh and empty then) through
+/// [`crate::runs::safe`]: regular files beneath the run's directory, read
+/// through the descriptor from then on.
+struct LogReader {
+    r: io::BufReader<std::fs::File>,
+    times: Option<crate::arrival::Reader>,
+    /// The ordinal of the next line `r` reads.
+    next: u64,
+    buf: Vec<u8>,
+}
+
+impl LogReader {
+    fn open(log: &std::path::Path) -> Result<LogReader, String> {
+        use crate::runs::safe;
+        let (Some(dir), Some(name)) = (log.parent(), log.file_name()) else {
+            return Err(format!("{}: not a file in a directory", log.display()));
+        };
+        let fd = safe::open_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let at = |rel: &std::path::Path| safe::open_beneath(std::os::fd::AsFd::as_fd(&fd), rel);
+        let (f, st) = at(std::path::Path::new(name)).map_err(|e| e.to_string())?;
+        if st.st_size != 0 {
+            // Its lines would not be the session's ordinals.
+            return Err(format!("{}: not empty at the session's start", log.display()));
+        }
+        let sidecar = crate::arrival::sidecar_path(std::path::Path::new(name));
+        let times = at(&sidecar).ok().and_then(|(f, _)| crate::arrival::Reader::from_file(f));
+        Ok(LogReader { r: io::BufReader::with_capacity(64 * 1024, f), times, next: 1, buf: Vec::new() })
+    }
+
+    /// Line `n` (without its newline) and its arrival time; `n` only grows
+    /// from one call to the next.
+    fn line(&mut self, n: u64) -> io::Result<(Vec<u8>, Option<i64>)> {
+        use std::io::{BufRead, Read};
+        if n < self.next {
+            return Err(io::Error::other("the log was read past that line"));
+        }
+        while self.next <= n {
+            self.buf.clear();
+            // The session's lines are at most the driver's bound (the agent's), plus runwire's own (small).
+            let limit = (driver::MAX_AGENT_LINE + 64 * 1024) as u64;
+            (&mut self.r).take(limit).read_until(b'\n', &mut self.buf)?;
+            if self.buf.pop() != Some(b'\n') {
+                return Err(io::Error::other(format!("the log ends or is cut before line {n}")));
+            }
+            self.next += 1;
+        }
+        let at = self.times.as_mut().and_then(|t| t.at(n));
+        Ok((std::mem::take(&mut self.buf), at))
+    }
+}
+
+type Core = driver::Core<Box<dyn crate::session::Agent + Send>, Sink>;
+
+/// A running agent under a [`Session`], driven by the library's session
+/// loop ([`driver::drive`], the one `runwire-session` runs) on a thread of
+/// its own: it feeds the session the agent's lines and the time (expiring
+/// unanswered requests); the server commands and queries the same
+/// [`driver::Core`] from its request threads.
 pub struct Live {
     core: Arc<Core>,
     child: Mutex<crate::session::proc::Proc>,
@@ -967,7 +1248,7 @@ impl Live {
         resume: Option<&str>,
         journal: Option<std::path::PathBuf>,
         rec: Arc<Mutex<Option<Recorder>>>,
-    ) -> Result<(Live, Receiver<Line>), String> {
+    ) -> Result<(Live, Feed), String> {
         // The engine, as runwire-session runs it: --agent-cmd, else
         // $RUNWIRE_<AGENT>_BIN, else its usual name; the protocol's flags appended.
         let mut o = launch_options_of(&shared.cfg);
@@ -978,8 +1259,7 @@ impl Live {
         for a in &launch.argv[1..] {
             spec.arg(a);
         }
-        spec.stdin = crate::session::proc::Input::Piped;
-        let mut child = crate::session::proc::Proc::spawn(&spec).map_err(|e| e.to_string())?;
+        let mut child = driver::spawn(&spec).map_err(|e| e.to_string())?;
         let stdin = child.stdin.take();
         let Some(stdout) = child.stdout.take() else {
             child.stop();
@@ -989,84 +1269,79 @@ impl Live {
             answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
             actor: super::BIN.into(),
         };
-        let agent = launch.agent;
         let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
-        let core = Arc::new(Core {
-            session: Mutex::new(Session::new(agent, opts)),
-            stdin: Mutex::new(stdin),
-            out: Mutex::new(Some(tx)),
-            rec,
-            journal,
-            done: AtomicBool::new(false),
+        let tap = Arc::new(Tap::default());
+        // The log, to re-read what the channel drops; without it (not
+        // recorded, or unreadable) dropped lines are shown as a gap.
+        let log_path = lock(&rec).as_ref().map(Recorder::log);
+        let log = log_path.and_then(|p| {
+            LogReader::open(&p)
+                .map_err(|e| crate::cli::report(super::BIN, format!("the session's log cannot be re-read: {e}")))
+                .ok()
         });
-        let first = lock(&core.session).open(None);
-        core.apply(first);
-        let reader = core.clone();
-        std::thread::Builder::new()
-            .name("session stdout".into())
-            .spawn(move || {
-                let mut r = BufReader::with_capacity(64 * 1024, stdout);
-                let mut line = Vec::new();
-                while let Ok(true) =
-                    crate::session::driver::read_bounded(&mut r, &mut line, crate::session::driver::MAX_AGENT_LINE)
-                {
-                    let step = lock(&reader.session).agent_line(&line, Core::now());
-                    reader.apply(step);
-                }
-                let step = lock(&reader.session).agent_exited(Core::now());
-                reader.apply(step);
-                reader.done.store(true, Ordering::SeqCst);
-                *lock(&reader.out) = None;
-                // Dropping the last sender ends the run's stream.
-            })
-            .map_err(|e| format!("cannot read the agent's output: {e}"))?;
-        let ticker = Arc::downgrade(&core);
-        std::thread::Builder::new()
-            .name("session expiry".into())
-            .spawn(move || loop {
-                std::thread::sleep(Duration::from_millis(200));
-                let Some(core) = ticker.upgrade() else { return };
-                if core.done.load(Ordering::SeqCst) {
-                    return;
-                }
-                let now = Core::now();
-                let due = lock(&core.session).deadline().is_some_and(|d| d <= now);
-                if due {
-                    let step = lock(&core.session).tick(now);
-                    core.apply(step);
-                }
-            })
-            .map_err(|e| format!("cannot start the expiry timer: {e}"))?;
-        Ok((Live { core, child: Mutex::new(child) }, rx))
+        let recording = log.is_some();
+        let feed = Feed { rx, tap: tap.clone(), log, held: None, fill_to: 0 };
+        let journal =
+            journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
+        let report = Box::new(|m: String| crate::cli::report(super::BIN, m));
+        let core = Arc::new(driver::Core::new(
+            Session::new(launch.agent, opts),
+            Sink { rec, tx, tap, n: 0, recording, max_bytes: CHANNEL_BYTES },
+            stdin,
+            journal,
+            report,
+        ));
+        // The opening lines go first, before any message a run sends.
+        let _ = core.open(None);
+        let (events, from_agent) = std::sync::mpsc::channel();
+        if let Err(e) = driver::read_agent(stdout, events) {
+            child.stop();
+            return Err(format!("cannot read the agent's output: {e}"));
+        }
+        let looped = core.clone();
+        if let Err(e) = std::thread::Builder::new().name("session".into()).spawn(move || {
+            // The sink never fails: the loop ends with the agent's output.
+            let _ = driver::drive(&looped, from_agent);
+        }) {
+            child.stop();
+            return Err(format!("cannot run the session: {e}"));
+        }
+        Ok((Live { core, child: Mutex::new(child) }, feed))
     }
 
     /// One session input: `Ok(true)` for an identical replay (nothing sent);
     /// `Err` says why the session refused it (nothing was written).
     fn input(&self, input: Input) -> Result<bool, String> {
-        let step = {
-            let mut s = lock(&self.core.session);
-            // Expiry first: an answer past the deadline is refused as expired.
-            let now = Core::now();
-            let expired = s.tick(now);
-            let r = s.input(input, now);
-            drop(s);
-            self.core.apply(expired);
-            r.map_err(|e| e.to_string())?
-        };
-        let replayed = step.replayed;
-        self.core.apply(step);
-        Ok(replayed)
+        self.input_at(input).map(|(replayed, _)| replayed)
+    }
+
+    /// [`input`](Live::input), and whether a turn was running when the
+    /// session took it (decided under the session's lock, with the input:
+    /// a message then joins that turn, else it starts one).
+    fn input_at(&self, input: Input) -> Result<(bool, bool), String> {
+        match self.core.input(input) {
+            Ok(Ok(t)) => Ok((t.replayed, t.mid_turn)),
+            Ok(Err(why)) => Err(why.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// True when a reader that took `taken` output lines has taken all the
+    /// session produced and the session is not mid-turn: no turn runs, and
+    /// none is owed (a codex steer codex may yet refuse, which then starts
+    /// the next turn). A run that saw its turn end ends only then.
+    fn settled(&self, taken: u64) -> bool {
+        self.core.query(|s, produced| produced == taken && s.phase() != crate::session::Phase::Turn)
+    }
+
+    fn mid_turn(&self) -> bool {
+        self.core.query(|s, _| s.phase() == crate::session::Phase::Turn)
     }
 
     /// Open request ids, oldest first (requests past their time are expired first).
     fn open(&self) -> Vec<String> {
-        let (ids, expired) = {
-            let mut s = lock(&self.core.session);
-            let expired = s.tick(Core::now());
-            (s.pending().map(|r| r.id.clone()).collect(), expired)
-        };
-        self.core.apply(expired);
-        ids
+        let _ = self.core.tick();
+        self.core.query(|s, _| s.pending().map(|r| r.id.clone()).collect())
     }
 
     fn exit_code(&self) -> Option<i64> {
@@ -1075,7 +1350,7 @@ impl Live {
 
     /// Stops the agent's process group (TERM, grace, KILL) and reaps it.
     fn kill(&mut self) -> Option<i64> {
-        *lock(&self.core.stdin) = None;
+        self.core.close_agent_input();
         Some(lock(&self.child).stop())
     }
 }
@@ -1128,4 +1403,135 @@ fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
         }
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::driver::Output;
+
+    /// A sink on a channel of `lines` lines and `bytes` bytes, and the feed reading it.
+    fn tapped(lines: usize, bytes: usize, rec: Option<Recorder>) -> (Sink, Feed) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(lines);
+        let tap = Arc::new(Tap::default());
+        let log = rec.as_ref().map(|r| LogReader::open(&r.log()).unwrap());
+        let recording = log.is_some();
+        let sink = Sink { rec: Arc::new(Mutex::new(rec)), tx, tap: tap.clone(), n: 0, recording, max_bytes: bytes };
+        (sink, Feed { rx, tap, log, held: None, fill_to: 0 })
+    }
+
+    /// Everything the feed gives now, as the run takes it (a gap as `gap from-to`).
+    fn drain(feed: &mut Feed, taken: &mut u64) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            match feed.next(*taken, Duration::ZERO) {
+                Got::Line(b, _) => {
+                    *taken += 1;
+                    out.push(String::from_utf8(b).unwrap());
+                }
+                Got::Gap(from, to) => {
+                    assert_eq!(from, *taken + 1);
+                    *taken = to;
+                    out.push(format!("gap {from}-{to}"));
+                }
+                Got::Idle => return out,
+                Got::Closed => {
+                    out.push("closed".into());
+                    return out;
+                }
+            }
+        }
+    }
+
+    fn print(sink: &mut Sink, lines: std::ops::RangeInclusive<u32>) {
+        for i in lines {
+            sink.line(format!("l{i}").as_bytes()).unwrap();
+        }
+    }
+
+    fn names(lines: std::ops::RangeInclusive<u32>) -> Vec<String> {
+        lines.map(|i| format!("l{i}")).collect()
+    }
+
+    /// Recorded: what the channel had no room for is read from the log,
+    /// before the next line the channel brings, with its arrival time.
+    #[test]
+    fn lines_the_channel_dropped_are_read_from_the_log_in_order() {
+        let home = std::env::temp_dir().join(format!("runwire-feed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let rec = Recorder::start(&home, "feed", "claude", "hi").unwrap();
+        let (mut sink, mut feed) = tapped(4, usize::MAX, Some(rec));
+        let mut taken = 0;
+        // Nobody reads: 1..4 fit, 5 and 6 are dropped; the sink never waits.
+        print(&mut sink, 1..=6);
+        // A run takes one, and the session prints on: 7 fits again.
+        assert_eq!(drain_one(&mut feed, &mut taken), "l1");
+        print(&mut sink, 7..=7);
+        assert_eq!(drain(&mut feed, &mut taken), names(2..=7));
+        // Dropped at the end, with nothing after it in the channel.
+        print(&mut sink, 8..=20);
+        assert_eq!(drain(&mut feed, &mut taken), names(8..=20));
+        // Re-read lines have the arrival time the sidecar recorded.
+        print(&mut sink, 21..=30);
+        let mut times = Vec::new();
+        while let Got::Line(_, at) = feed.next(taken, Duration::ZERO) {
+            taken += 1;
+            times.push(at);
+        }
+        assert_eq!(taken, 30);
+        assert!(times.iter().all(|t| t.is_some() == crate::arrival::clock().is_some()), "{times:?}");
+        // The session ends: the rest, then the end.
+        print(&mut sink, 31..=40);
+        drop(sink);
+        let mut rest = names(31..=40);
+        rest.push("closed".into());
+        assert_eq!(drain(&mut feed, &mut taken), rest);
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    fn drain_one(feed: &mut Feed, taken: &mut u64) -> String {
+        match feed.next(*taken, Duration::ZERO) {
+            Got::Line(b, _) => {
+                *taken += 1;
+                String::from_utf8(b).unwrap()
+            }
+            _ => panic!("a line expected"),
+        }
+    }
+
+    /// Not recorded: what the channel dropped is a gap the run is told
+    /// about (its exact lines), never a silent skip; the rest streams.
+    #[test]
+    fn unrecorded_lines_the_channel_dropped_are_a_gap() {
+        let (mut sink, mut feed) = tapped(4, usize::MAX, None);
+        let mut taken = 0;
+        print(&mut sink, 1..=6);
+        let mut want = names(1..=4);
+        want.push("gap 5-6".into());
+        assert_eq!(drain(&mut feed, &mut taken), want);
+        print(&mut sink, 7..=12);
+        assert_eq!(drain_one(&mut feed, &mut taken), "l7");
+        print(&mut sink, 13..=13);
+        let mut want = names(8..=10);
+        want.push("gap 11-12".into());
+        want.push("l13".into());
+        assert_eq!(drain(&mut feed, &mut taken), want);
+    }
+
+    /// The channel is bounded in bytes too: big lines are dropped past
+    /// the budget (and re-read or shown as a gap), and one line larger than
+    /// the budget still goes through an empty channel.
+    #[test]
+    fn the_channel_holds_a_bounded_number_of_bytes() {
+        let (mut sink, mut feed) = tapped(100, 10, None);
+        for l in ["aaaa", "bbbb", "cccc", "dddddddddddddddd", "e"] {
+            sink.line(l.as_bytes()).unwrap();
+        }
+        assert_eq!(sink.tap.queued.load(Ordering::SeqCst), 9);
+        let mut taken = 0;
+        assert_eq!(drain(&mut feed, &mut taken), ["aaaa", "bbbb", "gap 3-4", "e"]);
+        assert_eq!(feed.tap.queued.load(Ordering::SeqCst), 0);
+        sink.line(b"dddddddddddddddd").unwrap();
+        assert_eq!(drain(&mut feed, &mut taken), ["dddddddddddddddd"]);
+    }
 }

@@ -161,18 +161,9 @@ pub fn answer_for(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerI
             return Err("payload.answers must be an object: question text -> chosen label".into());
         };
         for q in r.questions.iter().flatten() {
-            let is_label = |v: &Value| v.as_str().is_some_and(|s| q.options.iter().any(|o| o.label == s));
             match given.get(&q.question) {
-                Some(v @ Value::String(_)) if is_label(v) => {}
-                Some(Value::Array(l)) if q.multi_select && !l.is_empty() && l.iter().all(is_label) => {}
-                Some(_) => {
-                    let labels: Vec<&str> = q.options.iter().map(|o| o.label.as_str()).collect();
-                    return Err(format!(
-                        "payload.answers[{:?}] must be {} of {labels:?}",
-                        q.question,
-                        if q.multi_select { "a list of labels" } else { "one label" }
-                    ));
-                }
+                // The session's own check of a chosen label (the supervisor makes it too).
+                Some(v) => crate::session::answer_label(q, v).map(drop).map_err(|e| format!("payload.answers: {e}"))?,
                 None => return Err(format!("payload.answers has no answer to {:?}", q.question)),
             }
         }
@@ -391,6 +382,10 @@ mod tests {
         for bad in [json!({"Which?": ["C"]}), json!({"Which?": "A", "Other?": "x"}), json!({"Which?": []})] {
             assert!(answer_for(&r, &entry("q", "resolved", Some(json!({ "answers": bad }))), "t").is_err());
         }
+        // A label that is not a choice is refused in the session's own words (as the supervisor refuses it).
+        let e = answer_for(&r, &entry("q", "resolved", Some(json!({"answers": {"Which?": ["A", "C"]}}))), "t");
+        let session = crate::session::answer_label(&r.questions.as_ref().unwrap()[0], &json!(["A", "C"]));
+        assert_eq!(e.unwrap_err(), format!("payload.answers: {}", session.unwrap_err()));
     }
 
     #[test]

@@ -56,6 +56,13 @@ pub struct Acp {
     session: Option<String>,
     /// A `session/prompt` is running (its response ends the turn).
     prompting: bool,
+    /// `session/cancel` was sent for the running prompt (once is enough: an
+    /// interrupt followed by a message must not cancel twice).
+    cancelling: bool,
+    /// An interrupt came before the session existed: the first prompt is
+    /// still sent (ACP cancels a prompt, not a session) and
+    /// cancelled at once.
+    cancel_on_prompt: bool,
     /// Prompts waiting for the session, or for the cancelled turn to stop.
     queued: Vec<String>,
     /// Pending permission requests: runwire id → (the agent's id, its options).
@@ -86,6 +93,27 @@ fn outcome(id: &Value, outcome: Value) -> Vec<u8> {
     line(&json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": outcome}}))
 }
 
+/// What an ACP agent can be told in answer to `req` (its record:
+/// `suggestions` are the agent's options): no edited input, and only an
+/// option the agent offered. [`Agent::check_answer`], for a runner that
+/// holds the record and not the protocol object (the supervisor).
+pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
+    if a.updated_input.is_some() {
+        return Err("ACP takes no edited input: the agent runs the call as asked (allow or deny it)".into());
+    }
+    let want = match (a.decision, a.scope) {
+        (super::input::Decision::Allow, Some(Scope::Session)) => "allow_always",
+        (super::input::Decision::Allow, _) => "allow_once",
+        _ => return Ok(()),
+    };
+    let options = req.suggestions.as_deref().unwrap_or_default();
+    if option_id(options, want).is_none() {
+        let offered: Vec<&str> = options.iter().filter_map(|o| o.get("kind").and_then(Value::as_str)).collect();
+        return Err(format!("the agent offered no {want} option (it offered {})", offered.join(", ")));
+    }
+    Ok(())
+}
+
 impl Acp {
     pub fn new(opts: AcpOptions) -> Acp {
         Acp {
@@ -94,6 +122,8 @@ impl Acp {
             sent: HashMap::new(),
             session: None,
             prompting: false,
+            cancelling: false,
+            cancel_on_prompt: false,
             queued: Vec::new(),
             asked: HashMap::new(),
         }
@@ -115,6 +145,9 @@ impl Acp {
                     json!({"sessionId": s, "prompt": [{"type": "text", "text": text}]}),
                 );
                 to_agent.push(l);
+                if std::mem::take(&mut self.cancel_on_prompt) {
+                    self.cancel(to_agent);
+                }
             }
             _ => self.queued.push(text.to_string()),
         }
@@ -123,8 +156,9 @@ impl Acp {
     /// `session/cancel`, and `cancelled` for every permission request still
     /// open (the protocol asks a cancelling client to answer them so).
     fn cancel(&mut self, to_agent: &mut Vec<Vec<u8>>) {
-        if let Some(s) = &self.session {
+        if let Some(s) = self.session.as_ref().filter(|_| !self.cancelling) {
             to_agent.push(line(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": s}})));
+            self.cancelling = self.prompting;
         }
         for (_, (id, _)) in self.asked.drain() {
             to_agent.push(outcome(&id, json!({"outcome": "cancelled"})));
@@ -174,6 +208,7 @@ impl Acp {
             }
             Sent::Prompt => {
                 self.prompting = false;
+                self.cancelling = false;
                 self.asked.clear();
                 let ok = !failed && v.pointer("/result/stopReason").and_then(Value::as_str) == Some("end_turn");
                 out.push(Signal::TurnEnded { ok });
@@ -281,27 +316,29 @@ impl Agent for Acp {
     }
 
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.session.is_none() && !self.queued.is_empty() {
+            self.queued.truncate(1);
+            self.cancel_on_prompt = true;
+            return;
+        }
         self.queued.clear();
         if self.prompting {
             self.cancel(to_agent);
         }
     }
 
+    /// A prompt runs, or waits to be sent (a message that cancelled the
+    /// turn is prompted once it has stopped): the cancelled turn's end does
+    /// not make the session idle.
+    fn working(&self) -> bool {
+        self.prompting || !self.queued.is_empty()
+    }
+
     fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
-        let Some((_, options)) = self.asked.get(&req.id) else { return Ok(()) };
-        if a.updated_input.is_some() {
-            return Err("ACP takes no edited input: the agent runs the call as asked (allow or deny it)".into());
+        if !self.asked.contains_key(&req.id) {
+            return Ok(());
         }
-        let want = match (a.decision, a.scope) {
-            (super::input::Decision::Allow, Some(Scope::Session)) => "allow_always",
-            (super::input::Decision::Allow, _) => "allow_once",
-            _ => return Ok(()),
-        };
-        if option_id(options, want).is_none() {
-            let offered: Vec<&str> = options.iter().filter_map(|o| o.get("kind").and_then(Value::as_str)).collect();
-            return Err(format!("the agent offered no {want} option (it offered {})", offered.join(", ")));
-        }
-        Ok(())
+        check_answer(req, a)
     }
 }
 
@@ -354,6 +391,46 @@ mod tests {
         assert_eq!(s.phase(), super::super::Phase::Turn);
         // The permission request was closed by the turn's end, not left pending.
         assert_eq!(s.pending().count(), 0);
+    }
+
+    #[test]
+    fn the_cancelled_turns_end_with_a_prompt_to_send_is_not_idle_and_does_not_end_the_session() {
+        let (mut s, _) = session();
+        s.input(msg("do this instead"), 1).unwrap();
+        // The input ends while the cancelled turn stops: nobody can steer any more.
+        assert!(!s.input_closed(1).close_agent_input);
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}"#, 2);
+        assert_eq!(parse(&st.to_agent[0])["method"], "session/prompt");
+        assert!(!st.close_agent_input, "the message's own turn still runs");
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+        assert_eq!(s.idle_line(), None);
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}"#, 3);
+        assert!(st.close_agent_input);
+    }
+
+    #[test]
+    fn an_interrupt_then_a_message_cancels_once() {
+        let (mut s, _) = session();
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["method"], "session/cancel");
+        assert!(s.input(msg("instead"), 1).unwrap().to_agent.is_empty(), "no second cancel");
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}"#, 2);
+        assert_eq!(parse(&st.to_agent[0])["method"], "session/prompt");
+        // The new turn can be cancelled in its turn.
+        let st = s.input(msg("again"), 3).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["method"], "session/cancel");
+    }
+
+    #[test]
+    fn a_stop_before_the_session_exists_prompts_and_cancels_at_once() {
+        let opts = AcpOptions { cwd: "/w".into(), ..AcpOptions::default() };
+        let mut s = Session::new(Acp::new(opts), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#, 0);
+        assert!(s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap().to_agent.is_empty());
+        let st = s.agent_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#, 2);
+        let m: Vec<Value> = st.to_agent.iter().map(|l| parse(l)["method"].clone()).collect();
+        assert_eq!(m, vec![json!("session/prompt"), json!("session/cancel")]);
     }
 
     #[test]

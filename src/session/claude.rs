@@ -280,6 +280,32 @@ mod tests {
         serde_json::from_slice(l).unwrap()
     }
 
+    /// The idle line: said once each time the session becomes idle, with
+    /// the inputs taken (refused and unreadable ones too), never mid-turn or
+    /// while a request waits.
+    #[test]
+    fn the_idle_line_counts_every_input_and_is_said_once_per_idle_moment() {
+        let mut s = session();
+        assert_eq!(s.idle_line(), None, "the first message's turn runs");
+        s.agent_line(BASH.as_bytes(), 1);
+        s.agent_line(br#"{"type":"result","subtype":"success","is_error":false}"#, 2);
+        // The turn's end closed the request: idle, no input taken yet.
+        assert_eq!(s.idle_line().as_deref(), Some(&br#"{"type":"runwire.idle","inputs":0}"#[..]));
+        assert_eq!(s.idle_line(), None, "said once");
+        assert!(matches!(
+            input(&mut s, r#"{"type":"answer","id":"nope","decision":"allow"}"#),
+            Err(Refused::Unknown(_))
+        ));
+        s.unreadable();
+        assert_eq!(s.idle_line().as_deref(), Some(&br#"{"type":"runwire.idle","inputs":2}"#[..]));
+        input(&mut s, r#"{"type":"message","text":"more"}"#).unwrap();
+        assert_eq!(s.idle_line(), None, "a turn runs");
+        s.agent_line(PLAN.as_bytes(), 3);
+        s.agent_line(br#"{"type":"result","subtype":"success","is_error":false}"#, 4);
+        assert_eq!(s.idle_line().as_deref(), Some(&br#"{"type":"runwire.idle","inputs":3}"#[..]));
+        assert_eq!(s.inputs(), 3);
+    }
+
     #[test]
     fn a_question_is_answered_with_the_questions_and_joined_labels() {
         let mut s = session();
@@ -295,6 +321,12 @@ mod tests {
             r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":["tabs","spaces"]}}"#,
         );
         assert!(matches!(bad, Err(Refused::Invalid(_))), "{bad:?}");
+        // So is a label that is not one of the question's choices, alone or in a list.
+        for answers in [r#"{"Tabs or spaces?":"commas"}"#, r#"{"Which?":["a","c"]}"#] {
+            let l = format!(r#"{{"type":"answer","id":"q1","decision":"answer","answers":{answers}}}"#);
+            let bad = input(&mut s, &l);
+            assert!(matches!(&bad, Err(Refused::Invalid(m)) if m.contains("is not one of the choices of")), "{bad:?}");
+        }
         let st = input(&mut s, r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":"spaces","Which?":["a","b"]},"by":"ana"}"#).unwrap();
         let resp = json_of(&st.to_agent[0]);
         assert_eq!(resp["response"]["request_id"], "q1");

@@ -8,7 +8,14 @@
 //!   client's in this protocol, as the recorded client did);
 //! * a message is `turn/start` when no turn runs, `turn/steer` (with the
 //!   running turn's id) during one; messages wait for the thread (and a
-//!   steer for the turn id) when the server has not named them yet;
+//!   steer for `turn/started`: codex refuses a steer before it) when the
+//!   server has not named them yet;
+//! * a steer codex refuses (`no active turn to steer`: the turn ended just
+//!   before the steer reached it; or the turn cannot be steered) is not
+//!   lost: it starts the next turn, at once when no turn runs, else when the
+//!   running one ends. Until then the session stays mid-turn
+//!   ([`Agent::working`]), so whoever streams the turn follows the one the
+//!   steer started;
 //! * codex asks with server requests: `item/commandExecution/requestApproval`
 //!   and `item/fileChange/requestApproval` (tool approvals: `accept`,
 //!   `acceptForSession` when codex offers it, `decline`; `cancel` when the
@@ -121,6 +128,15 @@ pub struct Codex {
     queued: Vec<String>,
     /// An interrupt asked for before codex named the running turn (sent once it does).
     interrupt_pending: bool,
+    /// The running turn is being interrupted: a message now waits for its
+    /// end and starts the next turn (a `turn/steer` would join the dying one).
+    interrupting: bool,
+    /// Codex announced the running turn (`turn/started`): it takes steers.
+    started: bool,
+    /// Steers sent and not yet answered: request id -> text.
+    steering: HashMap<u64, String>,
+    /// Refused steers, for the turn after the running one, in order.
+    next_turn: Vec<String>,
     /// Pending server requests by runwire request id: codex's own id and what it asked.
     asked: HashMap<String, (Value, Asked)>,
 }
@@ -172,6 +188,10 @@ impl Codex {
             turn_running: false,
             queued: Vec::new(),
             interrupt_pending: false,
+            interrupting: false,
+            started: false,
+            steering: HashMap::new(),
+            next_turn: Vec::new(),
             asked: HashMap::new(),
         }
     }
@@ -215,21 +235,33 @@ impl Codex {
         };
         self.turn_running = true;
         self.turn = None;
+        self.started = false;
         let l = self.request(Sent::Turn, "turn/start", json!({"threadId": thread, "input": text_input(text)}));
         to_agent.push(l);
     }
 
     fn steer(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
         match (self.thread.clone(), self.turn.clone()) {
-            (Some(thread), Some(turn)) => {
+            (Some(thread), Some(turn)) if self.started => {
                 let l = self.request(
                     Sent::Steer,
                     "turn/steer",
                     json!({"threadId": thread, "expectedTurnId": turn, "input": text_input(text)}),
                 );
+                self.steering.insert(self.next, text.to_string());
                 to_agent.push(l);
             }
             _ => self.queued.push(text.to_string()),
+        }
+    }
+
+    /// The running turn ended: the first refused steer starts the next turn
+    /// (the others join it as steers once it runs).
+    fn start_next(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        let mut next = std::mem::take(&mut self.next_turn).into_iter();
+        if let Some(first) = next.next() {
+            self.start_turn(&first, to_agent);
+            self.queued.extend(next);
         }
     }
 
@@ -238,8 +270,11 @@ impl Codex {
         if self.thread.is_none() || (self.turn_running && self.turn.is_none()) {
             return;
         }
-        if std::mem::take(&mut self.interrupt_pending) && self.turn_running {
-            self.interrupt(to_agent);
+        if self.interrupt_pending && self.turn_running {
+            self.send_interrupt(to_agent);
+        }
+        if self.interrupting && self.turn_running {
+            return;
         }
         for text in std::mem::take(&mut self.queued) {
             if self.turn_running {
@@ -247,6 +282,28 @@ impl Codex {
             } else {
                 self.start_turn(&text, to_agent);
             }
+        }
+    }
+
+    /// `turn/interrupt` for the running turn, once: before codex named the
+    /// turn it waits (a stop right after the message must not be lost, the
+    /// turn would run on).
+    fn send_interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
+        if self.interrupting && !self.interrupt_pending {
+            return;
+        }
+        match (self.thread.clone(), self.turn.clone()) {
+            (Some(thread), Some(turn)) => {
+                self.interrupt_pending = false;
+                self.interrupting = true;
+                let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
+                to_agent.push(l);
+            }
+            _ if self.turn_running => {
+                self.interrupt_pending = true;
+                self.interrupting = true;
+            }
+            _ => {}
         }
     }
 
@@ -274,6 +331,7 @@ impl Codex {
             Sent::Turn if failed => {
                 // The turn never started: nothing will end it but this.
                 self.turn_running = false;
+                (self.interrupting, self.interrupt_pending) = (false, false);
                 out.push(Signal::TurnEnded { ok: false });
             }
             Sent::Turn => {
@@ -281,6 +339,27 @@ impl Codex {
                     self.turn = Some(t.to_string());
                 }
                 self.flush(to_agent);
+            }
+            Sent::Steer => {
+                let Some(text) = v["id"].as_u64().and_then(|id| self.steering.remove(&id)) else { return };
+                if !failed {
+                    // Taken into a turn that has ended meanwhile: nothing is owed any more.
+                    if !self.working() {
+                        out.push(Signal::TurnEnded { ok: true });
+                    }
+                    return;
+                }
+                // Refused: the turn ended before the steer reached codex (or
+                // it cannot be steered). The message starts the next turn.
+                if !self.turn_running {
+                    self.start_turn(&text, to_agent);
+                    out.push(Signal::TurnActive);
+                } else if !self.started {
+                    // A newer turn is starting: steered into it once it runs.
+                    self.queued.push(text);
+                } else {
+                    self.next_turn.push(text);
+                }
             }
             // A failed initialize or thread leaves codex without a thread:
             // its error response is in the log; messages stay queued.
@@ -389,6 +468,26 @@ impl Codex {
     }
 }
 
+/// What codex can be told in answer to `req` (its record: `suggestions`
+/// are the decisions codex offered): no edited input, and allow-for-session
+/// only where codex offered `acceptForSession`. [`Agent::check_answer`], for
+/// a runner that holds the record and not the protocol object (the supervisor).
+pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
+    if a.updated_input.is_some() {
+        return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
+    }
+    if req.kind == InputKind::ToolApproval && a.scope == Some(Scope::Session) {
+        let available = req.suggestions.clone().unwrap_or_default();
+        if !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
+            return Err(format!(
+                "codex did not offer to allow this for the session (it offered {})",
+                Value::Array(available)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A dynamic tool's result: one text item.
 fn tool_text(id: &Value, text: &str, success: bool) -> Vec<u8> {
     line(&json!({"jsonrpc": "2.0", "id": id,
@@ -430,18 +529,27 @@ impl Agent for Codex {
                     self.turn = Some(t.to_string());
                 }
                 self.turn_running = true;
+                self.started = true;
                 out.push(Signal::TurnActive);
                 self.flush(to_agent);
             }
             (Some("turn/completed"), None) => {
                 self.turn_running = false;
+                self.started = false;
+                (self.interrupting, self.interrupt_pending) = (false, false);
                 self.turn = None;
                 // Requests of the turn are moot now (the session records them cancelled).
                 self.asked.clear();
                 let ok = p.pointer("/turn/status").and_then(Value::as_str) == Some("completed");
                 out.push(Signal::TurnEnded { ok });
-                // A message that waited for the turn's id starts the next turn.
+                // A steer codex refused, or a message that waited for the
+                // turn's id (or for an interrupted turn's end), starts the
+                // next turn: the session is in a turn again, not idle.
+                self.start_next(to_agent);
                 self.flush(to_agent);
+                if self.turn_running {
+                    out.push(Signal::TurnActive);
+                }
             }
             _ => {}
         }
@@ -449,7 +557,9 @@ impl Agent for Codex {
     }
 
     fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
-        if self.turn_running {
+        if self.turn_running && self.interrupting {
+            self.queued.push(text.to_string());
+        } else if self.turn_running {
             self.steer(text, to_agent);
         } else {
             self.start_turn(text, to_agent);
@@ -500,34 +610,32 @@ impl Agent for Codex {
     }
 
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
-        // Messages that waited for this turn are dropped with it.
-        self.queued.clear();
-        match (self.thread.clone(), self.turn.clone()) {
-            (Some(thread), Some(turn)) => {
-                let l = self.request(Sent::Interrupt, "turn/interrupt", json!({"threadId": thread, "turnId": turn}));
-                to_agent.push(l);
-            }
-            // A stop right after the message, before codex named the turn: it
-            // must not be lost (the turn would run on).
-            _ if self.turn_running => self.interrupt_pending = true,
-            _ => {}
+        if self.thread.is_none() && !self.queued.is_empty() {
+            // The first message is waiting for the thread: it still starts
+            // its turn, which is interrupted as soon as codex names it, so
+            // that every message that starts a turn ends one (runners count
+            // them); what would have joined it is dropped.
+            self.queued.truncate(1);
+            (self.interrupt_pending, self.interrupting) = (true, true);
+            return;
         }
+        // Messages that waited for this turn are dropped with it, and so are
+        // steers codex may still refuse (a stop is not a new instruction).
+        self.queued.clear();
+        self.next_turn.clear();
+        self.steering.clear();
+        self.send_interrupt(to_agent);
+    }
+
+    fn working(&self) -> bool {
+        self.turn_running || !self.steering.is_empty() || !self.next_turn.is_empty() || !self.queued.is_empty()
     }
 
     fn check_answer(&self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
-        let Some((_, asked)) = self.asked.get(&req.id) else { return Ok(()) };
-        if a.updated_input.is_some() {
-            return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
+        if !self.asked.contains_key(&req.id) {
+            return Ok(());
         }
-        if let Asked::Approval { available } = asked {
-            if a.scope == Some(Scope::Session) && !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
-                return Err(format!(
-                    "codex did not offer to allow this for the session (it offered {})",
-                    Value::Array(available.clone())
-                ));
-            }
-        }
-        Ok(())
+        check_answer(req, a)
     }
 }
 
@@ -567,6 +675,79 @@ mod tests {
         assert_eq!((l["method"].as_str(), l["params"]["expectedTurnId"].as_str()), (Some("turn/steer"), Some("t1")));
     }
 
+    fn msg(text: &str) -> Input {
+        Input::Message(super::super::input::MessageInput { text: text.into(), by: None })
+    }
+
+    const COMPLETED: &[u8] =
+        br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#;
+
+    #[test]
+    fn a_steer_codex_refuses_after_the_turn_ended_starts_the_next_turn_and_the_session_stays_mid_turn() {
+        let (mut s, _) = session();
+        let st = s.input(msg("and then?"), 1).unwrap();
+        let steer = parse(&st.to_agent[0]);
+        assert_eq!(steer["method"], "turn/steer");
+        // The turn ends before codex reads the steer: still owed, so still mid-turn.
+        let st = s.agent_line(COMPLETED, 2);
+        assert!(st.to_agent.is_empty());
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+        let refusal = json!({"id": steer["id"], "error": {"code": -32600, "message": "no active turn to steer"}});
+        let st = s.agent_line(refusal.to_string().as_bytes(), 3);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!(
+            (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
+            (Some("turn/start"), Some("and then?"))
+        );
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+        s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t2"}}}"#, 4);
+        s.agent_line(
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t2","status":"completed"}}}"#,
+            5,
+        );
+        assert_eq!(s.phase(), super::super::Phase::Idle);
+    }
+
+    #[test]
+    fn a_steer_accepted_just_before_the_turn_ended_leaves_the_session_idle() {
+        let (mut s, _) = session();
+        let st = s.input(msg("also this"), 1).unwrap();
+        let id = parse(&st.to_agent[0])["id"].clone();
+        s.agent_line(COMPLETED, 2);
+        assert_eq!(s.phase(), super::super::Phase::Turn, "the steer is not answered yet");
+        let st = s.agent_line(json!({"id": id, "result": {"turnId": "t1"}}).to_string().as_bytes(), 3);
+        assert!(st.to_agent.is_empty());
+        assert_eq!(s.phase(), super::super::Phase::Idle);
+    }
+
+    #[test]
+    fn a_steer_waits_for_turn_started_and_a_message_after_a_stop_waits_for_the_next_turn() {
+        let mut s =
+            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
+        s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 0);
+        s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 0);
+        // Codex named the turn but has not started it: it would refuse a steer now.
+        assert!(s.input(msg("early"), 1).unwrap().to_agent.is_empty());
+        let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
+        assert_eq!(parse(&st.to_agent[0])["method"], "turn/steer");
+        // Stop, then a message: the message is for the turn after the stopped one.
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 3).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["method"], "turn/interrupt");
+        assert!(s.input(msg("instead"), 4).unwrap().to_agent.is_empty());
+        let st = s.agent_line(
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"interrupted"}}}"#,
+            5,
+        );
+        let l = parse(&st.to_agent[0]);
+        assert_eq!(
+            (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
+            (Some("turn/start"), Some("instead"))
+        );
+        assert_eq!(s.phase(), super::super::Phase::Turn);
+    }
+
     #[test]
     fn a_stop_before_codex_names_the_turn_is_sent_once_it_does() {
         let mut s =
@@ -577,6 +758,44 @@ mod tests {
         let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
         assert!(st.to_agent.is_empty(), "no turn id yet");
         let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
+    }
+
+    #[test]
+    fn a_message_after_an_interrupt_starts_the_next_turn_once_this_one_ended() {
+        let (mut s, _) = session();
+        let msg = |t: &str| Input::Message(super::super::input::MessageInput { text: t.into(), by: None });
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["method"], "turn/interrupt");
+        // Not a `turn/steer` into the dying turn, and no second interrupt.
+        assert!(s.input(msg("instead"), 2).unwrap().to_agent.is_empty());
+        assert!(s.input(Input::Interrupt(super::super::input::Who { by: None }), 2).unwrap().to_agent.is_empty());
+        assert!(s.input(msg("instead"), 2).unwrap().to_agent.is_empty());
+        let done =
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"interrupted"}}}"#;
+        let st = s.agent_line(done, 3);
+        assert_eq!(s.phase(), super::super::Phase::Turn, "the next turn is on its way");
+        let l = parse(&st.to_agent[0]);
+        assert_eq!(
+            (l["method"].as_str(), l["params"]["input"][0]["text"].as_str()),
+            (Some("turn/start"), Some("instead"))
+        );
+        assert_eq!(st.to_agent.len(), 1);
+    }
+
+    #[test]
+    fn a_stop_before_the_thread_exists_still_ends_the_first_turn() {
+        let mut s =
+            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
+        let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
+        assert!(st.to_agent.is_empty());
+        let st = s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 2);
+        let l = parse(&st.to_agent[0]);
+        assert_eq!((l["method"].as_str(), l["params"]["input"][0]["text"].as_str()), (Some("turn/start"), Some("go")));
+        let st = s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 3);
         let l = parse(&st.to_agent[0]);
         assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
     }

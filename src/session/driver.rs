@@ -5,9 +5,11 @@
 //!
 //! Everything arrives on one channel of [`Event`]s: the agent's stdout (a
 //! reader thread), raw input lines (from [`read_input`] / [`read_fifo`]
-//! threads), and parsed inputs from an in-process caller (the server, the
-//! supervisor) with a reply channel for the outcome. So the loop waits for
-//! the next event or the next expiry with one `recv_timeout`.
+//! threads), and parsed inputs with a reply channel for the outcome. So the
+//! loop ([`drive`]) waits for the next event or the next expiry with one
+//! `recv_timeout`. The session and its IO are a [`Core`], which an
+//! in-process caller (the server) also commands and queries from its own
+//! threads: `runwire-session` and `runwire-serve` run the same IO code.
 
 use super::proc::{self, Proc, Spec};
 use super::{Agent, Input, Refused, Session, Step};
@@ -15,7 +17,9 @@ use crate::session::record::InputRecord;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ChildStdin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Longest agent line taken whole; the rest of a longer line is dropped
@@ -181,49 +185,258 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// The running session's IO.
-struct Io<'a, W: Write> {
-    out: &'a mut W,
-    stdin: Option<ChildStdin>,
-    journal: Option<&'a JournalTo>,
-    report: &'a mut dyn FnMut(String),
+/// Where the session's output lines go (each without its newline).
+pub trait Output {
+    fn line(&mut self, line: &[u8]) -> io::Result<()>;
+    /// After each step's lines (a byte stream flushes).
+    fn end_step(&mut self) -> io::Result<()>;
 }
 
-impl<W: Write> Io<'_, W> {
-    fn apply(&mut self, s: Step) -> io::Result<()> {
-        for l in &s.output {
-            self.out.write_all(l)?;
-            self.out.write_all(b"\n")?;
+/// A byte stream (stdout, a file) takes the lines newline-terminated.
+impl<W: Write> Output for W {
+    fn line(&mut self, line: &[u8]) -> io::Result<()> {
+        self.write_all(line)?;
+        self.write_all(b"\n")
+    }
+
+    fn end_step(&mut self) -> io::Result<()> {
+        self.flush()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a session input did, for an in-process caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// It repeated an answer already given: nothing was sent again.
+    pub replayed: bool,
+    /// A turn was running when the session took it (decided with the
+    /// input, under the session's lock): a message then joins that turn
+    /// (or, over ACP, cancels it and prompts again), else it starts one.
+    pub mid_turn: bool,
+}
+
+/// A running session and its IO, shared by the loop that feeds it the
+/// agent's lines, the input and the time ([`drive`]) and by in-process
+/// callers (the server) that command and query it from their own threads.
+/// Each step is computed under the session's lock and applied after it
+/// (never under it: applying may wait for a slow reader of the output), in
+/// the order the session asks: output, agent input, journal, closing the
+/// agent's input. The output and the agent's input have locks of their
+/// own, so a step that writes only to the agent never waits for the output.
+pub struct Core<A: Agent, O: Output> {
+    session: Mutex<Session<A>>,
+    /// Output lines the session produced, counted under the session lock:
+    /// a reader that took as many has seen the state [`Core::query`] shows.
+    produced: AtomicU64,
+    out: Mutex<Option<O>>,
+    stdin: Mutex<Option<ChildStdin>>,
+    journal: Option<JournalTo>,
+    report: Mutex<Box<dyn FnMut(String) + Send>>,
+}
+
+impl<A: Agent, O: Output> Core<A, O> {
+    /// `stdin`: the agent's input; `report` gets problems worth a line on
+    /// stderr (refused input, journal failures).
+    pub fn new(
+        session: Session<A>,
+        out: O,
+        stdin: Option<ChildStdin>,
+        journal: Option<JournalTo>,
+        report: Box<dyn FnMut(String) + Send>,
+    ) -> Core<A, O> {
+        Core {
+            session: Mutex::new(session),
+            produced: AtomicU64::new(0),
+            out: Mutex::new(Some(out)),
+            stdin: Mutex::new(stdin),
+            journal,
+            report: Mutex::new(report),
         }
-        self.out.flush()?;
-        if let Some(stdin) = self.stdin.as_mut() {
-            let mut buf = Vec::new();
-            for l in &s.to_agent {
-                buf.extend_from_slice(l);
-                buf.push(b'\n');
+    }
+
+    fn report(&self, m: String) {
+        (lock(&self.report))(m)
+    }
+
+    /// Reads the session, with the number of output lines it has produced
+    /// (the same instant).
+    pub fn query<R>(&self, f: impl FnOnce(&Session<A>, u64) -> R) -> R {
+        let s = lock(&self.session);
+        f(&s, self.produced.load(Ordering::SeqCst))
+    }
+
+    /// One step of the session, counted, then applied.
+    fn step(&self, f: impl FnOnce(&mut Session<A>) -> Step) -> io::Result<Step> {
+        let s = {
+            let mut session = lock(&self.session);
+            let mut s = f(&mut session);
+            s.output.extend(session.idle_line());
+            self.produced.fetch_add(s.output.len() as u64, Ordering::SeqCst);
+            s
+        };
+        self.apply(&s)?;
+        Ok(s)
+    }
+
+    /// One session input (the loop's, or an in-process caller's): requests
+    /// past their time are expired first, so a late answer is refused as
+    /// expired. `Ok(Err(_))`: refused, nothing written.
+    pub fn input(&self, input: Input) -> io::Result<Result<Taken, Refused>> {
+        let now = now_ms();
+        let (expired, r, mid_turn) = {
+            let mut s = lock(&self.session);
+            let mut expired = s.tick(now);
+            let mid_turn = s.phase() == super::Phase::Turn;
+            let mut r = s.input(input, now);
+            // Said after the input's own lines; a refused input was taken too.
+            let idle = s.idle_line();
+            match r.as_mut() {
+                Ok(st) => st.output.extend(idle),
+                Err(_) => expired.output.extend(idle),
             }
-            if !buf.is_empty() {
-                if let Err(e) = stdin.write_all(&buf).and_then(|()| stdin.flush()) {
-                    // The agent stopped reading (it exited): its output says why.
-                    (self.report)(format!("agent input: {e}"));
-                    self.stdin = None;
+            let out = expired.output.len() + r.as_ref().map_or(0, |st| st.output.len());
+            self.produced.fetch_add(out as u64, Ordering::SeqCst);
+            (expired, r, mid_turn)
+        };
+        self.apply(&expired)?;
+        match r {
+            Ok(s) => {
+                self.apply(&s)?;
+                Ok(Ok(Taken { replayed: s.replayed, mid_turn }))
+            }
+            Err(why) => Ok(Err(why)),
+        }
+    }
+
+    /// A session input line that could not be read as an input: counted as
+    /// taken (the session's idle line says so).
+    pub fn unreadable(&self) -> io::Result<()> {
+        self.step(|s| {
+            s.unreadable();
+            Step::default()
+        })
+        .map(drop)
+    }
+
+    /// The process runs: the opening lines, then `first` as the first
+    /// message. Before anything else is written to the agent.
+    pub fn open(&self, first: Option<&str>) -> io::Result<()> {
+        self.step(|s| s.open(first)).map(drop)
+    }
+
+    /// Expires what is past its time now (the loop does it at each deadline).
+    pub fn tick(&self) -> io::Result<()> {
+        self.step(|s| s.tick(now_ms())).map(drop)
+    }
+
+    /// Closes the agent's input (the agent is being stopped).
+    pub fn close_agent_input(&self) {
+        *lock(&self.stdin) = None;
+    }
+
+    fn apply(&self, s: &Step) -> io::Result<()> {
+        if !s.output.is_empty() {
+            let mut out = lock(&self.out);
+            if let Some(o) = out.as_mut() {
+                for l in &s.output {
+                    o.line(l)?;
+                }
+                o.end_step()?;
+            }
+        }
+        if !s.to_agent.is_empty() || s.close_agent_input {
+            let mut stdin = lock(&self.stdin);
+            if let Some(w) = stdin.as_mut() {
+                let mut buf = Vec::new();
+                for l in &s.to_agent {
+                    buf.extend_from_slice(l);
+                    buf.push(b'\n');
+                }
+                if !buf.is_empty() {
+                    if let Err(e) = w.write_all(&buf).and_then(|()| w.flush()) {
+                        // The agent stopped reading (it exited): its output says why.
+                        *stdin = None;
+                        drop(stdin);
+                        self.report(format!("agent input: {e}"));
+                        stdin = lock(&self.stdin);
+                    }
                 }
             }
+            if s.close_agent_input {
+                *stdin = None;
+            }
         }
-        if let Some(j) = self.journal {
+        if let Some(j) = &self.journal {
             let now = now_ms();
             let recs = s.requested.iter().map(|r| InputRecord::requested(&j.actor, &j.task, r, now));
             let recs = recs.chain(s.answered.iter().map(|a| InputRecord::answered(&j.actor, &j.task, a, now)));
             for r in recs {
                 if let Err(e) = r.append(&j.path) {
-                    (self.report)(format!("{}: {e}", j.path.display()));
+                    self.report(format!("{}: {e}", j.path.display()));
                 }
             }
         }
-        if s.close_agent_input {
-            self.stdin = None;
-        }
         Ok(())
+    }
+}
+
+/// The session's loop, once it is [open](Core::open): feeds it every event
+/// of `rx` (the agent's lines, input lines and inputs, the end of either)
+/// and the time (each expiry), until the agent's output ends; the output is
+/// then closed (dropped). Returns the input lines refused or unreadable
+/// (each reported). `Err` only when the output failed (a closed pipe
+/// included).
+pub fn drive<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) -> io::Result<u64> {
+    let r = drive_until_eof(core, rx);
+    // Dropping it ends the output (a reader of a channel sees the end).
+    lock(&core.out).take();
+    r
+}
+
+fn drive_until_eof<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) -> io::Result<u64> {
+    let mut refused = 0;
+    loop {
+        let deadline = core.query(|s, _| s.deadline());
+        let ev = match deadline {
+            Some(d) => rx.recv_timeout(Duration::from_millis((d - now_ms()).max(0) as u64)),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match ev {
+            Ok(Event::Agent(line)) => {
+                core.step(|s| s.agent_line(&line, now_ms()))?;
+            }
+            Ok(Event::AgentEof) | Err(RecvTimeoutError::Disconnected) => {
+                core.step(|s| s.agent_exited(now_ms()))?;
+                return Ok(refused);
+            }
+            Ok(Event::Line(line, n)) => {
+                let why = match Input::parse(&line) {
+                    Ok(i) => core.input(i)?.err().map(|why| format!("refused: {why}")),
+                    Err(why) => {
+                        core.unreadable()?;
+                        Some(why)
+                    }
+                };
+                if let Some(why) = why {
+                    refused += 1;
+                    core.report(format!("input:{n}: {why}"));
+                }
+            }
+            Ok(Event::Input(i, reply)) => {
+                let answer = core.input(i)?;
+                if let Some(reply) = reply {
+                    let _ = reply.send(answer.map(|t| t.replayed));
+                }
+            }
+            Ok(Event::InputEof) => {
+                core.step(|s| s.input_closed(now_ms()))?;
+            }
+            Err(RecvTimeoutError::Timeout) => core.tick()?,
+        }
     }
 }
 
@@ -232,14 +445,14 @@ impl<W: Write> Io<'_, W> {
 /// the session's output; `report` gets problems worth a line on stderr
 /// (refused input, journal failures). `Err` only when the output failed
 /// (a closed pipe included): the agent is stopped then.
-pub fn run<A: Agent, W: Write>(
-    session: &mut Session<A>,
+pub fn run<A: Agent, O: Output>(
+    session: Session<A>,
     spec: &Spec,
     tx: Sender<Event>,
     rx: Receiver<Event>,
-    out: &mut W,
+    out: O,
     opts: &Options,
-    report: &mut dyn FnMut(String),
+    report: Box<dyn FnMut(String) + Send>,
 ) -> io::Result<Outcome> {
     let mut child = spawn(spec)?;
     let stdout = child.stdout.take().ok_or_else(|| io::Error::other("the agent's stdout could not be captured"))?;
@@ -248,64 +461,68 @@ pub fn run<A: Agent, W: Write>(
         child.stop();
         return Err(e);
     }
-    let mut refused = 0;
-    let mut io = Io { out, stdin, journal: opts.journal.as_ref(), report };
-    let r = (|| -> io::Result<()> {
-        io.apply(session.open(opts.first.as_deref()))?;
-        loop {
-            let wait = session.deadline().map(|d| Duration::from_millis((d - now_ms()).max(0) as u64));
-            let ev = match wait {
-                Some(w) => rx.recv_timeout(w),
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            let now = now_ms();
-            match ev {
-                Ok(Event::Agent(line)) => io.apply(session.agent_line(&line, now))?,
-                Ok(Event::AgentEof) | Err(RecvTimeoutError::Disconnected) => {
-                    io.apply(session.agent_exited(now))?;
-                    return Ok(());
-                }
-                Ok(Event::Line(line, n)) => match Input::parse(&line) {
-                    Ok(i) => match session.input(i, now) {
-                        Ok(s) => io.apply(s)?,
-                        Err(why) => {
-                            refused += 1;
-                            (io.report)(format!("input:{n}: refused: {why}"));
-                        }
-                    },
-                    Err(why) => {
-                        refused += 1;
-                        (io.report)(format!("input:{n}: {why}"));
-                    }
-                },
-                Ok(Event::Input(i, reply)) => {
-                    let r = session.input(i, now);
-                    let answer = match r {
-                        Ok(s) => {
-                            let replayed = s.replayed;
-                            io.apply(s)?;
-                            Ok(replayed)
-                        }
-                        Err(why) => Err(why),
-                    };
-                    if let Some(reply) = reply {
-                        let _ = reply.send(answer);
-                    }
-                }
-                Ok(Event::InputEof) => io.apply(session.input_closed(now))?,
-                Err(RecvTimeoutError::Timeout) => io.apply(session.tick(now))?,
-            }
+    let core = Core::new(session, out, stdin, opts.journal.clone(), report);
+    let r = core.open(opts.first.as_deref()).and_then(|()| drive(&core, rx));
+    core.close_agent_input();
+    let refused = match r {
+        Ok(n) => n,
+        Err(e) => {
+            child.stop();
+            return Err(e);
         }
-    })();
-    io.stdin = None;
-    if let Err(e) = r {
-        child.stop();
-        return Err(e);
-    }
+    };
     // Its output is closed: it exits now, or is stopped.
     let rc = child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop());
-    Ok(Outcome { rc, refused, session_id: session.session_id().map(str::to_string) })
+    Ok(Outcome { rc, refused, session_id: core.query(|s, _| s.session_id().map(str::to_string)) })
 }
 
 /// How long an agent that closed its output gets to exit before it is stopped.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::codex::{Codex, CodexOptions};
+    use crate::session::input::MessageInput;
+
+    fn msg(text: &str) -> Input {
+        Input::Message(MessageInput { text: text.into(), by: None })
+    }
+
+    /// What a caller learns from the core is the session's own view at the
+    /// moment it took the input, and the output count matches the state.
+    #[test]
+    fn a_message_says_whether_it_joined_a_turn_and_output_is_counted_with_the_state() {
+        let session = Session::new(Codex::new(CodexOptions::default()), super::super::Options::default());
+        let core = Core::new(session, Vec::<u8>::new(), None, None, Box::new(|_| {}));
+        core.open(Some("go")).unwrap();
+        for l in [
+            r#"{"id":1,"result":{}}"#,
+            r#"{"id":2,"result":{"thread":{"id":"th"}}}"#,
+            r#"{"id":3,"result":{"turn":{"id":"t1"}}}"#,
+            r#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#,
+        ] {
+            core.step(|s| s.agent_line(l.as_bytes(), now_ms())).unwrap();
+        }
+        assert_eq!(core.input(msg("steer")).unwrap(), Ok(Taken { replayed: false, mid_turn: true }));
+        let done = r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#;
+        core.step(|s| s.agent_line(done.as_bytes(), now_ms())).unwrap();
+        // The steer is still unanswered: codex may refuse it, the session owes a turn.
+        assert!(core.query(|s, _| s.phase() == super::super::Phase::Turn));
+        core.step(|s| s.agent_line(br#"{"id":4,"result":{"turnId":"t1"}}"#, now_ms())).unwrap();
+        assert!(core.query(|s, _| s.phase() == super::super::Phase::Idle));
+        // The turn had ended: this message starts one.
+        assert_eq!(core.input(msg("next")).unwrap(), Ok(Taken { replayed: false, mid_turn: false }));
+        let printed = lock(&core.out).as_ref().map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count());
+        assert_eq!(core.query(|_, produced| produced), printed.unwrap() as u64);
+        assert_eq!(core.query(|_, produced| produced), 7, "the agent's six lines, forwarded, and one idle line");
+        // Idle once the steer was answered, with the one input line applied; not before.
+        let out = lock(&core.out).as_ref().map(|o| String::from_utf8_lossy(o).into_owned()).unwrap();
+        let idle: Vec<&str> = out.lines().filter(|l| l.contains("runwire.idle")).collect();
+        assert_eq!(idle, [r#"{"type":"runwire.idle","inputs":1}"#]);
+        assert!(
+            out.ends_with("{\"id\":4,\"result\":{\"turnId\":\"t1\"}}\n{\"type\":\"runwire.idle\",\"inputs\":1}\n"),
+            "{out}"
+        );
+    }
+}

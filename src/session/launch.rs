@@ -5,7 +5,8 @@
 use super::acp::{Acp, AcpOptions};
 use super::claude::{self, Claude, ClaudeOptions};
 use super::codex::{Codex, CodexOptions};
-use super::Agent;
+use super::{Agent, AnswerInput, MidTurn};
+use crate::events::InputRequest;
 
 /// The interactive protocols runwire speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,37 @@ impl AgentKind {
             AgentKind::Codex => "codex",
             AgentKind::Cursor => "cursor",
             AgentKind::Acp => "acp",
+        }
+    }
+
+    /// The interactive protocol of a print-mode adapter (a plan task's
+    /// adapter, `runwire-serve --agent`).
+    pub fn of(adapter: crate::normalize::Adapter) -> AgentKind {
+        match adapter {
+            crate::normalize::Adapter::Claude => AgentKind::Claude,
+            crate::normalize::Adapter::Codex => AgentKind::Codex,
+            crate::normalize::Adapter::Cursor => AgentKind::Cursor,
+        }
+    }
+
+    /// Checks an answer against a request's record as this protocol would
+    /// ([`Agent::check_answer`]), for a runner that holds the record and not
+    /// the protocol object (the supervisor reads requests from a task log).
+    pub fn check_answer(self, req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
+        match self {
+            // Claude's checks are the answer's own (plan modes aside, which
+            // depend on the session's --grant-all).
+            AgentKind::Claude => Ok(()),
+            AgentKind::Codex => super::codex::check_answer(req, a),
+            AgentKind::Cursor | AgentKind::Acp => super::acp::check_answer(req, a),
+        }
+    }
+
+    /// What a message mid-turn does in this protocol ([`Agent::message`]).
+    pub fn mid_turn(self) -> MidTurn {
+        match self {
+            AgentKind::Claude | AgentKind::Codex => MidTurn::Joins,
+            AgentKind::Cursor | AgentKind::Acp => MidTurn::CancelsAndPrompts,
         }
     }
 }

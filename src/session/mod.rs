@@ -7,7 +7,8 @@
 //! ([`Session::input`], the format of `spec/SESSION-INPUT.md`) and the time
 //! ([`Session::tick`]), and each call returns a [`Step`]: lines for the
 //! session's output (the task log: the agent's lines verbatim plus the
-//! session's own `runwire.request` / `runwire.answer` lines), lines to write
+//! session's own `runwire.request` / `runwire.answer` lines, and the
+//! `runwire.idle` line the driver adds from [`Session::idle_line`]), lines to write
 //! to the agent, and the requests raised and closed (for the journal).
 //! What is generic (pending requests, expiry, fail-closed denial, checking
 //! answers, the record) lives here; what one agent's wire protocol says is
@@ -46,6 +47,19 @@ pub enum Signal {
     SessionId(String),
 }
 
+/// What a message sent while a turn runs does, in each protocol (runners
+/// say so in their replies and records: [`launch::AgentKind::mid_turn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MidTurn {
+    /// It joins the running turn: claude takes it in at its next step,
+    /// codex through `turn/steer`.
+    Joins,
+    /// The protocol cannot steer a running turn (ACP): the turn is cancelled
+    /// (`session/cancel`; it ends `cancelled`) and the message is the next
+    /// prompt, in the same session.
+    CancelsAndPrompts,
+}
+
 /// One agent's interactive wire protocol, with no IO. Methods append the
 /// lines to write to the agent (without newlines) to `to_agent`.
 pub trait Agent {
@@ -63,6 +77,14 @@ pub trait Agent {
     fn answer(&mut self, req: &InputRequest, answer: &InputAnswer, mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>);
     /// Interrupts the running turn; the session stays.
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>);
+    /// The agent still owes a turn: one runs, or a message sent is not yet
+    /// settled into one (codex: a steer not yet answered, which becomes the
+    /// next turn if refused). A turn's end does not make the session idle
+    /// while this holds. `false` where the protocol cannot tell more than
+    /// its turn ends say.
+    fn working(&self) -> bool {
+        false
+    }
     /// Checks an answer's mode (plan approval) before anything is written.
     fn check_mode(&self, _mode: &str) -> Result<(), String> {
         Ok(())
@@ -94,6 +116,9 @@ impl<T: Agent + ?Sized> Agent for Box<T> {
     }
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
         (**self).interrupt(to_agent)
+    }
+    fn working(&self) -> bool {
+        (**self).working()
     }
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         (**self).check_mode(mode)
@@ -190,6 +215,11 @@ pub struct Session<A: Agent> {
     phase: Phase,
     input_closed: bool,
     session_id: Option<String>,
+    /// Session inputs taken so far (refused and unreadable lines included).
+    inputs: u64,
+    /// The input count of the `runwire.idle` line last written, while the
+    /// session has stayed idle since.
+    said_idle: Option<u64>,
 }
 
 impl<A: Agent> Session<A> {
@@ -202,6 +232,8 @@ impl<A: Agent> Session<A> {
             phase: Phase::Idle,
             input_closed: false,
             session_id: None,
+            inputs: 0,
+            said_idle: None,
         }
     }
 
@@ -226,6 +258,44 @@ impl<A: Agent> Session<A> {
     /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
         self.closed.iter().rev().find(|a| a.id == id)
+    }
+
+    /// Session inputs taken so far: every [`input`](Session::input) call,
+    /// refused ones included, and every [`unreadable`](Session::unreadable)
+    /// line.
+    pub fn inputs(&self) -> u64 {
+        self.inputs
+    }
+
+    /// A session input line that could not be read as an input: counted
+    /// like one (it was consumed), nothing else happens.
+    pub fn unreadable(&mut self) {
+        self.inputs += 1;
+    }
+
+    /// Idle: no turn runs or is owed and no request waits, so nothing will
+    /// happen until the next input (or the agent acts on its own).
+    pub fn is_idle(&self) -> bool {
+        self.phase == Phase::Idle && self.pending.is_empty()
+    }
+
+    /// The session's `runwire.idle` line, when it is idle and has not said
+    /// so since it last took an input or was busy: call it after every step
+    /// (the driver does, under the same lock) and write it after the step's
+    /// lines. A runner that counts the input lines it wrote knows from it,
+    /// without guessing from the turns in the log, that everything it wrote
+    /// has been applied and nothing more will come: the moment to close the
+    /// input (`spec/SESSION-INPUT.md`).
+    pub fn idle_line(&mut self) -> Option<Vec<u8>> {
+        if !self.is_idle() {
+            self.said_idle = None;
+            return None;
+        }
+        if self.said_idle == Some(self.inputs) {
+            return None;
+        }
+        self.said_idle = Some(self.inputs);
+        Some(record::idle_line(self.inputs))
     }
 
     /// The earliest expiry among pending requests (epoch ms): call
@@ -292,7 +362,9 @@ impl<A: Agent> Session<A> {
                         let a = self.own_answer(&r, Decision::Cancelled, "the turn ended before an answer", now_ms);
                         self.close(a, &mut s);
                     }
-                    if self.phase == Phase::Turn {
+                    // A turn that ends while the agent owes another (codex: a
+                    // refused steer starts the next) leaves the session mid-turn.
+                    if self.phase == Phase::Turn && !self.agent.working() {
                         self.phase = Phase::Idle;
                     }
                     self.maybe_end(&mut s);
@@ -305,6 +377,7 @@ impl<A: Agent> Session<A> {
 
     /// One session input. `Err` refuses it and nothing is written.
     pub fn input(&mut self, input: Input, now_ms: i64) -> Result<Step, Refused> {
+        self.inputs += 1;
         if self.phase == Phase::Ended {
             return Err(Refused::Ended);
         }
@@ -520,17 +593,9 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
             let Some(question) = asked.iter().find(|x| &x.question == q) else {
                 return bad(format!("no question {q:?} was asked"));
             };
-            let label = match v {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Array(xs) if question.multi_select => {
-                    let labels: Option<Vec<&str>> = xs.iter().map(serde_json::Value::as_str).collect();
-                    match labels {
-                        Some(l) if !l.is_empty() => l.join(", "),
-                        _ => return bad(format!("the answer to {q:?} must be labels (strings)")),
-                    }
-                }
-                serde_json::Value::Array(_) => return bad(format!("{q:?} takes one label, not a list")),
-                _ => return bad(format!("the answer to {q:?} must be a label")),
+            let label = match answer_label(question, v) {
+                Ok(l) => l,
+                Err(why) => return bad(why),
             };
             out.insert(q.clone(), serde_json::Value::String(label));
         }
@@ -552,6 +617,32 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
         by: a.by.clone(),
         at: crate::time::format_ms(now_ms),
     })
+}
+
+/// What an answer to question `q` sends on: one of its options' labels, or
+/// for a multi-select question a list of them (joined by `", "`). A
+/// question that lists no options takes any text. The one check of a
+/// chosen label, made by the session on every answer ([`answer_of`]), so
+/// a runner that checks first (the supervisor) and the server's AG-UI
+/// resume refuse what the session would, in the same words.
+pub fn answer_label(q: &Question, v: &Value) -> Result<String, String> {
+    let name = &q.question;
+    let labels: Vec<&str> = match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(xs) if q.multi_select => match xs.iter().map(Value::as_str).collect::<Option<Vec<&str>>>() {
+            Some(l) if !l.is_empty() => l,
+            _ => return Err(format!("the answer to {name:?} must be labels (strings)")),
+        },
+        Value::Array(_) => return Err(format!("{name:?} takes one label, not a list")),
+        _ => return Err(format!("the answer to {name:?} must be a label")),
+    };
+    if !q.options.is_empty() {
+        if let Some(bad) = labels.iter().find(|l| !q.options.iter().any(|o| o.label == **l)) {
+            let choices: Vec<&str> = q.options.iter().map(|o| o.label.as_str()).collect();
+            return Err(format!("{bad:?} is not one of the choices of {name:?} ({})", choices.join(", ")));
+        }
+    }
+    Ok(labels.join(", "))
 }
 
 /// An answer repeated identically (a client retrying) is not a conflict.

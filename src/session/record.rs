@@ -5,7 +5,7 @@
 //! (`spec/runstate.schema.json`) a runner appends for them.
 
 use crate::events::{InputAnswer, InputRequest};
-use crate::normalize::{ANSWER_TYPE, REQUEST_TYPE};
+use crate::normalize::{ANSWER_TYPE, IDLE_TYPE, REQUEST_TYPE};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -25,6 +25,12 @@ pub fn request_line(r: &InputRequest) -> Vec<u8> {
 /// `{"type":"runwire.answer", …}` (no newline).
 pub fn answer_line(a: &InputAnswer) -> Vec<u8> {
     serde_json::to_vec(&Tagged { kind: ANSWER_TYPE, body: a }).expect("answers serialize infallibly")
+}
+
+/// `{"type":"runwire.idle","inputs":N}` (no newline): the session is idle
+/// with `inputs` session input lines read and applied.
+pub fn idle_line(inputs: u64) -> Vec<u8> {
+    format!(r#"{{"type":"{IDLE_TYPE}","inputs":{inputs}}}"#).into_bytes()
 }
 
 /// A journal input record: a request raised or closed. Not a task state

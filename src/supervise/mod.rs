@@ -16,7 +16,9 @@ use crate::runs::liveness::{self, Entry};
 use crate::runs::plan::{Plan, Task};
 use crate::runs::registry::{NewRun, Registry};
 use crate::runs::{self, RunFiles};
+use crate::session::launch::AgentKind;
 use crate::session::proc::{self, Proc, Spec};
+use crate::session::MidTurn;
 use control::{Reply, Request, MAX_LINE, MAX_MSG};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -50,9 +52,10 @@ pub struct Options {
     pub workdir: PathBuf,
     /// Where `<adapter>.sh` wrappers are, instead of the default search.
     pub wrapper_dir: Option<PathBuf>,
-    /// Claude turns run interactively (`claude.sh --interactive`, input
-    /// open): steer writes into the running turn, `stop` interrupts it and
-    /// keeps the session, `answer` answers the agent's requests.
+    /// Turns run interactively (`<adapter>.sh --interactive`, input open;
+    /// claude, codex app-server and cursor ACP alike): steer goes into the
+    /// running session, `stop` interrupts the turn and keeps the session,
+    /// `answer` answers the agent's requests.
     pub interactive: bool,
 }
 
@@ -122,9 +125,14 @@ struct Running {
     kill: Option<Kill>,
     /// An interactive turn's session input (the wrapper's stdin), while open.
     input: Option<std::process::ChildStdin>,
-    /// The turn ends that had been seen when a message was last written:
-    /// the input is closed (the session ends) at the next one.
-    ends_at_write: u64,
+    /// Session input lines written so far. Once the session says it is idle
+    /// with as many applied (its `runwire.idle` line), nothing more will
+    /// happen in it: the input is closed (the session ends).
+    written: u64,
+    /// What a message does to a running turn in this agent's protocol.
+    mid_turn: MidTurn,
+    /// The running turn was interrupted (`stop`): a message now starts a new one.
+    cut: bool,
     /// Stopped with `stop`: the session stays open, idle, for a steer.
     hold: bool,
 }
@@ -245,12 +253,16 @@ struct TurnLog {
     norm: Normalizer,
     /// The status line's detail (the last, should a wrapper write several).
     detail: Option<String>,
-    /// `turn_end` events seen.
-    ends: u64,
+    /// The input count of the session's last `runwire.idle` line: the
+    /// session was idle with that many input lines applied.
+    idle: Option<u64>,
     /// An interactive session's requests still open, by id.
     pending: BTreeMap<String, crate::events::InputRequest>,
     /// Requests closed, with how.
     closed: BTreeMap<String, crate::events::InputAnswer>,
+    /// Pending requests whose answer the supervisor passed on, until the
+    /// log shows them closed (a steer right after an answer is not refused).
+    passed: BTreeMap<String, crate::events::Decision>,
     /// Requests raised and closed since the journal last took them.
     records: Vec<Data>,
 }
@@ -263,9 +275,10 @@ impl TurnLog {
             read_to: from,
             norm: Normalizer::new(adapter, opts),
             detail: None,
-            ends: 0,
+            idle: None,
             pending: BTreeMap::new(),
             closed: BTreeMap::new(),
+            passed: Default::default(),
             records: Vec::new(),
         }
     }
@@ -273,16 +286,20 @@ impl TurnLog {
     /// One line of the turn's output (a cut-off last line included: the
     /// normalizer reports what it cannot read as an error event and goes on).
     fn feed(&mut self, line: &[u8]) {
+        // The session's own word (no event: the normalizer skips the line).
+        if let Some(n) = crate::normalize::idle_inputs(line) {
+            self.idle = Some(n);
+        }
         for ev in self.norm.push(line) {
             match ev.data {
                 Data::Exit(x) => self.detail = x.detail,
-                Data::TurnEnd(_) => self.ends += 1,
                 Data::InputRequest(r) => {
                     self.pending.insert(r.id.clone(), r.clone());
                     self.records.push(Data::InputRequest(r));
                 }
                 Data::InputAnswer(a) => {
                     self.pending.remove(&a.id);
+                    self.passed.remove(&a.id);
                     self.closed.insert(a.id.clone(), a.clone());
                     self.records.push(Data::InputAnswer(a));
                 }
@@ -293,6 +310,16 @@ impl TurnLog {
 
     fn session(&self) -> Option<&str> {
         self.norm.resume_session()
+    }
+
+    /// The session said it is idle with all `written` input lines applied.
+    fn idle_after(&self, written: u64) -> bool {
+        self.idle == Some(written)
+    }
+
+    /// Pending requests nobody has answered yet.
+    fn open(&self) -> Vec<String> {
+        self.pending.keys().filter(|k| !self.passed.contains_key(*k)).cloned().collect()
     }
 }
 
@@ -716,7 +743,10 @@ impl Sup {
             // stop its engine (in a session of its own) before our SIGKILL.
             c.env("RUNWIRE_KILL_GRACE", (grace.as_secs() / 2).max(1).to_string());
         };
-        let live = self.opts.interactive && def.adapter == "claude";
+        // Every adapter's wrapper has --interactive (claude, codex app-server,
+        // cursor ACP); what differs between them is the session layer's.
+        let kind = crate::runs::view::adapter(&def.adapter).map(AgentKind::of);
+        let live = self.opts.interactive && kind.is_some();
         let (mut cmd, phase, out_path) = match &step {
             Step::Turn { resume } => {
                 let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
@@ -813,7 +843,9 @@ impl Sup {
                     for_steer: false,
                     kill: None,
                     input,
-                    ends_at_write: 0,
+                    written: 0,
+                    mid_turn: kind.map_or(MidTurn::Joins, AgentKind::mid_turn),
+                    cut: false,
                     hold: false,
                 });
             }
@@ -849,14 +881,18 @@ impl Sup {
     }
 
     /// What an interactive turn's new lines mean: its requests and answers
-    /// go into the journal (input records), and once the turn the last
-    /// message started has ended, the session's input is closed so that the
-    /// session ends (unless `stop` holds it open for a steer).
+    /// go into the journal (input records), and once the session has said it
+    /// is idle with every line written to it applied, its input is closed so
+    /// that the session ends (unless `stop` holds it open for a steer). This
+    /// runs on the thread that writes the input, so no line can be written
+    /// between the look and the close: a steer after it finds the input
+    /// closed and waits for the turn boundary; one before it makes the
+    /// counts differ until the session has applied it.
     fn after_scan(&mut self, id: &str) {
         let Some(r) = self.tasks.get_mut(id).and_then(|t| t.running.as_mut()) else { return };
         let Some(turn) = r.turn.as_mut() else { return };
         let recs = std::mem::take(&mut turn.records);
-        if r.input.is_some() && !r.hold && turn.ends > r.ends_at_write && turn.pending.is_empty() {
+        if r.input.is_some() && !r.hold && turn.idle_after(r.written) && turn.pending.is_empty() {
             r.input = None;
         }
         let now = crate::time::Clock::from_env().now_ms();
@@ -881,6 +917,7 @@ impl Sup {
             r.input = None;
             return Err(format!("its session input could not be written: {e}"));
         }
+        r.written += 1;
         Ok(())
     }
 
@@ -1070,7 +1107,11 @@ impl Sup {
         let def = self.task_def(id);
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
-        if def.adapter == "codex" || rt.running.as_ref().is_some_and(|r| r.phase == Phase::Review) {
+        // A batch codex task is a review seat; an interactive one is a
+        // session like any other.
+        if (def.adapter == "codex" && !self.opts.interactive)
+            || rt.running.as_ref().is_some_and(|r| r.phase == Phase::Review)
+        {
             return Reply::refuse(format!("task {id} is a review seat (codex): it is not steered"), state);
         }
         if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
@@ -1080,25 +1121,43 @@ impl Sup {
             return Reply::refuse(format!("msg must be 1 to {MAX_MSG} bytes (got {})", msg.len()), state);
         }
         let n = msg.len();
-        // An interactive turn whose session is open takes the message into
-        // the running turn: no kill, no resume.
+        // An interactive turn whose session is open takes the message: into
+        // the running turn where the protocol can steer, else (ACP) by
+        // cancelling the turn and prompting again; no kill, no resume.
         if let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && !r.for_steer) {
             use crate::session::input::{MessageInput, Who};
             use crate::session::Input;
+            let (idle, open) = r.turn.as_ref().map_or((false, 0), |t| (t.idle_after(r.written), t.open().len()));
+            if open > 0 {
+                return Reply::refuse(
+                    format!(
+                        "task {id}: the agent is waiting for an answer to an open request; answer it before steering"
+                    ),
+                    state,
+                );
+            }
+            // As far as the supervisor knows: the session has not said it is
+            // idle with everything written applied, and no stop cut the turn.
+            // (The session decides what the message does; this is the reply.)
+            let running = !idle && !r.cut;
             let by = Some(actor.to_string());
-            let written =
-                (if interrupt { Self::write_input(r, &Input::Interrupt(Who { by: by.clone() })) } else { Ok(()) })
-                    .and_then(|()| Self::write_input(r, &Input::Message(MessageInput { text: msg.clone(), by })));
+            let written = (if interrupt && running {
+                Self::write_input(r, &Input::Interrupt(Who { by: by.clone() }))
+            } else {
+                Ok(())
+            })
+            .and_then(|()| Self::write_input(r, &Input::Message(MessageInput { text: msg.clone(), by })));
             if written.is_ok() {
-                r.ends_at_write = r.turn.as_ref().map_or(0, |t| t.ends);
+                let cancels = running && !interrupt && r.mid_turn == MidTurn::CancelsAndPrompts;
                 r.hold = false;
-                let how = if interrupt { "live, interrupt" } else { "live" };
-                self.run_rec(actor, "steer-queued", Some(format!("task {id}: {n} bytes, {how}")));
-                let what = if interrupt {
-                    "the turn was interrupted and the message written into the session (live: no kill, no resume)"
-                } else {
-                    "written into the running turn (live: no kill, no resume)"
+                r.cut = false;
+                let (how, what) = match (running, interrupt) {
+                    (false, _) => ("live, new turn", "no turn was running: the message started one in the open session (live: no kill, no resume)"),
+                    (true, true) => ("live, interrupt", "the turn was interrupted and the message written into the session (live: no kill, no resume)"),
+                    (true, false) if cancels => ("live, cancel then prompt (the agent's protocol cannot steer)", "the agent's protocol (ACP) cannot steer a running turn: the turn was cancelled and the message is the next prompt, in the same session (live: no kill, no resume)"),
+                    (true, false) => ("live", "written into the running turn (live: no kill, no resume)"),
                 };
+                self.run_rec(actor, "steer-queued", Some(format!("task {id}: {n} bytes, {how}")));
                 return Reply::ok(format!("task {id}: {what}"), state);
             }
             // The session is going away: fall back to the turn boundary.
@@ -1145,17 +1204,44 @@ impl Sup {
             return Reply::refuse(format!("task {id} has no running turn to stop"), state);
         };
         if r.input.is_none() {
-            let why = if self.opts.interactive && self.plan.task(id).is_some_and(|t| t.adapter == "claude") {
+            let why = if self.opts.interactive {
                 "its session is ending"
             } else {
                 "it is a batch turn (stdin closed): it cannot be interrupted without being killed; use kill, or steer with interrupt"
             };
             return Reply::refuse(format!("task {id}: {why}"), state);
         }
-        let by = Some(actor.to_string());
-        match Self::write_input(r, &crate::session::Input::Interrupt(crate::session::input::Who { by })) {
+        let (idle, open) = r.turn.as_ref().map_or((false, Vec::new()), |t| (t.idle_after(r.written), t.open()));
+        r.hold = true;
+        if (idle || r.cut) && open.is_empty() {
+            return Reply::ok(
+                format!("task {id}: no turn is running; the session stays (steer to go on, kill to end it)"),
+                state,
+            );
+        }
+        use crate::session::input::{AnswerInput, Decision, Who};
+        use crate::session::Input;
+        // Open requests are cancelled (as abandoned, by whoever stopped) before
+        // the turn is interrupted, as the server does: the agent is not left
+        // waiting, and the journal says who closed them.
+        for rid in open {
+            let a = AnswerInput {
+                id: rid,
+                decision: Decision::Cancelled,
+                scope: None,
+                updated_input: None,
+                answers: None,
+                message: Some("The user stopped the turn.".into()),
+                mode: None,
+                by: Some(actor.to_string()),
+            };
+            if let Err(e) = Self::write_input(r, &Input::Answer(a)) {
+                return Reply::refuse(format!("task {id}: {e}"), state);
+            }
+        }
+        match Self::write_input(r, &Input::Interrupt(Who { by: Some(actor.to_string()) })) {
             Ok(()) => {
-                r.hold = true;
+                r.cut = true;
                 Reply::ok(
                     format!("task {id}: the running turn was interrupted; the session stays (steer to go on, kill to end it)"),
                     state,
@@ -1169,6 +1255,7 @@ impl Sup {
     /// raised (read from its log), after the same check the session makes.
     fn answer(&mut self, id: &str, actor: &str, answer: Option<serde_json::Value>) -> Reply {
         use crate::session::{AnswerInput, Input};
+        let kind = crate::runs::view::adapter(&self.task_def(id).adapter).map(AgentKind::of);
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
         let Some(v) = answer else { return Reply::refuse("answer needs an answer object", state) };
@@ -1184,16 +1271,18 @@ impl Sup {
         };
         let Some(turn) = r.turn.as_ref() else { return Reply::refuse(format!("task {id} has no turn"), state) };
         let now = crate::time::Clock::from_env().now_ms();
-        let Some(req) = turn.pending.get(&a.id) else {
-            return match turn.closed.get(&a.id) {
-                Some(prev) if prev.decision == a.decision.into() => {
+        let Some(req) = turn.pending.get(&a.id).filter(|_| !turn.passed.contains_key(&a.id)) else {
+            // Closed in the log, or answered here and not logged yet.
+            let prev = turn.closed.get(&a.id).map(|p| p.decision).or_else(|| turn.passed.get(&a.id).copied());
+            return match prev {
+                Some(prev) if prev == a.decision.into() => {
                     Reply::ok(format!("request {:?} was already answered so: nothing sent again", a.id), state)
                 }
                 Some(prev) => Reply::refuse(
                     format!(
                         "request {:?} was already decided ({}); a different answer is refused",
                         a.id,
-                        prev.decision.as_str()
+                        prev.as_str()
                     ),
                     state,
                 ),
@@ -1203,9 +1292,19 @@ impl Sup {
         if let Err(e) = crate::session::answer_of(req, &a, now) {
             return Reply::refuse(e.to_string(), state);
         }
-        let rid = a.id.clone();
+        // What this agent's protocol can say (codex and ACP take no edited
+        // input, …): refused here, as the session would, before it is passed on.
+        if let Some(Err(e)) = kind.map(|k| k.check_answer(req, &a)) {
+            return Reply::refuse(format!("request {:?}: {e}", a.id), state);
+        }
+        let (rid, decision) = (a.id.clone(), a.decision.into());
         match Self::write_input(r, &Input::Answer(a)) {
-            Ok(()) => Reply::ok(format!("task {id}: answer to {rid:?} passed to the session"), state),
+            Ok(()) => {
+                if let Some(t) = r.turn.as_mut() {
+                    t.passed.insert(rid.clone(), decision);
+                }
+                Reply::ok(format!("task {id}: answer to {rid:?} passed to the session"), state)
+            }
             Err(e) => Reply::refuse(format!("task {id}: {e}"), state),
         }
     }

@@ -106,10 +106,20 @@ export class ChatView {
     const session = this.current && this.current.run.session;
     if (!text || !session || typeof session.steer !== 'string') return;
     setText(this.steerNote, 'Steer: sending…');
+    const exchange = this.current.exchange;
     const a = await postJson(session.steer, { msg: text, interrupt: this.steerInterrupt.checked });
     if (a.status === 200) {
       if (this.steerMsg.value.trim() === text) this.steerMsg.value = '';
-      setText(this.steerNote, `Steer: ${a.body && a.body.detail ? a.body.detail : 'sent'}.`);
+      const detail = a.body && a.body.detail ? a.body.detail : 'sent';
+      setText(this.steerNote, `Steer: ${detail}.`);
+      // Kept in the conversation where it happened, with what the agent made of
+      // it (written into the turn, or, over ACP, the turn cancelled and prompted
+      // again): the box's note goes away with the run.
+      if (exchange) {
+        exchange.view.container.appendChild(
+          h('div.steer', null, h('p.steer-text', null, h('span.who', null, 'You, mid-turn: '), text), h('p.steer-detail', null, `${detail}.`)),
+        );
+      }
     } else {
       setText(this.steerNote, `Steer refused (HTTP ${a.status}): ${errorText(a)}`);
     }
@@ -141,7 +151,7 @@ export class ChatView {
   async stream(exchange, body) {
     const { run, view, runLine } = exchange;
     const ctrl = new AbortController();
-    this.current = { run, ctrl };
+    this.current = { run, ctrl, exchange };
     this.send.disabled = true;
     this.stop.disabled = false;
     const render = () => {
