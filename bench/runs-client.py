@@ -71,17 +71,68 @@ def write(path, text):
         f.write(text)
 
 
-def register(repo, slug, plan_tasks):
+def pointer_bytes(rid, repo, slug, rs, created):
+    # Exactly what `runs register` writes (serde_json's pretty printer: two
+    # spaces, keys in the struct's order, UTF-8, no final newline).
+    return json.dumps({
+        "runId": rid, "slug": slug, "repoRoot": repo, "project": os.path.basename(repo),
+        "repo": os.path.basename(repo), "branch": "main", "worktree": repo, "runstateDir": rs,
+        "created": created}, indent=2, ensure_ascii=False).encode()
+
+
+def register(repo, slug, plan_tasks, created="2026-01-01T00:00:00.000Z"):
+    # What `runs register --slug SLUG --repo-root REPO --branch main` does
+    # (spec/LAYOUT.md): the runstate directory, the journal (empty) and its
+    # link journals/<runId>.jsonl (a hard link; a symlink across
+    # filesystems), then the pointer; plus the plan, as a runner writes it.
+    # check_register() compares the two.
     rs = os.path.join(repo, "runstate")
     os.makedirs(rs, exist_ok=True)
     rid = run_id(repo, repo, slug)
     os.makedirs(os.path.join(HOME, "runs"), exist_ok=True)
-    write(os.path.join(HOME, "runs", rid + ".json"), json.dumps({
-        "runId": rid, "slug": slug, "repoRoot": repo, "project": os.path.basename(repo),
-        "repo": os.path.basename(repo), "branch": "main", "worktree": repo, "runstateDir": rs,
-        "created": "2026-01-01T00:00:00.000Z"}))
-    write(os.path.join(rs, slug + ".plan.json"), json.dumps({"v": "plan/v1", "tasks": plan_tasks}))
+    links = os.path.join(HOME, "journals")
+    os.makedirs(links, exist_ok=True)
+    journal = os.path.join(rs, slug + ".jsonl")
+    open(journal, "a").close()
+    tmp = os.path.join(links, f".{rid}.jsonl.tmp")
+    try:
+        os.link(journal, tmp)
+    except OSError:
+        os.symlink(journal, tmp)
+    os.replace(tmp, os.path.join(links, rid + ".jsonl"))
+    with open(os.path.join(HOME, "runs", rid + ".json"), "wb") as f:
+        f.write(pointer_bytes(rid, repo, slug, rs, created))
+    if plan_tasks is not None:
+        write(os.path.join(rs, slug + ".plan.json"), json.dumps({"v": "plan/v1", "tasks": plan_tasks}))
     return rid, rs
+
+
+def check_register():
+    # The bench's registry must be what the real `runs register` writes, byte
+    # for byte (but the time), or the listing would be timed on another layout.
+    global HOME
+    saved, HOME = HOME, os.path.join(WORK, "check-py")
+    real = os.path.join(WORK, "check-real")
+    repo = os.path.join(WORK, "check-repo-é")
+    rid, rs = register(repo, "s.1", None)
+    py = HOME
+    HOME = saved
+    out = subprocess.run([os.path.join(BIN, "runs"), "register", "--slug", "s.1", "--repo-root", repo,
+                          "--branch", "main"], env=dict(os.environ, HARNESS_HOME=real), stdout=subprocess.PIPE,
+                         check=True).stdout
+    created = json.loads(out)["created"]
+    with open(os.path.join(real, "runs", rid + ".json"), "rb") as f:
+        got = f.read()
+    same = got == pointer_bytes(rid, repo, "s.1", rs, created)
+    names = lambda h, d: sorted(os.listdir(os.path.join(h, d)))
+    same = same and names(py, "runs") == names(real, "runs") and names(py, "journals") == names(real, "journals")
+    link = lambda h: os.path.join(h, "journals", rid + ".jsonl")
+    same = same and os.path.islink(link(py)) == os.path.islink(link(real))
+    same = same and all(os.path.samefile(link(h), os.path.join(rs, "s.1.jsonl")) for h in [py, real])
+    same = same and os.path.getsize(os.path.join(rs, "s.1.jsonl")) == 0
+    for d in [py, real, repo]:
+        shutil.rmtree(d, ignore_errors=True)
+    return same
 
 
 def server(extra_args=()):
@@ -192,6 +243,9 @@ if PARTS == "m":
     sys.exit(0)
 
 # (a)
+if not check_register():
+    print("register: the bench's registry differs from what `runs register` writes", flush=True)
+    sys.exit(1)
 tasks2 = [{"id": "a", "adapter": "claude", "prompt": "p"}, {"id": "b", "adapter": "claude", "prompt": "q", "deps": ["a"]}]
 journal = "".join(json.dumps({"v": "runstate/v1", "ts": "2026-01-01T00:00:00.000Z", "actor": "runner", "task": t,
                               "state": s}) + "\n" for t, s in [("a", "leased"), ("a", "committed"), ("b", "leased")])

@@ -4,13 +4,17 @@
 //! A listing is syscall-bound, so it does only what the answer needs, in
 //! two passes over the runs:
 //!
-//! 1. the head of every run: its pointer (`stat`, and a read unless the
-//!    cache holds it unchanged) and, when a page is cut before the runs are
-//!    read, its journal's `stat`: enough to filter by repository and sort
-//!    by activity;
+//! 1. the head of every run: when a page is cut before the runs are read,
+//!    its pointer's `stat` and its journal's, through the journal link
+//!    (`$HARNESS_HOME/journals/<runId>.jsonl`, see [`super::registry`]): two
+//!    `stat`s, no read. Without a link, or to filter by repository, the
+//!    pointer is read (unless the cache holds it unchanged) and the journal
+//!    `stat`ed in the directory it names;
 //! 2. the summary (journal, plan and task logs read) of only the runs the
 //!    answer shows, or of every candidate when a status filter or a full
-//!    listing needs them all.
+//!    listing needs them all. A shown run whose link did not lead to the
+//!    journal read (another inode: stale or hostile) is placed by its files
+//!    and the page cut again.
 //!
 //! Every file is opened relative to its directory's descriptor through
 //! [`super::safe`] (regular files inside the run's directory only, never
@@ -27,19 +31,19 @@
 //! (a second write in the same timestamp tick could keep size and times), as
 //! git does for its index: such a run is read again on every listing.
 //!
-//! The cache's lock is held only to take a snapshot and to merge what a
-//! listing learnt: no listing ever waits on another's reads.
+//! The cache's lock is held only to take a snapshot and to queue what a
+//! listing learnt (merged once the answer is out): no listing ever waits on
+//! another's reads.
 
 use super::journal::Journal;
 use super::plan::Plan;
-use super::registry::{parse_pointer, Pointer, Registry};
+use super::registry::{link_name, parse_pointer, Pointer, Registry};
 use super::safe;
 use super::view::{self, Loaded, Problem, STATUSES};
 use super::{FastHash, RunFiles};
 use nix::fcntl::AtFlags;
 use nix::sys::stat::FileStat;
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -180,7 +184,7 @@ impl Query {
 #[derive(Debug, Clone, Default)]
 pub struct Page {
     /// Each run's summary (JSON text), in the listing's order.
-    pub items: Vec<String>,
+    pub items: Vec<Arc<str>>,
     /// How many runs match the filters (all pages).
     pub total: usize,
     /// The cursor of the next page, when there are more.
@@ -213,18 +217,32 @@ impl Page {
 /// A directory opened once per listing: its descriptor and, when asked
 /// for, its file names (so absent task logs are never probed).
 struct Dir {
-    path: String,
     fd: OwnedFd,
-    names: Option<HashSet<OsString, FastHash>>,
+    /// Hashes of the names (64-bit: a collision only costs an `openat` that
+    /// finds nothing, which is handled as an absent file).
+    names: Option<HashSet<u64, FastHash>>,
+}
+
+fn name_hash(name: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = FastHash::default().build_hasher();
+    h.write(name);
+    h.finish()
 }
 
 impl Dir {
     fn has(&mut self, name: &str) -> bool {
-        let path = &self.path;
+        let fd = &self.fd;
         let names = self.names.get_or_insert_with(|| {
-            std::fs::read_dir(path).map(|rd| rd.flatten().map(|e| e.file_name()).collect()).unwrap_or_default()
+            // Read through a duplicate (the directory stream owns it); no allocation per entry.
+            let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return HashSet::default() };
+            let Ok(mut d) = nix::dir::Dir::from_fd(dup) else {
+                let _ = nix::unistd::close(dup);
+                return HashSet::default();
+            };
+            d.iter().flatten().map(|e| name_hash(e.file_name().to_bytes())).collect()
         });
-        names.contains(std::ffi::OsStr::new(name))
+        names.contains(&name_hash(name.as_bytes()))
     }
 
     /// The stamp of `name`, `None` when absent.
@@ -267,6 +285,9 @@ fn cat(parts: &[&str]) -> String {
     s
 }
 
+/// What a listing learnt: per run id, an entry to keep (`Some`) or to drop.
+type Updates = Vec<(String, Option<Cached>)>;
+
 #[derive(Default)]
 struct State {
     runs: Arc<Runs>,
@@ -274,6 +295,40 @@ struct State {
     index_loaded: bool,
     /// Entries changed since the index was read or written.
     dirty: bool,
+    /// What listings learnt and have not merged yet: the entries to keep or
+    /// drop, and the run ids registered then (sorted). Merged after the
+    /// answer is out ([`ListCache::save_index`]) or by the next listing.
+    pending: Vec<(Updates, Vec<String>)>,
+}
+
+impl State {
+    /// Applies what listings learnt; entries of runs no longer registered
+    /// are dropped.
+    fn settle(&mut self) {
+        for (updates, ids) in std::mem::take(&mut self.pending) {
+            let registered = |id: &str| ids.binary_search_by(|x| x.as_str().cmp(id)).is_ok();
+            let stale = self.runs.keys().any(|id| !registered(id));
+            if updates.is_empty() && !stale {
+                continue;
+            }
+            // Copied only when another listing still holds the snapshot.
+            let runs = Arc::make_mut(&mut self.runs);
+            let before = runs.len();
+            runs.retain(|id, _| registered(id));
+            let mut changed = runs.len() != before;
+            runs.reserve(updates.len());
+            for (id, k) in updates {
+                changed |= match k {
+                    Some(c) => {
+                        runs.insert(id, c);
+                        true
+                    }
+                    None => runs.remove(&id).is_some(),
+                };
+            }
+            self.dirty |= changed;
+        }
+    }
 }
 
 /// Summaries kept between listings by a long-lived reader (the server);
@@ -288,7 +343,7 @@ fn dir_in<'d>(dirs: &'d mut HashMap<String, DirState, FastHash>, path: &str) -> 
     // Looked up before inserting: most calls find it, and need no owned key.
     if !dirs.contains_key(path) {
         let st = match safe::open_dir(Path::new(path)) {
-            Ok(fd) => DirState::Open(Dir { path: path.to_string(), fd, names: None }),
+            Ok(fd) => DirState::Open(Dir { fd, names: None }),
             Err(nix::errno::Errno::ENOENT) => DirState::Missing,
             Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
         };
@@ -297,14 +352,29 @@ fn dir_in<'d>(dirs: &'d mut HashMap<String, DirState, FastHash>, path: &str) -> 
     dirs.get_mut(path).expect("inserted above")
 }
 
+/// The directories every worker of a listing shares.
+#[derive(Clone, Copy)]
+struct Fds<'a> {
+    /// `$HARNESS_HOME/runs`.
+    reg: Option<&'a OwnedFd>,
+    /// `$HARNESS_HOME/journals`, when it exists.
+    links: Option<&'a OwnedFd>,
+}
+
 /// Pass 1: what is known of a run before its files are read.
 struct Head {
     id: String,
-    /// The pointer, or why it cannot be read.
-    pointer: Result<Arc<Pointer>, String>,
+    /// The pointer, or why it cannot be read; `None` when not read yet (the
+    /// journal's time came through the journal link).
+    pointer: Option<Result<Arc<Pointer>, String>>,
     pointer_stamp: Option<Stamp>,
     /// The newest mtime of the pointer and (when looked at) the journal.
     activity_ns: i64,
+    /// The journal's time came through the journal link: checked against
+    /// the pointer when the run is shown.
+    linked: bool,
+    /// The device and inode the link led to (`None`: to nothing yet).
+    link_id: Option<(u64, u64)>,
 }
 
 /// Pass 2: a run's summary.
@@ -315,40 +385,41 @@ struct Full {
     /// What to keep in the cache: `Some(Some)` a fresh keepable entry,
     /// `Some(None)` drop any, `None` the cached one still holds.
     keep: Option<Option<Cached>>,
+    /// The run's activity as its files say, when its head's came through a
+    /// journal link that does not lead to the pointer's journal (stale or
+    /// hostile) and differs.
+    corrected_ns: Option<i64>,
+    /// The device and inode of the journal read (`None`: none, or cached).
+    journal_id: Option<(u64, u64)>,
 }
+
+/// A pointer read: what it says (or why it cannot be read), and its stamp.
+type Read = (Result<Arc<Pointer>, String>, Option<Stamp>);
 
 /// Per-thread state of one listing.
 struct Worker<'a> {
     reg_dir: Option<&'a OwnedFd>,
+    /// `$HARNESS_HOME/journals`, when it exists.
+    links: Option<&'a OwnedFd>,
     dirs: HashMap<String, DirState, FastHash>,
     buf: Vec<u8>,
     now_ns: i64,
 }
 
 impl<'a> Worker<'a> {
-    fn new(reg_dir: Option<&'a OwnedFd>, now_ns: i64) -> Worker<'a> {
-        Worker { reg_dir, dirs: HashMap::default(), buf: Vec::new(), now_ns }
+    fn new(fds: Fds<'a>, now_ns: i64) -> Worker<'a> {
+        Worker { reg_dir: fds.reg, links: fds.links, dirs: HashMap::default(), buf: Vec::new(), now_ns }
     }
 
     fn dir(&mut self, path: &str) -> &mut DirState {
         dir_in(&mut self.dirs, path)
     }
 
-    /// Pass 1 for one run; `None` when its pointer is gone.
-    fn head(&mut self, id: &str, cached: Option<&Cached>, stat_journal: bool) -> Option<Head> {
-        let name = cat(&[id, ".json"]);
+    /// Reads and checks the pointer of `id`; `None` when it is gone. Its
+    /// stamp comes from the `fstat` that comes with the open.
+    fn read_pointer(&mut self, id: &str) -> Option<Read> {
         let reg_dir = self.reg_dir?;
-        // A cached pointer costs one stat; another is read, its stamp from
-        // the fstat that comes with the open (one syscall fewer on a first listing).
-        if let Some(c) = cached {
-            match stat_at(reg_dir, &name) {
-                Ok(s) if s == c.pointer_stamp => {
-                    return Some(self.head_of(id, Ok(c.pointer.clone()), Some(s), stat_journal));
-                }
-                Err(nix::errno::Errno::ENOENT) => return None,
-                _ => {}
-            }
-        }
+        let name = cat(&[id, ".json"]);
         let mut buf = std::mem::take(&mut self.buf);
         let mut pointer_stamp = None;
         let read = safe::open_beneath(reg_dir.as_fd(), Path::new(&name)).and_then(|(mut f, st)| {
@@ -364,6 +435,33 @@ impl<'a> Worker<'a> {
             Err(e) => Err(e.to_string()),
         };
         self.buf = buf;
+        Some((pointer, pointer_stamp))
+    }
+
+    /// Pass 1 for one run; `None` when its pointer is gone. With
+    /// `stat_journal`, the journal's time is taken too: through the journal
+    /// link when `use_link` and the run has one (two `stat`s, no read),
+    /// else from the pointer's runstate directory.
+    fn head(&mut self, id: &str, cached: Option<&Cached>, stat_journal: bool, use_link: bool) -> Option<Head> {
+        let reg_dir = self.reg_dir?;
+        // A cached pointer costs one stat.
+        if let Some(c) = cached {
+            match stat_at(reg_dir, &cat(&[id, ".json"])) {
+                Ok(s) if s == c.pointer_stamp => {
+                    return Some(self.head_of(id, Ok(c.pointer.clone()), Some(s), stat_journal));
+                }
+                Err(nix::errno::Errno::ENOENT) => return None,
+                _ => {}
+            }
+        }
+        if let (true, true, Some(links)) = (stat_journal, use_link, self.links) {
+            match linked_head(reg_dir, links, id) {
+                Linked::Head(h) => return Some(h),
+                Linked::Gone => return None,
+                Linked::NoLink => {}
+            }
+        }
+        let (pointer, pointer_stamp) = self.read_pointer(id)?;
         Some(self.head_of(id, pointer, pointer_stamp, stat_journal))
     }
 
@@ -382,33 +480,80 @@ impl<'a> Worker<'a> {
                 }
             }
         }
-        Head { id: id.to_string(), pointer, pointer_stamp, activity_ns: activity_ns.max(0) }
+        Head {
+            id: id.to_string(),
+            pointer: Some(pointer),
+            pointer_stamp,
+            activity_ns: activity_ns.max(0),
+            linked: false,
+            link_id: None,
+        }
     }
 
-    fn still_valid(&mut self, head: &Head, c: &Cached) -> bool {
-        if head.pointer_stamp != Some(c.pointer_stamp) {
+    fn still_valid(&mut self, pointer_stamp: Option<Stamp>, c: &Cached) -> bool {
+        if pointer_stamp != Some(c.pointer_stamp) {
             return false;
         }
         let DirState::Open(dir) = self.dir(&c.pointer.runstate_dir) else { return false };
         c.inputs.iter().all(|(name, st)| dir.stamp(name) == *st)
     }
 
-    /// Pass 2 for one run.
-    fn full(&mut self, head: &Head, cached: Option<&Cached>) -> Full {
+    /// Pass 2 for one run; `None` when its pointer is gone. A head whose
+    /// journal time came through the link has its pointer read now, and
+    /// the link checked: when it does not name the pointer's journal, the
+    /// run's activity is what its files say.
+    fn full(&mut self, head: &Head, cached: Option<&Cached>) -> Option<Full> {
+        let read;
+        let (pointer, pointer_stamp) = match &head.pointer {
+            Some(p) => (p, head.pointer_stamp),
+            None => {
+                read = self.read_pointer(&head.id)?;
+                (&read.0, read.1)
+            }
+        };
+        let pointer_ns = pointer_stamp.map_or(0, |s| s.mtime_ns).max(0);
+        let fallback_ns = if head.linked { pointer_ns } else { head.activity_ns };
+        let mut f = self.full_of(&head.id, pointer, pointer_stamp, fallback_ns, cached);
+        // The link is trusted for a shown run only when it led to the very journal read
+        // (same device and inode, or both absent).
+        let trusted = pointer.is_ok() && head.link_id == f.journal_id;
+        if head.linked && !trusted && f.activity_ns != head.activity_ns {
+            f.corrected_ns = Some(f.activity_ns);
+        }
+        Some(f)
+    }
+
+    /// A run's summary from its pointer; `fallback_ns` is its activity when
+    /// its files cannot be read.
+    fn full_of(
+        &mut self,
+        id: &str,
+        pointer: &Result<Arc<Pointer>, String>,
+        pointer_stamp: Option<Stamp>,
+        fallback_ns: i64,
+        cached: Option<&Cached>,
+    ) -> Full {
         if let Some(c) = cached {
-            if self.still_valid(head, c) {
-                return Full { summary: c.summary.clone(), status: c.status, activity_ns: c.activity_ns, keep: None };
+            if self.still_valid(pointer_stamp, c) {
+                return Full {
+                    summary: c.summary.clone(),
+                    status: c.status,
+                    activity_ns: c.activity_ns,
+                    keep: None,
+                    corrected_ns: None,
+                    journal_id: None,
+                };
             }
         }
-        let p = match &head.pointer {
+        let p = match pointer {
             Ok(p) => p.clone(),
             Err(why) => {
-                let l = view::unreadable_pointer(&head.id, why.clone());
-                return unkept(&l, head.activity_ns);
+                let l = view::unreadable_pointer(id, why.clone());
+                return unkept(&l, fallback_ns);
             }
         };
         let mut l = Loaded {
-            pointer: (*p).clone(),
+            pointer: p.clone(),
             pointer_ok: true,
             files: RunFiles::new(&p.runstate_dir, &p.slug),
             journal: Journal::default(),
@@ -423,16 +568,16 @@ impl<'a> Worker<'a> {
             DirState::Missing => {
                 self.buf = buf;
                 l.problem = Some(Problem::Missing);
-                return unkept(&l, head.activity_ns);
+                return unkept(&l, fallback_ns);
             }
             DirState::Unreadable(why) => {
                 l.problem = Some(Problem::Unreadable(why.clone()));
                 self.buf = buf;
-                return unkept(&l, head.activity_ns);
+                return unkept(&l, fallback_ns);
             }
         };
         let mut inputs: Vec<(String, Option<Stamp>)> = Vec::with_capacity(4);
-        let mut activity_ns = head.pointer_stamp.map_or(0, |s| s.mtime_ns);
+        let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
         let read = |name: String, cap: u64, buf: &mut Vec<u8>, inputs: &mut Vec<_>| {
             let r = match safe::open_beneath(dir.fd.as_fd(), Path::new(&name)) {
                 Ok((mut f, st)) => safe::read_capped(&mut f, &st, buf, cap, &name).map(|n| Some((n, Stamp::of(&st)))),
@@ -446,10 +591,12 @@ impl<'a> Worker<'a> {
             }
             r
         };
+        let mut journal_id = None;
         match read(cat(&[&p.slug, ".jsonl"]), safe::MAX_JOURNAL, &mut buf, &mut inputs) {
             Ok(Some((n, st))) => {
                 l.journal = Journal::parse(&buf[..n]);
                 activity_ns = activity_ns.max(st.mtime_ns);
+                journal_id = Some((st.dev, st.ino));
             }
             Ok(None) => {}
             Err(e) => l.problem = Some(Problem::Unreadable(e.to_string())),
@@ -487,28 +634,71 @@ impl<'a> Worker<'a> {
         });
         let summary: Arc<str> = summary.into();
         let keep = !matches!(status, "missing" | "unreadable")
-            && head.pointer_stamp.is_some_and(|s| !s.racy(now_ns))
+            && pointer_stamp.is_some_and(|s| !s.racy(now_ns))
             && inputs.iter().all(|(name, st)| match st {
                 Some(s) => !s.racy(now_ns),
                 // An absent file is absent as of the directory listing; a listed one must have a stamp.
                 None => !dir.has(name),
             });
         let cached = keep.then(|| Cached {
-            pointer_stamp: head.pointer_stamp.expect("checked above"),
+            pointer_stamp: pointer_stamp.expect("checked above"),
             pointer: p.clone(),
             inputs,
             activity_ns,
             status,
             summary: summary.clone(),
         });
-        Full { summary, status, activity_ns, keep: Some(cached) }
+        Full { summary, status, activity_ns, keep: Some(cached), corrected_ns: None, journal_id }
     }
 }
 
 /// The summary of a run that is `missing` or `unreadable`: never kept.
 fn unkept(l: &Loaded, activity_ns: i64) -> Full {
     let (summary, status) = l.summary_parts(Some(activity_ns / 1_000_000), |_, _| Ok(None));
-    Full { summary: summary.into(), status, activity_ns, keep: Some(None) }
+    Full { summary: summary.into(), status, activity_ns, keep: Some(None), corrected_ns: None, journal_id: None }
+}
+
+/// What [`linked_head`] found.
+enum Linked {
+    Head(Head),
+    /// The pointer is gone.
+    Gone,
+    /// No usable link: the pointer is read instead.
+    NoLink,
+}
+
+/// A run's head from two `stat`s and no read: its pointer's (not followed)
+/// and its journal's, through the journal link. A link whose journal does
+/// not exist yet (dangling) gives the pointer's time alone.
+fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str) -> Linked {
+    let pointer_stamp = match stat_at(reg_dir, &cat(&[id, ".json"])) {
+        Ok(s) => s,
+        Err(nix::errno::Errno::ENOENT) => return Linked::Gone,
+        // The read says why.
+        Err(_) => return Linked::NoLink,
+    };
+    let link = link_name(id);
+    // Followed: a hard link is the journal itself, a symlink leads to it.
+    let (journal_ns, link_id) = match nix::sys::stat::fstatat(Some(links.as_raw_fd()), link.as_str(), AtFlags::empty())
+    {
+        Ok(st) => {
+            let s = Stamp::of(&st);
+            (s.mtime_ns, Some((s.dev, s.ino)))
+        }
+        Err(nix::errno::Errno::ENOENT) => match stat_at(links, &link) {
+            Ok(_) => (0, None),
+            Err(_) => return Linked::NoLink,
+        },
+        Err(_) => return Linked::NoLink,
+    };
+    Linked::Head(Head {
+        id: id.to_string(),
+        pointer: None,
+        pointer_stamp: Some(pointer_stamp),
+        activity_ns: pointer_stamp.mtime_ns.max(journal_ns).max(0),
+        linked: true,
+        link_id,
+    })
 }
 
 /// Runs `f` over `items` on up to one thread per core (at most 8), each with
@@ -520,7 +710,7 @@ fn unkept(l: &Loaded, activity_ns: i64) -> Full {
 /// others'.
 fn par_map<T: Sync, R: Send + Sync>(
     items: &[T],
-    reg_dir: Option<&OwnedFd>,
+    fds: Fds,
     now_ns: i64,
     f: impl Fn(&mut Worker, &T) -> R + Sync,
 ) -> Vec<Option<R>> {
@@ -536,10 +726,10 @@ fn par_map<T: Sync, R: Send + Sync>(
     };
     if workers <= 1 {
         // One chunk (or one core): no thread to start.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut Worker::new(reg_dir, now_ns))));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut Worker::new(fds, now_ns))));
     } else {
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| work(&mut Worker::new(reg_dir, now_ns)))).collect();
+            let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| work(&mut Worker::new(fds, now_ns)))).collect();
             handles.into_iter().for_each(|h| drop(h.join()));
         });
     }
@@ -556,7 +746,7 @@ fn par_map<T: Sync, R: Send + Sync>(
 impl ListCache {
     /// Every registered run's summary (JSON text), newest activity first.
     pub fn list(&self, reg: &Registry) -> Vec<String> {
-        self.page(reg, &Query::default()).items
+        self.page(reg, &Query::default()).items.iter().map(|s| s.to_string()).collect()
     }
 
     /// One page of the listing: the runs matching `q`'s filters, newest
@@ -569,29 +759,32 @@ impl ListCache {
                 st.index_loaded = true;
                 st.runs = Arc::new(index::load(&index::path(reg)));
             }
+            st.settle();
             st.runs.clone()
         };
         let ids = reg.ids();
         let reg_dir = safe::open_dir(&reg.dir).ok();
-        let reg_dir = reg_dir.as_ref();
+        // No journal links (a registry written before them): every head reads its pointer.
+        let links = safe::open_dir(&reg.links_dir()).ok();
+        let fds = Fds { reg: reg_dir.as_ref(), links: links.as_ref() };
         // Every run is read anyway when a status filter needs its status or
         // no limit cuts the page: then the journal's stamp comes with its read.
         let read_all = q.statuses.is_some() || q.limit.is_none();
         let repo_ok = |h: &Head| match (&q.repo, &h.pointer) {
             (None, _) => true,
-            (Some(r), Ok(p)) => p.repo == *r || p.repo_root == *r,
-            (Some(_), Err(_)) => false,
+            (Some(r), Some(Ok(p))) => p.repo == *r || p.repo_root == *r,
+            (Some(_), _) => false,
         };
         let limit = q.limit.unwrap_or(usize::MAX);
-        let mut updates: Vec<(String, Option<Cached>)> = Vec::new();
+        let mut updates: Updates = Vec::new();
         let mut rows: Vec<(i64, String, Arc<str>)>;
-        let mut total;
+        let total;
         let more;
         if read_all {
             // One pass: each run's pointer, then at once its files (while its directory is at hand).
-            let runs = par_map(&ids, reg_dir, now_ns, |w, id| {
-                let h = w.head(id, snapshot.get(id), false).filter(|h| repo_ok(h))?;
-                let f = w.full(&h, snapshot.get(id));
+            let runs = par_map(&ids, fds, now_ns, |w, id| {
+                let h = w.head(id, snapshot.get(id), false, false).filter(|h| repo_ok(h))?;
+                let f = w.full(&h, snapshot.get(id))?;
                 Some((h, f))
             });
             rows = Vec::with_capacity(ids.len());
@@ -611,64 +804,82 @@ impl ListCache {
             more = rows.len() > limit;
             rows.truncate(limit);
         } else {
-            let heads: Vec<Head> = par_map(&ids, reg_dir, now_ns, |w, id| w.head(id, snapshot.get(id), true))
+            // The pointers are needed to filter by repository: then they are read.
+            let use_link = q.repo.is_none();
+            let mut heads: Vec<Head> = par_map(&ids, fds, now_ns, |w, id| w.head(id, snapshot.get(id), true, use_link))
                 .into_iter()
                 .flatten()
                 .flatten()
                 .filter(|h| repo_ok(h))
                 .collect();
-            let mut order: Vec<&Head> = heads.iter().collect();
-            order.sort_unstable_by(|a, b| b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id)));
-            total = order.len();
-            if let Some(c) = &q.cursor {
-                order.retain(|h| c.before(h.activity_ns, &h.id));
-            }
-            more = order.len() > limit;
-            order.truncate(limit);
-            let fulls = par_map(&order, reg_dir, now_ns, |w, h| w.full(h, snapshot.get(&h.id)));
+            let mut fulls: Vec<Option<Full>> = heads.iter().map(|_| None).collect();
+            let mut gone = vec![false; heads.len()];
+            // The page is cut by the heads' activity; a run shown whose link
+            // turned out not to name its journal is placed by what its files
+            // say, and the page cut again, until it holds only checked runs.
+            let page = loop {
+                let mut order: Vec<usize> = (0..heads.len()).filter(|&i| !gone[i]).collect();
+                order.sort_unstable_by(|&a, &b| {
+                    heads[b].activity_ns.cmp(&heads[a].activity_ns).then_with(|| heads[a].id.cmp(&heads[b].id))
+                });
+                let all = order.len();
+                if let Some(c) = &q.cursor {
+                    order.retain(|&i| c.before(heads[i].activity_ns, &heads[i].id));
+                }
+                let has_more = order.len() > limit;
+                order.truncate(limit);
+                let todo: Vec<usize> = order.iter().copied().filter(|&i| fulls[i].is_none()).collect();
+                if todo.is_empty() {
+                    break (order, all, has_more);
+                }
+                let got = par_map(&todo, fds, now_ns, |w, &i| w.full(&heads[i], snapshot.get(&heads[i].id)));
+                let mut moved = false;
+                for (&i, f) in todo.iter().zip(got) {
+                    match f.flatten() {
+                        Some(f) => {
+                            if let Some(a) = f.corrected_ns {
+                                heads[i].activity_ns = a;
+                                moved = true;
+                            }
+                            fulls[i] = Some(f);
+                        }
+                        // Gone since the first pass (or its worker failed): not listed.
+                        None => {
+                            gone[i] = true;
+                            moved = true;
+                        }
+                    }
+                }
+                if !moved {
+                    break (order, all, has_more);
+                }
+            };
+            let (order, all, has_more) = page;
+            total = all;
+            more = has_more;
             rows = Vec::with_capacity(order.len());
-            for (h, f) in order.iter().zip(fulls) {
-                let Some(f) = f else {
-                    total -= 1;
-                    continue;
-                };
+            for &i in &order {
+                let Some(f) = fulls[i].take() else { continue };
                 if let Some(k) = f.keep {
-                    updates.push((h.id.clone(), k));
+                    updates.push((heads[i].id.clone(), k));
                 }
                 // Placed by the head's activity, so the page's order and its cursor agree.
-                rows.push((h.activity_ns, h.id.clone(), f.summary));
+                rows.push((heads[i].activity_ns, std::mem::take(&mut heads[i].id), f.summary));
+            }
+            // Runs read and then cut from the page (a link corrected) are kept too: the
+            // next listing places them by their files.
+            for (i, f) in fulls.into_iter().enumerate() {
+                if let Some(Full { keep: Some(k), .. }) = f {
+                    updates.push((heads[i].id.clone(), k));
+                }
             }
         }
         let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.clone() });
-        let items = rows.iter().map(|r| r.2.to_string()).collect();
-        let registered: HashSet<&str, FastHash> = ids.iter().map(String::as_str).collect();
-        self.merge(updates, &registered);
-        Page { items, total, next }
-    }
+        let items = rows.into_iter().map(|r| r.2).collect();
+        // Merged once the answer is out: a listing's own work ends here.
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).pending.push((updates, ids));
 
-    /// Applies what a listing learnt; entries of runs no longer registered
-    /// are dropped.
-    fn merge(&self, updates: Vec<(String, Option<Cached>)>, registered: &HashSet<&str, FastHash>) {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let stale = st.runs.keys().any(|id| !registered.contains(id.as_str()));
-        if updates.is_empty() && !stale {
-            return;
-        }
-        // Copied only when another listing still holds the snapshot.
-        let runs = Arc::make_mut(&mut st.runs);
-        let before = runs.len();
-        runs.retain(|id, _| registered.contains(id.as_str()));
-        let mut changed = runs.len() != before;
-        for (id, k) in updates {
-            changed |= match k {
-                Some(c) => {
-                    runs.insert(id, c);
-                    true
-                }
-                None => runs.remove(&id).is_some(),
-            };
-        }
-        st.dirty |= changed;
+        Page { items, total, next }
     }
 
     /// Writes the persisted index when a listing changed it: after the
@@ -681,6 +892,7 @@ impl ListCache {
         static SAVING: AtomicBool = AtomicBool::new(false);
         let snapshot = {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.settle();
             if !st.index_loaded || !st.dirty || SAVING.swap(true, Ordering::AcqRel) {
                 return None;
             }
@@ -706,7 +918,9 @@ impl ListCache {
 
     /// How many summaries are kept (for tests).
     pub fn len(&self) -> usize {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).runs.len()
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.settle();
+        st.runs.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -4,6 +4,15 @@
 //! so equal slugs in two repos or worktrees never collide. Readers never
 //! delete a pointer: one whose `runstateDir` is gone is listed as `missing`;
 //! [`Registry::reap`] (`runs reap`) removes such pointers, on request.
+//!
+//! Beside each pointer, `$HARNESS_HOME/journals/<runId>.jsonl` is a link to
+//! the run's journal (`<runstateDir>/<slug>.jsonl`, created empty at
+//! registration): a hard link (the journal's own inode, so one `stat` gives
+//! its time) or, across filesystems, a symlink. A listing learns a run's
+//! latest activity from it with no read of the pointer. The link is a hint,
+//! only ever `stat`ed: the journal is always opened through the pointer's
+//! `runstateDir`, and for the runs a listing shows, a link that is not the
+//! journal (another inode) is not used.
 
 use super::safe::Unreadable;
 use serde::{Deserialize, Serialize};
@@ -107,6 +116,17 @@ pub fn parse_pointer(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
     Ok(p)
 }
 
+/// The journal link's file name: `<run_id>.jsonl`.
+pub fn link_name(run_id: &str) -> String {
+    format!("{run_id}.jsonl")
+}
+
+/// Where a run's journal link points: the journal its pointer names,
+/// `<runstateDir>/<slug>.jsonl`, exactly as [`super::RunFiles::journal`] builds it.
+pub fn link_target(p: &Pointer) -> PathBuf {
+    super::RunFiles::new(&p.runstate_dir, &p.slug).journal()
+}
+
 impl Registry {
     /// `<home>/runs`.
     pub fn at(home: &Path) -> Registry {
@@ -117,13 +137,57 @@ impl Registry {
         self.dir.join(format!("{run_id}.json"))
     }
 
+    /// `<home>/journals`: the journal links.
+    pub fn links_dir(&self) -> PathBuf {
+        self.dir.with_file_name("journals")
+    }
+
+    /// `<home>/journals/<run_id>.jsonl`: the run's journal link.
+    pub fn link_path(&self, run_id: &str) -> PathBuf {
+        self.links_dir().join(link_name(run_id))
+    }
+
+    /// Links the run's journal (creating it empty when it does not exist)
+    /// from `journals/<run_id>.jsonl`: a hard link, or a symlink where a hard
+    /// link cannot be made (another filesystem). Temp name + rename, so a
+    /// reader sees the old link or the new one.
+    fn link(&self, p: &Pointer) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        // Two registrations of one run in one process (two threads) never share a temp name.
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let dir = self.links_dir();
+        std::fs::create_dir_all(&dir)?;
+        let tmp = dir.join(format!(
+            ".{}.{}.{}.tmp",
+            link_name(&p.run_id),
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&tmp);
+        let journal = link_target(p);
+        // Never blocks (a FIFO put there) nor follows a symlink; only a regular file is linked.
+        let nonblock = (nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW).bits();
+        let created = std::fs::OpenOptions::new().append(true).create(true).custom_flags(nonblock).open(&journal);
+        let regular = created.and_then(|f| f.metadata()).is_ok_and(|m| m.file_type().is_file());
+        if !regular || std::fs::hard_link(&journal, &tmp).is_err() {
+            std::os::unix::fs::symlink(&journal, &tmp)?;
+        }
+        std::fs::rename(&tmp, self.link_path(&p.run_id)).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+    }
+
     /// Creates the runstate directory the pointer names (so no reader ever
-    /// finds a fresh registration `missing`), then writes (or replaces) the
-    /// pointer atomically.
+    /// finds a fresh registration `missing`), then the journal link, then
+    /// writes (or replaces) the pointer atomically: a reader that finds the
+    /// pointer finds its link.
     pub fn register(&self, p: &Pointer) -> std::io::Result<()> {
         std::fs::create_dir_all(&p.runstate_dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.runstate_dir)))?;
         std::fs::create_dir_all(&self.dir)?;
+        self.link(p)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
         super::write_atomic(&self.path(&p.run_id), &bytes)
     }
@@ -138,13 +202,21 @@ impl Registry {
 
     /// The run ids with a pointer file, sorted.
     pub fn ids(&self) -> Vec<String> {
-        let Ok(rd) = std::fs::read_dir(&self.dir) else { return Vec::new() };
-        let mut ids: Vec<String> = rd
+        use nix::fcntl::OFlag;
+        // nix's iterator lends each name: one allocation per run id, none per entry.
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let Ok(mut dir) = nix::dir::Dir::open(&self.dir, flags, nix::sys::stat::Mode::empty()) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = dir
+            .iter()
             .flatten()
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
-            .filter(|id| super::valid_id(id))
+            .filter_map(|e| {
+                let id = std::str::from_utf8(e.file_name().to_bytes().strip_suffix(b".json")?).ok()?;
+                super::valid_id(id).then(|| id.to_string())
+            })
             .collect();
-        ids.sort();
+        ids.sort_unstable();
         ids
     }
 
@@ -160,9 +232,12 @@ impl Registry {
                 _ => continue,
             }
             if !dry_run {
-                match std::fs::remove_file(self.path(&id)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
+                // The link first: a pointer left without one still lists (by reading it).
+                for path in [self.link_path(&id), self.path(&id)] {
+                    match std::fs::remove_file(path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
                 }
             }
             out.push(Reaped { run_id: p.run_id, runstate_dir: p.runstate_dir });

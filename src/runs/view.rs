@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Every run status, the one list (`spec/LAYOUT.md`, "Run statuses"):
 /// filters accept these and views give nothing else.
@@ -42,7 +43,8 @@ pub enum Problem {
 
 /// Everything read for one run.
 pub struct Loaded {
-    pub pointer: Pointer,
+    /// Shared: a listing keeps the pointer it read for its cache.
+    pub pointer: Arc<Pointer>,
     /// False when the pointer itself could not be read: only `run_id` is real.
     pub pointer_ok: bool,
     pub files: RunFiles,
@@ -73,8 +75,15 @@ pub fn load(pointer: Pointer) -> Loaded {
 /// record by record, as the change feed does).
 pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
     let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
-    let mut l =
-        Loaded { pointer, pointer_ok: true, files, journal: Journal::default(), plan: None, problem: None, dir: None };
+    let mut l = Loaded {
+        pointer: Arc::new(pointer),
+        pointer_ok: true,
+        files,
+        journal: Journal::default(),
+        plan: None,
+        problem: None,
+        dir: None,
+    };
     let dir = match safe::open_dir(&l.files.dir) {
         Ok(d) => d,
         Err(nix::errno::Errno::ENOENT) => {
@@ -129,7 +138,7 @@ pub fn unreadable_pointer(run_id: &str, why: String) -> Loaded {
     };
     Loaded {
         files: RunFiles::new("", ""),
-        pointer,
+        pointer: Arc::new(pointer),
         pointer_ok: false,
         journal: Journal::default(),
         plan: None,
@@ -409,7 +418,10 @@ impl Loaded {
             wave: self.wave(),
             worktree: known(ok, &p.worktree),
         };
-        (serde_json::to_string(&s).unwrap_or_default(), status)
+        // Sized for a typical summary: no regrowth on the way.
+        let mut out = Vec::with_capacity(640);
+        let _ = serde_json::to_writer(&mut out, &s);
+        (String::from_utf8(out).unwrap_or_default(), status)
     }
 
     /// The open input requests, as the views show them.
@@ -454,7 +466,7 @@ impl Loaded {
         }
         json!({
             "run": self.summary(),
-            "meta": self.pointer_ok.then_some(&self.pointer),
+            "meta": self.pointer_ok.then_some(&*self.pointer),
             "plan": plan,
             "tasks": tasks,
             "inputRequests": self.requests(None),
