@@ -710,7 +710,14 @@ fn cursor_stop_cancels_and_keeps_the_session() {
 /// (fail closed: codex `decline`, ACP `reject_once`, as the recorded
 /// person's denial), the journal says `expired`, and a late answer is refused.
 fn expiry(agent: &str) {
-    let mut s = Sup::start(&format!("{agent}-expiry"), agent, "approval-deny", &[("RUNWIRE_ANSWER_TIMEOUT", "1s")]);
+    // The turn's end comes 1.5 s after the line before it, so the late answer
+    // below reaches a supervisor still running the session (not one that has
+    // already finished the task and closed its socket).
+    let tmp = std::env::temp_dir().join(format!("rwsa-{}-{agent}-expiry-cell", std::process::id()));
+    let end = |l: &Value| l["method"] == "turn/completed" || l.pointer("/result/stopReason").is_some();
+    let c = paused_cell(&cell(agent, "approval-deny"), &tmp, end, 1500).to_string_lossy().to_string();
+    let env = [("RUNWIRE_ANSWER_TIMEOUT", "1s"), ("REPLAY_CELL", c.as_str())];
+    let mut s = Sup::start(&format!("{agent}-expiry"), agent, "approval-deny", &env);
     s.until("the expiry in the journal", |s| s.inputs().iter().any(|r| r["decision"] == "expired"));
     let inputs = s.inputs();
     let id = inputs[0]["request"].as_str().unwrap().to_string();
@@ -727,6 +734,7 @@ fn expiry(agent: &str) {
     assert_eq!(s.states(), ["leased", "implemented", "committed"]);
     assert_eq!(s.replay()["state"], "done");
     assert_eq!(s.inputs().len(), 2, "the late answer reached nothing");
+    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 #[test]
