@@ -233,6 +233,11 @@ pub struct Question {
     pub options: Vec<QuestionOption>,
     #[serde(default)]
     pub multi_select: bool,
+    /// Besides its options, the question takes an answer in the person's
+    /// own words (claude's "Other", codex's `isOther`). Absent: choices
+    /// only (a question that lists no options takes any text anyway).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub free_text: bool,
 }
 
 /// `input_request`: the agent waits for a person (also the body of the raw
@@ -308,7 +313,9 @@ pub struct InputAnswer {
     /// The input the tool runs with instead of the agent's (a full replacement).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub updated_input: Option<Value>,
-    /// Question text -> chosen label (several labels of a multi-select joined by ", ").
+    /// Question text -> chosen label or, where the question takes it
+    /// ([`Question::free_text`]), the person's own text (several answers of
+    /// a multi-select joined by ", ").
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub answers: Option<serde_json::Map<String, Value>>,
     /// The reason given to the agent with a deny.

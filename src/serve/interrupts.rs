@@ -209,6 +209,32 @@ pub fn answer_for(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerI
     Ok(a)
 }
 
+/// The schema of one question's answer: one of its labels (a list of them
+/// for a multi-select question); where the question takes free text, the
+/// person's own words too (`anyOf`: a label, or any text that is not
+/// blank); a question with no options takes any text.
+fn answer_schema(q: &crate::events::Question) -> Value {
+    let labels: Vec<Value> = q.options.iter().map(|o| Value::String(o.label.clone())).collect();
+    let one = if q.options.is_empty() {
+        json!({"type": "string"})
+    } else if q.free_text {
+        json!({"type": "string", "anyOf": [
+            {"enum": labels, "description": "one of the choices"},
+            {"minLength": 1, "pattern": "\\S", "description": "the person's own answer (Other)"},
+        ]})
+    } else {
+        json!({"type": "string", "enum": labels})
+    };
+    if !q.multi_select {
+        return one;
+    }
+    let mut many = json!({"type": "array", "items": one, "minItems": 1});
+    if q.free_text && !q.options.is_empty() {
+        many["description"] = "labels of the choices, and at most one answer in the person's own words".into();
+    }
+    many
+}
+
 /// The AG-UI `Interrupt` for a request.
 pub fn interrupt_for(r: &InputRequest, tool_call_id: Option<String>) -> Value {
     let mut i = Map::new();
@@ -218,10 +244,7 @@ pub fn interrupt_for(r: &InputRequest, tool_call_id: Option<String>) -> Value {
         let mut props = Map::new();
         let mut required = Vec::new();
         for q in r.questions.iter().flatten() {
-            let labels: Vec<Value> = q.options.iter().map(|o| Value::String(o.label.clone())).collect();
-            let one = json!({"type": "string", "enum": labels});
-            let s = if q.multi_select { json!({"type": "array", "items": one, "minItems": 1}) } else { one };
-            let mut s = s;
+            let mut s = answer_schema(q);
             if let Some(h) = &q.header {
                 s["title"] = h.clone().into();
             }
@@ -291,6 +314,9 @@ pub fn interrupt_for(r: &InputRequest, tool_call_id: Option<String>) -> Value {
                 if let Some(h) = &q.header {
                     o["header"] = h.clone().into();
                 }
+                if q.free_text {
+                    o["freeText"] = true.into();
+                }
                 o
             })
             .collect();
@@ -346,6 +372,7 @@ mod tests {
                     QuestionOption { label: "B".into(), description: None },
                 ],
                 multi_select: true,
+                free_text: false,
             }]),
             message: None,
             expires_at: None,
@@ -386,6 +413,40 @@ mod tests {
         let e = answer_for(&r, &entry("q", "resolved", Some(json!({"answers": {"Which?": ["A", "C"]}}))), "t");
         let session = crate::session::answer_label(&r.questions.as_ref().unwrap()[0], &json!(["A", "C"]));
         assert_eq!(e.unwrap_err(), format!("payload.answers: {}", session.unwrap_err()));
+    }
+
+    /// A question that takes free text: the schema allows a string beyond
+    /// the labels, the metadata says so, and a resume with the person's own
+    /// words is an answer (blank text, or two texts in a multi-select, not).
+    #[test]
+    fn a_free_text_question_takes_the_persons_own_words() {
+        let mut r = question();
+        r.questions.as_mut().unwrap()[0].free_text = true;
+        let i = interrupt_for(&r, None);
+        let s = &i["responseSchema"]["properties"]["answers"]["properties"]["Which?"];
+        assert_eq!(s["items"]["anyOf"][0]["enum"], json!(["A", "B"]), "{s}");
+        assert_eq!(s["items"]["anyOf"][1]["minLength"], 1, "{s}");
+        assert_eq!(i["metadata"]["runwire"]["questions"][0]["freeText"], true);
+        let ok = |r: &InputRequest, a: Value| {
+            answer_for(r, &entry("q", "resolved", Some(json!({"answers": {"Which?": a}}))), "t")
+        };
+        assert_eq!(ok(&r, json!(["A", "my own"])).unwrap().decision, Decision::Answer);
+        assert!(ok(&r, json!(["A", " "])).is_err());
+        assert!(ok(&r, json!(["mine", "yours"])).is_err());
+        // Choices only: the same words are refused.
+        assert!(answer_for(
+            &question(),
+            &entry("q", "resolved", Some(json!({"answers": {"Which?": ["my own"]}}))),
+            "t"
+        )
+        .is_err());
+        assert!(interrupt_for(&question(), None)["metadata"]["runwire"]["questions"][0].get("freeText").is_none());
+        // Single-select: a string schema beyond the enum.
+        r.questions.as_mut().unwrap()[0].multi_select = false;
+        let i = interrupt_for(&r, None);
+        let s = &i["responseSchema"]["properties"]["answers"]["properties"]["Which?"];
+        assert_eq!((s["type"].as_str(), s["anyOf"][0]["enum"].clone()), (Some("string"), json!(["A", "B"])));
+        assert!(ok(&r, json!("something else")).is_ok());
     }
 
     #[test]

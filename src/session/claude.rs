@@ -321,11 +321,14 @@ mod tests {
             r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":["tabs","spaces"]}}"#,
         );
         assert!(matches!(bad, Err(Refused::Invalid(_))), "{bad:?}");
-        // So is a label that is not one of the question's choices, alone or in a list.
-        for answers in [r#"{"Tabs or spaces?":"commas"}"#, r#"{"Which?":["a","c"]}"#] {
+        // So is a blank answer of one's own, and two of them in a multi-select.
+        for (answers, why) in [
+            (r#"{"Tabs or spaces?":"  "}"#, "must not be blank"),
+            (r#"{"Which?":["a","c","d"]}"#, "at most one answer in the person's own words"),
+        ] {
             let l = format!(r#"{{"type":"answer","id":"q1","decision":"answer","answers":{answers}}}"#);
             let bad = input(&mut s, &l);
-            assert!(matches!(&bad, Err(Refused::Invalid(m)) if m.contains("is not one of the choices of")), "{bad:?}");
+            assert!(matches!(&bad, Err(Refused::Invalid(m)) if m.contains(why)), "{bad:?}");
         }
         let st = input(&mut s, r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":"spaces","Which?":["a","b"]},"by":"ana"}"#).unwrap();
         let resp = json_of(&st.to_agent[0]);
@@ -347,6 +350,28 @@ mod tests {
             Err(Refused::Decided { .. })
         ));
         assert!(matches!(input(&mut s, r#"{"type":"answer","id":"zz","decision":"deny"}"#), Err(Refused::Unknown(_))));
+    }
+
+    /// claude's AskUserQuestion always offers "Other": the request says so,
+    /// and the person's own words reach claude as the `answers` value (in
+    /// a multi-select, after the labels, joined as claude joins them).
+    #[test]
+    fn a_question_takes_the_persons_own_words_as_claude_does() {
+        let mut s = session();
+        let st = s.agent_line(ASK.as_bytes(), 0);
+        let req = json_of(&st.output[1]);
+        assert_eq!(
+            (req["questions"][0]["free_text"].as_bool(), req["questions"][1]["free_text"].as_bool()),
+            (Some(true), Some(true))
+        );
+        let st = input(&mut s, r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":"two spaces, as gofmt would not","Which?":["b","c, of course"]}}"#).unwrap();
+        let r = &json_of(&st.to_agent[0])["response"]["response"];
+        assert_eq!(r["behavior"], "allow");
+        assert_eq!(
+            r["updatedInput"]["answers"],
+            json!({"Tabs or spaces?": "two spaces, as gofmt would not", "Which?": "b, c, of course"})
+        );
+        assert_eq!(json_of(&st.output[0])["answers"]["Tabs or spaces?"], "two spaces, as gofmt would not");
     }
 
     #[test]

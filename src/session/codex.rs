@@ -163,11 +163,22 @@ pub fn question_tool() -> Value {
             "options": {"type": "array", "minItems": 2, "maxItems": 4, "items": option}}});
     json!({
         "name": QUESTION_TOOL,
-        "description": "Ask the user one to four multiple-choice questions and wait for the answers. Use it only when you are blocked on a decision that is genuinely the user's to make.",
+        "description": "Ask the user one to four multiple-choice questions and wait for the answers. Use it only when you are blocked on a decision that is genuinely the user's to make. The user can always answer in their own words instead of (or, for multiSelect, besides) the options: do not add an \"Other\" option.",
         "inputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
             "additionalProperties": false, "required": ["questions"],
             "properties": {"questions": {"type": "array", "minItems": 1, "maxItems": 4, "items": question}}}
     })
+}
+
+/// One answer to a `requestUserInput` question, as codex's own clients
+/// encode it: a choice by its label, the person's own words (an `isOther`
+/// question, or one with no options) as `user_note: <text>` (the TUI's
+/// encoding of what is typed, which codex's model is given).
+fn user_input_answer(q: Option<&Question>, answer: &str) -> String {
+    match q {
+        Some(q) if q.options.iter().any(|o| o.label == answer) => answer.to_string(),
+        _ => format!("user_note: {answer}"),
+    }
 }
 
 fn id_text(id: &Value) -> String {
@@ -443,6 +454,8 @@ impl Codex {
                         header: q.get("header").and_then(Value::as_str).map(str::to_string),
                         options: super::options_of(q.get("options")),
                         multi_select: false,
+                        // codex's own clients then add "None of the above" and a note.
+                        free_text: q.get("isOther").and_then(Value::as_bool).unwrap_or(false),
                     });
                 }
                 let req = InputRequest {
@@ -598,8 +611,9 @@ impl Agent for Codex {
                 let mut answers = Map::new();
                 if let (Decision::Answer, Some(given)) = (a.decision, &a.answers) {
                     for (text, qid) in &ids {
-                        if let Some(label) = given.get(text).and_then(Value::as_str) {
-                            answers.insert(qid.clone(), json!({"answers": [label]}));
+                        if let Some(answer) = given.get(text).and_then(Value::as_str) {
+                            let q = req.questions.iter().flatten().find(|q| &q.question == text);
+                            answers.insert(qid.clone(), json!({"answers": [user_input_answer(q, answer)]}));
                         }
                     }
                 }
@@ -844,6 +858,57 @@ mod tests {
         assert_eq!(r["result"]["success"], true);
         let text: Value = serde_json::from_str(r["result"]["contentItems"][0]["text"].as_str().unwrap()).unwrap();
         assert_eq!(text["answers"]["Tabs or spaces?"], "spaces");
+    }
+
+    /// runwire's question tool promises free text (its description says
+    /// so): the person's own words go back as the `answers` value.
+    #[test]
+    fn the_question_tool_takes_the_persons_own_words() {
+        let (mut s, _) = session();
+        assert!(question_tool()["description"].as_str().unwrap().contains("in their own words"));
+        let call = r#"{"method":"item/tool/call","id":4,"params":{"threadId":"th","turnId":"t1","callId":"c1","tool":"AskUserQuestion","arguments":{"questions":[{"question":"Tabs or spaces?","options":[{"label":"tabs"},{"label":"spaces"}]}]}}}"#;
+        let st = s.agent_line(call.as_bytes(), 0);
+        assert!(st.requested[0].questions.as_ref().unwrap()[0].free_text);
+        let blank: Input = serde_json::from_value(
+            json!({"type":"answer","id":"4","decision":"answer","answers":{"Tabs or spaces?":""}}),
+        )
+        .unwrap();
+        assert!(s.input(blank, 1).is_err());
+        let a: Input = serde_json::from_value(
+            json!({"type":"answer","id":"4","decision":"answer","answers":{"Tabs or spaces?":"whatever the repo uses"}}),
+        )
+        .unwrap();
+        let r = parse(&s.input(a, 1).unwrap().to_agent[0]);
+        let text: Value = serde_json::from_str(r["result"]["contentItems"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["answers"]["Tabs or spaces?"], "whatever the repo uses");
+    }
+
+    /// codex's own questions: `isOther` says whether the person's words are
+    /// taken; they go back as codex's TUI sends typed text (`user_note: …`),
+    /// a choice by its label; without `isOther` only a choice is taken.
+    #[test]
+    fn request_user_input_takes_free_text_only_where_codex_offers_it() {
+        let (mut s, _) = session();
+        let ask = r#"{"method":"item/tool/requestUserInput","id":9,"params":{"threadId":"th","turnId":"t1","itemId":"i1","questions":[{"id":"indent","header":"Indent","question":"Tabs or spaces?","isOther":true,"isSecret":false,"options":[{"label":"tabs","description":""},{"label":"spaces","description":""}]},{"id":"eol","header":"EOL","question":"LF or CRLF?","isOther":false,"isSecret":false,"options":[{"label":"LF","description":""},{"label":"CRLF","description":""}]}]}}"#;
+        let st = s.agent_line(ask.as_bytes(), 0);
+        let qs = st.requested[0].questions.clone().unwrap();
+        assert_eq!((qs[0].free_text, qs[1].free_text), (true, false));
+        let id = st.requested[0].id.clone();
+        let answer = |a: Value| -> Input {
+            serde_json::from_value(json!({"type":"answer","id": id,"decision":"answer","answers": a})).unwrap()
+        };
+        let bad = s.input(answer(json!({"Tabs or spaces?": "tabs", "LF or CRLF?": "whatever"})), 1);
+        assert!(
+            matches!(&bad, Err(super::super::Refused::Invalid(m)) if m.contains("not one of the choices")),
+            "{bad:?}"
+        );
+        let st = s.input(answer(json!({"Tabs or spaces?": "two spaces", "LF or CRLF?": "LF"})), 1).unwrap();
+        let r = parse(&st.to_agent[0]);
+        assert_eq!(r["id"], 9);
+        assert_eq!(
+            r["result"]["answers"],
+            json!({"indent": {"answers": ["user_note: two spaces"]}, "eol": {"answers": ["LF"]}})
+        );
     }
 
     #[test]

@@ -527,7 +527,9 @@ pub(crate) fn json_line(raw: &[u8]) -> Option<Value> {
 
 /// The questions of an `AskUserQuestion` input: claude's tool, and runwire's
 /// question tool for codex, which copies its shape. A question with no text
-/// is skipped.
+/// is skipped. Every one takes free text: claude's tool always offers
+/// "Other" (its options must not list one: "that will be provided
+/// automatically"), and runwire's codex tool promises the same.
 pub(crate) fn questions_of(input: &Value) -> Vec<Question> {
     let Some(qs) = input.get("questions").and_then(Value::as_array) else { return Vec::new() };
     qs.iter()
@@ -538,6 +540,7 @@ pub(crate) fn questions_of(input: &Value) -> Vec<Question> {
                 header: s("header"),
                 options: options_of(q.get("options")),
                 multi_select: q.get("multiSelect").and_then(Value::as_bool).unwrap_or(false),
+                free_text: true,
             })
         })
         .collect()
@@ -621,25 +624,37 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
 
 /// What an answer to question `q` sends on: one of its options' labels, or
 /// for a multi-select question a list of them (joined by `", "`). A
-/// question that lists no options takes any text. The one check of a
-/// chosen label, made by the session on every answer ([`answer_of`]), so
-/// a runner that checks first (the supervisor) and the server's AG-UI
-/// resume refuse what the session would, in the same words.
+/// question that lists no options takes any text; one that takes free text
+/// ([`Question::free_text`]) takes the person's own words (not blank)
+/// instead of a label, and a multi-select one labels plus at most one text
+/// of their own (claude's "Other" is one text box; the answer is joined as
+/// claude joins it). The one check of an answer, made by the session on
+/// every answer ([`answer_of`]), so a runner that checks first (the
+/// supervisor) and the server's AG-UI resume refuse what the session
+/// would, in the same words.
 pub fn answer_label(q: &Question, v: &Value) -> Result<String, String> {
     let name = &q.question;
+    let what = if q.free_text && !q.options.is_empty() { "a label or text" } else { "a label" };
     let labels: Vec<&str> = match v {
         Value::String(s) => vec![s.as_str()],
         Value::Array(xs) if q.multi_select => match xs.iter().map(Value::as_str).collect::<Option<Vec<&str>>>() {
             Some(l) if !l.is_empty() => l,
-            _ => return Err(format!("the answer to {name:?} must be labels (strings)")),
+            _ => return Err(format!("the answer to {name:?} must be a list of {what}s (strings)")),
         },
-        Value::Array(_) => return Err(format!("{name:?} takes one label, not a list")),
-        _ => return Err(format!("the answer to {name:?} must be a label")),
+        Value::Array(_) => return Err(format!("{name:?} takes one answer, not a list")),
+        _ => return Err(format!("the answer to {name:?} must be {what}")),
     };
     if !q.options.is_empty() {
-        if let Some(bad) = labels.iter().find(|l| !q.options.iter().any(|o| o.label == **l)) {
+        let own: Vec<&&str> = labels.iter().filter(|l| !q.options.iter().any(|o| o.label == ***l)).collect();
+        if let Some(bad) = own.first().filter(|_| !q.free_text) {
             let choices: Vec<&str> = q.options.iter().map(|o| o.label.as_str()).collect();
             return Err(format!("{bad:?} is not one of the choices of {name:?} ({})", choices.join(", ")));
+        }
+        if own.iter().any(|t| t.trim().is_empty()) {
+            return Err(format!("an answer of {name:?} in the person's own words must not be blank"));
+        }
+        if own.len() > 1 {
+            return Err(format!("{name:?} takes at most one answer in the person's own words, besides its choices"));
         }
     }
     Ok(labels.join(", "))
