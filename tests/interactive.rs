@@ -355,8 +355,8 @@ fn approval_deny_and_new_input_never_skips_the_interrupt() {
 }
 
 /// user-question: an input_required interrupt whose schema holds the
-/// recorded choices; a label outside them is refused; the recorded label is
-/// sent and matches what the recording's client wrote.
+/// recorded choices; a list for this single-select question is refused;
+/// the recorded label is sent and matches what the recording's client wrote.
 #[test]
 fn a_question_is_answered_from_its_choices() {
     let s = Server::start("question", "user-question", "", &[]);
@@ -366,14 +366,94 @@ fn a_question_is_answered_from_its_choices() {
     assert_eq!(i["reason"], "input_required");
     let props = &i["responseSchema"]["properties"]["answers"]["properties"];
     let (q, schema) = props.as_object().unwrap().iter().next().unwrap();
-    assert_eq!(schema["enum"], json!(["tabs", "spaces"]), "{schema}");
-    let bad = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"answers": {q.clone(): "emacs"}}}]);
+    assert_eq!(schema["anyOf"][0]["enum"], json!(["tabs", "spaces"]), "{schema}");
+    let bad = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"answers": {q.clone(): ["tabs", "spaces"]}}}]);
     let ev2 = agui(s.port, resume_input("t", "r2", bad)).events();
     assert_eq!(last(&ev2)["type"], "RUN_ERROR", "{}", last(&ev2));
     let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"answers": {q.clone(): "spaces"}}}]);
     let r3 = agui(s.port, resume_input("t", "r3", ok));
     assert_eq!(last(&r3.events())["type"], "RUN_FINISHED", "{}", r3.text());
     assert!(s.journal().iter().any(|r| r["input"] == "answered" && r["decision"] == "answer"));
+    s.assert_stub_happy();
+}
+
+/// The person's own answer in the free-text cell (with a comma: claude's
+/// multi-select joins with ", ", a single answer keeps it whole).
+const FREE_TEXT: &str = "two spaces, like the rest of the repo";
+
+/// A cell built at test time from the recorded `user-question` cell: the
+/// same lines, but the client answered the question with `FREE_TEXT` (its
+/// "Other") instead of the recorded label: in the client's
+/// `control_response` (`updatedInput.answers`, which the replaying stub
+/// checks) and in claude's echo of it (the `tool_result` text and
+/// `tool_use_result.answers`). Not a recording: what claude's own UI sends
+/// for "Other", in the recorded shapes.
+fn free_text_cell(dir: &Path) -> PathBuf {
+    let rec = cell("user-question");
+    let out = dir.join("user-question-other");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::copy(rec.join("manifest.json"), out.join("manifest.json")).unwrap();
+    let mut answered = 0;
+    for file in ["to-agent.ndjson", "from-agent.ndjson"] {
+        let lines: Vec<String> = envelopes(&rec, file)
+            .into_iter()
+            .map(|mut e| {
+                let mut l: Value = serde_json::from_str(e["line"].as_str().unwrap()).unwrap();
+                let mut edit = |answers: &mut Value| {
+                    for v in answers.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+                        *v = FREE_TEXT.into();
+                        answered += 1;
+                    }
+                };
+                if l["type"] == "control_response" {
+                    edit(&mut l["response"]["response"]["updatedInput"]["answers"]);
+                }
+                if l["type"] == "user" && l["tool_use_result"]["answers"].is_object() {
+                    edit(&mut l["tool_use_result"]["answers"]);
+                    let c = &mut l["message"]["content"][0]["content"];
+                    *c = c.as_str().unwrap().replace(r#"="spaces""#, &format!("={FREE_TEXT:?}")).into();
+                }
+                e["line"] = l.to_string().into();
+                e.to_string()
+            })
+            .collect();
+        std::fs::write(out.join(file), lines.join("\n") + "\n").unwrap();
+    }
+    assert_eq!(answered, 2, "the recording's answer and claude's echo of it");
+    out
+}
+
+/// claude's AskUserQuestion always offers "Other": the interrupt's schema
+/// takes a string beyond the recorded choices and its metadata says so; a
+/// blank answer is refused; the person's own words reach claude as the
+/// question's `answers` value (the stub checks the line against the
+/// free-text cell), and the record keeps them.
+#[test]
+fn a_question_is_answered_in_the_persons_own_words() {
+    let cell_dir = free_text_cell(&tmp("other-cell"));
+    let s = Server::start_at("other", &cell_dir, "", &[]);
+    let prompt = &recorded_messages(&cell_dir)[0];
+    let ev = agui(s.port, run_input("t", "r1", prompt)).events();
+    let i = interrupts(&ev)[0].clone();
+    let props = &i["responseSchema"]["properties"]["answers"]["properties"];
+    let (q, schema) = props.as_object().unwrap().iter().next().unwrap();
+    assert_eq!(schema["anyOf"][0]["enum"], json!(["tabs", "spaces"]), "{schema}");
+    assert_eq!(schema["anyOf"][1]["minLength"], 1, "{schema}");
+    assert_eq!(i["metadata"]["runwire"]["questions"][0]["freeText"], true, "{i}");
+    let blank = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"answers": {q.clone(): "  "}}}]);
+    let ev2 = agui(s.port, resume_input("t", "r2", blank)).events();
+    assert_eq!(last(&ev2)["type"], "RUN_ERROR", "{}", last(&ev2));
+    let own = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"answers": {q.clone(): FREE_TEXT}}}]);
+    let r3 = agui(s.port, resume_input("t", "r3", own));
+    assert_eq!(last(&r3.events())["type"], "RUN_FINISHED", "{}", r3.text());
+    assert!(s.journal().iter().any(|r| r["input"] == "answered" && r["decision"] == "answer"));
+    let log = std::fs::read_to_string(task_log(&s)).unwrap();
+    let answer = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "runwire.answer")
+        .expect("a runwire.answer line");
+    assert_eq!(answer["answers"][q.as_str()], FREE_TEXT, "{answer}");
     s.assert_stub_happy();
 }
 
@@ -558,11 +638,16 @@ fn seq_before_second_message(cell_dir: &Path) -> u64 {
 /// `conformance/interrupts.mjs` (the official @ag-ui/client HttpAgent)
 /// against the server over the replaying stub: every JSON line it prints ok.
 fn official_client(test: &str, cell_name: &str, answer: &str, extra: &[&str]) {
+    official_client_at(test, &cell(cell_name), answer, extra)
+}
+
+/// [`official_client`] over the cell in `cell_dir` (one built at test time).
+fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str]) {
     if !support::official_client_ready() {
         return;
     }
-    let s = Server::start(test, cell_name, "", &[]);
-    let prompt = recorded_messages(&cell(cell_name))[0].clone();
+    let s = Server::start_at(test, cell_dir, "", &[]);
+    let prompt = recorded_messages(cell_dir)[0].clone();
     let out = Command::new("node")
         .arg(root().join("conformance/interrupts.mjs"))
         .arg(format!("http://127.0.0.1:{}/agui", s.port))
@@ -596,6 +681,14 @@ fn official_client_denies() {
 #[test]
 fn official_client_answers_a_question() {
     official_client("oc-question", "user-question", "question:spaces", &["--replay"]);
+}
+
+/// The official client answers with the person's own words (the schema's
+/// string beyond the choices), a replay of it and a different answer too.
+#[test]
+fn official_client_answers_a_question_in_the_persons_own_words() {
+    let cell_dir = free_text_cell(&tmp("oc-other-cell"));
+    official_client_at("oc-other", &cell_dir, &format!("question:{FREE_TEXT}"), &["--replay", "--different"]);
 }
 
 /// plan-mode: the plan is an interrupt of its own (ExitPlanMode); approving

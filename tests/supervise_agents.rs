@@ -422,14 +422,18 @@ fn codex_question_answered_from_its_choices() {
     let mut s = Sup::start("codex-question", "codex", "user-question", &[]);
     s.until("the question in the journal", |s| s.inputs().iter().any(|r| r["input"] == "requested"));
     let id = s.inputs()[0]["request"].as_str().unwrap().to_string();
-    // A question that was not asked, and a label that is not one of the question's choices, are
-    // refused before the session (the session's own check; the server's resume makes it too).
+    // A question that was not asked, and an answer the question cannot take (runwire's question
+    // tool takes the person's own words, but not blank ones), are refused before the session (the
+    // session's own check; the server's resume makes it too).
     let r = s.answer(json!({"id": id, "decision": "answer", "answers": {"Tabs or commas?": "spaces"}}));
     assert_eq!(r["ok"], false, "{r}");
-    let r = s.answer(json!({"id": id, "decision": "answer", "answers": {"Tabs or spaces?": "commas"}}));
+    let r = s.answer(json!({"id": id, "decision": "answer", "answers": {"Tabs or spaces?": " "}}));
     assert_eq!(r["ok"], false, "{r}");
     assert!(
-        r["detail"].as_str().unwrap().contains(r#""commas" is not one of the choices of "Tabs or spaces?""#),
+        r["detail"]
+            .as_str()
+            .unwrap()
+            .contains(r#"an answer of "Tabs or spaces?" in the person's own words must not be blank"#),
         "{r}"
     );
     let acts = drive(&s);

@@ -372,6 +372,11 @@ mod tests {
             json!({"Tabs or spaces?": "two spaces, as gofmt would not", "Which?": "b, c, of course"})
         );
         assert_eq!(json_of(&st.output[0])["answers"]["Tabs or spaces?"], "two spaces, as gofmt would not");
+        // The same words again are a replay; other words to the decided question are refused.
+        let again = r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":"two spaces, as gofmt would not","Which?":["b","c, of course"]}}"#;
+        assert!(input(&mut s, again).unwrap().replayed);
+        let other = r#"{"type":"answer","id":"q1","decision":"answer","answers":{"Tabs or spaces?":"tabs","Which?":["b","c, of course"]}}"#;
+        assert!(matches!(input(&mut s, other), Err(Refused::Decided { .. })));
     }
 
     #[test]

@@ -661,12 +661,22 @@ pub fn answer_label(q: &Question, v: &Value) -> Result<String, String> {
 }
 
 /// An answer repeated identically (a client retrying) is not a conflict.
+/// Answers compare by what was sent on (a list of labels as joined), so a
+/// different answer to the same questions is one (it used to compare the
+/// questions only, which was enough while every answer had to be a label
+/// and a wrong one was refused first; free text made it visible).
 fn same_answer(prev: &InputAnswer, a: &AnswerInput) -> bool {
     let decision: Decision = a.decision.into();
+    let sent = |v: &Value| match v {
+        Value::Array(xs) => {
+            xs.iter().map(|x| x.as_str().map(str::to_string)).collect::<Option<Vec<_>>>().map(|l| l.join(", ").into())
+        }
+        other => Some(other.clone()),
+    };
     prev.decision == decision
         && prev.updated_input == a.updated_input.clone().map(serde_json::Value::Object)
         && (a.decision != input::Decision::Allow || prev.scope == Some(a.scope.unwrap_or(Scope::Once)))
         && (a.answers.is_none()
-            || prev.answers.as_ref().map(|m| m.keys().collect::<Vec<_>>())
-                == a.answers.as_ref().map(|m| m.keys().collect::<Vec<_>>()))
+            || a.answers.as_ref().map(|m| m.iter().map(|(k, v)| Some((k.clone(), sent(v)?))).collect::<Option<_>>())
+                == Some(prev.answers.clone()))
 }
