@@ -48,11 +48,48 @@ function beforeSecondMessage(cell) {
   return users[1].seq - 1;
 }
 
-/** runwire-serve --interactive over the replaying stub for `cell`. */
+/** The person's own answer in the free-text cell. */
+const FREE_TEXT = 'two spaces, like the rest of the repo';
+
+/**
+ * A cell built at test time from the recorded user-question cell (as
+ * tests/interactive.rs free_text_cell does): the client answered with
+ * FREE_TEXT (claude's "Other") instead of the recorded label, in its
+ * control_response (which the replaying stub checks) and in claude's echo.
+ */
+function freeTextCell() {
+  const dir = path.join(tempDir('cell-other'), 'user-question-other');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'manifest.json'), readFileSync(path.join(CELLS, 'user-question', 'manifest.json')));
+  let answered = 0;
+  const edit = (answers) => {
+    for (const k of Object.keys(answers)) {
+      answers[k] = FREE_TEXT;
+      answered += 1;
+    }
+  };
+  for (const file of ['to-agent.ndjson', 'from-agent.ndjson']) {
+    const out = envelopes('user-question', file).map((e) => {
+      const l = JSON.parse(e.line);
+      if (l.type === 'control_response' && l.response?.response?.updatedInput?.answers) edit(l.response.response.updatedInput.answers);
+      if (l.type === 'user' && l.tool_use_result?.answers) {
+        edit(l.tool_use_result.answers);
+        const c = l.message.content[0];
+        c.content = c.content.replace('="spaces"', `=${JSON.stringify(FREE_TEXT)}`);
+      }
+      return JSON.stringify({ ...e, line: JSON.stringify(l) });
+    });
+    writeFileSync(path.join(dir, file), out.join('\n') + '\n');
+  }
+  assert.equal(answered, 2, "the recording's answer and claude's echo of it");
+  return dir;
+}
+
+/** runwire-serve --interactive over the replaying stub for `cell` (a name in CELLS, or a directory). */
 async function server(cell, extra = '') {
-  const dir = tempDir(`engine-${cell}`);
+  const dir = tempDir(`engine-${path.basename(cell)}`);
   const engine = path.join(dir, 'engine.sh');
-  writeFileSync(engine, `#!/bin/sh\nexec ${path.join(REPO, 'fixtures/stub-engines/replay')} claude ${path.join(CELLS, cell)} ${extra} -- "$@"\n`);
+  writeFileSync(engine, `#!/bin/sh\nexec ${path.join(REPO, 'fixtures/stub-engines/replay')} claude ${path.resolve(CELLS, cell)} ${extra} -- "$@"\n`);
   chmodSync(engine, 0o755);
   const s = await startServer({ args: ['--agent', 'claude', '--interactive', '--agent-cmd', engine] });
   servers.push(s);
@@ -181,6 +218,42 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await status(p, 'finished');
     assert.match(await card.locator('.request-status').textContent(), /Answered: spaces/);
     await waitFor(() => inputRecords(s).some((r) => r.decision === 'answer'), { what: 'the answer journaled' });
+    stubHappy(s);
+    g.check();
+    await context.close();
+  });
+
+  test('chat at 390 px: a question answered with "Other", typed by keyboard; claude gets the words', async () => {
+    const cell = freeTextCell();
+    const s = await server(cell);
+    const { p, g, context } = await page(PHONE);
+    await p.goto(`${s.url}/#/chat`);
+    await send(p, messages('user-question')[0]);
+    await p.locator('section.request[data-kind="question"][data-state="open"]').waitFor({ timeout: 30000 });
+    const card = p.locator('section.request').first();
+    const other = card.locator('input[data-other]');
+    const own = card.locator('input.request-own');
+    assert.equal(await card.locator('.option-other label').textContent(), 'Other…');
+    await noHorizontalOverflow(p, 'the question card with Other at 390 px');
+    // "Other" chosen with nothing typed says so and sends nothing.
+    await other.focus();
+    await p.keyboard.press('Space');
+    assert.equal(await other.isChecked(), true);
+    assert.equal(await own.evaluate((x) => x === document.activeElement), true, 'choosing Other moves to its text box');
+    await p.keyboard.press('Enter');
+    assert.match(await card.locator('.request-status').textContent(), /type your own answer/);
+    // A choice, then typing: typing chooses Other again; Enter sends.
+    await card.locator('.option label', { hasText: 'tabs' }).click();
+    assert.equal(await other.isChecked(), false);
+    await own.focus();
+    await p.keyboard.type(FREE_TEXT);
+    assert.equal(await other.isChecked(), true);
+    await p.screenshot({ path: path.join(shots, 'question-other-390.png'), fullPage: true });
+    await p.keyboard.press('Enter');
+    await status(p, 'finished');
+    assert.equal(await card.locator('.request-status').textContent(), `Answered: ${FREE_TEXT}.`);
+    await waitFor(() => inputRecords(s).some((r) => r.decision === 'answer'), { what: 'the answer journaled' });
+    await noHorizontalOverflow(p, 'the answered question card at 390 px');
     stubHappy(s);
     g.check();
     await context.close();

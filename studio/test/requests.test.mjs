@@ -80,6 +80,27 @@ test('a question needs one answer per question; multi-select takes several', () 
   assert.match(decide(c, { type: 'approve' }).error, /answered, not approved/);
 });
 
+test('a question that takes free text takes the person\'s own words; one that does not, only its choices', () => {
+  const free = structuredClone(questionInterrupt);
+  for (const q of free.metadata.runwire.questions) q.freeText = true;
+  const c = fromInterrupt(free);
+  assert.deepEqual(c.questions.map((q) => q.freeText), [true, true]);
+  const d = decide(c, { type: 'answer', answers: { 'Which color?': 'teal, like the logo', 'Which sizes?': ['S', 'XXL'] } });
+  assert.deepEqual(resumeEntry(c, d).payload, { answers: { 'Which color?': 'teal, like the logo', 'Which sizes?': ['S', 'XXL'] } });
+  assert.deepEqual(answerBody(c, d).answers, { 'Which color?': 'teal, like the logo', 'Which sizes?': ['S', 'XXL'] });
+  // "Other" chosen with nothing typed, and two texts of one's own, are refused.
+  assert.match(decide(c, { type: 'answer', answers: { 'Which color?': ' ', 'Which sizes?': ['S'] } }).error, /type your own answer to “Which color\?”/);
+  assert.match(decide(c, { type: 'answer', answers: { 'Which color?': 'Red', 'Which sizes?': ['XL', 'XXL'] } }).error, /at most one answer of your own/);
+  // The same words where the question offers only its choices.
+  const plain = fromInterrupt(questionInterrupt);
+  assert.equal(plain.questions[0].freeText, false);
+  assert.match(decide(plain, { type: 'answer', answers: { 'Which color?': 'teal', 'Which sizes?': ['S'] } }).error, /not one of the choices/);
+  // events/v1 spells it free_text.
+  const t = fromInputRequest({ id: 'q9', kind: 'question', questions: [{ question: 'Why?', options: [{ label: 'a' }], multi_select: false, free_text: true }] });
+  assert.equal(t.questions[0].freeText, true);
+  assert.deepEqual(answerBody(t, decide(t, { type: 'answer', answers: { 'Why?': 'because' } })).answers, { 'Why?': 'because' });
+});
+
 test('expiry is read from expiresAt', () => {
   const c = fromInterrupt(toolInterrupt);
   const at = Date.parse(toolInterrupt.expiresAt);

@@ -20,6 +20,9 @@ function questionsOf(list) {
       question: q.question,
       header: str(q.header),
       multiSelect: q.multiSelect === true || q.multi_select === true,
+      // The question takes the person's own words besides its options
+      // (claude's "Other", codex's isOther): AG-UI metadata or events/v1.
+      freeText: q.freeText === true || q.free_text === true,
       options: (Array.isArray(q.options) ? q.options : [])
         .filter((o) => obj(o) && typeof o.label === 'string')
         .map((o) => ({ label: o.label, description: str(o.description) })),
@@ -111,7 +114,9 @@ export function expiresText(c, now = Date.now()) {
 /**
  * Reads an action into a decision, or `{error}`.
  * Actions: {type: 'approve', scope?: 'once'|'session', edited?: string (JSON text)},
- * {type: 'deny', reason?: string}, {type: 'answer', answers: {question: label | [labels]}},
+ * {type: 'deny', reason?: string}, {type: 'answer', answers: {question: label | [labels]}}
+ * (a label may be the person's own text where the question takes free text: at most one
+ * per question, never blank; the server checks the same),
  * {type: 'cancel'}.
  */
 export function decide(c, action) {
@@ -143,10 +148,15 @@ export function decide(c, action) {
       const answers = {};
       for (const q of c.questions) {
         const v = given[q.question];
-        const labels = (Array.isArray(v) ? v : [v]).filter((x) => typeof x === 'string' && x.trim() !== '');
-        if (labels.length === 0) return { error: `choose an answer to “${q.question}”` };
-        if (!q.multiSelect && labels.length > 1) return { error: `“${q.question}” takes one answer` };
-        answers[q.question] = q.multiSelect ? labels : labels[0];
+        const list = (Array.isArray(v) ? v : [v]).filter((x) => typeof x === 'string');
+        // A blank entry is an "Other" chosen with nothing typed.
+        if (list.some((x) => x.trim() === '')) return { error: `type your own answer to “${q.question}”, or choose an option` };
+        if (list.length === 0) return { error: `choose an answer to “${q.question}”` };
+        if (!q.multiSelect && list.length > 1) return { error: `“${q.question}” takes one answer` };
+        const own = q.options.length ? list.filter((x) => !q.options.some((o) => o.label === x)) : [];
+        if (own.length && !q.freeText) return { error: `“${own[0]}” is not one of the choices of “${q.question}”` };
+        if (own.length > 1) return { error: `“${q.question}” takes at most one answer of your own` };
+        answers[q.question] = q.multiSelect ? list : list[0];
       }
       return { decision: 'answer', answers };
     }

@@ -1,8 +1,10 @@
 // A request card: what the agent waits for (a tool approval, a question, a
 // plan approval) and the controls to answer it. Native buttons, inputs and
 // fieldsets only, so every control works by keyboard; the card reflows to
-// one column on a narrow screen (style.css, .request). `onDecide(decision)`
-// sends the answer and resolves to {ok, text}.
+// one column on a narrow screen (style.css, .request). A question that takes
+// the person's own words (card question freeText) adds "Other…" with a text
+// box: typing in it chooses "Other"; a question with no options is the text
+// box alone. `onDecide(decision)` sends the answer and resolves to {ok, text}.
 
 import { decide, decisionText, expiresText, isExpired } from '../state/requests.js';
 import { h, nextId, setText } from './dom.js';
@@ -86,19 +88,64 @@ export class RequestCardView {
 
   question(q, qi) {
     const name = nextId(`q${qi}`);
+    const type = q.multiSelect ? 'checkbox' : 'radio';
     const inputs = q.options.map((o) => {
       const id = nextId('opt');
-      const input = h('input', { type: q.multiSelect ? 'checkbox' : 'radio', id, name, value: o.label });
+      const input = h('input', { type, id, name, value: o.label });
       return { input, el: h('div.option', null, input, h('label', { for: id }, o.label, o.description ? h('span.sub', null, ` — ${o.description}`) : null)) };
     });
-    const el = h('fieldset.request-question', null, h('legend', null, q.header ? `${q.header}: ${q.question}` : q.question), ...inputs.map((i) => i.el));
-    return { q, inputs, el };
+    const legend = h('legend', null, q.header ? `${q.header}: ${q.question}` : q.question);
+    let other = null;
+    let text = null;
+    const parts = inputs.map((i) => i.el);
+    if (q.freeText || q.options.length === 0) {
+      const textId = nextId('own');
+      text = h('input.request-own', {
+        type: 'text',
+        id: textId,
+        name: `${name}-own`,
+        maxlength: '2000',
+        autocomplete: 'off',
+        placeholder: 'Type your own answer',
+      });
+      if (q.options.length === 0) {
+        parts.push(h('div.option-own', null, h('label', { for: textId }, 'Your answer'), text));
+      } else {
+        const otherId = nextId('opt');
+        other = h('input', { type, id: otherId, name, value: '', 'data-other': 'true', 'aria-controls': textId });
+        // Typing is choosing "Other"; clearing the box un-chooses it only for a checkbox
+        // (a radio needs another option to be picked).
+        text.addEventListener('input', () => {
+          if (text.value.trim() !== '') other.checked = true;
+          else if (q.multiSelect) other.checked = false;
+          // A complaint about the empty box is stale once something is typed.
+          if (this.status.dataset.kind === 'error') {
+            setText(this.status, '');
+            this.status.dataset.kind = '';
+          }
+        });
+        other.addEventListener('change', () => {
+          if (other.checked) text.focus();
+        });
+        parts.push(
+          h('div.option-other', null, other, h('label', { for: otherId }, 'Other…')),
+          h('div.option-own', null, h('label.sub', { for: textId }, 'Your own answer (Other)'), text),
+        );
+      }
+    }
+    const el = h('fieldset.request-question', null, legend, ...parts);
+    return { q, inputs, other, text, el };
   }
 
   answers() {
     const out = {};
     for (const f of this.fields) {
       const chosen = f.inputs.filter((i) => i.input.checked).map((i) => i.input.value);
+      // "Other" chosen (or a question with no options): the typed text, blank
+      // included, so an empty "Other" is reported rather than dropped.
+      if (f.text && (!f.other || f.other.checked)) {
+        if (f.other || f.text.value.trim() !== '') chosen.push(f.text.value.trim());
+      }
       out[f.q.question] = f.q.multiSelect ? chosen : chosen[0];
     }
     return out;
@@ -140,6 +187,7 @@ export class RequestCardView {
     clearInterval(this.timer);
     for (const b of this.buttons) b.disabled = true;
     if (this.input) this.input.readOnly = true;
+    for (const f of this.fields || []) if (f.text) f.text.readOnly = true;
     this.el.dataset.state = 'answered';
     this.el.dataset.decision = d.decision;
     setText(this.status, text || decisionText(d));
