@@ -829,15 +829,27 @@ impl ListCache {
         let more;
         let mut ids;
         if read_all {
-            ids = reg.ids();
-            // One pass: each run's pointer, then at once its files (while its directory is at hand).
-            let runs = par_map(&ids, fds, now_ns, |w, id| {
-                let h = w.head(id, snapshot.get(id), false, false).filter(|h| repo_ok(h))?;
+            // One pass, while the registry is read: each run's pointer, then at once its
+            // files (while its directory is at hand). `Err`: a run of another repository.
+            let runs = streamed(&reg.dir, fds, now_ns, |w, id| {
+                let h = w.head(id, snapshot.get(id), false, false)?;
+                if !repo_ok(&h) {
+                    return Some(Err(h.id));
+                }
                 let f = w.full(&h, snapshot.get(id))?;
-                Some((h, f))
+                Some(Ok((h, f)))
             });
-            rows = Vec::with_capacity(ids.len());
-            for (h, f) in runs.into_iter().flatten().flatten() {
+            ids = Vec::with_capacity(runs.len());
+            rows = Vec::with_capacity(runs.len());
+            for r in runs {
+                let (h, f) = match r {
+                    Ok(hf) => hf,
+                    Err(id) => {
+                        ids.push(id);
+                        continue;
+                    }
+                };
+                ids.push(h.id.clone());
                 if let Some(k) = f.keep {
                     updates.push((h.id.clone(), k));
                 }
