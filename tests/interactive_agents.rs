@@ -235,6 +235,21 @@ fn approval(agent: &str, cell_name: &str, approved: bool, tool: &str) {
     let want = if approved { "allow" } else { "deny" };
     assert!(j.iter().any(|r| r["input"] == "requested" && r["kind"] == "tool_approval"), "{j:?}");
     assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == want), "{j:?}");
+    // The session said it was idle once the turn was over (its line is in the
+    // task log, after the answer and the turn's end); the AG-UI streams show
+    // nothing of it (normalize-events skips it).
+    let logs: String = std::fs::read_dir(s.dir.join("harness/serve/runstate"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    // Idle before the first message, and after the turn with both inputs (the message, the answer) applied.
+    let idle: Vec<&str> = logs.lines().filter(|l| l.contains("runwire.idle")).collect();
+    assert_eq!(idle, [r#"{"type":"runwire.idle","inputs":0}"#, r#"{"type":"runwire.idle","inputs":2}"#]);
+    let last = logs.rfind("runwire.idle").unwrap();
+    assert!(logs.rfind(r#""type":"runwire.answer""#).unwrap() < last, "{logs}");
+    assert!(!format!("{ev:?}{ev2:?}").contains("runwire.idle"));
     s.assert_replay_happy();
 }
 

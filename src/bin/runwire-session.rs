@@ -26,7 +26,7 @@ enum AgentName {
     Acp,
 }
 
-/// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines, so `| normalize-events claude | agui-translate | sse-encode` works on it.
+/// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines (and a runwire.idle line, with the input lines applied, whenever it becomes idle), so `| normalize-events claude | agui-translate | sse-encode` works on it.
 #[derive(Parser, Debug)]
 #[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0; 1 the agent failed (non-zero exit, killed); 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
 struct Args {
