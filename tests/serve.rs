@@ -1160,4 +1160,6 @@ fn an_installed_binary_without_a_checkout_uses_its_embedded_wrappers() {
     );
     let _ = child.kill();
     let _ = child.wait();
+    // The binary's copy is tens of MB: not left in the temp dir on every run.
+    let _ = std::fs::remove_dir_all(&base);
 }

@@ -17,7 +17,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -758,31 +758,8 @@ fn cursor_unanswered_permission_expires_denied() {
 fn server_task_routes_answer_a_supervised_cursor_session() {
     let mut s = Sup::start("cursor-routes", "cursor", "approval-allow", &[]);
     s.until("the request in the journal", |s| s.inputs().iter().any(|r| r["input"] == "requested"));
-    let mut srv = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-        .args(["--listen", "127.0.0.1:0"])
-        .env("HARNESS_HOME", s.dir.join("home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(srv.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-    let post = |path: &str, body: &str| -> (u16, Value) {
-        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        c.set_read_timeout(Some(LIMIT)).unwrap();
-        write!(
-            c,
-            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        c.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        (head.split(' ').nth(1).unwrap().parse().unwrap(), serde_json::from_str(body).unwrap_or(Value::Null))
-    };
+    let srv = support::Serve::start(&s.dir.join("home"));
+    let post = |path: &str, body: &str| srv.post(path, body);
     let run = std::fs::read_dir(s.dir.join("home/runs")).unwrap().flatten().next().unwrap();
     let run = run.path().file_stem().unwrap().to_string_lossy().to_string();
     let rid = s.inputs()[0]["request"].as_str().unwrap().to_string();
@@ -802,8 +779,6 @@ fn server_task_routes_answer_a_supervised_cursor_session() {
     let answered: Vec<Value> = s.inputs().into_iter().filter(|r| r["input"] == "answered").collect();
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["decision"].as_str(), answered[0]["by"].as_str()), (Some("allow"), Some("runwire-serve")));
-    let _ = srv.kill();
-    let _ = srv.wait();
 }
 
 /// The answers the journal holds: (request, decision, by).

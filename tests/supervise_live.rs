@@ -5,6 +5,8 @@
 //! session, `answer` answers the agent, and the journal records requests and
 //! answers. Every wait is bounded; the supervisor's group is killed on the way out.
 
+mod support;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -240,35 +242,11 @@ fn kill_still_kills_an_interactive_task() {
 /// the supervisor refuses.
 #[test]
 fn server_task_routes_answer_and_stop_a_supervised_session() {
-    use std::io::Read;
     need_jq!();
     let mut l = Live::start("routes", "approval-allow", "");
     l.until("the request in the log", |l| l.log().contains(r#"{"type":"runwire.request""#));
-    let mut srv = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-        .args(["--listen", "127.0.0.1:0"])
-        .env("HARNESS_HOME", l.dir.join("home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(srv.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-    let post = |path: &str, body: &str| -> (u16, Value) {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(LIMIT)).unwrap();
-        write!(
-            s,
-            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        (head.split(' ').nth(1).unwrap().parse().unwrap(), serde_json::from_str(body).unwrap_or(Value::Null))
-    };
+    let srv = support::Serve::start(&l.dir.join("home"));
+    let post = |path: &str, body: &str| srv.post(path, body);
     let run = std::fs::read_dir(l.dir.join("home/runs")).unwrap().flatten().next().unwrap();
     let id = run.path().file_stem().unwrap().to_string_lossy().to_string();
     let rid = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
@@ -283,6 +261,4 @@ fn server_task_routes_answer_and_stop_a_supervised_session() {
     // The run is over: nobody holds its session any more.
     let (code, _) = post(&format!("/runs/{id}/tasks/a/stop"), "");
     assert_eq!(code, 409);
-    let _ = srv.kill();
-    let _ = srv.wait();
 }

@@ -296,7 +296,7 @@ struct State {
     /// Entries changed since the index was read or written.
     dirty: bool,
     /// What listings learnt and have not merged yet: the entries to keep or
-    /// drop, and the run ids registered then (sorted). Merged after the
+    /// drop, and the run ids registered then. Merged after the
     /// answer is out ([`ListCache::save_index`]) or by the next listing.
     pending: Vec<(Updates, Vec<String>)>,
 }
@@ -305,7 +305,9 @@ impl State {
     /// Applies what listings learnt; entries of runs no longer registered
     /// are dropped.
     fn settle(&mut self) {
-        for (updates, ids) in std::mem::take(&mut self.pending) {
+        for (updates, mut ids) in std::mem::take(&mut self.pending) {
+            // Sorted here, once the answer is out.
+            ids.sort_unstable();
             let registered = |id: &str| ids.binary_search_by(|x| x.as_str().cmp(id)).is_ok();
             let stale = self.runs.keys().any(|id| !registered(id));
             if updates.is_empty() && !stale {
@@ -403,12 +405,15 @@ struct Worker<'a> {
     links: Option<&'a OwnedFd>,
     dirs: HashMap<String, DirState, FastHash>,
     buf: Vec<u8>,
+    /// File names are built here.
+    name: String,
     now_ns: i64,
 }
 
 impl<'a> Worker<'a> {
     fn new(fds: Fds<'a>, now_ns: i64) -> Worker<'a> {
-        Worker { reg_dir: fds.reg, links: fds.links, dirs: HashMap::default(), buf: Vec::new(), now_ns }
+        let (reg_dir, links) = (fds.reg, fds.links);
+        Worker { reg_dir, links, dirs: HashMap::default(), buf: Vec::new(), name: String::new(), now_ns }
     }
 
     fn dir(&mut self, path: &str) -> &mut DirState {
@@ -455,7 +460,7 @@ impl<'a> Worker<'a> {
             }
         }
         if let (true, true, Some(links)) = (stat_journal, use_link, self.links) {
-            match linked_head(reg_dir, links, id) {
+            match linked_head(reg_dir, links, id, &mut self.name) {
                 Linked::Head(h) => return Some(h),
                 Linked::Gone => return None,
                 Linked::NoLink => {}
@@ -670,22 +675,27 @@ enum Linked {
 /// A run's head from two `stat`s and no read: its pointer's (not followed)
 /// and its journal's, through the journal link. A link whose journal does
 /// not exist yet (dangling) gives the pointer's time alone.
-fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str) -> Linked {
-    let pointer_stamp = match stat_at(reg_dir, &cat(&[id, ".json"])) {
+fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str, name: &mut String) -> Linked {
+    // File names built in one buffer: no allocation per run.
+    name.clear();
+    name.push_str(id);
+    name.push_str(".json");
+    let pointer_stamp = match stat_at(reg_dir, name) {
         Ok(s) => s,
         Err(nix::errno::Errno::ENOENT) => return Linked::Gone,
         // The read says why.
         Err(_) => return Linked::NoLink,
     };
-    let link = link_name(id);
+    name.push('l');
+    debug_assert_eq!(*name, link_name(id));
     // Followed: a hard link is the journal itself, a symlink leads to it.
-    let (journal_ns, link_id) = match nix::sys::stat::fstatat(Some(links.as_raw_fd()), link.as_str(), AtFlags::empty())
+    let (journal_ns, link_id) = match nix::sys::stat::fstatat(Some(links.as_raw_fd()), name.as_str(), AtFlags::empty())
     {
         Ok(st) => {
             let s = Stamp::of(&st);
             (s.mtime_ns, Some((s.dev, s.ino)))
         }
-        Err(nix::errno::Errno::ENOENT) => match stat_at(links, &link) {
+        Err(nix::errno::Errno::ENOENT) => match stat_at(links, name) {
             Ok(_) => (0, None),
             Err(_) => return Linked::NoLink,
         },
@@ -698,6 +708,42 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str) -> Linked {
         activity_ns: pointer_stamp.mtime_ns.max(journal_ns).max(0),
         linked: true,
         link_id,
+    })
+}
+
+/// Pass 1 over a registry still being read: its directory is read here, and
+/// the run ids go in batches, as they come, to one worker per core (at most
+/// 8) that runs `f` on each. Returns what `f` gave. A worker that panics
+/// loses its results, never the others'.
+fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, &str) -> Option<R> + Sync) -> Vec<R> {
+    const BATCH: usize = 128;
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<String>>();
+    let rx = Mutex::new(rx);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    std::thread::scope(|s| {
+        let work = || {
+            let mut w = Worker::new(fds, now_ns);
+            let mut out = Vec::new();
+            // The lock is held only to take a batch.
+            loop {
+                let Ok(batch) = rx.lock().unwrap_or_else(|e| e.into_inner()).recv() else { break };
+                out.extend(batch.iter().filter_map(|id| f(&mut w, id)));
+            }
+            out
+        };
+        let handles: Vec<_> = (0..workers).map(|_| s.spawn(work)).collect();
+        let mut batch = Vec::with_capacity(BATCH);
+        Registry::scan(dir, |id| {
+            batch.push(id.to_string());
+            if batch.len() == BATCH {
+                let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+            }
+        });
+        if !batch.is_empty() {
+            let _ = tx.send(batch);
+        }
+        drop(tx);
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     })
 }
 
@@ -714,11 +760,13 @@ fn par_map<T: Sync, R: Send + Sync>(
     now_ns: i64,
     f: impl Fn(&mut Worker, &T) -> R + Sync,
 ) -> Vec<Option<R>> {
-    const CHUNK: usize = 256;
-    let chunks: Vec<&[T]> = items.chunks(CHUNK).collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    // A page's few runs are spread over the cores too (each reads three files).
+    let chunk = (items.len() / (cores * 4)).clamp(8, 256);
+    let chunks: Vec<&[T]> = items.chunks(chunk).collect();
     let slots: Vec<std::sync::OnceLock<Vec<R>>> = chunks.iter().map(|_| std::sync::OnceLock::new()).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(chunks.len());
+    let workers = cores.min(chunks.len());
     let work = |w: &mut Worker| loop {
         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Some(chunk) = chunks.get(i) else { break };
@@ -762,7 +810,6 @@ impl ListCache {
             st.settle();
             st.runs.clone()
         };
-        let ids = reg.ids();
         let reg_dir = safe::open_dir(&reg.dir).ok();
         // No journal links (a registry written before them): every head reads its pointer.
         let links = safe::open_dir(&reg.links_dir()).ok();
@@ -780,15 +827,29 @@ impl ListCache {
         let mut rows: Vec<(i64, String, Arc<str>)>;
         let total;
         let more;
+        let mut ids;
         if read_all {
-            // One pass: each run's pointer, then at once its files (while its directory is at hand).
-            let runs = par_map(&ids, fds, now_ns, |w, id| {
-                let h = w.head(id, snapshot.get(id), false, false).filter(|h| repo_ok(h))?;
+            // One pass, while the registry is read: each run's pointer, then at once its
+            // files (while its directory is at hand). `Err`: a run of another repository.
+            let runs = streamed(&reg.dir, fds, now_ns, |w, id| {
+                let h = w.head(id, snapshot.get(id), false, false)?;
+                if !repo_ok(&h) {
+                    return Some(Err(h.id));
+                }
                 let f = w.full(&h, snapshot.get(id))?;
-                Some((h, f))
+                Some(Ok((h, f)))
             });
-            rows = Vec::with_capacity(ids.len());
-            for (h, f) in runs.into_iter().flatten().flatten() {
+            ids = Vec::with_capacity(runs.len());
+            rows = Vec::with_capacity(runs.len());
+            for r in runs {
+                let (h, f) = match r {
+                    Ok(hf) => hf,
+                    Err(id) => {
+                        ids.push(id);
+                        continue;
+                    }
+                };
+                ids.push(h.id.clone());
                 if let Some(k) = f.keep {
                     updates.push((h.id.clone(), k));
                 }
@@ -806,12 +867,19 @@ impl ListCache {
         } else {
             // The pointers are needed to filter by repository: then they are read.
             let use_link = q.repo.is_none();
-            let mut heads: Vec<Head> = par_map(&ids, fds, now_ns, |w, id| w.head(id, snapshot.get(id), true, use_link))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter(|h| repo_ok(h))
-                .collect();
+            let head = |w: &mut Worker, id: &str| w.head(id, snapshot.get(id), true, use_link);
+            let mut heads: Vec<Head>;
+            if use_link && fds.links.is_some() {
+                // Two stats a run: reading the registry is a good part of the
+                // work, so the stats start while it goes on.
+                heads = streamed(&reg.dir, fds, now_ns, head);
+                // Taken from the heads at the end (see below).
+                ids = Vec::new();
+            } else {
+                ids = reg.ids();
+                heads = par_map(&ids, fds, now_ns, |w, id| head(w, id)).into_iter().flatten().flatten().collect();
+            }
+            heads.retain(|h| repo_ok(h));
             let mut fulls: Vec<Option<Full>> = heads.iter().map(|_| None).collect();
             let mut gone = vec![false; heads.len()];
             // The page is cut by the heads' activity; a run shown whose link
@@ -819,15 +887,21 @@ impl ListCache {
             // say, and the page cut again, until it holds only checked runs.
             let page = loop {
                 let mut order: Vec<usize> = (0..heads.len()).filter(|&i| !gone[i]).collect();
-                order.sort_unstable_by(|&a, &b| {
-                    heads[b].activity_ns.cmp(&heads[a].activity_ns).then_with(|| heads[a].id.cmp(&heads[b].id))
-                });
                 let all = order.len();
                 if let Some(c) = &q.cursor {
                     order.retain(|&i| c.before(heads[i].activity_ns, &heads[i].id));
                 }
                 let has_more = order.len() > limit;
-                order.truncate(limit);
+                let by_activity = |a: &usize, b: &usize| {
+                    let (a, b) = (&heads[*a], &heads[*b]);
+                    b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id))
+                };
+                // Only the page is sorted: the rest is just cut off.
+                if has_more {
+                    order.select_nth_unstable_by(limit, by_activity);
+                    order.truncate(limit);
+                }
+                order.sort_unstable_by(by_activity);
                 let todo: Vec<usize> = order.iter().copied().filter(|&i| fulls[i].is_none()).collect();
                 if todo.is_empty() {
                     break (order, all, has_more);
@@ -864,7 +938,7 @@ impl ListCache {
                     updates.push((heads[i].id.clone(), k));
                 }
                 // Placed by the head's activity, so the page's order and its cursor agree.
-                rows.push((heads[i].activity_ns, std::mem::take(&mut heads[i].id), f.summary));
+                rows.push((heads[i].activity_ns, heads[i].id.clone(), f.summary));
             }
             // Runs read and then cut from the page (a link corrected) are kept too: the
             // next listing places them by their files.
@@ -872,6 +946,10 @@ impl ListCache {
                 if let Some(Full { keep: Some(k), .. }) = f {
                     updates.push((heads[i].id.clone(), k));
                 }
+            }
+            if ids.is_empty() {
+                // Streamed: the registered runs are those with a head.
+                ids = heads.into_iter().map(|h| h.id).collect();
             }
         }
         let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.clone() });

@@ -202,22 +202,27 @@ impl Registry {
 
     /// The run ids with a pointer file, sorted.
     pub fn ids(&self) -> Vec<String> {
-        use nix::fcntl::OFlag;
-        // nix's iterator lends each name: one allocation per run id, none per entry.
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let Ok(mut dir) = nix::dir::Dir::open(&self.dir, flags, nix::sys::stat::Mode::empty()) else {
-            return Vec::new();
-        };
-        let mut ids: Vec<String> = dir
-            .iter()
-            .flatten()
-            .filter_map(|e| {
-                let id = std::str::from_utf8(e.file_name().to_bytes().strip_suffix(b".json")?).ok()?;
-                super::valid_id(id).then(|| id.to_string())
-            })
-            .collect();
+        let mut ids = Vec::new();
+        Registry::scan(&self.dir, |id| ids.push(id.to_string()));
         ids.sort_unstable();
         ids
+    }
+
+    /// Calls `f` with each run id that has a pointer file in the registry
+    /// directory `dir`, in directory order, as the directory is read.
+    pub fn scan(dir: &Path, mut f: impl FnMut(&str)) {
+        use nix::fcntl::OFlag;
+        // nix's iterator lends each name: no allocation per entry.
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let Ok(mut d) = nix::dir::Dir::open(dir, flags, nix::sys::stat::Mode::empty()) else { return };
+        for e in d.iter().flatten() {
+            let Some(id) = e.file_name().to_bytes().strip_suffix(b".json") else { continue };
+            if let Ok(id) = std::str::from_utf8(id) {
+                if super::valid_id(id) {
+                    f(id);
+                }
+            }
+        }
     }
 
     /// Removes (unless `dry_run`) every pointer whose runstate directory is

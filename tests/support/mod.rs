@@ -72,3 +72,64 @@ pub fn official_client_ready() -> bool {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// A `runwire-serve` on a free loopback port (`--listen 127.0.0.1:0` added
+/// to `cmd`, whose first line says where), stopped when dropped.
+pub struct Serve {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl Serve {
+    /// Starts `cmd` (runwire-serve with its arguments and environment).
+    pub fn spawn(mut cmd: Command) -> Serve {
+        use std::io::BufRead;
+        let mut child = cmd
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start runwire-serve");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
+        let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}, not where it listens"));
+        Serve { child, port }
+    }
+
+    /// The server with `HARNESS_HOME` = `home`, its stderr discarded.
+    pub fn start(home: &std::path::Path) -> Serve {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+        cmd.env("HARNESS_HOME", home).stderr(std::process::Stdio::null());
+        Serve::spawn(cmd)
+    }
+
+    /// One JSON `POST` over HTTP/1.0: the status and the body (`Null`
+    /// when it is not JSON).
+    pub fn post(&self, path: &str, body: &str) -> (u16, serde_json::Value) {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+        write!(
+            c,
+            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = String::new();
+        c.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let code = head.split(' ').nth(1).and_then(|c| c.parse().ok());
+        (
+            code.unwrap_or_else(|| panic!("not an HTTP response: {raw:?}")),
+            serde_json::from_str(body).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
