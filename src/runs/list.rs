@@ -214,13 +214,14 @@ impl Page {
     }
 }
 
-/// A directory opened once per listing: its descriptor and, when asked
-/// for, its file names (so absent task logs are never probed).
+/// A directory opened once per listing (shared by its workers): its
+/// descriptor and, when asked for, its file names (so absent task logs are
+/// never probed), read once by whichever worker asks first.
 struct Dir {
     fd: OwnedFd,
     /// Hashes of the names (64-bit: a collision only costs an `openat` that
     /// finds nothing, which is handled as an absent file).
-    names: Option<HashSet<u64, FastHash>>,
+    names: std::sync::OnceLock<HashSet<u64, FastHash>>,
 }
 
 fn name_hash(name: &[u8]) -> u64 {
@@ -231,9 +232,9 @@ fn name_hash(name: &[u8]) -> u64 {
 }
 
 impl Dir {
-    fn has(&mut self, name: &str) -> bool {
+    fn has(&self, name: &str) -> bool {
         let fd = &self.fd;
-        let names = self.names.get_or_insert_with(|| {
+        let names = self.names.get_or_init(|| {
             // Read through a duplicate (the directory stream owns it); no allocation per entry.
             let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return HashSet::default() };
             let Ok(mut d) = nix::dir::Dir::from_fd(dup) else {
@@ -246,7 +247,7 @@ impl Dir {
     }
 
     /// The stamp of `name`, `None` when absent.
-    fn stamp(&mut self, name: &str) -> Option<Stamp> {
+    fn stamp(&self, name: &str) -> Option<Stamp> {
         if !self.has(name) {
             return None;
         }
@@ -340,18 +341,35 @@ pub struct ListCache {
     state: Mutex<State>,
 }
 
-/// The directory at `path`, opened once per worker.
-fn dir_in<'d>(dirs: &'d mut HashMap<String, DirState, FastHash>, path: &str) -> &'d mut DirState {
+/// The directories a listing opened, by path, shared by its workers.
+type Dirs = HashMap<String, Arc<DirState>, FastHash>;
+
+/// The directory at `path`, opened once per listing: looked up in the
+/// worker's own table (no lock), then in the listing's.
+fn dir_in(dirs: &mut Dirs, shared: &Mutex<Dirs>, path: &str) -> Arc<DirState> {
     // Looked up before inserting: most calls find it, and need no owned key.
-    if !dirs.contains_key(path) {
-        let st = match safe::open_dir(Path::new(path)) {
-            Ok(fd) => DirState::Open(Dir { fd, names: None }),
-            Err(nix::errno::Errno::ENOENT) => DirState::Missing,
-            Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
-        };
-        dirs.insert(path.to_string(), st);
+    if let Some(d) = dirs.get(path) {
+        return d.clone();
     }
-    dirs.get_mut(path).expect("inserted above")
+    let d = {
+        let mut all = shared.lock().unwrap_or_else(|e| e.into_inner());
+        match all.get(path) {
+            Some(d) => d.clone(),
+            None => {
+                // Opened under the lock: the other workers would only wait for it.
+                let st = match safe::open_dir(Path::new(path)) {
+                    Ok(fd) => DirState::Open(Dir { fd, names: std::sync::OnceLock::new() }),
+                    Err(nix::errno::Errno::ENOENT) => DirState::Missing,
+                    Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
+                };
+                let d = Arc::new(st);
+                all.insert(path.to_string(), d.clone());
+                d
+            }
+        }
+    };
+    dirs.insert(path.to_string(), d.clone());
+    d
 }
 
 /// The directories every worker of a listing shares.
@@ -361,6 +379,8 @@ struct Fds<'a> {
     reg: Option<&'a OwnedFd>,
     /// `$HARNESS_HOME/journals`, when it exists.
     links: Option<&'a OwnedFd>,
+    /// The runstate directories opened so far.
+    dirs: &'a Mutex<Dirs>,
 }
 
 /// Pass 1: what is known of a run before its files are read.
@@ -403,7 +423,9 @@ struct Worker<'a> {
     reg_dir: Option<&'a OwnedFd>,
     /// `$HARNESS_HOME/journals`, when it exists.
     links: Option<&'a OwnedFd>,
-    dirs: HashMap<String, DirState, FastHash>,
+    /// The runstate directories this worker used (shared with the others).
+    dirs: Dirs,
+    shared: &'a Mutex<Dirs>,
     buf: Vec<u8>,
     /// File names are built here.
     name: String,
@@ -412,12 +434,12 @@ struct Worker<'a> {
 
 impl<'a> Worker<'a> {
     fn new(fds: Fds<'a>, now_ns: i64) -> Worker<'a> {
-        let (reg_dir, links) = (fds.reg, fds.links);
-        Worker { reg_dir, links, dirs: HashMap::default(), buf: Vec::new(), name: String::new(), now_ns }
+        let (reg_dir, links, shared) = (fds.reg, fds.links, fds.dirs);
+        Worker { reg_dir, links, dirs: Dirs::default(), shared, buf: Vec::new(), name: String::new(), now_ns }
     }
 
-    fn dir(&mut self, path: &str) -> &mut DirState {
-        dir_in(&mut self.dirs, path)
+    fn dir(&mut self, path: &str) -> Arc<DirState> {
+        dir_in(&mut self.dirs, self.shared, path)
     }
 
     /// Reads and checks the pointer of `id`; `None` when it is gone. Its
@@ -479,7 +501,7 @@ impl<'a> Worker<'a> {
     ) -> Head {
         let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
         if let (true, Ok(p)) = (stat_journal, &pointer) {
-            if let DirState::Open(d) = self.dir(&p.runstate_dir) {
+            if let DirState::Open(d) = &*self.dir(&p.runstate_dir) {
                 if let Ok(s) = stat_at(&d.fd, &cat(&[&p.slug, ".jsonl"])) {
                     activity_ns = activity_ns.max(s.mtime_ns);
                 }
@@ -499,7 +521,7 @@ impl<'a> Worker<'a> {
         if pointer_stamp != Some(c.pointer_stamp) {
             return false;
         }
-        let DirState::Open(dir) = self.dir(&c.pointer.runstate_dir) else { return false };
+        let DirState::Open(dir) = &*self.dir(&c.pointer.runstate_dir) else { return false };
         c.inputs.iter().all(|(name, st)| dir.stamp(name) == *st)
     }
 
@@ -568,7 +590,8 @@ impl<'a> Worker<'a> {
         };
         let now_ns = self.now_ns;
         let mut buf = std::mem::take(&mut self.buf);
-        let dir = match dir_in(&mut self.dirs, &p.runstate_dir) {
+        let dir_state = self.dir(&p.runstate_dir);
+        let dir = match &*dir_state {
             DirState::Open(d) => d,
             DirState::Missing => {
                 self.buf = buf;
@@ -715,7 +738,15 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str, name: &mut String) 
 /// the run ids go in batches, as they come, to one worker per core (at most
 /// 8) that runs `f` on each. Returns what `f` gave. A worker that panics
 /// loses its results, never the others'.
-fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, &str) -> Option<R> + Sync) -> Vec<R> {
+/// `keep` is about how many bytes of heap each run's result keeps (see
+/// [`reserve_heap`]; 0: none worth it).
+fn streamed<R: Send>(
+    dir: &Path,
+    fds: Fds,
+    now_ns: i64,
+    keep: usize,
+    f: impl Fn(&mut Worker, &str) -> Option<R> + Sync,
+) -> Vec<R> {
     const BATCH: usize = 128;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<String>>();
     let rx = Mutex::new(rx);
@@ -724,9 +755,17 @@ fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, 
         let work = || {
             let mut w = Worker::new(fds, now_ns);
             let mut out = Vec::new();
+            let (mut kept, mut reserved) = (0usize, 0usize);
             // The lock is held only to take a batch.
             loop {
                 let Ok(batch) = rx.lock().unwrap_or_else(|e| e.into_inner()).recv() else { break };
+                kept += batch.len() * keep;
+                if kept > reserved && reserved < MAX_RESERVE {
+                    // Doubling: a few steps whatever the registry's size.
+                    let more = kept.max(256 * 1024).min(MAX_RESERVE - reserved);
+                    reserve_heap(more);
+                    reserved += more;
+                }
                 out.extend(batch.iter().filter_map(|id| f(&mut w, id)));
             }
             out
@@ -745,6 +784,25 @@ fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, 
         drop(tx);
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     })
+}
+
+/// Most heap one listing worker reserves ahead ([`reserve_heap`]).
+const MAX_RESERVE: usize = 32 * 1024 * 1024;
+
+/// Grows this thread's heap by about `bytes` at once, and frees it for what
+/// comes. glibc grows a thread's arena by what each allocation needs, one
+/// `mprotect` each time (a few pages): a full listing keeps every run's
+/// summary and cache entry, and made thousands of them, each taking the
+/// memory map's lock the other workers' page faults wait for. Freed, the
+/// room stays writable for the thread's arena (only its pages are given
+/// back), so the listing's own allocations then grow into it without a
+/// system call. Blocks below glibc's smallest `mmap` threshold (128 KiB)
+/// come from the arena; other allocators just take and give back memory.
+fn reserve_heap(bytes: usize) {
+    const BLOCK: usize = 96 * 1024;
+    let blocks: Vec<Vec<u8>> = (0..bytes.div_ceil(BLOCK)).map(|_| Vec::with_capacity(BLOCK)).collect();
+    // Kept from being optimized away: the allocations are the point.
+    drop(std::hint::black_box(blocks));
 }
 
 /// Runs `f` over `items` on up to one thread per core (at most 8), each with
@@ -813,7 +871,8 @@ impl ListCache {
         let reg_dir = safe::open_dir(&reg.dir).ok();
         // No journal links (a registry written before them): every head reads its pointer.
         let links = safe::open_dir(&reg.links_dir()).ok();
-        let fds = Fds { reg: reg_dir.as_ref(), links: links.as_ref() };
+        let dirs = Mutex::new(Dirs::default());
+        let fds = Fds { reg: reg_dir.as_ref(), links: links.as_ref(), dirs: &dirs };
         // Every run is read anyway when a status filter needs its status or
         // no limit cuts the page: then the journal's stamp comes with its read.
         let read_all = q.statuses.is_some() || q.limit.is_none();
@@ -831,7 +890,8 @@ impl ListCache {
         if read_all {
             // One pass, while the registry is read: each run's pointer, then at once its
             // files (while its directory is at hand). `Err`: a run of another repository.
-            let runs = streamed(&reg.dir, fds, now_ns, |w, id| {
+            // A run's summary, pointer and cache entry: about 2 KiB.
+            let runs = streamed(&reg.dir, fds, now_ns, 2048, |w, id| {
                 let h = w.head(id, snapshot.get(id), false, false)?;
                 if !repo_ok(&h) {
                     return Some(Err(h.id));
@@ -872,7 +932,7 @@ impl ListCache {
             if use_link && fds.links.is_some() {
                 // Two stats a run: reading the registry is a good part of the
                 // work, so the stats start while it goes on.
-                heads = streamed(&reg.dir, fds, now_ns, head);
+                heads = streamed(&reg.dir, fds, now_ns, 0, head);
                 // Taken from the heads at the end (see below).
                 ids = Vec::new();
             } else {
