@@ -17,11 +17,8 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -60,9 +57,14 @@ fn first_prompt(dir: &Path) -> String {
         .expect("a recorded prompt")
 }
 
-struct Sup {
-    dir: PathBuf,
-    child: Option<Child>,
+/// The supervisor, and what the test reads of it ([`support::Supervised`]).
+struct Sup(support::Supervised);
+
+impl std::ops::Deref for Sup {
+    type Target = support::Supervised;
+    fn deref(&self) -> &support::Supervised {
+        &self.0
+    }
 }
 
 impl Sup {
@@ -90,8 +92,7 @@ impl Sup {
         let (bin_var, args) =
             if agent == "codex" { ("RUNWIRE_CODEX_BIN", "app-server") } else { ("RUNWIRE_CURSOR_BIN", "acp") };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
-        cmd.current_dir(&dir)
-            .env("HARNESS_HOME", dir.join("home"))
+        cmd.env("HARNESS_HOME", dir.join("home"))
             .env(bin_var, support::example("replay-agent"))
             .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
             // The stand-in's settings (the wrapper passes only the agent's own arguments).
@@ -99,48 +100,20 @@ impl Sup {
             .env("REPLAY_EXPECT_ARGS", args)
             .env("REPLAY_STATE", dir.join("replay-state.json"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
-            .arg(wrappers)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
-            .process_group(0);
+            .arg(wrappers);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap();
-        Sup { dir, child: Some(child) }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("runstate/p.a.log")).unwrap_or_default()
-    }
-
-    fn journal(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("runstate/p.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        Sup(support::Supervised::spawn(dir, cmd))
     }
 
     fn inputs(&self) -> Vec<Value> {
         self.journal().into_iter().filter(|r| r.get("input").is_some()).collect()
     }
 
-    fn states(&self) -> Vec<String> {
-        self.journal().iter().filter_map(|r| r["state"].as_str().map(str::to_string)).collect()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-    }
-
     /// The stand-in's state (`examples/replay-agent --state`), once written.
     fn replay(&self) -> Value {
-        std::fs::read_to_string(self.dir.join("replay-state.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
+        replay_state(&self.dir)
     }
 
     fn until(&self, what: &str, f: impl Fn(&Sup) -> bool) {
@@ -158,14 +131,7 @@ impl Sup {
     }
 
     fn call(&self, req: Value) -> Value {
-        let live: Value =
-            serde_json::from_str(&std::fs::read_to_string(self.dir.join("runstate/p.live.json")).unwrap()).unwrap();
-        let mut s = UnixStream::connect(live["sock"].as_str().unwrap()).expect("control socket");
-        s.set_read_timeout(Some(LIMIT)).unwrap();
-        writeln!(s, "{req}").unwrap();
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
+        self.0.call(req, LIMIT)
     }
 
     /// `answer` once the supervisor has read the request from the task log.
@@ -196,22 +162,9 @@ impl Sup {
 
     /// Waits for the supervisor's exit; the stand-in must have matched every line.
     fn finish(&mut self) -> i32 {
-        let c = self.child.as_mut().unwrap();
-        let t = Instant::now();
-        let code = loop {
-            if let Some(s) = c.try_wait().unwrap() {
-                break s.code().unwrap_or(-1);
-            }
-            assert!(
-                t.elapsed() < LIMIT,
-                "the supervisor did not finish; replay {}\nlog:\n{}\nstderr:\n{}",
-                self.replay(),
-                self.log(),
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        self.child = None;
+        let code = self
+            .0
+            .wait(LIMIT, |s| format!("replay {}\nlog:\n{}\nstderr:\n{}", replay_state(&s.dir), s.log(), s.stderr()));
         self.assert_replay_happy();
         code
     }
@@ -222,16 +175,12 @@ impl Sup {
     }
 }
 
-impl Drop for Sup {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
-            let _ = c.wait();
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+/// The stand-in's state in `dir` (`examples/replay-agent --state`), once written.
+fn replay_state(dir: &Path) -> Value {
+    std::fs::read_to_string(dir.join("replay-state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// What the test did as the recorded person.

@@ -133,3 +133,91 @@ impl Drop for Serve {
         let _ = self.child.wait();
     }
 }
+
+/// A `runwire-supervise` running plan `p` in `dir` (task `a`'s log and the
+/// journal under `dir/runstate`, its stderr in `dir/stderr`), in a process
+/// group of its own that is killed when this is dropped; `dir` is removed
+/// then unless the test failed (kept for a look).
+pub struct Supervised {
+    pub dir: PathBuf,
+    pub child: Option<std::process::Child>,
+}
+
+impl Supervised {
+    /// Starts `cmd` (runwire-supervise with its arguments and environment).
+    pub fn spawn(dir: PathBuf, mut cmd: Command) -> Supervised {
+        use std::os::unix::process::CommandExt;
+        let child = cmd
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("start runwire-supervise");
+        Supervised { dir, child: Some(child) }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("runstate/p.a.log")).unwrap_or_default()
+    }
+
+    /// The journal's records (a torn line skipped).
+    pub fn journal(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.join("runstate/p.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The task states in the journal, in order.
+    pub fn states(&self) -> Vec<String> {
+        self.journal().iter().filter_map(|r| r["state"].as_str().map(str::to_string)).collect()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+
+    /// One request on the supervisor's control socket, and its reply.
+    pub fn call(&self, req: serde_json::Value, limit: std::time::Duration) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        let live = std::fs::read_to_string(self.dir.join("runstate/p.live.json")).unwrap();
+        let live: serde_json::Value = serde_json::from_str(&live).unwrap();
+        let mut s = std::os::unix::net::UnixStream::connect(live["sock"].as_str().unwrap()).expect("control socket");
+        s.set_read_timeout(Some(limit)).unwrap();
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits up to `limit` for the supervisor's exit code; `why` says what
+    /// to show when it does not come.
+    pub fn wait(&mut self, limit: std::time::Duration, why: impl Fn(&Supervised) -> String) -> i32 {
+        let t = std::time::Instant::now();
+        let code = loop {
+            if let Some(s) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                break s.code().unwrap_or(-1);
+            }
+            assert!(t.elapsed() < limit, "the supervisor did not finish; {}", why(self));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        self.child = None;
+        code
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on the process group this test started.
+            unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
+            let _ = c.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
