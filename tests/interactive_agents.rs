@@ -361,18 +361,11 @@ fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
     let mut handled: Vec<u64> = Vec::new();
     let mut acts = Vec::new();
     loop {
-        assert!(Instant::now() < deadline, "no progress: state {:?}\nserver:\n{}", s.replay_state(), s.stderr());
-        let st = s.replay_state().unwrap_or(Value::Null);
-        match st["state"].as_str() {
-            Some("done") => break,
-            Some("fail") => panic!("the replay failed: {st}\nserver:\n{}", s.stderr()),
-            Some("wait") => {}
-            _ => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        }
-        let index = st["index"].as_u64().unwrap();
+        let state = || s.replay_state().unwrap_or(Value::Null);
+        let why = || format!("state {}\nserver:\n{}", state(), s.stderr());
+        let Some((index, st)) = support::next_exchange(state, &handled, deadline, why) else {
+            break;
+        };
         let expect = &st["expect"];
         let act = match expect["method"].as_str() {
             Some("turn/steer") => Some((Act::Steer, prompt_of(expect))),
@@ -382,10 +375,6 @@ fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
             Some("turn/interrupt" | "session/cancel") => Some((Act::Stop, String::new())),
             _ => None,
         };
-        if handled.contains(&index) {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
         // An approval the recorded person gave: the run ends with its
         // interrupt, and a resume answers it the same way.
         let approved = match (expect.pointer("/result/decision"), expect.pointer("/result/outcome/optionId")) {

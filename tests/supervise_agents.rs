@@ -244,22 +244,10 @@ fn drive_with(s: &Sup, cut: Cut) -> Vec<Act> {
     let mut handled: Vec<u64> = Vec::new();
     let mut acts = Vec::new();
     loop {
-        assert!(t.elapsed() < LIMIT, "no progress: replay {}\nlog:\n{}\nstderr:\n{}", s.replay(), s.log(), s.stderr());
-        let st = s.replay();
-        match st["state"].as_str() {
-            Some("done") => return acts,
-            Some("fail") => panic!("the replay failed: {st}\nstderr:\n{}", s.stderr()),
-            Some("wait") => {}
-            _ => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        }
-        let index = st["index"].as_u64().unwrap();
-        if handled.contains(&index) {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
+        let why = || format!("replay {}\nlog:\n{}\nstderr:\n{}", s.replay(), s.log(), s.stderr());
+        let Some((index, st)) = support::next_exchange(|| s.replay(), &handled, t + LIMIT, why) else {
+            return acts;
+        };
         let expect = &st["expect"];
         if let Some(a) = recorded_answer(expect) {
             handled.push(index);

@@ -221,3 +221,26 @@ impl Drop for Supervised {
         }
     }
 }
+
+/// The replaying stand-in's next exchange that waits for the person
+/// (`examples/replay-agent --state`): polls `state` until the stand-in waits
+/// at an index not in `handled` (that index and the whole state) or has
+/// replayed everything (`None`). Panics when it found a wrong line, or at
+/// `deadline` with `why()`.
+pub fn next_exchange(
+    state: impl Fn() -> serde_json::Value,
+    handled: &[u64],
+    deadline: std::time::Instant,
+    why: impl Fn() -> String,
+) -> Option<(u64, serde_json::Value)> {
+    loop {
+        assert!(std::time::Instant::now() < deadline, "no progress: {}", why());
+        let st = state();
+        match (st["state"].as_str(), st["index"].as_u64()) {
+            (Some("done"), _) => return None,
+            (Some("fail"), _) => panic!("the replay failed: {st}\n{}", why()),
+            (Some("wait"), Some(i)) if !handled.contains(&i) => return Some((i, st)),
+            _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
