@@ -67,9 +67,7 @@ impl Server {
 
     /// With more environment for the stand-in (`REPLAY_CONTINUE`, …).
     fn start_with(test: &str, agent: &str, cell_name: &str, env: &[(&str, &str)]) -> Server {
-        let dir = std::env::temp_dir().join(format!("runwire-ia-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = support::scratch(test);
         let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
             .args(["--listen", "127.0.0.1:0", "--agent", agent, "--interactive", "--agent-cmd"])
             .arg(replay_agent())

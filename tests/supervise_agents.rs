@@ -80,8 +80,7 @@ impl Sup {
 
     /// [`Sup::start_plan`] with the wrappers of `wrappers`.
     fn start_with(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)], task: Value, wrappers: &Path) -> Sup {
-        let dir = std::env::temp_dir().join(format!("rwsa-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let c = cell(agent, cell_name);
@@ -432,7 +431,7 @@ fn cursor_steer_cancels_the_turn_and_prompts_again_in_the_same_session() {
     // ended, so the supervisor has seen that end first: the session must
     // stay open for the steer's own turn (its request is answered, not
     // refused as if nobody could answer).
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-cursor-steer-cell", std::process::id()));
+    let tmp = support::scratch("cursor-steer-cell");
     let c = paused_cell(
         &cell("cursor", "steer"),
         &tmp,
@@ -516,7 +515,7 @@ fn stop(agent: &str) {
 /// the session stays, and a steer's turn then ends the task as usual.
 #[test]
 fn codex_stop_before_the_thread_exists_interrupts_the_first_turn() {
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-codex-early-cell", std::process::id()));
+    let tmp = support::scratch("codex-early-cell");
     let c = paused_cell(
         &cell("codex", "stop-interrupt"),
         &tmp,
@@ -574,9 +573,7 @@ fn cursor_steer_with_interrupt_cancels_once_then_prompts() {
 /// `thread/resume` with the thread the log named, ACP `session/load`), as
 /// the recorded client did (`resume` cells: process 1, then process 2).
 fn boundary_steer(agent: &str) {
-    let dir = std::env::temp_dir().join(format!("rwsa-{}-{agent}-resume-engine", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch(&format!("{agent}-resume-engine"));
     // Each start of the agent replays the next process of the recording.
     let engine = dir.join("engine");
     std::fs::write(
@@ -654,7 +651,7 @@ fn expiry(agent: &str) {
     // The turn's end comes 1.5 s after the line before it, so the late answer
     // below reaches a supervisor still running the session (not one that has
     // already finished the task and closed its socket).
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-{agent}-expiry-cell", std::process::id()));
+    let tmp = support::scratch(&format!("{agent}-expiry-cell"));
     let end = |l: &Value| l["method"] == "turn/completed" || l.pointer("/result/stopReason").is_some();
     let c = paused_cell(&cell(agent, "approval-deny"), &tmp, end, 1500).to_string_lossy().to_string();
     let env = [("RUNWIRE_ANSWER_TIMEOUT", "1s"), ("REPLAY_CELL", c.as_str())];
@@ -767,9 +764,7 @@ fn codex_steer_refused_at_the_turn_end_keeps_the_session_for_the_turn_it_starts(
 /// the input at the second cancelled end.
 #[test]
 fn cursor_steer_after_a_stop_that_caught_a_steers_prompt_gets_its_turn() {
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-cursor-gate", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = support::scratch("cursor-gate");
     let gate = tmp.join("open");
     std::fs::write(
         tmp.join("cursor.sh"),

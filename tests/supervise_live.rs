@@ -47,8 +47,7 @@ impl std::ops::Deref for Live {
 impl Live {
     /// A supervisor over one claude task replaying `cell` (with `stub_args`).
     fn start(name: &str, cell: &str, stub_args: &str) -> Live {
-        let dir = std::env::temp_dir().join(format!("rwl-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let cell = root().join("fixtures/interactive/claude-code").join(cell);

@@ -244,3 +244,29 @@ pub fn next_exchange(
         }
     }
 }
+
+/// A fresh, empty scratch directory `<temp>/rw/<pid>-<name>` for this test
+/// process. Tests keep what they wrote there (a failure can be looked at);
+/// the first call of a process removes what processes that are gone left
+/// over an hour ago, so test runs do not pile up in the temp dir. Short,
+/// because unix socket paths under it are limited to 108 bytes.
+pub fn scratch(name: &str) -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let root = std::env::temp_dir().join("rw");
+    SWEPT.call_once(|| {
+        for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            let file = e.file_name();
+            let pid = file.to_str().and_then(|n| n.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+            let gone =
+                pid.is_some_and(|p| p != std::process::id() && !std::path::Path::new(&format!("/proc/{p}")).exists());
+            let age = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+            if gone && age.is_some_and(|a| a > std::time::Duration::from_secs(3600)) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+    let dir = root.join(format!("{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
