@@ -3,6 +3,8 @@
 //! to while they watch, including input records (needs_input /
 //! input_answered). Every read has a timeout.
 
+mod support;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -18,10 +20,7 @@ fn root() -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("runwire-feed-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::scratch(name)
 }
 
 fn runs(home: &Path) -> Command {

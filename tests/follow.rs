@@ -3,6 +3,8 @@
 //! (like `tail -F`), a truncated file is read again from its start; each is
 //! said on stderr.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,10 +14,7 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_secs(10);
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rwf-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::scratch(name)
 }
 
 fn text(t: &str) -> String {

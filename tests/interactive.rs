@@ -30,10 +30,7 @@ fn cell(name: &str) -> PathBuf {
 }
 
 fn tmp(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("runwire-interactive-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::scratch(test)
 }
 
 /// The recorded user messages of a cell, in order.

@@ -67,9 +67,7 @@ impl Server {
 
     /// With more environment for the stand-in (`REPLAY_CONTINUE`, …).
     fn start_with(test: &str, agent: &str, cell_name: &str, env: &[(&str, &str)]) -> Server {
-        let dir = std::env::temp_dir().join(format!("runwire-ia-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = support::scratch(test);
         let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
             .args(["--listen", "127.0.0.1:0", "--agent", agent, "--interactive", "--agent-cmd"])
             .arg(replay_agent())
@@ -361,18 +359,11 @@ fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
     let mut handled: Vec<u64> = Vec::new();
     let mut acts = Vec::new();
     loop {
-        assert!(Instant::now() < deadline, "no progress: state {:?}\nserver:\n{}", s.replay_state(), s.stderr());
-        let st = s.replay_state().unwrap_or(Value::Null);
-        match st["state"].as_str() {
-            Some("done") => break,
-            Some("fail") => panic!("the replay failed: {st}\nserver:\n{}", s.stderr()),
-            Some("wait") => {}
-            _ => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        }
-        let index = st["index"].as_u64().unwrap();
+        let state = || s.replay_state().unwrap_or(Value::Null);
+        let why = || format!("state {}\nserver:\n{}", state(), s.stderr());
+        let Some((index, st)) = support::next_exchange(state, &handled, deadline, why) else {
+            break;
+        };
         let expect = &st["expect"];
         let act = match expect["method"].as_str() {
             Some("turn/steer") => Some((Act::Steer, prompt_of(expect))),
@@ -382,10 +373,6 @@ fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
             Some("turn/interrupt" | "session/cancel") => Some((Act::Stop, String::new())),
             _ => None,
         };
-        if handled.contains(&index) {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
         // An approval the recorded person gave: the run ends with its
         // interrupt, and a resume answers it the same way.
         let approved = match (expect.pointer("/result/decision"), expect.pointer("/result/outcome/optionId")) {

@@ -2,6 +2,8 @@
 //! fixture, seq purity and exact resume, de-duplication, hostile input,
 //! closed pipes, --follow on a growing file, and the CLI contract.
 
+mod support;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -445,8 +447,7 @@ fn a_closed_pipe_ends_quietly() {
 
 #[test]
 fn follow_streams_a_growing_file_and_stops_at_the_status_line() {
-    let dir = std::env::temp_dir().join(format!("runwire-follow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch("runwire-follow");
     let log = dir.join("run.log");
     let mut f = std::fs::File::create(&log).unwrap();
     writeln!(f, r#"{{"type":"thread.started","thread_id":"th-1"}}"#).unwrap();

@@ -4,6 +4,8 @@
 //! ignores SIGTERM, forks a child that ignores it too, and leaves a `setsid`
 //! orphan that ignores it and holds the wrapper's stdout.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -21,10 +23,7 @@ fn escape_dir() -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rwp-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::scratch(name)
 }
 
 /// Alive and not a zombie (a reaper orphaned by a SIGKILLed caller may be

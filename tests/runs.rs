@@ -2,6 +2,8 @@
 //! `runs` and `liveness` binaries, and `runwire-serve`'s `/runs` routes on
 //! 127.0.0.1:0 spoken to over raw TCP. Every socket read has a timeout.
 
+mod support;
+
 mod common;
 
 use serde_json::Value;
@@ -19,10 +21,7 @@ fn root() -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("runwire-runs-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::scratch(name)
 }
 
 fn bin(name: &str, home: &Path) -> Command {

@@ -4,6 +4,8 @@
 //! `properties`/`items` (a subset of JSON Schema that needs no regex engine;
 //! patterns are checked by the id tests instead).
 
+mod support;
+
 use runwire::runs::journal::{self, Record};
 use runwire::runs::liveness;
 use runwire::runs::plan::Plan;
@@ -131,8 +133,7 @@ fn plans_liveness_and_pointers_fit_their_schemas() {
     .unwrap();
     check(&schema("plan.schema.json"), &serde_json::to_value(&plan).unwrap(), "plan").unwrap();
 
-    let dir = std::env::temp_dir().join(format!("runwire-schemas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch("runwire-schemas");
     let f = RunFiles::new(&dir, "s");
     let full = r#"{"pid":5,"pgid":5,"session_id":"x","logfile":"/l","state":"leased","started_ts":"2026-01-01T00:00:00.000Z"}"#;
     liveness::set(&f, liveness::parse_patch("a", full).unwrap()).unwrap();

@@ -5,6 +5,8 @@
 //! steer, interrupt, kill) and check the record runwire leaves, through the
 //! same normalizer as `normalize-events`.
 
+mod support;
+
 use runwire::events::{Data, Decision, Event, InputKind};
 use runwire::normalize::{Adapter, Normalizer, Options};
 use serde_json::Value;
@@ -231,10 +233,7 @@ fn approval_allow_answers_the_bash_call_and_the_turn_finishes() {
 }
 
 fn tempdir(what: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("runwire-session-{what}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    support::scratch(&format!("runwire-session-{what}"))
 }
 
 /// Processes whose command line holds all of `parts` (the stub of one test).

@@ -110,8 +110,7 @@ fn replay_via(agent: &str, cell: &str, part: usize, wrapper: bool) -> Replayed {
         root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(cell);
     let client = &parts(&dir)[part - 1];
     let via = if wrapper { "wrapper" } else { "session" };
-    let tmp = std::env::temp_dir().join(format!("runwire-replay-{}-{via}-{agent}-{cell}-{part}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = support::scratch(&format!("{via}-{agent}-{cell}-{part}"));
     let state = tmp.join("state.json");
     let _ = std::fs::remove_file(&state);
     // A later process resumes the session the recording resumed.
@@ -392,8 +391,7 @@ fn cursor_question_cell_is_a_tool_approval_here() {
 fn a_wrong_line_fails_the_replay() {
     // The stand-in is strict: an approval answered the other way round is caught.
     let dir = root().join("fixtures/interactive/codex/approval-allow");
-    let tmp = std::env::temp_dir().join(format!("runwire-replay-wrong-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = support::scratch("runwire-replay-wrong");
     let state = tmp.join("state.json");
     let mut child = Command::new(replay_agent())
         .arg(&dir)

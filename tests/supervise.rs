@@ -3,6 +3,8 @@
 //! waits, stops the supervisor's process group on the way out (even on a
 //! failed assertion) and checks that no stub process is left.
 
+mod support;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -27,8 +29,7 @@ struct Env {
 impl Env {
     fn new(name: &str) -> Env {
         // Short: the control socket path must fit in sun_path.
-        let dir = std::env::temp_dir().join(format!("rws-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         Env { dir }

@@ -17,11 +17,8 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -60,9 +57,14 @@ fn first_prompt(dir: &Path) -> String {
         .expect("a recorded prompt")
 }
 
-struct Sup {
-    dir: PathBuf,
-    child: Option<Child>,
+/// The supervisor, and what the test reads of it ([`support::Supervised`]).
+struct Sup(support::Supervised);
+
+impl std::ops::Deref for Sup {
+    type Target = support::Supervised;
+    fn deref(&self) -> &support::Supervised {
+        &self.0
+    }
 }
 
 impl Sup {
@@ -78,8 +80,7 @@ impl Sup {
 
     /// [`Sup::start_plan`] with the wrappers of `wrappers`.
     fn start_with(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)], task: Value, wrappers: &Path) -> Sup {
-        let dir = std::env::temp_dir().join(format!("rwsa-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let c = cell(agent, cell_name);
@@ -90,8 +91,7 @@ impl Sup {
         let (bin_var, args) =
             if agent == "codex" { ("RUNWIRE_CODEX_BIN", "app-server") } else { ("RUNWIRE_CURSOR_BIN", "acp") };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
-        cmd.current_dir(&dir)
-            .env("HARNESS_HOME", dir.join("home"))
+        cmd.env("HARNESS_HOME", dir.join("home"))
             .env(bin_var, support::example("replay-agent"))
             .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
             // The stand-in's settings (the wrapper passes only the agent's own arguments).
@@ -99,48 +99,20 @@ impl Sup {
             .env("REPLAY_EXPECT_ARGS", args)
             .env("REPLAY_STATE", dir.join("replay-state.json"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
-            .arg(wrappers)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
-            .process_group(0);
+            .arg(wrappers);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap();
-        Sup { dir, child: Some(child) }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("runstate/p.a.log")).unwrap_or_default()
-    }
-
-    fn journal(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("runstate/p.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        Sup(support::Supervised::spawn(dir, cmd))
     }
 
     fn inputs(&self) -> Vec<Value> {
         self.journal().into_iter().filter(|r| r.get("input").is_some()).collect()
     }
 
-    fn states(&self) -> Vec<String> {
-        self.journal().iter().filter_map(|r| r["state"].as_str().map(str::to_string)).collect()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-    }
-
     /// The stand-in's state (`examples/replay-agent --state`), once written.
     fn replay(&self) -> Value {
-        std::fs::read_to_string(self.dir.join("replay-state.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
+        replay_state(&self.dir)
     }
 
     fn until(&self, what: &str, f: impl Fn(&Sup) -> bool) {
@@ -158,14 +130,7 @@ impl Sup {
     }
 
     fn call(&self, req: Value) -> Value {
-        let live: Value =
-            serde_json::from_str(&std::fs::read_to_string(self.dir.join("runstate/p.live.json")).unwrap()).unwrap();
-        let mut s = UnixStream::connect(live["sock"].as_str().unwrap()).expect("control socket");
-        s.set_read_timeout(Some(LIMIT)).unwrap();
-        writeln!(s, "{req}").unwrap();
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
+        self.0.call(req, LIMIT)
     }
 
     /// `answer` once the supervisor has read the request from the task log.
@@ -196,22 +161,9 @@ impl Sup {
 
     /// Waits for the supervisor's exit; the stand-in must have matched every line.
     fn finish(&mut self) -> i32 {
-        let c = self.child.as_mut().unwrap();
-        let t = Instant::now();
-        let code = loop {
-            if let Some(s) = c.try_wait().unwrap() {
-                break s.code().unwrap_or(-1);
-            }
-            assert!(
-                t.elapsed() < LIMIT,
-                "the supervisor did not finish; replay {}\nlog:\n{}\nstderr:\n{}",
-                self.replay(),
-                self.log(),
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        self.child = None;
+        let code = self
+            .0
+            .wait(LIMIT, |s| format!("replay {}\nlog:\n{}\nstderr:\n{}", replay_state(&s.dir), s.log(), s.stderr()));
         self.assert_replay_happy();
         code
     }
@@ -222,16 +174,12 @@ impl Sup {
     }
 }
 
-impl Drop for Sup {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
-            let _ = c.wait();
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+/// The stand-in's state in `dir` (`examples/replay-agent --state`), once written.
+fn replay_state(dir: &Path) -> Value {
+    std::fs::read_to_string(dir.join("replay-state.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// What the test did as the recorded person.
@@ -295,22 +243,10 @@ fn drive_with(s: &Sup, cut: Cut) -> Vec<Act> {
     let mut handled: Vec<u64> = Vec::new();
     let mut acts = Vec::new();
     loop {
-        assert!(t.elapsed() < LIMIT, "no progress: replay {}\nlog:\n{}\nstderr:\n{}", s.replay(), s.log(), s.stderr());
-        let st = s.replay();
-        match st["state"].as_str() {
-            Some("done") => return acts,
-            Some("fail") => panic!("the replay failed: {st}\nstderr:\n{}", s.stderr()),
-            Some("wait") => {}
-            _ => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        }
-        let index = st["index"].as_u64().unwrap();
-        if handled.contains(&index) {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
+        let why = || format!("replay {}\nlog:\n{}\nstderr:\n{}", s.replay(), s.log(), s.stderr());
+        let Some((index, st)) = support::next_exchange(|| s.replay(), &handled, t + LIMIT, why) else {
+            return acts;
+        };
         let expect = &st["expect"];
         if let Some(a) = recorded_answer(expect) {
             handled.push(index);
@@ -495,7 +431,7 @@ fn cursor_steer_cancels_the_turn_and_prompts_again_in_the_same_session() {
     // ended, so the supervisor has seen that end first: the session must
     // stay open for the steer's own turn (its request is answered, not
     // refused as if nobody could answer).
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-cursor-steer-cell", std::process::id()));
+    let tmp = support::scratch("cursor-steer-cell");
     let c = paused_cell(
         &cell("cursor", "steer"),
         &tmp,
@@ -579,7 +515,7 @@ fn stop(agent: &str) {
 /// the session stays, and a steer's turn then ends the task as usual.
 #[test]
 fn codex_stop_before_the_thread_exists_interrupts_the_first_turn() {
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-codex-early-cell", std::process::id()));
+    let tmp = support::scratch("codex-early-cell");
     let c = paused_cell(
         &cell("codex", "stop-interrupt"),
         &tmp,
@@ -637,9 +573,7 @@ fn cursor_steer_with_interrupt_cancels_once_then_prompts() {
 /// `thread/resume` with the thread the log named, ACP `session/load`), as
 /// the recorded client did (`resume` cells: process 1, then process 2).
 fn boundary_steer(agent: &str) {
-    let dir = std::env::temp_dir().join(format!("rwsa-{}-{agent}-resume-engine", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch(&format!("{agent}-resume-engine"));
     // Each start of the agent replays the next process of the recording.
     let engine = dir.join("engine");
     std::fs::write(
@@ -717,7 +651,7 @@ fn expiry(agent: &str) {
     // The turn's end comes 1.5 s after the line before it, so the late answer
     // below reaches a supervisor still running the session (not one that has
     // already finished the task and closed its socket).
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-{agent}-expiry-cell", std::process::id()));
+    let tmp = support::scratch(&format!("{agent}-expiry-cell"));
     let end = |l: &Value| l["method"] == "turn/completed" || l.pointer("/result/stopReason").is_some();
     let c = paused_cell(&cell(agent, "approval-deny"), &tmp, end, 1500).to_string_lossy().to_string();
     let env = [("RUNWIRE_ANSWER_TIMEOUT", "1s"), ("REPLAY_CELL", c.as_str())];
@@ -830,9 +764,7 @@ fn codex_steer_refused_at_the_turn_end_keeps_the_session_for_the_turn_it_starts(
 /// the input at the second cancelled end.
 #[test]
 fn cursor_steer_after_a_stop_that_caught_a_steers_prompt_gets_its_turn() {
-    let tmp = std::env::temp_dir().join(format!("rwsa-{}-cursor-gate", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = support::scratch("cursor-gate");
     let gate = tmp.join("open");
     std::fs::write(
         tmp.join("cursor.sh"),

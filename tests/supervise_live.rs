@@ -8,11 +8,8 @@
 mod support;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(40);
@@ -37,16 +34,20 @@ fn first_message(cell: &Path) -> String {
         .unwrap()
 }
 
-struct Live {
-    dir: PathBuf,
-    child: Option<Child>,
+/// The supervisor, and what the test reads of it ([`support::Supervised`]).
+struct Live(support::Supervised);
+
+impl std::ops::Deref for Live {
+    type Target = support::Supervised;
+    fn deref(&self) -> &support::Supervised {
+        &self.0
+    }
 }
 
 impl Live {
     /// A supervisor over one claude task replaying `cell` (with `stub_args`).
     fn start(name: &str, cell: &str, stub_args: &str) -> Live {
-        let dir = std::env::temp_dir().join(format!("rwl-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let cell = root().join("fixtures/interactive/claude-code").join(cell);
@@ -64,40 +65,13 @@ impl Live {
         let plan =
             serde_json::json!({"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":first_message(&cell)}]});
         std::fs::write(dir.join("p.plan.json"), plan.to_string()).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
-            .current_dir(&dir)
-            .env("HARNESS_HOME", dir.join("home"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        cmd.env("HARNESS_HOME", dir.join("home"))
             .env("RUNWIRE_CLAUDE_BIN", &engine)
             .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
-            .arg(root().join("wrappers"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        Live { dir, child: Some(child) }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("runstate/p.a.log")).unwrap_or_default()
-    }
-
-    fn journal(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.join("runstate/p.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    fn states(&self) -> Vec<String> {
-        self.journal().iter().filter_map(|r| r["state"].as_str().map(str::to_string)).collect()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+            .arg(root().join("wrappers"));
+        Live(support::Supervised::spawn(dir, cmd))
     }
 
     fn until(&self, what: &str, f: impl Fn(&Live) -> bool) {
@@ -109,43 +83,15 @@ impl Live {
     }
 
     fn call(&self, req: Value) -> Value {
-        let live: Value =
-            serde_json::from_str(&std::fs::read_to_string(self.dir.join("runstate/p.live.json")).unwrap()).unwrap();
-        let mut s = UnixStream::connect(live["sock"].as_str().unwrap()).expect("control socket");
-        s.set_read_timeout(Some(LIMIT)).unwrap();
-        writeln!(s, "{req}").unwrap();
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap()
+        self.0.call(req, LIMIT)
     }
 
     /// Waits for the supervisor's exit; the stub must have matched every line.
     fn finish(&mut self) -> i32 {
-        let c = self.child.as_mut().unwrap();
-        let t = Instant::now();
-        let code = loop {
-            if let Some(s) = c.try_wait().unwrap() {
-                break s.code().unwrap_or(-1);
-            }
-            assert!(t.elapsed() < LIMIT, "the supervisor did not finish; log:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        self.child = None;
+        let code = self.0.wait(LIMIT, |s| format!("log:\n{}", s.log()));
         let err = self.stderr();
         assert!(!err.contains("replay stub:"), "the stub found a mismatch:\n{err}");
         code
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
-            let _ = c.wait();
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
     }
 }
 

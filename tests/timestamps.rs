@@ -5,6 +5,8 @@
 //! bytes, `ts` included, within 10 ms of when the wrapper wrote each line.
 //! The wrapper (`fixtures/timed-wrapper`) writes that time into each line.
 
+mod support;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -17,10 +19,7 @@ fn root() -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rwt-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    support::scratch(name)
 }
 
 fn normalize(log: &Path, extra: &[&str]) -> String {

@@ -3,6 +3,8 @@
 //! output read by `normalize-events <adapter>` ends in an `exit` event with rc 0 whose
 //! events carry the session id of the status line.
 
+mod support;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -139,8 +141,7 @@ fn claude_interactive_takes_an_answer_on_stdin() {
         return;
     }
     let cell = root().join("fixtures/interactive/claude-code/approval-allow");
-    let dir = std::env::temp_dir().join(format!("runwire-wrap-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::scratch("runwire-wrap-live");
     let engine = dir.join("replay-claude");
     std::fs::write(
         &engine,

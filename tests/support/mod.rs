@@ -133,3 +133,140 @@ impl Drop for Serve {
         let _ = self.child.wait();
     }
 }
+
+/// A `runwire-supervise` running plan `p` in `dir` (task `a`'s log and the
+/// journal under `dir/runstate`, its stderr in `dir/stderr`), in a process
+/// group of its own that is killed when this is dropped; `dir` is removed
+/// then unless the test failed (kept for a look).
+pub struct Supervised {
+    pub dir: PathBuf,
+    pub child: Option<std::process::Child>,
+}
+
+impl Supervised {
+    /// Starts `cmd` (runwire-supervise with its arguments and environment).
+    pub fn spawn(dir: PathBuf, mut cmd: Command) -> Supervised {
+        use std::os::unix::process::CommandExt;
+        let child = cmd
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("start runwire-supervise");
+        Supervised { dir, child: Some(child) }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("runstate/p.a.log")).unwrap_or_default()
+    }
+
+    /// The journal's records (a torn line skipped).
+    pub fn journal(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.dir.join("runstate/p.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The task states in the journal, in order.
+    pub fn states(&self) -> Vec<String> {
+        self.journal().iter().filter_map(|r| r["state"].as_str().map(str::to_string)).collect()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
+    }
+
+    /// One request on the supervisor's control socket, and its reply.
+    pub fn call(&self, req: serde_json::Value, limit: std::time::Duration) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        let live = std::fs::read_to_string(self.dir.join("runstate/p.live.json")).unwrap();
+        let live: serde_json::Value = serde_json::from_str(&live).unwrap();
+        let mut s = std::os::unix::net::UnixStream::connect(live["sock"].as_str().unwrap()).expect("control socket");
+        s.set_read_timeout(Some(limit)).unwrap();
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits up to `limit` for the supervisor's exit code; `why` says what
+    /// to show when it does not come.
+    pub fn wait(&mut self, limit: std::time::Duration, why: impl Fn(&Supervised) -> String) -> i32 {
+        let t = std::time::Instant::now();
+        let code = loop {
+            if let Some(s) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                break s.code().unwrap_or(-1);
+            }
+            assert!(t.elapsed() < limit, "the supervisor did not finish; {}", why(self));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        self.child = None;
+        code
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on the process group this test started.
+            unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
+            let _ = c.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The replaying stand-in's next exchange that waits for the person
+/// (`examples/replay-agent --state`): polls `state` until the stand-in waits
+/// at an index not in `handled` (that index and the whole state) or has
+/// replayed everything (`None`). Panics when it found a wrong line, or at
+/// `deadline` with `why()`.
+pub fn next_exchange(
+    state: impl Fn() -> serde_json::Value,
+    handled: &[u64],
+    deadline: std::time::Instant,
+    why: impl Fn() -> String,
+) -> Option<(u64, serde_json::Value)> {
+    loop {
+        assert!(std::time::Instant::now() < deadline, "no progress: {}", why());
+        let st = state();
+        match (st["state"].as_str(), st["index"].as_u64()) {
+            (Some("done"), _) => return None,
+            (Some("fail"), _) => panic!("the replay failed: {st}\n{}", why()),
+            (Some("wait"), Some(i)) if !handled.contains(&i) => return Some((i, st)),
+            _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A fresh, empty scratch directory `<temp>/rw/<pid>-<name>` for this test
+/// process. Tests keep what they wrote there (a failure can be looked at);
+/// the first call of a process removes what processes that are gone left
+/// over an hour ago, so test runs do not pile up in the temp dir. Short,
+/// because unix socket paths under it are limited to 108 bytes.
+pub fn scratch(name: &str) -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let root = std::env::temp_dir().join("rw");
+    SWEPT.call_once(|| {
+        for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            let file = e.file_name();
+            let pid = file.to_str().and_then(|n| n.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+            let gone =
+                pid.is_some_and(|p| p != std::process::id() && !std::path::Path::new(&format!("/proc/{p}")).exists());
+            let age = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+            if gone && age.is_some_and(|a| a > std::time::Duration::from_secs(3600)) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+    let dir = root.join(format!("{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
