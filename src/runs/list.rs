@@ -738,15 +738,7 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str, name: &mut String) 
 /// the run ids go in batches, as they come, to one worker per core (at most
 /// 8) that runs `f` on each. Returns what `f` gave. A worker that panics
 /// loses its results, never the others'.
-/// `keep` is about how many bytes of heap each run's result keeps (see
-/// [`reserve_heap`]; 0: none worth it).
-fn streamed<R: Send>(
-    dir: &Path,
-    fds: Fds,
-    now_ns: i64,
-    keep: usize,
-    f: impl Fn(&mut Worker, &str) -> Option<R> + Sync,
-) -> Vec<R> {
+fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, &str) -> Option<R> + Sync) -> Vec<R> {
     const BATCH: usize = 128;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<String>>();
     let rx = Mutex::new(rx);
@@ -755,17 +747,9 @@ fn streamed<R: Send>(
         let work = || {
             let mut w = Worker::new(fds, now_ns);
             let mut out = Vec::new();
-            let (mut kept, mut reserved) = (0usize, 0usize);
             // The lock is held only to take a batch.
             loop {
                 let Ok(batch) = rx.lock().unwrap_or_else(|e| e.into_inner()).recv() else { break };
-                kept += batch.len() * keep;
-                if kept > reserved && reserved < MAX_RESERVE {
-                    // Doubling: a few steps whatever the registry's size.
-                    let more = kept.max(256 * 1024).min(MAX_RESERVE - reserved);
-                    reserve_heap(more);
-                    reserved += more;
-                }
                 out.extend(batch.iter().filter_map(|id| f(&mut w, id)));
             }
             out
@@ -784,25 +768,6 @@ fn streamed<R: Send>(
         drop(tx);
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     })
-}
-
-/// Most heap one listing worker reserves ahead ([`reserve_heap`]).
-const MAX_RESERVE: usize = 32 * 1024 * 1024;
-
-/// Grows this thread's heap by about `bytes` at once, and frees it for what
-/// comes. glibc grows a thread's arena by what each allocation needs, one
-/// `mprotect` each time (a few pages): a full listing keeps every run's
-/// summary and cache entry, and made thousands of them, each taking the
-/// memory map's lock the other workers' page faults wait for. Freed, the
-/// room stays writable for the thread's arena (only its pages are given
-/// back), so the listing's own allocations then grow into it without a
-/// system call. Blocks below glibc's smallest `mmap` threshold (128 KiB)
-/// come from the arena; other allocators just take and give back memory.
-fn reserve_heap(bytes: usize) {
-    const BLOCK: usize = 96 * 1024;
-    let blocks: Vec<Vec<u8>> = (0..bytes.div_ceil(BLOCK)).map(|_| Vec::with_capacity(BLOCK)).collect();
-    // Kept from being optimized away: the allocations are the point.
-    drop(std::hint::black_box(blocks));
 }
 
 /// Runs `f` over `items` on up to one thread per core (at most 8), each with
@@ -890,8 +855,7 @@ impl ListCache {
         if read_all {
             // One pass, while the registry is read: each run's pointer, then at once its
             // files (while its directory is at hand). `Err`: a run of another repository.
-            // A run's summary, pointer and cache entry: about 2 KiB.
-            let runs = streamed(&reg.dir, fds, now_ns, 2048, |w, id| {
+            let runs = streamed(&reg.dir, fds, now_ns, |w, id| {
                 let h = w.head(id, snapshot.get(id), false, false)?;
                 if !repo_ok(&h) {
                     return Some(Err(h.id));
@@ -932,7 +896,7 @@ impl ListCache {
             if use_link && fds.links.is_some() {
                 // Two stats a run: reading the registry is a good part of the
                 // work, so the stats start while it goes on.
-                heads = streamed(&reg.dir, fds, now_ns, 0, head);
+                heads = streamed(&reg.dir, fds, now_ns, head);
                 // Taken from the heads at the end (see below).
                 ids = Vec::new();
             } else {
