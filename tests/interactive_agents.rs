@@ -21,6 +21,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::{cell, first_prompt, prompt_of};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -28,30 +29,6 @@ fn root() -> PathBuf {
 
 fn replay_agent() -> PathBuf {
     support::example("replay-agent")
-}
-
-fn cell(agent: &str, name: &str) -> PathBuf {
-    // A synthetic cell (fixtures/SOURCES.md) names its agent itself.
-    if name.starts_with("synthetic.") {
-        return root().join("fixtures/interactive").join(name);
-    }
-    root().join("fixtures/interactive").join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
-}
-
-/// The person's first prompt in the recording (the last text block: the
-/// recording client put its own instructions first).
-fn first_prompt(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("to-agent.ndjson"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
-        .find(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
-        .and_then(|v| {
-            let blocks = v["params"].get("input").or_else(|| v["params"].get("prompt"))?.as_array()?.clone();
-            blocks.last()?["text"].as_str().map(str::to_string)
-        })
-        .expect("a recorded prompt")
 }
 
 struct Server {
@@ -323,13 +300,6 @@ fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Value) {
         rest = out;
     }
     (status, serde_json::from_slice(&rest).unwrap_or(Value::Null))
-}
-
-/// The prompt text of a recorded client line (`turn/start`, `turn/steer`, `session/prompt`).
-fn prompt_of(line: &Value) -> String {
-    let p = &line["params"];
-    let blocks = p.get("input").or_else(|| p.get("prompt")).and_then(Value::as_array).expect("a prompt");
-    blocks.last().unwrap()["text"].as_str().unwrap().to_string()
 }
 
 /// What the person did mid-turn, through the task routes.

@@ -20,41 +20,12 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::{cell, first_prompt, prompt_of};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn cell(agent: &str, name: &str) -> PathBuf {
-    let all = root().join("fixtures/interactive");
-    // A hand-made cell (fixtures/SOURCES.md) sits beside the agents' directories.
-    if name.starts_with("synthetic.") {
-        return all.join(name);
-    }
-    all.join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
-}
-
-/// The person's prompt of a recorded client line (`turn/start`,
-/// `turn/steer`, `session/prompt`): its last text block (the recording
-/// client put its own instructions first).
-fn prompt_of(line: &Value) -> String {
-    let p = &line["params"];
-    let blocks = p.get("input").or_else(|| p.get("prompt")).and_then(Value::as_array).expect("a prompt");
-    blocks.last().unwrap()["text"].as_str().unwrap().to_string()
-}
-
-/// The first prompt the recording client sent.
-fn first_prompt(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("to-agent.ndjson"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
-        .find(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
-        .map(|v| prompt_of(&v))
-        .expect("a recorded prompt")
 }
 
 /// The supervisor, and what the test reads of it ([`support::Supervised`]).

@@ -270,3 +270,36 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A recorded interactive cell of codex or cursor
+/// (`fixtures/interactive/{codex,acp-cursor}/<name>`); a hand-made cell
+/// (`synthetic.*`, fixtures/SOURCES.md) sits beside the agents' directories.
+pub fn cell(agent: &str, name: &str) -> PathBuf {
+    let all = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/interactive");
+    if name.starts_with("synthetic.") {
+        return all.join(name);
+    }
+    all.join(if agent == "codex" { "codex" } else { "acp-cursor" }).join(name)
+}
+
+/// The person's prompt of a recorded client line (`turn/start`,
+/// `turn/steer`, `session/prompt`): its last text block (the recording
+/// client put its own instructions first).
+pub fn prompt_of(line: &serde_json::Value) -> String {
+    let p = &line["params"];
+    let blocks = p.get("input").or_else(|| p.get("prompt")).and_then(|b| b.as_array()).expect("a prompt");
+    blocks.last().unwrap()["text"].as_str().unwrap().to_string()
+}
+
+/// The first prompt the recording client of the cell in `dir` sent.
+pub fn first_prompt(dir: &std::path::Path) -> String {
+    use serde_json::Value;
+    std::fs::read_to_string(dir.join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
+        .find(|v| matches!(v["method"].as_str(), Some("turn/start" | "session/prompt")))
+        .map(|v| prompt_of(&v))
+        .expect("a recorded prompt")
+}
