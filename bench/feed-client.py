@@ -45,6 +45,8 @@ import sys
 import threading
 import time
 
+from benchlib import cpu_ms, start_server, status_kb, stop
+
 BIN, WORK = sys.argv[1], sys.argv[2]
 N_RUNS = int(os.environ.get("BENCH_RUNS", "1000"))
 LINES = int(os.environ.get("BENCH_LINES", "500"))
@@ -54,6 +56,10 @@ FAN_LINES = int(os.environ.get("BENCH_FAN_LINES", "100"))
 FAN_INTERVAL = float(os.environ.get("BENCH_FAN_INTERVAL_MS", "20")) / 1000.0
 WATCH = int(os.environ.get("BENCH_WATCH", "200"))
 HOME = os.path.join(WORK, "home")
+
+
+def server(extra=()):
+    return start_server(BIN, HOME, extra)
 if N_RUNS < 202 + 2 * (WATCH + 1):
     sys.exit(f"bench: BENCH_RUNS must be at least {202 + 2 * (WATCH + 1)} for BENCH_WATCH={WATCH}")
 SESSION = "bench-session"
@@ -99,38 +105,6 @@ def append(path, line):
         os.write(fd, (line + "\n").encode())
     finally:
         os.close(fd)
-
-
-def server(extra_args=()):
-    env = dict(os.environ, HARNESS_HOME=HOME)
-    p = subprocess.Popen([os.path.join(BIN, "runwire-serve"), "--listen", "127.0.0.1:0", *extra_args],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    port = int(p.stdout.readline().decode().strip().rsplit(":", 1)[1])
-    return p, port
-
-
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
-def status_kb(p, key):
-    with open(f"/proc/{p.pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return -1
-
-
-def cpu_ms(p):
-    # utime + stime of every thread, in clock ticks.
-    with open(f"/proc/{p.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def pct(xs, q):

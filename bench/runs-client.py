@@ -49,6 +49,8 @@ import sys
 import threading
 import time
 
+from benchlib import cpu_ms, start_server, status_kb, stop
+
 BIN, WORK = sys.argv[1], sys.argv[2]
 N_RUNS = int(os.environ.get("BENCH_RUNS", "10000"))
 REPEAT = int(os.environ.get("BENCH_LIST_REPEAT", "5"))
@@ -57,6 +59,10 @@ INTERVAL = float(os.environ.get("BENCH_INTERVAL_MS", "10")) / 1000.0
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "1000"))
 FAN_LINES = int(os.environ.get("BENCH_FAN_LINES", "200"))
 HOME = os.path.join(WORK, "home")
+
+
+def server(extra=()):
+    return start_server(BIN, HOME, extra)
 SESSION = "bench-session"
 STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}'
 ok = True
@@ -135,31 +141,6 @@ def check_register():
     return same
 
 
-def server(extra_args=()):
-    env = dict(os.environ, HARNESS_HOME=HOME)
-    p = subprocess.Popen([os.path.join(BIN, "runwire-serve"), "--listen", "127.0.0.1:0", *extra_args],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    port = int(p.stdout.readline().decode().strip().rsplit(":", 1)[1])
-    return p, port
-
-
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
-def hwm_kb(p):
-    with open(f"/proc/{p.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return -1
-
-
 def get(port, path):
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
@@ -213,7 +194,7 @@ def big_logs():
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         port = int(p.stdout.readline().decode().strip().rsplit(":", 1)[1])
         code, body = get(port, "/runs")
-        srv_rss = hwm_kb(p) / 1024
+        srv_rss = status_kb(p, "VmHWM") / 1024
         stop(p)
         print(f"big_log shape={shape} log_mb={mb} runs_list_peak_rss_mb={rss:.1f} cost_usd={cost} "
               f"server_get_runs_peak_rss_mb={srv_rss:.1f} code={code}", flush=True)
@@ -259,26 +240,18 @@ setup_s = time.time() - t0
 index = os.path.join(HOME, "cache", "runs-list.index")
 
 
-def cpu_ms(pid):
-    # utime + stime of every thread of the process, in clock ticks: CPU time
-    # does not swing with other load on a shared machine the way wall time does.
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-
-
 def list_requests(repeat):
     p, port = server()
     times = []
     n = -1
     first_cpu = -1
     for _ in range(repeat):
-        c = cpu_ms(p.pid)
+        c = cpu_ms(p)
         t = time.perf_counter()
         code, body = get(port, "/runs")
         times.append((time.perf_counter() - t) * 1000)
         if first_cpu < 0:
-            first_cpu = cpu_ms(p.pid) - c
+            first_cpu = cpu_ms(p) - c
         n = len(json.loads(body)["runs"]) if code == 200 else -1
     stop(p)
     return n, times, first_cpu
@@ -327,11 +300,11 @@ def fresh_request(path):
         if os.path.exists(index):
             os.remove(index)
         p, port = server()
-        c = cpu_ms(p.pid)
+        c = cpu_ms(p)
         t = time.perf_counter()
         code, body = get(port, path)
         times.append((time.perf_counter() - t) * 1000)
-        cpus.append(cpu_ms(p.pid) - c)
+        cpus.append(cpu_ms(p) - c)
         stop(p)
         if code != 200:
             return None, times, cpus
@@ -497,7 +470,7 @@ async def fan():
 
 
 connect_s, wall_s, results = asyncio.run(fan())
-rss = hwm_kb(p)
+rss = status_kb(p, "VmHWM")
 stop(p)
 complete = [r for r in results if isinstance(r, list)]
 want = None

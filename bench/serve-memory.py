@@ -33,6 +33,8 @@ import sys
 import threading
 import time
 
+from benchlib import start_server, status_kb, stop
+
 BIN, WORK = sys.argv[1], sys.argv[2]
 PARTS = os.environ.get("BENCH_PARTS", "abc")
 LOG_MB = int(os.environ.get("BENCH_LOG_MB", "1024"))
@@ -42,6 +44,10 @@ HUGE_MB = int(os.environ.get("BENCH_HUGE_MB", "150"))
 HUGE_CLIENTS = int(os.environ.get("BENCH_HUGE_CLIENTS", "4"))
 STALL_MB = int(os.environ.get("BENCH_STALL_MB", "256"))
 HOME = os.path.join(WORK, "home")
+
+
+def server(extra=()):
+    return start_server(BIN, HOME, extra)
 SESSION = "bench-session"
 STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}'
 MB = 1 << 20
@@ -104,31 +110,6 @@ def write_log(path, mb):
         f.write(STATUS + "\n")
 
 
-def server(extra=()):
-    env = dict(os.environ, HARNESS_HOME=HOME)
-    p = subprocess.Popen([os.path.join(BIN, "runwire-serve"), "--listen", "127.0.0.1:0", *extra],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    port = int(p.stdout.readline().decode().strip().rsplit(":", 1)[1])
-    return p, port
-
-
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
-def hwm_mb(p):
-    with open(f"/proc/{p.pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return -1.0
-
-
 def follow(port, path, result, i):
     """Reads a whole stream; result[i] = (bytes, saw the exit event)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=600)
@@ -155,7 +136,7 @@ def fan(rid, clients):
     for t in threads:
         t.join()
     secs = time.time() - t0
-    peak = hwm_mb(p)
+    peak = status_kb(p, "VmHWM") / 1024
     stop(p)
     check(all(r and r[1] for r in result), f"{clients} clients: every client gets the exit event ({result})")
     return peak, secs, result[0][0] if result[0] else 0
@@ -195,7 +176,7 @@ if "c" in PARTS:
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(f"GET /runs/{rid}/tasks/t/stream HTTP/1.0\r\n\r\n".encode())
     time.sleep(0.5)
-    before = hwm_mb(p)
+    before = status_kb(p, "VmHWM") / 1024
     block = "".join(message_lines(i, [f"word{j} " * 8 for j in range(40)], 64 * 1024) for i in range(8))
     t0 = time.time()
     with open(log, "a") as f:
@@ -205,7 +186,7 @@ if "c" in PARTS:
             f.flush()
             written += len(block)
     time.sleep(2)
-    after = hwm_mb(p)
+    after = status_kb(p, "VmHWM") / 1024
     secs = time.time() - t0
     stop(p)
     s.close()
