@@ -226,27 +226,21 @@ fn runs_watch_sees_a_run_registered_after_it_started() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-struct Server {
-    child: Child,
-    port: u16,
+/// runwire-serve ([`support::Serve`]), with what these tests ask of it.
+struct Server(support::Serve);
+
+impl std::ops::Deref for Server {
+    type Target = support::Serve;
+    fn deref(&self) -> &support::Serve {
+        &self.0
+    }
 }
 
 impl Server {
     fn start(home: &Path, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("HARNESS_HOME", home)
-            .env("RUNWIRE_KEEPALIVE_MS", "200")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-        Server { child, port }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+        cmd.args(args).env("HARNESS_HOME", home).env("RUNWIRE_KEEPALIVE_MS", "200").stderr(Stdio::null());
+        Server(support::Serve::spawn(cmd))
     }
 
     /// Opens the feed; returns the status code and the connection (past its head).
@@ -264,13 +258,6 @@ impl Server {
             assert!(sse.fill(), "the connection closed before the head");
         };
         (head.split(' ').nth(1).unwrap().parse().unwrap(), sse)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

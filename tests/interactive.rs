@@ -538,6 +538,18 @@ fn capabilities_are_served() {
     assert_eq!(info["interactive"], true);
 }
 
+/// The id of the run the server recorded for the session (listed once the
+/// session names its record: the run is live then).
+fn recorded_run(port: u16) -> String {
+    let mut run = None;
+    wait_for("the recorded run", Duration::from_secs(10), || {
+        let l = request(port, "GET", "/runs", &[], "").json();
+        run = l["runs"].as_array().and_then(|a| a.first()).and_then(|r| r["runId"].as_str()).map(str::to_string);
+        run.is_some()
+    });
+    run.unwrap()
+}
+
 /// steer: a message written into the running turn (the stub waits for it
 /// at the recorded point, and checks it), then the turn finishes.
 #[test]
@@ -549,14 +561,7 @@ fn steer_writes_into_the_running_turn() {
     let port = s.port;
     let first = msgs[0].clone();
     let stream = std::thread::spawn(move || agui(port, run_input("t", "r1", &first)));
-    // The run is live once the session names its record.
-    let mut run = None;
-    wait_for("the recorded run", Duration::from_secs(10), || {
-        let l = request(port, "GET", "/runs", &[], "").json();
-        run = l["runs"].as_array().and_then(|a| a.first()).and_then(|r| r["runId"].as_str()).map(str::to_string);
-        run.is_some()
-    });
-    let run = run.unwrap();
+    let run = recorded_run(port);
     let steer =
         request(port, "POST", &format!("/runs/{run}/tasks/agent/steer"), &[], &json!({"msg": msgs[1]}).to_string());
     assert_eq!(steer.status, 200, "{}", steer.text());
@@ -578,13 +583,7 @@ fn stop_interrupts_the_turn_and_keeps_the_session() {
     let port = s.port;
     let first = msgs[0].clone();
     let stream = std::thread::spawn(move || agui(port, run_input("t", "r1", &first)));
-    let mut run = None;
-    wait_for("the recorded run", Duration::from_secs(10), || {
-        let l = request(port, "GET", "/runs", &[], "").json();
-        run = l["runs"].as_array().and_then(|a| a.first()).and_then(|r| r["runId"].as_str()).map(str::to_string);
-        run.is_some()
-    });
-    let run = run.unwrap();
+    let run = recorded_run(port);
     std::thread::sleep(Duration::from_millis(300));
     let stop = request(port, "POST", &format!("/runs/{run}/tasks/agent/stop"), &[], "{}");
     assert_eq!(stop.status, 200, "{}", stop.text());
@@ -645,23 +644,7 @@ fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str])
     }
     let s = Server::start_at(test, cell_dir, "", &[]);
     let prompt = recorded_messages(cell_dir)[0].clone();
-    let out = Command::new("node")
-        .arg(root().join("conformance/interrupts.mjs"))
-        .arg(format!("http://127.0.0.1:{}/agui", s.port))
-        .args(["--prompt", &prompt, "--answer", answer])
-        .args(extra)
-        .env("LIVE_TIMEOUT_MS", "30000")
-        .output()
-        .expect("run node");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert!(
-        out.status.success() && lines.iter().all(|l| l["ok"] == true),
-        "interrupts.mjs {answer}:\n{text}\n{}\nserver:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        s.stderr()
-    );
-    assert_eq!(lines.len(), 2 + extra.len(), "{text}");
+    support::official_interrupts(s.port, &prompt, answer, extra, 30000, || s.stderr());
     s.assert_stub_happy();
 }
 

@@ -23,10 +23,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{cell, first_prompt, prompt_of};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn replay_agent() -> PathBuf {
     support::example("replay-agent")
 }
@@ -476,23 +472,8 @@ fn official_client(agent: &str, cell_name: &str, answer: &str, extra: &[&str]) {
         return;
     }
     let s = Server::start(&format!("oc-{agent}-{cell_name}"), agent, cell_name);
-    let out = Command::new("node")
-        .arg(root().join("conformance/interrupts.mjs"))
-        .arg(format!("http://127.0.0.1:{}/agui", s.port))
-        .args(["--prompt", &first_prompt(&cell(agent, cell_name)), "--answer", answer])
-        .args(extra)
-        .env("LIVE_TIMEOUT_MS", "60000")
-        .output()
-        .expect("run node");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert!(
-        out.status.success() && lines.iter().all(|l| l["ok"] == true),
-        "interrupts.mjs {agent} {answer}:\n{text}\n{}\nserver:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        s.stderr()
-    );
-    assert_eq!(lines.len(), 2 + extra.len(), "{text}");
+    let prompt = first_prompt(&cell(agent, cell_name));
+    support::official_interrupts(s.port, &prompt, answer, extra, 60000, || s.stderr());
     s.assert_replay_happy();
 }
 

@@ -7,6 +7,8 @@
 //! Every wait has a deadline, and each test stops its server and checks that
 //! no agent process outlives it.
 
+mod support;
+
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
@@ -15,7 +17,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The session id in the stub's default fixture (bb-turn-tools.partial.jsonl).
@@ -28,37 +30,6 @@ fn root() -> PathBuf {
 
 fn path(rel: &str) -> String {
     root().join(rel).display().to_string()
-}
-
-/// True when node and the checker's packages are there (installing them
-/// with `npm ci` once if needed); false, with a message, when node is absent.
-fn node_ready(test: &str) -> bool {
-    static READY: OnceLock<Result<bool, String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Ok(false);
-        }
-        let conf = root().join("conformance");
-        if !conf.join("node_modules/@ag-ui/client").is_dir() {
-            let out = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&conf)
-                .output()
-                .map_err(|e| format!("cannot run npm: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
-            }
-        }
-        Ok(true)
-    });
-    match ready {
-        Ok(true) => true,
-        Ok(false) => {
-            eprintln!("{test}: SKIPPED: node is not installed (live.mjs runs the official AG-UI TypeScript client)");
-            false
-        }
-        Err(e) => panic!("{e}"),
-    }
 }
 
 /// Collects a child's pipe in a thread.
@@ -247,7 +218,7 @@ fn live(url: &str, args: &[&str]) -> Live {
 /// Starts the server with `args`/`envs`, runs live.mjs with `--expect`, and
 /// checks every run passed with that terminal event.
 fn check(test: &str, args: &[&str], envs: &[(&str, &str)], expect: &str) {
-    if !node_ready(test) {
+    if !support::official_client_ready() {
         return;
     }
     let stub = args.contains(&"--agent-cmd");
@@ -319,7 +290,7 @@ fn stub_agent_missing_engine_ends_in_run_error() {
 #[test]
 fn second_run_on_a_thread_resumes_and_both_pass() {
     let test = "second_run_on_a_thread_resumes_and_both_pass";
-    if !node_ready(test) {
+    if !support::official_client_ready() {
         return;
     }
     let record = std::env::temp_dir().join(format!("runwire-live-{}-{test}.record", std::process::id()));
@@ -348,8 +319,7 @@ fn second_run_on_a_thread_resumes_and_both_pass() {
 /// a terminal event (which the 1.0.0 client itself accepts).
 #[test]
 fn live_checker_rejects_a_wrong_terminal_and_a_truncated_stream() {
-    let test = "live_checker_rejects_a_wrong_terminal_and_a_truncated_stream";
-    if !node_ready(test) {
+    if !support::official_client_ready() {
         return;
     }
     let mut server = Server::start(&[], &[]);

@@ -406,26 +406,21 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
 
 // ---- through runwire-serve ----
 
-struct Server {
-    child: Child,
-    port: u16,
+/// runwire-serve ([`support::Serve`]), with what these tests ask of it.
+struct Server(support::Serve);
+
+impl std::ops::Deref for Server {
+    type Target = support::Serve;
+    fn deref(&self) -> &support::Serve {
+        &self.0
+    }
 }
 
 impl Server {
     fn start(env: &Env, args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("HARNESS_HOME", env.p("home"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-        Server { child, port }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+        cmd.args(args).env("HARNESS_HOME", env.p("home")).stderr(Stdio::null());
+        Server(support::Serve::spawn(cmd))
     }
 
     /// One POST; `headers` end with CRLF each.
@@ -440,13 +435,6 @@ impl Server {
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         let code = head.split(' ').nth(1).unwrap().parse().unwrap();
         (code, serde_json::from_str(body).unwrap_or(Value::Null))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

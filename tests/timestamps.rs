@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -83,18 +83,6 @@ fn check_rereads(log: &Path) {
     eprintln!("ms from write to ts, sorted: {late:?}");
 }
 
-struct Server {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn http(port: u16, req: &str) -> Vec<u8> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -132,20 +120,13 @@ fn get(port: u16, path: &str, last_id: Option<&str>) -> String {
 #[test]
 fn a_recorded_post_agui_run_rereads_identically_with_true_times() {
     let dir = tmp("serve");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-        .args(["--listen", "127.0.0.1:0", "--agent", "claude", "--agent-cmd"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    cmd.args(["--agent", "claude", "--agent-cmd"])
         .arg(root().join("fixtures/timed-wrapper/claude.sh"))
         .env("HARNESS_HOME", dir.join("home"))
         .env_remove("SOURCE_DATE_EPOCH")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-    let s = Server { child, port };
+        .stderr(Stdio::null());
+    let s = support::Serve::spawn(cmd);
     let body = r#"{"threadId":"t","runId":"r1","messages":[{"id":"u","role":"user","content":"hi"}]}"#;
     let live = http(
         s.port,

@@ -303,3 +303,35 @@ pub fn first_prompt(dir: &std::path::Path) -> String {
         .map(|v| prompt_of(&v))
         .expect("a recorded prompt")
 }
+
+/// The official AG-UI client's interrupt checks (`conformance/interrupts.mjs`)
+/// against the server on `port`: a run with `prompt`, its interrupt answered
+/// with `answer`, then the `extra` checks; every line it prints must say ok,
+/// one per check (two, plus one for each of `extra`). `why` gives the
+/// server's side of a failure.
+pub fn official_interrupts(
+    port: u16,
+    prompt: &str,
+    answer: &str,
+    extra: &[&str],
+    timeout_ms: u32,
+    why: impl Fn() -> String,
+) {
+    let out = Command::new("node")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/interrupts.mjs"))
+        .arg(format!("http://127.0.0.1:{port}/agui"))
+        .args(["--prompt", prompt, "--answer", answer])
+        .args(extra)
+        .env("LIVE_TIMEOUT_MS", timeout_ms.to_string())
+        .output()
+        .expect("run node");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        out.status.success() && lines.iter().all(|l| l["ok"] == true),
+        "interrupts.mjs {answer}:\n{text}\n{}\nserver:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        why()
+    );
+    assert_eq!(lines.len(), 2 + extra.len(), "{text}");
+}
