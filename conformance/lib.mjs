@@ -106,3 +106,44 @@ export function captureConsole() {
 export function noiseErrors(noise, runFailed) {
   return noise.filter((n) => !(runFailed && n.startsWith("client error log: Agent execution failed")));
 }
+
+// A fetch for HttpAgent that hands the client one branch of the response body
+// and records the other, byte for byte, with when the request went out and
+// when its first bytes came back.
+export function teeingFetch(wire) {
+  return async (url, init) => {
+    wire.sentAt = performance.now();
+    const res = await fetch(url, init);
+    wire.status = res.status;
+    wire.contentType = res.headers.get("content-type");
+    if (!res.body) {
+      wire.done = Promise.resolve();
+      return res;
+    }
+    const [mine, theirs] = res.body.tee();
+    wire.done = (async () => {
+      const reader = mine.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        if (wire.firstAt === null) wire.firstAt = performance.now();
+        wire.chunks.push(value);
+      }
+    })().catch((e) => {
+      wire.readError = oneLine(e && e.message ? e.message : String(e));
+    });
+    return new Response(theirs, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
+// `promise`, or a rejection naming `what` after `ms` (calling `onTimeout` first).
+export function withTimeout(promise, ms, what, onTimeout) {
+  let timer;
+  const timeout = new Promise((_, rej) => {
+    timer = setTimeout(() => {
+      if (onTimeout) onTimeout();
+      rej(new Error(`${what} timed out after ${ms} ms`));
+    }, ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -34,7 +34,7 @@
 
 import { randomUUID } from "node:crypto";
 import { HttpAgent } from "@ag-ui/client";
-import { captureConsole, checkFraming, checkSchemas, checkTerminal, noiseErrors, oneLine, rawEvents, TERMINAL } from "./lib.mjs";
+import { captureConsole, checkFraming, checkSchemas, checkTerminal, noiseErrors, oneLine, rawEvents, teeingFetch, TERMINAL, withTimeout } from "./lib.mjs";
 
 const RUN_TIMEOUT_MS = Number(process.env.LIVE_TIMEOUT_MS || 60000);
 
@@ -75,43 +75,6 @@ function parseArgs(argv) {
     usage(`not a URL: ${o.url}`);
   }
   return o;
-}
-
-// A fetch for HttpAgent that hands the client one branch of the response body
-// and records the other, byte for byte.
-function teeingFetch(wire) {
-  return async (url, init) => {
-    const res = await fetch(url, init);
-    wire.status = res.status;
-    wire.contentType = res.headers.get("content-type");
-    if (!res.body) {
-      wire.done = Promise.resolve();
-      return res;
-    }
-    const [mine, theirs] = res.body.tee();
-    wire.done = (async () => {
-      const reader = mine.getReader();
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return;
-        wire.chunks.push(value);
-      }
-    })().catch((e) => {
-      wire.readError = oneLine(e && e.message ? e.message : String(e));
-    });
-    return new Response(theirs, { status: res.status, statusText: res.statusText, headers: res.headers });
-  };
-}
-
-function withTimeout(promise, ms, what, onTimeout) {
-  let timer;
-  const timeout = new Promise((_, rej) => {
-    timer = setTimeout(() => {
-      if (onTimeout) onTimeout();
-      rej(new Error(`${what} timed out after ${ms} ms`));
-    }, ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 async function oneRun(agent, wire, opts) {
