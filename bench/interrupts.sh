@@ -20,24 +20,14 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=${BENCH_RUNS:-200}
 
-die() {
-  echo "bench: $*" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 
 case "$runs" in '' | *[!0-9]*) die "BENCH_RUNS must be a whole number" ;; esac
 [ "$runs" -ge 1 ] || die "BENCH_RUNS must be at least 1"
 command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
 
-if [ -n "${RUNWIRE_BIN:-}" ]; then
-  bin=$(cd "$RUNWIRE_BIN" && pwd)
-else
-  echo "bench: cargo build --release --bin runwire-serve" >&2
-  (cd "$root" && cargo build --quiet --release --bin runwire-serve)
-  target=${CARGO_TARGET_DIR:-$root/target}
-  case "$target" in /*) ;; *) target="$root/$target" ;; esac
-  bin="$target/release"
-fi
+bench_bin --bin runwire-serve
 [ -x "$bin/runwire-serve" ] || die "$bin/runwire-serve: no such executable"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/runwire-bench-interrupts.XXXXXX")

@@ -16,20 +16,14 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 mb=${BENCH_MEM_MB:-1024}
 bound_kb=$((32 * 1000))
 case "$mb" in '' | *[!0-9]*) echo "bench: BENCH_MEM_MB must be a whole number" >&2; exit 1 ;; esac
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time is missing (apt-get install time)" >&2; exit 1; }
 
-if [ -n "${RUNWIRE_BIN:-}" ]; then
-  bin=$(cd "$RUNWIRE_BIN" && pwd)
-else
-  echo "bench: cargo build --release --bins" >&2
-  (cd "$root" && cargo build --quiet --release --bins)
-  target=${CARGO_TARGET_DIR:-$root/target}
-  case "$target" in /*) ;; *) target="$root/$target" ;; esac
-  bin="$target/release"
-fi
+bench_bin --bins
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

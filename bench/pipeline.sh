@@ -30,10 +30,8 @@ fixtures=${BENCH_FIXTURES:-$root/fixtures/claude}
 jq=${JQ:-jq}
 out="$root/bench/out"
 
-die() {
-  echo "bench: $*" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 
 for n in "$size_mb" "$rss_mb" "$repeat"; do
   case "$n" in '' | *[!0-9]*) die "BENCH_SIZE_MB, BENCH_RSS_MB and BENCH_REPEAT must be whole numbers" ;; esac
@@ -47,15 +45,7 @@ shopt -s nullglob
 logs=("$fixtures"/*.jsonl)
 [ "${#logs[@]}" -gt 0 ] || die "no claude logs in $fixtures (set BENCH_FIXTURES)"
 
-if [ -n "${RUNWIRE_BIN:-}" ]; then
-  bin=$(cd "$RUNWIRE_BIN" && pwd)
-else
-  echo "bench: cargo build --release --bins" >&2
-  (cd "$root" && cargo build --quiet --release --bins)
-  target=${CARGO_TARGET_DIR:-$root/target}
-  case "$target" in /*) ;; *) target="$root/$target" ;; esac
-  bin="$target/release"
-fi
+bench_bin --bins
 for b in normalize-events agui-translate sse-encode; do
   [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
 done

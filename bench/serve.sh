@@ -32,10 +32,8 @@ interval=${BENCH_INTERVAL_MS:-10}
 streams=${BENCH_STREAMS:-200}
 replay_delay=${BENCH_REPLAY_DELAY_MS:-5}
 
-die() {
-  echo "bench: $*" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 
 for n in "$lines" "$interval" "$streams" "$replay_delay"; do
   case "$n" in '' | *[!0-9]*) die "BENCH_LINES, BENCH_INTERVAL_MS, BENCH_STREAMS and BENCH_REPLAY_DELAY_MS must be whole numbers" ;; esac
@@ -44,15 +42,7 @@ if [ "$lines" -lt 1 ] || [ "$streams" -lt 1 ]; then die "BENCH_LINES and BENCH_S
 command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
 [ -r /proc/self/status ] || die "needs Linux /proc for the peak RSS"
 
-if [ -n "${RUNWIRE_BIN:-}" ]; then
-  bin=$(cd "$RUNWIRE_BIN" && pwd)
-else
-  echo "bench: cargo build --release --bin runwire-serve" >&2
-  (cd "$root" && cargo build --quiet --release --bin runwire-serve)
-  target=${CARGO_TARGET_DIR:-$root/target}
-  case "$target" in /*) ;; *) target="$root/$target" ;; esac
-  bin="$target/release"
-fi
+bench_bin --bin runwire-serve
 [ -x "$bin/runwire-serve" ] || die "$bin/runwire-serve: no such executable"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/runwire-bench-serve.XXXXXX")

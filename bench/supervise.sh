@@ -11,20 +11,10 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-die() {
-  echo "bench: $*" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
-if [ -n "${RUNWIRE_BIN:-}" ]; then
-  bin=$(cd "$RUNWIRE_BIN" && pwd)
-else
-  echo "bench: cargo build --release --bin runwire-serve --bin runwire-supervise" >&2
-  (cd "$root" && cargo build --quiet --release --bin runwire-serve --bin runwire-supervise)
-  target=${CARGO_TARGET_DIR:-$root/target}
-  case "$target" in /*) ;; *) target="$root/$target" ;; esac
-  bin="$target/release"
-fi
+bench_bin --bin runwire-serve --bin runwire-supervise
 for b in runwire-serve runwire-supervise; do
   [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
 done
