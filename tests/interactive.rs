@@ -33,18 +33,6 @@ fn tmp(test: &str) -> PathBuf {
     support::scratch(test)
 }
 
-/// The recorded user messages of a cell, in order.
-fn recorded_messages(cell_dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(cell_dir.join("to-agent.ndjson"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|env| serde_json::from_str::<Value>(env["line"].as_str()?).ok())
-        .filter(|v| v["type"] == "user")
-        .filter_map(|v| v["message"]["content"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// A script that runs the replaying stub for the cell in `cell_dir` (argv checked by the stub).
 fn engine(dir: &Path, cell_dir: &Path, extra: &str) -> PathBuf {
     let name = cell_dir.file_name().unwrap().to_string_lossy();
@@ -263,7 +251,7 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
 #[test]
 fn approval_allow_interrupts_then_resumes() {
     let s = Server::start("allow", "approval-allow", "", &[]);
-    let prompt = &recorded_messages(&cell("approval-allow"))[0];
+    let prompt = &support::user_messages(&cell("approval-allow"))[0];
     let r1 = agui(s.port, run_input("t", "r1", prompt));
     assert_eq!(r1.status, 200);
     let ev = r1.events();
@@ -305,7 +293,7 @@ fn approval_allow_interrupts_then_resumes() {
 #[test]
 fn approval_deny_and_new_input_never_skips_the_interrupt() {
     let s = Server::start("deny", "approval-deny", "", &[]);
-    let prompt = &recorded_messages(&cell("approval-deny"))[0];
+    let prompt = &support::user_messages(&cell("approval-deny"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
 
@@ -357,7 +345,7 @@ fn approval_deny_and_new_input_never_skips_the_interrupt() {
 #[test]
 fn a_question_is_answered_from_its_choices() {
     let s = Server::start("question", "user-question", "", &[]);
-    let prompt = &recorded_messages(&cell("user-question"))[0];
+    let prompt = &support::user_messages(&cell("user-question"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
     assert_eq!(i["reason"], "input_required");
@@ -429,7 +417,7 @@ fn free_text_cell(dir: &Path) -> PathBuf {
 fn a_question_is_answered_in_the_persons_own_words() {
     let cell_dir = free_text_cell(&tmp("other-cell"));
     let s = Server::start_at("other", &cell_dir, "", &[]);
-    let prompt = &recorded_messages(&cell_dir)[0];
+    let prompt = &support::user_messages(&cell_dir)[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
     let props = &i["responseSchema"]["properties"]["answers"]["properties"];
@@ -461,7 +449,7 @@ fn task_routes_answer_with_the_same_rules_and_the_boundary() {
     std::fs::write(&tokfile, "0123456789abcdef0123").unwrap();
     let s = Server::start("routes", "approval-allow", "", &["--token-file", tokfile.to_str().unwrap()]);
     let auth = ("Authorization", "Bearer 0123456789abcdef0123");
-    let prompt = &recorded_messages(&cell("approval-allow"))[0];
+    let prompt = &support::user_messages(&cell("approval-allow"))[0];
     let r = request(s.port, "POST", "/agui", &[auth], &run_input("t", "r1", prompt).to_string());
     let ev = r.events();
     let i = interrupts(&ev)[0].clone();
@@ -506,7 +494,7 @@ fn task_routes_answer_with_the_same_rules_and_the_boundary() {
 #[test]
 fn an_unanswered_request_is_denied_when_it_expires() {
     let s = Server::start("expiry", "approval-deny", "", &["--answer-timeout", "1"]);
-    let prompt = &recorded_messages(&cell("approval-deny"))[0];
+    let prompt = &support::user_messages(&cell("approval-deny"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
     let exp = runwire::time::parse_rfc3339_ms(i["expiresAt"].as_str().unwrap()).unwrap();
@@ -554,7 +542,7 @@ fn recorded_run(port: u16) -> String {
 /// at the recorded point, and checks it), then the turn finishes.
 #[test]
 fn steer_writes_into_the_running_turn() {
-    let msgs = recorded_messages(&cell("steer"));
+    let msgs = support::user_messages(&cell("steer"));
     // The recording ends its first turn before the /compact message.
     let end_at = first_result_seq(&cell("steer"));
     let s = Server::start("steer", "steer", &format!("--end-at {end_at}"), &[]);
@@ -575,7 +563,7 @@ fn steer_writes_into_the_running_turn() {
 /// with the cancelled outcome, and the session stays.
 #[test]
 fn stop_interrupts_the_turn_and_keeps_the_session() {
-    let msgs = recorded_messages(&cell("steer"));
+    let msgs = support::user_messages(&cell("steer"));
     // Stop before the recorded steer: the replay ends there, and the
     // interrupt gets the stub's synthetic reply.
     let end_at = seq_before_second_message(&cell("steer"));
@@ -643,7 +631,7 @@ fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str])
         return;
     }
     let s = Server::start_at(test, cell_dir, "", &[]);
-    let prompt = recorded_messages(cell_dir)[0].clone();
+    let prompt = support::user_messages(cell_dir)[0].clone();
     support::official_interrupts(s.port, &prompt, answer, extra, 30000, || s.stderr());
     s.assert_stub_happy();
 }
@@ -679,7 +667,7 @@ fn official_client_answers_a_question_in_the_persons_own_words() {
 #[test]
 fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
     let s = Server::start("plan", "plan-mode", "", &["--permission-mode", "plan"]);
-    let prompt = &recorded_messages(&cell("plan-mode"))[0];
+    let prompt = &support::user_messages(&cell("plan-mode"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let plan = interrupts(&ev)[0].clone();
     assert_eq!(plan["metadata"]["runwire"]["kind"], "plan_approval", "{plan}");
@@ -714,7 +702,7 @@ fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
 /// reply ends it); the session stays, and the next message is a new turn.
 #[test]
 fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
-    let msgs = recorded_messages(&cell("steer"));
+    let msgs = support::user_messages(&cell("steer"));
     let end_at = seq_before_second_message(&cell("steer"));
     let s = Server::start("leave", "steer", &format!("--end-at {end_at}"), &[]);
     {
@@ -844,7 +832,7 @@ fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
     let cell_tmp = tmp("long-cell");
     let (cell_dir, second, deltas) = long_answer_cell(&cell_tmp);
     let s = Server::start_at("long", &cell_dir, "", &[]);
-    let first = &recorded_messages(&cell("resume"))[0];
+    let first = &support::user_messages(&cell("resume"))[0];
     let ev = agui(s.port, run_input("t", "r1", first)).events();
     assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
     let run = session_run(&ev);

@@ -28,18 +28,6 @@ fn have_jq() -> bool {
     Command::new("jq").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
-/// The user messages the recording client wrote, in order (what the person says).
-fn user_messages(cell_dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(cell_dir.join("to-agent.ndjson"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|env| serde_json::from_str::<Value>(env["line"].as_str()?).ok())
-        .filter(|v| v["type"] == "user")
-        .filter_map(|v| v["message"]["content"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// A running `runwire-session claude` over the replay stub.
 struct Run {
     child: Child,
@@ -173,7 +161,7 @@ macro_rules! need_jq {
 fn turn_tools_runs_a_whole_turn_with_nothing_to_answer() {
     need_jq!();
     let c = cell("turn-tools");
-    let msgs = user_messages(&c);
+    let msgs = support::user_messages(&c);
     let mut r = Run::start(&c, Some(&msgs[0]), &[], &[]);
     r.stdin = None; // nobody will answer: the session ends after the turn
     let out = r.finish();
@@ -197,7 +185,12 @@ fn approval_allow_answers_the_bash_call_and_the_turn_finishes() {
     let dir = tempdir("allow");
     let journal = dir.join("run.jsonl");
     let j = journal.to_str().unwrap();
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &["--journal", j, "--task", "a", "--actor", "runner"], &[]);
+    let mut r = Run::start(
+        &c,
+        Some(&support::user_messages(&c)[0]),
+        &["--journal", j, "--task", "a", "--actor", "runner"],
+        &[],
+    );
     let req = r.request();
     assert_eq!((req["kind"].as_str(), req["tool"].as_str()), (Some("tool_approval"), Some("Bash")));
     assert!(req["expires_at"].as_str().is_some());
@@ -258,7 +251,7 @@ fn answers_come_through_a_fifo_while_stdout_is_piped() {
     let fifo = dir.join("answers");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let f = fifo.to_str().unwrap();
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &["--input", f], &[]);
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &["--input", f], &[]);
     let req = r.request();
     // Each writer opens, writes, closes: the session reopens the FIFO for the next.
     std::fs::write(&fifo, format!("{{\"type\":\"answer\",\"id\":{},\"decision\":\"allow\"}}\n", req["id"])).unwrap();
@@ -273,7 +266,7 @@ fn answers_come_through_a_fifo_while_stdout_is_piped() {
 fn approval_deny_tells_the_agent_no_with_a_message() {
     need_jq!();
     let c = cell("approval-deny");
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &[], &[]);
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &[], &[]);
     let req = r.request();
     r.send(&format!(
         r#"{{"type":"answer","id":{},"decision":"deny","message":"not outside the workspace"}}"#,
@@ -291,7 +284,7 @@ fn approval_deny_tells_the_agent_no_with_a_message() {
 fn a_question_is_answered_with_a_label() {
     need_jq!();
     let c = cell("user-question");
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &[], &[]);
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &[], &[]);
     let req = r.request();
     assert_eq!(req["kind"], "question");
     let q = &req["questions"][0];
@@ -332,7 +325,7 @@ fn a_question_is_answered_with_a_label() {
 fn plan_mode_approves_the_plan_then_denies_a_command() {
     need_jq!();
     let c = cell("plan-mode");
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &["--permission-mode", "plan"], &[]);
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &["--permission-mode", "plan"], &[]);
     let plan = r.request();
     assert_eq!(plan["kind"], "plan_approval");
     assert!(plan["message"].as_str().unwrap().contains("multiply"));
@@ -352,7 +345,7 @@ fn plan_mode_approves_the_plan_then_denies_a_command() {
 fn steer_writes_a_message_into_the_running_turn() {
     need_jq!();
     let c = cell("steer");
-    let msgs = user_messages(&c);
+    let msgs = support::user_messages(&c);
     // The recording goes on into a /compact: end at the steered turn's last line.
     let mut r = Run::start(&c, Some(&msgs[0]), &[], &["--end-at", "311"]);
     // Mid-turn: after the sixth Bash result, as the recording client did.
@@ -380,7 +373,7 @@ fn steer_writes_a_message_into_the_running_turn() {
 fn kill_mid_turn_then_the_next_message_resumes_the_session() {
     need_jq!();
     let c = cell("stop-interrupt");
-    let msgs = user_messages(&c);
+    let msgs = support::user_messages(&c);
     let mut r = Run::start(&c, Some(&msgs[0]), &[], &["--part", "1"]);
     // The recording's first process ends in the middle of the essay.
     r.until("text deltas", |l| l.contains("text_delta"));
@@ -421,7 +414,7 @@ fn kill_mid_turn_then_the_next_message_resumes_the_session() {
 fn a_graceful_interrupt_stops_the_turn_and_keeps_the_session() {
     need_jq!();
     let c = cell("stop-interrupt");
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &[], &["--part", "1"]);
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &[], &["--part", "1"]);
     r.until("text deltas", |l| l.contains("text_delta"));
     r.send(r#"{"type":"interrupt","by":"ana"}"#);
     // No recording shows claude's reply to interrupt: the stub's is made up and says so.
@@ -441,7 +434,7 @@ fn a_graceful_interrupt_stops_the_turn_and_keeps_the_session() {
 fn resume_runs_a_second_process_on_the_same_session() {
     need_jq!();
     let c = cell("resume");
-    let msgs = user_messages(&c);
+    let msgs = support::user_messages(&c);
     let mut r = Run::start(&c, Some(&msgs[0]), &[], &["--part", "1"]);
     r.stdin = None; // released after its turn
     let (evs, sid) = events(&r.finish());
@@ -457,7 +450,7 @@ fn the_stub_fails_loudly_when_runwire_answers_otherwise() {
     need_jq!();
     // The recording allowed the call: a deny is a mismatch the stub must catch.
     let c = cell("approval-allow");
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &[], &[]);
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &[], &[]);
     let req = r.request();
     r.send(&format!(r#"{{"type":"answer","id":{},"decision":"deny"}}"#, req["id"]));
     r.stdin = None;
@@ -481,7 +474,7 @@ fn an_unanswered_request_expires_and_is_denied() {
     need_jq!();
     // approval-deny's recording denied the call: a session that expires it matches.
     let c = cell("approval-deny");
-    let mut r = Run::start(&c, Some(&user_messages(&c)[0]), &["--answer-timeout", "300ms"], &[]);
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &["--answer-timeout", "300ms"], &[]);
     let req = r.request();
     let ans = r.until("the expiry", |l| l.starts_with(r#"{"type":"runwire.answer""#));
     let ans: Value = serde_json::from_str(&ans).unwrap();
@@ -522,7 +515,7 @@ fn help_starts_nothing_and_a_closed_stdout_stops_the_agent_quietly() {
     // The reader leaves after the first line: the session stops the agent and exits 0, quietly.
     let c = cell("steer");
     let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
-        .args(["claude", "--prompt", &user_messages(&c)[0], "--"])
+        .args(["claude", "--prompt", &support::user_messages(&c)[0], "--"])
         .arg(root().join("fixtures/stub-engines/replay"))
         .args(["claude"])
         .arg(&c)

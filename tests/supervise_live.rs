@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -20,18 +20,6 @@ fn root() -> PathBuf {
 
 fn have_jq() -> bool {
     Command::new("jq").arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
-/// The first user message the recording client wrote.
-fn first_message(cell: &Path) -> String {
-    std::fs::read_to_string(cell.join("to-agent.ndjson"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|e| serde_json::from_str::<Value>(e["line"].as_str()?).ok())
-        .find(|v| v["type"] == "user")
-        .and_then(|v| v["message"]["content"].as_str().map(str::to_string))
-        .unwrap()
 }
 
 /// The supervisor, and what the test reads of it ([`support::Supervised`]).
@@ -62,8 +50,7 @@ impl Live {
         )
         .unwrap();
         Command::new("chmod").arg("755").arg(&engine).status().unwrap();
-        let plan =
-            serde_json::json!({"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":first_message(&cell)}]});
+        let plan = serde_json::json!({"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":support::user_messages(&cell)[0]}]});
         std::fs::write(dir.join("p.plan.json"), plan.to_string()).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
         cmd.env("HARNESS_HOME", dir.join("home"))

@@ -335,3 +335,18 @@ pub fn official_interrupts(
     );
     assert_eq!(lines.len(), 2 + extra.len(), "{text}");
 }
+
+/// The user messages the recording client of a Claude Code cell wrote, in
+/// order (what the person said; tool results, whose content is not a plain
+/// string, are left out).
+pub fn user_messages(cell_dir: &std::path::Path) -> Vec<String> {
+    use serde_json::Value;
+    std::fs::read_to_string(cell_dir.join("to-agent.ndjson"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|env| serde_json::from_str::<Value>(env["line"].as_str()?).ok())
+        .filter(|v| v["type"] == "user")
+        .filter_map(|v| v["message"]["content"].as_str().map(str::to_string))
+        .collect()
+}
