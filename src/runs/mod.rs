@@ -7,6 +7,7 @@
 //! `GET /runs…` routes answer, computed by the same functions.
 
 pub mod feed;
+pub mod flat;
 pub mod journal;
 pub mod list;
 pub mod liveness;
