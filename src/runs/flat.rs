@@ -184,7 +184,9 @@ mod tests {
         .unwrap();
         c.end().unwrap();
         assert_eq!(got, ["x y", "1", "2", "-12", "None"]);
-        for bad in [r#""a\"b""#, "\"a\tb\"", r#""a"#, "01", "1.5", "1e3", "-", "1234567890123456789", "nul", "nullx", "true"] {
+        for bad in
+            [r#""a\"b""#, "\"a\tb\"", r#""a"#, "01", "1.5", "1e3", "-", "1234567890123456789", "nul", "nullx", "true"]
+        {
             let whole = |f: fn(&mut Cur) -> Option<()>| {
                 let mut c = Cur::new(bad.as_bytes());
                 f(&mut c).and_then(|_| c.end()).is_some()
