@@ -506,9 +506,296 @@ impl Journal {
     }
 }
 
+/// What the views need of a folded journal: each task's last state, the
+/// open input requests and the last run event. [`Journal`] keeps whole
+/// records besides; [`Brief`] only this, borrowed from the journal's bytes,
+/// for listings that fold thousands.
+pub trait Fold {
+    /// Records that parsed.
+    fn records(&self) -> usize;
+    /// The task's last state.
+    fn state(&self, task: &str) -> Option<&str>;
+    /// Whether an input request of `task` is open.
+    fn has_open(&self, task: &str) -> bool;
+    /// The last run-level record's event.
+    fn last_run(&self) -> Option<&str>;
+    /// The tasks with a state (by id), then those with an open request (in
+    /// the order asked, repeats included).
+    fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str));
+
+    /// Whether `task` waits for a person: its last state is not terminal
+    /// and it has an open input request.
+    fn needs_input(&self, task: &str) -> bool {
+        !self.state(task).is_some_and(is_terminal) && self.has_open(task)
+    }
+}
+
+impl Fold for Journal {
+    fn records(&self) -> usize {
+        self.records
+    }
+
+    fn state(&self, task: &str) -> Option<&str> {
+        Journal::state(self, task)
+    }
+
+    fn has_open(&self, task: &str) -> bool {
+        self.open.iter().any(|o| o.task == task)
+    }
+
+    fn last_run(&self) -> Option<&str> {
+        self.last_run.as_ref().and_then(|r| r.run.as_deref())
+    }
+
+    fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
+        self.tasks.keys().chain(self.open.iter().map(|o| &o.task)).for_each(|t| f(t));
+    }
+}
+
+/// A journal folded as [`Journal::parse`] folds it, keeping only what
+/// [`Fold`] answers, borrowed from the bytes: no allocation per record.
+#[derive(Debug, Default, PartialEq)]
+pub struct Brief<'a> {
+    /// Each task's last state, by task id once parsed.
+    tasks: Vec<(Cow<'a, str>, &'static str)>,
+    /// Open requests: (task, request id), in the order asked.
+    open: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    last_run: Option<&'static str>,
+    pub records: usize,
+    pub skipped: usize,
+}
+
+/// The fields of one record a [`Brief`] folds, checked.
+struct Entry<'a> {
+    task: Option<Cow<'a, str>>,
+    state: Option<&'static str>,
+    run: Option<&'static str>,
+    /// `requested` or `answered`.
+    input: Option<&'static str>,
+    request: Option<Cow<'a, str>>,
+}
+
+/// `s` as the `'static` member of `list` it equals.
+fn interned(list: &[&'static str], s: Option<&str>) -> Option<&'static str> {
+    s.and_then(|s| list.iter().copied().find(|k| *k == s))
+}
+
+impl<'a> Entry<'a> {
+    /// One line, through [`super::flat`] when it is plain JSON, else serde;
+    /// `None` when it is not a valid record (exactly as [`Journal::parse`]).
+    fn parse(line: &'a [u8]) -> Option<Entry<'a>> {
+        match Entry::fast(line) {
+            Some(e) => e,
+            None => {
+                let r = serde_json::from_slice::<RecordRef>(line).ok()?;
+                r.validate().ok()?;
+                let cow = |s: Option<Str<'a>>| s.map(|s| s.0);
+                Some(Entry {
+                    state: interned(&TASK_STATES, opt(&r.state)),
+                    run: interned(&RUN_EVENTS, opt(&r.run)),
+                    input: interned(&INPUT_EVENTS, opt(&r.input)),
+                    task: cow(r.task),
+                    request: cow(r.request),
+                })
+            }
+        }
+    }
+
+    /// `Some(None)`: a plain line that is not a valid record; `None`: not
+    /// plain, for serde to read.
+    fn fast(line: &'a [u8]) -> Option<Option<Entry<'a>>> {
+        const KEYS: [&str; 15] = [
+            "v",
+            "ts",
+            "actor",
+            "task",
+            "state",
+            "run",
+            "rc",
+            "detail",
+            "input",
+            "request",
+            "kind",
+            "tool",
+            "expires_at",
+            "decision",
+            "by",
+        ];
+        let mut vals: [Option<&'a str>; 15] = [None; 15];
+        let mut seen = super::flat::Seen::default();
+        let mut c = super::flat::Cur::new(line);
+        c.object(|c, key| {
+            let k = KEYS.iter().position(|k| *k == key)?;
+            seen.mark(k)?;
+            match k {
+                // Required strings: `null` is not one.
+                0..=2 => vals[k] = Some(c.str()?),
+                6 => drop(c.opt_int()?),
+                _ => vals[k] = c.opt_str()?,
+            }
+            Some(())
+        })?;
+        c.end()?;
+        if !(seen.has(0) && seen.has(1) && seen.has(2)) {
+            return None;
+        }
+        let f = Fields {
+            v: vals[0].unwrap_or_default(),
+            task: vals[3],
+            state: vals[4],
+            run: vals[5],
+            input: vals[8],
+            request: vals[9],
+            kind: vals[10],
+            decision: vals[13],
+        };
+        if check_record(&f).is_err() {
+            return Some(None);
+        }
+        Some(Some(Entry {
+            task: f.task.map(Cow::Borrowed),
+            state: interned(&TASK_STATES, f.state),
+            run: interned(&RUN_EVENTS, f.run),
+            input: interned(&INPUT_EVENTS, f.input),
+            request: f.request.map(Cow::Borrowed),
+        }))
+    }
+}
+
+impl<'a> Brief<'a> {
+    /// Folds journal bytes as [`Journal::parse`] does; never fails.
+    pub fn parse(bytes: &'a [u8]) -> Brief<'a> {
+        let mut b = Brief::default();
+        for line in bytes.split(|&c| c == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let Some(e) = Entry::parse(line) else {
+                b.skipped += 1;
+                continue;
+            };
+            b.records += 1;
+            match (e.task, e.input) {
+                (Some(t), Some(input)) => {
+                    let id = e.request.unwrap_or_default();
+                    b.open.retain(|(ot, oid)| !(*ot == t && *oid == id));
+                    if input == "requested" {
+                        b.open.push((t, id));
+                    }
+                }
+                (Some(t), None) => {
+                    let state = e.state.unwrap_or_default();
+                    match b.tasks.iter_mut().find(|(k, _)| *k == t) {
+                        Some(slot) => slot.1 = state,
+                        None => b.tasks.push((t, state)),
+                    }
+                }
+                (None, _) => b.last_run = e.run,
+            }
+        }
+        b.tasks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        b
+    }
+}
+
+impl Fold for Brief<'_> {
+    fn records(&self) -> usize {
+        self.records
+    }
+
+    fn state(&self, task: &str) -> Option<&str> {
+        self.tasks.binary_search_by(|(k, _)| (**k).cmp(task)).ok().map(|i| self.tasks[i].1)
+    }
+
+    fn has_open(&self, task: &str) -> bool {
+        self.open.iter().any(|(t, _)| t == task)
+    }
+
+    fn last_run(&self) -> Option<&str> {
+        self.last_run
+    }
+
+    fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
+        self.tasks.iter().map(|(t, _)| t).chain(self.open.iter().map(|(t, _)| t)).for_each(|t| f(t));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a [`Fold`] answers, for comparing two.
+    fn answers(f: &dyn Fold) -> (usize, Option<String>, Vec<(String, Option<String>, bool, bool)>) {
+        let mut names = Vec::new();
+        f.each_task(&mut |t| names.push(t.to_string()));
+        let per = names
+            .iter()
+            .map(|t| (t.clone(), f.state(t).map(str::to_string), f.has_open(t), f.needs_input(t)))
+            .collect();
+        (f.records(), f.last_run().map(str::to_string), per)
+    }
+
+    /// A journal line from pieces that are plain or not, valid or not.
+    fn line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let task = prop::sample::select(vec!["a", "b", "c", "\\u0061", "b\\n", "", "../x"]);
+        let state = prop::sample::select(vec!["leased", "committed", "failed", "halted", "weird", "le\\u0061sed"]);
+        let run = prop::sample::select(vec!["started", "paused", "resumed", "aborted", "finished", "nope"]);
+        let req = prop::sample::select(vec!["q1", "q2", "", "q\\u0031"]);
+        let extra = prop::sample::select(vec![
+            "",
+            r#","rc":0"#,
+            r#","rc":-3"#,
+            r#","rc":1.5"#,
+            r#","rc":null"#,
+            r#","rc":"1""#,
+            r#","detail":null"#,
+            r#","detail":"x\"y""#,
+            r#","tool":{"n":1}"#,
+            r#","unknown":[1,2]"#,
+            r#","ts":"again""#,
+            r#", "by" : "me" "#,
+            r#","expires_at":"2026-01-01T00:00:00Z""#,
+        ]);
+        let v = prop::sample::select(vec![r#""runstate/v1""#, r#""runstate/v2""#, "null", r#""runstate\\/v1""#]);
+        let kind = prop::sample::select(vec![
+            r#","input":"requested","kind":"question""#,
+            r#","input":"requested","kind":"tool_approval""#,
+            r#","input":"requested""#,
+            r#","input":"answered","decision":"allow""#,
+            r#","input":"answered","decision":"maybe""#,
+            r#","input":"other","decision":"deny""#,
+        ]);
+        (0..4u8, v, task, state, run, req, kind, extra, 0..3u8).prop_map(
+            |(shape, v, task, state, run, req, kind, extra, cut)| {
+                let head = format!(r#"{{"v":{v},"ts":"t","actor":"r""#);
+                let mut l = match shape {
+                    0 => format!(r#"{head},"task":"{task}","state":"{state}"{extra}}}"#),
+                    1 => format!(r#"{head},"run":"{run}"{extra}}}"#),
+                    2 => format!(r#"{head},"task":"{task}","request":"{req}"{kind}{extra}}}"#),
+                    _ => format!(r#"{head},"task":"{task}","state":"{state}","run":"{run}"{extra}}}"#),
+                };
+                // Now and then a torn line, or one in another layout.
+                match cut {
+                    1 if l.len() > 5 => l.truncate(l.len() / 2),
+                    2 => l = l.replace(':', " : ").replace(',', "\t,"),
+                    _ => {}
+                }
+                l
+            },
+        )
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_brief_fold_answers_as_the_full_one(lines in proptest::collection::vec(line(), 0..12)) {
+            let text = lines.join("\n");
+            let full = Journal::parse(text.as_bytes());
+            let brief = Brief::parse(text.as_bytes());
+            proptest::prop_assert_eq!(answers(&full), answers(&brief));
+            proptest::prop_assert_eq!((full.records, full.skipped), (brief.records, brief.skipped));
+        }
+    }
 
     #[test]
     fn pushing_line_by_line_folds_as_parsing_the_whole() {

@@ -35,12 +35,12 @@
 //! listing learnt (merged once the answer is out): no listing ever waits on
 //! another's reads.
 
-use super::journal::Journal;
+use super::journal::Brief;
 use super::plan::Plan;
 use super::registry::{link_name, parse_pointer, Pointer, Registry};
 use super::safe;
-use super::view::{self, Loaded, Problem, STATUSES};
-use super::{FastHash, RunFiles};
+use super::view::{self, Parts, Problem, STATUSES};
+use super::FastHash;
 use nix::fcntl::AtFlags;
 use nix::sys::stat::FileStat;
 use std::collections::{HashMap, HashSet};
@@ -427,6 +427,8 @@ struct Worker<'a> {
     dirs: Dirs,
     shared: &'a Mutex<Dirs>,
     buf: Vec<u8>,
+    /// The journal read, while the plan is read into `buf`.
+    jbuf: Vec<u8>,
     /// File names are built here.
     name: String,
     now_ns: i64,
@@ -435,7 +437,16 @@ struct Worker<'a> {
 impl<'a> Worker<'a> {
     fn new(fds: Fds<'a>, now_ns: i64) -> Worker<'a> {
         let (reg_dir, links, shared) = (fds.reg, fds.links, fds.dirs);
-        Worker { reg_dir, links, dirs: Dirs::default(), shared, buf: Vec::new(), name: String::new(), now_ns }
+        Worker {
+            reg_dir,
+            links,
+            dirs: Dirs::default(),
+            shared,
+            buf: Vec::new(),
+            jbuf: Vec::new(),
+            name: String::new(),
+            now_ns,
+        }
     }
 
     fn dir(&mut self, path: &str) -> Arc<DirState> {
@@ -576,34 +587,27 @@ impl<'a> Worker<'a> {
             Ok(p) => p.clone(),
             Err(why) => {
                 let l = view::unreadable_pointer(id, why.clone());
-                return unkept(&l, fallback_ns);
+                return unkept(&l.parts(), fallback_ns);
             }
         };
-        let mut l = Loaded {
-            pointer: p.clone(),
-            pointer_ok: true,
-            files: RunFiles::new(&p.runstate_dir, &p.slug),
-            journal: Journal::default(),
-            plan: None,
-            problem: None,
-            dir: None,
-        };
+        let none = Brief::default();
+        let mut parts = Parts { pointer: &p, pointer_ok: true, journal: &none, plan: None, problem: None };
         let now_ns = self.now_ns;
-        let mut buf = std::mem::take(&mut self.buf);
         let dir_state = self.dir(&p.runstate_dir);
         let dir = match &*dir_state {
             DirState::Open(d) => d,
             DirState::Missing => {
-                self.buf = buf;
-                l.problem = Some(Problem::Missing);
-                return unkept(&l, fallback_ns);
+                parts.problem = Some(&Problem::Missing);
+                return unkept(&parts, fallback_ns);
             }
             DirState::Unreadable(why) => {
-                l.problem = Some(Problem::Unreadable(why.clone()));
-                self.buf = buf;
-                return unkept(&l, fallback_ns);
+                let problem = Problem::Unreadable(why.clone());
+                parts.problem = Some(&problem);
+                return unkept(&parts, fallback_ns);
             }
         };
+        // Two buffers: the journal is folded borrowing its bytes while the plan is read.
+        let (mut buf, mut jbuf) = (std::mem::take(&mut self.buf), std::mem::take(&mut self.jbuf));
         let mut inputs: Vec<(String, Option<Stamp>)> = Vec::with_capacity(4);
         let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
         let read = |name: String, cap: u64, buf: &mut Vec<u8>, inputs: &mut Vec<_>| {
@@ -620,31 +624,29 @@ impl<'a> Worker<'a> {
             r
         };
         let mut journal_id = None;
-        match read(cat(&[&p.slug, ".jsonl"]), safe::MAX_JOURNAL, &mut buf, &mut inputs) {
+        let mut problem = None;
+        let mut journal_len = 0;
+        match read(cat(&[&p.slug, ".jsonl"]), safe::MAX_JOURNAL, &mut jbuf, &mut inputs) {
             Ok(Some((n, st))) => {
-                l.journal = Journal::parse(&buf[..n]);
+                journal_len = n;
                 activity_ns = activity_ns.max(st.mtime_ns);
                 journal_id = Some((st.dev, st.ino));
             }
             Ok(None) => {}
-            Err(e) => l.problem = Some(Problem::Unreadable(e.to_string())),
+            Err(e) => problem = Some(Problem::Unreadable(e.to_string())),
         }
-        match read(cat(&[&p.slug, ".plan.json"]), safe::MAX_PLAN, &mut buf, &mut inputs) {
-            Ok(Some((n, _))) => l.plan = Plan::parse(&buf[..n]).ok(),
-            Ok(None) => {}
+        let plan = match read(cat(&[&p.slug, ".plan.json"]), safe::MAX_PLAN, &mut buf, &mut inputs) {
+            Ok(Some((n, _))) => Plan::parse(&buf[..n]).ok(),
+            Ok(None) => None,
             Err(e) => {
-                if l.problem.is_none() {
-                    l.problem = Some(Problem::Unreadable(e.to_string()));
-                }
+                problem.get_or_insert(Problem::Unreadable(e.to_string()));
+                None
             }
-        }
-        if buf.len() > 1024 * 1024 {
-            // One big journal does not keep its buffer for the rest of the listing.
-            buf = Vec::new();
-        }
-        self.buf = buf;
+        };
+        let journal = Brief::parse(&jbuf[..journal_len]);
+        let parts = Parts { journal: &journal, plan: plan.as_ref(), problem: problem.as_ref(), ..parts };
         let activity_ns = activity_ns.max(0);
-        let (summary, status) = l.summary_parts(Some(activity_ns / 1_000_000), |task, adapter| {
+        let (summary, status) = parts.summary(Some(activity_ns / 1_000_000), |task, adapter| {
             let name = cat(&[&p.slug, ".", task, ".log"]);
             if !dir.has(&name) {
                 inputs.push((name, None));
@@ -660,6 +662,14 @@ impl<'a> Worker<'a> {
                 Err(e) => Err(e),
             }
         });
+        drop(journal);
+        for b in [&mut buf, &mut jbuf] {
+            if b.len() > 1024 * 1024 {
+                // One big file does not keep its buffer for the rest of the listing.
+                *b = Vec::new();
+            }
+        }
+        (self.buf, self.jbuf) = (buf, jbuf);
         let summary: Arc<str> = summary.into();
         let keep = !matches!(status, "missing" | "unreadable")
             && pointer_stamp.is_some_and(|s| !s.racy(now_ns))
@@ -681,8 +691,8 @@ impl<'a> Worker<'a> {
 }
 
 /// The summary of a run that is `missing` or `unreadable`: never kept.
-fn unkept(l: &Loaded, activity_ns: i64) -> Full {
-    let (summary, status) = l.summary_parts(Some(activity_ns / 1_000_000), |_, _| Ok(None));
+fn unkept(parts: &Parts, activity_ns: i64) -> Full {
+    let (summary, status) = parts.summary(Some(activity_ns / 1_000_000), |_, _| Ok(None));
     Full { summary: summary.into(), status, activity_ns, keep: Some(None), corrected_ns: None, journal_id: None }
 }
 

@@ -2,7 +2,7 @@
 //! `GET /runs/:runId` and `GET /runs/:runId/tasks/:tid` answer. One function
 //! per view, used by both, so the two can never disagree.
 
-use super::journal::{is_terminal, Journal};
+use super::journal::{is_terminal, Fold, Journal};
 use super::plan::Plan;
 use super::registry::{Pointer, Registry};
 use super::safe::{self, Unreadable};
@@ -246,68 +246,51 @@ pub fn log_totals_in(dir: BorrowedFd, rel: &Path, adapter: Adapter) -> Result<Op
     }
 }
 
-impl Loaded {
+/// What a run's summary is made of: a [`Loaded`]'s parts, or a listing's
+/// (which folds the journal into a [`super::journal::Brief`]).
+pub struct Parts<'a> {
+    pub pointer: &'a Pointer,
+    /// False when the pointer itself could not be read: only `run_id` is real.
+    pub pointer_ok: bool,
+    pub journal: &'a dyn Fold,
+    pub plan: Option<&'a Plan>,
+    pub problem: Option<&'a Problem>,
+}
+
+impl<'a> Parts<'a> {
     /// Task ids: the plan's in order, then any only the journal names.
-    pub fn task_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.plan.iter().flat_map(|p| p.tasks.iter().map(|t| t.id.clone())).collect();
-        let journal = self.journal.tasks.keys().chain(self.journal.open.iter().map(|o| &o.task));
-        for t in journal {
-            if !ids.contains(t) {
-                ids.push(t.clone());
+    pub fn task_ids(&self) -> Vec<&'a str> {
+        let mut ids: Vec<&'a str> = self.plan.iter().flat_map(|p| p.tasks.iter().map(|t| t.id.as_str())).collect();
+        self.journal.each_task(&mut |t| {
+            if !ids.contains(&t) {
+                ids.push(t);
             }
-        }
+        });
         ids
     }
 
-    /// The task's logfile, relative to the run's directory: liveness may
-    /// name one (it must lie inside the run's directory, else it is
-    /// refused); else `<slug>.<task>.log`.
-    pub fn log_rel(&self, task: &str, live: Option<&liveness::Entry>) -> Result<PathBuf, Unreadable> {
-        let default = || PathBuf::from(format!("{}.{task}.log", self.pointer.slug));
-        let Some(named) = live.and_then(|e| e.logfile.as_deref()) else { return Ok(default()) };
-        let p = Path::new(named);
-        let rel = if p.is_absolute() { p.strip_prefix(&self.files.dir).ok() } else { Some(p) };
-        match rel {
-            Some(r) if safe::plain_relative(r) => Ok(r.to_path_buf()),
-            _ => Err(Unreadable::new(
-                format!("liveness logfile of task {task}"),
-                format!("{named} is outside the run's directory (refused)"),
-            )),
-        }
-    }
-
-    /// The task's logfile as a path (for display and watching).
-    pub fn log_path(&self, task: &str, live: Option<&liveness::Entry>) -> Result<PathBuf, Unreadable> {
-        self.log_rel(task, live).map(|r| self.files.dir.join(r))
-    }
-
     pub fn adapter_of(&self, task: &str) -> Option<Adapter> {
-        self.plan.as_ref().and_then(|p| p.task(task)).and_then(|t| adapter(&t.adapter))
+        self.plan.and_then(|p| p.task(task)).and_then(|t| adapter(&t.adapter))
     }
 
-    /// One of [`STATUSES`].
-    pub fn status(&self) -> &'static str {
-        self.status_of(&self.task_ids(), self.problem.as_ref())
-    }
-
-    /// [`Loaded::status`], given the task ids and the problem found.
-    fn status_of(&self, ids: &[String], problem: Option<&Problem>) -> &'static str {
+    /// One of [`STATUSES`], given the task ids and the problem found.
+    fn status_of(&self, ids: &[&str], problem: Option<&Problem>) -> &'static str {
         match problem {
             Some(Problem::Missing) => return "missing",
             Some(Problem::Unreadable(_)) => return "unreadable",
             None => {}
         }
-        if self.journal.records == 0 {
+        let j = self.journal;
+        if j.records() == 0 {
             return "registered";
         }
-        let states: Vec<Option<&str>> = ids.iter().map(|t| self.journal.state(t)).collect();
-        if !states.is_empty() && states.iter().all(|s| s.is_some_and(is_terminal)) {
-            return if states.iter().any(|s| matches!(s, Some("failed" | "halted"))) { "failed" } else { "done" };
+        if !ids.is_empty() && ids.iter().all(|t| j.state(t).is_some_and(is_terminal)) {
+            return if ids.iter().any(|t| matches!(j.state(t), Some("failed" | "halted"))) { "failed" } else { "done" };
         }
-        if ids.iter().any(|t| self.journal.needs_input(t)) {
+        if ids.iter().any(|t| j.needs_input(t)) {
             return "needs_input";
         }
-        match self.journal.last_run.as_ref().and_then(|r| r.run.as_deref()) {
+        match j.last_run() {
             Some("paused") => "paused",
             Some("aborted") => "failed",
             _ => "running",
@@ -316,7 +299,7 @@ impl Loaded {
 
     /// The 1-based wave holding the first unfinished task.
     pub fn wave(&self) -> Option<usize> {
-        let plan = self.plan.as_ref()?;
+        let plan = self.plan?;
         plan.tasks
             .iter()
             .zip(plan.wave_indices())
@@ -326,48 +309,26 @@ impl Loaded {
             .map(|i| i + 1)
     }
 
-    /// `GET /runs` item / `runs list` line, as a value.
-    pub fn summary(&self) -> Value {
-        serde_json::from_str(&self.summary_string(None)).unwrap_or(Value::Null)
-    }
-
-    /// `GET /runs` item / `runs list` line, as JSON text.
-    pub fn summary_string(&self, activity_ms: Option<i64>) -> String {
-        let dir = self.dir.as_ref().map(|d| d.as_fd());
-        self.summary_string_with(activity_ms, |t, a| match dir {
-            Some(d) => log_totals_in(d, Path::new(&format!("{}.{t}.log", self.pointer.slug)), a),
-            None => Ok(None),
-        })
-    }
-
-    /// The summary, with `totals(task, adapter)` giving what the task's log
+    /// The summary (`GET /runs` item, `runs list` line) as JSON text, and
+    /// its status; `totals(task, adapter)` gives what the task's log
     /// (`<slug>.<task>.log`) adds up to (`Ok(None)`: no log; `Err`: the log
-    /// is refused, and the run is `unreadable` with that reason). A listing
-    /// answers it from one directory read per runstate directory. Written
+    /// is refused, and the run is `unreadable` with that reason). Written
     /// straight to text (no `Value` tree): listings build thousands of these.
-    pub fn summary_string_with(
-        &self,
-        activity_ms: Option<i64>,
-        totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
-    ) -> String {
-        self.summary_parts(activity_ms, totals).0
-    }
-
-    /// [`Loaded::summary_string_with`] and the status it gives.
-    pub fn summary_parts(
+    pub fn summary(
         &self,
         activity_ms: Option<i64>,
         mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
     ) -> (String, &'static str) {
-        let p = &self.pointer;
+        let p = self.pointer;
+        let j = self.journal;
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
         let ids = self.task_ids();
-        let mut problem = self.problem.clone();
+        let mut problem = self.problem.cloned();
         let mut needs_input = 0;
         for t in &ids {
-            *counts.entry(self.journal.state(t).unwrap_or("pending")).or_default() += 1;
-            needs_input += u64::from(self.journal.needs_input(t));
+            *counts.entry(j.state(t).unwrap_or("pending")).or_default() += 1;
+            needs_input += u64::from(j.needs_input(t));
             if problem.is_some() {
                 continue;
             }
@@ -422,6 +383,93 @@ impl Loaded {
         let mut out = Vec::with_capacity(640);
         let _ = serde_json::to_writer(&mut out, &s);
         (String::from_utf8(out).unwrap_or_default(), status)
+    }
+}
+
+impl Loaded {
+    /// The parts a summary is made of.
+    pub fn parts(&self) -> Parts<'_> {
+        Parts {
+            pointer: &self.pointer,
+            pointer_ok: self.pointer_ok,
+            journal: &self.journal,
+            plan: self.plan.as_ref(),
+            problem: self.problem.as_ref(),
+        }
+    }
+
+    /// Task ids: the plan's in order, then any only the journal names.
+    pub fn task_ids(&self) -> Vec<String> {
+        self.parts().task_ids().into_iter().map(str::to_string).collect()
+    }
+
+    /// The task's logfile, relative to the run's directory: liveness may
+    /// name one (it must lie inside the run's directory, else it is
+    /// refused); else `<slug>.<task>.log`.
+    pub fn log_rel(&self, task: &str, live: Option<&liveness::Entry>) -> Result<PathBuf, Unreadable> {
+        let default = || PathBuf::from(format!("{}.{task}.log", self.pointer.slug));
+        let Some(named) = live.and_then(|e| e.logfile.as_deref()) else { return Ok(default()) };
+        let p = Path::new(named);
+        let rel = if p.is_absolute() { p.strip_prefix(&self.files.dir).ok() } else { Some(p) };
+        match rel {
+            Some(r) if safe::plain_relative(r) => Ok(r.to_path_buf()),
+            _ => Err(Unreadable::new(
+                format!("liveness logfile of task {task}"),
+                format!("{named} is outside the run's directory (refused)"),
+            )),
+        }
+    }
+
+    /// The task's logfile as a path (for display and watching).
+    pub fn log_path(&self, task: &str, live: Option<&liveness::Entry>) -> Result<PathBuf, Unreadable> {
+        self.log_rel(task, live).map(|r| self.files.dir.join(r))
+    }
+
+    pub fn adapter_of(&self, task: &str) -> Option<Adapter> {
+        self.parts().adapter_of(task)
+    }
+
+    /// One of [`STATUSES`].
+    pub fn status(&self) -> &'static str {
+        let parts = self.parts();
+        parts.status_of(&parts.task_ids(), self.problem.as_ref())
+    }
+
+    /// The 1-based wave holding the first unfinished task.
+    pub fn wave(&self) -> Option<usize> {
+        self.parts().wave()
+    }
+
+    /// `GET /runs` item / `runs list` line, as a value.
+    pub fn summary(&self) -> Value {
+        serde_json::from_str(&self.summary_string(None)).unwrap_or(Value::Null)
+    }
+
+    /// `GET /runs` item / `runs list` line, as JSON text.
+    pub fn summary_string(&self, activity_ms: Option<i64>) -> String {
+        let dir = self.dir.as_ref().map(|d| d.as_fd());
+        self.summary_string_with(activity_ms, |t, a| match dir {
+            Some(d) => log_totals_in(d, Path::new(&format!("{}.{t}.log", self.pointer.slug)), a),
+            None => Ok(None),
+        })
+    }
+
+    /// [`Parts::summary`]'s text.
+    pub fn summary_string_with(
+        &self,
+        activity_ms: Option<i64>,
+        totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
+    ) -> String {
+        self.parts().summary(activity_ms, totals).0
+    }
+
+    /// [`Parts::summary`].
+    pub fn summary_parts(
+        &self,
+        activity_ms: Option<i64>,
+        totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
+    ) -> (String, &'static str) {
+        self.parts().summary(activity_ms, totals)
     }
 
     /// The open input requests, as the views show them.
