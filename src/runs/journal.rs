@@ -724,8 +724,11 @@ impl Fold for Brief<'_> {
 mod tests {
     use super::*;
 
+    /// Per task: its id, state, whether a request is open, whether it needs input.
+    type TaskAnswers = Vec<(String, Option<String>, bool, bool)>;
+
     /// What a [`Fold`] answers, for comparing two.
-    fn answers(f: &dyn Fold) -> (usize, Option<String>, Vec<(String, Option<String>, bool, bool)>) {
+    fn answers(f: &dyn Fold) -> (usize, Option<String>, TaskAnswers) {
         let mut names = Vec::new();
         f.each_task(&mut |t| names.push(t.to_string()));
         let per = names
