@@ -13,13 +13,18 @@
 
 /// A cursor over one JSON text.
 pub struct Cur<'a> {
+    /// The text; empty when it is not UTF-8 (every read then gives up).
+    s: &'a str,
     b: &'a [u8],
     i: usize,
 }
 
 impl<'a> Cur<'a> {
+    /// The text is checked as UTF-8 once, so each string is a slice of it
+    /// between two quotes (ASCII: always on a character boundary).
     pub fn new(b: &'a [u8]) -> Cur<'a> {
-        Cur { b, i: 0 }
+        let s = std::str::from_utf8(b).unwrap_or_default();
+        Cur { s, b: s.as_bytes(), i: 0 }
     }
 
     /// Skips JSON whitespace (what serde_json skips: space, tab, LF, CR).
@@ -48,7 +53,7 @@ impl<'a> Cur<'a> {
             return None;
         }
         self.i = start + len + 1;
-        std::str::from_utf8(&self.b[start..start + len]).ok()
+        Some(&self.s[start..start + len])
     }
 
     /// `null`, consumed: `Some(true)`; another value, left: `Some(false)`.

@@ -891,13 +891,19 @@ impl ListCache {
                     rows.push((f.activity_ns, h.id, f.summary));
                 }
             }
-            rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
             total = rows.len();
             if let Some(c) = &q.cursor {
                 rows.retain(|r| c.before(r.0, &r.1));
             }
             more = rows.len() > limit;
-            rows.truncate(limit);
+            let by_activity =
+                |a: &(i64, String, Arc<str>), b: &(i64, String, Arc<str>)| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
+            // Only the page is sorted: the rest is just cut off.
+            if more {
+                rows.select_nth_unstable_by(limit, by_activity);
+                rows.truncate(limit);
+            }
+            rows.sort_unstable_by(by_activity);
         } else {
             // The pointers are needed to filter by repository: then they are read.
             let use_link = q.repo.is_none();

@@ -76,6 +76,12 @@ pub fn open_dir(path: &Path) -> nix::Result<OwnedFd> {
 /// Whether `rel` is a relative path of normal components only (no `..`,
 /// no root, not empty): the only shape opened beneath a directory.
 pub fn plain_relative(rel: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let b = rel.as_os_str().as_bytes();
+    // One name, what the listing opens by the thousand: no component walk.
+    if !b.is_empty() && !b.contains(&b'/') {
+        return b != b"." && b != b"..";
+    }
     rel.components().next().is_some() && rel.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
