@@ -48,8 +48,9 @@ impl<'a> Cur<'a> {
     pub fn str(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        let len = self.b[start..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
-        if self.b[start + len] != b'"' {
+        // The closing quote found fast; then nothing before it may need unescaping.
+        let len = memchr::memchr(b'"', &self.b[start..])?;
+        if self.b[start..start + len].iter().any(|&c| c == b'\\' || c < 0x20) {
             return None;
         }
         self.i = start + len + 1;

@@ -43,7 +43,7 @@ use super::view::{self, Parts, Problem, STATUSES};
 use super::FastHash;
 use nix::fcntl::AtFlags;
 use nix::sys::stat::FileStat;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -221,7 +221,8 @@ struct Dir {
     fd: OwnedFd,
     /// Hashes of the names (64-bit: a collision only costs an `openat` that
     /// finds nothing, which is handled as an absent file).
-    names: std::sync::OnceLock<HashSet<u64, FastHash>>,
+    /// Sorted: looked up by binary search (no hash table to grow).
+    names: std::sync::OnceLock<Vec<u64>>,
 }
 
 fn name_hash(name: &[u8]) -> u64 {
@@ -236,14 +237,16 @@ impl Dir {
         let fd = &self.fd;
         let names = self.names.get_or_init(|| {
             // Read through a duplicate (the directory stream owns it); no allocation per entry.
-            let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return HashSet::default() };
+            let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return Vec::new() };
             let Ok(mut d) = nix::dir::Dir::from_fd(dup) else {
                 let _ = nix::unistd::close(dup);
-                return HashSet::default();
+                return Vec::new();
             };
-            d.iter().flatten().map(|e| name_hash(e.file_name().to_bytes())).collect()
+            let mut v: Vec<u64> = d.iter().flatten().map(|e| name_hash(e.file_name().to_bytes())).collect();
+            v.sort_unstable();
+            v
         });
-        names.contains(&name_hash(name.as_bytes()))
+        names.binary_search(&name_hash(name.as_bytes())).is_ok()
     }
 
     /// The stamp of `name`, `None` when absent.
