@@ -4,10 +4,20 @@
 //! Waves may be given; otherwise they are computed from the dependencies
 //! (a task's wave is one more than its deepest dependency's).
 
+use super::flat::{Cur, Seen};
+use super::FastHash;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 pub const VERSION: &str = "plan/v1";
+
+/// Up to this many tasks, ids are looked up by a linear scan: cheaper than
+/// building and hashing into a map for the few tasks most plans have.
+const FEW: usize = 16;
+
+fn on_cycle(t: &Task) -> String {
+    format!("task {:?} is on a dependency cycle", t.id)
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
@@ -25,6 +35,52 @@ pub struct Task {
     pub review: Option<String>,
 }
 
+impl Task {
+    /// One task object for [`Plan::parse_flat`].
+    fn parse_flat(c: &mut Cur) -> Option<Task> {
+        let (mut id, mut adapter, mut prompt) = (None, None, None);
+        let (mut deps, mut gate, mut review, mut seen) = (Vec::new(), None, None, Seen::default());
+        c.object(|c, key| {
+            match key {
+                "id" => {
+                    seen.mark(0)?;
+                    id = Some(c.str()?);
+                }
+                "adapter" => {
+                    seen.mark(1)?;
+                    adapter = Some(c.str()?);
+                }
+                "prompt" => {
+                    seen.mark(2)?;
+                    prompt = Some(c.str()?);
+                }
+                "deps" => {
+                    seen.mark(3)?;
+                    deps = strings(c)?;
+                }
+                "gate" => {
+                    seen.mark(4)?;
+                    gate = c.opt_str()?.map(str::to_owned);
+                }
+                "review" => {
+                    seen.mark(5)?;
+                    review = c.opt_str()?.map(str::to_owned);
+                }
+                _ => return None,
+            }
+            Some(())
+        })?;
+        Some(Task { id: id?.to_owned(), adapter: adapter?.to_owned(), prompt: prompt?.to_owned(), deps, gate, review })
+    }
+}
+
+/// An array of strings (not `null`).
+fn strings(c: &mut Cur) -> Option<Vec<String>> {
+    let mut v = Vec::new();
+    c.array(|c| c.str().map(|s| v.push(s.to_owned())))?;
+    Some(v)
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub v: String,
@@ -39,36 +95,92 @@ impl Plan {
     /// adapters, dependencies that exist and form no cycle, waves (when
     /// given) that name every task once and respect the dependencies.
     pub fn parse(bytes: &[u8]) -> Result<Plan, String> {
+        // Listings read a plan per run: the common plain text skips serde.
+        // An error (rare) always comes from the serde path, as before.
+        if let Some(p) = Plan::parse_flat(bytes) {
+            if p.validate().is_ok() {
+                return Ok(p);
+            }
+        }
+        Plan::parse_serde(bytes)
+    }
+
+    fn parse_serde(bytes: &[u8]) -> Result<Plan, String> {
         let p: Plan = serde_json::from_slice(bytes).map_err(|e| format!("not a plan: {e}"))?;
         p.validate()?;
         Ok(p)
+    }
+
+    /// The plan in `bytes` when it is in [`super::flat`]'s subset and serde would
+    /// read it to this very value; `None` (try serde) otherwise: an unknown
+    /// or repeated key (serde ignores or refuses them), a missing field, or
+    /// `"deps": null` (serde's `default` covers only an absent key).
+    fn parse_flat(bytes: &[u8]) -> Option<Plan> {
+        let mut c = Cur::new(bytes);
+        let (mut v, mut tasks, mut waves, mut seen) = (None, None, None, Seen::default());
+        c.object(|c, key| {
+            match key {
+                "v" => {
+                    seen.mark(0)?;
+                    v = Some(c.str()?.to_owned());
+                }
+                "tasks" => {
+                    seen.mark(1)?;
+                    let mut ts = Vec::new();
+                    c.array(|c| Task::parse_flat(c).map(|t| ts.push(t)))?;
+                    tasks = Some(ts);
+                }
+                "waves" => {
+                    seen.mark(2)?;
+                    if !c.null()? {
+                        let mut ws = Vec::new();
+                        c.array(|c| strings(c).map(|w| ws.push(w)))?;
+                        waves = Some(ws);
+                    }
+                }
+                _ => return None,
+            }
+            Some(())
+        })?;
+        c.end()?;
+        Some(Plan { v: v?, tasks: tasks?, waves })
     }
 
     pub fn validate(&self) -> Result<(), String> {
         if self.v != VERSION {
             return Err(format!("v is {:?}, expected {VERSION:?}", self.v));
         }
+        let few = self.tasks.len() <= FEW;
+        // Past FEW tasks, a map with std's seeded hasher, as before.
         let mut seen = HashMap::new();
         for (i, t) in self.tasks.iter().enumerate() {
             super::check_id("task", &t.id)?;
             if !matches!(t.adapter.as_str(), "claude" | "cursor" | "codex") {
                 return Err(format!("task {:?}: unknown adapter {:?} (claude, cursor, codex)", t.id, t.adapter));
             }
-            if seen.insert(t.id.as_str(), i).is_some() {
+            let twice = if few {
+                self.tasks[..i].iter().any(|u| u.id == t.id)
+            } else {
+                seen.insert(t.id.as_str(), i).is_some()
+            };
+            if twice {
                 return Err(format!("task {:?} appears twice", t.id));
             }
         }
+        let known = |id: &str| if few { self.tasks.iter().any(|t| t.id == id) } else { seen.contains_key(id) };
         for t in &self.tasks {
-            if let Some(d) = t.deps.iter().find(|d| !seen.contains_key(d.as_str())) {
+            if let Some(d) = t.deps.iter().find(|d| !known(d)) {
                 return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
             }
         }
-        self.depths()?;
+        if let Some(i) = self.relax().iter().position(Option::is_none) {
+            return Err(on_cycle(&self.tasks[i]));
+        }
         if let Some(waves) = &self.waves {
             let mut wave_of = HashMap::new();
             for (w, ids) in waves.iter().enumerate() {
                 for id in ids {
-                    if !seen.contains_key(id.as_str()) {
+                    if !known(id) {
                         return Err(format!("waves name unknown task {id:?}"));
                     }
                     if wave_of.insert(id.as_str(), w).is_some() {
@@ -90,24 +202,37 @@ impl Plan {
 
     /// Waves from the dependencies; `Err` names a task on a cycle.
     pub fn compute_waves(&self) -> Result<Vec<Vec<String>>, String> {
-        let depth = self.depths()?;
-        let n = depth.iter().max().map_or(0, |m| m + 1);
+        let depth = self.relax();
+        if let Some(i) = depth.iter().position(Option::is_none) {
+            return Err(on_cycle(&self.tasks[i]));
+        }
+        let n = depth.iter().flatten().max().map_or(0, |m| m + 1);
         let mut waves = vec![Vec::new(); n];
-        for (t, &d) in self.tasks.iter().zip(&depth) {
-            waves[d].push(t.id.clone());
+        for (t, d) in self.tasks.iter().zip(depth) {
+            waves[d.unwrap_or_default()].push(t.id.clone());
         }
         Ok(waves)
     }
 
     /// Each task's 0-based wave from the dependencies (one more than its
-    /// deepest dependency's); `Err` names a task on a cycle. Allocates only
-    /// the result and an id index: listings compute this for every run.
-    fn depths(&self) -> Result<Vec<usize>, String> {
-        let index: HashMap<&str, usize, super::FastHash> =
-            self.tasks.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect();
-        let mut depth: Vec<Option<usize>> = vec![None; self.tasks.len()];
+    /// deepest dependency's), `None` for a task on a cycle or after an
+    /// unknown dependency. Allocates only the result (and, for a large
+    /// plan, an id index): listings compute this twice for every run.
+    fn relax(&self) -> Vec<Option<usize>> {
+        let n = self.tasks.len();
+        // A repeated id (only in a plan `validate` refuses) finds its last
+        // task, as the map collected from all of them does.
+        let index: HashMap<&str, usize, FastHash> = if n <= FEW {
+            HashMap::default()
+        } else {
+            self.tasks.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect()
+        };
+        let find =
+            |id: &str| if n <= FEW { self.tasks.iter().rposition(|t| t.id == id) } else { index.get(id).copied() };
+        // Not `vec![None; n]`: that is a calloc, dearer than malloc for these few bytes.
+        let mut depth: Vec<Option<usize>> = (0..n).map(|_| None).collect();
         // Kahn-style relaxation: at most n rounds; a task still unplaced after them is on a cycle.
-        for _ in 0..=self.tasks.len() {
+        for _ in 0..=n {
             let mut changed = false;
             for (i, t) in self.tasks.iter().enumerate() {
                 if depth[i].is_some() {
@@ -115,7 +240,7 @@ impl Plan {
                 }
                 // The deepest dependency's depth, or None while one is unplaced (or unknown).
                 let deepest = t.deps.iter().try_fold(None::<usize>, |m, d| {
-                    let dd = index.get(d.as_str()).and_then(|&j| depth[j])?;
+                    let dd = find(d).and_then(|j| depth[j])?;
                     Some(Some(m.map_or(dd, |m| m.max(dd))))
                 });
                 if let Some(deepest) = deepest {
@@ -128,10 +253,6 @@ impl Plan {
             }
         }
         depth
-            .iter()
-            .enumerate()
-            .map(|(i, d)| d.ok_or_else(|| format!("task {:?} is on a dependency cycle", self.tasks[i].id)))
-            .collect()
     }
 
     /// The given waves, else the computed ones (empty on a cycle, which
@@ -146,10 +267,15 @@ impl Plan {
     pub fn wave_indices(&self) -> Vec<Option<usize>> {
         match &self.waves {
             Some(waves) => self.tasks.iter().map(|t| waves.iter().position(|w| w.contains(&t.id))).collect(),
-            None => match self.depths() {
-                Ok(d) => d.into_iter().map(Some).collect(),
-                Err(_) => vec![None; self.tasks.len()],
-            },
+            None => {
+                let depth = self.relax();
+                // On a cycle `waves()` is empty: no task has a wave.
+                if depth.iter().all(Option::is_some) {
+                    depth
+                } else {
+                    vec![None; depth.len()]
+                }
+            }
         }
     }
 
@@ -160,7 +286,11 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
+    use super::gen::*;
     use super::*;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use proptest::strategy::ValueTree;
 
     fn plan(tasks: &str) -> Result<Plan, String> {
         Plan::parse(format!(r#"{{"v":"plan/v1","tasks":{tasks}}}"#).as_bytes())
@@ -217,5 +347,511 @@ mod tests {
         let given = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},
             {"id":"b","adapter":"claude","prompt":"x","deps":["a"]}],"waves":[["a","b"]]}"#;
         assert!(Plan::parse(given.as_bytes()).unwrap_err().contains("no later"));
+    }
+    fn id() -> impl Strategy<Value = J> {
+        str_j(prop_oneof![6 => prop::sample::select(vec!["a", "b", "c", "d"]).prop_map(String::from), 1 => text()])
+    }
+
+    /// Plan texts, many valid, the rest bent every way serde and the fast
+    /// path could read differently.
+    fn plan_text() -> impl Strategy<Value = J> {
+        let adapter = str_j(prop_oneof![
+            6 => prop::sample::select(vec!["claude", "codex", "cursor"]).prop_map(String::from),
+            1 => text(),
+        ]);
+        let ids = || prop::collection::vec(id(), 0..3).prop_map(J::Arr);
+        let task = (
+            field(id()),
+            field(adapter),
+            field(str_j(text())),
+            opt_field(ids()),
+            opt_field(str_j(text())),
+            opt_field(str_j(text())),
+            tweak(),
+        )
+            .prop_map(|(id, adapter, prompt, deps, gate, review, t)| {
+                let fields = [
+                    ("id", id),
+                    ("adapter", adapter),
+                    ("prompt", prompt),
+                    ("deps", deps),
+                    ("gate", gate),
+                    ("review", review),
+                ];
+                obj(fields.into(), t)
+            });
+        let v = str_j(prop_oneof![8 => Just(VERSION.to_string()), 1 => text()]);
+        let tasks = prop::collection::vec(task, 0..4).prop_map(J::Arr);
+        let waves = prop::collection::vec(ids(), 0..4).prop_map(J::Arr);
+        (field(v), field(tasks), prop_oneof![3 => Just(None), 1 => opt_field(waves)], tweak())
+            .prop_map(|(v, tasks, waves, t)| obj(vec![("v", v), ("tasks", tasks), ("waves", waves)], t))
+    }
+
+    /// Plan values: mostly valid, sometimes with a repeated or bad id, an
+    /// unknown adapter or dependency, a cycle, given waves right or wrong;
+    /// up to 40 tasks, so both id lookups (scan and map) are used.
+    fn plan_value() -> impl Strategy<Value = Plan> {
+        let task = (0..100u8, 0..20u8, prop::collection::vec((0..100u8, any::<Index>()), 0..3));
+        let n = prop_oneof![3 => 0..6usize, 1 => 0..40usize];
+        (n.prop_flat_map(move |n| prop::collection::vec(task.clone(), n)), 0..10u8, any::<Index>(), any::<Index>())
+            .prop_map(|(tasks, waves, i, j)| {
+                let n = tasks.len();
+                let tasks = tasks.into_iter().enumerate().map(|(i, (k, a, deps))| Task {
+                    id: match k {
+                        0..=89 => format!("t{i}"),
+                        90..=95 => format!("t{}", k % 3),
+                        _ => "../x".into(),
+                    },
+                    adapter: if a == 0 { "gpt" } else { ["claude", "codex", "cursor"][usize::from(a % 3)] }.into(),
+                    prompt: "p".into(),
+                    deps: deps
+                        .into_iter()
+                        .map(|(m, d)| match m {
+                            0..=84 if i > 0 => format!("t{}", d.index(i)),
+                            0..=94 => format!("t{}", d.index(n + 1)),
+                            _ => "zz".into(),
+                        })
+                        .collect(),
+                    gate: None,
+                    review: None,
+                });
+                let mut p = Plan { v: VERSION.into(), tasks: tasks.collect(), waves: None };
+                if waves >= 6 {
+                    let mut w = old_compute_waves(&p).unwrap_or_default();
+                    let all: Vec<String> = w.iter().flatten().cloned().collect();
+                    match (waves, all.is_empty()) {
+                        (7, false) => {
+                            // One task moved to another wave.
+                            let id = &all[i.index(all.len())];
+                            w.iter_mut().for_each(|ids| ids.retain(|t| t != id));
+                            let k = j.index(w.len());
+                            w[k].push(id.clone());
+                        }
+                        (8, false) => w[0].push(all[i.index(all.len())].clone()),
+                        (9, false) => drop(w.remove(j.index(w.len()))),
+                        _ => {}
+                    }
+                    p.waves = Some(w);
+                }
+                p
+            })
+    }
+
+    proptest! {
+        // Many cases: most texts are bent, and each takes a few microseconds.
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn the_fast_path_answers_as_serde(j in plan_text(), layout in 0..4u8, m in mangle()) {
+            let b = apply(render(&j, layout), m);
+            if let Some(p) = Plan::parse_flat(&b) {
+                prop_assert_eq!(serde_json::from_slice::<Plan>(&b).ok(), Some(p));
+            }
+            prop_assert_eq!(Plan::parse(&b), Plan::parse_serde(&b));
+        }
+
+    }
+
+    proptest! {
+        // Each case tries a few hundred texts.
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        #[test]
+        fn one_bend_away_the_fast_path_still_answers_as_serde(j in plan_text(), layout in 0..4u8) {
+            for j in bends(&j) {
+                let b = render(&j, layout).into_bytes();
+                if let Some(p) = Plan::parse_flat(&b) {
+                    prop_assert_eq!(serde_json::from_slice::<Plan>(&b).ok(), Some(p));
+                }
+                prop_assert_eq!(Plan::parse(&b), Plan::parse_serde(&b));
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn plans_written_by_serde_take_the_fast_path(p in plan_value(), prompt in "[a-z0-9 ./é😀-]{0,10}", gate in proptest::option::of("[a-z é]{0,4}")) {
+            let mut p = p;
+            p.tasks.iter_mut().for_each(|t| (t.prompt, t.gate) = (prompt.clone(), gate.clone()));
+            for b in [serde_json::to_vec(&p).unwrap(), serde_json::to_vec_pretty(&p).unwrap()] {
+                prop_assert_eq!(Plan::parse_flat(&b), Some(p.clone()));
+            }
+        }
+
+        #[test]
+        fn checks_and_waves_are_as_before(p in plan_value()) {
+            prop_assert_eq!(p.validate(), old_validate(&p));
+            prop_assert_eq!(p.compute_waves(), old_compute_waves(&p));
+            prop_assert_eq!(p.wave_indices(), old_wave_indices(&p));
+        }
+    }
+
+    /// The property tests above compare something: many generated texts
+    /// are valid plans and take the fast path.
+    #[test]
+    fn generated_plans_often_take_the_fast_path() {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let s = (plan_text(), 0..4u8, mangle());
+        let (mut fast, mut valid) = (0, 0);
+        for _ in 0..2000 {
+            let (j, layout, m) = s.new_tree(&mut runner).unwrap().current();
+            let b = apply(render(&j, layout), m);
+            if let Some(p) = Plan::parse_flat(&b) {
+                fast += 1;
+                valid += usize::from(p.validate().is_ok());
+            }
+        }
+        assert!(fast > 200 && valid > 100, "of 2000: {fast} on the fast path, {valid} valid");
+        let values = plan_value();
+        let valid = (0..500).filter(|_| values.new_tree(&mut runner).unwrap().current().validate().is_ok()).count();
+        assert!(valid > 100, "of 500 plan values, {valid} valid");
+    }
+
+    // The checks and waves as they were before ids were looked up by a
+    // linear scan in small plans, to compare with.
+    fn old_validate(p: &Plan) -> Result<(), String> {
+        if p.v != VERSION {
+            return Err(format!("v is {:?}, expected {VERSION:?}", p.v));
+        }
+        let mut seen = HashMap::new();
+        for (i, t) in p.tasks.iter().enumerate() {
+            super::super::check_id("task", &t.id)?;
+            if !matches!(t.adapter.as_str(), "claude" | "cursor" | "codex") {
+                return Err(format!("task {:?}: unknown adapter {:?} (claude, cursor, codex)", t.id, t.adapter));
+            }
+            if seen.insert(t.id.as_str(), i).is_some() {
+                return Err(format!("task {:?} appears twice", t.id));
+            }
+        }
+        for t in &p.tasks {
+            if let Some(d) = t.deps.iter().find(|d| !seen.contains_key(d.as_str())) {
+                return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
+            }
+        }
+        old_depths(p)?;
+        if let Some(waves) = &p.waves {
+            let mut wave_of = HashMap::new();
+            for (w, ids) in waves.iter().enumerate() {
+                for id in ids {
+                    if !seen.contains_key(id.as_str()) {
+                        return Err(format!("waves name unknown task {id:?}"));
+                    }
+                    if wave_of.insert(id.as_str(), w).is_some() {
+                        return Err(format!("waves name task {id:?} twice"));
+                    }
+                }
+            }
+            for t in &p.tasks {
+                let Some(&w) = wave_of.get(t.id.as_str()) else {
+                    return Err(format!("waves do not name task {:?}", t.id));
+                };
+                if let Some(d) = t.deps.iter().find(|d| wave_of.get(d.as_str()).is_some_and(|&dw| dw >= w)) {
+                    return Err(format!("task {:?} is in a wave no later than its dependency {d:?}", t.id));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn old_compute_waves(p: &Plan) -> Result<Vec<Vec<String>>, String> {
+        let depth = old_depths(p)?;
+        let n = depth.iter().max().map_or(0, |m| m + 1);
+        let mut waves = vec![Vec::new(); n];
+        for (t, &d) in p.tasks.iter().zip(&depth) {
+            waves[d].push(t.id.clone());
+        }
+        Ok(waves)
+    }
+
+    fn old_depths(p: &Plan) -> Result<Vec<usize>, String> {
+        let index: HashMap<&str, usize> = p.tasks.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect();
+        let mut depth: Vec<Option<usize>> = vec![None; p.tasks.len()];
+        for _ in 0..=p.tasks.len() {
+            let mut changed = false;
+            for (i, t) in p.tasks.iter().enumerate() {
+                if depth[i].is_some() {
+                    continue;
+                }
+                let deepest = t.deps.iter().try_fold(None::<usize>, |m, d| {
+                    let dd = index.get(d.as_str()).and_then(|&j| depth[j])?;
+                    Some(Some(m.map_or(dd, |m| m.max(dd))))
+                });
+                if let Some(deepest) = deepest {
+                    depth[i] = Some(deepest.map_or(0, |d| d + 1));
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        depth
+            .iter()
+            .enumerate()
+            .map(|(i, d)| d.ok_or_else(|| format!("task {:?} is on a dependency cycle", p.tasks[i].id)))
+            .collect()
+    }
+
+    fn old_wave_indices(p: &Plan) -> Vec<Option<usize>> {
+        match &p.waves {
+            Some(waves) => p.tasks.iter().map(|t| waves.iter().position(|w| w.contains(&t.id))).collect(),
+            None => match old_depths(p) {
+                Ok(d) => d.into_iter().map(Some).collect(),
+                Err(_) => vec![None; p.tasks.len()],
+            },
+        }
+    }
+}
+
+/// Test-only: JSON texts for the property tests that compare a fast path
+/// with serde (here and in `registry`): objects whose fields may be missing,
+/// of another type, repeated, unknown or reordered, strings now and then
+/// escaped where they need not be, several layouts, torn or mangled bytes.
+#[cfg(test)]
+pub(crate) mod gen {
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    #[derive(Debug, Clone)]
+    pub enum J {
+        /// A string; `true`: every ASCII character written as `\uXXXX`.
+        Str(String, bool),
+        /// Written as is: `null`, numbers, booleans.
+        Raw(&'static str),
+        Arr(Vec<J>),
+        Obj(Vec<(J, J)>),
+    }
+
+    /// Strings plain, unicode, or with quotes, backslashes and control characters.
+    pub fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            8 => "[a-z0-9._/-]{0,10}",
+            2 => "\\PC{0,6}",
+            1 => "[a\"\\\\\\x00\\x1f\\t\\n\\x7f é😀]{0,6}",
+            1 => any::<String>(),
+        ]
+    }
+
+    /// A string value from `s`, now and then escaped.
+    pub fn str_j(s: impl Strategy<Value = String>) -> impl Strategy<Value = J> {
+        (s, prop::bool::weighted(0.03)).prop_map(|(s, esc)| J::Str(s, esc))
+    }
+
+    /// A value of some other type than expected.
+    pub fn odd() -> impl Strategy<Value = J> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "null",
+                "0",
+                "-1",
+                "1.5",
+                "1e3",
+                "true",
+                "false",
+                "[]",
+                "{}",
+                "[null]",
+                "{\"a\":1}"
+            ])
+            .prop_map(J::Raw),
+            Just(J::Arr(vec![J::Str("a".into(), false)])),
+            Just(J::Str("x".into(), false)),
+        ]
+    }
+
+    /// A required field: mostly `v`, now and then missing or odd.
+    pub fn field(v: impl Strategy<Value = J>) -> impl Strategy<Value = Option<J>> {
+        prop_oneof![36 => v.prop_map(Some), 1 => Just(None), 2 => odd().prop_map(Some)]
+    }
+
+    /// An optional field: often missing, `null` or `v`, now and then odd.
+    pub fn opt_field(v: impl Strategy<Value = J>) -> impl Strategy<Value = Option<J>> {
+        prop_oneof![4 => Just(None), 2 => Just(Some(J::Raw("null"))), 6 => v.prop_map(Some), 1 => odd().prop_map(Some)]
+    }
+
+    /// How an object is bent: an unknown key, a repeated key, an escaped
+    /// key, the order of its keys.
+    #[derive(Debug, Clone)]
+    pub struct Tweak {
+        unknown: bool,
+        repeat: Option<Index>,
+        escape: Option<Index>,
+        shuffle: Option<u64>,
+    }
+
+    pub fn tweak() -> impl Strategy<Value = Tweak> {
+        let some = |p| prop::option::weighted(p, any::<Index>());
+        (prop::bool::weighted(0.05), some(0.05), some(0.05), prop::option::weighted(0.5, any::<u64>()))
+            .prop_map(|(unknown, repeat, escape, shuffle)| Tweak { unknown, repeat, escape, shuffle })
+    }
+
+    /// An object of the present fields, bent by `t`.
+    pub fn obj(fields: Vec<(&str, Option<J>)>, t: Tweak) -> J {
+        let mut kv: Vec<(J, J)> =
+            fields.into_iter().filter_map(|(k, v)| Some((J::Str(k.to_string(), false), v?))).collect();
+        if t.unknown {
+            kv.push((J::Str("extra".into(), false), J::Raw("1")));
+        }
+        if let (Some(i), false) = (t.repeat, kv.is_empty()) {
+            kv.push(kv[i.index(kv.len())].clone());
+        }
+        if let (Some(i), false) = (t.escape, kv.is_empty()) {
+            let n = kv.len();
+            if let J::Str(_, esc) = &mut kv[i.index(n)].0 {
+                *esc = true;
+            }
+        }
+        if let Some(mut seed) = t.shuffle {
+            for i in (1..kv.len()).rev() {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                kv.swap(i, (seed >> 33) as usize % (i + 1));
+            }
+        }
+        J::Obj(kv)
+    }
+
+    /// `j` as JSON text in one of four layouts.
+    pub fn render(j: &J, layout: u8) -> String {
+        let mut o = String::new();
+        if layout >= 2 {
+            o.push_str(" \n");
+        }
+        go(j, layout, 0, &mut o);
+        if layout >= 2 {
+            o.push_str("\r\n\t");
+        }
+        o
+    }
+
+    fn gap(layout: u8, depth: usize, o: &mut String) {
+        match layout {
+            0 => {}
+            1 => {
+                o.push('\n');
+                o.push_str(&"  ".repeat(depth));
+            }
+            2 => o.push(' '),
+            _ => o.push_str("\t\r\n "),
+        }
+    }
+
+    fn go(j: &J, layout: u8, depth: usize, o: &mut String) {
+        match j {
+            J::Raw(r) => o.push_str(r),
+            J::Str(s, false) => o.push_str(&serde_json::to_string(s).unwrap()),
+            J::Str(s, true) => {
+                o.push('"');
+                for c in s.chars() {
+                    if c.is_ascii() {
+                        o.push_str(&format!("\\u{:04x}", c as u32));
+                    } else {
+                        o.push(c);
+                    }
+                }
+                o.push('"');
+            }
+            J::Arr(v) => {
+                o.push('[');
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        o.push(',');
+                    }
+                    gap(layout, depth + 1, o);
+                    go(x, layout, depth + 1, o);
+                }
+                if !v.is_empty() {
+                    gap(layout, depth, o);
+                }
+                o.push(']');
+            }
+            J::Obj(v) => {
+                o.push('{');
+                for (i, (k, x)) in v.iter().enumerate() {
+                    if i > 0 {
+                        o.push(',');
+                    }
+                    gap(layout, depth + 1, o);
+                    go(k, layout, depth + 1, o);
+                    o.push_str(if layout == 0 { ":" } else { ": " });
+                    go(x, layout, depth + 1, o);
+                }
+                if !v.is_empty() {
+                    gap(layout, depth, o);
+                }
+                o.push('}');
+            }
+        }
+    }
+
+    /// Every value one bend away from `j`: in each object, each field
+    /// dropped, repeated, its key escaped, its value of another type, an
+    /// unknown key added; each string escaped; each array emptied or given
+    /// a `null`. Applied to a valid text, this tries each way out of the
+    /// fast path's subset one at a time.
+    pub fn bends(j: &J) -> Vec<J> {
+        let odd = [
+            J::Raw("null"),
+            J::Raw("1"),
+            J::Raw("1.5"),
+            J::Raw("true"),
+            J::Arr(vec![]),
+            J::Obj(vec![]),
+            J::Str("x".into(), false),
+        ];
+        let mut out = Vec::new();
+        match j {
+            J::Raw(_) => {}
+            J::Str(s, _) => out.push(J::Str(s.clone(), true)),
+            J::Arr(v) => {
+                out.push(J::Arr(vec![]));
+                out.push(J::Arr(v.iter().cloned().chain([J::Raw("null")]).collect()));
+                for (i, x) in v.iter().enumerate() {
+                    for b in bends(x) {
+                        let mut w = v.clone();
+                        w[i] = b;
+                        out.push(J::Arr(w));
+                    }
+                }
+            }
+            J::Obj(kv) => {
+                out.push(J::Obj(kv.iter().cloned().chain([(J::Str("extra".into(), false), J::Raw("1"))]).collect()));
+                for (i, (k, v)) in kv.iter().enumerate() {
+                    let mut w = kv.clone();
+                    w.remove(i);
+                    out.push(J::Obj(w));
+                    out.push(J::Obj(kv.iter().cloned().chain([(k.clone(), v.clone())]).collect()));
+                    let with = |v: J| {
+                        let mut w = kv.clone();
+                        w[i].1 = v;
+                        J::Obj(w)
+                    };
+                    out.extend(odd.iter().cloned().chain(bends(v)).map(with));
+                    if let J::Str(k, _) = k {
+                        let mut w = kv.clone();
+                        w[i].0 = J::Str(k.clone(), true);
+                        out.push(J::Obj(w));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Now and then torn (cut short) or with one byte replaced.
+    pub fn mangle() -> impl Strategy<Value = (Option<Index>, Option<(Index, u8)>)> {
+        let byte = prop_oneof![prop::sample::select(b"\"\\,:{}[]n0 \x00\x1f\x80\xffa".to_vec()), any::<u8>(),];
+        (prop::option::weighted(0.1, any::<Index>()), prop::option::weighted(0.1, (any::<Index>(), byte)))
+    }
+
+    pub fn apply(text: String, (cut, flip): (Option<Index>, Option<(Index, u8)>)) -> Vec<u8> {
+        let mut b = text.into_bytes();
+        if let Some(i) = cut {
+            b.truncate(i.index(b.len() + 1));
+        }
+        if let (Some((i, c)), false) = (flip, b.is_empty()) {
+            let n = b.len();
+            b[i.index(n)] = c;
+        }
+        b
     }
 }

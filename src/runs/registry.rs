@@ -14,6 +14,7 @@
 //! `runstateDir`, and for the runs a listing shows, a link that is not the
 //! journal (another inode) is not used.
 
+use super::flat::{Cur, Seen};
 use super::safe::Unreadable;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -111,9 +112,60 @@ pub fn check_pointer(p: &Pointer, run_id: &str) -> Result<(), String> {
 
 /// Parses and checks pointer bytes read from `<run_id>.json`.
 pub fn parse_pointer(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
+    // A listing reads a pointer per run: the common plain text skips serde.
+    // An error (rare) always comes from the serde path, as before.
+    if let Some(p) = parse_pointer_flat(bytes) {
+        if check_pointer(&p, run_id).is_ok() {
+            return Ok(p);
+        }
+    }
+    parse_pointer_serde(bytes, run_id)
+}
+
+fn parse_pointer_serde(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
     let p: Pointer = serde_json::from_slice(bytes).map_err(|e| format!("not a registry pointer: {e}"))?;
     check_pointer(&p, run_id)?;
     Ok(p)
+}
+
+/// The pointer in `bytes` when it is in [`super::flat`]'s subset and serde
+/// would read it to this very value; `None` (try serde) otherwise: an
+/// unknown or repeated key, a missing field.
+fn parse_pointer_flat(bytes: &[u8]) -> Option<Pointer> {
+    let mut v: [Option<&str>; 9] = [None; 9];
+    let mut seen = Seen::default();
+    let mut c = Cur::new(bytes);
+    c.object(|c, key| {
+        let k = match key {
+            "runId" => 0,
+            "slug" => 1,
+            "repoRoot" => 2,
+            "project" => 3,
+            "repo" => 4,
+            "branch" => 5,
+            "worktree" => 6,
+            "runstateDir" => 7,
+            "created" => 8,
+            _ => return None,
+        };
+        seen.mark(k)?;
+        // Only `branch` is optional: `null` there is `None`, as absent.
+        v[k] = if k == 5 { c.opt_str()? } else { Some(c.str()?) };
+        Some(())
+    })?;
+    c.end()?;
+    let [run_id, slug, repo_root, project, repo, branch, worktree, runstate_dir, created] = v;
+    Some(Pointer {
+        run_id: run_id?.to_owned(),
+        slug: slug?.to_owned(),
+        repo_root: repo_root?.to_owned(),
+        project: project?.to_owned(),
+        repo: repo?.to_owned(),
+        branch: branch.map(str::to_owned),
+        worktree: worktree?.to_owned(),
+        runstate_dir: runstate_dir?.to_owned(),
+        created: created?.to_owned(),
+    })
 }
 
 /// The journal link's file name: `<run_id>.jsonl`.
@@ -253,7 +305,109 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
+    use super::super::plan::gen::*;
     use super::*;
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+
+    const ID: &str = "005af3d9e5ad--s0";
+
+    /// Pointer texts, many valid for [`ID`], the rest bent every way serde
+    /// and the fast path could read differently.
+    fn pointer_text() -> impl Strategy<Value = J> {
+        let s = || str_j(text());
+        let run_id = str_j(prop_oneof![6 => Just(ID.to_string()), 1 => text()]);
+        let slug = str_j(prop_oneof![6 => Just("s0".to_string()), 1 => text()]);
+        let dir = str_j(prop_oneof![6 => Just("/r/runstate".to_string()), 1 => "/?[a-z\\x00]{0,4}", 1 => text()]);
+        let fields =
+            (field(run_id), field(slug), field(s()), field(s()), field(s()), opt_field(s()), field(s()), field(dir));
+        (fields, field(s()), tweak()).prop_map(
+            |((run_id, slug, repo_root, project, repo, branch, worktree, runstate_dir), created, t)| {
+                let fields = [
+                    ("runId", run_id),
+                    ("slug", slug),
+                    ("repoRoot", repo_root),
+                    ("project", project),
+                    ("repo", repo),
+                    ("branch", branch),
+                    ("worktree", worktree),
+                    ("runstateDir", runstate_dir),
+                    ("created", created),
+                ];
+                obj(fields.into(), t)
+            },
+        )
+    }
+
+    fn same_as_serde(b: &[u8]) -> Result<(), TestCaseError> {
+        if let Some(p) = parse_pointer_flat(b) {
+            prop_assert_eq!(serde_json::from_slice::<Pointer>(b).ok(), Some(p));
+        }
+        prop_assert_eq!(parse_pointer(b, ID), parse_pointer_serde(b, ID));
+        Ok(())
+    }
+
+    proptest! {
+        // Many cases: most texts are bent, and each takes a few microseconds.
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn the_fast_path_answers_as_serde(j in pointer_text(), layout in 0..4u8, m in mangle()) {
+            same_as_serde(&apply(render(&j, layout), m))?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        #[test]
+        fn one_bend_away_the_fast_path_still_answers_as_serde(j in pointer_text(), layout in 0..4u8) {
+            for j in bends(&j) {
+                same_as_serde(render(&j, layout).as_bytes())?;
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn pointers_written_by_register_take_the_fast_path(
+            s in proptest::collection::vec("[a-zA-Z0-9 ./:é😀-]{0,12}", 8),
+            branch in proptest::option::of("[a-z/é-]{0,8}"),
+        ) {
+            let p = Pointer {
+                run_id: s[0].clone(),
+                slug: s[1].clone(),
+                repo_root: s[2].clone(),
+                project: s[3].clone(),
+                repo: s[4].clone(),
+                branch,
+                worktree: s[5].clone(),
+                runstate_dir: s[6].clone(),
+                created: s[7].clone(),
+            };
+            for b in [serde_json::to_vec_pretty(&p).unwrap(), serde_json::to_vec(&p).unwrap()] {
+                prop_assert_eq!(parse_pointer_flat(&b), Some(p.clone()));
+            }
+        }
+    }
+
+    /// The property tests above compare something: many generated texts
+    /// are valid pointers and take the fast path.
+    #[test]
+    fn generated_pointers_often_take_the_fast_path() {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let s = (pointer_text(), 0..4u8, mangle());
+        let (mut fast, mut valid) = (0, 0);
+        for _ in 0..2000 {
+            let (j, layout, m) = s.new_tree(&mut runner).unwrap().current();
+            let b = apply(render(&j, layout), m);
+            if let Some(p) = parse_pointer_flat(&b) {
+                fast += 1;
+                valid += usize::from(check_pointer(&p, ID).is_ok());
+            }
+        }
+        assert!(fast > 200 && valid > 100, "of 2000: {fast} on the fast path, {valid} valid");
+    }
 
     #[test]
     fn run_ids_separate_worktrees() {
