@@ -11,6 +11,20 @@
 //! reads to the very same values (the property tests in `journal`, `plan`
 //! and `registry` compare the two on generated and mangled input).
 
+/// The bytes that end a plain string: its closing quote, or what would
+/// need unescaping (a backslash, a control character).
+const STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = true;
+        c += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 /// A cursor over one JSON text.
 pub struct Cur<'a> {
     /// The text; empty when it is not UTF-8 (every read then gives up).
@@ -48,9 +62,9 @@ impl<'a> Cur<'a> {
     pub fn str(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        // The closing quote found fast; then nothing before it may need unescaping.
-        let len = memchr::memchr(b'"', &self.b[start..])?;
-        if self.b[start..start + len].iter().any(|&c| c == b'\\' || c < 0x20) {
+        // One table look-up a byte: the strings are short, too short for memchr to pay.
+        let len = self.b[start..].iter().position(|&c| STOP[c as usize])?;
+        if self.b[start + len] != b'"' {
             return None;
         }
         self.i = start + len + 1;
