@@ -272,14 +272,70 @@ struct Cached {
     pointer: Arc<Pointer>,
     /// File names in the runstate directory and their stamps when computed:
     /// journal, plan, then each task log counted for cost and tokens.
-    inputs: Vec<(String, Option<Stamp>)>,
+    inputs: Inputs,
     activity_ns: i64,
     status: &'static str,
     summary: Arc<str>,
 }
 
+/// File names and their stamps (`None`: absent), the names in one string:
+/// a listing keeps these for every run, so two allocations, not one a name.
+#[derive(Clone, Default)]
+struct Inputs {
+    names: String,
+    /// Where each name ends in `names`, and its stamp.
+    ends: Vec<(u32, Option<Stamp>)>,
+}
+
+impl Inputs {
+    fn with_capacity(names: usize, n: usize) -> Inputs {
+        Inputs { names: String::with_capacity(names), ends: Vec::with_capacity(n) }
+    }
+
+    /// Starts a name made of `parts`; the name so far.
+    fn start(&mut self, parts: &[&str]) -> &str {
+        let from = self.names.len();
+        parts.iter().for_each(|p| self.names.push_str(p));
+        &self.names[from..]
+    }
+
+    /// Keeps the name started, with its stamp.
+    fn keep(&mut self, st: Option<Stamp>) {
+        self.ends.push((self.names.len() as u32, st));
+    }
+
+    /// Drops the name started.
+    fn drop_started(&mut self) {
+        let end = self.ends.last().map_or(0, |e| e.0 as usize);
+        self.names.truncate(end);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, Option<Stamp>)> {
+        let mut from = 0;
+        self.ends.iter().map(move |&(end, st)| {
+            let name = &self.names[from..end as usize];
+            from = end as usize;
+            (name, st)
+        })
+    }
+}
+
+impl FromIterator<(String, Option<Stamp>)> for Inputs {
+    fn from_iter<I: IntoIterator<Item = (String, Option<Stamp>)>>(it: I) -> Inputs {
+        let mut i = Inputs::default();
+        for (name, st) in it {
+            i.start(&[&name]);
+            i.keep(st);
+        }
+        i
+    }
+}
+
 /// Cached summaries by run id.
-type Runs = HashMap<String, Cached, FastHash>;
+/// A run id, shared by the listing's tables (one allocation a run).
+type Id = Arc<str>;
+
+type Runs = HashMap<Id, Cached, FastHash>;
 
 /// `parts` joined: file names are built per run, and `format!` costs more
 /// than the copy.
@@ -290,7 +346,7 @@ fn cat(parts: &[&str]) -> String {
 }
 
 /// What a listing learnt: per run id, an entry to keep (`Some`) or to drop.
-type Updates = Vec<(String, Option<Cached>)>;
+type Updates = Vec<(Id, Option<Cached>)>;
 
 #[derive(Default)]
 struct State {
@@ -302,7 +358,7 @@ struct State {
     /// What listings learnt and have not merged yet: the entries to keep or
     /// drop, and the run ids registered then. Merged after the
     /// answer is out ([`ListCache::save_index`]) or by the next listing.
-    pending: Vec<(Updates, Vec<String>)>,
+    pending: Vec<(Updates, Vec<Id>)>,
 }
 
 impl State {
@@ -312,7 +368,7 @@ impl State {
         for (updates, mut ids) in std::mem::take(&mut self.pending) {
             // Sorted here, once the answer is out.
             ids.sort_unstable();
-            let registered = |id: &str| ids.binary_search_by(|x| x.as_str().cmp(id)).is_ok();
+            let registered = |id: &str| ids.binary_search_by(|x| (**x).cmp(id)).is_ok();
             let stale = self.runs.keys().any(|id| !registered(id));
             if updates.is_empty() && !stale {
                 continue;
@@ -329,7 +385,7 @@ impl State {
                         runs.insert(id, c);
                         true
                     }
-                    None => runs.remove(&id).is_some(),
+                    None => runs.remove(&*id).is_some(),
                 };
             }
             self.dirty |= changed;
@@ -388,7 +444,7 @@ struct Fds<'a> {
 
 /// Pass 1: what is known of a run before its files are read.
 struct Head {
-    id: String,
+    id: Id,
     /// The pointer, or why it cannot be read; `None` when not read yet (the
     /// journal's time came through the journal link).
     pointer: Option<Result<Arc<Pointer>, String>>,
@@ -483,7 +539,7 @@ impl<'a> Worker<'a> {
     /// `stat_journal`, the journal's time is taken too: through the journal
     /// link when `use_link` and the run has one (two `stat`s, no read),
     /// else from the pointer's runstate directory.
-    fn head(&mut self, id: &str, cached: Option<&Cached>, stat_journal: bool, use_link: bool) -> Option<Head> {
+    fn head(&mut self, id: &Id, cached: Option<&Cached>, stat_journal: bool, use_link: bool) -> Option<Head> {
         let reg_dir = self.reg_dir?;
         // A cached pointer costs one stat.
         if let Some(c) = cached {
@@ -508,7 +564,7 @@ impl<'a> Worker<'a> {
 
     fn head_of(
         &mut self,
-        id: &str,
+        id: &Id,
         pointer: Result<Arc<Pointer>, String>,
         pointer_stamp: Option<Stamp>,
         stat_journal: bool,
@@ -522,7 +578,7 @@ impl<'a> Worker<'a> {
             }
         }
         Head {
-            id: id.to_string(),
+            id: id.clone(),
             pointer: Some(pointer),
             pointer_stamp,
             activity_ns: activity_ns.max(0),
@@ -536,7 +592,7 @@ impl<'a> Worker<'a> {
             return false;
         }
         let DirState::Open(dir) = &*self.dir(&c.pointer.runstate_dir) else { return false };
-        c.inputs.iter().all(|(name, st)| dir.stamp(name) == *st)
+        c.inputs.iter().all(|(name, st)| dir.stamp(name) == st)
     }
 
     /// Pass 2 for one run; `None` when its pointer is gone. A head whose
@@ -611,25 +667,26 @@ impl<'a> Worker<'a> {
         };
         // Two buffers: the journal is folded borrowing its bytes while the plan is read.
         let (mut buf, mut jbuf) = (std::mem::take(&mut self.buf), std::mem::take(&mut self.jbuf));
-        let mut inputs: Vec<(String, Option<Stamp>)> = Vec::with_capacity(4);
+        let mut inputs = Inputs::with_capacity(4 * p.slug.len() + 48, 4);
         let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
-        let read = |name: String, cap: u64, buf: &mut Vec<u8>, inputs: &mut Vec<_>| {
-            let r = match safe::open_beneath(dir.fd.as_fd(), Path::new(&name)) {
-                Ok((mut f, st)) => safe::read_capped(&mut f, &st, buf, cap, &name).map(|n| Some((n, Stamp::of(&st)))),
+        let read = |suffix: &str, cap: u64, buf: &mut Vec<u8>, inputs: &mut Inputs| {
+            let name = inputs.start(&[&p.slug, suffix]);
+            let r = match safe::open_beneath(dir.fd.as_fd(), Path::new(name)) {
+                Ok((mut f, st)) => safe::read_capped(&mut f, &st, buf, cap, name).map(|n| Some((n, Stamp::of(&st)))),
                 Err(e) if e.absent => Ok(None),
                 Err(e) => Err(e),
             };
             match &r {
-                Ok(Some((_, st))) => inputs.push((name, Some(*st))),
-                Ok(None) => inputs.push((name, None)),
-                Err(_) => {}
+                Ok(Some((_, st))) => inputs.keep(Some(*st)),
+                Ok(None) => inputs.keep(None),
+                Err(_) => inputs.drop_started(),
             }
             r
         };
         let mut journal_id = None;
         let mut problem = None;
         let mut journal_len = 0;
-        match read(cat(&[&p.slug, ".jsonl"]), safe::MAX_JOURNAL, &mut jbuf, &mut inputs) {
+        match read(".jsonl", safe::MAX_JOURNAL, &mut jbuf, &mut inputs) {
             Ok(Some((n, st))) => {
                 journal_len = n;
                 activity_ns = activity_ns.max(st.mtime_ns);
@@ -638,7 +695,7 @@ impl<'a> Worker<'a> {
             Ok(None) => {}
             Err(e) => problem = Some(Problem::Unreadable(e.to_string())),
         }
-        let plan = match read(cat(&[&p.slug, ".plan.json"]), safe::MAX_PLAN, &mut buf, &mut inputs) {
+        let plan = match read(".plan.json", safe::MAX_PLAN, &mut buf, &mut inputs) {
             Ok(Some((n, _))) => Plan::parse(&buf[..n]).ok(),
             Ok(None) => None,
             Err(e) => {
@@ -650,19 +707,25 @@ impl<'a> Worker<'a> {
         let parts = Parts { journal: &journal, plan: plan.as_ref(), problem: problem.as_ref(), ..parts };
         let activity_ns = activity_ns.max(0);
         let (summary, status) = parts.summary(Some(activity_ns / 1_000_000), |task, adapter| {
-            let name = cat(&[&p.slug, ".", task, ".log"]);
-            if !dir.has(&name) {
-                inputs.push((name, None));
+            let name = inputs.start(&[&p.slug, ".", task, ".log"]);
+            if !dir.has(name) {
+                inputs.keep(None);
                 return Ok(None);
             }
-            match safe::open_beneath(dir.fd.as_fd(), Path::new(&name)) {
+            match safe::open_beneath(dir.fd.as_fd(), Path::new(name)) {
                 Ok((f, st)) => {
-                    inputs.push((name, Some(Stamp::of(&st))));
+                    inputs.keep(Some(Stamp::of(&st)));
                     Ok(Some(view::log_totals(f, adapter)))
                 }
                 // Listed, then removed: absent as of now; not kept (no stamp for a listed name).
-                Err(e) if e.absent => Ok(None),
-                Err(e) => Err(e),
+                Err(e) if e.absent => {
+                    inputs.drop_started();
+                    Ok(None)
+                }
+                Err(e) => {
+                    inputs.drop_started();
+                    Err(e)
+                }
             }
         });
         drop(journal);
@@ -711,7 +774,7 @@ enum Linked {
 /// A run's head from two `stat`s and no read: its pointer's (not followed)
 /// and its journal's, through the journal link. A link whose journal does
 /// not exist yet (dangling) gives the pointer's time alone.
-fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str, name: &mut String) -> Linked {
+fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &Id, name: &mut String) -> Linked {
     // File names built in one buffer: no allocation per run.
     name.clear();
     name.push_str(id);
@@ -738,7 +801,7 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str, name: &mut String) 
         Err(_) => return Linked::NoLink,
     };
     Linked::Head(Head {
-        id: id.to_string(),
+        id: id.clone(),
         pointer: None,
         pointer_stamp: Some(pointer_stamp),
         activity_ns: pointer_stamp.mtime_ns.max(journal_ns).max(0),
@@ -751,9 +814,9 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &str, name: &mut String) 
 /// the run ids go in batches, as they come, to one worker per core (at most
 /// 8) that runs `f` on each. Returns what `f` gave. A worker that panics
 /// loses its results, never the others'.
-fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, &str) -> Option<R> + Sync) -> Vec<R> {
+fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, &Id) -> Option<R> + Sync) -> Vec<R> {
     const BATCH: usize = 128;
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<String>>();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<Id>>();
     let rx = Mutex::new(rx);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
     std::thread::scope(|s| {
@@ -770,7 +833,7 @@ fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, 
         let handles: Vec<_> = (0..workers).map(|_| s.spawn(work)).collect();
         let mut batch = Vec::with_capacity(BATCH);
         Registry::scan(dir, |id| {
-            batch.push(id.to_string());
+            batch.push(Id::from(id));
             if batch.len() == BATCH {
                 let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
             }
@@ -861,7 +924,7 @@ impl ListCache {
         };
         let limit = q.limit.unwrap_or(usize::MAX);
         let mut updates: Updates = Vec::new();
-        let mut rows: Vec<(i64, String, Arc<str>)>;
+        let mut rows: Vec<(i64, Id, Arc<str>)>;
         let total;
         let more;
         let mut ids;
@@ -900,7 +963,7 @@ impl ListCache {
             }
             more = rows.len() > limit;
             let by_activity =
-                |a: &(i64, String, Arc<str>), b: &(i64, String, Arc<str>)| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
+                |a: &(i64, Id, Arc<str>), b: &(i64, Id, Arc<str>)| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
             // Only the page is sorted: the rest is just cut off.
             if more {
                 rows.select_nth_unstable_by(limit, by_activity);
@@ -910,7 +973,7 @@ impl ListCache {
         } else {
             // The pointers are needed to filter by repository: then they are read.
             let use_link = q.repo.is_none();
-            let head = |w: &mut Worker, id: &str| w.head(id, snapshot.get(id), true, use_link);
+            let head = |w: &mut Worker, id: &Id| w.head(id, snapshot.get(id), true, use_link);
             let mut heads: Vec<Head>;
             if use_link && fds.links.is_some() {
                 // Two stats a run: reading the registry is a good part of the
@@ -919,7 +982,7 @@ impl ListCache {
                 // Taken from the heads at the end (see below).
                 ids = Vec::new();
             } else {
-                ids = reg.ids();
+                ids = reg.ids().into_iter().map(Id::from).collect();
                 heads = par_map(&ids, fds, now_ns, |w, id| head(w, id)).into_iter().flatten().flatten().collect();
             }
             heads.retain(|h| repo_ok(h));
@@ -995,7 +1058,7 @@ impl ListCache {
                 ids = heads.into_iter().map(|h| h.id).collect();
             }
         }
-        let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.clone() });
+        let next = rows.last().filter(|_| more).map(|r| Cursor { activity_ns: r.0, run_id: r.1.to_string() });
         let items = rows.into_iter().map(|r| r.2).collect();
         // Merged once the answer is out: a listing's own work ends here.
         self.state.lock().unwrap_or_else(|e| e.into_inner()).pending.push((updates, ids));
@@ -1118,9 +1181,9 @@ mod index {
             if !super::super::valid_id(e.id) || check_pointer(&e.ptr, e.id).is_err() || !names_ok {
                 continue;
             }
-            let inputs = e.i.into_iter().map(|(n, a)| (n, a.as_ref().map(stamp))).collect();
+            let inputs = e.i.into_iter().map(|(n, a)| (n, a.as_ref().map(stamp))).collect::<super::Inputs>();
             out.insert(
-                e.id.to_string(),
+                e.id.into(),
                 Cached {
                     pointer_stamp: stamp(&e.p),
                     pointer: Arc::new(e.ptr),
@@ -1143,7 +1206,7 @@ mod index {
                 id,
                 p: arr(&c.pointer_stamp),
                 ptr: (*c.pointer).clone(),
-                i: c.inputs.iter().map(|(n, st)| (n.clone(), st.as_ref().map(arr))).collect(),
+                i: c.inputs.iter().map(|(n, st)| (n.to_string(), st.as_ref().map(arr))).collect(),
                 a: c.activity_ns,
                 st: c.status,
                 s,
@@ -1227,12 +1290,12 @@ mod tests {
         let entry = Cached {
             pointer_stamp: stamp,
             pointer: Arc::new(pointer.clone()),
-            inputs: vec![],
+            inputs: Inputs::default(),
             activity_ns: 7,
             status: "running",
             summary: "{\"a\":1}".into(),
         };
-        m.insert(pointer.run_id.clone(), entry.clone());
+        m.insert(pointer.run_id.as_str().into(), entry.clone());
         index::save(&index::path(&reg), &m).unwrap();
         assert_eq!(index::load(&index::path(&reg)).len(), 1);
         let text = std::fs::read_to_string(index::path(&reg)).unwrap();
@@ -1240,8 +1303,8 @@ mod tests {
         assert!(index::load(&index::path(&reg)).is_empty());
         // An entry naming a file outside the run's directory is not used, checksum or not.
         let mut bad = entry.clone();
-        bad.inputs = vec![("../../etc/passwd".into(), None)];
-        m.insert(pointer.run_id.clone(), bad);
+        bad.inputs = [("../../etc/passwd".to_string(), None)].into_iter().collect();
+        m.insert(pointer.run_id.as_str().into(), bad);
         index::save(&index::path(&reg), &m).unwrap();
         assert!(index::load(&index::path(&reg)).is_empty());
         // A dead writer's temp file is removed by the next save; a live one's is left alone.
