@@ -363,9 +363,18 @@ pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], b
         head.push_str("Content-Type: application/json\r\n");
     }
     head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
-    let mut all = head.into_bytes();
-    all.extend_from_slice(body.as_bytes());
-    stream.write_all(&all)?;
+    // Head and body in one `writev`: no copy of a body of megabytes (a full
+    // listing), and no small segment of its own for the head.
+    let mut bufs = [io::IoSlice::new(head.as_bytes()), io::IoSlice::new(body.as_bytes())];
+    let mut left = &mut bufs[..];
+    while !left.is_empty() {
+        match stream.write_vectored(left) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => io::IoSlice::advance_slices(&mut left, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     stream.flush()
 }
 
