@@ -986,7 +986,8 @@ impl ListCache {
                 heads = par_map(&ids, fds, now_ns, |w, id| head(w, id)).into_iter().flatten().flatten().collect();
             }
             heads.retain(|h| repo_ok(h));
-            let mut fulls: Vec<Option<Full>> = heads.iter().map(|_| None).collect();
+            // Only the runs read: a page's few (not a slot for each of thousands).
+            let mut fulls: HashMap<usize, Full, FastHash> = HashMap::default();
             let mut gone = vec![false; heads.len()];
             // The page is cut by the heads' activity; a run shown whose link
             // turned out not to name its journal is placed by what its files
@@ -1008,7 +1009,7 @@ impl ListCache {
                     order.truncate(limit);
                 }
                 order.sort_unstable_by(by_activity);
-                let todo: Vec<usize> = order.iter().copied().filter(|&i| fulls[i].is_none()).collect();
+                let todo: Vec<usize> = order.iter().copied().filter(|i| !fulls.contains_key(i)).collect();
                 if todo.is_empty() {
                     break (order, all, has_more);
                 }
@@ -1021,7 +1022,7 @@ impl ListCache {
                                 heads[i].activity_ns = a;
                                 moved = true;
                             }
-                            fulls[i] = Some(f);
+                            fulls.insert(i, f);
                         }
                         // Gone since the first pass (or its worker failed): not listed.
                         None => {
@@ -1039,7 +1040,7 @@ impl ListCache {
             more = has_more;
             rows = Vec::with_capacity(order.len());
             for &i in &order {
-                let Some(f) = fulls[i].take() else { continue };
+                let Some(f) = fulls.remove(&i) else { continue };
                 if let Some(k) = f.keep {
                     updates.push((heads[i].id.clone(), k));
                 }
@@ -1048,8 +1049,8 @@ impl ListCache {
             }
             // Runs read and then cut from the page (a link corrected) are kept too: the
             // next listing places them by their files.
-            for (i, f) in fulls.into_iter().enumerate() {
-                if let Some(Full { keep: Some(k), .. }) = f {
+            for (i, f) in fulls {
+                if let Full { keep: Some(k), .. } = f {
                     updates.push((heads[i].id.clone(), k));
                 }
             }
