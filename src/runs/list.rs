@@ -219,17 +219,24 @@ impl Page {
 /// never probed), read once by whichever worker asks first.
 struct Dir {
     fd: OwnedFd,
-    /// Hashes of the names (64-bit: a collision only costs an `openat` that
-    /// finds nothing, which is handled as an absent file).
-    /// Sorted: looked up by binary search (no hash table to grow).
-    names: std::sync::OnceLock<Vec<u64>>,
+    /// Hashes of the names (32-bit: a collision only costs an `openat` that
+    /// finds nothing, which is handled as an absent file), sorted, looked up
+    /// by binary search; one allocation of the exact size, under 1 KiB for
+    /// a directory of up to 256 names (glibc tidies its whole free lists
+    /// before each larger one: thousands of small frees, a listing's worth).
+    names: std::sync::OnceLock<Box<[u32]>>,
 }
 
-fn name_hash(name: &[u8]) -> u64 {
+fn name_hash(name: &[u8]) -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = FastHash::default().build_hasher();
     h.write(name);
-    h.finish()
+    h.finish() as u32
+}
+
+thread_local! {
+    /// Where a directory's name hashes are gathered before they are kept.
+    static SCRATCH: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Dir {
@@ -237,14 +244,17 @@ impl Dir {
         let fd = &self.fd;
         let names = self.names.get_or_init(|| {
             // Read through a duplicate (the directory stream owns it); no allocation per entry.
-            let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return Vec::new() };
+            let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return Box::default() };
             let Ok(mut d) = nix::dir::Dir::from_fd(dup) else {
                 let _ = nix::unistd::close(dup);
-                return Vec::new();
+                return Box::default();
             };
-            let mut v: Vec<u64> = d.iter().flatten().map(|e| name_hash(e.file_name().to_bytes())).collect();
-            v.sort_unstable();
-            v
+            SCRATCH.with_borrow_mut(|v| {
+                v.clear();
+                v.extend(d.iter().flatten().map(|e| name_hash(e.file_name().to_bytes())));
+                v.sort_unstable();
+                v.as_slice().into()
+            })
         });
         names.binary_search(&name_hash(name.as_bytes())).is_ok()
     }
@@ -815,7 +825,8 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &Id, name: &mut String) -
 /// 8) that runs `f` on each. Returns what `f` gave. A worker that panics
 /// loses its results, never the others'.
 fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, &Id) -> Option<R> + Sync) -> Vec<R> {
-    const BATCH: usize = 128;
+    // 60 ids: a batch's vector stays under 1 KiB (see `Dir::names`).
+    const BATCH: usize = 60;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<Id>>();
     let rx = Mutex::new(rx);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
