@@ -365,12 +365,16 @@ pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], b
     head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
     // Head and body in one `writev`: no copy of a body of megabytes (a full
     // listing), and no small segment of its own for the head.
-    let mut bufs = [io::IoSlice::new(head.as_bytes()), io::IoSlice::new(body.as_bytes())];
-    let mut left = &mut bufs[..];
-    while !left.is_empty() {
-        match stream.write_vectored(left) {
+    let (h, b) = (head.as_bytes(), body.as_bytes());
+    let mut done = 0;
+    while done < h.len() + b.len() {
+        let r = match h.get(done..) {
+            Some(rest) if !rest.is_empty() => stream.write_vectored(&[io::IoSlice::new(rest), io::IoSlice::new(b)]),
+            _ => stream.write(&b[done - h.len()..]),
+        };
+        match r {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => io::IoSlice::advance_slices(&mut left, n),
+            Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
