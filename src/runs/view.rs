@@ -238,20 +238,19 @@ impl SummaryOut<'_> {
         }
         out.extend_from_slice(b"},\"needsInput\":");
         write_u64(out, self.needs_input);
-        out.extend_from_slice(b",\"project\":");
-        write_opt_str(out, self.project);
-        out.extend_from_slice(b",\"reason\":");
-        write_opt_str(out, self.reason);
-        out.extend_from_slice(b",\"repo\":");
-        write_opt_str(out, self.repo);
-        out.extend_from_slice(b",\"repoRoot\":");
-        write_opt_str(out, self.repo_root);
-        out.extend_from_slice(b",\"runId\":");
-        write_str(out, self.run_id);
-        out.extend_from_slice(b",\"slug\":");
-        write_opt_str(out, self.slug);
-        out.extend_from_slice(b",\"status\":");
-        write_str(out, self.status);
+        let texts = [
+            (&b",\"project\":"[..], self.project),
+            (b",\"reason\":", self.reason),
+            (b",\"repo\":", self.repo),
+            (b",\"repoRoot\":", self.repo_root),
+            (b",\"runId\":", Some(self.run_id)),
+            (b",\"slug\":", self.slug),
+            (b",\"status\":", Some(self.status)),
+        ];
+        for (key, text) in texts {
+            out.extend_from_slice(key);
+            write_opt_str(out, text);
+        }
         out.extend_from_slice(b",\"tokens\":");
         match &self.tokens {
             Some(t) => {
