@@ -979,8 +979,20 @@ impl ListCache {
             if more {
                 rows.select_nth_unstable_by(limit, by_activity);
                 rows.truncate(limit);
+                rows.sort_unstable_by(by_activity);
+            } else if rows.len() >= 4096 {
+                // A full listing: its halves sorted on two threads, then merged (a stable
+                // sort finds the two sorted runs and merges them in one pass).
+                let half = rows.len() / 2;
+                let (a, b) = rows.split_at_mut(half);
+                std::thread::scope(|s| {
+                    s.spawn(|| a.sort_unstable_by(by_activity));
+                    b.sort_unstable_by(by_activity);
+                });
+                rows.sort_by(by_activity);
+            } else {
+                rows.sort_unstable_by(by_activity);
             }
-            rows.sort_unstable_by(by_activity);
         } else {
             // The pointers are needed to filter by repository: then they are read.
             let use_link = q.repo.is_none();
