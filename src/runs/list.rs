@@ -36,7 +36,7 @@
 //! another's reads.
 
 use super::journal::Brief;
-use super::plan::Plan;
+use super::plan::{self, Plan};
 use super::registry::{link_name, parse_pointer, Pointer, Registry};
 use super::safe;
 use super::view::{self, Parts, Problem, STATUSES};
@@ -705,16 +705,24 @@ impl<'a> Worker<'a> {
             Ok(None) => {}
             Err(e) => problem = Some(Problem::Unreadable(e.to_string())),
         }
-        let plan = match read(".plan.json", safe::MAX_PLAN, &mut buf, &mut inputs) {
-            Ok(Some((n, _))) => Plan::parse(&buf[..n]).ok(),
+        let plan_len = match read(".plan.json", safe::MAX_PLAN, &mut buf, &mut inputs) {
+            Ok(Some((n, _))) => Some(n),
             Ok(None) => None,
             Err(e) => {
                 problem.get_or_insert(Problem::Unreadable(e.to_string()));
                 None
             }
         };
+        // A plain plan is read in place (no copy of its prompts); another as before.
+        let plain = plan_len.and_then(|n| Plan::parse_plain(&buf[..n]));
+        let owned = if plain.is_none() { plan_len.and_then(|n| Plan::parse(&buf[..n]).ok()) } else { None };
+        let plan: Option<&dyn plan::View> = match (&plain, &owned) {
+            (Some(p), _) => Some(p),
+            (_, Some(p)) => Some(p),
+            _ => None,
+        };
         let journal = Brief::parse(&jbuf[..journal_len]);
-        let parts = Parts { journal: &journal, plan: plan.as_ref(), problem: problem.as_ref(), ..parts };
+        let parts = Parts { journal: &journal, plan, problem: problem.as_ref(), ..parts };
         let activity_ns = activity_ns.max(0);
         let (summary, status) = parts.summary(Some(activity_ns / 1_000_000), |task, adapter| {
             let name = inputs.start(&[&p.slug, ".", task, ".log"]);
@@ -738,7 +746,7 @@ impl<'a> Worker<'a> {
                 }
             }
         });
-        drop(journal);
+        drop((journal, plain, owned));
         for b in [&mut buf, &mut jbuf] {
             if b.len() > 1024 * 1024 {
                 // One big file does not keep its buffer for the rest of the listing.

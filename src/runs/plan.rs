@@ -15,29 +15,34 @@ pub const VERSION: &str = "plan/v1";
 /// building and hashing into a map for the few tasks most plans have.
 const FEW: usize = 16;
 
-fn on_cycle(t: &Task) -> String {
-    format!("task {:?} is on a dependency cycle", t.id)
+fn on_cycle<S: AsRef<str>>(t: &Task<S>) -> String {
+    format!("task {:?} is on a dependency cycle", t.id.as_ref())
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Task {
-    pub id: String,
+/// A task; `S` holds its text: `String`, or `&str` borrowed from the
+/// plan's bytes (a listing reads thousands of plans and keeps none).
+pub struct Task<S = String> {
+    pub id: S,
     /// `claude`, `cursor` or `codex`: how its log is normalized.
-    pub adapter: String,
-    pub prompt: String,
+    pub adapter: S,
+    pub prompt: S,
     #[serde(default)]
-    pub deps: Vec<String>,
+    pub deps: Vec<S>,
     /// A command that must pass before the task may be committed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub gate: Option<String>,
+    pub gate: Option<S>,
     /// Who reviews the task (an adapter or a person), when anyone does.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub review: Option<String>,
+    pub review: Option<S>,
 }
 
-impl Task {
+impl<S> Task<S> {
     /// One task object for [`Plan::parse_flat`].
-    fn parse_flat(c: &mut Cur) -> Option<Task> {
+    fn parse_flat<'a>(c: &mut Cur<'a>) -> Option<Task<S>>
+    where
+        S: From<&'a str>,
+    {
         let (mut id, mut adapter, mut prompt) = (None, None, None);
         let (mut deps, mut gate, mut review, mut seen) = (Vec::new(), None, None, Seen::default());
         c.object(|c, key| {
@@ -60,34 +65,34 @@ impl Task {
                 }
                 "gate" => {
                     seen.mark(4)?;
-                    gate = c.opt_str()?.map(str::to_owned);
+                    gate = c.opt_str()?.map(S::from);
                 }
                 "review" => {
                     seen.mark(5)?;
-                    review = c.opt_str()?.map(str::to_owned);
+                    review = c.opt_str()?.map(S::from);
                 }
                 _ => return None,
             }
             Some(())
         })?;
-        Some(Task { id: id?.to_owned(), adapter: adapter?.to_owned(), prompt: prompt?.to_owned(), deps, gate, review })
+        Some(Task { id: id?.into(), adapter: adapter?.into(), prompt: prompt?.into(), deps, gate, review })
     }
 }
 
 /// An array of strings (not `null`).
-fn strings(c: &mut Cur) -> Option<Vec<String>> {
+fn strings<'a, S: From<&'a str>>(c: &mut Cur<'a>) -> Option<Vec<S>> {
     let mut v = Vec::new();
-    c.array(|c| c.str().map(|s| v.push(s.to_owned())))?;
+    c.array(|c| c.str().map(|s| v.push(s.into())))?;
     Some(v)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    pub v: String,
-    pub tasks: Vec<Task>,
+pub struct Plan<S = String> {
+    pub v: S,
+    pub tasks: Vec<Task<S>>,
     /// Task ids by wave, first wave first; computed when absent.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub waves: Option<Vec<Vec<String>>>,
+    pub waves: Option<Vec<Vec<S>>>,
 }
 
 impl Plan {
@@ -110,19 +115,24 @@ impl Plan {
         p.validate()?;
         Ok(p)
     }
+}
 
+impl<S> Plan<S> {
     /// The plan in `bytes` when it is in [`super::flat`]'s subset and serde would
     /// read it to this very value; `None` (try serde) otherwise: an unknown
     /// or repeated key (serde ignores or refuses them), a missing field, or
     /// `"deps": null` (serde's `default` covers only an absent key).
-    fn parse_flat(bytes: &[u8]) -> Option<Plan> {
+    fn parse_flat<'a>(bytes: &'a [u8]) -> Option<Plan<S>>
+    where
+        S: From<&'a str>,
+    {
         let mut c = Cur::new(bytes);
         let (mut v, mut tasks, mut waves, mut seen) = (None, None, None, Seen::default());
         c.object(|c, key| {
             match key {
                 "v" => {
                     seen.mark(0)?;
-                    v = Some(c.str()?.to_owned());
+                    v = Some(S::from(c.str()?));
                 }
                 "tasks" => {
                     seen.mark(1)?;
@@ -145,32 +155,32 @@ impl Plan {
         c.end()?;
         Some(Plan { v: v?, tasks: tasks?, waves })
     }
+}
 
+impl<S: AsRef<str>> Plan<S> {
     pub fn validate(&self) -> Result<(), String> {
-        if self.v != VERSION {
-            return Err(format!("v is {:?}, expected {VERSION:?}", self.v));
+        if self.v.as_ref() != VERSION {
+            return Err(format!("v is {:?}, expected {VERSION:?}", self.v.as_ref()));
         }
         let few = self.tasks.len() <= FEW;
         // Past FEW tasks, a map with std's seeded hasher, as before.
         let mut seen = HashMap::new();
         for (i, t) in self.tasks.iter().enumerate() {
-            super::check_id("task", &t.id)?;
-            if !matches!(t.adapter.as_str(), "claude" | "cursor" | "codex") {
-                return Err(format!("task {:?}: unknown adapter {:?} (claude, cursor, codex)", t.id, t.adapter));
+            let (id, adapter) = (t.id.as_ref(), t.adapter.as_ref());
+            super::check_id("task", id)?;
+            if !matches!(adapter, "claude" | "cursor" | "codex") {
+                return Err(format!("task {id:?}: unknown adapter {adapter:?} (claude, cursor, codex)"));
             }
-            let twice = if few {
-                self.tasks[..i].iter().any(|u| u.id == t.id)
-            } else {
-                seen.insert(t.id.as_str(), i).is_some()
-            };
+            let twice =
+                if few { self.tasks[..i].iter().any(|u| u.id.as_ref() == id) } else { seen.insert(id, i).is_some() };
             if twice {
-                return Err(format!("task {:?} appears twice", t.id));
+                return Err(format!("task {id:?} appears twice"));
             }
         }
-        let known = |id: &str| if few { self.tasks.iter().any(|t| t.id == id) } else { seen.contains_key(id) };
+        let known = |id: &str| if few { self.tasks.iter().any(|t| t.id.as_ref() == id) } else { seen.contains_key(id) };
         for t in &self.tasks {
-            if let Some(d) = t.deps.iter().find(|d| !known(d)) {
-                return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
+            if let Some(d) = t.deps.iter().map(AsRef::as_ref).find(|d| !known(d)) {
+                return Err(format!("task {:?} depends on unknown task {d:?}", t.id.as_ref()));
             }
         }
         if let Some(i) = self.relax().iter().position(Option::is_none) {
@@ -184,21 +194,21 @@ impl Plan {
         if let Some(waves) = &self.waves {
             let mut wave_of = HashMap::new();
             for (w, ids) in waves.iter().enumerate() {
-                for id in ids {
+                for id in ids.iter().map(AsRef::as_ref) {
                     if !known(id) {
                         return Err(format!("waves name unknown task {id:?}"));
                     }
-                    if wave_of.insert(id.as_str(), w).is_some() {
+                    if wave_of.insert(id, w).is_some() {
                         return Err(format!("waves name task {id:?} twice"));
                     }
                 }
             }
             for t in &self.tasks {
-                let Some(&w) = wave_of.get(t.id.as_str()) else {
-                    return Err(format!("waves do not name task {:?}", t.id));
+                let Some(&w) = wave_of.get(t.id.as_ref()) else {
+                    return Err(format!("waves do not name task {:?}", t.id.as_ref()));
                 };
-                if let Some(d) = t.deps.iter().find(|d| wave_of.get(d.as_str()).is_some_and(|&dw| dw >= w)) {
-                    return Err(format!("task {:?} is in a wave no later than its dependency {d:?}", t.id));
+                if let Some(d) = t.deps.iter().map(AsRef::as_ref).find(|d| wave_of.get(d).is_some_and(|&dw| dw >= w)) {
+                    return Err(format!("task {:?} is in a wave no later than its dependency {d:?}", t.id.as_ref()));
                 }
             }
         }
@@ -214,7 +224,7 @@ impl Plan {
         let n = depth.iter().flatten().max().map_or(0, |m| m + 1);
         let mut waves = vec![Vec::new(); n];
         for (t, d) in self.tasks.iter().zip(depth) {
-            waves[d.unwrap_or_default()].push(t.id.clone());
+            waves[d.unwrap_or_default()].push(t.id.as_ref().to_string());
         }
         Ok(waves)
     }
@@ -230,10 +240,15 @@ impl Plan {
         let index: HashMap<&str, usize, FastHash> = if n <= FEW {
             HashMap::default()
         } else {
-            self.tasks.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect()
+            self.tasks.iter().enumerate().map(|(i, t)| (t.id.as_ref(), i)).collect()
         };
-        let find =
-            |id: &str| if n <= FEW { self.tasks.iter().rposition(|t| t.id == id) } else { index.get(id).copied() };
+        let find = |id: &str| {
+            if n <= FEW {
+                self.tasks.iter().rposition(|t| t.id.as_ref() == id)
+            } else {
+                index.get(id).copied()
+            }
+        };
         // Not `vec![None; n]`: that is a calloc, dearer than malloc for these few bytes.
         let mut depth: Vec<Option<usize>> = (0..n).map(|_| None).collect();
         // Kahn-style relaxation: at most n rounds; a task still unplaced after them is on a cycle.
@@ -245,7 +260,7 @@ impl Plan {
                 }
                 // The deepest dependency's depth, or None while one is unplaced (or unknown).
                 let deepest = t.deps.iter().try_fold(None::<usize>, |m, d| {
-                    let dd = find(d).and_then(|j| depth[j])?;
+                    let dd = find(d.as_ref()).and_then(|j| depth[j])?;
                     Some(Some(m.map_or(dd, |m| m.max(dd))))
                 });
                 if let Some(deepest) = deepest {
@@ -263,7 +278,11 @@ impl Plan {
     /// The given waves, else the computed ones (empty on a cycle, which
     /// [`Plan::parse`] refuses anyway).
     pub fn waves(&self) -> Vec<Vec<String>> {
-        self.waves.clone().unwrap_or_else(|| self.compute_waves().unwrap_or_default())
+        let given = self
+            .waves
+            .as_ref()
+            .map(|w| w.iter().map(|ids| ids.iter().map(|i| i.as_ref().to_string()).collect()).collect());
+        given.unwrap_or_else(|| self.compute_waves().unwrap_or_default())
     }
 
     /// Each task's 0-based wave, in task order, as [`Plan::waves`] groups
@@ -271,7 +290,10 @@ impl Plan {
     /// the groups.
     pub fn wave_indices(&self) -> Vec<Option<usize>> {
         match &self.waves {
-            Some(waves) => self.tasks.iter().map(|t| waves.iter().position(|w| w.contains(&t.id))).collect(),
+            Some(waves) => {
+                let has = |w: &[S], id: &str| w.iter().any(|i| i.as_ref() == id);
+                self.tasks.iter().map(|t| waves.iter().position(|w| has(w, t.id.as_ref()))).collect()
+            }
             None => {
                 let depth = self.relax();
                 // On a cycle `waves()` is empty: no task has a wave.
@@ -284,8 +306,46 @@ impl Plan {
         }
     }
 
-    pub fn task(&self, id: &str) -> Option<&Task> {
-        self.tasks.iter().find(|t| t.id == id)
+    pub fn task(&self, id: &str) -> Option<&Task<S>> {
+        self.tasks.iter().find(|t| t.id.as_ref() == id)
+    }
+}
+
+impl<'a> Plan<&'a str> {
+    /// The plan in `bytes`, its text borrowed, when it is plain (see
+    /// [`super::flat`]) and valid; `None`: [`Plan::parse`] decides.
+    pub fn parse_plain(bytes: &'a [u8]) -> Option<Plan<&'a str>> {
+        let p = Plan::parse_flat(bytes)?;
+        p.validate().ok()?;
+        Some(p)
+    }
+}
+
+/// What the views read of a plan, whatever holds its text.
+pub trait View {
+    fn task_count(&self) -> usize;
+    /// The id of task `i` (in plan order).
+    fn task_id(&self, i: usize) -> &str;
+    fn task_adapter(&self, i: usize) -> &str;
+    /// As [`Plan::wave_indices`].
+    fn wave_indices(&self) -> Vec<Option<usize>>;
+}
+
+impl<S: AsRef<str>> View for Plan<S> {
+    fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    fn task_id(&self, i: usize) -> &str {
+        self.tasks[i].id.as_ref()
+    }
+
+    fn task_adapter(&self, i: usize) -> &str {
+        self.tasks[i].adapter.as_ref()
+    }
+
+    fn wave_indices(&self) -> Vec<Option<usize>> {
+        Plan::wave_indices(self)
     }
 }
 
@@ -453,6 +513,19 @@ mod tests {
                 prop_assert_eq!(serde_json::from_slice::<Plan>(&b).ok(), Some(p));
             }
             prop_assert_eq!(Plan::parse(&b), Plan::parse_serde(&b));
+            // The borrowed plan, when there is one, is the owned one, and says the same to the views.
+            if let Some(p) = Plan::parse_plain(&b) {
+                let owned = Plan::parse_serde(&b);
+                prop_assert!(owned.is_ok());
+                let owned = owned.unwrap();
+                let text = |p: &dyn View| {
+                    let tasks: Vec<(String, String)> =
+                        (0..p.task_count()).map(|i| (p.task_id(i).to_string(), p.task_adapter(i).to_string())).collect();
+                    (tasks, p.wave_indices())
+                };
+                prop_assert_eq!(text(&p), text(&owned));
+                prop_assert_eq!(p.tasks.iter().map(|t| t.prompt).collect::<Vec<_>>(), owned.tasks.iter().map(|t| t.prompt.as_str()).collect::<Vec<_>>());
+            }
         }
 
     }
@@ -501,7 +574,7 @@ mod tests {
         for _ in 0..2000 {
             let (j, layout, m) = s.new_tree(&mut runner).unwrap().current();
             let b = apply(render(&j, layout), m);
-            if let Some(p) = Plan::parse_flat(&b) {
+            if let Some(p) = Plan::<String>::parse_flat(&b) {
                 fast += 1;
                 valid += usize::from(p.validate().is_ok());
             }

@@ -3,7 +3,7 @@
 //! per view, used by both, so the two can never disagree.
 
 use super::journal::{is_terminal, Fold, Journal};
-use super::plan::Plan;
+use super::plan::{self, Plan};
 use super::registry::{Pointer, Registry};
 use super::safe::{self, Unreadable};
 use super::{check_id, liveness, RunFiles};
@@ -347,14 +347,17 @@ pub struct Parts<'a> {
     /// False when the pointer itself could not be read: only `run_id` is real.
     pub pointer_ok: bool,
     pub journal: &'a dyn Fold,
-    pub plan: Option<&'a Plan>,
+    pub plan: Option<&'a dyn plan::View>,
     pub problem: Option<&'a Problem>,
 }
 
 impl<'a> Parts<'a> {
     /// Task ids: the plan's in order, then any only the journal names.
     pub fn task_ids(&self) -> Vec<&'a str> {
-        let mut ids: Vec<&'a str> = self.plan.iter().flat_map(|p| p.tasks.iter().map(|t| t.id.as_str())).collect();
+        let mut ids: Vec<&'a str> = match self.plan {
+            Some(p) => (0..p.task_count()).map(|i| p.task_id(i)).collect(),
+            None => Vec::new(),
+        };
         self.journal.each_task(&mut |t| {
             if !ids.contains(&t) {
                 ids.push(t);
@@ -364,7 +367,8 @@ impl<'a> Parts<'a> {
     }
 
     pub fn adapter_of(&self, task: &str) -> Option<Adapter> {
-        self.plan.and_then(|p| p.task(task)).and_then(|t| adapter(&t.adapter))
+        let p = self.plan?;
+        (0..p.task_count()).find(|&i| p.task_id(i) == task).and_then(|i| adapter(p.task_adapter(i)))
     }
 
     /// One of [`STATUSES`], given the task ids and the problem found.
@@ -394,10 +398,9 @@ impl<'a> Parts<'a> {
     /// The 1-based wave holding the first unfinished task.
     pub fn wave(&self) -> Option<usize> {
         let plan = self.plan?;
-        plan.tasks
-            .iter()
+        (0..plan.task_count())
             .zip(plan.wave_indices())
-            .filter(|(t, _)| !self.journal.state(&t.id).is_some_and(is_terminal))
+            .filter(|(i, _)| !self.journal.state(plan.task_id(*i)).is_some_and(is_terminal))
             .filter_map(|(_, w)| w)
             .min()
             .map(|i| i + 1)
@@ -487,7 +490,7 @@ impl Loaded {
             pointer: &self.pointer,
             pointer_ok: self.pointer_ok,
             journal: &self.journal,
-            plan: self.plan.as_ref(),
+            plan: self.plan.as_ref().map(|p| p as &dyn plan::View),
             problem: self.problem.as_ref(),
         }
     }
