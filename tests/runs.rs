@@ -1179,6 +1179,11 @@ fn pages_and_filters_walk_every_run_once_newest_activity_first() {
     let order: Vec<&str> = all["runs"].as_array().unwrap().iter().map(|r| r["runId"].as_str().unwrap()).collect();
     assert_eq!(order, want(&|_| true));
     assert_eq!(all["runs"][0]["activityMs"], runs[0].0 * 1000);
+    // The filtered pages before kept only the status of the runs they did not show: the
+    // full listing after them is whole, the same as a new reader's.
+    let _ = std::fs::remove_file(home.join("cache/runs-list.index"));
+    let fresh = bin("runs", &home).arg("list").output().unwrap();
+    assert_eq!(all["runs"].as_array().unwrap(), &lines(&fresh.stdout));
     // Bad queries are refused, over HTTP and on the command line.
     for q in ["limit=0", "limit=x", "limit=10001", "status=bogus", "status=", "cursor=nope", "repo="] {
         let (code, body) = srv.get(&format!("/runs?{q}"));

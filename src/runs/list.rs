@@ -285,7 +285,9 @@ struct Cached {
     inputs: Inputs,
     activity_ns: i64,
     status: &'static str,
-    summary: Arc<str>,
+    /// `None` for a run a status-filtered page counted but did not show:
+    /// its status is known, its summary is made when a listing shows it.
+    summary: Option<Arc<str>>,
 }
 
 /// File names and their stamps (`None`: absent), the names in one string:
@@ -470,7 +472,8 @@ struct Head {
 
 /// Pass 2: a run's summary.
 struct Full {
-    summary: Arc<str>,
+    /// `None` when not asked for (see [`Cached::summary`]).
+    summary: Option<Arc<str>>,
     status: &'static str,
     activity_ns: i64,
     /// What to keep in the cache: `Some(Some)` a fresh keepable entry,
@@ -609,7 +612,7 @@ impl<'a> Worker<'a> {
     /// journal time came through the link has its pointer read now, and
     /// the link checked: when it does not name the pointer's journal, the
     /// run's activity is what its files say.
-    fn full(&mut self, head: &Head, cached: Option<&Cached>) -> Option<Full> {
+    fn full(&mut self, head: &Head, cached: Option<&Cached>, want_summary: bool) -> Option<Full> {
         let read;
         let (pointer, pointer_stamp) = match &head.pointer {
             Some(p) => (p, head.pointer_stamp),
@@ -620,7 +623,7 @@ impl<'a> Worker<'a> {
         };
         let pointer_ns = pointer_stamp.map_or(0, |s| s.mtime_ns).max(0);
         let fallback_ns = if head.linked { pointer_ns } else { head.activity_ns };
-        let mut f = self.full_of(&head.id, pointer, pointer_stamp, fallback_ns, cached);
+        let mut f = self.full_of(&head.id, pointer, pointer_stamp, fallback_ns, cached, want_summary);
         // The link is trusted for a shown run only when it led to the very journal read
         // (same device and inode, or both absent).
         let trusted = pointer.is_ok() && head.link_id == f.journal_id;
@@ -630,8 +633,9 @@ impl<'a> Worker<'a> {
         Some(f)
     }
 
-    /// A run's summary from its pointer; `fallback_ns` is its activity when
-    /// its files cannot be read.
+    /// A run's summary (or, without `want_summary`, only its status) from
+    /// its pointer; `fallback_ns` is its activity when its files cannot be
+    /// read.
     fn full_of(
         &mut self,
         id: &str,
@@ -639,8 +643,9 @@ impl<'a> Worker<'a> {
         pointer_stamp: Option<Stamp>,
         fallback_ns: i64,
         cached: Option<&Cached>,
+        want_summary: bool,
     ) -> Full {
-        if let Some(c) = cached {
+        if let Some(c) = cached.filter(|c| !want_summary || c.summary.is_some()) {
             if self.still_valid(pointer_stamp, c) {
                 return Full {
                     summary: c.summary.clone(),
@@ -724,7 +729,8 @@ impl<'a> Worker<'a> {
         let journal = Brief::parse(&jbuf[..journal_len]);
         let parts = Parts { journal: &journal, plan, problem: problem.as_ref(), ..parts };
         let activity_ns = activity_ns.max(0);
-        let (summary, status) = parts.summary(Some(activity_ns / 1_000_000), |task, adapter| {
+        // A task's log, opened (and stamped) but not read.
+        let mut open_log = |task: &str| {
             let name = inputs.start(&[&p.slug, ".", task, ".log"]);
             if !dir.has(name) {
                 inputs.keep(None);
@@ -733,7 +739,7 @@ impl<'a> Worker<'a> {
             match safe::open_beneath(dir.fd.as_fd(), Path::new(name)) {
                 Ok((f, st)) => {
                     inputs.keep(Some(Stamp::of(&st)));
-                    Ok(Some(view::log_totals(f, adapter)))
+                    Ok(Some(f))
                 }
                 // Listed, then removed: absent as of now; not kept (no stamp for a listed name).
                 Err(e) if e.absent => {
@@ -745,7 +751,16 @@ impl<'a> Worker<'a> {
                     Err(e)
                 }
             }
-        });
+        };
+        let (summary, status) = if want_summary {
+            let (text, status) = parts.summary(Some(activity_ns / 1_000_000), |task, adapter| {
+                Ok(open_log(task)?.map(|f| view::log_totals(f, adapter)))
+            });
+            (Some(Arc::<str>::from(text)), status)
+        } else {
+            // Only the status: no log is read for its cost and tokens.
+            (None, parts.status_with(|task| open_log(task).map(drop)))
+        };
         drop((journal, plain, owned));
         for b in [&mut buf, &mut jbuf] {
             if b.len() > 1024 * 1024 {
@@ -754,7 +769,6 @@ impl<'a> Worker<'a> {
             }
         }
         (self.buf, self.jbuf) = (buf, jbuf);
-        let summary: Arc<str> = summary.into();
         let keep = !matches!(status, "missing" | "unreadable")
             && pointer_stamp.is_some_and(|s| !s.racy(now_ns))
             && inputs.iter().all(|(name, st)| match st {
@@ -777,7 +791,7 @@ impl<'a> Worker<'a> {
 /// The summary of a run that is `missing` or `unreadable`: never kept.
 fn unkept(parts: &Parts, activity_ns: i64) -> Full {
     let (summary, status) = parts.summary(Some(activity_ns / 1_000_000), |_, _| Ok(None));
-    Full { summary: summary.into(), status, activity_ns, keep: Some(None), corrected_ns: None, journal_id: None }
+    Full { summary: Some(summary.into()), status, activity_ns, keep: Some(None), corrected_ns: None, journal_id: None }
 }
 
 /// What [`linked_head`] found.
@@ -950,16 +964,19 @@ impl ListCache {
         if read_all {
             // One pass, while the registry is read: each run's pointer, then at once its
             // files (while its directory is at hand). `Err`: a run of another repository.
+            // A page of a filtered listing needs every run's status but only its own
+            // runs' summaries: those are made once the page is cut.
+            let want_summary = q.limit.is_none();
             let runs = streamed(&reg.dir, fds, now_ns, |w, id| {
                 let h = w.head(id, snapshot.get(id), false, false)?;
                 if !repo_ok(&h) {
                     return Some(Err(h.id));
                 }
-                let f = w.full(&h, snapshot.get(id))?;
+                let f = w.full(&h, snapshot.get(id), want_summary)?;
                 Some(Ok((h, f)))
             });
             ids = Vec::with_capacity(runs.len());
-            rows = Vec::with_capacity(runs.len());
+            let mut found: Vec<(i64, Id, Option<Arc<str>>)> = Vec::with_capacity(runs.len());
             for r in runs {
                 let (h, f) = match r {
                     Ok(hf) => hf,
@@ -973,34 +990,52 @@ impl ListCache {
                     updates.push((h.id.clone(), k));
                 }
                 if q.statuses.as_ref().map_or(true, |s| s.contains(&f.status)) {
-                    rows.push((f.activity_ns, h.id, f.summary));
+                    found.push((f.activity_ns, h.id, f.summary));
                 }
             }
-            total = rows.len();
+            total = found.len();
             if let Some(c) = &q.cursor {
-                rows.retain(|r| c.before(r.0, &r.1));
+                found.retain(|r| c.before(r.0, &r.1));
             }
-            more = rows.len() > limit;
-            let by_activity =
-                |a: &(i64, Id, Arc<str>), b: &(i64, Id, Arc<str>)| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1));
+            more = found.len() > limit;
+            let by_activity = |a: &(i64, Id, Option<Arc<str>>), b: &(i64, Id, Option<Arc<str>>)| {
+                b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1))
+            };
             // Only the page is sorted: the rest is just cut off.
             if more {
-                rows.select_nth_unstable_by(limit, by_activity);
-                rows.truncate(limit);
-                rows.sort_unstable_by(by_activity);
-            } else if rows.len() >= 4096 {
+                found.select_nth_unstable_by(limit, by_activity);
+                found.truncate(limit);
+                found.sort_unstable_by(by_activity);
+            } else if found.len() >= 4096 {
                 // A full listing: its halves sorted on two threads, then merged (a stable
                 // sort finds the two sorted runs and merges them in one pass).
-                let half = rows.len() / 2;
-                let (a, b) = rows.split_at_mut(half);
+                let half = found.len() / 2;
+                let (a, b) = found.split_at_mut(half);
                 std::thread::scope(|s| {
                     s.spawn(|| a.sort_unstable_by(by_activity));
                     b.sort_unstable_by(by_activity);
                 });
-                rows.sort_by(by_activity);
+                found.sort_by(by_activity);
             } else {
-                rows.sort_unstable_by(by_activity);
+                found.sort_unstable_by(by_activity);
             }
+            // The page's runs counted without their summary are read again, now whole
+            // (a few files each), and placed where they were counted.
+            let todo: Vec<usize> = (0..found.len()).filter(|&i| found[i].2.is_none()).collect();
+            let got = par_map(&todo, fds, now_ns, |w, &i| {
+                let h = w.head(&found[i].1, None, false, false)?;
+                w.full(&h, None, true)
+            });
+            for (&i, f) in todo.iter().zip(got) {
+                if let Some(f) = f.flatten() {
+                    if let Some(k) = f.keep {
+                        updates.push((found[i].1.clone(), k));
+                    }
+                    found[i].2 = f.summary;
+                }
+            }
+            // A run gone since it was counted is not shown.
+            rows = found.into_iter().filter_map(|(a, id, s)| Some((a, id, s?))).collect();
         } else {
             // The pointers are needed to filter by repository: then they are read.
             let use_link = q.repo.is_none();
@@ -1044,7 +1079,7 @@ impl ListCache {
                 if todo.is_empty() {
                     break (order, all, has_more);
                 }
-                let got = par_map(&todo, fds, now_ns, |w, &i| w.full(&heads[i], snapshot.get(&heads[i].id)));
+                let got = par_map(&todo, fds, now_ns, |w, &i| w.full(&heads[i], snapshot.get(&heads[i].id), true));
                 let mut moved = false;
                 for (&i, f) in todo.iter().zip(got) {
                     match f.flatten() {
@@ -1076,7 +1111,8 @@ impl ListCache {
                     updates.push((heads[i].id.clone(), k));
                 }
                 // Placed by the head's activity, so the page's order and its cursor agree.
-                rows.push((heads[i].activity_ns, heads[i].id.clone(), f.summary));
+                let Some(summary) = f.summary else { continue };
+                rows.push((heads[i].activity_ns, heads[i].id.clone(), summary));
             }
             // Runs read and then cut from the page (a link corrected) are kept too: the
             // next listing places them by their files.
@@ -1222,7 +1258,7 @@ mod index {
                     inputs,
                     activity_ns: e.a,
                     status,
-                    summary: e.s.get().into(),
+                    summary: Some(e.s.get().into()),
                 },
             );
         }
@@ -1233,7 +1269,9 @@ mod index {
         let mut buf = Vec::with_capacity(runs.len() * 700 + 32);
         buf.extend_from_slice(HEADER.as_bytes());
         for (id, c) in runs {
-            let Ok(s) = serde_json::from_str::<&RawValue>(&c.summary) else { continue };
+            // An entry counted but never shown has no summary: not worth a line.
+            let Some(summary) = &c.summary else { continue };
+            let Ok(s) = serde_json::from_str::<&RawValue>(summary) else { continue };
             let line = Line {
                 id,
                 p: arr(&c.pointer_stamp),
@@ -1325,7 +1363,7 @@ mod tests {
             inputs: Inputs::default(),
             activity_ns: 7,
             status: "running",
-            summary: "{\"a\":1}".into(),
+            summary: Some("{\"a\":1}".into()),
         };
         m.insert(pointer.run_id.as_str().into(), entry.clone());
         index::save(&index::path(&reg), &m).unwrap();

@@ -406,6 +406,24 @@ impl<'a> Parts<'a> {
             .map(|i| i + 1)
     }
 
+    /// The status [`Parts::summary`] gives, without the summary:
+    /// `probe(task)` only says whether the task's log is refused (the
+    /// summary's totals read it whole), for the tasks it would total.
+    pub fn status_with(&self, mut probe: impl FnMut(&str) -> Result<(), Unreadable>) -> &'static str {
+        let ids = self.task_ids();
+        let mut problem = self.problem.cloned();
+        if problem.is_none() {
+            // As in the summary: the first refused log makes the run `unreadable`.
+            for t in ids.iter().filter(|t| self.adapter_of(t).is_some()) {
+                if let Err(e) = probe(t) {
+                    problem = Some(Problem::Unreadable(e.to_string()));
+                    break;
+                }
+            }
+        }
+        self.status_of(&ids, problem.as_ref())
+    }
+
     /// The summary (`GET /runs` item, `runs list` line) as JSON text, and
     /// its status; `totals(task, adapter)` gives what the task's log
     /// (`<slug>.<task>.log`) adds up to (`Ok(None)`: no log; `Err`: the log
