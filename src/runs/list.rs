@@ -11,10 +11,11 @@
 //!    pointer is read (unless the cache holds it unchanged) and the journal
 //!    `stat`ed in the directory it names;
 //! 2. the summary (journal, plan and task logs read) of only the runs the
-//!    answer shows, or of every candidate when a status filter or a full
-//!    listing needs them all. A shown run whose link did not lead to the
-//!    journal read (another inode: stale or hostile) is placed by its files
-//!    and the page cut again.
+//!    answer shows, or of every candidate for a full listing. A status
+//!    filter needs every candidate's status: journal and plan read, task
+//!    logs only opened; the page's own runs are then read whole. A shown
+//!    run whose link did not lead to the journal read (another inode: stale
+//!    or hostile) is placed by its files and the page cut again.
 //!
 //! Every file is opened relative to its directory's descriptor through
 //! [`super::safe`] (regular files inside the run's directory only, never
