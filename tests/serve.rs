@@ -34,6 +34,14 @@ fn tmp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// [`tmp`], emptied: pids wrap (32,768 here), and a record file an earlier
+/// test process of the same pid left would add its lines to this test's.
+fn fresh(name: &str) -> PathBuf {
+    let p = tmp(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
 struct Server {
     child: Child,
     port: u16,
@@ -598,7 +606,7 @@ fn missing_engine_and_failure_end_in_run_error() {
 
 #[test]
 fn disconnect_stops_the_agent_group_with_sigterm() {
-    let rec = tmp("disconnect.rec");
+    let rec = fresh("disconnect.rec");
     let stub = stub();
     let s = Server::start(
         &["--agent", "claude", "--agent-cmd", &stub],
@@ -619,7 +627,7 @@ fn disconnect_stops_the_agent_group_with_sigterm() {
 
 #[test]
 fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
-    let rec = tmp("ignore-term.rec");
+    let rec = fresh("ignore-term.rec");
     let stub = stub();
     let s = Server::start(
         &["--agent", "claude", "--agent-cmd", &stub],
@@ -638,7 +646,7 @@ fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
 
 #[test]
 fn the_status_line_ends_the_stream_even_if_the_agent_lingers() {
-    let rec = tmp("linger.rec");
+    let rec = fresh("linger.rec");
     let stub = stub();
     let s = Server::start(
         &["--agent", "claude", "--agent-cmd", &stub],
@@ -681,7 +689,7 @@ fn busy_thread_is_409_and_keepalive_flows() {
 
 #[test]
 fn a_later_run_on_the_thread_resumes_the_session() {
-    let rec = tmp("resume.rec");
+    let rec = fresh("resume.rec");
     let stub = stub();
     let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
     assert_eq!(post_run(s.port, "th", "r1").status, 200);
@@ -696,7 +704,7 @@ fn a_later_run_on_the_thread_resumes_the_session() {
 
 #[test]
 fn reposting_a_finished_run_replays_it_without_the_agent() {
-    let rec = tmp("idem.rec");
+    let rec = fresh("idem.rec");
     let stub = stub();
     let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
     let a = post_run(s.port, "t", "r1");
@@ -753,14 +761,14 @@ fn server_bytes_equal_the_pipeline_binaries() {
     let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("SOURCE_DATE_EPOCH", epoch)]);
     let r = post_run(s.port, "T", "R");
     let out = Command::new(&stub).args(["--prompt", "hello"]).output().unwrap();
-    let log = tmp("stub-output.jsonl");
+    let log = fresh("stub-output.jsonl");
     std::fs::write(&log, out.stdout).unwrap();
     assert_eq!(r.text(), String::from_utf8(pipeline("claude", &log, "T", "R", epoch)).unwrap());
 }
 
 #[test]
 fn shutdown_stops_running_agents_and_exits_0() {
-    let rec = tmp("shutdown.rec");
+    let rec = fresh("shutdown.rec");
     let stub = stub();
     let mut s = Server::start(
         &["--agent", "claude", "--agent-cmd", &stub],
@@ -948,7 +956,7 @@ fn a_client_trickling_bytes_after_its_response_does_not_hold_its_slot() {
 
 #[test]
 fn a_client_that_sent_extra_bytes_and_left_is_noticed_at_once() {
-    let rec = tmp("extra-bytes.rec");
+    let rec = fresh("extra-bytes.rec");
     let stub = stub();
     let s = Server::start(
         &["--agent", "claude", "--agent-cmd", &stub],
@@ -982,7 +990,7 @@ fn flooding_agent(name: &str) -> PathBuf {
     assert!(delta.contains("text_delta"));
     let script = format!(
         "#!/bin/sh\necho \"$$\" >>\"{rec}\"\nhead -n 31 \"{fix}\"\nexec yes '{delta}'\n",
-        rec = tmp(&format!("{name}.rec")).display(),
+        rec = fresh(&format!("{name}.rec")).display(),
         fix = fixture.display(),
     );
     std::fs::write(&path, script).unwrap();
