@@ -120,36 +120,29 @@ impl<'a> Cur<'a> {
     /// An object: `f(cursor, key)` must read the key's value (or answer
     /// `None` to give up).
     pub fn object(&mut self, mut f: impl FnMut(&mut Cur<'a>, &'a str) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            let key = self.str()?;
-            self.eat(b':')?;
-            f(self, key)?;
-            match self.peek()? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        self.items(b'{', b'}', |c| {
+            let key = c.str()?;
+            c.eat(b':')?;
+            f(c, key)
+        })
     }
 
     /// An array: `f(cursor)` must read each element.
-    pub fn array(&mut self, mut f: impl FnMut(&mut Cur<'a>) -> Option<()>) -> Option<()> {
-        self.eat(b'[')?;
-        if self.eat(b']').is_some() {
+    pub fn array(&mut self, f: impl FnMut(&mut Cur<'a>) -> Option<()>) -> Option<()> {
+        self.items(b'[', b']', f)
+    }
+
+    /// `open`, items read by `item` and separated by commas, `close`.
+    fn items(&mut self, open: u8, close: u8, mut item: impl FnMut(&mut Cur<'a>) -> Option<()>) -> Option<()> {
+        self.eat(open)?;
+        if self.eat(close).is_some() {
             return Some(());
         }
         loop {
-            f(self)?;
+            item(self)?;
             match self.peek()? {
                 b',' => self.i += 1,
-                b']' => {
+                c if c == close => {
                     self.i += 1;
                     return Some(());
                 }

@@ -569,17 +569,7 @@ mod tests {
     #[test]
     fn generated_plans_often_take_the_fast_path() {
         let mut runner = proptest::test_runner::TestRunner::deterministic();
-        let s = (plan_text(), 0..4u8, mangle());
-        let (mut fast, mut valid) = (0, 0);
-        for _ in 0..2000 {
-            let (j, layout, m) = s.new_tree(&mut runner).unwrap().current();
-            let b = apply(render(&j, layout), m);
-            if let Some(p) = Plan::<String>::parse_flat(&b) {
-                fast += 1;
-                valid += usize::from(p.validate().is_ok());
-            }
-        }
-        assert!(fast > 200 && valid > 100, "of 2000: {fast} on the fast path, {valid} valid");
+        assert_often_fast(&mut runner, plan_text(), |b| Plan::<String>::parse_flat(b).map(|p| p.validate().is_ok()));
         let values = plan_value();
         let valid = (0..500).filter(|_| values.new_tree(&mut runner).unwrap().current().validate().is_ok()).count();
         assert!(valid > 100, "of 500 plan values, {valid} valid");
@@ -911,5 +901,26 @@ pub(crate) mod gen {
             b[i.index(n)] = c;
         }
         b
+    }
+
+    /// Checks that the property tests compare something: of 2,000 texts
+    /// from `text`, rendered and mangled, `read` takes many (`Some`) on its
+    /// fast path, and many of those are valid (`Some(true)`).
+    pub fn assert_often_fast(
+        runner: &mut proptest::test_runner::TestRunner,
+        text: impl Strategy<Value = J>,
+        read: impl Fn(&[u8]) -> Option<bool>,
+    ) {
+        use proptest::strategy::ValueTree;
+        let s = (text, 0..4u8, mangle());
+        let (mut fast, mut valid) = (0, 0);
+        for _ in 0..2000 {
+            let (j, layout, m) = s.new_tree(runner).unwrap().current();
+            if let Some(ok) = read(&apply(render(&j, layout), m)) {
+                fast += 1;
+                valid += usize::from(ok);
+            }
+        }
+        assert!(fast > 200 && valid > 100, "of 2000: {fast} on the fast path, {valid} valid");
     }
 }

@@ -308,7 +308,6 @@ mod tests {
     use super::super::plan::gen::*;
     use super::*;
     use proptest::prelude::*;
-    use proptest::strategy::ValueTree;
 
     const ID: &str = "005af3d9e5ad--s0";
 
@@ -396,17 +395,9 @@ mod tests {
     #[test]
     fn generated_pointers_often_take_the_fast_path() {
         let mut runner = proptest::test_runner::TestRunner::deterministic();
-        let s = (pointer_text(), 0..4u8, mangle());
-        let (mut fast, mut valid) = (0, 0);
-        for _ in 0..2000 {
-            let (j, layout, m) = s.new_tree(&mut runner).unwrap().current();
-            let b = apply(render(&j, layout), m);
-            if let Some(p) = parse_pointer_flat(&b) {
-                fast += 1;
-                valid += usize::from(check_pointer(&p, ID).is_ok());
-            }
-        }
-        assert!(fast > 200 && valid > 100, "of 2000: {fast} on the fast path, {valid} valid");
+        assert_often_fast(&mut runner, pointer_text(), |b| {
+            parse_pointer_flat(b).map(|p| check_pointer(&p, ID).is_ok())
+        });
     }
 
     #[test]

@@ -660,17 +660,29 @@ mod tests {
 
     const APPROVAL: &str = r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"th","turnId":"t1","itemId":"e1","reason":"outside?","command":"touch ~/x","cwd":"/w","availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}},"cancel"]}}"#;
 
-    fn session() -> (Session<Codex>, Vec<Vec<u8>>) {
+    /// What codex answers as a session opens: its handshake, the thread,
+    /// the turn named, the turn started.
+    const OPENING: [&[u8]; 4] = [
+        br#"{"id":1,"result":{"userAgent":"x"}}"#,
+        br#"{"id":2,"result":{"thread":{"id":"th"}}}"#,
+        br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#,
+        br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#,
+    ];
+
+    /// A session opened with "go" that has had the first `n` lines of
+    /// [`OPENING`], and what it wrote to codex.
+    fn opened(n: usize) -> (Session<Codex>, Vec<Vec<u8>>) {
         let mut s =
             Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
         let mut w = s.open(Some("go")).to_agent;
-        w.extend(s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0).to_agent);
-        w.extend(s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 0).to_agent);
-        w.extend(s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 0).to_agent);
-        w.extend(
-            s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 0).to_agent,
-        );
+        for l in &OPENING[..n] {
+            w.extend(s.agent_line(l, 0).to_agent);
+        }
         (s, w)
+    }
+
+    fn session() -> (Session<Codex>, Vec<Vec<u8>>) {
+        opened(OPENING.len())
     }
 
     fn parse(l: &[u8]) -> Value {
@@ -736,12 +748,7 @@ mod tests {
 
     #[test]
     fn a_steer_waits_for_turn_started_and_a_message_after_a_stop_waits_for_the_next_turn() {
-        let mut s =
-            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
-        s.open(Some("go"));
-        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
-        s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 0);
-        s.agent_line(br#"{"id":3,"result":{"turn":{"id":"t1","status":"inProgress"}}}"#, 0);
+        let (mut s, _) = opened(3);
         // Codex named the turn but has not started it: it would refuse a steer now.
         assert!(s.input(msg("early"), 1).unwrap().to_agent.is_empty());
         let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
@@ -764,11 +771,7 @@ mod tests {
 
     #[test]
     fn a_stop_before_codex_names_the_turn_is_sent_once_it_does() {
-        let mut s =
-            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
-        s.open(Some("go"));
-        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
-        s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 0);
+        let (mut s, _) = opened(2);
         let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
         assert!(st.to_agent.is_empty(), "no turn id yet");
         let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
@@ -800,10 +803,7 @@ mod tests {
 
     #[test]
     fn a_stop_before_the_thread_exists_still_ends_the_first_turn() {
-        let mut s =
-            Session::new(Codex::new(CodexOptions::default()), Options { answer_timeout_ms: 1000, actor: "t".into() });
-        s.open(Some("go"));
-        s.agent_line(br#"{"id":1,"result":{"userAgent":"x"}}"#, 0);
+        let (mut s, _) = opened(1);
         let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
         assert!(st.to_agent.is_empty());
         let st = s.agent_line(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#, 2);
