@@ -16,7 +16,9 @@
     (BIN_DIR/examples/) opens, stats, reads and closes the same 30,000 files
     with no parsing, and first_over_floor is the first request over it.
     Pages (issue 15), each on a freshly started server with no index, the
-    median of BENCH_PAGE_REPEAT (default 3): the first page of 50
+    median of BENCH_PAGE_REPEAT (default 5), each request right after a run
+    of its floor (load drifts; over_floor is the ratio of the medians,
+    each_over_floor each request over its own floor): the first page of 50
     (`?limit=50`) against the floor of `stat`ing every pointer and journal
     (listing-floor --stat); a filtered and counted page
     (`?limit=50&status=running`) and the full listing against the read floor.
@@ -264,11 +266,11 @@ def runs_list():
     return len(out.splitlines()), (time.perf_counter() - t) * 1000
 
 
-def floor_ms(stat_only=False):
+def floor_once(stat_only=False):
     # The same files opened, stat'ed, read and closed with no parsing: what
-    # the listing costs in syscalls alone (examples/listing-floor.rs); the
-    # median of 3. With stat_only, only a stat of every pointer and journal.
-    # None when the binary was not built.
+    # the listing costs in syscalls alone (examples/listing-floor.rs). With
+    # stat_only, only a stat of every pointer and journal. (wall ms, CPU ms),
+    # or None when the binary was not built.
     exe = os.path.join(BIN, "examples", "listing-floor")
     if not os.access(exe, os.X_OK):
         return None
@@ -277,26 +279,32 @@ def floor_ms(stat_only=False):
         args = ["--stat", os.path.join(HOME, "runs") + ":.json"] + [d + ":.jsonl" for d in rs_dirs]
     else:
         args = [os.path.join(HOME, "runs")] + rs_dirs
-    ms, cpu = [], []
-    for _ in range(3):
-        out = subprocess.run([exe, *args], stdout=subprocess.PIPE, check=True, text=True).stdout
-        ms.append(float(out.split(" ms=")[1]))
-        cpu.append(float(out.split("cpu_ms=")[1].split()[0]))
-    FLOOR_CPU[stat_only] = statistics.median(cpu)
-    return statistics.median(ms)
+    out = subprocess.run([exe, *args], stdout=subprocess.PIPE, check=True, text=True).stdout
+    return float(out.split(" ms=")[1]), float(out.split("cpu_ms=")[1].split()[0])
 
 
-FLOOR_CPU = {}
+def floor_ms(stat_only=False):
+    # The median of 3 floor_once.
+    got = [floor_once(stat_only) for _ in range(3)]
+    if None in got:
+        return None
+    return statistics.median(ms for ms, _ in got)
 
 
-PAGE_REPEAT = int(os.environ.get("BENCH_PAGE_REPEAT", "3"))
+PAGE_REPEAT = int(os.environ.get("BENCH_PAGE_REPEAT", "5"))
 
 
-def fresh_request(path):
-    # A freshly started server and no persisted index: every run's files are new to it.
-    times, cpus = [], []
+def fresh_request(path, stat_only):
+    # A freshly started server and no persisted index: every run's files are
+    # new to it. Each request right after its floor (the machine's load
+    # drifts: a floor measured minutes apart is no baseline).
+    times, cpus, floors, floor_cpus = [], [], [], []
     body = None
     for _ in range(PAGE_REPEAT):
+        f = floor_once(stat_only)
+        if f is not None:
+            floors.append(f[0])
+            floor_cpus.append(f[1])
         if os.path.exists(index):
             os.remove(index)
         p, port = server()
@@ -307,8 +315,8 @@ def fresh_request(path):
         cpus.append(cpu_ms(p) - c)
         stop(p)
         if code != 200:
-            return None, times, cpus
-    return json.loads(body), times, cpus
+            return None, times, cpus, floors, floor_cpus
+    return json.loads(body), times, cpus, floors, floor_cpus
 
 
 # The setup's writeback is not the listing's cost: flush it first. Files
@@ -330,21 +338,25 @@ if floor is not None:
     print(f"stat_floor files={2 * N_RUNS} ms={floor_ms(stat_only=True):.1f} (fstatat of every pointer and journal)",
           flush=True)
 os.remove(index)
-floor_stat = floor_ms(stat_only=True)
-for name, path, base, base_cpu in [("first_page", "/runs?limit=50", floor_stat, FLOOR_CPU.get(True)),
-                                   ("status_page", "/runs?limit=50&status=running", floor, FLOOR_CPU.get(False)),
-                                   ("full", "/runs", floor, FLOOR_CPU.get(False))]:
-    page, ts, cpus = fresh_request(path)
+for name, path, stat_only in [("first_page", "/runs?limit=50", True),
+                              ("status_page", "/runs?limit=50&status=running", False),
+                              ("full", "/runs", False)]:
+    page, ts, cpus, floors, floor_cpus = fresh_request(path, stat_only)
     med = statistics.median(ts)
     cpu_med = statistics.median(cpus)
+    base = statistics.median(floors) if floors else None
+    base_cpu = statistics.median(floor_cpus) if floor_cpus else None
     cpu_ratio = f"{cpu_med / base_cpu:.2f}" if base_cpu else "n/a"
     if page is None or page.get("total") != N_RUNS:
         ok = False
     shown = len(page["runs"]) if page else -1
     ratio = f"{med / base:.2f}" if base else "n/a"
+    # Each request over the floor measured just before it.
+    pairs = ",".join(f"{t / f:.2f}" for t, f in zip(ts, floors))
     print(f"page {name} path={path} runs={shown} total={page.get('total') if page else -1} "
           f"median_ms={med:.1f} all_ms={','.join(f'{t:.0f}' for t in ts)} "
-          f"floor_ms={base if base is None else round(base, 1)} over_floor={ratio} "
+          f"floor_ms={base if base is None else round(base, 1)} all_floor_ms={','.join(f'{f:.0f}' for f in floors)} "
+          f"over_floor={ratio} each_over_floor={pairs or 'n/a'} "
           f"cpu_ms={cpu_med:.0f} floor_cpu_ms={base_cpu} cpu_over_floor={cpu_ratio}", flush=True)
 if os.path.exists(index):
     os.remove(index)

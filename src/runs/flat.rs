@@ -25,6 +25,79 @@ const STOP: [bool; 256] = {
     t
 };
 
+/// The index of the first [`STOP`] byte at or after `i` (`None`: none, the
+/// text from `i` on is plain). Sixteen bytes at a time (SSE2, part of every
+/// x86-64) or eight (anywhere) while that many are left, then a table
+/// look-up a byte: a listing reads and writes thousands of strings.
+pub fn stop_at(b: &[u8], i: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    let i = match stop_at_16(b, i) {
+        Ok(found) => return Some(found),
+        Err(i) => i,
+    };
+    let i = match stop_at_8(b, i) {
+        Ok(found) => return Some(found),
+        Err(i) => i,
+    };
+    b[i..].iter().position(|&c| STOP[c as usize]).map(|n| i + n)
+}
+
+/// [`stop_at`] sixteen bytes at a time: `Ok` the stop found, `Err` where
+/// fewer than sixteen bytes are left.
+#[cfg(target_arch = "x86_64")]
+fn stop_at_16(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    use std::arch::x86_64::*;
+    while let Some(chunk) = b.get(i..i + 16) {
+        // SAFETY: SSE2 is part of x86-64; the load reads the 16 bytes of
+        // `chunk` (unaligned load, any alignment).
+        let m = unsafe {
+            let w = _mm_loadu_si128(chunk.as_ptr().cast());
+            let quote = _mm_cmpeq_epi8(w, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(w, _mm_set1_epi8(b'\\' as i8));
+            // Unsigned `w <= 0x1f`: its minimum with 0x1f is itself.
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(w, _mm_set1_epi8(0x1f)), w);
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
+        };
+        if m != 0 {
+            return Ok(i + m.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
+    Err(i)
+}
+
+/// [`stop_at`] eight bytes at a time, in a `u64`: `Ok` the stop found,
+/// `Err` where fewer than eight bytes are left.
+fn stop_at_8(b: &[u8], mut i: usize) -> Result<usize, usize> {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // High bit of each byte of `w` below `n` (n <= 0x80). Only the lowest
+    // flagged byte is exact (a borrow can flag bytes above it), the one used.
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGH;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(w);
+        // A zero byte of `w ^ c` is a byte equal to `c`.
+        let m = below(w ^ (ONES * u64::from(b'"')), 1) | below(w ^ (ONES * u64::from(b'\\')), 1) | below(w, 0x20);
+        if m != 0 {
+            return Ok(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    Err(i)
+}
+
+/// Where the JSON whitespace (what serde_json skips: space, tab, LF, CR)
+/// from `i` on ends. On a local index, not the cursor's: a loop that stores
+/// the cursor at each byte costs more than the bytes.
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
 /// A cursor over one JSON text.
 pub struct Cur<'a> {
     /// The text; empty when it is not UTF-8 (every read then gives up).
@@ -43,9 +116,7 @@ impl<'a> Cur<'a> {
 
     /// Skips JSON whitespace (what serde_json skips: space, tab, LF, CR).
     fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
-            self.i += 1;
-        }
+        self.i = skip_ws(self.b, self.i);
     }
 
     /// The next byte after whitespace, not consumed.
@@ -60,15 +131,18 @@ impl<'a> Cur<'a> {
 
     /// A string with no escape and no control character, valid UTF-8.
     pub fn str(&mut self) -> Option<&'a str> {
-        self.eat(b'"')?;
-        let start = self.i;
-        // One table look-up a byte: the strings are short, too short for memchr to pay.
-        let len = self.b[start..].iter().position(|&c| STOP[c as usize])?;
-        if self.b[start + len] != b'"' {
+        let b = self.b;
+        let i = skip_ws(b, self.i);
+        if b.get(i) != Some(&b'"') {
+            self.i = i;
             return None;
         }
-        self.i = start + len + 1;
-        Some(&self.s[start..start + len])
+        let end = stop_at(b, i + 1)?;
+        if b[end] != b'"' {
+            return None;
+        }
+        self.i = end + 1;
+        self.s.get(i + 1..end)
     }
 
     /// `null`, consumed: `Some(true)`; another value, left: `Some(false)`.
@@ -218,5 +292,37 @@ mod tests {
         }
         let mut s = Seen::default();
         assert!(s.mark(3).is_some() && s.has(3) && s.mark(3).is_none() && !s.has(2));
+    }
+
+    proptest::proptest! {
+        /// Eight bytes at a time finds the byte a byte-by-byte scan finds,
+        /// wherever it is: in a word, at a word's edge, in the tail, none;
+        /// among bytes just around the stops (0x1f, 0x20, 0x21, 0x5b, 0x5d,
+        /// bytes with the high bit set).
+        #[test]
+        fn stop_at_finds_the_first_stop_byte(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![0u8, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff]),
+                    b'a'..=b'z',
+                    proptest::num::u8::ANY,
+                ],
+                0..80,
+            ),
+            start in 0usize..80,
+        ) {
+            let start = start.min(bytes.len());
+            let slow = bytes[start..].iter().position(|&c| c < 0x20 || c == b'"' || c == b'\\').map(|n| start + n);
+            proptest::prop_assert_eq!(stop_at(&bytes, start), slow);
+            // Each width alone: found, or none in the words it read.
+            let (first, bytes) = (start, &bytes[..]);
+            let agrees = |r: Result<usize, usize>, width: usize| match r {
+                Ok(found) => slow == Some(found),
+                Err(end) => slow.map_or(true, |s| s >= end) && end >= first && bytes.len() - end < width,
+            };
+            proptest::prop_assert!(agrees(stop_at_8(bytes, first), 8));
+            #[cfg(target_arch = "x86_64")]
+            proptest::prop_assert!(agrees(stop_at_16(bytes, first), 16));
+        }
     }
 }

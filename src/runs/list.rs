@@ -38,7 +38,7 @@
 
 use super::journal::Brief;
 use super::plan::{self, Plan};
-use super::registry::{link_name, parse_pointer, Pointer, Registry};
+use super::registry::{link_name, parse_packed, Packed, Registry};
 use super::safe;
 use super::view::{self, Parts, Problem, STATUSES};
 use super::FastHash;
@@ -280,7 +280,7 @@ enum DirState {
 struct Cached {
     /// The pointer file's stamp and what it says.
     pointer_stamp: Stamp,
-    pointer: Arc<Pointer>,
+    pointer: Packed,
     /// File names in the runstate directory and their stamps when computed:
     /// journal, plan, then each task log counted for cost and tokens.
     inputs: Inputs,
@@ -344,11 +344,14 @@ impl FromIterator<(String, Option<Stamp>)> for Inputs {
     }
 }
 
-/// Cached summaries by run id.
 /// A run id, shared by the listing's tables (one allocation a run).
 type Id = Arc<str>;
 
-type Runs = HashMap<Id, Cached, FastHash>;
+/// Cached summaries by run id. Each entry in an allocation of its own:
+/// made once by a worker, then moved as a pointer, not copied (a listing of
+/// 10,000 runs wrote megabytes of fresh memory moving them, and each fresh
+/// page costs a fault of several microseconds).
+type Runs = HashMap<Id, Arc<Cached>, FastHash>;
 
 /// `parts` joined: file names are built per run, and `format!` costs more
 /// than the copy.
@@ -359,7 +362,7 @@ fn cat(parts: &[&str]) -> String {
 }
 
 /// What a listing learnt: per run id, an entry to keep (`Some`) or to drop.
-type Updates = Vec<(Id, Option<Cached>)>;
+type Updates = Vec<(Id, Option<Arc<Cached>>)>;
 
 #[derive(Default)]
 struct State {
@@ -460,7 +463,7 @@ struct Head {
     id: Id,
     /// The pointer, or why it cannot be read; `None` when not read yet (the
     /// journal's time came through the journal link).
-    pointer: Option<Result<Arc<Pointer>, String>>,
+    pointer: Option<Result<Packed, String>>,
     pointer_stamp: Option<Stamp>,
     /// The newest mtime of the pointer and (when looked at) the journal.
     activity_ns: i64,
@@ -479,7 +482,7 @@ struct Full {
     activity_ns: i64,
     /// What to keep in the cache: `Some(Some)` a fresh keepable entry,
     /// `Some(None)` drop any, `None` the cached one still holds.
-    keep: Option<Option<Cached>>,
+    keep: Option<Option<Arc<Cached>>>,
     /// The run's activity as its files say, when its head's came through a
     /// journal link that does not lead to the pointer's journal (stale or
     /// hostile) and differs.
@@ -489,7 +492,7 @@ struct Full {
 }
 
 /// A pointer read: what it says (or why it cannot be read), and its stamp.
-type Read = (Result<Arc<Pointer>, String>, Option<Stamp>);
+type Read = (Result<Packed, String>, Option<Stamp>);
 
 /// Per-thread state of one listing.
 struct Worker<'a> {
@@ -530,15 +533,18 @@ impl<'a> Worker<'a> {
     /// stamp comes from the `fstat` that comes with the open.
     fn read_pointer(&mut self, id: &str) -> Option<Read> {
         let reg_dir = self.reg_dir?;
-        let name = cat(&[id, ".json"]);
+        self.name.clear();
+        self.name.push_str(id);
+        self.name.push_str(".json");
+        let name = &self.name;
         let mut buf = std::mem::take(&mut self.buf);
         let mut pointer_stamp = None;
-        let read = safe::open_beneath(reg_dir.as_fd(), Path::new(&name)).and_then(|(mut f, st)| {
+        let read = safe::open_beneath(reg_dir.as_fd(), Path::new(name)).and_then(|(mut f, st)| {
             pointer_stamp = Some(Stamp::of(&st));
-            safe::read_capped(&mut f, &st, &mut buf, safe::MAX_POINTER, &name)
+            safe::read_capped(&mut f, &st, &mut buf, safe::MAX_POINTER, name)
         });
         let pointer = match read {
-            Ok(n) => parse_pointer(&buf[..n], id).map(Arc::new).map_err(|why| format!("{name}: {why}")),
+            Ok(n) => parse_packed(&buf[..n], id).map_err(|why| format!("{name}: {why}")),
             Err(e) if e.absent => {
                 self.buf = buf;
                 return None;
@@ -579,14 +585,15 @@ impl<'a> Worker<'a> {
     fn head_of(
         &mut self,
         id: &Id,
-        pointer: Result<Arc<Pointer>, String>,
+        pointer: Result<Packed, String>,
         pointer_stamp: Option<Stamp>,
         stat_journal: bool,
     ) -> Head {
         let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
         if let (true, Ok(p)) = (stat_journal, &pointer) {
-            if let DirState::Open(d) = &*self.dir(&p.runstate_dir) {
-                if let Ok(s) = stat_at(&d.fd, &cat(&[&p.slug, ".jsonl"])) {
+            let p = p.fields();
+            if let DirState::Open(d) = &*self.dir(p.runstate_dir) {
+                if let Ok(s) = stat_at(&d.fd, &cat(&[p.slug, ".jsonl"])) {
                     activity_ns = activity_ns.max(s.mtime_ns);
                 }
             }
@@ -605,7 +612,7 @@ impl<'a> Worker<'a> {
         if pointer_stamp != Some(c.pointer_stamp) {
             return false;
         }
-        let DirState::Open(dir) = &*self.dir(&c.pointer.runstate_dir) else { return false };
+        let DirState::Open(dir) = &*self.dir(c.pointer.fields().runstate_dir) else { return false };
         c.inputs.iter().all(|(name, st)| dir.stamp(name) == st)
     }
 
@@ -640,7 +647,7 @@ impl<'a> Worker<'a> {
     fn full_of(
         &mut self,
         id: &str,
-        pointer: &Result<Arc<Pointer>, String>,
+        pointer: &Result<Packed, String>,
         pointer_stamp: Option<Stamp>,
         fallback_ns: i64,
         cached: Option<&Cached>,
@@ -666,9 +673,10 @@ impl<'a> Worker<'a> {
             }
         };
         let none = Brief::default();
-        let mut parts = Parts { pointer: &p, pointer_ok: true, journal: &none, plan: None, problem: None };
+        let f = p.fields();
+        let mut parts = Parts { pointer: f, pointer_ok: true, journal: &none, plan: None, problem: None };
         let now_ns = self.now_ns;
-        let dir_state = self.dir(&p.runstate_dir);
+        let dir_state = self.dir(f.runstate_dir);
         let dir = match &*dir_state {
             DirState::Open(d) => d,
             DirState::Missing => {
@@ -683,10 +691,10 @@ impl<'a> Worker<'a> {
         };
         // Two buffers: the journal is folded borrowing its bytes while the plan is read.
         let (mut buf, mut jbuf) = (std::mem::take(&mut self.buf), std::mem::take(&mut self.jbuf));
-        let mut inputs = Inputs::with_capacity(4 * p.slug.len() + 48, 4);
+        let mut inputs = Inputs::with_capacity(4 * f.slug.len() + 48, 4);
         let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
         let read = |suffix: &str, cap: u64, buf: &mut Vec<u8>, inputs: &mut Inputs| {
-            let name = inputs.start(&[&p.slug, suffix]);
+            let name = inputs.start(&[f.slug, suffix]);
             let r = match safe::open_beneath(dir.fd.as_fd(), Path::new(name)) {
                 Ok((mut f, st)) => safe::read_capped(&mut f, &st, buf, cap, name).map(|n| Some((n, Stamp::of(&st)))),
                 Err(e) if e.absent => Ok(None),
@@ -732,7 +740,7 @@ impl<'a> Worker<'a> {
         let activity_ns = activity_ns.max(0);
         // A task's log, opened (and stamped) but not read.
         let mut open_log = |task: &str| {
-            let name = inputs.start(&[&p.slug, ".", task, ".log"]);
+            let name = inputs.start(&[f.slug, ".", task, ".log"]);
             if !dir.has(name) {
                 inputs.keep(None);
                 return Ok(None);
@@ -777,13 +785,15 @@ impl<'a> Worker<'a> {
                 // An absent file is absent as of the directory listing; a listed one must have a stamp.
                 None => !dir.has(name),
             });
-        let cached = keep.then(|| Cached {
-            pointer_stamp: pointer_stamp.expect("checked above"),
-            pointer: p.clone(),
-            inputs,
-            activity_ns,
-            status,
-            summary: summary.clone(),
+        let cached = keep.then(|| {
+            Arc::new(Cached {
+                pointer_stamp: pointer_stamp.expect("checked above"),
+                pointer: p.clone(),
+                inputs,
+                activity_ns,
+                status,
+                summary: summary.clone(),
+            })
         });
         Full { summary, status, activity_ns, keep: Some(cached), corrected_ns: None, journal_id }
     }
@@ -845,9 +855,15 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &Id, name: &mut String) -
 
 /// Pass 1 over a registry still being read: its directory is read here, and
 /// the run ids go in batches, as they come, to one worker per core (at most
-/// 8) that runs `f` on each. Returns what `f` gave. A worker that panics
-/// loses its results, never the others'.
-fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, &Id) -> Option<R> + Sync) -> Vec<R> {
+/// 8) that runs `f` on each. Returns what `f` gave, a vector a worker (not
+/// copied into one: fresh memory is dear, see [`Runs`]). A worker that
+/// panics loses its results, never the others'.
+fn streamed<R: Send>(
+    dir: &Path,
+    fds: Fds,
+    now_ns: i64,
+    f: impl Fn(&mut Worker, &Id) -> Option<R> + Sync,
+) -> Vec<Vec<R>> {
     // 60 ids: a batch's vector stays under 1 KiB (see `Dir::names`).
     const BATCH: usize = 60;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<Id>>();
@@ -876,7 +892,7 @@ fn streamed<R: Send>(dir: &Path, fds: Fds, now_ns: i64, f: impl Fn(&mut Worker, 
             let _ = tx.send(batch);
         }
         drop(tx);
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
     })
 }
 
@@ -943,6 +959,7 @@ impl ListCache {
             st.settle();
             st.runs.clone()
         };
+        let cached = |id: &str| snapshot.get(id).map(|c| &**c);
         let reg_dir = safe::open_dir(&reg.dir).ok();
         // No journal links (a registry written before them): every head reads its pointer.
         let links = safe::open_dir(&reg.links_dir()).ok();
@@ -953,7 +970,7 @@ impl ListCache {
         let read_all = q.statuses.is_some() || q.limit.is_none();
         let repo_ok = |h: &Head| match (&q.repo, &h.pointer) {
             (None, _) => true,
-            (Some(r), Some(Ok(p))) => p.repo == *r || p.repo_root == *r,
+            (Some(r), Some(Ok(p))) => p.fields().repo == r || p.fields().repo_root == r,
             (Some(_), _) => false,
         };
         let limit = q.limit.unwrap_or(usize::MAX);
@@ -969,29 +986,31 @@ impl ListCache {
             // runs' summaries: those are made once the page is cut.
             let want_summary = q.limit.is_none();
             let runs = streamed(&reg.dir, fds, now_ns, |w, id| {
-                let h = w.head(id, snapshot.get(id), false, false)?;
+                let h = w.head(id, cached(id), false, false)?;
                 if !repo_ok(&h) {
                     return Some(Err(h.id));
                 }
-                let f = w.full(&h, snapshot.get(id), want_summary)?;
-                Some(Ok((h, f)))
+                let f = w.full(&h, cached(id), want_summary)?;
+                // The head is done with: not kept for every run until the end.
+                Some(Ok((h.id, f)))
             });
-            ids = Vec::with_capacity(runs.len());
-            let mut found: Vec<(i64, Id, Option<Arc<str>>)> = Vec::with_capacity(runs.len());
-            for r in runs {
-                let (h, f) = match r {
-                    Ok(hf) => hf,
+            let n = runs.iter().map(Vec::len).sum();
+            ids = Vec::with_capacity(n);
+            let mut found: Vec<(i64, Id, Option<Arc<str>>)> = Vec::with_capacity(n);
+            for r in runs.into_iter().flatten() {
+                let (id, f) = match r {
+                    Ok(r) => r,
                     Err(id) => {
                         ids.push(id);
                         continue;
                     }
                 };
-                ids.push(h.id.clone());
+                ids.push(id.clone());
                 if let Some(k) = f.keep {
-                    updates.push((h.id.clone(), k));
+                    updates.push((id.clone(), k));
                 }
                 if q.statuses.as_ref().map_or(true, |s| s.contains(&f.status)) {
-                    found.push((f.activity_ns, h.id, f.summary));
+                    found.push((f.activity_ns, id, f.summary));
                 }
             }
             total = found.len();
@@ -1040,12 +1059,14 @@ impl ListCache {
         } else {
             // The pointers are needed to filter by repository: then they are read.
             let use_link = q.repo.is_none();
-            let head = |w: &mut Worker, id: &Id| w.head(id, snapshot.get(id), true, use_link);
+            let head = |w: &mut Worker, id: &Id| w.head(id, cached(id), true, use_link);
             let mut heads: Vec<Head>;
             if use_link && fds.links.is_some() {
                 // Two stats a run: reading the registry is a good part of the
                 // work, so the stats start while it goes on.
-                heads = streamed(&reg.dir, fds, now_ns, head);
+                let parts = streamed(&reg.dir, fds, now_ns, head);
+                heads = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+                parts.into_iter().for_each(|p| heads.extend(p));
                 // Taken from the heads at the end (see below).
                 ids = Vec::new();
             } else {
@@ -1080,7 +1101,7 @@ impl ListCache {
                 if todo.is_empty() {
                     break (order, all, has_more);
                 }
-                let got = par_map(&todo, fds, now_ns, |w, &i| w.full(&heads[i], snapshot.get(&heads[i].id), true));
+                let got = par_map(&todo, fds, now_ns, |w, &i| w.full(&heads[i], cached(&heads[i].id), true));
                 let mut moved = false;
                 for (&i, f) in todo.iter().zip(got) {
                     match f.flatten() {
@@ -1190,7 +1211,7 @@ impl ListCache {
 mod index {
     use super::{Cached, Runs, Stamp, STATUSES};
     use crate::agui::fnv1a64 as fnv;
-    use crate::runs::registry::{check_pointer, Pointer};
+    use crate::runs::registry::{check_pointer, Packed, Pointer};
     use serde::{Deserialize, Serialize};
     use serde_json::value::RawValue;
     use std::io::Write;
@@ -1247,20 +1268,20 @@ mod index {
             // Checked like anything read from disk: ids, and input names that are plain file names.
             let names_ok = e.i.iter().all(|(n, _)| crate::runs::safe::plain_relative(Path::new(n)) && !n.contains('/'));
             let Some(status) = STATUSES.iter().copied().find(|s| *s == e.st) else { continue };
-            if !super::super::valid_id(e.id) || check_pointer(&e.ptr, e.id).is_err() || !names_ok {
+            if !super::super::valid_id(e.id) || check_pointer(e.ptr.fields(), e.id).is_err() || !names_ok {
                 continue;
             }
             let inputs = e.i.into_iter().map(|(n, a)| (n, a.as_ref().map(stamp))).collect::<super::Inputs>();
             out.insert(
                 e.id.into(),
-                Cached {
+                Arc::new(Cached {
                     pointer_stamp: stamp(&e.p),
-                    pointer: Arc::new(e.ptr),
+                    pointer: Packed::of(e.ptr.fields()),
                     inputs,
                     activity_ns: e.a,
                     status,
                     summary: Some(e.s.get().into()),
-                },
+                }),
             );
         }
         out
@@ -1276,7 +1297,7 @@ mod index {
             let line = Line {
                 id,
                 p: arr(&c.pointer_stamp),
-                ptr: (*c.pointer).clone(),
+                ptr: c.pointer.fields().to_pointer(),
                 i: c.inputs.iter().map(|(n, st)| (n.to_string(), st.as_ref().map(arr))).collect(),
                 a: c.activity_ns,
                 st: c.status,
@@ -1360,13 +1381,13 @@ mod tests {
         let mut m = Runs::default();
         let entry = Cached {
             pointer_stamp: stamp,
-            pointer: Arc::new(pointer.clone()),
+            pointer: Packed::of(pointer.fields()),
             inputs: Inputs::default(),
             activity_ns: 7,
             status: "running",
             summary: Some("{\"a\":1}".into()),
         };
-        m.insert(pointer.run_id.as_str().into(), entry.clone());
+        m.insert(pointer.run_id.as_str().into(), Arc::new(entry.clone()));
         index::save(&index::path(&reg), &m).unwrap();
         assert_eq!(index::load(&index::path(&reg)).len(), 1);
         let text = std::fs::read_to_string(index::path(&reg)).unwrap();
@@ -1375,7 +1396,7 @@ mod tests {
         // An entry naming a file outside the run's directory is not used, checksum or not.
         let mut bad = entry.clone();
         bad.inputs = [("../../etc/passwd".to_string(), None)].into_iter().collect();
-        m.insert(pointer.run_id.as_str().into(), bad);
+        m.insert(pointer.run_id.as_str().into(), Arc::new(bad));
         index::save(&index::path(&reg), &m).unwrap();
         assert!(index::load(&index::path(&reg)).is_empty());
         // A dead writer's temp file is removed by the next save; a live one's is left alone.

@@ -34,6 +34,117 @@ pub struct Pointer {
     pub created: String,
 }
 
+/// A pointer's fields, borrowed: from a [`Pointer`], a [`Packed`] one, or
+/// the text of a pointer file. Serializes as a [`Pointer`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fields<'a> {
+    pub run_id: &'a str,
+    pub slug: &'a str,
+    pub repo_root: &'a str,
+    pub project: &'a str,
+    pub repo: &'a str,
+    pub branch: Option<&'a str>,
+    pub worktree: &'a str,
+    pub runstate_dir: &'a str,
+    pub created: &'a str,
+}
+
+impl Pointer {
+    pub fn fields(&self) -> Fields<'_> {
+        Fields {
+            run_id: &self.run_id,
+            slug: &self.slug,
+            repo_root: &self.repo_root,
+            project: &self.project,
+            repo: &self.repo,
+            branch: self.branch.as_deref(),
+            worktree: &self.worktree,
+            runstate_dir: &self.runstate_dir,
+            created: &self.created,
+        }
+    }
+}
+
+impl Fields<'_> {
+    pub fn to_pointer(&self) -> Pointer {
+        Pointer {
+            run_id: self.run_id.to_owned(),
+            slug: self.slug.to_owned(),
+            repo_root: self.repo_root.to_owned(),
+            project: self.project.to_owned(),
+            repo: self.repo.to_owned(),
+            branch: self.branch.map(str::to_owned),
+            worktree: self.worktree.to_owned(),
+            runstate_dir: self.runstate_dir.to_owned(),
+            created: self.created.to_owned(),
+        }
+    }
+
+    fn all(&self) -> [&str; 9] {
+        let f = self;
+        [
+            f.run_id,
+            f.slug,
+            f.repo_root,
+            f.project,
+            f.repo,
+            f.branch.unwrap_or(""),
+            f.worktree,
+            f.runstate_dir,
+            f.created,
+        ]
+    }
+}
+
+/// A pointer in one allocation (its fields end to end), cheap to clone: a
+/// listing keeps one per run, and nine strings a run were a tenth of its
+/// own time (allocating, then freeing them with the cache).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packed {
+    text: std::sync::Arc<str>,
+    /// Where each field of [`Fields::all`] ends in `text`.
+    ends: [u32; 9],
+    has_branch: bool,
+}
+
+impl Packed {
+    pub fn of(f: Fields) -> Packed {
+        thread_local! {
+            // Built here, then copied once into its own allocation.
+            static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        TEXT.with_borrow_mut(|text| {
+            text.clear();
+            let mut ends = [0u32; 9];
+            for (end, s) in ends.iter_mut().zip(f.all()) {
+                text.push_str(s);
+                // A pointer file is at most MAX_POINTER bytes: offsets fit.
+                *end = text.len() as u32;
+            }
+            Packed { text: text.as_str().into(), ends, has_branch: f.branch.is_some() }
+        })
+    }
+
+    pub fn fields(&self) -> Fields<'_> {
+        let field = |i: usize| {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+            &self.text[start..self.ends[i] as usize]
+        };
+        Fields {
+            run_id: field(0),
+            slug: field(1),
+            repo_root: field(2),
+            project: field(3),
+            repo: field(4),
+            branch: self.has_branch.then(|| field(5)),
+            worktree: field(6),
+            runstate_dir: field(7),
+            created: field(8),
+        }
+    }
+}
+
 /// The run id of `slug` in this repo root and worktree.
 pub fn run_id(repo_root: &str, worktree: &str, slug: &str) -> String {
     let mut key = repo_root.as_bytes().to_vec();
@@ -99,11 +210,11 @@ pub struct Reaped {
 
 /// Checks a pointer read from `<run_id>.json` like anything from a URL:
 /// it names itself, its slug is an id, its runstate directory is absolute.
-pub fn check_pointer(p: &Pointer, run_id: &str) -> Result<(), String> {
+pub fn check_pointer(p: Fields, run_id: &str) -> Result<(), String> {
     if p.run_id != run_id {
         return Err(format!("names runId {:?}, not its file name's {run_id:?}", p.run_id));
     }
-    super::check_id("slug", &p.slug)?;
+    super::check_id("slug", p.slug)?;
     if !Path::new(&p.runstate_dir).is_absolute() || p.runstate_dir.contains('\0') {
         return Err(format!("runstateDir {:?} is not an absolute path", p.runstate_dir));
     }
@@ -112,26 +223,35 @@ pub fn check_pointer(p: &Pointer, run_id: &str) -> Result<(), String> {
 
 /// Parses and checks pointer bytes read from `<run_id>.json`.
 pub fn parse_pointer(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
+    read_pointer(bytes, run_id, |f| f.to_pointer())
+}
+
+/// [`parse_pointer`], packed.
+pub fn parse_packed(bytes: &[u8], run_id: &str) -> Result<Packed, String> {
+    read_pointer(bytes, run_id, Packed::of)
+}
+
+fn read_pointer<T>(bytes: &[u8], run_id: &str, make: impl Fn(Fields) -> T) -> Result<T, String> {
     // A listing reads a pointer per run: the common plain text skips serde.
     // An error (rare) always comes from the serde path, as before.
-    if let Some(p) = parse_pointer_flat(bytes) {
-        if check_pointer(&p, run_id).is_ok() {
-            return Ok(p);
+    if let Some(f) = parse_pointer_flat(bytes) {
+        if check_pointer(f, run_id).is_ok() {
+            return Ok(make(f));
         }
     }
-    parse_pointer_serde(bytes, run_id)
+    parse_pointer_serde(bytes, run_id).map(|p| make(p.fields()))
 }
 
 fn parse_pointer_serde(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
     let p: Pointer = serde_json::from_slice(bytes).map_err(|e| format!("not a registry pointer: {e}"))?;
-    check_pointer(&p, run_id)?;
+    check_pointer(p.fields(), run_id)?;
     Ok(p)
 }
 
 /// The pointer in `bytes` when it is in [`super::flat`]'s subset and serde
 /// would read it to this very value; `None` (try serde) otherwise: an
 /// unknown or repeated key, a missing field.
-fn parse_pointer_flat(bytes: &[u8]) -> Option<Pointer> {
+fn parse_pointer_flat(bytes: &[u8]) -> Option<Fields<'_>> {
     let mut v: [Option<&str>; 9] = [None; 9];
     let mut seen = Seen::default();
     let mut c = Cur::new(bytes);
@@ -155,16 +275,16 @@ fn parse_pointer_flat(bytes: &[u8]) -> Option<Pointer> {
     })?;
     c.end()?;
     let [run_id, slug, repo_root, project, repo, branch, worktree, runstate_dir, created] = v;
-    Some(Pointer {
-        run_id: run_id?.to_owned(),
-        slug: slug?.to_owned(),
-        repo_root: repo_root?.to_owned(),
-        project: project?.to_owned(),
-        repo: repo?.to_owned(),
-        branch: branch.map(str::to_owned),
-        worktree: worktree?.to_owned(),
-        runstate_dir: runstate_dir?.to_owned(),
-        created: created?.to_owned(),
+    Some(Fields {
+        run_id: run_id?,
+        slug: slug?,
+        repo_root: repo_root?,
+        project: project?,
+        repo: repo?,
+        branch,
+        worktree: worktree?,
+        runstate_dir: runstate_dir?,
+        created: created?,
     })
 }
 
@@ -339,10 +459,13 @@ mod tests {
     }
 
     fn same_as_serde(b: &[u8]) -> Result<(), TestCaseError> {
-        if let Some(p) = parse_pointer_flat(b) {
-            prop_assert_eq!(serde_json::from_slice::<Pointer>(b).ok(), Some(p));
+        if let Some(f) = parse_pointer_flat(b) {
+            prop_assert_eq!(serde_json::from_slice::<Pointer>(b).ok(), Some(f.to_pointer()));
         }
-        prop_assert_eq!(parse_pointer(b, ID), parse_pointer_serde(b, ID));
+        let p = parse_pointer(b, ID);
+        prop_assert_eq!(&p, &parse_pointer_serde(b, ID));
+        // Packed, the very same fields.
+        prop_assert_eq!(parse_packed(b, ID).map(|k| k.fields().to_pointer()), p);
         Ok(())
     }
 
@@ -385,7 +508,10 @@ mod tests {
                 created: s[7].clone(),
             };
             for b in [serde_json::to_vec_pretty(&p).unwrap(), serde_json::to_vec(&p).unwrap()] {
-                prop_assert_eq!(parse_pointer_flat(&b), Some(p.clone()));
+                prop_assert_eq!(parse_pointer_flat(&b), Some(p.fields()));
+                // Packed keeps every field apart, `None` and `Some("")` too.
+                let packed = Packed::of(p.fields());
+                prop_assert_eq!(packed.fields(), p.fields());
             }
         }
     }
@@ -395,9 +521,7 @@ mod tests {
     #[test]
     fn generated_pointers_often_take_the_fast_path() {
         let mut runner = proptest::test_runner::TestRunner::deterministic();
-        assert_often_fast(&mut runner, pointer_text(), |b| {
-            parse_pointer_flat(b).map(|p| check_pointer(&p, ID).is_ok())
-        });
+        assert_often_fast(&mut runner, pointer_text(), |b| parse_pointer_flat(b).map(|f| check_pointer(f, ID).is_ok()));
     }
 
     #[test]

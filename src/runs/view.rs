@@ -4,7 +4,7 @@
 
 use super::journal::{is_terminal, Fold, Journal};
 use super::plan::{self, Plan};
-use super::registry::{Pointer, Registry};
+use super::registry::{Fields, Pointer, Registry};
 use super::safe::{self, Unreadable};
 use super::{check_id, liveness, RunFiles};
 use crate::events::Data;
@@ -157,7 +157,7 @@ struct SummaryOut<'a> {
     /// `spec/LAYOUT.md`), when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     activity_ms: Option<i64>,
-    branch: &'a Option<String>,
+    branch: Option<&'a str>,
     cost_usd: Option<f64>,
     counts: BTreeMap<&'a str, u64>,
     needs_input: u64,
@@ -182,7 +182,7 @@ struct Tokens {
 /// `s` as a JSON string, escaped as serde_json escapes it (plain text is
 /// copied; anything to escape goes through serde_json itself).
 fn write_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+    if super::flat::stop_at(s.as_bytes(), 0).is_none() {
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
         out.push(b'"');
@@ -224,7 +224,7 @@ impl SummaryOut<'_> {
             out.push(b',');
         }
         out.extend_from_slice(b"\"branch\":");
-        write_opt_str(out, self.branch.as_deref());
+        write_opt_str(out, self.branch);
         out.extend_from_slice(b",\"costUsd\":");
         let _ = serde_json::to_writer(&mut *out, &self.cost_usd);
         out.extend_from_slice(b",\"counts\":{");
@@ -343,7 +343,7 @@ pub fn log_totals_in(dir: BorrowedFd, rel: &Path, adapter: Adapter) -> Result<Op
 /// What a run's summary is made of: a [`Loaded`]'s parts, or a listing's
 /// (which folds the journal into a [`super::journal::Brief`]).
 pub struct Parts<'a> {
-    pub pointer: &'a Pointer,
+    pub pointer: Fields<'a>,
     /// False when the pointer itself could not be read: only `run_id` is real.
     pub pointer_ok: bool,
     pub journal: &'a dyn Fold,
@@ -475,24 +475,24 @@ impl<'a> Parts<'a> {
         let status = self.status_of(&ids, problem.as_ref());
         let s = SummaryOut {
             activity_ms,
-            branch: &p.branch,
+            branch: p.branch,
             cost_usd: cost,
             counts,
             needs_input,
-            project: known(ok, &p.project),
+            project: known(ok, p.project),
             reason: match &problem {
                 Some(Problem::Unreadable(r)) => Some(r),
                 Some(Problem::Missing) => Some("its runstate directory is gone (`runs reap` removes the pointer)"),
                 None => None,
             },
-            repo: known(ok, &p.repo),
-            repo_root: known(ok, &p.repo_root),
-            run_id: &p.run_id,
-            slug: known(ok, &p.slug),
+            repo: known(ok, p.repo),
+            repo_root: known(ok, p.repo_root),
+            run_id: p.run_id,
+            slug: known(ok, p.slug),
             status,
             tokens,
             wave: self.wave(),
-            worktree: known(ok, &p.worktree),
+            worktree: known(ok, p.worktree),
         };
         // Sized for a typical summary: no regrowth on the way.
         let mut out = Vec::with_capacity(640);
@@ -505,7 +505,7 @@ impl Loaded {
     /// The parts a summary is made of.
     pub fn parts(&self) -> Parts<'_> {
         Parts {
-            pointer: &self.pointer,
+            pointer: self.pointer.fields(),
             pointer_ok: self.pointer_ok,
             journal: &self.journal,
             plan: self.plan.as_ref().map(|p| p as &dyn plan::View),
@@ -721,11 +721,10 @@ mod tests {
             tokens in proptest::option::of((any::<u64>(), any::<u64>())),
             wave in proptest::option::of(any::<usize>()),
         ) {
-            let branch = text[0].clone();
             let t = |i: usize| text[i].as_deref();
             let s = SummaryOut {
                 activity_ms: activity,
-                branch: &branch,
+                branch: t(0),
                 cost_usd: cost,
                 counts: counts.iter().map(|(k, v)| (k.as_str(), *v)).collect(),
                 needs_input: needs,
