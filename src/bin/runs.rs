@@ -116,7 +116,13 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                     let cache = view::ListCache::default();
                     let p = cache.page(&reg, &q);
                     let written = if page {
-                        o.write_all(p.json().as_bytes()).and_then(|_| o.write_all(b"\n")).map_err(Into::into)
+                        // In pieces: a whole listing is megabytes, not copied into one.
+                        let mut tail = String::new();
+                        p.pieces(&mut tail)
+                            .iter()
+                            .try_for_each(|s| o.write_all(s.as_bytes()))
+                            .and_then(|_| o.write_all(b"\n"))
+                            .map_err(Into::into)
                     } else {
                         p.items.iter().try_for_each(|it| -> anyhow::Result<()> {
                             o.write_all(it.as_bytes())?;

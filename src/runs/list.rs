@@ -195,23 +195,32 @@ pub struct Page {
 impl Page {
     /// `{"runs":[...],"total":N,"next":"CURSOR"|null}`, as `GET /runs` answers.
     pub fn json(&self) -> String {
-        let mut body = String::with_capacity(self.items.iter().map(|s| s.len() + 1).sum::<usize>() + 64);
-        body.push_str("{\"runs\":[");
+        self.pieces(&mut String::new()).concat()
+    }
+
+    /// [`Page::json`] in pieces that borrow the summaries (a full listing's
+    /// body is megabytes: written from them, never copied into one);
+    /// `tail` holds what follows the summaries.
+    pub fn pieces<'a>(&'a self, tail: &'a mut String) -> Vec<&'a str> {
+        tail.clear();
+        tail.push_str("],\"total\":");
+        tail.push_str(&self.total.to_string());
+        tail.push_str(",\"next\":");
+        match &self.next {
+            Some(c) => tail.push_str(&serde_json::to_string(&c.to_string()).unwrap_or_default()),
+            None => tail.push_str("null"),
+        }
+        tail.push('}');
+        let mut out = Vec::with_capacity(2 * self.items.len() + 2);
+        out.push("{\"runs\":[");
         for (i, s) in self.items.iter().enumerate() {
             if i > 0 {
-                body.push(',');
+                out.push(",");
             }
-            body.push_str(s);
+            out.push(&**s);
         }
-        body.push_str("],\"total\":");
-        body.push_str(&self.total.to_string());
-        body.push_str(",\"next\":");
-        match &self.next {
-            Some(c) => body.push_str(&serde_json::to_string(&c.to_string()).unwrap_or_default()),
-            None => body.push_str("null"),
-        }
-        body.push('}');
-        body
+        out.push(tail);
+        out
     }
 }
 

@@ -337,7 +337,6 @@ fn reason(code: u16) -> &'static str {
     }
 }
 
-/// Writes a complete response with a JSON (or empty) body.
 /// The head of a streamed `text/event-stream` answer: chunked on HTTP/1.1
 /// (one chunk a frame), plain until close on HTTP/1.0; never buffered by a proxy.
 pub fn sse_head(req: &Request, cors: &[(&'static str, String)]) -> String {
@@ -354,32 +353,69 @@ pub fn sse_head(req: &Request, cors: &[(&'static str, String)]) -> String {
     head
 }
 
+/// Writes a complete response with a JSON (or empty) body.
 pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], body: &str) -> io::Result<()> {
+    respond_pieces(stream, code, headers, &[body.as_bytes()])
+}
+
+/// [`respond`] with a body given in pieces, written straight from them: a
+/// full listing's body is thousands of summaries, never copied into one.
+pub fn respond_pieces(
+    stream: &mut impl Write,
+    code: u16,
+    headers: &[(&str, String)],
+    body: &[&[u8]],
+) -> io::Result<()> {
+    let len: usize = body.iter().map(|p| p.len()).sum();
     let mut head = format!("HTTP/1.1 {code} {}\r\n", reason(code));
     for (n, v) in headers {
         head.push_str(&format!("{n}: {v}\r\n"));
     }
-    if !body.is_empty() {
+    if len > 0 {
         head.push_str("Content-Type: application/json\r\n");
     }
-    head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()));
-    // Head and body in one `writev`: no copy of a body of megabytes (a full
-    // listing), and no small segment of its own for the head.
-    let (h, b) = (head.as_bytes(), body.as_bytes());
-    let mut done = 0;
-    while done < h.len() + b.len() {
-        let r = match h.get(done..) {
-            Some(rest) if !rest.is_empty() => stream.write_vectored(&[io::IoSlice::new(rest), io::IoSlice::new(b)]),
-            _ => stream.write(&b[done - h.len()..]),
-        };
-        match r {
+    head.push_str(&format!("Content-Length: {len}\r\nConnection: close\r\n\r\n"));
+    let mut pieces = Vec::with_capacity(body.len() + 1);
+    pieces.push(head.as_bytes());
+    pieces.extend_from_slice(body);
+    write_pieces(stream, &pieces)?;
+    stream.flush()
+}
+
+/// Writes every piece, in order, with as few `writev`s as the kernel takes
+/// (head and body together: no small segment of the head's own).
+fn write_pieces(w: &mut impl Write, pieces: &[&[u8]]) -> io::Result<()> {
+    // At most IOV_MAX (1024 on Linux) slices a call.
+    const MAX: usize = 1024;
+    let mut slices = Vec::with_capacity(pieces.len().min(MAX));
+    // The first piece not written whole, and how much of it was.
+    let (mut i, mut off) = (0, 0);
+    while i < pieces.len() {
+        if off == pieces[i].len() {
+            (i, off) = (i + 1, 0);
+            continue;
+        }
+        slices.clear();
+        slices.push(io::IoSlice::new(&pieces[i][off..]));
+        slices.extend(pieces[i + 1..pieces.len().min(i + MAX)].iter().map(|p| io::IoSlice::new(p)));
+        let mut n = match w.write_vectored(&slices) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
+        };
+        // Past what was written: whole pieces, then part of one.
+        while n > 0 {
+            let left = pieces[i].len() - off;
+            if n < left {
+                off += n;
+                break;
+            }
+            n -= left;
+            (i, off) = (i + 1, 0);
         }
     }
-    stream.flush()
+    Ok(())
 }
 
 /// `{"error":"..."}`.
@@ -510,6 +546,62 @@ pub fn method_not_allowed(stream: &mut TcpStream, cors: &[(&'static str, String)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Takes at most the next of `takes` bytes a call (cycling; 0 is an
+    /// interrupted call), from the slices it is given, as a socket may.
+    struct Trickle {
+        out: Vec<u8>,
+        takes: Vec<usize>,
+        calls: usize,
+        widest: usize,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.write_vectored(&[io::IoSlice::new(b)])
+        }
+
+        fn write_vectored(&mut self, bufs: &[io::IoSlice]) -> io::Result<usize> {
+            self.widest = self.widest.max(bufs.len());
+            let take = self.takes[self.calls % self.takes.len()];
+            self.calls += 1;
+            if take == 0 {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let mut n = 0;
+            for b in bufs {
+                let k = b.len().min(take - n);
+                self.out.extend_from_slice(&b[..k]);
+                n += k;
+                if n == take {
+                    break;
+                }
+            }
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    proptest! {
+        /// Every byte of every piece, in order, once, however the writer
+        /// cuts the writes; never more slices a call than Linux takes.
+        #[test]
+        fn pieces_are_written_whole_and_in_order(
+            pieces in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..2600),
+            takes in proptest::collection::vec(0usize..40, 1..8),
+        ) {
+            let takes = if takes.iter().all(|&t| t == 0) { vec![1] } else { takes };
+            let mut w = Trickle { out: Vec::new(), takes, calls: 0, widest: 0 };
+            let refs: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+            write_pieces(&mut w, &refs).unwrap();
+            prop_assert_eq!(w.out, pieces.concat());
+            prop_assert!(w.widest <= 1024);
+        }
+    }
 
     #[test]
     fn heads_parse_and_bounds_hold() {

@@ -21,7 +21,7 @@
 //! [`Encoder`]: crate::sse::Encoder
 //! [`Translator`]: crate::agui::Translator
 
-use super::http::{client_gone, respond, respond_error, Close, Progress, Request};
+use super::http::{client_gone, respond, respond_error, respond_pieces, Close, Progress, Request};
 use super::Shared;
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
@@ -80,8 +80,10 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
         Err(m) => return view_error(stream, cors, ViewError::Bad(m)),
     };
     // The cache's lock is held only to snapshot and merge, never over the reads.
-    let body = shared.list_cache.page(&reg, &q).json();
-    let _ = respond(stream, 200, cors, &body);
+    let page = shared.list_cache.page(&reg, &q);
+    let mut tail = String::new();
+    let pieces: Vec<&[u8]> = page.pieces(&mut tail).into_iter().map(str::as_bytes).collect();
+    let _ = respond_pieces(stream, 200, cors, &pieces);
     // The answer is complete: a client reading to EOF need not wait for the index snapshot.
     let _ = stream.shutdown(std::net::Shutdown::Write);
     // In the background: the next listing (or a restarted server) checks instead of reading.
