@@ -119,7 +119,8 @@ impl Packed {
             let mut ends = [0u32; 9];
             for (end, s) in ends.iter_mut().zip(f.all()) {
                 text.push_str(s);
-                // A pointer file is at most MAX_POINTER bytes: offsets fit.
+                // Fields come from a pointer file (at most 64 KiB) or a line of the
+                // listing's index (at most 256 MiB): offsets fit.
                 *end = text.len() as u32;
             }
             Packed { text: text.as_str().into(), ends, has_branch: f.branch.is_some() }
