@@ -474,10 +474,11 @@ struct Fds<'a> {
 /// Pass 1: what is known of a run before its files are read.
 struct Head {
     id: Id,
-    /// The pointer, or why it cannot be read; `None` when not read yet (the
-    /// journal's time came through the journal link).
-    pointer: Option<Result<Packed, String>>,
-    pointer_stamp: Option<Stamp>,
+    /// The pointer read (or why it cannot be) and its stamp; `None` when
+    /// not read yet (the journal's time came through the journal link).
+    /// Boxed: a first page keeps a head for every run, most with nothing
+    /// here, and a smaller head is less fresh memory to fill (see [`Runs`]).
+    read: Option<Box<Read>>,
     /// The newest mtime of the pointer and (when looked at) the journal.
     activity_ns: i64,
     /// The journal's time came through the journal link: checked against
@@ -613,8 +614,7 @@ impl<'a> Worker<'a> {
         }
         Head {
             id: id.clone(),
-            pointer: Some(pointer),
-            pointer_stamp,
+            read: Some(Box::new((pointer, pointer_stamp))),
             activity_ns: activity_ns.max(0),
             linked: false,
             link_id: None,
@@ -634,12 +634,12 @@ impl<'a> Worker<'a> {
     /// the link checked: when it does not name the pointer's journal, the
     /// run's activity is what its files say.
     fn full(&mut self, head: &Head, cached: Option<&Cached>, want_summary: bool) -> Option<Full> {
-        let read;
-        let (pointer, pointer_stamp) = match &head.pointer {
-            Some(p) => (p, head.pointer_stamp),
+        let fresh;
+        let (pointer, pointer_stamp) = match &head.read {
+            Some(r) => (&r.0, r.1),
             None => {
-                read = self.read_pointer(&head.id)?;
-                (&read.0, read.1)
+                fresh = self.read_pointer(&head.id)?;
+                (&fresh.0, fresh.1)
             }
         };
         let pointer_ns = pointer_stamp.map_or(0, |s| s.mtime_ns).max(0);
@@ -858,8 +858,7 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &Id, name: &mut String) -
     };
     Linked::Head(Head {
         id: id.clone(),
-        pointer: None,
-        pointer_stamp: Some(pointer_stamp),
+        read: None,
         activity_ns: pointer_stamp.mtime_ns.max(journal_ns).max(0),
         linked: true,
         link_id,
@@ -981,9 +980,9 @@ impl ListCache {
         // Every run is read anyway when a status filter needs its status or
         // no limit cuts the page: then the journal's stamp comes with its read.
         let read_all = q.statuses.is_some() || q.limit.is_none();
-        let repo_ok = |h: &Head| match (&q.repo, &h.pointer) {
+        let repo_ok = |h: &Head| match (&q.repo, h.read.as_deref()) {
             (None, _) => true,
-            (Some(r), Some(Ok(p))) => p.fields().repo == r || p.fields().repo_root == r,
+            (Some(r), Some((Ok(p), _))) => p.fields().repo == r || p.fields().repo_root == r,
             (Some(_), _) => false,
         };
         let limit = q.limit.unwrap_or(usize::MAX);
