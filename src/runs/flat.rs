@@ -25,10 +25,11 @@ const STOP: [bool; 256] = {
     t
 };
 
-/// The index of the first [`STOP`] byte at or after `i` (`None`: none, the
-/// text from `i` on is plain). Sixteen bytes at a time (SSE2, part of every
-/// x86-64) or eight (anywhere) while that many are left, then a table
-/// look-up a byte: a listing reads and writes thousands of strings.
+/// The index of the first byte at or after `i` that ends a plain string
+/// (a quote, a backslash, a control character); `None`: the text from `i`
+/// on is plain. Sixteen bytes at a time (SSE2, part of every x86-64) or
+/// eight (anywhere) while that many are left, then a table look-up a byte:
+/// a listing reads and writes thousands of strings.
 pub fn stop_at(b: &[u8], i: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     let i = match stop_at_16(b, i) {
