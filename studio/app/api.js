@@ -126,6 +126,40 @@ const sleep = (ms, signal) =>
   });
 
 /**
+ * One connection of a follower (followStream, followFeed): GET `url` as an
+ * event stream, resumed after `from` (Last-Event-ID) when there is one, and
+ * read through `onFrame(frame, ctrl)` (as readSse's; `ctrl` aborts this
+ * connection). `onOpen()` is called once the answer is 200. Aborted with
+ * `stopper`. Resolves to {stopped: true} once stopper is aborted,
+ * {refused: res} for an answer that is not 200 (its body unread), or
+ * {end} with readSse's answer ('broken' when the fetch itself failed).
+ */
+async function connectOnce(url, from, stopper, onOpen, onFrame) {
+  const ctrl = new AbortController();
+  const abortConn = () => ctrl.abort();
+  stopper.signal.addEventListener('abort', abortConn, { once: true });
+  try {
+    const h = headers({ Accept: 'text/event-stream' });
+    if (from !== null && from !== undefined && from !== '') h['Last-Event-ID'] = String(from);
+    let res = null;
+    try {
+      res = await fetch(url, { headers: h, signal: ctrl.signal, cache: 'no-store' });
+    } catch {
+      res = null;
+    }
+    if (stopper.signal.aborted) return { stopped: true };
+    if (res && res.status === 401) unauthorized();
+    if (res && !res.ok) return { refused: res };
+    if (!res) return { end: 'broken' };
+    onOpen();
+    const end = await readSse(res, (frame) => onFrame(frame, ctrl), ctrl.signal);
+    return stopper.signal.aborted ? { stopped: true } : { end };
+  } finally {
+    stopper.signal.removeEventListener('abort', abortConn);
+  }
+}
+
+/**
  * Follows a task stream (events/v1 over SSE, `id:` = seq) and reconnects by
  * itself with Last-Event-ID after a drop, a server-side `error` frame (events
  * it had to drop for a slow reader) or a clean end before the task's exit.
@@ -145,65 +179,50 @@ export function followStream(url, { onEvent, onState, isDone, lastId }) {
   let delay = 250;
   (async () => {
     while (!stopper.signal.aborted) {
-      const ctrl = new AbortController();
-      const abortConn = () => ctrl.abort();
-      stopper.signal.addEventListener('abort', abortConn, { once: true });
-      const h = headers({ Accept: 'text/event-stream' });
       const from = lastId();
-      if (from !== null && from !== undefined && from !== '') h['Last-Event-ID'] = String(from);
       onState({ state: connections ? 'reconnecting' : 'connecting', connections, detail: from ? `after seq ${from}` : '' });
-      let res = null;
-      try {
-        res = await fetch(url, { headers: h, signal: ctrl.signal, cache: 'no-store' });
-      } catch {
-        res = null;
-      }
-      if (stopper.signal.aborted) return;
-      if (!res || !res.ok) stopper.signal.removeEventListener('abort', abortConn);
-      if (res && res.status === 401) unauthorized();
-      if (res && res.status === 404) {
-        // The task's log does not exist yet: it has not started.
-        await readBody(res).catch(() => null);
-        onState({ state: 'waiting', connections, detail: 'the task has no log yet' });
-        await sleep(Math.min(delay *= 2, 4000), stopper.signal);
-        continue;
-      }
-      if (res && !res.ok) {
+      let got = 0;
+      const r = await connectOnce(
+        url,
+        from,
+        stopper,
+        () => {
+          connections += 1;
+          onState({ state: 'live', connections, detail: '' });
+        },
+        (frame, ctrl) => {
+          if (frame.event === 'error' && !frame.hasId) {
+            // The server dropped events for us (slow reader): reconnect after the last one we have.
+            onState({ state: 'reconnecting', connections, detail: `the server skipped events (${frame.data.slice(0, 120)}); fetching them again` });
+            ctrl.abort();
+            got += 1;
+            return false;
+          }
+          if (frame.event !== 'message') return true;
+          let rec;
+          try {
+            rec = JSON.parse(frame.data);
+          } catch {
+            rec = frame.data;
+          }
+          onEvent(rec, frame.id);
+          got += 1;
+          return true;
+        },
+      );
+      if (r.stopped) return;
+      if (r.refused) {
+        const res = r.refused;
         const body = await readBody(res).catch(() => null);
+        if (res.status === 404) {
+          // The task's log does not exist yet: it has not started.
+          onState({ state: 'waiting', connections, detail: 'the task has no log yet' });
+          await sleep(Math.min(delay *= 2, 4000), stopper.signal);
+          continue;
+        }
         onState({ state: 'failed', connections, detail: errorText({ status: res.status, body }) });
         return;
       }
-      let got = 0;
-      let end = 'broken';
-      if (res) {
-        connections += 1;
-        onState({ state: 'live', connections, detail: '' });
-        end = await readSse(
-          res,
-          (frame) => {
-            if (frame.event === 'error' && !frame.hasId) {
-              // The server dropped events for us (slow reader): reconnect after the last one we have.
-              onState({ state: 'reconnecting', connections, detail: `the server skipped events (${frame.data.slice(0, 120)}); fetching them again` });
-              ctrl.abort();
-              got += 1;
-              return false;
-            }
-            if (frame.event !== 'message') return true;
-            let rec;
-            try {
-              rec = JSON.parse(frame.data);
-            } catch {
-              rec = frame.data;
-            }
-            onEvent(rec, frame.id);
-            got += 1;
-            return true;
-          },
-          ctrl.signal,
-        );
-      }
-      stopper.signal.removeEventListener('abort', abortConn);
-      if (stopper.signal.aborted) return;
       if (isDone()) {
         onState({ state: 'ended', connections, detail: '' });
         return;
@@ -211,14 +230,14 @@ export function followStream(url, { onEvent, onState, isDone, lastId }) {
       if (got > 0) {
         quiet = 0;
         delay = 250;
-      } else if (end === 'eof') {
+      } else if (r.end === 'eof') {
         quiet += 1;
       }
       if (quiet >= 3) {
         onState({ state: 'ended', connections, detail: 'the stream ended without an exit event', noExit: true });
         return;
       }
-      onState({ state: 'reconnecting', connections, detail: end === 'broken' ? 'the connection dropped' : 'the stream ended early' });
+      onState({ state: 'reconnecting', connections, detail: r.end === 'broken' ? 'the connection dropped' : 'the stream ended early' });
       await sleep(got > 0 ? 100 : (delay = Math.min(delay * 2, 4000)), stopper.signal);
     }
   })();
@@ -254,22 +273,36 @@ export function followFeed(query, { onEvent, onReady = () => {}, onState = () =>
   let delay = 250;
   (async () => {
     while (!stopper.signal.aborted) {
-      const ctrl = new AbortController();
-      const abortConn = () => ctrl.abort();
-      stopper.signal.addEventListener('abort', abortConn, { once: true });
-      const h = headers({ Accept: 'text/event-stream' });
-      if (last !== null) h['Last-Event-ID'] = last;
       onState({ state: connections ? 'reconnecting' : 'connecting', connections, detail: last !== null ? `after event ${last}` : '' });
-      let res = null;
-      try {
-        res = await fetch(`/runs/events${query}`, { headers: h, signal: ctrl.signal, cache: 'no-store' });
-      } catch {
-        res = null;
-      }
-      if (stopper.signal.aborted) return;
-      if (res && res.status === 401) unauthorized();
-      if (res && !res.ok) {
-        stopper.signal.removeEventListener('abort', abortConn);
+      const r = await connectOnce(
+        `/runs/events${query}`,
+        last,
+        stopper,
+        () => {
+          connections += 1;
+          onState({ state: 'live', connections, detail: '' });
+        },
+        (frame) => {
+          if (frame.hasId) last = frame.id;
+          if (frame.event === 'ready') {
+            delay = 250;
+            onReady(frame.id, readies++ === 0);
+            return true;
+          }
+          if (frame.event !== 'message') return true;
+          let ev;
+          try {
+            ev = JSON.parse(frame.data);
+          } catch {
+            return true;
+          }
+          onEvent(ev, frame.id);
+          return true;
+        },
+      );
+      if (r.stopped) return;
+      if (r.refused) {
+        const res = r.refused;
         const body = await readBody(res).catch(() => null);
         onState({ state: 'failed', connections, detail: errorText({ status: res.status, body }) });
         // A refused resume point (the feed log was replaced): start again from now.
@@ -281,33 +314,6 @@ export function followFeed(query, { onEvent, onReady = () => {}, onState = () =>
         }
         return;
       }
-      if (res) {
-        connections += 1;
-        onState({ state: 'live', connections, detail: '' });
-        await readSse(
-          res,
-          (frame) => {
-            if (frame.hasId) last = frame.id;
-            if (frame.event === 'ready') {
-              delay = 250;
-              onReady(frame.id, readies++ === 0);
-              return true;
-            }
-            if (frame.event !== 'message') return true;
-            let ev;
-            try {
-              ev = JSON.parse(frame.data);
-            } catch {
-              return true;
-            }
-            onEvent(ev, frame.id);
-            return true;
-          },
-          ctrl.signal,
-        );
-      }
-      stopper.signal.removeEventListener('abort', abortConn);
-      if (stopper.signal.aborted) return;
       onState({ state: 'reconnecting', connections, detail: 'the connection dropped' });
       await sleep((delay = Math.min(delay * 2, 4000)), stopper.signal);
     }

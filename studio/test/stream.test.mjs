@@ -3,6 +3,7 @@
 // the reconnect logic end to end with the events/v1 reducer.
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import { sseResponse } from './helpers.mjs';
 import { followStream } from '../app/api.js';
 import { applyEvent, createTask } from '../app/state/events.js';
 
@@ -10,23 +11,6 @@ function frame(seq, type = 'token_delta', data = { text: `t${seq}`, channel: 'te
   return `id: ${seq}\ndata: ${JSON.stringify({ v: 'events/v1', seq, ts: '2026-01-01T00:00:00.000Z', type, data })}\n\n`;
 }
 
-/** A Response whose body yields `chunks`, then ends ('eof') or errors ('broken'). */
-function response(status, chunks, end = 'eof') {
-  const enc = new TextEncoder();
-  const body = new ReadableStream({
-    async pull(ctrl) {
-      if (chunks.length) {
-        ctrl.enqueue(enc.encode(chunks.shift()));
-        return;
-      }
-      await new Promise((r) => setTimeout(r, 5));
-      if (end === 'hang') return new Promise(() => {});
-      if (end === 'broken') ctrl.error(new TypeError('network error'));
-      else ctrl.close();
-    },
-  });
-  return new Response(body, { status, headers: { 'Content-Type': 'text/event-stream' } });
-}
 
 function follow(script) {
   const calls = [];
@@ -65,9 +49,9 @@ function follow(script) {
 
 test('a broken connection is resumed after the last applied seq; an overlap is not shown twice', async () => {
   const f = follow([
-    () => response(200, [frame(1), frame(2), frame('2.1'), 'id: 3\ndata: {"v":"events/v1","seq":3,"ts":"2026-01-01T00:00:00.000Z","type":"token_delta","data":{"text":"t3","channel":"text","message":"m"}}\n'], 'broken'),
+    () => sseResponse(200, [frame(1), frame(2), frame('2.1'), 'id: 3\ndata: {"v":"events/v1","seq":3,"ts":"2026-01-01T00:00:00.000Z","type":"token_delta","data":{"text":"t3","channel":"text","message":"m"}}\n'], 'broken'),
     // a server that (wrongly) restarts one event early, then the rest and the exit
-    () => response(200, [frame('2.1'), frame(3), frame(4), frame(5, 'exit', { rc: 0, ok: true })]),
+    () => sseResponse(200, [frame('2.1'), frame(3), frame(4), frame(5, 'exit', { rc: 0, ok: true })]),
   ]);
   await f.done;
   // The first connection broke before frame 3's blank line: 3 was never delivered.
@@ -81,8 +65,8 @@ test('a broken connection is resumed after the last applied seq; an overlap is n
 
 test('a server "error" frame (events dropped for a slow reader) makes it fetch them again at once', async () => {
   const f = follow([
-    () => response(200, [frame(1), frame(2), 'event: error\ndata: {"code":"dropped","raw":"3..9"}\n\n', frame(10)]),
-    () => response(200, [frame(3), frame(4), frame(5, 'exit', { rc: 1, ok: false })]),
+    () => sseResponse(200, [frame(1), frame(2), 'event: error\ndata: {"code":"dropped","raw":"3..9"}\n\n', frame(10)]),
+    () => sseResponse(200, [frame(3), frame(4), frame(5, 'exit', { rc: 1, ok: false })]),
   ]);
   await f.done;
   assert.deepEqual(f.calls.map((c) => c.lastEventId), [null, '2']);
@@ -93,10 +77,10 @@ test('a server "error" frame (events dropped for a slow reader) makes it fetch t
 test('404 (no log yet) waits and retries; a clean end without exit reconnects, then gives up on silence', async () => {
   const f = follow([
     () => new Response('{"error":"no log"}', { status: 404 }),
-    () => response(200, [frame(1)]),
-    () => response(200, []),
-    () => response(200, []),
-    () => response(200, []),
+    () => sseResponse(200, [frame(1)]),
+    () => sseResponse(200, []),
+    () => sseResponse(200, []),
+    () => sseResponse(200, []),
   ]);
   await f.done;
   assert.equal(f.calls.length, 5);
@@ -112,7 +96,7 @@ test('a refusal other than 404 stops with the server reason; stop() ends a live 
   await f.done;
   assert.deepEqual(f.states.at(-1), { state: 'failed', connections: 0, detail: 'bad run id' });
 
-  const g = follow([() => response(200, [frame(1)], 'hang')]);
+  const g = follow([() => sseResponse(200, [frame(1)], 'hang')]);
   await new Promise((r) => setTimeout(r, 50));
   g.handle.stop();
   await new Promise((r) => setTimeout(r, 150));
