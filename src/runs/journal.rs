@@ -625,26 +625,7 @@ impl<'a> Entry<'a> {
         let mut seen = super::flat::Seen::default();
         let mut c = super::flat::Cur::new(line);
         c.object(|c, key| {
-            // A `match`: one length test and a compare, not up to 15 compares.
-            let k = match key {
-                "v" => 0,
-                "ts" => 1,
-                "actor" => 2,
-                "task" => 3,
-                "state" => 4,
-                "run" => 5,
-                "rc" => 6,
-                "detail" => 7,
-                "input" => 8,
-                "request" => 9,
-                "kind" => 10,
-                "tool" => 11,
-                "expires_at" => 12,
-                "decision" => 13,
-                "by" => 14,
-                _ => return None,
-            };
-            debug_assert_eq!(KEYS[k], key);
+            let k = KEYS.iter().position(|k| *k == key)?;
             seen.mark(k)?;
             match k {
                 // Required strings: `null` is not one.

@@ -576,7 +576,8 @@ mod tests {
     }
 
     // The checks and waves as they were before ids were looked up by a
-    // linear scan in small plans, to compare with.
+    // linear scan in small plans, to compare with; depths by their
+    // recursive definition.
     fn old_validate(p: &Plan) -> Result<(), String> {
         if p.v != VERSION {
             return Err(format!("v is {:?}, expected {VERSION:?}", p.v));
@@ -596,13 +597,13 @@ mod tests {
                 return Err(format!("task {:?} depends on unknown task {d:?}", t.id));
             }
         }
-        old_depths(p)?;
+        depths_by_definition(p)?;
         // Unchanged: the check of `waves` is the plan's own.
         p.check_waves(|id| seen.contains_key(id))
     }
 
     fn old_compute_waves(p: &Plan) -> Result<Vec<Vec<String>>, String> {
-        let depth = old_depths(p)?;
+        let depth = depths_by_definition(p)?;
         let n = depth.iter().max().map_or(0, |m| m + 1);
         let mut waves = vec![Vec::new(); n];
         for (t, &d) in p.tasks.iter().zip(&depth) {
@@ -611,39 +612,47 @@ mod tests {
         Ok(waves)
     }
 
-    fn old_depths(p: &Plan) -> Result<Vec<usize>, String> {
+    /// Each task's depth by its definition, recursively (no dependency: 0;
+    /// else one more than its deepest dependency): a check of `relax`'s
+    /// rounds that shares none of their code. `Err` names the first task,
+    /// in plan order, on a cycle or depending on one.
+    fn depths_by_definition(p: &Plan) -> Result<Vec<usize>, String> {
+        // A repeated id finds its last task, as `relax` does.
         let index: HashMap<&str, usize> = p.tasks.iter().enumerate().map(|(i, t)| (t.id.as_str(), i)).collect();
-        let mut depth: Vec<Option<usize>> = vec![None; p.tasks.len()];
-        for _ in 0..=p.tasks.len() {
-            let mut changed = false;
-            for (i, t) in p.tasks.iter().enumerate() {
-                if depth[i].is_some() {
-                    continue;
-                }
-                let deepest = t.deps.iter().try_fold(None::<usize>, |m, d| {
-                    let dd = index.get(d.as_str()).and_then(|&j| depth[j])?;
-                    Some(Some(m.map_or(dd, |m| m.max(dd))))
-                });
-                if let Some(deepest) = deepest {
-                    depth[i] = Some(deepest.map_or(0, |d| d + 1));
-                    changed = true;
-                }
+        /// `memo[i]`: `None` not visited; `Some(None)` being visited (a
+        /// cycle back to it finds no depth) or without one.
+        fn depth(
+            i: usize,
+            p: &Plan,
+            index: &HashMap<&str, usize>,
+            memo: &mut [Option<Option<usize>>],
+        ) -> Option<usize> {
+            if let Some(d) = memo[i] {
+                return d;
             }
-            if !changed {
-                break;
+            memo[i] = Some(None);
+            let mut deepest: Option<usize> = None;
+            for d in &p.tasks[i].deps {
+                let dd = depth(*index.get(d.as_str())?, p, index, memo)?;
+                deepest = Some(deepest.map_or(dd, |m| m.max(dd)));
             }
+            let got = Some(deepest.map_or(0, |d| d + 1));
+            memo[i] = Some(got);
+            got
         }
-        depth
-            .iter()
-            .enumerate()
-            .map(|(i, d)| d.ok_or_else(|| format!("task {:?} is on a dependency cycle", p.tasks[i].id)))
+        let mut memo = vec![None; p.tasks.len()];
+        (0..p.tasks.len())
+            .map(|i| {
+                depth(i, p, &index, &mut memo)
+                    .ok_or_else(|| format!("task {:?} is on a dependency cycle", p.tasks[i].id))
+            })
             .collect()
     }
 
     fn old_wave_indices(p: &Plan) -> Vec<Option<usize>> {
         match &p.waves {
             Some(waves) => p.tasks.iter().map(|t| waves.iter().position(|w| w.contains(&t.id))).collect(),
-            None => match old_depths(p) {
+            None => match depths_by_definition(p) {
                 Ok(d) => d.into_iter().map(Some).collect(),
                 Err(_) => vec![None; p.tasks.len()],
             },

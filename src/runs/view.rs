@@ -578,15 +578,6 @@ impl Loaded {
         self.parts().summary(activity_ms, totals).0
     }
 
-    /// [`Parts::summary`].
-    pub fn summary_parts(
-        &self,
-        activity_ms: Option<i64>,
-        totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
-    ) -> (String, &'static str) {
-        self.parts().summary(activity_ms, totals)
-    }
-
     /// The open input requests, as the views show them.
     fn requests(&self, task: Option<&str>) -> Vec<Value> {
         self.journal

@@ -355,17 +355,12 @@ pub fn sse_head(req: &Request, cors: &[(&'static str, String)]) -> String {
 
 /// Writes a complete response with a JSON (or empty) body.
 pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], body: &str) -> io::Result<()> {
-    respond_pieces(stream, code, headers, &[body.as_bytes()])
+    respond_pieces(stream, code, headers, &[body])
 }
 
 /// [`respond`] with a body given in pieces, written straight from them: a
 /// full listing's body is thousands of summaries, never copied into one.
-pub fn respond_pieces(
-    stream: &mut impl Write,
-    code: u16,
-    headers: &[(&str, String)],
-    body: &[&[u8]],
-) -> io::Result<()> {
+pub fn respond_pieces(stream: &mut impl Write, code: u16, headers: &[(&str, String)], body: &[&str]) -> io::Result<()> {
     let len: usize = body.iter().map(|p| p.len()).sum();
     let mut head = format!("HTTP/1.1 {code} {}\r\n", reason(code));
     for (n, v) in headers {
@@ -377,7 +372,7 @@ pub fn respond_pieces(
     head.push_str(&format!("Content-Length: {len}\r\nConnection: close\r\n\r\n"));
     let mut pieces = Vec::with_capacity(body.len() + 1);
     pieces.push(head.as_bytes());
-    pieces.extend_from_slice(body);
+    pieces.extend(body.iter().map(|p| p.as_bytes()));
     write_pieces(stream, &pieces)?;
     stream.flush()
 }

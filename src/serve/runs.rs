@@ -82,8 +82,7 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
     // The cache's lock is held only to snapshot and merge, never over the reads.
     let page = shared.list_cache.page(&reg, &q);
     let mut tail = String::new();
-    let pieces: Vec<&[u8]> = page.pieces(&mut tail).into_iter().map(str::as_bytes).collect();
-    let _ = respond_pieces(stream, 200, cors, &pieces);
+    let _ = respond_pieces(stream, 200, cors, &page.pieces(&mut tail));
     // The answer is complete: a client reading to EOF need not wait for the index snapshot.
     let _ = stream.shutdown(std::net::Shutdown::Write);
     // In the background: the next listing (or a restarted server) checks instead of reading.

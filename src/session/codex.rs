@@ -751,7 +751,7 @@ mod tests {
         let (mut s, _) = opened(3);
         // Codex named the turn but has not started it: it would refuse a steer now.
         assert!(s.input(msg("early"), 1).unwrap().to_agent.is_empty());
-        let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
+        let st = s.agent_line(OPENING[3], 2);
         assert_eq!(parse(&st.to_agent[0])["method"], "turn/steer");
         // Stop, then a message: the message is for the turn after the stopped one.
         let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 3).unwrap();
@@ -774,7 +774,7 @@ mod tests {
         let (mut s, _) = opened(2);
         let st = s.input(Input::Interrupt(super::super::input::Who { by: None }), 1).unwrap();
         assert!(st.to_agent.is_empty(), "no turn id yet");
-        let st = s.agent_line(br#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#, 2);
+        let st = s.agent_line(OPENING[3], 2);
         let l = parse(&st.to_agent[0]);
         assert_eq!((l["method"].as_str(), l["params"]["turnId"].as_str()), (Some("turn/interrupt"), Some("t1")));
     }
