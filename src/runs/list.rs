@@ -521,6 +521,8 @@ struct Worker<'a> {
     jbuf: Vec<u8>,
     /// File names are built here.
     name: String,
+    /// Summaries are written here, then copied into their own allocation.
+    text: Vec<u8>,
     now_ns: i64,
 }
 
@@ -535,6 +537,7 @@ impl<'a> Worker<'a> {
             buf: Vec::new(),
             jbuf: Vec::new(),
             name: String::new(),
+            text: Vec::new(),
             now_ns,
         }
     }
@@ -775,10 +778,14 @@ impl<'a> Worker<'a> {
             }
         };
         let (summary, status) = if want_summary {
-            let (text, status) = parts.summary(Some(activity_ns / 1_000_000), |task, adapter| {
+            let mut text = std::mem::take(&mut self.text);
+            text.clear();
+            let status = parts.summary_into(&mut text, Some(activity_ns / 1_000_000), |task, adapter| {
                 Ok(open_log(task)?.map(|f| view::log_totals(f, adapter)))
             });
-            (Some(Arc::<str>::from(text)), status)
+            let summary = Arc::<str>::from(std::str::from_utf8(&text).unwrap_or_default());
+            self.text = text;
+            (Some(summary), status)
         } else {
             // Only the status: no log is read for its cost and tokens.
             (None, parts.status_with(|task| open_log(task).map(drop)))

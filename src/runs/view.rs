@@ -159,7 +159,7 @@ struct SummaryOut<'a> {
     activity_ms: Option<i64>,
     branch: Option<&'a str>,
     cost_usd: Option<f64>,
-    counts: BTreeMap<&'a str, u64>,
+    counts: Counts<'a>,
     needs_input: u64,
     project: Option<&'a str>,
     reason: Option<&'a str>,
@@ -171,6 +171,64 @@ struct SummaryOut<'a> {
     tokens: Option<Tokens>,
     wave: Option<usize>,
     worktree: Option<&'a str>,
+}
+
+/// Tasks by state, in the order of the states (serialized as a map): a
+/// listing counts a run's few states a run, so up to [`Counts::FEW`]
+/// distinct states are counted on the stack, more in a map.
+#[derive(Default)]
+struct Counts<'a> {
+    /// Sorted by state; `few[..n]` used.
+    few: [(&'a str, u64); Counts::FEW],
+    n: usize,
+    /// Every state once there are more than [`Counts::FEW`] (then `n` is 0).
+    more: BTreeMap<&'a str, u64>,
+}
+
+impl<'a> Counts<'a> {
+    const FEW: usize = 8;
+
+    fn add(&mut self, state: &'a str) {
+        self.add_n(state, 1);
+    }
+
+    fn add_n(&mut self, state: &'a str, k: u64) {
+        if !self.more.is_empty() {
+            *self.more.entry(state).or_default() += k;
+            return;
+        }
+        match self.few[..self.n].binary_search_by(|(s, _)| s.cmp(&state)) {
+            Ok(i) => self.few[i].1 += k,
+            Err(i) if self.n < Self::FEW => {
+                self.few.copy_within(i..self.n, i + 1);
+                self.few[i] = (state, k);
+                self.n += 1;
+            }
+            Err(_) => {
+                self.more.extend(self.few[..self.n].iter().copied());
+                self.n = 0;
+                self.more.insert(state, k);
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&'a str, u64)> + '_ {
+        self.few[..self.n].iter().copied().chain(self.more.iter().map(|(s, n)| (*s, *n)))
+    }
+}
+
+impl<'a> FromIterator<(&'a str, u64)> for Counts<'a> {
+    fn from_iter<I: IntoIterator<Item = (&'a str, u64)>>(it: I) -> Counts<'a> {
+        let mut c = Counts::default();
+        it.into_iter().for_each(|(s, k)| c.add_n(s, k));
+        c
+    }
+}
+
+impl serde::Serialize for Counts<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -234,7 +292,7 @@ impl SummaryOut<'_> {
             }
             write_str(out, k);
             out.push(b':');
-            write_u64(out, *n);
+            write_u64(out, n);
         }
         out.extend_from_slice(b"},\"needsInput\":");
         write_u64(out, self.needs_input);
@@ -432,17 +490,31 @@ impl<'a> Parts<'a> {
     pub fn summary(
         &self,
         activity_ms: Option<i64>,
-        mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
+        totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
     ) -> (String, &'static str) {
+        // Sized for a typical summary: no regrowth on the way.
+        let mut out = Vec::with_capacity(640);
+        let status = self.summary_into(&mut out, activity_ms, totals);
+        (String::from_utf8(out).unwrap_or_default(), status)
+    }
+
+    /// [`Parts::summary`] appended to `out` (a listing reuses one buffer
+    /// for all its runs); its status.
+    pub fn summary_into(
+        &self,
+        out: &mut Vec<u8>,
+        activity_ms: Option<i64>,
+        mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
+    ) -> &'static str {
         let p = self.pointer;
         let j = self.journal;
-        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut counts = Counts::default();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
         let ids = self.task_ids();
         let mut problem = self.problem.cloned();
         let mut needs_input = 0;
         for t in &ids {
-            *counts.entry(j.state(t).unwrap_or("pending")).or_default() += 1;
+            counts.add(j.state(t).unwrap_or("pending"));
             needs_input += u64::from(j.needs_input(t));
             if problem.is_some() {
                 continue;
@@ -494,10 +566,8 @@ impl<'a> Parts<'a> {
             wave: self.wave(),
             worktree: known(ok, p.worktree),
         };
-        // Sized for a typical summary: no regrowth on the way.
-        let mut out = Vec::with_capacity(640);
-        s.write(&mut out);
-        (String::from_utf8(out).unwrap_or_default(), status)
+        s.write(out);
+        status
     }
 }
 
@@ -699,6 +769,20 @@ mod tests {
             prop::sample::select(vec!["\"", "\\", "\u{7f}", "é", "/", "plain", "💡"]).prop_map(str::to_string),
         ];
         proptest::collection::vec(piece, 0..6).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        /// The stack-or-map count is the map's count, in its order.
+        #[test]
+        fn counts_are_a_sorted_map(states in proptest::collection::vec("[a-l]{0,2}", 0..40)) {
+            let mut c = Counts::default();
+            let mut m: BTreeMap<&str, u64> = BTreeMap::new();
+            for s in &states {
+                c.add(s);
+                *m.entry(s).or_default() += 1;
+            }
+            prop_assert_eq!(c.iter().collect::<Vec<_>>(), m.into_iter().collect::<Vec<_>>());
+        }
     }
 
     proptest! {

@@ -358,8 +358,8 @@ pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], b
     respond_pieces(stream, code, headers, &[body])
 }
 
-/// [`respond`] with a body given in pieces, written straight from them: a
-/// full listing's body is thousands of summaries, never copied into one.
+/// [`respond`] with a body given in pieces: a full listing's body is
+/// thousands of summaries, never copied into one.
 pub fn respond_pieces(stream: &mut impl Write, code: u16, headers: &[(&str, String)], body: &[&str]) -> io::Result<()> {
     let len: usize = body.iter().map(|p| p.len()).sum();
     let mut head = format!("HTTP/1.1 {code} {}\r\n", reason(code));
@@ -370,47 +370,32 @@ pub fn respond_pieces(stream: &mut impl Write, code: u16, headers: &[(&str, Stri
         head.push_str("Content-Type: application/json\r\n");
     }
     head.push_str(&format!("Content-Length: {len}\r\nConnection: close\r\n\r\n"));
-    let mut pieces = Vec::with_capacity(body.len() + 1);
-    pieces.push(head.as_bytes());
-    pieces.extend(body.iter().map(|p| p.as_bytes()));
-    write_pieces(stream, &pieces)?;
+    write_pieces(stream, std::iter::once(head.as_str()).chain(body.iter().copied()), head.len() + len)?;
     stream.flush()
 }
 
-/// Writes every piece, in order, with as few `writev`s as the kernel takes
-/// (head and body together: no small segment of the head's own).
-fn write_pieces(w: &mut impl Write, pieces: &[&[u8]]) -> io::Result<()> {
-    // At most IOV_MAX (1024 on Linux) slices a call.
-    const MAX: usize = 1024;
-    let mut slices = Vec::with_capacity(pieces.len().min(MAX));
-    // The first piece not written whole, and how much of it was.
-    let (mut i, mut off) = (0, 0);
-    while i < pieces.len() {
-        if off == pieces[i].len() {
-            (i, off) = (i + 1, 0);
-            continue;
+/// How much [`write_pieces`] gathers before a write.
+const GATHER: usize = 64 * 1024;
+
+/// Writes `total` bytes of pieces, in order, gathered into writes of up to
+/// [`GATHER`] bytes (a piece that size or more is written as it is). A
+/// `writev` of a listing's thousands of ~300-byte summaries took the kernel
+/// two to three times as long as the same bytes in 64 KiB writes (measured
+/// on loopback); the copy costs far less, and the buffer stays small.
+fn write_pieces<'a>(w: &mut impl Write, pieces: impl Iterator<Item = &'a str>, total: usize) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(total.min(GATHER));
+    for p in pieces.map(str::as_bytes) {
+        if buf.len() + p.len() > GATHER {
+            w.write_all(&buf)?;
+            buf.clear();
         }
-        slices.clear();
-        slices.push(io::IoSlice::new(&pieces[i][off..]));
-        slices.extend(pieces[i + 1..pieces.len().min(i + MAX)].iter().map(|p| io::IoSlice::new(p)));
-        let mut n = match w.write_vectored(&slices) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        // Past what was written: whole pieces, then part of one.
-        while n > 0 {
-            let left = pieces[i].len() - off;
-            if n < left {
-                off += n;
-                break;
-            }
-            n -= left;
-            (i, off) = (i + 1, 0);
+        if p.len() >= GATHER {
+            w.write_all(p)?;
+        } else {
+            buf.extend_from_slice(p);
         }
     }
-    Ok(())
+    w.write_all(&buf)
 }
 
 /// `{"error":"..."}`.
@@ -544,35 +529,22 @@ mod tests {
     use proptest::prelude::*;
 
     /// Takes at most the next of `takes` bytes a call (cycling; 0 is an
-    /// interrupted call), from the slices it is given, as a socket may.
+    /// interrupted call), as a socket may, and records each call's size.
     struct Trickle {
         out: Vec<u8>,
         takes: Vec<usize>,
-        calls: usize,
-        widest: usize,
+        calls: Vec<usize>,
     }
 
     impl Write for Trickle {
         fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.write_vectored(&[io::IoSlice::new(b)])
-        }
-
-        fn write_vectored(&mut self, bufs: &[io::IoSlice]) -> io::Result<usize> {
-            self.widest = self.widest.max(bufs.len());
-            let take = self.takes[self.calls % self.takes.len()];
-            self.calls += 1;
+            let take = self.takes[self.calls.len() % self.takes.len()];
+            self.calls.push(b.len());
             if take == 0 {
                 return Err(io::ErrorKind::Interrupted.into());
             }
-            let mut n = 0;
-            for b in bufs {
-                let k = b.len().min(take - n);
-                self.out.extend_from_slice(&b[..k]);
-                n += k;
-                if n == take {
-                    break;
-                }
-            }
+            let n = b.len().min(take);
+            self.out.extend_from_slice(&b[..n]);
             Ok(n)
         }
 
@@ -583,19 +555,35 @@ mod tests {
 
     proptest! {
         /// Every byte of every piece, in order, once, however the writer
-        /// cuts the writes; never more slices a call than Linux takes.
+        /// cuts the writes; a call is never handed more than a gathered
+        /// buffer or one big piece.
         #[test]
         fn pieces_are_written_whole_and_in_order(
-            pieces in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..2600),
-            takes in proptest::collection::vec(0usize..40, 1..8),
+            pieces in proptest::collection::vec(
+                prop_oneof![9 => "[a-z]{0,6}", 1 => "[a-z]{0,6}".prop_map(|s| s.repeat(20_000))],
+                0..600,
+            ),
+            takes in proptest::collection::vec(0usize..40_000, 1..8),
         ) {
             let takes = if takes.iter().all(|&t| t == 0) { vec![1] } else { takes };
-            let mut w = Trickle { out: Vec::new(), takes, calls: 0, widest: 0 };
-            let refs: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
-            write_pieces(&mut w, &refs).unwrap();
-            prop_assert_eq!(w.out, pieces.concat());
-            prop_assert!(w.widest <= 1024);
+            let mut w = Trickle { out: Vec::new(), takes, calls: Vec::new() };
+            let total = pieces.iter().map(String::len).sum();
+            write_pieces(&mut w, pieces.iter().map(String::as_str), total).unwrap();
+            prop_assert_eq!(w.out, pieces.concat().into_bytes());
+            let biggest = pieces.iter().map(String::len).max().unwrap_or(0).max(GATHER);
+            prop_assert!(w.calls.iter().all(|&n| n <= biggest));
         }
+    }
+
+    #[test]
+    fn small_pieces_go_out_in_few_writes() {
+        // 3 MB of 300-byte pieces, as a full listing: one call a gathered buffer.
+        let piece = "x".repeat(300);
+        let pieces = vec![piece.as_str(); 10_000];
+        let mut w = Trickle { out: Vec::new(), takes: vec![usize::MAX], calls: Vec::new() };
+        write_pieces(&mut w, pieces.iter().copied(), 3_000_000).unwrap();
+        assert_eq!(w.out.len(), 3_000_000);
+        assert_eq!(w.calls.len(), 3_000_000usize.div_ceil(GATHER / 300 * 300));
     }
 
     #[test]
