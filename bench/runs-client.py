@@ -147,22 +147,27 @@ def get(port, path):
     # (status, body); the_end is when the last byte came (this client's
     # own copying of a megabytes body afterwards is not the server's time).
     global the_end
+    # Read into one buffer made before the clock starts: a fresh megabyte
+    # a read (what recv(n) allocates) cost this client 0.7 ms on a 3 MB body.
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
-    chunks = []
+    got = 0
     while True:
-        b = s.recv(1 << 20)
-        if not b:
+        if got == len(RECV):
+            RECV.extend(bytes(len(RECV)))
+        n = s.recv_into(memoryview(RECV)[got:])
+        if not n:
             break
-        chunks.append(b)
+        got += n
     the_end = time.perf_counter()
     s.close()
-    raw = b"".join(chunks)
-    head, _, body = raw.partition(b"\r\n\r\n")
+    head, _, body = bytes(RECV[:got]).partition(b"\r\n\r\n")
     return int(head.split(b" ")[1]), body
 
 
 the_end = 0.0
+# What get() reads into (grown when a body needs more; pages touched now).
+RECV = bytearray(8 << 20)
 
 
 def peak_rss_mb(cmd, env):
