@@ -16,7 +16,8 @@
     (BIN_DIR/examples/) opens, stats, reads and closes the same 30,000 files
     with no parsing, and first_over_floor is the first request over it.
     Pages (issue 15), each on a freshly started server with no index, the
-    median of BENCH_PAGE_REPEAT (default 5), each request right after a run
+    median of BENCH_PAGE_REPEAT (default 5; the pages take turns, the order
+    rotated each round), each request right after a run
     of its floor (load drifts; over_floor is the ratio of the medians,
     each_over_floor each request over its own floor): the first page of 50
     (`?limit=50`) against the floor of `stat`ing every pointer and journal
@@ -306,29 +307,26 @@ def floor_ms(stat_only=False):
 PAGE_REPEAT = int(os.environ.get("BENCH_PAGE_REPEAT", "5"))
 
 
-def fresh_request(path, stat_only):
+def fresh_request(path, stat_only, into):
     # A freshly started server and no persisted index: every run's files are
-    # new to it. Each request right after its floor (the machine's load
-    # drifts: a floor measured minutes apart is no baseline).
-    times, cpus, floors, floor_cpus = [], [], [], []
-    body = None
-    for _ in range(PAGE_REPEAT):
-        f = floor_once(stat_only)
-        if f is not None:
-            floors.append(f[0])
-            floor_cpus.append(f[1])
-        if os.path.exists(index):
-            os.remove(index)
-        p, port = server()
-        c = cpu_ms(p)
-        t = time.perf_counter()
-        code, body = get(port, path)
-        times.append((the_end - t) * 1000)
-        cpus.append(cpu_ms(p) - c)
-        stop(p)
-        if code != 200:
-            return None, times, cpus, floors, floor_cpus
-    return json.loads(body), times, cpus, floors, floor_cpus
+    # new to it. The request right after its floor (the machine's load
+    # drifts: a floor measured minutes apart is no baseline). Appends to
+    # into's lists; False when the answer is not 200.
+    f = floor_once(stat_only)
+    if f is not None:
+        into["floors"].append(f[0])
+        into["floor_cpus"].append(f[1])
+    if os.path.exists(index):
+        os.remove(index)
+    p, port = server()
+    c = cpu_ms(p)
+    t = time.perf_counter()
+    code, body = get(port, path)
+    into["times"].append((the_end - t) * 1000)
+    into["cpus"].append(cpu_ms(p) - c)
+    stop(p)
+    into["page"] = json.loads(body) if code == 200 else None
+    return code == 200
 
 
 # The setup's writeback is not the listing's cost: flush it first. Files
@@ -350,10 +348,20 @@ if floor is not None:
     print(f"stat_floor files={2 * N_RUNS} ms={floor_ms(stat_only=True):.1f} (fstatat of every pointer and journal)",
           flush=True)
 os.remove(index)
-for name, path, stat_only in [("first_page", "/runs?limit=50", True),
-                              ("status_page", "/runs?limit=50&status=running", False),
-                              ("full", "/runs", False)]:
-    page, ts, cpus, floors, floor_cpus = fresh_request(path, stat_only)
+PAGES = [("first_page", "/runs?limit=50", True),
+         ("status_page", "/runs?limit=50&status=running", False),
+         ("full", "/runs", False)]
+# The pages take turns, one request of each a round and the order rotated
+# every round: the machine's drift (tens of percent over minutes) falls on
+# all three alike, not on whichever page came last.
+got = {name: {"times": [], "cpus": [], "floors": [], "floor_cpus": [], "page": None} for name, _, _ in PAGES}
+for r in range(PAGE_REPEAT):
+    for name, path, stat_only in PAGES[r % 3:] + PAGES[:r % 3]:
+        if not fresh_request(path, stat_only, got[name]):
+            ok = False
+for name, path, stat_only in PAGES:
+    g = got[name]
+    page, ts, cpus, floors, floor_cpus = g["page"], g["times"], g["cpus"], g["floors"], g["floor_cpus"]
     med = statistics.median(ts)
     cpu_med = statistics.median(cpus)
     base = statistics.median(floors) if floors else None
