@@ -13,34 +13,19 @@ work directory (`python3 bench/runs-client.py target/release /tmp/lw` leaves
 10,000 runs in /tmp/lw/home); each BIN_DIR holds a runwire-serve."""
 
 import os
-import socket
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import start_server, stop  # noqa: E402
-
-RECV = bytearray(8 << 20)
-
+from benchlib import get_timed, start_server, stop  # noqa: E402
 
 def get_ms(port, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
     t = time.perf_counter()
-    s.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
-    got = 0
-    while True:
-        if got == len(RECV):
-            RECV.extend(bytes(len(RECV)))
-        n = s.recv_into(memoryview(RECV)[got:])
-        if not n:
-            break
-        got += n
-    ms = (time.perf_counter() - t) * 1000
-    s.close()
-    if not RECV.startswith(b"HTTP/1.1 200 "):
-        sys.exit(f"listing-ab: GET {path}: {bytes(RECV[:40])!r}")
-    return ms
+    end, raw = get_timed(port, path)
+    if not raw.startswith(b"HTTP/1.1 200 "):
+        sys.exit(f"listing-ab: GET {path}: {raw[:40]!r}")
+    return (end - t) * 1000
 
 
 def main():

@@ -52,7 +52,7 @@ import sys
 import threading
 import time
 
-from benchlib import cpu_ms, start_server, status_kb, stop
+from benchlib import cpu_ms, get_timed, start_server, status_kb, stop
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 N_RUNS = int(os.environ.get("BENCH_RUNS", "10000"))
@@ -148,27 +148,12 @@ def get(port, path):
     # (status, body); the_end is when the last byte came (this client's
     # own copying of a megabytes body afterwards is not the server's time).
     global the_end
-    # Read into one buffer made before the clock starts: a fresh megabyte
-    # a read (what recv(n) allocates) cost this client 0.7 ms on a 3 MB body.
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    s.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
-    got = 0
-    while True:
-        if got == len(RECV):
-            RECV.extend(bytes(len(RECV)))
-        n = s.recv_into(memoryview(RECV)[got:])
-        if not n:
-            break
-        got += n
-    the_end = time.perf_counter()
-    s.close()
-    head, _, body = bytes(RECV[:got]).partition(b"\r\n\r\n")
+    the_end, raw = get_timed(port, path)
+    head, _, body = raw.partition(b"\r\n\r\n")
     return int(head.split(b" ")[1]), body
 
 
 the_end = 0.0
-# What get() reads into (grown when a body needs more; pages touched now).
-RECV = bytearray(8 << 20)
 
 
 def peak_rss_mb(cmd, env):
