@@ -173,9 +173,9 @@ struct SummaryOut<'a> {
     worktree: Option<&'a str>,
 }
 
-/// Tasks by state, in the order of the states (serialized as a map): a
-/// listing counts a run's few states a run, so up to [`Counts::FEW`]
-/// distinct states are counted on the stack, more in a map.
+/// Tasks by state, in the order of the states (serialized as a map). A
+/// listing counts the states of every run's tasks, and a run has few: up to
+/// [`Counts::FEW`] distinct states are counted on the stack, more in a map.
 #[derive(Default)]
 struct Counts<'a> {
     /// Sorted by state; `few[..n]` used.
