@@ -410,6 +410,8 @@ struct Learnt {
 }
 
 /// A cache entry but for its inputs: those are `inputs` of its [`Learnt`].
+/// Not a [`Cached`] with no inputs: such an entry would be trusted whatever
+/// its files did.
 struct Row {
     pointer_stamp: Stamp,
     pointer: Packed,

@@ -378,24 +378,16 @@ pub fn respond_pieces(stream: &mut impl Write, code: u16, headers: &[(&str, Stri
 const GATHER: usize = 64 * 1024;
 
 /// Writes `total` bytes of pieces, in order, gathered into writes of up to
-/// [`GATHER`] bytes (a piece that size or more is written as it is). A
-/// `writev` of a listing's thousands of ~300-byte summaries took the kernel
-/// two to three times as long as the same bytes in 64 KiB writes (measured
-/// on loopback); the copy costs far less, and the buffer stays small.
+/// [`GATHER`] bytes (a piece that size or more is written as it is: what
+/// `BufWriter` does). A `writev` of a listing's thousands of ~300-byte
+/// summaries took the kernel two to three times as long as the same bytes
+/// in 64 KiB writes (measured on loopback); the copy costs far less.
 fn write_pieces<'a>(w: &mut impl Write, pieces: impl Iterator<Item = &'a str>, total: usize) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(total.min(GATHER));
-    for p in pieces.map(str::as_bytes) {
-        if buf.len() + p.len() > GATHER {
-            w.write_all(&buf)?;
-            buf.clear();
-        }
-        if p.len() >= GATHER {
-            w.write_all(p)?;
-        } else {
-            buf.extend_from_slice(p);
-        }
+    let mut w = io::BufWriter::with_capacity(total.clamp(1, GATHER), w);
+    for p in pieces {
+        w.write_all(p.as_bytes())?;
     }
-    w.write_all(&buf)
+    w.flush()
 }
 
 /// `{"error":"..."}`.
