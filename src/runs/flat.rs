@@ -13,6 +13,7 @@
 
 /// The bytes that end a plain string: its closing quote, or what would
 /// need unescaping (a backslash, a control character).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 const STOP: [bool; 256] = {
     let mut t = [false; 256];
     let mut c = 0;
@@ -27,48 +28,74 @@ const STOP: [bool; 256] = {
 
 /// The index of the first byte at or after `i` that ends a plain string
 /// (a quote, a backslash, a control character); `None`: the text from `i`
-/// on is plain. Sixteen bytes at a time (SSE2, part of every x86-64) or
-/// eight (anywhere) while that many are left, then a table look-up a byte:
-/// a listing reads and writes thousands of strings.
+/// on is plain. Sixteen bytes at a time (SSE2, part of every x86-64),
+/// the last few too (see [`stop_at_16`]), or eight (elsewhere) while that
+/// many are left, then a table look-up a byte: a listing reads and writes
+/// thousands of strings, most shorter than sixteen bytes.
 pub fn stop_at(b: &[u8], i: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    let i = match stop_at_16(b, i) {
-        Ok(found) => return Some(found),
-        Err(i) => i,
-    };
-    let i = match stop_at_8(b, i) {
-        Ok(found) => return Some(found),
-        Err(i) => i,
-    };
-    b[i..].iter().position(|&c| STOP[c as usize]).map(|n| i + n)
+    return stop_at_16(b, i);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let i = match stop_at_8(b, i) {
+            Ok(found) => return Some(found),
+            Err(i) => i,
+        };
+        b.get(i..)?.iter().position(|&c| STOP[c as usize]).map(|n| i + n)
+    }
 }
 
-/// [`stop_at`] sixteen bytes at a time: `Ok` the stop found, `Err` where
-/// fewer than sixteen bytes are left.
+/// Bit `k` set when byte `k` of the 16 at `p` is a quote, a backslash or
+/// a control character.
+///
+/// # Safety
+/// `p` must point to 16 readable bytes.
 #[cfg(target_arch = "x86_64")]
-fn stop_at_16(b: &[u8], mut i: usize) -> Result<usize, usize> {
+#[inline]
+unsafe fn stops_16(p: *const u8) -> u32 {
     use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of x86-64; the caller vouches for the 16 bytes
+    // (an unaligned load: any alignment).
+    unsafe {
+        let w = _mm_loadu_si128(p.cast());
+        let quote = _mm_cmpeq_epi8(w, _mm_set1_epi8(b'"' as i8));
+        let backslash = _mm_cmpeq_epi8(w, _mm_set1_epi8(b'\\' as i8));
+        // Unsigned `w <= 0x1f`: its minimum with 0x1f is itself.
+        let control = _mm_cmpeq_epi8(_mm_min_epu8(w, _mm_set1_epi8(0x1f)), w);
+        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+    }
+}
+
+/// [`stop_at`] sixteen bytes at a time. The last fewer than sixteen are
+/// read in one more load too: the sixteen that end the text (the first
+/// bytes of which were seen already, so their bits are dropped), or, in a
+/// text shorter than that, a copy padded with a byte that is no stop.
+#[cfg(target_arch = "x86_64")]
+fn stop_at_16(b: &[u8], mut i: usize) -> Option<usize> {
     while let Some(chunk) = b.get(i..i + 16) {
-        // SAFETY: SSE2 is part of x86-64; the load reads the 16 bytes of
-        // `chunk` (unaligned load, any alignment).
-        let m = unsafe {
-            let w = _mm_loadu_si128(chunk.as_ptr().cast());
-            let quote = _mm_cmpeq_epi8(w, _mm_set1_epi8(b'"' as i8));
-            let backslash = _mm_cmpeq_epi8(w, _mm_set1_epi8(b'\\' as i8));
-            // Unsigned `w <= 0x1f`: its minimum with 0x1f is itself.
-            let control = _mm_cmpeq_epi8(_mm_min_epu8(w, _mm_set1_epi8(0x1f)), w);
-            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
-        };
+        // SAFETY: `chunk` is 16 bytes.
+        let m = unsafe { stops_16(chunk.as_ptr()) };
         if m != 0 {
-            return Ok(i + m.trailing_zeros() as usize);
+            return Some(i + m.trailing_zeros() as usize);
         }
         i += 16;
     }
-    Err(i)
+    let left = b.len().checked_sub(i).filter(|&n| n > 0)?;
+    let m = if b.len() >= 16 {
+        // SAFETY: the last 16 bytes of `b`; bytes `i..` are its last `left`.
+        unsafe { stops_16(b.as_ptr().add(b.len() - 16)) >> (16 - left) }
+    } else {
+        let mut pad = [b'a'; 16];
+        pad[..left].copy_from_slice(&b[i..]);
+        // SAFETY: `pad` is 16 bytes.
+        unsafe { stops_16(pad.as_ptr()) }
+    };
+    (m != 0).then(|| i + m.trailing_zeros() as usize)
 }
 
 /// [`stop_at`] eight bytes at a time, in a `u64`: `Ok` the stop found,
 /// `Err` where fewer than eight bytes are left.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn stop_at_8(b: &[u8], mut i: usize) -> Result<usize, usize> {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
@@ -89,6 +116,33 @@ fn stop_at_8(b: &[u8], mut i: usize) -> Result<usize, usize> {
     Err(i)
 }
 
+/// `b` as text when it is UTF-8. Sixteen bytes at a time while they are
+/// ASCII (what runwire's files and summaries almost always are: a
+/// listing checks megabytes of them), then `std::str::from_utf8` for the
+/// rest, so the answer is always std's.
+pub fn utf8(b: &[u8]) -> Option<&str> {
+    let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY (both): SSE2 is part of x86-64; each load reads 16 bytes of `b`.
+        let high = |at: usize| unsafe { _mm_movemask_epi8(_mm_loadu_si128(b.as_ptr().add(at).cast())) };
+        while i + 16 <= b.len() && high(i) == 0 {
+            i += 16;
+        }
+        // The last few bytes in one more load: the sixteen that end `b`.
+        if i + 16 > b.len() && b.len() >= 16 && high(b.len() - 16) == 0 {
+            i = b.len();
+        }
+    }
+    if !b[i..].is_ascii() {
+        std::str::from_utf8(&b[i..]).ok()?;
+    }
+    // SAFETY: `b[..i]` is ASCII and `b[i..]` is UTF-8 (just checked): a
+    // sequence never starts inside ASCII, so the whole is UTF-8.
+    Some(unsafe { std::str::from_utf8_unchecked(b) })
+}
+
 /// Where the JSON whitespace (what serde_json skips: space, tab, LF, CR)
 /// from `i` on ends. On a local index, not the cursor's: a loop that stores
 /// the cursor at each byte costs more than the bytes.
@@ -101,8 +155,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 
 /// A cursor over one JSON text.
 pub struct Cur<'a> {
-    /// The text; empty when it is not UTF-8 (every read then gives up).
-    s: &'a str,
+    /// The text, UTF-8; empty when it is not (every read then gives up).
     b: &'a [u8],
     i: usize,
 }
@@ -111,8 +164,7 @@ impl<'a> Cur<'a> {
     /// The text is checked as UTF-8 once, so each string is a slice of it
     /// between two quotes (ASCII: always on a character boundary).
     pub fn new(b: &'a [u8]) -> Cur<'a> {
-        let s = std::str::from_utf8(b).unwrap_or_default();
-        Cur { s, b: s.as_bytes(), i: 0 }
+        Cur { b: utf8(b).unwrap_or_default().as_bytes(), i: 0 }
     }
 
     /// Skips JSON whitespace (what serde_json skips: space, tab, LF, CR).
@@ -138,12 +190,28 @@ impl<'a> Cur<'a> {
             self.i = i;
             return None;
         }
-        let end = stop_at(b, i + 1)?;
+        let start = i + 1;
+        // Most strings (keys, ids, states) end within sixteen bytes: one
+        // load, with no loop to set up.
+        #[cfg(target_arch = "x86_64")]
+        let end = match b.get(start..start + 16) {
+            // SAFETY: `chunk` is 16 bytes.
+            Some(chunk) => match unsafe { stops_16(chunk.as_ptr()) } {
+                0 => stop_at(b, start + 16)?,
+                m => start + m.trailing_zeros() as usize,
+            },
+            None => stop_at(b, start)?,
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let end = stop_at(b, start)?;
         if b[end] != b'"' {
             return None;
         }
         self.i = end + 1;
-        self.s.get(i + 1..end)
+        // SAFETY: `b` is UTF-8 (`Cur::new`), and both ends lie next to an
+        // ASCII quote, which no multi-byte sequence contains: the slice is
+        // whole characters.
+        Some(unsafe { std::str::from_utf8_unchecked(&b[start..end]) })
     }
 
     /// `null`, consumed: `Some(true)`; another value, left: `Some(false)`.
@@ -296,6 +364,19 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The ASCII fast path answers as std does, whatever the bytes and
+        /// wherever the first non-ASCII byte falls (in or after a chunk).
+        #[test]
+        fn utf8_answers_as_std(
+            ascii in proptest::collection::vec(0u8..0x80, 0..70),
+            rest in proptest::collection::vec(proptest::num::u8::ANY, 0..12),
+            text in "\\PC{0,20}",
+        ) {
+            for b in [[&ascii[..], &rest[..]].concat(), [&ascii[..], text.as_bytes()].concat()] {
+                proptest::prop_assert_eq!(utf8(&b), std::str::from_utf8(&b).ok());
+            }
+        }
+
         /// Eight bytes at a time finds the byte a byte-by-byte scan finds,
         /// wherever it is: in a word, at a word's edge, in the tail, none;
         /// among bytes just around the stops (0x1f, 0x20, 0x21, 0x5b, 0x5d,
@@ -323,7 +404,7 @@ mod tests {
             };
             proptest::prop_assert!(agrees(stop_at_8(bytes, first), 8));
             #[cfg(target_arch = "x86_64")]
-            proptest::prop_assert!(agrees(stop_at_16(bytes, first), 16));
+            proptest::prop_assert_eq!(stop_at_16(bytes, first), slow);
         }
     }
 }
