@@ -159,6 +159,12 @@ impl<S> Plan<S> {
 
 impl<S: AsRef<str>> Plan<S> {
     pub fn validate(&self) -> Result<(), String> {
+        self.checked_depth().map(drop)
+    }
+
+    /// [`Plan::validate`], giving the depths it computed on the way (see
+    /// [`Plan::relax`]): every task has one.
+    fn checked_depth(&self) -> Result<Vec<Option<usize>>, String> {
         if self.v.as_ref() != VERSION {
             return Err(format!("v is {:?}, expected {VERSION:?}", self.v.as_ref()));
         }
@@ -183,10 +189,12 @@ impl<S: AsRef<str>> Plan<S> {
                 return Err(format!("task {:?} depends on unknown task {d:?}", t.id.as_ref()));
             }
         }
-        if let Some(i) = self.relax().iter().position(Option::is_none) {
+        let depth = self.relax();
+        if let Some(i) = depth.iter().position(Option::is_none) {
             return Err(on_cycle(&self.tasks[i]));
         }
-        self.check_waves(known)
+        self.check_waves(known)?;
+        Ok(depth)
     }
 
     /// `waves`, when given, names each task once, each after its dependencies.
@@ -232,7 +240,7 @@ impl<S: AsRef<str>> Plan<S> {
     /// Each task's 0-based wave from the dependencies (one more than its
     /// deepest dependency's), `None` for a task on a cycle or after an
     /// unknown dependency. Allocates only the result (and, for a large
-    /// plan, an id index): listings compute this twice for every run.
+    /// plan, an id index): listings compute this once for every run.
     fn relax(&self) -> Vec<Option<usize>> {
         let n = self.tasks.len();
         // A repeated id (only in a plan `validate` refuses) finds its last
@@ -289,13 +297,18 @@ impl<S: AsRef<str>> Plan<S> {
     /// them (`None` for a task given waves do not name), without building
     /// the groups.
     pub fn wave_indices(&self) -> Vec<Option<usize>> {
+        self.wave_indices_with(None)
+    }
+
+    /// [`Plan::wave_indices`], given the depths when they are known.
+    fn wave_indices_with(&self, depth: Option<Vec<Option<usize>>>) -> Vec<Option<usize>> {
         match &self.waves {
             Some(waves) => {
                 let has = |w: &[S], id: &str| w.iter().any(|i| i.as_ref() == id);
                 self.tasks.iter().map(|t| waves.iter().position(|w| has(w, t.id.as_ref()))).collect()
             }
             None => {
-                let depth = self.relax();
+                let depth = depth.unwrap_or_else(|| self.relax());
                 // On a cycle `waves()` is empty: no task has a wave.
                 if depth.iter().all(Option::is_some) {
                     depth
@@ -311,13 +324,28 @@ impl<S: AsRef<str>> Plan<S> {
     }
 }
 
+/// A checked plan borrowed from its text, with each task's wave (found
+/// while checking it: a listing reads a plan a run).
+pub struct Plain<'a> {
+    pub plan: Plan<&'a str>,
+    waves: Vec<Option<usize>>,
+}
+
+impl<'a> std::ops::Deref for Plain<'a> {
+    type Target = Plan<&'a str>;
+    fn deref(&self) -> &Plan<&'a str> {
+        &self.plan
+    }
+}
+
 impl<'a> Plan<&'a str> {
     /// The plan in `bytes`, its text borrowed, when it is plain (see
     /// [`super::flat`]) and valid; `None`: [`Plan::parse`] decides.
-    pub fn parse_plain(bytes: &'a [u8]) -> Option<Plan<&'a str>> {
-        let p = Plan::parse_flat(bytes)?;
-        p.validate().ok()?;
-        Some(p)
+    pub fn parse_plain(bytes: &'a [u8]) -> Option<Plain<'a>> {
+        let plan = Plan::parse_flat(bytes)?;
+        let depth = plan.checked_depth().ok()?;
+        let waves = plan.wave_indices_with(Some(depth));
+        Some(Plain { plan, waves })
     }
 }
 
@@ -328,7 +356,7 @@ pub trait View {
     fn task_id(&self, i: usize) -> &str;
     fn task_adapter(&self, i: usize) -> &str;
     /// As [`Plan::wave_indices`].
-    fn wave_indices(&self) -> Vec<Option<usize>>;
+    fn wave_indices(&self) -> std::borrow::Cow<'_, [Option<usize>]>;
 }
 
 impl<S: AsRef<str>> View for Plan<S> {
@@ -344,8 +372,26 @@ impl<S: AsRef<str>> View for Plan<S> {
         self.tasks[i].adapter.as_ref()
     }
 
-    fn wave_indices(&self) -> Vec<Option<usize>> {
-        Plan::wave_indices(self)
+    fn wave_indices(&self) -> std::borrow::Cow<'_, [Option<usize>]> {
+        Plan::wave_indices(self).into()
+    }
+}
+
+impl View for Plain<'_> {
+    fn task_count(&self) -> usize {
+        self.plan.tasks.len()
+    }
+
+    fn task_id(&self, i: usize) -> &str {
+        self.plan.tasks[i].id
+    }
+
+    fn task_adapter(&self, i: usize) -> &str {
+        self.plan.tasks[i].adapter
+    }
+
+    fn wave_indices(&self) -> std::borrow::Cow<'_, [Option<usize>]> {
+        self.waves.as_slice().into()
     }
 }
 
@@ -521,8 +567,9 @@ mod tests {
                 let text = |p: &dyn View| {
                     let tasks: Vec<(String, String)> =
                         (0..p.task_count()).map(|i| (p.task_id(i).to_string(), p.task_adapter(i).to_string())).collect();
-                    (tasks, p.wave_indices())
+                    (tasks, p.wave_indices().into_owned())
                 };
+                prop_assert_eq!(text(&*p), text(&owned));
                 prop_assert_eq!(text(&p), text(&owned));
                 prop_assert_eq!(p.tasks.iter().map(|t| t.prompt).collect::<Vec<_>>(), owned.tasks.iter().map(|t| t.prompt.as_str()).collect::<Vec<_>>());
             }

@@ -398,6 +398,17 @@ pub fn log_totals_in(dir: BorrowedFd, rel: &Path, adapter: Adapter) -> Result<Op
     }
 }
 
+/// A task as a summary sees it.
+struct TaskView<'a> {
+    id: &'a str,
+    /// Its last state in the journal.
+    state: Option<&'a str>,
+    /// Not finished, with an input request open (as [`Fold::needs_input`]).
+    needs_input: bool,
+    /// Its plan's adapter (`None`: not in the plan, or an unknown one).
+    adapter: Option<Adapter>,
+}
+
 /// What a run's summary is made of: a [`Loaded`]'s parts, or a listing's
 /// (which folds the journal into a [`super::journal::Brief`]).
 pub struct Parts<'a> {
@@ -412,16 +423,28 @@ pub struct Parts<'a> {
 impl<'a> Parts<'a> {
     /// Task ids: the plan's in order, then any only the journal names.
     pub fn task_ids(&self) -> Vec<&'a str> {
-        let mut ids: Vec<&'a str> = match self.plan {
-            Some(p) => (0..p.task_count()).map(|i| p.task_id(i)).collect(),
+        self.tasks().into_iter().map(|t| t.id).collect()
+    }
+
+    /// The tasks ([`Parts::task_ids`]' order) with what the journal says of
+    /// each, each asked once: a listing's summary asks every task's state
+    /// several times (counts, status, wave).
+    fn tasks(&self) -> Vec<TaskView<'a>> {
+        let j = self.journal;
+        let view = |id: &'a str, adapter: Option<Adapter>| {
+            let state = j.state(id);
+            TaskView { id, state, needs_input: !state.is_some_and(is_terminal) && j.has_open(id), adapter }
+        };
+        let mut tasks: Vec<TaskView<'a>> = match self.plan {
+            Some(p) => (0..p.task_count()).map(|i| view(p.task_id(i), adapter(p.task_adapter(i)))).collect(),
             None => Vec::new(),
         };
-        self.journal.each_task(&mut |t| {
-            if !ids.contains(&t) {
-                ids.push(t);
+        j.each_task(&mut |t| {
+            if !tasks.iter().any(|v| v.id == t) {
+                tasks.push(view(t, None));
             }
         });
-        ids
+        tasks
     }
 
     pub fn adapter_of(&self, task: &str) -> Option<Adapter> {
@@ -429,8 +452,8 @@ impl<'a> Parts<'a> {
         (0..p.task_count()).find(|&i| p.task_id(i) == task).and_then(|i| adapter(p.task_adapter(i)))
     }
 
-    /// One of [`STATUSES`], given the task ids and the problem found.
-    fn status_of(&self, ids: &[&str], problem: Option<&Problem>) -> &'static str {
+    /// One of [`STATUSES`], given the tasks and the problem found.
+    fn status_of(&self, tasks: &[TaskView], problem: Option<&Problem>) -> &'static str {
         match problem {
             Some(Problem::Missing) => return "missing",
             Some(Problem::Unreadable(_)) => return "unreadable",
@@ -440,10 +463,10 @@ impl<'a> Parts<'a> {
         if j.records() == 0 {
             return "registered";
         }
-        if !ids.is_empty() && ids.iter().all(|t| j.state(t).is_some_and(is_terminal)) {
-            return if ids.iter().any(|t| matches!(j.state(t), Some("failed" | "halted"))) { "failed" } else { "done" };
+        if !tasks.is_empty() && tasks.iter().all(|t| t.state.is_some_and(is_terminal)) {
+            return if tasks.iter().any(|t| matches!(t.state, Some("failed" | "halted"))) { "failed" } else { "done" };
         }
-        if ids.iter().any(|t| j.needs_input(t)) {
+        if tasks.iter().any(|t| t.needs_input) {
             return "needs_input";
         }
         match j.last_run() {
@@ -455,11 +478,17 @@ impl<'a> Parts<'a> {
 
     /// The 1-based wave holding the first unfinished task.
     pub fn wave(&self) -> Option<usize> {
+        self.wave_of(&self.tasks())
+    }
+
+    /// [`Parts::wave`], given [`Parts::tasks`] (the plan's come first, in order).
+    fn wave_of(&self, tasks: &[TaskView]) -> Option<usize> {
         let plan = self.plan?;
-        (0..plan.task_count())
-            .zip(plan.wave_indices())
-            .filter(|(i, _)| !self.journal.state(plan.task_id(*i)).is_some_and(is_terminal))
-            .filter_map(|(_, w)| w)
+        tasks[..plan.task_count()]
+            .iter()
+            .zip(plan.wave_indices().iter())
+            .filter(|(t, _)| !t.state.is_some_and(is_terminal))
+            .filter_map(|(_, w)| *w)
             .min()
             .map(|i| i + 1)
     }
@@ -468,18 +497,18 @@ impl<'a> Parts<'a> {
     /// `probe(task)` only says whether the task's log is refused (the
     /// summary's totals read it whole), for the tasks it would total.
     pub fn status_with(&self, mut probe: impl FnMut(&str) -> Result<(), Unreadable>) -> &'static str {
-        let ids = self.task_ids();
+        let tasks = self.tasks();
         let mut problem = self.problem.cloned();
         if problem.is_none() {
             // As in the summary: the first refused log makes the run `unreadable`.
-            for t in ids.iter().filter(|t| self.adapter_of(t).is_some()) {
-                if let Err(e) = probe(t) {
+            for t in tasks.iter().filter(|t| t.adapter.is_some()) {
+                if let Err(e) = probe(t.id) {
                     problem = Some(Problem::Unreadable(e.to_string()));
                     break;
                 }
             }
         }
-        self.status_of(&ids, problem.as_ref())
+        self.status_of(&tasks, problem.as_ref())
     }
 
     /// The summary (`GET /runs` item, `runs list` line) as JSON text, and
@@ -507,20 +536,19 @@ impl<'a> Parts<'a> {
         mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
     ) -> &'static str {
         let p = self.pointer;
-        let j = self.journal;
         let mut counts = Counts::default();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
-        let ids = self.task_ids();
+        let tasks = self.tasks();
         let mut problem = self.problem.cloned();
         let mut needs_input = 0;
-        for t in &ids {
-            counts.add(j.state(t).unwrap_or("pending"));
-            needs_input += u64::from(j.needs_input(t));
+        for t in &tasks {
+            counts.add(t.state.unwrap_or("pending"));
+            needs_input += u64::from(t.needs_input);
             if problem.is_some() {
                 continue;
             }
-            if let Some(a) = self.adapter_of(t) {
-                match totals(t, a) {
+            if let Some(a) = t.adapter {
+                match totals(t.id, a) {
                     Ok(Some(s)) => {
                         if let Some(c) = s.cost_usd {
                             *cost.get_or_insert(0.0) += c;
@@ -544,7 +572,7 @@ impl<'a> Parts<'a> {
             ok.then_some(s)
         }
         // Keys in the order a serde_json map sorts them, as `show` prints its `run`.
-        let status = self.status_of(&ids, problem.as_ref());
+        let status = self.status_of(&tasks, problem.as_ref());
         let s = SummaryOut {
             activity_ms,
             branch: p.branch,
@@ -563,7 +591,7 @@ impl<'a> Parts<'a> {
             slug: known(ok, p.slug),
             status,
             tokens,
-            wave: self.wave(),
+            wave: self.wave_of(&tasks),
             worktree: known(ok, p.worktree),
         };
         s.write(out);
@@ -617,7 +645,7 @@ impl Loaded {
     /// One of [`STATUSES`].
     pub fn status(&self) -> &'static str {
         let parts = self.parts();
-        parts.status_of(&parts.task_ids(), self.problem.as_ref())
+        parts.status_of(&parts.tasks(), self.problem.as_ref())
     }
 
     /// The 1-based wave holding the first unfinished task.
