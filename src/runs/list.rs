@@ -251,17 +251,10 @@ thread_local! {
 
 impl Dir {
     fn has(&self, name: &str) -> bool {
-        let fd = &self.fd;
         let names = self.names.get_or_init(|| {
-            // Read through a duplicate (the directory stream owns it); no allocation per entry.
-            let Ok(dup) = nix::unistd::dup(fd.as_raw_fd()) else { return Box::default() };
-            let Ok(mut d) = nix::dir::Dir::from_fd(dup) else {
-                let _ = nix::unistd::close(dup);
-                return Box::default();
-            };
             SCRATCH.with_borrow_mut(|v| {
                 v.clear();
-                v.extend(d.iter().flatten().map(|e| name_hash(e.file_name().to_bytes())));
+                safe::each_name(self.fd.as_fd(), |n| v.push(name_hash(n)));
                 v.sort_unstable();
                 v.as_slice().into()
             })
@@ -878,7 +871,7 @@ impl<'a> Worker<'a> {
             let status = parts.summary_into(&mut text, Some(activity_ns / 1_000_000), |task, adapter| {
                 Ok(open_log(task)?.map(|f| view::log_totals(f, adapter)))
             });
-            let summary = Arc::<str>::from(std::str::from_utf8(&text).unwrap_or_default());
+            let summary = Arc::<str>::from(super::flat::utf8(&text).unwrap_or_default());
             self.text = text;
             (Some(summary), status)
         } else {
@@ -1020,6 +1013,36 @@ fn streamed<R: Send>(
     })
 }
 
+/// Sorts `rows` newest first, then by run id (`key` gives both), as
+/// comparing them would, but on integers: the activity and the id's first
+/// 24 bytes (a run id is 12 hex digits, `--` and the slug) make one key;
+/// the rare rows whose keys are equal are ordered by their whole ids; then
+/// each row is moved once. A full listing sorts every run after its reads,
+/// and comparing rows (a string behind each) was most of that.
+fn sort_by_activity<T>(rows: &mut Vec<T>, key: impl Fn(&T) -> (i64, &str)) {
+    type Key = (u64, u64, u64, u64);
+    let packed = |(activity, id): (i64, &str)| -> Key {
+        let mut prefix = [0u8; 24];
+        let n = id.len().min(24);
+        prefix[..n].copy_from_slice(&id.as_bytes()[..n]);
+        let word = |i: usize| u64::from_be_bytes(prefix[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+        // Newest first: the activity, made unsigned in order, inverted.
+        (!((activity as u64) ^ (1 << 63)), word(0), word(1), word(2))
+    };
+    let mut keys: Vec<(Key, u32)> = rows.iter().enumerate().map(|(i, r)| (packed(key(r)), i as u32)).collect();
+    keys.sort_unstable();
+    let mut i = 0;
+    while i < keys.len() {
+        let j = i + keys[i..].iter().take_while(|k| k.0 == keys[i].0).count();
+        if j - i > 1 {
+            keys[i..j].sort_unstable_by(|a, b| key(&rows[a.1 as usize]).1.cmp(key(&rows[b.1 as usize]).1));
+        }
+        i = j;
+    }
+    let mut slots: Vec<Option<T>> = rows.drain(..).map(Some).collect();
+    rows.extend(keys.iter().filter_map(|k| slots[k.1 as usize].take()));
+}
+
 /// Runs `f` over `items` on up to one thread per core (at most 8), each with
 /// its own [`Worker`]. Syscall-bound: the items are split in chunks taken
 /// from a shared counter, so a thread the scheduler holds back (a loaded
@@ -1151,18 +1174,8 @@ impl ListCache {
                 found.select_nth_unstable_by(limit, by_activity);
                 found.truncate(limit);
                 found.sort_unstable_by(by_activity);
-            } else if found.len() >= 4096 {
-                // A full listing: its halves sorted on two threads, then merged (a stable
-                // sort finds the two sorted runs and merges them in one pass).
-                let half = found.len() / 2;
-                let (a, b) = found.split_at_mut(half);
-                std::thread::scope(|s| {
-                    s.spawn(|| a.sort_unstable_by(by_activity));
-                    b.sort_unstable_by(by_activity);
-                });
-                found.sort_by(by_activity);
             } else {
-                found.sort_unstable_by(by_activity);
+                sort_by_activity(&mut found, |r| (r.0, &r.1));
             }
             // The page's runs counted without their summary are read again, now whole
             // (a few files each), and placed where they were counted.
@@ -1519,6 +1532,28 @@ mod tests {
                 let own = all.copy(r);
                 proptest::prop_assert_eq!(own.iter().collect::<Vec<_>>(), read);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The key sort orders rows as comparing them does: newest first,
+        /// then by id; among ids that share their first 24 bytes or are
+        /// shorter, equal activities, negative and extreme ones.
+        #[test]
+        fn sorting_by_keys_orders_as_comparing_does(
+            rows in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![proptest::strategy::Just(i64::MIN), proptest::strategy::Just(i64::MAX), proptest::strategy::Just(0i64), proptest::strategy::Just(-1i64), -3i64..3, proptest::num::i64::ANY],
+                    proptest::prop_oneof!["[a-c]{0,10}", "abcdefgh[a-c]{0,3}", "[a-b]{22,26}"],
+                ),
+                0..60,
+            ),
+        ) {
+            let mut want = rows.clone();
+            want.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            let mut got = rows;
+            super::sort_by_activity(&mut got, |r| (r.0, r.1.as_str()));
+            proptest::prop_assert_eq!(got, want);
         }
     }
 

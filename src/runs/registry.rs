@@ -384,18 +384,16 @@ impl Registry {
     /// Calls `f` with each run id that has a pointer file in the registry
     /// directory `dir`, in directory order, as the directory is read.
     pub fn scan(dir: &Path, mut f: impl FnMut(&str)) {
-        use nix::fcntl::OFlag;
-        // nix's iterator lends each name: no allocation per entry.
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let Ok(mut d) = nix::dir::Dir::open(dir, flags, nix::sys::stat::Mode::empty()) else { return };
-        for e in d.iter().flatten() {
-            let Some(id) = e.file_name().to_bytes().strip_suffix(b".json") else { continue };
+        use std::os::fd::AsFd;
+        let Ok(d) = super::safe::open_dir(dir) else { return };
+        super::safe::each_name(d.as_fd(), |name| {
+            let Some(id) = name.strip_suffix(b".json") else { return };
             if let Ok(id) = std::str::from_utf8(id) {
                 if super::valid_id(id) {
                     f(id);
                 }
             }
-        }
+        });
     }
 
     /// Removes (unless `dry_run`) every pointer whose runstate directory is

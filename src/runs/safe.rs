@@ -75,6 +75,44 @@ pub fn open_dir(path: &Path) -> nix::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Calls `f` with the name of each entry of the directory `fd` (`.` and
+/// `..` too) from its current offset on, which it moves to the end. Raw
+/// `getdents64` into a buffer the thread reuses: no allocation, no copy and
+/// no call per entry (a listing reads the registry and one directory a
+/// repository, thousands of names). An error ends the walk: the names seen
+/// so far stand.
+pub fn each_name(fd: BorrowedFd, mut f: impl FnMut(&[u8])) {
+    thread_local! {
+        /// Where `getdents64` writes a directory's entries.
+        static DENTS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let mut walk = |buf: &mut Vec<u8>| {
+        if buf.is_empty() {
+            buf.resize(32 * 1024, 0);
+        }
+        loop {
+            // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+            let n =
+                unsafe { nix::libc::syscall(nix::libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
+            let Some(n) = usize::try_from(n).ok().filter(|&n| n > 0 && n <= buf.len()) else { return };
+            // Records: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), then
+            // the name, NUL-terminated and padded to the record's length.
+            let mut at = 0;
+            while let Some(head) = buf[..n].get(at..at + 19) {
+                let len = usize::from(u16::from_ne_bytes([head[16], head[17]]));
+                let Some(name) = buf[..n].get(at + 19..at + len) else { return };
+                f(&name[..memchr::memchr(0, name).unwrap_or(name.len())]);
+                at += len;
+            }
+        }
+    };
+    // An `f` that walks another directory gets a buffer of its own.
+    DENTS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => walk(&mut buf),
+        Err(_) => walk(&mut Vec::new()),
+    })
+}
+
 /// Whether `rel` is a relative path of normal components only (no `..`,
 /// no root, not empty): the only shape opened beneath a directory.
 pub fn plain_relative(rel: &Path) -> bool {
