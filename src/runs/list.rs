@@ -1019,7 +1019,7 @@ fn streamed<R: Send>(
 /// the rare rows whose keys are equal are ordered by their whole ids; then
 /// each row is moved once. A full listing sorts every run after its reads,
 /// and comparing rows (a string behind each) was most of that.
-fn sort_by_activity<T>(rows: &mut Vec<T>, key: impl Fn(&T) -> (i64, &str)) {
+fn sort_by_activity<T>(rows: &mut [T], key: impl Fn(&T) -> (i64, &str)) {
     type Key = (u64, u64, u64, u64);
     let packed = |(activity, id): (i64, &str)| -> Key {
         let mut prefix = [0u8; 24];
@@ -1039,8 +1039,19 @@ fn sort_by_activity<T>(rows: &mut Vec<T>, key: impl Fn(&T) -> (i64, &str)) {
         }
         i = j;
     }
-    let mut slots: Vec<Option<T>> = rows.drain(..).map(Some).collect();
-    rows.extend(keys.iter().filter_map(|k| slots[k.1 as usize].take()));
+    // In place, a cycle at a time: position `k` takes the row at `keys[k].1`.
+    const PLACED: u32 = u32::MAX;
+    for start in 0..keys.len() {
+        let mut k = start;
+        while keys[k].1 != PLACED {
+            let from = keys[k].1 as usize;
+            keys[k].1 = PLACED;
+            if from != start {
+                rows.swap(k, from);
+            }
+            k = from;
+        }
+    }
 }
 
 /// Runs `f` over `items` on up to one thread per core (at most 8), each with
