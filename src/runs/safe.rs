@@ -320,6 +320,40 @@ mod tests {
     }
 
     #[test]
+    fn each_name_lists_every_entry_across_many_reads_and_nested_walks() {
+        // Long names, thousands of them: many 32 KiB reads of the kernel's records.
+        let d = tmp("names");
+        let long = "n".repeat(200);
+        let mut want: Vec<Vec<u8>> = (0..1500).map(|i| format!("{long}{i}").into_bytes()).collect();
+        for n in &want {
+            std::fs::write(d.join(std::str::from_utf8(n).unwrap()), b"").unwrap();
+        }
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::fs::write(d.join("sub/inner"), b"").unwrap();
+        want.extend([b".".to_vec(), b"..".to_vec(), b"sub".to_vec()]);
+        want.sort();
+        let dir = open_dir(&d).unwrap();
+        let (mut got, mut inner) = (Vec::new(), Vec::new());
+        each_name(dir.as_fd(), |n| {
+            // A walk inside a walk (its own buffer), once.
+            if n == b"sub" && inner.is_empty() {
+                let sub = open_dir(&d.join("sub")).unwrap();
+                each_name(sub.as_fd(), |m| inner.push(m.to_vec()));
+            }
+            got.push(n.to_vec());
+        });
+        got.sort();
+        inner.sort();
+        assert_eq!(got, want);
+        assert_eq!(inner, [b".".to_vec(), b"..".to_vec(), b"inner".to_vec()]);
+        // The offset is at the end: a second walk of the same descriptor sees nothing.
+        let mut again = 0;
+        each_name(dir.as_fd(), |_| again += 1);
+        assert_eq!(again, 0);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn only_regular_files_inside_the_directory_are_opened() {
         let d = tmp("open");
         std::fs::write(d.join("ok"), "x").unwrap();
