@@ -29,7 +29,7 @@ const STOP: [bool; 256] = {
 /// The index of the first byte at or after `i` that ends a plain string
 /// (a quote, a backslash, a control character); `None`: the text from `i`
 /// on is plain. Sixteen bytes at a time (SSE2, part of every x86-64),
-/// the last few too (see [`stop_at_16`]), or eight (elsewhere) while that
+/// the last few too (see `stop_at_16`), or eight (elsewhere) while that
 /// many are left, then a table look-up a byte: a listing reads and writes
 /// thousands of strings, most shorter than sixteen bytes.
 pub fn stop_at(b: &[u8], i: usize) -> Option<usize> {
