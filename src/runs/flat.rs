@@ -32,9 +32,21 @@ const STOP: [bool; 256] = {
 /// the last few too (see `stop_at_16`), or eight (elsewhere) while that
 /// many are left, then a table look-up a byte: a listing reads and writes
 /// thousands of strings, most shorter than sixteen bytes.
+#[inline]
 pub fn stop_at(b: &[u8], i: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
-    return stop_at_16(b, i);
+    {
+        // Most strings (keys, ids, states) end within sixteen bytes: one
+        // load here, inlined where it is asked, with no loop to set up.
+        match b.get(i..i + 16) {
+            // SAFETY: `chunk` is 16 bytes.
+            Some(chunk) => match unsafe { stops_16(chunk.as_ptr()) } {
+                0 => stop_at_16(b, i + 16),
+                m => Some(i + m.trailing_zeros() as usize),
+            },
+            None => stop_at_16(b, i),
+        }
+    }
     #[cfg(not(target_arch = "x86_64"))]
     {
         let i = match stop_at_8(b, i) {
@@ -191,18 +203,6 @@ impl<'a> Cur<'a> {
             return None;
         }
         let start = i + 1;
-        // Most strings (keys, ids, states) end within sixteen bytes: one
-        // load, with no loop to set up.
-        #[cfg(target_arch = "x86_64")]
-        let end = match b.get(start..start + 16) {
-            // SAFETY: `chunk` is 16 bytes.
-            Some(chunk) => match unsafe { stops_16(chunk.as_ptr()) } {
-                0 => stop_at(b, start + 16)?,
-                m => start + m.trailing_zeros() as usize,
-            },
-            None => stop_at(b, start)?,
-        };
-        #[cfg(not(target_arch = "x86_64"))]
         let end = stop_at(b, start)?;
         if b[end] != b'"' {
             return None;

@@ -34,6 +34,12 @@ pub fn is_terminal(state: &str) -> bool {
     matches!(state, "committed" | "halted" | "failed")
 }
 
+/// Whether a task with this last state and (`open`) an open input request
+/// waits for a person: the request counts only while the task is not done.
+pub fn waits(state: Option<&str>, open: bool) -> bool {
+    open && !state.is_some_and(is_terminal)
+}
+
 /// One journal line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -498,12 +504,6 @@ impl Journal {
     pub fn state(&self, task: &str) -> Option<&str> {
         self.tasks.get(task).and_then(|r| r.state.as_deref())
     }
-
-    /// Whether `task` waits for a person: its last state is not terminal
-    /// and it has an open input request.
-    pub fn needs_input(&self, task: &str) -> bool {
-        !self.state(task).is_some_and(is_terminal) && self.open.iter().any(|o| o.task == task)
-    }
 }
 
 /// What the views need of a folded journal: each task's last state, the
@@ -526,7 +526,7 @@ pub trait Fold {
     /// Whether `task` waits for a person: its last state is not terminal
     /// and it has an open input request.
     fn needs_input(&self, task: &str) -> bool {
-        !self.state(task).is_some_and(is_terminal) && self.has_open(task)
+        waits(self.state(task), self.has_open(task))
     }
 }
 

@@ -331,13 +331,6 @@ pub struct Plain<'a> {
     waves: Vec<Option<usize>>,
 }
 
-impl<'a> std::ops::Deref for Plain<'a> {
-    type Target = Plan<&'a str>;
-    fn deref(&self) -> &Plan<&'a str> {
-        &self.plan
-    }
-}
-
 impl<'a> Plan<&'a str> {
     /// The plan in `bytes`, its text borrowed, when it is plain (see
     /// [`super::flat`]) and valid; `None`: [`Plan::parse`] decides.
@@ -377,17 +370,18 @@ impl<S: AsRef<str>> View for Plan<S> {
     }
 }
 
+/// The plan's own answers, but for the waves it keeps.
 impl View for Plain<'_> {
     fn task_count(&self) -> usize {
-        self.plan.tasks.len()
+        View::task_count(&self.plan)
     }
 
     fn task_id(&self, i: usize) -> &str {
-        self.plan.tasks[i].id
+        View::task_id(&self.plan, i)
     }
 
     fn task_adapter(&self, i: usize) -> &str {
-        self.plan.tasks[i].adapter
+        View::task_adapter(&self.plan, i)
     }
 
     fn wave_indices(&self) -> std::borrow::Cow<'_, [Option<usize>]> {
@@ -569,9 +563,9 @@ mod tests {
                         (0..p.task_count()).map(|i| (p.task_id(i).to_string(), p.task_adapter(i).to_string())).collect();
                     (tasks, p.wave_indices().into_owned())
                 };
-                prop_assert_eq!(text(&*p), text(&owned));
+                prop_assert_eq!(text(&p.plan), text(&owned));
                 prop_assert_eq!(text(&p), text(&owned));
-                prop_assert_eq!(p.tasks.iter().map(|t| t.prompt).collect::<Vec<_>>(), owned.tasks.iter().map(|t| t.prompt.as_str()).collect::<Vec<_>>());
+                prop_assert_eq!(p.plan.tasks.iter().map(|t| t.prompt).collect::<Vec<_>>(), owned.tasks.iter().map(|t| t.prompt.as_str()).collect::<Vec<_>>());
             }
         }
 

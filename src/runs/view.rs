@@ -2,7 +2,7 @@
 //! `GET /runs/:runId` and `GET /runs/:runId/tasks/:tid` answer. One function
 //! per view, used by both, so the two can never disagree.
 
-use super::journal::{is_terminal, Fold, Journal};
+use super::journal::{is_terminal, waits, Fold, Journal};
 use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
 use super::safe::{self, Unreadable};
@@ -433,7 +433,7 @@ impl<'a> Parts<'a> {
         let j = self.journal;
         let view = |id: &'a str, adapter: Option<Adapter>| {
             let state = j.state(id);
-            TaskView { id, state, needs_input: !state.is_some_and(is_terminal) && j.has_open(id), adapter }
+            TaskView { id, state, needs_input: waits(state, j.has_open(id)), adapter }
         };
         let mut tasks: Vec<TaskView<'a>> = match self.plan {
             Some(p) => (0..p.task_count()).map(|i| view(p.task_id(i), adapter(p.task_adapter(i)))).collect(),
