@@ -45,7 +45,7 @@ use super::FastHash;
 use nix::fcntl::AtFlags;
 use nix::sys::stat::FileStat;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -224,18 +224,25 @@ impl Page {
     }
 }
 
-/// A directory opened once per listing (shared by its workers): its
-/// descriptor and, when asked for, its file names (so absent task logs are
-/// never probed), read once by whichever worker asks first.
+/// A runstate directory as one worker opened it: its own descriptor (see
+/// [`Worker::dir`]) and, when asked for, the directory's file names (so
+/// absent task logs are never probed), shared by the workers that opened
+/// the same directory and read once by whichever asks first.
 struct Dir {
     fd: OwnedFd,
-    /// Hashes of the names (32-bit: a collision only costs an `openat` that
-    /// finds nothing, which is handled as an absent file), sorted, looked up
-    /// by binary search; one allocation of the exact size, under 1 KiB for
-    /// a directory of up to 256 names (glibc tidies its whole free lists
-    /// before each larger one: thousands of small frees, a listing's worth).
-    names: std::sync::OnceLock<Box<[u32]>>,
+    names: Arc<Names>,
 }
+
+/// Hashes of a directory's names (32-bit: a collision only costs an
+/// `openat` that finds nothing, which is handled as an absent file), sorted,
+/// looked up by binary search; one allocation of the exact size, under 1 KiB
+/// for a directory of up to 256 names (glibc tidies its whole free lists
+/// before each larger one: thousands of small frees, a listing's worth).
+type Names = std::sync::OnceLock<Box<[u32]>>;
+
+/// The names of the directories a listing's workers opened, by path, with
+/// the device and inode each was found at.
+type Listed = HashMap<String, ((u64, u64), Arc<Names>), FastHash>;
 
 fn name_hash(name: &[u8]) -> u32 {
     use std::hash::{BuildHasher, Hasher};
@@ -440,16 +447,12 @@ struct State {
     /// drop, and the run ids registered then. Merged after the
     /// answer is out ([`ListCache::save_index`]) or by the next listing.
     pending: Vec<(Updates, Vec<Id>, Vec<Learnt>)>,
-    /// The directories listings opened, closed here once the answer is out:
-    /// closing a hundred directory descriptors took 1 to 2 ms of a listing.
-    spent: Vec<Dirs>,
 }
 
 impl State {
     /// Applies what listings learnt; entries of runs no longer registered
     /// are dropped.
     fn settle(&mut self) {
-        self.spent.clear();
         for (updates, mut ids, learnt) in std::mem::take(&mut self.pending) {
             // Sorted here, once the answer is out.
             ids.sort_unstable();
@@ -490,46 +493,19 @@ pub struct ListCache {
     state: Mutex<State>,
 }
 
-/// The directories a listing opened, by path, shared by its workers.
+/// The directories one worker opened, by path.
 type Dirs = HashMap<String, Arc<DirState>, FastHash>;
 
-/// The directory at `path`, opened once per listing: looked up in the
-/// worker's own table (no lock), then in the listing's.
-fn dir_in(dirs: &mut Dirs, shared: &Mutex<Dirs>, path: &str) -> Arc<DirState> {
-    // Looked up before inserting: most calls find it, and need no owned key.
-    if let Some(d) = dirs.get(path) {
-        return d.clone();
-    }
-    let d = {
-        let mut all = shared.lock().unwrap_or_else(|e| e.into_inner());
-        match all.get(path) {
-            Some(d) => d.clone(),
-            None => {
-                // Opened under the lock: the other workers would only wait for it.
-                let st = match safe::open_dir(Path::new(path)) {
-                    Ok(fd) => DirState::Open(Dir { fd, names: std::sync::OnceLock::new() }),
-                    Err(nix::errno::Errno::ENOENT) => DirState::Missing,
-                    Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
-                };
-                let d = Arc::new(st);
-                all.insert(path.to_string(), d.clone());
-                d
-            }
-        }
-    };
-    dirs.insert(path.to_string(), d.clone());
-    d
-}
-
-/// The directories every worker of a listing shares.
+/// What every worker of a listing shares: where the directories are (each
+/// worker opens its own, see [`Worker::dir`]) and what it gives back.
 #[derive(Clone, Copy)]
 struct Fds<'a> {
     /// `$HARNESS_HOME/runs`.
-    reg: Option<&'a OwnedFd>,
+    reg: &'a Path,
     /// `$HARNESS_HOME/journals`, when it exists.
-    links: Option<&'a OwnedFd>,
-    /// The runstate directories opened so far.
-    dirs: &'a Mutex<Dirs>,
+    links: Option<&'a Path>,
+    /// The names of the runstate directories listed so far.
+    listed: &'a Mutex<Listed>,
     /// The workers' inputs (see [`Later`]).
     learnt: &'a Mutex<Vec<Learnt>>,
 }
@@ -571,14 +547,17 @@ struct Full {
 /// A pointer read: what it says (or why it cannot be read), and its stamp.
 type Read = (Result<Packed, String>, Option<Stamp>);
 
-/// Per-thread state of one listing.
+/// Per-thread state of one listing. Its descriptors are its own, and
+/// dropped with it, in its thread.
 struct Worker<'a> {
-    reg_dir: Option<&'a OwnedFd>,
+    reg_dir: Option<OwnedFd>,
     /// `$HARNESS_HOME/journals`, when it exists.
-    links: Option<&'a OwnedFd>,
-    /// The runstate directories this worker used (shared with the others).
+    links: Option<OwnedFd>,
+    /// The runstate directories this worker opened.
     dirs: Dirs,
-    shared: &'a Mutex<Dirs>,
+    listed: &'a Mutex<Listed>,
+    /// Its thread has a descriptor table of its own.
+    private: bool,
     buf: Vec<u8>,
     /// The journal read, while the plan is read into `buf`.
     jbuf: Vec<u8>,
@@ -600,12 +579,31 @@ impl Drop for Worker<'_> {
         if let Some(slot) = all.get_mut(self.worker as usize) {
             *slot = std::mem::take(&mut self.learnt);
         }
+        drop(all);
+        if self.private {
+            // Left open in the thread's own table: the kernel closes them as the
+            // thread ends, once the listing's thread has been told it is done
+            // (closing a hundred directories took 1 to 2 ms of a listing).
+            let dirs = std::mem::take(&mut self.dirs).into_values().filter_map(Arc::into_inner);
+            let fds = dirs.filter_map(|d| match d {
+                DirState::Open(d) => Some(d.fd),
+                _ => None,
+            });
+            fds.chain(self.reg_dir.take()).chain(self.links.take()).for_each(|fd| {
+                let _ = fd.into_raw_fd();
+            });
+        }
     }
 }
 
 impl<'a> Worker<'a> {
-    fn new(fds: Fds<'a>, now_ns: i64) -> Worker<'a> {
-        let (reg_dir, links, shared) = (fds.reg, fds.links, fds.dirs);
+    /// A worker; `spawned`: on a thread spawned for it, which ends with it,
+    /// and gets a descriptor table of its own ([`safe::private_fd_table`]).
+    fn new(fds: Fds<'a>, now_ns: i64, spawned: bool) -> Worker<'a> {
+        // First: what it opens goes in its own table.
+        let private = spawned && safe::private_fd_table();
+        let reg_dir = safe::open_dir(fds.reg).ok();
+        let links = fds.links.and_then(|p| safe::open_dir(p).ok());
         // A slot for its inputs, taken now: its runs' entries name it.
         let worker = {
             let mut all = fds.learnt.lock().unwrap_or_else(|e| e.into_inner());
@@ -616,7 +614,8 @@ impl<'a> Worker<'a> {
             reg_dir,
             links,
             dirs: Dirs::default(),
-            shared,
+            listed: fds.listed,
+            private,
             buf: Vec::new(),
             jbuf: Vec::new(),
             name: String::new(),
@@ -628,14 +627,47 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// The directory at `path`, opened once by this worker: a worker's
+    /// descriptors are its own (in a table of its own when it can: opens and
+    /// closes in a shared one contend for its lock). Its names are shared
+    /// with the workers that found the same directory there.
     fn dir(&mut self, path: &str) -> Arc<DirState> {
-        dir_in(&mut self.dirs, self.shared, path)
+        // Looked up before inserting: most calls find it, and need no owned key.
+        if let Some(d) = self.dirs.get(path) {
+            return d.clone();
+        }
+        let st = match safe::open_dir(Path::new(path)) {
+            Ok(fd) => DirState::Open(Dir { names: self.names_of(path, &fd), fd }),
+            Err(nix::errno::Errno::ENOENT) => DirState::Missing,
+            Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
+        };
+        let d = Arc::new(st);
+        self.dirs.insert(path.to_string(), d.clone());
+        d
+    }
+
+    /// The names of the directory `fd`, opened at `path`: those of another
+    /// worker's when it found the same directory (device and inode) there.
+    fn names_of(&self, path: &str, fd: &OwnedFd) -> Arc<Names> {
+        let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) else { return Arc::default() };
+        let s = Stamp::of(&st);
+        let mut all = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        match all.get(path) {
+            Some((id, names)) if *id == (s.dev, s.ino) => names.clone(),
+            // Another directory there now: its names are not those.
+            Some(_) => Arc::default(),
+            None => {
+                let names = Arc::<Names>::default();
+                all.insert(path.to_string(), ((s.dev, s.ino), names.clone()));
+                names
+            }
+        }
     }
 
     /// Reads and checks the pointer of `id`; `None` when it is gone. Its
     /// stamp comes from the `fstat` that comes with the open.
     fn read_pointer(&mut self, id: &str) -> Option<Read> {
-        let reg_dir = self.reg_dir?;
+        let reg_dir = self.reg_dir.as_ref()?;
         self.name.clear();
         self.name.push_str(id);
         self.name.push_str(".json");
@@ -663,7 +695,7 @@ impl<'a> Worker<'a> {
     /// link when `use_link` and the run has one (two `stat`s, no read),
     /// else from the pointer's runstate directory.
     fn head(&mut self, id: &Id, cached: Option<&Cached>, stat_journal: bool, use_link: bool) -> Option<Head> {
-        let reg_dir = self.reg_dir?;
+        let reg_dir = self.reg_dir.as_ref()?;
         // A cached pointer costs one stat.
         if let Some(c) = cached {
             match stat_at(reg_dir, &cat(&[id, ".json"])) {
@@ -674,7 +706,7 @@ impl<'a> Worker<'a> {
                 _ => {}
             }
         }
-        if let (true, true, Some(links)) = (stat_journal, use_link, self.links) {
+        if let (true, true, Some(links)) = (stat_journal, use_link, &self.links) {
             match linked_head(reg_dir, links, id, &mut self.name) {
                 Linked::Head(h) => return Some(h),
                 Linked::Gone => return None,
@@ -988,7 +1020,7 @@ fn streamed<R: Send>(
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
     std::thread::scope(|s| {
         let work = || {
-            let mut w = Worker::new(fds, now_ns);
+            let mut w = Worker::new(fds, now_ns, true);
             let mut out = Vec::new();
             // The lock is held only to take a batch.
             loop {
@@ -1081,10 +1113,10 @@ fn par_map<T: Sync, R: Send + Sync>(
     };
     if workers <= 1 {
         // One chunk (or one core): no thread to start.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut Worker::new(fds, now_ns))));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut Worker::new(fds, now_ns, false))));
     } else {
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| work(&mut Worker::new(fds, now_ns)))).collect();
+            let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| work(&mut Worker::new(fds, now_ns, true)))).collect();
             handles.into_iter().for_each(|h| drop(h.join()));
         });
     }
@@ -1118,12 +1150,12 @@ impl ListCache {
             st.runs.clone()
         };
         let cached = |id: &str| snapshot.get(id).map(|c| &**c);
-        let reg_dir = safe::open_dir(&reg.dir).ok();
         // No journal links (a registry written before them): every head reads its pointer.
-        let links = safe::open_dir(&reg.links_dir()).ok();
-        let dirs = Mutex::new(Dirs::default());
+        let links = reg.links_dir();
+        let links = links.is_dir().then_some(links.as_path());
+        let listed = Mutex::new(Listed::default());
         let learnt = Mutex::new(Vec::new());
-        let fds = Fds { reg: reg_dir.as_ref(), links: links.as_ref(), dirs: &dirs, learnt: &learnt };
+        let fds = Fds { reg: &reg.dir, links, listed: &listed, learnt: &learnt };
         // Every run is read anyway when a status filter needs its status or
         // no limit cuts the page: then the journal's stamp comes with its read.
         let read_all = q.statuses.is_some() || q.limit.is_none();
@@ -1302,7 +1334,6 @@ impl ListCache {
         // Merged once the answer is out: a listing's own work ends here.
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.pending.push((updates, ids, learnt.into_inner().unwrap_or_else(|e| e.into_inner())));
-        st.spent.push(dirs.into_inner().unwrap_or_else(|e| e.into_inner()));
         drop(st);
 
         Page { items, total, next }
@@ -1566,6 +1597,55 @@ mod tests {
             super::sort_by_activity(&mut got, |r| (r.0, r.1.as_str()));
             proptest::prop_assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn a_listing_leaves_no_descriptor_open_in_its_callers_table() {
+        let home = std::env::temp_dir().join(format!("runwire-list-fds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let reg = Registry::at(&home);
+        // Runs in several repos, with plans and a task log: every kind of open.
+        for i in 0..40 {
+            let repo = home.join(format!("repo{}", i % 4));
+            let rs = repo.join("runstate");
+            std::fs::create_dir_all(&rs).unwrap();
+            let slug = format!("s{i}");
+            let new = super::super::registry::NewRun {
+                slug: slug.clone(),
+                repo_root: repo.display().to_string(),
+                ..Default::default()
+            };
+            reg.register(&new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap()).unwrap();
+            let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#;
+            std::fs::write(rs.join(format!("{slug}.plan.json")), plan).unwrap();
+            std::fs::write(rs.join(format!("{slug}.a.log")), "").unwrap();
+            let leased =
+                r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"leased"}"#;
+            std::fs::write(rs.join(format!("{slug}.jsonl")), format!("{leased}\n")).unwrap();
+        }
+        // On a thread with a table of its own: the other tests' opens and closes
+        // do not move its count. Its listings' workers share that table.
+        let counts = std::thread::spawn(move || {
+            assert!(safe::private_fd_table() || cfg!(not(target_os = "linux")));
+            let open = || std::fs::read_dir("/proc/thread-self/fd").unwrap().count();
+            let before = open();
+            let c = ListCache::default();
+            let mut after = Vec::new();
+            // The full listing (streamed, spawned workers), a counted page and a
+            // first page of one run (read on the calling thread).
+            for q in [Query::default(), Query::parse(Some("5"), None, Some("running"), None).unwrap()] {
+                assert!(!c.page(&reg, &q).items.is_empty());
+                after.push(open());
+            }
+            let q = Query::parse(Some("1"), None, None, None).unwrap();
+            assert_eq!(ListCache::default().page(&reg, &q).items.len(), 1);
+            after.push(open());
+            (before, after)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(counts.1, vec![counts.0; 3], "descriptors left open");
+        let _ = std::fs::remove_dir_all(&home);
     }
 
     #[test]
