@@ -558,6 +558,8 @@ struct Worker<'a> {
     listed: &'a Mutex<Listed>,
     /// Its thread has a descriptor table of its own.
     private: bool,
+    /// The files it read, closed together.
+    closer: safe::Closer,
     buf: Vec<u8>,
     /// The journal read, while the plan is read into `buf`.
     jbuf: Vec<u8>,
@@ -616,6 +618,7 @@ impl<'a> Worker<'a> {
             dirs: Dirs::default(),
             listed: fds.listed,
             private,
+            closer: safe::Closer::default(),
             buf: Vec::new(),
             jbuf: Vec::new(),
             name: String::new(),
@@ -637,7 +640,11 @@ impl<'a> Worker<'a> {
             return d.clone();
         }
         let st = match safe::open_dir(Path::new(path)) {
-            Ok(fd) => DirState::Open(Dir { names: self.names_of(path, &fd), fd }),
+            Ok(fd) => {
+                // Out of the way of the files it reads: see [`safe::moved_high`].
+                let fd = if self.private { safe::moved_high(fd) } else { fd };
+                DirState::Open(Dir { names: self.names_of(path, &fd), fd })
+            }
             Err(nix::errno::Errno::ENOENT) => DirState::Missing,
             Err(e) => DirState::Unreadable(format!("runstateDir {path}: {}", e.desc().to_lowercase())),
         };
@@ -674,9 +681,12 @@ impl<'a> Worker<'a> {
         let name = &self.name;
         let mut buf = std::mem::take(&mut self.buf);
         let mut pointer_stamp = None;
+        let closer = &mut self.closer;
         let read = safe::open_beneath(reg_dir.as_fd(), Path::new(name)).and_then(|(mut f, st)| {
             pointer_stamp = Some(Stamp::of(&st));
-            safe::read_capped(&mut f, &st, &mut buf, safe::MAX_POINTER, name)
+            let n = safe::read_capped(&mut f, &st, &mut buf, safe::MAX_POINTER, name);
+            closer.close(f);
+            n
         });
         let pointer = match read {
             Ok(n) => parse_packed(&buf[..n], id).map_err(|why| format!("{name}: {why}")),
@@ -829,10 +839,15 @@ impl<'a> Worker<'a> {
         let mut inputs = std::mem::take(&mut self.learnt.inputs);
         let first = inputs.ends.len();
         let mut activity_ns = pointer_stamp.map_or(0, |s| s.mtime_ns);
-        let read = |suffix: &str, cap: u64, buf: &mut Vec<u8>, inputs: &mut Inputs| {
+        let closer = &mut self.closer;
+        let mut read = |suffix: &str, cap: u64, buf: &mut Vec<u8>, inputs: &mut Inputs| {
             let name = inputs.start(&[f.slug, suffix]);
             let r = match safe::open_beneath(dir.fd.as_fd(), Path::new(name)) {
-                Ok((mut f, st)) => safe::read_capped(&mut f, &st, buf, cap, name).map(|n| Some((n, Stamp::of(&st)))),
+                Ok((mut f, st)) => {
+                    let n = safe::read_capped(&mut f, &st, buf, cap, name);
+                    closer.close(f);
+                    n.map(|n| Some((n, Stamp::of(&st))))
+                }
                 Err(e) if e.absent => Ok(None),
                 Err(e) => Err(e),
             };
