@@ -499,7 +499,7 @@ type Dirs = HashMap<String, Arc<DirState>, FastHash>;
 /// What every worker of a listing shares: where the directories are (each
 /// worker opens its own, see [`Worker::dir`]) and what it gives back.
 #[derive(Clone, Copy)]
-struct Fds<'a> {
+struct Shared<'a> {
     /// `$HARNESS_HOME/runs`.
     reg: &'a Path,
     /// `$HARNESS_HOME/journals`, when it exists.
@@ -601,7 +601,7 @@ impl Drop for Worker<'_> {
 impl<'a> Worker<'a> {
     /// A worker; `spawned`: on a thread spawned for it, which ends with it,
     /// and gets a descriptor table of its own ([`safe::private_fd_table`]).
-    fn new(fds: Fds<'a>, now_ns: i64, spawned: bool) -> Worker<'a> {
+    fn new(fds: Shared<'a>, now_ns: i64, spawned: bool) -> Worker<'a> {
         // First: what it opens goes in its own table.
         let private = spawned && safe::private_fd_table();
         let reg_dir = safe::open_dir(fds.reg).ok();
@@ -1024,7 +1024,7 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &Id, name: &mut String) -
 /// panics loses its results, never the others'.
 fn streamed<R: Send>(
     dir: &Path,
-    fds: Fds,
+    fds: Shared,
     now_ns: i64,
     f: impl Fn(&mut Worker, &Id) -> Option<R> + Sync,
 ) -> Vec<Vec<R>> {
@@ -1110,7 +1110,7 @@ fn sort_by_activity<T>(rows: &mut [T], key: impl Fn(&T) -> (i64, &str)) {
 /// others'.
 fn par_map<T: Sync, R: Send + Sync>(
     items: &[T],
-    fds: Fds,
+    fds: Shared,
     now_ns: i64,
     f: impl Fn(&mut Worker, &T) -> R + Sync,
 ) -> Vec<Option<R>> {
@@ -1170,7 +1170,7 @@ impl ListCache {
         let links = links.is_dir().then_some(links.as_path());
         let listed = Mutex::new(Listed::default());
         let learnt = Mutex::new(Vec::new());
-        let fds = Fds { reg: &reg.dir, links, listed: &listed, learnt: &learnt };
+        let fds = Shared { reg: &reg.dir, links, listed: &listed, learnt: &learnt };
         // Every run is read anyway when a status filter needs its status or
         // no limit cuts the page: then the journal's stamp comes with its read.
         let read_all = q.statuses.is_some() || q.limit.is_none();
