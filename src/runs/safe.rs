@@ -143,16 +143,17 @@ impl Drop for Closer {
     }
 }
 
-/// `fd` moved to a number in the upper half of what this process may open
-/// (above what a [`Closer`] batch of files takes), or as it was when there
-/// is no such number free. A thread with a table of its own that keeps its
-/// few long-lived descriptors there leaves the low numbers to its files,
-/// which then come in runs a [`Closer`] closes in one call.
+/// `fd` moved up, out of the way of the files a [`Closer`] closes in runs:
+/// to the lowest free number from 1024 (or from half of what this process
+/// may open, when that is less; not higher, as a table grows to its highest
+/// number), or left where it is when none is free. A thread with a table of
+/// its own that keeps its few long-lived descriptors there leaves the low
+/// numbers to its files, which then come in runs.
 pub fn moved_high(fd: OwnedFd) -> OwnedFd {
     static FLOOR: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
     let floor = *FLOOR.get_or_init(|| {
         let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(0, |(s, _)| s);
-        i32::try_from(soft / 2).unwrap_or(i32::MAX)
+        i32::try_from(soft / 2).unwrap_or(i32::MAX).min(1024)
     });
     if floor <= 4 * Closer::BATCH as i32 {
         return fd;
