@@ -86,10 +86,12 @@ pub fn open_dir(path: &Path) -> nix::Result<OwnedFd> {
 /// Closes nothing another thread can see: the kernel copies the table
 /// (below 3) first and closes in the copy; a table no other thread shares
 /// is this thread's alone already. For a thread spawned for the work and
-/// ending with it only: what it opens afterwards is valid in it alone (an
+/// ending with it only (crate-private for that reason: on a thread whose
+/// table is its own already, such as a lone main thread, it closes every
+/// descriptor from 3 up): what it opens afterwards is valid in it alone (an
 /// `OwnedFd` of it must be dropped by it), and what it leaves open is
 /// closed when it ends.
-pub fn private_fd_table() -> bool {
+pub(crate) fn private_fd_table() -> bool {
     // SAFETY: close_range takes integers and touches no memory of ours; see
     // above for why no descriptor in use elsewhere is closed.
     let r = unsafe { nix::libc::syscall(nix::libc::SYS_close_range, 3u32, u32::MAX, nix::libc::CLOSE_RANGE_UNSHARE) };
@@ -102,8 +104,8 @@ static NO_CLOSE_RANGE: AtomicBool = AtomicBool::new(false);
 
 /// Descriptors closed together, each run of consecutive numbers in one
 /// `close_range` call: here a syscall costs about as much as what a close
-/// does, and a listing closes 30,000 files (with a table of its own, see
-/// [`private_fd_table`], its files get consecutive numbers). It owns what it
+/// does, and a listing closes 30,000 files (a worker with a table of its
+/// own gets consecutive numbers for them). It owns what it
 /// holds: each range it closes holds only descriptors it was given, so
 /// nothing else is closed. What is left is closed when it is dropped.
 #[derive(Default)]
