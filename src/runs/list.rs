@@ -601,14 +601,14 @@ impl Drop for Worker<'_> {
 impl<'a> Worker<'a> {
     /// A worker; `spawned`: on a thread spawned for it, which ends with it,
     /// and gets a descriptor table of its own ([`safe::private_fd_table`]).
-    fn new(fds: Shared<'a>, now_ns: i64, spawned: bool) -> Worker<'a> {
+    fn new(shared: Shared<'a>, now_ns: i64, spawned: bool) -> Worker<'a> {
         // First: what it opens goes in its own table.
         let private = spawned && safe::private_fd_table();
-        let reg_dir = safe::open_dir(fds.reg).ok();
-        let links = fds.links.and_then(|p| safe::open_dir(p).ok());
+        let reg_dir = safe::open_dir(shared.reg).ok();
+        let links = shared.links.and_then(|p| safe::open_dir(p).ok());
         // A slot for its inputs, taken now: its runs' entries name it.
         let worker = {
-            let mut all = fds.learnt.lock().unwrap_or_else(|e| e.into_inner());
+            let mut all = shared.learnt.lock().unwrap_or_else(|e| e.into_inner());
             all.push(Learnt::default());
             (all.len() - 1) as u32
         };
@@ -616,7 +616,7 @@ impl<'a> Worker<'a> {
             reg_dir,
             links,
             dirs: Dirs::default(),
-            listed: fds.listed,
+            listed: shared.listed,
             private,
             closer: safe::Closer::default(),
             buf: Vec::new(),
@@ -625,7 +625,7 @@ impl<'a> Worker<'a> {
             text: Vec::new(),
             learnt: Learnt::default(),
             worker,
-            learnt_by: fds.learnt,
+            learnt_by: shared.learnt,
             now_ns,
         }
     }
@@ -1022,12 +1022,7 @@ fn linked_head(reg_dir: &OwnedFd, links: &OwnedFd, id: &Id, name: &mut String) -
 /// 8) that runs `f` on each. Returns what `f` gave, a vector a worker (not
 /// copied into one: fresh memory is dear, see [`Runs`]). A worker that
 /// panics loses its results, never the others'.
-fn streamed<R: Send>(
-    dir: &Path,
-    fds: Shared,
-    now_ns: i64,
-    f: impl Fn(&mut Worker, &Id) -> Option<R> + Sync,
-) -> Vec<Vec<R>> {
+fn streamed<R: Send>(shared: Shared, now_ns: i64, f: impl Fn(&mut Worker, &Id) -> Option<R> + Sync) -> Vec<Vec<R>> {
     // 60 ids: a batch's vector stays under 1 KiB (see `Dir::names`).
     const BATCH: usize = 60;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<Id>>();
@@ -1035,7 +1030,7 @@ fn streamed<R: Send>(
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
     std::thread::scope(|s| {
         let work = || {
-            let mut w = Worker::new(fds, now_ns, true);
+            let mut w = Worker::new(shared, now_ns, true);
             let mut out = Vec::new();
             // The lock is held only to take a batch.
             loop {
@@ -1046,7 +1041,7 @@ fn streamed<R: Send>(
         };
         let handles: Vec<_> = (0..workers).map(|_| s.spawn(work)).collect();
         let mut batch = Vec::with_capacity(BATCH);
-        Registry::scan(dir, |id| {
+        Registry::scan(shared.reg, |id| {
             batch.push(Id::from(id));
             if batch.len() == BATCH {
                 let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
@@ -1110,7 +1105,7 @@ fn sort_by_activity<T>(rows: &mut [T], key: impl Fn(&T) -> (i64, &str)) {
 /// others'.
 fn par_map<T: Sync, R: Send + Sync>(
     items: &[T],
-    fds: Shared,
+    shared: Shared,
     now_ns: i64,
     f: impl Fn(&mut Worker, &T) -> R + Sync,
 ) -> Vec<Option<R>> {
@@ -1128,10 +1123,12 @@ fn par_map<T: Sync, R: Send + Sync>(
     };
     if workers <= 1 {
         // One chunk (or one core): no thread to start.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut Worker::new(fds, now_ns, false))));
+        let _ =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut Worker::new(shared, now_ns, false))));
     } else {
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| work(&mut Worker::new(fds, now_ns, true)))).collect();
+            let handles: Vec<_> =
+                (0..workers).map(|_| s.spawn(|| work(&mut Worker::new(shared, now_ns, true)))).collect();
             handles.into_iter().for_each(|h| drop(h.join()));
         });
     }
@@ -1170,7 +1167,7 @@ impl ListCache {
         let links = links.is_dir().then_some(links.as_path());
         let listed = Mutex::new(Listed::default());
         let learnt = Mutex::new(Vec::new());
-        let fds = Shared { reg: &reg.dir, links, listed: &listed, learnt: &learnt };
+        let shared = Shared { reg: &reg.dir, links, listed: &listed, learnt: &learnt };
         // Every run is read anyway when a status filter needs its status or
         // no limit cuts the page: then the journal's stamp comes with its read.
         let read_all = q.statuses.is_some() || q.limit.is_none();
@@ -1191,7 +1188,7 @@ impl ListCache {
             // A page of a filtered listing needs every run's status but only its own
             // runs' summaries: those are made once the page is cut.
             let want_summary = q.limit.is_none();
-            let runs = streamed(&reg.dir, fds, now_ns, |w, id| {
+            let runs = streamed(shared, now_ns, |w, id| {
                 let h = w.head(id, cached(id), false, false)?;
                 if !repo_ok(&h) {
                     return Some(Err(h.id));
@@ -1238,7 +1235,7 @@ impl ListCache {
             // The page's runs counted without their summary are read again, now whole
             // (a few files each), and placed where they were counted.
             let todo: Vec<usize> = (0..found.len()).filter(|&i| found[i].2.is_none()).collect();
-            let got = par_map(&todo, fds, now_ns, |w, &i| {
+            let got = par_map(&todo, shared, now_ns, |w, &i| {
                 let h = w.head(&found[i].1, None, false, false)?;
                 w.full(&h, None, true)
             });
@@ -1257,17 +1254,17 @@ impl ListCache {
             let use_link = q.repo.is_none();
             let head = |w: &mut Worker, id: &Id| w.head(id, cached(id), true, use_link);
             let mut heads: Vec<Head>;
-            if use_link && fds.links.is_some() {
+            if use_link && shared.links.is_some() {
                 // Two stats a run: reading the registry is a good part of the
                 // work, so the stats start while it goes on.
-                let parts = streamed(&reg.dir, fds, now_ns, head);
+                let parts = streamed(shared, now_ns, head);
                 heads = Vec::with_capacity(parts.iter().map(Vec::len).sum());
                 parts.into_iter().for_each(|p| heads.extend(p));
                 // Taken from the heads at the end (see below).
                 ids = Vec::new();
             } else {
                 ids = reg.ids().into_iter().map(Id::from).collect();
-                heads = par_map(&ids, fds, now_ns, |w, id| head(w, id)).into_iter().flatten().flatten().collect();
+                heads = par_map(&ids, shared, now_ns, |w, id| head(w, id)).into_iter().flatten().flatten().collect();
             }
             heads.retain(|h| repo_ok(h));
             // Only the runs read: a page's few (not a slot for each of thousands).
@@ -1297,7 +1294,7 @@ impl ListCache {
                 if todo.is_empty() {
                     break (order, all, has_more);
                 }
-                let got = par_map(&todo, fds, now_ns, |w, &i| w.full(&heads[i], cached(&heads[i].id), true));
+                let got = par_map(&todo, shared, now_ns, |w, &i| w.full(&heads[i], cached(&heads[i].id), true));
                 let mut moved = false;
                 for (&i, f) in todo.iter().zip(got) {
                     match f.flatten() {
@@ -1639,7 +1636,7 @@ mod tests {
             std::fs::write(rs.join(format!("{slug}.jsonl")), format!("{leased}\n")).unwrap();
         }
         // On a thread with a table of its own: the other tests' opens and closes
-        // do not move its count. Its listings' workers share that table.
+        // do not move its count. The listings' workers are spawned from it.
         let counts = std::thread::spawn(move || {
             assert!(safe::private_fd_table() || cfg!(not(target_os = "linux")));
             let open = || std::fs::read_dir("/proc/thread-self/fd").unwrap().count();
