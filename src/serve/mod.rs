@@ -94,6 +94,10 @@ pub struct Args {
     /// replays a bundled recorded Claude run (demo mode).
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<Adapter>,
+    /// Try approvals, questions, steer and Stop with no agent installed: each thread holds an
+    /// interactive session with runwire's built-in demo agent (it accepts any prompt, runs nothing).
+    #[arg(long, conflicts_with_all = ["agent", "replay", "agent_cmd"])]
+    pub demo: bool,
     /// The wrapper to start instead of wrappers/AGENT.sh (same contract). With --interactive, the
     /// agent itself instead of `$RUNWIRE_<AGENT>_BIN` or its usual name (the protocol's flags are
     /// appended, as runwire-session does: claude's stream-json flags, codex `app-server`, cursor `acp`).
@@ -327,7 +331,8 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     }
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let adapter = args.agent.unwrap_or(Adapter::Claude);
-    if args.interactive {
+    let interactive = args.interactive || args.demo;
+    if interactive {
         // The same checks runwire-session makes (nothing is started here).
         crate::session::launch::launch(interactive::agent_kind(adapter), &interactive::launch_options(args))
             .map_err(StartError::Usage)?;
@@ -364,8 +369,14 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             .unwrap_or(DEFAULT_STREAM_BUFFER)
             .max(1024),
         evidence: args.evidence.clone(),
-        interactive: args.interactive,
-        engine: if args.interactive { args.agent_cmd.clone() } else { None },
+        interactive,
+        engine: if args.demo {
+            Some(std::env::current_exe().map_err(|e| StartError::Io(format!("--demo: this executable's path: {e}")))?)
+        } else if args.interactive {
+            args.agent_cmd.clone()
+        } else {
+            None
+        },
         permission_mode: args.permission_mode.clone(),
         grant_all: args.grant_all,
         plan_exit_mode: args.plan_exit_mode.clone(),
@@ -438,6 +449,10 @@ pub fn main(args: Args) -> ExitCode {
 /// Serves until SIGINT or SIGTERM; `out` gets the `listening on` line.
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     let mut cfg = configure(args)?;
+    if args.demo {
+        // Before any thread exists: the agents this server starts inherit it.
+        std::env::set_var(crate::demo::ENV, "1");
+    }
     if let (Source::Agent { cmd: Err(why) }, false) = (&cfg.source, cfg.interactive) {
         cli::report(BIN, format!("warning: {why}; every run will fail"));
     }
@@ -468,6 +483,10 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         .map_err(|e| StartError::Io(format!("stdout: {e}")))?;
     // For people: what this server does, and where an AG-UI client should post (stdout stays one parsable line).
     let what = match (&cfg.source, args.agent.is_some()) {
+        _ if args.demo => format!(
+            "demo: each thread holds an interactive session with runwire's built-in demo agent (it asks to run a command, then a question; try Approve, Deny, a steer and Stop; unanswered requests denied after {} s)",
+            cfg.answer_timeout.as_secs()
+        ),
         (Source::Replay { .. }, false) => "demo: each run replays a recorded Claude Code run".to_string(),
         (Source::Replay { .. }, true) => {
             format!("each run replays {}", args.replay.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
