@@ -567,6 +567,16 @@ fn a_feed_log_of_one_300_mb_line_is_skipped_with_an_error_never_read_whole() {
     assert!(peak < 128 * MIB, "server peak RSS {} MiB", peak / MIB);
     let said = std::fs::read_to_string(&errs).unwrap();
     assert!(said.lines().any(|l| l.starts_with("runwire-serve: ") && l.contains("events.log")), "{said}");
+    drop(srv);
+    // `runs watch` reads the same log the same way.
+    let o = runs(&home).args(["watch", "--no-follow", "--since", "0"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Vec<Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["runId"], "r-good");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("runs: ") && err.contains("events.log") && err.contains("(skipped)"), "{err}");
     let _ = std::fs::remove_dir_all(&base);
 }
 
@@ -587,6 +597,10 @@ fn a_feed_log_that_is_not_a_regular_file_is_refused_never_read() {
             assert!(v["error"].as_str().is_some_and(|e| e.contains("not a regular file")), "{what}: {v}");
         }
         assert_eq!(get(srv.port, "/runs").0, 200, "{what}: the server still answers");
+        let o = runs(&home).args(["watch", "--no-follow", "--since", "0"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{what}: an I/O error");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("runs: ") && err.contains("not a regular file"), "{what}: {err}");
     };
     refused("a symlink to /dev/zero");
     // A FIFO: opening it to read would wait for a writer forever.

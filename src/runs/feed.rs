@@ -1154,6 +1154,110 @@ mod tests {
     }
 
     #[test]
+    fn a_record_too_big_for_an_event_becomes_a_reference_to_it() {
+        let h = home("big");
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let (id, files) = register(&h, "b");
+        let small =
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:01.000Z","actor":"runner","task":"a","state":"leased"}"#;
+        let big = format!(
+            r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:02.000Z","actor":"claude","task":"a","input":"requested","request":"r1","kind":"question","detail":"{}"}}"#,
+            "y".repeat(MAX_EVENT)
+        );
+        std::fs::write(files.journal(), format!("{small}\n{big}\n")).unwrap();
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let log = std::fs::read(Paths::at(&h).log).unwrap();
+        assert!(log.split(|b| *b == b'\n').all(|l| l.len() < MAX_EVENT), "every line under the bound");
+        let evs: Vec<Value> = events(&h, 0).into_iter().map(|e| e.1).collect();
+        assert_eq!(evs.len(), 3);
+        assert!(evs[1].get("ref").is_none() && evs[1].get("omitted").is_none(), "a small record is copied whole");
+        let r = &evs[2];
+        assert_eq!((r["type"].as_str(), r["runId"].as_str()), (Some("needs_input"), Some(id.as_str())));
+        assert_eq!(
+            (r["request"].as_str(), r["kind"].as_str(), r["status"].as_str()),
+            (Some("r1"), Some("question"), Some("needs_input"))
+        );
+        assert_eq!(r["omitted"], serde_json::json!(["detail"]));
+        let (off, len) = (r["ref"]["offset"].as_u64().unwrap() as usize, r["ref"]["length"].as_u64().unwrap() as usize);
+        let journal = std::fs::read(files.journal()).unwrap();
+        assert_eq!(&journal[off..off + len], big.as_bytes());
+        assert_eq!(r["src"][1].as_u64(), Some((off + len + 1) as u64));
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_skipped_and_a_log_that_is_not_a_file_refused() {
+        let h = home("long");
+        let paths = Paths::at(&h);
+        std::fs::create_dir_all(&paths.dir).unwrap();
+        let ev = r#"{"type":"run","runId":"r"}"#;
+        // Over the bound by a little and by many buffers, then one torn at the end.
+        let long1 = "z".repeat(MAX_EVENT);
+        let long2 = "z".repeat(5 * MAX_EVENT + 7);
+        std::fs::write(&paths.log, format!("{ev}\n{long1}\n{ev}\n{long2}\n{ev}\n{long1}")).unwrap();
+        let mut got = Vec::new();
+        let mut c = Cursor::new(&paths, 0);
+        c.read(|id, l| {
+            got.push(match l {
+                Line::Event(l) => (id, Ok(l.to_vec())),
+                Line::TooLong(n) => (id, Err(n)),
+            })
+        })
+        .unwrap();
+        let e = ev.len() as u64 + 1;
+        let (l1, l2) = (long1.len() as u64, long2.len() as u64);
+        let at2 = e + l1 + 1 + e;
+        assert_eq!(
+            got,
+            [
+                (e, Ok(ev.as_bytes().to_vec())),
+                (e + l1 + 1, Err(l1)),
+                (at2, Ok(ev.as_bytes().to_vec())),
+                (at2 + l2 + 1, Err(l2)),
+                (at2 + l2 + 1 + e, Ok(ev.as_bytes().to_vec())),
+            ]
+        );
+        assert_eq!(c.pos, at2 + l2 + 1 + e, "the torn tail is not passed");
+        // A writer cuts the torn tail (and replays through the long lines).
+        let cut = Extender::new(&h).extend(Scope::All).unwrap();
+        assert_eq!(cut, at2 + l2 + 1 + e);
+
+        std::fs::remove_file(&paths.log).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &paths.log).unwrap();
+        let e = Cursor::new(&paths, 0).read(|_, _| panic!("nothing is read")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file (a character device)"), "{e}");
+        assert!(Extender::new(&h).extend(Scope::All).unwrap_err().to_string().contains("not a regular file"));
+        assert_eq!(end(&paths), 0);
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
+    fn a_journal_that_is_not_a_file_is_reported_once() {
+        let h = home("devzero");
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let (id, files) = register(&h, "z");
+        std::fs::remove_file(files.journal()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", files.journal()).unwrap();
+        let mut x = Extender::new(&h);
+        x.extend(Scope::All).unwrap();
+        let reports = x.take_reports();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(
+            reports[0].starts_with(&format!("run {id}: z.jsonl: ")) && reports[0].contains("refused"),
+            "{reports:?}"
+        );
+        x.extend(Scope::All).unwrap();
+        assert!(x.take_reports().is_empty(), "said once");
+        // A FIFO: another reason, said again; opening it never waits for a writer.
+        std::fs::remove_file(files.journal()).unwrap();
+        nix::unistd::mkfifo(&files.journal(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        x.extend(Scope::All).unwrap();
+        let reports = x.take_reports();
+        assert!(reports.len() == 1 && reports[0].contains("regular file"), "{reports:?}");
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
     fn with_id_puts_the_id_first() {
         assert_eq!(with_id(br#"{"a":1}"#, 42), br#"{"id":42,"a":1}"#);
         assert_eq!(with_id(b"{}", 7), br#"{"id":7}"#);
