@@ -245,20 +245,25 @@ impl Server {
 
     /// Opens the feed; returns the status code and the connection (past its head).
     fn open(&self, path: &str, headers: &str) -> (u16, Sse) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(WAIT)).unwrap();
-        write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}\r\n").unwrap();
-        let mut sse = Sse { s, buf: Vec::new() };
-        let head = loop {
-            if let Some(i) = sse.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&sse.buf[..i]).into_owned();
-                sse.buf.drain(..i + 4);
-                break head;
-            }
-            assert!(sse.fill(), "the connection closed before the head");
-        };
-        (head.split(' ').nth(1).unwrap().parse().unwrap(), sse)
+        open(self.port, path, headers)
     }
+}
+
+/// Opens the feed at `port`; returns the status code and the connection (past its head).
+fn open(port: u16, path: &str, headers: &str) -> (u16, Sse) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}\r\n").unwrap();
+    let mut sse = Sse { s, buf: Vec::new() };
+    let head = loop {
+        if let Some(i) = sse.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&sse.buf[..i]).into_owned();
+            sse.buf.drain(..i + 4);
+            break head;
+        }
+        assert!(sse.fill(), "the connection closed before the head");
+    };
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), sse)
 }
 
 struct Sse {
@@ -276,7 +281,7 @@ struct Frame {
 
 impl Sse {
     fn fill(&mut self) -> bool {
-        let mut chunk = [0u8; 8192];
+        let mut chunk = [0u8; 64 * 1024];
         match self.s.read(&mut chunk) {
             Ok(0) | Err(_) => false,
             Ok(n) => {
@@ -288,8 +293,11 @@ impl Sse {
 
     /// The next frame that is not a comment; `None` at the end.
     fn frame(&mut self) -> Option<Frame> {
+        // Where the search for the frame's end goes on (a big frame arrives in many reads).
+        let mut from = 0;
         loop {
-            while let Some(i) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            while let Some(i) = memchr::memmem::find(&self.buf[from..], b"\n\n").map(|i| i + from) {
+                from = 0;
                 let text = String::from_utf8(self.buf.drain(..i + 2).collect()).unwrap();
                 let mut f = Frame { event: "message".into(), id: None, data: String::new() };
                 for l in text.lines() {
@@ -305,6 +313,7 @@ impl Sse {
                     return Some(f);
                 }
             }
+            from = self.buf.len().saturating_sub(1);
             if !self.fill() {
                 return None;
             }
@@ -429,5 +438,182 @@ fn get_runs_events_is_behind_the_token_and_the_host_check() {
     s.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 403");
     assert_eq!(srv.open("/runs/events", "Origin: http://evil.example\r\n").0, 403);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A `/proc/<pid>/status` figure in bytes (`VmHWM`: the peak RSS; `VmRSS`: now).
+fn vm(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb = s.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':')).unwrap_or_else(|| panic!("no {field}"));
+    kb.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap() * 1024
+}
+
+/// One plain `GET` over HTTP/1.0: the status and the body.
+fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let i = memchr::memmem::find(&raw, b"\r\n\r\n").expect("a response head");
+    let code = String::from_utf8_lossy(&raw[..i]).split(' ').nth(1).unwrap().parse().unwrap();
+    (code, raw[i + 4..].to_vec())
+}
+
+/// The server with its stderr in `home/../stderr`.
+fn serve_logging(home: &Path, limit_kb: Option<u64>) -> (support::Serve, PathBuf) {
+    let errs = home.parent().unwrap().join("stderr");
+    let exe = env!("CARGO_BIN_EXE_runwire-serve");
+    let mut cmd = match limit_kb {
+        // An address-space limit, so a server that reads without bound dies instead of taking the machine.
+        Some(kb) => {
+            let mut c = Command::new("sh");
+            c.args(["-c", &format!("ulimit -v {kb} && exec \"$0\" \"$@\""), exe]);
+            c
+        }
+        None => Command::new(exe),
+    };
+    cmd.env("HARNESS_HOME", home).env("RUNWIRE_KEEPALIVE_MS", "200").stderr(std::fs::File::create(&errs).unwrap());
+    (support::Serve::spawn(cmd), errs)
+}
+
+const MIB: u64 = 1024 * 1024;
+
+#[test]
+fn a_hundred_feed_clients_get_an_8_mb_record_as_one_small_shared_reference() {
+    let base = tmp("big");
+    let home = base.join("home");
+    let (run, journal) = register(&home, &base, "big", "alpha");
+    let srv = Server::start(&home, &[]);
+    let pid = srv.child.id();
+    let mut clients: Vec<Sse> = (0..100)
+        .map(|_| {
+            let (code, mut s) = srv.open("/runs/events", "");
+            assert_eq!(code, 200);
+            s.ready();
+            s
+        })
+        .collect();
+    // One 8 MB journal record (an agent can write its own journal).
+    let before = std::fs::metadata(&journal).map(|m| m.len()).unwrap_or(0);
+    let rec = format!(
+        r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:01.000Z","actor":"agent","task":"a","state":"leased","detail":"{}"}}"#,
+        "x".repeat(8 * MIB as usize)
+    );
+    append(&journal, &rec);
+    let events: Vec<Value> = std::thread::scope(|s| {
+        let hs: Vec<_> = clients.iter_mut().map(|c| s.spawn(move || c.event())).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let peak = vm(pid, "VmHWM");
+    eprintln!("100 feed clients, one 8 MB record: server peak RSS {} MiB", peak / MIB);
+    for ev in &events {
+        assert_eq!((ev["type"].as_str(), ev["runId"].as_str()), (Some("task"), Some(run.as_str())));
+        assert_eq!((ev["task"].as_str(), ev["state"].as_str()), (Some("a"), Some("leased")), "short fields are kept");
+        assert!(ev.get("detail").is_none(), "the long field is left out");
+        assert_eq!(ev["omitted"], serde_json::json!(["detail"]));
+        assert_eq!(ev["ref"], serde_json::json!({"offset": before, "length": rec.len()}), "{}", ev["ref"]);
+    }
+    assert!(events.iter().all(|e| e == &events[0]));
+    assert!(peak < 128 * MIB, "server peak RSS {} MiB with 100 feed clients and an 8 MB record", peak / MIB);
+    // Whoever needs the record reads it where the reference says.
+    let (code, body) = get(srv.port, &format!("/runs/{run}/journal?offset={before}&length={}", rec.len()));
+    assert_eq!(code, 200);
+    assert!(body == rec.as_bytes(), "the record itself ({} bytes)", body.len());
+    for bad in [format!("offset={}&length=10", before + 1), format!("offset={before}&length=10"), "offset=x".into()] {
+        let (code, body) = get(srv.port, &format!("/runs/{run}/journal?{bad}"));
+        assert!(code == 400 || code == 409, "{bad}: {code}");
+        assert!(serde_json::from_slice::<Value>(&body).unwrap()["error"].is_string());
+    }
+    drop(clients);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_feed_log_of_one_300_mb_line_is_skipped_with_an_error_never_read_whole() {
+    let base = tmp("longline");
+    let home = base.join("home");
+    std::fs::create_dir_all(home.join("feed")).unwrap();
+    let log = home.join("feed/events.log");
+    // A 300 MB line (sparse: quick to make), then one good event.
+    let long = 300 * MIB;
+    let f = std::fs::File::create(&log).unwrap();
+    f.set_len(long).unwrap();
+    drop(f);
+    let good = r#"{"type":"run","runId":"r-good","status":"running","ts":"2026-01-01T00:00:00.000Z"}"#;
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(format!("\n{good}\n").as_bytes()).unwrap();
+    drop(f);
+    let end = long + 1 + good.len() as u64 + 1;
+    let (srv, errs) = serve_logging(&home, Some(4 << 20));
+    let pid = srv.child.id();
+    let mut feeds = Vec::new();
+    for _ in 0..4 {
+        let (code, mut feed) = open(srv.port, "/runs/events?since=0", "");
+        assert_eq!(code, 200);
+        let skipped = feed.frame().expect("a skipped frame");
+        assert_eq!(skipped.event, "skipped", "{skipped:?}");
+        assert_eq!(skipped.id.as_deref(), Some((long + 1).to_string().as_str()));
+        let v: Value = serde_json::from_str(&skipped.data).unwrap();
+        assert_eq!(v["size"], long);
+        let ev = feed.event();
+        assert_eq!((ev["runId"].as_str(), ev["id"].as_u64()), (Some("r-good"), Some(end)));
+        assert_eq!(feed.ready(), end.to_string());
+        feeds.push(feed);
+    }
+    assert_eq!(get(srv.port, "/runs").0, 200, "the server still answers");
+    let peak = vm(pid, "VmHWM");
+    eprintln!("4 clients on a 300 MB-line feed log: server peak RSS {} MiB", peak / MIB);
+    assert!(peak < 128 * MIB, "server peak RSS {} MiB", peak / MIB);
+    let said = std::fs::read_to_string(&errs).unwrap();
+    assert!(said.lines().any(|l| l.starts_with("runwire-serve: ") && l.contains("events.log")), "{said}");
+    drop(srv);
+    // `runs watch` reads the same log the same way.
+    let o = runs(&home).args(["watch", "--no-follow", "--since", "0"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Vec<Value> =
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["runId"], "r-good");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("runs: ") && err.contains("events.log") && err.contains("(skipped)"), "{err}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_feed_log_that_is_not_a_regular_file_is_refused_never_read() {
+    let base = tmp("devzero");
+    let home = base.join("home");
+    std::fs::create_dir_all(home.join("feed")).unwrap();
+    let log = home.join("feed/events.log");
+    std::os::unix::fs::symlink("/dev/zero", &log).unwrap();
+    let (srv, errs) = serve_logging(&home, Some(4 << 20));
+    let pid = srv.child.id();
+    let refused = |what: &str| {
+        for _ in 0..3 {
+            let (code, body) = get(srv.port, "/runs/events?since=0");
+            let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+            assert_eq!(code, 503, "{what}: {v}");
+            assert!(v["error"].as_str().is_some_and(|e| e.contains("not a regular file")), "{what}: {v}");
+        }
+        assert_eq!(get(srv.port, "/runs").0, 200, "{what}: the server still answers");
+        let o = runs(&home).args(["watch", "--no-follow", "--since", "0"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{what}: an I/O error");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("runs: ") && err.contains("not a regular file"), "{what}: {err}");
+    };
+    refused("a symlink to /dev/zero");
+    // A FIFO: opening it to read would wait for a writer forever.
+    std::fs::remove_file(&log).unwrap();
+    let st = Command::new("mkfifo").arg(&log).status().unwrap();
+    assert!(st.success());
+    refused("a FIFO");
+    let peak = vm(pid, "VmHWM");
+    assert!(peak < 64 * MIB, "server peak RSS {} MiB", peak / MIB);
+    let said = std::fs::read_to_string(&errs).unwrap();
+    assert!(
+        said.lines().any(|l| l.starts_with("runwire-serve: ") && l.contains("events.log: not a regular file")),
+        "{said}"
+    );
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -42,6 +42,16 @@ fn is_end(status: &str) -> bool {
     matches!(status, "done" | "failed")
 }
 
+/// The most bytes one event's line takes, its newline included: feed events
+/// are small by construction. An event that would be larger (a record with a
+/// long `detail`: an agent can write its own journal) is written as a
+/// reference instead ([`push_event`]); a longer line in the log (written by
+/// something else, or corrupt) is skipped by readers, never read whole.
+pub const MAX_EVENT: usize = 64 * 1024;
+/// In a reference event, the most bytes (as JSON) a field's value keeps;
+/// longer values are left out and named in `omitted`.
+const MAX_FIELD: usize = 1024;
+
 const STATE_VERSION: &str = "runwire-feed-state/v1";
 /// How much log may follow the checkpoint before it is written again.
 const CHECKPOINT_EVERY: u64 = 256 * 1024;
@@ -137,6 +147,9 @@ pub struct Extender {
     loaded: bool,
     checkpointed: u64,
     tallies: HashMap<PathBuf, Tally>,
+    /// Runs whose journal could not be read, and why (said once).
+    noted: HashMap<String, String>,
+    reports: Vec<String>,
 }
 
 fn lock(paths: &Paths) -> io::Result<nix::fcntl::Flock<std::fs::File>> {
@@ -156,12 +169,40 @@ fn lines(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, usize)> + '_
     })
 }
 
-fn read_from(path: &Path, from: u64) -> io::Result<Vec<u8>> {
-    let mut f = std::fs::File::open(path)?;
-    f.seek(SeekFrom::Start(from))?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf)?;
-    Ok(buf)
+/// What a file that is not regular is, for the error naming it.
+fn kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+/// Refuses a feed log that is not a regular file (a symlink to `/dev/zero`,
+/// a FIFO): it would never end, or never answer.
+fn regular(f: std::fs::File) -> io::Result<std::fs::File> {
+    let ft = f.metadata()?.file_type();
+    if ft.is_file() {
+        Ok(f)
+    } else {
+        Err(io::Error::other(format!("events.log: not a regular file ({})", kind(ft))))
+    }
+}
+
+/// Opens the feed log to read: never blocking (a FIFO), a regular file only.
+fn open_log(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
+    regular(f)
 }
 
 impl Extender {
@@ -173,6 +214,8 @@ impl Extender {
             loaded: false,
             checkpointed: 0,
             tallies: HashMap::new(),
+            noted: HashMap::new(),
+            reports: Vec::new(),
         }
     }
 
@@ -185,7 +228,12 @@ impl Extender {
     /// everything resumes).
     pub fn extend(&mut self, scope: Scope) -> io::Result<u64> {
         let _lock = lock(&self.paths)?;
-        let mut log = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&self.paths.log)?;
+        let mut log = {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut o = std::fs::OpenOptions::new();
+            o.create(true).read(true).append(true).custom_flags(nix::libc::O_NONBLOCK);
+            regular(o.open(&self.paths.log)?)?
+        };
         let mut len = log.metadata()?.len();
         let fresh = !self.loaded && !self.paths.state.exists() && len == 0;
         if !self.loaded {
@@ -235,22 +283,22 @@ impl Extender {
     /// reader has taken it, they stop at the last newline). Returns the
     /// log's length after.
     fn replay(&mut self, log: &std::fs::File, len: u64) -> io::Result<u64> {
-        let from = self.state.log_len;
-        let bytes = read_from(&self.paths.log, from)?;
-        let mut end = 0;
-        for (s, e) in lines(&bytes, 0) {
-            end = e;
-            let Ok(v) = serde_json::from_slice::<Value>(&bytes[s..e]) else { continue };
+        // Read as any reader does: a buffer at a time, lines over the bound skipped.
+        let mut cursor = Cursor::on(log.try_clone()?, self.state.log_len);
+        let runs = &mut self.state.runs;
+        while cursor.read_some(|_, line| {
+            let Line::Event(line) = line else { return };
+            let Ok(v) = serde_json::from_slice::<Value>(line) else { return };
             let (Some(id), Some(src)) =
                 (v.get("runId").and_then(Value::as_str), v.get("src").and_then(Value::as_array))
             else {
-                continue;
+                return;
             };
             if let (Some(ino), Some(off)) = (src.first().and_then(Value::as_u64), src.get(1).and_then(Value::as_u64)) {
-                self.state.runs.insert(id.to_string(), Track { ino, off });
+                runs.insert(id.to_string(), Track { ino, off });
             }
-        }
-        let whole = from + end as u64;
+        })? {}
+        let whole = cursor.pos;
         if whole < len {
             log.set_len(whole)?;
         }
@@ -287,10 +335,11 @@ impl Extender {
         }
         // Read like every reader of a run (`super::safe`): inside the run's directory, regular files, bounded.
         let (mut loaded, bytes) = view::load_raw(p);
+        self.note(&loaded);
         let off = (track.off as usize).min(bytes.len());
         if news {
             let summary = self.summary(&loaded);
-            push_event(out, "created", &loaded.pointer.created, summary, None, None, [ino, 0]);
+            push_event(out, "created", &loaded.pointer.created, summary, None, None, [ino, 0], None);
         }
         loaded.journal = Journal::parse(&bytes[..off]);
         let mut previous = loaded.status();
@@ -314,10 +363,36 @@ impl Extender {
             };
             let summary = self.summary(&loaded);
             let ts = rec.get("ts").and_then(Value::as_str).unwrap_or_default().to_string();
-            push_event(out, ty, &ts, summary, Some(rec), Some(previous), [ino, e as u64]);
+            let span = (s as u64, (e - s - 1) as u64);
+            push_event(out, ty, &ts, summary, Some(rec), Some(previous), [ino, e as u64], Some(span));
             previous = status;
         }
         self.state.runs.insert(loaded.pointer.run_id.clone(), track);
+    }
+
+    /// Keeps a report of a journal that could not be read (not a regular
+    /// file, over its bound): skipped, and said once per run and reason.
+    fn note(&mut self, l: &Loaded) {
+        let id = &l.pointer.run_id;
+        match &l.problem {
+            Some(view::Problem::Unreadable(why)) => {
+                if self.noted.get(id) != Some(why) {
+                    if self.noted.len() >= MAX_TALLIES {
+                        self.noted.clear();
+                    }
+                    self.noted.insert(id.clone(), why.clone());
+                    self.reports.push(format!("run {id}: {why} (its records are skipped)"));
+                }
+            }
+            _ => {
+                self.noted.remove(id);
+            }
+        }
+    }
+
+    /// What went wrong since the last call, for the caller to report.
+    pub fn take_reports(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.reports)
     }
 
     /// The run's summary (as `GET /runs` gives it) with the cost and tokens
@@ -416,6 +491,29 @@ const RECORD_FIELDS: [&str; 14] = [
     "at",
 ];
 
+/// Bytes of `v` as JSON, counted, not written.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl Write for Count {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// Appends one event line. An event over [`MAX_EVENT`] becomes a reference:
+/// each field whose value is over [`MAX_FIELD`] is left out and named in
+/// `omitted`, and `ref` (`offset`, `length`) says where its record lies in
+/// the run's journal, for whoever needs the whole of it. What is left is a
+/// few dozen fields of at most 1 KiB each: under the bound whatever the record.
+#[allow(clippy::too_many_arguments)] // one event's parts, each needed once
 fn push_event(
     out: &mut Vec<u8>,
     ty: &str,
@@ -424,6 +522,7 @@ fn push_event(
     rec: Option<Map<String, Value>>,
     previous: Option<&str>,
     src: [u64; 2],
+    span: Option<(u64, u64)>,
 ) {
     let mut ev = summary;
     if let Some(rec) = rec {
@@ -441,8 +540,32 @@ fn push_event(
         ev.insert("previous".into(), p.into());
     }
     ev.insert("src".into(), Value::from(src.to_vec()));
+    let at = out.len();
+    if serde_json::to_writer(&mut *out, &ev).is_err() {
+        out.truncate(at);
+        return;
+    }
+    if out.len() - at < MAX_EVENT {
+        out.push(b'\n');
+        return;
+    }
+    out.truncate(at);
+    let mut omitted = Vec::new();
+    ev.retain(|k, v| {
+        let keep = json_len(v) <= MAX_FIELD;
+        if !keep {
+            omitted.push(Value::from(k.as_str()));
+        }
+        keep
+    });
+    ev.insert("omitted".into(), Value::from(omitted));
+    if let Some((offset, length)) = span {
+        ev.insert("ref".into(), serde_json::json!({"offset": offset, "length": length}));
+    }
     if serde_json::to_writer(&mut *out, &ev).is_ok() {
         out.push(b'\n');
+    } else {
+        out.truncate(at);
     }
 }
 
@@ -462,7 +585,7 @@ pub fn with_id(line: &[u8], id: u64) -> Vec<u8> {
 
 /// The log's end as of now: the id past its last whole event (0 without a log).
 pub fn end(paths: &Paths) -> u64 {
-    let Ok(mut f) = std::fs::File::open(&paths.log) else { return 0 };
+    let Ok(mut f) = open_log(&paths.log) else { return 0 };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut at = len;
     // Whole events are written in one write; a torn tail is at most one event long.
@@ -486,7 +609,10 @@ pub fn check_since(paths: &Paths, since: u64) -> Result<(), String> {
         return Ok(());
     }
     let bad = |why: &str| format!("{since} is not an event id of this feed ({why})");
-    let mut f = std::fs::File::open(&paths.log).map_err(|_| bad("the feed log does not exist"))?;
+    let mut f = open_log(&paths.log).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => bad("the feed log does not exist"),
+        _ => bad(&e.to_string()),
+    })?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     if since > len {
         return Err(bad(&format!("the log is {len} bytes")));
@@ -499,68 +625,98 @@ pub fn check_since(paths: &Paths, since: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads the log on from an id: whole events only.
+/// One line of the log, as a [`Cursor`] hands it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A whole event, without its newline.
+    Event(&'a [u8]),
+    /// A line over [`MAX_EVENT`] (not written by a feed writer: corrupt, or
+    /// from elsewhere), skipped unread: its length, newline excluded.
+    TooLong(u64),
+}
+
+/// Reads the log on from an id: whole lines only, a buffer at a time, so
+/// memory is bounded whatever the log holds.
 pub struct Cursor {
     file: Option<std::fs::File>,
     path: PathBuf,
-    /// The id of the last event handed out (where the next read starts).
+    /// The id of the last line handed out (where the next read starts).
     pub pos: u64,
+    /// Inside a line over the bound: how far its end has been looked for.
+    long: Option<u64>,
     buf: Vec<u8>,
 }
 
 impl Cursor {
     pub fn new(paths: &Paths, since: u64) -> Cursor {
-        Cursor { file: None, path: paths.log.clone(), pos: since, buf: Vec::new() }
+        Cursor { file: None, path: paths.log.clone(), pos: since, long: None, buf: Vec::new() }
     }
 
-    /// Calls `f(id, line)` for each whole event past `pos`, in order.
-    pub fn read(&mut self, mut f: impl FnMut(u64, &[u8])) -> io::Result<()> {
+    /// A cursor on a log already open.
+    fn on(file: std::fs::File, since: u64) -> Cursor {
+        Cursor { file: Some(file), path: PathBuf::new(), pos: since, long: None, buf: Vec::new() }
+    }
+
+    /// Calls `f(id, line)` for each whole line past `pos`, in order, until
+    /// the end of the log.
+    pub fn read(&mut self, mut f: impl FnMut(u64, Line)) -> io::Result<()> {
+        while self.read_some(&mut f)? {}
+        Ok(())
+    }
+
+    /// Reads one buffer ([`MAX_EVENT`] bytes) on: calls `f(id, line)` for
+    /// each whole line in it; returns whether there may be more to read.
+    /// A log that is not a regular file is an error, never read.
+    pub fn read_some(&mut self, mut f: impl FnMut(u64, Line)) -> io::Result<bool> {
         if self.file.is_none() {
-            match std::fs::File::open(&self.path) {
+            match open_log(&self.path) {
                 Ok(file) => self.file = Some(file),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
                 Err(e) => return Err(e),
             }
         }
-        let Some(file) = self.file.as_mut() else { return Ok(()) };
+        let Some(file) = self.file.as_ref() else { return Ok(false) };
         use std::os::unix::fs::FileExt;
-        loop {
-            self.buf.resize(64 * 1024, 0);
-            let n = loop {
-                match file.read_at(&mut self.buf, self.pos) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    r => break r?,
-                }
-            };
-            if n == 0 {
-                return Ok(());
+        self.buf.resize(MAX_EVENT, 0);
+        let at = self.long.unwrap_or(self.pos);
+        let n = loop {
+            match file.read_at(&mut self.buf, at) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => break r?,
             }
-            let chunk = &self.buf[..n];
-            let Some(last) = memchr::memrchr(b'\n', chunk) else {
-                if n < self.buf.len() {
-                    return Ok(()); // a line still being written
+        };
+        if n == 0 {
+            return Ok(false);
+        }
+        let full = n == self.buf.len();
+        let chunk = &self.buf[..n];
+        if self.long.is_some() {
+            // Looking for the end of a line too long to read: its bytes are not kept.
+            match memchr::memchr(b'\n', chunk) {
+                Some(i) => {
+                    let end = at + i as u64 + 1;
+                    f(end, Line::TooLong(end - 1 - self.pos));
+                    self.pos = end;
+                    self.long = None;
+                    return Ok(true);
                 }
-                // One event longer than the buffer: read it whole.
-                let mut line = Vec::new();
-                let mut r = std::io::BufReader::new(&*file);
-                r.seek(SeekFrom::Start(self.pos))?;
-                std::io::BufRead::read_until(&mut r, b'\n', &mut line)?;
-                if line.last() != Some(&b'\n') {
-                    return Ok(());
+                None => {
+                    self.long = Some(at + n as u64);
+                    return Ok(full);
                 }
-                self.pos += line.len() as u64;
-                f(self.pos, &line[..line.len() - 1]);
-                continue;
-            };
-            let base = self.pos;
-            for (s, e) in lines(&chunk[..=last], 0) {
-                f(base + e as u64, &chunk[s..e - 1]);
-            }
-            self.pos = base + last as u64 + 1;
-            if n < self.buf.len() {
-                return Ok(());
             }
         }
+        let mut start = 0;
+        for i in memchr::memchr_iter(b'\n', chunk) {
+            f(self.pos + i as u64 + 1, Line::Event(&chunk[start..i]));
+            start = i + 1;
+        }
+        self.pos += start as u64;
+        if start == 0 && full {
+            // A whole buffer and no newline: longer than any event.
+            self.long = Some(at + n as u64);
+        }
+        Ok(full)
     }
 }
 
@@ -626,6 +782,15 @@ impl Filter {
     }
 }
 
+/// The report of a skipped line: `<log>: …`.
+pub fn too_long(log: &Path, id: u64, len: u64) -> String {
+    format!(
+        "{}: the line ending at {id} is {len} bytes, over the {} KiB an event takes (skipped)",
+        log.display(),
+        MAX_EVENT / 1024
+    )
+}
+
 /// Why [`follow`] stopped.
 #[derive(Debug)]
 pub enum FollowError {
@@ -661,18 +826,25 @@ pub fn follow(
     let since = since.unwrap_or(end);
     check_since(x.paths(), since).map_err(FollowError::Usage)?;
     let mut cursor = Cursor::new(x.paths(), since);
-    let mut pass = |cursor: &mut Cursor| -> io::Result<()> {
+    let log = x.paths().log.clone();
+    let mut pass = |cursor: &mut Cursor, x: &mut Extender| -> io::Result<()> {
+        for r in x.take_reports() {
+            crate::cli::report("runs", format!("feed: {r}"));
+        }
         let mut failed = None;
-        cursor.read(|id, line| {
-            if failed.is_none() && filter.matches(line) {
-                if let Err(e) = emit(&with_id(line, id)) {
-                    failed = Some(e);
+        cursor.read(|id, line| match line {
+            Line::Event(line) => {
+                if failed.is_none() && filter.matches(line) {
+                    if let Err(e) = emit(&with_id(line, id)) {
+                        failed = Some(e);
+                    }
                 }
             }
+            Line::TooLong(n) => crate::cli::report("runs", too_long(&log, id, n)),
         })?;
         failed.map_or(Ok(()), Err)
     };
-    pass(&mut cursor)?;
+    pass(&mut cursor, &mut x)?;
     let Some(w) = watcher.as_mut() else { return Ok(()) };
     loop {
         let ch = w.wait(None)?;
@@ -681,7 +853,7 @@ pub fn follow(
         } else if !ch.runs.is_empty() {
             x.extend(Scope::Runs(&ch.runs))?;
         }
-        pass(&mut cursor)?;
+        pass(&mut cursor, &mut x)?;
     }
 }
 
@@ -887,7 +1059,12 @@ mod tests {
     fn events(home: &Path, since: u64) -> Vec<(u64, Value)> {
         let mut c = Cursor::new(&Paths::at(home), since);
         let mut v = Vec::new();
-        c.read(|id, l| v.push((id, serde_json::from_slice(l).unwrap()))).unwrap();
+        c.read(|id, l| {
+            if let Line::Event(l) = l {
+                v.push((id, serde_json::from_slice(l).unwrap()))
+            }
+        })
+        .unwrap();
         v
     }
 
@@ -971,8 +1148,112 @@ mod tests {
         let f = Filter { types: vec!["needs_input".into()], ..Default::default() };
         let mut c = Cursor::new(&Paths::at(&h), 0);
         let mut n = 0;
-        c.read(|_, l| n += usize::from(f.matches(l))).unwrap();
+        c.read(|_, l| n += usize::from(matches!(l, Line::Event(l) if f.matches(l)))).unwrap();
         assert_eq!(n, 1);
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
+    fn a_record_too_big_for_an_event_becomes_a_reference_to_it() {
+        let h = home("big");
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let (id, files) = register(&h, "b");
+        let small =
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:01.000Z","actor":"runner","task":"a","state":"leased"}"#;
+        let big = format!(
+            r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:02.000Z","actor":"claude","task":"a","input":"requested","request":"r1","kind":"question","detail":"{}"}}"#,
+            "y".repeat(MAX_EVENT)
+        );
+        std::fs::write(files.journal(), format!("{small}\n{big}\n")).unwrap();
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let log = std::fs::read(Paths::at(&h).log).unwrap();
+        assert!(log.split(|b| *b == b'\n').all(|l| l.len() < MAX_EVENT), "every line under the bound");
+        let evs: Vec<Value> = events(&h, 0).into_iter().map(|e| e.1).collect();
+        assert_eq!(evs.len(), 3);
+        assert!(evs[1].get("ref").is_none() && evs[1].get("omitted").is_none(), "a small record is copied whole");
+        let r = &evs[2];
+        assert_eq!((r["type"].as_str(), r["runId"].as_str()), (Some("needs_input"), Some(id.as_str())));
+        assert_eq!(
+            (r["request"].as_str(), r["kind"].as_str(), r["status"].as_str()),
+            (Some("r1"), Some("question"), Some("needs_input"))
+        );
+        assert_eq!(r["omitted"], serde_json::json!(["detail"]));
+        let (off, len) = (r["ref"]["offset"].as_u64().unwrap() as usize, r["ref"]["length"].as_u64().unwrap() as usize);
+        let journal = std::fs::read(files.journal()).unwrap();
+        assert_eq!(&journal[off..off + len], big.as_bytes());
+        assert_eq!(r["src"][1].as_u64(), Some((off + len + 1) as u64));
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
+    fn a_line_over_the_bound_is_skipped_and_a_log_that_is_not_a_file_refused() {
+        let h = home("long");
+        let paths = Paths::at(&h);
+        std::fs::create_dir_all(&paths.dir).unwrap();
+        let ev = r#"{"type":"run","runId":"r"}"#;
+        // Over the bound by a little and by many buffers, then one torn at the end.
+        let long1 = "z".repeat(MAX_EVENT);
+        let long2 = "z".repeat(5 * MAX_EVENT + 7);
+        std::fs::write(&paths.log, format!("{ev}\n{long1}\n{ev}\n{long2}\n{ev}\n{long1}")).unwrap();
+        let mut got = Vec::new();
+        let mut c = Cursor::new(&paths, 0);
+        c.read(|id, l| {
+            got.push(match l {
+                Line::Event(l) => (id, Ok(l.to_vec())),
+                Line::TooLong(n) => (id, Err(n)),
+            })
+        })
+        .unwrap();
+        let e = ev.len() as u64 + 1;
+        let (l1, l2) = (long1.len() as u64, long2.len() as u64);
+        let at2 = e + l1 + 1 + e;
+        assert_eq!(
+            got,
+            [
+                (e, Ok(ev.as_bytes().to_vec())),
+                (e + l1 + 1, Err(l1)),
+                (at2, Ok(ev.as_bytes().to_vec())),
+                (at2 + l2 + 1, Err(l2)),
+                (at2 + l2 + 1 + e, Ok(ev.as_bytes().to_vec())),
+            ]
+        );
+        assert_eq!(c.pos, at2 + l2 + 1 + e, "the torn tail is not passed");
+        // A writer cuts the torn tail (and replays through the long lines).
+        let cut = Extender::new(&h).extend(Scope::All).unwrap();
+        assert_eq!(cut, at2 + l2 + 1 + e);
+
+        std::fs::remove_file(&paths.log).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &paths.log).unwrap();
+        let e = Cursor::new(&paths, 0).read(|_, _| panic!("nothing is read")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file (a character device)"), "{e}");
+        assert!(Extender::new(&h).extend(Scope::All).unwrap_err().to_string().contains("not a regular file"));
+        assert_eq!(end(&paths), 0);
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    #[test]
+    fn a_journal_that_is_not_a_file_is_reported_once() {
+        let h = home("devzero");
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let (id, files) = register(&h, "z");
+        std::fs::remove_file(files.journal()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", files.journal()).unwrap();
+        let mut x = Extender::new(&h);
+        x.extend(Scope::All).unwrap();
+        let reports = x.take_reports();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(
+            reports[0].starts_with(&format!("run {id}: z.jsonl: ")) && reports[0].contains("refused"),
+            "{reports:?}"
+        );
+        x.extend(Scope::All).unwrap();
+        assert!(x.take_reports().is_empty(), "said once");
+        // A FIFO: another reason, said again; opening it never waits for a writer.
+        std::fs::remove_file(files.journal()).unwrap();
+        nix::unistd::mkfifo(&files.journal(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        x.extend(Scope::All).unwrap();
+        let reports = x.take_reports();
+        assert!(reports.len() == 1 && reports[0].contains("regular file"), "{reports:?}");
         let _ = std::fs::remove_dir_all(&h);
     }
 

@@ -2,33 +2,110 @@
 //! the same events `runs watch` prints (`runs::feed`), each with `id:` = its
 //! event id, so a client that reconnects with `Last-Event-ID` (or
 //! `?since=`) gets exactly what it missed, also across a server restart.
+//! And `GET /runs/:runId/journal?offset=&length=`: the record a reference
+//! event points to (an event is at most `MAX_EVENT` bytes; a bigger one
+//! leaves its long fields in the journal).
 //!
 //! One thread per server follows the journals ([`Watcher`]), extends the feed
-//! log and wakes the connections ([`FeedHub`]); each connection reads the log
-//! from its own position, at its own pace (a slow client only falls behind
-//! in the file: nothing is buffered for it).
+//! log, reads each new event once and frames it once ([`Frame`]), keeps the
+//! recent frames in a bounded ring and wakes the connections ([`FeedHub`]).
+//! Every connection at the live edge sends those shared frames (one copy of
+//! an event however many watch); one that is behind the ring (a resume from
+//! far back, or a slow client) reads the log on its own, a buffer at a time,
+//! at its own pace, never holding the others.
 //!
 //! [`Watcher`]: crate::runs::feed::Watcher
 
 use super::http::{respond_error, Close, Progress, Request};
 use super::Shared;
-use crate::runs::feed::{self, Cursor, Extender, Filter, Paths, Scope, Watcher};
-use std::io::{self, Write};
+use crate::runs::feed::{self, Cursor, Extender, Filter, Line, Paths, Scope, Watcher};
+use std::collections::{BTreeSet, VecDeque};
+use std::io::{self, IoSlice, Write};
 use std::net::TcpStream;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often an idle connection looks at its client, the clock and shutdown.
 const TICK: Duration = Duration::from_millis(500);
+/// Most bytes of recent frames the hub keeps for the connections (at least one frame).
+const RING_BYTES: usize = 4 * 1024 * 1024;
+/// Most frames a connection takes from the ring at once.
+const TAKE: usize = 256;
+/// Most skipped lines remembered as already reported.
+const MAX_REPORTED: usize = 1024;
 
-/// The server's feed follower: the log's generation, bumped on every growth.
+/// One line of the log as every connection sends it: framed once.
+pub struct Frame {
+    /// Where its line starts in the log (the id before it).
+    from: u64,
+    id: u64,
+    /// The SSE frame.
+    bytes: Box<[u8]>,
+    /// The event (`{"id":N,…}`) within `bytes`, for filters; `None` for a
+    /// skipped line, which every client is told of (its id moves theirs on).
+    json: Option<Range<usize>>,
+}
+
+impl Frame {
+    fn of(from: u64, id: u64, line: Line) -> Frame {
+        let sid = id.to_string();
+        match line {
+            Line::Event(line) => {
+                let json = feed::with_id(line, id);
+                let f = crate::sse::frame(None, Some(&sid), &String::from_utf8_lossy(&json));
+                // `id: N\ndata: {json}\n\n`
+                let range = "id: ".len() + sid.len() + "\ndata: ".len()..f.len() - "\n\n".len();
+                Frame { from, id, json: Some(range), bytes: f.into_bytes().into_boxed_slice() }
+            }
+            Line::TooLong(len) => {
+                let data = serde_json::json!({
+                    "type": "skipped", "id": id, "from": from, "size": len, "error": "line_too_long",
+                    "message": format!("a line of {len} bytes, over the {} KiB an event takes, was skipped", feed::MAX_EVENT / 1024),
+                });
+                let f = crate::sse::frame(Some("skipped"), Some(&sid), &data.to_string());
+                Frame { from, id, json: None, bytes: f.into_bytes().into_boxed_slice() }
+            }
+        }
+    }
+
+    fn passes(&self, filter: &Filter) -> bool {
+        self.json.as_ref().map_or(true, |r| filter.matches(&self.bytes[r.clone()]))
+    }
+}
+
+/// The recent frames, in log order: `start` is the id before the first.
+struct Ring {
+    start: u64,
+    frames: VecDeque<Arc<Frame>>,
+    bytes: usize,
+}
+
+impl Ring {
+    fn push(&mut self, f: Frame) {
+        self.bytes += f.bytes.len();
+        self.frames.push_back(Arc::new(f));
+        while self.bytes > RING_BYTES && self.frames.len() > 1 {
+            if let Some(old) = self.frames.pop_front() {
+                self.bytes -= old.bytes.len();
+                self.start = old.id;
+            }
+        }
+    }
+}
+
+/// The server's feed follower: the shared frames and their generation,
+/// bumped on every growth.
 pub struct FeedHub {
     gen: Mutex<u64>,
     cv: Condvar,
     paths: Paths,
     /// The log's length once the follower had caught up at start.
     start_end: u64,
+    ring: Mutex<Ring>,
+    /// Skipped lines already reported on stderr (each is said once).
+    reported: Mutex<BTreeSet<u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -41,11 +118,19 @@ impl FeedHub {
         let mut watcher = Watcher::new(home)?;
         let mut x = Extender::new(home);
         let start_end = x.extend(Scope::All)?;
-        let hub = Arc::new(FeedHub { gen: Mutex::new(0), cv: Condvar::new(), paths: x.paths().clone(), start_end });
+        let hub = Arc::new(FeedHub {
+            gen: Mutex::new(0),
+            cv: Condvar::new(),
+            paths: x.paths().clone(),
+            start_end,
+            ring: Mutex::new(Ring { start: start_end, frames: VecDeque::new(), bytes: 0 }),
+            reported: Mutex::new(BTreeSet::new()),
+        });
+        hub.report_extender(&mut x);
         let h = hub.clone();
+        let mut reader = Cursor::new(&hub.paths, start_end);
         // Connections are woken only when the log grew (a busy task log in a
         // watched directory wakes this thread, not them).
-        let mut end = start_end;
         std::thread::Builder::new().name("feed".into()).spawn(move || loop {
             let ch = match watcher.wait(None) {
                 Ok(ch) => ch,
@@ -55,24 +140,77 @@ impl FeedHub {
                 }
             };
             let extended = if ch.all {
-                x.extend(Scope::All)
+                x.extend(Scope::All).map(drop)
             } else if !ch.runs.is_empty() {
-                x.extend(Scope::Runs(&ch.runs))
+                x.extend(Scope::Runs(&ch.runs)).map(drop)
             } else {
-                Ok(end)
+                Ok(())
             };
-            // Another writer's append (a `runs watch`) shows as the log's growth.
-            let extended = extended.map(|e| if ch.feed { e.max(feed::end(&h.paths)) } else { e });
-            match extended {
-                Ok(e) if e != end => {
-                    end = e;
-                    h.bump();
-                }
-                Ok(_) => {}
-                Err(e) => crate::cli::report(super::BIN, format!("feed: {}: {e}", x.paths().log.display())),
+            if let Err(e) = extended {
+                crate::cli::report(super::BIN, format!("feed: {}: {e}", x.paths().log.display()));
+            }
+            h.report_extender(&mut x);
+            // What this process appended, and any other writer's (a `runs watch`).
+            if let Err(e) = h.read_new(&mut reader) {
+                crate::cli::report(super::BIN, format!("feed: {}: {e}", h.paths.log.display()));
             }
         })?;
         Ok(hub)
+    }
+
+    fn report_extender(&self, x: &mut Extender) {
+        for r in x.take_reports() {
+            crate::cli::report(super::BIN, format!("feed: {r}"));
+        }
+    }
+
+    /// Frames every new line once, into the ring, waking the connections
+    /// after each buffer's worth.
+    fn read_new(&self, reader: &mut Cursor) -> io::Result<()> {
+        loop {
+            let mut from = reader.pos;
+            let mut frames = Vec::new();
+            let more = reader.read_some(|id, line| {
+                self.skipped(id, line);
+                frames.push(Frame::of(from, id, line));
+                from = id;
+            })?;
+            if !frames.is_empty() {
+                let mut ring = lock(&self.ring);
+                for f in frames {
+                    ring.push(f);
+                }
+                drop(ring);
+                self.bump();
+            }
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reports a skipped line on stderr, once per line.
+    fn skipped(&self, id: u64, line: Line) {
+        let Line::TooLong(len) = line else { return };
+        let mut seen = lock(&self.reported);
+        if seen.len() >= MAX_REPORTED {
+            seen.clear();
+        }
+        if seen.insert(id) {
+            crate::cli::report(super::BIN, feed::too_long(&self.paths.log, id, len));
+        }
+    }
+
+    /// The shared frames from `pos` on (at most [`TAKE`]): `None` when `pos`
+    /// is before the ring (read the log instead), else whether they reach its end.
+    fn take(&self, pos: u64, into: &mut Vec<Arc<Frame>>) -> Option<bool> {
+        let ring = lock(&self.ring);
+        if pos < ring.start {
+            return None;
+        }
+        let i = ring.frames.partition_point(|f| f.from < pos);
+        into.extend(ring.frames.range(i..).take(TAKE).cloned());
+        Some(ring.frames.len() - i <= TAKE)
     }
 
     fn bump(&self) {
@@ -136,7 +274,9 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
     let hub = match shared.feed() {
         Ok(h) => h,
         Err(e) => {
-            respond_error(stream, 503, cors, &format!("the change feed is not available: {e}"));
+            let m = format!("the change feed is not available: {e}");
+            crate::cli::report(super::BIN, &m);
+            respond_error(stream, 503, cors, &m);
             return Close::Linger;
         }
     };
@@ -153,7 +293,12 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
     if stream.write_all(head.as_bytes()).is_err() {
         return Close::Now;
     }
-    let _ = pump(shared, &hub, stream, req.http11, &filter, Cursor::new(&hub.paths, since));
+    if let Err(e) = pump(shared, &hub, stream, req.http11, &filter, since) {
+        // A log that became unreadable under a connection (replaced by a FIFO, say) is said; a client gone is not.
+        if e.kind() == io::ErrorKind::Other {
+            crate::cli::report(super::BIN, format!("feed: {}: {e}", hub.paths.log.display()));
+        }
+    }
     Close::Now
 }
 
@@ -176,15 +321,70 @@ fn client_gone(stream: &TcpStream) -> bool {
     gone || stream.set_nonblocking(false).is_err()
 }
 
+/// Writes shared frames that pass the filter without copying them (one
+/// `writev` of chunk heads and frames), checking that the client takes them.
+fn write_shared(
+    progress: &mut Progress,
+    stream: &mut TcpStream,
+    chunked: bool,
+    frames: &[Arc<Frame>],
+    filter: &Filter,
+) -> io::Result<()> {
+    let frames: Vec<&Frame> = frames.iter().map(|f| &**f).filter(|f| f.passes(filter)).collect();
+    let heads: Vec<String> =
+        if chunked { frames.iter().map(|f| format!("{:x}\r\n", f.bytes.len())).collect() } else { Vec::new() };
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(frames.len() * 3);
+    for (i, f) in frames.iter().enumerate() {
+        if let Some(h) = heads.get(i) {
+            parts.push(h.as_bytes());
+        }
+        parts.push(&f.bytes);
+        if chunked {
+            parts.push(b"\r\n");
+        }
+    }
+    // The next part to write, and how much of it is written.
+    let (mut next, mut done) = (0, 0);
+    while next < parts.len() {
+        let slices: Vec<IoSlice> = std::iter::once(&parts[next][done..])
+            .chain(parts[next + 1..].iter().copied())
+            .take(64)
+            .map(IoSlice::new)
+            .collect();
+        match stream.write_vectored(&slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(mut n) => {
+                progress.wrote(n);
+                while next < parts.len() && n >= parts[next].len() - done {
+                    n -= parts[next].len() - done;
+                    next += 1;
+                    done = 0;
+                }
+                done += n;
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        progress.check(stream, next < parts.len())?;
+    }
+    Ok(())
+}
+
 fn pump(
     shared: &Shared,
     hub: &FeedHub,
     stream: &mut TcpStream,
     chunked: bool,
     filter: &Filter,
-    mut cursor: Cursor,
+    since: u64,
 ) -> io::Result<()> {
+    // This connection's own writing: frames read back from the log, `ready`, keep-alives.
     let mut out = Vec::new();
+    let mut taken = Vec::new();
+    // Reading back what the ring no longer (or never) held: from the log, a buffer at a time.
+    let mut behind: Option<Cursor> = None;
+    let mut pos = since;
     // Writes wake every 100 ms; a client that takes nothing for the write timeout is let go.
     stream.set_write_timeout(Some(Duration::from_millis(100)))?;
     let mut progress = Progress::new(shared.cfg.write_timeout);
@@ -193,31 +393,50 @@ fn pump(
     let mut last_peek = Instant::now();
     loop {
         let gen = hub.generation();
-        cursor.read(|id, line| {
-            if filter.matches(line) {
-                let json = feed::with_id(line, id);
-                let frame = crate::sse::frame(None, Some(&id.to_string()), &String::from_utf8_lossy(&json));
-                push(&mut out, chunked, frame.as_bytes());
+        taken.clear();
+        let caught_up = match hub.take(pos, &mut taken) {
+            Some(all) => {
+                behind = None;
+                if let Some(last) = taken.last() {
+                    pos = last.id;
+                }
+                all
             }
-        })?;
-        if !ready {
+            None => {
+                let c = behind.get_or_insert_with(|| Cursor::new(&hub.paths, pos));
+                let mut from = c.pos;
+                let more = c.read_some(|id, line| {
+                    hub.skipped(id, line);
+                    let f = Frame::of(from, id, line);
+                    from = id;
+                    if f.passes(filter) {
+                        push(&mut out, chunked, &f.bytes);
+                    }
+                })?;
+                pos = c.pos;
+                !more
+            }
+        };
+        if !ready && caught_up {
             // Caught up: from here on, events as they happen. Its id is where
             // a reconnect resumes if nothing else comes (filtered out or quiet).
             ready = true;
-            let id = cursor.pos.to_string();
+            let id = pos.to_string();
             let frame = crate::sse::frame(Some("ready"), Some(&id), &format!("{{\"type\":\"ready\",\"id\":{id}}}"));
             push(&mut out, chunked, frame.as_bytes());
         }
         if shared.is_shutting_down() {
+            write_shared(&mut progress, stream, chunked, &taken, filter)?;
             if chunked {
                 push(&mut out, true, b"");
             }
             return progress.write_all(stream, &out);
         }
-        if out.is_empty() && last_write.elapsed() >= shared.cfg.keepalive {
+        if taken.is_empty() && out.is_empty() && last_write.elapsed() >= shared.cfg.keepalive {
             push(&mut out, chunked, b": keep-alive\n\n");
         }
-        if !out.is_empty() {
+        if !taken.is_empty() || !out.is_empty() {
+            write_shared(&mut progress, stream, chunked, &taken, filter)?;
             progress.write_all(stream, &out)?;
             out.clear();
             last_write = Instant::now();
@@ -229,6 +448,116 @@ fn pump(
             }
             progress.check(stream, false)?;
         }
-        hub.wait(gen, TICK.min(shared.cfg.keepalive));
+        if caught_up {
+            hub.wait(gen, TICK.min(shared.cfg.keepalive));
+        }
     }
+}
+
+/// `GET /runs/:runId/journal?offset=&length=`: one whole record of the
+/// run's journal (what a reference event's `ref` names), copied from the
+/// file a buffer at a time: any number of readers, bounded memory.
+pub fn record(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    id: &str,
+) -> Close {
+    match open_record(shared, req, id) {
+        Ok((file, offset, length)) => {
+            let _ = send_range(stream, cors, &file, offset, length, shared.cfg.write_timeout);
+            Close::Linger
+        }
+        Err((code, m)) => {
+            respond_error(stream, code, cors, &m);
+            Close::Linger
+        }
+    }
+}
+
+/// The journal, opened safely, and the record's place, checked to be one whole line.
+fn open_record(shared: &Shared, req: &Request, id: &str) -> Result<(std::fs::File, u64, u64), (u16, String)> {
+    use crate::runs::safe;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileExt;
+    crate::runs::check_id("run", id).map_err(|m| (400, m))?;
+    let (mut offset, mut length) = (None, None);
+    for kv in req.query.as_deref().unwrap_or_default().split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let n = || v.parse::<u64>().map_err(|_| (400, format!("{k}={v}: not a byte count")));
+        match k {
+            "offset" => offset = Some(n()?),
+            "length" => length = Some(n()?),
+            "token" => {}
+            _ => return Err((400, format!("unknown query parameter {k:?} (offset, length)"))),
+        }
+    }
+    let (Some(offset), Some(length)) = (offset, length) else {
+        return Err((400, "offset and length are required (an event's ref)".into()));
+    };
+    if length == 0 || length >= safe::MAX_JOURNAL {
+        return Err((400, format!("length={length}: a record is 1 to {} bytes", safe::MAX_JOURNAL - 1)));
+    }
+    let p = crate::runs::registry::Registry::at(&shared.cfg.harness_home).read(id).map_err(|e| {
+        if e.absent {
+            (404, format!("no run {id:?}"))
+        } else {
+            (409, e.to_string())
+        }
+    })?;
+    let files = crate::runs::RunFiles::new(&p.runstate_dir, &p.slug);
+    let dir = safe::open_dir(&files.dir).map_err(|e| (409, format!("{}: {}", files.dir.display(), e.desc())))?;
+    let (file, st) = safe::open_beneath(dir.as_fd(), Path::new(&format!("{}.jsonl", p.slug)))
+        .map_err(|e| (if e.absent { 404 } else { 409 }, e.to_string()))?;
+    let size = st.st_size.max(0) as u64;
+    // One whole line: a newline (or the start) before it, a newline just past it.
+    let byte = |at: u64| {
+        let mut b = [0u8; 1];
+        file.read_exact_at(&mut b, at).ok().map(|_| b[0])
+    };
+    let whole = offset.checked_add(length).is_some_and(|end| end < size)
+        && (offset == 0 || byte(offset - 1) == Some(b'\n'))
+        && byte(offset + length) == Some(b'\n');
+    if !whole {
+        return Err((
+            409,
+            format!(
+                "offset={offset} length={length} is not a record of run {id}'s journal ({size} bytes; replaced since?)"
+            ),
+        ));
+    }
+    Ok((file, offset, length))
+}
+
+fn send_range(
+    stream: &mut TcpStream,
+    cors: &[(&'static str, String)],
+    file: &std::fs::File,
+    offset: u64,
+    length: u64,
+    limit: Duration,
+) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut head = String::from("HTTP/1.1 200 OK\r\n");
+    for (n, v) in cors {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"));
+    stream.set_write_timeout(Some(Duration::from_millis(100)))?;
+    let mut progress = Progress::new(limit);
+    progress.write_all(stream, head.as_bytes())?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut at = offset;
+    let end = offset + length;
+    while at < end {
+        let want = ((end - at) as usize).min(buf.len());
+        let n = file.read_at(&mut buf[..want], at)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        progress.write_all(stream, &buf[..n])?;
+        at += n as u64;
+    }
+    Ok(())
 }

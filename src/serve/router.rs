@@ -178,6 +178,7 @@ fn runs_route(
         ("GET", ["events"]) => feed::get(shared, stream, req, cors),
         (_, ["events"]) => method_not_allowed(stream, cors, "GET"),
         ("GET", [id]) => runs::show(shared, stream, cors, id),
+        ("GET", [id, "journal"]) => feed::record(shared, stream, req, cors, id),
         ("GET", [id, "tasks", tid]) => runs::task(shared, stream, cors, id, tid),
         ("GET", [id, "tasks", tid, "stream"]) => runs::stream(shared, stream, req, cors, id, tid),
         ("GET", segs) if segs.iter().any(|s| !valid_id(s)) => {
