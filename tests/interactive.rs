@@ -627,9 +627,7 @@ fn official_client(test: &str, cell_name: &str, answer: &str, extra: &[&str]) {
 
 /// [`official_client`] over the cell in `cell_dir` (one built at test time).
 fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str]) {
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let s = Server::start_at(test, cell_dir, "", &[]);
     let prompt = support::user_messages(cell_dir)[0].clone();
     support::official_interrupts(s.port, &prompt, answer, extra, 30000, || s.stderr());
@@ -637,16 +635,19 @@ fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str])
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_approves_and_replays() {
     official_client("oc-allow", "approval-allow", "approve", &["--replay", "--different", "--unknown"]);
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_denies() {
     official_client("oc-deny", "approval-deny", "deny", &["--different"]);
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_answers_a_question() {
     official_client("oc-question", "user-question", "question:spaces", &["--replay"]);
 }
@@ -654,6 +655,7 @@ fn official_client_answers_a_question() {
 /// The official client answers with the person's own words (the schema's
 /// string beyond the choices), a replay of it and a different answer too.
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_answers_a_question_in_the_persons_own_words() {
     let cell_dir = free_text_cell(&tmp("oc-other-cell"));
     official_client_at("oc-other", &cell_dir, &format!("question:{FREE_TEXT}"), &["--replay", "--different"]);

@@ -1,11 +1,14 @@
 //! Helpers shared by integration tests: example binaries, the official
-//! AG-UI client.
+//! AG-UI client, the servers and supervisors they start, and the one rule
+//! for tests that need a tool from outside the crate ([`need`], `tools.rs`).
 #![allow(dead_code)] // each test crate uses part of it
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
+
+pub mod tools;
 
 /// The example `name`, built for this test run. `cargo test --all-targets`
 /// (the README's test command, and CI's) builds examples only as test
@@ -40,36 +43,43 @@ pub fn example(name: &'static str) -> PathBuf {
     }
 }
 
-/// Node and the official AG-UI client's packages (`conformance/`, installed
-/// with `npm ci` once per test process); false when node is absent and CI is
-/// not set (CI fails instead).
-pub fn official_client_ready() -> bool {
-    static READY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Ok(false);
+/// Fails the test, saying what is missing and how to install it, unless
+/// every tool in `names` ([`tools::TOOLS`]) is here; installs the npm
+/// packages a tool names (`npm ci`, once per test process) when they are
+/// missing. The test carries the matching
+/// `#[cfg_attr(not(tool = "NAME"), ignore = "...")]`, so outside CI it only
+/// runs where the build found the tool: this is the one skip rule (see
+/// `tools.rs`), and a test never returns early instead.
+pub fn need(names: &[&str]) {
+    static INSTALLED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in names {
+        let t = tools::tool(name);
+        if let Some(what) = tools::missing(root, t) {
+            let why = if tools::in_ci() {
+                "CI is set, so a missing tool fails the test"
+            } else {
+                "it was there when the tests were built; rebuild to have the test ignored"
+            };
+            panic!("needs {name}: {what}; install: {} ({why})", t.install);
         }
-        let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
-        if !conf.join("node_modules/@ag-ui/client").is_dir() {
-            let out = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&conf)
-                .output()
-                .map_err(|e| format!("cannot run npm: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
-            }
+        let Some((dir, marker)) = t.packages else { continue };
+        let mut done = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+        if done.contains(&dir) || root.join(dir).join(marker).is_file() {
+            continue;
         }
-        Ok(true)
-    });
-    match ready {
-        Ok(true) => true,
-        Ok(false) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: node is not installed (interrupts.mjs runs the official AG-UI client)");
-            false
-        }
-        Ok(false) => panic!("CI is set and node is not installed"),
-        Err(e) => panic!("{e}"),
+        eprintln!("installing the pinned npm packages of {dir}/ (npm ci)");
+        let out = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(root.join(dir))
+            .output()
+            .unwrap_or_else(|e| panic!("needs {name}: cannot run npm: {e}"));
+        assert!(
+            out.status.success(),
+            "needs {name}: `npm ci` in {dir}/ failed (offline? run it once online):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        done.push(dir);
     }
 }
 
