@@ -175,3 +175,21 @@ fn a_childs_stderr_shows_only_when_its_test_fails() {
         "a failing test did not show its child's stderr:\n{text}"
     );
 }
+
+/// The tests' SSE reader takes what a browser takes: frames split by CRLF or
+/// LF, an `id:` or `event:` line before the data, multi-line data,
+/// keep-alive comments; an unterminated last frame is not a frame.
+#[test]
+fn the_sse_reader_reads_frames_as_a_browser_does() {
+    use support::sse::{events, frames, Frame};
+    let body = ": keep-alive\n\nid: 7\nevent: run\ndata: {\"a\":1}\n\ndata:{\"b\":\r\ndata: 2}\r\n\r\ndata: {\"torn\"";
+    let f = frames(body);
+    assert_eq!(
+        f,
+        [
+            Frame { id: Some("7".into()), event: Some("run".into()), data: r#"{"a":1}"#.into() },
+            Frame { id: None, event: None, data: "{\"b\":\n2}".into() },
+        ]
+    );
+    assert_eq!(events(body), [serde_json::json!({"a": 1}), serde_json::json!({"b": 2})]);
+}

@@ -149,11 +149,7 @@ impl Response {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
     fn events(&self) -> Vec<Value> {
-        self.text()
-            .split("\n\n")
-            .filter_map(|f| f.strip_prefix("data: "))
-            .map(|d| serde_json::from_str(d).unwrap())
-            .collect()
+        support::sse::events(&self.text())
     }
 }
 

@@ -150,12 +150,7 @@ fn sse_events(raw: &[u8]) -> Vec<Value> {
         body.extend_from_slice(&rest[..size]);
         rest = &rest[size + 2..];
     }
-    String::from_utf8(body)
-        .unwrap()
-        .split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+    support::sse::events(&String::from_utf8(body).unwrap())
 }
 
 fn run(thread: &str, run: &str, prompt: &str) -> Value {

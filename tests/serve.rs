@@ -143,10 +143,7 @@ impl Response {
 }
 
 fn sse_events(body: &str) -> Vec<Value> {
-    body.split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("bad frame {d:?}: {e}")))
-        .collect()
+    support::sse::events(body)
 }
 
 fn connect(port: u16) -> TcpStream {

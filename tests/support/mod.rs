@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 
+pub mod sse;
 pub mod tools;
 
 /// The example `name`, built for this test run. `cargo test --all-targets`
