@@ -93,7 +93,8 @@ fn every_test_that_needs_a_tool_carries_the_guard_and_none_skips_by_returning() 
                 continue;
             }
             guarded += 1;
-            let guard = f.attrs.split("cfg_attr(").nth(1).filter(|g| g.contains("ignore = \"")).unwrap_or("");
+            let guards: Vec<&str> = f.attrs.split("cfg_attr(").skip(1).filter(|g| g.contains("ignore = \"")).collect();
+            let guard = guards.join("\n");
             for tool in &needs[name.as_str()] {
                 support::tools::tool(tool); // a tool the probe knows
                 if !guard.contains(&format!("tool = \"{tool}\"")) {
