@@ -18,31 +18,45 @@ struct Func {
     body: String,
 }
 
-/// The top-level functions of `src` (a body ends at the first `}` alone on
-/// a line, rustfmt's layout).
+/// The functions and methods of `src` by name (methods of the same name
+/// merged); a body ends at the first `}` alone on a line at the indent of
+/// its `fn`, rustfmt's layout.
 fn functions(src: &str) -> BTreeMap<String, Func> {
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<String, Func> = BTreeMap::new();
     let lines: Vec<&str> = src.lines().collect();
     for (i, l) in lines.iter().enumerate() {
-        let Some(rest) = l.strip_prefix("fn ") else { continue };
+        let indent = &l[..l.len() - l.trim_start().len()];
+        let Some(rest) = l.trim_start().strip_prefix("fn ").or_else(|| l.trim_start().strip_prefix("pub fn ")) else {
+            continue;
+        };
         let name = rest.split(['(', '<']).next().unwrap_or("").to_string();
-        let attrs = lines[..i].iter().rev().take_while(|a| !a.is_empty() && !a.starts_with('}')).copied();
-        let attrs: Vec<&str> = attrs.collect();
-        let end = lines[i..].iter().position(|b| *b == "}").map_or(lines.len(), |e| i + e);
-        let body = lines[i + 1..end].join("\n");
-        out.insert(name, Func { attrs: attrs.into_iter().rev().collect::<Vec<_>>().join("\n"), body });
+        let attrs: Vec<&str> =
+            lines[..i].iter().rev().take_while(|a| a.trim_start().starts_with(['#', '/'])).copied().collect();
+        let close = format!("{indent}}}");
+        let end = lines[i..].iter().position(|b| *b == close).map_or(lines.len(), |e| i + e);
+        let f = out.entry(name).or_insert(Func { attrs: String::new(), body: String::new() });
+        f.attrs.push_str(&attrs.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        f.body.push_str(&lines[i + 1..end].join("\n"));
     }
     out
 }
 
-/// The tools `body` asks for directly (`support::need(&[..])`, `need_jq!()`).
+/// Whether `body` calls `name` (not a longer name ending the same way).
+fn calls(body: &str, name: &str) -> bool {
+    body.match_indices(&format!("{name}(")).any(|(at, _)| {
+        !body[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') && !body[..at].ends_with("fn ")
+    })
+}
+
+/// The tools `body` asks for directly (`support::need(&[..])`, `need_jq!()`,
+/// the replaying stub, which runs jq).
 fn direct_needs(body: &str) -> BTreeSet<String> {
     let mut needs = BTreeSet::new();
     for call in body.split("need(&[").skip(1) {
         let list = call.split(']').next().unwrap_or("");
         needs.extend(list.split(',').map(|t| t.trim().trim_matches('"').to_string()).filter(|t| !t.is_empty()));
     }
-    if body.contains("need_jq!()") {
+    if body.contains("need_jq!()") || body.contains("stub-engines/replay") {
         needs.insert("jq".into());
     }
     needs
@@ -76,7 +90,7 @@ fn every_test_that_needs_a_tool_carries_the_guard_and_none_skips_by_returning() 
             for (name, f) in &funcs {
                 let inherited: BTreeSet<String> = funcs
                     .keys()
-                    .filter(|callee| *callee != name && f.body.contains(&format!("{callee}(")))
+                    .filter(|callee| *callee != name && calls(&f.body, callee))
                     .flat_map(|callee| needs[callee.as_str()].clone())
                     .collect();
                 let mine = needs.get_mut(name.as_str()).unwrap();
