@@ -2,9 +2,16 @@
 //! `$OUT_DIR/studio_assets.rs`, a table of `(relative path, bytes, etag)`
 //! read by `runwire::serve::studio`. Any file added under `studio/app/` is
 //! served without a Rust change; nothing is fetched at run time.
+//!
+//! Also probes the tools some tests need (node, Chromium, jq, ...) and sets
+//! `cfg(tool = "NAME")` for each one found, or for all of them under CI: the
+//! project's one skip rule, described in `tests/support/tools.rs`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+#[path = "tests/support/tools.rs"]
+mod tools;
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else { return };
@@ -29,8 +36,57 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// Sets `cfg(tool = "NAME")` for each tool a test may run with (every one
+/// under CI, where a missing tool must fail the test, not skip it).
+fn probe_tools(root: &Path) {
+    let names: Vec<String> = tools::TOOLS.iter().map(|t| format!("{:?}", t.name)).collect();
+    println!("cargo::rustc-check-cfg=cfg(tool, values({}))", names.join(", "));
+    for var in tools::ENV {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let ci = tools::in_ci();
+    let mut any_missing = false;
+    let mut watched = std::collections::BTreeSet::new();
+    for t in tools::TOOLS {
+        // A found tool that changes or goes away re-runs the probe.
+        watched.extend(tools::found(t));
+        let missing = tools::missing(root, t).is_some();
+        any_missing |= missing;
+        if ci || !missing {
+            println!("cargo:rustc-cfg=tool={:?}", t.name);
+        }
+    }
+    // A missing tool installed later lands in a directory on PATH (whose
+    // mtime changes): watch those, only while something is missing and the
+    // answer matters, and only flat directories of programs (cargo walks a
+    // watched directory whole, so no trees).
+    if any_missing && !ci {
+        watched.extend(tools::path_dirs().into_iter().filter_map(|d| d.canonicalize().ok()).filter(|d| flat(d)));
+    }
+    for path in watched {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+}
+
+/// Whether `dir` holds no directory but links back to itself or above
+/// (Debian's `/usr/bin/X11 -> .`), loops that cargo's walk skips.
+fn flat(dir: &Path) -> bool {
+    let Ok(here) = dir.canonicalize() else { return false };
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten().all(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => false,
+            Ok(t) if t.is_symlink() && e.path().is_dir() => {
+                e.path().canonicalize().is_ok_and(|target| here.starts_with(target))
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        })
+    })
+}
+
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    probe_tools(&root);
     let app = root.join("studio").join("app");
     println!("cargo:rerun-if-changed=studio/app");
     let mut files = Vec::new();

@@ -2,17 +2,16 @@
 //! judges the pipeline's output for every fixture, and Ajv checks every
 //! intermediate events/v1 stream against `spec/events.schema.json`
 //! (`conformance/run.sh`); `conformance/selftest.sh` first proves the checker
-//! rejects known-bad streams. Skipped, with a message, only where node is absent.
+//! rejects known-bad streams. Needs node and npm: ignored without them, failed
+//! under CI (`tests/support/tools.rs`).
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn have_node() -> bool {
-    Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 fn run(script: &str) {
@@ -32,14 +31,9 @@ fn run(script: &str) {
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_accepts_every_fixture_and_events_match_their_schema() {
-    if !have_node() {
-        eprintln!(
-            "conformance: SKIPPED: node is not installed (the checker runs the official AG-UI TypeScript client)"
-        );
-        return;
-    }
-    // run.sh installs the pinned packages (npm ci) when they are missing, so it goes first.
+    support::need(&["agui-client"]);
     run("conformance/run.sh");
     run("conformance/selftest.sh");
 }

@@ -35,6 +35,7 @@ fn tmp(test: &str) -> PathBuf {
 
 /// A script that runs the replaying stub for the cell in `cell_dir` (argv checked by the stub).
 fn engine(dir: &Path, cell_dir: &Path, extra: &str) -> PathBuf {
+    support::need(&["jq"]);
     let name = cell_dir.file_name().unwrap().to_string_lossy();
     let p = dir.join(format!("engine-{name}.sh"));
     let script = format!(
@@ -149,11 +150,7 @@ impl Response {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
     fn events(&self) -> Vec<Value> {
-        self.text()
-            .split("\n\n")
-            .filter_map(|f| f.strip_prefix("data: "))
-            .map(|d| serde_json::from_str(d).unwrap())
-            .collect()
+        support::sse::events(&self.text())
     }
 }
 
@@ -249,6 +246,7 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
 /// interrupt, the resume allows it, the resumed run carries the result on
 /// the original toolCallId and finishes; the answer is journaled.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn approval_allow_interrupts_then_resumes() {
     let s = Server::start("allow", "approval-allow", "", &[]);
     let prompt = &support::user_messages(&cell("approval-allow"))[0];
@@ -291,6 +289,7 @@ fn approval_allow_interrupts_then_resumes() {
 /// (the stub would fail on it) and ends with the same interrupt; then the
 /// deny goes out with its message and the turn finishes.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn approval_deny_and_new_input_never_skips_the_interrupt() {
     let s = Server::start("deny", "approval-deny", "", &[]);
     let prompt = &support::user_messages(&cell("approval-deny"))[0];
@@ -343,6 +342,7 @@ fn approval_deny_and_new_input_never_skips_the_interrupt() {
 /// recorded choices; a list for this single-select question is refused;
 /// the recorded label is sent and matches what the recording's client wrote.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_question_is_answered_from_its_choices() {
     let s = Server::start("question", "user-question", "", &[]);
     let prompt = &support::user_messages(&cell("user-question"))[0];
@@ -414,6 +414,7 @@ fn free_text_cell(dir: &Path) -> PathBuf {
 /// question's `answers` value (the stub checks the line against the
 /// free-text cell), and the record keeps them.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_question_is_answered_in_the_persons_own_words() {
     let cell_dir = free_text_cell(&tmp("other-cell"));
     let s = Server::start_at("other", &cell_dir, "", &[]);
@@ -444,6 +445,7 @@ fn a_question_is_answered_in_the_persons_own_words() {
 
 /// The task routes: the same rules with 409, and the browser boundary.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn task_routes_answer_with_the_same_rules_and_the_boundary() {
     let tokfile = tmp("routes-token").join("token");
     std::fs::write(&tokfile, "0123456789abcdef0123").unwrap();
@@ -492,6 +494,7 @@ fn task_routes_answer_with_the_same_rules_and_the_boundary() {
 /// the agent (the recording's deny) and journaled `expired`; `resolved`
 /// past expiresAt is a RUN_ERROR, `cancelled` is accepted.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn an_unanswered_request_is_denied_when_it_expires() {
     let s = Server::start("expiry", "approval-deny", "", &["--answer-timeout", "1"]);
     let prompt = &support::user_messages(&cell("approval-deny"))[0];
@@ -514,6 +517,7 @@ fn an_unanswered_request_is_denied_when_it_expires() {
 
 /// The capabilities route and /api/info agree, in the @ag-ui/core shape.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn capabilities_are_served() {
     let s = Server::start("caps", "approval-allow", "", &[]);
     let c = request(s.port, "GET", "/agui/capabilities", &[], "").json();
@@ -541,6 +545,7 @@ fn recorded_run(port: u16) -> String {
 /// steer: a message written into the running turn (the stub waits for it
 /// at the recorded point, and checks it), then the turn finishes.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn steer_writes_into_the_running_turn() {
     let msgs = support::user_messages(&cell("steer"));
     // The recording ends its first turn before the /compact message.
@@ -562,6 +567,7 @@ fn steer_writes_into_the_running_turn() {
 /// stop: the turn is interrupted (the stub's synthetic reply), the run ends
 /// with the cancelled outcome, and the session stays.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn stop_interrupts_the_turn_and_keeps_the_session() {
     let msgs = support::user_messages(&cell("steer"));
     // Stop before the recorded steer: the replay ends there, and the
@@ -627,9 +633,7 @@ fn official_client(test: &str, cell_name: &str, answer: &str, extra: &[&str]) {
 
 /// [`official_client`] over the cell in `cell_dir` (one built at test time).
 fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str]) {
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let s = Server::start_at(test, cell_dir, "", &[]);
     let prompt = support::user_messages(cell_dir)[0].clone();
     support::official_interrupts(s.port, &prompt, answer, extra, 30000, || s.stderr());
@@ -637,16 +641,19 @@ fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str])
 }
 
 #[test]
+#[cfg_attr(not(all(tool = "agui-client", tool = "jq")), ignore = "needs node, npm, jq: apt-get install nodejs npm jq")]
 fn official_client_approves_and_replays() {
     official_client("oc-allow", "approval-allow", "approve", &["--replay", "--different", "--unknown"]);
 }
 
 #[test]
+#[cfg_attr(not(all(tool = "agui-client", tool = "jq")), ignore = "needs node, npm, jq: apt-get install nodejs npm jq")]
 fn official_client_denies() {
     official_client("oc-deny", "approval-deny", "deny", &["--different"]);
 }
 
 #[test]
+#[cfg_attr(not(all(tool = "agui-client", tool = "jq")), ignore = "needs node, npm, jq: apt-get install nodejs npm jq")]
 fn official_client_answers_a_question() {
     official_client("oc-question", "user-question", "question:spaces", &["--replay"]);
 }
@@ -654,6 +661,7 @@ fn official_client_answers_a_question() {
 /// The official client answers with the person's own words (the schema's
 /// string beyond the choices), a replay of it and a different answer too.
 #[test]
+#[cfg_attr(not(all(tool = "agui-client", tool = "jq")), ignore = "needs node, npm, jq: apt-get install nodejs npm jq")]
 fn official_client_answers_a_question_in_the_persons_own_words() {
     let cell_dir = free_text_cell(&tmp("oc-other-cell"));
     official_client_at("oc-other", &cell_dir, &format!("question:{FREE_TEXT}"), &["--replay", "--different"]);
@@ -665,6 +673,7 @@ fn official_client_answers_a_question_in_the_persons_own_words() {
 /// is a second interrupt on the same thread, denied. A replay stub that
 /// dies (a mismatch) ends the run with RUN_ERROR, never a hang.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
     let s = Server::start("plan", "plan-mode", "", &["--permission-mode", "plan"]);
     let prompt = &support::user_messages(&cell("plan-mode"))[0];
@@ -701,6 +710,7 @@ fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
 /// A client that leaves mid-turn interrupts the turn (the stub's synthetic
 /// reply ends it); the session stays, and the next message is a new turn.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
     let msgs = support::user_messages(&cell("steer"));
     let end_at = seq_before_second_message(&cell("steer"));
@@ -828,6 +838,7 @@ fn text_deltas(log: &str) -> Vec<String> {
 /// whole (every text delta once, in order, re-read from the log where the
 /// buffer overflowed), then its own turn, then RUN_FINISHED.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
     let cell_tmp = tmp("long-cell");
     let (cell_dir, second, deltas) = long_answer_cell(&cell_tmp);

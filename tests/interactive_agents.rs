@@ -150,12 +150,7 @@ fn sse_events(raw: &[u8]) -> Vec<Value> {
         body.extend_from_slice(&rest[..size]);
         rest = &rest[size + 2..];
     }
-    String::from_utf8(body)
-        .unwrap()
-        .split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+    support::sse::events(&String::from_utf8(body).unwrap())
 }
 
 fn run(thread: &str, run: &str, prompt: &str) -> Value {
@@ -468,9 +463,7 @@ fn cursor_stop_cancels_the_turn_through_the_task_route() {
 /// (the interrupt, the resume that answers it) pass its checks, and the
 /// stand-in found every line runwire wrote as recorded.
 fn official_client(agent: &str, cell_name: &str, answer: &str, extra: &[&str]) {
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let s = Server::start(&format!("oc-{agent}-{cell_name}"), agent, cell_name);
     let prompt = first_prompt(&cell(agent, cell_name));
     support::official_interrupts(s.port, &prompt, answer, extra, 60000, || s.stderr());
@@ -478,18 +471,21 @@ fn official_client(agent: &str, cell_name: &str, answer: &str, extra: &[&str]) {
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_approves_and_denies_a_codex_command() {
     official_client("codex", "approval-allow", "approve", &["--replay", "--different"]);
     official_client("codex", "approval-deny", "deny", &[]);
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_approves_and_denies_a_cursor_tool_call() {
     official_client("cursor", "approval-allow", "approve", &["--replay", "--different"]);
     official_client("cursor", "approval-deny", "deny", &[]);
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn official_client_answers_a_codex_question() {
     official_client("codex", "user-question", "question:spaces", &[]);
 }

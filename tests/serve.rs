@@ -4,6 +4,7 @@
 //! read has a timeout and every wait a deadline, so no test can hang.
 
 mod common;
+mod support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -45,12 +46,14 @@ fn fresh(name: &str) -> PathBuf {
 struct Server {
     child: Child,
     port: u16,
+    _stderr: support::Quiet,
 }
 
 impl Server {
     fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
         cmd.arg("--listen").arg("127.0.0.1:0").args(args).stdin(Stdio::null()).stdout(Stdio::piped());
+        cmd.stderr(Stdio::piped()); // shown only if the test fails
         cmd.env("RUNWIRE_REPLAY_DELAY_MS", "0").env_remove("SOURCE_DATE_EPOCH");
         // Runs the server records (POST /agui) go to a temp dir, not ~/.harness.
         cmd.env("HARNESS_HOME", tmp("harness"));
@@ -58,6 +61,7 @@ impl Server {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("start runwire-serve");
+        let _stderr = support::Quiet::capture("runwire-serve", &mut child);
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -77,7 +81,7 @@ impl Server {
             .strip_prefix("listening on http://127.0.0.1:")
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Server { child, port }
+        Server { child, port, _stderr }
     }
 
     fn pid(&self) -> i32 {
@@ -139,10 +143,7 @@ impl Response {
 }
 
 fn sse_events(body: &str) -> Vec<Value> {
-    body.split("\n\n")
-        .filter_map(|f| f.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("bad frame {d:?}: {e}")))
-        .collect()
+    support::sse::events(body)
 }
 
 fn connect(port: u16) -> TcpStream {

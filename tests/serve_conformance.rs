@@ -2,8 +2,9 @@
 //! test starts the server as a child on 127.0.0.1:0 and drives it with
 //! `conformance/live.mjs` (`HttpAgent.runAgent()` of `@ag-ui/client` 1.0.0,
 //! every raw event through `EventSchemas`, exactly one terminal event, last,
-//! and no client warning). Skipped, with a message, only where node is
-//! absent; `npm ci` runs first when `conformance/node_modules` is missing.
+//! and no client warning). Needs node and npm (ignored without them, failed
+//! under CI: `tests/support/tools.rs`); `npm ci` runs first when
+//! `conformance/node_modules` is missing.
 //! Every wait has a deadline, and each test stops its server and checks that
 //! no agent process outlives it.
 
@@ -218,9 +219,7 @@ fn live(url: &str, args: &[&str]) -> Live {
 /// Starts the server with `args`/`envs`, runs live.mjs with `--expect`, and
 /// checks every run passed with that terminal event.
 fn check(test: &str, args: &[&str], envs: &[(&str, &str)], expect: &str) {
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let stub = args.contains(&"--agent-cmd");
     let record = stub.then(|| std::env::temp_dir().join(format!("runwire-live-{}-{test}.record", std::process::id())));
     let mut server = Server::start_recorded(args, envs, record);
@@ -240,23 +239,27 @@ fn check(test: &str, args: &[&str], envs: &[(&str, &str)], expect: &str) {
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn demo_replay_finishes() {
     check("demo_replay_finishes", &[], &[], "finished");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn cursor_replay_finishes() {
     let log = path("fixtures/cursor/cursor-hack-parallel-sleep.jsonl");
     check("cursor_replay_finishes", &["--agent", "cursor", "--replay", &log], &[], "finished");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_replay_finishes() {
     let log = path("fixtures/codex/openai-docs-exec-sample.jsonl");
     check("codex_replay_finishes", &["--agent", "codex", "--replay", &log], &[], "finished");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_killed_midstream_replay_ends_in_run_error() {
     let log = path("fixtures/claude/bb-stop-interrupt.killed-midstream.partial.jsonl");
     check("claude_killed_midstream_replay_ends_in_run_error", &["--agent", "claude", "--replay", &log], &[], "error");
@@ -273,26 +276,28 @@ fn check_stub(test: &str, mode: &str, expect: &str) {
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn stub_agent_ok_finishes() {
     check_stub("stub_agent_ok_finishes", "ok", "finished");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn stub_agent_fail_ends_in_run_error() {
     check_stub("stub_agent_fail_ends_in_run_error", "fail", "error");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn stub_agent_missing_engine_ends_in_run_error() {
     check_stub("stub_agent_missing_engine_ends_in_run_error", "missing", "error");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn second_run_on_a_thread_resumes_and_both_pass() {
     let test = "second_run_on_a_thread_resumes_and_both_pass";
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let record = std::env::temp_dir().join(format!("runwire-live-{}-{test}.record", std::process::id()));
     let args = stub_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -318,10 +323,9 @@ fn second_run_on_a_thread_resumes_and_both_pass() {
 /// The checker can fail: a wrong `--expect`, and a stream that stops without
 /// a terminal event (which the 1.0.0 client itself accepts).
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn live_checker_rejects_a_wrong_terminal_and_a_truncated_stream() {
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let mut server = Server::start(&[], &[]);
     let r = live(&server.url, &["--expect", "error"]);
     server.stop();
@@ -372,21 +376,25 @@ fn check_wrapper(test: &str, agent: &str, mode: &str, expect: &str) {
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_wrapper_over_stub_engine_finishes() {
     check_wrapper("claude_wrapper_over_stub_engine_finishes", "claude", "ok", "finished");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn cursor_wrapper_over_stub_engine_finishes() {
     check_wrapper("cursor_wrapper_over_stub_engine_finishes", "cursor", "ok", "finished");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_wrapper_over_stub_engine_finishes() {
     check_wrapper("codex_wrapper_over_stub_engine_finishes", "codex", "ok", "finished");
 }
 
 #[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn failing_engines_end_in_run_error_through_every_wrapper() {
     for agent in ["claude", "cursor", "codex"] {
         check_wrapper(&format!("failing_engine_{agent}"), agent, "fail", "error");

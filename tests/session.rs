@@ -24,10 +24,6 @@ fn cell(name: &str) -> PathBuf {
     root().join("fixtures/interactive/claude-code").join(name)
 }
 
-fn have_jq() -> bool {
-    Command::new("jq").arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
 /// A running `runwire-session claude` over the replay stub.
 struct Run {
     child: Child,
@@ -148,16 +144,15 @@ fn last_turn_ok(evs: &[Event]) -> bool {
     evs.iter().rev().find_map(|e| if let Data::TurnEnd(t) = &e.data { Some(t.ok) } else { None }) == Some(true)
 }
 
+// The replay stub runs jq: ignored without it, failed under CI (tests/support/tools.rs).
 macro_rules! need_jq {
     () => {
-        if !have_jq() {
-            eprintln!("session: SKIPPED: jq is not installed (the replay stub needs it; .ci/run installs it)");
-            return;
-        }
+        support::need(&["jq"])
     };
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn turn_tools_runs_a_whole_turn_with_nothing_to_answer() {
     need_jq!();
     let c = cell("turn-tools");
@@ -179,6 +174,7 @@ fn turn_tools_runs_a_whole_turn_with_nothing_to_answer() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn approval_allow_answers_the_bash_call_and_the_turn_finishes() {
     need_jq!();
     let c = cell("approval-allow");
@@ -244,6 +240,7 @@ fn processes_with(parts: &[&str]) -> Vec<i32> {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn answers_come_through_a_fifo_while_stdout_is_piped() {
     need_jq!();
     let c = cell("approval-allow");
@@ -263,6 +260,7 @@ fn answers_come_through_a_fifo_while_stdout_is_piped() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn approval_deny_tells_the_agent_no_with_a_message() {
     need_jq!();
     let c = cell("approval-deny");
@@ -281,6 +279,7 @@ fn approval_deny_tells_the_agent_no_with_a_message() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_question_is_answered_with_a_label() {
     need_jq!();
     let c = cell("user-question");
@@ -322,6 +321,7 @@ fn a_question_is_answered_with_a_label() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn plan_mode_approves_the_plan_then_denies_a_command() {
     need_jq!();
     let c = cell("plan-mode");
@@ -342,6 +342,7 @@ fn plan_mode_approves_the_plan_then_denies_a_command() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn steer_writes_a_message_into_the_running_turn() {
     need_jq!();
     let c = cell("steer");
@@ -370,6 +371,7 @@ fn steer_writes_a_message_into_the_running_turn() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn kill_mid_turn_then_the_next_message_resumes_the_session() {
     need_jq!();
     let c = cell("stop-interrupt");
@@ -411,6 +413,7 @@ fn kill_mid_turn_then_the_next_message_resumes_the_session() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_graceful_interrupt_stops_the_turn_and_keeps_the_session() {
     need_jq!();
     let c = cell("stop-interrupt");
@@ -431,6 +434,7 @@ fn a_graceful_interrupt_stops_the_turn_and_keeps_the_session() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn resume_runs_a_second_process_on_the_same_session() {
     need_jq!();
     let c = cell("resume");
@@ -446,6 +450,7 @@ fn resume_runs_a_second_process_on_the_same_session() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn the_stub_fails_loudly_when_runwire_answers_otherwise() {
     need_jq!();
     // The recording allowed the call: a deny is a mismatch the stub must catch.
@@ -470,6 +475,7 @@ fn the_stub_fails_loudly_when_runwire_answers_otherwise() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn an_unanswered_request_expires_and_is_denied() {
     need_jq!();
     // approval-deny's recording denied the call: a session that expires it matches.
@@ -506,6 +512,7 @@ fn granting_everything_needs_the_flag_that_says_so() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn help_starts_nothing_and_a_closed_stdout_stops_the_agent_quietly() {
     // --help: exit 0, usage on stdout, no agent run (the command would fail loudly if it ran).
     let out =

@@ -9,58 +9,17 @@
 //!   build's `runwire-supervise` running a plan). No browser is ever downloaded.
 //!
 //! Both assert that node reported every test defined in the files as passed
-//! (so a runner that found nothing cannot pass). Skipped with a message only
-//! when node, Chromium or the npm packages are unavailable and `CI` is not
-//! set; under `CI` a missing piece fails.
+//! (so a runner that found nothing cannot pass). Without node, npm or
+//! Chromium they are ignored (`cargo test` says so and why), and under `CI`
+//! they fail: the one skip rule of `tests/support/tools.rs`.
 
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 
 fn studio() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("studio")
-}
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
-
-/// Skips (outside CI) or fails (in CI) for a missing prerequisite.
-fn missing(what: &str) -> bool {
-    if in_ci() {
-        panic!("studio: {what}, and CI is set: the studio tests must run in CI");
-    }
-    eprintln!("studio: SKIPPED: {what}");
-    false
-}
-
-fn have_node() -> bool {
-    Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
-fn chromium() -> PathBuf {
-    std::env::var_os("STUDIO_CHROMIUM").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"))
-}
-
-/// `npm ci` in studio/ once per process when playwright-core is missing.
-fn ensure_packages() -> Result<(), String> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if studio().join("node_modules/playwright-core/package.json").is_file() {
-        return Ok(());
-    }
-    eprintln!("studio: installing the pinned packages (npm ci in studio/)");
-    let out = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(studio())
-        .output()
-        .map_err(|e| format!("npm could not be started: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("npm ci failed: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    Ok(())
 }
 
 /// How many `test(` cases the files matching `dir/*.test.mjs` define.
@@ -107,27 +66,18 @@ fn run_node_tests(dir: &str, envs: &[(&str, &std::ffi::OsStr)]) {
 }
 
 #[test]
+#[cfg_attr(not(tool = "node"), ignore = "needs node: apt-get install nodejs npm")]
 fn state_modules_pass_their_node_unit_tests() {
-    if !have_node() && !missing("node is not installed") {
-        return;
-    }
+    support::need(&["node"]);
     run_node_tests("test", &[]);
 }
 
 #[test]
+#[cfg_attr(not(tool = "chromium"), ignore = "needs Chromium: apt-get install chromium (or STUDIO_CHROMIUM=/path)")]
+#[cfg_attr(all(tool = "chromium", not(tool = "playwright")), ignore = "needs node and npm: apt-get install nodejs npm")]
 fn the_page_works_in_chromium_against_the_server() {
-    if !have_node() && !missing("node is not installed") {
-        return;
-    }
-    let browser = chromium();
-    if !browser.is_file() && !missing(&format!("no Chromium at {} (Debian package chromium)", browser.display())) {
-        return;
-    }
-    if let Err(e) = ensure_packages() {
-        if !missing(&e) {
-            return;
-        }
-    }
+    support::need(&["playwright", "chromium"]);
+    let browser = support::tools::chromium().expect("found by need");
     let shots = std::env::temp_dir().join(format!("runwire-studio-screenshots-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&shots);
     // The interactive-agent pages run examples/replay-agent beside the server binary.

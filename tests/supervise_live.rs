@@ -18,10 +18,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn have_jq() -> bool {
-    Command::new("jq").arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
 /// The supervisor, and what the test reads of it ([`support::Supervised`]).
 struct Live(support::Supervised);
 
@@ -82,16 +78,15 @@ impl Live {
     }
 }
 
+// The replay stub runs jq: ignored without it, failed under CI (tests/support/tools.rs).
 macro_rules! need_jq {
     () => {
-        if !have_jq() {
-            eprintln!("supervise_live: SKIPPED: jq is not installed (the replay stub needs it; .ci/run installs it)");
-            return;
-        }
+        support::need(&["jq"])
     };
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn steer_writes_into_the_running_turn_without_kill_or_resume() {
     need_jq!();
     let mut l = Live::start("steer", "steer", "--end-at 311");
@@ -110,6 +105,7 @@ fn steer_writes_into_the_running_turn_without_kill_or_resume() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn answer_reaches_the_agent_and_the_journal_records_request_and_answer() {
     need_jq!();
     let mut l = Live::start("answer", "approval-allow", "");
@@ -138,6 +134,7 @@ fn answer_reaches_the_agent_and_the_journal_records_request_and_answer() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn stop_interrupts_the_turn_and_keeps_the_session_for_a_steer() {
     need_jq!();
     let mut l = Live::start("stop", "stop-interrupt", "--part 1");
@@ -160,6 +157,7 @@ fn stop_interrupts_the_turn_and_keeps_the_session_for_a_steer() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn kill_still_kills_an_interactive_task() {
     need_jq!();
     let mut l = Live::start("kill", "stop-interrupt", "--part 1");
@@ -174,6 +172,7 @@ fn kill_still_kills_an_interactive_task() {
 /// same body as for a session the server holds) and `stop`, with 409 for what
 /// the supervisor refuses.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn server_task_routes_answer_and_stop_a_supervised_session() {
     need_jq!();
     let mut l = Live::start("routes", "approval-allow", "");

@@ -1,11 +1,15 @@
 //! Helpers shared by integration tests: example binaries, the official
-//! AG-UI client.
+//! AG-UI client, the servers and supervisors they start, and the one rule
+//! for tests that need a tool from outside the crate ([`need`], `tools.rs`).
 #![allow(dead_code)] // each test crate uses part of it
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
+
+pub mod sse;
+pub mod tools;
 
 /// The example `name`, built for this test run. `cargo test --all-targets`
 /// (the README's test command, and CI's) builds examples only as test
@@ -40,44 +44,58 @@ pub fn example(name: &'static str) -> PathBuf {
     }
 }
 
-/// Node and the official AG-UI client's packages (`conformance/`, installed
-/// with `npm ci` once per test process); false when node is absent and CI is
-/// not set (CI fails instead).
-pub fn official_client_ready() -> bool {
-    static READY: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        if !Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success()) {
-            return Ok(false);
+/// Fails the test, saying what is missing and how to install it, unless
+/// every tool in `names` ([`tools::TOOLS`]) is here; installs the npm
+/// packages a tool names (`npm ci`, once per test process) when they are
+/// missing. The test carries the matching
+/// `#[cfg_attr(not(tool = "NAME"), ignore = "...")]`, so outside CI it only
+/// runs where the build found the tool: this is the one skip rule (see
+/// `tools.rs`), and a test never returns early instead.
+pub fn need(names: &[&str]) {
+    static INSTALLED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let missing: Vec<String> = names
+        .iter()
+        .map(|n| tools::tool(n))
+        .filter_map(|t| Some(format!("needs {}: {}; install: {}", t.name, tools::missing(root, t)?, t.install)))
+        .collect();
+    if !missing.is_empty() {
+        let why = if tools::in_ci() {
+            "CI is set, so a missing tool fails the test instead of skipping it"
+        } else {
+            "it was there when the tests were built: rebuild, and the test is ignored"
+        };
+        panic!("{}\n({why})", missing.join("\n"));
+    }
+    for name in names {
+        let t = tools::tool(name);
+        let Some((dir, marker)) = t.packages else { continue };
+        let mut done = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+        if done.contains(&dir) || root.join(dir).join(marker).is_file() {
+            continue;
         }
-        let conf = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
-        if !conf.join("node_modules/@ag-ui/client").is_dir() {
-            let out = Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(&conf)
-                .output()
-                .map_err(|e| format!("cannot run npm: {e}"))?;
-            if !out.status.success() {
-                return Err(format!("npm ci failed:\n{}", String::from_utf8_lossy(&out.stderr)));
-            }
-        }
-        Ok(true)
-    });
-    match ready {
-        Ok(true) => true,
-        Ok(false) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: node is not installed (interrupts.mjs runs the official AG-UI client)");
-            false
-        }
-        Ok(false) => panic!("CI is set and node is not installed"),
-        Err(e) => panic!("{e}"),
+        eprintln!("installing the pinned npm packages of {dir}/ (npm ci)");
+        let out = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(root.join(dir))
+            .output()
+            .unwrap_or_else(|e| panic!("needs {name}: cannot run npm: {e}"));
+        assert!(
+            out.status.success(),
+            "needs {name}: `npm ci` in {dir}/ failed (offline? run it once online):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        done.push(dir);
     }
 }
 
 /// A `runwire-serve` on a free loopback port (`--listen 127.0.0.1:0` added
-/// to `cmd`, whose first line says where), stopped when dropped.
+/// to `cmd`, whose first line says where), stopped when dropped; a piped
+/// stderr is kept [`Quiet`].
 pub struct Serve {
     pub child: std::process::Child,
     pub port: u16,
+    pub stderr: Option<Quiet>,
 }
 
 impl Serve {
@@ -90,17 +108,18 @@ impl Serve {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("start runwire-serve");
+        let stderr = child.stderr.is_some().then(|| Quiet::capture("runwire-serve", &mut child));
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line).unwrap();
         let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
         let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}, not where it listens"));
-        Serve { child, port }
+        Serve { child, port, stderr }
     }
 
-    /// The server with `HARNESS_HOME` = `home`, its stderr discarded.
+    /// The server with `HARNESS_HOME` = `home`, its stderr [`Quiet`].
     pub fn start(home: &std::path::Path) -> Serve {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.env("HARNESS_HOME", home).stderr(std::process::Stdio::null());
+        cmd.env("HARNESS_HOME", home).stderr(std::process::Stdio::piped());
         Serve::spawn(cmd)
     }
 
@@ -349,4 +368,60 @@ pub fn user_messages(cell_dir: &std::path::Path) -> Vec<String> {
         .filter(|v| v["type"] == "user")
         .filter_map(|v| v["message"]["content"].as_str().map(str::to_string))
         .collect()
+}
+
+/// A child's stderr kept out of the test output: read into memory (its last
+/// 64 KiB) and printed only when the test fails, that is when this is
+/// dropped while the test panics (libtest then shows it with the failure).
+/// The child must have been spawned with `stderr(Stdio::piped())`.
+pub struct Quiet {
+    name: String,
+    buf: std::sync::Arc<Mutex<Vec<u8>>>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Quiet {
+    const KEEP: usize = 64 * 1024;
+
+    pub fn capture(name: &str, child: &mut std::process::Child) -> Quiet {
+        use std::io::Read;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let mut err = child.stderr.take().expect("the child's stderr is piped");
+        let buf = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let (b, d) = (buf.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n @ 1..) = err.read(&mut chunk) {
+                let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+                b.extend_from_slice(&chunk[..n]);
+                if b.len() > Self::KEEP {
+                    let cut = b.len() - Self::KEEP;
+                    b.drain(..cut);
+                }
+            }
+            d.store(true, Ordering::Release);
+        });
+        Quiet { name: name.to_string(), buf, done }
+    }
+
+    /// What the child wrote so far (its last 64 KiB).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buf.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        // The child is usually stopped by now; a grandchild holding the pipe
+        // must not hold the failure up.
+        let t = std::time::Instant::now();
+        while !self.done.load(std::sync::atomic::Ordering::Acquire) && t.elapsed().as_millis() < 500 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        eprintln!("--- stderr of {} ---\n{}--- end of its stderr ---", self.name, self.text());
+    }
 }
