@@ -9,6 +9,7 @@
 pub mod agui;
 pub mod arrival;
 pub mod cli;
+pub mod dialect;
 pub mod events;
 pub mod normalize;
 pub mod pipe;
