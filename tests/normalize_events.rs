@@ -54,9 +54,8 @@ fn normalize(adapter: &str, input: &[u8], extra: &[&str]) -> (String, String, i3
 /// was unusable (an error event of one of these codes), else 0.
 fn exit_for(stdout: &str) -> i32 {
     const UNUSABLE: [&str; 5] = ["not_json", "unknown_kind", "invalid_line", "missing_id", "line_too_long"];
-    let flagged = events(stdout)
-        .iter()
-        .any(|e| e["type"] == "error" && UNUSABLE.iter().any(|c| e["data"]["code"] == *c));
+    let flagged =
+        events(stdout).iter().any(|e| e["type"] == "error" && UNUSABLE.iter().any(|c| e["data"]["code"] == *c));
     i32::from(flagged)
 }
 

@@ -18,8 +18,9 @@ const BIN: &str = "runs";
 #[derive(Parser, Debug)]
 #[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task, or a run not removed (live, or not found); 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
 struct Args {
+    /// Default: list.
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -223,7 +224,17 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let reg = Registry::at(&runs::harness_home());
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
-    let result = match args.cmd {
+    let cmd = args.cmd.unwrap_or(Cmd::List {
+        limit: None,
+        cursor: None,
+        status: None,
+        repo: None,
+        page: false,
+        json: false,
+        table: false,
+        all: false,
+    });
+    let result = match cmd {
         Cmd::List { limit, cursor, status, repo, page, json, table, all } => {
             let as_table = table || (!json && !page && std::io::stdout().is_terminal());
             match Query::parse(limit.as_deref(), cursor.as_deref(), status.as_deref(), repo.as_deref()) {
