@@ -1499,16 +1499,36 @@ fn rm_and_prune_remove_finished_and_idle_runs_never_live_ones() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let pointer = |id: &str| home.join(format!("runs/{id}.json")).exists();
 
+    // A finished run whose log a process holds open (a server still writing it, a viewer).
+    let (open, open_rs) = plain_run(&base, &home, "open", COMMITTED);
+    std::fs::write(open_rs.join("open.a.log"), "").unwrap();
+    let mut holder = Command::new("sleep")
+        .arg("60")
+        .stdin(std::fs::File::open(open_rs.join("open.a.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let srv = Server::start(&home, &[]);
+    assert_eq!(srv.get(&format!("/runs/{done}")).0, 200);
+
     // rm by slug: the finished run goes, its repository's files stay.
-    let o = bin("runs", &home).args(["rm", "done", "busy", "held"]).output().unwrap();
-    assert_eq!(o.status.code(), Some(1), "two runs were not removed");
+    let o = bin("runs", &home).args(["rm", "done", "busy", "held", "open"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "three runs were not removed");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&format!("rm {running}: not removed: it is running")), "{err}");
     assert!(err.contains(&format!("rm {held}: not removed: task a's process")), "{err}");
+    assert!(err.contains(&format!("rm {open}: not removed: process {} has open.a.log open", holder.id())), "{err}");
     let out = lines(&o.stdout);
     assert_eq!((out.len(), out[0]["runId"].as_str()), (1, Some(done.as_str())));
-    assert!(!pointer(&done) && pointer(&running) && pointer(&held));
+    assert!(!pointer(&done) && pointer(&running) && pointer(&held) && pointer(&open));
     assert!(done_rs.join("done.jsonl").exists(), "a repository's runstate is its owner's");
+    // The server's listing and views forget it at once.
+    assert_eq!(srv.get(&format!("/runs/{done}")).0, 404);
+    let (_, all) = srv.get("/runs");
+    assert!(all["runs"].as_array().unwrap().iter().all(|r| r["runId"] != done.as_str()), "{all}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let o = bin("runs", &home).args(["rm", &open]).output().unwrap();
+    assert!(o.status.success(), "once nothing holds it: {}", String::from_utf8_lossy(&o.stderr));
 
     // prune: a dry run removes nothing; then only what is idle long enough, never the live.
     let serve_rs = home.join("serve/runstate");
@@ -1542,7 +1562,9 @@ fn rm_and_prune_remove_finished_and_idle_runs_never_live_ones() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ev = lines(&o.stdout);
     let got: Vec<_> = ev.iter().map(|e| (e["runId"].as_str().unwrap(), e["status"].as_str().unwrap())).collect();
-    assert_eq!(got, [(done.as_str(), "done"), (chat.as_str(), "running"), (running.as_str(), "running")]);
+    let want =
+        [(done.as_str(), "done"), (open.as_str(), "done"), (chat.as_str(), "running"), (running.as_str(), "running")];
+    assert_eq!(got, want);
     let _ = std::fs::remove_dir_all(&base);
 }
 
@@ -1574,6 +1596,16 @@ fn the_table_is_for_people_and_show_finds_runs_by_slug_or_prefix() {
     let o = bin("runs", &home).args(["list", "--table", "--all"]).output().unwrap();
     let t = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(t.lines().any(|r| r.starts_with("agui-run-c4a7") && r.contains(" chat ")), "{t}");
+
+    // On a real terminal (a pty, through script(1)), `runs` alone is the table.
+    let o = Command::new("script")
+        .args(["-qec", env!("CARGO_BIN_EXE_runs"), "/dev/null"])
+        .env("HARNESS_HOME", &home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("script(1), util-linux");
+    let t = String::from_utf8_lossy(&o.stdout).replace('\r', "");
+    assert!(t.starts_with("RUN ") && t.contains("\nfeat ") && !t.contains('{'), "{t}");
 
     // show by slug, by prefix; hints when ambiguous or unknown.
     let show = |q: &str| bin("runs", &home).args(["show", q]).output().unwrap();

@@ -175,7 +175,8 @@ fn write_table(o: &mut impl Write, p: &runwire::runs::list::Page, all: bool) -> 
 }
 
 /// Removes each run unless it is live; one line per run removed (JSON:
-/// runId, slug, status, removed, files, kept). True when every run was.
+/// runId, slug, status, removed, files, kept; a sentence on a terminal).
+/// True when every run was.
 fn remove_runs(
     reg: &Registry,
     o: &mut impl Write,
@@ -186,6 +187,7 @@ fn remove_runs(
 ) -> anyhow::Result<bool> {
     let mut all = true;
     let now = now_ms();
+    let open = if ids.is_empty() { Default::default() } else { remove::open_files() };
     for id in ids {
         let l = match reg.read(&id) {
             Ok(p) => view::load(p),
@@ -196,7 +198,7 @@ fn remove_runs(
             }
         };
         let status = l.status();
-        if let Some(why) = remove::live(&l, status, remove::last_activity_ms(reg, &l), now, idle_ms) {
+        if let Some(why) = remove::live(&l, status, remove::last_activity_ms(reg, &l), now, idle_ms, &open) {
             cli::report(BIN, format!("{what} {id}: not removed: {why}"));
             all = false;
             continue;
@@ -212,9 +214,15 @@ fn remove_runs(
                 cli::report(BIN, format!("{what} {id}: feed: {e}"));
             }
         }
-        let mut v = serde_json::to_value(&r)?;
-        v["removed"] = (!dry_run).into();
-        line(o, &v)?;
+        if std::io::stdout().is_terminal() {
+            let verb = if dry_run { "would remove" } else { "removed" };
+            let n = r.files.len() + 1;
+            writeln!(o, "{verb} {id} ({}; {n} file{})", r.status, if n == 1 { "" } else { "s" })?;
+        } else {
+            let mut v = serde_json::to_value(&r)?;
+            v["removed"] = (!dry_run).into();
+            line(o, &v)?;
+        }
     }
     o.flush()?;
     Ok(all)
@@ -330,10 +338,16 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                 Err(runs::feed::FollowError::Io(e)) => Ok(Err(anyhow::Error::from(e).context("feed"))),
             }
         }
-        Cmd::Show { run_id } => human::resolve(&reg, &run_id)
-            .and_then(|id| view::find(&reg, &id))
-            .map(|l| l.show())
-            .map(|v| line(&mut o, &v)),
+        Cmd::Show { run_id } => {
+            human::resolve(&reg, &run_id).and_then(|id| view::find(&reg, &id)).map(|l| l.show()).map(|v| {
+                if std::io::stdout().is_terminal() {
+                    // Indented for a person; one line for a pipe, as before.
+                    serde_json::to_string_pretty(&v).map_err(Into::into).and_then(|t| Ok(writeln!(o, "{t}")?))
+                } else {
+                    line(&mut o, &v)
+                }
+            })
+        }
         Cmd::Task { run_id, task } => human::resolve(&reg, &run_id)
             .and_then(|id| view::find(&reg, &id))
             .and_then(|l| l.task(&task))

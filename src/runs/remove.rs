@@ -18,6 +18,7 @@ use super::{liveness, RunFiles};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -107,19 +108,63 @@ pub struct Removed {
     pub kept: Vec<String>,
 }
 
+/// Regular files some process holds open, by (device, inode), with the
+/// pid of one that does: read from `/proc/*/fd` (another user's processes
+/// cannot be read; their files are not seen). A server's chat turn or a
+/// supervisor's task keeps its log open while it runs.
+pub fn open_files() -> HashMap<(u64, u64), i32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = HashMap::new();
+    let me = std::process::id() as i32;
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
+        for fd in fds.flatten() {
+            // The magic link, followed: the open file itself, wherever it is.
+            if let Ok(m) = std::fs::metadata(fd.path()) {
+                if m.is_file() {
+                    out.entry((m.dev(), m.ino())).or_insert(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Why `l` must not be removed now, if it must not: a process in its
-/// liveness sidecar is alive; it waits for a person (`needs_input`,
-/// `paused`); or it is `running` or `registered` and its files changed
-/// less than `idle_ms` ago (a server's chat turn has no liveness sidecar:
-/// its journal and log moving is what says it runs). `last_ms` is the
-/// run's latest activity.
-pub fn live(l: &Loaded, status: &str, last_ms: i64, now_ms: i64, idle_ms: i64) -> Option<String> {
-    if l.dir.is_some() {
+/// liveness sidecar is alive; a process holds its journal or a task log
+/// open (`open`, from [`open_files`]); it waits for a person
+/// (`needs_input`, `paused`); or it is `running` or `registered` and its
+/// files changed less than `idle_ms` ago. `last_ms` is the run's latest
+/// activity.
+pub fn live(
+    l: &Loaded,
+    status: &str,
+    last_ms: i64,
+    now_ms: i64,
+    idle_ms: i64,
+    open: &HashMap<(u64, u64), i32>,
+) -> Option<String> {
+    if let Some(d) = &l.dir {
         let lv = liveness::get(&l.files);
         if let Some((t, pid)) =
             lv.tasks.iter().find_map(|(t, e)| e.pid.filter(|&p| liveness::pid_alive(p)).map(|p| (t, p)))
         {
             return Some(format!("task {t}'s process {pid} is alive"));
+        }
+        for name in run_file_names(l) {
+            let Ok(st) =
+                nix::sys::stat::fstatat(Some(d.as_raw_fd()), name.as_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            if let Some(pid) = open.get(&(st.st_dev, st.st_ino)) {
+                return Some(format!("process {pid} has {name} open"));
+            }
         }
     }
     match status {
