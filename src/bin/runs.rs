@@ -25,7 +25,7 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// One line per registered run, newest activity first: runId, slug, repo, status, wave, counts, cost, tokens (as GET /runs).
+    /// Every registered run, newest activity first: a table on a terminal; else JSON lines, runId, slug, repo, status, wave, counts, cost, tokens (as GET /runs). The default command.
     List {
         /// At most N runs (1 to 10000).
         #[arg(long, value_name = "N")]
