@@ -1557,6 +1557,14 @@ fn rm_and_prune_remove_finished_and_idle_runs_never_live_ones() {
     assert_eq!(o.status.code(), Some(1));
     assert!(!pointer(&running) && pointer(&held));
 
+    // Names that are not runs, durations that are not durations.
+    let o = bin("runs", &home).args(["rm", "nosuch"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("rm: no run \"nosuch\""));
+    for bad in ["3x", "d", ""] {
+        assert_eq!(bin("runs", &home).args(["prune", "--older-than", bad]).output().unwrap().status.code(), Some(2));
+    }
+
     // Each removal is a `removed` event in the feed.
     let o = bin("runs", &home).args(["watch", "--since", "0", "--no-follow", "--type", "removed"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
