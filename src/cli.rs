@@ -13,8 +13,10 @@ use std::process::ExitCode;
 pub enum Exit {
     /// Success.
     Ok = 0,
-    /// The run completed but found what it was asked to flag: invalid input
-    /// lines that were skipped, or (verdict-check) a status other than expected.
+    /// The run completed but found what it was asked to flag: input lines
+    /// that were unusable (the filters: every usable line still written),
+    /// a run not found or not removed (`runs`), or (verdict-check) a status
+    /// other than expected.
     Flagged = 1,
     /// Usage error: a bad flag or argument; nothing was read or written.
     Usage = 2,

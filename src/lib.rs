@@ -10,6 +10,7 @@ pub mod agui;
 pub mod arrival;
 pub mod cli;
 pub mod demo;
+pub mod dialect;
 pub mod events;
 pub mod normalize;
 pub mod pipe;

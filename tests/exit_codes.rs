@@ -71,3 +71,55 @@ fn runwire_session_uses_codes_0_to_3() {
     let doc = read("spec/exit-codes.md");
     assert_eq!(table_codes(&doc, "## runwire-session"), vec![0, 1, 2, 3]);
 }
+
+/// Every binary's `--help` ends with its exit statuses; the filters' say
+/// the one rule of spec/exit-codes.md, as their man pages do.
+#[test]
+fn every_help_ends_with_its_exit_statuses_and_the_filters_agree() {
+    let bins = [
+        env!("CARGO_BIN_EXE_normalize-events"),
+        env!("CARGO_BIN_EXE_agui-translate"),
+        env!("CARGO_BIN_EXE_sse-encode"),
+        env!("CARGO_BIN_EXE_runs"),
+        env!("CARGO_BIN_EXE_liveness"),
+        env!("CARGO_BIN_EXE_verdict-check"),
+        env!("CARGO_BIN_EXE_runwire-serve"),
+        env!("CARGO_BIN_EXE_runwire-supervise"),
+        env!("CARGO_BIN_EXE_runwire-session"),
+        env!("CARGO_BIN_EXE_runwire-reaper"),
+    ];
+    for bin in bins {
+        let out = std::process::Command::new(bin).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{bin}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        let tail: Vec<&str> = help.trim_end().lines().rev().take(3).collect();
+        assert!(tail.iter().any(|l| l.starts_with("Exit status")), "{bin}: help ends with {tail:?}");
+    }
+    for name in ["normalize-events", "agui-translate", "sse-encode"] {
+        let bin = match name {
+            "normalize-events" => env!("CARGO_BIN_EXE_normalize-events"),
+            "agui-translate" => env!("CARGO_BIN_EXE_agui-translate"),
+            _ => env!("CARGO_BIN_EXE_sse-encode"),
+        };
+        let help = String::from_utf8(std::process::Command::new(bin).arg("--help").output().unwrap().stdout).unwrap();
+        assert!(help.contains("1 some input lines were unusable"), "{name}: {help}");
+        let man = read(&format!("man/{name}.1"));
+        let status = man.split(".SH EXIT STATUS").nth(1).unwrap_or_else(|| panic!("{name}(1) has no EXIT STATUS"));
+        let status = status.split("\n.SH").next().unwrap_or_default();
+        assert!(status.contains("unusable"), "{name}(1)'s EXIT STATUS gives the rule: {status}");
+        assert!(!status.contains("exits 0 even"), "{name}(1)");
+    }
+}
+
+/// `liveness get` on a runstate directory that does not exist: exit 3, as
+/// the spec's table says, not an empty sidecar.
+#[test]
+fn liveness_get_on_a_missing_runstate_exits_3() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_liveness"))
+        .args(["get", "feat", "--runstate", "/nonexistent/runstate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("liveness: /nonexistent/runstate: "));
+}

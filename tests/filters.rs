@@ -61,7 +61,7 @@ fn a_line_over_the_cap_is_reported_with_its_size_and_the_stream_goes_on() {
         .write_stdin(input)
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(1), "a line not used flags the run (spec/exit-codes.md)");
     let evs: Vec<serde_json::Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let at_2: Vec<&serde_json::Value> = evs.iter().filter(|e| e["seq"] == 2).collect();
@@ -90,4 +90,87 @@ fn a_line_over_the_cap_is_reported_with_its_size_and_the_stream_goes_on() {
             "{bin}: the line after it went through: {stdout}"
         );
     }
+}
+
+/// spec/exit-codes.md's one rule for the three filters: 1 when any line was
+/// unusable, every usable line still written.
+#[test]
+fn every_filter_exits_1_on_an_unusable_line_and_writes_the_rest() {
+    let codex_ok = r#"{"type":"turn.started"}"#;
+    for (bin, args, good) in [
+        ("normalize-events", vec!["codex"], codex_ok),
+        ("agui-translate", vec![], EVENT),
+        ("sse-encode", vec![], EVENT),
+    ] {
+        let out =
+            Command::cargo_bin(bin).unwrap().args(&args).write_stdin(format!("garbage\n{good}\n")).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bin}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with(&format!("{bin}: stdin:1: ")), "{bin}: {err}");
+        assert!(!out.stdout.is_empty(), "{bin}: the usable line is still written");
+        let out = Command::cargo_bin(bin).unwrap().args(&args).write_stdin(format!("{good}\n")).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{bin}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let garbage = "not json\n".repeat(1000);
+    let out = Command::cargo_bin("normalize-events").unwrap().arg("claude").write_stdin(garbage).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 101, "{err}");
+    assert_eq!(lines[100], "normalize-events: stdin: 1000 bad lines in all; only the first 100 were reported");
+}
+
+/// A file argument, as jq and rg take one; `-` is stdin; one source only.
+#[test]
+fn every_filter_reads_a_file_argument_and_dash_is_stdin() {
+    let dir = std::env::temp_dir().join(format!("runwire-filters-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let claude = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/claude/bb-turn-tools.partial.jsonl");
+    let events = dir.join("events.jsonl");
+    let run = |bin: &str, args: &[&std::ffi::OsStr], stdin: &[u8]| {
+        Command::cargo_bin(bin).unwrap().args(args).env("SOURCE_DATE_EPOCH", "0").write_stdin(stdin).output().unwrap()
+    };
+    let by_flag = run("normalize-events", &["claude".as_ref(), "--input".as_ref(), claude.as_os_str()], b"");
+    assert_eq!(by_flag.status.code(), Some(0));
+    let by_arg = run("normalize-events", &["claude".as_ref(), claude.as_os_str()], b"");
+    assert_eq!((by_arg.status.code(), &by_arg.stdout), (Some(0), &by_flag.stdout));
+    let by_dash = run("normalize-events", &["claude".as_ref(), "-".as_ref()], &std::fs::read(&claude).unwrap());
+    assert_eq!(by_dash.status.code(), Some(0));
+    assert_eq!(by_dash.stdout.len(), by_flag.stdout.len(), "stdin: the same events, timed the same");
+    std::fs::write(&events, &by_arg.stdout).unwrap();
+    for bin in ["agui-translate", "sse-encode"] {
+        let by_arg = run(bin, &[events.as_os_str()], b"");
+        let by_stdin = run(bin, &[], &by_flag.stdout);
+        assert_eq!((by_arg.status.code(), &by_arg.stdout), (Some(0), &by_stdin.stdout), "{bin}");
+        let both = run(bin, &["--input".as_ref(), events.as_os_str(), events.as_os_str()], b"");
+        assert_eq!(both.status.code(), Some(2), "{bin}: one source");
+    }
+    let both =
+        run("normalize-events", &["claude".as_ref(), "--input".as_ref(), claude.as_os_str(), claude.as_os_str()], b"");
+    assert_eq!(both.status.code(), Some(2));
+    let missing = run("normalize-events", &["claude".as_ref(), dir.join("nope").as_os_str()], b"");
+    assert_eq!(missing.status.code(), Some(3));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Most lines JSON of another agent: said on stderr, with the adapter that reads them.
+#[test]
+fn a_log_of_another_agent_gets_a_hint_naming_the_right_adapter() {
+    let claude =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/claude/bb-turn-tools.partial.jsonl")).unwrap();
+    let n = claude.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+    let out =
+        Command::cargo_bin("normalize-events").unwrap().arg("codex").write_stdin(claude.clone()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err.lines().last().unwrap(),
+        format!("normalize-events: stdin: {n} of {n} lines were not codex events; is this a claude log? (normalize-events claude)")
+    );
+    let out = Command::cargo_bin("normalize-events").unwrap().arg("claude").write_stdin(claude).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8(out.stderr).unwrap().contains("lines were not"));
+    // Not JSON at all: no guess at an agent.
+    let out = Command::cargo_bin("normalize-events").unwrap().arg("codex").write_stdin("a\nb\n").output().unwrap();
+    assert!(!String::from_utf8(out.stderr).unwrap().contains("lines were not"));
 }

@@ -50,6 +50,15 @@ fn normalize(adapter: &str, input: &[u8], extra: &[&str]) -> (String, String, i3
     )
 }
 
+/// The exit code spec/exit-codes.md gives for this output: 1 when a line
+/// was unusable (an error event of one of these codes), else 0.
+fn exit_for(stdout: &str) -> i32 {
+    const UNUSABLE: [&str; 5] = ["not_json", "unknown_kind", "invalid_line", "missing_id", "line_too_long"];
+    let flagged =
+        events(stdout).iter().any(|e| e["type"] == "error" && UNUSABLE.iter().any(|c| e["data"]["code"] == *c));
+    i32::from(flagged)
+}
+
 fn events(stdout: &str) -> Vec<Value> {
     stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad output line {l}: {e}"))).collect()
 }
@@ -72,7 +81,7 @@ fn goldens_match_for_every_fixture() {
     for (adapter, path) in fixtures() {
         let input = std::fs::read(&path).unwrap();
         let (out, err, code) = normalize(&adapter, &input, &["--run", "run-1", "--task", "t1"]);
-        assert_eq!(code, 0, "{}: {err}", path.display());
+        assert_eq!(code, exit_for(&out), "{}: {err}", path.display());
         let name = path.file_name().unwrap().to_string_lossy().replace(".jsonl", ".events.jsonl");
         let golden = root().join("fixtures/golden/events").join(&adapter).join(name);
         if update {
@@ -136,7 +145,7 @@ fn two_reads_give_identical_ids_and_data() {
 fn after_resumes_exactly_at_every_cut() {
     for (adapter, path) in fixtures() {
         let input = std::fs::read(&path).unwrap();
-        let (full, _, _) = normalize(&adapter, &input, &[]);
+        let (full, _, full_code) = normalize(&adapter, &input, &[]);
         let lines: Vec<&str> = full.lines().collect();
         // Every cut point for small outputs, a sample for long ones.
         let step = (lines.len() / 25).max(1);
@@ -147,7 +156,7 @@ fn after_resumes_exactly_at_every_cut() {
                 other => other.to_string(),
             };
             let (rest, _, code) = normalize(&adapter, &input, &["--after", &id]);
-            assert_eq!(code, 0);
+            assert_eq!(code, full_code, "the whole input is read, and judged, whatever --after");
             let want: String = lines[i + 1..].iter().map(|l| format!("{l}\n")).collect();
             assert_eq!(rest, want, "{} --after {id}", path.display());
         }
@@ -317,7 +326,7 @@ fn hostile_lines_become_errors_and_the_stream_goes_on() {
     input.extend_from_slice(init.as_bytes());
     input.push(b'\n');
     let (out, err, code) = normalize("claude", &input, &[]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "unusable lines flag the run (spec/exit-codes.md): {err}");
     let evs = events(&out);
     let kinds: Vec<(String, String)> = evs
         .iter()
@@ -371,7 +380,7 @@ fn huge_lines_are_capped() {
     input.push(b'\n');
     input.extend_from_slice(&over);
     let (out, _, code) = normalize("claude", &input, &[]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "a line not JSON and one over the cap flag the run");
     let evs = events(&out);
     assert_eq!(evs[0]["data"]["truncated"], true);
     assert_eq!(evs[0]["data"]["bytes"], 3 * 1024 * 1024);

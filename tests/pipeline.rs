@@ -22,7 +22,9 @@ fn pipeline(adapter: &str, file: &std::path::Path) -> Vec<u8> {
     let mut n = bin("normalize-events").args([adapter, "--input"]).arg(file).stdout(Stdio::piped()).spawn().unwrap();
     let mut t = bin("agui-translate").stdin(n.stdout.take().unwrap()).stdout(Stdio::piped()).spawn().unwrap();
     let s = bin("sse-encode").stdin(t.stdout.take().unwrap()).stdout(Stdio::piped()).output().unwrap();
-    assert!(n.wait().unwrap().success() && t.wait().unwrap().success() && s.status.success(), "{}", file.display());
+    // normalize-events exits 1 on a fixture with noise lines on purpose (spec/exit-codes.md): they are error events.
+    let n_code = n.wait().unwrap().code();
+    assert!(matches!(n_code, Some(0 | 1)) && t.wait().unwrap().success() && s.status.success(), "{}", file.display());
     s.stdout
 }
 

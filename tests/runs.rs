@@ -1431,3 +1431,204 @@ fn journal_links_order_a_first_page_without_reading_other_pointers_and_are_never
     assert!(std::fs::symlink_metadata(home.join(format!("journals/{}.jsonl", runs[3].0))).is_ok());
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// Sets a file's modification time `secs` seconds back.
+fn age_file(path: &Path, secs: u64) {
+    let f = std::fs::File::options().append(true).open(path).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(secs)).unwrap();
+}
+
+const COMMITTED: &str = concat!(
+    r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"committed","rc":0}"#,
+    "\n"
+);
+
+/// issue 24, case 7: `journals/` replaced by a symlink to a directory
+/// outside the home: `runs reap` and `runs rm` delete nothing there.
+#[test]
+fn reap_and_rm_never_delete_through_a_symlinked_journals_dir() {
+    let base = tmp("reap-symlink");
+    let home = base.join("home");
+    let (gone, gone_rs) = plain_run(&base, &home, "gone", COMMITTED);
+    let (done, _) = plain_run(&base, &home, "done", COMMITTED);
+    std::fs::remove_dir_all(&gone_rs).unwrap();
+    // The links move out (as someone's files would be there), and journals/ points at them.
+    let outside = base.join("outside");
+    std::fs::rename(home.join("journals"), &outside).unwrap();
+    std::fs::write(outside.join("precious.txt"), "keep me").unwrap();
+    std::os::unix::fs::symlink(&outside, home.join("journals")).unwrap();
+    let before = |n: &str| outside.join(format!("{n}.jsonl")).exists();
+    assert!(before(&gone) && before(&done));
+
+    let o = bin("runs", &home).arg("reap").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(lines(&o.stdout)[0]["runId"], gone);
+    assert!(!home.join(format!("runs/{gone}.json")).exists(), "the pointer is reaped");
+    assert!(outside.join(format!("{gone}.jsonl")).exists(), "nothing deleted through the symlink");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("journal link left"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let o = bin("runs", &home).args(["rm", &done]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!home.join(format!("runs/{done}.json")).exists());
+    assert!(outside.join(format!("{done}.jsonl")).exists(), "nothing deleted through the symlink");
+    assert_eq!(std::fs::read_to_string(outside.join("precious.txt")).unwrap(), "keep me");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn rm_and_prune_remove_finished_and_idle_runs_never_live_ones() {
+    let base = tmp("rm-prune");
+    let home = base.join("home");
+    let (done, done_rs) = plain_run(&base, &home, "done", COMMITTED);
+    let (running, _) = plain_run(&base, &home, "busy", LEASED);
+    let (held, held_rs) = plain_run(&base, &home, "held", COMMITTED);
+    // A finished run whose task's process is still alive (this test's own).
+    let o = bin("liveness", &home)
+        .arg("--runstate")
+        .arg(&held_rs)
+        .args(["set", "held", "a", &format!(r#"{{"pid":{}}}"#, std::process::id())])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A chat run recorded by the server, in $HARNESS_HOME/serve.
+    let rec = runwire::runs::record::Recorder::start(&home, "run-5eed", "claude", "hi").unwrap();
+    let chat = rec.run_id.clone();
+    drop(rec);
+    // The feed exists (someone watched): removals go into it.
+    let o = bin("runs", &home).args(["watch", "--no-follow"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pointer = |id: &str| home.join(format!("runs/{id}.json")).exists();
+
+    // A finished run whose log a process holds open (a server still writing it, a viewer).
+    let (open, open_rs) = plain_run(&base, &home, "open", COMMITTED);
+    std::fs::write(open_rs.join("open.a.log"), "").unwrap();
+    let mut holder = Command::new("sleep")
+        .arg("60")
+        .stdin(std::fs::File::open(open_rs.join("open.a.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let srv = Server::start(&home, &[]);
+    assert_eq!(srv.get(&format!("/runs/{done}")).0, 200);
+
+    // rm by slug: the finished run goes, its repository's files stay.
+    let o = bin("runs", &home).args(["rm", "done", "busy", "held", "open"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "three runs were not removed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("rm {running}: not removed: it is running")), "{err}");
+    assert!(err.contains(&format!("rm {held}: not removed: task a's process")), "{err}");
+    assert!(err.contains(&format!("rm {open}: not removed: process {} has open.a.log open", holder.id())), "{err}");
+    let out = lines(&o.stdout);
+    assert_eq!((out.len(), out[0]["runId"].as_str()), (1, Some(done.as_str())));
+    assert!(!pointer(&done) && pointer(&running) && pointer(&held) && pointer(&open));
+    assert!(done_rs.join("done.jsonl").exists(), "a repository's runstate is its owner's");
+    // The server's listing and views forget it at once.
+    assert_eq!(srv.get(&format!("/runs/{done}")).0, 404);
+    let (_, all) = srv.get("/runs");
+    assert!(all["runs"].as_array().unwrap().iter().all(|r| r["runId"] != done.as_str()), "{all}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let o = bin("runs", &home).args(["rm", &open]).output().unwrap();
+    assert!(o.status.success(), "once nothing holds it: {}", String::from_utf8_lossy(&o.stderr));
+
+    // prune: a dry run removes nothing; then only what is idle long enough, never the live.
+    let serve_rs = home.join("serve/runstate");
+    let chat_files: Vec<PathBuf> = std::fs::read_dir(&serve_rs).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(chat_files.len() >= 3, "{chat_files:?}");
+    for f in &chat_files {
+        age_file(f, 3 * 86_400);
+    }
+    age_file(&home.join(format!("runs/{chat}.json")), 3 * 86_400);
+    let o = bin("runs", &home).args(["prune", "--older-than", "2d", "--dry-run"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(lines(&o.stdout).iter().map(|l| l["runId"].clone()).collect::<Vec<_>>(), [chat.as_str()]);
+    assert!(pointer(&chat) && chat_files.iter().all(|f| f.exists()));
+    let o = bin("runs", &home).args(["prune", "--older-than", "2d"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!pointer(&chat) && pointer(&running) && pointer(&held));
+    assert!(chat_files.iter().all(|f| !f.exists()), "the server's own files go with its run");
+    // A `running` run idle for days is taken for dead; one with a live process never is.
+    for f in ["busy/runstate/busy.jsonl", "held/runstate/held.jsonl"] {
+        age_file(&base.join(f), 3 * 86_400);
+    }
+    for id in [&running, &held] {
+        age_file(&home.join(format!("runs/{id}.json")), 3 * 86_400);
+    }
+    let o = bin("runs", &home).args(["prune", "--older-than", "1d"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!pointer(&running) && pointer(&held));
+
+    // Names that are not runs, durations that are not durations.
+    let o = bin("runs", &home).args(["rm", "nosuch"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("rm: no run \"nosuch\""));
+    for bad in ["3x", "d", ""] {
+        assert_eq!(bin("runs", &home).args(["prune", "--older-than", bad]).output().unwrap().status.code(), Some(2));
+    }
+
+    // Each removal is a `removed` event in the feed.
+    let o = bin("runs", &home).args(["watch", "--since", "0", "--no-follow", "--type", "removed"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ev = lines(&o.stdout);
+    let got: Vec<_> = ev.iter().map(|e| (e["runId"].as_str().unwrap(), e["status"].as_str().unwrap())).collect();
+    let want =
+        [(done.as_str(), "done"), (open.as_str(), "done"), (chat.as_str(), "running"), (running.as_str(), "running")];
+    assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn the_table_is_for_people_and_show_finds_runs_by_slug_or_prefix() {
+    let base = tmp("table");
+    let home = base.join("home");
+    let (feat, rs) = plain_run(&base, &home, "feat", COMMITTED);
+    let (feature, _) = plain_run(&base, &home, "feature-x", LEASED);
+    std::fs::copy(root().join("fixtures/claude/bb-turn-tools.partial.jsonl"), rs.join("feat.a.log")).unwrap();
+    let rec = runwire::runs::record::Recorder::start(&home, "run-c4a7", "claude", "hi").unwrap();
+    drop(rec);
+    // Piped, JSON lines as before: every run, the cost unrounded.
+    let o = bin("runs", &home).arg("list").output().unwrap();
+    let json = lines(&o.stdout);
+    assert_eq!(json.len(), 3);
+    let cost = by_id(&json, &feat)["costUsd"].as_f64().unwrap();
+    assert!(cost > 0.0);
+
+    let o = bin("runs", &home).args(["list", "--table"]).env("TZ", "UTC").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = String::from_utf8_lossy(&o.stdout).to_string();
+    let rows: Vec<&str> = t.lines().collect();
+    assert!(rows[0].starts_with("RUN ") && rows[0].contains("COST") && rows[0].contains("LAST ACTIVE"), "{t}");
+    let row = rows.iter().find(|r| r.starts_with("feat ")).unwrap_or_else(|| panic!("{t}"));
+    assert!(row.contains(&format!("${cost:.2}")) && row.contains("done") && row.contains("1/1"), "{row}");
+    assert!(row.contains(&feat) && (row.contains(" 0s ") || row.contains(" 1s ")), "{row}");
+    assert!(!t.contains("agui-run-c4a7") && t.contains("(1 chat run not shown: runs list --all)"), "{t}");
+    let o = bin("runs", &home).args(["list", "--table", "--all"]).output().unwrap();
+    let t = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(t.lines().any(|r| r.starts_with("agui-run-c4a7") && r.contains(" chat ")), "{t}");
+
+    // On a real terminal (a pty, through script(1)), `runs` alone is the table.
+    let o = Command::new("script")
+        .args(["-qec", env!("CARGO_BIN_EXE_runs"), "/dev/null"])
+        .env("HARNESS_HOME", &home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("script(1), util-linux");
+    let t = String::from_utf8_lossy(&o.stdout).replace('\r', "");
+    assert!(t.starts_with("RUN ") && t.contains("\nfeat ") && !t.contains('{'), "{t}");
+
+    // show by slug, by prefix; hints when ambiguous or unknown.
+    let show = |q: &str| bin("runs", &home).args(["show", q]).output().unwrap();
+    for q in ["feat", &feat[..16], feat.as_str()] {
+        let o = show(q);
+        assert!(o.status.success(), "{q}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(lines(&o.stdout)[0]["run"]["runId"], feat);
+    }
+    let o = show("fea");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("2 runs match \"fea\"") && err.contains(&feat) && err.contains(&feature), "{err}");
+    let o = show("fet");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("no run \"fet\"; did you mean {feat}?")));
+    assert_eq!(show("a/b").status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -13,7 +13,7 @@ const BIN: &str = "agui-translate";
 
 /// Translate an events/v1 stream into AG-UI 1.0 events (JSON lines).
 #[derive(Parser, Debug)]
-#[command(name = BIN, version)]
+#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 some input lines were unusable (each reported on stderr; the rest still written); 2 usage error; 3 input or output error.\nSee agui-translate(1) and spec/exit-codes.md.")]
 struct Args {
     /// threadId for RUN_STARTED/RUN_FINISHED (default: the first event's `run`, else derived).
     #[arg(long, value_name = "ID")]
@@ -22,8 +22,11 @@ struct Args {
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
     /// Read from FILE instead of stdin (`-` is stdin).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "file")]
     input: Option<PathBuf>,
+    /// Read this file instead of stdin (`-` is stdin); as --input.
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -34,14 +37,14 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> anyhow::Result<Exit> {
-    let source = cli::source_name(args.input.as_deref());
+    let source = cli::source_name(args.input.as_deref().or(args.file.as_deref()));
     let t = RefCell::new(Translator::new(TranslateOptions {
         thread_id: args.thread_id.clone(),
         run_id: args.run_id.clone(),
     }));
     let exit = pipe::filter(
         BIN,
-        args.input.as_deref(),
+        args.input.as_deref().or(args.file.as_deref()),
         |line, out| {
             let ev = parse_line(line)?;
             write_events(out, &t.borrow_mut().push(&ev));

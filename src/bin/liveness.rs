@@ -12,7 +12,7 @@ const BIN: &str = "liveness";
 
 /// Read and update a run's liveness sidecar (RUNSTATE/SLUG.live.json): which process runs which task.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such task (get); 2 usage error (bad slug, task or JSON); 3 input or output error.\nSee liveness(1) and spec/liveness.schema.json.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such task (get); 2 usage error (bad slug, task or JSON); 3 input or output error (the runstate directory is missing, a file cannot be read or written).\nSee liveness(1) and spec/liveness.schema.json.")]
 struct Args {
     /// The runstate directory holding the run's files.
     #[arg(long, value_name = "DIR", default_value = "./runstate", global = true)]
@@ -69,6 +69,10 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
         Cmd::Get { task, .. } => {
+            // A missing directory is not an empty sidecar: a wrong --runstate must show.
+            if !args.runstate.is_dir() {
+                anyhow::bail!("{dir}: not a directory");
+            }
             let l = liveness::get(&files);
             match task {
                 None => out(&l)?,

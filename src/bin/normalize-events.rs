@@ -1,4 +1,4 @@
-//! `normalize-events <claude|cursor|codex>`: an agent's raw JSON lines → `events/v1`.
+//! `normalize-events <claude|cursor|codex> [FILE]`: an agent's raw JSON lines → `events/v1`.
 
 use clap::Parser;
 use runwire::cli::{self, Exit};
@@ -15,11 +15,15 @@ const BIN: &str = "normalize-events";
 
 /// Turn a coding agent's raw JSON-lines stream into events/v1, one JSON object a line.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 success; 2 usage error; 3 input or output error.\nSee normalize-events(1) and spec/events.schema.json.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 some input lines were unusable (each an error event, and reported on stderr; the rest still written); 2 usage error; 3 input or output error.\nSee normalize-events(1) and spec/events.schema.json.")]
+#[command(group = clap::ArgGroup::new("source").args(["file", "input"]))]
 struct Args {
     /// The agent CLI that wrote the stream.
     #[arg(value_enum)]
     adapter: Adapter,
+    /// Read this file instead of stdin (`-` is stdin); as --input.
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
     /// Run id stamped on every event.
     #[arg(long, value_name = "R")]
     run: Option<String>,
@@ -27,10 +31,10 @@ struct Args {
     #[arg(long, value_name = "T")]
     task: Option<String>,
     /// Read this file instead of stdin (`-` is stdin); FILE.at, when it exists, gives each line's arrival time.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "file")]
     input: Option<PathBuf>,
     /// Keep reading FILE as it grows (woken by inotify) until the wrapper's status line (the exit event) or the file's removal; a file renamed over it is followed from its start, a truncated one read again from its start.
-    #[arg(long, requires = "input")]
+    #[arg(long, requires = "source")]
     follow: bool,
     /// Emit only events after this seq (`12` or `12.2`): resume a stream exactly.
     #[arg(long, value_name = "SEQ", value_parser = parse_seq)]
@@ -41,7 +45,8 @@ fn parse_seq(s: &str) -> Result<Seq, String> {
     Seq::parse(s).ok_or_else(|| format!("{s:?} is not a seq (expected LINE or LINE.K, e.g. 12 or 12.2)"))
 }
 
-fn run(args: Args) -> anyhow::Result<Exit> {
+fn run(mut args: Args) -> anyhow::Result<Exit> {
+    args.input = args.input.take().or(args.file.take());
     let name = cli::source_name(args.input.as_deref());
     let done = Arc::new(AtomicBool::new(false));
     let file = args.input.as_deref().filter(|p| p.as_os_str() != "-");
@@ -70,7 +75,8 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let after = args.after;
     let mut writer = runwire::events::Writer::default();
-    pipe::drive_lines(input, &mut out, |_, line, buf| {
+    let mut tally = runwire::dialect::Tally::new(args.adapter);
+    pipe::drive_lines(input, &mut out, |lineno, line, buf| {
         if let (Some(g), Some(p)) = (&generation, file) {
             let now = g.load(Ordering::SeqCst);
             if now != seen {
@@ -80,10 +86,16 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
         let at = times.as_mut().and_then(|t| t.at(norm.lines() + 1 - base));
-        let evs = match line {
-            pipe::Line::Whole(l) => norm.push_at(l, at),
-            pipe::Line::TooLong { head, size } => norm.push_too_long_at(head, size, at),
+        let (evs, raw) = match line {
+            pipe::Line::Whole(l) => (norm.push_at(l, at), Some(l)),
+            pipe::Line::TooLong { head, size } => (norm.push_too_long_at(head, size, at), None),
         };
+        if let Some(e) = tally.line(raw, &evs) {
+            // Bounded, as the other filters: garbage must not flood stderr.
+            if tally.unusable <= pipe::MAX_REPORTED {
+                cli::report(BIN, format!("{name}:{lineno}: {}", e.reason));
+            }
+        }
         for ev in evs {
             if after.is_some_and(|a| ev.seq <= a) {
                 continue;
@@ -96,12 +108,28 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Flow::Continue
     })
     .map_err(|e| e.named(&name))?;
-    Ok(Exit::Ok)
+    if tally.unusable > pipe::MAX_REPORTED {
+        let n = tally.unusable;
+        cli::report(BIN, format!("{name}: {n} bad lines in all; only the first {} were reported", pipe::MAX_REPORTED));
+    }
+    if let Some(h) = tally.hint() {
+        cli::report(BIN, format!("{name}: {h}"));
+    }
+    Ok(if tally.unusable > 0 { Exit::Flagged } else { Exit::Ok })
 }
 
 fn main() -> ExitCode {
     match cli::parse_args::<Args>() {
         Ok(args) => cli::finish(BIN, run(args)),
         Err(code) => code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
     }
 }

@@ -1,30 +1,31 @@
-//! `runs list|show|task|register|reap|watch`: the run views of
-//! `runwire-serve`'s `GET /runs…` routes, as JSON lines, the registry's
-//! write side, and the change feed (`GET /runs/events`). All logic is in
-//! `runwire::runs`.
+//! `runs list|show|task|register|reap|rm|prune|watch`: the run views of
+//! `runwire-serve`'s `GET /runs…` routes (a table on a terminal, else JSON
+//! lines), the registry's write side, removal, and the change feed
+//! (`GET /runs/events`). All logic is in `runwire::runs`.
 
 use clap::{Parser, Subcommand};
 use runwire::cli::{self, Exit};
 use runwire::runs::list::Query;
 use runwire::runs::registry::{NewRun, Registry};
 use runwire::runs::view::{self, ViewError};
-use runwire::runs::{self};
-use std::io::Write;
+use runwire::runs::{self, human, remove};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 const BIN: &str = "runs";
 
-/// List, show, register and reap runs ($HARNESS_HOME/runs, default ~/.harness/runs); JSON lines on stdout.
+/// List, show, register, remove and reap runs ($HARNESS_HOME/runs, default ~/.harness/runs): a table on a terminal, JSON lines otherwise.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task; 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task, or a run not removed (live, or not found); 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
 struct Args {
+    /// Default: list.
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
 }
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// One line per registered run, newest activity first: runId, slug, repo, status, wave, counts, cost, tokens (as GET /runs).
+    /// Every registered run, newest activity first: a table on a terminal; else JSON lines, runId, slug, repo, status, wave, counts, cost, tokens (as GET /runs). The default command.
     List {
         /// At most N runs (1 to 10000).
         #[arg(long, value_name = "N")]
@@ -41,6 +42,36 @@ enum Cmd {
         /// Print one JSON object, as GET /runs answers: {"runs": [...], "total": N, "next": CURSOR|null}.
         #[arg(long)]
         page: bool,
+        /// JSON lines (as GET /runs items), also on a terminal. They are the default when stdout is not a terminal, and list every run.
+        #[arg(long, conflicts_with = "table")]
+        json: bool,
+        /// The table, also when stdout is not a terminal.
+        #[arg(long, conflicts_with = "page")]
+        table: bool,
+        /// The table also shows chat runs (kind chat: what runwire-serve's POST /agui records, chat turns and the demo), with a KIND column.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Remove runs from the registry (pointer, journal link, and the run's files when they are runwire-serve's own under $HARNESS_HOME/serve); never a live run.
+    Rm {
+        /// Run ids, id prefixes or slugs.
+        #[arg(required = true, value_name = "RUN")]
+        runs: Vec<String>,
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove every run with no activity for DURATION (e.g. 30d, 12h, 90m); never a live run.
+    Prune {
+        /// How long a run has been idle: a number and s, m, h, d or w.
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+        /// Only chat runs (kind chat: runwire-serve's own).
+        #[arg(long)]
+        chat: bool,
+        /// Only print what would be removed.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Remove registry pointers whose runstate directory is gone; prints each one removed.
     Reap {
@@ -48,12 +79,19 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// One run: meta, plan DAG, each task's last state (as GET /runs/RUNID).
-    Show { run_id: String },
-    /// One task: adapter, session id, pid, runtime, idle time, log path (as GET /runs/RUNID/tasks/TID).
-    Task { run_id: String, task: String },
+    /// One run: meta, plan DAG, each task's last state (as GET /runs/RUNID). RUN: a run id, an id prefix or a slug.
+    Show {
+        #[arg(value_name = "RUN")]
+        run_id: String,
+    },
+    /// One task: adapter, session id, pid, runtime, idle time, log path (as GET /runs/RUNID/tasks/TID). RUN as for show.
+    Task {
+        #[arg(value_name = "RUN")]
+        run_id: String,
+        task: String,
+    },
     /// Follow the change feed: one JSON line per change of any run or task (created, task, run,
-    /// needs_input, input_answered, ended), as GET /runs/events; no server needed.
+    /// needs_input, input_answered, ended, removed), as GET /runs/events; no server needed.
     Watch {
         /// Resume after this event id (the "id" of the last line you got); 0 replays the whole
         /// feed. Default: only what happens from now.
@@ -68,7 +106,7 @@ enum Cmd {
         /// Only runs of this repository (its name or its root).
         #[arg(long = "repo", value_name = "REPO", value_delimiter = ',')]
         repos: Vec<String>,
-        /// Only these event types: created, task, run, needs_input, input_answered, ended.
+        /// Only these event types: created, task, run, needs_input, input_answered, ended, removed.
         #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
         types: Vec<String>,
         /// Print what the feed holds past --since, then exit instead of waiting for more.
@@ -103,12 +141,110 @@ fn line(o: &mut impl Write, v: &serde_json::Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long a `running` or `registered` run must have been idle before it
+/// is taken for dead and may be removed (a chat turn has no liveness
+/// sidecar; its files moving is what says it runs).
+const RULE_IDLE_MS: i64 = 3_600_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn usage(m: String) -> anyhow::Result<Exit> {
+    cli::report(BIN, m);
+    Ok(Exit::Usage)
+}
+
+/// The listing as a table, leaving out chat runs unless `all`.
+fn write_table(o: &mut impl Write, p: &runwire::runs::list::Page, all: bool) -> anyhow::Result<()> {
+    let items: Vec<serde_json::Value> = p.items.iter().filter_map(|s| serde_json::from_str(s).ok()).collect();
+    let (shown, hidden): (Vec<_>, Vec<_>) = items.into_iter().partition(|it| all || human::kind(it) != "chat");
+    if shown.is_empty() && hidden.is_empty() {
+        writeln!(o, "no runs")?;
+    } else {
+        o.write_all(human::table(&shown, now_ms(), all).as_bytes())?;
+    }
+    if !hidden.is_empty() {
+        let n = hidden.len();
+        writeln!(o, "({n} chat run{} not shown: runs list --all)", if n == 1 { "" } else { "s" })?;
+    }
+    if let Some(c) = &p.next {
+        writeln!(o, "(more: runs list --cursor {c})")?;
+    }
+    Ok(())
+}
+
+/// Removes each run unless it is live; one line per run removed (JSON:
+/// runId, slug, status, removed, files, kept; a sentence on a terminal).
+/// True when every run was.
+fn remove_runs(
+    reg: &Registry,
+    o: &mut impl Write,
+    ids: Vec<String>,
+    idle_ms: i64,
+    dry_run: bool,
+    what: &str,
+) -> anyhow::Result<bool> {
+    let mut all = true;
+    let now = now_ms();
+    let open = if ids.is_empty() { Default::default() } else { remove::open_files() };
+    for id in ids {
+        let l = match reg.read(&id) {
+            Ok(p) => view::load(p),
+            Err(e) => {
+                cli::report(BIN, format!("{what} {id}: not removed: pointer {e}"));
+                all = false;
+                continue;
+            }
+        };
+        let status = l.status();
+        if let Some(why) = remove::live(&l, status, remove::last_activity_ms(reg, &l), now, idle_ms, &open) {
+            cli::report(BIN, format!("{what} {id}: not removed: {why}"));
+            all = false;
+            continue;
+        }
+        let summary = l.summary();
+        let r = remove::remove_run(reg, &l, status, dry_run).map_err(|e| anyhow::anyhow!("{what} {id}: {e}"))?;
+        for k in &r.kept {
+            cli::report(BIN, format!("{what} {id}: left: {k}"));
+        }
+        if !dry_run {
+            // The feed says so (best effort: the run is gone either way).
+            if let Err(e) = remove::feed_removed(reg.home(), summary, &runwire::time::format_ms(now)) {
+                cli::report(BIN, format!("{what} {id}: feed: {e}"));
+            }
+        }
+        if std::io::stdout().is_terminal() {
+            let verb = if dry_run { "would remove" } else { "removed" };
+            let n = r.files.len() + 1;
+            writeln!(o, "{verb} {id} ({}; {n} file{})", r.status, if n == 1 { "" } else { "s" })?;
+        } else {
+            let mut v = serde_json::to_value(&r)?;
+            v["removed"] = (!dry_run).into();
+            line(o, &v)?;
+        }
+    }
+    o.flush()?;
+    Ok(all)
+}
+
 fn run(args: Args) -> anyhow::Result<Exit> {
     let reg = Registry::at(&runs::harness_home());
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
-    let result = match args.cmd {
-        Cmd::List { limit, cursor, status, repo, page } => {
+    let cmd = args.cmd.unwrap_or(Cmd::List {
+        limit: None,
+        cursor: None,
+        status: None,
+        repo: None,
+        page: false,
+        json: false,
+        table: false,
+        all: false,
+    });
+    let result = match cmd {
+        Cmd::List { limit, cursor, status, repo, page, json, table, all } => {
+            let as_table = table || (!json && !page && std::io::stdout().is_terminal());
             match Query::parse(limit.as_deref(), cursor.as_deref(), status.as_deref(), repo.as_deref()) {
                 Err(m) => Err(ViewError::Bad(m)),
                 Ok(q) => {
@@ -123,6 +259,8 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                             .try_for_each(|s| o.write_all(s.as_bytes()))
                             .and_then(|_| o.write_all(b"\n"))
                             .map_err(Into::into)
+                    } else if as_table {
+                        write_table(&mut o, &p, all)
                     } else {
                         p.items.iter().try_for_each(|it| -> anyhow::Result<()> {
                             o.write_all(it.as_bytes())?;
@@ -141,11 +279,50 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::Reap { dry_run } => {
             let removed = reg.reap(dry_run).map_err(|e| anyhow::anyhow!("{}: {e}", reg.dir.display()))?;
             Ok(removed.iter().try_for_each(|r| {
+                if let Some(why) = &r.kept {
+                    cli::report(BIN, format!("reap {}: journal link left: {why}", r.run_id));
+                }
                 line(
                     &mut o,
                     &serde_json::json!({"runId": r.run_id, "runstateDir": r.runstate_dir, "removed": !dry_run}),
                 )
             }))
+        }
+        Cmd::Rm { runs, dry_run } => {
+            let mut ids = Vec::new();
+            let mut missed = false;
+            for q in &runs {
+                match human::resolve(&reg, q) {
+                    Ok(id) => ids.push(id),
+                    Err(ViewError::Bad(m)) => return usage(m),
+                    Err(ViewError::NotFound(m) | ViewError::Unreadable(m)) => {
+                        cli::report(BIN, format!("rm: {m}"));
+                        missed = true;
+                    }
+                }
+            }
+            // A run not named by its id is removed only after a live check, as any.
+            let r = remove_runs(&reg, &mut o, ids, RULE_IDLE_MS, dry_run, "rm");
+            return r.map(|all| if all && !missed { Exit::Ok } else { Exit::Flagged });
+        }
+        Cmd::Prune { older_than, chat, dry_run } => {
+            let age = match human::parse_duration(&older_than) {
+                Ok(a) => a,
+                Err(m) => return usage(format!("--older-than: {m}")),
+            };
+            let now = now_ms();
+            let ids: Vec<String> = reg
+                .ids()
+                .into_iter()
+                .filter(|id| {
+                    let Ok(p) = reg.read(id) else { return false };
+                    let l = view::load(p);
+                    (!chat || human::kind(&l.summary()) == "chat") && now - remove::last_activity_ms(&reg, &l) >= age
+                })
+                .collect();
+            // A run still `running` is taken for dead only when idle for the age asked, and an hour at least.
+            let r = remove_runs(&reg, &mut o, ids, age.max(RULE_IDLE_MS), dry_run, "prune");
+            return r.map(|all| if all { Exit::Ok } else { Exit::Flagged });
         }
         Cmd::Watch { since, runs, statuses, repos, types, no_follow } => {
             let filter = runs::feed::Filter { runs, statuses, repos, types };
@@ -161,8 +338,20 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                 Err(runs::feed::FollowError::Io(e)) => Ok(Err(anyhow::Error::from(e).context("feed"))),
             }
         }
-        Cmd::Show { run_id } => view::find(&reg, &run_id).map(|l| l.show()).map(|v| line(&mut o, &v)),
-        Cmd::Task { run_id, task } => view::find(&reg, &run_id).and_then(|l| l.task(&task)).map(|v| line(&mut o, &v)),
+        Cmd::Show { run_id } => {
+            human::resolve(&reg, &run_id).and_then(|id| view::find(&reg, &id)).map(|l| l.show()).map(|v| {
+                if std::io::stdout().is_terminal() {
+                    // Indented for a person; one line for a pipe, as before.
+                    serde_json::to_string_pretty(&v).map_err(Into::into).and_then(|t| Ok(writeln!(o, "{t}")?))
+                } else {
+                    line(&mut o, &v)
+                }
+            })
+        }
+        Cmd::Task { run_id, task } => human::resolve(&reg, &run_id)
+            .and_then(|id| view::find(&reg, &id))
+            .and_then(|l| l.task(&task))
+            .map(|v| line(&mut o, &v)),
         Cmd::Register { slug, repo_root, worktree, project, repo, branch, runstate_dir } => {
             // Absolute, as readers require (a relative runstateDir would be read against each reader's cwd).
             let abs = |p: String| match std::path::absolute(&p) {

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Event types, in the `type` field of every event.
-pub const TYPES: [&str; 6] = ["created", "task", "run", "needs_input", "input_answered", "ended"];
+pub const TYPES: [&str; 7] = ["created", "task", "run", "needs_input", "input_answered", "ended", "removed"];
 
 /// Statuses that end a run (an `ended` event is a move into one of them).
 fn is_end(status: &str) -> bool {

@@ -8,12 +8,14 @@
 
 pub mod feed;
 pub mod flat;
+pub mod human;
 pub mod journal;
 pub mod list;
 pub mod liveness;
 pub mod plan;
 pub mod record;
 pub mod registry;
+pub mod remove;
 pub mod safe;
 pub mod sha256;
 pub mod view;

@@ -207,6 +207,8 @@ pub struct Registry {
 pub struct Reaped {
     pub run_id: String,
     pub runstate_dir: String,
+    /// The journal link could not be removed (why): it was left.
+    pub kept: Option<String>,
 }
 
 /// Checks a pointer read from `<run_id>.json` like anything from a URL:
@@ -396,9 +398,15 @@ impl Registry {
         });
     }
 
+    /// `$HARNESS_HOME`: where the registry directory is.
+    pub fn home(&self) -> &Path {
+        self.dir.parent().unwrap_or(Path::new("."))
+    }
+
     /// Removes (unless `dry_run`) every pointer whose runstate directory is
     /// gone (`ENOENT`: not one that cannot be read, which may come back),
-    /// and says which. Unreadable pointers are left alone.
+    /// and says which. Unreadable pointers are left alone. Removal goes
+    /// through [`super::remove`]: nothing is deleted through a symlink.
     pub fn reap(&self, dry_run: bool) -> std::io::Result<Vec<Reaped>> {
         let mut out = Vec::new();
         for id in self.ids() {
@@ -407,16 +415,16 @@ impl Registry {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 _ => continue,
             }
+            let mut kept = None;
             if !dry_run {
                 // The link first: a pointer left without one still lists (by reading it).
-                for path in [self.link_path(&id), self.path(&id)] {
-                    match std::fs::remove_file(path) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                        _ => {}
-                    }
+                // A link that cannot be removed (journals/ a symlink) is left, and said.
+                if let Err(e) = super::remove::remove(self.home(), &["journals"], &link_name(&id)) {
+                    kept = Some(e.to_string());
                 }
+                super::remove::remove(self.home(), &["runs"], &format!("{id}.json"))?;
             }
-            out.push(Reaped { run_id: p.run_id, runstate_dir: p.runstate_dir });
+            out.push(Reaped { run_id: p.run_id, runstate_dir: p.runstate_dir, kept });
         }
         Ok(out)
     }

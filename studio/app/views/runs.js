@@ -216,6 +216,12 @@ export class RunsView {
   apply(ev) {
     const id = String(ev.runId ?? '');
     if (!id) return;
+    if (ev.type === 'removed') {
+      // `runs rm` / `runs prune` took it out of the registry: its row goes.
+      this.runs.delete(id);
+      this.lastChange = ev;
+      return;
+    }
     const run = {};
     for (const k of SUMMARY_KEYS) if (k in ev) run[k] = ev[k];
     const prev = this.runs.get(id);

@@ -1,0 +1,290 @@
+//! Removing runs, safely: the one removal path of `runs reap`, `runs rm`
+//! and `runs prune`.
+//!
+//! Whatever is deleted under `$HARNESS_HOME` is deleted beneath a directory
+//! descriptor: each directory below the home (`runs/`, `journals/`,
+//! `serve/runstate/`) is opened relative to the one before with
+//! `O_NOFOLLOW | O_DIRECTORY`, and files are removed with `unlinkat`. So a
+//! directory replaced by a symlink (`journals/` pointing at someone's
+//! files) is refused, never followed, and a file that is a symlink is
+//! removed itself, never what it points to. The home itself is the trust
+//! anchor (it may be a symlink, as `~/.harness` often is).
+//!
+//! A run is removed only when nothing runs it: see [`live`].
+
+use super::registry::Registry;
+use super::view::Loaded;
+use super::{liveness, RunFiles};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+/// A name that is one plain path component: what may be opened or removed
+/// in a directory descriptor.
+fn plain(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
+
+fn refused(path: &Path, e: Errno) -> io::Error {
+    let why = match e {
+        Errno::ELOOP | Errno::ENOTDIR => {
+            "a symbolic link or not a directory (not followed; nothing removed there)".into()
+        }
+        e => e.desc().to_lowercase(),
+    };
+    io::Error::new(io::Error::from(e).kind(), format!("{}: {why}", path.display()))
+}
+
+/// Opens `home/dirs[0]/dirs[1]/…` for removals, following no symlink below
+/// `home`. `Ok(None)` when one of them does not exist (nothing to remove).
+pub fn open_dir(home: &Path, dirs: &[&str]) -> io::Result<Option<OwnedFd>> {
+    let mut fd = match super::safe::open_dir(home) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(refused(home, e)),
+    };
+    let mut path = home.to_path_buf();
+    for d in dirs {
+        path.push(d);
+        if !plain(d) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a plain name", path.display())));
+        }
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        match nix::fcntl::openat(Some(fd.as_raw_fd()), *d, flags, Mode::empty()) {
+            // SAFETY: openat just returned this descriptor and nothing else owns it.
+            Ok(raw) => fd = unsafe { OwnedFd::from_raw_fd(raw) },
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(refused(&path, e)),
+        }
+    }
+    Ok(Some(fd))
+}
+
+/// Removes the entry `name` of the directory `dir` (`unlinkat`: a symlink
+/// is removed, not its target; a directory is refused). `Ok(false)` when
+/// there was none.
+pub fn unlink(dir: BorrowedFd, name: &str) -> io::Result<bool> {
+    if !plain(name) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?}: not a plain name")));
+    }
+    match nix::unistd::unlinkat(Some(dir.as_raw_fd()), name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) => Ok(true),
+        Err(Errno::ENOENT) => Ok(false),
+        Err(e) => Err(io::Error::new(io::Error::from(e).kind(), format!("{name}: {}", e.desc().to_lowercase()))),
+    }
+}
+
+/// Removes `home/dirs…/name`, following no symlink below `home`.
+/// `Ok(false)` when it (or a directory on the way) does not exist.
+pub fn remove(home: &Path, dirs: &[&str], name: &str) -> io::Result<bool> {
+    match open_dir(home, dirs)? {
+        None => Ok(false),
+        Some(d) => unlink(d.as_fd(), name).map_err(|e| {
+            let mut p = home.to_path_buf();
+            dirs.iter().for_each(|d| p.push(d));
+            io::Error::new(e.kind(), format!("{}/{e}", p.display()))
+        }),
+    }
+}
+
+/// What removing one run did (or, in a dry run, would do).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Removed {
+    pub run_id: String,
+    pub slug: String,
+    /// The run's status when it was removed.
+    pub status: String,
+    /// Files removed besides the pointer, relative to `$HARNESS_HOME`.
+    pub files: Vec<String>,
+    /// What could not be removed, and why (a directory that is a symlink,
+    /// a permission). A run directory outside `$HARNESS_HOME/serve` is its
+    /// owner's and is never touched: not listed here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<String>,
+}
+
+/// Regular files some process holds open, by (device, inode), with the
+/// pid of one that does: read from `/proc/*/fd` (another user's processes
+/// cannot be read; their files are not seen). A server's chat turn or a
+/// supervisor's task keeps its log open while it runs.
+pub fn open_files() -> HashMap<(u64, u64), i32> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = HashMap::new();
+    let me = std::process::id() as i32;
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
+        for fd in fds.flatten() {
+            // The magic link, followed: the open file itself, wherever it is.
+            if let Ok(m) = std::fs::metadata(fd.path()) {
+                if m.is_file() {
+                    out.entry((m.dev(), m.ino())).or_insert(pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Why `l` must not be removed now, if it must not: a process in its
+/// liveness sidecar is alive; a process holds its journal or a task log
+/// open (`open`, from [`open_files`]); it waits for a person
+/// (`needs_input`, `paused`); or it is `running` or `registered` and its
+/// files changed less than `idle_ms` ago. `last_ms` is the run's latest
+/// activity.
+pub fn live(
+    l: &Loaded,
+    status: &str,
+    last_ms: i64,
+    now_ms: i64,
+    idle_ms: i64,
+    open: &HashMap<(u64, u64), i32>,
+) -> Option<String> {
+    if let Some(d) = &l.dir {
+        let lv = liveness::get(&l.files);
+        if let Some((t, pid)) =
+            lv.tasks.iter().find_map(|(t, e)| e.pid.filter(|&p| liveness::pid_alive(p)).map(|p| (t, p)))
+        {
+            return Some(format!("task {t}'s process {pid} is alive"));
+        }
+        for name in run_file_names(l) {
+            let Ok(st) =
+                nix::sys::stat::fstatat(Some(d.as_raw_fd()), name.as_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            if let Some(pid) = open.get(&(st.st_dev, st.st_ino)) {
+                return Some(format!("process {pid} has {name} open"));
+            }
+        }
+    }
+    match status {
+        "needs_input" | "paused" => Some(format!("it is {status}")),
+        "running" | "registered" if now_ms - last_ms < idle_ms => {
+            Some(format!("it is {status} and changed {} ago", super::human::age(now_ms - last_ms)))
+        }
+        _ => None,
+    }
+}
+
+/// The files of a run that live in `$HARNESS_HOME/serve/runstate` (the
+/// server's own runs), by name: what `runs rm` removes with the pointer.
+/// A run directory elsewhere (a repository's `runstate/`) is its owner's
+/// and is left alone.
+fn run_file_names(l: &Loaded) -> Vec<String> {
+    let f = RunFiles::new("", &l.pointer.slug);
+    let name = |p: std::path::PathBuf| p.display().to_string();
+    let slug = &l.pointer.slug;
+    let mut names =
+        vec![name(f.journal()), name(f.plan()), name(f.live()), name(f.live_lock()), format!("{slug}.steer.jsonl")];
+    for t in l.task_ids() {
+        let log = name(f.log(&t));
+        names.push(format!("{log}.at"));
+        names.push(log);
+        names.push(format!("{slug}.{t}.gate.log"));
+        names.push(format!("{slug}.{t}.review.log"));
+    }
+    names
+}
+
+/// Removes a run the caller found not [`live`]: its journal link, its
+/// supervisor socket, its files when they are the server's own (under
+/// `$HARNESS_HOME/serve/runstate`), then its pointer, all beneath the home
+/// (see the module's doc). With `dry_run`, only says what it would do.
+pub fn remove_run(reg: &Registry, l: &Loaded, status: &str, dry_run: bool) -> io::Result<Removed> {
+    let home = reg.home();
+    let id = l.pointer.run_id.as_str();
+    let mut out = Removed {
+        run_id: id.to_string(),
+        slug: l.pointer.slug.clone(),
+        status: status.to_string(),
+        ..Removed::default()
+    };
+    // What cannot be removed (a symlinked directory, a permission) is left, and said.
+    let try_remove = |dirs: &[&str], name: &str, out: &mut Removed| {
+        let rel = dirs.iter().chain([&name]).copied().collect::<Vec<_>>().join("/");
+        if dry_run {
+            let at = open_dir(home, dirs);
+            let exists = at.as_ref().ok().and_then(Option::as_ref).is_some_and(|d| {
+                nix::sys::stat::fstatat(Some(d.as_raw_fd()), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+            });
+            match at {
+                Err(e) => out.kept.push(e.to_string()),
+                Ok(_) if exists => out.files.push(rel),
+                Ok(_) => {}
+            }
+            return;
+        }
+        match remove(home, dirs, name) {
+            Ok(true) => out.files.push(rel),
+            Ok(false) => {}
+            Err(e) => out.kept.push(e.to_string()),
+        }
+    };
+    try_remove(&["journals"], &super::registry::link_name(id), &mut out);
+    try_remove(&["sock"], &format!("{id}.sock"), &mut out);
+    let server_dir = home.join("serve").join("runstate");
+    if Path::new(&l.pointer.runstate_dir) == server_dir {
+        for name in run_file_names(l) {
+            try_remove(&["serve", "runstate"], &name, &mut out);
+        }
+    }
+    // The pointer last: until it goes, the run still lists and can be removed again.
+    if !dry_run {
+        remove(home, &["runs"], &format!("{id}.json"))?;
+    }
+    Ok(out)
+}
+
+/// The run's latest activity, epoch ms: the newest modification time of its
+/// pointer, journal and task logs (as `stat` says; nothing is read).
+pub fn last_activity_ms(reg: &Registry, l: &Loaded) -> i64 {
+    let ms = |st: nix::sys::stat::FileStat| st.st_mtime * 1000 + st.st_mtime_nsec / 1_000_000;
+    let mut last = nix::sys::stat::lstat(&reg.path(&l.pointer.run_id)).map_or(0, ms);
+    if let Some(d) = &l.dir {
+        let slug = &l.pointer.slug;
+        let names =
+            std::iter::once(format!("{slug}.jsonl")).chain(l.task_ids().into_iter().map(|t| format!("{slug}.{t}.log")));
+        for n in names {
+            let st = nix::sys::stat::fstatat(Some(d.as_raw_fd()), n.as_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW);
+            last = last.max(st.map_or(0, ms));
+        }
+    }
+    last
+}
+
+/// Appends a `removed` event (the run's summary as it was, `type`,
+/// `previous` and `ts`) to the change feed, under the feed's lock, in one
+/// write, as every feed writer does (`spec/LAYOUT.md`). Only onto a feed
+/// that exists: the first writer of a home starts it from now, and a log
+/// it did not begin would make it take every journal's history as news.
+pub fn feed_removed(home: &Path, mut summary: serde_json::Value, ts: &str) -> io::Result<()> {
+    use std::io::Write;
+    let paths = super::feed::Paths::at(home);
+    let started = std::fs::metadata(&paths.log).is_ok_and(|m| m.len() > 0) || paths.state.exists();
+    if !started {
+        return Ok(());
+    }
+    if let Some(o) = summary.as_object_mut() {
+        let status = o.get("status").cloned().unwrap_or_default();
+        o.insert("type".into(), "removed".into());
+        o.insert("previous".into(), status);
+        o.insert("ts".into(), ts.into());
+    }
+    let mut line = serde_json::to_vec(&summary).map_err(io::Error::other)?;
+    line.push(b'\n');
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&paths.lock)?;
+    let _held =
+        nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))?;
+    let mut log = std::fs::OpenOptions::new().append(true).open(&paths.log)?;
+    log.write_all(&line)
+}
