@@ -3,6 +3,8 @@
 //! binary on PATH), and the demo's approval, question, steer and stop go
 //! through the real routes.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -33,7 +35,10 @@ fn readme_block() -> String {
 /// The README's quick-start commands, run by bash as they stand, print an
 /// approval interrupt, then the approved command's result and a question.
 #[test]
+#[cfg_attr(not(tool = "bash"), ignore = "needs bash: apt-get install bash")]
+#[cfg_attr(not(tool = "curl"), ignore = "needs curl (the README's commands use it): apt-get install curl")]
 fn the_readme_quick_start_demo_runs_as_written() {
+    support::need(&["bash", "curl"]);
     let home = scratch("readme");
     let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
     let out = Command::new("bash")

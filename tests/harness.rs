@@ -133,6 +133,7 @@ fn the_build_probe_agrees_with_the_tools_here() {
     let built: Vec<(&str, bool)> = vec![
         ("bash", cfg!(tool = "bash")),
         ("jq", cfg!(tool = "jq")),
+        ("curl", cfg!(tool = "curl")),
         ("node", cfg!(tool = "node")),
         ("agui-client", cfg!(tool = "agui-client")),
         ("playwright", cfg!(tool = "playwright")),

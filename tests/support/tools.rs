@@ -47,6 +47,7 @@ pub struct Tool {
 pub const TOOLS: &[Tool] = &[
     Tool { name: "bash", programs: &["bash"], packages: None, install: "apt-get install bash" },
     Tool { name: "jq", programs: &["jq"], packages: None, install: "apt-get install jq" },
+    Tool { name: "curl", programs: &["curl"], packages: None, install: "apt-get install curl" },
     Tool { name: "node", programs: &["node"], packages: None, install: "apt-get install nodejs npm" },
     Tool {
         name: "agui-client",
