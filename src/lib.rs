@@ -12,6 +12,7 @@ pub mod cli;
 pub mod events;
 pub mod normalize;
 pub mod pipe;
+pub mod procid;
 pub mod runs;
 pub mod serve;
 pub mod session;

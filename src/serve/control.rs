@@ -1,7 +1,9 @@
 //! `POST /runs/:runId/tasks/:tid/steer|kill|stop|answer` and `POST /runs/:runId/pause|resume`:
 //! the control verbs, passed to the run's supervisor over its socket
 //! (`crate::supervise::control`). The server keeps no state of its own
-//! here: no supervisor answering is a `409`, never a silent success, except
+//! here: no supervisor answering is a `409`, never a silent success, and a
+//! socket answered by anyone but the supervisor registered for the run is a
+//! `502` with nothing sent (spec/SUPERVISOR.md, "Trust"), except
 //! for a run that declares a steer inbox (`<slug>.steer.jsonl`), where
 //! steer, pause and resume are appended for its runner to apply.
 //!
@@ -10,7 +12,6 @@
 
 use super::http::{respond, respond_error, Close};
 use super::Shared;
-use crate::runs::liveness;
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
 use crate::supervise::control::{self, CallError, Reply, MAX_MSG, NOT_LIVE};
@@ -130,13 +131,12 @@ pub fn post(
         }
         _ => {}
     }
-    let sock = liveness::get(&loaded.files)
-        .sock
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| control::sock_path(&shared.cfg.harness_home, id));
-    match control::call(&sock, &creq, CALL_TIMEOUT) {
+    // The socket and who may answer on it come from $HARNESS_HOME, never
+    // from the run's liveness file, which its agent can write.
+    match control::call(&shared.cfg.harness_home, &loaded.pointer.run_id, &creq, CALL_TIMEOUT) {
         Ok(r) if r.ok => reply(stream, cors, 200, &r),
         Ok(r) => reply(stream, cors, 409, &r),
+        Err(CallError::Untrusted(why)) => reply(stream, cors, 502, &Reply::refuse(why, None)),
         Err(CallError::NotLive(_) | CallError::Broken(_)) => inbox(stream, cors, &loaded.files, &creq),
     }
 }
