@@ -825,3 +825,33 @@ fn a_restart_stops_only_the_groups_it_recorded() {
         let _ = c.wait();
     }
 }
+
+#[test]
+fn session_settings_for_the_wrappers_follow_the_flag_rules() {
+    let env = Env::new("modes");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"codex","prompt":"y"}]}"#);
+    for (var, value, needs) in [
+        ("RUNWIRE_PERMISSION_MODE", "bypassPermissions", "RUNWIRE_PERMISSION_MODE: "),
+        ("RUNWIRE_PLAN_EXIT_MODE", "bypassPermissions", "RUNWIRE_PLAN_EXIT_MODE: "),
+        ("RUNWIRE_SANDBOX", "danger-full-access", "danger-full-access"),
+        ("RUNWIRE_PLAN_EXIT_MODE", "sideways", "RUNWIRE_PLAN_EXIT_MODE: "),
+    ] {
+        let out = env.cmd("ok").arg("--interactive").env(var, value).stderr(Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {err}");
+        assert!(err.starts_with("runwire-supervise: ") && err.contains(needs), "{var}={value}: {err}");
+        if value != "sideways" {
+            assert!(err.contains("RUNWIRE_GRANT_ALL=1"), "{err}");
+        }
+        assert!(env.argv().is_empty(), "nothing ran");
+    }
+    // With RUNWIRE_GRANT_ALL=1 they are allowed.
+    let out = env
+        .cmd("ok")
+        .env("RUNWIRE_GRANT_ALL", "1")
+        .env("RUNWIRE_PLAN_EXIT_MODE", "bypassPermissions")
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

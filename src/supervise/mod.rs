@@ -360,6 +360,8 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     for t in &plan.tasks {
         for a in std::iter::once(t.adapter.as_str()).chain(t.review.as_deref()) {
             if let (Some(ad), false) = (crate::runs::view::adapter(a), wrappers.contains_key(a)) {
+                // The session settings its wrapper will read, under the same flag rules.
+                crate::wrappers::check_env(AgentKind::of(ad)).map_err(StartError::Usage)?;
                 wrappers.insert(a.to_string(), find_wrapper(&opts, ad).map_err(StartError::Usage)?);
             }
         }
@@ -410,7 +412,7 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     out
 }
 
-/// The default wrapper search of `runwire-serve`, or `wrapper_dir`.
+/// The default wrapper search ([`crate::wrappers::find`]), or `wrapper_dir`.
 fn find_wrapper(opts: &Options, ad: Adapter) -> Result<PathBuf, String> {
     match &opts.wrapper_dir {
         Some(d) => {
@@ -421,7 +423,7 @@ fn find_wrapper(opts: &Options, ad: Adapter) -> Result<PathBuf, String> {
                 Err(format!("{}: no such wrapper", p.display()))
             }
         }
-        None => crate::serve::find_wrapper(ad),
+        None => crate::wrappers::find(ad),
     }
 }
 
@@ -797,6 +799,10 @@ impl Sup {
         let (mut cmd, phase, out_path) = match &step {
             Step::Turn { resume } => {
                 let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
+                if let Err(why) = crate::wrappers::recheck(&w) {
+                    self.set_state(ACTOR, id, "halted", None, Some(why));
+                    return;
+                }
                 let mut c = Spec::new(w);
                 if live {
                     c.arg("--interactive");
@@ -826,6 +832,10 @@ impl Sup {
                     self.set_state(ACTOR, id, "halted", None, Some(d));
                     return;
                 };
+                if let Err(why) = crate::wrappers::recheck(&w) {
+                    self.set_state(ACTOR, id, "halted", None, Some(why));
+                    return;
+                }
                 let mut c = Spec::new(w);
                 c.arg("--prompt").arg(format!("Review the work of task {id}. The task was: {}", def.prompt));
                 wrapper_env(&mut c, self.opts.kill_grace);
