@@ -687,43 +687,19 @@ fn plant_sock(live: &std::path::Path, sock: &std::path::Path) {
     std::fs::write(live, v.to_string()).unwrap();
 }
 
-/// A control socket served by someone other than the supervisor: it
-/// answers every request with success, as a run's agent could.
-struct Fake(Child);
-
-impl Fake {
-    fn serve(at: &std::path::Path) -> Fake {
-        let _ = std::fs::remove_file(at);
-        let py = r#"
-import os, socket, sys
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
-open(sys.argv[1] + ".ready", "w").close()
-while True:
-    c, _ = s.accept()
-    try:
-        c.recv(65536); c.sendall(b'{"ok":true,"detail":"halted","state":"halted"}\n')
-    except OSError:
-        pass
-    c.close()
-"#;
-        let child = Command::new("python3")
-            .args(["-c", py])
-            .arg(at)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let ready = PathBuf::from(format!("{}.ready", at.display()));
-        until("the fake socket", || ready.exists());
-        Fake(child)
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A control socket served by someone other than the supervisor (this test
+/// process): it answers every request with success, as a run's agent could.
+fn fake_control(at: &std::path::Path) {
+    let _ = std::fs::remove_file(at);
+    let l = std::os::unix::net::UnixListener::bind(at).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let mut line = String::new();
+            if BufReader::new(&c).read_line(&mut line).is_ok_and(|n| n > 0) {
+                let _ = (&c).write_all(b"{\"ok\":true,\"detail\":\"halted\",\"state\":\"halted\"}\n");
+            }
+        }
+    });
 }
 
 #[test]
@@ -766,7 +742,7 @@ fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
     assert_eq!(code, 409, "{v}");
     assert!(alive(b_pid), "run B's task survives a kill of run A");
     assert!(!b_journal().contains("halted"), "{}", b_journal());
-    let _fake = Fake::serve(&env.p("agent.sock"));
+    fake_control(&env.p("agent.sock"));
     plant_sock(&env.p("runstate/p.live.json"), &env.p("agent.sock"));
     for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
         let (code, v) = srv.post(&path, "", "");
@@ -774,7 +750,7 @@ fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
     }
     // A process other than the registered supervisor at the run's own socket
     // (the stale socket of the dead supervisor, taken over) is refused too.
-    let _squatter = Fake::serve(&env.p(&format!("home/sock/{id_a}.sock")));
+    fake_control(&env.p(&format!("home/sock/{id_a}.sock")));
     for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
         let (code, v) = srv.post(&path, "", "");
         assert_eq!(code, 502, "{path}: {v}");
