@@ -756,6 +756,18 @@ fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
         assert_eq!(code, 502, "{path}: {v}");
         assert!(v["detail"].as_str().unwrap().contains("not the registered supervisor"), "{v}");
     }
+    // B's registered supervisor, stopped, takes a request and never replies:
+    // an error, and a steer inbox beside it takes nothing either.
+    let sup_b_pid = _sup_b.child.as_ref().unwrap().id().to_string();
+    std::fs::write(wb.join("runstate/p.steer.jsonl"), "").unwrap();
+    let mut deaf = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    deaf.env("HARNESS_HOME", env.p("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "300").stderr(Stdio::null());
+    let deaf = Server(support::Serve::spawn(deaf));
+    Command::new("kill").args(["-STOP", &sup_b_pid]).status().unwrap();
+    let (code, v) = deaf.post(&format!("/runs/{id_b}/pause"), "", "");
+    Command::new("kill").args(["-CONT", &sup_b_pid]).status().unwrap();
+    assert_eq!((code, v["ok"].as_bool()), (502, Some(false)), "{v}");
+    assert_eq!(std::fs::read_to_string(wb.join("runstate/p.steer.jsonl")).unwrap(), "");
     // B's own route still works, through B's registered supervisor.
     let (code, v) = srv.post(&format!("/runs/{id_b}/tasks/a/kill"), "", "");
     assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
