@@ -576,6 +576,10 @@ impl Sup {
             Some(l) => self.owner.groups.insert(task.to_string(), l),
             None => self.owner.groups.remove(task),
         };
+        self.save_owner();
+    }
+
+    fn save_owner(&self) {
         if let Err(e) = self.owner.write(&self.home, &self.run_id) {
             crate::cli::report(ACTOR, format!("{}: {e}", control::owner_path(&self.home, &self.run_id).display()));
         }
@@ -617,7 +621,7 @@ impl Sup {
                 signal_group(leader.pid, Signal::SIGKILL);
             }
         }
-        self.record_group("", None);
+        self.save_owner();
     }
 
     fn start(&mut self, journal: &Journal, sock: &Path, listener: UnixListener) -> Result<Outcome, StartError> {
