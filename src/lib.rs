@@ -14,6 +14,7 @@ pub mod dialect;
 pub mod events;
 pub mod normalize;
 pub mod pipe;
+pub mod procid;
 pub mod runs;
 pub mod serve;
 pub mod session;

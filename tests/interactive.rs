@@ -892,3 +892,50 @@ fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
     let _ = std::fs::remove_dir_all(server_tmp);
     let _ = std::fs::remove_dir_all(cell_tmp);
 }
+
+/// `--plan-exit-mode` is the mode an approved plan is carried out in when
+/// the answer names none (the recording's client chose acceptEdits, so the
+/// replaying stub takes nothing else), and `bypassPermissions` there needs
+/// `--grant-all`, as in runwire-session.
+#[test]
+fn an_approved_plan_without_a_mode_continues_in_the_plan_exit_mode() {
+    let s =
+        Server::start("planexit", "plan-mode", "", &["--permission-mode", "plan", "--plan-exit-mode", "acceptEdits"]);
+    let prompt = &support::user_messages(&cell("plan-mode"))[0];
+    let plan = interrupts(&agui(s.port, run_input("t", "r1", prompt)).events())[0].clone();
+    assert_eq!(plan["metadata"]["runwire"]["kind"], "plan_approval", "{plan}");
+    let r2 = agui(
+        s.port,
+        resume_input(
+            "t",
+            "r2",
+            json!([{"interruptId": plan["id"], "status": "resolved", "payload": {"approved": true}}]),
+        ),
+    );
+    let bash = interrupts(&r2.events()).first().cloned().unwrap_or_default();
+    assert_eq!(bash["metadata"]["runwire"]["tool"], "Bash", "{}", r2.text());
+    s.assert_stub_happy();
+    for (bin, flags, agent) in [
+        (
+            env!("CARGO_BIN_EXE_runwire-serve"),
+            &["--agent", "claude", "--interactive", "--listen", "127.0.0.1:0"][..],
+            &[][..],
+        ),
+        (env!("CARGO_BIN_EXE_runwire-session"), &["claude", "--prompt", "hi"][..], &["--", "/bin/false"][..]),
+    ] {
+        let out = Command::new(bin)
+            .args(flags)
+            .args(["--plan-exit-mode", "bypassPermissions"])
+            .args(agent)
+            .env("HARNESS_HOME", tmp("planexit-home"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bin}: {err}");
+        assert!(
+            err.contains("--plan-exit-mode: permission mode bypassPermissions") && err.contains("--grant-all"),
+            "{err}"
+        );
+    }
+}

@@ -665,3 +665,181 @@ fn cut_and_unterminated_last_lines_and_ids_no_engine_confirmed() {
     assert_eq!(last_detail(&env, "b").as_deref(), Some("wrapper exited 1: engine exited 1: boom"));
     assert_eq!(last_detail(&env, "c").as_deref(), Some("wrapper exited 1"));
 }
+
+// ---- trust: nothing the run's agent can write finds or signals a process ----
+
+/// The run id whose worktree is `dir` (the registry's pointer says).
+fn run_id_of(env: &Env, dir: &std::path::Path) -> String {
+    for e in std::fs::read_dir(env.p("home/runs")).unwrap().flatten() {
+        let p: Value = serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap();
+        let root = p["repoRoot"].as_str().or(p["repo_root"].as_str()).map(PathBuf::from);
+        if root.and_then(|r| r.canonicalize().ok()) == dir.canonicalize().ok() {
+            return e.file_name().to_string_lossy().trim_end_matches(".json").to_string();
+        }
+    }
+    panic!("no run registered for {}", dir.display());
+}
+
+/// Replaces the run-level `sock` of a liveness file, as the run's agent could.
+fn plant_sock(live: &std::path::Path, sock: &std::path::Path) {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(live).unwrap()).unwrap();
+    v["sock"] = sock.to_str().unwrap().into();
+    std::fs::write(live, v.to_string()).unwrap();
+}
+
+/// A control socket served by someone other than the supervisor (this test
+/// process): it answers every request with success, as a run's agent could.
+fn fake_control(at: &std::path::Path) {
+    let _ = std::fs::remove_file(at);
+    let l = std::os::unix::net::UnixListener::bind(at).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let mut line = String::new();
+            if BufReader::new(&c).read_line(&mut line).is_ok_and(|n| n > 0) {
+                let _ = (&c).write_all(b"{\"ok\":true,\"detail\":\"halted\",\"state\":\"halted\"}\n");
+            }
+        }
+    });
+}
+
+#[test]
+fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
+    let env = Env::new("trust");
+    let a_plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#;
+    env.plan(a_plan);
+    let wb = env.p("wb");
+    std::fs::create_dir_all(wb.join(".git")).unwrap();
+    std::fs::write(wb.join("p.plan.json"), a_plan).unwrap();
+    let mut sup_a = env.start("hang");
+    let mut cb = env.cmd("hang");
+    cb.current_dir(&wb);
+    let _sup_b = Sup { child: Some(cb.spawn().unwrap()) };
+    let live_b = || -> Value {
+        std::fs::read_to_string(wb.join("runstate/p.live.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    };
+    let task_b = || live_b()["tasks"]["a"]["pid"].as_i64().map(|p| p as i32);
+    until("both runs' engines", || pid_of(&env, "a").is_some() && task_b().is_some() && env.stub_pids().len() >= 4);
+    let (id_a, id_b) = (run_id_of(&env, &env.dir), run_id_of(&env, &wb));
+    let b_pid = task_b().unwrap();
+    let sock_b = PathBuf::from(live_b()["sock"].as_str().unwrap());
+    let srv = Server::start(&env, &[]);
+    // A's agent points A's liveness at B's socket: the route still reaches A's own supervisor.
+    plant_sock(&env.p("runstate/p.live.json"), &sock_b);
+    let (code, v) = srv.post(&format!("/runs/{id_a}/pause"), "", "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    assert!(env.journal().iter().any(|r| r["run"] == "paused"), "A's own supervisor paused A");
+    let b_journal = || std::fs::read_to_string(wb.join("runstate/p.jsonl")).unwrap_or_default();
+    assert!(!b_journal().contains("paused"), "B was not paused: {}", b_journal());
+    // A's supervisor gone (kill -9): a planted sock names B's socket, then a fake's.
+    let a_task = pid_of(&env, "a").unwrap();
+    sup_a.kill9();
+    until("A's task to die with its supervisor", || !alive(a_task));
+    plant_sock(&env.p("runstate/p.live.json"), &sock_b);
+    let (code, v) = srv.post(&format!("/runs/{id_a}/tasks/a/kill"), "", "");
+    assert_eq!(code, 409, "{v}");
+    assert!(alive(b_pid), "run B's task survives a kill of run A");
+    assert!(!b_journal().contains("halted"), "{}", b_journal());
+    fake_control(&env.p("agent.sock"));
+    plant_sock(&env.p("runstate/p.live.json"), &env.p("agent.sock"));
+    for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
+        let (code, v) = srv.post(&path, "", "");
+        assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{path}: {v}");
+    }
+    // A process other than the registered supervisor at the run's own socket
+    // (the stale socket of the dead supervisor, taken over) is refused too.
+    fake_control(&env.p(&format!("home/sock/{id_a}.sock")));
+    for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
+        let (code, v) = srv.post(&path, "", "");
+        assert_eq!(code, 502, "{path}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains("not the registered supervisor"), "{v}");
+    }
+    // B's registered supervisor, stopped, takes a request and never replies:
+    // an error, and a steer inbox beside it takes nothing either.
+    let sup_b_pid = _sup_b.child.as_ref().unwrap().id().to_string();
+    std::fs::write(wb.join("runstate/p.steer.jsonl"), "").unwrap();
+    let mut deaf = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    deaf.env("HARNESS_HOME", env.p("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "300").stderr(Stdio::null());
+    let deaf = Server(support::Serve::spawn(deaf));
+    Command::new("kill").args(["-STOP", &sup_b_pid]).status().unwrap();
+    let (code, v) = deaf.post(&format!("/runs/{id_b}/pause"), "", "");
+    Command::new("kill").args(["-CONT", &sup_b_pid]).status().unwrap();
+    assert_eq!((code, v["ok"].as_bool()), (502, Some(false)), "{v}");
+    assert_eq!(std::fs::read_to_string(wb.join("runstate/p.steer.jsonl")).unwrap(), "");
+    // B's own route still works, through B's registered supervisor.
+    let (code, v) = srv.post(&format!("/runs/{id_b}/tasks/a/kill"), "", "");
+    assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
+    until("B's task to be killed", || !alive(b_pid));
+}
+
+#[test]
+fn a_restart_stops_only_the_groups_it_recorded() {
+    let env = Env::new("stale");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    assert_eq!(env.start("ok").wait(), 0);
+    let id = run_id_of(&env, &env.dir);
+    let sleeper = || Command::new("sleep").arg("100").stdin(Stdio::null()).process_group(0).spawn().unwrap();
+    // Unrelated: named by a liveness file the agent wrote.
+    let mut unrelated = sleeper();
+    // Ours: recorded in the run's registration as a group this run started.
+    let mut ours = sleeper();
+    let (u, o) = (unrelated.id() as i32, ours.id() as i32);
+    std::fs::write(
+        env.p("runstate/p.live.json"),
+        serde_json::json!({"v":"liveness/v1","tasks":{"a":{"pid":u,"pgid":u},"b":{"pid":o,"pgid":o}}}).to_string(),
+    )
+    .unwrap();
+    let mut owner = runwire::supervise::control::Owner::me().unwrap();
+    owner.supervisor.pid = 2_147_483_000;
+    owner.groups.insert("b".into(), runwire::procid::Ident::of(o).unwrap());
+    owner.write(&env.p("home"), &id).unwrap();
+    // A recorded group whose pid now names another process is not signalled either.
+    let mut reused = sleeper();
+    let r = reused.id() as i32;
+    let mut stale = runwire::procid::Ident::of(r).unwrap();
+    stale.start -= 1;
+    let mut owner = runwire::supervise::control::Owner::read(&env.p("home"), &id).unwrap();
+    owner.groups.insert("c".into(), stale);
+    owner.write(&env.p("home"), &id).unwrap();
+    assert_eq!(env.start("ok").wait(), 0);
+    let gone = |c: &mut Child| c.try_wait().unwrap().is_some();
+    until("the recorded group to be stopped", || gone(&mut ours));
+    assert!(!gone(&mut unrelated), "an unrelated group named in liveness survives");
+    assert!(!gone(&mut reused), "a reused pid survives");
+    for c in [&mut unrelated, &mut reused] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[test]
+fn session_settings_for_the_wrappers_follow_the_flag_rules() {
+    let env = Env::new("modes");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"codex","prompt":"y"}]}"#);
+    for (var, value, needs) in [
+        ("RUNWIRE_PERMISSION_MODE", "bypassPermissions", "RUNWIRE_PERMISSION_MODE: "),
+        ("RUNWIRE_PLAN_EXIT_MODE", "bypassPermissions", "RUNWIRE_PLAN_EXIT_MODE: "),
+        ("RUNWIRE_SANDBOX", "danger-full-access", "danger-full-access"),
+        ("RUNWIRE_PLAN_EXIT_MODE", "sideways", "RUNWIRE_PLAN_EXIT_MODE: "),
+    ] {
+        let out = env.cmd("ok").arg("--interactive").env(var, value).stderr(Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {err}");
+        assert!(err.starts_with("runwire-supervise: ") && err.contains(needs), "{var}={value}: {err}");
+        if value != "sideways" {
+            assert!(err.contains("RUNWIRE_GRANT_ALL=1"), "{err}");
+        }
+        assert!(env.argv().is_empty(), "nothing ran");
+    }
+    // With RUNWIRE_GRANT_ALL=1 they are allowed.
+    let out = env
+        .cmd("ok")
+        .env("RUNWIRE_GRANT_ALL", "1")
+        .env("RUNWIRE_PLAN_EXIT_MODE", "bypassPermissions")
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -178,3 +178,150 @@ fn claude_interactive_takes_an_answer_on_stdin() {
         && l.contains(r#""decision":"allow","scope":"once","by":"probe""#)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---- where wrappers are taken from (spec/WRAPPER-CONTRACT.md, "Where wrappers are found") ----
+
+/// runwire-serve placed at `exe` (a link or copy of the built one), as an installed binary.
+fn place_server(exe: &std::path::Path) {
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    let built = env!("CARGO_BIN_EXE_runwire-serve");
+    if std::fs::hard_link(built, exe).is_err() {
+        std::fs::copy(built, exe).unwrap();
+    }
+}
+
+/// A wrapper that leaves `marker` behind when it runs (what an attacker plants).
+fn planted(path: &std::path::Path, marker: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("#!/bin/sh\ntouch '{}'\n", marker.display())).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `exe --agent claude` with the cache at `cache`, no PREFIX and no claude on
+/// PATH; its stderr goes to `<cache>.stderr`. One POST /agui runs the
+/// wrapper once; returns the server's stderr so far.
+fn one_run(exe: &std::path::Path, cache: &std::path::Path, between: impl FnOnce()) -> String {
+    let err = PathBuf::from(format!("{}.stderr", cache.display()));
+    let mut cmd = Process::new(exe);
+    cmd.args(["--agent", "claude"])
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("PREFIX")
+        .env("HARNESS_HOME", cache.with_extension("home"))
+        .env("PATH", "/usr/bin:/bin")
+        .stderr(std::fs::File::create(&err).unwrap());
+    let srv = support::Serve::spawn(cmd);
+    between();
+    let body = r#"{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":"hi"}]}"#;
+    let (code, _) = srv.post("/agui", body);
+    assert_eq!(code, 200);
+    drop(srv);
+    std::fs::read_to_string(&err).unwrap()
+}
+
+#[test]
+fn a_wrapper_planted_above_the_executable_never_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = support::scratch("plant");
+    let open = base.join("open");
+    let checkout = open.join("co");
+    let exe = checkout.join("target/debug/runwire-serve");
+    place_server(&exe);
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // Any directory above the executable is no longer searched.
+    planted(&open.join("wrappers/claude.sh"), &base.join("ran-above"));
+    one_run(&exe, &base.join("cache"), || ());
+    assert!(!base.join("ran-above").exists(), "a wrapper in an ancestor of the executable ran");
+    // A checkout's own wrappers/ counts, but not under a directory others can write.
+    std::fs::write(checkout.join("Cargo.toml"), "[package]\nname = \"runwire\"\n").unwrap();
+    planted(&checkout.join("wrappers/claude.sh"), &base.join("ran-checkout"));
+    let err = one_run(&exe, &base.join("cache2"), || ());
+    assert!(!base.join("ran-checkout").exists(), "a checkout's wrapper under a 0777 directory ran");
+    assert!(err.contains(&format!("{}: writable by group or others (mode 777)", open.display())), "{err}");
+    // The same checkout, once nobody else can write above it, is used.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    one_run(&exe, &base.join("cache3"), || ());
+    assert!(base.join("ran-checkout").exists(), "the checkout's own wrapper is the one run");
+}
+
+#[test]
+fn a_cache_directory_another_user_made_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::geteuid().is_root() {
+        // Only root can make a directory another user owns; CI runs as root.
+        assert!(std::env::var_os("CI").is_none(), "a_cache_directory_another_user_made_is_refused needs root under CI");
+        println!(
+            "SKIPPED a_cache_directory_another_user_made_is_refused: needs root to make a directory another user owns"
+        );
+        return;
+    }
+    let base = support::scratch("cacheown");
+    let exe = base.join("bin/runwire-serve");
+    place_server(&exe);
+    let cache = base.join("cache");
+    let dir = cache.join(format!("runwire/wrappers-{}", runwire::wrappers::content_hash()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // An exact copy, made by another user (nobody), open to all.
+    for (name, bytes) in runwire::wrappers::FILES {
+        std::fs::write(dir.join(name), bytes).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::chown(dir.join(name), Some(65534), Some(65534)).unwrap();
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+    let marker = base.join("ran");
+    // Its owner swaps the wrapper once the server has started.
+    let err = one_run(&exe, &cache, || planted(&dir.join("claude.sh"), &marker));
+    assert!(!marker.exists(), "another user's cached wrapper ran");
+    assert!(err.contains("owned by uid 65534, neither you nor root"), "{err}");
+}
+
+#[test]
+fn a_cached_wrapper_changed_after_start_is_not_run() {
+    let base = support::scratch("cacheswap");
+    let exe = base.join("bin/runwire-serve");
+    place_server(&exe);
+    let cache = base.join("cache");
+    let dir = cache.join(format!("runwire/wrappers-{}", runwire::wrappers::content_hash()));
+    let marker = base.join("ran");
+    one_run(&exe, &cache, || {
+        assert!(dir.join("claude.sh").is_file(), "the server wrote its wrappers at start");
+        planted(&dir.join("claude.sh"), &marker);
+    });
+    assert!(!marker.exists(), "a cached wrapper changed after start ran");
+    assert_eq!(std::fs::read(dir.join("claude.sh")).unwrap(), runwire::wrappers::FILES[1].1, "written again");
+}
+
+/// In `--interactive`, claude.sh starts runwire-session with the settings of
+/// its environment (spec/WRAPPER-CONTRACT.md), the plan's exit mode included.
+#[test]
+fn claude_interactive_passes_its_session_settings_on() {
+    use std::os::unix::fs::PermissionsExt;
+    if !have_bash("claude_interactive_passes_its_session_settings_on") {
+        return;
+    }
+    let dir = support::scratch("settings");
+    let session = dir.join("session");
+    std::fs::write(&session, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", dir.join("argv").display())).unwrap();
+    std::fs::set_permissions(&session, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let stubs = root().join("fixtures/stub-engines");
+    let _ = Process::new("bash")
+        .arg(root().join("wrappers/claude.sh"))
+        .args(["--interactive", "--prompt", "hi"])
+        .env("PATH", format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default()))
+        .env("RUNWIRE_SESSION_BIN", &session)
+        .env("RUNWIRE_PERMISSION_MODE", "plan")
+        .env("RUNWIRE_PLAN_EXIT_MODE", "acceptEdits")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let argv = std::fs::read_to_string(dir.join("argv")).unwrap();
+    let argv: Vec<&str> = argv.lines().collect();
+    let after = |flag: &str| argv.iter().position(|a| *a == flag).map(|i| argv[i + 1]);
+    assert_eq!(
+        (after("--permission-mode"), after("--plan-exit-mode")),
+        (Some("plan"), Some("acceptEdits")),
+        "{argv:?}"
+    );
+    assert!(!argv.contains(&"--grant-all"), "{argv:?}");
+}

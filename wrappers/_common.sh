@@ -66,7 +66,7 @@ EOF
                        \$RUNWIRE_ANSWER_TIMEOUT (default: 300s)
 EOF
         case $RW_ENGINE in
-            claude) echo "                       \$RUNWIRE_PERMISSION_MODE (default: default), \$RUNWIRE_GRANT_ALL=1" ;;
+            claude) echo "                       \$RUNWIRE_PERMISSION_MODE, \$RUNWIRE_PLAN_EXIT_MODE (default: default), \$RUNWIRE_GRANT_ALL=1" ;;
             codex) echo "                       \$RUNWIRE_SANDBOX (default: workspace-write), \$RUNWIRE_APPROVAL_POLICY" \
                 "(default: on-request), \$RUNWIRE_GRANT_ALL=1 (for danger-full-access)" ;;
             *) echo "                       \$RUNWIRE_ACP_MODE (a session mode of the agent's: agent, plan, ask)" ;;

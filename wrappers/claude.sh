@@ -43,7 +43,7 @@ rw_prepare() {
 rw_prepare_interactive() {
     rw_session_engine
     RW_ARGV=(claude --prompt "$RW_PROMPT" --permission-mode "${RUNWIRE_PERMISSION_MODE:-default}"
-        --answer-timeout "${RUNWIRE_ANSWER_TIMEOUT:-300s}")
+        --plan-exit-mode "${RUNWIRE_PLAN_EXIT_MODE:-default}" --answer-timeout "${RUNWIRE_ANSWER_TIMEOUT:-300s}")
     [[ ${RUNWIRE_GRANT_ALL:-} == 1 ]] && RW_ARGV+=(--grant-all)
     [[ -n $RW_RESUME ]] && RW_ARGV+=(--resume "$RW_RESUME")
     RW_ARGV+=(-- "$RW_BIN")

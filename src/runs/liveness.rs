@@ -1,7 +1,9 @@
 //! `liveness/v1`: `<slug>.live.json`, which process runs which task right
 //! now (`spec/liveness.schema.json`). Mutable and ephemeral: never the
 //! source of truth (where it disagrees with the journal, the journal wins)
-//! and deleting it loses only liveness.
+//! and deleting it loses only liveness. It lies in the run's worktree, where
+//! the run's agent can write: control never connects to its `sock` nor
+//! signals its `pgid` (`spec/SUPERVISOR.md`, "Trust"); they are for people.
 //!
 //! Every update takes an exclusive `flock` on `<slug>.live.lock`, reads,
 //! changes, and replaces the file by rename, so concurrent setters lose no

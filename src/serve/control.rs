@@ -1,7 +1,10 @@
 //! `POST /runs/:runId/tasks/:tid/steer|kill|stop|answer` and `POST /runs/:runId/pause|resume`:
 //! the control verbs, passed to the run's supervisor over its socket
 //! (`crate::supervise::control`). The server keeps no state of its own
-//! here: no supervisor answering is a `409`, never a silent success, except
+//! here: no supervisor answering is a `409`, never a silent success, and a
+//! socket answered by anyone but the supervisor registered for the run is a
+//! `502` with nothing sent (spec/SUPERVISOR.md, "Trust"), as is one that
+//! takes the request and never replies, except
 //! for a run that declares a steer inbox (`<slug>.steer.jsonl`), where
 //! steer, pause and resume are appended for its runner to apply.
 //!
@@ -10,7 +13,6 @@
 
 use super::http::{respond, respond_error, Close};
 use super::Shared;
-use crate::runs::liveness;
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
 use crate::supervise::control::{self, CallError, Reply, MAX_MSG, NOT_LIVE};
@@ -20,8 +22,16 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 /// Longest wait for a supervisor's reply: a kill answers once the task's
-/// group is gone, after at most its grace.
+/// group is gone, after at most its grace (`RUNWIRE_CONTROL_TIMEOUT_MS`
+/// overrides, for tests).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn call_timeout() -> Duration {
+    std::env::var("RUNWIRE_CONTROL_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(CALL_TIMEOUT, Duration::from_millis)
+}
 
 type Cors<'a> = &'a [(&'static str, String)];
 
@@ -130,14 +140,16 @@ pub fn post(
         }
         _ => {}
     }
-    let sock = liveness::get(&loaded.files)
-        .sock
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| control::sock_path(&shared.cfg.harness_home, id));
-    match control::call(&sock, &creq, CALL_TIMEOUT) {
+    // The socket and who may answer on it come from $HARNESS_HOME, never
+    // from the run's liveness file, which its agent can write.
+    match control::call(&shared.cfg.harness_home, &loaded.pointer.run_id, &creq, call_timeout()) {
         Ok(r) if r.ok => reply(stream, cors, 200, &r),
         Ok(r) => reply(stream, cors, 409, &r),
-        Err(CallError::NotLive(_) | CallError::Broken(_)) => inbox(stream, cors, &loaded.files, &creq),
+        // The registered supervisor took the request and said nothing (a
+        // deaf or stopped process), or someone else answers: what happened
+        // is unknown or nothing, so neither success nor the inbox.
+        Err(CallError::Untrusted(why) | CallError::Broken(why)) => reply(stream, cors, 502, &Reply::refuse(why, None)),
+        Err(CallError::NotLive(_)) => inbox(stream, cors, &loaded.files, &creq),
     }
 }
 

@@ -1370,6 +1370,7 @@ pub fn launch_options(args: &super::Args) -> LaunchOptions {
         cmd: args.agent_cmd.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
         grant_all: args.grant_all,
         permission_mode: args.permission_mode.clone(),
+        plan_exit_mode: args.plan_exit_mode.clone(),
         sandbox: args.sandbox.clone(),
         approval_policy: args.approval_policy.clone(),
         ..LaunchOptions::default()
@@ -1381,6 +1382,7 @@ fn launch_options_of(cfg: &super::Config) -> LaunchOptions {
         cmd: cfg.engine.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
         grant_all: cfg.grant_all,
         permission_mode: cfg.permission_mode.clone(),
+        plan_exit_mode: cfg.plan_exit_mode.clone(),
         sandbox: cfg.sandbox.clone(),
         approval_policy: cfg.approval_policy.clone(),
         ..LaunchOptions::default()

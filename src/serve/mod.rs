@@ -283,40 +283,6 @@ pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
     Ok(token)
 }
 
-/// The default wrapper of `agent`: `wrappers/<agent>.sh` in a directory
-/// above the executable (a checkout's `target/…/runwire-serve`), else
-/// `$PREFIX/share/runwire/wrappers/<agent>.sh` when `PREFIX` is set and has
-/// it, else the copy carried in the binary ([`crate::wrappers`]), written to
-/// the user's cache directory on first use.
-pub fn find_wrapper(agent: Adapter) -> Result<PathBuf, String> {
-    let name = format!("{}.sh", agent.name());
-    let mut looked = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        let exe = exe.canonicalize().unwrap_or(exe);
-        for dir in exe.ancestors().skip(1) {
-            let p = dir.join("wrappers").join(&name);
-            if p.is_file() {
-                return Ok(p);
-            }
-        }
-        looked.push(format!("wrappers/{name} above {}", exe.display()));
-    }
-    if let Some(prefix) = std::env::var_os("PREFIX") {
-        let p = PathBuf::from(prefix).join("share/runwire/wrappers").join(&name);
-        if p.is_file() {
-            return Ok(p);
-        }
-        looked.push(p.display().to_string());
-    }
-    match crate::wrappers::materialize() {
-        Ok(dir) => Ok(dir.join(&name)),
-        Err(why) => {
-            looked.push(format!("the embedded copy ({why})"));
-            Err(format!("no wrapper for {} found (looked for {}); use --agent-cmd", agent.name(), looked.join(", ")))
-        }
-    }
-}
-
 fn env_ms(name: &str, default: u64) -> Duration {
     Duration::from_millis(std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default))
 }
@@ -344,7 +310,7 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             Source::Replay { log: Arc::from(log) }
         }
         (Some(_), None, Some(cmd)) => Source::Agent { cmd: Ok(cmd.clone()) },
-        (Some(a), None, None) => Source::Agent { cmd: find_wrapper(*a) },
+        (Some(a), None, None) => Source::Agent { cmd: crate::wrappers::find(*a) },
     };
     Ok(Config {
         adapter,

@@ -88,6 +88,8 @@ pub fn start(source: &Source, delay: Duration, prompt: &str, resume: Option<&str
 }
 
 fn spawn(path: &Path, prompt: &str, resume: Option<&str>) -> Result<Proc, String> {
+    // The wrapper's place is checked again right before each run.
+    crate::wrappers::recheck(path)?;
     let mut spec = Spec::new(path);
     spec.arg("--prompt").arg(prompt);
     if let Some(s) = resume {

@@ -2,8 +2,18 @@
 //! request line on a unix socket, one JSON reply line back. This module is
 //! both ends' shared vocabulary and the client `runwire-serve` uses; the
 //! supervisor's side lives in [`super`].
+//!
+//! Trust: the run's own files (liveness and all of `runstate/`) are in its
+//! worktree, where its agent can write, so nothing here reads them to find
+//! or signal a process. The socket is always `$HARNESS_HOME/sock/<runId>.sock`
+//! and the supervisor that may answer on it is the one recorded at
+//! registration in `<runId>.owner.json` beside it ([`Owner`]): a peer whose
+//! `SO_PEERCRED` pid, start time and boot id are not the recorded ones is
+//! refused before a byte is sent.
 
+use crate::procid::Ident;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -57,9 +67,61 @@ impl Reply {
 }
 
 /// `$HARNESS_HOME/sock/<runId>.sock`: where a run's supervisor listens
-/// when liveness does not say otherwise.
+/// (liveness's `sock` names it for people; control never reads it there).
 pub fn sock_path(home: &Path, run_id: &str) -> PathBuf {
     home.join("sock").join(format!("{run_id}.sock"))
+}
+
+/// `$HARNESS_HOME/sock/<runId>.owner.json`: the [`Owner`] record.
+pub fn owner_path(home: &Path, run_id: &str) -> PathBuf {
+    home.join("sock").join(format!("{run_id}.owner.json"))
+}
+
+pub const OWNER_VERSION: &str = "control-owner/v1";
+/// Largest owner record read (a plan's worth of groups fits many times).
+const MAX_OWNER: u64 = 1 << 20;
+
+/// Who controls a run: the supervisor registered for it, and the process
+/// groups it started that may still run (each by its leader). Written only
+/// by that supervisor, in the 0700 `sock/` directory outside any worktree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Owner {
+    pub v: String,
+    pub supervisor: Ident,
+    /// Task id to the leader of the group its current process runs in.
+    #[serde(default)]
+    pub groups: BTreeMap<String, Ident>,
+}
+
+impl Owner {
+    /// This process as the supervisor, with no groups yet.
+    pub fn me() -> Result<Owner, String> {
+        let me = Ident::me().ok_or("cannot read this process's start time and boot id under /proc")?;
+        Ok(Owner { v: OWNER_VERSION.into(), supervisor: me, groups: BTreeMap::new() })
+    }
+
+    /// The record of `run_id`; `None` when there is none or it is not one
+    /// (a FIFO, a huge or foreign file).
+    pub fn read(home: &Path, run_id: &str) -> Option<Owner> {
+        let p = owner_path(home, run_id);
+        let f = std::fs::File::open(&p).ok()?;
+        if !f.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut buf = Vec::new();
+        f.take(MAX_OWNER).read_to_end(&mut buf).ok()?;
+        serde_json::from_slice::<Owner>(&buf).ok().filter(|o| o.v == OWNER_VERSION)
+    }
+
+    /// Replaces the record (atomically, mode 0600).
+    pub fn write(&self, home: &Path, run_id: &str) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let p = owner_path(home, run_id);
+        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        crate::runs::write_atomic(&p, &bytes)?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+    }
 }
 
 /// Why a call got no reply.
@@ -69,11 +131,40 @@ pub enum CallError {
     NotLive(String),
     /// Someone listens but the exchange failed (timeout, bad reply).
     Broken(String),
+    /// Someone listens who is not the supervisor registered for the run:
+    /// nothing was sent.
+    Untrusted(String),
 }
 
-/// Sends one request and waits up to `timeout` for its reply.
-pub fn call(sock: &Path, req: &Request, timeout: Duration) -> Result<Reply, CallError> {
-    let mut s = UnixStream::connect(sock).map_err(|e| CallError::NotLive(format!("{}: {e}", sock.display())))?;
+/// Sends one request to the supervisor registered for `run_id` under
+/// `home`, and waits up to `timeout` for its reply. The peer must be the
+/// process the run's [`Owner`] record names.
+pub fn call(home: &Path, run_id: &str, req: &Request, timeout: Duration) -> Result<Reply, CallError> {
+    let sock = sock_path(home, run_id);
+    let s = UnixStream::connect(&sock).map_err(|e| CallError::NotLive(format!("{}: {e}", sock.display())))?;
+    let pid =
+        crate::procid::peer_pid(&s).map_err(|e| CallError::Broken(format!("{}: SO_PEERCRED: {e}", sock.display())))?;
+    let Some(owner) = Owner::read(home, run_id) else {
+        return Err(CallError::Untrusted(format!(
+            "{}: no supervisor is registered for run {run_id} ({} is missing or unreadable)",
+            sock.display(),
+            owner_path(home, run_id).display()
+        )));
+    };
+    if owner.supervisor.pid != pid {
+        return Err(CallError::Untrusted(format!(
+            "{}: answered by process {pid}, not the registered supervisor {}",
+            sock.display(),
+            owner.supervisor.pid
+        )));
+    }
+    if let Some(why) = owner.supervisor.mismatch() {
+        return Err(CallError::Untrusted(format!("{}: not the registered supervisor: {why}", sock.display())));
+    }
+    exchange(s, &sock, req, timeout)
+}
+
+fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) -> Result<Reply, CallError> {
     let broken = |e: std::io::Error| CallError::Broken(format!("{}: {e}", sock.display()));
     s.set_read_timeout(Some(timeout)).map_err(broken)?;
     s.set_write_timeout(Some(timeout)).map_err(broken)?;
@@ -99,7 +190,41 @@ mod tests {
         let r: Request = serde_json::from_str(r#"{"verb":"steer","task":"a","msg":"hi","interrupt":true}"#).unwrap();
         assert_eq!(r.interrupt, Some(true));
         assert!(serde_json::from_str::<Request>(r#"{"verb":"kill","bogus":1}"#).is_err());
-        let e = call(Path::new("/nonexistent/x.sock"), &r, Duration::from_secs(1)).unwrap_err();
+        let e = call(Path::new("/nonexistent"), "x", &r, Duration::from_secs(1)).unwrap_err();
         assert!(matches!(e, CallError::NotLive(_)));
+    }
+
+    #[test]
+    fn only_the_registered_supervisor_is_sent_a_request() {
+        let home = std::env::temp_dir().join(format!("runwire-owner-{}", std::process::id()));
+        std::fs::create_dir_all(home.join("sock")).unwrap();
+        let l = std::os::unix::net::UnixListener::bind(sock_path(&home, "r")).unwrap();
+        let got = std::sync::Arc::new(std::sync::Mutex::new(0));
+        let got2 = got.clone();
+        std::thread::spawn(move || {
+            for c in l.incoming().flatten() {
+                let mut line = Vec::new();
+                let mut r = BufReader::new(c.try_clone().unwrap());
+                if r.read_until(b'\n', &mut line).is_ok() && !line.is_empty() {
+                    *got2.lock().unwrap() += 1;
+                    let _ = (&c).write_all(b"{\"ok\":true,\"detail\":\"halted\"}\n");
+                }
+            }
+        });
+        let req = Request { verb: "kill".into(), task: Some("a".into()), ..Default::default() };
+        let t = Duration::from_secs(5);
+        // No record: refused, nothing sent.
+        assert!(matches!(call(&home, "r", &req, t), Err(CallError::Untrusted(_))));
+        // A record of another process (the same pid, started at another time).
+        let mut o = Owner::me().unwrap();
+        o.supervisor.start += 1;
+        o.write(&home, "r").unwrap();
+        let e = call(&home, "r", &req, t).unwrap_err();
+        assert!(matches!(&e, CallError::Untrusted(m) if m.contains("another process")), "{e:?}");
+        assert_eq!(*got.lock().unwrap(), 0);
+        Owner::me().unwrap().write(&home, "r").unwrap();
+        assert!(call(&home, "r", &req, t).unwrap().ok);
+        assert_eq!(*got.lock().unwrap(), 1);
+        let _ = std::fs::remove_dir_all(&home);
     }
 }

@@ -337,6 +337,10 @@ struct Sup {
     order: Vec<String>,
     held: bool,
     wrappers: BTreeMap<String, PathBuf>,
+    /// This supervisor's registration and the groups it started, as recorded.
+    owner: control::Owner,
+    /// `$HARNESS_HOME`, absolute.
+    home: PathBuf,
 }
 
 fn io(what: &Path, e: impl std::fmt::Display) -> StartError {
@@ -356,6 +360,8 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     for t in &plan.tasks {
         for a in std::iter::once(t.adapter.as_str()).chain(t.review.as_deref()) {
             if let (Some(ad), false) = (crate::runs::view::adapter(a), wrappers.contains_key(a)) {
+                // The session settings its wrapper will read, under the same flag rules.
+                crate::wrappers::check_env(AgentKind::of(ad)).map_err(StartError::Usage)?;
                 wrappers.insert(a.to_string(), find_wrapper(&opts, ad).map_err(StartError::Usage)?);
             }
         }
@@ -384,10 +390,16 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
         runs::write_atomic(&files.plan(), &bytes).map_err(|e| io(&files.plan(), e))?;
     }
     let listener = bind(&sock)?;
+    // Registration outside the worktree: who may answer on the socket, and
+    // which groups are ours to stop. The last supervisor's groups stay in
+    // the record until `start` has dealt with them.
+    let mut owner = control::Owner::me().map_err(StartError::Io)?;
+    owner.groups = control::Owner::read(&home, &run_id).map(|o| o.groups).unwrap_or_default();
+    owner.write(&home, &run_id).map_err(|e| io(&control::owner_path(&home, &run_id), e))?;
     Registry::at(&opts.home).register(&pointer).map_err(|e| io(&Registry::at(&opts.home).path(&run_id), e))?;
     let journal = Journal::read(&files.journal()).map_err(|e| io(&files.journal(), e))?;
     let order: Vec<String> = plan.waves().into_iter().flatten().collect();
-    let mut sup = Sup { opts, plan, files, run_id, tasks: BTreeMap::new(), order, held: false, wrappers };
+    let mut sup = Sup { opts, plan, files, run_id, tasks: BTreeMap::new(), order, held: false, wrappers, owner, home };
     let out = sup.start(&journal, &sock, listener);
     // Replies decided on the way out (the kill of the last task) still go out.
     let until = Instant::now() + Duration::from_secs(2);
@@ -395,11 +407,12 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
         std::thread::sleep(Duration::from_millis(5));
     }
     let _ = std::fs::remove_file(&sock);
+    let _ = std::fs::remove_file(control::owner_path(&sup.home, &sup.run_id));
     let _ = liveness::update(&sup.files, |l| l.sock = None);
     out
 }
 
-/// The default wrapper search of `runwire-serve`, or `wrapper_dir`.
+/// The default wrapper search ([`crate::wrappers::find`]), or `wrapper_dir`.
 fn find_wrapper(opts: &Options, ad: Adapter) -> Result<PathBuf, String> {
     match &opts.wrapper_dir {
         Some(d) => {
@@ -410,7 +423,7 @@ fn find_wrapper(opts: &Options, ad: Adapter) -> Result<PathBuf, String> {
                 Err(format!("{}: no such wrapper", p.display()))
             }
         }
-        None => crate::serve::find_wrapper(ad),
+        None => crate::wrappers::find(ad),
     }
 }
 
@@ -557,23 +570,63 @@ impl Sup {
         }
     }
 
-    fn start(&mut self, journal: &Journal, sock: &Path, listener: UnixListener) -> Result<Outcome, StartError> {
-        // Stale liveness from an earlier supervisor: stop what is still
-        // running (its output cannot be taken over) and forget every entry.
-        let stale = liveness::get(&self.files);
+    /// Records (or forgets) the group a task's process runs in.
+    fn record_group(&mut self, task: &str, leader: Option<crate::procid::Ident>) {
+        match leader {
+            Some(l) => self.owner.groups.insert(task.to_string(), l),
+            None => self.owner.groups.remove(task),
+        };
+        self.save_owner();
+    }
+
+    fn save_owner(&self) {
+        if let Err(e) = self.owner.write(&self.home, &self.run_id) {
+            crate::cli::report(ACTOR, format!("{}: {e}", control::owner_path(&self.home, &self.run_id).display()));
+        }
+    }
+
+    /// Stops the groups an earlier supervisor of this run recorded and left
+    /// running (their output cannot be taken over). Only a group whose
+    /// leader is still the recorded process (pid, start time, boot) is
+    /// signalled, checked before each signal: liveness's `pgid`, which the
+    /// agent can write, is never signalled.
+    fn stop_stale_groups(&mut self, stale: &liveness::Liveness) {
         for (task, e) in &stale.tasks {
-            // The group, not the pid: a leader that died may leave members
-            // behind (a gate's shell is gone, its command is not).
-            if let Some(pgid) = e.pgid.filter(|&g| g > 1 && group_alive(g)) {
-                crate::cli::report(ACTOR, format!("stopping stale process group {pgid} of task {task}"));
-                signal_group(pgid, Signal::SIGTERM);
-                let until = Instant::now() + self.opts.kill_grace;
-                while group_alive(pgid) && Instant::now() < until {
-                    std::thread::sleep(TICK);
-                }
-                signal_group(pgid, Signal::SIGKILL);
+            let ours = self.owner.groups.get(task).is_some_and(|l| Some(l.pid) == e.pgid);
+            if let Some(pgid) = e.pgid.filter(|&g| !ours && g > 1 && group_alive(g)) {
+                crate::cli::report(
+                    ACTOR,
+                    format!("not stopping process group {pgid} named in liveness for task {task}: not one this run recorded"),
+                );
             }
         }
+        for (task, leader) in std::mem::take(&mut self.owner.groups) {
+            if let Some(why) = leader.group_mismatch() {
+                if group_alive(leader.pid) {
+                    crate::cli::report(
+                        ACTOR,
+                        format!("not stopping process group {} of task {task}: {why}", leader.pid),
+                    );
+                }
+                continue;
+            }
+            crate::cli::report(ACTOR, format!("stopping stale process group {} of task {task}", leader.pid));
+            signal_group(leader.pid, Signal::SIGTERM);
+            let until = Instant::now() + self.opts.kill_grace;
+            while group_alive(leader.pid) && Instant::now() < until {
+                std::thread::sleep(TICK);
+            }
+            // The leader may have exited and its id been reused meanwhile.
+            if leader.group_mismatch().is_none() {
+                signal_group(leader.pid, Signal::SIGKILL);
+            }
+        }
+        self.save_owner();
+    }
+
+    fn start(&mut self, journal: &Journal, sock: &Path, listener: UnixListener) -> Result<Outcome, StartError> {
+        let stale = liveness::get(&self.files);
+        self.stop_stale_groups(&stale);
         let sock_s = sock.display().to_string();
         liveness::update(&self.files, |l| {
             l.tasks.clear();
@@ -750,6 +803,10 @@ impl Sup {
         let (mut cmd, phase, out_path) = match &step {
             Step::Turn { resume } => {
                 let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
+                if let Err(why) = crate::wrappers::recheck(&w) {
+                    self.set_state(ACTOR, id, "halted", None, Some(why));
+                    return;
+                }
                 let mut c = Spec::new(w);
                 if live {
                     c.arg("--interactive");
@@ -779,6 +836,10 @@ impl Sup {
                     self.set_state(ACTOR, id, "halted", None, Some(d));
                     return;
                 };
+                if let Err(why) = crate::wrappers::recheck(&w) {
+                    self.set_state(ACTOR, id, "halted", None, Some(why));
+                    return;
+                }
                 let mut c = Spec::new(w);
                 c.arg("--prompt").arg(format!("Review the work of task {id}. The task was: {}", def.prompt));
                 wrapper_env(&mut c, self.opts.kill_grace);
@@ -821,6 +882,7 @@ impl Sup {
                 // Arrival times for the task log, unless SOURCE_DATE_EPOCH pins time.
                 let times = phase == Phase::Turn && crate::arrival::clock().is_some();
                 let tee = Tee::start(out, &out_path, times, stdout);
+                self.record_group(id, crate::procid::Ident::of(child.pgid()));
                 self.live(
                     id,
                     Entry {
@@ -946,6 +1008,7 @@ impl Sup {
             r.tee.finish(proc::DRAIN_GRACE);
             self.scan_final(&id);
             let r = self.tasks.get_mut(&id).and_then(|t| t.running.take()).expect("checked");
+            self.record_group(&id, None);
             self.finished(&id, r, rc);
         }
     }
