@@ -208,6 +208,8 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await p.keyboard.press('Enter');
     assert.equal(await card.locator('form.request-form').isVisible(), true);
     assert.equal(await card.locator('button[data-action="approve"]').isDisabled(), true);
+    await p.keyboard.press('Enter');
+    assert.equal(await card.locator('form.request-form').isVisible(), false);
     // The call's card got its result in the resumed run.
     const tool = p.locator('.tool').first();
     assert.equal(await tool.getAttribute('data-status'), 'completed');
