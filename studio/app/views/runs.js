@@ -19,9 +19,13 @@ const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 't
 const COLUMNS = ['Run', 'Status', 'Age', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'];
 const NUMERIC = ['Wave', 'Cost', 'Tokens'];
 
-/** A cell that names its column, so the phone layout can label it. */
-function cell(label, cls = '') {
-  return h(`td${cls}`, { 'data-label': label });
+/**
+ * A cell that names its column, so the phone layout can label it. Roles are
+ * explicit: the phone layout's grid rows would otherwise lose the table's
+ * semantics in some browsers.
+ */
+function cell(label, cls = '', ...children) {
+  return h(`td${cls}`, { 'data-label': label, role: 'cell' }, ...children);
 }
 
 export function needsYou(run) {
@@ -117,18 +121,18 @@ export class RunsView {
     this.empty = h('p.empty', { hidden: true }, 'No runs yet. Start one from Chat, or run runwire-supervise with a plan.');
     this.error = h('p.error', { hidden: true, role: 'alert' });
     this.notify = notifySwitch();
-    this.tbody = h('tbody');
+    this.tbody = h('tbody', { role: 'rowgroup' });
     const table = h(
       'table.runs',
-      null,
+      { role: 'table' },
       h('caption.visually-hidden', null, 'Registered runs; runs that need you first'),
       h(
         'thead',
-        null,
+        { role: 'rowgroup' },
         h(
           'tr',
-          null,
-          COLUMNS.map((c) => h(NUMERIC.includes(c) ? 'th.num' : 'th', { scope: 'col' }, c)),
+          { role: 'row' },
+          COLUMNS.map((c) => h(NUMERIC.includes(c) ? 'th.num' : 'th', { scope: 'col', role: 'columnheader' }, c)),
         ),
       ),
       this.tbody,
@@ -380,10 +384,10 @@ export class RunsView {
     };
     row.tr = h(
       thread === null ? 'tr' : 'tr.thread',
-      thread === null ? { 'data-run-id': key } : { 'data-thread': thread },
-      h('th', { scope: 'row' }, link || toggle, sub),
-      h('td.status-cell', { 'data-label': 'Status' }, row.status),
-      h('td.age', { 'data-label': 'Age' }, row.age),
+      thread === null ? { 'data-run-id': key, role: 'row' } : { 'data-thread': thread, role: 'row' },
+      h('th', { scope: 'row', role: 'rowheader' }, link || toggle, sub),
+      cell('Status', '.status-cell', row.status),
+      cell('Age', '.age', row.age),
       row.wave,
       row.counts,
       row.cost,
