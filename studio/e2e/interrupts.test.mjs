@@ -349,6 +349,49 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await context.close();
   });
 
+  test('the demo agent (--demo): a denied call says denied; approve, then answer; each answered card is a one-line record', async () => {
+    const s = await startServer({ args: ['--demo'] });
+    servers.push(s);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await p.locator('.demo-note:not([hidden])').waitFor();
+    assert.match(await p.textContent('.demo-note'), /^Demo agent: no model, runs nothing\./);
+    // Turn 1: denied with a reason.
+    await send(p, 'hello');
+    const first = p.locator('section.request[data-kind="tool_approval"][data-state="open"]');
+    await first.waitFor({ timeout: 30000 });
+    assert.equal(await first.locator('.request-h').textContent(), 'Allow Bash?');
+    await first.locator('input[name="reason"]').fill('not now');
+    await first.locator('button[data-action="deny"]').click();
+    await status(p, 'finished');
+    const denied = p.locator('section.request[data-decision="deny"]');
+    assert.match(await collapsed(denied), /^Denied Bash touch demo\.txt && ls: not now · \d\d:\d\d$/);
+    const tool = p.locator('.exchange').first().locator('.tool');
+    assert.equal(await tool.locator('.badge').textContent(), 'denied');
+    // Turn 2: approved, then the question it asks, answered.
+    await send(p, 'again');
+    const second = p.locator('.exchange').last();
+    await second.locator('section.request[data-kind="tool_approval"][data-state="open"]').waitFor({ timeout: 30000 });
+    await second.locator('button[data-action="approve"]').click();
+    const question = second.locator('section.request[data-kind="question"][data-state="open"]');
+    await question.waitFor({ timeout: 30000 });
+    const shown = await question.evaluate((el) => el.innerText);
+    assert.equal(occurrences(shown, 'Which should the demo do next?'), 1, shown);
+    await question.locator('.option label', { hasText: 'Tell a joke' }).click();
+    await question.locator('button[type="submit"]').click();
+    await waitFor(async () => (await p.locator('.exchange').last().locator('.run-line').getAttribute('data-status')) === 'finished', { what: 'the second turn to finish' });
+    const records = await second.locator('summary.request-record').allTextContents();
+    assert.equal(records.length, 2);
+    assert.match(records[0], /^Approved Bash touch demo\.txt && ls · \d\d:\d\d$/);
+    assert.match(records[1], /^Answered: Tell a joke · \d\d:\d\d$/);
+    assert.equal(await second.locator('.tool[data-status="completed"]').count(), 2);
+    // Nothing left open: the conversation is text, two tool cards and three one-line records.
+    assert.equal(await p.locator('section.request[data-state="open"]').count(), 0);
+    for (const card of await p.locator('section.request').all()) await collapsed(card);
+    g.check();
+    await context.close();
+  });
+
   test('task view: the pending request as a card, approved there; the journal says by whom', async () => {
     const cell = 'approval-allow';
     const s = await server(cell);
