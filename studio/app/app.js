@@ -3,6 +3,7 @@
 // server (the page's CSP allows nothing else).
 
 import { getJson, initToken, token, unauthorized } from './api.js';
+import { describeServer } from './state/server.js';
 import { h, setText } from './views/dom.js';
 import { ChatView } from './views/chat.js';
 import { CompareView } from './views/compare.js';
@@ -101,8 +102,8 @@ document.addEventListener('runwire:unauthorized', () => {
   const a = await getJson('/api/info');
   if (a.status === 200 && a.body && typeof a.body === 'object') {
     const b = a.body;
-    const parts = [b.agent ? `agent ${b.agent}` : 'demo', b.mode && b.mode !== 'agent' ? b.mode : null, b.version ? `runwire-serve ${b.version}` : null];
-    setText(info, parts.filter(Boolean).join(' · '));
+    setText(info, describeServer(b).label);
+    views.chat.setServer(b);
     if (b.tokenRequired === true && !token()) unauthorized();
   }
 })();

@@ -189,7 +189,7 @@ describe('answering codex and cursor in Chromium against runwire-serve --interac
   test('codex: a command approval card, approved; the turn finishes with the command done', async () => {
     const s = await server('codex', 'approval-allow');
     const { p, g, context, card } = await chat(s, 'codex', 'approval-allow');
-    assert.match(await card.locator('.request-tool').textContent(), /command_execution/);
+    assert.match(await card.locator('.request-h').textContent(), /command_execution/);
     await card.locator('button[data-action="approve"]').click();
     await finished(p);
     assert.equal(await card.getAttribute('data-state'), 'answered');
@@ -217,7 +217,7 @@ describe('answering codex and cursor in Chromium against runwire-serve --interac
   test('cursor: a tool call approved; the turn finishes', async () => {
     const s = await server('cursor', 'approval-allow');
     const { p, g, context, card } = await chat(s, 'cursor', 'approval-allow');
-    assert.match(await card.locator('.request-tool').textContent(), /execute/);
+    assert.match(await card.locator('.request-h').textContent(), /execute/);
     await card.locator('button[data-action="approve"]').click();
     await finished(p);
     assert.equal(await card.locator('.request-status').textContent(), 'Approved.');
@@ -303,7 +303,7 @@ describe('answering codex and cursor in Chromium against runwire-serve --interac
     // The new prompt asks once more (`git branch`): approved, and the run finishes.
     const last = p.locator('section.request[data-state="open"]');
     await last.waitFor({ timeout: 30000 });
-    assert.match(await last.locator('.request-tool').textContent(), /execute/);
+    assert.match(await last.locator('.request-h').textContent(), /execute/);
     await last.locator('button[data-action="approve"]').click();
     await finished(p);
     // Shown as what it was, in the conversation where it happened (the box's note goes with the run).

@@ -131,6 +131,25 @@ async function status(p, s) {
   await p.waitForSelector(`.run-status[data-status="${s}"]`, { timeout: 30000 });
 }
 
+/** How often `needle` occurs in `text`. */
+function occurrences(text, needle) {
+  return text.split(needle).length - 1;
+}
+
+/**
+ * An answered card is one line (the record, e.g. Approved Bash `cmd` · 12:04)
+ * and its form is hidden until the record is opened; returns the record's text.
+ */
+async function collapsed(card) {
+  const record = card.locator('summary.request-record');
+  assert.equal(await record.isVisible(), true, 'the record is shown');
+  assert.equal(await card.locator('form.request-form').isVisible(), false, 'the answered form is folded away');
+  const box = await card.boundingBox();
+  const rec = await record.boundingBox();
+  assert.ok(box.height <= rec.height + 24, `the answered card is ${box.height}px high, its record ${rec.height}px`);
+  return record.textContent();
+}
+
 async function noHorizontalOverflow(p, what) {
   const m = await p.evaluate(() => ({ sw: document.scrollingElement.scrollWidth, iw: window.innerWidth }));
   assert.ok(m.sw <= m.iw, `${what}: the document is ${m.sw}px wide in a ${m.iw}px viewport`);
@@ -154,11 +173,17 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     const s = await server(cell);
     const { p, g, context } = await page();
     await p.goto(`${s.url}/#/chat`);
+    await waitFor(async () => (await p.textContent('#server-info')) !== '', { what: 'the server line' });
+    assert.match(await p.textContent('#server-info'), /^agent claude, interactive · /);
+    assert.equal(await p.locator('.demo-note').isVisible(), false, 'a real agent (here its stand-in) is no demo');
     await send(p, messages(cell)[0]);
     await p.locator('section.request[data-kind="tool_approval"][data-state="open"]').waitFor({ timeout: 30000 });
     const card = p.locator(`section.request[data-request-id="${await p.locator('section.request').first().getAttribute('data-request-id')}"]`);
     await status(p, 'waiting');
-    assert.match(await card.locator('.request-tool').textContent(), /Bash/);
+    // Said once: the heading names the tool; no "Tool Bash" line repeats it.
+    assert.equal(await card.locator('.request-h').textContent(), 'Allow Bash?');
+    const shown = await card.evaluate((el) => el.innerText);
+    assert.equal(occurrences(shown, 'Bash'), 1, shown);
     assert.match(await card.locator('textarea.request-input').inputValue(), /curl -sI https:\/\/example\.com/);
     assert.ok(await card.locator('details.request-suggestions').count() >= 0);
     await p.screenshot({ path: path.join(shots, 'interrupt-card-desktop.png'), fullPage: true });
@@ -168,8 +193,26 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await status(p, 'finished');
     assert.equal(await card.getAttribute('data-state'), 'answered');
     assert.equal(await card.locator('.request-status').textContent(), 'Approved.');
+    // Collapsed to its record, which keeps the keyboard focus the Approve button had.
+    assert.match(await collapsed(card), /^Approved Bash curl -sI https:\/\/example\.com \| head -n 1 · \d\d:\d\d$/);
+    assert.equal(await card.locator('.request-record code').textContent(), 'curl -sI https://example.com | head -n 1');
+    assert.equal(await p.evaluate(() => document.activeElement.classList.contains('request-record')), true);
+    // In the conversation where it was answered: before the agent's reply to it.
+    const order = await p.evaluate(() => {
+      const rec = document.querySelector('section.request');
+      const texts = [...document.querySelectorAll('.exchange .assistant-text')];
+      return { inTranscript: !!rec.closest('.transcript'), replyAfter: !!(rec.compareDocumentPosition(texts.at(-1)) & Node.DOCUMENT_POSITION_FOLLOWING) };
+    });
+    assert.deepEqual(order, { inTranscript: true, replyAfter: true });
+    // Still there to read: Enter opens the whole card.
+    await p.keyboard.press('Enter');
+    assert.equal(await card.locator('form.request-form').isVisible(), true);
+    assert.equal(await card.locator('button[data-action="approve"]').isDisabled(), true);
+    await p.keyboard.press('Enter');
+    assert.equal(await card.locator('form.request-form').isVisible(), false);
     // The call's card got its result in the resumed run.
     const tool = p.locator('.tool').first();
+    assert.equal(await tool.getAttribute('data-status'), 'completed');
     await tool.locator('.tool-toggle').click();
     assert.match(await tool.locator('.tool-result').textContent(), /HTTP\/2 200/);
     await p.screenshot({ path: path.join(shots, 'interrupt-approved-desktop.png'), fullPage: true });
@@ -193,6 +236,13 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await card.locator('button[data-action="deny"]').click();
     await status(p, 'finished');
     assert.match(await card.locator('.request-status').textContent(), /Denied: no network from here/);
+    assert.match(await collapsed(card), /^Denied Bash touch ~\/bb-recording-outside\.txt: no network from here · \d\d:\d\d$/);
+    // The refused call never ran: "denied", with the reason, not "failed".
+    const tool = p.locator('.tool').first();
+    assert.equal(await tool.getAttribute('data-status'), 'denied');
+    assert.equal(await tool.locator('.badge').textContent(), 'denied');
+    assert.equal(await tool.locator('.tool-detail').textContent(), 'Denied: no network from here. The call did not run. Output: 25 B (25 bytes).');
+    assert.equal(await p.locator('.tool[data-status="failed"]').count(), 0);
     await waitFor(() => inputRecords(s).some((r) => r.decision === 'deny' && r.detail === 'no network from here'), { what: 'the deny journaled with its reason' });
     await noHorizontalOverflow(p, 'the answered card at 390 px');
     stubHappy(s);
@@ -210,6 +260,11 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     const card = p.locator('section.request').first();
     const labels = await card.locator('.option input').evaluateAll((xs) => xs.map((x) => x.value));
     assert.deepEqual(labels, ['tabs', 'spaces']);
+    // The question is asked once (its fieldset), not again as the card's message.
+    const asked = await card.locator('legend').textContent();
+    const q = asked.slice(asked.indexOf(': ') + 2);
+    const shown = await card.evaluate((el) => el.innerText);
+    assert.equal(occurrences(shown, q), 1, shown);
     // Sending with nothing chosen says so and sends nothing.
     await card.locator('button[type="submit"]').click();
     assert.match(await card.locator('.request-status').textContent(), /choose an answer/);
@@ -217,6 +272,7 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await card.locator('button[type="submit"]').click();
     await status(p, 'finished');
     assert.match(await card.locator('.request-status').textContent(), /Answered: spaces/);
+    assert.match(await collapsed(card), /^Answered: spaces · \d\d:\d\d$/);
     await waitFor(() => inputRecords(s).some((r) => r.decision === 'answer'), { what: 'the answer journaled' });
     stubHappy(s);
     g.check();
@@ -252,6 +308,7 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await p.keyboard.press('Enter');
     await status(p, 'finished');
     assert.equal(await card.locator('.request-status').textContent(), `Answered: ${FREE_TEXT}.`);
+    assert.match(await collapsed(card), new RegExp(`^Answered: ${FREE_TEXT} · \\d\\d:\\d\\d$`));
     await waitFor(() => inputRecords(s).some((r) => r.decision === 'answer'), { what: 'the answer journaled' });
     await noHorizontalOverflow(p, 'the answered question card at 390 px');
     stubHappy(s);
@@ -292,6 +349,49 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await context.close();
   });
 
+  test('the demo agent (--demo): a denied call says denied; approve, then answer; each answered card is a one-line record', async () => {
+    const s = await startServer({ args: ['--demo'] });
+    servers.push(s);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await p.locator('.demo-note:not([hidden])').waitFor();
+    assert.match(await p.textContent('.demo-note'), /^Demo agent: no model, runs nothing\./);
+    // Turn 1: denied with a reason.
+    await send(p, 'hello');
+    const first = p.locator('section.request[data-kind="tool_approval"][data-state="open"]');
+    await first.waitFor({ timeout: 30000 });
+    assert.equal(await first.locator('.request-h').textContent(), 'Allow Bash?');
+    await first.locator('input[name="reason"]').fill('not now');
+    await first.locator('button[data-action="deny"]').click();
+    await status(p, 'finished');
+    const denied = p.locator('section.request[data-decision="deny"]');
+    assert.match(await collapsed(denied), /^Denied Bash touch demo\.txt && ls: not now · \d\d:\d\d$/);
+    const tool = p.locator('.exchange').first().locator('.tool');
+    assert.equal(await tool.locator('.badge').textContent(), 'denied');
+    // Turn 2: approved, then the question it asks, answered.
+    await send(p, 'again');
+    const second = p.locator('.exchange').last();
+    await second.locator('section.request[data-kind="tool_approval"][data-state="open"]').waitFor({ timeout: 30000 });
+    await second.locator('button[data-action="approve"]').click();
+    const question = second.locator('section.request[data-kind="question"][data-state="open"]');
+    await question.waitFor({ timeout: 30000 });
+    const shown = await question.evaluate((el) => el.innerText);
+    assert.equal(occurrences(shown, 'Which should the demo do next?'), 1, shown);
+    await question.locator('.option label', { hasText: 'Tell a joke' }).click();
+    await question.locator('button[type="submit"]').click();
+    await waitFor(async () => (await p.locator('.exchange').last().locator('.run-line').getAttribute('data-status')) === 'finished', { what: 'the second turn to finish' });
+    const records = await second.locator('summary.request-record').allTextContents();
+    assert.equal(records.length, 2);
+    assert.match(records[0], /^Approved Bash touch demo\.txt && ls · \d\d:\d\d$/);
+    assert.match(records[1], /^Answered: Tell a joke · \d\d:\d\d$/);
+    assert.equal(await second.locator('.tool[data-status="completed"]').count(), 2);
+    // Nothing left open: the conversation is text, two tool cards and three one-line records.
+    assert.equal(await p.locator('section.request[data-state="open"]').count(), 0);
+    for (const card of await p.locator('section.request').all()) await collapsed(card);
+    g.check();
+    await context.close();
+  });
+
   test('task view: the pending request as a card, approved there; the journal says by whom', async () => {
     const cell = 'approval-allow';
     const s = await server(cell);
@@ -311,6 +411,7 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     assert.match(await card.locator('textarea.request-input').inputValue(), /curl -sI/);
     await card.locator('button[data-action="approve"]').click();
     await waitFor(async () => (await card.getAttribute('data-state')) === 'answered', { what: 'the card answered' });
+    assert.match(await collapsed(card), /^Approved Bash curl -sI https:\/\/example\.com \| head -n 1 · \d\d:\d\d$/);
     await waitFor(() => inputRecords(s).some((r) => r.input === 'answered' && r.decision === 'allow' && r.by === 'studio'), { what: 'the answer journaled by the studio' });
     stubHappy(s);
     g.check();

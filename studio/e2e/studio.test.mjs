@@ -186,7 +186,12 @@ describe('studio in Chromium against runwire-serve', () => {
     await row.waitFor();
     assert.equal(await row.locator('th a').textContent(), listed.slug);
     await waitFor(async () => (await row.locator('.badge').textContent()) === 'done', { what: 'the page to show the run as done' });
-    assert.equal((await row.locator('td').allTextContents()).join('|'), `${listed.status}||committed 1|$0.0421|20 in / 90 out|runwire-serve|`);
+    const cells = await row.locator('td').allTextContents();
+    // The age of its latest activity, with the local time as the tooltip.
+    assert.match(cells.splice(1, 1)[0], /^(just now|\d+ s ago)$/);
+    const local = await p.evaluate((ms) => new Date(ms).toLocaleString(), listed.activityMs);
+    assert.equal(await row.locator('td.age time').getAttribute('title'), `last activity ${local}`);
+    assert.equal(cells.join('|'), `${listed.status}||committed 1|$0.0421|20 in / 90 out|runwire-serve|`);
 
     // Kept current: a run started elsewhere appears without a reload.
     const before = await p.locator('tr[data-run-id]').count();
@@ -512,6 +517,131 @@ describe('studio in Chromium against runwire-serve', () => {
     await p.goto(`${s.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
     await p.waitForSelector('.stream-state[data-state="exited"]');
     assert.ok((await p.locator('table.events tr[data-seq]').count()) > 10);
+    g.check();
+    await context.close();
+  });
+
+  test('runs: two chat turns are one conversation; at 390 px every run is a card with status, age and cost in view', async () => {
+    const s = await server({ args: ['--agent', 'claude'], env: { STUB_STREAM: corpus } });
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    const first = await chatRun(p, 'fix the build');
+    const second = await chatRun(p, 'and now the tests');
+    const thread = await p.locator('.thread-id').textContent();
+    assert.ok(first.startsWith(`${thread}.`) && second.startsWith(`${thread}.`), `${first} ${second} name thread ${thread}`);
+    // Another client's run, on a thread of its own, stays a run of its own.
+    await postRun(s.url, { threadId: 'other', runId: 'r-other', prompt: 'hi' });
+    const listed = await waitFor(async () => {
+      const runs = await runsList(s.url);
+      return runs.filter((r) => r.status === 'done').length === 3 && runs;
+    }, { what: 'three runs done' });
+    const turns = listed.filter((r) => r.slug.startsWith(`agui-${thread}.`));
+    assert.equal(turns.length, 2);
+    await p.goto(`${s.url}/#/runs`);
+    const conv = p.locator(`tr.thread[data-thread="${thread}"]`);
+    await conv.waitFor();
+    await waitFor(async () => (await p.locator('tr[data-run-id]').count()) === 3, { what: 'the three runs on the page' });
+    assert.equal(await conv.getAttribute('data-turns'), '2');
+    assert.match(await conv.locator('th').textContent(), new RegExp(`Conversation${thread} · 2 turns`));
+    const convCells = await conv.locator('td').allTextContents();
+    assert.equal(convCells[0], 'done');
+    assert.equal(convCells[3], '2 turns');
+    assert.equal(convCells[4], '$0.0842', 'the turns cost together');
+    // The turns are folded under it, the other run is its own row.
+    for (const r of turns) assert.equal(await p.locator(`tr.turn[data-run-id="${r.runId}"]`).isVisible(), false);
+    assert.equal(await p.locator('tr:not(.turn)[data-run-id$="--agui-r-other"]').isVisible(), true);
+    const toggle = conv.locator('button.thread-toggle');
+    assert.equal(await toggle.getAttribute('aria-expanded'), 'false');
+    await toggle.focus();
+    await p.keyboard.press('Enter');
+    assert.equal(await toggle.getAttribute('aria-expanded'), 'true');
+    for (const r of turns) {
+      const tr = p.locator(`tr.turn[data-run-id="${r.runId}"]`);
+      assert.equal(await tr.isVisible(), true);
+      assert.equal(await tr.locator('th a').getAttribute('href'), `#/runs/${encodeURIComponent(r.runId)}`);
+    }
+    await context.close();
+
+    // At 390 px: cards, each with its status, age and cost on screen; no scrolling sideways.
+    const phone = await page(PHONE);
+    await phone.p.goto(`${s.url}/#/runs`);
+    await phone.p.locator(`tr.thread[data-thread="${thread}"]`).waitFor();
+    await phone.p.locator(`tr.thread[data-thread="${thread}"] button.thread-toggle`).click();
+    await noHorizontalOverflow(phone.p, 'runs at 390 px');
+    const wrap = await phone.p.locator('.table-wrap.runs-wrap').evaluate((el) => ({ sw: el.scrollWidth, cw: el.clientWidth }));
+    assert.ok(wrap.sw <= wrap.cw, `the runs region scrolls sideways: ${wrap.sw} > ${wrap.cw}`);
+    const rows = phone.p.locator('table.runs tbody tr:visible');
+    assert.equal(await rows.count(), 4, 'the conversation, its two turns and the other run');
+    for (let i = 0; i < 4; i++) {
+      const row = rows.nth(i);
+      for (const sel of ['.badge', 'td.age time', 'td[data-label="Cost"]']) {
+        const el = row.locator(sel);
+        assert.equal(await el.isVisible(), true, `row ${i}: ${sel} is shown`);
+        const b = await el.boundingBox();
+        assert.ok(b.x >= 0 && b.x + b.width <= PHONE.width, `row ${i}: ${sel} at x ${b.x}..${b.x + b.width}`);
+      }
+      assert.match(await row.locator('td[data-label="Cost"]').textContent(), /^\$0\.0(421|842)$/);
+    }
+    await phone.p.screenshot({ path: path.join(shots, 'runs-conversation-390.png'), fullPage: true });
+    g.check();
+    phone.g.check();
+    await phone.context.close();
+  });
+
+  test('the demo says what it is: a replay, the demo agent; a real agent gets no note', async () => {
+    const cases = [
+      [[], 'Demo: replays a recorded run; your prompt is not sent to any agent.', /^demo: recorded replay · runwire-serve /],
+      [['--demo'], 'Demo agent: no model, runs nothing. It asks to run a command, then asks a question: try Approve, Deny, a steer and Stop.', /^demo agent · runwire-serve /],
+      [['--agent', 'claude'], null, /^agent claude · runwire-serve /],
+    ];
+    for (const [args, note, label] of cases) {
+      const s = await server({ args, env: { STUB_STREAM: corpus } });
+      const { p, g, context } = await page();
+      await p.goto(`${s.url}/#/chat`);
+      await waitFor(async () => (await p.textContent('#server-info')) !== '', { what: 'the server line' });
+      assert.match(await p.textContent('#server-info'), label);
+      const shown = p.locator('.view-chat .demo-note');
+      if (note === null) {
+        assert.equal(await shown.isVisible(), false, `${args}: no demo note`);
+      } else {
+        assert.equal(await shown.isVisible(), true, `${args}: the demo note`);
+        assert.equal(await shown.textContent(), note);
+        // Above the conversation, so it is read before a prompt is sent.
+        assert.equal(await p.evaluate(() => !!(document.querySelector('.demo-note').compareDocumentPosition(document.querySelector('#chat-prompt')) & Node.DOCUMENT_POSITION_FOLLOWING)), true);
+      }
+      g.check();
+      await context.close();
+    }
+  });
+
+  test('a view\'s heading takes focus on navigation without a focus ring, by mouse or keyboard; links keep theirs', async () => {
+    const s = await server({});
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/runs`);
+    await p.waitForSelector('.view-runs .view-status:not(:empty)');
+    const ring = () => p.evaluate(() => {
+      const el = document.activeElement;
+      const cs = getComputedStyle(el);
+      return { tag: el.tagName, text: el.textContent, outline: cs.outlineStyle === 'none' ? 0 : parseFloat(cs.outlineWidth) };
+    });
+    // By keyboard: Tab to the nav's Chat link (ring), Enter: the heading has focus, no ring.
+    await p.locator('nav a[data-view="chat"]').focus();
+    await p.keyboard.press('Tab');
+    await p.keyboard.press('Shift+Tab');
+    assert.deepEqual(await ring(), { tag: 'A', text: 'Chat', outline: 3 });
+    await p.keyboard.press('Enter');
+    await waitFor(async () => (await ring()).tag === 'H1', { what: 'the heading to take focus' });
+    assert.deepEqual(await ring(), { tag: 'H1', text: 'Chat', outline: 0 });
+    // By mouse.
+    await p.click('nav a[data-view="runs"]');
+    await waitFor(async () => (await ring()).text === 'Runs', { what: 'the runs heading to take focus' });
+    assert.deepEqual(await ring(), { tag: 'H1', text: 'Runs', outline: 0 });
+    // The skip link moves focus to main: no ring there either.
+    await p.keyboard.press('Shift+Tab');
+    await p.evaluate(() => document.getElementById('skip').focus());
+    await p.keyboard.press('Enter');
+    assert.deepEqual((await ring()).tag, 'MAIN');
+    assert.equal((await ring()).outline, 0);
     g.check();
     await context.close();
   });

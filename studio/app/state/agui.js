@@ -3,6 +3,7 @@
 // (transcript.js). No DOM.
 
 import {
+  applyRequest,
   appendArgs,
   endArgs,
   resultMeta,
@@ -220,6 +221,13 @@ function custom(run, ev) {
       if (last && !last.end) last.end = v;
       else run.turns.push({ start: null, end: v });
       run.statusDirty = true;
+      break;
+    }
+    case 'runwire.input_request':
+    case 'runwire.input_answer': {
+      // A denied request's tool call is shown denied, not failed.
+      const card = applyRequest(run.tools, ev.name.slice('runwire.'.length), v);
+      if (card) toolItem(run, card.id);
       break;
     }
     case 'runwire.session':

@@ -5,7 +5,7 @@
 // the last one applied is dropped (and counted), so a reconnect that overlaps
 // never shows an event twice.
 
-import { setResult, settle, wholeCall } from './toolcards.js';
+import { applyRequest, setResult, settle, wholeCall } from './toolcards.js';
 import { bump, createTranscript, item } from './transcript.js';
 
 export { takeDirty } from './transcript.js';
@@ -150,6 +150,16 @@ export function applyEvent(t, rec) {
       for (const id of t.tools.order) t.dirty.add(`tool:${id}`);
       summary = `rc ${d.rc}${d.detail ? `: ${d.detail}` : ''}`;
       break;
+    case 'input_request':
+    case 'input_answer': {
+      // A denied request's tool call is shown denied, not failed.
+      const card = applyRequest(t.tools, rec.type, d);
+      if (card) t.dirty.add(item(t, 'tool', card.id).key);
+      summary = rec.type === 'input_request'
+        ? `${d.kind ?? ''} ${d.tool ?? ''}`
+        : `${d.decision ?? ''}${d.by ? ` by ${d.by}` : ''}`;
+      break;
+    }
     case 'custom':
       // A side note passed through (progress, a retry, a notification): listed in the log only.
       summary = String(d.name ?? 'custom');

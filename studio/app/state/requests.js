@@ -4,6 +4,8 @@
 // as an AG-UI resume entry or as the body of POST …/tasks/:tid/answer.
 // No DOM.
 
+import { argPreview } from './toolcards.js';
+
 function str(v) {
   return typeof v === 'string' ? v : null;
 }
@@ -233,9 +235,88 @@ export function applyInput(cards, type, data) {
         message: str(data.message) ?? '',
         answers: obj(data.answers) ?? {},
         by: str(data.by),
+        at: str(data.at),
       };
     }
     return c ?? null;
   }
   return null;
+}
+
+/** The card's heading: what is asked, naming the tool once ("Allow Bash?"). */
+export function cardTitle(c) {
+  if (c.kind === 'question') return 'The agent asks';
+  if (c.kind === 'plan_approval') return 'Approve the plan?';
+  return c.tool ? `Allow ${c.tool}?` : 'Allow this tool call?';
+}
+
+/**
+ * The request's message when it says more than the card shows already: not
+ * the server's stock "Allow TOOL?" (the heading says it), nor a question's
+ * own text (its fieldset says it). null when there is nothing to add.
+ */
+export function cardMessage(c) {
+  const m = typeof c.message === 'string' ? c.message.trim() : '';
+  if (!m) return null;
+  if (c.kind === 'question') {
+    const qs = c.questions.map((q) => q.question.trim());
+    const lines = m.split('\n').map((l) => l.trim()).filter(Boolean);
+    if (lines.every((l) => qs.includes(l))) return null;
+    return m;
+  }
+  const tool = c.tool || 'a tool';
+  if ([`Allow ${tool}?`, `Approve the plan and start ${tool}?`, cardTitle(c)].includes(m)) return null;
+  return m;
+}
+
+const STOCK_DENIALS = ['Denied from the studio.', 'The user denied this.'];
+
+/** `12:04` (local time) of a Date, ISO string or epoch ms; '' when unreadable. */
+export function clockTime(at) {
+  const d = at instanceof Date ? at : new Date(at);
+  return Number.isFinite(d.getTime()) ? d.toTimeString().slice(0, 5) : '';
+}
+
+/**
+ * The one-line record an answered card collapses to, e.g. Approved Bash
+ * `rm -rf build` · 12:04. Returns its parts (`code` is shown as code) and
+ * `text`, the whole line. `at`: when it was answered; `by`: who, when it was
+ * not this page.
+ */
+export function recordLine(c, d, { at = null, by = null } = {}) {
+  const subject = c.kind === 'plan_approval' ? 'the plan' : c.kind === 'question' ? '' : c.tool || 'the tool call';
+  const input = d.input || c.input;
+  const code = c.kind === 'tool_approval' && input && typeof input === 'object'
+    ? argPreview({ args: input, argsText: '', argsDone: true, argsValid: true }, 60)
+    : '';
+  let lead;
+  let tail = '';
+  switch (d.decision) {
+    case 'allow':
+      lead = `Approved${d.scope === 'session' ? ' for the session' : ''}`;
+      if (d.input) tail = ' with edits';
+      break;
+    case 'deny':
+      lead = 'Denied';
+      if (d.message && !STOCK_DENIALS.includes(d.message.trim())) tail = `: ${d.message.trim()}`;
+      break;
+    case 'expired':
+      lead = 'Expired, denied automatically:';
+      break;
+    case 'cancelled':
+      lead = 'Cancelled:';
+      break;
+    case 'answer': {
+      const answers = Object.values(d.answers || {}).map((v) => (Array.isArray(v) ? v.join(', ') : String(v)));
+      lead = `Answered: ${answers.join('; ')}`;
+      break;
+    }
+    default:
+      lead = `Closed (${String(d.decision)})`;
+  }
+  const who = by ? ` by ${by}` : '';
+  const time = at === null ? '' : clockTime(at);
+  const head = [lead, d.decision === 'answer' ? '' : subject].filter(Boolean).join(' ');
+  const text = `${head}${code ? ` \`${code}\`` : ''}${tail}${who}${time ? ` · ${time}` : ''}`;
+  return { head, code, tail: `${tail}${who}`, time, text };
 }

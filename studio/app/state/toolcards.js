@@ -11,16 +11,19 @@
 //   result-unavailable the run ended successfully but no result was retained
 //                      for this call (that is not "completed": nothing says it worked)
 //   interrupted        the run ended in error / was stopped before a result came
+//   denied             a person (or the answer timeout) refused the call: it never
+//                      ran, whatever error result the agent reports for it
 
 import { clip, formatBytes, oneLine } from './format.js';
 
-export const STATUSES = ['preparing', 'running', 'completed', 'failed', 'result-unavailable', 'interrupted'];
+export const STATUSES = ['preparing', 'running', 'completed', 'failed', 'result-unavailable', 'interrupted', 'denied'];
 
 /** The normalizer's cap on tool output (events/v1 `tool_result.output`). */
 export const OUTPUT_CAP = 65536;
 
 export function createToolCards() {
-  return { order: [], byId: new Map(), settled: null, rev: 0 };
+  // requests: the agent's open requests (request id -> its tool call id, as the agent named it).
+  return { order: [], byId: new Map(), settled: null, rev: 0, requests: new Map() };
 }
 
 function touch(model, card) {
@@ -40,6 +43,7 @@ function blank(id) {
     result: null,
     rev: 0,
     seq: null,
+    denied: null,
   };
 }
 
@@ -163,8 +167,46 @@ export function settle(model, outcome) {
   }
 }
 
+/**
+ * The call whose agent-side id is `raw`: the card of that id, or the one an
+ * AG-UI stream namespaced as `<runId>:t:<raw>`; null if none.
+ */
+export function findCall(model, raw) {
+  if (typeof raw !== 'string' || raw === '') return null;
+  if (model.byId.has(raw)) return model.byId.get(raw);
+  for (const id of model.order) if (id.endsWith(`:t:${raw}`)) return model.byId.get(id);
+  return null;
+}
+
+/** Marks a call refused: it never ran (its error result, if any, only says so). */
+export function markDenied(model, id, { message = null, expired = false } = {}) {
+  const card = ensureCard(model, id);
+  card.denied = { message: typeof message === 'string' && message.trim() ? message.trim() : null, expired: Boolean(expired) };
+  touch(model, card);
+  return card;
+}
+
+/**
+ * An input request or its answer (events/v1 `input_request` / `input_answer`
+ * data, or AG-UI's CUSTOM `runwire.input_request` / `runwire.input_answer`
+ * value): a denied or expired answer marks the request's tool call denied.
+ * Returns the card it changed, or null.
+ */
+export function applyRequest(model, type, data) {
+  if (!data || typeof data !== 'object' || typeof data.id !== 'string') return null;
+  if (type === 'input_request') {
+    if (typeof data.tool_call_id === 'string') model.requests.set(data.id, data.tool_call_id);
+    return null;
+  }
+  if (type !== 'input_answer' || (data.decision !== 'deny' && data.decision !== 'expired')) return null;
+  const card = findCall(model, model.requests.get(data.id));
+  if (!card) return null;
+  return markDenied(model, card.id, { message: data.message, expired: data.decision === 'expired' });
+}
+
 /** The card's status (see the module doc). */
 export function statusOf(model, card) {
+  if (card.denied) return 'denied';
   if (card.result && card.result.hasContent) {
     return card.result.isError ? 'failed' : 'completed';
   }
@@ -181,6 +223,7 @@ export const STATUS_LABELS = {
   failed: 'failed',
   'result-unavailable': 'result unavailable',
   interrupted: 'interrupted',
+  denied: 'denied',
 };
 
 /** A sentence explaining the status, for the expanded card. */
@@ -202,6 +245,11 @@ export function statusDetail(model, card) {
       return 'The run finished, but no result was retained for this call, so whether it worked is unknown.';
     case 'interrupted':
       return 'The run stopped before this call returned a result.';
+    case 'denied': {
+      const d = card.denied;
+      const why = d.expired ? 'Denied automatically: nobody answered in time' : 'Denied';
+      return `${why}${d.message && !d.expired ? `: ${d.message.replace(/\.$/, '')}` : ''}. The call did not run.`;
+    }
     default:
       return '';
   }

@@ -7,6 +7,8 @@ import { applyAgui, assistantText, createRun, failRun, isTerminal, runCost, take
 import { fromInterrupt, resumeEntry } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatInt, formatUsd } from '../state/format.js';
+import { turnRunId } from '../state/runs.js';
+import { describeServer } from '../state/server.js';
 import { h, scheduler, setText } from './dom.js';
 import { TranscriptView } from './transcript.js';
 
@@ -17,6 +19,8 @@ export class ChatView {
     this.current = null;
     this.heading = h('h1', { tabindex: '-1' }, 'Chat');
     this.threadLine = h('code.thread-id');
+    // What a demo server is, said where the prompt goes (app.js tells us, from /api/info).
+    this.demoNote = h('p.demo-note', { hidden: true, role: 'note' });
     this.log = h('div.chat-log');
     // Announces the run's state to assistive technology; each exchange shows it visibly.
     this.status = h('p.run-status.visually-hidden', { role: 'status' });
@@ -65,6 +69,7 @@ export class ChatView {
         ' ',
         h('button.link', { type: 'button', onclick: () => this.newThread() }, 'New thread'),
       ),
+      this.demoNote,
       this.log,
       this.status,
       this.steerForm,
@@ -77,6 +82,14 @@ export class ChatView {
   mount() {}
 
   unmount() {}
+
+  /** The server's /api/info: a demo says so above the conversation. */
+  setServer(info) {
+    const { note, demo } = describeServer(info);
+    setText(this.demoNote, note);
+    this.demoNote.hidden = !note;
+    this.demoNote.dataset.demo = demo || '';
+  }
 
   newThread() {
     if (this.current) return;
@@ -128,7 +141,7 @@ export class ChatView {
   async submit() {
     const text = this.prompt.value.trim();
     if (!text || this.current) return;
-    const runId = randomId('run');
+    const runId = turnRunId(this.threadId, randomId('run'));
     const userMsg = { id: randomId('msg'), role: 'user', content: text };
     const messages = [...this.history, userMsg];
     const run = createRun({ threadId: this.threadId, runId });
@@ -239,7 +252,7 @@ export class ChatView {
         if (entries.size === open.length) {
           // Every open interrupt is addressed in one input, as AG-UI requires.
           setTimeout(() => {
-            const runId = randomId('run');
+            const runId = turnRunId(this.threadId, randomId('run'));
             this.stream(exchange, {
               threadId: this.threadId,
               runId,
@@ -254,6 +267,10 @@ export class ChatView {
           return { ok: true };
         }
         return { ok: true, text: `Noted; ${open.length - entries.size} more to answer before the agent continues.` };
+      }, {
+        // The answered card's record goes where it happened in the conversation:
+        // after what the agent said so far, before what it says next.
+        onClosed: (v) => exchange.view.container.appendChild(v.el),
       });
       cards.appendChild(view.el);
     }

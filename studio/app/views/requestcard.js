@@ -5,26 +5,27 @@
 // the person's own words (card question freeText) adds "Other…" with a text
 // box: typing in it chooses "Other"; a question with no options is the text
 // box alone. `onDecide(decision)` sends the answer and resolves to {ok, text}.
+// Once answered, the card collapses to a one-line record (a <details> whose
+// summary is the record: the whole card stays a click away), so a long
+// conversation is not a stack of stale cards; `onClosed(view)` is told.
 
-import { decide, decisionText, expiresText, isExpired } from '../state/requests.js';
+import { cardMessage, cardTitle, decide, decisionText, expiresText, isExpired, recordLine } from '../state/requests.js';
 import { h, nextId, setText } from './dom.js';
 
-const KIND_TITLE = {
-  tool_approval: 'Approve this tool call?',
-  plan_approval: 'Approve the plan?',
-  question: 'The agent asks',
-};
-
 export class RequestCardView {
-  constructor(card, onDecide) {
+  constructor(card, onDecide, { onClosed = null } = {}) {
     this.card = card;
     this.onDecide = onDecide;
+    this.onClosed = onClosed;
     const titleId = nextId('req-h');
+    this.titleId = titleId;
     this.status = h('p.request-status', { role: 'status' });
     this.expiry = h('p.request-expiry');
     this.buttons = [];
     const body = [];
-    if (card.message) body.push(h('p.request-message', null, card.message));
+    // Each thing once: the heading names the tool; the message only when it adds to it.
+    const message = cardMessage(card);
+    if (message) body.push(h('p.request-message', null, message));
     if (card.kind === 'question') {
       this.fields = card.questions.map((q, qi) => this.question(q, qi));
       body.push(...this.fields.map((f) => f.el));
@@ -32,7 +33,6 @@ export class RequestCardView {
       this.buttons.push(send);
       body.push(h('div.request-actions', null, send));
     } else {
-      if (card.tool) body.push(h('p.request-tool', null, 'Tool ', h('code', null, card.tool)));
       const inputId = nextId('req-input');
       this.input = h('textarea.request-input', {
         id: inputId,
@@ -76,10 +76,15 @@ export class RequestCardView {
       this.expiry,
       this.status,
     );
+    const title = cardTitle(card);
+    const heading = card.kind === 'tool_approval' && card.tool
+      ? ['Allow ', h('code', null, card.tool), '?']
+      : title;
+    this.heading = h('h3.request-h', { id: titleId }, heading);
     this.el = h(
       'section.request',
       { 'aria-labelledby': titleId, 'data-request-id': card.id, 'data-kind': card.kind, 'data-state': 'open' },
-      h('h3.request-h', { id: titleId }, KIND_TITLE[card.kind] || 'The agent waits'),
+      this.heading,
       this.form,
     );
     this.tick();
@@ -153,7 +158,7 @@ export class RequestCardView {
 
   tick() {
     setText(this.expiry, this.card.answered ? '' : expiresText(this.card));
-    if (!this.card.answered && isExpired(this.card)) this.close({ decision: 'expired' });
+    if (!this.card.answered && isExpired(this.card)) this.close({ decision: 'expired' }, '', { at: this.card.expiresAt });
   }
 
   async send(action) {
@@ -181,8 +186,13 @@ export class RequestCardView {
     }
   }
 
-  /** Shows the card as answered (by this page or elsewhere). */
-  close(d, text) {
+  /**
+   * Shows the card as answered (by this page or elsewhere) and collapses it
+   * to its record. `at`: when it was answered (default now); `by`: who, when
+   * it was not this page.
+   */
+  close(d, text, { at = new Date(), by = null } = {}) {
+    const hadFocus = this.el.contains(document.activeElement);
     this.card.answered = d;
     clearInterval(this.timer);
     for (const b of this.buttons) b.disabled = true;
@@ -193,6 +203,23 @@ export class RequestCardView {
     setText(this.status, text || decisionText(d));
     this.status.dataset.kind = '';
     setText(this.expiry, '');
+    const rec = recordLine(this.card, d, { at, by });
+    const when = at instanceof Date ? at : new Date(at);
+    const recordId = nextId('req-rec');
+    this.record = h(
+      'summary.request-record',
+      { id: recordId, title: Number.isFinite(when.getTime()) ? `Answered ${when.toLocaleString()}` : null },
+      h('span.record-head', null, rec.head),
+      rec.code ? [' ', h('code.record-code', null, rec.code)] : null,
+      rec.tail ? h('span.record-tail', null, rec.tail) : null,
+      rec.time ? h('span.record-time', null, ` · ${rec.time}`) : null,
+    );
+    this.details = h('details.request-details', null, this.record, this.heading, this.form);
+    this.el.replaceChildren(this.details);
+    this.el.setAttribute('aria-labelledby', recordId);
+    if (this.onClosed) this.onClosed(this);
+    // Keyboard users stay where they were: on the record that replaced the buttons.
+    if (hadFocus) this.record.focus();
   }
 
   destroy() {

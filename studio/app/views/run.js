@@ -271,7 +271,11 @@ export class RunView {
     }
     if (c.answered && view.el.dataset.state !== 'answered') {
       const a = c.answered;
-      view.close(a, `${a.decision === 'expired' ? 'Expired: denied automatically' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`);
+      view.close(a, `${a.decision === 'expired' ? 'Expired: denied automatically' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`, {
+        at: a.at || rec.ts || new Date(),
+        // Named only when not one of the studio's own ways of answering (this page, a chat).
+        by: a.by === 'studio' || a.by === 'agui' ? null : a.by,
+      });
     }
   }
 

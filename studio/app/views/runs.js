@@ -3,14 +3,30 @@
 // Runs that need a person (status needs_input) come first and look it;
 // with the person's permission, a browser notification says when a run
 // needs input or ends. Rows are keyed by runId and patched cell by cell,
-// so focus and selection survive an update.
+// so focus and selection survive an update. The chat turns of one thread
+// are one conversation row, opened to show its turns (state/runs.js). Each
+// run's age is its latest activity, relative, with the local time as its
+// tooltip; at phone width the table reflows to one card per run (style.css).
 
 import { errorText, followFeed, getJson } from '../api.js';
 import { formatInt, formatUsd } from '../state/format.js';
+import { activityOf, ageText, groupRuns, localTime } from '../state/runs.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
 /** The summary fields a feed event carries (the rest is about the change itself). */
-const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree'];
+const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree', 'activityMs', 'threadId'];
+
+const COLUMNS = ['Run', 'Status', 'Age', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'];
+const NUMERIC = ['Wave', 'Cost', 'Tokens'];
+
+/**
+ * A cell that names its column, so the phone layout can label it. Roles are
+ * explicit: the phone layout's grid rows would otherwise lose the table's
+ * semantics in some browsers.
+ */
+function cell(label, cls = '', ...children) {
+  return h(`td${cls}`, { 'data-label': label, role: 'cell' }, ...children);
+}
 
 export function needsYou(run) {
   return !!run && run.status === 'needs_input';
@@ -105,25 +121,24 @@ export class RunsView {
     this.empty = h('p.empty', { hidden: true }, 'No runs yet. Start one from Chat, or run runwire-supervise with a plan.');
     this.error = h('p.error', { hidden: true, role: 'alert' });
     this.notify = notifySwitch();
-    this.tbody = h('tbody');
+    this.tbody = h('tbody', { role: 'rowgroup' });
     const table = h(
       'table.runs',
-      null,
+      { role: 'table' },
       h('caption.visually-hidden', null, 'Registered runs; runs that need you first'),
       h(
         'thead',
-        null,
+        { role: 'rowgroup' },
         h(
           'tr',
-          null,
-          ['Run', 'Status', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'].map((c) =>
-            h(['Wave', 'Cost', 'Tokens'].includes(c) ? 'th.num' : 'th', { scope: 'col' }, c),
-          ),
+          { role: 'row' },
+          COLUMNS.map((c) => h(NUMERIC.includes(c) ? 'th.num' : 'th', { scope: 'col', role: 'columnheader' }, c)),
         ),
       ),
       this.tbody,
     );
     this.table = tableRegion('Runs table', table);
+    this.table.classList.add('runs-wrap');
     this.el = h(
       'section.view.view-runs',
       { 'aria-labelledby': 'runs-h' },
@@ -144,11 +159,16 @@ export class RunsView {
     this.pending = null;
     this.active = false;
     this.feedState = 'connecting';
+    /** Conversations the person opened (thread ids). */
+    this.open = new Set();
+    this.ageTimer = null;
   }
 
   mount() {
     this.active = true;
     this.notify.sync();
+    // Ages move on with the clock: re-rendered (no request) twice a minute.
+    if (!this.ageTimer) this.ageTimer = setInterval(() => this.renderAges(), 30000);
     if (this.feed) return;
     // The feed first, then the listing: every change after the feed's
     // position is applied on top of the listing, so none falls between.
@@ -173,6 +193,8 @@ export class RunsView {
 
   unmount() {
     this.active = false;
+    clearInterval(this.ageTimer);
+    this.ageTimer = null;
     if (this.feed) this.feed.stop();
     this.feed = null;
     this.pending = null;
@@ -224,6 +246,9 @@ export class RunsView {
     }
     const run = {};
     for (const k of SUMMARY_KEYS) if (k in ev) run[k] = ev[k];
+    // The change is the run's latest activity.
+    const at = typeof ev.ts === 'string' ? Date.parse(ev.ts) : NaN;
+    if (!('activityMs' in run) && Number.isFinite(at)) run.activityMs = at;
     const prev = this.runs.get(id);
     this.runs.set(id, { run: prev ? { ...prev.run, ...run } : run, rank: ++this.clock });
     this.lastChange = ev;
@@ -242,35 +267,30 @@ export class RunsView {
     const runs = [...this.runs.values()]
       .sort((a, b) => Number(needsYou(b.run)) - Number(needsYou(a.run)) || b.rank - a.rank)
       .map((r) => r.run);
-    const seen = new Set();
-    runs.forEach((run, i) => {
-      const id = String(run.runId ?? '');
-      seen.add(id);
-      let row = this.rows.get(id);
-      if (!row) {
-        row = this.createRow(id);
-        this.rows.set(id, row);
+    const order = [];
+    for (const g of groupRuns(runs)) {
+      if (g.kind === 'run') {
+        order.push(this.runRow(g.run, false));
+        continue;
       }
+      const opened = this.open.has(g.thread);
+      order.push(this.threadRow(g, opened));
+      for (const run of g.runs) {
+        const row = this.runRow(run, true);
+        row.tr.hidden = !opened;
+        order.push(row);
+      }
+    }
+    const seen = new Set();
+    order.forEach((row, i) => {
+      seen.add(row.key);
       const at = this.tbody.children[i];
       if (at !== row.tr) this.tbody.insertBefore(row.tr, at || null);
-      const needs = needsYou(run);
-      row.tr.classList.toggle('needs-you', needs);
-      row.tr.dataset.status = String(run.status ?? '');
-      setText(row.link, run.slug || id);
-      setText(row.sub, id);
-      setText(row.status, statusText(run.status));
-      row.status.className = `badge run-${statusClass(run.status)}`;
-      setText(row.wave, run.wave ?? '');
-      setText(row.counts, countsText(run.counts));
-      setText(row.cost, typeof run.costUsd === 'number' ? formatUsd(run.costUsd) : '');
-      setText(row.tokens, tokensText(run.tokens));
-      setText(row.repo, run.repo || run.project || run.repoRoot || '');
-      setText(row.branch, run.branch || '');
     });
-    for (const [id, row] of this.rows) {
-      if (!seen.has(id)) {
+    for (const [key, row] of this.rows) {
+      if (!seen.has(key)) {
         row.tr.remove();
-        this.rows.delete(id);
+        this.rows.delete(key);
       }
     }
     this.empty.hidden = runs.length > 0;
@@ -278,25 +298,102 @@ export class RunsView {
     this.renderStatus();
   }
 
-  createRow(id) {
-    const link = h('a', { href: `#/runs/${encodeURIComponent(id)}` });
+  /** The row of one run (`turn`: a turn shown under its conversation). */
+  runRow(run, turn) {
+    const id = String(run.runId ?? '');
+    let row = this.rows.get(id);
+    if (!row) {
+      row = this.createRow(id);
+      this.rows.set(id, row);
+    }
+    row.tr.classList.toggle('turn', turn);
+    this.fill(row, run);
+    setText(row.link, run.slug || id);
+    setText(row.sub, id);
+    return row;
+  }
+
+  /** The row of a conversation: its turns' summary and a button that shows them. */
+  threadRow(g, opened) {
+    const key = `thread:${g.thread}`;
+    let row = this.rows.get(key);
+    if (!row) {
+      row = this.createRow(key, g.thread);
+      this.rows.set(key, row);
+    }
+    row.toggle.setAttribute('aria-expanded', String(opened));
+    row.tr.dataset.turns = String(g.runs.length);
+    setText(row.sub, `${g.thread} · ${g.runs.length} turns`);
+    this.fill(row, g.summary);
+    setText(row.counts, `${g.runs.length} turns`);
+    return row;
+  }
+
+  fill(row, run) {
+    row.tr.classList.toggle('needs-you', needsYou(run));
+    row.tr.dataset.status = String(run.status ?? '');
+    setText(row.status, statusText(run.status));
+    row.status.className = `badge run-${statusClass(run.status)}`;
+    row.activityMs = activityOf(run);
+    this.renderAge(row);
+    setText(row.wave, run.wave ?? '');
+    setText(row.counts, countsText(run.counts));
+    setText(row.cost, typeof run.costUsd === 'number' ? formatUsd(run.costUsd) : '');
+    setText(row.tokens, tokensText(run.tokens));
+    setText(row.repo, run.repo || run.project || run.repoRoot || '');
+    setText(row.branch, run.branch || '');
+  }
+
+  renderAge(row, now = Date.now()) {
+    const ms = row.activityMs;
+    setText(row.age, ageText(ms, now));
+    if (ms === null) {
+      row.age.removeAttribute('title');
+      row.age.removeAttribute('datetime');
+    } else {
+      const title = `last activity ${localTime(ms)}`;
+      if (row.age.getAttribute('title') !== title) row.age.setAttribute('title', title);
+      row.age.setAttribute('datetime', new Date(ms).toISOString());
+    }
+  }
+
+  renderAges() {
+    const now = Date.now();
+    for (const row of this.rows.values()) this.renderAge(row, now);
+  }
+
+  /** A row: a run's (a link to it), or with `thread`, a conversation's (a button opening its turns). */
+  createRow(key, thread = null) {
+    const link = thread === null ? h('a', { href: `#/runs/${encodeURIComponent(key)}` }) : null;
+    const toggle = thread === null
+      ? null
+      : h('button.thread-toggle', { type: 'button', 'aria-expanded': 'false', onclick: () => {
+        if (this.open.has(thread)) this.open.delete(thread);
+        else this.open.add(thread);
+        this.render();
+      } }, h('span.tool-chevron', { 'aria-hidden': 'true' }), 'Conversation');
     const sub = h('span.sub');
     const row = {
+      key,
       link,
+      toggle,
       sub,
+      activityMs: null,
       status: h('span.badge'),
-      wave: h('td.num'),
-      counts: h('td'),
-      cost: h('td.num'),
-      tokens: h('td.num'),
-      repo: h('td'),
-      branch: h('td'),
+      age: h('time'),
+      wave: cell('Wave', '.num'),
+      counts: cell('Tasks'),
+      cost: cell('Cost', '.num'),
+      tokens: cell('Tokens', '.num'),
+      repo: cell('Repository'),
+      branch: cell('Branch'),
     };
     row.tr = h(
-      'tr',
-      { 'data-run-id': id },
-      h('th', { scope: 'row' }, link, sub),
-      h('td', null, row.status),
+      thread === null ? 'tr' : 'tr.thread',
+      thread === null ? { 'data-run-id': key, role: 'row' } : { 'data-thread': thread, role: 'row' },
+      h('th', { scope: 'row', role: 'rowheader' }, link || toggle, sub),
+      cell('Status', '.status-cell', row.status),
+      cell('Age', '.age', row.age),
       row.wave,
       row.counts,
       row.cost,

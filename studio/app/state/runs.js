@@ -1,0 +1,110 @@
+// The runs list as people read it: how long ago a run last did something,
+// and the chat turns of one thread gathered into one conversation. No DOM.
+//
+// GET /runs does not say which AG-UI thread a recorded run belongs to (the
+// server records `agui-<runId>` and nothing of the thread). So the studio's
+// chat names each turn's run `<threadId>.<run-…>`, and a run whose slug reads
+// `agui-thread-….run-…` is taken to be a turn of that thread. A `threadId`
+// field on the run, should the server send one, is used first.
+
+/** The runId of a chat turn: the thread first, so the runs list can gather the turns. */
+export function turnRunId(threadId, runPart) {
+  return `${threadId}.${runPart}`;
+}
+
+const TURN_SLUG = /^agui-(thread-[0-9A-Za-z_-]+)\.(run-[0-9A-Za-z_-]+)$/;
+
+/** The AG-UI thread a run is a turn of, or null. */
+export function threadOf(run) {
+  if (!run || typeof run !== 'object') return null;
+  if (typeof run.threadId === 'string' && run.threadId) return run.threadId;
+  const m = typeof run.slug === 'string' ? TURN_SLUG.exec(run.slug) : null;
+  return m ? m[1] : null;
+}
+
+/** The run's latest activity in ms since the epoch, or null. */
+export function activityOf(run) {
+  return run && typeof run.activityMs === 'number' && Number.isFinite(run.activityMs) ? run.activityMs : null;
+}
+
+/** How long ago `ms` was, short: "just now", "42 s ago", "5 min ago", "3 h ago", "2 d ago"; '' without a time. */
+export function ageText(ms, now = Date.now()) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) return '';
+  const s = Math.floor((now - ms) / 1000);
+  if (s < 10) return 'just now';
+  if (s < 60) return `${s} s ago`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ago`;
+  const hours = Math.floor(m / 60);
+  if (hours < 48) return `${hours} h ago`;
+  return `${Math.floor(hours / 24)} d ago`;
+}
+
+/** The absolute local date and time of `ms` (the age's tooltip); '' without a time. */
+export function localTime(ms) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) return '';
+  return new Date(ms).toLocaleString();
+}
+
+function sumCost(runs) {
+  const costs = runs.map((r) => r.costUsd).filter((c) => typeof c === 'number' && Number.isFinite(c));
+  return costs.length ? costs.reduce((a, b) => a + b, 0) : null;
+}
+
+function sumTokens(runs) {
+  const ts = runs.map((r) => r.tokens).filter((t) => t && typeof t === 'object');
+  if (!ts.length) return null;
+  return { input: ts.reduce((a, t) => a + (t.input ?? 0), 0), output: ts.reduce((a, t) => a + (t.output ?? 0), 0) };
+}
+
+/** A conversation's status: needs input if a turn does, running if one runs, else its latest turn's. */
+function groupStatus(runs) {
+  if (runs.some((r) => r.status === 'needs_input')) return 'needs_input';
+  if (runs.some((r) => r.status === 'running')) return 'running';
+  return runs[0].status;
+}
+
+/**
+ * Rows for the runs list, in the order of `runs` (already sorted, most
+ * relevant first): `{kind: 'run', run}` for a run on its own, and
+ * `{kind: 'thread', thread, runs, summary}` in place of the first of two or
+ * more turns of one thread (`runs` in the given order; `summary` is a
+ * run-like object: status, latest activity, summed cost and tokens).
+ */
+export function groupRuns(runs) {
+  const byThread = new Map();
+  for (const run of runs) {
+    const t = threadOf(run);
+    if (t === null) continue;
+    if (!byThread.has(t)) byThread.set(t, []);
+    byThread.get(t).push(run);
+  }
+  const rows = [];
+  const placed = new Set();
+  for (const run of runs) {
+    const t = threadOf(run);
+    const turns = t === null ? null : byThread.get(t);
+    if (!turns || turns.length < 2) {
+      rows.push({ kind: 'run', run });
+      continue;
+    }
+    if (placed.has(t)) continue;
+    placed.add(t);
+    const times = turns.map(activityOf).filter((x) => x !== null);
+    rows.push({
+      kind: 'thread',
+      thread: t,
+      runs: turns,
+      summary: {
+        status: groupStatus(turns),
+        activityMs: times.length ? Math.max(...times) : null,
+        costUsd: sumCost(turns),
+        tokens: sumTokens(turns),
+        repo: turns[0].repo,
+        project: turns[0].project,
+        branch: turns[0].branch,
+      },
+    });
+  }
+  return rows;
+}
