@@ -193,3 +193,43 @@ fn the_demo_agent_takes_a_steer_mid_turn_and_stops() {
     let next = agui(&s, "s", "r2", "");
     assert!(next.contains(r#""type":"RUN_FINISHED""#), "{next}");
 }
+
+fn get(addr: &str, path: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    r
+}
+
+/// `/api/info` says which demo a server is, so the studio can tell its
+/// user: `agent` under `--demo`, `replay` with no `--agent`, none with one.
+#[test]
+fn api_info_says_which_demo_this_is() {
+    let s = start("info");
+    assert!(get(&s.addr, "/api/info").contains(r#""demo":"agent""#));
+    for (args, want) in [(&[][..], r#""demo":"replay""#), (&["--agent", "claude"][..], r#""demo":null"#)] {
+        let home = scratch("info2");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("HARNESS_HOME", &home)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        let mut out = child.stdout.take().unwrap();
+        let mut b = [0u8; 1];
+        while out.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
+            first.push(b[0] as char);
+        }
+        let addr = first.trim().strip_prefix("listening on http://").unwrap().to_string();
+        let info = get(&addr, "/api/info");
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&home);
+        assert!(info.contains(want), "{args:?}: {info}");
+    }
+}

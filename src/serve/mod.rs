@@ -245,6 +245,8 @@ pub struct Config {
     /// `--evidence`: what `GET /api/evidence` checks.
     pub evidence: Option<PathBuf>,
     /// `--interactive`: one live session per thread ([`interactive`]).
+    /// The demo this server is, for the studio: `replay` (no `--agent`), `agent` (`--demo`).
+    pub demo: Option<&'static str>,
     pub interactive: bool,
     /// `--agent-cmd` in interactive mode: the engine to run (else `$RUNWIRE_CLAUDE_BIN`, `claude`).
     pub engine: Option<PathBuf>,
@@ -336,6 +338,13 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             .max(1024),
         evidence: args.evidence.clone(),
         interactive,
+        demo: if args.demo {
+            Some("agent")
+        } else if args.agent.is_none() {
+            Some("replay")
+        } else {
+            None
+        },
         engine: if args.demo {
             Some(std::env::current_exe().map_err(|e| StartError::Io(format!("--demo: this executable's path: {e}")))?)
         } else if args.interactive {

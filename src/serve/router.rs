@@ -243,6 +243,7 @@ fn info(shared: &Shared) -> serde_json::Value {
         "evidence": cfg.evidence.is_some(),
         "tokenRequired": cfg.token.is_some(),
         "interactive": cfg.interactive,
+        "demo": cfg.demo,
         "capabilities": interactive::capabilities(shared),
     })
 }
