@@ -961,3 +961,79 @@ fn claude_acp_session_load_of_a_missing_session_ends() {
     let code = s.exit_within(Duration::from_secs(20));
     assert!(matches!(code, Some(c) if c != 0), "the session did not end with an error\n{}", s.why());
 }
+
+#[test]
+#[cfg_attr(not(runwire_real_agents), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+fn claude_supervised_interactive_approve() {
+    let lab = Lab::new("ra-claude-sup", claude_bash_script());
+    let plan = json!({"v": "plan/v1", "tasks": [{"id": "a", "adapter": "claude", "prompt": "make a file"}]});
+    std::fs::write(lab.work().join("p.plan.json"), plan.to_string()).unwrap();
+    let mut cmd = lab.cmd(env!("CARGO_BIN_EXE_runwire-supervise"));
+    cmd.env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
+        .arg(Path::new(ROOT).join("wrappers"));
+    let mut sup = support::Supervised::spawn(lab.work(), cmd);
+    let t = Instant::now();
+    let id = loop {
+        let req = lines(sup.log().as_bytes()).into_iter().find(is_request);
+        if let Some(r) = req {
+            break r["id"].clone();
+        }
+        assert!(t.elapsed() < LIMIT, "no request in the task log:\n{}\n{}", sup.log(), sup.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let r = sup.call(
+        json!({"verb": "answer", "task": "a", "actor": "test", "answer": {"id": id, "decision": "allow"}}),
+        LIMIT,
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    let code = sup.wait(LIMIT, |s| format!("log:\n{}\nstderr:\n{}", s.log(), s.stderr()));
+    assert_eq!(code, 0, "{}", sup.stderr());
+    assert!(lab.dir.join("work/made").exists(), "approved, and the command did not run");
+}
+
+#[test]
+#[cfg_attr(not(runwire_real_agents), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+fn claude_session_stop() {
+    let lab = Lab::new(
+        "ra-claude-stop-plain",
+        json!({"steps": [
+            {"text": "A long first answer that streams slowly, piece by piece, for a while.", "chunks": 20, "delay_ms": 200},
+            {"text": "The next answer."}
+        ]}),
+    );
+    let mut s = session(&lab, &["claude"]);
+    s.send(json!({"type": "message", "text": "tell me something long"}));
+    s.wait_for("the answer streaming", LIMIT, |l| l["type"] == "stream_event");
+    let t = Instant::now();
+    s.send(json!({"type": "interrupt"}));
+    s.wait_idle(LIMIT);
+    assert!(t.elapsed() < Duration::from_secs(3), "the turn was not stopped: {:?}", t.elapsed());
+    s.send(json!({"type": "message", "text": "go on"}));
+    s.wait_idle(LIMIT);
+    let last = s.lines().into_iter().filter(is_result).last().unwrap_or_default();
+    assert_eq!(last["result"], "The next answer.", "{}", s.why());
+    s.send(json!({"type": "end"}));
+    assert_eq!(s.exit_within(Duration::from_secs(20)), Some(0), "{}", s.why());
+}
+
+#[test]
+#[cfg_attr(not(runwire_real_agents), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+fn codex_interactive_question() {
+    let lab = Lab::new(
+        "ra-codex-question",
+        json!({"steps": [
+            {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Tabs or spaces?", "header": "Indent",
+                "multiSelect": false, "options": [{"label": "tabs", "description": "one tab"},
+                {"label": "spaces", "description": "four spaces"}]}]}},
+            {"text": "Spaces it is."}
+        ]}),
+    );
+    let s = serve(&lab, &["--agent", "codex", "--interactive"]);
+    interrupts(&lab, &s, "ask me about indentation", "question:spaces");
+    let answered = lab.requests().iter().any(|r| {
+        let b = r["body"].to_string();
+        b.contains("function_call_output") && b.contains("spaces")
+    });
+    assert!(answered, "the answer never reached the model {}", lab.why());
+}
