@@ -1011,7 +1011,7 @@ fn claude_session_stop() {
     assert!(t.elapsed() < Duration::from_secs(3), "the turn was not stopped: {:?}", t.elapsed());
     s.send(json!({"type": "message", "text": "go on"}));
     s.wait_idle(LIMIT);
-    let last = s.lines().into_iter().filter(is_result).last().unwrap_or_default();
+    let last = s.lines().into_iter().rfind(is_result).unwrap_or_default();
     assert_eq!(last["result"], "The next answer.", "{}", s.why());
     s.send(json!({"type": "end"}));
     assert_eq!(s.exit_within(Duration::from_secs(20)), Some(0), "{}", s.why());
