@@ -982,10 +982,16 @@ fn claude_supervised_interactive_approve() {
         assert!(t.elapsed() < LIMIT, "no request in the task log:\n{}\n{}", sup.log(), sup.stderr());
         std::thread::sleep(Duration::from_millis(50));
     };
-    let r = sup.call(
-        json!({"verb": "answer", "task": "a", "actor": "test", "answer": {"id": id, "decision": "allow"}}),
-        LIMIT,
-    );
+    // The supervisor reads the request from the task log a moment after it is written.
+    let r = loop {
+        let answer = json!({"verb": "answer", "task": "a", "actor": "test", "answer": {"id": id, "decision": "allow"}});
+        let r = sup.call(answer, LIMIT);
+        let not_yet = r["detail"].as_str().is_some_and(|d| d.contains("is pending"));
+        if r["ok"] == true || !not_yet || t.elapsed() > LIMIT {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(r["ok"], true, "{r}");
     let code = sup.wait(LIMIT, |s| format!("log:\n{}\nstderr:\n{}", s.log(), s.stderr()));
     assert_eq!(code, 0, "{}", sup.stderr());
@@ -1036,4 +1042,31 @@ fn codex_interactive_question() {
         b.contains("function_call_output") && b.contains("spaces")
     });
     assert!(answered, "the answer never reached the model {}", lab.why());
+}
+
+#[test]
+#[cfg_attr(not(runwire_real_agents), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+fn codex_session_scope_refused_when_not_offered() {
+    // Codex 0.169.0 offers no acceptForSession for an escalated command
+    // (only accept, acceptWithExecpolicyAmendment, cancel): runwire refuses
+    // allow-for-the-session and the request stays open for another answer.
+    let call = json!({"tool": "exec_command", "input": {"cmd": "touch made && echo made",
+        "sandbox_permissions": "require_escalated", "justification": "make a file"}});
+    let lab = Lab::new("ra-codex-scope", json!({"steps": [call, call, {"text": "Made it twice."}]}));
+    let mut s = session(&lab, &["codex"]);
+    s.send(json!({"type": "message", "text": "make a file twice"}));
+    let r = s.wait_for("a request", LIMIT, is_request);
+    s.send(json!({"type": "answer", "id": r["id"], "decision": "allow", "scope": "session"}));
+    let t = Instant::now();
+    while !String::from_utf8_lossy(&take(&s.err)).contains("did not offer to allow this for the session") {
+        assert!(t.elapsed() < LIMIT, "scope session was not refused\n{}", s.why());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.send(json!({"type": "answer", "id": r["id"], "decision": "allow"}));
+    let second = s.wait_for("the second request", LIMIT, |l| is_request(l) && l["id"] != r["id"]);
+    s.send(json!({"type": "answer", "id": second["id"], "decision": "allow"}));
+    s.wait_idle(LIMIT);
+    assert!(lab.work().join("made").exists(), "approved, and the command did not run {}", lab.why());
+    s.send(json!({"type": "end"}));
+    assert_eq!(s.exit_within(Duration::from_secs(20)), Some(0), "{}", s.why());
 }
