@@ -52,6 +52,11 @@ fn probe_tools(root: &Path) {
         watched.extend(tools::found(t));
         let missing = tools::missing(root, t).is_some();
         any_missing |= missing;
+        // The pinned agents arrive by `npm ci` in realagents/ (not on PATH):
+        // watch that directory, small until they are there.
+        if missing && !ci && t.name == "real-agents" {
+            watched.insert(root.join("realagents"));
+        }
         if ci || !missing {
             println!("cargo:rustc-cfg=tool={:?}", t.name);
         }

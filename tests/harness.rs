@@ -138,10 +138,7 @@ fn the_build_probe_agrees_with_the_tools_here() {
         ("agui-client", cfg!(tool = "agui-client")),
         ("playwright", cfg!(tool = "playwright")),
         ("chromium", cfg!(tool = "chromium")),
-        ("claude", cfg!(tool = "claude")),
-        ("codex", cfg!(tool = "codex")),
-        ("claude-agent-acp", cfg!(tool = "claude-agent-acp")),
-        ("codex-acp", cfg!(tool = "codex-acp")),
+        ("real-agents", cfg!(tool = "real-agents")),
         ("nats-server", cfg!(tool = "nats-server")),
     ];
     assert_eq!(built.len(), support::tools::TOOLS.len(), "a tool of tools.rs is not checked here");

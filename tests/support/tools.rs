@@ -68,26 +68,16 @@ pub const TOOLS: &[Tool] = &[
         install: "apt-get install chromium, or STUDIO_CHROMIUM=/path/to/chromium",
     },
     Tool {
-        name: "claude",
-        programs: &["claude"],
+        name: "real-agents",
+        programs: &["node", "python3", "ip", "git", "unshare"],
         packages: None,
-        install: "npm install -g @anthropic-ai/claude-code@2.1.328",
-    },
-    Tool { name: "codex", programs: &["codex"], packages: None, install: "npm install -g @openai/codex@0.169.0" },
-    Tool {
-        name: "claude-agent-acp",
-        programs: &["claude-agent-acp"],
-        packages: None,
-        install: "npm install -g @zed-industries/claude-agent-acp@0.23.1",
-    },
-    Tool {
-        name: "codex-acp",
-        programs: &["codex-acp"],
-        packages: None,
-        install: "npm install -g @zed-industries/codex-acp@0.16.0",
+        install: "cd realagents && npm ci (the pinned Claude Code, Codex, claude-agent-acp and codex-acp, about 1.1 GB); the tests run as root (network namespaces)",
     },
     Tool { name: "nats-server", programs: &["nats-server"], packages: None, install: "apt-get install nats-server" },
 ];
+
+/// The pinned agents' binaries under realagents/node_modules/.bin.
+pub const REAL_AGENTS: &[&str] = &["claude", "codex", "claude-agent-acp", "codex-acp"];
 
 /// The environment the probe reads: a change re-runs it.
 pub const ENV: &[&str] = &["PATH", "CI", "STUDIO_CHROMIUM"];
@@ -129,6 +119,10 @@ pub fn chromium() -> Option<PathBuf> {
 /// The files the tool was found as (watched by the probe).
 pub fn found(t: &Tool) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = t.programs.iter().filter_map(|p| on_path(p)).collect();
+    if t.name == "real-agents" {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("realagents/node_modules/.bin");
+        out.extend(REAL_AGENTS.iter().map(|b| root.join(b)).filter(|p| p.exists()));
+    }
     if t.name == "chromium" {
         out.extend(chromium());
     }
@@ -139,6 +133,14 @@ pub fn found(t: &Tool) -> Vec<PathBuf> {
 /// packages count as there when installed, or when npm is there to install
 /// them; without npm, installed packages are enough.
 pub fn missing(root: &Path, t: &Tool) -> Option<String> {
+    if t.name == "real-agents" {
+        // Installed on purpose, never by a test (1.1 GB): the four binaries must be there.
+        let bin = root.join("realagents/node_modules/.bin");
+        let absent: Vec<&str> = REAL_AGENTS.iter().copied().filter(|b| !bin.join(b).exists()).collect();
+        if !absent.is_empty() {
+            return Some(format!("realagents/node_modules/.bin lacks {}", absent.join(", ")));
+        }
+    }
     if t.name == "chromium" {
         return match std::env::var_os("STUDIO_CHROMIUM") {
             Some(p) if !Path::new(&p).is_file() => {
