@@ -134,6 +134,7 @@ fn the_build_probe_agrees_with_the_tools_here() {
         ("bash", cfg!(tool = "bash")),
         ("jq", cfg!(tool = "jq")),
         ("curl", cfg!(tool = "curl")),
+        ("root", cfg!(tool = "root")),
         ("node", cfg!(tool = "node")),
         ("agui-client", cfg!(tool = "agui-client")),
         ("playwright", cfg!(tool = "playwright")),

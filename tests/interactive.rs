@@ -898,6 +898,7 @@ fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
 /// replaying stub takes nothing else), and `bypassPermissions` there needs
 /// `--grant-all`, as in runwire-session.
 #[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn an_approved_plan_without_a_mode_continues_in_the_plan_exit_mode() {
     let s =
         Server::start("planexit", "plan-mode", "", &["--permission-mode", "plan", "--plan-exit-mode", "acceptEdits"]);

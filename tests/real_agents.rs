@@ -227,16 +227,15 @@ fn official_pipeline(lab: &Lab, agent: &str, log: &[u8]) -> Vec<Value> {
     assert!(sse.status.success(), "sse-encode: {}", String::from_utf8_lossy(&sse.stderr));
     let file = lab.dir.join(format!("{agent}.sse"));
     std::fs::write(&file, &sse.stdout).unwrap();
-    if support::official_client_ready() {
-        let check = run(Command::new("node").arg(Path::new(ROOT).join("conformance/check.mjs")).arg(&file), b"", LIMIT);
-        assert!(
-            check.status.success(),
-            "the official client refused {}:\n{}{}",
-            file.display(),
-            String::from_utf8_lossy(&check.stdout),
-            String::from_utf8_lossy(&check.stderr)
-        );
-    }
+    support::need(&["agui-client"]);
+    let check = run(Command::new("node").arg(Path::new(ROOT).join("conformance/check.mjs")).arg(&file), b"", LIMIT);
+    assert!(
+        check.status.success(),
+        "the official client refused {}:\n{}{}",
+        file.display(),
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
     agui.stdout.split(|b| *b == b'\n').filter_map(|l| serde_json::from_slice(l).ok()).collect()
 }
 
@@ -273,6 +272,7 @@ fn codex_escalated_script() -> Value {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_batch_pipeline() {
     let lab = Lab::new("ra-claude-batch", claude_bash_script());
     let out = run(
@@ -301,6 +301,7 @@ fn claude_batch_pipeline() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_batch_pipeline() {
     let lab = Lab::new(
         "ra-codex-batch",
@@ -325,9 +326,7 @@ fn codex_batch_pipeline() {
 /// `node conformance/live.mjs` against the server on `port`: one run that
 /// must pass the official client and end as `expect`.
 fn live(port: u16, prompt: &str, expect: &str) {
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let out = run(
         Command::new("node").arg(Path::new(ROOT).join("conformance/live.mjs")).args([
             &format!("http://127.0.0.1:{port}/agui"),
@@ -355,6 +354,7 @@ fn serve(lab: &Lab, args: &[&str]) -> support::Serve {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_serve_batch() {
     let lab = Lab::new("ra-claude-serve", json!({"steps": [{"text": "Hello from the model."}]}));
     let s = serve(&lab, &["--agent", "claude"]);
@@ -364,6 +364,7 @@ fn claude_serve_batch() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_serve_batch() {
     let lab = Lab::new("ra-codex-serve", json!({"steps": [{"text": "Hello from the model."}]}));
     let s = serve(&lab, &["--agent", "codex"]);
@@ -376,9 +377,7 @@ fn codex_serve_batch() {
 /// The official client's interrupt round (`conformance/interrupts.mjs`):
 /// ask with `prompt`, answer with `answer`.
 fn interrupts(lab: &Lab, s: &support::Serve, prompt: &str, answer: &str) {
-    if !support::official_client_ready() {
-        return;
-    }
+    support::need(&["agui-client"]);
     let stderr = lab.dir.join("serve.stderr");
     support::official_interrupts(s.port, prompt, answer, &[], 60_000, || {
         format!("{}\n{}", std::fs::read_to_string(&stderr).unwrap_or_default(), lab.why())
@@ -387,6 +386,7 @@ fn interrupts(lab: &Lab, s: &support::Serve, prompt: &str, answer: &str) {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_interactive_approve() {
     let lab = Lab::new("ra-claude-approve", claude_bash_script());
     let s = serve(&lab, &["--agent", "claude", "--interactive"]);
@@ -396,6 +396,7 @@ fn claude_interactive_approve() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_interactive_deny_with_message() {
     let lab = Lab::new("ra-claude-deny", claude_bash_script());
     let s = serve(&lab, &["--agent", "claude", "--interactive"]);
@@ -407,6 +408,7 @@ fn claude_interactive_deny_with_message() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_interactive_question() {
     let lab = Lab::new(
         "ra-claude-question",
@@ -428,6 +430,7 @@ fn claude_interactive_question() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_interactive_approve() {
     let lab = Lab::new("ra-codex-approve", codex_escalated_script());
     let s = serve(&lab, &["--agent", "codex", "--interactive"]);
@@ -437,6 +440,7 @@ fn codex_interactive_approve() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_interactive_deny() {
     let lab = Lab::new("ra-codex-deny", codex_escalated_script());
     let s = serve(&lab, &["--agent", "codex", "--interactive"]);
@@ -695,6 +699,7 @@ fn codex_session_approve_then_end() {
 
 #[test]
 #[ignore = "issue 26 case 8: codex 0.169.0 notifications runwire does not know (thread/readState/changed, …) become runwire.error"]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_session_stream_has_no_runwire_error() {
     let lab = Lab::new("ra-codex-drift", json!({"steps": [{"text": "Hello."}]}));
     let mut s = session(&lab, &["codex"]);
@@ -787,6 +792,7 @@ fn codex_acp_session_approve() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_acp_serve_approve() {
     let lab = Lab::new("ra-claude-acp-serve", claude_bash_script());
     let acp = agent_bin("claude-agent-acp");
@@ -797,6 +803,7 @@ fn claude_acp_serve_approve() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_acp_serve_deny() {
     let lab = Lab::new("ra-claude-acp-deny", claude_bash_script());
     let acp = agent_bin("claude-agent-acp");
@@ -807,6 +814,7 @@ fn claude_acp_serve_deny() {
 
 #[test]
 #[ignore = "issue 26 case 7: no generic ACP agent in the server (--agent cursor --agent-cmd X runs `X acp`, which codex-acp refuses)"]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_acp_serve_deny() {
     let lab = Lab::new("ra-codex-acp-deny", codex_escalated_script());
     let acp = agent_bin("codex-acp");
@@ -894,6 +902,7 @@ fn codex_session_kill_then_resume() {
 
 #[test]
 #[ignore = "issue 26 case 7: codex-acp's only reject option is abort, so a deny ends the turn and the run as RUN_ERROR"]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_acp_session_deny() {
     let lab = Lab::new("ra-codex-acp-deny-s", codex_escalated_script());
     let acp = agent_bin("codex-acp");
@@ -1025,6 +1034,7 @@ fn claude_session_stop() {
 
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_interactive_question() {
     let lab = Lab::new(
         "ra-codex-question",

@@ -245,16 +245,10 @@ fn a_wrapper_planted_above_the_executable_never_runs() {
 }
 
 #[test]
+#[cfg_attr(not(tool = "root"), ignore = "needs root, to make a directory another user owns (CI runs as root)")]
 fn a_cache_directory_another_user_made_is_refused() {
     use std::os::unix::fs::PermissionsExt;
-    if !nix::unistd::geteuid().is_root() {
-        // Only root can make a directory another user owns; CI runs as root.
-        assert!(std::env::var_os("CI").is_none(), "a_cache_directory_another_user_made_is_refused needs root under CI");
-        println!(
-            "SKIPPED a_cache_directory_another_user_made_is_refused: needs root to make a directory another user owns"
-        );
-        return;
-    }
+    support::need(&["root"]);
     let base = support::scratch("cacheown");
     let exe = base.join("bin/runwire-serve");
     place_server(&exe);
@@ -295,11 +289,10 @@ fn a_cached_wrapper_changed_after_start_is_not_run() {
 /// In `--interactive`, claude.sh starts runwire-session with the settings of
 /// its environment (spec/WRAPPER-CONTRACT.md), the plan's exit mode included.
 #[test]
+#[cfg_attr(not(tool = "bash"), ignore = "needs bash: apt-get install bash")]
 fn claude_interactive_passes_its_session_settings_on() {
     use std::os::unix::fs::PermissionsExt;
-    if !have_bash("claude_interactive_passes_its_session_settings_on") {
-        return;
-    }
+    support::need(&["bash"]);
     let dir = support::scratch("settings");
     let session = dir.join("session");
     std::fs::write(&session, format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", dir.join("argv").display())).unwrap();

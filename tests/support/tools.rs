@@ -48,6 +48,7 @@ pub const TOOLS: &[Tool] = &[
     Tool { name: "bash", programs: &["bash"], packages: None, install: "apt-get install bash" },
     Tool { name: "jq", programs: &["jq"], packages: None, install: "apt-get install jq" },
     Tool { name: "curl", programs: &["curl"], packages: None, install: "apt-get install curl" },
+    Tool { name: "root", programs: &[], packages: None, install: "run the tests as root (CI does)" },
     Tool { name: "node", programs: &["node"], packages: None, install: "apt-get install nodejs npm" },
     Tool {
         name: "agui-client",
@@ -133,6 +134,12 @@ pub fn found(t: &Tool) -> Vec<PathBuf> {
 /// packages count as there when installed, or when npm is there to install
 /// them; without npm, installed packages are enough.
 pub fn missing(root: &Path, t: &Tool) -> Option<String> {
+    if t.name == "root" {
+        // Effective uid 0, from /proc (this file is also the build script's: no crates here).
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1));
+        return (euid != Some("0")).then(|| "the tests are not run as root".to_string());
+    }
     if t.name == "real-agents" {
         // Installed on purpose, never by a test (1.1 GB): the four binaries must be there.
         let bin = root.join("realagents/node_modules/.bin");
