@@ -41,11 +41,12 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 fn probe_tools(root: &Path) {
     let names: Vec<String> = tools::TOOLS.iter().map(|t| format!("{:?}", t.name)).collect();
     println!("cargo::rustc-check-cfg=cfg(tool, values({}))", names.join(", "));
-    for var in tools::ENV {
+    for var in tools::ENV.iter().chain(&["CARGO_HOME", "HOME"]) {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let ci = tools::in_ci();
     let mut any_missing = false;
+    let mut found = Vec::new();
     let mut watched = std::collections::BTreeSet::new();
     for t in tools::TOOLS {
         // A found tool that changes or goes away re-runs the probe.
@@ -57,6 +58,9 @@ fn probe_tools(root: &Path) {
         if missing && !ci && t.name == "real-agents" {
             watched.insert(root.join("realagents"));
         }
+        if !missing {
+            found.push(t.name);
+        }
         if ci || !missing {
             println!("cargo:rustc-cfg=tool={:?}", t.name);
         }
@@ -64,13 +68,25 @@ fn probe_tools(root: &Path) {
     // A missing tool installed later lands in a directory on PATH (whose
     // mtime changes): watch those, only while something is missing and the
     // answer matters, and only flat directories of programs (cargo walks a
-    // watched directory whole, so no trees).
+    // watched directory whole, so no trees). Not cargo's own bin, which every
+    // `cargo install` rewrites (and would rebuild the crate after).
     if any_missing && !ci {
-        watched.extend(tools::path_dirs().into_iter().filter_map(|d| d.canonicalize().ok()).filter(|d| flat(d)));
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+        let cargo_bin = home.and_then(|h| h.join("bin").canonicalize().ok());
+        watched.extend(
+            tools::path_dirs()
+                .into_iter()
+                .filter_map(|d| d.canonicalize().ok())
+                .filter(|d| Some(d) != cargo_bin.as_ref() && flat(d)),
+        );
     }
     for path in watched {
         println!("cargo:rerun-if-changed={}", path.display());
     }
+    // What was found (whatever CI says), for the tests' messages.
+    println!("cargo:rustc-env=RUNWIRE_TOOLS_FOUND={}", found.join(","));
 }
 
 /// Whether `dir` holds no directory but links back to itself or above

@@ -71,7 +71,7 @@ fn every_test_that_needs_a_tool_carries_the_guard_and_none_skips_by_returning() 
     let mut guarded = 0;
     for entry in std::fs::read_dir(tests_dir()).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "rs") || path.ends_with("harness.rs") {
+        if !path.extension().is_some_and(|e| e == "rs") || path.ends_with("harness.rs") {
             continue;
         }
         let file = path.file_name().unwrap().to_string_lossy().to_string();

@@ -60,10 +60,13 @@ pub fn need(names: &[&str]) {
         .filter_map(|t| Some(format!("needs {}: {}; install: {}", t.name, tools::missing(root, t)?, t.install)))
         .collect();
     if !missing.is_empty() {
+        let found_at_build = env!("RUNWIRE_TOOLS_FOUND").split(',').collect::<Vec<_>>();
         let why = if tools::in_ci() {
             "CI is set, so a missing tool fails the test instead of skipping it"
+        } else if names.iter().all(|n| found_at_build.contains(n)) {
+            "the build found it, it has gone since: rebuild, and the test is ignored"
         } else {
-            "it was there when the tests were built: rebuild, and the test is ignored"
+            "the test is ignored without it, unless run with --ignored"
         };
         panic!("{}\n({why})", missing.join("\n"));
     }

@@ -23,10 +23,15 @@
 //!   and how to install it. `.ci/run` installs what the guarded tests need.
 //! - The probe re-runs when `PATH`, `CI` or `STUDIO_CHROMIUM` change, when a
 //!   tool it found changes or goes away, and, while a tool is missing, when a
-//!   directory on `PATH` changes (a tool was installed).
+//!   directory on `PATH` changes (a tool was installed). A re-run rebuilds
+//!   the crate's targets, as any change of a build script's output does.
+//! - A test that uses a helper needing a tool carries the guard too;
+//!   `tests/harness.rs` checks every test file for it (following the file's
+//!   helpers, and counting the replaying stub as needing jq).
 //!
 //! No other skip exists: a test never returns early, prints "SKIPPED" and
-//! passes. Std only (the build script compiles it).
+//! passes. A new tool is a new entry of [`TOOLS`] (and of the list in
+//! `tests/harness.rs`). Std only: the build script compiles this file.
 #![allow(dead_code)] // the build script and each test crate use part of it
 
 use std::path::{Path, PathBuf};
