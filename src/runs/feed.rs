@@ -45,7 +45,7 @@ fn is_end(status: &str) -> bool {
 /// The most bytes one event's line takes, its newline included: feed events
 /// are small by construction. An event that would be larger (a record with a
 /// long `detail`: an agent can write its own journal) is written as a
-/// reference instead ([`push_event`]); a longer line in the log (written by
+/// reference instead (`push_event`); a longer line in the log (written by
 /// something else, or corrupt) is skipped by readers, never read whole.
 pub const MAX_EVENT: usize = 64 * 1024;
 /// In a reference event, the most bytes (as JSON) a field's value keeps;

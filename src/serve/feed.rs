@@ -24,7 +24,7 @@ use std::io::{self, IoSlice, Write};
 use std::net::TcpStream;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// How often an idle connection looks at its client, the clock and shutdown.
@@ -103,7 +103,8 @@ pub struct FeedHub {
     paths: Paths,
     /// The log's length once the follower had caught up at start.
     start_end: u64,
-    ring: Mutex<Ring>,
+    /// Read by every connection at each wake-up, written by the one follower.
+    ring: RwLock<Ring>,
     /// Skipped lines already reported on stderr (each is said once).
     reported: Mutex<BTreeSet<u64>>,
 }
@@ -123,7 +124,7 @@ impl FeedHub {
             cv: Condvar::new(),
             paths: x.paths().clone(),
             start_end,
-            ring: Mutex::new(Ring { start: start_end, frames: VecDeque::new(), bytes: 0 }),
+            ring: RwLock::new(Ring { start: start_end, frames: VecDeque::new(), bytes: 0 }),
             reported: Mutex::new(BTreeSet::new()),
         });
         hub.report_extender(&mut x);
@@ -176,7 +177,7 @@ impl FeedHub {
                 from = id;
             })?;
             if !frames.is_empty() {
-                let mut ring = lock(&self.ring);
+                let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
                 for f in frames {
                     ring.push(f);
                 }
@@ -204,7 +205,7 @@ impl FeedHub {
     /// The shared frames from `pos` on (at most [`TAKE`]): `None` when `pos`
     /// is before the ring (read the log instead), else whether they reach its end.
     fn take(&self, pos: u64, into: &mut Vec<Arc<Frame>>) -> Option<bool> {
-        let ring = lock(&self.ring);
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         if pos < ring.start {
             return None;
         }
