@@ -57,7 +57,7 @@ struct Args {
     /// codex: the sandbox (read-only, workspace-write; danger-full-access needs --grant-all).
     #[arg(long, value_name = "MODE", default_value = "workspace-write")]
     sandbox: String,
-    /// codex: when codex asks before running a command (untrusted, on-failure, on-request, never).
+    /// codex: when codex asks before running a command (untrusted, on-request, never).
     #[arg(long, value_name = "POLICY", default_value = "on-request")]
     approval_policy: String,
     /// codex: the model.
