@@ -532,3 +532,68 @@ fn content_text(v: &Value) -> String {
         None => value_text(v),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::events::Data;
+    use crate::normalize::{Adapter, Normalizer, Options};
+    use crate::time::Clock;
+    use serde_json::json;
+
+    fn normalizer() -> Normalizer {
+        Normalizer::new(Adapter::Codex, Options { clock: Clock::Fixed(0), ..Options::default() })
+    }
+
+    #[test]
+    fn a_subagents_thread_announced_first_never_becomes_the_session() {
+        let mut n = normalizer();
+        n.push(br#"{"method":"thread/started","params":{"thread":{"id":"sub","parentThreadId":"th"}}}"#);
+        assert_eq!(n.session(), None);
+        n.push(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#);
+        n.push(br#"{"method":"thread/started","params":{"thread":{"id":"sub2","parentThreadId":"th"}}}"#);
+        assert_eq!(n.session(), Some("th"));
+        // The subagent's text is its own (parented), not the session's.
+        let ev =
+            n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
+        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("sub")), "{ev:?}");
+    }
+
+    #[test]
+    fn a_deprecation_notice_is_a_warning_notice_with_its_text_and_params() {
+        let mut n = normalizer();
+        let ev = n.push(br#"{"method":"deprecationNotice","params":{"summary":"full history is deprecated","details":"use excludeTurns"}}"#);
+        let [e] = &ev[..] else { panic!("{ev:?}") };
+        let Data::Custom(c) = &e.data else { panic!("{e:?}") };
+        assert_eq!(c.name, "runwire.notice");
+        assert_eq!(
+            c.value,
+            json!({"level": "warning", "method": "deprecationNotice", "message": "full history is deprecated",
+                   "params": {"summary": "full history is deprecated", "details": "use excludeTurns"}})
+        );
+    }
+
+    #[test]
+    fn subagent_activity_is_a_notice_and_its_thread_is_parented_to_it() {
+        let mut n = normalizer();
+        n.push(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#);
+        let item =
+            r#"{"type":"subAgentActivity","id":"s1","kind":"started","agentPath":"/root/a","agentThreadId":"sub"}"#;
+        assert!(n.push(format!(r#"{{"method":"item/started","params":{{"item":{item}}}}}"#).as_bytes()).is_empty());
+        let ev = n.push(format!(r#"{{"method":"item/completed","params":{{"item":{item}}}}}"#).as_bytes());
+        assert!(
+            matches!(&ev[..], [e] if matches!(&e.data, Data::Custom(c) if c.name == "runwire.subagent" && c.value["agentThreadId"] == "sub")),
+            "{ev:?}"
+        );
+        let ev =
+            n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
+        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("s1")), "{ev:?}");
+    }
+
+    #[test]
+    fn an_image_generation_that_failed_is_a_failed_tool() {
+        let mut n = normalizer();
+        let ev = n.push(br#"{"method":"item/completed","params":{"item":{"type":"imageGeneration","id":"g1","status":"failed","failure":{"type":"usageLimitExceeded","limitId":"l"}}}}"#);
+        assert!(matches!(&ev[0].data, Data::ToolCall(c) if c.name == "image_generation"), "{ev:?}");
+        assert!(matches!(&ev[1].data, Data::ToolResult(r) if r.is_error), "{ev:?}");
+    }
+}
