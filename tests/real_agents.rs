@@ -321,6 +321,8 @@ fn codex_batch_pipeline() {
     assert!(t.contains(&"TOOL_CALL_START") && t.contains(&"TOOL_CALL_RESULT"), "{t:?}");
     assert_eq!(t.last(), Some(&"RUN_FINISHED"), "{t:?}");
     assert!(lab.model_saw("made"), "the command's output never reached the model {}", lab.why());
+    let errors: Vec<&Value> = ev.iter().filter(|e| e["name"] == "runwire.error").collect();
+    assert!(errors.is_empty(), "runwire.error events: {errors:?}");
 }
 
 /// `node conformance/live.mjs` against the server on `port`: one run that
