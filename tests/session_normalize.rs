@@ -217,9 +217,10 @@ fn print_mode_streams_are_still_read_as_before() {
     // runwire's own line does not decide; the JSON-RPC line after it does.
     assert!(matches!(evs[0].data, Data::Exit(_)));
     assert!(matches!(evs.last().unwrap().data, Data::TurnEnd(_)));
-    // An unknown JSON-RPC method is reported, not dropped.
+    // An unknown codex notification (a newer codex) is shown, not dropped,
+    // and is no error (issue 26 case 8): a `runwire.notice`.
     let (evs, _) = normalize(Adapter::Codex, &[r#"{"method":"never/seen","params":{}}"#.to_string()]);
-    assert!(matches!(&evs[0].data, Data::Error(x) if x.code == "unknown_kind"));
+    assert!(matches!(&evs[0].data, Data::Custom(c) if c.name == "runwire.notice" && c.value["method"] == "never/seen"));
     let (evs, _) = normalize(
         Adapter::Cursor,
         &[r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"brand_new"}}}"#.to_string()],

@@ -45,7 +45,7 @@ struct Args {
     /// How long a request waits for an answer before it is denied (fail closed): 90, 90s, 5m, 1h.
     #[arg(long, value_name = "DUR", default_value = "300s", value_parser = parse_duration)]
     answer_timeout: u64,
-    /// The agent's permission mode: default, acceptEdits, plan, dontAsk, auto (bypassPermissions needs --grant-all).
+    /// The agent's permission mode: default (or manual), acceptEdits, plan, dontAsk, auto (bypassPermissions needs --grant-all).
     #[arg(long, value_name = "MODE", default_value = "default")]
     permission_mode: String,
     /// The permission mode an approved plan is carried out in (an answer may name another).
@@ -57,7 +57,7 @@ struct Args {
     /// codex: the sandbox (read-only, workspace-write; danger-full-access needs --grant-all).
     #[arg(long, value_name = "MODE", default_value = "workspace-write")]
     sandbox: String,
-    /// codex: when codex asks before running a command (untrusted, on-failure, on-request, never).
+    /// codex: when codex asks before running a command (untrusted, on-request, never).
     #[arg(long, value_name = "POLICY", default_value = "on-request")]
     approval_policy: String,
     /// codex: the model.

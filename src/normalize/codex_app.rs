@@ -7,21 +7,24 @@
 //! | response with `result.thread.id` (`thread/start`, `thread/resume`, `thread/fork`) | the session id; no event |
 //! | other responses | skipped |
 //! | error response | `error` (`agent_error`, not fatal) |
-//! | `thread/started` | the session id; no event |
+//! | `thread/started` | the session id; no event (a subagent's thread, `parentThreadId`, never replaces it) |
 //! | `turn/started` | `turn_start` |
 //! | `item/agentMessage/delta`, `item/plan/delta` | `token_delta` (text) |
 //! | `item/reasoning/summaryTextDelta`, `item/reasoning/textDelta` | `token_delta` (reasoning) |
 //! | `item/completed` `agentMessage` / `plan` / `reasoning` | `token_delta`: what the deltas missed |
 //! | `item/started` of a tool item | `tool_call` |
 //! | `item/completed` of a tool item | `tool_result` (and `tool_call` if never started) |
+//! | `item/*` `subAgentActivity` | `custom` `runwire.subagent` (not a tool: a subagent started, acted, ended) |
 //! | `turn/completed` | `turn_end` (`interrupted` and `failed` are not ok; usage: this turn's share of the thread total) |
 //! | anything of a subagent's thread | as above with `parent` = the item that started the subagent; its turns yield nothing |
 //! | `error` | `error` (`agent_error`, not fatal: codex retries, and a turn that gives up ends with `turn/completed`) |
-//! | `warning`, `configWarning`, `guardianWarning`, `deprecationNotice` | `error` (`agent_warning`) |
+//! | `warning`, `configWarning`, `guardianWarning`, `deprecationNotice` | `custom` `runwire.notice` (level `warning`) |
+//! | a notification in no list here (a newer codex) | `custom` `runwire.notice` (level `info`): shown, never an error |
 //! | server requests (approvals, `item/tool/call`, …) | skipped: the session answers them and logs a `runwire.request` line |
 //!
 //! Everything else the protocol defines is skipped on purpose and listed in
-//! [`SKIPPED`]; any other method is an `unknown_kind` error.
+//! [`SKIPPED`]. `spec/adapters.md` has the full table, checked against the
+//! schema codex 0.169.0 generates (`fixtures/codex-schema/`).
 
 use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
@@ -33,6 +36,16 @@ use serde_json::{json, Value};
 /// comes with `item/completed`).
 pub(crate) const SKIPPED: &[&str] = &[
     "thread/status/changed",
+    "thread/readState/changed",
+    "thread/reverted",
+    "thread/section/changed",
+    "thread/attachment/updated",
+    "thread/prediction/updated",
+    "thread/queue/changed",
+    "project/changed",
+    "thread/project/updated",
+    "thread/environment/connected",
+    "thread/environment/disconnected",
     "thread/archived",
     "thread/unarchived",
     "thread/deleted",
@@ -45,6 +58,9 @@ pub(crate) const SKIPPED: &[&str] = &[
     "thread/compacted",
     "thread/realtime/started",
     "thread/realtime/itemAdded",
+    "thread/realtime/item/started",
+    "thread/realtime/item/transcript/delta",
+    "thread/realtime/item/completed",
     "thread/realtime/transcript/delta",
     "thread/realtime/transcript/done",
     "thread/realtime/outputAudio/delta",
@@ -59,6 +75,7 @@ pub(crate) const SKIPPED: &[&str] = &[
     "turn/moderationMetadata",
     "item/autoApprovalReview/started",
     "item/autoApprovalReview/completed",
+    "autoApprovalReview/strictReviewRequired",
     "item/reasoning/summaryPartAdded",
     "item/commandExecution/outputDelta",
     "item/commandExecution/terminalInteraction",
@@ -70,10 +87,13 @@ pub(crate) const SKIPPED: &[&str] = &[
     "command/exec/outputDelta",
     "process/outputDelta",
     "process/exited",
+    // The session closes the request it names (a `runwire.answer` line).
     "serverRequest/resolved",
     "mcpServer/oauthLogin/completed",
     "mcpServer/startupStatus/updated",
+    "mcpServer/event/stream/notification",
     "account/updated",
+    "account/gatewayOAuth/changed",
     "account/rateLimits/updated",
     "account/login/completed",
     "app/list/updated",
@@ -83,6 +103,8 @@ pub(crate) const SKIPPED: &[&str] = &[
     "fs/changed",
     "model/rerouted",
     "model/verification",
+    "modelProvider/authRecoveryStarted",
+    "modelProvider/authRecoveryCompleted",
     "model/safetyBuffering/updated",
     "fuzzyFileSearch/sessionUpdated",
     "fuzzyFileSearch/sessionCompleted",
@@ -106,6 +128,9 @@ pub(crate) const SERVER_REQUESTS: &[&str] = &[
     "applyPatchApproval",
     "execCommandApproval",
 ];
+
+/// Notifications a person should see but that are no errors: codex goes on.
+pub(crate) const WARNINGS: &[&str] = &["warning", "configWarning", "guardianWarning", "deprecationNotice"];
 
 /// Item types whose text is streamed by deltas (not tools).
 const TEXT_ITEMS: &[&str] = &["agentMessage", "plan", "reasoning"];
@@ -170,8 +195,9 @@ impl CodexApp {
             return self.response(ctx, raw, &v);
         };
         if v.get("id").is_some_and(|id| !id.is_null()) {
+            // A request of a newer codex: the session refused it at once.
             if !SERVER_REQUESTS.contains(&method) {
-                ctx.unknown(raw, method);
+                notice(ctx, "info", method, None, None);
             }
             return;
         }
@@ -181,6 +207,9 @@ impl CodexApp {
             // A subagent's own turns are part of the session's turn.
             "turn/started" | "turn/completed" if parent.is_some() => {}
             "thread/started" if self.main.is_some() => {}
+            // A subagent's thread can be announced before the session's own
+            // (or without one): it never becomes the session.
+            "thread/started" if p.pointer("/thread/parentThreadId").is_some_and(|t| !t.is_null()) => {}
             "thread/started" => self.thread(ctx, p.get("thread")),
             "turn/started" => {
                 self.last_error = None;
@@ -217,16 +246,20 @@ impl CodexApp {
                 self.last_error = Some(m.clone());
                 ctx.error("agent_error", m, raw, false);
             }
-            "warning" | "configWarning" | "guardianWarning" | "deprecationNotice" => {
-                let m = p.str_at("message").or_else(|| p.str_at("summary")).unwrap_or(method).to_string();
-                ctx.error("agent_warning", m, raw, false);
+            m if WARNINGS.contains(&m) => {
+                let text = p.str_at("message").or_else(|| p.str_at("summary")).unwrap_or(method);
+                notice(ctx, "warning", method, Some(p), Some(text));
             }
             m if SKIPPED.contains(&m) => {}
-            other => ctx.unknown(raw, other),
+            // Newer codex builds add notifications: shown, never an error.
+            other => notice(ctx, "info", other, Some(p), None),
         }
     }
 
     fn thread(&mut self, ctx: &mut Ctx, thread: Option<&Value>) {
+        if thread.and_then(|t| t.get("parentThreadId")).is_some_and(|t| !t.is_null()) {
+            return;
+        }
         // A resumed or forked thread names its own id: the latest one wins.
         if let Some(id) = thread.and_then(|t| t.str_at("id")).filter(|t| !t.is_empty()) {
             *ctx.session = Some(id.to_string());
@@ -313,6 +346,18 @@ impl CodexApp {
         if SKIPPED_ITEMS.contains(&ty) {
             return;
         }
+        if ty == "subAgentActivity" {
+            // Bookkeeping of a subagent (its thread's items carry the work):
+            // a notice when it changes, not a tool that never returns.
+            if done {
+                let mut v = item.clone();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("type");
+                }
+                ctx.custom("subagent", v);
+            }
+            return;
+        }
         if TEXT_ITEMS.contains(&ty) {
             if !done {
                 return;
@@ -348,6 +393,22 @@ impl CodexApp {
         let (out, is_error, code) = tool_outcome(ty, item);
         ctx.emit(tool_result(id, &out, is_error, code, parent));
     }
+}
+
+/// A `custom` `runwire.notice`: something codex said that is not an
+/// error (a warning, a deprecation, a notification of a newer build).
+fn notice(ctx: &mut Ctx, level: &str, method: &str, params: Option<&Value>, text: Option<&str>) {
+    let mut v = json!({ "level": level, "method": method });
+    if let Some(t) = text {
+        v["message"] = json!(t);
+    }
+    if let Some(p) = params.filter(|p| !p.is_null()) {
+        // Redacted like tool arguments: a notice of an unknown kind may carry anything.
+        let mut p = p.clone();
+        super::redact::redact_json(&mut p);
+        v["params"] = p;
+    }
+    ctx.custom("notice", v);
 }
 
 /// Reasoning summaries (or, when a provider sends it, the raw reasoning).
@@ -389,8 +450,18 @@ fn tool_name_args(ty: &str, item: &Value) -> (String, Value) {
             json!({ "prompt": field("prompt"), "receiver_thread_ids": field("receiverThreadIds") }),
         ),
         "imageView" => ("image_view".into(), json!({ "path": field("path") })),
+        "imageGeneration" => ("image_generation".into(), json!({ "revised_prompt": field("revisedPrompt") })),
+        "sleep" => ("sleep".into(), json!({ "duration_ms": field("durationMs") })),
+        // The output of a function call codex made on its own (its name says which).
+        "functionCallOutput" => (
+            match item.str_at("namespace") {
+                Some(ns) if !ns.is_empty() => format!("{ns}__{}", item.str_at("name").unwrap_or("function")),
+                _ => item.str_at("name").unwrap_or("function").to_string(),
+            },
+            json!({}),
+        ),
         _ => {
-            // Other and future tool items (imageGeneration, subAgentActivity, …):
+            // Other and future tool items:
             // everything but bookkeeping, so new codex builds still show up.
             let mut args = item.as_object().cloned().unwrap_or_default();
             for k in ["id", "type", "status"] {
@@ -436,6 +507,11 @@ fn tool_outcome(ty: &str, item: &Value) -> (String, bool, Option<i64>) {
             bad || item.bool_at("success") == Some(false),
             None,
         ),
+        "imageGeneration" => match item.get("failure").filter(|f| !f.is_null()) {
+            Some(f) => (f.str_at("type").map(str::to_string).unwrap_or_else(|| value_text(f)), true, None),
+            None => (item.str_at("savedPath").or_else(|| item.str_at("fileId")).unwrap_or("").to_string(), bad, None),
+        },
+        "functionCallOutput" => (item.get("output").map(content_text).unwrap_or_default(), bad, None),
         "webSearch" => {
             let n = item.get("results").and_then(Value::as_array).map_or(0, Vec::len);
             (format!("{n} results"), bad, None)
@@ -454,5 +530,70 @@ fn content_text(v: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         None => value_text(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::events::Data;
+    use crate::normalize::{Adapter, Normalizer, Options};
+    use crate::time::Clock;
+    use serde_json::json;
+
+    fn normalizer() -> Normalizer {
+        Normalizer::new(Adapter::Codex, Options { clock: Clock::Fixed(0), ..Options::default() })
+    }
+
+    #[test]
+    fn a_subagents_thread_announced_first_never_becomes_the_session() {
+        let mut n = normalizer();
+        n.push(br#"{"method":"thread/started","params":{"thread":{"id":"sub","parentThreadId":"th"}}}"#);
+        assert_eq!(n.session(), None);
+        n.push(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#);
+        n.push(br#"{"method":"thread/started","params":{"thread":{"id":"sub2","parentThreadId":"th"}}}"#);
+        assert_eq!(n.session(), Some("th"));
+        // The subagent's text is its own (parented), not the session's.
+        let ev =
+            n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
+        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("sub")), "{ev:?}");
+    }
+
+    #[test]
+    fn a_deprecation_notice_is_a_warning_notice_with_its_text_and_params() {
+        let mut n = normalizer();
+        let ev = n.push(br#"{"method":"deprecationNotice","params":{"summary":"full history is deprecated","details":"use excludeTurns"}}"#);
+        let [e] = &ev[..] else { panic!("{ev:?}") };
+        let Data::Custom(c) = &e.data else { panic!("{e:?}") };
+        assert_eq!(c.name, "runwire.notice");
+        assert_eq!(
+            c.value,
+            json!({"level": "warning", "method": "deprecationNotice", "message": "full history is deprecated",
+                   "params": {"summary": "full history is deprecated", "details": "use excludeTurns"}})
+        );
+    }
+
+    #[test]
+    fn subagent_activity_is_a_notice_and_its_thread_is_parented_to_it() {
+        let mut n = normalizer();
+        n.push(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#);
+        let item =
+            r#"{"type":"subAgentActivity","id":"s1","kind":"started","agentPath":"/root/a","agentThreadId":"sub"}"#;
+        assert!(n.push(format!(r#"{{"method":"item/started","params":{{"item":{item}}}}}"#).as_bytes()).is_empty());
+        let ev = n.push(format!(r#"{{"method":"item/completed","params":{{"item":{item}}}}}"#).as_bytes());
+        assert!(
+            matches!(&ev[..], [e] if matches!(&e.data, Data::Custom(c) if c.name == "runwire.subagent" && c.value["agentThreadId"] == "sub")),
+            "{ev:?}"
+        );
+        let ev =
+            n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
+        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("s1")), "{ev:?}");
+    }
+
+    #[test]
+    fn an_image_generation_that_failed_is_a_failed_tool() {
+        let mut n = normalizer();
+        let ev = n.push(br#"{"method":"item/completed","params":{"item":{"type":"imageGeneration","id":"g1","status":"failed","failure":{"type":"usageLimitExceeded","limitId":"l"}}}}"#);
+        assert!(matches!(&ev[0].data, Data::ToolCall(c) if c.name == "image_generation"), "{ev:?}");
+        assert!(matches!(&ev[1].data, Data::ToolResult(r) if r.is_error), "{ev:?}");
     }
 }

@@ -142,7 +142,7 @@ pub struct Args {
     /// --grant-all.
     #[arg(long, value_name = "MODE", default_value = "workspace-write", requires = "interactive")]
     pub sandbox: String,
-    /// Interactive codex sessions' approval policy (when codex asks): untrusted, on-failure,
+    /// Interactive codex sessions' approval policy (when codex asks): untrusted,
     /// on-request, never.
     #[arg(long, value_name = "POLICY", default_value = "on-request", requires = "interactive")]
     pub approval_policy: String,

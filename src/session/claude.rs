@@ -23,6 +23,15 @@ use serde_json::{json, Map, Value};
 /// The permission modes claude knows (`PermissionMode` in `sdk.d.ts`).
 pub const MODES: [&str; 6] = ["default", "acceptEdits", "plan", "dontAsk", "auto", "bypassPermissions"];
 
+/// Claude Code 2.1.328 lists `manual` too: another name of `default`
+/// (older builds and the SDK know only `default`, which runwire writes).
+pub const ALIASES: [(&str, &str); 1] = [("manual", "default")];
+
+/// The mode claude is told for `mode`: aliases by their canonical name.
+pub fn canonical_mode(mode: &str) -> &str {
+    ALIASES.iter().find(|(a, _)| *a == mode).map_or(mode, |(_, m)| m)
+}
+
 /// The mode that grants everything: only with an explicit flag.
 pub const GRANT_ALL: &str = "bypassPermissions";
 
@@ -40,7 +49,7 @@ pub fn protocol_args(mode: &str) -> Vec<String> {
         "--permission-prompt-tool",
         "stdio",
         "--permission-mode",
-        mode,
+        canonical_mode(mode),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -50,7 +59,7 @@ pub fn protocol_args(mode: &str) -> Vec<String> {
 /// Checks a permission mode: known, and granting everything only when
 /// `grant_all` says so.
 pub fn check_mode(mode: &str, grant_all: bool) -> Result<(), String> {
-    if !MODES.contains(&mode) {
+    if !MODES.contains(&canonical_mode(mode)) {
         return Err(format!("unknown permission mode {mode:?} (known: {})", MODES.join(", ")));
     }
     if mode == GRANT_ALL && !grant_all {
@@ -210,7 +219,7 @@ impl Agent for Claude {
                     obj.insert("answers".into(), Value::Object(answers.clone()));
                 }
                 if req.kind == InputKind::PlanApproval {
-                    let mode = mode.unwrap_or(&self.opts.plan_exit_mode).to_string();
+                    let mode = canonical_mode(mode.unwrap_or(&self.opts.plan_exit_mode)).to_string();
                     let l = self.control("mode", json!({"subtype": "set_permission_mode", "mode": mode}));
                     to_agent.push(l);
                 }
@@ -407,6 +416,18 @@ mod tests {
         assert_eq!(m["request"], json!({"subtype": "set_permission_mode", "mode": "acceptEdits"}));
         assert_eq!(a["response"]["response"]["behavior"], "allow");
         assert_eq!(a["response"]["response"]["updatedInput"]["plan"], "1. do it");
+    }
+
+    #[test]
+    fn manual_is_default_by_another_name_and_claude_is_told_default() {
+        assert_eq!(check_mode("manual", false), Ok(()));
+        let args = protocol_args("manual");
+        assert_eq!(args[args.len() - 2..], ["--permission-mode".to_string(), "default".to_string()]);
+        let mut s = session();
+        s.agent_line(PLAN.as_bytes(), 0);
+        let st = input(&mut s, r#"{"type":"answer","id":"p1","decision":"allow","mode":"manual"}"#).unwrap();
+        assert_eq!(json_of(&st.to_agent[0])["request"], json!({"subtype": "set_permission_mode", "mode": "default"}));
+        assert!(check_mode("manually", false).is_err());
     }
 
     #[test]

@@ -33,8 +33,8 @@ use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, Sc
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
-/// The approval policies codex knows (`AskForApproval`).
-pub const APPROVAL_POLICIES: [&str; 4] = ["untrusted", "on-failure", "on-request", "never"];
+/// The approval policies codex knows (`AskForApproval`; 0.169.0 dropped `on-failure`).
+pub const APPROVAL_POLICIES: [&str; 3] = ["untrusted", "on-request", "never"];
 /// The sandbox modes codex knows (`SandboxMode`).
 pub const SANDBOXES: [&str; 3] = ["read-only", "workspace-write", "danger-full-access"];
 /// The sandbox that grants everything: only with an explicit flag.
@@ -162,6 +162,7 @@ pub fn question_tool() -> Value {
             "multiSelect": {"type": "boolean", "default": false, "description": "Allow several answers."},
             "options": {"type": "array", "minItems": 2, "maxItems": 4, "items": option}}});
     json!({
+        "type": "function",
         "name": QUESTION_TOOL,
         "description": "Ask the user one to four multiple-choice questions and wait for the answers. Use it only when you are blocked on a decision that is genuinely the user's to make. The user can always answer in their own words instead of (or, for multiSelect, besides) the options: do not add an \"Other\" option.",
         "inputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
@@ -232,8 +233,13 @@ impl Codex {
         if let Some(m) = &o.model {
             p.insert("model".into(), json!(m));
         }
-        if o.questions {
-            p.insert("dynamicTools".into(), json!([question_tool()]));
+        // A resumed thread keeps the tools it was started with
+        // (`thread/resume` takes none), and its turns are not wanted back:
+        // without `excludeTurns` codex replays them and adds a deprecation notice.
+        match o.resume {
+            Some(_) => _ = p.insert("excludeTurns".into(), json!(true)),
+            None if o.questions => _ = p.insert("dynamicTools".into(), json!([question_tool()])),
+            None => {}
         }
         let method = if o.resume.is_some() { "thread/resume" } else { "thread/start" };
         self.request(Sent::Thread, method, Value::Object(p))
@@ -319,6 +325,10 @@ impl Codex {
     }
 
     fn set_thread(&mut self, thread: Option<&Value>, out: &mut Vec<Signal>) {
+        // A subagent's thread (`parentThreadId`) is not the session's.
+        if thread.and_then(|t| t.get("parentThreadId")).is_some_and(|t| !t.is_null()) {
+            return;
+        }
         if let Some(id) = thread.and_then(|t| t.get("id")).and_then(Value::as_str).filter(|s| !s.is_empty()) {
             if self.thread.as_deref() != Some(id) {
                 self.thread = Some(id.to_string());
@@ -532,6 +542,14 @@ impl Agent for Codex {
             (None, Some(_)) => self.response(&v, to_agent, &mut out),
             (Some(m), Some(id)) => out.extend(self.server_request(id, m, p, to_agent)),
             (Some("thread/started"), None) => self.set_thread(p.get("thread"), &mut out),
+            // Answered elsewhere (another client, or codex gave up on it): no longer open here.
+            (Some("serverRequest/resolved"), None) => {
+                if let Some(rid) = p.get("requestId").filter(|r| !r.is_null()).map(id_text) {
+                    if self.asked.remove(&rid).is_some() {
+                        out.push(Signal::Withdrawn(rid));
+                    }
+                }
+            }
             // A subagent's thread has turns of its own inside the session's turn.
             (Some("turn/started" | "turn/completed"), None)
                 if p.get("threadId")
@@ -909,6 +927,64 @@ mod tests {
             r["result"]["answers"],
             json!({"indent": {"answers": ["user_note: two spaces"]}, "eol": {"answers": ["LF"]}})
         );
+    }
+
+    #[test]
+    fn a_request_resolved_elsewhere_is_closed_and_nothing_is_written_for_it() {
+        let (mut s, _) = session();
+        assert_eq!(s.agent_line(APPROVAL.as_bytes(), 0).requested.len(), 1);
+        let st = s.agent_line(br#"{"method":"serverRequest/resolved","params":{"threadId":"th","requestId":0}}"#, 1);
+        assert!(st.to_agent.is_empty(), "codex no longer waits: nothing to answer");
+        assert_eq!(st.answered.len(), 1);
+        assert_eq!(st.answered[0].decision, Decision::Cancelled);
+        // It no longer expires either (it is not open any more).
+        assert!(s.tick(5000).to_agent.is_empty());
+        // A request of another id stays open.
+        s.agent_line(APPROVAL.replace(r#""id":0"#, r#""id":"r2""#).as_bytes(), 2);
+        let st = s.agent_line(br#"{"method":"serverRequest/resolved","params":{"threadId":"th","requestId":0}}"#, 3);
+        assert!(st.answered.is_empty());
+    }
+
+    #[test]
+    fn a_subagents_thread_does_not_replace_the_sessions() {
+        let (mut s, _) = opened(1);
+        let sub = br#"{"method":"thread/started","params":{"thread":{"id":"sub","parentThreadId":"th"}}}"#;
+        s.agent_line(sub, 0);
+        for l in &OPENING[1..] {
+            s.agent_line(l, 0);
+        }
+        s.agent_line(sub, 0);
+        let st = s.input(msg("and then?"), 1).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["params"]["threadId"], "th");
+    }
+
+    #[test]
+    fn a_resume_asks_for_no_turns_and_sends_no_tools_and_a_start_sends_the_question_tool() {
+        let thread_request = |resume: Option<&str>| {
+            let mut c = Codex::new(CodexOptions { resume: resume.map(str::to_string), ..CodexOptions::default() });
+            let mut w = Vec::new();
+            c.open(&mut w);
+            c.line(br#"{"id":1,"result":{"userAgent":"x"}}"#, &mut w);
+            parse(&w[1])
+        };
+        let r = thread_request(Some("th"));
+        assert_eq!((r["method"].as_str(), r["params"]["threadId"].as_str()), (Some("thread/resume"), Some("th")));
+        assert_eq!(r["params"]["excludeTurns"], true);
+        assert!(r["params"].get("dynamicTools").is_none(), "{r}");
+        let r = thread_request(None);
+        assert_eq!(r["method"], "thread/start");
+        assert!(r["params"].get("excludeTurns").is_none(), "{r}");
+        assert_eq!(r["params"]["dynamicTools"][0]["type"], "function");
+        assert_eq!(r["params"]["dynamicTools"][0]["name"], QUESTION_TOOL);
+    }
+
+    #[test]
+    fn on_failure_is_no_policy_of_codex_any_more() {
+        for p in ["untrusted", "on-request", "never"] {
+            assert!(CodexOptions { approval_policy: p.into(), ..CodexOptions::default() }.check().is_ok(), "{p}");
+        }
+        let e = CodexOptions { approval_policy: "on-failure".into(), ..CodexOptions::default() }.check().unwrap_err();
+        assert!(e.contains("untrusted, on-request, never"), "{e}");
     }
 
     #[test]
