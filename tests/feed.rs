@@ -295,6 +295,8 @@ impl Sse {
     fn frame(&mut self) -> Option<Frame> {
         // Where the search for the frame's end goes on (a big frame arrives in many reads).
         let mut from = 0;
+        // Keep-alive comments do not stretch the wait for a frame.
+        let deadline = Instant::now() + WAIT;
         loop {
             while let Some(i) = memchr::memmem::find(&self.buf[from..], b"\n\n").map(|i| i + from) {
                 from = 0;
@@ -314,7 +316,7 @@ impl Sse {
                 }
             }
             from = self.buf.len().saturating_sub(1);
-            if !self.fill() {
+            if Instant::now() > deadline || !self.fill() {
                 return None;
             }
         }
@@ -409,6 +411,12 @@ fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
         let v: Value = serde_json::from_slice(&s.buf).unwrap();
         assert!(v["error"].is_string());
     }
+    // Clients that caught up from the log go on with the live events, the same ones.
+    append(&journal, &lines[1]);
+    let (a, b) = (feed.event(), all.event());
+    assert_eq!(a, b);
+    assert_eq!((a["type"].as_str(), a["runId"].as_str()), (Some("task"), Some(run.as_str())));
+    assert!(a["id"].as_u64().unwrap() > end.parse::<u64>().unwrap());
     let _ = std::fs::remove_dir_all(&base);
 }
 
@@ -615,5 +623,50 @@ fn a_feed_log_that_is_not_a_regular_file_is_refused_never_read() {
         said.lines().any(|l| l.starts_with("runwire-serve: ") && l.contains("events.log: not a regular file")),
         "{said}"
     );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_client_that_falls_behind_the_shared_events_reads_them_back_from_the_log() {
+    let base = tmp("behind");
+    let home = base.join("home");
+    let runs: Vec<(String, PathBuf)> = (0..3).map(|i| register(&home, &base, &format!("b{i}"), "alpha")).collect();
+    let srv = Server::start(&home, &[]);
+    let (code, mut slow) = srv.open("/runs/events", "");
+    assert_eq!(code, 200);
+    slow.ready();
+    // 300 events of about 60 KB (under the bound: carried whole), 18 MB in all:
+    // more than the server keeps (4 MiB) and loopback sockets hold, while this client reads nothing.
+    let pad = "p".repeat(60_000);
+    for batch in 0..10 {
+        for (r, (_, journal)) in runs.iter().enumerate() {
+            let lines: Vec<String> = (0..10)
+                .map(|k| {
+                    let n = batch * 30 + r * 10 + k;
+                    format!(r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:01.000Z","actor":"agent","task":"a","state":"leased","detail":"{n:04} {pad}"}}"#)
+                })
+                .collect();
+            append(journal, &lines.join("\n"));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut ids = Vec::new();
+    let mut per_run: std::collections::HashMap<String, Vec<u64>> = Default::default();
+    for _ in 0..300 {
+        let ev = slow.event();
+        assert!(ev.get("ref").is_none(), "an event under the bound is whole");
+        let n: u64 = ev["detail"].as_str().unwrap()[..4].parse().unwrap();
+        per_run.entry(ev["runId"].as_str().unwrap().to_string()).or_default().push(n);
+        ids.push(ev["id"].as_u64().unwrap());
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in log order, none twice");
+    for (id, ns) in &per_run {
+        assert_eq!(ns.len(), 100, "{id}: every record once");
+        assert!(ns.windows(2).all(|w| w[0] < w[1]), "{id}: in journal order");
+    }
+    // And on live from there.
+    append(&runs[0].1, &fixture_lines()[1]);
+    let ev = slow.event();
+    assert!(ev["id"].as_u64().unwrap() > *ids.last().unwrap());
     let _ = std::fs::remove_dir_all(&base);
 }

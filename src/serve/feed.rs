@@ -31,8 +31,9 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(500);
 /// Most bytes of recent frames the hub keeps for the connections (at least one frame).
 const RING_BYTES: usize = 4 * 1024 * 1024;
-/// Most frames a connection takes from the ring at once.
-const TAKE: usize = 256;
+/// Most bytes of frames a connection takes from the ring at once (at least
+/// one frame): what a blocked connection keeps alive past the ring is bounded.
+const TAKE_BYTES: usize = 256 * 1024;
 /// Most skipped lines remembered as already reported.
 const MAX_REPORTED: usize = 1024;
 
@@ -202,16 +203,23 @@ impl FeedHub {
         }
     }
 
-    /// The shared frames from `pos` on (at most [`TAKE`]): `None` when `pos`
-    /// is before the ring (read the log instead), else whether they reach its end.
+    /// The shared frames from `pos` on (about [`TAKE_BYTES`]): `None` when
+    /// `pos` is before the ring (read the log instead), else whether they
+    /// reach its end.
     fn take(&self, pos: u64, into: &mut Vec<Arc<Frame>>) -> Option<bool> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         if pos < ring.start {
             return None;
         }
-        let i = ring.frames.partition_point(|f| f.from < pos);
-        into.extend(ring.frames.range(i..).take(TAKE).cloned());
-        Some(ring.frames.len() - i <= TAKE)
+        let mut bytes = 0;
+        for f in ring.frames.range(ring.frames.partition_point(|f| f.from < pos)..) {
+            if bytes >= TAKE_BYTES {
+                return Some(false);
+            }
+            bytes += f.bytes.len();
+            into.push(f.clone());
+        }
+        Some(true)
     }
 
     fn bump(&self) {
