@@ -10,6 +10,7 @@ pub mod agui;
 pub mod arrival;
 pub mod cli;
 pub mod events;
+pub mod lines;
 pub mod normalize;
 pub mod pipe;
 pub mod runs;

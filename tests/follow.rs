@@ -1,7 +1,9 @@
 //! `normalize-events --follow` through what happens to log files: removal
 //! ends the follow, a file renamed over the path is followed from its start
 //! (like `tail -F`), a truncated file is read again from its start; each is
-//! said on stderr.
+//! said on stderr. And the server's task streams, which follow a log the
+//! same way: one reader and normalizer per task however many watch, each
+//! client with its own resume point; an over-cap line skimmed, not lost.
 
 mod support;
 
@@ -152,4 +154,158 @@ fn a_truncated_file_is_read_again_from_its_start() {
         v["seq"].as_u64().unwrap()
     };
     assert!(seq("\"after\"") > seq("before-two"), "{seen:?}");
+}
+
+/// A live run registered under `home`: its claude task `t`'s log, empty.
+fn live_run(base: &Path) -> (PathBuf, String, PathBuf) {
+    let home = base.join("home");
+    let rs = base.join("repo/runstate");
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(
+        rs.join("live.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(rs.join("live.t.log"), "").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", &home)
+        .args(["register", "--slug", "live", "--repo-root"])
+        .arg(base.join("repo"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    (home, v["runId"].as_str().unwrap().to_string(), rs.join("live.t.log"))
+}
+
+/// A task stream's SSE frames as (id, data), read until the stream ends or
+/// `until` says stop; the raw body's length too.
+struct Stream {
+    s: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Stream {
+    fn open(port: u16, path: &str, last_id: Option<&str>) -> Stream {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let resume = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
+        write!(s, "GET {path} HTTP/1.0\r\n{resume}\r\n").unwrap();
+        let mut st = Stream { s, buf: Vec::new() };
+        let head = st.next_block(b"\r\n\r\n").expect("a response head");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        st
+    }
+
+    /// The next block ended by a blank line (`\r\n\r\n` for the head, `\n\n` for a frame).
+    fn next_block(&mut self, sep: &[u8]) -> Option<String> {
+        use std::io::Read;
+        let mut from = 0;
+        loop {
+            // Only what arrived since the last look is searched (a block ends in `\n\n`).
+            let end = self.buf[from..].windows(sep.len()).position(|w| w == sep).map(|i| from + i + sep.len());
+            if let Some(e) = end {
+                let block: Vec<u8> = self.buf.drain(..e).collect();
+                return Some(String::from_utf8_lossy(&block).into_owned());
+            }
+            from = self.buf.len().saturating_sub(sep.len() - 1);
+            let mut chunk = [0u8; 4096];
+            let n = self.s.read(&mut chunk).unwrap();
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The next frame with data: its id (if any) and its data as JSON.
+    fn next_frame(&mut self) -> Option<(Option<String>, serde_json::Value)> {
+        loop {
+            let b = self.next_block(b"\n\n")?;
+            let data = b.lines().find_map(|l| l.strip_prefix("data: "));
+            let Some(data) = data else { continue };
+            let id = b.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
+            return Some((id, serde_json::from_str(data).unwrap()));
+        }
+    }
+
+    fn rest(&mut self) -> Vec<(Option<String>, serde_json::Value)> {
+        std::iter::from_fn(|| self.next_frame()).collect()
+    }
+}
+
+fn claude_text(id: &str) -> String {
+    text(id)
+}
+
+/// A 5 MB tool result line, over the 4 MiB line cap, closes its tool call
+/// in a task stream as in normalize-events: cut, flagged, with its size.
+#[test]
+fn a_task_stream_closes_a_5_mb_tool_result_with_its_id() {
+    let base = tmp("stream-5mb");
+    let (home, id, log) = live_run(&base);
+    let srv = support::Serve::start(&home);
+    let size = 5_000_000;
+    let call = serde_json::json!({"type":"assistant","message":{"id":"m1","role":"assistant","content":[
+        {"type":"tool_use","id":"toolu_big","name":"Read","input":{"file_path":"/big"}}]}});
+    let result = serde_json::json!({"type":"user","message":{"role":"user","content":[
+        {"type":"tool_result","tool_use_id":"toolu_big","content":"q".repeat(size)}]}});
+    append(&log, &format!("{call}\n{result}\n{STATUS}"));
+    for format in ["events", "agui"] {
+        let mut st = Stream::open(srv.port, &format!("/runs/{id}/tasks/t/stream?format={format}"), None);
+        let frames = st.rest();
+        if format == "events" {
+            let r: Vec<_> = frames.iter().filter(|(_, d)| d["type"] == "tool_result").collect();
+            assert_eq!(r.len(), 1, "{frames:?}");
+            let d = &r[0].1["data"];
+            assert_eq!(
+                (d["id"].as_str(), d["truncated"].as_bool(), d["bytes"].as_u64()),
+                (Some("toolu_big"), Some(true), Some(size as u64))
+            );
+            assert_eq!(d["output"].as_str().unwrap().len(), 64 * 1024);
+        } else {
+            let r: Vec<_> = frames.iter().filter(|(_, d)| d["type"] == "TOOL_CALL_RESULT").collect();
+            assert_eq!(r.len(), 1, "{frames:?}");
+            assert!(r[0].1["toolCallId"].as_str().unwrap().ends_with("toolu_big"), "{}", r[0].1);
+        }
+    }
+}
+
+/// Many clients of one task stream get the same frames, each from where it
+/// asked (Last-Event-ID), and a client that joins a live task late gets its
+/// first frame at once, from the start.
+#[test]
+fn many_clients_of_one_task_stream_each_get_every_frame_from_their_own_point() {
+    let base = tmp("stream-fanout");
+    let (home, id, log) = live_run(&base);
+    let srv = support::Serve::start(&home);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let mut first = String::new();
+    for i in 0..2000 {
+        first.push_str(&claude_text(&format!("a{i}")));
+    }
+    append(&log, &first);
+    let mut early: Vec<Stream> = (0..8).map(|_| Stream::open(srv.port, &path, None)).collect();
+    let mut resumed = Stream::open(srv.port, &path, Some("1500"));
+    for s in early.iter_mut() {
+        let (id, d) = s.next_frame().unwrap();
+        assert_eq!((id.as_deref(), d["data"]["text"].as_str()), (Some("1"), Some("a0")));
+    }
+    let (rid, _) = resumed.next_frame().unwrap();
+    assert_eq!(rid.as_deref(), Some("1501"));
+    // More lines while they watch; then a late client, which starts from line 1 at once.
+    append(&log, &claude_text("b"));
+    let t0 = Instant::now();
+    let mut late = Stream::open(srv.port, &path, None);
+    let (lid, _) = late.next_frame().unwrap();
+    assert_eq!(lid.as_deref(), Some("1"));
+    assert!(t0.elapsed() < Duration::from_secs(2), "first frame after {:?}", t0.elapsed());
+    append(&log, STATUS);
+    let want: Vec<String> = (1..=2002).map(|n| n.to_string()).collect();
+    for (k, s) in early.iter_mut().chain([&mut late]).enumerate() {
+        let ids: Vec<String> = s.rest().into_iter().filter_map(|(id, _)| id).collect();
+        assert_eq!(ids, want[1..], "client {k}");
+    }
+    let ids: Vec<String> = resumed.rest().into_iter().filter_map(|(id, _)| id).collect();
+    assert_eq!(ids, want[1501..]);
 }

@@ -82,7 +82,9 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         let at = times.as_mut().and_then(|t| t.at(norm.lines() + 1 - base));
         let evs = match line {
             pipe::Line::Whole(l) => norm.push_at(l, at),
-            pipe::Line::TooLong { head, size } => norm.push_too_long_at(head, size, at),
+            // Skimmed (a JSON object): read as the original, its long strings cut.
+            pipe::Line::TooLong { skim: Some(s), .. } => norm.push_at(s, at),
+            pipe::Line::TooLong { head, size, .. } => norm.push_too_long_at(head, size, at),
         };
         for ev in evs {
             if after.is_some_and(|a| ev.seq <= a) {

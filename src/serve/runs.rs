@@ -293,13 +293,15 @@ impl Tail {
         self.times = at.and_then(crate::arrival::Reader::from_file);
     }
 
-    fn line_or_too_long(&mut self, line: LogLine, out: &mut Out) {
+    fn line_or_too_long(&mut self, line: Line, out: &mut Out) -> Flow {
         let at = self.times.as_mut().and_then(|t| t.at(self.norm.lines() + 1));
         let events = match line {
-            LogLine::Whole(l) => self.norm.push_at(l, at),
+            Line::Whole(l) => self.norm.push_at(l, at),
+            // Skimmed (a JSON object): read as the original, its long strings cut.
+            Line::TooLong { skim: Some(s), .. } => self.norm.push_at(s, at),
             // The line keeps its number (so seqs match normalize-events) and is
             // reported, never held: the normalizer's own report, the same as normalize-events'.
-            LogLine::TooLong { head, size } => self.norm.push_too_long_at(head, size, at),
+            Line::TooLong { head, size, .. } => self.norm.push_too_long_at(head, size, at),
         };
         for ev in events {
             if matches!(ev.data, Data::Exit(_)) {
@@ -309,6 +311,7 @@ impl Tail {
         }
         // One huge event's text is not kept for the rest of the stream.
         self.json.shrink_to(KEEP_CAPACITY);
+        Flow::Continue
     }
 
     fn event(&mut self, ev: &Event, out: &mut Out) {
@@ -678,7 +681,7 @@ fn pump(
     let sub = w.log;
     let mut journal_seen: Option<u64> = None;
     let mut buf = vec![0u8; 64 * 1024];
-    let mut partial = LineBuf::default();
+    let mut partial = Lines::new(MAX_LINE);
     let mut last_journal = Instant::now().checked_sub(JOURNAL_EVERY).unwrap_or_else(Instant::now);
     let mut last_peek = Instant::now();
     let mut ended = false;
@@ -750,118 +753,9 @@ fn drain(out: &mut Out) -> io::Result<()> {
     }
 }
 
+use crate::lines::{Flow, Line, Lines, KEEP_CAPACITY};
 /// The longest log line a task stream reads whole: the pipeline's line cap,
 /// so a stream and `normalize-events` read every log the same way. A longer
-/// one is counted as it streams past (its head kept) and becomes one `error`
-/// event, so a stream's memory does not grow with a line.
+/// one is skimmed as it streams past ([`crate::lines`]), so a stream's
+/// memory does not grow with a line.
 pub use crate::pipe::MAX_LINE;
-use crate::pipe::TOO_LONG_HEAD;
-/// Buffers that grew past this for one big line are given back after it.
-const KEEP_CAPACITY: usize = 1 << 20;
-
-/// One line out of [`LineBuf`].
-enum LogLine<'a> {
-    Whole(&'a [u8]),
-    /// Over [`MAX_LINE`]: its first bytes and its whole size.
-    TooLong {
-        head: &'a [u8],
-        size: u64,
-    },
-}
-
-/// Assembles lines from the chunks a followed file is read in: whole lines
-/// inside a chunk are handed over in place; at most [`MAX_LINE`] bytes of
-/// one line are held.
-#[derive(Default)]
-struct LineBuf {
-    partial: Vec<u8>,
-    /// Set while skipping a line over the cap: its size so far (its head is in `partial`).
-    skipping: Option<u64>,
-}
-
-impl LineBuf {
-    fn push(&mut self, chunk: &[u8], mut each: impl FnMut(LogLine)) {
-        let mut start = 0;
-        for i in memchr::memchr_iter(b'\n', chunk) {
-            self.piece(&chunk[start..i], true, &mut each);
-            start = i + 1;
-        }
-        self.piece(&chunk[start..], false, &mut each);
-    }
-
-    /// The last line, when the file ends without a newline.
-    fn finish(&mut self, mut each: impl FnMut(LogLine)) {
-        if !self.partial.is_empty() || self.skipping.is_some() {
-            self.piece(b"", true, &mut each);
-        }
-    }
-
-    fn piece(&mut self, seg: &[u8], ends: bool, each: &mut impl FnMut(LogLine)) {
-        if self.skipping.is_none() && self.partial.len() + seg.len() > MAX_LINE {
-            self.skipping = Some(self.partial.len() as u64);
-            self.partial.truncate(TOO_LONG_HEAD);
-            self.partial.shrink_to(KEEP_CAPACITY);
-        }
-        if let Some(size) = self.skipping.as_mut() {
-            *size += seg.len() as u64;
-            let room = TOO_LONG_HEAD.saturating_sub(self.partial.len()).min(seg.len());
-            self.partial.extend_from_slice(&seg[..room]);
-            if ends {
-                let size = *size;
-                each(LogLine::TooLong { head: &self.partial, size });
-                self.skipping = None;
-                self.partial.clear();
-            }
-            return;
-        }
-        if !ends {
-            self.partial.extend_from_slice(seg);
-        } else if self.partial.is_empty() {
-            each(LogLine::Whole(strip_cr(seg)));
-        } else {
-            self.partial.extend_from_slice(seg);
-            each(LogLine::Whole(strip_cr(&self.partial)));
-            self.partial.clear();
-            self.partial.shrink_to(KEEP_CAPACITY);
-        }
-    }
-}
-
-fn strip_cr(l: &[u8]) -> &[u8] {
-    l.strip_suffix(b"\r").unwrap_or(l)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lines_of(chunks: &[&[u8]]) -> Vec<String> {
-        let mut b = LineBuf::default();
-        let mut out = Vec::new();
-        let mut each = |l: LogLine| {
-            out.push(match l {
-                LogLine::Whole(l) => String::from_utf8_lossy(l).into_owned(),
-                LogLine::TooLong { head, size } => format!("too long {size} {}", head.len()),
-            })
-        };
-        for c in chunks {
-            b.push(c, &mut each);
-        }
-        b.finish(&mut each);
-        assert!(b.partial.capacity() <= KEEP_CAPACITY);
-        out
-    }
-
-    #[test]
-    fn lines_are_assembled_across_chunks_and_capped() {
-        assert_eq!(lines_of(&[b"a\nb", b"c\r\n", b"\nd"]), ["a", "bc", "", "d"]);
-        let big = vec![b'x'; MAX_LINE];
-        assert_eq!(lines_of(&[&big[..10], &big[10..], b"\nz\n"]), ["x".repeat(MAX_LINE), "z".into()]);
-        let over = vec![b'x'; MAX_LINE + 1];
-        let want = [format!("too long {} {TOO_LONG_HEAD}", MAX_LINE + 1), "z".into()];
-        assert_eq!(lines_of(&[&over[..5], &over[5..], b"\nz\n"]), want);
-        assert_eq!(lines_of(&[&over[..], b"\nz\n"]), want);
-        // Unended at the end of the file.
-        assert_eq!(lines_of(&[&over[..]]), [format!("too long {} {TOO_LONG_HEAD}", MAX_LINE + 1)]);
-    }
-}
