@@ -229,6 +229,24 @@ impl Stream {
         }
     }
 
+    /// The number of framed events (`id:` lines) left, counted as they come.
+    fn count_rest(&mut self) -> usize {
+        use std::io::Read;
+        let mut carry = std::mem::take(&mut self.buf);
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut n = 0;
+        loop {
+            n += carry.windows(4).filter(|w| w == b"id: ").count();
+            // The last 3 bytes may begin an `id: ` that the next read ends.
+            carry.drain(..carry.len().saturating_sub(3));
+            let k = self.s.read(&mut chunk).unwrap();
+            if k == 0 {
+                return n;
+            }
+            carry.extend_from_slice(&chunk[..k]);
+        }
+    }
+
     fn rest(&mut self) -> Vec<(Option<String>, serde_json::Value)> {
         std::iter::from_fn(|| self.next_frame()).collect()
     }
@@ -308,4 +326,82 @@ fn many_clients_of_one_task_stream_each_get_every_frame_from_their_own_point() {
     }
     let ids: Vec<String> = resumed.rest().into_iter().filter_map(|(id, _)| id).collect();
     assert_eq!(ids, want[1501..]);
+}
+
+/// The server's user CPU time so far, in clock ticks (/proc/PID/stat).
+fn user_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    fields[11].parse().unwrap()
+}
+
+/// A server whose task streams keep only `retain` bytes of frames for
+/// clients behind the fastest.
+fn serve_retaining(home: &Path, retain: &str) -> support::Serve {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    cmd.env("HARNESS_HOME", home).env("RUNWIRE_STREAM_RETAIN", retain).stderr(Stdio::null());
+    support::Serve::spawn(cmd)
+}
+
+/// Clients that come when the shared frames have moved on (a late client,
+/// a resume from far back) catch up from the log with a reader of their
+/// own, then rejoin the others: every frame once, in order.
+#[test]
+fn clients_behind_the_shared_frames_catch_up_from_the_log() {
+    let base = tmp("stream-catch-up");
+    let (home, id, log) = live_run(&base);
+    let srv = serve_retaining(&home, "20000");
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let mut first = String::new();
+    for i in 0..3000 {
+        first.push_str(&claude_text(&format!("a{i}")));
+    }
+    append(&log, &first);
+    let mut lead = Stream::open(srv.port, &path, None);
+    for n in 1..=3000 {
+        assert_eq!(lead.next_frame().unwrap().0, Some(n.to_string()));
+    }
+    // The shared frames now hold only the last few: these read the log themselves first.
+    let mut late = Stream::open(srv.port, &path, None);
+    let mut resumed = Stream::open(srv.port, &path, Some("10"));
+    let mut more = String::new();
+    for i in 0..500 {
+        more.push_str(&claude_text(&format!("b{i}")));
+    }
+    append(&log, &more);
+    append(&log, STATUS);
+    let all: Vec<String> = (1..=3501).map(|n| n.to_string()).collect();
+    let ids = |s: &mut Stream| s.rest().into_iter().filter_map(|(id, _)| id).collect::<Vec<String>>();
+    assert_eq!(ids(&mut lead), all[3000..]);
+    assert_eq!(ids(&mut late), all);
+    assert_eq!(ids(&mut resumed), all[10..]);
+}
+
+/// Twenty clients of one task stream cost the server about what one does:
+/// the log is read and normalized once, not once a client.
+#[test]
+fn twenty_clients_of_one_task_stream_cost_about_what_one_does() {
+    let base = tmp("stream-cpu");
+    let (home, id, log) = live_run(&base);
+    let mut text = String::new();
+    for i in 0..4000 {
+        text.push_str(&claude_text(&format!("line {i} {}", "x".repeat(100))));
+    }
+    text.push_str(STATUS);
+    append(&log, &text);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let cost = |n: usize| {
+        let srv = support::Serve::start(&home);
+        let before = user_ticks(srv.child.id());
+        let mut clients: Vec<Stream> = (0..n).map(|_| Stream::open(srv.port, &path, None)).collect();
+        let readers: Vec<_> = clients.drain(..).map(|mut c| std::thread::spawn(move || c.count_rest())).collect();
+        for r in readers {
+            assert_eq!(r.join().unwrap(), 4001, "every event, to the exit");
+        }
+        user_ticks(srv.child.id()) - before
+    };
+    let one = cost(1).max(1);
+    let twenty = cost(20);
+    eprintln!("user CPU: 1 client {one} ticks, 20 clients {twenty}");
+    assert!(twenty <= 5 * one, "20 clients cost {twenty} ticks, 1 client {one}");
 }

@@ -742,6 +742,14 @@ pub(super) struct Watches<'a> {
     pub journal: Option<&'a Sub>,
 }
 
+/// What a tap's ring keeps: 8 client buffers (`RUNWIRE_STREAM_RETAIN`
+/// bytes overrides it, for tests of clients that fall behind).
+fn retain(stream_buffer: usize) -> usize {
+    static RETAIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let set = RETAIN.get_or_init(|| std::env::var("RUNWIRE_STREAM_RETAIN").ok().and_then(|v| v.trim().parse().ok()));
+    set.unwrap_or(stream_buffer.saturating_mul(8))
+}
+
 /// Serves a task stream whose log is open as `file`, from its start
 /// (frames through `after` are not sent) to the task's end.
 pub(super) fn serve(
@@ -752,7 +760,7 @@ pub(super) fn serve(
     w: &Watches,
     after: Option<AguiId>,
 ) -> io::Result<()> {
-    let retain = shared.cfg.stream_buffer.saturating_mul(8);
+    let retain = retain(shared.cfg.stream_buffer);
     let mut client = Client { src, after, session: None };
     let Some(tap) = Tap::get(src, file, retain) else {
         // The log went away between opening and now: an empty stream, ended.
