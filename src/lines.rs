@@ -650,6 +650,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn read_line_pulls_one_line_a_call_and_skims_one_over_the_cap() {
+        let big = format!("{{\"type\":\"user\",\"id\":\"k\",\"text\":\"{}\"}}", "w".repeat(3 * MAX_OUTPUT));
+        let input = format!("a\r\n{big}\nnot json {}\nlast", "v".repeat(MAX_OUTPUT));
+        let mut r = io::BufReader::with_capacity(1000, input.as_bytes());
+        let mut lines = Lines::new(MAX_OUTPUT);
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        while read_line(&mut r, &mut lines, &mut buf).unwrap() {
+            got.push(String::from_utf8(buf.clone()).unwrap());
+        }
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], "a");
+        let v: serde_json::Value = serde_json::from_str(&got[1]).unwrap();
+        assert_eq!((v["id"].as_str(), v["text"].as_str().map(str::len)), (Some("k"), Some(MAX_OUTPUT)));
+        assert_eq!(v["runwire.cut"][3][0][0], 3 * MAX_OUTPUT);
+        assert_eq!(got[2].len(), TOO_LONG_HEAD, "not JSON: its head");
+        assert_eq!(got[3], "last");
+    }
+
     fn skim(s: &str) -> Option<String> {
         let mut k = Skim::default();
         for c in s.as_bytes().chunks(7) {
