@@ -672,8 +672,8 @@ impl Out<'_> {
 /// One client's side: what it has sent, and what it names a drop with.
 struct Client<'a> {
     src: &'a Source<'a>,
-    /// Frames through this id are not sent (the resume point, then what a
-    /// reader of its own already sent).
+    /// Frames through this id are not sent: the resume point, then the
+    /// last frame handed on (sent, queued or dropped).
     after: Option<AguiId>,
     session: Option<String>,
 }
@@ -684,10 +684,7 @@ impl Client<'_> {
             self.session.clone_from(&b.session);
         }
         out.push_batch(b, self.after);
-        // Ids only grow: once past the resume point, nothing more is compared.
-        if self.after.is_some() && b.last_id() > self.after {
-            self.after = None;
-        }
+        self.after = self.after.max(b.last_id());
     }
 
     /// The one `error` event naming what a slow client missed, once the
@@ -768,10 +765,13 @@ pub(super) fn serve(
     };
     let mut last_peek = Instant::now();
     let mut cursor = lock(&tap.ring).place_after(client.after);
+    // A reader of its own, kept once made: a client that falls behind again
+    // reads on from where it left the log, not from its start.
+    let mut own = None;
     loop {
         let at = match cursor {
             Some(c) => c,
-            None => match catch_up(shared, out, &mut client, &tap, w, &mut last_peek)? {
+            None => match catch_up(shared, out, &mut client, &tap, w, &mut last_peek, &mut own)? {
                 Some(c) => c,
                 None => return Ok(()),
             },
@@ -868,11 +868,17 @@ fn catch_up(
     tap: &Tap,
     w: &Watches,
     last_peek: &mut Instant,
+    own: &mut Option<Reader>,
 ) -> io::Result<Option<u64>> {
-    let Some(mut reader) = Reader::open(client.src, client.after) else {
+    if own.is_none() {
+        *own = Reader::open(client.src, client.after);
+    }
+    let Some(reader) = own.as_mut() else {
         client.end(out)?;
         return Ok(None);
     };
+    // It is behind what the client was sent: those frames are not made again.
+    reader.tail.skip_through = reader.tail.skip_through.max(client.after);
     loop {
         if !out.has_room() {
             out.wait_writable(Duration::from_millis(20));
