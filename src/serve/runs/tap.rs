@@ -926,3 +926,55 @@ pub(super) fn end_without_log(out: &mut Out, src: &Source, after: Option<AguiId>
     client.send(out, &Arc::new(tail.take_batch()));
     client.end(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(line: u64) -> AguiId {
+        AguiId { seq: Seq { line, sub: 0 }, k: 0 }
+    }
+
+    /// A batch of one frame a line, `bytes` long each.
+    fn batch(lines: std::ops::RangeInclusive<u64>, bytes: usize) -> Arc<Batch> {
+        let mut b = Batch::new();
+        for l in lines {
+            b.push(id(l), id(l).seq, &vec![b'x'; bytes]);
+        }
+        Arc::new(b)
+    }
+
+    #[test]
+    fn a_client_joins_the_ring_only_where_it_holds_all_that_follows() {
+        let mut r = Ring { batches: VecDeque::new(), first: 0, bytes: 0, evicted_through: None, ended: false };
+        assert_eq!(r.place_after(None), Some(0));
+        r.batches.extend([batch(1..=3, 10), batch(4..=6, 10)]);
+        assert_eq!(r.place_after(None), Some(0));
+        assert_eq!(r.place_after(Some(id(3))), Some(1));
+        assert_eq!(r.place_after(Some(id(6))), Some(2));
+        // The first batch is gone: only a client that had it joins.
+        r.batches.pop_front();
+        r.first = 1;
+        r.evicted_through = Some(id(3));
+        assert_eq!(r.place_after(None), None);
+        assert_eq!(r.place_after(Some(id(2))), None);
+        assert_eq!(r.place_after(Some(id(3))), Some(1));
+        assert_eq!(r.place_after(Some(id(5))), Some(1));
+        assert_eq!(r.place_after(Some(id(9))), Some(2));
+    }
+
+    #[test]
+    fn a_full_queue_drops_frames_and_names_them_an_empty_one_takes_any() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut out = Out::new(&mut s, false, 25, Duration::from_secs(1));
+        // An empty queue takes a frame over the bound; the next ones do not fit.
+        out.push_batch(&batch(1..=3, 30), None);
+        assert_eq!(out.queued(), 30);
+        assert_eq!(out.dropped, Some((id(2).seq, id(3).seq)));
+        // Frames already sent (the resume point) are neither queued nor dropped.
+        let mut out = Out::new(&mut s, false, 25, Duration::from_secs(1));
+        out.push_batch(&batch(1..=3, 10), Some(id(1)));
+        assert_eq!((out.queued(), out.dropped), (20, None));
+    }
+}
