@@ -13,9 +13,10 @@
 //! The ring keeps [`Tap::retain`] bytes. A client further behind than that
 //! (or joining when the start is gone) catches up from the log with a
 //! reader and normalizer of its own, and rejoins the ring once it reached
-//! what the ring holds: it never holds the others back. A client whose
-//! socket takes nothing for [`STALL`] reads on and drops what it cannot
-//! take, named in one `error` event, as before.
+//! what the ring holds: it never holds the others back. A client that
+//! takes nothing stays where it is until the write timeout lets it go.
+//! Frames of one batch that do not fit a client's queue (a batch larger
+//! than its bound) are dropped and named in one `error` event, as before.
 
 use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
@@ -37,12 +38,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-/// A client whose socket took nothing for this long reads on, dropping
-/// what it cannot take, instead of staying behind.
-const STALL: Duration = Duration::from_millis(250);
-
-/// The log is read in pieces of this size: one batch of frames each.
+/// The log is read in pieces of up to this size: one batch of frames each.
 const READ: usize = 128 * 1024;
+
+/// A reader's first piece: small, so a new client's first frame is not
+/// held up by the normalizing of a whole piece (the pieces then double).
+const FIRST_READ: usize = 16 * 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -224,6 +225,8 @@ struct Reader {
     file: File,
     lines: Lines,
     buf: Vec<u8>,
+    /// The size of the next piece read.
+    piece: usize,
     journal_path: PathBuf,
     task: String,
     journal_seen: Option<u64>,
@@ -253,6 +256,7 @@ impl Reader {
             file,
             lines: Lines::new(MAX_LINE),
             buf: vec![0; READ],
+            piece: FIRST_READ,
             journal_path: src.journal_path.to_path_buf(),
             task: src.task.to_string(),
             journal_seen: None,
@@ -302,8 +306,10 @@ impl Reader {
         if self.ended {
             return Ok(Step::Ended(Batch::new()));
         }
+        let piece = self.piece;
+        self.piece = (piece * 2).min(READ);
         let n = loop {
-            match self.file.read(&mut self.buf) {
+            match self.file.read(&mut self.buf[..piece]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -531,11 +537,6 @@ impl Out<'_> {
 
     fn has_room(&self) -> bool {
         self.queued < self.cap
-    }
-
-    /// Stalled: bytes wait and the socket took none for [`STALL`].
-    fn stalled(&self) -> bool {
-        self.queued > 0 && self.last_write.elapsed() >= STALL
     }
 
     fn push_piece(&mut self, p: Piece, len: usize) {
@@ -787,10 +788,9 @@ pub(super) fn serve(
             } else {
                 let mut c = at;
                 let mut queued = out.queued();
-                let drop_on = out.stalled();
                 while c < r.head() {
                     let b = &r.batches[(c - r.first) as usize];
-                    if !(queued == 0 || queued + b.text.len() <= out.cap || drop_on) {
+                    if !(queued == 0 || queued + b.text.len() <= out.cap) {
                         break;
                     }
                     queued += b.text.len();
@@ -829,11 +829,7 @@ pub(super) fn serve(
         }
         if !out.has_room() {
             out.wait_writable(Duration::from_millis(20));
-            // A client that takes nothing reads on at this pace, dropping
-            // what it cannot take (its queue stays bounded).
-            if !out.stalled() {
-                continue;
-            }
+            continue;
         }
         // At the head: read on ourselves, or wait for whoever is reading.
         let gen = w.log.generation();
@@ -881,13 +877,11 @@ fn catch_up(
     reader.tail.skip_through = reader.tail.skip_through.max(client.after);
     loop {
         if !out.has_room() {
+            // Read on only as the client takes it.
             out.wait_writable(Duration::from_millis(20));
             out.flush()?;
             out.heartbeat(last_peek, shared.cfg.keepalive)?;
-            // Read on only as the client takes it, or, dropping, when it takes nothing.
-            if !out.stalled() && !out.has_room() {
-                continue;
-            }
+            continue;
         }
         let gen = w.log.generation();
         let step = reader.step(w.journal.map(|j| j.generation()))?;
