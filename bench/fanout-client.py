@@ -13,7 +13,8 @@
     median): an already connected client of a task whose log is empty,
     from the append of its first line to that line's frame; and a new
     client of a live task whose log holds LOG's lines (no status line)
-    while 10 clients follow it, from its connect to its first frame.
+    while 10 clients follow it, from its connect to its first frame. Beside
+    them, the floor of any new client: one of a task of one line.
 Prints one JSON object.
 """
 
@@ -155,7 +156,7 @@ def part_b(bin_dir, work, log, rounds):
             if b'"runwire.status"' not in line:
                 dst.write(line)
     p, port = serve(bin_dir, home)
-    connected, new = [], []
+    connected, new, floor = [], [], []
     try:
         rid_live, _ = register(bin_dir, home, work, "hist", history)
         followers = [connect(port, f"/runs/{rid_live}/tasks/t/stream") for _ in range(10)]
@@ -174,6 +175,11 @@ def part_b(bin_dir, work, log, rounds):
                 f.write(LINE % (i, i))
             connected.append(first_frame(a) - t0)
             a.close()
+            # The floor: a new client of a task of one line (no history, no other client).
+            t2 = time.monotonic()
+            c = connect(port, f"/runs/{rid}/tasks/t/stream")
+            floor.append(first_frame(c) - t2)
+            c.close()
             # keep the followers drained a little so they stay connected
             for f in followers:
                 try:
@@ -193,6 +199,8 @@ def part_b(bin_dir, work, log, rounds):
     ms = lambda xs: round(statistics.median(xs) * 1000, 2)
     return {"connected_client_first_frame_ms": ms(connected), "new_client_first_frame_ms": ms(new),
             "new_over_connected": round(statistics.median(new) / max(statistics.median(connected), 1e-6), 2),
+            "new_client_of_a_one_line_task_ms": ms(floor),
+            "new_over_one_line_task": round(statistics.median(new) / max(statistics.median(floor), 1e-6), 2),
             "rounds": rounds}
 
 

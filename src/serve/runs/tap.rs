@@ -819,7 +819,8 @@ pub(super) fn serve(
             return client.end(out);
         }
         if c < head {
-            if !out.has_room() {
+            // The next batch waits for room: until the socket takes more.
+            if take.is_empty() || !out.has_room() {
                 out.wait_writable(Duration::from_millis(20));
             }
             continue;
@@ -876,8 +877,8 @@ fn catch_up(
     // It is behind what the client was sent: those frames are not made again.
     reader.tail.skip_through = reader.tail.skip_through.max(client.after);
     loop {
-        if !out.has_room() {
-            // Read on only as the client takes it.
+        if out.queued() > out.cap / 2 {
+            // Read on only as the client takes it (a batch is sized for half the queue).
             out.wait_writable(Duration::from_millis(20));
             out.flush()?;
             out.heartbeat(last_peek, shared.cfg.keepalive)?;
