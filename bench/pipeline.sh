@@ -23,7 +23,8 @@
 #                   this build's, in turns, in the same run (default f4eef08;
 #                   "none" skips it); built once from `git archive` into
 #                   bench/out/old-COMMIT/ (with cargo's target dir, so only
-#                   the crate itself is compiled again)
+#                   the crate itself is compiled again; with RUNWIRE_BIN set,
+#                   a target dir of its own)
 #   JQ              jq binary (default jq)
 set -euo pipefail
 
@@ -62,12 +63,17 @@ if [ "$old" != none ]; then
     git -C "$root" archive "$old" | tar -x -C "$out/old-$old/src"
     target=${CARGO_TARGET_DIR:-$root/target}
     case "$target" in /*) ;; *) target="$root/$target" ;; esac
+    # Given binaries are not rebuilt after it: then it gets a target dir of its own.
+    if [ -n "${RUNWIRE_BIN:-}" ]; then target="$out/old-$old/target"; fi
     (cd "$out/old-$old/src" && CARGO_TARGET_DIR="$target" cargo build --quiet --release --bin normalize-events)
     cp "$target/release/normalize-events" "$old_bin"
   fi
 fi
 
-bench_bin --bins
+bench_bin --bin normalize-events --bin agui-translate --bin sse-encode
+if [ -n "$old_bin" ] && cmp -s "$old_bin" "$bin/normalize-events"; then
+  die "$bin/normalize-events is the old build's"
+fi
 for b in normalize-events agui-translate sse-encode; do
   [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
 done
