@@ -10,10 +10,13 @@
 //! the maker's lock is only tried), so the log is read at the pace of the
 //! fastest client.
 //!
-//! The ring keeps [`Tap::retain`] bytes. A client further behind than that
-//! (or joining when the start is gone) catches up from the log with a
-//! reader and normalizer of its own, and rejoins the ring once it reached
-//! what the ring holds: it never holds the others back. A client that
+//! The ring keeps [`Tap::retain`] bytes. The reader does not drop the
+//! oldest batch while a client still taking frames (within [`ACTIVE`]) has
+//! not taken it: the spread of clients reading at one pace (their kernel
+//! buffers differ by megabytes) costs nothing. A client that took nothing
+//! for [`ACTIVE`] is not waited for: it, or one joining when the start is
+//! gone, catches up from the log with a reader and normalizer of its own,
+//! and rejoins the ring once it reached what the ring holds. A client that
 //! takes nothing stays where it is until the write timeout lets it go.
 //! Frames of one batch that do not fit a client's queue (a batch larger
 //! than its bound) are dropped and named in one `error` event, as before.
@@ -37,6 +40,9 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+
+/// A client that took or wrote nothing for this long is not waited for.
+const ACTIVE: Duration = Duration::from_secs(1);
 
 /// The log is read in pieces of up to this size: one batch of frames each.
 const READ: usize = 128 * 1024;
@@ -384,6 +390,10 @@ struct Ring {
     /// The last frame id dropped from the front.
     evicted_through: Option<AguiId>,
     ended: bool,
+    /// Each client reading the ring: the batch it takes next, and when it
+    /// last took or wrote anything.
+    places: HashMap<u64, (u64, Instant)>,
+    next_client: u64,
 }
 
 impl Ring {
@@ -433,6 +443,8 @@ impl Tap {
                 bytes: 0,
                 evicted_through: None,
                 ended: false,
+                places: HashMap::new(),
+                next_client: 0,
             }),
             cv: Condvar::new(),
             reader: Mutex::new(Some(reader)),
@@ -476,6 +488,15 @@ impl Tap {
             Step::Idle => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// True when reading on would drop a batch that a client still taking
+    /// its frames (within [`ACTIVE`]) has not taken yet: the reader waits
+    /// for it, a little. A client that takes nothing for [`ACTIVE`] is not
+    /// waited for (it catches up from the log when it comes back).
+    fn held(&self) -> bool {
+        let r = lock(&self.ring);
+        r.bytes + READ > self.retain && r.places.values().any(|&(c, active)| c <= r.first && active.elapsed() < ACTIVE)
     }
 
     fn wait(&self, head: u64, timeout: Duration) {
@@ -765,14 +786,32 @@ pub(super) fn serve(
         return client.end(out);
     };
     let mut last_peek = Instant::now();
-    let mut cursor = lock(&tap.ring).place_after(client.after);
+    let (mut cursor, me) = {
+        let mut r = lock(&tap.ring);
+        let me = r.next_client;
+        r.next_client += 1;
+        (r.place_after(client.after), me)
+    };
+    // Its place is given up when it leaves, however it leaves.
+    struct Leave<'a>(&'a Tap, u64);
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            lock(&self.0.ring).places.remove(&self.1);
+            self.0.cv.notify_all();
+        }
+    }
+    let _leave = Leave(&tap, me);
     // A reader of its own, kept once made: a client that falls behind again
     // reads on from where it left the log, not from its start.
     let mut own = None;
     loop {
         let at = match cursor {
             Some(c) => c,
-            None => match catch_up(shared, out, &mut client, &tap, w, &mut last_peek, &mut own)? {
+            None => match {
+                // Not waited for while it reads the log itself.
+                lock(&tap.ring).places.remove(&me);
+                catch_up(shared, out, &mut client, &tap, w, &mut last_peek, &mut own)?
+            } {
                 Some(c) => c,
                 None => return Ok(()),
             },
@@ -782,7 +821,7 @@ pub(super) fn serve(
         // (or all of it, dropping, when the client takes nothing).
         let mut take = Vec::new();
         let (head, ended, fell_off) = {
-            let r = lock(&tap.ring);
+            let mut r = lock(&tap.ring);
             if at < r.first {
                 (r.head(), r.ended, true)
             } else {
@@ -798,6 +837,14 @@ pub(super) fn serve(
                     c += 1;
                 }
                 cursor = Some(c);
+                let was = r.places.get(&me).map_or(Instant::now(), |p| p.1);
+                let active = if take.is_empty() { was.max(out.last_write) } else { Instant::now() };
+                let front = r.first;
+                r.places.insert(me, (c, active));
+                if at <= front && c > front {
+                    // The reader may be waiting for this client to take the oldest batch.
+                    tap.cv.notify_all();
+                }
                 (r.head(), r.ended, false)
             }
         };
@@ -832,7 +879,14 @@ pub(super) fn serve(
             out.wait_writable(Duration::from_millis(20));
             continue;
         }
-        // At the head: read on ourselves, or wait for whoever is reading.
+        // At the head: read on ourselves (unless that would leave a client
+        // still taking its frames behind), or wait for whoever is reading.
+        if tap.held() {
+            // Woken when a client takes the oldest batch (or leaves).
+            let r = lock(&tap.ring);
+            let _ = tap.cv.wait_timeout(r, Duration::from_millis(20));
+            continue;
+        }
         let gen = w.log.generation();
         if !tap.read_on(w.journal.map(|j| j.generation()), false)? {
             if tap.reader.try_lock().is_ok() {
