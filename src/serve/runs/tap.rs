@@ -807,18 +807,17 @@ pub(super) fn serve(
     loop {
         let at = match cursor {
             Some(c) => c,
-            None => match {
+            None => {
                 // Not waited for while it reads the log itself.
                 lock(&tap.ring).places.remove(&me);
-                catch_up(shared, out, &mut client, &tap, w, &mut last_peek, &mut own)?
-            } {
-                Some(c) => c,
-                None => return Ok(()),
-            },
+                match catch_up(shared, out, &mut client, &tap, w, &mut last_peek, &mut own)? {
+                    Some(c) => c,
+                    None => return Ok(()),
+                }
+            }
         };
         cursor = Some(at);
-        // Take what the ring holds for us, as far as our queue has room
-        // (or all of it, dropping, when the client takes nothing).
+        // Take what the ring holds for us, as far as our queue has room.
         let mut take = Vec::new();
         let (head, ended, fell_off) = {
             let mut r = lock(&tap.ring);
@@ -995,7 +994,15 @@ mod tests {
 
     #[test]
     fn a_client_joins_the_ring_only_where_it_holds_all_that_follows() {
-        let mut r = Ring { batches: VecDeque::new(), first: 0, bytes: 0, evicted_through: None, ended: false };
+        let mut r = Ring {
+            batches: VecDeque::new(),
+            first: 0,
+            bytes: 0,
+            evicted_through: None,
+            ended: false,
+            places: HashMap::new(),
+            next_client: 0,
+        };
         assert_eq!(r.place_after(None), Some(0));
         r.batches.extend([batch(1..=3, 10), batch(4..=6, 10)]);
         assert_eq!(r.place_after(None), Some(0));
