@@ -97,7 +97,8 @@ def read_all(port, path, n):
                 left -= 1
                 continue
             chunk = bytes(buf[:k])
-            st[0] += chunk.count(b"\n\n")
+            # A frame's blank line can straddle two reads: its first LF is the last byte kept.
+            st[0] += (st[1][-1:] + chunk).count(b"\n\n")
             st[1] = (st[1] + chunk)[-4096:]
     return list(state.values())
 
