@@ -23,8 +23,9 @@
 #                   this build's, in turns, in the same run (default f4eef08;
 #                   "none" skips it); built once from `git archive` into
 #                   bench/out/old-COMMIT/ (with cargo's target dir, so only
-#                   the crate itself is compiled again; with RUNWIRE_BIN set,
-#                   a target dir of its own)
+#                   the crate itself is compiled again, this build's binary
+#                   put back after; with RUNWIRE_BIN set, a target dir of
+#                   its own)
 #   JQ              jq binary (default jq)
 set -euo pipefail
 
@@ -51,7 +52,10 @@ shopt -s nullglob
 logs=("$fixtures"/*.jsonl)
 [ "${#logs[@]}" -gt 0 ] || die "no claude logs in $fixtures (set BENCH_FIXTURES)"
 
-# The old build first: it shares cargo's target dir, and this build's binaries are made after it.
+bench_bin --bin normalize-events --bin agui-translate --bin sse-encode
+
+# The old build (BENCH_OLD) shares cargo's target dir, whose normalize-events
+# it overwrites: this build's is copied away first and put back after.
 old=${BENCH_OLD:-f4eef08}
 old_bin=""
 if [ "$old" != none ]; then
@@ -63,14 +67,14 @@ if [ "$old" != none ]; then
     git -C "$root" archive "$old" | tar -x -C "$out/old-$old/src"
     target=${CARGO_TARGET_DIR:-$root/target}
     case "$target" in /*) ;; *) target="$root/$target" ;; esac
-    # Given binaries are not rebuilt after it: then it gets a target dir of its own.
+    # Given binaries may be cargo's own: then it gets a target dir of its own.
     if [ -n "${RUNWIRE_BIN:-}" ]; then target="$out/old-$old/target"; fi
+    cp "$target/release/normalize-events" "$out/normalize-events.this" 2>/dev/null || true
     (cd "$out/old-$old/src" && CARGO_TARGET_DIR="$target" cargo build --quiet --release --bin normalize-events)
     cp "$target/release/normalize-events" "$old_bin"
+    if [ -f "$out/normalize-events.this" ]; then mv "$out/normalize-events.this" "$target/release/normalize-events"; fi
   fi
 fi
-
-bench_bin --bin normalize-events --bin agui-translate --bin sse-encode
 if [ -n "$old_bin" ] && cmp -s "$old_bin" "$bin/normalize-events"; then
   die "$bin/normalize-events is the old build's"
 fi
