@@ -22,10 +22,7 @@
 #   BENCH_OLD       commit whose normalize-events CPU time is measured beside
 #                   this build's, in turns, in the same run (default f4eef08;
 #                   "none" skips it); built once from `git archive` into
-#                   bench/out/old-COMMIT/ (with cargo's target dir, so only
-#                   the crate itself is compiled again, this build's binary
-#                   put back after; with RUNWIRE_BIN set, a target dir of
-#                   its own)
+#                   bench/out/old-COMMIT/ with a target dir of its own
 #   JQ              jq binary (default jq)
 set -euo pipefail
 
@@ -54,25 +51,19 @@ logs=("$fixtures"/*.jsonl)
 
 bench_bin --bin normalize-events --bin agui-translate --bin sse-encode
 
-# The old build (BENCH_OLD) shares cargo's target dir, whose normalize-events
-# it overwrites: this build's is copied away first and put back after.
+# The old build (BENCH_OLD), once, in a target dir of its own: a crate's
+# artifacts are named alike in both trees, so a shared one would mix them.
 old=${BENCH_OLD:-f4eef08}
 old_bin=""
 if [ "$old" != none ]; then
   old_bin="$out/old-$old/normalize-events"
   if [ ! -x "$old_bin" ]; then
-    echo "bench: building normalize-events of $old" >&2
-    rm -rf "$out/old-$old"
+    echo "bench: building normalize-events of $old (its own target dir: minutes, once)" >&2
+    rm -rf "$out/old-$old/src"
     mkdir -p "$out/old-$old/src"
     git -C "$root" archive "$old" | tar -x -C "$out/old-$old/src"
-    target=${CARGO_TARGET_DIR:-$root/target}
-    case "$target" in /*) ;; *) target="$root/$target" ;; esac
-    # Given binaries may be cargo's own: then it gets a target dir of its own.
-    if [ -n "${RUNWIRE_BIN:-}" ]; then target="$out/old-$old/target"; fi
-    cp "$target/release/normalize-events" "$out/normalize-events.this" 2>/dev/null || true
-    (cd "$out/old-$old/src" && CARGO_TARGET_DIR="$target" cargo build --quiet --release --bin normalize-events)
-    cp "$target/release/normalize-events" "$old_bin"
-    if [ -f "$out/normalize-events.this" ]; then mv "$out/normalize-events.this" "$target/release/normalize-events"; fi
+    (cd "$out/old-$old/src" && CARGO_TARGET_DIR="$out/old-$old/target" cargo build --quiet --release --bin normalize-events)
+    cp "$out/old-$old/target/release/normalize-events" "$old_bin"
   fi
 fi
 if [ -n "$old_bin" ] && cmp -s "$old_bin" "$bin/normalize-events"; then
