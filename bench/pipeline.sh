@@ -19,6 +19,10 @@
 #   BENCH_REPEAT    runs of each Rust measurement, best kept (default 3; jq runs once)
 #   BENCH_FIXTURES  directory of claude logs to repeat (default fixtures/claude)
 #   RUNWIRE_BIN     directory holding the binaries (default: cargo build --release)
+#   BENCH_OLD       commit whose normalize-events CPU time is measured beside
+#                   this build's, in turns, in the same run (default f4eef08;
+#                   "none" skips it); built once from `git archive` into
+#                   bench/out/old-COMMIT/ with a target dir of its own
 #   JQ              jq binary (default jq)
 set -euo pipefail
 
@@ -45,7 +49,26 @@ shopt -s nullglob
 logs=("$fixtures"/*.jsonl)
 [ "${#logs[@]}" -gt 0 ] || die "no claude logs in $fixtures (set BENCH_FIXTURES)"
 
-bench_bin --bins
+bench_bin --bin normalize-events --bin agui-translate --bin sse-encode
+
+# The old build (BENCH_OLD), once, in a target dir of its own: a crate's
+# artifacts are named alike in both trees, so a shared one would mix them.
+old=${BENCH_OLD:-f4eef08}
+old_bin=""
+if [ "$old" != none ]; then
+  old_bin="$out/old-$old/normalize-events"
+  if [ ! -x "$old_bin" ]; then
+    echo "bench: building normalize-events of $old (its own target dir: minutes, once)" >&2
+    rm -rf "$out/old-$old/src"
+    mkdir -p "$out/old-$old/src"
+    git -C "$root" archive "$old" | tar -x -C "$out/old-$old/src"
+    (cd "$out/old-$old/src" && CARGO_TARGET_DIR="$out/old-$old/target" cargo build --quiet --release --bin normalize-events)
+    cp "$out/old-$old/target/release/normalize-events" "$old_bin"
+  fi
+fi
+if [ -n "$old_bin" ] && cmp -s "$old_bin" "$bin/normalize-events"; then
+  die "$bin/normalize-events is the old build's"
+fi
 for b in normalize-events agui-translate sse-encode; do
   [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
 done
@@ -113,14 +136,27 @@ run_normalize() { "$bin/normalize-events" claude <"$log" >"$out/normalize.jsonl"
 # the log: MB per CPU second is its one-core throughput, and unlike wall time it
 # barely moves when other work shares the machine.
 cpu_best_of() {
-  local n=$1 best="" t
+  local n=$1 exe=${2:-$bin/normalize-events} best="" t
   for ((i = 0; i < n; i++)); do
-    /usr/bin/time -f '%U %S' -o "$out/cpu.txt" "$bin/normalize-events" claude <"$log" >/dev/null 2>/dev/null ||
-      die "normalize-events failed"
+    /usr/bin/time -f '%U %S' -o "$out/cpu.txt" "$exe" claude <"$log" >/dev/null 2>/dev/null ||
+      die "$exe failed"
     t=$(awk '{ printf "%.3f", $1 + $2 }' "$out/cpu.txt")
     if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
   done
   echo "$best"
+}
+
+# cpu_turns N: this build's and the old build's least CPU time, measured in
+# turns (new, old, new, old, ...) so load that comes and goes hits both alike.
+cpu_turns() {
+  local n=$1 a b best_new="" best_old=""
+  for ((j = 0; j < n; j++)); do
+    a=$(cpu_best_of 1)
+    b=$(cpu_best_of 1 "$old_bin")
+    if [ -z "$best_new" ] || awk -v x="$a" -v y="$best_new" 'BEGIN { exit !(x < y) }'; then best_new=$a; fi
+    if [ -z "$best_old" ] || awk -v x="$b" -v y="$best_old" 'BEGIN { exit !(x < y) }'; then best_old=$b; fi
+  done
+  echo "$best_new $best_old"
 }
 run_pipeline() {
   "$bin/normalize-events" claude <"$log" 2>/dev/null | "$bin/agui-translate" 2>"$out/pipeline.stderr" |
@@ -137,8 +173,14 @@ echo "bench: normalize-events (best of $repeat)" >&2
 t_norm=$(best_of "$repeat" run_normalize)
 echo "bench: pipeline (best of $repeat)" >&2
 t_pipe=$(best_of "$repeat" run_pipeline)
-echo "bench: normalize-events CPU time (best of $repeat)" >&2
-c_norm=$(cpu_best_of "$repeat")
+c_old=""
+if [ -n "$old_bin" ]; then
+  echo "bench: normalize-events CPU time, this build and $old's in turns (best of $repeat each)" >&2
+  read -r c_norm c_old < <(cpu_turns "$repeat")
+else
+  echo "bench: normalize-events CPU time (best of $repeat)" >&2
+  c_norm=$(cpu_best_of "$repeat")
+fi
 echo "bench: jq (once; this is the slow one)" >&2
 t_jq=$(best_of 1 run_jq)
 
@@ -150,10 +192,17 @@ printf '\ninput: %s (%s MB, %s lines)\n\n' "${log#"$root"/}" "$log_mb" "$log_lin
 printf '%-46s %9s %9s %10s\n' "measurement" "wall s" "MB/s" "records"
 printf '%-46s %9s %9s %10s\n' "normalize-events claude" "$t_norm" "$(mbps "$t_norm")" "$ev_norm"
 printf '%-46s %9s %9s %10s\n' "normalize-events claude, CPU s (one core)" "$c_norm" "$(mbps "$c_norm")" "$ev_norm"
+if [ -n "$c_old" ]; then
+  printf '%-46s %9s %9s %10s\n' "normalize-events claude of $old, CPU s" "$c_old" "$(mbps "$c_old")" ""
+fi
 printf '%-46s %9s %9s %10s\n' "normalize-events | agui-translate | sse-encode" "$t_pipe" "$(mbps "$t_pipe")" "$ev_pipe"
 printf '%-46s %9s %9s %10s\n' "jq -f bench/claude.jq ($("$jq" --version))" "$t_jq" "$(mbps "$t_jq")" "$ev_jq"
 if [ -s "$out/pipeline.stderr" ]; then
   printf '\nnote: agui-translate said: %s\n' "$(head -n 1 "$out/pipeline.stderr")"
+fi
+if [ -n "$c_old" ]; then
+  printf '\nnormalize-events CPU throughput: %s of %s'"'"'s (target: at least 0.95)\n' \
+    "$(awk -v n="$c_norm" -v o="$c_old" 'BEGIN { if (n > 0) printf "%.3f", o / n; else print "inf" }')" "$old"
 fi
 ratio=$(awk -v a="$t_jq" -v b="$t_norm" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "inf" }')
 printf '\nnormalize/jq throughput ratio: %sx (normalize-events is %sx as fast as jq)\n' "$ratio" "$ratio"

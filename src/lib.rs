@@ -12,6 +12,7 @@ pub mod cli;
 pub mod demo;
 pub mod dialect;
 pub mod events;
+pub mod lines;
 pub mod normalize;
 pub mod pipe;
 pub mod procid;

@@ -24,18 +24,7 @@ const IN_BUF: usize = 256 * 1024;
 /// input (`normalize-events` peaks near 32 MB on a line just under it).
 pub const MAX_LINE: usize = 4 << 20;
 
-/// How much of an over-long line is kept to show in its report.
-pub const TOO_LONG_HEAD: usize = 4096;
-
-/// One input line as [`drive_lines`] hands it over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Line<'a> {
-    /// A whole line, its LF (and a CR before it) stripped.
-    Whole(&'a [u8]),
-    /// A line over [`MAX_LINE`]: its first [`TOO_LONG_HEAD`] bytes and its
-    /// whole length in bytes (without the LF).
-    TooLong { head: &'a [u8], size: u64 },
-}
+pub use crate::lines::{Flow, Line, TOO_LONG_HEAD};
 
 impl Line<'_> {
     /// The report of an over-long line, the same in every filter.
@@ -64,13 +53,6 @@ impl DriveError {
     }
 }
 
-/// What the handler wants after a line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    Continue,
-    Stop,
-}
-
 /// Reads `input` line by line (LF, with an optional CR before it stripped),
 /// calls `handle(line_no, line, out)` for each, and writes what the handler
 /// appended to `out`. Output is flushed whenever the input buffer is empty,
@@ -88,36 +70,16 @@ pub fn drive<R: Read, W: Write>(
     })
 }
 
-/// Appends `more` to a line being assembled, growing it to at most
-/// `limit` bytes (never the doubling past it a `Vec` would do); false, and
-/// nothing appended, when the line would be longer.
-fn assemble(pending: &mut Vec<u8>, more: &[u8], limit: usize) -> bool {
-    let want = pending.len() + more.len();
-    if want > limit {
-        return false;
-    }
-    if want > pending.capacity() {
-        let cap = (pending.capacity() * 2).clamp(want, limit);
-        pending.reserve_exact(cap - pending.len());
-    }
-    pending.extend_from_slice(more);
-    true
-}
-
 /// [`drive`], with lines over [`MAX_LINE`] handed over as [`Line::TooLong`]:
-/// such a line is counted as it streams past and only its head is kept, so
-/// memory stays bounded whatever the input.
+/// such a line is skimmed as it streams past ([`crate::lines`]) and only
+/// its head is kept, so memory stays bounded whatever the input.
 pub fn drive_lines<R: Read, W: Write>(
     input: R,
     output: &mut W,
     mut handle: impl FnMut(u64, Line<'_>, &mut Vec<u8>) -> Flow,
 ) -> Result<(), DriveError> {
     let mut reader = BufReader::with_capacity(IN_BUF, input);
-    // A line that straddles the buffer's end is assembled here; whole lines
-    // are handled in place, without a copy.
-    let mut pending: Vec<u8> = Vec::new();
-    // Set while skipping a line over the cap: its length so far (its head is in `pending`).
-    let mut skipping: Option<u64> = None;
+    let mut lines = crate::lines::Lines::new(MAX_LINE);
     let mut out = Vec::with_capacity(64 * 1024);
     let mut n = 0u64;
     loop {
@@ -126,89 +88,37 @@ pub fn drive_lines<R: Read, W: Write>(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(DriveError::Read { line: n + 1, err: e }),
         };
-        if buf.is_empty() {
-            if let Some(size) = skipping {
+        let (used, flow) = if buf.is_empty() {
+            (
+                0,
+                lines.finish(|l| {
+                    n += 1;
+                    handle(n, l, &mut out)
+                }),
+            )
+        } else {
+            lines.push(buf, |l| {
                 n += 1;
-                handle(n, Line::TooLong { head: &pending, size }, &mut out);
-                output.write_all(&out).map_err(DriveError::Write)?;
-            } else if !pending.is_empty() {
-                n += 1;
-                handle(n, Line::Whole(strip_cr(&pending)), &mut out);
-                output.write_all(&out).map_err(DriveError::Write)?;
-            }
-            break;
-        }
-        let end = memchr::memchr(b'\n', buf);
-        let piece = &buf[..end.unwrap_or(buf.len())];
-        if skipping.is_none() && !assemble_or_whole(&mut pending, piece, end.is_some()) {
-            // Over the cap: keep the head for the report, count the rest.
-            skipping = Some(pending.len() as u64);
-            pending.truncate(TOO_LONG_HEAD);
-            if pending.len() < TOO_LONG_HEAD {
-                let k = (TOO_LONG_HEAD - pending.len()).min(piece.len());
-                pending.extend_from_slice(&piece[..k]);
-            }
-        }
-        if let Some(size) = skipping.as_mut() {
-            *size += piece.len() as u64;
-        }
-        let (flow, used) = match end {
-            Some(i) => {
-                n += 1;
-                let flow = match skipping.take() {
-                    Some(size) => {
-                        // The cap counts the line without its CR, as a whole line is handed over.
-                        let size = size - u64::from(piece.last() == Some(&b'\r'));
-                        let f = handle(n, Line::TooLong { head: &pending, size }, &mut out);
-                        pending.clear();
-                        pending.shrink_to(IN_BUF);
-                        f
-                    }
-                    None if pending.is_empty() => handle(n, Line::Whole(strip_cr(piece)), &mut out),
-                    None => {
-                        let f = handle(n, Line::Whole(strip_cr(&pending)), &mut out);
-                        pending.clear();
-                        if pending.capacity() > IN_BUF {
-                            // A long line's buffer is not kept for the rest of the stream.
-                            pending.shrink_to(IN_BUF);
-                        }
-                        f
-                    }
-                };
-                (flow, i + 1)
-            }
-            None => (Flow::Continue, buf.len()),
+                handle(n, l, &mut out)
+            })
         };
+        let at_end = used == 0;
         reader.consume(used);
         if !out.is_empty() {
             output.write_all(&out).map_err(DriveError::Write)?;
             out.clear();
+            // One huge line's output is not kept allocated for the rest of the stream.
+            out.shrink_to(crate::lines::KEEP_CAPACITY);
         }
-        if flow == Flow::Stop {
+        if flow == Flow::Stop || at_end {
             break;
         }
+        // Flushed before any read that could block.
         if reader.buffer().is_empty() {
             output.flush().map_err(DriveError::Write)?;
         }
     }
     output.flush().map_err(DriveError::Write)
-}
-
-/// Takes in `piece` of the current line: a whole line already in the
-/// buffer needs no copy (`pending` stays empty); a piece of a line that
-/// straddles buffers is appended to `pending`. False when the line would go
-/// over [`MAX_LINE`].
-fn assemble_or_whole(pending: &mut Vec<u8>, piece: &[u8], ends: bool) -> bool {
-    if ends && pending.is_empty() {
-        return strip_cr(piece).len() <= MAX_LINE;
-    }
-    // Its CR, if the line ends in one, does not count against the cap.
-    let cr = usize::from(ends && piece.last() == Some(&b'\r'));
-    assemble(pending, piece, MAX_LINE + cr)
-}
-
-fn strip_cr(l: &[u8]) -> &[u8] {
-    l.strip_suffix(b"\r").unwrap_or(l)
 }
 
 /// The loop of a filter whose stage can reject a line: `stage(line, out)`
@@ -447,7 +357,7 @@ mod tests {
                 n,
                 match l {
                     Line::Whole(w) => Ok(w.to_vec()),
-                    Line::TooLong { head, size } => Err((head.to_vec(), size)),
+                    Line::TooLong { head, size, .. } => Err((head.to_vec(), size)),
                 },
             ));
             Flow::Continue
@@ -478,14 +388,11 @@ mod tests {
     }
 
     #[test]
-    fn a_line_of_exactly_the_cap_is_whole_and_its_buffer_never_doubles_past_it() {
+    fn a_line_of_exactly_the_cap_is_whole() {
         let mut input = vec![b'y'; MAX_LINE];
         input.extend_from_slice(b"\r\n");
         let got = lines(&input, 100_000);
         assert!(matches!(&got[..], [(1, Ok(l))] if l.len() == MAX_LINE));
-        let mut pending = Vec::new();
-        while assemble(&mut pending, &[0; 100_000], MAX_LINE) {}
-        assert!(pending.capacity() <= MAX_LINE, "{}", pending.capacity());
     }
 
     #[test]

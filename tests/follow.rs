@@ -1,7 +1,9 @@
 //! `normalize-events --follow` through what happens to log files: removal
 //! ends the follow, a file renamed over the path is followed from its start
 //! (like `tail -F`), a truncated file is read again from its start; each is
-//! said on stderr.
+//! said on stderr. And the server's task streams, which follow a log the
+//! same way: one reader and normalizer per task however many watch, each
+//! client with its own resume point; an over-cap line skimmed, not lost.
 
 mod support;
 
@@ -152,4 +154,254 @@ fn a_truncated_file_is_read_again_from_its_start() {
         v["seq"].as_u64().unwrap()
     };
     assert!(seq("\"after\"") > seq("before-two"), "{seen:?}");
+}
+
+/// A live run registered under `home`: its claude task `t`'s log, empty.
+fn live_run(base: &Path) -> (PathBuf, String, PathBuf) {
+    let home = base.join("home");
+    let rs = base.join("repo/runstate");
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(
+        rs.join("live.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(rs.join("live.t.log"), "").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", &home)
+        .args(["register", "--slug", "live", "--repo-root"])
+        .arg(base.join("repo"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    (home, v["runId"].as_str().unwrap().to_string(), rs.join("live.t.log"))
+}
+
+/// A task stream's SSE frames as (id, data), read until the stream ends or
+/// `until` says stop; the raw body's length too.
+struct Stream {
+    s: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Stream {
+    fn open(port: u16, path: &str, last_id: Option<&str>) -> Stream {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let resume = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
+        write!(s, "GET {path} HTTP/1.0\r\n{resume}\r\n").unwrap();
+        let mut st = Stream { s, buf: Vec::new() };
+        let head = st.next_block(b"\r\n\r\n").expect("a response head");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        st
+    }
+
+    /// The next block ended by a blank line (`\r\n\r\n` for the head, `\n\n` for a frame).
+    fn next_block(&mut self, sep: &[u8]) -> Option<String> {
+        use std::io::Read;
+        let mut from = 0;
+        loop {
+            // Only what arrived since the last look is searched (a block ends in `\n\n`).
+            let end = self.buf[from..].windows(sep.len()).position(|w| w == sep).map(|i| from + i + sep.len());
+            if let Some(e) = end {
+                let block: Vec<u8> = self.buf.drain(..e).collect();
+                return Some(String::from_utf8_lossy(&block).into_owned());
+            }
+            from = self.buf.len().saturating_sub(sep.len() - 1);
+            let mut chunk = [0u8; 4096];
+            let n = self.s.read(&mut chunk).unwrap();
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The next frame with data: its id (if any) and its data as JSON.
+    fn next_frame(&mut self) -> Option<(Option<String>, serde_json::Value)> {
+        loop {
+            let b = self.next_block(b"\n\n")?;
+            let data = b.lines().find_map(|l| l.strip_prefix("data: "));
+            let Some(data) = data else { continue };
+            let id = b.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
+            return Some((id, serde_json::from_str(data).unwrap()));
+        }
+    }
+
+    /// The number of framed events (`id:` lines) left, counted as they come.
+    fn count_rest(&mut self) -> usize {
+        use std::io::Read;
+        let mut carry = std::mem::take(&mut self.buf);
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut n = 0;
+        loop {
+            n += carry.windows(4).filter(|w| w == b"id: ").count();
+            // The last 3 bytes may begin an `id: ` that the next read ends.
+            carry.drain(..carry.len().saturating_sub(3));
+            let k = self.s.read(&mut chunk).unwrap();
+            if k == 0 {
+                return n;
+            }
+            carry.extend_from_slice(&chunk[..k]);
+        }
+    }
+
+    fn rest(&mut self) -> Vec<(Option<String>, serde_json::Value)> {
+        std::iter::from_fn(|| self.next_frame()).collect()
+    }
+}
+
+fn claude_text(id: &str) -> String {
+    text(id)
+}
+
+/// A 5 MB tool result line, over the 4 MiB line cap, closes its tool call
+/// in a task stream as in normalize-events: cut, flagged, with its size.
+#[test]
+fn a_task_stream_closes_a_5_mb_tool_result_with_its_id() {
+    let base = tmp("stream-5mb");
+    let (home, id, log) = live_run(&base);
+    let srv = support::Serve::start(&home);
+    let size = 5_000_000;
+    let call = serde_json::json!({"type":"assistant","message":{"id":"m1","role":"assistant","content":[
+        {"type":"tool_use","id":"toolu_big","name":"Read","input":{"file_path":"/big"}}]}});
+    let result = serde_json::json!({"type":"user","message":{"role":"user","content":[
+        {"type":"tool_result","tool_use_id":"toolu_big","content":"q".repeat(size)}]}});
+    append(&log, &format!("{call}\n{result}\n{STATUS}"));
+    for format in ["events", "agui"] {
+        let mut st = Stream::open(srv.port, &format!("/runs/{id}/tasks/t/stream?format={format}"), None);
+        let frames = st.rest();
+        if format == "events" {
+            let r: Vec<_> = frames.iter().filter(|(_, d)| d["type"] == "tool_result").collect();
+            assert_eq!(r.len(), 1, "{frames:?}");
+            let d = &r[0].1["data"];
+            assert_eq!(
+                (d["id"].as_str(), d["truncated"].as_bool(), d["bytes"].as_u64()),
+                (Some("toolu_big"), Some(true), Some(size as u64))
+            );
+            assert_eq!(d["output"].as_str().unwrap().len(), 64 * 1024);
+        } else {
+            let r: Vec<_> = frames.iter().filter(|(_, d)| d["type"] == "TOOL_CALL_RESULT").collect();
+            assert_eq!(r.len(), 1, "{frames:?}");
+            assert!(r[0].1["toolCallId"].as_str().unwrap().ends_with("toolu_big"), "{}", r[0].1);
+        }
+    }
+}
+
+/// Many clients of one task stream get the same frames, each from where it
+/// asked (Last-Event-ID), and a client that joins a live task late gets its
+/// first frame at once, from the start.
+#[test]
+fn many_clients_of_one_task_stream_each_get_every_frame_from_their_own_point() {
+    let base = tmp("stream-fanout");
+    let (home, id, log) = live_run(&base);
+    let srv = support::Serve::start(&home);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let mut first = String::new();
+    for i in 0..2000 {
+        first.push_str(&claude_text(&format!("a{i}")));
+    }
+    append(&log, &first);
+    let mut early: Vec<Stream> = (0..8).map(|_| Stream::open(srv.port, &path, None)).collect();
+    let mut resumed = Stream::open(srv.port, &path, Some("1500"));
+    for s in early.iter_mut() {
+        let (id, d) = s.next_frame().unwrap();
+        assert_eq!((id.as_deref(), d["data"]["text"].as_str()), (Some("1"), Some("a0")));
+    }
+    let (rid, _) = resumed.next_frame().unwrap();
+    assert_eq!(rid.as_deref(), Some("1501"));
+    // More lines while they watch; then a late client, which starts from line 1 at once.
+    append(&log, &claude_text("b"));
+    let t0 = Instant::now();
+    let mut late = Stream::open(srv.port, &path, None);
+    let (lid, _) = late.next_frame().unwrap();
+    assert_eq!(lid.as_deref(), Some("1"));
+    assert!(t0.elapsed() < Duration::from_secs(2), "first frame after {:?}", t0.elapsed());
+    append(&log, STATUS);
+    let want: Vec<String> = (1..=2002).map(|n| n.to_string()).collect();
+    for (k, s) in early.iter_mut().chain([&mut late]).enumerate() {
+        let ids: Vec<String> = s.rest().into_iter().filter_map(|(id, _)| id).collect();
+        assert_eq!(ids, want[1..], "client {k}");
+    }
+    let ids: Vec<String> = resumed.rest().into_iter().filter_map(|(id, _)| id).collect();
+    assert_eq!(ids, want[1501..]);
+}
+
+/// The server's user CPU time so far, in clock ticks (/proc/PID/stat).
+fn user_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    fields[11].parse().unwrap()
+}
+
+/// A server whose task streams keep only `retain` bytes of frames for
+/// clients behind the fastest.
+fn serve_retaining(home: &Path, retain: &str) -> support::Serve {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    cmd.env("HARNESS_HOME", home).env("RUNWIRE_STREAM_RETAIN", retain).stderr(Stdio::null());
+    support::Serve::spawn(cmd)
+}
+
+/// Clients that come when the shared frames have moved on (a late client,
+/// a resume from far back) catch up from the log with a reader of their
+/// own, then rejoin the others: every frame once, in order.
+#[test]
+fn clients_behind_the_shared_frames_catch_up_from_the_log() {
+    let base = tmp("stream-catch-up");
+    let (home, id, log) = live_run(&base);
+    let srv = serve_retaining(&home, "20000");
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let mut first = String::new();
+    for i in 0..3000 {
+        first.push_str(&claude_text(&format!("a{i}")));
+    }
+    append(&log, &first);
+    let mut lead = Stream::open(srv.port, &path, None);
+    for n in 1..=3000 {
+        assert_eq!(lead.next_frame().unwrap().0, Some(n.to_string()));
+    }
+    // The shared frames now hold only the last few: these read the log themselves first.
+    let mut late = Stream::open(srv.port, &path, None);
+    let mut resumed = Stream::open(srv.port, &path, Some("10"));
+    let mut more = String::new();
+    for i in 0..500 {
+        more.push_str(&claude_text(&format!("b{i}")));
+    }
+    append(&log, &more);
+    append(&log, STATUS);
+    let all: Vec<String> = (1..=3501).map(|n| n.to_string()).collect();
+    let ids = |s: &mut Stream| s.rest().into_iter().filter_map(|(id, _)| id).collect::<Vec<String>>();
+    assert_eq!(ids(&mut lead), all[3000..]);
+    assert_eq!(ids(&mut late), all);
+    assert_eq!(ids(&mut resumed), all[10..]);
+}
+
+/// Twenty clients of one task stream cost the server about what one does:
+/// the log is read and normalized once, not once a client.
+#[test]
+fn twenty_clients_of_one_task_stream_cost_about_what_one_does() {
+    let base = tmp("stream-cpu");
+    let (home, id, log) = live_run(&base);
+    let mut text = String::new();
+    for i in 0..4000 {
+        text.push_str(&claude_text(&format!("line {i} {}", "x".repeat(100))));
+    }
+    text.push_str(STATUS);
+    append(&log, &text);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let cost = |n: usize| {
+        let srv = support::Serve::start(&home);
+        let before = user_ticks(srv.child.id());
+        let mut clients: Vec<Stream> = (0..n).map(|_| Stream::open(srv.port, &path, None)).collect();
+        let readers: Vec<_> = clients.drain(..).map(|mut c| std::thread::spawn(move || c.count_rest())).collect();
+        for r in readers {
+            assert_eq!(r.join().unwrap(), 4001, "every event, to the exit");
+        }
+        user_ticks(srv.child.id()) - before
+    };
+    let one = cost(1).max(1);
+    let twenty = cost(20);
+    eprintln!("user CPU: 1 client {one} ticks, 20 clients {twenty}");
+    assert!(twenty <= 5 * one, "20 clients cost {twenty} ticks, 1 client {one}");
 }

@@ -373,7 +373,7 @@ fn huge_lines_are_capped() {
     let mut input = serde_json::to_vec(&line).unwrap();
     input.push(b'\n');
     input.extend_from_slice(big.as_bytes()); // a 3 MB line that is not JSON
-                                             // Over the cap: skipped unread, reported with its size.
+                                             // Over the cap: skimmed, the tool result cut and closed with its id.
     let huge = "y".repeat(10 * 1024 * 1024);
     let over = serde_json::json!({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t2","content": huge}]}});
     let over = serde_json::to_vec(&over).unwrap();
@@ -388,10 +388,21 @@ fn huge_lines_are_capped() {
     assert_eq!(evs[1]["data"]["code"], "not_json");
     assert_eq!(evs[1]["data"]["raw"].as_str().unwrap().len(), 4096);
     assert_eq!(evs[2]["seq"], 3);
-    assert_eq!(evs[2]["data"]["code"], "line_too_long");
-    let reason = evs[2]["data"]["reason"].as_str().unwrap();
-    assert!(reason.contains(&format!("line of {} bytes", over.len())), "{reason}");
-    assert!(evs[2]["data"]["raw"].as_str().unwrap().starts_with(r#"{"message":{"content":[{"content":"yyy"#));
+    assert_eq!(evs[2]["type"], "tool_result");
+    assert_eq!(evs[2]["data"]["id"], "t2");
+    assert_eq!(evs[2]["data"]["truncated"], true);
+    assert_eq!(evs[2]["data"]["bytes"], 10 * 1024 * 1024);
+    assert_eq!(evs[2]["data"]["output"].as_str().unwrap(), &huge[..64 * 1024]);
+    assert_eq!(evs.len(), 3, "nothing else: every cut string is in the tool result");
+    // Not a JSON object: reported with its size, as before.
+    let mut input = vec![b'['; 5 * 1024 * 1024];
+    input.extend_from_slice(b"\n{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\"}\n");
+    let (out, _, code) = normalize("claude", &input, &[]);
+    assert_eq!(code, 0);
+    let evs = events(&out);
+    assert_eq!(evs[0]["data"]["code"], "line_too_long");
+    assert!(evs[0]["data"]["reason"].as_str().unwrap().contains("line of 5242880 bytes"), "{}", evs[0]);
+    assert!(evs[1..].iter().any(|e| e["data"]["text"] == "ok"), "the stream goes on");
 }
 
 #[test]
@@ -487,4 +498,61 @@ fn follow_streams_a_growing_file_and_stops_at_the_status_line() {
     assert!(t0.elapsed() < Duration::from_secs(20));
     let _ = std::fs::remove_dir_all(dir);
     let _ = Path::new("");
+}
+
+/// The peak resident memory of a live process, in kB (`VmHWM`).
+fn peak_rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A 5 MB tool result (a screenshot, a big file read) is over the 4 MiB
+/// line cap: its line is skimmed as it streams, so the tool call is still
+/// closed, with its id, cut to 64 KiB and flagged with its original size,
+/// and normalize-events stays under 32 MB.
+#[test]
+fn a_5_mb_tool_result_closes_its_call_in_bounded_memory() {
+    let size = 5_000_000;
+    let call = serde_json::json!({"type":"assistant","message":{"id":"m1","role":"assistant","content":[
+        {"type":"tool_use","id":"toolu_big","name":"Read","input":{"file_path":"/shot.png"}}]}});
+    let result = serde_json::json!({"type":"user","message":{"role":"user","content":[
+        {"type":"tool_result","tool_use_id":"toolu_big","is_error":false,"content":[{"type":"text","text":"z".repeat(size)}]}]}});
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("normalize-events"))
+        .arg("claude")
+        .env("SOURCE_DATE_EPOCH", EPOCH)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut input = format!("{call}\n{result}\n").into_bytes();
+    input.extend_from_slice(b"{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\"}\n");
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&input).unwrap();
+        // Held open until the peak is read: the process is still alive then.
+        stdin
+    });
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut got = Vec::new();
+    while let Some(Ok(l)) = lines.next() {
+        let ev: Value = serde_json::from_str(&l).unwrap();
+        let last = ev["type"] == "turn_end";
+        got.push(ev);
+        if last {
+            break;
+        }
+    }
+    let peak = peak_rss_kb(child.id());
+    drop(writer.join().unwrap());
+    assert!(child.wait().unwrap().success());
+    let results: Vec<&Value> = got.iter().filter(|e| e["type"] == "tool_result").collect();
+    assert_eq!(results.len(), 1, "{got:?}");
+    let r = &results[0]["data"];
+    assert_eq!(r["id"], "toolu_big");
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["bytes"], size);
+    assert_eq!(r["output"].as_str().unwrap().len(), 64 * 1024);
+    assert!(!got.iter().any(|e| e["type"] == "error"), "nothing lost, nothing to report: {got:?}");
+    assert!(peak <= 32 * 1024, "normalize-events peaked at {peak} kB");
 }

@@ -88,7 +88,9 @@ fn run(mut args: Args) -> anyhow::Result<Exit> {
         let at = times.as_mut().and_then(|t| t.at(norm.lines() + 1 - base));
         let (evs, raw) = match line {
             pipe::Line::Whole(l) => (norm.push_at(l, at), Some(l)),
-            pipe::Line::TooLong { head, size } => (norm.push_too_long_at(head, size, at), None),
+            // Skimmed (a JSON object): read as the original, its long strings cut.
+            pipe::Line::TooLong { skim: Some(s), .. } => (norm.push_at(s, at), Some(s)),
+            pipe::Line::TooLong { head, size, .. } => (norm.push_too_long_at(head, size, at), None),
         };
         if let Some(e) = tally.line(raw, &evs) {
             // Bounded, as the other filters: garbage must not flood stderr.

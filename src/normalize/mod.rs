@@ -188,6 +188,29 @@ impl Ctx<'_> {
         }));
     }
 
+    /// After a skimmed line was read: when it did not fit the stream
+    /// format as read, its events give way to the one report of its size;
+    /// when strings other than tool results were cut, or members left out,
+    /// that report follows its events.
+    fn skimmed(&mut self, line: &[u8], size: u64, cap: u64, left_out: bool) {
+        let uncut = CUTS.with(|c| std::mem::take(&mut *c.borrow_mut())).is_empty();
+        if self.out.iter().any(|d| matches!(d, Data::Error(_))) {
+            self.out.clear();
+            self.error(
+                "line_too_long",
+                format!("line of {size} bytes is over the {cap}-byte line cap; skipped"),
+                line,
+                false,
+            );
+        } else if !uncut || left_out {
+            let reason = format!(
+                "line of {size} bytes is over the {cap}-byte line cap; read with its long strings cut to {} bytes",
+                redact::MAX_OUTPUT
+            );
+            self.error("line_too_long", reason, line, false);
+        }
+    }
+
     /// A line that is not JSON at all (stderr merged in, a banner, binary junk).
     pub fn not_json(&mut self, raw: &[u8], err: &serde_json::Error) {
         self.error("not_json", format!("line is not JSON ({err})"), raw, false);
@@ -381,6 +404,22 @@ impl Normalizer {
             line = line.strip_prefix(lenient::BOM).unwrap_or(line);
         }
         let too_long = self.too_long.take();
+        // A line skimmed for being over a cap (`crate::lines`): read as the
+        // original, its cut strings known to `tool_result`.
+        let body;
+        let skimmed = too_long.is_none() && line.starts_with(SKIM_PREFIX);
+        let mut skim = None;
+        if skimmed {
+            match split_skim(line) {
+                Some((head, b)) => {
+                    body = b;
+                    line = &body;
+                    CUTS.with(|c| *c.borrow_mut() = head.cuts);
+                    skim = Some((head.size, head.cap, head.left_out));
+                }
+                None => skim = None,
+            }
+        }
         if too_long.is_none() && line.iter().all(u8::is_ascii_whitespace) {
             return Vec::new();
         }
@@ -412,6 +451,9 @@ impl Normalizer {
                 Dialect::CodexApp(d) => d.line(&mut ctx, line),
                 Dialect::Acp(d) => d.line(&mut ctx, line),
             }
+        }
+        if let Some((size, cap, left_out)) = skim {
+            ctx.skimmed(line, size, cap, left_out);
         }
         let ts_ms = self.ts.next(arrival_ms.or(ctx.ts_ms), self.opts.clock);
         let n = self.scratch.len();
@@ -826,7 +868,44 @@ impl ValueExt for Value {
     }
 }
 
-/// A tool result event with redaction and the 64 KiB cap applied.
+/// `{"runwire.cut":`: how a skimmed line starts ([`crate::lines::Skim`]).
+const SKIM_PREFIX: &[u8] = b"{\"runwire.cut\":";
+
+/// A string a skimmed line holds cut: its whole size, the bytes kept, and
+/// the end of what was kept.
+#[derive(serde::Deserialize)]
+struct Cut(u64, u64, String);
+
+/// A skimmed line's head: `[SIZE, CAP, LEFT_OUT, CUTS]`.
+#[derive(serde::Deserialize)]
+struct SkimHead {
+    size: u64,
+    cap: u64,
+    left_out: bool,
+    cuts: Vec<Cut>,
+}
+
+thread_local! {
+    /// The cuts of the skimmed line being read, for the tool results made from it.
+    static CUTS: std::cell::RefCell<Vec<Cut>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A skimmed line's cuts and the line without them, as the original
+/// object's members; `None` when it is not one.
+fn split_skim(line: &[u8]) -> Option<(SkimHead, Vec<u8>)> {
+    let rest = &line[SKIM_PREFIX.len()..];
+    let mut de = serde_json::Deserializer::from_slice(rest).into_iter::<SkimHead>();
+    let cuts = de.next()?.ok()?;
+    let after = &rest[de.byte_offset()..];
+    let mut body = Vec::with_capacity(after.len() + 1);
+    body.push(b'{');
+    body.extend_from_slice(after.strip_prefix(b",").unwrap_or(after));
+    Some((cuts, body))
+}
+
+/// A tool result event with redaction and the 64 KiB cap applied. Made
+/// from a skimmed line, it is `truncated` with its original size when it
+/// holds a string the skim cut.
 pub(crate) fn tool_result(
     id: String,
     output: &str,
@@ -834,7 +913,18 @@ pub(crate) fn tool_result(
     exit_code: Option<i64>,
     parent: Option<String>,
 ) -> Data {
-    let (output, truncated, bytes) = redact::tool_output(output);
+    let (output_kept, mut truncated, mut bytes) = redact::tool_output(output);
+    CUTS.with(|c| {
+        c.borrow_mut().retain(|Cut(size, kept, tail)| {
+            let held = !tail.is_empty() && memchr::memmem::find(output.as_bytes(), tail.as_bytes()).is_some();
+            if held {
+                truncated = true;
+                bytes += size.saturating_sub(*kept);
+            }
+            !held
+        })
+    });
+    let output = output_kept;
     Data::ToolResult(crate::events::ToolResult { id, output, is_error, truncated, bytes, exit_code, parent })
 }
 

@@ -21,21 +21,16 @@
 //! [`Encoder`]: crate::sse::Encoder
 //! [`Translator`]: crate::agui::Translator
 
-use super::http::{client_gone, respond, respond_error, respond_pieces, Close, Progress, Request};
+use super::http::{respond, respond_error, respond_pieces, Close, Request};
 use super::Shared;
-use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
-use crate::events::{Data, ErrorData, Event, Seq, Writer};
-use crate::normalize::{Normalizer, Options};
+use crate::events::Seq;
 use crate::runs::journal::{is_terminal, Journal};
 use crate::runs::list::Query;
 use crate::runs::liveness;
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, Loaded, Problem, ViewError};
-use crate::sse::{Encoder, SseOptions};
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpStream;
-use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// How often an idle stream looks at its client, the journal and the clock.
@@ -120,26 +115,6 @@ fn json_view(stream: &mut TcpStream, cors: Cors, r: Result<serde_json::Value, Vi
     }
 }
 
-/// The events/v1 or AG-UI framing of one stream.
-enum Framing {
-    Events { writer: Writer, enc: Encoder, after: Option<Seq> },
-    Agui(AguiFraming),
-}
-
-/// AG-UI frames of a task stream. One events/v1 event becomes zero or more
-/// AG-UI events, so each frame's `id:` is `<seq>/<k>`: the source event's
-/// seq and the frame's place among that event's frames. The translation is
-/// a pure function of the log, so a resumed stream translates from the
-/// start again and sends only the frames past the client's last id: the
-/// same exactness as the events/v1 stream.
-struct AguiFraming {
-    tr: Box<Translator>,
-    after: Option<AguiId>,
-    /// The last source event translated, and how many frames it made
-    /// (the closing frames of `finish` continue its count).
-    last: AguiId,
-}
-
 /// A frame id of the AG-UI task stream, ordered as the frames are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct AguiId {
@@ -153,229 +128,6 @@ impl AguiId {
         match s.trim().split_once('/') {
             Some((seq, k)) => Some(AguiId { seq: Seq::parse(seq)?, k: k.parse().ok()? }),
             None => Some(AguiId { seq: Seq::parse(s)?, k: u32::MAX }),
-        }
-    }
-}
-
-impl AguiFraming {
-    fn frames(&mut self, seq: Seq, events: Vec<AguiEvent>, out: &mut Out) {
-        if self.last.seq != seq {
-            self.last = AguiId { seq, k: 0 };
-        }
-        for a in events {
-            let id = self.last;
-            self.last.k += 1;
-            if self.after.is_some_and(|after| id <= after) {
-                continue;
-            }
-            let frame = crate::sse::frame(None, Some(&format!("{}/{}", id.seq, id.k)), &a.to_json());
-            out.frame(frame.as_bytes(), seq);
-        }
-    }
-}
-
-/// A response body on a non-blocking socket, with a bounded queue.
-struct Out<'a> {
-    stream: &'a mut TcpStream,
-    chunked: bool,
-    queue: Vec<u8>,
-    sent: usize,
-    cap: usize,
-    /// Seqs dropped since the last `error` event: (first, last).
-    dropped: Option<(Seq, Seq)>,
-    last_write: Instant,
-    /// Whether the client takes what is written (dropped after the write timeout if not).
-    progress: Progress,
-}
-
-impl Out<'_> {
-    fn queued(&self) -> usize {
-        self.queue.len() - self.sent
-    }
-
-    fn push_raw(&mut self, frame: &[u8]) {
-        if self.chunked {
-            self.queue.extend_from_slice(format!("{:x}\r\n", frame.len()).as_bytes());
-        }
-        self.queue.extend_from_slice(frame);
-        if self.chunked {
-            self.queue.extend_from_slice(b"\r\n");
-        }
-    }
-
-    /// Queues a frame, or drops it (remembering its seq) when the queue is full.
-    fn frame(&mut self, frame: &[u8], seq: Seq) {
-        // An empty queue takes any frame, so one event larger than the
-        // bound (a huge tool result) is late, never lost.
-        if self.dropped.is_some() || (self.queued() > 0 && self.queued() + frame.len() > self.cap) {
-            self.dropped = Some(match self.dropped {
-                Some((first, _)) => (first, seq),
-                None => (seq, seq),
-            });
-            return;
-        }
-        self.push_raw(frame);
-    }
-
-    /// Writes what the socket takes now; `Err` when the client is gone.
-    fn flush(&mut self) -> io::Result<()> {
-        while self.sent < self.queue.len() {
-            match self.stream.write(&self.queue[self.sent..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    self.sent += n;
-                    self.progress.wrote(n);
-                    self.last_write = Instant::now();
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.sent == self.queue.len() {
-            self.queue.clear();
-            self.sent = 0;
-            // A frame larger than the bound (taken by an empty queue) is not kept allocated.
-            self.queue.shrink_to(self.cap.max(KEEP_CAPACITY));
-        } else if self.sent > self.cap {
-            self.queue.drain(..self.sent);
-            self.sent = 0;
-        }
-        Ok(())
-    }
-
-    /// Once a [`TICK`]: `Err` when the client left, and a keep-alive comment
-    /// (sent now) when nothing was written for `keepalive`.
-    fn heartbeat(&mut self, last_peek: &mut Instant, keepalive: Duration) -> io::Result<()> {
-        if last_peek.elapsed() < TICK {
-            return Ok(());
-        }
-        *last_peek = Instant::now();
-        if client_gone(self.stream) {
-            return Err(io::ErrorKind::ConnectionAborted.into());
-        }
-        // Dropping frames keeps our queue bounded, but a client that takes
-        // nothing at all is let go rather than held forever.
-        self.progress.check(self.stream, self.queued() > 0)?;
-        if self.queued() == 0 && self.last_write.elapsed() >= keepalive {
-            self.push_raw(b": keep-alive\n\n");
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Waits (bounded) until the socket takes more.
-    fn wait_writable(&self, timeout: Duration) {
-        let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLOUT)];
-        let _ = poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::ZERO));
-    }
-}
-
-/// Per-stream state: the normalizer over the log and the framing.
-struct Tail {
-    norm: Normalizer,
-    framing: Framing,
-    run: String,
-    task: String,
-    exited: bool,
-    json: Vec<u8>,
-    /// The log's arrival-time sidecar, when it has one.
-    times: Option<crate::arrival::Reader>,
-}
-
-impl Tail {
-    /// The log is open: its lines are timed as every reader of a file
-    /// times them (`Normalizer::push_at`, `crate::arrival`).
-    fn opened(&mut self, l: &Loaded, path: &std::path::Path, file: &std::fs::File) {
-        self.norm.for_file(crate::arrival::file_time(file));
-        // Opened beneath the run's directory, like the log.
-        let at = open_log(l, &crate::arrival::sidecar_path(path)).ok().flatten();
-        self.times = at.and_then(crate::arrival::Reader::from_file);
-    }
-
-    fn line_or_too_long(&mut self, line: LogLine, out: &mut Out) {
-        let at = self.times.as_mut().and_then(|t| t.at(self.norm.lines() + 1));
-        let events = match line {
-            LogLine::Whole(l) => self.norm.push_at(l, at),
-            // The line keeps its number (so seqs match normalize-events) and is
-            // reported, never held: the normalizer's own report, the same as normalize-events'.
-            LogLine::TooLong { head, size } => self.norm.push_too_long_at(head, size, at),
-        };
-        for ev in events {
-            if matches!(ev.data, Data::Exit(_)) {
-                self.exited = true;
-            }
-            self.event(&ev, out);
-        }
-        // One huge event's text is not kept for the rest of the stream.
-        self.json.shrink_to(KEEP_CAPACITY);
-    }
-
-    fn event(&mut self, ev: &Event, out: &mut Out) {
-        match &mut self.framing {
-            Framing::Events { writer, enc, after } => {
-                if after.is_some_and(|a| ev.seq <= a) {
-                    return;
-                }
-                self.json.clear();
-                writer.write(ev, &mut self.json);
-                let line = self.json.strip_suffix(b"\n").unwrap_or(&self.json);
-                if let Ok(Some(f)) = enc.push(line) {
-                    out.frame(f.as_bytes(), ev.seq);
-                }
-            }
-            Framing::Agui(f) => {
-                let events = f.tr.push(ev);
-                f.frames(ev.seq, events, out);
-            }
-        }
-    }
-
-    /// The one `error` event naming what a slow client missed, once the
-    /// queue has room again. Not framed with an `id:`.
-    fn report_drop(&mut self, out: &mut Out, at_end: bool) {
-        let Some((first, last)) = out.dropped else { return };
-        if out.queued() > out.cap / 2 && !at_end {
-            return;
-        }
-        out.dropped = None;
-        let reason = format!(
-            "the client read too slowly: events {first} to {last} were dropped; reconnect with Last-Event-ID to get them"
-        );
-        let (code, raw) = ("dropped".to_string(), format!("{first}..{last}"));
-        let ts_ms = crate::time::Clock::from_env().now_ms();
-        let frame = match &self.framing {
-            Framing::Events { .. } => {
-                let ev = Event {
-                    run: Some(self.run.clone()),
-                    task: Some(self.task.clone()),
-                    session: self.norm.session().map(str::to_string),
-                    seq: first,
-                    ts_ms,
-                    data: Data::Error(ErrorData { reason, code, raw, fatal: false }),
-                };
-                crate::sse::frame(Some("error"), None, &ev.to_json())
-            }
-            // Not through the translator: the notice must not change its
-            // state (closing open messages), or a resumed re-translation,
-            // which never sees it, would frame the rest differently.
-            Framing::Agui(_) => {
-                let value = CustomValue::Error(ErrorValue { reason, code, raw });
-                let ev = AguiEvent::Custom { name: "runwire.error", value, timestamp: Some(ts_ms) };
-                crate::sse::frame(None, None, &ev.to_json())
-            }
-        };
-        out.push_raw(frame.as_bytes());
-    }
-
-    fn finish(&mut self, out: &mut Out) {
-        for ev in self.norm.finish() {
-            self.event(&ev, out);
-        }
-        if let Framing::Agui(f) = &mut self.framing {
-            let events = f.tr.finish();
-            let seq = f.last.seq;
-            f.frames(seq, events, out);
         }
     }
 }
@@ -429,34 +181,6 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         }
     };
     let run_id = l.pointer.run_id.clone();
-    let framing = if agui {
-        Framing::Agui(AguiFraming {
-            tr: Box::new(Translator::new(TranslateOptions {
-                thread_id: Some(run_id.clone()),
-                run_id: Some(tid.to_string()),
-            })),
-            after: agui_after,
-            last: AguiId { seq: Seq { line: 0, sub: 0 }, k: 0 },
-        })
-    } else {
-        Framing::Events {
-            writer: Writer::default(),
-            enc: Encoder::new(SseOptions { id_from: Some("seq".into()), after: None }),
-            after,
-        }
-    };
-    let mut tail = Tail {
-        norm: Normalizer::new(
-            adapter,
-            Options { run: Some(run_id.clone()), task: Some(tid.to_string()), ..Options::default() },
-        ),
-        framing,
-        run: run_id,
-        task: tid.to_string(),
-        exited: false,
-        json: Vec::new(),
-        times: None,
-    };
     let journal_path = l.files.journal();
     // The journal is watched too, so an idle stream re-reads it only when it changed.
     let journal_sub = hub.subscribe(&journal_path).ok();
@@ -494,18 +218,9 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     if stream.write_all(head.as_bytes()).is_err() || stream.set_nonblocking(true).is_err() {
         return Close::Now;
     }
-    let cap = shared.cfg.stream_buffer;
-    let mut out = Out {
-        stream,
-        chunked: req.http11,
-        queue: Vec::new(),
-        sent: 0,
-        cap,
-        dropped: None,
-        last_write: Instant::now(),
-        progress: Progress::new(shared.cfg.write_timeout),
-    };
-    let (sub, mut file, log) = match (opened, dir_sub) {
+    let mut out = tap::Out::new(stream, req.http11, shared.cfg.stream_buffer, shared.cfg.write_timeout);
+    let after = if agui { agui_after } else { after.map(|seq| AguiId { seq, k: u32::MAX }) };
+    let (sub, file, log) = match (opened, dir_sub) {
         (Some(o), _) => o,
         (None, Some(d)) => {
             let w = Waiting { hub: &hub, dir: &d, journal: journal_sub.as_ref(), l, tid };
@@ -513,7 +228,16 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
                 Ok(Some(o)) => o,
                 // The task ended (or the run did) before writing a log: an empty stream, ended.
                 Ok(None) => {
-                    let _ = end(&mut tail, &mut out);
+                    let src = tap::Source {
+                        l,
+                        log: &log,
+                        adapter,
+                        run: &run_id,
+                        task: tid,
+                        agui,
+                        journal_path: &journal_path,
+                    };
+                    let _ = tap::end_without_log(&mut out, &src, after);
                     return Close::Now;
                 }
                 Err(_) => return Close::Now,
@@ -521,9 +245,9 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         }
         (None, None) => return Close::Now,
     };
-    tail.opened(l, &log, &file);
-    let watched = Watched { log: &sub, journal: journal_sub.as_ref(), journal_path: &journal_path };
-    let _ = pump(shared, &mut tail, &mut out, &mut file, &watched, tid);
+    let src = tap::Source { l, log: &log, adapter, run: &run_id, task: tid, agui, journal_path: &journal_path };
+    let w = tap::Watches { log: &sub, journal: journal_sub.as_ref() };
+    let _ = tap::serve(shared, &mut out, &src, &file, &w, after);
     Close::Now
 }
 
@@ -552,7 +276,7 @@ fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {
 /// go out meanwhile.
 type Opened = (super::watch::Sub, std::fs::File, std::path::PathBuf);
 
-fn wait_for_log(shared: &Shared, out: &mut Out, w: &Waiting) -> io::Result<Option<Opened>> {
+fn wait_for_log(shared: &Shared, out: &mut tap::Out, w: &Waiting) -> io::Result<Option<Opened>> {
     let journal_path = w.l.files.journal();
     let mut journal_seen: Option<u64> = None;
     let mut last_peek = Instant::now();
@@ -648,220 +372,10 @@ fn open_log(l: &Loaded, log: &std::path::Path) -> Result<Option<std::fs::File>, 
     }
 }
 
-/// Ends a stream: the normalizer's and translator's last events, the
-/// report of anything dropped, the chunked terminator, then drains.
-fn end(tail: &mut Tail, out: &mut Out) -> io::Result<()> {
-    tail.finish(out);
-    tail.report_drop(out, true);
-    if out.chunked {
-        // An empty chunk is the chunked body's end: `0\r\n\r\n`.
-        out.push_raw(b"");
-    }
-    drain(out)
-}
-
-/// The files a stream follows.
-struct Watched<'a> {
-    log: &'a super::watch::Sub,
-    journal: Option<&'a super::watch::Sub>,
-    journal_path: &'a std::path::Path,
-}
-
-fn pump(
-    shared: &Shared,
-    tail: &mut Tail,
-    out: &mut Out,
-    file: &mut std::fs::File,
-    w: &Watched,
-    tid: &str,
-) -> io::Result<()> {
-    let sub = w.log;
-    let mut journal_seen: Option<u64> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut partial = LineBuf::default();
-    let mut last_journal = Instant::now().checked_sub(JOURNAL_EVERY).unwrap_or_else(Instant::now);
-    let mut last_peek = Instant::now();
-    let mut ended = false;
-    loop {
-        let gen = sub.generation();
-        let mut got = false;
-        // Read what is there now; stop early when the queue is full so the
-        // file is read at the client's pace while drops are being counted.
-        loop {
-            let n = match file.read(&mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if n == 0 {
-                break;
-            }
-            got = true;
-            partial.push(&buf[..n], |l| tail.line_or_too_long(l, out));
-            tail.report_drop(out, false);
-            out.flush()?;
-            // A log that grows faster than it is read keeps us in this loop:
-            // the client is still looked at (gone, or taking nothing) once a tick.
-            out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
-            if tail.exited {
-                break;
-            }
-        }
-        let journal_gen = w.journal.map(|j| j.generation());
-        let journal_due = match journal_gen {
-            Some(g) => journal_seen != Some(g),
-            None => last_journal.elapsed() >= JOURNAL_EVERY,
-        };
-        if !got && !tail.exited && journal_due {
-            last_journal = Instant::now();
-            journal_seen = journal_gen;
-            if task_over(w.journal_path, tid) {
-                // The exit is journaled: what the log holds now is all of it
-                // (read once more), and a final line without a newline is still a line.
-                ended = true;
-            }
-        }
-        if ended && !got {
-            partial.finish(|l| tail.line_or_too_long(l, out));
-        }
-        if tail.exited || (ended && !got) || shared.is_shutting_down() {
-            return end(tail, out);
-        }
-        tail.report_drop(out, false);
-        out.flush()?;
-        out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
-        if out.queued() > 0 {
-            out.wait_writable(Duration::from_millis(20));
-        } else if !got {
-            sub.wait(gen, TICK);
-        }
-    }
-}
-
-/// Sends what is queued, as long as the client takes it (see [`Progress`]), then ends.
-fn drain(out: &mut Out) -> io::Result<()> {
-    loop {
-        out.flush()?;
-        if out.queued() == 0 {
-            return Ok(());
-        }
-        out.progress.check(out.stream, true)?;
-        out.wait_writable(Duration::from_millis(100));
-    }
-}
+mod tap;
 
 /// The longest log line a task stream reads whole: the pipeline's line cap,
 /// so a stream and `normalize-events` read every log the same way. A longer
-/// one is counted as it streams past (its head kept) and becomes one `error`
-/// event, so a stream's memory does not grow with a line.
+/// one is skimmed as it streams past ([`crate::lines`]), so a stream's
+/// memory does not grow with a line.
 pub use crate::pipe::MAX_LINE;
-use crate::pipe::TOO_LONG_HEAD;
-/// Buffers that grew past this for one big line are given back after it.
-const KEEP_CAPACITY: usize = 1 << 20;
-
-/// One line out of [`LineBuf`].
-enum LogLine<'a> {
-    Whole(&'a [u8]),
-    /// Over [`MAX_LINE`]: its first bytes and its whole size.
-    TooLong {
-        head: &'a [u8],
-        size: u64,
-    },
-}
-
-/// Assembles lines from the chunks a followed file is read in: whole lines
-/// inside a chunk are handed over in place; at most [`MAX_LINE`] bytes of
-/// one line are held.
-#[derive(Default)]
-struct LineBuf {
-    partial: Vec<u8>,
-    /// Set while skipping a line over the cap: its size so far (its head is in `partial`).
-    skipping: Option<u64>,
-}
-
-impl LineBuf {
-    fn push(&mut self, chunk: &[u8], mut each: impl FnMut(LogLine)) {
-        let mut start = 0;
-        for i in memchr::memchr_iter(b'\n', chunk) {
-            self.piece(&chunk[start..i], true, &mut each);
-            start = i + 1;
-        }
-        self.piece(&chunk[start..], false, &mut each);
-    }
-
-    /// The last line, when the file ends without a newline.
-    fn finish(&mut self, mut each: impl FnMut(LogLine)) {
-        if !self.partial.is_empty() || self.skipping.is_some() {
-            self.piece(b"", true, &mut each);
-        }
-    }
-
-    fn piece(&mut self, seg: &[u8], ends: bool, each: &mut impl FnMut(LogLine)) {
-        if self.skipping.is_none() && self.partial.len() + seg.len() > MAX_LINE {
-            self.skipping = Some(self.partial.len() as u64);
-            self.partial.truncate(TOO_LONG_HEAD);
-            self.partial.shrink_to(KEEP_CAPACITY);
-        }
-        if let Some(size) = self.skipping.as_mut() {
-            *size += seg.len() as u64;
-            let room = TOO_LONG_HEAD.saturating_sub(self.partial.len()).min(seg.len());
-            self.partial.extend_from_slice(&seg[..room]);
-            if ends {
-                let size = *size;
-                each(LogLine::TooLong { head: &self.partial, size });
-                self.skipping = None;
-                self.partial.clear();
-            }
-            return;
-        }
-        if !ends {
-            self.partial.extend_from_slice(seg);
-        } else if self.partial.is_empty() {
-            each(LogLine::Whole(strip_cr(seg)));
-        } else {
-            self.partial.extend_from_slice(seg);
-            each(LogLine::Whole(strip_cr(&self.partial)));
-            self.partial.clear();
-            self.partial.shrink_to(KEEP_CAPACITY);
-        }
-    }
-}
-
-fn strip_cr(l: &[u8]) -> &[u8] {
-    l.strip_suffix(b"\r").unwrap_or(l)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lines_of(chunks: &[&[u8]]) -> Vec<String> {
-        let mut b = LineBuf::default();
-        let mut out = Vec::new();
-        let mut each = |l: LogLine| {
-            out.push(match l {
-                LogLine::Whole(l) => String::from_utf8_lossy(l).into_owned(),
-                LogLine::TooLong { head, size } => format!("too long {size} {}", head.len()),
-            })
-        };
-        for c in chunks {
-            b.push(c, &mut each);
-        }
-        b.finish(&mut each);
-        assert!(b.partial.capacity() <= KEEP_CAPACITY);
-        out
-    }
-
-    #[test]
-    fn lines_are_assembled_across_chunks_and_capped() {
-        assert_eq!(lines_of(&[b"a\nb", b"c\r\n", b"\nd"]), ["a", "bc", "", "d"]);
-        let big = vec![b'x'; MAX_LINE];
-        assert_eq!(lines_of(&[&big[..10], &big[10..], b"\nz\n"]), ["x".repeat(MAX_LINE), "z".into()]);
-        let over = vec![b'x'; MAX_LINE + 1];
-        let want = [format!("too long {} {TOO_LONG_HEAD}", MAX_LINE + 1), "z".into()];
-        assert_eq!(lines_of(&[&over[..5], &over[5..], b"\nz\n"]), want);
-        assert_eq!(lines_of(&[&over[..], b"\nz\n"]), want);
-        // Unended at the end of the file.
-        assert_eq!(lines_of(&[&over[..]]), [format!("too long {} {TOO_LONG_HEAD}", MAX_LINE + 1)]);
-    }
-}

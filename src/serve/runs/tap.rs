@@ -1,0 +1,1036 @@
+//! One reader and one normalizer per task stream, however many watch.
+//!
+//! The first client of a task's log (in one format) makes its [`Tap`]: the
+//! log's reader, normalizer and framing, and a ring of the frames they made,
+//! in batches shared by every client ([`Arc`]). Each client only copies
+//! batches to its socket (by reference: `writev` from the shared text) and
+//! keeps its own place in the ring and its own resume point. There is no
+//! reader thread: the client that has sent everything made so far and
+//! wants more makes the next batch (the others wait for it, never on it:
+//! the maker's lock is only tried), so the log is read at the pace of the
+//! fastest client.
+//!
+//! The ring keeps [`Tap::retain`] bytes. The reader does not drop the
+//! oldest batch while a client still taking frames (within [`ACTIVE`]) has
+//! not taken it: the spread of clients reading at one pace (their kernel
+//! buffers differ by megabytes) costs nothing. A client that took nothing
+//! for [`ACTIVE`] is not waited for: it, or one joining when the start is
+//! gone, catches up from the log with a reader and normalizer of its own,
+//! and rejoins the ring once it reached what the ring holds. A client that
+//! takes nothing stays where it is until the write timeout lets it go.
+//! Frames of one batch that do not fit a client's queue (a batch larger
+//! than its bound) are dropped and named in one `error` event, as before.
+
+use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
+use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
+use crate::events::{Data, ErrorData, Event, Seq, Writer};
+use crate::lines::KEEP_CAPACITY;
+use crate::lines::{Flow, Line, Lines};
+use crate::normalize::{Adapter, Normalizer, Options};
+use crate::serve::http::{client_gone, Progress};
+use crate::serve::watch::Sub;
+use crate::serve::Shared;
+use crate::sse::{Encoder, SseOptions};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+/// A client that took or wrote nothing for this long is not waited for.
+const ACTIVE: Duration = Duration::from_secs(1);
+
+/// The log is read in pieces of up to this size: one batch of frames each.
+const READ: usize = 128 * 1024;
+
+/// A reader's first piece: small, so a new client's first frame is not
+/// held up by the normalizing of a whole piece (the pieces then double).
+const FIRST_READ: usize = 16 * 1024;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Frames made from one read of the log, shared by every client.
+pub(super) struct Batch {
+    /// The frames' SSE text, one after another.
+    text: Vec<u8>,
+    /// Each frame's id, source seq, and end in `text`.
+    frames: Vec<(AguiId, Seq, usize)>,
+    /// The session id known after these frames (for a drop notice).
+    session: Option<String>,
+}
+
+impl Batch {
+    fn new() -> Batch {
+        Batch { text: Vec::new(), frames: Vec::new(), session: None }
+    }
+
+    fn push(&mut self, id: AguiId, seq: Seq, frame: &[u8]) {
+        self.text.extend_from_slice(frame);
+        self.frames.push((id, seq, self.text.len()));
+    }
+
+    fn last_id(&self) -> Option<AguiId> {
+        self.frames.last().map(|f| f.0)
+    }
+
+    /// The first frame with an id past `after`.
+    fn first_after(&self, after: Option<AguiId>) -> usize {
+        match after {
+            None => 0,
+            Some(a) => self.frames.partition_point(|f| f.0 <= a),
+        }
+    }
+
+    fn start_of(&self, i: usize) -> usize {
+        if i == 0 {
+            0
+        } else {
+            self.frames[i - 1].2
+        }
+    }
+}
+
+/// The events/v1 or AG-UI framing of a stream.
+enum Framing {
+    Events {
+        writer: Writer,
+        enc: Encoder,
+    },
+    /// One events/v1 event becomes zero or more AG-UI events, so each
+    /// frame's `id:` is `<seq>/<k>`: the source event's seq and the frame's
+    /// place among that event's frames. The translation is a pure function
+    /// of the log, so a resumed stream translates from the start again and
+    /// sends only the frames past the client's last id.
+    Agui {
+        tr: Box<Translator>,
+        /// The last source event translated, and how many frames it made
+        /// (the closing frames of `finish` continue its count).
+        last: AguiId,
+    },
+}
+
+/// The log's normalizer and framing, making batches.
+struct Tail {
+    norm: Normalizer,
+    framing: Framing,
+    exited: bool,
+    json: Vec<u8>,
+    /// The log's arrival-time sidecar, when it has one.
+    times: Option<crate::arrival::Reader>,
+    /// Frames up to here are not made at all (a reader of its own resuming).
+    skip_through: Option<AguiId>,
+    batch: Batch,
+    /// The last frame id made or skipped.
+    last: Option<AguiId>,
+}
+
+impl Tail {
+    fn line(&mut self, line: Line) -> Flow {
+        let at = self.times.as_mut().and_then(|t| t.at(self.norm.lines() + 1));
+        let events = match line {
+            Line::Whole(l) => self.norm.push_at(l, at),
+            // Skimmed (a JSON object): read as the original, its long strings cut.
+            Line::TooLong { skim: Some(s), .. } => self.norm.push_at(s, at),
+            // The line keeps its number (so seqs match normalize-events) and is
+            // reported, never held: the normalizer's own report, the same as normalize-events'.
+            Line::TooLong { head, size, .. } => self.norm.push_too_long_at(head, size, at),
+        };
+        for ev in events {
+            if matches!(ev.data, Data::Exit(_)) {
+                self.exited = true;
+            }
+            self.event(&ev);
+        }
+        // One huge event's text is not kept for the rest of the stream.
+        self.json.shrink_to(KEEP_CAPACITY);
+        Flow::Continue
+    }
+
+    fn skip(&mut self, id: AguiId) -> bool {
+        self.last = Some(id);
+        self.skip_through.is_some_and(|a| id <= a)
+    }
+
+    fn event(&mut self, ev: &Event) {
+        match &mut self.framing {
+            Framing::Events { writer, enc } => {
+                let id = AguiId { seq: ev.seq, k: 0 };
+                self.last = Some(id);
+                if self.skip_through.is_some_and(|a| id <= a) {
+                    return;
+                }
+                self.json.clear();
+                writer.write(ev, &mut self.json);
+                let line = self.json.strip_suffix(b"\n").unwrap_or(&self.json);
+                if let Ok(Some(f)) = enc.push(line) {
+                    self.batch.push(id, ev.seq, f.as_bytes());
+                }
+            }
+            Framing::Agui { tr, .. } => {
+                let events = tr.push(ev);
+                self.agui_frames(ev.seq, events);
+            }
+        }
+    }
+
+    fn agui_frames(&mut self, seq: Seq, events: Vec<AguiEvent>) {
+        for a in events {
+            let Framing::Agui { last, .. } = &mut self.framing else { return };
+            if last.seq != seq {
+                *last = AguiId { seq, k: 0 };
+            }
+            let id = *last;
+            last.k += 1;
+            if self.skip(id) {
+                continue;
+            }
+            let frame = crate::sse::frame(None, Some(&format!("{}/{}", id.seq, id.k)), &a.to_json());
+            self.batch.push(id, seq, frame.as_bytes());
+        }
+    }
+
+    /// The normalizer's and translator's last frames.
+    fn finish(&mut self) {
+        for ev in self.norm.finish() {
+            self.event(&ev);
+        }
+        if let Framing::Agui { tr, last } = &mut self.framing {
+            let events = tr.finish();
+            let seq = last.seq;
+            self.agui_frames(seq, events);
+        }
+    }
+
+    fn take_batch(&mut self) -> Batch {
+        let mut b = std::mem::replace(&mut self.batch, Batch::new());
+        b.session = self.norm.session().map(str::to_string);
+        b
+    }
+}
+
+/// What a stream is of: the task's log, its adapter, run and task ids, the framing.
+pub(super) struct Source<'a> {
+    pub l: &'a Loaded,
+    pub log: &'a Path,
+    pub adapter: Adapter,
+    pub run: &'a str,
+    pub task: &'a str,
+    pub agui: bool,
+    pub journal_path: &'a Path,
+}
+
+/// A reader of the log: its file, lines, tail, and when it ends.
+struct Reader {
+    tail: Tail,
+    file: File,
+    lines: Lines,
+    buf: Vec<u8>,
+    /// The size of the next piece read.
+    piece: usize,
+    journal_path: PathBuf,
+    task: String,
+    journal_seen: Option<u64>,
+    last_journal: Instant,
+    /// The journal says the task is over: the log is read to its end once more, then ends.
+    over: bool,
+    ended: bool,
+}
+
+/// One step of a [`Reader`].
+enum Step {
+    /// Frames made (possibly none: lines that made no event).
+    Made(Batch),
+    /// At the end of what the log holds now.
+    Idle,
+    /// The last frames: the stream ends after them.
+    Ended(Batch),
+}
+
+impl Reader {
+    /// A reader from the log's start, or `None` when it cannot be opened.
+    fn open(src: &Source, skip_through: Option<AguiId>) -> Option<Reader> {
+        let file = super::open_log(src.l, src.log).ok().flatten()?;
+        let tail = Tail::new(src, skip_through, Some(&file));
+        Some(Reader {
+            tail,
+            file,
+            lines: Lines::new(MAX_LINE),
+            buf: vec![0; READ],
+            piece: FIRST_READ,
+            journal_path: src.journal_path.to_path_buf(),
+            task: src.task.to_string(),
+            journal_seen: None,
+            last_journal: Instant::now().checked_sub(JOURNAL_EVERY).unwrap_or_else(Instant::now),
+            over: false,
+            ended: false,
+        })
+    }
+}
+
+impl Tail {
+    /// The tail of `src`'s log, opened as `file` (none: a task that wrote no log).
+    fn new(src: &Source, skip_through: Option<AguiId>, file: Option<&File>) -> Tail {
+        let framing = if src.agui {
+            Framing::Agui {
+                tr: Box::new(Translator::new(TranslateOptions {
+                    thread_id: Some(src.run.to_string()),
+                    run_id: Some(src.task.to_string()),
+                })),
+                last: AguiId { seq: Seq { line: 0, sub: 0 }, k: 0 },
+            }
+        } else {
+            Framing::Events {
+                writer: Writer::default(),
+                enc: Encoder::new(SseOptions { id_from: Some("seq".into()), after: None }),
+            }
+        };
+        let mut norm = Normalizer::new(
+            src.adapter,
+            Options { run: Some(src.run.to_string()), task: Some(src.task.to_string()), ..Options::default() },
+        );
+        let mut times = None;
+        if let Some(file) = file {
+            // Timed as every reader of a file times its lines (`Normalizer::push_at`, `crate::arrival`).
+            norm.for_file(crate::arrival::file_time(file));
+            let at = super::open_log(src.l, &crate::arrival::sidecar_path(src.log)).ok().flatten();
+            times = at.and_then(crate::arrival::Reader::from_file);
+        }
+        Tail { norm, framing, exited: false, json: Vec::new(), times, skip_through, batch: Batch::new(), last: None }
+    }
+}
+
+impl Reader {
+    /// Reads what the log holds now (one piece), or looks at the journal
+    /// at its end (`journal_gen`: the journal's watch, when it has one).
+    fn step(&mut self, journal_gen: Option<u64>) -> io::Result<Step> {
+        if self.ended {
+            return Ok(Step::Ended(Batch::new()));
+        }
+        let piece = self.piece;
+        self.piece = (piece * 2).min(READ);
+        let n = loop {
+            match self.file.read(&mut self.buf[..piece]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        };
+        if n > 0 {
+            let tail = &mut self.tail;
+            let mut rest = &self.buf[..n];
+            // An exit event ends the stream: what follows it is not read.
+            while !rest.is_empty() && !tail.exited {
+                let (used, _) = self.lines.push(rest, |l| {
+                    tail.line(l);
+                    if tail.exited {
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
+                    }
+                });
+                rest = &rest[used..];
+            }
+            if self.tail.exited {
+                return Ok(self.end());
+            }
+            return Ok(Step::Made(self.tail.take_batch()));
+        }
+        if self.over {
+            // The exit is journaled and the log was read to its end once
+            // more: a final line without a newline is still a line.
+            let tail = &mut self.tail;
+            self.lines.finish(|l| tail.line(l));
+            return Ok(self.end());
+        }
+        let due = match journal_gen {
+            Some(g) => self.journal_seen != Some(g),
+            None => self.last_journal.elapsed() >= JOURNAL_EVERY,
+        };
+        if due {
+            self.last_journal = Instant::now();
+            self.journal_seen = journal_gen;
+            if task_over(&self.journal_path, &self.task) {
+                self.over = true;
+                return self.step(journal_gen);
+            }
+        }
+        Ok(Step::Idle)
+    }
+
+    /// The stream's end: the normalizer's and translator's last frames.
+    fn end(&mut self) -> Step {
+        self.ended = true;
+        self.tail.finish();
+        Step::Ended(self.tail.take_batch())
+    }
+}
+
+/// The shared frames of a task stream (see the module's doc).
+pub(super) struct Tap {
+    ring: Mutex<Ring>,
+    /// Signalled when frames are added or the stream ends.
+    cv: Condvar,
+    /// The one reader; tried (never waited on) by a client that wants more.
+    reader: Mutex<Option<Reader>>,
+    /// The bytes of frames the ring keeps for clients behind the fastest.
+    retain: usize,
+}
+
+struct Ring {
+    batches: VecDeque<Arc<Batch>>,
+    /// The number of batches ever dropped from the front.
+    first: u64,
+    bytes: usize,
+    /// The last frame id dropped from the front.
+    evicted_through: Option<AguiId>,
+    ended: bool,
+    /// Each client reading the ring: the batch it takes next, and when it
+    /// last took or wrote anything.
+    places: HashMap<u64, (u64, Instant)>,
+    next_client: u64,
+}
+
+impl Ring {
+    fn head(&self) -> u64 {
+        self.first + self.batches.len() as u64
+    }
+
+    /// Where a client that has everything through `after` reads on, when the
+    /// ring still holds all that follows.
+    fn place_after(&self, after: Option<AguiId>) -> Option<u64> {
+        match (self.evicted_through, after) {
+            (None, _) => {}
+            (Some(e), Some(a)) if e <= a => {}
+            _ => return None,
+        }
+        let i = self.batches.partition_point(|b| match (b.last_id(), after) {
+            (Some(last), Some(a)) => last <= a,
+            (None, _) => true,
+            (Some(_), None) => false,
+        });
+        Some(self.first + i as u64)
+    }
+}
+
+type Key = (u64, u64, String, String, &'static str, bool);
+
+/// The taps of all task streams in this process, by log file and framing.
+static TAPS: Mutex<Option<HashMap<Key, Weak<Tap>>>> = Mutex::new(None);
+
+impl Tap {
+    /// The tap of `src`'s log (as `file` is: the same inode), made if none is open.
+    fn get(src: &Source, file: &File, retain: usize) -> Option<Arc<Tap>> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata().ok()?;
+        let key: Key = (m.dev(), m.ino(), src.run.into(), src.task.into(), src.adapter.name(), src.agui);
+        let mut taps = lock(&TAPS);
+        let taps = taps.get_or_insert_with(HashMap::new);
+        if let Some(t) = taps.get(&key).and_then(Weak::upgrade) {
+            return Some(t);
+        }
+        taps.retain(|_, w| w.strong_count() > 0);
+        let reader = Reader::open(src, None)?;
+        let tap = Arc::new(Tap {
+            ring: Mutex::new(Ring {
+                batches: VecDeque::new(),
+                first: 0,
+                bytes: 0,
+                evicted_through: None,
+                ended: false,
+                places: HashMap::new(),
+                next_client: 0,
+            }),
+            cv: Condvar::new(),
+            reader: Mutex::new(Some(reader)),
+            retain,
+        });
+        taps.insert(key, Arc::downgrade(&tap));
+        Some(tap)
+    }
+
+    /// Adds a batch (and the end), keeping the ring within its bound.
+    fn add(&self, b: Batch, ended: bool) {
+        let mut r = lock(&self.ring);
+        if !b.frames.is_empty() {
+            r.bytes += b.text.len();
+            r.batches.push_back(Arc::new(b));
+        }
+        r.ended |= ended;
+        while r.bytes > self.retain && r.batches.len() > 1 {
+            if let Some(old) = r.batches.pop_front() {
+                r.bytes -= old.text.len();
+                r.first += 1;
+                r.evicted_through = old.last_id().or(r.evicted_through);
+            }
+        }
+        drop(r);
+        self.cv.notify_all();
+    }
+
+    /// Makes the next batch when no one else is; false when the log has
+    /// nothing new (or another client is reading it).
+    fn read_on(&self, journal_gen: Option<u64>, finish: bool) -> io::Result<bool> {
+        let Ok(mut reader) = self.reader.try_lock() else { return Ok(false) };
+        let Some(r) = reader.as_mut() else { return Ok(false) };
+        let step = if finish { r.end() } else { r.step(journal_gen)? };
+        match step {
+            Step::Made(b) => self.add(b, false),
+            Step::Ended(b) => {
+                self.add(b, true);
+                *reader = None;
+            }
+            Step::Idle => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// True when reading on would drop a batch that a client still taking
+    /// its frames (within [`ACTIVE`]) has not taken yet: the reader waits
+    /// for it, a little. A client that takes nothing for [`ACTIVE`] is not
+    /// waited for (it catches up from the log when it comes back).
+    fn held(&self) -> bool {
+        let r = lock(&self.ring);
+        r.bytes + READ > self.retain && r.places.values().any(|&(c, active)| c <= r.first && active.elapsed() < ACTIVE)
+    }
+
+    fn wait(&self, head: u64, timeout: Duration) {
+        let r = lock(&self.ring);
+        let _ = self.cv.wait_timeout_while(r, timeout, |r| r.head() == head && !r.ended);
+    }
+}
+
+/// One piece of a client's queue: part of a shared batch, or bytes of its own.
+enum Piece {
+    Shared(Arc<Batch>, usize, usize),
+    Own(Vec<u8>),
+}
+
+impl Piece {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Piece::Shared(b, from, to) => &b.text[*from..*to],
+            Piece::Own(v) => v,
+        }
+    }
+}
+
+/// A response body on a non-blocking socket, with a bounded queue of
+/// pieces written with `writev`.
+pub(super) struct Out<'a> {
+    pub stream: &'a mut TcpStream,
+    pub chunked: bool,
+    queue: VecDeque<Piece>,
+    /// Bytes of the front piece already written.
+    sent: usize,
+    queued: usize,
+    pub cap: usize,
+    /// Seqs dropped since the last `error` event: (first, last).
+    dropped: Option<(Seq, Seq)>,
+    last_write: Instant,
+    /// Whether the client takes what is written (dropped after the write timeout if not).
+    progress: Progress,
+}
+
+impl Out<'_> {
+    pub fn new(stream: &mut TcpStream, chunked: bool, cap: usize, write_timeout: Duration) -> Out<'_> {
+        Out {
+            stream,
+            chunked,
+            queue: VecDeque::new(),
+            sent: 0,
+            queued: 0,
+            cap,
+            dropped: None,
+            last_write: Instant::now(),
+            progress: Progress::new(write_timeout),
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.queued
+    }
+
+    fn has_room(&self) -> bool {
+        self.queued < self.cap
+    }
+
+    fn push_piece(&mut self, p: Piece, len: usize) {
+        if self.chunked {
+            self.push_own(format!("{len:x}\r\n").into_bytes());
+        }
+        // No piece is empty (the chunked end is its size line and CRLF alone).
+        if len > 0 {
+            self.queued += len;
+            self.queue.push_back(p);
+        }
+        if self.chunked {
+            self.push_own(b"\r\n".to_vec());
+        }
+    }
+
+    fn push_own(&mut self, v: Vec<u8>) {
+        self.queued += v.len();
+        self.queue.push_back(Piece::Own(v));
+    }
+
+    /// Queues bytes of its own (a keep-alive, a notice; empty: the chunked end).
+    pub fn push_raw(&mut self, frame: &[u8]) {
+        self.push_piece(Piece::Own(frame.to_vec()), frame.len());
+    }
+
+    /// Queues the frames of `b` past `after` as far as the queue has room,
+    /// and drops the rest (remembering their seqs).
+    fn push_batch(&mut self, b: &Arc<Batch>, after: Option<AguiId>) {
+        let i = b.first_after(after);
+        let from = b.start_of(i);
+        let mut k = i;
+        // An empty queue takes any frame, so one event larger than the
+        // bound (a huge tool result) is late, never lost.
+        while k < b.frames.len() && self.dropped.is_none() {
+            let empty = self.queued == 0 && k == i;
+            if !empty && self.queued + (b.frames[k].2 - from) > self.cap {
+                break;
+            }
+            k += 1;
+        }
+        if k > i {
+            let to = b.start_of(k);
+            self.push_piece(Piece::Shared(b.clone(), from, to), to - from);
+        }
+        if k < b.frames.len() {
+            let (first, last) = (b.frames[k].1, b.frames[b.frames.len() - 1].1);
+            self.dropped = Some(match self.dropped {
+                Some((f, _)) => (f, last),
+                None => (first, last),
+            });
+        }
+    }
+
+    /// Writes what the socket takes now; `Err` when the client is gone.
+    pub fn flush(&mut self) -> io::Result<()> {
+        while !self.queue.is_empty() {
+            let mut slices = [IoSlice::new(&[]); 64];
+            let mut k = 0;
+            for (j, p) in self.queue.iter().take(slices.len()).enumerate() {
+                let bytes = if j == 0 { &p.bytes()[self.sent..] } else { p.bytes() };
+                slices[k] = IoSlice::new(bytes);
+                k += 1;
+            }
+            let mut n = match self.stream.write_vectored(&slices[..k]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.progress.wrote(n);
+            self.last_write = Instant::now();
+            self.queued -= n;
+            while n > 0 {
+                let Some(front) = self.queue.front() else { break };
+                let left = front.bytes().len() - self.sent;
+                if n >= left {
+                    n -= left;
+                    self.sent = 0;
+                    self.queue.pop_front();
+                } else {
+                    self.sent += n;
+                    n = 0;
+                }
+            }
+        }
+        if self.queue.is_empty() {
+            // A batch larger than the bound (taken by an empty queue) is not kept.
+            self.queue.shrink_to(64);
+        }
+        Ok(())
+    }
+
+    /// Once a [`TICK`]: `Err` when the client left, and a keep-alive comment
+    /// (sent now) when nothing was written for `keepalive`.
+    pub fn heartbeat(&mut self, last_peek: &mut Instant, keepalive: Duration) -> io::Result<()> {
+        if last_peek.elapsed() < TICK {
+            return Ok(());
+        }
+        *last_peek = Instant::now();
+        if client_gone(self.stream) {
+            return Err(io::ErrorKind::ConnectionAborted.into());
+        }
+        // Dropping frames keeps our queue bounded, but a client that takes
+        // nothing at all is let go rather than held forever.
+        self.progress.check(self.stream, self.queued() > 0)?;
+        if self.queued() == 0 && self.last_write.elapsed() >= keepalive {
+            self.push_raw(b": keep-alive\n\n");
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded) until the socket takes more.
+    fn wait_writable(&self, timeout: Duration) {
+        let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLOUT)];
+        let _ = poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::ZERO));
+    }
+
+    /// Sends what is queued, as long as the client takes it (see [`Progress`]).
+    fn drain(&mut self) -> io::Result<()> {
+        loop {
+            self.flush()?;
+            if self.queue.is_empty() {
+                return Ok(());
+            }
+            self.progress.check(self.stream, true)?;
+            self.wait_writable(Duration::from_millis(100));
+        }
+    }
+}
+
+/// One client's side: what it has sent, and what it names a drop with.
+struct Client<'a> {
+    src: &'a Source<'a>,
+    /// Frames through this id are not sent: the resume point, then the
+    /// last frame handed on (sent, queued or dropped).
+    after: Option<AguiId>,
+    session: Option<String>,
+}
+
+impl Client<'_> {
+    fn send(&mut self, out: &mut Out, b: &Arc<Batch>) {
+        if b.session.is_some() {
+            self.session.clone_from(&b.session);
+        }
+        out.push_batch(b, self.after);
+        self.after = self.after.max(b.last_id());
+    }
+
+    /// The one `error` event naming what a slow client missed, once the
+    /// queue has room again. Not framed with an `id:`.
+    fn report_drop(&self, out: &mut Out, at_end: bool) {
+        let Some((first, last)) = out.dropped else { return };
+        if out.queued() > out.cap / 2 && !at_end {
+            return;
+        }
+        out.dropped = None;
+        let reason = format!(
+            "the client read too slowly: events {first} to {last} were dropped; reconnect with Last-Event-ID to get them"
+        );
+        let (code, raw) = ("dropped".to_string(), format!("{first}..{last}"));
+        let ts_ms = crate::time::Clock::from_env().now_ms();
+        let frame = if self.src.agui {
+            // Not through the translator: the notice must not change its
+            // state (closing open messages), or a resumed re-translation,
+            // which never sees it, would frame the rest differently.
+            let value = CustomValue::Error(ErrorValue { reason, code, raw });
+            let ev = AguiEvent::Custom { name: "runwire.error", value, timestamp: Some(ts_ms) };
+            crate::sse::frame(None, None, &ev.to_json())
+        } else {
+            let ev = Event {
+                run: Some(self.src.run.to_string()),
+                task: Some(self.src.task.to_string()),
+                session: self.session.clone(),
+                seq: first,
+                ts_ms,
+                data: Data::Error(ErrorData { reason, code, raw, fatal: false }),
+            };
+            crate::sse::frame(Some("error"), None, &ev.to_json())
+        };
+        out.push_raw(frame.as_bytes());
+    }
+
+    /// Ends the stream: the report of anything dropped, the chunked
+    /// terminator, then drains.
+    fn end(&self, out: &mut Out) -> io::Result<()> {
+        self.report_drop(out, true);
+        if out.chunked {
+            // An empty chunk is the chunked body's end: `0\r\n\r\n`.
+            out.push_raw(b"");
+        }
+        out.drain()
+    }
+}
+
+/// The watches a client waits on.
+pub(super) struct Watches<'a> {
+    pub log: &'a Sub,
+    pub journal: Option<&'a Sub>,
+}
+
+/// What a tap's ring keeps: 8 client buffers (`RUNWIRE_STREAM_RETAIN`
+/// bytes overrides it, for tests of clients that fall behind).
+fn retain(stream_buffer: usize) -> usize {
+    static RETAIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let set = RETAIN.get_or_init(|| std::env::var("RUNWIRE_STREAM_RETAIN").ok().and_then(|v| v.trim().parse().ok()));
+    set.unwrap_or(stream_buffer.saturating_mul(8))
+}
+
+/// Serves a task stream whose log is open as `file`, from its start
+/// (frames through `after` are not sent) to the task's end.
+pub(super) fn serve(
+    shared: &Shared,
+    out: &mut Out,
+    src: &Source,
+    file: &File,
+    w: &Watches,
+    after: Option<AguiId>,
+) -> io::Result<()> {
+    let retain = retain(shared.cfg.stream_buffer);
+    let mut client = Client { src, after, session: None };
+    let Some(tap) = Tap::get(src, file, retain) else {
+        // The log went away between opening and now: an empty stream, ended.
+        return client.end(out);
+    };
+    let mut last_peek = Instant::now();
+    let (mut cursor, me) = {
+        let mut r = lock(&tap.ring);
+        let me = r.next_client;
+        r.next_client += 1;
+        (r.place_after(client.after), me)
+    };
+    // Its place is given up when it leaves, however it leaves.
+    struct Leave<'a>(&'a Tap, u64);
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            lock(&self.0.ring).places.remove(&self.1);
+            self.0.cv.notify_all();
+        }
+    }
+    let _leave = Leave(&tap, me);
+    // A reader of its own, kept once made: a client that falls behind again
+    // reads on from where it left the log, not from its start.
+    let mut own = None;
+    loop {
+        let at = match cursor {
+            Some(c) => c,
+            None => {
+                // Not waited for while it reads the log itself.
+                lock(&tap.ring).places.remove(&me);
+                match catch_up(shared, out, &mut client, &tap, w, &mut last_peek, &mut own)? {
+                    Some(c) => c,
+                    None => return Ok(()),
+                }
+            }
+        };
+        cursor = Some(at);
+        // Take what the ring holds for us, as far as our queue has room.
+        let mut take = Vec::new();
+        let (head, ended, fell_off) = {
+            let mut r = lock(&tap.ring);
+            if at < r.first {
+                (r.head(), r.ended, true)
+            } else {
+                let mut c = at;
+                let mut queued = out.queued();
+                while c < r.head() {
+                    let b = &r.batches[(c - r.first) as usize];
+                    if !(queued == 0 || queued + b.text.len() <= out.cap) {
+                        break;
+                    }
+                    queued += b.text.len();
+                    take.push(b.clone());
+                    c += 1;
+                }
+                cursor = Some(c);
+                let was = r.places.get(&me).map_or(Instant::now(), |p| p.1);
+                let active = if take.is_empty() { was.max(out.last_write) } else { Instant::now() };
+                let front = r.first;
+                r.places.insert(me, (c, active));
+                if at <= front && c > front {
+                    // The reader may be waiting for this client to take the oldest batch.
+                    tap.cv.notify_all();
+                }
+                (r.head(), r.ended, false)
+            }
+        };
+        if fell_off {
+            cursor = None;
+            continue;
+        }
+        for b in &take {
+            client.send(out, b);
+        }
+        client.report_drop(out, false);
+        out.flush()?;
+        out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
+        let c = cursor.unwrap_or(head);
+        if shared.is_shutting_down() {
+            // Everyone is leaving: the translator's last frames, once, for all.
+            while tap.read_on(None, true)? {}
+            drain_ring(out, &mut client, &tap, c);
+            return client.end(out);
+        }
+        if c < head {
+            // The next batch waits for room: until the socket takes more.
+            if take.is_empty() || !out.has_room() {
+                out.wait_writable(Duration::from_millis(20));
+            }
+            continue;
+        }
+        if ended {
+            return client.end(out);
+        }
+        if !out.has_room() {
+            out.wait_writable(Duration::from_millis(20));
+            continue;
+        }
+        // At the head: read on ourselves (unless that would leave a client
+        // still taking its frames behind), or wait for whoever is reading.
+        if tap.held() {
+            // Woken when a client takes the oldest batch (or leaves).
+            let r = lock(&tap.ring);
+            let _ = tap.cv.wait_timeout(r, Duration::from_millis(20));
+            continue;
+        }
+        let gen = w.log.generation();
+        if !tap.read_on(w.journal.map(|j| j.generation()), false)? {
+            if tap.reader.try_lock().is_ok() {
+                // Nothing new in the log: wait for it to change (or a tick, for the journal).
+                w.log.wait(gen, TICK.min(JOURNAL_EVERY));
+            } else {
+                tap.wait(head, TICK);
+            }
+        }
+    }
+}
+
+/// Sends whatever the ring holds past `c` (the stream's last frames at a shutdown).
+fn drain_ring(out: &mut Out, client: &mut Client, tap: &Tap, c: u64) {
+    let r = lock(&tap.ring);
+    let take: Vec<Arc<Batch>> = r.batches.iter().skip(c.saturating_sub(r.first) as usize).cloned().collect();
+    drop(r);
+    for b in &take {
+        client.send(out, b);
+    }
+}
+
+/// Catches up from the log with a reader of its own, until what it sent
+/// reaches what the ring holds: `Some(place)` there, `None` when the
+/// stream ended meanwhile.
+fn catch_up(
+    shared: &Shared,
+    out: &mut Out,
+    client: &mut Client,
+    tap: &Tap,
+    w: &Watches,
+    last_peek: &mut Instant,
+    own: &mut Option<Reader>,
+) -> io::Result<Option<u64>> {
+    if own.is_none() {
+        *own = Reader::open(client.src, client.after);
+    }
+    let Some(reader) = own.as_mut() else {
+        client.end(out)?;
+        return Ok(None);
+    };
+    // It is behind what the client was sent: those frames are not made again.
+    reader.tail.skip_through = reader.tail.skip_through.max(client.after);
+    loop {
+        if out.queued() > out.cap / 2 {
+            // Read on only as the client takes it (a batch is sized for half the queue).
+            out.wait_writable(Duration::from_millis(20));
+            out.flush()?;
+            out.heartbeat(last_peek, shared.cfg.keepalive)?;
+            continue;
+        }
+        let gen = w.log.generation();
+        let step = reader.step(w.journal.map(|j| j.generation()))?;
+        let (b, ended, idle) = match step {
+            Step::Made(b) => (b, false, false),
+            Step::Ended(b) => (b, true, false),
+            Step::Idle => (Batch::new(), false, true),
+        };
+        let b = Arc::new(b);
+        client.send(out, &b);
+        client.report_drop(out, ended);
+        out.flush()?;
+        out.heartbeat(last_peek, shared.cfg.keepalive)?;
+        if ended || shared.is_shutting_down() {
+            client.end(out)?;
+            return Ok(None);
+        }
+        // What this reader sent (or skipped) is through `last`: the ring takes over when it holds what follows.
+        let last = reader.tail.last.max(client.after);
+        if let Some(place) = lock(&tap.ring).place_after(last) {
+            client.after = last;
+            return Ok(Some(place));
+        }
+        if idle {
+            w.log.wait(gen, TICK);
+        }
+    }
+}
+
+/// Ends a stream whose task ended without writing a log: the translator's
+/// last frames (an AG-UI run still ends), then the end.
+pub(super) fn end_without_log(out: &mut Out, src: &Source, after: Option<AguiId>) -> io::Result<()> {
+    let mut tail = Tail::new(src, after, None);
+    tail.finish();
+    let mut client = Client { src, after, session: None };
+    client.send(out, &Arc::new(tail.take_batch()));
+    client.end(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(line: u64) -> AguiId {
+        AguiId { seq: Seq { line, sub: 0 }, k: 0 }
+    }
+
+    /// A batch of one frame a line, `bytes` long each.
+    fn batch(lines: std::ops::RangeInclusive<u64>, bytes: usize) -> Arc<Batch> {
+        let mut b = Batch::new();
+        for l in lines {
+            b.push(id(l), id(l).seq, &vec![b'x'; bytes]);
+        }
+        Arc::new(b)
+    }
+
+    #[test]
+    fn a_client_joins_the_ring_only_where_it_holds_all_that_follows() {
+        let mut r = Ring {
+            batches: VecDeque::new(),
+            first: 0,
+            bytes: 0,
+            evicted_through: None,
+            ended: false,
+            places: HashMap::new(),
+            next_client: 0,
+        };
+        assert_eq!(r.place_after(None), Some(0));
+        r.batches.extend([batch(1..=3, 10), batch(4..=6, 10)]);
+        assert_eq!(r.place_after(None), Some(0));
+        assert_eq!(r.place_after(Some(id(3))), Some(1));
+        assert_eq!(r.place_after(Some(id(6))), Some(2));
+        // The first batch is gone: only a client that had it joins.
+        r.batches.pop_front();
+        r.first = 1;
+        r.evicted_through = Some(id(3));
+        assert_eq!(r.place_after(None), None);
+        assert_eq!(r.place_after(Some(id(2))), None);
+        assert_eq!(r.place_after(Some(id(3))), Some(1));
+        assert_eq!(r.place_after(Some(id(5))), Some(1));
+        assert_eq!(r.place_after(Some(id(9))), Some(2));
+    }
+
+    #[test]
+    fn a_full_queue_drops_frames_and_names_them_an_empty_one_takes_any() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut out = Out::new(&mut s, false, 25, Duration::from_secs(1));
+        // An empty queue takes a frame over the bound; the next ones do not fit.
+        out.push_batch(&batch(1..=3, 30), None);
+        assert_eq!(out.queued(), 30);
+        assert_eq!(out.dropped, Some((id(2).seq, id(3).seq)));
+        // Frames already sent (the resume point) are neither queued nor dropped.
+        let mut out = Out::new(&mut s, false, 25, Duration::from_secs(1));
+        out.push_batch(&batch(1..=3, 10), Some(id(1)));
+        assert_eq!((out.queued(), out.dropped), (20, None));
+    }
+}
