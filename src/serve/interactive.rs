@@ -109,19 +109,34 @@ impl State {
         }
     }
 
-    /// One session input; `Ok(true)` when it was an identical replay (nothing sent).
-    fn send(&mut self, input: Input) -> Result<bool, String> {
+    /// One session input; `Ok(true)` when it was an identical replay
+    /// (nothing sent). Never waits for the agent: one that does not read
+    /// its input is [`NotSent::NotReading`].
+    fn send(&mut self, input: Input) -> Result<bool, NotSent> {
         match self.agent.as_ref() {
             Some(a) => a.input(input),
-            None => Err("the agent's session is not running".into()),
+            None => Err(NotSent::Refused("the agent's session is not running".into())),
+        }
+    }
+
+    /// [`send`](State::send) once the room for it was checked: taken
+    /// whatever the agent's input holds (the session's bound still applies).
+    fn send_taken(&mut self, input: Input) -> Result<bool, NotSent> {
+        match self.agent.as_ref() {
+            Some(a) => match a.core.input(input) {
+                Ok(Ok(t)) => Ok(t.replayed),
+                Ok(Err(why)) => Err(NotSent::Refused(why.to_string())),
+                Err(e) => Err(NotSent::Refused(e.to_string())),
+            },
+            None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
     }
 
     /// A message, with whether the session was mid-turn when it took it.
-    fn send_message(&mut self, text: String, by: &str) -> Result<bool, String> {
+    fn send_message(&mut self, text: String, by: &str) -> Result<bool, NotSent> {
         match self.agent.as_ref() {
             Some(a) => a.input_at(Input::Message(MessageInput { text, by: Some(by.into()) })).map(|(_, mid)| mid),
-            None => Err("the agent's session is not running".into()),
+            None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
     }
 
@@ -177,23 +192,79 @@ impl State {
         }
     }
 
-    /// The agent is gone: nobody waits for its requests any more.
-    fn agent_gone(&mut self) {
-        if let Some(mut a) = self.agent.take() {
-            let rc = a.kill();
-            if let Some(rec) = lock(&self.rec).take() {
-                let state = if rc == Some(0) { "committed" } else { "halted" };
-                if let Err(e) = rec.finish(state, rc, None) {
-                    crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
-                }
-            }
+    /// The agent is gone: nobody waits for its requests any more. What is
+    /// returned is stopped by the caller ([`Gone::stop`]) once it has let
+    /// go of the thread's lock: stopping waits for the process.
+    #[must_use]
+    fn agent_gone(&mut self) -> Option<Gone> {
+        let gone = self.agent.take().map(|live| {
+            // Its input closes now: nothing queued for it is written.
+            live.core.close_agent_input();
             // The ended session's sink keeps the old slot: a late line of
             // it never lands in the next session's record.
-            self.rec = Arc::new(Mutex::new(None));
-        }
+            let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
+            Gone { live, rec }
+        });
         self.rx = None;
         self.turns_open = 0;
         self.stop_requested = false;
+        gone
+    }
+}
+
+/// Why a session input was not sent.
+#[derive(Debug)]
+enum NotSent {
+    /// The session refused it (nothing was written): why.
+    Refused(String),
+    /// The agent is not reading its input: nothing was taken; try again later.
+    NotReading(String),
+}
+
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSent::Refused(m) | NotSent::NotReading(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Seconds a client is told to wait (`Retry-After`) when the agent does not read.
+const RETRY_AFTER: &str = "1";
+
+/// A session taken off its thread, to be stopped outside any lock.
+struct Gone {
+    live: Live,
+    rec: Arc<Mutex<Option<Recorder>>>,
+}
+
+impl Gone {
+    /// Stops the agent's process group (TERM and CONT, the grace, KILL),
+    /// reaps it and ends the record.
+    fn stop(self) {
+        let rc = self.live.kill();
+        if let Some(rec) = lock(&self.rec).take() {
+            let state = if rc == Some(0) { "committed" } else { "halted" };
+            if let Err(e) = rec.finish(state, rc, None) {
+                crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
+            }
+        }
+    }
+
+    /// Stopped in the background (nobody waits for it).
+    fn stop_later(self) {
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let s2 = slot.clone();
+        let spawned = std::thread::Builder::new().name("session stop".into()).spawn(move || {
+            if let Some(g) = lock(&s2).take() {
+                g.stop();
+            }
+        });
+        if spawned.is_err() {
+            if let Some(g) = lock(&slot).take() {
+                g.stop();
+            }
+        }
     }
 }
 
@@ -231,7 +302,12 @@ impl Sessions {
                 .min_by_key(|(at, _)| *at)
                 .map(|(_, th)| th.clone());
             match idle {
-                Some(th) => lock(&th.st).agent_gone(),
+                Some(th) => {
+                    // Stopped in the background: this lock is every thread's.
+                    if let Some(g) = lock(&th.st).agent_gone() {
+                        g.stop_later();
+                    }
+                }
                 None => {
                     return Err(format!(
                         "{MAX_SESSIONS} interactive sessions are busy (running a turn or waiting for an answer); try again later"
@@ -263,13 +339,24 @@ impl Sessions {
         lock(&self.threads).get(&thread).cloned()
     }
 
-    /// Ends every session (server shutdown).
+    /// Ends every session (server shutdown): each is told to end, every
+    /// process group is signalled at once, and each is reaped within its
+    /// grace (then killed): the whole takes one grace, not one per session.
     pub fn end_all(&self) {
         let all: Vec<Arc<Thread>> = lock(&self.threads).values().cloned().collect();
-        for th in all {
-            let mut st = lock(&th.st);
-            let _ = st.send(Input::End(Who { by: Some(super::BIN.into()) }));
-            st.agent_gone();
+        let gone: Vec<Gone> = all
+            .iter()
+            .filter_map(|th| {
+                let mut st = lock(&th.st);
+                let _ = st.send(Input::End(Who { by: Some(super::BIN.into()) }));
+                st.agent_gone()
+            })
+            .collect();
+        for g in &gone {
+            lock(&g.live.child).terminate();
+        }
+        for g in gone {
+            g.stop();
         }
     }
 }
@@ -448,7 +535,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 let id = a.id.clone();
                 if let Err(m) = st.send(Input::Answer(a)) {
                     drop(st);
-                    return fail(run, format!("resume: interrupt {id:?}: {m}"), "resume_refused");
+                    let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "resume_refused" };
+                    return fail(run, format!("resume: interrupt {id:?}: {m}"), code);
                 }
             }
             if st.turns_open == 0 && st.open().is_empty() {
@@ -502,7 +590,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
             let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
             if let Err(m) = st.send(msg) {
                 drop(st);
-                return fail(run, m, "agent_gone");
+                let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };
+                return fail(run, m.to_string(), code);
             }
             st.turns_open += 1;
             st.stop_requested = false;
@@ -662,7 +751,10 @@ fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
             // The process ends: shown as the run's end (RUN_ERROR or finished).
             let out = run.tr.push(&ev);
             run.emit(out)?;
-            lock(&th.st).agent_gone();
+            let gone = lock(&th.st).agent_gone();
+            if let Some(g) = gone {
+                g.stop();
+            }
             continue;
         }
         let out = run.tr.push(&ev);
@@ -685,7 +777,10 @@ fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
             Data::Exit(_) => {
                 let out = run.tr.push(&ev);
                 run.emit(out)?;
-                lock(&th.st).agent_gone();
+                let gone = lock(&th.st).agent_gone();
+                if let Some(g) = gone {
+                    g.stop();
+                }
                 return Ok(true);
             }
             _ => {}
@@ -738,14 +833,12 @@ fn raise(run: &Run, th: &Thread, r: &crate::events::InputRequest) {
 }
 
 fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
-    let mut st = lock(&th.st);
-    let rc = st.agent.as_ref().and_then(Live::exit_code);
-    for ev in st.norm.finish() {
-        let out = run.tr.push(&ev);
-        run.emit(out)?;
-    }
-    if !run.tr.is_terminated() {
-        let ev = Event {
+    // Taken under the lock, written to the client after it.
+    let (mut events, exit, gone) = {
+        let mut st = lock(&th.st);
+        let rc = st.agent.as_ref().and_then(Live::exit_code);
+        let events = st.norm.finish();
+        let exit = Event {
             run: None,
             task: None,
             session: st.norm.session().map(str::to_string),
@@ -757,10 +850,19 @@ fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
                 detail: Some("the agent's session ended".into()),
             }),
         };
+        (events, exit, st.agent_gone())
+    };
+    if let Some(g) = gone {
+        g.stop();
+    }
+    for ev in events.drain(..) {
         let out = run.tr.push(&ev);
         run.emit(out)?;
     }
-    st.agent_gone();
+    if !run.tr.is_terminated() {
+        let out = run.tr.push(&exit);
+        run.emit(out)?;
+    }
     Ok(End::Done)
 }
 
@@ -785,7 +887,10 @@ fn recorder(shared: &Shared, input: &super::agui::RunInput) -> Option<Recorder> 
 
 /// `POST /runs/:id/tasks/:tid/answer|steer|stop|kill` for a session this
 /// server holds; `None` when `id` is not one (the caller goes on to the
-/// supervisor).
+/// supervisor). The answer is decided under the thread's lock and written
+/// to the client after it; nothing here waits for the agent: an agent that
+/// does not read its input gets `503` with `Retry-After`, and `kill` waits
+/// only for the process group to be gone (its grace, then SIGKILL).
 pub fn control_post(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -796,175 +901,201 @@ pub fn control_post(
     cors: &[(&'static str, String)],
 ) -> Option<Close> {
     let th = shared.sessions.by_record(id)?;
-    let reply = |stream: &mut TcpStream, code: u16, v: Value| {
-        let _ = respond(stream, code, cors, &v.to_string());
-        Close::Linger
-    };
     if task != TASK {
         respond_error(stream, 404, cors, &format!("run {id} has one task, {TASK:?}"));
         return Some(Close::Linger);
     }
-    let mut st = lock(&th.st);
-    if st.agent.is_none() && verb != "kill" {
-        let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
-        return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+    if !matches!(verb, "answer" | "steer" | "stop" | "kill") {
+        return None;
     }
     let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
     let Value::Object(b) = v else {
         respond_error(stream, 400, cors, "the body must be a JSON object");
         return Some(Close::Linger);
     };
-    Some(match verb {
-        "answer" => {
-            // The session input's own answer, with `request` naming the id.
-            let mut a = b.clone();
-            let Some(rid) = a.remove("request") else {
-                respond_error(stream, 400, cors, "answer body: request (the request id) is required");
-                return Some(Close::Linger);
+    let r = if verb == "kill" {
+        // Taken off the thread under its lock, stopped after it.
+        let gone = lock(&th.st).agent_gone();
+        if let Some(g) = gone {
+            g.stop();
+        }
+        Reply::Ok(
+            json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}),
+        )
+    } else {
+        let mut st = lock(&th.st);
+        if st.agent.is_none() {
+            let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
+            Reply::Conflict(m.into())
+        } else {
+            match verb {
+                "answer" => answer_route(&mut st, b),
+                "steer" => steer_route(shared, &mut st, &b),
+                _ => stop_route(&mut st),
+            }
+        }
+    };
+    match r {
+        Reply::Ok(v) => {
+            let _ = respond(stream, 200, cors, &v.to_string());
+        }
+        Reply::Conflict(m) => {
+            let _ = respond(stream, 409, cors, &json!({"ok": false, "detail": m}).to_string());
+        }
+        Reply::NotReading(m) => {
+            let mut h = cors.to_vec();
+            h.push(("Retry-After", RETRY_AFTER.into()));
+            let v = json!({"ok": false, "code": "agent_not_reading", "detail": m});
+            let _ = respond(stream, 503, &h, &v.to_string());
+        }
+        Reply::Bad(m) => respond_error(stream, 400, cors, &m),
+    }
+    Some(Close::Linger)
+}
+
+/// A task route's answer, decided under the thread's lock.
+enum Reply {
+    Ok(Value),
+    /// 409: the session refused it.
+    Conflict(String),
+    /// 503 + `Retry-After`: the agent does not read its input.
+    NotReading(String),
+    /// 400: the body is wrong.
+    Bad(String),
+}
+
+impl From<NotSent> for Reply {
+    fn from(e: NotSent) -> Reply {
+        match e {
+            NotSent::Refused(m) => Reply::Conflict(m),
+            NotSent::NotReading(m) => Reply::NotReading(m),
+        }
+    }
+}
+
+fn answer_route(st: &mut State, b: serde_json::Map<String, Value>) -> Reply {
+    // The session input's own answer, with `request` naming the id.
+    let mut a = b.clone();
+    let Some(rid) = a.remove("request") else {
+        return Reply::Bad("answer body: request (the request id) is required".into());
+    };
+    a.insert("id".into(), rid);
+    a.insert("type".into(), "answer".into());
+    a.entry("by").or_insert_with(|| "task route".into());
+    // Answers to a question are held to its choices, as on /agui.
+    if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str)) {
+        if let Some((req, _)) = st.raised.get(rid) {
+            let e = super::interrupts::ResumeEntry {
+                interrupt_id: rid.clone(),
+                status: "resolved".into(),
+                payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
             };
-            a.insert("id".into(), rid);
-            a.insert("type".into(), "answer".into());
-            a.entry("by").or_insert_with(|| "task route".into());
-            // Answers to a question are held to its choices, as on /agui.
-            if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str))
-            {
-                if let Some((req, _)) = st.raised.get(rid) {
-                    let e = super::interrupts::ResumeEntry {
-                        interrupt_id: rid.clone(),
-                        status: "resolved".into(),
-                        payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
-                    };
-                    if let Err(m) = super::interrupts::answer_for(req, &e, "check") {
-                        respond_error(stream, 400, cors, &format!("answer body: {m}"));
-                        return Some(Close::Linger);
-                    }
-                }
+            if let Err(m) = super::interrupts::answer_for(req, &e, "check") {
+                return Reply::Bad(format!("answer body: {m}"));
             }
-            let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
-                Ok(i @ Input::Answer(_)) => i,
-                Ok(_) | Err(_) => {
-                    let e = Input::parse(Value::Object(b).to_string().as_bytes()).err().unwrap_or_default();
-                    respond_error(
-                        stream,
-                        400,
-                        cors,
-                        &format!("answer body: {{request, decision: allow|deny|answer|cancelled, scope?, updated_input?, answers?, message?, by?}} expected{}", if e.is_empty() { String::new() } else { format!(" ({e})") }),
-                    );
-                    return Some(Close::Linger);
+        }
+    }
+    let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
+        Ok(i @ Input::Answer(_)) => i,
+        Ok(_) | Err(_) => {
+            let e = Input::parse(Value::Object(b).to_string().as_bytes()).err().unwrap_or_default();
+            return Reply::Bad(format!("answer body: {{request, decision: allow|deny|answer|cancelled, scope?, updated_input?, answers?, message?, by?}} expected{}", if e.is_empty() { String::new() } else { format!(" ({e})") }));
+        }
+    };
+    match st.send(input) {
+        Ok(replayed) => Reply::Ok(
+            json!({"ok": true, "sent": !replayed, "detail": if replayed { "already decided the same way; not sent again" } else { "sent to the agent" }}),
+        ),
+        Err(e) => e.into(),
+    }
+}
+
+fn steer_route(shared: &Shared, st: &mut State, b: &serde_json::Map<String, Value>) -> Reply {
+    let msg = match b.get("msg") {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => s.clone(),
+        _ => return Reply::Bad("steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}".into()),
+    };
+    let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
+    if !st.open().is_empty() {
+        return Reply::Conflict(
+            "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering".into(),
+        );
+    }
+    // (The session ignores an interrupt when no turn runs.)
+    if interrupt {
+        if let Err(e) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
+            return e.into();
+        }
+    }
+    match st.send_message(msg, "steer") {
+        Ok(mid_turn) => {
+            // Whether a turn runs is the session's word, taken with the
+            // message: the run's own count lags when the turn has just
+            // ended (a steer then starts the next turn, which the run
+            // streaming the thread follows). Written into the running
+            // turn, the message joins it; after an interrupt (or when
+            // idle) it starts a turn of its own. ACP has no live steer:
+            // the session cancels the turn and prompts again, a turn of
+            // its own too.
+            let acp = agent_kind(shared.cfg.adapter).mid_turn() == crate::session::MidTurn::CancelsAndPrompts;
+            let codex = shared.cfg.adapter == crate::normalize::Adapter::Codex;
+            if !mid_turn || interrupt || acp {
+                st.turns_open += 1;
+            }
+            let how = match (mid_turn, interrupt) {
+                (false, _) => "no turn was running: the message started one",
+                (true, true) if codex => "the turn was interrupted; the message starts a new one once it has ended",
+                (true, true) => "the turn was interrupted and the message started a new one",
+                (true, false) if acp => {
+                    "ACP cannot steer a running turn: the turn was cancelled and the message prompts again"
                 }
+                (true, false) if codex => {
+                    "written into the running turn (live steer); should codex find that turn already over, the message starts the next turn"
+                }
+                (true, false) => "written into the running turn (live steer)",
             };
-            match st.send(input) {
-                Ok(replayed) => reply(
-                    stream,
-                    200,
-                    json!({"ok": true, "sent": !replayed, "detail": if replayed { "already decided the same way; not sent again" } else { "sent to the agent" }}),
-                ),
-                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
-            }
+            Reply::Ok(json!({"ok": true, "live": true, "detail": how}))
         }
-        "steer" => {
-            let msg = match b.get("msg") {
-                Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => {
-                    s.clone()
-                }
-                _ => {
-                    respond_error(stream, 400, cors, "steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}");
-                    return Some(Close::Linger);
-                }
-            };
-            let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
-            if !st.open().is_empty() {
-                let m =
-                    "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
-                return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
-            }
-            // (The session ignores an interrupt when no turn runs.)
-            if interrupt {
-                if let Err(m) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
-                    return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
-                }
-            }
-            match st.send_message(msg, "steer") {
-                Ok(mid_turn) => {
-                    // Whether a turn runs is the session's word, taken with the
-                    // message: the run's own count lags when the turn has just
-                    // ended (a steer then starts the next turn, which the run
-                    // streaming the thread follows). Written into the running
-                    // turn, the message joins it; after an interrupt (or when
-                    // idle) it starts a turn of its own. ACP has no live steer:
-                    // the session cancels the turn and prompts again, a turn of
-                    // its own too.
-                    // ACP cannot steer: the protocol's own word, as the supervisor takes it.
-                    let acp = agent_kind(shared.cfg.adapter).mid_turn() == crate::session::MidTurn::CancelsAndPrompts;
-                    let codex = shared.cfg.adapter == crate::normalize::Adapter::Codex;
-                    if !mid_turn || interrupt || acp {
-                        st.turns_open += 1;
-                    }
-                    let how = match (mid_turn, interrupt) {
-                        (false, _) => "no turn was running: the message started one",
-                        (true, true) if codex => {
-                            "the turn was interrupted; the message starts a new one once it has ended"
-                        }
-                        (true, true) => "the turn was interrupted and the message started a new one",
-                        // ACP cannot take a message into a running turn: the session cancels it and prompts again.
-                        (true, false) if acp => {
-                            "ACP cannot steer a running turn: the turn was cancelled and the message prompts again"
-                        }
-                        (true, false) if codex => {
-                            "written into the running turn (live steer); should codex find that turn already over, the message starts the next turn"
-                        }
-                        (true, false) => "written into the running turn (live steer)",
-                    };
-                    reply(stream, 200, json!({"ok": true, "live": true, "detail": how}))
-                }
-                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
-            }
+        Err(e) => e.into(),
+    }
+}
+
+fn stop_route(st: &mut State) -> Reply {
+    let open = st.open();
+    // With no run streaming (the thread holds the output), a turn
+    // that ended unseen still counts in `turns_open`: the session's
+    // own word decides, and no stale stop is left for a later run.
+    let unseen_end = st.rx.is_some() && st.agent.is_some();
+    if (st.turns_open == 0 || unseen_end) && open.is_empty() && !st.mid_turn() {
+        return Reply::Ok(json!({"ok": true, "detail": "no turn is running; the session stays"}));
+    }
+    // The agent not reading: nothing is taken (not even the cancels), so a retry does it all.
+    if let Some(a) = st.agent.as_ref() {
+        if let Err(crate::session::writer::Full::NotReading { .. }) = a.core_check(Input::Interrupt(Who::default())) {
+            let why = crate::session::Refused::NotReading { waiting: a.core.unread_input() };
+            return Reply::NotReading(why.to_string());
         }
-        "stop" => {
-            let open = st.open();
-            // With no run streaming (the thread holds the output), a turn
-            // that ended unseen still counts in `turns_open`: the session's
-            // own word decides, and no stale stop is left for a later run.
-            let unseen_end = st.rx.is_some() && st.agent.is_some();
-            if (st.turns_open == 0 || unseen_end) && open.is_empty() && !st.mid_turn() {
-                return Some(reply(
-                    stream,
-                    200,
-                    json!({"ok": true, "detail": "no turn is running; the session stays"}),
-                ));
-            }
-            // Open requests are cancelled (denied as abandoned) before the turn is interrupted.
-            for rid in open {
-                let a = crate::session::input::AnswerInput {
-                    id: rid,
-                    decision: crate::session::input::Decision::Cancelled,
-                    scope: None,
-                    updated_input: None,
-                    answers: None,
-                    message: Some("The user stopped the turn.".into()),
-                    mode: None,
-                    by: Some("stop".into()),
-                };
-                let _ = st.send(Input::Answer(a));
-            }
-            st.stop_requested = true;
-            match st.send(Input::Interrupt(Who { by: Some("stop".into()) })) {
-                Ok(_) => {
-                    reply(stream, 200, json!({"ok": true, "detail": "the turn was interrupted; the session stays"}))
-                }
-                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
-            }
-        }
-        "kill" => {
-            st.agent_gone();
-            reply(
-                stream,
-                200,
-                json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}),
-            )
-        }
-        _ => return None,
-    })
+    }
+    // Room was checked: the cancels and the interrupt are taken whole, never half.
+    // Open requests are cancelled (denied as abandoned) before the turn is interrupted.
+    for rid in open {
+        let a = crate::session::input::AnswerInput {
+            id: rid,
+            decision: crate::session::input::Decision::Cancelled,
+            scope: None,
+            updated_input: None,
+            answers: None,
+            message: Some("The user stopped the turn.".into()),
+            mode: None,
+            by: Some("stop".into()),
+        };
+        let _ = st.send_taken(Input::Answer(a));
+    }
+    st.stop_requested = true;
+    match st.send_taken(Input::Interrupt(Who { by: Some("stop".into()) })) {
+        Ok(_) => Reply::Ok(json!({"ok": true, "detail": "the turn was interrupted; the session stays"})),
+        Err(e) => e.into(),
+    }
 }
 
 /// The server's AG-UI `AgentCapabilities` (`GET /agui/capabilities`, and
@@ -1310,19 +1441,20 @@ impl Live {
     }
 
     /// One session input: `Ok(true)` for an identical replay (nothing sent);
-    /// `Err` says why the session refused it (nothing was written).
-    fn input(&self, input: Input) -> Result<bool, String> {
+    /// `Err` says why it was not sent (nothing was written).
+    fn input(&self, input: Input) -> Result<bool, NotSent> {
         self.input_at(input).map(|(replayed, _)| replayed)
     }
 
     /// [`input`](Live::input), and whether a turn was running when the
     /// session took it (decided under the session's lock, with the input:
     /// a message then joins that turn, else it starts one).
-    fn input_at(&self, input: Input) -> Result<(bool, bool), String> {
-        match self.core.input(input) {
+    fn input_at(&self, input: Input) -> Result<(bool, bool), NotSent> {
+        match self.core.command(input) {
             Ok(Ok(t)) => Ok((t.replayed, t.mid_turn)),
-            Ok(Err(why)) => Err(why.to_string()),
-            Err(e) => Err(e.to_string()),
+            Ok(Err(why @ crate::session::Refused::NotReading { .. })) => Err(NotSent::NotReading(why.to_string())),
+            Ok(Err(why)) => Err(NotSent::Refused(why.to_string())),
+            Err(e) => Err(NotSent::Refused(e.to_string())),
         }
     }
 
@@ -1338,6 +1470,11 @@ impl Live {
         self.core.query(|s, _| s.phase() == crate::session::Phase::Turn)
     }
 
+    /// Whether the agent's input has room for `input` now.
+    fn core_check(&self, input: Input) -> Result<(), crate::session::writer::Full> {
+        self.core.check_room(&input)
+    }
+
     /// Open request ids, oldest first (requests past their time are expired first).
     fn open(&self) -> Vec<String> {
         let _ = self.core.tick();
@@ -1348,8 +1485,8 @@ impl Live {
         lock(&self.child).try_wait()
     }
 
-    /// Stops the agent's process group (TERM, grace, KILL) and reaps it.
-    fn kill(&mut self) -> Option<i64> {
+    /// Stops the agent's process group (TERM and CONT, grace, KILL) and reaps it.
+    fn kill(&self) -> Option<i64> {
         self.core.close_agent_input();
         Some(lock(&self.child).stop())
     }

@@ -12,6 +12,7 @@
 //! threads: `runwire-session` and `runwire-serve` run the same IO code.
 
 use super::proc::{self, Proc, Spec};
+use super::writer::{Full, Writer};
 use super::{Agent, Input, Refused, Session, Step};
 use crate::session::record::InputRecord;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Longest agent line taken whole; the rest of a longer line is dropped
@@ -233,9 +234,19 @@ pub struct Core<A: Agent, O: Output> {
     /// a reader that took as many has seen the state [`Core::query`] shows.
     produced: AtomicU64,
     out: Mutex<Option<O>>,
-    stdin: Mutex<Option<ChildStdin>>,
+    /// The agent's input: queued here, written by its own thread, so no
+    /// step ever waits for the agent to read.
+    stdin: Arc<Writer>,
     journal: Option<JournalTo>,
     report: Mutex<Box<dyn FnMut(String) + Send>>,
+}
+
+impl<A: Agent, O: Output> Drop for Core<A, O> {
+    fn drop(&mut self) {
+        // The writer's thread holds its own handle: the input closes once
+        // what is queued is written (or the agent is gone).
+        self.stdin.close_after_queue();
+    }
 }
 
 impl<A: Agent, O: Output> Core<A, O> {
@@ -252,7 +263,7 @@ impl<A: Agent, O: Output> Core<A, O> {
             session: Mutex::new(session),
             produced: AtomicU64::new(0),
             out: Mutex::new(Some(out)),
-            stdin: Mutex::new(stdin),
+            stdin: Writer::start(stdin),
             journal,
             report: Mutex::new(report),
         }
@@ -282,13 +293,32 @@ impl<A: Agent, O: Output> Core<A, O> {
         Ok(s)
     }
 
-    /// One session input (the loop's, or an in-process caller's): requests
+    /// One session input line (the loop's): never refused for want of
+    /// room, the person feeding the session's input paces it. Requests
     /// past their time are expired first, so a late answer is refused as
     /// expired. `Ok(Err(_))`: refused, nothing written.
     pub fn input(&self, input: Input) -> io::Result<Result<Taken, Refused>> {
+        self.take(input, false)
+    }
+
+    /// An in-process caller's command (the server's routes): as
+    /// [`input`](Core::input), but refused at once
+    /// ([`Refused::NotReading`]) when the agent has not read what it was
+    /// sent and this would overflow its input's queue, so the caller never
+    /// waits for the agent.
+    pub fn command(&self, input: Input) -> io::Result<Result<Taken, Refused>> {
+        self.take(input, true)
+    }
+
+    fn take(&self, input: Input, bounded: bool) -> io::Result<Result<Taken, Refused>> {
         let now = now_ms();
         let (expired, r, mid_turn) = {
             let mut s = lock(&self.session);
+            if bounded {
+                if let Err(Full::NotReading { waiting }) = self.stdin.check(input.size()) {
+                    return Ok(Err(Refused::NotReading { waiting }));
+                }
+            }
             let mut expired = s.tick(now);
             let mid_turn = s.phase() == super::Phase::Turn;
             let mut r = s.input(input, now);
@@ -333,9 +363,24 @@ impl<A: Agent, O: Output> Core<A, O> {
         self.step(|s| s.tick(now_ms())).map(drop)
     }
 
-    /// Closes the agent's input (the agent is being stopped).
+    /// Closes the agent's input now, dropping what is queued (the agent
+    /// is being stopped). Never waits for the agent.
     pub fn close_agent_input(&self) {
-        *lock(&self.stdin) = None;
+        self.stdin.close_now();
+    }
+
+    /// Whether the agent's input has room for `input` now (as
+    /// [`command`](Core::command) would check it).
+    pub fn check_room(&self, input: &Input) -> Result<(), Full> {
+        match self.stdin.check(input.size()) {
+            Err(Full::Closed) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Bytes written to the agent that it has not read yet.
+    pub fn unread_input(&self) -> usize {
+        self.stdin.waiting()
     }
 
     fn apply(&self, s: &Step) -> io::Result<()> {
@@ -348,27 +393,13 @@ impl<A: Agent, O: Output> Core<A, O> {
                 o.end_step()?;
             }
         }
-        if !s.to_agent.is_empty() || s.close_agent_input {
-            let mut stdin = lock(&self.stdin);
-            if let Some(w) = stdin.as_mut() {
-                let mut buf = Vec::new();
-                for l in &s.to_agent {
-                    buf.extend_from_slice(l);
-                    buf.push(b'\n');
-                }
-                if !buf.is_empty() {
-                    if let Err(e) = w.write_all(&buf).and_then(|()| w.flush()) {
-                        // The agent stopped reading (it exited): its output says why.
-                        *stdin = None;
-                        drop(stdin);
-                        self.report(format!("agent input: {e}"));
-                        stdin = lock(&self.stdin);
-                    }
-                }
-            }
-            if s.close_agent_input {
-                *stdin = None;
-            }
+        if let Err(Full::NotReading { waiting }) = self.stdin.push(&s.to_agent) {
+            self.report(format!(
+                "agent input: the agent has not read {waiting} bytes written to it; nothing more is written to it"
+            ));
+        }
+        if s.close_agent_input {
+            self.stdin.close_after_queue();
         }
         if let Some(j) = &self.journal {
             let now = now_ms();
@@ -427,7 +458,7 @@ fn drive_until_eof<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) 
                 }
             }
             Ok(Event::Input(i, reply)) => {
-                let answer = core.input(i)?;
+                let answer = core.command(i)?;
                 if let Some(reply) = reply {
                     let _ = reply.send(answer.map(|t| t.replayed));
                 }

@@ -28,6 +28,19 @@ pub enum Input {
     End(Who),
 }
 
+impl Input {
+    /// About how many bytes it makes on the agent's input (its own JSON,
+    /// plus the agent protocol's envelope): what a bounded input queue
+    /// checks before taking it.
+    pub fn size(&self) -> usize {
+        const ENVELOPE: usize = 512;
+        match self {
+            Input::Message(m) => m.text.len() + ENVELOPE,
+            other => serde_json::to_vec(other).map_or(0, |v| v.len()) + ENVELOPE,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageInput {

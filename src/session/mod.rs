@@ -25,6 +25,7 @@ pub mod input;
 pub mod launch;
 pub mod proc;
 pub mod record;
+pub mod writer;
 
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
 pub use input::{AnswerInput, Input};
@@ -186,6 +187,10 @@ pub enum Refused {
     Invalid(String),
     /// The session has ended.
     Ended,
+    /// The agent has not read what it was sent (`waiting` bytes wait) and
+    /// this would overflow its input's queue: nothing was taken; try again
+    /// later (an in-process caller's command only, [`driver::Core::command`]).
+    NotReading { waiting: usize },
 }
 
 impl fmt::Display for Refused {
@@ -198,6 +203,10 @@ impl fmt::Display for Refused {
             Refused::Expired(id) => write!(f, "request {id:?} expired and was denied before this answer came"),
             Refused::Invalid(why) => f.write_str(why),
             Refused::Ended => f.write_str("the session has ended"),
+            Refused::NotReading { waiting } => write!(
+                f,
+                "the agent is not reading its input ({waiting} bytes written to it wait unread); nothing was sent, try again later"
+            ),
         }
     }
 }
