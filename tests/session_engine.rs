@@ -302,3 +302,99 @@ fn a_stopped_agent_never_wedges_and_is_killed() {
     assert_eq!(code, Some(0), "the server exits 0 (after {took:?})");
     assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
 }
+
+/// A fake claude that finishes its turn, then, once `go` exists, prints
+/// `noise` (megabytes) without pause and stays alive: an idle session whose
+/// agent keeps printing.
+fn printing_agent(dir: &Path) -> PathBuf {
+    script(
+        dir,
+        "printing.sh",
+        &format!(
+            r#"read -r a; read -r b
+echo '{{"type":"system","subtype":"init","session_id":"s-p$$","tools":[],"model":"m"}}'
+echo '{{"type":"assistant","message":{{"id":"m1","role":"assistant","content":[{{"type":"text","text":"done"}}]}},"session_id":"s-p$$"}}'
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s-p$$"}}'
+while [ ! -e {go} ]; do sleep 0.1; done
+cat {noise}
+touch {dir}/printed.$$
+while read -r l; do :; done
+"#,
+            go = dir.join("go").display(),
+            noise = dir.join("noise").display(),
+            dir = dir.display()
+        ),
+    )
+}
+
+fn status_kb(pid: i32, key: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let l = s.lines().find(|l| l.starts_with(key)).unwrap_or_else(|| panic!("{key} in /proc/{pid}/status"));
+    l.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// 64 live sessions (the most a server holds) whose agents print 8 MB each
+/// without pause after their turn, while nobody streams them, unrecorded
+/// (`--no-record`: no file holds their lines): the server's peak RSS stays
+/// under 256 MB (it held every line before: over 512 MB); what it could not
+/// hold is a reported gap, not memory.
+#[test]
+fn sixty_four_printing_sessions_stay_under_256_mb() {
+    const SESSIONS: usize = 64;
+    let mut s = Server::start("engine-rss", printing_agent, &["--no-record"]);
+    let line = format!("{{\"type\":\"noise\",\"x\":\"{}\"}}\n", "x".repeat(64 * 1024));
+    let noise: String = std::iter::repeat_n(line.as_str(), 128).collect();
+    std::fs::write(s.dir.join("noise"), noise).unwrap();
+    for i in 0..SESSIONS {
+        let body = json!({"threadId": format!("t{i}"), "runId": format!("r{i}"), "messages": [{"id": "m", "role": "user", "content": "go"}]});
+        let r = request(s.port, "POST", "/agui", &body.to_string()).expect("the run answers");
+        assert_eq!(r.status, 200);
+        assert!(r.body.contains("RUN_FINISHED"), "run {i}: {}", r.body);
+    }
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let printed = std::fs::read_dir(&s.dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("printed."))
+            .count();
+        if printed == SESSIONS {
+            break;
+        }
+        assert!(Instant::now() < deadline, "only {printed} agents printed all their output");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Let the sessions take the last lines.
+    std::thread::sleep(Duration::from_millis(500));
+    let peak = status_kb(s.pid(), "VmHWM:");
+    let now = status_kb(s.pid(), "VmRSS:");
+    eprintln!("64 printing sessions: server VmHWM {} MB, VmRSS {} MB", peak / 1024, now / 1024);
+    assert!(peak < 256 * 1024, "server peak RSS {} MB", peak / 1024);
+    // A session's output is still streamed to the next run on its thread, with the gap reported.
+    let body =
+        json!({"threadId": "t0", "runId": "again", "messages": [{"id": "m2", "role": "user", "content": "more"}]});
+    let mut st = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    st.set_read_timeout(Some(WEDGED)).unwrap();
+    let b = body.to_string();
+    write!(
+        st,
+        "POST /agui HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+        s.port,
+        b.len()
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    while !String::from_utf8_lossy(&seen).contains("runwire.lines_not_streamed") {
+        let n = st.read(&mut buf).expect("the next run streams the backlog");
+        assert!(n > 0, "the run ended without reporting the gap");
+        seen.extend_from_slice(&buf[..n]);
+        if seen.len() > 1 << 20 {
+            seen.drain(..seen.len() - 4096);
+        }
+    }
+    drop(st);
+    let (_, code) = s.terminate();
+    assert_eq!(code, Some(0));
+}

@@ -15,10 +15,12 @@
 //!   process stays), or the run is stopped (`cancelled` outcome);
 //! - what the session printed between runs (the tail of a turn the client
 //!   left, a turn started on a task route, a request raised after an
-//!   auto-deny) is streamed first: the session never waits for a reader,
-//!   its lines are kept in a bounded buffer (8192 lines, 32 MiB), and
-//!   those it had no room for are read back from the task log, so every
-//!   line is streamed once and in order;
+//!   auto-deny) is streamed first: the session never waits for a reader.
+//!   A recorded line is not kept in memory: the run reads it back from the
+//!   task log with its own cursor. An unrecorded one (`--no-record`) is
+//!   kept in a bounded channel (4 MiB a session, [`ALL_CHANNELS_BYTES`]
+//!   for all sessions together); what had no room is a reported gap. So
+//!   every line is streamed once and in order, or reported missing;
 //! - a thread with open interrupts takes only a `resume` that addresses them
 //!   all ([`super::interrupts`]); anything else answers nothing and ends
 //!   with the open interrupts again, so a client that disconnected sees
@@ -1127,14 +1129,59 @@ use std::sync::mpsc::SyncSender;
 /// in the task log), its bytes and its arrival time.
 struct Line {
     n: u64,
-    bytes: Vec<u8>,
+    /// The line itself, only when the task log does not have it (the
+    /// session is not recorded, or recording failed); else the reader
+    /// reads it from the log with its own cursor.
+    bytes: Option<Counted>,
     at: Option<i64>,
 }
 
-/// Lines buffered between the session and the run streaming it, at most.
-const CHANNEL: usize = 8192;
-/// Bytes of those lines, at most (a line longer than this still goes alone).
-const CHANNEL_BYTES: usize = 32 * 1024 * 1024;
+/// Lines (or notices of a recorded line) between the session and the run
+/// streaming it, at most; past this the reader catches up from the log.
+const CHANNEL: usize = 1024;
+/// Bytes of unrecorded lines one session holds at most (a line longer than
+/// this still goes alone into an empty channel, within the global bound).
+const CHANNEL_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of unrecorded lines all live sessions hold at most, together
+/// (`--no-record`: what no file holds). What does not fit is a reported gap.
+pub const ALL_CHANNELS_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bytes of unrecorded lines held in every session's channel now.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// An unrecorded line's bytes, counted in its session's and the server's
+/// bound from the moment they are queued until they are dropped (taken by
+/// the run, or left in a channel nobody reads any more).
+struct Counted {
+    bytes: Vec<u8>,
+    len: usize,
+    tap: Arc<Tap>,
+}
+
+impl Counted {
+    /// Counts `bytes` in, when both bounds have room.
+    fn new(bytes: &[u8], tap: &Arc<Tap>, max_bytes: usize) -> Option<Counted> {
+        let len = bytes.len();
+        let queued = tap.queued.load(Ordering::SeqCst);
+        if queued != 0 && queued + len > max_bytes {
+            return None;
+        }
+        let held = HELD.fetch_add(len, Ordering::SeqCst);
+        if held + len > ALL_CHANNELS_BYTES {
+            HELD.fetch_sub(len, Ordering::SeqCst);
+            return None;
+        }
+        tap.queued.fetch_add(len, Ordering::SeqCst);
+        Some(Counted { bytes: bytes.to_vec(), len, tap: tap.clone() })
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.tap.queued.fetch_sub(self.len, Ordering::SeqCst);
+        HELD.fetch_sub(self.len, Ordering::SeqCst);
+    }
+}
 
 /// What the session's sink and the run reading its channel share.
 #[derive(Default)]
@@ -1194,20 +1241,25 @@ impl driver::Output for Sink {
                 None => self.recording = false,
             }
         }
-        let len = l.len();
-        let queued = self.tap.queued.load(Ordering::SeqCst);
-        let room = queued == 0 || queued + len <= self.max_bytes;
-        if room {
-            self.tap.queued.fetch_add(len, Ordering::SeqCst);
-            match self.tx.try_send(Line { n: self.n, bytes: l.to_vec(), at }) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Full(_)) => {}
-                // The thread's session is gone (it dropped the receiver): nobody reads.
-                Err(TrySendError::Disconnected(_)) => return Ok(()),
+        // A recorded line is only announced: the reader reads it from the
+        // log. Only what no file holds is kept here, within the bounds.
+        let bytes = if self.recording {
+            None
+        } else {
+            match Counted::new(l, &self.tap, self.max_bytes) {
+                Some(c) => Some(c),
+                None => {
+                    self.tap.dropped_through.store(self.n, Ordering::SeqCst);
+                    return Ok(());
+                }
             }
-            self.tap.queued.fetch_sub(len, Ordering::SeqCst);
+        };
+        match self.tx.try_send(Line { n: self.n, bytes, at }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.tap.dropped_through.store(self.n, Ordering::SeqCst),
+            // The thread's session is gone (it dropped the receiver): nobody reads.
+            Err(TrySendError::Disconnected(_)) => {}
         }
-        self.tap.dropped_through.store(self.n, Ordering::SeqCst);
         Ok(())
     }
 
@@ -1257,7 +1309,12 @@ impl Feed {
                     self.held = Some(l);
                     continue;
                 }
-                return Got::Line(l.bytes, l.at);
+                match l.bytes {
+                    Some(mut c) => return Got::Line(std::mem::take(&mut c.bytes), l.at),
+                    // Recorded: read from the log.
+                    None => self.fill_to = l.n,
+                }
+                continue;
             }
             // Read first: if the channel is then empty, every line up to it
             // was passed on and taken, or dropped.
@@ -1271,10 +1328,7 @@ impl Feed {
                 self.rx.recv_timeout(wait)
             };
             match got {
-                Ok(l) => {
-                    self.tap.queued.fetch_sub(l.bytes.len(), Ordering::SeqCst);
-                    self.held = Some(l);
-                }
+                Ok(l) => self.held = Some(l),
                 Err(RecvTimeoutError::Timeout) if dropped > taken => self.fill_to = dropped,
                 Err(RecvTimeoutError::Timeout) => return Got::Idle,
                 Err(RecvTimeoutError::Disconnected) => {

@@ -31,7 +31,7 @@ pub const MAX_AGENT_LINE: usize = 16 * 1024 * 1024;
 #[derive(Debug)]
 pub enum Event {
     /// One line of the agent's stdout (without its newline).
-    Agent(Vec<u8>),
+    Agent(AgentLine),
     /// The agent closed its stdout.
     AgentEof,
     /// One raw line of session input and its 1-based number.
@@ -79,14 +79,62 @@ pub fn spawn(spec: &Spec) -> io::Result<Proc> {
     Proc::spawn(&spec)
 }
 
+/// Bytes of agent lines read and not yet taken by their session's loop, in
+/// all the sessions of this process together, at most (one line alone may
+/// pass it). Past it the readers wait, so agents that print faster than
+/// their sessions take it wait in `write()`, not in this process's memory.
+pub const AGENT_LINES_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bytes of agent lines in flight (read, not yet dropped by a loop).
+static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+static IN_FLIGHT_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// One agent line, counted in [`AGENT_LINES_BYTES`] until it is dropped.
+#[derive(Debug)]
+pub struct AgentLine(Vec<u8>);
+
+impl AgentLine {
+    /// Waits until the bound has room for `bytes` (or nothing is in flight).
+    fn admit(bytes: Vec<u8>) -> AgentLine {
+        let len = bytes.len();
+        let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        while *n != 0 && *n + len > AGENT_LINES_BYTES {
+            n = IN_FLIGHT_FREED.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+        *n += len;
+        AgentLine(bytes)
+    }
+}
+
+impl std::ops::Deref for AgentLine {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for AgentLine {
+    fn drop(&mut self) {
+        let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(self.0.len());
+        drop(n);
+        IN_FLIGHT_FREED.notify_all();
+    }
+}
+
 /// Reads the agent's stdout into `tx`, line by line, then [`Event::AgentEof`].
 pub fn read_agent(stdout: impl Read + Send + 'static, tx: Sender<Event>) -> io::Result<()> {
     std::thread::Builder::new().name("agent stdout".into()).spawn(move || {
         let mut r = BufReader::with_capacity(64 * 1024, stdout);
         let mut buf = Vec::new();
         while let Ok(true) = read_bounded(&mut r, &mut buf, MAX_AGENT_LINE) {
-            if tx.send(Event::Agent(std::mem::take(&mut buf))).is_err() {
+            // The line's own allocation, not `buf`'s (which may have grown for a long one).
+            let line = AgentLine::admit(buf.as_slice().to_vec());
+            if tx.send(Event::Agent(line)).is_err() {
                 return;
+            }
+            if buf.capacity() > 1024 * 1024 {
+                buf = Vec::new();
             }
         }
         let _ = tx.send(Event::AgentEof);
