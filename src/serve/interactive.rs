@@ -121,30 +121,12 @@ impl State {
         }
     }
 
-    /// [`send`](State::send) once the room for it was checked: taken
-    /// whatever the agent's input holds (the session's bound still applies).
-    fn send_taken(&mut self, input: Input) -> Result<bool, NotSent> {
+    /// [`send`](State::send), with what the session did.
+    fn send_at(&mut self, input: Input) -> Result<crate::session::driver::Taken, NotSent> {
         match self.agent.as_ref() {
-            Some(a) => match a.core.input(input) {
-                Ok(Ok(t)) => Ok(t.replayed),
-                Ok(Err(why)) => Err(NotSent::Refused(why.to_string())),
-                Err(e) => Err(NotSent::Refused(e.to_string())),
-            },
+            Some(a) => a.taken(input),
             None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
-    }
-
-    /// A message, with whether the session was mid-turn when it took it.
-    fn send_message(&mut self, text: String, by: &str) -> Result<bool, NotSent> {
-        match self.agent.as_ref() {
-            Some(a) => a.input_at(Input::Message(MessageInput { text, by: Some(by.into()) })).map(|(_, mid)| mid),
-            None => Err(NotSent::Refused("the agent's session is not running".into())),
-        }
-    }
-
-    /// The session is mid-turn (a turn runs or is owed), whatever the runs saw of it.
-    fn mid_turn(&self) -> bool {
-        self.agent.as_ref().is_some_and(Live::mid_turn)
     }
 
     /// The stream has taken all the session printed and no turn runs or is owed.
@@ -932,7 +914,7 @@ pub fn control_post(
         } else {
             match verb {
                 "answer" => answer_route(&mut st, b),
-                "steer" => steer_route(shared, &mut st, &b),
+                "steer" => steer_route(&mut st, &b),
                 _ => stop_route(&mut st),
             }
         }
@@ -1012,90 +994,35 @@ fn answer_route(st: &mut State, b: serde_json::Map<String, Value>) -> Reply {
     }
 }
 
-fn steer_route(shared: &Shared, st: &mut State, b: &serde_json::Map<String, Value>) -> Reply {
-    let msg = match b.get("msg") {
+fn steer_route(st: &mut State, b: &serde_json::Map<String, Value>) -> Reply {
+    let text = match b.get("msg") {
         Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => s.clone(),
         _ => return Reply::Bad("steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}".into()),
     };
     let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
-    if !st.open().is_empty() {
-        return Reply::Conflict(
-            "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering".into(),
-        );
-    }
-    // (The session ignores an interrupt when no turn runs.)
-    if interrupt {
-        if let Err(e) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
-            return e.into();
-        }
-    }
-    match st.send_message(msg, "steer") {
-        Ok(mid_turn) => {
-            // Whether a turn runs is the session's word, taken with the
-            // message: the run's own count lags when the turn has just
-            // ended (a steer then starts the next turn, which the run
-            // streaming the thread follows). Written into the running
-            // turn, the message joins it; after an interrupt (or when
-            // idle) it starts a turn of its own. ACP has no live steer:
-            // the session cancels the turn and prompts again, a turn of
-            // its own too.
-            let acp = agent_kind(shared.cfg.adapter).mid_turn() == crate::session::MidTurn::CancelsAndPrompts;
-            let codex = shared.cfg.adapter == crate::normalize::Adapter::Codex;
-            if !mid_turn || interrupt || acp {
+    // The steer rules are the session's (`steer` input): its answer says what it did.
+    match st.send_at(Input::Steer(SteerInput { text, interrupt, by: Some("steer".into()) })) {
+        Ok(t) => {
+            // A steer that became a turn of its own is one the streaming run follows.
+            if matches!(t.ack, Ack::Started | Ack::InterruptedThenStarted | Ack::CancelledThenPrompted) {
                 st.turns_open += 1;
             }
-            let how = match (mid_turn, interrupt) {
-                (false, _) => "no turn was running: the message started one",
-                (true, true) if codex => "the turn was interrupted; the message starts a new one once it has ended",
-                (true, true) => "the turn was interrupted and the message started a new one",
-                (true, false) if acp => {
-                    "ACP cannot steer a running turn: the turn was cancelled and the message prompts again"
-                }
-                (true, false) if codex => {
-                    "written into the running turn (live steer); should codex find that turn already over, the message starts the next turn"
-                }
-                (true, false) => "written into the running turn (live steer)",
-            };
-            Reply::Ok(json!({"ok": true, "live": true, "detail": how}))
+            Reply::Ok(json!({"ok": true, "live": true, "detail": t.ack.to_string()}))
         }
         Err(e) => e.into(),
     }
 }
 
 fn stop_route(st: &mut State) -> Reply {
-    let open = st.open();
-    // With no run streaming (the thread holds the output), a turn
-    // that ended unseen still counts in `turns_open`: the session's
-    // own word decides, and no stale stop is left for a later run.
-    let unseen_end = st.rx.is_some() && st.agent.is_some();
-    if (st.turns_open == 0 || unseen_end) && open.is_empty() && !st.mid_turn() {
-        return Reply::Ok(json!({"ok": true, "detail": "no turn is running; the session stays"}));
-    }
-    // The agent not reading: nothing is taken (not even the cancels), so a retry does it all.
-    if let Some(a) = st.agent.as_ref() {
-        if let Err(crate::session::writer::Full::NotReading { .. }) = a.core_check(Input::Interrupt(Who::default())) {
-            let why = crate::session::Refused::NotReading { waiting: a.core.unread_input() };
-            return Reply::NotReading(why.to_string());
+    // The stop rules are the session's (`stop` input): open requests
+    // cancelled, then the turn interrupted; nothing when nothing runs.
+    match st.send_at(Input::Stop(Who { by: Some("stop".into()) })) {
+        Ok(t) => {
+            if t.ack == Ack::Stopped {
+                st.stop_requested = true;
+            }
+            Reply::Ok(json!({"ok": true, "detail": t.ack.to_string()}))
         }
-    }
-    // Room was checked: the cancels and the interrupt are taken whole, never half.
-    // Open requests are cancelled (denied as abandoned) before the turn is interrupted.
-    for rid in open {
-        let a = crate::session::input::AnswerInput {
-            id: rid,
-            decision: crate::session::input::Decision::Cancelled,
-            scope: None,
-            updated_input: None,
-            answers: None,
-            message: Some("The user stopped the turn.".into()),
-            mode: None,
-            by: Some("stop".into()),
-        };
-        let _ = st.send_taken(Input::Answer(a));
-    }
-    st.stop_requested = true;
-    match st.send_taken(Input::Interrupt(Who { by: Some("stop".into()) })) {
-        Ok(_) => Reply::Ok(json!({"ok": true, "detail": "the turn was interrupted; the session stays"})),
         Err(e) => e.into(),
     }
 }
@@ -1120,8 +1047,9 @@ pub fn capabilities(shared: &Shared) -> Value {
 // ---- the live session: the library's Session, driven ----------------------
 
 use crate::session::driver::{self, JournalTo};
-use crate::session::input::{Input, MessageInput, Who};
+use crate::session::input::{Input, MessageInput, SteerInput, Who};
 use crate::session::launch::{launch, AgentKind, LaunchOptions};
+use crate::session::Ack;
 use crate::session::Session;
 use std::sync::mpsc::SyncSender;
 
@@ -1504,8 +1432,13 @@ impl Live {
     /// session took it (decided under the session's lock, with the input:
     /// a message then joins that turn, else it starts one).
     fn input_at(&self, input: Input) -> Result<(bool, bool), NotSent> {
+        self.taken(input).map(|t| (t.replayed, t.mid_turn))
+    }
+
+    /// A command, with what the session did with it.
+    fn taken(&self, input: Input) -> Result<driver::Taken, NotSent> {
         match self.core.command(input) {
-            Ok(Ok(t)) => Ok((t.replayed, t.mid_turn)),
+            Ok(Ok(t)) => Ok(t),
             Ok(Err(why @ crate::session::Refused::NotReading { .. })) => Err(NotSent::NotReading(why.to_string())),
             Ok(Err(why)) => Err(NotSent::Refused(why.to_string())),
             Err(e) => Err(NotSent::Refused(e.to_string())),
@@ -1518,15 +1451,6 @@ impl Live {
     /// the next turn). A run that saw its turn end ends only then.
     fn settled(&self, taken: u64) -> bool {
         self.core.query(|s, produced| produced == taken && s.phase() != crate::session::Phase::Turn)
-    }
-
-    fn mid_turn(&self) -> bool {
-        self.core.query(|s, _| s.phase() == crate::session::Phase::Turn)
-    }
-
-    /// Whether the agent's input has room for `input` now.
-    fn core_check(&self, input: Input) -> Result<(), crate::session::writer::Full> {
-        self.core.check_room(&input)
     }
 
     /// Open request ids, oldest first (requests past their time are expired first).

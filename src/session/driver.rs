@@ -266,6 +266,8 @@ pub struct Taken {
     /// input, under the session's lock): a message then joins that turn
     /// (or, over ACP, cancels it and prompts again), else it starts one.
     pub mid_turn: bool,
+    /// What the input did, as the session saw it.
+    pub ack: super::Ack,
 }
 
 /// A running session and its IO, shared by the loop that feeds it the
@@ -384,7 +386,7 @@ impl<A: Agent, O: Output> Core<A, O> {
         match r {
             Ok(s) => {
                 self.apply(&s)?;
-                Ok(Ok(Taken { replayed: s.replayed, mid_turn }))
+                Ok(Ok(Taken { replayed: s.replayed, mid_turn, ack: s.ack }))
             }
             Err(why) => Ok(Err(why)),
         }
@@ -583,7 +585,10 @@ mod tests {
         ] {
             core.step(|s| s.agent_line(l.as_bytes(), now_ms())).unwrap();
         }
-        assert_eq!(core.input(msg("steer")).unwrap(), Ok(Taken { replayed: false, mid_turn: true }));
+        assert_eq!(
+            core.input(msg("steer")).unwrap(),
+            Ok(Taken { replayed: false, mid_turn: true, ack: crate::session::Ack::Joined { may_start_next: true } })
+        );
         let done = r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#;
         core.step(|s| s.agent_line(done.as_bytes(), now_ms())).unwrap();
         // The steer is still unanswered: codex may refuse it, the session owes a turn.
@@ -591,7 +596,10 @@ mod tests {
         core.step(|s| s.agent_line(br#"{"id":4,"result":{"turnId":"t1"}}"#, now_ms())).unwrap();
         assert!(core.query(|s, _| s.phase() == super::super::Phase::Idle));
         // The turn had ended: this message starts one.
-        assert_eq!(core.input(msg("next")).unwrap(), Ok(Taken { replayed: false, mid_turn: false }));
+        assert_eq!(
+            core.input(msg("next")).unwrap(),
+            Ok(Taken { replayed: false, mid_turn: false, ack: crate::session::Ack::Started })
+        );
         let printed = lock(&core.out).as_ref().map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count());
         assert_eq!(core.query(|_, produced| produced), printed.unwrap() as u64);
         assert_eq!(core.query(|_, produced| produced), 7, "the agent's six lines, forwarded, and one idle line");
