@@ -1364,20 +1364,14 @@ impl Live {
     ) -> Result<(Live, Feed), String> {
         // The engine, as runwire-session runs it: --agent-cmd, else
         // $RUNWIRE_<AGENT>_BIN, else its usual name; the protocol's flags appended.
-        let mut o = launch_options_of(&shared.cfg);
+        let mut o = launch_options(&shared.cfg);
         o.resume = resume.map(str::to_string);
-        let launch = launch(agent_kind(shared.cfg.adapter), &o)?;
+        let launch = launch(AgentKind::of(shared.cfg.adapter), &o)?;
         let program = on_path(std::ffi::OsStr::new(&launch.argv[0]));
         let mut spec = crate::session::proc::Spec::new(&program);
         for a in &launch.argv[1..] {
             spec.arg(a);
         }
-        let mut child = driver::spawn(&spec).map_err(|e| e.to_string())?;
-        let stdin = child.stdin.take();
-        let Some(stdout) = child.stdout.take() else {
-            child.stop();
-            return Err("the agent's stdout could not be captured".into());
-        };
         let opts = crate::session::Options {
             answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
             actor: super::BIN.into(),
@@ -1397,28 +1391,13 @@ impl Live {
         let journal =
             journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
         let report = Box::new(|m: String| crate::cli::report(super::BIN, m));
-        let core = Arc::new(driver::Core::new(
-            Session::new(launch.agent, opts),
-            Sink { rec, tx, tap, n: 0, recording, max_bytes: CHANNEL_BYTES },
-            stdin,
-            journal,
-            report,
-        ));
-        // The opening lines go first, before any message a run sends.
-        let _ = core.open(None);
-        let (events, from_agent) = std::sync::mpsc::channel();
-        if let Err(e) = driver::read_agent(stdout, events) {
-            child.stop();
-            return Err(format!("cannot read the agent's output: {e}"));
-        }
-        let looped = core.clone();
-        if let Err(e) = std::thread::Builder::new().name("session".into()).spawn(move || {
-            // The sink never fails: the loop ends with the agent's output.
-            let _ = driver::drive(&looped, from_agent);
-        }) {
-            child.stop();
-            return Err(format!("cannot run the session: {e}"));
-        }
+        let sink = Sink { rec, tx, tap, n: 0, recording, max_bytes: CHANNEL_BYTES };
+        // The library's start, as runwire-session's: the opening lines go
+        // first, then the loop runs on its own thread (the sink never fails:
+        // it ends with the agent's output).
+        let dopts = driver::Options { first: None, journal };
+        let (core, child) =
+            driver::start(Session::new(launch.agent, opts), &spec, sink, &dopts, report).map_err(|e| e.to_string())?;
         Ok((Live { core, child: Mutex::new(child) }, feed))
     }
 
@@ -1470,36 +1449,24 @@ impl Live {
     }
 }
 
-/// The interactive protocol of the server's `--agent`.
-pub fn agent_kind(adapter: crate::normalize::Adapter) -> AgentKind {
-    match adapter {
-        crate::normalize::Adapter::Claude => AgentKind::Claude,
-        crate::normalize::Adapter::Codex => AgentKind::Codex,
-        crate::normalize::Adapter::Cursor => AgentKind::Cursor,
-    }
-}
-
-/// The session settings the server's flags give (checked at start, used for every thread).
-pub fn launch_options(args: &super::Args) -> LaunchOptions {
-    LaunchOptions {
-        cmd: args.agent_cmd.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
-        grant_all: args.grant_all,
-        permission_mode: args.permission_mode.clone(),
-        sandbox: args.sandbox.clone(),
-        approval_policy: args.approval_policy.clone(),
-        ..LaunchOptions::default()
-    }
-}
-
-fn launch_options_of(cfg: &super::Config) -> LaunchOptions {
+/// The session settings the server's flags give, for every thread: the
+/// one place they are read (checked at start by [`check_launch`]).
+fn launch_options(cfg: &super::Config) -> LaunchOptions {
     LaunchOptions {
         cmd: cfg.engine.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
         grant_all: cfg.grant_all,
         permission_mode: cfg.permission_mode.clone(),
+        plan_exit_mode: cfg.plan_exit_mode.clone(),
         sandbox: cfg.sandbox.clone(),
         approval_policy: cfg.approval_policy.clone(),
         ..LaunchOptions::default()
     }
+}
+
+/// Checks the server's session settings as `runwire-session` checks its
+/// own (`session::launch`); nothing is started. `Err` is a usage error.
+pub fn check_launch(cfg: &super::Config) -> Result<(), String> {
+    launch(AgentKind::of(cfg.adapter), &launch_options(cfg)).map(drop)
 }
 
 /// `name` as a path: itself when it has a slash, else the first executable

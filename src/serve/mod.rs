@@ -327,11 +327,6 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     }
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let adapter = args.agent.unwrap_or(Adapter::Claude);
-    if args.interactive {
-        // The same checks runwire-session makes (nothing is started here).
-        crate::session::launch::launch(interactive::agent_kind(adapter), &interactive::launch_options(args))
-            .map_err(StartError::Usage)?;
-    }
     let source = match (&args.agent, &args.replay, &args.agent_cmd) {
         (None, _, _) => Source::Replay { log: Arc::from(DEMO_LOG) },
         (Some(_), Some(file), _) => {
@@ -341,7 +336,7 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         (Some(_), None, Some(cmd)) => Source::Agent { cmd: Ok(cmd.clone()) },
         (Some(a), None, None) => Source::Agent { cmd: find_wrapper(*a) },
     };
-    Ok(Config {
+    let cfg = Config {
         adapter,
         source,
         allow_origins: args.allow_origin.clone(),
@@ -372,7 +367,12 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         sandbox: args.sandbox.clone(),
         approval_policy: args.approval_policy.clone(),
         answer_timeout: Duration::from_secs(args.answer_timeout),
-    })
+    };
+    if cfg.interactive {
+        // The same checks runwire-session makes (nothing is started here).
+        interactive::check_launch(&cfg).map_err(StartError::Usage)?;
+    }
+    Ok(cfg)
 }
 
 /// State shared by every connection.

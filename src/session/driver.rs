@@ -535,15 +535,8 @@ pub fn run<A: Agent, O: Output>(
     opts: &Options,
     report: Box<dyn FnMut(String) + Send>,
 ) -> io::Result<Outcome> {
-    let mut child = spawn(spec)?;
-    let stdout = child.stdout.take().ok_or_else(|| io::Error::other("the agent's stdout could not be captured"))?;
-    let stdin = child.stdin.take();
-    if let Err(e) = read_agent(stdout, tx) {
-        child.stop();
-        return Err(e);
-    }
-    let core = Core::new(session, out, stdin, opts.journal.clone(), report);
-    let r = core.open(opts.first.as_deref()).and_then(|()| drive(&core, rx));
+    let (core, mut child) = begin(session, spec, tx, out, opts, report)?;
+    let r = drive(&core, rx);
     core.close_agent_input();
     let refused = match r {
         Ok(n) => n,
@@ -555,6 +548,65 @@ pub fn run<A: Agent, O: Output>(
     // Its output is closed: it exits now, or is stopped.
     let rc = child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop());
     Ok(Outcome { rc, refused, session_id: core.query(|s, _| s.session_id().map(str::to_string)) })
+}
+
+/// Starts the agent and its session: the agent's lines go to `tx`, the
+/// opening lines (and `opts.first`) are written. The one start of a
+/// session, for [`run`] (which then drives it here) and [`start`] (on a
+/// thread of its own).
+fn begin<A: Agent, O: Output>(
+    session: Session<A>,
+    spec: &Spec,
+    tx: Sender<Event>,
+    out: O,
+    opts: &Options,
+    report: Box<dyn FnMut(String) + Send>,
+) -> io::Result<(Core<A, O>, Proc)> {
+    let mut child = spawn(spec)?;
+    let Some(stdout) = child.stdout.take() else {
+        child.stop();
+        return Err(io::Error::other("the agent's stdout could not be captured"));
+    };
+    let stdin = child.stdin.take();
+    if let Err(e) = read_agent(stdout, tx) {
+        child.stop();
+        return Err(io::Error::other(format!("cannot read the agent's output: {e}")));
+    }
+    let core = Core::new(session, out, stdin, opts.journal.clone(), report);
+    if let Err(e) = core.open(opts.first.as_deref()) {
+        child.stop();
+        return Err(e);
+    }
+    Ok((core, child))
+}
+
+/// [`run`] for an in-process caller (the server): the session is driven on
+/// a thread of its own until the agent's output ends, and the caller
+/// commands and queries the returned [`Core`] and stops the process.
+pub fn start<A, O>(
+    session: Session<A>,
+    spec: &Spec,
+    out: O,
+    opts: &Options,
+    report: Box<dyn FnMut(String) + Send>,
+) -> io::Result<(std::sync::Arc<Core<A, O>>, Proc)>
+where
+    A: Agent + Send + 'static,
+    O: Output + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (core, mut child) = begin(session, spec, tx, out, opts, report)?;
+    let core = std::sync::Arc::new(core);
+    let looped = core.clone();
+    let spawned = std::thread::Builder::new().name("session".into()).spawn(move || {
+        // An output that fails ends the loop; the caller sees the output close.
+        let _ = drive(&looped, rx);
+    });
+    if let Err(e) = spawned {
+        child.stop();
+        return Err(io::Error::other(format!("cannot run the session: {e}")));
+    }
+    Ok((core, child))
 }
 
 /// How long an agent that closed its output gets to exit before it is stopped.

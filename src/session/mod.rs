@@ -185,7 +185,7 @@ impl fmt::Display for Ack {
             }
             Ack::InterruptedThenStarted => "the turn was interrupted and the message starts the next one",
             Ack::CancelledThenPrompted => {
-                "the agent's protocol (ACP) cannot steer a running turn: the turn was cancelled and the message is the next prompt, in the same session"
+                "ACP cannot steer a running turn: the turn was cancelled and the message prompts again, in the same session"
             }
             Ack::Stopped => "the turn was interrupted; the session stays",
             Ack::NothingRunning => "no turn is running; the session stays",
