@@ -25,6 +25,7 @@ pub mod input;
 pub mod launch;
 pub mod proc;
 pub mod record;
+pub mod tap;
 pub mod writer;
 
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
