@@ -30,7 +30,7 @@
 //! The task routes (`POST /runs/:id/tasks/:tid/answer|steer|stop|kill`, see
 //! [`control_post`]) act on the same session under the same rules.
 
-use super::http::{respond, respond_error, Close, Request};
+use super::http::{respond, respond_error, Close};
 use super::interrupts::{Plan, Raised};
 use super::Shared;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
@@ -297,13 +297,13 @@ impl Sessions {
                 }
             }
         }
-        if t.len() >= super::agui::MAX_THREADS {
+        if t.len() >= MAX_THREADS {
             let gone: Vec<String> = t
                 .iter()
                 .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.agent.is_none()))
                 .map(|(k, _)| k.clone())
                 .collect();
-            let n = (t.len() + 1).saturating_sub(super::agui::MAX_THREADS);
+            let n = (t.len() + 1).saturating_sub(MAX_THREADS);
             let gone: Vec<String> = gone.into_iter().take(n).collect();
             for k in &gone {
                 t.remove(k);
@@ -344,17 +344,43 @@ impl Sessions {
 }
 
 /// What one run on the thread streams, as SSE frames.
-struct Run<'a, 'b> {
+/// Where a run's frames go: the AG-UI response body, which `serve::agui`
+/// starts and ends; this module only writes frames to it.
+pub trait Frames {
+    /// One SSE frame (kept for replay).
+    fn frame(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// Bytes that are not a frame (a keep-alive comment).
+    fn write_chunk(&mut self, data: &[u8]) -> io::Result<()>;
+    /// `Err` when the client stopped taking what is written.
+    fn check(&mut self) -> io::Result<()>;
+    /// Time since the last write.
+    fn idle_for(&self) -> Duration;
+}
+
+/// What one AG-UI run on a thread asks for (a validated `RunAgentInput`).
+pub struct RunRequest<'a> {
+    pub thread_id: &'a str,
+    pub run_id: &'a str,
+    /// Empty only when `resume` is not.
+    pub prompt: &'a str,
+    pub resume: &'a [super::interrupts::ResumeEntry],
+}
+
+/// Threads remembered at once (idle ones forgotten oldest first), here and
+/// in the book of runs.
+pub const MAX_THREADS: usize = 1024;
+
+struct Run<'a> {
     tr: Translator,
     enc: Encoder,
-    body: &'a mut super::agui::Body<'b>,
+    body: &'a mut dyn Frames,
     clock: Clock,
     /// A turn ended since the run's input: the run ends once the session
     /// has settled (see [`settle_end`]).
     turn_ended: bool,
 }
 
-impl Run<'_, '_> {
+impl Run<'_> {
     fn emit(&mut self, events: Vec<AguiEvent>) -> io::Result<()> {
         for e in events {
             if let Ok(Some(frame)) = self.enc.push(e.to_json().as_bytes()) {
@@ -377,36 +403,26 @@ enum End {
     Gone,
 }
 
-/// The run: sends its input and streams the session until the run ends.
-/// Returns the outcome for the book of runs.
-pub fn run(
-    shared: &Shared,
-    stream: &mut TcpStream,
-    req: &Request,
-    cors: &[(&'static str, String)],
-    input: &super::agui::RunInput,
-) -> super::agui::Finished {
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
-    let Ok(peek) = stream.try_clone() else { return super::agui::Finished::cancelled() };
-    let Ok(mut body) = super::agui::Body::start(stream, req, cors, shared.cfg.write_timeout) else {
-        return super::agui::Finished::cancelled();
-    };
+/// The run: sends its input and streams the session to `body` until the
+/// run ends (`peek`: the client's socket, to see it leave). `false` when
+/// the client left before the run's end.
+pub fn run(shared: &Shared, body: &mut dyn Frames, peek: &TcpStream, input: &RunRequest) -> bool {
     let clock = Clock::from_env();
     let tr = Translator::new(TranslateOptions {
-        thread_id: Some(input.thread_id.clone()),
-        run_id: Some(input.run_id.clone()),
+        thread_id: Some(input.thread_id.to_string()),
+        run_id: Some(input.run_id.to_string()),
     });
     let result = {
         // SAFETY of the borrow: `Run` lives only inside this block.
-        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock, turn_ended: false };
-        let r = drive(shared, &mut run, input, &peek);
+        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body, clock, turn_ended: false };
+        let r = drive(shared, &mut run, input, peek);
         match r {
             Ok(End::Done) => Ok(()),
             Ok(End::Gone) => Err(()),
             Err(_) => {
                 // A write failed: the client left mid-turn. The turn is
                 // interrupted; the session stays for the next run.
-                if let Some(th) = lock(&shared.sessions.threads).get(&input.thread_id).cloned() {
+                if let Some(th) = lock(&shared.sessions.threads).get(input.thread_id).cloned() {
                     let mut st = lock(&th.st);
                     if st.turns_open > 0 {
                         let _ = st.send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
@@ -416,14 +432,11 @@ pub fn run(
             }
         }
     };
-    // The run is over once its terminal event is out: the thread takes the
-    // next run (a resume sent the moment RUN_FINISHED arrives) from now.
-    shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
-    super::agui::Finished::from_body(body, result)
+    result.is_ok()
 }
 
-fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &TcpStream) -> io::Result<End> {
-    let th = match shared.sessions.thread(shared, &input.thread_id) {
+fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -> io::Result<End> {
+    let th = match shared.sessions.thread(shared, input.thread_id) {
         Ok(t) => t,
         Err(m) => return fail(run, m, "sessions_full"),
     };
@@ -486,7 +499,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
         let plan = if input.resume.is_empty() && open.is_empty() {
             None
         } else {
-            Some(st.raised.plan(&input.resume, &open, "agui"))
+            Some(st.raised.plan(input.resume, &open, "agui"))
         };
         (open, plan)
     };
@@ -569,7 +582,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 drop(st);
                 return end_interrupted(run, &th, &open);
             }
-            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
+            let msg = Input::Message(MessageInput { text: input.prompt.to_string(), by: Some("agui".into()) });
             if let Err(m) = st.send(msg) {
                 drop(st);
                 let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };
@@ -592,7 +605,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 if settle_end(run, &th)? {
                     return Ok(End::Done);
                 }
-                if run.body.last_write.elapsed() >= shared.cfg.keepalive {
+                if run.body.idle_for() >= shared.cfg.keepalive {
                     run.body.write_chunk(b": keep-alive\n\n")?;
                 }
             }
@@ -854,11 +867,11 @@ fn fail(run: &mut Run, message: String, code: &'static str) -> io::Result<End> {
     Ok(End::Done)
 }
 
-fn recorder(shared: &Shared, input: &super::agui::RunInput) -> Option<Recorder> {
+fn recorder(shared: &Shared, input: &RunRequest) -> Option<Recorder> {
     if !shared.cfg.record {
         return None;
     }
-    match Recorder::start(&shared.cfg.harness_home, &input.run_id, shared.cfg.adapter.name(), &input.prompt) {
+    match Recorder::start(&shared.cfg.harness_home, input.run_id, shared.cfg.adapter.name(), input.prompt) {
         Ok(r) => Some(r),
         Err(e) => {
             crate::cli::report(super::BIN, format!("cannot record the session of thread {:?}: {e}", input.thread_id));
