@@ -398,3 +398,51 @@ fn sixty_four_printing_sessions_stay_under_256_mb() {
     let (_, code) = s.terminate();
     assert_eq!(code, Some(0));
 }
+
+/// The AG-UI side of the same: the client streaming the deaf agent's turn
+/// leaves, and a new message on the thread ends at once in a `RUN_ERROR`
+/// with code `agent_not_reading` (once the previous turn had its settling
+/// time), instead of waiting for a turn that cannot end.
+#[test]
+fn an_agui_message_to_a_deaf_agent_ends_agent_not_reading() {
+    let s = Server::start("engine-deaf-agui", deaf_agent, &[]);
+    let (run, stream) = start_turn(s.port, "deaf");
+    assert_not_reading(&steer_until_refused(s.port, &run));
+    drop(stream);
+    let body =
+        json!({"threadId": "deaf", "runId": "r2", "messages": [{"id": "m2", "role": "user", "content": "hello?"}]});
+    // The thread takes the run once the server has seen the first client go.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (r, t) = loop {
+        let t = Instant::now();
+        let r = request(s.port, "POST", "/agui", &body.to_string()).expect("the run answers");
+        if r.status != 409 || Instant::now() > deadline {
+            break (r, t);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events: Vec<Value> = dechunk(&r.body)
+        .split("\n\n")
+        .filter_map(|f| f.split_once("data: ").map(|(_, d)| d))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
+    let end = events.last().expect("events");
+    assert_eq!(end["type"], "RUN_ERROR", "{}", r.body);
+    assert_eq!(end["code"], "agent_not_reading", "{end}");
+    assert!(t.elapsed() < Duration::from_secs(6), "took {:?}", t.elapsed());
+}
+
+/// The body of a chunked response.
+fn dechunk(mut b: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = b.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        b = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
+    }
+    out
+}

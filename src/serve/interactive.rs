@@ -556,8 +556,19 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
             let mut interrupted = false;
             while lock(&th.st).turns_open > 0 {
                 if !interrupted && start.elapsed() > SETTLE {
-                    let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+                    let sent = lock(&th.st).send(Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+                    if let Err(NotSent::NotReading(m)) = sent {
+                        // It would never take the interrupt, nor this message.
+                        return fail(run, m, "agent_not_reading");
+                    }
                     interrupted = true;
+                }
+                // A second after the interrupt the agent has still not read
+                // its input: the turn cannot end that way; say so now.
+                let unread = lock(&th.st).agent.as_ref().map_or(0, |a| a.core.unread_input());
+                if interrupted && unread > 0 && start.elapsed() > SETTLE + Duration::from_secs(1) {
+                    let why = crate::session::Refused::NotReading { waiting: unread };
+                    return fail(run, why.to_string(), "agent_not_reading");
                 }
                 if start.elapsed() > SETTLE_GIVE_UP {
                     return fail(
