@@ -180,8 +180,9 @@ impl State {
     #[must_use]
     fn agent_gone(&mut self) -> Option<Gone> {
         let gone = self.agent.take().map(|live| {
-            // Its input closes now: nothing queued for it is written.
-            live.core.close_agent_input();
+            // Its input closes once what is queued is written (an `end`'s
+            // cancels and interrupt); a deaf agent's is dropped when it dies.
+            live.core.close_agent_input_after_queue();
             // The ended session's sink keeps the old slot: a late line of
             // it never lands in the next session's record.
             let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
@@ -1164,8 +1165,9 @@ impl Live {
 
     /// Stops the agent's process group (TERM and CONT, grace, KILL) and reaps it.
     fn kill(&self) -> Option<i64> {
+        let rc = lock(&self.child).stop();
         self.core.close_agent_input();
-        Some(lock(&self.child).stop())
+        Some(rc)
     }
 }
 

@@ -428,6 +428,12 @@ impl<A: Agent, O: Output> Core<A, O> {
         }
     }
 
+    /// Closes the agent's input once what is queued for it is written
+    /// (the session is being ended: its last lines still go).
+    pub fn close_agent_input_after_queue(&self) {
+        self.stdin.close_after_queue();
+    }
+
     /// Bytes written to the agent that it has not read yet.
     pub fn unread_input(&self) -> usize {
         self.stdin.waiting()
