@@ -74,8 +74,6 @@ struct State {
     tool_ids: HashMap<String, String>,
     /// User messages sent whose turn has not ended.
     turns_open: u32,
-    /// A graceful stop was asked for: the run ends `cancelled` at the turn's end.
-    stop_requested: bool,
     /// The agent's session id, for `--resume` when the process is gone.
     resume: Option<String>,
     /// The session's record; its log is written as lines arrive (by the
@@ -100,7 +98,6 @@ impl State {
             raised: Raised::default(),
             tool_ids: HashMap::new(),
             turns_open: 0,
-            stop_requested: false,
             resume: None,
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
@@ -125,6 +122,11 @@ impl State {
             Some(a) => a.taken(input),
             None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
+    }
+
+    /// The session's stop count ([`crate::session::Session::stops`]).
+    fn stops(&self) -> u64 {
+        self.agent.as_ref().map_or(0, |a| a.core.query(|s, _| s.stops()))
     }
 
     /// The stream has taken all the session printed and no turn runs or is owed.
@@ -190,7 +192,6 @@ impl State {
         });
         self.rx = None;
         self.turns_open = 0;
-        self.stop_requested = false;
         gone
     }
 }
@@ -379,6 +380,9 @@ struct Run<'a> {
     /// A turn ended since the run's input: the run ends once the session
     /// has settled (see [`settle_end`]).
     turn_ended: bool,
+    /// The session's stop count when the run's input was taken: a stop
+    /// after it stopped the run's own turn (it ends `cancelled`).
+    stops_seen: u64,
 }
 
 impl Run<'_> {
@@ -415,7 +419,8 @@ pub fn run(shared: &Shared, body: &mut dyn Frames, peek: &TcpStream, input: &Run
     });
     let result = {
         // SAFETY of the borrow: `Run` lives only inside this block.
-        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body, clock, turn_ended: false };
+        let mut run =
+            Run { tr, enc: Encoder::new(SseOptions::default()), body, clock, turn_ended: false, stops_seen: 0 };
         let r = drive(shared, &mut run, input, peek);
         match r {
             Ok(End::Done) => Ok(()),
@@ -493,7 +498,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
             Next::Closed => return agent_died(run, &th),
         }
     }
-    // Phase 2: the input.
+    // Phase 2: the input. A stop from now on is this run's.
+    run.stops_seen = lock(&th.st).stops();
     let (open, plan) = {
         let st = lock(&th.st);
         let open = st.open();
@@ -601,7 +607,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                 return fail(run, m.to_string(), code);
             }
             st.turns_open += 1;
-            st.stop_requested = false;
+            // A stop before this message was the earlier turn's.
+            run.stops_seen = st.stops();
         }
     }
     // Phase 3: stream until the run ends.
@@ -633,11 +640,10 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
             }
             let stopped = {
                 let mut st = lock(&th.st);
-                let s = st.stop_requested;
+                let s = st.stops() > run.stops_seen;
                 if s {
-                    // The turn was interrupted (POST …/stop): its result, if
+                    // The turn was stopped (the `stop` input): its result, if
                     // the agent sends one, is an earlier turn's for the next run.
-                    st.stop_requested = false;
                     st.turns_open = 0;
                 }
                 s
@@ -819,11 +825,11 @@ fn settle_end(run: &mut Run, th: &Thread) -> io::Result<bool> {
     if !run.turn_ended {
         return Ok(false);
     }
-    let mut st = lock(&th.st);
+    let st = lock(&th.st);
     if st.turns_open > 0 || !st.open().is_empty() || !st.settled() {
         return Ok(false);
     }
-    let stopped = std::mem::take(&mut st.stop_requested);
+    let stopped = st.stops() > run.stops_seen;
     drop(st);
     let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
     run.emit(e)?;
@@ -1040,12 +1046,7 @@ fn stop_route(st: &mut State) -> Reply {
     // The stop rules are the session's (`stop` input): open requests
     // cancelled, then the turn interrupted; nothing when nothing runs.
     match st.send_at(Input::Stop(Who { by: Some("stop".into()) })) {
-        Ok(t) => {
-            if t.ack == Ack::Stopped {
-                st.stop_requested = true;
-            }
-            Reply::Ok(json!({"ok": true, "detail": t.ack.to_string()}))
-        }
+        Ok(t) => Reply::Ok(json!({"ok": true, "detail": t.ack.to_string()})),
         Err(e) => e.into(),
     }
 }

@@ -301,6 +301,9 @@ pub struct Session<A: Agent> {
     /// The input count of the `runwire.idle` line last written, while the
     /// session has stayed idle since.
     said_idle: Option<u64>,
+    /// Stops that stopped something ([`Ack::Stopped`]) so far: a reader that
+    /// noted the count when its input was taken sees its turn was stopped.
+    stops: u64,
 }
 
 impl<A: Agent> Session<A> {
@@ -315,6 +318,7 @@ impl<A: Agent> Session<A> {
             session_id: None,
             inputs: 0,
             said_idle: None,
+            stops: 0,
         }
     }
 
@@ -339,6 +343,11 @@ impl<A: Agent> Session<A> {
     /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
         self.closed.iter().rev().find(|a| a.id == id)
+    }
+
+    /// Stops that stopped a turn or cancelled a request, so far.
+    pub fn stops(&self) -> u64 {
+        self.stops
     }
 
     /// Session inputs taken so far: every [`input`](Session::input) call,
@@ -488,6 +497,7 @@ impl<A: Agent> Session<A> {
                 if self.phase == Phase::Turn {
                     self.agent.interrupt(&mut s.to_agent);
                 }
+                self.stops += 1;
                 s.ack = Ack::Stopped;
             }
             Input::Answer(a) => {
