@@ -64,7 +64,7 @@ pub struct Thread {
 }
 
 struct State {
-    agent: Option<Live>,
+    agent: Option<Engine>,
     /// The session's output, held here while no run streams it.
     rx: Option<Feed>,
     norm: Normalizer,
@@ -111,7 +111,7 @@ impl State {
     /// its input is [`NotSent::NotReading`].
     fn send(&mut self, input: Input) -> Result<bool, NotSent> {
         match self.agent.as_ref() {
-            Some(a) => a.input(input),
+            Some(a) => command(a, input).map(|t| t.replayed),
             None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
     }
@@ -119,14 +119,14 @@ impl State {
     /// [`send`](State::send), with what the session did.
     fn send_at(&mut self, input: Input) -> Result<crate::session::driver::Taken, NotSent> {
         match self.agent.as_ref() {
-            Some(a) => a.taken(input),
+            Some(a) => command(a, input),
             None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
     }
 
     /// The session's stop count ([`crate::session::Session::stops`]).
     fn stops(&self) -> u64 {
-        self.agent.as_ref().map_or(0, |a| a.core.query(|s, _| s.stops()))
+        self.agent.as_ref().map_or(0, Engine::stops)
     }
 
     /// The stream has taken all the session printed and no turn runs or is owed.
@@ -141,7 +141,7 @@ impl State {
 
     /// The session's open requests, oldest first (expired ones closed first).
     fn open(&self) -> Vec<String> {
-        self.agent.as_ref().map(Live::open).unwrap_or_default()
+        self.agent.as_ref().map(Engine::open).unwrap_or_default()
     }
 
     /// Normalizes a line of the session's output (recorded already, with
@@ -184,7 +184,7 @@ impl State {
         let gone = self.agent.take().map(|live| {
             // Its input closes once what is queued is written (an `end`'s
             // cancels and interrupt); a deaf agent's is dropped when it dies.
-            live.core.close_agent_input_after_queue();
+            live.end_input();
             // The ended session's sink keeps the old slot: a late line of
             // it never lands in the next session's record.
             let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
@@ -218,7 +218,7 @@ const RETRY_AFTER: &str = "1";
 
 /// A session taken off its thread, to be stopped outside any lock.
 struct Gone {
-    live: Live,
+    live: Engine,
     rec: Arc<Mutex<Option<Recorder>>>,
 }
 
@@ -337,7 +337,7 @@ impl Sessions {
             })
             .collect();
         for g in &gone {
-            lock(&g.live.child).terminate();
+            g.live.terminate();
         }
         for g in gone {
             g.stop();
@@ -460,7 +460,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                 }
             }
             let journal = lock(&st.rec).as_ref().map(Recorder::journal);
-            match Live::start(shared, st.resume.as_deref(), journal, st.rec.clone()) {
+            match start_live(shared, st.resume.as_deref(), journal, st.rec.clone()) {
                 Ok((agent, rx)) => {
                     st.agent = Some(agent);
                     st.rx = Some(rx);
@@ -572,7 +572,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                 }
                 // A second after the interrupt the agent has still not read
                 // its input: the turn cannot end that way; say so now.
-                let unread = lock(&th.st).agent.as_ref().map_or(0, |a| a.core.unread_input());
+                let unread = lock(&th.st).agent.as_ref().map_or(0, |a| a.unread_input());
                 if interrupted && unread > 0 && start.elapsed() > SETTLE + Duration::from_secs(1) {
                     let why = crate::session::Refused::NotReading { waiting: unread };
                     return fail(run, why.to_string(), "agent_not_reading");
@@ -849,7 +849,7 @@ fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
     // Taken under the lock, written to the client after it.
     let (mut events, exit, gone) = {
         let mut st = lock(&th.st);
-        let rc = st.agent.as_ref().and_then(Live::exit_code);
+        let rc = st.agent.as_ref().and_then(Engine::exit_code);
         let events = st.norm.finish();
         let exit = Event {
             run: None,
@@ -1071,104 +1071,37 @@ pub fn capabilities(shared: &Shared) -> Value {
 // ---- the live session: the library's Session, driven ----------------------
 
 use crate::session::driver::{self, JournalTo};
+use crate::session::engine::Engine;
 use crate::session::input::{Input, MessageInput, SteerInput, Who};
 use crate::session::launch::{launch, AgentKind, LaunchOptions};
-use crate::session::tap::{self, Feed, Got, Sink};
+use crate::session::tap::{Feed, Got};
 use crate::session::Ack;
-use crate::session::Session;
 
-type Core = driver::Core<Box<dyn crate::session::Agent + Send>, Sink>;
-
-/// A running agent under a [`Session`], driven by the library's session
-/// loop ([`driver::drive`], the one `runwire-session` runs) on a thread of
-/// its own: it feeds the session the agent's lines and the time (expiring
-/// unanswered requests); the server commands and queries the same
-/// [`driver::Core`] from its request threads.
-pub struct Live {
-    core: Arc<Core>,
-    child: Mutex<crate::session::proc::Proc>,
+/// Starts a thread's session: the agent as `runwire-session` runs it
+/// (`--agent-cmd`, else `$RUNWIRE_<AGENT>_BIN`, else its usual name; the
+/// protocol's flags appended), recorded to `rec`, journaled to `journal`.
+fn start_live(
+    shared: &Shared,
+    resume: Option<&str>,
+    journal: Option<std::path::PathBuf>,
+    rec: Arc<Mutex<Option<Recorder>>>,
+) -> Result<(Engine, Feed), String> {
+    let mut o = launch_options(&shared.cfg);
+    o.resume = resume.map(str::to_string);
+    let opts = crate::session::Options {
+        answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
+        actor: super::BIN.into(),
+    };
+    let journal = journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
+    Engine::start(AgentKind::of(shared.cfg.adapter), &o, opts, journal, rec, super::BIN)
 }
 
-impl Live {
-    fn start(
-        shared: &Shared,
-        resume: Option<&str>,
-        journal: Option<std::path::PathBuf>,
-        rec: Arc<Mutex<Option<Recorder>>>,
-    ) -> Result<(Live, Feed), String> {
-        // The engine, as runwire-session runs it: --agent-cmd, else
-        // $RUNWIRE_<AGENT>_BIN, else its usual name; the protocol's flags appended.
-        let mut o = launch_options(&shared.cfg);
-        o.resume = resume.map(str::to_string);
-        let launch = launch(AgentKind::of(shared.cfg.adapter), &o)?;
-        let program = on_path(std::ffi::OsStr::new(&launch.argv[0]));
-        let mut spec = crate::session::proc::Spec::new(&program);
-        for a in &launch.argv[1..] {
-            spec.arg(a);
-        }
-        let opts = crate::session::Options {
-            answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
-            actor: super::BIN.into(),
-        };
-        let (sink, feed) = tap::open(rec, super::BIN);
-        let journal =
-            journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
-        let report = Box::new(|m: String| crate::cli::report(super::BIN, m));
-        // The library's start, as runwire-session's: the opening lines go
-        // first, then the loop runs on its own thread (the sink never fails:
-        // it ends with the agent's output).
-        let dopts = driver::Options { first: None, journal };
-        let (core, child) =
-            driver::start(Session::new(launch.agent, opts), &spec, sink, &dopts, report).map_err(|e| e.to_string())?;
-        Ok((Live { core, child: Mutex::new(child) }, feed))
-    }
-
-    /// One session input: `Ok(true)` for an identical replay (nothing sent);
-    /// `Err` says why it was not sent (nothing was written).
-    fn input(&self, input: Input) -> Result<bool, NotSent> {
-        self.input_at(input).map(|(replayed, _)| replayed)
-    }
-
-    /// [`input`](Live::input), and whether a turn was running when the
-    /// session took it (decided under the session's lock, with the input:
-    /// a message then joins that turn, else it starts one).
-    fn input_at(&self, input: Input) -> Result<(bool, bool), NotSent> {
-        self.taken(input).map(|t| (t.replayed, t.mid_turn))
-    }
-
-    /// A command, with what the session did with it.
-    fn taken(&self, input: Input) -> Result<driver::Taken, NotSent> {
-        match self.core.command(input) {
-            Ok(Ok(t)) => Ok(t),
-            Ok(Err(why @ crate::session::Refused::NotReading { .. })) => Err(NotSent::NotReading(why.to_string())),
-            Ok(Err(why)) => Err(NotSent::Refused(why.to_string())),
-            Err(e) => Err(NotSent::Refused(e.to_string())),
-        }
-    }
-
-    /// True when a reader that took `taken` output lines has taken all the
-    /// session produced and the session is not mid-turn: no turn runs, and
-    /// none is owed (a codex steer codex may yet refuse, which then starts
-    /// the next turn). A run that saw its turn end ends only then.
-    fn settled(&self, taken: u64) -> bool {
-        self.core.query(|s, produced| produced == taken && s.phase() != crate::session::Phase::Turn)
-    }
-
-    /// Open request ids, oldest first (requests past their time are expired first).
-    fn open(&self) -> Vec<String> {
-        let _ = self.core.tick();
-        self.core.query(|s, _| s.pending().map(|r| r.id.clone()).collect())
-    }
-
-    fn exit_code(&self) -> Option<i64> {
-        lock(&self.child).try_wait()
-    }
-
-    /// Stops the agent's process group (TERM and CONT, grace, KILL) and reaps it.
-    fn kill(&self) -> Option<i64> {
-        let rc = lock(&self.child).stop();
-        self.core.close_agent_input();
-        Some(rc)
+/// A command to a live session, with why it was not sent.
+fn command(live: &Engine, input: Input) -> Result<driver::Taken, NotSent> {
+    match live.command(input) {
+        Ok(t) => Ok(t),
+        Err(why @ crate::session::Refused::NotReading { .. }) => Err(NotSent::NotReading(why.to_string())),
+        Err(why) => Err(NotSent::Refused(why.to_string())),
     }
 }
 
@@ -1190,22 +1123,4 @@ fn launch_options(cfg: &super::Config) -> LaunchOptions {
 /// own (`session::launch`); nothing is started. `Err` is a usage error.
 pub fn check_launch(cfg: &super::Config) -> Result<(), String> {
     launch(AgentKind::of(cfg.adapter), &launch_options(cfg)).map(drop)
-}
-
-/// `name` as a path: itself when it has a slash, else the first executable
-/// `name` on `$PATH` (the process layer takes a path), else `name` (which
-/// then fails to start with a clear error).
-fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let p = std::path::PathBuf::from(name);
-    if p.components().count() > 1 {
-        return p;
-    }
-    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-        let c = dir.join(name);
-        if std::fs::metadata(&c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
-            return c;
-        }
-    }
-    p
 }

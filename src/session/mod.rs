@@ -21,6 +21,7 @@ pub mod acp;
 pub mod claude;
 pub mod codex;
 pub mod driver;
+pub mod engine;
 pub mod input;
 pub mod launch;
 pub mod proc;
