@@ -38,7 +38,7 @@ pub const MAX_RUN_BYTES: usize = 4 * 1024 * 1024;
 /// SSE and request bytes kept across all finished runs.
 pub const MAX_RETAINED: usize = 64 * 1024 * 1024;
 /// Threads remembered (idle ones evicted oldest first).
-pub const MAX_THREADS: usize = 1024;
+pub use super::interactive::MAX_THREADS;
 /// Longest prompt: it travels as one argument (Linux caps one at 128 KiB).
 pub const MAX_PROMPT: usize = 96 * 1024;
 /// Longest `threadId` / `runId`.
@@ -381,7 +381,7 @@ pub fn post(
         Admit::Start { resume } => {
             let mut guard = Admitted { shared, input: &input, done: false };
             let (session, outcome) = if shared.cfg.interactive {
-                let f = super::interactive::run(shared, stream, req, cors, &input);
+                let f = interactive_run(shared, stream, req, cors, &input);
                 (None, f.0)
             } else {
                 if input.prompt.is_empty() {
@@ -410,6 +410,48 @@ pub fn post(
             shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(&input, session, outcome);
             Close::Now
         }
+    }
+}
+
+/// An interactive run (`--interactive`): the body is started here, the
+/// session streamed into it by [`super::interactive::run`].
+fn interactive_run(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &RunInput,
+) -> Finished {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
+    let Ok(peek) = stream.try_clone() else { return Finished::cancelled() };
+    let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
+        return Finished::cancelled();
+    };
+    let request = super::interactive::RunRequest {
+        thread_id: &input.thread_id,
+        run_id: &input.run_id,
+        prompt: &input.prompt,
+        resume: &input.resume,
+    };
+    let streamed = super::interactive::run(shared, &mut body, &peek, &request);
+    // The run is over once its terminal event is out: the thread takes the
+    // next run (a resume sent the moment RUN_FINISHED arrives) from now.
+    shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
+    Finished::from_body(body, if streamed { Ok(()) } else { Err(()) })
+}
+
+impl super::interactive::Frames for Body<'_> {
+    fn frame(&mut self, frame: &[u8]) -> io::Result<()> {
+        Body::frame(self, frame)
+    }
+    fn write_chunk(&mut self, data: &[u8]) -> io::Result<()> {
+        Body::write_chunk(self, data)
+    }
+    fn check(&mut self) -> io::Result<()> {
+        Body::check(self)
+    }
+    fn idle_for(&self) -> Duration {
+        self.last_write.elapsed()
     }
 }
 

@@ -15,10 +15,12 @@
 //!   process stays), or the run is stopped (`cancelled` outcome);
 //! - what the session printed between runs (the tail of a turn the client
 //!   left, a turn started on a task route, a request raised after an
-//!   auto-deny) is streamed first: the session never waits for a reader,
-//!   its lines are kept in a bounded buffer (8192 lines, 32 MiB), and
-//!   those it had no room for are read back from the task log, so every
-//!   line is streamed once and in order;
+//!   auto-deny) is streamed first: the session never waits for a reader.
+//!   A recorded line is not kept in memory: the run reads it back from the
+//!   task log with its own cursor. An unrecorded one (`--no-record`) is
+//!   kept in a bounded channel (4 MiB a session, [`crate::session::tap::ALL_CHANNELS_BYTES`]
+//!   for all sessions together); what had no room is a reported gap. So
+//!   every line is streamed once and in order, or reported missing;
 //! - a thread with open interrupts takes only a `resume` that addresses them
 //!   all ([`super::interrupts`]); anything else answers nothing and ends
 //!   with the open interrupts again, so a client that disconnected sees
@@ -28,7 +30,7 @@
 //! The task routes (`POST /runs/:id/tasks/:tid/answer|steer|stop|kill`, see
 //! [`control_post`]) act on the same session under the same rules.
 
-use super::http::{respond, respond_error, Close, Request};
+use super::http::{respond, respond_error, Close};
 use super::interrupts::{Plan, Raised};
 use super::Shared;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
@@ -41,8 +43,6 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,7 +64,7 @@ pub struct Thread {
 }
 
 struct State {
-    agent: Option<Live>,
+    agent: Option<Engine>,
     /// The session's output, held here while no run streams it.
     rx: Option<Feed>,
     norm: Normalizer,
@@ -74,8 +74,6 @@ struct State {
     tool_ids: HashMap<String, String>,
     /// User messages sent whose turn has not ended.
     turns_open: u32,
-    /// A graceful stop was asked for: the run ends `cancelled` at the turn's end.
-    stop_requested: bool,
     /// The agent's session id, for `--resume` when the process is gone.
     resume: Option<String>,
     /// The session's record; its log is written as lines arrive (by the
@@ -100,7 +98,6 @@ impl State {
             raised: Raised::default(),
             tool_ids: HashMap::new(),
             turns_open: 0,
-            stop_requested: false,
             resume: None,
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
@@ -109,25 +106,27 @@ impl State {
         }
     }
 
-    /// One session input; `Ok(true)` when it was an identical replay (nothing sent).
-    fn send(&mut self, input: Input) -> Result<bool, String> {
+    /// One session input; `Ok(true)` when it was an identical replay
+    /// (nothing sent). Never waits for the agent: one that does not read
+    /// its input is [`NotSent::NotReading`].
+    fn send(&mut self, input: Input) -> Result<bool, NotSent> {
         match self.agent.as_ref() {
-            Some(a) => a.input(input),
-            None => Err("the agent's session is not running".into()),
+            Some(a) => command(a, input).map(|t| t.replayed),
+            None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
     }
 
-    /// A message, with whether the session was mid-turn when it took it.
-    fn send_message(&mut self, text: String, by: &str) -> Result<bool, String> {
+    /// [`send`](State::send), with what the session did.
+    fn send_at(&mut self, input: Input) -> Result<crate::session::driver::Taken, NotSent> {
         match self.agent.as_ref() {
-            Some(a) => a.input_at(Input::Message(MessageInput { text, by: Some(by.into()) })).map(|(_, mid)| mid),
-            None => Err("the agent's session is not running".into()),
+            Some(a) => command(a, input),
+            None => Err(NotSent::Refused("the agent's session is not running".into())),
         }
     }
 
-    /// The session is mid-turn (a turn runs or is owed), whatever the runs saw of it.
-    fn mid_turn(&self) -> bool {
-        self.agent.as_ref().is_some_and(Live::mid_turn)
+    /// The session's stop count ([`crate::session::Session::stops`]).
+    fn stops(&self) -> u64 {
+        self.agent.as_ref().map_or(0, Engine::stops)
     }
 
     /// The stream has taken all the session printed and no turn runs or is owed.
@@ -142,7 +141,7 @@ impl State {
 
     /// The session's open requests, oldest first (expired ones closed first).
     fn open(&self) -> Vec<String> {
-        self.agent.as_ref().map(Live::open).unwrap_or_default()
+        self.agent.as_ref().map(Engine::open).unwrap_or_default()
     }
 
     /// Normalizes a line of the session's output (recorded already, with
@@ -177,23 +176,79 @@ impl State {
         }
     }
 
-    /// The agent is gone: nobody waits for its requests any more.
-    fn agent_gone(&mut self) {
-        if let Some(mut a) = self.agent.take() {
-            let rc = a.kill();
-            if let Some(rec) = lock(&self.rec).take() {
-                let state = if rc == Some(0) { "committed" } else { "halted" };
-                if let Err(e) = rec.finish(state, rc, None) {
-                    crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
-                }
-            }
+    /// The agent is gone: nobody waits for its requests any more. What is
+    /// returned is stopped by the caller ([`Gone::stop`]) once it has let
+    /// go of the thread's lock: stopping waits for the process.
+    #[must_use]
+    fn agent_gone(&mut self) -> Option<Gone> {
+        let gone = self.agent.take().map(|live| {
+            // Its input closes once what is queued is written (an `end`'s
+            // cancels and interrupt); a deaf agent's is dropped when it dies.
+            live.end_input();
             // The ended session's sink keeps the old slot: a late line of
             // it never lands in the next session's record.
-            self.rec = Arc::new(Mutex::new(None));
-        }
+            let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
+            Gone { live, rec }
+        });
         self.rx = None;
         self.turns_open = 0;
-        self.stop_requested = false;
+        gone
+    }
+}
+
+/// Why a session input was not sent.
+#[derive(Debug)]
+enum NotSent {
+    /// The session refused it (nothing was written): why.
+    Refused(String),
+    /// The agent is not reading its input: nothing was taken; try again later.
+    NotReading(String),
+}
+
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSent::Refused(m) | NotSent::NotReading(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Seconds a client is told to wait (`Retry-After`) when the agent does not read.
+const RETRY_AFTER: &str = "1";
+
+/// A session taken off its thread, to be stopped outside any lock.
+struct Gone {
+    live: Engine,
+    rec: Arc<Mutex<Option<Recorder>>>,
+}
+
+impl Gone {
+    /// Stops the agent's process group (TERM and CONT, the grace, KILL),
+    /// reaps it and ends the record.
+    fn stop(self) {
+        let rc = self.live.kill();
+        if let Some(rec) = lock(&self.rec).take() {
+            let state = if rc == Some(0) { "committed" } else { "halted" };
+            if let Err(e) = rec.finish(state, rc, None) {
+                crate::cli::report(super::BIN, format!("record {}: {e}", rec.run_id));
+            }
+        }
+    }
+
+    /// Stopped in the background (nobody waits for it).
+    fn stop_later(self) {
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let s2 = slot.clone();
+        let spawned = std::thread::Builder::new().name("session stop".into()).spawn(move || {
+            if let Some(g) = lock(&s2).take() {
+                g.stop();
+            }
+        });
+        if spawned.is_err() {
+            if let Some(g) = lock(&slot).take() {
+                g.stop();
+            }
+        }
     }
 }
 
@@ -231,7 +286,12 @@ impl Sessions {
                 .min_by_key(|(at, _)| *at)
                 .map(|(_, th)| th.clone());
             match idle {
-                Some(th) => lock(&th.st).agent_gone(),
+                Some(th) => {
+                    // Stopped in the background: this lock is every thread's.
+                    if let Some(g) = lock(&th.st).agent_gone() {
+                        g.stop_later();
+                    }
+                }
                 None => {
                     return Err(format!(
                         "{MAX_SESSIONS} interactive sessions are busy (running a turn or waiting for an answer); try again later"
@@ -239,13 +299,13 @@ impl Sessions {
                 }
             }
         }
-        if t.len() >= super::agui::MAX_THREADS {
+        if t.len() >= MAX_THREADS {
             let gone: Vec<String> = t
                 .iter()
                 .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.agent.is_none()))
                 .map(|(k, _)| k.clone())
                 .collect();
-            let n = (t.len() + 1).saturating_sub(super::agui::MAX_THREADS);
+            let n = (t.len() + 1).saturating_sub(MAX_THREADS);
             let gone: Vec<String> = gone.into_iter().take(n).collect();
             for k in &gone {
                 t.remove(k);
@@ -263,29 +323,69 @@ impl Sessions {
         lock(&self.threads).get(&thread).cloned()
     }
 
-    /// Ends every session (server shutdown).
+    /// Ends every session (server shutdown): each is told to end, every
+    /// process group is signalled at once, and each is reaped within its
+    /// grace (then killed): the whole takes one grace, not one per session.
     pub fn end_all(&self) {
         let all: Vec<Arc<Thread>> = lock(&self.threads).values().cloned().collect();
-        for th in all {
-            let mut st = lock(&th.st);
-            let _ = st.send(Input::End(Who { by: Some(super::BIN.into()) }));
-            st.agent_gone();
+        let gone: Vec<Gone> = all
+            .iter()
+            .filter_map(|th| {
+                let mut st = lock(&th.st);
+                let _ = st.send(Input::End(Who { by: Some(super::BIN.into()) }));
+                st.agent_gone()
+            })
+            .collect();
+        for g in &gone {
+            g.live.terminate();
+        }
+        for g in gone {
+            g.stop();
         }
     }
 }
 
 /// What one run on the thread streams, as SSE frames.
-struct Run<'a, 'b> {
+/// Where a run's frames go: the AG-UI response body, which `serve::agui`
+/// starts and ends; this module only writes frames to it.
+pub trait Frames {
+    /// One SSE frame (kept for replay).
+    fn frame(&mut self, frame: &[u8]) -> io::Result<()>;
+    /// Bytes that are not a frame (a keep-alive comment).
+    fn write_chunk(&mut self, data: &[u8]) -> io::Result<()>;
+    /// `Err` when the client stopped taking what is written.
+    fn check(&mut self) -> io::Result<()>;
+    /// Time since the last write.
+    fn idle_for(&self) -> Duration;
+}
+
+/// What one AG-UI run on a thread asks for (a validated `RunAgentInput`).
+pub struct RunRequest<'a> {
+    pub thread_id: &'a str,
+    pub run_id: &'a str,
+    /// Empty only when `resume` is not.
+    pub prompt: &'a str,
+    pub resume: &'a [super::interrupts::ResumeEntry],
+}
+
+/// Threads remembered at once (idle ones forgotten oldest first), here and
+/// in the book of runs.
+pub const MAX_THREADS: usize = 1024;
+
+struct Run<'a> {
     tr: Translator,
     enc: Encoder,
-    body: &'a mut super::agui::Body<'b>,
+    body: &'a mut dyn Frames,
     clock: Clock,
     /// A turn ended since the run's input: the run ends once the session
     /// has settled (see [`settle_end`]).
     turn_ended: bool,
+    /// The session's stop count when the run's input was taken: a stop
+    /// after it stopped the run's own turn (it ends `cancelled`).
+    stops_seen: u64,
 }
 
-impl Run<'_, '_> {
+impl Run<'_> {
     fn emit(&mut self, events: Vec<AguiEvent>) -> io::Result<()> {
         for e in events {
             if let Ok(Some(frame)) = self.enc.push(e.to_json().as_bytes()) {
@@ -308,36 +408,27 @@ enum End {
     Gone,
 }
 
-/// The run: sends its input and streams the session until the run ends.
-/// Returns the outcome for the book of runs.
-pub fn run(
-    shared: &Shared,
-    stream: &mut TcpStream,
-    req: &Request,
-    cors: &[(&'static str, String)],
-    input: &super::agui::RunInput,
-) -> super::agui::Finished {
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
-    let Ok(peek) = stream.try_clone() else { return super::agui::Finished::cancelled() };
-    let Ok(mut body) = super::agui::Body::start(stream, req, cors, shared.cfg.write_timeout) else {
-        return super::agui::Finished::cancelled();
-    };
+/// The run: sends its input and streams the session to `body` until the
+/// run ends (`peek`: the client's socket, to see it leave). `false` when
+/// the client left before the run's end.
+pub fn run(shared: &Shared, body: &mut dyn Frames, peek: &TcpStream, input: &RunRequest) -> bool {
     let clock = Clock::from_env();
     let tr = Translator::new(TranslateOptions {
-        thread_id: Some(input.thread_id.clone()),
-        run_id: Some(input.run_id.clone()),
+        thread_id: Some(input.thread_id.to_string()),
+        run_id: Some(input.run_id.to_string()),
     });
     let result = {
         // SAFETY of the borrow: `Run` lives only inside this block.
-        let mut run = Run { tr, enc: Encoder::new(SseOptions::default()), body: &mut body, clock, turn_ended: false };
-        let r = drive(shared, &mut run, input, &peek);
+        let mut run =
+            Run { tr, enc: Encoder::new(SseOptions::default()), body, clock, turn_ended: false, stops_seen: 0 };
+        let r = drive(shared, &mut run, input, peek);
         match r {
             Ok(End::Done) => Ok(()),
             Ok(End::Gone) => Err(()),
             Err(_) => {
                 // A write failed: the client left mid-turn. The turn is
                 // interrupted; the session stays for the next run.
-                if let Some(th) = lock(&shared.sessions.threads).get(&input.thread_id).cloned() {
+                if let Some(th) = lock(&shared.sessions.threads).get(input.thread_id).cloned() {
                     let mut st = lock(&th.st);
                     if st.turns_open > 0 {
                         let _ = st.send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
@@ -347,14 +438,11 @@ pub fn run(
             }
         }
     };
-    // The run is over once its terminal event is out: the thread takes the
-    // next run (a resume sent the moment RUN_FINISHED arrives) from now.
-    shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
-    super::agui::Finished::from_body(body, result)
+    result.is_ok()
 }
 
-fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &TcpStream) -> io::Result<End> {
-    let th = match shared.sessions.thread(shared, &input.thread_id) {
+fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -> io::Result<End> {
+    let th = match shared.sessions.thread(shared, input.thread_id) {
         Ok(t) => t,
         Err(m) => return fail(run, m, "sessions_full"),
     };
@@ -372,7 +460,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 }
             }
             let journal = lock(&st.rec).as_ref().map(Recorder::journal);
-            match Live::start(shared, st.resume.as_deref(), journal, st.rec.clone()) {
+            match start_live(shared, st.resume.as_deref(), journal, st.rec.clone()) {
                 Ok((agent, rx)) => {
                     st.agent = Some(agent);
                     st.rx = Some(rx);
@@ -410,14 +498,15 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
             Next::Closed => return agent_died(run, &th),
         }
     }
-    // Phase 2: the input.
+    // Phase 2: the input. A stop from now on is this run's.
+    run.stops_seen = lock(&th.st).stops();
     let (open, plan) = {
         let st = lock(&th.st);
         let open = st.open();
         let plan = if input.resume.is_empty() && open.is_empty() {
             None
         } else {
-            Some(st.raised.plan(&input.resume, &open, "agui"))
+            Some(st.raised.plan(input.resume, &open, "agui"))
         };
         (open, plan)
     };
@@ -448,7 +537,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 let id = a.id.clone();
                 if let Err(m) = st.send(Input::Answer(a)) {
                     drop(st);
-                    return fail(run, format!("resume: interrupt {id:?}: {m}"), "resume_refused");
+                    let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "resume_refused" };
+                    return fail(run, format!("resume: interrupt {id:?}: {m}"), code);
                 }
             }
             if st.turns_open == 0 && st.open().is_empty() {
@@ -473,8 +563,19 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
             let mut interrupted = false;
             while lock(&th.st).turns_open > 0 {
                 if !interrupted && start.elapsed() > SETTLE {
-                    let _ = lock(&th.st).send(Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+                    let sent = lock(&th.st).send(Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+                    if let Err(NotSent::NotReading(m)) = sent {
+                        // It would never take the interrupt, nor this message.
+                        return fail(run, m, "agent_not_reading");
+                    }
                     interrupted = true;
+                }
+                // A second after the interrupt the agent has still not read
+                // its input: the turn cannot end that way; say so now.
+                let unread = lock(&th.st).agent.as_ref().map_or(0, |a| a.unread_input());
+                if interrupted && unread > 0 && start.elapsed() > SETTLE + Duration::from_secs(1) {
+                    let why = crate::session::Refused::NotReading { waiting: unread };
+                    return fail(run, why.to_string(), "agent_not_reading");
                 }
                 if start.elapsed() > SETTLE_GIVE_UP {
                     return fail(
@@ -499,13 +600,15 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 drop(st);
                 return end_interrupted(run, &th, &open);
             }
-            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
+            let msg = Input::Message(MessageInput { text: input.prompt.to_string(), by: Some("agui".into()) });
             if let Err(m) = st.send(msg) {
                 drop(st);
-                return fail(run, m, "agent_gone");
+                let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };
+                return fail(run, m.to_string(), code);
             }
             st.turns_open += 1;
-            st.stop_requested = false;
+            // A stop before this message was the earlier turn's.
+            run.stops_seen = st.stops();
         }
     }
     // Phase 3: stream until the run ends.
@@ -521,7 +624,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
                 if settle_end(run, &th)? {
                     return Ok(End::Done);
                 }
-                if run.body.last_write.elapsed() >= shared.cfg.keepalive {
+                if run.body.idle_for() >= shared.cfg.keepalive {
                     run.body.write_chunk(b": keep-alive\n\n")?;
                 }
             }
@@ -537,11 +640,10 @@ fn drive(shared: &Shared, run: &mut Run, input: &super::agui::RunInput, peek: &T
             }
             let stopped = {
                 let mut st = lock(&th.st);
-                let s = st.stop_requested;
+                let s = st.stops() > run.stops_seen;
                 if s {
-                    // The turn was interrupted (POST …/stop): its result, if
+                    // The turn was stopped (the `stop` input): its result, if
                     // the agent sends one, is an earlier turn's for the next run.
-                    st.stop_requested = false;
                     st.turns_open = 0;
                 }
                 s
@@ -662,7 +764,10 @@ fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
             // The process ends: shown as the run's end (RUN_ERROR or finished).
             let out = run.tr.push(&ev);
             run.emit(out)?;
-            lock(&th.st).agent_gone();
+            let gone = lock(&th.st).agent_gone();
+            if let Some(g) = gone {
+                g.stop();
+            }
             continue;
         }
         let out = run.tr.push(&ev);
@@ -685,7 +790,10 @@ fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
             Data::Exit(_) => {
                 let out = run.tr.push(&ev);
                 run.emit(out)?;
-                lock(&th.st).agent_gone();
+                let gone = lock(&th.st).agent_gone();
+                if let Some(g) = gone {
+                    g.stop();
+                }
                 return Ok(true);
             }
             _ => {}
@@ -717,11 +825,11 @@ fn settle_end(run: &mut Run, th: &Thread) -> io::Result<bool> {
     if !run.turn_ended {
         return Ok(false);
     }
-    let mut st = lock(&th.st);
+    let st = lock(&th.st);
     if st.turns_open > 0 || !st.open().is_empty() || !st.settled() {
         return Ok(false);
     }
-    let stopped = std::mem::take(&mut st.stop_requested);
+    let stopped = st.stops() > run.stops_seen;
     drop(st);
     let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
     run.emit(e)?;
@@ -738,14 +846,12 @@ fn raise(run: &Run, th: &Thread, r: &crate::events::InputRequest) {
 }
 
 fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
-    let mut st = lock(&th.st);
-    let rc = st.agent.as_ref().and_then(Live::exit_code);
-    for ev in st.norm.finish() {
-        let out = run.tr.push(&ev);
-        run.emit(out)?;
-    }
-    if !run.tr.is_terminated() {
-        let ev = Event {
+    // Taken under the lock, written to the client after it.
+    let (mut events, exit, gone) = {
+        let mut st = lock(&th.st);
+        let rc = st.agent.as_ref().and_then(Engine::exit_code);
+        let events = st.norm.finish();
+        let exit = Event {
             run: None,
             task: None,
             session: st.norm.session().map(str::to_string),
@@ -757,10 +863,19 @@ fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
                 detail: Some("the agent's session ended".into()),
             }),
         };
+        (events, exit, st.agent_gone())
+    };
+    if let Some(g) = gone {
+        g.stop();
+    }
+    for ev in events.drain(..) {
         let out = run.tr.push(&ev);
         run.emit(out)?;
     }
-    st.agent_gone();
+    if !run.tr.is_terminated() {
+        let out = run.tr.push(&exit);
+        run.emit(out)?;
+    }
     Ok(End::Done)
 }
 
@@ -770,11 +885,11 @@ fn fail(run: &mut Run, message: String, code: &'static str) -> io::Result<End> {
     Ok(End::Done)
 }
 
-fn recorder(shared: &Shared, input: &super::agui::RunInput) -> Option<Recorder> {
+fn recorder(shared: &Shared, input: &RunRequest) -> Option<Recorder> {
     if !shared.cfg.record {
         return None;
     }
-    match Recorder::start(&shared.cfg.harness_home, &input.run_id, shared.cfg.adapter.name(), &input.prompt) {
+    match Recorder::start(&shared.cfg.harness_home, input.run_id, shared.cfg.adapter.name(), input.prompt) {
         Ok(r) => Some(r),
         Err(e) => {
             crate::cli::report(super::BIN, format!("cannot record the session of thread {:?}: {e}", input.thread_id));
@@ -785,7 +900,10 @@ fn recorder(shared: &Shared, input: &super::agui::RunInput) -> Option<Recorder> 
 
 /// `POST /runs/:id/tasks/:tid/answer|steer|stop|kill` for a session this
 /// server holds; `None` when `id` is not one (the caller goes on to the
-/// supervisor).
+/// supervisor). The answer is decided under the thread's lock and written
+/// to the client after it; nothing here waits for the agent: an agent that
+/// does not read its input gets `503` with `Retry-After`, and `kill` waits
+/// only for the process group to be gone (its grace, then SIGKILL).
 pub fn control_post(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -796,175 +914,141 @@ pub fn control_post(
     cors: &[(&'static str, String)],
 ) -> Option<Close> {
     let th = shared.sessions.by_record(id)?;
-    let reply = |stream: &mut TcpStream, code: u16, v: Value| {
-        let _ = respond(stream, code, cors, &v.to_string());
-        Close::Linger
-    };
     if task != TASK {
         respond_error(stream, 404, cors, &format!("run {id} has one task, {TASK:?}"));
         return Some(Close::Linger);
     }
-    let mut st = lock(&th.st);
-    if st.agent.is_none() && verb != "kill" {
-        let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
-        return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
+    if !matches!(verb, "answer" | "steer" | "stop" | "kill") {
+        return None;
     }
     let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
     let Value::Object(b) = v else {
         respond_error(stream, 400, cors, "the body must be a JSON object");
         return Some(Close::Linger);
     };
-    Some(match verb {
-        "answer" => {
-            // The session input's own answer, with `request` naming the id.
-            let mut a = b.clone();
-            let Some(rid) = a.remove("request") else {
-                respond_error(stream, 400, cors, "answer body: request (the request id) is required");
-                return Some(Close::Linger);
+    let r = if verb == "kill" {
+        // Taken off the thread under its lock, stopped after it.
+        let gone = lock(&th.st).agent_gone();
+        if let Some(g) = gone {
+            g.stop();
+        }
+        Reply::Ok(
+            json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}),
+        )
+    } else {
+        let mut st = lock(&th.st);
+        if st.agent.is_none() {
+            let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
+            Reply::Conflict(m.into())
+        } else {
+            match verb {
+                "answer" => answer_route(&mut st, b),
+                "steer" => steer_route(&mut st, &b),
+                _ => stop_route(&mut st),
+            }
+        }
+    };
+    match r {
+        Reply::Ok(v) => {
+            let _ = respond(stream, 200, cors, &v.to_string());
+        }
+        Reply::Conflict(m) => {
+            let _ = respond(stream, 409, cors, &json!({"ok": false, "detail": m}).to_string());
+        }
+        Reply::NotReading(m) => {
+            let mut h = cors.to_vec();
+            h.push(("Retry-After", RETRY_AFTER.into()));
+            let v = json!({"ok": false, "code": "agent_not_reading", "detail": m});
+            let _ = respond(stream, 503, &h, &v.to_string());
+        }
+        Reply::Bad(m) => respond_error(stream, 400, cors, &m),
+    }
+    Some(Close::Linger)
+}
+
+/// A task route's answer, decided under the thread's lock.
+enum Reply {
+    Ok(Value),
+    /// 409: the session refused it.
+    Conflict(String),
+    /// 503 + `Retry-After`: the agent does not read its input.
+    NotReading(String),
+    /// 400: the body is wrong.
+    Bad(String),
+}
+
+impl From<NotSent> for Reply {
+    fn from(e: NotSent) -> Reply {
+        match e {
+            NotSent::Refused(m) => Reply::Conflict(m),
+            NotSent::NotReading(m) => Reply::NotReading(m),
+        }
+    }
+}
+
+fn answer_route(st: &mut State, b: serde_json::Map<String, Value>) -> Reply {
+    // The session input's own answer, with `request` naming the id.
+    let mut a = b.clone();
+    let Some(rid) = a.remove("request") else {
+        return Reply::Bad("answer body: request (the request id) is required".into());
+    };
+    a.insert("id".into(), rid);
+    a.insert("type".into(), "answer".into());
+    a.entry("by").or_insert_with(|| "task route".into());
+    // Answers to a question are held to its choices, as on /agui.
+    if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str)) {
+        if let Some((req, _)) = st.raised.get(rid) {
+            let e = super::interrupts::ResumeEntry {
+                interrupt_id: rid.clone(),
+                status: "resolved".into(),
+                payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
             };
-            a.insert("id".into(), rid);
-            a.insert("type".into(), "answer".into());
-            a.entry("by").or_insert_with(|| "task route".into());
-            // Answers to a question are held to its choices, as on /agui.
-            if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str))
-            {
-                if let Some((req, _)) = st.raised.get(rid) {
-                    let e = super::interrupts::ResumeEntry {
-                        interrupt_id: rid.clone(),
-                        status: "resolved".into(),
-                        payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
-                    };
-                    if let Err(m) = super::interrupts::answer_for(req, &e, "check") {
-                        respond_error(stream, 400, cors, &format!("answer body: {m}"));
-                        return Some(Close::Linger);
-                    }
-                }
-            }
-            let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
-                Ok(i @ Input::Answer(_)) => i,
-                Ok(_) | Err(_) => {
-                    let e = Input::parse(Value::Object(b).to_string().as_bytes()).err().unwrap_or_default();
-                    respond_error(
-                        stream,
-                        400,
-                        cors,
-                        &format!("answer body: {{request, decision: allow|deny|answer|cancelled, scope?, updated_input?, answers?, message?, by?}} expected{}", if e.is_empty() { String::new() } else { format!(" ({e})") }),
-                    );
-                    return Some(Close::Linger);
-                }
-            };
-            match st.send(input) {
-                Ok(replayed) => reply(
-                    stream,
-                    200,
-                    json!({"ok": true, "sent": !replayed, "detail": if replayed { "already decided the same way; not sent again" } else { "sent to the agent" }}),
-                ),
-                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
+            if let Err(m) = super::interrupts::answer_for(req, &e, "check") {
+                return Reply::Bad(format!("answer body: {m}"));
             }
         }
-        "steer" => {
-            let msg = match b.get("msg") {
-                Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => {
-                    s.clone()
-                }
-                _ => {
-                    respond_error(stream, 400, cors, "steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}");
-                    return Some(Close::Linger);
-                }
-            };
-            let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
-            if !st.open().is_empty() {
-                let m =
-                    "the agent is waiting for an answer to an open request; answer it (POST …/answer) before steering";
-                return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
-            }
-            // (The session ignores an interrupt when no turn runs.)
-            if interrupt {
-                if let Err(m) = st.send(Input::Interrupt(Who { by: Some("steer".into()) })) {
-                    return Some(reply(stream, 409, json!({"ok": false, "detail": m})));
-                }
-            }
-            match st.send_message(msg, "steer") {
-                Ok(mid_turn) => {
-                    // Whether a turn runs is the session's word, taken with the
-                    // message: the run's own count lags when the turn has just
-                    // ended (a steer then starts the next turn, which the run
-                    // streaming the thread follows). Written into the running
-                    // turn, the message joins it; after an interrupt (or when
-                    // idle) it starts a turn of its own. ACP has no live steer:
-                    // the session cancels the turn and prompts again, a turn of
-                    // its own too.
-                    // ACP cannot steer: the protocol's own word, as the supervisor takes it.
-                    let acp = agent_kind(shared.cfg.adapter).mid_turn() == crate::session::MidTurn::CancelsAndPrompts;
-                    let codex = shared.cfg.adapter == crate::normalize::Adapter::Codex;
-                    if !mid_turn || interrupt || acp {
-                        st.turns_open += 1;
-                    }
-                    let how = match (mid_turn, interrupt) {
-                        (false, _) => "no turn was running: the message started one",
-                        (true, true) if codex => {
-                            "the turn was interrupted; the message starts a new one once it has ended"
-                        }
-                        (true, true) => "the turn was interrupted and the message started a new one",
-                        // ACP cannot take a message into a running turn: the session cancels it and prompts again.
-                        (true, false) if acp => {
-                            "ACP cannot steer a running turn: the turn was cancelled and the message prompts again"
-                        }
-                        (true, false) if codex => {
-                            "written into the running turn (live steer); should codex find that turn already over, the message starts the next turn"
-                        }
-                        (true, false) => "written into the running turn (live steer)",
-                    };
-                    reply(stream, 200, json!({"ok": true, "live": true, "detail": how}))
-                }
-                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
-            }
+    }
+    let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
+        Ok(i @ Input::Answer(_)) => i,
+        Ok(_) | Err(_) => {
+            let e = Input::parse(Value::Object(b).to_string().as_bytes()).err().unwrap_or_default();
+            return Reply::Bad(format!("answer body: {{request, decision: allow|deny|answer|cancelled, scope?, updated_input?, answers?, message?, by?}} expected{}", if e.is_empty() { String::new() } else { format!(" ({e})") }));
         }
-        "stop" => {
-            let open = st.open();
-            // With no run streaming (the thread holds the output), a turn
-            // that ended unseen still counts in `turns_open`: the session's
-            // own word decides, and no stale stop is left for a later run.
-            let unseen_end = st.rx.is_some() && st.agent.is_some();
-            if (st.turns_open == 0 || unseen_end) && open.is_empty() && !st.mid_turn() {
-                return Some(reply(
-                    stream,
-                    200,
-                    json!({"ok": true, "detail": "no turn is running; the session stays"}),
-                ));
+    };
+    match st.send(input) {
+        Ok(replayed) => Reply::Ok(
+            json!({"ok": true, "sent": !replayed, "detail": if replayed { "already decided the same way; not sent again" } else { "sent to the agent" }}),
+        ),
+        Err(e) => e.into(),
+    }
+}
+
+fn steer_route(st: &mut State, b: &serde_json::Map<String, Value>) -> Reply {
+    let text = match b.get("msg") {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => s.clone(),
+        _ => return Reply::Bad("steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}".into()),
+    };
+    let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
+    // The steer rules are the session's (`steer` input): its answer says what it did.
+    match st.send_at(Input::Steer(SteerInput { text, interrupt, by: Some("steer".into()) })) {
+        Ok(t) => {
+            // A steer that became a turn of its own is one the streaming run follows.
+            if matches!(t.ack, Ack::Started | Ack::InterruptedThenStarted | Ack::CancelledThenPrompted) {
+                st.turns_open += 1;
             }
-            // Open requests are cancelled (denied as abandoned) before the turn is interrupted.
-            for rid in open {
-                let a = crate::session::input::AnswerInput {
-                    id: rid,
-                    decision: crate::session::input::Decision::Cancelled,
-                    scope: None,
-                    updated_input: None,
-                    answers: None,
-                    message: Some("The user stopped the turn.".into()),
-                    mode: None,
-                    by: Some("stop".into()),
-                };
-                let _ = st.send(Input::Answer(a));
-            }
-            st.stop_requested = true;
-            match st.send(Input::Interrupt(Who { by: Some("stop".into()) })) {
-                Ok(_) => {
-                    reply(stream, 200, json!({"ok": true, "detail": "the turn was interrupted; the session stays"}))
-                }
-                Err(m) => reply(stream, 409, json!({"ok": false, "detail": m})),
-            }
+            Reply::Ok(json!({"ok": true, "live": true, "detail": t.ack.to_string()}))
         }
-        "kill" => {
-            st.agent_gone();
-            reply(
-                stream,
-                200,
-                json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}),
-            )
-        }
-        _ => return None,
-    })
+        Err(e) => e.into(),
+    }
+}
+
+fn stop_route(st: &mut State) -> Reply {
+    // The stop rules are the session's (`stop` input): open requests
+    // cancelled, then the turn interrupted; nothing when nothing runs.
+    match st.send_at(Input::Stop(Who { by: Some("stop".into()) })) {
+        Ok(t) => Reply::Ok(json!({"ok": true, "detail": t.ack.to_string()})),
+        Err(e) => e.into(),
+    }
 }
 
 /// The server's AG-UI `AgentCapabilities` (`GET /agui/capabilities`, and
@@ -987,397 +1071,43 @@ pub fn capabilities(shared: &Shared) -> Value {
 // ---- the live session: the library's Session, driven ----------------------
 
 use crate::session::driver::{self, JournalTo};
-use crate::session::input::{Input, MessageInput, Who};
+use crate::session::engine::Engine;
+use crate::session::input::{Input, MessageInput, SteerInput, Who};
 use crate::session::launch::{launch, AgentKind, LaunchOptions};
-use crate::session::Session;
-use std::sync::mpsc::SyncSender;
+use crate::session::tap::{Feed, Got};
+use crate::session::Ack;
 
-/// A line of the session's output: its ordinal (1-based: its line number
-/// in the task log), its bytes and its arrival time.
-struct Line {
-    n: u64,
-    bytes: Vec<u8>,
-    at: Option<i64>,
-}
-
-/// Lines buffered between the session and the run streaming it, at most.
-const CHANNEL: usize = 8192;
-/// Bytes of those lines, at most (a line longer than this still goes alone).
-const CHANNEL_BYTES: usize = 32 * 1024 * 1024;
-
-/// What the session's sink and the run reading its channel share.
-#[derive(Default)]
-struct Tap {
-    /// Lines `1..=recorded` are whole in the task log (recording has not
-    /// failed before them). Set before the line is passed on.
-    recorded: AtomicU64,
-    /// The latest line the channel had no room for (0: none).
-    dropped_through: AtomicU64,
-    /// Bytes of the lines in the channel.
-    queued: AtomicUsize,
-}
-
-/// The session's output as the server takes it: each line recorded (with
-/// its arrival time) and offered to the thread's channel, which a run
-/// drains. The sink never waits for a reader: nobody streams the session
-/// between runs (a turn started on a task route, the tail of a turn a
-/// client left), and a session that waited would stop reading its agent.
-/// A line the channel has no room for is left out of it (the log has it;
-/// the run that streams next reads it from there). The channel closes when
-/// the session's loop ends, so the run streaming sees the end.
-struct Sink {
+/// Starts a thread's session: the agent as `runwire-session` runs it
+/// (`--agent-cmd`, else `$RUNWIRE_<AGENT>_BIN`, else its usual name; the
+/// protocol's flags appended), recorded to `rec`, journaled to `journal`.
+fn start_live(
+    shared: &Shared,
+    resume: Option<&str>,
+    journal: Option<std::path::PathBuf>,
     rec: Arc<Mutex<Option<Recorder>>>,
-    tx: SyncSender<Line>,
-    tap: Arc<Tap>,
-    /// Lines taken so far (the last ordinal).
-    n: u64,
-    /// Every line so far is in the log.
-    recording: bool,
-    /// Bytes the channel holds at most ([`CHANNEL_BYTES`]).
-    max_bytes: usize,
+) -> Result<(Engine, Feed), String> {
+    let mut o = launch_options(&shared.cfg);
+    o.resume = resume.map(str::to_string);
+    let opts = crate::session::Options {
+        answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
+        actor: super::BIN.into(),
+    };
+    let journal = journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
+    Engine::start(AgentKind::of(shared.cfg.adapter), &o, opts, journal, rec, super::BIN)
 }
 
-impl driver::Output for Sink {
-    fn line(&mut self, l: &[u8]) -> io::Result<()> {
-        self.n += 1;
-        // Its arrival time, recorded beside the log and used for `ts`, so a
-        // re-read of the record gives the same events.
-        let at = crate::arrival::clock().map(|c| c.now_ms());
-        {
-            let mut rec = lock(&self.rec);
-            match rec.as_mut() {
-                Some(r) => match r.line(l, at) {
-                    Ok(()) if self.recording => self.tap.recorded.store(self.n, Ordering::SeqCst),
-                    Ok(()) => {}
-                    Err(e) => {
-                        crate::cli::report(
-                            super::BIN,
-                            format!("record {}: {e}; no longer recording this session", r.run_id),
-                        );
-                        // Incomplete: the journal says so now (a full disk).
-                        let _ = r.finish("failed", None, Some(format!("the run's log could not be written: {e}")));
-                        *rec = None;
-                        self.recording = false;
-                    }
-                },
-                None => self.recording = false,
-            }
-        }
-        let len = l.len();
-        let queued = self.tap.queued.load(Ordering::SeqCst);
-        let room = queued == 0 || queued + len <= self.max_bytes;
-        if room {
-            self.tap.queued.fetch_add(len, Ordering::SeqCst);
-            match self.tx.try_send(Line { n: self.n, bytes: l.to_vec(), at }) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Full(_)) => {}
-                // The thread's session is gone (it dropped the receiver): nobody reads.
-                Err(TrySendError::Disconnected(_)) => return Ok(()),
-            }
-            self.tap.queued.fetch_sub(len, Ordering::SeqCst);
-        }
-        self.tap.dropped_through.store(self.n, Ordering::SeqCst);
-        Ok(())
-    }
-
-    fn end_step(&mut self) -> io::Result<()> {
-        Ok(())
+/// A command to a live session, with why it was not sent.
+fn command(live: &Engine, input: Input) -> Result<driver::Taken, NotSent> {
+    match live.command(input) {
+        Ok(t) => Ok(t),
+        Err(why @ crate::session::Refused::NotReading { .. }) => Err(NotSent::NotReading(why.to_string())),
+        Err(why) => Err(NotSent::Refused(why.to_string())),
     }
 }
 
-/// The run's side of the session's output: its channel, and the task log
-/// to read what the channel dropped. Every line reaches the normalizer
-/// once and in order: lines the channel dropped are read from the log
-/// before the next line from the channel (a line the log gave already is
-/// skipped when the channel brings it).
-struct Feed {
-    rx: Receiver<Line>,
-    tap: Arc<Tap>,
-    log: Option<LogReader>,
-    /// A line from the channel that comes after lines it dropped.
-    held: Option<Line>,
-    /// Lines up to here were dropped from the channel: read from the log first.
-    fill_to: u64,
-}
-
-/// What [`Feed::next`] found.
-enum Got {
-    Line(Vec<u8>, Option<i64>),
-    /// Lines `from..=to` were dropped and cannot be re-read.
-    Gap(u64, u64),
-    Idle,
-    Closed,
-}
-
-impl Feed {
-    /// The line after `taken` (the ordinal of the last line the run took),
-    /// waiting up to `wait` for one (zero: not at all).
-    fn next(&mut self, taken: u64, wait: Duration) -> Got {
-        loop {
-            if self.fill_to > taken {
-                return self.fill(taken + 1);
-            }
-            if let Some(l) = self.held.take() {
-                if l.n <= taken {
-                    continue;
-                }
-                if l.n > taken + 1 {
-                    self.fill_to = l.n - 1;
-                    self.held = Some(l);
-                    continue;
-                }
-                return Got::Line(l.bytes, l.at);
-            }
-            // Read first: if the channel is then empty, every line up to it
-            // was passed on and taken, or dropped.
-            let dropped = self.tap.dropped_through.load(Ordering::SeqCst);
-            let got = if wait.is_zero() {
-                self.rx.try_recv().map_err(|e| match e {
-                    TryRecvError::Empty => RecvTimeoutError::Timeout,
-                    TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-                })
-            } else {
-                self.rx.recv_timeout(wait)
-            };
-            match got {
-                Ok(l) => {
-                    self.tap.queued.fetch_sub(l.bytes.len(), Ordering::SeqCst);
-                    self.held = Some(l);
-                }
-                Err(RecvTimeoutError::Timeout) if dropped > taken => self.fill_to = dropped,
-                Err(RecvTimeoutError::Timeout) => return Got::Idle,
-                Err(RecvTimeoutError::Disconnected) => {
-                    // The sink is gone: nothing more is dropped.
-                    let dropped = self.tap.dropped_through.load(Ordering::SeqCst);
-                    if dropped <= taken {
-                        return Got::Closed;
-                    }
-                    self.fill_to = dropped;
-                }
-            }
-        }
-    }
-
-    /// Line `n` (dropped from the channel) from the log, or the gap from
-    /// `n` to `fill_to` when the log does not have it.
-    fn fill(&mut self, n: u64) -> Got {
-        if n <= self.tap.recorded.load(Ordering::SeqCst) {
-            if let Some(log) = self.log.as_mut() {
-                match log.line(n) {
-                    Ok((bytes, at)) => return Got::Line(bytes, at),
-                    Err(e) => {
-                        crate::cli::report(super::BIN, format!("re-reading the session's log at line {n}: {e}"));
-                        self.log = None;
-                    }
-                }
-            }
-        }
-        // Recording stops for good at its first failure: nothing after is in the log.
-        Got::Gap(n, self.fill_to)
-    }
-}
-
-/// Reads a session's task log forward, line by line, with each line's
-/// arrival time from its sidecar ([`crate::arrival`]). The files are opened
-/// when the session starts (fresh and empty then) through
-/// [`crate::runs::safe`]: regular files beneath the run's directory, read
-/// through the descriptor from then on.
-struct LogReader {
-    r: io::BufReader<std::fs::File>,
-    times: Option<crate::arrival::Reader>,
-    /// The ordinal of the next line `r` reads.
-    next: u64,
-    buf: Vec<u8>,
-}
-
-impl LogReader {
-    fn open(log: &std::path::Path) -> Result<LogReader, String> {
-        use crate::runs::safe;
-        let (Some(dir), Some(name)) = (log.parent(), log.file_name()) else {
-            return Err(format!("{}: not a file in a directory", log.display()));
-        };
-        let fd = safe::open_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let at = |rel: &std::path::Path| safe::open_beneath(std::os::fd::AsFd::as_fd(&fd), rel);
-        let (f, st) = at(std::path::Path::new(name)).map_err(|e| e.to_string())?;
-        if st.st_size != 0 {
-            // Its lines would not be the session's ordinals.
-            return Err(format!("{}: not empty at the session's start", log.display()));
-        }
-        let sidecar = crate::arrival::sidecar_path(std::path::Path::new(name));
-        let times = at(&sidecar).ok().and_then(|(f, _)| crate::arrival::Reader::from_file(f));
-        Ok(LogReader { r: io::BufReader::with_capacity(64 * 1024, f), times, next: 1, buf: Vec::new() })
-    }
-
-    /// Line `n` (without its newline) and its arrival time; `n` only grows
-    /// from one call to the next.
-    fn line(&mut self, n: u64) -> io::Result<(Vec<u8>, Option<i64>)> {
-        use std::io::{BufRead, Read};
-        if n < self.next {
-            return Err(io::Error::other("the log was read past that line"));
-        }
-        while self.next <= n {
-            self.buf.clear();
-            // The session's lines are at most the driver's bound (the agent's), plus runwire's own (small).
-            let limit = (driver::MAX_AGENT_LINE + 64 * 1024) as u64;
-            (&mut self.r).take(limit).read_until(b'\n', &mut self.buf)?;
-            if self.buf.pop() != Some(b'\n') {
-                return Err(io::Error::other(format!("the log ends or is cut before line {n}")));
-            }
-            self.next += 1;
-        }
-        let at = self.times.as_mut().and_then(|t| t.at(n));
-        Ok((std::mem::take(&mut self.buf), at))
-    }
-}
-
-type Core = driver::Core<Box<dyn crate::session::Agent + Send>, Sink>;
-
-/// A running agent under a [`Session`], driven by the library's session
-/// loop ([`driver::drive`], the one `runwire-session` runs) on a thread of
-/// its own: it feeds the session the agent's lines and the time (expiring
-/// unanswered requests); the server commands and queries the same
-/// [`driver::Core`] from its request threads.
-pub struct Live {
-    core: Arc<Core>,
-    child: Mutex<crate::session::proc::Proc>,
-}
-
-impl Live {
-    fn start(
-        shared: &Shared,
-        resume: Option<&str>,
-        journal: Option<std::path::PathBuf>,
-        rec: Arc<Mutex<Option<Recorder>>>,
-    ) -> Result<(Live, Feed), String> {
-        // The engine, as runwire-session runs it: --agent-cmd, else
-        // $RUNWIRE_<AGENT>_BIN, else its usual name; the protocol's flags appended.
-        let mut o = launch_options_of(&shared.cfg);
-        o.resume = resume.map(str::to_string);
-        let launch = launch(agent_kind(shared.cfg.adapter), &o)?;
-        let program = on_path(std::ffi::OsStr::new(&launch.argv[0]));
-        let mut spec = crate::session::proc::Spec::new(&program);
-        for a in &launch.argv[1..] {
-            spec.arg(a);
-        }
-        let mut child = driver::spawn(&spec).map_err(|e| e.to_string())?;
-        let stdin = child.stdin.take();
-        let Some(stdout) = child.stdout.take() else {
-            child.stop();
-            return Err("the agent's stdout could not be captured".into());
-        };
-        let opts = crate::session::Options {
-            answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
-            actor: super::BIN.into(),
-        };
-        let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL);
-        let tap = Arc::new(Tap::default());
-        // The log, to re-read what the channel drops; without it (not
-        // recorded, or unreadable) dropped lines are shown as a gap.
-        let log_path = lock(&rec).as_ref().map(Recorder::log);
-        let log = log_path.and_then(|p| {
-            LogReader::open(&p)
-                .map_err(|e| crate::cli::report(super::BIN, format!("the session's log cannot be re-read: {e}")))
-                .ok()
-        });
-        let recording = log.is_some();
-        let feed = Feed { rx, tap: tap.clone(), log, held: None, fill_to: 0 };
-        let journal =
-            journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
-        let report = Box::new(|m: String| crate::cli::report(super::BIN, m));
-        let core = Arc::new(driver::Core::new(
-            Session::new(launch.agent, opts),
-            Sink { rec, tx, tap, n: 0, recording, max_bytes: CHANNEL_BYTES },
-            stdin,
-            journal,
-            report,
-        ));
-        // The opening lines go first, before any message a run sends.
-        let _ = core.open(None);
-        let (events, from_agent) = std::sync::mpsc::channel();
-        if let Err(e) = driver::read_agent(stdout, events) {
-            child.stop();
-            return Err(format!("cannot read the agent's output: {e}"));
-        }
-        let looped = core.clone();
-        if let Err(e) = std::thread::Builder::new().name("session".into()).spawn(move || {
-            // The sink never fails: the loop ends with the agent's output.
-            let _ = driver::drive(&looped, from_agent);
-        }) {
-            child.stop();
-            return Err(format!("cannot run the session: {e}"));
-        }
-        Ok((Live { core, child: Mutex::new(child) }, feed))
-    }
-
-    /// One session input: `Ok(true)` for an identical replay (nothing sent);
-    /// `Err` says why the session refused it (nothing was written).
-    fn input(&self, input: Input) -> Result<bool, String> {
-        self.input_at(input).map(|(replayed, _)| replayed)
-    }
-
-    /// [`input`](Live::input), and whether a turn was running when the
-    /// session took it (decided under the session's lock, with the input:
-    /// a message then joins that turn, else it starts one).
-    fn input_at(&self, input: Input) -> Result<(bool, bool), String> {
-        match self.core.input(input) {
-            Ok(Ok(t)) => Ok((t.replayed, t.mid_turn)),
-            Ok(Err(why)) => Err(why.to_string()),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// True when a reader that took `taken` output lines has taken all the
-    /// session produced and the session is not mid-turn: no turn runs, and
-    /// none is owed (a codex steer codex may yet refuse, which then starts
-    /// the next turn). A run that saw its turn end ends only then.
-    fn settled(&self, taken: u64) -> bool {
-        self.core.query(|s, produced| produced == taken && s.phase() != crate::session::Phase::Turn)
-    }
-
-    fn mid_turn(&self) -> bool {
-        self.core.query(|s, _| s.phase() == crate::session::Phase::Turn)
-    }
-
-    /// Open request ids, oldest first (requests past their time are expired first).
-    fn open(&self) -> Vec<String> {
-        let _ = self.core.tick();
-        self.core.query(|s, _| s.pending().map(|r| r.id.clone()).collect())
-    }
-
-    fn exit_code(&self) -> Option<i64> {
-        lock(&self.child).try_wait()
-    }
-
-    /// Stops the agent's process group (TERM, grace, KILL) and reaps it.
-    fn kill(&mut self) -> Option<i64> {
-        self.core.close_agent_input();
-        Some(lock(&self.child).stop())
-    }
-}
-
-/// The interactive protocol of the server's `--agent`.
-pub fn agent_kind(adapter: crate::normalize::Adapter) -> AgentKind {
-    match adapter {
-        crate::normalize::Adapter::Claude => AgentKind::Claude,
-        crate::normalize::Adapter::Codex => AgentKind::Codex,
-        crate::normalize::Adapter::Cursor => AgentKind::Cursor,
-    }
-}
-
-/// The session settings the server's flags give (checked at start, used for every thread).
-pub fn launch_options(args: &super::Args) -> LaunchOptions {
-    LaunchOptions {
-        cmd: args.agent_cmd.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
-        grant_all: args.grant_all,
-        permission_mode: args.permission_mode.clone(),
-        plan_exit_mode: args.plan_exit_mode.clone(),
-        sandbox: args.sandbox.clone(),
-        approval_policy: args.approval_policy.clone(),
-        ..LaunchOptions::default()
-    }
-}
-
-fn launch_options_of(cfg: &super::Config) -> LaunchOptions {
+/// The session settings the server's flags give, for every thread: the
+/// one place they are read (checked at start by [`check_launch`]).
+fn launch_options(cfg: &super::Config) -> LaunchOptions {
     LaunchOptions {
         cmd: cfg.engine.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
         grant_all: cfg.grant_all,
@@ -1389,151 +1119,8 @@ fn launch_options_of(cfg: &super::Config) -> LaunchOptions {
     }
 }
 
-/// `name` as a path: itself when it has a slash, else the first executable
-/// `name` on `$PATH` (the process layer takes a path), else `name` (which
-/// then fails to start with a clear error).
-fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let p = std::path::PathBuf::from(name);
-    if p.components().count() > 1 {
-        return p;
-    }
-    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-        let c = dir.join(name);
-        if std::fs::metadata(&c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
-            return c;
-        }
-    }
-    p
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::session::driver::Output;
-
-    /// A sink on a channel of `lines` lines and `bytes` bytes, and the feed reading it.
-    fn tapped(lines: usize, bytes: usize, rec: Option<Recorder>) -> (Sink, Feed) {
-        let (tx, rx) = std::sync::mpsc::sync_channel(lines);
-        let tap = Arc::new(Tap::default());
-        let log = rec.as_ref().map(|r| LogReader::open(&r.log()).unwrap());
-        let recording = log.is_some();
-        let sink = Sink { rec: Arc::new(Mutex::new(rec)), tx, tap: tap.clone(), n: 0, recording, max_bytes: bytes };
-        (sink, Feed { rx, tap, log, held: None, fill_to: 0 })
-    }
-
-    /// Everything the feed gives now, as the run takes it (a gap as `gap from-to`).
-    fn drain(feed: &mut Feed, taken: &mut u64) -> Vec<String> {
-        let mut out = Vec::new();
-        loop {
-            match feed.next(*taken, Duration::ZERO) {
-                Got::Line(b, _) => {
-                    *taken += 1;
-                    out.push(String::from_utf8(b).unwrap());
-                }
-                Got::Gap(from, to) => {
-                    assert_eq!(from, *taken + 1);
-                    *taken = to;
-                    out.push(format!("gap {from}-{to}"));
-                }
-                Got::Idle => return out,
-                Got::Closed => {
-                    out.push("closed".into());
-                    return out;
-                }
-            }
-        }
-    }
-
-    fn print(sink: &mut Sink, lines: std::ops::RangeInclusive<u32>) {
-        for i in lines {
-            sink.line(format!("l{i}").as_bytes()).unwrap();
-        }
-    }
-
-    fn names(lines: std::ops::RangeInclusive<u32>) -> Vec<String> {
-        lines.map(|i| format!("l{i}")).collect()
-    }
-
-    /// Recorded: what the channel had no room for is read from the log,
-    /// before the next line the channel brings, with its arrival time.
-    #[test]
-    fn lines_the_channel_dropped_are_read_from_the_log_in_order() {
-        let home = std::env::temp_dir().join(format!("runwire-feed-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&home);
-        let rec = Recorder::start(&home, "feed", "claude", "hi").unwrap();
-        let (mut sink, mut feed) = tapped(4, usize::MAX, Some(rec));
-        let mut taken = 0;
-        // Nobody reads: 1..4 fit, 5 and 6 are dropped; the sink never waits.
-        print(&mut sink, 1..=6);
-        // A run takes one, and the session prints on: 7 fits again.
-        assert_eq!(drain_one(&mut feed, &mut taken), "l1");
-        print(&mut sink, 7..=7);
-        assert_eq!(drain(&mut feed, &mut taken), names(2..=7));
-        // Dropped at the end, with nothing after it in the channel.
-        print(&mut sink, 8..=20);
-        assert_eq!(drain(&mut feed, &mut taken), names(8..=20));
-        // Re-read lines have the arrival time the sidecar recorded.
-        print(&mut sink, 21..=30);
-        let mut times = Vec::new();
-        while let Got::Line(_, at) = feed.next(taken, Duration::ZERO) {
-            taken += 1;
-            times.push(at);
-        }
-        assert_eq!(taken, 30);
-        assert!(times.iter().all(|t| t.is_some() == crate::arrival::clock().is_some()), "{times:?}");
-        // The session ends: the rest, then the end.
-        print(&mut sink, 31..=40);
-        drop(sink);
-        let mut rest = names(31..=40);
-        rest.push("closed".into());
-        assert_eq!(drain(&mut feed, &mut taken), rest);
-        let _ = std::fs::remove_dir_all(&home);
-    }
-
-    fn drain_one(feed: &mut Feed, taken: &mut u64) -> String {
-        match feed.next(*taken, Duration::ZERO) {
-            Got::Line(b, _) => {
-                *taken += 1;
-                String::from_utf8(b).unwrap()
-            }
-            _ => panic!("a line expected"),
-        }
-    }
-
-    /// Not recorded: what the channel dropped is a gap the run is told
-    /// about (its exact lines), never a silent skip; the rest streams.
-    #[test]
-    fn unrecorded_lines_the_channel_dropped_are_a_gap() {
-        let (mut sink, mut feed) = tapped(4, usize::MAX, None);
-        let mut taken = 0;
-        print(&mut sink, 1..=6);
-        let mut want = names(1..=4);
-        want.push("gap 5-6".into());
-        assert_eq!(drain(&mut feed, &mut taken), want);
-        print(&mut sink, 7..=12);
-        assert_eq!(drain_one(&mut feed, &mut taken), "l7");
-        print(&mut sink, 13..=13);
-        let mut want = names(8..=10);
-        want.push("gap 11-12".into());
-        want.push("l13".into());
-        assert_eq!(drain(&mut feed, &mut taken), want);
-    }
-
-    /// The channel is bounded in bytes too: big lines are dropped past
-    /// the budget (and re-read or shown as a gap), and one line larger than
-    /// the budget still goes through an empty channel.
-    #[test]
-    fn the_channel_holds_a_bounded_number_of_bytes() {
-        let (mut sink, mut feed) = tapped(100, 10, None);
-        for l in ["aaaa", "bbbb", "cccc", "dddddddddddddddd", "e"] {
-            sink.line(l.as_bytes()).unwrap();
-        }
-        assert_eq!(sink.tap.queued.load(Ordering::SeqCst), 9);
-        let mut taken = 0;
-        assert_eq!(drain(&mut feed, &mut taken), ["aaaa", "bbbb", "gap 3-4", "e"]);
-        assert_eq!(feed.tap.queued.load(Ordering::SeqCst), 0);
-        sink.line(b"dddddddddddddddd").unwrap();
-        assert_eq!(drain(&mut feed, &mut taken), ["dddddddddddddddd"]);
-    }
+/// Checks the server's session settings as `runwire-session` checks its
+/// own (`session::launch`); nothing is started. `Err` is a usage error.
+pub fn check_launch(cfg: &super::Config) -> Result<(), String> {
+    launch(AgentKind::of(cfg.adapter), &launch_options(cfg)).map(drop)
 }

@@ -300,11 +300,6 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let adapter = args.agent.unwrap_or(Adapter::Claude);
     let interactive = args.interactive || args.demo;
-    if interactive {
-        // The same checks runwire-session makes (nothing is started here).
-        crate::session::launch::launch(interactive::agent_kind(adapter), &interactive::launch_options(args))
-            .map_err(StartError::Usage)?;
-    }
     let source = match (&args.agent, &args.replay, &args.agent_cmd) {
         (None, _, _) => Source::Replay { log: Arc::from(DEMO_LOG) },
         (Some(_), Some(file), _) => {
@@ -314,7 +309,7 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         (Some(_), None, Some(cmd)) => Source::Agent { cmd: Ok(cmd.clone()) },
         (Some(a), None, None) => Source::Agent { cmd: crate::wrappers::find(*a) },
     };
-    Ok(Config {
+    let cfg = Config {
         adapter,
         source,
         allow_origins: args.allow_origin.clone(),
@@ -358,7 +353,12 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         sandbox: args.sandbox.clone(),
         approval_policy: args.approval_policy.clone(),
         answer_timeout: Duration::from_secs(args.answer_timeout),
-    })
+    };
+    if cfg.interactive {
+        // The same checks runwire-session makes (nothing is started here).
+        interactive::check_launch(&cfg).map_err(StartError::Usage)?;
+    }
+    Ok(cfg)
 }
 
 /// State shared by every connection.

@@ -330,6 +330,9 @@ impl Agent for Acp {
     /// A prompt runs, or waits to be sent (a message that cancelled the
     /// turn is prompted once it has stopped): the cancelled turn's end does
     /// not make the session idle.
+    fn mid_turn(&self) -> super::MidTurn {
+        super::MidTurn::CancelsAndPrompts
+    }
     fn working(&self) -> bool {
         self.prompting || !self.queued.is_empty()
     }

@@ -289,6 +289,37 @@ mod tests {
         serde_json::from_slice(l).unwrap()
     }
 
+    /// The stop and steer rules, once, in the session: a stop cancels the
+    /// open request (telling the agent the user stopped the turn) then
+    /// interrupts; a stop with nothing running sends nothing; a steer is
+    /// refused while a request is open, and says whether it joined the turn
+    /// or started one.
+    #[test]
+    fn stop_and_steer_follow_the_session_rules() {
+        use super::super::{Ack, STOPPED};
+        let mut s = session();
+        s.agent_line(BASH.as_bytes(), 1);
+        let refused = input(&mut s, r#"{"type":"steer","text":"left"}"#);
+        assert_eq!(refused, Err(Refused::RequestOpen));
+        let st = input(&mut s, r#"{"type":"stop","by":"ana"}"#).unwrap();
+        assert_eq!(st.ack, Ack::Stopped);
+        assert_eq!(st.answered.len(), 1);
+        assert_eq!(st.answered[0].message.as_deref(), Some(STOPPED));
+        assert_eq!(st.answered[0].by.as_deref(), Some("ana"));
+        let wrote: Vec<Value> = st.to_agent.iter().map(|l| json_of(l)).collect();
+        assert_eq!(wrote.len(), 2, "{wrote:?}");
+        assert_eq!(wrote[0]["response"]["request_id"], "b1", "{wrote:?}");
+        assert_eq!(wrote[1]["request"]["subtype"], "interrupt", "{wrote:?}");
+        let st = input(&mut s, r#"{"type":"steer","text":"left"}"#).unwrap();
+        assert_eq!(st.ack, Ack::Joined { may_start_next: false });
+        s.agent_line(br#"{"type":"result","subtype":"success","is_error":false}"#, 2);
+        assert_eq!(s.phase(), Phase::Idle);
+        let st = input(&mut s, r#"{"type":"stop"}"#).unwrap();
+        assert_eq!((st.ack, st.to_agent.len()), (Ack::NothingRunning, 0));
+        let st = input(&mut s, r#"{"type":"steer","text":"again","interrupt":true}"#).unwrap();
+        assert_eq!((st.ack, st.to_agent.len()), (Ack::Started, 1), "no turn ran: nothing to interrupt");
+    }
+
     /// The idle line: said once each time the session becomes idle, with
     /// the inputs taken (refused and unreadable ones too), never mid-turn or
     /// while a request waits.

@@ -659,6 +659,11 @@ impl Agent for Codex {
         self.send_interrupt(to_agent);
     }
 
+    fn steer_may_start_next(&self) -> bool {
+        // A `turn/steer` codex finds too late is refused; the session then
+        // sends it again as `turn/start`.
+        true
+    }
     fn working(&self) -> bool {
         self.turn_running || !self.steering.is_empty() || !self.next_turn.is_empty() || !self.queued.is_empty()
     }

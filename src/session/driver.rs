@@ -12,6 +12,7 @@
 //! threads: `runwire-session` and `runwire-serve` run the same IO code.
 
 use super::proc::{self, Proc, Spec};
+use super::writer::{Full, Writer};
 use super::{Agent, Input, Refused, Session, Step};
 use crate::session::record::InputRecord;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Longest agent line taken whole; the rest of a longer line is dropped
@@ -30,7 +31,7 @@ pub const MAX_AGENT_LINE: usize = 16 * 1024 * 1024;
 #[derive(Debug)]
 pub enum Event {
     /// One line of the agent's stdout (without its newline).
-    Agent(Vec<u8>),
+    Agent(AgentLine),
     /// The agent closed its stdout.
     AgentEof,
     /// One raw line of session input and its 1-based number.
@@ -78,14 +79,62 @@ pub fn spawn(spec: &Spec) -> io::Result<Proc> {
     Proc::spawn(&spec)
 }
 
+/// Bytes of agent lines read and not yet taken by their session's loop, in
+/// all the sessions of this process together, at most (one line alone may
+/// pass it). Past it the readers wait, so agents that print faster than
+/// their sessions take it wait in `write()`, not in this process's memory.
+pub const AGENT_LINES_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bytes of agent lines in flight (read, not yet dropped by a loop).
+static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+static IN_FLIGHT_FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// One agent line, counted in [`AGENT_LINES_BYTES`] until it is dropped.
+#[derive(Debug)]
+pub struct AgentLine(Vec<u8>);
+
+impl AgentLine {
+    /// Waits until the bound has room for `bytes` (or nothing is in flight).
+    fn admit(bytes: Vec<u8>) -> AgentLine {
+        let len = bytes.len();
+        let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        while *n != 0 && *n + len > AGENT_LINES_BYTES {
+            n = IN_FLIGHT_FREED.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+        *n += len;
+        AgentLine(bytes)
+    }
+}
+
+impl std::ops::Deref for AgentLine {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for AgentLine {
+    fn drop(&mut self) {
+        let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(self.0.len());
+        drop(n);
+        IN_FLIGHT_FREED.notify_all();
+    }
+}
+
 /// Reads the agent's stdout into `tx`, line by line, then [`Event::AgentEof`].
 pub fn read_agent(stdout: impl Read + Send + 'static, tx: Sender<Event>) -> io::Result<()> {
     std::thread::Builder::new().name("agent stdout".into()).spawn(move || {
         let mut r = BufReader::with_capacity(64 * 1024, stdout);
         let mut buf = Vec::new();
         while let Ok(true) = read_bounded(&mut r, &mut buf, MAX_AGENT_LINE) {
-            if tx.send(Event::Agent(std::mem::take(&mut buf))).is_err() {
+            // The line's own allocation, not `buf`'s (which may have grown for a long one).
+            let line = AgentLine::admit(buf.as_slice().to_vec());
+            if tx.send(Event::Agent(line)).is_err() {
                 return;
+            }
+            if buf.capacity() > 1024 * 1024 {
+                buf = Vec::new();
             }
         }
         let _ = tx.send(Event::AgentEof);
@@ -217,6 +266,8 @@ pub struct Taken {
     /// input, under the session's lock): a message then joins that turn
     /// (or, over ACP, cancels it and prompts again), else it starts one.
     pub mid_turn: bool,
+    /// What the input did, as the session saw it.
+    pub ack: super::Ack,
 }
 
 /// A running session and its IO, shared by the loop that feeds it the
@@ -233,9 +284,19 @@ pub struct Core<A: Agent, O: Output> {
     /// a reader that took as many has seen the state [`Core::query`] shows.
     produced: AtomicU64,
     out: Mutex<Option<O>>,
-    stdin: Mutex<Option<ChildStdin>>,
+    /// The agent's input: queued here, written by its own thread, so no
+    /// step ever waits for the agent to read.
+    stdin: Arc<Writer>,
     journal: Option<JournalTo>,
     report: Mutex<Box<dyn FnMut(String) + Send>>,
+}
+
+impl<A: Agent, O: Output> Drop for Core<A, O> {
+    fn drop(&mut self) {
+        // The writer's thread holds its own handle: the input closes once
+        // what is queued is written (or the agent is gone).
+        self.stdin.close_after_queue();
+    }
 }
 
 impl<A: Agent, O: Output> Core<A, O> {
@@ -252,7 +313,7 @@ impl<A: Agent, O: Output> Core<A, O> {
             session: Mutex::new(session),
             produced: AtomicU64::new(0),
             out: Mutex::new(Some(out)),
-            stdin: Mutex::new(stdin),
+            stdin: Writer::start(stdin),
             journal,
             report: Mutex::new(report),
         }
@@ -282,13 +343,32 @@ impl<A: Agent, O: Output> Core<A, O> {
         Ok(s)
     }
 
-    /// One session input (the loop's, or an in-process caller's): requests
+    /// One session input line (the loop's): never refused for want of
+    /// room, the person feeding the session's input paces it. Requests
     /// past their time are expired first, so a late answer is refused as
     /// expired. `Ok(Err(_))`: refused, nothing written.
     pub fn input(&self, input: Input) -> io::Result<Result<Taken, Refused>> {
+        self.take(input, false)
+    }
+
+    /// An in-process caller's command (the server's routes): as
+    /// [`input`](Core::input), but refused at once
+    /// ([`Refused::NotReading`]) when the agent has not read what it was
+    /// sent and this would overflow its input's queue, so the caller never
+    /// waits for the agent.
+    pub fn command(&self, input: Input) -> io::Result<Result<Taken, Refused>> {
+        self.take(input, true)
+    }
+
+    fn take(&self, input: Input, bounded: bool) -> io::Result<Result<Taken, Refused>> {
         let now = now_ms();
         let (expired, r, mid_turn) = {
             let mut s = lock(&self.session);
+            if bounded {
+                if let Err(Full::NotReading { waiting }) = self.stdin.check(input.size()) {
+                    return Ok(Err(Refused::NotReading { waiting }));
+                }
+            }
             let mut expired = s.tick(now);
             let mid_turn = s.phase() == super::Phase::Turn;
             let mut r = s.input(input, now);
@@ -306,7 +386,7 @@ impl<A: Agent, O: Output> Core<A, O> {
         match r {
             Ok(s) => {
                 self.apply(&s)?;
-                Ok(Ok(Taken { replayed: s.replayed, mid_turn }))
+                Ok(Ok(Taken { replayed: s.replayed, mid_turn, ack: s.ack }))
             }
             Err(why) => Ok(Err(why)),
         }
@@ -333,9 +413,30 @@ impl<A: Agent, O: Output> Core<A, O> {
         self.step(|s| s.tick(now_ms())).map(drop)
     }
 
-    /// Closes the agent's input (the agent is being stopped).
+    /// Closes the agent's input now, dropping what is queued (the agent
+    /// is being stopped). Never waits for the agent.
     pub fn close_agent_input(&self) {
-        *lock(&self.stdin) = None;
+        self.stdin.close_now();
+    }
+
+    /// Whether the agent's input has room for `input` now (as
+    /// [`command`](Core::command) would check it).
+    pub fn check_room(&self, input: &Input) -> Result<(), Full> {
+        match self.stdin.check(input.size()) {
+            Err(Full::Closed) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Closes the agent's input once what is queued for it is written
+    /// (the session is being ended: its last lines still go).
+    pub fn close_agent_input_after_queue(&self) {
+        self.stdin.close_after_queue();
+    }
+
+    /// Bytes written to the agent that it has not read yet.
+    pub fn unread_input(&self) -> usize {
+        self.stdin.waiting()
     }
 
     fn apply(&self, s: &Step) -> io::Result<()> {
@@ -348,27 +449,13 @@ impl<A: Agent, O: Output> Core<A, O> {
                 o.end_step()?;
             }
         }
-        if !s.to_agent.is_empty() || s.close_agent_input {
-            let mut stdin = lock(&self.stdin);
-            if let Some(w) = stdin.as_mut() {
-                let mut buf = Vec::new();
-                for l in &s.to_agent {
-                    buf.extend_from_slice(l);
-                    buf.push(b'\n');
-                }
-                if !buf.is_empty() {
-                    if let Err(e) = w.write_all(&buf).and_then(|()| w.flush()) {
-                        // The agent stopped reading (it exited): its output says why.
-                        *stdin = None;
-                        drop(stdin);
-                        self.report(format!("agent input: {e}"));
-                        stdin = lock(&self.stdin);
-                    }
-                }
-            }
-            if s.close_agent_input {
-                *stdin = None;
-            }
+        if let Err(Full::NotReading { waiting }) = self.stdin.push(&s.to_agent) {
+            self.report(format!(
+                "agent input: the agent has not read {waiting} bytes written to it; nothing more is written to it"
+            ));
+        }
+        if s.close_agent_input {
+            self.stdin.close_after_queue();
         }
         if let Some(j) = &self.journal {
             let now = now_ms();
@@ -427,7 +514,7 @@ fn drive_until_eof<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) 
                 }
             }
             Ok(Event::Input(i, reply)) => {
-                let answer = core.input(i)?;
+                let answer = core.command(i)?;
                 if let Some(reply) = reply {
                     let _ = reply.send(answer.map(|t| t.replayed));
                 }
@@ -454,15 +541,8 @@ pub fn run<A: Agent, O: Output>(
     opts: &Options,
     report: Box<dyn FnMut(String) + Send>,
 ) -> io::Result<Outcome> {
-    let mut child = spawn(spec)?;
-    let stdout = child.stdout.take().ok_or_else(|| io::Error::other("the agent's stdout could not be captured"))?;
-    let stdin = child.stdin.take();
-    if let Err(e) = read_agent(stdout, tx) {
-        child.stop();
-        return Err(e);
-    }
-    let core = Core::new(session, out, stdin, opts.journal.clone(), report);
-    let r = core.open(opts.first.as_deref()).and_then(|()| drive(&core, rx));
+    let (core, mut child) = begin(session, spec, tx, out, opts, report)?;
+    let r = drive(&core, rx);
     core.close_agent_input();
     let refused = match r {
         Ok(n) => n,
@@ -474,6 +554,65 @@ pub fn run<A: Agent, O: Output>(
     // Its output is closed: it exits now, or is stopped.
     let rc = child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop());
     Ok(Outcome { rc, refused, session_id: core.query(|s, _| s.session_id().map(str::to_string)) })
+}
+
+/// Starts the agent and its session: the agent's lines go to `tx`, the
+/// opening lines (and `opts.first`) are written. The one start of a
+/// session, for [`run`] (which then drives it here) and [`start`] (on a
+/// thread of its own).
+fn begin<A: Agent, O: Output>(
+    session: Session<A>,
+    spec: &Spec,
+    tx: Sender<Event>,
+    out: O,
+    opts: &Options,
+    report: Box<dyn FnMut(String) + Send>,
+) -> io::Result<(Core<A, O>, Proc)> {
+    let mut child = spawn(spec)?;
+    let Some(stdout) = child.stdout.take() else {
+        child.stop();
+        return Err(io::Error::other("the agent's stdout could not be captured"));
+    };
+    let stdin = child.stdin.take();
+    if let Err(e) = read_agent(stdout, tx) {
+        child.stop();
+        return Err(io::Error::other(format!("cannot read the agent's output: {e}")));
+    }
+    let core = Core::new(session, out, stdin, opts.journal.clone(), report);
+    if let Err(e) = core.open(opts.first.as_deref()) {
+        child.stop();
+        return Err(e);
+    }
+    Ok((core, child))
+}
+
+/// [`run`] for an in-process caller (the server): the session is driven on
+/// a thread of its own until the agent's output ends, and the caller
+/// commands and queries the returned [`Core`] and stops the process.
+pub fn start<A, O>(
+    session: Session<A>,
+    spec: &Spec,
+    out: O,
+    opts: &Options,
+    report: Box<dyn FnMut(String) + Send>,
+) -> io::Result<(std::sync::Arc<Core<A, O>>, Proc)>
+where
+    A: Agent + Send + 'static,
+    O: Output + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (core, mut child) = begin(session, spec, tx, out, opts, report)?;
+    let core = std::sync::Arc::new(core);
+    let looped = core.clone();
+    let spawned = std::thread::Builder::new().name("session".into()).spawn(move || {
+        // An output that fails ends the loop; the caller sees the output close.
+        let _ = drive(&looped, rx);
+    });
+    if let Err(e) = spawned {
+        child.stop();
+        return Err(io::Error::other(format!("cannot run the session: {e}")));
+    }
+    Ok((core, child))
 }
 
 /// How long an agent that closed its output gets to exit before it is stopped.
@@ -504,7 +643,10 @@ mod tests {
         ] {
             core.step(|s| s.agent_line(l.as_bytes(), now_ms())).unwrap();
         }
-        assert_eq!(core.input(msg("steer")).unwrap(), Ok(Taken { replayed: false, mid_turn: true }));
+        assert_eq!(
+            core.input(msg("steer")).unwrap(),
+            Ok(Taken { replayed: false, mid_turn: true, ack: crate::session::Ack::Joined { may_start_next: true } })
+        );
         let done = r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#;
         core.step(|s| s.agent_line(done.as_bytes(), now_ms())).unwrap();
         // The steer is still unanswered: codex may refuse it, the session owes a turn.
@@ -512,7 +654,10 @@ mod tests {
         core.step(|s| s.agent_line(br#"{"id":4,"result":{"turnId":"t1"}}"#, now_ms())).unwrap();
         assert!(core.query(|s, _| s.phase() == super::super::Phase::Idle));
         // The turn had ended: this message starts one.
-        assert_eq!(core.input(msg("next")).unwrap(), Ok(Taken { replayed: false, mid_turn: false }));
+        assert_eq!(
+            core.input(msg("next")).unwrap(),
+            Ok(Taken { replayed: false, mid_turn: false, ack: crate::session::Ack::Started })
+        );
         let printed = lock(&core.out).as_ref().map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count());
         assert_eq!(core.query(|_, produced| produced), printed.unwrap() as u64);
         assert_eq!(core.query(|_, produced| produced), 7, "the agent's six lines, forwarded, and one idle line");

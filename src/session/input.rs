@@ -26,6 +26,39 @@ pub enum Input {
     /// End the session: pending requests are cancelled, a running turn is
     /// interrupted, the agent's input is closed and it exits.
     End(Who),
+    /// Stop the running turn, keeping the session: open requests are
+    /// cancelled (the agent is told the user stopped the turn), then the
+    /// turn is interrupted. Nothing happens when no turn runs and nothing
+    /// is asked.
+    Stop(Who),
+    /// A message under the steer rules: refused while a request is open
+    /// (answer it first); with `interrupt`, the running turn is
+    /// interrupted first and the message starts the next.
+    Steer(SteerInput),
+}
+
+/// `{"type":"steer","text":…,"interrupt"?:bool}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteerInput {
+    pub text: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub interrupt: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+}
+
+impl Input {
+    /// About how many bytes it makes on the agent's input (its own JSON,
+    /// plus the agent protocol's envelope): what a bounded input queue
+    /// checks before taking it.
+    pub fn size(&self) -> usize {
+        const ENVELOPE: usize = 512;
+        match self {
+            Input::Message(MessageInput { text, .. }) | Input::Steer(SteerInput { text, .. }) => text.len() + ENVELOPE,
+            other => serde_json::to_vec(other).map_or(0, |v| v.len()) + ENVELOPE,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,10 +139,13 @@ impl Input {
             Some(k) => format!("a {k:?} line: {e}"),
             None => format!("{e}"),
         })?;
-        if let Input::Message(m) = &input {
-            if m.text.trim().is_empty() {
-                return Err("a \"message\" line: text is empty".into());
+        match &input {
+            Input::Message(MessageInput { text, .. }) | Input::Steer(SteerInput { text, .. })
+                if text.trim().is_empty() =>
+            {
+                return Err(format!("a {:?} line: text is empty", kind.as_deref().unwrap_or_default()));
             }
+            _ => {}
         }
         Ok(input)
     }
@@ -137,6 +173,9 @@ mod tests {
             r#"{"type":"answer","id":"r1","decision":"cancelled"}"#,
             r#"{"type":"interrupt"}"#,
             r#"{"type":"end","by":"cron"}"#,
+            r#"{"type":"stop","by":"ana"}"#,
+            r#"{"type":"steer","text":"go left"}"#,
+            r#"{"type":"steer","text":"go left","interrupt":true,"by":"ana"}"#,
         ] {
             let i = Input::parse(l.as_bytes()).unwrap_or_else(|e| panic!("{l}: {e}"));
             assert_eq!(Input::parse(i.to_line().as_bytes()).unwrap(), i);

@@ -21,13 +21,16 @@ pub mod acp;
 pub mod claude;
 pub mod codex;
 pub mod driver;
+pub mod engine;
 pub mod input;
 pub mod launch;
 pub mod proc;
 pub mod record;
+pub mod tap;
+pub mod writer;
 
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
-pub use input::{AnswerInput, Input};
+pub use input::{AnswerInput, Input, SteerInput};
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::fmt;
@@ -85,6 +88,15 @@ pub trait Agent {
     fn working(&self) -> bool {
         false
     }
+    /// What a message sent while a turn runs does in this protocol.
+    fn mid_turn(&self) -> MidTurn {
+        MidTurn::Joins
+    }
+    /// A message that joins a running turn may still become the next turn
+    /// (codex refuses a steer that comes after the turn's end).
+    fn steer_may_start_next(&self) -> bool {
+        false
+    }
     /// Checks an answer's mode (plan approval) before anything is written.
     fn check_mode(&self, _mode: &str) -> Result<(), String> {
         Ok(())
@@ -120,11 +132,66 @@ impl<T: Agent + ?Sized> Agent for Box<T> {
     fn working(&self) -> bool {
         (**self).working()
     }
+    fn mid_turn(&self) -> MidTurn {
+        (**self).mid_turn()
+    }
+    fn steer_may_start_next(&self) -> bool {
+        (**self).steer_may_start_next()
+    }
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         (**self).check_mode(mode)
     }
     fn check_answer(&self, req: &InputRequest, answer: &AnswerInput) -> Result<(), String> {
         (**self).check_answer(req, answer)
+    }
+}
+
+/// What the agent is told of a request cancelled by a stop (`stop`).
+pub const STOPPED: &str = "The user stopped the turn.";
+
+/// What a session input did, as the session saw it when it took it: the
+/// acknowledgement a command gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ack {
+    /// Taken (an answer sent, an interrupt, the end).
+    #[default]
+    Taken,
+    /// It repeated an answer already given: nothing was sent again.
+    Replay,
+    /// No turn ran: the message started one.
+    Started,
+    /// Written into the running turn (a live steer). `may_start_next`: the
+    /// agent may find the turn already over, and then runs it as the next
+    /// turn (codex refuses a `turn/steer` that comes too late).
+    Joined { may_start_next: bool },
+    /// The running turn was interrupted; the message starts the next one.
+    InterruptedThenStarted,
+    /// The protocol cannot steer a running turn (ACP): it was cancelled and
+    /// the message is the next prompt, in the same session.
+    CancelledThenPrompted,
+    /// `stop`: open requests were cancelled and the running turn interrupted.
+    Stopped,
+    /// `stop`: no turn was running and nothing was asked; nothing was sent.
+    NothingRunning,
+}
+
+impl fmt::Display for Ack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Ack::Taken => "sent to the agent",
+            Ack::Replay => "already decided the same way; not sent again",
+            Ack::Started => "no turn was running: the message started one",
+            Ack::Joined { may_start_next: false } => "written into the running turn (live steer)",
+            Ack::Joined { may_start_next: true } => {
+                "written into the running turn (live steer); should the agent find that turn already over, the message starts the next turn"
+            }
+            Ack::InterruptedThenStarted => "the turn was interrupted and the message starts the next one",
+            Ack::CancelledThenPrompted => {
+                "ACP cannot steer a running turn: the turn was cancelled and the message prompts again, in the same session"
+            }
+            Ack::Stopped => "the turn was interrupted; the session stays",
+            Ack::NothingRunning => "no turn is running; the session stays",
+        })
     }
 }
 
@@ -170,6 +237,8 @@ pub struct Step {
     pub close_agent_input: bool,
     /// The input repeated an answer already given: nothing was sent again.
     pub replayed: bool,
+    /// What an input did (for the other calls: [`Ack::Taken`]).
+    pub ack: Ack,
 }
 
 /// Why an input was refused. Nothing was written for it.
@@ -186,6 +255,12 @@ pub enum Refused {
     Invalid(String),
     /// The session has ended.
     Ended,
+    /// A steer while the agent waits for an answer: answer it first.
+    RequestOpen,
+    /// The agent has not read what it was sent (`waiting` bytes wait) and
+    /// this would overflow its input's queue: nothing was taken; try again
+    /// later (an in-process caller's command only, [`driver::Core::command`]).
+    NotReading { waiting: usize },
 }
 
 impl fmt::Display for Refused {
@@ -198,6 +273,13 @@ impl fmt::Display for Refused {
             Refused::Expired(id) => write!(f, "request {id:?} expired and was denied before this answer came"),
             Refused::Invalid(why) => f.write_str(why),
             Refused::Ended => f.write_str("the session has ended"),
+            Refused::RequestOpen => f.write_str(
+                "the agent is waiting for an answer to an open request; answer it before steering",
+            ),
+            Refused::NotReading { waiting } => write!(
+                f,
+                "the agent is not reading its input ({waiting} bytes written to it wait unread); nothing was sent, try again later"
+            ),
         }
     }
 }
@@ -220,6 +302,9 @@ pub struct Session<A: Agent> {
     /// The input count of the `runwire.idle` line last written, while the
     /// session has stayed idle since.
     said_idle: Option<u64>,
+    /// Stops that stopped something ([`Ack::Stopped`]) so far: a reader that
+    /// noted the count when its input was taken sees its turn was stopped.
+    stops: u64,
 }
 
 impl<A: Agent> Session<A> {
@@ -234,6 +319,7 @@ impl<A: Agent> Session<A> {
             session_id: None,
             inputs: 0,
             said_idle: None,
+            stops: 0,
         }
     }
 
@@ -258,6 +344,11 @@ impl<A: Agent> Session<A> {
     /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
         self.closed.iter().rev().find(|a| a.id == id)
+    }
+
+    /// Stops that stopped a turn or cancelled a request, so far.
+    pub fn stops(&self) -> u64 {
+        self.stops
     }
 
     /// Session inputs taken so far: every [`input`](Session::input) call,
@@ -383,11 +474,39 @@ impl<A: Agent> Session<A> {
         }
         let mut s = Step::default();
         match input {
-            Input::Message(m) => {
-                self.agent.message(&m.text, &mut s.to_agent);
-                self.phase = Phase::Turn;
+            Input::Message(m) => s.ack = self.message(&m.text, false, &mut s),
+            Input::Steer(m) => {
+                if !self.pending.is_empty() {
+                    return Err(Refused::RequestOpen);
+                }
+                s.ack = self.message(&m.text, m.interrupt, &mut s);
             }
-            Input::Answer(a) => return self.answer(a, now_ms),
+            Input::Stop(who) => {
+                if self.phase != Phase::Turn && self.pending.is_empty() {
+                    s.ack = Ack::NothingRunning;
+                    return Ok(s);
+                }
+                let by = who.by.unwrap_or_else(|| self.opts.actor.clone());
+                // Open requests are cancelled (the agent is not left waiting)
+                // before the turn is interrupted; the record says who stopped.
+                for (r, _) in std::mem::take(&mut self.pending) {
+                    let mut a = self.own_answer(&r, Decision::Cancelled, STOPPED, now_ms);
+                    a.by = Some(by.clone());
+                    self.agent.answer(&r, &a, None, &mut s.to_agent);
+                    self.close(a, &mut s);
+                }
+                if self.phase == Phase::Turn {
+                    self.agent.interrupt(&mut s.to_agent);
+                }
+                self.stops += 1;
+                s.ack = Ack::Stopped;
+            }
+            Input::Answer(a) => {
+                return self.answer(a, now_ms).map(|mut s| {
+                    s.ack = if s.replayed { Ack::Replay } else { Ack::Taken };
+                    s
+                })
+            }
             Input::Interrupt(_) => {
                 if self.phase == Phase::Turn {
                     self.agent.interrupt(&mut s.to_agent);
@@ -404,6 +523,24 @@ impl<A: Agent> Session<A> {
             }
         }
         Ok(s)
+    }
+
+    /// A message: starts a turn, or (a turn running) joins it, or cancels
+    /// it and prompts again where the protocol cannot steer; `interrupt`
+    /// first interrupts a running turn.
+    fn message(&mut self, text: &str, interrupt: bool, s: &mut Step) -> Ack {
+        let running = self.phase == Phase::Turn;
+        if running && interrupt {
+            self.agent.interrupt(&mut s.to_agent);
+        }
+        self.agent.message(text, &mut s.to_agent);
+        self.phase = Phase::Turn;
+        match (running, interrupt, self.agent.mid_turn()) {
+            (false, _, _) => Ack::Started,
+            (true, true, _) => Ack::InterruptedThenStarted,
+            (true, false, MidTurn::CancelsAndPrompts) => Ack::CancelledThenPrompted,
+            (true, false, MidTurn::Joins) => Ack::Joined { may_start_next: self.agent.steer_may_start_next() },
+        }
     }
 
     /// The session input ended (EOF): no more answers can come. Pending

@@ -312,6 +312,9 @@ impl Proc {
         } else {
             kill_tree_groups(self.pgid, Signal::SIGTERM);
         }
+        // A stopped process (SIGSTOP, a ^Z) takes SIGTERM only once it runs
+        // again; so does a stopped reaper, which relays it.
+        kill_tree_groups(self.pgid, Signal::SIGCONT);
     }
 
     /// SIGKILL to every process of the run now.
@@ -589,9 +592,12 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
     let stop = |now: Instant| {
         if own_group {
             let _ = killpg(Pid::from_raw(me), Signal::SIGTERM);
+            // A stopped member takes the SIGTERM only once it runs again.
+            let _ = killpg(Pid::from_raw(me), Signal::SIGCONT);
         } else {
             // Run by hand inside another group: the program alone.
             let _ = kill(wrapper, Signal::SIGTERM);
+            let _ = kill(wrapper, Signal::SIGCONT);
         }
         Phase::Stopping(now + opts.grace)
     };

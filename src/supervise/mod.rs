@@ -1188,8 +1188,7 @@ impl Sup {
         // the running turn where the protocol can steer, else (ACP) by
         // cancelling the turn and prompting again; no kill, no resume.
         if let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && !r.for_steer) {
-            use crate::session::input::{MessageInput, Who};
-            use crate::session::Input;
+            use crate::session::{Input, SteerInput};
             let (idle, open) = r.turn.as_ref().map_or((false, 0), |t| (t.idle_after(r.written), t.open().len()));
             if open > 0 {
                 return Reply::refuse(
@@ -1203,13 +1202,10 @@ impl Sup {
             // idle with everything written applied, and no stop cut the turn.
             // (The session decides what the message does; this is the reply.)
             let running = !idle && !r.cut;
+            // One `steer` line: the session applies the steer rules.
             let by = Some(actor.to_string());
-            let written = (if interrupt && running {
-                Self::write_input(r, &Input::Interrupt(Who { by: by.clone() }))
-            } else {
-                Ok(())
-            })
-            .and_then(|()| Self::write_input(r, &Input::Message(MessageInput { text: msg.clone(), by })));
+            let steer = SteerInput { text: msg.clone(), interrupt: interrupt && running, by };
+            let written = Self::write_input(r, &Input::Steer(steer));
             if written.is_ok() {
                 let cancels = running && !interrupt && r.mid_turn == MidTurn::CancelsAndPrompts;
                 r.hold = false;
@@ -1282,27 +1278,12 @@ impl Sup {
                 state,
             );
         }
-        use crate::session::input::{AnswerInput, Decision, Who};
+        use crate::session::input::Who;
         use crate::session::Input;
-        // Open requests are cancelled (as abandoned, by whoever stopped) before
-        // the turn is interrupted, as the server does: the agent is not left
-        // waiting, and the journal says who closed them.
-        for rid in open {
-            let a = AnswerInput {
-                id: rid,
-                decision: Decision::Cancelled,
-                scope: None,
-                updated_input: None,
-                answers: None,
-                message: Some("The user stopped the turn.".into()),
-                mode: None,
-                by: Some(actor.to_string()),
-            };
-            if let Err(e) = Self::write_input(r, &Input::Answer(a)) {
-                return Reply::refuse(format!("task {id}: {e}"), state);
-            }
-        }
-        match Self::write_input(r, &Input::Interrupt(Who { by: Some(actor.to_string()) })) {
+        // One `stop` line: the session cancels the open requests (as
+        // abandoned, by whoever stopped: the journal says so) and interrupts
+        // the turn, as under the server.
+        match Self::write_input(r, &Input::Stop(Who { by: Some(actor.to_string()) })) {
             Ok(()) => {
                 r.cut = true;
                 Reply::ok(
