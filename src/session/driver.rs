@@ -23,8 +23,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Longest agent line taken whole; the rest of a longer line is dropped
-/// (the cut line then fails to parse downstream and is reported there).
+/// Longest agent line taken whole; a longer one is skimmed as it streams
+/// ([`crate::lines`]): its structure and short fields kept, long strings cut.
 pub const MAX_AGENT_LINE: usize = 16 * 1024 * 1024;
 
 /// What the session loop waits for.
@@ -127,7 +127,10 @@ pub fn read_agent(stdout: impl Read + Send + 'static, tx: Sender<Event>) -> io::
     std::thread::Builder::new().name("agent stdout".into()).spawn(move || {
         let mut r = BufReader::with_capacity(64 * 1024, stdout);
         let mut buf = Vec::new();
-        while let Ok(true) = read_bounded(&mut r, &mut buf, MAX_AGENT_LINE) {
+        // A line over the cap is skimmed, not cut: its ids and short fields
+        // survive (a 5 MB tool result still closes its call), in bounded memory.
+        let mut lines = crate::lines::Lines::new(MAX_AGENT_LINE);
+        while let Ok(true) = crate::lines::read_line(&mut r, &mut lines, &mut buf) {
             // The line's own allocation, not `buf`'s (which may have grown for a long one).
             let line = AgentLine::admit(buf.as_slice().to_vec());
             if tx.send(Event::Agent(line)).is_err() {
@@ -621,6 +624,25 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent line over the cap keeps what the session and the viewers
+    /// need: a 17 MB tool result still names its call (issue 24 case 6).
+    #[test]
+    fn an_over_cap_agent_line_is_skimmed_not_lost() {
+        let big = "x".repeat(MAX_AGENT_LINE + 1024 * 1024);
+        let line = format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"toolu_big","content":"{big}"}}]}}}}"#
+        );
+        let input = format!("{line}\n{{\"type\":\"result\"}}\n").into_bytes();
+        let (tx, rx) = std::sync::mpsc::channel();
+        read_agent(std::io::Cursor::new(input), tx).unwrap();
+        let Ok(Event::Agent(first)) = rx.recv() else { panic!("a line") };
+        let v: serde_json::Value = serde_json::from_slice(&first).expect("the skimmed line is JSON");
+        assert_eq!(v["message"]["content"][0]["tool_use_id"], "toolu_big");
+        assert!(first.len() < 2 * 1024 * 1024, "the long string was cut: {} bytes", first.len());
+        let Ok(Event::Agent(second)) = rx.recv() else { panic!("the next line") };
+        assert_eq!(&second[..], br#"{"type":"result"}"#);
+    }
     use crate::session::codex::{Codex, CodexOptions};
     use crate::session::input::MessageInput;
 
