@@ -398,7 +398,7 @@ fn huge_lines_are_capped() {
     let mut input = vec![b'['; 5 * 1024 * 1024];
     input.extend_from_slice(b"\n{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\"}\n");
     let (out, _, code) = normalize("claude", &input, &[]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "an unusable line flags the run (spec/exit-codes.md)");
     let evs = events(&out);
     assert_eq!(evs[0]["data"]["code"], "line_too_long");
     assert!(evs[0]["data"]["reason"].as_str().unwrap().contains("line of 5242880 bytes"), "{}", evs[0]);
