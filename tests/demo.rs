@@ -83,9 +83,15 @@ impl Drop for Server {
 }
 
 fn start(name: &str) -> Server {
+    start_with(name, &["--demo"])
+}
+
+/// `runwire-serve ARGS` on a free port with a home of its own.
+fn start_with(name: &str, args: &[&str]) -> Server {
     let home = scratch(name);
     let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-        .args(["--demo", "--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
         .env("HARNESS_HOME", &home)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -210,26 +216,8 @@ fn api_info_says_which_demo_this_is() {
     let s = start("info");
     assert!(get(&s.addr, "/api/info").contains(r#""demo":"agent""#));
     for (args, want) in [(&[][..], r#""demo":"replay""#), (&["--agent", "claude"][..], r#""demo":null"#)] {
-        let home = scratch("info2");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("HARNESS_HOME", &home)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        let mut out = child.stdout.take().unwrap();
-        let mut b = [0u8; 1];
-        while out.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
-            first.push(b[0] as char);
-        }
-        let addr = first.trim().strip_prefix("listening on http://").unwrap().to_string();
-        let info = get(&addr, "/api/info");
-        let _ = child.kill();
-        let _ = child.wait();
-        let _ = std::fs::remove_dir_all(&home);
+        let s = start_with("info2", args);
+        let info = get(&s.addr, "/api/info");
         assert!(info.contains(want), "{args:?}: {info}");
     }
 }

@@ -142,8 +142,12 @@ impl Sup {
 impl Drop for Sup {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SIGTERM first so that it stops its tasks; then make sure.
-            let _ = Command::new("kill").args(["-TERM", &format!("-{}", c.id())]).status();
+            // SIGTERM first so that it stops its tasks; then make sure. Its
+            // group directly: procps' `kill -TERM -PID` (no `--`) signals
+            // every process of the user (kill(-1)), which took down whole
+            // test runs here.
+            let _ =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM);
             let until = Instant::now() + Duration::from_secs(10);
             while c.try_wait().ok().flatten().is_none() && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(20));
@@ -542,7 +546,7 @@ fn sigterm_to_the_supervisor_halts_running_tasks_and_aborts() {
     let mut sup = env.start("hang");
     until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
     let pid = sup.child.as_ref().unwrap().id();
-    Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
     assert_eq!(sup.wait(), 1);
     assert_eq!(env.last("a").as_deref(), Some("halted"));
     assert_eq!(env.journal().last().unwrap()["run"], "aborted");
@@ -763,9 +767,10 @@ fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
     let mut deaf = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
     deaf.env("HARNESS_HOME", env.p("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "300").stderr(Stdio::null());
     let deaf = Server(support::Serve::spawn(deaf));
-    Command::new("kill").args(["-STOP", &sup_b_pid]).status().unwrap();
+    let sup_b_pid = nix::unistd::Pid::from_raw(sup_b_pid.parse().unwrap());
+    nix::sys::signal::kill(sup_b_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
     let (code, v) = deaf.post(&format!("/runs/{id_b}/pause"), "", "");
-    Command::new("kill").args(["-CONT", &sup_b_pid]).status().unwrap();
+    nix::sys::signal::kill(sup_b_pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     assert_eq!((code, v["ok"].as_bool()), (502, Some(false)), "{v}");
     assert_eq!(std::fs::read_to_string(wb.join("runstate/p.steer.jsonl")).unwrap(), "");
     // B's own route still works, through B's registered supervisor.
