@@ -887,6 +887,9 @@ fn a_failing_gate_says_why_on_the_terminal_in_its_log_in_runs_and_in_the_feed() 
     let list = runs_cmd(&env, &["list", "--json"]);
     let item: Value = serde_json::from_slice(list.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
     assert_eq!((item["status"].as_str(), item["reason"].as_str()), (Some("failed"), Some(reason.as_str())));
+    // The table (a terminal's view) has it under the rows.
+    let table = String::from_utf8_lossy(&runs_cmd(&env, &["list", "--table"]).stdout).into_owned();
+    assert!(table.lines().any(|l| l == format!("p: {reason}")), "{table}");
     let show: Value = serde_json::from_slice(&runs_cmd(&env, &["show", &run_id(&env)]).stdout).unwrap();
     assert_eq!(show["run"]["reason"], reason.as_str());
     assert_eq!(show["tasks"]["impl"]["detail"], why.as_str());
