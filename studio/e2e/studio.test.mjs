@@ -274,6 +274,11 @@ describe('studio in Chromium against runwire-serve', () => {
     assert.equal(await p.locator('section[aria-labelledby="run-sum-h"] .over').textContent(), 'This run is over: nothing to pause or resume.');
     const facts = p.locator('section[aria-labelledby="run-sum-h"] dl.facts');
     await waitFor(async () => (await facts.textContent()).includes(`Reason${ended.reason}`), { what: 'the run\'s reason on the page' });
+    // In the runs list, the failed run's badge carries the reason too.
+    await p.goto(`${s.url}/#/runs`);
+    const badge = p.locator(`tr[data-run-id="${run.runId}"] .badge`);
+    await badge.waitFor();
+    await waitFor(async () => (await badge.getAttribute('title')) === ended.reason, { what: 'the reason on the run\'s badge' });
     g.check();
     await context.close();
   });
