@@ -159,10 +159,15 @@ fn runs_watch_prints_each_change_with_no_server_and_resumes_exactly() {
     // The same question again gives the same answer: the feed is durable, not recomputed.
     let again = runs(&home).args(["watch", "--no-follow", "--since", &last]).output().unwrap();
     assert_eq!(again.stdout, out.stdout);
-    // Everything from the start: each journal record exactly once.
+    // Everything from the start: the run's `created` (it was registered before
+    // the feed began: the feed's first writer gave it one), then each journal
+    // record exactly once.
     let all = runs(&home).args(["watch", "--no-follow", "--since", "0", "--run", &run]).output().unwrap();
-    let n = String::from_utf8_lossy(&all.stdout).lines().count();
-    assert_eq!(n, lines.len(), "one event per record of run {run}");
+    let all: Vec<Value> =
+        String::from_utf8_lossy(&all.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(all.len(), lines.len() + 1, "created, then one event per record of run {run}");
+    assert_eq!((all[0]["type"].as_str(), all[0]["status"].as_str()), (Some("created"), Some("registered")));
+    assert!(all[1..].iter().all(|e| e["type"] != "created"));
 
     // Filters: by type, by status, by repository.
     let f = |args: &[&str]| -> Vec<Value> {
@@ -176,7 +181,10 @@ fn runs_watch_prints_each_change_with_no_server_and_resumes_exactly() {
         ["needs_input", "needs_input", "ended"]
     );
     assert!(f(&["--repo", "repo-beta"]).iter().all(|e| e["runId"] == other.as_str()));
-    assert_eq!(f(&["--repo", "repo-beta"]).len(), 1);
+    assert_eq!(
+        f(&["--repo", "repo-beta"]).iter().map(|e| e["type"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["created", "task"]
+    );
     assert!(f(&["--status", "done"]).iter().all(|e| e["runId"] == run.as_str() && e["status"] == "done"));
 
     // Usage errors: exit 2, nothing printed.
@@ -375,16 +383,21 @@ fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
     assert_eq!(missed[3]["status"], "done");
     let end = feed.ready();
     assert_eq!(end, missed[4]["id"].to_string());
-    // From the very start (?since=0): every event once, the same bytes as runs watch prints.
+    // From the very start (?since=0): every event once, the same bytes as runs watch prints;
+    // first the `created` the feed's first writer gave the run registered before it.
     let (_, mut all) = srv.open("/runs/events?since=0", "");
-    let from_server: Vec<Value> = (0..lines.len()).map(|_| all.event()).collect();
+    let from_server: Vec<Value> = (0..=lines.len()).map(|_| all.event()).collect();
+    assert_eq!(
+        (from_server[0]["type"].as_str(), from_server[0]["runId"].as_str()),
+        (Some("created"), Some(run.as_str()))
+    );
     assert_eq!(all.ready(), end);
     let cli = runs(&home).args(["watch", "--no-follow", "--since", "0"]).output().unwrap();
     let from_cli: Vec<Value> =
         String::from_utf8_lossy(&cli.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(from_server, from_cli);
-    // The run existed before the first feed: its history there is not news, so the feed began empty.
-    assert_eq!(start, "0");
+    // The run existed before the first feed: its history there is not news, only its `created`.
+    assert_eq!(start, from_server[0]["id"].to_string());
 
     // Filters in the query.
     let (_, mut asks) = srv.open(&format!("/runs/events?since=0&type=needs_input&run={run}"), "");

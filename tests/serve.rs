@@ -1172,3 +1172,91 @@ fn an_installed_binary_without_a_checkout_uses_its_embedded_wrappers() {
     // The binary's copy is tens of MB: not left in the temp dir on every run.
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// The server's first stdout line, and its stderr up to its start-up line
+/// (the one naming the studio's address); the server is stopped after.
+fn startup(args: &[&str], envs: &[(&str, &str)]) -> (String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    cmd.arg("--listen")
+        .arg("127.0.0.1:0")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.env("HARNESS_HOME", tmp("harness")).env_remove("RUNWIRE_CLAUDE_BIN");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start runwire-serve");
+    let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let (tx, rx) = mpsc::channel();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(out).read_line(&mut line);
+        let _ = tx.send((true, line));
+    });
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            text.push_str(&line);
+            text.push('\n');
+            if line.contains("for the studio") {
+                break;
+            }
+        }
+        let _ = tx2.send((false, text));
+    });
+    let (mut first, mut stderr) = (None, None);
+    while first.is_none() || stderr.is_none() {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok((true, l)) => first = Some(l),
+            Ok((false, t)) => stderr = Some(t),
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (first.unwrap_or_default(), stderr.expect("the start-up line on stderr within 10 s"))
+}
+
+#[test]
+fn a_missing_agent_is_a_warning_at_start_not_a_refusal() {
+    let empty = fresh("no-agents");
+    std::fs::create_dir_all(&empty).unwrap();
+    let path = [("PATH", empty.to_str().unwrap())];
+    // Batch and interactive alike: the server starts, and says what it will not find.
+    for extra in [&[][..], &["--interactive"]] {
+        let args: Vec<&str> = ["--agent", "claude"].iter().copied().chain(extra.iter().copied()).collect();
+        let (first, err) = startup(&args, &path);
+        assert!(first.starts_with("listening on http://127.0.0.1:"), "{first:?}");
+        assert!(
+            err.contains(r#"runwire-serve: warning: the claude CLI (set $RUNWIRE_CLAUDE_BIN or put it on PATH): "claude" not found or not executable"#),
+            "{args:?}: {err}"
+        );
+    }
+    let (_, err) = startup(&["--agent", "claude", "--interactive"], &[("RUNWIRE_CLAUDE_BIN", "/nonexistent/claude")]);
+    assert!(err.contains(r#"warning: $RUNWIRE_CLAUDE_BIN: "/nonexistent/claude" not found"#), "{err}");
+    let (_, err) = startup(&["--agent", "claude", "--interactive", "--agent-cmd", "/nonexistent/agent"], &[]);
+    assert!(err.contains(r#"warning: --agent-cmd: "/nonexistent/agent" not found"#), "{err}");
+    // Found (the stub engines are a `claude` on PATH): nothing said; nor for the demo.
+    let stubs =
+        format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+    for args in [&["--agent", "claude"][..], &["--agent", "claude", "--interactive"], &[], &["--demo"]] {
+        let (_, err) = startup(args, &[("PATH", &stubs)]);
+        assert!(!err.contains("warning"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn with_a_token_the_start_up_line_gives_the_studio_address_with_it() {
+    let f = tmp("url.token");
+    std::fs::write(&f, "s3cret/token+0123456789\n").unwrap();
+    let (first, err) = startup(&["--token-file", f.to_str().unwrap()], &[]);
+    // stdout's first line stays exactly the address, for scripts.
+    let addr = first.trim_end().strip_prefix("listening on ").expect("the listening line").to_string();
+    assert!(first.ends_with('\n') && !addr.contains(' '), "{first:?}");
+    assert!(err.contains(&format!("open {addr}/#token=s3cret%2Ftoken%2B0123456789 for the studio")), "{err}");
+    let (_, err) = startup(&[], &[]);
+    assert!(err.contains("/ for the studio") && !err.contains("token"), "{err}");
+}

@@ -848,3 +848,74 @@ fn session_settings_for_the_wrappers_follow_the_flag_rules() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `runs` against the test's home.
+fn runs_cmd(env: &Env, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_runs")).env("HARNESS_HOME", env.p("home")).args(args).output().unwrap()
+}
+
+#[test]
+fn a_failing_gate_says_why_on_the_terminal_in_its_log_in_runs_and_in_the_feed() {
+    let env = Env::new("why");
+    // The feed begins before the run, so that the run's records are news.
+    let o = runs_cmd(&env, &["watch", "--no-follow"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // `cargo test` outside a Cargo project (the scratch directory is not in one): 101, on stderr.
+    let gate = format!("echo checking the build; {} test", env!("CARGO"));
+    env.plan(
+        &serde_json::json!({"v":"plan/v1","tasks":[
+        {"id":"impl","adapter":"claude","prompt":"do it","gate":gate},
+        {"id":"docs","adapter":"claude","prompt":"docs","deps":["impl"]}]})
+        .to_string(),
+    );
+    let out = env.cmd("ok").stdout(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let why = format!("gate {gate:?} exited 101 (runstate/p.impl.gate.log)");
+    // The terminal: one line per task as it ends, then the run's with the reason.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("impl halted: {why}"),
+            "docs halted: not started: dependency impl is halted".to_string(),
+            format!("p failed (0 of 2 tasks committed): impl halted: {why}"),
+        ],
+        "{stdout}"
+    );
+    // The gate's stdout and stderr are in its log, not on the terminal.
+    let log = std::fs::read_to_string(env.p("runstate/p.impl.gate.log")).unwrap();
+    assert!(log.contains("checking the build") && log.contains("could not find `Cargo.toml`"), "{log:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Cargo.toml"));
+    // `runs list` and `runs show` give the reason; show gives each task's detail.
+    let reason = format!("impl halted: {why}");
+    let list = runs_cmd(&env, &["list", "--json"]);
+    let item: Value = serde_json::from_slice(list.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!((item["status"].as_str(), item["reason"].as_str()), (Some("failed"), Some(reason.as_str())));
+    // The table (a terminal's view) has it under the rows.
+    let table = String::from_utf8_lossy(&runs_cmd(&env, &["list", "--table"]).stdout).into_owned();
+    assert!(table.lines().any(|l| l == format!("p: {reason}")), "{table}");
+    let show: Value = serde_json::from_slice(&runs_cmd(&env, &["show", &run_id(&env)]).stdout).unwrap();
+    assert_eq!(show["run"]["reason"], reason.as_str());
+    assert_eq!(show["tasks"]["impl"]["detail"], why.as_str());
+    // The feed: the task's event has the detail, the run's end the reason.
+    let feed = runs_cmd(&env, &["watch", "--no-follow", "--since", "0"]);
+    let evs: Vec<Value> =
+        String::from_utf8_lossy(&feed.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ended = evs.iter().find(|e| e["type"] == "ended").expect("an ended event");
+    assert_eq!((ended["status"].as_str(), ended["reason"].as_str()), (Some("failed"), Some(reason.as_str())));
+    assert!(evs.iter().any(|e| e["task"] == "impl" && e["state"] == "halted" && e["detail"] == why.as_str()));
+    no_stub_left(&env);
+}
+
+#[test]
+fn a_run_that_commits_says_so_in_one_line_per_task_and_no_reason() {
+    let env = Env::new("whyok");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"echo fine >&2"}]}"#);
+    let out = env.cmd("ok").stdout(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a committed\np done: 1 of 1 tasks committed\n");
+    assert_eq!(std::fs::read_to_string(env.p("runstate/p.a.gate.log")).unwrap(), "fine\n");
+    let item: Value = serde_json::from_slice(&runs_cmd(&env, &["list", "--json"]).stdout).unwrap();
+    assert_eq!((item["status"].as_str(), item["reason"].clone()), (Some("done"), Value::Null));
+}

@@ -94,7 +94,9 @@ enum Cmd {
     /// needs_input, input_answered, ended, removed), as GET /runs/events; no server needed.
     Watch {
         /// Resume after this event id (the "id" of the last line you got); 0 replays the whole
-        /// feed. Default: only what happens from now.
+        /// feed: every run has its "created" there (one registered before the feed began gets it,
+        /// with its state then, when the feed begins; its earlier records are not replayed).
+        /// Default: only what happens from now.
         #[arg(long, value_name = "ID")]
         since: Option<u64>,
         /// Only this run's events (repeatable, or comma-separated).

@@ -5,6 +5,7 @@
 use clap::Parser;
 use runwire::cli::{self, Exit};
 use runwire::supervise::{self, Options, Outcome};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -59,6 +60,10 @@ fn main() -> ExitCode {
         home: runwire::runs::harness_home(),
         workdir,
         interactive: args.interactive,
+        // A closed stdout (`| head -1`) loses the report, never the run.
+        report: |line| {
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        },
         wrapper_dir: args
             .wrapper_dir
             .or_else(|| std::env::var_os("RUNWIRE_WRAPPER_DIR").filter(|v| !v.is_empty()).map(PathBuf::from)),

@@ -258,9 +258,9 @@ impl Extender {
             let Some(p) = self.reg.read(id).ok() else { continue };
             if fresh {
                 // The first feed of this home starts from now: what the journals
-                // already hold is history, not news.
-                let (ino, size) = journal_stat(&RunFiles::new(&p.runstate_dir, &p.slug).journal());
-                self.state.runs.insert(id.clone(), Track { ino, off: size });
+                // already hold is history, not news. But every run already
+                // registered gets its `created`, so `--since 0` lists them all.
+                self.created_now(p, &mut out);
                 continue;
             }
             self.run_events(p, &mut out);
@@ -314,6 +314,23 @@ impl Extender {
                 self.checkpointed = self.state.log_len;
             }
         }
+    }
+
+    /// A run registered before the feed began: one `created` event with
+    /// its summary as of now, its journal's records so far taken as read.
+    fn created_now(&mut self, p: Pointer, out: &mut Vec<u8>) {
+        let (ino, size) = journal_stat(&RunFiles::new(&p.runstate_dir, &p.slug).journal());
+        let (mut loaded, bytes) = view::load_raw(p);
+        self.note(&loaded);
+        // Up to its last whole line: a line being written becomes news once complete.
+        let off = match &loaded.problem {
+            Some(_) => size as usize,
+            None => memchr::memrchr(b'\n', &bytes).map_or(0, |i| i + 1),
+        };
+        loaded.journal = Journal::parse(&bytes[..off.min(bytes.len())]);
+        let summary = self.summary(&loaded);
+        push_event(out, "created", &loaded.pointer.created, summary, None, None, [ino, off as u64], None);
+        self.state.runs.insert(loaded.pointer.run_id.clone(), Track { ino, off: off as u64 });
     }
 
     /// The events of one run's new journal records, appended to `out`.
@@ -1071,17 +1088,22 @@ mod tests {
     #[test]
     fn records_become_events_in_order_and_a_second_writer_or_a_crash_duplicates_nothing() {
         let h = home("order");
-        // History before the first feed is not news.
+        // History before the first feed is not news: the run already there gets
+        // only its `created`, with its state as of now.
         let (old, old_files) = register(&h, "old");
         append(&old_files.journal(), &Record::task("runner", "a", "leased", None)).unwrap();
         let mut x = Extender::new(&h);
-        assert_eq!(x.extend(Scope::All).unwrap(), 0);
+        let end0 = x.extend(Scope::All).unwrap();
+        let evs = events(&h, 0);
+        assert_eq!(evs.len(), 1, "{evs:?}");
+        assert_eq!((evs[0].1["type"].as_str(), evs[0].1["runId"].as_str()), (Some("created"), Some(old.as_str())));
+        assert_eq!((evs[0].1["status"].as_str(), evs[0].0), (Some("running"), end0));
         let (id, files) = register(&h, "s");
         std::fs::write(files.plan(), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#)
             .unwrap();
         append(&files.journal(), &Record::task("runner", "a", "leased", None)).unwrap();
         let end1 = x.extend(Scope::All).unwrap();
-        let evs = events(&h, 0);
+        let evs = events(&h, end0);
         assert_eq!(evs.len(), 2);
         assert_eq!(evs[0].1["type"], "created");
         assert_eq!(evs[0].1["runId"], id.as_str());

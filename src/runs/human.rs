@@ -146,6 +146,13 @@ pub fn table(items: &[Value], now_ms: i64, kinds: bool) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    // Why a run failed (or cannot be read) is too long for a column: a line each, under the table.
+    for it in items {
+        let name = it.get("slug").or_else(|| it.get("runId")).and_then(Value::as_str).unwrap_or("?");
+        if let Some(why) = it.get("reason").and_then(Value::as_str) {
+            out.push_str(&format!("{name}: {why}\n"));
+        }
+    }
     out
 }
 

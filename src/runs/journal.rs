@@ -34,6 +34,23 @@ pub fn is_terminal(state: &str) -> bool {
     matches!(state, "committed" | "halted" | "failed")
 }
 
+/// Why a run failed, in one line: `<task> <state>: <detail>` of its first
+/// halted or failed task (given in plan order, as `(id, state, detail)`),
+/// preferring one that ran over a dependent that never started (whose
+/// detail is the supervisor's `not started: …`). `None` when none failed.
+pub fn failure_reason<'a>(
+    tasks: impl IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>)>,
+) -> Option<String> {
+    let failed: Vec<_> = tasks.into_iter().filter(|(_, s, _)| matches!(s, Some("halted" | "failed"))).collect();
+    let (id, state, detail) =
+        failed.iter().find(|(_, _, d)| !d.is_some_and(|d| d.starts_with("not started:"))).or(failed.first())?;
+    let state = state.unwrap_or_default();
+    Some(match detail.filter(|d| !d.is_empty()) {
+        Some(d) => format!("{id} {state}: {d}"),
+        None => format!("{id} {state}"),
+    })
+}
+
 /// Whether a task with this last state and (`open`) an open input request
 /// waits for a person: the request counts only while the task is not done.
 pub fn waits(state: Option<&str>, open: bool) -> bool {
@@ -519,6 +536,10 @@ pub trait Fold {
     fn has_open(&self, task: &str) -> bool;
     /// The last run-level record's event.
     fn last_run(&self) -> Option<&str>;
+    /// The `detail` of the task's last state record.
+    fn detail(&self, task: &str) -> Option<&str>;
+    /// The `detail` of the last run-level record.
+    fn last_run_detail(&self) -> Option<&str>;
     /// The tasks with a state (by id), then those with an open request (in
     /// the order asked, repeats included).
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str));
@@ -547,6 +568,14 @@ impl Fold for Journal {
         self.last_run.as_ref().and_then(|r| r.run.as_deref())
     }
 
+    fn detail(&self, task: &str) -> Option<&str> {
+        self.tasks.get(task).and_then(|r| r.detail.as_deref())
+    }
+
+    fn last_run_detail(&self) -> Option<&str> {
+        self.last_run.as_ref().and_then(|r| r.detail.as_deref())
+    }
+
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
         self.tasks.keys().chain(self.open.iter().map(|o| &o.task)).for_each(|t| f(t));
     }
@@ -556,14 +585,18 @@ impl Fold for Journal {
 /// [`Fold`] answers, borrowed from the bytes: no allocation per record.
 #[derive(Debug, Default, PartialEq)]
 pub struct Brief<'a> {
-    /// Each task's last state, by task id once parsed.
-    tasks: Vec<(Cow<'a, str>, &'static str)>,
+    /// Each task's last state and its detail, by task id once parsed.
+    tasks: Vec<BriefTask<'a>>,
     /// Open requests: (task, request id), in the order asked.
     open: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     last_run: Option<&'static str>,
+    last_run_detail: Option<Cow<'a, str>>,
     pub records: usize,
     pub skipped: usize,
 }
+
+/// A task in a [`Brief`]: its id, last state and that record's detail.
+type BriefTask<'a> = (Cow<'a, str>, &'static str, Option<Cow<'a, str>>);
 
 /// The fields of one record a [`Brief`] folds, checked.
 struct Entry<'a> {
@@ -573,6 +606,7 @@ struct Entry<'a> {
     /// `requested` or `answered`.
     input: Option<&'static str>,
     request: Option<Cow<'a, str>>,
+    detail: Option<Cow<'a, str>>,
 }
 
 /// `s` as the `'static` member of `list` it equals.
@@ -596,6 +630,7 @@ impl<'a> Entry<'a> {
                     input: interned(&INPUT_EVENTS, opt(&r.input)),
                     task: cow(r.task),
                     request: cow(r.request),
+                    detail: cow(r.detail),
                 })
             }
         }
@@ -658,6 +693,7 @@ impl<'a> Entry<'a> {
             run: interned(&RUN_EVENTS, f.run),
             input: interned(&INPUT_EVENTS, f.input),
             request: f.request.map(Cow::Borrowed),
+            detail: vals[7].map(Cow::Borrowed),
         }))
     }
 }
@@ -689,12 +725,12 @@ impl<'a> Brief<'a> {
                 }
                 (Some(t), None) => {
                     let state = e.state.unwrap_or_default();
-                    match b.tasks.iter_mut().find(|(k, _)| *k == t) {
-                        Some(slot) => slot.1 = state,
-                        None => b.tasks.push((t, state)),
+                    match b.tasks.iter_mut().find(|(k, _, _)| *k == t) {
+                        Some(slot) => (slot.1, slot.2) = (state, e.detail),
+                        None => b.tasks.push((t, state, e.detail)),
                     }
                 }
-                (None, _) => b.last_run = e.run,
+                (None, _) => (b.last_run, b.last_run_detail) = (e.run, e.detail),
             }
         }
         b.tasks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -708,7 +744,7 @@ impl Fold for Brief<'_> {
     }
 
     fn state(&self, task: &str) -> Option<&str> {
-        self.tasks.binary_search_by(|(k, _)| (**k).cmp(task)).ok().map(|i| self.tasks[i].1)
+        self.tasks.binary_search_by(|(k, _, _)| (**k).cmp(task)).ok().map(|i| self.tasks[i].1)
     }
 
     fn has_open(&self, task: &str) -> bool {
@@ -719,8 +755,17 @@ impl Fold for Brief<'_> {
         self.last_run
     }
 
+    fn detail(&self, task: &str) -> Option<&str> {
+        let i = self.tasks.binary_search_by(|(k, _, _)| (**k).cmp(task)).ok()?;
+        self.tasks[i].2.as_deref()
+    }
+
+    fn last_run_detail(&self) -> Option<&str> {
+        self.last_run_detail.as_deref()
+    }
+
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
-        self.tasks.iter().map(|(t, _)| t).chain(self.open.iter().map(|(t, _)| t)).for_each(|t| f(t));
+        self.tasks.iter().map(|(t, _, _)| t).chain(self.open.iter().map(|(t, _)| t)).for_each(|t| f(t));
     }
 }
 
@@ -728,18 +773,21 @@ impl Fold for Brief<'_> {
 mod tests {
     use super::*;
 
-    /// Per task: its id, state, whether a request is open, whether it needs input.
-    type TaskAnswers = Vec<(String, Option<String>, bool, bool)>;
+    /// Per task: its id, state, whether a request is open, whether it needs input, its detail.
+    type TaskAnswers = Vec<(String, Option<String>, bool, bool, Option<String>)>;
 
     /// What a [`Fold`] answers, for comparing two.
-    fn answers(f: &dyn Fold) -> (usize, Option<String>, TaskAnswers) {
+    fn answers(f: &dyn Fold) -> (usize, Option<String>, Option<String>, TaskAnswers) {
         let mut names = Vec::new();
         f.each_task(&mut |t| names.push(t.to_string()));
         let per = names
             .iter()
-            .map(|t| (t.clone(), f.state(t).map(str::to_string), f.has_open(t), f.needs_input(t)))
+            .map(|t| {
+                let s = |o: Option<&str>| o.map(str::to_string);
+                (t.clone(), s(f.state(t)), f.has_open(t), f.needs_input(t), s(f.detail(t)))
+            })
             .collect();
-        (f.records(), f.last_run().map(str::to_string), per)
+        (f.records(), f.last_run().map(str::to_string), f.last_run_detail().map(str::to_string), per)
     }
 
     /// A journal line from pieces that are plain or not, valid or not.

@@ -1413,7 +1413,7 @@ mod index {
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
-    const HEADER: &str = "runwire-list-index/v2";
+    const HEADER: &str = "runwire-list-index/v3";
     /// Bound on the index read (about 100,000 runs).
     const MAX_INDEX: u64 = 256 * 1024 * 1024;
 

@@ -481,6 +481,18 @@ impl<'a> Parts<'a> {
         self.wave_of(&self.tasks())
     }
 
+    /// Why a failed run failed: its first halted task's state and detail
+    /// ([`super::journal::failure_reason`]), else the abort's detail.
+    fn failure(&self, tasks: &[TaskView]) -> Option<String> {
+        let j = self.journal;
+        super::journal::failure_reason(tasks.iter().map(|t| (t.id, t.state, j.detail(t.id)))).or_else(|| {
+            (j.last_run() == Some("aborted")).then(|| match j.last_run_detail() {
+                Some(d) => format!("aborted: {d}"),
+                None => "aborted".to_string(),
+            })
+        })
+    }
+
     /// [`Parts::wave`], given [`Parts::tasks`] (the plan's come first, in order).
     fn wave_of(&self, tasks: &[TaskView]) -> Option<usize> {
         let plan = self.plan?;
@@ -573,6 +585,8 @@ impl<'a> Parts<'a> {
         }
         // Keys in the order a serde_json map sorts them, as `show` prints its `run`.
         let status = self.status_of(&tasks, problem.as_ref());
+        // A failed run says why: only failed runs pay for the text.
+        let failure = if problem.is_none() && status == "failed" { self.failure(&tasks) } else { None };
         let s = SummaryOut {
             activity_ms,
             branch: p.branch,
@@ -583,7 +597,7 @@ impl<'a> Parts<'a> {
             reason: match &problem {
                 Some(Problem::Unreadable(r)) => Some(r),
                 Some(Problem::Missing) => Some("its runstate directory is gone (`runs reap` removes the pointer)"),
-                None => None,
+                None => failure.as_deref(),
             },
             repo: known(ok, p.repo),
             repo_root: known(ok, p.repo_root),
@@ -712,6 +726,7 @@ impl Loaded {
                 json!({
                     "state": r.and_then(|r| r.state.clone()).unwrap_or_else(|| "pending".into()),
                     "rc": r.and_then(|r| r.rc), "ts": r.map(|r| r.ts.clone()), "actor": r.map(|r| r.actor.clone()),
+                    "detail": r.and_then(|r| r.detail.clone()),
                     "needsInput": self.journal.needs_input(&t),
                 }),
             );
@@ -767,6 +782,7 @@ impl Loaded {
             "needsInput": self.journal.needs_input(tid),
             "inputRequests": self.requests(Some(tid)),
             "rc": r.and_then(|r| r.rc),
+            "detail": r.and_then(|r| r.detail.clone()),
             "sessionId": entry.and_then(|e| e.session_id.clone()).or(totals.session),
             "pid": pid,
             "pgid": entry.and_then(|e| e.pgid),

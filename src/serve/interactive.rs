@@ -1124,3 +1124,9 @@ fn launch_options(cfg: &super::Config) -> LaunchOptions {
 pub fn check_launch(cfg: &super::Config) -> Result<(), String> {
     launch(AgentKind::of(cfg.adapter), &launch_options(cfg)).map(drop)
 }
+
+/// The agent program a session would start (`--agent-cmd`, else
+/// `$RUNWIRE_<AGENT>_BIN`, else its usual name), as given.
+pub fn agent_program(cfg: &super::Config) -> Option<String> {
+    launch(AgentKind::of(cfg.adapter), &launch_options(cfg)).ok()?.argv.into_iter().next()
+}

@@ -413,6 +413,61 @@ impl Shared {
     }
 }
 
+/// Why the agent a run would start cannot be found, if so: its program
+/// (`--agent-cmd` with `--interactive`, else `$RUNWIRE_<AGENT>_BIN`, else its
+/// usual name, as the wrappers and `runwire-session` look for it) is not an
+/// executable file nor on `$PATH`. Only a warning: it may be installed later.
+fn agent_missing(args: &Args, cfg: &Config) -> Option<String> {
+    if args.demo || args.replay.is_some() || args.agent.is_none() {
+        return None;
+    }
+    // In batch mode --agent-cmd replaces the wrapper, which finds its own agent.
+    if args.agent_cmd.is_some() && !cfg.interactive {
+        return None;
+    }
+    let interactive = Config { interactive: true, engine: args.agent_cmd.clone(), ..cfg.clone() };
+    let program = interactive::agent_program(&interactive)?;
+    if executable(&program) {
+        return None;
+    }
+    let agent = cfg.adapter.name();
+    let var = format!("RUNWIRE_{}_BIN", agent.to_uppercase());
+    let from = if args.agent_cmd.is_some() {
+        "--agent-cmd".to_string()
+    } else if std::env::var_os(&var).is_some_and(|v| !v.is_empty()) {
+        format!("${var}")
+    } else {
+        format!("the {agent} CLI (set ${var} or put it on PATH)")
+    };
+    Some(format!("{from}: {program:?} not found or not executable; every run will fail until it is"))
+}
+
+/// `bytes` percent-encoded for a URL fragment the studio reads with
+/// `decodeURIComponent`: unreserved characters as they are, the rest `%XX`.
+fn fragment_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Whether `program` names an executable file: itself when it has a slash,
+/// else on `$PATH`.
+fn executable(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let ok =
+        |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        return ok(std::path::Path::new(program));
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|d| ok(&d.join(program)))
+}
+
 /// The binary's whole life: parse, configure, bind, serve until SIGINT/SIGTERM.
 pub fn main(args: Args) -> ExitCode {
     match serve(&args, &mut io::stdout()) {
@@ -430,6 +485,9 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     }
     if let (Source::Agent { cmd: Err(why) }, false) = (&cfg.source, cfg.interactive) {
         cli::report(BIN, format!("warning: {why}; every run will fail"));
+    }
+    if let Some(why) = agent_missing(args, &cfg) {
+        cli::report(BIN, format!("warning: {why}"));
     }
     // Evidence is read per request (it may appear later), so a missing path only warns.
     if let Some(e) = cfg.evidence.as_ref().filter(|e| !e.exists()) {
@@ -474,7 +532,15 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         ),
         (Source::Agent { .. }, _) => format!("each run starts the {} wrapper", cfg.adapter.name()),
     };
-    cli::report(BIN, format!("{what}; open http://{addr}/ for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"));
+    // With a token, the page's address carries it (the studio keeps it for the tab and drops it from the address).
+    let page = match &cfg.token {
+        Some(t) => format!("http://{addr}/#token={}", fragment_encode(t)),
+        None => format!("http://{addr}/"),
+    };
+    cli::report(
+        BIN,
+        format!("{what}; open {page} for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"),
+    );
     let shared = Arc::new(Shared::new(cfg));
     // The signal thread writes a byte here after setting the flag, so the
     // accept loop sleeps in poll with no timeout and wakes for shutdown at once.

@@ -2,10 +2,11 @@
 //! the server's runs, the supervisor's tasks and interactive sessions alike.
 //!
 //! A [`Proc`] is started from a [`Spec`]: stdin null or a pipe, stdout a
-//! pipe, stderr inherited, in a process group of its own. Between us and
-//! the program sits a small per-run reaper, `runwire-reaper` (found next to
-//! the running binary, see [`reaper_path`]), so that no process of the
-//! program's tree outlives the run, however it ends:
+//! pipe, stderr inherited (or into the stdout pipe: [`Spec::merge_stderr`]),
+//! in a process group of its own. Between us and the program sits a small
+//! per-run reaper, `runwire-reaper` (found next to the running binary, see
+//! [`reaper_path`]), so that no process of the program's tree outlives the
+//! run, however it ends:
 //!
 //! - the reaper is a child subreaper (`PR_SET_CHILD_SUBREAPER`): every
 //!   descendant of the program, one that called `setsid` included, stays
@@ -77,6 +78,9 @@ pub struct Spec {
     pub stdin: Input,
     /// SIGTERM to SIGKILL when the run is stopped.
     pub kill_grace: Duration,
+    /// stderr goes into the stdout pipe (a gate's log holds both) instead of
+    /// being inherited.
+    pub merge_stderr: bool,
 }
 
 impl Spec {
@@ -88,6 +92,7 @@ impl Spec {
             cwd: None,
             stdin: Input::Null,
             kill_grace: KILL_GRACE,
+            merge_stderr: false,
         }
     }
 
@@ -219,13 +224,20 @@ impl Proc {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .process_group(0);
-        // SAFETY: prctl and pthread_sigmask are async-signal-safe. The run
+        // SAFETY: prctl, pthread_sigmask and dup2 are async-signal-safe. The run
         // goes when we go, even by SIGKILL; the spawner thread makes "we"
         // the process. The signal mask is inherited across exec: a caller
         // that blocks SIGTERM (the server does, for its signal thread) must
         // not pass that on.
+        let merge = spec.merge_stderr;
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
+                if merge {
+                    // stdout is the pipe by now; dup2 is async-signal-safe.
+                    if nix::libc::dup2(1, 2) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
                 nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(io::Error::from)?;
                 SigSet::empty().thread_set_mask().map_err(io::Error::from)?;
                 Ok(())

@@ -57,6 +57,10 @@ pub struct Options {
     /// running session, `stop` interrupts the turn and keeps the session,
     /// `answer` answers the agent's requests.
     pub interactive: bool,
+    /// Where the run's report for a person goes, a line at a time: one
+    /// line per task as it ends, one as the run ends (the binary prints
+    /// them on stdout).
+    pub report: fn(&str),
 }
 
 /// How a supervisor run ended.
@@ -241,6 +245,8 @@ struct TaskRt {
     steer: VecDeque<String>,
     next: Option<Step>,
     running: Option<Running>,
+    /// The detail of its terminal state, for the run's last line.
+    detail: Option<String>,
 }
 
 /// A turn's output, read through the same normalizer as `normalize-events`
@@ -556,9 +562,17 @@ impl Sup {
     }
 
     fn set_state(&mut self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) {
-        self.task_rec(actor, task, state, rc, detail);
+        if is_terminal(state) {
+            // One line per task as it ends: the run's report.
+            match detail.as_deref().filter(|d| !d.is_empty()) {
+                Some(d) => (self.opts.report)(&format!("{task} {state}: {d}")),
+                None => (self.opts.report)(&format!("{task} {state}")),
+            }
+        }
+        self.task_rec(actor, task, state, rc, detail.clone());
         if let Some(t) = self.tasks.get_mut(task) {
             t.state = Some(state.to_string());
+            t.detail = detail;
         }
         if is_terminal(state) {
             // Liveness says who runs now; a finished task runs nothing.
@@ -635,7 +649,12 @@ impl Sup {
         .map_err(|e| io(&self.files.live(), e))?;
         let restarted = journal.records > 0;
         for id in self.order.clone() {
-            let rt = TaskRt { state: journal.state(&id).map(str::to_string), ..TaskRt::default() };
+            let rec = journal.tasks.get(&id);
+            let rt = TaskRt {
+                state: rec.and_then(|r| r.state.clone()),
+                detail: rec.and_then(|r| r.detail.clone()),
+                ..TaskRt::default()
+            };
             self.tasks.insert(id, rt);
         }
         // The journal is the truth: a hold survives a restart.
@@ -715,7 +734,9 @@ impl Sup {
             self.poll_children();
             if stopping {
                 if self.tasks.values().all(|t| t.running.is_none()) {
-                    self.run_rec(ACTOR, "aborted", Some("the supervisor got a stop signal".into()));
+                    let why = "the supervisor got a stop signal";
+                    self.run_rec(ACTOR, "aborted", Some(why.into()));
+                    (self.opts.report)(&format!("{} aborted: {why}", self.files.slug));
                     return Ok(Outcome::Aborted);
                 }
                 continue;
@@ -724,9 +745,38 @@ impl Sup {
             if self.tasks.values().all(|t| t.state.as_deref().is_some_and(is_terminal)) {
                 self.run_rec(ACTOR, "finished", None);
                 let all = self.tasks.values().all(|t| t.state.as_deref() == Some("committed"));
+                (self.opts.report)(&self.last_line());
                 return Ok(if all { Outcome::AllCommitted } else { Outcome::SomeHalted });
             }
         }
+    }
+
+    /// The run's last line: how it ended and, when it failed, why (the
+    /// same one-line reason `runs list` gives).
+    fn last_line(&self) -> String {
+        let slug = &self.files.slug;
+        let n = self.order.len();
+        let committed = self.tasks.values().filter(|t| t.state.as_deref() == Some("committed")).count();
+        let tasks = self.order.iter().map(|id| {
+            let t = &self.tasks[id];
+            (id.as_str(), t.state.as_deref(), t.detail.as_deref())
+        });
+        match journal::failure_reason(tasks) {
+            Some(why) => format!("{slug} failed ({committed} of {n} tasks committed): {why}"),
+            None => format!("{slug} done: {committed} of {n} tasks committed"),
+        }
+    }
+
+    /// `<slug>.<task>.<what>.log`: a gate's or a review's log.
+    fn step_log(&self, id: &str, what: &str) -> PathBuf {
+        self.files.dir.join(format!("{}.{id}.{what}.log", self.files.slug))
+    }
+
+    /// A path as a person finds it from the run's directory: relative to
+    /// the working directory when it lies beneath it.
+    fn shown(&self, p: &Path) -> String {
+        let wd = self.opts.workdir.canonicalize().unwrap_or_else(|_| self.opts.workdir.clone());
+        p.strip_prefix(&wd).unwrap_or(p).display().to_string()
     }
 
     fn task_def(&self, id: &str) -> Task {
@@ -827,7 +877,9 @@ impl Sup {
             Step::Gate => {
                 let mut c = Spec::new("/bin/sh");
                 c.arg("-c").arg(def.gate.clone().unwrap_or_default());
-                (c, Phase::Gate, self.files.dir.join(format!("{}.{id}.gate.log", self.files.slug)))
+                // Its log says why it failed: a gate's errors are on stderr.
+                c.merge_stderr = true;
+                (c, Phase::Gate, self.step_log(id, "gate"))
             }
             Step::Review => {
                 let seat = def.review.clone().unwrap_or_default();
@@ -843,7 +895,7 @@ impl Sup {
                 let mut c = Spec::new(w);
                 c.arg("--prompt").arg(format!("Review the work of task {id}. The task was: {}", def.prompt));
                 wrapper_env(&mut c, self.opts.kill_grace);
-                (c, Phase::Review, self.files.dir.join(format!("{}.{id}.review.log", self.files.slug)))
+                (c, Phase::Review, self.step_log(id, "review"))
             }
             Step::Commit => return,
         };
@@ -1071,8 +1123,12 @@ impl Sup {
                     Some(d) => format!("wrapper exited {rc}: {d}"),
                     None => format!("wrapper exited {rc}"),
                 },
-                Phase::Gate => format!("gate exited {rc}"),
-                Phase::Review => format!("review exited {rc}"),
+                Phase::Gate => format!(
+                    "gate {:?} exited {rc} ({})",
+                    def.gate.as_deref().unwrap_or_default(),
+                    self.shown(&self.step_log(id, "gate"))
+                ),
+                Phase::Review => format!("review exited {rc} ({})", self.shown(&self.step_log(id, "review"))),
             };
             self.set_state(actor, id, "halted", Some(rc), Some(what));
             return;

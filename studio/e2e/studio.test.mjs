@@ -210,18 +210,28 @@ describe('studio in Chromium against runwire-serve', () => {
     const seqs = await p.locator('table.events tr[data-seq]').evaluateAll((rows) => rows.map((r) => r.dataset.seq));
     assert.deepEqual(seqs, await serverSeqs(chatServer.url, listed.runId));
     assert.equal(await p.locator('.tool').getAttribute('data-status'), 'failed');
-    assert.match(await p.textContent('.stream-state'), /^Exited with status 0/);
+    assert.match(await p.textContent('.stream-state'), /^Agent exited with status 0/);
     g.check();
     await context.close();
   });
 
-  test('task controls show the server answer: 409 with its reason, 202 from a steer inbox', async () => {
-    const runs = await runsList(chatServer.url);
-    const run = runs.find((r) => r.slug === `agui-${chatRunId}`);
+  test('a live run\'s controls show the server answer (409 with its reason, 202 from a steer inbox); once it ends, none and why', async () => {
+    // A run the server holds open (the engine hangs) and no supervisor: live, but not controllable.
+    const hang = path.join(tempDir('live'), 'hang.claude.jsonl');
+    writeFileSync(hang, hangCorpus());
+    const s = await server({ args: ['--agent', 'claude'], env: { STUB_MODE: 'hang', STUB_STREAM: hang } });
+    const client = new AbortController();
+    const held = fetch(`${s.url}/agui`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+      body: JSON.stringify({ threadId: 'held', runId: 'r-held', messages: [{ id: 'm1', role: 'user', content: 'go' }] }),
+      signal: client.signal,
+    }).then((r) => r.text()).catch(() => null);
+    const run = await waitFor(async () => (await runsList(s.url)).find((r) => r.slug === 'agui-r-held' && r.status === 'running'), { what: 'the held run to be running' });
     const { p, g, context } = await page();
     g.allow(/Failed to load resource: the server responded with a status of 409/);
-    await p.goto(`${chatServer.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
-    await p.waitForSelector('.stream-state[data-state="exited"]');
+    await p.goto(`${s.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/agent`);
+    await p.waitForSelector('.stream-state[data-state="live"]', { timeout: 30000 });
     const answer = p.locator('.panel .answer').nth(1);
     // Kill asks for a second press before it sends anything.
     await p.click('button:has-text("Kill task")');
@@ -236,7 +246,7 @@ describe('studio in Chromium against runwire-serve', () => {
     assert.equal(await runAnswer.textContent(), 'Pause: 409 Conflict: run not supervised / not live');
 
     // A steer inbox beside the journal takes the message (202) and the line lands in it.
-    const inbox = path.join(chatServer.home, 'serve', 'runstate', `${run.slug}.steer.jsonl`);
+    const inbox = path.join(s.home, 'serve', 'runstate', `${run.slug}.steer.jsonl`);
     assert.ok(existsSync(path.dirname(inbox)));
     appendFileSync(inbox, '');
     await p.fill('#steer-msg', 'also handle empty input');
@@ -249,6 +259,26 @@ describe('studio in Chromium against runwire-serve', () => {
     assert.equal(JSON.stringify(lines[0]).includes('also handle empty input'), true);
     // The accepted message leaves the box, so a second press cannot send it twice.
     await waitFor(async () => (await p.inputValue('#steer-msg')) === '', { what: 'the steer box to empty' });
+
+    // The client goes: the server halts the run. The page drops every live control and says why.
+    client.abort();
+    await held;
+    const ended = await waitFor(async () => (await runsList(s.url)).find((r) => r.runId === run.runId && r.status === 'failed'), { what: 'the run to end failed' });
+    assert.match(ended.reason, /^agent halted/, JSON.stringify(ended));
+    await p.waitForSelector('section[aria-labelledby="run-sum-h"] .control-slot[data-live="false"]', { timeout: 15000 });
+    await p.waitForSelector('section[aria-labelledby="task-h"] .control-slot[data-live="false"]', { timeout: 15000 });
+    for (const name of ['Pause run', 'Resume run', 'Stop turn', 'Kill task', 'Send steer']) {
+      assert.equal(await p.locator(`button:has-text("${name}")`).count(), 0, `no “${name}” on a finished run`);
+    }
+    assert.equal(await p.locator('#steer-msg').count(), 0);
+    assert.equal(await p.locator('section[aria-labelledby="run-sum-h"] .over').textContent(), 'This run is over: nothing to pause or resume.');
+    const facts = p.locator('section[aria-labelledby="run-sum-h"] dl.facts');
+    await waitFor(async () => (await facts.textContent()).includes(`Reason${ended.reason}`), { what: 'the run\'s reason on the page' });
+    // In the runs list, the failed run's badge carries the reason too.
+    await p.goto(`${s.url}/#/runs`);
+    const badge = p.locator(`tr[data-run-id="${run.runId}"] .badge`);
+    await badge.waitFor();
+    await waitFor(async () => (await badge.getAttribute('title')) === ended.reason, { what: 'the reason on the run\'s badge' });
     g.check();
     await context.close();
   });
@@ -354,7 +384,7 @@ describe('studio in Chromium against runwire-serve', () => {
     // The wrapper, stopped by SIGTERM, wrote its status line: the stream ends on that exit.
     await waitFor(async () => ['exited', 'ended', 'failed'].includes(await stream.getAttribute('data-state')), { ...slow, what: 'the live stream to end' });
     assert.equal(await stream.getAttribute('data-state'), 'exited', await stream.textContent());
-    assert.equal(await stream.textContent(), `Exited with status ${halt.rc} (stopped: the wrapper got SIGTERM) — failed.`);
+    assert.equal(await stream.textContent(), `Agent exited with status ${halt.rc} (stopped: the wrapper got SIGTERM) — failed.`);
     // The page shows exactly the server's stream of the killed task: what it had, then its end.
     const seqs = await p.locator('table.events tr[data-seq]').evaluateAll((rows) => rows.map((r) => r.dataset.seq));
     assert.deepEqual(seqs, await serverSeqs(s.url, run.runId, 'a'));
@@ -364,6 +394,15 @@ describe('studio in Chromium against runwire-serve', () => {
     await waitFor(() => sup.exit(), { ...slow, what: 'the supervisor to finish the run' });
     assert.deepEqual(sup.exit(), { code: 1, signal: null }, why());
     await waitFor(async () => /Last run record\s*finished/.test(await facts.textContent()), { ...slow, what: 'the page to show the run finished' });
+    // Over: no live control is offered, and the run and its tasks say why.
+    await p.waitForSelector('section[aria-labelledby="run-sum-h"] .control-slot[data-live="false"]', { timeout: 15000 });
+    for (const name of ['Pause run', 'Resume run', 'Stop turn', 'Kill task', 'Send steer']) {
+      assert.equal(await p.locator(`button:has-text("${name}")`).count(), 0, `no “${name}” on a finished run`);
+    }
+    await waitFor(async () => (await facts.textContent()).includes('Reasona halted: killed by runwire-serve'), { ...slow, what: 'the run\'s reason' });
+    assert.equal(await li.locator('.why').textContent(), 'killed by runwire-serve');
+    assert.equal(await p.locator('li.task[data-task-id="b"] .why').textContent(), 'not started: dependency a is halted');
+    await waitFor(async () => (await taskFacts.textContent()).includes('Reasonkilled by runwire-serve'), { ...slow, what: 'the task\'s reason' });
     await p.screenshot({ path: path.join(shots, 'supervised-desktop.png'), fullPage: true });
     g.check();
     await context.close();

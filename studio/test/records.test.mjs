@@ -177,3 +177,22 @@ test('the demo says what it is; a real agent gets no note', () => {
   assert.equal(describeServer({ mode: 'agent', demo: 'agent' }).demo, 'agent');
   assert.equal(describeServer(null).note, '');
 });
+
+test('a finished run offers no live controls, a finished task none of its own, and a halted task says why', async () => {
+  const { liveControls, taskReason } = await import('../app/state/runs.js');
+  for (const status of ['done', 'failed']) {
+    for (const task of [undefined, 'leased', 'halted', 'committed']) {
+      assert.deepEqual(liveControls(status, task), { run: false, task: false }, `${status} ${task}`);
+    }
+  }
+  for (const status of ['running', 'paused', 'needs_input', 'registered', null, undefined]) {
+    assert.deepEqual(liveControls(status, 'leased'), { run: true, task: true }, `${status}`);
+    assert.deepEqual(liveControls(status, undefined), { run: true, task: true }, `${status} (task not known yet)`);
+    for (const over of ['committed', 'halted', 'failed']) assert.deepEqual(liveControls(status, over), { run: true, task: false });
+  }
+  const why = 'gate "cargo test" exited 101 (runstate/feat.impl.gate.log)';
+  assert.equal(taskReason('halted', why), why);
+  assert.equal(taskReason('failed', why), why);
+  assert.equal(taskReason('leased', 'steered: resuming the session'), '');
+  assert.equal(taskReason('halted', null), '');
+});

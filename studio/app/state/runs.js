@@ -108,3 +108,25 @@ export function groupRuns(runs) {
   }
   return rows;
 }
+
+/** Run statuses after which nothing runs: no pause, resume, steer or kill. */
+const RUN_OVER = new Set(['done', 'failed']);
+/** Task states after which the task does nothing more. */
+const TASK_OVER = new Set(['committed', 'halted', 'failed']);
+
+/**
+ * Which live controls a run's page offers: the run's (pause, resume) while
+ * the run is not over, a task's (stop, kill, steer) while neither the run
+ * nor the task is. A status not known yet keeps them (the page has not
+ * heard otherwise).
+ */
+export function liveControls(runStatus, taskState) {
+  const run = !RUN_OVER.has(runStatus);
+  return { run, task: run && !TASK_OVER.has(taskState) };
+}
+
+/** Why a task ended, as the page says it ('' for a task still going or done well). */
+export function taskReason(state, detail) {
+  if (!['halted', 'failed'].includes(state)) return '';
+  return typeof detail === 'string' ? detail : '';
+}

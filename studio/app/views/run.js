@@ -11,6 +11,7 @@ import { answerBody, applyInput } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
+import { liveControls, taskReason } from '../state/runs.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
 import { countsText, notifyEvent, statusText, tokensText } from './runs.js';
 import { TranscriptView } from './transcript.js';
@@ -98,12 +99,17 @@ export class RunView {
     this.error = h('p.error', { hidden: true, role: 'alert' });
     this.runAnswer = h('p.answer', { role: 'status' });
     this.waves = h('div.waves');
-    const runControls = h(
+    const runControls = (this.runControls = h(
       'div.controls',
       { role: 'group', 'aria-label': 'Run controls' },
       h('button', { type: 'button', onclick: () => this.verb('Pause', `/runs/${enc(runId)}/pause`) }, 'Pause run'),
       h('button', { type: 'button', onclick: () => this.verb('Resume', `/runs/${enc(runId)}/resume`) }, 'Resume run'),
-    );
+    ));
+    // Where the controls go while the run is live; a line saying why not once it is over.
+    this.runSlot = h('div.control-slot', null, runControls);
+    this.runStatus = null;
+    this.taskState = null;
+    this.taskSlot = null;
     this.el.append(
       h('nav.crumbs', { 'aria-label': 'Breadcrumb' }, h('a', { href: '#/runs' }, 'Runs'), ' / ', tid ? h('a', { href: `#/runs/${enc(runId)}` }, runId) : h('span', { 'aria-current': 'page' }, runId), tid ? [' / ', h('span', { 'aria-current': 'page' }, tid)] : null),
       this.heading,
@@ -112,7 +118,7 @@ export class RunView {
       h(
         'div.split',
         null,
-        h('section.panel', { 'aria-labelledby': 'run-sum-h' }, h('h2', { id: 'run-sum-h' }, 'Run'), this.summary, runControls, this.runAnswer),
+        h('section.panel', { 'aria-labelledby': 'run-sum-h' }, h('h2', { id: 'run-sum-h' }, 'Run'), this.summary, this.runSlot, this.runAnswer),
         h('section.panel', { 'aria-labelledby': 'plan-h' }, h('h2', { id: 'plan-h' }, 'Plan'), this.waves),
       ),
     );
@@ -188,6 +194,8 @@ export class RunView {
     });
     // An interactive session's graceful stop: the turn is interrupted, the session stays.
     const stopTurn = h('button', { type: 'button', onclick: () => this.verb('Stop', `${base}/stop`, {}, this.taskAnswer) }, 'Stop turn');
+    this.taskControls = [h('div.controls', { role: 'group', 'aria-label': 'Task controls' }, stopTurn, kill), steer];
+    this.taskSlot = h('div.control-slot', null, this.taskControls);
     this.requestBase = base;
     this.requests = new Map();
     this.requestViews = new Map();
@@ -213,8 +221,7 @@ export class RunView {
         { 'aria-labelledby': 'task-h' },
         h('h2', { id: 'task-h' }, 'Task details'),
         this.taskFacts,
-        h('div.controls', { role: 'group', 'aria-label': 'Task controls' }, stopTurn, kill),
-        steer,
+        this.taskSlot,
         this.taskAnswer,
       ),
       h(
@@ -287,7 +294,7 @@ export class RunView {
     const s = this.connState || { state: 'connecting', connections: 0, detail: '' };
     let text;
     if (t.status === 'exited') {
-      text = `Exited with status ${t.exit.rc}${t.exit.detail ? ` (${t.exit.detail})` : ''}${t.exit.ok ? '' : ' — failed'}.`;
+      text = `Agent exited with status ${t.exit.rc}${t.exit.detail ? ` (${t.exit.detail})` : ''}${t.exit.ok ? '' : ' — failed'}.`;
     } else if (s.state === 'live') {
       text = 'Live: following the task.';
     } else if (s.state === 'reconnecting') {
@@ -367,12 +374,29 @@ export class RunView {
     }
   }
 
+  /** Live controls only where something can still be paused, steered or killed. */
+  renderControls() {
+    const live = liveControls(this.runStatus, this.taskState);
+    const over = (what) => h('p.over', null, `This ${what} is over: nothing to ${what === 'run' ? 'pause or resume' : 'stop, steer or kill'}.`);
+    if (live.run !== (this.runSlot.dataset.live !== 'false')) {
+      this.runSlot.dataset.live = String(live.run);
+      this.runSlot.replaceChildren(...(live.run ? [this.runControls] : [over('run')]));
+    }
+    if (this.taskSlot && live.task !== (this.taskSlot.dataset.live !== 'false')) {
+      this.taskSlot.dataset.live = String(live.task);
+      this.taskSlot.replaceChildren(...(live.task ? this.taskControls : [over(live.run ? 'task' : 'run')]));
+    }
+  }
+
   renderRun(body) {
     const r = body.run && typeof body.run === 'object' ? body.run : {};
+    this.runStatus = r.status;
+    this.renderControls();
     setText(this.runLine, `${r.slug || this.runId} · ${r.runId || this.runId}`);
     if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
     this.renderFacts(this.summary, [
       ['Status', statusText(r.status)],
+      ['Reason', r.reason],
       ['Wave', r.wave],
       ['Tasks', countsText(r.counts)],
       ['Cost', typeof r.costUsd === 'number' ? formatUsd(r.costUsd) : ''],
@@ -407,6 +431,7 @@ export class RunView {
             h('a', { href: `#/runs/${enc(this.runId)}/tasks/${enc(id)}`, 'aria-current': current ? 'page' : null }, id),
             h('span.sub', null, t.adapter || ''),
             h(`span.badge.task-${String(state).replace(/[^a-z-]/g, '')}`, null, state + (typeof st.rc === 'number' ? ` (rc ${st.rc})` : '')),
+            taskReason(state, st.detail) ? h('span.why', null, taskReason(state, st.detail)) : null,
           ),
         );
       }
@@ -417,8 +442,11 @@ export class RunView {
   renderTask(b) {
     // Idle time means "quiet while running": a task that ended is not idle.
     const ended = ['committed', 'halted', 'failed'].includes(b.state) || b.alive === false;
+    this.taskState = b.state;
+    this.renderControls();
     this.renderFacts(this.taskFacts, [
       ['State', b.state + (typeof b.rc === 'number' ? ` (rc ${b.rc})` : '')],
+      ['Reason', taskReason(b.state, b.detail)],
       ['Adapter', b.adapter],
       ['Session', b.sessionId],
       ['Pid', b.pid],

@@ -14,7 +14,7 @@ import { activityOf, ageText, groupRuns, localTime } from '../state/runs.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
 /** The summary fields a feed event carries (the rest is about the change itself). */
-const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree', 'activityMs', 'threadId'];
+const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree', 'activityMs', 'threadId', 'reason'];
 
 const COLUMNS = ['Run', 'Status', 'Age', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'];
 const NUMERIC = ['Wave', 'Cost', 'Tokens'];
@@ -334,6 +334,9 @@ export class RunsView {
     row.tr.dataset.status = String(run.status ?? '');
     setText(row.status, statusText(run.status));
     row.status.className = `badge run-${statusClass(run.status)}`;
+    // Why a run failed, on the badge; the run's page says it in full.
+    if (typeof run.reason === 'string' && run.reason) row.status.title = run.reason;
+    else row.status.removeAttribute('title');
     row.activityMs = activityOf(run);
     this.renderAge(row);
     setText(row.wave, run.wave ?? '');
