@@ -177,8 +177,8 @@ fn the_demo_agent_takes_a_steer_mid_turn_and_stops() {
     let mut r = std::io::BufReader::new(c);
     let mut seen = String::new();
     let mut line = String::new();
-    // Read until the session names its routes, then steer while the greeting streams.
-    while !seen.contains("runwire.session") {
+    // Read until the agent streams its greeting (its turn runs), then steer.
+    while !seen.contains("TEXT_MESSAGE_CONTENT") {
         line.clear();
         assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended early:\n{seen}");
         seen.push_str(&line);
