@@ -7,7 +7,7 @@
 //! dropped: it is fed, as it streams past, to a [`Skim`], a JSON scanner
 //! with bounded memory that keeps the line's structure and short fields
 //! (types, ids, names, flags) and cuts every long string to
-//! [`MAX_OUTPUT`](crate::normalize::redact::MAX_OUTPUT). What it makes is a
+//! [`MAX_OUTPUT`]. What it makes is a
 //! valid JSON object, the original with its long strings cut, headed by one
 //! member naming each cut ([`CUT_KEY`]); the normalizer reads such a line
 //! as the original and marks the tool result that held a cut string
@@ -36,7 +36,7 @@ const MAX_DEPTH: usize = 100;
 
 /// The first member of a skimmed line: `[SIZE, CAP, LEFT_OUT, CUTS]`: the
 /// line's size and the cap it went over, whether members were left out
-/// (past [`SKIM_BUDGET`] or [`MAX_DEPTH`]), and `[SIZE, KEPT, "TAIL"]` for
+/// (past [`SKIM_BUDGET`] or `MAX_DEPTH`), and `[SIZE, KEPT, "TAIL"]` for
 /// each string cut, in order: its size in bytes (decoded), the bytes kept,
 /// and the last characters kept (to find it again in what a dialect built
 /// from it).
