@@ -382,6 +382,8 @@ pub(super) struct Tap {
     retain: usize,
 }
 
+/// An empty ring is its default: the one way it is made.
+#[derive(Default)]
 struct Ring {
     batches: VecDeque<Arc<Batch>>,
     /// The number of batches ever dropped from the front.
@@ -437,15 +439,7 @@ impl Tap {
         taps.retain(|_, w| w.strong_count() > 0);
         let reader = Reader::open(src, None)?;
         let tap = Arc::new(Tap {
-            ring: Mutex::new(Ring {
-                batches: VecDeque::new(),
-                first: 0,
-                bytes: 0,
-                evicted_through: None,
-                ended: false,
-                places: HashMap::new(),
-                next_client: 0,
-            }),
+            ring: Mutex::new(Ring::default()),
             cv: Condvar::new(),
             reader: Mutex::new(Some(reader)),
             retain,
@@ -994,15 +988,7 @@ mod tests {
 
     #[test]
     fn a_client_joins_the_ring_only_where_it_holds_all_that_follows() {
-        let mut r = Ring {
-            batches: VecDeque::new(),
-            first: 0,
-            bytes: 0,
-            evicted_through: None,
-            ended: false,
-            places: HashMap::new(),
-            next_client: 0,
-        };
+        let mut r = Ring::default();
         assert_eq!(r.place_after(None), Some(0));
         r.batches.extend([batch(1..=3, 10), batch(4..=6, 10)]);
         assert_eq!(r.place_after(None), Some(0));
