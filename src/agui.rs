@@ -8,6 +8,7 @@
 //! killed agent's truncated log still yields a well-formed, failed run.
 
 use crate::events::{Channel, Data, ErrorData, Event, Exit, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
+use crate::hash::fnv1a64;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -218,20 +219,6 @@ pub struct TranslateOptions {
 /// Parses one raw input line as an `events/v1` record.
 pub fn parse_line(line: &[u8]) -> Result<Event, String> {
     Event::parse(line)
-}
-
-/// FNV-1a's 64-bit offset basis: the hash of nothing.
-pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a, 64 bit: a stable, dependency-free hash for default ids (and the
-/// runs listing's index checksums and tables).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    fnv1a64_extend(FNV_OFFSET, bytes)
-}
-
-/// Continues FNV-1a hash `h` over `bytes`, for a hash fed in pieces.
-pub fn fnv1a64_extend(h: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// An agent's own fields as AG-UI carries values: keys in camelCase
@@ -809,13 +796,6 @@ mod tests {
 
     fn opts() -> TranslateOptions {
         TranslateOptions { thread_id: Some("T".into()), run_id: Some("R".into()) }
-    }
-
-    #[test]
-    fn fnv_matches_reference_vectors() {
-        assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x85944171f73967e8);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod demo;
 pub mod dialect;
 pub mod events;
+pub mod hash;
 pub mod lines;
 pub mod normalize;
 pub mod pipe;

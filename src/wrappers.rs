@@ -29,12 +29,12 @@ pub static FILES: &[(&str, &[u8])] = &[
 
 /// A hash of every file's name and bytes: the cache directory's name.
 pub fn content_hash() -> String {
-    let mut h = crate::agui::FNV_OFFSET;
+    let mut h = crate::hash::FNV_OFFSET;
     for (name, bytes) in FILES {
-        h = crate::agui::fnv1a64_extend(h, name.as_bytes());
-        h = crate::agui::fnv1a64_extend(h, &[0]);
-        h = crate::agui::fnv1a64_extend(h, &(bytes.len() as u64).to_le_bytes());
-        h = crate::agui::fnv1a64_extend(h, bytes);
+        h = crate::hash::fnv1a64_extend(h, name.as_bytes());
+        h = crate::hash::fnv1a64_extend(h, &[0]);
+        h = crate::hash::fnv1a64_extend(h, &(bytes.len() as u64).to_le_bytes());
+        h = crate::hash::fnv1a64_extend(h, bytes);
     }
     format!("{h:016x}")
 }

@@ -1405,7 +1405,7 @@ impl ListCache {
 /// a missing, foreign or damaged index (or line) is just not used.
 mod index {
     use super::{Cached, Runs, Stamp, STATUSES};
-    use crate::agui::fnv1a64 as fnv;
+    use crate::hash::fnv1a64 as fnv;
     use crate::runs::registry::{check_pointer, Packed, Pointer};
     use serde::{Deserialize, Serialize};
     use serde_json::value::RawValue;

@@ -29,7 +29,7 @@ pub(crate) struct Fnv(u64);
 
 impl Default for Fnv {
     fn default() -> Fnv {
-        Fnv(crate::agui::FNV_OFFSET)
+        Fnv(crate::hash::FNV_OFFSET)
     }
 }
 
@@ -38,7 +38,7 @@ impl std::hash::Hasher for Fnv {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        self.0 = crate::agui::fnv1a64_extend(self.0, bytes);
+        self.0 = crate::hash::fnv1a64_extend(self.0, bytes);
     }
 }
 
