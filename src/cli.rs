@@ -4,7 +4,7 @@
 //! The exit codes are the table in `spec/exit-codes.md`; a test keeps the two
 //! in step.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 /// Exit codes shared by all binaries (see `spec/exit-codes.md`).
@@ -97,28 +97,6 @@ pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
             })
         }
     }
-}
-
-/// Reads one line (without its `\n`, and without a `\r` before it) into
-/// `buf`, reusing its allocation. Returns false at end of input. A final line
-/// without a newline is still a line.
-pub fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<bool> {
-    buf.clear();
-    loop {
-        match r.read_until(b'\n', buf) {
-            Ok(0) => return Ok(!buf.is_empty()),
-            Ok(_) => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-    }
-    Ok(true)
 }
 
 /// Where an input line came from, for error messages (`stdin:12`, `run.log:12`).

@@ -24,4 +24,5 @@ pub mod sse;
 pub mod supervise;
 pub mod time;
 pub mod verdict;
+pub mod watch;
 pub mod wrappers;

@@ -5,7 +5,6 @@
 //! Also [`Follow`], a reader that waits on inotify at end of file instead of
 //! polling, for `--follow` on a log that is still being written.
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -167,16 +166,8 @@ pub fn filter(
     Ok(exit)
 }
 
-/// What a follower of a growing file is woken by: writes, the writer
-/// closing it, and the file going away (deleted, renamed, truncated).
-pub const FILE_CHANGES: AddWatchFlags = AddWatchFlags::IN_MODIFY
-    .union(AddWatchFlags::IN_CLOSE_WRITE)
-    .union(AddWatchFlags::IN_DELETE_SELF)
-    .union(AddWatchFlags::IN_MOVE_SELF)
-    .union(AddWatchFlags::IN_ATTRIB);
-
-/// A file reader for `--follow`, like `tail -F`: at end of file it blocks
-/// on inotify until the file changes, and reports end of file only once
+/// A file reader for `--follow`, like `tail -F`: at end of file it waits
+/// on the process's watcher ([`crate::watch`]) until the file changes, and reports end of file only once
 /// `done` is set or the file is gone. What happens to the path is checked
 /// each time the reader is at the end of what it has:
 ///
@@ -194,7 +185,7 @@ pub struct Follow {
     file: File,
     path: std::path::PathBuf,
     bin: &'static str,
-    inotify: Inotify,
+    sub: crate::watch::Sub,
     done: Arc<AtomicBool>,
     gone: bool,
     /// The last byte handed out (to end a cut line at a switch).
@@ -216,14 +207,13 @@ enum PathNow {
 impl Follow {
     /// Watches before the first read, so no write between a read and the wait is missed.
     pub fn open(path: &Path, done: Arc<AtomicBool>, bin: &'static str) -> io::Result<Follow> {
+        let sub = crate::watch::Hub::global()?.subscribe(path)?;
         let file = File::open(path)?;
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
-        inotify.add_watch(path, FILE_CHANGES).map_err(io::Error::from)?;
         Ok(Follow {
             file,
             path: path.to_path_buf(),
             bin,
-            inotify,
+            sub,
             done,
             gone: false,
             last: None,
@@ -249,9 +239,14 @@ impl Follow {
         };
         if (there.dev(), there.ino()) != (mine.dev(), mine.ino()) {
             // Watch the newcomer before reading it, so no write is missed.
+            let sub = match crate::watch::Hub::global()?.subscribe(&self.path) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PathNow::Removed),
+                Err(e) => return Err(e),
+            };
             return match File::open(&self.path) {
                 Ok(f) => {
-                    self.inotify.add_watch(&self.path, FILE_CHANGES).map_err(io::Error::from)?;
+                    self.sub = sub;
                     Ok(PathNow::Replaced(f))
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(PathNow::Removed),
@@ -283,6 +278,8 @@ impl Read for Follow {
                 buf[0] = b'\n';
                 return Ok(1);
             }
+            // Read the counter first: a write after it wakes the wait below.
+            let seen = self.sub.generation();
             let n = self.file.read(buf)?;
             if n > 0 {
                 if std::mem::take(&mut self.switch_due) {
@@ -315,11 +312,8 @@ impl Read for Follow {
                     continue;
                 }
             }
-            match self.inotify.read_events() {
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
+            // The timeout only bounds how late `done` is noticed.
+            self.sub.wait(seen, std::time::Duration::from_millis(500));
         }
     }
 }

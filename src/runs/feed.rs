@@ -25,7 +25,8 @@ use super::registry::{Pointer, Registry};
 use super::view::{self, Loaded, Totals};
 use super::RunFiles;
 use crate::normalize::{Adapter, Normalizer, Options};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use crate::watch::{Hub, Signal, Sub};
+use nix::sys::inotify::AddWatchFlags;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -885,15 +886,19 @@ pub struct Changes {
     pub feed: bool,
 }
 
-/// inotify on the registry, each run's runstate directory and the feed's
-/// directory: which runs to extend, and when the log grew.
+/// The registry, each run's runstate directory and the feed's directory,
+/// watched through the process's watcher ([`crate::watch`]): which runs to
+/// extend, and when the log grew.
 pub struct Watcher {
-    inotify: Inotify,
+    hub: std::sync::Arc<Hub>,
+    signal: std::sync::Arc<Signal>,
     reg: Registry,
-    reg_wd: WatchDescriptor,
-    feed_wd: WatchDescriptor,
-    dirs: HashMap<WatchDescriptor, PathBuf>,
-    watched: HashMap<PathBuf, WatchDescriptor>,
+    _reg: Sub,
+    _feed: Sub,
+    /// Runstate directories by their subscription's tag.
+    dirs: HashMap<u64, (PathBuf, Sub)>,
+    watched: HashMap<PathBuf, u64>,
+    next_tag: u64,
     /// `(runstate dir, journal file name)` → run ids.
     journals: HashMap<(PathBuf, String), BTreeSet<String>>,
     /// Runstate directories that could not be watched (not created yet, or
@@ -910,6 +915,12 @@ const DIR_CHANGES: AddWatchFlags = AddWatchFlags::IN_MODIFY
     .union(AddWatchFlags::IN_MOVED_TO)
     .union(AddWatchFlags::IN_ONLYDIR);
 
+/// Subscription tags of the registry and the feed directory; runstate
+/// directories count up from [`FIRST_DIR`].
+const REG: u64 = 1;
+const FEED: u64 = 2;
+const FIRST_DIR: u64 = 3;
+
 impl Watcher {
     /// Watches the registry and the feed directory, and every registered run.
     /// Start it before the first [`Extender::extend`], so no change falls between.
@@ -918,18 +929,19 @@ impl Watcher {
         let paths = Paths::at(home);
         std::fs::create_dir_all(&reg.dir)?;
         std::fs::create_dir_all(&paths.dir)?;
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).map_err(io::Error::from)?;
-        let reg_wd = inotify.add_watch(&reg.dir, DIR_CHANGES).map_err(io::Error::from)?;
-        let feed_wd = inotify
-            .add_watch(&paths.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR)
-            .map_err(io::Error::from)?;
+        let hub = Hub::global()?;
+        let signal = Signal::recording();
+        let reg_sub = hub.watch(&reg.dir, DIR_CHANGES, &signal, REG)?;
+        let feed_sub = hub.watch(&paths.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &signal, FEED)?;
         let mut w = Watcher {
-            inotify,
+            hub,
+            signal,
             reg,
-            reg_wd,
-            feed_wd,
+            _reg: reg_sub,
+            _feed: feed_sub,
             dirs: HashMap::new(),
             watched: HashMap::new(),
+            next_tag: FIRST_DIR,
             journals: HashMap::new(),
             pending: BTreeSet::new(),
             last_retry: std::time::Instant::now(),
@@ -952,11 +964,12 @@ impl Watcher {
         if self.watched.contains_key(dir) {
             return true;
         }
-        match self.inotify.add_watch(dir, DIR_CHANGES) {
-            Ok(wd) => {
+        match self.hub.watch(dir, DIR_CHANGES, &self.signal, self.next_tag) {
+            Ok(sub) => {
                 self.pending.remove(dir);
-                self.watched.insert(dir.to_path_buf(), wd);
-                self.dirs.insert(wd, dir.to_path_buf());
+                self.watched.insert(dir.to_path_buf(), self.next_tag);
+                self.dirs.insert(self.next_tag, (dir.to_path_buf(), sub));
+                self.next_tag += 1;
                 true
             }
             Err(_) => {
@@ -968,8 +981,6 @@ impl Watcher {
 
     /// Waits up to `timeout` (`None`: until something happens) for changes.
     pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<Changes> {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-        use std::os::fd::AsFd;
         let mut ch = Changes::default();
         // A runstate directory not there yet is looked for on each wake-up
         // and, while one is missing, once a second (its creation is not
@@ -979,49 +990,30 @@ impl Watcher {
             (Some(t), false) => Some(t.min(Duration::from_secs(1))),
             (None, false) => Some(Duration::from_secs(1)),
         };
-        let pt = match timeout {
-            None => PollTimeout::NONE,
-            Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
-        };
-        let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, pt) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
-        }
+        let got = self.signal.take(timeout);
         self.retry_pending(&mut ch);
-        loop {
-            let events = match self.inotify.read_events() {
-                Ok(e) => e,
-                Err(nix::errno::Errno::EAGAIN) => break,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            for e in events {
-                if e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                    ch.all = true;
-                    continue;
+        ch.all |= got.overflow;
+        for e in got.events {
+            if e.mask.contains(AddWatchFlags::IN_IGNORED) {
+                // A watched runstate directory was removed: watched again if it comes back.
+                if let Some((dir, _)) = self.dirs.remove(&e.tag) {
+                    self.watched.remove(&dir);
+                    self.pending.insert(dir);
                 }
-                if e.mask.contains(AddWatchFlags::IN_IGNORED) {
-                    // A watched runstate directory was removed: watched again if it comes back.
-                    if let Some(dir) = self.dirs.remove(&e.wd) {
-                        self.watched.remove(&dir);
-                        self.pending.insert(dir);
-                    }
-                    continue;
+                continue;
+            }
+            let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
+            if e.tag == FEED {
+                ch.feed |= name == "events.log";
+            } else if e.tag == REG {
+                if let Some(id) = name.strip_suffix(".json").filter(|id| super::valid_id(id)) {
+                    self.track(id);
+                    ch.runs.insert(id.to_string());
                 }
-                let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
-                if e.wd == self.feed_wd {
-                    ch.feed |= name == "events.log";
-                } else if e.wd == self.reg_wd {
-                    if let Some(id) = name.strip_suffix(".json").filter(|id| super::valid_id(id)) {
-                        self.track(id);
-                        ch.runs.insert(id.to_string());
-                    }
-                } else if name.ends_with(".jsonl") {
-                    if let Some(dir) = self.dirs.get(&e.wd) {
-                        if let Some(ids) = self.journals.get(&(dir.clone(), name.to_string())) {
-                            ch.runs.extend(ids.iter().cloned());
-                        }
+            } else if name.ends_with(".jsonl") {
+                if let Some((dir, _)) = self.dirs.get(&e.tag) {
+                    if let Some(ids) = self.journals.get(&(dir.clone(), name.to_string())) {
+                        ch.runs.extend(ids.iter().cloned());
                     }
                 }
             }

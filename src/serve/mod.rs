@@ -34,7 +34,6 @@ pub mod router;
 pub mod run;
 pub mod runs;
 pub mod studio;
-pub mod watch;
 
 use crate::cli::{self, Exit};
 use crate::normalize::Adapter;
@@ -367,7 +366,6 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     pub book: std::sync::Mutex<agui::Book>,
     connections: AtomicUsize,
-    hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
     /// The change feed's follower, started by the first `GET /runs/events`.
     feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
     /// `GET /runs` summaries, recomputed per run only when its files change.
@@ -383,16 +381,15 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
-            hub: std::sync::OnceLock::new(),
             feed: std::sync::Mutex::new(None),
             list_cache: crate::runs::view::ListCache::default(),
             sessions: interactive::Sessions::default(),
         }
     }
 
-    /// The shared file watcher, started on first use.
-    pub fn hub(&self) -> Result<Arc<watch::Hub>, String> {
-        self.hub.get_or_init(|| watch::Hub::start().map_err(|e| e.to_string())).clone()
+    /// The process's file watcher ([`crate::watch`]), started on first use.
+    pub fn hub(&self) -> Result<Arc<crate::watch::Hub>, String> {
+        crate::watch::Hub::global().map_err(|e| e.to_string())
     }
 
     /// The change feed's follower, started on first use.

@@ -16,7 +16,7 @@
 //! take is dropped and named in one `error` event (no `id:`, so the client's
 //! last event id stays the last one it really received).
 //!
-//! [`Hub`]: super::watch::Hub
+//! [`Hub`]: crate::watch::Hub
 //! [`Normalizer`]: crate::normalize::Normalizer
 //! [`Encoder`]: crate::sse::Encoder
 //! [`Translator`]: crate::agui::Translator
@@ -253,10 +253,10 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
 
 /// What a stream waiting for its task's log looks at.
 struct Waiting<'a> {
-    hub: &'a std::sync::Arc<super::watch::Hub>,
+    hub: &'a std::sync::Arc<crate::watch::Hub>,
     /// The run's runstate directory: the log, liveness and journal appear there.
-    dir: &'a super::watch::Sub,
-    journal: Option<&'a super::watch::Sub>,
+    dir: &'a crate::watch::Sub,
+    journal: Option<&'a crate::watch::Sub>,
     l: &'a Loaded,
     tid: &'a str,
 }
@@ -274,14 +274,14 @@ fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {
 /// watched and opened. `None` when the task or run ended first, or the
 /// server is shutting down; `Err` when the client left. Keep-alive comments
 /// go out meanwhile.
-type Opened = (super::watch::Sub, std::fs::File, std::path::PathBuf);
+type Opened = (crate::watch::Sub, std::fs::File, std::path::PathBuf);
 
 fn wait_for_log(shared: &Shared, out: &mut tap::Out, w: &Waiting) -> io::Result<Option<Opened>> {
     let journal_path = w.l.files.journal();
     let mut journal_seen: Option<u64> = None;
     let mut last_peek = Instant::now();
     // A log that liveness puts in another directory is watched there too.
-    let mut elsewhere: Option<(std::path::PathBuf, Option<super::watch::Sub>)> = None;
+    let mut elsewhere: Option<(std::path::PathBuf, Option<crate::watch::Sub>)> = None;
     // The generations last looked at: nothing is read again until one moves.
     let mut looked: Option<(u64, Option<u64>)> = None;
     loop {
@@ -337,7 +337,7 @@ enum Look {
 /// log placed elsewhere.
 fn look_for_log(
     w: &Waiting,
-    elsewhere: &mut Option<(std::path::PathBuf, Option<super::watch::Sub>)>,
+    elsewhere: &mut Option<(std::path::PathBuf, Option<crate::watch::Sub>)>,
 ) -> io::Result<Look> {
     let refused = |e: crate::runs::safe::Unreadable| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string());
     let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid)).map_err(refused)?;
