@@ -193,6 +193,12 @@ impl AguiEvent {
         serde_json::to_string(self).expect("AG-UI events serialize infallibly")
     }
 
+    /// The event as one SSE frame (`data: JSON`), written from the typed
+    /// event: compact JSON has no raw CR or LF, so nothing is re-parsed.
+    pub fn to_frame(&self) -> String {
+        crate::sse::frame(None, None, &self.to_json())
+    }
+
     /// True for `RUN_FINISHED` and `RUN_ERROR`.
     pub fn is_terminal(&self) -> bool {
         matches!(self, AguiEvent::RunFinished { .. } | AguiEvent::RunError { .. })
@@ -796,6 +802,18 @@ mod tests {
 
     fn opts() -> TranslateOptions {
         TranslateOptions { thread_id: Some("T".into()), run_id: Some("R".into()) }
+    }
+
+    #[test]
+    fn a_typed_frame_is_what_the_encoder_makes_of_its_json() {
+        let mut enc = crate::sse::Encoder::new(crate::sse::SseOptions::default());
+        let e = AguiEvent::TextMessageContent {
+            message_id: "m".into(),
+            delta: "a\r\nb \"q\" \u{2028}".into(),
+            timestamp: None,
+        };
+        assert_eq!(Some(e.to_frame()), enc.push(e.to_json().as_bytes()).unwrap());
+        assert!(!e.to_frame().trim_end_matches("\n\n").contains(['\r', '\n']));
     }
 
     #[test]

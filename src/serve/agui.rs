@@ -14,14 +14,14 @@
 //! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`] in all, oldest evicted
 //! first; [`MAX_THREADS`] threads.
 
-use super::http::{client_gone, respond_error, Close, Progress, Request};
+use super::http::{client_gone, respond_error, Close, Request};
 use super::run::{self, Lines};
+use super::stream::Stream;
 use super::Shared;
 use crate::agui::{AguiEvent, TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
 use crate::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
-use crate::sse::{Encoder, SseOptions};
 use crate::time::Clock;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -282,16 +282,12 @@ impl Book {
     }
 }
 
-/// The response body as it goes out: chunked on HTTP/1.1, one chunk per
-/// frame, each written at once; the frames are also kept for replay.
+/// The response body of a run: the HTTP layer's [`Stream`], each frame
+/// sent at once (drained) and also kept for replay.
 pub(crate) struct Body<'a> {
-    stream: &'a mut TcpStream,
-    chunked: bool,
+    out: Stream<'a>,
     kept: Vec<u8>,
     over: bool,
-    pub(crate) last_write: Instant,
-    /// Whether the client takes what is written (dropped after the write timeout if not).
-    progress: Progress,
 }
 
 impl<'a> Body<'a> {
@@ -301,33 +297,23 @@ impl<'a> Body<'a> {
         cors: &[(&'static str, String)],
         write_timeout: Duration,
     ) -> io::Result<Body<'a>> {
-        // Writes wake every tick, so a stalled client is noticed on time.
-        stream.set_write_timeout(Some(TICK))?;
-        let mut progress = Progress::new(write_timeout);
-        progress.write_all(stream, super::http::sse_head(req, cors).as_bytes())?;
-        Ok(Body { stream, chunked: req.http11, kept: Vec::new(), over: false, last_write: Instant::now(), progress })
+        // Each write is drained before the next, so the queue holds one frame.
+        let out = Stream::start(stream, req, cors, usize::MAX, write_timeout)?;
+        Ok(Body { out, kept: Vec::new(), over: false })
     }
 
     /// `Err` when bytes wait for the client and it took none for the write timeout.
     pub(crate) fn check(&mut self) -> io::Result<()> {
-        self.progress.check(self.stream, false)
+        self.out.check()
+    }
+
+    pub(crate) fn idle_for(&self) -> Duration {
+        self.out.idle_for()
     }
 
     pub(crate) fn write_chunk(&mut self, data: &[u8]) -> io::Result<()> {
-        if data.is_empty() {
-            return Ok(());
-        }
-        let mut buf = Vec::with_capacity(data.len() + 16);
-        if self.chunked {
-            buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-        }
-        buf.extend_from_slice(data);
-        if self.chunked {
-            buf.extend_from_slice(b"\r\n");
-        }
-        self.progress.write_all(self.stream, &buf)?;
-        self.last_write = Instant::now();
-        Ok(())
+        self.out.push(data);
+        self.out.drain()
     }
 
     pub(crate) fn frame(&mut self, frame: &[u8]) -> io::Result<()> {
@@ -343,10 +329,7 @@ impl<'a> Body<'a> {
     }
 
     pub(crate) fn end(&mut self) -> io::Result<()> {
-        if self.chunked {
-            self.progress.write_all(self.stream, b"0\r\n\r\n")?;
-        }
-        Ok(())
+        self.out.end()
     }
 }
 
@@ -391,12 +374,9 @@ pub fn post(
                             thread_id: Some(input.thread_id.clone()),
                             run_id: Some(input.run_id.clone()),
                         });
-                        let mut enc = Encoder::new(SseOptions::default());
                         let msg = "resume: this server runs agents in batch mode and raised no interrupts (start it with --interactive)";
                         for e in tr.end_with_error(msg.into(), "no_interrupts", None) {
-                            if let Ok(Some(f)) = enc.push(e.to_json().as_bytes()) {
-                                b.frame(f.as_bytes())?;
-                            }
+                            b.frame(e.to_frame().as_bytes())?;
                         }
                         b.end()
                     });
@@ -451,7 +431,7 @@ impl super::interactive::Frames for Body<'_> {
         Body::check(self)
     }
     fn idle_for(&self) -> Duration {
-        self.last_write.elapsed()
+        Body::idle_for(self)
     }
 }
 
@@ -493,7 +473,6 @@ impl Drop for Admitted<'_> {
 struct Stages {
     norm: Normalizer,
     tr: Translator,
-    enc: Encoder,
     clock: Clock,
     /// The run's durable record (`runs::record`), when recording works.
     rec: Option<Recorder>,
@@ -513,7 +492,6 @@ impl Stages {
                 thread_id: Some(input.thread_id.clone()),
                 run_id: Some(input.run_id.clone()),
             }),
-            enc: Encoder::new(SseOptions::default()),
             clock,
             rec: recorder(shared, input),
             rec_failed: None,
@@ -551,10 +529,7 @@ impl Stages {
 
     fn frames(&mut self, events: Vec<AguiEvent>, body: &mut Body) -> io::Result<()> {
         for e in events {
-            // Encoding a translator event cannot fail; skip rather than panic if it ever did.
-            if let Ok(Some(frame)) = self.enc.push(e.to_json().as_bytes()) {
-                body.frame(frame.as_bytes())?;
-            }
+            body.frame(e.to_frame().as_bytes())?;
         }
         Ok(())
     }
@@ -685,7 +660,7 @@ fn pump(shared: &Shared, lines: &mut Lines, stages: &mut Stages, body: &mut Body
             }
             Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {
-                if body.last_write.elapsed() >= shared.cfg.keepalive {
+                if body.idle_for() >= shared.cfg.keepalive {
                     body.write_chunk(b": keep-alive\n\n")?;
                 }
             }

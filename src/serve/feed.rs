@@ -17,15 +17,16 @@
 //! [`Watcher`]: crate::runs::feed::Watcher
 
 use super::http::{respond_error, Close, Progress, Request};
+use super::stream::Stream;
 use super::Shared;
 use crate::runs::feed::{self, Cursor, Extender, Filter, Line, Paths, Scope, Watcher};
 use std::collections::{BTreeSet, VecDeque};
-use std::io::{self, IoSlice, Write};
+use std::io;
 use std::net::TcpStream;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often an idle connection looks at its client, the clock and shutdown.
 const TICK: Duration = Duration::from_millis(500);
@@ -47,6 +48,12 @@ pub struct Frame {
     /// The event (`{"id":N,…}`) within `bytes`, for filters; `None` for a
     /// skipped line, which every client is told of (its id moves theirs on).
     json: Option<Range<usize>>,
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 impl Frame {
@@ -298,11 +305,11 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
         respond_error(stream, 400, cors, &m);
         return Close::Linger;
     }
-    let head = super::http::sse_head(req, cors);
-    if stream.write_all(head.as_bytes()).is_err() {
+    // The feed drops nothing: each pass is drained, so the queue holds one pass.
+    let Ok(mut body) = Stream::start(stream, req, cors, usize::MAX, shared.cfg.write_timeout) else {
         return Close::Now;
-    }
-    if let Err(e) = pump(shared, &hub, stream, req.http11, &filter, since) {
+    };
+    if let Err(e) = pump(shared, &hub, &mut body, &filter, since) {
         // A log that became unreadable under a connection (replaced by a FIFO, say) is said; a client gone is not.
         if e.kind() == io::ErrorKind::Other {
             crate::cli::report(super::BIN, format!("feed: {}: {e}", hub.paths.log.display()));
@@ -311,95 +318,12 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
     Close::Now
 }
 
-/// Queues one SSE frame (as one chunk on HTTP/1.1).
-fn push(out: &mut Vec<u8>, chunked: bool, frame: &[u8]) {
-    if chunked {
-        out.extend_from_slice(format!("{:x}\r\n", frame.len()).as_bytes());
-    }
-    out.extend_from_slice(frame);
-    if chunked {
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
-fn client_gone(stream: &TcpStream) -> bool {
-    if stream.set_nonblocking(true).is_err() {
-        return true;
-    }
-    let gone = super::http::client_gone(stream);
-    gone || stream.set_nonblocking(false).is_err()
-}
-
-/// Writes shared frames that pass the filter without copying them (one
-/// `writev` of chunk heads and frames), checking that the client takes them.
-fn write_shared(
-    progress: &mut Progress,
-    stream: &mut TcpStream,
-    chunked: bool,
-    frames: &[Arc<Frame>],
-    filter: &Filter,
-) -> io::Result<()> {
-    let frames: Vec<&Frame> = frames.iter().map(|f| &**f).filter(|f| f.passes(filter)).collect();
-    let heads: Vec<String> =
-        if chunked { frames.iter().map(|f| format!("{:x}\r\n", f.bytes.len())).collect() } else { Vec::new() };
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(frames.len() * 3);
-    for (i, f) in frames.iter().enumerate() {
-        if let Some(h) = heads.get(i) {
-            parts.push(h.as_bytes());
-        }
-        parts.push(&f.bytes);
-        if chunked {
-            parts.push(b"\r\n");
-        }
-    }
-    // The next part to write, and how much of it is written.
-    let (mut next, mut done) = (0, 0);
-    while next < parts.len() {
-        let slices: Vec<IoSlice> = std::iter::once(&parts[next][done..])
-            .chain(parts[next + 1..].iter().copied())
-            .take(64)
-            .map(IoSlice::new)
-            .collect();
-        match stream.write_vectored(&slices) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(mut n) => {
-                progress.wrote(n);
-                while next < parts.len() && n >= parts[next].len() - done {
-                    n -= parts[next].len() - done;
-                    next += 1;
-                    done = 0;
-                }
-                done += n;
-            }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-        progress.check(stream, next < parts.len())?;
-    }
-    Ok(())
-}
-
-fn pump(
-    shared: &Shared,
-    hub: &FeedHub,
-    stream: &mut TcpStream,
-    chunked: bool,
-    filter: &Filter,
-    since: u64,
-) -> io::Result<()> {
-    // This connection's own writing: frames read back from the log, `ready`, keep-alives.
-    let mut out = Vec::new();
+fn pump(shared: &Shared, hub: &FeedHub, body: &mut Stream, filter: &Filter, since: u64) -> io::Result<()> {
     let mut taken = Vec::new();
     // Reading back what the ring no longer (or never) held: from the log, a buffer at a time.
     let mut behind: Option<Cursor> = None;
     let mut pos = since;
-    // Writes wake every 100 ms; a client that takes nothing for the write timeout is let go.
-    stream.set_write_timeout(Some(Duration::from_millis(100)))?;
-    let mut progress = Progress::new(shared.cfg.write_timeout);
     let mut ready = false;
-    let mut last_write = Instant::now();
-    let mut last_peek = Instant::now();
     loop {
         let gen = hub.generation();
         taken.clear();
@@ -419,43 +343,33 @@ fn pump(
                     let f = Frame::of(from, id, line);
                     from = id;
                     if f.passes(filter) {
-                        push(&mut out, chunked, &f.bytes);
+                        body.push(&f.bytes);
                     }
                 })?;
                 pos = c.pos;
                 !more
             }
         };
+        // Shared frames go out by reference: one copy of an event for every client.
+        for f in taken.iter().filter(|f| f.passes(filter)) {
+            let len = f.bytes.len();
+            body.push_shared(f.clone(), 0, len);
+        }
         if !ready && caught_up {
             // Caught up: from here on, events as they happen. Its id is where
             // a reconnect resumes if nothing else comes (filtered out or quiet).
             ready = true;
             let id = pos.to_string();
             let frame = crate::sse::frame(Some("ready"), Some(&id), &format!("{{\"type\":\"ready\",\"id\":{id}}}"));
-            push(&mut out, chunked, frame.as_bytes());
+            body.push(frame.as_bytes());
         }
         if shared.is_shutting_down() {
-            write_shared(&mut progress, stream, chunked, &taken, filter)?;
-            if chunked {
-                push(&mut out, true, b"");
-            }
-            return progress.write_all(stream, &out);
+            return body.end();
         }
-        if taken.is_empty() && out.is_empty() && last_write.elapsed() >= shared.cfg.keepalive {
-            push(&mut out, chunked, b": keep-alive\n\n");
-        }
-        if !taken.is_empty() || !out.is_empty() {
-            write_shared(&mut progress, stream, chunked, &taken, filter)?;
-            progress.write_all(stream, &out)?;
-            out.clear();
-            last_write = Instant::now();
-        }
-        if last_peek.elapsed() >= TICK {
-            last_peek = Instant::now();
-            if client_gone(stream) {
-                return Ok(());
-            }
-            progress.check(stream, false)?;
+        body.drain()?;
+        match body.heartbeat(shared.cfg.keepalive) {
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => return Ok(()),
+            other => other?,
         }
         if caught_up {
             hub.wait(gen, TICK.min(shared.cfg.keepalive));

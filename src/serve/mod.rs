@@ -33,6 +33,7 @@ pub mod interrupts;
 pub mod router;
 pub mod run;
 pub mod runs;
+pub mod stream;
 pub mod studio;
 
 use crate::cli::{self, Exit};

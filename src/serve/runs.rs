@@ -29,9 +29,9 @@ use crate::runs::list::Query;
 use crate::runs::liveness;
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, Loaded, Problem, ViewError};
-use std::io::{self, Write};
+use std::io;
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often an idle stream looks at its client, the journal and the clock.
 const TICK: Duration = Duration::from_millis(100);
@@ -214,11 +214,11 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
             }
         },
     };
-    let head = super::http::sse_head(req, cors);
-    if stream.write_all(head.as_bytes()).is_err() || stream.set_nonblocking(true).is_err() {
+    let Ok(body) = super::stream::Stream::start(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout)
+    else {
         return Close::Now;
-    }
-    let mut out = tap::Out::new(stream, req.http11, shared.cfg.stream_buffer, shared.cfg.write_timeout);
+    };
+    let mut out = tap::Out::new(body);
     let after = if agui { agui_after } else { after.map(|seq| AguiId { seq, k: u32::MAX }) };
     let (sub, file, log) = match (opened, dir_sub) {
         (Some(o), _) => o,
@@ -279,7 +279,6 @@ type Opened = (crate::watch::Sub, std::fs::File, std::path::PathBuf);
 fn wait_for_log(shared: &Shared, out: &mut tap::Out, w: &Waiting) -> io::Result<Option<Opened>> {
     let journal_path = w.l.files.journal();
     let mut journal_seen: Option<u64> = None;
-    let mut last_peek = Instant::now();
     // A log that liveness puts in another directory is watched there too.
     let mut elsewhere: Option<(std::path::PathBuf, Option<crate::watch::Sub>)> = None;
     // The generations last looked at: nothing is read again until one moves.
@@ -314,7 +313,7 @@ fn wait_for_log(shared: &Shared, out: &mut tap::Out, w: &Waiting) -> io::Result<
         if shared.is_shutting_down() {
             return Ok(None);
         }
-        out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
+        out.heartbeat(shared.cfg.keepalive)?;
         out.flush()?;
         match &elsewhere {
             // Two watches cannot be waited on at once: the other directory is looked at every 50 ms.

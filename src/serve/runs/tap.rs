@@ -27,16 +27,13 @@ use crate::events::{Data, ErrorData, Event, Seq, Writer};
 use crate::lines::KEEP_CAPACITY;
 use crate::lines::{Flow, Line, Lines};
 use crate::normalize::{Adapter, Normalizer, Options};
-use crate::serve::http::{client_gone, Progress};
+use crate::serve::stream::Stream;
 use crate::serve::Shared;
 use crate::sse::{Encoder, SseOptions};
 use crate::watch::Sub;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::io::{self, IoSlice, Read, Write};
-use std::net::TcpStream;
-use std::os::fd::AsFd;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -499,83 +496,36 @@ impl Tap {
     }
 }
 
-/// One piece of a client's queue: part of a shared batch, or bytes of its own.
-enum Piece {
-    Shared(Arc<Batch>, usize, usize),
-    Own(Vec<u8>),
-}
-
-impl Piece {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Piece::Shared(b, from, to) => &b.text[*from..*to],
-            Piece::Own(v) => v,
-        }
+impl AsRef<[u8]> for Batch {
+    fn as_ref(&self) -> &[u8] {
+        &self.text
     }
 }
 
-/// A response body on a non-blocking socket, with a bounded queue of
-/// pieces written with `writev`.
+/// A task stream's response: the HTTP layer's [`Stream`], plus what a
+/// client that falls too far behind misses.
 pub(super) struct Out<'a> {
-    pub stream: &'a mut TcpStream,
-    pub chunked: bool,
-    queue: VecDeque<Piece>,
-    /// Bytes of the front piece already written.
-    sent: usize,
-    queued: usize,
-    pub cap: usize,
+    body: Stream<'a>,
     /// Seqs dropped since the last `error` event: (first, last).
     dropped: Option<(Seq, Seq)>,
-    last_write: Instant,
-    /// Whether the client takes what is written (dropped after the write timeout if not).
-    progress: Progress,
 }
 
-impl Out<'_> {
-    pub fn new(stream: &mut TcpStream, chunked: bool, cap: usize, write_timeout: Duration) -> Out<'_> {
-        Out {
-            stream,
-            chunked,
-            queue: VecDeque::new(),
-            sent: 0,
-            queued: 0,
-            cap,
-            dropped: None,
-            last_write: Instant::now(),
-            progress: Progress::new(write_timeout),
-        }
+impl<'a> std::ops::Deref for Out<'a> {
+    type Target = Stream<'a>;
+    fn deref(&self) -> &Stream<'a> {
+        &self.body
     }
+}
 
-    fn queued(&self) -> usize {
-        self.queued
+impl std::ops::DerefMut for Out<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.body
     }
+}
 
-    fn has_room(&self) -> bool {
-        self.queued < self.cap
-    }
-
-    fn push_piece(&mut self, p: Piece, len: usize) {
-        if self.chunked {
-            self.push_own(format!("{len:x}\r\n").into_bytes());
-        }
-        // No piece is empty (the chunked end is its size line and CRLF alone).
-        if len > 0 {
-            self.queued += len;
-            self.queue.push_back(p);
-        }
-        if self.chunked {
-            self.push_own(b"\r\n".to_vec());
-        }
-    }
-
-    fn push_own(&mut self, v: Vec<u8>) {
-        self.queued += v.len();
-        self.queue.push_back(Piece::Own(v));
-    }
-
-    /// Queues bytes of its own (a keep-alive, a notice; empty: the chunked end).
-    pub fn push_raw(&mut self, frame: &[u8]) {
-        self.push_piece(Piece::Own(frame.to_vec()), frame.len());
+impl<'a> Out<'a> {
+    pub fn new(body: Stream<'a>) -> Out<'a> {
+        Out { body, dropped: None }
     }
 
     /// Queues the frames of `b` past `after` as far as the queue has room,
@@ -587,15 +537,15 @@ impl Out<'_> {
         // An empty queue takes any frame, so one event larger than the
         // bound (a huge tool result) is late, never lost.
         while k < b.frames.len() && self.dropped.is_none() {
-            let empty = self.queued == 0 && k == i;
-            if !empty && self.queued + (b.frames[k].2 - from) > self.cap {
+            let empty = self.queued() == 0 && k == i;
+            if !empty && self.queued() + (b.frames[k].2 - from) > self.cap {
                 break;
             }
             k += 1;
         }
         if k > i {
             let to = b.start_of(k);
-            self.push_piece(Piece::Shared(b.clone(), from, to), to - from);
+            self.body.push_shared(b.clone(), from, to);
         }
         if k < b.frames.len() {
             let (first, last) = (b.frames[k].1, b.frames[b.frames.len() - 1].1);
@@ -603,84 +553,6 @@ impl Out<'_> {
                 Some((f, _)) => (f, last),
                 None => (first, last),
             });
-        }
-    }
-
-    /// Writes what the socket takes now; `Err` when the client is gone.
-    pub fn flush(&mut self) -> io::Result<()> {
-        while !self.queue.is_empty() {
-            let mut slices = [IoSlice::new(&[]); 64];
-            let mut k = 0;
-            for (j, p) in self.queue.iter().take(slices.len()).enumerate() {
-                let bytes = if j == 0 { &p.bytes()[self.sent..] } else { p.bytes() };
-                slices[k] = IoSlice::new(bytes);
-                k += 1;
-            }
-            let mut n = match self.stream.write_vectored(&slices[..k]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            self.progress.wrote(n);
-            self.last_write = Instant::now();
-            self.queued -= n;
-            while n > 0 {
-                let Some(front) = self.queue.front() else { break };
-                let left = front.bytes().len() - self.sent;
-                if n >= left {
-                    n -= left;
-                    self.sent = 0;
-                    self.queue.pop_front();
-                } else {
-                    self.sent += n;
-                    n = 0;
-                }
-            }
-        }
-        if self.queue.is_empty() {
-            // A batch larger than the bound (taken by an empty queue) is not kept.
-            self.queue.shrink_to(64);
-        }
-        Ok(())
-    }
-
-    /// Once a [`TICK`]: `Err` when the client left, and a keep-alive comment
-    /// (sent now) when nothing was written for `keepalive`.
-    pub fn heartbeat(&mut self, last_peek: &mut Instant, keepalive: Duration) -> io::Result<()> {
-        if last_peek.elapsed() < TICK {
-            return Ok(());
-        }
-        *last_peek = Instant::now();
-        if client_gone(self.stream) {
-            return Err(io::ErrorKind::ConnectionAborted.into());
-        }
-        // Dropping frames keeps our queue bounded, but a client that takes
-        // nothing at all is let go rather than held forever.
-        self.progress.check(self.stream, self.queued() > 0)?;
-        if self.queued() == 0 && self.last_write.elapsed() >= keepalive {
-            self.push_raw(b": keep-alive\n\n");
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Waits (bounded) until the socket takes more.
-    fn wait_writable(&self, timeout: Duration) {
-        let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLOUT)];
-        let _ = poll(&mut fds, PollTimeout::try_from(timeout).unwrap_or(PollTimeout::ZERO));
-    }
-
-    /// Sends what is queued, as long as the client takes it (see [`Progress`]).
-    fn drain(&mut self) -> io::Result<()> {
-        loop {
-            self.flush()?;
-            if self.queue.is_empty() {
-                return Ok(());
-            }
-            self.progress.check(self.stream, true)?;
-            self.wait_writable(Duration::from_millis(100));
         }
     }
 }
@@ -734,18 +606,13 @@ impl Client<'_> {
             };
             crate::sse::frame(Some("error"), None, &ev.to_json())
         };
-        out.push_raw(frame.as_bytes());
+        out.push(frame.as_bytes());
     }
 
-    /// Ends the stream: the report of anything dropped, the chunked
-    /// terminator, then drains.
+    /// Ends the stream: the report of anything dropped, then the end.
     fn end(&self, out: &mut Out) -> io::Result<()> {
         self.report_drop(out, true);
-        if out.chunked {
-            // An empty chunk is the chunked body's end: `0\r\n\r\n`.
-            out.push_raw(b"");
-        }
-        out.drain()
+        out.end()
     }
 }
 
@@ -779,7 +646,6 @@ pub(super) fn serve(
         // The log went away between opening and now: an empty stream, ended.
         return client.end(out);
     };
-    let mut last_peek = Instant::now();
     let (mut cursor, me) = {
         let mut r = lock(&tap.ring);
         let me = r.next_client;
@@ -804,7 +670,7 @@ pub(super) fn serve(
             None => {
                 // Not waited for while it reads the log itself.
                 lock(&tap.ring).places.remove(&me);
-                match catch_up(shared, out, &mut client, &tap, w, &mut last_peek, &mut own)? {
+                match catch_up(shared, out, &mut client, &tap, w, &mut own)? {
                     Some(c) => c,
                     None => return Ok(()),
                 }
@@ -831,7 +697,7 @@ pub(super) fn serve(
                 }
                 cursor = Some(c);
                 let was = r.places.get(&me).map_or(Instant::now(), |p| p.1);
-                let active = if take.is_empty() { was.max(out.last_write) } else { Instant::now() };
+                let active = if take.is_empty() { was.max(Instant::now() - out.idle_for()) } else { Instant::now() };
                 let front = r.first;
                 r.places.insert(me, (c, active));
                 if at <= front && c > front {
@@ -850,7 +716,7 @@ pub(super) fn serve(
         }
         client.report_drop(out, false);
         out.flush()?;
-        out.heartbeat(&mut last_peek, shared.cfg.keepalive)?;
+        out.heartbeat(shared.cfg.keepalive)?;
         let c = cursor.unwrap_or(head);
         if shared.is_shutting_down() {
             // Everyone is leaving: the translator's last frames, once, for all.
@@ -911,7 +777,6 @@ fn catch_up(
     client: &mut Client,
     tap: &Tap,
     w: &Watches,
-    last_peek: &mut Instant,
     own: &mut Option<Reader>,
 ) -> io::Result<Option<u64>> {
     if own.is_none() {
@@ -928,7 +793,7 @@ fn catch_up(
             // Read on only as the client takes it (a batch is sized for half the queue).
             out.wait_writable(Duration::from_millis(20));
             out.flush()?;
-            out.heartbeat(last_peek, shared.cfg.keepalive)?;
+            out.heartbeat(shared.cfg.keepalive)?;
             continue;
         }
         let gen = w.log.generation();
@@ -942,7 +807,7 @@ fn catch_up(
         client.send(out, &b);
         client.report_drop(out, ended);
         out.flush()?;
-        out.heartbeat(last_peek, shared.cfg.keepalive)?;
+        out.heartbeat(shared.cfg.keepalive)?;
         if ended || shared.is_shutting_down() {
             client.end(out)?;
             return Ok(None);
@@ -972,6 +837,7 @@ pub(super) fn end_without_log(out: &mut Out, src: &Source, after: Option<AguiId>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
 
     fn id(line: u64) -> AguiId {
         AguiId { seq: Seq { line, sub: 0 }, k: 0 }
@@ -1009,13 +875,13 @@ mod tests {
     fn a_full_queue_drops_frames_and_names_them_an_empty_one_takes_any() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let mut out = Out::new(&mut s, false, 25, Duration::from_secs(1));
+        let mut out = Out::new(Stream::new(&mut s, false, 25, Duration::from_secs(1)));
         // An empty queue takes a frame over the bound; the next ones do not fit.
         out.push_batch(&batch(1..=3, 30), None);
         assert_eq!(out.queued(), 30);
         assert_eq!(out.dropped, Some((id(2).seq, id(3).seq)));
         // Frames already sent (the resume point) are neither queued nor dropped.
-        let mut out = Out::new(&mut s, false, 25, Duration::from_secs(1));
+        let mut out = Out::new(Stream::new(&mut s, false, 25, Duration::from_secs(1)));
         out.push_batch(&batch(1..=3, 10), Some(id(1)));
         assert_eq!((out.queued(), out.dropped), (20, None));
     }
