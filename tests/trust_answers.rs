@@ -267,7 +267,15 @@ fn a_refused_resume_sends_nothing_at_all() {
     ]);
     let s = Server::start("trust-all-or-nothing", "claude", requests, &[]);
     let ev = agui(s.port, run("t", "r1", "plan it"));
-    let ints = interrupts(&ev);
+    let mut ints = interrupts(&ev);
+    if ints.len() == 1 {
+        // The run ended at the first request; the next run shows both (the
+        // message is not sent while they are open).
+        std::thread::sleep(Duration::from_millis(300));
+        let ev = agui(s.port, run("t", "r1b", "and?"));
+        assert!(ev.iter().any(|e| e["name"] == "runwire.input_not_sent"), "{ev:?}");
+        ints = interrupts(&ev);
+    }
     assert_eq!(ints.len(), 2, "{ints:?}");
     let (bash, plan) = (&ints[0], &ints[1]);
     assert_eq!(plan["metadata"]["runwire"]["kind"], "plan_approval");
@@ -332,7 +340,7 @@ fn approve_for_session_applies_exactly_what_was_shown() {
     assert!(meta["droppedUpdates"].as_str().unwrap().starts_with("4 of"), "{meta}");
     assert_eq!(i["responseSchema"]["properties"]["scope"]["enum"], json!(["once", "session", "always"]));
     assert!(meta["scopes"]["always"].as_str().unwrap().contains("saved by the agent"), "{meta}");
-    assert!(!meta["scopes"]["session"].as_str().unwrap().contains("saved"), "{meta}");
+    assert!(meta["scopes"]["session"].as_str().unwrap().starts_with("for this session"), "{meta}");
     let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "session"}}]);
     finished_ok(&agui(s.port, resume("t", "r2", ok)));
     let answer = |s: &Server| -> Value {
@@ -407,9 +415,12 @@ fn each_interrupt_offers_exactly_what_its_agent_can_do() {
     assert!(props.get("message").is_none(), "{props}");
     assert_eq!(props["scope"]["enum"], json!(["once", "always"]), "{props}");
     assert!(i["metadata"]["runwire"]["scopes"]["always"].as_str().unwrap().contains("saved by the agent"));
-    for bad in [json!({"approved": true, "scope": "session"}), json!({"approved": true, "editedArgs": {"command": "x"}})] {
+    for (n, bad) in [json!({"approved": true, "scope": "session"}), json!({"approved": true, "editedArgs": {"command": "x"}})]
+        .into_iter()
+        .enumerate()
+    {
         let e = json!([{"interruptId": i["id"], "status": "resolved", "payload": bad}]);
-        refused(&agui(s.port, resume("t", "r2", e)));
+        refused(&agui(s.port, resume("t", &format!("r2-{n}"), e)));
     }
     assert_eq!(acp_answers(&s), vec![], "a refused resume wrote to the agent");
     let e = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "always"}}]);
