@@ -624,6 +624,60 @@ mod tests {
         assert_eq!(r["updatedPermissions"][0]["rules"][0]["ruleContent"], "ls");
     }
 
+    /// A batch of answers (an AG-UI resume) is one unit: one refused
+    /// entry refuses all and nothing is written; a good batch writes every
+    /// answer in one step.
+    #[test]
+    fn answers_are_all_or_nothing() {
+        let mut s = session();
+        s.agent_line(BASH.as_bytes(), 0);
+        s.agent_line(PLAN.as_bytes(), 0);
+        let a = |id: &str, mode: Option<&str>| {
+            let mut v = json!({"id": id, "decision": "allow"});
+            if let Some(m) = mode {
+                v["mode"] = json!(m);
+            }
+            serde_json::from_value::<super::super::AnswerInput>(v).unwrap()
+        };
+        let bad = Input::Answers(vec![a("b1", None), a("p1", Some("bypassPermissions"))]);
+        let e = s.input(bad, 1).unwrap_err();
+        assert!(e.to_string().contains("p1") && e.to_string().contains("--grant-all"), "{e}");
+        assert_eq!(s.pending().count(), 2, "nothing was answered");
+        let st = s.input(Input::Answers(vec![a("b1", None), a("p1", Some("acceptEdits"))]), 2).unwrap();
+        assert_eq!((st.to_agent.len(), st.answered.len(), s.pending().count()), (3, 2, 0));
+        // A replay of the same batch sends nothing.
+        let st = s.input(Input::Answers(vec![a("b1", None), a("p1", Some("acceptEdits"))]), 3).unwrap();
+        assert!(st.replayed && st.to_agent.is_empty());
+    }
+
+    /// Only the suggestions runwire keeps are applied: for the session with
+    /// destination `session`; always with claude's own destinations and
+    /// `user_permanent`; a scope nothing supports is refused.
+    #[test]
+    fn session_and_always_apply_only_the_kept_updates() {
+        let planted = r#"{"type":"control_request","request_id":"b2","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"npm test"},"permission_suggestions":[{"type":"setMode","mode":"bypassPermissions","destination":"session"},{"type":"addDirectories","directories":["/"],"destination":"session"},{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"npm test:*"}],"behavior":"allow","destination":"projectSettings"}],"tool_use_id":"tu9"}}"#;
+        let mut s = session();
+        s.agent_line(planted.as_bytes(), 0);
+        let st = input(&mut s, r#"{"type":"answer","id":"b2","decision":"allow","scope":"always"}"#).unwrap();
+        let r = &json_of(&st.to_agent[0])["response"]["response"];
+        assert_eq!(r["decisionClassification"], "user_permanent");
+        assert_eq!(
+            r["updatedPermissions"],
+            json!([{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"npm test:*"}],"behavior":"allow","destination":"projectSettings"}])
+        );
+        // Nothing kept: neither session nor always is offered.
+        let bare = planted.replace("b2", "b3").replace(r#",{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"npm test:*"}],"behavior":"allow","destination":"projectSettings"}"#, "");
+        s.agent_line(bare.as_bytes(), 1);
+        for scope in ["session", "always"] {
+            let l = format!(r#"{{"type":"answer","id":"b3","decision":"allow","scope":"{scope}"}}"#);
+            assert!(matches!(input(&mut s, &l), Err(Refused::Invalid(_))), "{scope}");
+        }
+        let st = input(&mut s, r#"{"type":"answer","id":"b3","decision":"allow"}"#).unwrap();
+        let r = &json_of(&st.to_agent[0])["response"]["response"];
+        assert!(r.get("updatedPermissions").is_none(), "{r}");
+        assert_eq!(r["decisionClassification"], "user_temporary");
+    }
+
     #[test]
     fn a_plan_is_approved_by_setting_the_mode_then_allowing() {
         let mut s = session();

@@ -895,6 +895,23 @@ mod tests {
         assert_eq!(parse(&st.to_agent[0]), json!({"jsonrpc":"2.0","id":0,"result":{"decision":"decline"}}));
     }
 
+    /// `scope: "always"` is codex's own "always allow this command": the
+    /// amendment it offered, sent back as offered; refused where it offered none.
+    #[test]
+    fn always_sends_the_amendment_codex_offered() {
+        let (mut s, _) = session();
+        s.agent_line(APPROVAL.as_bytes(), 5);
+        let always = |id: &str| serde_json::from_value::<Input>(json!({"type":"answer","id":id,"decision":"allow","scope":"always"})).unwrap();
+        let st = s.input(always("0"), 6).unwrap();
+        assert_eq!(
+            parse(&st.to_agent[0])["result"]["decision"],
+            json!({"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch"]}})
+        );
+        let plain = APPROVAL.replace(r#""id":0"#, r#""id":1"#).replace(r#",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}}"#, "");
+        s.agent_line(plain.as_bytes(), 7);
+        assert!(matches!(s.input(always("1"), 8), Err(Refused::Invalid(_))));
+    }
+
     #[test]
     fn an_unanswered_approval_expires_as_decline_and_unknown_requests_are_refused_at_once() {
         let (mut s, _) = session();
