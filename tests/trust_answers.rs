@@ -365,7 +365,8 @@ fn approve_for_session_applies_exactly_what_was_shown() {
     // Always: the kept updates as claude suggested them (saved by claude), user_permanent.
     let ev = agui(s.port, run("t", "r3", "test it again"));
     let i = interrupts(&ev)[0].clone();
-    let always = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "always"}}]);
+    let always =
+        json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "always"}}]);
     finished_ok(&agui(s.port, resume("t", "r4", always)));
     let r = answer(&s);
     assert_eq!(r["decisionClassification"], "user_permanent");
@@ -415,9 +416,10 @@ fn each_interrupt_offers_exactly_what_its_agent_can_do() {
     assert!(props.get("message").is_none(), "{props}");
     assert_eq!(props["scope"]["enum"], json!(["once", "always"]), "{props}");
     assert!(i["metadata"]["runwire"]["scopes"]["always"].as_str().unwrap().contains("saved by the agent"));
-    for (n, bad) in [json!({"approved": true, "scope": "session"}), json!({"approved": true, "editedArgs": {"command": "x"}})]
-        .into_iter()
-        .enumerate()
+    for (n, bad) in
+        [json!({"approved": true, "scope": "session"}), json!({"approved": true, "editedArgs": {"command": "x"}})]
+            .into_iter()
+            .enumerate()
     {
         let e = json!([{"interruptId": i["id"], "status": "resolved", "payload": bad}]);
         refused(&agui(s.port, resume("t", &format!("r2-{n}"), e)));
@@ -439,7 +441,8 @@ fn each_interrupt_offers_exactly_what_its_agent_can_do() {
     let props = &i["responseSchema"]["properties"];
     assert!(props.get("editedArgs").is_some() && props.get("message").is_some(), "{props}");
     assert!(props.get("scope").is_none(), "claude suggested nothing to keep: only once ({props})");
-    let e = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": false, "message": "not that"}}]);
+    let e =
+        json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": false, "message": "not that"}}]);
     finished_ok(&agui(s.port, resume("t", "r2", e)));
     let r = s.agent_input().into_iter().map(|(_, l)| l).rfind(|l| l["type"] == "control_response").unwrap();
     assert_eq!(r["response"]["response"]["message"], "not that", "the deny message reaches the model");

@@ -140,7 +140,9 @@ pub fn random_hex(n: usize) -> String {
         static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         for chunk in buf.chunks_mut(8) {
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+            h.write_u128(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+            );
             h.write_u32(std::process::id());
             h.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             let v = h.finish().to_le_bytes();
@@ -351,7 +353,6 @@ fn scope_name(s: Scope) -> &'static str {
 /// The session answer a resume entry means for request `r` (its payload's
 /// shape only; [`answer_for`] holds it to the interrupt's offer too).
 pub fn answer_of(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerInput, String> {
-
     let mut a = AnswerInput {
         id: r.id.clone(),
         decision: Decision::Cancelled,
@@ -494,9 +495,13 @@ fn offered(r: &InputRequest, offer: Offer) -> Offered {
         }
         AgentKind::Cursor | AgentKind::Acp => {
             let mut scopes = vec![(Scope::Once, "allow_once: this call only".to_string())];
-            if let Some(o) = suggestions.iter().find(|o| o.get("kind").and_then(Value::as_str) == Some("allow_always")) {
+            if let Some(o) = suggestions.iter().find(|o| o.get("kind").and_then(Value::as_str) == Some("allow_always"))
+            {
                 let name = o.get("name").and_then(Value::as_str).unwrap_or("Allow always");
-                scopes.push((Scope::Always, format!("always, saved by the agent (its {name:?} option; what it covers is the agent's to say)")));
+                scopes.push((
+                    Scope::Always,
+                    format!("always, saved by the agent (its {name:?} option; what it covers is the agent's to say)"),
+                ));
             }
             Offered { scopes, edits: false, deny_message: false, updates: None }
         }
@@ -548,7 +553,10 @@ pub fn interrupt_for(r: &InputRequest, id: &str, tool_call_id: Option<String>, o
             props.insert("scope".into(), json!({"type": "string", "enum": names, "description": desc.join("; ")}));
         }
         if o.deny_message {
-            props.insert("message".into(), json!({"type": "string", "description": "Why, when denying (told to the agent)."}));
+            props.insert(
+                "message".into(),
+                json!({"type": "string", "description": "Why, when denying (told to the agent)."}),
+            );
         }
         if r.kind == InputKind::PlanApproval {
             let modes: Vec<&str> = crate::session::claude::MODES
@@ -559,7 +567,8 @@ pub fn interrupt_for(r: &InputRequest, id: &str, tool_call_id: Option<String>, o
             props.insert("mode".into(), json!({"type": "string", "enum": modes,
                 "description": "The permission mode to carry the plan out in (default: the server's --plan-exit-mode)."}));
         }
-        let scopes: Map<String, Value> = o.scopes.iter().map(|(s, w)| (scope_name(*s).to_string(), w.clone().into())).collect();
+        let scopes: Map<String, Value> =
+            o.scopes.iter().map(|(s, w)| (scope_name(*s).to_string(), w.clone().into())).collect();
         meta.insert("scopes".into(), Value::Object(scopes));
         if let Some(updates) = &o.updates {
             let list: Vec<Value> = updates
@@ -588,7 +597,8 @@ pub fn interrupt_for(r: &InputRequest, id: &str, tool_call_id: Option<String>, o
                     .into(),
                 );
             }
-            let kept: Vec<Value> = updates.iter().filter(|u| u.dropped.is_none()).map(|u| strip_nulls(&u.raw)).collect();
+            let kept: Vec<Value> =
+                updates.iter().filter(|u| u.dropped.is_none()).map(|u| strip_nulls(&u.raw)).collect();
             if !kept.is_empty() {
                 meta.insert("suggestions".into(), kept.into());
             }
@@ -750,13 +760,11 @@ mod tests {
         assert!(ok(&r, json!(["A", " "])).is_err());
         assert!(ok(&r, json!(["mine", "yours"])).is_err());
         // Choices only: the same words are refused.
-        assert!(answer_of(
-            &question(),
-            &entry("q", "resolved", Some(json!({"answers": {"Which?": ["my own"]}}))),
-            "t"
-        )
-        .is_err());
-        assert!(interrupt_for(&question(), "q", None, Offer::default())["metadata"]["runwire"]["questions"][0].get("freeText").is_none());
+        assert!(answer_of(&question(), &entry("q", "resolved", Some(json!({"answers": {"Which?": ["my own"]}}))), "t")
+            .is_err());
+        assert!(interrupt_for(&question(), "q", None, Offer::default())["metadata"]["runwire"]["questions"][0]
+            .get("freeText")
+            .is_none());
         // Single-select: a string schema beyond the enum.
         r.questions.as_mut().unwrap()[0].multi_select = false;
         let i = interrupt_for(&r, "q", None, Offer::default());
@@ -890,7 +898,10 @@ mod tests {
         let e = |p: Value| entry("rw-1", "resolved", Some(p));
         assert!(answer_for(&r, &i, &e(json!({"approved": true, "scope": "session"})), "t").is_err());
         assert!(answer_for(&r, &i, &e(json!({"approved": true, "editedArgs": {}})), "t").is_err());
-        assert_eq!(answer_for(&r, &i, &e(json!({"approved": true, "scope": "always"})), "t").unwrap().scope, Some(Scope::Always));
+        assert_eq!(
+            answer_for(&r, &i, &e(json!({"approved": true, "scope": "always"})), "t").unwrap().scope,
+            Some(Scope::Always)
+        );
         // A plain approval with nothing more to offer: no scope at all.
         r.suggestions = Some(vec![json!("accept"), json!("cancel")]);
         assert!(interrupt_for(&r, "rw-1", None, codex)["responseSchema"]["properties"].get("scope").is_none());

@@ -140,9 +140,13 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
         .map(|s| {
             let kind = s.get("type").and_then(Value::as_str).unwrap_or_default();
             let behavior = s.get("behavior").and_then(Value::as_str).unwrap_or("allow");
-            let rules: Vec<&Value> = s.get("rules").and_then(Value::as_array).map(|r| r.iter().collect()).unwrap_or_default();
-            let dirs: Vec<&str> =
-                s.get("directories").and_then(Value::as_array).map(|d| d.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let rules: Vec<&Value> =
+                s.get("rules").and_then(Value::as_array).map(|r| r.iter().collect()).unwrap_or_default();
+            let dirs: Vec<&str> = s
+                .get("directories")
+                .and_then(Value::as_array)
+                .map(|d| d.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             let list = |v: Vec<String>| v.join(", ");
             let (effect, risky): (String, Option<String>) = match kind {
                 "setMode" => {
@@ -161,9 +165,9 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
                     let texts = list(rules.iter().map(|r| rule_text(r)).collect());
                     let verb = if kind == "addRules" { "add" } else { "replace the rules with" };
                     let effect = format!("{verb} {behavior} rule(s) {texts}");
-                    let broad = rules.iter().find(|r| {
-                        r.get("ruleContent").and_then(Value::as_str).is_none_or(matches_anything)
-                    });
+                    let broad = rules
+                        .iter()
+                        .find(|r| r.get("ruleContent").and_then(Value::as_str).map_or(true, matches_anything));
                     let risky = if kind == "replaceRules" && behavior != "allow" {
                         Some(format!("replacing the {behavior} rules can remove them"))
                     } else if behavior != "allow" {
@@ -176,24 +180,30 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
                     (effect, risky)
                 }
                 "removeRules" => {
-                    let effect = format!("remove {behavior} rule(s) {}", list(rules.iter().map(|r| rule_text(r)).collect()));
+                    let effect =
+                        format!("remove {behavior} rule(s) {}", list(rules.iter().map(|r| rule_text(r)).collect()));
                     let risky = (behavior != "allow").then(|| format!("removing {behavior} rules allows more"));
                     (effect, risky)
                 }
                 "addDirectories" => {
-                    let effect = format!("let the agent work in {}", list(dirs.iter().map(|d| d.to_string()).collect()));
+                    let effect =
+                        format!("let the agent work in {}", list(dirs.iter().map(|d| d.to_string()).collect()));
                     let out: Vec<&str> = dirs.iter().copied().filter(|d| !inside(d, worktree)).collect();
                     let risky = if dirs.is_empty() {
                         Some("a directory update that names no directory".to_string())
                     } else {
-                        (!out.is_empty()).then(|| format!("{} is outside the worktree {}", out.join(", "), worktree.display()))
+                        (!out.is_empty())
+                            .then(|| format!("{} is outside the worktree {}", out.join(", "), worktree.display()))
                     };
                     (effect, risky)
                 }
                 "removeDirectories" => {
                     (format!("stop the agent working in {}", list(dirs.iter().map(|d| d.to_string()).collect())), None)
                 }
-                other => (format!("an update of kind {other:?}"), Some(format!("runwire does not know updates of kind {other:?}"))),
+                other => (
+                    format!("an update of kind {other:?}"),
+                    Some(format!("runwire does not know updates of kind {other:?}")),
+                ),
             };
             let dropped = risky.filter(|_| !grant_all).map(|why| format!("{why}: it needs --grant-all"));
             let persistent = persistent_destination(s.get("destination").and_then(Value::as_str));
@@ -407,7 +417,11 @@ impl Agent for Claude {
                     // Exactly the updates the interrupt showed as kept
                     // (`permission_updates`): for the session, or as claude
                     // would save them.
-                    let all = permission_updates(req.suggestions.as_deref().unwrap_or_default(), self.opts.grant_all, &worktree());
+                    let all = permission_updates(
+                        req.suggestions.as_deref().unwrap_or_default(),
+                        self.opts.grant_all,
+                        &worktree(),
+                    );
                     r.insert("updatedPermissions".into(), Value::Array(updates_for(&all, scope)));
                 }
                 // The SDK's classification: an always-allow is permanent.

@@ -507,7 +507,11 @@ pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
             _ => false,
         };
         if missing {
-            let what = if a.scope == Some(Scope::Always) { "always (an execpolicy or network amendment)" } else { "for the session" };
+            let what = if a.scope == Some(Scope::Always) {
+                "always (an execpolicy or network amendment)"
+            } else {
+                "for the session"
+            };
             return Err(format!("codex did not offer to allow this {what} (it offered {})", Value::Array(available)));
         }
     }
@@ -532,10 +536,14 @@ pub fn decision_effect(d: &Value) -> Option<(Scope, String)> {
             let (k, v) = o.iter().next()?;
             let what = match k.as_str() {
                 "acceptWithExecpolicyAmendment" => {
-                    let prefix = v.get("execpolicy_amendment").and_then(Value::as_array).map(|p| {
-                        p.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")
-                    });
-                    format!("always allow commands starting with {:?}, saved by the agent (execpolicy)", prefix.unwrap_or_default())
+                    let prefix = v
+                        .get("execpolicy_amendment")
+                        .and_then(Value::as_array)
+                        .map(|p| p.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "));
+                    format!(
+                        "always allow commands starting with {:?}, saved by the agent (execpolicy)",
+                        prefix.unwrap_or_default()
+                    )
                 }
                 "applyNetworkPolicyAmendment" => format!("always apply the network rule {v}, saved by the agent"),
                 other => format!("{other} {v}, saved by the agent"),
@@ -901,13 +909,18 @@ mod tests {
     fn always_sends_the_amendment_codex_offered() {
         let (mut s, _) = session();
         s.agent_line(APPROVAL.as_bytes(), 5);
-        let always = |id: &str| serde_json::from_value::<Input>(json!({"type":"answer","id":id,"decision":"allow","scope":"always"})).unwrap();
+        let always = |id: &str| {
+            serde_json::from_value::<Input>(json!({"type":"answer","id":id,"decision":"allow","scope":"always"}))
+                .unwrap()
+        };
         let st = s.input(always("0"), 6).unwrap();
         assert_eq!(
             parse(&st.to_agent[0])["result"]["decision"],
             json!({"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch"]}})
         );
-        let plain = APPROVAL.replace(r#""id":0"#, r#""id":1"#).replace(r#",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}}"#, "");
+        let plain = APPROVAL
+            .replace(r#""id":0"#, r#""id":1"#)
+            .replace(r#",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}}"#, "");
         s.agent_line(plain.as_bytes(), 7);
         assert!(matches!(s.input(always("1"), 8), Err(Refused::Invalid(_))));
     }
