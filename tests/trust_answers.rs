@@ -210,6 +210,16 @@ fn a_resume_replayed_after_a_restart_never_approves_the_new_processes_request() 
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let ev = agui(s.port, run("t", "r3", "touch another file"));
     let new = interrupts(&ev)[0].clone();
+    // A stale client answers request "0" on the old run's task route: that
+    // run's process is gone, and the new process's request "0" is not its.
+    let (code, body) = http(
+        s.port,
+        "POST",
+        &format!("/runs/{record}/tasks/agent/answer"),
+        &json!({"request": "0", "decision": "allow"}).to_string(),
+    );
+    assert_eq!(code, 409, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(acp_answers(&s), vec![(1, "allow-once".to_string())], "nothing reached the new process");
     assert_eq!(new["metadata"]["runwire"]["input"]["command"], "touch file-2");
     assert_ne!(new["id"], old["id"], "ids are unique across the thread's processes");
     let asked = s.agent_input().iter().filter(|(p, l)| *p == 2 && l["method"] == "session/prompt").count();
@@ -234,11 +244,13 @@ fn a_resume_replayed_after_a_restart_never_approves_the_new_processes_request() 
     let deny_new = json!([{"interruptId": new["id"], "status": "resolved", "payload": {"approved": false}}]);
     finished_ok(&agui(s.port, resume("t", "r6", deny_new)));
     assert_eq!(acp_answers(&s), vec![(1, "allow-once".to_string()), (2, "reject-once".to_string())]);
-    // The same request on the task route, by its interrupt id: the old one is refused there too.
+    // On the new run's task route, the old interrupt id is refused too.
+    let current = session_run(&ev);
+    assert_ne!(current, record, "the restarted process is recorded as another run");
     let (code, _) = http(
         s.port,
         "POST",
-        &format!("/runs/{record}/tasks/agent/answer"),
+        &format!("/runs/{current}/tasks/agent/answer"),
         &json!({"request": old_id, "decision": "allow"}).to_string(),
     );
     assert_eq!(code, 409);

@@ -929,6 +929,17 @@ pub fn control_post(
     if !matches!(verb, "answer" | "steer" | "stop" | "kill") {
         return None;
     }
+    // A recorded run is one agent process of the thread: once the thread's
+    // agent was started again (its session is another run), the old run's
+    // routes act on nothing (a stale answer to request "0" must not answer
+    // the new process's request "0").
+    let current = lock(&th.st).record_id.clone();
+    if current.as_deref() != Some(id) {
+        let now = current.map_or(String::new(), |c| format!("; the thread's session is now run {c}"));
+        let detail = format!("run {id}'s agent process has ended{now}: nothing was sent");
+        let _ = respond(stream, 409, cors, &json!({"ok": false, "detail": detail}).to_string());
+        return Some(Close::Linger);
+    }
     let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
     let Value::Object(b) = v else {
         respond_error(stream, 400, cors, "the body must be a JSON object");
