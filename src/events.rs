@@ -300,6 +300,10 @@ impl Decision {
 pub enum Scope {
     Once,
     Session,
+    /// A grant the agent saves beyond the session (codex execpolicy or
+    /// network amendments, ACP `allow_always`, claude rules saved to its
+    /// settings): "always, saved by the agent".
+    Always,
 }
 
 /// `input_answer`: a request was answered or closed (also the body of the

@@ -193,6 +193,16 @@ fn approval(agent: &str, cell_name: &str, approved: bool, tool: &str) {
         ev.iter().any(|e| e["type"] == "TOOL_CALL_START" && e["toolCallId"] == tcid),
         "the call was streamed first"
     );
+    // The interrupt offers what this agent can do (issue 25): no edited
+    // input, no deny message (neither reaches codex or an ACP agent), and
+    // scopes from the agent's own options only.
+    let props = &i["responseSchema"]["properties"];
+    assert!(props.get("editedArgs").is_none() && props.get("message").is_none(), "{props}");
+    let scopes: Vec<Value> = props["scope"]["enum"].as_array().cloned().unwrap_or_default();
+    let offered = i["metadata"]["runwire"]["suggestions"].as_array().cloned().unwrap_or_default();
+    let session_offered = agent == "codex" && offered.contains(&json!("acceptForSession"));
+    assert_eq!(scopes.contains(&json!("session")), session_offered, "{scopes:?} {offered:?}");
+    assert_ne!(i["id"], "0", "the interrupt id is runwire's");
     let payload = if approved { json!({"approved": true}) } else { json!({"approved": false, "message": "not now"}) };
     let ev2 = agui(s.port, resume("t", "r2", &i["id"], payload));
     finished_ok(&ev2);

@@ -1229,7 +1229,7 @@ fn acp_approve_for_session(agent: &str, call: Value) {
     let mut s = acp_session(&lab, agent, &[]);
     s.send(json!({"type": "message", "text": "make a file twice"}));
     let r = s.wait_for("a request", LIMIT, is_request);
-    s.send(json!({"type": "answer", "id": r["id"], "decision": "allow", "scope": "session"}));
+    s.send(json!({"type": "answer", "id": r["id"], "decision": "allow", "scope": "always"}));
     s.wait_idle(LIMIT);
     assert_eq!(s.count(is_request), 1, "asked again after allow for the session\n{}", s.why());
     assert!(lab.work().join("made").exists(), "approved, and the command did not run {}", lab.why());

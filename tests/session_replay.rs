@@ -67,7 +67,7 @@ fn answer_for(expect: &Value) -> Option<Value> {
     } else if let Some(o) = r.pointer("/outcome/optionId").and_then(Value::as_str) {
         match o {
             "allow-once" => ("allow", json!({})),
-            "allow-always" => ("allow", json!({"scope": "session"})),
+            "allow-always" => ("allow", json!({"scope": "always"})),
             _ => ("deny", json!({})),
         }
     } else if let Some(text) = r.pointer("/contentItems/0/text").and_then(Value::as_str) {

@@ -31,7 +31,7 @@
 //! [`control_post`]) act on the same session under the same rules.
 
 use super::http::{respond, respond_error, Close};
-use super::interrupts::{Plan, Raised};
+use super::interrupts::{Offer, Plan, Raised};
 use super::Shared;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
@@ -95,7 +95,10 @@ impl State {
             agent: None,
             rx: None,
             norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() }),
-            raised: Raised::default(),
+            raised: Raised::new(Offer {
+                agent: crate::session::launch::AgentKind::of(shared.cfg.adapter),
+                grant_all: shared.cfg.grant_all,
+            }),
             tool_ids: HashMap::new(),
             turns_open: 0,
             resume: None,
@@ -463,6 +466,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
             match start_live(shared, st.resume.as_deref(), journal, st.rec.clone()) {
                 Ok((agent, rx)) => {
                     st.agent = Some(agent);
+                    // Interrupts raised before are an earlier process's.
+                    st.raised.new_process();
                     st.rx = Some(rx);
                     st.norm = Normalizer::new(
                         shared.cfg.adapter,
@@ -533,13 +538,12 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                 run.emit(e)?;
             }
             let mut st = lock(&th.st);
-            for a in answers {
-                let id = a.id.clone();
-                if let Err(m) = st.send(Input::Answer(a)) {
-                    drop(st);
-                    let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "resume_refused" };
-                    return fail(run, format!("resume: interrupt {id:?}: {m}"), code);
-                }
+            // One unit: every answer checked by the session before any is
+            // written, then all queued as one piece (or none).
+            if let Err(m) = st.send(Input::Answers(answers)) {
+                drop(st);
+                let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "resume_refused" };
+                return fail(run, format!("resume: {m}; nothing was sent"), code);
             }
             if st.turns_open == 0 && st.open().is_empty() {
                 // Nothing left running (an identical replay, or cancels of
@@ -760,6 +764,9 @@ fn backlog(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<()> {
         if let Data::InputRequest(r) = &ev.data {
             raise(run, th, r);
         }
+        if let Data::InputAnswer(a) = &ev.data {
+            lock(&th.st).raised.closed(a);
+        }
         if let Data::Exit(_) = &ev.data {
             // The process ends: shown as the run's end (RUN_ERROR or finished).
             let out = run.tr.push(&ev);
@@ -786,6 +793,7 @@ fn live(run: &mut Run, th: &Thread, evs: Vec<Event>) -> io::Result<bool> {
                 raise(run, th, r);
                 asked = true;
             }
+            Data::InputAnswer(a) => lock(&th.st).raised.closed(a),
             Data::TurnEnd(_) => run.turn_ended = true,
             Data::Exit(_) => {
                 let out = run.tr.push(&ev);
@@ -921,6 +929,17 @@ pub fn control_post(
     if !matches!(verb, "answer" | "steer" | "stop" | "kill") {
         return None;
     }
+    // A recorded run is one agent process of the thread: once the thread's
+    // agent was started again (its session is another run), the old run's
+    // routes act on nothing (a stale answer to request "0" must not answer
+    // the new process's request "0").
+    let current = lock(&th.st).record_id.clone();
+    if current.as_deref() != Some(id) {
+        let now = current.map_or(String::new(), |c| format!("; the thread's session is now run {c}"));
+        let detail = format!("run {id}'s agent process has ended{now}: nothing was sent");
+        let _ = respond(stream, 409, cors, &json!({"ok": false, "detail": detail}).to_string());
+        return Some(Close::Linger);
+    }
     let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
     let Value::Object(b) = v else {
         respond_error(stream, 400, cors, "the body must be a JSON object");
@@ -989,21 +1008,32 @@ impl From<NotSent> for Reply {
 fn answer_route(st: &mut State, b: serde_json::Map<String, Value>) -> Reply {
     // The session input's own answer, with `request` naming the id.
     let mut a = b.clone();
-    let Some(rid) = a.remove("request") else {
+    let Some(mut rid) = a.remove("request") else {
         return Reply::Bad("answer body: request (the request id) is required".into());
     };
+    // An interrupt id names its request only while the process that raised it runs.
+    if let Some(iid) = rid.as_str().filter(|r| r.starts_with(super::interrupts::ID_PREFIX)) {
+        match st.raised.request_of(iid) {
+            Some(r) => rid = r.into(),
+            None => {
+                return Reply::Conflict(format!(
+                    "interrupt {iid:?} is not one of this session's agent process (an earlier process's, another thread's, or forgotten): nothing was sent"
+                ))
+            }
+        }
+    }
     a.insert("id".into(), rid);
     a.insert("type".into(), "answer".into());
     a.entry("by").or_insert_with(|| "task route".into());
     // Answers to a question are held to its choices, as on /agui.
     if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str)) {
-        if let Some((req, _)) = st.raised.get(rid) {
+        if let Some((req, interrupt)) = st.raised.get(rid) {
             let e = super::interrupts::ResumeEntry {
                 interrupt_id: rid.clone(),
                 status: "resolved".into(),
                 payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
             };
-            if let Err(m) = super::interrupts::answer_for(req, &e, "check") {
+            if let Err(m) = super::interrupts::answer_for(req, interrupt, &e, "check") {
                 return Reply::Bad(format!("answer body: {m}"));
             }
         }

@@ -11,9 +11,10 @@
 //!   the turn (`session/cancel`; it ends with `stopReason: cancelled`) and is
 //!   sent as the next prompt once the agent has stopped;
 //! * the agent asks with `session/request_permission` (a tool approval):
-//!   allow once is its `allow_once` option, for the session its
-//!   `allow_always` option (when offered; what "always" covers is the
-//!   agent's to say), deny its `reject_once` option; a request abandoned by
+//!   allow once is its `allow_once` option, `scope: "always"` its
+//!   `allow_always` option (when offered; the agent keeps it, and what
+//!   "always" covers is the agent's to say: never offered as "for this
+//!   session", which ACP has no option for), deny its `reject_once` option; a request abandoned by
 //!   the session's end or an interrupt is answered `cancelled`, as the
 //!   protocol asks of a client that cancels;
 //! * questions: ACP has none of its own (the recorded client asked through
@@ -102,7 +103,12 @@ pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
         return Err("ACP takes no edited input: the agent runs the call as asked (allow or deny it)".into());
     }
     let want = match (a.decision, a.scope) {
-        (super::input::Decision::Allow, Some(Scope::Session)) => "allow_always",
+        // ACP has no session-only grant: its `allow_always` is the agent's
+        // to keep (always, saved by the agent), never "for this session".
+        (super::input::Decision::Allow, Some(Scope::Session)) => {
+            return Err("ACP offers no allow-for-this-session: the agent's allow_always option is \"always, saved by the agent\" (scope \"always\")".into())
+        }
+        (super::input::Decision::Allow, Some(Scope::Always)) => "allow_always",
         (super::input::Decision::Allow, _) => "allow_once",
         _ => return Ok(()),
     };
@@ -303,7 +309,7 @@ impl Agent for Acp {
     fn answer(&mut self, req: &InputRequest, a: &InputAnswer, _mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>) {
         let Some((id, options)) = self.asked.remove(&req.id) else { return };
         let kind = match a.decision {
-            Decision::Allow | Decision::Answer if a.scope == Some(Scope::Session) => "allow_always",
+            Decision::Allow | Decision::Answer if a.scope == Some(Scope::Always) => "allow_always",
             Decision::Allow | Decision::Answer => "allow_once",
             Decision::Deny | Decision::Expired => "reject_once",
             Decision::Cancelled => return to_agent.push(outcome(&id, json!({"outcome": "cancelled"}))),
@@ -448,7 +454,9 @@ mod tests {
             }
             serde_json::from_value::<Input>(v).unwrap()
         };
-        let st = s.input(a("allow", Some("session")), 1).unwrap();
+        // allow_always is the agent's to keep: "always", never "for the session".
+        assert!(matches!(s.input(a("allow", Some("session")), 1), Err(Refused::Invalid(_))));
+        let st = s.input(a("allow", Some("always")), 1).unwrap();
         assert_eq!(parse(&st.to_agent[0])["result"]["outcome"]["optionId"], "allow-always");
         // Expiry rejects once.
         s.agent_line(PERMISSION.replace("\"id\":0", "\"id\":1").as_bytes(), 2);
@@ -459,7 +467,7 @@ mod tests {
             .replace("\"id\":0", "\"id\":2")
             .replace(r#",{"optionId":"allow-always","name":"Allow always","kind":"allow_always"}"#, "");
         s.agent_line(once.as_bytes(), 6);
-        let mut v = json!({"type":"answer","id":"2","decision":"allow","scope":"session"});
+        let mut v = json!({"type":"answer","id":"2","decision":"allow","scope":"always"});
         assert!(matches!(s.input(serde_json::from_value(v.clone()).unwrap(), 7), Err(Refused::Invalid(_))));
         v["scope"] = json!("once");
         assert!(s.input(serde_json::from_value(v).unwrap(), 7).is_ok());

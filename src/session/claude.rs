@@ -68,6 +68,193 @@ pub fn check_mode(mode: &str, grant_all: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Where a permission update of claude's lives once applied: `session`
+/// (or `cliArg`) ends with the session; a settings file is saved by claude.
+pub fn persistent_destination(d: Option<&str>) -> bool {
+    matches!(d, Some("userSettings" | "projectSettings" | "localSettings"))
+}
+
+/// One of claude's `permission_suggestions`, judged: what it does, whether
+/// runwire applies it (`dropped`: why not), and whether claude would save
+/// it to a settings file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// The suggestion as claude sent it.
+    pub raw: Value,
+    /// What it does, in words (for the card).
+    pub effect: String,
+    /// Why runwire does not apply it (it needs `--grant-all`), if so.
+    pub dropped: Option<String>,
+    /// Claude saves it to a settings file (`userSettings`,
+    /// `projectSettings`, `localSettings`) when applied with its own destination.
+    pub persistent: bool,
+}
+
+/// A rule's content that matches any input (`*`, `:*`, `**`, blank…).
+fn matches_anything(content: &str) -> bool {
+    content.chars().all(|c| matches!(c, '*' | ':' | '/' | '.' | ' ' | '\t'))
+}
+
+/// `dir` (absolute, or relative to `worktree`) is the worktree or under it,
+/// read lexically with `..` resolved (a path that climbs out is outside).
+fn inside(dir: &str, worktree: &std::path::Path) -> bool {
+    use std::path::{Component, PathBuf};
+    let p = std::path::Path::new(dir);
+    let joined = if p.is_absolute() { p.to_path_buf() } else { worktree.join(p) };
+    let mut norm = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                if !norm.pop() {
+                    return false;
+                }
+            }
+            Component::CurDir => {}
+            other => norm.push(other.as_os_str()),
+        }
+    }
+    !dir.is_empty() && norm.starts_with(worktree)
+}
+
+fn rule_text(r: &Value) -> String {
+    let tool = r.get("toolName").and_then(Value::as_str).unwrap_or("?");
+    match r.get("ruleContent").and_then(Value::as_str) {
+        Some(c) => format!("{tool}({c})"),
+        None => format!("{tool} (any call)"),
+    }
+}
+
+/// Claude's `permission_suggestions` judged for a session with `grant_all`
+/// working in `worktree`: kept are claude's own "allow edits this session"
+/// (`setMode acceptEdits`, or another mode that asks no less), rules that
+/// name a command or path (`Bash(npm test:*)`), rules that deny or ask,
+/// directories inside the worktree and removals of grants; the rest (mode
+/// `bypassPermissions` or `auto`, a rule with no `ruleContent` or one that
+/// matches any input, a directory outside the worktree, replacing or
+/// removing deny/ask rules, kinds runwire does not know) need `--grant-all`
+/// and are dropped without it. The interrupt shows this list; an answer
+/// applies exactly the kept ones.
+pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std::path::Path) -> Vec<Update> {
+    suggestions
+        .iter()
+        .map(|s| {
+            let kind = s.get("type").and_then(Value::as_str).unwrap_or_default();
+            let behavior = s.get("behavior").and_then(Value::as_str).unwrap_or("allow");
+            let rules: Vec<&Value> =
+                s.get("rules").and_then(Value::as_array).map(|r| r.iter().collect()).unwrap_or_default();
+            let dirs: Vec<&str> = s
+                .get("directories")
+                .and_then(Value::as_array)
+                .map(|d| d.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let list = |v: Vec<String>| v.join(", ");
+            let (effect, risky): (String, Option<String>) = match kind {
+                "setMode" => {
+                    let mode = s.get("mode").and_then(Value::as_str).unwrap_or_default();
+                    let effect = match canonical_mode(mode) {
+                        "acceptEdits" => "switch the session to acceptEdits: file edits run without asking".to_string(),
+                        m => format!("switch the session to permission mode {m}"),
+                    };
+                    let risky = match canonical_mode(mode) {
+                        "default" | "acceptEdits" | "plan" | "dontAsk" => None,
+                        m => Some(format!("permission mode {m} runs tool calls without asking")),
+                    };
+                    (effect, risky)
+                }
+                "addRules" | "replaceRules" => {
+                    let texts = list(rules.iter().map(|r| rule_text(r)).collect());
+                    let verb = if kind == "addRules" { "add" } else { "replace the rules with" };
+                    let effect = format!("{verb} {behavior} rule(s) {texts}");
+                    let broad = rules
+                        .iter()
+                        .find(|r| r.get("ruleContent").and_then(Value::as_str).map_or(true, matches_anything));
+                    let risky = if kind == "replaceRules" && behavior != "allow" {
+                        Some(format!("replacing the {behavior} rules can remove them"))
+                    } else if behavior != "allow" {
+                        None
+                    } else if rules.is_empty() {
+                        Some("an allow update that names no rule".to_string())
+                    } else {
+                        broad.map(|r| format!("{} allows every call of the tool", rule_text(r)))
+                    };
+                    (effect, risky)
+                }
+                "removeRules" => {
+                    let effect =
+                        format!("remove {behavior} rule(s) {}", list(rules.iter().map(|r| rule_text(r)).collect()));
+                    let risky = (behavior != "allow").then(|| format!("removing {behavior} rules allows more"));
+                    (effect, risky)
+                }
+                "addDirectories" => {
+                    let effect =
+                        format!("let the agent work in {}", list(dirs.iter().map(|d| d.to_string()).collect()));
+                    let out: Vec<&str> = dirs.iter().copied().filter(|d| !inside(d, worktree)).collect();
+                    let risky = if dirs.is_empty() {
+                        Some("a directory update that names no directory".to_string())
+                    } else {
+                        (!out.is_empty())
+                            .then(|| format!("{} is outside the worktree {}", out.join(", "), worktree.display()))
+                    };
+                    (effect, risky)
+                }
+                "removeDirectories" => {
+                    (format!("stop the agent working in {}", list(dirs.iter().map(|d| d.to_string()).collect())), None)
+                }
+                other => (
+                    format!("an update of kind {other:?}"),
+                    Some(format!("runwire does not know updates of kind {other:?}")),
+                ),
+            };
+            let dropped = risky.filter(|_| !grant_all).map(|why| format!("{why}: it needs --grant-all"));
+            let persistent = persistent_destination(s.get("destination").and_then(Value::as_str));
+            Update { raw: s.clone(), effect, dropped, persistent }
+        })
+        .collect()
+}
+
+/// The updates a `scope` applies: for the session, the kept ones with
+/// their destination set to `session`; always, the kept ones as claude
+/// suggested them (settings files included: saved by claude).
+pub fn updates_for(updates: &[Update], scope: Scope) -> Vec<Value> {
+    updates
+        .iter()
+        .filter(|u| u.dropped.is_none())
+        .filter_map(|u| {
+            let mut v = u.raw.clone();
+            match scope {
+                Scope::Once => return None,
+                Scope::Session => {
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("destination".into(), json!("session"));
+                    }
+                }
+                Scope::Always => {}
+            }
+            Some(v)
+        })
+        .collect()
+}
+
+/// The scopes a claude request offers beyond `once`: `session` when some
+/// update is kept, `always` when a kept one is saved by claude.
+pub fn scopes(updates: &[Update]) -> Vec<Scope> {
+    let kept: Vec<&Update> = updates.iter().filter(|u| u.dropped.is_none()).collect();
+    let mut s = vec![Scope::Once];
+    if !kept.is_empty() {
+        s.push(Scope::Session);
+    }
+    if kept.iter().any(|u| u.persistent) {
+        s.push(Scope::Always);
+    }
+    s
+}
+
+/// The directory claude works in (it runs in runwire's own): the worktree
+/// `addDirectories` is held to.
+pub fn worktree() -> std::path::PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/nonexistent"))
+}
+
 /// Claude settings for a session.
 #[derive(Debug, Clone)]
 pub struct ClaudeOptions {
@@ -225,23 +412,21 @@ impl Agent for Claude {
                 }
                 r.insert("behavior".into(), json!("allow"));
                 r.insert("updatedInput".into(), input);
-                if a.scope == Some(Scope::Session) {
-                    // The agent's own suggested rules, kept for this session only.
-                    let rules: Vec<Value> = req
-                        .suggestions
-                        .iter()
-                        .flatten()
-                        .cloned()
-                        .map(|mut s| {
-                            if let Some(o) = s.as_object_mut() {
-                                o.insert("destination".into(), json!("session"));
-                            }
-                            s
-                        })
-                        .collect();
-                    r.insert("updatedPermissions".into(), Value::Array(rules));
+                let scope = a.scope.unwrap_or(Scope::Once);
+                if scope != Scope::Once {
+                    // Exactly the updates the interrupt showed as kept
+                    // (`permission_updates`): for the session, or as claude
+                    // would save them.
+                    let all = permission_updates(
+                        req.suggestions.as_deref().unwrap_or_default(),
+                        self.opts.grant_all,
+                        &worktree(),
+                    );
+                    r.insert("updatedPermissions".into(), Value::Array(updates_for(&all, scope)));
                 }
-                r.insert("decisionClassification".into(), json!("user_temporary"));
+                // The SDK's classification: an always-allow is permanent.
+                let class = if scope == Scope::Always { "user_permanent" } else { "user_temporary" };
+                r.insert("decisionClassification".into(), json!(class));
             }
             D::Deny | D::Cancelled | D::Expired => {
                 r.insert("behavior".into(), json!("deny"));
@@ -263,6 +448,25 @@ impl Agent for Claude {
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         check_mode(mode, self.opts.grant_all)
     }
+
+    fn check_answer(&self, req: &InputRequest, a: &super::AnswerInput) -> Result<(), String> {
+        check_scope(req, a, self.opts.grant_all)
+    }
+}
+
+/// An allow's scope must be one the request offered ([`scopes`]): for the
+/// session only when some suggested update is kept, always only when a kept
+/// one is saved by claude.
+pub fn check_scope(req: &InputRequest, a: &super::AnswerInput, grant_all: bool) -> Result<(), String> {
+    let Some(scope) = a.scope.filter(|s| *s != Scope::Once) else { return Ok(()) };
+    let all = permission_updates(req.suggestions.as_deref().unwrap_or_default(), grant_all, &worktree());
+    if scopes(&all).contains(&scope) {
+        return Ok(());
+    }
+    Err(match scope {
+        Scope::Always => "claude suggested nothing it would save for this request: allow it once or for the session".to_string(),
+        _ => "claude suggested no update runwire applies for this request (see the interrupt's permissionUpdates): allow it once".to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -432,6 +636,60 @@ mod tests {
         assert_eq!(r["updatedInput"], json!({"command": "ls -a"}));
         assert_eq!(r["updatedPermissions"][0]["destination"], "session");
         assert_eq!(r["updatedPermissions"][0]["rules"][0]["ruleContent"], "ls");
+    }
+
+    /// A batch of answers (an AG-UI resume) is one unit: one refused
+    /// entry refuses all and nothing is written; a good batch writes every
+    /// answer in one step.
+    #[test]
+    fn answers_are_all_or_nothing() {
+        let mut s = session();
+        s.agent_line(BASH.as_bytes(), 0);
+        s.agent_line(PLAN.as_bytes(), 0);
+        let a = |id: &str, mode: Option<&str>| {
+            let mut v = json!({"id": id, "decision": "allow"});
+            if let Some(m) = mode {
+                v["mode"] = json!(m);
+            }
+            serde_json::from_value::<super::super::AnswerInput>(v).unwrap()
+        };
+        let bad = Input::Answers(vec![a("b1", None), a("p1", Some("bypassPermissions"))]);
+        let e = s.input(bad, 1).unwrap_err();
+        assert!(e.to_string().contains("p1") && e.to_string().contains("--grant-all"), "{e}");
+        assert_eq!(s.pending().count(), 2, "nothing was answered");
+        let st = s.input(Input::Answers(vec![a("b1", None), a("p1", Some("acceptEdits"))]), 2).unwrap();
+        assert_eq!((st.to_agent.len(), st.answered.len(), s.pending().count()), (3, 2, 0));
+        // A replay of the same batch sends nothing.
+        let st = s.input(Input::Answers(vec![a("b1", None), a("p1", Some("acceptEdits"))]), 3).unwrap();
+        assert!(st.replayed && st.to_agent.is_empty());
+    }
+
+    /// Only the suggestions runwire keeps are applied: for the session with
+    /// destination `session`; always with claude's own destinations and
+    /// `user_permanent`; a scope nothing supports is refused.
+    #[test]
+    fn session_and_always_apply_only_the_kept_updates() {
+        let planted = r#"{"type":"control_request","request_id":"b2","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"npm test"},"permission_suggestions":[{"type":"setMode","mode":"bypassPermissions","destination":"session"},{"type":"addDirectories","directories":["/"],"destination":"session"},{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"npm test:*"}],"behavior":"allow","destination":"projectSettings"}],"tool_use_id":"tu9"}}"#;
+        let mut s = session();
+        s.agent_line(planted.as_bytes(), 0);
+        let st = input(&mut s, r#"{"type":"answer","id":"b2","decision":"allow","scope":"always"}"#).unwrap();
+        let r = &json_of(&st.to_agent[0])["response"]["response"];
+        assert_eq!(r["decisionClassification"], "user_permanent");
+        assert_eq!(
+            r["updatedPermissions"],
+            json!([{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"npm test:*"}],"behavior":"allow","destination":"projectSettings"}])
+        );
+        // Nothing kept: neither session nor always is offered.
+        let bare = planted.replace("b2", "b3").replace(r#",{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"npm test:*"}],"behavior":"allow","destination":"projectSettings"}"#, "");
+        s.agent_line(bare.as_bytes(), 1);
+        for scope in ["session", "always"] {
+            let l = format!(r#"{{"type":"answer","id":"b3","decision":"allow","scope":"{scope}"}}"#);
+            assert!(matches!(input(&mut s, &l), Err(Refused::Invalid(_))), "{scope}");
+        }
+        let st = input(&mut s, r#"{"type":"answer","id":"b3","decision":"allow"}"#).unwrap();
+        let r = &json_of(&st.to_agent[0])["response"]["response"];
+        assert!(r.get("updatedPermissions").is_none(), "{r}");
+        assert_eq!(r["decisionClassification"], "user_temporary");
     }
 
     #[test]

@@ -499,16 +499,59 @@ pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
     if a.updated_input.is_some() {
         return Err("codex runs the request as asked: it takes no edited input (allow or deny it)".into());
     }
-    if req.kind == InputKind::ToolApproval && a.scope == Some(Scope::Session) {
+    if req.kind == InputKind::ToolApproval {
         let available = req.suggestions.clone().unwrap_or_default();
-        if !available.iter().any(|x| x.as_str() == Some("acceptForSession")) {
-            return Err(format!(
-                "codex did not offer to allow this for the session (it offered {})",
-                Value::Array(available)
-            ));
+        let missing = match a.scope {
+            Some(Scope::Session) => !available.iter().any(|x| x.as_str() == Some("acceptForSession")),
+            Some(Scope::Always) => amendment(&available).is_none(),
+            _ => false,
+        };
+        if missing {
+            let what = if a.scope == Some(Scope::Always) {
+                "always (an execpolicy or network amendment)"
+            } else {
+                "for the session"
+            };
+            return Err(format!("codex did not offer to allow this {what} (it offered {})", Value::Array(available)));
         }
     }
     Ok(())
+}
+
+/// The first persistent grant among codex's `availableDecisions`: an object
+/// decision (`{"acceptWithExecpolicyAmendment": …}`, its "always allow this
+/// command"; `{"applyNetworkPolicyAmendment": …}`), which codex saves.
+pub fn amendment(available: &[Value]) -> Option<&Value> {
+    available.iter().find(|d| d.as_object().is_some_and(|o| o.len() == 1))
+}
+
+/// What a codex decision of `availableDecisions` grants, in words (for the card).
+pub fn decision_effect(d: &Value) -> Option<(Scope, String)> {
+    match d {
+        Value::String(s) if s == "accept" => Some((Scope::Once, "accept: run it this once".into())),
+        Value::String(s) if s == "acceptForSession" => {
+            Some((Scope::Session, "acceptForSession: allow it for the rest of this session".into()))
+        }
+        Value::Object(o) => {
+            let (k, v) = o.iter().next()?;
+            let what = match k.as_str() {
+                "acceptWithExecpolicyAmendment" => {
+                    let prefix = v
+                        .get("execpolicy_amendment")
+                        .and_then(Value::as_array)
+                        .map(|p| p.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "));
+                    format!(
+                        "always allow commands starting with {:?}, saved by the agent (execpolicy)",
+                        prefix.unwrap_or_default()
+                    )
+                }
+                "applyNetworkPolicyAmendment" => format!("always apply the network rule {v}, saved by the agent"),
+                other => format!("{other} {v}, saved by the agent"),
+            };
+            Some((Scope::Always, what))
+        }
+        _ => None,
+    }
 }
 
 /// A dynamic tool's result: one text item.
@@ -604,12 +647,18 @@ impl Agent for Codex {
                 let offered = |d: &str| available.iter().any(|x| x.as_str() == Some(d));
                 let decision = match a.decision {
                     Decision::Allow if a.scope == Some(Scope::Session) && offered("acceptForSession") => {
-                        "acceptForSession"
+                        json!("acceptForSession")
                     }
-                    Decision::Allow | Decision::Answer => "accept",
+                    // The persistent grant codex offered, as it offered it.
+                    Decision::Allow if a.scope == Some(Scope::Always) && amendment(&available).is_some() => {
+                        amendment(&available).cloned().unwrap_or_else(|| json!("accept"))
+                    }
+                    Decision::Allow | Decision::Answer => json!("accept"),
                     // The session ended (or the turn was abandoned): stop the turn too.
-                    Decision::Cancelled => "cancel",
-                    Decision::Deny | Decision::Expired => "decline",
+                    Decision::Cancelled => json!("cancel"),
+                    // Not `cancel`, which aborts the whole turn: codex takes
+                    // `decline` whether or not it listed it.
+                    Decision::Deny | Decision::Expired => json!("decline"),
                 };
                 json!({"decision": decision})
             }
@@ -852,6 +901,28 @@ mod tests {
         assert!(matches!(s.input(ans("allow", Some("session")), 6), Err(Refused::Invalid(_))));
         let st = s.input(ans("deny", None), 6).unwrap();
         assert_eq!(parse(&st.to_agent[0]), json!({"jsonrpc":"2.0","id":0,"result":{"decision":"decline"}}));
+    }
+
+    /// `scope: "always"` is codex's own "always allow this command": the
+    /// amendment it offered, sent back as offered; refused where it offered none.
+    #[test]
+    fn always_sends_the_amendment_codex_offered() {
+        let (mut s, _) = session();
+        s.agent_line(APPROVAL.as_bytes(), 5);
+        let always = |id: &str| {
+            serde_json::from_value::<Input>(json!({"type":"answer","id":id,"decision":"allow","scope":"always"}))
+                .unwrap()
+        };
+        let st = s.input(always("0"), 6).unwrap();
+        assert_eq!(
+            parse(&st.to_agent[0])["result"]["decision"],
+            json!({"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch"]}})
+        );
+        let plain = APPROVAL
+            .replace(r#""id":0"#, r#""id":1"#)
+            .replace(r#",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}}"#, "");
+        s.agent_line(plain.as_bytes(), 7);
+        assert!(matches!(s.input(always("1"), 8), Err(Refused::Invalid(_))));
     }
 
     #[test]

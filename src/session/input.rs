@@ -35,6 +35,11 @@ pub enum Input {
     /// (answer it first); with `interrupt`, the running turn is
     /// interrupted first and the message starts the next.
     Steer(SteerInput),
+    /// Several answers as one unit (an AG-UI resume): every one is checked
+    /// before any is written, then all are written as one piece, or none
+    /// is. In-process only (the server's): not a line of the input format.
+    #[serde(skip)]
+    Answers(Vec<AnswerInput>),
 }
 
 /// `{"type":"steer","text":…,"interrupt"?:bool}`.
@@ -56,6 +61,7 @@ impl Input {
         const ENVELOPE: usize = 512;
         match self {
             Input::Message(MessageInput { text, .. }) | Input::Steer(SteerInput { text, .. }) => text.len() + ENVELOPE,
+            Input::Answers(all) => all.iter().map(|a| Input::Answer(a.clone()).size()).sum(),
             other => serde_json::to_vec(other).map_or(0, |v| v.len()) + ENVELOPE,
         }
     }

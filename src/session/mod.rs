@@ -507,6 +507,12 @@ impl<A: Agent> Session<A> {
                     s
                 })
             }
+            Input::Answers(all) => {
+                return self.answers(all, now_ms).map(|mut s| {
+                    s.ack = if s.replayed { Ack::Replay } else { Ack::Taken };
+                    s
+                })
+            }
             Input::Interrupt(_) => {
                 if self.phase == Phase::Turn {
                     self.agent.interrupt(&mut s.to_agent);
@@ -586,28 +592,56 @@ impl<A: Agent> Session<A> {
     }
 
     fn answer(&mut self, a: AnswerInput, now_ms: i64) -> Result<Step, Refused> {
-        let mut s = Step::default();
+        self.answers(vec![a], now_ms)
+    }
+
+    /// Checks one answer without changing anything: `None` for a replay
+    /// (nothing to send), else the record of it.
+    fn check_one(&self, a: &AnswerInput, now_ms: i64) -> Result<Option<InputAnswer>, Refused> {
         let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else {
             return match self.closed(&a.id) {
-                None => Err(Refused::Unknown(a.id)),
+                None => Err(Refused::Unknown(a.id.clone())),
                 Some(prev) if prev.decision == Decision::Expired && a.decision != input::Decision::Cancelled => {
-                    Err(Refused::Expired(a.id))
+                    Err(Refused::Expired(a.id.clone()))
                 }
                 // Abandoning what is already closed changes nothing.
-                Some(_) if a.decision == input::Decision::Cancelled => Ok(Step { replayed: true, ..s }),
-                Some(prev) if same_answer(prev, &a) => Ok(Step { replayed: true, ..s }),
-                Some(prev) => Err(Refused::Decided { id: a.id, previous: prev.decision }),
+                Some(_) if a.decision == input::Decision::Cancelled => Ok(None),
+                Some(prev) if same_answer(prev, a) => Ok(None),
+                Some(prev) => Err(Refused::Decided { id: a.id.clone(), previous: prev.decision }),
             };
         };
         let req = &self.pending[i].0;
-        let answer = self.check(req, &a, now_ms)?;
+        let answer = self.check(req, a, now_ms)?;
+        let named = |why: String| Refused::Invalid(format!("request {:?}: {why}", a.id));
         if let Some(m) = &a.mode {
-            self.agent.check_mode(m).map_err(Refused::Invalid)?;
+            self.agent.check_mode(m).map_err(named)?;
         }
-        self.agent.check_answer(req, &a).map_err(Refused::Invalid)?;
-        let (req, _) = self.pending.remove(i);
-        self.agent.answer(&req, &answer, a.mode.as_deref(), &mut s.to_agent);
-        self.close(answer, &mut s);
+        self.agent.check_answer(req, a).map_err(named)?;
+        Ok(Some(answer))
+    }
+
+    /// Answers as one unit: every one is checked first (a refusal of any
+    /// refuses all, and nothing is written), then each is written, in order,
+    /// in one step (so the writer queues them as one piece).
+    fn answers(&mut self, all: Vec<AnswerInput>, now_ms: i64) -> Result<Step, Refused> {
+        let mut s = Step::default();
+        let mut checked = Vec::with_capacity(all.len());
+        for (n, a) in all.iter().enumerate() {
+            if all[..n].iter().any(|b| b.id == a.id) {
+                return Err(Refused::Invalid(format!("request {:?} is answered twice in one input", a.id)));
+            }
+            checked.push(self.check_one(a, now_ms)?);
+        }
+        let mut sent = false;
+        for (a, answer) in all.into_iter().zip(checked) {
+            let Some(answer) = answer else { continue };
+            let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else { continue };
+            let (req, _) = self.pending.remove(i);
+            self.agent.answer(&req, &answer, a.mode.as_deref(), &mut s.to_agent);
+            self.close(answer, &mut s);
+            sent = true;
+        }
+        s.replayed = !sent;
         Ok(s)
     }
 
@@ -802,7 +836,7 @@ pub fn answer_label(q: &Question, v: &Value) -> Result<String, String> {
 /// different answer to the same questions is one (it used to compare the
 /// questions only, which was enough while every answer had to be a label
 /// and a wrong one was refused first; free text made it visible).
-fn same_answer(prev: &InputAnswer, a: &AnswerInput) -> bool {
+pub(crate) fn same_answer(prev: &InputAnswer, a: &AnswerInput) -> bool {
     let decision: Decision = a.decision.into();
     let sent = |v: &Value| match v {
         Value::Array(xs) => {

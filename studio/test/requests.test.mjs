@@ -67,6 +67,28 @@ test('approve, approve with edits, approve for the session, deny: resume entries
   assert.match(decide(c, { type: 'answer', answers: {} }).error, /only a question/);
 });
 
+test('the card offers only the scopes the interrupt offers, and says what was dropped', () => {
+  const acp = {
+    ...toolInterrupt,
+    id: 'rw-acp',
+    responseSchema: { type: 'object', properties: { approved: { type: 'boolean' }, scope: { type: 'string', enum: ['once', 'always'] } }, required: ['approved'] },
+    metadata: { runwire: { kind: 'tool_approval', tool: 'execute', scopes: { once: 'allow_once', always: 'always, saved by the agent (its "Allow always" option)' } } },
+  };
+  const c = fromInterrupt(acp);
+  assert.equal(c.editable, false);
+  assert.equal(c.tellsReason, false);
+  assert.equal(c.scopes.session, null);
+  assert.match(c.scopes.always, /saved by the agent/);
+  assert.match(decide(c, { type: 'approve', scope: 'session' }).error, /no “session” grant/);
+  const always = decide(c, { type: 'approve', scope: 'always' });
+  assert.deepEqual(resumeEntry(c, always).payload, { approved: true, scope: 'always' });
+  assert.equal(decisionText(always), 'Approved always (saved by the agent).');
+  const claude = fromInterrupt({ ...toolInterrupt, metadata: { runwire: { ...toolInterrupt.metadata.runwire, droppedUpdates: '1 of the agent\'s suggested permission update(s) will not be applied: permission mode bypassPermissions runs tool calls without asking: it needs --grant-all' } } });
+  assert.match(claude.dropped, /bypassPermissions/);
+  assert.equal(claude.scopes.always, null);
+  assert.equal(claude.scopes.session, 'for this session');
+});
+
 test('a question needs one answer per question; multi-select takes several', () => {
   const c = fromInterrupt(questionInterrupt);
   assert.equal(c.kind, 'question');

@@ -55,10 +55,23 @@ function card(fields) {
   };
 }
 
+/**
+ * The scopes an interrupt offers beyond "once" (its responseSchema's scope
+ * enum), each with what it grants in words (metadata.runwire.scopes):
+ * {session: text|null, always: text|null}; absent ones are null.
+ */
+function scopesOf(props, meta) {
+  const list = Array.isArray(obj(props?.scope)?.enum) ? props.scope.enum : [];
+  const words = obj(meta.scopes) ?? {};
+  const one = (name, dflt) => (list.includes(name) ? str(words[name]) ?? dflt : null);
+  return { session: one('session', 'for this session'), always: one('always', 'always, saved by the agent') };
+}
+
 /** A card from an AG-UI Interrupt (RUN_FINISHED.outcome.interrupts[i]); null if it is not one. */
 export function fromInterrupt(i) {
   if (!obj(i) || typeof i.id !== 'string' || typeof i.reason !== 'string') return null;
   const meta = obj(obj(i.metadata)?.runwire) ?? {};
+  const props = obj(obj(i.responseSchema)?.properties);
   return card({
     source: 'agui',
     id: i.id,
@@ -72,7 +85,12 @@ export function fromInterrupt(i) {
     message: str(i.message),
     expiresAt: str(i.expiresAt),
     // Only a schema offering editedArgs may be answered with edits.
-    editable: !!obj(obj(obj(i.responseSchema)?.properties)?.editedArgs),
+    editable: !!obj(props?.editedArgs),
+    // Each scope only where the agent offers it; the deny reason only where it reaches the agent.
+    scopes: scopesOf(props, meta),
+    tellsReason: !!obj(props?.message),
+    // Suggested grants runwire will not apply (they need --grant-all): the card says so.
+    dropped: str(meta.droppedUpdates),
   });
 }
 
@@ -92,6 +110,10 @@ export function fromInputRequest(d) {
     message: str(d.message),
     expiresAt: str(d.expires_at),
     editable: d.kind !== 'question',
+    // The task route checks the scope against what the agent offered.
+    scopes: { session: 'for this session', always: null },
+    tellsReason: true,
+    dropped: null,
   });
 }
 
@@ -115,7 +137,7 @@ export function expiresText(c, now = Date.now()) {
 
 /**
  * Reads an action into a decision, or `{error}`.
- * Actions: {type: 'approve', scope?: 'once'|'session', edited?: string (JSON text)},
+ * Actions: {type: 'approve', scope?: 'once'|'session'|'always', edited?: string (JSON text)},
  * {type: 'deny', reason?: string}, {type: 'answer', answers: {question: label | [labels]}}
  * (a label may be the person's own text where the question takes free text: at most one
  * per question, never blank; the server checks the same),
@@ -126,7 +148,9 @@ export function decide(c, action) {
   switch (action.type) {
     case 'approve': {
       if (c.kind === 'question') return { error: 'a question is answered, not approved' };
-      const d = { decision: 'allow', scope: action.scope === 'session' ? 'session' : 'once' };
+      const scope = ['session', 'always'].includes(action.scope) ? action.scope : 'once';
+      if (scope !== 'once' && !(c.scopes && c.scopes[scope])) return { error: `the agent offers no “${scope}” grant for this request` };
+      const d = { decision: 'allow', scope };
       const text = typeof action.edited === 'string' ? action.edited.trim() : '';
       if (text && text !== c.inputText.trim()) {
         let v;
@@ -177,7 +201,7 @@ export function resumeEntry(c, d) {
   else if (d.decision === 'deny') payload = { approved: false, message: d.message };
   else {
     payload = { approved: true };
-    if (d.scope === 'session') payload.scope = 'session';
+    if (d.scope === 'session' || d.scope === 'always') payload.scope = d.scope;
     if (d.input) payload.editedArgs = d.input;
   }
   return { interruptId: c.id, status: 'resolved', payload };
@@ -187,7 +211,7 @@ export function resumeEntry(c, d) {
 export function answerBody(c, d) {
   const b = { request: c.id, decision: d.decision, by: 'studio' };
   if (d.decision === 'allow') {
-    if (d.scope === 'session') b.scope = 'session';
+    if (d.scope === 'session' || d.scope === 'always') b.scope = d.scope;
     if (d.input) b.updated_input = d.input;
   }
   if (d.decision === 'deny') b.message = d.message;
@@ -195,11 +219,17 @@ export function answerBody(c, d) {
   return b;
 }
 
+function scopeWords(scope) {
+  if (scope === 'session') return ' for the session';
+  if (scope === 'always') return ' always (saved by the agent)';
+  return '';
+}
+
 /** Words for a decision, shown on the card once it is answered. */
 export function decisionText(d) {
   switch (d.decision) {
     case 'allow':
-      return `Approved${d.scope === 'session' ? ' for the session' : ''}${d.input ? ' with edits' : ''}.`;
+      return `Approved${scopeWords(d.scope)}${d.input ? ' with edits' : ''}.`;
     case 'deny':
       return `Denied: ${d.message}`;
     case 'answer':
@@ -293,7 +323,7 @@ export function recordLine(c, d, { at = null, by = null } = {}) {
   let tail = '';
   switch (d.decision) {
     case 'allow':
-      lead = `Approved${d.scope === 'session' ? ' for the session' : ''}`;
+      lead = `Approved${scopeWords(d.scope)}`;
       if (d.input) tail = ' with edits';
       break;
     case 'deny':

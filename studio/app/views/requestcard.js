@@ -52,15 +52,25 @@ export class RequestCardView {
           h('details.request-suggestions', null, h('summary', null, 'The agent’s suggestion'), h('pre', null, JSON.stringify(card.suggestions, null, 2))),
         );
       }
+      // Suggested grants runwire drops (they need --grant-all): said, never silently applied.
+      if (card.dropped) body.push(h('p.request-dropped', { role: 'note' }, `Not applied: ${card.dropped}`));
       const reasonId = nextId('req-reason');
-      this.reason = h('input', { id: reasonId, type: 'text', name: 'reason', placeholder: 'Why (told to the agent)', maxlength: '2000' });
+      const told = card.tellsReason !== false;
+      this.reason = h('input', { id: reasonId, type: 'text', name: 'reason', placeholder: told ? 'Why (told to the agent)' : 'Why (kept in the record; this agent is not told)', maxlength: '2000' });
       const approve = h('button.primary', { type: 'submit', 'data-action': 'approve' }, 'Approve');
-      const session = h('button', { type: 'button', 'data-action': 'approve-session', onclick: () => this.send({ type: 'approve', scope: 'session', edited: this.input.value }) }, 'Approve for session');
+      const scopes = card.scopes ?? { session: 'for this session', always: null };
+      const session = scopes.session
+        ? h('button', { type: 'button', 'data-action': 'approve-session', title: scopes.session, onclick: () => this.send({ type: 'approve', scope: 'session', edited: this.input.value }) }, 'Approve for session')
+        : null;
+      const always = scopes.always
+        ? h('button', { type: 'button', 'data-action': 'approve-always', title: scopes.always, onclick: () => this.send({ type: 'approve', scope: 'always', edited: this.input.value }) }, 'Always allow (saved by the agent)')
+        : null;
       const deny = h('button.danger', { type: 'button', 'data-action': 'deny', onclick: () => this.send({ type: 'deny', reason: this.reason.value }) }, 'Deny');
-      this.buttons.push(approve, session, deny);
+      const actions = [approve, session, always, deny].filter(Boolean);
+      this.buttons.push(...actions);
       body.push(
         h('div.request-deny', null, h('label', { for: reasonId }, 'Reason for a denial'), this.reason),
-        h('div.request-actions', null, approve, session, deny),
+        h('div.request-actions', null, ...actions),
       );
     }
     this.form = h(
