@@ -188,7 +188,14 @@ pub fn run_bounded(program: &Path, args: &[&str], timeout: Duration, cap: usize)
     use nix::sys::signal::{killpg, Signal};
     use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
     use nix::unistd::Pid;
-    let mut child = Command::new(program)
+    let mut cmd = Command::new(program);
+    // SAFETY: prctl(2) is async-signal-safe; it only sets the child's own
+    // parent-death signal, so the program goes if this thread does (a
+    // server stopped while it answers).
+    unsafe {
+        cmd.pre_exec(|| nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from));
+    }
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

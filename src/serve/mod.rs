@@ -418,15 +418,7 @@ impl Shared {
 /// usual name, as the wrappers and `runwire-session` look for it) is not an
 /// executable file nor on `$PATH`. Only a warning: it may be installed later.
 fn agent_missing(args: &Args, cfg: &Config) -> Option<String> {
-    if args.demo || args.replay.is_some() || args.agent.is_none() {
-        return None;
-    }
-    // In batch mode --agent-cmd replaces the wrapper, which finds its own agent.
-    if args.agent_cmd.is_some() && !cfg.interactive {
-        return None;
-    }
-    let interactive = Config { interactive: true, engine: args.agent_cmd.clone(), ..cfg.clone() };
-    let program = interactive::agent_program(&interactive)?;
+    let program = agent_program(args, cfg)?;
     if executable(&program) {
         return None;
     }
@@ -440,6 +432,20 @@ fn agent_missing(args: &Args, cfg: &Config) -> Option<String> {
         format!("the {agent} CLI (set ${var} or put it on PATH)")
     };
     Some(format!("{from}: {program:?} not found or not executable; every run will fail until it is"))
+}
+
+/// The agent program a run would start, when there is one to check: none
+/// for the demo, a replay, or `--agent-cmd` in batch mode (it replaces the
+/// wrapper, which finds its own agent).
+fn agent_program(args: &Args, cfg: &Config) -> Option<String> {
+    if args.demo || args.replay.is_some() || args.agent.is_none() {
+        return None;
+    }
+    if args.agent_cmd.is_some() && !cfg.interactive {
+        return None;
+    }
+    let interactive = Config { interactive: true, engine: args.agent_cmd.clone(), ..cfg.clone() };
+    interactive::agent_program(&interactive)
 }
 
 /// `bytes` percent-encoded for a URL fragment the studio reads with
@@ -488,6 +494,15 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     }
     if let Some(why) = agent_missing(args, &cfg) {
         cli::report(BIN, format!("warning: {why}"));
+    } else if let Some(program) = agent_program(args, &cfg) {
+        // Its version, as `runs doctor` reads it: off the start-up path (a
+        // CLI may take a while to answer `--version`), warned when untested.
+        let adapter = cfg.adapter;
+        std::thread::spawn(move || {
+            if let Some(why) = crate::doctor::untested_warning(adapter, &program) {
+                cli::report(BIN, format!("warning: {why}"));
+            }
+        });
     }
     // Evidence is read per request (it may appear later), so a missing path only warns.
     if let Some(e) = cfg.evidence.as_ref().filter(|e| !e.exists()) {
