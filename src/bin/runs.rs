@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 const BIN: &str = "runs";
 
-/// List, show, register, remove and reap runs ($HARNESS_HOME/runs, default ~/.harness/runs): a table on a terminal, JSON lines otherwise.
+/// List, show, register, remove and reap runs ($HARNESS_HOME/runs, default ~/.harness/runs): a table on a terminal, JSON lines otherwise. `runs doctor`: are the agent CLIs ready?
 #[derive(Parser, Debug)]
 #[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task, or a run not removed (live, or not found), or (doctor) an agent not ready; 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
 struct Args {
