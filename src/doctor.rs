@@ -665,6 +665,7 @@ mod tests {
 
     #[test]
     fn every_agent_of_the_matrix_is_known_and_the_table_renders() {
+        assert!(!tested().is_empty(), "realagents/tested.json does not parse");
         for name in tested().keys() {
             assert!(spec(name).is_some(), "{name} of realagents/tested.json is not an agent of the doctor");
         }
