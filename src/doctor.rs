@@ -304,7 +304,10 @@ pub fn read_version(spec: &AgentSpec, program: &Path) -> Result<(String, String)
     if spec.version_from == VersionFrom::Flag {
         match run_bounded(program, &["--version"], VERSION_TIMEOUT, VERSION_CAP) {
             Ok(r) if r.timed_out => why.push(format!("--version gave no answer within {}s", VERSION_TIMEOUT.as_secs())),
-            Ok(r) if r.code == Some(0) => match parse_version(&String::from_utf8_lossy(&r.stdout)) {
+            // On stdout; a CLI that prints it on stderr is read there.
+            Ok(r) if r.code == Some(0) => match parse_version(&String::from_utf8_lossy(&r.stdout))
+                .or_else(|| parse_version(&String::from_utf8_lossy(&r.stderr)))
+            {
                 Some(v) => return Ok((v, "--version".into())),
                 None => why.push("--version printed no version".into()),
             },

@@ -225,6 +225,17 @@ fn a_version_flag_that_fails_says_why() {
     let c = agent(&v, "claude");
     assert_eq!(c["version_status"], "unknown");
     assert!(c["missing"].to_string().contains("--version exited 2: error: unexpected argument"), "{c}");
+    // A version printed on stderr is read there; cursor-agent is in no matrix.
+    w.script("cursor-agent", "echo '2025.09.18-7ae6800' >&2");
+    let (code, v) = doctor_json(&w, &["cursor-agent"]);
+    assert_eq!(code, 1);
+    let c = agent(&v, "cursor");
+    assert_eq!(
+        (c["version"].as_str(), c["version_status"].as_str()),
+        (Some("2025.09.18-7ae6800"), Some("not in the matrix")),
+        "{c}"
+    );
+    assert!(c["missing"].to_string().contains("untested: cursor is not in the real-agent matrix"), "{c}");
 }
 
 #[test]
@@ -305,6 +316,11 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let out = w.doctor(&["--capabilities", "claude"]);
     assert_eq!(out.status.code(), Some(2));
+    // Not a terminal: one JSON object unless --table.
+    let out = w.doctor(&["claude"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON when stdout is not a terminal");
+    assert_eq!(v["ready"], false);
     let help = w.doctor(&["--help"]);
     assert_eq!(help.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&help.stdout).contains("Exit status: 0 every agent named is ready"));
