@@ -11,6 +11,7 @@ pub mod arrival;
 pub mod cli;
 pub mod demo;
 pub mod dialect;
+pub mod doctor;
 pub mod events;
 pub mod hash;
 pub mod lines;

@@ -119,6 +119,49 @@ fn wrapper_output_normalizes_to_an_exit_event_with_the_session() {
     }
 }
 
+/// codex.sh outside a git work tree: `--skip-git-repo-check` only when the
+/// caller asks for it (`RUNWIRE_CODEX_SKIP_GIT_REPO_CHECK=1`), for a new
+/// turn and a resumed one; the stub engine logs the arguments it got.
+#[test]
+#[cfg_attr(not(tool = "bash"), ignore = "needs bash: apt-get install bash")]
+fn codex_skips_its_git_repo_check_only_when_asked() {
+    support::need(&["bash"]);
+    let dir = support::scratch("codex-skip-git");
+    let log = dir.join("argv");
+    let run = |skip: Option<&str>, extra: &[&str]| {
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = Process::new("bash");
+        cmd.arg(root().join("wrappers/codex.sh"))
+            .args(["--prompt", "say hi", "--cwd"])
+            .arg(&dir)
+            .args(extra)
+            .env("RUNWIRE_CODEX_BIN", root().join("fixtures/stub-engines/codex"))
+            .env("STUB_MODE", "ok")
+            .env("STUB_ARGV_LOG", &log)
+            .env_remove("STUB_STREAM")
+            .env_remove("STUB_DELAY")
+            .env_remove("RUNWIRE_CODEX_SKIP_GIT_REPO_CHECK");
+        if let Some(v) = skip {
+            cmd.env("RUNWIRE_CODEX_SKIP_GIT_REPO_CHECK", v);
+        }
+        let out = cmd.output().expect("run codex.sh");
+        assert!(out.status.success(), "codex.sh: {}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(&log).unwrap()
+    };
+    let resume = ["--resume", "7e5a0b1c-1111-4222-8333-444455556666"];
+    assert_eq!(run(None, &[]).trim_end(), "codex exec --json -- say\\ hi");
+    assert_eq!(run(Some("0"), &[]).trim_end(), "codex exec --json -- say\\ hi");
+    assert_eq!(run(Some("1"), &[]).trim_end(), "codex exec --json --skip-git-repo-check -- say\\ hi");
+    assert_eq!(
+        run(Some("1"), &resume).trim_end(),
+        "codex exec resume --json --skip-git-repo-check -- 7e5a0b1c-1111-4222-8333-444455556666 say\\ hi"
+    );
+    assert_eq!(
+        run(None, &resume).trim_end(),
+        "codex exec resume --json -- 7e5a0b1c-1111-4222-8333-444455556666 say\\ hi"
+    );
+}
+
 /// `claude.sh --interactive` over the replay stub of the recorded `approval-allow` session:
 /// the request appears in the stream, an answer written to the wrapper's stdin reaches the
 /// engine as the recording shows (the stub checks it), and the status line closes the turn.

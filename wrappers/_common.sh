@@ -76,6 +76,14 @@ EOF
   --help               this text
 
 Engine: \$$RW_BIN_VAR, else '$RW_ENGINE' on PATH.
+EOF
+    if [[ $RW_ENGINE == codex ]]; then
+        cat <<EOF
+codex exec runs only in a git work tree or a directory trusted in codex's config;
+\$RUNWIRE_CODEX_SKIP_GIT_REPO_CHECK=1 passes --skip-git-repo-check (anywhere).
+EOF
+    fi
+    cat <<EOF
 Exit: 0 success; 1 engine failure; 2 usage error; 124 timeout; 127 engine not found;
 128+N when the wrapper itself is stopped by signal N.
 See spec/WRAPPER-CONTRACT.md.

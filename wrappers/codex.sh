@@ -22,10 +22,14 @@ rw_prepare() {
         rw_prepare_interactive
         return 0
     fi
+    # codex exec refuses a directory that is neither a git work tree nor trusted in
+    # its config; passing over that check is the caller's choice, never ours.
+    local skip=()
+    [[ ${RUNWIRE_CODEX_SKIP_GIT_REPO_CHECK:-} == 1 ]] && skip=(--skip-git-repo-check)
     if [[ -n $RW_RESUME ]]; then
-        RW_ARGV=(exec resume --json -- "$RW_RESUME" "$RW_PROMPT")
+        RW_ARGV=(exec resume --json ${skip[@]+"${skip[@]}"} -- "$RW_RESUME" "$RW_PROMPT")
     else
-        RW_ARGV=(exec --json -- "$RW_PROMPT")
+        RW_ARGV=(exec --json ${skip[@]+"${skip[@]}"} -- "$RW_PROMPT")
     fi
 }
 

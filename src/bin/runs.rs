@@ -1,7 +1,8 @@
 //! `runs list|show|task|register|reap|rm|prune|watch`: the run views of
 //! `runwire-serve`'s `GET /runs…` routes (a table on a terminal, else JSON
 //! lines), the registry's write side, removal, and the change feed
-//! (`GET /runs/events`). All logic is in `runwire::runs`.
+//! (`GET /runs/events`). All logic is in `runwire::runs`. `runs doctor`:
+//! whether the agent CLIs are ready (`runwire::doctor`).
 
 use clap::{Parser, Subcommand};
 use runwire::cli::{self, Exit};
@@ -14,9 +15,9 @@ use std::process::ExitCode;
 
 const BIN: &str = "runs";
 
-/// List, show, register, remove and reap runs ($HARNESS_HOME/runs, default ~/.harness/runs): a table on a terminal, JSON lines otherwise.
+/// List, show, register, remove and reap runs ($HARNESS_HOME/runs, default ~/.harness/runs): a table on a terminal, JSON lines otherwise. `runs doctor`: are the agent CLIs ready?
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task, or a run not removed (live, or not found); 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 success; 1 no such run or task, or a run not removed (live, or not found), or (doctor) an agent not ready; 2 usage error; 3 input or output error.\nSee runs(1) and spec/LAYOUT.md.")]
 struct Args {
     /// Default: list.
     #[command(subcommand)]
@@ -114,6 +115,27 @@ enum Cmd {
         /// Print what the feed holds past --since, then exit instead of waiting for more.
         #[arg(long)]
         no_follow: bool,
+    },
+    /// Whether each agent CLI is ready: found ($RUNWIRE_<AGENT>_BIN, else on PATH), its version the one the real-agent matrix tested (realagents/tested.json), the wrapper that will run it, its login (as far as can be told offline). A table on a terminal, else one JSON object. Exit 0 when ready, 1 when not.
+    #[command(
+        after_help = "Exit status: 0 every agent named is ready (none named: every installed one, and at least one is installed); 1 one is missing, its version untested or unknown, or its wrapper not found (cursor-agent is not in the matrix, so never ready); 2 usage error.\nLogin is never guessed: 'can't tell' does not make an agent not ready."
+    )]
+    Doctor {
+        /// Only these agents: claude, codex, cursor, claude-agent-acp, codex-acp (default: all).
+        #[arg(value_name = "AGENT")]
+        agents: Vec<String>,
+        /// The agent's program, a path or a name on PATH (as runwire-serve --agent-cmd); with one AGENT.
+        #[arg(long, value_name = "PROGRAM")]
+        agent_cmd: Option<String>,
+        /// One JSON object, {"ready": BOOL, "agents": [...]}, also on a terminal (the default when stdout is not one).
+        #[arg(long, conflicts_with = "table")]
+        json: bool,
+        /// The table, also when stdout is not a terminal.
+        #[arg(long)]
+        table: bool,
+        /// Print the real-agent matrix's capability table (markdown, realagents/capabilities.json) instead.
+        #[arg(long, conflicts_with_all = ["agents", "agent_cmd", "json", "table"])]
+        capabilities: bool,
     },
     /// Write a registry pointer (what a runner does at start); prints it.
     Register {
@@ -230,11 +252,67 @@ fn remove_runs(
     Ok(all)
 }
 
+/// `runs doctor`: each agent asked for, checked; the exit says whether all are ready.
+fn doctor(
+    o: &mut impl Write,
+    agents: Vec<String>,
+    agent_cmd: Option<String>,
+    as_json: bool,
+    capabilities: bool,
+) -> anyhow::Result<Exit> {
+    use runwire::doctor;
+    if capabilities {
+        let t = doctor::capability_table().map_err(anyhow::Error::msg)?;
+        o.write_all(t.as_bytes())?;
+        o.flush()?;
+        return Ok(Exit::Ok);
+    }
+    let mut specs = Vec::new();
+    for a in &agents {
+        match doctor::spec(a) {
+            Some(s) => specs.push(s),
+            None => return usage(format!("doctor: unknown agent {a:?} (known: {})", doctor::names())),
+        }
+    }
+    if agent_cmd.is_some() && specs.len() != 1 {
+        return usage("doctor: --agent-cmd needs exactly one AGENT".into());
+    }
+    let named = !specs.is_empty();
+    if !named {
+        specs = doctor::AGENTS.iter().collect();
+    }
+    let reports: Vec<doctor::Report> = specs.iter().map(|s| doctor::check(s, agent_cmd.as_deref())).collect();
+    // Named: each must be ready. None named: what is installed must be, and something is.
+    let ready = if named {
+        reports.iter().all(|r| r.ready)
+    } else {
+        let installed: Vec<_> = reports.iter().filter(|r| r.program.is_some()).collect();
+        !installed.is_empty() && installed.iter().all(|r| r.ready)
+    };
+    if as_json {
+        line(o, &serde_json::json!({"ready": ready, "agents": reports}))?;
+    } else {
+        o.write_all(doctor::table(&reports).as_bytes())?;
+        if !named && !ready && reports.iter().all(|r| r.program.is_none()) {
+            writeln!(o, "no agent CLI is installed")?;
+        }
+    }
+    o.flush()?;
+    Ok(if ready { Exit::Ok } else { Exit::Flagged })
+}
+
 fn run(args: Args) -> anyhow::Result<Exit> {
+    let cmd = match args.cmd {
+        Some(Cmd::Doctor { agents, agent_cmd, json, table, capabilities }) => {
+            let as_json = json || (!table && !std::io::stdout().is_terminal());
+            return doctor(&mut std::io::stdout().lock(), agents, agent_cmd, as_json, capabilities);
+        }
+        cmd => cmd,
+    };
     let reg = Registry::at(&runs::harness_home());
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(stdout.lock());
-    let cmd = args.cmd.unwrap_or(Cmd::List {
+    let cmd = cmd.unwrap_or(Cmd::List {
         limit: None,
         cursor: None,
         status: None,
@@ -354,6 +432,8 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             .and_then(|id| view::find(&reg, &id))
             .and_then(|l| l.task(&task))
             .map(|v| line(&mut o, &v)),
+        // Answered above, before the registry.
+        Cmd::Doctor { .. } => Ok(Ok(())),
         Cmd::Register { slug, repo_root, worktree, project, repo, branch, runstate_dir } => {
             // Absolute, as readers require (a relative runstateDir would be read against each reader's cwd).
             let abs = |p: String| match std::path::absolute(&p) {

@@ -466,6 +466,29 @@ fn executable(program: &str) -> bool {
     std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|d| ok(&d.join(program)))
 }
 
+/// Warns when the agent a run would start is found but its version is not
+/// the one the real-agent matrix tested (`runs doctor`'s finding): read off
+/// the start-up path, since a CLI may take a while to answer `--version`.
+/// Nothing for the demo, a replay, or `--agent-cmd` in batch mode (it
+/// replaces the wrapper, which finds its own agent).
+fn warn_if_untested(args: &Args, cfg: &Config) {
+    if args.demo || args.replay.is_some() || args.agent.is_none() || (args.agent_cmd.is_some() && !cfg.interactive) {
+        return;
+    }
+    // The program as an interactive session would start it (cfg.engine is
+    // --agent-cmd there; none in batch mode, where the wrapper finds the default).
+    let Some(program) = interactive::agent_program(&Config { interactive: true, ..cfg.clone() }) else { return };
+    if !executable(&program) {
+        return;
+    }
+    let adapter = cfg.adapter;
+    std::thread::spawn(move || {
+        if let Some(why) = crate::doctor::untested_warning(adapter, &program) {
+            cli::report(BIN, format!("warning: {why}"));
+        }
+    });
+}
+
 /// The binary's whole life: parse, configure, bind, serve until SIGINT/SIGTERM.
 pub fn main(args: Args) -> ExitCode {
     match serve(&args, &mut io::stdout()) {
@@ -487,6 +510,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     if let Some(why) = agent_missing(args, &cfg) {
         cli::report(BIN, format!("warning: {why}"));
     }
+    warn_if_untested(args, &cfg);
     // Evidence is read per request (it may appear later), so a missing path only warns.
     if let Some(e) = cfg.evidence.as_ref().filter(|e| !e.exists()) {
         cli::report(
