@@ -58,7 +58,7 @@ fn the_readme_quick_start_demo_runs_as_written() {
     );
     let finished: Vec<&str> = stdout.lines().filter(|l| l.contains("\"RUN_FINISHED\"")).collect();
     assert_eq!(finished.len(), 2, "two runs, each ends once:\n{stdout}");
-    assert!(finished[0].contains(r#""id":"demo-req-1-2""#) && finished[0].contains("Allow Bash?"), "{}", finished[0]);
+    assert!(finished[0].contains(r#""id":"rw-"#) && finished[0].contains("Allow Bash?"), "{}", finished[0]);
     assert!(stdout.contains("\"TOOL_CALL_RESULT\"") && stdout.contains("(demo: nothing ran)"), "{stdout}");
     assert!(
         finished[1].contains(r#""type":"interrupt""#) && finished[1].contains("Which should the demo do next?"),
