@@ -5,7 +5,7 @@
 use clap::Parser;
 use runwire::cli::{self, Exit};
 use runwire::session::driver::{self, JournalTo};
-use runwire::session::launch::{launch, AgentKind, LaunchOptions};
+use runwire::session::launch::{launch, on_path, AgentKind, LaunchOptions};
 use runwire::session::proc::Spec;
 use runwire::session::{self, Agent, Session};
 use std::io::{self, BufWriter};
@@ -141,7 +141,7 @@ fn usage(e: String) -> ExitCode {
 }
 
 fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
-    let mut spec = Spec::new(&argv[0]);
+    let mut spec = Spec::new(on_path(std::ffi::OsStr::new(&argv[0])));
     for a in &argv[1..] {
         spec.arg(a);
     }
