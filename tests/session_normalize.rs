@@ -227,3 +227,27 @@ fn print_mode_streams_are_still_read_as_before() {
     );
     assert!(matches!(&evs[0].data, Data::Error(x) if x.code == "unknown_kind"));
 }
+
+/// Issue 26 case 6: an agent that echoes the prompt as `user_message_chunk`
+/// in a live turn (not a `session/load` replay) has the whole turn shown.
+#[test]
+fn acp_a_prompt_echoed_in_a_live_turn_is_not_taken_for_a_replay() {
+    let lines: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"say hello"}}}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello, live."}}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#,
+        // A new process loads the session: its replay is history again.
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"say hello"}}}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello, live."}}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    let (evs, _) = normalize(Adapter::Cursor, &lines);
+    assert_eq!(text(&evs), "Hello, live.", "the live turn shown once, the replay not");
+    assert_eq!(turn_ends(&evs), vec![(true, None)]);
+}

@@ -158,3 +158,124 @@ fn a_bare_agent_name_is_found_on_path() {
     assert!(ls.iter().any(|l| l["result"] == "hello from PATH"), "{ls:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An ACP agent stand-in: answers `initialize`, `session/new`,
+/// `session/load` (or refuses the method named in `$FAKE_FAIL` with an
+/// error) and each `session/prompt` with a chunk and `end_turn`. Like the
+/// real ACP agents it does not exit when its input ends: it keeps running,
+/// its stdout open.
+const FAKE_ACP: &str = r#"
+reply() { printf '{"jsonrpc":"2.0","id":%s,%s}\n' "$1" "$2"; }
+while IFS= read -r l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  m=$(printf '%s' "$l" | sed -n 's/.*"method":"\([^"]*\)".*/\1/p')
+  if [ -n "$FAKE_FAIL" ] && [ "$m" = "$FAKE_FAIL" ]; then
+    reply "$id" '"error":{"code":-32002,"message":"Resource not found: no such session"}'
+    continue
+  fi
+  case $m in
+    initialize) reply "$id" '"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}' ;;
+    session/new) reply "$id" '"result":{"sessionId":"s1"}' ;;
+    session/load) reply "$id" '"result":{}' ;;
+    session/prompt)
+      echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello over ACP."}}}}'
+      reply "$id" '"result":{"stopReason":"end_turn"}' ;;
+  esac
+done
+exec sleep 600
+"#;
+
+fn fake_acp(what: &str) -> (PathBuf, PathBuf) {
+    let dir = support::scratch(&format!("session-protocol-{what}"));
+    let agent = script(&dir, "fake-acp", FAKE_ACP);
+    (dir, agent)
+}
+
+/// Case 5: `end` ends an ACP session although the agent neither exits
+/// when its input closes nor closes its stdout: after a grace it is
+/// stopped, and the session ends 0 (it ended as asked).
+#[test]
+fn an_acp_session_ends_after_end_whatever_the_agent_does() {
+    let (dir, agent) = fake_acp("acp-end");
+    let mut s = Session::start(&["acp", "--", agent.to_str().unwrap()], &[]);
+    s.send(json!({"type": "message", "text": "say hello"}));
+    s.wait_for("runwire.idle", |l| l["type"] == "runwire.idle" && l["inputs"] == 1);
+    s.send(json!({"type": "end"}));
+    let t = Instant::now();
+    let code = s.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "end did not end the ACP session\n{}", s.why());
+    assert!(t.elapsed() < Duration::from_secs(12), "it took {:?}", t.elapsed());
+    assert!(s.stderr().contains("did not exit within"), "{}", s.why());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Case 5, the end of input: the same.
+#[test]
+fn an_acp_session_ends_at_the_end_of_its_input() {
+    let (dir, agent) = fake_acp("acp-eof");
+    let mut s = Session::start(&["acp", "--prompt", "say hello", "--", agent.to_str().unwrap()], &[]);
+    s.stdin = None;
+    let code = s.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "the end of input did not end the ACP session\n{}", s.why());
+    assert!(s.lines().iter().any(|l| l["params"]["update"]["content"]["text"] == "Hello over ACP."), "{}", s.why());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Case 4: the agent refuses `session/load` (no such session): the session
+/// ends with its reason (a `runwire.status` line that is not ok, the reason
+/// on stderr, exit 1), not a queued prompt waiting forever.
+#[test]
+fn an_acp_agent_refusing_session_load_ends_the_session_with_its_reason() {
+    let (dir, agent) = fake_acp("acp-noload");
+    let mut s = Session::start(
+        &["acp", "--resume", "gone", "--prompt", "say hello", "--", agent.to_str().unwrap()],
+        &[("FAKE_FAIL", "session/load")],
+    );
+    let code = s.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "the session did not end with an error\n{}", s.why());
+    let status = s.lines().into_iter().find(|l| l["type"] == "runwire.status");
+    let status = status.unwrap_or_else(|| panic!("no runwire.status line\n{}", s.why()));
+    assert_eq!(status["ok"], false);
+    assert!(status["detail"].as_str().unwrap().contains("refused session/load: Resource not found"), "{status}");
+    assert!(s.stderr().contains("refused session/load: Resource not found"), "{}", s.why());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Case 4, for the other requests runwire makes before a prompt can run.
+#[test]
+fn an_acp_agent_refusing_initialize_or_session_new_ends_the_session() {
+    for method in ["initialize", "session/new"] {
+        let (dir, agent) = fake_acp("acp-refuse");
+        let mut s = Session::start(&["acp", "--", agent.to_str().unwrap()], &[("FAKE_FAIL", method)]);
+        s.send(json!({"type": "message", "text": "say hello"}));
+        let code = s.exit_within(Duration::from_secs(20));
+        assert_eq!(code, Some(1), "{method}: the session did not end with an error\n{}", s.why());
+        assert!(s.stderr().contains(&format!("refused {method}")), "{}", s.why());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// A `codex app-server` stand-in that refuses `thread/resume` and
+/// `thread/start` as codex 0.169.0 does for a missing thread.
+const FAKE_CODEX: &str = r#"
+while IFS= read -r l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  case $l in
+    *'"method":"initialize"'*) printf '{"id":%s,"result":{"userAgent":"fake"}}\n' "$id" ;;
+    *'"method":"thread/'*) printf '{"id":%s,"error":{"code":-32600,"message":"no rollout found for thread id 019a"}}\n' "$id" ;;
+  esac
+done
+"#;
+
+/// Case 4 for codex: an error reply to `thread/resume` ends the session.
+#[test]
+fn codex_refusing_thread_resume_ends_the_session_with_its_reason() {
+    let dir = support::scratch("session-protocol-codex-resume");
+    let codex = script(&dir, "fake-codex", FAKE_CODEX);
+    let mut s =
+        Session::start(&["codex", "--resume", "019a", "--prompt", "say hello", "--", codex.to_str().unwrap()], &[]);
+    let code = s.exit_within(Duration::from_secs(20));
+    assert_eq!(code, Some(1), "the session did not end with an error\n{}", s.why());
+    assert!(s.stderr().contains("codex refused thread/resume: no rollout found"), "{}", s.why());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -20,7 +20,10 @@
 //! then `turn_end`. `session/load` replays the conversation as
 //! `user_message_chunk` / `agent_message_chunk` updates before its response:
 //! from a `user_message_chunk` until the next response, updates are history
-//! the earlier run already showed, and are skipped.
+//! the earlier run already showed, and are skipped. Only there: once the
+//! session is live (any response after `initialize`'s: `session/new`'s, the
+//! load's own), a `user_message_chunk` is the agent echoing the prompt, and
+//! the turn it opens is shown whole (issue 26 case 6).
 
 use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart};
@@ -68,6 +71,9 @@ pub(crate) struct Acp {
     turn_open: bool,
     /// A `session/load` is replaying history (see the module doc).
     replay: bool,
+    /// A response other than `initialize`'s was seen: the session is live,
+    /// and no replay can come any more.
+    live: bool,
     /// The message id of the text (or reasoning) run in progress: the line
     /// that opened it, since ACP chunks carry no id of their own.
     text_msg: Option<String>,
@@ -113,6 +119,10 @@ impl Acp {
             return ctx.invalid(raw, "neither a method nor a response");
         }
         self.replay = false;
+        // `initialize` answers with the protocol version (a new process:
+        // a load may replay next); every later response means the session
+        // exists (or failed): no replay after it.
+        self.live = v.pointer("/result/protocolVersion").is_none();
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
             let m = err.str_at("message").map(str::to_string).unwrap_or_else(|| value_text(err));
             return ctx.error("agent_error", m, raw, false);
@@ -153,7 +163,7 @@ impl Acp {
             return ctx.invalid(raw, "update without a string \"sessionUpdate\"");
         };
         if kind == "user_message_chunk" {
-            self.replay = true;
+            self.replay = !self.live;
             return;
         }
         if SKIPPED_UPDATES.contains(&kind) {

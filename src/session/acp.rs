@@ -215,9 +215,18 @@ impl Acp {
                 // A message that cancelled this turn is the next prompt.
                 self.flush(to_agent, out);
             }
-            // A failed initialize or session leaves no session: its error
-            // response is in the log; prompts stay queued.
-            _ => {}
+            // A failed initialize or session leaves no session: nothing can
+            // run, the session ends with the agent's reason (an
+            // `auth_required` error included: runwire cannot log in).
+            Sent::Initialize | Sent::Session => {
+                let method = match (sent, &self.opts.resume) {
+                    (Sent::Initialize, _) => "initialize",
+                    (_, Some(_)) => "session/load",
+                    _ => "session/new",
+                };
+                out.push(Signal::Failed(super::refusal("the agent", method, v)));
+            }
+            Sent::Mode => {}
         }
     }
 

@@ -92,7 +92,7 @@ impl Engine {
 
     /// The agent's exit code once it is over.
     pub fn exit_code(&self) -> Option<i64> {
-        lock(&self.child).try_wait()
+        lock(&self.child).try_wait().map(|rc| self.core.exit_code(rc))
     }
 
     /// The agent is being ended: its input closes once what is queued for
@@ -111,6 +111,6 @@ impl Engine {
     pub fn kill(&self) -> Option<i64> {
         let rc = lock(&self.child).stop();
         self.core.close_agent_input();
-        Some(rc)
+        Some(self.core.exit_code(rc))
     }
 }

@@ -48,6 +48,11 @@ pub enum Signal {
     TurnEnded { ok: bool },
     /// The agent named its session (resumable id).
     SessionId(String),
+    /// The agent refused a request of runwire's own that the session cannot
+    /// go on without (codex `thread/start` / `thread/resume`, ACP
+    /// `initialize`, `session/new`, `session/load`): the session ends with
+    /// this reason (issue 26 case 4: it used to wait forever).
+    Failed(String),
 }
 
 /// What a message sent while a turn runs does, in each protocol (runners
@@ -305,6 +310,8 @@ pub struct Session<A: Agent> {
     /// Stops that stopped something ([`Ack::Stopped`]) so far: a reader that
     /// noted the count when its input was taken sees its turn was stopped.
     stops: u64,
+    /// Why the session failed ([`Signal::Failed`]), once it has.
+    failure: Option<String>,
 }
 
 impl<A: Agent> Session<A> {
@@ -320,7 +327,14 @@ impl<A: Agent> Session<A> {
             inputs: 0,
             said_idle: None,
             stops: 0,
+            failure: None,
         }
+    }
+
+    /// Why the session failed: the agent refused a request the session
+    /// cannot go on without ([`Signal::Failed`]).
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     pub fn agent(&self) -> &A {
@@ -461,6 +475,21 @@ impl<A: Agent> Session<A> {
                     self.maybe_end(&mut s);
                 }
                 Signal::SessionId(id) => self.session_id = Some(id),
+                Signal::Failed(why) => {
+                    if self.failure.is_none() {
+                        // The status line every reader of a task log takes as
+                        // the run's end: an `exit` event that is not ok.
+                        let status = serde_json::json!({"type": crate::normalize::STATUS_TYPE, "ok": false,
+                            "rc": 1, "session_id": self.session_id, "detail": why});
+                        s.output.push(status.to_string().into_bytes());
+                        self.failure = Some(why);
+                    }
+                    if self.phase != Phase::Ended {
+                        self.cancel_all("the session failed", now_ms, &mut s);
+                        self.phase = Phase::Ended;
+                        s.close_agent_input = true;
+                    }
+                }
             }
         }
         s
@@ -652,6 +681,21 @@ impl<A: Agent> Session<A> {
             self.phase = Phase::Ended;
             s.close_agent_input = true;
         }
+    }
+}
+
+/// Why a JSON-RPC agent refused runwire's `method`, from its error response
+/// `v`: `"<who> refused <method>: <message> (code N)"`.
+pub(crate) fn refusal(who: &str, method: &str, v: &Value) -> String {
+    let e = v.get("error").unwrap_or(&Value::Null);
+    let message = match e.get("message").and_then(Value::as_str) {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ => e.to_string(),
+    };
+    let data = e.get("data").filter(|d| !d.is_null()).map(|d| format!(": {d}")).unwrap_or_default();
+    match e.get("code").and_then(Value::as_i64) {
+        Some(c) => format!("{who} refused {method}: {message}{data} (code {c})"),
+        None => format!("{who} refused {method}: {message}{data}"),
     }
 }
 
