@@ -348,6 +348,24 @@ fn live(port: u16, prompt: &str, expect: &str) {
     );
 }
 
+/// `runwire-serve --agent acp --interactive -- AGENT` (the agent run
+/// exactly as given), with codex-acp's `bwrap` on `PATH`.
+fn serve_acp(lab: &Lab, agent: &str) -> support::Serve {
+    let mut cmd = lab.cmd(env!("CARGO_BIN_EXE_runwire-serve"));
+    cmd.args(["--agent", "acp", "--interactive", "--listen", "127.0.0.1:0", "--"])
+        .arg(agent_bin(agent))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(lab.dir.join("serve.stderr")).unwrap());
+    with_bwrap(&mut cmd);
+    let mut child = cmd.spawn().expect("start runwire-serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
+    let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}, not where it listens {}", lab.why()));
+    support::Serve { child, port, stderr: None }
+}
+
 fn serve(lab: &Lab, args: &[&str]) -> support::Serve {
     let mut cmd = lab.cmd(env!("CARGO_BIN_EXE_runwire-serve"));
     cmd.args(args).stderr(std::fs::File::create(lab.dir.join("serve.stderr")).unwrap());
@@ -617,7 +635,7 @@ fn claude_session_bare_name_on_path() {
 }
 
 #[test]
-#[ignore = "issue 26 case 2: runwire.idle comes after the first result while Claude still runs the steer as a new turn; end then kills it"]
+#[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
 fn claude_session_steer_mid_answer() {
     // Claude runs a message written while the final answer streams as a new
     // turn after `result`; the steer's answer streams slowly, so a session
@@ -645,7 +663,7 @@ fn claude_session_steer_mid_answer() {
 }
 
 #[test]
-#[ignore = "issue 26 case 3: interrupt goes without cancel_queued and messages carry no uuid, so a queued message survives Stop"]
+#[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
 fn claude_session_stop_with_a_queued_message() {
     let lab = Lab::new(
         "ra-claude-stop",
@@ -797,8 +815,7 @@ fn codex_acp_session_approve() {
 #[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_acp_serve_approve() {
     let lab = Lab::new("ra-claude-acp-serve", claude_bash_script());
-    let acp = agent_bin("claude-agent-acp");
-    let s = serve(&lab, &["--agent", "cursor", "--interactive", "--agent-cmd", acp.to_str().unwrap()]);
+    let s = serve_acp(&lab, "claude-agent-acp");
     interrupts(&lab, &s, "make a file", "approve");
     assert!(lab.work().join("made").exists(), "approved, and the command did not run {}", lab.why());
 }
@@ -808,8 +825,7 @@ fn claude_acp_serve_approve() {
 #[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn claude_acp_serve_deny() {
     let lab = Lab::new("ra-claude-acp-deny", claude_bash_script());
-    let acp = agent_bin("claude-agent-acp");
-    let s = serve(&lab, &["--agent", "cursor", "--interactive", "--agent-cmd", acp.to_str().unwrap()]);
+    let s = serve_acp(&lab, "claude-agent-acp");
     interrupts(&lab, &s, "make a file", "deny");
     assert!(!lab.work().join("made").exists(), "denied, and the command ran {}", lab.why());
 }
@@ -819,12 +835,7 @@ fn claude_acp_serve_deny() {
 #[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn codex_acp_serve_deny() {
     let lab = Lab::new("ra-codex-acp-deny", codex_escalated_script());
-    let acp = agent_bin("codex-acp");
-    let mut cmd = lab.cmd(env!("CARGO_BIN_EXE_runwire-serve"));
-    cmd.args(["--agent", "cursor", "--interactive", "--agent-cmd", acp.to_str().unwrap()])
-        .stderr(std::fs::File::create(lab.dir.join("serve.stderr")).unwrap());
-    with_bwrap(&mut cmd);
-    let s = support::Serve::spawn(cmd);
+    let s = serve_acp(&lab, "codex-acp");
     interrupts(&lab, &s, "make a file", "deny");
     assert!(!lab.work().join("made").exists(), "denied, and the command ran {}", lab.why());
 }
@@ -1102,7 +1113,7 @@ fn post(port: u16, path: &str, body: &Value) -> (u16, String) {
 }
 
 #[test]
-#[ignore = "issue 26 case 2: under the server the steer is said to join the running turn, but the run ends RUN_FINISHED before Claude runs it as the next turn"]
+#[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
 fn claude_serve_steer_mid_answer() {
     let lab = Lab::new(
         "ra-claude-serve-steer",

@@ -179,6 +179,7 @@ while IFS= read -r l; do
     session/load) reply "$id" '"result":{}' ;;
     session/prompt)
       echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello over ACP."}}}}'
+      printf '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":" (argv: %s)"}}}}\n' "$*"
       reply "$id" '"result":{"stopReason":"end_turn"}' ;;
   esac
 done
@@ -278,4 +279,66 @@ fn codex_refusing_thread_resume_ends_the_session_with_its_reason() {
     assert_eq!(code, Some(1), "the session did not end with an error\n{}", s.why());
     assert!(s.stderr().contains("codex refused thread/resume: no rollout found"), "{}", s.why());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Case 7: `runwire-serve --agent acp --interactive -- CMD ARGS…` runs any
+/// ACP agent exactly as given (`--agent cursor --agent-cmd X` ran `X acp`),
+/// and a run streams its reply to `RUN_FINISHED`.
+#[test]
+fn the_server_runs_any_acp_agent_exactly_as_given() {
+    let (dir, agent) = fake_acp("serve-acp");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+        .args(["--agent", "acp", "--interactive", "--listen", "127.0.0.1:0", "--"])
+        .arg(&agent)
+        .args(["--flag", "two words"])
+        .env("HARNESS_HOME", dir.join("home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).expect("the port");
+    let body = json!({"threadId": "t1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "say hello"}]})
+        .to_string();
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        c,
+        "POST /agui HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    std::io::Read::read_to_string(&mut c, &mut raw).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let events: Vec<Value> =
+        raw.lines().filter_map(|l| l.strip_prefix("data: ")).filter_map(|d| serde_json::from_str(d).ok()).collect();
+    let text: String = events.iter().filter_map(|e| e["delta"].as_str()).collect();
+    assert_eq!(text, "Hello over ACP. (argv: --flag two words)", "{raw}");
+    assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("RUN_FINISHED")), "{raw}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--agent acp` is interactive only (ACP has no batch mode) and needs its
+/// command line; a command after `--` goes with `--agent acp` only.
+#[test]
+fn the_server_refuses_acp_without_interactive_or_a_command() {
+    for (args, says) in [
+        (&["--agent", "acp", "--", "x"][..], "ACP has no batch mode"),
+        (&["--agent", "acp", "--interactive"][..], "give the agent's command line after --"),
+        (&["--agent", "codex", "--interactive", "--", "x"][..], "goes with --agent acp only"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("runwire-serve: ") && err.contains(says), "{args:?}: {err}");
+    }
 }

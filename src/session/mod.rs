@@ -102,6 +102,11 @@ pub trait Agent {
     fn steer_may_start_next(&self) -> bool {
         false
     }
+    /// A message sent mid-turn is taken when the agent says so, into the
+    /// running turn or as the next one ([`Ack::Pending`]; claude echoes it).
+    fn pending_steer(&self) -> bool {
+        false
+    }
     /// Checks an answer's mode (plan approval) before anything is written.
     fn check_mode(&self, _mode: &str) -> Result<(), String> {
         Ok(())
@@ -143,6 +148,9 @@ impl<T: Agent + ?Sized> Agent for Box<T> {
     fn steer_may_start_next(&self) -> bool {
         (**self).steer_may_start_next()
     }
+    fn pending_steer(&self) -> bool {
+        (**self).pending_steer()
+    }
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         (**self).check_mode(mode)
     }
@@ -169,6 +177,11 @@ pub enum Ack {
     /// agent may find the turn already over, and then runs it as the next
     /// turn (codex refuses a `turn/steer` that comes too late).
     Joined { may_start_next: bool },
+    /// Sent while a turn runs: the agent takes it into that turn or, once
+    /// it is over, runs it as the next turn; its echo on the stream says
+    /// which (claude: the `user` line with its `uuid`, before or after the
+    /// turn's `result`). The session stays mid-turn until it is taken.
+    Pending,
     /// The running turn was interrupted; the message starts the next one.
     InterruptedThenStarted,
     /// The protocol cannot steer a running turn (ACP): it was cancelled and
@@ -189,6 +202,9 @@ impl fmt::Display for Ack {
             Ack::Joined { may_start_next: false } => "written into the running turn (live steer)",
             Ack::Joined { may_start_next: true } => {
                 "written into the running turn (live steer); should the agent find that turn already over, the message starts the next turn"
+            }
+            Ack::Pending => {
+                "sent: the agent takes it into the running turn, or runs it as the next turn once that one ends; the stream shows which, and the run follows it"
             }
             Ack::InterruptedThenStarted => "the turn was interrupted and the message starts the next one",
             Ack::CancelledThenPrompted => {
@@ -568,6 +584,7 @@ impl<A: Agent> Session<A> {
             (false, _, _) => Ack::Started,
             (true, true, _) => Ack::InterruptedThenStarted,
             (true, false, MidTurn::CancelsAndPrompts) => Ack::CancelledThenPrompted,
+            (true, false, MidTurn::Joins) if self.agent.pending_steer() => Ack::Pending,
             (true, false, MidTurn::Joins) => Ack::Joined { may_start_next: self.agent.steer_may_start_next() },
         }
     }
