@@ -300,8 +300,9 @@ fn the_server_runs_any_acp_agent_exactly_as_given() {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let port: u16 = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).expect("the port");
-    let body = json!({"threadId": "t1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "say hello"}]})
-        .to_string();
+    let body =
+        json!({"threadId": "t1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "say hello"}]})
+            .to_string();
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(

@@ -368,9 +368,12 @@ fn codex_resume_plan_and_failures() {
 fn codex_refused_resume_ends_the_session_with_its_reason() {
     let r = replay("codex", "archived-resume", 2);
     assert_eq!(r.rc, Some(1));
-    let status: Value =
-        r.output.iter().rev().find_map(|l| serde_json::from_str(l).ok().filter(|v: &Value| v["type"] == "runwire.status"))
-            .unwrap_or_else(|| panic!("no runwire.status line: {:?}", r.output));
+    let status: Value = r
+        .output
+        .iter()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok().filter(|v: &Value| v["type"] == "runwire.status"))
+        .unwrap_or_else(|| panic!("no runwire.status line: {:?}", r.output));
     assert_eq!(status["ok"], false);
     assert!(status["detail"].as_str().unwrap().contains("refused thread/resume: session"), "{status}");
     assert!(status["detail"].as_str().unwrap().contains("is archived"), "{status}");

@@ -74,6 +74,11 @@ pub(crate) struct Acp {
     /// A response other than `initialize`'s was seen: the session is live,
     /// and no replay can come any more.
     live: bool,
+    /// A tool call of this turn was denied (a `runwire.answer` deny or
+    /// expiry): a turn that then ends `cancelled` ended as the person
+    /// chose (the agent's reject option ends the turn, codex-acp's
+    /// `abort`; or it had none and runwire cancelled the turn).
+    denied: bool,
     /// The message id of the text (or reasoning) run in progress: the line
     /// that opened it, since ACP chunks carry no id of their own.
     text_msg: Option<String>,
@@ -139,14 +144,42 @@ impl Acp {
             if !self.turn_open {
                 ctx.emit(Data::TurnStart(TurnStart::default()));
             }
+            let ok = stop == "end_turn" || (stop == "cancelled" && self.denied);
             self.end_turn();
-            let ok = stop == "end_turn";
             ctx.emit(Data::TurnEnd(TurnEnd { ok, reason: (!ok).then(|| stop.to_string()), ..TurnEnd::default() }));
         }
     }
 
+    /// A session's `runwire.request` / `runwire.answer` line, before its
+    /// own event. A permission asked before its tool call was announced
+    /// (codex-acp asks first) announces the call from the request (its
+    /// `tool` and `input`), so the request binds to a call the stream has
+    /// shown; the agent's later announcement of it is then an update. A
+    /// denial is noted for the turn's end.
+    pub(crate) fn session_line(&mut self, ctx: &mut Ctx, raw: &[u8], request: bool) {
+        let Ok(v) = serde_json::from_slice::<Value>(raw) else { return };
+        if !request {
+            if matches!(v.str_at("decision"), Some("deny" | "expired")) {
+                self.denied = true;
+            }
+            return;
+        }
+        let Some(id) = v.str_at("tool_call_id").filter(|i| !i.is_empty()) else { return };
+        if self.replay || self.open_tools.iter().any(|t| t == id) {
+            return;
+        }
+        self.open_turn(ctx);
+        self.text_msg = None;
+        self.thought_msg = None;
+        super::push_bounded(&mut self.open_tools, id.to_string());
+        let name = v.str_at("tool").filter(|t| !t.is_empty()).unwrap_or("tool").to_string();
+        let args = v.get("input").filter(|i| i.is_object()).cloned().unwrap_or_else(|| json!({}));
+        ctx.emit(tool_call(id.to_string(), name, args, None, None));
+    }
+
     fn end_turn(&mut self) {
         self.turn_open = false;
+        self.denied = false;
         self.text_msg = None;
         self.thought_msg = None;
     }

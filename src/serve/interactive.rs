@@ -1109,7 +1109,12 @@ fn command(live: &Engine, input: Input) -> Result<driver::Taken, NotSent> {
 /// one place they are read (checked at start by [`check_launch`]).
 fn launch_options(cfg: &super::Config) -> LaunchOptions {
     LaunchOptions {
-        cmd: cfg.engine.iter().map(|p| p.to_string_lossy().into_owned()).chain(cfg.engine_args.iter().cloned()).collect(),
+        cmd: cfg
+            .engine
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .chain(cfg.engine_args.iter().cloned())
+            .collect(),
         grant_all: cfg.grant_all,
         permission_mode: cfg.permission_mode.clone(),
         plan_exit_mode: cfg.plan_exit_mode.clone(),

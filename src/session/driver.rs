@@ -653,7 +653,8 @@ pub fn run<A: Agent, O: Output>(
     };
     // Its output is closed: it exits now, or is stopped.
     let rc = child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop());
-    let (session_id, failure) = core.query(|s, _| (s.session_id().map(str::to_string), s.failure().map(str::to_string)));
+    let (session_id, failure) =
+        core.query(|s, _| (s.session_id().map(str::to_string), s.failure().map(str::to_string)));
     Ok(Outcome { rc: core.exit_code(rc), refused, session_id, failure })
 }
 
