@@ -286,3 +286,28 @@ fn acp_a_permission_asked_before_its_call_binds_to_it_and_a_denial_that_ends_the
     assert!(call_at < asked_at, "the call is shown before the request that binds to it");
     assert_eq!(turn_ends(&evs), vec![(true, None)]);
 }
+
+/// The same denial when the agent never says a word on the call (codex-acp
+/// 0.16.0): the call failed as denied, so the AG-UI run shows its result.
+#[test]
+fn acp_a_denied_call_the_agent_never_finished_failed_as_denied() {
+    let lines: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#,
+        r#"{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"call_1","title":"touch made","kind":"execute"},"options":[{"optionId":"abort","name":"No","kind":"reject_once"}]}}"#,
+        // Keys re-ordered (a copy re-encoded): read all the same.
+        r#"{"id":"p1","kind":"tool_approval","tool":"execute","tool_call_id":"call_1","input":{},"type":"runwire.request"}"#,
+        r#"{"at":"2026-01-01T00:00:00.000Z","decision":"deny","id":"p1","message":"not now","type":"runwire.answer"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}"#,
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    let (evs, _) = normalize(Adapter::Cursor, &lines);
+    let result = evs.iter().find_map(|e| match &e.data {
+        Data::ToolResult(r) => Some((r.id.clone(), r.is_error)),
+        _ => None,
+    });
+    assert_eq!(result, Some(("call_1".to_string(), true)));
+    assert_eq!(turn_ends(&evs), vec![(true, None)]);
+}

@@ -79,6 +79,10 @@ pub(crate) struct Acp {
     /// chose (the agent's reject option ends the turn, codex-acp's
     /// `abort`; or it had none and runwire cancelled the turn).
     denied: bool,
+    /// Requests of this turn and the tool calls they asked about (request
+    /// id, call id), and the calls denied, with the reason.
+    asked: Vec<(String, String)>,
+    denied_calls: Vec<(String, String)>,
     /// The message id of the text (or reasoning) run in progress: the line
     /// that opened it, since ACP chunks carry no id of their own.
     text_msg: Option<String>,
@@ -93,6 +97,12 @@ impl Acp {
         if let Some(ty) = v.str_at("type") {
             return match ty {
                 STATUS_TYPE => ctx.status_value(&v),
+                // A session line read here (its `type` not first: a copy
+                // re-encoded): the same as the generic reader's path.
+                super::REQUEST_TYPE | super::ANSWER_TYPE => {
+                    self.session_line(ctx, raw, ty == super::REQUEST_TYPE);
+                    ctx.unknown(raw, ty)
+                }
                 other => ctx.unknown(raw, other),
             };
         }
@@ -145,6 +155,14 @@ impl Acp {
                 ctx.emit(Data::TurnStart(TurnStart::default()));
             }
             let ok = stop == "end_turn" || (stop == "cancelled" && self.denied);
+            // A denied call the agent never finished (codex-acp's `abort`
+            // ends the turn without a word on the call) failed as denied.
+            for (id, why) in std::mem::take(&mut self.denied_calls) {
+                if let Some(p) = self.open_tools.iter().position(|t| *t == id) {
+                    self.open_tools.remove(p);
+                    ctx.emit(tool_result(id, &format!("denied: {why}"), true, None, None));
+                }
+            }
             self.end_turn();
             ctx.emit(Data::TurnEnd(TurnEnd { ok, reason: (!ok).then(|| stop.to_string()), ..TurnEnd::default() }));
         }
@@ -161,10 +179,18 @@ impl Acp {
         if !request {
             if matches!(v.str_at("decision"), Some("deny" | "expired")) {
                 self.denied = true;
+                let call = v.str_at("id").and_then(|r| self.asked.iter().find(|(q, _)| q == r)).map(|(_, c)| c.clone());
+                if let Some(c) = call {
+                    let why = v.str_at("message").unwrap_or("Permission request denied").to_string();
+                    super::push_bounded(&mut self.denied_calls, (c, why));
+                }
             }
             return;
         }
         let Some(id) = v.str_at("tool_call_id").filter(|i| !i.is_empty()) else { return };
+        if let Some(r) = v.str_at("id") {
+            super::push_bounded(&mut self.asked, (r.to_string(), id.to_string()));
+        }
         if self.replay || self.open_tools.iter().any(|t| t == id) {
             return;
         }
@@ -180,6 +206,8 @@ impl Acp {
     fn end_turn(&mut self) {
         self.turn_open = false;
         self.denied = false;
+        self.asked.clear();
+        self.denied_calls.clear();
         self.text_msg = None;
         self.thought_msg = None;
     }
