@@ -384,7 +384,7 @@ impl<A: Agent, O: Output> Core<A, O> {
     /// Ends an agent that outstays its closed input, by the
     /// [`ending_deadline`](Core::ending_deadline).
     fn enforce_end(&self, now: i64) {
-        if self.ending_deadline().is_none_or(|d| d > now) {
+        if !self.ending_deadline().is_some_and(|d| d <= now) {
             return;
         }
         let Some(sig) = lock(&self.signaller).clone() else { return };
