@@ -126,7 +126,7 @@ pub struct Args {
     /// Do not record POST /agui runs under $HARNESS_HOME/serve (they then do not appear in GET /runs).
     #[arg(long)]
     pub no_record: bool,
-    /// Hold one interactive session per AG-UI thread (claude, codex app-server, cursor acp): the agent stays alive between
+    /// Hold one interactive session per AG-UI thread (claude, codex app-server, cursor acp, any ACP agent with --agent acp -- CMD): the agent stays alive between
     /// runs, asks before using tools (each request ends the run with an AG-UI interrupt), and takes
     /// answers, live steer and stop. Without it, each run is one batch turn.
     #[arg(long, requires = "agent", conflicts_with = "replay")]
