@@ -60,6 +60,9 @@ pub struct Demo {
     waits: Option<Waits>,
     /// Text blocks written, for unique message ids.
     blocks: u32,
+    /// `--replay-user-messages`: each user message is echoed (with its
+    /// `uuid`, `isReplay: true`) when it is taken, as Claude Code does.
+    echo: bool,
 }
 
 fn out(line: Value) -> Out {
@@ -77,7 +80,20 @@ impl Demo {
             let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
             format!("demo-{:x}-{:x}", n, std::process::id())
         });
-        Demo { session, turns: 0, in_turn: false, waits: None, blocks: 0 }
+        Demo { session, turns: 0, in_turn: false, waits: None, blocks: 0, echo: false }
+    }
+
+    /// Echoes each user message when it is taken (`--replay-user-messages`).
+    pub fn echoing(mut self, on: bool) -> Demo {
+        self.echo = on;
+        self
+    }
+
+    /// The echo of a taken message, when echoing and it has a uuid.
+    fn echo_of(&self, text: &str, uuid: Option<&str>) -> Option<Out> {
+        let uuid = uuid.filter(|_| self.echo)?;
+        Some(out(json!({"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": null,
+            "session_id": self.session, "uuid": uuid, "isReplay": true})))
     }
 
     /// A turn runs.
@@ -114,7 +130,7 @@ impl Demo {
                     }
                     _ => String::new(),
                 };
-                self.message(&text)
+                self.message(&text, s("uuid"))
             }
             _ => Vec::new(),
         }
@@ -209,17 +225,21 @@ impl Demo {
         o
     }
 
-    fn message(&mut self, text: &str) -> Vec<Out> {
+    fn message(&mut self, text: &str, uuid: Option<&str>) -> Vec<Out> {
+        let echo = self.echo_of(text, uuid);
         let text = text.trim();
         let shown: String = text.chars().take(200).collect();
         if self.in_turn {
             // A steer: taken into the running turn, as Claude Code does.
-            return self.say(&format!("(Steer received while I work: \"{shown}\". I'll take it into account.) "));
+            let mut o: Vec<Out> = echo.into_iter().collect();
+            o.extend(self.say(&format!("(Steer received while I work: \"{shown}\". I'll take it into account.) ")));
+            return o;
         }
         self.turns += 1;
         self.in_turn = true;
         let mut o = vec![out(json!({"type": "system", "subtype": "init", "session_id": self.session,
             "model": "runwire-demo", "tools": ["Bash", "AskUserQuestion"], "permissionMode": "default"}))];
+        o.extend(echo);
         o.extend(self.say(&format!(
             "Hi! I am runwire's built-in demo agent: no model, and I run nothing. You wrote: \"{shown}\". \
              To show an approval, I will ask to run a command. Approve it, deny it, or send a message now to steer me."
@@ -297,7 +317,7 @@ impl Demo {
 /// command line (claude's flags; `--resume ID` is used).
 pub fn run(args: &[String]) -> i32 {
     let resume = args.windows(2).find(|w| w[0] == "--resume").map(|w| w[1].clone());
-    let mut demo = Demo::new(resume);
+    let mut demo = Demo::new(resume).echoing(args.iter().any(|a| a == "--replay-user-messages"));
     let (tx, rx) = mpsc::channel::<Option<Vec<u8>>>();
     std::thread::spawn(move || {
         let stdin = io::stdin();
@@ -450,5 +470,23 @@ mod tests {
         // Junk is ignored, never a panic.
         assert!(d.input(b"not json").is_empty());
         assert!(d.input(br#"{"type":"control_response"}"#).is_empty());
+    }
+
+    /// With `--replay-user-messages` each message is echoed with its uuid
+    /// when taken: after `system/init` for a new turn, first for a steer.
+    #[test]
+    fn an_echoing_demo_echoes_each_message_with_its_uuid() {
+        let msg = |t: &str, u: &str| {
+            json!({"type": "user", "message": {"role": "user", "content": t}, "uuid": u}).to_string().into_bytes()
+        };
+        let mut d = Demo::new(None).echoing(true);
+        let o = lines(&d.input(&msg("hello", "u-1")));
+        assert_eq!((o[0]["subtype"].as_str(), o[1]["uuid"].as_str()), (Some("init"), Some("u-1")));
+        assert_eq!(o[1]["isReplay"], true);
+        let o = lines(&d.input(&msg("go left", "u-2")));
+        assert_eq!((o[0]["uuid"].as_str(), o[0]["message"]["content"].as_str()), (Some("u-2"), Some("go left")));
+        // Without the flag nothing is echoed.
+        let o = lines(&Demo::new(None).input(&msg("hello", "u-3")));
+        assert!(o.iter().all(|v| v["type"] != "user"), "{o:?}");
     }
 }

@@ -227,3 +227,87 @@ fn print_mode_streams_are_still_read_as_before() {
     );
     assert!(matches!(&evs[0].data, Data::Error(x) if x.code == "unknown_kind"));
 }
+
+/// Issue 26 case 6: an agent that echoes the prompt as `user_message_chunk`
+/// in a live turn (not a `session/load` replay) has the whole turn shown.
+#[test]
+fn acp_a_prompt_echoed_in_a_live_turn_is_not_taken_for_a_replay() {
+    let lines: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"say hello"}}}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello, live."}}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#,
+        // A new process loads the session: its replay is history again.
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"say hello"}}}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello, live."}}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    let (evs, _) = normalize(Adapter::Cursor, &lines);
+    assert_eq!(text(&evs), "Hello, live.", "the live turn shown once, the replay not");
+    assert_eq!(turn_ends(&evs), vec![(true, None)]);
+}
+
+/// Issue 26 case 7, as codex-acp does it: it asks before announcing its
+/// tool call, and its only reject option (`abort`) ends the turn
+/// `cancelled`. The request announces the call it binds to (the AG-UI
+/// interrupt names a call the stream showed), the later announcement is not
+/// a second call, and the denied turn ends ok (a denial, not a failure).
+#[test]
+fn acp_a_permission_asked_before_its_call_binds_to_it_and_a_denial_that_ends_the_turn_is_ok() {
+    let lines: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#,
+        r#"{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"call_1","title":"touch made","kind":"execute","rawInput":{"command":["touch","made"]}},"options":[{"optionId":"approved","name":"Yes","kind":"allow_once"},{"optionId":"abort","name":"No","kind":"reject_once"}]}}"#,
+        r#"{"type":"runwire.request","id":"0","kind":"tool_approval","tool_call_id":"call_1","tool":"execute","input":{"command":["touch","made"],"title":"touch made"}}"#,
+        r#"{"type":"runwire.answer","id":"0","decision":"deny","message":"not now","at":"2026-01-01T00:00:00.000Z"}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"touch made","kind":"execute","status":"pending"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_1","status":"failed"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}"#,
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    let (evs, _) = normalize(Adapter::Cursor, &lines);
+    let calls: Vec<(String, String)> = evs
+        .iter()
+        .filter_map(|e| match &e.data {
+            Data::ToolCall(c) => Some((c.id.clone(), c.name.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, vec![("call_1".to_string(), "execute".to_string())]);
+    let call_at = evs.iter().position(|e| matches!(&e.data, Data::ToolCall(_))).unwrap();
+    let asked_at = evs.iter().position(|e| matches!(&e.data, Data::InputRequest(_))).unwrap();
+    assert!(call_at < asked_at, "the call is shown before the request that binds to it");
+    assert_eq!(turn_ends(&evs), vec![(true, None)]);
+}
+
+/// The same denial when the agent never says a word on the call (codex-acp
+/// 0.16.0): the call failed as denied, so the AG-UI run shows its result.
+#[test]
+fn acp_a_denied_call_the_agent_never_finished_failed_as_denied() {
+    let lines: Vec<String> = [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#,
+        r#"{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s1","toolCall":{"toolCallId":"call_1","title":"touch made","kind":"execute"},"options":[{"optionId":"abort","name":"No","kind":"reject_once"}]}}"#,
+        // Keys re-ordered (a copy re-encoded): read all the same.
+        r#"{"id":"p1","kind":"tool_approval","tool":"execute","tool_call_id":"call_1","input":{},"type":"runwire.request"}"#,
+        r#"{"at":"2026-01-01T00:00:00.000Z","decision":"deny","id":"p1","message":"not now","type":"runwire.answer"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"cancelled"}}"#,
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    let (evs, _) = normalize(Adapter::Cursor, &lines);
+    let result = evs.iter().find_map(|e| match &e.data {
+        Data::ToolResult(r) => Some((r.id.clone(), r.is_error)),
+        _ => None,
+    });
+    assert_eq!(result, Some(("call_1".to_string(), true)));
+    assert_eq!(turn_ends(&evs), vec![(true, None)]);
+}

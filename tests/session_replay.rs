@@ -236,7 +236,15 @@ fn replay_via(agent: &str, cell: &str, part: usize, wrapper: bool) -> Replayed {
     reader.join().unwrap();
     let output = std::mem::take(&mut *seen.lock().unwrap());
     assert!(why.is_none(), "{agent} {cell} part {part}: the replay failed: {}\n{err}", why.unwrap());
-    assert!(wrapper || status.success(), "{agent} {cell} part {part}: runwire-session {status}\n{err}");
+    // A process whose thread or session the agent refused ends with that
+    // error (issue 26 case 4), exit 1 and the reason on stderr.
+    let refused = ["refused thread/resume", "refused thread/start", "refused session/load", "refused session/new"]
+        .iter()
+        .any(|r| err.contains(r));
+    assert!(
+        wrapper || status.success() || (status.code() == Some(1) && refused),
+        "{agent} {cell} part {part}: runwire-session {status}\n{err}"
+    );
     let journal = std::fs::read_to_string(tmp.join("journal"))
         .unwrap_or_default()
         .lines()
@@ -351,6 +359,24 @@ fn codex_resume_plan_and_failures() {
     assert_eq!(replay_all("codex", "empty-rollout"), vec![ok()]);
     let ends = replay_all("codex", "auth-failure");
     assert!(matches!(&ends[..], [(false, Some(r))] if r.contains("401")), "{ends:?}");
+}
+
+/// Issue 26 case 4: codex refuses to resume an archived thread; the
+/// session ends at once with codex's reason (a `runwire.status` line that
+/// is not ok, exit 1), where it used to wait for an `end` that never came.
+#[test]
+fn codex_refused_resume_ends_the_session_with_its_reason() {
+    let r = replay("codex", "archived-resume", 2);
+    assert_eq!(r.rc, Some(1));
+    let status: Value = r
+        .output
+        .iter()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok().filter(|v: &Value| v["type"] == "runwire.status"))
+        .unwrap_or_else(|| panic!("no runwire.status line: {:?}", r.output));
+    assert_eq!(status["ok"], false);
+    assert!(status["detail"].as_str().unwrap().contains("refused thread/resume: session"), "{status}");
+    assert!(status["detail"].as_str().unwrap().contains("is archived"), "{status}");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use clap::Parser;
 use runwire::cli::{self, Exit};
 use runwire::session::driver::{self, JournalTo};
-use runwire::session::launch::{launch, AgentKind, LaunchOptions};
+use runwire::session::launch::{launch, on_path, AgentKind, LaunchOptions};
 use runwire::session::proc::Spec;
 use runwire::session::{self, Agent, Session};
 use std::io::{self, BufWriter};
@@ -28,7 +28,7 @@ enum AgentName {
 
 /// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines (and a runwire.idle line, with the input lines applied, whenever it becomes idle), so `| normalize-events claude | agui-translate | sse-encode` works on it.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0; 1 the agent failed (non-zero exit, killed); 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0 (or, ended, was stopped for not exiting); 1 the agent failed (non-zero exit, killed) or refused what the session needs (a thread, a session: its reason on stderr); 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
 struct Args {
     /// The agent whose protocol to speak.
     #[arg(value_enum)]
@@ -141,7 +141,7 @@ fn usage(e: String) -> ExitCode {
 }
 
 fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
-    let mut spec = Spec::new(&argv[0]);
+    let mut spec = Spec::new(on_path(std::ffi::OsStr::new(&argv[0])));
     for a in &argv[1..] {
         spec.arg(a);
     }
@@ -178,6 +178,12 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     let out = BufWriter::new(io::stdout());
     let report = Box::new(|m: String| cli::report(BIN, m));
     match driver::run(s, &spec, tx, rx, out, &opts, report) {
+        // The agent refused what the session needs (a thread, a session):
+        // its reason, and a failure whatever the agent's exit.
+        Ok(o) if o.failure.is_some() => {
+            cli::report(BIN, format!("{}: {}", argv[0], o.failure.unwrap_or_default()));
+            Exit::Flagged.into()
+        }
         // Refused input lines were reported one by one; they do not make the
         // session fail (a wrapper judges the turn by its exit).
         Ok(o) if o.rc == 0 => Exit::Ok.into(),

@@ -20,7 +20,10 @@
 //! then `turn_end`. `session/load` replays the conversation as
 //! `user_message_chunk` / `agent_message_chunk` updates before its response:
 //! from a `user_message_chunk` until the next response, updates are history
-//! the earlier run already showed, and are skipped.
+//! the earlier run already showed, and are skipped. Only there: once the
+//! session is live (any response after `initialize`'s: `session/new`'s, the
+//! load's own), a `user_message_chunk` is the agent echoing the prompt, and
+//! the turn it opens is shown whole (issue 26 case 6).
 
 use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
 use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart};
@@ -68,6 +71,18 @@ pub(crate) struct Acp {
     turn_open: bool,
     /// A `session/load` is replaying history (see the module doc).
     replay: bool,
+    /// A response other than `initialize`'s was seen: the session is live,
+    /// and no replay can come any more.
+    live: bool,
+    /// A tool call of this turn was denied (a `runwire.answer` deny or
+    /// expiry): a turn that then ends `cancelled` ended as the person
+    /// chose (the agent's reject option ends the turn, codex-acp's
+    /// `abort`; or it had none and runwire cancelled the turn).
+    denied: bool,
+    /// Requests of this turn and the tool calls they asked about (request
+    /// id, call id), and the calls denied, with the reason.
+    asked: Vec<(String, String)>,
+    denied_calls: Vec<(String, String)>,
     /// The message id of the text (or reasoning) run in progress: the line
     /// that opened it, since ACP chunks carry no id of their own.
     text_msg: Option<String>,
@@ -82,6 +97,12 @@ impl Acp {
         if let Some(ty) = v.str_at("type") {
             return match ty {
                 STATUS_TYPE => ctx.status_value(&v),
+                // A session line read here (its `type` not first: a copy
+                // re-encoded): the same as the generic reader's path.
+                super::REQUEST_TYPE | super::ANSWER_TYPE => {
+                    self.session_line(ctx, raw, ty == super::REQUEST_TYPE);
+                    ctx.unknown(raw, ty)
+                }
                 other => ctx.unknown(raw, other),
             };
         }
@@ -113,6 +134,10 @@ impl Acp {
             return ctx.invalid(raw, "neither a method nor a response");
         }
         self.replay = false;
+        // `initialize` answers with the protocol version (a new process:
+        // a load may replay next); every later response means the session
+        // exists (or failed): no replay after it.
+        self.live = v.pointer("/result/protocolVersion").is_none();
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
             let m = err.str_at("message").map(str::to_string).unwrap_or_else(|| value_text(err));
             return ctx.error("agent_error", m, raw, false);
@@ -129,14 +154,60 @@ impl Acp {
             if !self.turn_open {
                 ctx.emit(Data::TurnStart(TurnStart::default()));
             }
+            let ok = stop == "end_turn" || (stop == "cancelled" && self.denied);
+            // A denied call the agent never finished (codex-acp's `abort`
+            // ends the turn without a word on the call) failed as denied.
+            for (id, why) in std::mem::take(&mut self.denied_calls) {
+                if let Some(p) = self.open_tools.iter().position(|t| *t == id) {
+                    self.open_tools.remove(p);
+                    ctx.emit(tool_result(id, &format!("denied: {why}"), true, None, None));
+                }
+            }
             self.end_turn();
-            let ok = stop == "end_turn";
             ctx.emit(Data::TurnEnd(TurnEnd { ok, reason: (!ok).then(|| stop.to_string()), ..TurnEnd::default() }));
         }
     }
 
+    /// A session's `runwire.request` / `runwire.answer` line, before its
+    /// own event. A permission asked before its tool call was announced
+    /// (codex-acp asks first) announces the call from the request (its
+    /// `tool` and `input`), so the request binds to a call the stream has
+    /// shown; the agent's later announcement of it is then an update. A
+    /// denial is noted for the turn's end.
+    pub(crate) fn session_line(&mut self, ctx: &mut Ctx, raw: &[u8], request: bool) {
+        let Ok(v) = serde_json::from_slice::<Value>(raw) else { return };
+        if !request {
+            if matches!(v.str_at("decision"), Some("deny" | "expired")) {
+                self.denied = true;
+                let call = v.str_at("id").and_then(|r| self.asked.iter().find(|(q, _)| q == r)).map(|(_, c)| c.clone());
+                if let Some(c) = call {
+                    let why = v.str_at("message").unwrap_or("Permission request denied").to_string();
+                    super::push_bounded(&mut self.denied_calls, (c, why));
+                }
+            }
+            return;
+        }
+        let Some(id) = v.str_at("tool_call_id").filter(|i| !i.is_empty()) else { return };
+        if let Some(r) = v.str_at("id") {
+            super::push_bounded(&mut self.asked, (r.to_string(), id.to_string()));
+        }
+        if self.replay || self.open_tools.iter().any(|t| t == id) {
+            return;
+        }
+        self.open_turn(ctx);
+        self.text_msg = None;
+        self.thought_msg = None;
+        super::push_bounded(&mut self.open_tools, id.to_string());
+        let name = v.str_at("tool").filter(|t| !t.is_empty()).unwrap_or("tool").to_string();
+        let args = v.get("input").filter(|i| i.is_object()).cloned().unwrap_or_else(|| json!({}));
+        ctx.emit(tool_call(id.to_string(), name, args, None, None));
+    }
+
     fn end_turn(&mut self) {
         self.turn_open = false;
+        self.denied = false;
+        self.asked.clear();
+        self.denied_calls.clear();
         self.text_msg = None;
         self.thought_msg = None;
     }
@@ -153,7 +224,7 @@ impl Acp {
             return ctx.invalid(raw, "update without a string \"sessionUpdate\"");
         };
         if kind == "user_message_chunk" {
-            self.replay = true;
+            self.replay = !self.live;
             return;
         }
         if SKIPPED_UPDATES.contains(&kind) {

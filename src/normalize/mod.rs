@@ -442,6 +442,11 @@ impl Normalizer {
             // The session's word to its runner that it is idle: no event
             // (its line number is still used, so `seq` stays positional).
         } else if let Some(request) = session_line(line) {
+            // ACP binds a request to its tool call, and a denial to the turn
+            // it may end (issue 26 case 7): the dialect sees it first.
+            if let Dialect::Acp(d) = &mut self.dialect {
+                d.session_line(&mut ctx, line, request);
+            }
             ctx.input_line(line, request);
         } else {
             match &mut self.dialect {

@@ -1103,7 +1103,7 @@ pub fn capabilities(shared: &Shared) -> Value {
 use crate::session::driver::{self, JournalTo};
 use crate::session::engine::Engine;
 use crate::session::input::{Input, MessageInput, SteerInput, Who};
-use crate::session::launch::{launch, AgentKind, LaunchOptions};
+use crate::session::launch::{launch, LaunchOptions};
 use crate::session::tap::{Feed, Got};
 use crate::session::Ack;
 
@@ -1123,7 +1123,7 @@ fn start_live(
         actor: super::BIN.into(),
     };
     let journal = journal.map(|path| JournalTo { path, task: TASK.into(), actor: crate::runs::record::ACTOR.into() });
-    Engine::start(AgentKind::of(shared.cfg.adapter), &o, opts, journal, rec, super::BIN)
+    Engine::start(shared.cfg.kind, &o, opts, journal, rec, super::BIN)
 }
 
 /// A command to a live session, with why it was not sent.
@@ -1139,7 +1139,12 @@ fn command(live: &Engine, input: Input) -> Result<driver::Taken, NotSent> {
 /// one place they are read (checked at start by [`check_launch`]).
 fn launch_options(cfg: &super::Config) -> LaunchOptions {
     LaunchOptions {
-        cmd: cfg.engine.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
+        cmd: cfg
+            .engine
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .chain(cfg.engine_args.iter().cloned())
+            .collect(),
         grant_all: cfg.grant_all,
         permission_mode: cfg.permission_mode.clone(),
         plan_exit_mode: cfg.plan_exit_mode.clone(),
@@ -1152,11 +1157,11 @@ fn launch_options(cfg: &super::Config) -> LaunchOptions {
 /// Checks the server's session settings as `runwire-session` checks its
 /// own (`session::launch`); nothing is started. `Err` is a usage error.
 pub fn check_launch(cfg: &super::Config) -> Result<(), String> {
-    launch(AgentKind::of(cfg.adapter), &launch_options(cfg)).map(drop)
+    launch(cfg.kind, &launch_options(cfg)).map(drop)
 }
 
 /// The agent program a session would start (`--agent-cmd`, else
 /// `$RUNWIRE_<AGENT>_BIN`, else its usual name), as given.
 pub fn agent_program(cfg: &super::Config) -> Option<String> {
-    launch(AgentKind::of(cfg.adapter), &launch_options(cfg)).ok()?.argv.into_iter().next()
+    launch(cfg.kind, &launch_options(cfg)).ok()?.argv.into_iter().next()
 }

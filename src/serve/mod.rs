@@ -38,6 +38,7 @@ pub mod studio;
 
 use crate::cli::{self, Exit};
 use crate::normalize::Adapter;
+use crate::session::launch::AgentKind;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -93,7 +94,7 @@ pub struct Args {
     /// Run this agent for each request (its wrapper, wrappers/AGENT.sh). Without it, each request
     /// replays a bundled recorded Claude run (demo mode).
     #[arg(long, value_enum, value_name = "AGENT")]
-    pub agent: Option<Adapter>,
+    pub agent: Option<AgentArg>,
     /// Try approvals, questions, steer and Stop with no agent installed: each thread holds an
     /// interactive session with runwire's built-in demo agent (it accepts any prompt, runs nothing).
     #[arg(long, conflicts_with_all = ["agent", "replay", "agent_cmd"])]
@@ -103,6 +104,10 @@ pub struct Args {
     /// appended, as runwire-session does: claude's stream-json flags, codex `app-server`, cursor `acp`).
     #[arg(long, value_name = "PATH", requires = "agent", conflicts_with = "replay")]
     pub agent_cmd: Option<PathBuf>,
+    /// `--agent acp --interactive -- CMD [ARGS…]`: the ACP agent's whole command line, run exactly
+    /// as given (nothing appended).
+    #[arg(last = true, value_name = "CMD")]
+    pub agent_argv: Vec<String>,
     /// Replay this recorded log of AGENT for each request instead of running the agent.
     #[arg(long, value_name = "FILE", requires = "agent")]
     pub replay: Option<PathBuf>,
@@ -121,7 +126,7 @@ pub struct Args {
     /// Do not record POST /agui runs under $HARNESS_HOME/serve (they then do not appear in GET /runs).
     #[arg(long)]
     pub no_record: bool,
-    /// Hold one interactive session per AG-UI thread (claude, codex app-server, cursor acp): the agent stays alive between
+    /// Hold one interactive session per AG-UI thread (claude, codex app-server, cursor acp, any ACP agent with --agent acp -- CMD): the agent stays alive between
     /// runs, asks before using tools (each request ends the run with an AG-UI interrupt), and takes
     /// answers, live steer and stop. Without it, each run is one batch turn.
     #[arg(long, requires = "agent", conflicts_with = "replay")]
@@ -217,10 +222,46 @@ pub enum Source {
     Agent { cmd: Result<PathBuf, String> },
 }
 
+/// The agents `--agent` names: the print-mode adapters, and any ACP agent
+/// (`acp`, interactive only, its command line after `--`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentArg {
+    /// Claude Code (wrappers/claude.sh; interactive: stream-json and the control protocol)
+    Claude,
+    /// Codex CLI (wrappers/codex.sh; interactive: `codex app-server`)
+    Codex,
+    /// cursor-agent (wrappers/cursor.sh; interactive: `cursor-agent acp`)
+    Cursor,
+    /// Any agent speaking the Agent Client Protocol, with --interactive only: its command line
+    /// after `--`, run exactly as given
+    Acp,
+}
+
+impl AgentArg {
+    /// The adapter its output is read with (an ACP agent's is cursor's: ACP).
+    pub fn adapter(self) -> Adapter {
+        match self {
+            AgentArg::Claude => Adapter::Claude,
+            AgentArg::Codex => Adapter::Codex,
+            AgentArg::Cursor | AgentArg::Acp => Adapter::Cursor,
+        }
+    }
+
+    /// Its interactive protocol.
+    pub fn kind(self) -> AgentKind {
+        match self {
+            AgentArg::Acp => AgentKind::Acp,
+            other => AgentKind::of(other.adapter()),
+        }
+    }
+}
+
 /// Everything a request handler needs to know, fixed at startup.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub adapter: Adapter,
+    /// The interactive protocol (`--agent acp`: any ACP agent, run as given).
+    pub kind: AgentKind,
     pub source: Source,
     /// Extra exact origins (lowercased).
     pub allow_origins: Vec<String>,
@@ -248,8 +289,11 @@ pub struct Config {
     /// The demo this server is, for the studio: `replay` (no `--agent`), `agent` (`--demo`).
     pub demo: Option<&'static str>,
     pub interactive: bool,
-    /// `--agent-cmd` in interactive mode: the engine to run (else `$RUNWIRE_CLAUDE_BIN`, `claude`).
+    /// `--agent-cmd` in interactive mode: the engine to run (else `$RUNWIRE_CLAUDE_BIN`, `claude`);
+    /// with `--agent acp`, the command after `--`.
     pub engine: Option<PathBuf>,
+    /// `--agent acp -- CMD ARGS…`: the command's arguments (nothing else is appended).
+    pub engine_args: Vec<String>,
     /// Interactive sessions' permission mode (`bypassPermissions` only with `--grant-all`).
     pub permission_mode: String,
     pub grant_all: bool,
@@ -298,7 +342,31 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         )));
     }
     let token = args.token_file.as_deref().map(read_token).transpose()?;
-    let adapter = args.agent.unwrap_or(Adapter::Claude);
+    match (args.agent, args.agent_argv.is_empty()) {
+        (Some(AgentArg::Acp), _) if !args.interactive => {
+            return Err(StartError::Usage(
+                "--agent acp: ACP has no batch mode; run it with --interactive -- CMD [ARGS…]".into(),
+            ))
+        }
+        (Some(AgentArg::Acp), true) => {
+            return Err(StartError::Usage(
+                "--agent acp: give the agent's command line after -- (e.g. --agent acp --interactive -- codex-acp)"
+                    .into(),
+            ))
+        }
+        (Some(AgentArg::Acp), false) if args.agent_cmd.is_some() => {
+            return Err(StartError::Usage("--agent acp: give its command after --, not with --agent-cmd".into()))
+        }
+        (Some(AgentArg::Acp), false) => {}
+        (_, false) => {
+            return Err(StartError::Usage(
+                "a command after -- goes with --agent acp only (other agents: --agent-cmd)".into(),
+            ))
+        }
+        _ => {}
+    }
+    let acp_program = (args.agent == Some(AgentArg::Acp)).then(|| PathBuf::from(&args.agent_argv[0]));
+    let adapter = args.agent.map_or(Adapter::Claude, AgentArg::adapter);
     let interactive = args.interactive || args.demo;
     let source = match (&args.agent, &args.replay, &args.agent_cmd) {
         (None, _, _) => Source::Replay { log: Arc::from(DEMO_LOG) },
@@ -307,10 +375,12 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             Source::Replay { log: Arc::from(log) }
         }
         (Some(_), None, Some(cmd)) => Source::Agent { cmd: Ok(cmd.clone()) },
-        (Some(a), None, None) => Source::Agent { cmd: crate::wrappers::find(*a) },
+        (Some(AgentArg::Acp), None, None) => Source::Agent { cmd: Ok(acp_program.clone().unwrap_or_default()) },
+        (Some(a), None, None) => Source::Agent { cmd: crate::wrappers::find(a.adapter()) },
     };
     let cfg = Config {
         adapter,
+        kind: args.agent.map_or(AgentKind::Claude, AgentArg::kind),
         source,
         allow_origins: args.allow_origin.clone(),
         token,
@@ -342,11 +412,14 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         },
         engine: if args.demo {
             Some(std::env::current_exe().map_err(|e| StartError::Io(format!("--demo: this executable's path: {e}")))?)
+        } else if acp_program.is_some() {
+            acp_program.clone()
         } else if args.interactive {
             args.agent_cmd.clone()
         } else {
             None
         },
+        engine_args: if acp_program.is_some() { args.agent_argv[1..].to_vec() } else { Vec::new() },
         permission_mode: args.permission_mode.clone(),
         grant_all: args.grant_all,
         plan_exit_mode: args.plan_exit_mode.clone(),
@@ -423,7 +496,8 @@ fn agent_missing(args: &Args, cfg: &Config) -> Option<String> {
     if args.agent_cmd.is_some() && !cfg.interactive {
         return None;
     }
-    let interactive = Config { interactive: true, engine: args.agent_cmd.clone(), ..cfg.clone() };
+    let engine = if cfg.kind == AgentKind::Acp { cfg.engine.clone() } else { args.agent_cmd.clone() };
+    let interactive = Config { interactive: true, engine, ..cfg.clone() };
     let program = interactive::agent_program(&interactive)?;
     if executable(&program) {
         return None;

@@ -57,6 +57,13 @@ pub struct Acp {
     session: Option<String>,
     /// A `session/prompt` is running (its response ends the turn).
     prompting: bool,
+    /// The agent queues a prompt sent while one runs and runs it next
+    /// (`agentCapabilities._meta.claudeCode.promptQueueing`, claude-agent-acp):
+    /// a message mid-turn is sent at once instead of cancelling the turn.
+    queueing: bool,
+    /// Prompts sent while one ran, queued at the agent (each ends a turn of
+    /// its own once the one before it has ended).
+    queued_at_agent: u32,
     /// `session/cancel` was sent for the running prompt (once is enough: an
     /// interrupt followed by a message must not cancel twice).
     cancelling: bool,
@@ -128,6 +135,8 @@ impl Acp {
             sent: HashMap::new(),
             session: None,
             prompting: false,
+            queueing: false,
+            queued_at_agent: 0,
             cancelling: false,
             cancel_on_prompt: false,
             queued: Vec::new(),
@@ -185,6 +194,8 @@ impl Acp {
         let failed = v.get("error").is_some_and(|e| !e.is_null());
         match sent {
             Sent::Initialize if !failed => {
+                self.queueing =
+                    v.pointer("/result/agentCapabilities/_meta/claudeCode/promptQueueing") == Some(&Value::Bool(true));
                 let cwd = self.opts.cwd.clone();
                 let l = match self.opts.resume.clone() {
                     Some(s) => self.request(
@@ -212,6 +223,15 @@ impl Acp {
                 }
                 self.flush(to_agent, out);
             }
+            Sent::Prompt if self.queued_at_agent > 0 => {
+                // The next prompt queued at the agent runs now: a new turn.
+                self.queued_at_agent -= 1;
+                self.cancelling = false;
+                self.asked.clear();
+                let ok = !failed && v.pointer("/result/stopReason").and_then(Value::as_str) == Some("end_turn");
+                out.push(Signal::TurnEnded { ok });
+                out.push(Signal::TurnActive);
+            }
             Sent::Prompt => {
                 self.prompting = false;
                 self.cancelling = false;
@@ -221,9 +241,18 @@ impl Acp {
                 // A message that cancelled this turn is the next prompt.
                 self.flush(to_agent, out);
             }
-            // A failed initialize or session leaves no session: its error
-            // response is in the log; prompts stay queued.
-            _ => {}
+            // A failed initialize or session leaves no session: nothing can
+            // run, the session ends with the agent's reason (an
+            // `auth_required` error included: runwire cannot log in).
+            Sent::Initialize | Sent::Session => {
+                let method = match (sent, &self.opts.resume) {
+                    (Sent::Initialize, _) => "initialize",
+                    (_, Some(_)) => "session/load",
+                    _ => "session/new",
+                };
+                out.push(Signal::Failed(super::refusal("the agent", method, v)));
+            }
+            Sent::Mode => {}
         }
     }
 
@@ -297,6 +326,18 @@ impl Agent for Acp {
     }
 
     fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        if let (true, true, false, Some(s)) = (self.prompting, self.queueing, self.cancelling, self.session.clone()) {
+            // The agent queues it and runs it once the running turn ends
+            // (cancelling and prompting again loses the reply with
+            // claude-agent-acp 0.23.1: the new prompt ends at once, 0 tokens).
+            self.queued_at_agent += 1;
+            let l = self.request(
+                Sent::Prompt,
+                "session/prompt",
+                json!({"sessionId": s, "prompt": [{"type": "text", "text": text}]}),
+            );
+            return to_agent.push(l);
+        }
         if self.prompting {
             // No steering in ACP: stop the turn, then prompt again.
             self.cancel(to_agent);
@@ -314,9 +355,16 @@ impl Agent for Acp {
             Decision::Deny | Decision::Expired => "reject_once",
             Decision::Cancelled => return to_agent.push(outcome(&id, json!({"outcome": "cancelled"}))),
         };
-        // An agent without a once-only rejection is told the request was cancelled: never "reject always".
         match option_id(&options, kind) {
             Some(o) => to_agent.push(outcome(&id, json!({"outcome": "selected", "optionId": o}))),
+            // An agent without a once-only rejection: never "reject always".
+            // ACP answers `cancelled` only for a turn the client cancels, so
+            // the turn is cancelled (`session/cancel`) and the request
+            // answered `cancelled`; the turn ends as a denial.
+            None if kind == "reject_once" => {
+                self.cancel(to_agent);
+                to_agent.push(outcome(&id, json!({"outcome": "cancelled"})));
+            }
             None => to_agent.push(outcome(&id, json!({"outcome": "cancelled"}))),
         }
     }
@@ -337,7 +385,15 @@ impl Agent for Acp {
     /// turn is prompted once it has stopped): the cancelled turn's end does
     /// not make the session idle.
     fn mid_turn(&self) -> super::MidTurn {
-        super::MidTurn::CancelsAndPrompts
+        if self.queueing {
+            super::MidTurn::Joins
+        } else {
+            super::MidTurn::CancelsAndPrompts
+        }
+    }
+    /// A message the agent queues runs as the next turn (after the running one).
+    fn pending_steer(&self) -> bool {
+        self.queueing
     }
     fn working(&self) -> bool {
         self.prompting || !self.queued.is_empty()
@@ -482,5 +538,44 @@ mod tests {
             parse(&st.to_agent[0]),
             json!({"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":"Unsupported ACP client method \"cursor/task\""}})
         );
+    }
+
+    /// Issue 26 case 7: an agent that offers no `reject_once` is never told
+    /// "reject always": the turn is cancelled and the request answered
+    /// `cancelled`, as ACP asks of a client that cancels.
+    #[test]
+    fn a_deny_without_a_reject_once_option_cancels_the_turn() {
+        let (mut s, _) = session();
+        let only_always = PERMISSION.replace(r#""kind":"reject_once""#, r#""kind":"reject_always""#);
+        s.agent_line(only_always.as_bytes(), 0);
+        let deny = serde_json::from_value::<Input>(json!({"type":"answer","id":"0","decision":"deny"})).unwrap();
+        let st = s.input(deny, 1).unwrap();
+        let w: Vec<Value> = st.to_agent.iter().map(|l| parse(l)).collect();
+        assert_eq!(w[0]["method"], "session/cancel", "{w:?}");
+        assert_eq!(w[1], json!({"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}));
+        assert_eq!(w.len(), 2, "{w:?}");
+    }
+
+    /// claude-agent-acp queues a prompt sent while one runs
+    /// (`promptQueueing`): a message mid-turn is sent at once, acknowledged
+    /// `pending`, and runs as the next turn; the session stays mid-turn until
+    /// that turn ends (issue 26 case 7: cancel then prompt lost its reply).
+    #[test]
+    fn an_agent_that_queues_prompts_gets_a_mid_turn_message_at_once() {
+        let opts = AcpOptions { cwd: "/w".into(), ..AcpOptions::default() };
+        let mut s = Session::new(Acp::new(opts), Options { answer_timeout_ms: 1000, actor: "t".into() });
+        s.open(Some("go"));
+        s.agent_line(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{"_meta":{"claudeCode":{"promptQueueing":true}}}}}"#, 0);
+        s.agent_line(br#"{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}"#, 0);
+        let st = s.input(msg("also otters"), 1).unwrap();
+        assert_eq!(st.ack, super::super::Ack::Pending);
+        let w: Vec<Value> = st.to_agent.iter().map(|l| parse(l)).collect();
+        assert_eq!(w.len(), 1, "no cancel: {w:?}");
+        assert_eq!((w[0]["method"].as_str(), w[0]["id"].as_u64()), (Some("session/prompt"), Some(4)));
+        s.agent_line(br#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#, 2);
+        assert_eq!(s.phase(), super::super::Phase::Turn, "the queued prompt's turn runs next");
+        assert_eq!(s.idle_line(), None);
+        s.agent_line(br#"{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}"#, 3);
+        assert_eq!(s.phase(), super::super::Phase::Idle);
     }
 }

@@ -48,6 +48,9 @@ pub fn protocol_args(mode: &str) -> Vec<String> {
         "--include-partial-messages",
         "--permission-prompt-tool",
         "stdio",
+        // Each user message is echoed (with its uuid) when claude takes it:
+        // the session knows which messages are still owed a turn.
+        "--replay-user-messages",
         "--permission-mode",
         canonical_mode(mode),
     ]
@@ -276,11 +279,63 @@ pub struct Claude {
     opts: ClaudeOptions,
     next: u64,
     session: Option<String>,
+    /// The uuids of user messages written and not yet taken: claude has
+    /// neither echoed them (`--replay-user-messages`) nor cancelled them.
+    unconsumed: Vec<String>,
+    /// Claude echoed a message: its echoes say when each is taken (a
+    /// recording or a stand-in that echoes nothing is judged by its
+    /// results alone, as before).
+    echoes: bool,
+    /// `system/init` advertised `interrupt_cancel_queued_v1`: an interrupt
+    /// can cancel the queued messages too.
+    cancel_queued: bool,
+    /// A turn runs: from `system/init` (or its first streamed line) to `result`.
+    running: bool,
+    /// Per-process random keys for message uuids.
+    keys: std::collections::hash_map::RandomState,
 }
 
 impl Claude {
     pub fn new(opts: ClaudeOptions) -> Claude {
-        Claude { opts, next: 0, session: None }
+        Claude {
+            opts,
+            next: 0,
+            session: None,
+            unconsumed: Vec::new(),
+            echoes: false,
+            cancel_queued: false,
+            running: false,
+            keys: std::collections::hash_map::RandomState::new(),
+        }
+    }
+
+    /// A fresh (random, version 4) uuid for a user message.
+    fn uuid(&mut self) -> String {
+        use std::hash::BuildHasher;
+        self.next += 1;
+        let a = self.keys.hash_one((self.next, 0u8));
+        let b = self.keys.hash_one((self.next, 1u8));
+        let mut x = (u128::from(a) << 64) | u128::from(b);
+        x = (x & !(0xf << 76)) | (0x4 << 76); // version 4
+        x = (x & !(0x3 << 62)) | (0x2 << 62); // RFC 4122 variant
+        let h = format!("{x:032x}");
+        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    }
+
+    /// Messages claude has not taken yet (their uuids): what a Stop cancels.
+    pub fn unconsumed(&self) -> &[String] {
+        &self.unconsumed
+    }
+
+    /// `uuid` will not run (claude cancelled it): no longer owed. When it
+    /// was the last one owed and no turn runs, the session is told the
+    /// turn it waited for is over.
+    fn dropped(&mut self, uuid: &str, out: &mut Vec<Signal>) {
+        let before = self.unconsumed.len();
+        self.unconsumed.retain(|u| u != uuid);
+        if before != self.unconsumed.len() && self.unconsumed.is_empty() && !self.running {
+            out.push(Signal::TurnEnded { ok: false });
+        }
     }
 
     /// Ids for runwire's own control requests: unique in the process.
@@ -367,32 +422,66 @@ impl Agent for Claude {
                     out.push(Signal::Withdrawn(id.to_string()));
                 }
             }
+            // The answer to runwire's interrupt names the queued messages it cancelled.
+            Some("control_response") => {
+                let cancelled = v.pointer("/response/response/cancelled").and_then(Value::as_array);
+                for u in cancelled.into_iter().flatten().filter_map(Value::as_str) {
+                    self.dropped(u, &mut out);
+                }
+            }
+            // A message's lifecycle (`msg_lifecycle_v1`): one cancelled never runs.
+            Some("command_lifecycle") => {
+                if let (Some("cancelled"), Some(u)) = (s("state"), s("command_uuid")) {
+                    self.dropped(u, &mut out);
+                }
+            }
+            // The echo of a message runwire wrote: claude took it, into the
+            // running turn (before its `result`) or as the next turn's prompt.
+            Some("user") if v.get("isReplay") == Some(&Value::Bool(true)) => {
+                if let Some(u) = s("uuid") {
+                    self.echoes = true;
+                    self.unconsumed.retain(|x| x != u);
+                }
+            }
             Some("system") => {
                 if s("subtype") == Some("init") {
                     if let Some(id) = s("session_id").filter(|x| !x.is_empty()) {
                         self.session = Some(id.to_string());
                         out.push(Signal::SessionId(id.to_string()));
                     }
+                    let caps = v.get("capabilities").and_then(Value::as_array);
+                    self.cancel_queued =
+                        caps.is_some_and(|c| c.iter().any(|x| x.as_str() == Some("interrupt_cancel_queued_v1")));
                 }
                 if s("subtype") == Some("init") || s("status") == Some("requesting") {
+                    self.running = true;
                     out.push(Signal::TurnActive);
                 }
             }
-            Some("stream_event" | "assistant") => out.push(Signal::TurnActive),
+            Some("stream_event" | "assistant") => {
+                self.running = true;
+                out.push(Signal::TurnActive)
+            }
             // The result line may start with another key: `type` is read, not matched by prefix.
-            Some("result") => out.push(Signal::TurnEnded { ok: v.get("is_error") != Some(&Value::Bool(true)) }),
+            Some("result") => {
+                self.running = false;
+                out.push(Signal::TurnEnded { ok: v.get("is_error") != Some(&Value::Bool(true)) })
+            }
             _ => {}
         }
         out
     }
 
     fn message(&mut self, text: &str, to_agent: &mut Vec<Vec<u8>>) {
+        let uuid = self.uuid();
         to_agent.push(line(&json!({
             "type": "user",
             "message": {"role": "user", "content": text},
             "parent_tool_use_id": null,
             "session_id": self.session.as_deref().unwrap_or(""),
+            "uuid": uuid,
         })));
+        self.unconsumed.push(uuid);
     }
 
     fn answer(&mut self, req: &InputRequest, a: &InputAnswer, mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>) {
@@ -440,9 +529,35 @@ impl Agent for Claude {
         to_agent.push(control_response(&req.id, Value::Object(r)));
     }
 
+    /// Interrupts the running turn and cancels the messages claude has not
+    /// taken yet, so none of them runs after the Stop: with `cancel_queued`
+    /// where `system/init` advertises `interrupt_cancel_queued_v1`, else a
+    /// `cancel_async_message` for each first (once claude has shown it
+    /// echoes: only then are the messages not taken known).
     fn interrupt(&mut self, to_agent: &mut Vec<Vec<u8>>) {
-        let l = self.control("interrupt", json!({"subtype": "interrupt"}));
+        if !self.cancel_queued && self.echoes {
+            for u in self.unconsumed.clone() {
+                let l = self.control("cancel", json!({"subtype": "cancel_async_message", "message_uuid": u}));
+                to_agent.push(l);
+            }
+        }
+        let mut req = json!({"subtype": "interrupt"});
+        if self.cancel_queued {
+            req["cancel_queued"] = json!(true);
+        }
+        let l = self.control("interrupt", req);
         to_agent.push(l);
+    }
+
+    /// A message written is owed a turn until claude echoes or cancels it
+    /// (once it has shown it echoes): a `result` before the echo does not
+    /// make the session idle, the message runs as the next turn.
+    fn working(&self) -> bool {
+        self.echoes && !self.unconsumed.is_empty()
+    }
+
+    fn pending_steer(&self) -> bool {
+        self.echoes
     }
 
     fn check_mode(&self, mode: &str) -> Result<(), String> {
@@ -760,5 +875,95 @@ mod tests {
         assert!(st.close_agent_input);
         assert_eq!(s.phase(), Phase::Ended);
         assert_eq!(input(&mut s, r#"{"type":"message","text":"x"}"#), Err(Refused::Ended));
+    }
+
+    const INIT_CAPS: &str = r#"{"type":"system","subtype":"init","session_id":"s1","capabilities":["interrupt_receipt_v1","interrupt_cancel_queued_v1","msg_lifecycle_v1"]}"#;
+    const RESULT: &[u8] = br#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#;
+
+    fn echo(uuid: &str) -> Vec<u8> {
+        format!(r#"{{"type":"user","message":{{"role":"user","content":"x"}},"uuid":"{uuid}","isReplay":true}}"#)
+            .into_bytes()
+    }
+
+    /// Issue 26 case 2, as Claude Code 2.1.328 does it: a message written
+    /// while the answer streams is echoed only after the turn's `result`,
+    /// when it runs as the next turn. The session says `pending`, stays
+    /// mid-turn (no idle line) until the echo and the next `result`.
+    #[test]
+    fn a_steer_claude_runs_as_the_next_turn_keeps_the_session_busy_until_that_turn_ends() {
+        use super::super::Ack;
+        let mut s = session();
+        let u1 = s.agent().unconsumed()[0].clone();
+        assert_eq!((u1.len(), &u1[14..15]), (36, "4"), "{u1}");
+        s.agent_line(INIT_CAPS.as_bytes(), 1);
+        s.agent_line(&echo(&u1), 1);
+        s.agent_line(br#"{"type":"stream_event","event":{}}"#, 2);
+        let st = input(&mut s, r#"{"type":"message","text":"also otters"}"#).unwrap();
+        assert_eq!(st.ack, Ack::Pending);
+        let u2 = json_of(&st.to_agent[0])["uuid"].as_str().unwrap().to_string();
+        assert_ne!(u1, u2);
+        s.agent_line(RESULT, 3);
+        assert_eq!(s.phase(), Phase::Turn, "the steer is not taken yet: its turn is owed");
+        assert_eq!(s.idle_line(), None);
+        s.agent_line(INIT_CAPS.as_bytes(), 4);
+        s.agent_line(&echo(&u2), 4);
+        assert_eq!(s.phase(), Phase::Turn);
+        s.agent_line(RESULT, 5);
+        assert_eq!(s.phase(), Phase::Idle);
+        assert_eq!(s.idle_line().as_deref(), Some(&br#"{"type":"runwire.idle","inputs":1}"#[..]));
+    }
+
+    /// Issue 26 case 3: an interrupt cancels the messages claude has not
+    /// taken: `cancel_queued` where `system/init` advertises it, else
+    /// `cancel_async_message` per uuid; what claude cancelled is no longer owed.
+    #[test]
+    fn stop_cancels_the_messages_claude_has_not_taken() {
+        let mut s = session();
+        s.agent_line(INIT_CAPS.as_bytes(), 1);
+        let first = s.agent().unconsumed()[0].clone();
+        s.agent_line(&echo(&first), 1);
+        let st = input(&mut s, r#"{"type":"message","text":"second message"}"#).unwrap();
+        let u2 = json_of(&st.to_agent[0])["uuid"].as_str().unwrap().to_string();
+        let st = input(&mut s, r#"{"type":"interrupt"}"#).unwrap();
+        let w: Vec<Value> = st.to_agent.iter().map(|l| json_of(l)).collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0]["request"], json!({"subtype": "interrupt", "cancel_queued": true}));
+        let id = w[0]["request_id"].as_str().unwrap();
+        let reply = json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+            "response": {"still_queued": [], "cancelled": [u2]}}});
+        s.agent_line(reply.to_string().as_bytes(), 2);
+        assert!(s.agent().unconsumed().is_empty());
+        s.agent_line(br#"{"type":"result","subtype":"error_during_execution","is_error":true}"#, 3);
+        assert_eq!(s.phase(), Phase::Idle);
+
+        // A claude that does not advertise cancel_queued: one cancel per message first.
+        let mut s = session();
+        s.agent_line(br#"{"type":"system","subtype":"init","session_id":"s1"}"#, 1);
+        let first = s.agent().unconsumed()[0].clone();
+        s.agent_line(&echo(&first), 1);
+        let st = input(&mut s, r#"{"type":"message","text":"second message"}"#).unwrap();
+        let u2 = json_of(&st.to_agent[0])["uuid"].as_str().unwrap().to_string();
+        let st = input(&mut s, r#"{"type":"stop"}"#).unwrap();
+        let w: Vec<Value> = st.to_agent.iter().map(|l| json_of(l)).collect();
+        assert_eq!(w[0]["request"], json!({"subtype": "cancel_async_message", "message_uuid": u2}));
+        assert_eq!(w[1]["request"], json!({"subtype": "interrupt"}));
+        // Its lifecycle says it was cancelled: owed no more, even after the turn's end.
+        s.agent_line(br#"{"type":"result","subtype":"error_during_execution","is_error":true}"#, 3);
+        assert_eq!(s.phase(), Phase::Turn);
+        let gone = json!({"type": "command_lifecycle", "command_uuid": u2, "state": "cancelled"});
+        s.agent_line(gone.to_string().as_bytes(), 4);
+        assert_eq!(s.phase(), Phase::Idle);
+    }
+
+    /// A claude that never echoes (a recording, an older build) is judged by
+    /// its results alone, as before.
+    #[test]
+    fn without_echoes_a_result_ends_the_turn() {
+        let mut s = session();
+        input(&mut s, r#"{"type":"message","text":"more"}"#).unwrap();
+        s.agent_line(RESULT, 1);
+        assert_eq!(s.phase(), Phase::Idle);
+        let args = protocol_args("default");
+        assert!(args.contains(&"--replay-user-messages".to_string()));
     }
 }

@@ -383,8 +383,16 @@ impl Codex {
                 }
             }
             // A failed initialize or thread leaves codex without a thread:
-            // its error response is in the log; messages stay queued.
-            _ => {}
+            // nothing can run, the session ends with codex's reason.
+            Sent::Initialize | Sent::Thread => {
+                let method = match (sent, &self.opts.resume) {
+                    (Sent::Initialize, _) => "initialize",
+                    (_, Some(_)) => "thread/resume",
+                    _ => "thread/start",
+                };
+                out.push(Signal::Failed(super::refusal("codex", method, v)));
+            }
+            Sent::Interrupt => {}
         }
     }
 

@@ -68,6 +68,9 @@ pub struct Outcome {
     pub refused: u64,
     /// The session id the agent announced.
     pub session_id: Option<String>,
+    /// Why the session failed although the agent may have exited 0: it
+    /// refused a request the session cannot go on without.
+    pub failure: Option<String>,
 }
 
 /// Starts the agent with its input open (a pipe), through the one place
@@ -292,6 +295,24 @@ pub struct Core<A: Agent, O: Output> {
     stdin: Arc<Writer>,
     journal: Option<JournalTo>,
     report: Mutex<Box<dyn FnMut(String) + Send>>,
+    /// The agent's process, to end one that outstays its closed input.
+    signaller: Mutex<Option<proc::Signaller>>,
+    /// When the agent's input was closed (epoch ms), and what the agent
+    /// has been sent since for not exiting: [`Ending`].
+    closed: Mutex<Option<(i64, Ending)>>,
+}
+
+/// How far ending an agent that does not exit when its input closes has
+/// gone (issue 26 case 5: ACP agents keep running, and keep their stdout
+/// open, after their stdin closes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Its input is closed; it has [`EXIT_GRACE`] to exit on its own.
+    Closed,
+    /// SIGTERM sent; SIGKILL after the kill grace.
+    Terminated,
+    /// SIGKILL sent.
+    Killed,
 }
 
 impl<A: Agent, O: Output> Drop for Core<A, O> {
@@ -319,6 +340,72 @@ impl<A: Agent, O: Output> Core<A, O> {
             stdin: Writer::start(stdin),
             journal,
             report: Mutex::new(report),
+            signaller: Mutex::new(None),
+            closed: Mutex::new(None),
+        }
+    }
+
+    /// The agent's process: once its input is closed, an agent that has
+    /// not exited within [`EXIT_GRACE`] gets SIGTERM, then SIGKILL after
+    /// the kill grace, whatever it does with its stdout (the loop does it).
+    pub fn watch(&self, s: proc::Signaller) {
+        *lock(&self.signaller) = Some(s);
+    }
+
+    /// The agent's exit code as the session's outcome: an agent that did
+    /// not exit when its input closed and was stopped for it (ACP agents)
+    /// ended as asked, so its SIGTERM or SIGKILL counts as 0.
+    pub fn exit_code(&self, rc: i64) -> i64 {
+        let stopped = matches!(*lock(&self.closed), Some((_, Ending::Terminated | Ending::Killed)));
+        if stopped && (rc == 128 + 15 || rc == 128 + 9) {
+            0
+        } else {
+            rc
+        }
+    }
+
+    /// Notes that the agent's input is closed (the first time counts).
+    fn mark_closed(&self) {
+        lock(&self.closed).get_or_insert((now_ms(), Ending::Closed));
+    }
+
+    /// When the loop must next act on an agent that outstays its closed
+    /// input (epoch ms), if it must.
+    fn ending_deadline(&self) -> Option<i64> {
+        lock(&self.signaller).as_ref()?;
+        let grace = EXIT_GRACE.as_millis() as i64;
+        match *lock(&self.closed) {
+            Some((t, Ending::Closed)) => Some(t + grace),
+            Some((t, Ending::Terminated)) => Some(t + grace + proc::KILL_GRACE.as_millis() as i64),
+            _ => None,
+        }
+    }
+
+    /// Ends an agent that outstays its closed input, by the
+    /// [`ending_deadline`](Core::ending_deadline).
+    fn enforce_end(&self, now: i64) {
+        if !self.ending_deadline().is_some_and(|d| d <= now) {
+            return;
+        }
+        let Some(sig) = lock(&self.signaller).clone() else { return };
+        let stage = lock(&self.closed).map(|(_, e)| e);
+        let next = match stage {
+            Some(Ending::Closed) => {
+                self.report(format!(
+                    "the agent did not exit within {} s of its input closing: stopping it",
+                    EXIT_GRACE.as_secs()
+                ));
+                sig.terminate();
+                Ending::Terminated
+            }
+            Some(Ending::Terminated) => {
+                sig.kill();
+                Ending::Killed
+            }
+            _ => return,
+        };
+        if let Some((_, e)) = lock(&self.closed).as_mut() {
+            *e = next;
         }
     }
 
@@ -420,6 +507,7 @@ impl<A: Agent, O: Output> Core<A, O> {
     /// is being stopped). Never waits for the agent.
     pub fn close_agent_input(&self) {
         self.stdin.close_now();
+        self.mark_closed();
     }
 
     /// Whether the agent's input has room for `input` now (as
@@ -435,6 +523,7 @@ impl<A: Agent, O: Output> Core<A, O> {
     /// (the session is being ended: its last lines still go).
     pub fn close_agent_input_after_queue(&self) {
         self.stdin.close_after_queue();
+        self.mark_closed();
     }
 
     /// Bytes written to the agent that it has not read yet.
@@ -459,6 +548,7 @@ impl<A: Agent, O: Output> Core<A, O> {
         }
         if s.close_agent_input {
             self.stdin.close_after_queue();
+            self.mark_closed();
         }
         if let Some(j) = &self.journal {
             let now = now_ms();
@@ -491,6 +581,10 @@ fn drive_until_eof<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) 
     let mut refused = 0;
     loop {
         let deadline = core.query(|s, _| s.deadline());
+        let deadline = match (deadline, core.ending_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let ev = match deadline {
             Some(d) => rx.recv_timeout(Duration::from_millis((d - now_ms()).max(0) as u64)),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -525,7 +619,10 @@ fn drive_until_eof<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) 
             Ok(Event::InputEof) => {
                 core.step(|s| s.input_closed(now_ms()))?;
             }
-            Err(RecvTimeoutError::Timeout) => core.tick()?,
+            Err(RecvTimeoutError::Timeout) => {
+                core.tick()?;
+                core.enforce_end(now_ms());
+            }
         }
     }
 }
@@ -556,7 +653,9 @@ pub fn run<A: Agent, O: Output>(
     };
     // Its output is closed: it exits now, or is stopped.
     let rc = child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop());
-    Ok(Outcome { rc, refused, session_id: core.query(|s, _| s.session_id().map(str::to_string)) })
+    let (session_id, failure) =
+        core.query(|s, _| (s.session_id().map(str::to_string), s.failure().map(str::to_string)));
+    Ok(Outcome { rc: core.exit_code(rc), refused, session_id, failure })
 }
 
 /// Starts the agent and its session: the agent's lines go to `tx`, the
@@ -582,6 +681,7 @@ fn begin<A: Agent, O: Output>(
         return Err(io::Error::other(format!("cannot read the agent's output: {e}")));
     }
     let core = Core::new(session, out, stdin, opts.journal.clone(), report);
+    core.watch(child.signaller());
     if let Err(e) = core.open(opts.first.as_deref()) {
         child.stop();
         return Err(e);

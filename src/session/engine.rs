@@ -8,7 +8,7 @@
 //! goes to a [`tap`] that one reader follows with its own cursor.
 
 use super::driver::{self, JournalTo};
-use super::launch::{launch, AgentKind, LaunchOptions};
+use super::launch::{launch, on_path, AgentKind, LaunchOptions};
 use super::proc::{Proc, Spec};
 use super::tap::{self, Feed, Sink};
 use super::{Agent, Input, Refused, Session};
@@ -92,7 +92,7 @@ impl Engine {
 
     /// The agent's exit code once it is over.
     pub fn exit_code(&self) -> Option<i64> {
-        lock(&self.child).try_wait()
+        lock(&self.child).try_wait().map(|rc| self.core.exit_code(rc))
     }
 
     /// The agent is being ended: its input closes once what is queued for
@@ -111,24 +111,6 @@ impl Engine {
     pub fn kill(&self) -> Option<i64> {
         let rc = lock(&self.child).stop();
         self.core.close_agent_input();
-        Some(rc)
+        Some(self.core.exit_code(rc))
     }
-}
-
-/// `name` as a path: itself when it has a slash, else the first executable
-/// `name` on `$PATH` (the process layer takes a path), else `name` (which
-/// then fails to start with a clear error).
-fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let p = std::path::PathBuf::from(name);
-    if p.components().count() > 1 {
-        return p;
-    }
-    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-        let c = dir.join(name);
-        if std::fs::metadata(&c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
-            return c;
-        }
-    }
-    p
 }

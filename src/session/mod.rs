@@ -48,6 +48,11 @@ pub enum Signal {
     TurnEnded { ok: bool },
     /// The agent named its session (resumable id).
     SessionId(String),
+    /// The agent refused a request of runwire's own that the session cannot
+    /// go on without (codex `thread/start` / `thread/resume`, ACP
+    /// `initialize`, `session/new`, `session/load`): the session ends with
+    /// this reason (issue 26 case 4: it used to wait forever).
+    Failed(String),
 }
 
 /// What a message sent while a turn runs does, in each protocol (runners
@@ -97,6 +102,11 @@ pub trait Agent {
     fn steer_may_start_next(&self) -> bool {
         false
     }
+    /// A message sent mid-turn is taken when the agent says so, into the
+    /// running turn or as the next one ([`Ack::Pending`]; claude echoes it).
+    fn pending_steer(&self) -> bool {
+        false
+    }
     /// Checks an answer's mode (plan approval) before anything is written.
     fn check_mode(&self, _mode: &str) -> Result<(), String> {
         Ok(())
@@ -138,6 +148,9 @@ impl<T: Agent + ?Sized> Agent for Box<T> {
     fn steer_may_start_next(&self) -> bool {
         (**self).steer_may_start_next()
     }
+    fn pending_steer(&self) -> bool {
+        (**self).pending_steer()
+    }
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         (**self).check_mode(mode)
     }
@@ -164,6 +177,11 @@ pub enum Ack {
     /// agent may find the turn already over, and then runs it as the next
     /// turn (codex refuses a `turn/steer` that comes too late).
     Joined { may_start_next: bool },
+    /// Sent while a turn runs: the agent takes it into that turn or, once
+    /// it is over, runs it as the next turn; its echo on the stream says
+    /// which (claude: the `user` line with its `uuid`, before or after the
+    /// turn's `result`). The session stays mid-turn until it is taken.
+    Pending,
     /// The running turn was interrupted; the message starts the next one.
     InterruptedThenStarted,
     /// The protocol cannot steer a running turn (ACP): it was cancelled and
@@ -184,6 +202,9 @@ impl fmt::Display for Ack {
             Ack::Joined { may_start_next: false } => "written into the running turn (live steer)",
             Ack::Joined { may_start_next: true } => {
                 "written into the running turn (live steer); should the agent find that turn already over, the message starts the next turn"
+            }
+            Ack::Pending => {
+                "sent: the agent takes it into the running turn, or runs it as the next turn once that one ends; the stream shows which, and the run follows it"
             }
             Ack::InterruptedThenStarted => "the turn was interrupted and the message starts the next one",
             Ack::CancelledThenPrompted => {
@@ -305,6 +326,8 @@ pub struct Session<A: Agent> {
     /// Stops that stopped something ([`Ack::Stopped`]) so far: a reader that
     /// noted the count when its input was taken sees its turn was stopped.
     stops: u64,
+    /// Why the session failed ([`Signal::Failed`]), once it has.
+    failure: Option<String>,
 }
 
 impl<A: Agent> Session<A> {
@@ -320,7 +343,14 @@ impl<A: Agent> Session<A> {
             inputs: 0,
             said_idle: None,
             stops: 0,
+            failure: None,
         }
+    }
+
+    /// Why the session failed: the agent refused a request the session
+    /// cannot go on without ([`Signal::Failed`]).
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     pub fn agent(&self) -> &A {
@@ -461,6 +491,21 @@ impl<A: Agent> Session<A> {
                     self.maybe_end(&mut s);
                 }
                 Signal::SessionId(id) => self.session_id = Some(id),
+                Signal::Failed(why) => {
+                    if self.failure.is_none() {
+                        // The status line every reader of a task log takes as
+                        // the run's end: an `exit` event that is not ok.
+                        let status = serde_json::json!({"type": crate::normalize::STATUS_TYPE, "ok": false,
+                            "rc": 1, "session_id": self.session_id, "detail": why});
+                        s.output.push(status.to_string().into_bytes());
+                        self.failure = Some(why);
+                    }
+                    if self.phase != Phase::Ended {
+                        self.cancel_all("the session failed", now_ms, &mut s);
+                        self.phase = Phase::Ended;
+                        s.close_agent_input = true;
+                    }
+                }
             }
         }
         s
@@ -545,6 +590,7 @@ impl<A: Agent> Session<A> {
             (false, _, _) => Ack::Started,
             (true, true, _) => Ack::InterruptedThenStarted,
             (true, false, MidTurn::CancelsAndPrompts) => Ack::CancelledThenPrompted,
+            (true, false, MidTurn::Joins) if self.agent.pending_steer() => Ack::Pending,
             (true, false, MidTurn::Joins) => Ack::Joined { may_start_next: self.agent.steer_may_start_next() },
         }
     }
@@ -686,6 +732,21 @@ impl<A: Agent> Session<A> {
             self.phase = Phase::Ended;
             s.close_agent_input = true;
         }
+    }
+}
+
+/// Why a JSON-RPC agent refused runwire's `method`, from its error response
+/// `v`: `"<who> refused <method>: <message> (code N)"`.
+pub(crate) fn refusal(who: &str, method: &str, v: &Value) -> String {
+    let e = v.get("error").unwrap_or(&Value::Null);
+    let message = match e.get("message").and_then(Value::as_str) {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ => e.to_string(),
+    };
+    let data = e.get("data").filter(|d| !d.is_null()).map(|d| format!(": {d}")).unwrap_or_default();
+    match e.get("code").and_then(Value::as_i64) {
+        Some(c) => format!("{who} refused {method}: {message}{data} (code {c})"),
+        None => format!("{who} refused {method}: {message}{data}"),
     }
 }
 

@@ -45,7 +45,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Default time between SIGTERM and SIGKILL when a run is stopped.
@@ -123,6 +124,9 @@ pub struct Proc {
     status: Option<i64>,
     /// When the stop began (SIGTERM sent).
     stopping: Option<Instant>,
+    /// Set once the run is reaped, for [`Signaller`]s (never signal a pid
+    /// that may have been reused).
+    reaped: Arc<AtomicBool>,
     /// The program's stdin, for [`Input::Piped`].
     pub stdin: Option<ChildStdin>,
     /// The program's stdout, until the caller takes it.
@@ -256,7 +260,15 @@ impl Proc {
             kill_grace: spec.kill_grace,
             status: None,
             stopping: None,
+            reaped: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// A handle that signals the run from another thread (the session loop
+    /// ends an agent that outstays its closed input); it does nothing once
+    /// the run is reaped.
+    pub fn signaller(&self) -> Signaller {
+        Signaller { pid: self.pid(), pgid: self.pgid, reaper: self.reaper, reaped: self.reaped.clone() }
     }
 
     /// The pid we started (the reaper's, when there is one).
@@ -288,6 +300,7 @@ impl Proc {
 
     fn reaped(&mut self, s: ExitStatus) {
         self.status = Some(exit_code(s));
+        self.reaped.store(true, Ordering::SeqCst);
         if !self.reaper {
             // Without a reaper, what the program left in its group goes with it.
             kill_tree_groups(self.pgid, Signal::SIGKILL);
@@ -374,6 +387,44 @@ impl Proc {
                 self.status.unwrap_or(-1)
             }
             Err(_) => -1,
+        }
+    }
+}
+
+/// Signals a run from another thread than its [`Proc`]'s owner: as
+/// [`Proc::terminate`] and [`Proc::kill`], never after the run was reaped.
+#[derive(Debug, Clone)]
+pub struct Signaller {
+    pid: i32,
+    pgid: i32,
+    reaper: bool,
+    reaped: Arc<AtomicBool>,
+}
+
+impl Signaller {
+    /// SIGTERM to the program's process group (through the reaper, which
+    /// then kills what is left after the run's kill grace), and SIGCONT.
+    pub fn terminate(&self) {
+        if self.reaped.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.reaper {
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGTERM);
+        } else {
+            kill_tree_groups(self.pgid, Signal::SIGTERM);
+        }
+        kill_tree_groups(self.pgid, Signal::SIGCONT);
+    }
+
+    /// SIGKILL to every process of the run.
+    pub fn kill(&self) {
+        if self.reaped.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.reaper {
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGUSR1);
+        } else {
+            kill_tree_groups(self.pgid, Signal::SIGKILL);
         }
     }
 }
