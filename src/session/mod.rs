@@ -305,6 +305,9 @@ pub struct Session<A: Agent> {
     /// Stops that stopped something ([`Ack::Stopped`]) so far: a reader that
     /// noted the count when its input was taken sees its turn was stopped.
     stops: u64,
+    /// Turns begun and ended so far ([`Session::turn`], [`Session::turns_ended`]).
+    turns: u64,
+    turns_ended: u64,
 }
 
 impl<A: Agent> Session<A> {
@@ -320,6 +323,8 @@ impl<A: Agent> Session<A> {
             inputs: 0,
             said_idle: None,
             stops: 0,
+            turns: 0,
+            turns_ended: 0,
         }
     }
 
@@ -349,6 +354,20 @@ impl<A: Agent> Session<A> {
     /// Stops that stopped a turn or cancelled a request, so far.
     pub fn stops(&self) -> u64 {
         self.stops
+    }
+
+    /// The number of the running turn, else of the last one (0: none yet).
+    /// Turns are numbered as they begin (`spec/INTERRUPTS.md`, "Turns"): a
+    /// message while none runs, a message that interrupts or cancels the
+    /// running one, a turn the agent starts on its own, and the turn the
+    /// agent still owed when one ended (a codex steer it refused).
+    pub fn turn(&self) -> u64 {
+        self.turns
+    }
+
+    /// Turns that ended so far: turn `n` is over once this is `n` or more.
+    pub fn turns_ended(&self) -> u64 {
+        self.turns_ended
     }
 
     /// Session inputs taken so far: every [`input`](Session::input) call,
@@ -402,6 +421,7 @@ impl<A: Agent> Session<A> {
         if let Some(text) = first {
             self.agent.message(text, &mut s.to_agent);
             self.phase = Phase::Turn;
+            self.turns += 1;
         }
         s
     }
@@ -445,6 +465,7 @@ impl<A: Agent> Session<A> {
                 Signal::TurnActive => {
                     if self.phase == Phase::Idle {
                         self.phase = Phase::Turn;
+                        self.turns += 1;
                     }
                 }
                 Signal::TurnEnded { .. } => {
@@ -458,6 +479,7 @@ impl<A: Agent> Session<A> {
                     if self.phase == Phase::Turn && !self.agent.working() {
                         self.phase = Phase::Idle;
                     }
+                    self.turn_ended();
                     self.maybe_end(&mut s);
                 }
                 Signal::SessionId(id) => self.session_id = Some(id),
@@ -535,12 +557,17 @@ impl<A: Agent> Session<A> {
         }
         self.agent.message(text, &mut s.to_agent);
         self.phase = Phase::Turn;
-        match (running, interrupt, self.agent.mid_turn()) {
+        let ack = match (running, interrupt, self.agent.mid_turn()) {
             (false, _, _) => Ack::Started,
             (true, true, _) => Ack::InterruptedThenStarted,
             (true, false, MidTurn::CancelsAndPrompts) => Ack::CancelledThenPrompted,
             (true, false, MidTurn::Joins) => Ack::Joined { may_start_next: self.agent.steer_may_start_next() },
+        };
+        if !matches!(ack, Ack::Joined { .. }) {
+            // The interrupted or cancelled turn is over once the agent says so.
+            self.turns += 1;
         }
+        ack
     }
 
     /// The session input ended (EOF): no more answers can come. Pending
@@ -644,6 +671,17 @@ impl<A: Agent> Session<A> {
             self.closed.pop_front();
         }
         self.closed.push_back(a);
+    }
+
+    /// Counts a turn's end: idle, every turn begun is over; still mid-turn
+    /// (the agent owes one), the turn it owes runs as the next.
+    fn turn_ended(&mut self) {
+        self.turns_ended = (self.turns_ended + 1).min(self.turns);
+        if self.phase != Phase::Turn {
+            self.turns_ended = self.turns;
+        } else if self.turns_ended == self.turns {
+            self.turns += 1;
+        }
     }
 
     /// After the input ended, the session ends at the first idle moment.
