@@ -855,3 +855,40 @@ fn same_answer(prev: &InputAnswer, a: &AnswerInput) -> bool {
             || a.answers.as_ref().map(|m| m.iter().map(|(k, v)| Some((k.clone(), sent(v)?))).collect::<Option<_>>())
                 == Some(prev.answers.clone()))
 }
+
+#[cfg(test)]
+mod turn_tests {
+    use super::claude::{Claude, ClaudeOptions};
+    use super::input::{MessageInput, SteerInput};
+    use super::*;
+
+    const RESULT: &[u8] = br#"{"type":"result","subtype":"success","is_error":false,"session_id":"s"}"#;
+
+    /// Turns are numbered as they begin and counted as they end
+    /// (`spec/INTERRUPTS.md`, "Turns"): idle, every turn begun has ended.
+    #[test]
+    fn turns_are_numbered_as_they_begin_and_end() {
+        let mut s = Session::new(Claude::new(ClaudeOptions::default()), Options::default());
+        let _ = s.open(None);
+        assert_eq!((s.turn(), s.turns_ended()), (0, 0));
+        let m = |t: &str| Input::Message(MessageInput { text: t.into(), by: None });
+        assert_eq!(s.input(m("one"), 0).unwrap().ack, Ack::Started);
+        assert_eq!((s.turn(), s.turns_ended(), s.phase()), (1, 0, Phase::Turn));
+        // A live steer joins turn 1.
+        let steer = |interrupt| Input::Steer(SteerInput { text: "more".into(), interrupt, by: None });
+        assert!(matches!(s.input(steer(false), 0).unwrap().ack, Ack::Joined { .. }));
+        assert_eq!(s.turn(), 1);
+        let _ = s.agent_line(RESULT, 0);
+        assert_eq!((s.turn(), s.turns_ended(), s.phase()), (1, 1, Phase::Idle));
+        assert_eq!(s.input(m("two"), 0).unwrap().ack, Ack::Started);
+        // Interrupting turn 2 starts turn 3; turn 2's end is not turn 3's.
+        assert_eq!(s.input(steer(true), 0).unwrap().ack, Ack::InterruptedThenStarted);
+        assert_eq!((s.turn(), s.turns_ended()), (3, 1));
+        let _ = s.agent_line(RESULT, 0);
+        let _ = s.agent_line(RESULT, 0);
+        assert_eq!((s.turn(), s.turns_ended(), s.phase()), (3, 3, Phase::Idle));
+        // A stray result while idle changes nothing.
+        let _ = s.agent_line(RESULT, 0);
+        assert_eq!((s.turn(), s.turns_ended()), (3, 3));
+    }
+}

@@ -435,8 +435,55 @@ mod tests {
             recording,
             max_bytes: bytes,
             bin: "test",
+            changes: Arc::default(),
+            on_step: None,
         };
-        (sink, Feed { rx, tap, log, held: None, fill_to: 0, bin: "test" })
+        (sink, Feed { rx, tap, log, held: None, fill_to: 0, taken: 0, bin: "test" })
+    }
+
+    /// The reader's cursor is the feed's own: every line once, in order, a
+    /// gap passed over; a watcher of the changes wakes at each step and at
+    /// the output's end, not before.
+    #[test]
+    fn the_reader_keeps_its_own_cursor_and_watchers_wake_on_each_step() {
+        use driver::Output;
+        let (mut sink, mut feed) = tapped(2, 1 << 20, None);
+        let changes = sink.changes();
+        let seen = changes.now();
+        let steps = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let s2 = steps.clone();
+        sink.on_step(Box::new(move || {
+            s2.fetch_add(1, Ordering::SeqCst);
+        }));
+        let t = std::time::Instant::now();
+        assert_eq!(changes.wait(seen, Duration::from_millis(100)), seen, "nothing changed");
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        let waiter = {
+            let c = changes.clone();
+            std::thread::spawn(move || c.wait(seen, Duration::from_secs(10)))
+        };
+        for i in 1..=3 {
+            sink.line(format!("l{i}").as_bytes()).unwrap();
+        }
+        sink.end_step().unwrap();
+        assert!(waiter.join().unwrap() > seen, "the step woke the watcher");
+        assert_eq!(steps.load(Ordering::SeqCst), 1);
+        // The channel held two: the third is a gap (not recorded).
+        let mut got = Vec::new();
+        loop {
+            match feed.read(Duration::ZERO) {
+                Got::Line(b, _) => got.push(String::from_utf8(b).unwrap()),
+                Got::Gap(from, to) => got.push(format!("gap {from}-{to}")),
+                Got::Idle | Got::Closed => break,
+            }
+        }
+        assert_eq!(got, ["l1", "l2", "gap 3-3"]);
+        assert_eq!(feed.taken(), 3);
+        let before = changes.now();
+        drop(sink);
+        assert!(changes.now() > before, "the output's end is a change");
+        assert_eq!(steps.load(Ordering::SeqCst), 2, "and a step");
+        assert!(matches!(feed.read(Duration::ZERO), Got::Closed));
     }
 
     /// Everything the feed gives now, as the run takes it (a gap as `gap from-to`).
