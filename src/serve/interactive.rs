@@ -241,9 +241,10 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                     return fail(run, format!("resume: interrupt {id:?}: {m}"), code);
                 }
             }
-            if st.status().is_some_and(|s| s.phase != Phase::Turn && s.open.is_empty()) {
-                // Nothing left running (an identical replay, or cancels of
-                // interrupts already closed): the run is complete.
+            if st.status().is_some_and(|s| s.open.is_empty() && s.settled(guard.feed().taken())) {
+                // Nothing left running and nothing more to stream (an
+                // identical replay, or cancels of interrupts already
+                // closed): the run is complete.
                 drop(st);
                 let e = run.tr.end_with_success(run.now());
                 run.emit(e)?;
@@ -319,8 +320,9 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
 
 /// Before a new message, a turn still running (a client that left
 /// mid-turn, a turn started on a task route) is let end, streamed as
-/// backlog: for [`SETTLE`], then interrupted, then given up. `Some`: the
-/// run ended meanwhile.
+/// backlog (to its last line: its end is an earlier turn's, never this
+/// run's): for [`SETTLE`], then interrupted, then given up. `Some`: the run
+/// ended meanwhile.
 fn settle_first(run: &mut Run, th: &Thread, feed: &mut Feed, peek: &TcpStream) -> io::Result<Option<End>> {
     let start = Instant::now();
     let mut interrupted = false;
@@ -351,6 +353,14 @@ fn settle_first(run: &mut Run, th: &Thread, feed: &mut Feed, peek: &TcpStream) -
         }
         if super::http::client_gone(peek) {
             return Ok(Some(End::Gone));
+        }
+    }
+    let produced = lock(&th.st).status().map_or(0, |s| s.produced);
+    while feed.taken() < produced && start.elapsed() < SETTLE_GIVE_UP {
+        match next(run, th, feed, TICK)? {
+            Next::Events(evs) => backlog(run, th, evs)?,
+            Next::Idle => {}
+            Next::Closed => return agent_died(run, th).map(Some),
         }
     }
     Ok(None)
