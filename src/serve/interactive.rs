@@ -99,6 +99,9 @@ struct Run<'a> {
     /// The session's stop count when the run's input was taken: a stop
     /// after it stopped the run's own turn (it ends `cancelled`).
     stops_seen: u64,
+    /// A turn's end was streamed since the input: the run ends with its
+    /// outcome (success, or `RUN_ERROR` for a failed turn).
+    saw_turn_end: bool,
 }
 
 impl Run<'_> {
@@ -141,7 +144,7 @@ pub fn run(shared: &Shared, body: &mut dyn Frames, peek: &TcpStream, input: &Run
         run_id: Some(input.run_id.to_string()),
     });
     let enc = Encoder::new(SseOptions::default());
-    let mut run = Run { tr, enc, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0 };
+    let mut run = Run { tr, enc, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false };
     match drive(shared, &mut run, input, peek) {
         Ok(End::Done) => true,
         Ok(End::Gone) => false,
@@ -233,18 +236,23 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                 run.emit(e)?;
             }
             let mut st = lock(&th.st);
+            let mut sent = false;
             for a in answers {
                 let id = a.id.clone();
-                if let Err(m) = st.send(Input::Answer(a)) {
-                    drop(st);
-                    let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "resume_refused" };
-                    return fail(run, format!("resume: interrupt {id:?}: {m}"), code);
+                match st.send(Input::Answer(a)) {
+                    Ok(t) => sent |= !t.replayed,
+                    Err(m) => {
+                        drop(st);
+                        let code =
+                            if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "resume_refused" };
+                        return fail(run, format!("resume: interrupt {id:?}: {m}"), code);
+                    }
                 }
             }
-            if st.status().is_some_and(|s| s.open.is_empty() && s.settled(guard.feed().taken())) {
-                // Nothing left running and nothing more to stream (an
-                // identical replay, or cancels of interrupts already
-                // closed): the run is complete.
+            if st.status().is_some_and(|s| !sent && s.open.is_empty() && s.phase != Phase::Turn) {
+                // Nothing sent and nothing left running (an identical
+                // replay, or cancels of interrupts already closed): the run
+                // is complete.
                 drop(st);
                 let e = run.tr.end_with_success(run.now());
                 run.emit(e)?;
@@ -500,6 +508,7 @@ fn live(run: &mut Run, th: &Thread, feed: &Feed, evs: Vec<Event>) -> io::Result<
                 raise(run, th, r);
                 asked = true;
             }
+            Data::TurnEnd(_) => run.saw_turn_end = true,
             Data::Exit(_) => {
                 let out = run.tr.push(&ev);
                 run.emit(out)?;
@@ -542,7 +551,15 @@ fn settle_end(run: &mut Run, th: &Thread, feed: &Feed) -> io::Result<bool> {
         return Ok(false);
     }
     let stopped = s.stops > run.stops_seen;
-    let e = if stopped { run.tr.end_with(RunOutcome::Cancelled, run.now()) } else { run.tr.finish() };
+    let e = if stopped {
+        run.tr.end_with(RunOutcome::Cancelled, run.now())
+    } else if !run.saw_turn_end {
+        // Its turn ended before the run saw it (an answer the agent took
+        // between runs): nothing failed that this run streamed.
+        run.tr.end_with_success(run.now())
+    } else {
+        run.tr.finish()
+    };
     run.emit(e)?;
     Ok(true)
 }
