@@ -217,3 +217,67 @@ fn a_held_session_is_idle_between_turns_and_a_clean_shutdown_ends_it_done() {
     assert_eq!(ended.len(), 1, "{feed}");
     assert_eq!(ended[0]["status"], "done", "{feed}");
 }
+
+/// The engine's status is the one source of what a session does, and it
+/// can be watched: over a real agent process, a watcher wakes when the
+/// status changes (no polling), and the status shows the phase, the turn
+/// and its end, the session id and, once the agent is killed, its exit.
+#[test]
+fn the_engines_status_can_be_watched_over_a_real_agent() {
+    use runwire::session::engine::Engine;
+    use runwire::session::input::{Input, MessageInput};
+    use runwire::session::launch::{AgentKind, LaunchOptions};
+    use runwire::session::{Ack, Phase};
+    use std::sync::{Arc, Mutex};
+
+    let dir = support::scratch("session_record_engine");
+    let agent = turn_agent(&dir);
+    let o = LaunchOptions { cmd: vec![agent.display().to_string()], ..LaunchOptions::default() };
+    let opts = runwire::session::Options::default();
+    let (engine, mut feed) =
+        Engine::start(AgentKind::Claude, &o, opts, None, Arc::new(Mutex::new(None)), "session_record").unwrap();
+    let s0 = engine.status();
+    assert_eq!((s0.phase, s0.turn, s0.turns_ended, s0.exit), (Phase::Idle, 0, 0, None), "{s0:?}");
+
+    let t = engine.command(Input::Message(MessageInput { text: "go".into(), by: None })).unwrap();
+    assert_eq!(t.ack, Ack::Started);
+    let s1 = engine.status();
+    assert_eq!((s1.phase, s1.turn), (Phase::Turn, 1), "{s1:?}");
+    // Watch until the turn is over: each wait returns on a change.
+    let mut seen = s1.changes;
+    let t0 = Instant::now();
+    let over = loop {
+        engine.wait(seen, LIMIT);
+        let s = engine.status();
+        assert!(s.changes > seen || t0.elapsed() >= LIMIT, "a wait returned without a change: {s:?}");
+        seen = s.changes;
+        if s.turns_ended >= 1 {
+            break s;
+        }
+        assert!(t0.elapsed() < LIMIT, "the turn never ended: {s:?}");
+    };
+    assert_eq!((over.phase, over.turn, over.turns_ended), (Phase::Idle, 1, 1), "{over:?}");
+    assert_eq!(over.session_id.as_deref(), Some("s-turns"));
+    assert!(over.is_idle() && over.between_turns(), "{over:?}");
+    // The reader follows with its own cursor and catches up with what was produced.
+    while feed.taken() < over.produced {
+        let _ = feed.read(Duration::from_millis(100));
+    }
+    assert!(over.settled(feed.taken()), "{over:?} taken {}", feed.taken());
+
+    // A watcher wakes when the agent is killed, and the exit is shown.
+    let before = engine.status().changes;
+    let watcher = std::thread::scope(|sc| {
+        let w = sc.spawn(|| {
+            engine.wait(before, LIMIT);
+            Instant::now()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let killed_at = Instant::now();
+        assert!(engine.kill().is_some());
+        (w.join().unwrap(), killed_at)
+    });
+    assert!(watcher.0 >= watcher.1, "the watcher woke only with the kill");
+    let end = engine.status();
+    assert!(end.exit.is_some() && !end.is_idle(), "{end:?}");
+}
