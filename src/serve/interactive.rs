@@ -33,7 +33,7 @@
 //!
 //! The task routes (`POST /runs/:id/tasks/:tid/answer|steer|stop|kill`, see
 //! [`control_post`]) act on the same session under the same rules. The
-//! sessions themselves (one per thread, bounded, recorded) are [`threads`].
+//! sessions themselves (one per thread, bounded, recorded) are `threads` (`interactive/threads.rs`).
 
 use super::interrupts::Plan;
 use super::Shared;

@@ -74,7 +74,7 @@ impl Status {
     }
 
     /// A reader that took `taken` output lines has seen everything and
-    /// the session is not mid-turn ([`Engine::settled`]).
+    /// the session is not mid-turn: no turn runs or is owed.
     pub fn settled(&self, taken: u64) -> bool {
         self.produced == taken && self.phase != Phase::Turn
     }
