@@ -20,7 +20,7 @@ pub const VERSION: &str = "runstate/v1";
 pub const TASK_STATES: [&str; 7] = ["leased", "implemented", "gated", "reviewed", "committed", "halted", "failed"];
 
 /// Run-level record kinds.
-pub const RUN_EVENTS: [&str; 6] = ["started", "paused", "resumed", "steer-queued", "finished", "aborted"];
+pub const RUN_EVENTS: [&str; 7] = ["started", "paused", "resumed", "steer-queued", "finished", "aborted", "idle"];
 
 /// Input record kinds: a task waits for a person, or no longer does.
 pub const INPUT_EVENTS: [&str; 2] = ["requested", "answered"];

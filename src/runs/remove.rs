@@ -168,7 +168,7 @@ pub fn live(
         }
     }
     match status {
-        "needs_input" | "paused" => Some(format!("it is {status}")),
+        "needs_input" | "paused" | "idle" => Some(format!("it is {status}")),
         "running" | "registered" if now_ms - last_ms < idle_ms => {
             Some(format!("it is {status} and changed {} ago", super::human::age(now_ms - last_ms)))
         }

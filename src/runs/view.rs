@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 /// Every run status, the one list (`spec/LAYOUT.md`, "Run statuses"):
 /// filters accept these and views give nothing else.
-pub const STATUSES: [&str; 8] =
-    ["registered", "running", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
+pub const STATUSES: [&str; 9] =
+    ["registered", "running", "idle", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
 
 /// Why a view could not be given.
 #[derive(Debug, Clone, PartialEq)]
@@ -471,6 +471,7 @@ impl<'a> Parts<'a> {
         }
         match j.last_run() {
             Some("paused") => "paused",
+            Some("idle") => "idle",
             Some("aborted") => "failed",
             _ => "running",
         }

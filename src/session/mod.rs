@@ -328,6 +328,9 @@ pub struct Session<A: Agent> {
     stops: u64,
     /// Why the session failed ([`Signal::Failed`]), once it has.
     failure: Option<String>,
+    /// Turns begun and ended so far ([`Session::turn`], [`Session::turns_ended`]).
+    turns: u64,
+    turns_ended: u64,
 }
 
 impl<A: Agent> Session<A> {
@@ -344,6 +347,8 @@ impl<A: Agent> Session<A> {
             said_idle: None,
             stops: 0,
             failure: None,
+            turns: 0,
+            turns_ended: 0,
         }
     }
 
@@ -379,6 +384,20 @@ impl<A: Agent> Session<A> {
     /// Stops that stopped a turn or cancelled a request, so far.
     pub fn stops(&self) -> u64 {
         self.stops
+    }
+
+    /// The number of the running turn, else of the last one (0: none yet).
+    /// Turns are numbered as they begin (`spec/INTERRUPTS.md`, "Turns"): a
+    /// message while none runs, a message that interrupts or cancels the
+    /// running one, a turn the agent starts on its own, and the turn the
+    /// agent still owed when one ended (a codex steer it refused).
+    pub fn turn(&self) -> u64 {
+        self.turns
+    }
+
+    /// Turns that ended so far: turn `n` is over once this is `n` or more.
+    pub fn turns_ended(&self) -> u64 {
+        self.turns_ended
     }
 
     /// Session inputs taken so far: every [`input`](Session::input) call,
@@ -432,6 +451,7 @@ impl<A: Agent> Session<A> {
         if let Some(text) = first {
             self.agent.message(text, &mut s.to_agent);
             self.phase = Phase::Turn;
+            self.turns += 1;
         }
         s
     }
@@ -475,6 +495,7 @@ impl<A: Agent> Session<A> {
                 Signal::TurnActive => {
                     if self.phase == Phase::Idle {
                         self.phase = Phase::Turn;
+                        self.turns += 1;
                     }
                 }
                 Signal::TurnEnded { .. } => {
@@ -488,6 +509,7 @@ impl<A: Agent> Session<A> {
                     if self.phase == Phase::Turn && !self.agent.working() {
                         self.phase = Phase::Idle;
                     }
+                    self.turn_ended();
                     self.maybe_end(&mut s);
                 }
                 Signal::SessionId(id) => self.session_id = Some(id),
@@ -586,13 +608,18 @@ impl<A: Agent> Session<A> {
         }
         self.agent.message(text, &mut s.to_agent);
         self.phase = Phase::Turn;
-        match (running, interrupt, self.agent.mid_turn()) {
+        let ack = match (running, interrupt, self.agent.mid_turn()) {
             (false, _, _) => Ack::Started,
             (true, true, _) => Ack::InterruptedThenStarted,
             (true, false, MidTurn::CancelsAndPrompts) => Ack::CancelledThenPrompted,
             (true, false, MidTurn::Joins) if self.agent.pending_steer() => Ack::Pending,
             (true, false, MidTurn::Joins) => Ack::Joined { may_start_next: self.agent.steer_may_start_next() },
+        };
+        if !matches!(ack, Ack::Joined { .. }) {
+            // The interrupted or cancelled turn is over once the agent says so.
+            self.turns += 1;
         }
+        ack
     }
 
     /// The session input ended (EOF): no more answers can come. Pending
@@ -724,6 +751,17 @@ impl<A: Agent> Session<A> {
             self.closed.pop_front();
         }
         self.closed.push_back(a);
+    }
+
+    /// Counts a turn's end: idle, every turn begun is over; still mid-turn
+    /// (the agent owes one), the turn it owes runs as the next.
+    fn turn_ended(&mut self) {
+        self.turns_ended = (self.turns_ended + 1).min(self.turns);
+        if self.phase != Phase::Turn {
+            self.turns_ended = self.turns;
+        } else if self.turns_ended == self.turns {
+            self.turns += 1;
+        }
     }
 
     /// After the input ended, the session ends at the first idle moment.
@@ -911,4 +949,41 @@ pub(crate) fn same_answer(prev: &InputAnswer, a: &AnswerInput) -> bool {
         && (a.answers.is_none()
             || a.answers.as_ref().map(|m| m.iter().map(|(k, v)| Some((k.clone(), sent(v)?))).collect::<Option<_>>())
                 == Some(prev.answers.clone()))
+}
+
+#[cfg(test)]
+mod turn_tests {
+    use super::claude::{Claude, ClaudeOptions};
+    use super::input::{MessageInput, SteerInput};
+    use super::*;
+
+    const RESULT: &[u8] = br#"{"type":"result","subtype":"success","is_error":false,"session_id":"s"}"#;
+
+    /// Turns are numbered as they begin and counted as they end
+    /// (`spec/INTERRUPTS.md`, "Turns"): idle, every turn begun has ended.
+    #[test]
+    fn turns_are_numbered_as_they_begin_and_end() {
+        let mut s = Session::new(Claude::new(ClaudeOptions::default()), Options::default());
+        let _ = s.open(None);
+        assert_eq!((s.turn(), s.turns_ended()), (0, 0));
+        let m = |t: &str| Input::Message(MessageInput { text: t.into(), by: None });
+        assert_eq!(s.input(m("one"), 0).unwrap().ack, Ack::Started);
+        assert_eq!((s.turn(), s.turns_ended(), s.phase()), (1, 0, Phase::Turn));
+        // A live steer joins turn 1.
+        let steer = |interrupt| Input::Steer(SteerInput { text: "more".into(), interrupt, by: None });
+        assert!(matches!(s.input(steer(false), 0).unwrap().ack, Ack::Joined { .. }));
+        assert_eq!(s.turn(), 1);
+        let _ = s.agent_line(RESULT, 0);
+        assert_eq!((s.turn(), s.turns_ended(), s.phase()), (1, 1, Phase::Idle));
+        assert_eq!(s.input(m("two"), 0).unwrap().ack, Ack::Started);
+        // Interrupting turn 2 starts turn 3; turn 2's end is not turn 3's.
+        assert_eq!(s.input(steer(true), 0).unwrap().ack, Ack::InterruptedThenStarted);
+        assert_eq!((s.turn(), s.turns_ended()), (3, 1));
+        let _ = s.agent_line(RESULT, 0);
+        let _ = s.agent_line(RESULT, 0);
+        assert_eq!((s.turn(), s.turns_ended(), s.phase()), (3, 3, Phase::Idle));
+        // A stray result while idle changes nothing.
+        let _ = s.agent_line(RESULT, 0);
+        assert_eq!((s.turn(), s.turns_ended()), (3, 3));
+    }
 }

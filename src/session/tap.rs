@@ -11,8 +11,8 @@ use crate::session::driver;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -32,8 +32,45 @@ pub fn open(rec: Arc<Mutex<Option<Recorder>>>, bin: &'static str) -> (Sink, Feed
             .ok()
     });
     let recording = log.is_some();
-    let feed = Feed { rx, tap: tap.clone(), log, held: None, fill_to: 0, bin };
-    (Sink { rec, tx, tap, n: 0, recording, max_bytes: CHANNEL_BYTES, bin }, feed)
+    let feed = Feed { rx, tap: tap.clone(), log, held: None, fill_to: 0, taken: 0, bin };
+    let changes = Arc::new(Changes::default());
+    (Sink { rec, tx, tap, n: 0, recording, max_bytes: CHANNEL_BYTES, bin, changes, on_step: None }, feed)
+}
+
+/// A change counter that can be waited on: bumped whenever what a session
+/// shows may have changed (a step's output, a command taken, the output's
+/// end), so a watcher of its status wakes instead of polling.
+#[derive(Default)]
+pub struct Changes {
+    n: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Changes {
+    /// Counts a change and wakes every watcher.
+    pub fn bump(&self) {
+        *lock(&self.n) += 1;
+        self.cv.notify_all();
+    }
+
+    /// Changes so far.
+    pub fn now(&self) -> u64 {
+        *lock(&self.n)
+    }
+
+    /// Waits until the count passes `seen` or `timeout` is over; the count then.
+    pub fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+        let until = Instant::now() + timeout;
+        let mut n = lock(&self.n);
+        while *n <= seen {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            n = self.cv.wait_timeout(n, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *n
+    }
 }
 
 /// A line of the session's output: its ordinal (1-based: its line number
@@ -125,6 +162,31 @@ pub struct Sink {
     recording: bool,
     /// Bytes the channel holds at most ([`CHANNEL_BYTES`]).
     max_bytes: usize,
+    changes: Arc<Changes>,
+    /// Called after each step's lines and at the output's end.
+    on_step: Option<Box<dyn FnMut() + Send>>,
+}
+
+impl Sink {
+    /// The session's change counter ([`Changes`]).
+    pub fn changes(&self) -> Arc<Changes> {
+        self.changes.clone()
+    }
+
+    /// `f` runs after each step's lines are passed on, and once more when
+    /// the output ends (the session's status may have changed).
+    pub fn on_step(&mut self, f: Box<dyn FnMut() + Send>) {
+        self.on_step = Some(f);
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        if let Some(f) = self.on_step.as_mut() {
+            f();
+        }
+        self.changes.bump();
+    }
 }
 
 impl driver::Output for Sink {
@@ -176,6 +238,10 @@ impl driver::Output for Sink {
     }
 
     fn end_step(&mut self) -> io::Result<()> {
+        if let Some(f) = self.on_step.as_mut() {
+            f();
+        }
+        self.changes.bump();
         Ok(())
     }
 }
@@ -194,6 +260,9 @@ pub struct Feed {
     held: Option<Line>,
     /// Lines up to here were dropped from the channel: read from the log first.
     fill_to: u64,
+    /// The reader's cursor: the ordinal of the last line it took (read, or
+    /// passed over as a gap).
+    taken: u64,
 }
 
 /// What [`Feed::next`] found.
@@ -206,6 +275,25 @@ pub enum Got {
 }
 
 impl Feed {
+    /// The next line after the reader's own cursor ([`Feed::taken`]),
+    /// waiting up to `wait` for one (zero: not at all); the cursor moves
+    /// past what is returned (a gap included).
+    pub fn read(&mut self, wait: Duration) -> Got {
+        let got = self.next(self.taken, wait);
+        match &got {
+            Got::Line(..) => self.taken += 1,
+            Got::Gap(_, to) => self.taken = *to,
+            Got::Idle | Got::Closed => {}
+        }
+        got
+    }
+
+    /// The ordinal of the last line the reader took: compared with the
+    /// lines the session produced, it says whether the reader caught up.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
+
     /// The line after `taken` (the ordinal of the last line the run took),
     /// waiting up to `wait` for one (zero: not at all).
     pub fn next(&mut self, taken: u64, wait: Duration) -> Got {
@@ -347,8 +435,55 @@ mod tests {
             recording,
             max_bytes: bytes,
             bin: "test",
+            changes: Arc::default(),
+            on_step: None,
         };
-        (sink, Feed { rx, tap, log, held: None, fill_to: 0, bin: "test" })
+        (sink, Feed { rx, tap, log, held: None, fill_to: 0, taken: 0, bin: "test" })
+    }
+
+    /// The reader's cursor is the feed's own: every line once, in order, a
+    /// gap passed over; a watcher of the changes wakes at each step and at
+    /// the output's end, not before.
+    #[test]
+    fn the_reader_keeps_its_own_cursor_and_watchers_wake_on_each_step() {
+        use driver::Output;
+        let (mut sink, mut feed) = tapped(2, 1 << 20, None);
+        let changes = sink.changes();
+        let seen = changes.now();
+        let steps = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let s2 = steps.clone();
+        sink.on_step(Box::new(move || {
+            s2.fetch_add(1, Ordering::SeqCst);
+        }));
+        let t = std::time::Instant::now();
+        assert_eq!(changes.wait(seen, Duration::from_millis(100)), seen, "nothing changed");
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        let waiter = {
+            let c = changes.clone();
+            std::thread::spawn(move || c.wait(seen, Duration::from_secs(10)))
+        };
+        for i in 1..=3 {
+            sink.line(format!("l{i}").as_bytes()).unwrap();
+        }
+        sink.end_step().unwrap();
+        assert!(waiter.join().unwrap() > seen, "the step woke the watcher");
+        assert_eq!(steps.load(Ordering::SeqCst), 1);
+        // The channel held two: the third is a gap (not recorded).
+        let mut got = Vec::new();
+        loop {
+            match feed.read(Duration::ZERO) {
+                Got::Line(b, _) => got.push(String::from_utf8(b).unwrap()),
+                Got::Gap(from, to) => got.push(format!("gap {from}-{to}")),
+                Got::Idle | Got::Closed => break,
+            }
+        }
+        assert_eq!(got, ["l1", "l2", "gap 3-3"]);
+        assert_eq!(feed.taken(), 3);
+        let before = changes.now();
+        drop(sink);
+        assert!(changes.now() > before, "the output's end is a change");
+        assert_eq!(steps.load(Ordering::SeqCst), 2, "and a step");
+        assert!(matches!(feed.read(Duration::ZERO), Got::Closed));
     }
 
     /// Everything the feed gives now, as the run takes it (a gap as `gap from-to`).

@@ -185,7 +185,7 @@ test('a finished run offers no live controls, a finished task none of its own, a
       assert.deepEqual(liveControls(status, task), { run: false, task: false }, `${status} ${task}`);
     }
   }
-  for (const status of ['running', 'paused', 'needs_input', 'registered', null, undefined]) {
+  for (const status of ['running', 'idle', 'paused', 'needs_input', 'registered', null, undefined]) {
     assert.deepEqual(liveControls(status, 'leased'), { run: true, task: true }, `${status}`);
     assert.deepEqual(liveControls(status, undefined), { run: true, task: true }, `${status} (task not known yet)`);
     for (const over of ['committed', 'halted', 'failed']) assert.deepEqual(liveControls(status, over), { run: true, task: false });

@@ -1,0 +1,407 @@
+//! The live sessions `runwire-serve --interactive` holds: one
+//! [`Engine`] per AG-UI thread, kept between runs, bounded in number, and
+//! recorded as a run with one task. What a session is doing (phase, turn,
+//! open requests, session id, exit) is the engine's [`Status`]; nothing
+//! here keeps a copy of it.
+
+use super::super::interrupts::{Offer, Raised};
+use super::super::Shared;
+use crate::normalize::{Normalizer, Options};
+use crate::runs::record::Recorder;
+use crate::session::driver::{JournalTo, Taken};
+use crate::session::engine::{Engine, Status};
+use crate::session::input::{Input, Who};
+use crate::session::launch::{launch, LaunchOptions};
+use crate::session::tap::Feed;
+use crate::time::Clock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Live sessions held at once; a new thread past this is refused (503).
+pub const MAX_SESSIONS: usize = 64;
+/// Threads remembered at once (idle ones forgotten oldest first), here and
+/// in the book of runs.
+pub const MAX_THREADS: usize = 1024;
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The live agent of a thread and what the server knows about it.
+pub struct Thread {
+    pub id: String,
+    pub(super) st: Mutex<State>,
+}
+
+pub(super) struct State {
+    pub(super) agent: Option<Engine>,
+    /// The session's output, with the reader's cursor, held here while no
+    /// run streams it.
+    pub(super) rx: Option<Feed>,
+    pub(super) norm: Normalizer,
+    /// Every request the session raised, as AG-UI interrupts.
+    pub(super) raised: Raised,
+    /// Agent tool id -> AG-UI toolCallId of every call streamed on the thread.
+    pub(super) tool_ids: HashMap<String, String>,
+    /// The agent's session id, for `--resume` when the process is gone.
+    pub(super) resume: Option<String>,
+    /// The session's record; its log is written as lines arrive (by the
+    /// session's reader), whether a run is streaming or not.
+    pub(super) rec: Arc<Mutex<Option<Recorder>>>,
+    /// The recorded run's id (`GET /runs/:id`, the task routes).
+    pub(super) record_id: Option<String>,
+    /// When a run last used the session (the idle one used least recently is ended first).
+    last_used: Instant,
+}
+
+/// Why a session input was not sent.
+#[derive(Debug)]
+pub(super) enum NotSent {
+    /// The session refused it (nothing was written): why.
+    Refused(String),
+    /// The agent is not reading its input: nothing was taken; try again later.
+    NotReading(String),
+}
+
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSent::Refused(m) | NotSent::NotReading(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Why a session is taken off its thread (what its record then says).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// The agent's process exited on its own.
+    Exited,
+    /// `POST …/kill`.
+    Killed,
+    /// Ended to make room for another thread's session.
+    Evicted,
+    /// The server shuts down.
+    Shutdown,
+}
+
+impl State {
+    fn new(shared: &Shared) -> State {
+        State {
+            agent: None,
+            rx: None,
+            norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() }),
+            raised: Raised::new(Offer { agent: shared.cfg.kind, grant_all: shared.cfg.grant_all }),
+            tool_ids: HashMap::new(),
+            resume: None,
+            rec: Arc::new(Mutex::new(None)),
+            record_id: None,
+            last_used: Instant::now(),
+        }
+    }
+
+    /// Starts the thread's session unless one runs (recorded as a new run
+    /// when the thread has no record open). `Err`: why it could not start;
+    /// the record then says `failed` with that reason.
+    pub(super) fn ensure_started(
+        &mut self,
+        shared: &Shared,
+        thread: &str,
+        run_id: &str,
+        prompt: &str,
+    ) -> Result<(), String> {
+        self.last_used = Instant::now();
+        if self.agent.is_some() {
+            return Ok(());
+        }
+        if lock(&self.rec).is_none() {
+            *lock(&self.rec) = recorder(shared, thread, run_id, prompt);
+            let id = lock(&self.rec).as_ref().map(|r| r.run_id.clone());
+            if let Some(id) = id {
+                lock(&shared.sessions.by_record).insert(id.clone(), thread.to_string());
+                self.record_id = Some(id);
+            }
+        }
+        let journal = lock(&self.rec).as_ref().map(Recorder::journal);
+        match start_live(shared, self.resume.as_deref(), journal, self.rec.clone()) {
+            Ok((agent, rx)) => {
+                self.agent = Some(agent);
+                // Interrupts raised before are an earlier process's.
+                self.raised.new_process();
+                self.rx = Some(rx);
+                self.norm =
+                    Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() });
+                Ok(())
+            }
+            Err(why) => {
+                // Nothing runs: the record says so and why, now.
+                if let Some(r) = lock(&self.rec).take() {
+                    let detail = Some(format!("the agent's session could not start: {why}"));
+                    if let Err(e) = r.finish("failed", None, detail) {
+                        crate::cli::report(super::super::BIN, format!("record {}: {e}", r.run_id));
+                    }
+                }
+                Err(why)
+            }
+        }
+    }
+
+    /// One session input, with what the session did. Never waits for the
+    /// agent: one that does not read its input is [`NotSent::NotReading`].
+    pub(super) fn send(&mut self, input: Input) -> Result<Taken, NotSent> {
+        let Some(a) = self.agent.as_ref() else {
+            return Err(NotSent::Refused("the agent's session is not running".into()));
+        };
+        match a.command(input) {
+            Ok(t) => Ok(t),
+            Err(why @ crate::session::Refused::NotReading { .. }) => Err(NotSent::NotReading(why.to_string())),
+            Err(why) => Err(NotSent::Refused(why.to_string())),
+        }
+    }
+
+    /// The session's status (`None`: no agent runs).
+    pub(super) fn status(&self) -> Option<Status> {
+        self.agent.as_ref().map(Engine::status)
+    }
+
+    /// The session's open requests, oldest first (expired ones closed first).
+    pub(super) fn open(&self) -> Vec<String> {
+        self.status().map(|s| s.open).unwrap_or_default()
+    }
+
+    /// No run streams it, no turn runs, nobody is asked anything.
+    fn is_idle(&self) -> bool {
+        self.rx.is_some() && self.status().is_some_and(|s| s.is_idle())
+    }
+
+    /// The agent is gone, or is being ended (`why`): nobody waits for its
+    /// requests any more. What is returned is stopped by the caller
+    /// ([`Gone::stop`]) once it has let go of the thread's lock: stopping
+    /// waits for the process.
+    #[must_use]
+    pub(super) fn agent_gone(&mut self, why: Ending) -> Option<Gone> {
+        let gone = self.agent.take().map(|live| {
+            let status = live.status();
+            if let Some(id) = &status.session_id {
+                self.resume = Some(id.clone());
+            }
+            // Its input closes once what is queued is written (an `end`'s
+            // cancels and interrupt); a deaf agent's is dropped when it dies.
+            live.end_input();
+            // The ended session's sink keeps the old slot: a late line of
+            // it never lands in the next session's record.
+            let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
+            Gone { live, rec, why, held: status.between_turns() }
+        });
+        self.rx = None;
+        gone
+    }
+}
+
+/// A session taken off its thread, to be stopped outside any lock.
+pub(super) struct Gone {
+    live: Engine,
+    rec: Arc<Mutex<Option<Recorder>>>,
+    why: Ending,
+    /// Every turn it began had ended, and nothing was asked.
+    held: bool,
+}
+
+impl Gone {
+    /// Stops the agent's process group (TERM and CONT, the grace, KILL),
+    /// reaps it and ends the record: `committed` when it exited 0 or was
+    /// ended while held between turns (its turns finished), else `halted`.
+    pub(super) fn stop(self) {
+        let rc = self.live.kill();
+        if let Some(rec) = lock(&self.rec).take() {
+            let ended_by_us = self.why != Ending::Exited;
+            let (state, detail) = match (rc, self.held && ended_by_us) {
+                (Some(0), _) => ("committed", None),
+                (_, true) => {
+                    let by = match self.why {
+                        Ending::Killed => "killed",
+                        Ending::Evicted => "ended to make room for another thread's session",
+                        _ => "ended by the server's shutdown",
+                    };
+                    ("committed", Some(format!("the session was held between turns; {by}")))
+                }
+                _ => ("halted", None),
+            };
+            if let Err(e) = rec.finish(state, rc, detail) {
+                crate::cli::report(super::super::BIN, format!("record {}: {e}", rec.run_id));
+            }
+        }
+    }
+
+    /// Stopped in the background (nobody waits for it).
+    fn stop_later(self) {
+        let slot = Arc::new(Mutex::new(Some(self)));
+        let s2 = slot.clone();
+        let spawned = std::thread::Builder::new().name("session stop".into()).spawn(move || {
+            if let Some(g) = lock(&s2).take() {
+                g.stop();
+            }
+        });
+        if spawned.is_err() {
+            if let Some(g) = lock(&slot).take() {
+                g.stop();
+            }
+        }
+    }
+}
+
+/// Every thread's session, and the recorded run id -> thread index.
+#[derive(Default)]
+pub struct Sessions {
+    pub(super) threads: Mutex<HashMap<String, Arc<Thread>>>,
+    by_record: Mutex<HashMap<String, String>>,
+}
+
+impl Sessions {
+    pub(super) fn thread(&self, shared: &Shared, id: &str) -> Result<Arc<Thread>, String> {
+        let mut t = lock(&self.threads);
+        if let Some(th) = t.get(id) {
+            return Ok(th.clone());
+        }
+        // Bounded: at most MAX_SESSIONS live agents (the idle one used least
+        // recently is ended; its thread resumes it later with --resume) and
+        // MAX_THREADS threads remembered.
+        let live: Vec<(Instant, Arc<Thread>)> = t
+            .values()
+            .filter_map(|th| {
+                let st = th.st.try_lock().ok()?;
+                st.agent.is_some().then(|| (st.last_used, th.clone()))
+            })
+            .collect();
+        if live.len() >= MAX_SESSIONS {
+            let idle = live
+                .iter()
+                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.is_idle()))
+                .min_by_key(|(at, _)| *at)
+                .map(|(_, th)| th.clone());
+            let Some(th) = idle else {
+                return Err(format!(
+                    "{MAX_SESSIONS} interactive sessions are busy (running a turn or waiting for an answer); try again later"
+                ));
+            };
+            // Stopped in the background: this lock is every thread's.
+            let gone = lock(&th.st).agent_gone(Ending::Evicted);
+            if let Some(g) = gone {
+                g.stop_later();
+            }
+        }
+        if t.len() >= MAX_THREADS {
+            let gone: Vec<String> = t
+                .iter()
+                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.agent.is_none()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let n = (t.len() + 1).saturating_sub(MAX_THREADS);
+            let gone: Vec<String> = gone.into_iter().take(n).collect();
+            for k in &gone {
+                t.remove(k);
+            }
+            lock(&self.by_record).retain(|_, thread| !gone.contains(thread));
+        }
+        let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)) });
+        t.insert(id.to_string(), th.clone());
+        Ok(th)
+    }
+
+    /// The thread whose session is recorded as run `record`.
+    pub fn by_record(&self, record: &str) -> Option<Arc<Thread>> {
+        let thread = lock(&self.by_record).get(record).cloned()?;
+        lock(&self.threads).get(&thread).cloned()
+    }
+
+    /// Ends every session (server shutdown): each is told to end, every
+    /// process group is signalled at once, and each is reaped within its
+    /// grace (then killed): the whole takes one grace, not one per session.
+    /// A session held between turns is recorded `committed`: its turns
+    /// finished.
+    pub fn end_all(&self) {
+        let all: Vec<Arc<Thread>> = lock(&self.threads).values().cloned().collect();
+        let gone: Vec<Gone> = all
+            .iter()
+            .filter_map(|th| {
+                let mut st = lock(&th.st);
+                // Read before the end, which cancels what is asked.
+                let held = st.status().is_some_and(|s| s.between_turns());
+                let _ = st.send(Input::End(Who { by: Some(super::super::BIN.into()) }));
+                let mut gone = st.agent_gone(Ending::Shutdown)?;
+                gone.held = held;
+                Some(gone)
+            })
+            .collect();
+        for g in &gone {
+            g.live.terminate();
+        }
+        for g in gone {
+            g.stop();
+        }
+    }
+}
+
+fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str) -> Option<Recorder> {
+    if !shared.cfg.record {
+        return None;
+    }
+    match Recorder::start(&shared.cfg.harness_home, run_id, shared.cfg.adapter.name(), prompt) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            crate::cli::report(super::super::BIN, format!("cannot record the session of thread {thread:?}: {e}"));
+            None
+        }
+    }
+}
+
+/// Starts a thread's session: the agent as `runwire-session` runs it
+/// (`--agent-cmd`, else `$RUNWIRE_<AGENT>_BIN`, else its usual name; the
+/// protocol's flags appended), recorded to `rec`, journaled to `journal`.
+fn start_live(
+    shared: &Shared,
+    resume: Option<&str>,
+    journal: Option<std::path::PathBuf>,
+    rec: Arc<Mutex<Option<Recorder>>>,
+) -> Result<(Engine, Feed), String> {
+    let mut o = launch_options(&shared.cfg);
+    o.resume = resume.map(str::to_string);
+    let opts = crate::session::Options {
+        answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
+        actor: super::super::BIN.into(),
+    };
+    let task = crate::runs::record::TASK.into();
+    let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into() });
+    Engine::start(shared.cfg.kind, &o, opts, journal, rec, super::super::BIN)
+}
+
+/// The session settings the server's flags give, for every thread: the
+/// one place they are read (checked at start by [`check_launch`]).
+fn launch_options(cfg: &super::super::Config) -> LaunchOptions {
+    LaunchOptions {
+        cmd: cfg
+            .engine
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .chain(cfg.engine_args.iter().cloned())
+            .collect(),
+        grant_all: cfg.grant_all,
+        permission_mode: cfg.permission_mode.clone(),
+        plan_exit_mode: cfg.plan_exit_mode.clone(),
+        sandbox: cfg.sandbox.clone(),
+        approval_policy: cfg.approval_policy.clone(),
+        ..LaunchOptions::default()
+    }
+}
+
+/// Checks the server's session settings as `runwire-session` checks its
+/// own (`session::launch`); nothing is started. `Err` is a usage error.
+pub fn check_launch(cfg: &super::super::Config) -> Result<(), String> {
+    launch(cfg.kind, &launch_options(cfg)).map(drop)
+}
+
+/// The agent program a session would start (`--agent-cmd`, else
+/// `$RUNWIRE_<AGENT>_BIN`, else its usual name), as given.
+pub fn agent_program(cfg: &super::super::Config) -> Option<String> {
+    launch(cfg.kind, &launch_options(cfg)).ok()?.argv.into_iter().next()
+}
