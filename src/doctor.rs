@@ -503,6 +503,14 @@ pub fn check(spec: &AgentSpec, program: Option<&str>) -> Report {
 /// (`program`, a path or a name on `$PATH`): nothing when its version is
 /// the tested one or cannot be read (a stand-in without `--version`),
 /// else why it is untested.
+/// Whether `program` is one of the agent CLIs the matrix knows, by its file
+/// name: anything else (a stand-in, a script of one's own) is never run to
+/// ask its version.
+pub fn known_program(program: &str) -> bool {
+    let base = Path::new(program).file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    AGENTS.iter().any(|a| a.program == base)
+}
+
 pub fn untested_warning(adapter: Adapter, program: &str) -> Option<String> {
     let path = locate(program)?;
     // A known program under another adapter's flag (`--agent cursor --agent-cmd claude-agent-acp`).

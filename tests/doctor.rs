@@ -448,7 +448,9 @@ fn matrix_tests() -> BTreeMap<String, Option<String>> {
 #[test]
 fn every_capability_cell_stands_on_the_matrix() {
     let tests = matrix_tests();
-    assert!(tests.len() > 30 && tests.values().filter(|i| i.is_some()).count() > 0, "the parse found {tests:?}");
+    // Every case is fixed today, so no test carries an unconditional ignore;
+    // the parse is still held to finding the whole matrix.
+    assert!(tests.len() > 30, "the parse found {tests:?}");
     let caps: Value = serde_json::from_str(&read("realagents/capabilities.json")).unwrap();
     let tested: Value = serde_json::from_str(&read("realagents/tested.json")).unwrap();
     let columns: Vec<&str> = caps["columns"].as_array().unwrap().iter().map(|c| c["key"].as_str().unwrap()).collect();

@@ -552,7 +552,9 @@ fn warn_if_untested(args: &Args, cfg: &Config) {
     // The program as an interactive session would start it (cfg.engine is
     // --agent-cmd there; none in batch mode, where the wrapper finds the default).
     let Some(program) = interactive::agent_program(&Config { interactive: true, ..cfg.clone() }) else { return };
-    if !executable(&program) {
+    // A program of one's own under an agent's flag (a stand-in, a script) is
+    // not run at start to ask its version: only the agent CLIs the matrix knows.
+    if !executable(&program) || (args.agent_cmd.is_some() && !crate::doctor::known_program(&program)) {
         return;
     }
     let adapter = cfg.adapter;
