@@ -1,0 +1,146 @@
+//! `--cluster URL --node NAME` / `--cluster URL --hub`: the cluster
+//! sidecar, `runwire-cluster` (its own crate, cluster/: tokio and the NATS
+//! client stay out of this one). The server starts it as a child, restarts
+//! it when it exits, and stops it on shutdown; it dies with the server
+//! (PR_SET_PDEATHSIG). See spec/CLUSTER.md.
+
+use crate::cli;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The cluster flags of `runwire-serve`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ClusterArgs {
+    /// Join a NATS JetStream cluster (comma-separated nats:// or tls:// URLs), with --node NAME
+    /// (publish this machine's runs) or --hub (serve every node's runs). Starts runwire-cluster.
+    #[arg(long, value_name = "URL")]
+    pub cluster: Option<String>,
+    /// This machine's node name in the cluster (A-Z a-z 0-9 _ -).
+    #[arg(long, value_name = "NAME", requires = "cluster", conflicts_with = "hub")]
+    pub node: Option<String>,
+    /// Serve every node of the cluster (mirrored into $HARNESS_HOME) instead of a node's own runs.
+    #[arg(long, requires = "cluster")]
+    pub hub: bool,
+    /// A NATS credentials file for the cluster (passed to runwire-cluster as --creds).
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_creds: Option<PathBuf>,
+    /// The CA certificate of the cluster's TLS (passed to runwire-cluster as --tls-ca).
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_tls_ca: Option<PathBuf>,
+}
+
+impl ClusterArgs {
+    /// A usage error, if any: `--cluster` needs `--node` or `--hub`.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.cluster, &self.node, self.hub) {
+            (Some(_), None, false) => Err("--cluster needs --node NAME or --hub".into()),
+            (_, Some(n), _) if n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') => {
+                Err(format!("--node {n:?}: a node name is 1 or more of A-Z a-z 0-9 _ -"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn argv(&self, home: &Path) -> Option<Vec<String>> {
+        let url = self.cluster.clone()?;
+        let mut a = vec![if self.hub { "hub" } else { "node" }.to_string(), "--url".into(), url];
+        if let Some(n) = &self.node {
+            a.extend(["--node".into(), n.clone()]);
+        }
+        a.extend(["--home".into(), home.display().to_string()]);
+        if let Some(c) = &self.cluster_creds {
+            a.extend(["--creds".into(), c.display().to_string()]);
+        }
+        if let Some(c) = &self.cluster_tls_ca {
+            a.extend(["--tls-ca".into(), c.display().to_string()]);
+        }
+        Some(a)
+    }
+}
+
+/// The running sidecar: stopped on drop.
+pub struct Sidecar {
+    child: Arc<Mutex<Option<Child>>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// `runwire-cluster` next to this binary, else on PATH.
+fn program() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .map(|e| e.with_file_name("runwire-cluster"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("runwire-cluster"))
+}
+
+fn spawn(argv: &[String]) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(program());
+    cmd.args(argv).stdin(Stdio::null()).stdout(Stdio::null());
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(std::io::Error::from)
+        });
+    }
+    cmd.spawn()
+}
+
+/// Starts the sidecar when `--cluster` is given; `bin` names the server in messages.
+pub fn start(args: &ClusterArgs, home: &Path, bin: &str) -> Option<Sidecar> {
+    let argv = args.argv(home)?;
+    let child = Arc::new(Mutex::new(None::<Child>));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c2, s2, bin) = (child.clone(), stop.clone(), bin.to_string());
+    let what = if args.hub { "hub".to_string() } else { format!("node {}", args.node.clone().unwrap_or_default()) };
+    cli::report(&bin, format!("cluster: {what} of {} (runwire-cluster)", args.cluster.clone().unwrap_or_default()));
+    let _ = std::thread::Builder::new().name("cluster".into()).spawn(move || {
+        while !s2.load(Ordering::SeqCst) {
+            match spawn(&argv) {
+                Ok(ch) => *c2.lock().unwrap_or_else(|e| e.into_inner()) = Some(ch),
+                Err(e) => cli::report(&bin, format!("cluster: cannot start {}: {e}", program().display())),
+            }
+            // Wait for it to end, without holding the lock while it runs.
+            loop {
+                std::thread::sleep(Duration::from_millis(200));
+                let mut g = c2.lock().unwrap_or_else(|e| e.into_inner());
+                match g.as_mut().map(|c| c.try_wait()) {
+                    Some(Ok(None)) => continue,
+                    Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) => {
+                        cli::report(&bin, format!("cluster: runwire-cluster ended ({st}); serving locally, restarting it in 5 s"));
+                    }
+                    _ => {}
+                }
+                *g = None;
+                break;
+            }
+            for _ in 0..25 {
+                if s2.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    });
+    Some(Sidecar { child, stop })
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM);
+            for _ in 0..50 {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
