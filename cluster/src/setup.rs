@@ -3,7 +3,7 @@
 
 use crate::names;
 use anyhow::anyhow;
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::{self, stream};
 use std::time::Duration;
 
 pub struct Opts {
@@ -48,22 +48,33 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         js.create_or_update_stream(cfg).await.map_err(|e| anyhow!("stream {name}: {e}"))?;
         println!("stream {name}: ready ({} replicas)", o.replicas);
     }
-    for (bucket, what) in [(names::RUNS_BUCKET, "run summaries"), (names::NODES_BUCKET, "node heartbeats")] {
-        let cfg = kv::Config {
-            bucket: bucket.into(),
-            description: format!("runwire: {what} (spec/CLUSTER.md)"),
-            history: 1,
-            num_replicas: o.replicas,
-            storage: jetstream::stream::StorageType::File,
-            ..Default::default()
-        };
-        match js.get_key_value(bucket).await {
-            Ok(_) => {}
-            Err(_) => {
-                js.create_key_value(cfg).await.map_err(|e| anyhow!("bucket {bucket}: {e}"))?;
-            }
-        }
-        println!("bucket {bucket}: ready ({} replicas)", o.replicas);
+    // A bucket is a stream named KV_<bucket> on `$KV.<bucket>.>` (the KV
+    // convention). Made as a stream: async-nats's create_key_value first
+    // reads the account's info, whose 2.9 form it cannot parse.
+    for cfg in buckets(&o) {
+        let name = cfg.name.clone();
+        js.create_or_update_stream(cfg).await.map_err(|e| anyhow!("bucket {name}: {e}"))?;
+        println!("bucket {name}: ready ({} replicas)", o.replicas);
     }
     Ok(())
+}
+
+/// The buckets' streams: history 1, new writes refused when full.
+pub fn buckets(o: &Opts) -> Vec<stream::Config> {
+    [(names::RUNS_BUCKET, "run summaries"), (names::NODES_BUCKET, "node heartbeats")]
+        .into_iter()
+        .map(|(bucket, what)| stream::Config {
+            name: format!("KV_{bucket}"),
+            description: Some(format!("runwire: {what} (spec/CLUSTER.md)")),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            num_replicas: o.replicas,
+            storage: stream::StorageType::File,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: stream::DiscardPolicy::New,
+            ..Default::default()
+        })
+        .collect()
 }

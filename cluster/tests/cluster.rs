@@ -1,0 +1,385 @@
+//! The cluster end to end: a 3-server NATS JetStream cluster on loopback
+//! (streams and buckets with 3 replicas), nodes with their own harness
+//! homes, and a hub. Needs `nats-server` (the one skip rule:
+//! tests/support/tools.rs; `.ci/run` installs it) and `runwire-serve`
+//! built next to `runwire-cluster` (`cargo test --workspace` builds both).
+
+#[path = "../../tests/support/tools.rs"]
+#[allow(dead_code)]
+mod tools;
+
+use runwire_cluster::names;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NEEDS: &str = "needs nats-server: apt-get install nats-server";
+
+/// Fails the test unless nats-server is on PATH (the test is ignored
+/// without it outside CI: see `tools.rs`).
+fn need_nats() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if let Some(why) = tools::missing(&root, tools::tool("nats-server")) {
+        panic!("{NEEDS}: {why} (CI set, or run with --ignored)");
+    }
+}
+
+fn cluster_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_runwire-cluster"))
+}
+
+fn serve_bin() -> PathBuf {
+    let p = cluster_bin().with_file_name("runwire-serve");
+    assert!(
+        p.is_file(),
+        "{} is not built: run the cluster tests with `cargo test --workspace` (or `cargo build --bin runwire-serve` first)",
+        p.display()
+    );
+    p
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rw-cluster-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A child process killed (by its own pid) when dropped.
+struct Proc(Child);
+
+impl Proc {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Three nats-servers clustered on loopback, JetStream on.
+struct Nats {
+    _servers: Vec<Proc>,
+    url: String,
+}
+
+impl Nats {
+    fn start(dir: &Path) -> Nats {
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let cports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let mut servers = Vec::new();
+        for i in 0..3 {
+            let routes: Vec<String> =
+                (0..3).filter(|j| *j != i).map(|j| format!("nats://127.0.0.1:{}", cports[j])).collect();
+            let log = std::fs::File::create(dir.join(format!("nats-{i}.log"))).unwrap();
+            let child = Command::new("nats-server")
+                .args(["-a", "127.0.0.1", "-p", &ports[i].to_string(), "-n", &format!("s{i}"), "-js"])
+                .arg("-sd")
+                .arg(dir.join(format!("js-{i}")))
+                .args(["--cluster_name", "rwtest", "--cluster", &format!("nats://127.0.0.1:{}", cports[i])])
+                .args(["--routes", &routes.join(",")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start nats-server");
+            servers.push(Proc(child));
+        }
+        let url = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+        let n = Nats { _servers: servers, url };
+        // Ready when the streams and buckets can be made with 3 replicas.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap();
+            if out.status.success() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        n
+    }
+}
+
+fn node(url: &str, name: &str, home: &Path) -> Proc {
+    Proc(
+        Command::new(cluster_bin())
+            .args(["node", "--url", url, "--node", name, "--poll-ms", "50", "--home"])
+            .arg(home)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A runwire-serve on a free port; its first stdout line says where.
+struct Serve {
+    _proc: Proc,
+    port: u16,
+}
+
+impl Serve {
+    fn start(home: &Path, extra: &[&str]) -> Serve {
+        let mut child = Command::new(serve_bin())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("HARNESS_HOME", home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
+        let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}"));
+        Serve { _proc: Proc(child), port }
+    }
+
+    fn request(&self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(
+            c,
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let i = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+        let code = String::from_utf8_lossy(&raw[..i]).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+        (code, raw[i + 4..].to_vec())
+    }
+
+    fn get_json(&self, path: &str) -> Value {
+        let (code, body) = self.request("GET", path, "");
+        assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// A finished task's stream: its `id:` and `data:` lines (comments
+    /// such as keep-alives left out), to its end.
+    fn stream(&self, path: &str) -> Vec<String> {
+        let (code, body) = self.request("GET", path, "");
+        assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+        String::from_utf8(body)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("id:") || l.starts_with("data:"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn agui(srv: &Serve, run: &str) {
+    let body = serde_json::json!({
+        "threadId": format!("th-{run}"), "runId": run, "protocolVersion": "1.0", "state": {}, "tools": [],
+        "context": [], "forwardedProps": {}, "messages": [{"id": "u1", "role": "user", "content": "hi"}]
+    })
+    .to_string();
+    let (code, out) = srv.request("POST", "/agui", &body);
+    assert_eq!(code, 200);
+    assert!(String::from_utf8_lossy(&out).contains("RUN_FINISHED"), "{}", String::from_utf8_lossy(&out));
+}
+
+fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn run_ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> =
+        list["runs"].as_array().unwrap().iter().map(|r| r["runId"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
+    need_nats();
+    let dir = scratch("hub");
+    let nats = Nats::start(&dir);
+    let (ha, hb, hh) = (dir.join("home-a"), dir.join("home-b"), dir.join("home-hub"));
+    let a = Serve::start(&ha, &["--cluster", &nats.url, "--node", "alpha"]);
+    let b = Serve::start(&hb, &["--cluster", &nats.url, "--node", "beta"]);
+    let hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"]);
+    // Runs recorded by the nodes' own servers (the bundled replay agent).
+    agui(&a, "r1");
+    agui(&a, "r.2");
+    agui(&b, "r1");
+    let (ids_a, ids_b) = (run_ids(&a.get_json("/runs")), run_ids(&b.get_json("/runs")));
+    assert_eq!((ids_a.len(), ids_b.len()), (2, 1));
+    let mut want: Vec<String> = ids_a.iter().map(|i| names::hub_run_id("alpha", i)).collect();
+    want.extend(ids_b.iter().map(|i| names::hub_run_id("beta", i)));
+    want.sort();
+    // Every run of both nodes, listed at the hub, each as done as on its node.
+    let listed = wait_for("every run at the hub, done", 60, || {
+        let l = hub.get_json("/runs");
+        let done = l["runs"].as_array().unwrap().iter().all(|r| r["status"] == "done");
+        (run_ids(&l) == want && done).then_some(l)
+    });
+    let by_id: BTreeMap<String, Value> =
+        listed["runs"].as_array().unwrap().iter().map(|r| (r["runId"].as_str().unwrap().to_string(), r.clone())).collect();
+    for (node, srv, ids) in [("alpha", &a, &ids_a), ("beta", &b, &ids_b)] {
+        let own = srv.get_json("/runs");
+        for id in ids {
+            let mine = own["runs"].as_array().unwrap().iter().find(|r| r["runId"] == id.as_str()).unwrap();
+            let at_hub = &by_id[&names::hub_run_id(node, id)];
+            for k in ["slug", "status", "repo", "project", "costUsd", "tokens", "needsInput", "wave", "reason"] {
+                assert_eq!(at_hub.get(k), mine.get(k), "{node} {id} {k}");
+            }
+            // The task stream through the hub: the node's own, event for event.
+            let path = format!("/runs/{id}/tasks/agent/stream");
+            let mine = srv.stream(&path);
+            assert!(mine.len() > 10, "{node} {id}: {mine:?}");
+            // Event for event, the run's id aside: the hub names it `<node>.<run>`.
+            let hub_id = names::hub_run_id(node, id);
+            let theirs: Vec<String> = hub
+                .stream(&format!("/runs/{hub_id}/tasks/agent/stream"))
+                .into_iter()
+                .map(|l| l.replace(&format!(r#""run":"{hub_id}""#), &format!(r#""run":"{id}""#)))
+                .collect();
+            assert_eq!(theirs, mine, "{node} {id}: the hub's task stream differs from the node's");
+        }
+    }
+    // The heartbeats: both nodes, fresh.
+    let out = Command::new(cluster_bin()).args(["nodes", "--url", &nats.url]).output().unwrap();
+    assert!(out.status.success());
+    let beats: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let names: Vec<&str> = beats.iter().map(|b| b["node"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    assert!(beats.iter().all(|b| b["ageMs"].as_u64().unwrap() < 10_000), "{beats:?}");
+    drop((a, b, hub, nats));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every message of `stream` whose subject starts with `prefix`, in order:
+/// (subject, headers as pairs, payload).
+fn messages(url: &str, stream: &str, prefix: &str) -> Vec<(String, BTreeMap<String, String>, Vec<u8>)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(url.split(',').next().unwrap()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let s = js.get_stream(stream).await.unwrap();
+        let info = s.get_info().await.unwrap();
+        let mut out = Vec::new();
+        for seq in info.state.first_sequence..=info.state.last_sequence {
+            let Ok(m) = s.get_raw_message(seq).await else { continue };
+            if !m.subject.as_str().starts_with(prefix) {
+                continue;
+            }
+            let h = m.headers.iter().map(|(k, v)| (k.to_string(), v[0].as_str().to_string())).collect();
+            out.push((m.subject.to_string(), h, m.payload.to_vec()));
+        }
+        out
+    })
+}
+
+/// The ids of a feed log's events: the offset past each line.
+fn feed_ids(home: &Path) -> Vec<u64> {
+    let log = std::fs::read(home.join("feed/events.log")).unwrap_or_default();
+    log.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1).collect()
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_node_killed_mid_run_catches_up_with_nothing_lost_or_duplicated() {
+    use runwire::runs::journal::{self, Record};
+    use runwire::runs::registry::{NewRun, Registry};
+    need_nats();
+    let dir = scratch("restart");
+    let nats = Nats::start(&dir);
+    let (home, hh) = (dir.join("home"), dir.join("home-hub"));
+    // A run written by runwire's own code: pointer, journal link, journal records.
+    let repo = dir.join("repo");
+    let new = NewRun { slug: "feat.x".into(), repo_root: repo.display().to_string(), ..Default::default() };
+    let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+    let rs = PathBuf::from(&p.runstate_dir);
+    std::fs::create_dir_all(&rs).unwrap();
+    Registry::at(&home).register(&p).unwrap();
+    let jpath = rs.join("feat.x.jsonl");
+    journal::append(&jpath, &Record::task("runner", "impl.1", "started", None)).unwrap();
+    let _hub = Proc(
+        Command::new(cluster_bin()).args(["hub", "--url", &nats.url, "--home"]).arg(&hh).stdin(Stdio::null()).spawn().unwrap(),
+    );
+    let mut n = node(&nats.url, "gamma", &home);
+    // The agent: a log line every few ms, each with its arrival time first.
+    let (log, at) = (rs.join("feat.x.impl.1.log"), rs.join("feat.x.impl.1.log.at"));
+    let mut logf = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+    let mut atf = std::fs::OpenOptions::new().create(true).append(true).open(&at).unwrap();
+    for i in 1..=600u64 {
+        writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
+        writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
+        if i % 100 == 0 {
+            journal::append(&jpath, &Record::task("runner", "impl.1", "running", None)).unwrap();
+        }
+        match i {
+            // Killed (SIGKILL) mid-run, mid-publish; the agent goes on.
+            200 => n.kill(),
+            // Back: it resumes from the cluster's position.
+            400 => n = node(&nats.url, "gamma", &home),
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    journal::append(&jpath, &Record::task("runner", "impl.1", "committed", Some(0))).unwrap();
+    journal::append(&jpath, &Record::run("runner", "finished")).unwrap();
+    // The hub's mirror ends equal to the node's files, byte for byte.
+    let mirror = hh.join("cluster/nodes/gamma").join(&p.run_id);
+    wait_for("the hub's mirror to equal the node's files", 60, || {
+        ["feat.x.jsonl", "feat.x.impl.1.log", "feat.x.impl.1.log.at"]
+            .iter()
+            .all(|f| std::fs::read(mirror.join(f)).ok() == std::fs::read(rs.join(f)).ok())
+            .then_some(())
+    });
+    assert!(hh.join("runs").join(format!("{}.json", names::hub_run_id("gamma", &p.run_id))).is_file());
+    // In the stream, each file is one run of contiguous chunks: no byte
+    // published twice, none missing.
+    let chunks = messages(&nats.url, names::FILES_STREAM, "rwfile.gamma.");
+    let mut next: BTreeMap<String, u64> = BTreeMap::new();
+    for (subject, h, payload) in &chunks {
+        let off: u64 = h["Rw-Offset"].parse().unwrap();
+        let want = next.entry(subject.clone()).or_insert(0);
+        assert_eq!(off, *want, "{subject}: a chunk at {off}, expected {want} (duplicated or lost bytes)");
+        *want += payload.len() as u64;
+    }
+    for f in ["feat.x.jsonl", "feat.x.impl.1.log", "feat.x.impl.1.log.at"] {
+        let subject = names::file_subject("gamma", &p.run_id, f);
+        assert_eq!(next.get(&subject).copied(), Some(std::fs::metadata(rs.join(f)).unwrap().len()), "{f}");
+    }
+    // The feed: every event of the node's log once, in order, and the run's
+    // summary in the bucket follows its last one.
+    let want = feed_ids(&home);
+    let got = wait_for("the whole feed in the stream", 30, || {
+        let got: Vec<u64> = messages(&nats.url, names::FEED_STREAM, "rwfeed.gamma")
+            .iter()
+            .map(|(_, h, _)| h["Rw-Id"].parse().unwrap())
+            .collect();
+        (got.len() >= want.len()).then_some(got)
+    });
+    assert_eq!(got, want);
+    assert!(want.len() >= 8, "{want:?}");
+    drop(n);
+    drop(nats);
+    let _ = std::fs::remove_dir_all(&dir);
+}
