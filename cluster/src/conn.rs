@@ -60,8 +60,7 @@ pub fn urls(conn: &Conn) -> anyhow::Result<Vec<String>> {
             Some(v6) => v6.split(']').next().unwrap_or(""),
             None => hostport.split(':').next().unwrap_or(""),
         };
-        let loopback =
-            host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
         let tls = scheme == "tls" || conn.tls_ca.is_some();
         if !matches!(scheme, "nats" | "tls") {
             bail!("--url {u}: the scheme must be nats:// or tls://");

@@ -136,7 +136,10 @@ impl Mirror {
             return Ok(()); // applied already
         }
         if len < off {
-            bail!("{}: a chunk at {off} but the mirror has {len} bytes (a gap: the stream lost messages?)", path.display());
+            bail!(
+                "{}: a chunk at {off} but the mirror has {len} bytes (a gap: the stream lost messages?)",
+                path.display()
+            );
         }
         use std::io::{Seek, SeekFrom};
         f.seek(SeekFrom::Start(off))?;
@@ -197,7 +200,11 @@ async fn watch_runs(runs: kv::Store, mirror: &Mirror) -> anyhow::Result<()> {
                                 crate::report(format!("mirror: {e:#}"));
                             }
                         }
-                        _ => crate::report(format!("bucket {}: {}: no valid pointer (ignored)", names::RUNS_BUCKET, entry.key)),
+                        _ => crate::report(format!(
+                            "bucket {}: {}: no valid pointer (ignored)",
+                            names::RUNS_BUCKET,
+                            entry.key
+                        )),
                     }
                 }
                 kv::Operation::Delete | kv::Operation::Purge => mirror.remove(&node, &run),

@@ -87,6 +87,13 @@ fn main() -> ExitCode {
         report(format!("{e:#}"));
         return Exit::Usage.into();
     }
+    // Stoppable whatever mask it was started with (a parent that waits for
+    // signals in one thread blocks them in the others, and children inherit it).
+    let _ = nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    );
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -163,7 +170,8 @@ async fn nodes(client: async_nats::Client) -> anyhow::Result<()> {
         .get_key_value(names::NODES_BUCKET)
         .await
         .map_err(|e| anyhow::anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
-    let mut keys: Vec<String> = kv.keys().await.map_err(|e| anyhow::anyhow!("{e}"))?.filter_map(|k| async { k.ok() }).collect().await;
+    let mut keys: Vec<String> =
+        kv.keys().await.map_err(|e| anyhow::anyhow!("{e}"))?.filter_map(|k| async { k.ok() }).collect().await;
     keys.sort();
     let now = node::now_ms();
     for k in keys {

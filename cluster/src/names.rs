@@ -93,7 +93,8 @@ pub fn file_subject(node: &str, run: &str, file: &str) -> String {
 /// hub must not turn into a path.
 pub fn parse_file_subject(subject: &str) -> Option<(String, String, String)> {
     let mut it = subject.split('.');
-    let (Some("rwfile"), Some(node), Some(run), Some(file), None) = (it.next(), it.next(), it.next(), it.next(), it.next())
+    let (Some("rwfile"), Some(node), Some(run), Some(file), None) =
+        (it.next(), it.next(), it.next(), it.next(), it.next())
     else {
         return None;
     };

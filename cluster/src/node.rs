@@ -99,11 +99,16 @@ fn hdr<T: std::str::FromStr>(h: Option<&HeaderMap>, name: &str) -> Option<T> {
 /// Binds the node to the cluster's streams and buckets (made by `setup`).
 pub async fn bind(js: &jetstream::Context) -> anyhow::Result<(Stream, Stream, kv::Store, kv::Store)> {
     let hint = "(an admin creates them: runwire-cluster setup)";
-    let files = js.get_stream(names::FILES_STREAM).await.map_err(|e| anyhow!("stream {}: {e} {hint}", names::FILES_STREAM))?;
-    let feed = js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("stream {}: {e} {hint}", names::FEED_STREAM))?;
-    let runs = js.get_key_value(names::RUNS_BUCKET).await.map_err(|e| anyhow!("bucket {}: {e} {hint}", names::RUNS_BUCKET))?;
-    let nodes =
-        js.get_key_value(names::NODES_BUCKET).await.map_err(|e| anyhow!("bucket {}: {e} {hint}", names::NODES_BUCKET))?;
+    let files =
+        js.get_stream(names::FILES_STREAM).await.map_err(|e| anyhow!("stream {}: {e} {hint}", names::FILES_STREAM))?;
+    let feed =
+        js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("stream {}: {e} {hint}", names::FEED_STREAM))?;
+    let runs =
+        js.get_key_value(names::RUNS_BUCKET).await.map_err(|e| anyhow!("bucket {}: {e} {hint}", names::RUNS_BUCKET))?;
+    let nodes = js
+        .get_key_value(names::NODES_BUCKET)
+        .await
+        .map_err(|e| anyhow!("bucket {}: {e} {hint}", names::NODES_BUCKET))?;
     Ok((files, feed, runs, nodes))
 }
 
@@ -176,7 +181,10 @@ impl Node {
         // Runs whose pointer is gone (runs rm, prune, reap): out of the bucket.
         let gone: Vec<String> = self.state.keys().filter(|k| ids.binary_search(k).is_err()).cloned().collect();
         for id in gone {
-            self.runs.delete(names::run_key(&self.o.node, &id)).await.map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
+            self.runs
+                .delete(names::run_key(&self.o.node, &id))
+                .await
+                .map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
             self.state.remove(&id);
         }
         Ok(())
@@ -184,7 +192,8 @@ impl Node {
 
     async fn publish(&self, subject: String, msg_id: String, mut h: HeaderMap, payload: Bytes) -> anyhow::Result<()> {
         h.insert(async_nats::header::NATS_MESSAGE_ID, msg_id.as_str());
-        let ack = self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        let ack =
+            self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
         ack.await.map_err(|e| anyhow!("{subject}: {e}"))?;
         Ok(())
     }
@@ -268,7 +277,10 @@ impl Node {
             return Ok(());
         }
         let key = names::run_key(&self.o.node, run);
-        self.runs.put(&key, Bytes::from(v.clone())).await.map_err(|e| anyhow!("bucket {}: {key}: {e}", names::RUNS_BUCKET))?;
+        self.runs
+            .put(&key, Bytes::from(v.clone()))
+            .await
+            .map_err(|e| anyhow!("bucket {}: {key}: {e}", names::RUNS_BUCKET))?;
         if let Some(st) = self.state.get_mut(run) {
             st.written = Some(v);
         }

@@ -237,8 +237,12 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
         let done = l["runs"].as_array().unwrap().iter().all(|r| r["status"] == "done");
         (run_ids(&l) == want && done).then_some(l)
     });
-    let by_id: BTreeMap<String, Value> =
-        listed["runs"].as_array().unwrap().iter().map(|r| (r["runId"].as_str().unwrap().to_string(), r.clone())).collect();
+    let by_id: BTreeMap<String, Value> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["runId"].as_str().unwrap().to_string(), r.clone()))
+        .collect();
     for (node, srv, ids) in [("alpha", &a, &ids_a), ("beta", &b, &ids_b)] {
         let own = srv.get_json("/runs");
         for id in ids {
@@ -320,7 +324,12 @@ fn a_node_killed_mid_run_catches_up_with_nothing_lost_or_duplicated() {
     let jpath = rs.join("feat.x.jsonl");
     journal::append(&jpath, &Record::task("runner", "impl.1", "started", None)).unwrap();
     let _hub = Proc(
-        Command::new(cluster_bin()).args(["hub", "--url", &nats.url, "--home"]).arg(&hh).stdin(Stdio::null()).spawn().unwrap(),
+        Command::new(cluster_bin())
+            .args(["hub", "--url", &nats.url, "--home"])
+            .arg(&hh)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
     );
     let mut n = node(&nats.url, "gamma", &home);
     // The agent: a log line every few ms, each with its arrival time first.

@@ -37,7 +37,9 @@ impl ClusterArgs {
     pub fn check(&self) -> Result<(), String> {
         match (&self.cluster, &self.node, self.hub) {
             (Some(_), None, false) => Err("--cluster needs --node NAME or --hub".into()),
-            (_, Some(n), _) if n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') => {
+            (_, Some(n), _)
+                if n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+            {
                 Err(format!("--node {n:?}: a node name is 1 or more of A-Z a-z 0-9 _ -"))
             }
             _ => Ok(()),
@@ -80,10 +82,14 @@ fn spawn(argv: &[String]) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(program());
     cmd.args(argv).stdin(Stdio::null()).stdout(Stdio::null());
-    // SAFETY: prctl is async-signal-safe.
+    // SAFETY: prctl and sigprocmask are async-signal-safe. The server
+    // blocks SIGINT and SIGTERM in every thread (its signal thread waits for
+    // them): the sidecar gets them unblocked, or it could not be stopped.
     unsafe {
         cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(std::io::Error::from)
+            use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(std::io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)
         });
     }
     cmd.spawn()
@@ -110,7 +116,10 @@ pub fn start(args: &ClusterArgs, home: &Path, bin: &str) -> Option<Sidecar> {
                 match g.as_mut().map(|c| c.try_wait()) {
                     Some(Ok(None)) => continue,
                     Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) => {
-                        cli::report(&bin, format!("cluster: runwire-cluster ended ({st}); serving locally, restarting it in 5 s"));
+                        cli::report(
+                            &bin,
+                            format!("cluster: runwire-cluster ended ({st}); serving locally, restarting it in 5 s"),
+                        );
                     }
                     _ => {}
                 }
@@ -132,7 +141,8 @@ impl Drop for Sidecar {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM);
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM);
             for _ in 0..50 {
                 if matches!(c.try_wait(), Ok(Some(_))) {
                     return;
