@@ -5,7 +5,6 @@
 //! built next to `runwire-cluster` (`cargo test --workspace` builds both).
 
 #[path = "../../tests/support/tools.rs"]
-#[allow(dead_code)]
 mod tools;
 
 use runwire_cluster::names;
@@ -71,8 +70,10 @@ impl Drop for Proc {
 
 /// Three nats-servers clustered on loopback, JetStream on.
 struct Nats {
-    _servers: Vec<Proc>,
+    servers: Vec<Proc>,
+    /// Every server's URL, comma-separated, and each one's.
     url: String,
+    urls: Vec<String>,
 }
 
 impl Nats {
@@ -97,8 +98,8 @@ impl Nats {
                 .expect("start nats-server");
             servers.push(Proc(child));
         }
-        let url = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
-        let n = Nats { _servers: servers, url };
+        let urls: Vec<String> = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
+        let n = Nats { servers, url: urls.join(","), urls };
         // Ready when the streams and buckets can be made with 3 replicas.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -282,7 +283,8 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
 fn messages(url: &str, stream: &str, prefix: &str) -> Vec<(String, BTreeMap<String, String>, Vec<u8>)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let client = async_nats::connect(url.split(',').next().unwrap()).await.unwrap();
+        let urls: Vec<&str> = url.split(',').collect();
+        let client = async_nats::connect(urls.as_slice()).await.unwrap();
         let js = async_nats::jetstream::new(client);
         let s = js.get_stream(stream).await.unwrap();
         let info = s.get_info().await.unwrap();
@@ -305,90 +307,153 @@ fn feed_ids(home: &Path) -> Vec<u64> {
     log.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1).collect()
 }
 
+/// A run written by runwire's own code (pointer, journal link, journal
+/// records), whose task `impl.1` is written by [`Agent`].
+struct FakeRun {
+    pointer: runwire::runs::registry::Pointer,
+    dir: PathBuf,
+}
+
+const FILES: [&str; 3] = ["feat.x.jsonl", "feat.x.impl.1.log", "feat.x.impl.1.log.at"];
+
+impl FakeRun {
+    fn new(home: &Path, repo: &Path) -> FakeRun {
+        use runwire::runs::journal::{self, Record};
+        use runwire::runs::registry::{NewRun, Registry};
+        let new = NewRun { slug: "feat.x".into(), repo_root: repo.display().to_string(), ..Default::default() };
+        let pointer = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        let dir = PathBuf::from(&pointer.runstate_dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Registry::at(home).register(&pointer).unwrap();
+        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "started", None)).unwrap();
+        FakeRun { pointer, dir }
+    }
+
+    fn journal(&self, state: &str) {
+        use runwire::runs::journal::{self, Record};
+        let rc = (state == "committed").then_some(0);
+        journal::append(&self.dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", state, rc)).unwrap();
+    }
+
+    /// The agent: `lines` log lines a few ms apart, each with its arrival
+    /// time first (as runwire's writers do), a journal record every 100;
+    /// `at(i)` runs after line `i` (faults). Then the task and run end.
+    fn agent(&self, lines: u64, mut at: impl FnMut(u64)) {
+        use runwire::runs::journal::{self, Record};
+        let open = |f: &str| std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(f)).unwrap();
+        let (mut logf, mut atf) = (open("feat.x.impl.1.log"), open("feat.x.impl.1.log.at"));
+        for i in 1..=lines {
+            writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
+            writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
+            if i % 100 == 0 {
+                self.journal("running");
+            }
+            at(i);
+            std::thread::sleep(Duration::from_millis(3));
+        }
+        self.journal("committed");
+        journal::append(&self.dir.join("feat.x.jsonl"), &Record::run("runner", "finished")).unwrap();
+    }
+
+    /// Waits until the hub's mirror of the run equals the node's files, byte for byte.
+    fn mirrored(&self, hub_home: &Path, node: &str) {
+        let mirror = hub_home.join("cluster/nodes").join(node).join(&self.pointer.run_id);
+        wait_for("the hub's mirror to equal the node's files", 90, || {
+            FILES
+                .iter()
+                .all(|f| std::fs::read(mirror.join(f)).ok() == std::fs::read(self.dir.join(f)).ok())
+                .then_some(())
+        });
+        let id = names::hub_run_id(node, &self.pointer.run_id);
+        assert!(hub_home.join("runs").join(format!("{id}.json")).is_file());
+    }
+
+    /// In the stream, each file is one series of contiguous chunks: no
+    /// byte published twice, none missing; and the node's feed is in the
+    /// feed stream once, in order.
+    fn published_once(&self, url: &str, home: &Path, node: &str) {
+        let chunks = messages(url, names::FILES_STREAM, &format!("rwfile.{node}."));
+        let mut next: BTreeMap<String, u64> = BTreeMap::new();
+        for (subject, h, payload) in &chunks {
+            let off: u64 = h["Rw-Offset"].parse().unwrap();
+            let want = next.entry(subject.clone()).or_insert(0);
+            assert_eq!(off, *want, "{subject}: a chunk at {off}, expected {want} (duplicated or lost bytes)");
+            *want += payload.len() as u64;
+        }
+        for f in FILES {
+            let subject = names::file_subject(node, &self.pointer.run_id, f);
+            assert_eq!(next.get(&subject).copied(), Some(std::fs::metadata(self.dir.join(f)).unwrap().len()), "{f}");
+        }
+        let want = feed_ids(home);
+        let got = wait_for("the whole feed in the stream", 30, || {
+            let got: Vec<u64> = messages(url, names::FEED_STREAM, &names::feed_subject(node))
+                .iter()
+                .map(|(_, h, _)| h["Rw-Id"].parse().unwrap())
+                .collect();
+            (got.len() >= want.len()).then_some(got)
+        });
+        assert_eq!(got, want, "the feed stream is not the node's feed, once and in order");
+        assert!(want.len() >= 8, "{want:?}");
+    }
+}
+
+fn hub_proc(url: &str, home: &Path) -> Proc {
+    Proc(
+        Command::new(cluster_bin())
+            .args(["hub", "--url", url, "--home"])
+            .arg(home)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_node_killed_mid_run_catches_up_with_nothing_lost_or_duplicated() {
-    use runwire::runs::journal::{self, Record};
-    use runwire::runs::registry::{NewRun, Registry};
     need_nats();
     let dir = scratch("restart");
     let nats = Nats::start(&dir);
     let (home, hh) = (dir.join("home"), dir.join("home-hub"));
-    // A run written by runwire's own code: pointer, journal link, journal records.
-    let repo = dir.join("repo");
-    let new = NewRun { slug: "feat.x".into(), repo_root: repo.display().to_string(), ..Default::default() };
-    let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
-    let rs = PathBuf::from(&p.runstate_dir);
-    std::fs::create_dir_all(&rs).unwrap();
-    Registry::at(&home).register(&p).unwrap();
-    let jpath = rs.join("feat.x.jsonl");
-    journal::append(&jpath, &Record::task("runner", "impl.1", "started", None)).unwrap();
-    let _hub = Proc(
-        Command::new(cluster_bin())
-            .args(["hub", "--url", &nats.url, "--home"])
-            .arg(&hh)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut n = node(&nats.url, "gamma", &home);
-    // The agent: a log line every few ms, each with its arrival time first.
-    let (log, at) = (rs.join("feat.x.impl.1.log"), rs.join("feat.x.impl.1.log.at"));
-    let mut logf = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-    let mut atf = std::fs::OpenOptions::new().create(true).append(true).open(&at).unwrap();
-    for i in 1..=600u64 {
-        writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
-        writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
-        if i % 100 == 0 {
-            journal::append(&jpath, &Record::task("runner", "impl.1", "running", None)).unwrap();
-        }
-        match i {
-            // Killed (SIGKILL) mid-run, mid-publish; the agent goes on.
-            200 => n.kill(),
-            // Back: it resumes from the cluster's position.
-            400 => n = node(&nats.url, "gamma", &home),
-            _ => {}
-        }
-        std::thread::sleep(Duration::from_millis(3));
-    }
-    journal::append(&jpath, &Record::task("runner", "impl.1", "committed", Some(0))).unwrap();
-    journal::append(&jpath, &Record::run("runner", "finished")).unwrap();
-    // The hub's mirror ends equal to the node's files, byte for byte.
-    let mirror = hh.join("cluster/nodes/gamma").join(&p.run_id);
-    wait_for("the hub's mirror to equal the node's files", 60, || {
-        ["feat.x.jsonl", "feat.x.impl.1.log", "feat.x.impl.1.log.at"]
-            .iter()
-            .all(|f| std::fs::read(mirror.join(f)).ok() == std::fs::read(rs.join(f)).ok())
-            .then_some(())
+    let run = FakeRun::new(&home, &dir.join("repo"));
+    let _hub = hub_proc(&nats.url, &hh);
+    let mut n = Some(node(&nats.url, "gamma", &home));
+    run.agent(600, |i| match i {
+        // Killed (SIGKILL) mid-run, mid-publish; the agent goes on.
+        200 => n = None,
+        // Back: it resumes from the cluster's position.
+        400 => n = Some(node(&nats.url, "gamma", &home)),
+        _ => {}
     });
-    assert!(hh.join("runs").join(format!("{}.json", names::hub_run_id("gamma", &p.run_id))).is_file());
-    // In the stream, each file is one run of contiguous chunks: no byte
-    // published twice, none missing.
-    let chunks = messages(&nats.url, names::FILES_STREAM, "rwfile.gamma.");
-    let mut next: BTreeMap<String, u64> = BTreeMap::new();
-    for (subject, h, payload) in &chunks {
-        let off: u64 = h["Rw-Offset"].parse().unwrap();
-        let want = next.entry(subject.clone()).or_insert(0);
-        assert_eq!(off, *want, "{subject}: a chunk at {off}, expected {want} (duplicated or lost bytes)");
-        *want += payload.len() as u64;
-    }
-    for f in ["feat.x.jsonl", "feat.x.impl.1.log", "feat.x.impl.1.log.at"] {
-        let subject = names::file_subject("gamma", &p.run_id, f);
-        assert_eq!(next.get(&subject).copied(), Some(std::fs::metadata(rs.join(f)).unwrap().len()), "{f}");
-    }
-    // The feed: every event of the node's log once, in order, and the run's
-    // summary in the bucket follows its last one.
-    let want = feed_ids(&home);
-    let got = wait_for("the whole feed in the stream", 30, || {
-        let got: Vec<u64> = messages(&nats.url, names::FEED_STREAM, "rwfeed.gamma")
-            .iter()
-            .map(|(_, h, _)| h["Rw-Id"].parse().unwrap())
-            .collect();
-        (got.len() >= want.len()).then_some(got)
-    });
-    assert_eq!(got, want);
-    assert!(want.len() >= 8, "{want:?}");
+    run.mirrored(&hh, "gamma");
+    run.published_once(&nats.url, &home, "gamma");
     drop(n);
+    drop(nats);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_nats_server_and_the_hub_killed_mid_stream_lose_and_duplicate_nothing() {
+    need_nats();
+    let dir = scratch("faults");
+    let mut nats = Nats::start(&dir);
+    let (home, hh) = (dir.join("home"), dir.join("home-hub"));
+    let run = FakeRun::new(&home, &dir.join("repo"));
+    // The node knows only server 0 (it learns the others from it), so
+    // killing server 0 takes its connection for certain.
+    let _n = node(&nats.urls[0], "delta", &home);
+    let mut hub = Some(hub_proc(&nats.url, &hh));
+    let rest = nats.urls[1..].join(",");
+    run.agent(700, |i| match i {
+        150 => hub = None,
+        250 => nats.servers[0].kill(),
+        500 => hub = Some(hub_proc(&rest, &hh)),
+        _ => {}
+    });
+    run.mirrored(&hh, "delta");
+    run.published_once(&rest, &home, "delta");
+    drop(hub);
     drop(nats);
     let _ = std::fs::remove_dir_all(&dir);
 }
