@@ -6,6 +6,7 @@
 //! tokio and async-nats live here only: the core crate stays free of them.
 
 pub mod conn;
+pub mod control;
 pub mod hub;
 pub mod names;
 pub mod node;

@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand};
 use runwire::cli::Exit;
-use runwire_cluster::{conn, hub, names, node, report, setup};
+use runwire_cluster::{conn, control, hub, names, node, report, setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -53,6 +53,13 @@ enum Cmd {
         /// How often the node's heartbeat is written, in milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
         heartbeat_ms: u64,
+        /// This node's runwire-serve (HOST:PORT): control requests from the cluster (rwctl.NAME)
+        /// are made to it, so they follow its routes' rules. Without it, none are answered.
+        #[arg(long, value_name = "HOST:PORT")]
+        local: Option<String>,
+        /// The token file of that server (--token-file), when it has one.
+        #[arg(long, value_name = "FILE", requires = "local")]
+        local_token_file: Option<PathBuf>,
     },
     /// Mirror every node's runs into this harness home (served by `runwire-serve --hub`), until stopped.
     Hub {
@@ -61,6 +68,29 @@ enum Cmd {
         /// The hub's harness home (default $HARNESS_HOME, else ~/.harness).
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
+    },
+    /// Forward one control request to a node (as a hub does) and print its answer as
+    /// {"status":N,"body":"..."}: the node's own, or 503 (the node is not connected) or 504 (no
+    /// answer within --timeout-ms), naming the node.
+    Control {
+        #[command(flatten)]
+        conn: conn::Conn,
+        /// The node that owns the run.
+        #[arg(long, value_name = "NAME")]
+        node: String,
+        /// The route, e.g. /runs/RUN/tasks/TASK/steer (only POST control routes are forwarded).
+        #[arg(long, value_name = "PATH")]
+        path: String,
+        /// The JSON body, e.g. {"msg":"use the other API"}.
+        #[arg(long, value_name = "JSON", default_value = "")]
+        body: String,
+        /// The request's id: a retry with the same id is answered once, never acted on twice
+        /// (default: a new id).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+        /// How long the node has to answer, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+        timeout_ms: u64,
     },
     /// Print each node's last heartbeat, one JSON object a line: {"node","ts","ageMs",...}.
     Nodes {
@@ -74,14 +104,18 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Cmd::Node { node, .. } = &cli.cmd {
+    if let Cmd::Node { node, .. } | Cmd::Control { node, .. } = &cli.cmd {
         if let Err(e) = names::check_node(node) {
             report(format!("--node: {e}"));
             return Exit::Usage.into();
         }
     }
     let conn = match &cli.cmd {
-        Cmd::Setup { conn, .. } | Cmd::Node { conn, .. } | Cmd::Hub { conn, .. } | Cmd::Nodes { conn } => conn.clone(),
+        Cmd::Setup { conn, .. }
+        | Cmd::Node { conn, .. }
+        | Cmd::Hub { conn, .. }
+        | Cmd::Control { conn, .. }
+        | Cmd::Nodes { conn } => conn.clone(),
     };
     if let Err(e) = conn::urls(&conn) {
         report(format!("{e:#}"));
@@ -107,6 +141,7 @@ fn main() -> ExitCode {
             Cmd::Node { node, .. } => format!("node {node}"),
             Cmd::Hub { .. } => "hub".to_string(),
             Cmd::Nodes { .. } => "nodes".to_string(),
+            Cmd::Control { .. } => "control".to_string(),
         };
         let client = tokio::time::timeout(Duration::from_secs(30), conn::connect(&conn, &format!("runwire {what}")))
             .await
@@ -120,7 +155,16 @@ fn main() -> ExitCode {
                     };
                     setup::run(client, o).await
                 }
-                Cmd::Node { node, home, poll_ms, heartbeat_ms, .. } => {
+                Cmd::Node { node, home, poll_ms, heartbeat_ms, local, local_token_file, .. } => {
+                    if let Some(addr) = local {
+                        let local = control::Local { addr, token_file: local_token_file };
+                        let (c, n) = (client.clone(), node.clone());
+                        tokio::spawn(async move {
+                            if let Err(e) = control::serve(c, n, local).await {
+                                report(format!("control: {e:#}"));
+                            }
+                        });
+                    }
                     let o = node::Opts {
                         node,
                         home: home.unwrap_or_else(runwire::runs::harness_home),
@@ -133,6 +177,13 @@ fn main() -> ExitCode {
                     hub::run(client, hub::Opts { home: home.unwrap_or_else(runwire::runs::harness_home) }).await
                 }
                 Cmd::Nodes { .. } => nodes(client).await,
+                Cmd::Control { node, path, body, id, timeout_ms, .. } => {
+                    let id = id.unwrap_or_else(|| format!("{}-{}-{}", node::now_ms(), std::process::id(), path.len()));
+                    let f = control::Forwarded { method: "POST".into(), path, body };
+                    let a = control::forward(&client, &node, &f, &id, Duration::from_millis(timeout_ms)).await;
+                    println!("{}", serde_json::to_string(&a)?);
+                    Ok(())
+                }
             }
         };
         tokio::select! {

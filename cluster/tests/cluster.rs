@@ -195,6 +195,21 @@ fn agui(srv: &Serve, run: &str) {
     assert!(String::from_utf8_lossy(&out).contains("RUN_FINISHED"), "{}", String::from_utf8_lossy(&out));
 }
 
+/// `runwire-cluster control`: the answer, as JSON.
+fn control(url: &str, node: &str, path: &str, body: &str, timeout_ms: u64) -> Value {
+    let out = Command::new(cluster_bin())
+        .args(["control", "--url", url, "--node", node, "--path", path, "--body", body])
+        .args(["--timeout-ms", &timeout_ms.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn fwd_status(v: &Value) -> u64 {
+    v["status"].as_u64().unwrap()
+}
+
 fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -266,14 +281,43 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
             assert_eq!(theirs, mine, "{node} {id}: the hub's task stream differs from the node's");
         }
     }
+    // Control forwarded to the owning node answers as the node's own route does.
+    let path = format!("/runs/{}/tasks/agent/steer", ids_a[0]);
+    let (code, body) = a.request("POST", &path, r#"{"msg":"try the other API"}"#);
+    let fwd = control(&nats.url, "alpha", &path, r#"{"msg":"try the other API"}"#, 5000);
+    assert_eq!(fwd["status"], code, "{fwd}");
+    assert_eq!(fwd["body"].as_str().unwrap().as_bytes(), body.as_slice(), "{fwd}");
+    // A node nobody answers for: 503 at once, naming it.
+    let t = Instant::now();
+    let gone = control(&nats.url, "nobody", &path, "{}", 5000);
+    assert_eq!(fwd_status(&gone), 503, "{gone}");
+    assert!(gone["body"].as_str().unwrap().contains("nobody") && t.elapsed() < Duration::from_secs(3), "{gone}");
+    // A node that is there but does not answer (stopped): 504 within the timeout, naming it.
+    let mut zeta = Proc(
+        Command::new(cluster_bin())
+            .args(["node", "--url", &nats.url, "--node", "zeta", "--local", "127.0.0.1:1", "--home"])
+            .arg(dir.join("home-z"))
+            .spawn()
+            .unwrap(),
+    );
+    // First it answers (its server is not there: 502), so it is subscribed.
+    wait_for("zeta to answer", 30, || {
+        (fwd_status(&control(&nats.url, "zeta", &path, "{}", 1000)) == 502).then_some(())
+    });
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(zeta.0.id() as i32), nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let t = Instant::now();
+    let late = control(&nats.url, "zeta", &path, "{}", 1000);
+    assert_eq!(fwd_status(&late), 504, "{late}");
+    assert!(late["body"].as_str().unwrap().contains("zeta") && t.elapsed() < Duration::from_secs(5), "{late}");
+    zeta.kill();
     // The heartbeats: both nodes, fresh.
     let out = Command::new(cluster_bin()).args(["nodes", "--url", &nats.url]).output().unwrap();
     assert!(out.status.success());
     let beats: Vec<Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let names: Vec<&str> = beats.iter().map(|b| b["node"].as_str().unwrap()).collect();
-    assert_eq!(names, ["alpha", "beta"]);
-    assert!(beats.iter().all(|b| b["ageMs"].as_u64().unwrap() < 10_000), "{beats:?}");
+    assert_eq!(names, ["alpha", "beta", "zeta"]);
+    assert!(beats[..2].iter().all(|b| b["ageMs"].as_u64().unwrap() < 10_000), "{beats:?}");
     drop((a, b, hub, nats));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -46,11 +46,16 @@ impl ClusterArgs {
         }
     }
 
-    fn argv(&self, home: &Path) -> Option<Vec<String>> {
+    fn argv(&self, home: &Path, port: u16, token_file: Option<&Path>) -> Option<Vec<String>> {
         let url = self.cluster.clone()?;
         let mut a = vec![if self.hub { "hub" } else { "node" }.to_string(), "--url".into(), url];
         if let Some(n) = &self.node {
             a.extend(["--node".into(), n.clone()]);
+            // Control requests from the cluster come back through this server's own routes.
+            a.extend(["--local".into(), format!("127.0.0.1:{port}")]);
+            if let Some(t) = token_file {
+                a.extend(["--local-token-file".into(), t.display().to_string()]);
+            }
         }
         a.extend(["--home".into(), home.display().to_string()]);
         if let Some(c) = &self.cluster_creds {
@@ -95,9 +100,10 @@ fn spawn(argv: &[String]) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
-/// Starts the sidecar when `--cluster` is given; `bin` names the server in messages.
-pub fn start(args: &ClusterArgs, home: &Path, bin: &str) -> Option<Sidecar> {
-    let argv = args.argv(home)?;
+/// Starts the sidecar when `--cluster` is given, for the server on `port`
+/// (with `token_file`); `bin` names the server in messages.
+pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Path>, bin: &str) -> Option<Sidecar> {
+    let argv = args.argv(home, port, token_file)?;
     let child = Arc::new(Mutex::new(None::<Child>));
     let stop = Arc::new(AtomicBool::new(false));
     let (c2, s2, bin) = (child.clone(), stop.clone(), bin.to_string());

@@ -565,7 +565,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             })
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
-    let sidecar = cluster::start(&args.cluster, &shared.cfg.harness_home, BIN);
+    let sidecar = cluster::start(&args.cluster, &shared.cfg.harness_home, addr.port(), args.token_file.as_deref(), BIN);
     accept_loop(&listener, &shared, &wake_rx);
     drop(sidecar);
     // Streams notice the flag within a tick, stop their agents (TERM, grace,
