@@ -287,6 +287,14 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
     let fwd = control(&nats.url, "alpha", &path, r#"{"msg":"try the other API"}"#, 5000);
     assert_eq!(fwd["status"], code, "{fwd}");
     assert_eq!(fwd["body"].as_str().unwrap().as_bytes(), body.as_slice(), "{fwd}");
+    // The same through the hub's own route.
+    let at_hub = format!("/runs/{}/tasks/agent/steer", names::hub_run_id("alpha", &ids_a[0]));
+    let (hcode, hbody) = hub.request("POST", &at_hub, r#"{"msg":"try the other API"}"#);
+    assert_eq!((hcode, String::from_utf8_lossy(&hbody)), (code, String::from_utf8_lossy(&body)));
+    let t = Instant::now();
+    let (hcode, hbody) = hub.request("POST", "/runs/omega.0123456789ab--x/tasks/agent/kill", "");
+    assert_eq!(hcode, 503, "{}", String::from_utf8_lossy(&hbody));
+    assert!(String::from_utf8_lossy(&hbody).contains("omega") && t.elapsed() < Duration::from_secs(3));
     // A node nobody answers for: 503 at once, naming it.
     let t = Instant::now();
     let gone = control(&nats.url, "nobody", &path, "{}", 5000);

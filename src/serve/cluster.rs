@@ -8,7 +8,7 @@ use crate::cli;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The cluster flags of `runwire-serve`.
@@ -68,6 +68,54 @@ impl ClusterArgs {
     }
 }
 
+/// A hub's cluster, for forwarding control routes (set by [`start`] with `--hub`).
+static HUB: OnceLock<Vec<String>> = OnceLock::new();
+
+/// How long a node has to answer a forwarded control request.
+const FORWARD_TIMEOUT_MS: u64 = 5000;
+
+/// At a hub, a control route for run `<node>.<run>` (every run there is a
+/// node's): the request made to that node by NATS request/reply, through
+/// `runwire-cluster control`, which answers `(status, body)`: the node's
+/// own, 503 at once when the node is not connected, 504 naming it when it
+/// does not answer within 5 s. `id` (the client's `Idempotency-Key`, else a
+/// new one) makes a retry answered, not acted on, twice. `None` when this
+/// server is not a hub.
+pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Option<&str>) -> Option<(u16, String)> {
+    let conn = HUB.get()?;
+    let Some((node, run)) = id.split_once('.') else {
+        return Some((
+            404,
+            serde_json::json!({"error": format!("run {id:?}: a hub's runs are <node>.<run>")}).to_string(),
+        ));
+    };
+    let path = match task {
+        Some(t) => format!("/runs/{run}/tasks/{t}/{verb}"),
+        None => format!("/runs/{run}/{verb}"),
+    };
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let rid = key.map(str::to_string).unwrap_or_else(|| {
+        let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+        format!("hub-{}-{ms}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
+    });
+    let out = Command::new(program())
+        .arg("control")
+        .args(conn)
+        .args(["--node", node, "--path", &path, "--id", &rid, "--timeout-ms", &FORWARD_TIMEOUT_MS.to_string()])
+        .arg("--body")
+        .arg(String::from_utf8_lossy(body).as_ref())
+        .stdin(Stdio::null())
+        .output();
+    let answer = out
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|v| Some((v["status"].as_u64()? as u16, v["body"].as_str()?.to_string())));
+    Some(answer.unwrap_or_else(|| {
+        (502, serde_json::json!({"error": format!("node {node}: runwire-cluster control failed")}).to_string())
+    }))
+}
+
 /// The running sidecar: stopped on drop.
 pub struct Sidecar {
     child: Arc<Mutex<Option<Child>>>,
@@ -104,6 +152,11 @@ fn spawn(argv: &[String]) -> std::io::Result<Child> {
 /// (with `token_file`); `bin` names the server in messages.
 pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Path>, bin: &str) -> Option<Sidecar> {
     let argv = args.argv(home, port, token_file)?;
+    if args.hub {
+        // The connection flags of argv: everything after `hub` but --home.
+        let conn: Vec<String> = argv[1..].chunks(2).filter(|p| p[0] != "--home").flatten().cloned().collect();
+        let _ = HUB.set(conn);
+    }
     let child = Arc::new(Mutex::new(None::<Child>));
     let stop = Arc::new(AtomicBool::new(false));
     let (c2, s2, bin) = (child.clone(), stop.clone(), bin.to_string());
