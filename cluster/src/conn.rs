@@ -76,14 +76,15 @@ pub fn urls(conn: &Conn) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-/// Connects (retrying the first connection: the cluster may not be up yet).
-pub async fn connect(conn: &Conn, name: &str) -> anyhow::Result<async_nats::Client> {
+/// Connects; `wait`: retrying the first connection until it succeeds (a
+/// sidecar: the cluster may not be up yet), else failing at once.
+pub async fn connect(conn: &Conn, name: &str, wait: bool) -> anyhow::Result<async_nats::Client> {
     let urls = urls(conn)?;
-    let mut o = async_nats::ConnectOptions::new()
-        .name(name)
-        .retry_on_initial_connect()
-        .max_reconnects(None)
-        .connection_timeout(Duration::from_secs(5));
+    let mut o =
+        async_nats::ConnectOptions::new().name(name).max_reconnects(None).connection_timeout(Duration::from_secs(5));
+    if wait {
+        o = o.retry_on_initial_connect();
+    }
     if let Some(p) = &conn.creds {
         o = o.credentials_file(p).await.with_context(|| format!("--creds {}", p.display()))?;
     }

@@ -14,11 +14,12 @@ use std::time::Duration;
 /// runwire's cluster sidecar: publishes a node's runs to NATS JetStream, or mirrors every
 /// node's runs into a hub's harness home. Usually started by `runwire-serve --cluster URL
 /// --node NAME` or `runwire-serve --cluster URL --hub`.
-///
-/// Exit codes: 0 stopped (node, hub) or done; 2 usage; 3 the cluster cannot be reached, lacks
-/// its streams and buckets (`setup` makes them), or a file cannot be read or written.
 #[derive(Parser, Debug)]
-#[command(name = "runwire-cluster", version)]
+#[command(
+    name = "runwire-cluster",
+    version,
+    after_help = "Exit status: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup, control, nodes); 2 usage error; 3 the cluster cannot be reached or lacks its streams and buckets (setup makes them), or a file cannot be read or written.\nSee spec/CLUSTER.md."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -143,9 +144,9 @@ fn main() -> ExitCode {
             Cmd::Nodes { .. } => "nodes".to_string(),
             Cmd::Control { .. } => "control".to_string(),
         };
-        let client = tokio::time::timeout(Duration::from_secs(30), conn::connect(&conn, &format!("runwire {what}")))
-            .await
-            .map_err(|_| anyhow::anyhow!("{}: no server answered within 30 s", conn.url))??;
+        // A sidecar waits for the cluster; a one-shot command fails at once.
+        let wait = matches!(cli.cmd, Cmd::Node { .. } | Cmd::Hub { .. });
+        let client = conn::connect(&conn, &format!("runwire {what}"), wait).await?;
         let work = async {
             match cli.cmd {
                 Cmd::Setup { replicas, max_age_days, .. } => {

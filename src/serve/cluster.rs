@@ -106,14 +106,20 @@ pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Optio
         .arg(String::from_utf8_lossy(body).as_ref())
         .stdin(Stdio::null())
         .output();
-    let answer = out
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .and_then(|v| Some((v["status"].as_u64()? as u16, v["body"].as_str()?.to_string())));
-    Some(answer.unwrap_or_else(|| {
-        (502, serde_json::json!({"error": format!("node {node}: runwire-cluster control failed")}).to_string())
-    }))
+    let error =
+        |code: u16, why: String| (code, serde_json::json!({"error": format!("node {node}: {why}")}).to_string());
+    Some(match out {
+        Ok(o) if o.status.success() => serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .ok()
+            .and_then(|v| Some((v["status"].as_u64()? as u16, v["body"].as_str()?.to_string())))
+            .unwrap_or_else(|| error(502, "runwire-cluster control said nothing readable".into())),
+        // Exit 3: the cluster cannot be reached from here.
+        Ok(o) => error(
+            if o.status.code() == Some(3) { 503 } else { 502 },
+            String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        ),
+        Err(e) => error(502, format!("cannot run {}: {e}", program().display())),
+    })
 }
 
 /// The running sidecar: stopped on drop.
