@@ -152,14 +152,18 @@ impl Mirror {
 /// Runs the hub's mirror until the process is stopped.
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = jetstream::new(client);
-    let files = js
-        .get_stream(names::FILES_STREAM)
-        .await
-        .map_err(|e| anyhow!("stream {}: {e} (an admin creates it: runwire-cluster setup)", names::FILES_STREAM))?;
-    let runs = js
-        .get_key_value(names::RUNS_BUCKET)
-        .await
-        .map_err(|e| anyhow!("bucket {}: {e} (an admin creates it: runwire-cluster setup)", names::RUNS_BUCKET))?;
+    let files = crate::node::retry("bind", || async {
+        js.get_stream(names::FILES_STREAM)
+            .await
+            .map_err(|e| anyhow!("stream {}: {e} (an admin creates it: runwire-cluster setup)", names::FILES_STREAM))
+    })
+    .await;
+    let runs = crate::node::retry("bind", || async {
+        js.get_key_value(names::RUNS_BUCKET)
+            .await
+            .map_err(|e| anyhow!("bucket {}: {e} (an admin creates it: runwire-cluster setup)", names::RUNS_BUCKET))
+    })
+    .await;
     let mirror = std::sync::Arc::new(Mirror::new(&o.home));
     let m2 = mirror.clone();
     let watcher = tokio::spawn(async move { watch_runs(runs, &m2).await });

@@ -1,8 +1,8 @@
 //! `runwire-cluster`: the cluster sidecar (spec/CLUSTER.md).
 //!
 //! Exit codes: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup,
-//! nodes); 2 usage; 3 the cluster cannot be reached or lacks its streams
-//! and buckets, or a file cannot be read or written.
+//! control, nodes); 2 usage; 3 the cluster cannot be reached or lacks its
+//! streams and buckets (one-shot commands: node and hub wait for them).
 
 use clap::{Parser, Subcommand};
 use runwire::cli::Exit;
@@ -18,7 +18,7 @@ use std::time::Duration;
 #[command(
     name = "runwire-cluster",
     version,
-    after_help = "Exit status: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup, control, nodes); 2 usage error; 3 the cluster cannot be reached or lacks its streams and buckets (setup makes them), or a file cannot be read or written.\nSee spec/CLUSTER.md."
+    after_help = "Exit status: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup, control, nodes); 2 usage error; 3 the cluster cannot be reached or lacks its streams and buckets (setup, control, nodes; node and hub wait for them, saying so on stderr).\nSee spec/CLUSTER.md."
 )]
 struct Cli {
     #[command(subcommand)]

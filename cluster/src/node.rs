@@ -115,7 +115,7 @@ pub async fn bind(js: &jetstream::Context) -> anyhow::Result<(Stream, Stream, kv
 /// Runs the node until the process is stopped.
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
-    let (files, feed, runs, nodes) = bind(&js).await?;
+    let (files, feed, runs, nodes) = retry("bind", || bind(&js)).await;
     let chunk = client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 256 * 1024);
     tokio::spawn(heartbeat(nodes, o.node.clone(), o.heartbeat));
     let mut n = Node {
@@ -153,6 +153,29 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             }
         }
         tokio::time::sleep(n.o.poll).await;
+    }
+}
+
+/// `f` until it succeeds, saying each new error once: a sidecar outlives
+/// a cluster that is electing a leader, restarting, or not set up yet.
+pub async fn retry<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut last = String::new();
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) => {
+                let m = format!("{e:#}");
+                if m != last {
+                    crate::report(format!("cluster: {what}: {m} (retrying)"));
+                    last = m;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
     }
 }
 
