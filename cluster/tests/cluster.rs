@@ -323,9 +323,11 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
     assert!(out.status.success());
     let beats: Vec<Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let names: Vec<&str> = beats.iter().map(|b| b["node"].as_str().unwrap()).collect();
-    assert_eq!(names, ["alpha", "beta", "zeta"]);
-    assert!(beats[..2].iter().all(|b| b["ageMs"].as_u64().unwrap() < 10_000), "{beats:?}");
+    // (zeta, stopped right after it answered once, may or may not have beaten.)
+    let live: Vec<&Value> = beats.iter().filter(|b| b["node"] != "zeta").collect();
+    let names: Vec<&str> = live.iter().map(|b| b["node"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    assert!(live.iter().all(|b| b["ageMs"].as_u64().unwrap() < 10_000), "{beats:?}");
     drop((a, b, hub, nats));
     let _ = std::fs::remove_dir_all(&dir);
 }
