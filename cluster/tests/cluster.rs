@@ -74,32 +74,18 @@ struct Nats {
     /// Every server's URL, comma-separated, and each one's.
     url: String,
     urls: Vec<String>,
+    dir: PathBuf,
+    ports: Vec<u16>,
+    cports: Vec<u16>,
 }
 
 impl Nats {
     fn start(dir: &Path) -> Nats {
         let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let cports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let mut servers = Vec::new();
-        for i in 0..3 {
-            let routes: Vec<String> =
-                (0..3).filter(|j| *j != i).map(|j| format!("nats://127.0.0.1:{}", cports[j])).collect();
-            let log = std::fs::File::create(dir.join(format!("nats-{i}.log"))).unwrap();
-            let child = Command::new("nats-server")
-                .args(["-a", "127.0.0.1", "-p", &ports[i].to_string(), "-n", &format!("s{i}"), "-js"])
-                .arg("-sd")
-                .arg(dir.join(format!("js-{i}")))
-                .args(["--cluster_name", "rwtest", "--cluster", &format!("nats://127.0.0.1:{}", cports[i])])
-                .args(["--routes", &routes.join(",")])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("start nats-server");
-            servers.push(Proc(child));
-        }
         let urls: Vec<String> = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
-        let n = Nats { servers, url: urls.join(","), urls };
+        let mut n = Nats { servers: Vec::new(), url: urls.join(","), urls, dir: dir.to_path_buf(), ports, cports };
+        n.servers = (0..3).map(|i| n.server(i)).collect();
         // Ready when the streams and buckets can be made with 3 replicas.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -111,6 +97,26 @@ impl Nats {
             std::thread::sleep(Duration::from_millis(500));
         }
         n
+    }
+
+    /// Server `i` (again: same ports, same store).
+    fn server(&self, i: usize) -> Proc {
+        let routes: Vec<String> =
+            (0..3).filter(|j| *j != i).map(|j| format!("nats://127.0.0.1:{}", self.cports[j])).collect();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("nats-{i}.log"))).unwrap();
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &self.ports[i].to_string(), "-n", &format!("s{i}"), "-js"])
+            .arg("-sd")
+            .arg(self.dir.join(format!("js-{i}")))
+            .args(["--cluster_name", "rwtest", "--cluster", &format!("nats://127.0.0.1:{}", self.cports[i])])
+            .args(["--routes", &routes.join(",")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start nats-server");
+        Proc(child)
     }
 }
 
@@ -508,6 +514,40 @@ fn a_nats_server_and_the_hub_killed_mid_stream_lose_and_duplicate_nothing() {
     run.mirrored(&hh, "delta");
     run.published_once(&rest, &home, "delta");
     drop(hub);
+    drop(nats);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_node_cut_from_the_cluster_while_its_agent_works_catches_up_in_order() {
+    need_nats();
+    let dir = scratch("cut");
+    let mut nats = Nats::start(&dir);
+    let (home, hh) = (dir.join("home"), dir.join("home-hub"));
+    let run = FakeRun::new(&home, &dir.join("repo"));
+    let _n = node(&nats.url, "eps", &home);
+    let _hub = hub_proc(&nats.url, &hh);
+    let (mut cut_at, mut gone) = (Instant::now(), Duration::ZERO);
+    run.agent(900, |i| match i {
+        // The whole cluster goes (the node is cut off: it keeps its files
+        // and retries) and comes back on the same ports and stores.
+        150 => {
+            for s in &mut nats.servers {
+                s.kill();
+            }
+            cut_at = Instant::now();
+        }
+        750 => {
+            gone = cut_at.elapsed();
+            nats.servers = (0..3).map(|i| nats.server(i)).collect();
+        }
+        _ => {}
+    });
+    run.mirrored(&hh, "eps");
+    run.published_once(&nats.url, &home, "eps");
+    // 600 lines of the agent's, a few ms apart, while no server was up.
+    assert!(gone > Duration::from_millis(1800), "the cluster was gone for {gone:?} only");
     drop(nats);
     let _ = std::fs::remove_dir_all(&dir);
 }
