@@ -12,7 +12,7 @@ fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("..");
     let names: Vec<String> = tools::TOOLS.iter().map(|t| format!("{:?}", t.name)).collect();
     println!("cargo::rustc-check-cfg=cfg(tool, values({}))", names.join(", "));
-    for var in tools::ENV {
+    for var in tools::ENV.iter().chain(&["CARGO_HOME", "HOME"]) {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let ci = tools::in_ci();
@@ -24,10 +24,34 @@ fn main() {
     for p in tools::found(t) {
         println!("cargo:rerun-if-changed={}", p.display());
     }
-    // Installed later: a directory on PATH changes.
+    // Installed later: a directory on PATH changes. As the root build
+    // script does: flat directories of programs only (cargo walks a watched
+    // directory whole), and not cargo's own bin (every `cargo install`
+    // rewrites it).
     if missing && !ci {
-        for d in tools::path_dirs().into_iter().filter(|d| d.is_dir()) {
-            println!("cargo:rerun-if-changed={}", d.display());
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+        let cargo_bin = home.and_then(|h| h.join("bin").canonicalize().ok());
+        for d in tools::path_dirs().into_iter().filter_map(|d| d.canonicalize().ok()) {
+            if Some(&d) != cargo_bin.as_ref() && flat(&d) {
+                println!("cargo:rerun-if-changed={}", d.display());
+            }
         }
     }
+}
+
+/// Whether `dir` holds no directory but links back to itself or above.
+fn flat(dir: &std::path::Path) -> bool {
+    let Ok(here) = dir.canonicalize() else { return false };
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten().all(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => false,
+            Ok(t) if t.is_symlink() && e.path().is_dir() => {
+                e.path().canonicalize().is_ok_and(|target| here.starts_with(target))
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        })
+    })
 }
