@@ -101,9 +101,10 @@ pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Optio
     let out = Command::new(program())
         .arg("control")
         .args(conn)
-        .args(["--node", node, "--path", &path, "--id", &rid, "--timeout-ms", &FORWARD_TIMEOUT_MS.to_string()])
-        .arg("--body")
-        .arg(String::from_utf8_lossy(body).as_ref())
+        // `--flag=value`: a value the client chose is never read as a flag.
+        .args([format!("--node={node}"), format!("--path={path}"), format!("--timeout-ms={FORWARD_TIMEOUT_MS}")])
+        .arg(format!("--id={rid}"))
+        .arg(format!("--body={}", String::from_utf8_lossy(body)))
         .stdin(Stdio::null())
         .output();
     let error =
