@@ -216,6 +216,16 @@ fn fwd_status(v: &Value) -> u64 {
     v["status"].as_u64().unwrap()
 }
 
+/// The child processes of `pid` (every thread's).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
+    }
+    out
+}
+
 fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -334,7 +344,16 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
     let names: Vec<&str> = live.iter().map(|b| b["node"].as_str().unwrap()).collect();
     assert_eq!(names, ["alpha", "beta"]);
     assert!(live.iter().all(|b| b["ageMs"].as_u64().unwrap() < 10_000), "{beats:?}");
-    drop((a, b, hub, nats));
+    // A server's sidecar ends with it, even killed (SIGKILL) without a word.
+    let sidecars = children(a._proc.0.id());
+    assert_eq!(sidecars.len(), 1, "{sidecars:?}");
+    drop(a);
+    wait_for("alpha's sidecar to end with its server", 10, || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", sidecars[0])).unwrap_or_default();
+        // Gone, or a zombie nobody has reaped yet.
+        (stat.is_empty() || stat.contains(") Z ")).then_some(())
+    });
+    drop((b, hub, nats));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

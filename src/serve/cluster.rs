@@ -220,3 +220,49 @@ impl Drop for Sidecar {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cluster: Option<&str>, node: Option<&str>, hub: bool) -> ClusterArgs {
+        ClusterArgs { cluster: cluster.map(str::to_string), node: node.map(str::to_string), hub, ..Default::default() }
+    }
+
+    #[test]
+    fn cluster_needs_a_node_or_hub_and_names_are_checked() {
+        assert!(args(None, None, false).check().is_ok());
+        assert!(args(Some("nats://127.0.0.1:4222"), None, false).check().unwrap_err().contains("--node NAME or --hub"));
+        assert!(args(Some("u"), Some("a.b"), false).check().is_err());
+        assert!(args(Some("u"), Some(""), false).check().is_err());
+        assert!(args(Some("u"), Some("n-1_x"), false).check().is_ok());
+        assert!(args(Some("u"), None, true).check().is_ok());
+    }
+
+    #[test]
+    fn the_sidecar_gets_the_servers_address_and_token_as_a_node_only() {
+        let home = Path::new("/h");
+        let node = args(Some("nats://x:1"), Some("alpha"), false).argv(home, 8787, Some(Path::new("/t"))).unwrap();
+        assert_eq!(
+            node,
+            [
+                "node",
+                "--url",
+                "nats://x:1",
+                "--node",
+                "alpha",
+                "--local",
+                "127.0.0.1:8787",
+                "--local-token-file",
+                "/t",
+                "--home",
+                "/h"
+            ]
+        );
+        let hub = args(Some("nats://x:1"), None, true).argv(home, 8787, None).unwrap();
+        assert_eq!(hub, ["hub", "--url", "nats://x:1", "--home", "/h"]);
+        assert_eq!(args(None, None, false).argv(home, 1, None), None);
+        // Without --hub nothing is forwarded.
+        assert_eq!(forward("alpha.run", Some("t"), "kill", b"", None), None);
+    }
+}
