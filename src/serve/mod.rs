@@ -24,6 +24,7 @@
 //! [`Encoder`]: crate::sse::Encoder
 
 pub mod agui;
+pub mod cluster;
 pub mod control;
 pub mod evidence;
 pub mod feed;
@@ -160,6 +161,9 @@ pub struct Args {
     /// every request.
     #[arg(long, value_name = "DIR")]
     pub evidence: Option<PathBuf>,
+    /// --cluster URL with --node NAME or --hub: the NATS JetStream cluster (spec/CLUSTER.md).
+    #[command(flatten)]
+    pub cluster: cluster::ClusterArgs,
 }
 
 /// `ADDR:PORT`, with `localhost` read as 127.0.0.1.
@@ -575,6 +579,7 @@ pub fn main(args: Args) -> ExitCode {
 
 /// Serves until SIGINT or SIGTERM; `out` gets the `listening on` line.
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
+    args.cluster.check().map_err(StartError::Usage)?;
     let mut cfg = configure(args)?;
     if args.demo {
         // Before any thread exists: the agents this server starts inherit it.
@@ -658,7 +663,9 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             })
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
+    let sidecar = cluster::start(&args.cluster, &shared.cfg.harness_home, addr.port(), args.token_file.as_deref(), BIN);
     accept_loop(&listener, &shared, &wake_rx);
+    drop(sidecar);
     // Streams notice the flag within a tick, stop their agents (TERM, grace,
     // KILL) and end their bodies; give them that long.
     let deadline = Instant::now() + run::KILL_GRACE + Duration::from_secs(3);

@@ -228,6 +228,11 @@ fn control_route(
     } else {
         Vec::new()
     };
+    // A hub: the run is a node's, the request goes to it (spec/CLUSTER.md).
+    if let Some((code, answer)) = super::cluster::forward(id, task, verb, &body, req.header("idempotency-key")) {
+        let _ = respond(stream, code, cors, &answer);
+        return Close::Linger;
+    }
     control::post(shared, stream, cors, id, task, verb, &body)
 }
 

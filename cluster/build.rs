@@ -1,0 +1,57 @@
+//! Probes `nats-server` for the cluster tests: the project's one skip rule
+//! (tests/support/tools.rs, compiled here too). Sets `cfg(tool = "NAME")`
+//! for each tool found, or for every tool under CI, where a missing tool
+//! fails its test instead of leaving it ignored.
+
+use std::path::PathBuf;
+
+#[path = "../tests/support/tools.rs"]
+mod tools;
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("..");
+    let names: Vec<String> = tools::TOOLS.iter().map(|t| format!("{:?}", t.name)).collect();
+    println!("cargo::rustc-check-cfg=cfg(tool, values({}))", names.join(", "));
+    for var in tools::ENV.iter().chain(&["CARGO_HOME", "HOME"]) {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let ci = tools::in_ci();
+    let t = tools::tool("nats-server");
+    let missing = tools::missing(&root, t).is_some();
+    if ci || !missing {
+        println!("cargo:rustc-cfg=tool=\"nats-server\"");
+    }
+    for p in tools::found(t) {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+    // Installed later: a directory on PATH changes. As the root build
+    // script does: flat directories of programs only (cargo walks a watched
+    // directory whole), and not cargo's own bin (every `cargo install`
+    // rewrites it).
+    if missing && !ci {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+        let cargo_bin = home.and_then(|h| h.join("bin").canonicalize().ok());
+        for d in tools::path_dirs().into_iter().filter_map(|d| d.canonicalize().ok()) {
+            if Some(&d) != cargo_bin.as_ref() && flat(&d) {
+                println!("cargo:rerun-if-changed={}", d.display());
+            }
+        }
+    }
+}
+
+/// Whether `dir` holds no directory but links back to itself or above.
+fn flat(dir: &std::path::Path) -> bool {
+    let Ok(here) = dir.canonicalize() else { return false };
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten().all(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => false,
+            Ok(t) if t.is_symlink() && e.path().is_dir() => {
+                e.path().canonicalize().is_ok_and(|target| here.starts_with(target))
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        })
+    })
+}

@@ -1,0 +1,320 @@
+//! The hub: mirrors the cluster into a harness home, one run directory per
+//! node and run, so the ordinary `runwire-serve` (started with `--hub`)
+//! serves every node's runs, their task streams and the feed with its own,
+//! unchanged code.
+//!
+//! - Each run of the bucket `runwire-runs` becomes a run of the hub's home
+//!   with the id `<node>.<run>`, its pointer rewritten to name that id and the
+//!   mirror directory `$HOME/cluster/nodes/<node>/<run>/` (everything else
+//!   of the pointer as the node wrote it); a deleted key removes it.
+//! - Each chunk of `RUNWIRE_FILES` is written into the mirror at its offset:
+//!   a chunk at the file's length is appended, one below it was applied
+//!   already (skipped), a reset chunk truncates first; a file published whole
+//!   (the plan) is assembled aside and renamed into place, so readers never
+//!   see half of one. Each file gets the node's modification time, so
+//!   listings order the runs as the node does and a task stream (a pure
+//!   function of the log, its arrival-time sidecar and, without one, the
+//!   log's mtime: spec/LAYOUT.md) is the node's, event for event.
+//! - The stream sequence applied last is kept in `$HOME/cluster/files.seq`;
+//!   a restarted hub goes on from there (applying a chunk twice changes
+//!   nothing, so the file may lag).
+
+use crate::names::{self, header};
+use anyhow::{anyhow, bail, Context as _};
+use async_nats::jetstream::{self, consumer, kv};
+use async_nats::HeaderMap;
+use futures_util::StreamExt;
+use runwire::runs::registry::{Pointer, Registry};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+pub struct Opts {
+    pub home: PathBuf,
+}
+
+/// The mirror's files under the hub's home.
+pub struct Mirror {
+    pub home: PathBuf,
+    reg: Registry,
+}
+
+fn hdr<T: std::str::FromStr>(h: Option<&HeaderMap>, name: &str) -> Option<T> {
+    h?.get(name)?.as_str().parse().ok()
+}
+
+fn set_mtime(f: &std::fs::File, ns: i64) {
+    if ns > 0 {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_nanos(ns as u64);
+        let _ = f.set_modified(t);
+    }
+}
+
+impl Mirror {
+    pub fn new(home: &Path) -> Mirror {
+        Mirror { home: home.to_path_buf(), reg: Registry::at(home) }
+    }
+
+    pub fn dir(&self, node: &str, run: &str) -> PathBuf {
+        self.home.join("cluster").join("nodes").join(node).join(run)
+    }
+
+    fn seq_path(&self) -> PathBuf {
+        self.home.join("cluster").join("files.seq")
+    }
+
+    pub fn load_seq(&self) -> u64 {
+        std::fs::read_to_string(self.seq_path()).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    }
+
+    pub fn save_seq(&self, seq: u64) -> std::io::Result<()> {
+        std::fs::create_dir_all(self.home.join("cluster"))?;
+        runwire::runs::write_atomic(&self.seq_path(), format!("{seq}\n").as_bytes())
+    }
+
+    /// A run of the bucket: its pointer, rewritten for the hub.
+    pub fn pointer(&self, node: &str, run: &str, p: &Pointer) -> anyhow::Result<()> {
+        let id = names::hub_run_id(node, run);
+        if !runwire::runs::valid_id(&id) {
+            bail!("run {run} of node {node}: the hub's id {id:?} is not a valid id (too long?)");
+        }
+        let dir = self.dir(node, run);
+        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        let mut q = p.clone();
+        q.run_id = id.clone();
+        q.runstate_dir = dir.display().to_string();
+        if self.reg.read(&id).is_ok_and(|old| old == q) {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.reg.dir)?;
+        self.reg.register(&q).with_context(|| format!("registry: {id}"))
+    }
+
+    /// A run deleted from the bucket: out of the hub's home.
+    pub fn remove(&self, node: &str, run: &str) {
+        let id = names::hub_run_id(node, run);
+        let _ = std::fs::remove_file(self.reg.path(&id));
+        let _ = std::fs::remove_file(self.reg.link_path(&id));
+        let _ = std::fs::remove_dir_all(self.dir(node, run));
+    }
+
+    /// One chunk of a file.
+    pub fn chunk(&self, subject: &str, h: Option<&HeaderMap>, payload: &[u8]) -> anyhow::Result<()> {
+        let Some((node, run, file)) = names::parse_file_subject(subject) else {
+            bail!("{subject}: not a file subject (ignored)");
+        };
+        let off: u64 = hdr(h, header::OFFSET).ok_or_else(|| anyhow!("{subject}: no {} header", header::OFFSET))?;
+        let mtime: i64 = hdr(h, header::MTIME).unwrap_or(0);
+        let reset = h.and_then(|h| h.get(header::RESET)).is_some();
+        let dir = self.dir(&node, &run);
+        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        let path = dir.join(&file);
+        if let Some(total) = hdr::<u64>(h, header::WHOLE) {
+            let part = dir.join(format!("{file}.part"));
+            let f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&part)?;
+            if off == 0 {
+                f.set_len(0)?;
+            }
+            if f.metadata()?.len() != off {
+                return Ok(()); // a chunk of a generation already replaced
+            }
+            f.write_all_at(payload, off)?;
+            if off + payload.len() as u64 == total {
+                set_mtime(&f, mtime);
+                drop(f);
+                std::fs::rename(&part, &path)?;
+            }
+            return Ok(());
+        }
+        let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+        if reset && off == 0 {
+            f.set_len(0)?;
+        }
+        let len = f.metadata()?.len();
+        if len > off {
+            return Ok(()); // applied already
+        }
+        if len < off {
+            bail!(
+                "{}: a chunk at {off} but the mirror has {len} bytes (a gap: the stream lost messages?)",
+                path.display()
+            );
+        }
+        use std::io::{Seek, SeekFrom};
+        f.seek(SeekFrom::Start(off))?;
+        f.write_all(payload)?;
+        set_mtime(&f, mtime);
+        Ok(())
+    }
+}
+
+/// Runs the hub's mirror until the process is stopped.
+pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
+    let js = jetstream::new(client);
+    let files = crate::node::retry("bind", || async {
+        js.get_stream(names::FILES_STREAM)
+            .await
+            .map_err(|e| anyhow!("stream {}: {e} (an admin creates it: runwire-cluster setup)", names::FILES_STREAM))
+    })
+    .await;
+    let runs = crate::node::retry("bind", || async {
+        js.get_key_value(names::RUNS_BUCKET)
+            .await
+            .map_err(|e| anyhow!("bucket {}: {e} (an admin creates it: runwire-cluster setup)", names::RUNS_BUCKET))
+    })
+    .await;
+    let mirror = std::sync::Arc::new(Mirror::new(&o.home));
+    let m2 = mirror.clone();
+    let watcher = tokio::spawn(async move { watch_runs(runs, &m2).await });
+    let files_loop = follow_files(files, &mirror);
+    tokio::select! {
+        r = files_loop => r,
+        r = watcher => r.map_err(|e| anyhow!("{e}"))?,
+    }
+}
+
+async fn watch_runs(runs: kv::Store, mirror: &Mirror) -> anyhow::Result<()> {
+    loop {
+        let mut w = match runs.watch_with_history(">").await {
+            Ok(w) => w,
+            Err(e) => {
+                crate::report(format!("bucket {}: watch: {e} (retrying)", names::RUNS_BUCKET));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        while let Some(entry) = w.next().await {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    crate::report(format!("bucket {}: {e}", names::RUNS_BUCKET));
+                    break;
+                }
+            };
+            let Some((node, run)) = names::parse_run_key(&entry.key) else { continue };
+            match entry.operation {
+                kv::Operation::Put => {
+                    let p = serde_json::from_slice::<serde_json::Value>(&entry.value)
+                        .ok()
+                        .and_then(|v| serde_json::from_value::<Pointer>(v.get("pointer")?.clone()).ok());
+                    match p {
+                        Some(p) if p.run_id == run => {
+                            if let Err(e) = mirror.pointer(&node, &run, &p) {
+                                crate::report(format!("mirror: {e:#}"));
+                            }
+                        }
+                        _ => crate::report(format!(
+                            "bucket {}: {}: no valid pointer (ignored)",
+                            names::RUNS_BUCKET,
+                            entry.key
+                        )),
+                    }
+                }
+                kv::Operation::Delete | kv::Operation::Purge => mirror.remove(&node, &run),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn follow_files(files: jetstream::stream::Stream, mirror: &Mirror) -> anyhow::Result<()> {
+    let mut seq = mirror.load_seq();
+    let mut saved = seq;
+    let mut last_save = std::time::Instant::now();
+    loop {
+        let policy = if seq == 0 {
+            consumer::DeliverPolicy::All
+        } else {
+            consumer::DeliverPolicy::ByStartSequence { start_sequence: seq + 1 }
+        };
+        let cfg = consumer::pull::OrderedConfig { deliver_policy: policy, ..Default::default() };
+        let consumer = match files.create_consumer(cfg).await {
+            Ok(c) => c,
+            Err(e) => {
+                crate::report(format!("stream {}: consumer: {e} (retrying)", names::FILES_STREAM));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut msgs = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                crate::report(format!("stream {}: messages: {e} (retrying)", names::FILES_STREAM));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        loop {
+            let next = tokio::time::timeout(Duration::from_millis(500), msgs.next()).await;
+            match next {
+                Ok(Some(Ok(m))) => {
+                    let s = m.info().map(|i| i.stream_sequence).unwrap_or(seq + 1);
+                    if let Err(e) = mirror.chunk(m.subject.as_str(), m.headers.as_ref(), &m.payload) {
+                        crate::report(format!("mirror: {e:#}"));
+                    }
+                    seq = s;
+                }
+                Ok(Some(Err(e))) => {
+                    crate::report(format!("stream {}: {e} (resuming after {seq})", names::FILES_STREAM));
+                    break;
+                }
+                Ok(None) => break,
+                Err(_) => {} // quiet: save the position below
+            }
+            if seq != saved && last_save.elapsed() >= Duration::from_millis(500) {
+                if let Err(e) = mirror.save_seq(seq) {
+                    crate::report(format!("mirror: files.seq: {e}"));
+                }
+                saved = seq;
+                last_save = std::time::Instant::now();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, *v);
+        }
+        h
+    }
+
+    #[test]
+    fn chunks_apply_once_in_order_and_resets_truncate() {
+        let tmp = std::env::temp_dir().join(format!("rw-mirror-{}", std::process::id()));
+        let m = Mirror::new(&tmp);
+        let s = names::file_subject("n1", "ab--x.y", "x.y.t.log");
+        let path = m.dir("n1", "ab--x.y").join("x.y.t.log");
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1")])), b"one\n").unwrap();
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "4")])), b"two\n").unwrap();
+        // A duplicate (replayed) chunk changes nothing.
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1")])), b"one\n").unwrap();
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "4")])), b"two\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
+        // A gap is an error, and writes nothing.
+        assert!(m.chunk(&s, Some(&headers(&[("Rw-Offset", "100")])), b"x").is_err());
+        // A new generation (reset) replaces the file.
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1"), ("Rw-Mtime", "1000000000000")])), b"new")
+            .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        let mt = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert_eq!(mt, SystemTime::UNIX_EPOCH + Duration::from_secs(1000));
+        // A whole file appears only when complete.
+        let plan = names::file_subject("n1", "ab--x.y", "x.y.plan.json");
+        let ppath = m.dir("n1", "ab--x.y").join("x.y.plan.json");
+        m.chunk(&plan, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Whole", "6"), ("Rw-Reset", "1")])), b"abc").unwrap();
+        assert!(!ppath.exists());
+        m.chunk(&plan, Some(&headers(&[("Rw-Offset", "3"), ("Rw-Whole", "6")])), b"def").unwrap();
+        assert_eq!(std::fs::read(&ppath).unwrap(), b"abcdef");
+        // Subjects that are not paths are refused.
+        assert!(m.chunk("rwfile.n1.run.=2E=2E", Some(&headers(&[("Rw-Offset", "0")])), b"x").is_err());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+}

@@ -1,0 +1,477 @@
+//! The node: publishes a harness home to the cluster, from its files (the
+//! source of truth), exactly once across restarts.
+//!
+//! Each round (every `--poll-ms`):
+//! 1. the home's change feed is extended (the node is a feed writer like
+//!    `runs watch`: `runwire::runs::feed::Extender`) and every event past
+//!    the published position goes to `rwfeed.<node>`, message id
+//!    `<node>/feed/<id>`;
+//! 2. every registered run's files (journal, plan, each task's log and its
+//!    arrival-time sidecar) are published from the byte offset already
+//!    published to their end, in chunks, to `rwfile.<node>.<run>.<file>`,
+//!    message id `<node>/<run>/<file>/<inode>/<offset>`;
+//! 3. each run's pointer and latest feed event go to the KV bucket
+//!    `runwire-runs`, key `<node>.<run>`.
+//!
+//! A message counts as published once JetStream acknowledges it; only then
+//! does the position move. The position is not kept locally: at start, and
+//! the first time a file is seen, it is read back from the last message of
+//! the subject (its offset and length, or its feed id), so a node killed
+//! at any point resumes exactly where the cluster is, and a message
+//! published twice (killed between the store and the acknowledgement) is
+//! dropped by JetStream's duplicate window on its message id. A node that
+//! cannot reach the cluster keeps its files (nothing here writes them but
+//! the feed, as any reader does) and retries; when the cluster is back the
+//! files are published from the position on.
+
+use crate::names::{self, header};
+use anyhow::{anyhow, Context as _};
+use async_nats::jetstream::{self, kv, stream::Stream};
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use runwire::runs::feed::{Cursor, Extender, Line, Scope};
+use runwire::runs::registry::{Pointer, Registry};
+use runwire::runs::safe;
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The node's settings.
+pub struct Opts {
+    pub node: String,
+    pub home: PathBuf,
+    pub poll: Duration,
+    pub heartbeat: Duration,
+}
+
+/// How far one file is published.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Track {
+    ino: u64,
+    /// Bytes published (an append-only file), or the size published whole.
+    off: u64,
+    mtime: i64,
+}
+
+/// What the node knows of one run.
+#[derive(Default)]
+struct RunState {
+    /// The run's latest feed event.
+    summary: Option<Value>,
+    /// The KV value last written.
+    written: Option<String>,
+    /// Its tasks (from the journal and the plan), and the journal's
+    /// `(inode, size)` they were read at.
+    tasks: BTreeSet<String>,
+    tasks_at: (u64, u64),
+}
+
+pub struct Node {
+    o: Opts,
+    js: jetstream::Context,
+    files: Stream,
+    feed: Stream,
+    runs: kv::Store,
+    reg: Registry,
+    extender: Extender,
+    /// Most payload bytes a chunk carries (under the server's max_payload).
+    chunk: usize,
+    tracks: HashMap<String, Track>,
+    feed_pos: Option<u64>,
+    state: HashMap<String, RunState>,
+    /// Problems of local files, said once each.
+    noted: BTreeSet<String>,
+}
+
+fn note(noted: &mut BTreeSet<String>, msg: String) {
+    if noted.insert(msg.clone()) {
+        crate::report(msg);
+    }
+}
+
+fn hdr<T: std::str::FromStr>(h: Option<&HeaderMap>, name: &str) -> Option<T> {
+    h?.get(name)?.as_str().parse().ok()
+}
+
+/// Binds the node to the cluster's streams and buckets (made by `setup`).
+pub async fn bind(js: &jetstream::Context) -> anyhow::Result<(Stream, Stream, kv::Store, kv::Store)> {
+    let hint = "(an admin creates them: runwire-cluster setup)";
+    let files =
+        js.get_stream(names::FILES_STREAM).await.map_err(|e| anyhow!("stream {}: {e} {hint}", names::FILES_STREAM))?;
+    let feed =
+        js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("stream {}: {e} {hint}", names::FEED_STREAM))?;
+    let runs =
+        js.get_key_value(names::RUNS_BUCKET).await.map_err(|e| anyhow!("bucket {}: {e} {hint}", names::RUNS_BUCKET))?;
+    let nodes = js
+        .get_key_value(names::NODES_BUCKET)
+        .await
+        .map_err(|e| anyhow!("bucket {}: {e} {hint}", names::NODES_BUCKET))?;
+    Ok((files, feed, runs, nodes))
+}
+
+/// Runs the node until the process is stopped.
+pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
+    let js = jetstream::new(client.clone());
+    let (files, feed, runs, nodes) = retry("bind", || bind(&js)).await;
+    let chunk = client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 256 * 1024);
+    tokio::spawn(heartbeat(nodes, o.node.clone(), o.heartbeat));
+    let mut n = Node {
+        reg: Registry::at(&o.home),
+        extender: Extender::new(&o.home),
+        o,
+        js,
+        files,
+        feed,
+        runs,
+        chunk,
+        tracks: HashMap::new(),
+        feed_pos: None,
+        state: HashMap::new(),
+        noted: BTreeSet::new(),
+    };
+    let mut failing: Option<String> = None;
+    loop {
+        match n.round().await {
+            Ok(()) => {
+                if failing.take().is_some() {
+                    crate::report("cluster: publishing again (caught up from the files)");
+                }
+            }
+            Err(e) => {
+                let m = format!("{e:#}");
+                if failing.as_deref() != Some(m.as_str()) {
+                    crate::report(format!("cluster: {m} (retrying; the local files keep everything)"));
+                }
+                failing = Some(m);
+                // Positions are re-read from the cluster after a failure.
+                n.tracks.clear();
+                n.feed_pos = None;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        tokio::time::sleep(n.o.poll).await;
+    }
+}
+
+/// `f` until it succeeds, saying each new error once: a sidecar outlives
+/// a cluster that is electing a leader, restarting, or not set up yet.
+pub async fn retry<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut last = String::new();
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) => {
+                let m = format!("{e:#}");
+                if m != last {
+                    crate::report(format!("cluster: {what}: {m} (retrying)"));
+                    last = m;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+async fn heartbeat(nodes: kv::Store, node: String, every: Duration) {
+    let started = now_ms();
+    loop {
+        let v = json!({"node": node, "ts": now_ms(), "started": started, "pid": std::process::id(),
+            "intervalMs": every.as_millis() as u64, "version": env!("CARGO_PKG_VERSION")});
+        // A failed beat is the next one's job; the publisher says what is wrong.
+        let _ = nodes.put(&node, Bytes::from(v.to_string())).await;
+        tokio::time::sleep(every).await;
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Node {
+    async fn round(&mut self) -> anyhow::Result<()> {
+        self.sync_feed().await?;
+        let ids = self.reg.ids();
+        for id in &ids {
+            self.sync_run(id).await?;
+        }
+        // Runs whose pointer is gone (runs rm, prune, reap): out of the bucket.
+        let gone: Vec<String> = self.state.keys().filter(|k| ids.binary_search(k).is_err()).cloned().collect();
+        for id in gone {
+            self.runs
+                .delete(names::run_key(&self.o.node, &id))
+                .await
+                .map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
+            self.state.remove(&id);
+        }
+        Ok(())
+    }
+
+    async fn publish(&self, subject: String, msg_id: String, mut h: HeaderMap, payload: Bytes) -> anyhow::Result<()> {
+        h.insert(async_nats::header::NATS_MESSAGE_ID, msg_id.as_str());
+        let ack =
+            self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        ack.await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        Ok(())
+    }
+
+    /// The feed: extended from the journals, then published past the position.
+    async fn sync_feed(&mut self) -> anyhow::Result<()> {
+        match self.extender.extend(Scope::All) {
+            Ok(_) => {}
+            Err(e) => note(&mut self.noted, format!("feed: {e}")),
+        }
+        for r in self.extender.take_reports() {
+            note(&mut self.noted, format!("feed: {r}"));
+        }
+        let subject = names::feed_subject(&self.o.node);
+        let pos = match self.feed_pos {
+            Some(p) => p,
+            None => match self.feed.get_last_raw_message_by_subject(&subject).await {
+                Ok(m) => hdr(Some(&m.headers), header::ID).unwrap_or(0),
+                Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => 0,
+                Err(e) => return Err(anyhow!("{subject}: last message: {e}")),
+            },
+        };
+        self.feed_pos = Some(pos);
+        let mut cursor = Cursor::new(self.extender.paths(), pos);
+        loop {
+            let mut batch: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut skipped_to = None;
+            let more = cursor
+                .read_some(|id, line| match line {
+                    Line::Event(b) => batch.push((id, b.to_vec())),
+                    Line::TooLong(_) => skipped_to = Some(id),
+                })
+                .map_err(|e| anyhow!("feed: {e}"));
+            let more = match more {
+                Ok(m) => m,
+                Err(e) => {
+                    note(&mut self.noted, format!("{e:#}"));
+                    return Ok(());
+                }
+            };
+            for (id, bytes) in batch {
+                let mut h = HeaderMap::new();
+                h.insert(header::ID, id.to_string().as_str());
+                let ev: Option<Value> = serde_json::from_slice(&bytes).ok();
+                self.publish(subject.clone(), names::feed_id(&self.o.node, id), h, Bytes::from(bytes)).await?;
+                self.feed_pos = Some(id);
+                if let Some(ev) = ev {
+                    self.event(ev).await?;
+                }
+            }
+            if let Some(id) = skipped_to {
+                self.feed_pos = Some(self.feed_pos.unwrap_or(0).max(id));
+            }
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A feed event: the run's summary in the bucket follows it.
+    async fn event(&mut self, ev: Value) -> anyhow::Result<()> {
+        let Some(run) = ev.get("runId").and_then(Value::as_str).map(str::to_string) else { return Ok(()) };
+        if !runwire::runs::valid_id(&run) {
+            return Ok(());
+        }
+        if ev.get("type").and_then(Value::as_str) == Some("removed") {
+            self.state.remove(&run);
+            return Ok(());
+        }
+        self.state.entry(run.clone()).or_default().summary = Some(ev);
+        if let Ok(p) = self.reg.read(&run) {
+            self.put_run(&run, &p).await?;
+        }
+        Ok(())
+    }
+
+    async fn put_run(&mut self, run: &str, p: &Pointer) -> anyhow::Result<()> {
+        let st = self.state.entry(run.to_string()).or_default();
+        let v = json!({"node": self.o.node, "runId": run, "pointer": p, "summary": st.summary}).to_string();
+        if st.written.as_deref() == Some(v.as_str()) {
+            return Ok(());
+        }
+        let key = names::run_key(&self.o.node, run);
+        self.runs
+            .put(&key, Bytes::from(v.clone()))
+            .await
+            .map_err(|e| anyhow!("bucket {}: {key}: {e}", names::RUNS_BUCKET))?;
+        if let Some(st) = self.state.get_mut(run) {
+            st.written = Some(v);
+        }
+        Ok(())
+    }
+
+    async fn sync_run(&mut self, run: &str) -> anyhow::Result<()> {
+        let p = match self.reg.read(run) {
+            Ok(p) => p,
+            Err(e) if e.absent => return Ok(()),
+            Err(e) => {
+                note(&mut self.noted, format!("run {run}: {e}"));
+                return Ok(());
+            }
+        };
+        self.put_run(run, &p).await?;
+        let dir = match safe::open_dir(Path::new(&p.runstate_dir)) {
+            Ok(d) => d,
+            Err(nix::errno::Errno::ENOENT) => return Ok(()),
+            Err(e) => {
+                note(&mut self.noted, format!("run {run}: {}: {e}", p.runstate_dir));
+                return Ok(());
+            }
+        };
+        let files = runwire::runs::RunFiles::new(&p.runstate_dir, &p.slug);
+        let journal = format!("{}.jsonl", p.slug);
+        let plan = format!("{}.plan.json", p.slug);
+        self.sync_file(run, dir.as_fd(), &journal, false, None).await?;
+        self.sync_file(run, dir.as_fd(), &plan, true, None).await?;
+        // The tasks, again when the journal changed.
+        let jstat = stat(dir.as_fd(), &journal);
+        let st = self.state.entry(run.to_string()).or_default();
+        if jstat.is_some_and(|s| s != st.tasks_at) {
+            let l = runwire::runs::view::load(p.clone());
+            st.tasks.extend(l.journal.tasks.keys().cloned());
+            if let Some(plan) = &l.plan {
+                st.tasks.extend(plan.tasks.iter().map(|t| t.id.clone()));
+            }
+            st.tasks_at = jstat.unwrap_or_default();
+        }
+        let tasks: Vec<String> = st.tasks.iter().filter(|t| runwire::runs::valid_id(t)).cloned().collect();
+        for task in tasks {
+            let log = files.log(&task).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            // The log's size first, then its sidecar whole: every line
+            // published has its arrival time published before it.
+            let limit = stat(dir.as_fd(), &log).map(|s| s.1);
+            self.sync_file(run, dir.as_fd(), &format!("{log}.at"), false, None).await?;
+            if let Some(limit) = limit {
+                self.sync_file(run, dir.as_fd(), &log, false, Some(limit)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the cluster has a file up to: the last message of its subject.
+    async fn resume(&self, subject: &str) -> anyhow::Result<Track> {
+        match self.files.get_last_raw_message_by_subject(subject).await {
+            Ok(m) => {
+                let h = Some(&m.headers);
+                let off: u64 = hdr(h, header::OFFSET).unwrap_or(0) + m.payload.len() as u64;
+                let whole: Option<u64> = hdr(h, header::WHOLE);
+                Ok(Track {
+                    ino: hdr(h, header::INO).unwrap_or(0),
+                    // A file published whole but not to its end is published again.
+                    off: match whole {
+                        Some(w) if w != off => u64::MAX,
+                        _ => off,
+                    },
+                    mtime: hdr(h, header::MTIME).unwrap_or(0),
+                })
+            }
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => Ok(Track::default()),
+            Err(e) => Err(anyhow!("{subject}: last message: {e}")),
+        }
+    }
+
+    /// Publishes what the cluster lacks of one file: the bytes past the
+    /// position (an append-only file, up to `limit`), or the whole file
+    /// when it changed (`whole`: the plan, rewritten by rename).
+    async fn sync_file(
+        &mut self,
+        run: &str,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        whole: bool,
+        limit: Option<u64>,
+    ) -> anyhow::Result<()> {
+        let (file, st) = match safe::open_beneath(dir, Path::new(name)) {
+            Ok(x) => x,
+            Err(e) if e.absent => return Ok(()),
+            Err(e) => {
+                note(&mut self.noted, format!("run {run}: {e}"));
+                return Ok(());
+            }
+        };
+        let subject = names::file_subject(&self.o.node, run, name);
+        let mut track = match self.tracks.get(&subject) {
+            Some(t) => *t,
+            None => self.resume(&subject).await?,
+        };
+        let ino = st.st_ino;
+        let mtime = st.st_mtime * 1_000_000_000 + st.st_mtime_nsec;
+        let size = (st.st_size.max(0) as u64).min(limit.unwrap_or(u64::MAX));
+        let (start, reset) = if whole {
+            if track.ino == ino && track.off == size && track.mtime == mtime {
+                self.tracks.insert(subject, track);
+                return Ok(());
+            }
+            (0, true)
+        } else if track.ino != ino || size < track.off {
+            (0, true)
+        } else {
+            (track.off, false)
+        };
+        if start == size && !reset {
+            self.tracks.insert(subject, track);
+            return Ok(());
+        }
+        let mut buf = vec![0u8; self.chunk];
+        let mut off = start;
+        let mut first = true;
+        while off < size || (first && reset) {
+            let want = ((size - off) as usize).min(self.chunk);
+            let n = read_full(&file, &mut buf[..want], off).with_context(|| format!("run {run}: {name}"))?;
+            if n < want && !whole {
+                // Shorter than it was a moment ago: published again from 0 next round.
+                break;
+            }
+            let mut h = HeaderMap::new();
+            h.insert(header::OFFSET, off.to_string().as_str());
+            h.insert(header::INO, ino.to_string().as_str());
+            h.insert(header::MTIME, mtime.to_string().as_str());
+            if first && reset {
+                h.insert(header::RESET, "1");
+            }
+            if whole {
+                h.insert(header::WHOLE, size.to_string().as_str());
+            }
+            // A file published whole again keeps its inode: its generation is its mtime.
+            let gen = if whole { format!("{ino}.{mtime}") } else { ino.to_string() };
+            let id = format!("{}/{run}/{name}/{gen}/{off}", self.o.node);
+            self.publish(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
+            off += n as u64;
+            first = false;
+            track = Track { ino, off, mtime };
+            self.tracks.insert(subject.clone(), track);
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `(inode, size)` of a file in the run's directory.
+fn stat(dir: BorrowedFd, name: &str) -> Option<(u64, u64)> {
+    safe::open_beneath(dir, Path::new(name)).ok().map(|(_, st)| (st.st_ino, st.st_size.max(0) as u64))
+}
+
+fn read_full(f: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
