@@ -27,7 +27,7 @@ pub enum Input {
     /// interrupted, the agent's input is closed and it exits.
     End(Who),
     /// Stop the running turn, keeping the session: open requests are
-    /// cancelled (the agent is told the user stopped the turn), then the
+    /// cancelled (the agent is told so: [`super::STOPPED`]), then the
     /// turn is interrupted. Nothing happens when no turn runs and nothing
     /// is asked.
     Stop(Who),
