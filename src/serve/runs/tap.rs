@@ -1035,13 +1035,13 @@ mod tests {
 
     #[test]
     fn the_streams_opening_outlives_the_ring_for_new_clients() {
-        let tap = Tap { ring: Mutex::new(Ring::default()), cv: Condvar::new(), reader: Mutex::new(None), retain: 25 };
+        let tap = Tap { ring: Mutex::new(Ring::default()), cv: Condvar::new(), reader: Mutex::new(None), retain: 45 };
         let first = batch(1..=2, 10);
         tap.add(Arc::into_inner(first).unwrap(), false);
         tap.add(Arc::into_inner(batch(3..=4, 10)).unwrap(), false);
         tap.add(Arc::into_inner(batch(5..=6, 10)).unwrap(), false);
         let r = lock(&tap.ring);
-        // The first batch fell out of the ring (over 25 bytes)…
+        // The first batch fell out of the ring (60 bytes over 45)…
         assert_eq!((r.first, r.evicted_through), (1, Some(id(2))));
         assert_eq!(r.place_after(None), None);
         // …but a new client still gets it from memory, and then joins the ring.
