@@ -91,8 +91,13 @@ else:
     print("idle sessions: no figures [%s]" % rc("sessions"))
 bad = 0
 t = text("feed")
-m = [l for l in t.splitlines() if l.startswith("bench: feed_big:")]
-print("feed: %s [%s]" % (m[-1][len("bench: feed_big: "):] if m else "no figures", rc("feed")))
+m = [l for l in t.splitlines() if l.startswith("feed_big ")]
+kv = dict(w.split("=", 1) for w in m[-1].split()[1:] if "=" in w) if m else {}
+if kv:
+    print("feed: %s clients, one %s MB journal record: server peak RSS %s MB (target 128), %s MB after; %s of them got the event [%s]" % (
+        kv.get("clients"), kv.get("record_mb"), kv.get("peak_rss_mb"), kv.get("rss_after_mb"), kv.get("complete"), rc("feed")))
+else:
+    print("feed: no figures [%s]" % rc("feed"))
 t = text("pipeline")
 for l in t.splitlines():
     if l.startswith("normalize-events claude, CPU s") or l.startswith("normalize-events claude of"):
