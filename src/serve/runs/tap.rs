@@ -807,6 +807,9 @@ pub(super) fn serve(
         let opening = if place.is_none() { r.opening_for(client.after) } else { None };
         (place, me, opening)
     };
+    // Nothing sent yet: the first write carries one batch alone, so the
+    // client's first frames are not behind a socket's worth of the rest.
+    let mut first = opening.is_none();
     if let Some(b) = opening {
         // The ring has moved on: the stream's start from memory first, then
         // the ring (if it still holds what follows) or the log.
@@ -856,6 +859,9 @@ pub(super) fn serve(
                     queued += b.text.len();
                     take.push(b.clone());
                     c += 1;
+                    if std::mem::take(&mut first) {
+                        break;
+                    }
                 }
                 cursor = Some(c);
                 let was = r.places.get(&me).map_or(Instant::now(), |p| p.1);
