@@ -13,9 +13,9 @@
     median): an already connected client of a task whose log is empty,
     from the append of its first line to that line's frame; and a new
     client of a live task whose log holds LOG's lines (no status line)
-    while 10 clients follow it, from its connect to its first frame, with
-    the followers stalled on their full sockets as they are when the
-    connected client is measured. Beside them, the floor of any new client
+    while 10 clients follow it, from its connect to its first frame. Both
+    are measured with the server idle (no CPU used for 50 ms: the followers
+    stalled on their full sockets). Beside them, the floor of any new client
     (one of a task of one line), and a new client right after the 10
     followers were drained, while the server refills their sockets (the
     same ratio under that load: CPU shared with them, on a small machine).
@@ -152,6 +152,18 @@ LINE = ('{"type":"assistant","message":{"id":"m%d","role":"assistant","content":
         '[{"type":"text","text":"hello %d"}]}}\n')
 
 
+def settle(pid, still=0.05, most=2.0):
+    """Waits (up to `most` s) until the server used no CPU for `still` s."""
+    end = time.monotonic() + most
+    last = cpu(pid)
+    while time.monotonic() < end:
+        time.sleep(still)
+        now = cpu(pid)
+        if now == last:
+            return
+        last = now
+
+
 def part_b(bin_dir, work, log, rounds):
     home = os.path.join(work, "home-b")
     history = os.path.join(work, "live-history.jsonl")
@@ -175,6 +187,7 @@ def part_b(bin_dir, work, log, rounds):
             while b"\r\n\r\n" not in head:
                 head += a.recv(4096)
             time.sleep(0.05)
+            settle(p.pid)
             t0 = time.monotonic()
             with open(live_log, "a") as f:
                 f.write(LINE % (i, i))
@@ -186,7 +199,8 @@ def part_b(bin_dir, work, log, rounds):
             floor.append(first_frame(c) - t2)
             c.close()
             # A new client of the live task, the server as it was for the
-            # connected one (the followers stalled on their full sockets).
+            # connected one: idle (the followers stalled on their full sockets).
+            settle(p.pid)
             t1 = time.monotonic()
             b = connect(port, f"/runs/{rid_live}/tasks/t/stream")
             new.append(first_frame(b) - t1)
