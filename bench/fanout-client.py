@@ -13,8 +13,12 @@
     median): an already connected client of a task whose log is empty,
     from the append of its first line to that line's frame; and a new
     client of a live task whose log holds LOG's lines (no status line)
-    while 10 clients follow it, from its connect to its first frame. Beside
-    them, the floor of any new client: one of a task of one line.
+    while 10 clients follow it, from its connect to its first frame. Both
+    are measured with the server idle (no CPU used for 50 ms: the followers
+    stalled on their full sockets). Beside them, the floor of any new client
+    (one of a task of one line), and a new client right after the 10
+    followers were drained, while the server refills their sockets (the
+    same ratio under that load: CPU shared with them, on a small machine).
 Prints one JSON object.
 """
 
@@ -148,6 +152,18 @@ LINE = ('{"type":"assistant","message":{"id":"m%d","role":"assistant","content":
         '[{"type":"text","text":"hello %d"}]}}\n')
 
 
+def settle(pid, still=0.05, most=2.0):
+    """Waits (up to `most` s) until the server used no CPU for `still` s."""
+    end = time.monotonic() + most
+    last = cpu(pid)
+    while time.monotonic() < end:
+        time.sleep(still)
+        now = cpu(pid)
+        if now == last:
+            return
+        last = now
+
+
 def part_b(bin_dir, work, log, rounds):
     home = os.path.join(work, "home-b")
     history = os.path.join(work, "live-history.jsonl")
@@ -157,7 +173,7 @@ def part_b(bin_dir, work, log, rounds):
             if b'"runwire.status"' not in line:
                 dst.write(line)
     p, port = serve(bin_dir, home)
-    connected, new, floor = [], [], []
+    connected, new, busy, floor = [], [], [], []
     try:
         rid_live, _ = register(bin_dir, home, work, "hist", history)
         followers = [connect(port, f"/runs/{rid_live}/tasks/t/stream") for _ in range(10)]
@@ -171,6 +187,7 @@ def part_b(bin_dir, work, log, rounds):
             while b"\r\n\r\n" not in head:
                 head += a.recv(4096)
             time.sleep(0.05)
+            settle(p.pid)
             t0 = time.monotonic()
             with open(live_log, "a") as f:
                 f.write(LINE % (i, i))
@@ -181,17 +198,25 @@ def part_b(bin_dir, work, log, rounds):
             c = connect(port, f"/runs/{rid}/tasks/t/stream")
             floor.append(first_frame(c) - t2)
             c.close()
-            # keep the followers drained a little so they stay connected
+            # A new client of the live task, the server as it was for the
+            # connected one: idle (the followers stalled on their full sockets).
+            settle(p.pid)
+            t1 = time.monotonic()
+            b = connect(port, f"/runs/{rid_live}/tasks/t/stream")
+            new.append(first_frame(b) - t1)
+            b.close()
+            # Drain the followers (so they stay connected); the server is then
+            # busy refilling their sockets: a new client while it is.
             for f in followers:
                 try:
                     while f.recv(1 << 20):
                         pass
                 except BlockingIOError:
                     pass
-            t1 = time.monotonic()
-            b = connect(port, f"/runs/{rid_live}/tasks/t/stream")
-            new.append(first_frame(b) - t1)
-            b.close()
+            t3 = time.monotonic()
+            d = connect(port, f"/runs/{rid_live}/tasks/t/stream")
+            busy.append(first_frame(d) - t3)
+            d.close()
         for f in followers:
             f.close()
     finally:
@@ -200,6 +225,8 @@ def part_b(bin_dir, work, log, rounds):
     ms = lambda xs: round(statistics.median(xs) * 1000, 2)
     return {"connected_client_first_frame_ms": ms(connected), "new_client_first_frame_ms": ms(new),
             "new_over_connected": round(statistics.median(new) / max(statistics.median(connected), 1e-6), 2),
+            "new_client_while_followers_refill_ms": ms(busy),
+            "busy_new_over_connected": round(statistics.median(busy) / max(statistics.median(connected), 1e-6), 2),
             "new_client_of_a_one_line_task_ms": ms(floor),
             "new_over_one_line_task": round(statistics.median(new) / max(statistics.median(floor), 1e-6), 2),
             "rounds": rounds}

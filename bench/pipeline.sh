@@ -138,9 +138,11 @@ run_normalize() { "$bin/normalize-events" claude <"$log" >"$out/normalize.jsonl"
 cpu_best_of() {
   local n=$1 exe=${2:-$bin/normalize-events} best="" t
   for ((i = 0; i < n; i++)); do
-    /usr/bin/time -f '%U %S' -o "$out/cpu.txt" "$exe" claude <"$log" >/dev/null 2>/dev/null ||
-      die "$exe failed"
-    t=$(awk '{ printf "%.3f", $1 + $2 }' "$out/cpu.txt")
+    # 1 is input lines flagged (the fixtures hold a few bad lines on purpose), as in best_of.
+    local rc=0
+    /usr/bin/time -f '%U %S' -o "$out/cpu.txt" "$exe" claude <"$log" >/dev/null 2>/dev/null || rc=$?
+    [ "$rc" -le 1 ] || die "$exe exited $rc"
+    t=$(tail -n 1 "$out/cpu.txt" | awk '{ printf "%.3f", $1 + $2 }')
     if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
   done
   echo "$best"

@@ -112,7 +112,7 @@ fn answer_reaches_the_agent_and_the_journal_records_request_and_answer() {
     l.until("the request in the log", |l| l.log().contains(r#"{"type":"runwire.request""#));
     let r = l.call(serde_json::json!({"verb":"answer","task":"a","answer":{"id":"nope","decision":"allow"}}));
     assert_eq!(r["ok"], false, "{r}");
-    assert!(r["detail"].as_str().unwrap().contains("no request \"nope\" is pending"), "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("no request \"nope\" was raised in this session"), "{r}");
     let id = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
     // The wrong decision for a tool approval is refused before it reaches the session.
     let r = l.call(

@@ -224,7 +224,7 @@ impl Ctx<'_> {
             REQUEST_TYPE => self.input_line(raw, true),
             ANSWER_TYPE => self.input_line(raw, false),
             // Skipped on purpose wherever it is read (see `idle_inputs`).
-            IDLE_TYPE => {}
+            IDLE_TYPE | ACK_TYPE => {}
             _ => self.error("unknown_kind", format!("unknown event kind {kind:?}"), raw, false),
         }
     }
@@ -438,8 +438,9 @@ impl Normalizer {
         // (`message` is a string here, an object in claude's lines).
         if let Some(size) = too_long {
             ctx.error("line_too_long", crate::pipe::Line::too_long_reason(size), line, false);
-        } else if idle_inputs(line).is_some() {
-            // The session's word to its runner that it is idle: no event
+        } else if idle_inputs(line).is_some() || is_ack(line) {
+            // The session's word to its runner (idle, or what an input line
+            // did): no event
             // (its line number is still used, so `seq` stays positional).
         } else if let Some(request) = session_line(line) {
             // ACP binds a request to its tool call, and a denial to the turn
@@ -574,6 +575,16 @@ pub const ANSWER_TYPE: &str = "runwire.answer";
 /// lines are applied. For the runner that writes the input (it closes the
 /// input on it); no event in any dialect.
 pub const IDLE_TYPE: &str = "runwire.idle";
+
+/// An interactive session's reply to one line of its input stream
+/// (`{"type":"runwire.ack","line":N,…}`, `session::input::AckLine`): for
+/// the runner that writes the input; no event in any dialect.
+pub const ACK_TYPE: &str = "runwire.ack";
+
+/// True for a session's `runwire.ack` line, as the session writes it.
+pub fn is_ack(line: &[u8]) -> bool {
+    line.starts_with(br#"{"type":"runwire.ack","#)
+}
 
 /// The input count of a session's `runwire.idle` line, as the session
 /// writes it (`{"type":"runwire.idle","inputs":N}`); `None` for any other line.

@@ -609,7 +609,7 @@ mod tests {
     }
 
     /// The stop and steer rules, once, in the session: a stop cancels the
-    /// open request (telling the agent the user stopped the turn) then
+    /// open request (telling the agent why: `STOPPED`) then
     /// interrupts; a stop with nothing running sends nothing; a steer is
     /// refused while a request is open, and says whether it joined the turn
     /// or started one.

@@ -598,13 +598,19 @@ fn drive_until_eof<A: Agent, O: Output>(core: &Core<A, O>, rx: Receiver<Event>) 
                 return Ok(refused);
             }
             Ok(Event::Line(line, n)) => {
-                let why = match Input::parse(&line) {
-                    Ok(i) => core.input(i)?.err().map(|why| format!("refused: {why}")),
+                let (what, why) = match Input::parse(&line) {
+                    Ok(i) => match core.input(i)? {
+                        Ok(t) => (Ok(t.ack), None),
+                        Err(why) => (Err(why.to_string()), Some(format!("refused: {why}"))),
+                    },
                     Err(why) => {
                         core.unreadable()?;
-                        Some(why)
+                        (Err(why.clone()), Some(why))
                     }
                 };
+                // The reply to the line's writer, after the line's own lines.
+                let ack = super::input::AckLine::new(n, what).to_line();
+                core.step(|_| Step { output: vec![ack], ..Step::default() })?;
                 if let Some(why) = why {
                     refused += 1;
                     core.report(format!("input:{n}: {why}"));

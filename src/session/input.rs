@@ -27,7 +27,7 @@ pub enum Input {
     /// interrupted, the agent's input is closed and it exits.
     End(Who),
     /// Stop the running turn, keeping the session: open requests are
-    /// cancelled (the agent is told the user stopped the turn), then the
+    /// cancelled (the agent is told so: [`super::STOPPED`]), then the
     /// turn is interrupted. Nothing happens when no turn runs and nothing
     /// is asked.
     Stop(Who),
@@ -162,6 +162,70 @@ impl Input {
     }
 }
 
+/// The session's reply to one line of its input stream (`runwire-session`'s
+/// stdin or `--input`), written into its output after the line's own
+/// lines: `{"type":"runwire.ack","line":N,"ack":…,"detail":…}` with what
+/// the line did ([`super::Ack`]: its name and its text), or
+/// `{"type":"runwire.ack","line":N,"refused":…}` with why nothing was done.
+/// `line` is the line's number in the input (blank lines counted), so a
+/// writer that counts its lines knows which reply is whose: how a runner
+/// that writes the input (the supervisor) reports what really happened
+/// without a copy of the session's rules. An in-process caller gets the
+/// [`super::Ack`] itself and no line. No event: `normalize-events` skips it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckLine {
+    #[serde(rename = "type")]
+    kind: String,
+    pub line: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ack: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub refused: Option<String>,
+}
+
+impl AckLine {
+    /// The reply to input line `line`: what it did, or why it was refused.
+    pub fn new(line: u64, what: Result<super::Ack, String>) -> AckLine {
+        let kind = crate::normalize::ACK_TYPE.to_string();
+        match what {
+            Ok(a) => AckLine { kind, line, ack: Some(ack_name(a).into()), detail: Some(a.to_string()), refused: None },
+            Err(why) => AckLine { kind, line, ack: None, detail: None, refused: Some(why) },
+        }
+    }
+
+    /// The line (no newline).
+    pub fn to_line(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("acks serialize infallibly")
+    }
+
+    /// An output line read as an ack; `None` for any other line.
+    pub fn parse(line: &[u8]) -> Option<AckLine> {
+        if !crate::normalize::is_ack(line) {
+            return None;
+        }
+        serde_json::from_slice::<AckLine>(line).ok().filter(|a| a.kind == crate::normalize::ACK_TYPE)
+    }
+}
+
+/// An [`super::Ack`]'s name on an ack line.
+pub fn ack_name(a: super::Ack) -> &'static str {
+    use super::Ack;
+    match a {
+        Ack::Taken => "taken",
+        Ack::Replay => "replay",
+        Ack::Started => "started",
+        Ack::Joined { .. } => "joined",
+        Ack::Pending => "pending",
+        Ack::InterruptedThenStarted => "interrupted_then_started",
+        Ack::CancelledThenPrompted => "cancelled_then_prompted",
+        Ack::Stopped => "stopped",
+        Ack::NothingRunning => "nothing_running",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +250,18 @@ mod tests {
             let i = Input::parse(l.as_bytes()).unwrap_or_else(|e| panic!("{l}: {e}"));
             assert_eq!(Input::parse(i.to_line().as_bytes()).unwrap(), i);
         }
+    }
+
+    #[test]
+    fn ack_lines_round_trip_and_name_what_happened() {
+        let a = AckLine::new(3, Ok(super::super::Ack::Stopped));
+        let line = a.to_line();
+        assert!(line.starts_with(br#"{"type":"runwire.ack","line":3,"ack":"stopped","detail":"#), "{line:?}");
+        assert_eq!(AckLine::parse(&line), Some(a));
+        let r = AckLine::new(4, Err("no".into()));
+        assert_eq!(r.to_line(), br#"{"type":"runwire.ack","line":4,"refused":"no"}"#);
+        assert_eq!(AckLine::parse(&r.to_line()), Some(r));
+        assert_eq!(AckLine::parse(br#"{"type":"runwire.idle","inputs":1}"#), None);
     }
 
     #[test]

@@ -16,9 +16,9 @@ use crate::runs::liveness::{self, Entry};
 use crate::runs::plan::{Plan, Task};
 use crate::runs::registry::{NewRun, Registry};
 use crate::runs::{self, RunFiles};
+use crate::session::input::AckLine;
 use crate::session::launch::AgentKind;
 use crate::session::proc::{self, Proc, Spec};
-use crate::session::MidTurn;
 use control::{Reply, Request, MAX_LINE, MAX_MSG};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -133,13 +133,39 @@ struct Running {
     /// with as many applied (its `runwire.idle` line), nothing more will
     /// happen in it: the input is closed (the session ends).
     written: u64,
-    /// What a message does to a running turn in this agent's protocol.
-    mid_turn: MidTurn,
-    /// The running turn was interrupted (`stop`): a message now starts a new one.
-    cut: bool,
     /// Stopped with `stop`: the session stays open, idle, for a steer.
     hold: bool,
+    /// Control requests whose line was written to the session and whose
+    /// reply is the session's acknowledgement of it (its `runwire.ack`).
+    awaiting: Vec<Awaiting>,
 }
+
+/// A control request waiting for the session's acknowledgement of the
+/// session input line it wrote: the session applies the steer / stop /
+/// answer rules (`spec/SESSION-INPUT.md`), the supervisor reports what it did.
+struct Awaiting {
+    /// The line's number in the session input.
+    line: u64,
+    what: Asked,
+    actor: String,
+    /// Taken once the request is answered: at the acknowledgement, or
+    /// without it after [`ACK_WAIT`] (the entry then stays for the
+    /// acknowledgement's effects: a steer's record, the hold it ends).
+    reply: Option<mpsc::Sender<Reply>>,
+    since: Instant,
+}
+
+enum Asked {
+    /// A steer of this many bytes.
+    Steer(usize),
+    Stop,
+    /// An answer to this request.
+    Answer(String),
+}
+
+/// How long a control request waits for the session's acknowledgement
+/// before it is answered without it (the line was written).
+const ACK_WAIT: Duration = Duration::from_secs(1);
 
 struct Kill {
     actor: String,
@@ -262,15 +288,13 @@ struct TurnLog {
     /// The input count of the session's last `runwire.idle` line: the
     /// session was idle with that many input lines applied.
     idle: Option<u64>,
-    /// An interactive session's requests still open, by id.
+    /// An interactive session's requests still open, by id (its input is
+    /// not closed while one waits).
     pending: BTreeMap<String, crate::events::InputRequest>,
-    /// Requests closed, with how.
-    closed: BTreeMap<String, crate::events::InputAnswer>,
-    /// Pending requests whose answer the supervisor passed on, until the
-    /// log shows them closed (a steer right after an answer is not refused).
-    passed: BTreeMap<String, crate::events::Decision>,
     /// Requests raised and closed since the journal last took them.
     records: Vec<Data>,
+    /// The session's acknowledgements read since the last look.
+    acks: Vec<AckLine>,
 }
 
 impl TurnLog {
@@ -283,9 +307,8 @@ impl TurnLog {
             detail: None,
             idle: None,
             pending: BTreeMap::new(),
-            closed: BTreeMap::new(),
-            passed: Default::default(),
             records: Vec::new(),
+            acks: Vec::new(),
         }
     }
 
@@ -296,6 +319,9 @@ impl TurnLog {
         if let Some(n) = crate::normalize::idle_inputs(line) {
             self.idle = Some(n);
         }
+        if let Some(a) = AckLine::parse(line) {
+            self.acks.push(a);
+        }
         for ev in self.norm.push(line) {
             match ev.data {
                 Data::Exit(x) => self.detail = x.detail,
@@ -305,8 +331,6 @@ impl TurnLog {
                 }
                 Data::InputAnswer(a) => {
                     self.pending.remove(&a.id);
-                    self.passed.remove(&a.id);
-                    self.closed.insert(a.id.clone(), a.clone());
                     self.records.push(Data::InputAnswer(a));
                 }
                 _ => {}
@@ -321,11 +345,6 @@ impl TurnLog {
     /// The session said it is idle with all `written` input lines applied.
     fn idle_after(&self, written: u64) -> bool {
         self.idle == Some(written)
-    }
-
-    /// Pending requests nobody has answered yet.
-    fn open(&self) -> Vec<String> {
-        self.pending.keys().filter(|k| !self.passed.contains_key(*k)).cloned().collect()
     }
 }
 
@@ -536,6 +555,39 @@ fn signal_group(pgid: i32, sig: Signal) {
 /// True while some process is in group `pgid`.
 fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(nix::errno::Errno::ESRCH))
+}
+
+/// The reply to a request whose line the session acknowledged with `ack`
+/// (`None`: no acknowledgement came), and for a steer taken, the detail of
+/// its `steer-queued` record.
+fn acked(id: &str, w: &Awaiting, ack: Option<&AckLine>, state: Option<String>) -> (Reply, Option<String>) {
+    let Some(a) = ack else {
+        let why = format!(
+            "task {id}: written to its session (input line {}); the session has not acknowledged it yet",
+            w.line
+        );
+        return (Reply::ok(why, state), None);
+    };
+    if let Some(why) = &a.refused {
+        return (Reply::refuse(format!("task {id}: {why}"), state), None);
+    }
+    let detail = a.detail.as_deref().unwrap_or("taken");
+    match &w.what {
+        Asked::Steer(n) => {
+            // The journal's word for what the message did (the session's ack).
+            let how = match a.ack.as_deref() {
+                Some("started") => "live, new turn",
+                Some("interrupted_then_started") => "live, interrupt",
+                Some("cancelled_then_prompted") => "live, cancel then prompt",
+                Some("pending") => "live, joined or next turn (the task log shows which)",
+                _ => "live",
+            };
+            let reply = Reply::ok(format!("task {id}: {detail} (live: no kill, no resume)"), state);
+            (reply, Some(format!("task {id}: {n} bytes, {how}")))
+        }
+        Asked::Stop => (Reply::ok(format!("task {id}: {detail} (steer to go on, kill to end it)"), state), None),
+        Asked::Answer(rid) => (Reply::ok(format!("task {id}: answer to {rid:?}: {detail}"), state), None),
+    }
 }
 
 impl Sup {
@@ -958,9 +1010,8 @@ impl Sup {
                     kill: None,
                     input,
                     written: 0,
-                    mid_turn: kind.map_or(MidTurn::Joins, AgentKind::mid_turn),
-                    cut: false,
                     hold: false,
+                    awaiting: Vec::new(),
                 });
             }
             Err(e) => self.set_state(ACTOR, id, "halted", Some(127), Some(e.to_string())),
@@ -1003,11 +1054,31 @@ impl Sup {
     /// closed and waits for the turn boundary; one before it makes the
     /// counts differ until the session has applied it.
     fn after_scan(&mut self, id: &str) {
-        let Some(r) = self.tasks.get_mut(id).and_then(|t| t.running.as_mut()) else { return };
+        let Some(t) = self.tasks.get_mut(id) else { return };
+        let state = t.state.clone();
+        let Some(r) = t.running.as_mut() else { return };
         let Some(turn) = r.turn.as_mut() else { return };
         let recs = std::mem::take(&mut turn.records);
+        // The session's word on each line written: the requests it answers.
+        let mut steers = Vec::new();
+        for a in std::mem::take(&mut turn.acks) {
+            let Some(i) = r.awaiting.iter().position(|w| w.line == a.line) else { continue };
+            let w = r.awaiting.remove(i);
+            if matches!(w.what, Asked::Steer(_)) && a.refused.is_none() {
+                // A steer taken goes on: the session is no longer held for one.
+                r.hold = false;
+            }
+            let (reply, steered) = acked(id, &w, Some(&a), state.clone());
+            if let Some(tx) = &w.reply {
+                let _ = tx.send(reply);
+            }
+            steers.extend(steered.map(|d| (w.actor, d)));
+        }
         if r.input.is_some() && !r.hold && turn.idle_after(r.written) && turn.pending.is_empty() {
             r.input = None;
+        }
+        for (actor, d) in steers {
+            self.run_rec(&actor, "steer-queued", Some(d));
         }
         let now = crate::time::Clock::from_env().now_ms();
         for d in recs {
@@ -1023,7 +1094,7 @@ impl Sup {
     }
 
     /// Writes one session input line into a running interactive turn.
-    fn write_input(r: &mut Running, input: &crate::session::Input) -> Result<(), String> {
+    fn write_input(r: &mut Running, input: &crate::session::Input) -> Result<u64, String> {
         let Some(w) = r.input.as_mut() else { return Err("its session input is closed".into()) };
         let mut line = input.to_line().into_bytes();
         line.push(b'\n');
@@ -1032,6 +1103,21 @@ impl Sup {
             return Err(format!("its session input could not be written: {e}"));
         }
         r.written += 1;
+        Ok(r.written)
+    }
+
+    /// Writes `input` into a running interactive turn; the request is
+    /// answered with the session's acknowledgement of it ([`acked`]).
+    fn ask(
+        r: &mut Running,
+        input: &crate::session::Input,
+        what: Asked,
+        actor: &str,
+        reply: &mpsc::Sender<Reply>,
+    ) -> Result<(), String> {
+        let line = Self::write_input(r, input)?;
+        let (actor, reply, since) = (actor.to_string(), Some(reply.clone()), Instant::now());
+        r.awaiting.push(Awaiting { line, what, actor, reply, since });
         Ok(())
     }
 
@@ -1053,6 +1139,12 @@ impl Sup {
             }
             if r.kill.is_some() {
                 r.child.escalate();
+            }
+            // A request the session has not acknowledged in time is answered without it.
+            for w in r.awaiting.iter_mut().filter(|w| w.since.elapsed() >= ACK_WAIT) {
+                if let Some(tx) = w.reply.take() {
+                    let _ = tx.send(acked(&id, w, None, rt.state.clone()).0);
+                }
             }
             let Some(rc) = r.child.try_wait() else { continue };
             // The reaper has stopped what the wrapper left; what it wrote
@@ -1089,6 +1181,11 @@ impl Sup {
 
     /// One process of a task ended with `rc`: the state machine's edges.
     fn finished(&mut self, id: &str, r: Running, rc: i64) {
+        let state = self.tasks.get(id).and_then(|t| t.state.clone());
+        for tx in r.awaiting.iter().filter_map(|w| w.reply.as_ref()) {
+            let why = format!("task {id}: its session ended before it took the line written for this request");
+            let _ = tx.send(Reply::refuse(why, state.clone()));
+        }
         if let (None, Some(e)) = (&r.kill, r.tee.error()) {
             // Its log is incomplete: the step cannot count as done.
             self.set_state(ACTOR, id, "halted", Some(rc), Some(format!("the output could not be written: {e}")));
@@ -1192,10 +1289,10 @@ impl Sup {
         match (req.verb.as_str(), task) {
             ("kill", Some(t)) => self.begin_kill(&t, &actor, Some(reply)),
             ("steer", Some(t)) => {
-                Some(self.steer(&t, &actor, req.msg.unwrap_or_default(), req.interrupt == Some(true)))
+                self.steer(&t, &actor, req.msg.unwrap_or_default(), req.interrupt == Some(true), reply)
             }
-            ("stop", Some(t)) => Some(self.stop(&t, &actor)),
-            ("answer", Some(t)) => Some(self.answer(&t, &actor, req.answer)),
+            ("stop", Some(t)) => self.stop(&t, &actor, reply),
+            ("answer", Some(t)) => self.answer(&t, &actor, req.answer, reply),
             ("pause", _) => {
                 let was = std::mem::replace(&mut self.held, true);
                 if !was {
@@ -1222,7 +1319,18 @@ impl Sup {
         }
     }
 
-    fn steer(&mut self, id: &str, actor: &str, msg: String, interrupt: bool) -> Reply {
+    /// `steer`: into an open interactive session as a `steer` line (the
+    /// session applies the steer rules and says what it did: the reply is
+    /// its acknowledgement, `None` here until it comes), else queued for
+    /// the turn boundary (`--resume`).
+    fn steer(
+        &mut self,
+        id: &str,
+        actor: &str,
+        msg: String,
+        interrupt: bool,
+        reply: &mpsc::Sender<Reply>,
+    ) -> Option<Reply> {
         let def = self.task_def(id);
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
@@ -1231,56 +1339,29 @@ impl Sup {
         if (def.adapter == "codex" && !self.opts.interactive)
             || rt.running.as_ref().is_some_and(|r| r.phase == Phase::Review)
         {
-            return Reply::refuse(format!("task {id} is a review seat (codex): it is not steered"), state);
+            return Some(Reply::refuse(format!("task {id} is a review seat (codex): it is not steered"), state));
         }
         if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
-            return Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into()));
+            return Some(Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into())));
         }
         if msg.is_empty() || msg.len() > MAX_MSG {
-            return Reply::refuse(format!("msg must be 1 to {MAX_MSG} bytes (got {})", msg.len()), state);
+            return Some(Reply::refuse(format!("msg must be 1 to {MAX_MSG} bytes (got {})", msg.len()), state));
         }
         let n = msg.len();
-        // An interactive turn whose session is open takes the message: into
-        // the running turn where the protocol can steer, else (ACP) by
-        // cancelling the turn and prompting again; no kill, no resume.
+        // An interactive turn whose session is open takes the message: one
+        // `steer` line, no kill, no resume.
         if let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && !r.for_steer) {
             use crate::session::{Input, SteerInput};
-            let (idle, open) = r.turn.as_ref().map_or((false, 0), |t| (t.idle_after(r.written), t.open().len()));
-            if open > 0 {
-                return Reply::refuse(
-                    format!(
-                        "task {id}: the agent is waiting for an answer to an open request; answer it before steering"
-                    ),
-                    state,
-                );
-            }
-            // As far as the supervisor knows: the session has not said it is
-            // idle with everything written applied, and no stop cut the turn.
-            // (The session decides what the message does; this is the reply.)
-            let running = !idle && !r.cut;
-            // One `steer` line: the session applies the steer rules.
-            let by = Some(actor.to_string());
-            let steer = SteerInput { text: msg.clone(), interrupt: interrupt && running, by };
-            let written = Self::write_input(r, &Input::Steer(steer));
-            if written.is_ok() {
-                let cancels = running && !interrupt && r.mid_turn == MidTurn::CancelsAndPrompts;
-                r.hold = false;
-                r.cut = false;
-                let (how, what) = match (running, interrupt) {
-                    (false, _) => ("live, new turn", "no turn was running: the message started one in the open session (live: no kill, no resume)"),
-                    (true, true) => ("live, interrupt", "the turn was interrupted and the message written into the session (live: no kill, no resume)"),
-                    (true, false) if cancels => ("live, cancel then prompt (the agent's protocol cannot steer)", "the agent's protocol (ACP) cannot steer a running turn: the turn was cancelled and the message is the next prompt, in the same session (live: no kill, no resume)"),
-                    (true, false) => ("live", "written into the running turn (live: no kill, no resume)"),
-                };
-                self.run_rec(actor, "steer-queued", Some(format!("task {id}: {n} bytes, {how}")));
-                return Reply::ok(format!("task {id}: {what}"), state);
+            let steer = SteerInput { text: msg.clone(), interrupt, by: Some(actor.to_string()) };
+            if Self::ask(r, &Input::Steer(steer), Asked::Steer(n), actor, reply).is_ok() {
+                return None;
             }
             // The session is going away: fall back to the turn boundary.
         }
         // A steer at the turn boundary resumes the agent's session: it needs
         // its id (a live steer above does not: the session is open).
         if rt.session.is_none() {
-            return Reply::refuse(format!("task {id} has no session id yet: nothing to resume"), state);
+            return Some(Reply::refuse(format!("task {id} has no session id yet: nothing to resume"), state));
         }
         rt.steer.push_back(msg);
         let mut detail = format!("queued for task {id} ({n} bytes): applied at its next turn boundary (--resume)");
@@ -1306,17 +1387,19 @@ impl Sup {
         if now {
             self.set_state(ACTOR, id, "leased", None, Some("steered: resuming the session".into()));
         }
-        Reply::ok(detail, state)
+        Some(Reply::ok(detail, state))
     }
 
     /// `stop`: interrupts an interactive task's running turn and keeps its
-    /// session open (idle) for a steer; `kill` still ends it. A batch turn
-    /// cannot be interrupted without being killed: refused, saying so.
-    fn stop(&mut self, id: &str, actor: &str) -> Reply {
+    /// session open (idle) for a steer, as a `stop` line (the session
+    /// cancels open requests and interrupts the turn, or says nothing ran);
+    /// `kill` still ends it. A batch turn cannot be interrupted without
+    /// being killed: refused, saying so.
+    fn stop(&mut self, id: &str, actor: &str, reply: &mpsc::Sender<Reply>) -> Option<Reply> {
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
         let Some(r) = rt.running.as_mut().filter(|r| r.phase == Phase::Turn && r.kill.is_none()) else {
-            return Reply::refuse(format!("task {id} has no running turn to stop"), state);
+            return Some(Reply::refuse(format!("task {id} has no running turn to stop"), state));
         };
         if r.input.is_none() {
             let why = if self.opts.interactive {
@@ -1324,88 +1407,46 @@ impl Sup {
             } else {
                 "it is a batch turn (stdin closed): it cannot be interrupted without being killed; use kill, or steer with interrupt"
             };
-            return Reply::refuse(format!("task {id}: {why}"), state);
-        }
-        let (idle, open) = r.turn.as_ref().map_or((false, Vec::new()), |t| (t.idle_after(r.written), t.open()));
-        r.hold = true;
-        if (idle || r.cut) && open.is_empty() {
-            return Reply::ok(
-                format!("task {id}: no turn is running; the session stays (steer to go on, kill to end it)"),
-                state,
-            );
+            return Some(Reply::refuse(format!("task {id}: {why}"), state));
         }
         use crate::session::input::Who;
         use crate::session::Input;
-        // One `stop` line: the session cancels the open requests (as
-        // abandoned, by whoever stopped: the journal says so) and interrupts
-        // the turn, as under the server.
-        match Self::write_input(r, &Input::Stop(Who { by: Some(actor.to_string()) })) {
-            Ok(()) => {
-                r.cut = true;
-                Reply::ok(
-                    format!("task {id}: the running turn was interrupted; the session stays (steer to go on, kill to end it)"),
-                    state,
-                )
-            }
-            Err(e) => Reply::refuse(format!("task {id}: {e}"), state),
+        // Held open for a steer, whatever the session says it stopped.
+        r.hold = true;
+        match Self::ask(r, &Input::Stop(Who { by: Some(actor.to_string()) }), Asked::Stop, actor, reply) {
+            Ok(()) => None,
+            Err(e) => Some(Reply::refuse(format!("task {id}: {e}"), state)),
         }
     }
 
     /// `answer`: passes a person's answer to a request the task's session
-    /// raised (read from its log), after the same check the session makes.
-    fn answer(&mut self, id: &str, actor: &str, answer: Option<serde_json::Value>) -> Reply {
+    /// raised, as an `answer` line: the session checks it (pending, replay
+    /// or conflict, what the agent's protocol can say) and says what it did.
+    fn answer(
+        &mut self,
+        id: &str,
+        actor: &str,
+        answer: Option<serde_json::Value>,
+        reply: &mpsc::Sender<Reply>,
+    ) -> Option<Reply> {
         use crate::session::{AnswerInput, Input};
-        let kind = crate::runs::view::adapter(&self.task_def(id).adapter).map(AgentKind::of);
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
-        let Some(v) = answer else { return Reply::refuse("answer needs an answer object", state) };
+        let Some(v) = answer else { return Some(Reply::refuse("answer needs an answer object", state)) };
         let mut a: AnswerInput = match serde_json::from_value(v) {
             Ok(a) => a,
-            Err(e) => return Reply::refuse(format!("answer: {e}"), state),
+            Err(e) => return Some(Reply::refuse(format!("answer: {e}"), state)),
         };
         if a.by.is_none() {
             a.by = Some(actor.to_string());
         }
         let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none()) else {
-            return Reply::refuse(format!("task {id} has no interactive session running"), state);
+            return Some(Reply::refuse(format!("task {id} has no interactive session running"), state));
         };
-        let Some(turn) = r.turn.as_ref() else { return Reply::refuse(format!("task {id} has no turn"), state) };
-        let now = crate::time::Clock::from_env().now_ms();
-        let Some(req) = turn.pending.get(&a.id).filter(|_| !turn.passed.contains_key(&a.id)) else {
-            // Closed in the log, or answered here and not logged yet.
-            let prev = turn.closed.get(&a.id).map(|p| p.decision).or_else(|| turn.passed.get(&a.id).copied());
-            return match prev {
-                Some(prev) if prev == a.decision.into() => {
-                    Reply::ok(format!("request {:?} was already answered so: nothing sent again", a.id), state)
-                }
-                Some(prev) => Reply::refuse(
-                    format!(
-                        "request {:?} was already decided ({}); a different answer is refused",
-                        a.id,
-                        prev.as_str()
-                    ),
-                    state,
-                ),
-                None => Reply::refuse(format!("no request {:?} is pending in task {id}", a.id), state),
-            };
-        };
-        if let Err(e) = crate::session::answer_of(req, &a, now) {
-            return Reply::refuse(e.to_string(), state);
-        }
-        // What this agent's protocol can say (codex and ACP take no edited
-        // input, …): refused here, as the session would, before it is passed on.
-        if let Some(Err(e)) = kind.map(|k| k.check_answer(req, &a)) {
-            return Reply::refuse(format!("request {:?}: {e}", a.id), state);
-        }
-        let (rid, decision) = (a.id.clone(), a.decision.into());
-        match Self::write_input(r, &Input::Answer(a)) {
-            Ok(()) => {
-                if let Some(t) = r.turn.as_mut() {
-                    t.passed.insert(rid.clone(), decision);
-                }
-                Reply::ok(format!("task {id}: answer to {rid:?} passed to the session"), state)
-            }
-            Err(e) => Reply::refuse(format!("task {id}: {e}"), state),
+        let rid = a.id.clone();
+        match Self::ask(r, &Input::Answer(a), Asked::Answer(rid), actor, reply) {
+            Ok(()) => None,
+            Err(e) => Some(Reply::refuse(format!("task {id}: {e}"), state)),
         }
     }
 }

@@ -16,7 +16,9 @@
 //! buffers differ by megabytes) costs nothing. A client that took nothing
 //! for [`ACTIVE`] is not waited for: it, or one joining when the start is
 //! gone, catches up from the log with a reader and normalizer of its own,
-//! and rejoins the ring once it reached what the ring holds. A client that
+//! and rejoins the ring once it reached what the ring holds. The stream's
+//! first batch is kept apart ([`Ring::opening`]): a client joining a live
+//! task gets its first frames from memory at once, and catches up after them. A client that
 //! takes nothing stays where it is until the write timeout lets it go.
 //! Frames of one batch that do not fit a client's queue (a batch larger
 //! than its bound) are dropped and named in one `error` event, as before.
@@ -388,6 +390,12 @@ struct Ring {
     bytes: usize,
     /// The last frame id dropped from the front.
     evicted_through: Option<AguiId>,
+    /// The stream's first batch, kept for the tap's life though the ring
+    /// drops it: every new client starts there, so its first frames are
+    /// sent from memory at once, never after a reader of its own has
+    /// opened the log and normalized its start (it catches up from the
+    /// log after them). One batch: what the reader's first, small piece made.
+    opening: Option<Arc<Batch>>,
     ended: bool,
     /// Each client reading the ring: the batch it takes next, and when it
     /// last took or wrote anything.
@@ -398,6 +406,13 @@ struct Ring {
 impl Ring {
     fn head(&self) -> u64 {
         self.first + self.batches.len() as u64
+    }
+
+    /// The stream's opening frames for a client that has everything through
+    /// `after` and finds the ring no longer holds what follows: the first
+    /// batch, when some of it is past `after`.
+    fn opening_for(&self, after: Option<AguiId>) -> Option<Arc<Batch>> {
+        self.opening.as_ref().filter(|b| after < b.last_id()).cloned()
     }
 
     /// Where a client that has everything through `after` reads on, when the
@@ -450,7 +465,11 @@ impl Tap {
         let mut r = lock(&self.ring);
         if !b.frames.is_empty() {
             r.bytes += b.text.len();
-            r.batches.push_back(Arc::new(b));
+            let b = Arc::new(b);
+            if r.first == 0 && r.batches.is_empty() {
+                r.opening.get_or_insert_with(|| b.clone());
+            }
+            r.batches.push_back(b);
         }
         r.ended |= ended;
         while r.bytes > self.retain && r.batches.len() > 1 {
@@ -646,12 +665,24 @@ pub(super) fn serve(
         // The log went away between opening and now: an empty stream, ended.
         return client.end(out);
     };
-    let (mut cursor, me) = {
+    let (mut cursor, me, opening) = {
         let mut r = lock(&tap.ring);
         let me = r.next_client;
         r.next_client += 1;
-        (r.place_after(client.after), me)
+        let place = r.place_after(client.after);
+        let opening = if place.is_none() { r.opening_for(client.after) } else { None };
+        (place, me, opening)
     };
+    // Nothing sent yet: the first write carries one batch alone, so the
+    // client's first frames are not behind a socket's worth of the rest.
+    let mut first = opening.is_none();
+    if let Some(b) = opening {
+        // The ring has moved on: the stream's start from memory first, then
+        // the ring (if it still holds what follows) or the log.
+        client.send(out, &b);
+        out.flush()?;
+        cursor = lock(&tap.ring).place_after(client.after);
+    }
     // Its place is given up when it leaves, however it leaves.
     struct Leave<'a>(&'a Tap, u64);
     impl Drop for Leave<'_> {
@@ -694,6 +725,9 @@ pub(super) fn serve(
                     queued += b.text.len();
                     take.push(b.clone());
                     c += 1;
+                    if std::mem::take(&mut first) {
+                        break;
+                    }
                 }
                 cursor = Some(c);
                 let was = r.places.get(&me).map_or(Instant::now(), |p| p.1);
@@ -869,6 +903,27 @@ mod tests {
         assert_eq!(r.place_after(Some(id(3))), Some(1));
         assert_eq!(r.place_after(Some(id(5))), Some(1));
         assert_eq!(r.place_after(Some(id(9))), Some(2));
+    }
+
+    #[test]
+    fn the_streams_opening_outlives_the_ring_for_new_clients() {
+        let tap = Tap { ring: Mutex::new(Ring::default()), cv: Condvar::new(), reader: Mutex::new(None), retain: 45 };
+        let first = batch(1..=2, 10);
+        tap.add(Arc::into_inner(first).unwrap(), false);
+        tap.add(Arc::into_inner(batch(3..=4, 10)).unwrap(), false);
+        tap.add(Arc::into_inner(batch(5..=6, 10)).unwrap(), false);
+        let r = lock(&tap.ring);
+        // The first batch fell out of the ring (60 bytes over 45)…
+        assert_eq!((r.first, r.evicted_through), (1, Some(id(2))));
+        assert_eq!(r.place_after(None), None);
+        // …but a new client still gets it from memory, and then joins the ring.
+        let b = r.opening_for(None).expect("the opening is kept");
+        assert_eq!((b.frames.len(), b.last_id()), (2, Some(id(2))));
+        assert_eq!(r.place_after(b.last_id()), Some(1));
+        // A client that resumes past it does not get it again.
+        assert!(r.opening_for(Some(id(1))).is_some());
+        assert!(r.opening_for(Some(id(2))).is_none());
+        assert!(r.opening_for(Some(id(9))).is_none());
     }
 
     #[test]
