@@ -228,7 +228,11 @@ fn replay_via(agent: &str, cell: &str, part: usize, wrapper: bool) -> Replayed {
             writeln!(stdin, "{i}").unwrap();
         }
     };
-    writeln!(stdin, "{}", json!({"type": "end"})).unwrap();
+    // A session that ended on its own (an agent that refused runwire's
+    // request, issue 26 case 4) may have closed its input already.
+    if let Err(e) = writeln!(stdin, "{}", json!({"type": "end"})) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{agent} {cell} part {part}: end: {e}");
+    }
     drop(stdin);
     let status = child.wait().unwrap();
     let mut err = String::new();
