@@ -370,8 +370,6 @@ pub struct Shared {
     hub: std::sync::OnceLock<Result<Arc<watch::Hub>, String>>,
     /// The change feed's follower, started by the first `GET /runs/events`.
     feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
-    /// `GET /runs` summaries, recomputed per run only when its files change.
-    pub list_cache: crate::runs::view::ListCache,
     /// Interactive mode's live sessions, one per thread.
     pub sessions: interactive::Sessions,
 }
@@ -385,7 +383,6 @@ impl Shared {
             connections: AtomicUsize::new(0),
             hub: std::sync::OnceLock::new(),
             feed: std::sync::Mutex::new(None),
-            list_cache: crate::runs::view::ListCache::default(),
             sessions: interactive::Sessions::default(),
         }
     }
