@@ -185,8 +185,10 @@ impl JournalRef<'_> {
 pub struct Index<'a> {
     pub(crate) runs: HashMap<&'a str, RunRef<'a>, super::FastHash>,
     pub(crate) journals: HashMap<(u64, u64), JournalRef<'a>, super::FastHash>,
-    /// The size the log had after its last compaction.
+    /// The size of the rows after the last compaction (the first line's number).
     pub compacted: u64,
+    /// Lines skipped: damaged (checksum), torn, or not rows.
+    pub skipped: usize,
 }
 
 /// Reads the log whole (empty when absent, unreadable or over [`MAX_INDEX`]).
@@ -221,15 +223,26 @@ impl<'a> Index<'a> {
             _ => return ix,
         }
         for line in lines {
-            let Some(line) = line.strip_suffix(b"\n") else { continue };
-            let Ok(line) = std::str::from_utf8(line) else { continue };
-            let Some((body, sum)) = line.rsplit_once('\t') else { continue };
-            if u64::from_str_radix(sum, 16).ok() != Some(checksum(body.as_bytes())) {
-                continue;
+            let sealed = line
+                .strip_suffix(b"\n")
+                .and_then(|l| std::str::from_utf8(l).ok())
+                .and_then(|l| l.rsplit_once('\t'))
+                .filter(|(body, sum)| u64::from_str_radix(sum, 16).ok() == Some(checksum(body.as_bytes())));
+            if sealed.and_then(|(body, _)| ix.row(body)).is_none() {
+                ix.skipped += 1;
             }
-            ix.row(body);
         }
         ix
+    }
+
+    /// The last registration row of `run_id`.
+    pub fn run(&self, run_id: &str) -> Option<&RunRef<'a>> {
+        self.runs.get(run_id)
+    }
+
+    /// The last row of the journal with this device and inode.
+    pub fn journal(&self, dev: u64, ino: u64) -> Option<&JournalRef<'a>> {
+        self.journals.get(&(dev, ino))
     }
 
     fn row(&mut self, body: &'a str) -> Option<()> {
@@ -246,8 +259,13 @@ impl<'a> Index<'a> {
                 self.runs.insert(id, run);
             }
             "J" => {
-                let stamp =
-                    Stamp { dev: num(&mut it)?, ino: num(&mut it)?, size: num(&mut it)?, mtime_ns: num(&mut it)?, ctime_ns: num(&mut it)? };
+                let stamp = Stamp {
+                    dev: num(&mut it)?,
+                    ino: num(&mut it)?,
+                    size: num(&mut it)?,
+                    mtime_ns: num(&mut it)?,
+                    ctime_ns: num(&mut it)?,
+                };
                 let at_ns = num(&mut it)?;
                 let status = field(&mut it)?;
                 // Statuses from the one list; a row with another is not used.
@@ -255,7 +273,7 @@ impl<'a> Index<'a> {
                 let json = field(&mut it)?;
                 self.journals.insert((stamp.dev, stamp.ino), JournalRef { stamp, at_ns, status, json });
             }
-            _ => {}
+            _ => return None,
         }
         Some(())
     }

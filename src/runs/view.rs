@@ -2,10 +2,10 @@
 //! `GET /runs/:runId` and `GET /runs/:runId/tasks/:tid` answer. One function
 //! per view, used by both, so the two can never disagree.
 
+use super::index::Stamp;
 use super::journal::{is_terminal, waits, Fold, Journal};
 use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
-use super::index::Stamp;
 use super::safe::{self, Unreadable};
 use super::{check_id, liveness, RunFiles};
 use crate::events::Data;
