@@ -33,12 +33,20 @@ command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
 [ -r /proc/self/status ] || die "needs Linux /proc for the peak RSS"
 work=$(mktemp -d "${TMPDIR:-/tmp}/runwire-bench-runs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+bench_bin --bin runwire-serve --bin runs --example listing-floor
+for b in runwire-serve runs; do
+  [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
+done
 old_rev=${BENCH_OLD_REV:-c42e5cc}
 if [ -z "${BENCH_OLD_BIN:-}" ] && [ "$old_rev" != none ] && [ "${BENCH_PARTS:-abc}" != m ]; then
-  # The old build first, in the same target directory (its dependencies are
-  # shared; the crate itself, at another path, is built apart), then this one.
+  # This build's binaries copied out, then the old build in the same target
+  # directory (its dependencies are shared; the crate itself, at another
+  # path, is built apart), its binaries copied out too.
   command -v git >/dev/null 2>&1 || die "git is not installed (or set BENCH_OLD_BIN, or BENCH_OLD_REV=none)"
-  mkdir -p "$work/old-src" "$work/old-bin"
+  mkdir -p "$work/new-bin/examples" "$work/old-src" "$work/old-bin"
+  cp "$bin/runwire-serve" "$bin/runs" "$work/new-bin/"
+  if [ -x "$bin/examples/listing-floor" ]; then cp "$bin/examples/listing-floor" "$work/new-bin/examples/"; fi
+  bin="$work/new-bin"
   git -C "$root" archive "$old_rev" | tar -x -C "$work/old-src" || die "git archive $old_rev failed"
   target=${CARGO_TARGET_DIR:-$root/target}
   case "$target" in /*) ;; *) target="$root/$target" ;; esac
@@ -47,17 +55,7 @@ if [ -z "${BENCH_OLD_BIN:-}" ] && [ "$old_rev" != none ] && [ "${BENCH_PARTS:-ab
     die "building $old_rev failed"
   cp "$target/release/runwire-serve" "$target/release/runs" "$work/old-bin/"
   export BENCH_OLD_BIN="$work/old-bin"
-  # This build's binaries are copied out again after its own build (below).
-  export BENCH_FORCE_BUILD=1
 fi
-if [ -n "${BENCH_FORCE_BUILD:-}" ] && [ -z "${RUNWIRE_BIN:-}" ]; then
-  # The old build just replaced target/release's binaries: rebuild this one's.
-  touch "$root/src/lib.rs"
-fi
-bench_bin --bin runwire-serve --bin runs --example listing-floor
-for b in runwire-serve runs; do
-  [ -x "$bin/$b" ] || die "$bin/$b: no such executable"
-done
 "$bin/runs" reindex --help >/dev/null 2>&1 || die "$bin/runs is not this build (no reindex)"
 # 1,000 streams are 1,000 sockets on each side.
 ulimit -n 8192 2>/dev/null || true

@@ -95,8 +95,18 @@ fn lock_path(home: &Path) -> PathBuf {
     home.join("index").join("lock")
 }
 
+/// A row's checksum: 8 bytes at a time, each mixed in by a rotate, an xor
+/// and a multiply (as FxHash does), the length last. It catches damage,
+/// not an adversary (whoever can write the index can write the registry).
 fn checksum(line: &[u8]) -> u64 {
-    crate::agui::fnv1a64_extend(crate::agui::FNV_OFFSET, line)
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
+    let mut chunks = line.chunks_exact(8);
+    let mut h = chunks.by_ref().fold(0u64, |h, c| mix(h, u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))));
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = mix(h, u64::from_le_bytes(tail));
+    mix(h, line.len() as u64)
 }
 
 /// `line` (no tab-free guarantee needed: the checksum covers it all) with

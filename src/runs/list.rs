@@ -262,6 +262,46 @@ fn summary_of(c: &Cand, journal: &JournalRef) -> Option<String> {
     String::from_utf8(text).ok()
 }
 
+/// Below this many runs, one thread does the work.
+const PAR_MIN: usize = 512;
+
+fn threads(n: usize) -> usize {
+    if n < PAR_MIN {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4)
+}
+
+/// `f` on each item, on a few threads for many items.
+fn par_each<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync) {
+    let chunk = items.len().div_ceil(threads(items.len())).max(1);
+    std::thread::scope(|s| {
+        let mut parts = items.chunks_mut(chunk);
+        let first = parts.next();
+        for part in parts {
+            let f = &f;
+            s.spawn(move || part.iter_mut().for_each(f));
+        }
+        first.into_iter().flatten().for_each(&f);
+    });
+}
+
+/// `f` of each item, in order, on a few threads for many items.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let chunk = items.len().div_ceil(threads(items.len())).max(1);
+    std::thread::scope(|s| {
+        let mut parts = items.chunks(chunk);
+        let first = parts.next();
+        let f = &f;
+        let rest: Vec<_> = parts.map(|part| s.spawn(move || part.iter().map(f).collect::<Vec<R>>())).collect();
+        let mut out: Vec<R> = first.into_iter().flatten().map(f).collect();
+        for h in rest {
+            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        out
+    })
+}
+
 /// [`page`], read as `o` says.
 pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let now_ns = index::now_ns();
@@ -309,26 +349,22 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         cands.sort_unstable_by(|a, b| b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id)));
         // The runs this page shows must be as their files say: each known one's
         // journal is `stat`ed; one that changed is read and the page cut again.
-        let mut stale = false;
-        for c in cands.iter_mut().filter(|c| after(c)).take(limit) {
-            let Src::Index { run, journal, checked } = &mut c.src else { continue };
-            if *checked {
-                continue;
-            }
+        let mut todo: Vec<&mut Cand> = cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect();
+        par_each(&mut todo, |c| {
+            let Src::Index { run, journal, checked } = &mut c.src else { return };
             if c.pointer.is_none() {
                 c.pointer = run.pointer(&c.id).map(Arc::new);
             }
-            match &c.pointer {
-                Some(p) if fresh(p, journal) => *checked = true,
-                _ => {
-                    stale = true;
-                    let id = std::mem::take(&mut c.id);
-                    match read(id, &mut repairs) {
-                        Some(f) => *c = f,
-                        // Gone since: dropped below.
-                        None => c.status = "",
-                    }
-                }
+            *checked = c.pointer.as_ref().is_some_and(|p| fresh(p, journal));
+        });
+        let mut stale = false;
+        for c in todo.into_iter().filter(|c| !c.checked()) {
+            stale = true;
+            let id = std::mem::take(&mut c.id);
+            match read(id, &mut repairs) {
+                Some(f) => *c = f,
+                // Gone since: dropped below.
+                None => c.status = "",
             }
         }
         cands.retain(|c| !c.status.is_empty());
@@ -337,20 +373,20 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         }
     }
     let total = cands.len();
-    let mut shown = cands.iter().filter(|c| after(c)).take(limit).peekable();
-    let mut items: Vec<Arc<str>> = Vec::new();
+    let shown: Vec<&Cand> = cands.iter().filter(|c| after(c)).take(limit).collect();
+    let texts = par_map(&shown, |c| match &c.src {
+        Src::Files(s) => Some(Arc::<str>::from(&**s)),
+        Src::Index { journal, .. } => summary_of(c, journal).map(Arc::from),
+    });
+    let mut items: Vec<Arc<str>> = Vec::with_capacity(shown.len());
     let mut last = None;
-    while let Some(c) = shown.next() {
-        debug_assert!(c.checked());
-        let text: Arc<str> = match &c.src {
-            Src::Files(s) => (**s).into(),
-            Src::Index { journal, .. } => match summary_of(c, journal) {
-                Some(s) => s.into(),
-                // A damaged row: read from files instead.
-                None => match read(c.id.clone(), &mut repairs) {
-                    Some(Cand { src: Src::Files(s), .. }) => (*s).into(),
-                    _ => continue,
-                },
+    for (c, text) in shown.into_iter().zip(texts) {
+        let text = match text {
+            Some(t) => t,
+            // A damaged row: read from files instead.
+            None => match read(c.id.clone(), &mut repairs) {
+                Some(Cand { src: Src::Files(s), .. }) => (*s).into(),
+                _ => continue,
             },
         };
         items.push(text);
