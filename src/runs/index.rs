@@ -115,26 +115,58 @@ fn sealed(line: &str) -> String {
     format!("{line}\t{:016x}\n", checksum(line.as_bytes()))
 }
 
-/// A run's registration row.
-pub(crate) fn run_row(p: &Pointer, pointer: &Stamp, journal: (u64, u64)) -> String {
-    let json = serde_json::to_string(p).unwrap_or_default();
-    sealed(&format!("R\t{}\t{}\t{}\t{}\t{}\t{json}", p.run_id, pointer.ino, pointer.mtime_ns, journal.0, journal.1))
+fn json(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
 }
 
-/// A journal's row.
-pub(crate) fn journal_row(st: &Stamp, at_ns: i64, d: &Digest) -> String {
-    let digest = serde_json::json!({
-        "counts": d.counts,
-        "needsInput": d.needs_input,
-        "costUsd": d.cost_usd,
-        "tokens": d.tokens,
-        "wave": d.wave,
-        "reason": d.reason,
-    });
+/// A run's registration row: its pointer's stamp, its journal's device and
+/// inode, the journal's path, `repo` and `repoRoot` (JSON strings, for the
+/// filter), and the pointer's pieces of its summary ([`view::summary_pieces`]).
+pub(crate) fn run_row(p: &Pointer, pointer: &Stamp, journal: (u64, u64)) -> String {
+    let [a, _, b, _, c, _, d] = view::summary_pieces(p.fields(), true, &Digest::default());
+    let path = super::RunFiles::new(&p.runstate_dir, &p.slug).journal();
     sealed(&format!(
-        "J\t{}\t{}\t{}\t{}\t{}\t{at_ns}\t{}\t{digest}",
+        "R\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{a}\t{b}\t{c}\t{d}",
+        p.run_id,
+        pointer.ino,
+        pointer.mtime_ns,
+        journal.0,
+        journal.1,
+        json(&path.to_string_lossy()),
+        json(&p.repo),
+        json(&p.repo_root)
+    ))
+}
+
+/// A journal's row: its stamp, when it was made, the status, and the
+/// digest's pieces of the summary ([`view::summary_pieces`]).
+pub(crate) fn journal_row(st: &Stamp, at_ns: i64, d: &Digest) -> String {
+    let none = Pointer {
+        run_id: String::new(),
+        slug: String::new(),
+        repo_root: String::new(),
+        project: String::new(),
+        repo: String::new(),
+        branch: None,
+        worktree: String::new(),
+        runstate_dir: String::new(),
+        created: String::new(),
+    };
+    let [_, e, _, f, _, g, _] = view::summary_pieces(none.fields(), true, d);
+    sealed(&format!(
+        "J\t{}\t{}\t{}\t{}\t{}\t{at_ns}\t{}\t{e}\t{f}\t{g}",
         st.dev, st.ino, st.size, st.mtime_ns, st.ctime_ns, d.status
     ))
+}
+
+/// A JSON string's text: as is when it has no escape, else decoded.
+fn unjson(s: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = s.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains('\\') {
+        serde_json::from_str::<String>(s).ok().map(Into::into)
+    } else {
+        Some(inner.into())
+    }
 }
 
 /// A registration row, as read.
@@ -143,13 +175,22 @@ pub struct RunRef<'a> {
     pub pointer_ino: u64,
     pub pointer_mtime_ns: i64,
     pub journal: (u64, u64),
-    json: &'a str,
+    journal_path: &'a str,
+    repo: &'a str,
+    repo_root: &'a str,
+    pieces: [&'a str; 4],
+    body: &'a str,
 }
 
-impl RunRef<'_> {
-    /// The pointer, checked as one read from its file is; `None` if damaged.
-    pub fn pointer(&self, run_id: &str) -> Option<Pointer> {
-        super::registry::parse_pointer(self.json.as_bytes(), run_id).ok()
+impl<'a> RunRef<'a> {
+    /// The journal's path (`<runstateDir>/<slug>.jsonl`).
+    pub fn journal_path(&self) -> Option<std::borrow::Cow<'a, str>> {
+        unjson(self.journal_path)
+    }
+
+    /// Whether its `repo` or `repoRoot` is `r` given as a JSON string.
+    pub fn in_repo(&self, r_json: &str) -> bool {
+        self.repo == r_json || self.repo_root == r_json
     }
 }
 
@@ -159,35 +200,14 @@ pub struct JournalRef<'a> {
     pub stamp: Stamp,
     pub at_ns: i64,
     pub status: &'static str,
-    json: &'a str,
+    pieces: [&'a str; 3],
+    body: &'a str,
 }
 
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DigestRow {
-    counts: Vec<(String, u64)>,
-    needs_input: u64,
-    cost_usd: Option<f64>,
-    tokens: Option<(u64, u64)>,
-    wave: Option<usize>,
-    reason: Option<String>,
-}
-
-impl JournalRef<'_> {
-    /// The digest; `None` if damaged.
-    pub fn digest(&self) -> Option<Digest> {
-        let d: DigestRow = serde_json::from_str(self.json).ok()?;
-        Some(Digest {
-            status: self.status,
-            counts: d.counts,
-            needs_input: d.needs_input,
-            cost_usd: d.cost_usd,
-            tokens: d.tokens,
-            wave: d.wave,
-            reason: d.reason,
-            problem: false,
-        })
-    }
+/// A run's summary from its two rows, appended to `out`.
+pub fn summary(out: &mut Vec<u8>, run: &RunRef, journal: &JournalRef, activity_ms: i64) {
+    let (r, j) = (run.pieces, journal.pieces);
+    view::join_summary(out, [r[0], j[0], r[1], j[1], r[2], j[2], r[3]], activity_ms);
 }
 
 /// The index as read: the last row of each run and of each journal.
@@ -256,7 +276,7 @@ impl<'a> Index<'a> {
     }
 
     fn row(&mut self, body: &'a str) -> Option<()> {
-        let mut it = body.splitn(9, '\t');
+        let mut it = body.split('\t');
         match field(&mut it)? {
             "R" => {
                 let id = field(&mut it)?;
@@ -264,8 +284,15 @@ impl<'a> Index<'a> {
                     pointer_ino: num(&mut it)?,
                     pointer_mtime_ns: num(&mut it)?,
                     journal: (num(&mut it)?, num(&mut it)?),
-                    json: field(&mut it)?,
+                    journal_path: field(&mut it)?,
+                    repo: field(&mut it)?,
+                    repo_root: field(&mut it)?,
+                    pieces: [field(&mut it)?, field(&mut it)?, field(&mut it)?, field(&mut it)?],
+                    body,
                 };
+                if it.next().is_some() {
+                    return None;
+                }
                 self.runs.insert(id, run);
             }
             "J" => {
@@ -280,8 +307,11 @@ impl<'a> Index<'a> {
                 let status = field(&mut it)?;
                 // Statuses from the one list; a row with another is not used.
                 let status = STATUSES.iter().copied().find(|s| *s == status)?;
-                let json = field(&mut it)?;
-                self.journals.insert((stamp.dev, stamp.ino), JournalRef { stamp, at_ns, status, json });
+                let pieces = [field(&mut it)?, field(&mut it)?, field(&mut it)?];
+                if it.next().is_some() {
+                    return None;
+                }
+                self.journals.insert((stamp.dev, stamp.ino), JournalRef { stamp, at_ns, status, pieces, body });
             }
             _ => return None,
         }
@@ -354,17 +384,10 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
     let mut rows = String::new();
     let mut runs: Vec<_> = ix.runs.iter().filter(|(id, _)| registered.contains(**id)).collect();
     runs.sort_by_key(|(id, _)| **id);
-    for (id, r) in runs {
-        rows.push_str(&sealed(&format!(
-            "R\t{id}\t{}\t{}\t{}\t{}\t{}",
-            r.pointer_ino, r.pointer_mtime_ns, r.journal.0, r.journal.1, r.json
-        )));
+    for (_, r) in runs {
+        rows.push_str(&sealed(r.body));
         if let Some(j) = ix.journals.get(&r.journal) {
-            let s = &j.stamp;
-            rows.push_str(&sealed(&format!(
-                "J\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns, j.at_ns, j.status, j.json
-            )));
+            rows.push_str(&sealed(j.body));
         }
     }
     write_whole(home, &rows)

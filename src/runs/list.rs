@@ -14,8 +14,8 @@
 //! index") says what a run not shown may miss.
 
 use super::index::{self, Index, JournalRef, RunRef, Stamp};
-use super::registry::{Pointer, Registry};
-use super::view::{self, Digest, STATUSES};
+use super::registry::Registry;
+use super::view::{self, STATUSES};
 use std::sync::Arc;
 
 /// Most runs one page may ask for.
@@ -191,8 +191,8 @@ struct Cand<'a> {
     id: String,
     activity_ns: i64,
     status: &'static str,
-    /// Its pointer, when read (from the index or its file).
-    pointer: Option<Arc<Pointer>>,
+    /// Its `repo` or `repoRoot` is the query's (or the query has none).
+    in_repo: bool,
     src: Src<'a>,
 }
 
@@ -218,7 +218,7 @@ fn registered(reg: &Registry) -> Vec<(String, u64)> {
 
 /// What reading a run's files gave: the candidate, and the index rows to
 /// append (when the run had no problem and its files had settled).
-fn from_files<'a>(reg: &Registry, id: String, now_ns: i64, o: &Options) -> Option<(Cand<'a>, String)> {
+fn from_files<'a>(reg: &Registry, id: String, q: &Query, now_ns: i64, o: &Options) -> Option<(Cand<'a>, String)> {
     let pst = match std::fs::symlink_metadata(reg.path(&id)) {
         Ok(m) => Some(Stamp::of_meta(&m)),
         // Removed since the directory was read.
@@ -243,23 +243,14 @@ fn from_files<'a>(reg: &Registry, id: String, now_ns: i64, o: &Options) -> Optio
         }
     }
     let summary = String::from_utf8(text).unwrap_or_default().into_boxed_str();
-    let pointer = ok.then(|| l.pointer.clone());
-    Some((Cand { id, activity_ns, status: d.status, pointer, src: Src::Files(summary) }, rows))
+    let p = &l.pointer;
+    let in_repo = q.repo.as_ref().is_none_or(|r| ok && (p.repo == *r || p.repo_root == *r));
+    Some((Cand { id, activity_ns, status: d.status, in_repo, src: Src::Files(summary) }, rows))
 }
 
 /// Whether a `stat` of the run's journal gives the row's stamp.
-fn fresh(p: &Pointer, j: &JournalRef) -> bool {
-    let path = super::RunFiles::new(&p.runstate_dir, &p.slug).journal();
-    std::fs::metadata(path).is_ok_and(|m| Stamp::of_meta(&m) == j.stamp)
-}
-
-/// A known run's summary from its rows.
-fn summary_of(c: &Cand, journal: &JournalRef) -> Option<String> {
-    let p = c.pointer.as_ref()?;
-    let d: Digest = journal.digest()?;
-    let mut text = Vec::with_capacity(640);
-    view::write_summary(&mut text, p.fields(), true, &d, Some(c.activity_ns / 1_000_000));
-    String::from_utf8(text).ok()
+fn fresh(run: &RunRef, j: &JournalRef) -> bool {
+    run.journal_path().is_some_and(|p| std::fs::metadata(&*p).is_ok_and(|m| Stamp::of_meta(&m) == j.stamp))
 }
 
 /// Below this many runs, one thread does the work.
@@ -312,36 +303,30 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let mut from_files_n = 0;
     let mut read = |id: String, repairs: &mut String| {
         from_files_n += 1;
-        let (c, rows) = from_files(reg, id, now_ns, &o)?;
+        let (c, rows) = from_files(reg, id, q, now_ns, &o)?;
         repairs.push_str(&rows);
         Some(c)
     };
+    // The repository asked for, as the index writes it (a JSON string).
+    let repo_json = q.repo.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default());
     let mut cands: Vec<Cand> = Vec::new();
     for (id, ino) in registered(reg) {
         let known = ix.runs.get(id.as_str()).filter(|r| r.pointer_ino == ino).and_then(|r| {
             let j = ix.journals.get(&r.journal).filter(|j| !j.stamp.racy(j.at_ns, o.racy_ns))?;
             Some((*r, *j))
         });
-        // The pointer, from the index: needed to filter by repository, and to show the run.
-        let pointer = match (&known, &q.repo) {
-            (Some((r, _)), Some(_)) => r.pointer(&id).map(Arc::new),
-            _ => None,
-        };
         match known {
-            Some((run, journal)) if q.repo.is_none() || pointer.is_some() => cands.push(Cand {
+            Some((run, journal)) => cands.push(Cand {
                 activity_ns: run.pointer_mtime_ns.max(journal.stamp.mtime_ns).max(0),
                 status: journal.status,
+                in_repo: repo_json.as_ref().is_none_or(|r| run.in_repo(r)),
                 id,
-                pointer,
                 src: Src::Index { run, journal, checked: false },
             }),
-            _ => cands.extend(read(id, &mut repairs)),
+            None => cands.extend(read(id, &mut repairs)),
         }
     }
-    let wanted = |c: &Cand| {
-        q.statuses.as_ref().is_none_or(|s| s.contains(&c.status))
-            && q.repo.as_ref().is_none_or(|r| c.pointer.as_ref().is_some_and(|p| p.repo == *r || p.repo_root == *r))
-    };
+    let wanted = |c: &Cand| c.in_repo && q.statuses.as_ref().is_none_or(|s| s.contains(&c.status));
     let after = |c: &Cand| q.cursor.as_ref().is_none_or(|cur| cur.before(c.activity_ns, &c.id));
     let limit = q.limit.unwrap_or(usize::MAX);
     loop {
@@ -351,11 +336,9 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         // journal is `stat`ed; one that changed is read and the page cut again.
         let mut todo: Vec<&mut Cand> = cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect();
         par_each(&mut todo, |c| {
-            let Src::Index { run, journal, checked } = &mut c.src else { return };
-            if c.pointer.is_none() {
-                c.pointer = run.pointer(&c.id).map(Arc::new);
+            if let Src::Index { run, journal, checked } = &mut c.src {
+                *checked = fresh(run, journal);
             }
-            *checked = c.pointer.as_ref().is_some_and(|p| fresh(p, journal));
         });
         let mut stale = false;
         for c in todo.into_iter().filter(|c| !c.checked()) {
@@ -376,7 +359,11 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let shown: Vec<&Cand> = cands.iter().filter(|c| after(c)).take(limit).collect();
     let texts = par_map(&shown, |c| match &c.src {
         Src::Files(s) => Some(Arc::<str>::from(&**s)),
-        Src::Index { journal, .. } => summary_of(c, journal).map(Arc::from),
+        Src::Index { run, journal, .. } => {
+            let mut text = Vec::with_capacity(640);
+            index::summary(&mut text, run, journal, c.activity_ns / 1_000_000);
+            String::from_utf8(text).ok().map(Arc::from)
+        }
     });
     let mut items: Vec<Arc<str>> = Vec::with_capacity(shown.len());
     let mut last = None;
