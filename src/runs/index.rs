@@ -6,12 +6,14 @@
 //! journals, plans, pointers and task logs are. Append-only lines, the last
 //! one about a thing wins:
 //!
-//! - `R` rows, written at registration ([`note_run`]): a run's pointer, its
-//!   inode and mtime, and its journal's device and inode;
+//! - `R` rows, written at registration ([`note_run`]): a run's pointer's
+//!   inode and mtime, its journal's device, inode and path, its `repo` and
+//!   `repoRoot`, and the pointer's pieces of its summary;
 //! - `J` rows, written after every journal append ([`note_journal`], called
 //!   by [`super::journal::append`]): a journal's stamp (device, inode, size,
 //!   mtime, ctime), when it was read, and the [`Digest`] its run's files
-//!   gave (status, counts, needs-you, cost, tokens, wave, failure reason).
+//!   gave (status, counts, needs-you, cost, tokens, wave, failure reason) as
+//!   the journal's pieces of the summary ([`view::summary_pieces`]).
 //!
 //! A reader trusts a `J` row only while a `stat` of the journal gives the
 //! same stamp and the stamp is older than [`RACY_NS`] before the row was

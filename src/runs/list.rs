@@ -181,7 +181,7 @@ pub fn page(reg: &Registry, q: &Query) -> Page {
 /// Where a listed run's summary comes from.
 enum Src<'a> {
     /// Its index rows; `checked` once a `stat` of its journal confirmed them.
-    Index { run: RunRef<'a>, journal: JournalRef<'a>, checked: bool },
+    Index { run: &'a RunRef<'a>, journal: &'a JournalRef<'a>, checked: bool },
     /// Its files: the summary, made.
     Files(Box<str>),
 }
@@ -244,7 +244,7 @@ fn from_files<'a>(reg: &Registry, id: String, q: &Query, now_ns: i64, o: &Option
     }
     let summary = String::from_utf8(text).unwrap_or_default().into_boxed_str();
     let p = &l.pointer;
-    let in_repo = q.repo.as_ref().is_none_or(|r| ok && (p.repo == *r || p.repo_root == *r));
+    let in_repo = q.repo.as_ref().map_or(true, |r| ok && (p.repo == *r || p.repo_root == *r));
     Some((Cand { id, activity_ns, status: d.status, in_repo, src: Src::Files(summary) }, rows))
 }
 
@@ -313,28 +313,29 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     for (id, ino) in registered(reg) {
         let known = ix.runs.get(id.as_str()).filter(|r| r.pointer_ino == ino).and_then(|r| {
             let j = ix.journals.get(&r.journal).filter(|j| !j.stamp.racy(j.at_ns, o.racy_ns))?;
-            Some((*r, *j))
+            Some((r, j))
         });
         match known {
             Some((run, journal)) => cands.push(Cand {
                 activity_ns: run.pointer_mtime_ns.max(journal.stamp.mtime_ns).max(0),
                 status: journal.status,
-                in_repo: repo_json.as_ref().is_none_or(|r| run.in_repo(r)),
+                in_repo: repo_json.as_ref().map_or(true, |r| run.in_repo(r)),
                 id,
                 src: Src::Index { run, journal, checked: false },
             }),
             None => cands.extend(read(id, &mut repairs)),
         }
     }
-    let wanted = |c: &Cand| c.in_repo && q.statuses.as_ref().is_none_or(|s| s.contains(&c.status));
-    let after = |c: &Cand| q.cursor.as_ref().is_none_or(|cur| cur.before(c.activity_ns, &c.id));
+    let wanted = |c: &Cand| c.in_repo && q.statuses.as_ref().map_or(true, |s| s.contains(&c.status));
+    let after = |c: &Cand| q.cursor.as_ref().map_or(true, |cur| cur.before(c.activity_ns, &c.id));
     let limit = q.limit.unwrap_or(usize::MAX);
     loop {
         cands.retain(|c| wanted(c));
         cands.sort_unstable_by(|a, b| b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id)));
         // The runs this page shows must be as their files say: each known one's
         // journal is `stat`ed; one that changed is read and the page cut again.
-        let mut todo: Vec<&mut Cand> = cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect();
+        let mut todo: Vec<&mut Cand> =
+            cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect();
         par_each(&mut todo, |c| {
             if let Src::Index { run, journal, checked } = &mut c.src {
                 *checked = fresh(run, journal);

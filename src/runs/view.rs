@@ -585,7 +585,8 @@ pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest,
 }
 
 /// Keys where a summary is cut into [`summary_pieces`].
-const CUTS: [&str; 6] = [",\"costUsd\":", ",\"project\":", ",\"reason\":", ",\"repo\":", ",\"status\":", ",\"worktree\":"];
+const CUTS: [&str; 6] =
+    [",\"costUsd\":", ",\"project\":", ",\"reason\":", ",\"repo\":", ",\"status\":", ",\"worktree\":"];
 
 /// A summary (with no `activityMs`) cut before the keys of [`CUTS`]: seven
 /// pieces, the even ones made of the pointer only (`{"branch":…`,
