@@ -177,22 +177,29 @@ pub struct RunRef<'a> {
     pub pointer_ino: u64,
     pub pointer_mtime_ns: i64,
     pub journal: (u64, u64),
-    journal_path: &'a str,
-    repo: &'a str,
-    repo_root: &'a str,
-    pieces: [&'a str; 4],
+    /// The journal's path, `repo`, `repoRoot` and the four pieces, split
+    /// when asked for: a first page needs them for the runs it shows only.
+    rest: &'a str,
     body: &'a str,
 }
 
 impl<'a> RunRef<'a> {
+    /// The journal's path, `repo`, `repoRoot` (JSON strings) and the pieces.
+    fn split(&self) -> Option<(&'a str, &'a str, &'a str, [&'a str; 4])> {
+        let mut it = self.rest.split('\t');
+        let mut f = || it.next();
+        let got = (f()?, f()?, f()?, [f()?, f()?, f()?, f()?]);
+        f().is_none().then_some(got)
+    }
+
     /// The journal's path (`<runstateDir>/<slug>.jsonl`).
     pub fn journal_path(&self) -> Option<std::borrow::Cow<'a, str>> {
-        unjson(self.journal_path)
+        unjson(self.split()?.0)
     }
 
     /// Whether its `repo` or `repoRoot` is `r` given as a JSON string.
     pub fn in_repo(&self, r_json: &str) -> bool {
-        self.repo == r_json || self.repo_root == r_json
+        self.split().is_some_and(|(_, repo, root, _)| repo == r_json || root == r_json)
     }
 }
 
@@ -206,10 +213,12 @@ pub struct JournalRef<'a> {
     body: &'a str,
 }
 
-/// A run's summary from its two rows, appended to `out`.
-pub fn summary(out: &mut Vec<u8>, run: &RunRef, journal: &JournalRef, activity_ms: i64) {
-    let (r, j) = (run.pieces, journal.pieces);
+/// A run's summary from its two rows, appended to `out`; `None` (nothing
+/// appended) when the registration row is damaged.
+pub fn summary(out: &mut Vec<u8>, run: &RunRef, journal: &JournalRef, activity_ms: i64) -> Option<()> {
+    let (r, j) = (run.split()?.3, journal.pieces);
     view::join_summary(out, [r[0], j[0], r[1], j[1], r[2], j[2], r[3]], activity_ms);
+    Some(())
 }
 
 /// The index as read: the last row of each run and of each journal.
@@ -227,7 +236,9 @@ pub struct Index<'a> {
 pub fn read(home: &Path) -> Vec<u8> {
     use std::io::Read;
     let Ok(f) = std::fs::File::open(path(home)) else { return Vec::new() };
-    let mut buf = Vec::new();
+    // Sized once: no regrowth (a copy and fresh pages each time) on the way.
+    let size = f.metadata().map_or(0, |m| m.len().min(MAX_INDEX + 1));
+    let mut buf = Vec::with_capacity(size as usize + 1);
     match f.take(MAX_INDEX + 1).read_to_end(&mut buf) {
         Ok(n) if n as u64 <= MAX_INDEX => buf,
         _ => Vec::new(),
@@ -247,7 +258,13 @@ impl<'a> Index<'a> {
     /// parse, or are torn (no newline) are skipped; without its first line
     /// the whole log is.
     pub fn parse(bytes: &'a [u8]) -> Index<'a> {
-        let mut ix = Index::default();
+        // Two rows a run, each of a few hundred bytes.
+        let n = bytes.len() / 256;
+        let mut ix = Index {
+            runs: HashMap::with_capacity_and_hasher(n, Default::default()),
+            journals: HashMap::with_capacity_and_hasher(n, Default::default()),
+            ..Index::default()
+        };
         let mut lines = bytes.split_inclusive(|&b| b == b'\n');
         let Some(head) = lines.next().and_then(|l| std::str::from_utf8(l).ok()) else { return ix };
         match head.trim_end().split_once(' ') {
@@ -281,20 +298,15 @@ impl<'a> Index<'a> {
         let mut it = body.split('\t');
         match field(&mut it)? {
             "R" => {
+                let mut it = body.splitn(7, '\t').skip(1);
                 let id = field(&mut it)?;
                 let run = RunRef {
                     pointer_ino: num(&mut it)?,
                     pointer_mtime_ns: num(&mut it)?,
                     journal: (num(&mut it)?, num(&mut it)?),
-                    journal_path: field(&mut it)?,
-                    repo: field(&mut it)?,
-                    repo_root: field(&mut it)?,
-                    pieces: [field(&mut it)?, field(&mut it)?, field(&mut it)?, field(&mut it)?],
+                    rest: field(&mut it)?,
                     body,
                 };
-                if it.next().is_some() {
-                    return None;
-                }
                 self.runs.insert(id, run);
             }
             "J" => {

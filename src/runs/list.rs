@@ -209,9 +209,9 @@ fn registered(reg: &Registry) -> Vec<(String, u64)> {
     let Ok(rd) = std::fs::read_dir(&reg.dir) else { return Vec::new() };
     rd.flatten()
         .filter_map(|e| {
-            let name = e.file_name();
-            let id = name.to_str()?.strip_suffix(".json")?;
-            super::valid_id(id).then(|| (id.to_string(), e.ino()))
+            let mut id = e.file_name().into_string().ok()?;
+            id.truncate(id.strip_suffix(".json")?.len());
+            super::valid_id(&id).then(|| (id, e.ino()))
         })
         .collect()
 }
@@ -362,7 +362,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         Src::Files(s) => Some(Arc::<str>::from(&**s)),
         Src::Index { run, journal, .. } => {
             let mut text = Vec::with_capacity(640);
-            index::summary(&mut text, run, journal, c.activity_ns / 1_000_000);
+            index::summary(&mut text, run, journal, c.activity_ns / 1_000_000)?;
             String::from_utf8(text).ok().map(Arc::from)
         }
     });
