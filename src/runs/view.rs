@@ -588,7 +588,7 @@ pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest,
 const CUTS: [&str; 6] =
     [",\"costUsd\":", ",\"project\":", ",\"reason\":", ",\"repo\":", ",\"status\":", ",\"worktree\":"];
 
-/// A summary (with no `activityMs`) cut before the keys of [`CUTS`]: seven
+/// A summary (with no `activityMs`) cut before the keys of `CUTS`: seven
 /// pieces, the even ones made of the pointer only (`{"branch":…`,
 /// `,"project":…`, `,"repo":…,"repoRoot":…,"runId":…,"slug":…`,
 /// `,"worktree":…}`), the odd ones of the digest only (`,"costUsd":…,"counts":…,"needsInput":…`,
