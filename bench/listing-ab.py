@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Two or more builds' listing, alternated on one registry: each round
-starts every build's runwire-serve afresh (no index) and times one
+starts every build's runwire-serve afresh (an old build without its own
+listing cache, cache/runs-list.index, removed first; the run index,
+index/runs.log, is the writers' and stays) and times one
 GET PATH to its last byte, the builds' order flipped every other round (the
 machine's speed drifts by tens of percent over minutes: only alternation
 compares builds). Prints each build's median, quartiles and median over the
@@ -9,8 +11,9 @@ first build's.
     python3 bench/listing-ab.py HOME PATH ROUNDS BIN_DIR [BIN_DIR...]
 
 HOME is a registry, for example the one bench/runs-client.py makes in its
-work directory (`python3 bench/runs-client.py target/release /tmp/lw` leaves
-10,000 runs in /tmp/lw/home); each BIN_DIR holds a runwire-serve."""
+work directory (`BENCH_PARTS=a python3 bench/runs-client.py target/release
+/tmp/lw` leaves 10,000 runs, indexed, in /tmp/lw/home); each BIN_DIR holds a
+runwire-serve."""
 
 import os
 import statistics

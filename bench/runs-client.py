@@ -5,24 +5,20 @@
 
 (a) GET /runs over BENCH_RUNS registered runs (default 10000): pointers,
     plans (2 tasks) and journals (3 records) written straight to disk,
-    100 repos x 100 slugs; no task logs (cost summing reads every log, so
-    a registry of runs with logs costs more in proportion to their bytes).
-    Reports the first request with no index (the server reads every run's
-    files), the median and max of BENCH_LIST_REPEAT (default 5) requests
-    (later ones re-read only runs whose files changed: a stat per file), the
-    first request of a restarted server (the persisted index,
-    $HARNESS_HOME/cache/runs-list.index, checked by stat), and `runs list` without
-    and with the index. Baseline in the same run: examples/listing-floor
-    (BIN_DIR/examples/) opens, stats, reads and closes the same 30,000 files
-    with no parsing, and first_over_floor is the first request over it.
-    Pages (issue 15), each on a freshly started server with no index, the
-    median of BENCH_PAGE_REPEAT (default 5; the pages take turns, the order
-    rotated each round), each request right after a run
-    of its floor (load drifts; over_floor is the ratio of the medians,
-    each_over_floor each request over its own floor): the first page of 50
-    (`?limit=50`) against the floor of `stat`ing every pointer and journal
-    (listing-floor --stat); a filtered and counted page
-    (`?limit=50&status=running`) and the full listing against the read floor.
+    100 repos x 100 slugs, no task logs; then `runs reindex` builds the run
+    index the writers would have kept. Checks that the server's listing
+    through the index is byte for byte `runs list --page --from-files` (the
+    same build reading every run's files) and, with BENCH_OLD_BIN, the old
+    build's. Then, with BENCH_OLD_BIN (a directory holding the old build's
+    runwire-serve: bench/runs.sh builds it from BENCH_OLD_REV), the first
+    page, a status page and the full listing, each request on a freshly
+    started server, the builds alternating, BENCH_PAGE_REPEAT (default 5)
+    rounds: medians and new_over_old against the targets (full <= 0.5,
+    first page <= 0.6).
+    Also printed: the full listing's median over BENCH_LIST_REPEAT (default
+    5) requests to one server, a restarted server's first, the syscall floor
+    of reading every run's files (examples/listing-floor, when built), and
+    `runs list` from files and through the index.
 (b) Append-to-frame delay: one live task; this process appends Claude
     text_delta lines, each carrying CLOCK_MONOTONIC ns just before the write,
     one every BENCH_INTERVAL_MS (default 10), BENCH_LINES of them (default
@@ -237,14 +233,18 @@ for i in range(N_RUNS):
     _, rs = register(repo, slug, tasks2)
     write(os.path.join(rs, slug + ".jsonl"), journal)
 setup_s = time.time() - t0
-index = os.path.join(HOME, "cache", "runs-list.index")
+INDEX = os.path.join(HOME, "index", "runs.log")
+OLD = os.environ.get("BENCH_OLD_BIN")
+# The old build's own listing cache (removed before each of its fresh servers).
+OLD_CACHE = os.path.join(HOME, "cache", "runs-list.index")
 
 
-def list_requests(repeat):
-    p, port = server()
+def list_requests(repeat, bin_dir=BIN):
+    p, port = start_server(bin_dir, HOME)
     times = []
     n = -1
     first_cpu = -1
+    body = b""
     for _ in range(repeat):
         c = cpu_ms(p)
         t = time.perf_counter()
@@ -254,20 +254,21 @@ def list_requests(repeat):
             first_cpu = cpu_ms(p) - c
         n = len(json.loads(body)["runs"]) if code == 200 else -1
     stop(p)
-    return n, times, first_cpu
+    return n, times, first_cpu, body
 
 
-def runs_list():
+def runs_list(*extra):
     env = dict(os.environ, HARNESS_HOME=HOME)
     t = time.perf_counter()
-    out = subprocess.run([os.path.join(BIN, "runs"), "list"], env=env, stdout=subprocess.PIPE, check=True).stdout
-    return len(out.splitlines()), (time.perf_counter() - t) * 1000
+    out = subprocess.run([os.path.join(BIN, "runs"), "list", *extra], env=env, stdout=subprocess.PIPE,
+                         check=True).stdout
+    return out, (time.perf_counter() - t) * 1000
 
 
 def floor_once(stat_only=False):
     # The same files opened, stat'ed, read and closed with no parsing: what
-    # the listing costs in syscalls alone (examples/listing-floor.rs). With
-    # stat_only, only a stat of every pointer and journal. (wall ms, CPU ms),
+    # reading every run's files costs in syscalls alone (examples/listing-floor.rs).
+    # With stat_only, only a stat of every pointer and journal. (wall ms, CPU ms),
     # or None when the binary was not built.
     exe = os.path.join(BIN, "examples", "listing-floor")
     if not os.access(exe, os.X_OK):
@@ -281,95 +282,103 @@ def floor_once(stat_only=False):
     return float(out.split(" ms=")[1]), float(out.split("cpu_ms=")[1].split()[0])
 
 
-def floor_ms(stat_only=False):
-    # The median of 3 floor_once.
-    got = [floor_once(stat_only) for _ in range(3)]
-    if None in got:
-        return None
-    return statistics.median(ms for ms, _ in got)
-
-
-PAGE_REPEAT = int(os.environ.get("BENCH_PAGE_REPEAT", "5"))
-
-
-def fresh_request(path, stat_only, into):
-    # A freshly started server and no persisted index: every run's files are
-    # new to it. The request right after its floor (the machine's load
-    # drifts: a floor measured minutes apart is no baseline). Appends to
-    # into's lists; False when the answer is not 200.
-    f = floor_once(stat_only)
-    if f is not None:
-        into["floors"].append(f[0])
-        into["floor_cpus"].append(f[1])
-    if os.path.exists(index):
-        os.remove(index)
-    p, port = server()
+def fresh_get(bin_dir, path):
+    # One GET on a freshly started server: (wall ms to the last byte, server CPU ms, body).
+    p, port = start_server(bin_dir, HOME)
     c = cpu_ms(p)
     t = time.perf_counter()
     code, body = get(port, path)
-    into["times"].append((the_end - t) * 1000)
-    into["cpus"].append(cpu_ms(p) - c)
+    ms = (the_end - t) * 1000
+    cpu = cpu_ms(p) - c
     stop(p)
-    into["page"] = json.loads(body) if code == 200 else None
-    return code == 200
+    return (ms, cpu, body) if code == 200 else (ms, cpu, None)
 
 
-# The setup's writeback is not the listing's cost: flush it first. Files
-# written in the last 2 s are never trusted from a stamp: let the newest age.
+# The setup's writeback is not the listing's cost: flush it first. Index rows are
+# trusted only 2 s after their journal's last change: let the newest age.
 os.sync()
 time.sleep(2.5)
-floor = floor_ms()
-n, times, cpu1 = list_requests(REPEAT)
-# A restart: the index the first server wrote is checked by stat instead of reading every file.
-n2, times2, cpu2 = list_requests(1)
+# The registry was written as `runs register` and a runner write it, but by this
+# script: the writers' index is what `runs reindex` builds from the same files.
+t = time.perf_counter()
+out = subprocess.run([os.path.join(BIN, "runs"), "reindex"], env=dict(os.environ, HARNESS_HOME=HOME),
+                     stdout=subprocess.PIPE, check=True).stdout
+reindex_ms = (time.perf_counter() - t) * 1000
+indexed = json.loads(out)["runs"]
+if indexed != N_RUNS:
+    ok = False
+print(f"reindex runs={indexed} ms={reindex_ms:.0f} index_bytes={os.path.getsize(INDEX)}", flush=True)
+
+# Identical answers: the server through the index, `runs list --from-files` (every
+# run's files, same build), and the old build (no index of ours).
+n, times, cpu1, body_index = list_requests(REPEAT)
+files_page, files_ms = runs_list("--page", "--from-files")
+same = body_index.rstrip(b"\n") == files_page.rstrip(b"\n")
+line = f"identical index_vs_files={same}"
+if OLD:
+    if os.path.exists(OLD_CACHE):
+        os.remove(OLD_CACHE)
+    _, _, _, body_old = list_requests(1, OLD)
+    line += f" new_vs_old={body_old == body_index}"
+    if body_old != body_index:
+        ok = False
+print(line, f"bytes={len(body_index)}", flush=True)
+if not same:
+    ok = False
+n2, times2, cpu2, _ = list_requests(1)
 if n != N_RUNS or n2 != N_RUNS:
     ok = False
-print(f"list runs={n} first_ms={times[0]:.1f} first_cpu_ms={cpu1:.0f} (no index) "
+print(f"list runs={n} first_ms={times[0]:.1f} first_cpu_ms={cpu1:.0f} (fresh server, index) "
       f"median_ms={statistics.median(times):.1f} max_ms={max(times):.1f} "
-      f"restart_first_ms={times2[0]:.1f} restart_first_cpu_ms={cpu2:.0f} (index) setup_s={setup_s:.1f}", flush=True)
-if floor is not None:
-    print(f"list_floor files={3 * N_RUNS} ms={floor:.1f} (open+fstat+read+close only) "
-          f"first_over_floor={times[0] / floor:.2f}", flush=True)
-    print(f"stat_floor files={2 * N_RUNS} ms={floor_ms(stat_only=True):.1f} (fstatat of every pointer and journal)",
-          flush=True)
-os.remove(index)
-PAGES = [("first_page", "/runs?limit=50", True),
-         ("status_page", "/runs?limit=50&status=running", False),
-         ("full", "/runs", False)]
-# The pages take turns, one request of each a round and the order rotated
-# every round: the machine's drift (tens of percent over minutes) falls on
-# all three alike, not on whichever page came last.
-got = {name: {"times": [], "cpus": [], "floors": [], "floor_cpus": [], "page": None} for name, _, _ in PAGES}
-for r in range(PAGE_REPEAT):
-    for name, path, stat_only in PAGES[r % 3:] + PAGES[:r % 3]:
-        if not fresh_request(path, stat_only, got[name]):
-            ok = False
-for name, path, stat_only in PAGES:
-    g = got[name]
-    page, ts, cpus, floors, floor_cpus = g["page"], g["times"], g["cpus"], g["floors"], g["floor_cpus"]
-    med = statistics.median(ts)
-    cpu_med = statistics.median(cpus)
-    base = statistics.median(floors) if floors else None
-    base_cpu = statistics.median(floor_cpus) if floor_cpus else None
-    cpu_ratio = f"{cpu_med / base_cpu:.2f}" if base_cpu else "n/a"
-    if page is None or page.get("total") != N_RUNS:
-        ok = False
-    shown = len(page["runs"]) if page else -1
-    ratio = f"{med / base:.2f}" if base else "n/a"
-    # Each request over the floor measured just before it.
-    pairs = ",".join(f"{t / f:.2f}" for t, f in zip(ts, floors))
-    print(f"page {name} path={path} runs={shown} total={page.get('total') if page else -1} "
-          f"median_ms={med:.1f} all_ms={','.join(f'{t:.0f}' for t in ts)} "
-          f"floor_ms={base if base is None else round(base, 1)} all_floor_ms={','.join(f'{f:.0f}' for f in floors)} "
-          f"over_floor={ratio} each_over_floor={pairs or 'n/a'} "
-          f"cpu_ms={cpu_med:.0f} floor_cpu_ms={base_cpu} cpu_over_floor={cpu_ratio}", flush=True)
-if os.path.exists(index):
-    os.remove(index)
-c1, cold = runs_list()
-c2, warm = runs_list()
-if c1 != N_RUNS or c2 != N_RUNS:
+      f"restart_first_ms={times2[0]:.1f} restart_first_cpu_ms={cpu2:.0f} setup_s={setup_s:.1f}", flush=True)
+f = floor_once()
+if f is not None:
+    print(f"list_floor files={3 * N_RUNS} ms={f[0]:.1f} (open+fstat+read+close of every pointer, plan, journal) "
+          f"stat_floor_ms={floor_once(stat_only=True)[0]:.1f} (fstatat of every pointer and journal)", flush=True)
+
+# This build against the old one (BENCH_OLD_BIN), each request on a freshly started
+# server, the builds and the pages taking turns (the machine's speed drifts by
+# tens of percent over minutes: only alternation compares builds). The old build
+# starts with no listing cache of its own (its fresh state); this one with the
+# index its writers keep. Targets (issue 27): full listing <= 0.5x, first page <= 0.6x.
+PAGES = [("first_page", "/runs?limit=50", 0.6), ("status_page", "/runs?limit=50&status=running", None),
+         ("full", "/runs", 0.5)]
+builds = [("new", BIN)] + ([("old", OLD)] if OLD else [])
+got = {(b, name): {"ms": [], "cpu": []} for b, _ in builds for name, _, _ in PAGES}
+for r in range(PAGE_REPEAT := int(os.environ.get("BENCH_PAGE_REPEAT", "5"))):
+    order = builds if r % 2 == 0 else builds[::-1]
+    for name, path, _ in PAGES[r % 3:] + PAGES[:r % 3]:
+        for b, d in order:
+            if b == "old" and os.path.exists(OLD_CACHE):
+                os.remove(OLD_CACHE)
+            ms, cpu, body = fresh_get(d, path)
+            if body is None or json.loads(body).get("total") != N_RUNS:
+                ok = False
+            got[(b, name)]["ms"].append(ms)
+            got[(b, name)]["cpu"].append(cpu)
+for name, path, target in PAGES:
+    new = got[("new", name)]
+    med = statistics.median(new["ms"])
+    line = (f"page {name} path={path} new_median_ms={med:.1f} new_all_ms={','.join(f'{t:.0f}' for t in new['ms'])} "
+            f"new_cpu_ms={statistics.median(new['cpu']):.0f}")
+    if OLD:
+        old = got[("old", name)]
+        omed = statistics.median(old["ms"])
+        ratio = med / omed
+        line += (f" old_median_ms={omed:.1f} old_all_ms={','.join(f'{t:.0f}' for t in old['ms'])} "
+                 f"old_cpu_ms={statistics.median(old['cpu']):.0f} new_over_old={ratio:.2f}")
+        if target is not None:
+            met = ratio <= target
+            line += f" target={target} {'met' if met else 'MISSED'}"
+            if not met:
+                ok = False
+    print(line, flush=True)
+_, cold = runs_list("--from-files")
+out, warm = runs_list()
+c2 = len(out.splitlines())
+if c2 != N_RUNS:
     ok = False
-print(f"runs_list runs={c1} no_index_ms={cold:.1f} index_ms={warm:.1f}", flush=True)
+print(f"runs_list runs={c2} from_files_ms={cold:.1f} index_ms={warm:.1f}", flush=True)
 
 # BENCH_PARTS=a: the listing only (the parts below take a minute more).
 if not set(os.environ.get("BENCH_PARTS", "abc")) & set("bcm"):

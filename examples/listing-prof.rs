@@ -1,15 +1,13 @@
 //! The listing's own cost, for profiling (`bench/runs.sh` times it end to
 //! end through the server): runs one page of `$HARNESS_HOME`'s registry N
-//! times, each with a fresh cache (as a freshly started server with no
-//! index), and prints the wall time and the CPU time (user, system) of one,
+//! times through the run index (with `FROM_FILES=1`, from every run's
+//! files), and prints the wall time and the CPU time (user, system) of one,
 //! and with `ALLOC=1` the allocations one makes. Deterministic counts for
 //! comparing two builds: `valgrind --tool=callgrind listing-prof 1 running 50`.
 //!
 //!     listing-prof N [STATUS[,STATUS]] [LIMIT]   # prints: ms=T user=U sys=S bytes=B
-//!
-//! Remove `$HARNESS_HOME/cache/runs-list.index` first: a fresh cache reads it.
 
-use runwire::runs::list::{ListCache, Query};
+use runwire::runs::list::{self, Query};
 use runwire::runs::registry::Registry;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -26,16 +24,16 @@ fn main() {
         Err(e) => return eprintln!("listing-prof: {e}"),
     };
     let reg = Registry::at(&runwire::runs::harness_home());
-    // Kept until the clock stops: dropping them is not the listing's work.
-    let mut caches = Vec::with_capacity(n);
+    let o = match std::env::var_os("FROM_FILES") {
+        Some(_) => list::Options { use_index: false, repair: false, ..Default::default() },
+        None => list::Options::default(),
+    };
     COUNTING.store(std::env::var_os("ALLOC").is_some(), Relaxed);
     let (u0, s0) = cpu_ms();
     let t = std::time::Instant::now();
     let mut bytes = 0;
     for _ in 0..n {
-        let c = ListCache::default();
-        bytes += c.page(&reg, &q).json().len();
-        caches.push(c);
+        bytes += list::page_with(&reg, &q, o).json().len();
     }
     let ms = t.elapsed().as_secs_f64() * 1000.0 / n as f64;
     let (u1, s1) = cpu_ms();

@@ -523,6 +523,14 @@ fn post_agui_runs_are_recorded_and_their_streams_re_read() {
     let runs = list["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!((runs[0]["slug"].as_str(), runs[0]["status"].as_str()), (Some("agui-r1"), Some("done")));
+    // The server's writers kept the run index: the journal's last row is of its final state.
+    let journal = home.join("serve/runstate/agui-r1.jsonl");
+    let st = std::fs::metadata(&journal).unwrap();
+    let bytes = runwire::runs::index::read(&home);
+    let ix = runwire::runs::index::Index::parse(&bytes);
+    use std::os::unix::fs::MetadataExt;
+    let row = ix.journal(st.dev(), st.ino()).map(|j| (j.stamp.size as u64, j.status));
+    assert_eq!(row, Some((st.size(), "done")), "{}", String::from_utf8_lossy(&bytes));
     let id = runs[0]["runId"].as_str().unwrap();
     let (ids, _, _) = read_frames(srv.port, &format!("/runs/{id}/tasks/agent/stream"), None, usize::MAX);
     let log = home.join("serve/runstate/agui-r1.agent.log");
@@ -768,30 +776,33 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
 }
 
 #[test]
-fn the_list_index_and_cache_never_serve_a_stale_view() {
+fn the_run_index_never_serves_a_stale_view() {
     let f = fixture("index");
-    let index = f.home.join("cache/runs-list.index");
+    let index = f.home.join("index/runs.log");
     let journal = f.home.parent().unwrap().join("repo/runstate/feat.jsonl");
     let list = || {
         let o = bin("runs", &f.home).arg("list").output().unwrap();
         assert!(o.status.success());
         String::from_utf8(o.stdout).unwrap()
     };
-    // The truth: a listing with no index at all.
+    // The truth: a listing of every run's files, the index left aside.
     let truth = || {
-        let _ = std::fs::remove_file(&index);
-        list()
+        let o = bin("runs", &f.home).args(["list", "--from-files"]).output().unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap()
     };
-    // Files changed within 2 s are never trusted from a stamp: let them age
-    // so the index really holds the runs and their stamps are what is tested.
+    // Rows made within 2 s of a change are never trusted: let the files age,
+    // then rebuild the index so that its rows are what is tested.
     let age = || std::thread::sleep(Duration::from_millis(2100));
     age();
+    let o = bin("runs", &f.home).arg("reindex").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(&index).unwrap().contains(&f.run_a), "the index holds the runs");
     let first = list();
-    assert!(std::fs::read_to_string(&index).unwrap().contains(&f.run_a), "the index holds the aged runs");
     assert_eq!(list(), first);
     assert_eq!(truth(), first);
 
-    // A journal line appended.
+    // A journal line appended by a writer that does not keep the index.
     let mut j = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
     writeln!(j).unwrap();
     writeln!(
@@ -817,11 +828,11 @@ fn the_list_index_and_cache_never_serve_a_stale_view() {
     assert!(rewritten.contains(r#""halted":1"#), "{rewritten}");
     assert_eq!(truth(), rewritten);
 
-    // A damaged index (a byte changed, then cut short) and a deleted one.
+    // A damaged index (a byte changed, then cut short, garbage) and a deleted one.
     age();
     assert_eq!(list(), rewritten);
     let text = std::fs::read_to_string(&index).unwrap();
-    std::fs::write(&index, text.replace(r#""halted":1"#, r#""halted":7"#)).unwrap();
+    std::fs::write(&index, text.replace(r#""needsInput":0"#, r#""needsInput":7"#)).unwrap();
     assert_eq!(list(), rewritten);
     std::fs::write(&index, &text[..text.len() / 2]).unwrap();
     assert_eq!(list(), rewritten);
@@ -830,8 +841,7 @@ fn the_list_index_and_cache_never_serve_a_stale_view() {
     std::fs::remove_file(&index).unwrap();
     assert_eq!(list(), rewritten);
 
-    // The server reads the same index and gives the same view, and its
-    // in-memory cache sees a change too.
+    // The server reads the same index and gives the same view, and sees a change too.
     let srv = Server::start(&f.home, &[]);
     let from_server = |srv: &Server| {
         let (code, v) = srv.get("/runs");
@@ -1181,7 +1191,6 @@ fn pages_and_filters_walk_every_run_once_newest_activity_first() {
     assert_eq!(all["runs"][0]["activityMs"], runs[0].0 * 1000);
     // The filtered pages before kept only the status of the runs they did not show: the
     // full listing after them is whole, the same as a new reader's.
-    let _ = std::fs::remove_file(home.join("cache/runs-list.index"));
     let fresh = bin("runs", &home).arg("list").output().unwrap();
     assert_eq!(all["runs"].as_array().unwrap(), &lines(&fresh.stdout));
     // Bad queries are refused, over HTTP and on the command line.
@@ -1314,32 +1323,26 @@ fn opened(ino: &nix::sys::inotify::Inotify) -> Vec<String> {
 }
 
 #[test]
-fn journal_links_order_a_first_page_without_reading_other_pointers_and_are_never_read() {
+fn a_first_page_reads_the_index_and_checks_only_the_runs_it_shows() {
     use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-    use std::os::unix::fs::MetadataExt;
-    let base = tmp("links");
+    let base = tmp("first-page");
     let home = base.join("home");
     let at = |s: u64| std::time::UNIX_EPOCH + Duration::from_secs(s);
     let touch = |p: &Path, s: u64| std::fs::File::options().append(true).open(p).unwrap().set_modified(at(s)).unwrap();
     // Five runs; run i's journal was last written at T + 100 i, every pointer long before.
     let mut runs = Vec::new();
+    let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
     for i in 0..5u64 {
         let slug = format!("l{i}");
         let (id, rs) = plain_run(&base, &home, &slug, LEASED);
-        let link = home.join(format!("journals/{id}.jsonl"));
-        // `runs register` links the journal (a hard link: its own inode) and the writes after keep it.
-        let (l, j) = (std::fs::metadata(&link).unwrap(), std::fs::metadata(rs.join(format!("{slug}.jsonl"))).unwrap());
-        assert_eq!((l.dev(), l.ino()), (j.dev(), j.ino()));
-        assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         touch(&rs.join(format!("{slug}.jsonl")), 1_700_000_000 + 100 * i);
         touch(&home.join(format!("runs/{id}.json")), 1_600_000_000);
+        ino.add_watch(&rs, AddWatchFlags::IN_OPEN).unwrap();
         runs.push((id, rs, slug));
     }
-    let newest: Vec<String> = vec![runs[4].0.clone(), runs[3].0.clone()];
-    let ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
     ino.add_watch(&home.join("runs"), AddWatchFlags::IN_OPEN).unwrap();
+    let newest: Vec<String> = vec![runs[4].0.clone(), runs[3].0.clone()];
     let page = |args: &[&str]| -> Value {
-        let _ = std::fs::remove_dir_all(home.join("cache"));
         let o = bin("runs", &home).args(["list", "--page"]).args(args).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         lines(&o.stdout).remove(0)
@@ -1347,88 +1350,40 @@ fn journal_links_order_a_first_page_without_reading_other_pointers_and_are_never
     let ids = |p: &Value| -> Vec<String> {
         p["runs"].as_array().unwrap().iter().map(|r| r["runId"].as_str().unwrap().to_string()).collect()
     };
-    let json = |id: &str| format!("{id}.json");
-
-    // The first page is ordered by the journals' times, and only its own pointers are read.
-    let _ = opened(&ino);
+    // Written behind the index's back (the plans, the journals, their times): each run
+    // shown is checked and read, so the first page is right before any reindex.
     let first = page(&["--limit", "2"]);
     assert_eq!((ids(&first), first["total"].as_u64()), (newest.clone(), Some(5)));
     assert_eq!(first["runs"][0]["activityMs"], (1_700_000_000u64 + 400) * 1000);
-    let mut page_pointers: Vec<String> = newest.iter().map(|id| json(id)).collect();
-    page_pointers.sort();
-    assert_eq!(opened(&ino), page_pointers);
-    let all_linked = page(&[]);
+    let all = page(&[]);
 
-    // A registry from before the links (no journals/): the same answers, by reading every pointer.
-    std::fs::rename(home.join("journals"), base.join("journals.away")).unwrap();
+    // Once the index knows them (rows made 2 s after the last change), a first page
+    // opens no pointer and no file of any run: the index, and a `stat` of the two journals shown.
+    std::thread::sleep(Duration::from_millis(2100));
+    let o = bin("runs", &home).arg("reindex").output().unwrap();
+    assert!(o.status.success());
     let _ = opened(&ino);
     assert_eq!(page(&["--limit", "2"]), first);
-    assert_eq!(opened(&ino).len(), 5, "without links every pointer is read");
-    assert_eq!(page(&[]), all_linked);
-    std::fs::rename(base.join("journals.away"), home.join("journals")).unwrap();
-    // One run without its link (registered by an older runwire): read, and placed by its journal.
-    std::fs::remove_file(home.join(format!("journals/{}.jsonl", runs[4].0))).unwrap();
+    assert_eq!(opened(&ino), Vec::<String>::new());
+    assert_eq!(page(&[]), all);
+    assert_eq!(opened(&ino), Vec::<String>::new());
+
+    // Without the index every run is read (and the index rebuilt for the next listing).
+    std::fs::remove_file(home.join("index/runs.log")).unwrap();
     assert_eq!(page(&["--limit", "2"]), first);
+    let pointers = opened(&ino).into_iter().filter(|n| n.ends_with(".json") && !n.ends_with(".plan.json")).count();
+    assert_eq!(pointers, 5, "every pointer is read");
+    assert_eq!(page(&["--limit", "2"]), first);
+    assert_eq!(opened(&ino), Vec::<String>::new());
 
-    // A link naming another file (stale, or hostile): the oldest run's link now points at a
-    // newer journal outside its directory that says the run is done. Its summary still comes
-    // from its own journal, nothing is opened outside, and the page holds the truly newest runs.
-    let outside = base.join("outside");
-    std::fs::create_dir_all(&outside).unwrap();
-    std::fs::write(
-        outside.join("x.jsonl"),
-        concat!(
-            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"committed"}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
-    touch(&outside.join("x.jsonl"), 1_800_000_000);
-    let stale = home.join(format!("journals/{}.jsonl", runs[0].0));
-    std::fs::remove_file(&stale).unwrap();
-    std::os::unix::fs::symlink(outside.join("x.jsonl"), &stale).unwrap();
-    let out_ino = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
-    out_ino.add_watch(&outside, AddWatchFlags::IN_OPEN).unwrap();
-    assert_eq!(ids(&page(&["--limit", "2"])), newest);
-    // The server: the run read for the first page is kept (its files are past the racy
-    // window), so later pages place it by its files too and a walk gives every run once,
-    // in the journals' order. (A listing with nothing kept places a run whose link is
-    // wrong by the link until it is shown: spec/LAYOUT.md.)
-    std::thread::sleep(Duration::from_millis(2100));
-    let srv = Server::start(&home, &[]);
-    let (code, p) = srv.get("/runs?limit=2");
-    assert_eq!((code, ids(&p)), (200, newest.clone()), "{p}");
-    let (mut walked, mut cursor) = (Vec::new(), None::<String>);
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/runs?limit=2&cursor={c}"),
-            None => "/runs?limit=2".to_string(),
-        };
-        let (_, p) = srv.get(&path);
-        walked.extend(ids(&p));
-        match p["next"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => break,
-        }
-    }
-    assert_eq!(walked, runs.iter().rev().map(|r| r.0.clone()).collect::<Vec<_>>());
-    for _ in 0..2 {
-        let (_, all) = srv.get("/runs");
-        let r = by_id(all["runs"].as_array().unwrap(), &runs[0].0);
-        let got = (r["status"].as_str(), r["activityMs"].as_u64());
-        assert_eq!(got, (Some("running"), Some(1_700_000_000 * 1000)), "its own journal, not the link's: {r}");
-    }
-    assert!(opened(&out_ino).is_empty(), "nothing is opened through a link");
-    assert_eq!(std::fs::read_to_string(outside.join("x.jsonl")).unwrap().lines().count(), 1);
-
-    // `runs reap` removes a reaped run's link with its pointer.
+    // `runs reap` removes a reaped run's pointer (and its journal link).
     std::fs::remove_dir_all(&runs[2].1).unwrap();
     let o = bin("runs", &home).arg("reap").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(lines(&o.stdout)[0]["runId"], runs[2].0);
     assert!(!home.join(format!("runs/{}.json", runs[2].0)).exists());
     assert!(std::fs::symlink_metadata(home.join(format!("journals/{}.jsonl", runs[2].0))).is_err());
-    assert!(std::fs::symlink_metadata(home.join(format!("journals/{}.jsonl", runs[3].0))).is_ok());
+    assert_eq!(page(&[])["total"], 4);
     let _ = std::fs::remove_dir_all(&base);
 }
 

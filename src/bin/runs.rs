@@ -1,4 +1,4 @@
-//! `runs list|show|task|register|reap|rm|prune|watch`: the run views of
+//! `runs list|show|task|register|reindex|reap|rm|prune|watch`: the run views of
 //! `runwire-serve`'s `GET /runs…` routes (a table on a terminal, else JSON
 //! lines), the registry's write side, removal, and the change feed
 //! (`GET /runs/events`). All logic is in `runwire::runs`. `runs doctor`:
@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand};
 use runwire::cli::{self, Exit};
-use runwire::runs::list::Query;
+use runwire::runs::list::{self, Query};
 use runwire::runs::registry::{NewRun, Registry};
 use runwire::runs::view::{self, ViewError};
 use runwire::runs::{self, human, remove};
@@ -52,7 +52,12 @@ enum Cmd {
         /// The table also shows chat runs (kind chat: what runwire-serve's POST /agui records, chat turns and the demo), with a KIND column.
         #[arg(long)]
         all: bool,
+        /// Read every run's files, not the run index ($HARNESS_HOME/index/runs.log), and leave the index as it is.
+        #[arg(long)]
+        from_files: bool,
     },
+    /// Rebuild the run index ($HARNESS_HOME/index/runs.log) from every registered run's files; prints {"runs": N, "index": PATH}.
+    Reindex,
     /// Remove runs from the registry (pointer, journal link, and the run's files when they are runwire-serve's own under $HARNESS_HOME/serve); never a live run.
     Rm {
         /// Run ids, id prefixes or slugs.
@@ -321,16 +326,21 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         json: false,
         table: false,
         all: false,
+        from_files: false,
     });
     let result = match cmd {
-        Cmd::List { limit, cursor, status, repo, page, json, table, all } => {
+        Cmd::List { limit, cursor, status, repo, page, json, table, all, from_files } => {
             let as_table = table || (!json && !page && std::io::stdout().is_terminal());
             match Query::parse(limit.as_deref(), cursor.as_deref(), status.as_deref(), repo.as_deref()) {
                 Err(m) => Err(ViewError::Bad(m)),
                 Ok(q) => {
-                    // The same listing as GET /runs, through the same persisted index.
-                    let cache = view::ListCache::default();
-                    let p = cache.page(&reg, &q);
+                    // The same listing as GET /runs, through the same run index.
+                    let o_ = if from_files {
+                        list::Options { use_index: false, repair: false, ..Default::default() }
+                    } else {
+                        list::Options::default()
+                    };
+                    let p = list::page_with(&reg, &q, o_);
                     let written = if page {
                         // In pieces: a whole listing is megabytes, not copied into one.
                         let mut tail = String::new();
@@ -348,13 +358,15 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                             Ok(())
                         })
                     };
-                    let written = written.and_then(|_| Ok(o.flush()?));
-                    if let Some(h) = cache.save_index(&reg) {
-                        let _ = h.join();
-                    }
-                    Ok(written)
+                    Ok(written.and_then(|_| Ok(o.flush()?)))
                 }
             }
+        }
+        Cmd::Reindex => {
+            let home = reg.home().to_path_buf();
+            let n = runs::index::reindex(&home)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", runs::index::path(&home).display()))?;
+            Ok(line(&mut o, &serde_json::json!({"runs": n, "index": runs::index::path(&home)})))
         }
         Cmd::Reap { dry_run } => {
             let removed = reg.reap(dry_run).map_err(|e| anyhow::anyhow!("{}: {e}", reg.dir.display()))?;

@@ -343,9 +343,15 @@ fn check_record(f: &Fields) -> Result<(), String> {
 /// interleave within a line). Every journal writer (the
 /// supervisor, `runwire-serve`, `runs`, the session layer) goes through
 /// here.
+///
+/// Then the run index of `$HARNESS_HOME` gets the journal's new row
+/// ([`super::index::note_journal`]); a crash between the two leaves a row
+/// whose stamp no longer matches, and listings read the run's files.
 pub fn append(path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
     let line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
-    append_line(path, &line)
+    append_line(path, &line)?;
+    super::index::note_journal(path);
+    Ok(())
 }
 
 /// Appends `line` and a newline to a JSON-lines file in one `write`. When
@@ -524,9 +530,7 @@ impl Journal {
 }
 
 /// What the views need of a folded journal: each task's last state, the
-/// open input requests and the last run event. [`Journal`] keeps whole
-/// records besides; [`Brief`] only this, borrowed from the journal's bytes,
-/// for listings that fold thousands.
+/// open input requests and the last run event.
 pub trait Fold {
     /// Records that parsed.
     fn records(&self) -> usize;
@@ -578,194 +582,6 @@ impl Fold for Journal {
 
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
         self.tasks.keys().chain(self.open.iter().map(|o| &o.task)).for_each(|t| f(t));
-    }
-}
-
-/// A journal folded as [`Journal::parse`] folds it, keeping only what
-/// [`Fold`] answers, borrowed from the bytes: no allocation per record.
-#[derive(Debug, Default, PartialEq)]
-pub struct Brief<'a> {
-    /// Each task's last state and its detail, by task id once parsed.
-    tasks: Vec<BriefTask<'a>>,
-    /// Open requests: (task, request id), in the order asked.
-    open: Vec<(Cow<'a, str>, Cow<'a, str>)>,
-    last_run: Option<&'static str>,
-    last_run_detail: Option<Cow<'a, str>>,
-    pub records: usize,
-    pub skipped: usize,
-}
-
-/// A task in a [`Brief`]: its id, last state and that record's detail.
-type BriefTask<'a> = (Cow<'a, str>, &'static str, Option<Cow<'a, str>>);
-
-/// The fields of one record a [`Brief`] folds, checked.
-struct Entry<'a> {
-    task: Option<Cow<'a, str>>,
-    state: Option<&'static str>,
-    run: Option<&'static str>,
-    /// `requested` or `answered`.
-    input: Option<&'static str>,
-    request: Option<Cow<'a, str>>,
-    detail: Option<Cow<'a, str>>,
-}
-
-/// `s` as the `'static` member of `list` it equals.
-fn interned(list: &[&'static str], s: Option<&str>) -> Option<&'static str> {
-    s.and_then(|s| list.iter().copied().find(|k| *k == s))
-}
-
-impl<'a> Entry<'a> {
-    /// One line, through [`super::flat`] when it is plain JSON, else serde;
-    /// `None` when it is not a valid record (exactly as [`Journal::parse`]).
-    fn parse(line: &'a [u8]) -> Option<Entry<'a>> {
-        match Entry::fast(line) {
-            Some(e) => e,
-            None => {
-                let r = serde_json::from_slice::<RecordRef>(line).ok()?;
-                r.validate().ok()?;
-                let cow = |s: Option<Str<'a>>| s.map(|s| s.0);
-                Some(Entry {
-                    state: interned(&TASK_STATES, opt(&r.state)),
-                    run: interned(&RUN_EVENTS, opt(&r.run)),
-                    input: interned(&INPUT_EVENTS, opt(&r.input)),
-                    task: cow(r.task),
-                    request: cow(r.request),
-                    detail: cow(r.detail),
-                })
-            }
-        }
-    }
-
-    /// `Some(None)`: a plain line that is not a valid record; `None`: not
-    /// plain, for serde to read.
-    fn fast(line: &'a [u8]) -> Option<Option<Entry<'a>>> {
-        const KEYS: [&str; 15] = [
-            "v",
-            "ts",
-            "actor",
-            "task",
-            "state",
-            "run",
-            "rc",
-            "detail",
-            "input",
-            "request",
-            "kind",
-            "tool",
-            "expires_at",
-            "decision",
-            "by",
-        ];
-        let mut vals: [Option<&'a str>; 15] = [None; 15];
-        let mut seen = super::flat::Seen::default();
-        let mut c = super::flat::Cur::new(line);
-        c.object(|c, key| {
-            let k = KEYS.iter().position(|k| *k == key)?;
-            seen.mark(k)?;
-            match k {
-                // Required strings: `null` is not one.
-                0..=2 => vals[k] = Some(c.str()?),
-                6 => drop(c.opt_int()?),
-                _ => vals[k] = c.opt_str()?,
-            }
-            Some(())
-        })?;
-        c.end()?;
-        if !(seen.has(0) && seen.has(1) && seen.has(2)) {
-            return None;
-        }
-        let f = Fields {
-            v: vals[0].unwrap_or_default(),
-            task: vals[3],
-            state: vals[4],
-            run: vals[5],
-            input: vals[8],
-            request: vals[9],
-            kind: vals[10],
-            decision: vals[13],
-        };
-        if check_record(&f).is_err() {
-            return Some(None);
-        }
-        Some(Some(Entry {
-            task: f.task.map(Cow::Borrowed),
-            state: interned(&TASK_STATES, f.state),
-            run: interned(&RUN_EVENTS, f.run),
-            input: interned(&INPUT_EVENTS, f.input),
-            request: f.request.map(Cow::Borrowed),
-            detail: vals[7].map(Cow::Borrowed),
-        }))
-    }
-}
-
-impl<'a> Brief<'a> {
-    /// Folds journal bytes as [`Journal::parse`] does; never fails.
-    pub fn parse(bytes: &'a [u8]) -> Brief<'a> {
-        let mut b = Brief::default();
-        // Lines found with memchr: the byte-at-a-time split was the hottest
-        // loop of a listing's own code (`perf annotate`).
-        let mut from = 0;
-        let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
-        for line in ends.map(|end| std::mem::replace(&mut from, end + 1)..end).map(|r| &bytes[r]) {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let Some(e) = Entry::parse(line) else {
-                b.skipped += 1;
-                continue;
-            };
-            b.records += 1;
-            match (e.task, e.input) {
-                (Some(t), Some(input)) => {
-                    let id = e.request.unwrap_or_default();
-                    b.open.retain(|(ot, oid)| !(*ot == t && *oid == id));
-                    if input == "requested" {
-                        b.open.push((t, id));
-                    }
-                }
-                (Some(t), None) => {
-                    let state = e.state.unwrap_or_default();
-                    match b.tasks.iter_mut().find(|(k, _, _)| *k == t) {
-                        Some(slot) => (slot.1, slot.2) = (state, e.detail),
-                        None => b.tasks.push((t, state, e.detail)),
-                    }
-                }
-                (None, _) => (b.last_run, b.last_run_detail) = (e.run, e.detail),
-            }
-        }
-        b.tasks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        b
-    }
-}
-
-impl Fold for Brief<'_> {
-    fn records(&self) -> usize {
-        self.records
-    }
-
-    fn state(&self, task: &str) -> Option<&str> {
-        self.tasks.binary_search_by(|(k, _, _)| (**k).cmp(task)).ok().map(|i| self.tasks[i].1)
-    }
-
-    fn has_open(&self, task: &str) -> bool {
-        self.open.iter().any(|(t, _)| t == task)
-    }
-
-    fn last_run(&self) -> Option<&str> {
-        self.last_run
-    }
-
-    fn detail(&self, task: &str) -> Option<&str> {
-        let i = self.tasks.binary_search_by(|(k, _, _)| (**k).cmp(task)).ok()?;
-        self.tasks[i].2.as_deref()
-    }
-
-    fn last_run_detail(&self) -> Option<&str> {
-        self.last_run_detail.as_deref()
-    }
-
-    fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
-        self.tasks.iter().map(|(t, _, _)| t).chain(self.open.iter().map(|(t, _)| t)).for_each(|t| f(t));
     }
 }
 
@@ -843,12 +659,13 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn the_brief_fold_answers_as_the_full_one(lines in proptest::collection::vec(line(), 0..12)) {
+        fn pushing_generated_lines_folds_as_parsing_them(lines in proptest::collection::vec(line(), 0..12)) {
             let text = lines.join("\n");
             let full = Journal::parse(text.as_bytes());
-            let brief = Brief::parse(text.as_bytes());
-            proptest::prop_assert_eq!(answers(&full), answers(&brief));
-            proptest::prop_assert_eq!((full.records, full.skipped), (brief.records, brief.skipped));
+            let mut pushed = Journal::default();
+            lines.iter().for_each(|l| pushed.push(l.as_bytes()));
+            proptest::prop_assert_eq!(answers(&full), answers(&pushed));
+            proptest::prop_assert_eq!((full.records, full.skipped), (pushed.records, pushed.skipped));
         }
     }
 

@@ -7,8 +7,8 @@
 //! `GET /runs…` routes answer, computed by the same functions.
 
 pub mod feed;
-pub mod flat;
 pub mod human;
+pub mod index;
 pub mod journal;
 pub mod list;
 pub mod liveness;

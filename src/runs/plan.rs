@@ -4,7 +4,6 @@
 //! Waves may be given; otherwise they are computed from the dependencies
 //! (a task's wave is one more than its deepest dependency's).
 
-use super::flat::{Cur, Seen};
 use super::FastHash;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -37,55 +36,6 @@ pub struct Task<S = String> {
     pub review: Option<S>,
 }
 
-impl<S> Task<S> {
-    /// One task object for [`Plan::parse_flat`].
-    fn parse_flat<'a>(c: &mut Cur<'a>) -> Option<Task<S>>
-    where
-        S: From<&'a str>,
-    {
-        let (mut id, mut adapter, mut prompt) = (None, None, None);
-        let (mut deps, mut gate, mut review, mut seen) = (Vec::new(), None, None, Seen::default());
-        c.object(|c, key| {
-            match key {
-                "id" => {
-                    seen.mark(0)?;
-                    id = Some(c.str()?);
-                }
-                "adapter" => {
-                    seen.mark(1)?;
-                    adapter = Some(c.str()?);
-                }
-                "prompt" => {
-                    seen.mark(2)?;
-                    prompt = Some(c.str()?);
-                }
-                "deps" => {
-                    seen.mark(3)?;
-                    deps = strings(c)?;
-                }
-                "gate" => {
-                    seen.mark(4)?;
-                    gate = c.opt_str()?.map(S::from);
-                }
-                "review" => {
-                    seen.mark(5)?;
-                    review = c.opt_str()?.map(S::from);
-                }
-                _ => return None,
-            }
-            Some(())
-        })?;
-        Some(Task { id: id?.into(), adapter: adapter?.into(), prompt: prompt?.into(), deps, gate, review })
-    }
-}
-
-/// An array of strings (not `null`).
-fn strings<'a, S: From<&'a str>>(c: &mut Cur<'a>) -> Option<Vec<S>> {
-    let mut v = Vec::new();
-    c.array(|c| c.str().map(|s| v.push(s.into())))?;
-    Some(v)
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan<S = String> {
     pub v: S,
@@ -100,60 +50,9 @@ impl Plan {
     /// adapters, dependencies that exist and form no cycle, waves (when
     /// given) that name every task once and respect the dependencies.
     pub fn parse(bytes: &[u8]) -> Result<Plan, String> {
-        // Listings read a plan per run: the common plain text skips serde.
-        // An error (rare) always comes from the serde path, as before.
-        if let Some(p) = Plan::parse_flat(bytes) {
-            if p.validate().is_ok() {
-                return Ok(p);
-            }
-        }
-        Plan::parse_serde(bytes)
-    }
-
-    fn parse_serde(bytes: &[u8]) -> Result<Plan, String> {
         let p: Plan = serde_json::from_slice(bytes).map_err(|e| format!("not a plan: {e}"))?;
         p.validate()?;
         Ok(p)
-    }
-}
-
-impl<S> Plan<S> {
-    /// The plan in `bytes` when it is in [`super::flat`]'s subset and serde would
-    /// read it to this very value; `None` (try serde) otherwise: an unknown
-    /// or repeated key (serde ignores or refuses them), a missing field, or
-    /// `"deps": null` (serde's `default` covers only an absent key).
-    fn parse_flat<'a>(bytes: &'a [u8]) -> Option<Plan<S>>
-    where
-        S: From<&'a str>,
-    {
-        let mut c = Cur::new(bytes);
-        let (mut v, mut tasks, mut waves, mut seen) = (None, None, None, Seen::default());
-        c.object(|c, key| {
-            match key {
-                "v" => {
-                    seen.mark(0)?;
-                    v = Some(S::from(c.str()?));
-                }
-                "tasks" => {
-                    seen.mark(1)?;
-                    let mut ts = Vec::new();
-                    c.array(|c| Task::parse_flat(c).map(|t| ts.push(t)))?;
-                    tasks = Some(ts);
-                }
-                "waves" => {
-                    seen.mark(2)?;
-                    if !c.null()? {
-                        let mut ws = Vec::new();
-                        c.array(|c| strings(c).map(|w| ws.push(w)))?;
-                        waves = Some(ws);
-                    }
-                }
-                _ => return None,
-            }
-            Some(())
-        })?;
-        c.end()?;
-        Some(Plan { v: v?, tasks: tasks?, waves })
     }
 }
 
@@ -324,24 +223,6 @@ impl<S: AsRef<str>> Plan<S> {
     }
 }
 
-/// A checked plan borrowed from its text, with each task's wave (found
-/// while checking it: a listing reads a plan a run).
-pub struct Plain<'a> {
-    pub plan: Plan<&'a str>,
-    waves: Vec<Option<usize>>,
-}
-
-impl<'a> Plan<&'a str> {
-    /// The plan in `bytes`, its text borrowed, when it is plain (see
-    /// [`super::flat`]) and valid; `None`: [`Plan::parse`] decides.
-    pub fn parse_plain(bytes: &'a [u8]) -> Option<Plain<'a>> {
-        let plan = Plan::parse_flat(bytes)?;
-        let depth = plan.checked_depth().ok()?;
-        let waves = plan.wave_indices_with(Some(depth));
-        Some(Plain { plan, waves })
-    }
-}
-
 /// What the views read of a plan, whatever holds its text.
 pub trait View {
     fn task_count(&self) -> usize;
@@ -370,28 +251,8 @@ impl<S: AsRef<str>> View for Plan<S> {
     }
 }
 
-/// The plan's own answers, but for the waves it keeps.
-impl View for Plain<'_> {
-    fn task_count(&self) -> usize {
-        View::task_count(&self.plan)
-    }
-
-    fn task_id(&self, i: usize) -> &str {
-        View::task_id(&self.plan, i)
-    }
-
-    fn task_adapter(&self, i: usize) -> &str {
-        View::task_adapter(&self.plan, i)
-    }
-
-    fn wave_indices(&self) -> std::borrow::Cow<'_, [Option<usize>]> {
-        self.waves.as_slice().into()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::gen::*;
     use super::*;
     use proptest::prelude::*;
     use proptest::sample::Index;
@@ -453,45 +314,6 @@ mod tests {
             {"id":"b","adapter":"claude","prompt":"x","deps":["a"]}],"waves":[["a","b"]]}"#;
         assert!(Plan::parse(given.as_bytes()).unwrap_err().contains("no later"));
     }
-    fn id() -> impl Strategy<Value = J> {
-        str_j(prop_oneof![6 => prop::sample::select(vec!["a", "b", "c", "d"]).prop_map(String::from), 1 => text()])
-    }
-
-    /// Plan texts, many valid, the rest bent every way serde and the fast
-    /// path could read differently.
-    fn plan_text() -> impl Strategy<Value = J> {
-        let adapter = str_j(prop_oneof![
-            6 => prop::sample::select(vec!["claude", "codex", "cursor"]).prop_map(String::from),
-            1 => text(),
-        ]);
-        let ids = || prop::collection::vec(id(), 0..3).prop_map(J::Arr);
-        let task = (
-            field(id()),
-            field(adapter),
-            field(str_j(text())),
-            opt_field(ids()),
-            opt_field(str_j(text())),
-            opt_field(str_j(text())),
-            tweak(),
-        )
-            .prop_map(|(id, adapter, prompt, deps, gate, review, t)| {
-                let fields = [
-                    ("id", id),
-                    ("adapter", adapter),
-                    ("prompt", prompt),
-                    ("deps", deps),
-                    ("gate", gate),
-                    ("review", review),
-                ];
-                obj(fields.into(), t)
-            });
-        let v = str_j(prop_oneof![8 => Just(VERSION.to_string()), 1 => text()]);
-        let tasks = prop::collection::vec(task, 0..4).prop_map(J::Arr);
-        let waves = prop::collection::vec(ids(), 0..4).prop_map(J::Arr);
-        (field(v), field(tasks), prop_oneof![3 => Just(None), 1 => opt_field(waves)], tweak())
-            .prop_map(|(v, tasks, waves, t)| obj(vec![("v", v), ("tasks", tasks), ("waves", waves)], t))
-    }
-
     /// Plan values: mostly valid, sometimes with a repeated or bad id, an
     /// unknown adapter or dependency, a cycle, given waves right or wrong;
     /// up to 40 tasks, so both id lookups (scan and map) are used.
@@ -543,60 +365,6 @@ mod tests {
     }
 
     proptest! {
-        // Many cases: most texts are bent, and each takes a few microseconds.
-        #![proptest_config(ProptestConfig::with_cases(1024))]
-
-        #[test]
-        fn the_fast_path_answers_as_serde(j in plan_text(), layout in 0..4u8, m in mangle()) {
-            let b = apply(render(&j, layout), m);
-            if let Some(p) = Plan::parse_flat(&b) {
-                prop_assert_eq!(serde_json::from_slice::<Plan>(&b).ok(), Some(p));
-            }
-            prop_assert_eq!(Plan::parse(&b), Plan::parse_serde(&b));
-            // The borrowed plan, when there is one, is the owned one, and says the same to the views.
-            if let Some(p) = Plan::parse_plain(&b) {
-                let owned = Plan::parse_serde(&b);
-                prop_assert!(owned.is_ok());
-                let owned = owned.unwrap();
-                let text = |p: &dyn View| {
-                    let tasks: Vec<(String, String)> =
-                        (0..p.task_count()).map(|i| (p.task_id(i).to_string(), p.task_adapter(i).to_string())).collect();
-                    (tasks, p.wave_indices().into_owned())
-                };
-                prop_assert_eq!(text(&p.plan), text(&owned));
-                prop_assert_eq!(text(&p), text(&owned));
-                prop_assert_eq!(p.plan.tasks.iter().map(|t| t.prompt).collect::<Vec<_>>(), owned.tasks.iter().map(|t| t.prompt.as_str()).collect::<Vec<_>>());
-            }
-        }
-
-    }
-
-    proptest! {
-        // Each case tries a few hundred texts.
-        #![proptest_config(ProptestConfig::with_cases(96))]
-
-        #[test]
-        fn one_bend_away_the_fast_path_still_answers_as_serde(j in plan_text(), layout in 0..4u8) {
-            for j in bends(&j) {
-                let b = render(&j, layout).into_bytes();
-                if let Some(p) = Plan::parse_flat(&b) {
-                    prop_assert_eq!(serde_json::from_slice::<Plan>(&b).ok(), Some(p));
-                }
-                prop_assert_eq!(Plan::parse(&b), Plan::parse_serde(&b));
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn plans_written_by_serde_take_the_fast_path(p in plan_value(), prompt in "[a-z0-9 ./é😀-]{0,10}", gate in proptest::option::of("[a-z é]{0,4}")) {
-            let mut p = p;
-            p.tasks.iter_mut().for_each(|t| (t.prompt, t.gate) = (prompt.clone(), gate.clone()));
-            for b in [serde_json::to_vec(&p).unwrap(), serde_json::to_vec_pretty(&p).unwrap()] {
-                prop_assert_eq!(Plan::parse_flat(&b), Some(p.clone()));
-            }
-        }
-
         #[test]
         fn checks_and_waves_are_as_before(p in plan_value()) {
             prop_assert_eq!(p.validate(), old_validate(&p));
@@ -605,12 +373,11 @@ mod tests {
         }
     }
 
-    /// The property tests above compare something: many generated texts
-    /// are valid plans and take the fast path.
+    /// The property test above compares something: many generated plan
+    /// values are valid.
     #[test]
-    fn generated_plans_often_take_the_fast_path() {
+    fn generated_plans_are_often_valid() {
         let mut runner = proptest::test_runner::TestRunner::deterministic();
-        assert_often_fast(&mut runner, plan_text(), |b| Plan::<String>::parse_flat(b).map(|p| p.validate().is_ok()));
         let values = plan_value();
         let valid = (0..500).filter(|_| values.new_tree(&mut runner).unwrap().current().validate().is_ok()).count();
         assert!(valid > 100, "of 500 plan values, {valid} valid");
@@ -698,279 +465,5 @@ mod tests {
                 Err(_) => vec![None; p.tasks.len()],
             },
         }
-    }
-}
-
-/// Test-only: JSON texts for the property tests that compare a fast path
-/// with serde (here and in `registry`): objects whose fields may be missing,
-/// of another type, repeated, unknown or reordered, strings now and then
-/// escaped where they need not be, several layouts, torn or mangled bytes.
-#[cfg(test)]
-pub(crate) mod gen {
-    use proptest::prelude::*;
-    use proptest::sample::Index;
-
-    #[derive(Debug, Clone)]
-    pub enum J {
-        /// A string; `true`: every ASCII character written as `\uXXXX`.
-        Str(String, bool),
-        /// Written as is: `null`, numbers, booleans.
-        Raw(&'static str),
-        Arr(Vec<J>),
-        Obj(Vec<(J, J)>),
-    }
-
-    /// Strings plain, unicode, or with quotes, backslashes and control characters.
-    pub fn text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            8 => "[a-z0-9._/-]{0,10}",
-            2 => "\\PC{0,6}",
-            1 => "[a\"\\\\\\x00\\x1f\\t\\n\\x7f é😀]{0,6}",
-            1 => any::<String>(),
-        ]
-    }
-
-    /// A string value from `s`, now and then escaped.
-    pub fn str_j(s: impl Strategy<Value = String>) -> impl Strategy<Value = J> {
-        (s, prop::bool::weighted(0.03)).prop_map(|(s, esc)| J::Str(s, esc))
-    }
-
-    /// A value of some other type than expected.
-    pub fn odd() -> impl Strategy<Value = J> {
-        prop_oneof![
-            prop::sample::select(vec![
-                "null",
-                "0",
-                "-1",
-                "1.5",
-                "1e3",
-                "true",
-                "false",
-                "[]",
-                "{}",
-                "[null]",
-                "{\"a\":1}"
-            ])
-            .prop_map(J::Raw),
-            Just(J::Arr(vec![J::Str("a".into(), false)])),
-            Just(J::Str("x".into(), false)),
-        ]
-    }
-
-    /// A required field: mostly `v`, now and then missing or odd.
-    pub fn field(v: impl Strategy<Value = J>) -> impl Strategy<Value = Option<J>> {
-        prop_oneof![36 => v.prop_map(Some), 1 => Just(None), 2 => odd().prop_map(Some)]
-    }
-
-    /// An optional field: often missing, `null` or `v`, now and then odd.
-    pub fn opt_field(v: impl Strategy<Value = J>) -> impl Strategy<Value = Option<J>> {
-        prop_oneof![4 => Just(None), 2 => Just(Some(J::Raw("null"))), 6 => v.prop_map(Some), 1 => odd().prop_map(Some)]
-    }
-
-    /// How an object is bent: an unknown key, a repeated key, an escaped
-    /// key, the order of its keys.
-    #[derive(Debug, Clone)]
-    pub struct Tweak {
-        unknown: bool,
-        repeat: Option<Index>,
-        escape: Option<Index>,
-        shuffle: Option<u64>,
-    }
-
-    pub fn tweak() -> impl Strategy<Value = Tweak> {
-        let some = |p| prop::option::weighted(p, any::<Index>());
-        (prop::bool::weighted(0.05), some(0.05), some(0.05), prop::option::weighted(0.5, any::<u64>()))
-            .prop_map(|(unknown, repeat, escape, shuffle)| Tweak { unknown, repeat, escape, shuffle })
-    }
-
-    /// An object of the present fields, bent by `t`.
-    pub fn obj(fields: Vec<(&str, Option<J>)>, t: Tweak) -> J {
-        let mut kv: Vec<(J, J)> =
-            fields.into_iter().filter_map(|(k, v)| Some((J::Str(k.to_string(), false), v?))).collect();
-        if t.unknown {
-            kv.push((J::Str("extra".into(), false), J::Raw("1")));
-        }
-        if let (Some(i), false) = (t.repeat, kv.is_empty()) {
-            kv.push(kv[i.index(kv.len())].clone());
-        }
-        if let (Some(i), false) = (t.escape, kv.is_empty()) {
-            let n = kv.len();
-            if let J::Str(_, esc) = &mut kv[i.index(n)].0 {
-                *esc = true;
-            }
-        }
-        if let Some(mut seed) = t.shuffle {
-            for i in (1..kv.len()).rev() {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                kv.swap(i, (seed >> 33) as usize % (i + 1));
-            }
-        }
-        J::Obj(kv)
-    }
-
-    /// `j` as JSON text in one of four layouts.
-    pub fn render(j: &J, layout: u8) -> String {
-        let mut o = String::new();
-        if layout >= 2 {
-            o.push_str(" \n");
-        }
-        go(j, layout, 0, &mut o);
-        if layout >= 2 {
-            o.push_str("\r\n\t");
-        }
-        o
-    }
-
-    fn gap(layout: u8, depth: usize, o: &mut String) {
-        match layout {
-            0 => {}
-            1 => {
-                o.push('\n');
-                o.push_str(&"  ".repeat(depth));
-            }
-            2 => o.push(' '),
-            _ => o.push_str("\t\r\n "),
-        }
-    }
-
-    fn go(j: &J, layout: u8, depth: usize, o: &mut String) {
-        match j {
-            J::Raw(r) => o.push_str(r),
-            J::Str(s, false) => o.push_str(&serde_json::to_string(s).unwrap()),
-            J::Str(s, true) => {
-                o.push('"');
-                for c in s.chars() {
-                    if c.is_ascii() {
-                        o.push_str(&format!("\\u{:04x}", c as u32));
-                    } else {
-                        o.push(c);
-                    }
-                }
-                o.push('"');
-            }
-            J::Arr(v) => {
-                o.push('[');
-                for (i, x) in v.iter().enumerate() {
-                    if i > 0 {
-                        o.push(',');
-                    }
-                    gap(layout, depth + 1, o);
-                    go(x, layout, depth + 1, o);
-                }
-                if !v.is_empty() {
-                    gap(layout, depth, o);
-                }
-                o.push(']');
-            }
-            J::Obj(v) => {
-                o.push('{');
-                for (i, (k, x)) in v.iter().enumerate() {
-                    if i > 0 {
-                        o.push(',');
-                    }
-                    gap(layout, depth + 1, o);
-                    go(k, layout, depth + 1, o);
-                    o.push_str(if layout == 0 { ":" } else { ": " });
-                    go(x, layout, depth + 1, o);
-                }
-                if !v.is_empty() {
-                    gap(layout, depth, o);
-                }
-                o.push('}');
-            }
-        }
-    }
-
-    /// Every value one bend away from `j`: in each object, each field
-    /// dropped, repeated, its key escaped, its value of another type, an
-    /// unknown key added; each string escaped; each array emptied or given
-    /// a `null`. Applied to a valid text, this tries each way out of the
-    /// fast path's subset one at a time.
-    pub fn bends(j: &J) -> Vec<J> {
-        let odd = [
-            J::Raw("null"),
-            J::Raw("1"),
-            J::Raw("1.5"),
-            J::Raw("true"),
-            J::Arr(vec![]),
-            J::Obj(vec![]),
-            J::Str("x".into(), false),
-        ];
-        let mut out = Vec::new();
-        match j {
-            J::Raw(_) => {}
-            J::Str(s, _) => out.push(J::Str(s.clone(), true)),
-            J::Arr(v) => {
-                out.push(J::Arr(vec![]));
-                out.push(J::Arr(v.iter().cloned().chain([J::Raw("null")]).collect()));
-                for (i, x) in v.iter().enumerate() {
-                    for b in bends(x) {
-                        let mut w = v.clone();
-                        w[i] = b;
-                        out.push(J::Arr(w));
-                    }
-                }
-            }
-            J::Obj(kv) => {
-                out.push(J::Obj(kv.iter().cloned().chain([(J::Str("extra".into(), false), J::Raw("1"))]).collect()));
-                for (i, (k, v)) in kv.iter().enumerate() {
-                    let mut w = kv.clone();
-                    w.remove(i);
-                    out.push(J::Obj(w));
-                    out.push(J::Obj(kv.iter().cloned().chain([(k.clone(), v.clone())]).collect()));
-                    let with = |v: J| {
-                        let mut w = kv.clone();
-                        w[i].1 = v;
-                        J::Obj(w)
-                    };
-                    out.extend(odd.iter().cloned().chain(bends(v)).map(with));
-                    if let J::Str(k, _) = k {
-                        let mut w = kv.clone();
-                        w[i].0 = J::Str(k.clone(), true);
-                        out.push(J::Obj(w));
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// Now and then torn (cut short) or with one byte replaced.
-    pub fn mangle() -> impl Strategy<Value = (Option<Index>, Option<(Index, u8)>)> {
-        let byte = prop_oneof![prop::sample::select(b"\"\\,:{}[]n0 \x00\x1f\x80\xffa".to_vec()), any::<u8>(),];
-        (prop::option::weighted(0.1, any::<Index>()), prop::option::weighted(0.1, (any::<Index>(), byte)))
-    }
-
-    pub fn apply(text: String, (cut, flip): (Option<Index>, Option<(Index, u8)>)) -> Vec<u8> {
-        let mut b = text.into_bytes();
-        if let Some(i) = cut {
-            b.truncate(i.index(b.len() + 1));
-        }
-        if let (Some((i, c)), false) = (flip, b.is_empty()) {
-            let n = b.len();
-            b[i.index(n)] = c;
-        }
-        b
-    }
-
-    /// Checks that the property tests compare something: of 2,000 texts
-    /// from `text`, rendered and mangled, `read` takes many (`Some`) on its
-    /// fast path, and many of those are valid (`Some(true)`).
-    pub fn assert_often_fast(
-        runner: &mut proptest::test_runner::TestRunner,
-        text: impl Strategy<Value = J>,
-        read: impl Fn(&[u8]) -> Option<bool>,
-    ) {
-        use proptest::strategy::ValueTree;
-        let s = (text, 0..4u8, mangle());
-        let (mut fast, mut valid) = (0, 0);
-        for _ in 0..2000 {
-            let (j, layout, m) = s.new_tree(runner).unwrap().current();
-            if let Some(ok) = read(&apply(render(&j, layout), m)) {
-                fast += 1;
-                valid += usize::from(ok);
-            }
-        }
-        assert!(fast > 200 && valid > 100, "of 2000: {fast} on the fast path, {valid} valid");
     }
 }

@@ -14,7 +14,6 @@
 //! `runstateDir`, and for the runs a listing shows, a link that is not the
 //! journal (another inode) is not used.
 
-use super::flat::{Cur, Seen};
 use super::safe::Unreadable;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -34,8 +33,7 @@ pub struct Pointer {
     pub created: String,
 }
 
-/// A pointer's fields, borrowed: from a [`Pointer`], a [`Packed`] one, or
-/// the text of a pointer file. Serializes as a [`Pointer`] does.
+/// A pointer's fields, borrowed. Serializes as a [`Pointer`] does.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Fields<'a> {
@@ -78,70 +76,6 @@ impl Fields<'_> {
             worktree: self.worktree.to_owned(),
             runstate_dir: self.runstate_dir.to_owned(),
             created: self.created.to_owned(),
-        }
-    }
-
-    fn all(&self) -> [&str; 9] {
-        let f = self;
-        [
-            f.run_id,
-            f.slug,
-            f.repo_root,
-            f.project,
-            f.repo,
-            f.branch.unwrap_or(""),
-            f.worktree,
-            f.runstate_dir,
-            f.created,
-        ]
-    }
-}
-
-/// A pointer in one allocation (its fields end to end), cheap to clone: a
-/// listing keeps one per run, and nine strings a run were a tenth of its
-/// own time (allocating, then freeing them with the cache).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Packed {
-    text: std::sync::Arc<str>,
-    /// Where each field of [`Fields::all`] ends in `text`.
-    ends: [u32; 9],
-    has_branch: bool,
-}
-
-impl Packed {
-    pub fn of(f: Fields) -> Packed {
-        thread_local! {
-            // Built here, then copied once into its own allocation.
-            static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-        }
-        TEXT.with_borrow_mut(|text| {
-            text.clear();
-            let mut ends = [0u32; 9];
-            for (end, s) in ends.iter_mut().zip(f.all()) {
-                text.push_str(s);
-                // Fields come from a pointer file (at most 64 KiB) or a line of the
-                // listing's index (at most 256 MiB): offsets fit.
-                *end = text.len() as u32;
-            }
-            Packed { text: text.as_str().into(), ends, has_branch: f.branch.is_some() }
-        })
-    }
-
-    pub fn fields(&self) -> Fields<'_> {
-        let field = |i: usize| {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-            &self.text[start..self.ends[i] as usize]
-        };
-        Fields {
-            run_id: field(0),
-            slug: field(1),
-            repo_root: field(2),
-            project: field(3),
-            repo: field(4),
-            branch: self.has_branch.then(|| field(5)),
-            worktree: field(6),
-            runstate_dir: field(7),
-            created: field(8),
         }
     }
 }
@@ -229,66 +163,10 @@ pub fn parse_pointer(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
     read_pointer(bytes, run_id, |f| f.to_pointer())
 }
 
-/// [`parse_pointer`], packed.
-pub fn parse_packed(bytes: &[u8], run_id: &str) -> Result<Packed, String> {
-    read_pointer(bytes, run_id, Packed::of)
-}
-
 fn read_pointer<T>(bytes: &[u8], run_id: &str, make: impl Fn(Fields) -> T) -> Result<T, String> {
-    // A listing reads a pointer per run: the common plain text skips serde.
-    // An error (rare) always comes from the serde path, as before.
-    if let Some(f) = parse_pointer_flat(bytes) {
-        if check_pointer(f, run_id).is_ok() {
-            return Ok(make(f));
-        }
-    }
-    parse_pointer_serde(bytes, run_id).map(|p| make(p.fields()))
-}
-
-fn parse_pointer_serde(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
     let p: Pointer = serde_json::from_slice(bytes).map_err(|e| format!("not a registry pointer: {e}"))?;
     check_pointer(p.fields(), run_id)?;
-    Ok(p)
-}
-
-/// The pointer in `bytes` when it is in [`super::flat`]'s subset and serde
-/// would read it to this very value; `None` (try serde) otherwise: an
-/// unknown or repeated key, a missing field.
-fn parse_pointer_flat(bytes: &[u8]) -> Option<Fields<'_>> {
-    let mut v: [Option<&str>; 9] = [None; 9];
-    let mut seen = Seen::default();
-    let mut c = Cur::new(bytes);
-    c.object(|c, key| {
-        let k = match key {
-            "runId" => 0,
-            "slug" => 1,
-            "repoRoot" => 2,
-            "project" => 3,
-            "repo" => 4,
-            "branch" => 5,
-            "worktree" => 6,
-            "runstateDir" => 7,
-            "created" => 8,
-            _ => return None,
-        };
-        seen.mark(k)?;
-        // Only `branch` is optional: `null` there is `None`, as absent.
-        v[k] = if k == 5 { c.opt_str()? } else { Some(c.str()?) };
-        Some(())
-    })?;
-    c.end()?;
-    let [run_id, slug, repo_root, project, repo, branch, worktree, runstate_dir, created] = v;
-    Some(Fields {
-        run_id: run_id?,
-        slug: slug?,
-        repo_root: repo_root?,
-        project: project?,
-        repo: repo?,
-        branch,
-        worktree: worktree?,
-        runstate_dir: runstate_dir?,
-        created: created?,
-    })
+    Ok(make(p.fields()))
 }
 
 /// The journal link's file name: `<run_id>.jsonl`.
@@ -364,7 +242,9 @@ impl Registry {
         self.link(p)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
-        super::write_atomic(&self.path(&p.run_id), &bytes)
+        super::write_atomic(&self.path(&p.run_id), &bytes)?;
+        super::index::note_run(self, p);
+        Ok(())
     }
 
     /// One pointer, read safely and checked. The id must already have
@@ -386,16 +266,15 @@ impl Registry {
     /// Calls `f` with each run id that has a pointer file in the registry
     /// directory `dir`, in directory order, as the directory is read.
     pub fn scan(dir: &Path, mut f: impl FnMut(&str)) {
-        use std::os::fd::AsFd;
-        let Ok(d) = super::safe::open_dir(dir) else { return };
-        super::safe::each_name(d.as_fd(), |name| {
-            let Some(id) = name.strip_suffix(b".json") else { return };
-            if let Ok(id) = std::str::from_utf8(id) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
                 if super::valid_id(id) {
                     f(id);
                 }
             }
-        });
+        }
     }
 
     /// `$HARNESS_HOME`: where the registry directory is.
@@ -432,104 +311,7 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
-    use super::super::plan::gen::*;
     use super::*;
-    use proptest::prelude::*;
-
-    const ID: &str = "005af3d9e5ad--s0";
-
-    /// Pointer texts, many valid for [`ID`], the rest bent every way serde
-    /// and the fast path could read differently.
-    fn pointer_text() -> impl Strategy<Value = J> {
-        let s = || str_j(text());
-        let run_id = str_j(prop_oneof![6 => Just(ID.to_string()), 1 => text()]);
-        let slug = str_j(prop_oneof![6 => Just("s0".to_string()), 1 => text()]);
-        let dir = str_j(prop_oneof![6 => Just("/r/runstate".to_string()), 1 => "/?[a-z\\x00]{0,4}", 1 => text()]);
-        let fields =
-            (field(run_id), field(slug), field(s()), field(s()), field(s()), opt_field(s()), field(s()), field(dir));
-        (fields, field(s()), tweak()).prop_map(
-            |((run_id, slug, repo_root, project, repo, branch, worktree, runstate_dir), created, t)| {
-                let fields = [
-                    ("runId", run_id),
-                    ("slug", slug),
-                    ("repoRoot", repo_root),
-                    ("project", project),
-                    ("repo", repo),
-                    ("branch", branch),
-                    ("worktree", worktree),
-                    ("runstateDir", runstate_dir),
-                    ("created", created),
-                ];
-                obj(fields.into(), t)
-            },
-        )
-    }
-
-    fn same_as_serde(b: &[u8]) -> Result<(), TestCaseError> {
-        if let Some(f) = parse_pointer_flat(b) {
-            prop_assert_eq!(serde_json::from_slice::<Pointer>(b).ok(), Some(f.to_pointer()));
-        }
-        let p = parse_pointer(b, ID);
-        prop_assert_eq!(&p, &parse_pointer_serde(b, ID));
-        // Packed, the very same fields.
-        prop_assert_eq!(parse_packed(b, ID).map(|k| k.fields().to_pointer()), p);
-        Ok(())
-    }
-
-    proptest! {
-        // Many cases: most texts are bent, and each takes a few microseconds.
-        #![proptest_config(ProptestConfig::with_cases(1024))]
-
-        #[test]
-        fn the_fast_path_answers_as_serde(j in pointer_text(), layout in 0..4u8, m in mangle()) {
-            same_as_serde(&apply(render(&j, layout), m))?;
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(96))]
-
-        #[test]
-        fn one_bend_away_the_fast_path_still_answers_as_serde(j in pointer_text(), layout in 0..4u8) {
-            for j in bends(&j) {
-                same_as_serde(render(&j, layout).as_bytes())?;
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn pointers_written_by_register_take_the_fast_path(
-            s in proptest::collection::vec("[a-zA-Z0-9 ./:é😀-]{0,12}", 8),
-            branch in proptest::option::of("[a-z/é-]{0,8}"),
-        ) {
-            let p = Pointer {
-                run_id: s[0].clone(),
-                slug: s[1].clone(),
-                repo_root: s[2].clone(),
-                project: s[3].clone(),
-                repo: s[4].clone(),
-                branch,
-                worktree: s[5].clone(),
-                runstate_dir: s[6].clone(),
-                created: s[7].clone(),
-            };
-            for b in [serde_json::to_vec_pretty(&p).unwrap(), serde_json::to_vec(&p).unwrap()] {
-                prop_assert_eq!(parse_pointer_flat(&b), Some(p.fields()));
-                // Packed keeps every field apart, `None` and `Some("")` too.
-                let packed = Packed::of(p.fields());
-                prop_assert_eq!(packed.fields(), p.fields());
-            }
-        }
-    }
-
-    /// The property tests above compare something: many generated texts
-    /// are valid pointers and take the fast path.
-    #[test]
-    fn generated_pointers_often_take_the_fast_path() {
-        let mut runner = proptest::test_runner::TestRunner::deterministic();
-        assert_often_fast(&mut runner, pointer_text(), |b| parse_pointer_flat(b).map(|f| check_pointer(f, ID).is_ok()));
-    }
 
     #[test]
     fn run_ids_separate_worktrees() {

@@ -2,6 +2,7 @@
 //! `GET /runs/:runId` and `GET /runs/:runId/tasks/:tid` answer. One function
 //! per view, used by both, so the two can never disagree.
 
+use super::index::Stamp;
 use super::journal::{is_terminal, waits, Fold, Journal};
 use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
@@ -53,6 +54,8 @@ pub struct Loaded {
     pub problem: Option<Problem>,
     /// The runstate directory, opened (`None` when it could not be).
     pub dir: Option<OwnedFd>,
+    /// The journal's stamp as it was opened (`None`: absent or refused).
+    pub journal_stamp: Option<Stamp>,
 }
 
 /// Reads `name` in the run's directory whole, with a bound. `Ok(None)`
@@ -83,6 +86,7 @@ pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
         plan: None,
         problem: None,
         dir: None,
+        journal_stamp: None,
     };
     let dir = match safe::open_dir(&l.files.dir) {
         Ok(d) => d,
@@ -98,15 +102,22 @@ pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
     };
     let mut journal = Vec::new();
     let slug = l.pointer.slug.clone();
-    match read_opt(dir.as_fd(), &format!("{slug}.jsonl"), safe::MAX_JOURNAL, &mut journal) {
-        Ok(Some(n)) => {
+    let name = format!("{slug}.jsonl");
+    let read = safe::open_beneath(dir.as_fd(), Path::new(&name)).and_then(|(mut f, st)| {
+        l.journal_stamp = Some(Stamp::of(&st));
+        safe::read_capped(&mut f, &st, &mut journal, safe::MAX_JOURNAL, &name)
+    });
+    match read {
+        Ok(n) => {
             journal.truncate(n);
             l.journal = Journal::parse(&journal);
         }
-        Ok(None) => journal.clear(),
         Err(e) => {
             journal.clear();
-            l.problem = Some(Problem::Unreadable(e.to_string()))
+            l.journal_stamp = None;
+            if !e.absent {
+                l.problem = Some(Problem::Unreadable(e.to_string()))
+            }
         }
     }
     let mut buf = Vec::new();
@@ -144,10 +155,9 @@ pub fn unreadable_pointer(run_id: &str, why: String) -> Loaded {
         plan: None,
         problem: Some(Problem::Unreadable(why)),
         dir: None,
+        journal_stamp: None,
     }
 }
-
-pub use super::list::ListCache;
 
 /// A summary as written, keys sorted.
 #[derive(serde::Serialize)]
@@ -173,61 +183,12 @@ struct SummaryOut<'a> {
     worktree: Option<&'a str>,
 }
 
-/// Tasks by state, in the order of the states (serialized as a map). A
-/// listing counts the states of every run's tasks, and a run has few: up to
-/// [`Counts::FEW`] distinct states are counted on the stack, more in a map.
-#[derive(Default)]
-struct Counts<'a> {
-    /// Sorted by state; `few[..n]` used.
-    few: [(&'a str, u64); Counts::FEW],
-    n: usize,
-    /// Every state once there are more than [`Counts::FEW`] (then `n` is 0).
-    more: BTreeMap<&'a str, u64>,
-}
-
-impl<'a> Counts<'a> {
-    const FEW: usize = 8;
-
-    fn add(&mut self, state: &'a str) {
-        self.add_n(state, 1);
-    }
-
-    fn add_n(&mut self, state: &'a str, k: u64) {
-        if !self.more.is_empty() {
-            *self.more.entry(state).or_default() += k;
-            return;
-        }
-        match self.few[..self.n].binary_search_by(|(s, _)| s.cmp(&state)) {
-            Ok(i) => self.few[i].1 += k,
-            Err(i) if self.n < Self::FEW => {
-                self.few.copy_within(i..self.n, i + 1);
-                self.few[i] = (state, k);
-                self.n += 1;
-            }
-            Err(_) => {
-                self.more.extend(self.few[..self.n].iter().copied());
-                self.n = 0;
-                self.more.insert(state, k);
-            }
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (&'a str, u64)> + '_ {
-        self.few[..self.n].iter().copied().chain(self.more.iter().map(|(s, n)| (*s, *n)))
-    }
-}
-
-impl<'a> FromIterator<(&'a str, u64)> for Counts<'a> {
-    fn from_iter<I: IntoIterator<Item = (&'a str, u64)>>(it: I) -> Counts<'a> {
-        let mut c = Counts::default();
-        it.into_iter().for_each(|(s, k)| c.add_n(s, k));
-        c
-    }
-}
+/// Tasks by state, sorted by state, serialized as a map.
+struct Counts<'a>(&'a [(String, u64)]);
 
 impl serde::Serialize for Counts<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.iter())
+        s.collect_map(self.0.iter().map(|(k, n)| (k, n)))
     }
 }
 
@@ -240,7 +201,7 @@ struct Tokens {
 /// `s` as a JSON string, escaped as serde_json escapes it (plain text is
 /// copied; anything to escape goes through serde_json itself).
 fn write_str(out: &mut Vec<u8>, s: &str) {
-    if super::flat::stop_at(s.as_bytes(), 0).is_none() {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
         out.push(b'"');
@@ -286,13 +247,13 @@ impl SummaryOut<'_> {
         out.extend_from_slice(b",\"costUsd\":");
         let _ = serde_json::to_writer(&mut *out, &self.cost_usd);
         out.extend_from_slice(b",\"counts\":{");
-        for (i, (k, n)) in self.counts.iter().enumerate() {
+        for (i, (k, n)) in self.counts.0.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
             write_str(out, k);
             out.push(b':');
-            write_u64(out, n);
+            write_u64(out, *n);
         }
         out.extend_from_slice(b"},\"needsInput\":");
         write_u64(out, self.needs_input);
@@ -409,8 +370,7 @@ struct TaskView<'a> {
     adapter: Option<Adapter>,
 }
 
-/// What a run's summary is made of: a [`Loaded`]'s parts, or a listing's
-/// (which folds the journal into a [`super::journal::Brief`]).
+/// What a run's summary is made of: a [`Loaded`]'s parts.
 pub struct Parts<'a> {
     pub pointer: Fields<'a>,
     /// False when the pointer itself could not be read: only `run_id` is real.
@@ -506,56 +466,30 @@ impl<'a> Parts<'a> {
             .map(|i| i + 1)
     }
 
-    /// The status [`Parts::summary`] gives, without the summary:
-    /// `probe(task)` only says whether the task's log is refused (the
-    /// summary's totals read it whole), for the tasks it would total.
-    pub fn status_with(&self, mut probe: impl FnMut(&str) -> Result<(), Unreadable>) -> &'static str {
-        let tasks = self.tasks();
-        let mut problem = self.problem.cloned();
-        if problem.is_none() {
-            // As in the summary: the first refused log makes the run `unreadable`.
-            for t in tasks.iter().filter(|t| t.adapter.is_some()) {
-                if let Err(e) = probe(t.id) {
-                    problem = Some(Problem::Unreadable(e.to_string()));
-                    break;
-                }
-            }
-        }
-        self.status_of(&tasks, problem.as_ref())
-    }
-
     /// The summary (`GET /runs` item, `runs list` line) as JSON text, and
     /// its status; `totals(task, adapter)` gives what the task's log
     /// (`<slug>.<task>.log`) adds up to (`Ok(None)`: no log; `Err`: the log
-    /// is refused, and the run is `unreadable` with that reason). Written
-    /// straight to text (no `Value` tree): listings build thousands of these.
+    /// is refused, and the run is `unreadable` with that reason).
     pub fn summary(
         &self,
         activity_ms: Option<i64>,
         totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
     ) -> (String, &'static str) {
-        // Sized for a typical summary: no regrowth on the way.
+        let d = self.digest(totals);
         let mut out = Vec::with_capacity(640);
-        let status = self.summary_into(&mut out, activity_ms, totals);
-        (String::from_utf8(out).unwrap_or_default(), status)
+        write_summary(&mut out, self.pointer, self.pointer_ok, &d, activity_ms);
+        (String::from_utf8(out).unwrap_or_default(), d.status)
     }
 
-    /// [`Parts::summary`] appended to `out` (a listing reuses one buffer
-    /// for all its runs); its status.
-    pub fn summary_into(
-        &self,
-        out: &mut Vec<u8>,
-        activity_ms: Option<i64>,
-        mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>,
-    ) -> &'static str {
-        let p = self.pointer;
-        let mut counts = Counts::default();
+    /// What the summary says beyond the pointer (see [`Digest`]).
+    pub fn digest(&self, mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>) -> Digest {
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
         let tasks = self.tasks();
         let mut problem = self.problem.cloned();
         let mut needs_input = 0;
         for t in &tasks {
-            counts.add(t.state.unwrap_or("pending"));
+            *counts.entry(t.state.unwrap_or("pending")).or_default() += 1;
             needs_input += u64::from(t.needs_input);
             if problem.is_some() {
                 continue;
@@ -578,40 +512,114 @@ impl<'a> Parts<'a> {
                 }
             }
         }
-        let tokens =
-            (tin.is_some() || tout.is_some()).then(|| Tokens { input: tin.unwrap_or(0), output: tout.unwrap_or(0) });
-        let ok = self.pointer_ok;
-        fn known(ok: bool, s: &str) -> Option<&str> {
-            ok.then_some(s)
-        }
-        // Keys in the order a serde_json map sorts them, as `show` prints its `run`.
         let status = self.status_of(&tasks, problem.as_ref());
-        // A failed run says why: only failed runs pay for the text.
-        let failure = if problem.is_none() && status == "failed" { self.failure(&tasks) } else { None };
-        let s = SummaryOut {
-            activity_ms,
-            branch: p.branch,
-            cost_usd: cost,
-            counts,
-            needs_input,
-            project: known(ok, p.project),
-            reason: match &problem {
-                Some(Problem::Unreadable(r)) => Some(r),
-                Some(Problem::Missing) => Some("its runstate directory is gone (`runs reap` removes the pointer)"),
-                None => failure.as_deref(),
-            },
-            repo: known(ok, p.repo),
-            repo_root: known(ok, p.repo_root),
-            run_id: p.run_id,
-            slug: known(ok, p.slug),
-            status,
-            tokens,
-            wave: self.wave_of(&tasks),
-            worktree: known(ok, p.worktree),
+        let reason = match &problem {
+            Some(Problem::Unreadable(r)) => Some(r.clone()),
+            Some(Problem::Missing) => Some(MISSING_REASON.to_string()),
+            // A failed run says why: only failed runs pay for the text.
+            None if status == "failed" => self.failure(&tasks),
+            None => None,
         };
-        s.write(out);
-        status
+        Digest {
+            status,
+            counts: counts.into_iter().map(|(k, n)| (k.to_string(), n)).collect(),
+            needs_input,
+            cost_usd: cost,
+            tokens: (tin.is_some() || tout.is_some()).then(|| (tin.unwrap_or(0), tout.unwrap_or(0))),
+            wave: self.wave_of(&tasks),
+            reason,
+            problem: problem.is_some(),
+        }
     }
+}
+
+/// Why a `missing` run is listed.
+const MISSING_REASON: &str = "its runstate directory is gone (`runs reap` removes the pointer)";
+
+/// What a run's summary says beyond its pointer, computed from its journal,
+/// plan and task logs: what the run index keeps for each journal
+/// (`runs::index`), and with the pointer all a listing shows of a run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Digest {
+    /// One of [`STATUSES`].
+    pub status: &'static str,
+    /// Tasks by state, sorted by state.
+    pub counts: Vec<(String, u64)>,
+    pub needs_input: u64,
+    pub cost_usd: Option<f64>,
+    /// Input and output tokens.
+    pub tokens: Option<(u64, u64)>,
+    pub wave: Option<usize>,
+    pub reason: Option<String>,
+    /// The run's files could not all be read (`missing`, `unreadable`):
+    /// never kept in the index.
+    pub problem: bool,
+}
+
+/// A run's summary (`GET /runs` item, `runs list` line) from its pointer
+/// and its digest, appended to `out`, keys sorted (as a serde_json map
+/// sorts them; a test holds the two equal). `pointer_ok`: false when the
+/// pointer could not be read (only its run id is real).
+pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest, activity_ms: Option<i64>) {
+    fn known(ok: bool, s: &str) -> Option<&str> {
+        ok.then_some(s)
+    }
+    let ok = pointer_ok;
+    SummaryOut {
+        activity_ms,
+        branch: p.branch,
+        cost_usd: d.cost_usd,
+        counts: Counts(&d.counts),
+        needs_input: d.needs_input,
+        project: known(ok, p.project),
+        reason: d.reason.as_deref(),
+        repo: known(ok, p.repo),
+        repo_root: known(ok, p.repo_root),
+        run_id: p.run_id,
+        slug: known(ok, p.slug),
+        status: d.status,
+        tokens: d.tokens.map(|(input, output)| Tokens { input, output }),
+        wave: d.wave,
+        worktree: known(ok, p.worktree),
+    }
+    .write(out);
+}
+
+/// Keys where a summary is cut into [`summary_pieces`].
+const CUTS: [&str; 6] =
+    [",\"costUsd\":", ",\"project\":", ",\"reason\":", ",\"repo\":", ",\"status\":", ",\"worktree\":"];
+
+/// A summary (with no `activityMs`) cut before the keys of `CUTS`: seven
+/// pieces, the even ones made of the pointer only (`{"branch":…`,
+/// `,"project":…`, `,"repo":…,"repoRoot":…,"runId":…,"slug":…`,
+/// `,"worktree":…}`), the odd ones of the digest only (`,"costUsd":…,"counts":…,"needsInput":…`,
+/// `,"reason":…`, `,"status":…,"tokens":…,"wave":…`): the run index keeps each
+/// half with its row, and a listing joins them with [`join_summary`]. A key
+/// is found at its first unquoted place: inside a JSON string a `"` is
+/// always escaped.
+pub fn summary_pieces(p: Fields, pointer_ok: bool, d: &Digest) -> [String; 7] {
+    let mut out = Vec::with_capacity(640);
+    write_summary(&mut out, p, pointer_ok, d, None);
+    let text = String::from_utf8(out).unwrap_or_default();
+    let mut pieces: [String; 7] = Default::default();
+    let mut from = 0;
+    for (i, key) in CUTS.iter().enumerate() {
+        let at = text[from..].find(key).map_or(text.len(), |k| from + k);
+        pieces[i] = text[from..at].to_string();
+        from = at;
+    }
+    pieces[6] = text[from..].to_string();
+    pieces
+}
+
+/// A summary from its [`summary_pieces`] (by their order: pointer, digest,
+/// pointer, …) and its activity, appended to `out`.
+pub fn join_summary(out: &mut Vec<u8>, pieces: [&str; 7], activity_ms: i64) {
+    out.extend_from_slice(b"{\"activityMs\":");
+    let _ = serde_json::to_writer(&mut *out, &activity_ms);
+    out.push(b',');
+    out.extend_from_slice(pieces[0].strip_prefix('{').unwrap_or(pieces[0]).as_bytes());
+    pieces[1..].iter().for_each(|p| out.extend_from_slice(p.as_bytes()));
 }
 
 impl Loaded {
@@ -677,6 +685,15 @@ impl Loaded {
     pub fn summary_string(&self, activity_ms: Option<i64>) -> String {
         let dir = self.dir.as_ref().map(|d| d.as_fd());
         self.summary_string_with(activity_ms, |t, a| match dir {
+            Some(d) => log_totals_in(d, Path::new(&format!("{}.{t}.log", self.pointer.slug)), a),
+            None => Ok(None),
+        })
+    }
+
+    /// The run's [`Digest`], cost and tokens from its task logs.
+    pub fn digest(&self) -> Digest {
+        let dir = self.dir.as_ref().map(|d| d.as_fd());
+        self.parts().digest(|t, a| match dir {
             Some(d) => log_totals_in(d, Path::new(&format!("{}.{t}.log", self.pointer.slug)), a),
             None => Ok(None),
         })
@@ -817,20 +834,6 @@ mod tests {
     }
 
     proptest! {
-        /// The stack-or-map count is the map's count, in its order.
-        #[test]
-        fn counts_are_a_sorted_map(states in proptest::collection::vec("[a-l]{0,2}", 0..40)) {
-            let mut c = Counts::default();
-            let mut m: BTreeMap<&str, u64> = BTreeMap::new();
-            for s in &states {
-                c.add(s);
-                *m.entry(s).or_default() += 1;
-            }
-            prop_assert_eq!(c.iter().collect::<Vec<_>>(), m.into_iter().collect::<Vec<_>>());
-        }
-    }
-
-    proptest! {
         #[test]
         fn a_summary_is_written_as_serde_json_writes_it(
             activity in proptest::option::of(any::<i64>()),
@@ -842,11 +845,12 @@ mod tests {
             wave in proptest::option::of(any::<usize>()),
         ) {
             let t = |i: usize| text[i].as_deref();
+            let counts: Vec<(String, u64)> = counts.into_iter().collect();
             let s = SummaryOut {
                 activity_ms: activity,
                 branch: t(0),
                 cost_usd: cost,
-                counts: counts.iter().map(|(k, v)| (k.as_str(), *v)).collect(),
+                counts: Counts(&counts),
                 needs_input: needs,
                 project: t(1),
                 reason: t(2),

@@ -446,8 +446,6 @@ pub struct Shared {
     connections: AtomicUsize,
     /// The change feed's follower, started by the first `GET /runs/events`.
     feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
-    /// `GET /runs` summaries, recomputed per run only when its files change.
-    pub list_cache: crate::runs::view::ListCache,
     /// Interactive mode's live sessions, one per thread.
     pub sessions: interactive::Sessions,
 }
@@ -460,7 +458,6 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             feed: std::sync::Mutex::new(None),
-            list_cache: crate::runs::view::ListCache::default(),
             sessions: interactive::Sessions::default(),
         }
     }

@@ -74,14 +74,10 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
         Ok(q) => q,
         Err(m) => return view_error(stream, cors, ViewError::Bad(m)),
     };
-    // The cache's lock is held only to snapshot and merge, never over the reads.
-    let page = shared.list_cache.page(&reg, &q);
+    // Through the run index, as `runs list`.
+    let page = crate::runs::list::page(&reg, &q);
     let mut tail = String::new();
     let _ = respond_pieces(stream, 200, cors, &page.pieces(&mut tail));
-    // The answer is complete: a client reading to EOF need not wait for the index snapshot.
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    // In the background: the next listing (or a restarted server) checks instead of reading.
-    let _ = shared.list_cache.save_index(&reg);
     Close::Linger
 }
 
