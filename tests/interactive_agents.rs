@@ -256,6 +256,49 @@ fn codex_question_through_agui() {
     s.assert_replay_happy();
 }
 
+/// A permission-profile approval (`item/permissions/requestApproval`) is
+/// an interrupt like a command's; granted for the session, codex is sent
+/// the profile it asked for with `scope: "session"` (the stand-in checks
+/// the line).
+#[test]
+fn codex_permission_profile_granted_through_agui() {
+    let name = "synthetic.codex-permissions";
+    let s = Server::start("codex-permissions", "codex", name);
+    let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
+    let ints = interrupts(&ev);
+    let i = &ints[0];
+    assert_eq!(
+        (i["reason"].as_str(), i["metadata"]["runwire"]["tool"].as_str()),
+        (Some("tool_call"), Some("permissions"))
+    );
+    assert_eq!(i["responseSchema"]["properties"]["scope"]["enum"], json!(["once", "session"]), "{i}");
+    assert!(i["message"].as_str().unwrap().contains("outside the workspace"), "{i}");
+    let ev2 = agui(s.port, resume("t", "r2", &i["id"], json!({"approved": true, "scope": "session"})));
+    finished_ok(&ev2);
+    let j = s.journal();
+    assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "allow"), "{j:?}");
+    s.assert_replay_happy();
+}
+
+/// An MCP server's form (`mcpServer/elicitation/request`) is a question
+/// per field; the answers go back as the form's typed content (a choice
+/// by its value, a whole number as a number; the stand-in checks the line).
+#[test]
+fn codex_mcp_form_answered_through_agui() {
+    let name = "synthetic.codex-elicitation";
+    let s = Server::start("codex-elicitation", "codex", name);
+    let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
+    let i = interrupts(&ev)[0].clone();
+    assert_eq!(i["reason"], "input_required", "{i}");
+    assert_eq!(i["message"], "deploy asks: Where should the file go?");
+    let answers = &i["responseSchema"]["properties"]["answers"]["properties"];
+    assert_eq!(answers["Place"]["enum"], json!(["Home directory", "Workspace"]), "{i}");
+    let payload = json!({"answers": {"Place": "Home directory", "How many copies?": "1"}});
+    let ev2 = agui(s.port, resume("t", "r2", &i["id"], payload));
+    finished_ok(&ev2);
+    s.assert_replay_happy();
+}
+
 #[test]
 fn the_capabilities_say_codex_takes_no_edited_input() {
     let s = Server::start("caps", "codex", "approval-allow");
