@@ -33,7 +33,7 @@
 //! `expectedTurnId`, `sessionId`, the prompt text, an approval's `decision`
 //! or `outcome`, a tool result's `success` and `answers`, an error's code,
 //! a permission grant's `permissions` and `scope`, an MCP elicitation
-//! answer's `action` and `content`.
+//! answer's `action` and `content`, a `requestUserInput` answer's `answers`.
 //!
 //! Lines that exist only because the recording client (bb) registered its
 //! own things are dropped with what answers them: codex
@@ -208,6 +208,8 @@ impl Replay {
             "/result/scope",
             "/result/action",
             "/result/content",
+            // codex's own questions (`item/tool/requestUserInput`).
+            "/result/answers",
         ] {
             if !same(p) {
                 return Err(format!(

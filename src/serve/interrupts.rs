@@ -688,6 +688,7 @@ mod tests {
             questions: None,
             message: None,
             expires_at: Some("2030-01-01T00:00:00Z".into()),
+            blocking: None,
         }
     }
 
@@ -711,6 +712,7 @@ mod tests {
             }]),
             message: None,
             expires_at: None,
+            blocking: None,
         }
     }
 

@@ -20,9 +20,10 @@
 //!   and `item/fileChange/requestApproval` (tool approvals: `accept`,
 //!   `acceptForSession` when codex offers it, `decline`; `cancel` when the
 //!   session ends), `item/tool/call` for runwire's `AskUserQuestion` (a
-//!   question, answered with the questions and `answers` as text), and
+//!   question, answered with the questions and `answers` as text),
 //!   `item/tool/requestUserInput` (codex's own questions, answered by
-//!   question id), `item/permissions/requestApproval` (a tool approval:
+//!   question id; `isBlocking: false` makes it a request with `blocking:
+//!   false`: codex works on, and the turn's end cancels it), `item/permissions/requestApproval` (a tool approval:
 //!   the profile asked for is granted as asked, for the turn or the
 //!   session; refused, nothing is granted) and `mcpServer/elicitation/request`
 //!   (an MCP server asking: a form is a question per field, answered with
@@ -606,6 +607,7 @@ impl Codex {
                     questions: None,
                     message: s("reason"),
                     expires_at: None,
+                    blocking: None,
                 };
                 (req, Asked::Approval { available })
             }
@@ -626,6 +628,7 @@ impl Codex {
                     questions: Some(questions),
                     message: None,
                     expires_at: None,
+                    blocking: None,
                 };
                 (req, Asked::Tool { arguments })
             }
@@ -664,6 +667,8 @@ impl Codex {
                     questions: Some(questions),
                     message: None,
                     expires_at: None,
+                    // `isBlocking: false`: codex goes on working while it waits.
+                    blocking: (p.get("isBlocking") == Some(&Value::Bool(false))).then_some(false),
                 };
                 (req, Asked::UserInput { ids })
             }
@@ -687,6 +692,7 @@ impl Codex {
                         |r| format!("codex asks for more permissions: {r}"),
                     )),
                     expires_at: None,
+                    blocking: None,
                 };
                 (req, Asked::Permissions { asked })
             }
@@ -729,6 +735,7 @@ impl Codex {
                     questions,
                     message: Some(message),
                     expires_at: None,
+                    blocking: None,
                 };
                 (req, asked)
             }
@@ -1416,6 +1423,31 @@ mod tests {
             r["result"]["answers"],
             json!({"indent": {"answers": ["user_note: two spaces"]}, "eol": {"answers": ["LF"]}})
         );
+    }
+
+    /// `isBlocking: false`: a request marked `blocking: false`; a steer is
+    /// taken while it is open (codex works on), and the turn's end cancels
+    /// it with nothing written to codex.
+    #[test]
+    fn a_non_blocking_question_does_not_hold_the_session_and_ends_with_the_turn() {
+        let (mut s, _) = session();
+        let ask = r#"{"method":"item/tool/requestUserInput","id":9,"params":{"threadId":"th","turnId":"t1","itemId":"i1","isBlocking":false,"questions":[{"id":"q","header":"H","question":"Tabs?","isOther":false,"isSecret":false,"options":[{"label":"yes","description":""},{"label":"no","description":""}]}]}}"#;
+        let st = s.agent_line(ask.as_bytes(), 0);
+        assert_eq!(st.requested[0].blocking, Some(false));
+        let st = s.input(
+            Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, by: None }),
+            1,
+        );
+        assert_eq!(parse(&st.unwrap().to_agent[0])["method"], "turn/steer");
+        let st = s.agent_line(COMPLETED, 2);
+        assert!(st.to_agent.is_empty(), "{:?}", st.to_agent);
+        assert_eq!((st.answered.len(), st.answered[0].decision), (1, Decision::Cancelled));
+        // Blocking (no flag, or `isBlocking: true`): a steer waits for the answer.
+        let (mut s, _) = session();
+        let st = s.agent_line(ask.replace("false,\"questions", "true,\"questions").as_bytes(), 0);
+        assert_eq!(st.requested[0].blocking, None);
+        let steer = Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, by: None });
+        assert!(matches!(s.input(steer, 1), Err(Refused::RequestOpen)));
     }
 
     #[test]
