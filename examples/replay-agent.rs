@@ -31,7 +31,9 @@
 //! request ids may differ: the agent's responses are renumbered to them; its
 //! answers must carry the agent's request id), `threadId`, `turnId`,
 //! `expectedTurnId`, `sessionId`, the prompt text, an approval's `decision`
-//! or `outcome`, a tool result's `success` and `answers`, an error's code.
+//! or `outcome`, a tool result's `success` and `answers`, an error's code,
+//! a permission grant's `permissions` and `scope`, an MCP elicitation
+//! answer's `action` and `content`, a `requestUserInput` answer's `answers`.
 //!
 //! Lines that exist only because the recording client (bb) registered its
 //! own things are dropped with what answers them: codex
@@ -196,7 +198,19 @@ impl Replay {
         }
         // What the person decided, and how runwire said it.
         let same = |p: &str| ours.pointer(p) == theirs.pointer(p);
-        for p in ["/result/decision", "/result/outcome", "/result/success", "/error/code"] {
+        for p in [
+            "/result/decision",
+            "/result/outcome",
+            "/result/success",
+            "/error/code",
+            // A permission grant and an MCP elicitation's answer.
+            "/result/permissions",
+            "/result/scope",
+            "/result/action",
+            "/result/content",
+            // codex's own questions (`item/tool/requestUserInput`).
+            "/result/answers",
+        ] {
             if !same(p) {
                 return Err(format!(
                     "{p}: {:?} where the recorded client sent {:?}",

@@ -266,6 +266,11 @@ pub struct InputRequest {
     /// RFC 3339: when an unanswered request is denied (fail closed).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub expires_at: Option<String>,
+    /// `false`: the agent goes on working while it waits (codex
+    /// `isBlocking: false`); the request is cancelled at the turn's end if
+    /// unanswered. Absent: the agent waits for the answer.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub blocking: Option<bool>,
 }
 
 /// How an [`InputRequest`] was closed.

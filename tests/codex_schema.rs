@@ -281,6 +281,102 @@ fn every_answer_runwire_writes_fits_codexs_schema() {
     assert_valid("JSONRPCError.json", &refusal);
 }
 
+/// The elicitation params schema is serde's flattening: common
+/// `properties` beside a `oneOf` of the modes. The checker takes an object's
+/// named properties as all it may have, so each mode is checked with the
+/// common properties merged in.
+#[track_caller]
+fn assert_elicitation_params(v: &Value) {
+    let root = schema("McpServerElicitationRequestParams.json");
+    let mut why = Vec::new();
+    for alt in root["oneOf"].as_array().unwrap() {
+        let mut merged = alt.clone();
+        for (k, x) in root["properties"].as_object().unwrap() {
+            merged["properties"][k] = x.clone();
+        }
+        let mut req = alt["required"].as_array().cloned().unwrap_or_default();
+        req.extend(root["required"].as_array().cloned().unwrap_or_default());
+        merged["required"] = Value::Array(req);
+        let mut errors = Vec::new();
+        check(&root, &merged, v, "$", &mut errors);
+        if errors.is_empty() {
+            return;
+        }
+        why.extend(errors);
+    }
+    panic!("no elicitation mode fits {v}: {}", why.join("; "));
+}
+
+/// The human asks added for issue 26: a permission-profile approval and
+/// MCP elicitations. The request lines the tests use are codex's shape
+/// (checked against the params schema), and every answer runwire writes
+/// fits the response schema.
+#[test]
+fn permission_and_elicitation_answers_fit_codexs_schema() {
+    let params = |l: &str| parse(l.as_bytes())["params"].clone();
+    let permissions = r#"{"method":"item/permissions/requestApproval","id":6,"params":{"threadId":"th","turnId":"t1","itemId":"p1","cwd":"/w","startedAtMs":1,"reason":"write outside","permissions":{"fileSystem":{"write":["/etc/x"]},"network":{"enabled":true}}}}"#;
+    assert_valid("PermissionsRequestApprovalParams.json", &params(permissions));
+    for a in [
+        json!({"decision": "allow"}),
+        json!({"decision": "allow", "scope": "session"}),
+        json!({"decision": "deny"}),
+        json!({"decision": "cancelled"}),
+        json!({"decision": "expired"}),
+    ] {
+        assert_valid("PermissionsRequestApprovalResponse.json", &answered(permissions, a)["result"]);
+    }
+    let form = r#"{"method":"mcpServer/elicitation/request","id":7,"params":{"threadId":"th","turnId":"t1","serverName":"deploy","mode":"form","message":"Where to?","requestedSchema":{"type":"object","required":["env"],"properties":{"env":{"type":"string","oneOf":[{"const":"prod","title":"Production"},{"const":"staging","title":"Staging"}]},"replicas":{"type":"number","title":"Replicas"},"dry":{"type":"boolean","title":"Dry run"}}}}}"#;
+    let url = r#"{"method":"mcpServer/elicitation/request","id":8,"params":{"threadId":"th","turnId":null,"serverName":"docs","mode":"url","message":"Log in","url":"https://x.test","elicitationId":"e1"}}"#;
+    let empty = r#"{"method":"mcpServer/elicitation/request","id":9,"params":{"threadId":"th","serverName":"s","mode":"form","message":"Go on?","requestedSchema":{"type":"object","properties":{}}}}"#;
+    for l in [form, url, empty] {
+        assert_elicitation_params(&params(l));
+    }
+    let accepted = answered(form, json!({"decision": "answer", "answers": {"Environment": "x", "Production": "y"}}))
+        ["result"]
+        .clone();
+    assert_valid("McpServerElicitationRequestResponse.json", &accepted);
+    let full = answered(
+        form,
+        json!({"decision": "answer", "answers": {"env": "Staging", "Replicas": "2.5", "Dry run": "yes"}}),
+    )["result"]
+        .clone();
+    assert_eq!(full, json!({"action": "accept", "content": {"env": "staging", "replicas": 2.5, "dry": true}}));
+    assert_valid("McpServerElicitationRequestResponse.json", &full);
+    for l in [form, url, empty] {
+        for a in [json!({"decision": "allow"}), json!({"decision": "deny"}), json!({"decision": "cancelled"})] {
+            let a =
+                if l == form && a["decision"] == "allow" { json!({"decision": "answer", "answers": {}}) } else { a };
+            assert_valid("McpServerElicitationRequestResponse.json", &answered(l, a)["result"]);
+        }
+    }
+    // Declined at once: a device verification runwire cannot give.
+    let (mut c, _) = running(CodexOptions::default());
+    let mut w = Vec::new();
+    let verify = r#"{"method":"mcpServer/elicitation/request","id":10,"params":{"threadId":"th","serverName":"bank","mode":"openai/userVerification","title":"t","description":"d","challenge":"c"}}"#;
+    assert_elicitation_params(&params(verify));
+    assert!(c.line(verify.as_bytes(), &mut w).is_empty());
+    assert_eq!(parse(&w[0])["result"], json!({"action": "decline"}));
+    assert_valid("McpServerElicitationRequestResponse.json", &parse(&w[0])["result"]);
+}
+
+/// The machine requests: the time in codex's shape; auth refresh and
+/// attestation refused with a JSON-RPC error.
+#[test]
+fn machine_request_answers_fit_codexs_schema() {
+    let (mut c, _) = running(CodexOptions::default());
+    let mut w = Vec::new();
+    c.line(br#"{"method":"currentTime/read","id":11,"params":{"threadId":"th"}}"#, &mut w);
+    c.line(br#"{"method":"account/chatgptAuthTokens/refresh","id":12,"params":{"reason":"unauthorized"}}"#, &mut w);
+    c.line(br#"{"method":"attestation/generate","id":13,"params":{}}"#, &mut w);
+    assert_eq!(w.len(), 3);
+    assert_valid("CurrentTimeReadResponse.json", &parse(&w[0])["result"]);
+    for l in &w[1..] {
+        let mut e = parse(l);
+        e.as_object_mut().unwrap().remove("jsonrpc");
+        assert_valid("JSONRPCError.json", &e);
+    }
+}
+
 // ---- what codex says: the adapters table -------------------------------------
 
 /// `(kind, name) -> what runwire does` from `spec/adapters.md`'s codex 0.169.0 table.
@@ -356,7 +452,11 @@ fn everything_codex_defines_is_handled_as_the_table_says() {
                 Some(vec!["custom(runwire.notice)"]),
             ),
             ("notification", _) => (json!({"method": name, "params": {}}), None),
-            ("server request", _) => (json!({"method": name, "id": 9, "params": {}}), Some(vec![])),
+            // (An elicitation with no mode nor form would be declined with a notice: a URL one is asked.)
+            ("server request", _) => (
+                json!({"method": name, "id": 9, "params": {"mode": "url", "url": "https://x.test", "message": "m"}}),
+                Some(vec![]),
+            ),
             ("item", c) => {
                 let want = match c {
                     "skipped" | "text" => vec![],

@@ -256,6 +256,103 @@ fn codex_question_through_agui() {
     s.assert_replay_happy();
 }
 
+/// A permission-profile approval (`item/permissions/requestApproval`) is
+/// an interrupt like a command's; granted for the session, codex is sent
+/// the profile it asked for with `scope: "session"` (the stand-in checks
+/// the line).
+#[test]
+fn codex_permission_profile_granted_through_agui() {
+    let name = "synthetic.codex-permissions";
+    let s = Server::start("codex-permissions", "codex", name);
+    let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
+    let ints = interrupts(&ev);
+    let i = &ints[0];
+    assert_eq!(
+        (i["reason"].as_str(), i["metadata"]["runwire"]["tool"].as_str()),
+        (Some("tool_call"), Some("permissions"))
+    );
+    assert_eq!(i["responseSchema"]["properties"]["scope"]["enum"], json!(["once", "session"]), "{i}");
+    assert!(i["message"].as_str().unwrap().contains("outside the workspace"), "{i}");
+    let ev2 = agui(s.port, resume("t", "r2", &i["id"], json!({"approved": true, "scope": "session"})));
+    finished_ok(&ev2);
+    let j = s.journal();
+    assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "allow"), "{j:?}");
+    s.assert_replay_happy();
+}
+
+/// An MCP server's form (`mcpServer/elicitation/request`) is a question
+/// per field; the answers go back as the form's typed content (a choice
+/// by its value, a whole number as a number; the stand-in checks the line).
+#[test]
+fn codex_mcp_form_answered_through_agui() {
+    let name = "synthetic.codex-elicitation";
+    let s = Server::start("codex-elicitation", "codex", name);
+    let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
+    let i = interrupts(&ev)[0].clone();
+    assert_eq!(i["reason"], "input_required", "{i}");
+    assert_eq!(i["message"], "deploy asks: Where should the file go?");
+    let answers = &i["responseSchema"]["properties"]["answers"]["properties"];
+    assert_eq!(answers["Place"]["enum"], json!(["Home directory", "Workspace"]), "{i}");
+    let payload = json!({"answers": {"Place": "Home directory", "How many copies?": "1"}});
+    let ev2 = agui(s.port, resume("t", "r2", &i["id"], payload));
+    finished_ok(&ev2);
+    s.assert_replay_happy();
+}
+
+/// A non-blocking question (codex `isBlocking: false`) is a card in the
+/// stream (`runwire.input_request` with `blocking: false`), not the run's
+/// end: the run streams on while codex works, the task route answers it
+/// (the stand-in checks the answer line), and the run finishes as any turn.
+#[test]
+fn codex_non_blocking_question_answered_through_the_task_route_while_the_run_streams() {
+    let name = "synthetic.codex-nonblocking-question";
+    let s = Server::start("codex-nonblocking", "codex", name);
+    let port = s.port;
+    let prompt = first_prompt(&cell("codex", name));
+    let stream = std::thread::spawn(move || agui(port, run("t", "r1", &prompt)));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let state = || s.replay_state().unwrap_or(Value::Null);
+    let why = || format!("state {}\nserver:\n{}", state(), s.stderr());
+    // Codex worked on past the question: the stand-in now waits for the answer
+    // (runwire's own lines before it are its to write).
+    let mut handled = Vec::new();
+    loop {
+        let (i, st) =
+            support::next_exchange(state, &handled, deadline, why).expect("the stand-in waits for the answer");
+        if st["expect"].pointer("/result/answers").is_some() {
+            break;
+        }
+        handled.push(i);
+    }
+    let (_, runs) = http(port, "GET", "/runs", "");
+    let id = runs["runs"][0]["runId"].as_str().expect("the session's run is listed").to_string();
+    let body = json!({"request": "0", "decision": "answer", "answers": {"Tabs or spaces?": "spaces"}}).to_string();
+    let (status, reply) = http(port, "POST", &format!("/runs/{id}/tasks/agent/answer"), &body);
+    assert_eq!(status, 200, "{reply}\nserver:\n{}", s.stderr());
+    let ev = stream.join().unwrap();
+    finished_ok(&ev);
+    let card = ev.iter().find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.input_request").expect("a card");
+    assert_eq!(card["value"]["blocking"], false, "{card}");
+    assert!(ev.iter().any(|e| e["type"] == "TEXT_MESSAGE_CONTENT"), "the run streamed on");
+    let j = s.journal();
+    assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "answer"), "{j:?}");
+    s.assert_replay_happy();
+}
+
+/// Unanswered, a non-blocking question is cancelled at the turn's end and
+/// the run finishes with it (nothing is written to codex for it).
+#[test]
+fn codex_non_blocking_question_unanswered_is_cancelled_at_the_turns_end() {
+    let name = "synthetic.codex-nonblocking-unanswered";
+    let s = Server::start("codex-nonblocking-un", "codex", name);
+    let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
+    finished_ok(&ev);
+    assert!(ev.iter().any(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.input_request"), "{ev:?}");
+    let j = s.journal();
+    assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "cancelled"), "{j:?}");
+    s.assert_replay_happy();
+}
+
 #[test]
 fn the_capabilities_say_codex_takes_no_edited_input() {
     let s = Server::start("caps", "codex", "approval-allow");

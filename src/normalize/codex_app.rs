@@ -21,6 +21,7 @@
 //! | `warning`, `configWarning`, `guardianWarning`, `deprecationNotice` | `custom` `runwire.notice` (level `warning`) |
 //! | a notification in no list here (a newer codex) | `custom` `runwire.notice` (level `info`): shown, never an error |
 //! | server requests (approvals, `item/tool/call`, …) | skipped: the session answers them and logs a `runwire.request` line |
+//! | `mcpServer/elicitation/request` runwire cannot represent | `custom` `runwire.notice` (level `warning`): why the session declined it |
 //!
 //! Everything else the protocol defines is skipped on purpose and listed in
 //! [`SKIPPED`]. `spec/adapters.md` has the full table, checked against the
@@ -198,6 +199,16 @@ impl CodexApp {
             // A request of a newer codex: the session refused it at once.
             if !SERVER_REQUESTS.contains(&method) {
                 notice(ctx, "info", method, None, None);
+            }
+            // An MCP elicitation runwire cannot put to a person: the session
+            // declined it at once, and the log says why.
+            if method == "mcpServer/elicitation/request" {
+                let p = v.get("params").unwrap_or(&Value::Null);
+                if let Some(why) = crate::session::codex::elicitation_refusal(p) {
+                    let server = p.str_at("serverName").unwrap_or("an MCP server");
+                    let text = format!("declined {server}'s elicitation: {why}");
+                    notice(ctx, "warning", method, Some(p), Some(&text));
+                }
             }
             return;
         }
@@ -570,6 +581,22 @@ mod tests {
             json!({"level": "warning", "method": "deprecationNotice", "message": "full history is deprecated",
                    "params": {"summary": "full history is deprecated", "details": "use excludeTurns"}})
         );
+    }
+
+    /// An elicitation runwire asks a person yields nothing here (the
+    /// session logs it as a request); one it declined at once says why.
+    #[test]
+    fn an_elicitation_runwire_cannot_ask_is_a_warning_saying_why() {
+        let mut n = normalizer();
+        let url = br#"{"method":"mcpServer/elicitation/request","id":3,"params":{"threadId":"th","serverName":"docs","mode":"url","message":"Log in","url":"https://x.test","elicitationId":"e1"}}"#;
+        assert!(n.push(url).is_empty());
+        let verify = br#"{"method":"mcpServer/elicitation/request","id":4,"params":{"threadId":"th","serverName":"bank","mode":"openai/userVerification","title":"t","description":"d","challenge":"c"}}"#;
+        let ev = n.push(verify);
+        let [e] = &ev[..] else { panic!("{ev:?}") };
+        let Data::Custom(c) = &e.data else { panic!("{e:?}") };
+        assert_eq!((c.name.as_str(), c.value["level"].as_str()), ("runwire.notice", Some("warning")));
+        let m = c.value["message"].as_str().unwrap();
+        assert!(m.starts_with("declined bank's elicitation: a device verification"), "{m}");
     }
 
     #[test]

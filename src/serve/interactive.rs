@@ -200,7 +200,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
     run.took_input(&lock(&th.st));
     let (open, plan) = {
         let st = lock(&th.st);
-        let open = st.open();
+        let open = waiting(&st);
         let plan = if input.resume.is_empty() && open.is_empty() {
             None
         } else {
@@ -263,7 +263,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                 return Ok(end);
             }
             let mut st = lock(&th.st);
-            let open = st.open();
+            let open = waiting(&st);
             if !open.is_empty() {
                 // Raised while the earlier turn settled.
                 drop(st);
@@ -501,7 +501,9 @@ fn live(run: &mut Run, th: &Thread, feed: &Feed, evs: Vec<Event>) -> io::Result<
         match &ev.data {
             Data::InputRequest(r) => {
                 raise(run, th, r);
-                asked = true;
+                // A non-blocking request (codex `isBlocking: false`) is a card
+                // in the stream: the agent works on, so the run does too.
+                asked |= r.blocking != Some(false);
             }
             Data::InputAnswer(a) => lock(&th.st).raised.closed(a),
             Data::TurnEnd(_) => run.saw_turn_end = true,
@@ -523,7 +525,7 @@ fn live(run: &mut Run, th: &Thread, feed: &Feed, evs: Vec<Event>) -> io::Result<
             return Ok(true);
         }
     }
-    let open = lock(&th.st).open();
+    let open = waiting(&lock(&th.st));
     if asked && !open.is_empty() {
         end_interrupted(run, th, &open)?;
         return Ok(true);
@@ -558,6 +560,14 @@ fn settle_end(run: &mut Run, th: &Thread, feed: &Feed) -> io::Result<bool> {
     };
     run.emit(e)?;
     Ok(true)
+}
+
+/// The open requests a run waits on, oldest first: all but the
+/// non-blocking ones (codex `isBlocking: false`), which the agent does not
+/// wait on: cards in the stream, answered through the task route while the
+/// run streams and cancelled at the turn's end; never a run's interrupts.
+fn waiting(st: &State) -> Vec<String> {
+    st.open().into_iter().filter(|id| st.raised.get(id).map_or(true, |(r, _)| r.blocking != Some(false))).collect()
 }
 
 /// Records a request of the agent as an interrupt of the thread, bound to

@@ -481,6 +481,16 @@ fn offered(r: &InputRequest, offer: Offer) -> Offered {
                 .collect();
             Offered { scopes, edits: true, deny_message: true, updates: Some(updates) }
         }
+        // A permission profile is granted for the turn (codex's default) or the session.
+        AgentKind::Codex if r.tool.as_deref() == Some(codex::PERMISSIONS_TOOL) => Offered {
+            scopes: vec![
+                (Scope::Once, "grant the permissions asked for this turn only".to_string()),
+                (Scope::Session, "grant them for the rest of this session".to_string()),
+            ],
+            edits: false,
+            deny_message: false,
+            updates: None,
+        },
         AgentKind::Codex => {
             // `availableDecisions` is advisory: accept is always taken.
             let mut scopes = vec![(Scope::Once, "accept: this call only".to_string())];
@@ -678,6 +688,7 @@ mod tests {
             questions: None,
             message: None,
             expires_at: Some("2030-01-01T00:00:00Z".into()),
+            blocking: None,
         }
     }
 
@@ -701,6 +712,7 @@ mod tests {
             }]),
             message: None,
             expires_at: None,
+            blocking: None,
         }
     }
 
@@ -875,6 +887,48 @@ mod tests {
         let p = raised.plan(&[entry(&theirs, "resolved", yes())], &open, "t");
         assert!(matches!(&p, Plan::Refuse(m) if m.contains("not raised on this thread")), "{p:?}");
         assert_eq!(raised.interrupts(&open)[0]["id"], new.as_str());
+    }
+
+    /// What codex raised from `line` (a server request).
+    fn codex_request(line: &str) -> InputRequest {
+        use crate::session::{codex, Agent, Signal};
+        let mut c = codex::Codex::new(codex::CodexOptions::default());
+        let mut w = Vec::new();
+        match c.line(line.as_bytes(), &mut w).pop() {
+            Some(Signal::Request(r)) => r,
+            other => panic!("no request from {line}: {other:?}"),
+        }
+    }
+
+    /// Codex's permission-profile approval offers the turn (once) or the
+    /// session, never `always`; an MCP form is a question per field.
+    #[test]
+    fn codex_permissions_and_mcp_forms_are_offered_as_codex_takes_them() {
+        let codex = Offer { agent: AgentKind::Codex, grant_all: false };
+        let r = codex_request(
+            r#"{"method":"item/permissions/requestApproval","id":5,"params":{"threadId":"th","turnId":"t1","itemId":"p1","cwd":"/w","startedAtMs":1,"permissions":{"network":{"enabled":true}}}}"#,
+        );
+        let i = interrupt_for(&r, "rw-5", Some("p1".into()), codex);
+        assert_eq!(i["reason"], "tool_call");
+        assert_eq!(i["responseSchema"]["properties"]["scope"]["enum"], json!(["once", "session"]));
+        assert!(i["metadata"]["runwire"]["scopes"]["once"].as_str().unwrap().contains("this turn"));
+        assert_eq!(i["metadata"]["runwire"]["input"]["permissions"], json!({"network": {"enabled": true}}));
+        let e = |p: Value| entry("rw-5", "resolved", Some(p));
+        assert!(answer_for(&r, &i, &e(json!({"approved": true, "scope": "always"})), "t").is_err());
+        let a = answer_for(&r, &i, &e(json!({"approved": true, "scope": "session"})), "t").unwrap();
+        assert_eq!(a.scope, Some(Scope::Session));
+
+        let form = codex_request(
+            r#"{"method":"mcpServer/elicitation/request","id":6,"params":{"threadId":"th","serverName":"deploy","mode":"form","message":"Where to?","requestedSchema":{"type":"object","properties":{"env":{"type":"string","enum":["prod","staging"]},"dry":{"type":"boolean","title":"Dry run"}}}}}"#,
+        );
+        let i = interrupt_for(&form, "rw-6", None, codex);
+        assert_eq!(
+            (i["reason"].as_str(), i["message"].as_str()),
+            (Some("input_required"), Some("deploy asks: Where to?"))
+        );
+        let answers = &i["responseSchema"]["properties"]["answers"]["properties"];
+        assert_eq!(answers["env"]["enum"], json!(["prod", "staging"]));
+        assert_eq!(answers["Dry run"]["enum"], json!(["yes", "no"]));
     }
 
     /// The schema offers what the agent can do: codex takes no edits and no

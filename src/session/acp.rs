@@ -287,6 +287,7 @@ impl Acp {
             questions: None,
             message: Some(said.join("\n")).filter(|m| !m.is_empty()).or_else(|| s("title")),
             expires_at: None,
+            blocking: None,
         };
         self.asked.insert(rid, (id.clone(), options));
         Some(Signal::Request(req))

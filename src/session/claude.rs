@@ -385,6 +385,7 @@ fn request_of(request_id: &str, r: &Value) -> InputRequest {
         questions,
         message,
         expires_at: None,
+        blocking: None,
     }
 }
 

@@ -20,13 +20,23 @@
 //!   and `item/fileChange/requestApproval` (tool approvals: `accept`,
 //!   `acceptForSession` when codex offers it, `decline`; `cancel` when the
 //!   session ends), `item/tool/call` for runwire's `AskUserQuestion` (a
-//!   question, answered with the questions and `answers` as text), and
+//!   question, answered with the questions and `answers` as text),
 //!   `item/tool/requestUserInput` (codex's own questions, answered by
-//!   question id);
+//!   question id; `isBlocking: false` makes it a request with `blocking:
+//!   false`: codex works on, and the turn's end cancels it), `item/permissions/requestApproval` (a tool approval:
+//!   the profile asked for is granted as asked, for the turn or the
+//!   session; refused, nothing is granted) and `mcpServer/elicitation/request`
+//!   (an MCP server asking: a form is a question per field, answered with
+//!   the form's content; a URL to visit is an approval; one runwire cannot
+//!   represent, a device verification or a multi-select, is declined at once);
+//! * machine requests are answered at once: `currentTime/read` with the
+//!   host's time, `account/chatgptAuthTokens/refresh` and
+//!   `attestation/generate` with a JSON-RPC error (runwire holds no tokens
+//!   and no attestation: codex keeps its own login, goes on without one);
 //! * `turn/interrupt` stops the running turn (`turn/completed` `interrupted`);
-//! * every other server request (elicitations, auth refresh, permission
-//!   profiles, unknown dynamic tools, …) is refused at once, so codex never
-//!   waits on something nobody will answer.
+//! * every other server request (unknown dynamic tools, v1 approvals, a
+//!   newer codex's) is refused at once, so codex never waits on something
+//!   nobody will answer.
 
 use super::{Agent, AnswerInput, Signal};
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, Scope};
@@ -112,6 +122,32 @@ enum Asked {
     Tool { arguments: Value },
     /// Codex's own `requestUserInput`: question text → question id.
     UserInput { ids: Vec<(String, String)> },
+    /// A permission-profile approval: the profile codex asked for (granted as asked).
+    Permissions { asked: Value },
+    /// An MCP server's form elicitation: one question per field.
+    Form { fields: Vec<Field> },
+    /// An MCP server's elicitation a person accepts or declines (a URL to
+    /// visit, or a form with no fields): `content` is `{}` for a form.
+    Confirm { content: Option<Value> },
+}
+
+/// One field of an MCP form elicitation, as a question.
+#[derive(Debug, Clone)]
+struct Field {
+    name: String,
+    question: String,
+    kind: FieldKind,
+}
+
+#[derive(Debug, Clone)]
+enum FieldKind {
+    Text,
+    Number {
+        integer: bool,
+    },
+    Bool,
+    /// The labels shown and the values sent.
+    Choice(Vec<(String, String)>),
 }
 
 /// The protocol state for one `codex app-server` process.
@@ -187,6 +223,146 @@ fn id_text(id: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// The decisions a permission-profile approval offers: granted for the
+/// turn (codex's default scope) or for the session.
+const PERMISSION_DECISIONS: [&str; 2] = ["accept", "acceptForSession"];
+/// The `tool` of an MCP elicitation's request.
+pub const ELICITATION_TOOL: &str = "mcp_elicitation";
+/// The `tool` of a permission-profile approval's request.
+pub const PERMISSIONS_TOOL: &str = "permissions";
+
+/// How an MCP server's elicitation is put to a person.
+enum Elicit {
+    Form(Vec<Field>),
+    Confirm { content: Option<Value> },
+}
+
+fn text_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str).filter(|s| !s.trim().is_empty())
+}
+
+/// An MCP elicitation (`mcpServer/elicitation/request` params) as runwire
+/// asks it, or why it cannot: a `form` whose fields are text, numbers,
+/// booleans or single choices is a question per field; a `url` (a page to
+/// visit) or a form with no fields is accepted or declined; a multi-select
+/// or unknown field, OpenAI's free-schema forms and a device verification
+/// (`openai/userVerification`, a proof only the person's device gives) are
+/// not representable.
+fn elicitation(p: &Value) -> Result<Elicit, String> {
+    match p.get("mode").and_then(Value::as_str).unwrap_or("form") {
+        "url" if text_of(p, "url").is_some() => Ok(Elicit::Confirm { content: None }),
+        "url" => Err("a URL elicitation without a URL".into()),
+        "form" => {
+            let Some(props) = p.pointer("/requestedSchema/properties").and_then(Value::as_object) else {
+                return Err("a form elicitation without requestedSchema.properties".into());
+            };
+            if props.is_empty() {
+                return Ok(Elicit::Confirm { content: Some(json!({})) });
+            }
+            let mut fields: Vec<Field> = Vec::new();
+            for (name, f) in props {
+                let strings = |k: &str| -> Option<Vec<String>> {
+                    f.get(k)?.as_array()?.iter().map(|x| x.as_str().map(str::to_string)).collect()
+                };
+                let kind = match f.get("type").and_then(Value::as_str).unwrap_or("") {
+                    "string" if f.get("enum").is_some() => {
+                        let values = strings("enum").filter(|v| !v.is_empty());
+                        let Some(values) = values else { return Err(format!("field {name:?} has an empty enum")) };
+                        let labels = strings("enumNames").filter(|l| l.len() == values.len());
+                        FieldKind::Choice(labels.unwrap_or_else(|| values.clone()).into_iter().zip(values).collect())
+                    }
+                    "string" if f.get("oneOf").is_some() => {
+                        let opts: Option<Vec<(String, String)>> = f["oneOf"].as_array().map(|os| {
+                            os.iter()
+                                .filter_map(|o| Some((text_of(o, "title")?.to_string(), text_of(o, "const")?.to_string())))
+                                .collect()
+                        });
+                        match opts.filter(|o| !o.is_empty()) {
+                            Some(o) => FieldKind::Choice(o),
+                            None => return Err(format!("field {name:?} offers no choices")),
+                        }
+                    }
+                    "string" => FieldKind::Text,
+                    "number" => FieldKind::Number { integer: false },
+                    "integer" => FieldKind::Number { integer: true },
+                    "boolean" => FieldKind::Bool,
+                    other => {
+                        return Err(format!(
+                            "field {name:?} is of type {other:?} (a multi-select or a type runwire does not know), which runwire cannot ask"
+                        ))
+                    }
+                };
+                let mut question =
+                    text_of(f, "description").or_else(|| text_of(f, "title")).unwrap_or(name).to_string();
+                if fields.iter().any(|x| x.question == question) {
+                    question = format!("{question} ({name})");
+                }
+                fields.push(Field { name: name.clone(), question, kind });
+            }
+            Ok(Elicit::Form(fields))
+        }
+        "openai/userVerification" => {
+            Err("a device verification (openai/userVerification) needs a proof only the person's own device can give"
+                .into())
+        }
+        m @ ("openai/form" | "openaiForm") => Err(format!("an {m} form has a free schema runwire does not render")),
+        other => Err(format!("elicitation mode {other:?} is unknown to runwire")),
+    }
+}
+
+/// Why runwire declines the MCP elicitation `p` (the params of
+/// `mcpServer/elicitation/request`) at once, or `None` when it asks a person.
+pub fn elicitation_refusal(p: &Value) -> Option<String> {
+    elicitation(p).err()
+}
+
+impl Field {
+    fn as_question(&self) -> Question {
+        let options = match &self.kind {
+            FieldKind::Choice(o) => o.iter().map(|(l, _)| l.as_str()).collect(),
+            FieldKind::Bool => vec!["yes", "no"],
+            FieldKind::Text | FieldKind::Number { .. } => vec![],
+        };
+        Question {
+            question: self.question.clone(),
+            header: Some(self.name.clone()),
+            options: options
+                .into_iter()
+                .map(|l| crate::events::QuestionOption { label: l.to_string(), description: None })
+                .collect(),
+            multi_select: false,
+            free_text: false,
+        }
+    }
+
+    /// The field's value for the answer `t`, or why `t` is none.
+    fn value(&self, t: &str) -> Result<Value, String> {
+        match &self.kind {
+            FieldKind::Text => Ok(json!(t)),
+            FieldKind::Bool => Ok(json!(t == "yes")),
+            FieldKind::Choice(o) => {
+                o.iter().find(|(l, _)| l == t).map(|(_, v)| json!(v)).ok_or_else(|| format!("{t:?} is no choice"))
+            }
+            FieldKind::Number { integer: true } => t
+                .trim()
+                .parse::<i64>()
+                .map(Value::from)
+                .map_err(|_| format!("the answer to {:?} must be a whole number, not {t:?}", self.question)),
+            FieldKind::Number { integer: false } => t
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
+                .ok_or_else(|| format!("the answer to {:?} must be a number, not {t:?}", self.question)),
+        }
+    }
+}
+
+fn now_secs() -> i64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 impl Codex {
@@ -398,8 +574,11 @@ impl Codex {
 
     /// Refuses a server request nobody here will answer.
     fn refuse(id: &Value, method: &str, to_agent: &mut Vec<Vec<u8>>) {
-        to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id,
-            "error": {"code": -32601, "message": format!("runwire-session does not handle {method}")}})));
+        Self::refuse_why(id, &format!("runwire-session does not handle {method}"), to_agent);
+    }
+
+    fn refuse_why(id: &Value, why: &str, to_agent: &mut Vec<Vec<u8>>) {
+        to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": why}})));
     }
 
     fn server_request(&mut self, id: &Value, method: &str, p: &Value, to_agent: &mut Vec<Vec<u8>>) -> Option<Signal> {
@@ -428,6 +607,7 @@ impl Codex {
                     questions: None,
                     message: s("reason"),
                     expires_at: None,
+                    blocking: None,
                 };
                 (req, Asked::Approval { available })
             }
@@ -448,6 +628,7 @@ impl Codex {
                     questions: Some(questions),
                     message: None,
                     expires_at: None,
+                    blocking: None,
                 };
                 (req, Asked::Tool { arguments })
             }
@@ -486,8 +667,98 @@ impl Codex {
                     questions: Some(questions),
                     message: None,
                     expires_at: None,
+                    // `isBlocking: false`: codex goes on working while it waits.
+                    blocking: (p.get("isBlocking") == Some(&Value::Bool(false))).then_some(false),
                 };
                 (req, Asked::UserInput { ids })
+            }
+            "item/permissions/requestApproval" => {
+                let asked = p.get("permissions").filter(|x| x.is_object()).cloned().unwrap_or_else(|| json!({}));
+                let mut input = Map::new();
+                input.insert("permissions".into(), asked.clone());
+                if let Some(c) = p.get("cwd").filter(|x| !x.is_null()) {
+                    input.insert("cwd".into(), c.clone());
+                }
+                let req = InputRequest {
+                    id: rid.clone(),
+                    kind: InputKind::ToolApproval,
+                    tool_call_id: s("itemId"),
+                    tool: Some(PERMISSIONS_TOOL.into()),
+                    input: Some(Value::Object(input)),
+                    suggestions: Some(PERMISSION_DECISIONS.iter().map(|d| json!(d)).collect()),
+                    questions: None,
+                    message: Some(s("reason").map_or_else(
+                        || "codex asks for more permissions".to_string(),
+                        |r| format!("codex asks for more permissions: {r}"),
+                    )),
+                    expires_at: None,
+                    blocking: None,
+                };
+                (req, Asked::Permissions { asked })
+            }
+            "mcpServer/elicitation/request" => {
+                let server = s("serverName").unwrap_or_else(|| "an MCP server".into());
+                let e = match elicitation(p) {
+                    Ok(e) => e,
+                    Err(_) => {
+                        // Declined at once; the log's reader says why (a `runwire.notice`).
+                        to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id, "result": {"action": "decline"}})));
+                        return None;
+                    }
+                };
+                let mut input = p.clone();
+                if let Some(o) = input.as_object_mut() {
+                    o.remove("threadId");
+                    o.remove("turnId");
+                }
+                let said = s("message").unwrap_or_default();
+                let (kind, questions, message, asked) = match e {
+                    Elicit::Form(fields) => {
+                        let qs = fields.iter().map(Field::as_question).collect();
+                        (InputKind::Question, Some(qs), format!("{server} asks: {said}"), Asked::Form { fields })
+                    }
+                    Elicit::Confirm { content } => {
+                        let message = match s("url") {
+                            Some(u) if content.is_none() => format!("{server} asks you to open {u}: {said}"),
+                            _ => format!("{server} asks: {said}"),
+                        };
+                        (InputKind::ToolApproval, None, message, Asked::Confirm { content })
+                    }
+                };
+                let req = InputRequest {
+                    id: rid.clone(),
+                    kind,
+                    tool_call_id: None,
+                    tool: Some(ELICITATION_TOOL.into()),
+                    input: Some(input),
+                    suggestions: None,
+                    questions,
+                    message: Some(message),
+                    expires_at: None,
+                    blocking: None,
+                };
+                (req, asked)
+            }
+            // Machine requests, answered at once.
+            "currentTime/read" => {
+                to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id, "result": {"currentTimeAt": now_secs()}})));
+                return None;
+            }
+            "account/chatgptAuthTokens/refresh" => {
+                Self::refuse_why(
+                    id,
+                    "runwire holds no ChatGPT tokens (it never logs codex in with external tokens): codex keeps its own login",
+                    to_agent,
+                );
+                return None;
+            }
+            "attestation/generate" => {
+                Self::refuse_why(
+                    id,
+                    "runwire cannot attest this client: it has no attestation token to give",
+                    to_agent,
+                );
+                return None;
             }
             other => {
                 Self::refuse(id, other, to_agent);
@@ -521,6 +792,16 @@ pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
                 "for the session"
             };
             return Err(format!("codex did not offer to allow this {what} (it offered {})", Value::Array(available)));
+        }
+    }
+    // An MCP form's numbers must be numbers (the server checks the content).
+    if let (InputKind::Question, Some(ELICITATION_TOOL), Some(given)) = (req.kind, req.tool.as_deref(), &a.answers) {
+        if let Some(Ok(Elicit::Form(fields))) = req.input.as_ref().map(elicitation) {
+            for f in &fields {
+                if let Some(t) = given.get(&f.question).and_then(Value::as_str) {
+                    f.value(t)?;
+                }
+            }
         }
     }
     Ok(())
@@ -694,6 +975,33 @@ impl Agent for Codex {
                 }
                 json!({"answers": answers})
             }
+            // Granted as asked, for the turn or the session; a refusal grants nothing.
+            Asked::Permissions { asked } => match a.decision {
+                Decision::Allow | Decision::Answer => {
+                    let scope = if a.scope == Some(Scope::Session) { "session" } else { "turn" };
+                    json!({"permissions": asked, "scope": scope})
+                }
+                _ => json!({"permissions": {}, "scope": "turn"}),
+            },
+            Asked::Form { fields } => match (a.decision, &a.answers) {
+                (Decision::Answer, Some(given)) => {
+                    let mut content = Map::new();
+                    for f in &fields {
+                        if let Some(v) = given.get(&f.question).and_then(Value::as_str).and_then(|t| f.value(t).ok()) {
+                            content.insert(f.name.clone(), v);
+                        }
+                    }
+                    json!({"action": "accept", "content": content})
+                }
+                (Decision::Cancelled, _) => json!({"action": "cancel"}),
+                _ => json!({"action": "decline"}),
+            },
+            Asked::Confirm { content } => match (a.decision, content) {
+                (Decision::Allow | Decision::Answer, Some(c)) => json!({"action": "accept", "content": c}),
+                (Decision::Allow | Decision::Answer, None) => json!({"action": "accept"}),
+                (Decision::Cancelled, _) => json!({"action": "cancel"}),
+                _ => json!({"action": "decline"}),
+            },
         };
         to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id, "result": result})));
     }
@@ -939,9 +1247,113 @@ mod tests {
         s.agent_line(APPROVAL.as_bytes(), 0);
         let st = s.tick(2000);
         assert_eq!(parse(&st.to_agent[0])["result"]["decision"], "decline");
-        let st = s.agent_line(br#"{"method":"mcpServer/elicitation/request","id":7,"params":{}}"#, 0);
+        let st = s.agent_line(br#"{"method":"something/new","id":7,"params":{}}"#, 0);
         assert!(st.requested.is_empty());
         assert_eq!(parse(&st.to_agent[0])["error"]["code"], -32601);
+    }
+
+    /// The machine requests are answered at once, nobody is asked: the
+    /// time as whole Unix seconds; auth refresh and attestation refused
+    /// with a JSON-RPC error saying why.
+    #[test]
+    fn machine_requests_are_answered_at_once() {
+        let (mut s, _) = session();
+        let before = now_secs();
+        let st = s.agent_line(br#"{"method":"currentTime/read","id":11,"params":{"threadId":"th"}}"#, 0);
+        assert!(st.requested.is_empty());
+        let r = parse(&st.to_agent[0]);
+        assert_eq!(r["id"], 11);
+        let t = r["result"]["currentTimeAt"].as_i64().unwrap();
+        assert!(t >= before && t <= now_secs(), "{r}");
+        for (m, says) in
+            [("account/chatgptAuthTokens/refresh", "no ChatGPT tokens"), ("attestation/generate", "attest")]
+        {
+            let l = json!({"method": m, "id": 12, "params": {"reason": "unauthorized"}}).to_string();
+            let st = s.agent_line(l.as_bytes(), 0);
+            assert!(st.requested.is_empty());
+            let r = parse(&st.to_agent[0]);
+            assert_eq!(r["error"]["code"], -32601, "{m}");
+            assert!(r["error"]["message"].as_str().unwrap().contains(says), "{r}");
+        }
+    }
+
+    fn answer_input(id: &str, v: Value) -> Input {
+        let mut v = v;
+        v["type"] = json!("answer");
+        v["id"] = json!(id);
+        serde_json::from_value(v).unwrap()
+    }
+
+    const PERMISSIONS: &str = r#"{"method":"item/permissions/requestApproval","id":20,"params":{"threadId":"th","turnId":"t1","itemId":"p1","cwd":"/w","startedAtMs":1,"reason":"write outside the workspace","permissions":{"fileSystem":{"write":["/etc/x"]},"network":null}}}"#;
+
+    /// A permission-profile approval is a tool approval: allowed, the
+    /// profile is granted as asked for the turn (or the session); denied,
+    /// nothing is granted; `always` is not codex's to offer here.
+    #[test]
+    fn a_permissions_approval_grants_what_was_asked_or_nothing() {
+        let (mut s, _) = session();
+        let st = s.agent_line(PERMISSIONS.as_bytes(), 0);
+        let r = &st.requested[0];
+        assert_eq!((r.kind, r.tool.as_deref()), (InputKind::ToolApproval, Some(PERMISSIONS_TOOL)));
+        assert!(r.message.as_deref().unwrap().contains("write outside the workspace"));
+        assert!(matches!(
+            s.input(answer_input("20", json!({"decision":"allow","scope":"always"})), 1),
+            Err(Refused::Invalid(_))
+        ));
+        let st = s.input(answer_input("20", json!({"decision":"allow","scope":"session"})), 1).unwrap();
+        assert_eq!(
+            parse(&st.to_agent[0])["result"],
+            json!({"permissions": {"fileSystem":{"write":["/etc/x"]},"network":null}, "scope": "session"})
+        );
+        s.agent_line(PERMISSIONS.replace(r#""id":20"#, r#""id":21"#).as_bytes(), 2);
+        let st = s.input(answer_input("21", json!({"decision":"deny"})), 3).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["result"], json!({"permissions": {}, "scope": "turn"}));
+    }
+
+    const FORM: &str = r#"{"method":"mcpServer/elicitation/request","id":30,"params":{"threadId":"th","turnId":"t1","serverName":"deploy","mode":"form","message":"Where to?","requestedSchema":{"type":"object","required":["env"],"properties":{"env":{"type":"string","title":"Environment","enum":["prod","staging"],"enumNames":["Production","Staging"]},"replicas":{"type":"integer","description":"How many replicas?"},"dry":{"type":"boolean","title":"Dry run"},"note":{"type":"string"}}}}}"#;
+
+    /// An MCP form is one question per field, answered with the form's
+    /// content typed as its schema says (a choice by its value, a yes/no
+    /// as a boolean, a number as a number); a number that is none is refused.
+    #[test]
+    fn an_mcp_form_is_a_question_per_field_answered_with_typed_content() {
+        let (mut s, _) = session();
+        let st = s.agent_line(FORM.as_bytes(), 0);
+        let r = &st.requested[0];
+        assert_eq!((r.kind, r.tool.as_deref()), (InputKind::Question, Some(ELICITATION_TOOL)));
+        assert_eq!(r.message.as_deref(), Some("deploy asks: Where to?"));
+        let qs: Vec<&str> = r.questions.iter().flatten().map(|q| q.question.as_str()).collect();
+        assert_eq!(qs, ["Dry run", "Environment", "note", "How many replicas?"]);
+        let bad = json!({"decision":"answer","answers":{"Environment":"Staging","How many replicas?":"three"}});
+        assert!(matches!(s.input(answer_input("30", bad), 1), Err(Refused::Invalid(m)) if m.contains("whole number")));
+        let good = json!({"decision":"answer","answers":{"Environment":"Staging","How many replicas?":"3","Dry run":"no","note":"after lunch"}});
+        let st = s.input(answer_input("30", good), 1).unwrap();
+        assert_eq!(
+            parse(&st.to_agent[0])["result"],
+            json!({"action":"accept","content":{"env":"staging","replicas":3,"dry":false,"note":"after lunch"}})
+        );
+    }
+
+    /// A URL elicitation is accepted or declined; a cancelled one is
+    /// `cancel`; one runwire cannot represent is declined at once.
+    #[test]
+    fn a_url_elicitation_is_an_approval_and_an_unrepresentable_one_is_declined() {
+        let (mut s, _) = session();
+        let url = r#"{"method":"mcpServer/elicitation/request","id":31,"params":{"threadId":"th","turnId":null,"serverName":"docs","mode":"url","message":"Log in first","url":"https://x.test/login","elicitationId":"e1"}}"#;
+        let st = s.agent_line(url.as_bytes(), 0);
+        let r = &st.requested[0];
+        assert_eq!(r.kind, InputKind::ToolApproval);
+        assert_eq!(r.message.as_deref(), Some("docs asks you to open https://x.test/login: Log in first"));
+        let st = s.input(answer_input("31", json!({"decision":"allow"})), 1).unwrap();
+        assert_eq!(parse(&st.to_agent[0])["result"], json!({"action":"accept"}));
+        s.agent_line(url.replace(r#""id":31"#, r#""id":32"#).as_bytes(), 2);
+        let st = s.agent_line(COMPLETED, 3);
+        assert_eq!(st.answered[0].decision, Decision::Cancelled);
+        let multi = r#"{"method":"mcpServer/elicitation/request","id":33,"params":{"threadId":"th","serverName":"x","mode":"form","message":"m","requestedSchema":{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string","enum":["a","b"]}}}}}}"#;
+        let st = s.agent_line(multi.as_bytes(), 4);
+        assert!(st.requested.is_empty());
+        assert_eq!(parse(&st.to_agent[0]), json!({"jsonrpc":"2.0","id":33,"result":{"action":"decline"}}));
+        assert!(elicitation_refusal(&parse(multi.as_bytes())["params"]).unwrap().contains("\"tags\""));
     }
 
     #[test]
@@ -1011,6 +1423,31 @@ mod tests {
             r["result"]["answers"],
             json!({"indent": {"answers": ["user_note: two spaces"]}, "eol": {"answers": ["LF"]}})
         );
+    }
+
+    /// `isBlocking: false`: a request marked `blocking: false`; a steer is
+    /// taken while it is open (codex works on), and the turn's end cancels
+    /// it with nothing written to codex.
+    #[test]
+    fn a_non_blocking_question_does_not_hold_the_session_and_ends_with_the_turn() {
+        let (mut s, _) = session();
+        let ask = r#"{"method":"item/tool/requestUserInput","id":9,"params":{"threadId":"th","turnId":"t1","itemId":"i1","isBlocking":false,"questions":[{"id":"q","header":"H","question":"Tabs?","isOther":false,"isSecret":false,"options":[{"label":"yes","description":""},{"label":"no","description":""}]}]}}"#;
+        let st = s.agent_line(ask.as_bytes(), 0);
+        assert_eq!(st.requested[0].blocking, Some(false));
+        let st = s.input(
+            Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, by: None }),
+            1,
+        );
+        assert_eq!(parse(&st.unwrap().to_agent[0])["method"], "turn/steer");
+        let st = s.agent_line(COMPLETED, 2);
+        assert!(st.to_agent.is_empty(), "{:?}", st.to_agent);
+        assert_eq!((st.answered.len(), st.answered[0].decision), (1, Decision::Cancelled));
+        // Blocking (no flag, or `isBlocking: true`): a steer waits for the answer.
+        let (mut s, _) = session();
+        let st = s.agent_line(ask.replace("false,\"questions", "true,\"questions").as_bytes(), 0);
+        assert_eq!(st.requested[0].blocking, None);
+        let steer = Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, by: None });
+        assert!(matches!(s.input(steer, 1), Err(Refused::RequestOpen)));
     }
 
     #[test]

@@ -544,7 +544,8 @@ impl<A: Agent> Session<A> {
         match input {
             Input::Message(m) => s.ack = self.message(&m.text, false, &mut s),
             Input::Steer(m) => {
-                if !self.pending.is_empty() {
+                // A non-blocking request (codex `isBlocking: false`) does not hold the agent.
+                if self.pending.iter().any(|(r, _)| r.blocking != Some(false)) {
                     return Err(Refused::RequestOpen);
                 }
                 s.ack = self.message(&m.text, m.interrupt, &mut s);

@@ -148,6 +148,7 @@ mod tests {
             questions: None,
             message: Some("why".into()),
             expires_at: Some("2026-01-01T00:00:00.000Z".into()),
+            blocking: None,
         };
         let line = request_line(&r);
         assert!(line.starts_with(br#"{"type":"runwire.request","id":"q1""#));
