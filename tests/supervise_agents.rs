@@ -318,7 +318,7 @@ fn approval(agent: &str, cell_name: &str, tool: &str, decision: &str) {
     let status = s.log().lines().last().unwrap().to_string();
     if agent == "acp" {
         assert!(!s.log().contains("runwire.status"), "{}", s.log());
-        assert!(status.contains(r#""stopReason":"end_turn""#), "{status}");
+        assert!(s.log().contains(r#""stopReason":"end_turn""#), "{}", s.log());
     } else {
         assert!(status.contains(r#""type":"runwire.status","ok":true"#), "{status}");
     }

@@ -463,7 +463,8 @@ mod tests {
 
     #[test]
     fn an_acp_task_keeps_its_command_line_either_way_it_is_read() {
-        let text = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"acp","prompt":"x","cmd":["opencode","acp","--x y"]}]}"#;
+        let text =
+            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"acp","prompt":"x","cmd":["opencode","acp","--x y"]}]}"#;
         let p = Plan::parse(text.as_bytes()).unwrap();
         assert_eq!(p.tasks[0].cmd.as_deref(), Some(&["opencode".to_string(), "acp".into(), "--x y".into()][..]));
         // The fast path reads it as serde does, and serde writes it back.

@@ -440,8 +440,19 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     Registry::at(&opts.home).register(&pointer).map_err(|e| io(&Registry::at(&opts.home).path(&run_id), e))?;
     let journal = Journal::read(&files.journal()).map_err(|e| io(&files.journal(), e))?;
     let order: Vec<String> = plan.waves().into_iter().flatten().collect();
-    let mut sup =
-        Sup { opts, plan, files, run_id, tasks: BTreeMap::new(), order, held: false, wrappers, session_bin, owner, home };
+    let mut sup = Sup {
+        opts,
+        plan,
+        files,
+        run_id,
+        tasks: BTreeMap::new(),
+        order,
+        held: false,
+        wrappers,
+        session_bin,
+        owner,
+        home,
+    };
     let out = sup.start(&journal, &sock, listener);
     // Replies decided on the way out (the kill of the last task) still go out.
     let until = Instant::now() + Duration::from_secs(2);
