@@ -118,8 +118,14 @@ impl Sup {
         self.0.call(req, LIMIT)
     }
 
-    /// `answer` once the supervisor has read the request from the task log.
+    /// `answer` once the supervisor has read the request from the task log
+    /// (journaled it): the stand-in may be waiting for the answer before
+    /// the session has read the request, which it would refuse as unknown.
     fn answer(&self, answer: Value) -> Value {
+        let id = answer["id"].clone();
+        self.until("the request in the journal", |s| {
+            s.inputs().iter().any(|r| r["input"] == "requested" && r["request"] == id)
+        });
         let t = Instant::now();
         loop {
             let r = self.call(json!({"verb":"answer","task":"a","actor":"ana","answer":answer}));
@@ -362,6 +368,11 @@ fn acp_task_denied() {
 #[test]
 fn acp_stop_cancels_and_keeps_the_session() {
     stop("acp");
+}
+
+#[test]
+fn acp_steer_with_interrupt_cancels_once_then_prompts() {
+    interrupt_steer("acp");
 }
 
 /// ACP has no batch mode: an `acp` task without `--interactive` is refused
