@@ -128,7 +128,8 @@ fn journal_records_fit_runstate_v1() {
 fn plans_liveness_and_pointers_fit_their_schemas() {
     let plan = Plan::parse(
         br#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p","gate":"make","review":"codex"},
-            {"id":"b","adapter":"codex","prompt":"q","deps":["a"]}],"waves":[["a"],["b"]]}"#,
+            {"id":"b","adapter":"codex","prompt":"q","deps":["a"]},
+            {"id":"c","adapter":"acp","prompt":"r","cmd":["opencode","acp"]}],"waves":[["a","c"],["b"]]}"#,
     )
     .unwrap();
     check(&schema("plan.schema.json"), &serde_json::to_value(&plan).unwrap(), "plan").unwrap();

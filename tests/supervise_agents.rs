@@ -49,13 +49,24 @@ impl Sup {
         Sup::start_with(name, agent, cell_name, env, task, &root().join("wrappers"))
     }
 
-    /// [`Sup::start_plan`] with the wrappers of `wrappers`.
+    /// [`Sup::start_plan`] with the wrappers of `wrappers`. Agent `acp`: a
+    /// task with adapter `acp` whose `cmd` is the stand-in (`replay-agent
+    /// acp`) replaying a cursor recording, with no wrapper (an empty wrapper
+    /// directory) and no cursor-agent (`RUNWIRE_CURSOR_BIN` leads nowhere).
     fn start_with(name: &str, agent: &str, cell_name: &str, env: &[(&str, &str)], task: Value, wrappers: &Path) -> Sup {
         let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         let c = cell(agent, cell_name);
         let mut t = json!({"id":"a","adapter":agent,"prompt":first_prompt(&c)});
+        let no_wrappers = dir.join("no-wrappers");
+        let wrappers = if agent == "acp" {
+            std::fs::create_dir_all(&no_wrappers).unwrap();
+            t["cmd"] = json!([support::example("replay-agent"), "acp"]);
+            no_wrappers.as_path()
+        } else {
+            wrappers
+        };
         t.as_object_mut().unwrap().extend(task.as_object().unwrap().clone());
         let plan = json!({"v":"plan/v1","tasks":[t]});
         std::fs::write(dir.join("p.plan.json"), plan.to_string()).unwrap();
@@ -71,6 +82,9 @@ impl Sup {
             .env("REPLAY_STATE", dir.join("replay-state.json"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
             .arg(wrappers);
+        if agent == "acp" {
+            cmd.env(bin_var, "/nonexistent/cursor-agent");
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -104,8 +118,14 @@ impl Sup {
         self.0.call(req, LIMIT)
     }
 
-    /// `answer` once the supervisor has read the request from the task log.
+    /// `answer` once the supervisor has read the request from the task log
+    /// (journaled it): the stand-in may be waiting for the answer before
+    /// the session has read the request, which it would refuse as unknown.
     fn answer(&self, answer: Value) -> Value {
+        let id = answer["id"].clone();
+        self.until("the request in the journal", |s| {
+            s.inputs().iter().any(|r| r["input"] == "requested" && r["request"] == id)
+        });
         let t = Instant::now();
         loop {
             let r = self.call(json!({"verb":"answer","task":"a","actor":"ana","answer":answer}));
@@ -299,9 +319,15 @@ fn approval(agent: &str, cell_name: &str, tool: &str, decision: &str) {
         ]
     );
     assert_eq!(inputs[0]["tool"], tool, "{inputs:?}");
-    // The wrapper's status line closes the log: the session ended on its own.
+    // The wrapper's status line closes the log: the session ended on its own
+    // (an acp task has no wrapper: runwire-session's exit 0 says so).
     let status = s.log().lines().last().unwrap().to_string();
-    assert!(status.contains(r#""type":"runwire.status","ok":true"#), "{status}");
+    if agent == "acp" {
+        assert!(!s.log().contains("runwire.status"), "{}", s.log());
+        assert!(s.log().contains(r#""stopReason":"end_turn""#), "{}", s.log());
+    } else {
+        assert!(status.contains(r#""type":"runwire.status","ok":true"#), "{status}");
+    }
 }
 
 #[test]
@@ -322,6 +348,64 @@ fn cursor_tool_call_approved() {
 #[test]
 fn cursor_tool_call_denied() {
     approval("cursor", "approval-deny", "execute", "deny");
+}
+
+/// Issue 26: any ACP agent runs exactly as given. A plan task with
+/// adapter `acp` and a `cmd` runs that command line under `runwire-session
+/// acp` (no wrapper, no cursor-agent); its permission request is answered
+/// through the supervisor's `answer` verb, and the task commits.
+#[test]
+fn acp_task_runs_its_command_line_and_its_permission_is_answered() {
+    approval("acp", "approval-allow", "execute", "allow");
+}
+
+#[test]
+fn acp_task_denied() {
+    approval("acp", "approval-deny", "execute", "deny");
+}
+
+/// `stop` and a live steer go to an acp task's session as to cursor's.
+#[test]
+fn acp_stop_cancels_and_keeps_the_session() {
+    stop("acp");
+}
+
+#[test]
+fn acp_steer_with_interrupt_cancels_once_then_prompts() {
+    interrupt_steer("acp");
+}
+
+/// ACP has no batch mode: an `acp` task without `--interactive` is refused
+/// as the plan is loaded (usage, exit 2), before anything runs; so are a
+/// plan whose acp task has no `cmd` and one that gives `cmd` to claude.
+#[test]
+fn acp_task_refused_without_interactive_or_cmd() {
+    let dir = support::scratch("acp-refused");
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let run = |task: Value, interactive: bool| {
+        std::fs::write(dir.join("p.plan.json"), json!({"v":"plan/v1","tasks":[task]}).to_string()).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        cmd.current_dir(&dir).env("HARNESS_HOME", dir.join("home")).args(["--plan", "p.plan.json"]);
+        if interactive {
+            cmd.arg("--interactive");
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let acp = json!({"id":"a","adapter":"acp","prompt":"hi","cmd":["/bin/true"]});
+    let (code, err) = run(acp, false);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("runwire-supervise: "), "{err}");
+    assert!(err.contains(r#"task "a": adapter "acp" runs only with --interactive (ACP has no batch mode)"#), "{err}");
+    let (code, err) = run(json!({"id":"a","adapter":"acp","prompt":"hi"}), true);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(r#"adapter "acp" needs cmd"#), "{err}");
+    let (code, err) = run(json!({"id":"a","adapter":"claude","prompt":"hi","cmd":["claude"]}), true);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(r#"cmd is only for adapter "acp""#), "{err}");
+    // Nothing was registered or journaled.
+    assert!(!dir.join("p.journal.ndjson").exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

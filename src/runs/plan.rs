@@ -23,7 +23,9 @@ fn on_cycle<S: AsRef<str>>(t: &Task<S>) -> String {
 /// plan's bytes (a listing reads thousands of plans and keeps none).
 pub struct Task<S = String> {
     pub id: S,
-    /// `claude`, `cursor` or `codex`: how its log is normalized.
+    /// `claude`, `cursor` or `codex`: how its log is normalized and which
+    /// wrapper runs it; `acp`: any ACP agent, run as given by `cmd` (its log
+    /// normalized as cursor's, the ACP normalizer).
     pub adapter: S,
     pub prompt: S,
     #[serde(default)]
@@ -34,6 +36,22 @@ pub struct Task<S = String> {
     /// Who reviews the task (an adapter or a person), when anyone does.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub review: Option<S>,
+    /// adapter `acp` only, and required there: the agent's whole command
+    /// line (program, then arguments), run exactly as given.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cmd: Option<Vec<S>>,
+}
+
+/// `cmd` is given for adapter `acp`, and only for it, naming a program.
+fn check_cmd<S: AsRef<str>>(id: &str, adapter: &str, cmd: Option<&[S]>) -> Result<(), String> {
+    match (adapter == "acp", cmd) {
+        (true, None) => Err(format!("task {id:?}: adapter \"acp\" needs cmd, the agent's command line")),
+        (true, Some(c)) if !c.first().is_some_and(|p| !p.as_ref().is_empty()) => {
+            Err(format!("task {id:?}: cmd must start with the agent's program (a non-empty string)"))
+        }
+        (false, Some(_)) => Err(format!("task {id:?}: cmd is only for adapter \"acp\" (this task's is {adapter:?})")),
+        _ => Ok(()),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,9 +91,10 @@ impl<S: AsRef<str>> Plan<S> {
         for (i, t) in self.tasks.iter().enumerate() {
             let (id, adapter) = (t.id.as_ref(), t.adapter.as_ref());
             super::check_id("task", id)?;
-            if !matches!(adapter, "claude" | "cursor" | "codex") {
-                return Err(format!("task {id:?}: unknown adapter {adapter:?} (claude, cursor, codex)"));
+            if !matches!(adapter, "claude" | "cursor" | "codex" | "acp") {
+                return Err(format!("task {id:?}: unknown adapter {adapter:?} (claude, cursor, codex, acp)"));
             }
+            check_cmd(id, adapter, t.cmd.as_deref())?;
             let twice =
                 if few { self.tasks[..i].iter().any(|u| u.id.as_ref() == id) } else { seen.insert(id, i).is_some() };
             if twice {
@@ -299,6 +318,19 @@ mod tests {
     }
 
     #[test]
+    fn an_acp_task_keeps_its_command_line() {
+        let text =
+            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"acp","prompt":"x","cmd":["opencode","acp","--x y"]}]}"#;
+        let p = Plan::parse(text.as_bytes()).unwrap();
+        assert_eq!(p.tasks[0].cmd.as_deref(), Some(&["opencode".to_string(), "acp".into(), "--x y".into()][..]));
+        // Written back as it was read.
+        assert_eq!(Plan::parse(serde_json::to_string(&p).unwrap().as_bytes()).unwrap(), p);
+        // Other tasks write no cmd.
+        let q = plan(r#"[{"id":"a","adapter":"claude","prompt":"x"}]"#).unwrap();
+        assert!(!serde_json::to_string(&q).unwrap().contains("cmd"));
+    }
+
+    #[test]
     fn bad_plans_are_named() {
         for (t, needle) in [
             (r#"[{"id":"a","adapter":"claude","prompt":"x","deps":["a"]}]"#, "cycle"),
@@ -306,6 +338,13 @@ mod tests {
             (r#"[{"id":"a","adapter":"gpt","prompt":"x"}]"#, "adapter"),
             (r#"[{"id":"../x","adapter":"claude","prompt":"x"}]"#, "valid id"),
             (r#"[{"id":"a","adapter":"claude","prompt":"x"},{"id":"a","adapter":"claude","prompt":"x"}]"#, "twice"),
+            (r#"[{"id":"a","adapter":"acp","prompt":"x"}]"#, r#"adapter "acp" needs cmd"#),
+            (r#"[{"id":"a","adapter":"acp","prompt":"x","cmd":null}]"#, r#"adapter "acp" needs cmd"#),
+            (r#"[{"id":"a","adapter":"acp","prompt":"x","cmd":[]}]"#, "cmd must start with the agent's program"),
+            (r#"[{"id":"a","adapter":"acp","prompt":"x","cmd":["","acp"]}]"#, "cmd must start"),
+            (r#"[{"id":"a","adapter":"claude","prompt":"x","cmd":["claude"]}]"#, r#"cmd is only for adapter "acp""#),
+            (r#"[{"id":"a","adapter":"cursor","prompt":"x","cmd":["x"]}]"#, r#"this task's is "cursor""#),
+            (r#"[{"id":"a","adapter":"acp","prompt":"x","cmd":"opencode acp"}]"#, "not a plan"),
         ] {
             let e = plan(t).unwrap_err();
             assert!(e.contains(needle), "{t}: {e}");
@@ -341,6 +380,7 @@ mod tests {
                         .collect(),
                     gate: None,
                     review: None,
+                    cmd: None,
                 });
                 let mut p = Plan { v: VERSION.into(), tasks: tasks.collect(), waves: None };
                 if waves >= 6 {
@@ -393,9 +433,10 @@ mod tests {
         let mut seen = HashMap::new();
         for (i, t) in p.tasks.iter().enumerate() {
             super::super::check_id("task", &t.id)?;
-            if !matches!(t.adapter.as_str(), "claude" | "cursor" | "codex") {
-                return Err(format!("task {:?}: unknown adapter {:?} (claude, cursor, codex)", t.id, t.adapter));
+            if !matches!(t.adapter.as_str(), "claude" | "cursor" | "codex" | "acp") {
+                return Err(format!("task {:?}: unknown adapter {:?} (claude, cursor, codex, acp)", t.id, t.adapter));
             }
+            super::check_cmd(&t.id, &t.adapter, t.cmd.as_deref())?;
             if seen.insert(t.id.as_str(), i).is_some() {
                 return Err(format!("task {:?} appears twice", t.id));
             }

@@ -409,7 +409,10 @@ impl<'a> Parts<'a> {
 
     pub fn adapter_of(&self, task: &str) -> Option<Adapter> {
         let p = self.plan?;
-        (0..p.task_count()).find(|&i| p.task_id(i) == task).and_then(|i| adapter(p.task_adapter(i)))
+        // Any ACP agent's log reads as cursor's (the ACP normalizer); `adapter`
+        // itself keeps naming wrappers, which `acp` tasks have none of.
+        let log_adapter = |a: &str| if a == "acp" { Some(Adapter::Cursor) } else { adapter(a) };
+        (0..p.task_count()).find(|&i| p.task_id(i) == task).and_then(|i| log_adapter(p.task_adapter(i)))
     }
 
     /// One of [`STATUSES`], given the tasks and the problem found.

@@ -362,6 +362,8 @@ struct Sup {
     order: Vec<String>,
     held: bool,
     wrappers: BTreeMap<String, PathBuf>,
+    /// `runwire-session`, when a task has adapter `acp` (run by it, no wrapper).
+    session_bin: Option<PathBuf>,
     /// This supervisor's registration and the groups it started, as recorded.
     owner: control::Owner,
     /// `$HARNESS_HOME`, absolute.
@@ -382,7 +384,21 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let runstate = opts.runstate.canonicalize().map_err(|e| io(&opts.runstate, e))?;
     let files = RunFiles::new(&runstate, &opts.slug);
     let mut wrappers = BTreeMap::new();
+    let mut session_bin = None;
     for t in &plan.tasks {
+        if t.adapter == "acp" {
+            // An ACP agent only speaks its protocol: there is no batch turn to run.
+            if !opts.interactive {
+                return Err(StartError::Usage(format!(
+                    "{}: task {:?}: adapter \"acp\" runs only with --interactive (ACP has no batch mode)",
+                    opts.plan.display(),
+                    t.id
+                )));
+            }
+            if session_bin.is_none() {
+                session_bin = Some(find_session().map_err(StartError::Usage)?);
+            }
+        }
         for a in std::iter::once(t.adapter.as_str()).chain(t.review.as_deref()) {
             if let (Some(ad), false) = (crate::runs::view::adapter(a), wrappers.contains_key(a)) {
                 // The session settings its wrapper will read, under the same flag rules.
@@ -424,7 +440,19 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     Registry::at(&opts.home).register(&pointer).map_err(|e| io(&Registry::at(&opts.home).path(&run_id), e))?;
     let journal = Journal::read(&files.journal()).map_err(|e| io(&files.journal(), e))?;
     let order: Vec<String> = plan.waves().into_iter().flatten().collect();
-    let mut sup = Sup { opts, plan, files, run_id, tasks: BTreeMap::new(), order, held: false, wrappers, owner, home };
+    let mut sup = Sup {
+        opts,
+        plan,
+        files,
+        run_id,
+        tasks: BTreeMap::new(),
+        order,
+        held: false,
+        wrappers,
+        session_bin,
+        owner,
+        home,
+    };
     let out = sup.start(&journal, &sock, listener);
     // Replies decided on the way out (the kill of the last task) still go out.
     let until = Instant::now() + Duration::from_secs(2);
@@ -435,6 +463,36 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let _ = std::fs::remove_file(control::owner_path(&sup.home, &sup.run_id));
     let _ = liveness::update(&sup.files, |l| l.sock = None);
     out
+}
+
+/// How a task's log is normalized: its adapter's, the ACP normalizer
+/// (cursor's) for `acp`.
+fn turn_adapter(name: &str) -> Option<Adapter> {
+    if name == "acp" {
+        Some(Adapter::Cursor)
+    } else {
+        crate::runs::view::adapter(name)
+    }
+}
+
+/// `runwire-session` for `acp` tasks, as the wrappers find it:
+/// `$RUNWIRE_SESSION_BIN`, else the one beside this program, else `PATH`.
+fn find_session() -> Result<PathBuf, String> {
+    let name = std::ffi::OsString::from("runwire-session");
+    let given = std::env::var_os("RUNWIRE_SESSION_BIN").filter(|v| !v.is_empty());
+    let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join(&name))).filter(|p| p.is_file());
+    let p = match (given, beside) {
+        (Some(g), _) => crate::session::launch::on_path(&g),
+        (None, Some(b)) => b,
+        (None, None) => crate::session::launch::on_path(&name),
+    };
+    match std::fs::metadata(&p) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(p),
+        _ => Err(format!(
+            "{}: runwire-session not found (adapter acp runs under it): set RUNWIRE_SESSION_BIN or put it on PATH",
+            p.display()
+        )),
+    }
 }
 
 /// The default wrapper search ([`crate::wrappers::find`]), or `wrapper_dir`.
@@ -839,6 +897,7 @@ impl Sup {
             deps: vec![],
             gate: None,
             review: None,
+            cmd: None,
         })
     }
 
@@ -900,9 +959,36 @@ impl Sup {
         };
         // Every adapter's wrapper has --interactive (claude, codex app-server,
         // cursor ACP); what differs between them is the session layer's.
-        let kind = crate::runs::view::adapter(&def.adapter).map(AgentKind::of);
+        let kind = turn_adapter(&def.adapter);
         let live = self.opts.interactive && kind.is_some();
         let (mut cmd, phase, out_path) = match &step {
+            // An ACP agent given as a command line: its session is the turn
+            // (`runwire-session acp`, what cursor.sh --interactive runs for
+            // cursor-agent), its stdin the session input.
+            Step::Turn { resume } if def.adapter == "acp" => {
+                let mut c = Spec::new(self.session_bin.clone().unwrap_or_default());
+                c.arg("acp");
+                match resume {
+                    Some(msg) => {
+                        let sid = self.tasks[id].session.clone().unwrap_or_default();
+                        c.arg("--prompt").arg(msg).arg("--resume").arg(sid);
+                    }
+                    None => {
+                        c.arg("--prompt").arg(&def.prompt);
+                    }
+                }
+                let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+                c.arg("--answer-timeout").arg(var("RUNWIRE_ANSWER_TIMEOUT").unwrap_or_else(|| "300s".into()));
+                if let Some(m) = var("RUNWIRE_ACP_MODE") {
+                    c.arg("--mode").arg(m);
+                }
+                c.arg("--");
+                for a in def.cmd.iter().flatten() {
+                    c.arg(a);
+                }
+                c.stdin = proc::Input::Piped;
+                (c, Phase::Turn, self.files.log(id))
+            }
             Step::Turn { resume } => {
                 let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
                 if let Err(why) = crate::wrappers::recheck(&w) {
@@ -998,7 +1084,7 @@ impl Sup {
                     },
                 );
                 let rt = self.tasks.get_mut(id).expect("task of the plan");
-                let turn = (phase == Phase::Turn).then(|| crate::runs::view::adapter(&def.adapter)).flatten();
+                let turn = (phase == Phase::Turn).then(|| turn_adapter(&def.adapter)).flatten();
                 let turn = turn.map(|a| TurnLog::new(a, log_from));
                 let input = child.stdin.take();
                 rt.running = Some(Running {
@@ -1216,10 +1302,13 @@ impl Sup {
         if rc != 0 {
             let what = match r.phase {
                 // This turn's own detail: none when it wrote no status line.
-                Phase::Turn => match r.turn.and_then(|t| t.detail).filter(|d| !d.is_empty()) {
-                    Some(d) => format!("wrapper exited {rc}: {d}"),
-                    None => format!("wrapper exited {rc}"),
-                },
+                Phase::Turn => {
+                    let who = if def.adapter == "acp" { "runwire-session" } else { "wrapper" };
+                    match r.turn.and_then(|t| t.detail).filter(|d| !d.is_empty()) {
+                        Some(d) => format!("{who} exited {rc}: {d}"),
+                        None => format!("{who} exited {rc}"),
+                    }
+                }
                 Phase::Gate => format!(
                     "gate {:?} exited {rc} ({})",
                     def.gate.as_deref().unwrap_or_default(),
