@@ -143,17 +143,7 @@ pub(crate) fn run_row(p: &Pointer, pointer: &Stamp, journal: (u64, u64)) -> Stri
 /// A journal's row: its stamp, when it was made, the status, and the
 /// digest's pieces of the summary ([`view::summary_pieces`]).
 pub(crate) fn journal_row(st: &Stamp, at_ns: i64, d: &Digest) -> String {
-    let none = Pointer {
-        run_id: String::new(),
-        slug: String::new(),
-        repo_root: String::new(),
-        project: String::new(),
-        repo: String::new(),
-        branch: None,
-        worktree: String::new(),
-        runstate_dir: String::new(),
-        created: String::new(),
-    };
+    let none = Pointer::default();
     let [_, e, _, f, _, g, _] = view::summary_pieces(none.fields(), true, d);
     sealed(&format!(
         "J\t{}\t{}\t{}\t{}\t{}\t{at_ns}\t{}\t{e}\t{f}\t{g}",

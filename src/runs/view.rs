@@ -136,17 +136,7 @@ pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
 
 /// A run whose pointer file cannot be read: listed by its id, with why.
 pub fn unreadable_pointer(run_id: &str, why: String) -> Loaded {
-    let pointer = Pointer {
-        run_id: run_id.to_string(),
-        slug: String::new(),
-        repo_root: String::new(),
-        project: String::new(),
-        repo: String::new(),
-        branch: None,
-        worktree: String::new(),
-        runstate_dir: String::new(),
-        created: String::new(),
-    };
+    let pointer = Pointer { run_id: run_id.to_string(), ..Pointer::default() };
     Loaded {
         files: RunFiles::new("", ""),
         pointer: Arc::new(pointer),

@@ -649,6 +649,19 @@ fn acked(id: &str, w: &Awaiting, ack: Option<&AckLine>, state: Option<String>) -
 }
 
 impl Sup {
+    /// A turn's prompt: the task's own, or a steer message resuming its session.
+    fn prompt_args(&self, c: &mut Spec, id: &str, resume: Option<&str>, prompt: &str) {
+        match resume {
+            Some(msg) => {
+                let sid = self.tasks[id].session.clone().unwrap_or_default();
+                c.arg("--prompt").arg(msg).arg("--resume").arg(sid);
+            }
+            None => {
+                c.arg("--prompt").arg(prompt);
+            }
+        }
+    }
+
     fn journal(&self, rec: Record) {
         if let Err(e) = journal::append(&self.files.journal(), &rec) {
             crate::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
@@ -968,15 +981,7 @@ impl Sup {
             Step::Turn { resume } if def.adapter == "acp" => {
                 let mut c = Spec::new(self.session_bin.clone().unwrap_or_default());
                 c.arg("acp");
-                match resume {
-                    Some(msg) => {
-                        let sid = self.tasks[id].session.clone().unwrap_or_default();
-                        c.arg("--prompt").arg(msg).arg("--resume").arg(sid);
-                    }
-                    None => {
-                        c.arg("--prompt").arg(&def.prompt);
-                    }
-                }
+                self.prompt_args(&mut c, id, resume.as_deref(), &def.prompt);
                 let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
                 c.arg("--answer-timeout").arg(var("RUNWIRE_ANSWER_TIMEOUT").unwrap_or_else(|| "300s".into()));
                 if let Some(m) = var("RUNWIRE_ACP_MODE") {
@@ -1000,15 +1005,7 @@ impl Sup {
                     c.arg("--interactive");
                     c.stdin = proc::Input::Piped;
                 }
-                match resume {
-                    Some(msg) => {
-                        let sid = self.tasks[id].session.clone().unwrap_or_default();
-                        c.arg("--prompt").arg(msg).arg("--resume").arg(sid);
-                    }
-                    None => {
-                        c.arg("--prompt").arg(&def.prompt);
-                    }
-                }
+                self.prompt_args(&mut c, id, resume.as_deref(), &def.prompt);
                 wrapper_env(&mut c, self.opts.kill_grace);
                 (c, Phase::Turn, self.files.log(id))
             }
