@@ -57,7 +57,7 @@ part pipeline env BENCH_SIZE_MB="${BENCH_PIPELINE_MB:-256}" BENCH_RSS_MB=0 bash 
 
 echo
 echo "issue 24, one run ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores shared, load $(cut -d' ' -f1-3 /proc/loadavg) at the end):"
-python3 - "$work" <<'PY'
+python3 - "$work" <<'PY' || rc=1
 import json, re, sys, os
 w = sys.argv[1]
 def rc(name):
@@ -115,5 +115,4 @@ else:
     print("pipeline: no old-build figure [%s]" % rc("pipeline"))
 sys.exit(bad)
 PY
-[ $? -eq 0 ] || rc=1
 exit "$rc"

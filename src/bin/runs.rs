@@ -121,7 +121,7 @@ enum Cmd {
         #[arg(long)]
         no_follow: bool,
     },
-    /// Whether each agent CLI is ready: found ($RUNWIRE_<AGENT>_BIN, else on PATH), its version the one the real-agent matrix tested (realagents/tested.json), the wrapper that will run it, its login (as far as can be told offline). A table on a terminal, else one JSON object. Exit 0 when ready, 1 when not.
+    /// Whether each agent CLI is ready: found (`$RUNWIRE_<AGENT>_BIN`, else on PATH), its version the one the real-agent matrix tested (realagents/tested.json), the wrapper that will run it, its login (as far as can be told offline). A table on a terminal, else one JSON object. Exit 0 when ready, 1 when not.
     #[command(
         after_help = "Exit status: 0 every agent named is ready (none named: every installed one, and at least one is installed); 1 one is missing, its version untested or unknown, or its wrapper not found (cursor-agent is not in the matrix, so never ready); 2 usage error.\nLogin is never guessed: 'can't tell' does not make an agent not ready."
     )]

@@ -346,7 +346,7 @@ impl<A: Agent, O: Output> Core<A, O> {
     }
 
     /// The agent's process: once its input is closed, an agent that has
-    /// not exited within [`EXIT_GRACE`] gets SIGTERM, then SIGKILL after
+    /// not exited within `EXIT_GRACE` (5 s) gets SIGTERM, then SIGKILL after
     /// the kill grace, whatever it does with its stdout (the loop does it).
     pub fn watch(&self, s: proc::Signaller) {
         *lock(&self.signaller) = Some(s);
