@@ -79,7 +79,7 @@ fn probe_tools(root: &Path) {
             tools::path_dirs()
                 .into_iter()
                 .filter_map(|d| d.canonicalize().ok())
-                .filter(|d| Some(d) != cargo_bin.as_ref() && flat(d)),
+                .filter(|d| Some(d) != cargo_bin.as_ref() && tools::flat(d)),
         );
     }
     for path in watched {
@@ -87,22 +87,6 @@ fn probe_tools(root: &Path) {
     }
     // What was found (whatever CI says), for the tests' messages.
     println!("cargo:rustc-env=RUNWIRE_TOOLS_FOUND={}", found.join(","));
-}
-
-/// Whether `dir` holds no directory but links back to itself or above
-/// (Debian's `/usr/bin/X11 -> .`), loops that cargo's walk skips.
-fn flat(dir: &Path) -> bool {
-    let Ok(here) = dir.canonicalize() else { return false };
-    std::fs::read_dir(dir).is_ok_and(|rd| {
-        rd.flatten().all(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => false,
-            Ok(t) if t.is_symlink() && e.path().is_dir() => {
-                e.path().canonicalize().is_ok_and(|target| here.starts_with(target))
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        })
-    })
 }
 
 fn main() {

@@ -34,24 +34,9 @@ fn main() {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
         let cargo_bin = home.and_then(|h| h.join("bin").canonicalize().ok());
         for d in tools::path_dirs().into_iter().filter_map(|d| d.canonicalize().ok()) {
-            if Some(&d) != cargo_bin.as_ref() && flat(&d) {
+            if Some(&d) != cargo_bin.as_ref() && tools::flat(&d) {
                 println!("cargo:rerun-if-changed={}", d.display());
             }
         }
     }
-}
-
-/// Whether `dir` holds no directory but links back to itself or above.
-fn flat(dir: &std::path::Path) -> bool {
-    let Ok(here) = dir.canonicalize() else { return false };
-    std::fs::read_dir(dir).is_ok_and(|rd| {
-        rd.flatten().all(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => false,
-            Ok(t) if t.is_symlink() && e.path().is_dir() => {
-                e.path().canonicalize().is_ok_and(|target| here.starts_with(target))
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        })
-    })
 }

@@ -600,22 +600,33 @@ fn claude_session_approve_for_session() {
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
 fn claude_session_kill_then_resume() {
-    let lab = Lab::new("ra-claude-resume", json!({"steps": [{"text": "First answer."}, {"text": "Second answer."}]}));
-    let mut s = session(&lab, &["claude"]);
+    kill_then_resume("claude", "the resumed session", |s| {
+        let init = s.wait_for("system/init", LIMIT, |l| l["type"] == "system" && l["subtype"] == "init");
+        init["session_id"].as_str().expect("a session id").to_string()
+    });
+}
+
+/// The agent remembers a word, its process group is killed, and a new
+/// process resumed from `id_of`'s session carries the first turn.
+fn kill_then_resume(agent: &str, what: &str, id_of: impl Fn(&mut Session) -> String) {
+    let lab = Lab::new(
+        &format!("ra-{agent}-resume"),
+        json!({"steps": [{"text": "First answer."}, {"text": "Second answer."}]}),
+    );
+    let mut s = session(&lab, &[agent]);
     s.send(json!({"type": "message", "text": "remember the word pelican"}));
     s.wait_idle(LIMIT);
-    let init = s.wait_for("system/init", LIMIT, |l| l["type"] == "system" && l["subtype"] == "init");
-    let id = init["session_id"].as_str().expect("a session id").to_string();
+    let id = id_of(&mut s);
     kill_group(&s.child);
     drop(s);
-    let mut s = session(&lab, &["claude", "--resume", &id]);
+    let mut s = session(&lab, &[agent, "--resume", &id]);
     s.send(json!({"type": "message", "text": "what was the word?"}));
     s.wait_idle(LIMIT);
     let last = lab.requests().into_iter().rfind(|r| r["step"] == 1);
     let body = last.map(|r| r["body"].to_string()).unwrap_or_default();
     assert!(
         body.contains("pelican") && body.contains("what was the word?"),
-        "the resumed session did not carry the first turn {}",
+        "{what} did not carry the first turn {}",
         lab.why()
     );
     s.send(json!({"type": "end"}));
@@ -894,26 +905,10 @@ fn codex_session_stop_with_a_queued_message() {
 #[test]
 #[cfg_attr(not(tool = "real-agents"), ignore = "the pinned agents are not installed: cd realagents && npm ci")]
 fn codex_session_kill_then_resume() {
-    let lab = Lab::new("ra-codex-resume", json!({"steps": [{"text": "First answer."}, {"text": "Second answer."}]}));
-    let mut s = session(&lab, &["codex"]);
-    s.send(json!({"type": "message", "text": "remember the word pelican"}));
-    s.wait_idle(LIMIT);
-    let started = s.wait_for("thread/started", LIMIT, |l| l["method"] == "thread/started");
-    let id = started["params"]["thread"]["id"].as_str().expect("a thread id").to_string();
-    kill_group(&s.child);
-    drop(s);
-    let mut s = session(&lab, &["codex", "--resume", &id]);
-    s.send(json!({"type": "message", "text": "what was the word?"}));
-    s.wait_idle(LIMIT);
-    let last = lab.requests().into_iter().rfind(|r| r["step"] == 1);
-    let body = last.map(|r| r["body"].to_string()).unwrap_or_default();
-    assert!(
-        body.contains("pelican") && body.contains("what was the word?"),
-        "the resumed thread did not carry the first turn {}",
-        lab.why()
-    );
-    s.send(json!({"type": "end"}));
-    assert_eq!(s.exit_within(Duration::from_secs(20)), Some(0), "{}", s.why());
+    kill_then_resume("codex", "the resumed thread", |s| {
+        let started = s.wait_for("thread/started", LIMIT, |l| l["method"] == "thread/started");
+        started["params"]["thread"]["id"].as_str().expect("a thread id").to_string()
+    });
 }
 
 #[test]

@@ -97,6 +97,23 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
+/// Whether `dir` holds no directory but links back to itself or above
+/// (Debian's `/usr/bin/X11 -> .`), loops that cargo's walk skips: a
+/// directory of programs a build script can watch whole.
+pub fn flat(dir: &Path) -> bool {
+    let Ok(here) = dir.canonicalize() else { return false };
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten().all(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => false,
+            Ok(t) if t.is_symlink() && e.path().is_dir() => {
+                e.path().canonicalize().is_ok_and(|target| here.starts_with(target))
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        })
+    })
+}
+
 /// The absolute directories of `PATH`.
 pub fn path_dirs() -> Vec<PathBuf> {
     std::env::var_os("PATH")
