@@ -18,6 +18,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -27,6 +28,40 @@ pub const REQUEST_ID: &str = "Rw-Request-Id";
 const KEEP: usize = 1024;
 /// The most body bytes a forwarded request or reply carries.
 pub const MAX_BODY: usize = 256 * 1024;
+/// The most body bytes a forwarded `POST /agui` carries (a NATS message
+/// holds 1 MB by default; the body travels JSON-escaped).
+pub const MAX_AGUI_BODY: usize = 512 * 1024;
+/// Header of a forwarded `POST /agui`: the subject its answer's body goes
+/// to, `rwagui.<node>.<token>` (a node publishes only under its own name).
+pub const STREAM: &str = "Rw-Stream";
+/// Header of a message to `rwctl.<node>` (no reply): the hub's client of
+/// the stream it names left; the node drops that request.
+pub const CANCEL: &str = "Rw-Cancel";
+/// Header of each message of a stream: its number, from 0 (a gap ends the
+/// stream at the hub with an error).
+pub const SEQ: &str = "Rw-Seq";
+/// Header of a stream's last message (the node's server ended the body).
+pub const END: &str = "Rw-End";
+/// How often a node asks whether the hub still reads a stream
+/// (`<stream>.alive`; no responders: it is gone, the request is dropped).
+const PING: Duration = Duration::from_secs(5);
+/// A hub ends a stream after this long without a message or a ping from the node.
+const SILENCE: Duration = Duration::from_secs(20);
+
+type Streams = Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>>;
+
+/// The subject of a streamed answer's body.
+pub fn stream_subject(node: &str, token: &str) -> String {
+    format!("rwagui.{node}.{token}")
+}
+
+/// Whether `s` is one of `node`'s stream subjects.
+fn valid_stream(node: &str, s: &str) -> bool {
+    s.strip_prefix("rwagui.")
+        .and_then(|r| r.strip_prefix(node))
+        .and_then(|r| r.strip_prefix('.'))
+        .is_some_and(|t| !t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
 
 /// A forwarded HTTP request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -68,6 +103,7 @@ pub fn allowed(f: &Forwarded) -> bool {
 }
 
 /// The node's local server, for forwarded requests.
+#[derive(Clone)]
 pub struct Local {
     /// `host:port` of its runwire-serve.
     pub addr: String,
@@ -77,11 +113,55 @@ pub struct Local {
 /// Answers `rwctl.<node>` until the connection ends.
 pub async fn serve(client: async_nats::Client, node: String, local: Local) -> anyhow::Result<()> {
     let mut sub = client.queue_subscribe(subject(&node), "runwire".into()).await.map_err(|e| anyhow!("{e}"))?;
+    let local = Arc::new(local);
     let mut done: HashMap<String, Answer> = HashMap::new();
     let mut order: VecDeque<String> = VecDeque::new();
+    let streams: Streams = Arc::new(Mutex::new(HashMap::new()));
     while let Some(msg) = sub.next().await {
+        let h = msg.headers.as_ref();
+        // The hub's client left: the stream's request to the local server is
+        // dropped, so that server sees its client leave (its own rules).
+        if let Some(s) = h.and_then(|h| h.get(CANCEL)) {
+            if let Some(t) = streams.lock().unwrap_or_else(|e| e.into_inner()).remove(s.as_str()) {
+                t.abort();
+            }
+            continue;
+        }
         let Some(reply) = msg.reply.clone() else { continue };
-        let id = msg.headers.as_ref().and_then(|h| h.get(REQUEST_ID)).map(|v| v.as_str().to_string());
+        if let Some(s) = h.and_then(|h| h.get(STREAM)).map(|v| v.as_str().to_string()) {
+            let f = serde_json::from_slice::<Forwarded>(&msg.payload);
+            let refused = match &f {
+                Ok(f)
+                    if f.method == "POST"
+                        && f.path == "/agui"
+                        && valid_stream(&node, &s)
+                        && f.body.len() <= MAX_AGUI_BODY =>
+                {
+                    None
+                }
+                Ok(f) => Some(Answer::error(
+                    400,
+                    format!("node {node}: {} {} with a stream is not the AG-UI route", f.method, f.path),
+                )),
+                Err(e) => Some(Answer::error(400, format!("node {node}: a forwarded request: {e}"))),
+            };
+            match (refused, f) {
+                (None, Ok(f)) => {
+                    let (c, l, n, s2, map) = (client.clone(), local.clone(), node.clone(), s.clone(), streams.clone());
+                    let task = tokio::spawn(async move {
+                        agui_stream(&c, &l, &n, &f, &s2, reply).await;
+                        map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
+                    });
+                    streams.lock().unwrap_or_else(|e| e.into_inner()).insert(s, task.abort_handle());
+                }
+                (a, _) => {
+                    let a = a.unwrap_or_else(|| Answer::error(400, "a forwarded request".into()));
+                    let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+                }
+            }
+            continue;
+        }
+        let id = h.and_then(|h| h.get(REQUEST_ID)).map(|v| v.as_str().to_string());
         let answer = match id.as_ref().and_then(|i| done.get(i)) {
             Some(a) => a.clone(),
             None => {
@@ -110,12 +190,13 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
     Ok(())
 }
 
-/// The request, made to the node's own server (HTTP/1.0 on loopback).
-async fn http(local: &Local, f: &Forwarded) -> Answer {
+/// The bytes of a request to the node's own server (HTTP/1.0: the answer's
+/// body ends with the connection).
+fn request_bytes(local: &Local, f: &Forwarded) -> Result<Vec<u8>, Answer> {
     let token = match &local.token_file {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) => Some(t.trim().to_string()),
-            Err(e) => return Answer::error(500, format!("{}: {e}", p.display())),
+            Err(e) => return Err(Answer::error(500, format!("{}: {e}", p.display()))),
         },
         None => None,
     };
@@ -131,9 +212,23 @@ async fn http(local: &Local, f: &Forwarded) -> Answer {
     }
     req.push_str("\r\n");
     req.push_str(&f.body);
+    Ok(req.into_bytes())
+}
+
+/// The status of a response head (`HTTP/1.1 200 OK`).
+fn status_of(head: &[u8]) -> u16 {
+    String::from_utf8_lossy(head).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(502)
+}
+
+/// The request, made to the node's own server (HTTP/1.0 on loopback).
+async fn http(local: &Local, f: &Forwarded) -> Answer {
+    let req = match request_bytes(local, f) {
+        Ok(r) => r,
+        Err(a) => return a,
+    };
     let exchange = async {
         let mut s = tokio::net::TcpStream::connect(&local.addr).await?;
-        s.write_all(req.as_bytes()).await?;
+        s.write_all(&req).await?;
         let mut raw = Vec::new();
         (&mut s).take(MAX_BODY as u64 + 64 * 1024).read_to_end(&mut raw).await?;
         Ok::<_, std::io::Error>(raw)
@@ -146,9 +241,113 @@ async fn http(local: &Local, f: &Forwarded) -> Answer {
     let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
         return Answer::error(502, format!("the node's server {}: not an HTTP response", local.addr));
     };
-    let head = String::from_utf8_lossy(&raw[..i]);
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(502);
-    Answer { status, body: String::from_utf8_lossy(&raw[i + 4..]).into_owned() }
+    Answer { status: status_of(&raw[..i]), body: String::from_utf8_lossy(&raw[i + 4..]).into_owned() }
+}
+
+/// A forwarded `POST /agui`, made to the node's own server: a refusal is
+/// the reply (status and body); a 200 is replied at once and its body
+/// published to the stream subject `s` as it comes, message by message
+/// (header [`SEQ`]), the last one with [`END`]. Every [`PING`] the node asks
+/// `<s>.alive` whether the hub still reads; nobody there (no responders),
+/// it drops the request, so its server sees the client leave.
+async fn agui_stream(
+    client: &async_nats::Client,
+    local: &Local,
+    node: &str,
+    f: &Forwarded,
+    s: &str,
+    reply: async_nats::Subject,
+) {
+    let answer = |a: Answer| async move {
+        let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+    };
+    let req = match request_bytes(local, f) {
+        Ok(r) => r,
+        Err(a) => return answer(a).await,
+    };
+    // The head comes at once: the server starts the body before the run.
+    let head = async {
+        let mut sock = tokio::net::TcpStream::connect(&local.addr).await?;
+        sock.write_all(&req).await?;
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let n = sock.read(&mut buf).await?;
+            raw.extend_from_slice(&buf[..n]);
+            if n == 0 || raw.windows(4).any(|w| w == b"\r\n\r\n") || raw.len() > 64 * 1024 {
+                return Ok::<_, std::io::Error>((sock, raw));
+            }
+        }
+    };
+    let (mut sock, raw) = match tokio::time::timeout(Duration::from_secs(30), head).await {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return answer(Answer::error(502, format!("node {node}: its server {}: {e}", local.addr))).await,
+        Err(_) => {
+            let m = format!("node {node}: its server {} did not answer within 30 s", local.addr);
+            return answer(Answer::error(504, m)).await;
+        }
+    };
+    let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return answer(Answer::error(502, format!("node {node}: its server {}: not an HTTP response", local.addr)))
+            .await;
+    };
+    let status = status_of(&raw[..i]);
+    let mut rest = raw[i + 4..].to_vec();
+    if status != 200 {
+        let _ = tokio::time::timeout(Duration::from_secs(30), (&mut sock).take(MAX_BODY as u64).read_to_end(&mut rest))
+            .await;
+        return answer(Answer { status, body: String::from_utf8_lossy(&rest).into_owned() }).await;
+    }
+    answer(Answer { status, body: String::new() }).await;
+    let mut seq = 0u64;
+    let publish = |seq: u64, data: Vec<u8>, end: bool| {
+        let mut h = HeaderMap::new();
+        h.insert(SEQ, seq.to_string().as_str());
+        if end {
+            h.insert(END, "1");
+        }
+        client.publish_with_headers(s.to_string(), h, Bytes::from(data))
+    };
+    if !rest.is_empty() && publish(seq, rest, false).await.is_ok() {
+        seq += 1;
+    }
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING, PING);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        tokio::select! {
+            n = sock.read(&mut buf) => match n {
+                Ok(n) if n > 0 => {
+                    if let Err(e) = publish(seq, buf[..n].to_vec(), false).await {
+                        crate::report(format!("control: {s}: {e}"));
+                        return;
+                    }
+                    seq += 1;
+                }
+                _ => break,
+            },
+            _ = ping.tick() => {
+                let req = async_nats::Request::new().timeout(Some(Duration::from_secs(3)));
+                if let Err(e) = client.send_request(format!("{s}.alive"), req).await {
+                    if e.kind() == async_nats::RequestErrorKind::NoResponders {
+                        return; // the hub's reader is gone: so is this request
+                    }
+                }
+            }
+        }
+    }
+    let _ = publish(seq, Vec::new(), true).await;
+}
+
+fn request_error(node: &str, e: async_nats::RequestError, timeout: Duration) -> Answer {
+    match e.kind() {
+        async_nats::RequestErrorKind::NoResponders => {
+            Answer::error(503, format!("node {node} is not connected to the cluster (no responders)"))
+        }
+        async_nats::RequestErrorKind::TimedOut => {
+            Answer::error(504, format!("node {node} did not answer within {} ms", timeout.as_millis()))
+        }
+        _ => Answer::error(502, format!("node {node}: {e}")),
+    }
 }
 
 /// Forwards a request to `node`: its answer, or 503 (no node listening,
@@ -164,16 +363,114 @@ pub async fn forward(client: &async_nats::Client, node: &str, f: &Forwarded, id:
     match client.send_request(subject(node), req).await {
         Ok(m) => serde_json::from_slice(&m.payload)
             .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
-        Err(e) => match e.kind() {
-            async_nats::RequestErrorKind::NoResponders => {
-                Answer::error(503, format!("node {node} is not connected to the cluster (no responders)"))
-            }
-            async_nats::RequestErrorKind::TimedOut => {
-                Answer::error(504, format!("node {node} did not answer within {} ms", timeout.as_millis()))
-            }
-            _ => Answer::error(502, format!("node {node}: {e}")),
-        },
+        Err(e) => request_error(node, e, timeout),
     }
+}
+
+/// An AG-UI error frame (the stream's end when the node is lost mid-run).
+fn run_error(message: &str) -> Vec<u8> {
+    let v = serde_json::json!({"type": "RUN_ERROR", "message": message, "code": "node_lost"});
+    format!("data: {v}\n\n").into_bytes()
+}
+
+/// Forwards `POST /agui` (`body`) to `node` and writes its answer to `out`:
+/// first one line, the answer's `{"status":N,"body":"…"}` (the node's own,
+/// or 503/504 naming it, as [`forward`]); after a 200, the SSE body as the
+/// node's server writes it, until its end. Ends the stream with a
+/// `RUN_ERROR` frame naming the node when the node falls silent for 20 s
+/// or a message is lost. When `out` fails (the client left) or `stop`
+/// resolves, the node is told ([`CANCEL`]) to drop the request.
+pub async fn forward_agui(
+    client: &async_nats::Client,
+    node: &str,
+    body: String,
+    timeout: Duration,
+    out: &mut (impl tokio::io::AsyncWrite + Unpin),
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let head = |a: &Answer| format!("{}\n", serde_json::to_string(a).unwrap_or_default()).into_bytes();
+    if !names::valid_node(node) {
+        out.write_all(&head(&Answer::error(400, format!("{node:?} is not a node name")))).await?;
+        return Ok(());
+    }
+    if body.len() > MAX_AGUI_BODY {
+        let m = format!("node {node}: an AG-UI body of {} bytes: a hub forwards at most {MAX_AGUI_BODY}", body.len());
+        out.write_all(&head(&Answer::error(413, m))).await?;
+        return Ok(());
+    }
+    let inbox = client.new_inbox();
+    let token = inbox.rsplit('.').next().unwrap_or_default().to_string();
+    let s = stream_subject(node, &token);
+    let mut chunks = client.subscribe(s.clone()).await.map_err(|e| anyhow!("{e}"))?;
+    let mut alive = client.subscribe(format!("{s}.alive")).await.map_err(|e| anyhow!("{e}"))?;
+    let mut h = HeaderMap::new();
+    h.insert(REQUEST_ID, token.as_str());
+    h.insert(STREAM, s.as_str());
+    let f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
+    let req = async_nats::Request::new()
+        .payload(Bytes::from(serde_json::to_vec(&f).unwrap_or_default()))
+        .headers(h)
+        .timeout(Some(timeout));
+    let a = match client.send_request(subject(node), req).await {
+        Ok(m) => serde_json::from_slice(&m.payload)
+            .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
+        Err(e) => request_error(node, e, timeout),
+    };
+    out.write_all(&head(&a)).await?;
+    out.flush().await?;
+    if a.status != 200 {
+        return Ok(());
+    }
+    let cancel = || async {
+        let mut h = HeaderMap::new();
+        h.insert(CANCEL, s.as_str());
+        let _ = client.publish_with_headers(subject(node), h, Bytes::new()).await;
+        let _ = client.flush().await;
+    };
+    tokio::pin!(stop);
+    let mut next = 0u64;
+    let mut heard = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            m = chunks.next() => {
+                let Some(m) = m else { break };
+                heard = tokio::time::Instant::now();
+                let seq: Option<u64> = m.headers.as_ref().and_then(|h| h.get(SEQ)).and_then(|v| v.as_str().parse().ok());
+                if seq != Some(next) {
+                    let msg = format!("node {node}: the stream lost messages (got {seq:?}, expected {next})");
+                    let _ = out.write_all(&run_error(&msg)).await;
+                    cancel().await;
+                    break;
+                }
+                next += 1;
+                if out.write_all(&m.payload).await.is_err() || out.flush().await.is_err() {
+                    cancel().await;
+                    break;
+                }
+                if m.headers.as_ref().and_then(|h| h.get(END)).is_some() {
+                    break;
+                }
+            }
+            m = alive.next() => {
+                heard = tokio::time::Instant::now();
+                if let Some(r) = m.and_then(|m| m.reply) {
+                    let _ = client.publish(r, Bytes::new()).await;
+                }
+            }
+            _ = tokio::time::sleep_until(heard + SILENCE) => {
+                let msg = format!("node {node} stopped answering ({} s without a word)", SILENCE.as_secs());
+                let _ = out.write_all(&run_error(&msg)).await;
+                cancel().await;
+                break;
+            }
+            _ = &mut stop => {
+                cancel().await;
+                break;
+            }
+        }
+    }
+    let _ = out.flush().await;
+    Ok(())
 }
 
 #[cfg(test)]

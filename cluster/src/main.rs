@@ -93,6 +93,19 @@ enum Cmd {
         #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
         timeout_ms: u64,
     },
+    /// Forward one AG-UI run (`POST /agui`, its RunAgentInput on stdin) to a node, as a hub
+    /// does: prints the answer's {"status":N,"body":"..."} line (the node's own, or 503/504
+    /// naming the node), then after a 200 the SSE body as the node's server writes it.
+    Agui {
+        #[command(flatten)]
+        conn: conn::Conn,
+        /// The node that runs the thread.
+        #[arg(long, value_name = "NAME")]
+        node: String,
+        /// How long the node has to start answering, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+        timeout_ms: u64,
+    },
     /// Print each node's last heartbeat, one JSON object a line: {"node","ts","ageMs",...}.
     Nodes {
         #[command(flatten)]
@@ -105,7 +118,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Cmd::Node { node, .. } | Cmd::Control { node, .. } = &cli.cmd {
+    if let Cmd::Node { node, .. } | Cmd::Control { node, .. } | Cmd::Agui { node, .. } = &cli.cmd {
         if let Err(e) = names::check_node(node) {
             report(format!("--node: {e}"));
             return Exit::Usage.into();
@@ -116,6 +129,7 @@ fn main() -> ExitCode {
         | Cmd::Node { conn, .. }
         | Cmd::Hub { conn, .. }
         | Cmd::Control { conn, .. }
+        | Cmd::Agui { conn, .. }
         | Cmd::Nodes { conn } => conn.clone(),
     };
     if let Err(e) = conn::urls(&conn) {
@@ -143,7 +157,10 @@ fn main() -> ExitCode {
             Cmd::Hub { .. } => "hub".to_string(),
             Cmd::Nodes { .. } => "nodes".to_string(),
             Cmd::Control { .. } => "control".to_string(),
+            Cmd::Agui { .. } => "agui".to_string(),
         };
+        // `agui` tells the node when it is stopped (its client left): it sees the signal itself.
+        let own_stop = matches!(cli.cmd, Cmd::Agui { .. });
         // A sidecar waits for the cluster; a one-shot command fails at once.
         let wait = matches!(cli.cmd, Cmd::Node { .. } | Cmd::Hub { .. });
         let client = conn::connect(&conn, &format!("runwire {what}"), wait).await?;
@@ -185,8 +202,23 @@ fn main() -> ExitCode {
                     println!("{}", serde_json::to_string(&a)?);
                     Ok(())
                 }
+                Cmd::Agui { node, timeout_ms, .. } => {
+                    let mut body = String::new();
+                    tokio::io::AsyncReadExt::read_to_string(
+                        &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), control::MAX_AGUI_BODY as u64 + 1),
+                        &mut body,
+                    )
+                    .await
+                    .map_err(|e| anyhow::anyhow!("stdin: {e}"))?;
+                    let mut out = tokio::io::stdout();
+                    control::forward_agui(&client, &node, body, Duration::from_millis(timeout_ms), &mut out, stopped())
+                        .await
+                }
             }
         };
+        if own_stop {
+            return work.await;
+        }
         tokio::select! {
             r = work => r,
             _ = stopped() => Ok(()),

@@ -70,6 +70,8 @@ impl ClusterArgs {
 
 /// A hub's cluster, for forwarding control routes (set by [`start`] with `--hub`).
 static HUB: OnceLock<Vec<String>> = OnceLock::new();
+/// A hub's harness home (where it remembers each thread's node).
+static HUB_HOME: OnceLock<PathBuf> = OnceLock::new();
 
 /// How long a node has to answer a forwarded control request.
 const FORWARD_TIMEOUT_MS: u64 = 5000;
@@ -123,6 +125,176 @@ pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Optio
     })
 }
 
+/// Where a hub remembers the node of an AG-UI thread (a file per thread,
+/// named by the SHA-256 of its id, holding the node's name).
+fn thread_file(home: &Path, thread: &str) -> PathBuf {
+    home.join("cluster").join("threads").join(&crate::runs::sha256::hex(thread.as_bytes())[..32])
+}
+
+/// The node of a hub's AG-UI run: `forwardedProps.node`, else the node the
+/// thread was started on at this hub; `Err` the 400's message.
+fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    match v.pointer("/forwardedProps/node") {
+        Some(serde_json::Value::String(n))
+            if !n.is_empty()
+                && n.len() <= 64
+                && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            Ok(n.clone())
+        }
+        Some(n) => Err(format!("forwardedProps.node {n}: a node name is 1 to 64 of A-Z a-z 0-9 _ -")),
+        None => std::fs::read_to_string(thread_file(home, thread))
+            .ok()
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "thread {thread:?} is new to this hub: name the node that runs it in forwardedProps.node \
+                     (a hub runs no agent itself; its nodes are the prefixes of the run ids in GET /runs)"
+                )
+            }),
+    }
+}
+
+/// At a hub, `POST /agui`: the run goes to the thread's node (see
+/// [`agui_node`]) by `runwire-cluster agui`, through the node's own
+/// `/agui` (its rules: one run a thread, interrupt ids bound to the thread,
+/// a resume that must address every open interrupt, a retried runId
+/// replayed, never run twice); its SSE body streamed back as the node
+/// writes it. A node not connected is 503 at once, one that does not start
+/// answering within 5 s 504, each naming it. A client that leaves is a
+/// client leaving the node's server. `None` when this server is not a hub.
+pub fn agui(
+    cfg: &super::Config,
+    stream: &mut std::net::TcpStream,
+    req: &super::http::Request,
+    body: &[u8],
+    cors: &[(&'static str, String)],
+) -> Option<super::http::Close> {
+    use super::http::{respond, respond_error, Close};
+    use std::io::{BufRead, Read};
+    let conn = HUB.get()?;
+    let home = HUB_HOME.get()?;
+    let input = match super::agui::parse_input(body) {
+        Ok(i) => i,
+        Err(m) => {
+            respond_error(stream, 400, cors, &m);
+            return Some(Close::Linger);
+        }
+    };
+    let node = match agui_node(home, body, &input.thread_id) {
+        Ok(n) => n,
+        Err(m) => {
+            respond_error(stream, 400, cors, &m);
+            return Some(Close::Linger);
+        }
+    };
+    let tf = thread_file(home, &input.thread_id);
+    if std::fs::read_to_string(&tf).ok().as_deref() != Some(node.as_str()) {
+        let _ = std::fs::create_dir_all(tf.parent().unwrap_or(home));
+        let _ = crate::runs::write_atomic(&tf, node.as_bytes());
+    }
+    let child = Command::new(program())
+        .arg("agui")
+        .args(conn)
+        .args([format!("--node={node}"), format!("--timeout-ms={FORWARD_TIMEOUT_MS}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            respond_error(stream, 502, cors, &format!("node {node}: cannot run {}: {e}", program().display()));
+            return Some(Close::Linger);
+        }
+    };
+    if let Some(mut i) = child.stdin.take() {
+        use std::io::Write;
+        let _ = i.write_all(body);
+    }
+    let stop = |child: &mut Child| {
+        let _ =
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = child.wait();
+    };
+    let Some(out) = child.stdout.take() else {
+        stop(&mut child);
+        respond_error(stream, 502, cors, &format!("node {node}: runwire-cluster agui has no output"));
+        return Some(Close::Linger);
+    };
+    let mut out = std::io::BufReader::new(out);
+    let mut line = String::new();
+    let _ = out.read_line(&mut line);
+    let answer = serde_json::from_str::<serde_json::Value>(&line)
+        .ok()
+        .and_then(|v| Some((v["status"].as_u64()? as u16, v["body"].as_str().unwrap_or_default().to_string())));
+    let Some((code, text)) = answer else {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = child.wait();
+        let m = format!("node {node}: {}", err.trim());
+        // Exit 3: the cluster cannot be reached from here.
+        respond_error(stream, 503, cors, &m);
+        return Some(Close::Linger);
+    };
+    if code != 200 {
+        let _ = child.wait();
+        let _ = respond(stream, code, cors, &text);
+        return Some(Close::Linger);
+    }
+    let mut body = match super::stream::Stream::start(stream, req, cors, usize::MAX, cfg.write_timeout) {
+        Ok(b) => b,
+        Err(_) => {
+            stop(&mut child);
+            return Some(Close::Now);
+        }
+    };
+    // The child's output read aside, so the client is looked at while it is quiet.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(64);
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        // What the line reader holds past the first line goes first.
+        let held = out.buffer().to_vec();
+        if !held.is_empty() && tx.send(held).is_err() {
+            return;
+        }
+        let mut raw = out.into_inner();
+        while let Ok(n) = raw.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(chunk) => {
+                body.push(&chunk);
+                if body.drain().is_err() {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if body.heartbeat(cfg.keepalive).is_err() {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = body.end();
+                break;
+            }
+        }
+    }
+    // Done, or the client left: the node is told (runwire-cluster agui, stopped, cancels).
+    stop(&mut child);
+    drop(rx);
+    let _ = reader.join();
+    Some(Close::Now)
+}
+
 /// The running sidecar: stopped on drop.
 pub struct Sidecar {
     child: Arc<Mutex<Option<Child>>>,
@@ -163,6 +335,7 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
         // The connection flags of argv: everything after `hub` but --home.
         let conn: Vec<String> = argv[1..].chunks(2).filter(|p| p[0] != "--home").flatten().cloned().collect();
         let _ = HUB.set(conn);
+        let _ = HUB_HOME.set(home.to_path_buf());
     }
     let child = Arc::new(Mutex::new(None::<Child>));
     let stop = Arc::new(AtomicBool::new(false));

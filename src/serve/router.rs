@@ -139,7 +139,9 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
         ("/api/info", _) => method_not_allowed(stream, cors, "GET"),
         ("/api/evidence", _) => evidence::get(shared, stream, req, cors),
         ("/agui", "POST") => match read_json_body(cfg, stream, req, body, cors) {
-            Ok(body) => agui::post(shared, stream, req, &body, cors),
+            // A hub: the thread's node runs it (spec/CLUSTER.md).
+            Ok(body) => super::cluster::agui(cfg, stream, req, &body, cors)
+                .unwrap_or_else(|| agui::post(shared, stream, req, &body, cors)),
             Err(close) => close,
         },
         ("/agui", _) => method_not_allowed(stream, cors, "POST"),
