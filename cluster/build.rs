@@ -16,13 +16,18 @@ fn main() {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let ci = tools::in_ci();
-    let t = tools::tool("nats-server");
-    let missing = tools::missing(&root, t).is_some();
-    if ci || !missing {
-        println!("cargo:rustc-cfg=tool=\"nats-server\"");
-    }
-    for p in tools::found(t) {
-        println!("cargo:rerun-if-changed={}", p.display());
+    let mut missing = false;
+    // nats-server for every cluster test; the studio's tools for the hub's browser test.
+    for name in ["nats-server", "node", "chromium", "playwright"] {
+        let t = tools::tool(name);
+        let gone = tools::missing(&root, t).is_some();
+        if ci || !gone {
+            println!("cargo:rustc-cfg=tool=\"{name}\"");
+        }
+        missing |= gone;
+        for p in tools::found(t) {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
     }
     // Installed later: a directory on PATH changes. As the root build
     // script does: flat directories of programs only (cargo walks a watched

@@ -1,0 +1,228 @@
+//! AG-UI and the studio at a cluster's hub (issue 29): a 3-server NATS
+//! JetStream cluster on loopback, two `runwire-serve` nodes, and a hub.
+//! Node `beta` runs interactive sessions of `examples/trust-agent` (a
+//! stand-in speaking Claude Code's control protocol that asks to run a
+//! command and logs every line runwire writes to it); node `alpha` runs the
+//! bundled replay agent.
+//!
+//! - `POST /agui` at the hub: a new thread names its node
+//!   (`forwardedProps.node`, else 400), an unknown node is 503 at once;
+//!   the run streams from the node, its interrupt is answered by a resume
+//!   at the hub (the thread's node remembered), the agent gets the
+//!   approval once, a retried resume (same runId) answers nothing twice.
+//! - The studio at the hub (Chromium, studio/e2e/hub.mjs) lists both
+//!   nodes' runs, finds beta's run that needs the person, approves there,
+//!   and beta's agent gets the approval.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The request the stand-in raises on each prompt.
+const REQUEST_ID: &str = "req-hub-1";
+
+fn requests() -> String {
+    json!([{"request_id": REQUEST_ID, "tool_name": "Bash", "input": {"command": "touch approved-at-the-hub"}}]).to_string()
+}
+
+/// Node `beta`: interactive sessions of the stand-in agent.
+fn beta(dir: &Path, url: &str) -> Serve {
+    let log = dir.join("agent-input.jsonl");
+    let state = dir.join("agent-processes");
+    let reqs = requests();
+    Serve::start(
+        &dir.join("home-beta"),
+        &["--agent", "claude", "--interactive", "--agent-cmd"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([built("examples/trust-agent").display().to_string()])
+            .chain(["--cluster", url, "--node", "beta"].iter().map(|s| s.to_string()))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        &[
+            ("TRUST_PROTO", "claude"),
+            ("TRUST_LOG", log.to_str().unwrap()),
+            ("TRUST_STATE", state.to_str().unwrap()),
+            ("TRUST_REQUESTS", &reqs),
+        ],
+    )
+}
+
+/// Every `control_response` runwire wrote to beta's agent for the request.
+fn answers_to_agent(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("agent-input.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["line"].clone())
+        .filter(|l| l["type"] == "control_response" && l.pointer("/response/request_id") == Some(&json!(REQUEST_ID)))
+        .collect()
+}
+
+fn last_type(ev: &[Value]) -> String {
+    ev.last().map(|e| e["type"].as_str().unwrap_or_default().to_string()).unwrap_or_default()
+}
+
+/// The interrupts of a run's last event (`RUN_FINISHED` with the interrupt outcome).
+fn interrupts(ev: &[Value]) -> Vec<Value> {
+    let last = ev.last().cloned().unwrap_or_default();
+    assert_eq!(last["type"], "RUN_FINISHED", "{ev:?}");
+    last.pointer("/outcome/interrupts").and_then(Value::as_array).cloned().unwrap_or_default()
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
+    need(&["nats-server"]);
+    let dir = scratch("hub-agui");
+    let nats = Nats::start(&dir);
+    let b = beta(&dir, &nats.url);
+    let hub = Serve::start(&dir.join("home-hub"), &["--cluster", &nats.url, "--hub"], &[]);
+
+    // A new thread that names no node: 400, saying how to name one.
+    let (code, body) = hub.request("POST", "/agui", &run_input("t1", "r1", "go", Value::Null, json!({})));
+    let text = String::from_utf8_lossy(&body).to_string();
+    assert_eq!(code, 400, "{text}");
+    assert!(text.contains("forwardedProps.node"), "{text}");
+    // A node that is not there: 503 at once, naming it.
+    let t = Instant::now();
+    let (code, body) = hub.request("POST", "/agui", &run_input("t0", "r0", "go", Value::Null, json!({"node": "omega"})));
+    let text = String::from_utf8_lossy(&body).to_string();
+    assert_eq!(code, 503, "{text}");
+    assert!(text.contains("omega") && t.elapsed() < Duration::from_secs(4), "{text} in {:?}", t.elapsed());
+    // A node name that is not one: 400.
+    let (code, _) = hub.request("POST", "/agui", &run_input("t0", "r0", "go", Value::Null, json!({"node": "a.b"})));
+    assert_eq!(code, 400);
+
+    // The thread on beta, through the hub: the agent asks, the run ends with the interrupt.
+    // (beta's sidecar may still be subscribing: 503 until it answers.)
+    let first = run_input("t1", "r1", "go", Value::Null, json!({"node": "beta"}));
+    let body = wait_for("beta to take the run", 30, || {
+        let (code, body) = hub.request("POST", "/agui", &first);
+        assert!(code == 200 || code == 503, "{code} {}", String::from_utf8_lossy(&body));
+        (code == 200).then_some(body)
+    });
+    let ev = events(&body);
+    assert_eq!(ev[0]["type"], "RUN_STARTED", "{ev:?}");
+    let ints = interrupts(&ev);
+    assert_eq!(ints.len(), 1, "{ev:?}");
+    let id = ints[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(ints[0]["metadata"]["runwire"]["tool"], "Bash", "{}", ints[0]);
+    assert!(answers_to_agent(&dir).is_empty());
+
+    // The open interrupt is visible at the hub: beta's run needs input there.
+    let hub_run = wait_for("beta's run to need input at the hub", 60, || {
+        let l = hub.get_json("/runs");
+        l["runs"].as_array().unwrap().iter().find(|r| {
+            r["runId"].as_str().unwrap_or_default().starts_with("beta.") && r["status"] == "needs_input"
+        }).map(|r| r["runId"].as_str().unwrap().to_string())
+    });
+    assert!(hub_run.starts_with("beta."), "{hub_run}");
+
+    // A message that does not answer the open interrupt answers nothing: the node's rule.
+    let (code, body) = hub.request("POST", "/agui", &run_input("t1", "r1b", "something else", Value::Null, Value::Null));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let again = interrupts(&events(&body));
+    assert_eq!(again.iter().map(|i| i["id"].as_str().unwrap()).collect::<Vec<_>>(), [id.as_str()]);
+    assert!(answers_to_agent(&dir).is_empty());
+
+    // The resume at the hub, without naming the node (the thread is beta's): approved once.
+    let resume = run_input(
+        "t1",
+        "r2",
+        "",
+        json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]),
+        Value::Null,
+    );
+    let (code, body) = hub.request("POST", "/agui", &resume);
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let ev = events(&body);
+    assert_eq!(last_type(&ev), "RUN_FINISHED", "{ev:?}");
+    assert!(ev.last().unwrap().get("outcome").is_none(), "a success: {ev:?}");
+    let sent = answers_to_agent(&dir);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].pointer("/response/response/behavior"), Some(&json!("allow")), "{}", sent[0]);
+    // The same resume again (a client retrying): the node's replay, nothing answered twice.
+    let (code, body2) = hub.request("POST", "/agui", &resume);
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body2));
+    assert_eq!(events(&body2), ev, "a retried runId is the first run's replay");
+    // The same interrupt answered in a new run: refused by the node, still once.
+    let late = run_input(
+        "t1",
+        "r3",
+        "",
+        json!([{"interruptId": id, "status": "resolved", "payload": {"approved": false}}]),
+        Value::Null,
+    );
+    let (_, body3) = hub.request("POST", "/agui", &late);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(answers_to_agent(&dir).len(), 1, "{}", String::from_utf8_lossy(&body3));
+    drop((b, hub, nats));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+#[cfg_attr(not(tool = "chromium"), ignore = "needs Chromium: apt-get install chromium (or STUDIO_CHROMIUM=/path)")]
+#[cfg_attr(all(tool = "chromium", not(tool = "playwright")), ignore = "needs node and npm: apt-get install nodejs npm")]
+fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
+    need(&["nats-server", "node", "playwright", "chromium"]);
+    let dir = scratch("hub-studio");
+    let nats = Nats::start(&dir);
+    let a = Serve::start(&dir.join("home-alpha"), &["--cluster", &nats.url, "--node", "alpha"], &[]);
+    let b = beta(&dir, &nats.url);
+    let hub = Serve::start(&dir.join("home-hub"), &["--cluster", &nats.url, "--hub"], &[]);
+    // alpha: a finished run of the replay agent.
+    let (code, body) = a.request("POST", "/agui", &run_input("ta", "ra", "hi", Value::Null, json!({})));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    // beta: a session whose agent waits for an approval (started at the hub).
+    let first = run_input("tb", "rb", "go", Value::Null, json!({"node": "beta"}));
+    let body = wait_for("beta to take the run", 30, || {
+        let (code, body) = hub.request("POST", "/agui", &first);
+        (code == 200).then_some(body)
+    });
+    assert_eq!(interrupts(&events(&body)).len(), 1);
+    let browser = tools::chromium().expect("found by need");
+    let out = std::process::Command::new("node")
+        .arg("e2e/hub.mjs")
+        .current_dir(root().join("studio"))
+        .env("HUB_URL", hub.url())
+        .env("NODES", "alpha,beta")
+        .env("ASKING", "beta")
+        .env("STUDIO_CHROMIUM", &browser)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "e2e/hub.mjs failed:\n{stdout}\n{stderr}\nhub: {}", hub.stderr());
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    assert!(seen["run"].as_str().unwrap().starts_with("beta."), "{seen}");
+    // The approval reached beta's agent, once.
+    let sent = wait_for("the approval at beta's agent", 30, || {
+        let s = answers_to_agent(&dir);
+        (!s.is_empty()).then_some(s)
+    });
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].pointer("/response/response/behavior"), Some(&json!("allow")), "{}", sent[0]);
+    // The request the page answered is the one the agent raised (unique ids end to end).
+    let journal = std::fs::read_dir(dir.join("home-beta/serve/runstate"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect::<String>();
+    let answered: Vec<Value> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["input"] == "answered")
+        .collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["request"], seen["request"], "{answered:?} {seen}");
+    assert_eq!(answered[0]["decision"], "allow", "{answered:?}");
+    drop((a, b, hub, nats));
+    let _ = std::fs::remove_dir_all(&dir);
+}

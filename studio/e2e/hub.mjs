@@ -1,0 +1,64 @@
+// The studio at a cluster's hub (issue 29), in Chromium: run by
+// cluster/tests/hub_studio.rs against a hub whose nodes are real
+// runwire-serve processes on a 3-server NATS cluster. Not a `*.test.mjs`:
+// `node --test e2e/` (tests/studio.rs) does not run it; it needs the cluster.
+//
+//   HUB_URL=http://127.0.0.1:PORT NODES=alpha,beta ASKING=beta node e2e/hub.mjs
+//
+// It checks that the runs list shows runs of every node in NODES, finds
+// the run of node ASKING that needs the person, opens its task, approves
+// the agent's request there (the hub forwards the answer to that node) and
+// waits for the card to close. It prints one JSON line: {"run", "request",
+// "record"}; any failure or console error exits 1.
+
+import assert from 'node:assert/strict';
+import { guard, launchBrowser, waitFor } from './harness.mjs';
+
+const HUB = process.env.HUB_URL;
+const NODES = (process.env.NODES || '').split(',').filter(Boolean);
+const ASKING = process.env.ASKING;
+assert.ok(HUB && NODES.length && ASKING, 'HUB_URL, NODES and ASKING are required');
+
+const browser = await launchBrowser();
+let failed = null;
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const p = await context.newPage();
+  const g = guard(p);
+  await p.goto(`${HUB}/#/runs`);
+  // Every node's runs, in one list: a hub's run ids are <node>.<run>.
+  for (const n of NODES) {
+    await p.waitForSelector(`tr[data-run-id^="${n}."]`, { timeout: 30000 });
+  }
+  // The run of the other node that needs the person comes first, and looks it.
+  const row = p.locator(`tr.needs-you[data-run-id^="${ASKING}."]`).first();
+  await row.waitFor({ timeout: 30000 });
+  const run = await row.getAttribute('data-run-id');
+  assert.match(await row.textContent(), /needs input/);
+  const first = await p.locator('tbody tr').first().getAttribute('data-run-id');
+  assert.equal(first, run, 'the run that needs the person is listed first');
+  // Its page, then its task: the agent's request, open.
+  await row.locator('th a').click();
+  await waitFor(async () => (await p.evaluate(() => location.hash)) === `#/runs/${encodeURIComponent(run)}`, { what: 'the run page' });
+  await p.locator('a[href$="/tasks/agent"]').first().click();
+  const card = p.locator('[data-request-id][data-state="open"]').first();
+  await card.waitFor({ timeout: 30000 });
+  const request = await card.getAttribute('data-request-id');
+  await card.locator('button[data-action="approve"]').click();
+  // Answered at the node: the card closes as the answer comes back on the stream.
+  const answered = p.locator(`[data-request-id="${request}"][data-state="answered"]`);
+  await answered.waitFor({ timeout: 30000 });
+  const record = (await answered.locator('summary.request-record').textContent()).trim();
+  assert.match(record, /^Approved/);
+  g.check();
+  await context.close();
+  console.log(JSON.stringify({ run, request, record }));
+} catch (e) {
+  failed = e;
+} finally {
+  await browser.close();
+}
+if (failed) {
+  console.error(failed.stack || String(failed));
+  process.exit(1);
+}
