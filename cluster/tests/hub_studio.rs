@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 const REQUEST_ID: &str = "req-hub-1";
 
 fn requests() -> String {
-    json!([{"request_id": REQUEST_ID, "tool_name": "Bash", "input": {"command": "touch approved-at-the-hub"}}]).to_string()
+    json!([{"request_id": REQUEST_ID, "tool_name": "Bash", "input": {"command": "touch approved-at-the-hub"}}])
+        .to_string()
 }
 
 /// Node `beta`: interactive sessions of the stand-in agent.
@@ -33,24 +34,15 @@ fn beta(dir: &Path, url: &str) -> Serve {
     let log = dir.join("agent-input.jsonl");
     let state = dir.join("agent-processes");
     let reqs = requests();
-    Serve::start(
-        &dir.join("home-beta"),
-        &["--agent", "claude", "--interactive", "--agent-cmd"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([built("examples/trust-agent").display().to_string()])
-            .chain(["--cluster", url, "--node", "beta"].iter().map(|s| s.to_string()))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        &[
-            ("TRUST_PROTO", "claude"),
-            ("TRUST_LOG", log.to_str().unwrap()),
-            ("TRUST_STATE", state.to_str().unwrap()),
-            ("TRUST_REQUESTS", &reqs),
-        ],
-    )
+    let agent = built("examples/trust-agent").display().to_string();
+    let args = ["--agent", "claude", "--interactive", "--agent-cmd", &agent, "--cluster", url, "--node", "beta"];
+    let env = [
+        ("TRUST_PROTO", "claude"),
+        ("TRUST_LOG", log.to_str().unwrap()),
+        ("TRUST_STATE", state.to_str().unwrap()),
+        ("TRUST_REQUESTS", &reqs),
+    ];
+    Serve::start(&dir.join("home-beta"), &args, &env)
 }
 
 /// Every `control_response` runwire wrote to beta's agent for the request.
@@ -62,6 +54,16 @@ fn answers_to_agent(dir: &Path) -> Vec<Value> {
         .map(|v| v["line"].clone())
         .filter(|l| l["type"] == "control_response" && l.pointer("/response/request_id") == Some(&json!(REQUEST_ID)))
         .collect()
+}
+
+/// The child processes of `pid` (every thread's).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
+    }
+    out
 }
 
 fn last_type(ev: &[Value]) -> String {
@@ -91,7 +93,8 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     assert!(text.contains("forwardedProps.node"), "{text}");
     // A node that is not there: 503 at once, naming it.
     let t = Instant::now();
-    let (code, body) = hub.request("POST", "/agui", &run_input("t0", "r0", "go", Value::Null, json!({"node": "omega"})));
+    let (code, body) =
+        hub.request("POST", "/agui", &run_input("t0", "r0", "go", Value::Null, json!({"node": "omega"})));
     let text = String::from_utf8_lossy(&body).to_string();
     assert_eq!(code, 503, "{text}");
     assert!(text.contains("omega") && t.elapsed() < Duration::from_secs(4), "{text} in {:?}", t.elapsed());
@@ -118,14 +121,18 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     // The open interrupt is visible at the hub: beta's run needs input there.
     let hub_run = wait_for("beta's run to need input at the hub", 60, || {
         let l = hub.get_json("/runs");
-        l["runs"].as_array().unwrap().iter().find(|r| {
-            r["runId"].as_str().unwrap_or_default().starts_with("beta.") && r["status"] == "needs_input"
-        }).map(|r| r["runId"].as_str().unwrap().to_string())
+        l["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["runId"].as_str().unwrap_or_default().starts_with("beta.") && r["status"] == "needs_input")
+            .map(|r| r["runId"].as_str().unwrap().to_string())
     });
     assert!(hub_run.starts_with("beta."), "{hub_run}");
 
     // A message that does not answer the open interrupt answers nothing: the node's rule.
-    let (code, body) = hub.request("POST", "/agui", &run_input("t1", "r1b", "something else", Value::Null, Value::Null));
+    let (code, body) =
+        hub.request("POST", "/agui", &run_input("t1", "r1b", "something else", Value::Null, Value::Null));
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let again = interrupts(&events(&body));
     assert_eq!(again.iter().map(|i| i["id"].as_str().unwrap()).collect::<Vec<_>>(), [id.as_str()]);
@@ -162,6 +169,21 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     let (_, body3) = hub.request("POST", "/agui", &late);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(answers_to_agent(&dir).len(), 1, "{}", String::from_utf8_lossy(&body3));
+
+    // beta's sidecar there but not answering (stopped): 504 within the timeout, naming beta.
+    let sidecar: Vec<u32> = children(b.proc.0.id())
+        .into_iter()
+        .filter(|c| std::fs::read_link(format!("/proc/{c}/exe")).is_ok_and(|e| e.ends_with("runwire-cluster")))
+        .collect();
+    assert_eq!(sidecar.len(), 1, "{sidecar:?}");
+    let pid = nix::unistd::Pid::from_raw(sidecar[0] as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let t = Instant::now();
+    let (code, body) = hub.request("POST", "/agui", &run_input("t1", "r4", "more", Value::Null, Value::Null));
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+    let text = String::from_utf8_lossy(&body).to_string();
+    assert_eq!(code, 504, "{text}");
+    assert!(text.contains("beta") && t.elapsed() < Duration::from_secs(10), "{text} in {:?}", t.elapsed());
     drop((b, hub, nats));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -200,6 +222,7 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "e2e/hub.mjs failed:\n{stdout}\n{stderr}\nhub: {}", hub.stderr());
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    eprintln!("the studio at the hub answered: {seen}");
     assert!(seen["run"].as_str().unwrap().starts_with("beta."), "{seen}");
     // The approval reached beta's agent, once.
     let sent = wait_for("the approval at beta's agent", 30, || {

@@ -30,7 +30,8 @@ pub fn need(names: &[&str]) {
         }
         if let Some((dir, marker)) = t.packages {
             if !root().join(dir).join(marker).is_file() {
-                let st = Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root().join(dir)).status();
+                let st =
+                    Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root().join(dir)).status();
                 assert!(st.is_ok_and(|s| s.success()), "npm ci in {dir} failed");
             }
         }
