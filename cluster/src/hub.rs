@@ -274,6 +274,142 @@ async fn follow_files(files: jetstream::stream::Stream, mirror: &Mirror) -> anyh
     }
 }
 
+/// The filters and resume point of `GET /runs/events` (the local feed's
+/// query: `run`, `status`, `repo`, `type`, `since`, `token`).
+pub fn feed_query(query: &str) -> Result<(runwire::runs::feed::Filter, Option<u64>), String> {
+    let mut f = runwire::runs::feed::Filter::default();
+    let mut since = None;
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let v = String::from_utf8(runwire::serve::http::percent_decode(v)).map_err(|_| format!("{k}: not UTF-8"))?;
+        let list = || v.split(',').filter(|s| !s.is_empty()).map(str::to_string);
+        match k {
+            "run" => f.runs.extend(list()),
+            "status" => f.statuses.extend(list()),
+            "repo" => f.repos.extend(list()),
+            "type" => f.types.extend(list()),
+            "since" => since = Some(v.trim().parse::<u64>().map_err(|_| format!("since={v}: not an event id"))?),
+            "token" => {}
+            _ => return Err(format!("unknown query parameter {k:?} (run, status, repo, type, since)")),
+        }
+    }
+    f.validate()?;
+    Ok((f, since))
+}
+
+/// One event of `RUNWIRE_FEED` as a hub serves it: the node's feed line
+/// with `id` = its stream sequence, `runId` the hub's (`<node>.<run>`) and
+/// `node` added. `None` for a line that is not a JSON object.
+pub fn hub_event(node: &str, seq: u64, line: &[u8]) -> Option<serde_json::Value> {
+    let serde_json::Value::Object(o) = serde_json::from_slice(line).ok()? else { return None };
+    let mut v = serde_json::Map::with_capacity(o.len() + 2);
+    v.insert("id".into(), seq.into());
+    for (k, x) in o {
+        match (k.as_str(), x) {
+            ("id", _) => {}
+            ("runId", serde_json::Value::String(r)) => {
+                v.insert(k, names::hub_run_id(node, &r).into());
+            }
+            (_, x) => {
+                v.insert(k, x);
+            }
+        }
+    }
+    v.insert("node".into(), node.into());
+    Some(serde_json::Value::Object(v))
+}
+
+/// `GET /runs/events` at a hub: the merged feed of every node, read from
+/// `RUNWIRE_FEED`, each event's id its stream sequence, so a client may
+/// resume at any hub of the cluster (`since`: the last id it has; `None`:
+/// from now). Writes to `out` one line, the answer's `{"status":N,"body":…}`
+/// (400 for a resume point the stream does not hold, 503 when the stream
+/// cannot be read), then after a 200 the SSE frames, a `ready` frame once
+/// caught up (as the local feed does), until `out` fails.
+pub async fn feed(
+    client: async_nats::Client,
+    query: &str,
+    since: Option<u64>,
+    out: &mut (impl tokio::io::AsyncWrite + Unpin),
+) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let head = |status: u16, msg: &str| {
+        let body = if msg.is_empty() { String::new() } else { serde_json::json!({ "error": msg }).to_string() };
+        format!("{}\n", serde_json::json!({"status": status, "body": body})).into_bytes()
+    };
+    let (filter, q_since) = match feed_query(query) {
+        Ok(q) => q,
+        Err(m) => return Ok(out.write_all(&head(400, &m)).await?),
+    };
+    let since = since.or(q_since);
+    let js = jetstream::new(client);
+    let info = async {
+        let mut s = js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("{e}"))?;
+        let i = s.info().await.map_err(|e| anyhow!("{e}"))?;
+        let (first, last) = (i.state.first_sequence, i.state.last_sequence);
+        Ok::<_, anyhow::Error>((s, first, last))
+    };
+    let (stream, first, last) = match tokio::time::timeout(Duration::from_secs(5), info).await {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return Ok(out.write_all(&head(503, &format!("stream {}: {e}", names::FEED_STREAM))).await?),
+        Err(_) => {
+            let m = format!("stream {}: the cluster did not answer within 5 s", names::FEED_STREAM);
+            return Ok(out.write_all(&head(503, &m)).await?);
+        }
+    };
+    let since = since.unwrap_or(last);
+    if since > last {
+        let m = format!("Last-Event-ID {since} is not an event id of this feed (its last is {last})");
+        return Ok(out.write_all(&head(400, &m)).await?);
+    }
+    if last > 0 && since + 1 < first {
+        let m = format!("Last-Event-ID {since}: the feed keeps events from {first} on (older ones expired)");
+        return Ok(out.write_all(&head(400, &m)).await?);
+    }
+    out.write_all(&head(200, "")).await?;
+    out.flush().await?;
+    let ready = |id: u64| format!("event: ready\nid: {id}\ndata: {{\"type\":\"ready\",\"id\":{id}}}\n\n");
+    let mut pos = since;
+    let mut sent_ready = false;
+    if pos >= last {
+        out.write_all(ready(pos).as_bytes()).await?;
+        out.flush().await?;
+        sent_ready = true;
+    }
+    let cfg = consumer::pull::OrderedConfig {
+        deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: pos + 1 },
+        ..Default::default()
+    };
+    let consumer = stream.create_consumer(cfg).await.map_err(|e| anyhow!("stream {}: {e}", names::FEED_STREAM))?;
+    let mut msgs = consumer.messages().await.map_err(|e| anyhow!("stream {}: {e}", names::FEED_STREAM))?;
+    while let Some(m) = msgs.next().await {
+        let m = m.map_err(|e| anyhow!("stream {}: {e}", names::FEED_STREAM))?;
+        let seq = m.info().map(|i| i.stream_sequence).unwrap_or(pos + 1);
+        pos = seq;
+        let node = m.subject.as_str().strip_prefix("rwfeed.").filter(|n| names::valid_node(n));
+        let frame = match node.and_then(|n| hub_event(n, seq, &m.payload)) {
+            Some(ev) => {
+                let json = ev.to_string();
+                filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n"))
+            }
+            None => {
+                let ev = serde_json::json!({"type": "skipped", "id": seq, "size": m.payload.len(),
+                    "error": "not_an_event", "message": format!("message {seq} of {} is not a feed event", m.subject)});
+                Some(format!("event: skipped\nid: {seq}\ndata: {ev}\n\n"))
+            }
+        };
+        if let Some(f) = frame {
+            out.write_all(f.as_bytes()).await?;
+        }
+        if !sent_ready && pos >= last {
+            out.write_all(ready(pos).as_bytes()).await?;
+            sent_ready = true;
+        }
+        out.flush().await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

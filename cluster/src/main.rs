@@ -106,6 +106,19 @@ enum Cmd {
         #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
         timeout_ms: u64,
     },
+    /// The merged feed of every node (`GET /runs/events` at a hub): prints the answer's
+    /// {"status":N,"body":"..."} line, then after a 200 the SSE frames, each event's id its
+    /// RUNWIRE_FEED stream sequence, until stopped.
+    Feed {
+        #[command(flatten)]
+        conn: conn::Conn,
+        /// The query of the request (run=, status=, repo=, type=, since=).
+        #[arg(long, value_name = "QUERY", default_value = "")]
+        query: String,
+        /// The last event id the client has (its Last-Event-ID); default: from now.
+        #[arg(long, value_name = "ID")]
+        since: Option<u64>,
+    },
     /// Print each node's last heartbeat, one JSON object a line: {"node","ts","ageMs",...}.
     Nodes {
         #[command(flatten)]
@@ -130,6 +143,7 @@ fn main() -> ExitCode {
         | Cmd::Hub { conn, .. }
         | Cmd::Control { conn, .. }
         | Cmd::Agui { conn, .. }
+        | Cmd::Feed { conn, .. }
         | Cmd::Nodes { conn } => conn.clone(),
     };
     if let Err(e) = conn::urls(&conn) {
@@ -158,6 +172,7 @@ fn main() -> ExitCode {
             Cmd::Nodes { .. } => "nodes".to_string(),
             Cmd::Control { .. } => "control".to_string(),
             Cmd::Agui { .. } => "agui".to_string(),
+            Cmd::Feed { .. } => "feed".to_string(),
         };
         // `agui` tells the node when it is stopped (its client left): it sees the signal itself.
         let own_stop = matches!(cli.cmd, Cmd::Agui { .. });
@@ -195,6 +210,7 @@ fn main() -> ExitCode {
                     hub::run(client, hub::Opts { home: home.unwrap_or_else(runwire::runs::harness_home) }).await
                 }
                 Cmd::Nodes { .. } => nodes(client).await,
+                Cmd::Feed { query, since, .. } => hub::feed(client, &query, since, &mut tokio::io::stdout()).await,
                 Cmd::Control { node, path, body, id, timeout_ms, .. } => {
                     let id = id.unwrap_or_else(|| format!("{}-{}-{}", node::now_ms(), std::process::id(), path.len()));
                     let f = control::Forwarded { method: "POST".into(), path, body };

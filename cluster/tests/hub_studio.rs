@@ -249,3 +249,116 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     drop((a, b, hub, nats));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `GET /runs/events` (with `Last-Event-ID` when given) read until its
+/// `ready` frame: each frame's (`event`, `id`, data).
+fn feed_until_ready(srv: &Serve, last_id: Option<u64>, query: &str) -> (u16, Vec<(String, u64, Value)>) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let resume = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
+    write!(c, "GET /runs/events{query} HTTP/1.0\r\nHost: 127.0.0.1\r\n{resume}\r\n").unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = String::from_utf8_lossy(&raw).to_string();
+        if let Some(i) = text.find("\r\n\r\n") {
+            let code: u16 = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+            let body = &text[i + 4..];
+            if code != 200 || body.contains("event: ready\n") && body.ends_with("\n\n") {
+                let frames = body
+                    .split("\n\n")
+                    .filter(|b| b.contains("data:"))
+                    .map(|b| {
+                        let (mut ev, mut id, mut data) = ("message".to_string(), 0, Value::Null);
+                        for l in b.lines() {
+                            if let Some(v) = l.strip_prefix("event: ") {
+                                ev = v.to_string();
+                            } else if let Some(v) = l.strip_prefix("id: ") {
+                                id = v.parse().unwrap();
+                            } else if let Some(v) = l.strip_prefix("data: ") {
+                                data = serde_json::from_str(v).unwrap();
+                            }
+                        }
+                        (ev, id, data)
+                    })
+                    .collect();
+                return (code, frames);
+            }
+        }
+        assert!(Instant::now() < deadline, "no ready frame: {}", String::from_utf8_lossy(&raw));
+        let n = c.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            let text = String::from_utf8_lossy(&raw).to_string();
+            let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+            return (code, vec![("closed".into(), 0, Value::String(text))]);
+        }
+        raw.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn the_hubs_feed_ids_are_stream_sequences_so_any_hub_resumes_any_client() {
+    need(&["nats-server"]);
+    let dir = scratch("hub-feed");
+    let nats = Nats::start(&dir);
+    let a = Serve::start(&dir.join("home-alpha"), &["--cluster", &nats.url, "--node", "alpha"], &[]);
+    let h1 = Serve::start(&dir.join("home-hub1"), &["--cluster", &nats.url, "--hub"], &[]);
+    let h2 = Serve::start(&dir.join("home-hub2"), &["--cluster", &nats.url, "--hub"], &[]);
+    for run in ["ra", "rb"] {
+        let (code, body) = a.request("POST", "/agui", &run_input(run, run, "hi", Value::Null, json!({})));
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    // The node's own feed, from its start.
+    let (code, own) = feed_until_ready(&a, Some(0), "");
+    assert_eq!(code, 200);
+    let own: Vec<Value> = own.into_iter().filter(|f| f.0 == "message").map(|f| f.2).collect();
+    assert!(own.len() >= 4, "{own:?}");
+    // At hub 1, from the start: every event of the node, in its order, once (they arrive as published).
+    let all = wait_for("the node's feed at hub 1", 60, || {
+        let (code, f) = feed_until_ready(&h1, Some(0), "");
+        assert_eq!(code, 200, "{f:?}");
+        let ev: Vec<(u64, Value)> = f.into_iter().filter(|f| f.0 == "message").map(|f| (f.1, f.2)).collect();
+        (ev.len() >= own.len()).then_some(ev)
+    });
+    assert_eq!(all.len(), own.len(), "{all:?}");
+    for ((id, hub_ev), mine) in all.iter().zip(&own) {
+        // Its id is its stream sequence; the event the node's, its run the hub's, its node named.
+        assert_eq!(hub_ev["id"].as_u64(), Some(*id));
+        assert_eq!(hub_ev["node"], "alpha");
+        let mut back = hub_ev.clone();
+        let o = back.as_object_mut().unwrap();
+        o.remove("node");
+        o.insert("id".into(), mine["id"].clone());
+        if let Some(r) = mine["runId"].as_str() {
+            assert_eq!(hub_ev["runId"], format!("alpha.{r}"));
+            o.insert("runId".into(), r.into());
+        }
+        assert_eq!(&back, mine);
+    }
+    let ids: Vec<u64> = all.iter().map(|e| e.0).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // A client of hub 1 that got the first half resumes at hub 2: exactly the rest, the same frames.
+    let half = all.len() / 2;
+    let (code, rest) = feed_until_ready(&h2, Some(all[half - 1].0), "");
+    assert_eq!(code, 200);
+    let rest: Vec<(u64, Value)> = rest.into_iter().filter(|f| f.0 == "message").map(|f| (f.1, f.2)).collect();
+    assert_eq!(rest, all[half..].to_vec());
+    // The ready frame names where a reconnect resumes: the last id.
+    let (_, f) = feed_until_ready(&h2, None, "");
+    let ready = f.iter().find(|f| f.0 == "ready").unwrap();
+    assert_eq!(ready.1, *ids.last().unwrap(), "{f:?}");
+    // Filters as the local feed's, on the hub's run ids.
+    let one = all.iter().find(|e| e.1["runId"].is_string()).unwrap().1["runId"].as_str().unwrap().to_string();
+    let (code, f) = feed_until_ready(&h2, Some(0), &format!("?run={one}"));
+    assert_eq!(code, 200);
+    let only: Vec<&Value> = f.iter().filter(|f| f.0 == "message").map(|f| &f.2).collect();
+    assert!(!only.is_empty() && only.iter().all(|e| e["runId"] == one.as_str()), "{only:?}");
+    // A resume point past the stream's end: 400 (the studio then starts from now).
+    let (code, _) = feed_until_ready(&h1, Some(ids.last().unwrap() + 1000), "");
+    assert_eq!(code, 400);
+    drop((a, h1, h2, nats));
+    let _ = std::fs::remove_dir_all(&dir);
+}

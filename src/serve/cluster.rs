@@ -172,8 +172,7 @@ pub fn agui(
     body: &[u8],
     cors: &[(&'static str, String)],
 ) -> Option<super::http::Close> {
-    use super::http::{respond, respond_error, Close};
-    use std::io::{BufRead, Read};
+    use super::http::{respond_error, Close};
     let conn = HUB.get()?;
     let home = HUB_HOME.get()?;
     let input = match super::agui::parse_input(body) {
@@ -214,15 +213,85 @@ pub fn agui(
         use std::io::Write;
         let _ = i.write_all(body);
     }
+    Some(relay(cfg, stream, req, cors, child, &format!("node {node}")))
+}
+
+/// At a hub, `GET /runs/events`: the merged feed of every node, read from
+/// the cluster's feed stream by `runwire-cluster feed`, each event's id its
+/// stream sequence (the same at every hub: a client resumes at any hub
+/// with its Last-Event-ID), `runId` the hub's and `node` added. `None` when
+/// this server is not a hub.
+pub fn feed(
+    cfg: &super::Config,
+    stream: &mut std::net::TcpStream,
+    req: &super::http::Request,
+    cors: &[(&'static str, String)],
+) -> Option<super::http::Close> {
+    use super::http::{respond_error, Close};
+    let conn = HUB.get()?;
+    let mut cmd = Command::new(program());
+    cmd.arg("feed").args(conn).arg(format!("--query={}", req.query.as_deref().unwrap_or_default()));
+    if let Some(v) = req.header("last-event-id") {
+        match v.trim().parse::<u64>() {
+            Ok(n) => {
+                cmd.arg(format!("--since={n}"));
+            }
+            Err(_) => {
+                respond_error(stream, 400, cors, &format!("Last-Event-ID {v:?} is not an event id of this feed"));
+                return Some(Close::Linger);
+            }
+        }
+    }
+    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    match child {
+        Ok(c) => Some(relay(cfg, stream, req, cors, c, "the cluster's feed")),
+        Err(e) => {
+            respond_error(stream, 502, cors, &format!("cannot run {}: {e}", program().display()));
+            Some(Close::Linger)
+        }
+    }
+}
+
+/// Relays a `runwire-cluster agui|feed` child's answer: its first line is
+/// `{"status":N,"body":"…"}`; a 200 is an SSE body, copied as it comes
+/// (keep-alives and the client looked at while it is quiet); anything
+/// else is answered as it is. A client that leaves stops the child (which
+/// tells the node, for `agui`).
+fn relay(
+    cfg: &super::Config,
+    stream: &mut std::net::TcpStream,
+    req: &super::http::Request,
+    cors: &[(&'static str, String)],
+    mut child: Child,
+    who: &str,
+) -> super::http::Close {
+    use super::http::{respond, respond_error, Close};
+    use std::io::{BufRead, Read};
     let stop = |child: &mut Child| {
         let _ =
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
         let _ = child.wait();
     };
+    // Its stderr is drained aside (bounded): said in a 503 when it ends without an answer.
+    let errs = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = e.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if all.len() < 64 * 1024 {
+                    all.extend_from_slice(&buf[..n]);
+                }
+            }
+            String::from_utf8_lossy(&all).into_owned()
+        })
+    });
     let Some(out) = child.stdout.take() else {
         stop(&mut child);
-        respond_error(stream, 502, cors, &format!("node {node}: runwire-cluster agui has no output"));
-        return Some(Close::Linger);
+        respond_error(stream, 502, cors, &format!("{who}: runwire-cluster has no output"));
+        return Close::Linger;
     };
     let mut out = std::io::BufReader::new(out);
     let mut line = String::new();
@@ -231,26 +300,22 @@ pub fn agui(
         .ok()
         .and_then(|v| Some((v["status"].as_u64()? as u16, v["body"].as_str().unwrap_or_default().to_string())));
     let Some((code, text)) = answer else {
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
         let _ = child.wait();
-        let m = format!("node {node}: {}", err.trim());
+        let err = errs.and_then(|t| t.join().ok()).unwrap_or_default();
         // Exit 3: the cluster cannot be reached from here.
-        respond_error(stream, 503, cors, &m);
-        return Some(Close::Linger);
+        respond_error(stream, 503, cors, &format!("{who}: {}", err.trim()));
+        return Close::Linger;
     };
     if code != 200 {
         let _ = child.wait();
         let _ = respond(stream, code, cors, &text);
-        return Some(Close::Linger);
+        return Close::Linger;
     }
     let mut body = match super::stream::Stream::start(stream, req, cors, usize::MAX, cfg.write_timeout) {
         Ok(b) => b,
         Err(_) => {
             stop(&mut child);
-            return Some(Close::Now);
+            return Close::Now;
         }
     };
     // The child's output read aside, so the client is looked at while it is quiet.
@@ -288,11 +353,11 @@ pub fn agui(
             }
         }
     }
-    // Done, or the client left: the node is told (runwire-cluster agui, stopped, cancels).
+    // Done, or the client left: the child is stopped.
     stop(&mut child);
     drop(rx);
     let _ = reader.join();
-    Some(Close::Now)
+    Close::Now
 }
 
 /// The running sidecar: stopped on drop.

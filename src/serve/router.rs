@@ -177,7 +177,10 @@ fn runs_route(
     match (req.method.as_str(), segs) {
         ("GET", []) => runs::list(shared, stream, req, cors),
         // Never a run id (those are `<hash>--<slug>`).
-        ("GET", ["events"]) => feed::get(shared, stream, req, cors),
+        // A hub: the cluster's feed, ids its stream sequences (spec/CLUSTER.md).
+        ("GET", ["events"]) => {
+            super::cluster::feed(&shared.cfg, stream, req, cors).unwrap_or_else(|| feed::get(shared, stream, req, cors))
+        }
         (_, ["events"]) => method_not_allowed(stream, cors, "GET"),
         ("GET", [id]) => runs::show(shared, stream, cors, id),
         ("GET", [id, "journal"]) => feed::record(shared, stream, req, cors, id),
