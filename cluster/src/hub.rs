@@ -1,7 +1,8 @@
 //! The hub: mirrors the cluster into a harness home, one run directory per
 //! node and run, so the ordinary `runwire-serve` (started with `--hub`)
-//! serves every node's runs, their task streams and the feed with its own,
-//! unchanged code.
+//! serves every node's runs and their task streams with its own, unchanged
+//! code. Its change feed is the cluster's: [`feed`] reads `RUNWIRE_FEED`
+//! for each client, ids the stream's sequences (the same at every hub).
 //!
 //! - Each run of the bucket `runwire-runs` becomes a run of the hub's home
 //!   with the id `<node>.<run>`, its pointer rewritten to name that id and the
