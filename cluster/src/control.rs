@@ -496,4 +496,22 @@ mod tests {
         }
         assert!(!allowed(&f("GET", "/runs/a/tasks/b/kill")));
     }
+
+    #[test]
+    fn a_node_streams_only_to_its_own_subjects() {
+        assert!(valid_stream("alpha", &stream_subject("alpha", "AbC123")));
+        for bad in [
+            "rwagui.beta.AbC",
+            "rwagui.alpha.",
+            "rwagui.alpha.a.b",
+            "rwagui.alpha.a*",
+            "rwagui.alphax.a",
+            "rwctl.alpha",
+        ] {
+            assert!(!valid_stream("alpha", bad), "{bad}");
+        }
+        let e = String::from_utf8(run_error("node a: gone")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(e.strip_prefix("data: ").unwrap().trim()).unwrap();
+        assert_eq!((v["type"].as_str(), v["code"].as_str()), (Some("RUN_ERROR"), Some("node_lost")));
+    }
 }

@@ -299,25 +299,40 @@ pub fn feed_query(query: &str) -> Result<(runwire::runs::feed::Filter, Option<u6
 }
 
 /// One event of `RUNWIRE_FEED` as a hub serves it: the node's feed line
-/// with `id` = its stream sequence, `runId` the hub's (`<node>.<run>`) and
-/// `node` added. `None` for a line that is not a JSON object.
-pub fn hub_event(node: &str, seq: u64, line: &[u8]) -> Option<serde_json::Value> {
+/// with `id` = its stream sequence first (as the local feed frames it),
+/// `runId` the hub's (`<node>.<run>`) and `node` added last; the rest as
+/// the node wrote it, in its order. `None` for a line that is not a JSON
+/// object.
+pub fn hub_event(node: &str, seq: u64, line: &[u8]) -> Option<String> {
     let serde_json::Value::Object(o) = serde_json::from_slice(line).ok()? else { return None };
-    let mut v = serde_json::Map::with_capacity(o.len() + 2);
-    v.insert("id".into(), seq.into());
-    for (k, x) in o {
-        match (k.as_str(), x) {
-            ("id", _) => {}
-            ("runId", serde_json::Value::String(r)) => {
-                v.insert(k, names::hub_run_id(node, &r).into());
-            }
-            (_, x) => {
-                v.insert(k, x);
-            }
+    let text = std::str::from_utf8(line).ok()?.trim();
+    // Ids are plain characters: the key and its value appear as they are.
+    let rewritten = match o.get("runId") {
+        Some(serde_json::Value::String(r)) if runwire::runs::valid_id(r) => {
+            let old = format!("\"runId\":{}", serde_json::Value::from(r.as_str()));
+            let new = format!("\"runId\":{}", serde_json::Value::from(names::hub_run_id(node, r)));
+            (text.matches(&old).count() == 1).then(|| text.replacen(&old, &new, 1))
         }
-    }
-    v.insert("node".into(), node.into());
-    Some(serde_json::Value::Object(v))
+        Some(_) => None,
+        None => Some(text.to_string()),
+    };
+    let body = match (rewritten, o.contains_key("id") || o.contains_key("node")) {
+        (Some(t), false) => t,
+        // Anything unusual: rebuilt (keys then sorted).
+        _ => {
+            let mut o = o;
+            o.remove("id");
+            if let Some(serde_json::Value::String(r)) = o.get("runId").cloned() {
+                o.insert("runId".into(), names::hub_run_id(node, &r).into());
+            }
+            serde_json::Value::Object(o).to_string()
+        }
+    };
+    let mut out = String::from_utf8(runwire::runs::feed::with_id(body.as_bytes(), seq)).ok()?;
+    out.pop(); // the closing brace
+    let sep = if out.ends_with('{') { "" } else { "," };
+    out.push_str(&format!("{sep}\"node\":{}}}", serde_json::Value::from(node)));
+    Some(out)
 }
 
 /// `GET /runs/events` at a hub: the merged feed of every node, read from
@@ -389,10 +404,7 @@ pub async fn feed(
         pos = seq;
         let node = m.subject.as_str().strip_prefix("rwfeed.").filter(|n| names::valid_node(n));
         let frame = match node.and_then(|n| hub_event(n, seq, &m.payload)) {
-            Some(ev) => {
-                let json = ev.to_string();
-                filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n"))
-            }
+            Some(json) => filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n")),
             None => {
                 let ev = serde_json::json!({"type": "skipped", "id": seq, "size": m.payload.len(),
                     "error": "not_an_event", "message": format!("message {seq} of {} is not a feed event", m.subject)});
@@ -421,6 +433,23 @@ mod tests {
             h.insert(*k, *v);
         }
         h
+    }
+
+    #[test]
+    fn feed_events_get_the_sequence_the_hubs_run_id_and_the_node() {
+        let ev = hub_event("n1", 42, br#"{"type":"run","runId":"ab--x.y","status":"done"}"#).unwrap();
+        assert_eq!(ev, r#"{"id":42,"type":"run","runId":"n1.ab--x.y","status":"done","node":"n1"}"#);
+        // An odd line is rebuilt: still the sequence, the hub's id and the node.
+        let ev = hub_event("n1", 3, br#"{"id":7, "runId" : "r", "b":1}"#).unwrap();
+        assert_eq!(ev, r#"{"id":3,"b":1,"runId":"n1.r","node":"n1"}"#);
+        assert_eq!(hub_event("n1", 5, b"{}").unwrap(), r#"{"id":5,"node":"n1"}"#);
+        assert!(hub_event("n1", 1, b"[1]").is_none() && hub_event("n1", 1, b"nope").is_none());
+        let (f, since) = feed_query("run=n1.a%2Eb,n2.c&type=ended&since=9&token=x").unwrap();
+        assert_eq!(
+            (f.runs, f.types, since),
+            (vec!["n1.a.b".to_string(), "n2.c".into()], vec!["ended".to_string()], Some(9))
+        );
+        assert!(feed_query("type=bogus").is_err() && feed_query("what=1").is_err() && feed_query("since=x").is_err());
     }
 
     #[test]
