@@ -31,18 +31,43 @@ fn requests() -> String {
 
 /// Node `beta`: interactive sessions of the stand-in agent.
 fn beta(dir: &Path, url: &str) -> Serve {
+    beta_asking(dir, url, &requests())
+}
+
+/// Node `beta` whose agent raises `reqs` on each prompt (none: its turn
+/// never ends).
+fn beta_asking(dir: &Path, url: &str, reqs: &str) -> Serve {
     let log = dir.join("agent-input.jsonl");
     let state = dir.join("agent-processes");
-    let reqs = requests();
     let agent = built("examples/trust-agent").display().to_string();
     let args = ["--agent", "claude", "--interactive", "--agent-cmd", &agent, "--cluster", url, "--node", "beta"];
     let env = [
         ("TRUST_PROTO", "claude"),
         ("TRUST_LOG", log.to_str().unwrap()),
         ("TRUST_STATE", state.to_str().unwrap()),
-        ("TRUST_REQUESTS", &reqs),
+        ("TRUST_REQUESTS", reqs),
     ];
     Serve::start(&dir.join("home-beta"), &args, &env)
+}
+
+/// Every line runwire wrote to beta's agent.
+fn agent_input(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("agent-input.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["line"].clone())
+        .collect()
+}
+
+/// beta's sidecar (the one `runwire-cluster` child of its server).
+fn sidecar_of(srv: &Serve) -> nix::unistd::Pid {
+    let sidecar: Vec<u32> = children(srv.proc.0.id())
+        .into_iter()
+        .filter(|c| std::fs::read_link(format!("/proc/{c}/exe")).is_ok_and(|e| e.ends_with("runwire-cluster")))
+        .collect();
+    assert_eq!(sidecar.len(), 1, "{sidecar:?}");
+    nix::unistd::Pid::from_raw(sidecar[0] as i32)
 }
 
 /// Every `control_response` runwire wrote to beta's agent for the request.
@@ -171,12 +196,7 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     assert_eq!(answers_to_agent(&dir).len(), 1, "{}", String::from_utf8_lossy(&body3));
 
     // beta's sidecar there but not answering (stopped): 504 within the timeout, naming beta.
-    let sidecar: Vec<u32> = children(b.proc.0.id())
-        .into_iter()
-        .filter(|c| std::fs::read_link(format!("/proc/{c}/exe")).is_ok_and(|e| e.ends_with("runwire-cluster")))
-        .collect();
-    assert_eq!(sidecar.len(), 1, "{sidecar:?}");
-    let pid = nix::unistd::Pid::from_raw(sidecar[0] as i32);
+    let pid = sidecar_of(&b);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
     let t = Instant::now();
     let (code, body) = hub.request("POST", "/agui", &run_input("t1", "r4", "more", Value::Null, Value::Null));
@@ -360,5 +380,76 @@ fn the_hubs_feed_ids_are_stream_sequences_so_any_hub_resumes_any_client() {
     let (code, _) = feed_until_ready(&h1, Some(ids.last().unwrap() + 1000), "");
     assert_eq!(code, 400);
     drop((a, h1, h2, nats));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// POST /agui at `srv`, read until `until` is in the body (or it ends):
+/// the open connection and what was read.
+fn agui_until(srv: &Serve, body: &str, until: &str, secs: u64) -> (std::net::TcpStream, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    write!(
+        c,
+        "POST /agui HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline && !String::from_utf8_lossy(&raw).contains(until) {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    (c, String::from_utf8_lossy(&raw).into_owned())
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_hub_client_leaving_is_a_client_leaving_the_node_and_a_lost_node_ends_the_run() {
+    need(&["nats-server"]);
+    let dir = scratch("hub-leave");
+    let nats = Nats::start(&dir);
+    // No request: the agent's turn goes on until it is interrupted.
+    let b = beta_asking(&dir, &nats.url, "[]");
+    let hub = Serve::start(&dir.join("home-hub"), &["--cluster", &nats.url, "--hub"], &[]);
+    let first = run_input("t1", "r1", "work on", Value::Null, json!({"node": "beta"}));
+    let (c, text) = wait_for("beta to take the run", 30, || {
+        let (c, text) = agui_until(&hub, &first, "RUN_STARTED", 10);
+        text.contains("RUN_STARTED").then_some((c, text))
+    });
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let interrupts =
+        || agent_input(&dir).iter().filter(|l| l.pointer("/request/subtype") == Some(&json!("interrupt"))).count();
+    wait_for("the prompt at beta's agent", 30, || agent_input(&dir).iter().any(|l| l["type"] == "user").then_some(()));
+    assert_eq!(interrupts(), 0);
+    // The hub's client leaves mid-turn: beta's server sees its client leave and
+    // interrupts the turn, at once (the cancel, not the 5 s ping).
+    drop(c);
+    let t = Instant::now();
+    wait_for("the turn interrupted at beta", 20, || (interrupts() > 0).then_some(()));
+    assert!(t.elapsed() < Duration::from_millis(2500), "interrupted after {:?}", t.elapsed());
+
+    // beta's sidecar stops answering mid-run: the hub ends the run with an error naming beta.
+    let next = run_input("t1", "r2", "again", Value::Null, Value::Null);
+    let (mut c, text) = agui_until(&hub, &next, "RUN_STARTED", 30);
+    assert!(text.contains("RUN_STARTED"), "{text}");
+    let pid = sidecar_of(&b);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let t = Instant::now();
+    let mut rest = Vec::new();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let _ = std::io::Read::read_to_end(&mut c, &mut rest);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+    let ev = events(&rest);
+    let last = ev.last().cloned().unwrap_or_default();
+    assert_eq!((last["type"].as_str(), last["code"].as_str()), (Some("RUN_ERROR"), Some("node_lost")), "{ev:?}");
+    assert!(last["message"].as_str().unwrap().contains("beta"), "{last}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    drop((b, hub, nats));
     let _ = std::fs::remove_dir_all(&dir);
 }
