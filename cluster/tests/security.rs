@@ -312,7 +312,7 @@ struct FakeRun {
     n: u64,
 }
 
-const FILES: [&str; 3] = ["feat.x.jsonl", "feat.x.impl.1.log", "feat.x.impl.1.log.at"];
+const FILES: [&str; 4] = ["feat.x.jsonl", "feat.x.plan.json", "feat.x.impl.1.log", "feat.x.impl.1.log.at"];
 
 impl FakeRun {
     fn new(home: &Path, repo: &Path) -> FakeRun {
@@ -322,8 +322,11 @@ impl FakeRun {
         let pointer = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
         let dir = PathBuf::from(&pointer.runstate_dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let plan = r#"{"v":"plan/v1","tasks":[{"id":"impl.1","adapter":"claude","prompt":"p"}]}"#;
+        std::fs::write(dir.join("feat.x.plan.json"), plan).unwrap();
         Registry::at(home).register(&pointer).unwrap();
-        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "started", None)).unwrap();
+        // Task states are journal.rs's TASK_STATES ("started" is not one: the task would not exist).
+        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "leased", None)).unwrap();
         FakeRun { pointer, dir, n: 0 }
     }
 
@@ -344,7 +347,7 @@ impl FakeRun {
             writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
             writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
             if i % 100 == 0 {
-                self.journal("running");
+                self.journal("implemented");
             }
             std::thread::sleep(every);
         }
