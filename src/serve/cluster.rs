@@ -326,6 +326,46 @@ mod tests {
     }
 
     #[test]
+    fn tls_off_loopback_and_credentials_from_files_only() {
+        let off = args(Some("nats://127.0.0.1:1,nats://10.0.0.1:4222"), None, true);
+        let e = off.check().unwrap_err();
+        assert!(e.starts_with("--cluster: nats://10.0.0.1:4222: ") && e.contains("needs TLS"), "{e}");
+        let with_ca = ClusterArgs { cluster_tls_ca: Some("/ca.pem".into()), ..off.clone() };
+        assert!(with_ca.check().is_ok());
+        assert!(args(Some("tls://10.0.0.1:4222"), None, true).check().is_ok());
+        let e = args(Some("nats://hub:s3cret@127.0.0.1:4222"), None, true).check().unwrap_err();
+        assert!(e.contains("no credentials in the URL") && !e.contains("s3cret"), "{e}");
+        assert!(args(Some("http://127.0.0.1:1"), None, true).check().is_err());
+        let a = ClusterArgs {
+            cluster_user: Some("node-alpha".into()),
+            cluster_password_file: Some("/pw".into()),
+            cluster_tls_ca: Some("/ca".into()),
+            cluster_tls_cert: Some("/c".into()),
+            cluster_tls_key: Some("/k".into()),
+            ..args(Some("tls://nats.example:4222"), Some("alpha"), false)
+        };
+        assert!(a.check().is_ok());
+        let argv = a.argv(Path::new("/h"), 1, None).unwrap();
+        let tail: Vec<&str> =
+            argv[argv.iter().position(|x| x == "/h").unwrap() + 1..].iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            tail,
+            [
+                "--user",
+                "node-alpha",
+                "--password-file",
+                "/pw",
+                "--tls-ca",
+                "/ca",
+                "--tls-cert",
+                "/c",
+                "--tls-key",
+                "/k"
+            ]
+        );
+    }
+
+    #[test]
     fn the_sidecar_gets_the_servers_address_and_token_as_a_node_only() {
         let home = Path::new("/h");
         let node = args(Some("nats://x:1"), Some("alpha"), false).argv(home, 8787, Some(Path::new("/t"))).unwrap();
