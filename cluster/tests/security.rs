@@ -346,7 +346,7 @@ impl FakeRun {
             let i = self.n;
             writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
             writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
-            if i % 100 == 0 {
+            if i.is_multiple_of(100) {
                 self.journal("implemented");
             }
             std::thread::sleep(every);
@@ -732,16 +732,28 @@ impl Serve {
         Serve { _proc: Proc(child), port }
     }
 
-    /// A finished task's stream: its `id:` and `data:` lines, to its end.
-    fn stream(&self, path: &str) -> Vec<String> {
+    fn request(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        write!(c, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        write!(
+            c,
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
         let mut raw = Vec::new();
         let _ = c.read_to_end(&mut raw);
         let text = String::from_utf8(raw).unwrap();
-        assert!(text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200"), "GET {path}: {text}");
-        text.lines().filter(|l| l.starts_with("id:") || l.starts_with("data:")).map(str::to_string).collect()
+        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+        let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+        (code, body.to_string())
+    }
+
+    /// A finished task's stream: its `id:` and `data:` lines, to its end.
+    fn stream(&self, path: &str) -> Vec<String> {
+        let (code, body) = self.request("GET", path, "");
+        assert_eq!(code, 200, "GET {path}: {body}");
+        body.lines().filter(|l| l.starts_with("id:") || l.starts_with("data:")).map(str::to_string).collect()
     }
 }
 
@@ -819,6 +831,14 @@ fn a_node_cut_from_the_cluster_for_30_s_catches_up_in_order_with_nothing_lost_or
         .collect();
     assert_eq!(lines, (1..=run.n).collect::<Vec<_>>());
     assert!(cut_at.elapsed() >= Duration::from_secs(secs));
+    // Control through the hub (its user, passed on by runwire-serve) reaches
+    // the node (back through the proxy, replying from its own user) and is
+    // answered as the node's own route answers it.
+    let steer = format!("/runs/{id}/tasks/impl.1/steer");
+    let own = node.request("POST", &steer, r#"{"msg":"use the other API"}"#);
+    let fwd = hub.request("POST", &format!("/runs/{hub_id}/tasks/impl.1/steer"), r#"{"msg":"use the other API"}"#);
+    assert_eq!(fwd, own);
+    assert!(![502, 503, 504].contains(&fwd.0), "{fwd:?}");
     drop((node, hub, nats));
     let _ = std::fs::remove_dir_all(&dir);
 }

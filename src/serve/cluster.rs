@@ -81,7 +81,7 @@ pub fn check_urls(list: &str, tls: bool) -> Result<Vec<String>, String> {
             None => hostport.split(':').next().unwrap_or(""),
         };
         let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        if !loopback && !(tls || scheme == "tls") {
+        if !(loopback || tls || scheme == "tls") {
             return Err(format!(
                 "{u}: a server that is not on loopback needs TLS (a tls:// URL, or the cluster's CA certificate)"
             ));
