@@ -319,10 +319,10 @@ mod tests {
     fn cluster_needs_a_node_or_hub_and_names_are_checked() {
         assert!(args(None, None, false).check().is_ok());
         assert!(args(Some("nats://127.0.0.1:4222"), None, false).check().unwrap_err().contains("--node NAME or --hub"));
-        assert!(args(Some("u"), Some("a.b"), false).check().is_err());
-        assert!(args(Some("u"), Some(""), false).check().is_err());
-        assert!(args(Some("u"), Some("n-1_x"), false).check().is_ok());
-        assert!(args(Some("u"), None, true).check().is_ok());
+        assert!(args(Some("nats://127.0.0.1:4222"), Some("a.b"), false).check().is_err());
+        assert!(args(Some("nats://127.0.0.1:4222"), Some(""), false).check().is_err());
+        assert!(args(Some("nats://127.0.0.1:4222"), Some("n-1_x"), false).check().is_ok());
+        assert!(args(Some("nats://127.0.0.1:4222"), None, true).check().is_ok());
     }
 
     #[test]
