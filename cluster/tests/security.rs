@@ -635,6 +635,61 @@ fn a_node_connects_over_tls_and_not_without_the_clusters_ca() {
     }
 }
 
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_token_comes_from_a_file_or_the_environment_never_the_command_line() {
+    need_nats();
+    let dir = scratch("token");
+    let token = format!("tok-{}", std::process::id());
+    let port = free_port();
+    let conf = format!(
+        "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\nauthorization {{ token: \"{token}\" }}\n",
+        dir.join("js").display()
+    );
+    std::fs::write(dir.join("s.conf"), conf).unwrap();
+    let log = std::fs::File::create(dir.join("nats.log")).unwrap();
+    let _server = Proc(
+        Command::new("nats-server")
+            .arg("-c")
+            .arg(dir.join("s.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("nats://127.0.0.1:{port}");
+    let tf = dir.join("token");
+    std::fs::write(&tf, format!("{token}\n")).unwrap();
+    let run = |args: &[&str], env: Option<&str>| {
+        let mut c = Command::new(cluster_bin());
+        c.args(args).args(["--url", &url]).env_remove("RUNWIRE_CLUSTER_TOKEN").stdin(Stdio::null());
+        if let Some(t) = env {
+            c.env("RUNWIRE_CLUSTER_TOKEN", t);
+        }
+        c.output().unwrap()
+    };
+    let tfs = tf.display().to_string();
+    wait_for("setup with the token file", 30, || {
+        run(&["setup", "--token-file", &tfs], None).status.success().then_some(())
+    });
+    // From the environment; without it, or with a wrong one, refused.
+    let ok = run(&["nodes"], Some(&token));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    for env in [None, Some("wrong")] {
+        let out = run(&["nodes"], env);
+        assert_eq!(out.status.code(), Some(3), "{env:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // A token in the URL: refused before connecting.
+    let out = Command::new(cluster_bin())
+        .args(["nodes", "--url", &format!("nats://{token}@127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(&token));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A TCP proxy in front of one NATS server that can cut its clients off:
 /// while cut, nothing is forwarded either way and new connections hang
 /// (a partition, not a reset); when the cut ends, the connections it held
