@@ -38,7 +38,7 @@ pub struct Conn {
     /// The client certificate's key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// The prefix of this client's reply subjects (default _INBOX; a node's is _INBOX_<node>,
+    /// The prefix of this client's reply subjects (default _INBOX; a node's is _INBOX_NAME,
     /// the only replies its user may receive: examples/cluster/accounts.conf).
     #[arg(long, value_name = "PREFIX")]
     pub inbox_prefix: Option<String>,
