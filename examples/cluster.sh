@@ -3,7 +3,9 @@
 # local 3-server NATS JetStream cluster (nats-server: apt-get install
 # nats-server), makes its streams and buckets (3 replicas), two runwire nodes
 # ("alpha" and "beta", each with its own HARNESS_HOME, each recording a
-# demo run) and a hub, then prints the hub's studio address and waits;
+# demo run) and a hub, each with its own NATS user and the permissions of
+# examples/cluster/accounts.conf (spec/CLUSTER.md, Security), then prints
+# the hub's studio address and waits;
 # Ctrl-C stops everything and removes the scratch directory.
 #
 #   bash examples/cluster.sh            # and open the printed address
@@ -28,11 +30,26 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The accounts of examples/cluster/accounts.conf: an admin, the hub and a
+# user per node (who publishes only as that node and sends no control).
+# Fresh passwords, in files only their users read; nats-server gets them
+# from its own environment.
+cp examples/cluster/accounts.conf "$work/"
+printf 'include ./accounts.conf\n' >"$work/accounts-include.conf"
+pwenv=()
+for user in admin hub node-alpha node-beta; do
+  (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=\n' >"$work/$user.pw")
+  var=RUNWIRE_$(echo "$user" | tr 'a-z-' 'A-Z_')_PASSWORD
+  pwenv+=("$var=$(cat "$work/$user.pw")")
+done
+as() { echo --cluster-user "$1" --cluster-password-file "$work/$1.pw"; }
+
 urls=()
 for i in 0 1 2; do
   routes=()
   for j in 0 1 2; do [ "$j" = "$i" ] || routes+=("nats://127.0.0.1:$((base + 2000 + j))"); done
-  nats-server -a 127.0.0.1 -p $((base + i)) -n "s$i" -js -sd "$work/js-$i" \
+  env "${pwenv[@]}" nats-server -c "$work/accounts-include.conf" \
+    -a 127.0.0.1 -p $((base + i)) -n "s$i" -js -sd "$work/js-$i" \
     --cluster_name runwire-example --cluster "nats://127.0.0.1:$((base + 2000 + i))" \
     --routes "$(IFS=,; echo "${routes[*]}")" 2>"$work/nats-$i.log" &
   pids+=($!)
@@ -43,10 +60,11 @@ url=$(IFS=,; echo "${urls[*]}")
 # The admin's part, once: streams and buckets with 3 replicas (retried
 # until the servers have elected a JetStream leader).
 for _ in $(seq 60); do
-  "$bin/runwire-cluster" setup --url "$url" --replicas 3 >/dev/null 2>"$work/setup.err" && break
+  "$bin/runwire-cluster" setup --url "$url" --replicas 3 --user admin --password-file "$work/admin.pw" \
+    >/dev/null 2>"$work/setup.err" && break
   sleep 0.5
 done
-"$bin/runwire-cluster" setup --url "$url" --replicas 3
+"$bin/runwire-cluster" setup --url "$url" --replicas 3 --user admin --password-file "$work/admin.pw"
 
 serve() { # name port args...
   local name=$1 port=$2
@@ -59,9 +77,12 @@ serve() { # name port args...
   echo "cluster.sh: $name did not start: $(cat "$work/$name.err")" >&2
   exit 3
 }
-serve alpha 8791 --node alpha
-serve beta 8792 --node beta
-serve hub 8790 --hub
+# shellcheck disable=SC2046 # as USER: two flags and their values, no spaces
+serve alpha 8791 --node alpha $(as node-alpha)
+# shellcheck disable=SC2046
+serve beta 8792 --node beta $(as node-beta)
+# shellcheck disable=SC2046
+serve hub 8790 --hub $(as hub)
 
 # A run on each node: the bundled recorded Claude run, replayed.
 for port in 8791 8792; do
@@ -79,6 +100,6 @@ curl -fs http://127.0.0.1:8790/runs | jq -r '.runs[] | "  \(.runId)  \(.status)"
 [ -n "${CLUSTER_EXAMPLE_CHECK:-}" ] && { [ "$n" -ge 2 ]; exit; }
 echo
 echo "studio at the hub: http://127.0.0.1:8790/   (alpha: http://127.0.0.1:8791/, beta: http://127.0.0.1:8792/)"
-echo "node heartbeats:   $bin/runwire-cluster nodes --url $url"
+echo "node heartbeats:   $bin/runwire-cluster nodes --url $url --user hub --password-file $work/hub.pw"
 echo "Ctrl-C stops the cluster, the nodes and the hub."
 wait

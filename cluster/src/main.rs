@@ -18,7 +18,7 @@ use std::time::Duration;
 #[command(
     name = "runwire-cluster",
     version,
-    after_help = "Exit status: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup, control, nodes); 2 usage error; 3 the cluster cannot be reached or lacks its streams and buckets (setup, control, nodes; node and hub wait for them, saying so on stderr).\nSee spec/CLUSTER.md."
+    after_help = "Exit status: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup, control, nodes); 2 usage error; 3 the cluster cannot be reached or lacks its streams and buckets (setup, control, nodes; node and hub wait for them, saying so on stderr).\nEnvironment: RUNWIRE_CLUSTER_PASSWORD, the password of --user without --password-file; RUNWIRE_CLUSTER_TOKEN, the token when no credentials are given (files are better: an agent started by the node's server inherits its environment).\nSee spec/CLUSTER.md (Security) and examples/cluster/accounts.conf."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -137,7 +137,7 @@ fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     }
-    let conn = match &cli.cmd {
+    let mut conn = match &cli.cmd {
         Cmd::Setup { conn, .. }
         | Cmd::Node { conn, .. }
         | Cmd::Hub { conn, .. }
@@ -146,7 +146,11 @@ fn main() -> ExitCode {
         | Cmd::Feed { conn, .. }
         | Cmd::Nodes { conn } => conn.clone(),
     };
-    if let Err(e) = conn::urls(&conn) {
+    // A node's replies come to its own inbox (the only one its user may read).
+    if let Cmd::Node { node, .. } = &cli.cmd {
+        conn.inbox_prefix.get_or_insert_with(|| conn::node_inbox(node));
+    }
+    if let Err(e) = conn::check(&conn) {
         report(format!("{e:#}"));
         return Exit::Usage.into();
     }

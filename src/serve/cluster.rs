@@ -24,12 +24,74 @@ pub struct ClusterArgs {
     /// Serve every node of the cluster (mirrored into $HARNESS_HOME) instead of a node's own runs.
     #[arg(long, requires = "cluster")]
     pub hub: bool,
-    /// A NATS credentials file for the cluster (passed to runwire-cluster as --creds).
-    #[arg(long, value_name = "FILE", requires = "cluster")]
+    /// A NATS credentials file (JWT and nkey seed) for the cluster (runwire-cluster --creds).
+    #[arg(long, value_name = "FILE", requires = "cluster",
+        conflicts_with_all = ["cluster_token_file", "cluster_user", "cluster_nkey_file"])]
     pub cluster_creds: Option<PathBuf>,
-    /// The CA certificate of the cluster's TLS (passed to runwire-cluster as --tls-ca).
+    /// A file holding the cluster's NATS token (runwire-cluster --token-file; or $RUNWIRE_CLUSTER_TOKEN).
+    #[arg(long, value_name = "FILE", requires = "cluster", conflicts_with_all = ["cluster_user", "cluster_nkey_file"])]
+    pub cluster_token_file: Option<PathBuf>,
+    /// The NATS user, whose password is in --cluster-password-file or $RUNWIRE_CLUSTER_PASSWORD.
+    #[arg(long, value_name = "NAME", requires = "cluster", conflicts_with = "cluster_nkey_file")]
+    pub cluster_user: Option<String>,
+    /// A file holding the NATS user's password.
+    #[arg(long, value_name = "FILE", requires = "cluster_user")]
+    pub cluster_password_file: Option<PathBuf>,
+    /// A file holding the NATS user's nkey seed (SU...).
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_nkey_file: Option<PathBuf>,
+    /// The CA certificate (PEM) of the cluster's TLS; TLS is then required (runwire-cluster --tls-ca).
     #[arg(long, value_name = "FILE", requires = "cluster")]
     pub cluster_tls_ca: Option<PathBuf>,
+    /// A client certificate (PEM) for the cluster's TLS, with --cluster-tls-key.
+    #[arg(long, value_name = "FILE", requires_all = ["cluster", "cluster_tls_key"])]
+    pub cluster_tls_cert: Option<PathBuf>,
+    /// The key (PEM) of --cluster-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "cluster_tls_cert")]
+    pub cluster_tls_key: Option<PathBuf>,
+}
+
+/// The password of `--cluster-user` / `runwire-cluster --user` when no password file is given.
+pub const PASSWORD_ENV: &str = "RUNWIRE_CLUSTER_PASSWORD";
+/// The cluster's token when no other credentials are given.
+pub const TOKEN_ENV: &str = "RUNWIRE_CLUSTER_TOKEN";
+
+/// A cluster's comma-separated server URLs, checked: `nats://` or
+/// `tls://` (or a bare `host:port`), no credentials in the URL (they would
+/// be visible to every user of the machine: credentials come from files or
+/// the environment), and TLS for any server that is not on loopback
+/// (`tls`: a CA is given, which requires TLS). The error names the URL.
+pub fn check_urls(list: &str, tls: bool) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for u in list.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        let (scheme, rest) = u.split_once("://").unwrap_or(("nats", u));
+        if !matches!(scheme, "nats" | "tls") {
+            return Err(format!("{u}: the scheme must be nats:// or tls://"));
+        }
+        let hostport = rest.split('/').next().unwrap_or(rest);
+        if hostport.contains('@') {
+            return Err(format!(
+                "{}: no credentials in the URL (every user of this machine can read a command line): \
+                 give them in a file or the environment (see --help)",
+                u.split_once('@').map(|(_, h)| h).unwrap_or(u)
+            ));
+        }
+        let host = match hostport.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => hostport.split(':').next().unwrap_or(""),
+        };
+        let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if !(loopback || tls || scheme == "tls") {
+            return Err(format!(
+                "{u}: a server that is not on loopback needs TLS (a tls:// URL, or the cluster's CA certificate)"
+            ));
+        }
+        out.push(u.to_string());
+    }
+    if out.is_empty() {
+        return Err("no server given".into());
+    }
+    Ok(out)
 }
 
 impl ClusterArgs {
@@ -43,7 +105,18 @@ impl ClusterArgs {
                 Err(format!("--node {n:?}: a node name is 1 or more of A-Z a-z 0-9 _ -"))
             }
             _ => Ok(()),
+        }?;
+        if let Some(url) = &self.cluster {
+            check_urls(url, self.cluster_tls_ca.is_some()).map_err(|e| format!("--cluster: {e}"))?;
         }
+        if let (Some(u), None) = (&self.cluster_user, &self.cluster_password_file) {
+            if std::env::var_os(PASSWORD_ENV).is_none() {
+                return Err(format!(
+                    "--cluster-user {u}: no password: give --cluster-password-file FILE or set {PASSWORD_ENV}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn argv(&self, home: &Path, port: u16, token_file: Option<&Path>) -> Option<Vec<String>> {
@@ -58,11 +131,24 @@ impl ClusterArgs {
             }
         }
         a.extend(["--home".into(), home.display().to_string()]);
-        if let Some(c) = &self.cluster_creds {
-            a.extend(["--creds".into(), c.display().to_string()]);
+        // Every connection flag takes a value (the hub's control forwarding
+        // reuses them as pairs). Secrets stay in their files.
+        let files = [
+            ("--creds", &self.cluster_creds),
+            ("--token-file", &self.cluster_token_file),
+            ("--password-file", &self.cluster_password_file),
+            ("--nkey-file", &self.cluster_nkey_file),
+            ("--tls-ca", &self.cluster_tls_ca),
+            ("--tls-cert", &self.cluster_tls_cert),
+            ("--tls-key", &self.cluster_tls_key),
+        ];
+        if let Some(u) = &self.cluster_user {
+            a.extend(["--user".into(), u.clone()]);
         }
-        if let Some(c) = &self.cluster_tls_ca {
-            a.extend(["--tls-ca".into(), c.display().to_string()]);
+        for (flag, f) in files {
+            if let Some(f) = f {
+                a.extend([flag.to_string(), f.display().to_string()]);
+            }
         }
         Some(a)
     }
@@ -471,10 +557,50 @@ mod tests {
     fn cluster_needs_a_node_or_hub_and_names_are_checked() {
         assert!(args(None, None, false).check().is_ok());
         assert!(args(Some("nats://127.0.0.1:4222"), None, false).check().unwrap_err().contains("--node NAME or --hub"));
-        assert!(args(Some("u"), Some("a.b"), false).check().is_err());
-        assert!(args(Some("u"), Some(""), false).check().is_err());
-        assert!(args(Some("u"), Some("n-1_x"), false).check().is_ok());
-        assert!(args(Some("u"), None, true).check().is_ok());
+        assert!(args(Some("nats://127.0.0.1:4222"), Some("a.b"), false).check().is_err());
+        assert!(args(Some("nats://127.0.0.1:4222"), Some(""), false).check().is_err());
+        assert!(args(Some("nats://127.0.0.1:4222"), Some("n-1_x"), false).check().is_ok());
+        assert!(args(Some("nats://127.0.0.1:4222"), None, true).check().is_ok());
+    }
+
+    #[test]
+    fn tls_off_loopback_and_credentials_from_files_only() {
+        let off = args(Some("nats://127.0.0.1:1,nats://10.0.0.1:4222"), None, true);
+        let e = off.check().unwrap_err();
+        assert!(e.starts_with("--cluster: nats://10.0.0.1:4222: ") && e.contains("needs TLS"), "{e}");
+        let with_ca = ClusterArgs { cluster_tls_ca: Some("/ca.pem".into()), ..off.clone() };
+        assert!(with_ca.check().is_ok());
+        assert!(args(Some("tls://10.0.0.1:4222"), None, true).check().is_ok());
+        let e = args(Some("nats://hub:s3cret@127.0.0.1:4222"), None, true).check().unwrap_err();
+        assert!(e.contains("no credentials in the URL") && !e.contains("s3cret"), "{e}");
+        assert!(args(Some("http://127.0.0.1:1"), None, true).check().is_err());
+        let a = ClusterArgs {
+            cluster_user: Some("node-alpha".into()),
+            cluster_password_file: Some("/pw".into()),
+            cluster_tls_ca: Some("/ca".into()),
+            cluster_tls_cert: Some("/c".into()),
+            cluster_tls_key: Some("/k".into()),
+            ..args(Some("tls://nats.example:4222"), Some("alpha"), false)
+        };
+        assert!(a.check().is_ok());
+        let argv = a.argv(Path::new("/h"), 1, None).unwrap();
+        let tail: Vec<&str> =
+            argv[argv.iter().position(|x| x == "/h").unwrap() + 1..].iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            tail,
+            [
+                "--user",
+                "node-alpha",
+                "--password-file",
+                "/pw",
+                "--tls-ca",
+                "/ca",
+                "--tls-cert",
+                "/c",
+                "--tls-key",
+                "/k"
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,899 @@
+//! The cluster's security (spec/CLUSTER.md, "Security") and a network cut,
+//! on real nats-servers running examples/cluster/accounts.conf: a node's
+//! credentials publish only as that node (its subjects, its KV keys, its
+//! inbox), never to a control subject, and cannot make or remove streams;
+//! the hub's credentials send control; a server off loopback is refused
+//! without TLS, and a node connects over TLS (with and without a client
+//! certificate); a node cut from the cluster for 30 s while its agent works
+//! catches up in order, nothing lost or duplicated.
+//!
+//! Needs `nats-server` (the one skip rule: tests/support/tools.rs) and
+//! `runwire-serve` built next to `runwire-cluster` (`cargo test --workspace`,
+//! or `cargo build --bin runwire-serve` first). The TLS certificates are
+//! throwaway fixtures (tests/tls/gen.sh). `RUNWIRE_CUT_SECS` shortens the
+//! cut for a local run; CI runs the real 30 s.
+
+#[path = "../../tests/support/tools.rs"]
+mod tools;
+
+use runwire_cluster::names;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const NEEDS: &str = "needs nats-server: apt-get install nats-server";
+
+fn need_nats() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if let Some(why) = tools::missing(&root, tools::tool("nats-server")) {
+        panic!("{NEEDS}: {why} (CI set, or run with --ignored)");
+    }
+}
+
+fn cluster_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_runwire-cluster"))
+}
+
+fn serve_bin() -> PathBuf {
+    let p = cluster_bin().with_file_name("runwire-serve");
+    assert!(
+        p.is_file(),
+        "{} is not built: run the cluster tests with `cargo test --workspace` (or `cargo build --bin runwire-serve` first)",
+        p.display()
+    );
+    p
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rw-security-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn tls_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tls")
+}
+
+/// A child process killed (by its own pid) when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The users of examples/cluster/accounts.conf, their passwords (in
+/// nats-server's environment) and password files (for runwire-cluster).
+const USERS: [(&str, &str); 4] = [
+    ("admin", "RUNWIRE_ADMIN_PASSWORD"),
+    ("hub", "RUNWIRE_HUB_PASSWORD"),
+    ("node-alpha", "RUNWIRE_NODE_ALPHA_PASSWORD"),
+    ("node-beta", "RUNWIRE_NODE_BETA_PASSWORD"),
+];
+
+fn password(user: &str) -> String {
+    format!("pw-of-{user}-{}", std::process::id())
+}
+
+/// nats-servers on loopback running the documented accounts: one alone,
+/// or three clustered (streams with 3 replicas). Clients learn no other
+/// server than the ones they are given (`no_advertise`), so a proxy in
+/// front of one server is a node's only way in.
+struct Nats {
+    _servers: Vec<Proc>,
+    url: String,
+    ports: Vec<u16>,
+    dir: PathBuf,
+}
+
+impl Nats {
+    /// `tls`: the server certificate, and `verify`: client certificates required.
+    fn start(dir: &Path, n: usize, tls: bool, verify: bool) -> Nats {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/cluster/accounts.conf"),
+            dir.join("accounts.conf"),
+        )
+        .unwrap();
+        for (user, _) in USERS {
+            std::fs::write(dir.join(format!("{user}.pw")), password(user)).unwrap();
+        }
+        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let cports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let scheme = if tls { "tls" } else { "nats" };
+        let url = ports.iter().map(|p| format!("{scheme}://127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+        let mut servers = Vec::new();
+        for i in 0..n {
+            let mut conf = format!(
+                "server_name: s{i}\nlisten: \"127.0.0.1:{}\"\njetstream {{ store_dir: \"{}\" }}\ninclude ./accounts.conf\n",
+                ports[i],
+                dir.join(format!("js-{i}")).display()
+            );
+            if n > 1 {
+                let routes: Vec<String> =
+                    (0..n).filter(|j| *j != i).map(|j| format!("\"nats://127.0.0.1:{}\"", cports[j])).collect();
+                conf += &format!(
+                    "cluster {{ name: rwsec, listen: \"127.0.0.1:{}\", routes: [{}], no_advertise: true }}\n",
+                    cports[i],
+                    routes.join(", ")
+                );
+            }
+            if tls {
+                let t = tls_dir();
+                conf += &format!(
+                    "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: {verify} }}\n",
+                    t.join("server.pem").display(),
+                    t.join("server.key").display(),
+                    t.join("ca.pem").display()
+                );
+            }
+            let path = dir.join(format!("s{i}.conf"));
+            std::fs::write(&path, conf).unwrap();
+            let log = std::fs::File::create(dir.join(format!("nats-{i}.log"))).unwrap();
+            let mut cmd = Command::new("nats-server");
+            cmd.arg("-c").arg(&path).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+            for (user, var) in USERS {
+                cmd.env(var, password(user));
+            }
+            servers.push(Proc(cmd.spawn().expect("start nats-server")));
+        }
+        let nats = Nats { _servers: servers, url, ports, dir: dir.to_path_buf() };
+        // Ready when the admin has made the streams and buckets.
+        let mut extra = vec!["--replicas".to_string(), n.to_string()];
+        if tls {
+            extra.extend(tls_flags(verify));
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = nats.cluster("admin", &nats.url, &["setup"], &extra);
+            if out.status.success() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        nats
+    }
+
+    /// `--user USER --password-file FILE`.
+    fn auth(&self, user: &str) -> Vec<String> {
+        vec![
+            "--user".into(),
+            user.into(),
+            "--password-file".into(),
+            self.dir.join(format!("{user}.pw")).display().to_string(),
+        ]
+    }
+
+    /// `runwire-cluster <cmd> --url URL <auth of user> <extra>`, run to its end.
+    fn cluster(&self, user: &str, url: &str, cmd: &[&str], extra: &[String]) -> Output {
+        Command::new(cluster_bin())
+            .args(cmd)
+            .args(["--url", url])
+            .args(self.auth(user))
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Server logs: every permissions violation they report.
+    fn violations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for i in 0..self.ports.len() {
+            let log = std::fs::read_to_string(self.dir.join(format!("nats-{i}.log"))).unwrap_or_default();
+            out.extend(log.lines().filter(|l| l.contains("Violation")).map(str::to_string));
+        }
+        out
+    }
+}
+
+fn tls_flags(client_cert: bool) -> Vec<String> {
+    let t = tls_dir();
+    let mut v = vec!["--tls-ca".to_string(), t.join("ca.pem").display().to_string()];
+    if client_cert {
+        v.extend([
+            "--tls-cert".to_string(),
+            t.join("client.pem").display().to_string(),
+            "--tls-key".to_string(),
+            t.join("client.key").display().to_string(),
+        ]);
+    }
+    v
+}
+
+/// A raw NATS client as `user` (what an agent holding the node's
+/// credentials could do), with the errors the server sends it.
+struct Raw {
+    client: async_nats::Client,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+async fn raw(url: &str, user: &str, inbox: Option<&str>) -> Raw {
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let e2 = errors.clone();
+    let mut o =
+        async_nats::ConnectOptions::with_user_and_password(user.into(), password(user)).event_callback(move |ev| {
+            let e2 = e2.clone();
+            async move {
+                if let async_nats::Event::ServerError(e) = ev {
+                    e2.lock().unwrap().push(e.to_string());
+                }
+            }
+        });
+    if let Some(p) = inbox {
+        o = o.custom_inbox_prefix(p);
+    }
+    let urls: Vec<&str> = url.split(',').collect();
+    Raw { client: o.connect(urls.as_slice()).await.unwrap(), errors }
+}
+
+impl Raw {
+    /// Waits until the server has refused `subject` (its error names it).
+    async fn refused(&self, subject: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let seen =
+                self.errors.lock().unwrap().iter().any(|e| {
+                    e.to_lowercase().contains("permissions violation") && e.contains(&format!("\"{subject}\""))
+                });
+            if seen {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no permissions violation for {subject}: {:?}",
+                self.errors.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Every message of `stream` whose subject starts with `prefix`, in order
+/// (read as the admin): (subject, headers, payload).
+fn messages(nats: &Nats, stream: &str, prefix: &str) -> Vec<(String, BTreeMap<String, String>, Vec<u8>)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let admin = raw(&nats.url, "admin", None).await;
+        let js = async_nats::jetstream::new(admin.client);
+        let s = js.get_stream(stream).await.unwrap();
+        let info = s.get_info().await.unwrap();
+        let mut out = Vec::new();
+        if info.state.messages == 0 {
+            return out;
+        }
+        for seq in info.state.first_sequence..=info.state.last_sequence {
+            let Ok(m) = s.get_raw_message(seq).await else { continue };
+            if !m.subject.as_str().starts_with(prefix) {
+                continue;
+            }
+            let h = m.headers.iter().map(|(k, v)| (k.to_string(), v[0].as_str().to_string())).collect();
+            out.push((m.subject.to_string(), h, m.payload.to_vec()));
+        }
+        out
+    })
+}
+
+/// The ids of a feed log's events: the offset past each line.
+fn feed_ids(home: &Path) -> Vec<u64> {
+    let log = std::fs::read(home.join("feed/events.log")).unwrap_or_default();
+    log.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1).collect()
+}
+
+/// A run written by runwire's own code (pointer, journal), whose task
+/// `impl.1` is written by a fake agent (log lines, each after its arrival time).
+struct FakeRun {
+    pointer: runwire::runs::registry::Pointer,
+    dir: PathBuf,
+    n: u64,
+}
+
+const FILES: [&str; 4] = ["feat.x.jsonl", "feat.x.plan.json", "feat.x.impl.1.log", "feat.x.impl.1.log.at"];
+
+impl FakeRun {
+    fn new(home: &Path, repo: &Path) -> FakeRun {
+        use runwire::runs::journal::{self, Record};
+        use runwire::runs::registry::{NewRun, Registry};
+        let new = NewRun { slug: "feat.x".into(), repo_root: repo.display().to_string(), ..Default::default() };
+        let pointer = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        let dir = PathBuf::from(&pointer.runstate_dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = r#"{"v":"plan/v1","tasks":[{"id":"impl.1","adapter":"claude","prompt":"p"}]}"#;
+        std::fs::write(dir.join("feat.x.plan.json"), plan).unwrap();
+        Registry::at(home).register(&pointer).unwrap();
+        // Task states are journal.rs's TASK_STATES ("started" is not one: the task would not exist).
+        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "leased", None)).unwrap();
+        FakeRun { pointer, dir, n: 0 }
+    }
+
+    fn journal(&self, state: &str) {
+        use runwire::runs::journal::{self, Record};
+        let rc = (state == "committed").then_some(0);
+        journal::append(&self.dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", state, rc)).unwrap();
+    }
+
+    /// The agent writes lines `every` apart until `until()` says stop;
+    /// a journal record every 100 lines.
+    fn write(&mut self, every: Duration, mut until: impl FnMut(u64) -> bool) {
+        let open = |f: &str| std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(f)).unwrap();
+        let (mut logf, mut atf) = (open("feat.x.impl.1.log"), open("feat.x.impl.1.log.at"));
+        while !until(self.n) {
+            self.n += 1;
+            let i = self.n;
+            writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
+            writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
+            if i.is_multiple_of(100) {
+                self.journal("implemented");
+            }
+            std::thread::sleep(every);
+        }
+    }
+
+    fn finish(&self) {
+        use runwire::runs::journal::{self, Record};
+        self.journal("committed");
+        journal::append(&self.dir.join("feat.x.jsonl"), &Record::run("runner", "finished")).unwrap();
+    }
+
+    fn mirror(&self, hub_home: &Path, node: &str) -> PathBuf {
+        hub_home.join("cluster/nodes").join(node).join(&self.pointer.run_id)
+    }
+
+    /// Waits until the hub's mirror of the run equals the node's files, byte for byte.
+    fn mirrored(&self, hub_home: &Path, node: &str, secs: u64) {
+        let mirror = self.mirror(hub_home, node);
+        wait_for("the hub's mirror to equal the node's files", secs, || {
+            FILES
+                .iter()
+                .all(|f| std::fs::read(mirror.join(f)).ok() == std::fs::read(self.dir.join(f)).ok())
+                .then_some(())
+        });
+    }
+
+    /// In the stream each file is one series of contiguous chunks (no byte
+    /// twice, none missing), and the node's feed is there once, in order.
+    fn published_once(&self, nats: &Nats, home: &Path, node: &str) {
+        let chunks = messages(nats, names::FILES_STREAM, &format!("rwfile.{node}."));
+        let mut next: BTreeMap<String, u64> = BTreeMap::new();
+        for (subject, h, payload) in &chunks {
+            let off: u64 = h["Rw-Offset"].parse().unwrap();
+            let want = next.entry(subject.clone()).or_insert(0);
+            assert_eq!(off, *want, "{subject}: a chunk at {off}, expected {want} (duplicated or lost bytes)");
+            *want += payload.len() as u64;
+        }
+        for f in FILES {
+            let subject = names::file_subject(node, &self.pointer.run_id, f);
+            assert_eq!(next.get(&subject).copied(), Some(std::fs::metadata(self.dir.join(f)).unwrap().len()), "{f}");
+        }
+        let want = feed_ids(home);
+        let got = wait_for("the whole feed in the stream", 30, || {
+            let got: Vec<u64> = messages(nats, names::FEED_STREAM, &names::feed_subject(node))
+                .iter()
+                .map(|(_, h, _)| h["Rw-Id"].parse().unwrap())
+                .collect();
+            (got.len() >= want.len()).then_some(got)
+        });
+        assert_eq!(got, want, "the feed stream is not the node's feed, once and in order");
+    }
+}
+
+/// `runwire-cluster node` as `node-<name>` (its own inbox by default).
+fn node_proc(nats: &Nats, url: &str, name: &str, home: &Path, extra: &[String]) -> Proc {
+    Proc(
+        Command::new(cluster_bin())
+            .args(["node", "--url", url, "--node", name, "--poll-ms", "50", "--local", "127.0.0.1:1", "--home"])
+            .arg(home)
+            .args(nats.auth(&format!("node-{name}")))
+            .args(extra)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn control(nats: &Nats, user: &str, node: &str, timeout_ms: u64) -> (Value, String) {
+    let out = nats.cluster(
+        user,
+        &nats.url,
+        &["control"],
+        &[
+            format!("--node={node}"),
+            "--path=/runs/r1/tasks/agent/steer".into(),
+            r#"--body={"msg":"hi"}"#.into(),
+            format!("--timeout-ms={timeout_ms}"),
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (serde_json::from_slice(&out.stdout).unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_nodes_credentials_publish_only_as_that_node_and_only_the_hub_sends_control() {
+    need_nats();
+    let dir = scratch("perms");
+    let nats = Nats::start(&dir, 3, false, false);
+    let (home, hh) = (dir.join("home-a"), dir.join("home-hub"));
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    run.write(Duration::from_millis(2), |i| i >= 250);
+    run.finish();
+    // The node and the hub, each with its own user: the minimal
+    // permissions let them do their work, with no violation at all.
+    let _alpha = node_proc(&nats, &nats.url, "alpha", &home, &[]);
+    let _hub = Proc(
+        Command::new(cluster_bin())
+            .args(["hub", "--url", &nats.url, "--home"])
+            .arg(&hh)
+            .args(nats.auth("hub"))
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    run.mirrored(&hh, "alpha", 90);
+    run.published_once(&nats, &home, "alpha");
+    let beats = nats.cluster("hub", &nats.url, &["nodes"], &[]);
+    assert!(beats.status.success(), "{}", String::from_utf8_lossy(&beats.stderr));
+    assert!(String::from_utf8_lossy(&beats.stdout).contains(r#""node":"alpha""#));
+    // The hub's credentials send control, and the node answers (its own
+    // server is not there: 502 from the node, which proves the way back).
+    let (a, _) = control(&nats, "hub", "alpha", 5000);
+    assert_eq!(a["status"], 502, "{a}");
+    assert!(a["body"].as_str().unwrap().contains("127.0.0.1:1"), "{a}");
+    assert_eq!(nats.violations(), Vec::<String>::new(), "the node's and hub's own work hit a permission");
+
+    // What an agent holding alpha's credentials could try.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        use futures_util::StreamExt;
+        // A witness (the admin sees every subject of the account).
+        let admin = raw(&nats.url, "admin", None).await;
+        let mut witness = admin.client.subscribe(">").await.unwrap();
+        admin.client.flush().await.unwrap();
+        let seen = Arc::new(Mutex::new(BTreeSet::new()));
+        let s2 = seen.clone();
+        tokio::spawn(async move {
+            while let Some(m) = witness.next().await {
+                s2.lock().unwrap().insert(m.subject.to_string());
+            }
+        });
+        let alpha = raw(&nats.url, "node-alpha", Some("_INBOX_alpha")).await;
+        let forbidden = [
+            "rwfeed.beta",
+            "rwfile.beta.r1.feat=2Ex.jsonl",
+            "$KV.runwire-runs.beta.r1",
+            "$KV.runwire-nodes.beta",
+            "rwctl.beta",
+            "rwctl.alpha",
+            "rwfeed.alpha.extra",
+        ];
+        for s in forbidden {
+            alpha.client.publish(s, "forged".into()).await.unwrap();
+        }
+        // Its own heartbeat key it may write (a positive control for the witness).
+        alpha.client.publish("$KV.runwire-nodes.alpha", r#"{"node":"alpha","ts":1}"#.into()).await.unwrap();
+        alpha.client.flush().await.unwrap();
+        for s in forbidden {
+            alpha.refused(s).await;
+        }
+        // No control request gets through, as a request either.
+        let r = tokio::time::timeout(Duration::from_secs(3), alpha.client.request("rwctl.beta", "{}".into())).await;
+        assert!(!matches!(r, Ok(Ok(_))), "a node's control request was answered");
+        // Nor can it listen to another node's control or the hub's replies.
+        for s in ["rwctl.beta", "_INBOX.>", "_INBOX_beta.>"] {
+            let _sub = alpha.client.subscribe(s).await.unwrap();
+            alpha.client.flush().await.unwrap();
+            alpha.refused(s).await;
+        }
+        // Streams and buckets: neither made, changed, emptied nor removed by a node.
+        let mut js = async_nats::jetstream::new(alpha.client.clone());
+        js.set_timeout(Duration::from_secs(2));
+        let cfg = async_nats::jetstream::stream::Config {
+            name: "EVIL".into(),
+            subjects: vec!["evil.>".into()],
+            ..Default::default()
+        };
+        assert!(js.create_stream(cfg).await.is_err(), "a node made a stream");
+        alpha.refused("$JS.API.STREAM.CREATE.EVIL").await;
+        assert!(js.delete_stream(names::FEED_STREAM).await.is_err(), "a node removed a stream");
+        alpha.refused(&format!("$JS.API.STREAM.DELETE.{}", names::FEED_STREAM)).await;
+        let feed = js.get_stream(names::FILES_STREAM).await.unwrap();
+        assert!(feed.purge().await.is_err(), "a node purged a stream");
+        alpha.refused(&format!("$JS.API.STREAM.PURGE.{}", names::FILES_STREAM)).await;
+        let kv = js.get_key_value(names::RUNS_BUCKET).await.unwrap();
+        assert!(kv.put("beta.r2", "forged".into()).await.is_err(), "a node wrote another node's key");
+        alpha.refused("$KV.runwire-runs.beta.r2").await;
+        // What reached the account: the allowed publish only.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen.contains("$KV.runwire-nodes.alpha"), "the witness saw nothing: {seen:?}");
+        for s in forbidden.iter().chain(&["$JS.API.STREAM.CREATE.EVIL", "$KV.runwire-runs.beta.r2"]) {
+            assert!(!seen.contains(*s), "{s} got through");
+        }
+        // The admin's view: the streams stand, nothing forged is in them.
+        let mut ajs = async_nats::jetstream::new(admin.client.clone());
+        ajs.set_timeout(Duration::from_secs(5));
+        assert!(ajs.get_stream("EVIL").await.is_err());
+        for (stream, subject) in [
+            (names::FEED_STREAM.to_string(), "rwfeed.beta".to_string()),
+            (names::FILES_STREAM.to_string(), "rwfile.beta.r1.feat=2Ex.jsonl".to_string()),
+            ("KV_runwire-runs".to_string(), "$KV.runwire-runs.beta.r1".to_string()),
+        ] {
+            let s = ajs.get_stream(&stream).await.unwrap();
+            assert!(s.get_last_raw_message_by_subject(&subject).await.is_err(), "{subject} is in {stream}");
+        }
+    });
+    // Through runwire-cluster too: a node's user cannot send control (the
+    // server refuses it, said on stderr; no node ever answers: 504).
+    for node in ["beta", "alpha"] {
+        let (a, err) = control(&nats, "node-alpha", node, 1500);
+        assert_eq!(a["status"], 504, "{a}");
+        assert!(err.to_lowercase().contains("permissions violation"), "{err}");
+    }
+    // The servers log what they refused (so the clean log above meant something).
+    let logged = nats.violations();
+    assert!(logged.iter().any(|l| l.contains("rwctl.beta") && l.contains("node-alpha")), "{logged:?}");
+    drop(nats);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_server_off_loopback_is_refused_without_tls_and_credentials_never_ride_in_urls() {
+    for url in ["nats://10.20.30.40:4222", "nats://127.0.0.1:4222,nats.example.com:4222"] {
+        let out = Command::new(cluster_bin()).args(["node", "--url", url, "--node", "alpha"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("runwire-cluster: --url: ") && err.contains("needs TLS"), "{err}");
+        let out = Command::new(serve_bin())
+            .args(["--listen", "127.0.0.1:0", "--cluster", url, "--node", "alpha"])
+            .env("HARNESS_HOME", std::env::temp_dir().join("rw-security-never"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("runwire-serve: --cluster: ") && err.contains("needs TLS"), "{err}");
+    }
+    // With TLS asked for, the same URL passes the check (and fails later, to connect).
+    let out = Command::new(cluster_bin())
+        .args(["nodes", "--url", "tls://10.20.30.40:4222", "--user", "hub", "--password-file", "/nonexistent"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    // Credentials in a URL: refused, and not echoed.
+    let out = Command::new(serve_bin())
+        .args(["--listen", "127.0.0.1:0", "--cluster", "nats://hub:s3cret@127.0.0.1:4222", "--hub"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no credentials in the URL") && !err.contains("s3cret"), "{err}");
+    // A user without a password (no file, no environment).
+    let out = Command::new(cluster_bin())
+        .args(["nodes", "--url", "nats://127.0.0.1:1", "--user", "hub"])
+        .env_remove("RUNWIRE_CLUSTER_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("RUNWIRE_CLUSTER_PASSWORD"));
+}
+
+/// The heartbeats the hub sees (`runwire-cluster nodes`), over `extra`'s TLS.
+fn beats(nats: &Nats, extra: &[String]) -> Option<String> {
+    let out = nats.cluster("hub", &nats.url, &["nodes"], extra);
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_node_connects_over_tls_and_not_without_the_clusters_ca() {
+    need_nats();
+    for verify in [false, true] {
+        let dir = scratch(&format!("tls-{verify}"));
+        let nats = Nats::start(&dir, 1, true, verify);
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let tls = tls_flags(verify);
+        let _alpha = node_proc(&nats, &nats.url, "alpha", &home, &tls);
+        wait_for("alpha's heartbeat over TLS", 30, || beats(&nats, &tls).filter(|b| b.contains(r#""node":"alpha""#)));
+        // Without the CA, the server's certificate is not trusted: no connection.
+        let out = nats.cluster("hub", &nats.url, &["nodes"], &[]);
+        assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+        if verify {
+            // The server verifies clients: the CA alone is not enough.
+            let out = nats.cluster("hub", &nats.url, &["nodes"], &tls_flags(false));
+            assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        // Plain NATS to a TLS server: refused too.
+        let plain = format!("nats://127.0.0.1:{}", nats.ports[0]);
+        let out = nats.cluster("hub", &plain, &["nodes"], &[]);
+        assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+        drop(nats);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_token_comes_from_a_file_or_the_environment_never_the_command_line() {
+    need_nats();
+    let dir = scratch("token");
+    let token = format!("tok-{}", std::process::id());
+    let port = free_port();
+    let conf = format!(
+        "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\nauthorization {{ token: \"{token}\" }}\n",
+        dir.join("js").display()
+    );
+    std::fs::write(dir.join("s.conf"), conf).unwrap();
+    let log = std::fs::File::create(dir.join("nats.log")).unwrap();
+    let _server = Proc(
+        Command::new("nats-server")
+            .arg("-c")
+            .arg(dir.join("s.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("nats://127.0.0.1:{port}");
+    let tf = dir.join("token");
+    std::fs::write(&tf, format!("{token}\n")).unwrap();
+    let run = |args: &[&str], env: Option<&str>| {
+        let mut c = Command::new(cluster_bin());
+        c.args(args).args(["--url", &url]).env_remove("RUNWIRE_CLUSTER_TOKEN").stdin(Stdio::null());
+        if let Some(t) = env {
+            c.env("RUNWIRE_CLUSTER_TOKEN", t);
+        }
+        c.output().unwrap()
+    };
+    let tfs = tf.display().to_string();
+    wait_for("setup with the token file", 30, || {
+        run(&["setup", "--token-file", &tfs], None).status.success().then_some(())
+    });
+    // From the environment; without it, or with a wrong one, refused.
+    let ok = run(&["nodes"], Some(&token));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    for env in [None, Some("wrong")] {
+        let out = run(&["nodes"], env);
+        assert_eq!(out.status.code(), Some(3), "{env:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // A token in the URL: refused before connecting.
+    let out = Command::new(cluster_bin())
+        .args(["nodes", "--url", &format!("nats://{token}@127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(&token));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A TCP proxy in front of one NATS server that can cut its clients off:
+/// while cut, nothing is forwarded either way and new connections hang
+/// (a partition, not a reset); when the cut ends, the connections it held
+/// are closed and new ones go through again.
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    held: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(upstream: u16) -> Proxy {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let held: Arc<Mutex<Vec<TcpStream>>> = Arc::new(Mutex::new(Vec::new()));
+        let (c2, h2) = (cut.clone(), held.clone());
+        std::thread::spawn(move || {
+            for client in l.incoming().flatten() {
+                h2.lock().unwrap().push(client.try_clone().unwrap());
+                if c2.load(Ordering::SeqCst) {
+                    continue; // held, never answered
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+                h2.lock().unwrap().push(server.try_clone().unwrap());
+                for (from, to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                    let cut = c2.clone();
+                    std::thread::spawn(move || pump(from, to, &cut));
+                }
+            }
+        });
+        Proxy { port, cut, held }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+    }
+
+    fn heal(&self) {
+        for s in self.held.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, cut: &AtomicBool) {
+    from.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if cut.load(Ordering::SeqCst) {
+            // Partitioned: nothing read, nothing sent, until the connection is closed.
+            std::thread::sleep(Duration::from_millis(20));
+            if from.peer_addr().is_err() {
+                return;
+            }
+            continue;
+        }
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                // Read while the cut began: lost with the connection.
+                if cut.load(Ordering::SeqCst) || to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// A runwire-serve on a free port; its first stdout line says where.
+struct Serve {
+    _proc: Proc,
+    port: u16,
+}
+
+impl Serve {
+    fn start(home: &Path, extra: &[String]) -> Serve {
+        let mut child = Command::new(serve_bin())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("HARNESS_HOME", home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
+        let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}"));
+        Serve { _proc: Proc(child), port }
+    }
+
+    fn request(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(
+            c,
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let text = String::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
+        let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+        (code, body.to_string())
+    }
+
+    /// A finished task's stream: its `id:` and `data:` lines, to its end.
+    fn stream(&self, path: &str) -> Vec<String> {
+        let (code, body) = self.request("GET", path, "");
+        assert_eq!(code, 200, "GET {path}: {body}");
+        body.lines().filter(|l| l.starts_with("id:") || l.starts_with("data:")).map(str::to_string).collect()
+    }
+}
+
+/// The cut's length: 30 s (issue 29); `RUNWIRE_CUT_SECS` shortens it for a
+/// local run, never in CI.
+fn cut_secs() -> u64 {
+    match std::env::var("RUNWIRE_CUT_SECS").ok().and_then(|s| s.parse().ok()) {
+        Some(s) if !tools::in_ci() => s,
+        _ => 30,
+    }
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_node_cut_from_the_cluster_for_30_s_catches_up_in_order_with_nothing_lost_or_duplicated() {
+    need_nats();
+    let dir = scratch("cut");
+    let nats = Nats::start(&dir, 3, false, false);
+    let proxy = Proxy::start(nats.ports[0]);
+    let (home, hh) = (dir.join("home-a"), dir.join("home-hub"));
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    // The node's server reaches the cluster through the proxy only; the
+    // hub's, directly. Each with its own user, through runwire-serve's flags.
+    let pw = |u: &str| dir.join(format!("{u}.pw")).display().to_string();
+    let flags = |url: String, user: &str| -> Vec<String> {
+        vec!["--cluster".into(), url, "--cluster-user".into(), user.into(), "--cluster-password-file".into(), pw(user)]
+    };
+    let mut nflags = flags(format!("nats://127.0.0.1:{}", proxy.port), "node-alpha");
+    nflags.extend(["--node".into(), "alpha".into()]);
+    let node = Serve::start(&home, &nflags);
+    let mut hflags = flags(nats.url.clone(), "hub");
+    hflags.push("--hub".into());
+    let hub = Serve::start(&hh, &hflags);
+    let mirror_log = run.mirror(&hh, "alpha").join("feat.x.impl.1.log");
+    let log = run.dir.join("feat.x.impl.1.log");
+    let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    // Before the cut: the agent's lines reach the hub.
+    run.write(Duration::from_millis(5), |i| i >= 200);
+    wait_for("the first lines at the hub", 60, || (len(&mirror_log) == len(&log)).then_some(()));
+    // The cut: the agent goes on for 30 s.
+    let secs = cut_secs();
+    proxy.cut();
+    let cut_at = Instant::now();
+    let at_cut = len(&mirror_log);
+    run.write(Duration::from_millis(10), |_| cut_at.elapsed() >= Duration::from_secs(secs));
+    let (during, written) = (len(&mirror_log), len(&log));
+    // Nothing passed the cut (a line or two in flight when it began at most).
+    assert!(during < at_cut + 4096 && written > at_cut + 20_000, "{at_cut} {during} {written}");
+    proxy.heal();
+    // After it, the agent goes on and ends.
+    let end = run.n + 200;
+    run.write(Duration::from_millis(5), |i| i >= end);
+    run.finish();
+    run.mirrored(&hh, "alpha", 120);
+    run.published_once(&nats, &home, "alpha");
+    // The hub's task stream is the node's own, event for event (the run's
+    // id aside), and no event id comes twice.
+    let id = run.pointer.run_id.clone();
+    let hub_id = names::hub_run_id("alpha", &id);
+    let mine = node.stream(&format!("/runs/{id}/tasks/impl.1/stream"));
+    let theirs: Vec<String> = hub
+        .stream(&format!("/runs/{hub_id}/tasks/impl.1/stream"))
+        .into_iter()
+        .map(|l| l.replace(&format!(r#""run":"{hub_id}""#), &format!(r#""run":"{id}""#)))
+        .collect();
+    assert!(mine.len() as u64 > run.n, "{} events for {} lines", mine.len(), run.n);
+    assert_eq!(theirs, mine, "the hub's task stream differs from the node's");
+    let ids: Vec<&String> = theirs.iter().filter(|l| l.starts_with("id:")).collect();
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), ids.len(), "an event id twice");
+    // Every line of the agent's, once and in order, at the hub.
+    let lines: Vec<u64> = std::fs::read_to_string(&mirror_log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["n"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, (1..=run.n).collect::<Vec<_>>());
+    assert!(cut_at.elapsed() >= Duration::from_secs(secs));
+    // Control through the hub (its user, passed on by runwire-serve) reaches
+    // the node (back through the proxy, replying from its own user) and is
+    // answered as the node's own route answers it.
+    let steer = format!("/runs/{id}/tasks/impl.1/steer");
+    let own = node.request("POST", &steer, r#"{"msg":"use the other API"}"#);
+    let fwd = hub.request("POST", &format!("/runs/{hub_id}/tasks/impl.1/steer"), r#"{"msg":"use the other API"}"#);
+    assert_eq!(fwd, own);
+    assert!(![502, 503, 504].contains(&fwd.0), "{fwd:?}");
+    drop((node, hub, nats));
+    let _ = std::fs::remove_dir_all(&dir);
+}
