@@ -404,7 +404,7 @@ impl FakeRun {
         let dir = PathBuf::from(&pointer.runstate_dir);
         std::fs::create_dir_all(&dir).unwrap();
         Registry::at(home).register(&pointer).unwrap();
-        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "started", None)).unwrap();
+        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "leased", None)).unwrap();
         FakeRun { pointer, dir }
     }
 
@@ -425,7 +425,7 @@ impl FakeRun {
             writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
             writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
             if i % 100 == 0 {
-                self.journal("running");
+                self.journal("implemented");
             }
             at(i);
             std::thread::sleep(Duration::from_millis(3));
