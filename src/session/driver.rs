@@ -14,6 +14,7 @@
 use super::proc::{self, Proc, Spec};
 use super::writer::{Full, Writer};
 use super::{Agent, Input, Refused, Session, Step};
+use crate::lines::{read_capped, Capped, Rest};
 use crate::session::record::InputRecord;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -187,7 +188,10 @@ pub fn read_fifo(path: &Path, tx: Sender<Event>) -> io::Result<()> {
 /// `Err` when the session is gone (nobody receives).
 fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()> {
     let mut buf = Vec::new();
-    while let Ok(true) = read_bounded(r, &mut buf, super::input::MAX_LINE + 2) {
+    // A line over the input's cap is cut past it (the rest skipped), so that
+    // parsing it reports it as too long.
+    let cap = super::input::MAX_LINE + 2;
+    while read_capped(r, &mut buf, cap, Rest::Skip).is_ok_and(|c| c != Capped::End) {
         *n += 1;
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -195,45 +199,6 @@ fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()>
         tx.send(Event::Line(std::mem::take(&mut buf), *n)).map_err(|_| ())?;
     }
     Ok(())
-}
-
-/// Reads one line of at most `max` bytes into `buf` (without its line
-/// ending; the rest of a longer line is skipped). False at the end.
-pub fn read_bounded(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<bool> {
-    buf.clear();
-    let n = loop {
-        match r.take(max as u64).read_until(b'\n', buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => break other?,
-        }
-    };
-    if n == 0 {
-        return Ok(false);
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-        return Ok(true);
-    }
-    // Cut at `max` (or the end of input): skip to the next line.
-    loop {
-        let chunk = r.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok(true);
-        }
-        match memchr::memchr(b'\n', chunk) {
-            Some(i) => {
-                r.consume(i + 1);
-                return Ok(true);
-            }
-            None => {
-                let len = chunk.len();
-                r.consume(len);
-            }
-        }
-    }
 }
 
 fn now_ms() -> i64 {

@@ -11,10 +11,11 @@
 //! `SO_PEERCRED` pid, start time and boot id are not the recorded ones is
 //! refused before a byte is sent.
 
+use crate::lines::{read_capped, Capped, Rest};
 use crate::procid::Ident;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -171,12 +172,15 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
     let mut line = serde_json::to_vec(req).map_err(|e| CallError::Broken(e.to_string()))?;
     line.push(b'\n');
     s.write_all(&line).map_err(broken)?;
-    let mut r = BufReader::new(s.take(MAX_LINE as u64));
+    let mut r = BufReader::new(s);
     let mut buf = Vec::new();
-    r.read_until(b'\n', &mut buf).map_err(broken)?;
-    if buf.is_empty() {
+    match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave).map_err(broken)? {
         // A socket accepted by a supervisor that then exits mid-call.
-        return Err(CallError::NotLive(format!("{}: closed without a reply", sock.display())));
+        Capped::End => return Err(CallError::NotLive(format!("{}: closed without a reply", sock.display()))),
+        Capped::TooLong => {
+            return Err(CallError::Broken(format!("{}: bad reply: longer than {MAX_LINE} bytes", sock.display())))
+        }
+        Capped::Line | Capped::Last => {}
     }
     serde_json::from_slice(&buf).map_err(|e| CallError::Broken(format!("{}: bad reply: {e}", sock.display())))
 }
@@ -205,7 +209,7 @@ mod tests {
             for c in l.incoming().flatten() {
                 let mut line = Vec::new();
                 let mut r = BufReader::new(c.try_clone().unwrap());
-                if r.read_until(b'\n', &mut line).is_ok() && !line.is_empty() {
+                if read_capped(&mut r, &mut line, MAX_LINE, Rest::Leave).is_ok_and(|c| c != Capped::End) {
                     *got2.lock().unwrap() += 1;
                     let _ = (&c).write_all(b"{\"ok\":true,\"detail\":\"halted\"}\n");
                 }

@@ -10,6 +10,7 @@
 pub mod control;
 
 use crate::events::Data;
+use crate::lines::{read_capped, Capped, Rest};
 use crate::normalize::{Adapter, Normalizer};
 use crate::runs::journal::{self, is_terminal, Journal, Record};
 use crate::runs::liveness::{self, Entry};
@@ -23,7 +24,7 @@ use control::{Reply, Request, MAX_LINE, MAX_MSG};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -561,15 +562,12 @@ fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
     let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
     let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
     let Ok(mut w) = conn.try_clone() else { return };
-    let mut r = BufReader::new(conn.take(MAX_LINE as u64 + 1));
+    let mut r = BufReader::new(conn);
     let mut buf = Vec::new();
-    if r.read_until(b'\n', &mut buf).is_err() || buf.is_empty() {
-        return;
-    }
-    let reply = if buf.len() > MAX_LINE {
-        Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None)
-    } else {
-        match serde_json::from_slice::<Request>(&buf) {
+    let reply = match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave) {
+        Err(_) | Ok(Capped::End) => return,
+        Ok(Capped::TooLong) => Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None),
+        Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf) {
             Err(e) => Reply::refuse(format!("bad request: {e}"), None),
             Ok(req) => {
                 let (rtx, rrx) = mpsc::channel();
@@ -582,7 +580,7 @@ fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
                     Err(_) => return,
                 }
             }
-        }
+        },
     };
     let mut line = serde_json::to_vec(&reply).unwrap_or_default();
     line.push(b'\n');
