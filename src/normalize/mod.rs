@@ -15,6 +15,7 @@ mod claude;
 mod codex;
 mod codex_app;
 mod cursor;
+pub mod elicit;
 pub mod lenient;
 pub mod redact;
 

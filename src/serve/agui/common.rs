@@ -1,6 +1,6 @@
 //! What both modes of `POST /agui` share: the [`Book`] of threads and
 //! finished runs (admission, idempotent replay, bounded retention) and the
-//! response [`Body`] a run streams into (each frame sent at once and kept
+//! response `Body` a run streams into (each frame sent at once and kept
 //! for replay).
 //!
 //! The [`Book`] remembers, per `threadId`, the agent's last session (a later
