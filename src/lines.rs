@@ -29,6 +29,12 @@
 use crate::normalize::redact::MAX_OUTPUT;
 use std::io::{self, BufRead};
 
+/// The longest line a filter (and a task stream) reads whole: 4 MiB. A
+/// longer line is skimmed as it streams past, never held, and reported with
+/// its size ([`Line::TooLong`]), so a filter's memory stays bounded whatever
+/// its input (`normalize-events` peaks near 32 MB on a line just under it).
+pub const MAX_LINE: usize = 4 << 20;
+
 /// How much of an over-long line is kept to show in its report.
 pub const TOO_LONG_HEAD: usize = 4096;
 
@@ -65,6 +71,11 @@ pub enum Line<'a> {
 }
 
 impl Line<'_> {
+    /// The report of an over-long line, the same in every filter.
+    pub fn too_long_reason(size: u64) -> String {
+        format!("line of {size} bytes is over the {MAX_LINE}-byte line cap; skipped")
+    }
+
     /// The line as [`read_line`] hands it over: whole, skimmed, or (over
     /// the cap and not a JSON object) its head.
     pub fn kept(&self) -> &[u8] {
