@@ -184,3 +184,27 @@ impl Drop for Lines {
         self.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The agent's lines as the stream gets them: whole (a CR LF ending
+    /// stripped), the last one without its LF, and one over [`MAX_LINE`]
+    /// skimmed: its call's id kept, its long string cut.
+    #[test]
+    fn agent_lines_are_read_whole_or_skimmed_past_the_cap() {
+        let big = format!(r#"{{"type":"user","id":"toolu_big","text":"{}"}}"#, "w".repeat(MAX_LINE + 10));
+        let input = format!("a\r\n{big}\n\nlast");
+        let (tx, rx) = sync_channel(CHANNEL);
+        let reader = std::thread::spawn(move || read_lines(std::io::Cursor::new(input.into_bytes()), &tx));
+        let got: Vec<Vec<u8>> = rx.iter().map(|l| l.bytes).collect();
+        reader.join().unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!((&got[0][..], &got[2][..], &got[3][..]), (&b"a"[..], &b""[..], &b"last"[..]));
+        let v: serde_json::Value = serde_json::from_slice(&got[1]).unwrap();
+        assert_eq!(v["id"], "toolu_big");
+        assert!(v[crate::lines::CUT_KEY].is_array(), "skimmed: {}", &v.to_string()[..200]);
+        assert!(got[1].len() < 1 << 20);
+    }
+}

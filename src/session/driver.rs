@@ -696,6 +696,33 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 mod tests {
     use super::*;
 
+    /// Session input lines: blank ones are counted and skipped, a CR LF
+    /// ending is stripped, and a line over the input cap is cut past it (the
+    /// rest skipped) so that parsing it says it is too long; the next line
+    /// is read as usual.
+    #[test]
+    fn input_lines_are_bounded_and_an_over_long_one_is_reported_by_the_parser() {
+        let max = super::super::input::MAX_LINE;
+        let mut input = b"{\"type\":\"end\"}\r\n  \n".to_vec();
+        input.extend(std::iter::repeat(b'x').take(3 * max));
+        input.extend_from_slice(b"\nlast");
+        let (tx, rx) = std::sync::mpsc::channel();
+        read_input(std::io::Cursor::new(input), tx).unwrap();
+        let got: Vec<Event> = rx.iter().collect();
+        let lines: Vec<(usize, u64)> = got
+            .iter()
+            .filter_map(|e| match e {
+                Event::Line(l, n) => Some((l.len(), *n)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lines, [(14, 1), (max + 2, 3), (4, 4)]);
+        assert!(matches!(got.last(), Some(Event::InputEof)));
+        let Some(Event::Line(long, _)) = got.get(1) else { panic!("no second line") };
+        assert!(Input::parse(long).unwrap_err().contains("longer than"));
+        assert!(matches!(Input::parse(b"{\"type\":\"end\"}"), Ok(Input::End(_))));
+    }
+
     /// An agent line over the cap keeps what the session and the viewers
     /// need: a 17 MB tool result still names its call (issue 24 case 6).
     #[test]

@@ -198,6 +198,29 @@ mod tests {
         assert!(matches!(e, CallError::NotLive(_)));
     }
 
+    /// The client reads one reply line, at most [`MAX_LINE`] bytes: a longer
+    /// one is a broken reply, not read whole; none at all is a supervisor gone.
+    #[test]
+    fn a_reply_over_the_line_cap_is_broken_and_no_reply_is_not_live() {
+        let req = Request { verb: "status".into(), ..Default::default() };
+        let reply_with = |reply: Vec<u8>| {
+            let (client, server) = UnixStream::pair().unwrap();
+            std::thread::spawn(move || {
+                let mut line = Vec::new();
+                let _ = read_capped(&mut BufReader::new(&server), &mut line, MAX_LINE, Rest::Leave);
+                let _ = (&server).write_all(&reply);
+            });
+            exchange(client, Path::new("test.sock"), &req, Duration::from_secs(10))
+        };
+        let mut big = b"{\"ok\":true,\"detail\":\"".to_vec();
+        big.resize(MAX_LINE * 3, b'x');
+        big.extend_from_slice(b"\"}\n");
+        let e = reply_with(big).unwrap_err();
+        assert!(matches!(&e, CallError::Broken(m) if m.contains("longer than")), "{e:?}");
+        assert!(matches!(reply_with(Vec::new()).unwrap_err(), CallError::NotLive(_)));
+        assert!(reply_with(b"{\"ok\":true,\"detail\":\"halted\"}\r\n".to_vec()).unwrap().ok);
+    }
+
     #[test]
     fn only_the_registered_supervisor_is_sent_a_request() {
         let home = std::env::temp_dir().join(format!("runwire-owner-{}", std::process::id()));

@@ -1534,3 +1534,52 @@ impl Sup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `request` to [`answer`] over a real socket pair (the write end
+    /// then closed) and returns the reply; a request that parses is
+    /// answered by `on_request`.
+    fn ask(request: Vec<u8>, on_request: Reply) -> Reply {
+        let (conn, client) = UnixStream::pair().unwrap();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        std::thread::spawn(move || answer(conn, tx));
+        std::thread::spawn(move || {
+            if let Ok(m) = rx.recv_timeout(Duration::from_secs(10)) {
+                let _ = m.reply.send(on_request);
+            }
+        });
+        let mut w = client.try_clone().unwrap();
+        // Written apart: the supervisor stops reading one byte past the cap.
+        std::thread::spawn(move || {
+            let _ = w.write_all(&request);
+            let _ = w.shutdown(std::net::Shutdown::Write);
+        });
+        client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // As the client reads it: one line (a reset for the unread rest comes after it).
+        let mut reply = Vec::new();
+        let got = read_capped(&mut BufReader::new(client), &mut reply, MAX_LINE, Rest::Leave).unwrap();
+        assert_eq!(got, Capped::Line);
+        serde_json::from_slice(&reply).unwrap()
+    }
+
+    #[test]
+    fn a_request_over_the_line_cap_is_refused_without_being_read_whole() {
+        let mut big = br#"{"verb":"steer","msg":""#.to_vec();
+        big.resize(MAX_LINE * 4, b'x');
+        big.extend_from_slice(b"\"}\n");
+        let r = ask(big, Reply::ok("taken", None));
+        assert!(!r.ok && r.detail.contains("request longer than"), "{r:?}");
+        // At the cap, with CR LF, or ended by the end of input: read and answered.
+        let mut at_cap = br#"{"verb":"status"}"#.to_vec();
+        at_cap.resize(MAX_LINE, b' ');
+        for end in [&b"\r\n"[..], b"\n", b""] {
+            let r = ask([&at_cap[..], end].concat(), Reply::ok("taken", None));
+            assert!(r.ok && r.detail == "taken", "{r:?}");
+        }
+        let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
+        assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+    }
+}
