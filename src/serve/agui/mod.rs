@@ -15,10 +15,12 @@
 //! Import rule: `batch` and `interactive` (with `interactive/threads.rs`
 //! and `interactive/routes.rs`) do not import each other; what both use
 //! (the request, [`MAX_THREADS`]) is here or in [`common`] (the book and
-//! the response body). Checked with
+//! the response body). A test holds it (neither names the other's path:
 //! `grep -n 'interactive::' src/serve/agui/batch.rs` and
-//! `grep -rn 'batch::' src/serve/agui/interactive*`: neither finds anything.
-//! The router points down to this module only ([`post`], [`capabilities`]).
+//! `grep -rn 'batch::' src/serve/agui/interactive*` find nothing). The
+//! router reaches this folder through its entry ([`post`],
+//! [`capabilities`]); the task routes (`serve::control`) reach
+//! [`interactive::control_post`].
 
 use super::http::{respond_error, Close, Request};
 use super::interrupts::ResumeEntry;
@@ -233,6 +235,21 @@ pub fn capabilities(shared: &Shared) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The import rule of the module's doc: batch and interactive do not
+    /// name each other (a `use` or a path).
+    #[test]
+    fn batch_and_interactive_do_not_import_each_other() {
+        let code = |src: &str| src.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        assert!(!code(include_str!("batch.rs")).contains("interactive::"));
+        for src in [
+            include_str!("interactive.rs"),
+            include_str!("interactive/threads.rs"),
+            include_str!("interactive/routes.rs"),
+        ] {
+            assert!(!code(src).contains("batch::"));
+        }
+    }
 
     fn body(s: &str) -> Result<RunInput, String> {
         parse_input(s.as_bytes())
