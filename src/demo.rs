@@ -13,6 +13,7 @@
 //! [`Demo`] is the state object with no IO (a line in, timed lines out);
 //! [`run`] is its IO loop on stdin/stdout.
 
+use crate::lines::{read_capped, Capped, Rest};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -324,7 +325,7 @@ pub fn run(args: &[String]) -> i32 {
         let mut r = stdin.lock();
         let mut buf = Vec::new();
         // Bounded: a line longer than this is cut (the demo reads only short ones).
-        while let Ok(true) = crate::session::driver::read_bounded(&mut r, &mut buf, 1 << 20) {
+        while read_capped(&mut r, &mut buf, 1 << 20, Rest::Skip).is_ok_and(|c| c != Capped::End) {
             if tx.send(Some(std::mem::take(&mut buf))).is_err() {
                 return;
             }

@@ -17,9 +17,23 @@
 //!
 //! [`read_line`] is the same for a reader that pulls (`BufRead`), one line
 //! per call.
+//!
+//! [`read_capped`] is the plain bounded reader, for lines that are requests
+//! rather than an agent's output (a control socket's one request or reply,
+//! session input, a log re-read line by line): a line over the cap is not
+//! skimmed but reported as [`Capped::TooLong`], with its first `cap` bytes,
+//! and the caller says whether the rest of it is skipped ([`Rest::Skip`],
+//! to read the next line) or left unread ([`Rest::Leave`]: a socket that
+//! carries one line is not read past the cap).
 
 use crate::normalize::redact::MAX_OUTPUT;
 use std::io::{self, BufRead};
+
+/// The longest line a filter (and a task stream) reads whole: 4 MiB. A
+/// longer line is skimmed as it streams past, never held, and reported with
+/// its size ([`Line::TooLong`]), so a filter's memory stays bounded whatever
+/// its input (`normalize-events` peaks near 32 MB on a line just under it).
+pub const MAX_LINE: usize = 4 << 20;
 
 /// How much of an over-long line is kept to show in its report.
 pub const TOO_LONG_HEAD: usize = 4096;
@@ -54,6 +68,23 @@ pub enum Line<'a> {
     /// size in bytes (without the LF), and its skimmed form when it is a
     /// JSON object.
     TooLong { head: &'a [u8], size: u64, skim: Option<&'a [u8]> },
+}
+
+impl Line<'_> {
+    /// The report of an over-long line, the same in every filter.
+    pub fn too_long_reason(size: u64) -> String {
+        format!("line of {size} bytes is over the {MAX_LINE}-byte line cap; skipped")
+    }
+
+    /// The line as [`read_line`] hands it over: whole, skimmed, or (over
+    /// the cap and not a JSON object) its head.
+    pub fn kept(&self) -> &[u8] {
+        match *self {
+            Line::Whole(w) => w,
+            Line::TooLong { skim: Some(s), .. } => s,
+            Line::TooLong { head, .. } => head,
+        }
+    }
 }
 
 /// What the handler wants after a line.
@@ -181,11 +212,7 @@ pub fn read_line(r: &mut impl BufRead, lines: &mut Lines, buf: &mut Vec<u8>) -> 
     buf.clear();
     let got = std::cell::Cell::new(false);
     let mut take = |l: Line<'_>| {
-        match l {
-            Line::Whole(w) => buf.extend_from_slice(w),
-            Line::TooLong { skim: Some(s), .. } => buf.extend_from_slice(s),
-            Line::TooLong { head, .. } => buf.extend_from_slice(head),
-        }
+        buf.extend_from_slice(l.kept());
         got.set(true);
         Flow::Stop
     };
@@ -203,6 +230,115 @@ pub fn read_line(r: &mut impl BufRead, lines: &mut Lines, buf: &mut Vec<u8>) -> 
         r.consume(used);
         if got.get() {
             return Ok(true);
+        }
+    }
+}
+
+/// What [`read_capped`] read into its buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capped {
+    /// The end of input: no line.
+    End,
+    /// A whole line, its LF (and a CR before it) stripped.
+    Line,
+    /// The last line, which the input ended without a LF (a CR at its end stripped).
+    Last,
+    /// A line over the cap: the buffer holds its first `cap` bytes.
+    TooLong,
+}
+
+/// What [`read_capped`] does with the rest of a line over its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rest {
+    /// Reads past it, to the line's LF (or the end of input): the next call
+    /// reads the next line.
+    Skip,
+    /// Reads no further than one byte past the cap: for an input that
+    /// carries one line (a socket's request), never read whole; the reader
+    /// is then somewhere in that line.
+    Leave,
+}
+
+/// Reads one line of at most `cap` bytes into `buf`, without its LF (and a
+/// CR before it, which does not count against the cap). Memory stays
+/// bounded by `cap` whatever the input; see [`Capped`] and [`Rest`] for a
+/// longer line.
+pub fn read_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, cap: usize, rest: Rest) -> io::Result<Capped> {
+    buf.clear();
+    // One byte past the cap is taken: it may be the CR before the LF.
+    let limit = cap.saturating_add(1);
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            if buf.is_empty() {
+                return Ok(Capped::End);
+            }
+            return Ok(capped_end(buf, cap, Capped::Last));
+        }
+        if buf.len() == limit {
+            // Full: the line ends here only if its last byte is the CR of a CR LF.
+            if chunk[0] == b'\n' && buf.last() == Some(&b'\r') {
+                r.consume(1);
+                return Ok(capped_end(buf, cap, Capped::Line));
+            }
+            buf.truncate(cap);
+            if rest == Rest::Skip {
+                skip_line(r)?;
+            }
+            return Ok(Capped::TooLong);
+        }
+        let window = &chunk[..chunk.len().min(limit - buf.len())];
+        match memchr::memchr(b'\n', window) {
+            Some(i) => {
+                buf.extend_from_slice(&window[..i]);
+                r.consume(i + 1);
+                return Ok(capped_end(buf, cap, Capped::Line));
+            }
+            None => {
+                let n = window.len();
+                buf.extend_from_slice(window);
+                r.consume(n);
+            }
+        }
+    }
+}
+
+/// A line read whole (`how`): its CR stripped, then measured.
+fn capped_end(buf: &mut Vec<u8>, cap: usize, how: Capped) -> Capped {
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+    if buf.len() > cap {
+        buf.truncate(cap);
+        return Capped::TooLong;
+    }
+    how
+}
+
+/// Consumes the rest of a line, through its LF or to the end of input.
+fn skip_line(r: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match memchr::memchr(b'\n', chunk) {
+            Some(i) => {
+                r.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = chunk.len();
+                r.consume(n);
+            }
         }
     }
 }
@@ -668,6 +804,46 @@ mod tests {
         assert_eq!(v["runwire.cut"][3][0][0], 3 * MAX_OUTPUT);
         assert_eq!(got[2].len(), TOO_LONG_HEAD, "not JSON: its head");
         assert_eq!(got[3], "last");
+    }
+
+    /// Every line `read_capped` reads, through a buffer of `chunk` bytes.
+    fn capped(input: &[u8], chunk: usize, cap: usize, rest: Rest) -> (Vec<(Capped, String)>, usize) {
+        let mut r = io::BufReader::with_capacity(chunk, input);
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            let c = read_capped(&mut r, &mut buf, cap, rest).unwrap();
+            assert!(buf.len() <= cap);
+            if c == Capped::End {
+                break;
+            }
+            got.push((c, String::from_utf8_lossy(&buf).into_owned()));
+            if rest == Rest::Leave && c == Capped::TooLong {
+                break;
+            }
+        }
+        let left = r.buffer().len() + r.into_inner().len();
+        (got, left)
+    }
+
+    #[test]
+    fn read_capped_reports_a_line_over_the_cap_and_skips_or_leaves_the_rest() {
+        use Capped::{Last, Line as L, TooLong};
+        let s = |v: &[(Capped, &str)]| v.iter().map(|(c, t)| (*c, t.to_string())).collect::<Vec<_>>();
+        for chunk in [1, 3, 1000] {
+            let got = |input: &[u8], rest| capped(input, chunk, 10, rest);
+            assert_eq!(got(b"a\r\nbc\n\nd", Rest::Skip).0, s(&[(L, "a"), (L, "bc"), (L, ""), (Last, "d")]));
+            assert_eq!(got(b"0123456789\r\nz\r", Rest::Skip).0, s(&[(L, "0123456789"), (Last, "z")]));
+            assert_eq!(got(b"0123456789\r", Rest::Skip).0, s(&[(Last, "0123456789")]));
+            let over = s(&[(TooLong, "0123456789"), (L, "z")]);
+            assert_eq!(got(b"0123456789x\nz\n", Rest::Skip).0, over, "chunk {chunk}");
+            assert_eq!(got(b"0123456789xyz\nz\n", Rest::Skip).0, over);
+            assert_eq!(got(b"0123456789\rx\nz\n", Rest::Skip).0, over);
+            assert_eq!(got(b"0123456789xyz", Rest::Skip).0, s(&[(TooLong, "0123456789")]));
+            // Left: nothing read past one byte over the cap.
+            let (lines, left) = got(b"0123456789xyz\nz\n", Rest::Leave);
+            assert_eq!((lines, left), (s(&[(TooLong, "0123456789")]), 5));
+        }
     }
 
     fn skim(s: &str) -> Option<String> {

@@ -17,20 +17,7 @@ pub const MAX_REPORTED: u64 = 100;
 /// Input buffer: big enough that flushing when it runs dry is rare on a file.
 const IN_BUF: usize = 256 * 1024;
 
-/// The longest line a filter reads whole: 4 MiB. A longer line is skipped
-/// as it streams past, never held, and reported with its size
-/// ([`Line::TooLong`]), so a filter's memory stays bounded whatever its
-/// input (`normalize-events` peaks near 32 MB on a line just under it).
-pub const MAX_LINE: usize = 4 << 20;
-
-pub use crate::lines::{Flow, Line, TOO_LONG_HEAD};
-
-impl Line<'_> {
-    /// The report of an over-long line, the same in every filter.
-    pub fn too_long_reason(size: u64) -> String {
-        format!("line of {size} bytes is over the {MAX_LINE}-byte line cap; skipped")
-    }
-}
+pub use crate::lines::{Flow, Line, MAX_LINE, TOO_LONG_HEAD};
 
 /// Where the line loop failed: reading the input (after `line` complete
 /// lines), or writing the output. Callers name the input or `stdout` in

@@ -204,7 +204,7 @@ impl CodexApp {
             // declined it at once, and the log says why.
             if method == "mcpServer/elicitation/request" {
                 let p = v.get("params").unwrap_or(&Value::Null);
-                if let Some(why) = crate::session::codex::elicitation_refusal(p) {
+                if let Some(why) = super::elicit::refusal(p) {
                     let server = p.str_at("serverName").unwrap_or("an MCP server");
                     let text = format!("declined {server}'s elicitation: {why}");
                     notice(ctx, "warning", method, Some(p), Some(&text));

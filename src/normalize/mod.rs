@@ -15,6 +15,7 @@ mod claude;
 mod codex;
 mod codex_app;
 mod cursor;
+pub mod elicit;
 pub mod lenient;
 pub mod redact;
 
@@ -437,7 +438,7 @@ impl Normalizer {
         // read here, before a dialect's table can mistake their fields
         // (`message` is a string here, an object in claude's lines).
         if let Some(size) = too_long {
-            ctx.error("line_too_long", crate::pipe::Line::too_long_reason(size), line, false);
+            ctx.error("line_too_long", crate::lines::Line::too_long_reason(size), line, false);
         } else if idle_inputs(line).is_some() || is_ack(line) {
             // The session's word to its runner (idle, or what an input line
             // did): no event
@@ -520,7 +521,7 @@ impl Normalizer {
     }
 
     /// Consumes a source line too long to be read whole (see
-    /// [`crate::pipe::MAX_LINE`]), given by its first bytes and its size: one
+    /// [`crate::lines::MAX_LINE`]), given by its first bytes and its size: one
     /// non-fatal `error` event (`line_too_long`) numbered like any line.
     pub fn push_too_long(&mut self, head: &[u8], size: u64) -> Vec<Event> {
         self.push_too_long_at(head, size, None)

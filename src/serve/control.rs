@@ -61,7 +61,7 @@ pub fn post(
 ) -> Close {
     // A session this server holds itself (interactive mode) answers here.
     if let Some(tid) = task {
-        if let Some(close) = super::interactive::control_post(shared, stream, id, tid, verb, body, cors) {
+        if let Some(close) = super::agui::interactive::control_post(shared, stream, id, tid, verb, body, cors) {
             return close;
         }
     }

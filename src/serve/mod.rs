@@ -12,8 +12,9 @@
 //! holds the HTTP/1.1 helpers they all use (requests read with hard bounds,
 //! responses, closing); [`run`] starts and stops
 //! the line source of a run (an agent wrapper in its own process group, or a
-//! recorded log replayed at a steady pace); [`agui`] is the route itself and
-//! the book of threads and finished runs. The HTTP layer is our own, on
+//! recorded log replayed at a steady pace); [`agui`] is the route itself
+//! (its entry and the book of threads and finished runs, then the batch and
+//! the interactive mode, which do not import each other). The HTTP layer is our own, on
 //! `std::net`: tiny_http 0.12 has no bound on header size or count and no
 //! read timeout, which the boundary needs; the response is streamed the way
 //! the style guide's idiom 8 describes (head written by hand, one chunk per
@@ -29,7 +30,6 @@ pub mod control;
 pub mod evidence;
 pub mod feed;
 pub mod http;
-pub mod interactive;
 pub mod interrupts;
 pub mod router;
 pub mod run;
@@ -289,7 +289,7 @@ pub struct Config {
     pub stream_buffer: usize,
     /// `--evidence`: what `GET /api/evidence` checks.
     pub evidence: Option<PathBuf>,
-    /// `--interactive`: one live session per thread ([`interactive`]).
+    /// `--interactive`: one live session per thread ([`agui::interactive`]).
     /// The demo this server is, for the studio: `replay` (no `--agent`), `agent` (`--demo`).
     pub demo: Option<&'static str>,
     pub interactive: bool,
@@ -433,7 +433,7 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
     };
     if cfg.interactive {
         // The same checks runwire-session makes (nothing is started here).
-        interactive::check_launch(&cfg).map_err(StartError::Usage)?;
+        agui::interactive::check_launch(&cfg).map_err(StartError::Usage)?;
     }
     Ok(cfg)
 }
@@ -447,7 +447,7 @@ pub struct Shared {
     /// The change feed's follower, started by the first `GET /runs/events`.
     feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
     /// Interactive mode's live sessions, one per thread.
-    pub sessions: interactive::Sessions,
+    pub sessions: agui::interactive::Sessions,
 }
 
 impl Shared {
@@ -458,7 +458,7 @@ impl Shared {
             book: std::sync::Mutex::new(agui::Book::default()),
             connections: AtomicUsize::new(0),
             feed: std::sync::Mutex::new(None),
-            sessions: interactive::Sessions::default(),
+            sessions: agui::interactive::Sessions::default(),
         }
     }
 
@@ -499,7 +499,7 @@ fn agent_missing(args: &Args, cfg: &Config) -> Option<String> {
     }
     let engine = if cfg.kind == AgentKind::Acp { cfg.engine.clone() } else { args.agent_cmd.clone() };
     let interactive = Config { interactive: true, engine, ..cfg.clone() };
-    let program = interactive::agent_program(&interactive)?;
+    let program = agui::interactive::agent_program(&interactive)?;
     if executable(&program) {
         return None;
     }
@@ -552,7 +552,7 @@ fn warn_if_untested(args: &Args, cfg: &Config) {
     }
     // The program as an interactive session would start it (cfg.engine is
     // --agent-cmd there; none in batch mode, where the wrapper finds the default).
-    let Some(program) = interactive::agent_program(&Config { interactive: true, ..cfg.clone() }) else { return };
+    let Some(program) = agui::interactive::agent_program(&Config { interactive: true, ..cfg.clone() }) else { return };
     // A program of one's own under an agent's flag (a stand-in, a script) is
     // not run at start to ask its version: only the agent CLIs the matrix knows.
     if !executable(&program) || (args.agent_cmd.is_some() && !crate::doctor::known_program(&program)) {

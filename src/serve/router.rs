@@ -10,7 +10,7 @@
 //! `route`.
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
-use super::{agui, control, evidence, feed, interactive, runs, studio, Config, Shared};
+use super::{agui, control, evidence, feed, runs, studio, Config, Shared};
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -147,7 +147,7 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
         ("/agui", _) => method_not_allowed(stream, cors, "POST"),
         // AG-UI AgentCapabilities (the @ag-ui/core shape).
         ("/agui/capabilities", "GET") => {
-            let _ = respond(stream, 200, cors, &interactive::capabilities(shared).to_string());
+            let _ = respond(stream, 200, cors, &agui::capabilities(shared).to_string());
             Close::Linger
         }
         ("/agui/capabilities", _) => method_not_allowed(stream, cors, "GET"),
@@ -254,7 +254,7 @@ fn info(shared: &Shared) -> serde_json::Value {
         "tokenRequired": cfg.token.is_some(),
         "interactive": cfg.interactive,
         "demo": cfg.demo,
-        "capabilities": interactive::capabilities(shared),
+        "capabilities": agui::capabilities(shared),
     })
 }
 

@@ -13,6 +13,7 @@
 //! the pipe does not hold the run).
 
 use super::Source;
+use crate::lines::Flow;
 use crate::session::proc::{self, Proc, Spec};
 use crate::time::Clock;
 use std::path::Path;
@@ -23,8 +24,11 @@ use std::time::{Duration, Instant};
 
 pub use proc::{kill_remaining, DRAIN_GRACE, KILL_GRACE};
 
-/// Longest line taken from an agent; the rest of a longer line is dropped
-/// (the truncated line then fails to parse and becomes an `error` event).
+/// Longest line taken whole from an agent. A longer line is skimmed as it
+/// streams past, as everywhere in the crate ([`crate::lines`]): a JSON
+/// object keeps its structure and short fields (long strings cut, so a big
+/// tool result still closes its call); anything else is cut to its head,
+/// which then fails to parse and becomes an `error` event.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Lines buffered between the reader and the stream.
@@ -115,18 +119,23 @@ fn replay(log: &[u8], delay: Duration, tx: &SyncSender<Line>, stop: &AtomicBool)
     }
 }
 
+/// The agent's output as lines ([`crate::lines`], capped at [`MAX_LINE`]),
+/// each stamped with the time the read that ended it returned.
 fn read_lines(r: impl std::io::Read, tx: &SyncSender<Line>) {
     let times = crate::arrival::clock();
-    let mut line = Vec::new();
-    proc::read_pieces(r, times.unwrap_or(Clock::Wall), |piece, end| {
-        let piece = piece.strip_suffix(b"\n").unwrap_or(piece);
-        let room = MAX_LINE.saturating_sub(line.len());
-        line.extend_from_slice(&piece[..piece.len().min(room)]);
-        match end {
-            Some(at) => tx.send(Line { bytes: std::mem::take(&mut line), at_ms: times.map(|_| at) }).is_ok(),
-            None => true,
-        }
+    let clock = times.unwrap_or(Clock::Wall);
+    let mut lines = crate::lines::Lines::new(MAX_LINE);
+    let send = |l: crate::lines::Line<'_>, at: i64| match tx
+        .send(Line { bytes: l.kept().to_vec(), at_ms: times.map(|_| at) })
+    {
+        Ok(()) => Flow::Continue,
+        Err(_) => Flow::Stop,
+    };
+    // A piece holds at most one LF, at its end, and `end` is when it was read.
+    proc::read_pieces(r, clock, |piece, end| {
+        lines.push(piece, |l| send(l, end.unwrap_or_default())).1 == Flow::Continue
     });
+    lines.finish(|l| send(l, clock.now_ms()));
 }
 
 impl Lines {
@@ -173,5 +182,29 @@ impl Lines {
 impl Drop for Lines {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The agent's lines as the stream gets them: whole (a CR LF ending
+    /// stripped), the last one without its LF, and one over [`MAX_LINE`]
+    /// skimmed: its call's id kept, its long string cut.
+    #[test]
+    fn agent_lines_are_read_whole_or_skimmed_past_the_cap() {
+        let big = format!(r#"{{"type":"user","id":"toolu_big","text":"{}"}}"#, "w".repeat(MAX_LINE + 10));
+        let input = format!("a\r\n{big}\n\nlast");
+        let (tx, rx) = sync_channel(CHANNEL);
+        let reader = std::thread::spawn(move || read_lines(std::io::Cursor::new(input.into_bytes()), &tx));
+        let got: Vec<Vec<u8>> = rx.iter().map(|l| l.bytes).collect();
+        reader.join().unwrap();
+        assert_eq!(got.len(), 4);
+        assert_eq!((&got[0][..], &got[2][..], &got[3][..]), (&b"a"[..], &b""[..], &b"last"[..]));
+        let v: serde_json::Value = serde_json::from_slice(&got[1]).unwrap();
+        assert_eq!(v["id"], "toolu_big");
+        assert!(v[crate::lines::CUT_KEY].is_array(), "skimmed: {}", &v.to_string()[..200]);
+        assert!(got[1].len() < 1 << 20);
     }
 }

@@ -14,6 +14,7 @@
 use super::proc::{self, Proc, Spec};
 use super::writer::{Full, Writer};
 use super::{Agent, Input, Refused, Session, Step};
+use crate::lines::{read_capped, Capped, Rest};
 use crate::session::record::InputRecord;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -187,7 +188,10 @@ pub fn read_fifo(path: &Path, tx: Sender<Event>) -> io::Result<()> {
 /// `Err` when the session is gone (nobody receives).
 fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()> {
     let mut buf = Vec::new();
-    while let Ok(true) = read_bounded(r, &mut buf, super::input::MAX_LINE + 2) {
+    // A line over the input's cap is cut past it (the rest skipped), so that
+    // parsing it reports it as too long.
+    let cap = super::input::MAX_LINE + 2;
+    while read_capped(r, &mut buf, cap, Rest::Skip).is_ok_and(|c| c != Capped::End) {
         *n += 1;
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -195,45 +199,6 @@ fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()>
         tx.send(Event::Line(std::mem::take(&mut buf), *n)).map_err(|_| ())?;
     }
     Ok(())
-}
-
-/// Reads one line of at most `max` bytes into `buf` (without its line
-/// ending; the rest of a longer line is skipped). False at the end.
-pub fn read_bounded(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<bool> {
-    buf.clear();
-    let n = loop {
-        match r.take(max as u64).read_until(b'\n', buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            other => break other?,
-        }
-    };
-    if n == 0 {
-        return Ok(false);
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-        return Ok(true);
-    }
-    // Cut at `max` (or the end of input): skip to the next line.
-    loop {
-        let chunk = r.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok(true);
-        }
-        match memchr::memchr(b'\n', chunk) {
-            Some(i) => {
-                r.consume(i + 1);
-                return Ok(true);
-            }
-            None => {
-                let len = chunk.len();
-                r.consume(len);
-            }
-        }
-    }
 }
 
 fn now_ms() -> i64 {
@@ -730,6 +695,33 @@ const EXIT_GRACE: Duration = Duration::from_secs(5);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Session input lines: blank ones are counted and skipped, a CR LF
+    /// ending is stripped, and a line over the input cap is cut past it (the
+    /// rest skipped) so that parsing it says it is too long; the next line
+    /// is read as usual.
+    #[test]
+    fn input_lines_are_bounded_and_an_over_long_one_is_reported_by_the_parser() {
+        let max = super::super::input::MAX_LINE;
+        let mut input = b"{\"type\":\"end\"}\r\n  \n".to_vec();
+        input.extend(std::iter::repeat(b'x').take(3 * max));
+        input.extend_from_slice(b"\nlast");
+        let (tx, rx) = std::sync::mpsc::channel();
+        read_input(std::io::Cursor::new(input), tx).unwrap();
+        let got: Vec<Event> = rx.iter().collect();
+        let lines: Vec<(usize, u64)> = got
+            .iter()
+            .filter_map(|e| match e {
+                Event::Line(l, n) => Some((l.len(), *n)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lines, [(14, 1), (max + 2, 3), (4, 4)]);
+        assert!(matches!(got.last(), Some(Event::InputEof)));
+        let Some(Event::Line(long, _)) = got.get(1) else { panic!("no second line") };
+        assert!(Input::parse(long).unwrap_err().contains("longer than"));
+        assert!(matches!(Input::parse(b"{\"type\":\"end\"}"), Ok(Input::End(_))));
+    }
 
     /// An agent line over the cap keeps what the session and the viewers
     /// need: a 17 MB tool result still names its call (issue 24 case 6).

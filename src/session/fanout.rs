@@ -12,7 +12,7 @@
 //! then rejoins ([`Reader::caught_up`]); it never holds the others back.
 //! What it cannot re-read (an unrecorded session) is its gap to report.
 //!
-//! Not wired yet: `src/serve/interactive.rs` runs one feed per run. To
+//! Not wired yet: `src/serve/agui/interactive.rs` runs one feed per run. To
 //! share it, the thread's run loop pushes each normalized line's frames
 //! here instead of writing them to its one client, and each `/agui` client
 //! of the thread holds a [`Reader`] (see this module's tests for the loop).

@@ -397,17 +397,21 @@ impl LogReader {
     /// Line `n` (without its newline) and its arrival time; `n` only grows
     /// from one call to the next.
     fn line(&mut self, n: u64) -> io::Result<(Vec<u8>, Option<i64>)> {
-        use std::io::{BufRead, Read};
+        use crate::lines::{read_capped, Capped, Rest};
         if n < self.next {
             return Err(io::Error::other("the log was read past that line"));
         }
+        // The session's lines are at most the driver's bound (the agent's), plus runwire's own (small).
+        let cap = driver::MAX_AGENT_LINE + 64 * 1024;
         while self.next <= n {
-            self.buf.clear();
-            // The session's lines are at most the driver's bound (the agent's), plus runwire's own (small).
-            let limit = (driver::MAX_AGENT_LINE + 64 * 1024) as u64;
-            (&mut self.r).take(limit).read_until(b'\n', &mut self.buf)?;
-            if self.buf.pop() != Some(b'\n') {
-                return Err(io::Error::other(format!("the log ends or is cut before line {n}")));
+            match read_capped(&mut self.r, &mut self.buf, cap, Rest::Leave)? {
+                Capped::Line => {}
+                Capped::TooLong => {
+                    return Err(io::Error::other(format!("line {} of the log is longer than {cap} bytes", self.next)))
+                }
+                Capped::End | Capped::Last => {
+                    return Err(io::Error::other(format!("the log ends or is cut before line {n}")))
+                }
             }
             self.next += 1;
         }

@@ -11,10 +11,11 @@
 //! `SO_PEERCRED` pid, start time and boot id are not the recorded ones is
 //! refused before a byte is sent.
 
+use crate::lines::{read_capped, Capped, Rest};
 use crate::procid::Ident;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -171,12 +172,15 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
     let mut line = serde_json::to_vec(req).map_err(|e| CallError::Broken(e.to_string()))?;
     line.push(b'\n');
     s.write_all(&line).map_err(broken)?;
-    let mut r = BufReader::new(s.take(MAX_LINE as u64));
+    let mut r = BufReader::new(s);
     let mut buf = Vec::new();
-    r.read_until(b'\n', &mut buf).map_err(broken)?;
-    if buf.is_empty() {
+    match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave).map_err(broken)? {
         // A socket accepted by a supervisor that then exits mid-call.
-        return Err(CallError::NotLive(format!("{}: closed without a reply", sock.display())));
+        Capped::End => return Err(CallError::NotLive(format!("{}: closed without a reply", sock.display()))),
+        Capped::TooLong => {
+            return Err(CallError::Broken(format!("{}: bad reply: longer than {MAX_LINE} bytes", sock.display())))
+        }
+        Capped::Line | Capped::Last => {}
     }
     serde_json::from_slice(&buf).map_err(|e| CallError::Broken(format!("{}: bad reply: {e}", sock.display())))
 }
@@ -194,6 +198,29 @@ mod tests {
         assert!(matches!(e, CallError::NotLive(_)));
     }
 
+    /// The client reads one reply line, at most [`MAX_LINE`] bytes: a longer
+    /// one is a broken reply, not read whole; none at all is a supervisor gone.
+    #[test]
+    fn a_reply_over_the_line_cap_is_broken_and_no_reply_is_not_live() {
+        let req = Request { verb: "status".into(), ..Default::default() };
+        let reply_with = |reply: Vec<u8>| {
+            let (client, server) = UnixStream::pair().unwrap();
+            std::thread::spawn(move || {
+                let mut line = Vec::new();
+                let _ = read_capped(&mut BufReader::new(&server), &mut line, MAX_LINE, Rest::Leave);
+                let _ = (&server).write_all(&reply);
+            });
+            exchange(client, Path::new("test.sock"), &req, Duration::from_secs(10))
+        };
+        let mut big = b"{\"ok\":true,\"detail\":\"".to_vec();
+        big.resize(MAX_LINE * 3, b'x');
+        big.extend_from_slice(b"\"}\n");
+        let e = reply_with(big).unwrap_err();
+        assert!(matches!(&e, CallError::Broken(m) if m.contains("longer than")), "{e:?}");
+        assert!(matches!(reply_with(Vec::new()).unwrap_err(), CallError::NotLive(_)));
+        assert!(reply_with(b"{\"ok\":true,\"detail\":\"halted\"}\r\n".to_vec()).unwrap().ok);
+    }
+
     #[test]
     fn only_the_registered_supervisor_is_sent_a_request() {
         let home = std::env::temp_dir().join(format!("runwire-owner-{}", std::process::id()));
@@ -205,7 +232,7 @@ mod tests {
             for c in l.incoming().flatten() {
                 let mut line = Vec::new();
                 let mut r = BufReader::new(c.try_clone().unwrap());
-                if r.read_until(b'\n', &mut line).is_ok() && !line.is_empty() {
+                if read_capped(&mut r, &mut line, MAX_LINE, Rest::Leave).is_ok_and(|c| c != Capped::End) {
                     *got2.lock().unwrap() += 1;
                     let _ = (&c).write_all(b"{\"ok\":true,\"detail\":\"halted\"}\n");
                 }

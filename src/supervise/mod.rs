@@ -10,6 +10,7 @@
 pub mod control;
 
 use crate::events::Data;
+use crate::lines::{read_capped, Capped, Rest};
 use crate::normalize::{Adapter, Normalizer};
 use crate::runs::journal::{self, is_terminal, Journal, Record};
 use crate::runs::liveness::{self, Entry};
@@ -23,7 +24,7 @@ use control::{Reply, Request, MAX_LINE, MAX_MSG};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -561,15 +562,12 @@ fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
     let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
     let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
     let Ok(mut w) = conn.try_clone() else { return };
-    let mut r = BufReader::new(conn.take(MAX_LINE as u64 + 1));
+    let mut r = BufReader::new(conn);
     let mut buf = Vec::new();
-    if r.read_until(b'\n', &mut buf).is_err() || buf.is_empty() {
-        return;
-    }
-    let reply = if buf.len() > MAX_LINE {
-        Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None)
-    } else {
-        match serde_json::from_slice::<Request>(&buf) {
+    let reply = match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave) {
+        Err(_) | Ok(Capped::End) => return,
+        Ok(Capped::TooLong) => Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None),
+        Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf) {
             Err(e) => Reply::refuse(format!("bad request: {e}"), None),
             Ok(req) => {
                 let (rtx, rrx) = mpsc::channel();
@@ -582,7 +580,7 @@ fn answer(conn: UnixStream, tx: mpsc::Sender<Msg>) {
                     Err(_) => return,
                 }
             }
-        }
+        },
     };
     let mut line = serde_json::to_vec(&reply).unwrap_or_default();
     line.push(b'\n');
@@ -1534,5 +1532,54 @@ impl Sup {
             Ok(()) => None,
             Err(e) => Some(Reply::refuse(format!("task {id}: {e}"), state)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends `request` to [`answer`] over a real socket pair (the write end
+    /// then closed) and returns the reply; a request that parses is
+    /// answered by `on_request`.
+    fn ask(request: Vec<u8>, on_request: Reply) -> Reply {
+        let (conn, client) = UnixStream::pair().unwrap();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        std::thread::spawn(move || answer(conn, tx));
+        std::thread::spawn(move || {
+            if let Ok(m) = rx.recv_timeout(Duration::from_secs(10)) {
+                let _ = m.reply.send(on_request);
+            }
+        });
+        let mut w = client.try_clone().unwrap();
+        // Written apart: the supervisor stops reading one byte past the cap.
+        std::thread::spawn(move || {
+            let _ = w.write_all(&request);
+            let _ = w.shutdown(std::net::Shutdown::Write);
+        });
+        client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // As the client reads it: one line (a reset for the unread rest comes after it).
+        let mut reply = Vec::new();
+        let got = read_capped(&mut BufReader::new(client), &mut reply, MAX_LINE, Rest::Leave).unwrap();
+        assert_eq!(got, Capped::Line);
+        serde_json::from_slice(&reply).unwrap()
+    }
+
+    #[test]
+    fn a_request_over_the_line_cap_is_refused_without_being_read_whole() {
+        let mut big = br#"{"verb":"steer","msg":""#.to_vec();
+        big.resize(MAX_LINE * 4, b'x');
+        big.extend_from_slice(b"\"}\n");
+        let r = ask(big, Reply::ok("taken", None));
+        assert!(!r.ok && r.detail.contains("request longer than"), "{r:?}");
+        // At the cap, with CR LF, or ended by the end of input: read and answered.
+        let mut at_cap = br#"{"verb":"status"}"#.to_vec();
+        at_cap.resize(MAX_LINE, b' ');
+        for end in [&b"\r\n"[..], b"\n", b""] {
+            let r = ask([&at_cap[..], end].concat(), Reply::ok("taken", None));
+            assert!(r.ok && r.detail == "taken", "{r:?}");
+        }
+        let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
+        assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
     }
 }

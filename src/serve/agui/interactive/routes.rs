@@ -4,9 +4,9 @@
 //! session's (its `answer`, `steer` and `stop` inputs), each acknowledged
 //! with what it did.
 
-use super::super::http::{respond, respond_error, Close};
 use super::threads::{lock, Ending, NotSent, State};
 use super::{Shared, TASK};
+use crate::serve::http::{respond, respond_error, Close};
 use crate::session::input::{Input, SteerInput, Who};
 use serde_json::{json, Value};
 use std::net::TcpStream;
@@ -120,7 +120,7 @@ fn answer_route(st: &mut State, b: serde_json::Map<String, Value>) -> Reply {
         return Reply::Bad("answer body: request (the request id) is required".into());
     };
     // An interrupt id names its request only while the process that raised it runs.
-    if let Some(iid) = rid.as_str().filter(|r| r.starts_with(super::super::interrupts::ID_PREFIX)) {
+    if let Some(iid) = rid.as_str().filter(|r| r.starts_with(crate::serve::interrupts::ID_PREFIX)) {
         match st.raised.request_of(iid) {
             Some(r) => rid = r.into(),
             None => {
@@ -136,12 +136,12 @@ fn answer_route(st: &mut State, b: serde_json::Map<String, Value>) -> Reply {
     // Answers to a question are held to its choices, as on /agui.
     if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str)) {
         if let Some((req, interrupt)) = st.raised.get(rid) {
-            let e = super::super::interrupts::ResumeEntry {
+            let e = crate::serve::interrupts::ResumeEntry {
                 interrupt_id: rid.clone(),
                 status: "resolved".into(),
                 payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
             };
-            if let Err(m) = super::super::interrupts::answer_for(req, interrupt, &e, "check") {
+            if let Err(m) = crate::serve::interrupts::answer_for(req, interrupt, &e, "check") {
                 return Reply::Bad(format!("answer body: {m}"));
             }
         }

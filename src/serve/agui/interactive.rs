@@ -22,7 +22,7 @@
 //!   for all sessions together); what had no room is a reported gap. So
 //!   every line is streamed once and in order, or reported missing;
 //! - a thread with open interrupts takes only a `resume` that addresses them
-//!   all ([`super::interrupts`]); anything else answers nothing and ends
+//!   all ([`crate::serve::interrupts`]); anything else answers nothing and ends
 //!   with the open interrupts again, so a client that disconnected sees
 //!   them on its next run;
 //! - a client that leaves mid-turn interrupts the turn; the session stays;
@@ -34,11 +34,17 @@
 //! The task routes (`POST /runs/:id/tasks/:tid/answer|steer|stop|kill`, see
 //! [`control_post`]) act on the same session under the same rules. The
 //! sessions themselves (one per thread, bounded, recorded) are `threads` (`interactive/threads.rs`).
+//!
+//! Imports only [`super`] and [`super::common`] (the request, the book, the
+//! response body), never the batch mode.
 
-use super::interrupts::Plan;
-use super::Shared;
+use super::common::{Body, Outcome};
+use super::RunInput;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
+use crate::serve::http::{client_gone, Request};
+use crate::serve::interrupts::Plan;
+use crate::serve::{Shared, BIN};
 use crate::session::engine::Engine;
 use crate::session::input::{Input, MessageInput, Who};
 use crate::session::tap::{Feed, Got};
@@ -52,7 +58,7 @@ use std::time::{Duration, Instant};
 mod routes;
 mod threads;
 pub use routes::control_post;
-pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS, MAX_THREADS};
+pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};
 use threads::{lock, Ending, NotSent, State};
 
 /// How often a stream looks at its client, the shutdown flag and the clock.
@@ -64,31 +70,11 @@ const SETTLE_GIVE_UP: Duration = Duration::from_secs(15);
 /// The task name of a recorded interactive session.
 pub const TASK: &str = crate::runs::record::TASK;
 
-/// Where a run's frames go: the AG-UI response body, which `serve::agui`
-/// starts and ends; this module only writes frames to it.
-pub trait Frames {
-    /// One SSE frame (kept for replay).
-    fn frame(&mut self, frame: &[u8]) -> io::Result<()>;
-    /// Bytes that are not a frame (a keep-alive comment).
-    fn write_chunk(&mut self, data: &[u8]) -> io::Result<()>;
-    /// `Err` when the client stopped taking what is written.
-    fn check(&mut self) -> io::Result<()>;
-    /// Time since the last write.
-    fn idle_for(&self) -> Duration;
-}
-
-/// What one AG-UI run on a thread asks for (a validated `RunAgentInput`).
-pub struct RunRequest<'a> {
-    pub thread_id: &'a str,
-    pub run_id: &'a str,
-    /// Empty only when `resume` is not.
-    pub prompt: &'a str,
-    pub resume: &'a [super::interrupts::ResumeEntry],
-}
-
-struct Run<'a> {
+struct Run<'a, 'b> {
     tr: Translator,
-    body: &'a mut dyn Frames,
+    /// The AG-UI response body, which [`run`] starts and ends; the run only
+    /// writes frames to it.
+    body: &'a mut Body<'b>,
     clock: Clock,
     /// The run's own turn (`spec/INTERRUPTS.md`, "Turns"): the session's
     /// turn number once its input was taken; the run ends once that turn
@@ -102,7 +88,7 @@ struct Run<'a> {
     saw_turn_end: bool,
 }
 
-impl Run<'_> {
+impl Run<'_, '_> {
     fn emit(&mut self, events: Vec<AguiEvent>) -> io::Result<()> {
         for e in events {
             self.body.frame(e.to_frame().as_bytes())?;
@@ -131,13 +117,36 @@ enum End {
     Gone,
 }
 
-/// The run: sends its input and streams the session to `body` until the
-/// run ends (`peek`: the client's socket, to see it leave). `false` when
-/// the client left before the run's end.
-pub fn run(shared: &Shared, body: &mut dyn Frames, peek: &TcpStream, input: &RunRequest) -> bool {
+/// The run of an admitted request: starts the response body, streams the
+/// session into it (see [`stream_into`]) and returns how the run ended,
+/// for the book.
+pub(super) fn run(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &RunInput,
+) -> Outcome {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
+    let Ok(peek) = stream.try_clone() else { return Outcome::Cancelled };
+    let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
+        return Outcome::Cancelled;
+    };
+    let streamed = stream_into(shared, &mut body, &peek, input);
+    // The run is over once its terminal event is out: the thread takes the
+    // next run (a resume sent the moment RUN_FINISHED arrives) from now.
+    shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
+    let gone = io::Error::new(io::ErrorKind::ConnectionAborted, "the client left");
+    body.finish(if streamed { Ok(()) } else { Err(gone) })
+}
+
+/// Sends the run's input and streams the session to `body` until the run
+/// ends (`peek`: the client's socket, to see it leave). `false` when the
+/// client left before the run's end.
+fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput) -> bool {
     let tr = Translator::new(TranslateOptions {
-        thread_id: Some(input.thread_id.to_string()),
-        run_id: Some(input.run_id.to_string()),
+        thread_id: Some(input.thread_id.clone()),
+        run_id: Some(input.run_id.clone()),
     });
     let mut run = Run { tr, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false };
     match drive(shared, &mut run, input, peek) {
@@ -146,7 +155,7 @@ pub fn run(shared: &Shared, body: &mut dyn Frames, peek: &TcpStream, input: &Run
         Err(_) => {
             // A write failed: the client left mid-turn. The turn is
             // interrupted; the session stays for the next run.
-            if let Some(th) = lock(&shared.sessions.threads).get(input.thread_id).cloned() {
+            if let Some(th) = lock(&shared.sessions.threads).get(&input.thread_id).cloned() {
                 client_left(&th);
             }
             false
@@ -163,15 +172,15 @@ fn client_left(th: &Thread) {
     }
 }
 
-fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -> io::Result<End> {
-    let th = match shared.sessions.thread(shared, input.thread_id) {
+fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> io::Result<End> {
+    let th = match shared.sessions.thread(shared, &input.thread_id) {
         Ok(t) => t,
         Err(m) => return fail(run, m, "sessions_full"),
     };
     // Phase 1: the session exists, and what it printed meanwhile is streamed.
     let rx = {
         let mut st = lock(&th.st);
-        if let Err(why) = st.ensure_started(shared, &th.id, input.run_id, input.prompt) {
+        if let Err(why) = st.ensure_started(shared, &th.id, &input.run_id, &input.prompt) {
             drop(st);
             return fail(run, format!("cannot start the agent's session: {why}"), "spawn_failed");
         }
@@ -204,7 +213,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
         let plan = if input.resume.is_empty() && open.is_empty() {
             None
         } else {
-            Some(st.raised.plan(input.resume, &open, "agui"))
+            Some(st.raised.plan(&input.resume, &open, "agui"))
         };
         (open, plan)
     };
@@ -269,7 +278,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
                 drop(st);
                 return end_interrupted(run, &th, &open);
             }
-            let msg = Input::Message(MessageInput { text: input.prompt.to_string(), by: Some("agui".into()) });
+            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
             if let Err(m) = st.send(msg) {
                 drop(st);
                 let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };
@@ -302,7 +311,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunRequest, peek: &TcpStream) -
         if last_check.elapsed() >= TICK {
             last_check = Instant::now();
             // A client that takes nothing for the write timeout has left too.
-            if run.body.check().is_err() || super::http::client_gone(peek) {
+            if run.body.check().is_err() || client_gone(peek) {
                 client_left(&th);
                 return Ok(End::Gone);
             }
@@ -328,7 +337,7 @@ fn settle_first(run: &mut Run, th: &Thread, feed: &mut Feed, peek: &TcpStream) -
     let mut interrupted = false;
     while lock(&th.st).status().is_some_and(|s| s.phase == Phase::Turn) {
         if !interrupted && start.elapsed() > SETTLE {
-            let sent = lock(&th.st).send(Input::Interrupt(Who { by: Some(super::BIN.into()) }));
+            let sent = lock(&th.st).send(Input::Interrupt(Who { by: Some(BIN.into()) }));
             if let Err(NotSent::NotReading(m)) = sent {
                 // It would never take the interrupt, nor this message.
                 return fail(run, m, "agent_not_reading").map(Some);
@@ -351,7 +360,7 @@ fn settle_first(run: &mut Run, th: &Thread, feed: &mut Feed, peek: &TcpStream) -
             Next::Idle => {}
             Next::Closed => return agent_died(run, th).map(Some),
         }
-        if super::http::client_gone(peek) {
+        if client_gone(peek) {
             return Ok(Some(End::Gone));
         }
     }
@@ -617,21 +626,4 @@ fn fail(run: &mut Run, message: String, code: &'static str) -> io::Result<End> {
     let e = run.tr.end_with_error(message, code, run.now());
     run.emit(e)?;
     Ok(End::Done)
-}
-
-/// The server's AG-UI `AgentCapabilities` (`GET /agui/capabilities`, and
-/// `capabilities` in `/api/info`).
-pub fn capabilities(shared: &Shared) -> Value {
-    let hitl = if shared.cfg.interactive {
-        // Only claude runs a call with edited input; codex and ACP run it as asked.
-        let edits = shared.cfg.adapter == crate::normalize::Adapter::Claude;
-        json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": edits})
-    } else {
-        json!({"supported": false})
-    };
-    json!({
-        "identity": {"name": super::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
-        "transport": {"streaming": true},
-        "humanInTheLoop": hitl,
-    })
 }

@@ -4,10 +4,11 @@
 //! open requests, session id, exit) is the engine's [`Status`]; nothing
 //! here keeps a copy of it.
 
-use super::super::interrupts::{Offer, Raised};
-use super::super::Shared;
 use crate::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
+use crate::serve::agui::MAX_THREADS;
+use crate::serve::interrupts::{Offer, Raised};
+use crate::serve::Shared;
 use crate::session::driver::{JournalTo, Taken};
 use crate::session::engine::{Engine, Status};
 use crate::session::input::{Input, Who};
@@ -20,9 +21,6 @@ use std::time::Instant;
 
 /// Live sessions held at once; a new thread past this is refused (503).
 pub const MAX_SESSIONS: usize = 64;
-/// Threads remembered at once (idle ones forgotten oldest first), here and
-/// in the book of runs.
-pub const MAX_THREADS: usize = 1024;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -138,7 +136,7 @@ impl State {
                 if let Some(r) = lock(&self.rec).take() {
                     let detail = Some(format!("the agent's session could not start: {why}"));
                     if let Err(e) = r.finish("failed", None, detail) {
-                        crate::cli::report(super::super::BIN, format!("record {}: {e}", r.run_id));
+                        crate::cli::report(crate::serve::BIN, format!("record {}: {e}", r.run_id));
                     }
                 }
                 Err(why)
@@ -228,7 +226,7 @@ impl Gone {
                 _ => ("halted", None),
             };
             if let Err(e) = rec.finish(state, rc, detail) {
-                crate::cli::report(super::super::BIN, format!("record {}: {e}", rec.run_id));
+                crate::cli::report(crate::serve::BIN, format!("record {}: {e}", rec.run_id));
             }
         }
     }
@@ -327,7 +325,7 @@ impl Sessions {
                 let mut st = lock(&th.st);
                 // Read before the end, which cancels what is asked.
                 let held = st.status().is_some_and(|s| s.between_turns());
-                let _ = st.send(Input::End(Who { by: Some(super::super::BIN.into()) }));
+                let _ = st.send(Input::End(Who { by: Some(crate::serve::BIN.into()) }));
                 let mut gone = st.agent_gone(Ending::Shutdown)?;
                 gone.held = held;
                 Some(gone)
@@ -349,7 +347,7 @@ fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str) -> Option
     match Recorder::start(&shared.cfg.harness_home, run_id, shared.cfg.adapter.name(), prompt) {
         Ok(r) => Some(r),
         Err(e) => {
-            crate::cli::report(super::super::BIN, format!("cannot record the session of thread {thread:?}: {e}"));
+            crate::cli::report(crate::serve::BIN, format!("cannot record the session of thread {thread:?}: {e}"));
             None
         }
     }
@@ -368,16 +366,16 @@ fn start_live(
     o.resume = resume.map(str::to_string);
     let opts = crate::session::Options {
         answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
-        actor: super::super::BIN.into(),
+        actor: crate::serve::BIN.into(),
     };
     let task = crate::runs::record::TASK.into();
     let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into() });
-    Engine::start(shared.cfg.kind, &o, opts, journal, rec, super::super::BIN)
+    Engine::start(shared.cfg.kind, &o, opts, journal, rec, crate::serve::BIN)
 }
 
 /// The session settings the server's flags give, for every thread: the
 /// one place they are read (checked at start by [`check_launch`]).
-fn launch_options(cfg: &super::super::Config) -> LaunchOptions {
+fn launch_options(cfg: &crate::serve::Config) -> LaunchOptions {
     LaunchOptions {
         cmd: cfg
             .engine
@@ -396,12 +394,12 @@ fn launch_options(cfg: &super::super::Config) -> LaunchOptions {
 
 /// Checks the server's session settings as `runwire-session` checks its
 /// own (`session::launch`); nothing is started. `Err` is a usage error.
-pub fn check_launch(cfg: &super::super::Config) -> Result<(), String> {
+pub fn check_launch(cfg: &crate::serve::Config) -> Result<(), String> {
     launch(cfg.kind, &launch_options(cfg)).map(drop)
 }
 
 /// The agent program a session would start (`--agent-cmd`, else
 /// `$RUNWIRE_<AGENT>_BIN`, else its usual name), as given.
-pub fn agent_program(cfg: &super::super::Config) -> Option<String> {
+pub fn agent_program(cfg: &crate::serve::Config) -> Option<String> {
     launch(cfg.kind, &launch_options(cfg)).ok()?.argv.into_iter().next()
 }

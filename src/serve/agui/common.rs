@@ -1,0 +1,242 @@
+//! What both modes of `POST /agui` share: the [`Book`] of threads and
+//! finished runs (admission, idempotent replay, bounded retention) and the
+//! response `Body` a run streams into (each frame sent at once and kept
+//! for replay).
+//!
+//! The [`Book`] remembers, per `threadId`, the agent's last session (a later
+//! batch run on the thread resumes it) and whether a run is active (one at a
+//! time), and, per `runId`, the request body and the finished stream, so that
+//! re-posting the same request replays the same bytes without running the
+//! agent again. Retention is bounded: [`MAX_RUNS`] finished runs,
+//! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`] in all, oldest evicted
+//! first; [`MAX_THREADS`] threads.
+
+use super::{RunInput, MAX_THREADS};
+use crate::serve::http::Request;
+use crate::serve::stream::Stream;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Finished runs kept for idempotent replay.
+pub const MAX_RUNS: usize = 64;
+/// SSE bytes kept per run; a longer run cannot be replayed (409).
+pub const MAX_RUN_BYTES: usize = 4 * 1024 * 1024;
+/// SSE and request bytes kept across all finished runs.
+pub const MAX_RETAINED: usize = 64 * 1024 * 1024;
+
+#[derive(Debug, Default)]
+struct ThreadEntry {
+    session: Option<String>,
+    busy: bool,
+}
+
+#[derive(Debug)]
+pub(super) enum Outcome {
+    Running,
+    Done(Arc<Vec<u8>>),
+    /// Finished, but its stream was longer than [`MAX_RUN_BYTES`].
+    NotRetained,
+    /// Its client left and the agent was stopped.
+    Cancelled,
+}
+
+#[derive(Debug)]
+struct RunEntry {
+    body: Vec<u8>,
+    outcome: Outcome,
+}
+
+impl RunEntry {
+    fn size(&self) -> usize {
+        self.body.len() + if let Outcome::Done(b) = &self.outcome { b.len() } else { 0 }
+    }
+}
+
+/// Threads and runs; see the module doc.
+#[derive(Debug, Default)]
+pub struct Book {
+    threads: HashMap<String, ThreadEntry>,
+    thread_order: VecDeque<String>,
+    runs: HashMap<String, RunEntry>,
+    /// Finished runs, oldest first.
+    finished: VecDeque<String>,
+    retained: usize,
+}
+
+/// What to do with a request.
+#[derive(Debug)]
+pub enum Admit {
+    Start { resume: Option<String> },
+    Replay(Arc<Vec<u8>>),
+    Reject(u16, String),
+}
+
+impl Book {
+    /// Decides on a request and, when it starts a run, marks its thread busy.
+    pub fn admit(&mut self, input: &RunInput, body: &[u8]) -> Admit {
+        if let Some(r) = self.runs.get(&input.run_id) {
+            if r.body != body {
+                return Admit::Reject(
+                    409,
+                    format!("runId {:?} was already used with a different request; use a new runId", input.run_id),
+                );
+            }
+            return match &r.outcome {
+                Outcome::Done(bytes) => Admit::Replay(bytes.clone()),
+                Outcome::Running => Admit::Reject(409, format!("run {:?} is still streaming", input.run_id)),
+                Outcome::NotRetained => Admit::Reject(
+                    409,
+                    format!("run {:?} finished but its stream was too long to keep for replay", input.run_id),
+                ),
+                Outcome::Cancelled => Admit::Reject(
+                    409,
+                    format!("run {:?} was cancelled when its client disconnected; use a new runId", input.run_id),
+                ),
+            };
+        }
+        if self.threads.get(&input.thread_id).is_some_and(|t| t.busy) {
+            return Admit::Reject(409, format!("thread {:?} already has an active run", input.thread_id));
+        }
+        if !self.threads.contains_key(&input.thread_id) {
+            if self.threads.len() >= MAX_THREADS {
+                if let Some(i) = self.thread_order.iter().position(|t| self.threads.get(t).is_some_and(|e| !e.busy)) {
+                    if let Some(old) = self.thread_order.remove(i) {
+                        self.threads.remove(&old);
+                    }
+                }
+            }
+            self.thread_order.push_back(input.thread_id.clone());
+        }
+        let t = self.threads.entry(input.thread_id.clone()).or_default();
+        t.busy = true;
+        let resume = t.session.clone();
+        self.runs.insert(input.run_id.clone(), RunEntry { body: body.to_vec(), outcome: Outcome::Running });
+        Admit::Start { resume }
+    }
+
+    /// Frees a thread whose run has sent its terminal event (its last chunk
+    /// is about to go out): a client that resumes at once is not refused as
+    /// busy. [`Book::finish`] records the run's outcome after.
+    pub(super) fn release(&mut self, thread_id: &str) {
+        if let Some(t) = self.threads.get_mut(thread_id) {
+            t.busy = false;
+        }
+    }
+
+    /// Records a run's end and frees its thread.
+    pub(super) fn finish(&mut self, input: &RunInput, session: Option<String>, outcome: Outcome) {
+        if let Some(t) = self.threads.get_mut(&input.thread_id) {
+            t.busy = false;
+            if session.is_some() {
+                t.session = session;
+            }
+        }
+        if let Some(r) = self.runs.get_mut(&input.run_id) {
+            r.outcome = outcome;
+            self.retained += r.size();
+            self.finished.push_back(input.run_id.clone());
+        }
+        while self.finished.len() > MAX_RUNS || self.retained > MAX_RETAINED {
+            let Some(old) = self.finished.pop_front() else { break };
+            if let Some(r) = self.runs.remove(&old) {
+                self.retained = self.retained.saturating_sub(r.size());
+            }
+        }
+    }
+}
+
+/// The response body of a run: the HTTP layer's [`Stream`], each frame
+/// sent at once (drained) and also kept for replay.
+pub(super) struct Body<'a> {
+    out: Stream<'a>,
+    kept: Vec<u8>,
+    over: bool,
+}
+
+impl<'a> Body<'a> {
+    pub(super) fn start(
+        stream: &'a mut TcpStream,
+        req: &Request,
+        cors: &[(&'static str, String)],
+        write_timeout: Duration,
+    ) -> io::Result<Body<'a>> {
+        // Each write is drained before the next, so the queue holds one frame.
+        let out = Stream::start(stream, req, cors, usize::MAX, write_timeout)?;
+        Ok(Body { out, kept: Vec::new(), over: false })
+    }
+
+    /// `Err` when bytes wait for the client and it took none for the write timeout.
+    pub(super) fn check(&mut self) -> io::Result<()> {
+        self.out.check()
+    }
+
+    pub(super) fn idle_for(&self) -> Duration {
+        self.out.idle_for()
+    }
+
+    pub(super) fn write_chunk(&mut self, data: &[u8]) -> io::Result<()> {
+        self.out.push(data);
+        self.out.drain()
+    }
+
+    pub(super) fn frame(&mut self, frame: &[u8]) -> io::Result<()> {
+        if !self.over {
+            if self.kept.len() + frame.len() > MAX_RUN_BYTES {
+                self.over = true;
+                self.kept = Vec::new();
+            } else {
+                self.kept.extend_from_slice(frame);
+            }
+        }
+        self.write_chunk(frame)
+    }
+
+    pub(super) fn end(&mut self) -> io::Result<()> {
+        self.out.end()
+    }
+
+    /// Ends the body after a run that `streamed` to its end, and tells the
+    /// book how it went: its bytes kept for replay, too long to keep, or
+    /// cancelled (the client left).
+    pub(super) fn finish(mut self, streamed: io::Result<()>) -> Outcome {
+        match streamed.and_then(|_| self.end()) {
+            Ok(()) if self.over => Outcome::NotRetained,
+            Ok(()) => Outcome::Done(Arc::new(std::mem::take(&mut self.kept))),
+            Err(_) => Outcome::Cancelled,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn book_enforces_one_run_per_thread_and_idempotency() {
+        let mut book = Book::default();
+        let i = RunInput { thread_id: "t".into(), run_id: "r1".into(), prompt: "p".into(), resume: vec![] };
+        assert!(matches!(book.admit(&i, b"A"), Admit::Start { resume: None }));
+        let i2 = RunInput { run_id: "r2".into(), ..i.clone() };
+        assert!(matches!(book.admit(&i2, b"B"), Admit::Reject(409, _)));
+        assert!(matches!(book.admit(&i, b"A"), Admit::Reject(409, _)));
+        book.finish(&i, Some("s1".into()), Outcome::Done(Arc::new(b"x".to_vec())));
+        assert!(matches!(book.admit(&i, b"A"), Admit::Replay(b) if b.as_slice() == b"x"));
+        assert!(matches!(book.admit(&i, b"A2"), Admit::Reject(409, _)));
+        assert!(matches!(book.admit(&i2, b"B"), Admit::Start { resume: Some(s) } if s == "s1"));
+    }
+
+    #[test]
+    fn retention_is_bounded() {
+        let mut book = Book::default();
+        for n in 0..MAX_RUNS + 10 {
+            let i = RunInput { thread_id: "t".into(), run_id: format!("r{n}"), prompt: "p".into(), resume: vec![] };
+            assert!(matches!(book.admit(&i, b"A"), Admit::Start { .. }));
+            book.finish(&i, None, Outcome::Done(Arc::new(vec![0; 10])));
+        }
+        assert_eq!(book.runs.len(), MAX_RUNS);
+        assert!(!book.runs.contains_key("r0"));
+    }
+}
