@@ -243,7 +243,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     };
     let src = tap::Source { l, log: &log, adapter, run: &run_id, task: tid, agui, journal_path: &journal_path };
     let w = tap::Watches { log: &sub, journal: journal_sub.as_ref() };
-    let _ = tap::serve(shared, &mut out, &src, &file, &w, after);
+    let _ = tap::serve(shared, &mut out, &src, file, &w, after);
     Close::Now
 }
 

@@ -655,13 +655,17 @@ pub(super) fn serve(
     shared: &Shared,
     out: &mut Out,
     src: &Source,
-    file: &File,
+    file: File,
     w: &Watches,
     after: Option<AguiId>,
 ) -> io::Result<()> {
     let retain = retain(shared.cfg.stream_buffer);
     let mut client = Client { src, after, session: None };
-    let Some(tap) = Tap::get(src, file, retain) else {
+    let tap = Tap::get(src, &file, retain);
+    // The tap's reader reads the log for every client: a client holds no
+    // descriptor of it (one that falls behind opens its own while it catches up).
+    drop(file);
+    let Some(tap) = tap else {
         // The log went away between opening and now: an empty stream, ended.
         return client.end(out);
     };
