@@ -22,6 +22,14 @@
 //! takes nothing stays where it is until the write timeout lets it go.
 //! Frames of one batch that do not fit a client's queue (a batch larger
 //! than its bound) are dropped and named in one `error` event, as before.
+//!
+//! The viewers of an interactive thread are served here too: the thread's
+//! session is streamed by one AG-UI run at a time (`serve::interactive`; a
+//! second at once is refused `busy`), and everyone else watches the
+//! session's recorded run through its task stream, so they share one reader
+//! and normalizer (and translator, for `?format=agui`) per framing, however
+//! many they are. A client holds no descriptor of the log of its own unless
+//! it catches up from it.
 
 use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
