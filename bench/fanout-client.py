@@ -176,6 +176,10 @@ def part_b(bin_dir, work, log, rounds):
     connected, new, busy, floor = [], [], [], []
     try:
         rid_live, _ = register(bin_dir, home, work, "hist", history)
+        # As a live task's run is: registered more than 2 s ago (a file
+        # changed within 2 s is read again by each new client; see
+        # src/serve/runs/live.rs).
+        time.sleep(2.5)
         followers = [connect(port, f"/runs/{rid_live}/tasks/t/stream") for _ in range(10)]
         for f in followers:
             f.setblocking(False)

@@ -226,10 +226,8 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
             }
         },
     };
-    let Ok(body) = super::stream::Stream::start(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout)
-    else {
-        return Close::Now;
-    };
+    // The head goes out with the first frames (or alone, in the first flush).
+    let body = super::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
     let mut out = tap::Out::new(body);
     let (sub, file, log) = match (opened, dir_sub) {
         (Some(o), _) => o,

@@ -184,10 +184,8 @@ pub(super) fn stream(
     if !res.same_log() {
         return None;
     }
-    let Ok(body) = crate::serve::stream::Stream::start(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout)
-    else {
-        return Some(Close::Now);
-    };
+    // The head goes out with the stream's first frames, in one write.
+    let body = crate::serve::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
     let mut out = tap::Out::new(body);
     let src = res.source(agui);
     let w = tap::Watches { log: &sub, journal: journal_sub.as_ref() };
