@@ -29,8 +29,11 @@ fn live_run(base: &Path, lines: usize) -> (PathBuf, String, PathBuf) {
     let home = base.join("home");
     let rs = base.join("repo/runstate");
     std::fs::create_dir_all(&rs).unwrap();
-    std::fs::write(rs.join("live.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#)
-        .unwrap();
+    std::fs::write(
+        rs.join("live.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
     let log = rs.join("live.t.log");
     std::fs::write(&log, (0..lines).map(line).collect::<String>()).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_runs"))

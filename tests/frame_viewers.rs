@@ -149,7 +149,7 @@ fn the_viewers_of_an_interactive_thread_share_one_reader_per_framing() {
     let first = agui(&s, "v", "r1", "");
     assert!(first.contains(r#""type":"RUN_FINISHED""#), "{first}");
     let record = field(&first, "run").expect("the session's recorded run, in runwire.session").to_string();
-    let interrupt = field(&first[first.find("\"interrupts\"").expect("an interrupt") ..], "id").unwrap().to_string();
+    let interrupt = field(&first[first.find("\"interrupts\"").expect("an interrupt")..], "id").unwrap().to_string();
     let events = format!("/runs/{record}/tasks/agent/stream");
     let agui_path = format!("{events}?format=agui");
 
@@ -174,7 +174,8 @@ fn the_viewers_of_an_interactive_thread_share_one_reader_per_framing() {
     assert!(ids[6..].iter().all(|i| *i == ids[6]), "the AG-UI viewers start at the same first frame: {ids:?}");
 
     // The next turn (the approval granted) reaches every viewer live.
-    let resume = format!(r#","resume":[{{"interruptId":"{interrupt}","status":"resolved","payload":{{"approved":true}}}}]"#);
+    let resume =
+        format!(r#","resume":[{{"interruptId":"{interrupt}","status":"resolved","payload":{{"approved":true}}}}]"#);
     let second = agui(&s, "v", "r2", &resume);
     assert!(second.contains("(demo: nothing ran)"), "{second}");
     for v in &mut viewers {

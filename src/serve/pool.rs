@@ -73,7 +73,8 @@ impl Pool {
             return None;
         }
         q.idle += 1;
-        let (mut q, _) = self.cv.wait_timeout_while(q, IDLE_FOR, |q| q.jobs.is_empty()).unwrap_or_else(|e| e.into_inner());
+        let (mut q, _) =
+            self.cv.wait_timeout_while(q, IDLE_FOR, |q| q.jobs.is_empty()).unwrap_or_else(|e| e.into_inner());
         q.idle -= 1;
         q.jobs.pop_front()
     }

@@ -185,7 +185,8 @@ pub(super) fn stream(
         return None;
     }
     // The head goes out with the stream's first frames, in one write.
-    let body = crate::serve::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
+    let body =
+        crate::serve::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
     let mut out = tap::Out::new(body);
     let src = res.source(agui);
     let w = tap::Watches { log: &sub, journal: journal_sub.as_ref() };
