@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/fanout-client.py: the work of bench/fanout.sh (stdlib only).
 
-  fanout-client.py BIN_DIR WORK_DIR LOG
+  fanout-client.py BIN_DIR WORK_DIR LOG   (BENCH_BASELINE_BIN: a build to compare with)
 
 (a) Server CPU for 1, 10 and 50 clients (BENCH_CLIENTS, comma-separated) of
     one task stream over LOG (a finished task: it ends in a status line):
@@ -164,18 +164,27 @@ def settle(pid, still=0.05, most=2.0):
         last = now
 
 
-def part_b(bin_dir, work, log, rounds):
-    home = os.path.join(work, "home-b")
+def live_history(work, log):
+    """The big log without its status line: a task still running."""
     history = os.path.join(work, "live-history.jsonl")
-    # The big log without its status line: a task still running.
     with open(log, "rb") as src, open(history, "wb") as dst:
         for line in src:
             if b'"runwire.status"' not in line:
                 dst.write(line)
+    return history
+
+
+def part_b(bin_dir, work, history, rounds):
+    os.makedirs(work, exist_ok=True)
+    home = os.path.join(work, "home-b")
     p, port = serve(bin_dir, home)
     connected, new, busy, floor = [], [], [], []
     try:
         rid_live, _ = register(bin_dir, home, work, "hist", history)
+        # As a live task's run is: registered more than 2 s ago (a file
+        # changed within 2 s is read again by each new client; see
+        # src/serve/runs/live.rs).
+        time.sleep(2.5)
         followers = [connect(port, f"/runs/{rid_live}/tasks/t/stream") for _ in range(10)]
         for f in followers:
             f.setblocking(False)
@@ -222,6 +231,12 @@ def part_b(bin_dir, work, log, rounds):
     finally:
         p.terminate()
         p.wait()
+    return connected, new, busy, floor
+
+
+def summary(samples, rounds):
+    """The medians and ratios of part_b's samples (pooled over turns)."""
+    connected, new, busy, floor = samples
     ms = lambda xs: round(statistics.median(xs) * 1000, 2)
     return {"connected_client_first_frame_ms": ms(connected), "new_client_first_frame_ms": ms(new),
             "new_over_connected": round(statistics.median(new) / max(statistics.median(connected), 1e-6), 2),
@@ -236,8 +251,24 @@ def main():
     bin_dir, work, log = sys.argv[1:4]
     counts = [int(c) for c in os.environ.get("BENCH_CLIENTS", "1,10,50").split(",")]
     rounds = int(os.environ.get("BENCH_LATENCY_ROUNDS", "20"))
+    # A baseline build (BENCH_BASELINE_BIN): part (b) for it and for this
+    # build in turns (this, baseline, this, ...; BENCH_TURNS each), so load
+    # that comes and goes hits both alike; medians over all their rounds.
+    base_dir = os.environ.get("BENCH_BASELINE_BIN") or None
+    turns = int(os.environ.get("BENCH_TURNS", "2")) if base_dir else 1
     res = {"log_mb": round(os.path.getsize(log) / 1048576, 1), "cpu": part_a(bin_dir, work, log, counts)}
-    res["first_frame"] = part_b(bin_dir, work, log, rounds)
+    history = live_history(work, log)
+    pooled = {"this": ([], [], [], []), "baseline": ([], [], [], [])}
+    for t in range(turns):
+        for name, d in [("this", bin_dir), ("baseline", base_dir)]:
+            if d is None:
+                continue
+            for acc, xs in zip(pooled[name], part_b(d, os.path.join(work, f"{name}{t}"), history, rounds)):
+                acc.extend(xs)
+    res["first_frame"] = summary(pooled["this"], rounds * turns)
+    if base_dir:
+        res["first_frame_baseline"] = summary(pooled["baseline"], rounds * turns)
+        res["baseline_bin"] = base_dir
     print(json.dumps(res, indent=1))
 
 

@@ -18,7 +18,9 @@
 #
 # Environment: BENCH_SIZE_MB, BENCH_CLIENTS (comma-separated),
 # BENCH_LATENCY_ROUNDS (default 20), RUNWIRE_BIN (binaries; default: cargo
-# build --release).
+# build --release), BENCH_BASELINE_BIN (another build's runwire-serve and
+# runs: part 2 for both in turns, BENCH_TURNS each, default 2, and the
+# baseline's figures beside this build's).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,5 +64,10 @@ print(f"fan-out: user CPU up to {worst}x that of 1 client (target 1.5); first fr
       f"{r['first_frame']['new_over_connected']}x that of a connected one (target 2), "
       f"{r['first_frame']['new_over_one_line_task']}x that of a new client of a one-line task; "
       f"{r['first_frame']['busy_new_over_connected']}x while the server refills 10 followers' sockets: {'ok' if ok else 'MISSED'}")
+if "first_frame_baseline" in r:
+    b = r["first_frame_baseline"]
+    print(f"baseline ({r['baseline_bin']}), same run: first frame of a new client {b['new_over_connected']}x that of a connected one "
+          f"({b['new_client_first_frame_ms']} ms over {b['connected_client_first_frame_ms']} ms; this build "
+          f"{r['first_frame']['new_client_first_frame_ms']} ms over {r['first_frame']['connected_client_first_frame_ms']} ms)")
 sys.exit(0 if ok else 1)
 PY

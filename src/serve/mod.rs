@@ -31,6 +31,7 @@ pub mod evidence;
 pub mod feed;
 pub mod http;
 pub mod interrupts;
+mod pool;
 pub mod router;
 pub mod run;
 pub mod runs;
@@ -677,7 +678,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd::OwnedFd) {
     while !shared.is_shutting_down() {
         match listener.accept() {
-            Ok((stream, peer)) => {
+            Ok((stream, _)) => {
                 let _ = stream.set_nonblocking(false);
                 let n = shared.connections.fetch_add(1, Ordering::SeqCst);
                 if n >= shared.cfg.max_connections {
@@ -690,10 +691,12 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd:
                     continue;
                 }
                 let shared2 = shared.clone();
-                let spawned = std::thread::Builder::new().name(format!("conn {peer}")).spawn(move || {
+                // A thread of its own: a parked one when there is (see `pool`).
+                static POOL: pool::Pool = pool::Pool::new();
+                let spawned = POOL.run(Box::new(move || {
                     connection(&shared2, stream);
                     shared2.connections.fetch_sub(1, Ordering::SeqCst);
-                });
+                }));
                 if spawned.is_err() {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
                 }

@@ -95,8 +95,11 @@ pub fn task(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str, tid: 
 
 /// `GET /runs/:id/tasks/:tid/stream`.
 pub fn stream(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, id: &str, tid: &str) -> Close {
+    if let Some(close) = live::stream(shared, stream, req, cors, id, tid) {
+        return close;
+    }
     match view::find(&Registry::at(&shared.cfg.harness_home), id) {
-        Ok(l) => stream_task(shared, stream, req, cors, &l, tid),
+        Ok(l) => stream_task(shared, stream, req, cors, l, tid),
         Err(e) => view_error(stream, cors, e),
     }
 }
@@ -128,7 +131,34 @@ impl AguiId {
     }
 }
 
-fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, l: &Loaded, tid: &str) -> Close {
+/// The stream's framing (`?format=`: true for AG-UI) and resume point
+/// (`Last-Event-ID` or `?after=`), or why the request is refused.
+fn framing_and_after(req: &Request) -> Result<(bool, Option<AguiId>), String> {
+    let agui = match query_param(req, "format").as_deref() {
+        None | Some("events") => false,
+        Some("agui") => true,
+        Some(f) => return Err(format!("format={f}: expected events or agui")),
+    };
+    let after_raw = req.header("last-event-id").map(str::to_string).or_else(|| query_param(req, "after"));
+    let after = match after_raw.as_deref() {
+        None => None,
+        Some(a) if agui => match AguiId::parse(a) {
+            Some(id) => Some(id),
+            None => return Err(format!("{a:?} is not an AG-UI frame id of this stream (SEQ/K, or a seq)")),
+        },
+        // An events/v1 id: after every frame of that event.
+        Some(a) => match Seq::parse(a) {
+            Some(seq) => Some(AguiId { seq, k: u32::MAX }),
+            None => return Err(format!("{a:?} is not a seq (LINE or LINE.K)")),
+        },
+    };
+    Ok((agui, after))
+}
+
+fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, l: Loaded, tid: &str) -> Close {
+    // What is read of the run's files before its log, as it was when read (see `live`).
+    let stamps = live::Stamps::of(shared, &l);
+    let mut l = l;
     if let Err(e) = crate::runs::check_id("task", tid) {
         return view_error(stream, cors, ViewError::Bad(e));
     }
@@ -148,27 +178,13 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         let m = format!("task {tid:?} has no adapter in the run's plan, so its log cannot be read");
         return view_error(stream, cors, ViewError::NotFound(m));
     };
-    let agui = match query_param(req, "format").as_deref() {
-        None | Some("events") => false,
-        Some("agui") => true,
-        Some(f) => return view_error(stream, cors, ViewError::Bad(format!("format={f}: expected events or agui"))),
+    let (agui, after) = match framing_and_after(req) {
+        Ok(f) => f,
+        Err(m) => return view_error(stream, cors, ViewError::Bad(m)),
     };
-    let after_raw = req.header("last-event-id").map(str::to_string).or_else(|| query_param(req, "after"));
-    let after_raw = after_raw.as_deref();
-    let (after, agui_after) = match after_raw {
-        None => (None, None),
-        Some(a) if agui => match AguiId::parse(a) {
-            Some(id) => (None, Some(id)),
-            None => {
-                let m = format!("{a:?} is not an AG-UI frame id of this stream (SEQ/K, or a seq)");
-                return view_error(stream, cors, ViewError::Bad(m));
-            }
-        },
-        Some(a) => match Seq::parse(a) {
-            Some(s) => (Some(s), None),
-            None => return view_error(stream, cors, ViewError::Bad(format!("{a:?} is not a seq (LINE or LINE.K)"))),
-        },
-    };
+    // The journal was needed for the checks above only: a stream keeps none of it.
+    l.journal = Default::default();
+    let l = &l;
     let hub = match shared.hub() {
         Ok(h) => h,
         Err(e) => {
@@ -210,12 +226,9 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
             }
         },
     };
-    let Ok(body) = super::stream::Stream::start(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout)
-    else {
-        return Close::Now;
-    };
+    // The head goes out with the first frames (or alone, in the first flush).
+    let body = super::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
     let mut out = tap::Out::new(body);
-    let after = if agui { agui_after } else { after.map(|seq| AguiId { seq, k: u32::MAX }) };
     let (sub, file, log) = match (opened, dir_sub) {
         (Some(o), _) => o,
         (None, Some(d)) => {
@@ -243,7 +256,13 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     };
     let src = tap::Source { l, log: &log, adapter, run: &run_id, task: tid, agui, journal_path: &journal_path };
     let w = tap::Watches { log: &sub, journal: journal_sub.as_ref() };
-    let _ = tap::serve(shared, &mut out, &src, &file, &w, after);
+    let log_id = tap::file_id(&file);
+    let tap = tap::join(shared, &src, file);
+    if let (Some(t), Some(stamps), Some(log_id)) = (&tap, stamps, log_id) {
+        // The next client of this live task is served from here without reading the run's files again.
+        live::remember(shared, &src, t, stamps, log_id);
+    }
+    let _ = tap::serve(shared, &mut out, &src, tap, &w, after);
     Close::Now
 }
 
@@ -367,6 +386,7 @@ fn open_log(l: &Loaded, log: &std::path::Path) -> Result<Option<std::fs::File>, 
     }
 }
 
+mod live;
 mod tap;
 
 /// The longest log line a task stream reads whole: the pipeline's line cap,

@@ -46,6 +46,9 @@ pub struct Stream<'a> {
     /// Bytes of the front piece already written.
     sent: usize,
     queued: usize,
+    /// Bytes of the response head still queued in front (not body: not
+    /// counted by [`Stream::queued`]).
+    head: usize,
     /// The queue's bound: callers check [`Stream::has_room`] before pushing
     /// what they may drop; an empty queue takes any frame.
     pub cap: usize,
@@ -66,6 +69,7 @@ impl<'a> Stream<'a> {
             queue: VecDeque::new(),
             sent: 0,
             queued: 0,
+            head: 0,
             cap,
             last_write: now,
             last_peek: now,
@@ -81,12 +85,28 @@ impl<'a> Stream<'a> {
         cap: usize,
         write_timeout: Duration,
     ) -> io::Result<Stream<'a>> {
+        let mut s = Stream::held(stream, req, cors, cap, write_timeout);
+        s.drain()?;
+        Ok(s)
+    }
+
+    /// [`Stream::start`] with the head queued, not sent: it goes out in
+    /// the first [`Stream::flush`], with the frames queued by then, in one
+    /// write (a new client of a live task stream gets its head and first
+    /// frames at once).
+    pub fn held(
+        stream: &'a mut TcpStream,
+        req: &Request,
+        cors: &[(&'static str, String)],
+        cap: usize,
+        write_timeout: Duration,
+    ) -> Stream<'a> {
         let mut s = Stream::new(stream, req.http11, cap, write_timeout);
         let head = super::http::sse_head(req, cors).into_bytes();
         s.queued += head.len();
+        s.head = head.len();
         s.queue.push_back(Piece::Own(head));
-        s.drain()?;
-        Ok(s)
+        s
     }
 
     /// The socket, for what is not body (a peek for the client's bytes).
@@ -94,13 +114,13 @@ impl<'a> Stream<'a> {
         self.stream
     }
 
-    /// Bytes queued and not yet written.
+    /// Bytes of body queued and not yet written.
     pub fn queued(&self) -> usize {
-        self.queued
+        self.queued - self.head
     }
 
     pub fn has_room(&self) -> bool {
-        self.queued < self.cap
+        self.queued() < self.cap
     }
 
     /// How long since anything was written.
@@ -161,6 +181,7 @@ impl<'a> Stream<'a> {
             self.progress.wrote(n);
             self.last_write = Instant::now();
             self.queued -= n;
+            self.head -= n.min(self.head);
             while n > 0 {
                 let Some(front) = self.queue.front() else { break };
                 let left = front.bytes().len() - self.sent;

@@ -22,7 +22,6 @@ pub mod claude;
 pub mod codex;
 pub mod driver;
 pub mod engine;
-pub mod fanout;
 pub mod input;
 pub mod launch;
 pub mod proc;

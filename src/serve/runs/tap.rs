@@ -22,7 +22,16 @@
 //! takes nothing stays where it is until the write timeout lets it go.
 //! Frames of one batch that do not fit a client's queue (a batch larger
 //! than its bound) are dropped and named in one `error` event, as before.
+//!
+//! The viewers of an interactive thread are served here too: the thread's
+//! session is streamed by one AG-UI run at a time (`serve::interactive`; a
+//! second at once is refused `busy`), and everyone else watches the
+//! session's recorded run through its task stream, so they share one reader
+//! and normalizer (and translator, for `?format=agui`) per framing, however
+//! many they are. A client holds no descriptor of the log of its own unless
+//! it catches up from it.
 
+use super::live::Resolved;
 use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
@@ -379,6 +388,9 @@ pub(super) struct Tap {
     reader: Mutex<Option<Reader>>,
     /// The bytes of frames the ring keeps for clients behind the fastest.
     retain: usize,
+    /// What its first client resolved from the run's files, for the next
+    /// ones ([`super::live`]).
+    resolved: Mutex<Option<Arc<Resolved>>>,
 }
 
 /// An empty ring is its default: the one way it is made.
@@ -440,9 +452,8 @@ static TAPS: Mutex<Option<HashMap<Key, Weak<Tap>>>> = Mutex::new(None);
 impl Tap {
     /// The tap of `src`'s log (as `file` is: the same inode), made if none is open.
     fn get(src: &Source, file: &File, retain: usize) -> Option<Arc<Tap>> {
-        use std::os::unix::fs::MetadataExt;
-        let m = file.metadata().ok()?;
-        let key: Key = (m.dev(), m.ino(), src.run.into(), src.task.into(), src.adapter.name(), src.agui);
+        let (dev, ino) = file_id(file)?;
+        let key: Key = (dev, ino, src.run.into(), src.task.into(), src.adapter.name(), src.agui);
         let mut taps = lock(&TAPS);
         let taps = taps.get_or_insert_with(HashMap::new);
         if let Some(t) = taps.get(&key).and_then(Weak::upgrade) {
@@ -455,9 +466,18 @@ impl Tap {
             cv: Condvar::new(),
             reader: Mutex::new(Some(reader)),
             retain,
+            resolved: Mutex::new(None),
         });
         taps.insert(key, Arc::downgrade(&tap));
         Some(tap)
+    }
+
+    pub(super) fn resolved(&self) -> Option<Arc<Resolved>> {
+        lock(&self.resolved).clone()
+    }
+
+    pub(super) fn set_resolved(&self, r: Arc<Resolved>) {
+        *lock(&self.resolved) = Some(r);
     }
 
     /// Adds a batch (and the end), keeping the ring within its bound.
@@ -649,19 +669,31 @@ fn retain(stream_buffer: usize) -> usize {
     set.unwrap_or(stream_buffer.saturating_mul(8))
 }
 
-/// Serves a task stream whose log is open as `file`, from its start
-/// (frames through `after` are not sent) to the task's end.
+/// The tap of `src`'s log, open as `file` (`None`: it went away meanwhile).
+/// The tap's reader reads the log for every client: a client holds no
+/// descriptor of it (one that falls behind opens its own while it catches up).
+pub(super) fn join(shared: &Shared, src: &Source, file: File) -> Option<Arc<Tap>> {
+    Tap::get(src, &file, retain(shared.cfg.stream_buffer))
+}
+
+/// The log's identity as a tap knows it: (device, inode).
+pub(super) fn file_id(file: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Serves a task stream from `tap` (its log's, from [`join`]), from its
+/// start (frames through `after` are not sent) to the task's end.
 pub(super) fn serve(
     shared: &Shared,
     out: &mut Out,
     src: &Source,
-    file: &File,
+    tap: Option<Arc<Tap>>,
     w: &Watches,
     after: Option<AguiId>,
 ) -> io::Result<()> {
-    let retain = retain(shared.cfg.stream_buffer);
     let mut client = Client { src, after, session: None };
-    let Some(tap) = Tap::get(src, file, retain) else {
+    let Some(tap) = tap else {
         // The log went away between opening and now: an empty stream, ended.
         return client.end(out);
     };
@@ -907,7 +939,13 @@ mod tests {
 
     #[test]
     fn the_streams_opening_outlives_the_ring_for_new_clients() {
-        let tap = Tap { ring: Mutex::new(Ring::default()), cv: Condvar::new(), reader: Mutex::new(None), retain: 45 };
+        let tap = Tap {
+            ring: Mutex::new(Ring::default()),
+            cv: Condvar::new(),
+            reader: Mutex::new(None),
+            retain: 45,
+            resolved: Mutex::new(None),
+        };
         let first = batch(1..=2, 10);
         tap.add(Arc::into_inner(first).unwrap(), false);
         tap.add(Arc::into_inner(batch(3..=4, 10)).unwrap(), false);

@@ -1,0 +1,176 @@
+//! A new client of a live task stream is served from the task's tap with
+//! what its first client resolved, while the run's files are as they were
+//! (`src/serve/runs/live.rs`): its resume point is exact in both framings,
+//! it follows the task live, and a change to the run's files (liveness
+//! naming another log, the run's pointer removed) is seen by the next
+//! client as before. The files are let age past the stamps' 2 s racy
+//! window first, so what the first client resolved is kept.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn line(i: usize) -> String {
+    format!(
+        "{{\"type\":\"assistant\",\"message\":{{\"id\":\"m{i}\",\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"hello {i}\"}}]}}}}\n"
+    )
+}
+
+fn append(p: &Path, s: &str) {
+    std::fs::OpenOptions::new().append(true).open(p).unwrap().write_all(s.as_bytes()).unwrap();
+}
+
+/// A live run registered under `base/home`: its claude task `t`'s log holds `lines` lines.
+fn live_run(base: &Path, lines: usize) -> (PathBuf, String, PathBuf) {
+    let home = base.join("home");
+    let rs = base.join("repo/runstate");
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(
+        rs.join("live.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
+    let log = rs.join("live.t.log");
+    std::fs::write(&log, (0..lines).map(line).collect::<String>()).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", &home)
+        .args(["register", "--slug", "live", "--repo-root"])
+        .arg(base.join("repo"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    (home, v["runId"].as_str().unwrap().to_string(), log)
+}
+
+/// A task stream's frames as (id, data).
+struct Sse {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Sse {
+    /// The response's status line and, for a 200, the stream.
+    fn open(port: u16, path: &str, last_id: Option<&str>) -> (String, Sse) {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let resume = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
+        write!(s, "GET {path} HTTP/1.0\r\n{resume}\r\n").unwrap();
+        let mut st = Sse { s, buf: Vec::new() };
+        let head = st.block(b"\r\n\r\n").expect("a response head");
+        (head.lines().next().unwrap_or_default().to_string(), st)
+    }
+
+    fn block(&mut self, sep: &[u8]) -> Option<String> {
+        loop {
+            if let Some(i) = self.buf.windows(sep.len()).position(|w| w == sep) {
+                let b: Vec<u8> = self.buf.drain(..i + sep.len()).collect();
+                return Some(String::from_utf8_lossy(&b).into_owned());
+            }
+            let mut chunk = [0u8; 8192];
+            let n = self.s.read(&mut chunk).ok()?;
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn frame(&mut self) -> (String, String) {
+        loop {
+            let b = self.block(b"\n\n").expect("the stream went on");
+            let Some(data) = b.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
+            let id = b.lines().find_map(|l| l.strip_prefix("id: ")).expect("a framed event has an id");
+            return (id.to_string(), data.to_string());
+        }
+    }
+
+    /// Frames up to the one whose data holds `what`.
+    fn until(&mut self, what: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        loop {
+            let f = self.frame();
+            let done = f.1.contains(what);
+            out.push(f);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+/// Lets the run's files age past the stamps' racy window.
+fn age() {
+    std::thread::sleep(Duration::from_millis(2300));
+}
+
+#[test]
+fn a_new_client_of_a_live_task_resumes_exactly_in_both_framings_and_follows_it() {
+    let base = support::scratch("frame-live-resume");
+    let (home, id, log) = live_run(&base, 40);
+    age();
+    let srv = support::Serve::start(&home);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    for (p, last) in [(path.clone(), "hello 39"), (format!("{path}?format=agui"), "hello 39")] {
+        // The first client resolves the task the long way and makes its tap.
+        let (status, mut first) = Sse::open(srv.port, &p, None);
+        assert!(status.contains(" 200 "), "{status}");
+        let all = first.until(last);
+        assert!(all.len() >= 40, "{} frames", all.len());
+        for k in [0, 1, 7, all.len() / 2, all.len() - 2] {
+            // Each later client is served from that tap: from its own resume point, exactly.
+            let (status, mut next) = Sse::open(srv.port, &p, Some(&all[k].0));
+            assert!(status.contains(" 200 "), "{status}");
+            let got = next.until(last);
+            assert_eq!(got, all[k + 1..].to_vec(), "{p}: resumed after {}", all[k].0);
+        }
+        // A client with no resume point gets the whole history.
+        let (_, mut again) = Sse::open(srv.port, &p, None);
+        assert_eq!(again.until(last), all, "{p}: from the start");
+        // And all of them follow the task live.
+        append(&log, &line(100));
+        let a = first.until("hello 100");
+        let b = again.until("hello 100");
+        assert!(!a.is_empty() && a == b, "{p}: the same live frames: {a:?} {b:?}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn a_change_to_the_runs_files_is_seen_by_the_next_client_of_a_live_task() {
+    let base = support::scratch("frame-live-change");
+    let (home, id, _log) = live_run(&base, 3);
+    age();
+    let srv = support::Serve::start(&home);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let (_, mut first) = Sse::open(srv.port, &path, None);
+    first.until("hello 2");
+    let (_, mut second) = Sse::open(srv.port, &path, None);
+    second.until("hello 2");
+
+    // Liveness now names another log: the next client reads that one.
+    let rs = base.join("repo/runstate");
+    std::fs::write(rs.join("elsewhere.log"), line(7)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_liveness"))
+        .env("HARNESS_HOME", &home)
+        .arg("--runstate")
+        .arg(&rs)
+        .args(["set", "live", "t", r#"{"logfile":"elsewhere.log"}"#])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (status, mut moved) = Sse::open(srv.port, &path, None);
+    assert!(status.contains(" 200 "), "{status}");
+    let (_, data) = moved.frame();
+    assert!(data.contains("hello 7"), "the log liveness names now, not the tap's: {data}");
+
+    // The run's pointer is removed: the next client is told there is no such run.
+    std::fs::remove_file(home.join("runs").join(format!("{id}.json"))).unwrap();
+    let (status, _) = Sse::open(srv.port, &path, None);
+    assert!(status.contains(" 404 "), "{status}");
+    let _ = std::fs::remove_dir_all(&base);
+}
