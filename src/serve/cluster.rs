@@ -71,6 +71,11 @@ impl ClusterArgs {
 /// A hub's cluster, for forwarding control routes (set by [`start`] with `--hub`).
 static HUB: OnceLock<Vec<String>> = OnceLock::new();
 
+/// Whether this server is a hub (its runs are `<node>.<run>`).
+pub fn is_hub() -> bool {
+    HUB.get().is_some()
+}
+
 /// How long a node has to answer a forwarded control request.
 const FORWARD_TIMEOUT_MS: u64 = 5000;
 
