@@ -505,7 +505,14 @@ impl Node {
             }
             // A file published whole again keeps its inode: its generation is its mtime.
             let gen = if whole { format!("{ino}.{mtime}") } else { ino.to_string() };
-            let id = format!("{}/{run}/{name}/{gen}/{off}", self.o.node);
+            let mut id = format!("{}/{run}/{name}/{gen}/{off}", self.o.node);
+            // The first chunk of a generation of an appended file is told
+            // apart by its mtime: an empty file published, then its first
+            // bytes, or a file truncated in place, would otherwise repeat an
+            // id the duplicate window drops.
+            if first && reset && !whole {
+                id.push_str(&format!("/reset.{mtime}"));
+            }
             self.publish(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
             off += n as u64;
             first = false;
