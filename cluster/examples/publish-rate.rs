@@ -134,10 +134,13 @@ fn report(what: &str, bytes: u64, lines: Option<u64>, d: Duration) -> f64 {
 }
 
 async fn main_() -> anyhow::Result<()> {
-    let a = args().map_err(|e| {
-        eprintln!("publish-rate: {e}");
-        std::process::exit(2)
-    })?;
+    let a = match args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("publish-rate: {e}");
+            std::process::exit(2)
+        }
+    };
     let urls: Vec<&str> = a.url.split(',').collect();
     let client = async_nats::connect(urls.as_slice()).await?;
     let js = jetstream::new(client);
