@@ -9,10 +9,12 @@
 //! (seen by an ordered consumer created before it starts):
 //!
 //! - `node_bulk`: N MiB appended to the log in 1 MiB writes; the node
-//!   publishes them in chunks (at most 256 KiB each);
-//! - `bare_bulk`: the same bytes published by this process in 256 KiB
-//!   messages to a subject of the same stream, acknowledgements awaited
-//!   64 at a time (no message ids, no files);
+//!   publishes them in chunks (`runwire_cluster::node::chunk_size`: the
+//!   server's `max_payload` less 8 KiB, at most 1 MiB), each acknowledged
+//!   before the next (the position moves only on an acknowledgement);
+//! - `bare_bulk`: the same bytes published by this process in messages of
+//!   the same size to a subject of the same stream, acknowledgements
+//!   awaited 64 at a time (no message ids, no headers, no files);
 //! - `node_lines`: `--lines` lines of `--line-bytes` appended one `write`
 //!   each, as fast as this process can (an agent at full speed);
 //! - `bare_lines`: the same lines published one message each, 64 acks at a time.
@@ -143,6 +145,7 @@ async fn main_() -> anyhow::Result<()> {
     };
     let urls: Vec<&str> = a.url.split(',').collect();
     let client = async_nats::connect(urls.as_slice()).await?;
+    let size = runwire_cluster::node::chunk_size(&client);
     let js = jetstream::new(client);
     let files = js.get_stream(names::FILES_STREAM).await?;
     let file = a.log.file_name().and_then(|n| n.to_str()).ok_or_else(|| anyhow::anyhow!("--log: no file name"))?;
@@ -150,7 +153,7 @@ async fn main_() -> anyhow::Result<()> {
     let bare_subject = names::file_subject("benchbare", &a.run, file);
     let mut log = std::fs::OpenOptions::new().append(true).open(&a.log)?;
 
-    // Bulk: MiB writes vs 256 KiB messages.
+    // Bulk: MiB writes vs messages of the node's chunk size.
     let total = (a.mib << 20) as u64;
     let base = log.metadata()?.len();
     let done = covered(&files, &node_subject, base, total).await?;
@@ -160,8 +163,10 @@ async fn main_() -> anyhow::Result<()> {
         log.write_all(&block)?;
     }
     let node_bulk = done.await??.duration_since(t);
-    let chunk = Bytes::from(vec![b'y'; 256 << 10]);
-    let bare_bulk = bare(&js, &bare_subject, std::iter::repeat_n(chunk, a.mib * 4)).await?;
+    let n = (total as usize).div_ceil(size);
+    let chunks = (0..n).map(|i| Bytes::from(vec![b'y'; size.min(total as usize - i * size)]));
+    let bare_bulk = bare(&js, &bare_subject, chunks).await?;
+    println!("chunk_bytes={size}");
     let nb = report("node_bulk", total, None, node_bulk);
     let bb = report("bare_bulk", total, None, bare_bulk);
 

@@ -127,7 +127,7 @@ pub async fn bind(js: &jetstream::Context) -> anyhow::Result<(Stream, Stream, kv
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
     let (files, feed, runs, nodes) = retry("bind", || bind(&js)).await;
-    let chunk = client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 256 * 1024);
+    let chunk = chunk_size(&client);
     tokio::spawn(heartbeat(nodes, o.node.clone(), o.heartbeat));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     // Watching starts before the first round reads anything, so no change falls between.
@@ -197,6 +197,14 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             tokio::time::sleep(n.o.poll).await;
         }
     }
+}
+
+/// Most payload bytes a chunk carries: the server's `max_payload` less 8 KiB
+/// for headers, at most 1 MiB. Every chunk costs a round trip to the stream's
+/// leader and its replicas (the position moves only on an acknowledgement),
+/// so the larger the chunks, the faster a backlog is published.
+pub fn chunk_size(client: &async_nats::Client) -> usize {
+    client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 1 << 20)
 }
 
 /// `f` until it succeeds, saying each new error once: a sidecar outlives
@@ -483,7 +491,8 @@ impl Node {
             self.tracks.insert(subject, track);
             return Ok(());
         }
-        let mut buf = vec![0u8; self.chunk];
+        // No bigger than what there is to publish (a line, usually).
+        let mut buf = vec![0u8; ((size - start) as usize).min(self.chunk)];
         let mut off = start;
         let mut first = true;
         while off < size || (first && reset) {
