@@ -48,8 +48,9 @@ enum Cmd {
         /// The harness home to publish (default $HARNESS_HOME, else ~/.harness).
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
-        /// How often the files are looked at, in milliseconds.
-        #[arg(long, value_name = "MS", default_value_t = 200, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+        /// How often every run's files are looked at in full, in milliseconds: the safety net
+        /// (changes are published as soon as inotify reports them).
+        #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
         poll_ms: u64,
         /// How often the node's heartbeat is written, in milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=600_000))]

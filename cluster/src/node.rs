@@ -1,16 +1,21 @@
 //! The node: publishes a harness home to the cluster, from its files (the
 //! source of truth), exactly once across restarts.
 //!
-//! Each round (every `--poll-ms`):
-//! 1. the home's change feed is extended (the node is a feed writer like
-//!    `runs watch`: `runwire::runs::feed::Extender`) and every event past
-//!    the published position goes to `rwfeed.<node>`, message id
+//! A round runs as soon as inotify says a file changed (the registry, the
+//! feed's log, a run's runstate directory: `runwire::watch`, the crate's one
+//! watcher), for the runs whose files changed; a full round, over every
+//! registered run, runs at start, after an inotify overflow and every
+//! `--poll-ms` as a safety net (a runstate directory created after its
+//! pointer, one that could not be watched). A round:
+//! 1. publishes the runs' files (journal, plan, each task's log and its
+//!    arrival-time sidecar) from the byte offset already published to their
+//!    end, in chunks, to `rwfile.<node>.<run>.<file>`, message id
+//!    `<node>/<run>/<file>/<inode>/<offset>`;
+//! 2. extends the home's change feed (the node is a feed writer like
+//!    `runs watch`: `runwire::runs::feed::Extender`) and publishes every
+//!    event past the published position to `rwfeed.<node>`, message id
 //!    `<node>/feed/<id>`;
-//! 2. every registered run's files (journal, plan, each task's log and its
-//!    arrival-time sidecar) are published from the byte offset already
-//!    published to their end, in chunks, to `rwfile.<node>.<run>.<file>`,
-//!    message id `<node>/<run>/<file>/<inode>/<offset>`;
-//! 3. each run's pointer and latest feed event go to the KV bucket
+//! 3. puts each run's pointer and latest feed event into the KV bucket
 //!    `runwire-runs`, key `<node>.<run>`.
 //!
 //! A message counts as published once JetStream acknowledges it; only then
@@ -29,20 +34,24 @@ use anyhow::{anyhow, Context as _};
 use async_nats::jetstream::{self, kv, stream::Stream};
 use async_nats::HeaderMap;
 use bytes::Bytes;
+use nix::sys::inotify::AddWatchFlags;
 use runwire::runs::feed::{Cursor, Extender, Line, Scope};
 use runwire::runs::registry::{Pointer, Registry};
 use runwire::runs::safe;
+use runwire::watch;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 /// The node's settings.
 pub struct Opts {
     pub node: String,
     pub home: PathBuf,
+    /// How often every run is looked at even without an inotify event.
     pub poll: Duration,
     pub heartbeat: Duration,
 }
@@ -84,6 +93,8 @@ pub struct Node {
     state: HashMap<String, RunState>,
     /// Problems of local files, said once each.
     noted: BTreeSet<String>,
+    /// inotify (`None`: none to be had; every round is a full one).
+    wake: Option<Wake>,
 }
 
 fn note(noted: &mut BTreeSet<String>, msg: String) {
@@ -116,9 +127,19 @@ pub async fn bind(js: &jetstream::Context) -> anyhow::Result<(Stream, Stream, kv
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
     let (files, feed, runs, nodes) = retry("bind", || bind(&js)).await;
-    let chunk = client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 256 * 1024);
+    let chunk = chunk_size(&client);
     tokio::spawn(heartbeat(nodes, o.node.clone(), o.heartbeat));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // Watching starts before the first round reads anything, so no change falls between.
+    let wake = match Wake::start(&o.home, tx) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            crate::report(format!("cluster: inotify: {e} (looking at the files every {:?} instead)", o.poll));
+            None
+        }
+    };
     let mut n = Node {
+        wake,
         reg: Registry::at(&o.home),
         extender: Extender::new(&o.home),
         o,
@@ -133,8 +154,26 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         noted: BTreeSet::new(),
     };
     let mut failing: Option<String> = None;
+    let mut full_at = Instant::now();
     loop {
-        match n.round().await {
+        let mut d = Dirty::default();
+        if Instant::now() >= full_at || n.wake.is_none() {
+            d.all = true;
+        } else {
+            match tokio::time::timeout_at(full_at.into(), rx.recv()).await {
+                Ok(Some(t)) => n.absorb(t, &mut d),
+                // The waking thread is gone, or the safety net is due.
+                Ok(None) | Err(_) => d.all = true,
+            }
+        }
+        // Whatever else came meanwhile, in the same round.
+        while let Ok(t) = rx.try_recv() {
+            n.absorb(t, &mut d);
+        }
+        if d.all {
+            full_at = Instant::now() + n.o.poll;
+        }
+        match n.round(&d).await {
             Ok(()) => {
                 if failing.take().is_some() {
                     crate::report("cluster: publishing again (caught up from the files)");
@@ -146,14 +185,26 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
                     crate::report(format!("cluster: {m} (retrying; the local files keep everything)"));
                 }
                 failing = Some(m);
-                // Positions are re-read from the cluster after a failure.
+                // Positions are re-read from the cluster after a failure,
+                // and every run looked at again.
                 n.tracks.clear();
                 n.feed_pos = None;
+                full_at = Instant::now();
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
-        tokio::time::sleep(n.o.poll).await;
+        if n.wake.is_none() {
+            tokio::time::sleep(n.o.poll).await;
+        }
     }
+}
+
+/// Most payload bytes a chunk carries: the server's `max_payload` less 8 KiB
+/// for headers, at most 1 MiB. Every chunk costs a round trip to the stream's
+/// leader and its replicas (the position moves only on an acknowledgement),
+/// so the larger the chunks, the faster a backlog is published.
+pub fn chunk_size(client: &async_nats::Client) -> usize {
+    client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 1 << 20)
 }
 
 /// `f` until it succeeds, saying each new error once: a sidecar outlives
@@ -195,20 +246,35 @@ pub fn now_ms() -> u64 {
 }
 
 impl Node {
-    async fn round(&mut self) -> anyhow::Result<()> {
-        self.sync_feed().await?;
-        let ids = self.reg.ids();
+    fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
+        if let Some(w) = &mut self.wake {
+            w.absorb(t, d);
+        }
+    }
+
+    /// One round: the files first (what a client at a hub waits for), then the feed.
+    async fn round(&mut self, d: &Dirty) -> anyhow::Result<()> {
+        let ids: Vec<String> = if d.all { self.reg.ids() } else { d.runs.iter().cloned().collect() };
         for id in &ids {
             self.sync_run(id).await?;
         }
+        let scope = if d.all { Scope::All } else { Scope::Runs(&d.runs) };
+        self.sync_feed(scope).await?;
         // Runs whose pointer is gone (runs rm, prune, reap): out of the bucket.
-        let gone: Vec<String> = self.state.keys().filter(|k| ids.binary_search(k).is_err()).cloned().collect();
+        let gone: Vec<String> = if d.all {
+            self.state.keys().filter(|k| ids.binary_search(k).is_err()).cloned().collect()
+        } else {
+            ids.iter().filter(|id| self.state.contains_key(*id) && !self.reg.path(id).exists()).cloned().collect()
+        };
         for id in gone {
             self.runs
                 .delete(names::run_key(&self.o.node, &id))
                 .await
                 .map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
             self.state.remove(&id);
+            if let Some(w) = &mut self.wake {
+                w.forget(&id);
+            }
         }
         Ok(())
     }
@@ -222,8 +288,8 @@ impl Node {
     }
 
     /// The feed: extended from the journals, then published past the position.
-    async fn sync_feed(&mut self) -> anyhow::Result<()> {
-        match self.extender.extend(Scope::All) {
+    async fn sync_feed(&mut self, scope: Scope<'_>) -> anyhow::Result<()> {
+        match self.extender.extend(scope) {
             Ok(_) => {}
             Err(e) => note(&mut self.noted, format!("feed: {e}")),
         }
@@ -319,6 +385,9 @@ impl Node {
                 return Ok(());
             }
         };
+        if let Some(w) = &mut self.wake {
+            w.track(run, &p);
+        }
         self.put_run(run, &p).await?;
         let dir = match safe::open_dir(Path::new(&p.runstate_dir)) {
             Ok(d) => d,
@@ -422,7 +491,8 @@ impl Node {
             self.tracks.insert(subject, track);
             return Ok(());
         }
-        let mut buf = vec![0u8; self.chunk];
+        // No bigger than what there is to publish (a line, usually).
+        let mut buf = vec![0u8; ((size - start) as usize).min(self.chunk)];
         let mut off = start;
         let mut first = true;
         while off < size || (first && reset) {
@@ -444,7 +514,14 @@ impl Node {
             }
             // A file published whole again keeps its inode: its generation is its mtime.
             let gen = if whole { format!("{ino}.{mtime}") } else { ino.to_string() };
-            let id = format!("{}/{run}/{name}/{gen}/{off}", self.o.node);
+            let mut id = format!("{}/{run}/{name}/{gen}/{off}", self.o.node);
+            // The first chunk of a generation of an appended file is told
+            // apart by its mtime: an empty file published, then its first
+            // bytes, or a file truncated in place, would otherwise repeat an
+            // id the duplicate window drops.
+            if first && reset && !whole {
+                id.push_str(&format!("/reset.{mtime}"));
+            }
             self.publish(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
             off += n as u64;
             first = false;
@@ -455,6 +532,154 @@ impl Node {
             }
         }
         Ok(())
+    }
+}
+
+/// What wakes the node: inotify (the crate's one watcher, `runwire::watch`)
+/// on the registry, the feed's directory and every run's runstate
+/// directory, so a line an agent writes is published at once, not at the
+/// next look. A full look every `--poll-ms` stays as the safety net
+/// (directories not there yet, a lost event).
+struct Wake {
+    hub: Arc<watch::Hub>,
+    signal: Arc<watch::Signal>,
+    _fixed: Vec<watch::Sub>,
+    /// Runstate directories by their subscription's tag.
+    dirs: HashMap<u64, (PathBuf, watch::Sub)>,
+    by_dir: HashMap<PathBuf, u64>,
+    /// The runs of each runstate directory: `(slug, run)`.
+    runs_in: HashMap<PathBuf, BTreeSet<(String, String)>>,
+    next: u64,
+}
+
+/// What a round looks at.
+#[derive(Debug, Default)]
+struct Dirty {
+    /// Every registered run (the first round, the safety net, an overflow).
+    all: bool,
+    /// These runs' files.
+    runs: BTreeSet<String>,
+}
+
+/// Subscription tags: the registry, the feed; runstate directories count up from `FIRST_DIR`.
+const REG: u64 = 1;
+const FEED: u64 = 2;
+const FIRST_DIR: u64 = 3;
+
+/// A runstate directory: files appearing, written, closed or renamed in.
+const RUN_DIR: AddWatchFlags = AddWatchFlags::IN_MODIFY
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_CREATE)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+/// The registry: pointers written (by rename), removed.
+const REG_DIR: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+impl Wake {
+    /// Watches the registry and the feed's directory; the events go to `tx`
+    /// from a thread of their own (the watcher's waits block).
+    fn start(home: &Path, tx: tokio::sync::mpsc::UnboundedSender<watch::Taken>) -> std::io::Result<Wake> {
+        let reg = Registry::at(home);
+        let feed = runwire::runs::feed::Paths::at(home);
+        std::fs::create_dir_all(&reg.dir)?;
+        std::fs::create_dir_all(&feed.dir)?;
+        let hub = watch::Hub::global()?;
+        let signal = watch::Signal::recording();
+        let fixed = vec![
+            hub.watch(&reg.dir, REG_DIR, &signal, REG)?,
+            hub.watch(&feed.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &signal, FEED)?,
+        ];
+        let s = signal.clone();
+        std::thread::Builder::new().name("node-wake".into()).spawn(move || loop {
+            if tx.send(s.take(None)).is_err() {
+                return;
+            }
+        })?;
+        Ok(Wake {
+            hub,
+            signal,
+            _fixed: fixed,
+            dirs: HashMap::new(),
+            by_dir: HashMap::new(),
+            runs_in: HashMap::new(),
+            next: FIRST_DIR,
+        })
+    }
+
+    /// Follows a run's runstate directory (again after it was removed: its
+    /// watch went with it). A directory that cannot be watched (not there
+    /// yet, no watch left) is looked at by the full rounds.
+    fn track(&mut self, run: &str, p: &Pointer) {
+        let dir = PathBuf::from(&p.runstate_dir);
+        let slug = (p.slug.clone(), run.to_string());
+        if !self.by_dir.contains_key(&dir) {
+            match self.hub.watch(&dir, RUN_DIR, &self.signal, self.next) {
+                Ok(sub) => {
+                    self.by_dir.insert(dir.clone(), self.next);
+                    self.dirs.insert(self.next, (dir.clone(), sub));
+                    self.next += 1;
+                }
+                Err(_) => return,
+            }
+        }
+        self.runs_in.entry(dir).or_default().insert(slug);
+    }
+
+    /// A run gone: its directory unwatched when it was the last run there.
+    fn forget(&mut self, run: &str) {
+        let mut empty = Vec::new();
+        for (dir, runs) in &mut self.runs_in {
+            runs.retain(|(_, r)| r != run);
+            if runs.is_empty() {
+                empty.push(dir.clone());
+            }
+        }
+        for dir in empty {
+            self.runs_in.remove(&dir);
+            if let Some(tag) = self.by_dir.remove(&dir) {
+                self.dirs.remove(&tag);
+            }
+        }
+    }
+
+    /// What `t` says changed, into `d`.
+    fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
+        d.all |= t.overflow;
+        for e in t.events {
+            if e.mask.contains(AddWatchFlags::IN_IGNORED) {
+                // A runstate directory removed: watched again when a round finds it back.
+                if let Some((dir, _)) = self.dirs.remove(&e.tag) {
+                    self.by_dir.remove(&dir);
+                    if let Some(runs) = self.runs_in.remove(&dir) {
+                        d.runs.extend(runs.into_iter().map(|(_, r)| r));
+                    }
+                }
+                continue;
+            }
+            let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
+            match e.tag {
+                // The feed's own log written by another writer: published by any round.
+                FEED => {}
+                REG => {
+                    if let Some(id) = name.strip_suffix(".json").filter(|id| runwire::runs::valid_id(id)) {
+                        d.runs.insert(id.to_string());
+                    }
+                }
+                tag => {
+                    let Some((dir, _)) = self.dirs.get(&tag) else { continue };
+                    for (slug, run) in self.runs_in.get(dir).into_iter().flatten() {
+                        if name.strip_prefix(slug.as_str()).is_some_and(|rest| rest.starts_with('.')) {
+                            d.runs.insert(run.clone());
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

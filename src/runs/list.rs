@@ -32,6 +32,8 @@ pub struct Query {
     pub statuses: Option<Vec<&'static str>>,
     /// Only runs whose `repo` or `repoRoot` is exactly this.
     pub repo: Option<String>,
+    /// Only runs whose id starts with this (a hub's `?node=NAME`: `NAME.`).
+    pub id_prefix: Option<String>,
 }
 
 /// A place in the listing's order (activity, newest first, then run id):
@@ -99,7 +101,7 @@ impl Query {
         if repo.is_some_and(|r| r.is_empty()) {
             return Err("repo: expected a repository name or root".into());
         }
-        Ok(Query { limit, cursor, statuses, repo: repo.map(str::to_string) })
+        Ok(Query { limit, cursor, statuses, repo: repo.map(str::to_string), id_prefix: None })
     }
 }
 
@@ -326,7 +328,11 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
             None => cands.extend(read(id, &mut repairs)),
         }
     }
-    let wanted = |c: &Cand| c.in_repo && q.statuses.as_ref().map_or(true, |s| s.contains(&c.status));
+    let wanted = |c: &Cand| {
+        c.in_repo
+            && q.statuses.as_ref().map_or(true, |s| s.contains(&c.status))
+            && q.id_prefix.as_ref().map_or(true, |p| c.id.starts_with(p.as_str()))
+    };
     let after = |c: &Cand| q.cursor.as_ref().map_or(true, |cur| cur.before(c.activity_ns, &c.id));
     let limit = q.limit.unwrap_or(usize::MAX);
     loop {

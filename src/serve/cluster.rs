@@ -159,6 +159,11 @@ static HUB: OnceLock<Vec<String>> = OnceLock::new();
 /// A hub's harness home (where it remembers each thread's node).
 static HUB_HOME: OnceLock<PathBuf> = OnceLock::new();
 
+/// Whether this server is a hub (its runs are `<node>.<run>`).
+pub fn is_hub() -> bool {
+    HUB.get().is_some()
+}
+
 /// How long a node has to answer a forwarded control request.
 const FORWARD_TIMEOUT_MS: u64 = 5000;
 

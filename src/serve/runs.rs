@@ -67,18 +67,55 @@ fn view_error(stream: &mut TcpStream, cors: Cors, e: ViewError) -> Close {
     Close::Linger
 }
 
-/// `GET /runs`: a page of the listing (`?limit=&cursor=&status=&repo=`).
+/// `GET /runs`: a page of the listing (`?limit=&cursor=&status=&repo=`,
+/// and at a hub `&node=`).
 pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) -> Close {
     let reg = Registry::at(&shared.cfg.harness_home);
-    let q = match list_query(req) {
+    let hub = super::cluster::is_hub();
+    let q = match list_query(req).and_then(|q| node_filter(q, query_param(req, "node"), hub)) {
         Ok(q) => q,
         Err(m) => return view_error(stream, cors, ViewError::Bad(m)),
     };
     // Through the run index, as `runs list`.
-    let page = crate::runs::list::page(&reg, &q);
+    let mut page = crate::runs::list::page(&reg, &q);
+    if hub {
+        for item in &mut page.items {
+            *item = with_node(item);
+        }
+    }
     let mut tail = String::new();
     let _ = respond_pieces(stream, 200, cors, &page.pieces(&mut tail));
     Close::Linger
+}
+
+/// `?node=NAME`: at a hub, only that node's runs (their ids are `NAME.<run>`).
+fn node_filter(mut q: Query, node: Option<String>, hub: bool) -> Result<Query, String> {
+    let Some(node) = node else { return Ok(q) };
+    if !hub {
+        return Err("node: only a hub (runwire-serve --cluster URL --hub) lists runs by node".into());
+    }
+    if node.is_empty() || !node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err(format!("node {node:?}: a node name is 1 or more of A-Z a-z 0-9 _ -"));
+    }
+    q.id_prefix = Some(format!("{node}."));
+    Ok(q)
+}
+
+/// A hub's run summary with its `node` (its id is `<node>.<run>`: node
+/// names have no `.`), first: `{"node":"alpha","activityMs":…`.
+fn with_node(summary: &std::sync::Arc<str>) -> std::sync::Arc<str> {
+    let node = summary
+        .split_once(r#""runId":""#)
+        .and_then(|(_, rest)| rest.split_once('"')?.0.split_once('.'))
+        .map(|(node, _)| node)
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+    match (node, summary.strip_prefix('{')) {
+        (Some(n), Some(rest)) => {
+            let sep = if rest.starts_with('}') { "" } else { "," };
+            format!(r#"{{"node":"{n}"{sep}{rest}"#).into()
+        }
+        _ => summary.clone(),
+    }
 }
 
 /// `GET /runs/:id`.
@@ -394,3 +431,23 @@ mod tap;
 /// one is skimmed as it streams past ([`crate::lines`]), so a stream's
 /// memory does not grow with a line.
 pub use crate::pipe::MAX_LINE;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hubs_summaries_name_their_node_and_filter_by_it() {
+        let s: std::sync::Arc<str> = r#"{"activityMs":1,"runId":"alpha.abc--x.y","status":"done"}"#.into();
+        assert_eq!(&*with_node(&s), r#"{"node":"alpha","activityMs":1,"runId":"alpha.abc--x.y","status":"done"}"#);
+        // Not a node's run (no `<node>.`): left as it is.
+        let local: std::sync::Arc<str> = r#"{"runId":"abc--x","status":"done"}"#.into();
+        assert_eq!(&*with_node(&local), &*local);
+        let q = node_filter(Query::default(), Some("beta".into()), true).unwrap();
+        assert_eq!(q.id_prefix.as_deref(), Some("beta."));
+        assert!(node_filter(Query::default(), Some("a.b".into()), true).is_err());
+        assert!(node_filter(Query::default(), Some(String::new()), true).is_err());
+        assert!(node_filter(Query::default(), Some("beta".into()), false).unwrap_err().contains("only a hub"));
+        assert_eq!(node_filter(Query::default(), None, false).unwrap(), Query::default());
+    }
+}

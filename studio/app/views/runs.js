@@ -14,7 +14,7 @@ import { activityOf, ageText, groupRuns, localTime } from '../state/runs.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
 /** The summary fields a feed event carries (the rest is about the change itself). */
-const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree', 'activityMs', 'threadId', 'reason'];
+const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree', 'activityMs', 'threadId', 'reason', 'node'];
 
 const COLUMNS = ['Run', 'Status', 'Age', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'];
 const NUMERIC = ['Wave', 'Cost', 'Tokens'];
@@ -345,6 +345,9 @@ export class RunsView {
     setText(row.tokens, tokensText(run.tokens));
     setText(row.repo, run.repo || run.project || run.repoRoot || '');
     setText(row.branch, run.branch || '');
+    // At a hub (spec/CLUSTER.md), the machine the run is on.
+    setText(row.node, run.node || '');
+    row.node.hidden = !run.node;
   }
 
   renderAge(row, now = Date.now()) {
@@ -383,6 +386,7 @@ export class RunsView {
       sub,
       activityMs: null,
       status: h('span.badge'),
+      node: h('span.badge.node-badge', { title: 'node' }),
       age: h('time'),
       wave: cell('Wave', '.num'),
       counts: cell('Tasks'),
@@ -394,7 +398,7 @@ export class RunsView {
     row.tr = h(
       thread === null ? 'tr' : 'tr.thread',
       thread === null ? { 'data-run-id': key, role: 'row' } : { 'data-thread': thread, role: 'row' },
-      h('th', { scope: 'row', role: 'rowheader' }, link || toggle, sub),
+      h('th', { scope: 'row', role: 'rowheader' }, link || toggle, row.node, sub),
       cell('Status', '.status-cell', row.status),
       cell('Age', '.age', row.age),
       row.wave,
