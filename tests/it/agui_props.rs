@@ -1,10 +1,9 @@
 //! Property: whatever `events/v1` sequence comes in (any order, any kinds,
 //! ids reused from small pools, errors, exits and turn boundaries anywhere),
 //! the translator's output is a stream the official client accepts, as
-//! judged by the independent verifier in `common`.
+//! judged by the independent verifier in `support::verify`.
 
-mod common;
-
+use crate::support;
 use proptest::prelude::*;
 use runwire::agui::{TranslateOptions, Translator};
 use runwire::events::{
@@ -119,7 +118,7 @@ proptest! {
         }
         out.extend(t.finish());
         let json: Vec<Value> = out.iter().map(|a| serde_json::from_str(&a.to_json()).unwrap()).collect();
-        if let Err(e) = common::verify(&json) {
+        if let Err(e) = support::verify::verify(&json) {
             let lines: Vec<String> = out.iter().map(|a| a.to_json()).collect();
             prop_assert!(false, "{e}\n{}", lines.join("\n"));
         }
@@ -131,7 +130,7 @@ proptest! {
 
 #[test]
 fn verifier_rejects_what_the_client_rejects() {
-    let v = |s: &str| common::verify_lines(s).map(|_| ());
+    let v = |s: &str| support::verify::verify_lines(s).map(|_| ());
     let start = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.0"}"#;
     let fin = r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#;
     let ok = format!("{start}\n{fin}\n");

@@ -1,9 +1,8 @@
 //! `agui-translate` end to end: fixtures in `fixtures/events/`, expected
 //! output in `fixtures/golden/agui/` (regenerate with `UPDATE_GOLDEN=1`).
-//! Every output is also checked by the independent verifier in `common`.
+//! Every output is also checked by the independent verifier in `support::verify`.
 
-mod common;
-
+use crate::support;
 use assert_cmd::Command;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -44,8 +43,8 @@ fn golden_as(name: &str, golden_name: &str, args: &[&str]) -> Run {
             .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
         assert_eq!(stdout, want, "{name}: output differs from {}\nstderr: {stderr}", path.display());
     }
-    let events =
-        common::verify_lines(&stdout).unwrap_or_else(|e| panic!("{name}: invalid AG-UI stream: {e}\n{stdout}"));
+    let events = support::verify::verify_lines(&stdout)
+        .unwrap_or_else(|e| panic!("{name}: invalid AG-UI stream: {e}\n{stdout}"));
     Run { code: out.status.code().unwrap_or(-1), stdout, stderr, events }
 }
 
@@ -245,7 +244,7 @@ fn arbitrary_bytes_never_panic() {
     junk.extend_from_slice(b"\n\xff\xfe{\"v\":\"events/v1\"}\n\0\r\n{}\n[1,2]\n\"s\"\n");
     let out = Command::cargo_bin(BIN).unwrap().write_stdin(junk).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    common::verify_lines(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    support::verify::verify_lines(&String::from_utf8(out.stdout).unwrap()).unwrap();
 }
 
 #[test]

@@ -12,7 +12,7 @@
 //! properties takes no other (codex's serde ignores an unknown field
 //! silently, which is how `dynamicTools` on `thread/resume` went unnoticed).
 
-mod support;
+use crate::support;
 
 use runwire::events::{Data, InputAnswer, InputRequest};
 use runwire::normalize::{Adapter, Normalizer, Options};

@@ -5,7 +5,7 @@
 //! rejects known-bad streams. Needs node and npm: ignored without them, failed
 //! under CI (`tests/support/tools.rs`).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

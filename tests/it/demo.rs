@@ -3,7 +3,7 @@
 //! binary on PATH), and the demo's approval, question, steer and stop go
 //! through the real routes.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

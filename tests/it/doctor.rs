@@ -3,11 +3,11 @@
 //! that never answers, an npm-like package of an ACP agent), the
 //! `runwire-serve` start-up warning, and the capability table: its data
 //! (`realagents/capabilities.json`) against the matrix
-//! (`tests/real_agents.rs`) and the pins (`realagents/tested.json`
+//! (`tests/it/real_agents.rs`) and the pins (`realagents/tested.json`
 //! against `package.json` and `package-lock.json`), and the rendered table
 //! against `docs/REAL-AGENTS.md` (and README.md once it holds the markers).
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -416,11 +416,11 @@ fn tested_versions_are_the_pins_of_the_matrix() {
     }
 }
 
-/// The `#[test]` functions of tests/real_agents.rs and, for each, the
+/// The `#[test]` functions of tests/it/real_agents.rs and, for each, the
 /// reason of an unconditional `#[ignore = ...]` (a `cfg_attr` one, the
 /// skip rule's, does not count).
 fn matrix_tests() -> BTreeMap<String, Option<String>> {
-    let src = read("tests/real_agents.rs");
+    let src = read("tests/it/real_agents.rs");
     let mut out = BTreeMap::new();
     let mut attrs: Vec<&str> = Vec::new();
     for l in src.lines().map(str::trim) {
@@ -476,7 +476,7 @@ fn every_capability_cell_stands_on_the_matrix() {
             let mut ignored = Vec::new();
             for t in &names {
                 match tests.get(*t) {
-                    None => bad.push(format!("{at}: no test {t} in tests/real_agents.rs")),
+                    None => bad.push(format!("{at}: no test {t} in tests/it/real_agents.rs")),
                     Some(Some(reason)) => {
                         if is == "yes" || is == "n/a" || is == "untested" {
                             bad.push(format!("{at} says {is}, but {t} is ignored: {reason}"));

@@ -3,7 +3,7 @@
 //! to while they watch, including input records (needs_input /
 //! input_answered). Every read has a timeout.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};

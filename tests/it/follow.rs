@@ -5,7 +5,7 @@
 //! same way: one reader and normalizer per task however many watch, each
 //! client with its own resume point; an over-cap line skimmed, not lost.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -2,14 +2,29 @@
 //! holds for every test file, the build's probe agrees with the tools that
 //! are here, and a child's stderr shows only when its test fails.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
-fn tests_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests")
+/// The test modules (`tests/it/`), and any test file still beside them
+/// (`tests/*.rs`, a new one not yet moved into the binary).
+fn test_files() -> Vec<PathBuf> {
+    let tests = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    for dir in [tests.join("it"), tests] {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs")
+                && !path.ends_with("harness.rs")
+                && !path.ends_with("main.rs")
+            {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
 
 /// One function of a test file: its attributes and body.
@@ -69,11 +84,7 @@ fn direct_needs(body: &str) -> BTreeSet<String> {
 fn every_test_that_needs_a_tool_carries_the_guard_and_none_skips_by_returning() {
     let mut problems = Vec::new();
     let mut guarded = 0;
-    for entry in std::fs::read_dir(tests_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        if !path.extension().is_some_and(|e| e == "rs") || path.ends_with("harness.rs") {
-            continue;
-        }
+    for path in test_files() {
         let file = path.file_name().unwrap().to_string_lossy().to_string();
         let src = std::fs::read_to_string(&path).unwrap();
         for bad in ["SKIPPED", "official_client_ready", "fn have_jq", "fn have_node", "fn have_bash"] {
@@ -171,7 +182,7 @@ fn quiet_captures_a_childs_stderr() {
 fn a_childs_stderr_shows_only_when_its_test_fails() {
     let run = |fail: bool| {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "quiet_captures_a_childs_stderr", "--test-threads=1"]);
+        cmd.args(["--exact", "harness::quiet_captures_a_childs_stderr", "--test-threads=1"]);
         if fail {
             cmd.env("RUNWIRE_QUIET_FAIL", "1");
         }

@@ -9,7 +9,7 @@
 //! The official client's view of the same flows is `tests/conformance.rs`
 //! territory: `conformance/interrupts.mjs` runs here too when node is there.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

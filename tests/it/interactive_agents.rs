@@ -13,7 +13,7 @@
 //! official `@ag-ui/client` (`conformance/interrupts.mjs`) accepts the
 //! streams.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

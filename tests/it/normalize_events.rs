@@ -2,7 +2,7 @@
 //! fixture, seq purity and exact resume, de-duplication, hostile input,
 //! closed pipes, --follow on a growing file, and the CLI contract.
 
-mod support;
+use crate::support;
 
 use assert_cmd::Command;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! ignores SIGTERM, forks a child that ignores it too, and leaves a `setsid`
 //! orphan that ignores it and holds the wrapper's stdout.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -14,7 +14,7 @@
 //! them (and they fail until the gap is fixed). docs/REAL-AGENTS.md has the
 //! resulting table.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -2,9 +2,7 @@
 //! `runs` and `liveness` binaries, and `runwire-serve`'s `/runs` routes on
 //! 127.0.0.1:0 spoken to over raw TCP. Every socket read has a timeout.
 
-mod support;
-
-mod common;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -624,7 +622,7 @@ fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
     let (code, all) = agui("", "");
     assert_eq!(code, 200);
     let events: Vec<Value> = all.iter().map(|(_, e)| e.clone()).collect();
-    common::verify(&events).unwrap();
+    support::verify::verify(&events).unwrap();
     assert!(events.len() >= 5, "a real run, not a stub: {events:?}");
     assert_eq!(events[0]["type"], "RUN_STARTED");
     assert_eq!(events[0]["threadId"], f.run_a.as_str());

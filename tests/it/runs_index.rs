@@ -4,7 +4,7 @@
 //! its back, a crash between a journal write and its index row, damage,
 //! compaction and concurrent writers.
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use runwire::runs::index::{self, Index};

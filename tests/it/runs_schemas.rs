@@ -4,7 +4,7 @@
 //! `properties`/`items` (a subset of JSON Schema that needs no regex engine;
 //! patterns are checked by the id tests instead).
 
-mod support;
+use crate::support;
 
 use runwire::runs::journal::{self, Record};
 use runwire::runs::liveness;

@@ -3,8 +3,7 @@
 //! contract-following stub in `fixtures/stub-wrapper/agent.sh`. Every socket
 //! read has a timeout and every wait a deadline, so no test can hang.
 
-mod common;
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -371,7 +370,7 @@ fn demo_replay_streams_a_valid_run_incrementally() {
     assert_eq!(r.header("content-type"), Some("text/event-stream"));
     assert_eq!(r.header("cache-control"), Some("no-cache"));
     let events = r.events();
-    common::verify(&events).unwrap();
+    support::verify::verify(&events).unwrap();
     let t = types(&events);
     assert_eq!(t.first().map(String::as_str), Some("RUN_STARTED"));
     assert_eq!(t.last().map(String::as_str), Some("RUN_FINISHED"));
@@ -586,7 +585,7 @@ fn spawn_failure_is_run_started_then_run_error() {
     let ev = r.events();
     assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
     assert!(ev[1]["message"].as_str().unwrap().contains("127"), "{}", ev[1]);
-    common::verify(&ev).unwrap();
+    support::verify::verify(&ev).unwrap();
 }
 
 #[test]
@@ -599,7 +598,7 @@ fn missing_engine_and_failure_end_in_run_error() {
 
     let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "fail")]);
     let ev = post_run(s.port, "t", "r").events();
-    common::verify(&ev).unwrap();
+    support::verify::verify(&ev).unwrap();
     assert!(ev.len() > 2);
     assert_eq!(ev.last().unwrap()["type"], "RUN_ERROR");
     assert!(ev.last().unwrap()["message"].as_str().unwrap().contains("stub engine failed"));
@@ -657,7 +656,7 @@ fn the_status_line_ends_the_stream_even_if_the_agent_lingers() {
     let r = post_run(s.port, "t", "r");
     assert!(t.elapsed() < Duration::from_secs(5), "the stream waited for the agent: {:?}", t.elapsed());
     let ev = r.events();
-    common::verify(&ev).unwrap();
+    support::verify::verify(&ev).unwrap();
     assert_eq!(ev.last().unwrap()["type"], "RUN_FINISHED");
     let pgid = wait_for_record(&rec);
     wait_group_gone(pgid, Duration::from_secs(3));
@@ -782,7 +781,7 @@ fn shutdown_stops_running_agents_and_exits_0() {
     sock.read_to_end(&mut got).unwrap();
     let r = parse_response(&got);
     let ev = r.events();
-    common::verify(&ev).unwrap();
+    support::verify::verify(&ev).unwrap();
     assert_eq!(ev.last().unwrap()["type"], "RUN_ERROR");
     assert!(ev.last().unwrap()["message"].as_str().unwrap().contains("shutting down"));
 }

@@ -8,7 +8,7 @@
 //! Every wait has a deadline, and each test stops its server and checks that
 //! no agent process outlives it.
 
-mod support;
+use crate::support;
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, Signal};

@@ -5,7 +5,7 @@
 //! steer, interrupt, kill) and check the record runwire leaves, through the
 //! same normalizer as `normalize-events`.
 
-mod support;
+use crate::support;
 
 use runwire::events::{Data, Decision, Event, InputKind};
 use runwire::normalize::{Adapter, Normalizer, Options};

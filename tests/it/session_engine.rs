@@ -5,7 +5,7 @@
 //! route or the server's shutdown, and memory stays bounded.
 //! Real processes, sockets and signals throughout.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -7,7 +7,7 @@
 //! CMD ARGS…` runs the command exactly as given (case 7). The real agents
 //! show the same in tests/real_agents.rs.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

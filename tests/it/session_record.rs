@@ -5,7 +5,7 @@
 //! shutdown ends a held session `done` (the feed's `ended`), its finished
 //! turns staying finished.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -9,7 +9,7 @@
 //! Then the session's output must normalize to the same turns, with an
 //! `input_request` / `input_answer` pair for every decision.
 
-mod support;
+use crate::support;
 
 use runwire::events::{Data, Decision};
 use runwire::normalize::{Adapter, Normalizer, Options};

@@ -13,7 +13,7 @@
 //! Chromium they are ignored (`cargo test` says so and why), and under `CI`
 //! they fail: the one skip rule of `tests/support/tools.rs`.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! waits, stops the supervisor's process group on the way out (even on a
 //! failed assertion) and checks that no stub process is left.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};

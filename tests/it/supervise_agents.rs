@@ -14,7 +14,7 @@
 //! records, the task's states and the replies. Every wait is bounded; the
 //! supervisor's group is killed on the way out.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

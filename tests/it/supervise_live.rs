@@ -5,7 +5,7 @@
 //! session, `answer` answers the agent, and the journal records requests and
 //! answers. Every wait is bounded; the supervisor's group is killed on the way out.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::PathBuf;

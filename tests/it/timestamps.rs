@@ -5,7 +5,7 @@
 //! bytes, `ts` included, within 10 ms of when the wrapper wrote each line.
 //! The wrapper (`fixtures/timed-wrapper`) writes that time into each line.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::io::{Read, Write};

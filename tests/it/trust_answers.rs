@@ -14,7 +14,7 @@
 //! 4. each interrupt offers what its agent can do (ACP: no edited input, no
 //!    deny message, `allow_always` as "always", never "for the session").
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};

@@ -9,7 +9,7 @@ use assert_cmd::prelude::*;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-const SAMPLE: &str = include_str!("../fixtures/verdict/accept.verdict.json");
+const SAMPLE: &str = include_str!("../../fixtures/verdict/accept.verdict.json");
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/verdict")

@@ -3,7 +3,7 @@
 //! output read by `normalize-events <adapter>` ends in an `exit` event with rc 0 whose
 //! events carry the session id of the status line.
 
-mod support;
+use crate::support;
 
 use assert_cmd::Command;
 use serde_json::Value;

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 pub mod sse;
 pub mod tools;
+pub mod verify;
 
 /// The example `name`, built for this test run. `cargo test --all-targets`
 /// (the README's test command, and CI's) builds examples only as test
@@ -271,9 +272,19 @@ pub fn next_exchange(
 /// process. Tests keep what they wrote there (a failure can be looked at);
 /// the first call of a process removes what processes that are gone left
 /// over an hour ago, so test runs do not pile up in the temp dir. Short,
-/// because unix socket paths under it are limited to 108 bytes.
+/// because unix socket paths under it are limited to 108 bytes. All the
+/// test modules share one process, so a name one module took panics when
+/// another asks for it (they would empty each other's directory).
+#[track_caller]
 pub fn scratch(name: &str) -> PathBuf {
     static SWEPT: std::sync::Once = std::sync::Once::new();
+    static TAKEN: Mutex<Option<HashMap<String, &'static str>>> = Mutex::new(None);
+    let caller = std::panic::Location::caller().file();
+    {
+        let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+        let owner = *taken.get_or_insert_with(HashMap::new).entry(name.to_string()).or_insert(caller);
+        assert_eq!(owner, caller, "scratch({name:?}): {owner} uses this name already; pick another");
+    }
     let root = std::env::temp_dir().join("rw");
     SWEPT.call_once(|| {
         for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
