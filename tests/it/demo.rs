@@ -4,6 +4,7 @@
 //! through the real routes.
 
 use crate::support;
+use support::Server;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -68,20 +69,6 @@ fn the_readme_quick_start_demo_runs_as_written() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
-struct Server {
-    child: Child,
-    addr: String,
-    home: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.home);
-    }
-}
-
 fn start(name: &str) -> Server {
     start_with(name, &["--demo"])
 }
@@ -89,35 +76,14 @@ fn start(name: &str) -> Server {
 /// `runwire-serve ARGS` on a free port with a home of its own.
 fn start_with(name: &str, args: &[&str]) -> Server {
     let home = scratch(name);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .env("HARNESS_HOME", &home)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    let mut out = child.stdout.take().unwrap();
-    let mut b = [0u8; 1];
-    while out.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
-        first.push(b[0] as char);
-    }
-    let addr = first.trim().strip_prefix("listening on http://").expect("the listening line").to_string();
-    Server { child, addr, home }
+    let mut cmd = Server::command();
+    cmd.args(args).env("HARNESS_HOME", &home);
+    Server::spawn(cmd).owning(home)
 }
 
-/// One POST; the whole response body (the stream ends with the run).
+/// One POST; the whole response (the stream ends with the run).
 fn post(s: &Server, path: &str, body: &str) -> String {
-    let mut c = TcpStream::connect(&s.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        c,
-        "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        s.addr,
-        body.len()
-    )
-    .unwrap();
+    let mut c = s.send("POST", path, "Content-Type: application/json\r\n", body);
     let mut r = String::new();
     c.read_to_string(&mut r).unwrap();
     r
@@ -165,15 +131,7 @@ fn the_demo_agent_takes_a_steer_mid_turn_and_stops() {
     use std::io::BufRead;
     let s = start("steer");
     let body = r#"{"threadId":"s","runId":"r1","messages":[{"id":"m1","role":"user","content":"hello demo"}]}"#;
-    let mut c = TcpStream::connect(&s.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        c,
-        "POST /agui HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        s.addr,
-        body.len()
-    )
-    .unwrap();
+    let c = s.send("POST", "/agui", "Content-Type: application/json\r\n", body);
     let mut r = std::io::BufReader::new(c);
     let mut seen = String::new();
     let mut line = String::new();
@@ -200,10 +158,8 @@ fn the_demo_agent_takes_a_steer_mid_turn_and_stops() {
     assert!(next.contains(r#""type":"RUN_FINISHED""#), "{next}");
 }
 
-fn get(addr: &str, path: &str) -> String {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+fn get(s: &Server, path: &str) -> String {
+    let mut c = s.send("GET", path, "", "");
     let mut r = String::new();
     c.read_to_string(&mut r).unwrap();
     r
@@ -214,10 +170,10 @@ fn get(addr: &str, path: &str) -> String {
 #[test]
 fn api_info_says_which_demo_this_is() {
     let s = start("info");
-    assert!(get(&s.addr, "/api/info").contains(r#""demo":"agent""#));
+    assert!(get(&s, "/api/info").contains(r#""demo":"agent""#));
     for (args, want) in [(&[][..], r#""demo":"replay""#), (&["--agent", "claude"][..], r#""demo":null"#)] {
         let s = start_with("info2", args);
-        let info = get(&s.addr, "/api/info");
+        let info = get(&s, "/api/info");
         assert!(info.contains(want), "{args:?}: {info}");
     }
 }

@@ -4,6 +4,8 @@
 //! input_answered). Every read has a timeout.
 
 use crate::support;
+use support::sse::Frame;
+use support::Server;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -234,27 +236,11 @@ fn runs_watch_sees_a_run_registered_after_it_started() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// runwire-serve ([`support::Serve`]), with what these tests ask of it.
-struct Server(support::Serve);
-
-impl std::ops::Deref for Server {
-    type Target = support::Serve;
-    fn deref(&self) -> &support::Serve {
-        &self.0
-    }
-}
-
-impl Server {
-    fn start(home: &Path, args: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.args(args).env("HARNESS_HOME", home).env("RUNWIRE_KEEPALIVE_MS", "200").stderr(Stdio::null());
-        Server(support::Serve::spawn(cmd))
-    }
-
-    /// Opens the feed; returns the status code and the connection (past its head).
-    fn open(&self, path: &str, headers: &str) -> (u16, Sse) {
-        open(self.port, path, headers)
-    }
+/// runwire-serve with what these tests ask of it.
+fn serve(home: &Path, args: &[&str]) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(args).env("HARNESS_HOME", home).env("RUNWIRE_KEEPALIVE_MS", "200");
+    Server::spawn(cmd)
 }
 
 /// Opens the feed at `port`; returns the status code and the connection (past its head).
@@ -262,79 +248,31 @@ fn open(port: u16, path: &str, headers: &str) -> (u16, Sse) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(WAIT)).unwrap();
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}\r\n").unwrap();
-    let mut sse = Sse { s, buf: Vec::new() };
-    let head = loop {
-        if let Some(i) = sse.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&sse.buf[..i]).into_owned();
-            sse.buf.drain(..i + 4);
-            break head;
-        }
-        assert!(sse.fill(), "the connection closed before the head");
-    };
-    (head.split(' ').nth(1).unwrap().parse().unwrap(), sse)
+    let mut sse = Sse::new(s);
+    (sse.status(), sse)
 }
 
-struct Sse {
-    s: TcpStream,
-    buf: Vec<u8>,
+type Sse = support::sse::Reader<TcpStream>;
+
+/// What these tests read of the feed.
+trait Feed {
+    fn frame(&mut self) -> Option<Frame>;
+    fn event(&mut self) -> Value;
+    fn ready(&mut self) -> String;
 }
 
-/// One SSE frame: event name, id, data.
-#[derive(Debug)]
-struct Frame {
-    event: String,
-    id: Option<String>,
-    data: String,
-}
-
-impl Sse {
-    fn fill(&mut self) -> bool {
-        let mut chunk = [0u8; 64 * 1024];
-        match self.s.read(&mut chunk) {
-            Ok(0) | Err(_) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
-            }
-        }
-    }
-
-    /// The next frame that is not a comment; `None` at the end.
+impl Feed for Sse {
+    /// The next frame; `None` at the end (keep-alive comments do not
+    /// stretch the wait for one).
     fn frame(&mut self) -> Option<Frame> {
-        // Where the search for the frame's end goes on (a big frame arrives in many reads).
-        let mut from = 0;
-        // Keep-alive comments do not stretch the wait for a frame.
-        let deadline = Instant::now() + WAIT;
-        loop {
-            while let Some(i) = memchr::memmem::find(&self.buf[from..], b"\n\n").map(|i| i + from) {
-                from = 0;
-                let text = String::from_utf8(self.buf.drain(..i + 2).collect()).unwrap();
-                let mut f = Frame { event: "message".into(), id: None, data: String::new() };
-                for l in text.lines() {
-                    if let Some(v) = l.strip_prefix("event: ") {
-                        f.event = v.into();
-                    } else if let Some(v) = l.strip_prefix("id: ") {
-                        f.id = Some(v.into());
-                    } else if let Some(v) = l.strip_prefix("data: ") {
-                        f.data = v.into();
-                    }
-                }
-                if !f.data.is_empty() {
-                    return Some(f);
-                }
-            }
-            from = self.buf.len().saturating_sub(1);
-            if Instant::now() > deadline || !self.fill() {
-                return None;
-            }
-        }
+        self.next_frame_within(WAIT)
     }
 
     /// The next event (skipping `ready`), parsed, with its frame id checked.
     fn event(&mut self) -> Value {
         loop {
             let f = self.frame().expect("an event before the end");
-            if f.event == "ready" {
+            if f.kind() == "ready" {
                 continue;
             }
             let v: Value = serde_json::from_str(&f.data).unwrap();
@@ -345,7 +283,7 @@ impl Sse {
 
     fn ready(&mut self) -> String {
         let f = self.frame().expect("a ready frame");
-        assert_eq!(f.event, "ready", "{f:?}");
+        assert_eq!(f.kind(), "ready", "{f:?}");
         f.id.unwrap()
     }
 }
@@ -356,8 +294,8 @@ fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
     let home = base.join("home");
     let (run, journal) = register(&home, &base, "s", "alpha");
     let lines = fixture_lines();
-    let srv = Server::start(&home, &[]);
-    let (code, mut feed) = srv.open("/runs/events", "");
+    let srv = serve(&home, &[]);
+    let (code, mut feed) = open(srv.port, "/runs/events", "");
     assert_eq!(code, 200);
     let start = feed.ready();
     for l in &lines[..3] {
@@ -374,8 +312,8 @@ fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
     for l in &lines[3..] {
         append(&journal, l);
     }
-    let srv = Server::start(&home, &[]);
-    let (code, mut feed) = srv.open("/runs/events", &format!("Last-Event-ID: {last}\r\n"));
+    let srv = serve(&home, &[]);
+    let (code, mut feed) = open(srv.port, "/runs/events", &format!("Last-Event-ID: {last}\r\n"));
     assert_eq!(code, 200);
     let missed: Vec<Value> = (3..lines.len()).map(|_| feed.event()).collect();
     let types: Vec<&str> = missed.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -385,7 +323,7 @@ fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
     assert_eq!(end, missed[4]["id"].to_string());
     // From the very start (?since=0): every event once, the same bytes as runs watch prints;
     // first the `created` the feed's first writer gave the run registered before it.
-    let (_, mut all) = srv.open("/runs/events?since=0", "");
+    let (_, mut all) = open(srv.port, "/runs/events?since=0", "");
     let from_server: Vec<Value> = (0..=lines.len()).map(|_| all.event()).collect();
     assert_eq!(
         (from_server[0]["type"].as_str(), from_server[0]["runId"].as_str()),
@@ -400,11 +338,11 @@ fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
     assert_eq!(start, from_server[0]["id"].to_string());
 
     // Filters in the query.
-    let (_, mut asks) = srv.open(&format!("/runs/events?since=0&type=needs_input&run={run}"), "");
+    let (_, mut asks) = open(srv.port, &format!("/runs/events?since=0&type=needs_input&run={run}"), "");
     assert_eq!(asks.event()["request"], "req-1");
     assert_eq!(asks.event()["request"], "req-2");
     assert_eq!(asks.ready(), end, "a filtered stream still resumes from where it read to");
-    let (_, mut none) = srv.open("/runs/events?since=0&repo=repo-nowhere", "");
+    let (_, mut none) = open(srv.port, "/runs/events?since=0&repo=repo-nowhere", "");
     assert_eq!(none.ready(), end);
 
     // Bad resume points and filters are refused with a reason.
@@ -416,12 +354,9 @@ fn get_runs_events_streams_changes_and_resumes_across_a_server_restart() {
         ("/runs/events?type=nope", ""),
         ("/runs/events?colour=red", ""),
     ] {
-        let (code, mut s) = srv.open(path, headers);
+        let (code, s) = open(srv.port, path, headers);
         assert_eq!(code, 400, "{path} {headers}");
-        let mut body = Vec::new();
-        let _ = s.s.read_to_end(&mut body);
-        s.buf.extend_from_slice(&body);
-        let v: Value = serde_json::from_slice(&s.buf).unwrap();
+        let v: Value = serde_json::from_slice(&s.into_body()).unwrap();
         assert!(v["error"].is_string());
     }
     // Clients that caught up from the log go on with the live events, the same ones.
@@ -440,14 +375,14 @@ fn get_runs_events_is_behind_the_token_and_the_host_check() {
     std::fs::create_dir_all(&home).unwrap();
     let token = base.join("token");
     std::fs::write(&token, "feed-token-0123456789abcdef\n").unwrap();
-    let srv = Server::start(&home, &["--token-file", token.to_str().unwrap()]);
-    assert_eq!(srv.open("/runs/events", "").0, 401);
-    assert_eq!(srv.open("/runs/events", "Authorization: Bearer wrong-token-0123456789\r\n").0, 401);
-    let (code, mut ok) = srv.open("/runs/events", "Authorization: Bearer feed-token-0123456789abcdef\r\n");
+    let srv = serve(&home, &["--token-file", token.to_str().unwrap()]);
+    assert_eq!(open(srv.port, "/runs/events", "").0, 401);
+    assert_eq!(open(srv.port, "/runs/events", "Authorization: Bearer wrong-token-0123456789\r\n").0, 401);
+    let (code, mut ok) = open(srv.port, "/runs/events", "Authorization: Bearer feed-token-0123456789abcdef\r\n");
     assert_eq!(code, 200);
     ok.ready();
     // The query token (what EventSource, which cannot send headers, uses).
-    assert_eq!(srv.open("/runs/events?token=feed-token-0123456789abcdef", "").0, 200);
+    assert_eq!(open(srv.port, "/runs/events?token=feed-token-0123456789abcdef", "").0, 200);
     let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     s.set_read_timeout(Some(WAIT)).unwrap();
     write!(
@@ -458,7 +393,7 @@ fn get_runs_events_is_behind_the_token_and_the_host_check() {
     let mut head = [0u8; 12];
     s.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 403");
-    assert_eq!(srv.open("/runs/events", "Origin: http://evil.example\r\n").0, 403);
+    assert_eq!(open(srv.port, "/runs/events", "Origin: http://evil.example\r\n").0, 403);
     let _ = std::fs::remove_dir_all(&base);
 }
 
@@ -482,7 +417,7 @@ fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
 }
 
 /// The server with its stderr in `home/../stderr`.
-fn serve_logging(home: &Path, limit_kb: Option<u64>) -> (support::Serve, PathBuf) {
+fn serve_logging(home: &Path, limit_kb: Option<u64>) -> (Server, PathBuf) {
     let errs = home.parent().unwrap().join("stderr");
     let exe = env!("CARGO_BIN_EXE_runwire-serve");
     let mut cmd = match limit_kb {
@@ -495,7 +430,7 @@ fn serve_logging(home: &Path, limit_kb: Option<u64>) -> (support::Serve, PathBuf
         None => Command::new(exe),
     };
     cmd.env("HARNESS_HOME", home).env("RUNWIRE_KEEPALIVE_MS", "200").stderr(std::fs::File::create(&errs).unwrap());
-    (support::Serve::spawn(cmd), errs)
+    (Server::spawn(cmd), errs)
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -505,11 +440,11 @@ fn a_hundred_feed_clients_get_an_8_mb_record_as_one_small_shared_reference() {
     let base = tmp("big");
     let home = base.join("home");
     let (run, journal) = register(&home, &base, "big", "alpha");
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     let pid = srv.child.id();
     let mut clients: Vec<Sse> = (0..100)
         .map(|_| {
-            let (code, mut s) = srv.open("/runs/events", "");
+            let (code, mut s) = open(srv.port, "/runs/events", "");
             assert_eq!(code, 200);
             s.ready();
             s
@@ -573,7 +508,7 @@ fn a_feed_log_of_one_300_mb_line_is_skipped_with_an_error_never_read_whole() {
         let (code, mut feed) = open(srv.port, "/runs/events?since=0", "");
         assert_eq!(code, 200);
         let skipped = feed.frame().expect("a skipped frame");
-        assert_eq!(skipped.event, "skipped", "{skipped:?}");
+        assert_eq!(skipped.kind(), "skipped", "{skipped:?}");
         assert_eq!(skipped.id.as_deref(), Some((long + 1).to_string().as_str()));
         let v: Value = serde_json::from_str(&skipped.data).unwrap();
         assert_eq!(v["size"], long);
@@ -644,8 +579,8 @@ fn a_client_that_falls_behind_the_shared_events_reads_them_back_from_the_log() {
     let base = tmp("behind");
     let home = base.join("home");
     let runs: Vec<(String, PathBuf)> = (0..3).map(|i| register(&home, &base, &format!("b{i}"), "alpha")).collect();
-    let srv = Server::start(&home, &[]);
-    let (code, mut slow) = srv.open("/runs/events", "");
+    let srv = serve(&home, &[]);
+    let (code, mut slow) = open(srv.port, "/runs/events", "");
     assert_eq!(code, 200);
     slow.ready();
     // 300 events of about 60 KB (under the bound: carried whole), 18 MB in all:

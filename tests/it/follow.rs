@@ -262,7 +262,7 @@ fn claude_text(id: &str) -> String {
 fn a_task_stream_closes_a_5_mb_tool_result_with_its_id() {
     let base = tmp("stream-5mb");
     let (home, id, log) = live_run(&base);
-    let srv = support::Serve::start(&home);
+    let srv = support::Server::start(&home);
     let size = 5_000_000;
     let call = serde_json::json!({"type":"assistant","message":{"id":"m1","role":"assistant","content":[
         {"type":"tool_use","id":"toolu_big","name":"Read","input":{"file_path":"/big"}}]}});
@@ -296,7 +296,7 @@ fn a_task_stream_closes_a_5_mb_tool_result_with_its_id() {
 fn many_clients_of_one_task_stream_each_get_every_frame_from_their_own_point() {
     let base = tmp("stream-fanout");
     let (home, id, log) = live_run(&base);
-    let srv = support::Serve::start(&home);
+    let srv = support::Server::start(&home);
     let path = format!("/runs/{id}/tasks/t/stream");
     let mut first = String::new();
     for i in 0..2000 {
@@ -337,10 +337,10 @@ fn user_ticks(pid: u32) -> u64 {
 
 /// A server whose task streams keep only `retain` bytes of frames for
 /// clients behind the fastest.
-fn serve_retaining(home: &Path, retain: &str) -> support::Serve {
+fn serve_retaining(home: &Path, retain: &str) -> support::Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
     cmd.env("HARNESS_HOME", home).env("RUNWIRE_STREAM_RETAIN", retain).stderr(Stdio::null());
-    support::Serve::spawn(cmd)
+    support::Server::spawn(cmd)
 }
 
 /// Clients that come when the shared frames have moved on (a late client,
@@ -391,7 +391,7 @@ fn twenty_clients_of_one_task_stream_cost_about_what_one_does() {
     append(&log, &text);
     let path = format!("/runs/{id}/tasks/t/stream");
     let cost = |n: usize| {
-        let srv = support::Serve::start(&home);
+        let srv = support::Server::start(&home);
         let before = user_ticks(srv.child.id());
         let mut clients: Vec<Stream> = (0..n).map(|_| Stream::open(srv.port, &path, None)).collect();
         let readers: Vec<_> = clients.drain(..).map(|mut c| std::thread::spawn(move || c.count_rest())).collect();

@@ -6,10 +6,11 @@
 //! a `replay stub:` line on stderr) on a mismatch. Every test also checks
 //! that the stub never complained.
 //!
-//! The official client's view of the same flows is `tests/conformance.rs`
+//! The official client's view of the same flows is `tests/it/conformance.rs`
 //! territory: `conformance/interrupts.mjs` runs here too when node is there.
 
 use crate::support;
+use support::server::{Response, Server};
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -49,127 +50,27 @@ fn engine(dir: &Path, cell_dir: &Path, extra: &str) -> PathBuf {
     p
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    stderr: PathBuf,
-    home: PathBuf,
+fn start(test: &str, cell_name: &str, extra: &str, args: &[&str]) -> Server {
+    start_at(test, &cell(cell_name), extra, args)
 }
 
-impl Server {
-    fn start(test: &str, cell_name: &str, extra: &str, args: &[&str]) -> Server {
-        Server::start_at(test, &cell(cell_name), extra, args)
-    }
-
-    /// [`Server::start`] over the cell in `cell_dir` (one built at test time).
-    fn start_at(test: &str, cell_dir: &Path, extra: &str, args: &[&str]) -> Server {
-        let dir = tmp(test);
-        let eng = engine(&dir, cell_dir, extra);
-        let stderr = dir.join("stderr");
-        let home = dir.join("harness");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.args(["--listen", "127.0.0.1:0", "--agent", "claude", "--interactive", "--agent-cmd"])
-            .arg(&eng)
-            .args(args)
-            .env("HARNESS_HOME", &home)
-            .env("RUNWIRE_KEEPALIVE_MS", "60000")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap());
-        let mut child = cmd.spawn().expect("start runwire-serve");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(10)).expect("listening line");
-        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.parse().ok()).unwrap();
-        Server { child, port, stderr, home }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// The stub never found runwire's lines wrong.
-    fn assert_stub_happy(&self) {
-        let e = self.stderr();
-        assert!(!e.contains("replay stub:"), "the replaying stub complained:\n{e}");
-    }
-
-    fn journal(&self) -> Vec<Value> {
-        let dir = self.home.join("serve/runstate");
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = e.path();
-            let name = p.file_name().unwrap().to_string_lossy().to_string();
-            if name.ends_with(".jsonl") && !name.contains(".agent.") && !name.contains(".steer.") {
-                for l in std::fs::read_to_string(&p).unwrap().lines() {
-                    out.push(serde_json::from_str(l).unwrap());
-                }
-            }
-        }
-        out
-    }
-
-    fn stop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// [`start`] over the cell in `cell_dir` (one built at test time).
+fn start_at(test: &str, cell_dir: &Path, extra: &str, args: &[&str]) -> Server {
+    let dir = tmp(test);
+    let eng = engine(&dir, cell_dir, extra);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(&eng)
+        .args(args)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000");
+    Server::spawn(cmd)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-struct Response {
-    status: u16,
-    body: Vec<u8>,
-}
-
-impl Response {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
-    }
-    fn events(&self) -> Vec<Value> {
-        support::sse::events(&self.text())
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(i) = find(b, b"\r\n") {
-        let Ok(size) = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap_or("0"), 16) else { break };
-        b = &b[i + 2..];
-        if size == 0 || b.len() < size {
-            break;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[(size + 2).min(b.len())..];
-    }
-    out
+/// The stub never found runwire's lines wrong.
+fn assert_stub_happy(s: &Server) {
+    let e = s.stderr();
+    assert!(!e.contains("replay stub:"), "the replaying stub complained:\n{e}");
 }
 
 fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Response {
@@ -190,13 +91,7 @@ fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: 
     s.write_all(h.as_bytes()).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).expect("read the response");
-    let end = find(&raw, b"\r\n\r\n").expect("head");
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let rest = &raw[end + 4..];
-    let body =
-        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_vec() };
-    Response { status, body }
+    Response::parse(&raw)
 }
 
 fn agui(port: u16, body: Value) -> Response {
@@ -248,7 +143,7 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
 #[test]
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn approval_allow_interrupts_then_resumes() {
-    let s = Server::start("allow", "approval-allow", "", &[]);
+    let s = start("allow", "approval-allow", "", &[]);
     let prompt = &support::user_messages(&cell("approval-allow"))[0];
     let r1 = agui(s.port, run_input("t", "r1", prompt));
     assert_eq!(r1.status, 200);
@@ -282,7 +177,7 @@ fn approval_allow_interrupts_then_resumes() {
     let ans = j.iter().find(|r| r["input"] == "answered").expect("answered record");
     assert_eq!((ans["decision"].as_str(), ans["by"].as_str()), (Some("allow"), Some("agui")));
     assert_eq!(ans["request"], req["request"]);
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// approval-deny: a new message while the interrupt is open sends nothing
@@ -291,7 +186,7 @@ fn approval_allow_interrupts_then_resumes() {
 #[test]
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn approval_deny_and_new_input_never_skips_the_interrupt() {
-    let s = Server::start("deny", "approval-deny", "", &[]);
+    let s = start("deny", "approval-deny", "", &[]);
     let prompt = &support::user_messages(&cell("approval-deny"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
@@ -335,7 +230,7 @@ fn approval_deny_and_new_input_never_skips_the_interrupt() {
     .events();
     assert_eq!(last(&ev7)["type"], "RUN_FINISHED");
     assert!(ev7.iter().any(|e| e["name"] == "runwire.resume_skipped"));
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// user-question: an input_required interrupt whose schema holds the
@@ -344,7 +239,7 @@ fn approval_deny_and_new_input_never_skips_the_interrupt() {
 #[test]
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_question_is_answered_from_its_choices() {
-    let s = Server::start("question", "user-question", "", &[]);
+    let s = start("question", "user-question", "", &[]);
     let prompt = &support::user_messages(&cell("user-question"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
@@ -359,7 +254,7 @@ fn a_question_is_answered_from_its_choices() {
     let r3 = agui(s.port, resume_input("t", "r3", ok));
     assert_eq!(last(&r3.events())["type"], "RUN_FINISHED", "{}", r3.text());
     assert!(s.journal().iter().any(|r| r["input"] == "answered" && r["decision"] == "answer"));
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// The person's own answer in the free-text cell (with a comma: claude's
@@ -417,7 +312,7 @@ fn free_text_cell(dir: &Path) -> PathBuf {
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_question_is_answered_in_the_persons_own_words() {
     let cell_dir = free_text_cell(&tmp("other-cell"));
-    let s = Server::start_at("other", &cell_dir, "", &[]);
+    let s = start_at("other", &cell_dir, "", &[]);
     let prompt = &support::user_messages(&cell_dir)[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
@@ -440,7 +335,7 @@ fn a_question_is_answered_in_the_persons_own_words() {
         .find(|v| v["type"] == "runwire.answer")
         .expect("a runwire.answer line");
     assert_eq!(answer["answers"][q.as_str()], FREE_TEXT, "{answer}");
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// The task routes: the same rules with 409, and the browser boundary.
@@ -449,7 +344,7 @@ fn a_question_is_answered_in_the_persons_own_words() {
 fn task_routes_answer_with_the_same_rules_and_the_boundary() {
     let tokfile = tmp("routes-token").join("token");
     std::fs::write(&tokfile, "0123456789abcdef0123").unwrap();
-    let s = Server::start("routes", "approval-allow", "", &["--token-file", tokfile.to_str().unwrap()]);
+    let s = start("routes", "approval-allow", "", &["--token-file", tokfile.to_str().unwrap()]);
     let auth = ("Authorization", "Bearer 0123456789abcdef0123");
     let prompt = &support::user_messages(&cell("approval-allow"))[0];
     let r = request(s.port, "POST", "/agui", &[auth], &run_input("t", "r1", prompt).to_string());
@@ -487,7 +382,7 @@ fn task_routes_answer_with_the_same_rules_and_the_boundary() {
     // answer/stop on a run this server does not hold: 409.
     let other = request(s.port, "POST", "/runs/nope/tasks/agent/stop", &[auth], "{}");
     assert!(other.status == 409 || other.status == 404, "{}", other.text());
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// Fail closed: with --answer-timeout 1 the request expires, is denied to
@@ -496,7 +391,7 @@ fn task_routes_answer_with_the_same_rules_and_the_boundary() {
 #[test]
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn an_unanswered_request_is_denied_when_it_expires() {
-    let s = Server::start("expiry", "approval-deny", "", &["--answer-timeout", "1"]);
+    let s = start("expiry", "approval-deny", "", &["--answer-timeout", "1"]);
     let prompt = &support::user_messages(&cell("approval-deny"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
@@ -512,14 +407,14 @@ fn an_unanswered_request_is_denied_when_it_expires() {
     let cancel = json!([{"interruptId": i["id"], "status": "cancelled"}]);
     let ev3 = agui(s.port, resume_input("t", "r3", cancel)).events();
     assert_eq!(last(&ev3)["type"], "RUN_FINISHED", "{ev3:?}");
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// The capabilities route and /api/info agree, in the @ag-ui/core shape.
 #[test]
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn capabilities_are_served() {
-    let s = Server::start("caps", "approval-allow", "", &[]);
+    let s = start("caps", "approval-allow", "", &[]);
     let c = request(s.port, "GET", "/agui/capabilities", &[], "").json();
     let hitl = &c["humanInTheLoop"];
     for k in ["supported", "approvals", "interrupts", "approveWithEdits"] {
@@ -550,7 +445,7 @@ fn steer_writes_into_the_running_turn() {
     let msgs = support::user_messages(&cell("steer"));
     // The recording ends its first turn before the /compact message.
     let end_at = first_result_seq(&cell("steer"));
-    let s = Server::start("steer", "steer", &format!("--end-at {end_at}"), &[]);
+    let s = start("steer", "steer", &format!("--end-at {end_at}"), &[]);
     let port = s.port;
     let first = msgs[0].clone();
     let stream = std::thread::spawn(move || agui(port, run_input("t", "r1", &first)));
@@ -561,7 +456,7 @@ fn steer_writes_into_the_running_turn() {
     assert!(steer.json()["detail"].as_str().unwrap().contains("running turn"), "{}", steer.text());
     let r = stream.join().unwrap();
     assert_eq!(last(&r.events())["type"], "RUN_FINISHED", "{}", r.text());
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// stop: the turn is interrupted (the stub's synthetic reply), the run ends
@@ -573,7 +468,7 @@ fn stop_interrupts_the_turn_and_keeps_the_session() {
     // Stop before the recorded steer: the replay ends there, and the
     // interrupt gets the stub's synthetic reply.
     let end_at = seq_before_second_message(&cell("steer"));
-    let s = Server::start("stop", "steer", &format!("--end-at {end_at}"), &[]);
+    let s = start("stop", "steer", &format!("--end-at {end_at}"), &[]);
     let port = s.port;
     let first = msgs[0].clone();
     let stream = std::thread::spawn(move || agui(port, run_input("t", "r1", &first)));
@@ -592,7 +487,7 @@ fn stop_interrupts_the_turn_and_keeps_the_session() {
     // The session is still there: a steer is taken (no turn: it starts one).
     let again = request(port, "POST", &format!("/runs/{run}/tasks/agent/steer"), &[], r#"{"msg":"still there?"}"#);
     assert_eq!(again.status, 200, "{}", again.text());
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 fn envelopes(cell_dir: &Path, file: &str) -> Vec<Value> {
@@ -634,10 +529,10 @@ fn official_client(test: &str, cell_name: &str, answer: &str, extra: &[&str]) {
 /// [`official_client`] over the cell in `cell_dir` (one built at test time).
 fn official_client_at(test: &str, cell_dir: &Path, answer: &str, extra: &[&str]) {
     support::need(&["agui-client"]);
-    let s = Server::start_at(test, cell_dir, "", &[]);
+    let s = start_at(test, cell_dir, "", &[]);
     let prompt = support::user_messages(cell_dir)[0].clone();
     support::official_interrupts(s.port, &prompt, answer, extra, 30000, || s.stderr());
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 #[test]
@@ -675,7 +570,7 @@ fn official_client_answers_a_question_in_the_persons_own_words() {
 #[test]
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
-    let s = Server::start("plan", "plan-mode", "", &["--permission-mode", "plan"]);
+    let s = start("plan", "plan-mode", "", &["--permission-mode", "plan"]);
     let prompt = &support::user_messages(&cell("plan-mode"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let plan = interrupts(&ev)[0].clone();
@@ -704,7 +599,7 @@ fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
     );
     assert_eq!(last(&r3.events())["type"], "RUN_FINISHED", "{}", r3.text());
     assert!(last(&r3.events()).get("outcome").is_none());
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// A client that leaves mid-turn interrupts the turn (the stub's synthetic
@@ -714,7 +609,7 @@ fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
 fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
     let msgs = support::user_messages(&cell("steer"));
     let end_at = seq_before_second_message(&cell("steer"));
-    let s = Server::start("leave", "steer", &format!("--end-at {end_at}"), &[]);
+    let s = start("leave", "steer", &format!("--end-at {end_at}"), &[]);
     {
         let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         let body = run_input("t", "r1", &msgs[0]).to_string();
@@ -735,7 +630,7 @@ fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
         }
         // Gone, mid-turn.
     }
-    let log = s.home.join("serve/runstate");
+    let log = s.home().join("serve/runstate");
     wait_for("the interrupt's synthetic result in the task log", Duration::from_secs(10), || {
         std::fs::read_dir(&log).unwrap().flatten().any(|e| {
             e.file_name().to_string_lossy().ends_with(".agent.log")
@@ -746,7 +641,7 @@ fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
     let ev = r.events();
     assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{}", r.text());
     assert!(last(&ev).get("outcome").is_none());
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
 }
 
 /// Text deltas in the long answer: more lines than the server's channel
@@ -813,7 +708,7 @@ fn long_answer_cell(dir: &Path) -> (PathBuf, String, Vec<String>) {
 
 /// The task log of the server's one recorded session.
 fn task_log(s: &Server) -> PathBuf {
-    std::fs::read_dir(s.home.join("serve/runstate"))
+    std::fs::read_dir(s.home().join("serve/runstate"))
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -842,7 +737,7 @@ fn text_deltas(log: &str) -> Vec<String> {
 fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
     let cell_tmp = tmp("long-cell");
     let (cell_dir, second, deltas) = long_answer_cell(&cell_tmp);
-    let s = Server::start_at("long", &cell_dir, "", &[]);
+    let s = start_at("long", &cell_dir, "", &[]);
     let first = &support::user_messages(&cell("resume"))[0];
     let ev = agui(s.port, run_input("t", "r1", first)).events();
     assert_eq!(last(&ev)["type"], "RUN_FINISHED", "{ev:?}");
@@ -886,8 +781,8 @@ fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
     assert!(streamed.iter().zip(&deltas).all(|(a, b)| a == b), "in order");
     // The stub's made-up reply to "And now?" closes the run's own turn.
     assert!(ev.iter().any(|e| e["delta"].as_str().is_some_and(|d| d.contains("no recording for this message"))));
-    s.assert_stub_happy();
-    let server_tmp = s.home.parent().unwrap().to_path_buf();
+    assert_stub_happy(&s);
+    let server_tmp = s.home().parent().unwrap().to_path_buf();
     drop(s);
     let _ = std::fs::remove_dir_all(server_tmp);
     let _ = std::fs::remove_dir_all(cell_tmp);
@@ -900,8 +795,7 @@ fn a_long_turn_nobody_streams_never_stalls_and_the_next_run_streams_it_whole() {
 #[test]
 #[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
 fn an_approved_plan_without_a_mode_continues_in_the_plan_exit_mode() {
-    let s =
-        Server::start("planexit", "plan-mode", "", &["--permission-mode", "plan", "--plan-exit-mode", "acceptEdits"]);
+    let s = start("planexit", "plan-mode", "", &["--permission-mode", "plan", "--plan-exit-mode", "acceptEdits"]);
     let prompt = &support::user_messages(&cell("plan-mode"))[0];
     let plan = interrupts(&agui(s.port, run_input("t", "r1", prompt)).events())[0].clone();
     assert_eq!(plan["metadata"]["runwire"]["kind"], "plan_approval", "{plan}");
@@ -915,7 +809,7 @@ fn an_approved_plan_without_a_mode_continues_in_the_plan_exit_mode() {
     );
     let bash = interrupts(&r2.events()).first().cloned().unwrap_or_default();
     assert_eq!(bash["metadata"]["runwire"]["tool"], "Bash", "{}", r2.text());
-    s.assert_stub_happy();
+    assert_stub_happy(&s);
     for (bin, flags, agent) in [
         (
             env!("CARGO_BIN_EXE_runwire-serve"),

@@ -21,89 +21,41 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{cell, first_prompt, prompt_of};
+use support::{cell, first_prompt, prompt_of, Server};
 
 fn replay_agent() -> PathBuf {
     support::example("replay-agent")
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
+fn start(test: &str, agent: &str, cell_name: &str) -> Server {
+    start_with(test, agent, cell_name, &[])
 }
 
-impl Server {
-    fn start(test: &str, agent: &str, cell_name: &str) -> Server {
-        Server::start_with(test, agent, cell_name, &[])
-    }
-
-    /// With more environment for the stand-in (`REPLAY_CONTINUE`, …).
-    fn start_with(test: &str, agent: &str, cell_name: &str, env: &[(&str, &str)]) -> Server {
-        let dir = support::scratch(test);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-            .args(["--listen", "127.0.0.1:0", "--agent", agent, "--interactive", "--agent-cmd"])
-            .arg(replay_agent())
-            .env("HARNESS_HOME", dir.join("harness"))
-            .env("RUNWIRE_KEEPALIVE_MS", "60000")
-            .env("REPLAY_CELL", cell(agent, cell_name))
-            .env("REPLAY_EXPECT_ARGS", if agent == "codex" { "app-server" } else { "acp" })
-            // The stand-in says what it waits for (the test acts as the person then).
-            .env("REPLAY_STATE", dir.join("replay-state.json"))
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
-            .spawn()
-            .expect("start runwire-serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.parse().ok()).unwrap();
-        Server { child, port, dir }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-    }
-
-    fn journal(&self) -> Vec<Value> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(self.dir.join("harness/serve/runstate")).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            if name.ends_with(".jsonl") && !name.contains(".agent.") && !name.contains(".steer.") {
-                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
-                    out.push(serde_json::from_str(l).unwrap());
-                }
-            }
-        }
-        out
-    }
-
-    /// The stand-in's state (`examples/replay-agent` `--state`), once it wrote one.
-    fn replay_state(&self) -> Option<Value> {
-        serde_json::from_str(&std::fs::read_to_string(self.dir.join("replay-state.json")).ok()?).ok()
-    }
-
-    fn assert_replay_happy(&self) {
-        let e = self.stderr();
-        assert!(!e.contains("replay-agent:"), "the replayed agent found a wrong line:\n{e}");
-    }
+/// The server over the stand-in replaying `cell_name`, with more
+/// environment for the stand-in (`REPLAY_CONTINUE`, …).
+fn start_with(test: &str, agent: &str, cell_name: &str, env: &[(&str, &str)]) -> Server {
+    let dir = support::scratch(test);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", agent, "--interactive", "--agent-cmd"])
+        .arg(replay_agent())
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("REPLAY_CELL", cell(agent, cell_name))
+        .env("REPLAY_EXPECT_ARGS", if agent == "codex" { "app-server" } else { "acp" })
+        // The stand-in says what it waits for (the test acts as the person then).
+        .env("REPLAY_STATE", dir.join("replay-state.json"))
+        .envs(env.iter().copied());
+    Server::spawn(cmd).owning(dir)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The stand-in's state (`examples/replay-agent` `--state`), once it wrote one.
+fn replay_state(s: &Server) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(s.dir().join("replay-state.json")).ok()?).ok()
+}
+
+fn assert_replay_happy(s: &Server) {
+    let e = s.stderr();
+    assert!(!e.contains("replay-agent:"), "the replayed agent found a wrong line:\n{e}");
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -115,7 +67,7 @@ fn agui(port: u16, body: Value) -> Vec<Value> {
     let mut s = post_agui(port, body);
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    sse_events(&raw)
+    support::sse::http_events(&raw)
 }
 
 /// Sends POST /agui; the response is the caller's to read (or to leave).
@@ -130,27 +82,6 @@ fn post_agui(port: u16, body: Value) -> TcpStream {
     )
     .unwrap();
     s
-}
-
-/// The AG-UI events of a whole (or cut) chunked SSE response.
-fn sse_events(raw: &[u8]) -> Vec<Value> {
-    let end = find(raw, b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    // Chunked: the frames are whole lines inside the chunks (a cut response
-    // ends at its last whole chunk).
-    let mut rest = &raw[end + 4..];
-    let mut body = Vec::new();
-    while let Some(i) = find(rest, b"\r\n") {
-        let size = usize::from_str_radix(std::str::from_utf8(&rest[..i]).unwrap(), 16).unwrap();
-        rest = &rest[i + 2..];
-        if size == 0 || rest.len() < size + 2 {
-            break;
-        }
-        body.extend_from_slice(&rest[..size]);
-        rest = &rest[size + 2..];
-    }
-    support::sse::events(&String::from_utf8(body).unwrap())
 }
 
 fn run(thread: &str, run: &str, prompt: &str) -> Value {
@@ -181,7 +112,7 @@ fn finished_ok(ev: &[Value]) {
 
 /// Approve or deny the one approval of `cell`, as the recording's person did.
 fn approval(agent: &str, cell_name: &str, approved: bool, tool: &str) {
-    let s = Server::start(&format!("{agent}-{cell_name}"), agent, cell_name);
+    let s = start(&format!("{agent}-{cell_name}"), agent, cell_name);
     let ev = agui(s.port, run("t", "r1", &first_prompt(&cell(agent, cell_name))));
     let ints = interrupts(&ev);
     assert_eq!(ints.len(), 1, "{ints:?}");
@@ -214,7 +145,7 @@ fn approval(agent: &str, cell_name: &str, approved: bool, tool: &str) {
     // The session said it was idle once the turn was over (its line is in the
     // task log, after the answer and the turn's end); the AG-UI streams show
     // nothing of it (normalize-events skips it).
-    let logs: String = std::fs::read_dir(s.dir.join("harness/serve/runstate"))
+    let logs: String = std::fs::read_dir(s.dir().join("harness/serve/runstate"))
         .unwrap()
         .flatten()
         .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
@@ -226,7 +157,7 @@ fn approval(agent: &str, cell_name: &str, approved: bool, tool: &str) {
     let last = logs.rfind("runwire.idle").unwrap();
     assert!(logs.rfind(r#""type":"runwire.answer""#).unwrap() < last, "{logs}");
     assert!(!format!("{ev:?}{ev2:?}").contains("runwire.idle"));
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 #[test]
@@ -243,7 +174,7 @@ fn cursor_tool_call_approved_and_denied_through_agui() {
 
 #[test]
 fn codex_question_through_agui() {
-    let s = Server::start("codex-question", "codex", "user-question");
+    let s = start("codex-question", "codex", "user-question");
     let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", "user-question"))));
     let i = interrupts(&ev)[0].clone();
     assert_eq!(i["reason"], "input_required", "{i}");
@@ -253,7 +184,7 @@ fn codex_question_through_agui() {
     let text: String =
         ev2.iter().filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT").filter_map(|e| e["delta"].as_str()).collect();
     assert_eq!(text, "spaces");
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 /// A permission-profile approval (`item/permissions/requestApproval`) is
@@ -263,7 +194,7 @@ fn codex_question_through_agui() {
 #[test]
 fn codex_permission_profile_granted_through_agui() {
     let name = "synthetic.codex-permissions";
-    let s = Server::start("codex-permissions", "codex", name);
+    let s = start("codex-permissions", "codex", name);
     let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
     let ints = interrupts(&ev);
     let i = &ints[0];
@@ -277,7 +208,7 @@ fn codex_permission_profile_granted_through_agui() {
     finished_ok(&ev2);
     let j = s.journal();
     assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "allow"), "{j:?}");
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 /// An MCP server's form (`mcpServer/elicitation/request`) is a question
@@ -286,7 +217,7 @@ fn codex_permission_profile_granted_through_agui() {
 #[test]
 fn codex_mcp_form_answered_through_agui() {
     let name = "synthetic.codex-elicitation";
-    let s = Server::start("codex-elicitation", "codex", name);
+    let s = start("codex-elicitation", "codex", name);
     let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
     let i = interrupts(&ev)[0].clone();
     assert_eq!(i["reason"], "input_required", "{i}");
@@ -296,7 +227,7 @@ fn codex_mcp_form_answered_through_agui() {
     let payload = json!({"answers": {"Place": "Home directory", "How many copies?": "1"}});
     let ev2 = agui(s.port, resume("t", "r2", &i["id"], payload));
     finished_ok(&ev2);
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 /// A non-blocking question (codex `isBlocking: false`) is a card in the
@@ -306,12 +237,12 @@ fn codex_mcp_form_answered_through_agui() {
 #[test]
 fn codex_non_blocking_question_answered_through_the_task_route_while_the_run_streams() {
     let name = "synthetic.codex-nonblocking-question";
-    let s = Server::start("codex-nonblocking", "codex", name);
+    let s = start("codex-nonblocking", "codex", name);
     let port = s.port;
     let prompt = first_prompt(&cell("codex", name));
     let stream = std::thread::spawn(move || agui(port, run("t", "r1", &prompt)));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let state = || s.replay_state().unwrap_or(Value::Null);
+    let state = || replay_state(&s).unwrap_or(Value::Null);
     let why = || format!("state {}\nserver:\n{}", state(), s.stderr());
     // Codex worked on past the question: the stand-in now waits for the answer
     // (runwire's own lines before it are its to write).
@@ -336,7 +267,7 @@ fn codex_non_blocking_question_answered_through_the_task_route_while_the_run_str
     assert!(ev.iter().any(|e| e["type"] == "TEXT_MESSAGE_CONTENT"), "the run streamed on");
     let j = s.journal();
     assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "answer"), "{j:?}");
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 /// Unanswered, a non-blocking question is cancelled at the turn's end and
@@ -344,7 +275,7 @@ fn codex_non_blocking_question_answered_through_the_task_route_while_the_run_str
 #[test]
 fn codex_non_blocking_question_unanswered_is_cancelled_at_the_turns_end() {
     let name = "synthetic.codex-nonblocking-unanswered";
-    let s = Server::start("codex-nonblocking-un", "codex", name);
+    let s = start("codex-nonblocking-un", "codex", name);
     let ev = agui(s.port, run("t", "r1", &first_prompt(&cell("codex", name))));
     finished_ok(&ev);
     assert!(ev.iter().any(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.input_request"), "{ev:?}");
@@ -357,12 +288,12 @@ fn codex_non_blocking_question_unanswered_is_cancelled_at_the_turns_end() {
     }
     let j = s.journal();
     assert!(cancelled(&j), "{j:?}");
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 #[test]
 fn the_capabilities_say_codex_takes_no_edited_input() {
-    let s = Server::start("caps", "codex", "approval-allow");
+    let s = start("caps", "codex", "approval-allow");
     let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     write!(c, "GET /agui/capabilities HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n", s.port).unwrap();
     let mut raw = String::new();
@@ -422,7 +353,7 @@ enum Act {
 /// runwire writes and must reach the end of the process's recording. Returns
 /// the AG-UI events of every run (the last one's last) and the routes' replies.
 fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
-    let s = Server::start(&format!("{agent}-{cell_name}"), agent, cell_name);
+    let s = start(&format!("{agent}-{cell_name}"), agent, cell_name);
     let port = s.port;
     let prompt = first_prompt(&cell(agent, cell_name));
     let mut stream = std::thread::spawn(move || agui(port, run("t", "r1", &prompt)));
@@ -434,7 +365,7 @@ fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
     let mut handled: Vec<u64> = Vec::new();
     let mut acts = Vec::new();
     loop {
-        let state = || s.replay_state().unwrap_or(Value::Null);
+        let state = || replay_state(&s).unwrap_or(Value::Null);
         let why = || format!("state {}\nserver:\n{}", state(), s.stderr());
         let Some((index, st)) = support::next_exchange(state, &handled, deadline, why) else {
             break;
@@ -488,7 +419,7 @@ fn mid_turn(agent: &str, cell_name: &str) -> (Vec<Value>, Vec<(Act, Value)>) {
         acts.push((act, reply));
     }
     all.extend(stream.join().unwrap());
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
     (all, acts)
 }
 
@@ -578,10 +509,10 @@ fn cursor_stop_cancels_the_turn_through_the_task_route() {
 /// stand-in found every line runwire wrote as recorded.
 fn official_client(agent: &str, cell_name: &str, answer: &str, extra: &[&str]) {
     support::need(&["agui-client"]);
-    let s = Server::start(&format!("oc-{agent}-{cell_name}"), agent, cell_name);
+    let s = start(&format!("oc-{agent}-{cell_name}"), agent, cell_name);
     let prompt = first_prompt(&cell(agent, cell_name));
     support::official_interrupts(s.port, &prompt, answer, extra, 60000, || s.stderr());
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 #[test]
@@ -643,7 +574,7 @@ fn prompt_of_process(dir: &Path, n: usize) -> String {
 /// replays in the same process) runs to its end on it.
 fn client_leaves_mid_turn(agent: &str, stop: &str) {
     let dir = cell(agent, "stop-interrupt");
-    let s = Server::start_with(&format!("leave-{agent}"), agent, "stop-interrupt", &[("REPLAY_CONTINUE", "2")]);
+    let s = start_with(&format!("leave-{agent}"), agent, "stop-interrupt", &[("REPLAY_CONTINUE", "2")]);
     let port = s.port;
     let mut conn = post_agui(port, run("t", "r1", &first_prompt(&dir)));
     let mut runs = 1;
@@ -651,8 +582,8 @@ fn client_leaves_mid_turn(agent: &str, stop: &str) {
     let mut handled = Vec::new();
     // Until the stand-in waits for the stop: approvals the person gave are given.
     loop {
-        assert!(Instant::now() < deadline, "no progress: {:?}\nserver:\n{}", s.replay_state(), s.stderr());
-        let st = s.replay_state().unwrap_or(Value::Null);
+        assert!(Instant::now() < deadline, "no progress: {:?}\nserver:\n{}", replay_state(&s), s.stderr());
+        let st = replay_state(&s).unwrap_or(Value::Null);
         assert_ne!(st["state"], "fail", "{st}\nserver:\n{}", s.stderr());
         if st["state"] == "wait" && st["expect"]["method"] == stop {
             break;
@@ -662,7 +593,7 @@ fn client_leaves_mid_turn(agent: &str, stop: &str) {
             handled.push(st["index"].clone());
             let mut raw = Vec::new();
             conn.read_to_end(&mut raw).unwrap();
-            let ints = interrupts(&sse_events(&raw));
+            let ints = interrupts(&support::sse::http_events(&raw));
             runs += 1;
             conn = post_agui(port, resume("t", &format!("r{runs}"), &ints[0]["id"], json!({"approved": true})));
         }
@@ -677,8 +608,8 @@ fn client_leaves_mid_turn(agent: &str, stop: &str) {
     // for the next prompt in the same process.
     let next = prompt_of_process(&dir, 2);
     loop {
-        assert!(Instant::now() < deadline, "the turn was not stopped: {:?}\nserver:\n{}", s.replay_state(), s.stderr());
-        let st = s.replay_state().unwrap_or(Value::Null);
+        assert!(Instant::now() < deadline, "the turn was not stopped: {:?}\nserver:\n{}", replay_state(&s), s.stderr());
+        let st = replay_state(&s).unwrap_or(Value::Null);
         assert_ne!(st["state"], "fail", "{st}\nserver:\n{}", s.stderr());
         if st["state"] == "wait"
             && st["expect"]["method"] != stop
@@ -701,11 +632,11 @@ fn client_leaves_mid_turn(agent: &str, stop: &str) {
         ev.iter().filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT").filter_map(|e| e["delta"].as_str()).collect();
     assert!(!text.is_empty(), "the next turn answered: {ev:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !s.replay_state().is_some_and(|st| st["state"] == "done") {
-        assert!(Instant::now() < deadline, "the replay did not end: {:?}", s.replay_state());
+    while !replay_state(&s).is_some_and(|st| st["state"] == "done") {
+        assert!(Instant::now() < deadline, "the replay did not end: {:?}", replay_state(&s));
         std::thread::sleep(Duration::from_millis(20));
     }
-    s.assert_replay_happy();
+    assert_replay_happy(&s);
 }
 
 #[test]

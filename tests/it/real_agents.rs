@@ -10,7 +10,7 @@
 //! skip rule, `tool = "real-agents"` in tests/support/tools.rs), so `cargo
 //! test` shows them as skipped, never passed; under CI they always run, and a missing agent
 //! fails. A test that shows a known runwire gap is `#[ignore]`d with the
-//! issue's case number: `cargo test --test real_agents -- --ignored` runs
+//! issue's case number: `cargo test --test it real_agents:: -- --ignored` runs
 //! them (and they fail until the gap is fixed). docs/REAL-AGENTS.md has the
 //! resulting table.
 
@@ -351,26 +351,19 @@ fn live(port: u16, prompt: &str, expect: &str) {
 
 /// `runwire-serve --agent acp --interactive -- AGENT` (the agent run
 /// exactly as given), with codex-acp's `bwrap` on `PATH`.
-fn serve_acp(lab: &Lab, agent: &str) -> support::Serve {
+fn serve_acp(lab: &Lab, agent: &str) -> support::Server {
     let mut cmd = lab.cmd(env!("CARGO_BIN_EXE_runwire-serve"));
     cmd.args(["--agent", "acp", "--interactive", "--listen", "127.0.0.1:0", "--"])
         .arg(agent_bin(agent))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
         .stderr(std::fs::File::create(lab.dir.join("serve.stderr")).unwrap());
     with_bwrap(&mut cmd);
-    let mut child = cmd.spawn().expect("start runwire-serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
-    let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}, not where it listens {}", lab.why()));
-    support::Serve { child, port, stderr: None }
+    support::Server::spawn(cmd)
 }
 
-fn serve(lab: &Lab, args: &[&str]) -> support::Serve {
+fn serve(lab: &Lab, args: &[&str]) -> support::Server {
     let mut cmd = lab.cmd(env!("CARGO_BIN_EXE_runwire-serve"));
     cmd.args(args).stderr(std::fs::File::create(lab.dir.join("serve.stderr")).unwrap());
-    support::Serve::spawn(cmd)
+    support::Server::spawn(cmd)
 }
 
 #[test]
@@ -397,7 +390,7 @@ fn codex_serve_batch() {
 
 /// The official client's interrupt round (`conformance/interrupts.mjs`):
 /// ask with `prompt`, answer with `answer`.
-fn interrupts(lab: &Lab, s: &support::Serve, prompt: &str, answer: &str) {
+fn interrupts(lab: &Lab, s: &support::Server, prompt: &str, answer: &str) {
     support::need(&["agui-client"]);
     let stderr = lab.dir.join("serve.stderr");
     support::official_interrupts(s.port, prompt, answer, &[], 60_000, || {

@@ -5,7 +5,7 @@
 //! session with that error (case 4); an ACP session ends after `end` even
 //! when the agent never exits on its own (case 5); `runwire-session acp --
 //! CMD ARGS…` runs the command exactly as given (case 7). The real agents
-//! show the same in tests/real_agents.rs.
+//! show the same in tests/it/real_agents.rs.
 
 use crate::support;
 

@@ -4,10 +4,10 @@
 //! failed assertion) and checks that no stub process is left.
 
 use crate::support;
+use support::Server;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -383,17 +383,17 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
     assert_eq!(reaped.len(), 1, "{reaped:?}");
     assert_eq!((reaped[0]["task"].as_str(), reaped[0]["last_state"].as_str()), (Some("b"), Some("implemented")));
     assert!(sock.exists() && UnixStream::connect(&sock).is_err(), "a stale socket nobody answers");
-    let srv = Server::start(&env, &[]);
+    let srv = serve(&env, &[]);
     let id = run_id(&env);
     for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/b/kill")] {
-        let (code, v) = srv.post(&path, "", "");
+        let (code, v) = srv.post_with(&path, "", "");
         assert_eq!(
             (code, v),
             (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
             "{path}"
         );
     }
-    let (code, _) = srv.post(&format!("/runs/{id}/tasks/b/steer"), JSON, r#"{"msg":"m"}"#);
+    let (code, _) = srv.post_with(&format!("/runs/{id}/tasks/b/steer"), JSON, r#"{"msg":"m"}"#);
     assert_eq!(code, 409);
     std::fs::write(env.p("ok.flag"), "").unwrap();
     let mut again = env.start("ok");
@@ -410,36 +410,11 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
 
 // ---- through runwire-serve ----
 
-/// runwire-serve ([`support::Serve`]), with what these tests ask of it.
-struct Server(support::Serve);
-
-impl std::ops::Deref for Server {
-    type Target = support::Serve;
-    fn deref(&self) -> &support::Serve {
-        &self.0
-    }
-}
-
-impl Server {
-    fn start(env: &Env, args: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.args(args).env("HARNESS_HOME", env.p("home")).stderr(Stdio::null());
-        Server(support::Serve::spawn(cmd))
-    }
-
-    /// One POST; `headers` end with CRLF each.
-    fn post(&self, path: &str, headers: &str, body: &str) -> (u16, Value) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(LIMIT)).unwrap();
-        write!(s, "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\n\r\n{body}", body.len())
-            .unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        let text = String::from_utf8_lossy(&raw);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
-        (code, serde_json::from_str(body).unwrap_or(Value::Null))
-    }
+/// runwire-serve with what these tests ask of it.
+fn serve(env: &Env, args: &[&str]) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(args).env("HARNESS_HOME", env.p("home"));
+    Server::spawn(cmd)
 }
 
 fn run_id(env: &Env) -> String {
@@ -457,22 +432,22 @@ fn routes_reach_the_supervisor_and_answer_409_without_one() {
     let mut sup = env.start("hang");
     until("the hanging engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
     let id = run_id(&env);
-    let srv = Server::start(&env, &["--token-file", env.p("token").to_str().unwrap()]);
+    let srv = serve(&env, &["--token-file", env.p("token").to_str().unwrap()]);
     let auth = "Authorization: Bearer 0123456789abcdef0123\r\n";
     let with = |h: &str| format!("{auth}{h}");
     // The /agui boundary: token, Origin, media type.
-    assert_eq!(srv.post(&format!("/runs/{id}/pause"), "", "").0, 401);
-    assert_eq!(srv.post(&format!("/runs/{id}/pause"), &with("Origin: http://evil.example\r\n"), "").0, 403);
+    assert_eq!(srv.post_with(&format!("/runs/{id}/pause"), "", "").0, 401);
+    assert_eq!(srv.post_with(&format!("/runs/{id}/pause"), &with("Origin: http://evil.example\r\n"), "").0, 403);
     let steer = format!("/runs/{id}/tasks/a/steer");
-    assert_eq!(srv.post(&steer, &with("Content-Type: text/plain\r\n"), r#"{"msg":"m"}"#).0, 415);
-    assert_eq!(srv.post(&steer, &with(JSON), r#"{"msg":"m","bogus":1}"#).0, 400);
-    let (code, v) = srv.post(&format!("/runs/{id}/pause"), auth, "");
+    assert_eq!(srv.post_with(&steer, &with("Content-Type: text/plain\r\n"), r#"{"msg":"m"}"#).0, 415);
+    assert_eq!(srv.post_with(&steer, &with(JSON), r#"{"msg":"m","bogus":1}"#).0, 400);
+    let (code, v) = srv.post_with(&format!("/runs/{id}/pause"), auth, "");
     assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
-    let (code, v) = srv.post(&format!("/runs/{id}/resume"), auth, "");
+    let (code, v) = srv.post_with(&format!("/runs/{id}/resume"), auth, "");
     assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
-    let (code, v) = srv.post(&format!("/runs/{id}/tasks/b/steer"), &with(JSON), r#"{"msg":"m"}"#);
+    let (code, v) = srv.post_with(&format!("/runs/{id}/tasks/b/steer"), &with(JSON), r#"{"msg":"m"}"#);
     assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
-    let (code, v) = srv.post(&format!("/runs/{id}/tasks/a/kill"), auth, "");
+    let (code, v) = srv.post_with(&format!("/runs/{id}/tasks/a/kill"), auth, "");
     assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
     no_stub_left(&env);
     assert_eq!(sup.wait(), 1);
@@ -481,7 +456,7 @@ fn routes_reach_the_supervisor_and_answer_409_without_one() {
     assert!(j.iter().any(|r| r["run"] == "paused") && j.iter().any(|r| r["run"] == "resumed"));
     // Nobody answers now.
     for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/a/kill")] {
-        let (code, v) = srv.post(&path, auth, "");
+        let (code, v) = srv.post_with(&path, auth, "");
         assert_eq!(
             (code, v),
             (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
@@ -490,9 +465,9 @@ fn routes_reach_the_supervisor_and_answer_409_without_one() {
     }
     // A steer inbox takes steer, pause and resume, never kill.
     std::fs::write(env.p("runstate/p.steer.jsonl"), "").unwrap();
-    assert_eq!(srv.post(&steer, &with(JSON), r#"{"msg":"later","interrupt":true}"#).0, 202);
-    assert_eq!(srv.post(&format!("/runs/{id}/pause"), auth, "").0, 202);
-    assert_eq!(srv.post(&format!("/runs/{id}/tasks/a/kill"), auth, "").0, 409);
+    assert_eq!(srv.post_with(&steer, &with(JSON), r#"{"msg":"later","interrupt":true}"#).0, 202);
+    assert_eq!(srv.post_with(&format!("/runs/{id}/pause"), auth, "").0, 202);
+    assert_eq!(srv.post_with(&format!("/runs/{id}/tasks/a/kill"), auth, "").0, 409);
     let inbox: Vec<Value> = std::fs::read_to_string(env.p("runstate/p.steer.jsonl"))
         .unwrap()
         .lines()
@@ -729,10 +704,10 @@ fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
     let (id_a, id_b) = (run_id_of(&env, &env.dir), run_id_of(&env, &wb));
     let b_pid = task_b().unwrap();
     let sock_b = PathBuf::from(live_b()["sock"].as_str().unwrap());
-    let srv = Server::start(&env, &[]);
+    let srv = serve(&env, &[]);
     // A's agent points A's liveness at B's socket: the route still reaches A's own supervisor.
     plant_sock(&env.p("runstate/p.live.json"), &sock_b);
-    let (code, v) = srv.post(&format!("/runs/{id_a}/pause"), "", "");
+    let (code, v) = srv.post_with(&format!("/runs/{id_a}/pause"), "", "");
     assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
     assert!(env.journal().iter().any(|r| r["run"] == "paused"), "A's own supervisor paused A");
     let b_journal = || std::fs::read_to_string(wb.join("runstate/p.jsonl")).unwrap_or_default();
@@ -742,21 +717,21 @@ fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
     sup_a.kill9();
     until("A's task to die with its supervisor", || !alive(a_task));
     plant_sock(&env.p("runstate/p.live.json"), &sock_b);
-    let (code, v) = srv.post(&format!("/runs/{id_a}/tasks/a/kill"), "", "");
+    let (code, v) = srv.post_with(&format!("/runs/{id_a}/tasks/a/kill"), "", "");
     assert_eq!(code, 409, "{v}");
     assert!(alive(b_pid), "run B's task survives a kill of run A");
     assert!(!b_journal().contains("halted"), "{}", b_journal());
     fake_control(&env.p("agent.sock"));
     plant_sock(&env.p("runstate/p.live.json"), &env.p("agent.sock"));
     for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
-        let (code, v) = srv.post(&path, "", "");
+        let (code, v) = srv.post_with(&path, "", "");
         assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{path}: {v}");
     }
     // A process other than the registered supervisor at the run's own socket
     // (the stale socket of the dead supervisor, taken over) is refused too.
     fake_control(&env.p(&format!("home/sock/{id_a}.sock")));
     for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
-        let (code, v) = srv.post(&path, "", "");
+        let (code, v) = srv.post_with(&path, "", "");
         assert_eq!(code, 502, "{path}: {v}");
         assert!(v["detail"].as_str().unwrap().contains("not the registered supervisor"), "{v}");
     }
@@ -764,17 +739,17 @@ fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
     // an error, and a steer inbox beside it takes nothing either.
     let sup_b_pid = _sup_b.child.as_ref().unwrap().id().to_string();
     std::fs::write(wb.join("runstate/p.steer.jsonl"), "").unwrap();
-    let mut deaf = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-    deaf.env("HARNESS_HOME", env.p("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "300").stderr(Stdio::null());
-    let deaf = Server(support::Serve::spawn(deaf));
+    let mut deaf = Server::command();
+    deaf.env("HARNESS_HOME", env.p("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "300");
+    let deaf = Server::spawn(deaf);
     let sup_b_pid = nix::unistd::Pid::from_raw(sup_b_pid.parse().unwrap());
     nix::sys::signal::kill(sup_b_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
-    let (code, v) = deaf.post(&format!("/runs/{id_b}/pause"), "", "");
+    let (code, v) = deaf.post_with(&format!("/runs/{id_b}/pause"), "", "");
     nix::sys::signal::kill(sup_b_pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     assert_eq!((code, v["ok"].as_bool()), (502, Some(false)), "{v}");
     assert_eq!(std::fs::read_to_string(wb.join("runstate/p.steer.jsonl")).unwrap(), "");
     // B's own route still works, through B's registered supervisor.
-    let (code, v) = srv.post(&format!("/runs/{id_b}/tasks/a/kill"), "", "");
+    let (code, v) = srv.post_with(&format!("/runs/{id_b}/tasks/a/kill"), "", "");
     assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
     until("B's task to be killed", || !alive(b_pid));
 }

@@ -752,7 +752,7 @@ fn cursor_unanswered_permission_expires_denied() {
 fn server_task_routes_answer_a_supervised_cursor_session() {
     let mut s = Sup::start("cursor-routes", "cursor", "approval-allow", &[]);
     s.until("the request in the journal", |s| s.inputs().iter().any(|r| r["input"] == "requested"));
-    let srv = support::Serve::start(&s.dir.join("home"));
+    let srv = support::Server::start(&s.dir.join("home"));
     let post = |path: &str, body: &str| srv.post(path, body);
     let run = std::fs::read_dir(s.dir.join("home/runs")).unwrap().flatten().next().unwrap();
     let run = run.path().file_stem().unwrap().to_string_lossy().to_string();

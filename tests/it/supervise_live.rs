@@ -177,7 +177,7 @@ fn server_task_routes_answer_and_stop_a_supervised_session() {
     need_jq!();
     let mut l = Live::start("routes", "approval-allow", "");
     l.until("the request in the log", |l| l.log().contains(r#"{"type":"runwire.request""#));
-    let srv = support::Serve::start(&l.dir.join("home"));
+    let srv = support::Server::start(&l.dir.join("home"));
     let post = |path: &str, body: &str| srv.post(path, body);
     let run = std::fs::read_dir(l.dir.join("home/runs")).unwrap().flatten().next().unwrap();
     let id = run.path().file_stem().unwrap().to_string_lossy().to_string();

@@ -126,7 +126,7 @@ fn a_recorded_post_agui_run_rereads_identically_with_true_times() {
         .env("HARNESS_HOME", dir.join("home"))
         .env_remove("SOURCE_DATE_EPOCH")
         .stderr(Stdio::null());
-    let s = support::Serve::spawn(cmd);
+    let s = support::Server::spawn(cmd);
     let body = r#"{"threadId":"t","runId":"r1","messages":[{"id":"u","role":"user","content":"hi"}]}"#;
     let live = http(
         s.port,

@@ -253,7 +253,7 @@ fn one_run(exe: &std::path::Path, cache: &std::path::Path, between: impl FnOnce(
         .env("HARNESS_HOME", cache.with_extension("home"))
         .env("PATH", "/usr/bin:/bin")
         .stderr(std::fs::File::create(&err).unwrap());
-    let srv = support::Serve::spawn(cmd);
+    let srv = support::Server::spawn(cmd);
     between();
     let body = r#"{"threadId":"t","runId":"r","messages":[{"id":"m","role":"user","content":"hi"}]}"#;
     let (code, _) = srv.post("/agui", body);
