@@ -6,11 +6,9 @@
 use crate::support;
 use support::Server;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Command, Stdio};
 
 fn bin_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_runwire-serve")).parent().unwrap().to_path_buf()

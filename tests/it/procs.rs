@@ -5,6 +5,7 @@
 //! orphan that ignores it and holds the wrapper's stdout.
 
 use crate::support;
+use support::Server;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -73,35 +74,15 @@ impl Drop for Cleanup {
     }
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path, mode: &str) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.args(["--listen", "127.0.0.1:0", "--agent", "claude", "--agent-cmd"])
-            .arg(escape_dir().join("claude.sh"))
-            .env("HARNESS_HOME", dir.join("home"))
-            .env("ESCAPE_PIDS", dir.join("pids"))
-            .env("ESCAPE_MODE", mode)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().expect("start runwire-serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).expect("listening line");
-        Server { child, port }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// runwire-serve over the escaping wrapper in `mode`.
+fn serve(dir: &Path, mode: &str) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--agent-cmd"])
+        .arg(escape_dir().join("claude.sh"))
+        .env("HARNESS_HOME", dir.join("home"))
+        .env("ESCAPE_PIDS", dir.join("pids"))
+        .env("ESCAPE_MODE", mode);
+    Server::spawn(cmd)
 }
 
 fn post(port: u16, run: &str) -> TcpStream {
@@ -124,7 +105,7 @@ fn post(port: u16, run: &str) -> TcpStream {
 fn serve_client_disconnect_leaves_no_process() {
     let dir = tmp("disc");
     let _c = Cleanup(dir.clone());
-    let s = Server::start(&dir, "hang");
+    let s = serve(&dir, "hang");
     let sock = post(s.port, "r1");
     let p = escapers(&dir.join("pids"));
     drop(sock);
@@ -137,11 +118,10 @@ fn serve_client_disconnect_leaves_no_process() {
 fn serve_killed_with_sigkill_leaves_no_process() {
     let dir = tmp("kill9");
     let _c = Cleanup(dir.clone());
-    let mut s = Server::start(&dir, "hang");
+    let mut s = serve(&dir, "hang");
     let _sock = post(s.port, "r1");
     let p = escapers(&dir.join("pids"));
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    s.kill();
     all_gone(&p, Duration::from_secs(8));
 }
 
@@ -149,7 +129,7 @@ fn serve_killed_with_sigkill_leaves_no_process() {
 fn serve_run_ends_when_the_wrapper_exits_though_an_orphan_holds_its_stdout() {
     let dir = tmp("linger");
     let _c = Cleanup(dir.clone());
-    let s = Server::start(&dir, "exit");
+    let s = serve(&dir, "exit");
     let t = Instant::now();
     let mut sock = post(s.port, "r1");
     let mut body = Vec::new();
@@ -274,18 +254,11 @@ fn a_recorder_that_cannot_write_journals_the_run_failed_with_the_reason() {
     let runstate = dir.join("home/serve/runstate");
     std::fs::create_dir_all(&runstate).unwrap();
     std::os::unix::fs::symlink("/dev/full", runstate.join("agui-full.agent.log")).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-    cmd.args(["--listen", "127.0.0.1:0", "--agent", "claude", "--agent-cmd"])
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--agent-cmd"])
         .arg(root().join("fixtures/stub-wrapper/agent.sh"))
-        .env("HARNESS_HOME", dir.join("home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap();
-    let s = Server { child, port };
+        .env("HARNESS_HOME", dir.join("home"));
+    let s = Server::spawn(cmd);
     let mut sock = post(s.port, "full");
     let mut body = Vec::new();
     sock.read_to_end(&mut body).unwrap();

@@ -3,9 +3,10 @@
 //! 127.0.0.1:0 spoken to over raw TCP. Every socket read has a timeout.
 
 use crate::support;
+use support::Server;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -232,51 +233,15 @@ fn reap_drops_a_dead_pid_and_reports_the_journals_last_state() {
 
 // ---- the server ----
 
-struct Server {
-    child: Child,
-    port: u16,
+fn serve(home: &Path, envs: &[(&str, &str)]) -> Server {
+    serve_with(home, envs, &[])
 }
 
-impl Server {
-    fn start(home: &Path, envs: &[(&str, &str)]) -> Server {
-        Server::start_with(home, envs, &[])
-    }
-
-    fn start_with(home: &Path, envs: &[(&str, &str)], args: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.args(["--listen", "127.0.0.1:0"]).args(args).env("HARNESS_HOME", home).env("RUNWIRE_REPLAY_DELAY_MS", "0");
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().rsplit(':').next().unwrap().parse().unwrap();
-        Server { child, port }
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.get_with(path, "")
-    }
-
-    fn get_with(&self, path: &str, headers: &str) -> (u16, Value) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        write!(s, "GET {path} HTTP/1.0\r\n{headers}\r\n").unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        let text = String::from_utf8_lossy(&raw);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
-        (code, serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}")))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn serve_with(home: &Path, envs: &[(&str, &str)], args: &[&str]) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(args).env("HARNESS_HOME", home).env("RUNWIRE_REPLAY_DELAY_MS", "0");
+    cmd.envs(envs.iter().copied());
+    Server::spawn(cmd)
 }
 
 fn without(mut v: Value, keys: &[&str]) -> Value {
@@ -289,7 +254,7 @@ fn without(mut v: Value, keys: &[&str]) -> Value {
 #[test]
 fn routes_give_the_same_views_as_the_runs_binary_and_refuse_bad_ids() {
     let f = fixture("routes");
-    let srv = Server::start(&f.home, &[]);
+    let srv = serve(&f.home, &[]);
     let (code, list) = srv.get("/runs");
     assert_eq!(code, 200);
     let cli = lines(&bin("runs", &f.home).arg("list").output().unwrap().stdout);
@@ -336,40 +301,24 @@ fn read_frames(port: u16, path: &str, last_id: Option<&str>, max: usize) -> (Vec
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).unwrap();
-    let mut buf = Vec::new();
-    let mut ids = Vec::new();
-    let mut errors = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let mut head_done = false;
-    loop {
-        let n = s.read(&mut chunk).unwrap_or(0);
-        if n == 0 {
+    let mut sse = support::sse::Reader::new(s);
+    let head = sse.head();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (mut ids, mut errors) = (Vec::new(), Vec::new());
+    while let Some(f) = sse.next_frame() {
+        if f.kind() == "error" {
+            errors.push(f.data);
+            continue;
+        }
+        ids.extend(f.id.clone());
+        if f.data.contains(r#""type":"exit""#) {
+            return (ids, true, errors);
+        }
+        if ids.len() >= max {
             return (ids, false, errors);
         }
-        buf.extend_from_slice(&chunk[..n]);
-        if !head_done {
-            let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
-            assert!(buf.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf));
-            buf.drain(..i + 4);
-            head_done = true;
-        }
-        while let Some(i) = buf.windows(2).position(|w| w == b"\n\n") {
-            let frame = String::from_utf8(buf.drain(..i + 2).collect()).unwrap();
-            if frame.starts_with("event: error") {
-                errors.push(frame);
-                continue;
-            }
-            if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id: ")) {
-                ids.push(id.to_string());
-            }
-            if frame.contains(r#""type":"exit""#) {
-                return (ids, true, errors);
-            }
-            if ids.len() >= max {
-                return (ids, false, errors);
-            }
-        }
     }
+    (ids, false, errors)
 }
 
 /// The seqs a whole log normalizes to, in order (what normalize-events prints).
@@ -418,7 +367,7 @@ fn source_lines(reps: usize) -> Vec<String> {
 #[test]
 fn resume_is_exact_with_random_disconnects_over_a_growing_log() {
     let (home, id, log) = live_run("resume");
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     let src = source_lines(6);
     let writer = {
         let log = log.clone();
@@ -466,7 +415,7 @@ fn resume_is_exact_with_random_disconnects_over_a_growing_log() {
 #[test]
 fn a_too_slow_client_gets_one_error_naming_the_dropped_range() {
     let (home, id, log) = live_run("slow");
-    let srv = Server::start(&home, &[("RUNWIRE_STREAM_BUFFER", "1024")]);
+    let srv = serve(&home, &[("RUNWIRE_STREAM_BUFFER", "1024")]);
     let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     write!(s, "GET /runs/{id}/tasks/t/stream HTTP/1.0\r\n\r\n").unwrap();
@@ -508,7 +457,7 @@ fn a_too_slow_client_gets_one_error_naming_the_dropped_range() {
 #[test]
 fn post_agui_runs_are_recorded_and_their_streams_re_read() {
     let home = tmp("agui").join("home");
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     let body = r#"{"threadId":"t1","runId":"r1","messages":[{"role":"user","content":"hi"}]}"#;
     let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
@@ -542,7 +491,7 @@ fn a_post_agui_run_is_journaled_as_ended_by_the_time_its_response_ends() {
     // A browser reads the chunked response to its last chunk, not to EOF,
     // then may list runs at once: the run must already show as ended.
     let home = tmp("agui-end").join("home");
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     for n in 0..5 {
         let body = format!(r#"{{"threadId":"t{n}","runId":"e{n}","messages":[{{"role":"user","content":"hi"}}]}}"#);
         let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
@@ -572,7 +521,7 @@ fn runs_routes_pass_the_same_boundary_as_the_others() {
     let f = fixture("boundary");
     let token_file = f.home.parent().unwrap().join("token");
     std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
-    let srv = Server::start_with(&f.home, &[], &["--token-file", token_file.to_str().unwrap()]);
+    let srv = serve_with(&f.home, &[], &["--token-file", token_file.to_str().unwrap()]);
     let stream = format!("/runs/{}/tasks/a/stream", f.run_a);
     for path in ["/runs", stream.as_str()] {
         assert_eq!(srv.get(path).0, 401, "{path} without the token");
@@ -595,7 +544,7 @@ fn runs_routes_pass_the_same_boundary_as_the_others() {
 #[test]
 fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
     let f = fixture("agui-format");
-    let srv = Server::start(&f.home, &[]);
+    let srv = serve(&f.home, &[]);
     // Task a is committed in the journal, so its stream ends at the end of its log.
     let agui = |query: &str, headers: &str| -> (u16, Vec<(String, Value)>) {
         let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
@@ -673,38 +622,26 @@ fn read_head(s: &mut TcpStream) -> String {
     String::from_utf8(head).unwrap()
 }
 
-/// Reads SSE frames from an open stream until the exit event or the end:
-/// the ids, the exit seen, and how many keep-alive comments came.
-fn frames_until_exit(s: &mut TcpStream) -> (Vec<String>, bool, usize) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let (mut ids, mut keepalives) = (Vec::new(), 0);
-    loop {
-        while let Some(i) = buf.windows(2).position(|w| w == b"\n\n") {
-            let frame = String::from_utf8(buf.drain(..i + 2).collect()).unwrap();
-            if frame.starts_with(": keep-alive") {
-                keepalives += 1;
-            }
-            if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id: ")) {
-                ids.push(id.to_string());
-            }
-            if frame.contains(r#""type":"exit""#) {
-                return (ids, true, keepalives);
-            }
+/// Reads SSE frames from an open stream (past its head) until the exit
+/// event or the end: the ids, the exit seen, and how many keep-alive
+/// comments came.
+fn frames_until_exit(s: TcpStream) -> (Vec<String>, bool, usize) {
+    let mut sse = support::sse::Reader::new(s);
+    let mut ids = Vec::new();
+    while let Some(f) = sse.next_frame() {
+        ids.extend(f.id.clone());
+        if f.data.contains(r#""type":"exit""#) {
+            return (ids, true, sse.comments());
         }
-        let n = s.read(&mut chunk).unwrap_or(0);
-        if n == 0 {
-            return (ids, false, keepalives);
-        }
-        buf.extend_from_slice(&chunk[..n]);
     }
+    (ids, false, sse.comments())
 }
 
 #[test]
 fn a_stream_waits_for_a_task_log_that_does_not_exist_yet() {
     let (home, id, log) = live_run("wait");
     std::fs::remove_file(&log).unwrap();
-    let srv = Server::start(&home, &[("RUNWIRE_KEEPALIVE_MS", "50")]);
+    let srv = serve(&home, &[("RUNWIRE_KEEPALIVE_MS", "50")]);
     let path = format!("/runs/{id}/tasks/t/stream");
     let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
@@ -723,7 +660,7 @@ fn a_stream_waits_for_a_task_log_that_does_not_exist_yet() {
         writeln!(f, "{l}").unwrap();
     }
     drop(f);
-    let (ids, exited, _) = frames_until_exit(&mut s);
+    let (ids, exited, _) = frames_until_exit(s);
     assert!(exited, "the stream follows the log once it exists, to the exit event");
     let want = expected_seqs(&std::fs::read(&log).unwrap());
     assert_eq!(ids, want, "every event, with its id, from the first line on");
@@ -741,7 +678,7 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
     let (home, id, log) = live_run("wait-end");
     std::fs::remove_file(&log).unwrap();
     let rs = log.parent().unwrap().to_path_buf();
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     let open = |task: &str| {
         let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
         s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
@@ -763,12 +700,12 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
         r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"},{"id":"u","adapter":"claude","prompt":"q"}]}"#,
     )
     .unwrap();
-    let mut s = open("u");
+    let s = open("u");
     let tmp_log = rs.join(".live.u.log.tmp");
     let src = source_lines(1);
     std::fs::write(&tmp_log, src.join("\n") + "\n").unwrap();
     std::fs::rename(&tmp_log, rs.join("live.u.log")).unwrap();
-    let (ids, exited, _) = frames_until_exit(&mut s);
+    let (ids, exited, _) = frames_until_exit(s);
     assert!(exited);
     assert_eq!(ids, expected_seqs(&std::fs::read(rs.join("live.u.log")).unwrap()));
 }
@@ -840,7 +777,7 @@ fn the_run_index_never_serves_a_stale_view() {
     assert_eq!(list(), rewritten);
 
     // The server reads the same index and gives the same view, and sees a change too.
-    let srv = Server::start(&f.home, &[]);
+    let srv = serve(&f.home, &[]);
     let from_server = |srv: &Server| {
         let (code, v) = srv.get("/runs");
         assert_eq!(code, 200);
@@ -964,7 +901,7 @@ fn odd_files_never_hang_a_listing_and_nothing_is_read_outside_a_run() {
     assert!(r["costUsd"].as_f64().unwrap() > 0.06, "a symlink inside the run's directory is followed: {r}");
 
     // The server gives the same, twice (no request parks on a lock or a read).
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     for _ in 0..2 {
         let (code, body) = srv.get("/runs");
         assert_eq!(code, 200);
@@ -1012,7 +949,7 @@ fn registration_creates_its_directory_and_listings_never_delete() {
     assert_eq!(status(), "registered");
     // A directory gone for a while (moved worktree, unmounted disk): listed as missing, kept.
     std::fs::rename(repo.join("runstate"), base.join("moved")).unwrap();
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     for _ in 0..3 {
         assert_eq!(status(), "missing");
         assert_eq!(by_id(srv.get("/runs").1["runs"].as_array().unwrap(), &id)["status"], "missing");
@@ -1048,7 +985,7 @@ fn an_open_input_request_shows_as_needs_input() {
         rec(r#""input":"requested","request":"r1","kind":"tool_approval","tool":"Bash","detail":"rm -rf build""#);
     let (id, rs) = plain_run(&base, &home, "ask", &(LEASED.to_string() + &asked));
     let journal = rs.join("ask.jsonl");
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     let check = |want: &str, waiting: bool, state: &str| {
         let o = bin("runs", &home).arg("list").output().unwrap();
         let r = by_id(&lines(&o.stdout), &id).clone();
@@ -1128,7 +1065,7 @@ fn pages_and_filters_walk_every_run_once_newest_activity_first() {
         runs.push((t, id, repo, if i % 2 == 0 { "done" } else { "running" }));
     }
     runs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     let cli_page = |args: &[&str]| -> Value {
         let o = bin("runs", &home).args(["list", "--page"]).args(args).output().unwrap();
         assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
@@ -1223,7 +1160,7 @@ fn a_task_stream_client_that_reads_nothing_is_dropped_while_the_task_is_live() {
     for format in ["", "?format=agui"] {
         let (home, id, log) = live_run(&format!("stall{}", format.len()));
         // One slot: while the silent client holds it, every other request gets 503.
-        let srv = Server::start_with(
+        let srv = serve_with(
             &home,
             &[("RUNWIRE_WRITE_TIMEOUT_MS", "1000"), ("RUNWIRE_STREAM_BUFFER", "65536")],
             &["--max-connections", "1"],
@@ -1262,7 +1199,7 @@ fn a_task_stream_client_that_reads_nothing_is_dropped_while_the_task_is_live() {
 #[test]
 fn a_line_over_the_cap_becomes_one_error_event_and_the_stream_goes_on() {
     let (home, id, log) = live_run("too-long");
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     let src = source_lines(1);
     let (before, after) = src.split_at(5);
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -1460,7 +1397,7 @@ fn rm_and_prune_remove_finished_and_idle_runs_never_live_ones() {
         .stdin(std::fs::File::open(open_rs.join("open.a.log")).unwrap())
         .spawn()
         .unwrap();
-    let srv = Server::start(&home, &[]);
+    let srv = serve(&home, &[]);
     assert_eq!(srv.get(&format!("/runs/{done}")).0, 200);
 
     // rm by slug: the finished run goes, its repository's files stay.

@@ -4,12 +4,13 @@
 //! read has a timeout and every wait a deadline, so no test can hang.
 
 use crate::support;
+use support::server::{Response, Server};
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -42,103 +43,13 @@ fn fresh(name: &str) -> PathBuf {
     p
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    _stderr: support::Quiet,
-}
-
-impl Server {
-    fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.arg("--listen").arg("127.0.0.1:0").args(args).stdin(Stdio::null()).stdout(Stdio::piped());
-        cmd.stderr(Stdio::piped()); // shown only if the test fails
-        cmd.env("RUNWIRE_REPLAY_DELAY_MS", "0").env_remove("SOURCE_DATE_EPOCH");
-        // Runs the server records (POST /agui) go to a temp dir, not ~/.harness.
-        cmd.env("HARNESS_HOME", tmp("harness"));
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start runwire-serve");
-        let _stderr = support::Quiet::capture("runwire-serve", &mut child);
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("runwire-serve {args:?} printed no `listening on` line within 10 s");
-            }
-        };
-        let port = line
-            .trim()
-            .strip_prefix("listening on http://127.0.0.1:")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-        Server { child, port, _stderr }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    /// SIGTERM, then the exit code (bounded).
-    fn stop(&mut self) -> Option<i32> {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return s.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        None
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.stop();
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
-    }
-
-    fn error(&self) -> String {
-        self.json()["error"].as_str().unwrap_or_else(|| panic!("no error key: {}", self.text())).to_string()
-    }
-
-    /// The SSE frames' JSON payloads.
-    fn events(&self) -> Vec<Value> {
-        sse_events(&self.text())
-    }
+/// runwire-serve with `args` and `envs`; the runs it records (POST /agui)
+/// go to a temp dir, not ~/.harness.
+fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(args).env("RUNWIRE_REPLAY_DELAY_MS", "0").env_remove("SOURCE_DATE_EPOCH");
+    cmd.env("HARNESS_HOME", tmp("harness")).envs(envs.iter().copied());
+    Server::spawn(cmd)
 }
 
 fn sse_events(body: &str) -> Vec<Value> {
@@ -152,49 +63,15 @@ fn connect(port: u16) -> TcpStream {
     s
 }
 
-fn parse_response(raw: &[u8]) -> Response {
-    let mut raw = raw;
-    // Skip interim 1xx responses.
-    loop {
-        let end = find(raw, b"\r\n\r\n").unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(raw)));
-        let head = std::str::from_utf8(&raw[..end]).unwrap();
-        let mut lines = head.split("\r\n");
-        let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-        let headers: Vec<(String, String)> = lines
-            .map(|l| {
-                let (n, v) = l.split_once(':').unwrap();
-                (n.to_string(), v.trim().to_string())
-            })
-            .collect();
-        let rest = &raw[end + 4..];
-        if (100..200).contains(&status) {
-            raw = rest;
-            continue;
-        }
-        let chunked = headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v == "chunked");
-        let body = if chunked { dechunk(rest) } else { rest.to_vec() };
-        return Response { status, headers, body };
-    }
-}
-
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let i = find(b, b"\r\n").expect("chunk size line");
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap(), 16).expect("chunk size");
-        b = &b[i + 2..];
-        if size == 0 {
-            assert_eq!(b, b"\r\n", "the chunked body must end with 0 CRLF CRLF");
-            return out;
-        }
-        out.extend_from_slice(&b[..size]);
-        assert_eq!(&b[size..size + 2], b"\r\n");
-        b = &b[size + 2..];
-    }
+/// The response, whose chunked body must end with its last chunk.
+fn parse_response(raw: &[u8]) -> Response {
+    let r = Response::parse(raw);
+    assert!(r.complete, "the chunked body must end with 0 CRLF CRLF: {}", String::from_utf8_lossy(raw));
+    r
 }
 
 /// Sends raw bytes, reads to EOF.
@@ -297,7 +174,7 @@ fn wait_group_gone(pgid: i32, limit: Duration) -> Duration {
 
 #[test]
 fn healthz_and_help() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     let r = request(s.port, "GET", "/healthz", &[], b"");
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), serde_json::json!({"ok": true}));
@@ -345,7 +222,7 @@ fn usage_and_startup_errors_exit_2_or_3() {
 
 #[test]
 fn demo_replay_streams_a_valid_run_incrementally() {
-    let s = Server::start(&[], &[("RUNWIRE_REPLAY_DELAY_MS", "20")]);
+    let s = start(&[], &[("RUNWIRE_REPLAY_DELAY_MS", "20")]);
     let mut sock = connect(s.port);
     let t0 = Instant::now();
     sock.write_all(&build(s.port, "POST", "/agui", &[JSON], run_body("th", "run-1", "hi").as_bytes())).unwrap();
@@ -353,7 +230,12 @@ fn demo_replay_streams_a_valid_run_incrementally() {
     let mut buf = [0u8; 8192];
     let (mut first, mut last) = (None, None);
     loop {
-        let k = sock.read(&mut buf).expect("read");
+        // A stop and continue of the test process (SIGSTOP, a freezer) fails a
+        // read with a timeout with EINTR: read again.
+        let k = match sock.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.expect("read"),
+        };
         if k == 0 {
             break;
         }
@@ -386,7 +268,7 @@ fn demo_replay_streams_a_valid_run_incrementally() {
 
 #[test]
 fn browser_boundary() {
-    let s = Server::start(&["--allow-origin", "https://app.example"], &[]);
+    let s = start(&["--allow-origin", "https://app.example"], &[]);
     let p = s.port;
     let good = run_body("t", "r-ok", "hi");
 
@@ -488,7 +370,7 @@ fn browser_boundary() {
 
 #[test]
 fn slow_client_gets_408() {
-    let s = Server::start(&[], &[("RUNWIRE_READ_TIMEOUT_MS", "300")]);
+    let s = start(&[], &[("RUNWIRE_READ_TIMEOUT_MS", "300")]);
     let mut sock = connect(s.port);
     let t = Instant::now();
     sock.write_all(b"POST /agui HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
@@ -533,7 +415,7 @@ fn token_guards_every_route_but_healthz() {
     let token = "s3cret-token-0123456789";
     let f = tmp("good.token");
     std::fs::write(&f, format!("\n {token}\n")).unwrap();
-    let s = Server::start(&["--token-file", f.to_str().unwrap()], &[]);
+    let s = start(&["--token-file", f.to_str().unwrap()], &[]);
     let p = s.port;
     let body = run_body("t", "r1", "hi");
     assert_eq!(request(p, "GET", "/healthz", &[], b"").status, 200);
@@ -562,7 +444,7 @@ fn allow_remote_lifts_the_host_check_but_not_the_token() {
     let token = "another-token-0123456789";
     let f = tmp("remote.token");
     std::fs::write(&f, token).unwrap();
-    let s = Server::start(&["--allow-remote", "--token-file", f.to_str().unwrap()], &[]);
+    let s = start(&["--allow-remote", "--token-file", f.to_str().unwrap()], &[]);
     let p = s.port;
     let host = ("Host", "runwire.example:8787");
     assert_eq!(request(p, "GET", "/healthz", &[host], b"").status, 200);
@@ -579,7 +461,7 @@ fn allow_remote_lifts_the_host_check_but_not_the_token() {
 
 #[test]
 fn spawn_failure_is_run_started_then_run_error() {
-    let s = Server::start(&["--agent", "claude", "--agent-cmd", "/nonexistent/agent.sh"], &[]);
+    let s = start(&["--agent", "claude", "--agent-cmd", "/nonexistent/agent.sh"], &[]);
     let r = post_run(s.port, "t", "r");
     assert_eq!(r.status, 200);
     let ev = r.events();
@@ -591,12 +473,12 @@ fn spawn_failure_is_run_started_then_run_error() {
 #[test]
 fn missing_engine_and_failure_end_in_run_error() {
     let stub = stub();
-    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "missing")]);
+    let s = start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "missing")]);
     let ev = post_run(s.port, "t", "r").events();
     assert_eq!(types(&ev), ["RUN_STARTED", "RUN_ERROR"]);
     assert!(ev[1]["message"].as_str().unwrap().contains("127"), "{}", ev[1]);
 
-    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "fail")]);
+    let s = start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "fail")]);
     let ev = post_run(s.port, "t", "r").events();
     support::verify::verify(&ev).unwrap();
     assert!(ev.len() > 2);
@@ -608,7 +490,7 @@ fn missing_engine_and_failure_end_in_run_error() {
 fn disconnect_stops_the_agent_group_with_sigterm() {
     let rec = fresh("disconnect.rec");
     let stub = stub();
-    let s = Server::start(
+    let s = start(
         &["--agent", "claude", "--agent-cmd", &stub],
         &[("STUB_MODE", "hang"), ("STUB_RECORD", rec.to_str().unwrap())],
     );
@@ -629,7 +511,7 @@ fn disconnect_stops_the_agent_group_with_sigterm() {
 fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
     let rec = fresh("ignore-term.rec");
     let stub = stub();
-    let s = Server::start(
+    let s = start(
         &["--agent", "claude", "--agent-cmd", &stub],
         &[("STUB_MODE", "ignore-term"), ("STUB_RECORD", rec.to_str().unwrap())],
     );
@@ -648,7 +530,7 @@ fn an_agent_ignoring_sigterm_is_killed_after_the_grace() {
 fn the_status_line_ends_the_stream_even_if_the_agent_lingers() {
     let rec = fresh("linger.rec");
     let stub = stub();
-    let s = Server::start(
+    let s = start(
         &["--agent", "claude", "--agent-cmd", &stub],
         &[("STUB_MODE", "linger"), ("STUB_RECORD", rec.to_str().unwrap())],
     );
@@ -665,10 +547,8 @@ fn the_status_line_ends_the_stream_even_if_the_agent_lingers() {
 #[test]
 fn busy_thread_is_409_and_keepalive_flows() {
     let stub = stub();
-    let s = Server::start(
-        &["--agent", "claude", "--agent-cmd", &stub],
-        &[("STUB_MODE", "hang"), ("RUNWIRE_KEEPALIVE_MS", "100")],
-    );
+    let s =
+        start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_MODE", "hang"), ("RUNWIRE_KEEPALIVE_MS", "100")]);
     let (mut sock, _) = open_stream(s.port, "busy", "r1", 1);
     let r = post_run(s.port, "busy", "r2");
     assert_eq!(r.status, 409);
@@ -691,7 +571,7 @@ fn busy_thread_is_409_and_keepalive_flows() {
 fn a_later_run_on_the_thread_resumes_the_session() {
     let rec = fresh("resume.rec");
     let stub = stub();
-    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
+    let s = start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
     assert_eq!(post_run(s.port, "th", "r1").status, 200);
     assert_eq!(post_run(s.port, "th", "r2").status, 200);
     assert_eq!(post_run(s.port, "other", "r3").status, 200);
@@ -706,7 +586,7 @@ fn a_later_run_on_the_thread_resumes_the_session() {
 fn reposting_a_finished_run_replays_it_without_the_agent() {
     let rec = fresh("idem.rec");
     let stub = stub();
-    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
+    let s = start(&["--agent", "claude", "--agent-cmd", &stub], &[("STUB_RECORD", rec.to_str().unwrap())]);
     let a = post_run(s.port, "t", "r1");
     let b = post_run(s.port, "t", "r1");
     assert_eq!(a.status, 200);
@@ -749,7 +629,7 @@ fn server_bytes_equal_the_pipeline_binaries() {
     let epoch = "1754166531";
     for name in ["bb-turn-tools.partial.jsonl", "bb-subagent.partial.jsonl", "bb-auth-failure.jsonl"] {
         let f = fixture(name);
-        let s = Server::start(&["--agent", "claude", "--replay", f.to_str().unwrap()], &[("SOURCE_DATE_EPOCH", epoch)]);
+        let s = start(&["--agent", "claude", "--replay", f.to_str().unwrap()], &[("SOURCE_DATE_EPOCH", epoch)]);
         let r = post_run(s.port, "T", "R");
         assert_eq!(r.status, 200);
         let want = pipeline("claude", &f, "T", "R", epoch);
@@ -758,7 +638,7 @@ fn server_bytes_equal_the_pipeline_binaries() {
     }
     // An agent run too: the stub's output (fixture + status line) through the binaries.
     let stub = stub();
-    let s = Server::start(&["--agent", "claude", "--agent-cmd", &stub], &[("SOURCE_DATE_EPOCH", epoch)]);
+    let s = start(&["--agent", "claude", "--agent-cmd", &stub], &[("SOURCE_DATE_EPOCH", epoch)]);
     let r = post_run(s.port, "T", "R");
     let out = Command::new(&stub).args(["--prompt", "hello"]).output().unwrap();
     let log = fresh("stub-output.jsonl");
@@ -770,13 +650,13 @@ fn server_bytes_equal_the_pipeline_binaries() {
 fn shutdown_stops_running_agents_and_exits_0() {
     let rec = fresh("shutdown.rec");
     let stub = stub();
-    let mut s = Server::start(
+    let mut s = start(
         &["--agent", "claude", "--agent-cmd", &stub],
         &[("STUB_MODE", "hang"), ("STUB_RECORD", rec.to_str().unwrap())],
     );
     let (mut sock, mut got) = open_stream(s.port, "t", "r", 2);
     let pgid = wait_for_record(&rec);
-    assert_eq!(s.stop(), Some(0));
+    assert_eq!(s.terminate(Duration::from_secs(10)).1, Some(0));
     assert!(!group_alive(pgid));
     sock.read_to_end(&mut got).unwrap();
     let r = parse_response(&got);
@@ -788,7 +668,7 @@ fn shutdown_stops_running_agents_and_exits_0() {
 
 #[test]
 fn studio_page_is_served_with_a_strict_policy_and_revalidates() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     let p = s.port;
     let r = request(p, "GET", "/", &[], b"");
     assert_eq!(r.status, 200);
@@ -849,7 +729,7 @@ fn studio_page_is_served_with_a_strict_policy_and_revalidates() {
 
 #[test]
 fn evidence_route_checks_the_directory_on_every_request() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     let r = request(s.port, "GET", "/api/evidence", &[], b"");
     assert_eq!(r.status, 404);
     assert!(r.error().contains("--evidence"));
@@ -860,7 +740,7 @@ fn evidence_route_checks_the_directory_on_every_request() {
     std::fs::create_dir_all(&dir).unwrap();
     let sample = std::fs::read(root().join("fixtures/verdict/accept.verdict.json")).unwrap();
     std::fs::write(dir.join("verdict.json"), &sample).unwrap();
-    let s = Server::start(&["--evidence", dir.to_str().unwrap()], &[]);
+    let s = start(&["--evidence", dir.to_str().unwrap()], &[]);
     let p = s.port;
     assert_eq!(request(p, "GET", "/api/info", &[], b"").json()["evidence"], true);
     let r = request(p, "GET", "/api/evidence", &[], b"");
@@ -921,7 +801,7 @@ fn wait_for_a_free_slot(port: u16, limit: Duration) -> Duration {
 
 #[test]
 fn a_client_trickling_bytes_after_its_response_does_not_hold_its_slot() {
-    let s = Server::start(&["--max-connections", "2"], &[]);
+    let s = start(&["--max-connections", "2"], &[]);
     let p = s.port;
     let (tx, rx) = mpsc::channel();
     let tricklers: Vec<_> = (0..2)
@@ -958,7 +838,7 @@ fn a_client_trickling_bytes_after_its_response_does_not_hold_its_slot() {
 fn a_client_that_sent_extra_bytes_and_left_is_noticed_at_once() {
     let rec = fresh("extra-bytes.rec");
     let stub = stub();
-    let s = Server::start(
+    let s = start(
         &["--agent", "claude", "--agent-cmd", &stub],
         &[("STUB_MODE", "hang"), ("STUB_RECORD", rec.to_str().unwrap())],
     );
@@ -1003,7 +883,7 @@ fn flooding_agent(name: &str) -> PathBuf {
 #[test]
 fn a_post_agui_client_that_reads_nothing_is_dropped_after_the_write_timeout() {
     let agent = flooding_agent("flood.sh");
-    let s = Server::start(
+    let s = start(
         &["--agent", "claude", "--agent-cmd", agent.to_str().unwrap(), "--max-connections", "1"],
         &[("RUNWIRE_WRITE_TIMEOUT_MS", "1000")],
     );
@@ -1020,7 +900,7 @@ fn a_post_agui_client_that_reads_nothing_is_dropped_after_the_write_timeout() {
 
 #[test]
 fn a_bare_lf_head_is_refused_at_once() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     // Not a 408 after the read timeout (10 s).
     let t = Instant::now();
     let r = raw_request(s.port, b"GET /healthz HTTP/1.1\nHost: 127.0.0.1\n\n");
@@ -1031,7 +911,7 @@ fn a_bare_lf_head_is_refused_at_once() {
 
 #[test]
 fn a_host_with_an_impossible_port_is_refused() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     let p = s.port;
     // No socket has port 99999 (or 0).
     for host in ["localhost:99999", "127.0.0.1:0", "[::1]:65536"] {
@@ -1041,7 +921,7 @@ fn a_host_with_an_impossible_port_is_refused() {
 
 #[test]
 fn two_host_or_two_origin_headers_are_400() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     let p = s.port;
     let own = format!("http://127.0.0.1:{p}");
     let r = request(p, "GET", "/healthz", &[("Host", "127.0.0.1"), ("Host", "evil.example")], b"");
@@ -1054,7 +934,7 @@ fn two_host_or_two_origin_headers_are_400() {
 
 #[test]
 fn origin_null_is_refused_without_suggesting_a_flag_that_refuses_it() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     let p = s.port;
     let r = request(p, "GET", "/healthz", &[("Origin", "null")], b"");
     assert_eq!(r.status, 403);
@@ -1066,7 +946,7 @@ fn origin_null_is_refused_without_suggesting_a_flag_that_refuses_it() {
 
 #[test]
 fn an_unknown_expectation_is_417() {
-    let s = Server::start(&[], &[]);
+    let s = start(&[], &[]);
     let p = s.port;
     let r = request(p, "GET", "/healthz", &[("Expect", "200-ok")], b"");
     assert_eq!(r.status, 417);

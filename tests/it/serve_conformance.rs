@@ -9,16 +9,17 @@
 //! no agent process outlives it.
 
 use crate::support;
+use support::Server;
 
 use nix::errno::Errno;
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The session id in the stub's default fixture (bb-turn-tools.partial.jsonl).
@@ -54,77 +55,48 @@ fn text(buf: &Arc<Mutex<Vec<u8>>>) -> String {
     String::from_utf8_lossy(&buf.lock().unwrap()).into_owned()
 }
 
-struct Server {
-    child: Child,
+/// A server ([`Server`]) whose agent may be the stub recording its
+/// invocations (`STUB_RECORD`): stopping it checks that no agent process
+/// group the stub recorded outlives it.
+struct Recorded {
+    server: Server,
     url: String,
-    stderr: Arc<Mutex<Vec<u8>>>,
     /// The stub's STUB_RECORD file, when the agent is the stub.
     record: Option<PathBuf>,
 }
 
-impl Server {
-    fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
+impl Recorded {
+    fn start(args: &[&str], envs: &[(&str, &str)]) -> Recorded {
         Self::start_recorded(args, envs, None)
     }
 
-    fn start_recorded(args: &[&str], envs: &[(&str, &str)], record: Option<PathBuf>) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.arg("--listen").arg("127.0.0.1:0").args(args);
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    fn start_recorded(args: &[&str], envs: &[(&str, &str)], record: Option<PathBuf>) -> Recorded {
+        let mut cmd = Server::command();
+        cmd.args(args);
         cmd.env("RUNWIRE_REPLAY_DELAY_MS", "1").env_remove("SOURCE_DATE_EPOCH").env_remove("STUB_MODE");
         // Runs the server records (POST /agui) go to a temp dir, not ~/.harness.
         cmd.env("HARNESS_HOME", std::env::temp_dir().join(format!("runwire-serve-conf-{}", std::process::id())));
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
+        cmd.envs(envs.iter().copied());
         if let Some(r) = &record {
             let _ = std::fs::remove_file(r);
             cmd.env("STUB_RECORD", r);
         }
-        let mut child = cmd.spawn().expect("start runwire-serve");
-        let stderr = collect(child.stderr.take().unwrap());
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = r.read_line(&mut line);
-            let _ = tx.send(line);
-            // Keep draining, so the server never blocks on a full pipe.
-            let _ = std::io::copy(&mut r, &mut std::io::sink());
-        });
-        let line = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
-        let Some(base) = line.trim().strip_prefix("listening on ").map(str::to_string) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "runwire-serve {args:?}: no `listening on` line within 10 s (got {line:?}); stderr:\n{}",
-                text(&stderr)
-            );
-        };
-        Server { child, url: format!("{base}/agui"), stderr, record }
+        let server = Server::spawn(cmd);
+        Recorded { url: server.url("/agui"), server, record }
+    }
+
+    fn stderr(&self) -> String {
+        self.server.stderr()
     }
 
     /// SIGTERM, a bounded wait (SIGKILL after 10 s), then: no agent process
     /// group the stub recorded is still alive.
     fn stop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if let Ok(None) = self.child.try_wait() {
-                let _ = self.child.kill();
-            }
+        let (_, code) = self.server.terminate(Duration::from_secs(10));
+        if code.is_none() {
+            self.server.kill();
         }
-        let status = self.child.wait().expect("reap runwire-serve");
-        assert_eq!(
-            status.code(),
-            Some(0),
-            "runwire-serve did not exit 0 after SIGTERM; stderr:\n{}",
-            text(&self.stderr)
-        );
+        assert_eq!(code, Some(0), "runwire-serve did not exit 0 after SIGTERM; stderr:\n{}", self.stderr());
         for pgid in self.agent_groups() {
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline && !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH)) {
@@ -156,12 +128,9 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for Recorded {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.server.kill();
         for pgid in self.agent_groups() {
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
@@ -222,9 +191,9 @@ fn check(test: &str, args: &[&str], envs: &[(&str, &str)], expect: &str) {
     support::need(&["agui-client"]);
     let stub = args.contains(&"--agent-cmd");
     let record = stub.then(|| std::env::temp_dir().join(format!("runwire-live-{}-{test}.record", std::process::id())));
-    let mut server = Server::start_recorded(args, envs, record);
+    let mut server = Recorded::start_recorded(args, envs, record);
     let r = live(&server.url, &["--expect", expect]);
-    let stderr = text(&server.stderr);
+    let stderr = server.stderr();
     server.stop();
     assert!(r.success, "{test}: live.mjs failed:\n{}\nserver stderr:\n{stderr}", r.output);
     assert_eq!(r.runs.len(), 1, "{}", r.output);
@@ -301,9 +270,9 @@ fn second_run_on_a_thread_resumes_and_both_pass() {
     let record = std::env::temp_dir().join(format!("runwire-live-{}-{test}.record", std::process::id()));
     let args = stub_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut server = Server::start_recorded(&args, &[("STUB_MODE", "ok")], Some(record));
+    let mut server = Recorded::start_recorded(&args, &[("STUB_MODE", "ok")], Some(record));
     let r = live(&server.url, &["--runs", "2", "--expect", "finished", "--prompt", "go on"]);
-    let stderr = text(&server.stderr);
+    let stderr = server.stderr();
     server.stop();
     assert!(r.success, "live.mjs failed:\n{}\nserver stderr:\n{stderr}", r.output);
     assert_eq!(r.runs.len(), 2, "{}", r.output);
@@ -326,7 +295,7 @@ fn second_run_on_a_thread_resumes_and_both_pass() {
 #[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn live_checker_rejects_a_wrong_terminal_and_a_truncated_stream() {
     support::need(&["agui-client"]);
-    let mut server = Server::start(&[], &[]);
+    let mut server = Recorded::start(&[], &[]);
     let r = live(&server.url, &["--expect", "error"]);
     server.stop();
     assert!(!r.success, "{}", r.output);

@@ -6,13 +6,12 @@
 //! Real processes, sockets and signals throughout.
 
 use crate::support;
+use support::Server;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A request that gets no answer within this has wedged.
@@ -66,73 +65,29 @@ while read -r l; do :; done
     )
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
+/// runwire-serve over the claude agent `agent` writes into the test's directory.
+fn start(test: &str, agent: impl FnOnce(&Path) -> PathBuf, args: &[&str]) -> Server {
+    let dir = support::scratch(test);
+    let eng = agent(&dir);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(&eng)
+        .args(args)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000");
+    Server::spawn(cmd).owning(dir)
 }
 
-impl Server {
-    fn start(test: &str, agent: impl FnOnce(&Path) -> PathBuf, args: &[&str]) -> Server {
-        let dir = support::scratch(test);
-        let eng = agent(&dir);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-            .args(["--listen", "127.0.0.1:0", "--agent", "claude", "--interactive", "--agent-cmd"])
-            .arg(&eng)
-            .args(args)
-            .env("HARNESS_HOME", dir.join("harness"))
-            .env("RUNWIRE_KEEPALIVE_MS", "60000")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
-            .spawn()
-            .expect("start runwire-serve");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(10)).expect("listening line");
-        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.parse().ok()).unwrap();
-        Server { child, port, dir }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn agent_pid(&self) -> i32 {
-        let p = self.dir.join("agent.pid");
-        let deadline = Instant::now() + WEDGED;
-        loop {
-            if let Some(pid) = std::fs::read_to_string(&p).ok().and_then(|s| s.trim().parse().ok()) {
-                return pid;
-            }
-            assert!(Instant::now() < deadline, "the agent never started");
-            std::thread::sleep(Duration::from_millis(20));
+/// The agent's pid, once it wrote it.
+fn agent_pid(s: &Server) -> i32 {
+    let p = s.dir().join("agent.pid");
+    let deadline = Instant::now() + WEDGED;
+    loop {
+        if let Some(pid) = std::fs::read_to_string(&p).ok().and_then(|s| s.trim().parse().ok()) {
+            return pid;
         }
-    }
-
-    /// SIGTERM, then the time until the server exited and its status.
-    fn terminate(&mut self) -> (Duration, Option<i32>) {
-        signal(self.pid(), nix::sys::signal::Signal::SIGTERM);
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(20) {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return (t.elapsed(), st.code());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        (t.elapsed(), None)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        assert!(Instant::now() < deadline, "the agent never started");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -239,9 +194,9 @@ fn assert_not_reading(r: &Response) {
 /// second, and the server then shuts down at once with status 0.
 #[test]
 fn a_deaf_agent_never_wedges_a_request_kill_or_shutdown() {
-    let mut s = Server::start("engine-deaf", deaf_agent, &[]);
+    let mut s = start("engine-deaf", deaf_agent, &[]);
     let (run, _stream) = start_turn(s.port, "deaf");
-    let agent = s.agent_pid();
+    let agent = agent_pid(&s);
     assert_not_reading(&steer_until_refused(s.port, &run));
 
     // Stop answers at once: 200 while its interrupt still fits the queue,
@@ -263,7 +218,7 @@ fn a_deaf_agent_never_wedges_a_request_kill_or_shutdown() {
     assert!(t.elapsed() < grace + Duration::from_secs(1), "kill took {:?}", t.elapsed());
     assert!(gone(agent), "the agent {agent} outlived the kill");
 
-    let (took, code) = s.terminate();
+    let (took, code) = s.terminate(Duration::from_secs(20));
     assert_eq!(code, Some(0), "the server exits 0 (after {took:?})");
     assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
 }
@@ -273,11 +228,11 @@ fn a_deaf_agent_never_wedges_a_request_kill_or_shutdown() {
 /// grace plus a second, although a request thread found it deaf.
 #[test]
 fn shutdown_ends_a_deaf_agent_within_its_grace() {
-    let mut s = Server::start("engine-deaf-shutdown", deaf_agent, &[]);
+    let mut s = start("engine-deaf-shutdown", deaf_agent, &[]);
     let (run, _stream) = start_turn(s.port, "deaf");
-    let agent = s.agent_pid();
+    let agent = agent_pid(&s);
     assert_not_reading(&steer_until_refused(s.port, &run));
-    let (took, code) = s.terminate();
+    let (took, code) = s.terminate(Duration::from_secs(20));
     assert_eq!(code, Some(0), "the server exits 0 (after {took:?})");
     assert!(took < Duration::from_secs(4), "shutdown took {took:?}");
     assert!(gone(agent), "the agent {agent} outlived the server");
@@ -287,9 +242,9 @@ fn shutdown_ends_a_deaf_agent_within_its_grace() {
 /// ends its group (SIGCONT lets the stopped agent take its SIGTERM).
 #[test]
 fn a_stopped_agent_never_wedges_and_is_killed() {
-    let mut s = Server::start("engine-stopped", reading_agent, &[]);
+    let mut s = start("engine-stopped", reading_agent, &[]);
     let (run, _stream) = start_turn(s.port, "stopped");
-    let agent = s.agent_pid();
+    let agent = agent_pid(&s);
     signal(agent, nix::sys::signal::Signal::SIGSTOP);
     assert_not_reading(&steer_until_refused(s.port, &run));
     let t = Instant::now();
@@ -298,7 +253,7 @@ fn a_stopped_agent_never_wedges_and_is_killed() {
     // It takes SIGTERM once continued: well within the grace.
     assert!(t.elapsed() < Duration::from_secs(2), "kill took {:?}", t.elapsed());
     assert!(gone(agent), "the stopped agent {agent} outlived the kill");
-    let (took, code) = s.terminate();
+    let (took, code) = s.terminate(Duration::from_secs(20));
     assert_eq!(code, Some(0), "the server exits 0 (after {took:?})");
     assert!(took < Duration::from_secs(2), "shutdown took {took:?}");
 }
@@ -341,20 +296,20 @@ fn status_kb(pid: i32, key: &str) -> u64 {
 #[test]
 fn sixty_four_printing_sessions_stay_under_256_mb() {
     const SESSIONS: usize = 64;
-    let mut s = Server::start("engine-rss", printing_agent, &["--no-record"]);
+    let mut s = start("engine-rss", printing_agent, &["--no-record"]);
     let line = format!("{{\"type\":\"noise\",\"x\":\"{}\"}}\n", "x".repeat(64 * 1024));
     let noise: String = std::iter::repeat_n(line.as_str(), 128).collect();
-    std::fs::write(s.dir.join("noise"), noise).unwrap();
+    std::fs::write(s.dir().join("noise"), noise).unwrap();
     for i in 0..SESSIONS {
         let body = json!({"threadId": format!("t{i}"), "runId": format!("r{i}"), "messages": [{"id": "m", "role": "user", "content": "go"}]});
         let r = request(s.port, "POST", "/agui", &body.to_string()).expect("the run answers");
         assert_eq!(r.status, 200);
         assert!(r.body.contains("RUN_FINISHED"), "run {i}: {}", r.body);
     }
-    std::fs::write(s.dir.join("go"), "").unwrap();
+    std::fs::write(s.dir().join("go"), "").unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let printed = std::fs::read_dir(&s.dir)
+        let printed = std::fs::read_dir(s.dir())
             .unwrap()
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("printed."))
@@ -395,7 +350,7 @@ fn sixty_four_printing_sessions_stay_under_256_mb() {
         }
     }
     drop(st);
-    let (_, code) = s.terminate();
+    let (_, code) = s.terminate(Duration::from_secs(20));
     assert_eq!(code, Some(0));
 }
 
@@ -405,7 +360,7 @@ fn sixty_four_printing_sessions_stay_under_256_mb() {
 /// time), instead of waiting for a turn that cannot end.
 #[test]
 fn an_agui_message_to_a_deaf_agent_ends_agent_not_reading() {
-    let s = Server::start("engine-deaf-agui", deaf_agent, &[]);
+    let s = start("engine-deaf-agui", deaf_agent, &[]);
     let (run, stream) = start_turn(s.port, "deaf");
     assert_not_reading(&steer_until_refused(s.port, &run));
     drop(stream);

@@ -6,13 +6,13 @@
 //! turns staying finished.
 
 use crate::support;
+use support::Server;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(15);
@@ -39,89 +39,33 @@ done
     p
 }
 
-struct Server {
-    child: Child,
-    port: u16,
-    home: PathBuf,
+/// runwire-serve `--interactive ARGS` with `env`, its home in the test's directory.
+fn start(test: &str, args: &[&str], env: &[(&str, &Path)]) -> Server {
+    let dir = support::scratch(test);
+    let mut cmd = Server::command();
+    cmd.arg("--interactive")
+        .args(args)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env_remove("RUNWIRE_CODEX_BIN")
+        .envs(env.iter().copied());
+    Server::spawn(cmd)
 }
 
-impl Server {
-    fn start(test: &str, args: &[&str], env: &[(&str, &Path)]) -> Server {
-        let dir = support::scratch(test);
-        let home = dir.join("harness");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.args(["--listen", "127.0.0.1:0", "--interactive"])
-            .args(args)
-            .env("HARNESS_HOME", &home)
-            .env("RUNWIRE_KEEPALIVE_MS", "60000")
-            .env_remove("RUNWIRE_CODEX_BIN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("stderr")).unwrap());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start runwire-serve");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(10)).expect("listening line");
-        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.parse().ok()).unwrap();
-        Server { child, port, home }
-    }
-
-    /// SIGTERM; the server's exit code.
-    fn terminate(&mut self) -> Option<i32> {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(20) {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return st.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-
-    /// `runs …` against the server's `$HARNESS_HOME` (no server needed).
-    fn runs(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_runs")).args(args).env("HARNESS_HOME", &self.home).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// `runs show RUN`, as JSON.
-    fn show(&self, run: &str) -> Value {
-        serde_json::from_str::<Value>(&self.runs(&["show", run])).map(|v| v["run"].clone()).unwrap_or(Value::Null)
-    }
-
-    fn journal_runs(&self) -> Vec<String> {
-        let dir = self.home.join("serve/runstate");
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            if name.ends_with(".jsonl") && !name.contains(".agent.") {
-                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
-                    let v: Value = serde_json::from_str(l).unwrap();
-                    if let Some(r) = v["run"].as_str() {
-                        out.push(r.to_string());
-                    }
-                }
-            }
-        }
-        out
-    }
+/// `runs …` against the server's `$HARNESS_HOME` (no server needed).
+fn runs(s: &Server, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_runs")).args(args).env("HARNESS_HOME", s.home()).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `runs show RUN`, as JSON.
+fn show(s: &Server, run: &str) -> Value {
+    serde_json::from_str::<Value>(&runs(s, &["show", run])).map(|v| v["run"].clone()).unwrap_or(Value::Null)
+}
+
+/// The runs of the server's journal records, in order.
+fn journal_runs(s: &Server) -> Vec<String> {
+    s.journal().iter().filter_map(|r| r["run"].as_str().map(str::to_string)).collect()
 }
 
 /// One AG-UI run to its end: its events.
@@ -137,8 +81,7 @@ fn agui(port: u16, thread: &str, run: &str, text: &str) -> Vec<Value> {
     s.write_all(h.as_bytes()).unwrap();
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw);
-    text.lines().filter_map(|l| l.strip_prefix("data: ")).filter_map(|d| serde_json::from_str(d).ok()).collect()
+    support::sse::http_events(&raw)
 }
 
 fn last_type(events: &[Value]) -> String {
@@ -165,20 +108,20 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 fn a_session_that_cannot_start_is_failed_with_the_reason() {
     let empty = support::scratch("session_record_empty_path");
     std::fs::create_dir_all(&empty).unwrap();
-    let mut s = Server::start("session_record_no_agent", &["--agent", "codex"], &[("PATH", &empty)]);
+    let mut s = start("session_record_no_agent", &["--agent", "codex"], &[("PATH", &empty)]);
     let evs = agui(s.port, "t1", "r-nocodex", "hello");
     let end = evs.last().cloned().unwrap_or(Value::Null);
     assert_eq!(end["type"], "RUN_ERROR", "{evs:?}");
     assert_eq!(end["code"], "spawn_failed", "{end}");
-    let runs: Vec<Value> = s.runs(&["list"]).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let runs: Vec<Value> = runs(&s, &["list"]).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     let run = &runs[0];
     assert_eq!(run["status"], "failed", "{run}");
     let reason = run["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("could not start"), "the reason says why: {run}");
-    assert_eq!(s.terminate(), Some(0));
+    assert_eq!(s.terminate(Duration::from_secs(20)).1, Some(0));
     let id = run["runId"].as_str().unwrap();
-    assert_eq!(s.show(id)["status"], "failed");
+    assert_eq!(show(&s, id)["status"], "failed");
 }
 
 /// A session held between turns is `idle` (never `running`), `running`
@@ -189,29 +132,28 @@ fn a_held_session_is_idle_between_turns_and_a_clean_shutdown_ends_it_done() {
     let dir = support::scratch("session_record_agent");
     std::fs::create_dir_all(&dir).unwrap();
     let agent = turn_agent(&dir);
-    let mut s =
-        Server::start("session_record_idle", &["--agent", "claude", "--agent-cmd", agent.to_str().unwrap()], &[]);
+    let mut s = start("session_record_idle", &["--agent", "claude", "--agent-cmd", agent.to_str().unwrap()], &[]);
     let evs = agui(s.port, "t1", "r-1", "first");
     assert_eq!(last_type(&evs), "RUN_FINISHED", "{evs:?}");
     let run = session_run(&evs);
-    wait_for("the held session to show idle", || s.show(&run)["status"] == "idle");
+    wait_for("the held session to show idle", || show(&s, &run)["status"] == "idle");
     // The feed begins now, with the run in it.
-    let feed = s.runs(&["watch", "--since", "0", "--no-follow"]);
+    let feed = runs(&s, &["watch", "--since", "0", "--no-follow"]);
     assert!(feed.contains(&run), "{feed}");
 
     let evs = agui(s.port, "t1", "r-2", "second");
     assert_eq!(last_type(&evs), "RUN_FINISHED", "{evs:?}");
-    wait_for("the session to be idle again", || s.show(&run)["status"] == "idle");
-    let marks = s.journal_runs();
+    wait_for("the session to be idle again", || show(&s, &run)["status"] == "idle");
+    let marks = journal_runs(&s);
     let idles = marks.iter().filter(|r| *r == "idle").count();
     let resumed = marks.iter().filter(|r| *r == "resumed").count();
     assert!(idles >= 2 && resumed >= 1, "held, running, held again: {marks:?}");
     assert_eq!(marks.last().map(String::as_str), Some("idle"), "{marks:?}");
 
-    assert_eq!(s.terminate(), Some(0), "a clean shutdown");
-    let shown = s.show(&run);
+    assert_eq!(s.terminate(Duration::from_secs(20)).1, Some(0), "a clean shutdown");
+    let shown = show(&s, &run);
     assert_eq!(shown["status"], "done", "{shown}");
-    let feed = s.runs(&["watch", "--since", "0", "--no-follow", "--run", &run]);
+    let feed = runs(&s, &["watch", "--since", "0", "--no-follow", "--run", &run]);
     let ended: Vec<Value> =
         feed.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|e| e["type"] == "ended").collect();
     assert_eq!(ended.len(), 1, "{feed}");

@@ -15,78 +15,42 @@
 //!    deny message, `allow_always` as "always", never "for the session").
 
 use crate::support;
+use support::Server;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
+/// runwire-serve over the trust stand-in; `agent`: `cursor` (the
+/// stand-in speaks ACP) or `claude`.
+fn start(test: &str, agent: &str, requests: Value, args: &[&str]) -> Server {
+    let dir = support::scratch(test);
+    let proto = if agent == "claude" { "claude" } else { "acp" };
+    let mut cmd = Server::command();
+    cmd.args(["--agent", agent, "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .args(args)
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", proto)
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", requests.to_string());
+    Server::spawn(cmd).owning(dir)
 }
 
-impl Server {
-    /// `agent`: `cursor` (the stand-in speaks ACP) or `claude`.
-    fn start(test: &str, agent: &str, requests: Value, args: &[&str]) -> Server {
-        let dir = support::scratch(test);
-        let proto = if agent == "claude" { "claude" } else { "acp" };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-            .args(["--listen", "127.0.0.1:0", "--agent", agent, "--interactive", "--agent-cmd"])
-            .arg(support::example("trust-agent"))
-            .args(args)
-            .current_dir(&dir)
-            .env("HARNESS_HOME", dir.join("harness"))
-            .env("RUNWIRE_KEEPALIVE_MS", "60000")
-            .env("TRUST_PROTO", proto)
-            .env("TRUST_LOG", dir.join("agent-input.jsonl"))
-            .env("TRUST_STATE", dir.join("processes"))
-            .env("TRUST_REQUESTS", requests.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
-            .spawn()
-            .expect("start runwire-serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().strip_prefix("listening on http://127.0.0.1:").and_then(|p| p.parse().ok()).unwrap();
-        Server { child, port, dir }
-    }
-
-    /// Every line runwire wrote to the agent: (process, line).
-    fn agent_input(&self) -> Vec<(u64, Value)> {
-        std::fs::read_to_string(self.dir.join("agent-input.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap();
-                (v["process"].as_u64().unwrap(), v["line"].clone())
-            })
-            .collect()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// Every line runwire wrote to the agent: (process, line).
+fn agent_input(s: &Server) -> Vec<(u64, Value)> {
+    std::fs::read_to_string(s.dir().join("agent-input.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["process"].as_u64().unwrap(), v["line"].clone())
+        })
+        .collect()
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -105,24 +69,8 @@ fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
     .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    let end = find(&raw, b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
-    let mut rest = raw[end + 4..].to_vec();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut b = &rest[..];
-        let mut out = Vec::new();
-        while let Some(i) = find(b, b"\r\n") {
-            let size = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap().trim(), 16).unwrap();
-            if size == 0 || b.len() < i + 2 + size {
-                break;
-            }
-            out.extend_from_slice(&b[i + 2..i + 2 + size]);
-            b = &b[(i + 4 + size).min(b.len())..];
-        }
-        rest = out;
-    }
-    (status, rest)
+    let r = support::server::Response::parse(&raw);
+    (r.status, r.body)
 }
 
 /// POST /agui: the run's AG-UI events.
@@ -174,7 +122,7 @@ fn session_run(ev: &[Value]) -> String {
 
 /// ACP permission answers that reached the agent: (process, optionId or outcome).
 fn acp_answers(s: &Server) -> Vec<(u64, String)> {
-    s.agent_input()
+    agent_input(&s)
         .into_iter()
         .filter(|(_, l)| l.get("method").is_none() && l.get("result").is_some())
         .map(|(p, l)| {
@@ -193,7 +141,7 @@ fn acp_answers(s: &Server) -> Vec<(u64, String)> {
 /// answered only through its own interrupt.
 #[test]
 fn a_resume_replayed_after_a_restart_never_approves_the_new_processes_request() {
-    let s = Server::start("trust-restart", "cursor", json!([]), &[]);
+    let s = start("trust-restart", "cursor", json!([]), &[]);
     let ev = agui(s.port, run("t", "r1", "touch a file"));
     let old = interrupts(&ev)[0].clone();
     assert_eq!(old["metadata"]["runwire"]["input"]["command"], "touch file-1");
@@ -222,8 +170,8 @@ fn a_resume_replayed_after_a_restart_never_approves_the_new_processes_request() 
     assert_eq!(acp_answers(&s), vec![(1, "allow-once".to_string())], "nothing reached the new process");
     assert_eq!(new["metadata"]["runwire"]["input"]["command"], "touch file-2");
     assert_ne!(new["id"], old["id"], "ids are unique across the thread's processes");
-    let asked = s.agent_input().iter().filter(|(p, l)| *p == 2 && l["method"] == "session/prompt").count();
-    assert_eq!(asked, 1, "the new process was asked once: {:?}", s.agent_input());
+    let asked = agent_input(&s).iter().filter(|(p, l)| *p == 2 && l["method"] == "session/prompt").count();
+    assert_eq!(asked, 1, "the new process was asked once: {:?}", agent_input(&s));
 
     // The stale tab re-sends the old resume: acknowledged, nothing sent, the new request still open.
     let ev = agui(s.port, resume("t", "r4", approve));
@@ -277,7 +225,7 @@ fn a_refused_resume_sends_nothing_at_all() {
         {"request_id": "b1", "tool_name": "Bash", "input": {"command": "ls"}},
         {"request_id": "p1", "tool_name": "ExitPlanMode", "input": {"plan": "1. do it"}},
     ]);
-    let s = Server::start("trust-all-or-nothing", "claude", requests, &[]);
+    let s = start("trust-all-or-nothing", "claude", requests, &[]);
     let ev = agui(s.port, run("t", "r1", "plan it"));
     let mut ints = interrupts(&ev);
     if ints.len() == 1 {
@@ -298,14 +246,13 @@ fn a_refused_resume_sends_nothing_at_all() {
                {"interruptId": plan["id"], "status": "resolved", "payload": {"approved": true, "mode": mode}}])
     };
     let responses = |s: &Server| -> Vec<Value> {
-        s.agent_input().into_iter().map(|(_, l)| l).filter(|l| l["type"] == "control_response").collect()
+        agent_input(&s).into_iter().map(|(_, l)| l).filter(|l| l["type"] == "control_response").collect()
     };
     let m = refused(&agui(s.port, resume("t", "r2", answers("bypassPermissions"))));
     assert!(m.contains("--grant-all"), "{m}");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(responses(&s), Vec::<Value>::new(), "a refused resume wrote to the agent");
-    let modes: Vec<Value> = s
-        .agent_input()
+    let modes: Vec<Value> = agent_input(&s)
         .into_iter()
         .map(|(_, l)| l)
         .filter(|l| l["request"]["subtype"] == "set_permission_mode")
@@ -315,7 +262,7 @@ fn a_refused_resume_sends_nothing_at_all() {
     finished_ok(&agui(s.port, resume("t", "r3", answers("acceptEdits"))));
     let r = responses(&s);
     assert_eq!(r.len(), 2, "{r:?}");
-    let mode = s.agent_input().into_iter().map(|(_, l)| l).find(|l| l["request"]["subtype"] == "set_permission_mode");
+    let mode = agent_input(&s).into_iter().map(|(_, l)| l).find(|l| l["request"]["subtype"] == "set_permission_mode");
     assert_eq!(mode.unwrap()["request"]["mode"], "acceptEdits");
 }
 
@@ -338,7 +285,7 @@ fn approve_for_session_applies_exactly_what_was_shown() {
     ]);
     let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"},
                            "permission_suggestions": suggestions}]);
-    let s = Server::start("trust-session-grants", "claude", requests, &[]);
+    let s = start("trust-session-grants", "claude", requests, &[]);
     let ev = agui(s.port, run("t", "r1", "test it"));
     let i = interrupts(&ev)[0].clone();
     let meta = &i["metadata"]["runwire"];
@@ -356,7 +303,7 @@ fn approve_for_session_applies_exactly_what_was_shown() {
     let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "session"}}]);
     finished_ok(&agui(s.port, resume("t", "r2", ok)));
     let answer = |s: &Server| -> Value {
-        s.agent_input()
+        agent_input(&s)
             .into_iter()
             .map(|(_, l)| l)
             .rfind(|l| l["type"] == "control_response")
@@ -402,13 +349,13 @@ fn with_grant_all_every_suggested_update_is_offered() {
     ]);
     let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "ls /"},
                            "permission_suggestions": suggestions}]);
-    let s = Server::start("trust-grant-all", "claude", requests, &["--grant-all"]);
+    let s = start("trust-grant-all", "claude", requests, &["--grant-all"]);
     let ev = agui(s.port, run("t", "r1", "look around"));
     let i = interrupts(&ev)[0].clone();
     assert!(i["metadata"]["runwire"].get("droppedUpdates").is_none(), "{i}");
     let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "session"}}]);
     finished_ok(&agui(s.port, resume("t", "r2", ok)));
-    let r = s.agent_input().into_iter().map(|(_, l)| l).rfind(|l| l["type"] == "control_response").unwrap();
+    let r = agent_input(&s).into_iter().map(|(_, l)| l).rfind(|l| l["type"] == "control_response").unwrap();
     assert_eq!(r["response"]["response"]["updatedPermissions"].as_array().unwrap().len(), 2, "{r}");
 }
 
@@ -420,7 +367,7 @@ fn with_grant_all_every_suggested_update_is_offered() {
 /// Claude's interrupts keep edits and the deny message, which reach it.
 #[test]
 fn each_interrupt_offers_exactly_what_its_agent_can_do() {
-    let s = Server::start("trust-offer-acp", "cursor", json!([]), &[]);
+    let s = start("trust-offer-acp", "cursor", json!([]), &[]);
     let ev = agui(s.port, run("t", "r1", "touch a file"));
     let i = interrupts(&ev)[0].clone();
     let props = &i["responseSchema"]["properties"];
@@ -447,7 +394,7 @@ fn each_interrupt_offers_exactly_what_its_agent_can_do() {
     drop(s);
 
     let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "ls"}}]);
-    let s = Server::start("trust-offer-claude", "claude", requests, &[]);
+    let s = start("trust-offer-claude", "claude", requests, &[]);
     let ev = agui(s.port, run("t", "r1", "list"));
     let i = interrupts(&ev)[0].clone();
     let props = &i["responseSchema"]["properties"];
@@ -456,7 +403,7 @@ fn each_interrupt_offers_exactly_what_its_agent_can_do() {
     let e =
         json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": false, "message": "not that"}}]);
     finished_ok(&agui(s.port, resume("t", "r2", e)));
-    let r = s.agent_input().into_iter().map(|(_, l)| l).rfind(|l| l["type"] == "control_response").unwrap();
+    let r = agent_input(&s).into_iter().map(|(_, l)| l).rfind(|l| l["type"] == "control_response").unwrap();
     assert_eq!(r["response"]["response"]["message"], "not that", "the deny message reaches the model");
     let (_, caps) = http(s.port, "GET", "/agui/capabilities", "");
     let caps: Value = serde_json::from_slice(&caps).unwrap();

@@ -133,12 +133,12 @@ impl Server {
         } else {
             format!("Content-Length: {}\r\n", body.len())
         };
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{headers}{length}Connection: close\r\n\r\n{body}",
-            self.addr
-        )
-        .unwrap();
+        // The test's own Host, when it gives one (a foreign one is refused).
+        let host = match headers.to_ascii_lowercase().contains("host:") {
+            true => String::new(),
+            false => format!("Host: {}\r\n", self.addr),
+        };
+        write!(s, "{method} {path} HTTP/1.1\r\n{host}{headers}{length}Connection: close\r\n\r\n{body}").unwrap();
         s
     }
 
@@ -153,6 +153,13 @@ impl Server {
     /// `GET path`: the status and the body as JSON (`Null` when it is not).
     pub fn get(&self, path: &str) -> (u16, Value) {
         let r = self.request("GET", path, "", "");
+        (r.status, serde_json::from_slice(&r.body).unwrap_or_default())
+    }
+
+    /// `GET path` with `headers` (CRLF after each): the status and the body
+    /// as JSON (`Null` when it is not).
+    pub fn get_with(&self, path: &str, headers: &str) -> (u16, Value) {
+        let r = self.request("GET", path, headers, "");
         (r.status, serde_json::from_slice(&r.body).unwrap_or_default())
     }
 
@@ -275,6 +282,11 @@ impl Response {
     /// The body as JSON; panics, showing it, when it is not.
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.text()))
+    }
+
+    /// The `error` of a JSON refusal; panics when there is none.
+    pub fn error(&self) -> String {
+        self.json()["error"].as_str().unwrap_or_else(|| panic!("no error key: {}", self.text())).to_string()
     }
 
     /// The JSON data of the body's SSE frames.
