@@ -52,10 +52,6 @@ fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
     Server::spawn(cmd)
 }
 
-fn sse_events(body: &str) -> Vec<Value> {
-    support::sse::events(body)
-}
-
 fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();

@@ -53,10 +53,6 @@ fn agent_input(s: &Server) -> Vec<(u64, Value)> {
         .collect()
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
 /// One HTTP request (`Connection: close`): the status and the body.
 fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
