@@ -177,12 +177,9 @@ fn live_run(base: &Path) -> (PathBuf, String, PathBuf) {
     (home, v["runId"].as_str().unwrap().to_string(), rs.join("live.t.log"))
 }
 
-/// A task stream's SSE frames as (id, data), read until the stream ends or
-/// `until` says stop; the raw body's length too.
-struct Stream {
-    s: std::net::TcpStream,
-    buf: Vec<u8>,
-}
+/// A task stream ([`support::sse::Reader`]) past its `200` head: its
+/// frames as (id, data).
+struct Stream(support::sse::Reader<std::net::TcpStream>);
 
 impl Stream {
     fn open(port: u16, path: &str, last_id: Option<&str>) -> Stream {
@@ -191,60 +188,20 @@ impl Stream {
         s.set_read_timeout(Some(LIMIT)).unwrap();
         let resume = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
         write!(s, "GET {path} HTTP/1.0\r\n{resume}\r\n").unwrap();
-        let mut st = Stream { s, buf: Vec::new() };
-        let head = st.next_block(b"\r\n\r\n").expect("a response head");
+        let mut r = support::sse::Reader::new(s);
+        let head = r.head();
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        st
-    }
-
-    /// The next block ended by a blank line (`\r\n\r\n` for the head, `\n\n` for a frame).
-    fn next_block(&mut self, sep: &[u8]) -> Option<String> {
-        use std::io::Read;
-        let mut from = 0;
-        loop {
-            // Only what arrived since the last look is searched (a block ends in `\n\n`).
-            let end = self.buf[from..].windows(sep.len()).position(|w| w == sep).map(|i| from + i + sep.len());
-            if let Some(e) = end {
-                let block: Vec<u8> = self.buf.drain(..e).collect();
-                return Some(String::from_utf8_lossy(&block).into_owned());
-            }
-            from = self.buf.len().saturating_sub(sep.len() - 1);
-            let mut chunk = [0u8; 4096];
-            let n = self.s.read(&mut chunk).unwrap();
-            if n == 0 {
-                return None;
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
+        Stream(r)
     }
 
     /// The next frame with data: its id (if any) and its data as JSON.
     fn next_frame(&mut self) -> Option<(Option<String>, serde_json::Value)> {
-        loop {
-            let b = self.next_block(b"\n\n")?;
-            let data = b.lines().find_map(|l| l.strip_prefix("data: "));
-            let Some(data) = data else { continue };
-            let id = b.lines().find_map(|l| l.strip_prefix("id: ")).map(str::to_string);
-            return Some((id, serde_json::from_str(data).unwrap()));
-        }
+        self.0.next_frame().map(|f| (f.id.clone(), f.json()))
     }
 
-    /// The number of framed events (`id:` lines) left, counted as they come.
+    /// The number of framed events (frames with an id) left, counted as they come.
     fn count_rest(&mut self) -> usize {
-        use std::io::Read;
-        let mut carry = std::mem::take(&mut self.buf);
-        let mut chunk = vec![0u8; 1 << 16];
-        let mut n = 0;
-        loop {
-            n += carry.windows(4).filter(|w| w == b"id: ").count();
-            // The last 3 bytes may begin an `id: ` that the next read ends.
-            carry.drain(..carry.len().saturating_sub(3));
-            let k = self.s.read(&mut chunk).unwrap();
-            if k == 0 {
-                return n;
-            }
-            carry.extend_from_slice(&chunk[..k]);
-        }
+        std::iter::from_fn(|| self.0.next_frame()).filter(|f| f.id.is_some()).count()
     }
 
     fn rest(&mut self) -> Vec<(Option<String>, serde_json::Value)> {

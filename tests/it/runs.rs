@@ -433,15 +433,15 @@ fn a_too_slow_client_gets_one_error_naming_the_dropped_range() {
     s.read_to_end(&mut raw).unwrap();
     let text = String::from_utf8_lossy(&raw);
     let body = text.split_once("\r\n\r\n").unwrap().1;
-    let errors: Vec<&str> = body.split("\n\n").filter(|f| f.starts_with("event: error")).collect();
+    let frames = support::sse::frames(body);
+    let errors: Vec<&support::sse::Frame> = frames.iter().filter(|f| f.kind() == "error").collect();
     assert!(!errors.is_empty(), "expected a dropped-range error event");
-    let ids: Vec<String> =
-        body.split("\n\n").filter_map(|f| f.lines().find_map(|l| l.strip_prefix("id: "))).map(str::to_string).collect();
+    let ids: Vec<String> = frames.iter().filter_map(|f| f.id.clone()).collect();
     let want = expected_seqs(&std::fs::read(&log).unwrap());
     // Every seq was either delivered or named in a dropped range.
     let mut covered = ids.clone();
     for e in &errors {
-        let data: Value = serde_json::from_str(e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+        let data = e.json();
         assert_eq!(data["data"]["code"], "dropped");
         let (from, to) = data["data"]["raw"].as_str().unwrap().split_once("..").unwrap();
         let a = want.iter().position(|s| s == from).unwrap();
@@ -557,14 +557,9 @@ fn format_agui_serves_the_task_as_a_valid_ag_ui_stream() {
         if code != 200 {
             return (code, Vec::new());
         }
-        let frames = body
-            .split("\n\n")
-            .filter(|fr| fr.contains("data: "))
-            .map(|fr| {
-                let id = fr.lines().find_map(|l| l.strip_prefix("id: ")).expect("every AG-UI frame has an id");
-                let data = fr.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
-                (id.to_string(), serde_json::from_str(data).unwrap())
-            })
+        let frames = support::sse::frames(body)
+            .iter()
+            .map(|fr| (fr.id.clone().expect("every AG-UI frame has an id"), fr.json()))
             .collect();
         (code, frames)
     };
@@ -1225,11 +1220,7 @@ fn a_line_over_the_cap_becomes_one_error_event_and_the_stream_goes_on() {
     s.read_to_end(&mut raw).unwrap();
     let text = String::from_utf8_lossy(&raw);
     let body = text.split_once("\r\n\r\n").unwrap().1;
-    let datas: Vec<Value> = body
-        .split("\n\n")
-        .filter_map(|fr| fr.lines().find_map(|l| l.strip_prefix("data: ")))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
+    let datas: Vec<Value> = support::sse::events(body);
     let too_long: Vec<&Value> = datas.iter().filter(|e| e["data"]["code"] == "line_too_long").collect();
     assert_eq!(too_long.len(), 1, "one error event for the long line");
     let line_size = (size + "{\"type\":\"assistant\",\"x\":\"\"}".len()).to_string();

@@ -315,8 +315,7 @@ fn the_server_runs_any_acp_agent_exactly_as_given() {
     std::io::Read::read_to_string(&mut c, &mut raw).unwrap();
     let _ = child.kill();
     let _ = child.wait();
-    let events: Vec<Value> =
-        raw.lines().filter_map(|l| l.strip_prefix("data: ")).filter_map(|d| serde_json::from_str(d).ok()).collect();
+    let events = support::sse::events(raw.split_once("\r\n\r\n").map_or("", |(_, b)| b));
     let text: String = events.iter().filter_map(|e| e["delta"].as_str()).collect();
     assert_eq!(text, "Hello over ACP. (argv: --flag two words)", "{raw}");
     assert_eq!(events.last().map(|e| e["type"].clone()), Some(json!("RUN_FINISHED")), "{raw}");

@@ -83,31 +83,17 @@ fn check_rereads(log: &Path) {
     eprintln!("ms from write to ts, sorted: {late:?}");
 }
 
+/// The body of a `200` response to `req`, de-chunked: frames are
+/// compared, not how writes were cut.
 fn http(port: u16, req: &str) -> Vec<u8> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.write_all(req.as_bytes()).unwrap();
     let mut got = Vec::new();
     s.read_to_end(&mut got).unwrap();
-    let split = got.windows(4).position(|w| w == b"\r\n\r\n").expect("a response head") + 4;
-    let (head, body) = got.split_at(split);
-    let head = String::from_utf8_lossy(head).to_ascii_lowercase();
-    assert!(head.starts_with("http/1.1 200"), "{head}");
-    if !head.contains("transfer-encoding: chunked") {
-        return body.to_vec();
-    }
-    // De-chunked: frames are compared, not how writes were cut.
-    let mut out = Vec::new();
-    let mut rest = body;
-    loop {
-        let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
-        let n = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap().trim(), 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&rest[eol + 2..eol + 2 + n]);
-        rest = &rest[eol + 2 + n + 2..];
-    }
+    let r = support::server::Response::parse(&got);
+    assert!(r.status == 200 && r.complete, "{}", String::from_utf8_lossy(&got));
+    r.body
 }
 
 fn get(port: u16, path: &str, last_id: Option<&str>) -> String {
@@ -152,16 +138,14 @@ fn a_recorded_post_agui_run_rereads_identically_with_true_times() {
     let first = get(s.port, &path, None);
     let second = get(s.port, &path, None);
     assert_eq!(first, second, "two reads of the task stream differ");
-    let frames: Vec<&str> = first.split("\n\n").filter(|f| f.contains("data: ")).collect();
+    let frames = support::sse::frames(&first);
     assert!(frames.len() >= 6, "{first}");
     let mid = frames.len() / 2;
-    let mid_id = frames[mid].lines().find_map(|l| l.strip_prefix("id: ")).expect("frames carry ids");
+    let mid_id = frames[mid].id.as_deref().expect("frames carry ids");
     let resumed = get(s.port, &path, Some(mid_id));
-    let want: Vec<&str> = frames[mid + 1..].to_vec();
-    let got: Vec<&str> = resumed.split("\n\n").filter(|f| f.contains("data: ")).collect();
-    assert_eq!(got, want, "a resumed task stream is not the same frames");
+    assert_eq!(support::sse::frames(&resumed), frames[mid + 1..], "a resumed task stream is not the same frames");
     // The stream's events are the re-read's, ts included.
-    let events: Vec<&str> = first.lines().filter_map(|l| l.strip_prefix("data: ")).collect::<Vec<_>>();
+    let events: Vec<&str> = frames.iter().map(|f| f.data.as_str()).collect();
     let reread = normalize(&log, &[]);
     let reread_ts: Vec<Value> =
         reread.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["ts"].clone()).collect();
