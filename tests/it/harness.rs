@@ -218,3 +218,25 @@ fn the_sse_reader_reads_frames_as_a_browser_does() {
     );
     assert_eq!(events(body), [serde_json::json!({"a": 1}), serde_json::json!({"b": 2})]);
 }
+
+/// One `runwire-serve` fixture (`support::Server`) and one SSE reader
+/// (`support::sse`) for the whole binary: no module of it grows its own.
+#[test]
+fn the_modules_share_one_server_fixture_and_one_sse_reader() {
+    let mut problems = Vec::new();
+    let it = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let modules: Vec<PathBuf> = test_files().into_iter().filter(|p| p.starts_with(&it)).collect();
+    assert!(modules.len() > 30, "only {} modules found in {}", modules.len(), it.display());
+    for path in modules {
+        let src = std::fs::read_to_string(&path).unwrap();
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        for own in
+            ["struct Server ", "struct Server(", "fn sse_events", "fn frames_until_exit", "fn dechunk", "struct Sse "]
+        {
+            if src.contains(own) {
+                problems.push(format!("{file}: `{own}`: use support::Server / support::sse"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
