@@ -240,3 +240,39 @@ fn the_modules_share_one_server_fixture_and_one_sse_reader() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The live reader gives what [`support::sse::frames`] gives however the
+/// bytes arrive (here one at a time, a CRLF split between reads), counts
+/// the keep-alive comments, and `http_events` reads a chunked response.
+#[test]
+fn the_live_sse_reader_reads_frames_split_anywhere() {
+    use support::sse::{frames, http_events, Frame, Reader};
+    struct Drip<'a>(&'a [u8]);
+    impl std::io::Read for Drip<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some((first, rest)) = self.0.split_first() else { return Ok(0) };
+            buf[0] = *first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+    let body = ": keep-alive\n\nid: 7\nevent: run\ndata: {\"a\":1}\n\ndata:{\"b\":\r\ndata: 2}\r\n\r\n: keep-alive\r\n\r\ndata: {\"torn\"";
+    let raw = format!("{head}{body}");
+    let mut r = Reader::new(Drip(raw.as_bytes()));
+    assert_eq!(r.status(), 200);
+    let got: Vec<Frame> = std::iter::from_fn(|| r.next_frame()).collect();
+    assert_eq!(got, frames(body));
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].kind(), "run");
+    assert_eq!(r.comments(), 2);
+    // The same frames, chunked at odd places, then the last chunk.
+    let whole = "data: {\"a\":1}\n\ndata: {\"b\":2}\n\n";
+    let (x, y) = whole.split_at(9);
+    let chunked = format!(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{x}\r\n{:x}\r\n{y}\r\n0\r\n\r\n",
+        x.len(),
+        y.len()
+    );
+    assert_eq!(http_events(chunked.as_bytes()), [serde_json::json!({"a": 1}), serde_json::json!({"b": 2})]);
+}
