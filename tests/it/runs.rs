@@ -620,7 +620,7 @@ fn read_head(s: &mut TcpStream) -> String {
 /// Reads SSE frames from an open stream (past its head) until the exit
 /// event or the end: the ids, the exit seen, and how many keep-alive
 /// comments came.
-fn frames_until_exit(s: TcpStream) -> (Vec<String>, bool, usize) {
+fn ids_until_exit(s: TcpStream) -> (Vec<String>, bool, usize) {
     let mut sse = support::sse::Reader::new(s);
     let mut ids = Vec::new();
     while let Some(f) = sse.next_frame() {
@@ -655,7 +655,7 @@ fn a_stream_waits_for_a_task_log_that_does_not_exist_yet() {
         writeln!(f, "{l}").unwrap();
     }
     drop(f);
-    let (ids, exited, _) = frames_until_exit(s);
+    let (ids, exited, _) = ids_until_exit(s);
     assert!(exited, "the stream follows the log once it exists, to the exit event");
     let want = expected_seqs(&std::fs::read(&log).unwrap());
     assert_eq!(ids, want, "every event, with its id, from the first line on");
@@ -700,7 +700,7 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
     let src = source_lines(1);
     std::fs::write(&tmp_log, src.join("\n") + "\n").unwrap();
     std::fs::rename(&tmp_log, rs.join("live.u.log")).unwrap();
-    let (ids, exited, _) = frames_until_exit(s);
+    let (ids, exited, _) = ids_until_exit(s);
     assert!(exited);
     assert_eq!(ids, expected_seqs(&std::fs::read(rs.join("live.u.log")).unwrap()));
 }

@@ -377,27 +377,10 @@ fn an_agui_message_to_a_deaf_agent_ends_agent_not_reading() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_eq!(r.status, 200, "{}", r.body);
-    let events: Vec<Value> = dechunk(&r.body)
-        .split("\n\n")
-        .filter_map(|f| f.split_once("data: ").map(|(_, d)| d))
-        .filter_map(|d| serde_json::from_str(d.trim()).ok())
-        .collect();
+    let (body, _) = support::sse::dechunk(r.body.as_bytes());
+    let events = support::sse::events(&String::from_utf8(body).unwrap());
     let end = events.last().expect("events");
     assert_eq!(end["type"], "RUN_ERROR", "{}", r.body);
     assert_eq!(end["code"], "agent_not_reading", "{end}");
     assert!(t.elapsed() < Duration::from_secs(6), "took {:?}", t.elapsed());
-}
-
-/// The body of a chunked response.
-fn dechunk(mut b: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = b.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        b = rest[n..].strip_prefix("\r\n").unwrap_or(&rest[n..]);
-    }
-    out
 }
