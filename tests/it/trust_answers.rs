@@ -118,7 +118,7 @@ fn session_run(ev: &[Value]) -> String {
 
 /// ACP permission answers that reached the agent: (process, optionId or outcome).
 fn acp_answers(s: &Server) -> Vec<(u64, String)> {
-    agent_input(&s)
+    agent_input(s)
         .into_iter()
         .filter(|(_, l)| l.get("method").is_none() && l.get("result").is_some())
         .map(|(p, l)| {
@@ -242,7 +242,7 @@ fn a_refused_resume_sends_nothing_at_all() {
                {"interruptId": plan["id"], "status": "resolved", "payload": {"approved": true, "mode": mode}}])
     };
     let responses = |s: &Server| -> Vec<Value> {
-        agent_input(&s).into_iter().map(|(_, l)| l).filter(|l| l["type"] == "control_response").collect()
+        agent_input(s).into_iter().map(|(_, l)| l).filter(|l| l["type"] == "control_response").collect()
     };
     let m = refused(&agui(s.port, resume("t", "r2", answers("bypassPermissions"))));
     assert!(m.contains("--grant-all"), "{m}");
@@ -299,7 +299,7 @@ fn approve_for_session_applies_exactly_what_was_shown() {
     let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "session"}}]);
     finished_ok(&agui(s.port, resume("t", "r2", ok)));
     let answer = |s: &Server| -> Value {
-        agent_input(&s)
+        agent_input(s)
             .into_iter()
             .map(|(_, l)| l)
             .rfind(|l| l["type"] == "control_response")
