@@ -3,6 +3,11 @@
 //! the one skip rule, the `runwire-serve` fixture, the SSE reader). One
 //! binary links the crate once; `cargo test --test it NAME::` runs one
 //! area (`cargo test --test it real_agents::`).
+//!
+//! A new area is a file here and a `mod` line below; in it, `use
+//! crate::support;` (not `mod support;`), and paths in `include_str!` are
+//! relative to `tests/it/`. A test file left in `tests/` builds as a binary
+//! of its own until it is moved here (`git mv tests/X.rs tests/it/`).
 
 #[path = "../support/mod.rs"]
 mod support;

@@ -15,6 +15,10 @@ pub mod verify;
 
 pub use server::Server;
 
+/// [`Server`]'s old name, for a test file written before the one binary
+/// (`tests/it/`); the same fixture.
+pub type Serve = Server;
+
 /// The example `name`, built for this test run. `cargo test --all-targets`
 /// (the README's test command, and CI's) builds examples only as test
 /// harnesses, never as the programs themselves, so the test builds it with
