@@ -2,7 +2,7 @@
 # bench/procs.sh: how fast runwire-serve ends runs and their processes, with
 # fixtures/escape-wrapper (a wrapper that ignores SIGTERM, forks a child that
 # ignores it, and leaves a setsid orphan that ignores it and holds stdout).
-# On demand only; CI never runs it (tests/procs.rs checks the same bounds).
+# On demand only; CI never runs it (tests/it/procs.rs checks the same bounds).
 #   1. A wrapper that lives 0.3 s, then exits 1 without a status line while
 #      the orphan holds its stdout: when the POST /agui response ends.
 #   2. kill -9 of runwire-serve mid-run: when the last of the three processes

@@ -62,7 +62,7 @@ const ENDS: &[&str] = &["thread/compact/start", "thread/fork", "model/list"];
 /// Params whose values must match exactly wherever they occur.
 const EXACT_KEYS: &[&str] = &["threadId", "turnId", "expectedTurnId", "sessionId", "text"];
 /// Keys codex 0.169.0 wants that the recordings (codex 0.149.0, bb's
-/// client) predate: (where in the line, key). `tests/codex_schema.rs`
+/// client) predate: (where in the line, key). `tests/it/codex_schema.rs`
 /// checks them against the schema 0.169.0 generates.
 const NEWER_KEYS: &[(&str, &str)] = &[("params", "excludeTurns"), ("dynamicTools[", "type")];
 /// Free-form values (a JSON Schema, a config map): only their JSON type is compared.

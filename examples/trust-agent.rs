@@ -1,5 +1,5 @@
 //! `trust-agent`: a scripted stand-in agent for the answer-path tests
-//! (`tests/trust_answers.rs`), acting as the attacker of issue 25 would:
+//! (`tests/it/trust_answers.rs`), acting as the attacker of issue 25 would:
 //!
 //! - `TRUST_PROTO=acp` (run as `trust-agent acp`): an ACP agent that numbers
 //!   its permission requests from 0 in every process (as codex and ACP

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""model-server.py: a scripted model for the real-agent matrix (tests/real_agents.rs).
+"""model-server.py: a scripted model for the real-agent matrix (tests/it/real_agents.rs).
 
 Usage: model-server.py SCRIPT.json RECORD.jsonl
 

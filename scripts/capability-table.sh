@@ -3,7 +3,7 @@
 # rendered from realagents/capabilities.json and realagents/tested.json) between
 # the markers <!-- capability-table:begin --> and <!-- capability-table:end -->
 # of each FILE (default: docs/REAL-AGENTS.md and README.md); a file without
-# both markers is left as it is. tests/doctor.rs checks that they hold exactly
+# both markers is left as it is. tests/it/doctor.rs checks that they hold exactly
 # this table.
 #
 # Usage: scripts/capability-table.sh [FILE...]

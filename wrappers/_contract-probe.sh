@@ -328,7 +328,7 @@ for w in "${want[@]}"; do
     probe "$w"
     [[ $w == claude ]] && probe_claude_only
     # Every wrapper's --interactive needs runwire-session (the sessions themselves are
-    # replayed against recorded cells by tests/session_replay.rs and tests/wrappers.rs).
+    # replayed against recorded cells by tests/it/session_replay.rs and tests/it/wrappers.rs).
     if [[ $w != claude ]]; then
         RUNWIRE_SESSION_BIN=$WORK/nope run "$w" --interactive --prompt hi </dev/null
         expect_status "$w: --interactive without runwire-session: exit 127" 127 null

@@ -53,7 +53,7 @@ const FREE_TEXT = 'two spaces, like the rest of the repo';
 
 /**
  * A cell built at test time from the recorded user-question cell (as
- * tests/interactive.rs free_text_cell does): the client answered with
+ * tests/it/interactive.rs free_text_cell does): the client answered with
  * FREE_TEXT (claude's "Other") instead of the recorded label, in its
  * control_response (which the replaying stub checks) and in claude's echo.
  */

@@ -1,5 +1,5 @@
 //! Helpers shared by integration tests: example binaries, the official
-//! AG-UI client, the servers and supervisors they start, and the one rule
+//! AG-UI client, the servers ([`Server`]) and supervisors they start, and the one rule
 //! for tests that need a tool from outside the crate ([`need`], `tools.rs`).
 #![allow(dead_code)] // each test crate uses part of it
 
@@ -8,8 +8,16 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 
+pub mod server;
 pub mod sse;
 pub mod tools;
+pub mod verify;
+
+pub use server::Server;
+
+/// [`Server`]'s old name, for a test file written before the one binary
+/// (`tests/it/`); the same fixture.
+pub type Serve = Server;
 
 /// The example `name`, built for this test run. `cargo test --all-targets`
 /// (the README's test command, and CI's) builds examples only as test
@@ -89,70 +97,6 @@ pub fn need(names: &[&str]) {
             String::from_utf8_lossy(&out.stderr)
         );
         done.push(dir);
-    }
-}
-
-/// A `runwire-serve` on a free loopback port (`--listen 127.0.0.1:0` added
-/// to `cmd`, whose first line says where), stopped when dropped; a piped
-/// stderr is kept [`Quiet`].
-pub struct Serve {
-    pub child: std::process::Child,
-    pub port: u16,
-    pub stderr: Option<Quiet>,
-}
-
-impl Serve {
-    /// Starts `cmd` (runwire-serve with its arguments and environment).
-    pub fn spawn(mut cmd: Command) -> Serve {
-        use std::io::BufRead;
-        let mut child = cmd
-            .args(["--listen", "127.0.0.1:0"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("start runwire-serve");
-        let stderr = child.stderr.is_some().then(|| Quiet::capture("runwire-serve", &mut child));
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line).unwrap();
-        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
-        let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}, not where it listens"));
-        Serve { child, port, stderr }
-    }
-
-    /// The server with `HARNESS_HOME` = `home`, its stderr [`Quiet`].
-    pub fn start(home: &std::path::Path) -> Serve {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
-        cmd.env("HARNESS_HOME", home).stderr(std::process::Stdio::piped());
-        Serve::spawn(cmd)
-    }
-
-    /// One JSON `POST` over HTTP/1.0: the status and the body (`Null`
-    /// when it is not JSON).
-    pub fn post(&self, path: &str, body: &str) -> (u16, serde_json::Value) {
-        use std::io::{Read, Write};
-        let mut c = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        c.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
-        write!(
-            c,
-            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        c.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-        let code = head.split(' ').nth(1).and_then(|c| c.parse().ok());
-        (
-            code.unwrap_or_else(|| panic!("not an HTTP response: {raw:?}")),
-            serde_json::from_str(body).unwrap_or_default(),
-        )
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -267,13 +211,20 @@ pub fn next_exchange(
     }
 }
 
-/// A fresh, empty scratch directory `<temp>/rw/<pid>-<name>` for this test
+/// A fresh, empty scratch directory `<temp>/rw/<pid>-<module>-<name>` for this test
 /// process. Tests keep what they wrote there (a failure can be looked at);
 /// the first call of a process removes what processes that are gone left
 /// over an hour ago, so test runs do not pile up in the temp dir. Short,
-/// because unix socket paths under it are limited to 108 bytes.
+/// because unix socket paths under it are limited to 108 bytes. All the
+/// test modules share one process, so the name is the calling module's
+/// (`<pid>-<module>-<name>`, the module being the caller's file).
+#[track_caller]
 pub fn scratch(name: &str) -> PathBuf {
     static SWEPT: std::sync::Once = std::sync::Once::new();
+    let module = std::path::Path::new(std::panic::Location::caller().file())
+        .file_stem()
+        .map(|m| m.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let root = std::env::temp_dir().join("rw");
     SWEPT.call_once(|| {
         for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
@@ -287,7 +238,7 @@ pub fn scratch(name: &str) -> PathBuf {
             }
         }
     });
-    let dir = root.join(format!("{}-{name}", std::process::id()));
+    let dir = root.join(format!("{}-{module}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir

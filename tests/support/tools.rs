@@ -26,12 +26,12 @@
 //!   directory on `PATH` changes (a tool was installed). A re-run rebuilds
 //!   the crate's targets, as any change of a build script's output does.
 //! - A test that uses a helper needing a tool carries the guard too;
-//!   `tests/harness.rs` checks every test file for it (following the file's
+//!   `tests/it/harness.rs` checks every test file for it (following the file's
 //!   helpers, and counting the replaying stub as needing jq).
 //!
 //! No other skip exists: a test never returns early, prints "SKIPPED" and
 //! passes. A new tool is a new entry of [`TOOLS`] (and of the list in
-//! `tests/harness.rs`). Std only: the build script compiles this file.
+//! `tests/it/harness.rs`). Std only: the build script compiles this file.
 #![allow(dead_code)] // the build script and each test crate use part of it
 
 use std::path::{Path, PathBuf};

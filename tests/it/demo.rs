@@ -1,0 +1,177 @@
+//! `runwire-serve --demo`: the built-in demo agent, as a newcomer meets it.
+//! The README's quick-start block is run as it is (bash and curl, the real
+//! binary on PATH), and the demo's approval, question, steer and stop go
+//! through the real routes.
+
+use crate::support;
+use support::Server;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_runwire-serve")).parent().unwrap().to_path_buf()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("runwire-demo-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The README block after the quick-start marker.
+fn readme_block() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let at = readme.find("<!-- quickstart-demo:").expect("the README marks its quick-start demo block");
+    let rest = &readme[at..];
+    let start = rest.find("```sh\n").expect("a sh block after the marker") + 6;
+    let end = rest[start..].find("```").expect("the block ends") + start;
+    rest[start..end].to_string()
+}
+
+/// The README's quick-start commands, run by bash as they stand, print an
+/// approval interrupt, then the approved command's result and a question.
+#[test]
+#[cfg_attr(not(tool = "bash"), ignore = "needs bash: apt-get install bash")]
+#[cfg_attr(not(tool = "curl"), ignore = "needs curl (the README's commands use it): apt-get install curl")]
+fn the_readme_quick_start_demo_runs_as_written() {
+    support::need(&["bash", "curl"]);
+    let home = scratch("readme");
+    let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(readme_block())
+        .env("PATH", path)
+        .env("HARNESS_HOME", &home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "status {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let finished: Vec<&str> = stdout.lines().filter(|l| l.contains("\"RUN_FINISHED\"")).collect();
+    assert_eq!(finished.len(), 2, "two runs, each ends once:\n{stdout}");
+    assert!(finished[0].contains(r#""id":"rw-"#) && finished[0].contains("Allow Bash?"), "{}", finished[0]);
+    assert!(stdout.contains("\"TOOL_CALL_RESULT\"") && stdout.contains("(demo: nothing ran)"), "{stdout}");
+    assert!(
+        finished[1].contains(r#""type":"interrupt""#) && finished[1].contains("Which should the demo do next?"),
+        "{}",
+        finished[1]
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+fn start(name: &str) -> Server {
+    start_with(name, &["--demo"])
+}
+
+/// `runwire-serve ARGS` on a free port with a home of its own.
+fn start_with(name: &str, args: &[&str]) -> Server {
+    let home = scratch(name);
+    let mut cmd = Server::command();
+    cmd.args(args).env("HARNESS_HOME", &home);
+    Server::spawn(cmd).owning(home)
+}
+
+/// One POST; the whole response (the stream ends with the run).
+fn post(s: &Server, path: &str, body: &str) -> String {
+    let mut c = s.send("POST", path, "Content-Type: application/json\r\n", body);
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    r
+}
+
+fn agui(s: &Server, thread: &str, run: &str, extra: &str) -> String {
+    post(
+        s,
+        "/agui",
+        &format!(
+            r#"{{"threadId":"{thread}","runId":"{run}","messages":[{{"id":"m1","role":"user","content":"hello demo"}}]{extra}}}"#
+        ),
+    )
+}
+
+fn field<'a>(body: &'a str, key: &str) -> Option<&'a str> {
+    let at = body.find(&format!("\"{key}\":\""))? + key.len() + 4;
+    Some(&body[at..at + body[at..].find('"')?])
+}
+
+/// A denial with a reason reaches the demo agent: its tool result carries
+/// the reason, the turn ends, and the prompt was echoed back.
+#[test]
+fn the_demo_agent_takes_any_prompt_and_a_denial_with_its_reason() {
+    let s = start("deny");
+    let first = agui(&s, "d", "r1", "");
+    assert!(first.contains("hello demo"), "the prompt is played along with:\n{first}");
+    let id = field(&first[first.find("\"interrupts\"").unwrap()..], "id").unwrap().to_string();
+    let r2 = agui(
+        &s,
+        "d",
+        "r2",
+        &format!(
+            r#","resume":[{{"interruptId":"{id}","status":"resolved","payload":{{"approved":false,"message":"not on my machine"}}}}]"#
+        ),
+    );
+    assert!(r2.contains("Permission denied: not on my machine"), "{r2}");
+    assert!(r2.contains(r#""type":"RUN_FINISHED""#) && !r2.contains(r#""type":"interrupt""#), "the turn ends:\n{r2}");
+}
+
+/// A steer while the demo agent streams joins its turn (the stream shows
+/// the agent taking it); Stop then ends the turn and the run streaming it.
+#[test]
+fn the_demo_agent_takes_a_steer_mid_turn_and_stops() {
+    use std::io::BufRead;
+    let s = start("steer");
+    let body = r#"{"threadId":"s","runId":"r1","messages":[{"id":"m1","role":"user","content":"hello demo"}]}"#;
+    let c = s.send("POST", "/agui", "Content-Type: application/json\r\n", body);
+    let mut r = std::io::BufReader::new(c);
+    let mut seen = String::new();
+    let mut line = String::new();
+    // Read until the agent streams its greeting (its turn runs), then steer.
+    while !seen.contains("TEXT_MESSAGE_CONTENT") {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended early:\n{seen}");
+        seen.push_str(&line);
+    }
+    let steer = field(&seen, "steer").expect("the steer route").to_string();
+    let reply = post(&s, &steer, r#"{"msg":"use the other file"}"#);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let mut rest = String::new();
+    r.read_to_string(&mut rest).unwrap();
+    let content: String =
+        rest.lines().filter(|l| l.contains("TEXT_MESSAGE_CONTENT")).filter_map(|l| field(l, "delta")).collect();
+    assert!(content.contains("Steer received while I work"), "the steer joined the turn:\n{rest}");
+    assert!(rest.contains("Allow Bash?"), "the turn went on to its approval:\n{rest}");
+    // Stop with the approval open: the request is cancelled and the turn ends.
+    let stop = field(&seen, "stop").unwrap().to_string();
+    let reply = post(&s, &stop, "{}");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let next = agui(&s, "s", "r2", "");
+    assert!(next.contains(r#""type":"RUN_FINISHED""#), "{next}");
+}
+
+fn get(s: &Server, path: &str) -> String {
+    let mut c = s.send("GET", path, "", "");
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    r
+}
+
+/// `/api/info` says which demo a server is, so the studio can tell its
+/// user: `agent` under `--demo`, `replay` with no `--agent`, none with one.
+#[test]
+fn api_info_says_which_demo_this_is() {
+    let s = start("info");
+    assert!(get(&s, "/api/info").contains(r#""demo":"agent""#));
+    for (args, want) in [(&[][..], r#""demo":"replay""#), (&["--agent", "claude"][..], r#""demo":null"#)] {
+        let s = start_with("info2", args);
+        let info = get(&s, "/api/info");
+        assert!(info.contains(want), "{args:?}: {info}");
+    }
+}

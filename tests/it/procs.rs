@@ -1,0 +1,342 @@
+//! No agent process outlives its run, and a lingering grandchild does not
+//! hold a run open (`session::proc`, `runwire-reaper`): real servers and
+//! supervisors, real signals, and a wrapper (`fixtures/escape-wrapper`) that
+//! ignores SIGTERM, forks a child that ignores it too, and leaves a `setsid`
+//! orphan that ignores it and holds the wrapper's stdout.
+
+use crate::support;
+use support::Server;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn escape_dir() -> PathBuf {
+    root().join("fixtures/escape-wrapper")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    support::scratch(name)
+}
+
+/// Alive and not a zombie (a reaper orphaned by a SIGKILLed caller may be
+/// left a zombie by an init that does not reap; it runs nothing).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().is_some_and(|r| !r.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+fn pids(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// The wrapper, its child and its setsid orphan, once all three run.
+fn escapers(file: &Path) -> Vec<i32> {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let p = pids(file);
+        if p.len() >= 3 && p.iter().all(|&p| alive(p)) {
+            return p;
+        }
+        assert!(Instant::now() < until, "the escape wrapper did not start its processes: {p:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until none of `pids` runs; returns how long that took.
+fn all_gone(pids: &[i32], limit: Duration) -> Duration {
+    let t = Instant::now();
+    while pids.iter().any(|&p| alive(p)) {
+        let left: Vec<_> = pids.iter().filter(|&&p| alive(p)).collect();
+        assert!(t.elapsed() < limit, "still running after {limit:?}: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.elapsed()
+}
+
+/// Kills a test's leftovers so a failure does not leak sleeps.
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in pids(&self.0.join("pids")) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// runwire-serve over the escaping wrapper in `mode`.
+fn serve(dir: &Path, mode: &str) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--agent-cmd"])
+        .arg(escape_dir().join("claude.sh"))
+        .env("HARNESS_HOME", dir.join("home"))
+        .env("ESCAPE_PIDS", dir.join("pids"))
+        .env("ESCAPE_MODE", mode);
+    Server::spawn(cmd)
+}
+
+fn post(port: u16, run: &str) -> TcpStream {
+    let body = serde_json::json!({
+        "threadId": run, "runId": run, "messages": [{"id": "u1", "role": "user", "content": "hi"}]
+    })
+    .to_string();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST /agui HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    s
+}
+
+#[test]
+fn serve_client_disconnect_leaves_no_process() {
+    let dir = tmp("disc");
+    let _c = Cleanup(dir.clone());
+    let s = serve(&dir, "hang");
+    let sock = post(s.port, "r1");
+    let p = escapers(&dir.join("pids"));
+    drop(sock);
+    // SIGTERM is ignored by all three: SIGKILL after the 2 s grace.
+    let took = all_gone(&p, Duration::from_secs(8));
+    assert!(took >= Duration::from_millis(1500), "killed before the grace: {took:?}");
+}
+
+#[test]
+fn serve_killed_with_sigkill_leaves_no_process() {
+    let dir = tmp("kill9");
+    let _c = Cleanup(dir.clone());
+    let mut s = serve(&dir, "hang");
+    let _sock = post(s.port, "r1");
+    let p = escapers(&dir.join("pids"));
+    s.kill();
+    all_gone(&p, Duration::from_secs(8));
+}
+
+#[test]
+fn serve_run_ends_when_the_wrapper_exits_though_an_orphan_holds_its_stdout() {
+    let dir = tmp("linger");
+    let _c = Cleanup(dir.clone());
+    let s = serve(&dir, "exit");
+    let t = Instant::now();
+    let mut sock = post(s.port, "r1");
+    let mut body = Vec::new();
+    // The server closes the connection after the run's last chunk.
+    sock.read_to_end(&mut body).unwrap();
+    let took = t.elapsed();
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("\"RUN_ERROR\""), "{body}");
+    assert!(body.contains("without a status line"), "{body}");
+    // The wrapper lives 0.3 s; then the reaper's drain grace (0.5 s) and the
+    // stream's drain grace (0.5 s) at most.
+    assert!(took < Duration::from_secs(3), "the run waited for the orphan: {took:?}");
+    all_gone(&pids(&dir.join("pids")), Duration::from_secs(2));
+}
+
+struct Sup {
+    child: Child,
+}
+
+impl Sup {
+    fn start(dir: &Path, mode: &str) -> Sup {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(
+            dir.join("p.plan.json"),
+            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#,
+        )
+        .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+            .current_dir(dir)
+            .args(["--plan", "p.plan.json", "--kill-grace", "2"])
+            .env("HARNESS_HOME", dir.join("home"))
+            .env("RUNWIRE_WRAPPER_DIR", escape_dir())
+            .env("ESCAPE_PIDS", dir.join("pids"))
+            .env("ESCAPE_MODE", mode)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Sup { child }
+    }
+
+    fn wait(&mut self, limit: Duration) -> Option<i32> {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the supervisor did not finish in {limit:?}");
+    }
+}
+
+impl Drop for Sup {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn journal(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("runstate/p.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn supervise_kill_leaves_no_process() {
+    let dir = tmp("supkill");
+    let _c = Cleanup(dir.clone());
+    let mut sup = Sup::start(&dir, "hang");
+    let p = escapers(&dir.join("pids"));
+    let live: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runstate/p.live.json")).unwrap()).unwrap();
+    let mut s = UnixStream::connect(live["sock"].as_str().unwrap()).unwrap();
+    writeln!(s, r#"{{"verb":"kill","task":"a","actor":"test"}}"#).unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    assert!(reply.contains("\"ok\":true"), "{reply}");
+    // The reply comes once the run is over: nothing of it may be left.
+    assert!(p.iter().all(|&p| !alive(p)), "left after the kill's reply: {:?}", pids(&dir.join("pids")));
+    assert_eq!(sup.wait(Duration::from_secs(10)), Some(1));
+}
+
+#[test]
+fn supervise_killed_with_sigkill_leaves_no_process() {
+    let dir = tmp("supkill9");
+    let _c = Cleanup(dir.clone());
+    let mut sup = Sup::start(&dir, "hang");
+    let p = escapers(&dir.join("pids"));
+    sup.child.kill().unwrap();
+    sup.child.wait().unwrap();
+    all_gone(&p, Duration::from_secs(8));
+}
+
+#[test]
+fn supervise_step_ends_when_the_wrapper_exits_and_its_orphan_goes() {
+    let dir = tmp("suplinger");
+    let _c = Cleanup(dir.clone());
+    let mut sup = Sup::start(&dir, "exit");
+    assert_eq!(sup.wait(Duration::from_secs(10)), Some(1));
+    let halted = journal(&dir).into_iter().find(|r| r["state"] == "halted").expect("the task halted");
+    assert_eq!(halted["detail"], "wrapper exited 1", "{halted}");
+    all_gone(&pids(&dir.join("pids")), Duration::from_secs(2));
+    // The supervisor wrote the wrapper's output itself, with arrival times.
+    let log = std::fs::read_to_string(dir.join("runstate/p.a.log")).unwrap();
+    assert_eq!(log.lines().count(), 2, "{log}");
+    let at = std::fs::read_to_string(dir.join("runstate/p.a.log.at")).unwrap();
+    let ordinals: Vec<&str> = at.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(ordinals, ["1", "2"], "{at}");
+}
+
+#[test]
+fn a_recorder_that_cannot_write_journals_the_run_failed_with_the_reason() {
+    let dir = tmp("full");
+    let _c = Cleanup(dir.clone());
+    // The run's log is /dev/full: every write fails with ENOSPC, as on a full disk.
+    let runstate = dir.join("home/serve/runstate");
+    std::fs::create_dir_all(&runstate).unwrap();
+    std::os::unix::fs::symlink("/dev/full", runstate.join("agui-full.agent.log")).unwrap();
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--agent-cmd"])
+        .arg(root().join("fixtures/stub-wrapper/agent.sh"))
+        .env("HARNESS_HOME", dir.join("home"));
+    let s = Server::spawn(cmd);
+    let mut sock = post(s.port, "full");
+    let mut body = Vec::new();
+    sock.read_to_end(&mut body).unwrap();
+    // The client still got the whole run.
+    assert!(String::from_utf8_lossy(&body).contains("RUN_FINISHED"));
+    let journal: Vec<serde_json::Value> = std::fs::read_to_string(runstate.join("agui-full.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = journal.iter().rev().find(|r| r["task"] == "agent").unwrap();
+    assert_eq!(end["state"], "failed", "{journal:?}");
+    assert!(end["detail"].as_str().unwrap().contains("No space left on device"), "{end}");
+    assert_eq!(journal.last().unwrap()["run"], "finished");
+}
+
+#[test]
+fn a_supervised_step_whose_log_cannot_be_written_is_halted_with_the_reason() {
+    let dir = tmp("supfull");
+    let _c = Cleanup(dir.clone());
+    std::fs::create_dir_all(dir.join("runstate")).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("runstate/p.a.log")).unwrap();
+    let mut sup = Sup::start(&dir, "hang");
+    assert_eq!(sup.wait(Duration::from_secs(15)), Some(1));
+    let halted = journal(&dir).into_iter().find(|r| r["state"] == "halted").expect("the task halted");
+    let detail = halted["detail"].as_str().unwrap();
+    assert!(detail.contains("could not be written") && detail.contains("No space left on device"), "{halted}");
+    all_gone(&pids(&dir.join("pids")), Duration::from_secs(2));
+}
+
+#[test]
+fn a_killed_wrapper_gets_sigterm_and_its_status_line_reaches_the_log() {
+    // The real claude wrapper over the stub engine that hangs: on SIGTERM
+    // it stops the engine and writes its status line. A signal mask passed
+    // on by the reaper (SIGTERM blocked) made it wait for SIGKILL instead.
+    let dir = tmp("term");
+    let _c = Cleanup(dir.clone());
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    std::fs::write(dir.join("p.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#)
+        .unwrap();
+    let path =
+        format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+    let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+        .current_dir(&dir)
+        .args(["--plan", "p.plan.json", "--kill-grace", "20"])
+        .env("HARNESS_HOME", dir.join("home"))
+        .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
+        .env("PATH", path)
+        .env("STUB_MODE", "hang")
+        .env("STUB_PID_FILE", dir.join("pids"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut sup = Sup { child };
+    let until = Instant::now() + Duration::from_secs(20);
+    let sock = loop {
+        let live: serde_json::Value = std::fs::read(dir.join("runstate/p.live.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if pids(&dir.join("pids")).len() >= 2 && live["tasks"]["a"]["session_id"].is_string() {
+            break live["sock"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < until, "the task never hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let t = Instant::now();
+    let mut s = UnixStream::connect(sock).unwrap();
+    writeln!(s, r#"{{"verb":"kill","task":"a","actor":"test"}}"#).unwrap();
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).unwrap();
+    // Well inside the 20 s grace: SIGTERM did it.
+    assert!(t.elapsed() < Duration::from_secs(10), "{reply} after {:?}", t.elapsed());
+    assert!(reply.contains("rc 143"), "{reply}");
+    let log = std::fs::read_to_string(dir.join("runstate/p.a.log")).unwrap();
+    assert!(log.trim_end().ends_with(r#""detail":"stopped: the wrapper got SIGTERM","files":[]}"#), "{log}");
+    assert_eq!(sup.wait(Duration::from_secs(10)), Some(1));
+}

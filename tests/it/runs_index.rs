@@ -1,0 +1,471 @@
+//! The run index (`$HARNESS_HOME/index/runs.log`, spec/LAYOUT.md "The run
+//! index"): a listing read through it is the same build's listing read
+//! from every run's files, on generated registries, after writes behind
+//! its back, a crash between a journal write and its index row, damage,
+//! compaction and concurrent writers.
+
+use crate::support;
+
+use proptest::prelude::*;
+use runwire::runs::index::{self, Index};
+use runwire::runs::list::{self, Options, Query};
+use runwire::runs::registry::{NewRun, Registry};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+const INIT: &str = r#"{"type":"system","subtype":"init","cwd":"/","session_id":"s","model":"m","tools":[]}"#;
+
+fn result_line(cost: f64, tin: u64, tout: u64) -> String {
+    format!(
+        r#"{{"type":"result","subtype":"success","is_error":false,"session_id":"s","total_cost_usd":{cost},"usage":{{"input_tokens":{tin},"output_tokens":{tout}}}}}"#
+    )
+}
+
+/// Through the index, trusting rows as soon as they are made (the 2 s
+/// window is tested on its own), appending nothing.
+fn by_index() -> Options {
+    Options { use_index: true, repair: false, racy_ns: 0 }
+}
+
+fn by_files() -> Options {
+    Options { use_index: false, repair: false, racy_ns: 0 }
+}
+
+fn q(limit: Option<&str>, cursor: Option<&str>, status: Option<&str>, repo: Option<&str>) -> Query {
+    Query::parse(limit, cursor, status, repo).unwrap()
+}
+
+fn set_mtime(p: &Path, secs: u64) {
+    std::fs::File::options()
+        .append(true)
+        .open(p)
+        .unwrap()
+        .set_modified(UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
+}
+
+/// One generated run.
+#[derive(Debug, Clone)]
+struct Spec {
+    repo: u8,
+    /// 0: no plan; 1..=3: that many tasks; 4: a plan that does not parse.
+    plan: u8,
+    /// Journal lines, by kind (see `record`).
+    journal: Vec<(u8, u8, u8)>,
+    /// Task a's log: a turn's cost and tokens.
+    log: Option<(u8, u8)>,
+    /// 0: fine; 1: its runstate directory gone; 2: its journal a directory.
+    problem: u8,
+    journal_at: u16,
+    pointer_at: u16,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        0..2u8,
+        0..5u8,
+        proptest::collection::vec((0..6u8, 0..3u8, 0..7u8), 0..6),
+        proptest::option::of((0..9u8, 0..9u8)),
+        prop_oneof![8 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+        0..50u16,
+        0..50u16,
+    )
+        .prop_map(|(repo, plan, journal, log, problem, journal_at, pointer_at)| Spec {
+            repo,
+            plan,
+            journal,
+            log,
+            problem,
+            journal_at,
+            pointer_at,
+        })
+}
+
+/// A journal line: a task state, a run record, an input request or answer, or junk.
+fn record((kind, task, x): (u8, u8, u8)) -> String {
+    let task = ["a", "b", "c"][usize::from(task)];
+    let state = runwire::runs::journal::TASK_STATES[usize::from(x) % 7];
+    let head = r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"r""#;
+    match kind {
+        0 | 1 => format!(r#"{head},"task":"{task}","state":"{state}","detail":"why {x}"}}"#),
+        2 => format!(r#"{head},"run":"{}","detail":"d{x}"}}"#, ["started", "paused", "aborted"][usize::from(x) % 3]),
+        3 => format!(r#"{head},"task":"{task}","input":"requested","request":"q{x}","kind":"question"}}"#),
+        4 => format!(r#"{head},"task":"{task}","input":"answered","request":"q{x}","decision":"allow"}}"#),
+        _ => "{not json".to_string(),
+    }
+}
+
+const BASE: u64 = 1_700_000_000;
+
+/// Writes the runs as a runner would, registered through `Registry::register`
+/// (which indexes each run as it registers it); their files are then written
+/// behind the index's back (as a runner of an older version would).
+fn build(home: &Path, specs: &[Spec]) -> Vec<(String, PathBuf, String)> {
+    let reg = Registry::at(home);
+    let mut out = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        let root = home.parent().unwrap().join(format!("repo{i}"));
+        let slug = format!("s{}", i % 3);
+        let new = NewRun {
+            slug: slug.clone(),
+            repo_root: root.display().to_string(),
+            repo: Some(["alpha", "beta"][usize::from(s.repo)].into()),
+            ..Default::default()
+        };
+        let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        reg.register(&p).unwrap();
+        let rs = PathBuf::from(&p.runstate_dir);
+        let tasks = ["a", "b", "c"];
+        match s.plan {
+            0 => {}
+            4 => std::fs::write(rs.join(format!("{slug}.plan.json")), "{").unwrap(),
+            n => {
+                let ts: Vec<_> = tasks[..usize::from(n)]
+                    .iter()
+                    .enumerate()
+                    .map(|(k, t)| {
+                        let deps: Vec<&str> = tasks[..k].iter().copied().take(1).collect();
+                        serde_json::json!({"id": t, "adapter": "claude", "prompt": "p", "deps": deps})
+                    })
+                    .collect();
+                let plan = serde_json::json!({"v": "plan/v1", "tasks": ts});
+                std::fs::write(rs.join(format!("{slug}.plan.json")), plan.to_string()).unwrap();
+            }
+        }
+        let journal = rs.join(format!("{slug}.jsonl"));
+        let text: String = s.journal.iter().map(|r| record(*r) + "\n").collect();
+        std::fs::write(&journal, text).unwrap();
+        if let Some((c, t)) = s.log {
+            let log = format!("{INIT}\n{}\n", result_line(f64::from(c) * 0.125, u64::from(t), u64::from(c) * 3));
+            std::fs::write(rs.join(format!("{slug}.a.log")), log).unwrap();
+        }
+        set_mtime(&journal, BASE + u64::from(s.journal_at) * 10);
+        set_mtime(&reg.path(&p.run_id), BASE + u64::from(s.pointer_at) * 10);
+        match s.problem {
+            1 => std::fs::remove_dir_all(&rs).unwrap(),
+            2 => {
+                std::fs::remove_file(&journal).unwrap();
+                std::fs::create_dir(&journal).unwrap();
+            }
+            _ => {}
+        }
+        out.push((p.run_id.clone(), journal, slug));
+    }
+    out
+}
+
+/// Every query the comparison asks: all runs, pages walked by cursor, status and repository filters.
+fn queries() -> Vec<Query> {
+    let mut v =
+        vec![q(None, None, None, None), q(Some("2"), None, None, None), q(Some("3"), None, Some("running"), None)];
+    for s in runwire::runs::view::STATUSES {
+        v.push(q(None, None, Some(s), None));
+    }
+    v.push(q(None, None, None, Some("alpha")));
+    v.push(q(Some("1"), None, Some("done,failed,registered"), Some("beta")));
+    v
+}
+
+/// Walks every page of `q` (by cursor) and gives the pages' JSON.
+fn walk(reg: &Registry, q: &Query, o: Options) -> Vec<String> {
+    let mut q = q.clone();
+    let mut pages = Vec::new();
+    loop {
+        let p = list::page_with(reg, &q, o);
+        pages.push(p.json());
+        match p.next {
+            Some(c) => q.cursor = Some(c),
+            None => return pages,
+        }
+    }
+}
+
+fn problems(reg: &Registry) -> usize {
+    list::page_with(reg, &Query::default(), by_files())
+        .items
+        .iter()
+        .filter(|s| s.contains(r#""status":"missing""#) || s.contains(r#""status":"unreadable""#))
+        .count()
+}
+
+fn check_same(reg: &Registry) -> Result<(), TestCaseError> {
+    for q in queries() {
+        prop_assert_eq!(walk(reg, &q, by_index()), walk(reg, &q, by_files()), "{:?}", q);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Read through the index, every query answers what reading every run's
+    /// files answers: after `runs reindex`, after writes behind the index's
+    /// back (shown runs are checked; a full listing checks every run), and
+    /// after a listing repaired the index.
+    #[test]
+    fn listing_through_the_index_is_the_file_listing(specs in proptest::collection::vec(spec(), 1..10), touched in proptest::collection::vec(any::<bool>(), 10)) {
+        let base = support::scratch("index-prop");
+        let home = base.join("home");
+        let reg = Registry::at(&home);
+        let runs = build(&home, &specs);
+        let n = index::reindex(&home).unwrap();
+        let bad = problems(&reg);
+        prop_assert_eq!(n, specs.len() - bad);
+        check_same(&reg)?;
+        // Only the runs with a problem were read from files: the rest came from the index.
+        prop_assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, bad);
+
+        // Journals appended to behind the index's back (a writer without the hook), newer than any.
+        let mut changed = 0;
+        for ((id, journal, _), t) in runs.iter().zip(&touched) {
+            if *t && journal.is_file() {
+                let mut text = std::fs::read_to_string(journal).unwrap();
+                text.push_str(&record((0, 2, 1)));
+                text.push('\n');
+                std::fs::write(journal, text).unwrap();
+                set_mtime(journal, BASE + 1000 + id.len() as u64);
+                changed += 1;
+            }
+        }
+        let full = list::page_with(&reg, &Query::default(), by_index());
+        prop_assert_eq!(full.json(), list::page_with(&reg, &Query::default(), by_files()).json());
+        prop_assert_eq!(full.from_files, bad + changed);
+        // A page shows each run as its files say (its place among runs not shown may be the index's).
+        let truth = list::page_with(&reg, &Query::default(), by_files());
+        let first = list::page_with(&reg, &q(Some("2"), None, None, None), by_index());
+        for item in first.items.iter() {
+            prop_assert!(truth.items.contains(item), "{}", item);
+        }
+        // A listing that may repair the index does; then nothing changed is read from files.
+        list::page_with(&reg, &Query::default(), Options { repair: true, ..by_index() });
+        prop_assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, bad);
+        check_same(&reg)?;
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
+
+/// A run with a plan of one claude task, registered in `home`.
+fn one_run(home: &Path, name: &str) -> (String, PathBuf) {
+    let root = home.parent().unwrap().join(name);
+    let new = NewRun { slug: name.into(), repo_root: root.display().to_string(), ..Default::default() };
+    let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+    std::fs::create_dir_all(&p.runstate_dir).unwrap();
+    let rs = PathBuf::from(&p.runstate_dir);
+    std::fs::write(
+        rs.join(format!("{name}.plan.json")),
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#,
+    )
+    .unwrap();
+    Registry::at(home).register(&p).unwrap();
+    (p.run_id, rs.join(format!("{name}.jsonl")))
+}
+
+fn append(home: &Path, journal: &Path, line: &str) {
+    runwire::runs::journal::append_line(journal, line.as_bytes()).unwrap();
+    index::note_journal_in(home, journal);
+}
+
+fn leased(task: &str) -> String {
+    format!(r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"r","task":"{task}","state":"leased"}}"#)
+}
+
+#[test]
+fn registration_and_journal_writes_keep_the_index_and_a_crash_between_costs_a_read() {
+    let base = support::scratch("index-crash");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    let (id, journal) = one_run(&home, "c1");
+    // Registration wrote the run's rows: the index knows it.
+    let bytes = index::read(&home);
+    let ix = Index::parse(&bytes);
+    assert!(ix.run(&id).is_some(), "{}", String::from_utf8_lossy(&bytes));
+    append(&home, &journal, &leased("a"));
+    let st = std::fs::metadata(&journal).unwrap();
+    let bytes = index::read(&home);
+    let ix = Index::parse(&bytes);
+    use std::os::unix::fs::MetadataExt;
+    let row = ix.journal(st.dev(), st.ino()).expect("the journal's row");
+    assert_eq!((row.stamp.size as u64, row.status), (st.size(), "running"));
+    let page = list::page_with(&reg, &Query::default(), by_index());
+    assert_eq!((page.from_files, page.json()), (0, list::page_with(&reg, &Query::default(), by_files()).json()));
+
+    // A crash between the journal write and its index row: the record is in
+    // the journal, the index still has the row before it.
+    runwire::runs::journal::append_line(
+        &journal,
+        br#"{"v":"runstate/v1","ts":"t","actor":"r","task":"a","state":"committed"}"#,
+    )
+    .unwrap();
+    let page = list::page_with(&reg, &Query::default(), by_index());
+    assert_eq!(page.from_files, 1, "the stale row is not used");
+    assert!(page.items[0].contains(r#""status":"done""#), "{}", page.items[0]);
+    assert_eq!(page.json(), list::page_with(&reg, &Query::default(), by_files()).json());
+    // A first page too: the run it shows is checked.
+    let first = list::page_with(&reg, &q(Some("1"), None, None, None), by_index());
+    assert!(first.items[0].contains(r#""status":"done""#));
+
+    // A crash mid-row: a torn last line is skipped, and the next row starts on a line of its own.
+    let mut f = std::fs::OpenOptions::new().append(true).open(index::path(&home)).unwrap();
+    std::io::Write::write_all(&mut f, b"J\t1\t2\t3").unwrap();
+    drop(f);
+    assert_eq!(Index::parse(&index::read(&home)).skipped, 1);
+    append(&home, &journal, &leased("b"));
+    let ix_bytes = index::read(&home);
+    let ix = Index::parse(&ix_bytes);
+    assert_eq!(ix.skipped, 1, "only the torn line");
+    let page = list::page_with(&reg, &Query::default(), by_index());
+    assert_eq!((page.from_files, page.json()), (0, list::page_with(&reg, &Query::default(), by_files()).json()));
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn the_index_is_a_cache_damage_or_loss_changes_no_listing_and_reindex_rebuilds_it() {
+    let base = support::scratch("index-damage");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    for name in ["d1", "d2", "d3"] {
+        let (_, journal) = one_run(&home, name);
+        append(&home, &journal, &leased("a"));
+    }
+    let truth = list::page_with(&reg, &Query::default(), by_files()).json();
+    let text = std::fs::read_to_string(index::path(&home)).unwrap();
+    // A byte changed inside a run's last row: its checksum fails and the run is read from files.
+    let at = text.rfind(r#""needsInput":0"#).unwrap() + r#""needsInput":"#.len();
+    let mut damaged = text.clone();
+    damaged.replace_range(at..at + 1, "7");
+    std::fs::write(index::path(&home), &damaged).unwrap();
+    let page = list::page_with(&reg, &Query::default(), by_index());
+    assert_eq!(page.json(), truth);
+    assert!(page.from_files >= 1);
+    for junk in ["garbage\n", "", &text[..text.len() / 2]] {
+        std::fs::write(index::path(&home), junk).unwrap();
+        assert_eq!(list::page_with(&reg, &Query::default(), by_index()).json(), truth);
+    }
+    std::fs::remove_file(index::path(&home)).unwrap();
+    assert_eq!(list::page_with(&reg, &Query::default(), by_index()).json(), truth);
+    // `runs reindex` rebuilds it: every run from the index again.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+        .arg("reindex")
+        .env("HARNESS_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(said["runs"], 3);
+    let page = list::page_with(&reg, &Query::default(), by_index());
+    assert_eq!((page.from_files, page.json()), (0, truth));
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn rows_made_within_two_seconds_of_a_change_are_not_trusted() {
+    let base = support::scratch("index-racy");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    let (_, journal) = one_run(&home, "r1");
+    append(&home, &journal, &leased("a"));
+    // With the real window: the row was made just after the journal changed.
+    let o = Options { use_index: true, repair: true, racy_ns: index::RACY_NS };
+    assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
+    assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, 0);
+    std::thread::sleep(Duration::from_millis(2100));
+    // A listing after the window repairs it (its row is made long after the change), and then trusts it.
+    assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
+    assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 0);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn the_log_is_compacted_when_it_grows_and_keeps_only_what_listings_use() {
+    let base = support::scratch("index-compact");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    let (gone, _) = one_run(&home, "k0");
+    let (_, journal) = one_run(&home, "k1");
+    let path = index::path(&home);
+    let mut grew = 0;
+    let mut compacted = false;
+    append(&home, &journal, &leased("a"));
+    // Each write adds the journal's row again; past the bound the log is rewritten small.
+    for _ in 0..20_000 {
+        let before = std::fs::metadata(&path).unwrap().len();
+        index::note_journal_in(&home, &journal);
+        let after = std::fs::metadata(&path).unwrap().len();
+        grew = grew.max(before);
+        if after < before {
+            compacted = true;
+            break;
+        }
+    }
+    assert!(compacted, "never compacted (grew to {grew} bytes)");
+    // Not before the log reached its bound (the row that crossed it was the last one appended).
+    assert!(grew + 1024 > index::COMPACT_MIN, "compacted at {grew} bytes");
+    let ix_bytes = index::read(&home);
+    let ix = Index::parse(&ix_bytes);
+    assert_eq!(ix.skipped, 0);
+    assert!(ix_bytes.len() < 4096, "{} bytes after compaction", ix_bytes.len());
+    assert_eq!(
+        list::page_with(&reg, &Query::default(), by_index()).json(),
+        list::page_with(&reg, &Query::default(), by_files()).json()
+    );
+    assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, 0);
+    // A run no longer registered is dropped by the next compaction.
+    std::fs::remove_file(reg.path(&gone)).unwrap();
+    index::compact(&home).unwrap();
+    let ix_bytes = index::read(&home);
+    assert!(Index::parse(&ix_bytes).run(&gone).is_none());
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn concurrent_writers_lose_no_row_and_tear_none() {
+    let base = support::scratch("index-concurrent");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    let runs: Vec<_> = (0..4).map(|i| one_run(&home, &format!("w{i}"))).collect();
+    // Eight writers, two a journal, 60 records each, every record followed by its row.
+    std::thread::scope(|s| {
+        for w in 0..8 {
+            let (home, journal) = (&home, &runs[w % 4].1);
+            s.spawn(move || {
+                for i in 0..60 {
+                    append(home, journal, &leased(&format!("t{w}x{i}")));
+                }
+            });
+        }
+    });
+    let bytes = index::read(&home);
+    let ix = Index::parse(&bytes);
+    assert_eq!(ix.skipped, 0, "every line whole");
+    let rows = bytes.iter().filter(|&&b| b == b'\n').count() - 1;
+    // 4 registrations (R and J rows), then one J row per record (compaction, if any, keeps the last).
+    assert!(rows == 4 * 2 + 8 * 60 || ix.compacted > 0, "{rows} rows");
+    // The last row of each journal is its final state: nothing is read from files.
+    let page = list::page_with(&reg, &Query::default(), by_index());
+    assert_eq!(page.from_files, 0);
+    assert_eq!(page.json(), list::page_with(&reg, &Query::default(), by_files()).json());
+    // Processes too: `runs register` at once in eight processes, each indexing its run.
+    let mut kids = Vec::new();
+    for i in 0..8 {
+        let root = base.join(format!("proc{i}"));
+        kids.push(
+            std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+                .args(["register", "--slug", "p", "--repo-root"])
+                .arg(&root)
+                .env("HARNESS_HOME", &home)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for mut k in kids {
+        assert!(k.wait().unwrap().success());
+    }
+    let bytes = index::read(&home);
+    let ix = Index::parse(&bytes);
+    assert_eq!(ix.skipped, 0);
+    let page = list::page_with(&reg, &Query::default(), by_index());
+    assert_eq!((page.total, page.from_files), (12, 0));
+    assert_eq!(page.json(), list::page_with(&reg, &Query::default(), by_files()).json());
+    let _ = std::fs::remove_dir_all(&base);
+}

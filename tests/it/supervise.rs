@@ -1,0 +1,896 @@
+//! `runwire-supervise` end to end with the stub engines first on PATH:
+//! real wrappers, real process groups and signals. Every test bounds its
+//! waits, stops the supervisor's process group on the way out (even on a
+//! failed assertion) and checks that no stub process is left.
+
+use crate::support;
+use support::Server;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A test's directory: a git work tree (codex wants one), a harness home
+/// and the knob files of the stubs.
+struct Env {
+    dir: PathBuf,
+}
+
+impl Env {
+    fn new(name: &str) -> Env {
+        // Short: the control socket path must fit in sun_path.
+        let dir = support::scratch(name);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        Env { dir }
+    }
+    fn p(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+    fn plan(&self, json: &str) -> PathBuf {
+        let p = self.p("p.plan.json");
+        std::fs::write(&p, json).unwrap();
+        p
+    }
+    fn cmd(&self, mode: &str) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        let path =
+            format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+        c.current_dir(&self.dir)
+            .env("PATH", path)
+            .env("HARNESS_HOME", self.p("home"))
+            .env("STUB_MODE", mode)
+            .env("STUB_ARGV_LOG", self.p("argv"))
+            .env("STUB_PID_FILE", self.p("pids"))
+            .args(["--plan", "p.plan.json", "--kill-grace", "2"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        c
+    }
+    fn start(&self, mode: &str) -> Sup {
+        Sup { child: Some(self.cmd(mode).spawn().unwrap()) }
+    }
+    fn journal(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.p("runstate/p.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+    fn states(&self, task: &str) -> Vec<String> {
+        self.journal().iter().filter(|r| r["task"] == task).map(|r| r["state"].as_str().unwrap().to_string()).collect()
+    }
+    fn last(&self, task: &str) -> Option<String> {
+        self.states(task).pop()
+    }
+    fn argv(&self) -> Vec<String> {
+        std::fs::read_to_string(self.p("argv")).unwrap_or_default().lines().map(str::to_string).collect()
+    }
+    fn live(&self) -> Value {
+        std::fs::read_to_string(self.p("runstate/p.live.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    }
+    fn sock(&self) -> PathBuf {
+        self.live()["sock"].as_str().map(PathBuf::from).unwrap_or_default()
+    }
+    fn call(&self, req: Value) -> Value {
+        let mut s = UnixStream::connect(self.sock()).expect("control socket");
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+    /// Every pid a stub wrote (engines and their children).
+    fn stub_pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.p("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Kept after a failure, to look at.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The supervisor; dropping it kills its process group and reaps it.
+struct Sup {
+    child: Option<Child>,
+}
+
+impl Sup {
+    fn wait(&mut self) -> i32 {
+        let c = self.child.as_mut().unwrap();
+        let until = Instant::now() + LIMIT;
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                self.child = None;
+                return s.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < until, "supervisor did not finish in {LIMIT:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Sup {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGTERM first so that it stops its tasks; then make sure. Its
+            // group directly: procps' `kill -TERM -PID` (no `--`) signals
+            // every process of the user (kill(-1)), which took down whole
+            // test runs here.
+            let _ =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM);
+            let until = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still answers signal 0; /proc/<pid>/stat says Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().is_some_and(|r| !r.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The pids whose parent is `pid` (from /proc).
+fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Waits until `f` holds.
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + LIMIT;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn no_stub_left(env: &Env) {
+    until("every stub process to be gone", || env.stub_pids().iter().all(|&p| !alive(p)));
+}
+
+const THREE: &str = r#"{"v":"plan/v1","tasks":[
+  {"id":"a","adapter":"claude","prompt":"do a","gate":"echo a >> gates.txt"},
+  {"id":"b","adapter":"cursor","prompt":"do b"},
+  {"id":"c","adapter":"claude","prompt":"do c","deps":["a","b"],"review":"codex"}]}"#;
+
+#[test]
+fn three_tasks_with_a_dependency_complete() {
+    let env = Env::new("three");
+    env.plan(THREE);
+    let mut sup = env.start("ok");
+    assert_eq!(sup.wait(), 0);
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
+    assert_eq!(env.states("b"), ["leased", "implemented", "committed"]);
+    assert_eq!(env.states("c"), ["leased", "implemented", "reviewed", "committed"]);
+    let j = env.journal();
+    let pos = |t: &str, s: &str| j.iter().position(|r| r["task"] == t && r["state"] == s).unwrap();
+    assert!(pos("c", "leased") > pos("a", "committed") && pos("c", "leased") > pos("b", "committed"));
+    assert!(j.iter().all(|r| r["ts"].is_string() && r["actor"].is_string()));
+    assert_eq!(j.last().unwrap()["run"], "finished");
+    // Every record passes the runstate/v1 checks of the readers.
+    let folded = runwire::runs::journal::Journal::read(&env.p("runstate/p.jsonl")).unwrap();
+    assert_eq!((folded.skipped, folded.records), (0, j.len()));
+    let argv = env.argv();
+    assert_eq!(argv.iter().filter(|l| l.starts_with("codex exec --json")).count(), 1, "{argv:?}");
+    assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "a\n");
+    // The registry points at the run; the socket is gone after the end.
+    let ptrs: Vec<_> = std::fs::read_dir(env.p("home/runs")).unwrap().flatten().collect();
+    assert_eq!(ptrs.len(), 1);
+    assert!(std::fs::read_dir(env.p("home/sock")).unwrap().next().is_none());
+    let log = std::fs::read_to_string(env.p("runstate/p.a.log")).unwrap();
+    assert!(log.lines().last().unwrap().contains("runwire.status"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn a_failed_wrapper_halts_fail_closed() {
+    let env = Env::new("fail");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    let mut sup = env.start("fail");
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.states("a"), ["leased", "halted"]);
+    assert_eq!(env.states("b"), ["halted"]);
+    assert_eq!(env.argv().len(), 1, "b never started: {:?}", env.argv());
+    no_stub_left(&env);
+}
+
+fn pid_of(env: &Env, task: &str) -> Option<i32> {
+    env.live()["tasks"][task]["pid"].as_i64().map(|p| p as i32)
+}
+
+#[test]
+fn kill_stops_the_whole_group_and_dependents_never_start() {
+    let env = Env::new("kill");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    let mut sup = env.start("hang");
+    // The engine and its child both wrote their pid: the group is complete.
+    until("the hanging engine and its session id", || {
+        env.stub_pids().len() >= 2 && env.live()["tasks"]["a"]["session_id"].is_string()
+    });
+    let wrapper = pid_of(&env, "a").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&env.p("home/sock")), mode(&env.sock())), (0o700, 0o600), "private socket");
+    let entry = &env.live()["tasks"]["a"];
+    assert_eq!(entry["pgid"].as_i64(), Some(wrapper as i64));
+    assert_eq!(entry["state"], "leased");
+    assert!(entry["started_ts"].is_string() && entry["session_id"].is_string(), "{entry}");
+    assert!(entry["logfile"].as_str().unwrap().ends_with("runstate/p.a.log"), "{entry}");
+    let r = env.call(serde_json::json!({"verb":"kill","task":"a","actor":"tester"}));
+    assert_eq!((r["ok"].as_bool(), r["state"].as_str()), (Some(true), Some("halted")), "{r}");
+    assert!(!alive(wrapper), "the wrapper is reaped when kill answers");
+    no_stub_left(&env);
+    // Idempotent: a second kill reports the state.
+    let sock = env.sock();
+    if sock.exists() {
+        if let Ok(mut s) = UnixStream::connect(&sock) {
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            writeln!(s, r#"{{"verb":"kill","task":"a"}}"#).unwrap();
+            let mut line = String::new();
+            let _ = BufReader::new(s).read_line(&mut line);
+            if !line.is_empty() {
+                let v: Value = serde_json::from_str(&line).unwrap();
+                assert_eq!((v["ok"].as_bool(), v["state"].as_str()), (Some(true), Some("halted")), "{v}");
+            }
+        }
+    }
+    assert_eq!(sup.wait(), 1);
+    let j = env.journal();
+    let halt = j.iter().find(|r| r["task"] == "a" && r["state"] == "halted").unwrap();
+    assert_eq!(halt["actor"], "tester");
+    assert!(halt["rc"].as_i64().unwrap() > 128, "{halt}");
+    assert_eq!(env.states("b"), ["halted"]);
+    assert_eq!(env.argv().len(), 1, "b never started");
+}
+
+#[test]
+fn steer_resumes_the_session_with_the_message_and_reruns_the_gate() {
+    let env = Env::new("steer");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"first","gate":"echo g >> gates.txt; sleep 1"}]}"#,
+    );
+    let mut sup = env.start("ok");
+    until("the first gate", || env.p("gates.txt").exists());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"now fix the tests"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 0);
+    let argv = env.argv();
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert!(
+        argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- now\\ fix\\ the\\ tests "),
+        "{argv:?}"
+    );
+    assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "g\ng\n", "the gate ran again");
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "leased", "implemented", "gated", "committed"]);
+    assert!(env.journal().iter().any(|r| r["run"] == "steer-queued"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn steer_refusals_and_pause_holds_the_next_task() {
+    let env = Env::new("pause");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"r","adapter":"codex","prompt":"review"},
+            {"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#,
+    );
+    let mut cmd = env.cmd("ok");
+    cmd.env("STUB_DELAY", "0.02");
+    let mut sup = Sup { child: Some(cmd.spawn().unwrap()) };
+    until("a leased", || env.last("a").is_some());
+    let r = env.call(serde_json::json!({"verb":"pause"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let refused = |task: &str, needle: &str| {
+        let r = env.call(serde_json::json!({"verb":"steer","task":task,"msg":"m"}));
+        assert_eq!(r["ok"], false, "{r}");
+        assert!(r["detail"].as_str().unwrap().contains(needle), "{r}");
+    };
+    refused("r", "review seat");
+    refused("b", "no session");
+    until("a committed", || env.last("a").as_deref() == Some("committed"));
+    refused("a", "terminal");
+    let big = "x".repeat(64 * 1024 + 1);
+    let r = env.call(serde_json::json!({"verb":"steer","task":"zz","msg":big}));
+    assert_eq!(r["ok"], false);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(env.states("b").is_empty(), "b is held while paused");
+    let r = env.call(serde_json::json!({"verb":"resume"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 0);
+    let j = env.journal();
+    let resumed = j.iter().position(|r| r["run"] == "resumed").unwrap();
+    let b = j.iter().position(|r| r["task"] == "b").unwrap();
+    assert!(b > resumed && j.iter().any(|r| r["run"] == "paused"));
+    no_stub_left(&env);
+}
+
+#[test]
+fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
+    let env = Env::new("crash");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},
+            {"id":"b","adapter":"claude","prompt":"y","deps":["a"],"gate":"test -f ok.flag || exec sleep 100"}]}"#,
+    );
+    let mut sup = env.start("ok");
+    // The liveness pid is the run's reaper; the gate is its child once it
+    // is the `sleep` the gate execs.
+    let sleeping = || {
+        let reaper = pid_of(&env, "b")?;
+        children(reaper)
+            .into_iter()
+            .find(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0")))
+    };
+    until("b's gate", || sleeping().is_some());
+    let gate = sleeping().unwrap();
+    let sock = env.sock();
+    sup.kill9();
+    // The parent-death signal stops the gate: nothing is orphaned.
+    // Gone entirely (reaped by init, not a zombie), as `liveness reap` judges by signal 0.
+    let reaper = pid_of(&env, "b").unwrap();
+    until("the gate and its reaper to die with their supervisor", || {
+        [gate, reaper].iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+    });
+    let r = Command::new(env!("CARGO_BIN_EXE_liveness"))
+        .args(["--runstate", env.p("runstate").to_str().unwrap(), "reap", "p"])
+        .output()
+        .unwrap();
+    let reaped: Vec<Value> =
+        String::from_utf8_lossy(&r.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!((reaped[0]["task"].as_str(), reaped[0]["last_state"].as_str()), (Some("b"), Some("implemented")));
+    assert!(sock.exists() && UnixStream::connect(&sock).is_err(), "a stale socket nobody answers");
+    let srv = serve(&env, &[]);
+    let id = run_id(&env);
+    for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/b/kill")] {
+        let (code, v) = srv.post_with(&path, "", "");
+        assert_eq!(
+            (code, v),
+            (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
+            "{path}"
+        );
+    }
+    let (code, _) = srv.post_with(&format!("/runs/{id}/tasks/b/steer"), JSON, r#"{"msg":"m"}"#);
+    assert_eq!(code, 409);
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    let mut again = env.start("ok");
+    assert_eq!(again.wait(), 0);
+    assert_eq!(env.last("b").as_deref(), Some("committed"));
+    let argv = env.argv();
+    assert_eq!(argv.iter().filter(|l| l.contains("-- x ")).count(), 1, "a is not redone: {argv:?}");
+    assert_eq!(env.states("a"), ["leased", "implemented", "committed"]);
+    // b's turn had finished: only its gate, in flight at the crash, runs again.
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert_eq!(env.states("b"), ["leased", "implemented", "gated", "committed"]);
+    no_stub_left(&env);
+}
+
+// ---- through runwire-serve ----
+
+/// runwire-serve with what these tests ask of it.
+fn serve(env: &Env, args: &[&str]) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(args).env("HARNESS_HOME", env.p("home"));
+    Server::spawn(cmd)
+}
+
+fn run_id(env: &Env) -> String {
+    let e = std::fs::read_dir(env.p("home/runs")).unwrap().flatten().next().unwrap();
+    e.file_name().to_string_lossy().trim_end_matches(".json").to_string()
+}
+
+const JSON: &str = "Content-Type: application/json\r\n";
+
+#[test]
+fn routes_reach_the_supervisor_and_answer_409_without_one() {
+    let env = Env::new("routes");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#);
+    std::fs::write(env.p("token"), "0123456789abcdef0123").unwrap();
+    let mut sup = env.start("hang");
+    until("the hanging engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let id = run_id(&env);
+    let srv = serve(&env, &["--token-file", env.p("token").to_str().unwrap()]);
+    let auth = "Authorization: Bearer 0123456789abcdef0123\r\n";
+    let with = |h: &str| format!("{auth}{h}");
+    // The /agui boundary: token, Origin, media type.
+    assert_eq!(srv.post_with(&format!("/runs/{id}/pause"), "", "").0, 401);
+    assert_eq!(srv.post_with(&format!("/runs/{id}/pause"), &with("Origin: http://evil.example\r\n"), "").0, 403);
+    let steer = format!("/runs/{id}/tasks/a/steer");
+    assert_eq!(srv.post_with(&steer, &with("Content-Type: text/plain\r\n"), r#"{"msg":"m"}"#).0, 415);
+    assert_eq!(srv.post_with(&steer, &with(JSON), r#"{"msg":"m","bogus":1}"#).0, 400);
+    let (code, v) = srv.post_with(&format!("/runs/{id}/pause"), auth, "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    let (code, v) = srv.post_with(&format!("/runs/{id}/resume"), auth, "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    let (code, v) = srv.post_with(&format!("/runs/{id}/tasks/b/steer"), &with(JSON), r#"{"msg":"m"}"#);
+    assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
+    let (code, v) = srv.post_with(&format!("/runs/{id}/tasks/a/kill"), auth, "");
+    assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
+    no_stub_left(&env);
+    assert_eq!(sup.wait(), 1);
+    let j = env.journal();
+    assert!(j.iter().any(|r| r["task"] == "a" && r["state"] == "halted" && r["actor"] == "runwire-serve"));
+    assert!(j.iter().any(|r| r["run"] == "paused") && j.iter().any(|r| r["run"] == "resumed"));
+    // Nobody answers now.
+    for path in [format!("/runs/{id}/pause"), format!("/runs/{id}/tasks/a/kill")] {
+        let (code, v) = srv.post_with(&path, auth, "");
+        assert_eq!(
+            (code, v),
+            (409, serde_json::json!({"ok":false,"detail":"run not supervised / not live"})),
+            "{path}"
+        );
+    }
+    // A steer inbox takes steer, pause and resume, never kill.
+    std::fs::write(env.p("runstate/p.steer.jsonl"), "").unwrap();
+    assert_eq!(srv.post_with(&steer, &with(JSON), r#"{"msg":"later","interrupt":true}"#).0, 202);
+    assert_eq!(srv.post_with(&format!("/runs/{id}/pause"), auth, "").0, 202);
+    assert_eq!(srv.post_with(&format!("/runs/{id}/tasks/a/kill"), auth, "").0, 409);
+    let inbox: Vec<Value> = std::fs::read_to_string(env.p("runstate/p.steer.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(inbox.len(), 2);
+    assert_eq!((inbox[0]["verb"].as_str(), inbox[0]["msg"].as_str()), (Some("steer"), Some("later")));
+    assert_eq!(inbox[1]["verb"], "pause");
+}
+
+#[test]
+fn steer_with_interrupt_stops_the_turn_and_resumes_with_the_message() {
+    let env = Env::new("intr");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"long"}]}"#);
+    let mut cmd = env.cmd("ok");
+    // 50 lines, 0.2 s apart: a turn of 10 s unless interrupted.
+    cmd.env("STUB_DELAY", "0.2");
+    let mut sup = Sup { child: Some(cmd.spawn().unwrap()) };
+    until("a session id", || env.live()["tasks"]["a"]["session_id"].is_string());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    let t0 = Instant::now();
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"short","interrupt":true}));
+    assert_eq!(r["ok"], true, "{r}");
+    until("the resumed turn", || env.argv().len() == 2);
+    assert!(t0.elapsed() < Duration::from_secs(8), "the first turn was cut short");
+    let argv = env.argv();
+    assert!(argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- short "), "{argv:?}");
+    assert_eq!(sup.wait(), 0);
+    assert_eq!(env.states("a"), ["leased", "leased", "implemented", "committed"]);
+    no_stub_left(&env);
+}
+
+#[test]
+fn kill_stops_a_group_that_ignores_sigterm() {
+    let env = Env::new("ignterm");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    // The wrapper gets half the grace to SIGKILL its engine; our SIGKILL (and
+    // the descendant sweep) would follow at the full grace.
+    let mut sup = env.start("ignore-term");
+    until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let r = env.call(serde_json::json!({"verb":"kill","task":"a"}));
+    assert_eq!(r["state"], "halted", "{r}");
+    no_stub_left(&env);
+    assert_eq!(sup.wait(), 1);
+}
+
+#[test]
+fn sigterm_to_the_supervisor_halts_running_tasks_and_aborts() {
+    let env = Env::new("term");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    let mut sup = env.start("hang");
+    until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
+    let pid = sup.child.as_ref().unwrap().id();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.last("a").as_deref(), Some("halted"));
+    assert_eq!(env.journal().last().unwrap()["run"], "aborted");
+    no_stub_left(&env);
+}
+
+#[test]
+fn help_has_no_side_effects_and_bad_input_exits_2_with_the_error_form() {
+    let env = Env::new("usage");
+    let out = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+        .arg("--help")
+        .current_dir(&env.dir)
+        .env("HARNESS_HOME", env.p("home"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--plan"));
+    assert!(!env.p("runstate").exists() && std::fs::read_dir(env.p("home")).unwrap().next().is_none());
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","deps":["a"]}]}"#);
+    let out = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-supervise: p.plan.json: ") && err.contains("cycle"), "{err}");
+    let out = env.cmd("ok").args(["--max-parallel", "0"]).stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(env.argv().is_empty(), "nothing ran");
+}
+
+// ---- what the supervisor reads from a turn's output ----
+
+/// A wrapper of our own in `<env>/w`: the N-th turn of task T prints
+/// `T.N.out` byte for byte (so a test can end it without a newline, or with
+/// no status line at all) and exits with `T.N.rc`; its argv goes to `T.argv`.
+fn scripted_wrapper(env: &Env) -> PathBuf {
+    let w = env.p("w");
+    std::fs::create_dir_all(&w).unwrap();
+    let script = r#"#!/bin/sh
+d=$(dirname "$0")
+t=$RUNWIRE_TASK
+n=$(( $(cat "$d/$t.calls" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$d/$t.calls"
+printf '%s\n' "$*" >> "$d/$t.argv"
+cat "$d/$t.$n.out"
+exit "$(cat "$d/$t.$n.rc")"
+"#;
+    let p = w.join("claude.sh");
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    w
+}
+
+fn script_turn(w: &std::path::Path, task: &str, n: u32, out: &str, rc: i32) {
+    std::fs::write(w.join(format!("{task}.{n}.out")), out).unwrap();
+    std::fs::write(w.join(format!("{task}.{n}.rc")), rc.to_string()).unwrap();
+}
+
+fn start_with(env: &Env, w: &std::path::Path) -> Sup {
+    let mut c = env.cmd("ok");
+    c.arg("--wrapper-dir").arg(w);
+    Sup { child: Some(c.spawn().unwrap()) }
+}
+
+/// The detail of the task's last journal record.
+fn last_detail(env: &Env, task: &str) -> Option<String> {
+    env.journal().iter().rev().find(|r| r["task"] == task).and_then(|r| r["detail"].as_str().map(str::to_string))
+}
+
+#[test]
+fn a_session_only_the_status_line_names_is_resumed_and_a_turn_without_one_has_no_detail() {
+    let env = Env::new("stonly");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"echo g >> gates.txt; sleep 1"}]}"#,
+    );
+    let w = scripted_wrapper(&env);
+    // No init: the session is one the stream never announced (cursor's
+    // create-chat id after a turn that failed early is such a case).
+    let status = r#"{"type":"runwire.status","ok":true,"rc":0,"session_id":"only-in-status","detail":"turn completed","files":[]}"#;
+    script_turn(&w, "a", 1, &format!("{{\"type\":\"keep_alive\"}}\n{status}\n"), 0);
+    // The resumed turn dies without a status line.
+    script_turn(&w, "a", 2, "{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"only-in-status\"}\n", 3);
+    let mut sup = start_with(&env, &w);
+    until("the first gate", || env.p("gates.txt").exists());
+    assert_eq!(env.live()["tasks"]["a"]["session_id"], "only-in-status", "{}", env.live());
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"again"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 1);
+    let argv = std::fs::read_to_string(w.join("a.argv")).unwrap();
+    assert!(argv.lines().nth(1).is_some_and(|l| l.contains("--resume only-in-status")), "{argv}");
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "leased", "halted"]);
+    // Not the first turn's "turn completed": that turn's status is not this one's.
+    assert_eq!(last_detail(&env, "a").as_deref(), Some("wrapper exited 3"));
+}
+
+#[test]
+fn cut_and_unterminated_last_lines_and_ids_no_engine_confirmed() {
+    let env = Env::new("cut");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"echo g >> gates.txt; sleep 1"},
+            {"id":"b","adapter":"claude","prompt":"y"},{"id":"c","adapter":"claude","prompt":"z"}]}"#,
+    );
+    let w = scripted_wrapper(&env);
+    let init = r#"{"type":"system","subtype":"init","session_id":"s-init","model":"m"}"#;
+    let cut = r#"{"type":"runwire.status","ok":false,"rc":1,"session_id":"s-cut","detail":"cut sh"#;
+    // a: an id only a result line carries (claude after a failed --resume)
+    // and a status line cut short: neither names a session to resume.
+    let result = r#"{"type":"result","subtype":"success","is_error":false,"session_id":"s-carried"}"#;
+    script_turn(&w, "a", 1, &format!("{result}\n{cut}"), 0);
+    // b: a whole status line without its newline is still read.
+    let status = r#"{"type":"runwire.status","ok":false,"rc":1,"session_id":"s-init","detail":"engine exited 1: boom","files":[]}"#;
+    script_turn(&w, "b", 1, &format!("{init}\n{status}"), 1);
+    // c: a cut status line has no detail to report.
+    script_turn(&w, "c", 1, &format!("{init}\n{cut}"), 1);
+    let mut sup = start_with(&env, &w);
+    until("a's gate", || env.p("gates.txt").exists());
+    assert!(env.live()["tasks"]["a"].get("session_id").is_none(), "{}", env.live());
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"again"}));
+    assert!(r["ok"] == false && r["detail"].as_str().unwrap().contains("no session"), "{r}");
+    assert_eq!(sup.wait(), 1);
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
+    assert_eq!(last_detail(&env, "b").as_deref(), Some("wrapper exited 1: engine exited 1: boom"));
+    assert_eq!(last_detail(&env, "c").as_deref(), Some("wrapper exited 1"));
+}
+
+// ---- trust: nothing the run's agent can write finds or signals a process ----
+
+/// The run id whose worktree is `dir` (the registry's pointer says).
+fn run_id_of(env: &Env, dir: &std::path::Path) -> String {
+    for e in std::fs::read_dir(env.p("home/runs")).unwrap().flatten() {
+        let p: Value = serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap();
+        let root = p["repoRoot"].as_str().or(p["repo_root"].as_str()).map(PathBuf::from);
+        if root.and_then(|r| r.canonicalize().ok()) == dir.canonicalize().ok() {
+            return e.file_name().to_string_lossy().trim_end_matches(".json").to_string();
+        }
+    }
+    panic!("no run registered for {}", dir.display());
+}
+
+/// Replaces the run-level `sock` of a liveness file, as the run's agent could.
+fn plant_sock(live: &std::path::Path, sock: &std::path::Path) {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(live).unwrap()).unwrap();
+    v["sock"] = sock.to_str().unwrap().into();
+    std::fs::write(live, v.to_string()).unwrap();
+}
+
+/// A control socket served by someone other than the supervisor (this test
+/// process): it answers every request with success, as a run's agent could.
+fn fake_control(at: &std::path::Path) {
+    let _ = std::fs::remove_file(at);
+    let l = std::os::unix::net::UnixListener::bind(at).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let mut line = String::new();
+            if BufReader::new(&c).read_line(&mut line).is_ok_and(|n| n > 0) {
+                let _ = (&c).write_all(b"{\"ok\":true,\"detail\":\"halted\",\"state\":\"halted\"}\n");
+            }
+        }
+    });
+}
+
+#[test]
+fn control_routes_ignore_a_planted_sock_and_refuse_an_unregistered_peer() {
+    let env = Env::new("trust");
+    let a_plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#;
+    env.plan(a_plan);
+    let wb = env.p("wb");
+    std::fs::create_dir_all(wb.join(".git")).unwrap();
+    std::fs::write(wb.join("p.plan.json"), a_plan).unwrap();
+    let mut sup_a = env.start("hang");
+    let mut cb = env.cmd("hang");
+    cb.current_dir(&wb);
+    let _sup_b = Sup { child: Some(cb.spawn().unwrap()) };
+    let live_b = || -> Value {
+        std::fs::read_to_string(wb.join("runstate/p.live.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    };
+    let task_b = || live_b()["tasks"]["a"]["pid"].as_i64().map(|p| p as i32);
+    until("both runs' engines", || pid_of(&env, "a").is_some() && task_b().is_some() && env.stub_pids().len() >= 4);
+    let (id_a, id_b) = (run_id_of(&env, &env.dir), run_id_of(&env, &wb));
+    let b_pid = task_b().unwrap();
+    let sock_b = PathBuf::from(live_b()["sock"].as_str().unwrap());
+    let srv = serve(&env, &[]);
+    // A's agent points A's liveness at B's socket: the route still reaches A's own supervisor.
+    plant_sock(&env.p("runstate/p.live.json"), &sock_b);
+    let (code, v) = srv.post_with(&format!("/runs/{id_a}/pause"), "", "");
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    assert!(env.journal().iter().any(|r| r["run"] == "paused"), "A's own supervisor paused A");
+    let b_journal = || std::fs::read_to_string(wb.join("runstate/p.jsonl")).unwrap_or_default();
+    assert!(!b_journal().contains("paused"), "B was not paused: {}", b_journal());
+    // A's supervisor gone (kill -9): a planted sock names B's socket, then a fake's.
+    let a_task = pid_of(&env, "a").unwrap();
+    sup_a.kill9();
+    until("A's task to die with its supervisor", || !alive(a_task));
+    plant_sock(&env.p("runstate/p.live.json"), &sock_b);
+    let (code, v) = srv.post_with(&format!("/runs/{id_a}/tasks/a/kill"), "", "");
+    assert_eq!(code, 409, "{v}");
+    assert!(alive(b_pid), "run B's task survives a kill of run A");
+    assert!(!b_journal().contains("halted"), "{}", b_journal());
+    fake_control(&env.p("agent.sock"));
+    plant_sock(&env.p("runstate/p.live.json"), &env.p("agent.sock"));
+    for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
+        let (code, v) = srv.post_with(&path, "", "");
+        assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{path}: {v}");
+    }
+    // A process other than the registered supervisor at the run's own socket
+    // (the stale socket of the dead supervisor, taken over) is refused too.
+    fake_control(&env.p(&format!("home/sock/{id_a}.sock")));
+    for path in [format!("/runs/{id_a}/tasks/a/kill"), format!("/runs/{id_a}/pause")] {
+        let (code, v) = srv.post_with(&path, "", "");
+        assert_eq!(code, 502, "{path}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains("not the registered supervisor"), "{v}");
+    }
+    // B's registered supervisor, stopped, takes a request and never replies:
+    // an error, and a steer inbox beside it takes nothing either.
+    let sup_b_pid = _sup_b.child.as_ref().unwrap().id().to_string();
+    std::fs::write(wb.join("runstate/p.steer.jsonl"), "").unwrap();
+    let mut deaf = Server::command();
+    deaf.env("HARNESS_HOME", env.p("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "300");
+    let deaf = Server::spawn(deaf);
+    let sup_b_pid = nix::unistd::Pid::from_raw(sup_b_pid.parse().unwrap());
+    nix::sys::signal::kill(sup_b_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let (code, v) = deaf.post_with(&format!("/runs/{id_b}/pause"), "", "");
+    nix::sys::signal::kill(sup_b_pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!((code, v["ok"].as_bool()), (502, Some(false)), "{v}");
+    assert_eq!(std::fs::read_to_string(wb.join("runstate/p.steer.jsonl")).unwrap(), "");
+    // B's own route still works, through B's registered supervisor.
+    let (code, v) = srv.post_with(&format!("/runs/{id_b}/tasks/a/kill"), "", "");
+    assert_eq!((code, v["state"].as_str()), (200, Some("halted")), "{v}");
+    until("B's task to be killed", || !alive(b_pid));
+}
+
+#[test]
+fn a_restart_stops_only_the_groups_it_recorded() {
+    let env = Env::new("stale");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    assert_eq!(env.start("ok").wait(), 0);
+    let id = run_id_of(&env, &env.dir);
+    let sleeper = || Command::new("sleep").arg("100").stdin(Stdio::null()).process_group(0).spawn().unwrap();
+    // Unrelated: named by a liveness file the agent wrote.
+    let mut unrelated = sleeper();
+    // Ours: recorded in the run's registration as a group this run started.
+    let mut ours = sleeper();
+    let (u, o) = (unrelated.id() as i32, ours.id() as i32);
+    std::fs::write(
+        env.p("runstate/p.live.json"),
+        serde_json::json!({"v":"liveness/v1","tasks":{"a":{"pid":u,"pgid":u},"b":{"pid":o,"pgid":o}}}).to_string(),
+    )
+    .unwrap();
+    let mut owner = runwire::supervise::control::Owner::me().unwrap();
+    owner.supervisor.pid = 2_147_483_000;
+    owner.groups.insert("b".into(), runwire::procid::Ident::of(o).unwrap());
+    owner.write(&env.p("home"), &id).unwrap();
+    // A recorded group whose pid now names another process is not signalled either.
+    let mut reused = sleeper();
+    let r = reused.id() as i32;
+    let mut stale = runwire::procid::Ident::of(r).unwrap();
+    stale.start -= 1;
+    let mut owner = runwire::supervise::control::Owner::read(&env.p("home"), &id).unwrap();
+    owner.groups.insert("c".into(), stale);
+    owner.write(&env.p("home"), &id).unwrap();
+    assert_eq!(env.start("ok").wait(), 0);
+    let gone = |c: &mut Child| c.try_wait().unwrap().is_some();
+    until("the recorded group to be stopped", || gone(&mut ours));
+    assert!(!gone(&mut unrelated), "an unrelated group named in liveness survives");
+    assert!(!gone(&mut reused), "a reused pid survives");
+    for c in [&mut unrelated, &mut reused] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+#[test]
+fn session_settings_for_the_wrappers_follow_the_flag_rules() {
+    let env = Env::new("modes");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"codex","prompt":"y"}]}"#);
+    for (var, value, needs) in [
+        ("RUNWIRE_PERMISSION_MODE", "bypassPermissions", "RUNWIRE_PERMISSION_MODE: "),
+        ("RUNWIRE_PLAN_EXIT_MODE", "bypassPermissions", "RUNWIRE_PLAN_EXIT_MODE: "),
+        ("RUNWIRE_SANDBOX", "danger-full-access", "danger-full-access"),
+        ("RUNWIRE_PLAN_EXIT_MODE", "sideways", "RUNWIRE_PLAN_EXIT_MODE: "),
+    ] {
+        let out = env.cmd("ok").arg("--interactive").env(var, value).stderr(Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {err}");
+        assert!(err.starts_with("runwire-supervise: ") && err.contains(needs), "{var}={value}: {err}");
+        if value != "sideways" {
+            assert!(err.contains("RUNWIRE_GRANT_ALL=1"), "{err}");
+        }
+        assert!(env.argv().is_empty(), "nothing ran");
+    }
+    // With RUNWIRE_GRANT_ALL=1 they are allowed.
+    let out = env
+        .cmd("ok")
+        .env("RUNWIRE_GRANT_ALL", "1")
+        .env("RUNWIRE_PLAN_EXIT_MODE", "bypassPermissions")
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `runs` against the test's home.
+fn runs_cmd(env: &Env, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_runs")).env("HARNESS_HOME", env.p("home")).args(args).output().unwrap()
+}
+
+#[test]
+fn a_failing_gate_says_why_on_the_terminal_in_its_log_in_runs_and_in_the_feed() {
+    let env = Env::new("why");
+    // The feed begins before the run, so that the run's records are news.
+    let o = runs_cmd(&env, &["watch", "--no-follow"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // `cargo test` outside a Cargo project (the scratch directory is not in one): 101, on stderr.
+    let gate = format!("echo checking the build; {} test", env!("CARGO"));
+    env.plan(
+        &serde_json::json!({"v":"plan/v1","tasks":[
+        {"id":"impl","adapter":"claude","prompt":"do it","gate":gate},
+        {"id":"docs","adapter":"claude","prompt":"docs","deps":["impl"]}]})
+        .to_string(),
+    );
+    let out = env.cmd("ok").stdout(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let why = format!("gate {gate:?} exited 101 (runstate/p.impl.gate.log)");
+    // The terminal: one line per task as it ends, then the run's with the reason.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("impl halted: {why}"),
+            "docs halted: not started: dependency impl is halted".to_string(),
+            format!("p failed (0 of 2 tasks committed): impl halted: {why}"),
+        ],
+        "{stdout}"
+    );
+    // The gate's stdout and stderr are in its log, not on the terminal.
+    let log = std::fs::read_to_string(env.p("runstate/p.impl.gate.log")).unwrap();
+    assert!(log.contains("checking the build") && log.contains("could not find `Cargo.toml`"), "{log:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Cargo.toml"));
+    // `runs list` and `runs show` give the reason; show gives each task's detail.
+    let reason = format!("impl halted: {why}");
+    let list = runs_cmd(&env, &["list", "--json"]);
+    let item: Value = serde_json::from_slice(list.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!((item["status"].as_str(), item["reason"].as_str()), (Some("failed"), Some(reason.as_str())));
+    // The table (a terminal's view) has it under the rows.
+    let table = String::from_utf8_lossy(&runs_cmd(&env, &["list", "--table"]).stdout).into_owned();
+    assert!(table.lines().any(|l| l == format!("p: {reason}")), "{table}");
+    let show: Value = serde_json::from_slice(&runs_cmd(&env, &["show", &run_id(&env)]).stdout).unwrap();
+    assert_eq!(show["run"]["reason"], reason.as_str());
+    assert_eq!(show["tasks"]["impl"]["detail"], why.as_str());
+    // The feed: the task's event has the detail, the run's end the reason.
+    let feed = runs_cmd(&env, &["watch", "--no-follow", "--since", "0"]);
+    let evs: Vec<Value> =
+        String::from_utf8_lossy(&feed.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ended = evs.iter().find(|e| e["type"] == "ended").expect("an ended event");
+    assert_eq!((ended["status"].as_str(), ended["reason"].as_str()), (Some("failed"), Some(reason.as_str())));
+    assert!(evs.iter().any(|e| e["task"] == "impl" && e["state"] == "halted" && e["detail"] == why.as_str()));
+    no_stub_left(&env);
+}
+
+#[test]
+fn a_run_that_commits_says_so_in_one_line_per_task_and_no_reason() {
+    let env = Env::new("whyok");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"echo fine >&2"}]}"#);
+    let out = env.cmd("ok").stdout(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a committed\np done: 1 of 1 tasks committed\n");
+    assert_eq!(std::fs::read_to_string(env.p("runstate/p.a.gate.log")).unwrap(), "fine\n");
+    let item: Value = serde_json::from_slice(&runs_cmd(&env, &["list", "--json"]).stdout).unwrap();
+    assert_eq!((item["status"].as_str(), item["reason"].clone()), (Some("done"), Value::Null));
+}
