@@ -7,49 +7,20 @@
 //! once per framing, never once per viewer, and every viewer gets the
 //! session's new output live from that one reader.
 
-mod support;
+use crate::support;
+use crate::support::Server;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Server {
-    child: Child,
-    addr: String,
-    home: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.home);
-    }
-}
 
 /// `runwire-serve --demo` (an interactive, recorded session per thread with
 /// the built-in demo agent) on a free port with a home of its own.
 fn demo(name: &str) -> Server {
     let home = support::scratch(name);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-        .args(["--listen", "127.0.0.1:0", "--demo"])
-        .env("HARNESS_HOME", &home)
-        .env("RUNWIRE_KEEPALIVE_MS", "60000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start runwire-serve");
-    let mut out = child.stdout.take().unwrap();
-    let mut first = Vec::new();
-    let mut b = [0u8; 1];
-    while out.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
-        first.push(b[0]);
-    }
-    let first = String::from_utf8_lossy(&first).to_string();
-    let addr = first.trim().strip_prefix("listening on http://").expect("the listening line").to_string();
-    Server { child, addr, home }
+    let mut cmd = Server::command();
+    cmd.args(["--demo"]).env("HARNESS_HOME", &home).env("RUNWIRE_KEEPALIVE_MS", "60000");
+    Server::spawn(cmd).owning(home)
 }
 
 /// One AG-UI run on `thread`; its whole body (it ends with the run).
@@ -115,7 +86,7 @@ impl Viewer {
 
 /// How many descriptors the server holds on the session's task log.
 fn log_fds(s: &Server) -> usize {
-    let dir = format!("/proc/{}/fd", s.child.id());
+    let dir = format!("/proc/{}/fd", s.pid());
     std::fs::read_dir(dir)
         .expect("the server's descriptors")
         .flatten()
@@ -181,5 +152,5 @@ fn the_viewers_of_an_interactive_thread_share_one_reader_per_framing() {
     for v in &mut viewers {
         v.until("(demo: nothing ran)");
     }
-    assert_eq!(log_fds(&s), one + 1, "still one reader per framing after the turn");
+    assert_eq!(settle_fds(&s, one + 1), one + 1, "still one reader per framing after the turn");
 }

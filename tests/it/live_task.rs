@@ -6,9 +6,10 @@
 //! client as before. The files are let age past the stamps' 2 s racy
 //! window first, so what the first client resolved is kept.
 
-mod support;
+use crate::support;
+use crate::support::sse::Reader;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,46 +48,25 @@ fn live_run(base: &Path, lines: usize) -> (PathBuf, String, PathBuf) {
     (home, v["runId"].as_str().unwrap().to_string(), log)
 }
 
-/// A task stream's frames as (id, data).
-struct Sse {
-    s: TcpStream,
-    buf: Vec<u8>,
-}
+/// A client of a task stream: its frames as (id, data), read by the tests'
+/// one SSE reader.
+struct Client(Reader<TcpStream>);
 
-impl Sse {
+impl Client {
     /// The response's status line and, for a 200, the stream.
-    fn open(port: u16, path: &str, last_id: Option<&str>) -> (String, Sse) {
+    fn open(port: u16, path: &str, last_id: Option<&str>) -> (String, Client) {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let resume = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
         write!(s, "GET {path} HTTP/1.0\r\n{resume}\r\n").unwrap();
-        let mut st = Sse { s, buf: Vec::new() };
-        let head = st.block(b"\r\n\r\n").expect("a response head");
-        (head.lines().next().unwrap_or_default().to_string(), st)
-    }
-
-    fn block(&mut self, sep: &[u8]) -> Option<String> {
-        loop {
-            if let Some(i) = self.buf.windows(sep.len()).position(|w| w == sep) {
-                let b: Vec<u8> = self.buf.drain(..i + sep.len()).collect();
-                return Some(String::from_utf8_lossy(&b).into_owned());
-            }
-            let mut chunk = [0u8; 8192];
-            let n = self.s.read(&mut chunk).ok()?;
-            if n == 0 {
-                return None;
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
+        let mut r = Reader::new(s);
+        let head = r.head();
+        (head.lines().next().unwrap_or_default().to_string(), Client(r))
     }
 
     fn frame(&mut self) -> (String, String) {
-        loop {
-            let b = self.block(b"\n\n").expect("the stream went on");
-            let Some(data) = b.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
-            let id = b.lines().find_map(|l| l.strip_prefix("id: ")).expect("a framed event has an id");
-            return (id.to_string(), data.to_string());
-        }
+        let f = self.0.next_frame().expect("the stream went on");
+        (f.id.expect("a framed event has an id"), f.data)
     }
 
     /// Frames up to the one whose data holds `what`.
@@ -113,23 +93,23 @@ fn a_new_client_of_a_live_task_resumes_exactly_in_both_framings_and_follows_it()
     let base = support::scratch("frame-live-resume");
     let (home, id, log) = live_run(&base, 40);
     age();
-    let srv = support::Serve::start(&home);
+    let srv = support::Server::start(&home);
     let path = format!("/runs/{id}/tasks/t/stream");
     for (p, last) in [(path.clone(), "hello 39"), (format!("{path}?format=agui"), "hello 39")] {
         // The first client resolves the task the long way and makes its tap.
-        let (status, mut first) = Sse::open(srv.port, &p, None);
+        let (status, mut first) = Client::open(srv.port, &p, None);
         assert!(status.contains(" 200 "), "{status}");
         let all = first.until(last);
         assert!(all.len() >= 40, "{} frames", all.len());
         for k in [0, 1, 7, all.len() / 2, all.len() - 2] {
             // Each later client is served from that tap: from its own resume point, exactly.
-            let (status, mut next) = Sse::open(srv.port, &p, Some(&all[k].0));
+            let (status, mut next) = Client::open(srv.port, &p, Some(&all[k].0));
             assert!(status.contains(" 200 "), "{status}");
             let got = next.until(last);
             assert_eq!(got, all[k + 1..].to_vec(), "{p}: resumed after {}", all[k].0);
         }
         // A client with no resume point gets the whole history.
-        let (_, mut again) = Sse::open(srv.port, &p, None);
+        let (_, mut again) = Client::open(srv.port, &p, None);
         assert_eq!(again.until(last), all, "{p}: from the start");
         // And all of them follow the task live.
         append(&log, &line(100));
@@ -145,11 +125,11 @@ fn a_change_to_the_runs_files_is_seen_by_the_next_client_of_a_live_task() {
     let base = support::scratch("frame-live-change");
     let (home, id, _log) = live_run(&base, 3);
     age();
-    let srv = support::Serve::start(&home);
+    let srv = support::Server::start(&home);
     let path = format!("/runs/{id}/tasks/t/stream");
-    let (_, mut first) = Sse::open(srv.port, &path, None);
+    let (_, mut first) = Client::open(srv.port, &path, None);
     first.until("hello 2");
-    let (_, mut second) = Sse::open(srv.port, &path, None);
+    let (_, mut second) = Client::open(srv.port, &path, None);
     second.until("hello 2");
 
     // Liveness now names another log: the next client reads that one.
@@ -163,14 +143,14 @@ fn a_change_to_the_runs_files_is_seen_by_the_next_client_of_a_live_task() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (status, mut moved) = Sse::open(srv.port, &path, None);
+    let (status, mut moved) = Client::open(srv.port, &path, None);
     assert!(status.contains(" 200 "), "{status}");
     let (_, data) = moved.frame();
     assert!(data.contains("hello 7"), "the log liveness names now, not the tap's: {data}");
 
     // The run's pointer is removed: the next client is told there is no such run.
     std::fs::remove_file(home.join("runs").join(format!("{id}.json"))).unwrap();
-    let (status, _) = Sse::open(srv.port, &path, None);
+    let (status, _) = Client::open(srv.port, &path, None);
     assert!(status.contains(" 404 "), "{status}");
     let _ = std::fs::remove_dir_all(&base);
 }
