@@ -203,16 +203,21 @@ fn a_log_without_a_head_is_read_whole() {
     let base = support::scratch("index-nohead");
     let home = base.join("home");
     let reg = Registry::at(&home);
-    let specs: Vec<Spec> =
-        (0..6u8).map(|i| Spec { journal: vec![(0, i), (1, i)], journal_at: i % 3, pointer_at: 0, gone: false }).collect();
+    let specs: Vec<Spec> = (0..6u8)
+        .map(|i| Spec { journal: vec![(0, i), (1, i)], journal_at: i % 3, pointer_at: 0, gone: false })
+        .collect();
     for (i, s) in specs.iter().enumerate() {
         make(&home, i, s, false);
     }
     index::reindex(&home).unwrap();
     // Drop the head (`P` and `H` rows) and fix the first line's number, as an older compaction writes it.
     let text = std::fs::read_to_string(index::path(&home)).unwrap();
-    let rows: String =
-        text.lines().skip(1).filter(|l| !l.starts_with("P\t") && !l.starts_with("H\t")).map(|l| format!("{l}\n")).collect();
+    let rows: String = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("P\t") && !l.starts_with("H\t"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     std::fs::write(index::path(&home), format!("runindex/v1 {}\n{rows}", rows.len())).unwrap();
     assert!(!index::read_for(&home, true).has_head());
     for q in queries() {

@@ -142,7 +142,8 @@ const HEAD: &str = r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor"
 fn an_old_style_journal_takes_cost_and_tokens_from_the_task_log() {
     let base = support::scratch("totals-old");
     let home = base.join("home");
-    let old = format!("{HEAD},\"task\":\"a\",\"state\":\"leased\"}}\n{HEAD},\"task\":\"a\",\"state\":\"implemented\"}}\n");
+    let old =
+        format!("{HEAD},\"task\":\"a\",\"state\":\"leased\"}}\n{HEAD},\"task\":\"a\",\"state\":\"implemented\"}}\n");
     let log = format!("{INIT}\n{}\n{INIT}\n{}\n", result_line(0.5, 10, 20), result_line(0.25, 1, 2));
     let (journal, log_path) = run_with(&home, &old, Some(&log));
     let want = (serde_json::json!(0.75), serde_json::json!({"input": 11, "output": 22}));
@@ -182,13 +183,15 @@ fn the_supervisor_journals_each_turns_totals() {
     let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"do a","gate":"true"}]}"#;
     std::fs::write(dir.join("p.plan.json"), plan).unwrap();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = format!("{}:{}", root.join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+    let path =
+        format!("{}:{}", root.join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
-    cmd.current_dir(&dir)
-        .env("PATH", path)
-        .env("HARNESS_HOME", dir.join("home"))
-        .env("STUB_MODE", "ok")
-        .args(["--plan", "p.plan.json", "--kill-grace", "2"]);
+    cmd.current_dir(&dir).env("PATH", path).env("HARNESS_HOME", dir.join("home")).env("STUB_MODE", "ok").args([
+        "--plan",
+        "p.plan.json",
+        "--kill-grace",
+        "2",
+    ]);
     let mut sup = support::Supervised::spawn(dir.clone(), cmd);
     assert_eq!(sup.wait(Duration::from_secs(60), |s| s.stderr()), 0);
     let want = log_money(&dir.join("runstate/p.a.log"));

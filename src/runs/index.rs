@@ -401,9 +401,10 @@ pub fn read_for(home: &Path, head: bool) -> Read {
     match page {
         Some((p_len, n, h_len)) if head && compacted >= p_len + h_len => {
             let head_at = first + p_len;
-            let (Some(h), Some(rows)) =
-                (read_range(&f, head_at, h_len), read_range(&f, first + compacted, size.saturating_sub(first + compacted)))
-            else {
+            let (Some(h), Some(rows)) = (
+                read_range(&f, head_at, h_len),
+                read_range(&f, first + compacted, size.saturating_sub(first + compacted)),
+            ) else {
                 return Read::default();
             };
             Read { rows, head: h, head_n: n, rows_base: head_at + h_len, file: Some(f) }

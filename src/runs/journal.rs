@@ -113,7 +113,7 @@ pub struct Record {
 /// takes a task's cost and tokens from its last record that has them, and
 /// sums its log only when none does (journals of older writers).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TaskTotals {
     pub cost_usd: Option<f64>,
     pub tokens: Option<TokenCount>,
@@ -121,7 +121,6 @@ pub struct TaskTotals {
 
 /// Input and output tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TokenCount {
     pub input: u64,
     pub output: u64,

@@ -363,9 +363,9 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         // The journal's last `J` row, likewise, if made long enough after its last change.
         let journal = placed.and_then(|(_, _, key)| match ix.journals.get(&key) {
             Some(j) => (!j.stamp.racy(j.at_ns, o.racy_ns)).then_some((Some(*j), j.stamp.mtime_ns, j.status)),
-            None => h
-                .filter(|h| h.journal == key && h.settled_ns > o.racy_ns)
-                .map(|h| (None, h.journal_mtime_ns, h.status)),
+            None => {
+                h.filter(|h| h.journal == key && h.settled_ns > o.racy_ns).map(|h| (None, h.journal_mtime_ns, h.status))
+            }
         });
         let (Some((_, pointer_ns, _)), Some((j, journal_ns, status))) = (placed, journal) else {
             cands.extend(read_files(id, &mut repairs));

@@ -1272,7 +1272,9 @@ impl Sup {
         // An agent's turn ended: the task's next record (below, whichever
         // edge) says what its log adds up to now.
         self.turn_totals = match r.phase {
-            Phase::Turn => runs::view::turn_totals(&self.files, id, &self.task_def(id).adapter).map(|t| (id.to_string(), t)),
+            Phase::Turn => {
+                runs::view::turn_totals(&self.files, id, &self.task_def(id).adapter).map(|t| (id.to_string(), t))
+            }
             _ => None,
         };
         let state = self.tasks.get(id).and_then(|t| t.state.clone());
