@@ -181,10 +181,10 @@ pub fn page(reg: &Registry, q: &Query) -> Page {
 /// Where a listed run's summary comes from.
 enum Src<'a> {
     /// Its index rows; `checked` once a `stat` of its journal confirmed them.
-    Index { run: RunRef<'a>, journal: JournalRef<'a>, checked: bool },
+    Index { run: &'a RunRef<'a>, journal: &'a JournalRef<'a>, checked: bool },
     /// Its head row (a page reads its rows only when it shows it), with
     /// whichever of its rows was appended since the head was written.
-    Head { head: &'a HeadRef<'a>, run: Option<RunRef<'a>>, journal: Option<JournalRef<'a>> },
+    Head { head: &'a HeadRef<'a>, run: Option<&'a RunRef<'a>>, journal: Option<&'a JournalRef<'a>> },
     /// Its rows' bodies, read for the page; `checked` as for `Index`.
     Rows { run: Box<str>, journal: Box<str>, checked: bool },
     /// Its files: the summary, made.
@@ -210,7 +210,7 @@ impl Cand<'_> {
 /// A head run's rows, read at the offsets its head row gives (those
 /// appended since are given), as `Src::Rows`; `None` when they cannot be
 /// read, are damaged, or are not what the head row says.
-fn rows_of_head<'a>(read: &Read, h: &HeadRef, run: Option<RunRef>, journal: Option<JournalRef>) -> Option<Src<'a>> {
+fn rows_of_head<'a>(read: &Read, h: &HeadRef, run: Option<&RunRef>, journal: Option<&JournalRef>) -> Option<Src<'a>> {
     let r = match run {
         Some(r) => r.body().to_string(),
         None => read.row_at(h.run_at)?,
@@ -353,7 +353,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     for (id, ino) in registered(reg) {
         let h = head.get(&id);
         // The last `R` row: appended since the head, else the head's.
-        let run = ix.runs.get(id.as_str()).copied();
+        let run = ix.runs.get(id.as_str());
         let placed = match (run, h) {
             (Some(r), _) => Some((r.pointer_ino, r.pointer_mtime_ns, r.journal)),
             (None, Some(h)) => Some((h.pointer_ino, h.pointer_mtime_ns, h.journal)),
@@ -362,7 +362,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         .filter(|(pointer_ino, ..)| *pointer_ino == ino);
         // The journal's last `J` row, likewise, if made long enough after its last change.
         let journal = placed.and_then(|(_, _, key)| match ix.journals.get(&key) {
-            Some(j) => (!j.stamp.racy(j.at_ns, o.racy_ns)).then_some((Some(*j), j.stamp.mtime_ns, j.status)),
+            Some(j) => (!j.stamp.racy(j.at_ns, o.racy_ns)).then_some((Some(j), j.stamp.mtime_ns, j.status)),
             None => {
                 h.filter(|h| h.journal == key && h.settled_ns > o.racy_ns).map(|h| (None, h.journal_mtime_ns, h.status))
             }
@@ -391,9 +391,21 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let wanted = |c: &Cand| c.in_repo && q.statuses.as_ref().map_or(true, |s| s.contains(&c.status));
     let after = |c: &Cand| q.cursor.as_ref().map_or(true, |cur| cur.before(c.activity_ns, &c.id));
     let limit = q.limit.unwrap_or(usize::MAX);
+    // The listing's order, the runs after the cursor first.
+    let order = |a: &Cand, b: &Cand| {
+        after(b).cmp(&after(a)).then(b.activity_ns.cmp(&a.activity_ns)).then_with(|| a.id.cmp(&b.id))
+    };
     loop {
         cands.retain(|c| wanted(c));
-        cands.sort_unstable_by(|a, b| b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id)));
+        // A page needs its runs and the next one in order: those are
+        // selected, and only they sorted.
+        match limit.checked_add(1).filter(|n| *n < cands.len()) {
+            Some(n) => {
+                cands.select_nth_unstable_by(n, order);
+                cands[..n].sort_unstable_by(order);
+            }
+            None => cands.sort_unstable_by(order),
+        }
         // The runs this page shows must be as their files say: a head run's
         // rows are read, and each known run's journal is `stat`ed; one that
         // changed (or whose rows are not what its head row says) is read
