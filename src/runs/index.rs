@@ -267,6 +267,9 @@ pub struct HeadRef<'a> {
 pub struct Head<'a> {
     /// Sorted by run id.
     pub runs: Vec<HeadRef<'a>>,
+    /// Each row's index by its pointer's inode (a listing has each
+    /// registered run's from the registry's directory).
+    by_ino: HashMap<u64, u32, super::FastHash>,
 }
 
 impl<'a> Head<'a> {
@@ -281,12 +284,28 @@ impl<'a> Head<'a> {
             }
         }
         let sorted = runs.windows(2).all(|w: &[HeadRef]| w[0].id < w[1].id);
-        (runs.len() == n && sorted).then_some(Head { runs })
+        if runs.len() != n || !sorted || u32::try_from(n).is_err() {
+            return None;
+        }
+        let mut by_ino = HashMap::with_capacity_and_hasher(n, Default::default());
+        for (i, h) in runs.iter().enumerate() {
+            by_ino.insert(h.pointer_ino, i as u32);
+        }
+        Some(Head { runs, by_ino })
     }
 
     /// The head row of `run_id`.
     pub fn get(&self, run_id: &str) -> Option<&HeadRef<'a>> {
         self.runs.binary_search_by(|h| h.id.cmp(run_id)).ok().map(|i| &self.runs[i])
+    }
+
+    /// The head row of `run_id` whose pointer has inode `ino`: found by the
+    /// inode (one hash, one comparison of ids), else by the id.
+    pub fn get_at(&self, run_id: &str, ino: u64) -> Option<&HeadRef<'a>> {
+        match self.by_ino.get(&ino).map(|&i| &self.runs[i as usize]) {
+            Some(h) if h.id == run_id => Some(h),
+            _ => self.get(run_id),
+        }
     }
 }
 

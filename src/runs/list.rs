@@ -351,7 +351,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let repo_json = q.repo.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default());
     let mut cands: Vec<Cand> = Vec::new();
     for (id, ino) in registered(reg) {
-        let h = head.get(&id);
+        let h = head.get_at(&id, ino);
         // The last `R` row: appended since the head, else the head's.
         let run = ix.runs.get(id.as_str());
         let placed = match (run, h) {
