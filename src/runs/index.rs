@@ -387,9 +387,17 @@ fn read_range(f: &std::fs::File, at: u64, len: u64) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-/// The first line's length and number, and the `P` row's length and
-/// numbers (`H` rows, their bytes), from the log's first bytes.
-fn layout(start: &[u8]) -> Option<(u64, u64, Option<(u64, usize, u64)>)> {
+/// Where the log's parts are, from its first bytes.
+struct Layout {
+    /// The first line's length, and its number (the bytes after it at the
+    /// last compaction).
+    first: u64,
+    compacted: u64,
+    /// The `P` row's length, and its numbers (`H` rows, their bytes).
+    page: Option<(u64, usize, u64)>,
+}
+
+fn layout(start: &[u8]) -> Option<Layout> {
     let end = memchr::memchr(b'\n', start)?;
     let first = std::str::from_utf8(&start[..end]).ok()?;
     let (tag, n) = first.split_once(' ')?;
@@ -402,7 +410,7 @@ fn layout(start: &[u8]) -> Option<(u64, u64, Option<(u64, usize, u64)>)> {
         Some(Row::Page(n, bytes)) => Some((e as u64 + 1, n, bytes)),
         _ => None,
     });
-    Some((end as u64 + 1, compacted, page))
+    Some(Layout { first: end as u64 + 1, compacted, page })
 }
 
 /// Reads what a listing needs: with `head`, the head and the rows appended
@@ -416,7 +424,7 @@ pub fn read_for(home: &Path, head: bool) -> Read {
         _ => return Read::default(),
     };
     let Some(start) = read_range(&f, 0, size.min(4096)) else { return Read::default() };
-    let Some((first, compacted, page)) = layout(&start) else { return Read::default() };
+    let Some(Layout { first, compacted, page }) = layout(&start) else { return Read::default() };
     match page {
         Some((p_len, n, h_len)) if head && compacted >= p_len + h_len => {
             let head_at = first + p_len;
@@ -603,8 +611,8 @@ pub fn append(home: &Path, rows: &str) -> std::io::Result<()> {
         }
         let mut head = [0u8; 64];
         let n = f.read_at(&mut head, 0)?;
-        if let Some((l, c, _)) = layout(&head[..n]) {
-            (first, compacted) = (l, c);
+        if let Some(l) = layout(&head[..n]) {
+            (first, compacted) = (l.first, l.compacted);
         }
     }
     out.push_str(rows);
