@@ -219,3 +219,93 @@ fn the_supervisor_journals_each_turns_totals() {
     }
     assert!(t0.elapsed() < Duration::from_secs(30));
 }
+
+/// A held interactive session (`runwire-serve --interactive`): each `idle`
+/// record (a turn has ended) carries the task's totals so far; the listing
+/// has them with the log gone.
+#[test]
+fn a_held_sessions_idle_records_carry_its_totals_so_far() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = support::scratch("totals-idle");
+    let home = dir.join("home");
+    let agent = dir.join("turns.sh");
+    let body = r#"#!/bin/sh
+read -r opening
+echo '{"type":"system","subtype":"init","session_id":"s-turns","tools":[],"model":"m"}'
+while read -r l; do
+  case "$l" in
+    *'"type":"user"'*)
+      echo '{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"done"}]},"session_id":"s-turns"}'
+      echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s-turns","num_turns":1,"total_cost_usd":0.125,"usage":{"input_tokens":3,"output_tokens":5}}'
+      ;;
+  esac
+done
+"#;
+    std::fs::write(&agent, body).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-serve"));
+    cmd.args(["--listen", "127.0.0.1:0", "--interactive", "--agent", "claude", "--agent-cmd"])
+        .arg(&agent)
+        .env("HARNESS_HOME", &home)
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    // Kept open while the server runs (it may print more).
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    let port: u16 = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap();
+    let turn = |run: &str| {
+        let body = serde_json::json!({"threadId": "t1", "runId": run, "messages": [{"id": run, "role": "user", "content": "hi"}]})
+            .to_string();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(s, "POST /agui HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        assert!(String::from_utf8_lossy(&raw).contains("RUN_FINISHED"), "{}", String::from_utf8_lossy(&raw));
+    };
+    // The idle records' totals, in order, once `n` are written.
+    let idle_totals = |n: usize| {
+        let t = Instant::now();
+        loop {
+            let mut out = Vec::new();
+            for e in std::fs::read_dir(home.join("serve/runstate")).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().ends_with(".jsonl") {
+                    for r in records(&e.path()).into_iter().filter(|r| r["run"] == "idle") {
+                        out.push(r["totals"]["agent"].clone());
+                    }
+                }
+            }
+            if out.len() >= n {
+                return out;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "{n} idle records: {out:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    turn("r-1");
+    let one = serde_json::json!({"costUsd": 0.125, "tokens": {"input": 3, "output": 5}});
+    assert_eq!(idle_totals(1), [one.clone()]);
+    turn("r-2");
+    let two = serde_json::json!({"costUsd": 0.25, "tokens": {"input": 6, "output": 10}});
+    assert_eq!(idle_totals(2), [one, two]);
+    // The log gone: the listing still has what the last turn's end said.
+    for e in std::fs::read_dir(home.join("serve/runstate")).unwrap().flatten() {
+        if e.file_name().to_string_lossy().ends_with(".agent.log") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let (v, _) = only(&home, by_files());
+    assert_eq!(
+        (money(&v), v["status"].as_str()),
+        ((serde_json::json!(0.25), serde_json::json!({"input": 6, "output": 10})), Some("idle"))
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
