@@ -289,7 +289,7 @@ done
     };
     turn("r-1");
     let one = serde_json::json!({"costUsd": 0.125, "tokens": {"input": 3, "output": 5}});
-    assert_eq!(idle_totals(1), [one.clone()]);
+    assert_eq!(idle_totals(1), std::slice::from_ref(&one));
     turn("r-2");
     let two = serde_json::json!({"costUsd": 0.25, "tokens": {"input": 6, "output": 10}});
     assert_eq!(idle_totals(2), [one, two]);
