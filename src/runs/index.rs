@@ -318,7 +318,7 @@ pub struct Read {
     /// The `H` rows (empty when not read) and how many there are.
     pub head: Vec<u8>,
     pub head_n: usize,
-    /// The log as opened (its rows are read from it at [`Read::rows_at`]:
+    /// The log as opened (the shown runs' rows are read from it, [`Read::row_at`]:
     /// a compaction meanwhile renames a new file over it, this one stays).
     file: Option<std::fs::File>,
     /// Where the rows after the head start in the file.

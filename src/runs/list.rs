@@ -12,6 +12,11 @@
 //! and what was read is appended to the index for the next listing. A run
 //! shown is thus always as its files say; `spec/LAYOUT.md` ("The run
 //! index") says what a run not shown may miss.
+//!
+//! A page with a limit (and no repository filter) reads only the index's
+//! head ([`index::Head`]: a small row a run) and the rows appended since it
+//! was written, selects its runs instead of sorting every run, and reads
+//! the two rows of each run it shows at the offsets the head gives.
 
 use super::index::{self, Head, HeadRef, Index, JournalRef, Read, RunRef, Stamp};
 use super::registry::Registry;
