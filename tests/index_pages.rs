@@ -156,6 +156,8 @@ proptest! {
         let read = index::read_for(&home, true);
         prop_assert!(read.has_head() && read.rows.is_empty());
         let gone = specs.iter().filter(|s| s.gone).count();
+        // The registry's names are the head's runs unless some run was left out (read from files).
+        prop_assert_eq!(read.registry_unchanged(&reg.dir, 0), gone == 0);
         prop_assert_eq!(list::page_with(&reg, &q("1", None), by_index()).from_files, gone);
         check_same(&reg, "after reindex")?;
 
@@ -177,6 +179,8 @@ proptest! {
             runs.push(make(&home, 100 + k, s, true));
         }
         make(&home, 0, &specs[0], true);
+        // A registration renames a pointer into the registry: its names are read again.
+        prop_assert!(!index::read_for(&home, true).registry_unchanged(&reg.dir, 0));
         check_same(&reg, "after registrations")?;
         // A run removed (its pointer): not counted, not shown.
         if let Some(r) = removed {

@@ -323,9 +323,39 @@ pub struct Read {
     file: Option<std::fs::File>,
     /// Where the rows after the head start in the file.
     rows_base: u64,
+    /// The registry directory's stamp the head was written with.
+    registry: RegistryStamp,
+}
+
+/// The registry directory's stamp (device, inode, mtime, ctime) when a head
+/// was written, if its names then were exactly the head's runs (ids and
+/// pointer inodes), and how long it had not changed then (`settled_ns`; 0:
+/// no stamp). A directory's mtime and ctime change with every name created,
+/// renamed or removed in it: while they are the same, and were settled when
+/// taken, its names are still the head's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistryStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub settled_ns: i64,
 }
 
 impl Read {
+    /// Whether the registry directory's names are still exactly the head's
+    /// runs: its stamp is the one the head was written with, and that stamp
+    /// was settled (older than `racy_ns`) then.
+    pub fn registry_unchanged(&self, dir: &Path, racy_ns: i64) -> bool {
+        let r = &self.registry;
+        self.has_head()
+            && r.settled_ns > racy_ns
+            && std::fs::metadata(dir).is_ok_and(|m| {
+                let st = Stamp::of_meta(&m);
+                (st.dev, st.ino, st.mtime_ns, st.ctime_ns) == (r.dev, r.ino, r.mtime_ns, r.ctime_ns)
+            })
+    }
+
     /// Whether the head was read (and the rows are those appended since).
     pub fn has_head(&self) -> bool {
         self.file.is_some()
@@ -394,7 +424,7 @@ struct Layout {
     first: u64,
     compacted: u64,
     /// The `P` row's length, and its numbers (`H` rows, their bytes).
-    page: Option<(u64, usize, u64)>,
+    page: Option<(u64, usize, u64, RegistryStamp)>,
 }
 
 fn layout(start: &[u8]) -> Option<Layout> {
@@ -407,7 +437,7 @@ fn layout(start: &[u8]) -> Option<Layout> {
     let compacted = n.parse().ok()?;
     let rest = &start[end + 1..];
     let page = memchr::memchr(b'\n', rest).and_then(|e| match unseal(&rest[..=e]).and_then(parse_row) {
-        Some(Row::Page(n, bytes)) => Some((e as u64 + 1, n, bytes)),
+        Some(Row::Page(n, bytes, reg)) => Some((e as u64 + 1, n, bytes, reg)),
         _ => None,
     });
     Some(Layout { first: end as u64 + 1, compacted, page })
@@ -426,7 +456,7 @@ pub fn read_for(home: &Path, head: bool) -> Read {
     let Some(start) = read_range(&f, 0, size.min(4096)) else { return Read::default() };
     let Some(Layout { first, compacted, page }) = layout(&start) else { return Read::default() };
     match page {
-        Some((p_len, n, h_len)) if head && compacted >= p_len + h_len => {
+        Some((p_len, n, h_len, registry)) if head && compacted >= p_len + h_len => {
             let head_at = first + p_len;
             let (Some(h), Some(rows)) = (
                 read_range(&f, head_at, h_len),
@@ -434,10 +464,10 @@ pub fn read_for(home: &Path, head: bool) -> Read {
             ) else {
                 return Read::default();
             };
-            Read { rows, head: h, head_n: n, rows_base: head_at + h_len, file: Some(f) }
+            Read { rows, head: h, head_n: n, rows_base: head_at + h_len, file: Some(f), registry }
         }
         _ => {
-            let from = first + page.map_or(0, |(p, _, h)| p + h);
+            let from = first + page.map_or(0, |(p, _, h, _)| p + h);
             let rows = read_range(&f, from, size.saturating_sub(from)).unwrap_or_default();
             Read { rows, ..Read::default() }
         }
@@ -463,8 +493,9 @@ enum Row<'a> {
     Run(&'a str, RunRef<'a>),
     Journal(JournalRef<'a>),
     Head(HeadRef<'a>),
-    /// The `P` row: how many `H` rows follow, and their bytes.
-    Page(usize, u64),
+    /// The `P` row: how many `H` rows follow, their bytes, and the
+    /// registry directory's stamp when the head was written ([`Registry`]).
+    Page(usize, u64, RegistryStamp),
 }
 
 /// A status from the one list; `None` for another.
@@ -512,7 +543,17 @@ fn parse_row(body: &str) -> Option<Row<'_>> {
             run_at: num(&mut it)?,
             journal_at: num(&mut it)?,
         }),
-        "P" => Row::Page(num(&mut it)?, num(&mut it)?),
+        "P" => Row::Page(
+            num(&mut it)?,
+            num(&mut it)?,
+            RegistryStamp {
+                dev: num(&mut it)?,
+                ino: num(&mut it)?,
+                mtime_ns: num(&mut it)?,
+                ctime_ns: num(&mut it)?,
+                settled_ns: num(&mut it)?,
+            },
+        ),
         _ => return None,
     };
     it.next().is_none().then_some(row)
@@ -652,10 +693,31 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
     write_whole(home, &rows)
 }
 
+/// The registered run ids and each pointer file's inode, as the registry
+/// directory lists them.
+pub fn registered(reg: &Registry) -> Vec<(String, u64)> {
+    use std::os::unix::fs::DirEntryExt;
+    let Ok(rd) = std::fs::read_dir(&reg.dir) else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| {
+            let mut id = e.file_name().into_string().ok()?;
+            id.truncate(id.strip_suffix(".json")?.len());
+            super::valid_id(&id).then(|| (id, e.ino()))
+        })
+        .collect()
+}
+
 /// The head of `rows` (sealed `R` and `J` rows): its `P` row and an `H`
 /// row for each run whose last `R` row names a journal with a `J` row,
-/// sorted by run id, each with its rows' offsets in `rows`.
-fn head_of(rows: &str) -> String {
+/// sorted by run id, each with its rows' offsets in `rows`. The `P` row
+/// has the registry directory's stamp (taken before its names were read)
+/// when those names are exactly the `H` rows' runs.
+fn head_of(home: &Path, rows: &str) -> String {
+    let reg = Registry::at(home);
+    let at_ns = now_ns();
+    let dir = std::fs::metadata(&reg.dir).ok().map(|m| Stamp::of_meta(&m));
+    let mut names = registered(&reg);
+    names.sort_unstable();
     let mut runs: HashMap<&str, (RunRef, u64), super::FastHash> = HashMap::default();
     let mut journals: HashMap<(u64, u64), (JournalRef, u64), super::FastHash> = HashMap::default();
     let mut at = 0u64;
@@ -675,9 +737,12 @@ fn head_of(rows: &str) -> String {
     ids.sort_unstable();
     let mut h = String::with_capacity(ids.len() * 160);
     let mut n = 0;
+    let mut same = true;
+    let mut names = names.iter();
     for id in ids {
         let (r, r_at) = runs[id];
         let Some((j, j_at)) = journals.get(&r.journal) else { continue };
+        same &= names.next().is_some_and(|(name, ino)| name == id && *ino == r.pointer_ino);
         let settled = j.at_ns.saturating_sub(j.stamp.mtime_ns.max(j.stamp.ctime_ns));
         h.push_str(&sealed(&format!(
             "H\t{id}\t{}\t{}\t{}\t{}\t{}\t{settled}\t{}\t{r_at}\t{j_at}",
@@ -685,14 +750,25 @@ fn head_of(rows: &str) -> String {
         )));
         n += 1;
     }
-    format!("{}{h}", sealed(&format!("P\t{n}\t{}", h.len())))
+    let st = match dir {
+        Some(d) if same && names.next().is_none() => RegistryStamp {
+            dev: d.dev,
+            ino: d.ino,
+            mtime_ns: d.mtime_ns,
+            ctime_ns: d.ctime_ns,
+            settled_ns: at_ns.saturating_sub(d.mtime_ns.max(d.ctime_ns)).max(0),
+        },
+        _ => RegistryStamp::default(),
+    };
+    let p = format!("P\t{n}\t{}\t{}\t{}\t{}\t{}\t{}", h.len(), st.dev, st.ino, st.mtime_ns, st.ctime_ns, st.settled_ns);
+    format!("{}{h}", sealed(&p))
 }
 
 /// Replaces the log by its first line (which gives the size of what
 /// follows: the log's size after this compaction), the head of `rows`
 /// ([`head_of`]) and `rows`, atomically.
 fn write_whole(home: &Path, rows: &str) -> std::io::Result<()> {
-    let head = head_of(rows);
+    let head = head_of(home, rows);
     let text = format!("{HEAD} {}\n{head}{rows}", head.len() + rows.len());
     let p = path(home);
     std::fs::create_dir_all(home.join("index"))?;

@@ -239,20 +239,6 @@ fn rows_of_head<'a>(read: &Read, h: &HeadRef, run: Option<&RunRef>, journal: Opt
     (id == h.id && run_ok && journal_ok).then(|| Src::Rows { run: r.into(), journal: j.into(), checked: false })
 }
 
-/// The registered run ids, and each pointer file's inode, as the registry
-/// directory lists them.
-fn registered(reg: &Registry) -> Vec<(String, u64)> {
-    use std::os::unix::fs::DirEntryExt;
-    let Ok(rd) = std::fs::read_dir(&reg.dir) else { return Vec::new() };
-    rd.flatten()
-        .filter_map(|e| {
-            let mut id = e.file_name().into_string().ok()?;
-            id.truncate(id.strip_suffix(".json")?.len());
-            super::valid_id(&id).then(|| (id, e.ino()))
-        })
-        .collect()
-}
-
 /// What reading a run's files gave: the candidate, and the index rows to
 /// append (when the run had no problem and its files had settled).
 fn from_files<'a>(reg: &Registry, id: String, q: &Query, now_ns: i64, o: &Options) -> Option<(Cand<'a>, String)> {
@@ -355,8 +341,19 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     // The repository asked for, as the index writes it (a JSON string).
     let repo_json = q.repo.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default());
     let mut cands: Vec<Cand> = Vec::new();
-    for (id, ino) in registered(reg) {
-        let h = head.get_at(&id, ino);
+    // The registered runs: the head's, while the registry directory is as it
+    // was when the head was written (no name read); else its names, each
+    // found in the head by its pointer's inode.
+    let listed: Box<dyn Iterator<Item = (String, u64, Option<&HeadRef>)>> =
+        if read.registry_unchanged(&reg.dir, o.racy_ns) && whole.is_none() {
+            Box::new(head.runs.iter().map(|h| (h.id.to_string(), h.pointer_ino, Some(h))))
+        } else {
+            Box::new(index::registered(reg).into_iter().map(|(id, ino)| {
+                let h = head.get_at(&id, ino);
+                (id, ino, h)
+            }))
+        };
+    for (id, ino, h) in listed {
         // The last `R` row: appended since the head, else the head's.
         let run = ix.runs.get(id.as_str());
         let placed = match (run, h) {
