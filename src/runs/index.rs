@@ -21,6 +21,12 @@
 //! checksum; a damaged or torn line is skipped. Writers append under an
 //! exclusive `flock` on `index/lock`, which compaction (a rewrite to a temp
 //! file, renamed over the log) also holds.
+//!
+//! A compacted log starts with its head ([`Head`]): a `P` row, then one
+//! small `H` row a run (sorted by run id) with what placing and counting
+//! it on a page needs (its ids, stamps, status) and where its `R` and `J`
+//! rows are. A page with a limit reads the head and the rows appended
+//! since the compaction, and only the rows of the runs it shows.
 
 use super::registry::{Pointer, Registry};
 use super::view::{self, Digest, STATUSES};
@@ -34,8 +40,9 @@ use std::path::{Path, PathBuf};
 pub const RACY_NS: i64 = 2_000_000_000;
 /// Largest index read; a larger one is ignored (every run read from files).
 pub const MAX_INDEX: u64 = 256 * 1024 * 1024;
-/// The log is compacted once it is past this size and twice its size after
-/// the last compaction.
+/// The log is compacted once the rows appended since the last compaction
+/// are past this size and a quarter of the compacted rows: a page reads
+/// the head and those rows.
 pub const COMPACT_MIN: u64 = 1024 * 1024;
 /// The first line's tag.
 const HEAD: &str = "runindex/v1";
@@ -187,6 +194,11 @@ impl<'a> RunRef<'a> {
         unjson(self.split()?.0)
     }
 
+    /// The row as written (without its checksum).
+    pub fn body(&self) -> &'a str {
+        self.body
+    }
+
     /// Whether its `repo` or `repoRoot` is `r` given as a JSON string.
     pub fn in_repo(&self, r_json: &str) -> bool {
         self.split().is_some_and(|(_, repo, root, _)| repo == r_json || root == r_json)
@@ -201,6 +213,13 @@ pub struct JournalRef<'a> {
     pub status: &'static str,
     pieces: [&'a str; 3],
     body: &'a str,
+}
+
+impl<'a> JournalRef<'a> {
+    /// The row as written (without its checksum).
+    pub fn body(&self) -> &'a str {
+        self.body
+    }
 }
 
 /// A run's summary from its two rows, appended to `out`; `None` (nothing
@@ -222,6 +241,152 @@ pub struct Index<'a> {
     pub skipped: usize,
 }
 
+/// A run's head row (`H`), as read: what placing, filtering by status and
+/// counting the run on a page needs, and where its `R` and `J` rows are.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadRef<'a> {
+    pub id: &'a str,
+    pub pointer_ino: u64,
+    pub pointer_mtime_ns: i64,
+    /// The journal's device and inode.
+    pub journal: (u64, u64),
+    pub journal_mtime_ns: i64,
+    /// How long the journal had not changed when its `J` row was made (the
+    /// row's time less the later of the journal's mtime and ctime): the row
+    /// is trusted when this exceeds the racy window.
+    pub settled_ns: i64,
+    pub status: &'static str,
+    /// The `R` and `J` rows' offsets from the end of the head.
+    pub run_at: u64,
+    pub journal_at: u64,
+}
+
+/// What a compaction writes first: its `P` row (the number of `H` rows and
+/// their bytes) and the `H` rows.
+#[derive(Default)]
+pub struct Head<'a> {
+    /// Sorted by run id.
+    pub runs: Vec<HeadRef<'a>>,
+    /// Each row's index by its pointer's inode (a listing has each
+    /// registered run's from the registry's directory).
+    by_ino: HashMap<u64, u32, super::FastHash>,
+}
+
+impl<'a> Head<'a> {
+    /// Parses the `H` rows (their bytes, as the `P` row delimits them); a
+    /// damaged row, or rows out of order, make the whole head unusable (`None`).
+    pub fn parse(bytes: &'a [u8], n: usize) -> Option<Head<'a>> {
+        let mut runs = Vec::with_capacity(n);
+        for line in bytes.split_inclusive(|&b| b == b'\n') {
+            match unseal(line).and_then(parse_row)? {
+                Row::Head(h) => runs.push(h),
+                _ => return None,
+            }
+        }
+        let sorted = runs.windows(2).all(|w: &[HeadRef]| w[0].id < w[1].id);
+        if runs.len() != n || !sorted || u32::try_from(n).is_err() {
+            return None;
+        }
+        let mut by_ino = HashMap::with_capacity_and_hasher(n, Default::default());
+        for (i, h) in runs.iter().enumerate() {
+            by_ino.insert(h.pointer_ino, i as u32);
+        }
+        Some(Head { runs, by_ino })
+    }
+
+    /// The head row of `run_id`.
+    pub fn get(&self, run_id: &str) -> Option<&HeadRef<'a>> {
+        self.runs.binary_search_by(|h| h.id.cmp(run_id)).ok().map(|i| &self.runs[i])
+    }
+
+    /// The head row of `run_id` whose pointer has inode `ino`: found by the
+    /// inode (one hash, one comparison of ids), else by the id.
+    pub fn get_at(&self, run_id: &str, ino: u64) -> Option<&HeadRef<'a>> {
+        match self.by_ino.get(&ino).map(|&i| &self.runs[i as usize]) {
+            Some(h) if h.id == run_id => Some(h),
+            _ => self.get(run_id),
+        }
+    }
+}
+
+/// The index as a listing reads it ([`read_for`]).
+#[derive(Default)]
+pub struct Read {
+    /// The rows to parse with [`Index::parse_rows`]: every row after the
+    /// head, or, when the head was read, only those appended since.
+    pub rows: Vec<u8>,
+    /// The `H` rows (empty when not read) and how many there are.
+    pub head: Vec<u8>,
+    pub head_n: usize,
+    /// The log as opened (the shown runs' rows are read from it, [`Read::row_at`]:
+    /// a compaction meanwhile renames a new file over it, this one stays).
+    file: Option<std::fs::File>,
+    /// Where the rows after the head start in the file.
+    rows_base: u64,
+    /// The registry directory's stamp the head was written with.
+    registry: RegistryStamp,
+}
+
+/// The registry directory's stamp (device, inode, mtime, ctime) when a head
+/// was written, if its names then were exactly the head's runs (ids and
+/// pointer inodes), and how long it had not changed then (`settled_ns`; 0:
+/// no stamp). A directory's mtime and ctime change with every name created,
+/// renamed or removed in it: while they are the same, and were settled when
+/// taken, its names are still the head's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistryStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub settled_ns: i64,
+}
+
+impl Read {
+    /// Whether the registry directory's names are still exactly the head's
+    /// runs: its stamp is the one the head was written with, and that stamp
+    /// was settled (older than `racy_ns`) then.
+    pub fn registry_unchanged(&self, dir: &Path, racy_ns: i64) -> bool {
+        let r = &self.registry;
+        self.has_head()
+            && r.settled_ns > racy_ns
+            && std::fs::metadata(dir).is_ok_and(|m| {
+                let st = Stamp::of_meta(&m);
+                (st.dev, st.ino, st.mtime_ns, st.ctime_ns) == (r.dev, r.ino, r.mtime_ns, r.ctime_ns)
+            })
+    }
+
+    /// Whether the head was read (and the rows are those appended since).
+    pub fn has_head(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// The body of the row at `at` (from the end of the head), whole and
+    /// sealed; `None` when it cannot be read or is damaged.
+    pub fn row_at(&self, at: u64) -> Option<String> {
+        use std::os::unix::fs::FileExt;
+        let f = self.file.as_ref()?;
+        let mut buf = vec![0u8; 1024];
+        let mut got = 0;
+        loop {
+            let n = f.read_at(&mut buf[got..], self.rows_base.checked_add(at)?.checked_add(got as u64)?).ok()?;
+            got += n;
+            if let Some(end) = memchr::memchr(b'\n', &buf[..got]) {
+                return unseal(&buf[..=end]).map(str::to_string);
+            }
+            if n == 0 || buf.len() >= MAX_ROW {
+                return None;
+            }
+            if got == buf.len() {
+                buf.resize(buf.len() * 2, 0);
+            }
+        }
+    }
+}
+
+/// Longest row [`Read::row_at`] reads.
+const MAX_ROW: usize = 1 << 20;
+
 /// Reads the log whole (empty when absent, unreadable or over [`MAX_INDEX`]).
 pub fn read(home: &Path) -> Vec<u8> {
     use std::io::Read;
@@ -235,6 +400,80 @@ pub fn read(home: &Path) -> Vec<u8> {
     }
 }
 
+/// `len` bytes of `f` from `at` (fewer at its end).
+fn read_range(f: &std::fs::File, at: u64, len: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; usize::try_from(len).ok()?];
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(got);
+    Some(buf)
+}
+
+/// Where the log's parts are, from its first bytes.
+struct Layout {
+    /// The first line's length, and its number (the bytes after it at the
+    /// last compaction).
+    first: u64,
+    compacted: u64,
+    /// The `P` row's length, and its numbers (`H` rows, their bytes).
+    page: Option<(u64, usize, u64, RegistryStamp)>,
+}
+
+fn layout(start: &[u8]) -> Option<Layout> {
+    let end = memchr::memchr(b'\n', start)?;
+    let first = std::str::from_utf8(&start[..end]).ok()?;
+    let (tag, n) = first.split_once(' ')?;
+    if tag != HEAD {
+        return None;
+    }
+    let compacted = n.parse().ok()?;
+    let rest = &start[end + 1..];
+    let page = memchr::memchr(b'\n', rest).and_then(|e| match unseal(&rest[..=e]).and_then(parse_row) {
+        Some(Row::Page(n, bytes, reg)) => Some((e as u64 + 1, n, bytes, reg)),
+        _ => None,
+    });
+    Some(Layout { first: end as u64 + 1, compacted, page })
+}
+
+/// Reads what a listing needs: with `head`, the head and the rows appended
+/// since the compaction that wrote it (when the log has a head); else every
+/// row after the head. Empty when the log is absent, unreadable or over
+/// [`MAX_INDEX`].
+pub fn read_for(home: &Path, head: bool) -> Read {
+    let Ok(f) = std::fs::File::open(path(home)) else { return Read::default() };
+    let size = match f.metadata() {
+        Ok(m) if m.len() <= MAX_INDEX => m.len(),
+        _ => return Read::default(),
+    };
+    let Some(start) = read_range(&f, 0, size.min(4096)) else { return Read::default() };
+    let Some(Layout { first, compacted, page }) = layout(&start) else { return Read::default() };
+    match page {
+        Some((p_len, n, h_len, registry)) if head && compacted >= p_len + h_len => {
+            let head_at = first + p_len;
+            let (Some(h), Some(rows)) = (
+                read_range(&f, head_at, h_len),
+                read_range(&f, first + compacted, size.saturating_sub(first + compacted)),
+            ) else {
+                return Read::default();
+            };
+            Read { rows, head: h, head_n: n, rows_base: head_at + h_len, file: Some(f), registry }
+        }
+        _ => {
+            let from = first + page.map_or(0, |(p, _, h, _)| p + h);
+            let rows = read_range(&f, from, size.saturating_sub(from)).unwrap_or_default();
+            Read { rows, ..Read::default() }
+        }
+    }
+}
+
 fn field<'a>(it: &mut impl Iterator<Item = &'a str>) -> Option<&'a str> {
     it.next()
 }
@@ -243,11 +482,108 @@ fn num<'a, T: std::str::FromStr>(it: &mut impl Iterator<Item = &'a str>) -> Opti
     it.next()?.parse().ok()
 }
 
+/// A line's body when its checksum holds and it ends in a newline.
+fn unseal(line: &[u8]) -> Option<&str> {
+    let (body, sum) = std::str::from_utf8(line.strip_suffix(b"\n")?).ok()?.rsplit_once('\t')?;
+    (u64::from_str_radix(sum, 16).ok() == Some(checksum(body.as_bytes()))).then_some(body)
+}
+
+/// One row, parsed.
+enum Row<'a> {
+    Run(&'a str, RunRef<'a>),
+    Journal(JournalRef<'a>),
+    Head(HeadRef<'a>),
+    /// The `P` row: how many `H` rows follow, their bytes, and the
+    /// registry directory's stamp when the head was written ([`Registry`]).
+    Page(usize, u64, RegistryStamp),
+}
+
+/// A status from the one list; `None` for another.
+fn status(s: &str) -> Option<&'static str> {
+    STATUSES.iter().copied().find(|k| *k == s)
+}
+
+fn parse_row(body: &str) -> Option<Row<'_>> {
+    let mut it = body.split('\t');
+    let row = match field(&mut it)? {
+        "R" => {
+            let mut it = body.splitn(7, '\t').skip(1);
+            let id = field(&mut it)?;
+            let run = RunRef {
+                pointer_ino: num(&mut it)?,
+                pointer_mtime_ns: num(&mut it)?,
+                journal: (num(&mut it)?, num(&mut it)?),
+                rest: field(&mut it)?,
+                body,
+            };
+            return Some(Row::Run(id, run));
+        }
+        "J" => {
+            let stamp = Stamp {
+                dev: num(&mut it)?,
+                ino: num(&mut it)?,
+                size: num(&mut it)?,
+                mtime_ns: num(&mut it)?,
+                ctime_ns: num(&mut it)?,
+            };
+            let at_ns = num(&mut it)?;
+            // Statuses from the one list; a row with another is not used.
+            let status = status(field(&mut it)?)?;
+            let pieces = [field(&mut it)?, field(&mut it)?, field(&mut it)?];
+            Row::Journal(JournalRef { stamp, at_ns, status, pieces, body })
+        }
+        "H" => Row::Head(HeadRef {
+            id: field(&mut it).filter(|id| super::valid_id(id))?,
+            pointer_ino: num(&mut it)?,
+            pointer_mtime_ns: num(&mut it)?,
+            journal: (num(&mut it)?, num(&mut it)?),
+            journal_mtime_ns: num(&mut it)?,
+            settled_ns: num(&mut it)?,
+            status: status(field(&mut it)?)?,
+            run_at: num(&mut it)?,
+            journal_at: num(&mut it)?,
+        }),
+        "P" => Row::Page(
+            num(&mut it)?,
+            num(&mut it)?,
+            RegistryStamp {
+                dev: num(&mut it)?,
+                ino: num(&mut it)?,
+                mtime_ns: num(&mut it)?,
+                ctime_ns: num(&mut it)?,
+                settled_ns: num(&mut it)?,
+            },
+        ),
+        _ => return None,
+    };
+    it.next().is_none().then_some(row)
+}
+
+/// The rows of one run, parsed from their bodies (as [`Read::row_at`] gives them).
+pub fn parse_pair<'a>(run: &'a str, journal: &'a str) -> Option<(&'a str, RunRef<'a>, JournalRef<'a>)> {
+    match (parse_row(run)?, parse_row(journal)?) {
+        (Row::Run(id, r), Row::Journal(j)) => Some((id, r, j)),
+        _ => None,
+    }
+}
+
 impl<'a> Index<'a> {
     /// Parses the log's bytes: lines that fail their checksum, do not
     /// parse, or are torn (no newline) are skipped; without its first line
     /// the whole log is.
     pub fn parse(bytes: &'a [u8]) -> Index<'a> {
+        let Some(end) = memchr::memchr(b'\n', bytes) else { return Index::default() };
+        let Some((HEAD, n)) = std::str::from_utf8(&bytes[..end]).ok().and_then(|l| l.split_once(' ')) else {
+            return Index::default();
+        };
+        let mut ix = Index::parse_rows(&bytes[end + 1..]);
+        ix.compacted = n.parse().unwrap_or(0);
+        ix
+    }
+
+    /// Parses rows (no first line), as [`Index::parse`] does; the head's
+    /// rows are passed over.
+    pub fn parse_rows(bytes: &'a [u8]) -> Index<'a> {
         // Two rows a run, each of a few hundred bytes.
         let n = bytes.len() / 256;
         let mut ix = Index {
@@ -255,20 +591,16 @@ impl<'a> Index<'a> {
             journals: HashMap::with_capacity_and_hasher(n, Default::default()),
             ..Index::default()
         };
-        let mut lines = bytes.split_inclusive(|&b| b == b'\n');
-        let Some(head) = lines.next().and_then(|l| std::str::from_utf8(l).ok()) else { return ix };
-        match head.trim_end().split_once(' ') {
-            Some((HEAD, n)) => ix.compacted = n.parse().unwrap_or(0),
-            _ => return ix,
-        }
-        for line in lines {
-            let sealed = line
-                .strip_suffix(b"\n")
-                .and_then(|l| std::str::from_utf8(l).ok())
-                .and_then(|l| l.rsplit_once('\t'))
-                .filter(|(body, sum)| u64::from_str_radix(sum, 16).ok() == Some(checksum(body.as_bytes())));
-            if sealed.and_then(|(body, _)| ix.row(body)).is_none() {
-                ix.skipped += 1;
+        for line in bytes.split_inclusive(|&b| b == b'\n') {
+            match unseal(line).and_then(parse_row) {
+                Some(Row::Run(id, run)) => {
+                    ix.runs.insert(id, run);
+                }
+                Some(Row::Journal(j)) => {
+                    ix.journals.insert((j.stamp.dev, j.stamp.ino), j);
+                }
+                Some(Row::Head(_) | Row::Page(..)) => {}
+                None => ix.skipped += 1,
             }
         }
         ix
@@ -282,44 +614,6 @@ impl<'a> Index<'a> {
     /// The last row of the journal with this device and inode.
     pub fn journal(&self, dev: u64, ino: u64) -> Option<&JournalRef<'a>> {
         self.journals.get(&(dev, ino))
-    }
-
-    fn row(&mut self, body: &'a str) -> Option<()> {
-        let mut it = body.split('\t');
-        match field(&mut it)? {
-            "R" => {
-                let mut it = body.splitn(7, '\t').skip(1);
-                let id = field(&mut it)?;
-                let run = RunRef {
-                    pointer_ino: num(&mut it)?,
-                    pointer_mtime_ns: num(&mut it)?,
-                    journal: (num(&mut it)?, num(&mut it)?),
-                    rest: field(&mut it)?,
-                    body,
-                };
-                self.runs.insert(id, run);
-            }
-            "J" => {
-                let stamp = Stamp {
-                    dev: num(&mut it)?,
-                    ino: num(&mut it)?,
-                    size: num(&mut it)?,
-                    mtime_ns: num(&mut it)?,
-                    ctime_ns: num(&mut it)?,
-                };
-                let at_ns = num(&mut it)?;
-                let status = field(&mut it)?;
-                // Statuses from the one list; a row with another is not used.
-                let status = STATUSES.iter().copied().find(|s| *s == status)?;
-                let pieces = [field(&mut it)?, field(&mut it)?, field(&mut it)?];
-                if it.next().is_some() {
-                    return None;
-                }
-                self.journals.insert((stamp.dev, stamp.ino), JournalRef { stamp, at_ns, status, pieces, body });
-            }
-            _ => return None,
-        }
-        Some(())
     }
 }
 
@@ -335,7 +629,8 @@ fn lock(home: &Path) -> std::io::Result<Locked> {
 
 /// Appends `rows` (sealed lines) in one `write`, under the lock: after a
 /// newline when the log ends in a torn line, after the first line when it
-/// is new. Compacts the log when it has grown past its bound.
+/// is new. Compacts the log when the rows appended since the last
+/// compaction are past [`COMPACT_MIN`] and a quarter of the compacted ones.
 pub fn append(home: &Path, rows: &str) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     if rows.is_empty() {
@@ -345,7 +640,7 @@ pub fn append(home: &Path, rows: &str) -> std::io::Result<()> {
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path(home))?;
     let len = f.metadata()?.len();
     let mut out = String::with_capacity(rows.len() + 32);
-    let mut compacted = 0;
+    let (mut first, mut compacted) = (0, 0);
     if len == 0 {
         out.push_str(HEAD);
         out.push_str(" 0\n");
@@ -357,13 +652,14 @@ pub fn append(home: &Path, rows: &str) -> std::io::Result<()> {
         }
         let mut head = [0u8; 64];
         let n = f.read_at(&mut head, 0)?;
-        let head = String::from_utf8_lossy(&head[..n]);
-        compacted = head.lines().next().and_then(|l| l.strip_prefix(HEAD)?.trim().parse().ok()).unwrap_or(0u64);
+        if let Some(l) = layout(&head[..n]) {
+            (first, compacted) = (l.first, l.compacted);
+        }
     }
     out.push_str(rows);
     (&f).write_all(out.as_bytes())?;
-    let size = len + out.len() as u64;
-    if size > COMPACT_MIN.max(2 * compacted) {
+    let since = (len + out.len() as u64).saturating_sub(first + compacted);
+    if since > COMPACT_MIN.max(compacted / 4) {
         compact_locked(home)?;
     }
     Ok(())
@@ -397,10 +693,83 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
     write_whole(home, &rows)
 }
 
-/// Replaces the log by `rows` after its first line (which gives their
-/// size, the log's size after this compaction), atomically.
+/// The registered run ids and each pointer file's inode, as the registry
+/// directory lists them.
+pub fn registered(reg: &Registry) -> Vec<(String, u64)> {
+    use std::os::unix::fs::DirEntryExt;
+    let Ok(rd) = std::fs::read_dir(&reg.dir) else { return Vec::new() };
+    rd.flatten()
+        .filter_map(|e| {
+            let mut id = e.file_name().into_string().ok()?;
+            id.truncate(id.strip_suffix(".json")?.len());
+            super::valid_id(&id).then(|| (id, e.ino()))
+        })
+        .collect()
+}
+
+/// The head of `rows` (sealed `R` and `J` rows): its `P` row and an `H`
+/// row for each run whose last `R` row names a journal with a `J` row,
+/// sorted by run id, each with its rows' offsets in `rows`. The `P` row
+/// has the registry directory's stamp (taken before its names were read)
+/// when those names are exactly the `H` rows' runs.
+fn head_of(home: &Path, rows: &str) -> String {
+    let reg = Registry::at(home);
+    let at_ns = now_ns();
+    let dir = std::fs::metadata(&reg.dir).ok().map(|m| Stamp::of_meta(&m));
+    let mut names = registered(&reg);
+    names.sort_unstable();
+    let mut runs: HashMap<&str, (RunRef, u64), super::FastHash> = HashMap::default();
+    let mut journals: HashMap<(u64, u64), (JournalRef, u64), super::FastHash> = HashMap::default();
+    let mut at = 0u64;
+    for line in rows.split_inclusive('\n') {
+        match unseal(line.as_bytes()).and_then(parse_row) {
+            Some(Row::Run(id, r)) => {
+                runs.insert(id, (r, at));
+            }
+            Some(Row::Journal(j)) => {
+                journals.insert((j.stamp.dev, j.stamp.ino), (j, at));
+            }
+            _ => {}
+        }
+        at += line.len() as u64;
+    }
+    let mut ids: Vec<&str> = runs.keys().copied().filter(|id| super::valid_id(id)).collect();
+    ids.sort_unstable();
+    let mut h = String::with_capacity(ids.len() * 160);
+    let mut n = 0;
+    let mut same = true;
+    let mut names = names.iter();
+    for id in ids {
+        let (r, r_at) = runs[id];
+        let Some((j, j_at)) = journals.get(&r.journal) else { continue };
+        same &= names.next().is_some_and(|(name, ino)| name == id && *ino == r.pointer_ino);
+        let settled = j.at_ns.saturating_sub(j.stamp.mtime_ns.max(j.stamp.ctime_ns));
+        h.push_str(&sealed(&format!(
+            "H\t{id}\t{}\t{}\t{}\t{}\t{}\t{settled}\t{}\t{r_at}\t{j_at}",
+            r.pointer_ino, r.pointer_mtime_ns, r.journal.0, r.journal.1, j.stamp.mtime_ns, j.status
+        )));
+        n += 1;
+    }
+    let st = match dir {
+        Some(d) if same && names.next().is_none() => RegistryStamp {
+            dev: d.dev,
+            ino: d.ino,
+            mtime_ns: d.mtime_ns,
+            ctime_ns: d.ctime_ns,
+            settled_ns: at_ns.saturating_sub(d.mtime_ns.max(d.ctime_ns)).max(0),
+        },
+        _ => RegistryStamp::default(),
+    };
+    let p = format!("P\t{n}\t{}\t{}\t{}\t{}\t{}\t{}", h.len(), st.dev, st.ino, st.mtime_ns, st.ctime_ns, st.settled_ns);
+    format!("{}{h}", sealed(&p))
+}
+
+/// Replaces the log by its first line (which gives the size of what
+/// follows: the log's size after this compaction), the head of `rows`
+/// ([`head_of`]) and `rows`, atomically.
 fn write_whole(home: &Path, rows: &str) -> std::io::Result<()> {
-    let text = format!("{HEAD} {}\n{rows}", rows.len());
+    let head = head_of(home, rows);
+    let text = format!("{HEAD} {}\n{head}{rows}", head.len() + rows.len());
     let p = path(home);
     std::fs::create_dir_all(home.join("index"))?;
     let tmp = p.with_file_name(format!(".runs.log.{}.tmp", std::process::id()));

@@ -100,6 +100,30 @@ pub struct Record {
     /// `answered`: who answered.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub by: Option<String>,
+    /// Written when a turn ends: each named task's cost and tokens, its log's
+    /// `turn_end`s summed up to here ([`TaskTotals`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub totals: Option<BTreeMap<String, TaskTotals>>,
+}
+
+/// What a task's log adds up to when a turn ends, as the journal keeps it
+/// (`"totals":{"<task>":{"costUsd":…,"tokens":{"input":…,"output":…}}}`):
+/// the `turn_end` events of its log (`<slug>.<task>.log`, normalized with
+/// the task's adapter) summed, `null` where none carries them. A reader
+/// takes a task's cost and tokens from its last record that has them, and
+/// sums its log only when none does (journals of older writers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskTotals {
+    pub cost_usd: Option<f64>,
+    pub tokens: Option<TokenCount>,
+}
+
+/// Input and output tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenCount {
+    pub input: u64,
+    pub output: u64,
 }
 
 impl Record {
@@ -145,7 +169,16 @@ impl Record {
             expires_at: None,
             decision: None,
             by: None,
+            totals: None,
         }
+    }
+
+    /// This record with `task`'s totals at a turn's end (see [`TaskTotals`]).
+    pub fn with_totals(mut self, task: &str, t: Option<TaskTotals>) -> Record {
+        if let Some(t) = t {
+            self.totals.get_or_insert_with(BTreeMap::new).insert(task.to_string(), t);
+        }
+        self
     }
 
     /// An input record: task `task` waits for a person (`requested`, with
@@ -176,6 +209,7 @@ impl Record {
             request: self.request.as_deref(),
             kind: self.kind.as_deref(),
             decision: self.decision.as_deref(),
+            totals: self.totals.as_ref(),
         })
     }
 }
@@ -218,6 +252,8 @@ struct RecordRef<'a> {
     decision: Option<Str<'a>>,
     #[serde(borrow, default)]
     by: Option<Str<'a>>,
+    #[serde(default)]
+    totals: Option<BTreeMap<String, TaskTotals>>,
 }
 
 /// A JSON string borrowed from the input unless it has escapes. (A plain
@@ -258,6 +294,7 @@ impl RecordRef<'_> {
             request: opt(&self.request),
             kind: opt(&self.kind),
             decision: opt(&self.decision),
+            totals: self.totals.as_ref(),
         })
     }
 
@@ -279,6 +316,7 @@ impl RecordRef<'_> {
             expires_at: s(&self.expires_at),
             decision: s(&self.decision),
             by: s(&self.by),
+            totals: self.totals.clone(),
         }
     }
 }
@@ -293,6 +331,7 @@ struct Fields<'a> {
     request: Option<&'a str>,
     kind: Option<&'a str>,
     decision: Option<&'a str>,
+    totals: Option<&'a BTreeMap<String, TaskTotals>>,
 }
 
 /// The contract's checks, shared by [`Record`] and [`RecordRef`]: a record
@@ -301,6 +340,9 @@ struct Fields<'a> {
 fn check_record(f: &Fields) -> Result<(), String> {
     if f.v != VERSION {
         return Err(format!("v is {:?}, expected {VERSION:?}", f.v));
+    }
+    for t in f.totals.into_iter().flat_map(BTreeMap::keys) {
+        super::check_id("totals: task", t)?;
     }
     match (f.task, f.state, f.run, f.input) {
         (Some(t), Some(s), None, None) => {
@@ -401,6 +443,8 @@ pub struct Journal {
     /// Input requests `requested` and not (yet) `answered`, in the order
     /// they were asked.
     pub open: Vec<OpenRequest>,
+    /// Each task's totals from the last record that gave them ([`TaskTotals`]).
+    pub totals: BTreeMap<String, TaskTotals>,
     /// Lines that did not parse (a truncated last line, junk).
     pub skipped: usize,
     pub records: usize,
@@ -431,6 +475,9 @@ impl Journal {
         // Open requests by (task, request id), folded in journal order.
         let mut open: Vec<(&str, &str, usize)> = Vec::new();
         for (i, r) in recs.iter().enumerate() {
+            if let Some(t) = &r.totals {
+                j.totals.extend(t.iter().map(|(k, v)| (k.clone(), *v)));
+            }
             match (opt(&r.task), opt(&r.input)) {
                 (Some(t), Some("requested")) => {
                     let id = opt(&r.request).unwrap_or("");
@@ -483,6 +530,9 @@ impl Journal {
             }
         };
         self.records += 1;
+        if let Some(t) = &r.totals {
+            self.totals.extend(t.iter().map(|(k, v)| (k.clone(), *v)));
+        }
         match (opt(&r.task), opt(&r.input)) {
             (Some(t), Some(input)) => {
                 let id = opt(&r.request).unwrap_or("");
@@ -547,6 +597,8 @@ pub trait Fold {
     /// The tasks with a state (by id), then those with an open request (in
     /// the order asked, repeats included).
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str));
+    /// The task's cost and tokens from its last record that gave them.
+    fn totals(&self, task: &str) -> Option<TaskTotals>;
 
     /// Whether `task` waits for a person: its last state is not terminal
     /// and it has an open input request.
@@ -582,6 +634,10 @@ impl Fold for Journal {
 
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
         self.tasks.keys().chain(self.open.iter().map(|o| &o.task)).for_each(|t| f(t));
+    }
+
+    fn totals(&self, task: &str) -> Option<TaskTotals> {
+        self.totals.get(task).copied()
     }
 }
 
@@ -627,6 +683,10 @@ mod tests {
             r#","ts":"again""#,
             r#", "by" : "me" "#,
             r#","expires_at":"2026-01-01T00:00:00Z""#,
+            r#","totals":{"a":{"costUsd":0.5,"tokens":{"input":1,"output":2}}}"#,
+            r#","totals":{"b":{"costUsd":null,"tokens":null},"c":{"costUsd":1e-3,"tokens":null}}"#,
+            r#","totals":{"../x":{"costUsd":1,"tokens":null}}"#,
+            r#","totals":{"a":{"cost":1}}"#,
         ]);
         let v = prop::sample::select(vec![r#""runstate/v1""#, r#""runstate/v2""#, "null", r#""runstate\\/v1""#]);
         let kind = prop::sample::select(vec![

@@ -12,8 +12,13 @@
 //! and what was read is appended to the index for the next listing. A run
 //! shown is thus always as its files say; `spec/LAYOUT.md` ("The run
 //! index") says what a run not shown may miss.
+//!
+//! A page with a limit (and no repository filter) reads only the index's
+//! head ([`index::Head`]: a small row a run) and the rows appended since it
+//! was written, selects its runs instead of sorting every run, and reads
+//! the two rows of each run it shows at the offsets the head gives.
 
-use super::index::{self, Index, JournalRef, RunRef, Stamp};
+use super::index::{self, Head, HeadRef, Index, JournalRef, Read, RunRef, Stamp};
 use super::registry::Registry;
 use super::view::{self, STATUSES};
 use std::sync::Arc;
@@ -184,6 +189,11 @@ pub fn page(reg: &Registry, q: &Query) -> Page {
 enum Src<'a> {
     /// Its index rows; `checked` once a `stat` of its journal confirmed them.
     Index { run: &'a RunRef<'a>, journal: &'a JournalRef<'a>, checked: bool },
+    /// Its head row (a page reads its rows only when it shows it), with
+    /// whichever of its rows was appended since the head was written.
+    Head { head: &'a HeadRef<'a>, run: Option<&'a RunRef<'a>>, journal: Option<&'a JournalRef<'a>> },
+    /// Its rows' bodies, read for the page; `checked` as for `Index`.
+    Rows { run: Box<str>, journal: Box<str>, checked: bool },
     /// Its files: the summary, made.
     Files(Box<str>),
 }
@@ -200,22 +210,35 @@ struct Cand<'a> {
 
 impl Cand<'_> {
     fn checked(&self) -> bool {
-        !matches!(self.src, Src::Index { checked: false, .. })
+        matches!(self.src, Src::Files(_) | Src::Index { checked: true, .. } | Src::Rows { checked: true, .. })
     }
 }
 
-/// The registered run ids, and each pointer file's inode, as the registry
-/// directory lists them.
-fn registered(reg: &Registry) -> Vec<(String, u64)> {
-    use std::os::unix::fs::DirEntryExt;
-    let Ok(rd) = std::fs::read_dir(&reg.dir) else { return Vec::new() };
-    rd.flatten()
-        .filter_map(|e| {
-            let mut id = e.file_name().into_string().ok()?;
-            id.truncate(id.strip_suffix(".json")?.len());
-            super::valid_id(&id).then(|| (id, e.ino()))
-        })
-        .collect()
+/// A head run's rows, read at the offsets its head row gives (those
+/// appended since are given), as `Src::Rows`; `None` when they cannot be
+/// read, are damaged, or are not what the head row says.
+fn rows_of_head<'a>(read: &Read, h: &HeadRef, run: Option<&RunRef>, journal: Option<&JournalRef>) -> Option<Src<'a>> {
+    let r = match run {
+        Some(r) => r.body().to_string(),
+        None => read.row_at(h.run_at)?,
+    };
+    let j = match journal {
+        Some(j) => j.body().to_string(),
+        None => read.row_at(h.journal_at)?,
+    };
+    let (id, rr, jj) = index::parse_pair(&r, &j)?;
+    let run_ok = run.is_some()
+        || (id == h.id
+            && rr.pointer_ino == h.pointer_ino
+            && rr.pointer_mtime_ns == h.pointer_mtime_ns
+            && rr.journal == h.journal);
+    let settled = jj.at_ns.saturating_sub(jj.stamp.mtime_ns.max(jj.stamp.ctime_ns));
+    let journal_ok = journal.is_some()
+        || ((jj.stamp.dev, jj.stamp.ino) == h.journal
+            && jj.stamp.mtime_ns == h.journal_mtime_ns
+            && jj.status == h.status
+            && settled == h.settled_ns);
+    (id == h.id && run_ok && journal_ok).then(|| Src::Rows { run: r.into(), journal: j.into(), checked: false })
 }
 
 /// What reading a run's files gave: the candidate, and the index rows to
@@ -299,11 +322,19 @@ fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> 
 pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let now_ns = index::now_ns();
     let home = reg.home();
-    let bytes = if o.use_index { index::read(home) } else { Vec::new() };
-    let ix = Index::parse(&bytes);
+    // A page with a limit places, filters by status and counts runs by the
+    // index's head and the rows appended since it was written (the head has
+    // no repositories: a repository filter reads every row).
+    let want_head = q.limit.is_some() && q.repo.is_none();
+    let read = if o.use_index { index::read_for(home, want_head) } else { Read::default() };
+    let head = read.has_head().then(|| Head::parse(&read.head, read.head_n));
+    // A damaged head: every row instead.
+    let whole = matches!(head, Some(None)).then(|| index::read_for(home, false));
+    let head = head.flatten().unwrap_or_default();
+    let ix = Index::parse_rows(whole.as_ref().map_or(&read.rows, |w| &w.rows));
     let mut repairs = String::new();
     let mut from_files_n = 0;
-    let mut read = |id: String, repairs: &mut String| {
+    let mut read_files = |id: String, repairs: &mut String| {
         from_files_n += 1;
         let (c, rows) = from_files(reg, id, q, now_ns, &o)?;
         repairs.push_str(&rows);
@@ -312,21 +343,54 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     // The repository asked for, as the index writes it (a JSON string).
     let repo_json = q.repo.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default());
     let mut cands: Vec<Cand> = Vec::new();
-    for (id, ino) in registered(reg) {
-        let known = ix.runs.get(id.as_str()).filter(|r| r.pointer_ino == ino).and_then(|r| {
-            let j = ix.journals.get(&r.journal).filter(|j| !j.stamp.racy(j.at_ns, o.racy_ns))?;
-            Some((r, j))
-        });
-        match known {
-            Some((run, journal)) => cands.push(Cand {
-                activity_ns: run.pointer_mtime_ns.max(journal.stamp.mtime_ns).max(0),
-                status: journal.status,
-                in_repo: repo_json.as_ref().map_or(true, |r| run.in_repo(r)),
-                id,
-                src: Src::Index { run, journal, checked: false },
-            }),
-            None => cands.extend(read(id, &mut repairs)),
+    // The registered runs: the head's, while the registry directory is as it
+    // was when the head was written (no name read); else its names, each
+    // found in the head by its pointer's inode.
+    let listed: Box<dyn Iterator<Item = (String, u64, Option<&HeadRef>)>> =
+        if read.registry_unchanged(&reg.dir, o.racy_ns) && whole.is_none() {
+            Box::new(head.runs.iter().map(|h| (h.id.to_string(), h.pointer_ino, Some(h))))
+        } else {
+            Box::new(index::registered(reg).into_iter().map(|(id, ino)| {
+                let h = head.get_at(&id, ino);
+                (id, ino, h)
+            }))
+        };
+    for (id, ino, h) in listed {
+        // The last `R` row: appended since the head, else the head's.
+        let run = ix.runs.get(id.as_str());
+        let placed = match (run, h) {
+            (Some(r), _) => Some((r.pointer_ino, r.pointer_mtime_ns, r.journal)),
+            (None, Some(h)) => Some((h.pointer_ino, h.pointer_mtime_ns, h.journal)),
+            (None, None) => None,
         }
+        .filter(|(pointer_ino, ..)| *pointer_ino == ino);
+        // The journal's last `J` row, likewise, if made long enough after its last change.
+        let journal = placed.and_then(|(_, _, key)| match ix.journals.get(&key) {
+            Some(j) => (!j.stamp.racy(j.at_ns, o.racy_ns)).then_some((Some(j), j.stamp.mtime_ns, j.status)),
+            None => {
+                h.filter(|h| h.journal == key && h.settled_ns > o.racy_ns).map(|h| (None, h.journal_mtime_ns, h.status))
+            }
+        });
+        let (Some((_, pointer_ns, _)), Some((j, journal_ns, status))) = (placed, journal) else {
+            cands.extend(read_files(id, &mut repairs));
+            continue;
+        };
+        let src = match (run, j, h) {
+            (Some(run), Some(journal), _) => Src::Index { run, journal, checked: false },
+            (_, _, Some(head)) => Src::Head { head, run, journal: j },
+            // Not reached: a part not appended since is the head's.
+            (_, _, None) => {
+                cands.extend(read_files(id, &mut repairs));
+                continue;
+            }
+        };
+        cands.push(Cand {
+            activity_ns: pointer_ns.max(journal_ns).max(0),
+            status,
+            in_repo: repo_json.as_ref().map_or(true, |r| run.is_some_and(|run| run.in_repo(r))),
+            id,
+            src,
+        });
     }
     let wanted = |c: &Cand| {
         c.in_repo
@@ -335,23 +399,46 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     };
     let after = |c: &Cand| q.cursor.as_ref().map_or(true, |cur| cur.before(c.activity_ns, &c.id));
     let limit = q.limit.unwrap_or(usize::MAX);
+    // The listing's order, the runs after the cursor first.
+    let order = |a: &Cand, b: &Cand| {
+        after(b).cmp(&after(a)).then(b.activity_ns.cmp(&a.activity_ns)).then_with(|| a.id.cmp(&b.id))
+    };
     loop {
         cands.retain(|c| wanted(c));
-        cands.sort_unstable_by(|a, b| b.activity_ns.cmp(&a.activity_ns).then_with(|| a.id.cmp(&b.id)));
-        // The runs this page shows must be as their files say: each known one's
-        // journal is `stat`ed; one that changed is read and the page cut again.
+        // A page needs its runs and the next one in order: those are
+        // selected, and only they sorted.
+        match limit.checked_add(1).filter(|n| *n < cands.len()) {
+            Some(n) => {
+                cands.select_nth_unstable_by(n, order);
+                cands[..n].sort_unstable_by(order);
+            }
+            None => cands.sort_unstable_by(order),
+        }
+        // The runs this page shows must be as their files say: a head run's
+        // rows are read, and each known run's journal is `stat`ed; one that
+        // changed (or whose rows are not what its head row says) is read
+        // from its files and the page cut again.
         let mut todo: Vec<&mut Cand> =
             cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect();
-        par_each(&mut todo, |c| {
-            if let Src::Index { run, journal, checked } = &mut c.src {
-                *checked = fresh(run, journal);
+        for c in todo.iter_mut() {
+            if let Src::Head { head, run, journal } = c.src {
+                if let Some(rows) = rows_of_head(&read, head, run, journal) {
+                    c.src = rows;
+                }
             }
+        }
+        par_each(&mut todo, |c| match &mut c.src {
+            Src::Index { run, journal, checked } => *checked = fresh(run, journal),
+            Src::Rows { run, journal, checked } => {
+                *checked = index::parse_pair(run, journal).is_some_and(|(_, r, j)| fresh(&r, &j))
+            }
+            _ => {}
         });
         let mut stale = false;
         for c in todo.into_iter().filter(|c| !c.checked()) {
             stale = true;
             let id = std::mem::take(&mut c.id);
-            match read(id, &mut repairs) {
+            match read_files(id, &mut repairs) {
                 Some(f) => *c = f,
                 // Gone since: dropped below.
                 None => c.status = "",
@@ -364,13 +451,18 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     }
     let total = cands.len();
     let shown: Vec<&Cand> = cands.iter().filter(|c| after(c)).take(limit).collect();
-    let texts = par_map(&shown, |c| match &c.src {
-        Src::Files(s) => Some(Arc::<str>::from(&**s)),
-        Src::Index { run, journal, .. } => {
-            let mut text = Vec::with_capacity(640);
-            index::summary(&mut text, run, journal, c.activity_ns / 1_000_000)?;
-            String::from_utf8(text).ok().map(Arc::from)
+    let texts = par_map(&shown, |c| {
+        let mut text = Vec::with_capacity(640);
+        match &c.src {
+            Src::Files(s) => return Some(Arc::<str>::from(&**s)),
+            Src::Index { run, journal, .. } => index::summary(&mut text, run, journal, c.activity_ns / 1_000_000)?,
+            Src::Rows { run, journal, .. } => {
+                let (_, run, journal) = index::parse_pair(run, journal)?;
+                index::summary(&mut text, &run, &journal, c.activity_ns / 1_000_000)?
+            }
+            Src::Head { .. } => return None,
         }
+        String::from_utf8(text).ok().map(Arc::from)
     });
     let mut items: Vec<Arc<str>> = Vec::with_capacity(shown.len());
     let mut last = None;
@@ -378,7 +470,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         let text = match text {
             Some(t) => t,
             // A damaged row: read from files instead.
-            None => match read(c.id.clone(), &mut repairs) {
+            None => match read_files(c.id.clone(), &mut repairs) {
                 Some(Cand { src: Src::Files(s), .. }) => (*s).into(),
                 _ => continue,
             },

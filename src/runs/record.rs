@@ -33,6 +33,8 @@ pub struct Recorder {
     log: std::fs::File,
     /// Each line's arrival time (`crate::arrival`), when times are kept.
     times: Option<crate::arrival::Writer>,
+    /// The task's adapter (for its cost and tokens at a turn's end).
+    adapter: String,
 }
 
 fn now() -> String {
@@ -75,7 +77,7 @@ impl Recorder {
         journal::append(&files.journal(), &Record::run(ACTOR, "started"))?;
         journal::append(&files.journal(), &Record::task(ACTOR, TASK, "leased", None))?;
         Registry::at(home).register(&pointer)?;
-        Ok(Recorder { run_id: pointer.run_id, files, log, times })
+        Ok(Recorder { run_id: pointer.run_id, files, log, times, adapter: adapter.to_string() })
     }
 
     /// The task's log (the raw output lines).
@@ -102,11 +104,18 @@ impl Recorder {
         self.log.write_all(&b)
     }
 
+    /// `r` with the task's cost and tokens so far (its log's), for a
+    /// record written as a turn ends (`journal::TaskTotals`).
+    pub fn with_totals(&self, r: Record) -> Record {
+        r.with_totals(TASK, super::view::turn_totals(&self.files, TASK, &self.adapter))
+    }
+
     /// Journals the end: `committed` (rc 0: the run finished; a server run
     /// has nothing else to commit), `failed` with its rc, or `halted` when
-    /// it was stopped (client gone, shutdown).
+    /// it was stopped (client gone, shutdown), with the task's cost and
+    /// tokens.
     pub fn finish(&self, state: &str, rc: Option<i64>, detail: Option<String>) -> std::io::Result<()> {
-        let mut r = Record::task(ACTOR, TASK, state, rc);
+        let mut r = self.with_totals(Record::task(ACTOR, TASK, state, rc));
         r.detail = detail;
         journal::append(&self.files.journal(), &r)?;
         journal::append(&self.files.journal(), &Record::run(ACTOR, "finished"))

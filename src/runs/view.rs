@@ -3,7 +3,7 @@
 //! per view, used by both, so the two can never disagree.
 
 use super::index::Stamp;
-use super::journal::{is_terminal, waits, Fold, Journal};
+use super::journal::{is_terminal, waits, Fold, Journal, TaskTotals, TokenCount};
 use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
 use super::safe::{self, Unreadable};
@@ -349,6 +349,19 @@ pub fn log_totals_in(dir: BorrowedFd, rel: &Path, adapter: Adapter) -> Result<Op
     }
 }
 
+/// What a writer journals when a turn of `task` ends (see
+/// [`TaskTotals`]): its log's totals as a listing would count them, read
+/// as a listing reads the log. `None` when the adapter has no totals or the
+/// log is refused (a reader then finds the problem itself).
+pub fn turn_totals(files: &RunFiles, task: &str, adapter_name: &str) -> Option<TaskTotals> {
+    let a = adapter(adapter_name)?;
+    let dir = safe::open_dir(&files.dir).ok()?;
+    let t = log_totals_in(dir.as_fd(), Path::new(&format!("{}.{task}.log", files.slug)), a).ok()?.unwrap_or_default();
+    let tokens = (t.input_tokens.is_some() || t.output_tokens.is_some())
+        .then(|| TokenCount { input: t.input_tokens.unwrap_or(0), output: t.output_tokens.unwrap_or(0) });
+    Some(TaskTotals { cost_usd: t.cost_usd, tokens })
+}
+
 /// A task as a summary sees it.
 struct TaskView<'a> {
     id: &'a str,
@@ -488,7 +501,17 @@ impl<'a> Parts<'a> {
                 continue;
             }
             if let Some(a) = t.adapter {
-                match totals(t.id, a) {
+                // What the journal says at the task's last turn end; its log
+                // only for journals that do not say (older writers).
+                let journaled = self.journal.totals(t.id).map(|j| {
+                    Ok(Some(Totals {
+                        cost_usd: j.cost_usd,
+                        input_tokens: j.tokens.map(|t| t.input),
+                        output_tokens: j.tokens.map(|t| t.output),
+                        ..Totals::default()
+                    }))
+                });
+                match journaled.unwrap_or_else(|| totals(t.id, a)) {
                     Ok(Some(s)) => {
                         if let Some(c) = s.cost_usd {
                             *cost.get_or_insert(0.0) += c;

@@ -208,8 +208,9 @@ fn mark(rec: &Mutex<Option<Recorder>>, idle: bool, marked: &mut Option<bool>, bi
     }
     let rec = lock(rec);
     let Some(r) = rec.as_ref() else { return };
-    let what = if idle { "idle" } else { "resumed" };
-    match journal::append(&r.journal(), &Record::run(ACTOR, what)) {
+    // Held: a turn has ended, and the record says what the task has cost so far.
+    let rec_ = if idle { r.with_totals(Record::run(ACTOR, "idle")) } else { Record::run(ACTOR, "resumed") };
+    match journal::append(&r.journal(), &rec_) {
         Ok(()) => *marked = Some(idle),
         Err(e) => crate::cli::report(bin, format!("record {}: {e}", r.run_id)),
     }

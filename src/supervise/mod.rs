@@ -369,6 +369,9 @@ struct Sup {
     owner: control::Owner,
     /// `$HARNESS_HOME`, absolute.
     home: PathBuf,
+    /// A task whose turn just ended, with its cost and tokens so far: its
+    /// next record carries them (`journal::TaskTotals`).
+    turn_totals: Option<(String, journal::TaskTotals)>,
 }
 
 fn io(what: &Path, e: impl std::fmt::Display) -> StartError {
@@ -453,6 +456,7 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
         session_bin,
         owner,
         home,
+        turn_totals: None,
     };
     let out = sup.start(&journal, &sock, listener);
     // Replies decided on the way out (the kill of the last task) still go out.
@@ -666,8 +670,9 @@ impl Sup {
         }
     }
 
-    fn task_rec(&self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) {
-        let mut r = Record::task(actor, task, state, rc);
+    fn task_rec(&mut self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) {
+        let totals = self.turn_totals.take_if(|(t, _)| t == task).map(|(_, t)| t);
+        let mut r = Record::task(actor, task, state, rc).with_totals(task, totals);
         r.detail = detail;
         self.journal(r);
     }
@@ -1262,6 +1267,14 @@ impl Sup {
 
     /// One process of a task ended with `rc`: the state machine's edges.
     fn finished(&mut self, id: &str, r: Running, rc: i64) {
+        // An agent's turn ended: the task's next record (below, whichever
+        // edge) says what its log adds up to now.
+        self.turn_totals = match r.phase {
+            Phase::Turn => {
+                runs::view::turn_totals(&self.files, id, &self.task_def(id).adapter).map(|t| (id.to_string(), t))
+            }
+            _ => None,
+        };
         let state = self.tasks.get(id).and_then(|t| t.state.clone());
         for tx in r.awaiting.iter().filter_map(|w| w.reply.as_ref()) {
             let why = format!("task {id}: its session ended before it took the line written for this request");

@@ -24,6 +24,8 @@ mod feed;
 mod filters;
 mod follow;
 mod harness;
+mod index_pages;
+mod index_totals;
 mod install_man;
 mod interactive;
 mod interactive_agents;

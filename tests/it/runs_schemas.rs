@@ -99,7 +99,17 @@ fn journal_records_fit_runstate_v1() {
     asked.expires_at = Some("2026-01-01T00:10:00.000Z".into());
     let mut answered = Record::input("claude-session", "a", "answered", "r1", "deny");
     answered.by = Some("ana".into());
-    for r in [Record::task("runner", "a", "failed", Some(2)), Record::run("user", "steer-queued"), asked, answered] {
+    let t = journal::TaskTotals { cost_usd: Some(0.25), tokens: Some(journal::TokenCount { input: 1, output: 2 }) };
+    let ended = Record::task("runner", "a", "implemented", None).with_totals("a", Some(t));
+    let idle = Record::run("runwire-serve", "idle").with_totals("agent", Some(journal::TaskTotals::default()));
+    for r in [
+        Record::task("runner", "a", "failed", Some(2)),
+        Record::run("user", "steer-queued"),
+        asked,
+        answered,
+        ended,
+        idle,
+    ] {
         check(&s, &serde_json::to_value(&r).unwrap(), "record").unwrap();
     }
     // An interactive session's input records, as the library writes them.
