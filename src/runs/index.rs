@@ -632,11 +632,20 @@ fn lock(home: &Path) -> std::io::Result<Locked> {
 /// is new. Compacts the log when the rows appended since the last
 /// compaction are past [`COMPACT_MIN`] and a quarter of the compacted ones.
 pub fn append(home: &Path, rows: &str) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let lock = lock(home)?;
+    append_held(home, rows, &lock)
+}
+
+/// [`append`] with the lock already held (by a writer that made its rows
+/// under it).
+fn append_held(home: &Path, rows: &str, _lock: &Locked) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     if rows.is_empty() {
         return Ok(());
     }
-    let _lock = lock(home)?;
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path(home))?;
     let len = f.metadata()?.len();
     let mut out = String::with_capacity(rows.len() + 32);
@@ -825,8 +834,12 @@ fn journal_rows(journal: &Path) -> Option<String> {
 /// Registration's hook ([`Registry::register`]): indexes the run. Errors
 /// are the index's only (it is a cache): never the registration's.
 pub fn note_run(reg: &Registry, p: &Pointer) {
+    // The rows are made under the lock: two writers of one run append
+    // their rows in the order they read its files, so the last row is never
+    // older than the files it describes.
+    let Ok(lock) = lock(reg.home()) else { return };
     if let Some(rows) = rows_of(reg, p) {
-        let _ = append(reg.home(), &rows);
+        let _ = append_held(reg.home(), &rows, &lock);
     }
 }
 
@@ -843,8 +856,11 @@ pub fn note_journal_in(home: &Path, journal: &Path) {
     if !path(home).exists() {
         return;
     }
+    // Made under the lock, as in [`note_run`]: two writers of one journal
+    // (a supervisor and a server) leave the fresher row last.
+    let Ok(lock) = lock(home) else { return };
     if let Some(rows) = journal_rows(journal) {
-        let _ = append(home, &rows);
+        let _ = append_held(home, &rows, &lock);
     }
 }
 
