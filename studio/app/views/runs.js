@@ -386,7 +386,7 @@ export class RunsView {
       sub,
       activityMs: null,
       status: h('span.badge'),
-      node: h('span.badge.node-badge', { title: 'node' }),
+      node: h('span.node-tag', { title: 'node' }),
       age: h('time'),
       wave: cell('Wave', '.num'),
       counts: cell('Tasks'),
