@@ -1,194 +1,16 @@
 //! The cluster end to end: a 3-server NATS JetStream cluster on loopback
 //! (streams and buckets with 3 replicas), nodes with their own harness
 //! homes, and a hub. Needs `nats-server` (the one skip rule:
-//! tests/support/tools.rs; `.ci/run` installs it) and `runwire-serve`
-//! built next to `runwire-cluster` (`cargo test --workspace` builds both).
+//! tests/support/tools.rs; `.ci/run` installs it); `runwire-serve` is built
+//! when missing. `cargo test -p runwire-cluster --test it cluster::`.
 
-#[path = "../../tests/support/tools.rs"]
-mod tools;
-
+use crate::common::*;
 use runwire_cluster::names;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const NEEDS: &str = "needs nats-server: apt-get install nats-server";
-
-/// Fails the test unless nats-server is on PATH (the test is ignored
-/// without it outside CI: see `tools.rs`).
-fn need_nats() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    if let Some(why) = tools::missing(&root, tools::tool("nats-server")) {
-        panic!("{NEEDS}: {why} (CI set, or run with --ignored)");
-    }
-}
-
-fn cluster_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_runwire-cluster"))
-}
-
-fn serve_bin() -> PathBuf {
-    let p = cluster_bin().with_file_name("runwire-serve");
-    assert!(
-        p.is_file(),
-        "{} is not built: run the cluster tests with `cargo test --workspace` (or `cargo build --bin runwire-serve` first)",
-        p.display()
-    );
-    p
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rw-cluster-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A child process killed (by its own pid) when dropped.
-struct Proc(Child);
-
-impl Proc {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Three nats-servers clustered on loopback, JetStream on.
-struct Nats {
-    servers: Vec<Proc>,
-    /// Every server's URL, comma-separated, and each one's.
-    url: String,
-    urls: Vec<String>,
-    dir: PathBuf,
-    ports: Vec<u16>,
-    cports: Vec<u16>,
-}
-
-impl Nats {
-    fn start(dir: &Path) -> Nats {
-        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let cports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let urls: Vec<String> = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
-        let mut n = Nats { servers: Vec::new(), url: urls.join(","), urls, dir: dir.to_path_buf(), ports, cports };
-        n.servers = (0..3).map(|i| n.server(i)).collect();
-        // Ready when the streams and buckets can be made with 3 replicas.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let out = Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap();
-            if out.status.success() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        n
-    }
-
-    /// Server `i` (again: same ports, same store).
-    fn server(&self, i: usize) -> Proc {
-        let routes: Vec<String> =
-            (0..3).filter(|j| *j != i).map(|j| format!("nats://127.0.0.1:{}", self.cports[j])).collect();
-        let log =
-            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("nats-{i}.log"))).unwrap();
-        let child = Command::new("nats-server")
-            .args(["-a", "127.0.0.1", "-p", &self.ports[i].to_string(), "-n", &format!("s{i}"), "-js"])
-            .arg("-sd")
-            .arg(self.dir.join(format!("js-{i}")))
-            .args(["--cluster_name", "rwtest", "--cluster", &format!("nats://127.0.0.1:{}", self.cports[i])])
-            .args(["--routes", &routes.join(",")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start nats-server");
-        Proc(child)
-    }
-}
-
-fn node(url: &str, name: &str, home: &Path) -> Proc {
-    Proc(
-        Command::new(cluster_bin())
-            .args(["node", "--url", url, "--node", name, "--poll-ms", "50", "--home"])
-            .arg(home)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
-}
-
-/// A runwire-serve on a free port; its first stdout line says where.
-struct Serve {
-    _proc: Proc,
-    port: u16,
-}
-
-impl Serve {
-    fn start(home: &Path, extra: &[&str]) -> Serve {
-        let mut child = Command::new(serve_bin())
-            .args(["--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env("HARNESS_HOME", home)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
-        let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}"));
-        Serve { _proc: Proc(child), port }
-    }
-
-    fn request(&self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        write!(
-            c,
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut raw = Vec::new();
-        let _ = c.read_to_end(&mut raw);
-        let i = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
-        let code = String::from_utf8_lossy(&raw[..i]).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
-        (code, raw[i + 4..].to_vec())
-    }
-
-    fn get_json(&self, path: &str) -> Value {
-        let (code, body) = self.request("GET", path, "");
-        assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
-        serde_json::from_slice(&body).unwrap()
-    }
-
-    /// A finished task's stream: its `id:` and `data:` lines (comments
-    /// such as keep-alives left out), to its end.
-    fn stream(&self, path: &str) -> Vec<String> {
-        let (code, body) = self.request("GET", path, "");
-        assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
-        String::from_utf8(body)
-            .unwrap()
-            .lines()
-            .filter(|l| l.starts_with("id:") || l.starts_with("data:"))
-            .map(str::to_string)
-            .collect()
-    }
-}
 
 fn agui(srv: &Serve, run: &str) {
     let body = serde_json::json!({
@@ -216,27 +38,6 @@ fn fwd_status(v: &Value) -> u64 {
     v["status"].as_u64().unwrap()
 }
 
-/// The child processes of `pid` (every thread's).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-        let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
-    }
-    out
-}
-
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn run_ids(list: &Value) -> Vec<String> {
     let mut ids: Vec<String> =
         list["runs"].as_array().unwrap().iter().map(|r| r["runId"].as_str().unwrap().to_string()).collect();
@@ -247,13 +48,13 @@ fn run_ids(list: &Value) -> Vec<String> {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
-    need_nats();
-    let dir = scratch("hub");
+    need(&["nats-server"]);
+    let dir = scratch("cluster-hub");
     let nats = Nats::start(&dir);
     let (ha, hb, hh) = (dir.join("home-a"), dir.join("home-b"), dir.join("home-hub"));
-    let a = Serve::start(&ha, &["--cluster", &nats.url, "--node", "alpha"]);
-    let b = Serve::start(&hb, &["--cluster", &nats.url, "--node", "beta"]);
-    let hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"]);
+    let mut a = Serve::start(&ha, &["--cluster", &nats.url, "--node", "alpha"], &[]);
+    let b = Serve::start(&hb, &["--cluster", &nats.url, "--node", "beta"], &[]);
+    let hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
     // Runs recorded by the nodes' own servers (the bundled replay agent).
     agui(&a, "r1");
     agui(&a, "r.2");
@@ -345,9 +146,9 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
     assert_eq!(names, ["alpha", "beta"]);
     assert!(live.iter().all(|b| b["ageMs"].as_u64().unwrap() < 10_000), "{beats:?}");
     // A server's sidecar ends with it, even killed (SIGKILL) without a word.
-    let sidecars = children(a._proc.0.id());
+    let sidecars = children(a.proc.0.id());
     assert_eq!(sidecars.len(), 1, "{sidecars:?}");
-    drop(a);
+    a.proc.kill();
     wait_for("alpha's sidecar to end with its server", 10, || {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", sidecars[0])).unwrap_or_default();
         // Gone, or a zombie nobody has reaped yet.
@@ -357,123 +158,25 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Every message of `stream` whose subject starts with `prefix`, in order:
-/// (subject, headers as pairs, payload).
-fn messages(url: &str, stream: &str, prefix: &str) -> Vec<(String, BTreeMap<String, String>, Vec<u8>)> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
+/// Every message of `stream` whose subject starts with `prefix`, in order.
+fn messages(url: &str, stream: &str, prefix: &str) -> Vec<Msg> {
+    block_on(async {
         let urls: Vec<&str> = url.split(',').collect();
-        let client = async_nats::connect(urls.as_slice()).await.unwrap();
-        let js = async_nats::jetstream::new(client);
-        let s = js.get_stream(stream).await.unwrap();
-        let info = s.get_info().await.unwrap();
-        let mut out = Vec::new();
-        for seq in info.state.first_sequence..=info.state.last_sequence {
-            let Ok(m) = s.get_raw_message(seq).await else { continue };
-            if !m.subject.as_str().starts_with(prefix) {
-                continue;
-            }
-            let h = m.headers.iter().map(|(k, v)| (k.to_string(), v[0].as_str().to_string())).collect();
-            out.push((m.subject.to_string(), h, m.payload.to_vec()));
-        }
-        out
+        stream_messages(async_nats::connect(urls.as_slice()).await.unwrap(), stream, prefix).await
     })
 }
 
-/// The ids of a feed log's events: the offset past each line.
-fn feed_ids(home: &Path) -> Vec<u64> {
-    let log = std::fs::read(home.join("feed/events.log")).unwrap_or_default();
-    log.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1).collect()
+/// The hub's mirror of the run equals the node's files, and the run is listed.
+fn mirrored(run: &FakeRun, hub_home: &Path, node: &str) {
+    run.mirrored(hub_home, node, 90);
+    let id = names::hub_run_id(node, &run.pointer.run_id);
+    assert!(hub_home.join("runs").join(format!("{id}.json")).is_file());
 }
 
-/// A run written by runwire's own code (pointer, journal link, journal
-/// records), whose task `impl.1` is written by [`Agent`].
-struct FakeRun {
-    pointer: runwire::runs::registry::Pointer,
-    dir: PathBuf,
-}
-
-const FILES: [&str; 3] = ["feat.x.jsonl", "feat.x.impl.1.log", "feat.x.impl.1.log.at"];
-
-impl FakeRun {
-    fn new(home: &Path, repo: &Path) -> FakeRun {
-        use runwire::runs::journal::{self, Record};
-        use runwire::runs::registry::{NewRun, Registry};
-        let new = NewRun { slug: "feat.x".into(), repo_root: repo.display().to_string(), ..Default::default() };
-        let pointer = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
-        let dir = PathBuf::from(&pointer.runstate_dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Registry::at(home).register(&pointer).unwrap();
-        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "leased", None)).unwrap();
-        FakeRun { pointer, dir }
-    }
-
-    fn journal(&self, state: &str) {
-        use runwire::runs::journal::{self, Record};
-        let rc = (state == "committed").then_some(0);
-        journal::append(&self.dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", state, rc)).unwrap();
-    }
-
-    /// The agent: `lines` log lines a few ms apart, each with its arrival
-    /// time first (as runwire's writers do), a journal record every 100;
-    /// `at(i)` runs after line `i` (faults). Then the task and run end.
-    fn agent(&self, lines: u64, mut at: impl FnMut(u64)) {
-        use runwire::runs::journal::{self, Record};
-        let open = |f: &str| std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(f)).unwrap();
-        let (mut logf, mut atf) = (open("feat.x.impl.1.log"), open("feat.x.impl.1.log.at"));
-        for i in 1..=lines {
-            writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
-            writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
-            if i % 100 == 0 {
-                self.journal("implemented");
-            }
-            at(i);
-            std::thread::sleep(Duration::from_millis(3));
-        }
-        self.journal("committed");
-        journal::append(&self.dir.join("feat.x.jsonl"), &Record::run("runner", "finished")).unwrap();
-    }
-
-    /// Waits until the hub's mirror of the run equals the node's files, byte for byte.
-    fn mirrored(&self, hub_home: &Path, node: &str) {
-        let mirror = hub_home.join("cluster/nodes").join(node).join(&self.pointer.run_id);
-        wait_for("the hub's mirror to equal the node's files", 90, || {
-            FILES
-                .iter()
-                .all(|f| std::fs::read(mirror.join(f)).ok() == std::fs::read(self.dir.join(f)).ok())
-                .then_some(())
-        });
-        let id = names::hub_run_id(node, &self.pointer.run_id);
-        assert!(hub_home.join("runs").join(format!("{id}.json")).is_file());
-    }
-
-    /// In the stream, each file is one series of contiguous chunks: no
-    /// byte published twice, none missing; and the node's feed is in the
-    /// feed stream once, in order.
-    fn published_once(&self, url: &str, home: &Path, node: &str) {
-        let chunks = messages(url, names::FILES_STREAM, &format!("rwfile.{node}."));
-        let mut next: BTreeMap<String, u64> = BTreeMap::new();
-        for (subject, h, payload) in &chunks {
-            let off: u64 = h["Rw-Offset"].parse().unwrap();
-            let want = next.entry(subject.clone()).or_insert(0);
-            assert_eq!(off, *want, "{subject}: a chunk at {off}, expected {want} (duplicated or lost bytes)");
-            *want += payload.len() as u64;
-        }
-        for f in FILES {
-            let subject = names::file_subject(node, &self.pointer.run_id, f);
-            assert_eq!(next.get(&subject).copied(), Some(std::fs::metadata(self.dir.join(f)).unwrap().len()), "{f}");
-        }
-        let want = feed_ids(home);
-        let got = wait_for("the whole feed in the stream", 30, || {
-            let got: Vec<u64> = messages(url, names::FEED_STREAM, &names::feed_subject(node))
-                .iter()
-                .map(|(_, h, _)| h["Rw-Id"].parse().unwrap())
-                .collect();
-            (got.len() >= want.len()).then_some(got)
-        });
-        assert_eq!(got, want, "the feed stream is not the node's feed, once and in order");
-        assert!(want.len() >= 8, "{want:?}");
-    }
+/// Nothing published twice or lost, and the node's whole feed (8 events at least).
+fn published_once(run: &FakeRun, url: &str, home: &Path, node: &str) {
+    let feed = run.published_once(|stream, prefix| messages(url, stream, prefix), home, node);
+    assert!(feed.len() >= 8, "{feed:?}");
 }
 
 fn hub_proc(url: &str, home: &Path) -> Proc {
@@ -490,22 +193,22 @@ fn hub_proc(url: &str, home: &Path) -> Proc {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_node_killed_mid_run_catches_up_with_nothing_lost_or_duplicated() {
-    need_nats();
-    let dir = scratch("restart");
+    need(&["nats-server"]);
+    let dir = scratch("cluster-restart");
     let nats = Nats::start(&dir);
     let (home, hh) = (dir.join("home"), dir.join("home-hub"));
-    let run = FakeRun::new(&home, &dir.join("repo"));
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
     let _hub = hub_proc(&nats.url, &hh);
-    let mut n = Some(node(&nats.url, "gamma", &home));
+    let mut n = Some(node(&nats.url, "gamma", &home, 50));
     run.agent(600, |i| match i {
         // Killed (SIGKILL) mid-run, mid-publish; the agent goes on.
         200 => n = None,
         // Back: it resumes from the cluster's position.
-        400 => n = Some(node(&nats.url, "gamma", &home)),
+        400 => n = Some(node(&nats.url, "gamma", &home, 50)),
         _ => {}
     });
-    run.mirrored(&hh, "gamma");
-    run.published_once(&nats.url, &home, "gamma");
+    mirrored(&run, &hh, "gamma");
+    published_once(&run, &nats.url, &home, "gamma");
     drop(n);
     drop(nats);
     let _ = std::fs::remove_dir_all(&dir);
@@ -514,14 +217,14 @@ fn a_node_killed_mid_run_catches_up_with_nothing_lost_or_duplicated() {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_nats_server_and_the_hub_killed_mid_stream_lose_and_duplicate_nothing() {
-    need_nats();
-    let dir = scratch("faults");
+    need(&["nats-server"]);
+    let dir = scratch("cluster-faults");
     let mut nats = Nats::start(&dir);
     let (home, hh) = (dir.join("home"), dir.join("home-hub"));
-    let run = FakeRun::new(&home, &dir.join("repo"));
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
     // The node knows only server 0 (it learns the others from it), so
     // killing server 0 takes its connection for certain.
-    let _n = node(&nats.urls[0], "delta", &home);
+    let _n = node(&nats.urls[0], "delta", &home, 50);
     let mut hub = Some(hub_proc(&nats.url, &hh));
     let rest = nats.urls[1..].join(",");
     run.agent(700, |i| match i {
@@ -530,8 +233,8 @@ fn a_nats_server_and_the_hub_killed_mid_stream_lose_and_duplicate_nothing() {
         500 => hub = Some(hub_proc(&rest, &hh)),
         _ => {}
     });
-    run.mirrored(&hh, "delta");
-    run.published_once(&rest, &home, "delta");
+    mirrored(&run, &hh, "delta");
+    published_once(&run, &rest, &home, "delta");
     drop(hub);
     drop(nats);
     let _ = std::fs::remove_dir_all(&dir);
@@ -540,12 +243,12 @@ fn a_nats_server_and_the_hub_killed_mid_stream_lose_and_duplicate_nothing() {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_node_cut_from_the_cluster_while_its_agent_works_catches_up_in_order() {
-    need_nats();
-    let dir = scratch("cut");
+    need(&["nats-server"]);
+    let dir = scratch("cluster-cut");
     let mut nats = Nats::start(&dir);
     let (home, hh) = (dir.join("home"), dir.join("home-hub"));
-    let run = FakeRun::new(&home, &dir.join("repo"));
-    let _n = node(&nats.url, "eps", &home);
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    let _n = node(&nats.url, "eps", &home, 50);
     let _hub = hub_proc(&nats.url, &hh);
     let (mut cut_at, mut gone) = (Instant::now(), Duration::ZERO);
     run.agent(900, |i| match i {
@@ -563,8 +266,8 @@ fn a_node_cut_from_the_cluster_while_its_agent_works_catches_up_in_order() {
         }
         _ => {}
     });
-    run.mirrored(&hh, "eps");
-    run.published_once(&nats.url, &home, "eps");
+    mirrored(&run, &hh, "eps");
+    published_once(&run, &nats.url, &home, "eps");
     // 600 lines of the agent's, a few ms apart, while no server was up.
     assert!(gone > Duration::from_millis(1800), "the cluster was gone for {gone:?} only");
     drop(nats);

@@ -13,10 +13,10 @@
 //! - The studio at the hub (Chromium, studio/e2e/hub.mjs) lists both
 //!   nodes' runs, finds beta's run that needs the person, approves there,
 //!   and beta's agent gets the approval.
+//!
+//! `cargo test -p runwire-cluster --test it hub_studio::`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -79,16 +79,6 @@ fn answers_to_agent(dir: &Path) -> Vec<Value> {
         .map(|v| v["line"].clone())
         .filter(|l| l["type"] == "control_response" && l.pointer("/response/request_id") == Some(&json!(REQUEST_ID)))
         .collect()
-}
-
-/// The child processes of `pid` (every thread's).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-        let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
-    }
-    out
 }
 
 fn last_type(ev: &[Value]) -> String {
