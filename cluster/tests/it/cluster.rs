@@ -48,9 +48,7 @@ fn run_ids(list: &Value) -> Vec<String> {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
-    need(&["nats-server"]);
-    let dir = scratch("cluster-hub");
-    let nats = Nats::start(&dir);
+    let (dir, nats) = nats_cluster("cluster-hub");
     let (ha, hb, hh) = (dir.join("home-a"), dir.join("home-b"), dir.join("home-hub"));
     let mut a = Serve::start(&ha, &["--cluster", &nats.url, "--node", "alpha"], &[]);
     let b = Serve::start(&hb, &["--cluster", &nats.url, "--node", "beta"], &[]);
@@ -155,7 +153,6 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
         (stat.is_empty() || stat.contains(") Z ")).then_some(())
     });
     drop((b, hub, nats));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every message of `stream` whose subject starts with `prefix`, in order.
@@ -193,9 +190,7 @@ fn hub_proc(url: &str, home: &Path) -> Proc {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_node_killed_mid_run_catches_up_with_nothing_lost_or_duplicated() {
-    need(&["nats-server"]);
-    let dir = scratch("cluster-restart");
-    let nats = Nats::start(&dir);
+    let (dir, nats) = nats_cluster("cluster-restart");
     let (home, hh) = (dir.join("home"), dir.join("home-hub"));
     let mut run = FakeRun::new(&home, &dir.join("repo"));
     let _hub = hub_proc(&nats.url, &hh);
@@ -211,15 +206,12 @@ fn a_node_killed_mid_run_catches_up_with_nothing_lost_or_duplicated() {
     published_once(&run, &nats.url, &home, "gamma");
     drop(n);
     drop(nats);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_nats_server_and_the_hub_killed_mid_stream_lose_and_duplicate_nothing() {
-    need(&["nats-server"]);
-    let dir = scratch("cluster-faults");
-    let mut nats = Nats::start(&dir);
+    let (dir, mut nats) = nats_cluster("cluster-faults");
     let (home, hh) = (dir.join("home"), dir.join("home-hub"));
     let mut run = FakeRun::new(&home, &dir.join("repo"));
     // The node knows only server 0 (it learns the others from it), so
@@ -237,15 +229,12 @@ fn a_nats_server_and_the_hub_killed_mid_stream_lose_and_duplicate_nothing() {
     published_once(&run, &rest, &home, "delta");
     drop(hub);
     drop(nats);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_node_cut_from_the_cluster_while_its_agent_works_catches_up_in_order() {
-    need(&["nats-server"]);
-    let dir = scratch("cluster-cut");
-    let mut nats = Nats::start(&dir);
+    let (dir, mut nats) = nats_cluster("cluster-cut");
     let (home, hh) = (dir.join("home"), dir.join("home-hub"));
     let mut run = FakeRun::new(&home, &dir.join("repo"));
     let _n = node(&nats.url, "eps", &home, 50);
@@ -271,5 +260,4 @@ fn a_node_cut_from_the_cluster_while_its_agent_works_catches_up_in_order() {
     // 600 lines of the agent's, a few ms apart, while no server was up.
     assert!(gone > Duration::from_millis(1800), "the cluster was gone for {gone:?} only");
     drop(nats);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -69,13 +69,41 @@ pub fn built(what: &str) -> PathBuf {
 
 /// A test's own directory, emptied: the tests share one process, so each
 /// name is taken once (two tests with one name would share a directory).
-pub fn scratch(name: &str) -> PathBuf {
+pub fn scratch(name: &str) -> Scratch {
     static TAKEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     assert!(TAKEN.lock().unwrap().insert(name.to_string()), "scratch({name:?}) twice: give each test its own name");
     let d = std::env::temp_dir().join(format!("rw-cluster-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
+}
+
+/// A test's directory: removed when it is dropped after the test went
+/// well, kept (the servers' logs, the homes) when the test failed.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A cluster test's start: nats-server here (see `need`), the test's
+/// directory, and a 3-server cluster in it (dropped first: `let (dir, nats)`).
+pub fn nats_cluster(name: &str) -> (Scratch, Nats) {
+    need(&["nats-server"]);
+    let dir = scratch(name);
+    let nats = Nats::start(&dir);
+    (dir, nats)
 }
 
 pub fn free_port() -> u16 {
@@ -211,16 +239,23 @@ impl Serve {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
-    /// One request (HTTP/1.0): the status and the body, to the end.
-    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+    /// A request (HTTP/1.0) sent, `headers` (each ending in CRLF) added:
+    /// the connection, to read the answer from.
+    pub fn send(&self, method: &str, path: &str, headers: &str, body: &str) -> TcpStream {
         let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         write!(
             c,
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
             body.len()
         )
         .unwrap();
+        c
+    }
+
+    /// One request (HTTP/1.0): the status and the body, to the end.
+    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+        let mut c = self.send(method, path, "", body);
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let mut raw = Vec::new();
         let _ = c.read_to_end(&mut raw);
         let i = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
@@ -249,8 +284,7 @@ impl Serve {
 
     /// Follows a task stream: each event's JSON, as it comes, on the channel.
     pub fn follow(&self, path: &str) -> mpsc::Receiver<serde_json::Value> {
-        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(c, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let c = self.send("GET", path, "", "");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(c).lines() {

@@ -70,9 +70,7 @@ fn delta(text: &str) -> String {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_hub_names_each_runs_node_filters_by_it_and_gets_lines_without_waiting_for_a_poll() {
-    need(&["nats-server"]);
-    let dir = scratch("node-field");
-    let nats = Nats::start(&dir);
+    let (dir, nats) = nats_cluster("node-field");
     let url = nats.url.clone();
     let (ha, hb, hh) = (dir.join("home-a"), dir.join("home-b"), dir.join("home-hub"));
     let a1 = run(&ha, &dir.join("repo-a"), "live");
@@ -164,5 +162,4 @@ fn a_hub_names_each_runs_node_filters_by_it_and_gets_lines_without_waiting_for_a
     });
     assert!(started.elapsed() < Duration::from_secs(58), "the new run came after {:?}", started.elapsed());
     drop((hub, local, nats));
-    let _ = std::fs::remove_dir_all(&dir);
 }

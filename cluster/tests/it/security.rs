@@ -379,7 +379,6 @@ fn a_nodes_credentials_publish_only_as_that_node_and_only_the_hub_sends_control(
     let logged = nats.violations();
     assert!(logged.iter().any(|l| l.contains("rwctl.beta") && l.contains("node-alpha")), "{logged:?}");
     drop(nats);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -453,7 +452,6 @@ fn a_node_connects_over_tls_and_not_without_the_clusters_ca() {
         let out = nats.cluster("hub", &plain, &["nodes"], &[]);
         assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
         drop(nats);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -509,7 +507,6 @@ fn a_token_comes_from_a_file_or_the_environment_never_the_command_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&out.stderr).contains(&token));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A TCP proxy in front of one NATS server that can cut its clients off:
@@ -669,5 +666,4 @@ fn a_node_cut_from_the_cluster_for_30_s_catches_up_in_order_with_nothing_lost_or
     assert_eq!(fwd, own);
     assert!(![502, 503, 504].contains(&fwd.0), "{} {}", fwd.0, String::from_utf8_lossy(&fwd.1));
     drop((node, hub, nats));
-    let _ = std::fs::remove_dir_all(&dir);
 }
