@@ -72,11 +72,8 @@ fn sidecar_of(srv: &Serve) -> nix::unistd::Pid {
 
 /// Every `control_response` runwire wrote to beta's agent for the request.
 fn answers_to_agent(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("agent-input.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| v["line"].clone())
+    agent_input(dir)
+        .into_iter()
         .filter(|l| l["type"] == "control_response" && l.pointer("/response/request_id") == Some(&json!(REQUEST_ID)))
         .collect()
 }
