@@ -4,7 +4,7 @@
   cluster-client.py BIN_DIR WORK_DIR
 
 Starts a 3-server NATS JetStream cluster on loopback (streams and buckets
-with 3 replicas, as cluster/tests do), then:
+with 3 replicas, as cluster/tests/it does), then:
 
 (a) latency: node "alpha" (runwire-cluster node, default settings) on a
     harness home with one live task; a runwire-serve on that home (the local

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/cluster.sh: issue 29's figures, on a 3-server NATS JetStream cluster
-# on loopback (streams and buckets with 3 replicas, as cluster/tests do).
+# on loopback (streams and buckets with 3 replicas, as cluster/tests/it does).
 # On demand only; CI never runs it. Needs nats-server and python3 (stdlib).
 #
 # (a) an agent line on a node -> the frame at a client of the hub, beside

@@ -1,5 +1,5 @@
 // The studio at a cluster's hub (issue 29), in Chromium: run by
-// cluster/tests/hub_studio.rs against a hub whose nodes are real
+// cluster/tests/it/hub_studio.rs against a hub whose nodes are real
 // runwire-serve processes on a 3-server NATS cluster. Not a `*.test.mjs`:
 // `node --test e2e/` (tests/studio.rs) does not run it; it needs the cluster.
 //

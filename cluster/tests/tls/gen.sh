@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the throwaway TLS fixtures of cluster/tests/security.rs: a CA,
+# Regenerates the throwaway TLS fixtures of cluster/tests/it/security.rs: a CA,
 # a server certificate for 127.0.0.1 and localhost, and a client
 # certificate, valid for 100 years. Test-only keys: never use them anywhere else.
 set -euo pipefail

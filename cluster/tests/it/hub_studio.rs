@@ -13,10 +13,10 @@
 //! - The studio at the hub (Chromium, studio/e2e/hub.mjs) lists both
 //!   nodes' runs, finds beta's run that needs the person, approves there,
 //!   and beta's agent gets the approval.
+//!
+//! `cargo test -p runwire-cluster --test it hub_studio::`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -72,23 +72,16 @@ fn sidecar_of(srv: &Serve) -> nix::unistd::Pid {
 
 /// Every `control_response` runwire wrote to beta's agent for the request.
 fn answers_to_agent(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("agent-input.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| v["line"].clone())
+    agent_input(dir)
+        .into_iter()
         .filter(|l| l["type"] == "control_response" && l.pointer("/response/request_id") == Some(&json!(REQUEST_ID)))
         .collect()
 }
 
-/// The child processes of `pid` (every thread's).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-        let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-        out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
-    }
-    out
+/// A resume of `thread` in run `run` answering interrupt `id`.
+fn answer(thread: &str, run: &str, id: &str, approved: bool) -> String {
+    let resume = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": approved}}]);
+    run_input(thread, run, "", resume, Value::Null)
 }
 
 fn last_type(ev: &[Value]) -> String {
@@ -105,9 +98,7 @@ fn interrupts(ev: &[Value]) -> Vec<Value> {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
-    need(&["nats-server"]);
-    let dir = scratch("hub-agui");
-    let nats = Nats::start(&dir);
+    let (dir, nats) = nats_cluster("hub-agui");
     let b = beta(&dir, &nats.url);
     let hub = Serve::start(&dir.join("home-hub"), &["--cluster", &nats.url, "--hub"], &[]);
 
@@ -164,13 +155,7 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     assert!(answers_to_agent(&dir).is_empty());
 
     // The resume at the hub, without naming the node (the thread is beta's): approved once.
-    let resume = run_input(
-        "t1",
-        "r2",
-        "",
-        json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]),
-        Value::Null,
-    );
+    let resume = answer("t1", "r2", &id, true);
     let (code, body) = hub.request("POST", "/agui", &resume);
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let ev = events(&body);
@@ -184,13 +169,7 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body2));
     assert_eq!(events(&body2), ev, "a retried runId is the first run's replay");
     // The same interrupt answered in a new run: refused by the node, still once.
-    let late = run_input(
-        "t1",
-        "r3",
-        "",
-        json!([{"interruptId": id, "status": "resolved", "payload": {"approved": false}}]),
-        Value::Null,
-    );
+    let late = answer("t1", "r3", &id, false);
     let (_, body3) = hub.request("POST", "/agui", &late);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(answers_to_agent(&dir).len(), 1, "{}", String::from_utf8_lossy(&body3));
@@ -205,7 +184,6 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     assert_eq!(code, 504, "{text}");
     assert!(text.contains("beta") && t.elapsed() < Duration::from_secs(10), "{text} in {:?}", t.elapsed());
     drop((b, hub, nats));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -214,8 +192,7 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
 #[cfg_attr(all(tool = "chromium", not(tool = "playwright")), ignore = "needs node and npm: apt-get install nodejs npm")]
 fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     need(&["nats-server", "node", "playwright", "chromium"]);
-    let dir = scratch("hub-studio");
-    let nats = Nats::start(&dir);
+    let (dir, nats) = nats_cluster("hub-studio");
     let a = Serve::start(&dir.join("home-alpha"), &["--cluster", &nats.url, "--node", "alpha"], &[]);
     let b = beta(&dir, &nats.url);
     let hub = Serve::start(&dir.join("home-hub"), &["--cluster", &nats.url, "--hub"], &[]);
@@ -267,17 +244,15 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     assert_eq!(answered[0]["request"], seen["request"], "{answered:?} {seen}");
     assert_eq!(answered[0]["decision"], "allow", "{answered:?}");
     drop((a, b, hub, nats));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `GET /runs/events` (with `Last-Event-ID` when given) read until its
 /// `ready` frame: each frame's (`event`, `id`, data).
 fn feed_until_ready(srv: &Serve, last_id: Option<u64>, query: &str) -> (u16, Vec<(String, u64, Value)>) {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    use std::io::Read;
     let resume = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
-    write!(c, "GET /runs/events{query} HTTP/1.0\r\nHost: 127.0.0.1\r\n{resume}\r\n").unwrap();
+    let mut c = srv.send("GET", &format!("/runs/events{query}"), &resume, "");
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut raw = Vec::new();
     let mut buf = [0u8; 65536];
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -321,9 +296,7 @@ fn feed_until_ready(srv: &Serve, last_id: Option<u64>, query: &str) -> (u16, Vec
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn the_hubs_feed_ids_are_stream_sequences_so_any_hub_resumes_any_client() {
-    need(&["nats-server"]);
-    let dir = scratch("hub-feed");
-    let nats = Nats::start(&dir);
+    let (dir, nats) = nats_cluster("hub-feed");
     let a = Serve::start(&dir.join("home-alpha"), &["--cluster", &nats.url, "--node", "alpha"], &[]);
     let h1 = Serve::start(&dir.join("home-hub1"), &["--cluster", &nats.url, "--hub"], &[]);
     let h2 = Serve::start(&dir.join("home-hub2"), &["--cluster", &nats.url, "--hub"], &[]);
@@ -380,21 +353,14 @@ fn the_hubs_feed_ids_are_stream_sequences_so_any_hub_resumes_any_client() {
     let (code, _) = feed_until_ready(&h1, Some(ids.last().unwrap() + 1000), "");
     assert_eq!(code, 400);
     drop((a, h1, h2, nats));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// POST /agui at `srv`, read until `until` is in the body (or it ends):
 /// the open connection and what was read.
 fn agui_until(srv: &Serve, body: &str, until: &str, secs: u64) -> (std::net::TcpStream, String) {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    use std::io::Read;
+    let mut c = srv.send("POST", "/agui", "", body);
     c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    write!(
-        c,
-        "POST /agui HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
     let mut raw = Vec::new();
     let mut buf = [0u8; 65536];
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -411,9 +377,7 @@ fn agui_until(srv: &Serve, body: &str, until: &str, secs: u64) -> (std::net::Tcp
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_hub_client_leaving_is_a_client_leaving_the_node_and_a_lost_node_ends_the_run() {
-    need(&["nats-server"]);
-    let dir = scratch("hub-leave");
-    let nats = Nats::start(&dir);
+    let (dir, nats) = nats_cluster("hub-leave");
     // No request: the agent's turn goes on until it is interrupted.
     let b = beta_asking(&dir, &nats.url, "[]");
     let hub = Serve::start(&dir.join("home-hub"), &["--cluster", &nats.url, "--hub"], &[]);
@@ -451,5 +415,4 @@ fn a_hub_client_leaving_is_a_client_leaving_the_node_and_a_lost_node_ends_the_ru
     assert!(last["message"].as_str().unwrap().contains("beta"), "{last}");
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     drop((b, hub, nats));
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,0 +1,502 @@
+//! What the cluster tests share, once: the skip rule for the tools they
+//! need (tests/support/tools.rs), a 3-server NATS JetStream cluster on
+//! loopback, `runwire-serve` processes (nodes and hubs) and `runwire-cluster`
+//! sidecars, HTTP on loopback, the stream reader, and a run written by
+//! runwire's own code whose fake agent writes a task's log.
+
+#[path = "../../../tests/support/tools.rs"]
+pub mod tools;
+
+use runwire_cluster::names;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The repository's root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Fails the test unless every tool is here (the test is ignored without
+/// them outside CI: see `tools.rs`); npm packages are installed with
+/// `npm ci` when missing.
+pub fn need(names: &[&str]) {
+    for n in names {
+        let t = tools::tool(n);
+        if let Some(why) = tools::missing(&root(), t) {
+            panic!("needs {n}: {why}; {} (CI set, or run with --ignored)", t.install);
+        }
+        if let Some((dir, marker)) = t.packages {
+            if !root().join(dir).join(marker).is_file() {
+                let st =
+                    Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(root().join(dir)).status();
+                assert!(st.is_ok_and(|s| s.success()), "npm ci in {dir} failed");
+            }
+        }
+    }
+}
+
+pub fn cluster_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_runwire-cluster"))
+}
+
+/// The root crate's binaries and examples a test runs, built once
+/// (`cargo build`, into this target directory) when missing.
+pub fn built(what: &str) -> PathBuf {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    let profile = cluster_bin().parent().unwrap().to_path_buf();
+    let r = DONE.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--bin", "runwire-serve", "--example", "trust-agent", "--manifest-path"])
+            .arg(root().join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(profile.parent().unwrap())
+            .output()
+            .map_err(|e| e.to_string())?;
+        out.status.success().then_some(()).ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
+    });
+    if let Err(e) = r {
+        panic!("cargo build of runwire-serve and trust-agent failed: {e}");
+    }
+    let p = profile.join(what);
+    assert!(p.is_file(), "{} is not built", p.display());
+    p
+}
+
+/// A test's own directory, emptied: the tests share one process, so each
+/// name is taken once (two tests with one name would share a directory).
+pub fn scratch(name: &str) -> Scratch {
+    static TAKEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    assert!(TAKEN.lock().unwrap().insert(name.to_string()), "scratch({name:?}) twice: give each test its own name");
+    let d = std::env::temp_dir().join(format!("rw-cluster-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Scratch(d)
+}
+
+/// A test's directory: removed when it is dropped after the test went
+/// well, kept (the servers' logs, the homes) when the test failed.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A cluster test's start: nats-server here (see `need`), the test's
+/// directory, and a 3-server cluster in it (dropped first: `let (dir, nats)`).
+pub fn nats_cluster(name: &str) -> (Scratch, Nats) {
+    need(&["nats-server"]);
+    let dir = scratch(name);
+    let nats = Nats::start(&dir);
+    (dir, nats)
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A child process, killed (SIGKILL, by its own pid) when dropped.
+pub struct Proc(pub Child);
+
+impl Proc {
+    /// SIGKILL: the process ends without a word.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
+    /// SIGTERM, then SIGKILL if it has not ended within 5 s.
+    pub fn stop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && !matches!(self.0.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Three nats-servers clustered on loopback, JetStream on, the streams and
+/// buckets made with 3 replicas.
+pub struct Nats {
+    pub servers: Vec<Proc>,
+    /// Every server's URL, comma-separated, and each one's.
+    pub url: String,
+    pub urls: Vec<String>,
+    dir: PathBuf,
+    ports: Vec<u16>,
+    cports: Vec<u16>,
+}
+
+impl Nats {
+    pub fn start(dir: &Path) -> Nats {
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let cports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let urls: Vec<String> = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
+        let mut n = Nats { servers: Vec::new(), url: urls.join(","), urls, dir: dir.to_path_buf(), ports, cports };
+        n.servers = (0..3).map(|i| n.server(i)).collect();
+        // Ready when the streams and buckets can be made with 3 replicas.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap();
+            if out.status.success() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        n
+    }
+
+    /// Server `i` (again: same ports, same store), its log appended to `nats-<i>.log`.
+    pub fn server(&self, i: usize) -> Proc {
+        let routes: Vec<String> =
+            (0..3).filter(|j| *j != i).map(|j| format!("nats://127.0.0.1:{}", self.cports[j])).collect();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("nats-{i}.log"))).unwrap();
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &self.ports[i].to_string(), "-n", &format!("s{i}"), "-js"])
+            .arg("-sd")
+            .arg(self.dir.join(format!("js-{i}")))
+            .args(["--cluster_name", "rwtest", "--cluster", &format!("nats://127.0.0.1:{}", self.cports[i])])
+            .args(["--routes", &routes.join(",")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start nats-server");
+        Proc(child)
+    }
+}
+
+/// `runwire-cluster node` publishing `home` as `name`, its full look every `poll_ms`.
+pub fn node(url: &str, name: &str, home: &Path, poll_ms: u64) -> Proc {
+    Proc(
+        Command::new(cluster_bin())
+            .args(["node", "--url", url, "--node", name, "--poll-ms", &poll_ms.to_string(), "--home"])
+            .arg(home)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// A runwire-serve on a free port (its first stdout line says where), its
+/// stderr in `<home>.stderr`; stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct Serve {
+    pub proc: Proc,
+    pub port: u16,
+    pub stderr: PathBuf,
+}
+
+impl Serve {
+    pub fn start(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        let stderr = home.with_extension("stderr");
+        let mut child = Command::new(built("runwire-serve"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("HARNESS_HOME", home)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
+        let port = port.unwrap_or_else(|| panic!("runwire-serve said {line:?}"));
+        Serve { proc: Proc(child), port, stderr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// A request (HTTP/1.0) sent, `headers` (each ending in CRLF) added:
+    /// the connection, to read the answer from.
+    pub fn send(&self, method: &str, path: &str, headers: &str, body: &str) -> TcpStream {
+        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            c,
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        c
+    }
+
+    /// One request (HTTP/1.0): the status and the body, to the end.
+    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+        let mut c = self.send(method, path, "", body);
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let i = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+        let code = String::from_utf8_lossy(&raw[..i]).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+        (code, raw[i + 4..].to_vec())
+    }
+
+    pub fn get_json(&self, path: &str) -> serde_json::Value {
+        let (code, body) = self.request("GET", path, "");
+        assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// A finished task's stream: its `id:` and `data:` lines (comments
+    /// such as keep-alives left out), to its end.
+    pub fn stream(&self, path: &str) -> Vec<String> {
+        let (code, body) = self.request("GET", path, "");
+        assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+        String::from_utf8(body)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("id:") || l.starts_with("data:"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Follows a task stream: each event's JSON, as it comes, on the channel.
+    pub fn follow(&self, path: &str) -> mpsc::Receiver<serde_json::Value> {
+        let c = self.send("GET", path, "", "");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(c).lines() {
+                let Ok(line) = line else { return };
+                if let Some(ev) = line.strip_prefix("data: ").and_then(|d| serde_json::from_str(d).ok()) {
+                    if tx.send(ev).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        rx
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.proc.stop();
+    }
+}
+
+pub fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The child processes of `pid` (every thread's).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
+    }
+    out
+}
+
+/// The `data:` payloads of an SSE body, parsed.
+pub fn events(body: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect()
+}
+
+/// An AG-UI RunAgentInput: a message, or (`resume` not null) answers.
+pub fn run_input(thread: &str, run: &str, prompt: &str, resume: serde_json::Value, props: serde_json::Value) -> String {
+    let messages = if prompt.is_empty() {
+        serde_json::json!([])
+    } else {
+        serde_json::json!([{"id": format!("m-{run}"), "role": "user", "content": prompt}])
+    };
+    serde_json::json!({
+        "threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+        "forwardedProps": props, "messages": messages, "resume": resume,
+    })
+    .to_string()
+}
+
+/// `f` to its end on a runtime of its own (the tests are not async).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+/// A stream's message: subject, headers as pairs, payload.
+pub type Msg = (String, BTreeMap<String, String>, Vec<u8>);
+
+/// Every message of `stream` whose subject starts with `prefix`, in order,
+/// read through `client`.
+pub async fn stream_messages(client: async_nats::Client, stream: &str, prefix: &str) -> Vec<Msg> {
+    let js = async_nats::jetstream::new(client);
+    let s = js.get_stream(stream).await.unwrap();
+    let info = s.get_info().await.unwrap();
+    let mut out = Vec::new();
+    if info.state.messages == 0 {
+        return out;
+    }
+    for seq in info.state.first_sequence..=info.state.last_sequence {
+        let Ok(m) = s.get_raw_message(seq).await else { continue };
+        if !m.subject.as_str().starts_with(prefix) {
+            continue;
+        }
+        let h = m.headers.iter().map(|(k, v)| (k.to_string(), v[0].as_str().to_string())).collect();
+        out.push((m.subject.to_string(), h, m.payload.to_vec()));
+    }
+    out
+}
+
+/// The ids of a feed log's events: the offset past each line.
+pub fn feed_ids(home: &Path) -> Vec<u64> {
+    let log = std::fs::read(home.join("feed/events.log")).unwrap_or_default();
+    log.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i as u64 + 1).collect()
+}
+
+/// A run written by runwire's own code (pointer, plan, journal), whose task
+/// `impl.1` is written by a fake agent (log lines, each after its arrival time).
+pub struct FakeRun {
+    pub pointer: runwire::runs::registry::Pointer,
+    pub dir: PathBuf,
+    /// The lines written so far.
+    pub n: u64,
+}
+
+/// The run's files, as the hub's mirror must hold them.
+pub const FILES: [&str; 4] = ["feat.x.jsonl", "feat.x.plan.json", "feat.x.impl.1.log", "feat.x.impl.1.log.at"];
+
+impl FakeRun {
+    pub fn new(home: &Path, repo: &Path) -> FakeRun {
+        use runwire::runs::journal::{self, Record};
+        use runwire::runs::registry::{NewRun, Registry};
+        let new = NewRun { slug: "feat.x".into(), repo_root: repo.display().to_string(), ..Default::default() };
+        let pointer = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        let dir = PathBuf::from(&pointer.runstate_dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = r#"{"v":"plan/v1","tasks":[{"id":"impl.1","adapter":"claude","prompt":"p"}]}"#;
+        std::fs::write(dir.join("feat.x.plan.json"), plan).unwrap();
+        Registry::at(home).register(&pointer).unwrap();
+        // Task states are journal.rs's TASK_STATES ("started" is not one: the task would not exist).
+        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "leased", None)).unwrap();
+        FakeRun { pointer, dir, n: 0 }
+    }
+
+    pub fn journal(&self, state: &str) {
+        use runwire::runs::journal::{self, Record};
+        let rc = (state == "committed").then_some(0);
+        journal::append(&self.dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", state, rc)).unwrap();
+    }
+
+    /// The agent writes lines `every` apart until `until(lines so far)`
+    /// says stop, each with its arrival time first (as runwire's writers
+    /// do); a journal record every 100 lines.
+    pub fn write(&mut self, every: Duration, mut until: impl FnMut(u64) -> bool) {
+        let open = |f: &str| std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(f)).unwrap();
+        let (mut logf, mut atf) = (open("feat.x.impl.1.log"), open("feat.x.impl.1.log.at"));
+        while !until(self.n) {
+            self.n += 1;
+            let i = self.n;
+            writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
+            writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
+            if i.is_multiple_of(100) {
+                self.journal("implemented");
+            }
+            std::thread::sleep(every);
+        }
+    }
+
+    /// The task and the run end.
+    pub fn finish(&self) {
+        use runwire::runs::journal::{self, Record};
+        self.journal("committed");
+        journal::append(&self.dir.join("feat.x.jsonl"), &Record::run("runner", "finished")).unwrap();
+    }
+
+    /// The whole agent: `lines` lines a few ms apart, `at(i)` after line
+    /// `i` (faults); then the task and the run end.
+    pub fn agent(&mut self, lines: u64, mut at: impl FnMut(u64)) {
+        self.write(Duration::from_millis(3), |n| {
+            if n > 0 {
+                at(n);
+            }
+            n >= lines
+        });
+        self.finish();
+    }
+
+    /// Where the hub mirrors the run.
+    pub fn mirror(&self, hub_home: &Path, node: &str) -> PathBuf {
+        hub_home.join("cluster/nodes").join(node).join(&self.pointer.run_id)
+    }
+
+    /// Waits until the hub's mirror of the run equals the node's files, byte for byte.
+    pub fn mirrored(&self, hub_home: &Path, node: &str, secs: u64) {
+        let mirror = self.mirror(hub_home, node);
+        wait_for("the hub's mirror to equal the node's files", secs, || {
+            FILES
+                .iter()
+                .all(|f| std::fs::read(mirror.join(f)).ok() == std::fs::read(self.dir.join(f)).ok())
+                .then_some(())
+        });
+    }
+
+    /// In the stream each file is one series of contiguous chunks (no byte
+    /// twice, none missing), and the node's feed is there once, in order;
+    /// `messages(stream, prefix)` reads a stream. The feed's ids.
+    pub fn published_once(&self, messages: impl Fn(&str, &str) -> Vec<Msg>, home: &Path, node: &str) -> Vec<u64> {
+        let chunks = messages(names::FILES_STREAM, &format!("rwfile.{node}."));
+        let mut next: BTreeMap<String, u64> = BTreeMap::new();
+        for (subject, h, payload) in &chunks {
+            let off: u64 = h["Rw-Offset"].parse().unwrap();
+            let want = next.entry(subject.clone()).or_insert(0);
+            assert_eq!(off, *want, "{subject}: a chunk at {off}, expected {want} (duplicated or lost bytes)");
+            *want += payload.len() as u64;
+        }
+        for f in FILES {
+            let subject = names::file_subject(node, &self.pointer.run_id, f);
+            assert_eq!(next.get(&subject).copied(), Some(std::fs::metadata(self.dir.join(f)).unwrap().len()), "{f}");
+        }
+        let want = feed_ids(home);
+        let got = wait_for("the whole feed in the stream", 30, || {
+            let got: Vec<u64> = messages(names::FEED_STREAM, &names::feed_subject(node))
+                .iter()
+                .map(|(_, h, _)| h["Rw-Id"].parse().unwrap())
+                .collect();
+            (got.len() >= want.len()).then_some(got)
+        });
+        assert_eq!(got, want, "the feed stream is not the node's feed, once and in order");
+        want
+    }
+}
