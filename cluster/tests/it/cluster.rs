@@ -52,7 +52,7 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
     let (ha, hb, hh) = (dir.join("home-a"), dir.join("home-b"), dir.join("home-hub"));
     let mut a = Serve::start(&ha, &["--cluster", &nats.url, "--node", "alpha"], &[]);
     let b = Serve::start(&hb, &["--cluster", &nats.url, "--node", "beta"], &[]);
-    let hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
+    let mut hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
     // Runs recorded by the nodes' own servers (the bundled replay agent).
     agui(&a, "r1");
     agui(&a, "r.2");
@@ -95,6 +95,19 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
                 .collect();
             assert_eq!(theirs, mine, "{node} {id}: the hub's task stream differs from the node's");
         }
+    }
+    // A client resumes by id after the hub restarts: exactly the events after it.
+    let hub_id = names::hub_run_id("alpha", &ids_a[0]);
+    let path = format!("/runs/{hub_id}/tasks/agent/stream");
+    let before = hub.stream(&path);
+    drop(hub);
+    hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
+    // Each frame is an `id:` line, then its `data:` line.
+    let ids: Vec<usize> = (0..before.len()).filter(|&k| before[k].starts_with("id: ")).collect();
+    assert!(ids.len() > 4, "{before:?}");
+    for k in [ids[0], ids[ids.len() / 2], ids[ids.len() - 2]] {
+        let id = &before[k]["id: ".len()..];
+        assert_eq!(hub.stream_after(&path, Some(id)), before[k + 2..], "resumed after {id} at the restarted hub");
     }
     // Control forwarded to the owning node answers as the node's own route does.
     let path = format!("/runs/{}/tasks/agent/steer", ids_a[0]);

@@ -272,7 +272,19 @@ impl Serve {
     /// A finished task's stream: its `id:` and `data:` lines (comments
     /// such as keep-alives left out), to its end.
     pub fn stream(&self, path: &str) -> Vec<String> {
-        let (code, body) = self.request("GET", path, "");
+        self.stream_after(path, None)
+    }
+
+    /// [`Serve::stream`] resumed after the event `last_id` (`Last-Event-ID`).
+    pub fn stream_after(&self, path: &str, last_id: Option<&str>) -> Vec<String> {
+        let headers = last_id.map(|i| format!("Last-Event-ID: {i}\r\n")).unwrap_or_default();
+        let mut c = self.send("GET", path, &headers, "");
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let i = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+        let code = String::from_utf8_lossy(&raw[..i]).split(' ').nth(1).and_then(|c| c.parse::<u16>().ok()).unwrap();
+        let body = raw[i + 4..].to_vec();
         assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
         String::from_utf8(body)
             .unwrap()
