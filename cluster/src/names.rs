@@ -103,7 +103,8 @@ pub fn parse_file_subject(subject: &str) -> Option<(String, String, String)> {
 }
 
 /// A file name the cluster carries: `<slug>.jsonl`, `<slug>.plan.json`,
-/// `<slug>.<task>.log`, `<slug>.<task>.log.at`. The id characters, no `..`,
+/// `<slug>.<task>.log`, `<slug>.<task>.log.at`, `<slug>.<task>.gate.log`,
+/// `<slug>.<task>.review.log`. The id characters, no `..`,
 /// not hidden, at most 300 bytes: never a path.
 pub fn valid_file(s: &str) -> bool {
     !s.is_empty()

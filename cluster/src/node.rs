@@ -423,6 +423,11 @@ impl Node {
             if let Some(limit) = limit {
                 self.sync_file(run, dir.as_fd(), &log, false, Some(limit)).await?;
             }
+            // The gate's and the reviewer's output (the reason of a failed
+            // task names them), when the supervisor wrote them.
+            for step in ["gate", "review"] {
+                self.sync_file(run, dir.as_fd(), &format!("{}.{task}.{step}.log", p.slug), false, None).await?;
+            }
         }
         Ok(())
     }

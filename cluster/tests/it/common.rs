@@ -407,7 +407,8 @@ pub struct FakeRun {
 }
 
 /// The run's files, as the hub's mirror must hold them.
-pub const FILES: [&str; 4] = ["feat.x.jsonl", "feat.x.plan.json", "feat.x.impl.1.log", "feat.x.impl.1.log.at"];
+pub const FILES: [&str; 5] =
+    ["feat.x.jsonl", "feat.x.plan.json", "feat.x.impl.1.log", "feat.x.impl.1.log.at", "feat.x.impl.1.gate.log"];
 
 impl FakeRun {
     pub fn new(home: &Path, repo: &Path) -> FakeRun {
@@ -452,6 +453,9 @@ impl FakeRun {
     /// The task and the run end.
     pub fn finish(&self) {
         use runwire::runs::journal::{self, Record};
+        // The gate's output, as the supervisor writes it before the task is gated.
+        std::fs::write(self.dir.join("feat.x.impl.1.gate.log"), "cargo test\ntest result: ok. 3 passed\n").unwrap();
+        self.journal("gated");
         self.journal("committed");
         journal::append(&self.dir.join("feat.x.jsonl"), &Record::run("runner", "finished")).unwrap();
     }
