@@ -257,7 +257,13 @@ fn codex_non_blocking_question_answered_through_the_task_route_while_the_run_str
     let (_, runs) = http(port, "GET", "/runs", "");
     let id = runs["runs"][0]["runId"].as_str().expect("the session's run is listed").to_string();
     let body = json!({"request": "0", "decision": "answer", "answers": {"Tabs or spaces?": "spaces"}}).to_string();
-    let (status, reply) = http(port, "POST", &format!("/runs/{id}/tasks/agent/answer"), &body);
+    // The stand-in wrote the question before it waited: the server may read
+    // it a moment after, and until then the request is not raised (409).
+    let (mut status, mut reply) = http(port, "POST", &format!("/runs/{id}/tasks/agent/answer"), &body);
+    while status == 409 && reply.to_string().contains("no request") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        (status, reply) = http(port, "POST", &format!("/runs/{id}/tasks/agent/answer"), &body);
+    }
     assert_eq!(status, 200, "{reply}\nserver:\n{}", s.stderr());
     let ev = stream.join().unwrap();
     finished_ok(&ev);
