@@ -100,10 +100,6 @@ pub fn path(home: &Path) -> PathBuf {
     home.join("index").join("runs.log")
 }
 
-fn lock_path(home: &Path) -> PathBuf {
-    home.join("index").join("lock")
-}
-
 /// A row's checksum: 8 bytes at a time, each mixed in by a rotate, an xor
 /// and a multiply (as FxHash does), the length last. It catches damage,
 /// not an adversary (whoever can write the index can write the registry).
@@ -474,10 +470,6 @@ pub fn read_for(home: &Path, head: bool) -> Read {
     }
 }
 
-fn field<'a>(it: &mut impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    it.next()
-}
-
 fn num<'a, T: std::str::FromStr>(it: &mut impl Iterator<Item = &'a str>) -> Option<T> {
     it.next()?.parse().ok()
 }
@@ -505,15 +497,15 @@ fn status(s: &str) -> Option<&'static str> {
 
 fn parse_row(body: &str) -> Option<Row<'_>> {
     let mut it = body.split('\t');
-    let row = match field(&mut it)? {
+    let row = match it.next()? {
         "R" => {
             let mut it = body.splitn(7, '\t').skip(1);
-            let id = field(&mut it)?;
+            let id = it.next()?;
             let run = RunRef {
                 pointer_ino: num(&mut it)?,
                 pointer_mtime_ns: num(&mut it)?,
                 journal: (num(&mut it)?, num(&mut it)?),
-                rest: field(&mut it)?,
+                rest: it.next()?,
                 body,
             };
             return Some(Row::Run(id, run));
@@ -528,18 +520,18 @@ fn parse_row(body: &str) -> Option<Row<'_>> {
             };
             let at_ns = num(&mut it)?;
             // Statuses from the one list; a row with another is not used.
-            let status = status(field(&mut it)?)?;
-            let pieces = [field(&mut it)?, field(&mut it)?, field(&mut it)?];
+            let status = status(it.next()?)?;
+            let pieces = [it.next()?, it.next()?, it.next()?];
             Row::Journal(JournalRef { stamp, at_ns, status, pieces, body })
         }
         "H" => Row::Head(HeadRef {
-            id: field(&mut it).filter(|id| super::valid_id(id))?,
+            id: it.next().filter(|id| super::valid_id(id))?,
             pointer_ino: num(&mut it)?,
             pointer_mtime_ns: num(&mut it)?,
             journal: (num(&mut it)?, num(&mut it)?),
             journal_mtime_ns: num(&mut it)?,
             settled_ns: num(&mut it)?,
-            status: status(field(&mut it)?)?,
+            status: status(it.next()?)?,
             run_at: num(&mut it)?,
             journal_at: num(&mut it)?,
         }),
@@ -621,10 +613,8 @@ impl<'a> Index<'a> {
 struct Locked(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
 
 fn lock(home: &Path) -> std::io::Result<Locked> {
-    use nix::fcntl::{Flock, FlockArg};
     std::fs::create_dir_all(home.join("index"))?;
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(lock_path(home))?;
-    Flock::lock(f, FlockArg::LockExclusive).map(Locked).map_err(|(_, e)| std::io::Error::from(e))
+    super::lock_exclusive(&home.join("index").join("lock")).map(Locked)
 }
 
 /// Appends `rows` (sealed lines) in one `write`, under the lock: after a
@@ -635,17 +625,13 @@ pub fn append(home: &Path, rows: &str) -> std::io::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let lock = lock(home)?;
-    append_held(home, rows, &lock)
+    append_held(home, rows, &lock(home)?)
 }
 
-/// [`append`] with the lock already held (by a writer that made its rows
-/// under it).
+/// [`append`] of rows (not empty) with the lock already held (by a writer
+/// that made its rows under it).
 fn append_held(home: &Path, rows: &str, _lock: &Locked) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    if rows.is_empty() {
-        return Ok(());
-    }
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path(home))?;
     let len = f.metadata()?.len();
     let mut out = String::with_capacity(rows.len() + 32);
@@ -779,16 +765,8 @@ fn head_of(home: &Path, rows: &str) -> String {
 fn write_whole(home: &Path, rows: &str) -> std::io::Result<()> {
     let head = head_of(home, rows);
     let text = format!("{HEAD} {}\n{head}{rows}", head.len() + rows.len());
-    let p = path(home);
     std::fs::create_dir_all(home.join("index"))?;
-    let tmp = p.with_file_name(format!(".runs.log.{}.tmp", std::process::id()));
-    let r = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .and_then(|_| std::fs::rename(&tmp, &p));
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    super::write_atomic(&path(home), text.as_bytes())
 }
 
 /// The rows of one run, from its files: its `R` row and its journal's `J`
@@ -814,17 +792,7 @@ fn journal_rows(journal: &Path) -> Option<String> {
     let at_ns = now_ns();
     let dir = journal.parent()?.to_str()?;
     let slug = journal.file_name()?.to_str()?.strip_suffix(".jsonl")?;
-    let p = Pointer {
-        run_id: String::new(),
-        slug: slug.to_string(),
-        repo_root: String::new(),
-        project: String::new(),
-        repo: String::new(),
-        branch: None,
-        worktree: String::new(),
-        runstate_dir: dir.to_string(),
-        created: String::new(),
-    };
+    let p = Pointer { slug: slug.to_string(), runstate_dir: dir.to_string(), ..Pointer::default() };
     let l = view::load(p);
     let jst = l.journal_stamp?;
     let d = l.digest();
