@@ -29,7 +29,7 @@
 //! since the compaction, and only the rows of the runs it shows.
 
 use super::registry::{Pointer, Registry};
-use super::view::{self, Digest, STATUSES};
+use super::view::{self, status, Digest};
 use nix::sys::stat::FileStat;
 use std::collections::HashMap;
 use std::io::Write;
@@ -385,13 +385,9 @@ const MAX_ROW: usize = 1 << 20;
 
 /// Reads the log whole (empty when absent, unreadable or over [`MAX_INDEX`]).
 pub fn read(home: &Path) -> Vec<u8> {
-    use std::io::Read;
     let Ok(f) = std::fs::File::open(path(home)) else { return Vec::new() };
-    // Sized once: no regrowth (a copy and fresh pages each time) on the way.
-    let size = f.metadata().map_or(0, |m| m.len().min(MAX_INDEX + 1));
-    let mut buf = Vec::with_capacity(size as usize + 1);
-    match f.take(MAX_INDEX + 1).read_to_end(&mut buf) {
-        Ok(n) if n as u64 <= MAX_INDEX => buf,
+    match f.metadata() {
+        Ok(m) if m.len() <= MAX_INDEX => read_range(&f, 0, m.len()).unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -488,11 +484,6 @@ enum Row<'a> {
     /// The `P` row: how many `H` rows follow, their bytes, and the
     /// registry directory's stamp when the head was written ([`Registry`]).
     Page(usize, u64, RegistryStamp),
-}
-
-/// A status from the one list; `None` for another.
-fn status(s: &str) -> Option<&'static str> {
-    STATUSES.iter().copied().find(|k| *k == s)
 }
 
 fn parse_row(body: &str) -> Option<Row<'_>> {

@@ -21,6 +21,11 @@ use std::sync::Arc;
 pub const STATUSES: [&str; 9] =
     ["registered", "running", "idle", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
 
+/// The status `s` from [`STATUSES`]; `None` for another.
+pub fn status(s: &str) -> Option<&'static str> {
+    STATUSES.iter().copied().find(|k| *k == s)
+}
+
 /// Why a view could not be given.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ViewError {
