@@ -663,12 +663,9 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
     let bytes = read(home);
     let ix = Index::parse(&bytes);
     let reg = Registry::at(home);
-    let mut registered = std::collections::HashSet::new();
-    Registry::scan(&reg.dir, |id| {
-        registered.insert(id.to_string());
-    });
+    let ids: std::collections::HashSet<String> = registered(&reg).into_iter().map(|(id, _)| id).collect();
     let mut rows = String::new();
-    let mut runs: Vec<_> = ix.runs.iter().filter(|(id, _)| registered.contains(**id)).collect();
+    let mut runs: Vec<_> = ix.runs.iter().filter(|(id, _)| ids.contains(**id)).collect();
     runs.sort_by_key(|(id, _)| **id);
     for (_, r) in runs {
         rows.push_str(&sealed(r.body));
@@ -682,15 +679,9 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
 /// The registered run ids and each pointer file's inode, as the registry
 /// directory lists them.
 pub fn registered(reg: &Registry) -> Vec<(String, u64)> {
-    use std::os::unix::fs::DirEntryExt;
-    let Ok(rd) = std::fs::read_dir(&reg.dir) else { return Vec::new() };
-    rd.flatten()
-        .filter_map(|e| {
-            let mut id = e.file_name().into_string().ok()?;
-            id.truncate(id.strip_suffix(".json")?.len());
-            super::valid_id(&id).then(|| (id, e.ino()))
-        })
-        .collect()
+    let mut out = Vec::new();
+    Registry::scan(&reg.dir, |id, ino| out.push((id.to_string(), ino)));
+    out
 }
 
 /// The head of `rows` (sealed `R` and `J` rows): its `P` row and an `H`
