@@ -164,32 +164,14 @@ fn lines(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, usize)> + '_
     })
 }
 
-/// What a file that is not regular is, for the error naming it.
-fn kind(ft: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_dir() {
-        "a directory"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
-}
-
 /// Refuses a feed log that is not a regular file (a symlink to `/dev/zero`,
 /// a FIFO): it would never end, or never answer.
 fn regular(f: std::fs::File) -> io::Result<std::fs::File> {
-    let ft = f.metadata()?.file_type();
-    if ft.is_file() {
+    let m = f.metadata()?;
+    if m.is_file() {
         Ok(f)
     } else {
-        Err(io::Error::other(format!("events.log: not a regular file ({})", kind(ft))))
+        Err(io::Error::other(format!("events.log: not a regular file ({})", super::safe::kind(m.mode()))))
     }
 }
 

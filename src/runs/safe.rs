@@ -97,8 +97,9 @@ fn describe(errno: Errno) -> String {
     }
 }
 
-fn kind(st: &FileStat) -> &'static str {
-    match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+/// What a file of this mode (`st_mode`) is, for the error refusing it.
+pub(crate) fn kind(mode: nix::sys::stat::mode_t) -> &'static str {
+    match SFlag::from_bits_truncate(mode) & SFlag::S_IFMT {
         SFlag::S_IFIFO => "a FIFO",
         SFlag::S_IFCHR => "a character device",
         SFlag::S_IFBLK => "a block device",
@@ -163,7 +164,7 @@ pub fn open_beneath(dir: BorrowedFd, rel: &Path) -> Result<(File, FileStat), Unr
     let f = unsafe { File::from_raw_fd(fd) };
     let st = nix::sys::stat::fstat(f.as_raw_fd()).map_err(|e| Unreadable::new(name(), describe(e)))?;
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
-        return Err(Unreadable::new(name(), format!("{} (only regular files are read)", kind(&st))));
+        return Err(Unreadable::new(name(), format!("{} (only regular files are read)", kind(st.st_mode))));
     }
     Ok((f, st))
 }
