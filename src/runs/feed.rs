@@ -927,11 +927,8 @@ impl Watcher {
         // A runstate directory not there yet is looked for on each wake-up
         // and, while one is missing, once a second (its creation is not
         // visible to any watch we hold).
-        let timeout = match (timeout, self.pending.is_empty()) {
-            (t, true) => t,
-            (Some(t), false) => Some(t.min(Duration::from_secs(1))),
-            (None, false) => Some(Duration::from_secs(1)),
-        };
+        let second = Duration::from_secs(1);
+        let timeout = if self.pending.is_empty() { timeout } else { Some(timeout.map_or(second, |t| t.min(second))) };
         let got = self.signal.take(timeout);
         self.retry_pending(&mut ch);
         ch.all |= got.overflow;

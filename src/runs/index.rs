@@ -360,28 +360,24 @@ impl Read {
     /// The body of the row at `at` (from the end of the head), whole and
     /// sealed; `None` when it cannot be read or is damaged.
     pub fn row_at(&self, at: u64) -> Option<String> {
-        use std::os::unix::fs::FileExt;
-        let f = self.file.as_ref()?;
-        let mut buf = vec![0u8; 1024];
-        let mut got = 0;
+        let (f, at) = (self.file.as_ref()?, self.rows_base.checked_add(at)?);
+        // Most rows are a few hundred bytes: a longer one is read again, twice as far.
+        let mut len = 1024;
         loop {
-            let n = f.read_at(&mut buf[got..], self.rows_base.checked_add(at)?.checked_add(got as u64)?).ok()?;
-            got += n;
-            if let Some(end) = memchr::memchr(b'\n', &buf[..got]) {
+            let buf = read_range(f, at, len)?;
+            if let Some(end) = memchr::memchr(b'\n', &buf) {
                 return unseal(&buf[..=end]).map(str::to_string);
             }
-            if n == 0 || buf.len() >= MAX_ROW {
+            if buf.len() < len as usize || len >= MAX_ROW {
                 return None;
             }
-            if got == buf.len() {
-                buf.resize(buf.len() * 2, 0);
-            }
+            len *= 2;
         }
     }
 }
 
 /// Longest row [`Read::row_at`] reads.
-const MAX_ROW: usize = 1 << 20;
+const MAX_ROW: u64 = 1 << 20;
 
 /// Reads the log whole (empty when absent, unreadable or over [`MAX_INDEX`]).
 pub fn read(home: &Path) -> Vec<u8> {

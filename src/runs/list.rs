@@ -271,16 +271,13 @@ fn fresh(run: &RunRef, j: &JournalRef) -> bool {
 /// Below this many runs, one thread does the work.
 const PAR_MIN: usize = 512;
 
-fn threads(n: usize) -> usize {
-    if n < PAR_MIN {
-        return 1;
-    }
-    std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4)
-}
-
 /// `f` of each item, in order, on a few threads for many items.
 fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let chunk = items.len().div_ceil(threads(items.len())).max(1);
+    let threads = match items.len() {
+        n if n < PAR_MIN => 1,
+        _ => std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4),
+    };
+    let chunk = items.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         let mut parts = items.chunks(chunk);
         let first = parts.next();

@@ -213,19 +213,8 @@ fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
     }
 }
 
-fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    // Digits from the right, with no formatting machinery.
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+fn write_u64(out: &mut Vec<u8>, n: u64) {
+    let _ = serde_json::to_writer(&mut *out, &n);
 }
 
 impl SummaryOut<'_> {
