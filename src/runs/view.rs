@@ -138,23 +138,6 @@ pub fn unreadable_pointer(run_id: &str, why: String) -> Loaded {
     l
 }
 
-impl Loaded {
-    /// A run with nothing read yet.
-    fn empty(pointer: Pointer, files: RunFiles, problem: Option<Problem>) -> Loaded {
-        let pointer = Arc::new(pointer);
-        Loaded {
-            pointer,
-            pointer_ok: true,
-            files,
-            journal: Journal::default(),
-            plan: None,
-            problem,
-            dir: None,
-            journal_stamp: None,
-        }
-    }
-}
-
 /// A summary as written, keys sorted.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -642,6 +625,20 @@ pub fn join_summary(out: &mut Vec<u8>, pieces: [&str; 7], activity_ms: i64) {
 }
 
 impl Loaded {
+    /// A run with nothing read yet.
+    fn empty(pointer: Pointer, files: RunFiles, problem: Option<Problem>) -> Loaded {
+        Loaded {
+            pointer: Arc::new(pointer),
+            pointer_ok: true,
+            files,
+            journal: Journal::default(),
+            plan: None,
+            problem,
+            dir: None,
+            journal_stamp: None,
+        }
+    }
+
     /// The parts a summary is made of.
     pub fn parts(&self) -> Parts<'_> {
         Parts {
