@@ -22,6 +22,7 @@
 
 use super::journal::{Journal, VERSION as JOURNAL_VERSION};
 use super::registry::{Pointer, Registry};
+use super::safe::{Splitter, MAX_TOTALS_LINE};
 use super::view::{self, Loaded, Totals};
 use super::RunFiles;
 use crate::normalize::{Adapter, Normalizer, Options};
@@ -104,9 +105,8 @@ pub enum Scope<'a> {
 struct Tally {
     ino: u64,
     off: u64,
-    partial: Vec<u8>,
-    /// Inside a line longer than the totals' bound: dropped up to its end.
-    skipping: bool,
+    /// Lines over the totals' bound are skipped.
+    split: Splitter,
     norm: Normalizer,
     totals: Totals,
 }
@@ -116,26 +116,22 @@ impl Tally {
         Tally {
             ino,
             off: 0,
-            partial: Vec::new(),
-            skipping: false,
+            split: Splitter::default(),
             norm: Normalizer::new(adapter, Options::default()),
             totals: Totals::default(),
         }
     }
 
-    fn line(&mut self, line: &[u8]) {
-        use crate::events::Data;
-        for ev in self.norm.push(line) {
-            if let Data::TurnEnd(te) = ev.data {
-                if let Some(c) = te.cost_usd {
-                    *self.totals.cost_usd.get_or_insert(0.0) += c;
-                }
-                if let Some(u) = te.usage {
-                    *self.totals.input_tokens.get_or_insert(0) += u.input_tokens;
-                    *self.totals.output_tokens.get_or_insert(0) += u.output_tokens;
+    /// Takes in the log's next bytes.
+    fn read(&mut self, chunk: &[u8]) {
+        let Tally { split, norm, totals, .. } = self;
+        split.push(chunk, MAX_TOTALS_LINE, |line| {
+            for ev in norm.push(line) {
+                if let crate::events::Data::TurnEnd(te) = ev.data {
+                    totals.add_turn(&te);
                 }
             }
-        }
+        });
     }
 }
 
@@ -154,10 +150,8 @@ pub struct Extender {
 }
 
 fn lock(paths: &Paths) -> io::Result<nix::fcntl::Flock<std::fs::File>> {
-    use nix::fcntl::{Flock, FlockArg};
     std::fs::create_dir_all(&paths.dir)?;
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&paths.lock)?;
-    Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))
+    super::lock_exclusive(&paths.lock)
 }
 
 /// The complete lines of `bytes` from `from`: `(start, end past the newline)`.
@@ -170,32 +164,14 @@ fn lines(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, usize)> + '_
     })
 }
 
-/// What a file that is not regular is, for the error naming it.
-fn kind(ft: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_dir() {
-        "a directory"
-    } else if ft.is_char_device() {
-        "a character device"
-    } else if ft.is_block_device() {
-        "a block device"
-    } else if ft.is_fifo() {
-        "a FIFO"
-    } else if ft.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
-}
-
 /// Refuses a feed log that is not a regular file (a symlink to `/dev/zero`,
 /// a FIFO): it would never end, or never answer.
 fn regular(f: std::fs::File) -> io::Result<std::fs::File> {
-    let ft = f.metadata()?.file_type();
-    if ft.is_file() {
+    let m = f.metadata()?;
+    if m.is_file() {
         Ok(f)
     } else {
-        Err(io::Error::other(format!("events.log: not a regular file ({})", kind(ft))))
+        Err(io::Error::other(format!("events.log: not a regular file ({})", super::safe::kind(m.mode()))))
     }
 }
 
@@ -445,24 +421,7 @@ impl Extender {
                         break;
                     }
                     t.off += n as u64;
-                    let mut start = 0;
-                    for i in memchr::memchr_iter(b'\n', &buf[..n]) {
-                        let mut line = std::mem::take(&mut t.partial);
-                        if !t.skipping && line.len() + (i - start) <= super::safe::MAX_TOTALS_LINE {
-                            line.extend_from_slice(&buf[start..i]);
-                            t.line(line.strip_suffix(b"\r").unwrap_or(&line));
-                        }
-                        line.clear();
-                        t.partial = line;
-                        t.skipping = false;
-                        start = i + 1;
-                    }
-                    if !t.skipping && t.partial.len() + (n - start) <= super::safe::MAX_TOTALS_LINE {
-                        t.partial.extend_from_slice(&buf[start..n]);
-                    } else {
-                        t.partial = Vec::new();
-                        t.skipping = true;
-                    }
+                    t.read(&buf[..n]);
                 }
             }
             Ok(Some(t.totals.clone()))
@@ -509,23 +468,6 @@ const RECORD_FIELDS: [&str; 14] = [
     "at",
 ];
 
-/// Bytes of `v` as JSON, counted, not written.
-fn json_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl Write for Count {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
-}
-
 /// Appends one event line. An event over [`MAX_EVENT`] becomes a reference:
 /// each field whose value is over [`MAX_FIELD`] is left out and named in
 /// `omitted`, and `ref` (`offset`, `length`) says where its record lies in
@@ -570,7 +512,7 @@ fn push_event(
     out.truncate(at);
     let mut omitted = Vec::new();
     ev.retain(|k, v| {
-        let keep = json_len(v) <= MAX_FIELD;
+        let keep = serde_json::to_vec(v).map_or(0, |b| b.len()) <= MAX_FIELD;
         if !keep {
             omitted.push(Value::from(k.as_str()));
         }
@@ -985,11 +927,8 @@ impl Watcher {
         // A runstate directory not there yet is looked for on each wake-up
         // and, while one is missing, once a second (its creation is not
         // visible to any watch we hold).
-        let timeout = match (timeout, self.pending.is_empty()) {
-            (t, true) => t,
-            (Some(t), false) => Some(t.min(Duration::from_secs(1))),
-            (None, false) => Some(Duration::from_secs(1)),
-        };
+        let second = Duration::from_secs(1);
+        let timeout = if self.pending.is_empty() { timeout } else { Some(timeout.map_or(second, |t| t.min(second))) };
         let got = self.signal.take(timeout);
         self.retry_pending(&mut ch);
         ch.all |= got.overflow;

@@ -29,7 +29,7 @@
 //! since the compaction, and only the rows of the runs it shows.
 
 use super::registry::{Pointer, Registry};
-use super::view::{self, Digest, STATUSES};
+use super::view::{self, status, Digest};
 use nix::sys::stat::FileStat;
 use std::collections::HashMap;
 use std::io::Write;
@@ -98,10 +98,6 @@ pub fn now_ns() -> i64 {
 /// `<home>/index/runs.log`.
 pub fn path(home: &Path) -> PathBuf {
     home.join("index").join("runs.log")
-}
-
-fn lock_path(home: &Path) -> PathBuf {
-    home.join("index").join("lock")
 }
 
 /// A row's checksum: 8 bytes at a time, each mixed in by a rotate, an xor
@@ -364,38 +360,30 @@ impl Read {
     /// The body of the row at `at` (from the end of the head), whole and
     /// sealed; `None` when it cannot be read or is damaged.
     pub fn row_at(&self, at: u64) -> Option<String> {
-        use std::os::unix::fs::FileExt;
-        let f = self.file.as_ref()?;
-        let mut buf = vec![0u8; 1024];
-        let mut got = 0;
+        let (f, at) = (self.file.as_ref()?, self.rows_base.checked_add(at)?);
+        // Most rows are a few hundred bytes: a longer one is read again, twice as far.
+        let mut len = 1024;
         loop {
-            let n = f.read_at(&mut buf[got..], self.rows_base.checked_add(at)?.checked_add(got as u64)?).ok()?;
-            got += n;
-            if let Some(end) = memchr::memchr(b'\n', &buf[..got]) {
+            let buf = read_range(f, at, len)?;
+            if let Some(end) = memchr::memchr(b'\n', &buf) {
                 return unseal(&buf[..=end]).map(str::to_string);
             }
-            if n == 0 || buf.len() >= MAX_ROW {
+            if buf.len() < len as usize || len >= MAX_ROW {
                 return None;
             }
-            if got == buf.len() {
-                buf.resize(buf.len() * 2, 0);
-            }
+            len *= 2;
         }
     }
 }
 
 /// Longest row [`Read::row_at`] reads.
-const MAX_ROW: usize = 1 << 20;
+const MAX_ROW: u64 = 1 << 20;
 
 /// Reads the log whole (empty when absent, unreadable or over [`MAX_INDEX`]).
 pub fn read(home: &Path) -> Vec<u8> {
-    use std::io::Read;
     let Ok(f) = std::fs::File::open(path(home)) else { return Vec::new() };
-    // Sized once: no regrowth (a copy and fresh pages each time) on the way.
-    let size = f.metadata().map_or(0, |m| m.len().min(MAX_INDEX + 1));
-    let mut buf = Vec::with_capacity(size as usize + 1);
-    match f.take(MAX_INDEX + 1).read_to_end(&mut buf) {
-        Ok(n) if n as u64 <= MAX_INDEX => buf,
+    match f.metadata() {
+        Ok(m) if m.len() <= MAX_INDEX => read_range(&f, 0, m.len()).unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -474,10 +462,6 @@ pub fn read_for(home: &Path, head: bool) -> Read {
     }
 }
 
-fn field<'a>(it: &mut impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    it.next()
-}
-
 fn num<'a, T: std::str::FromStr>(it: &mut impl Iterator<Item = &'a str>) -> Option<T> {
     it.next()?.parse().ok()
 }
@@ -498,22 +482,17 @@ enum Row<'a> {
     Page(usize, u64, RegistryStamp),
 }
 
-/// A status from the one list; `None` for another.
-fn status(s: &str) -> Option<&'static str> {
-    STATUSES.iter().copied().find(|k| *k == s)
-}
-
 fn parse_row(body: &str) -> Option<Row<'_>> {
     let mut it = body.split('\t');
-    let row = match field(&mut it)? {
+    let row = match it.next()? {
         "R" => {
             let mut it = body.splitn(7, '\t').skip(1);
-            let id = field(&mut it)?;
+            let id = it.next()?;
             let run = RunRef {
                 pointer_ino: num(&mut it)?,
                 pointer_mtime_ns: num(&mut it)?,
                 journal: (num(&mut it)?, num(&mut it)?),
-                rest: field(&mut it)?,
+                rest: it.next()?,
                 body,
             };
             return Some(Row::Run(id, run));
@@ -528,18 +507,18 @@ fn parse_row(body: &str) -> Option<Row<'_>> {
             };
             let at_ns = num(&mut it)?;
             // Statuses from the one list; a row with another is not used.
-            let status = status(field(&mut it)?)?;
-            let pieces = [field(&mut it)?, field(&mut it)?, field(&mut it)?];
+            let status = status(it.next()?)?;
+            let pieces = [it.next()?, it.next()?, it.next()?];
             Row::Journal(JournalRef { stamp, at_ns, status, pieces, body })
         }
         "H" => Row::Head(HeadRef {
-            id: field(&mut it).filter(|id| super::valid_id(id))?,
+            id: it.next().filter(|id| super::valid_id(id))?,
             pointer_ino: num(&mut it)?,
             pointer_mtime_ns: num(&mut it)?,
             journal: (num(&mut it)?, num(&mut it)?),
             journal_mtime_ns: num(&mut it)?,
             settled_ns: num(&mut it)?,
-            status: status(field(&mut it)?)?,
+            status: status(it.next()?)?,
             run_at: num(&mut it)?,
             journal_at: num(&mut it)?,
         }),
@@ -621,10 +600,8 @@ impl<'a> Index<'a> {
 struct Locked(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
 
 fn lock(home: &Path) -> std::io::Result<Locked> {
-    use nix::fcntl::{Flock, FlockArg};
     std::fs::create_dir_all(home.join("index"))?;
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(lock_path(home))?;
-    Flock::lock(f, FlockArg::LockExclusive).map(Locked).map_err(|(_, e)| std::io::Error::from(e))
+    super::lock_exclusive(&home.join("index").join("lock")).map(Locked)
 }
 
 /// Appends `rows` (sealed lines) in one `write`, under the lock: after a
@@ -635,17 +612,13 @@ pub fn append(home: &Path, rows: &str) -> std::io::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let lock = lock(home)?;
-    append_held(home, rows, &lock)
+    append_held(home, rows, &lock(home)?)
 }
 
-/// [`append`] with the lock already held (by a writer that made its rows
-/// under it).
+/// [`append`] of rows (not empty) with the lock already held (by a writer
+/// that made its rows under it).
 fn append_held(home: &Path, rows: &str, _lock: &Locked) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    if rows.is_empty() {
-        return Ok(());
-    }
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path(home))?;
     let len = f.metadata()?.len();
     let mut out = String::with_capacity(rows.len() + 32);
@@ -686,12 +659,9 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
     let bytes = read(home);
     let ix = Index::parse(&bytes);
     let reg = Registry::at(home);
-    let mut registered = std::collections::HashSet::new();
-    Registry::scan(&reg.dir, |id| {
-        registered.insert(id.to_string());
-    });
+    let ids: std::collections::HashSet<String> = registered(&reg).into_iter().map(|(id, _)| id).collect();
     let mut rows = String::new();
-    let mut runs: Vec<_> = ix.runs.iter().filter(|(id, _)| registered.contains(**id)).collect();
+    let mut runs: Vec<_> = ix.runs.iter().filter(|(id, _)| ids.contains(**id)).collect();
     runs.sort_by_key(|(id, _)| **id);
     for (_, r) in runs {
         rows.push_str(&sealed(r.body));
@@ -705,15 +675,9 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
 /// The registered run ids and each pointer file's inode, as the registry
 /// directory lists them.
 pub fn registered(reg: &Registry) -> Vec<(String, u64)> {
-    use std::os::unix::fs::DirEntryExt;
-    let Ok(rd) = std::fs::read_dir(&reg.dir) else { return Vec::new() };
-    rd.flatten()
-        .filter_map(|e| {
-            let mut id = e.file_name().into_string().ok()?;
-            id.truncate(id.strip_suffix(".json")?.len());
-            super::valid_id(&id).then(|| (id, e.ino()))
-        })
-        .collect()
+    let mut out = Vec::new();
+    Registry::scan(&reg.dir, |id, ino| out.push((id.to_string(), ino)));
+    out
 }
 
 /// The head of `rows` (sealed `R` and `J` rows): its `P` row and an `H`
@@ -779,16 +743,8 @@ fn head_of(home: &Path, rows: &str) -> String {
 fn write_whole(home: &Path, rows: &str) -> std::io::Result<()> {
     let head = head_of(home, rows);
     let text = format!("{HEAD} {}\n{head}{rows}", head.len() + rows.len());
-    let p = path(home);
     std::fs::create_dir_all(home.join("index"))?;
-    let tmp = p.with_file_name(format!(".runs.log.{}.tmp", std::process::id()));
-    let r = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .and_then(|_| std::fs::rename(&tmp, &p));
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    super::write_atomic(&path(home), text.as_bytes())
 }
 
 /// The rows of one run, from its files: its `R` row and its journal's `J`
@@ -814,17 +770,7 @@ fn journal_rows(journal: &Path) -> Option<String> {
     let at_ns = now_ns();
     let dir = journal.parent()?.to_str()?;
     let slug = journal.file_name()?.to_str()?.strip_suffix(".jsonl")?;
-    let p = Pointer {
-        run_id: String::new(),
-        slug: slug.to_string(),
-        repo_root: String::new(),
-        project: String::new(),
-        repo: String::new(),
-        branch: None,
-        worktree: String::new(),
-        runstate_dir: dir.to_string(),
-        created: String::new(),
-    };
+    let p = Pointer { slug: slug.to_string(), runstate_dir: dir.to_string(), ..Pointer::default() };
     let l = view::load(p);
     let jst = l.journal_stamp?;
     let d = l.digest();

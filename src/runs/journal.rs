@@ -58,7 +58,7 @@ pub fn waits(state: Option<&str>, open: bool) -> bool {
 }
 
 /// One journal line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub v: String,
     /// RFC 3339 UTC, milliseconds.
@@ -128,49 +128,16 @@ pub struct TokenCount {
 
 impl Record {
     pub fn task(actor: &str, task: &str, state: &str, rc: Option<i64>) -> Record {
-        Record {
-            v: VERSION.into(),
-            ts: crate::time::format_ms(now_ms()),
-            actor: actor.into(),
-            task: Some(task.into()),
-            state: Some(state.into()),
-            run: None,
-            rc,
-            ..Record::empty(actor)
-        }
+        Record { task: Some(task.into()), state: Some(state.into()), rc, ..Record::empty(actor) }
     }
 
     pub fn run(actor: &str, what: &str) -> Record {
-        Record {
-            v: VERSION.into(),
-            ts: crate::time::format_ms(now_ms()),
-            actor: actor.into(),
-            task: None,
-            state: None,
-            run: Some(what.into()),
-            ..Record::empty(actor)
-        }
+        Record { run: Some(what.into()), ..Record::empty(actor) }
     }
 
     fn empty(actor: &str) -> Record {
-        Record {
-            v: VERSION.into(),
-            ts: crate::time::format_ms(now_ms()),
-            actor: actor.into(),
-            task: None,
-            state: None,
-            run: None,
-            rc: None,
-            detail: None,
-            input: None,
-            request: None,
-            kind: None,
-            tool: None,
-            expires_at: None,
-            decision: None,
-            by: None,
-            totals: None,
-        }
+        let ts = crate::time::format_ms(super::index::now_ns() / 1_000_000);
+        Record { v: VERSION.into(), ts, actor: actor.into(), ..Record::default() }
     }
 
     /// This record with `task`'s totals at a turn's end (see [`TaskTotals`]).
@@ -212,10 +179,6 @@ impl Record {
             totals: self.totals.as_ref(),
         })
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// A journal line as parsed, borrowing what it can: the same fields and
@@ -296,6 +259,19 @@ impl RecordRef<'_> {
             decision: opt(&self.decision),
             totals: self.totals.as_ref(),
         })
+    }
+
+    /// The open request this (`requested`) record of task `t` asks, by its id.
+    fn open_request(&self, t: &str, id: &str) -> OpenRequest {
+        OpenRequest {
+            task: t.to_string(),
+            request: id.to_string(),
+            kind: opt(&self.kind).unwrap_or_default().to_string(),
+            tool: opt(&self.tool).map(str::to_string),
+            detail: opt(&self.detail).map(str::to_string),
+            expires_at: opt(&self.expires_at).map(str::to_string),
+            ts: self.ts.0.to_string(),
+        }
     }
 
     fn to_owned(&self) -> Record {
@@ -479,14 +455,12 @@ impl Journal {
                 j.totals.extend(t.iter().map(|(k, v)| (k.clone(), *v)));
             }
             match (opt(&r.task), opt(&r.input)) {
-                (Some(t), Some("requested")) => {
+                (Some(t), Some(input)) => {
                     let id = opt(&r.request).unwrap_or("");
                     open.retain(|(ot, oid, _)| !(*ot == t && *oid == id));
-                    open.push((t, id, i));
-                }
-                (Some(t), Some(_)) => {
-                    let id = opt(&r.request).unwrap_or("");
-                    open.retain(|(ot, oid, _)| !(*ot == t && *oid == id));
+                    if input == "requested" {
+                        open.push((t, id, i));
+                    }
                 }
                 (Some(t), None) => {
                     last.insert(t, i);
@@ -496,21 +470,7 @@ impl Journal {
         }
         j.tasks = last.into_iter().map(|(t, i)| (t.to_string(), recs[i].to_owned())).collect();
         j.last_run = last_run.map(|i| recs[i].to_owned());
-        j.open = open
-            .into_iter()
-            .map(|(t, id, i)| {
-                let r = &recs[i];
-                OpenRequest {
-                    task: t.to_string(),
-                    request: id.to_string(),
-                    kind: opt(&r.kind).unwrap_or_default().to_string(),
-                    tool: opt(&r.tool).map(str::to_string),
-                    detail: opt(&r.detail).map(str::to_string),
-                    expires_at: opt(&r.expires_at).map(str::to_string),
-                    ts: r.ts.0.to_string(),
-                }
-            })
-            .collect();
+        j.open = open.into_iter().map(|(t, id, i)| recs[i].open_request(t, id)).collect();
         j
     }
 
@@ -538,15 +498,7 @@ impl Journal {
                 let id = opt(&r.request).unwrap_or("");
                 self.open.retain(|o| !(o.task == t && o.request == id));
                 if input == "requested" {
-                    self.open.push(OpenRequest {
-                        task: t.to_string(),
-                        request: id.to_string(),
-                        kind: opt(&r.kind).unwrap_or_default().to_string(),
-                        tool: opt(&r.tool).map(str::to_string),
-                        detail: opt(&r.detail).map(str::to_string),
-                        expires_at: opt(&r.expires_at).map(str::to_string),
-                        ts: r.ts.0.to_string(),
-                    });
+                    self.open.push(r.open_request(t, id));
                 }
             }
             (Some(t), None) => {

@@ -94,11 +94,7 @@ impl Query {
             Some(s) => Some(
                 s.split(',')
                     .map(|one| {
-                        STATUSES
-                            .iter()
-                            .copied()
-                            .find(|k| *k == one)
-                            .ok_or_else(|| format!("status {one:?} is not one of {}", STATUSES.join(", ")))
+                        view::status(one).ok_or_else(|| format!("status {one:?} is not one of {}", STATUSES.join(", ")))
                     })
                     .collect::<Result<Vec<_>, _>>()?,
             ),
@@ -218,14 +214,8 @@ impl Cand<'_> {
 /// appended since are given), as `Src::Rows`; `None` when they cannot be
 /// read, are damaged, or are not what the head row says.
 fn rows_of_head<'a>(read: &Read, h: &HeadRef, run: Option<&RunRef>, journal: Option<&JournalRef>) -> Option<Src<'a>> {
-    let r = match run {
-        Some(r) => r.body().to_string(),
-        None => read.row_at(h.run_at)?,
-    };
-    let j = match journal {
-        Some(j) => j.body().to_string(),
-        None => read.row_at(h.journal_at)?,
-    };
+    let r = run.map_or_else(|| read.row_at(h.run_at), |r| Some(r.body().to_string()))?;
+    let j = journal.map_or_else(|| read.row_at(h.journal_at), |j| Some(j.body().to_string()))?;
     let (id, rr, jj) = index::parse_pair(&r, &j)?;
     let run_ok = run.is_some()
         || (id == h.id
@@ -281,30 +271,13 @@ fn fresh(run: &RunRef, j: &JournalRef) -> bool {
 /// Below this many runs, one thread does the work.
 const PAR_MIN: usize = 512;
 
-fn threads(n: usize) -> usize {
-    if n < PAR_MIN {
-        return 1;
-    }
-    std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4)
-}
-
-/// `f` on each item, on a few threads for many items.
-fn par_each<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync) {
-    let chunk = items.len().div_ceil(threads(items.len())).max(1);
-    std::thread::scope(|s| {
-        let mut parts = items.chunks_mut(chunk);
-        let first = parts.next();
-        for part in parts {
-            let f = &f;
-            s.spawn(move || part.iter_mut().for_each(f));
-        }
-        first.into_iter().flatten().for_each(&f);
-    });
-}
-
 /// `f` of each item, in order, on a few threads for many items.
 fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let chunk = items.len().div_ceil(threads(items.len())).max(1);
+    let threads = match items.len() {
+        n if n < PAR_MIN => 1,
+        _ => std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4),
+    };
+    let chunk = items.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         let mut parts = items.chunks(chunk);
         let first = parts.next();
@@ -427,13 +400,16 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
                 }
             }
         }
-        par_each(&mut todo, |c| match &mut c.src {
-            Src::Index { run, journal, checked } => *checked = fresh(run, journal),
-            Src::Rows { run, journal, checked } => {
-                *checked = index::parse_pair(run, journal).is_some_and(|(_, r, j)| fresh(&r, &j))
-            }
-            _ => {}
+        let checks = par_map(&todo, |c| match &c.src {
+            Src::Index { run, journal, .. } => fresh(run, journal),
+            Src::Rows { run, journal, .. } => index::parse_pair(run, journal).is_some_and(|(_, r, j)| fresh(&r, &j)),
+            _ => false,
         });
+        for (c, ok) in todo.iter_mut().zip(checks) {
+            if let Src::Index { checked, .. } | Src::Rows { checked, .. } = &mut c.src {
+                *checked = ok;
+            }
+        }
         let mut stale = false;
         for c in todo.into_iter().filter(|c| !c.checked()) {
             stale = true;

@@ -86,9 +86,7 @@ pub fn get(files: &RunFiles) -> Liveness {
 /// Runs `f` on the sidecar under the exclusive lock, then writes it back
 /// atomically.
 pub fn update<T>(files: &RunFiles, f: impl FnOnce(&mut Liveness) -> T) -> std::io::Result<T> {
-    use nix::fcntl::{Flock, FlockArg};
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(files.live_lock())?;
-    let _guard = Flock::lock(lock, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;
+    let _guard = super::lock_exclusive(&files.live_lock())?;
     let mut live = get(files);
     let out = f(&mut live);
     let bytes = serde_json::to_vec_pretty(&live).map_err(std::io::Error::other)?;

@@ -110,6 +110,14 @@ impl RunFiles {
     }
 }
 
+/// Opens (creating) `path` and takes an exclusive `flock` on it, held while
+/// the result lives.
+pub(crate) fn lock_exclusive(path: &Path) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{Flock, FlockArg};
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)?;
+    Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, fsynced, then renamed over `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -14,10 +14,6 @@ pub const VERSION: &str = "plan/v1";
 /// building and hashing into a map for the few tasks most plans have.
 const FEW: usize = 16;
 
-fn on_cycle<S: AsRef<str>>(t: &Task<S>) -> String {
-    format!("task {:?} is on a dependency cycle", t.id.as_ref())
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 /// A task; `S` holds its text: `String`, or `&str` borrowed from the
 /// plan's bytes (a listing reads thousands of plans and keeps none).
@@ -76,12 +72,6 @@ impl Plan {
 
 impl<S: AsRef<str>> Plan<S> {
     pub fn validate(&self) -> Result<(), String> {
-        self.checked_depth().map(drop)
-    }
-
-    /// [`Plan::validate`], giving the depths it computed on the way (see
-    /// [`Plan::relax`]): every task has one.
-    fn checked_depth(&self) -> Result<Vec<Option<usize>>, String> {
         if self.v.as_ref() != VERSION {
             return Err(format!("v is {:?}, expected {VERSION:?}", self.v.as_ref()));
         }
@@ -107,12 +97,15 @@ impl<S: AsRef<str>> Plan<S> {
                 return Err(format!("task {:?} depends on unknown task {d:?}", t.id.as_ref()));
             }
         }
-        let depth = self.relax();
-        if let Some(i) = depth.iter().position(Option::is_none) {
-            return Err(on_cycle(&self.tasks[i]));
-        }
-        self.check_waves(known)?;
-        Ok(depth)
+        self.depths()?;
+        self.check_waves(known)
+    }
+
+    /// Each task's 0-based wave from the dependencies ([`Plan::relax`]);
+    /// `Err` names a task on a cycle.
+    fn depths(&self) -> Result<Vec<usize>, String> {
+        let depth = self.relax().into_iter().zip(&self.tasks);
+        depth.map(|(d, t)| d.ok_or_else(|| format!("task {:?} is on a dependency cycle", t.id.as_ref()))).collect()
     }
 
     /// `waves`, when given, names each task once, each after its dependencies.
@@ -143,14 +136,11 @@ impl<S: AsRef<str>> Plan<S> {
 
     /// Waves from the dependencies; `Err` names a task on a cycle.
     pub fn compute_waves(&self) -> Result<Vec<Vec<String>>, String> {
-        let depth = self.relax();
-        if let Some(i) = depth.iter().position(Option::is_none) {
-            return Err(on_cycle(&self.tasks[i]));
-        }
-        let n = depth.iter().flatten().max().map_or(0, |m| m + 1);
+        let depth = self.depths()?;
+        let n = depth.iter().max().map_or(0, |m| m + 1);
         let mut waves = vec![Vec::new(); n];
         for (t, d) in self.tasks.iter().zip(depth) {
-            waves[d.unwrap_or_default()].push(t.id.as_ref().to_string());
+            waves[d].push(t.id.as_ref().to_string());
         }
         Ok(waves)
     }
@@ -215,18 +205,13 @@ impl<S: AsRef<str>> Plan<S> {
     /// them (`None` for a task given waves do not name), without building
     /// the groups.
     pub fn wave_indices(&self) -> Vec<Option<usize>> {
-        self.wave_indices_with(None)
-    }
-
-    /// [`Plan::wave_indices`], given the depths when they are known.
-    fn wave_indices_with(&self, depth: Option<Vec<Option<usize>>>) -> Vec<Option<usize>> {
         match &self.waves {
             Some(waves) => {
                 let has = |w: &[S], id: &str| w.iter().any(|i| i.as_ref() == id);
                 self.tasks.iter().map(|t| waves.iter().position(|w| has(w, t.id.as_ref()))).collect()
             }
             None => {
-                let depth = depth.unwrap_or_else(|| self.relax());
+                let depth = self.relax();
                 // On a cycle `waves()` is empty: no task has a wave.
                 if depth.iter().all(Option::is_some) {
                     depth

@@ -38,9 +38,7 @@ pub struct Recorder {
 }
 
 fn now() -> String {
-    crate::time::format_ms(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
-    )
+    crate::time::format_ms(super::index::now_ns() / 1_000_000)
 }
 
 impl Recorder {

@@ -64,22 +64,6 @@ impl Pointer {
     }
 }
 
-impl Fields<'_> {
-    pub fn to_pointer(&self) -> Pointer {
-        Pointer {
-            run_id: self.run_id.to_owned(),
-            slug: self.slug.to_owned(),
-            repo_root: self.repo_root.to_owned(),
-            project: self.project.to_owned(),
-            repo: self.repo.to_owned(),
-            branch: self.branch.map(str::to_owned),
-            worktree: self.worktree.to_owned(),
-            runstate_dir: self.runstate_dir.to_owned(),
-            created: self.created.to_owned(),
-        }
-    }
-}
-
 /// The run id of `slug` in this repo root and worktree.
 pub fn run_id(repo_root: &str, worktree: &str, slug: &str) -> String {
     let mut key = repo_root.as_bytes().to_vec();
@@ -160,13 +144,9 @@ pub fn check_pointer(p: Fields, run_id: &str) -> Result<(), String> {
 
 /// Parses and checks pointer bytes read from `<run_id>.json`.
 pub fn parse_pointer(bytes: &[u8], run_id: &str) -> Result<Pointer, String> {
-    read_pointer(bytes, run_id, |f| f.to_pointer())
-}
-
-fn read_pointer<T>(bytes: &[u8], run_id: &str, make: impl Fn(Fields) -> T) -> Result<T, String> {
     let p: Pointer = serde_json::from_slice(bytes).map_err(|e| format!("not a registry pointer: {e}"))?;
     check_pointer(p.fields(), run_id)?;
-    Ok(make(p.fields()))
+    Ok(p)
 }
 
 /// The journal link's file name: `<run_id>.jsonl`.
@@ -258,20 +238,22 @@ impl Registry {
     /// The run ids with a pointer file, sorted.
     pub fn ids(&self) -> Vec<String> {
         let mut ids = Vec::new();
-        Registry::scan(&self.dir, |id| ids.push(id.to_string()));
+        Registry::scan(&self.dir, |id, _| ids.push(id.to_string()));
         ids.sort_unstable();
         ids
     }
 
     /// Calls `f` with each run id that has a pointer file in the registry
-    /// directory `dir`, in directory order, as the directory is read.
-    pub fn scan(dir: &Path, mut f: impl FnMut(&str)) {
+    /// directory `dir`, and the file's inode, in directory order, as the
+    /// directory is read.
+    pub fn scan(dir: &Path, mut f: impl FnMut(&str, u64)) {
+        use std::os::unix::fs::DirEntryExt;
         let Ok(rd) = std::fs::read_dir(dir) else { return };
         for e in rd.flatten() {
             let name = e.file_name();
             if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
                 if super::valid_id(id) {
-                    f(id);
+                    f(id, e.ino());
                 }
             }
         }

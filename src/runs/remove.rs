@@ -282,9 +282,7 @@ pub fn feed_removed(home: &Path, mut summary: serde_json::Value, ts: &str) -> io
     }
     let mut line = serde_json::to_vec(&summary).map_err(io::Error::other)?;
     line.push(b'\n');
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&paths.lock)?;
-    let _held =
-        nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| io::Error::from(e))?;
+    let _held = super::lock_exclusive(&paths.lock)?;
     let mut log = std::fs::OpenOptions::new().append(true).open(&paths.log)?;
     log.write_all(&line)
 }

@@ -97,8 +97,9 @@ fn describe(errno: Errno) -> String {
     }
 }
 
-fn kind(st: &FileStat) -> &'static str {
-    match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+/// What a file of this mode (`st_mode`) is, for the error refusing it.
+pub(crate) fn kind(mode: nix::sys::stat::mode_t) -> &'static str {
+    match SFlag::from_bits_truncate(mode) & SFlag::S_IFMT {
         SFlag::S_IFIFO => "a FIFO",
         SFlag::S_IFCHR => "a character device",
         SFlag::S_IFBLK => "a block device",
@@ -163,7 +164,7 @@ pub fn open_beneath(dir: BorrowedFd, rel: &Path) -> Result<(File, FileStat), Unr
     let f = unsafe { File::from_raw_fd(fd) };
     let st = nix::sys::stat::fstat(f.as_raw_fd()).map_err(|e| Unreadable::new(name(), describe(e)))?;
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
-        return Err(Unreadable::new(name(), format!("{} (only regular files are read)", kind(&st))));
+        return Err(Unreadable::new(name(), format!("{} (only regular files are read)", kind(st.st_mode))));
     }
     Ok((f, st))
 }
@@ -219,50 +220,65 @@ pub fn read_in(dir: &Path, name: &str, cap: u64) -> Result<Vec<u8>, Unreadable> 
 /// is counted in the result instead). Returns how many lines were skipped.
 pub fn bounded_lines(mut r: impl std::io::Read, max: usize, mut line: impl FnMut(&[u8])) -> std::io::Result<usize> {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut pending: Vec<u8> = Vec::new();
-    // Inside a line already over `max`: its bytes are dropped until its end.
-    let mut skipping = false;
+    let mut split = Splitter::default();
     let mut skipped = 0;
     loop {
-        let n = match r.read(&mut buf) {
+        match r.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Ok(n) => skipped += split.push(&buf[..n], max, &mut line),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
-        };
-        let mut start = 0;
-        for i in memchr::memchr_iter(b'\n', &buf[..n]) {
-            let seg = &buf[start..i];
-            if skipping {
-                skipping = false;
-            } else if pending.is_empty() {
-                line(strip_cr(seg));
-            } else if pending.len() + seg.len() <= max {
-                pending.extend_from_slice(seg);
-                line(strip_cr(&pending));
-                pending.clear();
-            } else {
-                pending.clear();
-                skipped += 1;
-            }
-            start = i + 1;
-        }
-        let rest = &buf[start..n];
-        if !skipping && !rest.is_empty() {
-            if pending.len() + rest.len() > max {
-                pending.clear();
-                pending.shrink_to(64 * 1024);
-                skipping = true;
-                skipped += 1;
-            } else {
-                pending.extend_from_slice(rest);
-            }
         }
     }
-    if !skipping && !pending.is_empty() {
-        line(strip_cr(&pending));
+    if !split.skipping && !split.pending.is_empty() {
+        line(strip_cr(&split.pending));
     }
     Ok(skipped)
+}
+
+/// [`bounded_lines`]' splitting, for chunks read as they come (a log
+/// followed from where it was last read).
+#[derive(Default)]
+pub struct Splitter {
+    /// The start of a line that straddles chunks (at most `max` bytes).
+    pending: Vec<u8>,
+    /// Inside a line already over `max`: its bytes are dropped until its end.
+    skipping: bool,
+}
+
+impl Splitter {
+    /// Takes in `chunk`, handing `line` each line it ends that is at most
+    /// `max` bytes; returns how many longer ones it skipped.
+    pub fn push(&mut self, chunk: &[u8], max: usize, mut line: impl FnMut(&[u8])) -> usize {
+        let (mut start, mut skipped) = (0, 0);
+        for i in memchr::memchr_iter(b'\n', chunk) {
+            let seg = &chunk[start..i];
+            start = i + 1;
+            if std::mem::take(&mut self.skipping) {
+                continue;
+            }
+            if self.pending.len() + seg.len() > max {
+                skipped += 1;
+            } else if self.pending.is_empty() {
+                line(strip_cr(seg));
+            } else {
+                self.pending.extend_from_slice(seg);
+                line(strip_cr(&self.pending));
+            }
+            self.pending.clear();
+        }
+        let rest = &chunk[start..];
+        if !self.skipping && !rest.is_empty() {
+            if self.pending.len() + rest.len() > max {
+                self.pending = Vec::new();
+                self.skipping = true;
+                skipped += 1;
+            } else {
+                self.pending.extend_from_slice(rest);
+            }
+        }
+        skipped
+    }
 }
 
 fn strip_cr(l: &[u8]) -> &[u8] {

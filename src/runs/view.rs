@@ -21,6 +21,11 @@ use std::sync::Arc;
 pub const STATUSES: [&str; 9] =
     ["registered", "running", "idle", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
 
+/// The status `s` from [`STATUSES`]; `None` for another.
+pub fn status(s: &str) -> Option<&'static str> {
+    STATUSES.iter().copied().find(|k| *k == s)
+}
+
 /// Why a view could not be given.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ViewError {
@@ -78,16 +83,7 @@ pub fn load(pointer: Pointer) -> Loaded {
 /// record by record, as the change feed does).
 pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
     let files = RunFiles::new(&pointer.runstate_dir, &pointer.slug);
-    let mut l = Loaded {
-        pointer: Arc::new(pointer),
-        pointer_ok: true,
-        files,
-        journal: Journal::default(),
-        plan: None,
-        problem: None,
-        dir: None,
-        journal_stamp: None,
-    };
+    let mut l = Loaded::empty(pointer, files, None);
     let dir = match safe::open_dir(&l.files.dir) {
         Ok(d) => d,
         Err(nix::errno::Errno::ENOENT) => {
@@ -137,16 +133,9 @@ pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
 /// A run whose pointer file cannot be read: listed by its id, with why.
 pub fn unreadable_pointer(run_id: &str, why: String) -> Loaded {
     let pointer = Pointer { run_id: run_id.to_string(), ..Pointer::default() };
-    Loaded {
-        files: RunFiles::new("", ""),
-        pointer: Arc::new(pointer),
-        pointer_ok: false,
-        journal: Journal::default(),
-        plan: None,
-        problem: Some(Problem::Unreadable(why)),
-        dir: None,
-        journal_stamp: None,
-    }
+    let mut l = Loaded::empty(pointer, RunFiles::new("", ""), Some(Problem::Unreadable(why)));
+    l.pointer_ok = false;
+    l
 }
 
 /// A summary as written, keys sorted.
@@ -207,19 +196,8 @@ fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
     }
 }
 
-fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    // Digits from the right, with no formatting machinery.
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+fn write_u64(out: &mut Vec<u8>, n: u64) {
+    let _ = serde_json::to_writer(&mut *out, &n);
 }
 
 impl SummaryOut<'_> {
@@ -313,6 +291,33 @@ pub struct Totals {
     pub exit: Option<i64>,
 }
 
+impl Totals {
+    /// Adds the cost and tokens of `t`, those it has.
+    pub fn add(&mut self, t: &Totals) {
+        if let Some(c) = t.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
+        if let Some(i) = t.input_tokens {
+            *self.input_tokens.get_or_insert(0) += i;
+        }
+        if let Some(o) = t.output_tokens {
+            *self.output_tokens.get_or_insert(0) += o;
+        }
+    }
+
+    /// Input and output tokens, when either is known.
+    pub fn tokens(&self) -> Option<(u64, u64)> {
+        (self.input_tokens.is_some() || self.output_tokens.is_some())
+            .then(|| (self.input_tokens.unwrap_or(0), self.output_tokens.unwrap_or(0)))
+    }
+
+    /// Adds a `turn_end`'s cost and tokens.
+    pub fn add_turn(&mut self, te: &crate::events::TurnEnd) {
+        let (input, output) = te.usage.as_ref().map(|u| (u.input_tokens, u.output_tokens)).unzip();
+        self.add(&Totals { cost_usd: te.cost_usd, input_tokens: input, output_tokens: output, ..Totals::default() });
+    }
+}
+
 /// Normalizes an opened log and sums its `turn_end` costs and tokens, in
 /// bounded memory: lines over [`safe::MAX_TOTALS_LINE`] are skipped.
 pub fn log_totals(file: std::fs::File, adapter: Adapter) -> Totals {
@@ -321,15 +326,7 @@ pub fn log_totals(file: std::fs::File, adapter: Adapter) -> Totals {
     let _ = safe::bounded_lines(file, safe::MAX_TOTALS_LINE, |line| {
         for ev in norm.push(line) {
             match ev.data {
-                Data::TurnEnd(te) => {
-                    if let Some(c) = te.cost_usd {
-                        *t.cost_usd.get_or_insert(0.0) += c;
-                    }
-                    if let Some(u) = te.usage {
-                        *t.input_tokens.get_or_insert(0) += u.input_tokens;
-                        *t.output_tokens.get_or_insert(0) += u.output_tokens;
-                    }
-                }
+                Data::TurnEnd(te) => t.add_turn(&te),
                 Data::Exit(x) => t.exit = Some(x.rc),
                 _ => {}
             }
@@ -357,8 +354,7 @@ pub fn turn_totals(files: &RunFiles, task: &str, adapter_name: &str) -> Option<T
     let a = adapter(adapter_name)?;
     let dir = safe::open_dir(&files.dir).ok()?;
     let t = log_totals_in(dir.as_fd(), Path::new(&format!("{}.{task}.log", files.slug)), a).ok()?.unwrap_or_default();
-    let tokens = (t.input_tokens.is_some() || t.output_tokens.is_some())
-        .then(|| TokenCount { input: t.input_tokens.unwrap_or(0), output: t.output_tokens.unwrap_or(0) });
+    let tokens = t.tokens().map(|(input, output)| TokenCount { input, output });
     Some(TaskTotals { cost_usd: t.cost_usd, tokens })
 }
 
@@ -490,7 +486,7 @@ impl<'a> Parts<'a> {
     /// What the summary says beyond the pointer (see [`Digest`]).
     pub fn digest(&self, mut totals: impl FnMut(&str, Adapter) -> Result<Option<Totals>, Unreadable>) -> Digest {
         let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-        let (mut cost, mut tin, mut tout) = (None::<f64>, None::<u64>, None::<u64>);
+        let mut sum = Totals::default();
         let tasks = self.tasks();
         let mut problem = self.problem.cloned();
         let mut needs_input = 0;
@@ -512,17 +508,7 @@ impl<'a> Parts<'a> {
                     }))
                 });
                 match journaled.unwrap_or_else(|| totals(t.id, a)) {
-                    Ok(Some(s)) => {
-                        if let Some(c) = s.cost_usd {
-                            *cost.get_or_insert(0.0) += c;
-                        }
-                        if let Some(i) = s.input_tokens {
-                            *tin.get_or_insert(0) += i;
-                        }
-                        if let Some(o) = s.output_tokens {
-                            *tout.get_or_insert(0) += o;
-                        }
-                    }
+                    Ok(Some(s)) => sum.add(&s),
                     Ok(None) => {}
                     Err(e) => problem = Some(Problem::Unreadable(e.to_string())),
                 }
@@ -540,8 +526,8 @@ impl<'a> Parts<'a> {
             status,
             counts: counts.into_iter().map(|(k, n)| (k.to_string(), n)).collect(),
             needs_input,
-            cost_usd: cost,
-            tokens: (tin.is_some() || tout.is_some()).then(|| (tin.unwrap_or(0), tout.unwrap_or(0))),
+            cost_usd: sum.cost_usd,
+            tokens: sum.tokens(),
             wave: self.wave_of(&tasks),
             reason,
             problem: problem.is_some(),
@@ -639,6 +625,20 @@ pub fn join_summary(out: &mut Vec<u8>, pieces: [&str; 7], activity_ms: i64) {
 }
 
 impl Loaded {
+    /// A run with nothing read yet.
+    fn empty(pointer: Pointer, files: RunFiles, problem: Option<Problem>) -> Loaded {
+        Loaded {
+            pointer: Arc::new(pointer),
+            pointer_ok: true,
+            files,
+            journal: Journal::default(),
+            plan: None,
+            problem,
+            dir: None,
+            journal_stamp: None,
+        }
+    }
+
     /// The parts a summary is made of.
     pub fn parts(&self) -> Parts<'_> {
         Parts {
@@ -699,20 +699,21 @@ impl Loaded {
 
     /// `GET /runs` item / `runs list` line, as JSON text.
     pub fn summary_string(&self, activity_ms: Option<i64>) -> String {
-        let dir = self.dir.as_ref().map(|d| d.as_fd());
-        self.summary_string_with(activity_ms, |t, a| match dir {
-            Some(d) => log_totals_in(d, Path::new(&format!("{}.{t}.log", self.pointer.slug)), a),
-            None => Ok(None),
-        })
+        self.summary_string_with(activity_ms, |t, a| self.log_totals(t, a))
     }
 
     /// The run's [`Digest`], cost and tokens from its task logs.
     pub fn digest(&self) -> Digest {
-        let dir = self.dir.as_ref().map(|d| d.as_fd());
-        self.parts().digest(|t, a| match dir {
-            Some(d) => log_totals_in(d, Path::new(&format!("{}.{t}.log", self.pointer.slug)), a),
+        self.parts().digest(|t, a| self.log_totals(t, a))
+    }
+
+    /// What the log of `task` (`<slug>.<task>.log`) adds up to: `Ok(None)`
+    /// when it does not exist (or the run's directory could not be opened).
+    fn log_totals(&self, task: &str, a: Adapter) -> Result<Option<Totals>, Unreadable> {
+        match &self.dir {
+            Some(d) => log_totals_in(d.as_fd(), Path::new(&format!("{}.{task}.log", self.pointer.slug)), a),
             None => Ok(None),
-        })
+        }
     }
 
     /// [`Parts::summary`]'s text.
@@ -832,7 +833,7 @@ impl Loaded {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    super::index::now_ns() / 1_000_000
 }
 
 #[cfg(test)]
