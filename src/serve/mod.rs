@@ -31,7 +31,6 @@ pub mod evidence;
 pub mod feed;
 pub mod http;
 pub mod interrupts;
-mod pool;
 pub mod router;
 pub mod run;
 pub mod runs;
@@ -691,12 +690,14 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd:
                     continue;
                 }
                 let shared2 = shared.clone();
-                // A thread of its own: a parked one when there is (see `pool`).
-                static POOL: pool::Pool = pool::Pool::new();
-                let spawned = POOL.run(Box::new(move || {
+                // A new thread per connection. Parked threads reused were
+                // tried and measured slower on an idle VM: waking a parked
+                // thread on a halted vCPU cost more than starting one here
+                // (docs/PERFORMANCE.md, issue 24).
+                let spawned = std::thread::Builder::new().name("conn".into()).spawn(move || {
                     connection(&shared2, stream);
                     shared2.connections.fetch_sub(1, Ordering::SeqCst);
-                }));
+                });
                 if spawned.is_err() {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
                 }
