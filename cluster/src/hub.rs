@@ -275,27 +275,10 @@ async fn follow_files(files: jetstream::stream::Stream, mirror: &Mirror) -> anyh
     }
 }
 
-/// The filters and resume point of `GET /runs/events` (the local feed's
-/// query: `run`, `status`, `repo`, `type`, `since`, `token`).
+/// The filters and resume point of `GET /runs/events`: the local feed's
+/// query, parsed by the same code.
 pub fn feed_query(query: &str) -> Result<(runwire::runs::feed::Filter, Option<u64>), String> {
-    let mut f = runwire::runs::feed::Filter::default();
-    let mut since = None;
-    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let v = String::from_utf8(runwire::serve::http::percent_decode(v)).map_err(|_| format!("{k}: not UTF-8"))?;
-        let list = || v.split(',').filter(|s| !s.is_empty()).map(str::to_string);
-        match k {
-            "run" => f.runs.extend(list()),
-            "status" => f.statuses.extend(list()),
-            "repo" => f.repos.extend(list()),
-            "type" => f.types.extend(list()),
-            "since" => since = Some(v.trim().parse::<u64>().map_err(|_| format!("since={v}: not an event id"))?),
-            "token" => {}
-            _ => return Err(format!("unknown query parameter {k:?} (run, status, repo, type, since)")),
-        }
-    }
-    f.validate()?;
-    Ok((f, since))
+    runwire::serve::feed::query(query)
 }
 
 /// One event of `RUNWIRE_FEED` as a hub serves it: the node's feed line

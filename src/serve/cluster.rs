@@ -249,7 +249,7 @@ fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
 }
 
 /// At a hub, `POST /agui`: the run goes to the thread's node (see
-/// [`agui_node`]) by `runwire-cluster agui`, through the node's own
+/// `agui_node`) by `runwire-cluster agui`, through the node's own
 /// `/agui` (its rules: one run a thread, interrupt ids bound to the thread,
 /// a resume that must address every open interrupt, a retried runId
 /// replayed, never run twice); its SSE body streamed back as the node

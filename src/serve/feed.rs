@@ -248,9 +248,16 @@ impl FeedHub {
 
 /// The query's filters and resume point.
 fn parse_query(req: &Request) -> Result<(Filter, Option<u64>), String> {
+    query(req.query.as_deref().unwrap_or_default())
+}
+
+/// The filters and resume point of a `GET /runs/events` query string
+/// (`run`, `status`, `repo`, `type`, `since`, `token`): the local feed's and
+/// a hub's.
+pub fn query(query: &str) -> Result<(Filter, Option<u64>), String> {
     let mut f = Filter::default();
     let mut since = None;
-    for kv in req.query.as_deref().unwrap_or_default().split('&').filter(|kv| !kv.is_empty()) {
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         let v = String::from_utf8(super::http::percent_decode(v)).map_err(|_| format!("{k}: not UTF-8"))?;
         let list = || v.split(',').filter(|s| !s.is_empty()).map(str::to_string);
