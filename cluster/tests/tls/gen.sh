@@ -11,12 +11,13 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 for who in server client; do
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=runwire test $who" \
     -keyout $who.key -out $who.csr 2>/dev/null
-  if [ $who = server ]; then
-    ext="subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"
+  if [ "$who" = server ]; then
+    san="IP:127.0.0.1,DNS:localhost" eku=serverAuth
   else
-    ext="subjectAltName=DNS:runwire-test-client\nextendedKeyUsage=clientAuth"
+    san="DNS:runwire-test-client" eku=clientAuth
   fi
-  printf "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n$ext\n" > $who.ext
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nsubjectAltName=%s\nextendedKeyUsage=%s\n' \
+    "$san" "$eku" > "$who.ext"
   openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days $days \
     -extfile $who.ext -out $who.pem 2>/dev/null
   rm -f $who.csr $who.ext
