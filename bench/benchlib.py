@@ -1,6 +1,7 @@
 """What the bench clients share: starting and stopping runwire-serve, and
 reading a process's memory and CPU from Linux /proc."""
 
+import json
 import os
 import socket
 import subprocess
@@ -64,3 +65,24 @@ def get_timed(port, path):
     end = time.perf_counter()
     s.close()
     return end, bytes(_RECV[:got])
+
+
+# A Claude Code stream-json log as the bench agents write it: its head, then
+# text deltas (runs-client.py, cluster-client.py).
+SESSION = "bench-session"
+
+
+def delta_line(text):
+    return json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
+                       "event": {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": text}}}, separators=(",", ":"))
+
+
+HEAD = [
+    json.dumps({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "bench", "tools": []}),
+    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
+        "type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
+                                             "content": [], "model": "bench"}}}),
+    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
+        "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
+]

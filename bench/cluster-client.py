@@ -38,7 +38,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import get_timed, start_server, stop  # noqa: E402
+from benchlib import HEAD, SESSION, delta_line, get_timed, start_server, stop  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 LINES = int(os.environ.get("BENCH_LINES", "300"))
@@ -47,7 +47,6 @@ NODES = int(os.environ.get("BENCH_NODES", "20"))
 PER_NODE = int(os.environ.get("BENCH_RUNS_PER_NODE", "50"))
 REPEAT = int(os.environ.get("BENCH_LIST_REPEAT", "21"))
 PUBLISH_RATE = os.environ.get("BENCH_PUBLISH_RATE", "")
-SESSION = "bench-session"
 STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}'
 procs = []
 
@@ -144,21 +143,6 @@ def wait(what, secs, f):
         time.sleep(0.1)
     sys.exit(f"bench: timed out after {secs} s waiting for {what}")
 
-
-def delta_line(text):
-    return json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
-                       "event": {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": text}}}, separators=(",", ":"))
-
-
-HEAD = [
-    json.dumps({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "bench", "tools": []}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
-                                             "content": [], "model": "bench"}}}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
-]
 
 
 def follower(port, path, delays, connected):

@@ -48,7 +48,7 @@ import sys
 import threading
 import time
 
-from benchlib import cpu_ms, get_timed, start_server, status_kb, stop
+from benchlib import HEAD, SESSION, cpu_ms, delta_line, get_timed, start_server, status_kb, stop
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 N_RUNS = int(os.environ.get("BENCH_RUNS", "10000"))
@@ -62,7 +62,6 @@ HOME = os.path.join(WORK, "home")
 
 def server(extra=()):
     return start_server(BIN, HOME, extra)
-SESSION = "bench-session"
 STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}'
 ok = True
 
@@ -197,21 +196,6 @@ def big_logs():
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(repo, ignore_errors=True)
 
-
-def delta_line(text):
-    return json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
-                       "event": {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": text}}}, separators=(",", ":"))
-
-
-HEAD = [
-    json.dumps({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "bench", "tools": []}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
-                                             "content": [], "model": "bench"}}}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
-]
 
 
 PARTS = os.environ.get("BENCH_PARTS", "abc")
