@@ -187,7 +187,9 @@ impl<'a> RunRef<'a> {
 
     /// The journal's path (`<runstateDir>/<slug>.jsonl`).
     pub fn journal_path(&self) -> Option<std::borrow::Cow<'a, str>> {
-        unjson(self.split()?.0)
+        // The first field only: a full listing asks this of every run, and
+        // the pieces after it are most of the row.
+        unjson(self.rest.split_once('\t')?.0)
     }
 
     /// The row as written (without its checksum).
@@ -376,6 +378,9 @@ impl Read {
     }
 }
 
+/// From this many bytes of rows on, [`Index::parse_rows`] parses on two threads.
+const PAR_PARSE_MIN: usize = 1 << 20;
+
 /// Longest row [`Read::row_at`] reads.
 const MAX_ROW: u64 = 1 << 20;
 
@@ -563,6 +568,28 @@ impl<'a> Index<'a> {
     /// Parses rows (no first line), as [`Index::parse`] does; the head's
     /// rows are passed over.
     pub fn parse_rows(bytes: &'a [u8]) -> Index<'a> {
+        // A big index (a full listing of thousands of runs) is parsed in two
+        // halves at once, cut at a row's end; the later half's rows win, as
+        // later rows do.
+        let mid = bytes.len() / 2;
+        match memchr::memchr(b'\n', &bytes[mid..]) {
+            Some(cut) if bytes.len() >= PAR_PARSE_MIN => {
+                let (a, b) = bytes.split_at(mid + cut + 1);
+                let (mut ix, later) = std::thread::scope(|s| {
+                    let later = s.spawn(|| Index::parse_part(b));
+                    (Index::parse_part(a), later.join())
+                });
+                let later = later.unwrap_or_else(|e| std::panic::resume_unwind(e));
+                ix.runs.extend(later.runs);
+                ix.journals.extend(later.journals);
+                ix.skipped += later.skipped;
+                ix
+            }
+            _ => Index::parse_part(bytes),
+        }
+    }
+
+    fn parse_part(bytes: &'a [u8]) -> Index<'a> {
         // Two rows a run, each of a few hundred bytes.
         let n = bytes.len() / 256;
         let mut ix = Index {
@@ -827,4 +854,42 @@ pub fn reindex(home: &Path) -> std::io::Result<usize> {
     }
     write_whole(home, &rows)?;
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_big_index_parsed_in_halves_is_parsed_as_in_one() {
+        // Each run's and journal's rows twice, the later with other numbers,
+        // so the halves' cut falls between a run's two rows; one damaged line.
+        let status = super::super::view::STATUSES[0];
+        let mut rows = String::new();
+        for pass in 0..2u64 {
+            for i in 0..3_000u64 {
+                let id = format!("run{i:05}--{}", "s".repeat(120));
+                rows.push_str(&sealed(&format!(
+                    "R\t{id}\t{}\t5\t1\t{i}\t\"/j\"\t\"r\"\t\"/r\"\ta\tb\tc\td",
+                    10 * pass + 1
+                )));
+                rows.push_str(&sealed(&format!("J\t1\t{i}\t{pass}\t7\t7\t9\t{status}\te\tf\tg")));
+            }
+            if pass == 0 {
+                rows.push_str("damaged\n");
+            }
+        }
+        assert!(rows.len() >= PAR_PARSE_MIN, "past the two-thread size");
+        let (halves, one) = (Index::parse_rows(rows.as_bytes()), Index::parse_part(rows.as_bytes()));
+        assert_eq!((halves.runs.len(), halves.journals.len(), halves.skipped), (3_000, 3_000, 1));
+        assert_eq!(one.skipped, 1);
+        for (id, r) in &one.runs {
+            assert_eq!(r.pointer_ino, 11, "the later row wins");
+            assert_eq!(halves.runs[id].body, r.body);
+        }
+        for (key, j) in &one.journals {
+            assert_eq!(j.stamp.size, 1);
+            assert_eq!(halves.journals[key].body, j.body);
+        }
+    }
 }

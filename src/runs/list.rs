@@ -263,27 +263,57 @@ fn from_files<'a>(reg: &Registry, id: String, q: &Query, now_ns: i64, o: &Option
     Some((Cand { id, activity_ns, status: d.status, in_repo, src: Src::Files(summary) }, rows))
 }
 
+/// The directories a thread `stat`s journals beneath, each opened once
+/// (walking a journal's whole path was most of its `stat`'s cost).
+#[derive(Default)]
+struct Dirs(std::collections::HashMap<String, Option<std::fs::File>>);
+
+/// Most directories one thread keeps open; past them, whole paths.
+const MAX_DIRS: usize = 256;
+
+impl Dirs {
+    /// The stamp of the file at `path`, as `stat` gives it.
+    fn stamp(&mut self, path: &str) -> Option<Stamp> {
+        use std::os::fd::AsRawFd;
+        if let Some((dir, name)) = path.rsplit_once('/').filter(|(d, n)| !d.is_empty() && !n.is_empty()) {
+            if self.0.len() < MAX_DIRS && !self.0.contains_key(dir) {
+                self.0.insert(dir.to_string(), std::fs::File::open(dir).ok());
+            }
+            if let Some(Some(d)) = self.0.get(dir) {
+                let st = nix::sys::stat::fstatat(Some(d.as_raw_fd()), name, nix::fcntl::AtFlags::empty());
+                return st.ok().map(|st| Stamp::of(&st));
+            }
+        }
+        std::fs::metadata(path).ok().map(|m| Stamp::of_meta(&m))
+    }
+}
+
 /// Whether a `stat` of the run's journal gives the row's stamp.
-fn fresh(run: &RunRef, j: &JournalRef) -> bool {
-    run.journal_path().is_some_and(|p| std::fs::metadata(&*p).is_ok_and(|m| Stamp::of_meta(&m) == j.stamp))
+fn fresh(dirs: &mut Dirs, run: &RunRef, j: &JournalRef) -> bool {
+    run.journal_path().is_some_and(|p| dirs.stamp(&p) == Some(j.stamp))
 }
 
 /// Below this many runs, one thread does the work.
 const PAR_MIN: usize = 512;
 
-/// `f` of each item, in order, on a few threads for many items.
-fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+/// `f` of each item, in order, on a few threads for many items; each
+/// thread's calls share one `S`.
+fn par_map<T: Sync, R: Send, S: Default>(items: &[T], f: impl Fn(&mut S, &T) -> R + Sync) -> Vec<R> {
     let threads = match items.len() {
         n if n < PAR_MIN => 1,
         _ => std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4),
     };
     let chunk = items.len().div_ceil(threads).max(1);
+    let run = |part: &[T]| {
+        let mut s = S::default();
+        part.iter().map(|t| f(&mut s, t)).collect::<Vec<R>>()
+    };
     std::thread::scope(|s| {
         let mut parts = items.chunks(chunk);
         let first = parts.next();
-        let f = &f;
-        let rest: Vec<_> = parts.map(|part| s.spawn(move || part.iter().map(f).collect::<Vec<R>>())).collect();
-        let mut out: Vec<R> = first.into_iter().flatten().map(f).collect();
+        let run = &run;
+        let rest: Vec<_> = parts.map(|part| s.spawn(move || run(part))).collect();
+        let mut out: Vec<R> = first.map(run).unwrap_or_default();
         for h in rest {
             out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         }
@@ -299,6 +329,12 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     // index's head and the rows appended since it was written (the head has
     // no repositories: a repository filter reads every row).
     let want_head = q.limit.is_some() && q.repo.is_none();
+    // Without the head, the registry directory is read on a thread of its
+    // own while the index is read and parsed.
+    let names = (!want_head).then(|| {
+        let reg = reg.clone();
+        std::thread::Builder::new().spawn(move || index::registered(&reg)).ok()
+    });
     let read = if o.use_index { index::read_for(home, want_head) } else { Read::default() };
     let head = read.has_head().then(|| Head::parse(&read.head, read.head_n));
     // A damaged head: every row instead.
@@ -323,7 +359,8 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         if read.registry_unchanged(&reg.dir, o.racy_ns) && whole.is_none() {
             Box::new(head.runs.iter().map(|h| (h.id.to_string(), h.pointer_ino, Some(h))))
         } else {
-            Box::new(index::registered(reg).into_iter().map(|(id, ino)| {
+            let names = names.flatten().and_then(|t| t.join().ok()).unwrap_or_else(|| index::registered(reg));
+            Box::new(names.into_iter().map(|(id, ino)| {
                 let h = head.get_at(&id, ino);
                 (id, ino, h)
             }))
@@ -400,9 +437,11 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
                 }
             }
         }
-        let checks = par_map(&todo, |c| match &c.src {
-            Src::Index { run, journal, .. } => fresh(run, journal),
-            Src::Rows { run, journal, .. } => index::parse_pair(run, journal).is_some_and(|(_, r, j)| fresh(&r, &j)),
+        let checks = par_map(&todo, |dirs: &mut Dirs, c| match &c.src {
+            Src::Index { run, journal, .. } => fresh(dirs, run, journal),
+            Src::Rows { run, journal, .. } => {
+                index::parse_pair(run, journal).is_some_and(|(_, r, j)| fresh(dirs, &r, &j))
+            }
             _ => false,
         });
         for (c, ok) in todo.iter_mut().zip(checks) {
@@ -427,7 +466,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     }
     let total = cands.len();
     let shown: Vec<&Cand> = cands.iter().filter(|c| after(c)).take(limit).collect();
-    let texts = par_map(&shown, |c| {
+    let texts = par_map(&shown, |_: &mut (), c| {
         let mut text = Vec::with_capacity(640);
         match &c.src {
             Src::Files(s) => return Some(Arc::<str>::from(&**s)),
