@@ -62,6 +62,9 @@ if [ "$old" != none ]; then
     rm -rf "$out/old-$old/src"
     mkdir -p "$out/old-$old/src"
     git -C "$root" archive "$old" | tar -x -C "$out/old-$old/src"
+    # Its own workspace: bench/out/ lies under this one's, and cargo would
+    # otherwise take it for a member that is not listed.
+    grep -q '^\[workspace\]' "$out/old-$old/src/Cargo.toml" || printf '\n[workspace]\n' >>"$out/old-$old/src/Cargo.toml"
     (cd "$out/old-$old/src" && CARGO_TARGET_DIR="$out/old-$old/target" cargo build --quiet --release --bin normalize-events)
     cp "$out/old-$old/target/release/normalize-events" "$old_bin"
   fi

@@ -268,8 +268,10 @@ fn from_files<'a>(reg: &Registry, id: String, q: &Query, now_ns: i64, o: &Option
 #[derive(Default)]
 struct Dirs(std::collections::HashMap<String, Option<std::fs::File>>);
 
-/// Most directories one thread keeps open; past them, whole paths.
-const MAX_DIRS: usize = 256;
+/// Most directories one thread keeps open (a listing's threads together
+/// stay far below the default limit of 1,024 descriptors, which the
+/// server's connections share); past them, whole paths.
+const MAX_DIRS: usize = 64;
 
 impl Dirs {
     /// The stamp of the file at `path`, as `stat` gives it.
