@@ -59,8 +59,12 @@ python3 - "$work/result.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 worst = max(c["user_over_1_client"] for c in r["cpu"])
-ok = worst <= 1.5 and r["first_frame"]["new_over_connected"] <= 2 and all(c["all_complete"] and len(c["frames_each"]) == 1 for c in r["cpu"])
-print(f"fan-out: user CPU up to {worst}x that of 1 client (target 1.5); first frame of a new client "
+# CPU is counted in 10 ms ticks: under half a second for one client (a small
+# BENCH_SIZE_MB), the ratio is mostly rounding and is shown, not judged.
+judged = r["cpu"][0]["user_s"] >= 0.5
+ok = (worst <= 1.5 or not judged) and r["first_frame"]["new_over_connected"] <= 2 and all(c["all_complete"] and len(c["frames_each"]) == 1 for c in r["cpu"])
+cpu_note = "target 1.5" if judged else f"not judged: 1 client used {r['cpu'][0]['user_s']} s, too few 10 ms ticks; BENCH_SIZE_MB=256 for this figure"
+print(f"fan-out: user CPU up to {worst}x that of 1 client ({cpu_note}); first frame of a new client "
       f"{r['first_frame']['new_over_connected']}x that of a connected one (target 2), "
       f"{r['first_frame']['new_over_one_line_task']}x that of a new client of a one-line task; "
       f"{r['first_frame']['busy_new_over_connected']}x while the server refills 10 followers' sockets: {'ok' if ok else 'MISSED'}")
