@@ -295,6 +295,44 @@ fn fresh(dirs: &mut Dirs, run: &RunRef, j: &JournalRef) -> bool {
     run.journal_path().is_some_and(|p| dirs.stamp(&p) == Some(j.stamp))
 }
 
+/// Where a registered run's rows (appended since the head, else the
+/// head's) place it: its activity, status, whether it is in the query's
+/// repository (`repo_json`), and where its summary comes from; `None` when
+/// its files must be read (rows missing, for another pointer, or made too
+/// soon after the journal's last change).
+fn place<'i>(
+    ix: &'i Index,
+    id: &str,
+    ino: u64,
+    h: Option<&'i HeadRef>,
+    racy_ns: i64,
+    repo_json: Option<&str>,
+) -> Option<(i64, &'static str, bool, Src<'i>)> {
+    let run = ix.runs.get(id);
+    let (pointer_ino, pointer_ns, key) = match (run, h) {
+        (Some(r), _) => (r.pointer_ino, r.pointer_mtime_ns, r.journal),
+        (None, Some(h)) => (h.pointer_ino, h.pointer_mtime_ns, h.journal),
+        (None, None) => return None,
+    };
+    if pointer_ino != ino {
+        return None;
+    }
+    let (j, journal_ns, status) = match ix.journals.get(&key) {
+        Some(j) => (!j.stamp.racy(j.at_ns, racy_ns)).then_some((Some(j), j.stamp.mtime_ns, j.status))?,
+        None => {
+            h.filter(|h| h.journal == key && h.settled_ns > racy_ns).map(|h| (None, h.journal_mtime_ns, h.status))?
+        }
+    };
+    let src = match (run, j, h) {
+        (Some(run), Some(journal), _) => Src::Index { run, journal, checked: false },
+        (_, _, Some(head)) => Src::Head { head, run, journal: j },
+        // Not reached: a part not appended since is the head's.
+        (_, _, None) => return None,
+    };
+    let in_repo = repo_json.map_or(true, |r| run.is_some_and(|run| run.in_repo(r)));
+    Some((pointer_ns.max(journal_ns).max(0), status, in_repo, src))
+}
+
 /// Below this many runs, one thread does the work.
 const PAR_MIN: usize = 512;
 
@@ -357,52 +395,26 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     // The registered runs: the head's, while the registry directory is as it
     // was when the head was written (no name read); else its names, each
     // found in the head by its pointer's inode.
-    let listed: Box<dyn Iterator<Item = (String, u64, Option<&HeadRef>)>> =
+    let listed: Vec<(String, u64, Option<&HeadRef>)> =
         if read.registry_unchanged(&reg.dir, o.racy_ns) && whole.is_none() {
-            Box::new(head.runs.iter().map(|h| (h.id.to_string(), h.pointer_ino, Some(h))))
+            head.runs.iter().map(|h| (h.id.to_string(), h.pointer_ino, Some(h))).collect()
         } else {
             let names = names.flatten().and_then(|t| t.join().ok()).unwrap_or_else(|| index::registered(reg));
-            Box::new(names.into_iter().map(|(id, ino)| {
-                let h = head.get_at(&id, ino);
-                (id, ino, h)
-            }))
+            names
+                .into_iter()
+                .map(|(id, ino)| {
+                    let h = head.get_at(&id, ino);
+                    (id, ino, h)
+                })
+                .collect()
         };
-    for (id, ino, h) in listed {
-        // The last `R` row: appended since the head, else the head's.
-        let run = ix.runs.get(id.as_str());
-        let placed = match (run, h) {
-            (Some(r), _) => Some((r.pointer_ino, r.pointer_mtime_ns, r.journal)),
-            (None, Some(h)) => Some((h.pointer_ino, h.pointer_mtime_ns, h.journal)),
-            (None, None) => None,
+    // Each run placed by its rows, on a few threads for many runs.
+    let placed = par_map(&listed, |_: &mut (), (id, ino, h)| place(&ix, id, *ino, *h, o.racy_ns, repo_json.as_deref()));
+    for ((id, ..), p) in listed.into_iter().zip(placed) {
+        match p {
+            Some((activity_ns, status, in_repo, src)) => cands.push(Cand { id, activity_ns, status, in_repo, src }),
+            None => cands.extend(read_files(id, &mut repairs)),
         }
-        .filter(|(pointer_ino, ..)| *pointer_ino == ino);
-        // The journal's last `J` row, likewise, if made long enough after its last change.
-        let journal = placed.and_then(|(_, _, key)| match ix.journals.get(&key) {
-            Some(j) => (!j.stamp.racy(j.at_ns, o.racy_ns)).then_some((Some(j), j.stamp.mtime_ns, j.status)),
-            None => {
-                h.filter(|h| h.journal == key && h.settled_ns > o.racy_ns).map(|h| (None, h.journal_mtime_ns, h.status))
-            }
-        });
-        let (Some((_, pointer_ns, _)), Some((j, journal_ns, status))) = (placed, journal) else {
-            cands.extend(read_files(id, &mut repairs));
-            continue;
-        };
-        let src = match (run, j, h) {
-            (Some(run), Some(journal), _) => Src::Index { run, journal, checked: false },
-            (_, _, Some(head)) => Src::Head { head, run, journal: j },
-            // Not reached: a part not appended since is the head's.
-            (_, _, None) => {
-                cands.extend(read_files(id, &mut repairs));
-                continue;
-            }
-        };
-        cands.push(Cand {
-            activity_ns: pointer_ns.max(journal_ns).max(0),
-            status,
-            in_repo: repo_json.as_ref().map_or(true, |r| run.is_some_and(|run| run.in_repo(r))),
-            id,
-            src,
-        });
     }
     let wanted = |c: &Cand| {
         c.in_repo
