@@ -393,10 +393,33 @@ pub fn read(home: &Path) -> Vec<u8> {
     }
 }
 
-/// `len` bytes of `f` from `at` (fewer at its end).
+/// `len` bytes of `f` from `at` (fewer at its end). A big range (a full
+/// listing's) is read in two halves at once: most of a read's time is the
+/// kernel faulting in and filling the buffer's fresh pages.
 fn read_range(f: &std::fs::File, at: u64, len: u64) -> Option<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; usize::try_from(len).ok()?];
+    let got = if buf.len() >= PAR_PARSE_MIN {
+        let mid = buf.len() / 2;
+        let (a, b) = buf.split_at_mut(mid);
+        let (got_a, got_b) = std::thread::scope(|s| {
+            let later = s.spawn(|| read_into(f, b, at + mid as u64));
+            (read_into(f, a, at), later.join().unwrap_or(None))
+        });
+        // A short first half (the file shrank) ends the range there.
+        match (got_a?, got_b?) {
+            (n, m) if n == mid => n + m,
+            (n, _) => n,
+        }
+    } else {
+        read_into(f, &mut buf, at)?
+    };
+    buf.truncate(got);
+    Some(buf)
+}
+
+/// Fills `buf` from `f` at `at`, up to the file's end; how much it read.
+fn read_into(f: &std::fs::File, buf: &mut [u8], at: u64) -> Option<usize> {
+    use std::os::unix::fs::FileExt;
     let mut got = 0;
     while got < buf.len() {
         match f.read_at(&mut buf[got..], at + got as u64) {
@@ -406,8 +429,7 @@ fn read_range(f: &std::fs::File, at: u64, len: u64) -> Option<Vec<u8>> {
             Err(_) => return None,
         }
     }
-    buf.truncate(got);
-    Some(buf)
+    Some(got)
 }
 
 /// Where the log's parts are, from its first bytes.
@@ -859,6 +881,20 @@ pub fn reindex(home: &Path) -> std::io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_big_range_read_in_halves_is_the_file() {
+        let path = std::env::temp_dir().join(format!("runwire-index-range-{}", std::process::id()));
+        let bytes: Vec<u8> = (0..3_000_003u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        assert_eq!(read_range(&f, 0, bytes.len() as u64).unwrap(), bytes);
+        // Past the end: what there is, from either half.
+        assert_eq!(read_range(&f, 0, 4_000_000).unwrap(), bytes);
+        assert_eq!(read_range(&f, 7, 2 * bytes.len() as u64).unwrap(), &bytes[7..]);
+        assert_eq!(read_range(&f, 2_500_000, 2_000_000).unwrap(), &bytes[2_500_000..]);
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     fn a_big_index_parsed_in_halves_is_parsed_as_in_one() {
