@@ -170,11 +170,6 @@ impl Default for Options {
     }
 }
 
-/// Every registered run's summary (JSON text), newest activity first.
-pub fn list(reg: &Registry) -> Vec<String> {
-    page(reg, &Query::default()).items.iter().map(|s| s.to_string()).collect()
-}
-
 /// One page of the listing: the runs matching `q`'s filters, newest
 /// activity first (then by run id), after `q.cursor`, at most `q.limit`.
 pub fn page(reg: &Registry, q: &Query) -> Page {

@@ -177,89 +177,6 @@ struct Tokens {
     output: u64,
 }
 
-/// `s` as a JSON string, escaped as serde_json escapes it (plain text is
-/// copied; anything to escape goes through serde_json itself).
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        let _ = serde_json::to_writer(&mut *out, s);
-    }
-}
-
-fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
-    match s {
-        Some(s) => write_str(out, s),
-        None => out.extend_from_slice(b"null"),
-    }
-}
-
-fn write_u64(out: &mut Vec<u8>, n: u64) {
-    let _ = serde_json::to_writer(&mut *out, &n);
-}
-
-impl SummaryOut<'_> {
-    /// What `serde_json::to_writer` writes for it (a test holds the two
-    /// equal), without its generic machinery: listings write thousands.
-    fn write(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
-        if let Some(a) = self.activity_ms {
-            out.extend_from_slice(b"\"activityMs\":");
-            let _ = serde_json::to_writer(&mut *out, &a);
-            out.push(b',');
-        }
-        out.extend_from_slice(b"\"branch\":");
-        write_opt_str(out, self.branch);
-        out.extend_from_slice(b",\"costUsd\":");
-        let _ = serde_json::to_writer(&mut *out, &self.cost_usd);
-        out.extend_from_slice(b",\"counts\":{");
-        for (i, (k, n)) in self.counts.0.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(out, k);
-            out.push(b':');
-            write_u64(out, *n);
-        }
-        out.extend_from_slice(b"},\"needsInput\":");
-        write_u64(out, self.needs_input);
-        let texts = [
-            (&b",\"project\":"[..], self.project),
-            (b",\"reason\":", self.reason),
-            (b",\"repo\":", self.repo),
-            (b",\"repoRoot\":", self.repo_root),
-            (b",\"runId\":", Some(self.run_id)),
-            (b",\"slug\":", self.slug),
-            (b",\"status\":", Some(self.status)),
-        ];
-        for (key, text) in texts {
-            out.extend_from_slice(key);
-            write_opt_str(out, text);
-        }
-        out.extend_from_slice(b",\"tokens\":");
-        match &self.tokens {
-            Some(t) => {
-                out.extend_from_slice(b"{\"input\":");
-                write_u64(out, t.input);
-                out.extend_from_slice(b",\"output\":");
-                write_u64(out, t.output);
-                out.push(b'}');
-            }
-            None => out.extend_from_slice(b"null"),
-        }
-        out.extend_from_slice(b",\"wave\":");
-        match self.wave {
-            Some(w) => write_u64(out, w as u64),
-            None => out.extend_from_slice(b"null"),
-        }
-        out.extend_from_slice(b",\"worktree\":");
-        write_opt_str(out, self.worktree);
-        out.push(b'}');
-    }
-}
-
 /// Looks a run up by id, checking the id first. A pointer that cannot be
 /// read gives a run with status `unreadable`, never an error.
 pub fn find(reg: &Registry, run_id: &str) -> Result<Loaded, ViewError> {
@@ -559,15 +476,14 @@ pub struct Digest {
 }
 
 /// A run's summary (`GET /runs` item, `runs list` line) from its pointer
-/// and its digest, appended to `out`, keys sorted (as a serde_json map
-/// sorts them; a test holds the two equal). `pointer_ok`: false when the
-/// pointer could not be read (only its run id is real).
+/// and its digest, appended to `out`, keys sorted. `pointer_ok`: false
+/// when the pointer could not be read (only its run id is real).
 pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest, activity_ms: Option<i64>) {
     fn known(ok: bool, s: &str) -> Option<&str> {
         ok.then_some(s)
     }
     let ok = pointer_ok;
-    SummaryOut {
+    let summary = SummaryOut {
         activity_ms,
         branch: p.branch,
         cost_usd: d.cost_usd,
@@ -583,8 +499,8 @@ pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest,
         tokens: d.tokens.map(|(input, output)| Tokens { input, output }),
         wave: d.wave,
         worktree: known(ok, p.worktree),
-    }
-    .write(out);
+    };
+    let _ = serde_json::to_writer(out, &summary);
 }
 
 /// Keys where a summary is cut into [`summary_pieces`].
@@ -834,55 +750,4 @@ impl Loaded {
 
 fn now_ms() -> i64 {
     super::index::now_ns() / 1_000_000
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    /// Text with every character serde_json escapes, and some it does not.
-    fn text() -> impl Strategy<Value = String> {
-        let piece = prop_oneof![
-            (0u8..0x20).prop_map(|b| (b as char).to_string()),
-            prop::sample::select(vec!["\"", "\\", "\u{7f}", "é", "/", "plain", "💡"]).prop_map(str::to_string),
-        ];
-        proptest::collection::vec(piece, 0..6).prop_map(|v| v.concat())
-    }
-
-    proptest! {
-        #[test]
-        fn a_summary_is_written_as_serde_json_writes_it(
-            activity in proptest::option::of(any::<i64>()),
-            cost in proptest::option::of(prop_oneof![any::<f64>(), Just(0.25), Just(-0.0)]),
-            text in proptest::collection::vec(proptest::option::of(text()), 7),
-            counts in proptest::collection::btree_map("[a-z\"]{0,9}", any::<u64>(), 0..4),
-            needs in any::<u64>(),
-            tokens in proptest::option::of((any::<u64>(), any::<u64>())),
-            wave in proptest::option::of(any::<usize>()),
-        ) {
-            let t = |i: usize| text[i].as_deref();
-            let counts: Vec<(String, u64)> = counts.into_iter().collect();
-            let s = SummaryOut {
-                activity_ms: activity,
-                branch: t(0),
-                cost_usd: cost,
-                counts: Counts(&counts),
-                needs_input: needs,
-                project: t(1),
-                reason: t(2),
-                repo: t(3),
-                repo_root: t(4),
-                run_id: t(5).unwrap_or("r"),
-                slug: t(6),
-                status: "running",
-                tokens: tokens.map(|(input, output)| Tokens { input, output }),
-                wave,
-                worktree: t(1),
-            };
-            let mut mine = Vec::new();
-            s.write(&mut mine);
-            prop_assert_eq!(String::from_utf8(mine).unwrap(), serde_json::to_string(&s).unwrap());
-        }
-    }
 }
