@@ -451,8 +451,14 @@ fn layout(start: &[u8]) -> Option<Layout> {
     }
     let compacted = n.parse().ok()?;
     let rest = &start[end + 1..];
+    // The first line has no checksum: its number is trusted (and the head
+    // used) only when it is what the sealed `P` row says of the parts.
     let page = memchr::memchr(b'\n', rest).and_then(|e| match unseal(&rest[..=e]).and_then(parse_row) {
-        Some(Row::Page(n, bytes, reg)) => Some((e as u64 + 1, n, bytes, reg)),
+        Some(Row::Page(n, bytes, reg, rows))
+            if Some(compacted) == (e as u64 + 1).checked_add(bytes)?.checked_add(rows) =>
+        {
+            Some((e as u64 + 1, n, bytes, reg))
+        }
         _ => None,
     });
     Some(Layout { first: end as u64 + 1, compacted, page })
@@ -504,9 +510,10 @@ enum Row<'a> {
     Run(&'a str, RunRef<'a>),
     Journal(JournalRef<'a>),
     Head(HeadRef<'a>),
-    /// The `P` row: how many `H` rows follow, their bytes, and the
-    /// registry directory's stamp when the head was written ([`Registry`]).
-    Page(usize, u64, RegistryStamp),
+    /// The `P` row: how many `H` rows follow, their bytes, the registry
+    /// directory's stamp when the head was written ([`Registry`]), and the
+    /// bytes of the compacted rows after the head.
+    Page(usize, u64, RegistryStamp, u64),
 }
 
 fn parse_row(body: &str) -> Option<Row<'_>> {
@@ -559,6 +566,7 @@ fn parse_row(body: &str) -> Option<Row<'_>> {
                 ctime_ns: num(&mut it)?,
                 settled_ns: num(&mut it)?,
             },
+            num(&mut it)?,
         ),
         _ => return None,
     };
@@ -782,7 +790,16 @@ fn head_of(home: &Path, rows: &str) -> String {
         },
         _ => RegistryStamp::default(),
     };
-    let p = format!("P\t{n}\t{}\t{}\t{}\t{}\t{}\t{}", h.len(), st.dev, st.ino, st.mtime_ns, st.ctime_ns, st.settled_ns);
+    let p = format!(
+        "P\t{n}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+        h.len(),
+        st.dev,
+        st.ino,
+        st.mtime_ns,
+        st.ctime_ns,
+        st.settled_ns,
+        rows.len()
+    );
     format!("{}{h}", sealed(&p))
 }
 
