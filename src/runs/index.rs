@@ -720,9 +720,20 @@ fn compact_locked(home: &Path) -> std::io::Result<()> {
     let mut rows = String::new();
     let mut runs: Vec<_> = ix.runs.iter().filter(|(id, _)| ids.contains(**id)).collect();
     runs.sort_by_key(|(id, _)| **id);
+    // A damaged line may have left a journal's older row standing for its
+    // newer one: then a run's rows are kept only if its journal still has
+    // the row's stamp (else listings read it from its files, and repair it).
+    let damaged = ix.skipped > 0;
+    let current = |r: &RunRef, j: &JournalRef| {
+        r.journal_path().is_some_and(|p| std::fs::metadata(&*p).is_ok_and(|m| Stamp::of_meta(&m) == j.stamp))
+    };
     for (_, r) in runs {
+        let j = ix.journals.get(&r.journal);
+        if damaged && !j.is_some_and(|j| current(r, j)) {
+            continue;
+        }
         rows.push_str(&sealed(r.body));
-        if let Some(j) = ix.journals.get(&r.journal) {
+        if let Some(j) = j {
             rows.push_str(&sealed(j.body));
         }
     }

@@ -422,23 +422,33 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let order = |a: &Cand, b: &Cand| {
         after(b).cmp(&after(a)).then(b.activity_ns.cmp(&a.activity_ns)).then_with(|| a.id.cmp(&b.id))
     };
+    // Damaged rows (a torn or corrupted line) may have left a run's older
+    // row in place of its newer one: then every run is checked, as a full
+    // listing checks them, before any is filtered or placed by its rows.
+    let damaged = ix.skipped > 0;
     loop {
-        cands.retain(|c| wanted(c));
-        // A page needs its runs and the next one in order: those are
-        // selected, and only they sorted.
-        match limit.checked_add(1).filter(|n| *n < cands.len()) {
-            Some(n) => {
-                cands.select_nth_unstable_by(n, order);
-                cands[..n].sort_unstable_by(order);
+        let check_all = damaged && cands.iter().any(|c| !c.checked());
+        if !check_all {
+            cands.retain(|c| wanted(c));
+            // A page needs its runs and the next one in order: those are
+            // selected, and only they sorted.
+            match limit.checked_add(1).filter(|n| *n < cands.len()) {
+                Some(n) => {
+                    cands.select_nth_unstable_by(n, order);
+                    cands[..n].sort_unstable_by(order);
+                }
+                None => cands.sort_unstable_by(order),
             }
-            None => cands.sort_unstable_by(order),
         }
         // The runs this page shows must be as their files say: a head run's
         // rows are read, and each known run's journal is `stat`ed; one that
         // changed (or whose rows are not what its head row says) is read
         // from its files and the page cut again.
-        let mut todo: Vec<&mut Cand> =
-            cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect();
+        let mut todo: Vec<&mut Cand> = if check_all {
+            cands.iter_mut().filter(|c| !c.checked()).collect()
+        } else {
+            cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect()
+        };
         for c in todo.iter_mut() {
             if let Src::Head { head, run, journal } = c.src {
                 if let Some(rows) = rows_of_head(&read, head, run, journal) {
@@ -469,7 +479,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
             }
         }
         cands.retain(|c| !c.status.is_empty());
-        if !stale {
+        if !stale && !check_all {
             break;
         }
     }

@@ -258,3 +258,35 @@ fn a_damaged_first_line_hides_no_row_appended_since_the_head() {
         let _ = std::fs::remove_dir_all(&base);
     }
 }
+
+/// Damage at any byte of a small log changes no page: a damaged newer row
+/// must not let an older row of the same journal place or filter its run
+/// (found by the property test above: a run registered after the head,
+/// its `running` row damaged, was filtered out of a `status=running` page
+/// by its registration row).
+#[test]
+fn damage_at_any_byte_of_the_log_changes_no_page() {
+    let base = support::scratch("index-every-byte");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    let gone = Spec { journal: vec![], journal_at: 0, pointer_at: 0, gone: true };
+    make(&home, 0, &gone, false);
+    index::reindex(&home).unwrap();
+    let added = Spec { journal: vec![(0, 0)], journal_at: 0, pointer_at: 0, gone: false };
+    make(&home, 100, &added, true);
+    make(&home, 0, &gone, true);
+    let log = std::fs::read(index::path(&home)).unwrap();
+    let pages = [q("2", Some("running")), q("1", None)];
+    let want: Vec<_> = pages.iter().map(|q| walk(&reg, q, by_files())).collect();
+    for at in 0..log.len() {
+        std::fs::write(index::path(&home), &log).unwrap();
+        damage(&home, at);
+        let got: Vec<_> = pages.iter().map(|q| walk(&reg, q, by_index())).collect();
+        assert_eq!(got, want, "byte {at} damaged");
+        // Nor does a compaction of the damaged log (it keeps no row the damage made stale).
+        index::compact(&home).unwrap();
+        let got: Vec<_> = pages.iter().map(|q| walk(&reg, q, by_index())).collect();
+        assert_eq!(got, want, "byte {at} damaged, then compacted");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
