@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 
-from benchlib import cpu_ms, start_server, status_kb, stop
+from benchlib import HEAD, cpu_ms, delta_line, start_server, status_kb, stop
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 N_RUNS = int(os.environ.get("BENCH_RUNS", "1000"))
@@ -62,7 +62,6 @@ def server(extra=()):
     return start_server(BIN, HOME, extra)
 if N_RUNS < 202 + 2 * (WATCH + 1):
     sys.exit(f"bench: BENCH_RUNS must be at least {202 + 2 * (WATCH + 1)} for BENCH_WATCH={WATCH}")
-SESSION = "bench-session"
 STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}'
 ok = True
 
@@ -158,21 +157,6 @@ live = os.path.join(WORK, "live")
 brid, brs = register(live, "lat", [{"id": "t", "adapter": "claude", "prompt": "p"}])
 blog = os.path.join(brs, "lat.t.log")
 write(blog, "")
-HEAD = [
-    json.dumps({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "bench", "tools": []}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
-                                             "content": [], "model": "bench"}}}),
-    json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None, "event": {
-        "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
-]
-
-
-def delta_line(text):
-    return json.dumps({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": None,
-                       "event": {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": text}}}, separators=(",", ":"))
-
 
 p, port = server()
 s = socket.create_connection(("127.0.0.1", port), timeout=60)

@@ -378,7 +378,8 @@ impl Read {
     }
 }
 
-/// From this many bytes of rows on, [`Index::parse_rows`] parses on two threads.
+/// From this many bytes on, a range of the log is read, and its rows are
+/// parsed ([`Index::parse_rows`]), on two threads.
 const PAR_PARSE_MIN: usize = 1 << 20;
 
 /// Longest row [`Read::row_at`] reads.
