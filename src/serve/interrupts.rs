@@ -465,7 +465,7 @@ fn offered(r: &InputRequest, offer: Offer) -> Offered {
     let suggestions = r.suggestions.as_deref().unwrap_or_default();
     match offer.agent {
         AgentKind::Claude => {
-            let updates = claude::permission_updates(suggestions, offer.grant_all, &claude::worktree());
+            let updates = claude::permission_updates(suggestions, offer.grant_all, &crate::session::reach::Places::here());
             let scopes = claude::scopes(&updates)
                 .into_iter()
                 .map(|s| {
@@ -588,6 +588,13 @@ pub fn interrupt_for(r: &InputRequest, id: &str, tool_call_id: Option<String>, o
                         "savedByAgent": u.persistent});
                     if let Some(d) = &u.dropped {
                         x["dropped"] = d.clone().into();
+                    }
+                    // Where it reaches once resolved, and a command rule that runs anything: shown on the card.
+                    if !u.reach.is_empty() {
+                        x["reaches"] = json!(u.reach);
+                    }
+                    if let Some(r) = &u.runs_anything {
+                        x["runsAnything"] = r.clone().into();
                     }
                     x
                 })

@@ -16,6 +16,7 @@
 //! * requests runwire never registered for (`hook_callback`, `mcp_message`,
 //!   …) get an error response, so claude never waits on them.
 
+use super::reach::{self, Places};
 use super::{Agent, Signal};
 use crate::events::{InputAnswer, InputKind, InputRequest, Scope};
 use serde_json::{json, Map, Value};
@@ -77,46 +78,35 @@ pub fn persistent_destination(d: Option<&str>) -> bool {
     matches!(d, Some("userSettings" | "projectSettings" | "localSettings"))
 }
 
-/// One of claude's `permission_suggestions`, judged: what it does, whether
-/// runwire applies it (`dropped`: why not), and whether claude would save
-/// it to a settings file.
+/// One of claude's `permission_suggestions`, judged: what it does, where
+/// it reaches, whether runwire applies it (`dropped`: why not), and whether
+/// claude would save it to a settings file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update {
     /// The suggestion as claude sent it.
     pub raw: Value,
-    /// What it does, in words (for the card).
+    /// What it does, in words (for the card), with the places it reaches.
     pub effect: String,
     /// Why runwire does not apply it (it needs `--grant-all`), if so.
     pub dropped: Option<String>,
     /// Claude saves it to a settings file (`userSettings`,
     /// `projectSettings`, `localSettings`) when applied with its own destination.
     pub persistent: bool,
+    /// Where its directories and path rules reach, resolved (symlinks,
+    /// `..`, claude's rule anchors: [`super::reach`]); what the card shows.
+    pub reach: Vec<String>,
+    /// Why one of its command rules lets the agent run any command
+    /// (`Bash(sh -c:*)`, `sudo`, `python3 -c`…), if one does: the card says so.
+    pub runs_anything: Option<String>,
+    /// The directories applied (an `addDirectories`): each resolved, so
+    /// what is granted is the place the card showed, not a name that
+    /// could be pointed elsewhere.
+    directories: Option<Vec<String>>,
 }
 
 /// A rule's content that matches any input (`*`, `:*`, `**`, blank…).
 fn matches_anything(content: &str) -> bool {
     content.chars().all(|c| matches!(c, '*' | ':' | '/' | '.' | ' ' | '\t'))
-}
-
-/// `dir` (absolute, or relative to `worktree`) is the worktree or under it,
-/// read lexically with `..` resolved (a path that climbs out is outside).
-fn inside(dir: &str, worktree: &std::path::Path) -> bool {
-    use std::path::{Component, PathBuf};
-    let p = std::path::Path::new(dir);
-    let joined = if p.is_absolute() { p.to_path_buf() } else { worktree.join(p) };
-    let mut norm = PathBuf::new();
-    for c in joined.components() {
-        match c {
-            Component::ParentDir => {
-                if !norm.pop() {
-                    return false;
-                }
-            }
-            Component::CurDir => {}
-            other => norm.push(other.as_os_str()),
-        }
-    }
-    !dir.is_empty() && norm.starts_with(worktree)
 }
 
 fn rule_text(r: &Value) -> String {
@@ -127,22 +117,39 @@ fn rule_text(r: &Value) -> String {
     }
 }
 
+/// Where a rule reaches, if it names a path (`Ok(None)`: it names none,
+/// `Err`: it cannot be placed), and whether that is outside the worktree.
+fn rule_reach(r: &Value, destination: Option<&str>, places: &Places) -> Result<Option<Vec<std::path::PathBuf>>, String> {
+    let tool = r.get("toolName").and_then(Value::as_str).unwrap_or_default();
+    match r.get("ruleContent").and_then(Value::as_str) {
+        Some(c) if reach::PATH_TOOLS.contains(&tool) => reach::rule(c, destination, places).map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// Claude's `permission_suggestions` judged for a session with `grant_all`
-/// working in `worktree`: kept are claude's own "allow edits this session"
-/// (`setMode acceptEdits`, or another mode that asks no less), rules that
-/// name a command or path (`Bash(npm test:*)`), rules that deny or ask,
+/// working in `places.worktree`: kept are claude's own "allow edits this
+/// session" (`setMode acceptEdits`, or another mode that asks no less),
+/// rules that name a command or a path inside the worktree
+/// (`Bash(npm test:*)`, `Edit(src/**)`), rules that deny or ask,
 /// directories inside the worktree and removals of grants; the rest (mode
 /// `bypassPermissions` or `auto`, a rule with no `ruleContent` or one that
-/// matches any input, a directory outside the worktree, replacing or
-/// removing deny/ask rules, kinds runwire does not know) need `--grant-all`
-/// and are dropped without it. The interrupt shows this list; an answer
-/// applies exactly the kept ones.
-pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std::path::Path) -> Vec<Update> {
+/// matches any input, a directory or path rule that reaches outside the
+/// worktree once resolved ([`super::reach`]: a symlink, `..`, `~/`, `//`),
+/// replacing or removing deny/ask rules, kinds runwire does not know) need
+/// `--grant-all` and are dropped without it. Command rules that run any
+/// command (`Bash(sh -c:*)`) are kept and labelled. Every door that shows
+/// or applies claude's suggestions (the server's interrupts, the session
+/// engine under `runwire-session`, the supervisor's tasks and the server)
+/// judges them here: an answer applies exactly the kept ones.
+pub fn permission_updates(suggestions: &[Value], grant_all: bool, places: &Places) -> Vec<Update> {
+    let shown = |p: &std::path::Path| p.display().to_string();
     suggestions
         .iter()
         .map(|s| {
             let kind = s.get("type").and_then(Value::as_str).unwrap_or_default();
             let behavior = s.get("behavior").and_then(Value::as_str).unwrap_or("allow");
+            let destination = s.get("destination").and_then(Value::as_str);
             let rules: Vec<&Value> =
                 s.get("rules").and_then(Value::as_array).map(|r| r.iter().collect()).unwrap_or_default();
             let dirs: Vec<&str> = s
@@ -151,6 +158,9 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
                 .map(|d| d.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             let list = |v: Vec<String>| v.join(", ");
+            let mut reached: Vec<String> = Vec::new();
+            let mut runs_anything = None;
+            let mut directories = None;
             let (effect, risky): (String, Option<String>) = match kind {
                 "setMode" => {
                     let mode = s.get("mode").and_then(Value::as_str).unwrap_or_default();
@@ -165,9 +175,40 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
                     (effect, risky)
                 }
                 "addRules" | "replaceRules" => {
-                    let texts = list(rules.iter().map(|r| rule_text(r)).collect());
+                    let mut texts = Vec::new();
+                    let mut outside = None;
+                    for r in &rules {
+                        let mut t = rule_text(r);
+                        match rule_reach(r, destination, places) {
+                            Ok(Some(ps)) => {
+                                t = format!("{t} (reaches {})", list(ps.iter().map(|p| shown(p)).collect()));
+                                if let Some(p) = ps.iter().find(|p| !places.inside(p)) {
+                                    outside.get_or_insert(format!(
+                                        "{} reaches {}, outside the worktree {}",
+                                        rule_text(r),
+                                        p.display(),
+                                        places.worktree.display()
+                                    ));
+                                }
+                                reached.extend(ps.iter().map(|p| shown(p)));
+                            }
+                            Ok(None) => {}
+                            Err(why) => {
+                                outside.get_or_insert(format!("{}: {why}", rule_text(r)));
+                            }
+                        }
+                        let is_bash = r.get("toolName").and_then(Value::as_str) == Some("Bash");
+                        if let Some(why) =
+                            r.get("ruleContent").and_then(Value::as_str).filter(|_| is_bash).and_then(reach::runs_anything)
+                        {
+                            if behavior == "allow" {
+                                runs_anything.get_or_insert(format!("{}: {why}", rule_text(r)));
+                            }
+                        }
+                        texts.push(t);
+                    }
                     let verb = if kind == "addRules" { "add" } else { "replace the rules with" };
-                    let effect = format!("{verb} {behavior} rule(s) {texts}");
+                    let effect = format!("{verb} {behavior} rule(s) {}", list(texts));
                     let broad = rules
                         .iter()
                         .find(|r| r.get("ruleContent").and_then(Value::as_str).map_or(true, matches_anything));
@@ -177,8 +218,10 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
                         None
                     } else if rules.is_empty() {
                         Some("an allow update that names no rule".to_string())
+                    } else if let Some(r) = broad {
+                        Some(format!("{} allows every call of the tool", rule_text(r)))
                     } else {
-                        broad.map(|r| format!("{} allows every call of the tool", rule_text(r)))
+                        outside
                     };
                     (effect, risky)
                 }
@@ -189,14 +232,36 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
                     (effect, risky)
                 }
                 "addDirectories" => {
-                    let effect =
-                        format!("let the agent work in {}", list(dirs.iter().map(|d| d.to_string()).collect()));
-                    let out: Vec<&str> = dirs.iter().copied().filter(|d| !inside(d, worktree)).collect();
+                    let resolved: Vec<Option<std::path::PathBuf>> =
+                        dirs.iter().map(|d| reach::directory(d, places)).collect();
+                    let named: Vec<String> = dirs
+                        .iter()
+                        .zip(&resolved)
+                        .map(|(d, r)| match r {
+                            Some(p) if shown(p) == *d => d.to_string(),
+                            Some(p) => format!("{d} (resolves to {})", p.display()),
+                            None => format!("{d} (cannot be resolved)"),
+                        })
+                        .collect();
+                    let effect = format!("let the agent work in {}", list(named));
+                    let out: Vec<String> = dirs
+                        .iter()
+                        .zip(&resolved)
+                        .filter(|(_, r)| !r.as_deref().is_some_and(|p| places.inside(p)))
+                        .map(|(d, r)| match r {
+                            Some(p) if shown(p) != *d => format!("{d} (resolved: {})", p.display()),
+                            _ => d.to_string(),
+                        })
+                        .collect();
+                    reached.extend(resolved.iter().flatten().map(|p| shown(p)));
+                    if resolved.iter().all(Option::is_some) {
+                        directories = Some(resolved.iter().flatten().map(|p| shown(p)).collect());
+                    }
                     let risky = if dirs.is_empty() {
                         Some("a directory update that names no directory".to_string())
                     } else {
                         (!out.is_empty())
-                            .then(|| format!("{} is outside the worktree {}", out.join(", "), worktree.display()))
+                            .then(|| format!("{} is outside the worktree {}", out.join(", "), places.worktree.display()))
                     };
                     (effect, risky)
                 }
@@ -209,8 +274,8 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, worktree: &std
                 ),
             };
             let dropped = risky.filter(|_| !grant_all).map(|why| format!("{why}: it needs --grant-all"));
-            let persistent = persistent_destination(s.get("destination").and_then(Value::as_str));
-            Update { raw: s.clone(), effect, dropped, persistent }
+            let persistent = persistent_destination(destination);
+            Update { raw: s.clone(), effect, dropped, persistent, reach: reached, runs_anything, directories }
         })
         .collect()
 }
@@ -224,6 +289,9 @@ pub fn updates_for(updates: &[Update], scope: Scope) -> Vec<Value> {
         .filter(|u| u.dropped.is_none())
         .filter_map(|u| {
             let mut v = u.raw.clone();
+            if let (Some(d), Some(o)) = (&u.directories, v.as_object_mut()) {
+                o.insert("directories".into(), json!(d));
+            }
             match scope {
                 Scope::Once => return None,
                 Scope::Session => {
@@ -510,7 +578,7 @@ impl Agent for Claude {
                     let all = permission_updates(
                         req.suggestions.as_deref().unwrap_or_default(),
                         self.opts.grant_all,
-                        &worktree(),
+                        &Places::here(),
                     );
                     r.insert("updatedPermissions".into(), Value::Array(updates_for(&all, scope)));
                 }
@@ -575,7 +643,7 @@ impl Agent for Claude {
 /// one is saved by claude.
 pub fn check_scope(req: &InputRequest, a: &super::AnswerInput, grant_all: bool) -> Result<(), String> {
     let Some(scope) = a.scope.filter(|s| *s != Scope::Once) else { return Ok(()) };
-    let all = permission_updates(req.suggestions.as_deref().unwrap_or_default(), grant_all, &worktree());
+    let all = permission_updates(req.suggestions.as_deref().unwrap_or_default(), grant_all, &Places::here());
     if scopes(&all).contains(&scope) {
         return Ok(());
     }
@@ -966,5 +1034,50 @@ mod tests {
         assert_eq!(s.phase(), Phase::Idle);
         let args = protocol_args("default");
         assert!(args.contains(&"--replay-user-messages".to_string()));
+    }
+
+    /// Grants are judged by where they reach: a directory inside the
+    /// worktree that is a symlink to `/` and rules reaching the home
+    /// directory are dropped (and kept with `--grant-all`), a kept
+    /// directory is applied resolved, and an open shell rule is kept but
+    /// labelled.
+    #[test]
+    fn grants_are_judged_by_where_they_reach() {
+        let wt = std::env::temp_dir().join(format!("rw-claude-grants-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&wt);
+        std::fs::create_dir_all(wt.join("src")).unwrap();
+        std::os::unix::fs::symlink("/", wt.join("docs")).unwrap();
+        std::os::unix::fs::symlink("src", wt.join("code")).unwrap();
+        let home = std::env::temp_dir().join("rw-claude-grants-home");
+        let places = Places::new(&wt, Some(&home));
+        let wt = places.worktree.clone();
+        let rules = |c: &str| json!({"type": "addRules", "behavior": "allow", "destination": "session",
+                                     "rules": [{"toolName": "Edit", "ruleContent": c}]});
+        let suggestions = [
+            json!({"type": "addDirectories", "directories": [wt.join("docs")], "destination": "session"}),
+            json!({"type": "addDirectories", "directories": ["code"], "destination": "session"}),
+            rules("~/**"),
+            json!({"type": "addRules", "behavior": "allow", "rules": [{"toolName": "Write", "ruleContent": "~/.ssh/**"}]}),
+            rules("//etc/**"),
+            rules("src/../../**"),
+            rules("src/**"),
+            json!({"type": "addRules", "behavior": "allow", "rules": [{"toolName": "Bash", "ruleContent": "sh -c:*"}]}),
+        ];
+        let ups = permission_updates(&suggestions, false, &places);
+        let kept: Vec<bool> = ups.iter().map(|u| u.dropped.is_none()).collect();
+        assert_eq!(kept, [false, true, false, false, false, false, true, true], "{ups:#?}");
+        assert_eq!(ups[0].reach, ["/"]);
+        assert!(ups[0].effect.contains("resolves to /"), "{}", ups[0].effect);
+        assert!(ups[2].dropped.as_deref().unwrap().contains("outside the worktree"), "{:?}", ups[2].dropped);
+        assert_eq!(ups[6].reach, [wt.join("src").display().to_string()]);
+        assert!(ups[7].runs_anything.as_deref().unwrap().contains("sh"), "{:?}", ups[7]);
+        assert_eq!(ups[6].runs_anything, None);
+        let sent = updates_for(&ups, Scope::Session);
+        assert_eq!(sent.len(), 3, "{sent:?}");
+        assert_eq!(sent[0]["directories"], json!([wt.join("src")]), "applied resolved: {sent:?}");
+        let all = permission_updates(&suggestions, true, &places);
+        assert!(all.iter().all(|u| u.dropped.is_none()), "{all:#?}");
+        assert_eq!(updates_for(&all, Scope::Session)[0]["directories"], json!(["/"]));
+        let _ = std::fs::remove_dir_all(&wt);
     }
 }

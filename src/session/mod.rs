@@ -25,6 +25,7 @@ pub mod engine;
 pub mod input;
 pub mod launch;
 pub mod proc;
+pub mod reach;
 pub mod record;
 pub mod tap;
 pub mod writer;
