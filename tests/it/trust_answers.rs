@@ -25,7 +25,12 @@ use std::time::Duration;
 /// runwire-serve over the trust stand-in; `agent`: `cursor` (the
 /// stand-in speaks ACP) or `claude`.
 fn start(test: &str, agent: &str, requests: Value, args: &[&str]) -> Server {
-    let dir = support::scratch(test);
+    start_in(support::scratch(test), agent, requests, args, None)
+}
+
+/// [`start`] in `dir` (the server's and the agent's working directory).
+/// With `home`, the server's and the agent's `HOME`.
+fn start_in(dir: std::path::PathBuf, agent: &str, requests: Value, args: &[&str], home: Option<&std::path::Path>) -> Server {
     let proto = if agent == "claude" { "claude" } else { "acp" };
     let mut cmd = Server::command();
     cmd.args(["--agent", agent, "--interactive", "--agent-cmd"])
@@ -38,6 +43,9 @@ fn start(test: &str, agent: &str, requests: Value, args: &[&str]) -> Server {
         .env("TRUST_LOG", dir.join("agent-input.jsonl"))
         .env("TRUST_STATE", dir.join("processes"))
         .env("TRUST_REQUESTS", requests.to_string());
+    if let Some(h) = home {
+        cmd.env("HOME", h);
+    }
     Server::spawn(cmd).owning(dir)
 }
 
@@ -333,6 +341,79 @@ fn approve_for_session_applies_exactly_what_was_shown() {
         ]),
         "{r}"
     );
+}
+
+/// Issue 34, defect 2: grants are judged by where they reach. Claude
+/// suggests the worktree's `docs`, a symlink to `/` (named by its absolute
+/// path inside the worktree), its `code`, a symlink to its `src`, rules
+/// reaching the home directory (`Edit(~/**)`, `Write(~/.ssh/**)`) and an
+/// open `Bash(sh -c:*)`. The card shows where each reaches and labels the
+/// shell rule; approving for the session sends the agent only the
+/// directory inside the worktree (resolved) and the shell rule, never `/`
+/// or the home rules. With `--grant-all` they are the person's to grant.
+#[test]
+fn grants_are_judged_by_where_they_reach_not_by_their_text() {
+    for grant_all in [false, true] {
+        let dir = support::scratch(if grant_all { "trust-reach-all" } else { "trust-reach" });
+        let home = support::scratch(if grant_all { "trust-reach-all-home" } else { "trust-reach-home" });
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::os::unix::fs::symlink("/", dir.join("docs")).unwrap();
+        std::os::unix::fs::symlink("src", dir.join("code")).unwrap();
+        let suggestions = json!([
+            {"type": "addDirectories", "directories": [dir.join("docs")], "destination": "session"},
+            {"type": "addDirectories", "directories": [dir.join("code")], "destination": "session"},
+            {"type": "addRules", "rules": [{"toolName": "Edit", "ruleContent": "~/**"}], "behavior": "allow", "destination": "session"},
+            {"type": "addRules", "rules": [{"toolName": "Write", "ruleContent": "~/.ssh/**"}], "behavior": "allow", "destination": "userSettings"},
+            {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "sh -c:*"}], "behavior": "allow", "destination": "localSettings"},
+        ]);
+        let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "ls docs"},
+                               "permission_suggestions": suggestions}]);
+        let args: &[&str] = if grant_all { &["--grant-all"] } else { &[] };
+        // The agent's home (what claude reads `~` as) is outside the worktree.
+        let s = start_in(dir.clone(), "claude", requests, args, Some(&home));
+        let ev = agui(s.port, run("t", "r1", "look"));
+        let i = interrupts(&ev)[0].clone();
+        let ups = i["metadata"]["runwire"]["permissionUpdates"].as_array().unwrap().clone();
+        let applied: Vec<bool> = ups.iter().map(|u| u["applied"].as_bool().unwrap()).collect();
+        let src = std::fs::canonicalize(dir.join("src")).unwrap().display().to_string();
+        assert_eq!(ups[0]["reaches"], json!(["/"]), "the card shows the resolved path: {:?}", ups[0]);
+        assert_eq!(ups[1]["reaches"], json!([src]), "{:?}", ups[1]);
+        assert!(ups[4]["runsAnything"].as_str().is_some_and(|r| r.contains("sh -c")), "{:?}", ups[4]);
+        assert!(ups[1].get("runsAnything").is_none(), "{:?}", ups[1]);
+        if grant_all {
+            assert_eq!(applied, [true; 5], "{ups:?}");
+        } else {
+            assert_eq!(applied, [false, true, false, false, true], "{ups:?}");
+            assert!(ups[0]["dropped"].as_str().unwrap().contains("outside the worktree"), "{:?}", ups[0]);
+            assert!(ups[2]["dropped"].as_str().unwrap().contains("outside the worktree"), "{:?}", ups[2]);
+        }
+        let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "session"}}]);
+        finished_ok(&agui(s.port, resume("t", "r2", ok)));
+        let r = agent_input(&s)
+            .into_iter()
+            .map(|(_, l)| l)
+            .rfind(|l| l["type"] == "control_response")
+            .expect("an answer reached the agent")["response"]["response"]
+            .clone();
+        let sent = r["updatedPermissions"].as_array().unwrap().clone();
+        let text = serde_json::to_string(&sent).unwrap();
+        if grant_all {
+            assert_eq!(sent.len(), 5, "{r}");
+            assert_eq!(sent[0]["directories"], json!(["/"]), "applied as resolved: {r}");
+        } else {
+            assert_eq!(
+                sent,
+                [
+                    json!({"type": "addDirectories", "directories": [src], "destination": "session"}),
+                    json!({"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "sh -c:*"}], "behavior": "allow", "destination": "session"}),
+                ],
+                "{r}"
+            );
+            assert!(!text.contains("docs") && !text.contains('~'), "nothing reaching outside was sent: {text}");
+        }
+        drop(s);
+        let _ = std::fs::remove_dir_all(&home);
+    }
 }
 
 /// Case 3 with `--grant-all`: the planted updates are the person's to
