@@ -544,10 +544,13 @@ fn executable(program: &str) -> bool {
 /// Warns when the agent a run would start is found but its version is not
 /// the one the real-agent matrix tested (`runs doctor`'s finding): read off
 /// the start-up path, since a CLI may take a while to answer `--version`.
-/// Nothing for the demo, a replay, or `--agent-cmd` in batch mode (it
-/// replaces the wrapper, which finds its own agent).
+/// Nothing for the demo, a replay, `--agent-cmd` in batch mode (it
+/// replaces the wrapper, which finds its own agent), or a command line
+/// given after `--` (`--agent acp -- CMD ARGS`: it runs exactly as given,
+/// never as `CMD --version`).
 fn warn_if_untested(args: &Args, cfg: &Config) {
-    if args.demo || args.replay.is_some() || args.agent.is_none() || (args.agent_cmd.is_some() && !cfg.interactive) {
+    let given = !args.agent_argv.is_empty() || cfg.kind == AgentKind::Acp;
+    if given || args.demo || args.replay.is_some() || args.agent.is_none() || (args.agent_cmd.is_some() && !cfg.interactive) {
         return;
     }
     // The program as an interactive session would start it (cfg.engine is

@@ -394,6 +394,54 @@ fn runwire_serve_warns_at_start_of_an_untested_version() {
     assert!(err.contains("is not in the real-agent matrix: untested"), "{err}");
 }
 
+/// Issue 34, defect 6: `runwire-serve --agent acp -- CMD ARGS` runs CMD
+/// exactly as given and never as `CMD --version` (nor with any other
+/// arguments). The stand-in logs every argv it is started with; a run starts it for real,
+/// so the log holds the given arguments, and only those.
+#[test]
+fn an_acp_command_line_is_never_run_with_other_arguments() {
+    let w = World::new("acp-argv");
+    let log = w.dir.join("argv.log");
+    let agent = w.script("my-acp", &format!("printf '%s|' \"$@\" >> {}\necho >> {}\nexit 3", log.display(), log.display()));
+    let mut child = w
+        .cmd(env!("CARGO_BIN_EXE_runwire-serve"))
+        .args(["--listen", "127.0.0.1:0", "--agent", "acp", "--interactive", "--"])
+        .arg(&agent)
+        .args(["--flag", "two words"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().rsplit(':').next().and_then(|p| p.parse().ok()).expect("the port");
+    let body = r#"{"threadId":"t1","runId":"r1","messages":[{"id":"m1","role":"user","content":"hi"}]}"#;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    std::io::Write::write_all(
+        &mut c,
+        format!(
+            "POST /agui HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut raw = String::new();
+    let _ = std::io::Read::read_to_string(&mut c, &mut raw);
+    let t = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("--flag")) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let runs = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!runs.is_empty(), "the agent never started: {raw}");
+    for argv in runs.lines() {
+        assert_eq!(argv, "--flag|two words|", "CMD ran only with its own arguments: {runs}");
+    }
+}
+
 // ---- the pins and the capability table ---------------------------------------
 
 fn read(rel: &str) -> String {
