@@ -74,6 +74,9 @@ pub struct AgentSpec {
     pub login: LoginKind,
     /// How runwire runs it when it has no wrapper.
     pub runs_as: &'static str,
+    /// How to install it when it is on no package registry (else `npm
+    /// install -g` of its package at the tested version: [`install_hint`]).
+    pub install: Option<&'static str>,
 }
 
 /// Every agent the doctor knows, in its order.
@@ -88,6 +91,7 @@ pub const AGENTS: &[AgentSpec] = &[
         version_from: VersionFrom::Flag,
         login: LoginKind::Anthropic,
         runs_as: "",
+        install: None,
     },
     AgentSpec {
         name: "codex",
@@ -99,6 +103,7 @@ pub const AGENTS: &[AgentSpec] = &[
         version_from: VersionFrom::Flag,
         login: LoginKind::OpenAi,
         runs_as: "",
+        install: None,
     },
     AgentSpec {
         name: "cursor",
@@ -110,6 +115,7 @@ pub const AGENTS: &[AgentSpec] = &[
         version_from: VersionFrom::Flag,
         login: LoginKind::Cursor,
         runs_as: "",
+        install: Some("curl https://cursor.com/install -fsS | bash (Cursor's installer, https://cursor.com/docs/cli/installation; cursor-agent is on no package registry)"),
     },
     AgentSpec {
         name: "claude-agent-acp",
@@ -121,6 +127,7 @@ pub const AGENTS: &[AgentSpec] = &[
         version_from: VersionFrom::Package,
         login: LoginKind::Anthropic,
         runs_as: "no wrapper (ACP, interactive only): runwire-session acp -- claude-agent-acp",
+        install: None,
     },
     AgentSpec {
         name: "codex-acp",
@@ -132,6 +139,7 @@ pub const AGENTS: &[AgentSpec] = &[
         version_from: VersionFrom::Package,
         login: LoginKind::OpenAi,
         runs_as: "no wrapper (ACP, interactive only): runwire-session acp -- codex-acp",
+        install: None,
     },
 ];
 
@@ -143,6 +151,18 @@ pub fn spec(name: &str) -> Option<&'static AgentSpec> {
 /// The agent behind a print-mode adapter.
 pub fn spec_of(adapter: Adapter) -> &'static AgentSpec {
     AGENTS.iter().find(|a| a.adapter == Some(adapter)).expect("every adapter has its agent")
+}
+
+/// How to install `spec`'s agent: its npm package at the version the
+/// matrix tested (the version one gets `tested` for), else its own
+/// installer.
+pub fn install_hint(spec: &AgentSpec) -> String {
+    match (spec.package, tested().get(spec.name), spec.install) {
+        (Some(p), Some(t), _) => format!("npm install -g {p}@{}", t.version),
+        (_, _, Some(how)) => how.to_string(),
+        (Some(p), None, None) => format!("npm install -g {p}"),
+        (None, _, None) => format!("put {} on PATH", spec.program),
+    }
 }
 
 /// The names `runs doctor` takes, for its usage errors.
@@ -418,6 +438,11 @@ pub struct Report {
     pub version_source: String,
     /// The version the matrix ran; `None` for an agent not in the matrix.
     pub tested_version: Option<String>,
+    /// What the matrix says of it, whether or not it is installed: the
+    /// version it ran, or `untested` (not in the matrix).
+    pub tested: String,
+    /// How to install it ([`install_hint`]).
+    pub install: String,
     /// `tested`, `untested`, `unknown` (could not be read), `not in the matrix`, `not installed`.
     pub version_status: String,
     /// The wrapper that will run it (`runwire-serve`, `runwire-supervise`), or how it runs.
@@ -489,7 +514,9 @@ pub fn check(spec: &AgentSpec, program: Option<&str>) -> Report {
         from,
         version,
         version_source,
+        tested: tested.clone().unwrap_or_else(|| "untested".to_string()),
         tested_version: tested,
+        install: install_hint(spec),
         version_status,
         wrapper,
         wrapper_error,
@@ -557,9 +584,15 @@ pub fn table(reports: &[Report]) -> String {
             (None, Some(e)) => format!("none: {e}"),
             (None, None) => "-".to_string(),
         };
+        let matrix = match &r.tested_version {
+            Some(t) => format!("{t} (the version the real-agent matrix ran)"),
+            None => "untested (not in the real-agent matrix)".to_string(),
+        };
         let rows = [
             ("program", program),
             ("version", version),
+            ("tested", matrix),
+            ("install", r.install.clone()),
             ("wrapper", wrapper),
             ("login", format!("{}: {}", r.login.status, r.login.detail)),
         ];

@@ -442,6 +442,44 @@ fn an_acp_command_line_is_never_run_with_other_arguments() {
     }
 }
 
+/// Issue 40, item 7: every agent the doctor knows says, installed or not,
+/// the version the matrix tested (the pin of realagents/package.json) or
+/// `untested`, and how to install it: the npm ones at their pin, cursor
+/// (on no package registry) by Cursor's own installer.
+#[test]
+fn every_agent_has_its_tested_version_and_an_install_hint() {
+    let w = World::new("install-hints");
+    let (_, v) = doctor_json(&w, &[]);
+    let pkg: Value = serde_json::from_str(&read("realagents/package.json")).unwrap();
+    let matrix: Value = serde_json::from_str(&read("realagents/tested.json")).unwrap();
+    let agents = v["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 5, "{v}");
+    for a in agents {
+        let name = a["agent"].as_str().unwrap();
+        let install = a["install"].as_str().unwrap_or_default();
+        match matrix["agents"].get(name) {
+            Some(t) => {
+                let p = t["package"].as_str().unwrap();
+                let pin = pkg["dependencies"][p].as_str().unwrap();
+                assert_eq!(a["tested"], pin, "{a}");
+                assert_eq!(install, format!("npm install -g {p}@{pin}"), "{a}");
+            }
+            None => {
+                assert_eq!(a["tested"], "untested", "{a}");
+                assert!(!install.is_empty(), "{a}");
+            }
+        }
+    }
+    let cursor = agent(&v, "cursor");
+    assert_eq!(cursor["tested"], "untested", "{cursor}");
+    assert!(cursor["install"].as_str().unwrap().starts_with("curl https://cursor.com/install -fsS | bash"), "{cursor}");
+    let text = String::from_utf8(w.doctor(&["--table"]).stdout).unwrap();
+    assert_eq!(text.matches("\n  tested   ").count(), 5, "{text}");
+    assert_eq!(text.matches("\n  install  ").count(), 5, "{text}");
+    assert!(text.contains("  tested   untested (not in the real-agent matrix)\n"), "{text}");
+    assert!(text.contains(&format!("  install  npm install -g @zed-industries/codex-acp@{}\n", tested("codex-acp"))), "{text}");
+}
+
 // ---- the pins and the capability table ---------------------------------------
 
 fn read(rel: &str) -> String {
