@@ -51,7 +51,9 @@ struct Args {
     /// The permission mode an approved plan is carried out in (an answer may name another).
     #[arg(long, value_name = "MODE", default_value = "default")]
     plan_exit_mode: String,
-    /// Allow granting every tool call (permission mode bypassPermissions); without it that mode is refused.
+    /// Allow granting every tool call (permission mode bypassPermissions); without it that mode is
+    /// refused, and claude's suggested grants reaching outside the working directory once resolved
+    /// (a symlink, `..`, `~/`, `//`) are dropped.
     #[arg(long)]
     grant_all: bool,
     /// codex: the sandbox (read-only, workspace-write; danger-full-access needs --grant-all).

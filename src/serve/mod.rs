@@ -137,7 +137,8 @@ pub struct Args {
     #[arg(long, value_name = "MODE", default_value = "default", requires = "interactive")]
     pub permission_mode: String,
     /// Allow granting everything: claude's permission mode bypassPermissions, codex's sandbox
-    /// danger-full-access (every tool call runs without asking a person).
+    /// danger-full-access (every tool call runs without asking a person), and claude's suggested
+    /// grants that reach outside the working directory once resolved (a symlink, `..`, `~/`, `//`).
     #[arg(long, requires = "interactive")]
     pub grant_all: bool,
     /// The permission mode an approved claude plan is carried out in (an answer's `mode` may name
