@@ -47,11 +47,12 @@ export function removeTempDirs() {
   for (const d of temps.splice(0)) rmSync(d, { recursive: true, force: true });
 }
 
-/** Starts runwire-serve on a free port; resolves once it prints its address. */
-export async function startServer({ args = [], env = {}, home } = {}) {
+/** Starts runwire-serve on a free port (in `cwd`, when given); resolves once it prints its address. */
+export async function startServer({ args = [], env = {}, home, cwd } = {}) {
   const harness = home || tempDir('home');
   mkdirSync(harness, { recursive: true });
   const proc = spawn(serverBinary(), ['--listen', '127.0.0.1:0', ...args], {
+    cwd,
     env: {
       ...process.env,
       PATH: `${path.join(REPO, 'fixtures/stub-engines')}:${process.env.PATH}`,

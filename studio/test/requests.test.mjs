@@ -148,3 +148,21 @@ test('task streams: input_request opens a card, input_answer closes it once', ()
   assert.equal(cards.get('r9').answered.decision, 'deny');
   assert.equal(applyInput(cards, 'input_answer', { id: 'nope', decision: 'allow' }), null);
 });
+
+test('the grants an approval for the session applies: where each reaches, and what runs any command', () => {
+  const meta = {
+    ...toolInterrupt.metadata.runwire,
+    permissionUpdates: [
+      { update: { type: 'addDirectories' }, effect: 'let the agent work in /w/docs (resolves to /)', applied: false, reaches: ['/'], dropped: '/w/docs (resolved: /) is outside the worktree /w: it needs --grant-all' },
+      { update: { type: 'addDirectories' }, effect: 'let the agent work in /w/code (resolves to /w/src)', applied: true, reaches: ['/w/src'] },
+      { update: { type: 'addRules' }, effect: 'add allow rule(s) Bash(sh -c:*)', applied: true, runsAnything: 'Bash(sh -c:*): sh -c runs any code given to it' },
+      { effect: 7, applied: true },
+    ],
+  };
+  const c = fromInterrupt({ ...toolInterrupt, metadata: { runwire: meta } });
+  assert.deepEqual(c.grants, [
+    { effect: 'let the agent work in /w/code (resolves to /w/src)', reaches: ['/w/src'], runsAnything: null },
+    { effect: 'add allow rule(s) Bash(sh -c:*)', reaches: [], runsAnything: 'Bash(sh -c:*): sh -c runs any code given to it' },
+  ]);
+  assert.deepEqual(fromInterrupt(toolInterrupt).grants, []);
+});

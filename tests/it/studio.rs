@@ -82,6 +82,8 @@ fn the_page_works_in_chromium_against_the_server() {
     let _ = std::fs::remove_dir_all(&shots);
     // The interactive-agent pages run examples/replay-agent beside the server binary.
     let replay = support::example("replay-agent");
+    // The grants card's page runs examples/trust-agent, found the same way.
+    support::example("trust-agent");
     run_node_tests(
         "e2e",
         &[

@@ -67,6 +67,25 @@ function scopesOf(props, meta) {
   return { session: one('session', 'for this session'), always: one('always', 'always, saved by the agent') };
 }
 
+/**
+ * The suggested grants runwire applies if the person approves for the
+ * session or always (metadata.runwire.permissionUpdates, the applied ones):
+ * [{effect, reaches: [resolved path…], runsAnything: why|null}]. `effect`
+ * already names each directory's resolved path; `reaches` is where a path
+ * rule or directory reaches once symlinks, `..` and claude's anchors are
+ * resolved; `runsAnything` says why a command rule runs any command.
+ */
+export function grantsOf(list) {
+  if (!Array.isArray(list)) return [];
+  return list
+    .filter((u) => obj(u) && u.applied === true && typeof u.effect === 'string')
+    .map((u) => ({
+      effect: u.effect,
+      reaches: Array.isArray(u.reaches) ? u.reaches.filter((p) => typeof p === 'string') : [],
+      runsAnything: str(u.runsAnything),
+    }));
+}
+
 /** A card from an AG-UI Interrupt (RUN_FINISHED.outcome.interrupts[i]); null if it is not one. */
 export function fromInterrupt(i) {
   if (!obj(i) || typeof i.id !== 'string' || typeof i.reason !== 'string') return null;
@@ -91,6 +110,8 @@ export function fromInterrupt(i) {
     tellsReason: !!obj(props?.message),
     // Suggested grants runwire will not apply (they need --grant-all): the card says so.
     dropped: str(meta.droppedUpdates),
+    // The ones it applies on "for this session"/"always", where they reach and what runs anything.
+    grants: grantsOf(meta.permissionUpdates),
   });
 }
 
@@ -114,6 +135,7 @@ export function fromInputRequest(d) {
     scopes: { session: 'for this session', always: null },
     tellsReason: true,
     dropped: null,
+    grants: [],
   });
 }
 

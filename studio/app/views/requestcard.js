@@ -52,6 +52,20 @@ export class RequestCardView {
           h('details.request-suggestions', null, h('summary', null, 'The agent’s suggestion'), h('pre', null, JSON.stringify(card.suggestions, null, 2))),
         );
       }
+      // What "Approve for session" / "Always allow" grant: each kept update with the
+      // resolved place it reaches, and a rule that runs any command said in words.
+      const grants = (card.grants ?? []).filter((g) => card.scopes?.session || card.scopes?.always);
+      if (grants.length) {
+        body.push(
+          h('div.request-grants', null,
+            h('p.request-grants-h', null, 'Approving for the session or always also grants:'),
+            h('ul', null, ...grants.map((g) => h('li', { 'data-runs-anything': g.runsAnything ? 'true' : null },
+              g.effect,
+              // The effect names the resolved places runwire knows of; any other is added.
+              g.reaches.some((r) => !g.effect.includes(r)) ? h('span.sub', null, ` — reaches ${g.reaches.join(', ')}`) : null,
+              g.runsAnything ? h('strong.request-runs-anything', null, ` Runs any command: ${g.runsAnything}`) : null)))),
+        );
+      }
       // Suggested grants runwire drops (they need --grant-all): said, never silently applied.
       if (card.dropped) body.push(h('p.request-dropped', { role: 'note' }, `Not applied: ${card.dropped}`));
       const reasonId = nextId('req-reason');
