@@ -416,6 +416,77 @@ fn grants_are_judged_by_where_they_reach_not_by_their_text() {
     }
 }
 
+/// The same judgement on `runwire-session`'s door (what a supervisor's
+/// claude tasks run under): a session in a worktree whose `docs` is a
+/// symlink to `/`, answered `allow` for the session through its input
+/// lines, sends claude neither `docs` nor the home rule; the directory that
+/// stays inside goes resolved.
+#[test]
+fn runwire_session_sends_no_grant_that_reaches_outside_the_worktree() {
+    use std::io::{BufRead, BufReader};
+    let dir = support::scratch("trust-reach-session");
+    let home = support::scratch("trust-reach-session-home");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::os::unix::fs::symlink("/", dir.join("docs")).unwrap();
+    let suggestions = json!([
+        {"type": "addDirectories", "directories": [dir.join("docs"), dir.join("src")], "destination": "session"},
+        {"type": "addDirectories", "directories": [dir.join("src/../src")], "destination": "session"},
+        {"type": "addRules", "rules": [{"toolName": "Write", "ruleContent": "~/.ssh/**"}], "behavior": "allow", "destination": "session"},
+    ]);
+    let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "ls docs"},
+                           "permission_suggestions": suggestions}]);
+    let log = dir.join("agent-input.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["claude", "--prompt", "look", "--"])
+        .arg(support::example("trust-agent"))
+        .current_dir(&dir)
+        .env("HOME", &home)
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", &log)
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", requests.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let request = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the session ended before the request");
+        let v: Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["type"] == "runwire.request" {
+            break v;
+        }
+    };
+    let answer = json!({"type": "answer", "id": request["id"], "decision": "allow", "scope": "session"});
+    writeln!(stdin, "{answer}").unwrap();
+    writeln!(stdin, "{}", json!({"type": "end"})).unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    let _ = out.read_to_string(&mut rest);
+    let _ = child.wait();
+    let sent = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["line"].clone())
+        .find(|l| l["type"] == "control_response")
+        .expect("the answer reached the agent")["response"]["response"]
+        .clone();
+    assert_eq!(sent["behavior"], "allow", "{sent}");
+    let src = std::fs::canonicalize(dir.join("src")).unwrap();
+    // The first update names /, so all of it is dropped; the second is inside once resolved.
+    assert_eq!(
+        sent["updatedPermissions"],
+        json!([{"type": "addDirectories", "directories": [src], "destination": "session"}]),
+        "{sent}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 /// Case 3 with `--grant-all`: the planted updates are the person's to
 /// grant, shown and applied.
 #[test]
