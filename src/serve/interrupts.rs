@@ -465,7 +465,8 @@ fn offered(r: &InputRequest, offer: Offer) -> Offered {
     let suggestions = r.suggestions.as_deref().unwrap_or_default();
     match offer.agent {
         AgentKind::Claude => {
-            let updates = claude::permission_updates(suggestions, offer.grant_all, &crate::session::reach::Places::here());
+            let updates =
+                claude::permission_updates(suggestions, offer.grant_all, &crate::session::reach::Places::here());
             let scopes = claude::scopes(&updates)
                 .into_iter()
                 .map(|s| {

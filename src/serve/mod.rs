@@ -551,7 +551,12 @@ fn executable(program: &str) -> bool {
 /// never as `CMD --version`).
 fn warn_if_untested(args: &Args, cfg: &Config) {
     let given = !args.agent_argv.is_empty() || cfg.kind == AgentKind::Acp;
-    if given || args.demo || args.replay.is_some() || args.agent.is_none() || (args.agent_cmd.is_some() && !cfg.interactive) {
+    if given
+        || args.demo
+        || args.replay.is_some()
+        || args.agent.is_none()
+        || (args.agent_cmd.is_some() && !cfg.interactive)
+    {
         return;
     }
     // The program as an interactive session would start it (cfg.engine is

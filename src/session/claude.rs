@@ -119,7 +119,11 @@ fn rule_text(r: &Value) -> String {
 
 /// Where a rule reaches, if it names a path (`Ok(None)`: it names none,
 /// `Err`: it cannot be placed), and whether that is outside the worktree.
-fn rule_reach(r: &Value, destination: Option<&str>, places: &Places) -> Result<Option<Vec<std::path::PathBuf>>, String> {
+fn rule_reach(
+    r: &Value,
+    destination: Option<&str>,
+    places: &Places,
+) -> Result<Option<Vec<std::path::PathBuf>>, String> {
     let tool = r.get("toolName").and_then(Value::as_str).unwrap_or_default();
     match r.get("ruleContent").and_then(Value::as_str) {
         Some(c) if reach::PATH_TOOLS.contains(&tool) => reach::rule(c, destination, places).map(Some),
@@ -198,8 +202,11 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, places: &Place
                             }
                         }
                         let is_bash = r.get("toolName").and_then(Value::as_str) == Some("Bash");
-                        if let Some(why) =
-                            r.get("ruleContent").and_then(Value::as_str).filter(|_| is_bash).and_then(reach::runs_anything)
+                        if let Some(why) = r
+                            .get("ruleContent")
+                            .and_then(Value::as_str)
+                            .filter(|_| is_bash)
+                            .and_then(reach::runs_anything)
                         {
                             if behavior == "allow" {
                                 runs_anything.get_or_insert(format!("{}: {why}", rule_text(r)));
@@ -260,8 +267,9 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, places: &Place
                     let risky = if dirs.is_empty() {
                         Some("a directory update that names no directory".to_string())
                     } else {
-                        (!out.is_empty())
-                            .then(|| format!("{} is outside the worktree {}", out.join(", "), places.worktree.display()))
+                        (!out.is_empty()).then(|| {
+                            format!("{} is outside the worktree {}", out.join(", "), places.worktree.display())
+                        })
                     };
                     (effect, risky)
                 }
@@ -1051,8 +1059,10 @@ mod tests {
         let home = std::env::temp_dir().join("rw-claude-grants-home");
         let places = Places::new(&wt, Some(&home));
         let wt = places.worktree.clone();
-        let rules = |c: &str| json!({"type": "addRules", "behavior": "allow", "destination": "session",
-                                     "rules": [{"toolName": "Edit", "ruleContent": c}]});
+        let rules = |c: &str| {
+            json!({"type": "addRules", "behavior": "allow", "destination": "session",
+                                     "rules": [{"toolName": "Edit", "ruleContent": c}]})
+        };
         let suggestions = [
             json!({"type": "addDirectories", "directories": [wt.join("docs")], "destination": "session"}),
             json!({"type": "addDirectories", "directories": ["code"], "destination": "session"}),

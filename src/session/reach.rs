@@ -124,7 +124,8 @@ pub fn directory(dir: &str, places: &Places) -> Option<PathBuf> {
 /// The tools whose rule content is a path pattern (claude applies `Edit`
 /// rules to every tool that edits files and `Read` rules to the ones that
 /// read; the others are judged the same way in case a rule names them).
-pub const PATH_TOOLS: [&str; 9] = ["Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "NotebookRead", "Glob", "Grep", "LS"];
+pub const PATH_TOOLS: [&str; 9] =
+    ["Read", "Edit", "Write", "MultiEdit", "NotebookEdit", "NotebookRead", "Glob", "Grep", "LS"];
 
 /// Where a path rule's pattern `content` reaches, for a suggestion saved to
 /// `destination`: the fixed part of the pattern (up to its first glob
@@ -177,8 +178,29 @@ const WRAPPERS: [&str; 32] = [
 
 /// Interpreters that run code given inline (`-c`, `-e`, `eval`…).
 const INTERPRETERS: [&str; 23] = [
-    "sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "python", "python2", "python3", "node", "nodejs", "perl",
-    "ruby", "php", "lua", "deno", "bun", "pwsh", "osascript", "awk", "tclsh",
+    "sh",
+    "bash",
+    "zsh",
+    "dash",
+    "ksh",
+    "fish",
+    "csh",
+    "tcsh",
+    "python",
+    "python2",
+    "python3",
+    "node",
+    "nodejs",
+    "perl",
+    "ruby",
+    "php",
+    "lua",
+    "deno",
+    "bun",
+    "pwsh",
+    "osascript",
+    "awk",
+    "tclsh",
 ];
 
 /// A program and subcommand that run any package or command.

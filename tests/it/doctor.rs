@@ -402,7 +402,8 @@ fn runwire_serve_warns_at_start_of_an_untested_version() {
 fn an_acp_command_line_is_never_run_with_other_arguments() {
     let w = World::new("acp-argv");
     let log = w.dir.join("argv.log");
-    let agent = w.script("my-acp", &format!("printf '%s|' \"$@\" >> {}\necho >> {}\nexit 3", log.display(), log.display()));
+    let agent =
+        w.script("my-acp", &format!("printf '%s|' \"$@\" >> {}\necho >> {}\nexit 3", log.display(), log.display()));
     let mut child = w
         .cmd(env!("CARGO_BIN_EXE_runwire-serve"))
         .args(["--listen", "127.0.0.1:0", "--agent", "acp", "--interactive", "--"])
@@ -477,7 +478,10 @@ fn every_agent_has_its_tested_version_and_an_install_hint() {
     assert_eq!(text.matches("\n  tested   ").count(), 5, "{text}");
     assert_eq!(text.matches("\n  install  ").count(), 5, "{text}");
     assert!(text.contains("  tested   untested (not in the real-agent matrix)\n"), "{text}");
-    assert!(text.contains(&format!("  install  npm install -g @zed-industries/codex-acp@{}\n", tested("codex-acp"))), "{text}");
+    assert!(
+        text.contains(&format!("  install  npm install -g @zed-industries/codex-acp@{}\n", tested("codex-acp"))),
+        "{text}"
+    );
 }
 
 // ---- the pins and the capability table ---------------------------------------

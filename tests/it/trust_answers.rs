@@ -30,7 +30,13 @@ fn start(test: &str, agent: &str, requests: Value, args: &[&str]) -> Server {
 
 /// [`start`] in `dir` (the server's and the agent's working directory).
 /// With `home`, the server's and the agent's `HOME`.
-fn start_in(dir: std::path::PathBuf, agent: &str, requests: Value, args: &[&str], home: Option<&std::path::Path>) -> Server {
+fn start_in(
+    dir: std::path::PathBuf,
+    agent: &str,
+    requests: Value,
+    args: &[&str],
+    home: Option<&std::path::Path>,
+) -> Server {
     let proto = if agent == "claude" { "claude" } else { "acp" };
     let mut cmd = Server::command();
     cmd.args(["--agent", agent, "--interactive", "--agent-cmd"])
@@ -387,7 +393,8 @@ fn grants_are_judged_by_where_they_reach_not_by_their_text() {
             assert!(ups[0]["dropped"].as_str().unwrap().contains("outside the worktree"), "{:?}", ups[0]);
             assert!(ups[2]["dropped"].as_str().unwrap().contains("outside the worktree"), "{:?}", ups[2]);
         }
-        let ok = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "session"}}]);
+        let ok =
+            json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "scope": "session"}}]);
         finished_ok(&agui(s.port, resume("t", "r2", ok)));
         let r = agent_input(&s)
             .into_iter()
