@@ -130,25 +130,32 @@ pub const PATH_TOOLS: [&str; 9] =
 /// Where a path rule's pattern `content` reaches, for a suggestion saved to
 /// `destination`: the fixed part of the pattern (up to its first glob
 /// character) under claude's anchor, resolved. A `/p` rule is relative to
-/// its settings file's project: the worktree, or for `userSettings` the
-/// home directory (both are listed when either could apply: applied for
-/// the session it is the worktree's). `Err`: it cannot be placed (why).
+/// its settings file: read as the project's root (the worktree) and, where
+/// the worktree's `.claude` leads elsewhere, from there too; for
+/// `userSettings` also from the home directory and `~/.claude` (every
+/// place it could mean is listed, so each is judged: applied for the
+/// session it is the worktree's). `Err`: it cannot be placed (why).
 pub fn rule(content: &str, destination: Option<&str>, places: &Places) -> Result<Vec<PathBuf>, String> {
-    let (bases, rest): (Vec<Option<&Path>>, &str) = if let Some(r) = content.strip_prefix("//") {
-        (vec![Some(Path::new("/"))], r)
+    let (bases, rest): (Vec<Option<PathBuf>>, &str) = if let Some(r) = content.strip_prefix("//") {
+        (vec![Some(PathBuf::from("/"))], r)
     } else if content == "~" || content.starts_with("~/") {
-        (vec![places.home.as_deref()], content.trim_start_matches('~').trim_start_matches('/'))
+        (vec![places.home.clone()], content.trim_start_matches('~').trim_start_matches('/'))
     } else if content.starts_with('~') {
         // `~user/…`: another user's home.
         return Err(format!("{content} names another user's home directory"));
     } else if let Some(r) = content.strip_prefix('/') {
-        let mut b = vec![Some(places.worktree.as_path())];
+        let mut b = vec![Some(places.worktree.clone())];
+        let dot_claude = resolve(&places.worktree.join(".claude"));
+        if let Some(d) = dot_claude.filter(|d| !places.inside(d)) {
+            b.push(Some(d));
+        }
         if destination == Some("userSettings") {
-            b.push(places.home.as_deref());
+            b.push(places.home.clone());
+            b.push(places.home.as_ref().map(|h| h.join(".claude")));
         }
         (b, r)
     } else {
-        (vec![Some(places.worktree.as_path())], content.strip_prefix("./").unwrap_or(content))
+        (vec![Some(places.worktree.clone())], content.strip_prefix("./").unwrap_or(content))
     };
     // The fixed directories before the first glob; a `..` after one can
     // climb anywhere the glob reaches, so it is not placed.
@@ -163,7 +170,7 @@ pub fn rule(content: &str, destination: Option<&str>, places: &Places) -> Result
     let mut out = Vec::new();
     for b in bases {
         let Some(b) = b else { return Err(format!("{content}: no home directory to place ~ in")) };
-        let p = fixed.iter().fold(b.to_path_buf(), |p, c| p.join(c));
+        let p = fixed.iter().fold(b, |p, c| p.join(c));
         out.push(resolve(&p).ok_or_else(|| format!("{content} cannot be resolved (a symlink loop)"))?);
     }
     Ok(out)
@@ -312,7 +319,15 @@ mod tests {
         assert_eq!(r("~/**", None), Ok(vec![home.clone()]));
         assert_eq!(r("~/.ssh/**", None), Ok(vec![home.join(".ssh")]));
         assert_eq!(r("/src/**/*.ts", Some("localSettings")), Ok(vec![wt.join("src")]));
-        assert_eq!(r("/src/**", Some("userSettings")), Ok(vec![wt.join("src"), home.join("src")]));
+        assert_eq!(
+            r("/src/**", Some("userSettings")),
+            Ok(vec![wt.join("src"), home.join("src"), home.join(".claude/src")])
+        );
+        // A `.claude` that leads out of the worktree is judged too.
+        let out = scratch("rules-out");
+        symlink(&out, wt.join(".claude")).unwrap();
+        assert_eq!(r("/src/**", None), Ok(vec![wt.join("src"), out.join("src")]));
+        let _ = std::fs::remove_dir_all(&out);
         assert_eq!(r("src/**", None), Ok(vec![wt.join("src")]));
         assert_eq!(r("./src/a.rs", None), Ok(vec![wt.join("src/a.rs")]));
         assert_eq!(r("*.env", None), Ok(vec![wt.clone()]));
