@@ -242,7 +242,7 @@ pub fn runs_anything(content: &str) -> Option<String> {
     };
     let prog = first.rsplit('/').next().unwrap_or(first);
     if WRAPPERS.contains(&prog) {
-        return Some(format!("{prog} runs any command given to it"));
+        return Some(format!("{prog} can run any command (it runs what follows it, or what its arguments name)"));
     }
     if INTERPRETERS.contains(&prog) {
         let next = words.get(1).copied();
