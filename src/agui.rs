@@ -431,6 +431,9 @@ struct OpenSub {
     call: String,
     /// The enclosing subagent's `subagentRunId`.
     outer: Option<String>,
+    /// What its `subagentRunId` is made of (`raw`, or `raw:<n>` for one
+    /// that acts again after it ended): its messages' ids carry it.
+    key: String,
     slots: Slots,
 }
 
@@ -675,14 +678,25 @@ impl Translator {
                 let who = r.parent.as_deref().map(|p| self.enter(p, ts, &mut out));
                 self.close_agent(who, ts, &mut out);
                 // The spawning call's result: its subagents are done.
-                self.end_subs(Some(&r.id), if r.is_error { SubEnd::Error(&r.output, "tool_error") } else { SubEnd::Success }, ts, &mut out);
-                let who = who.and_then(|_| r.parent.as_deref()).and_then(|p| self.subs.iter().position(|s| s.raw == p.id));
+                self.end_subs(
+                    Some(&r.id),
+                    if r.is_error { SubEnd::Error(&r.output, "tool_error") } else { SubEnd::Success },
+                    ts,
+                    &mut out,
+                );
+                let who =
+                    who.and_then(|_| r.parent.as_deref()).and_then(|p| self.subs.iter().position(|s| s.raw == p.id));
                 self.tool_result(who, r, ts, &mut out);
             }
             Data::TurnStart(t) => {
                 self.close_open(ts, &mut out);
                 // A turn that began while subagents of the last one were open: they were cut off.
-                self.end_subs(None, SubEnd::Error("a new turn began before the subagent finished", "cut_off"), ts, &mut out);
+                self.end_subs(
+                    None,
+                    SubEnd::Error("a new turn began before the subagent finished", "cut_off"),
+                    ts,
+                    &mut out,
+                );
                 self.turn_start(t, ts, &mut out);
             }
             Data::TurnEnd(t) => {
@@ -719,12 +733,22 @@ impl Translator {
                 self.close_open(ts, &mut out);
                 let sub = self.owner_of_raw(r.tool_call_id.as_deref());
                 let value = CustomValue::InputRequest(r.clone());
-                out.push(AguiEvent::Custom { name: "runwire.input_request", value, subagent_run_id: sub, timestamp: ts });
+                out.push(AguiEvent::Custom {
+                    name: "runwire.input_request",
+                    value,
+                    subagent_run_id: sub,
+                    timestamp: ts,
+                });
             }
             Data::InputAnswer(a) => {
                 self.close_open(ts, &mut out);
                 let value = CustomValue::InputAnswer(a.clone());
-                out.push(AguiEvent::Custom { name: "runwire.input_answer", value, subagent_run_id: None, timestamp: ts });
+                out.push(AguiEvent::Custom {
+                    name: "runwire.input_answer",
+                    value,
+                    subagent_run_id: None,
+                    timestamp: ts,
+                });
             }
         }
         out
@@ -786,10 +810,11 @@ impl Translator {
         if let Some(i) = self.subs.iter().position(|s| s.raw == p.id) {
             return i;
         }
-        let run_id = match self.subs_ended.get(&p.id) {
-            Some((n, _)) => self.ns("sa", &format!("{}:{}", p.id, n + 1)),
-            None => self.ns("sa", &p.id),
+        let key = match self.subs_ended.get(&p.id) {
+            Some((n, _)) => format!("{}:{}", p.id, n + 1),
+            None => p.id.clone(),
         };
+        let run_id = self.ns("sa", &key);
         let call = self.tool_ids.get(&p.tool_call).filter(|c| self.tools_started.contains(*c)).cloned();
         let outer_of = |raw: &str| {
             self.subs
@@ -811,7 +836,14 @@ impl Translator {
             parent_tool_call_id: call,
             timestamp: ts,
         });
-        self.subs.push(OpenSub { raw: p.id.clone(), run_id, call: p.tool_call.clone(), outer, slots: Slots::default() });
+        self.subs.push(OpenSub {
+            raw: p.id.clone(),
+            run_id,
+            call: p.tool_call.clone(),
+            outer,
+            key,
+            slots: Slots::default(),
+        });
         self.subs.len() - 1
     }
 
@@ -877,6 +909,16 @@ impl Translator {
         who.map(|i| self.subs[i].run_id.clone())
     }
 
+    /// A message's AG-UI id: `<runId>:<kind>:<message>` for the main agent,
+    /// `<runId>:<kind>:<subagent>/<message>` for a subagent's, so a message
+    /// id two agents use stays two messages (AG-UI gives a message one owner).
+    fn msg_id(&self, kind: &str, who: Option<usize>, message: &str) -> String {
+        match who {
+            None => self.ns(kind, message),
+            Some(i) => self.ns(kind, &format!("{}/{message}", self.subs[i].key)),
+        }
+    }
+
     fn delta(
         &mut self,
         who: Option<usize>,
@@ -890,7 +932,7 @@ impl Translator {
         match channel {
             Channel::Text => {
                 self.close_reasoning(who, ts, out);
-                let id = self.ns("m", message);
+                let id = self.msg_id("m", who, message);
                 if self.slots(who).text.as_deref() != Some(id.as_str()) {
                     self.close_text(who, ts, out);
                     out.push(AguiEvent::TextMessageStart {
@@ -912,7 +954,7 @@ impl Translator {
             }
             Channel::Reasoning => {
                 self.close_text(who, ts, out);
-                let id = self.ns("r", message);
+                let id = self.msg_id("r", who, message);
                 if self.slots(who).reasoning.as_deref() != Some(id.as_str()) {
                     self.close_reasoning(who, ts, out);
                     out.push(AguiEvent::ReasoningStart {
@@ -983,7 +1025,7 @@ impl Translator {
         // A subagent's call defaults to its own text, never the main agent's
         // (a call belongs to the message that carries it).
         let parent = match &c.message {
-            Some(m) => Some(self.ns("m", m)),
+            Some(m) => Some(self.msg_id("m", who, m)),
             None => self.slots(who).turn_text.clone(),
         };
         if let Some(p) = &parent {
@@ -1022,8 +1064,11 @@ impl Translator {
             message_id = format!("{message_id}:{n}");
         }
         // The result of a subagent's call is the subagent's, even when the
-        // event names none (a result restated later).
-        let sub = self.sub_id(who).or_else(|| self.tool_owner.get(&call).cloned());
+        // event names none (a result restated later), while it is open.
+        let sub = self.sub_id(who).or_else(|| {
+            let owner = self.tool_owner.get(&call)?;
+            self.subs.iter().any(|s| &s.run_id == owner).then(|| owner.clone())
+        });
         out.push(AguiEvent::ToolCallResult {
             message_id,
             tool_call_id: call.clone(),
@@ -1171,6 +1216,7 @@ mod tests {
         let e = AguiEvent::TextMessageContent {
             message_id: "m".into(),
             delta: "a\r\nb \"q\" \u{2028}".into(),
+            subagent_run_id: None,
             timestamp: None,
         };
         assert_eq!(Some(e.to_frame()), enc.push(e.to_json().as_bytes()).unwrap());
@@ -1183,6 +1229,7 @@ mod tests {
             tool_call_id: "t".into(),
             tool_call_name: "Bash".into(),
             parent_message_id: None,
+            subagent_run_id: None,
             timestamp: Some(5),
         };
         assert_eq!(e.to_json(), r#"{"type":"TOOL_CALL_START","toolCallId":"t","toolCallName":"Bash","timestamp":5}"#);
@@ -1252,6 +1299,7 @@ mod tests {
                 tool_call_id: "R:t:c1".into(),
                 tool_call_name: "Bash".into(),
                 parent_message_id: Some("R:m:m1".into()),
+                subagent_run_id: None,
                 timestamp: Some(1003)
             }
         );
@@ -1260,6 +1308,7 @@ mod tests {
             AguiEvent::ToolCallArgs {
                 tool_call_id: "R:t:c1".into(),
                 delta: r#"{"cmd":"ls"}"#.into(),
+                subagent_run_id: None,
                 timestamp: Some(1003)
             }
         );
@@ -1391,6 +1440,7 @@ mod tests {
         let custom = crate::events::Custom {
             name: "runwire.tool_progress".into(),
             value: serde_json::json!({"tool_use_id": "t1", "elapsed_time_seconds": 2.5, "parent_tool_use_id": null, "x-y": [1, null]}),
+            parent: None,
         };
         let mut out = t.push(&delta(1, "m", Channel::Text, "a"));
         out.extend(t.push(&ev(2, Data::Custom(custom))));

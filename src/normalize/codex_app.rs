@@ -287,7 +287,9 @@ impl CodexApp {
         if self.main.as_deref().map_or(true, |m| m == t) {
             return None;
         }
-        Some(Box::new(self.subs.iter().find(|(th, _)| th == t).map_or_else(|| Subagent::of_call(t), |(_, s)| s.clone())))
+        Some(Box::new(
+            self.subs.iter().find(|(th, _)| th == t).map_or_else(|| Subagent::of_call(t), |(_, s)| s.clone()),
+        ))
     }
 
     /// Remembers the threads a subagent item starts, named by the agent's
@@ -584,7 +586,10 @@ mod tests {
         // The subagent's text is its own (parented), not the session's.
         let ev =
             n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
-        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("sub")), "{ev:?}");
+        let Data::TokenDelta(d) = &ev[0].data else { panic!("{ev:?}") };
+        let p = d.parent.as_deref().expect("a subagent's text has a parent");
+        // No item said what started it: the thread is both the call and the invocation.
+        assert_eq!((p.tool_call.as_str(), p.id.as_str(), p.name.as_str()), ("sub", "sub", "subagent"));
     }
 
     #[test]
@@ -625,13 +630,28 @@ mod tests {
             r#"{"type":"subAgentActivity","id":"s1","kind":"started","agentPath":"/root/a","agentThreadId":"sub"}"#;
         assert!(n.push(format!(r#"{{"method":"item/started","params":{{"item":{item}}}}}"#).as_bytes()).is_empty());
         let ev = n.push(format!(r#"{{"method":"item/completed","params":{{"item":{item}}}}}"#).as_bytes());
-        assert!(
-            matches!(&ev[..], [e] if matches!(&e.data, Data::Custom(c) if c.name == "runwire.subagent" && c.value["agentThreadId"] == "sub")),
-            "{ev:?}"
-        );
+        // The notice is the subagent's own: it names the invocation it is about.
+        let [e] = &ev[..] else { panic!("{ev:?}") };
+        let Data::Custom(c) = &e.data else { panic!("{ev:?}") };
+        assert_eq!((c.name.as_str(), c.value["agentThreadId"].as_str()), ("runwire.subagent", Some("sub")));
+        assert_eq!(c.parent.as_deref().map(|p| p.id.as_str()), Some("sub"));
         let ev =
             n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
-        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("s1")), "{ev:?}");
+        let Data::TokenDelta(d) = &ev[0].data else { panic!("{ev:?}") };
+        let p = d.parent.as_deref().expect("parented");
+        assert_eq!(
+            (p.tool_call.as_str(), p.id.as_str(), p.name.as_str(), p.description.as_deref(), p.parent_id.as_deref()),
+            ("s1", "sub", "a", Some("/root/a"), None)
+        );
+        // A subagent it spawns is nested in it.
+        let inner =
+            r#"{"type":"subAgentActivity","id":"s2","kind":"started","agentPath":"/root/a/b","agentThreadId":"sub2"}"#;
+        n.push(format!(r#"{{"method":"item/started","params":{{"threadId":"sub","item":{inner}}}}}"#).as_bytes());
+        let ev =
+            n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub2","itemId":"m2","delta":"y"}}"#);
+        let Data::TokenDelta(d) = &ev[0].data else { panic!("{ev:?}") };
+        let p = d.parent.as_deref().expect("parented");
+        assert_eq!((p.name.as_str(), p.id.as_str(), p.parent_id.as_deref()), ("b", "sub2", Some("sub")));
     }
 
     #[test]
