@@ -1467,4 +1467,152 @@ mod tests {
         assert!(t.finish().is_empty());
         assert_eq!(t.ignored_after_terminal(), 2);
     }
+    fn sub(call: &str, id: &str) -> Option<Box<Subagent>> {
+        Some(Box::new(Subagent {
+            tool_call: call.into(),
+            id: id.into(),
+            name: "Explore".into(),
+            description: None,
+            parent_id: None,
+        }))
+    }
+
+    fn call(seq: u64, id: &str, parent: Option<Box<Subagent>>) -> Event {
+        ev(
+            seq,
+            Data::ToolCall(ToolCall {
+                id: id.into(),
+                name: "Bash".into(),
+                args: serde_json::json!({}),
+                message: None,
+                parent,
+            }),
+        )
+    }
+
+    fn result(seq: u64, id: &str, is_error: bool, output: &str, parent: Option<Box<Subagent>>) -> Event {
+        ev(
+            seq,
+            Data::ToolResult(ToolResult {
+                id: id.into(),
+                output: output.into(),
+                is_error,
+                truncated: false,
+                bytes: output.len() as u64,
+                exit_code: None,
+                parent,
+            }),
+        )
+    }
+
+    fn json(out: &[AguiEvent]) -> Vec<serde_json::Value> {
+        out.iter().map(|e| serde_json::to_value(e).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_run_that_stops_on_a_subagents_interrupt_suspends_it_with_the_interrupt_ids() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&call(1, "task1", None));
+        out.extend(t.push(&call(2, "b1", sub("task1", "task1"))));
+        out.extend(t.push(&call(3, "task2", None)));
+        out.extend(t.push(&delta(4, "m9", Channel::Text, "other")));
+        out.extend(t.push(&ev(
+            5,
+            Data::TokenDelta(TokenDelta {
+                text: "x".into(),
+                channel: Channel::Text,
+                message: "m".into(),
+                parent: sub("task2", "task2"),
+            }),
+        )));
+        assert_eq!(t.tool_call_subagent("R:t:b1"), Some("R:sa:task1"));
+        let interrupts = vec![
+            serde_json::json!({"id": "rw-1", "reason": "tool_call", "toolCallId": "R:t:b1"}),
+            serde_json::json!({"id": "rw-2", "reason": "input_required"}),
+        ];
+        out.extend(t.end_with(RunOutcome::Interrupt { interrupts }, Some(9)));
+        let j = json(&out);
+        crate_verify(&j);
+        let fin: Vec<&serde_json::Value> = j.iter().filter(|e| e["type"] == "SUBAGENT_FINISHED").collect();
+        assert_eq!(fin.len(), 2);
+        let of = |s: &str| fin.iter().find(|e| e["subagentRunId"] == s).unwrap()["outcome"].clone();
+        assert_eq!(of("R:sa:task1"), serde_json::json!({"type": "suspended", "interruptIds": ["rw-1"]}));
+        // Suspended too (the whole agent waits), with no interrupt of its own.
+        assert_eq!(of("R:sa:task2"), serde_json::json!({"type": "suspended"}));
+        let end = j.last().unwrap();
+        assert_eq!(end["outcome"]["interrupts"][0]["subagentRunId"], "R:sa:task1");
+        assert!(end["outcome"]["interrupts"][1].get("subagentRunId").is_none());
+    }
+
+    #[test]
+    fn a_failed_spawning_call_is_a_subagent_error_and_a_late_event_a_new_invocation() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&call(1, "task1", None));
+        out.extend(t.push(&call(2, "b1", sub("task1", "task1"))));
+        out.extend(t.push(&result(3, "task1", true, "\nAgent crashed: out of memory\nmore", None)));
+        // A background subagent that acts after its call returned.
+        out.extend(t.push(&result(4, "b1", false, "ok", sub("task1", "task1"))));
+        out.extend(t.push(&ev(5, Data::TurnEnd(TurnEnd { ok: true, ..Default::default() }))));
+        out.extend(t.finish());
+        let j = json(&out);
+        crate_verify(&j);
+        let err = j.iter().find(|e| e["type"] == "SUBAGENT_ERROR").unwrap();
+        assert_eq!(err["message"], "Agent crashed: out of memory");
+        let started: Vec<&str> = j
+            .iter()
+            .filter(|e| e["type"] == "SUBAGENT_STARTED")
+            .map(|e| e["subagentRunId"].as_str().unwrap())
+            .collect();
+        assert_eq!(started, ["R:sa:task1", "R:sa:task1:2"]);
+        let res = j.iter().find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "R:t:b1").unwrap();
+        assert_eq!(res["subagentRunId"], "R:sa:task1:2");
+        // The turn's end ends the second one, well.
+        let fin = j.iter().find(|e| e["type"] == "SUBAGENT_FINISHED").unwrap();
+        assert_eq!(
+            (fin["subagentRunId"].as_str(), fin["outcome"]["type"].as_str()),
+            (Some("R:sa:task1:2"), Some("success"))
+        );
+    }
+
+    #[test]
+    fn a_cancelled_run_ends_its_subagents_with_an_error() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&ev(
+            1,
+            Data::TokenDelta(TokenDelta {
+                text: "x".into(),
+                channel: Channel::Reasoning,
+                message: "m".into(),
+                parent: sub("c", "c"),
+            }),
+        ));
+        out.extend(t.end_with(RunOutcome::Cancelled, None));
+        let j = json(&out);
+        crate_verify(&j);
+        let tail: Vec<&str> = j.iter().rev().take(4).map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(tail, ["RUN_FINISHED", "SUBAGENT_ERROR", "REASONING_END", "REASONING_MESSAGE_END"]);
+        assert_eq!(j[j.len() - 2]["code"], "cancelled");
+    }
+
+    /// The crate's own checks of a stream with subagents: every subagent
+    /// that started ends before the terminal event, and every event
+    /// attributed to one comes while it is open.
+    fn crate_verify(j: &[serde_json::Value]) {
+        let mut open = HashSet::new();
+        for (i, e) in j.iter().enumerate() {
+            let ty = e["type"].as_str().unwrap();
+            match ty {
+                "SUBAGENT_STARTED" => assert!(open.insert(e["subagentRunId"].as_str().unwrap().to_string()), "{i}"),
+                "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                    assert!(open.remove(e["subagentRunId"].as_str().unwrap()), "{i}")
+                }
+                "RUN_FINISHED" | "RUN_ERROR" => assert!(open.is_empty(), "{i}: {open:?} open at the end"),
+                _ => {
+                    if let Some(s) = e["subagentRunId"].as_str() {
+                        assert!(open.contains(s), "{i}: {e} outside its subagent");
+                    }
+                }
+            }
+        }
+    }
 }

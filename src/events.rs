@@ -733,6 +733,15 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_parent_of_an_older_stream_reads_as_an_invocation_of_its_call() {
+        let line = br#"{"v":"events/v1","seq":1,"ts":"1970-01-01T00:00:00.000Z","type":"token_delta","data":{"text":"x","channel":"text","message":"m","parent":"toolu_1"}}"#;
+        let Data::TokenDelta(d) = Event::parse(line).unwrap().data else { panic!() };
+        assert_eq!(d.parent.as_deref(), Some(&Subagent::of_call("toolu_1")));
+        let bad = br#"{"v":"events/v1","seq":1,"ts":"1970-01-01T00:00:00.000Z","type":"token_delta","data":{"text":"x","channel":"text","message":"m","parent":{"id":"i"}}}"#;
+        assert!(Event::parse(bad).unwrap_err().starts_with("data:"));
+    }
+
+    #[test]
     fn parse_names_the_bad_field() {
         let bad = br#"{"v":"events/v1","seq":1,"ts":"x","type":"exit","data":{"rc":0,"ok":true}}"#;
         assert!(Event::parse(bad).unwrap_err().starts_with("ts:"));
