@@ -684,8 +684,8 @@ impl Translator {
                     ts,
                     &mut out,
                 );
-                let who =
-                    who.and_then(|_| r.parent.as_deref()).and_then(|p| self.subs.iter().position(|s| s.raw == p.id));
+                // Its own subagent may have ended just now (indexes moved): found again.
+                let who = who.and(r.parent.as_deref()).and_then(|p| self.subs.iter().position(|s| s.raw == p.id));
                 self.tool_result(who, r, ts, &mut out);
             }
             Data::TurnStart(t) => {
