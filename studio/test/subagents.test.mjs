@@ -2,8 +2,9 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { applyAgui, createRun, takeDirty } from '../app/state/agui.js';
+import { applyEvent, createTask, endWithoutExit } from '../app/state/events.js';
 import { statusOf } from '../app/state/toolcards.js';
-import { repo } from './helpers.mjs';
+import { jsonLines, repo } from './helpers.mjs';
 
 /** The AG-UI events of a golden SSE file (the real pipeline's output). */
 function sseEvents(rel) {
@@ -87,4 +88,34 @@ test('subagent events mark only their group dirty; a bad one is skipped, never t
     applyAgui(run, bad);
     assert.equal(run.ignored, before + 1, JSON.stringify(bad));
   }
+});
+
+test('a task stream (events/v1): subagents grouped by their parent identity, nested, ended with their call', () => {
+  const t = createTask();
+  for (const rec of jsonLines('fixtures/golden/events/claude/synthetic.subagents-nested.events.jsonl')) applyEvent(t, rec);
+  assert.equal(t.status, 'live');
+  const outer = t.subagents.get('toolu_outer');
+  const inner = t.subagents.get('toolu_inner');
+  assert.equal(outer.name, 'Plan');
+  assert.equal(outer.description, 'Plan the change');
+  assert.equal(inner.parentSubagentRunId, 'toolu_outer');
+  assert.equal(inner.parentToolCallId, 'toolu_inner');
+  assert.ok(outer.items.some((i) => i.kind === 'subagent' && i.id === 'toolu_inner'));
+  assert.ok(outer.items.some((i) => i.kind === 'tool' && i.id === 'toolu_inner'), 'the spawning call is the outer one’s');
+  assert.ok(inner.items.some((i) => i.kind === 'tool' && i.id === 'toolu_ls'));
+  assert.deepEqual(inner.items.filter((i) => i.kind === 'text').map((i) => i.text), ['a.rs, b.rs']);
+  assert.equal(outer.status, 'finished');
+  assert.equal(inner.status, 'finished');
+  assert.deepEqual(t.items.filter((i) => i.kind === 'text').map((i) => i.text), ['The plan: edit a.rs then b.rs.']);
+  // A card's parent is its message, never the subagent object.
+  assert.equal(t.tools.byId.get('toolu_ls').parent, 'msg_i1');
+});
+
+test('a task cut off: its running subagent ends failed', () => {
+  const t = createTask();
+  for (const rec of jsonLines('fixtures/golden/events/claude/synthetic.subagent-cut-off.partial.events.jsonl')) applyEvent(t, rec);
+  assert.equal(t.subagents.get('toolu_K').status, 'running');
+  endWithoutExit(t, 'killed');
+  assert.equal(t.subagents.get('toolu_K').status, 'failed');
+  assert.ok(t.subagents.get('toolu_K').items.every((i) => i.done));
 });
