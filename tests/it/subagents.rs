@@ -283,3 +283,81 @@ fn official_client_accepts_every_subagent_stream() {
         assert_eq!(Some(ended), l["types"]["SUBAGENT_STARTED"].as_u64(), "{fixture}: {l}");
     }
 }
+
+/// The interactive sessions (`runwire-serve --interactive` over the
+/// recorded subagent cells: claude through `fixtures/stub-engines/replay`,
+/// codex app-server and cursor ACP through `examples/replay-agent`, each
+/// checking the lines runwire writes to it): the run a client posts streams
+/// the agent's subagent as an AG-UI subagent, through the session's own
+/// normalizer.
+#[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the claude replay stub runs it): apt-get install jq")]
+fn interactive_sessions_stream_their_subagent() {
+    use std::io::{Read, Write};
+    support::need(&["jq"]);
+    for (agent, args) in [("claude", ""), ("codex", "app-server"), ("cursor", "acp")] {
+        let dir = support::scratch(&format!("subagent-{agent}"));
+        let cell = if agent == "claude" {
+            root().join("fixtures/interactive/claude-code/subagent")
+        } else {
+            support::cell(agent, "subagent")
+        };
+        let mut cmd = support::Server::command();
+        cmd.args(["--agent", agent, "--interactive", "--agent-cmd"])
+            .env("HARNESS_HOME", dir.join("harness"))
+            .env("RUNWIRE_KEEPALIVE_MS", "60000");
+        if agent == "claude" {
+            // The replaying stub, as tests/it/interactive.rs runs it.
+            let eng = dir.join("engine.sh");
+            let stub = root().join("fixtures/stub-engines/replay");
+            std::fs::write(&eng, format!("#!/bin/sh\nexec {} claude {} -- \"$@\"\n", stub.display(), cell.display()))
+                .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&eng, std::fs::Permissions::from_mode(0o755)).unwrap();
+            cmd.arg(eng);
+        } else {
+            cmd.arg(support::example("replay-agent"))
+                .env("REPLAY_CELL", &cell)
+                .env("REPLAY_EXPECT_ARGS", args)
+                .env("REPLAY_STATE", dir.join("replay-state.json"));
+        }
+        let s = support::Server::spawn(cmd).owning(dir);
+        let prompt =
+            if agent == "claude" { support::user_messages(&cell).remove(0) } else { support::first_prompt(&cell) };
+        let body = serde_json::json!({"threadId": "t", "runId": "r1",
+            "messages": [{"id": "m1", "role": "user", "content": prompt}]})
+        .to_string();
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        write!(
+            c,
+            "POST /agui HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            s.port,
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        c.read_to_end(&mut raw).unwrap();
+        let ev = support::sse::http_events(&raw);
+        support::verify::verify(&ev).unwrap_or_else(|e| panic!("{agent}: {e}\n{ev:#?}"));
+        let err = s.stderr();
+        assert!(
+            !err.contains("replay-agent:") && !err.contains("replay:"),
+            "{agent}: the replay found a wrong line:\n{err}"
+        );
+        assert_eq!(ev.last().unwrap()["type"], "RUN_FINISHED", "{agent}: {:?}", ev.last());
+        let started: Vec<&Value> = ev.iter().filter(|e| ty(e) == "SUBAGENT_STARTED").collect();
+        let [sa] = &started[..] else { panic!("{agent}: {started:?}") };
+        let id = &sa["subagentRunId"];
+        let ended = ev.iter().filter(|e| ty(e) == "SUBAGENT_FINISHED" && e["subagentRunId"] == *id).count();
+        assert_eq!(ended, 1, "{agent}");
+        let attributed = ev.iter().filter(|e| ty(e) != "SUBAGENT_STARTED" && e["subagentRunId"] == *id).count();
+        assert!(attributed >= 2, "{agent}: only {attributed} events of the subagent");
+        let want = match agent {
+            "claude" => "Explore",
+            "codex" => "read_readme",
+            _ => "task",
+        };
+        assert_eq!(sa["name"], want, "{agent}");
+    }
+}
