@@ -7,7 +7,7 @@
 //! before `RUN_FINISHED`, no `null` anywhere), whatever the input order, so a
 //! killed agent's truncated log still yields a well-formed, failed run.
 
-use crate::events::{Channel, Data, ErrorData, Event, Exit, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
+use crate::events::{Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
 use crate::hash::fnv1a64;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -104,21 +104,29 @@ pub enum AguiEvent {
         message_id: String,
         role: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     TextMessageContent {
         message_id: String,
         delta: String,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     TextMessageEnd {
         message_id: String,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     ReasoningStart {
         message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
@@ -126,21 +134,29 @@ pub enum AguiEvent {
         message_id: String,
         role: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     ReasoningMessageContent {
         message_id: String,
         delta: String,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     ReasoningMessageEnd {
         message_id: String,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     ReasoningEnd {
         message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
@@ -150,16 +166,22 @@ pub enum AguiEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         parent_message_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     ToolCallArgs {
         tool_call_id: String,
         delta: String,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     ToolCallEnd {
         tool_call_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
@@ -169,11 +191,48 @@ pub enum AguiEvent {
         content: String,
         role: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
     Custom {
         name: &'static str,
         value: CustomValue,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    /// A subagent invocation begins: everything it produces afterwards
+    /// carries its `subagentRunId`.
+    SubagentStarted {
+        subagent_run_id: String,
+        name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_subagent_run_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_tool_call_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_message_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    /// The invocation's segment of this run ended: its work is done, or it
+    /// waits on the run's interrupts (`suspended`).
+    SubagentFinished {
+        subagent_run_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<SubagentOutcome>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<i64>,
+    },
+    /// The invocation failed (or was cut off with its run).
+    SubagentError {
+        subagent_run_id: String,
+        message: String,
+        code: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
@@ -182,6 +241,8 @@ pub enum AguiEvent {
     Passthrough {
         name: String,
         value: serde_json::Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        subagent_run_id: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         timestamp: Option<i64>,
     },
@@ -213,6 +274,17 @@ impl AguiEvent {
 pub enum RunOutcome {
     Interrupt { interrupts: Vec<serde_json::Value> },
     Cancelled,
+}
+
+/// `SUBAGENT_FINISHED.outcome`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase", rename_all_fields = "camelCase")]
+pub enum SubagentOutcome {
+    Success,
+    Suspended {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        interrupt_ids: Option<Vec<String>>,
+    },
 }
 
 /// Ids to use instead of the derived defaults.
@@ -337,6 +409,40 @@ enum TurnOutcome {
     Failed(Option<String>),
 }
 
+/// What one agent (the main one, or one subagent) has open between events.
+#[derive(Debug, Default)]
+struct Slots {
+    /// Namespaced id of the open text message.
+    text: Option<String>,
+    /// Namespaced id of the open reasoning span (and its message: same id).
+    reasoning: Option<String>,
+    /// Last text message of the current turn, the default tool-call parent.
+    turn_text: Option<String>,
+}
+
+/// A subagent invocation between its `SUBAGENT_STARTED` and its end.
+#[derive(Debug)]
+struct OpenSub {
+    /// The invocation's events/v1 id (`parent.id`).
+    raw: String,
+    /// Its `subagentRunId`.
+    run_id: String,
+    /// The events/v1 id of the call that spawned it (`parent.tool_call`).
+    call: String,
+    /// The enclosing subagent's `subagentRunId`.
+    outer: Option<String>,
+    /// What its `subagentRunId` is made of (`raw`, or `raw:<n>` for one
+    /// that acts again after it ended): its messages' ids carry it.
+    key: String,
+    slots: Slots,
+}
+
+/// How the subagents still open end (see [`Translator::end_subs`]).
+enum SubEnd<'a> {
+    Success,
+    Error(&'a str, &'a str),
+}
+
 /// The AG-UI translator: see the module doc and `man/agui-translate.1`.
 #[derive(Debug)]
 pub struct Translator {
@@ -346,17 +452,25 @@ pub struct Translator {
     terminated: bool,
     ignored: u64,
     last_ts: Option<i64>,
-    /// Namespaced id of the open text message.
-    open_text: Option<String>,
-    /// Namespaced id of the open reasoning span (and its message: same id).
-    open_reasoning: Option<String>,
-    /// Last text message of the current turn, the default tool-call parent.
-    turn_text: Option<String>,
+    /// The main agent's open text and reasoning.
+    main: Slots,
     tools_started: HashSet<String>,
     /// Agent tool id -> AG-UI toolCallId, for calls started in this run or
     /// adopted from an earlier run of the thread ([`Translator::adopt_tool_calls`]).
     tool_ids: HashMap<String, String>,
+    /// AG-UI toolCallId -> the `parentMessageId` it was started with (a
+    /// subagent it spawns names that message).
+    tool_msgs: HashMap<String, String>,
+    /// AG-UI toolCallId -> `subagentRunId`, for calls a subagent made (its
+    /// results and the interrupts about it are the subagent's too).
+    tool_owner: HashMap<String, String>,
     results_seen: HashMap<String, u32>,
+    /// Subagents open, in the order they started (an enclosing one first).
+    subs: Vec<OpenSub>,
+    /// Invocation id -> (times it ended in this run, its latest `subagentRunId`):
+    /// one that acts again after it ended (a background subagent) is a new
+    /// invocation `<id>:<n>`, as AG-UI never reuses a `subagentRunId`.
+    subs_ended: HashMap<String, (u32, String)>,
     /// The most recent `turn_end`'s outcome.
     last_turn_end: Option<TurnOutcome>,
     /// A turn started after the most recent `turn_end` (or with none before):
@@ -373,12 +487,14 @@ impl Translator {
             terminated: false,
             ignored: 0,
             last_ts: None,
-            open_text: None,
-            open_reasoning: None,
-            turn_text: None,
+            main: Slots::default(),
             tools_started: HashSet::new(),
             tool_ids: HashMap::new(),
+            tool_msgs: HashMap::new(),
+            tool_owner: HashMap::new(),
             results_seen: HashMap::new(),
+            subs: Vec::new(),
+            subs_ended: HashMap::new(),
             last_turn_end: None,
             turn_in_progress: false,
             usage: None,
@@ -416,6 +532,11 @@ impl Translator {
         &self.tool_ids
     }
 
+    /// The `subagentRunId` of the subagent that made a call (AG-UI toolCallId), if one did.
+    pub fn tool_call_subagent(&self, tool_call_id: &str) -> Option<&str> {
+        self.tool_owner.get(tool_call_id).map(String::as_str)
+    }
+
     /// Emits `RUN_STARTED` now if nothing has been emitted yet (a run whose
     /// first output is not from the agent).
     pub fn begin(&mut self, ts: Option<i64>) -> Vec<AguiEvent> {
@@ -433,12 +554,16 @@ impl Translator {
             return Vec::new();
         }
         let mut out = self.begin(ts);
-        out.push(AguiEvent::Custom { name, value: CustomValue::Json(value), timestamp: ts });
+        out.push(AguiEvent::Custom { name, value: CustomValue::Json(value), subagent_run_id: None, timestamp: ts });
         out
     }
 
     /// Ends the run now with `outcome` (closing what is open), whatever the
-    /// turn state: the caller knows why the run stops.
+    /// turn state: the caller knows why the run stops. An interrupt about a
+    /// call a subagent made is that subagent's (`subagentRunId`), and the
+    /// subagent ends `suspended` with the ids of its interrupts; every other
+    /// open subagent is suspended too (the whole agent waits), or, for a
+    /// cancelled run, ends with `SUBAGENT_ERROR`.
     pub fn end_with(&mut self, outcome: RunOutcome, ts: Option<i64>) -> Vec<AguiEvent> {
         if self.terminated {
             return Vec::new();
@@ -446,6 +571,44 @@ impl Translator {
         let ts = ts.or(self.last_ts);
         let mut out = self.begin(ts);
         self.close_open(ts, &mut out);
+        let outcome = match outcome {
+            RunOutcome::Interrupt { mut interrupts } => {
+                let mut waits: Vec<(String, Vec<String>)> = Vec::new();
+                for i in interrupts.iter_mut().filter_map(serde_json::Value::as_object_mut) {
+                    let owner = i
+                        .get("toolCallId")
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(|t| self.tool_owner.get(t))
+                        .cloned();
+                    let Some(owner) = owner else { continue };
+                    if !i.contains_key("subagentRunId") {
+                        i.insert("subagentRunId".into(), owner.clone().into());
+                    }
+                    let id = i.get("id").and_then(serde_json::Value::as_str).map(str::to_string);
+                    match waits.iter_mut().find(|(o, _)| *o == owner) {
+                        Some((_, ids)) => ids.extend(id),
+                        None => waits.push((owner, id.into_iter().collect())),
+                    }
+                }
+                while let Some(i) = self.subs.len().checked_sub(1) {
+                    self.close_agent(Some(i), ts, &mut out);
+                    let s = self.subs.remove(i);
+                    let ids = waits.iter().find(|(o, _)| *o == s.run_id).map(|(_, ids)| ids.clone());
+                    let interrupt_ids = ids.filter(|i| !i.is_empty());
+                    self.ended(&s.raw, &s.run_id);
+                    out.push(AguiEvent::SubagentFinished {
+                        subagent_run_id: s.run_id,
+                        outcome: Some(SubagentOutcome::Suspended { interrupt_ids }),
+                        timestamp: ts,
+                    });
+                }
+                RunOutcome::Interrupt { interrupts }
+            }
+            RunOutcome::Cancelled => {
+                self.end_subs(None, SubEnd::Error("the run was cancelled", "cancelled"), ts, &mut out);
+                RunOutcome::Cancelled
+            }
+        };
         let (thread_id, run_id) = self.ids.clone().unwrap_or_default();
         let end = AguiEvent::RunFinished {
             thread_id,
@@ -503,61 +666,48 @@ impl Translator {
                     // would only add noise.
                     return out;
                 }
-                match d.channel {
-                    Channel::Text => {
-                        self.close_reasoning(ts, &mut out);
-                        let id = self.ns("m", &d.message);
-                        if self.open_text.as_deref() != Some(id.as_str()) {
-                            self.close_text(ts, &mut out);
-                            out.push(AguiEvent::TextMessageStart {
-                                message_id: id.clone(),
-                                role: "assistant",
-                                timestamp: ts,
-                            });
-                            self.open_text = Some(id.clone());
-                            self.turn_text = Some(id.clone());
-                        }
-                        out.push(AguiEvent::TextMessageContent {
-                            message_id: id,
-                            delta: d.text.clone(),
-                            timestamp: ts,
-                        });
-                    }
-                    Channel::Reasoning => {
-                        self.close_text(ts, &mut out);
-                        let id = self.ns("r", &d.message);
-                        if self.open_reasoning.as_deref() != Some(id.as_str()) {
-                            self.close_reasoning(ts, &mut out);
-                            out.push(AguiEvent::ReasoningStart { message_id: id.clone(), timestamp: ts });
-                            out.push(AguiEvent::ReasoningMessageStart {
-                                message_id: id.clone(),
-                                role: "reasoning",
-                                timestamp: ts,
-                            });
-                            self.open_reasoning = Some(id.clone());
-                        }
-                        out.push(AguiEvent::ReasoningMessageContent {
-                            message_id: id,
-                            delta: d.text.clone(),
-                            timestamp: ts,
-                        });
-                    }
-                }
+                let who = d.parent.as_deref().map(|p| self.enter(p, ts, &mut out));
+                self.delta(who, &d.message, d.channel, &d.text, ts, &mut out);
             }
             Data::ToolCall(c) => {
-                self.close_open(ts, &mut out);
-                self.tool_call(c, ts, &mut out);
+                let who = c.parent.as_deref().map(|p| self.enter(p, ts, &mut out));
+                self.close_agent(who, ts, &mut out);
+                self.tool_call(who, c, ts, &mut out);
             }
             Data::ToolResult(r) => {
-                self.close_open(ts, &mut out);
-                self.tool_result(r, ts, &mut out);
+                let who = r.parent.as_deref().map(|p| self.enter(p, ts, &mut out));
+                self.close_agent(who, ts, &mut out);
+                // The spawning call's result: its subagents are done.
+                self.end_subs(
+                    Some(&r.id),
+                    if r.is_error { SubEnd::Error(&r.output, "tool_error") } else { SubEnd::Success },
+                    ts,
+                    &mut out,
+                );
+                // Its own subagent may have ended just now (indexes moved): found again.
+                let who = who.and(r.parent.as_deref()).and_then(|p| self.subs.iter().position(|s| s.raw == p.id));
+                self.tool_result(who, r, ts, &mut out);
             }
             Data::TurnStart(t) => {
                 self.close_open(ts, &mut out);
+                // A turn that began while subagents of the last one were open: they were cut off.
+                self.end_subs(
+                    None,
+                    SubEnd::Error("a new turn began before the subagent finished", "cut_off"),
+                    ts,
+                    &mut out,
+                );
                 self.turn_start(t, ts, &mut out);
             }
             Data::TurnEnd(t) => {
                 self.close_open(ts, &mut out);
+                // A subagent ends with the turn that spawned it, at the latest.
+                let end = match &t.reason {
+                    _ if t.ok => SubEnd::Success,
+                    Some(r) => SubEnd::Error(r, "turn_failed"),
+                    None => SubEnd::Error("the agent's turn failed", "turn_failed"),
+                };
+                self.end_subs(None, end, ts, &mut out);
                 self.turn_end(t, ts, &mut out);
             }
             Data::Error(e) => {
@@ -571,17 +721,34 @@ impl Translator {
             // A side note (progress, a retry): it closes nothing, so text
             // streamed around it stays one message.
             Data::Custom(c) => {
-                out.push(AguiEvent::Passthrough { name: c.name.clone(), value: wire_value(&c.value), timestamp: ts })
+                let sub = c.parent.as_deref().map(|p| self.enter(p, ts, &mut out)).map(|i| self.subs[i].run_id.clone());
+                out.push(AguiEvent::Passthrough {
+                    name: c.name.clone(),
+                    value: wire_value(&c.value),
+                    subagent_run_id: sub,
+                    timestamp: ts,
+                })
             }
             Data::InputRequest(r) => {
                 self.close_open(ts, &mut out);
+                let sub = self.owner_of_raw(r.tool_call_id.as_deref());
                 let value = CustomValue::InputRequest(r.clone());
-                out.push(AguiEvent::Custom { name: "runwire.input_request", value, timestamp: ts });
+                out.push(AguiEvent::Custom {
+                    name: "runwire.input_request",
+                    value,
+                    subagent_run_id: sub,
+                    timestamp: ts,
+                });
             }
             Data::InputAnswer(a) => {
                 self.close_open(ts, &mut out);
                 let value = CustomValue::InputAnswer(a.clone());
-                out.push(AguiEvent::Custom { name: "runwire.input_answer", value, timestamp: ts });
+                out.push(AguiEvent::Custom {
+                    name: "runwire.input_answer",
+                    value,
+                    subagent_run_id: None,
+                    timestamp: ts,
+                });
             }
         }
         out
@@ -634,27 +801,220 @@ impl Translator {
         format!("{run}:{kind}:{id}")
     }
 
-    fn close_text(&mut self, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        if let Some(id) = self.open_text.take() {
-            out.push(AguiEvent::TextMessageEnd { message_id: id, timestamp: ts });
+    /// The open subagent an event of `p` belongs to (its index in
+    /// `subs`), opened now with `SUBAGENT_STARTED` if it is not: named as
+    /// the event names it, under the call that spawned it and that call's
+    /// message, inside the subagent that made that call (or the one
+    /// `parent_id` names).
+    fn enter(&mut self, p: &Subagent, ts: Option<i64>, out: &mut Vec<AguiEvent>) -> usize {
+        if let Some(i) = self.subs.iter().position(|s| s.raw == p.id) {
+            return i;
+        }
+        let key = match self.subs_ended.get(&p.id) {
+            Some((n, _)) => format!("{}:{}", p.id, n + 1),
+            None => p.id.clone(),
+        };
+        let run_id = self.ns("sa", &key);
+        let call = self.tool_ids.get(&p.tool_call).filter(|c| self.tools_started.contains(*c)).cloned();
+        let outer_of = |raw: &str| {
+            self.subs
+                .iter()
+                .find(|s| s.raw == raw)
+                .map(|s| s.run_id.clone())
+                .or_else(|| self.subs_ended.get(raw).map(|(_, r)| r.clone()))
+        };
+        let outer = match &p.parent_id {
+            Some(o) => outer_of(o),
+            None => call.as_ref().and_then(|c| self.tool_owner.get(c)).cloned(),
+        };
+        out.push(AguiEvent::SubagentStarted {
+            subagent_run_id: run_id.clone(),
+            name: p.name.clone(),
+            description: p.description.clone(),
+            parent_subagent_run_id: outer.clone(),
+            parent_message_id: call.as_ref().and_then(|c| self.tool_msgs.get(c)).cloned(),
+            parent_tool_call_id: call,
+            timestamp: ts,
+        });
+        self.subs.push(OpenSub {
+            raw: p.id.clone(),
+            run_id,
+            call: p.tool_call.clone(),
+            outer,
+            key,
+            slots: Slots::default(),
+        });
+        self.subs.len() - 1
+    }
+
+    /// Records that an invocation ended (a later event of it opens a new one).
+    fn ended(&mut self, raw: &str, run_id: &str) {
+        let e = self.subs_ended.entry(raw.to_string()).or_insert((0, String::new()));
+        e.0 += 1;
+        e.1 = run_id.to_string();
+    }
+
+    /// Ends open subagents: those `call` spawned (and the ones inside
+    /// them), or, with `None`, every one; the innermost first, each with
+    /// its open text closed.
+    fn end_subs(&mut self, call: Option<&str>, how: SubEnd, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        if self.subs.is_empty() {
+            return;
+        }
+        let mut doomed: Vec<String> = Vec::new();
+        for s in &self.subs {
+            let hit = match call {
+                None => true,
+                Some(c) => s.call == c || s.outer.as_ref().is_some_and(|o| doomed.contains(o)),
+            };
+            if hit {
+                doomed.push(s.run_id.clone());
+            }
+        }
+        while let Some(run_id) = doomed.pop() {
+            let Some(i) = self.subs.iter().position(|s| s.run_id == run_id) else { continue };
+            self.close_agent(Some(i), ts, out);
+            let s = self.subs.remove(i);
+            self.ended(&s.raw, &s.run_id);
+            out.push(match how {
+                SubEnd::Success => AguiEvent::SubagentFinished {
+                    subagent_run_id: s.run_id,
+                    outcome: Some(SubagentOutcome::Success),
+                    timestamp: ts,
+                },
+                SubEnd::Error(message, code) => AguiEvent::SubagentError {
+                    subagent_run_id: s.run_id,
+                    message: first_line(message, "the subagent failed"),
+                    code: code.to_string(),
+                    timestamp: ts,
+                },
+            });
         }
     }
 
-    fn close_reasoning(&mut self, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        if let Some(id) = self.open_reasoning.take() {
-            out.push(AguiEvent::ReasoningMessageEnd { message_id: id.clone(), timestamp: ts });
-            out.push(AguiEvent::ReasoningEnd { message_id: id, timestamp: ts });
+    /// The `subagentRunId` of the subagent that made an agent's tool call.
+    fn owner_of_raw(&self, call: Option<&str>) -> Option<String> {
+        let id = self.tool_ids.get(call?)?;
+        self.tool_owner.get(id).cloned()
+    }
+
+    fn slots(&mut self, who: Option<usize>) -> &mut Slots {
+        match who {
+            None => &mut self.main,
+            Some(i) => &mut self.subs[i].slots,
         }
+    }
+
+    fn sub_id(&self, who: Option<usize>) -> Option<String> {
+        who.map(|i| self.subs[i].run_id.clone())
+    }
+
+    /// A message's AG-UI id: `<runId>:<kind>:<message>` for the main agent,
+    /// `<runId>:<kind>:<subagent>/<message>` for a subagent's, so a message
+    /// id two agents use stays two messages (AG-UI gives a message one owner).
+    fn msg_id(&self, kind: &str, who: Option<usize>, message: &str) -> String {
+        match who {
+            None => self.ns(kind, message),
+            Some(i) => self.ns(kind, &format!("{}/{message}", self.subs[i].key)),
+        }
+    }
+
+    fn delta(
+        &mut self,
+        who: Option<usize>,
+        message: &str,
+        channel: Channel,
+        text: &str,
+        ts: Option<i64>,
+        out: &mut Vec<AguiEvent>,
+    ) {
+        let sub = self.sub_id(who);
+        match channel {
+            Channel::Text => {
+                self.close_reasoning(who, ts, out);
+                let id = self.msg_id("m", who, message);
+                if self.slots(who).text.as_deref() != Some(id.as_str()) {
+                    self.close_text(who, ts, out);
+                    out.push(AguiEvent::TextMessageStart {
+                        message_id: id.clone(),
+                        role: "assistant",
+                        subagent_run_id: sub.clone(),
+                        timestamp: ts,
+                    });
+                    let slots = self.slots(who);
+                    slots.text = Some(id.clone());
+                    slots.turn_text = Some(id.clone());
+                }
+                out.push(AguiEvent::TextMessageContent {
+                    message_id: id,
+                    delta: text.to_string(),
+                    subagent_run_id: sub,
+                    timestamp: ts,
+                });
+            }
+            Channel::Reasoning => {
+                self.close_text(who, ts, out);
+                let id = self.msg_id("r", who, message);
+                if self.slots(who).reasoning.as_deref() != Some(id.as_str()) {
+                    self.close_reasoning(who, ts, out);
+                    out.push(AguiEvent::ReasoningStart {
+                        message_id: id.clone(),
+                        subagent_run_id: sub.clone(),
+                        timestamp: ts,
+                    });
+                    out.push(AguiEvent::ReasoningMessageStart {
+                        message_id: id.clone(),
+                        role: "reasoning",
+                        subagent_run_id: sub.clone(),
+                        timestamp: ts,
+                    });
+                    self.slots(who).reasoning = Some(id.clone());
+                }
+                out.push(AguiEvent::ReasoningMessageContent {
+                    message_id: id,
+                    delta: text.to_string(),
+                    subagent_run_id: sub,
+                    timestamp: ts,
+                });
+            }
+        }
+    }
+
+    fn close_text(&mut self, who: Option<usize>, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        let sub = self.sub_id(who);
+        if let Some(id) = self.slots(who).text.take() {
+            out.push(AguiEvent::TextMessageEnd { message_id: id, subagent_run_id: sub, timestamp: ts });
+        }
+    }
+
+    fn close_reasoning(&mut self, who: Option<usize>, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        let sub = self.sub_id(who);
+        if let Some(id) = self.slots(who).reasoning.take() {
+            out.push(AguiEvent::ReasoningMessageEnd {
+                message_id: id.clone(),
+                subagent_run_id: sub.clone(),
+                timestamp: ts,
+            });
+            out.push(AguiEvent::ReasoningEnd { message_id: id, subagent_run_id: sub, timestamp: ts });
+        }
+    }
+
+    /// What one agent has open (a tool call of its own ends its text).
+    fn close_agent(&mut self, who: Option<usize>, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+        self.close_text(who, ts, out);
+        self.close_reasoning(who, ts, out);
     }
 
     /// Tool calls are emitted START/ARGS/END at once, so only text and
-    /// reasoning can be open between events.
+    /// reasoning can be open between events: every agent's is closed.
     fn close_open(&mut self, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        self.close_text(ts, out);
-        self.close_reasoning(ts, out);
+        self.close_agent(None, ts, out);
+        for i in 0..self.subs.len() {
+            self.close_agent(Some(i), ts, out);
+        }
     }
 
-    fn tool_call(&mut self, c: &ToolCall, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+    fn tool_call(&mut self, who: Option<usize>, c: &ToolCall, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
         let id = self.tool_ids.get(&c.id).cloned().unwrap_or_else(|| self.ns("t", &c.id));
         self.tool_ids.insert(c.id.clone(), id.clone());
         if !self.tools_started.insert(id.clone()) {
@@ -662,22 +1022,37 @@ impl Translator {
             // a second START for the same id would only duplicate the card.
             return;
         }
+        // A subagent's call defaults to its own text, never the main agent's
+        // (a call belongs to the message that carries it).
         let parent = match &c.message {
-            Some(m) => Some(self.ns("m", m)),
-            None => self.turn_text.clone(),
+            Some(m) => Some(self.msg_id("m", who, m)),
+            None => self.slots(who).turn_text.clone(),
         };
+        if let Some(p) = &parent {
+            self.tool_msgs.insert(id.clone(), p.clone());
+        }
+        let sub = self.sub_id(who);
+        if let Some(s) = &sub {
+            self.tool_owner.insert(id.clone(), s.clone());
+        }
         let args = serde_json::to_string(&c.args).unwrap_or_else(|_| "{}".to_string());
         out.push(AguiEvent::ToolCallStart {
             tool_call_id: id.clone(),
             tool_call_name: c.name.clone(),
             parent_message_id: parent,
+            subagent_run_id: sub.clone(),
             timestamp: ts,
         });
-        out.push(AguiEvent::ToolCallArgs { tool_call_id: id.clone(), delta: args, timestamp: ts });
-        out.push(AguiEvent::ToolCallEnd { tool_call_id: id, timestamp: ts });
+        out.push(AguiEvent::ToolCallArgs {
+            tool_call_id: id.clone(),
+            delta: args,
+            subagent_run_id: sub.clone(),
+            timestamp: ts,
+        });
+        out.push(AguiEvent::ToolCallEnd { tool_call_id: id, subagent_run_id: sub, timestamp: ts });
     }
 
-    fn tool_result(&mut self, r: &ToolResult, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
+    fn tool_result(&mut self, who: Option<usize>, r: &ToolResult, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
         let call = self.tool_ids.get(&r.id).cloned().unwrap_or_else(|| self.ns("t", &r.id));
         let n = self.results_seen.entry(r.id.clone()).or_insert(0);
         *n += 1;
@@ -688,11 +1063,18 @@ impl Translator {
             // not de-duplicate them).
             message_id = format!("{message_id}:{n}");
         }
+        // The result of a subagent's call is the subagent's, even when the
+        // event names none (a result restated later), while it is open.
+        let sub = self.sub_id(who).or_else(|| {
+            let owner = self.tool_owner.get(&call)?;
+            self.subs.iter().any(|s| &s.run_id == owner).then(|| owner.clone())
+        });
         out.push(AguiEvent::ToolCallResult {
             message_id,
             tool_call_id: call.clone(),
             content: r.output.clone(),
             role: "tool",
+            subagent_run_id: sub.clone(),
             timestamp: ts,
         });
         let value = CustomValue::ToolResult(ToolResultValue {
@@ -702,18 +1084,18 @@ impl Translator {
             bytes: r.bytes,
             exit_code: r.exit_code,
         });
-        out.push(AguiEvent::Custom { name: "runwire.tool_result", value, timestamp: ts });
+        out.push(AguiEvent::Custom { name: "runwire.tool_result", value, subagent_run_id: sub, timestamp: ts });
     }
 
     fn turn_start(&mut self, t: &TurnStart, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        self.turn_text = None;
+        self.main.turn_text = None;
         self.turn_in_progress = true;
         let value = CustomValue::TurnStart(TurnStartValue { model: t.model.clone(), cwd: t.cwd.clone() });
-        out.push(AguiEvent::Custom { name: "runwire.turn_start", value, timestamp: ts });
+        out.push(AguiEvent::Custom { name: "runwire.turn_start", value, subagent_run_id: None, timestamp: ts });
     }
 
     fn turn_end(&mut self, t: &TurnEnd, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        self.turn_text = None;
+        self.main.turn_text = None;
         self.turn_in_progress = false;
         self.last_turn_end = Some(if t.ok { TurnOutcome::Ok } else { TurnOutcome::Failed(t.reason.clone()) });
         let usage = t.usage.as_ref().map(TokenUsage::from_usage);
@@ -728,7 +1110,7 @@ impl Translator {
             duration_ms: t.duration_ms,
             num_turns: t.num_turns,
         });
-        out.push(AguiEvent::Custom { name: "runwire.turn_end", value, timestamp: ts });
+        out.push(AguiEvent::Custom { name: "runwire.turn_end", value, subagent_run_id: None, timestamp: ts });
     }
 
     fn error(&mut self, e: &ErrorData, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
@@ -738,7 +1120,7 @@ impl Translator {
         } else {
             let value =
                 CustomValue::Error(ErrorValue { reason: e.reason.clone(), code: e.code.clone(), raw: e.raw.clone() });
-            out.push(AguiEvent::Custom { name: "runwire.error", value, timestamp: ts });
+            out.push(AguiEvent::Custom { name: "runwire.error", value, subagent_run_id: None, timestamp: ts });
         }
     }
 
@@ -777,9 +1159,33 @@ impl Translator {
         AguiEvent::RunError { message, code, usage: self.usage.clone().map(|u| vec![u]), timestamp: ts }
     }
 
+    /// The one way a run ends: no subagent is left open (a run that ends
+    /// well ends them well; one that fails, or was cut off, fails them with
+    /// its own message).
     fn terminate(&mut self, end: AguiEvent, out: &mut Vec<AguiEvent>) {
+        if !self.subs.is_empty() {
+            let ts = self.last_ts;
+            self.close_open(ts, out);
+            match &end {
+                AguiEvent::RunError { message, code, .. } => {
+                    let message = format!("the run ended before the subagent finished: {message}");
+                    self.end_subs(None, SubEnd::Error(&message, code), ts, out);
+                }
+                _ => self.end_subs(None, SubEnd::Success, ts, out),
+            }
+        }
         out.push(end);
         self.terminated = true;
+    }
+}
+
+/// The first non-empty line of `text` (at most 200 characters), else `fallback`:
+/// a subagent error's message, from its call's output or its run's end.
+fn first_line(text: &str, fallback: &str) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or(fallback);
+    match line.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
     }
 }
 
@@ -810,6 +1216,7 @@ mod tests {
         let e = AguiEvent::TextMessageContent {
             message_id: "m".into(),
             delta: "a\r\nb \"q\" \u{2028}".into(),
+            subagent_run_id: None,
             timestamp: None,
         };
         assert_eq!(Some(e.to_frame()), enc.push(e.to_json().as_bytes()).unwrap());
@@ -822,6 +1229,7 @@ mod tests {
             tool_call_id: "t".into(),
             tool_call_name: "Bash".into(),
             parent_message_id: None,
+            subagent_run_id: None,
             timestamp: Some(5),
         };
         assert_eq!(e.to_json(), r#"{"type":"TOOL_CALL_START","toolCallId":"t","toolCallName":"Bash","timestamp":5}"#);
@@ -891,6 +1299,7 @@ mod tests {
                 tool_call_id: "R:t:c1".into(),
                 tool_call_name: "Bash".into(),
                 parent_message_id: Some("R:m:m1".into()),
+                subagent_run_id: None,
                 timestamp: Some(1003)
             }
         );
@@ -899,6 +1308,7 @@ mod tests {
             AguiEvent::ToolCallArgs {
                 tool_call_id: "R:t:c1".into(),
                 delta: r#"{"cmd":"ls"}"#.into(),
+                subagent_run_id: None,
                 timestamp: Some(1003)
             }
         );
@@ -1030,6 +1440,7 @@ mod tests {
         let custom = crate::events::Custom {
             name: "runwire.tool_progress".into(),
             value: serde_json::json!({"tool_use_id": "t1", "elapsed_time_seconds": 2.5, "parent_tool_use_id": null, "x-y": [1, null]}),
+            parent: None,
         };
         let mut out = t.push(&delta(1, "m", Channel::Text, "a"));
         out.extend(t.push(&ev(2, Data::Custom(custom))));
@@ -1055,5 +1466,153 @@ mod tests {
         assert!(t.push(&ev(4, Data::Exit(Exit { rc: 0, ok: true, detail: None }))).is_empty());
         assert!(t.finish().is_empty());
         assert_eq!(t.ignored_after_terminal(), 2);
+    }
+    fn sub(call: &str, id: &str) -> Option<Box<Subagent>> {
+        Some(Box::new(Subagent {
+            tool_call: call.into(),
+            id: id.into(),
+            name: "Explore".into(),
+            description: None,
+            parent_id: None,
+        }))
+    }
+
+    fn call(seq: u64, id: &str, parent: Option<Box<Subagent>>) -> Event {
+        ev(
+            seq,
+            Data::ToolCall(ToolCall {
+                id: id.into(),
+                name: "Bash".into(),
+                args: serde_json::json!({}),
+                message: None,
+                parent,
+            }),
+        )
+    }
+
+    fn result(seq: u64, id: &str, is_error: bool, output: &str, parent: Option<Box<Subagent>>) -> Event {
+        ev(
+            seq,
+            Data::ToolResult(ToolResult {
+                id: id.into(),
+                output: output.into(),
+                is_error,
+                truncated: false,
+                bytes: output.len() as u64,
+                exit_code: None,
+                parent,
+            }),
+        )
+    }
+
+    fn json(out: &[AguiEvent]) -> Vec<serde_json::Value> {
+        out.iter().map(|e| serde_json::to_value(e).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_run_that_stops_on_a_subagents_interrupt_suspends_it_with_the_interrupt_ids() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&call(1, "task1", None));
+        out.extend(t.push(&call(2, "b1", sub("task1", "task1"))));
+        out.extend(t.push(&call(3, "task2", None)));
+        out.extend(t.push(&delta(4, "m9", Channel::Text, "other")));
+        out.extend(t.push(&ev(
+            5,
+            Data::TokenDelta(TokenDelta {
+                text: "x".into(),
+                channel: Channel::Text,
+                message: "m".into(),
+                parent: sub("task2", "task2"),
+            }),
+        )));
+        assert_eq!(t.tool_call_subagent("R:t:b1"), Some("R:sa:task1"));
+        let interrupts = vec![
+            serde_json::json!({"id": "rw-1", "reason": "tool_call", "toolCallId": "R:t:b1"}),
+            serde_json::json!({"id": "rw-2", "reason": "input_required"}),
+        ];
+        out.extend(t.end_with(RunOutcome::Interrupt { interrupts }, Some(9)));
+        let j = json(&out);
+        crate_verify(&j);
+        let fin: Vec<&serde_json::Value> = j.iter().filter(|e| e["type"] == "SUBAGENT_FINISHED").collect();
+        assert_eq!(fin.len(), 2);
+        let of = |s: &str| fin.iter().find(|e| e["subagentRunId"] == s).unwrap()["outcome"].clone();
+        assert_eq!(of("R:sa:task1"), serde_json::json!({"type": "suspended", "interruptIds": ["rw-1"]}));
+        // Suspended too (the whole agent waits), with no interrupt of its own.
+        assert_eq!(of("R:sa:task2"), serde_json::json!({"type": "suspended"}));
+        let end = j.last().unwrap();
+        assert_eq!(end["outcome"]["interrupts"][0]["subagentRunId"], "R:sa:task1");
+        assert!(end["outcome"]["interrupts"][1].get("subagentRunId").is_none());
+    }
+
+    #[test]
+    fn a_failed_spawning_call_is_a_subagent_error_and_a_late_event_a_new_invocation() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&call(1, "task1", None));
+        out.extend(t.push(&call(2, "b1", sub("task1", "task1"))));
+        out.extend(t.push(&result(3, "task1", true, "\nAgent crashed: out of memory\nmore", None)));
+        // A background subagent that acts after its call returned.
+        out.extend(t.push(&result(4, "b1", false, "ok", sub("task1", "task1"))));
+        out.extend(t.push(&ev(5, Data::TurnEnd(TurnEnd { ok: true, ..Default::default() }))));
+        out.extend(t.finish());
+        let j = json(&out);
+        crate_verify(&j);
+        let err = j.iter().find(|e| e["type"] == "SUBAGENT_ERROR").unwrap();
+        assert_eq!(err["message"], "Agent crashed: out of memory");
+        let started: Vec<&str> = j
+            .iter()
+            .filter(|e| e["type"] == "SUBAGENT_STARTED")
+            .map(|e| e["subagentRunId"].as_str().unwrap())
+            .collect();
+        assert_eq!(started, ["R:sa:task1", "R:sa:task1:2"]);
+        let res = j.iter().find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "R:t:b1").unwrap();
+        assert_eq!(res["subagentRunId"], "R:sa:task1:2");
+        // The turn's end ends the second one, well.
+        let fin = j.iter().find(|e| e["type"] == "SUBAGENT_FINISHED").unwrap();
+        assert_eq!(
+            (fin["subagentRunId"].as_str(), fin["outcome"]["type"].as_str()),
+            (Some("R:sa:task1:2"), Some("success"))
+        );
+    }
+
+    #[test]
+    fn a_cancelled_run_ends_its_subagents_with_an_error() {
+        let mut t = Translator::new(opts());
+        let mut out = t.push(&ev(
+            1,
+            Data::TokenDelta(TokenDelta {
+                text: "x".into(),
+                channel: Channel::Reasoning,
+                message: "m".into(),
+                parent: sub("c", "c"),
+            }),
+        ));
+        out.extend(t.end_with(RunOutcome::Cancelled, None));
+        let j = json(&out);
+        crate_verify(&j);
+        let tail: Vec<&str> = j.iter().rev().take(4).map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(tail, ["RUN_FINISHED", "SUBAGENT_ERROR", "REASONING_END", "REASONING_MESSAGE_END"]);
+        assert_eq!(j[j.len() - 2]["code"], "cancelled");
+    }
+
+    /// The crate's own checks of a stream with subagents: every subagent
+    /// that started ends before the terminal event, and every event
+    /// attributed to one comes while it is open.
+    fn crate_verify(j: &[serde_json::Value]) {
+        let mut open = HashSet::new();
+        for (i, e) in j.iter().enumerate() {
+            let ty = e["type"].as_str().unwrap();
+            match ty {
+                "SUBAGENT_STARTED" => assert!(open.insert(e["subagentRunId"].as_str().unwrap().to_string()), "{i}"),
+                "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                    assert!(open.remove(e["subagentRunId"].as_str().unwrap()), "{i}")
+                }
+                "RUN_FINISHED" | "RUN_ERROR" => assert!(open.is_empty(), "{i}: {open:?} open at the end"),
+                _ => {
+                    if let Some(s) = e["subagentRunId"].as_str() {
+                        assert!(open.contains(s), "{i}: {e} outside its subagent");
+                    }
+                }
+            }
+        }
     }
 }

@@ -106,15 +106,84 @@ pub struct TurnStart {
     pub cwd: Option<String>,
 }
 
+/// Who produced an event inside a subagent: the invocation, not the
+/// subagent's definition (two runs of the same subagent type are two).
+/// Boxed in the events that carry it, so an event of the main agent pays
+/// one pointer for it and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Subagent {
+    /// The tool call (or the agent's item) that spawned the subagent.
+    pub tool_call: String,
+    /// This invocation, unique in the session (claude: the spawning
+    /// tool_use id; codex: the subagent's thread id).
+    pub id: String,
+    /// Always given: the subagent's type or path, else the spawning tool's name.
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub description: Option<String>,
+    /// The enclosing subagent's `id`, for a subagent a subagent spawned.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parent_id: Option<String>,
+}
+
+impl Subagent {
+    /// An invocation known only by its spawning call (no type, no description).
+    pub fn of_call(call: &str) -> Subagent {
+        Subagent {
+            tool_call: call.to_string(),
+            id: call.to_string(),
+            name: "subagent".to_string(),
+            description: None,
+            parent_id: None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Subagent {
+    /// The object form, or the bare tool call id events/v1 streams written
+    /// before the identity grew (read as an invocation named `subagent`).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Subagent, D::Error> {
+        #[derive(Deserialize)]
+        struct Full {
+            tool_call: String,
+            id: String,
+            name: String,
+            #[serde(default)]
+            description: Option<String>,
+            #[serde(default)]
+            parent_id: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Call(String),
+            Full(Full),
+        }
+        Ok(match Form::deserialize(d)? {
+            Form::Call(c) => Subagent::of_call(&c),
+            Form::Full(f) => Subagent {
+                tool_call: f.tool_call,
+                id: f.id,
+                name: f.name,
+                description: f.description,
+                parent_id: f.parent_id,
+            },
+        })
+    }
+}
+
+/// `parent` of an event: the subagent that produced it (absent: the main agent).
+pub type Parent = Option<Box<Subagent>>;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenDelta {
     pub text: String,
     pub channel: Channel,
     /// The source's message id (or a position-derived one where the source has none).
     pub message: String,
-    /// The tool call that spawned the subagent this text belongs to.
+    /// The subagent this text belongs to.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub parent: Option<String>,
+    pub parent: Parent,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,7 +195,7 @@ pub struct ToolCall {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub message: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub parent: Option<String>,
+    pub parent: Parent,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,7 +209,7 @@ pub struct ToolResult {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub exit_code: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub parent: Option<String>,
+    pub parent: Parent,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -182,6 +251,9 @@ pub struct Custom {
     pub name: String,
     /// The agent's fields, as it wrote them (any JSON).
     pub value: Value,
+    /// The subagent the notice is about or came from.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parent: Parent,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -494,7 +566,8 @@ impl Writer {
                 json_str(out, &d.message);
                 if let Some(p) = &d.parent {
                     out.extend_from_slice(br#","parent":"#);
-                    json_str(out, p);
+                    // Writing into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut *out, p);
                 }
                 out.push(b'}');
             }
@@ -638,7 +711,12 @@ mod tests {
                 text: "a \"quote\"\n\u{1}é".into(),
                 channel: Channel::Reasoning,
                 message: "m\\1".into(),
-                parent: parent.map(String::from),
+                parent: parent.map(|p| {
+                    let mut s = Subagent::of_call(p);
+                    s.description = Some("a \"quoted\" task".into());
+                    s.parent_id = Some("toolu_0".into());
+                    Box::new(s)
+                }),
             })
         };
         let evs = [
@@ -652,6 +730,15 @@ mod tests {
             w.write(e, &mut out);
             assert_eq!(String::from_utf8(out.clone()).unwrap(), format!("{}\n", e.to_json()));
         }
+    }
+
+    #[test]
+    fn a_bare_parent_of_an_older_stream_reads_as_an_invocation_of_its_call() {
+        let line = br#"{"v":"events/v1","seq":1,"ts":"1970-01-01T00:00:00.000Z","type":"token_delta","data":{"text":"x","channel":"text","message":"m","parent":"toolu_1"}}"#;
+        let Data::TokenDelta(d) = Event::parse(line).unwrap().data else { panic!() };
+        assert_eq!(d.parent.as_deref(), Some(&Subagent::of_call("toolu_1")));
+        let bad = br#"{"v":"events/v1","seq":1,"ts":"1970-01-01T00:00:00.000Z","type":"token_delta","data":{"text":"x","channel":"text","message":"m","parent":{"id":"i"}}}"#;
+        assert!(Event::parse(bad).unwrap_err().starts_with("data:"));
     }
 
     #[test]

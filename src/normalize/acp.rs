@@ -66,6 +66,27 @@ pub(crate) fn is_agent_request(method: &str) -> bool {
         || method.starts_with('_')
 }
 
+/// cursor's `cursor/task`: the agent reports a subagent it ran for a Task
+/// call (`toolCallId`), after the fact (`durationMs`): a `custom`
+/// `runwire.subagent` attributed to that subagent, so a viewer shows it
+/// under its call. Named by `subagentType` when that is a name, else
+/// `task` (the tool's own name); the invocation is `agentId`.
+fn task(ctx: &mut Ctx, p: &Value) {
+    let Some(call) = p.str_at("toolCallId").filter(|c| !c.is_empty()) else { return };
+    let name = p.str_at("subagentType").filter(|t| !t.is_empty()).unwrap_or("task");
+    let sub = crate::events::Subagent {
+        tool_call: call.to_string(),
+        id: p.str_at("agentId").filter(|a| !a.is_empty()).unwrap_or(call).to_string(),
+        name: name.to_string(),
+        description: p.str_at("description").map(str::to_string),
+        parent_id: None,
+    };
+    // Redacted like tool arguments: the prompt may carry anything.
+    let mut v = p.clone();
+    super::redact::redact_json(&mut v);
+    ctx.custom_in("subagent", v, Some(Box::new(sub)));
+}
+
 #[derive(Default)]
 pub(crate) struct Acp {
     turn_open: bool,
@@ -110,7 +131,9 @@ impl Acp {
             return self.response(ctx, raw, &v);
         };
         if v.get("id").is_some_and(|id| !id.is_null()) {
-            if !is_agent_request(method) {
+            if method == "cursor/task" {
+                task(ctx, v.get("params").unwrap_or(&Value::Null));
+            } else if !is_agent_request(method) {
                 ctx.unknown(raw, method);
             }
             return;

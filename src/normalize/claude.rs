@@ -26,7 +26,7 @@
 //! not already streamed is emitted.
 
 use super::{lenient, tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
-use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -190,9 +190,21 @@ pub(crate) struct Claude {
     /// The final text of the main agent's latest text block, to tell whether
     /// `result.result` adds anything.
     last_text: Seen,
+    /// The subagents the agent spawned (Task / Agent calls), newest last,
+    /// at most [`MAX_SPAWNS`]: the identity a line's `parent_tool_use_id` names.
+    spawns: Vec<Subagent>,
 }
 
-fn text_event(text: &str, channel: Channel, message: &str, parent: &Option<String>) -> Option<Data> {
+/// Spawning calls remembered (a real session has a handful; past this the
+/// oldest is forgotten, and a late line of it is named by its call alone).
+const MAX_SPAWNS: usize = 256;
+
+/// The tool call id a line's subagent identity is keyed by.
+fn key(p: &Parent) -> Option<&str> {
+    p.as_deref().map(|s| s.tool_call.as_str())
+}
+
+fn text_event(text: &str, channel: Channel, message: &str, parent: &Parent) -> Option<Data> {
     (!text.is_empty()).then(|| {
         Data::TokenDelta(TokenDelta {
             text: text.to_string(),
@@ -368,15 +380,16 @@ const CUSTOM_SYSTEM: [&str; 14] = [
 ];
 
 /// A `custom` event carrying the line's own fields, less the envelope
-/// (`type`, `subtype`, `uuid`, `session_id`) every line repeats.
-fn custom(ctx: &mut Ctx, kind: &str, text: &str) {
+/// (`type`, `subtype`, `uuid`, `session_id`) every line repeats; a
+/// subagent's (`parent_tool_use_id`) is attributed to it.
+fn custom(ctx: &mut Ctx, kind: &str, text: &str, parent: Parent) {
     let mut v = lenient::value(text).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
         for k in ["type", "subtype", "uuid", "session_id"] {
             o.remove(k);
         }
     }
-    ctx.custom(kind, v);
+    ctx.custom_in(kind, v, parent);
 }
 
 /// True for a line of a skipped kind. Only the leading keys are read, so the
@@ -420,7 +433,11 @@ impl Claude {
             Err(e) => return ctx.unparsable(raw, e),
         };
         ctx.ts_ms = l.timestamp.as_str().and_then(crate::time::parse_rfc3339_ms);
-        let parent = l.parent_tool_use_id.as_str().map(str::to_string);
+        // Only a subagent's line pays for an identity: the main agent's have none.
+        let parent = match l.parent_tool_use_id.as_str() {
+            Some(call) if !call.is_empty() => Some(Box::new(self.identity(call))),
+            _ => None,
+        };
         let kind = match l.kind.as_str() {
             Some(k) => k,
             None => return ctx.invalid(raw, "no string \"type\""),
@@ -445,7 +462,7 @@ impl Claude {
                 None => ctx.invalid(raw, "user line without a \"message\" object"),
             },
             "result" => self.result(ctx, &l),
-            k if CUSTOM.contains(&k) => custom(ctx, k, text),
+            k if CUSTOM.contains(&k) => custom(ctx, k, text, parent),
             STATUS_TYPE => ctx.status_line(l.ok.as_bool(), l.rc.as_i64(), l.session_id.as_str(), l.detail.as_str()),
             "rate_limit_event"
             | "control_request"
@@ -486,24 +503,52 @@ impl Claude {
                 let what = what.or_else(|| l.error_code.as_str().map(str::to_string)).unwrap_or_default();
                 ctx.error("agent_warning", format!("{k} {what}").trim_end().to_string(), raw, false);
             }
-            k if CUSTOM_SYSTEM.contains(&k) => custom(ctx, k, text),
+            k if CUSTOM_SYSTEM.contains(&k) => custom(ctx, k, text, None),
             other => ctx.unknown(raw, &format!("system/{other}")),
         }
     }
 
-    fn stream_mut(&mut self, parent: &Option<String>) -> Option<&mut Stream> {
-        // The newest open message of this agent (main or one subagent) receives the deltas.
-        self.streams.iter_mut().rev().find(|s| &s.parent == parent)
+    /// The subagent a `parent_tool_use_id` names: the spawning call's type
+    /// and description when it was seen, else the call alone.
+    fn identity(&self, call: &str) -> Subagent {
+        self.spawns.iter().rev().find(|s| s.tool_call == call).cloned().unwrap_or_else(|| Subagent::of_call(call))
     }
 
-    fn stream_event(&mut self, ctx: &mut Ctx, raw: &[u8], ev: StreamEvent, parent: Option<String>) {
+    /// Remembers a call that spawns a subagent (`Task`, `Agent`, or any
+    /// call naming a `subagent_type`): its lines will name it.
+    fn note_spawn(&mut self, id: &str, name: &str, args: &Value, parent: &Parent) {
+        let ty = args.get("subagent_type").and_then(Value::as_str).filter(|t| !t.is_empty());
+        if ty.is_none() && name != "Task" && name != "Agent" {
+            return;
+        }
+        if self.spawns.len() >= MAX_SPAWNS {
+            self.spawns.remove(0);
+        }
+        self.spawns.push(Subagent {
+            tool_call: id.to_string(),
+            id: id.to_string(),
+            name: ty.unwrap_or(if name.is_empty() { "subagent" } else { name }).to_string(),
+            description: args.get("description").and_then(Value::as_str).map(str::to_string),
+            parent_id: parent.as_deref().map(|p| p.id.clone()),
+        });
+    }
+
+    fn stream_mut(&mut self, parent: &Parent) -> Option<&mut Stream> {
+        // The newest open message of this agent (main or one subagent) receives the deltas.
+        let k = key(parent);
+        self.streams.iter_mut().rev().find(|s| s.parent.as_deref() == k)
+    }
+
+    fn stream_event(&mut self, ctx: &mut Ctx, raw: &[u8], ev: StreamEvent, parent: Parent) {
         let index = ev.index.as_i64().unwrap_or(-1);
         match ev.kind.as_str().unwrap_or("") {
             "message_start" => {
                 let id = ev.message.0.as_ref().and_then(|m| m.id.as_str()).map(str::to_string);
                 let id = id.unwrap_or_else(|| ctx.line_id());
                 // A message of the same agent still open was cut off (killed turn): drop it.
-                self.streams.retain(|s| s.parent != parent);
+                let k = key(&parent);
+                self.streams.retain(|s| s.parent.as_deref() != k);
+                let parent = k.map(str::to_string);
                 let s = Stream { id, parent, blocks: Default::default(), dropped: 0, assistant_seen: 0 };
                 super::push_bounded(&mut self.streams, s);
             }
@@ -608,11 +653,14 @@ impl Claude {
                     } else {
                         serde_json::from_str(&b.input).unwrap_or_else(|_| Value::String(b.input.clone()))
                     };
-                    ctx.emit(tool_call(b.tool_id.clone(), b.tool_name.clone(), args, Some(msg), parent));
+                    let (id, name) = (b.tool_id.clone(), b.tool_name.clone());
+                    self.note_spawn(&id, &name, &args, &parent);
+                    ctx.emit(tool_call(id, name, args, Some(msg), parent));
                 }
             }
             "message_stop" => {
-                if let Some(pos) = self.streams.iter().rposition(|s| s.parent == parent) {
+                let k = key(&parent);
+                if let Some(pos) = self.streams.iter().rposition(|s| s.parent.as_deref() == k) {
                     self.streams.remove(pos);
                 }
             }
@@ -625,7 +673,7 @@ impl Claude {
         }
     }
 
-    fn assistant(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Option<String>) {
+    fn assistant(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Parent) {
         let id = m.id.as_str().map(str::to_string).unwrap_or_else(|| ctx.line_id());
         let mut slot = None;
         let blocks: Vec<Block> = match m.content {
@@ -690,13 +738,10 @@ impl Claude {
                     if let Some(b) = streamed {
                         b.tool_emitted = true;
                     }
-                    ctx.emit(tool_call(
-                        blk.id.as_str().unwrap_or("").to_string(),
-                        blk.name.as_str().unwrap_or("").to_string(),
-                        raw_value(blk.input),
-                        Some(id.clone()),
-                        parent.clone(),
-                    ));
+                    let (tid, name) = (blk.id.as_str().unwrap_or(""), blk.name.as_str().unwrap_or(""));
+                    let args = raw_value(blk.input);
+                    self.note_spawn(tid, name, &args, &parent);
+                    ctx.emit(tool_call(tid.to_string(), name.to_string(), args, Some(id.clone()), parent.clone()));
                 }
                 "redacted_thinking" | "image" | "document" => {}
                 k if k.ends_with("_tool_result") => {
@@ -716,7 +761,7 @@ impl Claude {
     }
 
     /// Text that was never streamed: emitted whole.
-    fn whole_text(&mut self, ctx: &mut Ctx, text: &str, channel: Channel, id: &str, parent: &Option<String>) {
+    fn whole_text(&mut self, ctx: &mut Ctx, text: &str, channel: Channel, id: &str, parent: &Parent) {
         if parent.is_none() && channel == Channel::Text && !text.is_empty() {
             self.last_text = Seen::of(text);
         }
@@ -725,7 +770,7 @@ impl Claude {
         }
     }
 
-    fn user(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Option<String>) {
+    fn user(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Parent) {
         // A plain string is a prompt (subagent or replayed input): not an agent event.
         let Some(c) = m.content.filter(|c| c.get().starts_with('[')) else { return };
         let mut slot = None;

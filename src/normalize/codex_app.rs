@@ -28,7 +28,7 @@
 //! schema codex 0.169.0 generates (`fixtures/codex-schema/`).
 
 use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
-use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{json, Value};
 
 /// Notifications known and skipped on purpose (bookkeeping, account and
@@ -155,7 +155,7 @@ pub(crate) struct CodexApp {
     /// The session's own thread (the client's `thread/start` / `resume` /
     /// `fork`), and subagents' threads with the item that started each.
     main: Option<String>,
-    subs: Vec<(String, String)>,
+    subs: Vec<(String, Subagent)>,
 }
 
 fn usage_from(v: &Value) -> Option<Usage> {
@@ -242,7 +242,7 @@ impl CodexApp {
             }
             "item/started" | "item/completed" => match p.get("item").filter(|i| i.is_object()) {
                 Some(item) => {
-                    self.note_subagent(item);
+                    self.note_subagent(item, &parent);
                     self.item(ctx, raw, method == "item/completed", item, parent)
                 }
                 None => ctx.invalid(raw, "item notification without \"item\""),
@@ -279,19 +279,23 @@ impl CodexApp {
         }
     }
 
-    /// The parent of what a notification of another thread shows: the item
-    /// that started that subagent (or the thread's id when none said so).
-    /// `None` for the session's own thread.
-    fn parent(&self, p: &Value) -> Option<String> {
+    /// The subagent whose thread a notification of another thread comes
+    /// from: the item that started it, the thread as the invocation (or the
+    /// thread alone when no item said so). `None` for the session's own thread.
+    fn parent(&self, p: &Value) -> Parent {
         let t = p.str_at("threadId")?;
         if self.main.as_deref().map_or(true, |m| m == t) {
             return None;
         }
-        Some(self.subs.iter().find(|(th, _)| th == t).map_or_else(|| t.to_string(), |(_, item)| item.clone()))
+        Some(Box::new(
+            self.subs.iter().find(|(th, _)| th == t).map_or_else(|| Subagent::of_call(t), |(_, s)| s.clone()),
+        ))
     }
 
-    /// Remembers the threads a subagent item starts.
-    fn note_subagent(&mut self, item: &Value) {
+    /// Remembers the threads a subagent item starts, named by the agent's
+    /// path (`/root/read_readme` → `read_readme`), else the item's tool;
+    /// `within` is the subagent whose thread the item is in (nesting).
+    fn note_subagent(&mut self, item: &Value, within: &Parent) {
         let id = item.str_at("id").unwrap_or("");
         let mut threads: Vec<&str> = item.str_at("agentThreadId").into_iter().collect();
         threads.extend(
@@ -299,7 +303,19 @@ impl CodexApp {
         );
         for t in threads {
             if !self.subs.iter().any(|(th, _)| th == t) {
-                self.subs.push((t.to_string(), id.to_string()));
+                let path = item.str_at("agentPath").filter(|p| !p.is_empty());
+                let name = path
+                    .map(|p| p.rsplit('/').find(|s| !s.is_empty()).unwrap_or(p))
+                    .or_else(|| item.str_at("tool").filter(|t| !t.is_empty()))
+                    .unwrap_or("subagent");
+                let sub = Subagent {
+                    tool_call: id.to_string(),
+                    id: t.to_string(),
+                    name: name.to_string(),
+                    description: path.map(str::to_string),
+                    parent_id: within.as_deref().map(|w| w.id.clone()),
+                };
+                super::push_bounded(&mut self.subs, (t.to_string(), sub));
             }
         }
     }
@@ -338,7 +354,7 @@ impl CodexApp {
         }));
     }
 
-    fn delta(&mut self, ctx: &mut Ctx, p: &Value, channel: Channel, parent: Option<String>) {
+    fn delta(&mut self, ctx: &mut Ctx, p: &Value, channel: Channel, parent: Parent) {
         let id = p.str_at("itemId").unwrap_or("").to_string();
         let d = p.str_at("delta").unwrap_or("");
         if d.is_empty() {
@@ -351,7 +367,7 @@ impl CodexApp {
         ctx.emit(Data::TokenDelta(TokenDelta { text: d.to_string(), channel, message: id, parent }));
     }
 
-    fn item(&mut self, ctx: &mut Ctx, raw: &[u8], done: bool, item: &Value, parent: Option<String>) {
+    fn item(&mut self, ctx: &mut Ctx, raw: &[u8], done: bool, item: &Value, parent: Parent) {
         let id = item.str_at("id").unwrap_or("").to_string();
         let ty = item.str_at("type").unwrap_or("");
         if SKIPPED_ITEMS.contains(&ty) {
@@ -360,12 +376,16 @@ impl CodexApp {
         if ty == "subAgentActivity" {
             // Bookkeeping of a subagent (its thread's items carry the work):
             // a notice when it changes, not a tool that never returns.
+            // The notice is the subagent's own (its `started` opens it for
+            // a viewer before its first event).
             if done {
                 let mut v = item.clone();
                 if let Some(o) = v.as_object_mut() {
                     o.remove("type");
                 }
-                ctx.custom("subagent", v);
+                let t = item.str_at("agentThreadId");
+                let sub = t.and_then(|t| self.subs.iter().find(|(th, _)| th == t)).map(|(_, s)| Box::new(s.clone()));
+                ctx.custom_in("subagent", v, sub.or(parent));
             }
             return;
         }
@@ -566,7 +586,10 @@ mod tests {
         // The subagent's text is its own (parented), not the session's.
         let ev =
             n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
-        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("sub")), "{ev:?}");
+        let Data::TokenDelta(d) = &ev[0].data else { panic!("{ev:?}") };
+        let p = d.parent.as_deref().expect("a subagent's text has a parent");
+        // No item said what started it: the thread is both the call and the invocation.
+        assert_eq!((p.tool_call.as_str(), p.id.as_str(), p.name.as_str()), ("sub", "sub", "subagent"));
     }
 
     #[test]
@@ -607,13 +630,28 @@ mod tests {
             r#"{"type":"subAgentActivity","id":"s1","kind":"started","agentPath":"/root/a","agentThreadId":"sub"}"#;
         assert!(n.push(format!(r#"{{"method":"item/started","params":{{"item":{item}}}}}"#).as_bytes()).is_empty());
         let ev = n.push(format!(r#"{{"method":"item/completed","params":{{"item":{item}}}}}"#).as_bytes());
-        assert!(
-            matches!(&ev[..], [e] if matches!(&e.data, Data::Custom(c) if c.name == "runwire.subagent" && c.value["agentThreadId"] == "sub")),
-            "{ev:?}"
-        );
+        // The notice is the subagent's own: it names the invocation it is about.
+        let [e] = &ev[..] else { panic!("{ev:?}") };
+        let Data::Custom(c) = &e.data else { panic!("{ev:?}") };
+        assert_eq!((c.name.as_str(), c.value["agentThreadId"].as_str()), ("runwire.subagent", Some("sub")));
+        assert_eq!(c.parent.as_deref().map(|p| p.id.as_str()), Some("sub"));
         let ev =
             n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub","itemId":"m","delta":"x"}}"#);
-        assert!(matches!(&ev[0].data, Data::TokenDelta(d) if d.parent.as_deref() == Some("s1")), "{ev:?}");
+        let Data::TokenDelta(d) = &ev[0].data else { panic!("{ev:?}") };
+        let p = d.parent.as_deref().expect("parented");
+        assert_eq!(
+            (p.tool_call.as_str(), p.id.as_str(), p.name.as_str(), p.description.as_deref(), p.parent_id.as_deref()),
+            ("s1", "sub", "a", Some("/root/a"), None)
+        );
+        // A subagent it spawns is nested in it.
+        let inner =
+            r#"{"type":"subAgentActivity","id":"s2","kind":"started","agentPath":"/root/a/b","agentThreadId":"sub2"}"#;
+        n.push(format!(r#"{{"method":"item/started","params":{{"threadId":"sub","item":{inner}}}}}"#).as_bytes());
+        let ev =
+            n.push(br#"{"method":"item/agentMessage/delta","params":{"threadId":"sub2","itemId":"m2","delta":"y"}}"#);
+        let Data::TokenDelta(d) = &ev[0].data else { panic!("{ev:?}") };
+        let p = d.parent.as_deref().expect("parented");
+        assert_eq!((p.name.as_str(), p.id.as_str(), p.parent_id.as_deref()), ("b", "sub2", Some("sub")));
     }
 
     #[test]

@@ -316,7 +316,12 @@ impl Ctx<'_> {
 
     /// An agent event passed through as `custom` (`runwire.<kind>`).
     pub fn custom(&mut self, kind: &str, value: Value) {
-        self.emit(Data::Custom(crate::events::Custom { name: format!("runwire.{kind}"), value }));
+        self.custom_in(kind, value, None);
+    }
+
+    /// [`Ctx::custom`] for a notice a subagent gave (or that is about one).
+    pub fn custom_in(&mut self, kind: &str, value: Value, parent: crate::events::Parent) {
+        self.emit(Data::Custom(crate::events::Custom { name: format!("runwire.{kind}"), value, parent }));
     }
 }
 
@@ -928,7 +933,7 @@ pub(crate) fn tool_result(
     output: &str,
     is_error: bool,
     exit_code: Option<i64>,
-    parent: Option<String>,
+    parent: crate::events::Parent,
 ) -> Data {
     let (output_kept, mut truncated, mut bytes) = redact::tool_output(output);
     CUTS.with(|c| {
@@ -951,7 +956,7 @@ pub(crate) fn tool_call(
     name: String,
     mut args: Value,
     message: Option<String>,
-    parent: Option<String>,
+    parent: crate::events::Parent,
 ) -> Data {
     redact::redact_json(&mut args);
     Data::ToolCall(crate::events::ToolCall { id, name, args, message, parent })

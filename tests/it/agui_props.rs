@@ -7,7 +7,8 @@ use crate::support;
 use proptest::prelude::*;
 use runwire::agui::{TranslateOptions, Translator};
 use runwire::events::{
-    Channel, Data, ErrorData, Event, Exit, Seq, TokenDelta, ToolCall, ToolResult, TurnEnd, TurnStart, Usage,
+    Channel, Data, ErrorData, Event, Exit, Parent, Seq, Subagent, TokenDelta, ToolCall, ToolResult, TurnEnd, TurnStart,
+    Usage,
 };
 use serde_json::Value;
 
@@ -29,20 +30,41 @@ fn usage() -> impl Strategy<Value = Option<Usage>> {
     }))
 }
 
+/// The main agent (half the time), or one of a few subagents: spawned by a
+/// call from the tool pool, one nested in another, one named by a call that
+/// never streamed; so subagents run at once, nest, end when their call's
+/// result comes, and act again after they ended.
+fn parent() -> impl Strategy<Value = Parent> {
+    let sub = |call: &str, id: &str, outer: Option<&str>| Subagent {
+        tool_call: call.into(),
+        id: id.into(),
+        name: "Explore".into(),
+        description: Some("d".into()),
+        parent_id: outer.map(String::from),
+    };
+    prop_oneof![
+        4 => Just(None),
+        1 => Just(Some(Box::new(sub("t1", "t1", None)))),
+        1 => Just(Some(Box::new(sub("t2", "t2", None)))),
+        1 => Just(Some(Box::new(sub("t3", "t3", Some("t1"))))),
+        1 => Just(Some(Box::new(sub("tx", "thread-9", None)))),
+    ]
+}
+
 fn data() -> impl Strategy<Value = Data> {
     prop_oneof![
-        6 => (pick(TEXTS), any::<bool>(), pick(MESSAGES)).prop_map(|(text, reasoning, message)| {
+        6 => (pick(TEXTS), any::<bool>(), pick(MESSAGES), parent()).prop_map(|(text, reasoning, message, parent)| {
             Data::TokenDelta(TokenDelta {
                 text,
                 channel: if reasoning { Channel::Reasoning } else { Channel::Text },
                 message,
-                parent: None,
+                parent,
             })
         }),
-        2 => (pick(TOOLS), proptest::option::of(pick(MESSAGES))).prop_map(|(id, message)| {
-            Data::ToolCall(ToolCall { id, name: "Bash".into(), args: serde_json::json!({"cmd": "ls"}), message, parent: None })
+        2 => (pick(TOOLS), proptest::option::of(pick(MESSAGES)), parent()).prop_map(|(id, message, parent)| {
+            Data::ToolCall(ToolCall { id, name: "Bash".into(), args: serde_json::json!({"cmd": "ls"}), message, parent })
         }),
-        2 => (pick(TOOLS), any::<bool>(), proptest::option::of(-1i64..3)).prop_map(|(id, is_error, exit_code)| {
+        2 => (pick(TOOLS), any::<bool>(), proptest::option::of(-1i64..3), parent()).prop_map(|(id, is_error, exit_code, parent)| {
             Data::ToolResult(ToolResult {
                 id,
                 output: "out".into(),
@@ -50,7 +72,7 @@ fn data() -> impl Strategy<Value = Data> {
                 truncated: false,
                 bytes: 3,
                 exit_code,
-                parent: None,
+                parent,
             })
         }),
         1 => proptest::option::of(pick(&["opus", "sonnet"]))
@@ -72,8 +94,8 @@ fn data() -> impl Strategy<Value = Data> {
         })),
         1 => (proptest::sample::select(&[0i64, 0, 1, 2, 137][..]), proptest::option::of(pick(&["x"])))
             .prop_map(|(rc, detail)| Data::Exit(Exit { rc, ok: rc == 0, detail })),
-        1 => pick(&["runwire.tool_progress", "runwire.notification"]).prop_map(|name| {
-            Data::Custom(runwire::events::Custom { name, value: serde_json::json!({"elapsed_time_seconds": 2, "parent_tool_use_id": null}) })
+        1 => (pick(&["runwire.tool_progress", "runwire.notification"]), parent()).prop_map(|(name, parent)| {
+            Data::Custom(runwire::events::Custom { name, value: serde_json::json!({"elapsed_time_seconds": 2, "parent_tool_use_id": null}), parent })
         }),
     ]
 }
@@ -134,6 +156,8 @@ fn verifier_rejects_what_the_client_rejects() {
     let start = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.0"}"#;
     let fin = r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#;
     let ok = format!("{start}\n{fin}\n");
+    let sa = r#"{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"}"#;
+    let sa_end = r#"{"type":"SUBAGENT_FINISHED","subagentRunId":"s","outcome":{"type":"success"}}"#;
     assert!(v(&ok).is_ok());
     let cases = [
         format!("{fin}\n"),
@@ -147,7 +171,21 @@ fn verifier_rejects_what_the_client_rejects() {
         format!("{start}\n{{\"type\":\"RUN_ERROR\",\"message\":\"m\",\"runId\":\"r\"}}\n"),
         format!("{start}\n{{\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":{{\"snake_key\":1}}}}\n{fin}\n"),
         format!("{start}\n{{\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1,\"timestamp\":1.5}}\n{fin}\n"),
+        // Subagents: a name is required, an id is never reused, nothing is
+        // left active at RUN_FINISHED, only an active one ends or is named,
+        // and a message stays its opener's.
+        format!("{start}\n{{\"type\":\"SUBAGENT_STARTED\",\"subagentRunId\":\"s\"}}\n{fin}\n"),
+        format!("{start}\n{sa}\n{fin}\n"),
+        format!("{start}\n{sa}\n{sa_end}\n{sa}\n{sa_end}\n{fin}\n"),
+        format!("{start}\n{sa_end}\n{fin}\n"),
+        format!("{start}\n{{\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":1,\"subagentRunId\":\"s\"}}\n{fin}\n"),
+        format!("{start}\n{{\"type\":\"SUBAGENT_STARTED\",\"subagentRunId\":\"s\",\"name\":\"n\",\"parentSubagentRunId\":\"q\"}}\n{sa_end}\n{fin}\n"),
+        format!("{start}\n{sa}\n{{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"subagentRunId\":\"s\"}}\n{{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}}\n{sa_end}\n{fin}\n"),
+        format!("{start}\n{sa}\n{{\"type\":\"SUBAGENT_FINISHED\",\"subagentRunId\":\"s\",\"outcome\":{{\"type\":\"interrupt\"}}}}\n{fin}\n"),
+        format!("{start}\n{{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\",\"subagentRunId\":\"s\"}}\n"),
     ];
+    let good = format!("{start}\n{sa}\n{{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m\",\"subagentRunId\":\"s\"}}\n{{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\",\"subagentRunId\":\"s\"}}\n{sa_end}\n{fin}\n");
+    assert!(v(&good).is_ok(), "{:?}", v(&good));
     for c in &cases {
         assert!(v(c).is_err(), "should be rejected:\n{c}");
     }

@@ -419,6 +419,8 @@ fn capabilities_are_served() {
     for k in ["supported", "approvals", "interrupts", "approveWithEdits"] {
         assert_eq!(hitl[k], true, "{k}: {c}");
     }
+    // Claude's subagents stream as AG-UI subagents.
+    assert_eq!(c["multiAgent"], json!({"supported": true, "delegation": true}), "{c}");
     let info = request(s.port, "GET", "/api/info", &[], "").json();
     assert_eq!(info["capabilities"], c);
     assert_eq!(info["interactive"], true);

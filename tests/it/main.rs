@@ -48,6 +48,7 @@ mod session_replay;
 mod spec_contracts;
 mod sse_encode;
 mod studio;
+mod subagents;
 mod supervise;
 mod supervise_agents;
 mod supervise_live;

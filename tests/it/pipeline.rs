@@ -66,7 +66,9 @@ fn sse_goldens_over_every_fixture() {
 fn expected_end(name: &str) -> (&'static str, Option<&'static str>) {
     match name {
         "bb-auth-failure" | "bb-app-server.auth-failure" => ("RUN_ERROR", Some("turn_failed")),
-        "bb-stop-interrupt.killed-midstream.partial" => ("RUN_ERROR", Some("incomplete")),
+        "bb-stop-interrupt.killed-midstream.partial" | "synthetic.subagent-cut-off.partial" => {
+            ("RUN_ERROR", Some("incomplete"))
+        }
         "synthetic.resume-miss" | "synthetic.turn-failed-noise" => ("RUN_ERROR", Some("exit_nonzero")),
         "legacy-msg.vk.real-example-missing-api-key" => ("RUN_ERROR", Some("agent_error")),
         // Fragments cut from longer runs: no turn end, so the run is incomplete.

@@ -94,7 +94,7 @@ fn the_page_works_in_chromium_against_the_server() {
             ("RUNWIRE_REPLAY_AGENT", replay.as_os_str()),
         ],
     );
-    for view in ["runs", "task", "chat", "compare"] {
+    for view in ["runs", "task", "chat", "compare", "subagents"] {
         for size in ["desktop", "390"] {
             let p = shots.join(format!("{view}-{size}.png"));
             let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);

@@ -28,6 +28,31 @@ const SHAPES: &[(&str, &[&str], &[&str])] = &[
     ("REASONING_MESSAGE_END", &["messageId"], &[]),
     ("REASONING_END", &["messageId"], &[]),
     ("CUSTOM", &["name", "value"], &[]),
+    (
+        "SUBAGENT_STARTED",
+        &["subagentRunId", "name"],
+        &["description", "parentSubagentRunId", "parentToolCallId", "parentMessageId"],
+    ),
+    ("SUBAGENT_FINISHED", &["subagentRunId"], &["result", "outcome"]),
+    ("SUBAGENT_ERROR", &["subagentRunId", "message"], &["code"]),
+];
+
+/// The events that carry `subagentRunId` as attribution (AG-UI 1.0's
+/// `Attributable`: every event but the run's own and the subagent ones).
+const ATTRIBUTABLE: &[&str] = &[
+    "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT",
+    "TEXT_MESSAGE_END",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_RESULT",
+    "REASONING_START",
+    "REASONING_MESSAGE_START",
+    "REASONING_MESSAGE_CONTENT",
+    "REASONING_MESSAGE_END",
+    "REASONING_END",
+    "CUSTOM",
 ];
 
 const TOKEN_USAGE_KEYS: &[&str] = &[
@@ -72,6 +97,9 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
     let mut reasoning = HashSet::new();
     let mut started = false;
     let mut ended = false;
+    // subagentRunId -> still active; and who owns each message / tool call / span.
+    let mut subs: std::collections::HashMap<String, bool> = Default::default();
+    let mut owner: std::collections::HashMap<(char, String), Option<String>> = Default::default();
     for (i, e) in events.iter().enumerate() {
         let at = |m: String| format!("event {i}: {m}");
         check_value(e, "$").map_err(at)?;
@@ -85,7 +113,8 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
             }
         }
         for k in obj.keys() {
-            let common = ["type", "timestamp", "rawEvent", "metadata"].contains(&k.as_str());
+            let common = ["type", "timestamp", "rawEvent", "metadata"].contains(&k.as_str())
+                || (k == "subagentRunId" && ATTRIBUTABLE.contains(&ty));
             if !common && !req.contains(&k.as_str()) && !opt.contains(&k.as_str()) {
                 return Err(at(format!("{ty} has unknown key {k} (the client strips it)")));
             }
@@ -116,6 +145,47 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
             return Err(at("first event must be RUN_STARTED".into()));
         }
         let id = |k: &str| str_field(e, k).map(str::to_string).map_err(at);
+        let sub = obj.get("subagentRunId").and_then(Value::as_str).map(str::to_string);
+        if ATTRIBUTABLE.contains(&ty) {
+            if let Some(s) = &sub {
+                if subs.get(s) != Some(&true) {
+                    return Err(at(format!("{ty} attributed to subagent {s}, which is not active")));
+                }
+            }
+            // An event continuing a message, span or call belongs to whoever opened it.
+            let key = match ty {
+                "TEXT_MESSAGE_START" | "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" => Some(('m', id("messageId")?)),
+                "TOOL_CALL_START" | "TOOL_CALL_ARGS" | "TOOL_CALL_END" => Some(('t', id("toolCallId")?)),
+                "REASONING_START" | "REASONING_END" => Some(('s', id("messageId")?)),
+                "REASONING_MESSAGE_START" | "REASONING_MESSAGE_CONTENT" | "REASONING_MESSAGE_END" => {
+                    Some(('r', id("messageId")?))
+                }
+                _ => None,
+            };
+            // A tool call belongs to the message that carries it.
+            if let (true, Some(m)) = (ty == "TOOL_CALL_START", obj.get("parentMessageId").and_then(Value::as_str)) {
+                if let Some(o) = owner.get(&('m', m.to_string())) {
+                    if sub.is_some() && *o != sub {
+                        return Err(at(format!("TOOL_CALL_START by {sub:?} in message {m} of {o:?}")));
+                    }
+                }
+            }
+            if ty == "TOOL_CALL_RESULT" {
+                owner.insert(('m', id("messageId")?), sub.clone());
+            }
+            if let Some(key) = key {
+                let opens = ty.ends_with("_START");
+                match owner.get(&key) {
+                    Some(o) if *o != sub => {
+                        return Err(at(format!("{ty} attributed to {sub:?}, but its opener was {o:?}")));
+                    }
+                    None if opens => {
+                        owner.insert(key, sub.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
         match ty {
             "RUN_STARTED" => {
                 if started {
@@ -139,6 +209,9 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
                 }
                 if !tools.is_empty() {
                     return Err(at("RUN_FINISHED with tool calls open".into()));
+                }
+                if subs.values().any(|&active| active) {
+                    return Err(at("RUN_FINISHED with subagents active".into()));
                 }
                 ended = true;
             }
@@ -229,6 +302,43 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
             }
             "CUSTOM" => {
                 id("name")?;
+            }
+            "SUBAGENT_STARTED" => {
+                id("name")?;
+                let s = id("subagentRunId")?;
+                if subs.contains_key(&s) {
+                    return Err(at(format!("SUBAGENT_STARTED reuses subagentRunId {s}")));
+                }
+                if let Some(p) = obj.get("parentSubagentRunId") {
+                    let p = p.as_str().ok_or_else(|| at("parentSubagentRunId is not a string".into()))?;
+                    if !subs.contains_key(p) {
+                        return Err(at(format!("parentSubagentRunId {p} was never started")));
+                    }
+                }
+                subs.insert(s, true);
+            }
+            "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                let s = id("subagentRunId")?;
+                if subs.get(&s) != Some(&true) {
+                    return Err(at(format!("{ty} for subagent {s}, which is not active")));
+                }
+                if ty == "SUBAGENT_ERROR" {
+                    id("message")?;
+                }
+                if let Some(o) = obj.get("outcome") {
+                    match o.get("type").and_then(Value::as_str) {
+                        Some("success") => {}
+                        Some("suspended") => {
+                            if let Some(ids) = o.get("interruptIds") {
+                                if !ids.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+                                    return Err(at("interruptIds is not an array of strings".into()));
+                                }
+                            }
+                        }
+                        other => return Err(at(format!("SUBAGENT_FINISHED outcome type {other:?}"))),
+                    }
+                }
+                subs.insert(s, false);
             }
             _ => unreachable!("filtered by SHAPES"),
         }

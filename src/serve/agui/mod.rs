@@ -225,10 +225,17 @@ pub fn capabilities(shared: &Shared) -> Value {
     } else {
         json!({"supported": false})
     };
+    // AG-UI subagents (SUBAGENT_* events, subagentRunId) where the agent's
+    // stream marks them (spec/adapters.md, Subagents): claude always, codex
+    // and cursor in their interactive protocols (app-server threads, ACP
+    // cursor/task) only. Which subagents an agent has is its own config:
+    // no `subagents` list.
+    let subagents = shared.cfg.adapter == crate::normalize::Adapter::Claude || shared.cfg.interactive;
     json!({
         "identity": {"name": super::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
         "transport": {"streaming": true},
         "humanInTheLoop": hitl,
+        "multiAgent": {"supported": subagents, "delegation": subagents},
     })
 }
 

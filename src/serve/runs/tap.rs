@@ -632,7 +632,7 @@ impl Client<'_> {
             // state (closing open messages), or a resumed re-translation,
             // which never sees it, would frame the rest differently.
             let value = CustomValue::Error(ErrorValue { reason, code, raw });
-            let ev = AguiEvent::Custom { name: "runwire.error", value, timestamp: Some(ts_ms) };
+            let ev = AguiEvent::Custom { name: "runwire.error", value, subagent_run_id: None, timestamp: Some(ts_ms) };
             crate::sse::frame(None, None, &ev.to_json())
         } else {
             let ev = Event {

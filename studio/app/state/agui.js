@@ -44,7 +44,8 @@ export function isTerminal(run) {
 }
 
 function closeText(run) {
-  for (const it of run.items) {
+  // Every message, a subagent's too.
+  for (const it of run.byId.values()) {
     if ((it.kind === 'text' || it.kind === 'reasoning') && !it.done) {
       it.done = true;
       bump(run, it);
@@ -131,9 +132,60 @@ export function applyAgui(run, ev) {
     case 'CUSTOM':
       custom(run, ev);
       break;
+    case 'SUBAGENT_STARTED':
+    case 'SUBAGENT_FINISHED':
+    case 'SUBAGENT_ERROR':
+      return subagentEvent(run, ev);
     default:
       run.ignored += 1;
   }
+  return run;
+}
+
+/** Subagent states a view shows, by SUBAGENT_FINISHED outcome or SUBAGENT_ERROR. */
+export const SUBAGENT_LABELS = { running: 'running', finished: 'finished', suspended: 'waiting', failed: 'failed' };
+
+/**
+ * A subagent (AG-UI 1.0 SUBAGENT_*): a group the events carrying its
+ * subagentRunId fill, placed inside the tool card of the call that spawned
+ * it (parentToolCallId; a view without that card shows it where it began),
+ * within the subagent that spawned it when nested.
+ */
+function subagentEvent(run, ev) {
+  const id = str(ev.subagentRunId);
+  if (!id) return skip(run);
+  let sa = run.subagents.get(id);
+  if (ev.type === 'SUBAGENT_STARTED') {
+    if (sa) return skip(run);
+    sa = {
+      id,
+      name: str(ev.name) ?? 'subagent',
+      description: str(ev.description),
+      parentToolCallId: str(ev.parentToolCallId),
+      parentSubagentRunId: str(ev.parentSubagentRunId),
+      status: 'running',
+      message: null,
+      items: [],
+    };
+    const it = item(run, 'subagent', id, sa.parentSubagentRunId);
+    run.subagents.set(id, sa);
+    bump(run, it);
+    return run;
+  }
+  if (!sa) return skip(run);
+  if (ev.type === 'SUBAGENT_ERROR') {
+    sa.status = 'failed';
+    sa.message = str(ev.message);
+  } else {
+    sa.status = ev.outcome && ev.outcome.type === 'suspended' ? 'suspended' : 'finished';
+  }
+  for (const it of sa.items) {
+    if ((it.kind === 'text' || it.kind === 'reasoning') && !it.done) {
+      it.done = true;
+      bump(run, it);
+    }
+  }
+  bump(run, run.byId.get(`subagent:${id}`));
   return run;
 }
 
@@ -142,8 +194,8 @@ function skip(run) {
   return run;
 }
 
-function toolItem(run, id) {
-  const it = item(run, 'tool', id);
+function toolItem(run, id, group = null) {
+  const it = item(run, 'tool', id, group);
   run.dirty.add(it.key);
   return it;
 }
@@ -151,7 +203,7 @@ function toolItem(run, id) {
 function toolEvent(run, ev) {
   const id = str(ev.toolCallId);
   if (!id) return skip(run);
-  toolItem(run, id);
+  toolItem(run, id, str(ev.subagentRunId));
   switch (ev.type) {
     case 'TOOL_CALL_START':
       startCall(run.tools, { id, name: str(ev.toolCallName), parent: str(ev.parentMessageId) });
@@ -175,7 +227,7 @@ function toolEvent(run, ev) {
 function textEvent(run, kind, ev) {
   const id = str(ev.messageId);
   if (!id) return skip(run);
-  const it = item(run, kind, id);
+  const it = item(run, kind, id, str(ev.subagentRunId));
   if (ev.type.endsWith('_END')) {
     if (!it.done) {
       it.done = true;

@@ -47,7 +47,8 @@ export function createTask() {
 }
 
 function closeText(t) {
-  for (const it of t.items) {
+  // Every message, a subagent's too.
+  for (const it of t.byId.values()) {
     if ((it.kind === 'text' || it.kind === 'reasoning') && !it.done) {
       it.done = true;
       bump(t, it);
@@ -76,19 +77,22 @@ export function applyEvent(t, rec) {
     t.statusDirty = true;
   }
   const d = rec.data && typeof rec.data === 'object' ? rec.data : {};
+  // The subagent that produced it (events/v1 `parent`), as a group.
+  const group = subagent(t, d.parent);
   let summary = '';
   switch (rec.type) {
     case 'token_delta': {
       const kind = d.channel === 'reasoning' ? 'reasoning' : 'text';
       const msg = typeof d.message === 'string' ? d.message : `L${rec.seq}`;
-      // A message of the other channel ends the open one (as the translator does).
-      for (const it of t.items) {
-        if (!it.done && (it.kind === 'text' || it.kind === 'reasoning') && it.key !== `${kind}:${msg}`) {
+      // A message of the other channel ends the open one of the same agent (as the translator does).
+      for (const it of t.byId.values()) {
+        const mine = (it.group ?? null) === group;
+        if (mine && !it.done && (it.kind === 'text' || it.kind === 'reasoning') && it.key !== `${kind}:${msg}`) {
           it.done = true;
           bump(t, it);
         }
       }
-      const it = item(t, kind, msg);
+      const it = item(t, kind, msg, group);
       if (typeof d.text === 'string' && d.text !== '') {
         it.text += d.text;
         bump(t, it);
@@ -99,8 +103,9 @@ export function applyEvent(t, rec) {
     case 'tool_call': {
       closeText(t);
       const id = typeof d.id === 'string' ? d.id : `seq-${rec.seq}`;
-      const it = item(t, 'tool', id);
-      wholeCall(t.tools, { id, name: typeof d.name === 'string' ? d.name : '(unnamed)', args: d.args, parent: d.parent, seq: rec.seq });
+      const it = item(t, 'tool', id, group);
+      const message = typeof d.message === 'string' ? d.message : null;
+      wholeCall(t.tools, { id, name: typeof d.name === 'string' ? d.name : '(unnamed)', args: d.args, parent: message, seq: rec.seq });
       t.dirty.add(it.key);
       summary = `${d.name ?? ''} ${id}`;
       break;
@@ -108,7 +113,14 @@ export function applyEvent(t, rec) {
     case 'tool_result': {
       closeText(t);
       const id = typeof d.id === 'string' ? d.id : `seq-${rec.seq}`;
-      const it = item(t, 'tool', id);
+      const it = item(t, 'tool', id, group);
+      // The spawning call's result: the subagents it started are done.
+      for (const sa of t.subagents.values()) {
+        if (sa.parentToolCallId === id && sa.status === 'running') {
+          sa.status = d.is_error ? 'failed' : 'finished';
+          bump(t, t.byId.get(`subagent:${sa.id}`));
+        }
+      }
       setResult(t.tools, id, {
         content: typeof d.output === 'string' ? d.output : '',
         isError: Boolean(d.is_error),
@@ -147,6 +159,7 @@ export function applyEvent(t, rec) {
       t.status = 'exited';
       t.statusDirty = true;
       settle(t.tools, t.exit.ok && t.exit.rc === 0 && !t.fatal ? 'finished' : 'interrupted');
+      endSubagents(t, t.exit.ok && t.exit.rc === 0 && !t.fatal ? 'finished' : 'failed');
       for (const id of t.tools.order) t.dirty.add(`tool:${id}`);
       summary = `rc ${d.rc}${d.detail ? `: ${d.detail}` : ''}`;
       break;
@@ -173,11 +186,49 @@ export function applyEvent(t, rec) {
 }
 
 /**
+ * The group of the subagent an events/v1 `parent` names (created, inside the
+ * group of the one that spawned it when nested, on its first event), or null
+ * for the main agent's events. Grouped under the spawning call's card, as
+ * the AG-UI reducer does.
+ */
+function subagent(t, p) {
+  if (!p || typeof p !== 'object' || typeof p.id !== 'string') return null;
+  if (!t.subagents.has(p.id)) {
+    const outer = typeof p.parent_id === 'string' && t.subagents.has(p.parent_id) ? p.parent_id : null;
+    const sa = {
+      id: p.id,
+      name: typeof p.name === 'string' && p.name ? p.name : 'subagent',
+      description: typeof p.description === 'string' ? p.description : null,
+      parentToolCallId: typeof p.tool_call === 'string' ? p.tool_call : null,
+      parentSubagentRunId: outer,
+      status: 'running',
+      message: null,
+      items: [],
+    };
+    const it = item(t, 'subagent', p.id, outer);
+    t.subagents.set(p.id, sa);
+    bump(t, it);
+  }
+  return p.id;
+}
+
+/** The task is over: subagents still running end with it. */
+function endSubagents(t, status) {
+  for (const sa of t.subagents.values()) {
+    if (sa.status === 'running') {
+      sa.status = status;
+      bump(t, t.byId.get(`subagent:${sa.id}`));
+    }
+  }
+}
+
+/**
  * The task ended without an exit event (killed, or its exit only journaled):
  * settle what is open as interrupted.
  */
 export function endWithoutExit(t, reason) {
   if (t.status === 'exited') return;
+  endSubagents(t, 'failed');
   closeText(t);
   t.status = 'ended';
   t.fatal = t.fatal || (reason ? { reason, code: null } : null);

@@ -2,7 +2,9 @@
 // events.js) and views/transcript.js renders. No DOM.
 //
 // `items`, in arrival order: text messages, reasoning messages and tool calls
-// (the calls themselves live in the tool-card model). `dirty` collects the
+// (the calls themselves live in the tool-card model), and subagents: each
+// AG-UI subagent (`subagents`, by subagentRunId) keeps the items it produced
+// in its own `items`, so a view shows them as one group. `dirty` collects the
 // keys of the items each event changed, so a view patches only those (a text
 // delta touches its message, never a settled tool card).
 
@@ -16,19 +18,29 @@ export function createTranscript() {
     tools: createToolCards(),
     turns: [],
     warnings: [],
+    subagents: new Map(),
     dirty: new Set(),
     statusDirty: false,
   };
 }
 
-/** The item `kind:id`, created (empty, open) on first use. */
-export function item(tr, kind, id) {
+/**
+ * The item `kind:id`, created (empty, open) on first use: in the items of
+ * the subagent `group` when one is named and known, else in the transcript's.
+ */
+export function item(tr, kind, id, group = null) {
   const key = `${kind}:${id}`;
   let it = tr.byId.get(key);
   if (!it) {
     it = { key, kind, id, text: '', done: false, rev: 0 };
     tr.byId.set(key, it);
-    tr.items.push(it);
+    const sa = group ? tr.subagents.get(group) : null;
+    if (sa) {
+      it.group = group;
+      sa.items.push(it);
+    } else {
+      tr.items.push(it);
+    }
   }
   return it;
 }

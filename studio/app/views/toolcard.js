@@ -54,7 +54,9 @@ export class ToolCardView {
       this.resultEmpty,
       this.result,
     );
-    this.el = h('article.tool', { 'data-tool-id': card.id }, h('h3.tool-h', null, this.button), this.body);
+    // The subagents this call spawned, always in view (each collapsible on its own).
+    this.subagents = h('div.tool-subagents');
+    this.el = h('article.tool', { 'data-tool-id': card.id }, h('h3.tool-h', null, this.button), this.subagents, this.body);
     this.patch(card);
   }
 
