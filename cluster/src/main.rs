@@ -207,27 +207,28 @@ fn main() -> ExitCode {
                 }
                 Cmd::Node { node, home, poll_ms, heartbeat_ms, local, local_token_file, channel, .. } => {
                     let home = home.unwrap_or_else(runwire::runs::harness_home);
-                    // No door weaker than HTTP: a server that requires a token is
-                    // controlled from the cluster only where the cluster checks who connects.
-                    let open_cluster = !client.server_info().auth_required;
-                    match local {
-                        Some(_) if local_token_file.is_some() && open_cluster => report(format!(
-                            "node {node}: control: refused: this node's server requires a token, and the cluster \
-                             at {} lets clients in without credentials (anyone could answer its agents); \
-                             control requests (rwctl.{node}) are not answered. Give the node credentials on a \
-                             cluster that requires them.",
-                            conn.url
-                        )),
-                        Some(addr) => {
-                            let local = control::Local { addr, token_file: local_token_file, home: home.clone() };
-                            let (c, n) = (client.clone(), node.clone());
-                            tokio::spawn(async move {
-                                if let Err(e) = control::serve(c, n, local).await {
-                                    report(format!("control: {e:#}"));
-                                }
-                            });
-                        }
-                        None => {}
+                    if let Some(addr) = local {
+                        let local = control::Local { addr, token_file: local_token_file, home: home.clone() };
+                        let (c, n, url) = (client.clone(), node.clone(), conn.url.clone());
+                        tokio::spawn(async move {
+                            // What the servers require is known once connected.
+                            while c.connection_state() != async_nats::connection::State::Connected {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                            // No door weaker than HTTP: a server that requires a token is
+                            // controlled from the cluster only where the cluster checks who connects.
+                            if local.token_file.is_some() && !c.server_info().auth_required {
+                                return report(format!(
+                                    "node {n}: control: refused: this node's server requires a token, and the \
+                                     cluster at {url} lets clients in without credentials (anyone could answer \
+                                     its agents); control requests (rwctl.{n}) are not answered. Give the node \
+                                     credentials on a cluster that requires them."
+                                ));
+                            }
+                            if let Err(e) = control::serve(c, n, local).await {
+                                report(format!("control: {e:#}"));
+                            }
+                        });
                     }
                     let o = node::Opts {
                         node,

@@ -226,7 +226,8 @@ fn fifty_feed_clients_at_a_hub_share_its_one_sidecar_and_nothing_secret_is_on_a_
     let kids = descendants(hub.proc.0.id());
     assert_eq!(kids.len(), 1, "the hub's processes: {kids:?}");
     assert!(argv_with(&token).is_empty(), "{:?}", argv_with(&token));
-    let argv = String::from_utf8_lossy(&std::fs::read(format!("/proc/{}/cmdline", kids[0])).unwrap()).replace('\0', " ");
+    let argv =
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{}/cmdline", kids[0])).unwrap()).replace('\0', " ");
     assert!(argv.contains(" hub ") && argv.ends_with("--channel "), "{argv}");
     assert!(!argv.contains("--query") && !argv.contains("--body") && !argv.contains("token="), "{argv}");
     // A new event reaches every client live; a client resuming mid-window gets exactly the rest.
