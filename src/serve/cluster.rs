@@ -820,6 +820,49 @@ mod tests {
     }
 
     #[test]
+    fn frames_carry_any_bytes_and_refuse_what_is_too_large_or_cut() {
+        let head = Head {
+            op: "control".into(),
+            id: 7,
+            node: Some("alpha".into()),
+            verb: Some("answer".into()),
+            budget_ms: Some(5000),
+            ..Default::default()
+        };
+        let data: Vec<u8> = (0..=255u8).cycle().take(300 * 1024).collect();
+        let bytes = encode(&head, &data).unwrap();
+        let mut r = std::io::Cursor::new([bytes.clone(), bytes.clone()].concat());
+        for _ in 0..2 {
+            assert_eq!(read_frame(&mut r).unwrap(), Some((head.clone(), data.clone())));
+        }
+        assert_eq!(read_frame(&mut r).unwrap(), None);
+        // Unknown and absent fields: the head's JSON names only what is set.
+        let text = String::from_utf8_lossy(&bytes[8..8 + 80]).to_string();
+        assert!(text.starts_with(r#"{"op":"control","id":7,"node":"alpha","verb":"answer","budgetMs":5000}"#), "{text}");
+        assert!(encode(&head, &vec![0u8; MAX_FRAME]).is_err());
+        let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
+        huge.extend_from_slice(&[0; 16]);
+        assert!(read_frame(&mut std::io::Cursor::new(huge)).is_err());
+        assert!(read_frame(&mut std::io::Cursor::new(bytes[..bytes.len() - 1].to_vec())).is_err());
+        assert!(decode(&[0, 0, 0, 9, b'{']).is_err());
+    }
+
+    #[test]
+    fn a_node_with_a_token_needs_cluster_credentials() {
+        std::env::remove_var(TOKEN_ENV);
+        let node = args(Some("nats://127.0.0.1:1"), Some("alpha"), false);
+        assert!(node.check_door(false).is_ok());
+        let e = node.check_door(true).unwrap_err();
+        assert!(e.starts_with("--cluster: node alpha: ") && e.contains("--cluster-creds"), "{e}");
+        let with = ClusterArgs { cluster_user: Some("node-alpha".into()), ..node.clone() };
+        assert!(with.check_door(true).is_ok());
+        let with = ClusterArgs { cluster_creds: Some("/c.creds".into()), ..node };
+        assert!(with.check_door(true).is_ok());
+        // A hub has no control door of its own.
+        assert!(args(Some("nats://127.0.0.1:1"), None, true).check_door(true).is_ok());
+    }
+
+    #[test]
     fn the_sidecar_gets_the_servers_address_and_token_as_a_node_only() {
         let home = Path::new("/h");
         let node = args(Some("nats://x:1"), Some("alpha"), false).argv(home, 8787, Some(Path::new("/t"))).unwrap();
