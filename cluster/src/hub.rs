@@ -1,8 +1,8 @@
 //! The hub: mirrors the cluster into a harness home, one run directory per
 //! node and run, so the ordinary `runwire-serve` (started with `--hub`)
 //! serves every node's runs and their task streams with its own, unchanged
-//! code. Its change feed is the cluster's: [`feed`] reads `RUNWIRE_FEED`
-//! for each client, ids the stream's sequences (the same at every hub).
+//! code. Its change feed is the cluster's: [`Fanout`] reads `RUNWIRE_FEED`
+//! once for every client, ids the stream's sequences (the same at every hub).
 //!
 //! - Each run of the bucket `runwire-runs` becomes a run of the hub's home
 //!   with the id `<node>.<run>`, its pointer rewritten to name that id and the
@@ -326,12 +326,12 @@ pub struct FeedMsg {
 }
 
 /// Messages the fan-out keeps for clients resuming from a recent point.
-const WINDOW_MSGS: usize = 8192;
+pub const WINDOW_MSGS: usize = 8192;
 /// ... and at most these many payload bytes.
-const WINDOW_BYTES: usize = 16 * 1024 * 1024;
+pub const WINDOW_BYTES: usize = 16 * 1024 * 1024;
 /// Messages a client may be behind the live feed before it is dropped
 /// (told so; it resumes with its Last-Event-ID).
-const LIVE_QUEUE: usize = 4096;
+pub const LIVE_QUEUE: usize = 4096;
 
 #[derive(Default)]
 struct FanState {

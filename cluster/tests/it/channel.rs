@@ -284,3 +284,4 @@ fn fifty_feed_clients_at_a_hub_share_its_one_sidecar_and_nothing_secret_is_on_a_
     });
     drop((a, nats));
 }
+
