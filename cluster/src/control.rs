@@ -41,6 +41,12 @@ pub const PATH: &str = "Rw-Path";
 /// Header: the asker's subject prefix, `rwagui.<node>.<token>`; the node
 /// asks `<it>.go` before running the command.
 pub const GO: &str = "Rw-Go";
+/// Header: a body too large for one message (the servers' `max_payload`)
+/// is left out and its size said here; the node reads it from the asker
+/// in pieces (`<Rw-Go>.body`, header `Rw-Offset`), each at most [`PIECE`].
+pub const BODY_SIZE: &str = "Rw-Body-Size";
+/// The largest piece of a body in one message.
+pub const PIECE: usize = 256 * 1024;
 /// The longest budget a command may carry.
 pub const MAX_BUDGET: Duration = Duration::from_secs(60);
 /// How long an asker waits past the budget for the answer of a command
@@ -266,7 +272,8 @@ async fn take(
         return a;
     }
     let path = get(PATH).unwrap_or_default();
-    if !allowed_path("POST", &path) || msg.payload.len() > MAX_BODY {
+    let size: Option<usize> = get(BODY_SIZE).and_then(|s| s.parse().ok());
+    if !allowed_path("POST", &path) || msg.payload.len().max(size.unwrap_or(0)) > MAX_BODY {
         return Answer::error(400, format!("node {node}: POST {path} is not a control route"));
     }
     let Some(budget) = get(BUDGET).and_then(|b| b.parse::<u64>().ok()).map(Duration::from_millis) else {
@@ -285,6 +292,14 @@ async fn take(
     if budget.is_zero() {
         return late();
     }
+    // A large body is read from the asker first, within the budget.
+    let body = match size {
+        Some(n) => match pull_body(client, &go, n, took + budget).await {
+            Some(b) => Bytes::from(b),
+            None => return late(),
+        },
+        None => msg.payload.clone(),
+    };
     // The asker decides: a "go" within its budget, else never.
     let left = budget.saturating_sub(took.elapsed());
     let req = async_nats::Request::new().timeout(Some(left.max(Duration::from_millis(1))));
@@ -294,9 +309,32 @@ async fn take(
     }
     let actor = get(ACTOR).unwrap_or_default();
     keys.started(&key, &actor);
-    let a = http(local, "POST", &path, &msg.payload, Some(&key)).await;
+    let a = http(local, "POST", &path, &body, Some(&key)).await;
     keys.done(&key, &a);
     a
+}
+
+/// A command's body of `size` bytes, read from its asker piece by piece
+/// before `deadline`; `None` when it cannot be (the asker is gone or late).
+async fn pull_body(
+    client: &async_nats::Client,
+    go: &str,
+    size: usize,
+    deadline: tokio::time::Instant,
+) -> Option<Vec<u8>> {
+    let mut body = Vec::with_capacity(size);
+    while body.len() < size {
+        let left = deadline.checked_duration_since(tokio::time::Instant::now())?;
+        let mut h = HeaderMap::new();
+        h.insert(names::header::OFFSET, body.len().to_string().as_str());
+        let req = async_nats::Request::new().headers(h).timeout(Some(left));
+        let m = client.send_request(format!("{go}.body"), req).await.ok()?;
+        if m.payload.is_empty() || body.len() + m.payload.len() > size {
+            return None;
+        }
+        body.extend_from_slice(&m.payload);
+    }
+    Some(body)
 }
 
 /// The bytes of a request to the node's own server (HTTP/1.0: the answer's
@@ -480,19 +518,16 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
         return Answer::error(400, format!("node {node}: POST {} is not a control route", c.path));
     }
     // A message holds the server's max_payload, headers included.
-    let max = client.server_info().max_payload.saturating_sub(4096);
-    if c.body.len() > max.min(MAX_BODY) {
-        let m = format!(
-            "node {node}: a body of {} bytes: the cluster carries at most {} (its servers' max_payload)",
-            c.body.len(),
-            max.min(MAX_BODY)
-        );
+    // A message holds the servers' max_payload, headers included: larger bodies go in pieces.
+    let max = client.server_info().max_payload.saturating_sub(8192).max(4096);
+    if c.body.len() > MAX_BODY {
+        let m = format!("node {node}: a body of {} bytes: a command carries at most {MAX_BODY}", c.body.len());
         return Answer::error(413, m);
     }
     let budget = c.budget.min(MAX_BUDGET);
     let token = client.new_inbox().rsplit('.').next().unwrap_or_default().to_string();
     let go = stream_subject(node, &token);
-    let mut gos = match client.subscribe(format!("{go}.go")).await {
+    let mut gos = match client.subscribe(format!("{go}.*")).await {
         Ok(s) => s,
         Err(e) => return Answer::error(502, format!("node {node}: {e}")),
     };
@@ -502,9 +537,15 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     h.insert(ACTOR, c.actor.as_str());
     h.insert(PATH, c.path.as_str());
     h.insert(GO, go.as_str());
+    // A body too large for one message goes in pieces, asked for by the node.
+    let whole = Bytes::from(c.body.clone());
+    let pieces = c.body.len() > PIECE.min(max);
+    if pieces {
+        h.insert(BODY_SIZE, c.body.len().to_string().as_str());
+    }
     let deadline = tokio::time::Instant::now() + budget;
     let req = async_nats::Request::new()
-        .payload(Bytes::from(c.body.clone()))
+        .payload(if pieces { Bytes::new() } else { whole.clone() })
         .headers(h)
         .timeout(Some(budget + RUNNING_GRACE));
     let asked = client.send_request(subject(node), req);
@@ -527,7 +568,17 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
                     open = false;
                     continue;
                 };
-                let Some(reply) = m.reply else { continue };
+                let Some(reply) = m.reply.clone() else { continue };
+                if m.subject.as_str().ends_with(".body") {
+                    let off: usize = m.headers.as_ref().and_then(|h| h.get(names::header::OFFSET)).and_then(|v| v.as_str().parse().ok()).unwrap_or(usize::MAX);
+                    let piece = if pieces && !running && off < whole.len() && tokio::time::Instant::now() < deadline {
+                        whole.slice(off..whole.len().min(off + PIECE.min(max)))
+                    } else {
+                        Bytes::new()
+                    };
+                    let _ = client.publish(reply, piece).await;
+                    continue;
+                }
                 // Once, and within the budget: the node runs it only on this "go".
                 let say: &'static [u8] = if !running && tokio::time::Instant::now() < deadline { b"go" } else { b"late" };
                 running |= say == b"go";

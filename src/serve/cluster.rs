@@ -838,7 +838,10 @@ mod tests {
         assert_eq!(read_frame(&mut r).unwrap(), None);
         // Unknown and absent fields: the head's JSON names only what is set.
         let text = String::from_utf8_lossy(&bytes[8..8 + 80]).to_string();
-        assert!(text.starts_with(r#"{"op":"control","id":7,"node":"alpha","verb":"answer","budgetMs":5000}"#), "{text}");
+        assert!(
+            text.starts_with(r#"{"op":"control","id":7,"node":"alpha","verb":"answer","budgetMs":5000}"#),
+            "{text}"
+        );
         assert!(encode(&head, &vec![0u8; MAX_FRAME]).is_err());
         let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
         huge.extend_from_slice(&[0; 16]);

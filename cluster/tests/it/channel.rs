@@ -10,8 +10,8 @@
 //!   EventSource sends it) are served by the hub's one sidecar: no process
 //!   per client, no secret or body on any command line, every client gets
 //!   every event once (older ones from the stream, recent ones from the
-//!   window, new ones live); an answer larger than a command line could
-//!   carry is forwarded; the hub exits within 1 s of SIGTERM and leaves
+//!   window, new ones live); an answer of nearly 1 MiB (more than a command
+//!   line or one NATS message carries) is forwarded; the hub exits within 1 s of SIGTERM and leaves
 //!   nothing behind, and after SIGKILL its sidecar goes too.
 //!
 //! `cargo test -p runwire-cluster --test it channel::`.
@@ -249,7 +249,8 @@ fn fifty_feed_clients_at_a_hub_share_its_one_sidecar_and_nothing_secret_is_on_a_
     assert_eq!(late.ids(), rest);
 
     // An answer larger than a command line carries: forwarded whole, answered by the node's own route.
-    let pad = "p".repeat(300 * 1024);
+    // (nearly the routes' 1 MiB: more than one NATS message of the default max_payload carries)
+    let pad = "p".repeat(1_040_000);
     let big = json!({"request": "none", "behavior": "allow", "updatedInput": {"pad": pad}}).to_string();
     let own = post(&a, "/runs/nosuch/tasks/agent/answer", "", &big);
     let auth = format!("Authorization: Bearer {token}\r\n");
@@ -284,4 +285,3 @@ fn fifty_feed_clients_at_a_hub_share_its_one_sidecar_and_nothing_secret_is_on_a_
     });
     drop((a, nats));
 }
-
