@@ -362,7 +362,7 @@ impl Channel {
     /// Reads the sidecar's frames until its stdout ends, handing each to
     /// its stream without ever waiting: a stream whose queue is full is
     /// dropped (its client is told) and the sidecar told to stop it.
-    fn read(&self, out: std::process::ChildStdout) {
+    fn read(&self, out: impl std::io::Read) {
         let mut r = std::io::BufReader::with_capacity(256 * 1024, out);
         while let Ok(Some((head, data))) = read_frame(&mut r) {
             let id = head.id;
@@ -848,6 +848,38 @@ mod tests {
         assert!(read_frame(&mut std::io::Cursor::new(huge)).is_err());
         assert!(read_frame(&mut std::io::Cursor::new(bytes[..bytes.len() - 1].to_vec())).is_err());
         assert!(decode(&[0, 0, 0, 9, b'{']).is_err());
+    }
+
+    #[test]
+    fn a_stream_that_does_not_keep_up_is_dropped_and_the_others_get_everything() {
+        let ch = Channel::default();
+        let (mut rxs, mut flags) = (Vec::new(), Vec::new());
+        for id in [1, 2] {
+            let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_QUEUE);
+            let dropped = Arc::new(AtomicBool::new(false));
+            ch.streams.lock().unwrap().insert(id, Slot { tx, dropped: dropped.clone() });
+            rxs.push(rx);
+            flags.push(dropped);
+        }
+        // Stream 1's client reads nothing; stream 2's reads all, after.
+        let mut pipe = Vec::new();
+        for i in 0..STREAM_QUEUE + 100 {
+            let data = format!("frame {i}");
+            pipe.extend(encode(&Head { op: "data".into(), id: 1, ..Default::default() }, data.as_bytes()).unwrap());
+            if i % 2 == 0 {
+                pipe.extend(encode(&Head { op: "data".into(), id: 2, ..Default::default() }, data.as_bytes()).unwrap());
+            }
+        }
+        pipe.extend(encode(&Head { op: "end".into(), id: 2, ..Default::default() }, b"").unwrap());
+        // The reader never waits on a client: it reads the whole pipe at once.
+        ch.read(std::io::Cursor::new(pipe));
+        assert!(flags[0].load(Ordering::SeqCst) && !flags[1].load(Ordering::SeqCst));
+        assert_eq!(rxs[0].try_iter().count(), STREAM_QUEUE, "stream 1 kept its queue's worth, then was dropped");
+        assert!(matches!(rxs[0].try_recv(), Err(std::sync::mpsc::TryRecvError::Disconnected)));
+        let got: Vec<Frame> = rxs[1].try_iter().collect();
+        assert_eq!(got.len(), (STREAM_QUEUE + 100).div_ceil(2) + 1);
+        assert_eq!(got.last().unwrap().0.op, "end");
+        assert!(ch.streams.lock().unwrap().is_empty());
     }
 
     #[test]
