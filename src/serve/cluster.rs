@@ -312,6 +312,8 @@ struct Slot {
 #[derive(Default)]
 struct Channel {
     writer: Mutex<Option<std::process::ChildStdin>>,
+    /// The sidecar's pid (0: none), stopped when it takes no frame for [`WRITE_WAIT`].
+    pid: std::sync::atomic::AtomicI32,
     streams: Mutex<std::collections::HashMap<u64, Slot>>,
     next: std::sync::atomic::AtomicU64,
 }
@@ -338,13 +340,22 @@ impl Drop for Open {
 
 impl Channel {
     fn send(&self, head: &Head, data: &[u8]) -> std::io::Result<()> {
-        use std::io::Write;
         let bytes = encode(head, data)?;
         let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        match w.as_mut() {
-            Some(pipe) => pipe.write_all(&bytes),
-            None => Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the cluster sidecar is not running")),
+        let Some(pipe) = w.as_mut() else {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the cluster sidecar is not running"));
+        };
+        let r = write_within(pipe, &bytes, WRITE_WAIT);
+        if r.is_err() {
+            // A frame may be cut: this channel is over. The sidecar is
+            // stopped, and started again (with a new channel) by its thread.
+            *w = None;
+            let pid = self.pid.load(Ordering::SeqCst);
+            if pid > 0 {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
         }
+        r
     }
 
     /// Opens a request or stream: `head` (its id set here) and `data` sent.
@@ -388,6 +399,44 @@ impl Channel {
         // The sidecar is gone: every stream ends (its client is told by its relay).
         self.streams.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
+}
+
+/// How long a frame may wait for the sidecar to read it: one that does
+/// not read (stopped, hung) never holds the server's threads longer.
+const WRITE_WAIT: Duration = Duration::from_secs(5);
+
+/// Writes `bytes` to a non-blocking pipe, waiting while it is full, but
+/// `TimedOut` once nothing was taken for `wait`.
+fn write_within(
+    pipe: &mut (impl std::io::Write + std::os::fd::AsFd),
+    bytes: &[u8],
+    wait: Duration,
+) -> std::io::Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut off = 0;
+    let mut last = std::time::Instant::now();
+    while off < bytes.len() {
+        match pipe.write(&bytes[off..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                off += n;
+                last = std::time::Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if last.elapsed() >= wait {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the cluster sidecar read nothing for {} s", wait.as_secs()),
+                    ));
+                }
+                let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLOUT)];
+                let _ = poll(&mut fds, PollTimeout::from(100u8));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A hub's channel: `Err` the 503 to answer when there is none.
@@ -701,6 +750,13 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
         while !s2.load(Ordering::SeqCst) {
             match spawn(&argv) {
                 Ok(mut c) => {
+                    // Non-blocking: a sidecar that reads nothing never holds a thread for long (`send`).
+                    if let Some(i) = &c.stdin {
+                        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+                        use std::os::fd::AsRawFd;
+                        let _ = fcntl(i.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
+                    }
+                    ch.pid.store(c.id() as i32, Ordering::SeqCst);
                     *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = c.stdin.take();
                     if let Some(out) = c.stdout.take() {
                         let ch2 = ch.clone();
@@ -725,6 +781,7 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
                     _ => {}
                 }
                 *g = None;
+                ch.pid.store(0, Ordering::SeqCst);
                 *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 break;
             }
@@ -880,6 +937,30 @@ mod tests {
         assert_eq!(got.len(), (STREAM_QUEUE + 100).div_ceil(2) + 1);
         assert_eq!(got.last().unwrap().0.op, "end");
         assert!(ch.streams.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_pipe_nobody_reads_holds_a_writer_for_the_wait_only() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let mut w = std::fs::File::from(w);
+        nix::fcntl::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&w),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .unwrap();
+        let t = std::time::Instant::now();
+        let e = write_within(&mut w, &vec![7u8; 1024 * 1024], Duration::from_millis(300)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        // A reader that drains it: everything arrives.
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut all).unwrap();
+            all.len()
+        });
+        write_within(&mut w, &vec![7u8; 1024 * 1024], Duration::from_secs(5)).unwrap();
+        drop(w);
+        assert!(reader.join().unwrap() >= 1024 * 1024);
     }
 
     #[test]
