@@ -3,12 +3,20 @@
 //! (`--local URL`), so an answer, steer, stop or kill arriving from the
 //! cluster goes through exactly the code and rules of the local routes
 //! (the same checks, the same supervisor socket, the same steer inbox, the
-//! same status codes). A request carries an id (header `Rw-Request-Id`): a
-//! retry after a timeout gets the first reply again instead of acting twice.
+//! same status codes).
 //!
-//! [`forward`] is the asking side (a hub, or `runwire-cluster control`):
-//! no node listening is 503 at once, no reply within the timeout 504, each
-//! naming the node.
+//! A command carries an idempotency key (header `Rw-Request-Id`), a time
+//! budget in milliseconds remaining (`Rw-Budget-Ms`: never a clock, the
+//! machines' clocks may differ), its actor (`Rw-Actor`) and the subject the
+//! node asks before running it (`Rw-Go`). The node runs it only once the
+//! asker said "go" on that subject within the budget; an asker whose
+//! budget ran out says "late" (or is gone: no responders), so its 504
+//! means the command will never run. A key runs once: its answer is kept
+//! across the node's restarts (`crate::keys`).
+//!
+//! [`command`] is the asking side (a hub, or `runwire-cluster control`):
+//! no node listening is 503 at once, a node that did not take it within
+//! the budget 504, each naming the node.
 
 use crate::names;
 use anyhow::anyhow;
@@ -16,18 +24,41 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The request id header.
+/// The idempotency key header (the request's id).
 pub const REQUEST_ID: &str = "Rw-Request-Id";
-/// Replies kept for retries.
-const KEEP: usize = 1024;
-/// The most body bytes a forwarded request or reply carries.
-pub const MAX_BODY: usize = 256 * 1024;
+/// Header: the milliseconds a command has left.
+pub const BUDGET: &str = "Rw-Budget-Ms";
+/// Header: who asks.
+pub const ACTOR: &str = "Rw-Actor";
+/// Header: the route of a command (its body is the message's payload, as is).
+pub const PATH: &str = "Rw-Path";
+/// Header: the asker's subject prefix, `rwagui.<node>.<token>`; the node
+/// asks `<it>.go` before running the command.
+pub const GO: &str = "Rw-Go";
+/// Header: a body too large for one message (the servers' `max_payload`)
+/// is left out and its size said here; the node reads it from the asker
+/// in pieces (`<Rw-Go>.body`, header `Rw-Offset`), each at most [`PIECE`].
+pub const BODY_SIZE: &str = "Rw-Body-Size";
+/// The largest piece of a body in one message.
+pub const PIECE: usize = 256 * 1024;
+/// The longest budget a command may carry.
+pub const MAX_BUDGET: Duration = Duration::from_secs(60);
+/// How long an asker waits past the budget for the answer of a command
+/// the node is running (then 502: it may have run).
+pub const RUNNING_GRACE: Duration = Duration::from_millis(runwire::serve::cluster::RUNNING_GRACE_MS);
+/// The control verbs forwarded, and the only place the cluster names
+/// them: on a task (`/runs/RUN/tasks/TASK/<verb>`) and on a run
+/// (`/runs/RUN/<verb>`).
+pub const TASK_VERBS: [&str; 4] = ["steer", "kill", "answer", "stop"];
+pub const RUN_VERBS: [&str; 2] = ["pause", "resume"];
+/// The most body bytes a forwarded request or reply carries (the routes' own limit).
+pub const MAX_BODY: usize = 1024 * 1024;
 /// The most body bytes a forwarded `POST /agui` carries (a NATS message
 /// holds 1 MB by default; the body travels JSON-escaped).
 pub const MAX_AGUI_BODY: usize = 512 * 1024;
@@ -80,7 +111,8 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn error(status: u16, msg: String) -> Answer {
+    /// An error answer: `{"error": msg}`.
+    pub fn error(status: u16, msg: String) -> Answer {
         Answer { status, body: serde_json::json!({"error": msg}).to_string() }
     }
 }
@@ -93,13 +125,62 @@ pub fn subject(node: &str) -> String {
 /// Whether a forwarded request is one of the control routes (nothing else
 /// is forwarded: a node is not an open proxy to its server).
 pub fn allowed(f: &Forwarded) -> bool {
-    let segs: Vec<&str> = f.path.strip_prefix("/runs/").unwrap_or("").split('/').collect();
-    f.method == "POST"
-        && f.path.bytes().all(|b| b.is_ascii_graphic())
-        && segs.iter().all(|s| {
-            runwire::runs::valid_id(s) || matches!(*s, "steer" | "kill" | "answer" | "stop" | "pause" | "resume")
-        })
-        && matches!(segs.as_slice(), [_, "tasks", _, "steer" | "kill" | "answer" | "stop"] | [_, "pause" | "resume"])
+    allowed_path(&f.method, &f.path)
+}
+
+/// Whether `method path` is one of the control routes.
+pub fn allowed_path(method: &str, path: &str) -> bool {
+    let segs: Vec<&str> = path.strip_prefix("/runs/").unwrap_or("").split('/').collect();
+    let verb = |v: &str, of: &[&str]| of.contains(&v);
+    method == "POST"
+        && path.bytes().all(|b| b.is_ascii_graphic())
+        && match segs.as_slice() {
+            [run, "tasks", task, v] => {
+                runwire::runs::valid_id(run) && runwire::runs::valid_id(task) && verb(v, &TASK_VERBS)
+            }
+            [run, v] => runwire::runs::valid_id(run) && verb(v, &RUN_VERBS),
+            _ => false,
+        }
+}
+
+/// The route of a command: `verb` on `run` (and `task`), when it is one.
+pub fn path_of(run: &str, task: Option<&str>, verb: &str) -> Option<String> {
+    let p = match task {
+        Some(t) => format!("/runs/{run}/tasks/{t}/{verb}"),
+        None => format!("/runs/{run}/{verb}"),
+    };
+    allowed_path("POST", &p).then_some(p)
+}
+
+/// A command to forward to a node.
+#[derive(Debug, Clone)]
+pub struct Command {
+    pub node: String,
+    /// The route (see [`path_of`]).
+    pub path: String,
+    /// The JSON body, as the client sent it.
+    pub body: Vec<u8>,
+    /// Its idempotency key.
+    pub key: String,
+    pub actor: String,
+    /// The time it has left.
+    pub budget: Duration,
+}
+
+/// A new idempotency key (for a command whose client gave none).
+pub fn new_key() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_ok();
+    if !random {
+        // No /dev/urandom: unique still (a clock, this process, a counter).
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        b[..8].copy_from_slice(&crate::node::now_ms().to_be_bytes());
+        b[8..12].copy_from_slice(&std::process::id().to_be_bytes());
+        b[12..].copy_from_slice(&(n as u32).to_be_bytes());
+    }
+    format!("k-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>())
 }
 
 /// The node's local server, for forwarded requests.
@@ -108,14 +189,15 @@ pub struct Local {
     /// `host:port` of its runwire-serve.
     pub addr: String,
     pub token_file: Option<PathBuf>,
+    /// The node's harness home (where it remembers the keys it ran).
+    pub home: PathBuf,
 }
 
 /// Answers `rwctl.<node>` until the connection ends.
 pub async fn serve(client: async_nats::Client, node: String, local: Local) -> anyhow::Result<()> {
     let mut sub = client.queue_subscribe(subject(&node), "runwire".into()).await.map_err(|e| anyhow!("{e}"))?;
     let local = Arc::new(local);
-    let mut done: HashMap<String, Answer> = HashMap::new();
-    let mut order: VecDeque<String> = VecDeque::new();
+    let mut keys = crate::keys::Keys::open(&local.home);
     let streams: Streams = Arc::new(Mutex::new(HashMap::new()));
     while let Some(msg) = sub.next().await {
         let h = msg.headers.as_ref();
@@ -161,27 +243,7 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
             }
             continue;
         }
-        let id = h.and_then(|h| h.get(REQUEST_ID)).map(|v| v.as_str().to_string());
-        let answer = match id.as_ref().and_then(|i| done.get(i)) {
-            Some(a) => a.clone(),
-            None => {
-                let a = match serde_json::from_slice::<Forwarded>(&msg.payload) {
-                    Ok(f) if allowed(&f) && f.body.len() <= MAX_BODY => http(&local, &f).await,
-                    Ok(f) => Answer::error(400, format!("node {node}: {} {} is not a control route", f.method, f.path)),
-                    Err(e) => Answer::error(400, format!("node {node}: a forwarded request: {e}")),
-                };
-                if let Some(i) = id {
-                    done.insert(i.clone(), a.clone());
-                    order.push_back(i);
-                    if order.len() > KEEP {
-                        if let Some(old) = order.pop_front() {
-                            done.remove(&old);
-                        }
-                    }
-                }
-                a
-            }
-        };
+        let answer = take(&client, &node, &local, &mut keys, &msg).await;
         let body = Bytes::from(serde_json::to_vec(&answer).unwrap_or_default());
         if let Err(e) = client.publish(reply, body).await {
             crate::report(format!("control: reply: {e}"));
@@ -190,9 +252,94 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
     Ok(())
 }
 
+/// A command at the node: its key's first answer if it ran already; else,
+/// within its budget and once the asker said "go", the request made to the
+/// node's own server (its key on disk first, then its answer).
+async fn take(
+    client: &async_nats::Client,
+    node: &str,
+    local: &Local,
+    keys: &mut crate::keys::Keys,
+    msg: &async_nats::Message,
+) -> Answer {
+    let took = tokio::time::Instant::now();
+    let h = msg.headers.as_ref();
+    let get = |name: &str| h.and_then(|h| h.get(name)).map(|v| v.as_str().to_string());
+    let Some(key) = get(REQUEST_ID).filter(|k| crate::keys::valid(k)) else {
+        return Answer::error(400, format!("node {node}: a command without a valid idempotency key ({REQUEST_ID})"));
+    };
+    if let Some(a) = keys.get(&key) {
+        return a;
+    }
+    let path = get(PATH).unwrap_or_default();
+    let size: Option<usize> = get(BODY_SIZE).and_then(|s| s.parse().ok());
+    if !allowed_path("POST", &path) || msg.payload.len().max(size.unwrap_or(0)) > MAX_BODY {
+        return Answer::error(400, format!("node {node}: POST {path} is not a control route"));
+    }
+    let Some(budget) = get(BUDGET).and_then(|b| b.parse::<u64>().ok()).map(Duration::from_millis) else {
+        return Answer::error(400, format!("node {node}: a command without its budget ({BUDGET})"));
+    };
+    let budget = budget.min(MAX_BUDGET);
+    let late = || {
+        Answer::error(
+            504,
+            format!("node {node}: the command's budget ran out before the node could take it: it was not run"),
+        )
+    };
+    let Some(go) = get(GO).filter(|g| valid_stream(node, g)) else {
+        return Answer::error(400, format!("node {node}: a command without its {GO} subject"));
+    };
+    if budget.is_zero() {
+        return late();
+    }
+    // A large body is read from the asker first, within the budget.
+    let body = match size {
+        Some(n) => match pull_body(client, &go, n, took + budget).await {
+            Some(b) => Bytes::from(b),
+            None => return late(),
+        },
+        None => msg.payload.clone(),
+    };
+    // The asker decides: a "go" within its budget, else never.
+    let left = budget.saturating_sub(took.elapsed());
+    let req = async_nats::Request::new().timeout(Some(left.max(Duration::from_millis(1))));
+    match client.send_request(format!("{go}.go"), req).await {
+        Ok(m) if &m.payload[..] == b"go" => {}
+        _ => return late(),
+    }
+    let actor = get(ACTOR).unwrap_or_default();
+    keys.started(&key, &actor);
+    let a = http(local, "POST", &path, &body, Some(&key)).await;
+    keys.done(&key, &a);
+    a
+}
+
+/// A command's body of `size` bytes, read from its asker piece by piece
+/// before `deadline`; `None` when it cannot be (the asker is gone or late).
+async fn pull_body(
+    client: &async_nats::Client,
+    go: &str,
+    size: usize,
+    deadline: tokio::time::Instant,
+) -> Option<Vec<u8>> {
+    let mut body = Vec::with_capacity(size);
+    while body.len() < size {
+        let left = deadline.checked_duration_since(tokio::time::Instant::now())?;
+        let mut h = HeaderMap::new();
+        h.insert(names::header::OFFSET, body.len().to_string().as_str());
+        let req = async_nats::Request::new().headers(h).timeout(Some(left));
+        let m = client.send_request(format!("{go}.body"), req).await.ok()?;
+        if m.payload.is_empty() || body.len() + m.payload.len() > size {
+            return None;
+        }
+        body.extend_from_slice(&m.payload);
+    }
+    Some(body)
+}
+
 /// The bytes of a request to the node's own server (HTTP/1.0: the answer's
 /// body ends with the connection).
-fn request_bytes(local: &Local, f: &Forwarded) -> Result<Vec<u8>, Answer> {
+fn request_bytes(local: &Local, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Result<Vec<u8>, Answer> {
     let token = match &local.token_file {
         Some(p) => match std::fs::read_to_string(p) {
             Ok(t) => Some(t.trim().to_string()),
@@ -201,18 +348,20 @@ fn request_bytes(local: &Local, f: &Forwarded) -> Result<Vec<u8>, Answer> {
         None => None,
     };
     let mut req = format!(
-        "{} {} HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        f.method,
-        f.path,
+        "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
         local.addr,
-        f.body.len()
+        body.len()
     );
     if let Some(t) = token {
         req.push_str(&format!("Authorization: Bearer {t}\r\n"));
     }
+    if let Some(k) = key {
+        req.push_str(&format!("Idempotency-Key: {k}\r\n"));
+    }
     req.push_str("\r\n");
-    req.push_str(&f.body);
-    Ok(req.into_bytes())
+    let mut req = req.into_bytes();
+    req.extend_from_slice(body);
+    Ok(req)
 }
 
 /// The status of a response head (`HTTP/1.1 200 OK`).
@@ -221,8 +370,8 @@ fn status_of(head: &[u8]) -> u16 {
 }
 
 /// The request, made to the node's own server (HTTP/1.0 on loopback).
-async fn http(local: &Local, f: &Forwarded) -> Answer {
-    let req = match request_bytes(local, f) {
+async fn http(local: &Local, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Answer {
+    let req = match request_bytes(local, method, path, body, key) {
         Ok(r) => r,
         Err(a) => return a,
     };
@@ -261,7 +410,7 @@ async fn agui_stream(
     let answer = |a: Answer| async move {
         let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
     };
-    let req = match request_bytes(local, f) {
+    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None) {
         Ok(r) => r,
         Err(a) => return answer(a).await,
     };
@@ -350,20 +499,99 @@ fn request_error(node: &str, e: async_nats::RequestError, timeout: Duration) -> 
     }
 }
 
-/// Forwards a request to `node`: its answer, or 503 (no node listening,
-/// at once) or 504 (no answer within `timeout`), naming the node.
-pub async fn forward(client: &async_nats::Client, node: &str, f: &Forwarded, id: &str, timeout: Duration) -> Answer {
+/// Forwards a command to its node: the node's answer, or 503 (no node
+/// listening, at once), or 504 (the node did not take it within its
+/// budget: it will never run), naming the node; 502 when the node took it
+/// and did not answer within [`RUNNING_GRACE`] more (it may have run).
+pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
+    let node = c.node.as_str();
     if !names::valid_node(node) {
         return Answer::error(400, format!("{node:?} is not a node name"));
     }
+    if !crate::keys::valid(&c.key) {
+        return Answer::error(
+            400,
+            format!("node {node}: an idempotency key is 1 to {} printable characters", crate::keys::MAX_KEY),
+        );
+    }
+    if !allowed_path("POST", &c.path) {
+        return Answer::error(400, format!("node {node}: POST {} is not a control route", c.path));
+    }
+    // A message holds the server's max_payload, headers included.
+    // A message holds the servers' max_payload, headers included: larger bodies go in pieces.
+    let max = client.server_info().max_payload.saturating_sub(8192).max(4096);
+    if c.body.len() > MAX_BODY {
+        let m = format!("node {node}: a body of {} bytes: a command carries at most {MAX_BODY}", c.body.len());
+        return Answer::error(413, m);
+    }
+    let budget = c.budget.min(MAX_BUDGET);
+    let token = client.new_inbox().rsplit('.').next().unwrap_or_default().to_string();
+    let go = stream_subject(node, &token);
+    let mut gos = match client.subscribe(format!("{go}.*")).await {
+        Ok(s) => s,
+        Err(e) => return Answer::error(502, format!("node {node}: {e}")),
+    };
     let mut h = HeaderMap::new();
-    h.insert(REQUEST_ID, id);
-    let payload = Bytes::from(serde_json::to_vec(f).unwrap_or_default());
-    let req = async_nats::Request::new().payload(payload).headers(h).timeout(Some(timeout));
-    match client.send_request(subject(node), req).await {
-        Ok(m) => serde_json::from_slice(&m.payload)
-            .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
-        Err(e) => request_error(node, e, timeout),
+    h.insert(REQUEST_ID, c.key.as_str());
+    h.insert(BUDGET, budget.as_millis().to_string().as_str());
+    h.insert(ACTOR, c.actor.as_str());
+    h.insert(PATH, c.path.as_str());
+    h.insert(GO, go.as_str());
+    // A body too large for one message goes in pieces, asked for by the node.
+    let whole = Bytes::from(c.body.clone());
+    let pieces = c.body.len() > PIECE.min(max);
+    if pieces {
+        h.insert(BODY_SIZE, c.body.len().to_string().as_str());
+    }
+    let deadline = tokio::time::Instant::now() + budget;
+    let req = async_nats::Request::new()
+        .payload(if pieces { Bytes::new() } else { whole.clone() })
+        .headers(h)
+        .timeout(Some(budget + RUNNING_GRACE));
+    let asked = client.send_request(subject(node), req);
+    tokio::pin!(asked);
+    let mut running = false;
+    let mut open = true;
+    loop {
+        tokio::select! {
+            r = &mut asked => return match r {
+                Ok(m) => serde_json::from_slice(&m.payload)
+                    .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
+                Err(e) if running && e.kind() == async_nats::RequestErrorKind::TimedOut => Answer::error(
+                    502,
+                    format!("node {node} took the command and did not answer within {} s: it may have run", (budget + RUNNING_GRACE).as_secs()),
+                ),
+                Err(e) => request_error(node, e, budget),
+            },
+            m = gos.next(), if open => {
+                let Some(m) = m else {
+                    open = false;
+                    continue;
+                };
+                let Some(reply) = m.reply.clone() else { continue };
+                if m.subject.as_str().ends_with(".body") {
+                    let off: usize = m.headers.as_ref().and_then(|h| h.get(names::header::OFFSET)).and_then(|v| v.as_str().parse().ok()).unwrap_or(usize::MAX);
+                    let piece = if pieces && !running && off < whole.len() && tokio::time::Instant::now() < deadline {
+                        whole.slice(off..whole.len().min(off + PIECE.min(max)))
+                    } else {
+                        Bytes::new()
+                    };
+                    let _ = client.publish(reply, piece).await;
+                    continue;
+                }
+                // Once, and within the budget: the node runs it only on this "go".
+                let say: &'static [u8] = if !running && tokio::time::Instant::now() < deadline { b"go" } else { b"late" };
+                running |= say == b"go";
+                let _ = client.publish(reply, Bytes::from_static(say)).await;
+                let _ = client.flush().await;
+            }
+            _ = tokio::time::sleep_until(deadline), if !running => {
+                return Answer::error(
+                    504,
+                    format!("node {node} did not take the command within {} ms: it will not run", budget.as_millis()),
+                );
+            }
+        }
     }
 }
 
@@ -373,10 +601,10 @@ fn run_error(message: &str) -> Vec<u8> {
     format!("data: {v}\n\n").into_bytes()
 }
 
-/// Forwards `POST /agui` (`body`) to `node` and writes its answer to `out`:
-/// first one line, the answer's `{"status":N,"body":"…"}` (the node's own,
-/// or 503/504 naming it, as [`forward`]); after a 200, the SSE body as the
-/// node's server writes it, until its end. Ends the stream with a
+/// Forwards `POST /agui` (`body`) to `node` and gives its answer to `out`:
+/// first the answer (the node's own, or 503/504 naming it, as
+/// [`command`]); after a 200, the SSE body as the node's server writes it,
+/// until its end. Ends the stream with a
 /// `RUN_ERROR` frame naming the node when the node falls silent for 20 s
 /// or a message is lost. When `out` fails (the client left) or `stop`
 /// resolves, the node is told ([`CANCEL`]) to drop the request.
@@ -385,17 +613,16 @@ pub async fn forward_agui(
     node: &str,
     body: String,
     timeout: Duration,
-    out: &mut (impl tokio::io::AsyncWrite + Unpin),
+    out: &crate::channel::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let head = |a: &Answer| format!("{}\n", serde_json::to_string(a).unwrap_or_default()).into_bytes();
     if !names::valid_node(node) {
-        out.write_all(&head(&Answer::error(400, format!("{node:?} is not a node name")))).await?;
+        out.answer(&Answer::error(400, format!("{node:?} is not a node name"))).await;
         return Ok(());
     }
     if body.len() > MAX_AGUI_BODY {
         let m = format!("node {node}: an AG-UI body of {} bytes: a hub forwards at most {MAX_AGUI_BODY}", body.len());
-        out.write_all(&head(&Answer::error(413, m))).await?;
+        out.answer(&Answer::error(413, m)).await;
         return Ok(());
     }
     let inbox = client.new_inbox();
@@ -416,9 +643,7 @@ pub async fn forward_agui(
             .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
         Err(e) => request_error(node, e, timeout),
     };
-    out.write_all(&head(&a)).await?;
-    out.flush().await?;
-    if a.status != 200 {
+    if !out.answer(&a).await || a.status != 200 {
         return Ok(());
     }
     let cancel = || async {
@@ -438,12 +663,12 @@ pub async fn forward_agui(
                 let seq: Option<u64> = m.headers.as_ref().and_then(|h| h.get(SEQ)).and_then(|v| v.as_str().parse().ok());
                 if seq != Some(next) {
                     let msg = format!("node {node}: the stream lost messages (got {seq:?}, expected {next})");
-                    let _ = out.write_all(&run_error(&msg)).await;
+                    out.data(run_error(&msg)).await;
                     cancel().await;
                     break;
                 }
                 next += 1;
-                if out.write_all(&m.payload).await.is_err() || out.flush().await.is_err() {
+                if !out.data(m.payload.to_vec()).await {
                     cancel().await;
                     break;
                 }
@@ -459,7 +684,7 @@ pub async fn forward_agui(
             }
             _ = tokio::time::sleep_until(heard + SILENCE) => {
                 let msg = format!("node {node} stopped answering ({} s without a word)", SILENCE.as_secs());
-                let _ = out.write_all(&run_error(&msg)).await;
+                out.data(run_error(&msg)).await;
                 cancel().await;
                 break;
             }
@@ -469,7 +694,7 @@ pub async fn forward_agui(
             }
         }
     }
-    let _ = out.flush().await;
+    out.end(None).await;
     Ok(())
 }
 

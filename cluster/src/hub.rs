@@ -1,8 +1,8 @@
 //! The hub: mirrors the cluster into a harness home, one run directory per
 //! node and run, so the ordinary `runwire-serve` (started with `--hub`)
 //! serves every node's runs and their task streams with its own, unchanged
-//! code. Its change feed is the cluster's: [`feed`] reads `RUNWIRE_FEED`
-//! for each client, ids the stream's sequences (the same at every hub).
+//! code. Its change feed is the cluster's: [`Fanout`] reads `RUNWIRE_FEED`
+//! once for every client, ids the stream's sequences (the same at every hub).
 //!
 //! - Each run of the bucket `runwire-runs` becomes a run of the hub's home
 //!   with the id `<node>.<run>`, its pointer rewritten to name that id and the
@@ -318,76 +318,290 @@ pub fn hub_event(node: &str, seq: u64, line: &[u8]) -> Option<String> {
     Some(out)
 }
 
-/// `GET /runs/events` at a hub: the merged feed of every node, read from
-/// `RUNWIRE_FEED`, each event's id its stream sequence, so a client may
-/// resume at any hub of the cluster (`since`: the last id it has; `None`:
-/// from now). Writes to `out` one line, the answer's `{"status":N,"body":…}`
-/// (400 for a resume point the stream does not hold, 503 when the stream
-/// cannot be read), then after a 200 the SSE frames, a `ready` frame once
-/// caught up (as the local feed does), until `out` fails.
-pub async fn feed(
-    client: async_nats::Client,
-    query: &str,
-    since: Option<u64>,
-    out: &mut (impl tokio::io::AsyncWrite + Unpin),
-) -> anyhow::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let head = |status: u16, msg: &str| {
-        let body = if msg.is_empty() { String::new() } else { serde_json::json!({ "error": msg }).to_string() };
-        format!("{}\n", serde_json::json!({"status": status, "body": body})).into_bytes()
-    };
-    let (filter, q_since) = match feed_query(query) {
-        Ok(q) => q,
-        Err(m) => return Ok(out.write_all(&head(400, &m)).await?),
-    };
-    let since = since.or(q_since);
-    let js = jetstream::new(client);
-    let info = async {
-        let mut s = js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("{e}"))?;
-        let i = s.info().await.map_err(|e| anyhow!("{e}"))?;
-        let (first, last) = (i.state.first_sequence, i.state.last_sequence);
-        Ok::<_, anyhow::Error>((s, first, last))
-    };
-    let (stream, first, last) = match tokio::time::timeout(Duration::from_secs(5), info).await {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) => return Ok(out.write_all(&head(503, &format!("stream {}: {e}", names::FEED_STREAM))).await?),
-        Err(_) => {
-            let m = format!("stream {}: the cluster did not answer within 5 s", names::FEED_STREAM);
-            return Ok(out.write_all(&head(503, &m)).await?);
+/// A message of `RUNWIRE_FEED`, as the fan-out keeps it.
+pub struct FeedMsg {
+    pub seq: u64,
+    pub subject: String,
+    pub payload: bytes::Bytes,
+}
+
+/// Messages the fan-out keeps for clients resuming from a recent point.
+pub const WINDOW_MSGS: usize = 8192;
+/// ... and at most these many payload bytes.
+pub const WINDOW_BYTES: usize = 16 * 1024 * 1024;
+/// Messages a client may be behind the live feed before it is dropped
+/// (told so; it resumes with its Last-Event-ID).
+pub const LIVE_QUEUE: usize = 4096;
+
+#[derive(Default)]
+struct FanState {
+    /// The last sequence the consumer delivered; `None` until it is bound.
+    pos: Option<u64>,
+    window: std::collections::VecDeque<std::sync::Arc<FeedMsg>>,
+    bytes: usize,
+}
+
+/// `GET /runs/events` at a hub for every client at once: ONE ordered
+/// consumer of `RUNWIRE_FEED` from the stream's end (as the hub starts),
+/// fanned out to any number of clients. A client resuming within the
+/// recent window (the last [`WINDOW_MSGS`] messages) is served from memory;
+/// from further back, it reads the stream itself up to the window, then
+/// joins. Each event's id is its stream sequence, so a client resumes at
+/// any hub of the cluster.
+pub struct Fanout {
+    js: jetstream::Context,
+    state: std::sync::Mutex<FanState>,
+    live: tokio::sync::broadcast::Sender<std::sync::Arc<FeedMsg>>,
+    bound: tokio::sync::watch::Sender<bool>,
+}
+
+impl Fanout {
+    /// The fan-out, its consumer following the stream from now on (and
+    /// rebinding after any failure, from where it was).
+    pub fn start(client: async_nats::Client) -> std::sync::Arc<Fanout> {
+        let (live, _) = tokio::sync::broadcast::channel(LIVE_QUEUE);
+        let (bound, _) = tokio::sync::watch::channel(false);
+        let f = std::sync::Arc::new(Fanout { js: jetstream::new(client), state: Default::default(), live, bound });
+        let f2 = f.clone();
+        tokio::spawn(async move { f2.follow().await });
+        f
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FanState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn follow(&self) {
+        let mut quiet = false;
+        loop {
+            let stream = match self.js.get_stream(names::FEED_STREAM).await {
+                Ok(s) => s,
+                Err(e) => {
+                    if !quiet {
+                        crate::report(format!("stream {}: {e} (retrying)", names::FEED_STREAM));
+                        quiet = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    continue;
+                }
+            };
+            let pos = match self.lock().pos {
+                Some(p) => p,
+                None => stream.cached_info().state.last_sequence,
+            };
+            let cfg = consumer::pull::OrderedConfig {
+                deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: pos + 1 },
+                ..Default::default()
+            };
+            let msgs = match stream.create_consumer(cfg).await {
+                Ok(c) => c.messages().await.map_err(|e| anyhow!("{e}")),
+                Err(e) => Err(anyhow!("{e}")),
+            };
+            let mut msgs = match msgs {
+                Ok(m) => m,
+                Err(e) => {
+                    if !quiet {
+                        crate::report(format!("stream {}: consumer: {e} (retrying)", names::FEED_STREAM));
+                        quiet = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    continue;
+                }
+            };
+            quiet = false;
+            self.lock().pos.get_or_insert(pos);
+            self.bound.send_replace(true);
+            while let Some(m) = msgs.next().await {
+                let m = match m {
+                    Ok(m) => m,
+                    Err(e) => {
+                        crate::report(format!("stream {}: {e} (resuming)", names::FEED_STREAM));
+                        break;
+                    }
+                };
+                let Some(seq) = m.info().ok().map(|i| i.stream_sequence) else { continue };
+                let msg =
+                    std::sync::Arc::new(FeedMsg { seq, subject: m.subject.to_string(), payload: m.payload.clone() });
+                // Window and live queue under one lock: a client joining sees each message once.
+                let mut st = self.lock();
+                if st.pos.is_some_and(|p| seq <= p) {
+                    continue;
+                }
+                st.pos = Some(seq);
+                st.bytes += msg.payload.len();
+                st.window.push_back(msg.clone());
+                while st.window.len() > WINDOW_MSGS || st.bytes > WINDOW_BYTES {
+                    if let Some(old) = st.window.pop_front() {
+                        st.bytes -= old.payload.len();
+                    }
+                }
+                let _ = self.live.send(msg);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    };
-    let since = since.unwrap_or(last);
-    if since > last {
-        let m = format!("Last-Event-ID {since} is not an event id of this feed (its last is {last})");
-        return Ok(out.write_all(&head(400, &m)).await?);
     }
-    if last > 0 && since + 1 < first {
-        let m = format!("Last-Event-ID {since}: the feed keeps events from {first} on (older ones expired)");
-        return Ok(out.write_all(&head(400, &m)).await?);
+
+    /// One client: the answer (400 for a resume point the stream does not
+    /// hold, 503 when the stream cannot be read), then after a 200 the SSE
+    /// frames from `since` (`None`: from now), a `ready` frame once caught
+    /// up (as the local feed does), until the sink fails. A client that
+    /// falls [`LIVE_QUEUE`] messages behind is ended with an error saying
+    /// so (it resumes with its Last-Event-ID).
+    pub async fn client(&self, query: &str, since: Option<u64>, out: &crate::channel::Sink) {
+        use crate::control::Answer;
+        let err = |status: u16, msg: &str| Answer::error(status, msg.to_string());
+        let (filter, q_since) = match feed_query(query) {
+            Ok(q) => q,
+            Err(m) => {
+                out.answer(&err(400, &m)).await;
+                return;
+            }
+        };
+        let since = since.or(q_since);
+        let info = async {
+            let mut bound = self.bound.subscribe();
+            bound.wait_for(|b| *b).await.map_err(|e| anyhow!("{e}"))?;
+            let mut s = self.js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("{e}"))?;
+            let (first, last) = {
+                let i = s.info().await.map_err(|e| anyhow!("{e}"))?;
+                (i.state.first_sequence, i.state.last_sequence)
+            };
+            Ok::<_, anyhow::Error>((s, first, last))
+        };
+        let (stream, first, last) = match tokio::time::timeout(Duration::from_secs(5), info).await {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => {
+                out.answer(&err(503, &format!("stream {}: {e}", names::FEED_STREAM))).await;
+                return;
+            }
+            Err(_) => {
+                let m = format!("stream {}: the cluster did not answer within 5 s", names::FEED_STREAM);
+                {
+                    out.answer(&err(503, &m)).await;
+                    return;
+                };
+            }
+        };
+        let since = since.unwrap_or(last);
+        if since > last {
+            let m = format!("Last-Event-ID {since} is not an event id of this feed (its last is {last})");
+            {
+                out.answer(&err(400, &m)).await;
+                return;
+            };
+        }
+        if last > 0 && since + 1 < first {
+            let m = format!("Last-Event-ID {since}: the feed keeps events from {first} on (older ones expired)");
+            {
+                out.answer(&err(400, &m)).await;
+                return;
+            };
+        }
+        if !out.answer(&Answer { status: 200, body: String::new() }).await {
+            return;
+        }
+        let mut c = FeedClient { filter, pos: since, last, ready: false, out };
+        if since >= last && !c.ready().await {
+            return;
+        }
+        // Joined before anything is read: nothing the consumer delivers from now on is missed.
+        let (mut live, recent, fan_pos) = {
+            let st = self.lock();
+            let recent: Vec<_> = st.window.iter().filter(|m| m.seq > since).cloned().collect();
+            (self.live.subscribe(), recent, st.pos.unwrap_or(last))
+        };
+        let from_window = recent.first().map(|m| m.seq).unwrap_or(fan_pos + 1);
+        // Older than the window: read from the stream up to it.
+        if c.pos + 1 < from_window {
+            let cfg = consumer::pull::OrderedConfig {
+                deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: c.pos + 1 },
+                ..Default::default()
+            };
+            let mut msgs = match stream.create_consumer(cfg).await {
+                Ok(cons) => match cons.messages().await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        out.end(Some(format!("stream {}: {e}", names::FEED_STREAM))).await;
+                        return;
+                    }
+                },
+                Err(e) => {
+                    out.end(Some(format!("stream {}: {e}", names::FEED_STREAM))).await;
+                    return;
+                }
+            };
+            while c.pos + 1 < from_window {
+                // A gap (messages removed) ends the catch-up: the window follows.
+                let m = match tokio::time::timeout(Duration::from_secs(2), msgs.next()).await {
+                    Ok(Some(Ok(m))) => m,
+                    Ok(Some(Err(e))) => {
+                        out.end(Some(format!("stream {}: {e}", names::FEED_STREAM))).await;
+                        return;
+                    }
+                    _ => break,
+                };
+                let Some(seq) = m.info().ok().map(|i| i.stream_sequence) else { continue };
+                let msg = FeedMsg { seq, subject: m.subject.to_string(), payload: m.payload.clone() };
+                if !c.send(&msg).await {
+                    return;
+                }
+            }
+        }
+        for m in &recent {
+            if !c.send(m).await {
+                return;
+            }
+        }
+        loop {
+            match live.recv().await {
+                Ok(m) => {
+                    if !c.send(&m).await {
+                        return;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    let why = format!("this client fell {n} events behind the feed and was dropped: reconnect with its Last-Event-ID ({})", c.pos);
+                    out.end(Some(why)).await;
+                    return;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    out.end(Some("the hub's feed consumer ended".into())).await;
+                    return;
+                }
+            }
+        }
     }
-    out.write_all(&head(200, "")).await?;
-    out.flush().await?;
-    let ready = |id: u64| format!("event: ready\nid: {id}\ndata: {{\"type\":\"ready\",\"id\":{id}}}\n\n");
-    let mut pos = since;
-    let mut sent_ready = false;
-    if pos >= last {
-        out.write_all(ready(pos).as_bytes()).await?;
-        out.flush().await?;
-        sent_ready = true;
+}
+
+/// One feed client's position and filter.
+struct FeedClient<'a> {
+    filter: runwire::runs::feed::Filter,
+    pos: u64,
+    /// The stream's last sequence as it arrived: `ready` once there.
+    last: u64,
+    ready: bool,
+    out: &'a crate::channel::Sink,
+}
+
+impl FeedClient<'_> {
+    async fn ready(&mut self) -> bool {
+        self.ready = true;
+        let id = self.pos;
+        self.out
+            .data(format!("event: ready\nid: {id}\ndata: {{\"type\":\"ready\",\"id\":{id}}}\n\n").into_bytes())
+            .await
     }
-    let cfg = consumer::pull::OrderedConfig {
-        deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: pos + 1 },
-        ..Default::default()
-    };
-    let consumer = stream.create_consumer(cfg).await.map_err(|e| anyhow!("stream {}: {e}", names::FEED_STREAM))?;
-    let mut msgs = consumer.messages().await.map_err(|e| anyhow!("stream {}: {e}", names::FEED_STREAM))?;
-    while let Some(m) = msgs.next().await {
-        let m = m.map_err(|e| anyhow!("stream {}: {e}", names::FEED_STREAM))?;
-        let seq = m.info().map(|i| i.stream_sequence).unwrap_or(pos + 1);
-        pos = seq;
-        let node = m.subject.as_str().strip_prefix("rwfeed.").filter(|n| names::valid_node(n));
+
+    /// A message after the client's position, as its frame (filtered).
+    async fn send(&mut self, m: &FeedMsg) -> bool {
+        if m.seq <= self.pos {
+            return true;
+        }
+        self.pos = m.seq;
+        let seq = m.seq;
+        let node = m.subject.strip_prefix("rwfeed.").filter(|n| names::valid_node(n));
         let frame = match node.and_then(|n| hub_event(n, seq, &m.payload)) {
-            Some(json) => filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n")),
+            Some(json) => self.filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n")),
             None => {
                 let ev = serde_json::json!({"type": "skipped", "id": seq, "size": m.payload.len(),
                     "error": "not_an_event", "message": format!("message {seq} of {} is not a feed event", m.subject)});
@@ -395,15 +609,15 @@ pub async fn feed(
             }
         };
         if let Some(f) = frame {
-            out.write_all(f.as_bytes()).await?;
+            if !self.out.data(f.into_bytes()).await {
+                return false;
+            }
         }
-        if !sent_ready && pos >= last {
-            out.write_all(ready(pos).as_bytes()).await?;
-            sent_ready = true;
+        if !self.ready && self.pos >= self.last {
+            return self.ready().await;
         }
-        out.flush().await?;
+        true
     }
-    Ok(())
 }
 
 #[cfg(test)]

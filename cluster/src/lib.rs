@@ -5,9 +5,11 @@
 //! which mirrors every node into the hub's home for the ordinary server.
 //! tokio and async-nats live here only: the core crate stays free of them.
 
+pub mod channel;
 pub mod conn;
 pub mod control;
 pub mod hub;
+pub mod keys;
 pub mod names;
 pub mod node;
 pub mod setup;

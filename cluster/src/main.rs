@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand};
 use runwire::cli::Exit;
-use runwire_cluster::{conn, control, hub, names, node, report, setup};
+use runwire_cluster::{channel, conn, control, hub, names, node, report, setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -59,9 +59,14 @@ enum Cmd {
         /// are made to it, so they follow its routes' rules. Without it, none are answered.
         #[arg(long, value_name = "HOST:PORT")]
         local: Option<String>,
-        /// The token file of that server (--token-file), when it has one.
+        /// The token file of that server (--token-file), when it has one. Control requests are
+        /// then answered only on a cluster that authenticates its clients.
         #[arg(long, value_name = "FILE", requires = "local")]
         local_token_file: Option<PathBuf>,
+        /// Serve runwire-serve's channel on stdin and stdout, and end when stdin does (how
+        /// runwire-serve starts its sidecar).
+        #[arg(long)]
+        channel: bool,
     },
     /// Mirror every node's runs into this harness home (served by `runwire-serve --hub`), until stopped.
     Hub {
@@ -70,6 +75,10 @@ enum Cmd {
         /// The hub's harness home (default $HARNESS_HOME, else ~/.harness).
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
+        /// Serve runwire-serve's channel on stdin and stdout (its control requests, AG-UI runs
+        /// and feed clients, all over one connection), and end when stdin does.
+        #[arg(long)]
+        channel: bool,
     },
     /// Forward one control request to a node (as a hub does) and print its answer as
     /// {"status":N,"body":"..."}: the node's own, or 503 (the node is not connected) or 504 (no
@@ -83,14 +92,16 @@ enum Cmd {
         /// The route, e.g. /runs/RUN/tasks/TASK/steer (only POST control routes are forwarded).
         #[arg(long, value_name = "PATH")]
         path: String,
-        /// The JSON body, e.g. {"msg":"use the other API"}.
+        /// The JSON body, e.g. {"msg":"use the other API"} (a command line is readable by every
+        /// user of the machine: '-' reads it from stdin).
         #[arg(long, value_name = "JSON", default_value = "")]
         body: String,
-        /// The request's id: a retry with the same id is answered once, never acted on twice
-        /// (default: a new id).
+        /// The request's idempotency key: a retry with the same key is answered once, never
+        /// acted on twice (default: a new key).
         #[arg(long, value_name = "ID")]
         id: Option<String>,
-        /// How long the node has to answer, in milliseconds.
+        /// The command's budget: how long the node has to take it, in milliseconds (a node that
+        /// takes it later never runs it).
         #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
         timeout_ms: u64,
     },
@@ -170,6 +181,7 @@ fn main() -> ExitCode {
         }
     };
     let r = rt.block_on(async move {
+        let conn = conn;
         let what = match &cli.cmd {
             Cmd::Setup { .. } => "setup".to_string(),
             Cmd::Node { node, .. } => format!("node {node}"),
@@ -193,11 +205,26 @@ fn main() -> ExitCode {
                     };
                     setup::run(client, o).await
                 }
-                Cmd::Node { node, home, poll_ms, heartbeat_ms, local, local_token_file, .. } => {
+                Cmd::Node { node, home, poll_ms, heartbeat_ms, local, local_token_file, channel, .. } => {
+                    let home = home.unwrap_or_else(runwire::runs::harness_home);
                     if let Some(addr) = local {
-                        let local = control::Local { addr, token_file: local_token_file };
-                        let (c, n) = (client.clone(), node.clone());
+                        let local = control::Local { addr, token_file: local_token_file, home: home.clone() };
+                        let (c, n, url) = (client.clone(), node.clone(), conn.url.clone());
                         tokio::spawn(async move {
+                            // What the servers require is known once connected.
+                            while c.connection_state() != async_nats::connection::State::Connected {
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                            // No door weaker than HTTP: a server that requires a token is
+                            // controlled from the cluster only where the cluster checks who connects.
+                            if local.token_file.is_some() && !c.server_info().auth_required {
+                                return report(format!(
+                                    "node {n}: control: refused: this node's server requires a token, and the \
+                                     cluster at {url} lets clients in without credentials (anyone could answer \
+                                     its agents); control requests (rwctl.{n}) are not answered. Give the node \
+                                     credentials on a cluster that requires them."
+                                ));
+                            }
                             if let Err(e) = control::serve(c, n, local).await {
                                 report(format!("control: {e:#}"));
                             }
@@ -205,21 +232,64 @@ fn main() -> ExitCode {
                     }
                     let o = node::Opts {
                         node,
-                        home: home.unwrap_or_else(runwire::runs::harness_home),
+                        home,
                         poll: Duration::from_millis(poll_ms),
                         heartbeat: Duration::from_millis(heartbeat_ms),
                     };
-                    node::run(client, o).await
+                    if channel {
+                        let pipe = channel::serve(channel::Role::Node, tokio::io::stdin(), tokio::io::stdout());
+                        tokio::select! {
+                            r = node::run(client, o) => r,
+                            r = pipe => r,
+                        }
+                    } else {
+                        node::run(client, o).await
+                    }
                 }
-                Cmd::Hub { home, .. } => {
-                    hub::run(client, hub::Opts { home: home.unwrap_or_else(runwire::runs::harness_home) }).await
+                Cmd::Hub { home, channel, .. } => {
+                    let o = hub::Opts { home: home.unwrap_or_else(runwire::runs::harness_home) };
+                    if channel {
+                        let role =
+                            channel::Role::Hub { client: client.clone(), fanout: hub::Fanout::start(client.clone()) };
+                        let pipe = channel::serve(role, tokio::io::stdin(), tokio::io::stdout());
+                        tokio::select! {
+                            r = hub::run(client, o) => r,
+                            r = pipe => r,
+                        }
+                    } else {
+                        hub::run(client, o).await
+                    }
                 }
                 Cmd::Nodes { .. } => nodes(client).await,
-                Cmd::Feed { query, since, .. } => hub::feed(client, &query, since, &mut tokio::io::stdout()).await,
+                Cmd::Feed { query, since, .. } => {
+                    let (sink, done) = channel::Sink::text(tokio::io::stdout());
+                    hub::Fanout::start(client).client(&query, since, &sink).await;
+                    drop(sink);
+                    let _ = done.await;
+                    Ok(())
+                }
                 Cmd::Control { node, path, body, id, timeout_ms, .. } => {
-                    let id = id.unwrap_or_else(|| format!("{}-{}-{}", node::now_ms(), std::process::id(), path.len()));
-                    let f = control::Forwarded { method: "POST".into(), path, body };
-                    let a = control::forward(&client, &node, &f, &id, Duration::from_millis(timeout_ms)).await;
+                    let body = if body == "-" {
+                        let mut b = Vec::new();
+                        tokio::io::AsyncReadExt::read_to_end(
+                            &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), control::MAX_BODY as u64 + 1),
+                            &mut b,
+                        )
+                        .await
+                        .map_err(|e| anyhow::anyhow!("stdin: {e}"))?;
+                        b
+                    } else {
+                        body.into_bytes()
+                    };
+                    let c = control::Command {
+                        node,
+                        path,
+                        body,
+                        key: id.unwrap_or_else(control::new_key),
+                        actor: "runwire-cluster control".into(),
+                        budget: Duration::from_millis(timeout_ms),
+                    };
+                    let a = control::command(&client, &c).await;
                     println!("{}", serde_json::to_string(&a)?);
                     Ok(())
                 }
@@ -231,9 +301,19 @@ fn main() -> ExitCode {
                     )
                     .await
                     .map_err(|e| anyhow::anyhow!("stdin: {e}"))?;
-                    let mut out = tokio::io::stdout();
-                    control::forward_agui(&client, &node, body, Duration::from_millis(timeout_ms), &mut out, stopped())
-                        .await
+                    let (sink, done) = channel::Sink::text(tokio::io::stdout());
+                    let r = control::forward_agui(
+                        &client,
+                        &node,
+                        body,
+                        Duration::from_millis(timeout_ms),
+                        &sink,
+                        stopped(),
+                    )
+                    .await;
+                    drop(sink);
+                    let _ = done.await;
+                    r
                 }
             }
         };
@@ -245,6 +325,8 @@ fn main() -> ExitCode {
             _ = stopped() => Ok(()),
         }
     });
+    // Not waiting for a blocked read of stdin (the channel) to end.
+    rt.shutdown_timeout(Duration::from_millis(100));
     match r {
         Ok(()) => Exit::Ok.into(),
         Err(e) => {

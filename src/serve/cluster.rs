@@ -119,6 +119,28 @@ impl ClusterArgs {
         Ok(())
     }
 
+    /// No door weaker than HTTP: a node whose server requires a token
+    /// (`token_required`: `--token-file`) answers the cluster's control
+    /// requests only with credentials of its own for the cluster (the
+    /// servers then authenticate every client; the sidecar also refuses to
+    /// answer control on a cluster that lets anyone in).
+    pub fn check_door(&self, token_required: bool) -> Result<(), String> {
+        let creds = self.cluster_creds.is_some()
+            || self.cluster_token_file.is_some()
+            || self.cluster_user.is_some()
+            || self.cluster_nkey_file.is_some()
+            || std::env::var_os(TOKEN_ENV).is_some_and(|t| !t.is_empty());
+        match (&self.node, token_required, creds) {
+            (Some(n), true, false) => Err(format!(
+                "--cluster: node {n}: this server requires a token (--token-file), so its cluster door must \
+                 too: give the node's cluster credentials (--cluster-creds, --cluster-user with \
+                 --cluster-password-file, --cluster-nkey-file or --cluster-token-file); without them any \
+                 client of the cluster could answer this node's agents"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn argv(&self, home: &Path, port: u16, token_file: Option<&Path>) -> Option<Vec<String>> {
         let url = self.cluster.clone()?;
         let mut a = vec![if self.hub { "hub" } else { "node" }.to_string(), "--url".into(), url];
@@ -154,65 +176,323 @@ impl ClusterArgs {
     }
 }
 
-/// A hub's cluster, for forwarding control routes (set by [`start`] with `--hub`).
-static HUB: OnceLock<Vec<String>> = OnceLock::new();
-/// A hub's harness home (where it remembers each thread's node).
-static HUB_HOME: OnceLock<PathBuf> = OnceLock::new();
-
 /// Whether this server is a hub (its runs are `<node>.<run>`).
 pub fn is_hub() -> bool {
-    HUB.get().is_some()
+    HUB_HOME.get().is_some()
 }
 
-/// How long a node has to answer a forwarded control request.
-const FORWARD_TIMEOUT_MS: u64 = 5000;
+/// A hub's harness home (where it remembers each thread's node).
+static HUB_HOME: OnceLock<PathBuf> = OnceLock::new();
+/// The channel to this server's sidecar (set by [`start`]).
+static CHANNEL: OnceLock<Arc<Channel>> = OnceLock::new();
+
+/// How long a node has to take a forwarded control request: the budget a
+/// command starts with at the hub (milliseconds remaining, not a clock).
+pub const FORWARD_BUDGET_MS: u64 = 5000;
+/// How long a hub waits past the budget for the answer of a command the
+/// node said it was running (then 502: it may have run).
+pub const RUNNING_GRACE_MS: u64 = 30_000;
+
+// ---------------------------------------------------------------------------
+// The channel: one long-lived pipe pair between this server and its one
+// `runwire-cluster` child (its stdin and stdout). Frames both ways are
+// `[u32 BE length of the rest][u32 BE length of the head][head: JSON][data]`,
+// at most MAX_FRAME bytes; every request and stream has an id, so any
+// number of them share the pipes. Nothing of a request, a query or a
+// credential is on any command line.
+// ---------------------------------------------------------------------------
+
+/// The largest frame either side sends or accepts (a forwarded body is at
+/// most the routes' 1 MiB; an answer's body as much).
+pub const MAX_FRAME: usize = 4 * 1024 * 1024;
+/// Frames queued for one stream at the server; a stream whose client does
+/// not take them (queue full) is dropped, never blocking the others.
+pub const STREAM_QUEUE: usize = 1024;
+
+/// A frame's head. `op`: from the server `control`, `agui`, `feed`,
+/// `cancel`; from the sidecar `answer` (status, body in data), `data` (a
+/// stream's bytes), `end` (the stream is over; `error` says why when it is
+/// cut short).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Head {
+    pub op: String,
+    pub id: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The node's run id (without the hub's `<node>.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// A control verb (spec/CLUSTER.md lists them; the sidecar checks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verb: Option<String>,
+    /// The idempotency key (the client's `Idempotency-Key`; else the sidecar makes one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Who asks (this server's name, for now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Milliseconds the command has left (never an absolute time: clocks differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_ms: Option<u64>,
+    /// A feed's query string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// A feed's resume point (the client's Last-Event-ID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One frame's bytes.
+pub fn encode(head: &Head, data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let h = serde_json::to_vec(head).map_err(std::io::Error::other)?;
+    let len = 4 + h.len() + data.len();
+    if len > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
+        ));
+    }
+    let mut out = Vec::with_capacity(4 + len);
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(data);
+    Ok(out)
+}
+
+/// A frame's head and data from its bytes after the length (`rest`).
+pub fn decode(rest: &[u8]) -> std::io::Result<(Head, Vec<u8>)> {
+    let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+    let hl = rest.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let Some(hl) = hl.filter(|hl| 4 + hl <= rest.len()) else {
+        return Err(bad(format!("a frame of {} bytes without its head", rest.len())));
+    };
+    let head = serde_json::from_slice(&rest[4..4 + hl]).map_err(|e| bad(format!("a frame's head: {e}")))?;
+    Ok((head, rest[4 + hl..].to_vec()))
+}
+
+/// Reads one frame; `None` at the end of the pipe.
+pub fn read_frame(r: &mut impl std::io::Read) -> std::io::Result<Option<(Head, Vec<u8>)>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
+        ));
+    }
+    let mut rest = vec![0u8; len];
+    r.read_exact(&mut rest)?;
+    decode(&rest).map(Some)
+}
+
+/// What a stream of the channel receives.
+type Frame = (Head, Vec<u8>);
+
+struct Slot {
+    tx: std::sync::mpsc::SyncSender<Frame>,
+    /// Set when the stream was dropped for not keeping up.
+    dropped: Arc<AtomicBool>,
+}
+
+/// The server's end of the channel (see above): the sidecar's stdin, and
+/// the streams waiting for frames from its stdout.
+#[derive(Default)]
+struct Channel {
+    writer: Mutex<Option<std::process::ChildStdin>>,
+    /// The sidecar's pid (0: none), stopped when it takes no frame for [`WRITE_WAIT`].
+    pid: std::sync::atomic::AtomicI32,
+    streams: Mutex<std::collections::HashMap<u64, Slot>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// One request or stream open on the channel; closing it (drop) tells the
+/// sidecar when the stream is not over yet.
+struct Open {
+    id: u64,
+    rx: std::sync::mpsc::Receiver<Frame>,
+    dropped: Arc<AtomicBool>,
+    ended: bool,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(ch) = CHANNEL.get() {
+            let was = ch.streams.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id).is_some();
+            if was && !self.ended {
+                let _ = ch.send(&Head { op: "cancel".into(), id: self.id, ..Default::default() }, &[]);
+            }
+        }
+    }
+}
+
+impl Channel {
+    fn send(&self, head: &Head, data: &[u8]) -> std::io::Result<()> {
+        let bytes = encode(head, data)?;
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(pipe) = w.as_mut() else {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the cluster sidecar is not running"));
+        };
+        let r = write_within(pipe, &bytes, WRITE_WAIT);
+        if r.is_err() {
+            // A frame may be cut: this channel is over. The sidecar is
+            // stopped, and started again (with a new channel) by its thread.
+            *w = None;
+            let pid = self.pid.load(Ordering::SeqCst);
+            if pid > 0 {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        r
+    }
+
+    /// Opens a request or stream: `head` (its id set here) and `data` sent.
+    fn open(&self, mut head: Head, data: &[u8]) -> std::io::Result<Open> {
+        let id = self.next.fetch_add(1, Ordering::SeqCst) + 1;
+        head.id = id;
+        let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_QUEUE);
+        let dropped = Arc::new(AtomicBool::new(false));
+        self.streams.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Slot { tx, dropped: dropped.clone() });
+        let open = Open { id, rx, dropped, ended: false };
+        self.send(&head, data)?;
+        Ok(open)
+    }
+
+    /// Reads the sidecar's frames until its stdout ends, handing each to
+    /// its stream without ever waiting: a stream whose queue is full is
+    /// dropped (its client is told) and the sidecar told to stop it.
+    fn read(&self, out: impl std::io::Read) {
+        let mut r = std::io::BufReader::with_capacity(256 * 1024, out);
+        while let Ok(Some((head, data))) = read_frame(&mut r) {
+            let id = head.id;
+            let last = head.op == "end";
+            let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(slot) = streams.get(&id) else { continue };
+            match slot.tx.try_send((head, data)) {
+                Ok(()) if last => {
+                    streams.remove(&id);
+                }
+                Ok(()) => {}
+                Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                    slot.dropped.store(true, Ordering::SeqCst);
+                    streams.remove(&id);
+                    drop(streams);
+                    let _ = self.send(&Head { op: "cancel".into(), id, ..Default::default() }, &[]);
+                }
+                Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
+                    streams.remove(&id);
+                }
+            }
+        }
+        // The sidecar is gone: every stream ends (its client is told by its relay).
+        self.streams.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// How long a frame may wait for the sidecar to read it: one that does
+/// not read (stopped, hung) never holds the server's threads longer.
+const WRITE_WAIT: Duration = Duration::from_secs(5);
+
+/// Writes `bytes` to a non-blocking pipe, waiting while it is full, but
+/// `TimedOut` once nothing was taken for `wait`.
+fn write_within(
+    pipe: &mut (impl std::io::Write + std::os::fd::AsFd),
+    bytes: &[u8],
+    wait: Duration,
+) -> std::io::Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut off = 0;
+    let mut last = std::time::Instant::now();
+    while off < bytes.len() {
+        match pipe.write(&bytes[off..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                off += n;
+                last = std::time::Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if last.elapsed() >= wait {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("the cluster sidecar read nothing for {} s", wait.as_secs()),
+                    ));
+                }
+                let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLOUT)];
+                let _ = poll(&mut fds, PollTimeout::from(100u8));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A hub's channel: `Err` the 503 to answer when there is none.
+fn channel(what: &str) -> Result<&'static Arc<Channel>, (u16, String)> {
+    CHANNEL.get().ok_or_else(|| (503, serde_json::json!({"error": format!("{what}: no cluster sidecar")}).to_string()))
+}
+
+fn err_json(code: u16, msg: String) -> (u16, String) {
+    (code, serde_json::json!({ "error": msg }).to_string())
+}
 
 /// At a hub, a control route for run `<node>.<run>` (every run there is a
-/// node's): the request made to that node by NATS request/reply, through
-/// `runwire-cluster control`, which answers `(status, body)`: the node's
-/// own, 503 at once when the node is not connected, 504 naming it when it
-/// does not answer within 5 s. `id` (the client's `Idempotency-Key`, else a
-/// new one) makes a retry answered, not acted on, twice. `None` when this
-/// server is not a hub.
+/// node's): sent over the channel as a command (verb, body, actor,
+/// idempotency key, budget) that the sidecar forwards to that node by NATS
+/// request/reply; answered `(status, body)`: the node's own, 503 at once
+/// when the node is not connected, 504 naming it when the node did not take
+/// it within the budget (it will then never run: the node asks the hub
+/// before running it). `key` (the client's `Idempotency-Key`, else one the
+/// sidecar makes) makes a retry answered, never acted on, twice. `None`
+/// when this server is not a hub.
 pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Option<&str>) -> Option<(u16, String)> {
-    let conn = HUB.get()?;
+    if !is_hub() {
+        return None;
+    }
     let Some((node, run)) = id.split_once('.') else {
-        return Some((
-            404,
-            serde_json::json!({"error": format!("run {id:?}: a hub's runs are <node>.<run>")}).to_string(),
-        ));
+        return Some(err_json(404, format!("run {id:?}: a hub's runs are <node>.<run>")));
     };
-    let path = match task {
-        Some(t) => format!("/runs/{run}/tasks/{t}/{verb}"),
-        None => format!("/runs/{run}/{verb}"),
+    let ch = match channel(&format!("node {node}")) {
+        Ok(c) => c,
+        Err(e) => return Some(e),
     };
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let rid = key.map(str::to_string).unwrap_or_else(|| {
-        let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        format!("hub-{}-{ms}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst))
-    });
-    let out = Command::new(program())
-        .arg("control")
-        .args(conn)
-        // `--flag=value`: a value the client chose is never read as a flag.
-        .args([format!("--node={node}"), format!("--path={path}"), format!("--timeout-ms={FORWARD_TIMEOUT_MS}")])
-        .arg(format!("--id={rid}"))
-        .arg(format!("--body={}", String::from_utf8_lossy(body)))
-        .stdin(Stdio::null())
-        .output();
-    let error =
-        |code: u16, why: String| (code, serde_json::json!({"error": format!("node {node}: {why}")}).to_string());
-    Some(match out {
-        Ok(o) if o.status.success() => serde_json::from_slice::<serde_json::Value>(&o.stdout)
-            .ok()
-            .and_then(|v| Some((v["status"].as_u64()? as u16, v["body"].as_str()?.to_string())))
-            .unwrap_or_else(|| error(502, "runwire-cluster control said nothing readable".into())),
-        // Exit 3: the cluster cannot be reached from here.
-        Ok(o) => error(
-            if o.status.code() == Some(3) { 503 } else { 502 },
-            String::from_utf8_lossy(&o.stderr).trim().to_string(),
-        ),
-        Err(e) => error(502, format!("cannot run {}: {e}", program().display())),
+    let head = Head {
+        op: "control".into(),
+        node: Some(node.into()),
+        run: Some(run.into()),
+        task: task.map(str::to_string),
+        verb: Some(verb.into()),
+        key: key.map(str::to_string),
+        actor: Some(super::BIN.into()),
+        budget_ms: Some(FORWARD_BUDGET_MS),
+        ..Default::default()
+    };
+    let mut open = match ch.open(head, body) {
+        Ok(o) => o,
+        Err(e) => return Some(err_json(503, format!("node {node}: the cluster sidecar: {e}"))),
+    };
+    // The sidecar answers every command (504 itself once the budget is
+    // spent); this bound only covers a sidecar that died mid-way.
+    let wait = Duration::from_millis(FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000);
+    Some(match open.rx.recv_timeout(wait) {
+        Ok((h, data)) if h.op == "answer" => {
+            open.ended = true;
+            (h.status.unwrap_or(502), String::from_utf8_lossy(&data).into_owned())
+        }
+        Ok((h, _)) => err_json(502, format!("node {node}: the cluster sidecar said {:?}", h.op)),
+        Err(_) => err_json(502, format!("node {node}: the cluster sidecar ended without an answer")),
     })
 }
 
@@ -249,13 +529,13 @@ fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
 }
 
 /// At a hub, `POST /agui`: the run goes to the thread's node (see
-/// `agui_node`) by `runwire-cluster agui`, through the node's own
-/// `/agui` (its rules: one run a thread, interrupt ids bound to the thread,
-/// a resume that must address every open interrupt, a retried runId
-/// replayed, never run twice); its SSE body streamed back as the node
-/// writes it. A node not connected is 503 at once, one that does not start
-/// answering within 5 s 504, each naming it. A client that leaves is a
-/// client leaving the node's server. `None` when this server is not a hub.
+/// `agui_node`) over the channel, through the node's own `/agui` (its
+/// rules: one run a thread, interrupt ids bound to the thread, a resume
+/// that must address every open interrupt, a retried runId replayed, never
+/// run twice); its SSE body streamed back as the node writes it. A node not
+/// connected is 503 at once, one that does not start answering within 5 s
+/// 504, each naming it. A client that leaves is a client leaving the node's
+/// server. `None` when this server is not a hub.
 pub fn agui(
     cfg: &super::Config,
     stream: &mut std::net::TcpStream,
@@ -264,7 +544,6 @@ pub fn agui(
     cors: &[(&'static str, String)],
 ) -> Option<super::http::Close> {
     use super::http::{respond_error, Close};
-    let conn = HUB.get()?;
     let home = HUB_HOME.get()?;
     let input = match super::agui::parse_input(body) {
         Ok(i) => i,
@@ -285,33 +564,22 @@ pub fn agui(
         let _ = std::fs::create_dir_all(tf.parent().unwrap_or(home));
         let _ = crate::runs::write_atomic(&tf, node.as_bytes());
     }
-    let child = Command::new(program())
-        .arg("agui")
-        .args(conn)
-        .args([format!("--node={node}"), format!("--timeout-ms={FORWARD_TIMEOUT_MS}")])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            respond_error(stream, 502, cors, &format!("node {node}: cannot run {}: {e}", program().display()));
-            return Some(Close::Linger);
-        }
+    let head = Head {
+        op: "agui".into(),
+        node: Some(node.clone()),
+        actor: Some(super::BIN.into()),
+        budget_ms: Some(FORWARD_BUDGET_MS),
+        ..Default::default()
     };
-    if let Some(mut i) = child.stdin.take() {
-        use std::io::Write;
-        let _ = i.write_all(body);
-    }
-    Some(relay(cfg, stream, req, cors, child, &format!("node {node}")))
+    Some(relay(cfg, stream, req, cors, head, body, &format!("node {node}")))
 }
 
 /// At a hub, `GET /runs/events`: the merged feed of every node, read from
-/// the cluster's feed stream by `runwire-cluster feed`, each event's id its
-/// stream sequence (the same at every hub: a client resumes at any hub
-/// with its Last-Event-ID), `runId` the hub's and `node` added. `None` when
-/// this server is not a hub.
+/// the cluster's feed stream by the sidecar (one consumer fanned out to
+/// every client over the channel), each event's id its stream sequence
+/// (the same at every hub: a client resumes at any hub with its
+/// Last-Event-ID), `runId` the hub's and `node` added. `None` when this
+/// server is not a hub.
 pub fn feed(
     cfg: &super::Config,
     stream: &mut std::net::TcpStream,
@@ -319,117 +587,91 @@ pub fn feed(
     cors: &[(&'static str, String)],
 ) -> Option<super::http::Close> {
     use super::http::{respond_error, Close};
-    let conn = HUB.get()?;
-    let mut cmd = Command::new(program());
-    cmd.arg("feed").args(conn).arg(format!("--query={}", req.query.as_deref().unwrap_or_default()));
+    if !is_hub() {
+        return None;
+    }
+    let mut head = Head { op: "feed".into(), query: req.query.clone(), ..Default::default() };
     if let Some(v) = req.header("last-event-id") {
         match v.trim().parse::<u64>() {
-            Ok(n) => {
-                cmd.arg(format!("--since={n}"));
-            }
+            Ok(n) => head.since = Some(n),
             Err(_) => {
                 respond_error(stream, 400, cors, &format!("Last-Event-ID {v:?} is not an event id of this feed"));
                 return Some(Close::Linger);
             }
         }
     }
-    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
-    match child {
-        Ok(c) => Some(relay(cfg, stream, req, cors, c, "the cluster's feed")),
-        Err(e) => {
-            respond_error(stream, 502, cors, &format!("cannot run {}: {e}", program().display()));
-            Some(Close::Linger)
-        }
-    }
+    Some(relay(cfg, stream, req, cors, head, &[], "the cluster's feed"))
 }
 
-/// Relays a `runwire-cluster agui|feed` child's answer: its first line is
-/// `{"status":N,"body":"…"}`; a 200 is an SSE body, copied as it comes
-/// (keep-alives and the client looked at while it is quiet); anything
-/// else is answered as it is. A client that leaves stops the child (which
-/// tells the node, for `agui`).
+/// Opens a stream on the channel and relays its answer: the first frame
+/// is the answer (status, body); a 200 is an SSE body, copied frame by
+/// frame (keep-alives and the client looked at while it is quiet) until
+/// its `end`; anything else is answered as it is. A client that leaves
+/// cancels the stream (the sidecar tells the node, for `agui`); one that
+/// does not keep up is dropped with an `error` frame saying so (it resumes
+/// with its Last-Event-ID).
 fn relay(
     cfg: &super::Config,
     stream: &mut std::net::TcpStream,
     req: &super::http::Request,
     cors: &[(&'static str, String)],
-    mut child: Child,
+    head: Head,
+    data: &[u8],
     who: &str,
 ) -> super::http::Close {
     use super::http::{respond, respond_error, Close};
-    use std::io::{BufRead, Read};
-    let stop = |child: &mut Child| {
-        let _ =
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
-        let _ = child.wait();
+    let ch = match channel(who) {
+        Ok(c) => c,
+        Err((code, body)) => {
+            let _ = respond(stream, code, cors, &body);
+            return Close::Linger;
+        }
     };
-    // Its stderr is drained aside (bounded): said in a 503 when it ends without an answer.
-    let errs = child.stderr.take().map(|mut e| {
-        std::thread::spawn(move || {
-            let mut all = Vec::new();
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = e.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if all.len() < 64 * 1024 {
-                    all.extend_from_slice(&buf[..n]);
-                }
-            }
-            String::from_utf8_lossy(&all).into_owned()
-        })
-    });
-    let Some(out) = child.stdout.take() else {
-        stop(&mut child);
-        respond_error(stream, 502, cors, &format!("{who}: runwire-cluster has no output"));
-        return Close::Linger;
+    let mut open = match ch.open(head, data) {
+        Ok(o) => o,
+        Err(e) => {
+            respond_error(stream, 503, cors, &format!("{who}: the cluster sidecar: {e}"));
+            return Close::Linger;
+        }
     };
-    let mut out = std::io::BufReader::new(out);
-    let mut line = String::new();
-    let _ = out.read_line(&mut line);
-    let answer = serde_json::from_str::<serde_json::Value>(&line)
-        .ok()
-        .and_then(|v| Some((v["status"].as_u64()? as u16, v["body"].as_str().unwrap_or_default().to_string())));
-    let Some((code, text)) = answer else {
-        let _ = child.wait();
-        let err = errs.and_then(|t| t.join().ok()).unwrap_or_default();
-        // Exit 3: the cluster cannot be reached from here.
-        respond_error(stream, 503, cors, &format!("{who}: {}", err.trim()));
-        return Close::Linger;
+    // The answer comes within the sidecar's own bounds (5 s to a node, 5 s to the stream's info).
+    let first = open.rx.recv_timeout(Duration::from_millis(FORWARD_BUDGET_MS + 10_000));
+    let (code, text) = match first {
+        Ok((h, d)) if h.op == "answer" => (h.status.unwrap_or(502), String::from_utf8_lossy(&d).into_owned()),
+        Ok((h, _)) => {
+            open.ended = h.op == "end";
+            respond_error(stream, 503, cors, &format!("{who}: {}", h.error.unwrap_or(h.op)));
+            return Close::Linger;
+        }
+        Err(_) => {
+            respond_error(stream, 503, cors, &format!("{who}: the cluster sidecar did not answer"));
+            return Close::Linger;
+        }
     };
     if code != 200 {
-        let _ = child.wait();
+        open.ended = true;
         let _ = respond(stream, code, cors, &text);
         return Close::Linger;
     }
-    let mut body = match super::stream::Stream::start(stream, req, cors, usize::MAX, cfg.write_timeout) {
+    let mut body = match super::stream::Stream::start(stream, req, cors, 8 * 1024 * 1024, cfg.write_timeout) {
         Ok(b) => b,
-        Err(_) => {
-            stop(&mut child);
-            return Close::Now;
-        }
+        Err(_) => return Close::Now,
     };
-    // The child's output read aside, so the client is looked at while it is quiet.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(64);
-    let reader = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        // What the line reader holds past the first line goes first.
-        let held = out.buffer().to_vec();
-        if !held.is_empty() && tx.send(held).is_err() {
-            return;
-        }
-        let mut raw = out.into_inner();
-        while let Ok(n) = raw.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
     loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(chunk) => {
-                body.push(&chunk);
-                if body.drain().is_err() {
+        match open.rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((h, d)) => {
+                if h.op == "end" {
+                    open.ended = true;
+                    if let Some(e) = h.error {
+                        let v = serde_json::json!({"type": "error", "message": format!("{who}: {e}")});
+                        body.push(format!("event: error\ndata: {v}\n\n").as_bytes());
+                    }
+                    let _ = body.end();
+                    break;
+                }
+                body.push(&d);
+                // A client that cannot take what is queued is dropped (the write timeout).
+                if !body.has_room() || body.flush().is_err() || body.check().is_err() {
                     break;
                 }
             }
@@ -439,15 +681,19 @@ fn relay(
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let why = if open.dropped.load(Ordering::SeqCst) {
+                    "this client fell behind and was dropped: reconnect with its Last-Event-ID"
+                } else {
+                    "the cluster sidecar ended"
+                };
+                let v = serde_json::json!({"type": "error", "message": format!("{who}: {why}")});
+                body.push(format!("event: error\ndata: {v}\n\n").as_bytes());
                 let _ = body.end();
                 break;
             }
         }
     }
-    // Done, or the client left: the child is stopped.
-    stop(&mut child);
-    drop(rx);
-    let _ = reader.join();
+    // Done, or the client left: `open` dropped tells the sidecar.
     Close::Now
 }
 
@@ -469,7 +715,8 @@ fn program() -> PathBuf {
 fn spawn(argv: &[String]) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(program());
-    cmd.args(argv).stdin(Stdio::null()).stdout(Stdio::null());
+    // Its stdin and stdout are the channel; it ends when its stdin does.
+    cmd.args(argv).stdin(Stdio::piped()).stdout(Stdio::piped());
     // SAFETY: prctl and sigprocmask are async-signal-safe. The server
     // blocks SIGINT and SIGTERM in every thread (its signal thread waits for
     // them): the sidecar gets them unblocked, or it could not be stopped.
@@ -486,11 +733,10 @@ fn spawn(argv: &[String]) -> std::io::Result<Child> {
 /// Starts the sidecar when `--cluster` is given, for the server on `port`
 /// (with `token_file`); `bin` names the server in messages.
 pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Path>, bin: &str) -> Option<Sidecar> {
-    let argv = args.argv(home, port, token_file)?;
+    let mut argv = args.argv(home, port, token_file)?;
+    argv.push("--channel".into());
+    let ch = CHANNEL.get_or_init(|| Arc::new(Channel::default())).clone();
     if args.hub {
-        // The connection flags of argv: everything after `hub` but --home.
-        let conn: Vec<String> = argv[1..].chunks(2).filter(|p| p[0] != "--home").flatten().cloned().collect();
-        let _ = HUB.set(conn);
         let _ = HUB_HOME.set(home.to_path_buf());
     }
     let child = Arc::new(Mutex::new(None::<Child>));
@@ -498,10 +744,26 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
     let (c2, s2, bin) = (child.clone(), stop.clone(), bin.to_string());
     let what = if args.hub { "hub".to_string() } else { format!("node {}", args.node.clone().unwrap_or_default()) };
     cli::report(&bin, format!("cluster: {what} of {} (runwire-cluster)", args.cluster.clone().unwrap_or_default()));
+    // Spawned from this thread, which lives as long as the server: the
+    // parent-death signal follows the thread that forked.
     let _ = std::thread::Builder::new().name("cluster".into()).spawn(move || {
         while !s2.load(Ordering::SeqCst) {
             match spawn(&argv) {
-                Ok(ch) => *c2.lock().unwrap_or_else(|e| e.into_inner()) = Some(ch),
+                Ok(mut c) => {
+                    // Non-blocking: a sidecar that reads nothing never holds a thread for long (`send`).
+                    if let Some(i) = &c.stdin {
+                        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+                        use std::os::fd::AsRawFd;
+                        let _ = fcntl(i.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
+                    }
+                    ch.pid.store(c.id() as i32, Ordering::SeqCst);
+                    *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = c.stdin.take();
+                    if let Some(out) = c.stdout.take() {
+                        let ch2 = ch.clone();
+                        let _ = std::thread::Builder::new().name("cluster-read".into()).spawn(move || ch2.read(out));
+                    }
+                    *c2.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
+                }
                 Err(e) => cli::report(&bin, format!("cluster: cannot start {}: {e}", program().display())),
             }
             // Wait for it to end, without holding the lock while it runs.
@@ -519,6 +781,8 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
                     _ => {}
                 }
                 *g = None;
+                ch.pid.store(0, Ordering::SeqCst);
+                *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 break;
             }
             for _ in 0..25 {
@@ -535,10 +799,14 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
 impl Drop for Sidecar {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // Its stdin closed: it ends on its own; SIGTERM too, then SIGKILL.
+        if let Some(ch) = CHANNEL.get() {
+            *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
         if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM);
-            for _ in 0..50 {
+            for _ in 0..25 {
                 if matches!(c.try_wait(), Ok(Some(_))) {
                     return;
                 }
@@ -606,6 +874,108 @@ mod tests {
                 "/k"
             ]
         );
+    }
+
+    #[test]
+    fn frames_carry_any_bytes_and_refuse_what_is_too_large_or_cut() {
+        let head = Head {
+            op: "control".into(),
+            id: 7,
+            node: Some("alpha".into()),
+            verb: Some("answer".into()),
+            budget_ms: Some(5000),
+            ..Default::default()
+        };
+        let data: Vec<u8> = (0..=255u8).cycle().take(300 * 1024).collect();
+        let bytes = encode(&head, &data).unwrap();
+        let mut r = std::io::Cursor::new([bytes.clone(), bytes.clone()].concat());
+        for _ in 0..2 {
+            assert_eq!(read_frame(&mut r).unwrap(), Some((head.clone(), data.clone())));
+        }
+        assert_eq!(read_frame(&mut r).unwrap(), None);
+        // Unknown and absent fields: the head's JSON names only what is set.
+        let text = String::from_utf8_lossy(&bytes[8..8 + 80]).to_string();
+        assert!(
+            text.starts_with(r#"{"op":"control","id":7,"node":"alpha","verb":"answer","budgetMs":5000}"#),
+            "{text}"
+        );
+        assert!(encode(&head, &vec![0u8; MAX_FRAME]).is_err());
+        let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
+        huge.extend_from_slice(&[0; 16]);
+        assert!(read_frame(&mut std::io::Cursor::new(huge)).is_err());
+        assert!(read_frame(&mut std::io::Cursor::new(bytes[..bytes.len() - 1].to_vec())).is_err());
+        assert!(decode(&[0, 0, 0, 9, b'{']).is_err());
+    }
+
+    #[test]
+    fn a_stream_that_does_not_keep_up_is_dropped_and_the_others_get_everything() {
+        let ch = Channel::default();
+        let (mut rxs, mut flags) = (Vec::new(), Vec::new());
+        for id in [1, 2] {
+            let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_QUEUE);
+            let dropped = Arc::new(AtomicBool::new(false));
+            ch.streams.lock().unwrap().insert(id, Slot { tx, dropped: dropped.clone() });
+            rxs.push(rx);
+            flags.push(dropped);
+        }
+        // Stream 1's client reads nothing; stream 2's reads all, after.
+        let mut pipe = Vec::new();
+        for i in 0..STREAM_QUEUE + 100 {
+            let data = format!("frame {i}");
+            pipe.extend(encode(&Head { op: "data".into(), id: 1, ..Default::default() }, data.as_bytes()).unwrap());
+            if i % 2 == 0 {
+                pipe.extend(encode(&Head { op: "data".into(), id: 2, ..Default::default() }, data.as_bytes()).unwrap());
+            }
+        }
+        pipe.extend(encode(&Head { op: "end".into(), id: 2, ..Default::default() }, b"").unwrap());
+        // The reader never waits on a client: it reads the whole pipe at once.
+        ch.read(std::io::Cursor::new(pipe));
+        assert!(flags[0].load(Ordering::SeqCst) && !flags[1].load(Ordering::SeqCst));
+        assert_eq!(rxs[0].try_iter().count(), STREAM_QUEUE, "stream 1 kept its queue's worth, then was dropped");
+        assert!(matches!(rxs[0].try_recv(), Err(std::sync::mpsc::TryRecvError::Disconnected)));
+        let got: Vec<Frame> = rxs[1].try_iter().collect();
+        assert_eq!(got.len(), (STREAM_QUEUE + 100).div_ceil(2) + 1);
+        assert_eq!(got.last().unwrap().0.op, "end");
+        assert!(ch.streams.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_pipe_nobody_reads_holds_a_writer_for_the_wait_only() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let mut w = std::fs::File::from(w);
+        nix::fcntl::fcntl(
+            std::os::fd::AsRawFd::as_raw_fd(&w),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .unwrap();
+        let t = std::time::Instant::now();
+        let e = write_within(&mut w, &vec![7u8; 1024 * 1024], Duration::from_millis(300)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        // A reader that drains it: everything arrives.
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            std::io::Read::read_to_end(&mut std::fs::File::from(r), &mut all).unwrap();
+            all.len()
+        });
+        write_within(&mut w, &vec![7u8; 1024 * 1024], Duration::from_secs(5)).unwrap();
+        drop(w);
+        assert!(reader.join().unwrap() >= 1024 * 1024);
+    }
+
+    #[test]
+    fn a_node_with_a_token_needs_cluster_credentials() {
+        std::env::remove_var(TOKEN_ENV);
+        let node = args(Some("nats://127.0.0.1:1"), Some("alpha"), false);
+        assert!(node.check_door(false).is_ok());
+        let e = node.check_door(true).unwrap_err();
+        assert!(e.starts_with("--cluster: node alpha: ") && e.contains("--cluster-creds"), "{e}");
+        let with = ClusterArgs { cluster_user: Some("node-alpha".into()), ..node.clone() };
+        assert!(with.check_door(true).is_ok());
+        let with = ClusterArgs { cluster_creds: Some("/c.creds".into()), ..node };
+        assert!(with.check_door(true).is_ok());
+        // A hub has no control door of its own.
+        assert!(args(Some("nats://127.0.0.1:1"), None, true).check_door(true).is_ok());
     }
 
     #[test]

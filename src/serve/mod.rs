@@ -586,6 +586,7 @@ pub fn main(args: Args) -> ExitCode {
 /// Serves until SIGINT or SIGTERM; `out` gets the `listening on` line.
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     args.cluster.check().map_err(StartError::Usage)?;
+    args.cluster.check_door(args.token_file.is_some()).map_err(StartError::Usage)?;
     let mut cfg = configure(args)?;
     if args.demo {
         // Before any thread exists: the agents this server starts inherit it.

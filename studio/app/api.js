@@ -62,8 +62,9 @@ export async function readBody(res) {
  * GET or POST JSON. Never throws: `{status, body, error}`; status is null
  * when the request itself failed (the server is down, the network dropped).
  */
-export async function call(method, path, body, { signal } = {}) {
+export async function call(method, path, body, { signal, key } = {}) {
   const init = { method, headers: headers({ Accept: 'application/json' }), cache: 'no-store', signal };
+  if (key) init.headers['Idempotency-Key'] = key;
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -80,6 +81,13 @@ export async function call(method, path, body, { signal } = {}) {
 
 export const getJson = (path, opts) => call('GET', path, undefined, opts);
 export const postJson = (path, body, opts) => call('POST', path, body, opts);
+/**
+ * POSTs a command (steer, kill, stop, answer, ...) with an idempotency key
+ * made for this one click: a hub forwarding it runs it once, whatever is
+ * retried on the way (spec/CLUSTER.md).
+ */
+export const postCommand = (path, body, opts = {}) =>
+  call('POST', path, body, { ...opts, key: opts.key || randomId('click') });
 
 /** `{error}` / `{detail}` of an error body, or a fallback sentence. */
 export function errorText(answer) {

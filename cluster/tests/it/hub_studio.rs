@@ -30,13 +30,13 @@ fn requests() -> String {
 }
 
 /// Node `beta`: interactive sessions of the stand-in agent.
-fn beta(dir: &Path, url: &str) -> Serve {
+pub(crate) fn beta(dir: &Path, url: &str) -> Serve {
     beta_asking(dir, url, &requests())
 }
 
 /// Node `beta` whose agent raises `reqs` on each prompt (none: its turn
 /// never ends).
-fn beta_asking(dir: &Path, url: &str, reqs: &str) -> Serve {
+pub(crate) fn beta_asking(dir: &Path, url: &str, reqs: &str) -> Serve {
     let log = dir.join("agent-input.jsonl");
     let state = dir.join("agent-processes");
     let agent = built("examples/trust-agent").display().to_string();
@@ -51,7 +51,7 @@ fn beta_asking(dir: &Path, url: &str, reqs: &str) -> Serve {
 }
 
 /// Every line runwire wrote to beta's agent.
-fn agent_input(dir: &Path) -> Vec<Value> {
+pub(crate) fn agent_input(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("agent-input.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -61,7 +61,7 @@ fn agent_input(dir: &Path) -> Vec<Value> {
 }
 
 /// beta's sidecar (the one `runwire-cluster` child of its server).
-fn sidecar_of(srv: &Serve) -> nix::unistd::Pid {
+pub(crate) fn sidecar_of(srv: &Serve) -> nix::unistd::Pid {
     let sidecar: Vec<u32> = children(srv.proc.0.id())
         .into_iter()
         .filter(|c| std::fs::read_link(format!("/proc/{c}/exe")).is_ok_and(|e| e.ends_with("runwire-cluster")))
@@ -357,7 +357,7 @@ fn the_hubs_feed_ids_are_stream_sequences_so_any_hub_resumes_any_client() {
 
 /// POST /agui at `srv`, read until `until` is in the body (or it ends):
 /// the open connection and what was read.
-fn agui_until(srv: &Serve, body: &str, until: &str, secs: u64) -> (std::net::TcpStream, String) {
+pub(crate) fn agui_until(srv: &Serve, body: &str, until: &str, secs: u64) -> (std::net::TcpStream, String) {
     use std::io::Read;
     let mut c = srv.send("POST", "/agui", "", body);
     c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();

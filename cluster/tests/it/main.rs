@@ -7,6 +7,7 @@
 
 mod common;
 
+mod channel;
 mod cluster;
 mod hub_studio;
 mod node_field;

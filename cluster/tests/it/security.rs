@@ -122,6 +122,31 @@ impl Nats {
         nats
     }
 
+    /// One server without any authorization (anyone connects; credentials
+    /// are not checked), its streams made.
+    fn start_plain(dir: &Path) -> Nats {
+        std::fs::create_dir_all(dir).unwrap();
+        let port = free_port();
+        let conf =
+            format!("listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\n", dir.join("js").display());
+        std::fs::write(dir.join("s.conf"), conf).unwrap();
+        let log = std::fs::File::create(dir.join("nats-0.log")).unwrap();
+        let server = Command::new("nats-server")
+            .arg("-c")
+            .arg(dir.join("s.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let url = format!("nats://127.0.0.1:{port}");
+        wait_for("setup on the open server", 30, || {
+            let out = Command::new(cluster_bin()).args(["setup", "--url", &url]).output().unwrap();
+            out.status.success().then_some(())
+        });
+        Nats { _servers: vec![Proc(server)], url, ports: vec![port], dir: dir.to_path_buf() }
+    }
+
     /// `--user USER --password-file FILE`.
     fn auth(&self, user: &str) -> Vec<String> {
         vec![
@@ -666,4 +691,128 @@ fn a_node_cut_from_the_cluster_for_30_s_catches_up_in_order_with_nothing_lost_or
     assert_eq!(fwd, own);
     assert!(![502, 503, 504].contains(&fwd.0), "{} {}", fwd.0, String::from_utf8_lossy(&fwd.1));
     drop((node, hub, nats));
+}
+
+/// POST at `srv` with `headers`: status and body.
+fn post(srv: &Serve, path: &str, headers: &str, body: &str) -> (u16, String) {
+    let mut c = srv.send("POST", path, headers, body);
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut raw = Vec::new();
+    let _ = c.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("not an HTTP answer: {text:?}"));
+    (head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap(), body.to_string())
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_node_whose_server_needs_a_token_has_no_weaker_door_in_the_cluster() {
+    need(&["nats-server"]);
+    let dir = scratch("security-door");
+    let token = format!("a-token-of-the-node-{}", std::process::id());
+    let tf = dir.join("token");
+    std::fs::write(&tf, &token).unwrap();
+    let tfs = tf.display().to_string();
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    // A token for HTTP and no credentials for the cluster: refused at start, saying why.
+    let out = Command::new(built("runwire-serve"))
+        .args(["--listen", "127.0.0.1:0", "--token-file", &tfs, "--cluster", "nats://127.0.0.1:1", "--node", "alpha"])
+        .env("HARNESS_HOME", dir.join("never"))
+        .env_remove("RUNWIRE_CLUSTER_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-serve: --cluster: ") && err.contains("credentials"), "{err}");
+
+    // Credentials on a cluster that lets anyone in (no authorization
+    // configured: a client's credentials are not checked): the node answers
+    // no control request, and says so.
+    let open = Nats::start_plain(&dir.join("open"));
+    let cf = dir.join("cluster-token");
+    std::fs::write(&cf, "anything").unwrap();
+    let home = dir.join("home-open");
+    let node = Serve::start(
+        &home,
+        &[
+            "--token-file",
+            &tfs,
+            "--cluster",
+            &open.url,
+            "--cluster-token-file",
+            cf.to_str().unwrap(),
+            "--node",
+            "alpha",
+        ],
+        &[],
+    );
+    wait_for("the node to say it refuses control", 30, || node.stderr().contains("control: refused").then_some(()));
+    // Anyone: an answer and an AG-UI run over alpha's control subject, unanswered.
+    let answer = Command::new(cluster_bin())
+        .args(["control", "--url", &open.url, "--node", "alpha", "--path", "/runs/r/tasks/agent/answer"])
+        .args(["--body", r#"{"request":"0","behavior":"allow"}"#, "--timeout-ms", "2000"])
+        .output()
+        .unwrap();
+    let a: Value = serde_json::from_slice(&answer.stdout).unwrap();
+    assert_eq!(a["status"], 503, "{a}");
+    let mut agui = Command::new(cluster_bin())
+        .args(["agui", "--url", &open.url, "--node", "alpha", "--timeout-ms", "2000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    agui.stdin.take().unwrap().write_all(run_input("t", "r", "hi", Value::Null, Value::Null).as_bytes()).unwrap();
+    let out = agui.wait_with_output().unwrap();
+    let line: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(line["status"], 503, "{line}");
+    drop(node);
+
+    // Credentials on a cluster that checks them (the accounts): nobody
+    // without credentials gets in, another node's user cannot send control,
+    // and the hub's control is answered as the node's own route answers.
+    let sec = dir.join("accounts");
+    std::fs::create_dir_all(&sec).unwrap();
+    let nats = Nats::start(&sec, 3, false, false);
+    let pw = |u: &str| sec.join(format!("{u}.pw")).display().to_string();
+    let na = pw("node-alpha");
+    let node = Serve::start(
+        &dir.join("home-alpha"),
+        &[
+            "--token-file",
+            &tfs,
+            "--cluster",
+            &nats.url,
+            "--cluster-user",
+            "node-alpha",
+            "--cluster-password-file",
+            &na,
+            "--node",
+            "alpha",
+        ],
+        &[],
+    );
+    let hp = pw("hub");
+    let hub = Serve::start(
+        &dir.join("home-hub"),
+        &["--cluster", &nats.url, "--cluster-user", "hub", "--cluster-password-file", &hp, "--hub"],
+        &[],
+    );
+    let anon = Command::new(cluster_bin())
+        .args(["control", "--url", &nats.url, "--node", "alpha", "--path", "/runs/r/tasks/agent/answer"])
+        .args(["--body", r#"{"request":"0","behavior":"allow"}"#, "--timeout-ms", "2000"])
+        .env_remove("RUNWIRE_CLUSTER_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(anon.status.code(), Some(3), "{}", String::from_utf8_lossy(&anon.stderr));
+    let (a, err) = control(&nats, "node-beta", "alpha", 1500);
+    assert_eq!(a["status"], 504, "{a}");
+    assert!(err.to_lowercase().contains("permissions violation"), "{err}");
+    let own = post(&node, "/runs/nosuch/tasks/agent/steer", &bearer, r#"{"msg":"hi"}"#);
+    let fwd = wait_for("alpha's control through the hub", 30, || {
+        let f = post(&hub, "/runs/alpha.nosuch/tasks/agent/steer", "", r#"{"msg":"hi"}"#);
+        (f.0 != 503).then_some(f)
+    });
+    assert_eq!(fwd, own);
+    assert_ne!(own.0, 401, "{own:?}");
+    drop((node, hub, nats, open));
 }

@@ -2,7 +2,7 @@
 // thread, the assistant's text as it streams, reasoning collapsed by
 // default, tool cards, and the run's status or error.
 
-import { errorText, headers, postJson, randomId, readBody, readSse, unauthorized } from '../api.js';
+import { errorText, headers, postCommand, randomId, readBody, readSse, unauthorized } from '../api.js';
 import { applyAgui, assistantText, createRun, failRun, isTerminal, runCost, takeDirty } from '../state/agui.js';
 import { fromInterrupt, resumeEntry } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
@@ -106,7 +106,7 @@ export class ChatView {
     if (session && typeof session.stop === 'string') {
       // An interactive session stops gracefully: the turn is interrupted, the
       // session stays, and the run ends with the cancelled outcome.
-      postJson(session.stop, {}).then((a) => {
+      postCommand(session.stop, {}).then((a) => {
         if (a.status !== 200 && this.current) this.current.ctrl.abort();
       });
       return;
@@ -120,7 +120,7 @@ export class ChatView {
     if (!text || !session || typeof session.steer !== 'string') return;
     setText(this.steerNote, 'Steer: sending…');
     const exchange = this.current.exchange;
-    const a = await postJson(session.steer, { msg: text, interrupt: this.steerInterrupt.checked });
+    const a = await postCommand(session.steer, { msg: text, interrupt: this.steerInterrupt.checked });
     if (a.status === 200) {
       if (this.steerMsg.value.trim() === text) this.steerMsg.value = '';
       const detail = a.body && a.body.detail ? a.body.detail : 'sent';

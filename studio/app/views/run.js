@@ -5,7 +5,7 @@
 // fetched when the view opens and again on each change the feed
 // (GET /runs/events?run=ID) reports: no periodic requests.
 
-import { errorText, followFeed, followStream, getJson, postJson } from '../api.js';
+import { errorText, followFeed, followStream, getJson, postCommand } from '../api.js';
 import { applyEvent, createTask, endWithoutExit, takeDirty } from '../state/events.js';
 import { answerBody, applyInput } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
@@ -270,7 +270,7 @@ export class RunView {
     let view = this.requestViews.get(c.id);
     if (!view) {
       view = new RequestCardView(c, async (d) => {
-        const a = await postJson(`${this.requestBase}/answer`, answerBody(c, d));
+        const a = await postCommand(`${this.requestBase}/answer`, answerBody(c, d));
         return { ok: a.status === 200, text: a.status === 200 ? '' : `Refused (HTTP ${a.status}): ${errorText(a)}` };
       });
       this.requestViews.set(c.id, view);
@@ -329,7 +329,7 @@ export class RunView {
 
   async verb(name, path, body, out = this.runAnswer) {
     note(out, `${name}: sending…`);
-    const answer = await postJson(path, body);
+    const answer = await postCommand(path, body);
     setText(out, answerText(name, answer));
     out.dataset.httpStatus = String(answer.status ?? 'none');
     out.classList.toggle('refused', answer.status !== 200 && answer.status !== 202);

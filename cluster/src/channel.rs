@@ -1,0 +1,220 @@
+//! The sidecar's end of the channel to its runwire-serve: one long-lived
+//! pipe pair (this process's stdin and stdout), framed as
+//! `runwire::serve::cluster` defines (`[u32 length][u32 head length][head
+//! JSON][data]`, at most `MAX_FRAME` bytes), every request and stream
+//! with its own id. The server sends `control`, `agui` and `feed` requests
+//! and `cancel`s; this end answers each with `answer`, then for a stream
+//! `data` frames and an `end`. One NATS connection and, at a hub, one
+//! consumer of the feed stream serve every client ([`crate::hub::Fanout`]):
+//! no process per request or client.
+//!
+//! The server's reader never waits on a client (a stream whose client
+//! falls behind is dropped there), so one writer task here drains every
+//! stream into the pipe. The process ends when its stdin does: nothing it
+//! started outlives the server, even one killed with SIGKILL.
+
+use crate::control::{self, Answer};
+use runwire::serve::cluster::{Head, MAX_FRAME};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+/// Frames waiting for the pipe, all streams together.
+const OUT_QUEUE: usize = 4096;
+
+type Frame = (Head, Vec<u8>);
+
+/// Where one request's or stream's frames go.
+#[derive(Clone)]
+pub struct Sink {
+    id: u64,
+    tx: mpsc::Sender<Frame>,
+}
+
+impl Sink {
+    /// A sink of `id` into `tx`.
+    pub fn new(id: u64, tx: mpsc::Sender<Frame>) -> Sink {
+        Sink { id, tx }
+    }
+
+    async fn send(&self, mut head: Head, data: Vec<u8>) -> bool {
+        head.id = self.id;
+        self.tx.send((head, data)).await.is_ok()
+    }
+
+    /// The answer (status and body); `false` when nobody reads any more.
+    pub async fn answer(&self, a: &Answer) -> bool {
+        self.send(
+            Head { op: "answer".into(), status: Some(a.status), ..Default::default() },
+            a.body.clone().into_bytes(),
+        )
+        .await
+    }
+
+    /// Bytes of a stream's body.
+    pub async fn data(&self, d: Vec<u8>) -> bool {
+        self.send(Head { op: "data".into(), ..Default::default() }, d).await
+    }
+
+    /// The stream's end (`error`: cut short, and why).
+    pub async fn end(&self, error: Option<String>) -> bool {
+        self.send(Head { op: "end".into(), error, ..Default::default() }, Vec::new()).await
+    }
+
+    /// A sink writing the one-shot commands' output to `out`: the answer
+    /// as one line `{"status":N,"body":"…"}`, then the stream's bytes as
+    /// they are. The task ends with the stream.
+    pub fn text(mut out: impl AsyncWrite + Unpin + Send + 'static) -> (Sink, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::channel::<Frame>(64);
+        let task = tokio::spawn(async move {
+            while let Some((h, d)) = rx.recv().await {
+                let bytes = match h.op.as_str() {
+                    "answer" => {
+                        let a = Answer { status: h.status.unwrap_or(502), body: String::from_utf8_lossy(&d).into() };
+                        format!("{}\n", serde_json::to_string(&a).unwrap_or_default()).into_bytes()
+                    }
+                    "end" => break,
+                    _ => d,
+                };
+                if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+        (Sink { id: 0, tx }, task)
+    }
+}
+
+/// One frame from `r`; `None` at its end.
+pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Option<Frame>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
+        ));
+    }
+    let mut rest = vec![0u8; len];
+    r.read_exact(&mut rest).await?;
+    runwire::serve::cluster::decode(&rest).map(Some)
+}
+
+/// What this end serves: a hub's requests, or (a node) nothing but the
+/// channel's life.
+pub enum Role {
+    Hub { client: async_nats::Client, fanout: Arc<crate::hub::Fanout> },
+    Node,
+}
+
+/// Serves the channel on `input`/`output` until `input` ends.
+pub async fn serve(
+    role: Role,
+    mut input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) -> anyhow::Result<()> {
+    let (tx, mut rx) = mpsc::channel::<Frame>(OUT_QUEUE);
+    let writer = tokio::spawn(async move {
+        let mut out = tokio::io::BufWriter::with_capacity(256 * 1024, output);
+        while let Some((h, d)) = rx.recv().await {
+            let Ok(bytes) = runwire::serve::cluster::encode(&h, &d) else {
+                crate::report(format!("channel: a frame of {} bytes for {} {} is too large", d.len(), h.op, h.id));
+                continue;
+            };
+            if out.write_all(&bytes).await.is_err() {
+                return;
+            }
+            // Flushed whenever nothing else waits: frames leave together in a burst, at once alone.
+            if rx.is_empty() && out.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let stops: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::new(Mutex::new(HashMap::new()));
+    loop {
+        let (head, data) = match read_frame(&mut input).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                crate::report(format!("channel: {e}"));
+                break;
+            }
+        };
+        let sink = Sink::new(head.id, tx.clone());
+        if head.op == "cancel" {
+            if let Some(s) = stops.lock().unwrap_or_else(|e| e.into_inner()).remove(&head.id) {
+                let _ = s.send(());
+            }
+            continue;
+        }
+        let Role::Hub { client, fanout } = &role else {
+            sink.answer(&Answer::error(400, format!("{} at a node: only a hub forwards", head.op))).await;
+            continue;
+        };
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        stops.lock().unwrap_or_else(|e| e.into_inner()).insert(head.id, stop_tx);
+        let (client, fanout, stops2) = (client.clone(), fanout.clone(), stops.clone());
+        tokio::spawn(async move {
+            let id = head.id;
+            let stop = async move {
+                let _ = stop_rx.await;
+            };
+            match head.op.as_str() {
+                "control" => {
+                    let a = control_frame(&client, head, data).await;
+                    sink.answer(&a).await;
+                }
+                "agui" => {
+                    let node = head.node.unwrap_or_default();
+                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(control::MAX_BUDGET);
+                    let body = String::from_utf8_lossy(&data).into_owned();
+                    if let Err(e) = control::forward_agui(&client, &node, body, budget, &sink, stop).await {
+                        sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
+                        sink.end(Some(format!("{e:#}"))).await;
+                    }
+                }
+                "feed" => {
+                    let q = head.query.unwrap_or_default();
+                    tokio::select! {
+                        _ = fanout.client(&q, head.since, &sink) => {}
+                        _ = stop => {}
+                    }
+                }
+                op => {
+                    sink.answer(&Answer::error(400, format!("{op:?} is not a request of the channel"))).await;
+                }
+            }
+            stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        });
+    }
+    drop(tx);
+    // The server is gone: nothing left to write to.
+    writer.abort();
+    Ok(())
+}
+
+/// A `control` frame: the command forwarded to its node.
+async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>) -> Answer {
+    let node = head.node.unwrap_or_default();
+    let (run, verb) = (head.run.unwrap_or_default(), head.verb.unwrap_or_default());
+    let Some(path) = control::path_of(&run, head.task.as_deref(), &verb) else {
+        return Answer::error(400, format!("node {node}: {verb:?} on run {run:?} is not a control route"));
+    };
+    let c = control::Command {
+        node,
+        path,
+        body,
+        // The client's key, else one of the hub's: the node runs a key once.
+        key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(control::new_key),
+        actor: head.actor.unwrap_or_else(|| "hub".into()),
+        budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
+    };
+    control::command(client, &c).await
+}
