@@ -493,14 +493,10 @@ impl Shared {
         self.cv.notify_all();
     }
 
-    /// Waits until the generation moves past `seen`, a stop, or `limit`.
-    fn wait(&self, seen: u64, limit: Option<Duration>) {
+    /// Waits until the generation moves past `seen`, or a stop.
+    fn wait(&self, seen: u64) {
         let g = self.wake.lock().unwrap_or_else(|e| e.into_inner());
-        let busy = |w: &mut (u64, bool)| w.0 == seen && !w.1;
-        let _g = match limit {
-            None => self.cv.wait_while(g, busy).map(|g| g).unwrap_or_else(|e| e.into_inner()),
-            Some(d) => self.cv.wait_timeout_while(g, d, busy).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0),
-        };
+        let _g = self.cv.wait_while(g, |w| w.0 == seen && !w.1).unwrap_or_else(|e| e.into_inner());
     }
 
     /// Sleeps `d` unless stopped first; true when stopped.
@@ -591,7 +587,7 @@ fn worker(ctx: Arc<Shared>, url: Url, paths: Paths, filter: Filter, m: (u64, For
         // Everything read so far is handled: chosen events delivered, others skipped.
         let _ = ctx.save(&url.text, cursor.pos);
         if !more {
-            ctx.wait(seen, None);
+            ctx.wait(seen);
         }
     }
 }

@@ -261,7 +261,7 @@ fn a_demo_chats_approval_request_reaches_the_webhook_signed() {
     assert!(body["data"]["runId"].as_str().unwrap().ends_with("agui-r1"), "{d}");
     assert!(!body["data"]["request"].as_str().unwrap_or_default().is_empty(), "{d}");
     assert_eq!(d["headers"]["content-type"], "application/json");
-    assert_eq!(ids(&[d.clone()]), expected(&home), "the webhook-id is the feed event's");
+    assert_eq!(ids(std::slice::from_ref(&d)), expected(&home), "the webhook-id is the feed event's");
     // The timestamp is now (seconds), as the library also checked.
     let ts: i64 = d["timestamp"].as_str().unwrap().parse().unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
