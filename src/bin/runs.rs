@@ -127,13 +127,13 @@ enum Cmd {
         after_help = "Exit status: 0 stopped by SIGINT or SIGTERM (requests in flight finished, --state written); 2 usage error (a bad URL, secret, filter, --since or state file); 3 the feed or the state file cannot be read or written.\nOnly http:// URLs: for https, a local TLS proxy. See runs(1), NOTIFY."
     )]
     Notify {
-        /// Where to POST (repeatable): http://HOST[:PORT]/PATH.
+        /// Where to POST (repeatable): `http://HOST:PORT/PATH` (default port 80); https through a local TLS proxy.
         #[arg(long = "webhook", value_name = "URL", required = true)]
         webhooks: Vec<String>,
         /// The signing secret: whsec_BASE64 (the key is the decoded part), else the file's bytes as they are. Without it nothing is signed.
         #[arg(long, value_name = "FILE")]
         secret_file: Option<std::path::PathBuf>,
-        /// Keep each webhook's position here (written after each event): a restart resumes where it stopped. Without it, each start begins from now.
+        /// Keep each webhook's position here (written as events are delivered): a restart resumes where it stopped. Without it, each start begins from now.
         #[arg(long, value_name = "FILE")]
         state: Option<std::path::PathBuf>,
         /// A webhook with no position in --state starts after this event id (0: the whole feed). Default: from now.

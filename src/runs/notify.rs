@@ -18,9 +18,10 @@
 //! Each event's `webhook-id` is derived from the feed log's inode and the
 //! event's id (its offset), so a retry, and a repeat after a SIGKILL, carry
 //! the same one and a receiver can drop the duplicate. A worker records how
-//! far it has delivered in `--state` (temp file + rename) after each event,
-//! and a SIGINT/SIGTERM lets the request in flight finish before the last
-//! write: a graceful restart repeats nothing.
+//! far it has delivered after each event; a writer thread of its own puts
+//! that in `--state` (temp file + rename), off the delivery path. A
+//! SIGINT/SIGTERM lets the request in flight finish before the last write:
+//! a graceful restart repeats nothing.
 
 use super::feed::{self, Cursor, Filter, Line, Paths};
 use base64::Engine as _;
@@ -469,7 +470,13 @@ pub enum NotifyError {
 
 /// What the workers share.
 struct Shared {
-    state: Mutex<State>,
+    /// The positions, and whether they changed since the last write.
+    state: Mutex<(State, bool)>,
+    /// Signalled when the positions change (the writer thread waits on it).
+    changed: Condvar,
+    /// Held while the state file is written: writes go out one at a time,
+    /// each with the positions as of its start, so an older one never lands last.
+    writing: Mutex<()>,
     path: Option<PathBuf>,
     /// The feed's generation (bumped as the log grows) and whether to stop.
     wake: Mutex<(u64, bool)>,
@@ -506,19 +513,42 @@ impl Shared {
         g.1
     }
 
-    /// Records a webhook's position, and writes the state file.
-    fn save(&self, url: &str, pos: u64) -> io::Result<()> {
+    /// Records a webhook's position, for the writer thread to write (off
+    /// the delivery path: a slow disk does not delay the next event).
+    fn save(&self, url: &str, pos: u64) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.webhooks.get(url) == Some(&pos) {
-            return Ok(());
+        if st.0.webhooks.get(url) != Some(&pos) {
+            st.0.webhooks.insert(url.to_string(), pos);
+            st.1 = true;
+            self.changed.notify_all();
         }
-        st.webhooks.insert(url.to_string(), pos);
-        self.write(&st)
     }
 
-    fn write(&self, st: &State) -> io::Result<()> {
+    /// The writer thread: writes the state file whenever positions changed.
+    fn writer(&self) {
+        loop {
+            {
+                let g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let _g = self.changed.wait_while(g, |st| !st.1).unwrap_or_else(|e| e.into_inner());
+            }
+            if self.flush().is_err() {
+                // Said once by flush; tried again a second later, the positions marked as changed.
+                std::thread::sleep(Duration::from_secs(1));
+                self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+            }
+        }
+    }
+
+    /// Writes the positions as they are now (temp file + rename).
+    fn flush(&self) -> io::Result<()> {
+        let _w = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.1 = false;
+            serde_json::to_vec(&st.0)
+        };
         let Some(path) = &self.path else { return Ok(()) };
-        let r = serde_json::to_vec(st).map_err(io::Error::other).and_then(|b| super::write_atomic(path, &b));
+        let r = bytes.map_err(io::Error::other).and_then(|b| super::write_atomic(path, &b));
         let mut failed = self.write_failed.lock().unwrap_or_else(|e| e.into_inner());
         match &r {
             Err(e) if !*failed => {
@@ -582,10 +612,10 @@ fn worker(ctx: Arc<Shared>, url: Url, paths: Paths, filter: Filter, m: (u64, For
             }
             let id = *id;
             queue.pop_front();
-            let _ = ctx.save(&url.text, id);
+            ctx.save(&url.text, id);
         }
         // Everything read so far is handled: chosen events delivered, others skipped.
-        let _ = ctx.save(&url.text, cursor.pos);
+        ctx.save(&url.text, cursor.pos);
         if !more {
             ctx.wait(seen);
         }
@@ -712,18 +742,21 @@ pub fn run(o: Options) -> Result<(), NotifyError> {
         starts.push(pos);
     }
     let ctx = Arc::new(Shared {
-        state: Mutex::new(state),
+        state: Mutex::new((state, false)),
+        changed: Condvar::new(),
+        writing: Mutex::new(()),
         path: o.state.clone(),
         wake: Mutex::new((0, false)),
         cv: Condvar::new(),
         write_failed: Mutex::new(false),
     });
     // Written once now: a state file that cannot be written is said at start.
-    {
-        let st = ctx.state.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(p), Err(e)) = (&o.state, ctx.write(&st)) {
-            return Err(Io(format!("--state {}: {e}", p.display())));
-        }
+    if let (Some(p), Err(e)) = (&o.state, ctx.flush()) {
+        return Err(Io(format!("--state {}: {e}", p.display())));
+    }
+    if o.state.is_some() {
+        let ctx = ctx.clone();
+        std::thread::spawn(move || ctx.writer());
     }
     let mut workers = Vec::new();
     for (u, pos) in urls.into_iter().zip(starts.iter().copied()) {
@@ -740,6 +773,7 @@ pub fn run(o: Options) -> Result<(), NotifyError> {
             for w in workers {
                 let _ = w.join();
             }
+            let _ = ctx.flush();
             std::process::exit(0);
         });
     }
