@@ -114,13 +114,17 @@ struct Notify {
 
 impl Notify {
     fn start(home: &Path, state: &Path, dir: &Path, url: &str) -> Notify {
-        let _ = std::fs::remove_file(state.with_extension("started"));
+        Notify::start_with(home, state, dir, url, &[])
+    }
+
+    fn start_with(home: &Path, state: &Path, dir: &Path, url: &str, extra: &[&str]) -> Notify {
         let before = std::fs::metadata(state).ok().and_then(|m| m.modified().ok());
         let mut child = runs(home)
             .args(["notify", "--webhook", url, "--secret-file"])
             .arg(secret(dir))
             .arg("--state")
             .arg(state)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -360,6 +364,32 @@ fn after_a_sigkill_a_repeat_carries_the_same_webhook_id() {
     assert_eq!(again["id"], first["id"], "{first}\n{again}");
     assert_eq!(again["body"], first["body"]);
     assert!(rcv.rest(Duration::from_secs(1)).is_empty(), "sent more than once again");
+}
+
+/// The ready-made bodies, through two `runs notify` processes following
+/// one feed: ntfy gets the text with its title, tags and priority headers,
+/// a Slack-style webhook `{"text"}`; both signed all the same.
+#[test]
+#[cfg_attr(not(tool = "standardwebhooks"), ignore = "needs standardwebhooks: pip install standardwebhooks==1.3.0")]
+fn ntfy_and_slack_style_receivers_get_their_own_bodies() {
+    support::need(&["standardwebhooks"]);
+    let dir = support::scratch("formats");
+    let home = dir.join("home");
+    let (_, journal) = register(&home, &dir, "feat");
+    let (ntfy, slack) = (Receiver::start(&dir, 0, &[]), Receiver::start(&dir, 0, &[]));
+    let _a = Notify::start_with(&home, &dir.join("ntfy.state"), &dir, &ntfy.url(), &["--format", "ntfy"]);
+    let _b = Notify::start_with(&home, &dir.join("slack.state"), &dir, &slack.url(), &["--format", "slack"]);
+    append(&journal, &asks(0..1));
+    let n = ntfy.next();
+    assert_eq!(n["body"], "Allow Bash? step 0", "{n}");
+    assert_eq!(n["headers"]["title"], "feat (repo) needs input, task a", "{n}");
+    assert_eq!((n["headers"]["priority"].as_str(), n["headers"]["tags"].as_str()), (Some("high"), Some("question")));
+    let sl = slack.next();
+    assert_eq!(sl["body"]["text"], "*feat (repo) needs input, task a*\nAllow Bash? step 0", "{sl}");
+    assert_eq!(n["id"], sl["id"], "one event, one webhook-id");
+    append(&journal, &[answer(0), COMMITTED.to_string()]);
+    let done = slack.next();
+    assert_eq!(done["body"]["text"], "*feat (repo) done*\nRun done: exit code 0", "{done}");
 }
 
 /// What runs notify refuses, before it starts: exit 2 and `runs: notify: <where>: <what>`.
