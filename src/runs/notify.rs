@@ -712,6 +712,26 @@ pub fn run(o: Options) -> Result<(), NotifyError> {
     let end = feed::Extender::new(&o.home).extend(feed::Scope::All).map_err(|e| Io(format!("feed: {e}")))?;
     let ino = log_inode(&paths).map_err(|e| Io(format!("{}: {e}", paths.log.display())))?;
     let mut state = State { v: STATE_VERSION.into(), feed: ino, webhooks: BTreeMap::new() };
+    // One process per state file (two would each repeat what the other sent):
+    // `FILE.lock`, held until exit.
+    let _held = match &o.state {
+        None => None,
+        Some(p) => {
+            use nix::fcntl::{Flock, FlockArg};
+            let mut lock = p.clone().into_os_string();
+            lock.push(".lock");
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock)
+                .map_err(|e| Io(format!("--state {}: {e}", PathBuf::from(&lock).display())))?;
+            Some(
+                Flock::lock(f, FlockArg::LockExclusiveNonblock)
+                    .map_err(|_| Usage(format!("--state {}: another runs notify is using it", p.display())))?,
+            )
+        }
+    };
     if let Some(p) = &o.state {
         match std::fs::read(p) {
             Ok(b) => {

@@ -360,6 +360,11 @@ fn after_a_sigkill_a_repeat_carries_the_same_webhook_id() {
     n.child.kill().unwrap();
     n.child.wait().unwrap();
     let _n = Notify::start(&home, &state, &dir, &rcv.url());
+    // A second one on the same state file is refused (it would repeat what the first sends).
+    let o = runs(&home).args(["notify", "--webhook", &rcv.url(), "--state"]).arg(&state).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("another runs notify is using it"), "{err}");
     let again = rcv.next();
     assert_eq!(again["id"], first["id"], "{first}\n{again}");
     assert_eq!(again["body"], first["body"]);
