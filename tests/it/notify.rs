@@ -371,6 +371,31 @@ fn after_a_sigkill_a_repeat_carries_the_same_webhook_id() {
     assert!(rcv.rest(Duration::from_secs(1)).is_empty(), "sent more than once again");
 }
 
+/// SIGTERM while the receiver has an event but has not answered yet: the
+/// request is finished first, so the restart does not send it again.
+#[test]
+#[cfg_attr(not(tool = "standardwebhooks"), ignore = "needs standardwebhooks: pip install standardwebhooks==1.3.0")]
+fn sigterm_during_a_delivery_waits_for_its_answer_and_repeats_nothing() {
+    support::need(&["standardwebhooks"]);
+    let dir = support::scratch("term");
+    let home = dir.join("home");
+    let state = dir.join("state.json");
+    let (_, journal) = register(&home, &dir, "s");
+    let rcv = Receiver::start(&dir, 0, &["--delay-first", "2"]);
+    let mut n = Notify::start(&home, &state, &dir, &rcv.url());
+    append(&journal, &asks(0..1));
+    let first = rcv.next();
+    let t = Instant::now();
+    n.terminate();
+    assert!(t.elapsed() > Duration::from_millis(1000), "it exited without waiting for the answer");
+    append(&journal, &asks(1..2));
+    let _n = Notify::start(&home, &state, &dir, &rcv.url());
+    let next = rcv.next();
+    assert_eq!(next["body"]["data"]["request"], "req-1", "{first}\n{next}");
+    assert!(rcv.rest(Duration::from_secs(1)).is_empty());
+    once_each(&[first, next], &expected(&home));
+}
+
 /// The ready-made bodies, through two `runs notify` processes following
 /// one feed: ntfy gets the text with its title, tags and priority headers,
 /// a Slack-style webhook `{"text"}`; both signed all the same.
