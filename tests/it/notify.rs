@@ -118,7 +118,7 @@ impl Notify {
     }
 
     fn start_with(home: &Path, state: &Path, dir: &Path, url: &str, extra: &[&str]) -> Notify {
-        let before = std::fs::metadata(state).ok().and_then(|m| m.modified().ok());
+        let before = std::fs::metadata(state).ok().map(|m| m.ino());
         let mut child = runs(home)
             .args(["notify", "--webhook", url, "--secret-file"])
             .arg(secret(dir))
@@ -131,11 +131,10 @@ impl Notify {
             .spawn()
             .unwrap();
         let stderr = Quiet::capture("runs notify", &mut child);
-        // It writes its state once it has brought the feed up to date (a new mtime).
+        // It writes its state once it has brought the feed up to date: a new
+        // file renamed over the old one (a new inode, whatever the clock's grain).
         let end = Instant::now() + WAIT;
-        while std::fs::metadata(state).ok().and_then(|m| m.modified().ok()) == before
-            || !std::fs::metadata(state).is_ok_and(|m| m.len() > 0)
-        {
+        while std::fs::metadata(state).ok().map(|m| m.ino()) == before {
             if let Ok(Some(st)) = child.try_wait() {
                 panic!("runs notify exited with {st}:\n{}", stderr.text());
             }
