@@ -84,6 +84,13 @@ impl Receiver {
         d
     }
 
+    /// The next `n` deliveries, then any more that come within `quiet`.
+    fn take(&self, n: usize, quiet: Duration) -> Vec<Value> {
+        let mut v: Vec<Value> = (0..n).map(|_| self.next()).collect();
+        v.extend(self.rest(quiet));
+        v
+    }
+
     /// Deliveries until none comes for `quiet`.
     fn rest(&self, quiet: Duration) -> Vec<Value> {
         let mut v = Vec::new();
@@ -297,7 +304,7 @@ fn a_graceful_restart_repeats_nothing_and_delivers_what_happened_meanwhile() {
     let (_, other) = register(&home, &dir, "t");
     let _n = Notify::start(&home, &state, &dir, &rcv.url());
     append(&other, &asks(7..8));
-    got.extend(rcv.rest(Duration::from_secs(2)));
+    got.extend(rcv.take(4, Duration::from_secs(1)));
     let kinds: Vec<String> = got
         .iter()
         .map(|d| {
@@ -331,10 +338,8 @@ fn a_receiver_down_then_up_gets_every_event_once() {
     append(&journal, &records);
     std::thread::sleep(Duration::from_millis(1500));
     let rcv = Receiver::start(&dir, port, &[]);
-    let mut got = vec![rcv.next()];
-    got.extend(rcv.rest(Duration::from_secs(2)));
+    let got = rcv.take(21, Duration::from_secs(1));
     once_each(&got, &expected(&home));
-    assert_eq!(got.len(), 21);
     let order: Vec<&str> = got.iter().filter_map(|d| d["body"]["data"]["request"].as_str()).collect();
     assert_eq!(order, (0..20).map(|i| format!("req-{i}")).collect::<Vec<_>>(), "in the feed's order");
     let err = n.stderr.text();
