@@ -346,6 +346,42 @@ fn a_receiver_down_then_up_gets_every_event_once() {
     assert!(err.contains("attempt 1 failed") && err.contains("delivered after"), "{err}");
 }
 
+/// Two webhooks, one of them dead: the live one gets every event at once,
+/// in order, while the dead one's position stays where it was (nothing of
+/// it is dropped).
+#[test]
+#[cfg_attr(not(tool = "standardwebhooks"), ignore = "needs standardwebhooks: pip install standardwebhooks==1.3.0")]
+fn a_dead_webhook_holds_up_no_other() {
+    support::need(&["standardwebhooks"]);
+    let dir = support::scratch("dead");
+    let home = dir.join("home");
+    let state = dir.join("state.json");
+    let (_, journal) = register(&home, &dir, "s");
+    let mut gone = Receiver::start(&dir, 0, &[]);
+    let dead = format!("http://127.0.0.1:{}/hook", gone.port);
+    gone.stop();
+    let rcv = Receiver::start(&dir, 0, &[]);
+    let n = Notify::start_with(&home, &state, &dir, &rcv.url(), &["--webhook", &dead]);
+    let start: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    append(&journal, &asks(0..5));
+    let got = rcv.take(5, Duration::from_millis(500));
+    let order: Vec<&str> = got.iter().filter_map(|d| d["body"]["data"]["request"].as_str()).collect();
+    assert_eq!(order, ["req-0", "req-1", "req-2", "req-3", "req-4"]);
+    once_each(&got, &expected(&home));
+    let end = Instant::now() + WAIT;
+    loop {
+        let now: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+        let live = now["webhooks"][rcv.url()].as_u64().unwrap();
+        if live > start["webhooks"][rcv.url()].as_u64().unwrap() {
+            assert_eq!(now["webhooks"][&dead], start["webhooks"][&dead], "the dead webhook's position moved");
+            break;
+        }
+        assert!(Instant::now() < end, "the live webhook's position was not written: {now}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(n.stderr.text().contains(&format!("notify: {dead}: event ")), "{}", n.stderr.text());
+}
+
 /// Killed (SIGKILL) after the receiver got an event but before its answer:
 /// started again, it sends that event again with the same webhook-id (the
 /// receiver can drop it), and then nothing more.
