@@ -603,6 +603,9 @@ fn worker(ctx: Arc<Shared>, url: Url, paths: Paths, filter: Filter, m: (u64, For
             }
         };
         while let Some((id, line)) = queue.front() {
+            if ctx.generation().1 {
+                return; // stopped between two events: the next one is not started
+            }
             let Some(msg) = message(line, feed_ino, format) else {
                 queue.pop_front();
                 continue;
