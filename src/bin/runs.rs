@@ -467,12 +467,12 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::Notify { webhooks, secret_file, state, since, format, runs, statuses, repos, types } => {
             let filter = runs::feed::Filter { runs, statuses, repos, types };
             let home = runs::harness_home();
-            let o_ = runs::notify::Options { home, webhooks, secret_file, state, since, format, filter };
+            let o_ = runwire::notify::Options { home, webhooks, secret_file, state, since, format, filter };
             // Runs until a signal (its own thread exits the process) or an error.
-            match runs::notify::run(o_) {
+            match runwire::notify::run(o_) {
                 Ok(()) => Ok(Ok(())),
-                Err(runs::notify::NotifyError::Usage(m)) => Err(ViewError::Bad(format!("notify: {m}"))),
-                Err(runs::notify::NotifyError::Io(m)) => Err(ViewError::Unreadable(format!("notify: {m}"))),
+                Err(runwire::notify::NotifyError::Usage(m)) => Err(ViewError::Bad(format!("notify: {m}"))),
+                Err(runwire::notify::NotifyError::Io(m)) => Err(ViewError::Unreadable(format!("notify: {m}"))),
             }
         }
         Cmd::Show { run_id } => {

@@ -12,7 +12,6 @@ pub mod index;
 pub mod journal;
 pub mod list;
 pub mod liveness;
-pub mod notify;
 pub mod plan;
 pub mod record;
 pub mod registry;

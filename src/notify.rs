@@ -23,7 +23,7 @@
 //! SIGINT/SIGTERM lets the request in flight finish before the last write:
 //! a graceful restart repeats nothing.
 
-use super::feed::{self, Cursor, Filter, Line, Paths};
+use crate::runs::feed::{self, Cursor, Filter, Line, Paths};
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -548,7 +548,7 @@ impl Shared {
             serde_json::to_vec(&st.0)
         };
         let Some(path) = &self.path else { return Ok(()) };
-        let r = bytes.map_err(io::Error::other).and_then(|b| super::write_atomic(path, &b));
+        let r = bytes.map_err(io::Error::other).and_then(|b| crate::runs::write_atomic(path, &b));
         let mut failed = self.write_failed.lock().unwrap_or_else(|e| e.into_inner());
         match &r {
             Err(e) if !*failed => {
