@@ -1,7 +1,8 @@
-//! `runs list|show|task|register|reindex|reap|rm|prune|watch`: the run views of
+//! `runs list|show|task|register|reindex|reap|rm|prune|watch|notify`: the run views of
 //! `runwire-serve`'s `GET /runs…` routes (a table on a terminal, else JSON
 //! lines), the registry's write side, removal, and the change feed
-//! (`GET /runs/events`) and its webhooks (`runs notify`). All logic is in `runwire::runs`. `runs doctor`:
+//! (`GET /runs/events`). All logic is in `runwire::runs`; the feed's
+//! webhooks (`runs notify`) in `runwire::notify`. `runs doctor`:
 //! whether the agent CLIs are ready (`runwire::doctor`).
 
 use clap::{Parser, Subcommand};
