@@ -16,6 +16,7 @@ pub mod events;
 pub mod hash;
 pub mod lines;
 pub mod normalize;
+pub mod notify;
 pub mod pipe;
 pub mod procid;
 pub mod runs;

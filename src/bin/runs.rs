@@ -1,7 +1,8 @@
-//! `runs list|show|task|register|reindex|reap|rm|prune|watch`: the run views of
+//! `runs list|show|task|register|reindex|reap|rm|prune|watch|notify`: the run views of
 //! `runwire-serve`'s `GET /runs…` routes (a table on a terminal, else JSON
 //! lines), the registry's write side, removal, and the change feed
-//! (`GET /runs/events`). All logic is in `runwire::runs`. `runs doctor`:
+//! (`GET /runs/events`). All logic is in `runwire::runs`; the feed's
+//! webhooks (`runs notify`) in `runwire::notify`. `runs doctor`:
 //! whether the agent CLIs are ready (`runwire::doctor`).
 
 use clap::{Parser, Subcommand};
@@ -120,6 +121,40 @@ enum Cmd {
         /// Print what the feed holds past --since, then exit instead of waiting for more.
         #[arg(long)]
         no_follow: bool,
+    },
+    /// POST each chosen change of the feed (default: needs_input and ended) to webhooks, signed
+    /// per Standard Webhooks; follows the feed as watch does, until SIGINT or SIGTERM.
+    #[command(
+        after_help = "Exit status: 0 stopped by SIGINT or SIGTERM (requests in flight finished, --state written); 2 usage error (a bad URL, secret, filter, --since or state file); 3 the feed or the state file cannot be read or written.\nOnly http:// URLs: for https, a local TLS proxy. See runs(1), NOTIFY."
+    )]
+    Notify {
+        /// Where to POST (repeatable): `http://HOST:PORT/PATH` (default port 80); https through a local TLS proxy.
+        #[arg(long = "webhook", value_name = "URL", required = true)]
+        webhooks: Vec<String>,
+        /// The signing secret: whsec_BASE64 (the key is the decoded part), else the file's bytes as they are. Without it nothing is signed.
+        #[arg(long, value_name = "FILE")]
+        secret_file: Option<std::path::PathBuf>,
+        /// Keep each webhook's position here (written as events are delivered): a restart resumes where it stopped. Without it, each start begins from now.
+        #[arg(long, value_name = "FILE")]
+        state: Option<std::path::PathBuf>,
+        /// A webhook with no position in --state starts after this event id (0: the whole feed). Default: from now.
+        #[arg(long, value_name = "ID")]
+        since: Option<u64>,
+        /// The body: json (Standard Webhooks' {"type","timestamp","data"}), ntfy, slack, apprise.
+        #[arg(long, value_name = "FORMAT", default_value = "json")]
+        format: String,
+        /// Only this run's events (repeatable, or comma-separated).
+        #[arg(long = "run", value_name = "RUNID", value_delimiter = ',')]
+        runs: Vec<String>,
+        /// Only events after which the run has one of these statuses (see spec/LAYOUT.md).
+        #[arg(long = "status", value_name = "STATUS", value_delimiter = ',')]
+        statuses: Vec<String>,
+        /// Only runs of this repository (its name or its root).
+        #[arg(long = "repo", value_name = "REPO", value_delimiter = ',')]
+        repos: Vec<String>,
+        /// Only these event types (default: needs_input,ended): created, task, run, needs_input, input_answered, ended, removed.
+        #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
+        types: Vec<String>,
     },
     /// Whether each agent CLI is ready: found (`$RUNWIRE_<AGENT>_BIN`, else on PATH), its version the one the real-agent matrix tested (realagents/tested.json), the wrapper that will run it, its login (as far as can be told offline). A table on a terminal, else one JSON object. Exit 0 when ready, 1 when not.
     #[command(
@@ -428,6 +463,17 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                 Ok(()) => Ok(Ok(())),
                 Err(runs::feed::FollowError::Usage(m)) => Err(ViewError::Bad(m)),
                 Err(runs::feed::FollowError::Io(e)) => Ok(Err(anyhow::Error::from(e).context("feed"))),
+            }
+        }
+        Cmd::Notify { webhooks, secret_file, state, since, format, runs, statuses, repos, types } => {
+            let filter = runs::feed::Filter { runs, statuses, repos, types };
+            let home = runs::harness_home();
+            let o_ = runwire::notify::Options { home, webhooks, secret_file, state, since, format, filter };
+            // Runs until a signal (its own thread exits the process) or an error.
+            match runwire::notify::run(o_) {
+                Ok(()) => Ok(Ok(())),
+                Err(runwire::notify::NotifyError::Usage(m)) => Err(ViewError::Bad(format!("notify: {m}"))),
+                Err(runwire::notify::NotifyError::Io(m)) => Err(ViewError::Unreadable(format!("notify: {m}"))),
             }
         }
         Cmd::Show { run_id } => {

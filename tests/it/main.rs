@@ -31,6 +31,7 @@ mod interactive;
 mod interactive_agents;
 mod live_task;
 mod normalize_events;
+mod notify;
 mod pipeline;
 mod procs;
 mod real_agents;

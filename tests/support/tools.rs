@@ -1,5 +1,6 @@
 //! The project's one skip rule, for tests that need a tool from outside the
-//! crate (node, Chromium, jq, npm packages, the real agents, nats-server).
+//! crate (node, Chromium, jq, npm packages, the real agents, nats-server, a
+//! Python package).
 //!
 //! libtest cannot mark a test ignored once it runs, so the decision is made
 //! when the tests are built: `build.rs` compiles this file too (`#[path]`),
@@ -80,6 +81,12 @@ pub const TOOLS: &[Tool] = &[
         install: "cd realagents && npm ci (the pinned Claude Code, Codex, claude-agent-acp and codex-acp, about 1.1 GB); the tests run as root (network namespaces)",
     },
     Tool { name: "nats-server", programs: &["nats-server"], packages: None, install: "apt-get install nats-server" },
+    Tool {
+        name: "standardwebhooks",
+        programs: &["python3"],
+        packages: None,
+        install: "pip install standardwebhooks==1.3.0 (the Standard Webhooks reference library; then `touch build.rs`: the probe does not watch Python's packages)",
+    },
 ];
 
 /// The pinned agents' binaries under realagents/node_modules/.bin.
@@ -168,6 +175,22 @@ pub fn missing(root: &Path, t: &Tool) -> Option<String> {
         let absent: Vec<&str> = REAL_AGENTS.iter().copied().filter(|b| !bin.join(b).exists()).collect();
         if !absent.is_empty() {
             return Some(format!("realagents/node_modules/.bin lacks {}", absent.join(", ")));
+        }
+    }
+    if t.name == "standardwebhooks" {
+        // A Python package: there when python3 imports it (std only: this is also the build script's).
+        let imports = std::process::Command::new("python3")
+            .args(["-c", "import standardwebhooks.webhooks"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !imports {
+            return Some(match on_path("python3") {
+                None => "python3 is not on PATH".into(),
+                Some(_) => "python3 cannot import standardwebhooks".into(),
+            });
         }
     }
     if t.name == "chromium" {

@@ -1,0 +1,889 @@
+//! `runs notify`: the change feed's chosen events (default `needs_input`
+//! and `ended`) POSTed to webhooks, signed per the Standard Webhooks
+//! specification (<https://www.standardwebhooks.com/>).
+//!
+//! Each webhook has a worker thread with its own [`Cursor`] on the feed
+//! log, so the log itself is the durable queue: the in-memory queue is one
+//! read of the log (at most [`feed::MAX_EVENT`] bytes of events), and while
+//! a receiver is down its worker stops reading (its cursor stops advancing)
+//! instead of dropping anything. Nothing is lost and memory stays bounded
+//! however long a receiver is away; another webhook, the feed and the
+//! server are never slowed by it (this is a process of its own, the log is
+//! a file any number of readers share). Dropping the oldest event when a
+//! queue is full would have lost exactly what a person was asked
+//! (`needs_input`) while their phone was unreachable.
+//!
+//! The main thread only follows the feed ([`feed::follow`]: it extends the
+//! log from the journals, as `runs watch` does) and wakes the workers.
+//! Each event's `webhook-id` is derived from the feed log's inode and the
+//! event's id (its offset), so a retry, and a repeat after a SIGKILL, carry
+//! the same one and a receiver can drop the duplicate. A worker records how
+//! far it has delivered after each event; a writer thread of its own puts
+//! that in `--state` (temp file + rename), off the delivery path. A
+//! SIGINT/SIGTERM lets the request in flight finish before the last write:
+//! a graceful restart repeats nothing.
+
+use crate::runs::feed::{self, Cursor, Filter, Line, Paths};
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The event types sent when `--type` is not given.
+pub const DEFAULT_TYPES: [&str; 2] = ["needs_input", "ended"];
+
+const STATE_VERSION: &str = "runwire-notify-state/v1";
+/// How long connecting, and then each write and read of a delivery, may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first retry's delay; each next one doubles, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Most characters of a record's `detail` in a ready-made text body.
+const MAX_TEXT: usize = 500;
+
+/// The body a webhook gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `{"type", "timestamp", "data": the feed event}` (Standard Webhooks' shape).
+    Json,
+    /// ntfy: the text as the body, title, tags, priority and links in headers.
+    Ntfy,
+    /// Slack-style incoming webhooks (Slack, Mattermost, Rocket.Chat, Discord's `/slack`): `{"text"}`.
+    Slack,
+    /// Apprise API (`POST /notify/KEY`): `{"title", "body", "type"}`, for every other service.
+    Apprise,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Result<Format, String> {
+        match s {
+            "json" => Ok(Format::Json),
+            "ntfy" => Ok(Format::Ntfy),
+            "slack" => Ok(Format::Slack),
+            "apprise" => Ok(Format::Apprise),
+            _ => Err(format!("unknown format {s:?} (expected one of json, ntfy, slack, apprise)")),
+        }
+    }
+}
+
+/// An `http://` webhook URL, split for the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    /// As given (the state file's key).
+    pub text: String,
+    pub host: String,
+    pub port: u16,
+    /// The `Host` header: the authority as given.
+    pub authority: String,
+    /// Path and query, at least `/`.
+    pub target: String,
+}
+
+/// Parses an `http://HOST[:PORT][/PATH][?QUERY]` URL. `https://` is refused
+/// with a pointer to the TLS proxy recipe (runwire has no TLS client).
+pub fn parse_url(s: &str) -> Result<Url, String> {
+    if s.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(format!("{s:?}: a URL has no spaces or control characters"));
+    }
+    let rest = match s.strip_prefix("http://") {
+        Some(r) => r,
+        None if s.len() >= 8 && s[..8].eq_ignore_ascii_case("https://") => {
+            return Err(format!(
+                "{s}: https is not supported: point --webhook at a local TLS proxy (http://127.0.0.1:PORT/...) that forwards to it; see runs(1), NOTIFY"
+            ))
+        }
+        None => return Err(format!("{s}: not an http:// URL")),
+    };
+    let rest = rest.split('#').next().unwrap_or_default();
+    let (authority, target) = match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'?' => (&rest[..i], format!("/{}", &rest[i..])),
+        Some(i) => (&rest[..i], rest[i..].to_string()),
+        None => (rest, "/".to_string()),
+    };
+    if authority.contains('@') {
+        return Err(format!("{s}: credentials in the URL are not supported"));
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let Some((h, after)) = v6.split_once(']') else { return Err(format!("{s}: unclosed [ in the host")) };
+        match after {
+            "" => (h.to_string(), None),
+            p => match p.strip_prefix(':') {
+                Some(p) => (h.to_string(), Some(p)),
+                None => return Err(format!("{s}: bad host")),
+            },
+        }
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (authority.to_string(), None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("{s}: no host"));
+    }
+    let port = match port {
+        None => 80,
+        Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| format!("{s}: bad port {p:?}"))?,
+    };
+    Ok(Url { text: s.to_string(), host, port, authority: authority.to_string(), target })
+}
+
+/// The signing key from `--secret-file`'s bytes: the base64 after `whsec_`
+/// (surrounding whitespace ignored), else the bytes exactly as they are.
+pub fn key(secret: &[u8]) -> Result<Vec<u8>, String> {
+    let k = match secret.strip_prefix(b"whsec_") {
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64.trim_ascii())
+            .map_err(|e| format!("the part after whsec_ is not base64: {e}"))?,
+        None => secret.to_vec(),
+    };
+    if k.is_empty() {
+        return Err("the secret is empty".into());
+    }
+    Ok(k)
+}
+
+/// `v1,<base64 of HMAC-SHA256(key, "{id}.{timestamp}.{body}")>`.
+pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
+    // HMAC takes a key of any length: this never fails.
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(key) else { return String::new() };
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+}
+
+/// One event's request, the same on every attempt but for the timestamp
+/// and signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// `webhook-id`.
+    pub id: String,
+    pub content_type: &'static str,
+    /// Headers of the format (ntfy's), values printable ASCII.
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+/// The `webhook-id` of the event with feed id `id` in the feed log whose
+/// inode is `feed`: stable across retries and restarts, distinct for
+/// another feed log (whose ids start again at 0).
+pub fn webhook_id(feed: u64, id: u64) -> String {
+    format!("msg_{feed:x}_{id}")
+}
+
+fn s<'a>(ev: &'a Value, k: &str) -> &'a str {
+    ev.get(k).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// Printable ASCII only (a header value, a link in one), each other character as `?`.
+fn ascii(s: &str) -> String {
+    s.chars().map(|c| if (' '..='~').contains(&c) { c } else { '?' }).collect()
+}
+
+fn clip(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// The links an event carries (`links`: objects with `url` and a `label`
+/// or `decision`, or plain URLs): `(label, url)`. None today; approval
+/// links will put them in `needs_input` events.
+fn links(ev: &Value) -> Vec<(String, String)> {
+    let Some(list) = ev.get("links").and_then(Value::as_array) else { return Vec::new() };
+    list.iter()
+        .filter_map(|l| match l {
+            Value::String(u) => Some(("Open".to_string(), u.clone())),
+            Value::Object(o) => {
+                let url = o.get("url")?.as_str()?.to_string();
+                let label = ["label", "decision"]
+                    .iter()
+                    .find_map(|k| o.get(*k).and_then(Value::as_str))
+                    .unwrap_or("Open")
+                    .to_string();
+                Some((label, url))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A title and a text for a person: what the run is, and what happened.
+fn words(ev: &Value) -> (String, String) {
+    let run = match s(ev, "slug") {
+        "" => s(ev, "runId"),
+        slug => slug,
+    };
+    let repo = match s(ev, "repo") {
+        "" => String::new(),
+        r => format!(" ({r})"),
+    };
+    let task = match s(ev, "task") {
+        "" => String::new(),
+        t => format!(", task {t}"),
+    };
+    let detail = clip(s(ev, "detail"), MAX_TEXT);
+    match s(ev, "type") {
+        "needs_input" => {
+            let ask = match (s(ev, "kind"), s(ev, "tool")) {
+                (_, tool) if !tool.is_empty() => format!("Allow {tool}?"),
+                ("question", _) => "A question".to_string(),
+                _ => "Input needed".to_string(),
+            };
+            let text = if detail.is_empty() { ask } else { format!("{ask} {detail}") };
+            (format!("{run}{repo} needs input{task}"), text)
+        }
+        "ended" => {
+            let status = s(ev, "status");
+            // The run's own one-line reason (`<task> <state>: <detail>`), else the record's.
+            let why = if !s(ev, "reason").is_empty() {
+                clip(s(ev, "reason"), MAX_TEXT)
+            } else if !detail.is_empty() {
+                detail
+            } else if let Some(rc) = ev.get("rc").filter(|v| !v.is_null()) {
+                format!("exit code {rc}")
+            } else {
+                String::new()
+            };
+            let text = if why.is_empty() { format!("Run {status}.") } else { format!("Run {status}: {why}") };
+            (format!("{run}{repo} {status}"), text)
+        }
+        ty => (format!("{run}{repo}: {ty}{task}"), format!("Status {}.", s(ev, "status"))),
+    }
+}
+
+/// Escapes text for Slack's mrkdwn (`&`, `<`, `>`).
+fn slack_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The request for one event line as the feed hands it out (`{"id":N,…}`);
+/// `None` for a line that is not an event with an id.
+pub fn message(line: &[u8], feed: u64, format: Format) -> Option<Message> {
+    let ev: Value = serde_json::from_slice(line).ok()?;
+    let id = ev.get("id")?.as_u64()?;
+    let ty = s(&ev, "type").to_string();
+    let id = webhook_id(feed, id);
+    let (title, text) = words(&ev);
+    let links = links(&ev);
+    let (content_type, headers, body) = match format {
+        Format::Json => {
+            // Standard Webhooks' recommended shape; `data` is the feed event as
+            // `runs watch` prints it (its fields are spec/LAYOUT.md's), so
+            // anything the feed gains (approval `links`) is passed on.
+            let ts = s(&ev, "ts").to_string();
+            let body = json!({"type": ty, "timestamp": ts, "data": ev});
+            ("application/json", Vec::new(), serde_json::to_vec(&body).ok()?)
+        }
+        Format::Ntfy => {
+            let mut h = vec![("Title", ascii(&title))];
+            let (tags, priority) = match (ty.as_str(), s(&ev, "status")) {
+                ("needs_input", _) => ("question", "high"),
+                ("ended", "done") => ("white_check_mark", "default"),
+                ("ended", _) => ("x", "default"),
+                _ => ("information_source", "default"),
+            };
+            h.push(("Tags", tags.to_string()));
+            h.push(("Priority", priority.to_string()));
+            // ntfy's action syntax splits on `,` and `;`: a link with either stays in the text only.
+            let plain: Vec<&(String, String)> =
+                links.iter().filter(|(l, u)| !format!("{l}{u}").contains([',', ';', '"'])).take(3).collect();
+            if let Some((_, u)) = plain.first() {
+                h.push(("Click", ascii(u)));
+            }
+            if !plain.is_empty() {
+                let a: Vec<String> = plain.iter().map(|(l, u)| format!("view, {}, {}", ascii(l), ascii(u))).collect();
+                h.push(("Actions", a.join("; ")));
+            }
+            let mut body = text;
+            for (l, u) in &links {
+                body.push_str(&format!("\n{l}: {u}"));
+            }
+            ("text/plain; charset=utf-8", h, body.into_bytes())
+        }
+        Format::Slack => {
+            let mut t = format!("*{}*\n{}", slack_escape(&title), slack_escape(&text));
+            for (l, u) in &links {
+                t.push_str(&format!("\n<{}|{}>", u.replace(['<', '>', '|'], ""), slack_escape(l).replace('|', "")));
+            }
+            ("application/json", Vec::new(), serde_json::to_vec(&json!({"text": t})).ok()?)
+        }
+        Format::Apprise => {
+            let kind = match (ty.as_str(), s(&ev, "status")) {
+                ("needs_input", _) => "warning",
+                ("ended", "done") => "success",
+                ("ended", _) => "failure",
+                _ => "info",
+            };
+            let mut body = text;
+            for (l, u) in &links {
+                body.push_str(&format!("\n{l}: {u}"));
+            }
+            (
+                "application/json",
+                Vec::new(),
+                serde_json::to_vec(&json!({"title": title, "body": body, "type": kind})).ok()?,
+            )
+        }
+    };
+    Some(Message { id, content_type, headers, body })
+}
+
+/// What one attempt came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A 2xx answer.
+    Delivered(u16),
+    /// Worth trying again: no connection, a timeout, 408, 425, 429 or 5xx.
+    Retry(String),
+    /// The receiver refused it for good (another status): not sent again.
+    Refused(u16),
+}
+
+/// What a status means for the event.
+pub fn judge(status: u16) -> Outcome {
+    match status {
+        200..=299 => Outcome::Delivered(status),
+        408 | 425 | 429 | 500..=599 => Outcome::Retry(format!("HTTP {status}")),
+        _ => Outcome::Refused(status),
+    }
+}
+
+/// The delay before retry number `attempt` (1 is the first retry).
+pub fn backoff(attempt: u32) -> Duration {
+    FIRST_BACKOFF.saturating_mul(1u32 << attempt.saturating_sub(1).min(16)).min(MAX_BACKOFF)
+}
+
+/// The request's bytes for one attempt at `timestamp` (seconds).
+pub fn request(url: &Url, m: &Message, timestamp: i64, key: Option<&[u8]>) -> Vec<u8> {
+    let mut r = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: runwire-notify/{}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nwebhook-id: {}\r\nwebhook-timestamp: {timestamp}\r\n",
+        url.target,
+        url.authority,
+        env!("CARGO_PKG_VERSION"),
+        m.content_type,
+        m.body.len(),
+        m.id,
+    );
+    if let Some(k) = key {
+        r.push_str(&format!("webhook-signature: {}\r\n", sign(k, &m.id, timestamp, &m.body)));
+    }
+    for (k, v) in &m.headers {
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    r.push_str("\r\n");
+    let mut b = r.into_bytes();
+    b.extend_from_slice(&m.body);
+    b
+}
+
+/// The wall clock in seconds (never `SOURCE_DATE_EPOCH`: receivers refuse
+/// a timestamp minutes away from theirs).
+fn now_s() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// One attempt: connects, sends, reads the status line (the rest is not read).
+pub fn post(url: &Url, m: &Message, key: Option<&[u8]>) -> Outcome {
+    let addrs = match (url.host.as_str(), url.port).to_socket_addrs() {
+        Ok(a) => a.collect::<Vec<_>>(),
+        Err(e) => return Outcome::Retry(format!("cannot resolve {}: {e}", url.host)),
+    };
+    let mut last = format!("{}: no address", url.host);
+    let Some(mut conn) = addrs.iter().find_map(|a| match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            last = format!("cannot connect to {a}: {e}");
+            None
+        }
+    }) else {
+        return Outcome::Retry(last);
+    };
+    let _ = conn.set_nodelay(true);
+    let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
+    let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
+    if let Err(e) = conn.write_all(&request(url, m, now_s(), key)) {
+        return Outcome::Retry(format!("sending: {e}"));
+    }
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(2).any(|w| w == b"\r\n") {
+        match conn.read(&mut buf) {
+            Ok(0) => return Outcome::Retry("the connection closed before an answer".into()),
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Outcome::Retry(format!("reading the answer: {e}")),
+        }
+        if head.len() > 8192 {
+            break;
+        }
+    }
+    let line = String::from_utf8_lossy(&head);
+    let status =
+        line.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).filter(|_| line.starts_with("HTTP/1."));
+    match status {
+        Some(code) => judge(code),
+        None => Outcome::Retry(format!("not an HTTP answer: {:?}", clip(line.lines().next().unwrap_or_default(), 80))),
+    }
+}
+
+/// The state file: how far each webhook has been delivered, in this feed log.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    v: String,
+    /// The feed log's inode: event ids mean nothing in another log.
+    feed: u64,
+    /// Webhook URL → the event id up to which everything is handled
+    /// (delivered, refused or not chosen).
+    webhooks: BTreeMap<String, u64>,
+}
+
+/// What `runs notify` is asked.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub home: PathBuf,
+    pub webhooks: Vec<String>,
+    pub secret_file: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub since: Option<u64>,
+    pub format: String,
+    pub filter: Filter,
+}
+
+/// Why [`run`] could not go on.
+#[derive(Debug)]
+pub enum NotifyError {
+    /// A bad option, secret, state file or id (exit 2).
+    Usage(String),
+    /// The feed or the state could not be read or written (exit 3).
+    Io(String),
+}
+
+/// What the workers share.
+struct Shared {
+    /// The positions, and whether they changed since the last write.
+    state: Mutex<(State, bool)>,
+    /// Signalled when the positions change (the writer thread waits on it).
+    changed: Condvar,
+    /// Held while the state file is written: writes go out one at a time,
+    /// each with the positions as of its start, so an older one never lands last.
+    writing: Mutex<()>,
+    path: Option<PathBuf>,
+    /// The feed's generation (bumped as the log grows) and whether to stop.
+    wake: Mutex<(u64, bool)>,
+    cv: Condvar,
+    /// Whether the last state write failed (said once until one succeeds).
+    write_failed: Mutex<bool>,
+}
+
+impl Shared {
+    fn generation(&self) -> (u64, bool) {
+        *self.wake.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn bump(&self) {
+        self.wake.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
+        self.cv.notify_all();
+    }
+
+    fn stop(&self) {
+        self.wake.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits until the generation moves past `seen`, or a stop.
+    fn wait(&self, seen: u64) {
+        let g = self.wake.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = self.cv.wait_while(g, |w| w.0 == seen && !w.1).unwrap_or_else(|e| e.into_inner());
+    }
+
+    /// Sleeps `d` unless stopped first; true when stopped.
+    fn sleep(&self, d: Duration) -> bool {
+        let g = self.wake.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = self.cv.wait_timeout_while(g, d, |w| !w.1).unwrap_or_else(|e| e.into_inner());
+        g.1
+    }
+
+    /// Records a webhook's position, for the writer thread to write (off
+    /// the delivery path: a slow disk does not delay the next event).
+    fn save(&self, url: &str, pos: u64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.0.webhooks.get(url) != Some(&pos) {
+            st.0.webhooks.insert(url.to_string(), pos);
+            st.1 = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// The writer thread: writes the state file whenever positions changed.
+    fn writer(&self) {
+        loop {
+            {
+                let g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let _g = self.changed.wait_while(g, |st| !st.1).unwrap_or_else(|e| e.into_inner());
+            }
+            if self.flush().is_err() {
+                // Said once by flush; tried again a second later, the positions marked as changed.
+                std::thread::sleep(Duration::from_secs(1));
+                self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+            }
+        }
+    }
+
+    /// Writes the positions as they are now (temp file + rename).
+    fn flush(&self) -> io::Result<()> {
+        let _w = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.1 = false;
+            serde_json::to_vec(&st.0)
+        };
+        let Some(path) = &self.path else { return Ok(()) };
+        let r = bytes.map_err(io::Error::other).and_then(|b| crate::runs::write_atomic(path, &b));
+        let mut failed = self.write_failed.lock().unwrap_or_else(|e| e.into_inner());
+        match &r {
+            Err(e) if !*failed => {
+                crate::cli::report("runs", format!("notify: {}: {e} (a restart may repeat events)", path.display()));
+                *failed = true;
+            }
+            Ok(()) => *failed = false,
+            Err(_) => {}
+        }
+        r
+    }
+}
+
+/// One webhook's worker: reads the log from `pos`, delivers each chosen
+/// event in order (retrying until it is delivered or refused), records
+/// each one, and waits for the log to grow.
+fn worker(ctx: Arc<Shared>, url: Url, paths: Paths, filter: Filter, m: (u64, Format), key: Option<Vec<u8>>, pos: u64) {
+    let (feed_ino, format) = m;
+    let mut cursor = Cursor::new(&paths, pos);
+    let mut queue: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
+    let mut read_failed = false;
+    loop {
+        let (seen, stop) = ctx.generation();
+        if stop {
+            return;
+        }
+        // The queue: one buffer of the log. Lines over the event bound are
+        // skipped here silently (the main thread's follow reports them).
+        let more = match cursor.read_some(|id, line| {
+            if let Line::Event(l) = line {
+                if filter.matches(l) {
+                    queue.push_back((id, feed::with_id(l, id)));
+                }
+            }
+        }) {
+            Ok(more) => {
+                read_failed = false;
+                more
+            }
+            Err(e) => {
+                if !read_failed {
+                    crate::cli::report(
+                        "runs",
+                        format!("notify: {}: {e} (tried again each second)", paths.log.display()),
+                    );
+                    read_failed = true;
+                }
+                if ctx.sleep(Duration::from_secs(1)) {
+                    return;
+                }
+                continue;
+            }
+        };
+        while let Some((id, line)) = queue.front() {
+            if ctx.generation().1 {
+                return; // stopped between two events: the next one is not started
+            }
+            let Some(msg) = message(line, feed_ino, format) else {
+                queue.pop_front();
+                continue;
+            };
+            if !deliver(&ctx, &url, &msg, key.as_deref(), *id) {
+                return; // stopped: what is not delivered stays after the saved position
+            }
+            let id = *id;
+            queue.pop_front();
+            ctx.save(&url.text, id);
+        }
+        // Everything read so far is handled: chosen events delivered, others skipped.
+        ctx.save(&url.text, cursor.pos);
+        if !more {
+            ctx.wait(seen);
+        }
+    }
+}
+
+/// Sends one event until it is delivered or refused (true), or until a stop
+/// (false; a request in flight is finished first).
+fn deliver(ctx: &Shared, url: &Url, msg: &Message, key: Option<&[u8]>, id: u64) -> bool {
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        match post(url, msg, key) {
+            Outcome::Delivered(_) => {
+                if attempt > 1 {
+                    crate::cli::report(
+                        "runs",
+                        format!("notify: {}: event {id} ({}) delivered after {attempt} attempts", url.text, msg.id),
+                    );
+                }
+                return true;
+            }
+            Outcome::Refused(code) => {
+                crate::cli::report(
+                    "runs",
+                    format!("notify: {}: event {id} ({}) refused with HTTP {code}: not sent again", url.text, msg.id),
+                );
+                return true;
+            }
+            Outcome::Retry(why) => {
+                let wait = backoff(attempt);
+                // Said on the first failure and then at most once a minute (the backoff's cap).
+                if attempt == 1 || wait >= MAX_BACKOFF || attempt.is_power_of_two() {
+                    crate::cli::report(
+                        "runs",
+                        format!(
+                            "notify: {}: event {id} ({}): attempt {attempt} failed: {why}; next in {:.1} s",
+                            url.text,
+                            msg.id,
+                            wait.as_secs_f64()
+                        ),
+                    );
+                }
+                if ctx.sleep(wait) {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// The feed log's inode (it exists once the feed has been extended).
+fn log_inode(paths: &Paths) -> io::Result<u64> {
+    std::fs::metadata(&paths.log).map(|m| m.ino())
+}
+
+/// `runs notify`: runs until SIGINT or SIGTERM (then exits 0 from its
+/// signal thread, after the requests in flight), or an error.
+pub fn run(o: Options) -> Result<(), NotifyError> {
+    use NotifyError::{Io, Usage};
+    let format = Format::parse(&o.format).map_err(Usage)?;
+    let mut filter = o.filter.clone();
+    if filter.types.is_empty() {
+        filter.types = DEFAULT_TYPES.iter().map(|t| t.to_string()).collect();
+    }
+    filter.validate().map_err(Usage)?;
+    if o.webhooks.is_empty() {
+        return Err(Usage("no --webhook given".into()));
+    }
+    let mut urls = Vec::new();
+    for w in &o.webhooks {
+        let u = parse_url(w).map_err(|e| Usage(format!("--webhook {e}")))?;
+        if urls.iter().any(|x: &Url| x.text == u.text) {
+            return Err(Usage(format!("--webhook {w}: given twice")));
+        }
+        urls.push(u);
+    }
+    let key = match &o.secret_file {
+        None => None,
+        Some(p) => {
+            let b = std::fs::read(p).map_err(|e| Io(format!("--secret-file {}: {e}", p.display())))?;
+            Some(key(&b).map_err(|e| Usage(format!("--secret-file {}: {e}", p.display())))?)
+        }
+    };
+    // Signals are waited for by one thread: blocked here, before any thread
+    // starts (the feed's watcher, the workers), so every thread inherits it.
+    let mut signals = nix::sys::signal::SigSet::empty();
+    signals.add(nix::sys::signal::Signal::SIGINT);
+    signals.add(nix::sys::signal::Signal::SIGTERM);
+    signals.thread_block().map_err(|e| Io(format!("cannot block SIGINT/SIGTERM: {e}")))?;
+
+    // The feed as of now (it takes in what happened while nobody followed).
+    let paths = Paths::at(&o.home);
+    let end = feed::Extender::new(&o.home).extend(feed::Scope::All).map_err(|e| Io(format!("feed: {e}")))?;
+    let ino = log_inode(&paths).map_err(|e| Io(format!("{}: {e}", paths.log.display())))?;
+    let mut state = State { v: STATE_VERSION.into(), feed: ino, webhooks: BTreeMap::new() };
+    // One process per state file (two would each repeat what the other sent):
+    // `FILE.lock`, held until exit.
+    let _held = match &o.state {
+        None => None,
+        Some(p) => {
+            use nix::fcntl::{Flock, FlockArg};
+            let mut lock = p.clone().into_os_string();
+            lock.push(".lock");
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock)
+                .map_err(|e| Io(format!("--state {}: {e}", PathBuf::from(&lock).display())))?;
+            Some(
+                Flock::lock(f, FlockArg::LockExclusiveNonblock)
+                    .map_err(|_| Usage(format!("--state {}: another runs notify is using it", p.display())))?,
+            )
+        }
+    };
+    if let Some(p) = &o.state {
+        match std::fs::read(p) {
+            Ok(b) => {
+                let bad = |why: String| Usage(format!("--state {}: {why}", p.display()));
+                let saved: State =
+                    serde_json::from_slice(&b).map_err(|e| bad(format!("not a runs notify state file: {e}")))?;
+                if saved.v != STATE_VERSION {
+                    return Err(bad(format!("version {:?}, expected {STATE_VERSION:?}", saved.v)));
+                }
+                if saved.feed != ino {
+                    return Err(bad(format!(
+                        "it is for another feed log (inode {}, this one's is {ino}): remove it, or start with --since",
+                        saved.feed
+                    )));
+                }
+                state.webhooks = saved.webhooks;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Io(format!("--state {}: {e}", p.display()))),
+        }
+    }
+    let mut starts = Vec::new();
+    for u in &urls {
+        // A webhook the state knows resumes there; a new one at --since, else from now.
+        let pos = state.webhooks.get(&u.text).copied().or(o.since).unwrap_or(end);
+        feed::check_since(&paths, pos).map_err(|e| Usage(format!("webhook {}: {e}", u.text)))?;
+        state.webhooks.insert(u.text.clone(), pos);
+        starts.push(pos);
+    }
+    let ctx = Arc::new(Shared {
+        state: Mutex::new((state, false)),
+        changed: Condvar::new(),
+        writing: Mutex::new(()),
+        path: o.state.clone(),
+        wake: Mutex::new((0, false)),
+        cv: Condvar::new(),
+        write_failed: Mutex::new(false),
+    });
+    // Written once now: a state file that cannot be written is said at start.
+    if let (Some(p), Err(e)) = (&o.state, ctx.flush()) {
+        return Err(Io(format!("--state {}: {e}", p.display())));
+    }
+    if o.state.is_some() {
+        let ctx = ctx.clone();
+        std::thread::spawn(move || ctx.writer());
+    }
+    let mut workers = Vec::new();
+    for (u, pos) in urls.into_iter().zip(starts.iter().copied()) {
+        let (ctx, paths, filter, key) = (ctx.clone(), paths.clone(), filter.clone(), key.clone());
+        workers.push(std::thread::spawn(move || worker(ctx, u, paths, filter, (ino, format), key, pos)));
+    }
+    {
+        let ctx = ctx.clone();
+        std::thread::spawn(move || {
+            let _ = signals.wait();
+            // Requests in flight finish (bounded by their timeouts), then each
+            // worker has recorded its position: a restart repeats nothing.
+            ctx.stop();
+            for w in workers {
+                let _ = w.join();
+            }
+            let _ = ctx.flush();
+            std::process::exit(0);
+        });
+    }
+    // This thread follows the feed from the earliest worker's position (so
+    // whatever the workers have not read wakes them), extending the log.
+    let since = starts.iter().copied().min().unwrap_or(end);
+    let r = feed::follow(&o.home, Some(since), &filter, true, |_| {
+        ctx.bump();
+        Ok(())
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(feed::FollowError::Usage(m)) => Err(Usage(m)),
+        Err(feed::FollowError::Io(e)) => Err(Io(format!("feed: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_and_https_is_refused_with_the_proxy_recipe() {
+        let u = parse_url("http://127.0.0.1:8080/hook?x=1").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.target.as_str()), ("127.0.0.1", 8080, "/hook?x=1"));
+        let u = parse_url("http://[::1]/").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.authority.as_str()), ("::1", 80, "[::1]"));
+        assert_eq!(parse_url("http://h?q").unwrap().target, "/?q");
+        assert!(parse_url("https://ntfy.sh/x").unwrap_err().contains("TLS proxy"));
+        for bad in ["ftp://x", "http://", "http://h:0/", "http://u:p@h/", "http://h/a b", "http://h:99999"] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// The Standard Webhooks specification's own example (its repository's
+    /// test vector): this secret, id, timestamp and body sign to this.
+    #[test]
+    fn signs_the_specifications_example() {
+        let k = key(b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(
+            sign(&k, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+        assert_eq!(key(b"raw\n").unwrap(), b"raw\n");
+        assert!(key(b"whsec_!!").is_err() && key(b"").is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_minute() {
+        assert_eq!(backoff(1), Duration::from_millis(500));
+        assert_eq!(backoff(2), Duration::from_secs(1));
+        assert_eq!(backoff(40), MAX_BACKOFF);
+        assert_eq!(judge(204), Outcome::Delivered(204));
+        assert!(matches!(judge(503), Outcome::Retry(_)) && matches!(judge(429), Outcome::Retry(_)));
+        assert_eq!(judge(400), Outcome::Refused(400));
+    }
+
+    #[test]
+    fn bodies_carry_the_event_its_words_and_its_links() {
+        let line = br#"{"id":42,"type":"needs_input","ts":"t","slug":"s","repo":"r","tool":"Bash","detail":"rm -rf b","links":[{"url":"http://x/a/1","decision":"approve"}]}"#;
+        let m = message(line, 7, Format::Json).unwrap();
+        assert_eq!(m.id, "msg_7_42");
+        let v: Value = serde_json::from_slice(&m.body).unwrap();
+        assert_eq!((v["type"].as_str(), v["data"]["id"].as_u64()), (Some("needs_input"), Some(42)));
+        let n = message(line, 7, Format::Ntfy).unwrap();
+        assert_eq!(String::from_utf8(n.body).unwrap(), "Allow Bash? rm -rf b\napprove: http://x/a/1");
+        assert!(n.headers.contains(&("Actions", "view, approve, http://x/a/1".into())), "{:?}", n.headers);
+        let sl: Value = serde_json::from_slice(&message(line, 7, Format::Slack).unwrap().body).unwrap();
+        assert_eq!(sl["text"], "*s (r) needs input*\nAllow Bash? rm -rf b\n<http://x/a/1|approve>");
+        let ended = br#"{"id":9,"type":"ended","status":"failed","slug":"s","detail":"tests fail"}"#;
+        let ap: Value = serde_json::from_slice(&message(ended, 7, Format::Apprise).unwrap().body).unwrap();
+        assert_eq!(
+            (ap["title"].as_str(), ap["body"].as_str(), ap["type"].as_str()),
+            (Some("s failed"), Some("Run failed: tests fail"), Some("failure"))
+        );
+    }
+
+    #[test]
+    fn a_request_is_signed_and_carries_the_ids() {
+        let u = parse_url("http://127.0.0.1:9/h").unwrap();
+        let m =
+            Message { id: "msg_1_2".into(), content_type: "application/json", headers: vec![], body: b"{}".to_vec() };
+        let r = String::from_utf8(request(&u, &m, 100, Some(b"k"))).unwrap();
+        assert!(r.starts_with("POST /h HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"), "{r}");
+        assert!(r.contains("webhook-id: msg_1_2\r\nwebhook-timestamp: 100\r\n"), "{r}");
+        assert!(r.contains(&format!("webhook-signature: {}\r\n", sign(b"k", "msg_1_2", 100, b"{}"))), "{r}");
+        assert!(r.ends_with("\r\n\r\n{}"), "{r}");
+    }
+}
