@@ -462,10 +462,14 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             );
             match new.pointer(created) {
                 Err(e) => Err(ViewError::Bad(e)),
-                Ok(p) => {
-                    reg.register(&p).map_err(|e| anyhow::anyhow!("{}: {e}", reg.path(&p.run_id).display()))?;
-                    Ok(line(&mut o, &serde_json::to_value(&p)?))
-                }
+                Ok(p) => match reg.register(&p) {
+                    // Refused before anything was written (a slug another run owns): usage.
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::InvalidInput) => {
+                        Err(ViewError::Bad(format!("register: {e}")))
+                    }
+                    Err(e) => Err(anyhow::anyhow!("{}: {e}", reg.path(&p.run_id).display()))?,
+                    Ok(()) => Ok(line(&mut o, &serde_json::to_value(&p)?)),
+                },
             }
         }
     };

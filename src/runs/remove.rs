@@ -233,7 +233,12 @@ pub fn remove_run(reg: &Registry, l: &Loaded, status: &str, dry_run: bool) -> io
     try_remove(&["journals"], &super::registry::link_name(id), &mut out);
     try_remove(&["sock"], &format!("{id}.sock"), &mut out);
     let server_dir = home.join("serve").join("runstate");
-    if Path::new(&l.pointer.runstate_dir) == server_dir {
+    // Only the server's own run of the slug owns those files: a run
+    // registered elsewhere that names the server's directory (refused at
+    // registration now, possible before) takes its pointer and link only.
+    let root = home.join("serve").display().to_string();
+    let own = l.pointer.run_id == super::registry::run_id(&root, &root, &l.pointer.slug);
+    if Path::new(&l.pointer.runstate_dir) == server_dir && own {
         for name in run_file_names(l) {
             try_remove(&["serve", "runstate"], &name, &mut out);
         }
