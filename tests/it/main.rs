@@ -34,6 +34,7 @@ mod normalize_events;
 mod pipeline;
 mod procs;
 mod real_agents;
+mod run_store;
 mod runs;
 mod runs_index;
 mod runs_schemas;
