@@ -264,8 +264,10 @@ fn registration_keeps_records_refuses_an_owned_slug_and_rm_removes_only_owned_fi
 }
 
 /// A journal written while the run index could not be (its filesystem
-/// full: a real 256 KiB tmpfs): `runs list --status done`, with a limit or
-/// without, still lists the run its files say is done.
+/// out of space: a real tmpfs with its inodes used up, so the index's lock
+/// cannot be made and the writer's row is never written): `runs list
+/// --status done`, with a limit or without, still lists the run its files
+/// say is done.
 #[test]
 #[cfg_attr(not(tool = "root"), ignore = "needs root, to mount a small tmpfs (CI runs as root)")]
 fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
@@ -273,7 +275,11 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     let base = scratch("enospc");
     let home = base.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"]).arg(&home).status().unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs"])
+        .arg(&home)
+        .status()
+        .unwrap();
     assert!(st.success(), "mount a tmpfs");
     struct Unmount(PathBuf);
     impl Drop for Unmount {
@@ -307,11 +313,15 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     };
     assert_eq!(list(&[]), ["running"]);
     assert_eq!(list(&["--status", "running", "--limit", "5"]), ["running"]);
-    // The home's filesystem fills up; the journal (elsewhere) takes the end.
-    let mut fill = std::fs::File::create(home.join("fill")).unwrap();
-    let chunk = vec![0u8; 4096];
-    while std::io::Write::write_all(&mut fill, &chunk).is_ok() {}
-    drop(fill);
+    // The home's filesystem runs out of inodes (its lock made afresh, as
+    // after a cleanup); the journal (elsewhere) takes the run's end.
+    std::fs::remove_file(home.join("index/lock")).unwrap();
+    std::fs::create_dir(home.join("fill")).unwrap();
+    let mut n = 0;
+    while std::fs::File::create(home.join("fill").join(n.to_string())).is_ok() {
+        n += 1;
+    }
+    assert!(std::fs::File::create(home.join("index/lock")).is_err(), "no inode left");
     runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("committed").as_bytes()).unwrap();
     runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
     assert_eq!(list(&["--status", "done", "--limit", "5"]), ["done"], "a page filtered by status");
