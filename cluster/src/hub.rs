@@ -499,6 +499,54 @@ mod tests {
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 
+    /// A node's chat that was running and then asks: the hub's listing
+    /// filtered by status finds it at once, as the unfiltered listing does
+    /// (the mirror writes the journal's index row as any writer does;
+    /// without it the row a listing made earlier, `running`, was trusted).
+    #[test]
+    fn the_mirror_keeps_its_index_rows_so_a_filter_sees_what_a_listing_shows() {
+        use runwire::runs::list::{page, Query};
+        let tmp = std::env::temp_dir().join(format!("rw-mirror-index-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let m = Mirror::new(&tmp);
+        let p = Pointer {
+            run_id: "ab--x".into(),
+            slug: "x".into(),
+            repo_root: "/r".into(),
+            project: "r".into(),
+            repo: "r".into(),
+            branch: None,
+            worktree: "/r".into(),
+            runstate_dir: "/r/runstate".into(),
+            created: "2026-01-01T00:00:00.000Z".into(),
+        };
+        m.pointer("n1", "ab--x", &p).unwrap();
+        let plan = br#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#;
+        let n = plan.len().to_string();
+        let sub = |f: &str| names::file_subject("n1", "ab--x", f);
+        m.chunk(&sub("x.plan.json"), Some(&headers(&[("Rw-Offset", "0"), ("Rw-Whole", &n)])), plan).unwrap();
+        let leased = b"{\"v\":\"runstate/v1\",\"ts\":\"2026-01-01T00:00:00.000Z\",\"actor\":\"runner\",\"task\":\"t\",\"state\":\"leased\"}\n";
+        m.chunk(&sub("x.jsonl"), Some(&headers(&[("Rw-Offset", "0")])), leased).unwrap();
+        let reg = Registry::at(&tmp);
+        let total = |status: &str| page(&reg, &Query::parse(Some("10"), None, Some(status), None).unwrap()).total;
+        // Past the index's 2 s: the listing trusts the rows it makes from the files.
+        std::thread::sleep(Duration::from_millis(2200));
+        assert_eq!(total("running"), 1);
+        assert_eq!(total("running"), 1);
+        let asks = b"{\"v\":\"runstate/v1\",\"ts\":\"2026-01-01T00:00:01.000Z\",\"actor\":\"runner\",\"task\":\"t\",\"input\":\"requested\",\"request\":\"q1\",\"kind\":\"question\"}\n";
+        let off = leased.len().to_string();
+        m.chunk(&sub("x.jsonl"), Some(&headers(&[("Rw-Offset", &off)])), asks).unwrap();
+        assert_eq!(total("needs_input"), 1, "the filter sees the run asking");
+        assert_eq!(total("running"), 0);
+        // A restarted hub replays the bucket: the run's journal is kept.
+        let journal = m.dir("n1", "ab--x").join("x.jsonl");
+        let before = std::fs::read(&journal).unwrap();
+        std::fs::remove_file(reg.path(&names::hub_run_id("n1", "ab--x"))).unwrap();
+        Mirror::new(&tmp).pointer("n1", "ab--x", &p).unwrap();
+        assert_eq!(std::fs::read(&journal).unwrap(), before);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
     #[test]
     fn chunks_apply_once_in_order_and_resets_truncate() {
         let tmp = std::env::temp_dir().join(format!("rw-mirror-{}", std::process::id()));
