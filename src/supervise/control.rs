@@ -168,7 +168,12 @@ fn crash_reason(who: &str, status: &str) -> Option<String> {
 /// `finished`, once: then the owner record goes. A live owner's runs are
 /// left alone. Called by `runwire-serve` as it starts, for its own runs
 /// (a supervisor continues its run from the journal instead).
-pub fn recover(home: &Path, actor: &str, who: &str, mine: impl Fn(&crate::runs::registry::Pointer) -> bool) -> Vec<Recovered> {
+pub fn recover(
+    home: &Path,
+    actor: &str,
+    who: &str,
+    mine: impl Fn(&crate::runs::registry::Pointer) -> bool,
+) -> Vec<Recovered> {
     use crate::runs::journal::{self, Record};
     let reg = crate::runs::registry::Registry::at(home);
     let Ok(rd) = std::fs::read_dir(home.join("sock")) else { return Vec::new() };

@@ -152,10 +152,7 @@ fn a_chat_left_waiting_by_a_killed_server_is_failed_by_the_next_and_can_be_remov
     let s = serve(&home, &["--demo"]);
     let it = item(&s, &id);
     assert_eq!(it["status"], "failed", "{it}");
-    assert!(
-        it["reason"].as_str().unwrap_or_default().contains("server stopped while waiting for an answer"),
-        "{it}"
-    );
+    assert!(it["reason"].as_str().unwrap_or_default().contains("server stopped while waiting for an answer"), "{it}");
     assert!(!owner.exists(), "the owner record goes once the run is journaled");
     let journal = home.join("serve/runstate/agui-c1.jsonl");
     let after = std::fs::read_to_string(&journal).unwrap();
@@ -190,10 +187,15 @@ fn a_crashed_chat_is_pruned_after_the_restart() {
     until("the run to need input", Duration::from_secs(10), || item(&s, &id)["status"] == "needs_input");
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(s.pid()), nix::sys::signal::Signal::SIGKILL).unwrap();
     drop(s);
+    // Even before a server starts again: its owner is gone, so nobody will
+    // answer it, and it may be removed.
+    let out = runs(&home, &["rm", "--dry-run", &id]);
+    assert!(out.status.success(), "{out:?}");
     let s = serve(&home, &["--demo"]);
     assert_eq!(item(&s, &id)["status"], "failed");
     drop(s);
-    let out = runs(&home, &["prune", "--older-than", "0s", "--chat"]);
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = runs(&home, &["prune", "--older-than", "1s", "--chat"]);
     assert!(out.status.success(), "{out:?}");
     assert!(!home.join("runs").join(format!("{id}.json")).exists(), "{out:?}");
     let _ = std::fs::remove_dir_all(&home);
@@ -275,11 +277,8 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     let base = scratch("enospc");
     let home = base.join("home");
     std::fs::create_dir_all(&home).unwrap();
-    let st = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs"])
-        .arg(&home)
-        .status()
-        .unwrap();
+    let st =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs"]).arg(&home).status().unwrap();
     assert!(st.success(), "mount a tmpfs");
     struct Unmount(PathBuf);
     impl Drop for Unmount {
@@ -298,7 +297,9 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#;
     std::fs::write(rs.join("w.plan.json"), plan).unwrap();
     let rec = |state: &str| {
-        format!(r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"{state}"}}"#)
+        format!(
+            r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"{state}"}}"#
+        )
     };
     runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("leased").as_bytes()).unwrap();
     runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
@@ -308,7 +309,9 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
         let out = runs(&home, &[&["list", "--page"], args].concat());
         assert!(out.status.success(), "{out:?}");
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["runs"].as_array().map(|a| a.iter().map(|r| r["status"].as_str().unwrap().to_string()).collect::<Vec<_>>())
+        v["runs"]
+            .as_array()
+            .map(|a| a.iter().map(|r| r["status"].as_str().unwrap().to_string()).collect::<Vec<_>>())
             .unwrap_or_default()
     };
     assert_eq!(list(&[]), ["running"]);

@@ -69,7 +69,9 @@ pub struct Book {
 /// What to do with a request.
 #[derive(Debug)]
 pub enum Admit {
-    Start { resume: Option<String> },
+    Start {
+        resume: Option<String>,
+    },
     Replay(Arc<Vec<u8>>),
     /// The same request as a run this server knows that is still live,
     /// or whose stream it did not keep: streamed from its record when
@@ -160,11 +162,8 @@ impl Book {
 /// What makes two requests the same run, durably (see
 /// [`crate::runs::record::request_digest`]).
 pub fn digest(input: &RunInput) -> String {
-    let resume: Vec<serde_json::Value> = input
-        .resume
-        .iter()
-        .map(|e| serde_json::json!([e.interrupt_id, e.status, e.payload]))
-        .collect();
+    let resume: Vec<serde_json::Value> =
+        input.resume.iter().map(|e| serde_json::json!([e.interrupt_id, e.status, e.payload])).collect();
     crate::runs::record::request_digest(&input.thread_id, &input.run_id, &input.prompt, &resume.into())
 }
 
@@ -184,7 +183,10 @@ pub fn start_record(
         Ok(p) => rec.owned_by(p),
         Err(e) => crate::cli::report(
             crate::serve::BIN,
-            format!("record {}: cannot record this server as its owner: {e} (a crash would leave its status)", rec.run_id),
+            format!(
+                "record {}: cannot record this server as its owner: {e} (a crash would leave its status)",
+                rec.run_id
+            ),
         ),
     }
     Ok(rec)

@@ -41,7 +41,14 @@ pub(super) fn stream(
     drop(r);
 }
 
-fn pump(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput, mut rec: Recorded, follow: bool) -> io::Result<()> {
+fn pump(
+    shared: &Shared,
+    body: &mut Body,
+    peek: &TcpStream,
+    input: &RunInput,
+    mut rec: Recorded,
+    follow: bool,
+) -> io::Result<()> {
     let clock = Clock::from_env();
     let mut norm = Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock });
     let mut tr = Translator::new(TranslateOptions {
