@@ -125,6 +125,44 @@ fn a_batch_run_id_is_replayed_or_refused_across_a_restart_never_recorded_again()
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// Within one server's life, the same request for a run still streaming
+/// gets the run from its record: its log so far, then its new lines, to
+/// its end: the same events the first client gets.
+#[test]
+fn the_same_request_for_a_live_run_follows_it_from_its_log() {
+    let home = scratch("follow");
+    let mut cmd = Server::command();
+    cmd.env("HARNESS_HOME", &home).env("RUNWIRE_REPLAY_DELAY_MS", "40").env_remove("SOURCE_DATE_EPOCH");
+    let s = Server::spawn(cmd);
+    let req = body("t", "live", "hello");
+    let first = std::thread::scope(|sc| {
+        let a = sc.spawn(|| post(&s, &req));
+        // The run is recorded and streaming.
+        let log = home.join("serve/runstate/agui-live.agent.log");
+        until("the run's first lines", Duration::from_secs(10), || std::fs::metadata(&log).is_ok_and(|m| m.len() > 0));
+        let (st, second) = post(&s, &req);
+        assert_eq!(st, 200, "{second}");
+        let (st, first) = a.join().unwrap();
+        assert_eq!(st, 200);
+        assert_eq!(events(&second), events(&first), "the follower gets the run's events");
+        first
+    });
+    assert!(first.contains("RUN_FINISHED"));
+    // A name from outside never becomes a path: a runId that is not an id
+    // is recorded under a digest of it, inside the server's directory.
+    let (st, _) = post(&s, &body("t2", "../../escape", "hello"));
+    assert_eq!(st, 200);
+    let names: Vec<String> = std::fs::read_dir(home.join("serve/runstate"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.len() == "agui-".len() + 16 + ".jsonl".len() && n.ends_with(".jsonl")), "{names:?}");
+    assert!(!home.join("escape.jsonl").exists() && !home.join("serve/escape.jsonl").exists());
+    drop(s);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 /// The demo's interactive chat waits for an answer when its server is
 /// SIGKILLed: the next server on the home journals it failed, once, with
 /// why; the same request is replayed from its record, another refused;
