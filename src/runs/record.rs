@@ -80,6 +80,10 @@ pub fn recorded(home: &Path, agui_run_id: &str) -> Option<Recorded> {
         Err(e) if e.absent => return None,
         r => r.unwrap_or_default(),
     };
+    let run_id = super::registry::run_id(&root_s, &root_s, &slug);
+    if unfinished_claim(home, &files, &run_id) {
+        return None;
+    }
     let j = journal::Journal::parse(&bytes);
     // The first `started` run record names the request.
     let request = bytes.split(|&b| b == b'\n').find_map(|l| {
@@ -92,7 +96,7 @@ pub fn recorded(home: &Path, agui_run_id: &str) -> Option<Recorded> {
     let ended = j.last_run.as_ref().and_then(|r| r.run.as_deref()) == Some("finished")
         || state.as_deref().is_some_and(journal::is_terminal);
     Some(Recorded {
-        run_id: super::registry::run_id(&root_s, &root_s, &slug),
+        run_id,
         files,
         request,
         ended,
@@ -100,6 +104,13 @@ pub fn recorded(home: &Path, agui_run_id: &str) -> Option<Recorded> {
         rc: task.and_then(|r| r.rc),
         detail: task.and_then(|r| r.detail.clone()),
     })
+}
+
+/// A journal claimed by [`Recorder::start`] that a crash left before its
+/// first record and its pointer: empty, unregistered.
+fn unfinished_claim(home: &Path, files: &RunFiles, run_id: &str) -> bool {
+    std::fs::symlink_metadata(files.journal()).is_ok_and(|m| m.is_file() && m.len() == 0)
+        && !Registry::at(home).path(run_id).exists()
 }
 
 fn now() -> String {
@@ -133,13 +144,18 @@ impl Recorder {
         let pointer = new.pointer(now()).map_err(std::io::Error::other)?;
         let files = RunFiles::new(&dir, &pointer.slug);
         // The claim: no journal is ever truncated, replaced or re-recorded.
-        std::fs::OpenOptions::new().write(true).create_new(true).open(files.journal()).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                std::io::Error::new(e.kind(), format!("run {} is already recorded", pointer.run_id))
-            } else {
-                e
+        // An empty one with no pointer is a claim a crash cut short (before
+        // its first record): nothing to lose, taken over.
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(files.journal()) {
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists && unfinished_claim(home, &files, &pointer.run_id) => {
             }
-        })?;
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(std::io::Error::new(e.kind(), format!("run {} is already recorded", pointer.run_id)))
+            }
+            Err(e) => return Err(e),
+        }
         let plan = serde_json::json!({
             "v": super::plan::VERSION,
             "tasks": [{"id": TASK, "adapter": adapter, "prompt": prompt}],
@@ -218,6 +234,29 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_recorded_run_is_never_recorded_again_and_a_cut_claim_is_taken_over() {
+        let home = std::env::temp_dir().join(format!("rw-record-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let rec = super::Recorder::start(&home, "r1", "claude", "hi", "d1").unwrap();
+        let journal = rec.journal();
+        let before = std::fs::read(&journal).unwrap();
+        let again = super::Recorder::start(&home, "r1", "claude", "other", "d2").err().unwrap();
+        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&journal).unwrap(), before, "untouched");
+        let r = super::recorded(&home, "r1").unwrap();
+        assert_eq!((r.request.as_deref(), r.ended, r.run_id.as_str()), (Some("d1"), false, rec.run_id.as_str()));
+        rec.finish("committed", Some(0), None).unwrap();
+        assert!(super::recorded(&home, "r1").unwrap().ended);
+        // A claim a crash cut short (empty journal, no pointer) is no record, and is taken.
+        let cut = home.join("serve/runstate/agui-r2.jsonl");
+        std::fs::write(&cut, b"").unwrap();
+        assert!(super::recorded(&home, "r2").is_none());
+        super::Recorder::start(&home, "r2", "claude", "hi", "d3").unwrap();
+        assert_eq!(super::recorded(&home, "r2").unwrap().request.as_deref(), Some("d3"));
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
     #[test]
     fn slugs_are_valid_ids() {
         assert_eq!(super::slug_for("run-1"), "agui-run-1");
