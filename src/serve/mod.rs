@@ -584,7 +584,7 @@ fn recover_runs(cfg: &Config) {
     let mine = |p: &crate::runs::registry::Pointer| std::path::Path::new(&p.runstate_dir) == ours;
     for r in crate::supervise::control::recover(home, crate::runs::record::ACTOR, "server", mine) {
         if let Some(why) = r.reason {
-            cli::report(BIN, format!("run {}: its server was gone; journaled failed: {why}", r.run_id));
+            cli::report(BIN, format!("run {}: its server was gone; journaled: {why}", r.run_id));
         }
     }
 }

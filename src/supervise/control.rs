@@ -149,22 +149,25 @@ pub struct Recovered {
     pub reason: Option<String>,
 }
 
-/// What an owner's crash left a run in, as its journal will say it.
-fn crash_reason(who: &str, status: &str) -> Option<String> {
-    let doing = match status {
-        "needs_input" => "waiting for an answer",
-        "idle" => "holding the session between turns",
-        "paused" => "the run was paused",
-        "running" | "registered" => "the agent was running",
+/// What an owner's crash left a run in, as its journal will say it: the
+/// state its unfinished tasks get, and why. A session held between turns
+/// had finished its turns: `committed`, as a shutdown records it.
+fn crash_reason(who: &str, status: &str) -> Option<(&'static str, String)> {
+    let (state, doing) = match status {
+        "needs_input" => ("failed", "waiting for an answer"),
+        "idle" => ("committed", "holding the session between turns"),
+        "paused" => ("failed", "the run was paused"),
+        "running" | "registered" => ("failed", "the agent was running"),
         _ => return None,
     };
-    Some(format!("{who} stopped while {doing}"))
+    Some((state, format!("{who} stopped while {doing}")))
 }
 
 /// The runs owned by a process that is gone (its owner record in `sock/`
 /// names a pid, start time and boot id no process has now), among those
 /// `mine` accepts: each one's unfinished tasks are journaled `failed` with
-/// why (`"server stopped while waiting for an answer"`) and the run
+/// why (`"server stopped while waiting for an answer"`; `committed` for a
+/// session held between turns, as a shutdown records it) and the run
 /// `finished`, once: then the owner record goes. A live owner's runs are
 /// left alone. Called by `runwire-serve` as it starts, for its own runs
 /// (a supervisor continues its run from the journal instead).
@@ -203,14 +206,14 @@ pub fn recover(
         let l = crate::runs::view::load(p);
         let d = l.digest();
         let reason = crash_reason(who, d.status);
-        if let Some(why) = &reason {
+        if let Some((state, why)) = &reason {
             let journal = l.files.journal();
             let mut wrote = Ok(());
             for t in l.task_ids() {
                 if l.journal.state(&t).is_some_and(journal::is_terminal) {
                     continue;
                 }
-                let mut r = Record::task(actor, &t, "failed", None);
+                let mut r = Record::task(actor, &t, state, None);
                 r.detail = Some(why.clone());
                 wrote = wrote.and_then(|_| journal::append(&journal, &r));
             }
@@ -220,7 +223,7 @@ pub fn recover(
             }
         }
         let _ = std::fs::remove_file(owner_path(home, &id));
-        out.push(Recovered { run_id: id, reason });
+        out.push(Recovered { run_id: id, reason: reason.map(|(_, why)| why) });
     }
     out
 }
