@@ -80,6 +80,9 @@ impl Mirror {
         if !runwire::runs::valid_id(&id) {
             bail!("run {run} of node {node}: the hub's id {id:?} is not a valid id (too long?)");
         }
+        // The node's names, checked by the one check before any path is
+        // built from them (its slug names the run's files in the mirror).
+        check_node_pointer(node, run, p)?;
         let dir = self.dir(node, run);
         std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
         let mut q = p.clone();
@@ -90,6 +93,20 @@ impl Mirror {
         }
         std::fs::create_dir_all(&self.reg.dir)?;
         self.reg.register(&q).with_context(|| format!("registry: {id}"))
+    }
+
+    /// Keeps the hub's run index as every journal writer does: a chunk of a
+    /// journal (or a new plan) gets the journal's row, so a filter sees
+    /// what a listing shows.
+    fn note(&self, dir: &Path, file: &str) {
+        let journal = match (file.strip_suffix(".plan.json"), file.ends_with(".jsonl")) {
+            (Some(slug), _) => dir.join(format!("{slug}.jsonl")),
+            (None, true) => dir.join(file),
+            _ => return,
+        };
+        if journal.is_file() {
+            runwire::runs::index::note_journal_in(&self.home, &journal);
+        }
     }
 
     /// A run deleted from the bucket: out of the hub's home.
@@ -125,6 +142,7 @@ impl Mirror {
                 set_mtime(&f, mtime);
                 drop(f);
                 std::fs::rename(&part, &path)?;
+                self.note(&dir, &file);
             }
             return Ok(());
         }
@@ -146,8 +164,19 @@ impl Mirror {
         f.seek(SeekFrom::Start(off))?;
         f.write_all(payload)?;
         set_mtime(&f, mtime);
+        drop(f);
+        self.note(&dir, &file);
         Ok(())
     }
+}
+
+/// A node's pointer for its run `run`, checked as a pointer read from disk
+/// is (`runs::registry::check_pointer`: it names its run, its slug is an
+/// id, its runstate directory absolute): anything else is refused before
+/// the hub builds a path from it.
+pub fn check_node_pointer(node: &str, run: &str, p: &Pointer) -> anyhow::Result<()> {
+    runwire::runs::registry::check_pointer(p.fields(), run)
+        .map_err(|e| anyhow!("run {run} of node {node}: its pointer is refused: {e}"))
 }
 
 /// Runs the hub's mirror until the process is stopped.
@@ -647,6 +676,89 @@ mod tests {
             (vec!["n1.a.b".to_string(), "n2.c".into()], vec!["ended".to_string()], Some(9))
         );
         assert!(feed_query("type=bogus").is_err() && feed_query("what=1").is_err() && feed_query("since=x").is_err());
+    }
+
+    #[test]
+    fn a_nodes_pointer_with_a_path_for_a_slug_is_refused_and_writes_nothing() {
+        let tmp = std::env::temp_dir().join(format!("rw-mirror-names-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let home = tmp.join("home");
+        let m = Mirror::new(&home);
+        let good = Pointer {
+            run_id: "ab--x".into(),
+            slug: "x".into(),
+            repo_root: "/r".into(),
+            project: "r".into(),
+            repo: "r".into(),
+            branch: None,
+            worktree: "/r".into(),
+            runstate_dir: "/r/runstate".into(),
+            created: "2026-01-01T00:00:00.000Z".into(),
+        };
+        for (slug, dir) in [("../../x", "/r/runstate"), ("a/b", "/r/runstate"), ("..", "/r"), ("x", "relative/dir")] {
+            let p = Pointer { slug: slug.into(), runstate_dir: dir.into(), ..good.clone() };
+            let e = m.pointer("n1", "ab--x", &p).unwrap_err().to_string();
+            assert!(e.contains("refused"), "{slug} {dir}: {e}");
+            assert!(check_node_pointer("n1", "ab--x", &p).is_err());
+        }
+        // Nothing was created: not the mirror, not a file beside or above it.
+        assert!(!home.exists(), "{:?}", std::fs::read_dir(&tmp).map(|d| d.count()));
+        assert!(!tmp.join("x.jsonl").exists() && !std::env::temp_dir().join("x.jsonl").exists());
+        // A pointer naming another run than its key is refused too.
+        assert!(check_node_pointer("n1", "ab--y", &good).is_err());
+        // The good one is mirrored, inside the mirror only, and indexed.
+        m.pointer("n1", "ab--x", &good).unwrap();
+        assert!(m.dir("n1", "ab--x").join("x.jsonl").is_file());
+        assert!(home.join("runs").join(format!("{}.json", names::hub_run_id("n1", "ab--x"))).is_file());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    /// A node's chat that was running and then asks: the hub's listing
+    /// filtered by status finds it at once, as the unfiltered listing does
+    /// (the mirror writes the journal's index row as any writer does;
+    /// without it the row a listing made earlier, `running`, was trusted).
+    #[test]
+    fn the_mirror_keeps_its_index_rows_so_a_filter_sees_what_a_listing_shows() {
+        use runwire::runs::list::{page, Query};
+        let tmp = std::env::temp_dir().join(format!("rw-mirror-index-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let m = Mirror::new(&tmp);
+        let p = Pointer {
+            run_id: "ab--x".into(),
+            slug: "x".into(),
+            repo_root: "/r".into(),
+            project: "r".into(),
+            repo: "r".into(),
+            branch: None,
+            worktree: "/r".into(),
+            runstate_dir: "/r/runstate".into(),
+            created: "2026-01-01T00:00:00.000Z".into(),
+        };
+        m.pointer("n1", "ab--x", &p).unwrap();
+        let plan = br#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#;
+        let n = plan.len().to_string();
+        let sub = |f: &str| names::file_subject("n1", "ab--x", f);
+        m.chunk(&sub("x.plan.json"), Some(&headers(&[("Rw-Offset", "0"), ("Rw-Whole", &n)])), plan).unwrap();
+        let leased = b"{\"v\":\"runstate/v1\",\"ts\":\"2026-01-01T00:00:00.000Z\",\"actor\":\"runner\",\"task\":\"t\",\"state\":\"leased\"}\n";
+        m.chunk(&sub("x.jsonl"), Some(&headers(&[("Rw-Offset", "0")])), leased).unwrap();
+        let reg = Registry::at(&tmp);
+        let total = |status: &str| page(&reg, &Query::parse(Some("10"), None, Some(status), None).unwrap()).total;
+        // Past the index's 2 s: the listing trusts the rows it makes from the files.
+        std::thread::sleep(Duration::from_millis(2200));
+        assert_eq!(total("running"), 1);
+        assert_eq!(total("running"), 1);
+        let asks = b"{\"v\":\"runstate/v1\",\"ts\":\"2026-01-01T00:00:01.000Z\",\"actor\":\"runner\",\"task\":\"t\",\"input\":\"requested\",\"request\":\"q1\",\"kind\":\"question\"}\n";
+        let off = leased.len().to_string();
+        m.chunk(&sub("x.jsonl"), Some(&headers(&[("Rw-Offset", &off)])), asks).unwrap();
+        assert_eq!(total("needs_input"), 1, "the filter sees the run asking");
+        assert_eq!(total("running"), 0);
+        // A restarted hub replays the bucket: the run's journal is kept.
+        let journal = m.dir("n1", "ab--x").join("x.jsonl");
+        let before = std::fs::read(&journal).unwrap();
+        std::fs::remove_file(reg.path(&names::hub_run_id("n1", "ab--x"))).unwrap();
+        Mirror::new(&tmp).pointer("n1", "ab--x", &p).unwrap();
+        assert_eq!(std::fs::read(&journal).unwrap(), before);
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]

@@ -262,7 +262,8 @@ fn remove_runs(
             }
         };
         let status = l.status();
-        if let Some(why) = remove::live(&l, status, remove::last_activity_ms(reg, &l), now, idle_ms, &open) {
+        let gone = remove::owner_gone(reg.home(), &id);
+        if let Some(why) = remove::live(&l, status, remove::last_activity_ms(reg, &l), now, idle_ms, &open, gone) {
             cli::report(BIN, format!("{what} {id}: not removed: {why}"));
             all = false;
             continue;
@@ -508,10 +509,16 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             );
             match new.pointer(created) {
                 Err(e) => Err(ViewError::Bad(e)),
-                Ok(p) => {
-                    reg.register(&p).map_err(|e| anyhow::anyhow!("{}: {e}", reg.path(&p.run_id).display()))?;
-                    Ok(line(&mut o, &serde_json::to_value(&p)?))
-                }
+                Ok(p) => match reg.register(&p) {
+                    // Refused before anything was written (a slug another run owns): usage.
+                    Err(e)
+                        if matches!(e.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::InvalidInput) =>
+                    {
+                        Err(ViewError::Bad(format!("register: {e}")))
+                    }
+                    Err(e) => Err(anyhow::anyhow!("{}: {e}", reg.path(&p.run_id).display()))?,
+                    Ok(()) => Ok(line(&mut o, &serde_json::to_value(&p)?)),
+                },
             }
         }
     };

@@ -861,9 +861,26 @@ pub fn note_run(reg: &Registry, p: &Pointer) {
     // The rows are made under the lock: two writers of one run append
     // their rows in the order they read its files, so the last row is never
     // older than the files it describes.
-    let Ok(lock) = lock(reg.home()) else { return };
+    let Ok(lock) = lock(reg.home()) else { return stale(reg.home()) };
     if let Some(rows) = rows_of(reg, p) {
-        let _ = append_held(reg.home(), &rows, &lock);
+        if append_held(reg.home(), &rows, &lock).is_err() {
+            stale(reg.home());
+        }
+    }
+}
+
+/// A write of the index failed (a full disk): its last rows may be older
+/// than the files they describe, and a filter would trust them. The log is
+/// removed (an unlink needs no space), so listings read every run from its
+/// files until they rebuild it: never wrong, only slower for a while.
+fn stale(home: &Path) {
+    match std::fs::remove_file(path(home)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => crate::cli::report(
+            "runs",
+            format!("{}: cannot drop the run index after a failed write: {e}", path(home).display()),
+        ),
+        Ok(()) => {}
     }
 }
 
@@ -882,9 +899,11 @@ pub fn note_journal_in(home: &Path, journal: &Path) {
     }
     // Made under the lock, as in [`note_run`]: two writers of one journal
     // (a supervisor and a server) leave the fresher row last.
-    let Ok(lock) = lock(home) else { return };
+    let Ok(lock) = lock(home) else { return stale(home) };
     if let Some(rows) = journal_rows(journal) {
-        let _ = append_held(home, &rows, &lock);
+        if append_held(home, &rows, &lock).is_err() {
+            stale(home);
+        }
     }
 }
 

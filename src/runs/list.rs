@@ -426,8 +426,13 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     // row in place of its newer one: then every run is checked, as a full
     // listing checks them, before any is filtered or placed by its rows.
     let damaged = ix.skipped > 0;
+    // A full listing with a status filter checks every run before filtering,
+    // as the same listing without the filter checks every run it shows: a
+    // row older than its journal (a writer that could not update the index)
+    // never hides a run whose files have the status asked for.
+    let check_every = damaged || (q.limit.is_none() && q.statuses.is_some());
     loop {
-        let check_all = damaged && cands.iter().any(|c| !c.checked());
+        let check_all = check_every && cands.iter().any(|c| !c.checked());
         if !check_all {
             cands.retain(|c| wanted(c));
             // A page needs its runs and the next one in order: those are

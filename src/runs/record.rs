@@ -35,6 +35,82 @@ pub struct Recorder {
     times: Option<crate::arrival::Writer>,
     /// The task's adapter (for its cost and tokens at a turn's end).
     adapter: String,
+    /// The owner record to remove when the end is journaled.
+    owner: Option<std::path::PathBuf>,
+}
+
+/// How the `started` record's `detail` names the request the run was
+/// recorded for (followed by [`request_digest`]).
+pub const REQUEST: &str = "request ";
+
+/// The digest of what makes two `POST /agui` requests the same run: the
+/// thread, the runId, the prompt and the resume answers (hex SHA-256 of
+/// their JSON). A runId posted again is replayed only for the same digest.
+pub fn request_digest(thread_id: &str, run_id: &str, prompt: &str, resume: &serde_json::Value) -> String {
+    let v = serde_json::json!([thread_id, run_id, prompt, resume]);
+    super::sha256::hex(v.to_string().as_bytes())
+}
+
+/// A run already recorded for an AG-UI runId, as its files say.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub run_id: String,
+    pub files: RunFiles,
+    /// The request digest its `started` record names (`None`: a record of
+    /// an older version, which kept none).
+    pub request: Option<String>,
+    /// Its end is journaled (`finished`, or its task is terminal).
+    pub ended: bool,
+    /// The task's last state and its record's rc and detail.
+    pub state: Option<String>,
+    pub rc: Option<i64>,
+    pub detail: Option<String>,
+}
+
+/// The run recorded for `agui_run_id` under `home`, if any: its journal
+/// exists (a run removed with `runs rm` is no longer recorded).
+pub fn recorded(home: &Path, agui_run_id: &str) -> Option<Recorded> {
+    let root = home.join("serve");
+    let dir = root.join("runstate");
+    let slug = slug_for(agui_run_id);
+    let root_s = root.display().to_string();
+    let files = RunFiles::new(&dir, &slug);
+    let name = format!("{slug}.jsonl");
+    let bytes = match super::safe::read_in(&dir, &name, super::safe::MAX_JOURNAL) {
+        Err(e) if e.absent => return None,
+        r => r.unwrap_or_default(),
+    };
+    let run_id = super::registry::run_id(&root_s, &root_s, &slug);
+    if unfinished_claim(home, &files, &run_id) {
+        return None;
+    }
+    let j = journal::Journal::parse(&bytes);
+    // The first `started` run record names the request.
+    let request = bytes.split(|&b| b == b'\n').find_map(|l| {
+        let r: Record = serde_json::from_slice(l).ok()?;
+        (r.task.is_none() && r.run.as_deref() == Some("started")).then_some(r.detail)?
+    });
+    let request = request.and_then(|d| d.strip_prefix(REQUEST).map(str::to_string));
+    let task = j.tasks.get(TASK);
+    let state = task.and_then(|r| r.state.clone());
+    let ended = j.last_run.as_ref().and_then(|r| r.run.as_deref()) == Some("finished")
+        || state.as_deref().is_some_and(journal::is_terminal);
+    Some(Recorded {
+        run_id,
+        files,
+        request,
+        ended,
+        state,
+        rc: task.and_then(|r| r.rc),
+        detail: task.and_then(|r| r.detail.clone()),
+    })
+}
+
+/// A journal claimed by [`Recorder::start`] that a crash left before its
+/// first record and its pointer: empty, unregistered.
+fn unfinished_claim(home: &Path, files: &RunFiles, run_id: &str) -> bool {
+    std::fs::symlink_metadata(files.journal()).is_ok_and(|m| m.is_file() && m.len() == 0)
+        && !Registry::at(home).path(run_id).exists()
 }
 
 fn now() -> String {
@@ -42,9 +118,18 @@ fn now() -> String {
 }
 
 impl Recorder {
-    /// Writes plan, journal start and pointer; opens the logfile afresh (a
-    /// runId reused across server restarts replaces the earlier record).
-    pub fn start(home: &Path, agui_run_id: &str, adapter: &str, prompt: &str) -> std::io::Result<Recorder> {
+    /// Claims the run's journal (created exclusively: a runId already
+    /// recorded is never recorded again, whether this server or an earlier
+    /// one recorded it; `AlreadyExists` then), then writes the plan, the
+    /// logfile, the journal's start (naming the request's digest, see
+    /// [`request_digest`]) and the pointer.
+    pub fn start(
+        home: &Path,
+        agui_run_id: &str,
+        adapter: &str,
+        prompt: &str,
+        request: &str,
+    ) -> std::io::Result<Recorder> {
         let root = home.join("serve");
         let dir = root.join("runstate");
         std::fs::create_dir_all(&dir)?;
@@ -58,11 +143,26 @@ impl Recorder {
         };
         let pointer = new.pointer(now()).map_err(std::io::Error::other)?;
         let files = RunFiles::new(&dir, &pointer.slug);
+        // The claim: no journal is ever truncated, replaced or re-recorded.
+        // An empty one with no pointer is a claim a crash cut short (before
+        // its first record): nothing to lose, taken over.
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(files.journal()) {
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists && unfinished_claim(home, &files, &pointer.run_id) => {
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(std::io::Error::new(e.kind(), format!("run {} is already recorded", pointer.run_id)))
+            }
+            Err(e) => return Err(e),
+        }
         let plan = serde_json::json!({
             "v": super::plan::VERSION,
             "tasks": [{"id": TASK, "adapter": adapter, "prompt": prompt}],
         });
         super::write_atomic(&files.plan(), plan.to_string().as_bytes())?;
+        // The journal is ours (just created), so any log here is a leftover
+        // of a run removed before (`runs rm` of an older version): replaced.
         let log = std::fs::File::create(files.log(TASK))?;
         let times = match crate::arrival::clock() {
             Some(_) => Some(crate::arrival::Writer::create(&files.log(TASK))?),
@@ -71,11 +171,19 @@ impl Recorder {
                 None
             }
         };
-        let _ = std::fs::remove_file(files.journal());
-        journal::append(&files.journal(), &Record::run(ACTOR, "started"))?;
+        let mut started = Record::run(ACTOR, "started");
+        started.detail = Some(format!("{REQUEST}{request}"));
+        journal::append(&files.journal(), &started)?;
         journal::append(&files.journal(), &Record::task(ACTOR, TASK, "leased", None))?;
         Registry::at(home).register(&pointer)?;
-        Ok(Recorder { run_id: pointer.run_id, files, log, times, adapter: adapter.to_string() })
+        Ok(Recorder { run_id: pointer.run_id, files, log, times, adapter: adapter.to_string(), owner: None })
+    }
+
+    /// The file naming this run's owner (this server), removed once the
+    /// run's end is journaled: a run whose owner record outlives its owner
+    /// was left unfinished by a crash (`supervise::control::recover`).
+    pub fn owned_by(&mut self, owner: std::path::PathBuf) {
+        self.owner = Some(owner);
     }
 
     /// The task's log (the raw output lines).
@@ -116,12 +224,39 @@ impl Recorder {
         let mut r = self.with_totals(Record::task(ACTOR, TASK, state, rc));
         r.detail = detail;
         journal::append(&self.files.journal(), &r)?;
-        journal::append(&self.files.journal(), &Record::run(ACTOR, "finished"))
+        journal::append(&self.files.journal(), &Record::run(ACTOR, "finished"))?;
+        if let Some(o) = &self.owner {
+            let _ = std::fs::remove_file(o);
+        }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_recorded_run_is_never_recorded_again_and_a_cut_claim_is_taken_over() {
+        let home = std::env::temp_dir().join(format!("rw-record-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let rec = super::Recorder::start(&home, "r1", "claude", "hi", "d1").unwrap();
+        let journal = rec.journal();
+        let before = std::fs::read(&journal).unwrap();
+        let again = super::Recorder::start(&home, "r1", "claude", "other", "d2").err().unwrap();
+        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&journal).unwrap(), before, "untouched");
+        let r = super::recorded(&home, "r1").unwrap();
+        assert_eq!((r.request.as_deref(), r.ended, r.run_id.as_str()), (Some("d1"), false, rec.run_id.as_str()));
+        rec.finish("committed", Some(0), None).unwrap();
+        assert!(super::recorded(&home, "r1").unwrap().ended);
+        // A claim a crash cut short (empty journal, no pointer) is no record, and is taken.
+        let cut = home.join("serve/runstate/agui-r2.jsonl");
+        std::fs::write(&cut, b"").unwrap();
+        assert!(super::recorded(&home, "r2").is_none());
+        super::Recorder::start(&home, "r2", "claude", "hi", "d3").unwrap();
+        assert_eq!(super::recorded(&home, "r2").unwrap().request.as_deref(), Some("d3"));
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
     #[test]
     fn slugs_are_valid_ids() {
         assert_eq!(super::slug_for("run-1"), "agui-run-1");

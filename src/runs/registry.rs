@@ -215,7 +215,26 @@ impl Registry {
     /// finds a fresh registration `missing`), then the journal link, then
     /// writes (or replaces) the pointer atomically: a reader that finds the
     /// pointer finds its link.
+    ///
+    /// Refused (`InvalidInput`) for a pointer whose ids or runstate
+    /// directory fail [`check_pointer`] (every name from outside, a node's
+    /// pointer at the hub included, is checked here before a path is built
+    /// from it), and (`AlreadyExists`) when another registered run owns the
+    /// journal it names ([`Registry::owner_of`]): two runs never share a
+    /// runstate directory's files.
     pub fn register(&self, p: &Pointer) -> std::io::Result<()> {
+        let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+        super::check_id("runId", &p.run_id).map_err(bad)?;
+        check_pointer(p.fields(), &p.run_id).map_err(bad)?;
+        if let Some(owner) = self.owner_of(p) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "slug {:?} in {} is already owned by run {owner}: a runstate directory's files belong to one run (use another --slug or --runstate-dir, or `runs rm {owner}` first)",
+                    p.slug, p.runstate_dir
+                ),
+            ));
+        }
         std::fs::create_dir_all(&p.runstate_dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.runstate_dir)))?;
         std::fs::create_dir_all(&self.dir)?;
@@ -225,6 +244,44 @@ impl Registry {
         super::write_atomic(&self.path(&p.run_id), &bytes)?;
         super::index::note_run(self, p);
         Ok(())
+    }
+
+    /// The registered run, other than `p`'s, whose journal link is the
+    /// journal `p` names (`<runstateDir>/<slug>.jsonl`): that run owns the
+    /// slug in that directory. Cheap in the usual cases: no journal yet, or
+    /// the journal already linked as `p`'s. Otherwise the links are looked
+    /// through only when another could be the journal's: it has another
+    /// hard link, or it is on another filesystem than `journals/` (then
+    /// links are symlinks to its path).
+    pub fn owner_of(&self, p: &Pointer) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let journal = link_target(p);
+        let jm = std::fs::symlink_metadata(&journal).ok()?;
+        let same = |m: &std::fs::Metadata| m.dev() == jm.dev() && m.ino() == jm.ino();
+        if std::fs::metadata(self.link_path(&p.run_id)).is_ok_and(|m| same(&m)) {
+            return None;
+        }
+        let links = self.links_dir();
+        let other_fs = std::fs::metadata(&links).is_ok_and(|m| m.dev() != jm.dev());
+        if jm.nlink() < 2 && !other_fs {
+            return None;
+        }
+        for e in std::fs::read_dir(&links).ok()?.flatten() {
+            let name = e.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            if id == p.run_id || !super::valid_id(id) {
+                continue;
+            }
+            let linked = match std::fs::symlink_metadata(e.path()) {
+                Ok(m) if m.file_type().is_symlink() => std::fs::read_link(e.path()).is_ok_and(|t| t == journal),
+                Ok(m) => same(&m),
+                Err(_) => false,
+            };
+            if linked && self.path(id).exists() {
+                return Some(id.to_string());
+            }
+        }
+        None
     }
 
     /// One pointer, read safely and checked. The id must already have

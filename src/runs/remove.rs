@@ -148,6 +148,7 @@ pub fn live(
     now_ms: i64,
     idle_ms: i64,
     open: &HashMap<(u64, u64), i32>,
+    owner_gone: bool,
 ) -> Option<String> {
     if let Some(d) = &l.dir {
         let lv = liveness::get(&l.files);
@@ -168,12 +169,27 @@ pub fn live(
         }
     }
     match status {
-        "needs_input" | "paused" | "idle" => Some(format!("it is {status}")),
+        // Nobody is left to answer or resume it: its owner is gone.
+        "needs_input" | "paused" | "idle" if !owner_gone => Some(format!("it is {status}")),
         "running" | "registered" if now_ms - last_ms < idle_ms => {
             Some(format!("it is {status} and changed {} ago", super::human::age(now_ms - last_ms)))
         }
         _ => None,
     }
+}
+
+/// Whether the run has an owner record (`$HARNESS_HOME/sock/<runId>.owner.json`,
+/// written by its supervisor or by the server that records it) naming a
+/// process that is gone (a crash, a SIGKILL): then nobody answers or
+/// resumes it, whatever its journal last said.
+pub fn owner_gone(home: &Path, run_id: &str) -> bool {
+    let Ok(bytes) = super::safe::read_in(&home.join("sock"), &format!("{run_id}.owner.json"), 1 << 20) else {
+        return false;
+    };
+    let who = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| serde_json::from_value::<crate::procid::Ident>(v.get("supervisor")?.clone()).ok());
+    who.is_some_and(|i| i.mismatch().is_some())
 }
 
 /// The files of a run that live in `$HARNESS_HOME/serve/runstate` (the
@@ -232,8 +248,14 @@ pub fn remove_run(reg: &Registry, l: &Loaded, status: &str, dry_run: bool) -> io
     };
     try_remove(&["journals"], &super::registry::link_name(id), &mut out);
     try_remove(&["sock"], &format!("{id}.sock"), &mut out);
+    try_remove(&["sock"], &format!("{id}.owner.json"), &mut out);
     let server_dir = home.join("serve").join("runstate");
-    if Path::new(&l.pointer.runstate_dir) == server_dir {
+    // Only the server's own run of the slug owns those files: a run
+    // registered elsewhere that names the server's directory (refused at
+    // registration now, possible before) takes its pointer and link only.
+    let root = home.join("serve").display().to_string();
+    let own = l.pointer.run_id == super::registry::run_id(&root, &root, &l.pointer.slug);
+    if Path::new(&l.pointer.runstate_dir) == server_dir && own {
         for name in run_file_names(l) {
             try_remove(&["serve", "runstate"], &name, &mut out);
         }

@@ -584,6 +584,20 @@ pub fn main(args: Args) -> ExitCode {
 }
 
 /// Serves until SIGINT or SIGTERM; `out` gets the `listening on` line.
+/// The recorded runs an earlier server on this home left unfinished (it
+/// crashed, or was killed): journaled `failed` with why, once, before any
+/// listing is served (spec/LAYOUT.md, "Runs recorded by runwire-serve").
+fn recover_runs(cfg: &Config) {
+    let home = &cfg.harness_home;
+    let ours = home.join("serve").join("runstate");
+    let mine = |p: &crate::runs::registry::Pointer| std::path::Path::new(&p.runstate_dir) == ours;
+    for r in crate::supervise::control::recover(home, crate::runs::record::ACTOR, "server", mine) {
+        if let Some(why) = r.reason {
+            cli::report(BIN, format!("run {}: its server was gone; journaled: {why}", r.run_id));
+        }
+    }
+}
+
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     args.cluster.check().map_err(StartError::Usage)?;
     args.cluster.check_door(args.token_file.is_some()).map_err(StartError::Usage)?;
@@ -599,6 +613,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         cli::report(BIN, format!("warning: {why}"));
     }
     warn_if_untested(args, &cfg);
+    recover_runs(&cfg);
     // Evidence is read per request (it may appear later), so a missing path only warns.
     if let Some(e) = cfg.evidence.as_ref().filter(|e| !e.exists()) {
         cli::report(

@@ -529,7 +529,7 @@ mod tests {
     fn lines_the_channel_dropped_are_read_from_the_log_in_order() {
         let home = std::env::temp_dir().join(format!("runwire-feed-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
-        let rec = Recorder::start(&home, "feed", "claude", "hi").unwrap();
+        let rec = Recorder::start(&home, "feed", "claude", "hi", "d").unwrap();
         let (mut sink, mut feed) = tapped(4, usize::MAX, Some(rec));
         let mut taken = 0;
         // Nobody reads: 1..4 fit, 5 and 6 are dropped; the sink never waits.

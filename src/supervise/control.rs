@@ -125,6 +125,109 @@ impl Owner {
     }
 }
 
+/// Records this process as the owner of run `run_id` (`runwire-serve`'s
+/// recorded runs: the same record a supervisor writes, with no groups), in
+/// the 0700 `sock/` directory. Returns the record's path: its writer
+/// removes it once the run's end is journaled.
+pub fn own(home: &Path, run_id: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let dir = home.join("sock");
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Owner::me().map_err(std::io::Error::other)?.write(home, run_id)?;
+    Ok(owner_path(home, run_id))
+}
+
+/// A run whose owner was gone when [`recover`] looked, and what it
+/// journaled for it (`None`: the run had ended; only its owner record was
+/// removed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recovered {
+    pub run_id: String,
+    pub reason: Option<String>,
+}
+
+/// What an owner's crash left a run in, as its journal will say it: the
+/// state its unfinished tasks get, and why. A session held between turns
+/// had finished its turns: `committed`, as a shutdown records it.
+fn crash_reason(who: &str, status: &str) -> Option<(&'static str, String)> {
+    let (state, doing) = match status {
+        "needs_input" => ("failed", "waiting for an answer"),
+        "idle" => ("committed", "holding the session between turns"),
+        "paused" => ("failed", "the run was paused"),
+        "running" | "registered" => ("failed", "the agent was running"),
+        _ => return None,
+    };
+    Some((state, format!("{who} stopped while {doing}")))
+}
+
+/// The runs owned by a process that is gone (its owner record in `sock/`
+/// names a pid, start time and boot id no process has now), among those
+/// `mine` accepts: each one's unfinished tasks are journaled `failed` with
+/// why (`"server stopped while waiting for an answer"`; `committed` for a
+/// session held between turns, as a shutdown records it) and the run
+/// `finished`, once: then the owner record goes. A live owner's runs are
+/// left alone. Called by `runwire-serve` as it starts, for its own runs
+/// (a supervisor continues its run from the journal instead).
+pub fn recover(
+    home: &Path,
+    actor: &str,
+    who: &str,
+    mine: impl Fn(&crate::runs::registry::Pointer) -> bool,
+) -> Vec<Recovered> {
+    use crate::runs::journal::{self, Record};
+    let reg = crate::runs::registry::Registry::at(home);
+    let Ok(rd) = std::fs::read_dir(home.join("sock")) else { return Vec::new() };
+    let mut ids: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".owner.json").map(str::to_string))
+        .filter(|id| crate::runs::valid_id(id))
+        .collect();
+    ids.sort();
+    let mut out = Vec::new();
+    for id in ids {
+        let Some(owner) = Owner::read(home, &id) else { continue };
+        if owner.supervisor.mismatch().is_none() {
+            continue;
+        }
+        let p = match reg.read(&id) {
+            Ok(p) => p,
+            Err(e) if e.absent => {
+                let _ = std::fs::remove_file(owner_path(home, &id));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if !mine(&p) {
+            continue;
+        }
+        let l = crate::runs::view::load(p);
+        let d = l.digest();
+        let reason = crash_reason(who, d.status);
+        if let Some((state, why)) = &reason {
+            let journal = l.files.journal();
+            let mut wrote = Ok(());
+            for t in l.task_ids() {
+                if l.journal.state(&t).is_some_and(journal::is_terminal) {
+                    continue;
+                }
+                let mut r = Record::task(actor, &t, state, None);
+                r.detail = Some(why.clone());
+                wrote = wrote.and_then(|_| journal::append(&journal, &r));
+            }
+            if wrote.and_then(|_| journal::append(&journal, &Record::run(actor, "finished"))).is_err() {
+                // Kept: the next start tries again.
+                continue;
+            }
+        }
+        let _ = std::fs::remove_file(owner_path(home, &id));
+        out.push(Recovered { run_id: id, reason: reason.map(|(_, why)| why) });
+    }
+    out
+}
+
 /// Why a call got no reply.
 #[derive(Debug)]
 pub enum CallError {

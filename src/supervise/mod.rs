@@ -431,6 +431,14 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
             sock.display()
         )));
     }
+    // Before anything is written: the slug may be another run's in this directory.
+    if let Some(owner) = Registry::at(&opts.home).owner_of(&pointer) {
+        return Err(StartError::Usage(format!(
+            "{}: slug {:?} is already owned by run {owner}: a runstate directory's files belong to one run",
+            runstate.display(),
+            opts.slug
+        )));
+    }
     if files.plan() != opts.plan.canonicalize().unwrap_or_default() {
         runs::write_atomic(&files.plan(), &bytes).map_err(|e| io(&files.plan(), e))?;
     }

@@ -35,6 +35,7 @@ mod notify;
 mod pipeline;
 mod procs;
 mod real_agents;
+mod run_store;
 mod runs;
 mod runs_index;
 mod runs_schemas;

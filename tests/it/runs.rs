@@ -1372,7 +1372,7 @@ fn rm_and_prune_remove_finished_and_idle_runs_never_live_ones() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A chat run recorded by the server, in $HARNESS_HOME/serve.
-    let rec = runwire::runs::record::Recorder::start(&home, "run-5eed", "claude", "hi").unwrap();
+    let rec = runwire::runs::record::Recorder::start(&home, "run-5eed", "claude", "hi", "d").unwrap();
     let chat = rec.run_id.clone();
     drop(rec);
     // The feed exists (someone watched): removals go into it.
@@ -1464,7 +1464,7 @@ fn the_table_is_for_people_and_show_finds_runs_by_slug_or_prefix() {
     let (feat, rs) = plain_run(&base, &home, "feat", COMMITTED);
     let (feature, _) = plain_run(&base, &home, "feature-x", LEASED);
     std::fs::copy(root().join("fixtures/claude/bb-turn-tools.partial.jsonl"), rs.join("feat.a.log")).unwrap();
-    let rec = runwire::runs::record::Recorder::start(&home, "run-c4a7", "claude", "hi").unwrap();
+    let rec = runwire::runs::record::Recorder::start(&home, "run-c4a7", "claude", "hi", "d").unwrap();
     drop(rec);
     // Piped, JSON lines as before: every run, the cost unrounded.
     let o = bin("runs", &home).arg("list").output().unwrap();

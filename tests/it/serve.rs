@@ -43,12 +43,21 @@ fn fresh(name: &str) -> PathBuf {
     p
 }
 
+/// A harness home of its own for each server: a recorded runId is never
+/// recorded again (spec/LAYOUT.md), so tests that reuse `r1` must not share one.
+fn home() -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let h = tmp(&format!("harness-{}", N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    let _ = std::fs::remove_dir_all(&h);
+    h
+}
+
 /// runwire-serve with `args` and `envs`; the runs it records (POST /agui)
 /// go to a temp dir, not ~/.harness.
 fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
     let mut cmd = Server::command();
     cmd.args(args).env("RUNWIRE_REPLAY_DELAY_MS", "0").env_remove("SOURCE_DATE_EPOCH");
-    cmd.env("HARNESS_HOME", tmp("harness")).envs(envs.iter().copied());
+    cmd.env("HARNESS_HOME", home()).envs(envs.iter().copied());
     Server::spawn(cmd)
 }
 
@@ -1068,7 +1077,7 @@ fn startup(args: &[&str], envs: &[(&str, &str)]) -> (String, String) {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    cmd.env("HARNESS_HOME", tmp("harness")).env_remove("RUNWIRE_CLAUDE_BIN");
+    cmd.env("HARNESS_HOME", home()).env_remove("RUNWIRE_CLAUDE_BIN");
     for (k, v) in envs {
         cmd.env(k, v);
     }

@@ -75,7 +75,12 @@ impl Recorded {
         cmd.args(args);
         cmd.env("RUNWIRE_REPLAY_DELAY_MS", "1").env_remove("SOURCE_DATE_EPOCH").env_remove("STUB_MODE");
         // Runs the server records (POST /agui) go to a temp dir, not ~/.harness.
-        cmd.env("HARNESS_HOME", std::env::temp_dir().join(format!("runwire-serve-conf-{}", std::process::id())));
+        // One home a server: a recorded runId is never recorded again, and the tests reuse theirs.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let home = std::env::temp_dir().join(format!("runwire-serve-conf-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        cmd.env("HARNESS_HOME", home);
         cmd.envs(envs.iter().copied());
         if let Some(r) = &record {
             let _ = std::fs::remove_file(r);

@@ -894,3 +894,29 @@ fn a_run_that_commits_says_so_in_one_line_per_task_and_no_reason() {
     let item: Value = serde_json::from_slice(&runs_cmd(&env, &["list", "--json"]).stdout).unwrap();
     assert_eq!((item["status"].as_str(), item["reason"].clone()), (Some("done"), Value::Null));
 }
+
+/// A slug another run owns in the runstate directory (registered from
+/// another repository) is refused before anything is written: exit 2,
+/// naming the owner, the other run's files untouched.
+#[test]
+fn a_slug_another_run_owns_in_the_runstate_directory_is_refused() {
+    let env = Env::new("owned");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    let rs = env.p("runstate");
+    let out = Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", env.p("home"))
+        .args(["register", "--slug", "p", "--repo-root", "/elsewhere", "--runstate-dir", rs.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let owner = serde_json::from_slice::<Value>(&out.stdout).unwrap()["runId"].as_str().unwrap().to_string();
+    let mut cmd = env.cmd("ok");
+    cmd.stderr(Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already owned") && err.contains(&owner), "{err}");
+    assert!(!rs.join("p.plan.json").exists(), "nothing written");
+    assert_eq!(std::fs::read(rs.join("p.jsonl")).unwrap(), b"", "the owner's journal untouched");
+    assert!(env.argv().is_empty(), "no agent ran");
+}

@@ -203,7 +203,7 @@ fn recorder(shared: &Shared, input: &RunInput) -> Option<Recorder> {
     if !shared.cfg.record {
         return None;
     }
-    match Recorder::start(&shared.cfg.harness_home, &input.run_id, shared.cfg.adapter.name(), &input.prompt) {
+    match super::common::start_record(shared, &input.run_id, &input.prompt, &super::common::digest(input)) {
         Ok(r) => Some(r),
         Err(e) => {
             crate::cli::report(

@@ -69,8 +69,14 @@ pub struct Book {
 /// What to do with a request.
 #[derive(Debug)]
 pub enum Admit {
-    Start { resume: Option<String> },
+    Start {
+        resume: Option<String>,
+    },
     Replay(Arc<Vec<u8>>),
+    /// The same request as a run this server knows that is still live,
+    /// or whose stream it did not keep: streamed from its record when
+    /// there is one, else refused (409) with this reason.
+    Recorded(String),
     Reject(u16, String),
 }
 
@@ -86,15 +92,15 @@ impl Book {
             }
             return match &r.outcome {
                 Outcome::Done(bytes) => Admit::Replay(bytes.clone()),
-                Outcome::Running => Admit::Reject(409, format!("run {:?} is still streaming", input.run_id)),
-                Outcome::NotRetained => Admit::Reject(
-                    409,
-                    format!("run {:?} finished but its stream was too long to keep for replay", input.run_id),
-                ),
-                Outcome::Cancelled => Admit::Reject(
-                    409,
-                    format!("run {:?} was cancelled when its client disconnected; use a new runId", input.run_id),
-                ),
+                Outcome::Running => Admit::Recorded(format!("run {:?} is still streaming", input.run_id)),
+                Outcome::NotRetained => Admit::Recorded(format!(
+                    "run {:?} finished but its stream was too long to keep for replay",
+                    input.run_id
+                )),
+                Outcome::Cancelled => Admit::Recorded(format!(
+                    "run {:?} was cancelled when its client disconnected; use a new runId",
+                    input.run_id
+                )),
             };
         }
         if self.threads.get(&input.thread_id).is_some_and(|t| t.busy) {
@@ -115,6 +121,11 @@ impl Book {
         let resume = t.session.clone();
         self.runs.insert(input.run_id.clone(), RunEntry { body: body.to_vec(), outcome: Outcome::Running });
         Admit::Start { resume }
+    }
+
+    /// Whether this server admitted a run with this runId (and still remembers it).
+    pub fn knows(&self, run_id: &str) -> bool {
+        self.runs.contains_key(run_id)
     }
 
     /// Frees a thread whose run has sent its terminal event (its last chunk
@@ -146,6 +157,39 @@ impl Book {
             }
         }
     }
+}
+
+/// What makes two requests the same run, durably (see
+/// [`crate::runs::record::request_digest`]).
+pub fn digest(input: &RunInput) -> String {
+    let resume: Vec<serde_json::Value> =
+        input.resume.iter().map(|e| serde_json::json!([e.interrupt_id, e.status, e.payload])).collect();
+    crate::runs::record::request_digest(&input.thread_id, &input.run_id, &input.prompt, &resume.into())
+}
+
+/// Starts the durable record of a run (`runs::record`) and records this
+/// server as its owner (`$HARNESS_HOME/sock/<runId>.owner.json`, removed
+/// when its end is journaled), so a server that starts after a crash finds
+/// the runs it left unfinished ([`crate::supervise::control::recover`]).
+pub fn start_record(
+    shared: &crate::serve::Shared,
+    agui_run_id: &str,
+    prompt: &str,
+    request: &str,
+) -> io::Result<crate::runs::record::Recorder> {
+    let home = &shared.cfg.harness_home;
+    let mut rec = crate::runs::record::Recorder::start(home, agui_run_id, shared.cfg.adapter.name(), prompt, request)?;
+    match crate::supervise::control::own(home, &rec.run_id) {
+        Ok(p) => rec.owned_by(p),
+        Err(e) => crate::cli::report(
+            crate::serve::BIN,
+            format!(
+                "record {}: cannot record this server as its owner: {e} (a crash would leave its status)",
+                rec.run_id
+            ),
+        ),
+    }
+    Ok(rec)
 }
 
 /// The response body of a run: the HTTP layer's [`Stream`], each frame
@@ -221,7 +265,7 @@ mod tests {
         assert!(matches!(book.admit(&i, b"A"), Admit::Start { resume: None }));
         let i2 = RunInput { run_id: "r2".into(), ..i.clone() };
         assert!(matches!(book.admit(&i2, b"B"), Admit::Reject(409, _)));
-        assert!(matches!(book.admit(&i, b"A"), Admit::Reject(409, _)));
+        assert!(matches!(book.admit(&i, b"A"), Admit::Recorded(_)));
         book.finish(&i, Some("s1".into()), Outcome::Done(Arc::new(b"x".to_vec())));
         assert!(matches!(book.admit(&i, b"A"), Admit::Replay(b) if b.as_slice() == b"x"));
         assert!(matches!(book.admit(&i, b"A2"), Admit::Reject(409, _)));

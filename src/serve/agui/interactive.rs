@@ -180,7 +180,9 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
     // Phase 1: the session exists, and what it printed meanwhile is streamed.
     let rx = {
         let mut st = lock(&th.st);
-        if let Err(why) = st.ensure_started(shared, &th.id, &input.run_id, &input.prompt) {
+        if let Err(why) =
+            st.ensure_started(shared, &th.id, &input.run_id, &input.prompt, &crate::serve::agui::common::digest(input))
+        {
             drop(st);
             return fail(run, format!("cannot start the agent's session: {why}"), "spawn_failed");
         }

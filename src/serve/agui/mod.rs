@@ -31,6 +31,7 @@ use std::net::TcpStream;
 pub mod batch;
 pub mod common;
 pub mod interactive;
+pub mod replay;
 
 pub use common::{Admit, Book, MAX_RETAINED, MAX_RUNS, MAX_RUN_BYTES};
 use common::{Body, Outcome};
@@ -172,8 +173,26 @@ pub fn post(
             return Close::Linger;
         }
     };
+    // A runId recorded before (by an earlier server on this home, or by
+    // this one and forgotten since) is never recorded again: replayed from
+    // its record for the same request, refused for another.
+    let known = shared.book.lock().unwrap_or_else(|e| e.into_inner()).knows(&input.run_id);
+    if !known && shared.cfg.record {
+        if let Some(rec) = crate::runs::record::recorded(&shared.cfg.harness_home, &input.run_id) {
+            return from_record(shared, stream, req, cors, &input, rec, false);
+        }
+    }
     let admit = shared.book.lock().unwrap_or_else(|e| e.into_inner()).admit(&input, body);
     match admit {
+        Admit::Recorded(m) => {
+            match crate::runs::record::recorded(&shared.cfg.harness_home, &input.run_id).filter(|_| shared.cfg.record) {
+                Some(rec) => from_record(shared, stream, req, cors, &input, rec, true),
+                None => {
+                    respond_error(stream, 409, cors, &m);
+                    Close::Linger
+                }
+            }
+        }
         Admit::Reject(code, m) => {
             respond_error(stream, code, cors, &m);
             Close::Linger
@@ -197,6 +216,37 @@ pub fn post(
             Close::Now
         }
     }
+}
+
+/// A request for a runId already recorded: its stream from the record when
+/// the request is the same (`follow`: the run is live here), else 409.
+fn from_record(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &RunInput,
+    rec: crate::runs::record::Recorded,
+    follow: bool,
+) -> Close {
+    let digest = common::digest(input);
+    let refused = match rec.request.as_deref() {
+        Some(d) if d == digest => None,
+        Some(_) => Some(format!(
+            "runId {:?} is already recorded (run {}) for a different request; a recorded run is never recorded again: use a new runId",
+            input.run_id, rec.run_id
+        )),
+        None => Some(format!(
+            "runId {:?} is already recorded (run {}) by an older version that kept no request digest, so this request cannot be told the same: use a new runId",
+            input.run_id, rec.run_id
+        )),
+    };
+    if let Some(m) = refused {
+        respond_error(stream, 409, cors, &m);
+        return Close::Linger;
+    }
+    replay::stream(shared, stream, req, cors, input, rec, follow);
+    Close::Now
 }
 
 /// Frees the run's thread even if streaming panicked (the connection's

@@ -107,13 +107,14 @@ impl State {
         thread: &str,
         run_id: &str,
         prompt: &str,
+        request: &str,
     ) -> Result<(), String> {
         self.last_used = Instant::now();
         if self.agent.is_some() {
             return Ok(());
         }
         if lock(&self.rec).is_none() {
-            *lock(&self.rec) = recorder(shared, thread, run_id, prompt);
+            *lock(&self.rec) = recorder(shared, thread, run_id, prompt, request);
             let id = lock(&self.rec).as_ref().map(|r| r.run_id.clone());
             if let Some(id) = id {
                 lock(&shared.sessions.by_record).insert(id.clone(), thread.to_string());
@@ -340,11 +341,11 @@ impl Sessions {
     }
 }
 
-fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str) -> Option<Recorder> {
+fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str, request: &str) -> Option<Recorder> {
     if !shared.cfg.record {
         return None;
     }
-    match Recorder::start(&shared.cfg.harness_home, run_id, shared.cfg.adapter.name(), prompt) {
+    match crate::serve::agui::common::start_record(shared, run_id, prompt, request) {
         Ok(r) => Some(r),
         Err(e) => {
             crate::cli::report(crate::serve::BIN, format!("cannot record the session of thread {thread:?}: {e}"));

@@ -1,0 +1,373 @@
+//! The run store after restarts and crashes, through the real binaries
+//! (issue 35, defects 1-5): a recorded runId is replayed or refused, never
+//! recorded again, by a server started again on the same home; a run a
+//! SIGKILLed server left waiting for an answer is journaled failed, with
+//! why, by the next server, and can be removed; registration refuses a
+//! slug another run owns and `runs rm` removes only a run's own files; a
+//! filter never misses a run whose files have the status, also after the
+//! run index could not be written (a full disk, a real tmpfs).
+
+use crate::support;
+use support::Server;
+
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("runwire-store-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// runwire-serve on `home` with `args` (its recorded runs replay the demo
+/// log at once unless `--demo`).
+fn serve(home: &Path, args: &[&str]) -> Server {
+    let mut cmd = Server::command();
+    cmd.args(args).env("HARNESS_HOME", home).env("RUNWIRE_REPLAY_DELAY_MS", "0").env_remove("SOURCE_DATE_EPOCH");
+    Server::spawn(cmd)
+}
+
+fn runs(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runs"))
+        .args(args)
+        .env("HARNESS_HOME", home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs runs")
+}
+
+fn body(thread: &str, run: &str, prompt: &str) -> String {
+    serde_json::json!({"threadId": thread, "runId": run, "messages": [{"id": "m1", "role": "user", "content": prompt}]})
+        .to_string()
+}
+
+/// One POST /agui: its status and its whole body.
+fn post(s: &Server, b: &str) -> (u16, String) {
+    let mut c = s.send("POST", "/agui", "Content-Type: application/json\r\n", b);
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).unwrap();
+    let r = support::server::Response::parse(&raw);
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// The AG-UI events of an SSE body, without their timestamps.
+fn events(sse: &str) -> Vec<Value> {
+    sse.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .map(|mut v| {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("timestamp");
+            }
+            v
+        })
+        .collect()
+}
+
+fn server_run_id(home: &Path, slug: &str) -> String {
+    let root = home.join("serve").display().to_string();
+    runwire::runs::registry::run_id(&root, &root, slug)
+}
+
+fn item(s: &Server, id: &str) -> Value {
+    let (st, v) = s.get("/runs");
+    assert_eq!(st, 200, "{v}");
+    v["runs"].as_array().unwrap().iter().find(|r| r["runId"] == id).cloned().unwrap_or(Value::Null)
+}
+
+fn until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Batch runs: a runId posted again after a restart is the same run: the
+/// same request gets its stream again from its record (the agent not run,
+/// the journal untouched), another request is refused 409; within one
+/// server's life the same, also once the server has forgotten the run.
+#[test]
+fn a_batch_run_id_is_replayed_or_refused_across_a_restart_never_recorded_again() {
+    let home = scratch("batch");
+    let id = server_run_id(&home, "agui-r1");
+    let journal = home.join("serve/runstate/agui-r1.jsonl");
+    let mut s = serve(&home, &[]);
+    let (st, first) = post(&s, &body("t1", "r1", "hello"));
+    assert_eq!(st, 200, "{first}");
+    assert!(first.contains("RUN_FINISHED"), "{first}");
+    let recorded = std::fs::read(&journal).unwrap();
+    let log = std::fs::read(home.join("serve/runstate/agui-r1.agent.log")).unwrap();
+    // Within the server's life: another request with the runId is refused.
+    let (st, e) = post(&s, &body("t1", "r1", "another prompt"));
+    assert_eq!(st, 409, "{e}");
+    assert_eq!(s.terminate(Duration::from_secs(10)).1, Some(0));
+
+    let s = serve(&home, &[]);
+    let (st, again) = post(&s, &body("t1", "r1", "hello"));
+    assert_eq!(st, 200, "{again}");
+    assert_eq!(events(&again), events(&first), "the same request after a restart: the recorded run's stream");
+    let (st, e) = post(&s, &body("t1", "r1", "another prompt"));
+    assert_eq!(st, 409, "{e}");
+    assert!(e.contains("already recorded") && e.contains(&id), "names the recorded run: {e}");
+    // Nothing was recorded again: the journal and the log are as they were.
+    assert_eq!(std::fs::read(&journal).unwrap(), recorded, "the journal is untouched");
+    assert_eq!(std::fs::read(home.join("serve/runstate/agui-r1.agent.log")).unwrap(), log);
+    assert_eq!(item(&s, &id)["status"], "done");
+    // A new runId is a new run.
+    let (st, other) = post(&s, &body("t1", "r2", "another prompt"));
+    assert_eq!(st, 200, "{other}");
+    assert!(home.join("serve/runstate/agui-r2.jsonl").is_file());
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Within one server's life, the same request for a run still streaming
+/// gets the run from its record: its log so far, then its new lines, to
+/// its end: the same events the first client gets.
+#[test]
+fn the_same_request_for_a_live_run_follows_it_from_its_log() {
+    let home = scratch("follow");
+    let mut cmd = Server::command();
+    cmd.env("HARNESS_HOME", &home).env("RUNWIRE_REPLAY_DELAY_MS", "40").env_remove("SOURCE_DATE_EPOCH");
+    let s = Server::spawn(cmd);
+    let req = body("t", "live", "hello");
+    let first = std::thread::scope(|sc| {
+        let a = sc.spawn(|| post(&s, &req));
+        // The run is recorded and streaming.
+        let log = home.join("serve/runstate/agui-live.agent.log");
+        until("the run's first lines", Duration::from_secs(10), || std::fs::metadata(&log).is_ok_and(|m| m.len() > 0));
+        let (st, second) = post(&s, &req);
+        assert_eq!(st, 200, "{second}");
+        let (st, first) = a.join().unwrap();
+        assert_eq!(st, 200);
+        assert_eq!(events(&second), events(&first), "the follower gets the run's events");
+        first
+    });
+    assert!(first.contains("RUN_FINISHED"));
+    // A name from outside never becomes a path: a runId that is not an id
+    // is recorded under a digest of it, inside the server's directory.
+    let (st, _) = post(&s, &body("t2", "../../escape", "hello"));
+    assert_eq!(st, 200);
+    let names: Vec<String> = std::fs::read_dir(home.join("serve/runstate"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.len() == "agui-".len() + 16 + ".jsonl".len() && n.ends_with(".jsonl")), "{names:?}");
+    assert!(!home.join("escape.jsonl").exists() && !home.join("serve/escape.jsonl").exists());
+    drop(s);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// The demo's interactive chat waits for an answer when its server is
+/// SIGKILLed: the next server on the home journals it failed, once, with
+/// why; the same request is replayed from its record, another refused;
+/// `runs rm` removes it.
+#[test]
+fn a_chat_left_waiting_by_a_killed_server_is_failed_by_the_next_and_can_be_removed() {
+    let home = scratch("chat");
+    let id = server_run_id(&home, "agui-c1");
+    let mut s = serve(&home, &["--demo"]);
+    let req = body("chat", "c1", "hello demo");
+    let (st, first) = post(&s, &req);
+    assert_eq!(st, 200, "{first}");
+    assert!(first.contains("\"interrupt\""), "the demo asks for an approval:\n{first}");
+    until("the run to need input", Duration::from_secs(10), || item(&s, &id)["status"] == "needs_input");
+    // The server owns the run (an owner record with its identity).
+    let owner = home.join("sock").join(format!("{id}.owner.json"));
+    let o: Value = serde_json::from_slice(&std::fs::read(&owner).unwrap()).unwrap();
+    assert_eq!(o["supervisor"]["pid"], s.pid());
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(s.pid()), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let _ = s.child.wait();
+    // Dead, the server's run still says needs_input in its files.
+    let out = runs(&home, &["show", &id]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("needs_input"), "{out:?}");
+
+    let s = serve(&home, &["--demo"]);
+    let it = item(&s, &id);
+    assert_eq!(it["status"], "failed", "{it}");
+    assert!(it["reason"].as_str().unwrap_or_default().contains("server stopped while waiting for an answer"), "{it}");
+    assert!(!owner.exists(), "the owner record goes once the run is journaled");
+    let journal = home.join("serve/runstate/agui-c1.jsonl");
+    let after = std::fs::read_to_string(&journal).unwrap();
+    assert_eq!(after.matches("server stopped while").count(), 1, "{after}");
+    // Same request: the record's stream, ending with the journaled reason; another: 409.
+    let (st, again) = post(&s, &req);
+    assert_eq!(st, 200, "{again}");
+    assert!(again.contains("RUN_ERROR") && again.contains("server stopped while waiting"), "{again}");
+    let (st, e) = post(&s, &body("chat", "c1", "something else"));
+    assert_eq!(st, 409, "{e}");
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), after, "never recorded again");
+    drop(s);
+    // A third start journals nothing more.
+    let s = serve(&home, &["--demo"]);
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), after, "recovered once");
+    drop(s);
+    let out = runs(&home, &["rm", &id]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!journal.exists() && !home.join("runs").join(format!("{id}.json")).exists());
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// `runs prune --chat` takes a crashed chat too, once a server has been
+/// started on the home again.
+#[test]
+fn a_crashed_chat_is_pruned_after_the_restart() {
+    let home = scratch("prune");
+    let id = server_run_id(&home, "agui-p1");
+    let s = serve(&home, &["--demo"]);
+    let (st, _) = post(&s, &body("p", "p1", "hello demo"));
+    assert_eq!(st, 200);
+    until("the run to need input", Duration::from_secs(10), || item(&s, &id)["status"] == "needs_input");
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(s.pid()), nix::sys::signal::Signal::SIGKILL).unwrap();
+    drop(s);
+    // Even before a server starts again: its owner is gone, so nobody will
+    // answer it, and it may be removed.
+    let out = runs(&home, &["rm", "--dry-run", &id]);
+    assert!(out.status.success(), "{out:?}");
+    let s = serve(&home, &["--demo"]);
+    assert_eq!(item(&s, &id)["status"], "failed");
+    drop(s);
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = runs(&home, &["prune", "--older-than", "1s", "--chat"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!home.join("runs").join(format!("{id}.json")).exists(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// `runs register` is a writer too: registering the same run again after
+/// its runner wrote records keeps them; registering a slug another run
+/// owns in that directory is refused (exit 2, naming the owner) and writes
+/// nothing; a run registered there by an older version is removed without
+/// the files it does not own.
+#[test]
+fn registration_keeps_records_refuses_an_owned_slug_and_rm_removes_only_owned_files() {
+    let home = scratch("owner");
+    let repo = scratch("owner-repo");
+    let rs = repo.join("runstate");
+    let reg = |slug: &str, root: &Path, dir: &Path| {
+        runs(
+            &home,
+            &[
+                "register",
+                "--slug",
+                slug,
+                "--repo-root",
+                root.to_str().unwrap(),
+                "--runstate-dir",
+                dir.to_str().unwrap(),
+            ],
+        )
+    };
+    let out = reg("feat", &repo, &rs);
+    assert!(out.status.success(), "{out:?}");
+    let line = r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"leased"}"#;
+    std::fs::write(rs.join("feat.jsonl"), format!("{line}\n")).unwrap();
+    let out = reg("feat", &repo, &rs);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(rs.join("feat.jsonl")).unwrap(), format!("{line}\n"), "kept");
+
+    // The server's run r3 owns agui-r3 in its runstate directory.
+    let s = serve(&home, &[]);
+    assert_eq!(post(&s, &body("t", "r3", "hello")).0, 200);
+    drop(s);
+    let owner = server_run_id(&home, "agui-r3");
+    let srv = home.join("serve/runstate");
+    let before: Vec<_> = std::fs::read_dir(&srv).unwrap().flatten().map(|e| e.file_name()).collect();
+    let pointers = std::fs::read_dir(home.join("runs")).unwrap().count();
+    let out = reg("agui-r3", &repo, &srv);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runs: ") && err.contains(&owner) && err.contains("already owned"), "{err}");
+    assert_eq!(std::fs::read_dir(home.join("runs")).unwrap().count(), pointers, "no pointer written");
+    // Another repository's slug in its own directory is its own.
+    assert!(reg("agui-r3", &repo, &rs).status.success());
+
+    // A pointer an older version let in, naming the server's files: `runs rm`
+    // takes its pointer and link, never the server run's files.
+    let foreign = runwire::runs::registry::run_id("/elsewhere", "/elsewhere", "agui-r3");
+    let p = serde_json::json!({"runId": foreign, "slug": "agui-r3", "repoRoot": "/elsewhere", "project": "x", "repo": "x",
+        "branch": null, "worktree": "/elsewhere", "runstateDir": srv.display().to_string(), "created": "2026-01-01T00:00:00.000Z"});
+    std::fs::write(home.join("runs").join(format!("{foreign}.json")), p.to_string()).unwrap();
+    let out = runs(&home, &["rm", &foreign]);
+    assert!(out.status.success(), "{out:?}");
+    let after: Vec<_> = std::fs::read_dir(&srv).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(after, before, "the server run's files stay");
+    let out = runs(&home, &["show", &owner]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("done"), "{out:?}");
+    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+/// A journal written while the run index could not be (its filesystem
+/// out of space: a real tmpfs with its inodes used up, so the index's lock
+/// cannot be made and the writer's row is never written): `runs list
+/// --status done`, with a limit or without, still lists the run its files
+/// say is done.
+#[test]
+#[cfg_attr(not(tool = "root"), ignore = "needs root, to mount a small tmpfs (CI runs as root)")]
+fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
+    support::need(&["root"]);
+    let base = scratch("enospc");
+    let home = base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let st =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs"]).arg(&home).status().unwrap();
+    assert!(st.success(), "mount a tmpfs");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(home.clone());
+    let repo = base.join("repo");
+    let rs = repo.join("runstate");
+    let out = runs(
+        &home,
+        &["register", "--slug", "w", "--repo-root", repo.to_str().unwrap(), "--runstate-dir", rs.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#;
+    std::fs::write(rs.join("w.plan.json"), plan).unwrap();
+    let rec = |state: &str| {
+        format!(
+            r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"{state}"}}"#
+        )
+    };
+    runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("leased").as_bytes()).unwrap();
+    runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
+    // Past the index's 2 s: a listing trusts the row it repairs from the files.
+    std::thread::sleep(Duration::from_millis(2200));
+    let list = |args: &[&str]| {
+        let out = runs(&home, &[&["list", "--page"], args].concat());
+        assert!(out.status.success(), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["runs"]
+            .as_array()
+            .map(|a| a.iter().map(|r| r["status"].as_str().unwrap().to_string()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert_eq!(list(&[]), ["running"]);
+    assert_eq!(list(&["--status", "running", "--limit", "5"]), ["running"]);
+    // The home's filesystem runs out of inodes (its lock made afresh, as
+    // after a cleanup); the journal (elsewhere) takes the run's end.
+    std::fs::remove_file(home.join("index/lock")).unwrap();
+    std::fs::create_dir(home.join("fill")).unwrap();
+    let mut n = 0;
+    while std::fs::File::create(home.join("fill").join(n.to_string())).is_ok() {
+        n += 1;
+    }
+    assert!(std::fs::File::create(home.join("index/lock")).is_err(), "no inode left");
+    runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("committed").as_bytes()).unwrap();
+    runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
+    assert_eq!(list(&["--status", "done", "--limit", "5"]), ["done"], "a page filtered by status");
+    assert_eq!(list(&["--status", "done"]), ["done"], "a full listing filtered by status");
+    assert!(list(&["--status", "running", "--limit", "5"]).is_empty());
+    drop(_u);
+    let _ = std::fs::remove_dir_all(&base);
+}
