@@ -1,0 +1,1128 @@
+//! `agui-check`: does a producer's stream follow AG-UI 1.0? A state object
+//! with no IO: feed it the stream's bytes (SSE or JSON lines) or its events,
+//! and it returns findings, each naming its rule ([`RULES`]) and where the
+//! rule comes from.
+//!
+//! The rules are the official ones, restated: the shapes of `@ag-ui/core`
+//! 1.0.0 (`schema`), the sequence checks of `@ag-ui/client` 1.0.0's
+//! `verifyEvents` (`src/verify/verify.ts`) and chunk expansion
+//! (`src/chunks/transform.ts`), and the MUSTs of the 1.0 specification pages
+//! that neither enforces (transport framing, truncation, interrupt ids,
+//! subagent announcement). A stream the official client rejects or warns
+//! about is a stream with findings; the labelled corpus in
+//! `conformance/producer-corpus/` holds agui-check to that.
+
+pub mod fetch;
+mod schema;
+
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+
+/// Where the official client gives up on one frame (`transform/sse.ts`,
+/// `MAX_BUFFER_SIZE`): the same cap bounds what agui-check holds of a frame
+/// or a line.
+pub const MAX_FRAME: usize = 10 * 1024 * 1024;
+
+/// Past this many ids tracked in one run, new ones are not recorded (memory
+/// stays bounded whatever the input); a finding says so once.
+const MAX_TRACKED: usize = 1_000_000;
+
+/// One rule: its id, where it comes from, and what it asks.
+pub struct Rule {
+    pub id: &'static str,
+    pub spec: &'static str,
+    pub what: &'static str,
+}
+
+const VERIFY: &str = "@ag-ui/client 1.0.0 verifyEvents (src/verify/verify.ts)";
+
+/// Every rule agui-check applies; `man/agui-check.1` lists the same.
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "framing.crlf",
+        spec: "AG-UI 1.0 spec, Transports: HTTP + SSE, Response (a producer MUST frame the stream with LF); @ag-ui/client 1.0.0 src/transform/sse.ts splits frames on \"\\n\\n\" only",
+        what: "a CR byte in an SSE stream",
+    },
+    Rule {
+        id: "framing.not-json",
+        spec: "AG-UI 1.0 spec, Transports: HTTP + SSE, Response (each data payload is exactly one protocol event as a JSON object); @ag-ui/client 1.0.0 src/transform/sse.ts (JSON.parse of a frame fails the run)",
+        what: "a frame's data (or a line of JSON lines) is not JSON",
+    },
+    Rule {
+        id: "framing.not-object",
+        spec: "AG-UI 1.0 spec, Transports: HTTP + SSE, Response (each data payload is exactly one protocol event as a JSON object)",
+        what: "a payload is JSON but not an object",
+    },
+    Rule {
+        id: "framing.too-large",
+        spec: "@ag-ui/client 1.0.0 src/transform/sse.ts (MAX_BUFFER_SIZE, 10 MiB: a longer frame fails the stream)",
+        what: "a frame or line over 10 MiB",
+    },
+    Rule {
+        id: "framing.unterminated",
+        spec: "WHATWG HTML, Server-sent events, Interpreting an event stream (an event is dispatched at a blank line; at the end of the stream an unfinished one is discarded)",
+        what: "the stream ends inside a frame (data lines with no blank line after them)",
+    },
+    Rule {
+        id: "framing.id",
+        spec: "WHATWG HTML, Server-sent events, Processing the field (an id containing U+0000 is ignored)",
+        what: "an id: field holding a NUL character",
+    },
+    Rule {
+        id: "schema.unknown-type",
+        spec: "@ag-ui/core 1.0.0 EventType; @ag-ui/client 1.0.0 src/enforce/enforce.ts (an unknown type is dropped with a warning) and src/middleware/compatibility-boundary.ts (THINKING_* translated with a warning); AG-UI 1.0 spec, Processing",
+        what: "an event type @ag-ui/core 1.0.0 does not define",
+    },
+    Rule {
+        id: "schema.field",
+        spec: "@ag-ui/core 1.0.0 EventSchemas (dist/schemas.mjs); @ag-ui/client 1.0.0 src/enforce/enforce.ts (a malformed known field is fatal); AG-UI 1.0 spec, The event model (absent means absent, never null)",
+        what: "a required field missing, or a field of the wrong type or value (null included)",
+    },
+    Rule {
+        id: "schema.unknown-key",
+        spec: "@ag-ui/core 1.0.0 EventSchemas; @ag-ui/client 1.0.0 src/enforce/strip.ts (an unknown key is stripped with a warning)",
+        what: "a key the event's (or a nested object's) schema does not name",
+    },
+    Rule {
+        id: "schema.unknown-member",
+        spec: "@ag-ui/core 1.0.0 EventSchemas (discriminated unions); @ag-ui/client 1.0.0 src/enforce/strip.ts (an unrecognised member is dropped with a warning); AG-UI 1.0 spec, Runs and Steps (a producer MUST NOT send an outcome value the schema does not describe)",
+        what: "an outcome, message role, content part or patch op the schema does not name",
+    },
+    Rule {
+        id: "run.first",
+        spec: "AG-UI 1.0 spec, Runs and Steps, The run (a stream MUST begin with RUN_STARTED or RUN_ERROR); VERIFY",
+        what: "the first event is neither RUN_STARTED nor RUN_ERROR",
+    },
+    Rule {
+        id: "run.after-close",
+        spec: "AG-UI 1.0 spec, Runs and Steps, After a run closes; VERIFY",
+        what: "an event after RUN_FINISHED other than RUN_STARTED or RUN_ERROR, or after RUN_ERROR other than RUN_STARTED",
+    },
+    Rule {
+        id: "run.nested",
+        spec: "AG-UI 1.0 spec, Runs and Steps, Several runs on one stream (a RUN_STARTED while a run is active is a violation); VERIFY",
+        what: "RUN_STARTED while a run is active",
+    },
+    Rule {
+        id: "run.open-at-finish",
+        spec: "AG-UI 1.0 spec, Runs and Steps (RUN_FINISHED requires everything the run opened to be closed), Subagents, Termination; VERIFY",
+        what: "RUN_FINISHED with a text message, tool call, reasoning message or span, step or subagent still open",
+    },
+    Rule {
+        id: "run.unterminated",
+        spec: "AG-UI 1.0 spec, Transports: HTTP + SSE (the producer closes the body after the last run's terminal event; a drop without one is a truncated run); runwire conformance/README.md check 4 (terminal)",
+        what: "the stream ends with a run still active, or with no run at all",
+    },
+    Rule {
+        id: "run.one-run",
+        spec: "runwire conformance/README.md check 4 (exactly one RUN_FINISHED or RUN_ERROR, and it is the last event): only with --one-run",
+        what: "more than one terminal event, or anything after the first one",
+    },
+    Rule {
+        id: "run.ids",
+        spec: "AG-UI 1.0 spec, Runs and Steps (RUN_FINISHED closes the run RUN_STARTED opened) and Transports: HTTP + SSE (the requested run comes last, after any replayed runs); runwire conformance/live.mjs",
+        what: "RUN_FINISHED names another threadId/runId than its RUN_STARTED; with --url, the last run is not the requested one",
+    },
+    Rule {
+        id: "text.pairing",
+        spec: "AG-UI 1.0 spec, Text messages and Streaming pattern; VERIFY (TEXT_MESSAGE_START/CONTENT/END)",
+        what: "TEXT_MESSAGE_START for an open id, or CONTENT/END for an id not open",
+    },
+    Rule {
+        id: "tool.pairing",
+        spec: "AG-UI 1.0 spec, Tool calls; VERIFY (TOOL_CALL_START/ARGS/END)",
+        what: "TOOL_CALL_START for an open id, or ARGS/END for an id not open",
+    },
+    Rule {
+        id: "reasoning.pairing",
+        spec: "AG-UI 1.0 spec, Reasoning; VERIFY (REASONING_START/END spans, REASONING_MESSAGE_START/CONTENT/END messages)",
+        what: "a reasoning span or message opened twice, or continued or closed while not open",
+    },
+    Rule {
+        id: "step.pairing",
+        spec: "AG-UI 1.0 spec, Runs and Steps, Steps, and Subagents, Ownership (steps are per owner); VERIFY",
+        what: "STEP_STARTED for a step its owner has open, or STEP_FINISHED for one its owner has not",
+    },
+    Rule {
+        id: "chunk.sequence",
+        spec: "AG-UI 1.0 spec, Streaming pattern (first chunks carry what opening requires; a conflicting continuation is fatal); @ag-ui/client 1.0.0 src/chunks/transform.ts",
+        what: "a first *_CHUNK without its id (or tool name), a continuation that contradicts its opener, or an ambiguous untagged chunk",
+    },
+    Rule {
+        id: "subagent.pairing",
+        spec: "AG-UI 1.0 spec, Subagents, Lifecycle and Nesting; VERIFY (SUBAGENT_STARTED/FINISHED/ERROR)",
+        what: "SUBAGENT_STARTED for an active or finished id or under a parent never started, or FINISHED/ERROR for an id not active",
+    },
+    Rule {
+        id: "subagent.owner",
+        spec: "AG-UI 1.0 spec, Subagents, Ownership (a continuation MUST agree with its opener; a tool call belongs to its message's owner); VERIFY",
+        what: "a subagentRunId that disagrees with the owner of the message, tool call, reasoning or activity it continues",
+    },
+    Rule {
+        id: "subagent.announce-late",
+        spec: "AG-UI 1.0 spec, Subagents, Lifecycle (an announced invocation MUST be announced before any event attributed to it)",
+        what: "SUBAGENT_STARTED after an event of the same run already carried its subagentRunId",
+    },
+    Rule {
+        id: "interrupt.id-unique",
+        spec: "AG-UI 1.0 spec, Interrupts and Resume, Interrupting (each interrupt's id MUST be unique within the run)",
+        what: "two interrupts of one RUN_FINISHED outcome with the same id",
+    },
+    Rule {
+        id: "http.response",
+        spec: "AG-UI 1.0 spec, Transports: HTTP + SSE, Response (a run that starts answers 200 with Content-Type: text/event-stream)",
+        what: "with --url: a status other than 200, or another Content-Type",
+    },
+    Rule {
+        id: "limit.tracking",
+        spec: "agui-check's own bound (memory stays bounded whatever the input)",
+        what: "over 1,000,000 ids tracked in one run: later ids go unchecked",
+    },
+];
+
+/// The rule named `id` (every id agui-check reports is in [`RULES`]).
+pub fn rule(id: &str) -> &'static Rule {
+    RULES.iter().find(|r| r.id == id).unwrap_or(&RULES[RULES.len() - 1])
+}
+
+/// One finding: which rule, at which event (1-based; `None` for the stream
+/// as a whole), the event's type when it has one, and what is wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub rule: &'static str,
+    pub index: Option<u64>,
+    pub event: Option<String>,
+    pub message: String,
+}
+
+impl Finding {
+    /// The finding as agui-check prints it: one JSON object.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "rule": self.rule,
+            "index": self.index,
+            "event": self.event,
+            "message": self.message,
+            "spec": rule(self.rule).spec.replace("VERIFY", VERIFY),
+        })
+    }
+}
+
+/// What the checker is told beyond the stream.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// runwire's stricter rule: exactly one run, its terminal event last.
+    pub one_run: bool,
+    /// The request's `(threadId, runId)` (`--url`): the last run must be it.
+    pub request: Option<(String, String)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Nothing yet.
+    Start,
+    Active,
+    Finished,
+    Errored,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Tool,
+    Reasoning,
+}
+
+/// An open `*_CHUNK` stream of one lane (an owner): what its opener said.
+struct Lane {
+    kind: Kind,
+    id: String,
+    role: Option<String>,
+    name: Option<String>,
+    parent: Option<String>,
+}
+
+type Owner = Option<String>;
+
+/// What one run has open and who owns what (`verify.ts` keeps the same, per run).
+#[derive(Default)]
+struct Run {
+    ids: Option<(String, String)>,
+    text: HashSet<String>,
+    tools: HashSet<String>,
+    spans: HashSet<String>,
+    reasoning: HashSet<String>,
+    own_message: HashMap<String, Owner>,
+    own_tool: HashMap<String, Owner>,
+    own_activity: HashMap<String, Owner>,
+    own_reasoning: HashMap<String, Owner>,
+    steps: HashMap<Owner, HashSet<String>>,
+    subagents: HashSet<String>,
+    closed_subagents: HashSet<String>,
+    tagged: HashSet<String>,
+    lanes: HashMap<Owner, Lane>,
+    tracked: usize,
+}
+
+/// The checker: events in, findings out.
+pub struct Checker {
+    opts: Options,
+    n: u64,
+    phase: Phase,
+    terminals: u64,
+    run: Run,
+    limit_reported: bool,
+    /// The `(threadId, runId)` of the last run started.
+    last_run: Option<(String, String)>,
+}
+
+fn s<'a>(ev: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
+    ev.get(k).and_then(Value::as_str)
+}
+
+fn owner_name(o: &Owner) -> String {
+    o.as_ref().map_or("(the parent agent)".to_string(), |s| format!("'{s}'"))
+}
+
+impl Checker {
+    pub fn new(opts: Options) -> Checker {
+        Checker { opts, n: 0, phase: Phase::Start, terminals: 0, run: Run::default(), limit_reported: false, last_run: None }
+    }
+
+    /// Events seen so far.
+    pub fn events(&self) -> u64 {
+        self.n
+    }
+
+    fn at(&self, rule: &'static str, ty: Option<&str>, message: String) -> Finding {
+        Finding { rule, index: Some(self.n), event: ty.map(str::to_string), message }
+    }
+
+    /// A payload that could not be read as an event (framing findings count
+    /// it as an event of the stream, so indexes stay those of the frames).
+    pub fn unreadable(&mut self, rule: &'static str, message: String) -> Finding {
+        self.n += 1;
+        self.at(rule, None, message)
+    }
+
+    /// One payload's bytes: parsed, then checked as [`Checker::event`] does.
+    pub fn payload(&mut self, bytes: &[u8]) -> Vec<Finding> {
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(v) => self.event(&v),
+            Err(e) => vec![self.unreadable("framing.not-json", format!("not JSON: {e}"))],
+        }
+    }
+
+    /// One event.
+    pub fn event(&mut self, v: &Value) -> Vec<Finding> {
+        let Some(ev) = v.as_object() else {
+            let what = match v {
+                Value::Null => "null",
+                Value::Array(_) => "an array",
+                _ => "not an object",
+            };
+            return vec![self.unreadable("framing.not-object", format!("the payload is {what}, not an event object"))];
+        };
+        self.n += 1;
+        let mut out = Vec::new();
+        let ty = s(ev, "type").map(str::to_string);
+        let problems = schema::check_event(ev);
+        let fatal = problems.iter().any(|p| p.rule != "schema.unknown-key");
+        for p in problems {
+            out.push(self.at(p.rule, ty.as_deref(), p.message));
+        }
+        if fatal {
+            // The client fails the run (a malformed field) or drops the event
+            // (an unknown type): either way it never reaches the sequence checks.
+            return out;
+        }
+        let ty = ty.unwrap_or_default();
+        self.expand(&ty, ev, &mut out);
+        out
+    }
+
+    /// Chunk expansion (`chunks/transform.ts`), then the sequence checks.
+    fn expand(&mut self, ty: &str, ev: &Map<String, Value>, out: &mut Vec<Finding>) {
+        let tag = s(ev, "subagentRunId").map(str::to_string);
+        match ty {
+            "TEXT_MESSAGE_CHUNK" => return self.chunk(Kind::Text, ty, ev, tag, out),
+            "TOOL_CALL_CHUNK" => return self.chunk(Kind::Tool, ty, ev, tag, out),
+            "REASONING_MESSAGE_CHUNK" => return self.chunk(Kind::Reasoning, ty, ev, tag, out),
+            "RUN_STARTED" | "RUN_FINISHED" | "RUN_ERROR" | "MESSAGES_SNAPSHOT" => {
+                let lanes: Vec<Owner> = self.run.lanes.keys().cloned().collect();
+                for l in lanes {
+                    self.close_lane(&l, out);
+                }
+            }
+            "RAW" | "ACTIVITY_SNAPSHOT" | "ACTIVITY_DELTA" | "REASONING_ENCRYPTED_VALUE" | "SUBAGENT_STARTED" => {}
+            "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                if let Some(t) = &tag {
+                    self.close_lane(&Some(t.clone()), out);
+                }
+            }
+            _ => self.close_lane(&tag, out),
+        }
+        self.sequence(ty, ev, out);
+    }
+
+    fn close_lane(&mut self, lane: &Owner, out: &mut Vec<Finding>) {
+        let Some(l) = self.run.lanes.remove(lane) else { return };
+        let (ty, key) = match l.kind {
+            Kind::Text => ("TEXT_MESSAGE_END", "messageId"),
+            Kind::Tool => ("TOOL_CALL_END", "toolCallId"),
+            Kind::Reasoning => ("REASONING_MESSAGE_END", "messageId"),
+        };
+        let mut m = Map::new();
+        m.insert("type".into(), ty.into());
+        m.insert(key.into(), l.id.into());
+        if let Some(t) = lane {
+            m.insert("subagentRunId".into(), t.clone().into());
+        }
+        self.sequence(ty, &m, out);
+    }
+
+    /// Which lane a chunk continues (`transform.ts`'s owner resolution).
+    fn lane_of(&self, kind: Kind, id: Option<&str>, tag: &Owner, ty: &str) -> Result<Owner, String> {
+        if let Some(id) = id {
+            if let Some((owner, _)) = self.run.lanes.iter().find(|(_, l)| l.kind == kind && l.id == id) {
+                if tag.is_some() && tag != owner {
+                    return Err(format!(
+                        "{ty} continues '{id}' with subagentRunId {}, but its open stream belongs to {}",
+                        owner_name(tag),
+                        owner_name(owner)
+                    ));
+                }
+                return Ok(owner.clone());
+            }
+            return Ok(tag.clone());
+        }
+        if tag.is_some() {
+            return Ok(tag.clone());
+        }
+        if self.run.lanes.get(&None).is_some_and(|l| l.kind == kind) {
+            return Ok(None);
+        }
+        let open: Vec<&Owner> = self.run.lanes.iter().filter(|(_, l)| l.kind == kind).map(|(o, _)| o).collect();
+        match open.as_slice() {
+            [] => Ok(None),
+            [one] => Ok((*one).clone()),
+            more => Err(format!("{ty} carries neither an id nor a subagentRunId, but {} lanes have one open", more.len())),
+        }
+    }
+
+    fn chunk(&mut self, kind: Kind, ty: &str, ev: &Map<String, Value>, tag: Owner, out: &mut Vec<Finding>) {
+        let id_key = if kind == Kind::Tool { "toolCallId" } else { "messageId" };
+        let id = s(ev, id_key).map(str::to_string);
+        let lane = match self.lane_of(kind, id.as_deref(), &tag, ty) {
+            Ok(l) => l,
+            Err(m) => return out.push(self.at("chunk.sequence", Some(ty), m)),
+        };
+        let continues = self.run.lanes.get(&lane).is_some_and(|l| l.kind == kind && id.as_ref().map_or(true, |i| *i == l.id));
+        let (open_ty, content_ty) = match kind {
+            Kind::Text => ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"),
+            Kind::Tool => ("TOOL_CALL_START", "TOOL_CALL_ARGS"),
+            Kind::Reasoning => ("REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT"),
+        };
+        let lane_id;
+        if continues {
+            let l = &self.run.lanes[&lane];
+            lane_id = l.id.clone();
+            let checks: &[(&str, &Option<String>)] = match kind {
+                Kind::Text => &[("role", &l.role), ("name", &l.name)],
+                Kind::Tool => &[("toolCallName", &l.name), ("parentMessageId", &l.parent)],
+                Kind::Reasoning => &[],
+            };
+            for (field, was) in checks {
+                if let Some(now) = s(ev, field) {
+                    if was.as_deref() != Some(now) {
+                        let m = format!(
+                            "{ty} '{lane_id}' says {field} {now:?}, but its open stream's {field} is {}",
+                            was.as_ref().map_or("absent".to_string(), |w| format!("{w:?}"))
+                        );
+                        return out.push(self.at("chunk.sequence", Some(ty), m));
+                    }
+                }
+            }
+        } else {
+            self.close_lane(&lane, out);
+            let Some(new_id) = id else {
+                return out.push(self.at("chunk.sequence", Some(ty), format!("the first {ty} of a stream must have a {id_key}")));
+            };
+            let name_key = if kind == Kind::Tool { "toolCallName" } else { "name" };
+            if kind == Kind::Tool && s(ev, name_key).is_none() {
+                return out.push(self.at("chunk.sequence", Some(ty), format!("the first {ty} must have a toolCallName")));
+            }
+            let role = match kind {
+                Kind::Text => Some(s(ev, "role").unwrap_or("assistant").to_string()),
+                Kind::Reasoning => Some("reasoning".to_string()),
+                Kind::Tool => None,
+            };
+            let l = Lane {
+                kind,
+                id: new_id.clone(),
+                role: role.clone(),
+                name: s(ev, name_key).map(str::to_string),
+                parent: s(ev, "parentMessageId").map(str::to_string),
+            };
+            let mut m = Map::new();
+            m.insert("type".into(), open_ty.into());
+            m.insert(id_key.into(), new_id.clone().into());
+            if let Some(r) = role {
+                m.insert("role".into(), r.into());
+            }
+            if let Some(n) = &l.name {
+                m.insert(name_key.into(), n.clone().into());
+            }
+            if let Some(p) = &l.parent {
+                m.insert("parentMessageId".into(), p.clone().into());
+            }
+            if let Some(t) = &tag {
+                m.insert("subagentRunId".into(), t.clone().into());
+            }
+            self.run.lanes.insert(lane.clone(), l);
+            lane_id = new_id;
+            self.sequence(open_ty, &m, out);
+        }
+        if ev.contains_key("delta") || ev.contains_key("rawEvent") {
+            let mut m = Map::new();
+            m.insert("type".into(), content_ty.into());
+            m.insert(id_key.into(), lane_id.into());
+            m.insert("delta".into(), s(ev, "delta").unwrap_or("").into());
+            if let Some(t) = &tag {
+                m.insert("subagentRunId".into(), t.clone().into());
+            }
+            self.sequence(content_ty, &m, out);
+        }
+    }
+
+    fn track(&mut self, out: &mut Vec<Finding>, ty: &str) -> bool {
+        self.run.tracked += 1;
+        if self.run.tracked <= MAX_TRACKED {
+            return true;
+        }
+        if !self.limit_reported {
+            self.limit_reported = true;
+            out.push(self.at("limit.tracking", Some(ty), format!("over {MAX_TRACKED} ids in one run: later ids go unchecked")));
+        }
+        false
+    }
+
+    fn tag_error(&self, ty: &str, tag: &Owner, owner: Option<&Owner>, what: &str, id: &str) -> Option<Finding> {
+        let owner = owner?;
+        (tag.is_some() && tag != owner).then(|| {
+            self.at(
+                "subagent.owner",
+                Some(ty),
+                format!("subagentRunId {} does not match the {what} '{id}' opener's {}", owner_name(tag), owner_name(owner)),
+            )
+        })
+    }
+
+    fn seed_owners(&mut self, messages: Option<&Value>, authoritative: bool, out: &mut Vec<Finding>, ty: &str) {
+        let Some(msgs) = messages.and_then(Value::as_array) else { return };
+        for m in msgs {
+            let Some(id) = m.get("id").and_then(Value::as_str) else { continue };
+            let owner: Owner = m.get("subagentRunId").and_then(Value::as_str).map(str::to_string);
+            if !self.track(out, ty) {
+                return;
+            }
+            let bucket = match m.get("role").and_then(Value::as_str) {
+                Some("reasoning") => &mut self.run.own_reasoning,
+                Some("activity") => &mut self.run.own_activity,
+                _ => &mut self.run.own_message,
+            };
+            if authoritative || !bucket.contains_key(id) {
+                bucket.insert(id.to_string(), owner.clone());
+            }
+            for tc in m.get("toolCalls").and_then(Value::as_array).into_iter().flatten() {
+                if let Some(tid) = tc.get("id").and_then(Value::as_str) {
+                    if authoritative || !self.run.own_tool.contains_key(tid) {
+                        self.run.own_tool.insert(tid.to_string(), owner.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sequence checks of `verifyEvents`, plus the spec's own, for one
+    /// (schema-valid, chunk-expanded) event.
+    fn sequence(&mut self, ty: &str, ev: &Map<String, Value>, out: &mut Vec<Finding>) {
+        let at = |c: &Checker, rule, m: String| c.at(rule, Some(ty), m);
+        // The run lifecycle first, as verify.ts orders it.
+        if self.phase == Phase::Errored && ty != "RUN_STARTED" {
+            return out.push(at(self, "run.after-close", format!("{ty} after RUN_ERROR: only RUN_STARTED may follow it")));
+        }
+        if self.phase == Phase::Finished && ty != "RUN_STARTED" && ty != "RUN_ERROR" {
+            return out.push(at(
+                self,
+                "run.after-close",
+                format!("{ty} after RUN_FINISHED: only RUN_STARTED (a new run) or a late RUN_ERROR may follow it"),
+            ));
+        }
+        if self.phase == Phase::Start && ty != "RUN_STARTED" && ty != "RUN_ERROR" {
+            out.push(at(self, "run.first", format!("the stream begins with {ty}, not RUN_STARTED or RUN_ERROR")));
+            // Read on as if a run had started, to check what follows.
+            self.phase = Phase::Active;
+        }
+        if self.opts.one_run && self.terminals > 0 {
+            out.push(at(self, "run.one-run", format!("{ty} after the run's terminal event: --one-run allows one run, its terminal last")));
+        }
+        let tag: Owner = s(ev, "subagentRunId").map(str::to_string);
+        if let Some(t) = &tag {
+            if !matches!(ty, "SUBAGENT_STARTED" | "SUBAGENT_FINISHED" | "SUBAGENT_ERROR") && self.run.tagged.len() < MAX_TRACKED {
+                self.run.tagged.insert(t.clone());
+            }
+        }
+        let id = |k: &str| s(ev, k).unwrap_or_default().to_string();
+        match ty {
+            "RUN_STARTED" => {
+                if self.phase == Phase::Active {
+                    return out.push(at(self, "run.nested", "RUN_STARTED while a run is active".into()));
+                }
+                self.run = Run::default();
+                self.phase = Phase::Active;
+                let ids = (id("threadId"), id("runId"));
+                self.run.ids = Some(ids.clone());
+                self.last_run = Some(ids);
+                let input = ev.get("input").and_then(|i| i.get("messages"));
+                self.seed_owners(input, false, out, ty);
+            }
+            "RUN_FINISHED" => {
+                let mut open = Vec::new();
+                let mut steps: Vec<String> = Vec::new();
+                for (o, names) in &self.run.steps {
+                    for n in names {
+                        steps.push(match o {
+                            Some(o) => format!("{n} (subagent '{o}')"),
+                            None => n.clone(),
+                        });
+                    }
+                }
+                let list = |set: &HashSet<String>| {
+                    let mut v: Vec<&str> = set.iter().map(String::as_str).collect();
+                    v.sort_unstable();
+                    v.join(", ")
+                };
+                steps.sort();
+                for (what, names) in [
+                    ("steps", steps.join(", ")),
+                    ("text messages", list(&self.run.text)),
+                    ("reasoning messages", list(&self.run.reasoning)),
+                    ("reasoning spans", list(&self.run.spans)),
+                    ("tool calls", list(&self.run.tools)),
+                    ("subagents", list(&self.run.subagents)),
+                ] {
+                    if !names.is_empty() {
+                        open.push(format!("{what} {names}"));
+                    }
+                }
+                if !open.is_empty() {
+                    out.push(at(self, "run.open-at-finish", format!("RUN_FINISHED while still active: {}", open.join("; "))));
+                }
+                let ids = (id("threadId"), id("runId"));
+                if let Some(started) = &self.run.ids {
+                    if *started != ids {
+                        out.push(at(
+                            self,
+                            "run.ids",
+                            format!(
+                                "RUN_FINISHED names thread {:?} run {:?}, but the run started as thread {:?} run {:?}",
+                                ids.0, ids.1, started.0, started.1
+                            ),
+                        ));
+                    }
+                }
+                if let Some(ints) = ev.get("outcome").and_then(|o| o.get("interrupts")).and_then(Value::as_array) {
+                    let mut seen = HashSet::new();
+                    for i in ints {
+                        if let Some(iid) = i.get("id").and_then(Value::as_str) {
+                            if !seen.insert(iid) {
+                                out.push(at(self, "interrupt.id-unique", format!("interrupt id {iid:?} appears twice in the run's outcome")));
+                            }
+                        }
+                    }
+                }
+                self.phase = Phase::Finished;
+                self.terminals += 1;
+            }
+            "RUN_ERROR" => {
+                self.phase = Phase::Errored;
+                self.terminals += 1;
+            }
+            "TEXT_MESSAGE_START" => {
+                let mid = id("messageId");
+                if self.run.text.contains(&mid) {
+                    return out.push(at(self, "text.pairing", format!("TEXT_MESSAGE_START for '{mid}', a text message already open")));
+                }
+                let existing = self.run.own_message.get(&mid).cloned();
+                if let Some(f) = self.tag_error(ty, &tag, existing.as_ref(), "message", &mid) {
+                    return out.push(f);
+                }
+                if self.track(out, ty) {
+                    self.run.text.insert(mid.clone());
+                    if existing.is_none() {
+                        self.run.own_message.insert(mid, tag);
+                    }
+                }
+            }
+            "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" => {
+                let mid = id("messageId");
+                if !self.run.text.contains(&mid) && self.run.tracked <= MAX_TRACKED {
+                    return out.push(at(self, "text.pairing", format!("{ty} for '{mid}', no text message open under that id")));
+                }
+                if let Some(f) = self.tag_error(ty, &tag, self.run.own_message.get(&mid), "message", &mid) {
+                    return out.push(f);
+                }
+                if ty == "TEXT_MESSAGE_END" {
+                    self.run.text.remove(&mid);
+                }
+            }
+            "TOOL_CALL_START" => {
+                let tid = id("toolCallId");
+                if self.run.tools.contains(&tid) {
+                    return out.push(at(self, "tool.pairing", format!("TOOL_CALL_START for '{tid}', a tool call already open")));
+                }
+                let mut inherited: Option<Owner> = None;
+                if let Some(parent) = s(ev, "parentMessageId") {
+                    if let Some(po) = self.run.own_message.get(parent) {
+                        if tag.is_some() && tag != *po {
+                            let m = format!(
+                                "TOOL_CALL_START '{tid}' has subagentRunId {}, but its parent message '{parent}' belongs to {}",
+                                owner_name(&tag),
+                                owner_name(po)
+                            );
+                            return out.push(at(self, "subagent.owner", m));
+                        }
+                        inherited = Some(po.clone());
+                    }
+                }
+                let existing = self.run.own_tool.get(&tid).cloned();
+                if let Some(ex) = &existing {
+                    if let Some(f) = self.tag_error(ty, &tag, Some(ex), "tool call", &tid) {
+                        return out.push(f);
+                    }
+                    if tag.is_none() && inherited.as_ref().is_some_and(|i| i != ex) {
+                        let m = format!("tool call '{tid}' belongs to {} but its parent message to another owner", owner_name(ex));
+                        return out.push(at(self, "subagent.owner", m));
+                    }
+                }
+                if self.track(out, ty) {
+                    self.run.tools.insert(tid.clone());
+                    if existing.is_none() {
+                        let o = if tag.is_some() { tag } else { inherited.unwrap_or(None) };
+                        self.run.own_tool.insert(tid, o);
+                    }
+                }
+            }
+            "TOOL_CALL_ARGS" | "TOOL_CALL_END" => {
+                let tid = id("toolCallId");
+                if !self.run.tools.contains(&tid) && self.run.tracked <= MAX_TRACKED {
+                    return out.push(at(self, "tool.pairing", format!("{ty} for '{tid}', no tool call open under that id")));
+                }
+                if let Some(f) = self.tag_error(ty, &tag, self.run.own_tool.get(&tid), "tool call", &tid) {
+                    return out.push(f);
+                }
+                if ty == "TOOL_CALL_END" {
+                    self.run.tools.remove(&tid);
+                }
+            }
+            "TOOL_CALL_RESULT" => {
+                if self.track(out, ty) {
+                    self.run.own_message.insert(id("messageId"), tag);
+                }
+            }
+            "STEP_STARTED" => {
+                let name = id("stepName");
+                if self.run.steps.get(&tag).is_some_and(|n| n.contains(&name)) {
+                    return out.push(at(self, "step.pairing", format!("step {name:?} is already open for {}", owner_name(&tag))));
+                }
+                if self.track(out, ty) {
+                    self.run.steps.entry(tag).or_default().insert(name);
+                }
+            }
+            "STEP_FINISHED" => {
+                let name = id("stepName");
+                if !self.run.steps.get_mut(&tag).is_some_and(|n| n.remove(&name)) {
+                    let other = self.run.steps.iter().find(|(o, n)| **o != tag && n.contains(&name)).map(|(o, _)| o.clone());
+                    let m = match other {
+                        Some(o) => format!(
+                            "STEP_FINISHED for {name:?} attributed to {}, but the step is open under {}: a step is finished by whoever started it",
+                            owner_name(&tag),
+                            owner_name(&o)
+                        ),
+                        None => format!("STEP_FINISHED for {name:?}, a step that was not started"),
+                    };
+                    return out.push(at(self, "step.pairing", m));
+                }
+            }
+            "ACTIVITY_SNAPSHOT" => {
+                let mid = id("messageId");
+                let new = !self.run.own_activity.contains_key(&mid);
+                if (new || ev.get("replace") != Some(&Value::Bool(false))) && self.track(out, ty) {
+                    self.run.own_activity.insert(mid, tag);
+                }
+            }
+            "ACTIVITY_DELTA" => {
+                let mid = id("messageId");
+                if let Some(f) = self.tag_error(ty, &tag, self.run.own_activity.get(&mid), "activity", &mid) {
+                    out.push(f);
+                }
+            }
+            "REASONING_START" | "REASONING_MESSAGE_START" => {
+                let mid = id("messageId");
+                let span = ty == "REASONING_START";
+                let open = if span { &self.run.spans } else { &self.run.reasoning };
+                if open.contains(&mid) {
+                    let what = if span { "reasoning span" } else { "reasoning message" };
+                    return out.push(at(self, "reasoning.pairing", format!("{ty} for '{mid}', a {what} already open")));
+                }
+                let existing = self.run.own_reasoning.get(&mid).cloned();
+                if let Some(f) = self.tag_error(ty, &tag, existing.as_ref(), "reasoning message", &mid) {
+                    return out.push(f);
+                }
+                if self.track(out, ty) {
+                    if span { &mut self.run.spans } else { &mut self.run.reasoning }.insert(mid.clone());
+                    if existing.is_none() {
+                        self.run.own_reasoning.insert(mid, tag);
+                    }
+                }
+            }
+            "REASONING_MESSAGE_CONTENT" | "REASONING_MESSAGE_END" | "REASONING_END" => {
+                let mid = id("messageId");
+                let span = ty == "REASONING_END";
+                let open = if span { &self.run.spans } else { &self.run.reasoning };
+                if !open.contains(&mid) && self.run.tracked <= MAX_TRACKED {
+                    let what = if span { "reasoning span" } else { "reasoning message" };
+                    return out.push(at(self, "reasoning.pairing", format!("{ty} for '{mid}', no {what} open under that id")));
+                }
+                if let Some(f) = self.tag_error(ty, &tag, self.run.own_reasoning.get(&mid), "reasoning message", &mid) {
+                    return out.push(f);
+                }
+                if ty != "REASONING_MESSAGE_CONTENT" {
+                    if span { &mut self.run.spans } else { &mut self.run.reasoning }.remove(&mid);
+                }
+            }
+            "REASONING_ENCRYPTED_VALUE" => {
+                let eid = id("entityId");
+                let owner = match s(ev, "subtype") {
+                    Some("tool-call") => self.run.own_tool.get(&eid),
+                    _ => self.run.own_message.get(&eid).or_else(|| self.run.own_reasoning.get(&eid)),
+                };
+                if let Some(f) = self.tag_error(ty, &tag, owner, "entity", &eid) {
+                    out.push(f);
+                }
+            }
+            "SUBAGENT_STARTED" => {
+                let sid = id("subagentRunId");
+                if self.run.subagents.contains(&sid) {
+                    return out.push(at(self, "subagent.pairing", format!("SUBAGENT_STARTED for '{sid}', a subagent already active")));
+                }
+                if self.run.closed_subagents.contains(&sid) {
+                    return out.push(at(
+                        self,
+                        "subagent.pairing",
+                        format!("SUBAGENT_STARTED for '{sid}', which already finished in this run: ids are per invocation"),
+                    ));
+                }
+                if let Some(p) = s(ev, "parentSubagentRunId") {
+                    if !self.run.subagents.contains(p) && !self.run.closed_subagents.contains(p) {
+                        return out.push(at(
+                            self,
+                            "subagent.pairing",
+                            format!("SUBAGENT_STARTED '{sid}' names parentSubagentRunId '{p}', not started in this run"),
+                        ));
+                    }
+                }
+                if self.run.tagged.contains(&sid) {
+                    out.push(at(
+                        self,
+                        "subagent.announce-late",
+                        format!("SUBAGENT_STARTED for '{sid}' after events already attributed to it"),
+                    ));
+                }
+                if self.track(out, ty) {
+                    self.run.subagents.insert(sid);
+                }
+            }
+            "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
+                let sid = id("subagentRunId");
+                if !self.run.subagents.remove(&sid) {
+                    return out.push(at(self, "subagent.pairing", format!("{ty} for '{sid}', no subagent active under that id")));
+                }
+                self.run.closed_subagents.insert(sid);
+            }
+            "MESSAGES_SNAPSHOT" => self.seed_owners(ev.get("messages"), true, out, ty),
+            _ => {}
+        }
+    }
+
+    /// The end of the stream: closes what chunk streams left open (as the
+    /// client does) and reports a run that never ended.
+    pub fn finish(&mut self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        let lanes: Vec<Owner> = self.run.lanes.keys().cloned().collect();
+        for l in lanes {
+            self.close_lane(&l, &mut out);
+        }
+        let end = |rule, m: String| Finding { rule, index: None, event: None, message: m };
+        match self.phase {
+            Phase::Start => out.push(end("run.unterminated", "the stream holds no event".into())),
+            Phase::Active => out.push(end(
+                "run.unterminated",
+                "the stream ends with its run still active (no RUN_FINISHED or RUN_ERROR): a truncated run".into(),
+            )),
+            _ => {}
+        }
+        if let (Some(want), Some(last)) = (&self.opts.request, &self.last_run) {
+            if want != last {
+                out.push(end(
+                    "run.ids",
+                    format!(
+                        "the last run is thread {:?} run {:?}, not the requested thread {:?} run {:?}",
+                        last.0, last.1, want.0, want.1
+                    ),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// How the input is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Sse,
+    Jsonl,
+}
+
+/// A whole input, bytes in as they come: SSE frames or JSON lines (told, or
+/// read off the first non-blank byte: `{` is JSON lines), checked as they
+/// complete. Holds at most one frame or line ([`MAX_FRAME`]).
+pub struct Stream {
+    format: Option<Format>,
+    checker: Checker,
+    line: Vec<u8>,
+    /// The line in hand is over the cap: skip to its end.
+    skipping: bool,
+    /// The SSE frame's data lines so far, joined with LF.
+    data: Vec<u8>,
+    has_data: bool,
+    frame_too_large: bool,
+    cr_reported: bool,
+    prev_cr: bool,
+}
+
+impl Stream {
+    pub fn new(format: Option<Format>, opts: Options) -> Stream {
+        Stream {
+            format,
+            checker: Checker::new(opts),
+            line: Vec::new(),
+            skipping: false,
+            data: Vec::new(),
+            has_data: false,
+            frame_too_large: false,
+            cr_reported: false,
+            prev_cr: false,
+        }
+    }
+
+    /// The checker (for its event count).
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// More bytes of the input; the findings they complete.
+    pub fn feed(&mut self, mut bytes: &[u8]) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if self.format.is_none() {
+            let Some(first) = bytes.iter().position(|b| !b.is_ascii_whitespace()) else {
+                // Whitespace only so far: SSE blank lines or empty JSON lines alike.
+                return out;
+            };
+            self.format = Some(if bytes[first] == b'{' { Format::Jsonl } else { Format::Sse });
+        }
+        while !bytes.is_empty() {
+            // SSE ends a line at LF, CR or CRLF; JSON lines at LF (a CR before it is dropped).
+            let sse = self.format == Some(Format::Sse);
+            let end = bytes.iter().position(|&b| b == b'\n' || (sse && b == b'\r'));
+            let (chunk, rest, done) = match end {
+                Some(i) => (&bytes[..i], &bytes[i + 1..], Some(bytes[i])),
+                None => (bytes, &b""[..], None),
+            };
+            if sse && (done == Some(b'\r') || (chunk.is_empty() && done == Some(b'\n') && self.prev_cr)) && !self.cr_reported {
+                self.cr_reported = true;
+                let f = Finding {
+                    rule: "framing.crlf",
+                    index: Some(self.checker.events() + 1),
+                    event: None,
+                    message: "a CR byte in the stream: AG-UI's SSE binding frames with LF only".into(),
+                };
+                out.push(f);
+            }
+            if !self.skipping {
+                if self.line.len() + chunk.len() > MAX_FRAME {
+                    self.skipping = true;
+                    self.line.clear();
+                } else {
+                    self.line.extend_from_slice(chunk);
+                }
+            }
+            bytes = rest;
+            if let Some(b) = done {
+                // An LF right after a CR ends nothing: CRLF is one line end.
+                let crlf_tail = b == b'\n' && self.prev_cr && chunk.is_empty();
+                self.prev_cr = b == b'\r';
+                if crlf_tail {
+                    continue;
+                }
+                let line = std::mem::take(&mut self.line);
+                let too_long = std::mem::replace(&mut self.skipping, false);
+                self.line_done(&line, too_long, &mut out);
+            } else {
+                self.prev_cr = false;
+            }
+        }
+        out
+    }
+
+    fn line_done(&mut self, line: &[u8], too_long: bool, out: &mut Vec<Finding>) {
+        if self.format == Some(Format::Jsonl) {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if too_long {
+                out.push(self.checker.unreadable("framing.too-large", format!("a line over {MAX_FRAME} bytes")));
+            } else if !line.iter().all(u8::is_ascii_whitespace) {
+                out.extend(self.checker.payload(line));
+            }
+            return;
+        }
+        if line.is_empty() && !too_long {
+            return self.dispatch(out);
+        }
+        if too_long {
+            self.frame_too_large = true;
+            return;
+        }
+        if line.first() == Some(&b':') {
+            return;
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.has_data = true;
+                if self.data.len() + value.len() > MAX_FRAME {
+                    self.frame_too_large = true;
+                    self.data.clear();
+                } else if !self.frame_too_large {
+                    self.data.extend_from_slice(value);
+                }
+            }
+            b"id" if value.contains(&0) => out.push(Finding {
+                rule: "framing.id",
+                index: Some(self.checker.events() + 1),
+                event: None,
+                message: "an id: field holding NUL: EventSource ignores it, so a reconnecting client would not resume from it".into(),
+            }),
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<Finding>) {
+        if std::mem::replace(&mut self.frame_too_large, false) {
+            out.push(self.checker.unreadable("framing.too-large", format!("a frame over {MAX_FRAME} bytes")));
+        } else if self.has_data {
+            out.extend(self.checker.payload(&self.data));
+        }
+        self.data.clear();
+        self.has_data = false;
+    }
+
+    /// The end of the input.
+    pub fn finish(&mut self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if !self.line.is_empty() || self.skipping {
+            let line = std::mem::take(&mut self.line);
+            let too_long = std::mem::replace(&mut self.skipping, false);
+            self.line_done(&line, too_long, &mut out);
+        }
+        if self.format == Some(Format::Sse) && (self.has_data || self.frame_too_large) {
+            out.push(Finding {
+                rule: "framing.unterminated",
+                index: Some(self.checker.events() + 1),
+                event: None,
+                message: "the stream ends inside a frame: its data lines have no blank line after them".into(),
+            });
+            // The official client still reads the trailing frame: check its event too.
+            self.dispatch(&mut out);
+        }
+        out.extend(self.checker.finish());
+        out
+    }
+}
+
+/// Checks a whole input at once.
+pub fn check_bytes(input: &[u8], format: Option<Format>, opts: Options) -> Vec<Finding> {
+    let mut s = Stream::new(format, opts);
+    let mut out = s.feed(input);
+    out.extend(s.finish());
+    out
+}
+
+/// Checks events already parsed (a test's, or a producer's in memory).
+pub fn check_events(events: &[Value], opts: Options) -> Vec<Finding> {
+    let mut c = Checker::new(opts);
+    let mut out: Vec<Finding> = events.iter().flat_map(|e| c.event(e)).collect();
+    out.extend(c.finish());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(input: &str) -> Vec<&'static str> {
+        check_bytes(input.as_bytes(), None, Options::default()).iter().map(|f| f.rule).collect()
+    }
+
+    #[test]
+    fn a_clean_stream_has_no_findings_in_either_framing() {
+        let sse = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n: hi\n\nid: 2\ndata: {\"type\":\"RUN_FINISHED\",\n\
+                   data: \"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+        assert_eq!(rules(sse), Vec::<&str>::new());
+        let jsonl = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n{\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n";
+        assert_eq!(rules(jsonl), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn framing_findings() {
+        assert_eq!(rules("data: {\"type\":\"RUN_ERROR\",\"message\":\"x\"}\r\n\r\n"), ["framing.crlf"]);
+        assert_eq!(rules("data: {\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n"), ["framing.unterminated"]);
+        assert_eq!(rules("data: nope\n\n"), ["framing.not-json", "run.unterminated"]);
+        assert_eq!(rules(""), ["run.unterminated"]);
+    }
+
+    #[test]
+    fn chunks_expand_as_the_client_expands_them() {
+        let s = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}
+{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"}
+{"type":"TEXT_MESSAGE_CHUNK","delta":"b"}
+{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"x","delta":"{}"}
+{"type":"RUN_FINISHED","threadId":"t","runId":"r"}
+"#;
+        assert_eq!(rules(s), Vec::<&str>::new());
+        let s = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}
+{"type":"TEXT_MESSAGE_CHUNK","delta":"b"}
+{"type":"RUN_FINISHED","threadId":"t","runId":"r"}
+"#;
+        assert_eq!(rules(s), ["chunk.sequence"]);
+    }
+}
