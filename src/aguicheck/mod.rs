@@ -327,13 +327,14 @@ impl Checker {
         let mut out = Vec::new();
         let ty = s(ev, "type").map(str::to_string);
         let problems = schema::check_event(ev);
-        let fatal = problems.iter().any(|p| p.rule != "schema.unknown-key");
+        let unknown = problems.iter().any(|p| p.rule == "schema.unknown-type");
         for p in problems {
             out.push(self.at(p.rule, ty.as_deref(), p.message));
         }
-        if fatal {
-            // The client fails the run (a malformed field) or drops the event
-            // (an unknown type): either way it never reaches the sequence checks.
+        if unknown {
+            // The client drops the event: it never reaches the sequence checks.
+            // A malformed known event fails the client's run; it is still read
+            // on here, so what follows is not reported as fallout of it.
             return out;
         }
         let ty = ty.unwrap_or_default();
@@ -581,9 +582,9 @@ impl Checker {
                 }
                 self.run = Run::default();
                 self.phase = Phase::Active;
-                let ids = (id("threadId"), id("runId"));
-                self.run.ids = Some(ids.clone());
-                self.last_run = Some(ids);
+                let ids = s(ev, "threadId").zip(s(ev, "runId")).map(|(t, r)| (t.to_string(), r.to_string()));
+                self.run.ids = ids.clone();
+                self.last_run = ids;
                 let input = ev.get("input").and_then(|i| i.get("messages"));
                 self.seed_owners(input, false, out, ty);
             }
