@@ -1,0 +1,274 @@
+//! `agui-check`, the producer conformance checker, through its binary: the
+//! labelled corpus (`conformance/producer-corpus/`, labels by the official
+//! `@ag-ui/client` 1.0.0 and `@ag-ui/core` 1.0.0 via `conformance/label.mjs`),
+//! its man page's rule list, the Unix contract (help, errors, exit codes, a
+//! closed pipe, bounded frames), and `--url` against a live `runwire-serve`.
+
+use crate::support;
+
+use runwire::aguicheck::RULES;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agui-check");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn corpus() -> PathBuf {
+    root().join("conformance/producer-corpus")
+}
+
+/// Every stream of the corpus, as `good/NAME` or `bad/NAME`.
+fn corpus_files() -> Vec<String> {
+    let mut files = Vec::new();
+    for dir in ["good", "bad"] {
+        for e in std::fs::read_dir(corpus().join(dir)).unwrap() {
+            files.push(format!("{dir}/{}", e.unwrap().file_name().to_string_lossy()));
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The committed labels, by `good/NAME` / `bad/NAME`.
+fn committed_labels() -> BTreeMap<String, Value> {
+    std::fs::read_to_string(corpus().join("labels.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["file"].as_str().unwrap().trim_start_matches("producer-corpus/").to_string(), v))
+        .collect()
+}
+
+/// The rule a bad stream is a case of: its name up to `--`.
+fn rule_of(file: &str) -> &str {
+    file.trim_start_matches("bad/").split("--").next().unwrap()
+}
+
+/// agui-check on a corpus file: exit code and the rules it found.
+fn check(file: &str) -> (i32, BTreeSet<String>, String) {
+    let mut cmd = Command::new(BIN);
+    if rule_of(file) == "run.one-run" {
+        cmd.arg("--one-run");
+    }
+    let out = cmd.arg(corpus().join(file)).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rules = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].as_str().unwrap().to_string()).collect();
+    (out.status.code().unwrap_or(-1), rules, text)
+}
+
+/// Holds agui-check to `labels` on every corpus file: a good stream (the
+/// official checks accept it) has no finding; a bad one is flagged for the
+/// rule its name gives, and every stream the official checks flag is flagged.
+fn hold_to(labels: &BTreeMap<String, Value>) {
+    let files = corpus_files();
+    assert_eq!(files, labels.keys().cloned().collect::<Vec<_>>(), "the labels name exactly the corpus files");
+    let mut official_bad = 0;
+    for f in &files {
+        let label = &labels[f];
+        let (code, rules, text) = check(f);
+        if f.starts_with("good/") {
+            assert_eq!(label["official"], "ok", "{f}: a good stream the official checks reject: {label}");
+            assert!(code == 0 && rules.is_empty(), "{f}: agui-check flags a good stream (exit {code}):\n{text}");
+            continue;
+        }
+        if label["official"] == "bad" {
+            official_bad += 1;
+        }
+        assert_eq!(code, 1, "{f}: agui-check does not flag it (official: {label}):\n{text}");
+        assert!(rules.contains(rule_of(f)), "{f}: expected {}, found {rules:?}", rule_of(f));
+    }
+    assert!(official_bad >= 25, "only {official_bad} bad streams the official checks flag");
+}
+
+#[test]
+fn agui_check_holds_to_the_committed_labels_of_the_corpus() {
+    hold_to(&committed_labels());
+}
+
+#[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
+fn the_official_client_labels_the_corpus_as_committed_and_agui_check_agrees() {
+    support::need(&["agui-client"]);
+    let files = corpus_files();
+    let out = Command::new("node")
+        .arg("label.mjs")
+        .args(files.iter().map(|f| format!("producer-corpus/{f}")))
+        .current_dir(root().join("conformance"))
+        .output()
+        .expect("run node");
+    assert!(out.status.success(), "label.mjs: {}", String::from_utf8_lossy(&out.stderr));
+    let fresh: BTreeMap<String, Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["file"].as_str().unwrap().trim_start_matches("producer-corpus/").to_string(), v))
+        .collect();
+    let committed = committed_labels();
+    for (f, label) in &fresh {
+        let was = &committed[f];
+        for k in ["official", "verifyEvents", "schemas", "client"] {
+            assert_eq!(label[k].is_null(), was[k].is_null(), "{f}: {k} changed: now {}, committed {}", label[k], was[k]);
+        }
+    }
+    hold_to(&fresh);
+}
+
+/// The rule ids in man/agui-check.1's RULES section, in order.
+fn man_rules() -> Vec<String> {
+    let man = std::fs::read_to_string(root().join("man/agui-check.1")).unwrap();
+    let section = man.split(".SH RULES").nth(1).expect("a RULES section").split("\n.SH ").next().unwrap().to_string();
+    let lines: Vec<&str> = section.lines().collect();
+    lines.windows(2).filter(|w| w[0] == ".TP").filter_map(|w| w[1].strip_prefix(".B ")).map(str::to_string).collect()
+}
+
+#[test]
+fn the_man_page_lists_every_rule_with_its_source_and_the_corpus_covers_them() {
+    let man = std::fs::read_to_string(root().join("man/agui-check.1")).unwrap();
+    let ids: Vec<String> = RULES.iter().map(|r| r.id.to_string()).collect();
+    assert_eq!(man_rules(), ids, "man/agui-check.1's RULES are the library's, in its order");
+    for r in RULES {
+        let entry = man.split(&format!(".B {}\n", r.id)).nth(1).unwrap().split(".TP").next().unwrap();
+        assert!(entry.contains("Source:"), "{}: the man page names no source", r.id);
+        assert!(!r.spec.is_empty() && !r.what.is_empty(), "{}", r.id);
+    }
+    // Each rule has a bad stream in the corpus, but those a file cannot show:
+    // an HTTP answer, a 10 MiB frame and a million ids (tested below or not at all).
+    let covered: BTreeSet<String> =
+        corpus_files().iter().filter(|f| f.starts_with("bad/")).map(|f| rule_of(f).to_string()).collect();
+    for r in RULES {
+        if !["http.response", "framing.too-large", "limit.tracking"].contains(&r.id) {
+            assert!(covered.contains(r.id), "no bad stream in the corpus for {}", r.id);
+        }
+    }
+}
+
+fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+const CLEAN: &str = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n";
+
+#[test]
+fn help_usage_errors_and_exit_codes() {
+    let dir = support::scratch("help");
+    let (code, out, err) = run_with(&["--help"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Exit status: 0 no finding; 1 findings; 2 usage"), "{out}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "--help wrote nothing");
+    let (code, _, err) = run_with(&["--bogus"], b"");
+    assert_eq!(code, 2, "{err}");
+    let (code, out, err) = run_with(&["/nonexistent/stream.sse"], b"");
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.starts_with("agui-check: /nonexistent/stream.sse: "), "{err}");
+    let (code, _, err) = run_with(&["--url", "https://example.invalid/agui"], b"");
+    assert_eq!(code, 2);
+    assert!(err.starts_with("agui-check: --url: ") && err.contains("only http://"), "{err}");
+    let (code, _, err) = run_with(&["--input", "x.json"], b"");
+    assert_eq!(code, 2, "--input needs --url: {err}");
+    // Clean input: 0 and no output, in either framing, auto-detected or told.
+    assert_eq!(run_with(&[], CLEAN.as_bytes()).0, 0);
+    assert_eq!(run_with(&["--format", "jsonl", "-"], CLEAN.as_bytes()).0, 0);
+    let sse: String = CLEAN.lines().map(|l| format!("data: {l}\n\n")).collect();
+    assert_eq!(run_with(&["--format", "sse"], sse.as_bytes()).0, 0);
+    // Told the wrong framing, it says so.
+    let (code, out, _) = run_with(&["--format", "sse"], CLEAN.as_bytes());
+    assert_eq!(code, 1);
+    assert!(out.contains("run.unterminated"), "{out}");
+    // A finding is one JSON object with the five fields.
+    let (code, out, _) = run_with(&[], b"{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n");
+    assert_eq!(code, 1);
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["rule"], "run.first");
+    assert_eq!(first["index"], 1);
+    assert_eq!(first["event"], "TEXT_MESSAGE_END");
+    assert!(first["message"].as_str().unwrap().contains("TEXT_MESSAGE_END"));
+    assert!(first["spec"].as_str().unwrap().contains("verifyEvents"), "{first}");
+    // --one-run: runwire's own stricter rule, off by default (AG-UI admits a late RUN_ERROR).
+    let late = format!("{CLEAN}{{\"type\":\"RUN_ERROR\",\"message\":\"late\"}}\n");
+    assert_eq!(run_with(&[], late.as_bytes()).0, 0);
+    let (code, out, _) = run_with(&["--one-run"], late.as_bytes());
+    assert_eq!(code, 1);
+    assert!(out.contains("\"rule\":\"run.one-run\""), "{out}");
+}
+
+#[test]
+fn a_closed_pipe_is_a_quiet_end_and_an_oversized_frame_is_a_finding() {
+    // Many findings, and a reader that leaves at once.
+    let bad = "data: nope\n\n".repeat(200_000);
+    let mut child =
+        Command::new(BIN).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let w = std::thread::spawn(move || {
+        let _ = stdin.write_all(bad.as_bytes());
+    });
+    let mut first = [0u8; 16];
+    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    w.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A frame over the official client's 10 MiB buffer: one finding, and the
+    // frames after it are still read.
+    let mut big = b"data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: \"".to_vec();
+    big.resize(big.len() + 11 * 1024 * 1024, b'x');
+    big.extend_from_slice(b"\"\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n");
+    let (code, out, _) = run_with(&[], &big);
+    assert_eq!(code, 1);
+    let rules: Vec<String> = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].to_string()).collect();
+    assert_eq!(rules, ["\"framing.too-large\""], "{out}");
+    let line = serde_json::from_str::<Value>(out.lines().next().unwrap()).unwrap();
+    assert_eq!(line["index"], 2);
+}
+
+/// `--url` against a live `runwire-serve` (its bundled demo replay): the
+/// default input and one given with `--input`; then a producer that answers
+/// JSON, and one nobody listens on.
+#[test]
+fn url_mode_checks_a_live_runwire_serve() {
+    let dir = support::scratch("url");
+    let mut cmd = support::Server::command();
+    cmd.env("RUNWIRE_REPLAY_DELAY_MS", "1").env("HARNESS_HOME", dir.join("home"));
+    let server = support::Server::spawn(cmd);
+    let url = server.url("/agui");
+    let (code, out, err) = run_with(&["--url", &url, "--timeout", "30"], b"");
+    assert_eq!((code, out.as_str()), (0, ""), "{err}\nserver: {}", server.stderr());
+    let input = dir.join("input.json");
+    std::fs::write(
+        &input,
+        r#"{"threadId":"agui-check-t","runId":"agui-check-r","messages":[{"id":"m1","role":"user","content":"hi"}]}"#,
+    )
+    .unwrap();
+    let (code, out, err) = run_with(&["--url", &url, "--input", input.to_str().unwrap(), "--one-run"], b"");
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    // Not a run at all: a JSON error answer (the server's body limit, Content-Type checks...).
+    let (code, out, _) = run_with(&["--url", &server.url("/runs")], b"");
+    assert_eq!(code, 1);
+    assert!(out.contains("\"rule\":\"http.response\""), "{out}");
+    // Nobody there: no verdict, exit 2.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (code, out, err) = run_with(&["--url", &format!("http://127.0.0.1:{free}/agui")], b"");
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.starts_with(&format!("agui-check: http://127.0.0.1:{free}/agui: ")), "{err}");
+}
