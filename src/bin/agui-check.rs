@@ -73,8 +73,10 @@ impl Out {
         }
         for f in fs {
             self.found += 1;
-            serde_json::to_writer(&mut self.w, &f.to_json()).context("stdout")?;
-            self.w.write_all(b"\n").context("stdout")?;
+            // Serialized first, so a write error stays an io::Error (a closed pipe is recognised).
+            let mut line = f.to_json().to_string().into_bytes();
+            line.push(b'\n');
+            self.w.write_all(&line).context("stdout")?;
         }
         self.w.flush().context("stdout")
     }
