@@ -272,3 +272,45 @@ fn url_mode_checks_a_live_runwire_serve() {
     assert_eq!((code, out.as_str()), (2, ""));
     assert!(err.starts_with(&format!("agui-check: http://127.0.0.1:{free}/agui: ")), "{err}");
 }
+
+/// Every capture under `fixtures/{claude,cursor,codex}/` through the real
+/// pipeline (`normalize-events | agui-translate | sse-encode --id-from seq`,
+/// as the server frames it): agui-check finds nothing in any of them, with
+/// runwire's one-run contract.
+#[test]
+fn every_fixture_through_the_pipeline_passes_agui_check() {
+    let pipe = |bin: &str, args: &[&str], input: &[u8]| -> Vec<u8> {
+        let mut child =
+            Command::new(bin).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let data = input.to_vec();
+        let w = std::thread::spawn(move || {
+            let _ = stdin.write_all(&data);
+        });
+        let out = child.wait_with_output().unwrap();
+        w.join().unwrap();
+        assert!(out.status.code().is_some_and(|c| c <= 1), "{bin} {args:?}: {:?}", out.status);
+        out.stdout
+    };
+    let mut checked = 0;
+    for adapter in ["claude", "cursor", "codex"] {
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(root().join("fixtures").join(adapter)).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        for f in files {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            let golden = [".events.jsonl", ".agui.jsonl", ".expected.jsonl", ".golden.jsonl", ".out.jsonl"];
+            if !name.ends_with(".jsonl") || golden.iter().any(|g| name.ends_with(g)) {
+                continue;
+            }
+            let raw = std::fs::read(&f).unwrap();
+            let events = pipe(env!("CARGO_BIN_EXE_normalize-events"), &[adapter], &raw);
+            let agui = pipe(env!("CARGO_BIN_EXE_agui-translate"), &[], &events);
+            let sse = pipe(env!("CARGO_BIN_EXE_sse-encode"), &["--id-from", "seq"], &agui);
+            let (code, out, err) = run_with(&["--one-run", "--format", "sse"], &sse);
+            assert!(code == 0 && out.is_empty(), "{adapter}/{name}: agui-check exit {code}:\n{out}{err}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} fixtures checked");
+}
