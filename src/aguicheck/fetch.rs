@@ -21,9 +21,8 @@ pub struct Url {
 
 /// Parses an `http://` URL; anything else is a usage error with a reason.
 pub fn parse_url(url: &str) -> Result<Url, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url:?}: only http:// URLs are supported (no TLS)"))?;
+    let rest =
+        url.strip_prefix("http://").ok_or_else(|| format!("{url:?}: only http:// URLs are supported (no TLS)"))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),

@@ -286,7 +286,15 @@ fn owner_name(o: &Owner) -> String {
 
 impl Checker {
     pub fn new(opts: Options) -> Checker {
-        Checker { opts, n: 0, phase: Phase::Start, terminals: 0, run: Run::default(), limit_reported: false, last_run: None }
+        Checker {
+            opts,
+            n: 0,
+            phase: Phase::Start,
+            terminals: 0,
+            run: Run::default(),
+            limit_reported: false,
+            last_run: None,
+        }
     }
 
     /// Events seen so far.
@@ -407,7 +415,9 @@ impl Checker {
         match open.as_slice() {
             [] => Ok(None),
             [one] => Ok((*one).clone()),
-            more => Err(format!("{ty} carries neither an id nor a subagentRunId, but {} lanes have one open", more.len())),
+            more => {
+                Err(format!("{ty} carries neither an id nor a subagentRunId, but {} lanes have one open", more.len()))
+            }
         }
     }
 
@@ -418,7 +428,8 @@ impl Checker {
             Ok(l) => l,
             Err(m) => return out.push(self.at("chunk.sequence", Some(ty), m)),
         };
-        let continues = self.run.lanes.get(&lane).is_some_and(|l| l.kind == kind && id.as_ref().map_or(true, |i| *i == l.id));
+        let continues =
+            self.run.lanes.get(&lane).is_some_and(|l| l.kind == kind && id.as_ref().map_or(true, |i| *i == l.id));
         let (open_ty, content_ty) = match kind {
             Kind::Text => ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"),
             Kind::Tool => ("TOOL_CALL_START", "TOOL_CALL_ARGS"),
@@ -447,11 +458,19 @@ impl Checker {
         } else {
             self.close_lane(&lane, out);
             let Some(new_id) = id else {
-                return out.push(self.at("chunk.sequence", Some(ty), format!("the first {ty} of a stream must have a {id_key}")));
+                return out.push(self.at(
+                    "chunk.sequence",
+                    Some(ty),
+                    format!("the first {ty} of a stream must have a {id_key}"),
+                ));
             };
             let name_key = if kind == Kind::Tool { "toolCallName" } else { "name" };
             if kind == Kind::Tool && s(ev, name_key).is_none() {
-                return out.push(self.at("chunk.sequence", Some(ty), format!("the first {ty} must have a toolCallName")));
+                return out.push(self.at(
+                    "chunk.sequence",
+                    Some(ty),
+                    format!("the first {ty} must have a toolCallName"),
+                ));
             }
             let role = match kind {
                 Kind::Text => Some(s(ev, "role").unwrap_or("assistant").to_string()),
@@ -503,7 +522,11 @@ impl Checker {
         }
         if !self.limit_reported {
             self.limit_reported = true;
-            out.push(self.at("limit.tracking", Some(ty), format!("over {MAX_TRACKED} ids in one run: later ids go unchecked")));
+            out.push(self.at(
+                "limit.tracking",
+                Some(ty),
+                format!("over {MAX_TRACKED} ids in one run: later ids go unchecked"),
+            ));
         }
         false
     }
@@ -514,7 +537,11 @@ impl Checker {
             self.at(
                 "subagent.owner",
                 Some(ty),
-                format!("subagentRunId {} does not match the {what} '{id}' opener's {}", owner_name(tag), owner_name(owner)),
+                format!(
+                    "subagentRunId {} does not match the {what} '{id}' opener's {}",
+                    owner_name(tag),
+                    owner_name(owner)
+                ),
             )
         })
     }
@@ -551,7 +578,11 @@ impl Checker {
         let at = |c: &Checker, rule, m: String| c.at(rule, Some(ty), m);
         // The run lifecycle first, as verify.ts orders it.
         if self.phase == Phase::Errored && ty != "RUN_STARTED" {
-            return out.push(at(self, "run.after-close", format!("{ty} after RUN_ERROR: only RUN_STARTED may follow it")));
+            return out.push(at(
+                self,
+                "run.after-close",
+                format!("{ty} after RUN_ERROR: only RUN_STARTED may follow it"),
+            ));
         }
         if self.phase == Phase::Finished && ty != "RUN_STARTED" && ty != "RUN_ERROR" {
             return out.push(at(
@@ -566,11 +597,17 @@ impl Checker {
             self.phase = Phase::Active;
         }
         if self.opts.one_run && self.terminals > 0 {
-            out.push(at(self, "run.one-run", format!("{ty} after the run's terminal event: --one-run allows one run, its terminal last")));
+            out.push(at(
+                self,
+                "run.one-run",
+                format!("{ty} after the run's terminal event: --one-run allows one run, its terminal last"),
+            ));
         }
         let tag: Owner = s(ev, "subagentRunId").map(str::to_string);
         if let Some(t) = &tag {
-            if !matches!(ty, "SUBAGENT_STARTED" | "SUBAGENT_FINISHED" | "SUBAGENT_ERROR") && self.run.tagged.len() < MAX_TRACKED {
+            if !matches!(ty, "SUBAGENT_STARTED" | "SUBAGENT_FINISHED" | "SUBAGENT_ERROR")
+                && self.run.tagged.len() < MAX_TRACKED
+            {
                 self.run.tagged.insert(t.clone());
             }
         }
@@ -618,7 +655,11 @@ impl Checker {
                     }
                 }
                 if !open.is_empty() {
-                    out.push(at(self, "run.open-at-finish", format!("RUN_FINISHED while still active: {}", open.join("; "))));
+                    out.push(at(
+                        self,
+                        "run.open-at-finish",
+                        format!("RUN_FINISHED while still active: {}", open.join("; ")),
+                    ));
                 }
                 let ids = (id("threadId"), id("runId"));
                 if let Some(started) = &self.run.ids {
@@ -638,7 +679,11 @@ impl Checker {
                     for i in ints {
                         if let Some(iid) = i.get("id").and_then(Value::as_str) {
                             if !seen.insert(iid) {
-                                out.push(at(self, "interrupt.id-unique", format!("interrupt id {iid:?} appears twice in the run's outcome")));
+                                out.push(at(
+                                    self,
+                                    "interrupt.id-unique",
+                                    format!("interrupt id {iid:?} appears twice in the run's outcome"),
+                                ));
                             }
                         }
                     }
@@ -653,7 +698,11 @@ impl Checker {
             "TEXT_MESSAGE_START" => {
                 let mid = id("messageId");
                 if self.run.text.contains(&mid) {
-                    return out.push(at(self, "text.pairing", format!("TEXT_MESSAGE_START for '{mid}', a text message already open")));
+                    return out.push(at(
+                        self,
+                        "text.pairing",
+                        format!("TEXT_MESSAGE_START for '{mid}', a text message already open"),
+                    ));
                 }
                 let existing = self.run.own_message.get(&mid).cloned();
                 if let Some(f) = self.tag_error(ty, &tag, existing.as_ref(), "message", &mid) {
@@ -669,7 +718,11 @@ impl Checker {
             "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" => {
                 let mid = id("messageId");
                 if !self.run.text.contains(&mid) && self.run.tracked <= MAX_TRACKED {
-                    return out.push(at(self, "text.pairing", format!("{ty} for '{mid}', no text message open under that id")));
+                    return out.push(at(
+                        self,
+                        "text.pairing",
+                        format!("{ty} for '{mid}', no text message open under that id"),
+                    ));
                 }
                 if let Some(f) = self.tag_error(ty, &tag, self.run.own_message.get(&mid), "message", &mid) {
                     return out.push(f);
@@ -681,7 +734,11 @@ impl Checker {
             "TOOL_CALL_START" => {
                 let tid = id("toolCallId");
                 if self.run.tools.contains(&tid) {
-                    return out.push(at(self, "tool.pairing", format!("TOOL_CALL_START for '{tid}', a tool call already open")));
+                    return out.push(at(
+                        self,
+                        "tool.pairing",
+                        format!("TOOL_CALL_START for '{tid}', a tool call already open"),
+                    ));
                 }
                 let mut inherited: Option<Owner> = None;
                 if let Some(parent) = s(ev, "parentMessageId") {
@@ -703,7 +760,10 @@ impl Checker {
                         return out.push(f);
                     }
                     if tag.is_none() && inherited.as_ref().is_some_and(|i| i != ex) {
-                        let m = format!("tool call '{tid}' belongs to {} but its parent message to another owner", owner_name(ex));
+                        let m = format!(
+                            "tool call '{tid}' belongs to {} but its parent message to another owner",
+                            owner_name(ex)
+                        );
                         return out.push(at(self, "subagent.owner", m));
                     }
                 }
@@ -718,7 +778,11 @@ impl Checker {
             "TOOL_CALL_ARGS" | "TOOL_CALL_END" => {
                 let tid = id("toolCallId");
                 if !self.run.tools.contains(&tid) && self.run.tracked <= MAX_TRACKED {
-                    return out.push(at(self, "tool.pairing", format!("{ty} for '{tid}', no tool call open under that id")));
+                    return out.push(at(
+                        self,
+                        "tool.pairing",
+                        format!("{ty} for '{tid}', no tool call open under that id"),
+                    ));
                 }
                 if let Some(f) = self.tag_error(ty, &tag, self.run.own_tool.get(&tid), "tool call", &tid) {
                     return out.push(f);
@@ -735,7 +799,11 @@ impl Checker {
             "STEP_STARTED" => {
                 let name = id("stepName");
                 if self.run.steps.get(&tag).is_some_and(|n| n.contains(&name)) {
-                    return out.push(at(self, "step.pairing", format!("step {name:?} is already open for {}", owner_name(&tag))));
+                    return out.push(at(
+                        self,
+                        "step.pairing",
+                        format!("step {name:?} is already open for {}", owner_name(&tag)),
+                    ));
                 }
                 if self.track(out, ty) {
                     self.run.steps.entry(tag).or_default().insert(name);
@@ -744,7 +812,8 @@ impl Checker {
             "STEP_FINISHED" => {
                 let name = id("stepName");
                 if !self.run.steps.get_mut(&tag).is_some_and(|n| n.remove(&name)) {
-                    let other = self.run.steps.iter().find(|(o, n)| **o != tag && n.contains(&name)).map(|(o, _)| o.clone());
+                    let other =
+                        self.run.steps.iter().find(|(o, n)| **o != tag && n.contains(&name)).map(|(o, _)| o.clone());
                     let m = match other {
                         Some(o) => format!(
                             "STEP_FINISHED for {name:?} attributed to {}, but the step is open under {}: a step is finished by whoever started it",
@@ -794,7 +863,11 @@ impl Checker {
                 let open = if span { &self.run.spans } else { &self.run.reasoning };
                 if !open.contains(&mid) && self.run.tracked <= MAX_TRACKED {
                     let what = if span { "reasoning span" } else { "reasoning message" };
-                    return out.push(at(self, "reasoning.pairing", format!("{ty} for '{mid}', no {what} open under that id")));
+                    return out.push(at(
+                        self,
+                        "reasoning.pairing",
+                        format!("{ty} for '{mid}', no {what} open under that id"),
+                    ));
                 }
                 if let Some(f) = self.tag_error(ty, &tag, self.run.own_reasoning.get(&mid), "reasoning message", &mid) {
                     return out.push(f);
@@ -816,13 +889,19 @@ impl Checker {
             "SUBAGENT_STARTED" => {
                 let sid = id("subagentRunId");
                 if self.run.subagents.contains(&sid) {
-                    return out.push(at(self, "subagent.pairing", format!("SUBAGENT_STARTED for '{sid}', a subagent already active")));
+                    return out.push(at(
+                        self,
+                        "subagent.pairing",
+                        format!("SUBAGENT_STARTED for '{sid}', a subagent already active"),
+                    ));
                 }
                 if self.run.closed_subagents.contains(&sid) {
                     return out.push(at(
                         self,
                         "subagent.pairing",
-                        format!("SUBAGENT_STARTED for '{sid}', which already finished in this run: ids are per invocation"),
+                        format!(
+                            "SUBAGENT_STARTED for '{sid}', which already finished in this run: ids are per invocation"
+                        ),
                     ));
                 }
                 if let Some(p) = s(ev, "parentSubagentRunId") {
@@ -830,7 +909,9 @@ impl Checker {
                         return out.push(at(
                             self,
                             "subagent.pairing",
-                            format!("SUBAGENT_STARTED '{sid}' names parentSubagentRunId '{p}', not started in this run"),
+                            format!(
+                                "SUBAGENT_STARTED '{sid}' names parentSubagentRunId '{p}', not started in this run"
+                            ),
                         ));
                     }
                 }
@@ -848,7 +929,11 @@ impl Checker {
             "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
                 let sid = id("subagentRunId");
                 if !self.run.subagents.remove(&sid) {
-                    return out.push(at(self, "subagent.pairing", format!("{ty} for '{sid}', no subagent active under that id")));
+                    return out.push(at(
+                        self,
+                        "subagent.pairing",
+                        format!("{ty} for '{sid}', no subagent active under that id"),
+                    ));
                 }
                 self.run.closed_subagents.insert(sid);
             }
@@ -911,6 +996,8 @@ pub struct Stream {
     frame_too_large: bool,
     cr_reported: bool,
     prev_cr: bool,
+    /// Leading whitespace read before the framing was known.
+    pending: Vec<u8>,
 }
 
 impl Stream {
@@ -925,6 +1012,7 @@ impl Stream {
             frame_too_large: false,
             cr_reported: false,
             prev_cr: false,
+            pending: Vec::new(),
         }
     }
 
@@ -937,11 +1025,19 @@ impl Stream {
     pub fn feed(&mut self, mut bytes: &[u8]) -> Vec<Finding> {
         let mut out = Vec::new();
         if self.format.is_none() {
-            let Some(first) = bytes.iter().position(|b| !b.is_ascii_whitespace()) else {
-                // Whitespace only so far: SSE blank lines or empty JSON lines alike.
-                return out;
+            // Whitespace only so far could be SSE blank lines or empty JSON
+            // lines: kept until a byte decides, or [`MAX_FRAME`] of it
+            // (then it is SSE), so memory stays bounded.
+            self.pending.extend_from_slice(bytes);
+            let head = &self.pending[..self.pending.len().min(MAX_FRAME)];
+            self.format = match head.iter().position(|b| !b.is_ascii_whitespace()) {
+                Some(first) if head[first] == b'{' => Some(Format::Jsonl),
+                Some(_) => Some(Format::Sse),
+                None if head.len() == MAX_FRAME => Some(Format::Sse),
+                None => return out,
             };
-            self.format = Some(if bytes[first] == b'{' { Format::Jsonl } else { Format::Sse });
+            let pending = std::mem::take(&mut self.pending);
+            return self.feed(&pending);
         }
         while !bytes.is_empty() {
             // SSE ends a line at LF, CR or CRLF; JSON lines at LF (a CR before it is dropped).
@@ -951,7 +1047,10 @@ impl Stream {
                 Some(i) => (&bytes[..i], &bytes[i + 1..], Some(bytes[i])),
                 None => (bytes, &b""[..], None),
             };
-            if sse && (done == Some(b'\r') || (chunk.is_empty() && done == Some(b'\n') && self.prev_cr)) && !self.cr_reported {
+            if sse
+                && (done == Some(b'\r') || (chunk.is_empty() && done == Some(b'\n') && self.prev_cr))
+                && !self.cr_reported
+            {
                 self.cr_reported = true;
                 let f = Finding {
                     rule: "framing.crlf",
@@ -1050,6 +1149,12 @@ impl Stream {
     /// The end of the input.
     pub fn finish(&mut self) -> Vec<Finding> {
         let mut out = Vec::new();
+        if self.format.is_none() && !self.pending.is_empty() {
+            // Whitespace only: read as SSE, whose line ends it checks.
+            self.format = Some(Format::Sse);
+            let pending = std::mem::take(&mut self.pending);
+            out.extend(self.feed(&pending));
+        }
         if !self.line.is_empty() || self.skipping {
             let line = std::mem::take(&mut self.line);
             let too_long = std::mem::replace(&mut self.skipping, false);
@@ -1109,6 +1214,17 @@ mod tests {
         assert_eq!(rules("data: {\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n"), ["framing.unterminated"]);
         assert_eq!(rules("data: nope\n\n"), ["framing.not-json", "run.unterminated"]);
         assert_eq!(rules(""), ["run.unterminated"]);
+    }
+
+    #[test]
+    fn a_cr_before_anything_is_found_however_the_reads_fall() {
+        let input = b"\r\ndata: {\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n\n";
+        let whole = check_bytes(input, None, Options::default());
+        assert_eq!(whole.iter().map(|f| f.rule).collect::<Vec<_>>(), ["framing.crlf"]);
+        let mut s = Stream::new(None, Options::default());
+        let mut cut: Vec<Finding> = input.chunks(1).flat_map(|c| s.feed(c)).collect();
+        cut.extend(s.finish());
+        assert_eq!(whole, cut);
     }
 
     #[test]

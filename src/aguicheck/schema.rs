@@ -58,8 +58,10 @@ const REQ: bool = true;
 const OPT: bool = false;
 
 // Content parts (`ContentPartSchema`, `PartSourceSchema`).
-static DATA_SOURCE: Shape = shape(&[("type", Ty::Literal("data"), REQ), ("value", Ty::Str, REQ), ("mimeType", Ty::Str, REQ)]);
-static URL_SOURCE: Shape = shape(&[("type", Ty::Literal("url"), REQ), ("value", Ty::Str, REQ), ("mimeType", Ty::Str, OPT)]);
+static DATA_SOURCE: Shape =
+    shape(&[("type", Ty::Literal("data"), REQ), ("value", Ty::Str, REQ), ("mimeType", Ty::Str, REQ)]);
+static URL_SOURCE: Shape =
+    shape(&[("type", Ty::Literal("url"), REQ), ("value", Ty::Str, REQ), ("mimeType", Ty::Str, OPT)]);
 static FILE_SOURCE: Shape = shape(&[
     ("type", Ty::Literal("file"), REQ),
     ("value", Ty::Str, REQ),
@@ -89,23 +91,48 @@ media_part!(VIDEO_PART, "video");
 media_part!(DOCUMENT_PART, "document");
 const PART: Ty = Ty::Union(
     "type",
-    &[("text", &TEXT_PART), ("image", &IMAGE_PART), ("audio", &AUDIO_PART), ("video", &VIDEO_PART), ("document", &DOCUMENT_PART)],
+    &[
+        ("text", &TEXT_PART),
+        ("image", &IMAGE_PART),
+        ("audio", &AUDIO_PART),
+        ("video", &VIDEO_PART),
+        ("document", &DOCUMENT_PART),
+    ],
 );
 
 // JSON Patch (`JsonPatchSchema`), spec-open operations.
-static OP_ADD: Shape = Shape { fields: &[("op", Ty::Literal("add"), REQ), ("path", Ty::Pointer, REQ), ("value", Ty::Any, REQ)], open: true };
-static OP_REMOVE: Shape = Shape { fields: &[("op", Ty::Literal("remove"), REQ), ("path", Ty::Pointer, REQ)], open: true };
-static OP_REPLACE: Shape =
-    Shape { fields: &[("op", Ty::Literal("replace"), REQ), ("path", Ty::Pointer, REQ), ("value", Ty::Any, REQ)], open: true };
-static OP_MOVE: Shape =
-    Shape { fields: &[("op", Ty::Literal("move"), REQ), ("from", Ty::Pointer, REQ), ("path", Ty::Pointer, REQ)], open: true };
-static OP_COPY: Shape =
-    Shape { fields: &[("op", Ty::Literal("copy"), REQ), ("from", Ty::Pointer, REQ), ("path", Ty::Pointer, REQ)], open: true };
-static OP_TEST: Shape =
-    Shape { fields: &[("op", Ty::Literal("test"), REQ), ("path", Ty::Pointer, REQ), ("value", Ty::Any, REQ)], open: true };
+static OP_ADD: Shape = Shape {
+    fields: &[("op", Ty::Literal("add"), REQ), ("path", Ty::Pointer, REQ), ("value", Ty::Any, REQ)],
+    open: true,
+};
+static OP_REMOVE: Shape =
+    Shape { fields: &[("op", Ty::Literal("remove"), REQ), ("path", Ty::Pointer, REQ)], open: true };
+static OP_REPLACE: Shape = Shape {
+    fields: &[("op", Ty::Literal("replace"), REQ), ("path", Ty::Pointer, REQ), ("value", Ty::Any, REQ)],
+    open: true,
+};
+static OP_MOVE: Shape = Shape {
+    fields: &[("op", Ty::Literal("move"), REQ), ("from", Ty::Pointer, REQ), ("path", Ty::Pointer, REQ)],
+    open: true,
+};
+static OP_COPY: Shape = Shape {
+    fields: &[("op", Ty::Literal("copy"), REQ), ("from", Ty::Pointer, REQ), ("path", Ty::Pointer, REQ)],
+    open: true,
+};
+static OP_TEST: Shape = Shape {
+    fields: &[("op", Ty::Literal("test"), REQ), ("path", Ty::Pointer, REQ), ("value", Ty::Any, REQ)],
+    open: true,
+};
 const OP: Ty = Ty::Union(
     "op",
-    &[("add", &OP_ADD), ("remove", &OP_REMOVE), ("replace", &OP_REPLACE), ("move", &OP_MOVE), ("copy", &OP_COPY), ("test", &OP_TEST)],
+    &[
+        ("add", &OP_ADD),
+        ("remove", &OP_REMOVE),
+        ("replace", &OP_REPLACE),
+        ("move", &OP_MOVE),
+        ("copy", &OP_COPY),
+        ("test", &OP_TEST),
+    ],
 );
 const PATCH: Ty = Ty::Arr(&OP);
 
@@ -251,8 +278,12 @@ static TOKEN_USAGE: Shape = shape(&[
 const USAGE: Ty = Ty::Arr(&Ty::Obj(&TOKEN_USAGE));
 
 /// The fields every event has (`BaseEventSchema`), beside its own.
-const BASE: &[(&str, Ty, bool)] =
-    &[("type", Ty::Str, REQ), ("timestamp", Ty::Int, OPT), ("rawEvent", Ty::NonNull, OPT), ("metadata", Ty::OpaqueObject, OPT)];
+const BASE: &[(&str, Ty, bool)] = &[
+    ("type", Ty::Str, REQ),
+    ("timestamp", Ty::Int, OPT),
+    ("rawEvent", Ty::NonNull, OPT),
+    ("metadata", Ty::OpaqueObject, OPT),
+];
 const SUB: (&str, Ty, bool) = ("subagentRunId", Ty::Str, OPT);
 const TEXT_ROLE: Ty = Ty::Enum(&["developer", "system", "assistant", "user"]);
 
@@ -265,7 +296,10 @@ static EVENTS: &[(&str, &[(&str, Ty, bool)])] = &[
         "TEXT_MESSAGE_CHUNK",
         &[SUB, ("messageId", Ty::Str, OPT), ("role", TEXT_ROLE, OPT), ("delta", Ty::Str, OPT), ("name", Ty::Str, OPT)],
     ),
-    ("TOOL_CALL_START", &[SUB, ("toolCallId", Ty::Str, REQ), ("toolCallName", Ty::Str, REQ), ("parentMessageId", Ty::Str, OPT)]),
+    (
+        "TOOL_CALL_START",
+        &[SUB, ("toolCallId", Ty::Str, REQ), ("toolCallName", Ty::Str, REQ), ("parentMessageId", Ty::Str, OPT)],
+    ),
     ("TOOL_CALL_ARGS", &[SUB, ("toolCallId", Ty::Str, REQ), ("delta", Ty::Str, REQ)]),
     ("TOOL_CALL_END", &[SUB, ("toolCallId", Ty::Str, REQ)]),
     (
@@ -324,7 +358,11 @@ static EVENTS: &[(&str, &[(&str, Ty, bool)])] = &[
                 "outcome",
                 Ty::Union(
                     "type",
-                    &[("success", &OUTCOME_SUCCESS), ("interrupt", &OUTCOME_INTERRUPT), ("cancelled", &OUTCOME_CANCELLED)],
+                    &[
+                        ("success", &OUTCOME_SUCCESS),
+                        ("interrupt", &OUTCOME_INTERRUPT),
+                        ("cancelled", &OUTCOME_CANCELLED),
+                    ],
                 ),
                 OPT,
             ),
@@ -373,8 +411,13 @@ static EVENTS: &[(&str, &[(&str, Ty, bool)])] = &[
 
 /// The 0.x event types the client's compatibility boundary still translates
 /// (with a warning): `middleware/compatibility-boundary.ts`.
-const RETIRED: &[&str] =
-    &["THINKING_START", "THINKING_END", "THINKING_TEXT_MESSAGE_START", "THINKING_TEXT_MESSAGE_CONTENT", "THINKING_TEXT_MESSAGE_END"];
+const RETIRED: &[&str] = &[
+    "THINKING_START",
+    "THINKING_END",
+    "THINKING_TEXT_MESSAGE_START",
+    "THINKING_TEXT_MESSAGE_CONTENT",
+    "THINKING_TEXT_MESSAGE_END",
+];
 
 /// One schema problem: its rule and what, with a JSON-pointer-like path.
 pub struct Problem {
@@ -506,7 +549,10 @@ fn check(v: &Value, ty: &Ty, path: &str, out: &mut Vec<Problem>) {
         }
         Ty::Pointer => match v.as_str() {
             Some(s) if is_pointer(s) => {}
-            Some(s) => out.push(Problem { rule: "schema.field", message: format!("{path}: {s:?} is not a JSON Pointer (RFC 6901)") }),
+            Some(s) => out.push(Problem {
+                rule: "schema.field",
+                message: format!("{path}: {s:?} is not a JSON Pointer (RFC 6901)"),
+            }),
             None => bad(path, "a JSON Pointer string", v, out),
         },
         Ty::Obj(shape) => match v.as_object() {
@@ -516,7 +562,10 @@ fn check(v: &Value, ty: &Ty, path: &str, out: &mut Vec<Problem>) {
         Ty::Arr(el) | Ty::NonEmptyArr(el) => match v.as_array() {
             Some(a) => {
                 if a.is_empty() && matches!(ty, Ty::NonEmptyArr(_)) {
-                    out.push(Problem { rule: "schema.field", message: format!("{path}: must hold at least one element") });
+                    out.push(Problem {
+                        rule: "schema.field",
+                        message: format!("{path}: must hold at least one element"),
+                    });
                 }
                 for (i, x) in a.iter().enumerate() {
                     check(x, el, &format!("{path}/{i}"), out);
@@ -569,8 +618,16 @@ mod tests {
         assert_eq!(rules(json!({"type":"TEXT_MESSAGE_START","messageId":"m","name":null})), ["schema.field"]);
         assert_eq!(rules(json!({"type":"TOOL_CALL_END","toolCallId":"t","extra":1})), ["schema.unknown-key"]);
         assert_eq!(rules(json!({"type":"TOKEN_DELTA"})), ["schema.unknown-type"]);
-        assert_eq!(rules(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"paused"}})), ["schema.unknown-member"]);
-        assert_eq!(rules(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[]}})), ["schema.field"]);
+        assert_eq!(
+            rules(json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"paused"}})),
+            ["schema.unknown-member"]
+        );
+        assert_eq!(
+            rules(
+                json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[]}})
+            ),
+            ["schema.field"]
+        );
         // An integral float is an integer to JSON.parse; a fraction is not.
         assert!(rules(json!({"type":"RAW","event":null,"timestamp":2.0})).is_empty());
         assert_eq!(rules(json!({"type":"RAW","event":1,"timestamp":1.5})), ["schema.field"]);

@@ -126,7 +126,12 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
                     }
                 };
                 match serde_json::from_slice::<serde_json::Value>(&text) {
-                    Ok(v) if v.get("threadId").is_some_and(|t| t.is_string()) && v.get("runId").is_some_and(|t| t.is_string()) => v,
+                    Ok(v)
+                        if v.get("threadId").is_some_and(|t| t.is_string())
+                            && v.get("runId").is_some_and(|t| t.is_string()) =>
+                    {
+                        v
+                    }
                     Ok(_) => {
                         cli::report(BIN, format!("{}: a RunAgentInput needs threadId and runId strings", p.display()));
                         return Ok(Exit::Usage);
@@ -149,9 +154,10 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
                 return Ok(Exit::Usage);
             }
         };
-        let sse = resp.content_type.as_deref().is_some_and(|c| {
-            c.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
-        });
+        let sse = resp
+            .content_type
+            .as_deref()
+            .is_some_and(|c| c.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream")));
         if resp.status != 200 || !sse {
             out.write(vec![Finding {
                 rule: "http.response",

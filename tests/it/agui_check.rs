@@ -58,7 +58,8 @@ fn check(file: &str) -> (i32, BTreeSet<String>, String) {
     }
     let out = cmd.arg(corpus().join(file)).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    let rules = text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].as_str().unwrap().to_string()).collect();
+    let rules =
+        text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].as_str().unwrap().to_string()).collect();
     (out.status.code().unwrap_or(-1), rules, text)
 }
 
@@ -113,7 +114,13 @@ fn the_official_client_labels_the_corpus_as_committed_and_agui_check_agrees() {
     for (f, label) in &fresh {
         let was = &committed[f];
         for k in ["official", "verifyEvents", "schemas", "client"] {
-            assert_eq!(label[k].is_null(), was[k].is_null(), "{f}: {k} changed: now {}, committed {}", label[k], was[k]);
+            assert_eq!(
+                label[k].is_null(),
+                was[k].is_null(),
+                "{f}: {k} changed: now {}, committed {}",
+                label[k],
+                was[k]
+            );
         }
     }
     hold_to(&fresh);
@@ -163,7 +170,11 @@ fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 const CLEAN: &str = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n";
@@ -236,7 +247,8 @@ fn a_closed_pipe_is_a_quiet_end_and_an_oversized_frame_is_a_finding() {
     big.extend_from_slice(b"\"\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n");
     let (code, out, _) = run_with(&[], &big);
     assert_eq!(code, 1);
-    let rules: Vec<String> = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].to_string()).collect();
+    let rules: Vec<String> =
+        out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].to_string()).collect();
     assert_eq!(rules, ["\"framing.too-large\""], "{out}");
     let line = serde_json::from_str::<Value>(out.lines().next().unwrap()).unwrap();
     assert_eq!(line["index"], 2);
@@ -280,8 +292,13 @@ fn url_mode_checks_a_live_runwire_serve() {
 #[test]
 fn every_fixture_through_the_pipeline_passes_agui_check() {
     let pipe = |bin: &str, args: &[&str], input: &[u8]| -> Vec<u8> {
-        let mut child =
-            Command::new(bin).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let mut stdin = child.stdin.take().unwrap();
         let data = input.to_vec();
         let w = std::thread::spawn(move || {
@@ -313,4 +330,75 @@ fn every_fixture_through_the_pipeline_passes_agui_check() {
         }
     }
     assert!(checked >= 30, "only {checked} fixtures checked");
+}
+
+mod props {
+    use proptest::prelude::*;
+    use runwire::aguicheck::{check_bytes, Format, Options, Stream, RULES};
+
+    /// Pieces of SSE and of AG-UI events, and stray bytes, so inputs reach
+    /// past the JSON parser into the sequence checks.
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        let words: Vec<&'static str> = vec![
+            "data: ",
+            "data:",
+            "\n",
+            "\r",
+            "\r\n",
+            "\n\n",
+            ": c\n",
+            "id: 1\n",
+            "event: x\n",
+            "{",
+            "}",
+            ",",
+            r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}"#,
+            r#"{"type":"RUN_FINISHED","threadId":"t","runId":"r"}"#,
+            r#"{"type":"RUN_ERROR","message":"m"}"#,
+            r#"{"type":"TEXT_MESSAGE_START","messageId":"m"}"#,
+            r#"{"type":"TEXT_MESSAGE_CHUNK","delta":"d"}"#,
+            r#"{"type":"TEXT_MESSAGE_CHUNK","messageId":"m","subagentRunId":"s"}"#,
+            r#"{"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"n"}"#,
+            r#"{"type":"SUBAGENT_STARTED","subagentRunId":"s","name":"n"}"#,
+            r#"{"type":"SUBAGENT_FINISHED","subagentRunId":"s"}"#,
+            r#"{"type":"STEP_STARTED","stepName":"a","subagentRunId":"s"}"#,
+            r#"{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"m","role":"assistant","toolCalls":[{"id":"c","type":"function","function":{"name":"n","arguments":""}}]}]}"#,
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m"}"#,
+            r#""type":"#,
+            "null",
+            "[1]",
+            "\u{0}",
+        ];
+        prop_oneof![
+            4 => proptest::sample::select(words).prop_map(|w| w.as_bytes().to_vec()),
+            1 => proptest::collection::vec(any::<u8>(), 0..8),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// What the fuzz target asserts (fuzz/fuzz_targets/agui_check.rs), run
+        /// here on every test run: no panic, known rules, findings that do not
+        /// depend on where reads were cut.
+        #[test]
+        fn findings_do_not_depend_on_read_boundaries(pieces in proptest::collection::vec(piece(), 0..40), mode in 0u8..3, step in 1usize..17, one_run in any::<bool>()) {
+            let input: Vec<u8> = pieces.concat();
+            let format = [None, Some(Format::Sse), Some(Format::Jsonl)][mode as usize];
+            let opts = Options { one_run, request: None };
+            let whole = check_bytes(&input, format, opts.clone());
+            let mut s = Stream::new(format, opts);
+            let mut cut = Vec::new();
+            for chunk in input.chunks(step) {
+                cut.extend(s.feed(chunk));
+            }
+            cut.extend(s.finish());
+            prop_assert_eq!(&whole, &cut);
+            let events = s.checker().events();
+            for f in &whole {
+                prop_assert!(RULES.iter().any(|r| r.id == f.rule));
+                prop_assert!(f.index.map_or(true, |i| i >= 1 && i <= events + 1), "{:?} of {}", f.index, events);
+            }
+        }
+    }
 }

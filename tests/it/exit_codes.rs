@@ -53,7 +53,8 @@ fn agui_check_uses_codes_0_to_3() {
     let status = man.split(".SH EXIT STATUS").nth(1).expect("agui-check(1) has an EXIT STATUS");
     let status = status.split("\n.SH").next().unwrap_or_default();
     let lines: Vec<&str> = status.lines().collect();
-    let codes: Vec<&str> = lines.windows(2).filter(|w| w[0] == ".TP").filter_map(|w| w[1].strip_prefix(".B ")).collect();
+    let codes: Vec<&str> =
+        lines.windows(2).filter(|w| w[0] == ".TP").filter_map(|w| w[1].strip_prefix(".B ")).collect();
     assert_eq!(codes, ["0", "1", "2", "3"], "agui-check(1) and spec/exit-codes.md give the same codes");
 }
 
