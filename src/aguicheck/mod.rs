@@ -792,9 +792,11 @@ impl Checker {
                 }
             }
             "TOOL_CALL_RESULT" => {
-                if self.track(out, ty) {
-                    self.run.own_message.insert(id("messageId"), tag);
+                // It mints a tool message: its id is on record, the newest minter owning it.
+                if !self.track(out, ty) {
+                    return;
                 }
+                self.run.own_message.insert(id("messageId"), tag);
             }
             "STEP_STARTED" => {
                 let name = id("stepName");
@@ -822,7 +824,7 @@ impl Checker {
                         ),
                         None => format!("STEP_FINISHED for {name:?}, a step that was not started"),
                     };
-                    return out.push(at(self, "step.pairing", m));
+                    out.push(at(self, "step.pairing", m));
                 }
             }
             "ACTIVITY_SNAPSHOT" => {

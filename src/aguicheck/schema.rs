@@ -287,8 +287,11 @@ const BASE: &[(&str, Ty, bool)] = &[
 const SUB: (&str, Ty, bool) = ("subagentRunId", Ty::Str, OPT);
 const TEXT_ROLE: Ty = Ty::Enum(&["developer", "system", "assistant", "user"]);
 
+/// An object's fields: name, type, required.
+type Fields = &'static [(&'static str, Ty, bool)];
+
 /// Every event type of `EventType` and its own fields (besides [`BASE`]).
-static EVENTS: &[(&str, &[(&str, Ty, bool)])] = &[
+static EVENTS: &[(&str, Fields)] = &[
     ("TEXT_MESSAGE_START", &[SUB, ("messageId", Ty::Str, REQ), ("role", TEXT_ROLE, OPT), ("name", Ty::Str, OPT)]),
     ("TEXT_MESSAGE_CONTENT", &[SUB, ("messageId", Ty::Str, REQ), ("delta", Ty::Str, REQ)]),
     ("TEXT_MESSAGE_END", &[SUB, ("messageId", Ty::Str, REQ)]),
