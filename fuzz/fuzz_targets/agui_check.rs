@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
         1 => Some(Format::Sse),
         _ => Some(Format::Jsonl),
     };
-    let opts = Options { one_run: mode & 4 != 0, request: None };
+    let opts = Options { one_run: mode & 4 != 0, ..Options::default() };
     let whole = check_bytes(input, format, opts.clone());
     let step = 1 + (mode as usize >> 3);
     let mut s = Stream::new(format, opts);

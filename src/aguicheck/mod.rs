@@ -13,6 +13,7 @@
 //! `conformance/producer-corpus/` holds agui-check to that.
 
 pub mod fetch;
+mod patch;
 mod schema;
 
 use serde_json::{Map, Value};
@@ -164,6 +165,11 @@ pub const RULES: &[Rule] = &[
         what: "SUBAGENT_STARTED after an event of the same run already carried its subagentRunId",
     },
     Rule {
+        id: "state.delta-applies",
+        spec: "AG-UI 1.0 spec, State, STATE_DELTA (the baseline is the input's state, then what the run's snapshots and deltas made of it) and Snapshots pattern (a patch that does not apply is warned about and skipped); @ag-ui/client 1.0.0 src/apply/default.ts (\"Failed to apply state patch\")",
+        what: "a STATE_DELTA that does not apply to the state it amends, when that state is known (a STATE_SNAPSHOT, RUN_STARTED.input.state, or the state --url posted)",
+    },
+    Rule {
         id: "interrupt.id-unique",
         spec: "AG-UI 1.0 spec, Interrupts and Resume, Interrupting (each interrupt's id MUST be unique within the run)",
         what: "two interrupts of one RUN_FINISHED outcome with the same id",
@@ -176,7 +182,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "limit.tracking",
         spec: "agui-check's own bound (memory stays bounded whatever the input)",
-        what: "over 1,000,000 ids tracked in one run: later ids go unchecked",
+        what: "over 1,000,000 ids tracked in one run, or over 64 MiB of state: later ones go unchecked",
     },
 ];
 
@@ -215,6 +221,8 @@ pub struct Options {
     pub one_run: bool,
     /// The request's `(threadId, runId)` (`--url`): the last run must be it.
     pub request: Option<(String, String)>,
+    /// The state the request carried (`--url`): the first deltas' baseline.
+    pub state: Option<Value>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -274,7 +282,14 @@ pub struct Checker {
     limit_reported: bool,
     /// The `(threadId, runId)` of the last run started.
     last_run: Option<(String, String)>,
+    /// The consumer's state as the stream has made it, when known; and
+    /// about how many bytes went into it (past [`MAX_STATE`] it is dropped).
+    state: Option<Value>,
+    state_bytes: usize,
 }
+
+/// Past about this much state, deltas go unchecked (memory stays bounded).
+const MAX_STATE: usize = 64 * 1024 * 1024;
 
 fn s<'a>(ev: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
     ev.get(k).and_then(Value::as_str)
@@ -286,6 +301,7 @@ fn owner_name(o: &Owner) -> String {
 
 impl Checker {
     pub fn new(opts: Options) -> Checker {
+        let state = opts.state.clone().filter(|s| !s.is_null());
         Checker {
             opts,
             n: 0,
@@ -294,6 +310,8 @@ impl Checker {
             run: Run::default(),
             limit_reported: false,
             last_run: None,
+            state,
+            state_bytes: 0,
         }
     }
 
@@ -624,6 +642,10 @@ impl Checker {
                 self.last_run = ids;
                 let input = ev.get("input").and_then(|i| i.get("messages"));
                 self.seed_owners(input, false, out, ty);
+                // The input's state is the run's baseline (null means absent).
+                if let Some(st) = ev.get("input").and_then(|i| i.get("state")).filter(|s| !s.is_null()) {
+                    self.set_state(st.clone());
+                }
             }
             "RUN_FINISHED" => {
                 let mut open = Vec::new();
@@ -940,8 +962,39 @@ impl Checker {
                 self.run.closed_subagents.insert(sid);
             }
             "MESSAGES_SNAPSHOT" => self.seed_owners(ev.get("messages"), true, out, ty),
+            "STATE_SNAPSHOT" => self.set_state(ev.get("snapshot").cloned().unwrap_or(Value::Null)),
+            "STATE_DELTA" => {
+                let (Some(st), Some(delta)) = (&self.state, ev.get("delta").and_then(Value::as_array)) else { return };
+                match patch::apply(st, delta) {
+                    Ok(next) => {
+                        self.state_bytes += serde_json::to_string(delta).map_or(0, |d| d.len());
+                        self.state = Some(next);
+                        if self.state_bytes > MAX_STATE {
+                            self.state = None;
+                            if !self.limit_reported {
+                                self.limit_reported = true;
+                                out.push(at(
+                                    self,
+                                    "limit.tracking",
+                                    "over 64 MiB of state: later deltas go unchecked".into(),
+                                ));
+                            }
+                        }
+                    }
+                    Err(e) => out.push(at(
+                        self,
+                        "state.delta-applies",
+                        format!("the patch does not apply to the state (the client warns and skips it): {e}"),
+                    )),
+                }
+            }
             _ => {}
         }
+    }
+
+    fn set_state(&mut self, st: Value) {
+        self.state_bytes = serde_json::to_string(&st).map_or(0, |s| s.len());
+        self.state = (self.state_bytes <= MAX_STATE).then_some(st);
     }
 
     /// The end of the stream: closes what chunk streams left open (as the

@@ -107,7 +107,7 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
         Framing::Jsonl => Some(Format::Jsonl),
     };
     let mut out = Out { w: io::BufWriter::new(io::stdout().lock()), found: 0 };
-    let mut opts = Options { one_run: args.one_run, request: None };
+    let mut opts = Options { one_run: args.one_run, ..Options::default() };
     let (name, mut reader): (String, Box<dyn Read>) = if let Some(url) = &args.url {
         let parsed = match fetch::parse_url(url) {
             Ok(u) => u,
@@ -146,6 +146,7 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
         };
         let ids = |k: &str| input[k].as_str().unwrap_or_default().to_string();
         opts.request = Some((ids("threadId"), ids("runId")));
+        opts.state = input.get("state").cloned();
         let body = serde_json::to_vec(&input)?;
         let resp = match fetch::post(&parsed, &body, Duration::from_secs(args.timeout.max(1))) {
             Ok(r) => r,

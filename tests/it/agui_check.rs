@@ -385,7 +385,7 @@ mod props {
         fn findings_do_not_depend_on_read_boundaries(pieces in proptest::collection::vec(piece(), 0..40), mode in 0u8..3, step in 1usize..17, one_run in any::<bool>()) {
             let input: Vec<u8> = pieces.concat();
             let format = [None, Some(Format::Sse), Some(Format::Jsonl)][mode as usize];
-            let opts = Options { one_run, request: None };
+            let opts = Options { one_run, ..Options::default() };
             let whole = check_bytes(&input, format, opts.clone());
             let mut s = Stream::new(format, opts);
             let mut cut = Vec::new();

@@ -244,7 +244,7 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
 /// (`runwire::aguicheck`, the official client's rules restated, with
 /// runwire's one-run contract): a stream of runwire's must have no finding.
 pub fn agui_check(events: &[Value]) -> Result<(), String> {
-    let opts = runwire::aguicheck::Options { one_run: true, request: None };
+    let opts = runwire::aguicheck::Options { one_run: true, ..Default::default() };
     let findings = runwire::aguicheck::check_events(events, opts);
     if findings.is_empty() {
         return Ok(());
