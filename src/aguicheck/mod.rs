@@ -165,6 +165,16 @@ pub const RULES: &[Rule] = &[
         what: "SUBAGENT_STARTED after an event of the same run already carried its subagentRunId",
     },
     Rule {
+        id: "message.held",
+        spec: "AG-UI 1.0 spec, State, MESSAGES_SNAPSHOT (a held message absent from the snapshot is dropped); @ag-ui/client 1.0.0 src/apply/default.ts (\"No message found\", \"No tool call found\" warnings)",
+        what: "a text or reasoning CONTENT/END, or a TOOL_CALL_ARGS/END, for a message or call a MESSAGES_SNAPSHOT has since dropped from the client",
+    },
+    Rule {
+        id: "message.role",
+        spec: "@ag-ui/client 1.0.0 src/apply/default.ts (its warnings: message ids are unique across activity, text and reasoning messages; a tool call's parentMessageId names an assistant message; a restarted call keeps its name)",
+        what: "a text or reasoning event on an activity message's id, ACTIVITY_DELTA on another kind of message, a TOOL_CALL_START under a non-assistant parent message, or one renaming a call the client holds",
+    },
+    Rule {
         id: "state.delta-applies",
         spec: "AG-UI 1.0 spec, State, STATE_DELTA (the baseline is the input's state, then what the run's snapshots and deltas made of it) and Snapshots pattern (a patch that does not apply is warned about and skipped); @ag-ui/client 1.0.0 src/apply/default.ts (\"Failed to apply state patch\")",
         what: "a STATE_DELTA that does not apply to the state it amends, when that state is known (a STATE_SNAPSHOT, RUN_STARTED.input.state, or the state --url posted)",
@@ -223,6 +233,8 @@ pub struct Options {
     pub request: Option<(String, String)>,
     /// The state the request carried (`--url`): the first deltas' baseline.
     pub state: Option<Value>,
+    /// The messages the request carried (`--url`): the client holds them.
+    pub messages: Vec<Value>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -286,6 +298,12 @@ pub struct Checker {
     /// about how many bytes went into it (past [`MAX_STATE`] it is dropped).
     state: Option<Value>,
     state_bytes: usize,
+    /// The messages the client holds (id → role), thread-wide as its
+    /// reducer keeps them, and the tool calls in them (id → name); capped
+    /// (then absent ones are not reported).
+    held: HashMap<String, String>,
+    calls: HashMap<String, String>,
+    held_capped: bool,
 }
 
 /// Past about this much state, deltas go unchecked (memory stays bounded).
@@ -302,7 +320,8 @@ fn owner_name(o: &Owner) -> String {
 impl Checker {
     pub fn new(opts: Options) -> Checker {
         let state = opts.state.clone().filter(|s| !s.is_null());
-        Checker {
+        let messages = opts.messages.clone();
+        let mut c = Checker {
             opts,
             n: 0,
             phase: Phase::Start,
@@ -312,7 +331,12 @@ impl Checker {
             last_run: None,
             state,
             state_bytes: 0,
-        }
+            held: HashMap::new(),
+            calls: HashMap::new(),
+            held_capped: false,
+        };
+        c.hold_messages(&messages, false);
+        c
     }
 
     /// Events seen so far.
@@ -590,9 +614,19 @@ impl Checker {
         }
     }
 
-    /// The sequence checks of `verifyEvents`, plus the spec's own, for one
-    /// (schema-valid, chunk-expanded) event.
+    /// One (schema-valid, chunk-expanded) event: the sequence checks, then,
+    /// for an event they pass, what applying it to the client's messages
+    /// would do (`apply/default.ts`).
     fn sequence(&mut self, ty: &str, ev: &Map<String, Value>, out: &mut Vec<Finding>) {
+        let before = out.len();
+        self.verify(ty, ev, out);
+        if out.len() == before {
+            self.apply(ty, ev, out);
+        }
+    }
+
+    /// The sequence checks of `verifyEvents`, plus the spec's own.
+    fn verify(&mut self, ty: &str, ev: &Map<String, Value>, out: &mut Vec<Finding>) {
         let at = |c: &Checker, rule, m: String| c.at(rule, Some(ty), m);
         // The run lifecycle first, as verify.ts orders it.
         if self.phase == Phase::Errored && ty != "RUN_STARTED" {
@@ -986,6 +1020,161 @@ impl Checker {
                         "state.delta-applies",
                         format!("the patch does not apply to the state (the client warns and skips it): {e}"),
                     )),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Notes a message the client now holds, unless the cap is reached.
+    fn hold(&mut self, id: &str, role: &str) {
+        if self.held.len() < MAX_TRACKED || self.held.contains_key(id) {
+            self.held.insert(id.to_string(), role.to_string());
+        } else {
+            self.held_capped = true;
+        }
+    }
+
+    fn hold_messages(&mut self, msgs: &[Value], replace: bool) {
+        for m in msgs {
+            let (Some(id), Some(role)) = (m.get("id").and_then(Value::as_str), m.get("role").and_then(Value::as_str))
+            else {
+                continue;
+            };
+            if replace || !self.held.contains_key(id) {
+                self.hold(id, role);
+            }
+            for tc in m.get("toolCalls").and_then(Value::as_array).into_iter().flatten() {
+                if let (Some(tid), Some(name)) =
+                    (tc.get("id").and_then(Value::as_str), tc.pointer("/function/name").and_then(Value::as_str))
+                {
+                    if self.calls.len() < MAX_TRACKED {
+                        self.calls.insert(tid.to_string(), name.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    /// What the client's reducer does with an event the sequence checks
+    /// passed, as far as it can go wrong: a continuation for a message or
+    /// tool call it no longer holds, or an id held by a message of another
+    /// kind. It warns, and drops or redirects the event.
+    fn apply(&mut self, ty: &str, ev: &Map<String, Value>, out: &mut Vec<Finding>) {
+        let id = |k: &str| s(ev, k).unwrap_or_default().to_string();
+        let role_of = |c: &Checker, id: &str| c.held.get(id).cloned();
+        let mut find = |c: &Checker, rule: &'static str, m: String| out.push(c.at(rule, Some(ty), m));
+        match ty {
+            "RUN_STARTED" => {
+                if let Some(msgs) = ev.get("input").and_then(|i| i.get("messages")).and_then(Value::as_array) {
+                    self.hold_messages(msgs, false);
+                }
+            }
+            "MESSAGES_SNAPSHOT" => {
+                let msgs = ev.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+                let has = |r: &str| msgs.iter().any(|m| m.get("role").and_then(Value::as_str) == Some(r));
+                let (activity, reasoning) = (has("activity"), has("reasoning"));
+                // Kept: client-only messages of a kind the snapshot does not carry.
+                self.held.retain(|_, role| (role == "activity" && !activity) || (role == "reasoning" && !reasoning));
+                self.calls.clear();
+                self.held_capped = false;
+                self.hold_messages(&msgs, true);
+            }
+            "TEXT_MESSAGE_START" | "REASONING_MESSAGE_START" => {
+                let mid = id("messageId");
+                match role_of(self, &mid).as_deref() {
+                    Some("activity") => find(
+                        self,
+                        "message.role",
+                        format!("{ty} for '{mid}', an activity message's id: the client drops the event"),
+                    ),
+                    Some(_) => {}
+                    None => {
+                        let role = if ty == "REASONING_MESSAGE_START" {
+                            "reasoning"
+                        } else {
+                            s(ev, "role").unwrap_or("assistant")
+                        };
+                        self.hold(&mid, role);
+                    }
+                }
+            }
+            "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" | "REASONING_MESSAGE_CONTENT" | "REASONING_MESSAGE_END" => {
+                let mid = id("messageId");
+                match role_of(self, &mid).as_deref() {
+                    Some("activity") => find(
+                        self,
+                        "message.role",
+                        format!("{ty} for '{mid}', an activity message's id: the client drops the event"),
+                    ),
+                    Some(_) => {}
+                    None if !self.held_capped => find(
+                        self,
+                        "message.held",
+                        format!("{ty} for '{mid}', a message the client no longer holds (a MESSAGES_SNAPSHOT without it dropped it)"),
+                    ),
+                    None => {}
+                }
+            }
+            "TOOL_CALL_START" => {
+                let (tid, name) = (id("toolCallId"), id("toolCallName"));
+                if let Some(was) = self.calls.get(&tid) {
+                    if *was != name {
+                        let m = format!(
+                            "TOOL_CALL_START for '{tid}', a call the client holds as {was:?}: it renames it {name:?}"
+                        );
+                        find(self, "message.role", m);
+                    }
+                    return;
+                }
+                let mut holder = s(ev, "parentMessageId").unwrap_or(&tid).to_string();
+                if let Some(parent) = s(ev, "parentMessageId") {
+                    match role_of(self, parent).as_deref() {
+                        Some("assistant") | None => {}
+                        Some(role) => {
+                            find(
+                                self,
+                                "message.role",
+                                format!("TOOL_CALL_START '{tid}' names parentMessageId '{parent}', a {role} message, not the assistant's: the client files the call elsewhere"),
+                            );
+                            holder = tid.clone();
+                        }
+                    }
+                }
+                if role_of(self, &holder).is_none() {
+                    self.hold(&holder, "assistant");
+                }
+                if self.calls.len() < MAX_TRACKED {
+                    self.calls.insert(tid, name);
+                } else {
+                    self.held_capped = true;
+                }
+            }
+            "TOOL_CALL_ARGS" | "TOOL_CALL_END" => {
+                let tid = id("toolCallId");
+                if !self.calls.contains_key(&tid) && !self.held_capped {
+                    find(
+                        self,
+                        "message.held",
+                        format!("{ty} for '{tid}', a tool call the client no longer holds (a MESSAGES_SNAPSHOT without its message dropped it)"),
+                    );
+                }
+            }
+            "TOOL_CALL_RESULT" => self.hold(&id("messageId"), "tool"),
+            "ACTIVITY_SNAPSHOT" => {
+                let mid = id("messageId");
+                if role_of(self, &mid).is_none() {
+                    self.hold(&mid, "activity");
+                }
+            }
+            "ACTIVITY_DELTA" => {
+                let mid = id("messageId");
+                if let Some(role) = role_of(self, &mid).filter(|r| r != "activity") {
+                    find(
+                        self,
+                        "message.role",
+                        format!("ACTIVITY_DELTA for '{mid}', a {role} message: the client drops it"),
+                    );
                 }
             }
             _ => {}

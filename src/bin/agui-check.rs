@@ -147,6 +147,7 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
         let ids = |k: &str| input[k].as_str().unwrap_or_default().to_string();
         opts.request = Some((ids("threadId"), ids("runId")));
         opts.state = input.get("state").cloned();
+        opts.messages = input.get("messages").and_then(|m| m.as_array()).cloned().unwrap_or_default();
         let body = serde_json::to_vec(&input)?;
         let resp = match fetch::post(&parsed, &body, Duration::from_secs(args.timeout.max(1))) {
             Ok(r) => r,
