@@ -185,6 +185,11 @@ pub const RULES: &[Rule] = &[
         what: "two interrupts of one RUN_FINISHED outcome with the same id",
     },
     Rule {
+        id: "interrupt.suspended",
+        spec: "@ag-ui/core 1.0.0 SubagentFinishedSuspendedOutcome (interruptIds: the run-level interrupts this subagent raised itself); AG-UI 1.0 spec, Subagents (a suspended invocation is paused awaiting outside input) and Interrupts and Resume (a producer MUST NOT report an interrupted run as success)",
+        what: "a SUBAGENT_FINISHED suspended in a run that does not end with the interrupt outcome, or whose interruptIds name no interrupt of that outcome raised by the subagent",
+    },
+    Rule {
         id: "http.response",
         spec: "AG-UI 1.0 spec, Transports: HTTP + SSE, Response (a run that starts answers 200 with Content-Type: text/event-stream)",
         what: "with --url: a status other than 200, or another Content-Type",
@@ -282,6 +287,8 @@ struct Run {
     tagged: HashSet<String>,
     lanes: HashMap<Owner, Lane>,
     tracked: usize,
+    /// Subagents that finished suspended: id and the interrupt ids they named.
+    suspended: Vec<(String, Vec<String>)>,
 }
 
 /// The checker: events in, findings out.
@@ -744,6 +751,42 @@ impl Checker {
                         }
                     }
                 }
+                let outcome = ev.get("outcome");
+                let interrupted = outcome.and_then(|o| o.get("type")).and_then(Value::as_str) == Some("interrupt");
+                let raised: HashMap<&str, Option<&str>> = outcome
+                    .and_then(|o| o.get("interrupts"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| Some((i.get("id")?.as_str()?, i.get("subagentRunId").and_then(Value::as_str))))
+                    .collect();
+                for (sid, ids) in &self.run.suspended {
+                    if !interrupted {
+                        out.push(at(
+                            self,
+                            "interrupt.suspended",
+                            format!("subagent '{sid}' finished suspended, awaiting input, but the run does not end with the interrupt outcome"),
+                        ));
+                        continue;
+                    }
+                    for iid in ids {
+                        match raised.get(iid.as_str()) {
+                            None => out.push(at(
+                                self,
+                                "interrupt.suspended",
+                                format!(
+                                    "subagent '{sid}' names interrupt {iid:?}, which the run's outcome does not carry"
+                                ),
+                            )),
+                            Some(Some(by)) if *by != sid => out.push(at(
+                                self,
+                                "interrupt.suspended",
+                                format!("subagent '{sid}' names interrupt {iid:?}, raised by subagent '{by}'"),
+                            )),
+                            Some(_) => {}
+                        }
+                    }
+                }
                 self.phase = Phase::Finished;
                 self.terminals += 1;
             }
@@ -992,6 +1035,17 @@ impl Checker {
                         "subagent.pairing",
                         format!("{ty} for '{sid}', no subagent active under that id"),
                     ));
+                }
+                let outcome = ev.get("outcome");
+                if outcome.and_then(|o| o.get("type")).and_then(Value::as_str) == Some("suspended")
+                    && self.run.suspended.len() < MAX_TRACKED
+                {
+                    let ids = outcome
+                        .and_then(|o| o.get("interruptIds"))
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                        .unwrap_or_default();
+                    self.run.suspended.push((sid.clone(), ids));
                 }
                 self.run.closed_subagents.insert(sid);
             }
