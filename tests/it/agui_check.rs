@@ -402,3 +402,63 @@ mod props {
         }
     }
 }
+
+/// `--url` against a producer that answers chunked, as a stock server does:
+/// the request agui-check sends is the posted input, with the AG-UI headers;
+/// the de-chunked stream is checked, and a last run that is not the
+/// requested one is a finding.
+#[test]
+fn url_mode_posts_the_input_and_reads_a_chunked_answer() {
+    use std::io::BufRead;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        let mut head = Vec::new();
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+            head.push(line);
+        }
+        let mut body = vec![0u8; length];
+        r.read_exact(&mut body).unwrap();
+        let sse = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"other\"}\n\n\
+                   data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"other\"}\n\n";
+        let mut w = s;
+        write!(
+            w,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        .unwrap();
+        // Cut mid-frame and mid-line, as a network would.
+        for part in [&sse[..10], &sse[10..70], &sse[70..]] {
+            write!(w, "{:x}\r\n{part}\r\n", part.len()).unwrap();
+        }
+        write!(w, "0\r\n\r\n").unwrap();
+        (head, body)
+    });
+    let dir = support::scratch("chunked");
+    let input = dir.join("input.json");
+    let posted = r#"{"threadId":"t","runId":"r1","messages":[],"state":{"n":1}}"#;
+    std::fs::write(&input, posted).unwrap();
+    let (code, out, err) =
+        run_with(&["--url", &format!("http://127.0.0.1:{port}/agent"), "--input", input.to_str().unwrap()], b"");
+    let (head, body) = server.join().unwrap();
+    assert!(head[0].starts_with("POST /agent HTTP/1.1"), "{head:?}");
+    let has = |h: &str| head.iter().any(|l| l.to_ascii_lowercase().starts_with(h));
+    assert!(has("accept: text/event-stream") && has("content-type: application/json"), "{head:?}");
+    assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), serde_json::from_str::<Value>(posted).unwrap());
+    assert_eq!(code, 1, "{err}");
+    let rules: Vec<String> =
+        out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].as_str().unwrap().to_string()).collect();
+    assert_eq!(rules, ["run.ids"], "{out}");
+    assert!(out.contains("not the requested thread \\\"t\\\" run \\\"r1\\\""), "{out}");
+}
