@@ -462,3 +462,15 @@ fn url_mode_posts_the_input_and_reads_a_chunked_answer() {
     assert_eq!(rules, ["run.ids"], "{out}");
     assert!(out.contains("not the requested thread \\\"t\\\" run \\\"r1\\\""), "{out}");
 }
+
+/// Findings that cannot be written: exit 3, the error naming stdout.
+#[test]
+fn a_failed_write_names_stdout_and_exits_3() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let mut child = Command::new(BIN).stdin(Stdio::piped()).stdout(full).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"data: nope\n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("agui-check: stdout: "), "{err}");
+}
