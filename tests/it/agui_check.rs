@@ -474,3 +474,41 @@ fn a_failed_write_names_stdout_and_exits_3() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with("agui-check: stdout: "), "{err}");
 }
+
+/// An interrupt and its resume through a live `runwire-serve --demo`: the
+/// run that stops on the demo's approval, and the run that answers it (and
+/// stops on the demo's question), both pass agui-check with `--url`.
+#[test]
+fn url_mode_checks_an_interrupt_and_its_resume_on_a_live_server() {
+    let dir = support::scratch("resume");
+    let mut cmd = support::Server::command();
+    cmd.arg("--demo").env("HARNESS_HOME", dir.join("home"));
+    let server = support::Server::spawn(cmd);
+    let url = server.url("/agui");
+    let input = |run: &str, extra: &str| {
+        let p = dir.join(format!("{run}.json"));
+        let body = format!(
+            r#"{{"threadId":"d","runId":"{run}","messages":[{{"id":"m1","role":"user","content":"hello"}}]{extra}}}"#
+        );
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let (code, out, err) = run_with(&["--url", &url, "--input", input("r1", "").to_str().unwrap(), "--one-run"], b"");
+    assert_eq!((code, out.as_str()), (0, ""), "{err}\nserver: {}", server.stderr());
+    // The same thread again, read here, to learn the open interrupt's id.
+    let mut c = server.send(
+        "POST",
+        "/agui",
+        "Content-Type: application/json\r\n",
+        &std::fs::read_to_string(input("r1b", "")).unwrap(),
+    );
+    let mut raw = String::new();
+    c.read_to_string(&mut raw).unwrap();
+    let events = support::sse::http_events(raw.as_bytes());
+    let finished = events.iter().find(|e| e["type"] == "RUN_FINISHED").expect("a RUN_FINISHED");
+    let id = finished["outcome"]["interrupts"][0]["id"].as_str().expect("an open interrupt").to_string();
+    let resume = format!(r#","resume":[{{"interruptId":"{id}","status":"resolved","payload":{{"approved":true}}}}]"#);
+    let (code, out, err) =
+        run_with(&["--url", &url, "--input", input("r2", &resume).to_str().unwrap(), "--one-run"], b"");
+    assert_eq!((code, out.as_str()), (0, ""), "{err}\nserver: {}", server.stderr());
+}
