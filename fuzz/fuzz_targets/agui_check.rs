@@ -29,6 +29,6 @@ fuzz_target!(|data: &[u8]| {
     for f in &whole {
         assert!(RULES.iter().any(|r| r.id == f.rule), "unknown rule {}", f.rule);
         assert!(f.index.map_or(true, |i| i >= 1 && i <= events + 1), "index {:?} of {events} events", f.index);
-        let _ = f.to_json().to_string();
+        assert!(f.to_line().starts_with("{\"rule\":") && !f.to_json().is_null(), "{}", f.to_line());
     }
 });

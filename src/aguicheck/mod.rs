@@ -216,16 +216,33 @@ pub struct Finding {
     pub message: String,
 }
 
+/// A finding as printed, its fields in this order.
+#[derive(serde::Serialize)]
+struct Printed<'a> {
+    rule: &'a str,
+    index: Option<u64>,
+    event: Option<&'a str>,
+    message: &'a str,
+    spec: String,
+}
+
 impl Finding {
-    /// The finding as agui-check prints it: one JSON object.
+    /// The finding as agui-check prints it: one JSON object, on one line,
+    /// `{rule, index, event, message, spec}` in that order.
+    pub fn to_line(&self) -> String {
+        let p = Printed {
+            rule: self.rule,
+            index: self.index,
+            event: self.event.as_deref(),
+            message: &self.message,
+            spec: rule(self.rule).spec.replace("VERIFY", VERIFY),
+        };
+        serde_json::to_string(&p).unwrap_or_default()
+    }
+
+    /// The same, as a JSON value.
     pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "rule": self.rule,
-            "index": self.index,
-            "event": self.event,
-            "message": self.message,
-            "spec": rule(self.rule).spec.replace("VERIFY", VERIFY),
-        })
+        serde_json::from_str(&self.to_line()).unwrap_or(Value::Null)
     }
 }
 
@@ -548,7 +565,10 @@ impl Checker {
             if let Some(t) = &tag {
                 m.insert("subagentRunId".into(), t.clone().into());
             }
-            self.run.lanes.insert(lane.clone(), l);
+            // Lanes are per owner, and owners are the producer's to invent: counted.
+            if self.run.lanes.contains_key(&lane) || self.track(out, ty) {
+                self.run.lanes.insert(lane.clone(), l);
+            }
             lane_id = new_id;
             self.sequence(open_ty, &m, out);
         }

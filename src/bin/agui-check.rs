@@ -74,7 +74,7 @@ impl Out {
         for f in fs {
             self.found += 1;
             // Serialized first, so a write error stays an io::Error (a closed pipe is recognised).
-            let mut line = f.to_json().to_string().into_bytes();
+            let mut line = f.to_line().into_bytes();
             line.push(b'\n');
             self.w.write_all(&line).context("stdout")?;
         }

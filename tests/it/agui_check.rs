@@ -208,7 +208,9 @@ fn help_usage_errors_and_exit_codes() {
     // A finding is one JSON object with the five fields.
     let (code, out, _) = run_with(&[], b"{\"type\":\"TEXT_MESSAGE_END\",\"messageId\":\"m\"}\n");
     assert_eq!(code, 1);
-    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let line = out.lines().next().unwrap();
+    assert!(line.starts_with(r#"{"rule":"run.first","index":1,"event":"TEXT_MESSAGE_END","message":"#), "{line}");
+    let first: Value = serde_json::from_str(line).unwrap();
     assert_eq!(first["rule"], "run.first");
     assert_eq!(first["index"], 1);
     assert_eq!(first["event"], "TEXT_MESSAGE_END");

@@ -249,7 +249,7 @@ pub fn agui_check(events: &[Value]) -> Result<(), String> {
     if findings.is_empty() {
         return Ok(());
     }
-    let lines: Vec<String> = findings.iter().map(|f| f.to_json().to_string()).collect();
+    let lines: Vec<String> = findings.iter().map(|f| f.to_line()).collect();
     Err(format!("agui-check found {}:\n{}", findings.len(), lines.join("\n")))
 }
 
