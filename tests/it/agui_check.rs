@@ -514,3 +514,20 @@ fn url_mode_checks_an_interrupt_and_its_resume_on_a_live_server() {
         run_with(&["--url", &url, "--input", input("r2", &resume).to_str().unwrap(), "--one-run"], b"");
     assert_eq!((code, out.as_str()), (0, ""), "{err}\nserver: {}", server.stderr());
 }
+
+/// The tests' one AG-UI verifier (`tests/support/verify.rs`) runs agui-check
+/// on every stream it passes: a stream its own rules accept but AG-UI
+/// forbids (one interrupt id twice in a run) fails there too.
+#[test]
+fn the_tests_verifier_runs_agui_check_on_every_stream() {
+    let stream = |second: &str| {
+        vec![
+            serde_json::json!({"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.0"}),
+            serde_json::json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"interrupt","interrupts":[
+                {"id":"i1","reason":"tool_call"},{"id":second,"reason":"input_required"}]}}),
+        ]
+    };
+    support::verify::verify(&stream("i2")).unwrap();
+    let err = support::verify::verify(&stream("i1")).unwrap_err();
+    assert!(err.contains("agui-check found 1") && err.contains("\"rule\":\"interrupt.id-unique\""), "{err}");
+}
