@@ -120,6 +120,11 @@ pub const RULES: &[Rule] = &[
         what: "more than one terminal event, or anything after the first one",
     },
     Rule {
+        id: "run.protocol-version",
+        spec: "AG-UI 1.0 spec, Versioning and Compatibility, Version negotiation (an implementation of this version MUST send its declaration, RUN_STARTED.protocolVersion; each replayed run declares its own, so only the last run's is required)",
+        what: "the stream's last RUN_STARTED declares no protocolVersion",
+    },
+    Rule {
         id: "run.ids",
         spec: "AG-UI 1.0 spec, Runs and Steps (RUN_FINISHED closes the run RUN_STARTED opened) and Transports: HTTP + SSE (the requested run comes last, after any replayed runs); runwire conformance/live.mjs",
         what: "RUN_FINISHED names another threadId/runId than its RUN_STARTED; with --url, the last run is not the requested one",
@@ -318,6 +323,8 @@ pub struct Checker {
     limit_reported: bool,
     /// The `(threadId, runId)` of the last run started.
     last_run: Option<(String, String)>,
+    /// The last RUN_STARTED's index, when it declared no protocolVersion.
+    undeclared: Option<u64>,
     /// The consumer's state as the stream has made it, when known; and
     /// about how many bytes went into it (past [`MAX_STATE`] it is dropped).
     state: Option<Value>,
@@ -353,6 +360,7 @@ impl Checker {
             run: Run::default(),
             limit_reported: false,
             last_run: None,
+            undeclared: None,
             state,
             state_bytes: 0,
             held: HashMap::new(),
@@ -701,6 +709,7 @@ impl Checker {
                 let ids = s(ev, "threadId").zip(s(ev, "runId")).map(|(t, r)| (t.to_string(), r.to_string()));
                 self.run.ids = ids.clone();
                 self.last_run = ids;
+                self.undeclared = (!ev.contains_key("protocolVersion")).then_some(self.n);
                 let input = ev.get("input").and_then(|i| i.get("messages"));
                 self.seed_owners(input, false, out, ty);
                 // The input's state is the run's baseline (null means absent).
@@ -1277,6 +1286,16 @@ impl Checker {
             )),
             _ => {}
         }
+        if let Some(i) = self.undeclared {
+            out.push(Finding {
+                rule: "run.protocol-version",
+                index: Some(i),
+                event: Some("RUN_STARTED".into()),
+                message:
+                    "the run declares no protocolVersion: a 1.0 producer states the version it speaks on RUN_STARTED"
+                        .into(),
+            });
+        }
         if let (Some(want), Some(last)) = (&self.opts.request, &self.last_run) {
             if want != last {
                 out.push(end(
@@ -1519,10 +1538,10 @@ mod tests {
 
     #[test]
     fn a_clean_stream_has_no_findings_in_either_framing() {
-        let sse = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n: hi\n\nid: 2\ndata: {\"type\":\"RUN_FINISHED\",\n\
+        let sse = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}\n\n: hi\n\nid: 2\ndata: {\"type\":\"RUN_FINISHED\",\n\
                    data: \"threadId\":\"t\",\"runId\":\"r\"}\n\n";
         assert_eq!(rules(sse), Vec::<&str>::new());
-        let jsonl = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n{\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n";
+        let jsonl = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}\n\n{\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n";
         assert_eq!(rules(jsonl), Vec::<&str>::new());
     }
 
@@ -1547,14 +1566,14 @@ mod tests {
 
     #[test]
     fn chunks_expand_as_the_client_expands_them() {
-        let s = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}
+        let s = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.0"}
 {"type":"TEXT_MESSAGE_CHUNK","messageId":"m","delta":"a"}
 {"type":"TEXT_MESSAGE_CHUNK","delta":"b"}
 {"type":"TOOL_CALL_CHUNK","toolCallId":"c","toolCallName":"x","delta":"{}"}
 {"type":"RUN_FINISHED","threadId":"t","runId":"r"}
 "#;
         assert_eq!(rules(s), Vec::<&str>::new());
-        let s = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r"}
+        let s = r#"{"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.0"}
 {"type":"TEXT_MESSAGE_CHUNK","delta":"b"}
 {"type":"RUN_FINISHED","threadId":"t","runId":"r"}
 "#;

@@ -177,7 +177,7 @@ fn run_with(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
     )
 }
 
-const CLEAN: &str = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n";
+const CLEAN: &str = "{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}\n{\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n";
 
 #[test]
 fn help_usage_errors_and_exit_codes() {
@@ -244,7 +244,9 @@ fn a_closed_pipe_is_a_quiet_end_and_an_oversized_frame_is_a_finding() {
 
     // A frame over the official client's 10 MiB buffer: one finding, and the
     // frames after it are still read.
-    let mut big = b"data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\ndata: \"".to_vec();
+    let mut big =
+        b"data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}\n\ndata: \""
+            .to_vec();
     big.resize(big.len() + 11 * 1024 * 1024, b'x');
     big.extend_from_slice(b"\"\n\ndata: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n");
     let (code, out, _) = run_with(&[], &big);
@@ -432,7 +434,8 @@ fn url_mode_posts_the_input_and_reads_a_chunked_answer() {
         }
         let mut body = vec![0u8; length];
         r.read_exact(&mut body).unwrap();
-        let sse = "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"other\"}\n\n\
+        let sse =
+            "data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"other\",\"protocolVersion\":\"1.0\"}\n\n\
                    data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"other\"}\n\n";
         let mut w = s;
         write!(
