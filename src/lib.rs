@@ -7,6 +7,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod agui;
+pub mod aguicheck;
 pub mod arrival;
 pub mod cli;
 pub mod demo;

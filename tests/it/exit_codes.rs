@@ -46,6 +46,19 @@ fn verdict_check_uses_codes_0_to_2() {
 }
 
 #[test]
+fn agui_check_uses_codes_0_to_3() {
+    let doc = read("spec/exit-codes.md");
+    assert_eq!(table_codes(&doc, "## agui-check"), vec![0, 1, 2, 3]);
+    let man = read("man/agui-check.1");
+    let status = man.split(".SH EXIT STATUS").nth(1).expect("agui-check(1) has an EXIT STATUS");
+    let status = status.split("\n.SH").next().unwrap_or_default();
+    let lines: Vec<&str> = status.lines().collect();
+    let codes: Vec<&str> =
+        lines.windows(2).filter(|w| w[0] == ".TP").filter_map(|w| w[1].strip_prefix(".B ")).collect();
+    assert_eq!(codes, ["0", "1", "2", "3"], "agui-check(1) and spec/exit-codes.md give the same codes");
+}
+
+#[test]
 fn overview_man_page_lists_every_code() {
     let man = read("man/runwire.7");
     let table = man.split(".TS").nth(1).and_then(|t| t.split(".TE").next()).expect("man/runwire.7 has an exit table");
@@ -83,6 +96,7 @@ fn every_help_ends_with_its_exit_statuses_and_the_filters_agree() {
         env!("CARGO_BIN_EXE_runs"),
         env!("CARGO_BIN_EXE_liveness"),
         env!("CARGO_BIN_EXE_verdict-check"),
+        env!("CARGO_BIN_EXE_agui-check"),
         env!("CARGO_BIN_EXE_runwire-serve"),
         env!("CARGO_BIN_EXE_runwire-supervise"),
         env!("CARGO_BIN_EXE_runwire-session"),

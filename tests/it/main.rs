@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agui_check;
 mod agui_props;
 mod agui_translate;
 mod codex_schema;

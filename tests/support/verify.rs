@@ -3,7 +3,8 @@
 //! wire rules its enforcement stage and the conformance checker apply (§1, §2):
 //! known types, required and known keys only, no `null`, camelCase keys,
 //! integer timestamps, exactly one terminal event, last. It deliberately
-//! knows nothing of the translator's own state.
+//! knows nothing of the translator's own state. A stream that passes is then
+//! checked by `agui-check`'s library as well ([`agui_check`]).
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -346,7 +347,20 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
     if !ended {
         return Err("the stream has no terminal event".into());
     }
-    Ok(())
+    agui_check(events)
+}
+
+/// Every stream verified here is also checked by `agui-check`'s library
+/// (`runwire::aguicheck`, the official client's rules restated, with
+/// runwire's one-run contract): a stream of runwire's must have no finding.
+pub fn agui_check(events: &[Value]) -> Result<(), String> {
+    let opts = runwire::aguicheck::Options { one_run: true, ..Default::default() };
+    let findings = runwire::aguicheck::check_events(events, opts);
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = findings.iter().map(|f| f.to_line()).collect();
+    Err(format!("agui-check found {}:\n{}", findings.len(), lines.join("\n")))
 }
 
 /// Parses JSON lines and verifies them.
