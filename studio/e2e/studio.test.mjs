@@ -627,11 +627,11 @@ describe('studio in Chromium against runwire-serve', () => {
     await phone.context.close();
   });
 
-  test('the demo says what it is: a replay, the demo agent; a real agent gets no note', async () => {
+  test('the header and the chat say the server\'s mode in runwire-serve\'s words; a real agent gets no note', async () => {
     const cases = [
-      [[], 'Demo: replays a recorded run; your prompt is not sent to any agent.', /^demo: recorded replay · runwire-serve /],
-      [['--demo'], 'Demo agent: no model, runs nothing. It asks to run a command, then asks a question: try Approve, Deny, a steer and Stop.', /^demo agent · runwire-serve /],
-      [['--agent', 'claude'], null, /^agent claude · runwire-serve /],
+      [[], 'Replay: each prompt replays a recorded run; it is not sent to any agent.', /^replay · runwire-serve /],
+      [['--demo'], 'Demo: runwire\'s demo agent, no model, runs nothing. It asks to run a command, then asks a question: try Approve, Deny, a steer and Stop.', /^demo · runwire-serve /],
+      [['--agent', 'claude'], null, /^agent: claude · runwire-serve /],
     ];
     for (const [args, note, label] of cases) {
       const s = await server({ args, env: { STUB_STREAM: corpus } });

@@ -156,22 +156,67 @@ fn the_demo_agent_takes_a_steer_mid_turn_and_stops() {
     assert!(next.contains(r#""type":"RUN_FINISHED""#), "{next}");
 }
 
-fn get(s: &Server, path: &str) -> String {
-    let mut c = s.send("GET", path, "", "");
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    r
-}
-
-/// `/api/info` says which demo a server is, so the studio can tell its
-/// user: `agent` under `--demo`, `replay` with no `--agent`, none with one.
+/// One vocabulary of modes: the start line, `/api/info`'s `mode` (and
+/// `agent`) and `--help` say `replay` (no flags), `demo` (`--demo`), `agent`
+/// with the agent's name, `hub`; "demo" names the demo agent only, and an ACP
+/// agent is named by its command, never as a cursor session.
 #[test]
-fn api_info_says_which_demo_this_is() {
-    let s = start("info");
-    assert!(get(&s, "/api/info").contains(r#""demo":"agent""#));
-    for (args, want) in [(&[][..], r#""demo":"replay""#), (&["--agent", "claude"][..], r#""demo":null"#)] {
-        let s = start_with("info2", args);
-        let info = get(&s, "/api/info");
-        assert!(info.contains(want), "{args:?}: {info}");
+fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
+    use serde_json::{json, Value};
+    let cases: [(&[&str], &str, Value, &str); 6] = [
+        (
+            &[],
+            "replay",
+            Value::Null,
+            "runwire-serve: replay: each run replays a recorded Claude Code run (no agent runs);",
+        ),
+        (
+            &["--demo"],
+            "demo",
+            Value::Null,
+            "runwire-serve: demo: each thread holds an interactive session with runwire's built-in demo agent",
+        ),
+        (
+            &["--agent", "codex"],
+            "agent",
+            json!("codex"),
+            "runwire-serve: agent: codex: each run starts the codex wrapper;",
+        ),
+        (
+            &["--agent", "claude", "--interactive"],
+            "agent",
+            json!("claude"),
+            "runwire-serve: agent: claude, interactive: each thread holds a session",
+        ),
+        (
+            &["--agent", "acp", "--interactive", "--listen", "127.0.0.1:0", "--", "/bin/cat", "-u"],
+            "agent",
+            json!("acp"),
+            "runwire-serve: agent: acp (/bin/cat -u), interactive: each thread holds a session",
+        ),
+        (&["--cluster", "nats://127.0.0.1:1", "--hub"], "hub", Value::Null, "runwire-serve: hub: every node's runs"),
+    ];
+    for (args, mode, agent, line) in cases {
+        let s = start_with("mode", args);
+        let (status, info) = s.get("/api/info");
+        assert_eq!(status, 200, "{args:?}");
+        assert_eq!((info["mode"].as_str(), &info["agent"]), (Some(mode), &agent), "{args:?}: {info}");
+        // The start line comes right after the address.
+        let t = std::time::Instant::now();
+        while !s.stderr().contains("for the studio") && t.elapsed() < support::server::IO_TIMEOUT {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let err = s.stderr();
+        let start = err.lines().find(|l| l.contains("for the studio")).unwrap_or_else(|| panic!("{args:?}: {err}"));
+        assert!(start.starts_with(line), "{args:?}: {start}");
+        assert_eq!(start.contains("demo"), mode == "demo", "{args:?}: only the demo says demo: {start}");
+        assert!(!start.contains("cursor"), "{args:?}: {start}");
     }
+    let help = Command::new(env!("CARGO_BIN_EXE_runwire-serve")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let modes = &help[help.find("Modes").unwrap_or_else(|| panic!("--help has no Modes:\n{help}"))..];
+    for word in ["replay  no --agent", "demo    --demo", "agent   --agent NAME", "hub     --cluster URL --hub"] {
+        assert!(modes.contains(word), "--help's modes lack {word:?}:\n{modes}");
+    }
+    assert!(!help.contains("demo mode"), "{help}");
 }
