@@ -89,9 +89,9 @@ def main():
         if name == "runwire":
             readme = open("README.md", encoding="utf-8").read()
             for v, what in ((declared, "rust-version"), (tdeclared, "test-rust-version")):
-                if v and not re.search(rf"\b{re.escape(v)} or newer\b", readme):
+                if v and not re.search(rf"\b{re.escape(v)}\s+or\s+newer\b", readme):
                     false.append(f"README.md does not say \"{v} or newer\" (the main crate's {what})")
-            for stated in sorted(set(re.findall(r"\b(1\.\d+) or newer\b", readme))):
+            for stated in sorted(set(re.findall(r"\b(1\.\d+)\s+or\s+newer\b", readme))):
                 if stated not in (declared, tdeclared):
                     false.append(f"README.md says \"{stated} or newer\"; the main crate needs {declared}, its tests {tdeclared}")
     for f in false:

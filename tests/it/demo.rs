@@ -1,70 +1,20 @@
-//! `runwire-serve --demo`: the built-in demo agent, as a newcomer meets it.
-//! The README's quick-start block is run as it is (bash and curl, the real
-//! binary on PATH), and the demo's approval, question, steer and stop go
-//! through the real routes.
+//! `runwire-serve --demo`: the built-in demo agent, as a newcomer meets it:
+//! its approval, question, steer and stop through the real routes, and the
+//! server's modes in one vocabulary. (The README's quick-start blocks run in
+//! `quickstart.rs`.)
 
 use crate::support;
 use support::Server;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-fn bin_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_runwire-serve")).parent().unwrap().to_path_buf()
-}
+use std::path::PathBuf;
+use std::process::Command;
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("runwire-demo-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// The README block after the quick-start marker.
-fn readme_block() -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let at = readme.find("<!-- quickstart-demo:").expect("the README marks its quick-start demo block");
-    let rest = &readme[at..];
-    let start = rest.find("```sh\n").expect("a sh block after the marker") + 6;
-    let end = rest[start..].find("```").expect("the block ends") + start;
-    rest[start..end].to_string()
-}
-
-/// The README's quick-start commands, run by bash as they stand, print an
-/// approval interrupt, then the approved command's result and a question.
-#[test]
-#[cfg_attr(not(tool = "bash"), ignore = "needs bash: apt-get install bash")]
-#[cfg_attr(not(tool = "curl"), ignore = "needs curl (the README's commands use it): apt-get install curl")]
-fn the_readme_quick_start_demo_runs_as_written() {
-    support::need(&["bash", "curl"]);
-    let home = scratch("readme");
-    let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(readme_block())
-        .env("PATH", path)
-        .env("HARNESS_HOME", &home)
-        .stdin(Stdio::null())
-        .output()
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let finished: Vec<&str> = stdout.lines().filter(|l| l.contains("\"RUN_FINISHED\"")).collect();
-    assert_eq!(finished.len(), 2, "two runs, each ends once:\n{stdout}");
-    assert!(finished[0].contains(r#""id":"rw-"#) && finished[0].contains("Allow Bash?"), "{}", finished[0]);
-    assert!(stdout.contains("\"TOOL_CALL_RESULT\"") && stdout.contains("(demo: nothing ran)"), "{stdout}");
-    assert!(
-        finished[1].contains(r#""type":"interrupt""#) && finished[1].contains("Which should the demo do next?"),
-        "{}",
-        finished[1]
-    );
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 fn start(name: &str) -> Server {

@@ -152,6 +152,8 @@ fn the_build_probe_agrees_with_the_tools_here() {
         ("chromium", cfg!(tool = "chromium")),
         ("real-agents", cfg!(tool = "real-agents")),
         ("nats-server", cfg!(tool = "nats-server")),
+        ("git", cfg!(tool = "git")),
+        ("iproute2", cfg!(tool = "iproute2")),
     ];
     assert_eq!(built.len(), support::tools::TOOLS.len(), "a tool of tools.rs is not checked here");
     for (name, set) in built {

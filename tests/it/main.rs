@@ -33,6 +33,7 @@ mod live_task;
 mod normalize_events;
 mod pipeline;
 mod procs;
+mod quickstart;
 mod real_agents;
 mod runs;
 mod runs_index;

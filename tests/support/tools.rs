@@ -80,6 +80,8 @@ pub const TOOLS: &[Tool] = &[
         install: "cd realagents && npm ci (the pinned Claude Code, Codex, claude-agent-acp and codex-acp, about 1.1 GB); the tests run as root (network namespaces)",
     },
     Tool { name: "nats-server", programs: &["nats-server"], packages: None, install: "apt-get install nats-server" },
+    Tool { name: "git", programs: &["git"], packages: None, install: "apt-get install git" },
+    Tool { name: "iproute2", programs: &["ip"], packages: None, install: "apt-get install iproute2" },
 ];
 
 /// The pinned agents' binaries under realagents/node_modules/.bin.
