@@ -75,7 +75,9 @@ impl Recorded {
         cmd.args(args);
         cmd.env("RUNWIRE_REPLAY_DELAY_MS", "1").env_remove("SOURCE_DATE_EPOCH").env_remove("STUB_MODE");
         // Runs the server records (POST /agui) go to a temp dir, not ~/.harness.
-        cmd.env("HARNESS_HOME", std::env::temp_dir().join(format!("runwire-serve-conf-{}", std::process::id())));
+        let home = std::env::temp_dir().join(format!("runwire-serve-conf-{}", std::process::id()));
+        crate::support::keep_on_failure(&home);
+        cmd.env("HARNESS_HOME", home);
         cmd.envs(envs.iter().copied());
         if let Some(r) = &record {
             let _ = std::fs::remove_file(r);
