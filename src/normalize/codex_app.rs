@@ -284,7 +284,7 @@ impl CodexApp {
     /// `None` for the session's own thread.
     fn parent(&self, p: &Value) -> Option<String> {
         let t = p.str_at("threadId")?;
-        if self.main.as_deref().map_or(true, |m| m == t) {
+        if self.main.as_deref().is_none_or(|m| m == t) {
             return None;
         }
         Some(self.subs.iter().find(|(th, _)| th == t).map_or_else(|| t.to_string(), |(_, item)| item.clone()))
