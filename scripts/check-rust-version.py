@@ -14,6 +14,7 @@ cargo failed.
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def main():
     host = subprocess.run(["rustc", "-vV"], capture_output=True, text=True, check=True).stdout
     triple = re.search(r"^host: (\S+)", host, re.M).group(1)
     out = subprocess.run(
-        ["cargo", "metadata", "--format-version", "1", "--locked", "--filter-platform", triple],
+        [os.environ.get("CARGO", "cargo"), "metadata", "--format-version", "1", "--locked", "--filter-platform", triple],
         capture_output=True,
         text=True,
     )

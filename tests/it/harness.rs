@@ -154,6 +154,7 @@ fn the_build_probe_agrees_with_the_tools_here() {
         ("nats-server", cfg!(tool = "nats-server")),
         ("git", cfg!(tool = "git")),
         ("iproute2", cfg!(tool = "iproute2")),
+        ("python3", cfg!(tool = "python3")),
     ];
     assert_eq!(built.len(), support::tools::TOOLS.len(), "a tool of tools.rs is not checked here");
     for (name, set) in built {

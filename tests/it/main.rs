@@ -14,6 +14,7 @@ mod support;
 
 mod agui_props;
 mod agui_translate;
+mod claims;
 mod codex_schema;
 mod conformance;
 mod demo;

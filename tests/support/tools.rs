@@ -82,6 +82,7 @@ pub const TOOLS: &[Tool] = &[
     Tool { name: "nats-server", programs: &["nats-server"], packages: None, install: "apt-get install nats-server" },
     Tool { name: "git", programs: &["git"], packages: None, install: "apt-get install git" },
     Tool { name: "iproute2", programs: &["ip"], packages: None, install: "apt-get install iproute2" },
+    Tool { name: "python3", programs: &["python3"], packages: None, install: "apt-get install python3" },
 ];
 
 /// The pinned agents' binaries under realagents/node_modules/.bin.
