@@ -653,6 +653,35 @@ describe('studio in Chromium against runwire-serve', () => {
     }
   });
 
+  test('the runs page says it is loading, then "No runs yet": never an empty table header, at 1280 and 390 px', async () => {
+    const s = await server({});
+    for (const viewport of [DESKTOP, PHONE]) {
+      const { p, g, context } = await page(viewport);
+      // The listing held until the first paint has been looked at.
+      let release;
+      const held = new Promise((r) => {
+        release = r;
+      });
+      await p.route((url) => new URL(url).pathname === '/runs', async (route) => {
+        await held;
+        await route.continue();
+      });
+      await p.goto(`${s.url}/#/runs`);
+      await p.waitForSelector('.view-runs .view-status:not(:empty)');
+      assert.equal(await p.textContent('.view-runs .view-status'), 'Loading the runs…', `${viewport.width} px`);
+      assert.equal(await p.locator('table.runs').isVisible(), false, `${viewport.width} px: an empty table header while loading`);
+      assert.equal(await p.locator('.view-runs .empty').isVisible(), false, `${viewport.width} px: "No runs yet" before the listing`);
+      release();
+      await p.locator('.view-runs .empty').waitFor();
+      assert.match(await p.textContent('.view-runs .empty'), /^No runs yet\./);
+      assert.equal(await p.locator('table.runs').isVisible(), false, `${viewport.width} px: the table of no runs`);
+      await waitFor(async () => /^0 runs/.test(await p.textContent('.view-runs .view-status')), { what: 'the count' });
+      await noHorizontalOverflow(p, `no runs at ${viewport.width} px`);
+      g.check();
+      await context.close();
+    }
+  });
+
   test('a view\'s heading takes focus on navigation without a focus ring, by mouse or keyboard; links keep theirs', async () => {
     const s = await server({});
     const { p, g, context } = await page();
