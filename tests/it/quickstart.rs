@@ -74,12 +74,12 @@ fn own_network() {
     assert!(st.success(), "ip link set lo up: {st}");
 }
 
-/// A `PATH` with none of this crate's programs on it (a build directory, an
-/// earlier install), then `first`.
+/// `first`, then the `PATH` of the tests without the directories that hold
+/// this crate's programs (a build directory, an earlier install). A real
+/// `cargo` may stay: the stand-in in `first` comes before it.
 fn path_with(first: &Path) -> String {
-    let kept = support::tools::path_dirs()
-        .into_iter()
-        .filter(|d| BINARIES.iter().all(|(name, _)| !d.join(name).exists()) && !d.join("cargo").exists());
+    let kept =
+        support::tools::path_dirs().into_iter().filter(|d| BINARIES.iter().all(|(name, _)| !d.join(name).exists()));
     std::env::join_paths(std::iter::once(first.to_path_buf()).chain(kept)).unwrap().to_string_lossy().into_owned()
 }
 
