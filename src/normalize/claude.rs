@@ -726,7 +726,7 @@ impl Claude {
                     }
                 }
                 "tool_use" | "server_tool_use" | "mcp_tool_use" => {
-                    if blk.id.as_str().map_or(true, str::is_empty) {
+                    if blk.id.as_str().is_none_or(str::is_empty) {
                         ctx.missing_id(raw, kind);
                         continue;
                     }

@@ -202,7 +202,7 @@ impl Codex {
             _ => {
                 let (name, args) = tool_name_args(ty, item);
                 // A search names its query only once it ran: the call waits for it.
-                let no_query_yet = ty == "web_search" && item.str_at("query").map_or(true, str::is_empty);
+                let no_query_yet = ty == "web_search" && item.str_at("query").is_none_or(str::is_empty);
                 if kind == "item.started" && !no_query_yet {
                     self.open_tool(ctx, &id, name, args);
                 } else if done {

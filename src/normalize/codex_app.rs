@@ -284,7 +284,7 @@ impl CodexApp {
     /// thread alone when no item said so). `None` for the session's own thread.
     fn parent(&self, p: &Value) -> Parent {
         let t = p.str_at("threadId")?;
-        if self.main.as_deref().map_or(true, |m| m == t) {
+        if self.main.as_deref().is_none_or(|m| m == t) {
             return None;
         }
         Some(Box::new(

@@ -100,7 +100,7 @@ impl Cursor {
             }
             ("thinking", "completed") => self.reasoning = None,
             ("assistant", _) => self.assistant(ctx, &v),
-            ("tool_call", "started" | "completed") if v.str_at("call_id").map_or(true, str::is_empty) => {
+            ("tool_call", "started" | "completed") if v.str_at("call_id").is_none_or(str::is_empty) => {
                 self.text = None;
                 ctx.missing_id(raw, &format!("tool_call/{sub}"));
             }

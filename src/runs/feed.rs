@@ -1074,6 +1074,7 @@ mod tests {
         assert!(check_since(&Paths::at(&h), end2).is_ok());
         assert!(check_since(&Paths::at(&h), end2 + 1).is_err());
         assert!(check_since(&Paths::at(&h), end3 + 100).is_err());
+        drop(z); // its checkpoint, written on drop, would make the feed directory again
         let _ = std::fs::remove_dir_all(&h);
     }
 
@@ -1103,6 +1104,7 @@ mod tests {
         let mut n = 0;
         c.read(|_, l| n += usize::from(matches!(l, Line::Event(l) if f.matches(l)))).unwrap();
         assert_eq!(n, 1);
+        drop(x); // its checkpoint, written on drop, would make the feed directory again
         let _ = std::fs::remove_dir_all(&h);
     }
 
@@ -1207,6 +1209,7 @@ mod tests {
         x.extend(Scope::All).unwrap();
         let reports = x.take_reports();
         assert!(reports.len() == 1 && reports[0].contains("regular file"), "{reports:?}");
+        drop(x); // its checkpoint, written on drop, would make the feed directory again
         let _ = std::fs::remove_dir_all(&h);
     }
 

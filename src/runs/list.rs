@@ -254,7 +254,7 @@ fn from_files<'a>(reg: &Registry, id: String, q: &Query, now_ns: i64, o: &Option
     }
     let summary = String::from_utf8(text).unwrap_or_default().into_boxed_str();
     let p = &l.pointer;
-    let in_repo = q.repo.as_ref().map_or(true, |r| ok && (p.repo == *r || p.repo_root == *r));
+    let in_repo = q.repo.as_ref().is_none_or(|r| ok && (p.repo == *r || p.repo_root == *r));
     Some((Cand { id, activity_ns, status: d.status, in_repo, src: Src::Files(summary) }, rows))
 }
 
@@ -324,7 +324,7 @@ fn place<'i>(
         // Not reached: a part not appended since is the head's.
         (_, _, None) => return None,
     };
-    let in_repo = repo_json.map_or(true, |r| run.is_some_and(|run| run.in_repo(r)));
+    let in_repo = repo_json.is_none_or(|r| run.is_some_and(|run| run.in_repo(r)));
     Some((pointer_ns.max(journal_ns).max(0), status, in_repo, src))
 }
 
@@ -413,10 +413,10 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     }
     let wanted = |c: &Cand| {
         c.in_repo
-            && q.statuses.as_ref().map_or(true, |s| s.contains(&c.status))
-            && q.id_prefix.as_ref().map_or(true, |p| c.id.starts_with(p.as_str()))
+            && q.statuses.as_ref().is_none_or(|s| s.contains(&c.status))
+            && q.id_prefix.as_ref().is_none_or(|p| c.id.starts_with(p.as_str()))
     };
-    let after = |c: &Cand| q.cursor.as_ref().map_or(true, |cur| cur.before(c.activity_ns, &c.id));
+    let after = |c: &Cand| q.cursor.as_ref().is_none_or(|cur| cur.before(c.activity_ns, &c.id));
     let limit = q.limit.unwrap_or(usize::MAX);
     // The listing's order, the runs after the cursor first.
     let order = |a: &Cand, b: &Cand| {

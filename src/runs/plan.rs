@@ -42,7 +42,7 @@ pub struct Task<S = String> {
 fn check_cmd<S: AsRef<str>>(id: &str, adapter: &str, cmd: Option<&[S]>) -> Result<(), String> {
     match (adapter == "acp", cmd) {
         (true, None) => Err(format!("task {id:?}: adapter \"acp\" needs cmd, the agent's command line")),
-        (true, Some(c)) if !c.first().is_some_and(|p| !p.as_ref().is_empty()) => {
+        (true, Some(c)) if c.first().is_none_or(|p| p.as_ref().is_empty()) => {
             Err(format!("task {id:?}: cmd must start with the agent's program (a non-empty string)"))
         }
         (false, Some(_)) => Err(format!("task {id:?}: cmd is only for adapter \"acp\" (this task's is {adapter:?})")),

@@ -646,7 +646,7 @@ impl Loaded {
         self.journal
             .open
             .iter()
-            .filter(|o| task.map_or(true, |t| o.task == t) && !self.journal.state(&o.task).is_some_and(is_terminal))
+            .filter(|o| task.is_none_or(|t| o.task == t) && !self.journal.state(&o.task).is_some_and(is_terminal))
             .map(|o| {
                 json!({"task": o.task, "request": o.request, "kind": o.kind, "tool": o.tool, "detail": o.detail,
                        "expiresAt": o.expires_at, "ts": o.ts})

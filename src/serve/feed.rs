@@ -79,7 +79,7 @@ impl Frame {
     }
 
     fn passes(&self, filter: &Filter) -> bool {
-        self.json.as_ref().map_or(true, |r| filter.matches(&self.bytes[r.clone()]))
+        self.json.as_ref().is_none_or(|r| filter.matches(&self.bytes[r.clone()]))
     }
 }
 

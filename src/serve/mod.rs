@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = "runwire-serve";
 
-/// The recorded Claude run the demo mode replays when no `--agent` is given.
+/// The recorded Claude run replay mode replays when no `--agent` is given.
 pub const DEMO_LOG: &[u8] = include_bytes!("../../fixtures/claude/bb-turn-tools.partial.jsonl");
 
 /// Default pause between replayed lines (`RUNWIRE_REPLAY_DELAY_MS` overrides).
@@ -81,6 +81,14 @@ Security model: loopback only by default; a request whose Host is not a loopback
 --allow-origin is refused; --token-file requires `Authorization: Bearer <token>` on every route
 but /healthz. See runwire-serve(1).
 
+Modes (the same words in the start line, GET /api/info's \"mode\" and the studio):
+  replay  no --agent: each run replays a bundled recorded Claude Code run (no agent, no model)
+  demo    --demo: each thread talks to runwire's built-in demo agent (approvals, a question,
+          steer and Stop; it runs nothing)
+  agent   --agent NAME: each run starts that agent (with --interactive, one session per thread);
+          --agent NAME --replay FILE replays FILE instead (replay)
+  hub     --cluster URL --hub: every node's runs; a chat runs on the node it names
+
 Exit status: 0 clean shutdown (SIGINT/SIGTERM); 2 usage error; 3 cannot bind the address or read
 a file named by a flag.";
 
@@ -92,12 +100,12 @@ pub struct Args {
     /// Address to listen on (port 0 picks a free port; the first stdout line names it).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
     pub listen: SocketAddr,
-    /// Run this agent for each request (its wrapper, wrappers/AGENT.sh). Without it, each request
-    /// replays a bundled recorded Claude run (demo mode).
+    /// Run this agent for each request (its wrapper, wrappers/AGENT.sh): agent mode. Without it,
+    /// each request replays a bundled recorded Claude run: replay mode.
     #[arg(long, value_enum, value_name = "AGENT")]
     pub agent: Option<AgentArg>,
-    /// Try approvals, questions, steer and Stop with no agent installed: each thread holds an
-    /// interactive session with runwire's built-in demo agent (it accepts any prompt, runs nothing).
+    /// Demo mode: try approvals, questions, steer and Stop with no agent installed; each thread holds
+    /// an interactive session with runwire's built-in demo agent (it accepts any prompt, runs nothing).
     #[arg(long, conflicts_with_all = ["agent", "replay", "agent_cmd"])]
     pub demo: bool,
     /// The wrapper to start instead of wrappers/AGENT.sh (same contract). With --interactive, the
@@ -242,7 +250,55 @@ pub enum AgentArg {
     Acp,
 }
 
+/// What a server is, in the one vocabulary its start line, `--help`, `GET
+/// /api/info`'s `mode` and the studio share (before it, "demo" named both a
+/// recorded replay and the demo agent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// No `--agent` (or `--agent X --replay FILE`): a recorded run replayed, no agent.
+    Replay,
+    /// `--demo`: runwire's built-in demo agent.
+    Demo,
+    /// `--agent NAME`: the agent itself.
+    Agent,
+    /// `--cluster URL --hub`: every node's runs; a chat runs on a node.
+    Hub,
+}
+
+impl Mode {
+    pub fn of(args: &Args) -> Mode {
+        if args.cluster.hub {
+            Mode::Hub
+        } else if args.demo {
+            Mode::Demo
+        } else if args.agent.is_none() || args.replay.is_some() {
+            Mode::Replay
+        } else {
+            Mode::Agent
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Mode::Replay => "replay",
+            Mode::Demo => "demo",
+            Mode::Agent => "agent",
+            Mode::Hub => "hub",
+        }
+    }
+}
+
 impl AgentArg {
+    /// The name `--agent` takes (`acp` for any ACP agent, whose output is read as cursor's).
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentArg::Claude => "claude",
+            AgentArg::Codex => "codex",
+            AgentArg::Cursor => "cursor",
+            AgentArg::Acp => "acp",
+        }
+    }
+
     /// The adapter its output is read with (an ACP agent's is cursor's: ACP).
     pub fn adapter(self) -> Adapter {
         match self {
@@ -291,8 +347,10 @@ pub struct Config {
     /// `--evidence`: what `GET /api/evidence` checks.
     pub evidence: Option<PathBuf>,
     /// `--interactive`: one live session per thread ([`agui::interactive`]).
-    /// The demo this server is, for the studio: `replay` (no `--agent`), `agent` (`--demo`).
-    pub demo: Option<&'static str>,
+    /// What this server is ([`Mode`]): the start line, `/api/info` and the studio say it.
+    pub mode: Mode,
+    /// The agent `--agent` names (`acp` for any ACP agent), said with agent mode.
+    pub agent_name: Option<&'static str>,
     pub interactive: bool,
     /// `--agent-cmd` in interactive mode: the engine to run (else `$RUNWIRE_CLAUDE_BIN`, `claude`);
     /// with `--agent acp`, the command after `--`.
@@ -408,13 +466,8 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
             .max(1024),
         evidence: args.evidence.clone(),
         interactive,
-        demo: if args.demo {
-            Some("agent")
-        } else if args.agent.is_none() {
-            Some("replay")
-        } else {
-            None
-        },
+        mode: Mode::of(args),
+        agent_name: args.agent.map(AgentArg::name),
         engine: if args.demo {
             Some(std::env::current_exe().map_err(|e| StartError::Io(format!("--demo: this executable's path: {e}")))?)
         } else if acp_program.is_some() {
@@ -640,22 +693,29 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         .and_then(|_| out.flush())
         .map_err(|e| StartError::Io(format!("stdout: {e}")))?;
     // For people: what this server does, and where an AG-UI client should post (stdout stays one parsable line).
-    let what = match (&cfg.source, args.agent.is_some()) {
-        _ if args.demo => format!(
+    // The mode's word first, the same as /api/info's and the studio's; an
+    // ACP agent is named by its command (it is no cursor session).
+    let agent = cfg.agent_name.unwrap_or("claude");
+    let who = match cfg.kind {
+        AgentKind::Acp if cfg.mode == Mode::Agent => format!("{agent} ({})", args.agent_argv.join(" ")),
+        _ => agent.to_string(),
+    };
+    let what = match cfg.mode {
+        Mode::Hub => "hub: every node's runs, from the cluster; a chat runs on the node it names".to_string(),
+        Mode::Demo => format!(
             "demo: each thread holds an interactive session with runwire's built-in demo agent (it asks to run a command, then a question; try Approve, Deny, a steer and Stop; unanswered requests denied after {} s)",
             cfg.answer_timeout.as_secs()
         ),
-        (Source::Replay { .. }, false) => "demo: each run replays a recorded Claude Code run".to_string(),
-        (Source::Replay { .. }, true) => {
-            format!("each run replays {}", args.replay.as_ref().map(|p| p.display().to_string()).unwrap_or_default())
-        }
-        (Source::Agent { .. }, _) if cfg.interactive => format!(
-            "each thread holds an interactive {} session (permission mode {}; unanswered requests denied after {} s)",
-            cfg.adapter.name(),
+        Mode::Replay => match &args.replay {
+            Some(file) => format!("replay: each run replays {} (a recorded {agent} log; no agent runs)", file.display()),
+            None => "replay: each run replays a recorded Claude Code run (no agent runs)".to_string(),
+        },
+        Mode::Agent if cfg.interactive => format!(
+            "agent: {who}, interactive: each thread holds a session (permission mode {}; unanswered requests denied after {} s)",
             cfg.permission_mode,
             cfg.answer_timeout.as_secs()
         ),
-        (Source::Agent { .. }, _) => format!("each run starts the {} wrapper", cfg.adapter.name()),
+        Mode::Agent => format!("agent: {who}: each run starts the {agent} wrapper"),
     };
     // With a token, the page's address carries it (the studio keeps it for the tab and drops it from the address).
     let page = match &cfg.token {

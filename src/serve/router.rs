@@ -248,12 +248,12 @@ fn info(shared: &Shared) -> serde_json::Value {
         "name": super::BIN,
         "version": env!("CARGO_PKG_VERSION"),
         "agui": "/agui",
-        "agent": cfg.adapter.name(),
-        "mode": match cfg.source { super::Source::Replay { .. } => "replay", super::Source::Agent { .. } => "agent" },
+        // One vocabulary of modes (serve::Mode): replay, demo, agent (and which), hub.
+        "mode": cfg.mode.word(),
+        "agent": cfg.agent_name,
         "evidence": cfg.evidence.is_some(),
         "tokenRequired": cfg.token.is_some(),
         "interactive": cfg.interactive,
-        "demo": cfg.demo,
         "capabilities": agui::capabilities(shared),
     })
 }

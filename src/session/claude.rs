@@ -218,7 +218,7 @@ pub fn permission_updates(suggestions: &[Value], grant_all: bool, places: &Place
                     let effect = format!("{verb} {behavior} rule(s) {}", list(texts));
                     let broad = rules
                         .iter()
-                        .find(|r| r.get("ruleContent").and_then(Value::as_str).map_or(true, matches_anything));
+                        .find(|r| r.get("ruleContent").and_then(Value::as_str).is_none_or(matches_anything));
                     let risky = if kind == "replaceRules" && behavior != "allow" {
                         Some(format!("replacing the {behavior} rules can remove them"))
                     } else if behavior != "allow" {

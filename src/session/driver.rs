@@ -349,7 +349,7 @@ impl<A: Agent, O: Output> Core<A, O> {
     /// Ends an agent that outstays its closed input, by the
     /// [`ending_deadline`](Core::ending_deadline).
     fn enforce_end(&self, now: i64) {
-        if !self.ending_deadline().is_some_and(|d| d <= now) {
+        if self.ending_deadline().is_none_or(|d| d > now) {
             return;
         }
         let Some(sig) = lock(&self.signaller).clone() else { return };
@@ -704,7 +704,7 @@ mod tests {
     fn input_lines_are_bounded_and_an_over_long_one_is_reported_by_the_parser() {
         let max = super::super::input::MAX_LINE;
         let mut input = b"{\"type\":\"end\"}\r\n  \n".to_vec();
-        input.extend(std::iter::repeat(b'x').take(3 * max));
+        input.extend(std::iter::repeat_n(b'x', 3 * max));
         input.extend_from_slice(b"\nlast");
         let (tx, rx) = std::sync::mpsc::channel();
         read_input(std::io::Cursor::new(input), tx).unwrap();

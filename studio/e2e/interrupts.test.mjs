@@ -174,7 +174,7 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     const { p, g, context } = await page();
     await p.goto(`${s.url}/#/chat`);
     await waitFor(async () => (await p.textContent('#server-info')) !== '', { what: 'the server line' });
-    assert.match(await p.textContent('#server-info'), /^agent claude, interactive · /);
+    assert.match(await p.textContent('#server-info'), /^agent: claude, interactive · /);
     assert.equal(await p.locator('.demo-note').isVisible(), false, 'a real agent (here its stand-in) is no demo');
     await send(p, messages(cell)[0]);
     await p.locator('section.request[data-kind="tool_approval"][data-state="open"]').waitFor({ timeout: 30000 });
@@ -355,7 +355,7 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     const { p, g, context } = await page();
     await p.goto(`${s.url}/#/chat`);
     await p.locator('.demo-note:not([hidden])').waitFor();
-    assert.match(await p.textContent('.demo-note'), /^Demo agent: no model, runs nothing\./);
+    assert.match(await p.textContent('.demo-note'), /^Demo: runwire's demo agent, no model, runs nothing\./);
     // Turn 1: denied with a reason.
     await send(p, 'hello');
     const first = p.locator('section.request[data-kind="tool_approval"][data-state="open"]');

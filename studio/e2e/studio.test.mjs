@@ -627,11 +627,11 @@ describe('studio in Chromium against runwire-serve', () => {
     await phone.context.close();
   });
 
-  test('the demo says what it is: a replay, the demo agent; a real agent gets no note', async () => {
+  test('the header and the chat say the server\'s mode in runwire-serve\'s words; a real agent gets no note', async () => {
     const cases = [
-      [[], 'Demo: replays a recorded run; your prompt is not sent to any agent.', /^demo: recorded replay · runwire-serve /],
-      [['--demo'], 'Demo agent: no model, runs nothing. It asks to run a command, then asks a question: try Approve, Deny, a steer and Stop.', /^demo agent · runwire-serve /],
-      [['--agent', 'claude'], null, /^agent claude · runwire-serve /],
+      [[], 'Replay: each prompt replays a recorded run; it is not sent to any agent.', /^replay · runwire-serve /],
+      [['--demo'], 'Demo: runwire\'s demo agent, no model, runs nothing. It asks to run a command, then asks a question: try Approve, Deny, a steer and Stop.', /^demo · runwire-serve /],
+      [['--agent', 'claude'], null, /^agent: claude · runwire-serve /],
     ];
     for (const [args, note, label] of cases) {
       const s = await server({ args, env: { STUB_STREAM: corpus } });
@@ -648,6 +648,35 @@ describe('studio in Chromium against runwire-serve', () => {
         // Above the conversation, so it is read before a prompt is sent.
         assert.equal(await p.evaluate(() => !!(document.querySelector('.demo-note').compareDocumentPosition(document.querySelector('#chat-prompt')) & Node.DOCUMENT_POSITION_FOLLOWING)), true);
       }
+      g.check();
+      await context.close();
+    }
+  });
+
+  test('the runs page says it is loading, then "No runs yet": never an empty table header, at 1280 and 390 px', async () => {
+    const s = await server({});
+    for (const viewport of [DESKTOP, PHONE]) {
+      const { p, g, context } = await page(viewport);
+      // The listing held until the first paint has been looked at.
+      let release;
+      const held = new Promise((r) => {
+        release = r;
+      });
+      await p.route((url) => new URL(url).pathname === '/runs', async (route) => {
+        await held;
+        await route.continue();
+      });
+      await p.goto(`${s.url}/#/runs`);
+      await p.waitForSelector('.view-runs .view-status:not(:empty)');
+      assert.equal(await p.textContent('.view-runs .view-status'), 'Loading the runs…', `${viewport.width} px`);
+      assert.equal(await p.locator('table.runs').isVisible(), false, `${viewport.width} px: an empty table header while loading`);
+      assert.equal(await p.locator('.view-runs .empty').isVisible(), false, `${viewport.width} px: "No runs yet" before the listing`);
+      release();
+      await p.locator('.view-runs .empty').waitFor();
+      assert.match(await p.textContent('.view-runs .empty'), /^No runs yet\./);
+      assert.equal(await p.locator('table.runs').isVisible(), false, `${viewport.width} px: the table of no runs`);
+      await waitFor(async () => /^0 runs/.test(await p.textContent('.view-runs .view-status')), { what: 'the count' });
+      await noHorizontalOverflow(p, `no runs at ${viewport.width} px`);
       g.check();
       await context.close();
     }

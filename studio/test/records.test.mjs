@@ -162,19 +162,20 @@ test('runs: the turns of one chat thread are one conversation, in place of its l
   assert.equal(groupRuns([{ ...runs[0] }, { ...runs[2], status: 'needs_input' }])[0].summary.status, 'needs_input');
 });
 
-test('the demo says what it is; a real agent gets no note', () => {
-  const replay = { agent: 'claude', mode: 'replay', interactive: false, version: '0.1.0' };
-  assert.deepEqual(describeServer(replay), { label: 'demo: recorded replay · runwire-serve 0.1.0', note: REPLAY_NOTE, demo: 'replay' });
-  assert.equal(REPLAY_NOTE, 'Demo: replays a recorded run; your prompt is not sent to any agent.');
-  // runwire-serve --demo: replay mode, interactive (only --demo is both).
-  const demo = describeServer({ agent: 'claude', mode: 'replay', interactive: true, version: '0.1.0' });
-  assert.equal(demo.note, DEMO_AGENT_NOTE);
-  assert.match(demo.note, /^Demo agent: no model, runs nothing\./);
-  assert.equal(demo.label, 'demo agent · runwire-serve 0.1.0');
+test('the server says its mode in the one vocabulary; only a replay and the demo get a note', () => {
+  const replay = { mode: 'replay', agent: null, interactive: false, version: '0.1.0' };
+  assert.deepEqual(describeServer(replay), { label: 'replay · runwire-serve 0.1.0', note: REPLAY_NOTE, mode: 'replay' });
+  assert.equal(REPLAY_NOTE, 'Replay: each prompt replays a recorded run; it is not sent to any agent.');
+  const demo = describeServer({ mode: 'demo', agent: null, interactive: true, version: '0.1.0' });
+  assert.deepEqual(demo, { label: 'demo · runwire-serve 0.1.0', note: DEMO_AGENT_NOTE, mode: 'demo' });
+  assert.match(demo.note, /^Demo: runwire's demo agent, no model, runs nothing\./);
   const real = describeServer({ agent: 'claude', mode: 'agent', interactive: true, version: '0.1.0' });
-  assert.deepEqual(real, { label: 'agent claude, interactive · runwire-serve 0.1.0', note: '', demo: null });
-  // An explicit field, should the server send one, wins.
-  assert.equal(describeServer({ mode: 'agent', demo: 'agent' }).demo, 'agent');
+  assert.deepEqual(real, { label: 'agent: claude, interactive · runwire-serve 0.1.0', note: '', mode: 'agent' });
+  assert.equal(describeServer({ agent: 'acp', mode: 'agent', interactive: true }).label, 'agent: acp, interactive');
+  assert.equal(describeServer({ agent: 'codex', mode: 'agent', interactive: false }).label, 'agent: codex');
+  assert.deepEqual(describeServer({ mode: 'hub', agent: null, version: '0.1.0' }), { label: 'hub · runwire-serve 0.1.0', note: '', mode: 'hub' });
+  // A word outside the four is no mode: no label of its own, no note.
+  assert.deepEqual(describeServer({ mode: 'demo: recorded replay' }), { label: '', note: '', mode: null });
   assert.equal(describeServer(null).note, '');
 });
 

@@ -498,9 +498,15 @@ fn the_committed_schema_is_what_the_pinned_codex_generates() {
         .args(["app-server", "generate-json-schema", "--experimental", "--out"])
         .arg(&out)
         .env("CODEX_HOME", &out)
-        .status()
+        .output()
         .unwrap_or_else(|e| panic!("{}: {e}", codex.display()));
-    assert!(st.success(), "codex app-server generate-json-schema: {st}");
+    // Its stderr (a warning about the temp dir) only with a failure.
+    assert!(
+        st.status.success(),
+        "codex app-server generate-json-schema: {}\n{}",
+        st.status,
+        String::from_utf8_lossy(&st.stderr)
+    );
     let mut files = Vec::new();
     for d in ["", "v1", "v2"] {
         for e in std::fs::read_dir(schema_dir().join(d)).unwrap().flatten() {

@@ -1,70 +1,20 @@
-//! `runwire-serve --demo`: the built-in demo agent, as a newcomer meets it.
-//! The README's quick-start block is run as it is (bash and curl, the real
-//! binary on PATH), and the demo's approval, question, steer and stop go
-//! through the real routes.
+//! `runwire-serve --demo`: the built-in demo agent, as a newcomer meets it:
+//! its approval, question, steer and stop through the real routes, and the
+//! server's modes in one vocabulary. (The README's quick-start blocks run in
+//! `quickstart.rs`.)
 
 use crate::support;
 use support::Server;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-fn bin_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_runwire-serve")).parent().unwrap().to_path_buf()
-}
+use std::path::PathBuf;
+use std::process::Command;
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("runwire-demo-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// The README block after the quick-start marker.
-fn readme_block() -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let at = readme.find("<!-- quickstart-demo:").expect("the README marks its quick-start demo block");
-    let rest = &readme[at..];
-    let start = rest.find("```sh\n").expect("a sh block after the marker") + 6;
-    let end = rest[start..].find("```").expect("the block ends") + start;
-    rest[start..end].to_string()
-}
-
-/// The README's quick-start commands, run by bash as they stand, print an
-/// approval interrupt, then the approved command's result and a question.
-#[test]
-#[cfg_attr(not(tool = "bash"), ignore = "needs bash: apt-get install bash")]
-#[cfg_attr(not(tool = "curl"), ignore = "needs curl (the README's commands use it): apt-get install curl")]
-fn the_readme_quick_start_demo_runs_as_written() {
-    support::need(&["bash", "curl"]);
-    let home = scratch("readme");
-    let path = format!("{}:{}", bin_dir().display(), std::env::var("PATH").unwrap_or_default());
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(readme_block())
-        .env("PATH", path)
-        .env("HARNESS_HOME", &home)
-        .stdin(Stdio::null())
-        .output()
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let finished: Vec<&str> = stdout.lines().filter(|l| l.contains("\"RUN_FINISHED\"")).collect();
-    assert_eq!(finished.len(), 2, "two runs, each ends once:\n{stdout}");
-    assert!(finished[0].contains(r#""id":"rw-"#) && finished[0].contains("Allow Bash?"), "{}", finished[0]);
-    assert!(stdout.contains("\"TOOL_CALL_RESULT\"") && stdout.contains("(demo: nothing ran)"), "{stdout}");
-    assert!(
-        finished[1].contains(r#""type":"interrupt""#) && finished[1].contains("Which should the demo do next?"),
-        "{}",
-        finished[1]
-    );
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 fn start(name: &str) -> Server {
@@ -156,22 +106,67 @@ fn the_demo_agent_takes_a_steer_mid_turn_and_stops() {
     assert!(next.contains(r#""type":"RUN_FINISHED""#), "{next}");
 }
 
-fn get(s: &Server, path: &str) -> String {
-    let mut c = s.send("GET", path, "", "");
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    r
-}
-
-/// `/api/info` says which demo a server is, so the studio can tell its
-/// user: `agent` under `--demo`, `replay` with no `--agent`, none with one.
+/// One vocabulary of modes: the start line, `/api/info`'s `mode` (and
+/// `agent`) and `--help` say `replay` (no flags), `demo` (`--demo`), `agent`
+/// with the agent's name, `hub`; "demo" names the demo agent only, and an ACP
+/// agent is named by its command, never as a cursor session.
 #[test]
-fn api_info_says_which_demo_this_is() {
-    let s = start("info");
-    assert!(get(&s, "/api/info").contains(r#""demo":"agent""#));
-    for (args, want) in [(&[][..], r#""demo":"replay""#), (&["--agent", "claude"][..], r#""demo":null"#)] {
-        let s = start_with("info2", args);
-        let info = get(&s, "/api/info");
-        assert!(info.contains(want), "{args:?}: {info}");
+fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
+    use serde_json::{json, Value};
+    let cases: [(&[&str], &str, Value, &str); 6] = [
+        (
+            &[],
+            "replay",
+            Value::Null,
+            "runwire-serve: replay: each run replays a recorded Claude Code run (no agent runs);",
+        ),
+        (
+            &["--demo"],
+            "demo",
+            Value::Null,
+            "runwire-serve: demo: each thread holds an interactive session with runwire's built-in demo agent",
+        ),
+        (
+            &["--agent", "codex"],
+            "agent",
+            json!("codex"),
+            "runwire-serve: agent: codex: each run starts the codex wrapper;",
+        ),
+        (
+            &["--agent", "claude", "--interactive"],
+            "agent",
+            json!("claude"),
+            "runwire-serve: agent: claude, interactive: each thread holds a session",
+        ),
+        (
+            &["--agent", "acp", "--interactive", "--listen", "127.0.0.1:0", "--", "/bin/cat", "-u"],
+            "agent",
+            json!("acp"),
+            "runwire-serve: agent: acp (/bin/cat -u), interactive: each thread holds a session",
+        ),
+        (&["--cluster", "nats://127.0.0.1:1", "--hub"], "hub", Value::Null, "runwire-serve: hub: every node's runs"),
+    ];
+    for (args, mode, agent, line) in cases {
+        let s = start_with("mode", args);
+        let (status, info) = s.get("/api/info");
+        assert_eq!(status, 200, "{args:?}");
+        assert_eq!((info["mode"].as_str(), &info["agent"]), (Some(mode), &agent), "{args:?}: {info}");
+        // The start line comes right after the address.
+        let t = std::time::Instant::now();
+        while !s.stderr().contains("for the studio") && t.elapsed() < support::server::IO_TIMEOUT {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let err = s.stderr();
+        let start = err.lines().find(|l| l.contains("for the studio")).unwrap_or_else(|| panic!("{args:?}: {err}"));
+        assert!(start.starts_with(line), "{args:?}: {start}");
+        assert_eq!(start.contains("demo"), mode == "demo", "{args:?}: only the demo says demo: {start}");
+        assert!(!start.contains("cursor"), "{args:?}: {start}");
     }
+    let help = Command::new(env!("CARGO_BIN_EXE_runwire-serve")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let modes = &help[help.find("Modes").unwrap_or_else(|| panic!("--help has no Modes:\n{help}"))..];
+    for word in ["replay  no --agent", "demo    --demo", "agent   --agent NAME", "hub     --cluster URL --hub"] {
+        assert!(modes.contains(word), "--help's modes lack {word:?}:\n{modes}");
+    }
+    assert!(!help.contains("demo mode"), "{help}");
 }

@@ -153,6 +153,9 @@ fn the_build_probe_agrees_with_the_tools_here() {
         ("real-agents", cfg!(tool = "real-agents")),
         ("nats-server", cfg!(tool = "nats-server")),
         ("standardwebhooks", cfg!(tool = "standardwebhooks")),
+        ("git", cfg!(tool = "git")),
+        ("iproute2", cfg!(tool = "iproute2")),
+        ("python3", cfg!(tool = "python3")),
     ];
     assert_eq!(built.len(), support::tools::TOOLS.len(), "a tool of tools.rs is not checked here");
     for (name, set) in built {
@@ -276,4 +279,59 @@ fn the_live_sse_reader_reads_frames_split_anywhere() {
         y.len()
     );
     assert_eq!(http_events(chunked.as_bytes()), [serde_json::json!({"a": 1}), serde_json::json!({"b": 2})]);
+}
+
+/// Run by [`scratch_is_gone_after_a_pass_and_kept_and_named_after_a_failure`]
+/// in a process of its own (and by `cargo test` as it is): writes into a
+/// scratch directory; with `RUNWIRE_SCRATCH_FAIL` set the test then fails.
+#[test]
+fn a_test_writes_into_its_scratch() {
+    let dir = support::scratch("kept");
+    std::fs::write(dir.join("what.txt"), "for a look").unwrap();
+    assert!(std::env::var_os("RUNWIRE_SCRATCH_FAIL").is_none(), "failing on purpose");
+}
+
+#[test]
+fn scratch_is_gone_after_a_pass_and_kept_and_named_after_a_failure() {
+    let run = |fail: bool| {
+        let tmp = std::env::temp_dir().join(format!("rw-harness-tmp-{}-{fail}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "harness::a_test_writes_into_its_scratch", "--test-threads=1"]).env("TMPDIR", &tmp);
+        if fail {
+            cmd.env("RUNWIRE_SCRATCH_FAIL", "1");
+        }
+        let out = cmd.output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let left: Vec<PathBuf> = walk(&tmp);
+        let _ = std::fs::remove_dir_all(&tmp);
+        (out.status.success(), text, left, tmp)
+    };
+    fn walk(d: &std::path::Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            out.push(e.path());
+            if e.path().is_dir() {
+                out.extend(walk(&e.path()));
+            }
+        }
+        out
+    }
+    let (ok, text, left, _) = run(false);
+    assert!(ok && text.contains("1 passed"), "{text}");
+    assert!(left.is_empty(), "a passing test left {left:?} in its temp dir:\n{text}");
+    let (ok, text, left, tmp) = run(true);
+    assert!(!ok && text.contains("failing on purpose"), "{text}");
+    let kept =
+        left.iter().find(|p| p.ends_with("what.txt")).unwrap_or_else(|| panic!("kept nothing: {left:?}\n{text}"));
+    let dir = kept.parent().unwrap();
+    assert!(dir.starts_with(tmp.join("rw")), "{}", dir.display());
+    assert!(
+        text.contains(&format!(
+            "kept for a look, as harness::a_test_writes_into_its_scratch failed: {}",
+            dir.display()
+        )),
+        "a failing test did not say where it kept what:\n{text}"
+    );
 }

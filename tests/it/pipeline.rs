@@ -18,9 +18,23 @@ fn bin(name: &str) -> Command {
 }
 
 /// `normalize-events A --input F | agui-translate | sse-encode`, through OS pipes.
+/// Each stage's stderr (a noise line's report) is shown only when the test fails.
 fn pipeline(adapter: &str, file: &std::path::Path) -> Vec<u8> {
-    let mut n = bin("normalize-events").args([adapter, "--input"]).arg(file).stdout(Stdio::piped()).spawn().unwrap();
-    let mut t = bin("agui-translate").stdin(n.stdout.take().unwrap()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut n = bin("normalize-events")
+        .args([adapter, "--input"])
+        .arg(file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _n_err = crate::support::Quiet::capture(&format!("normalize-events {}", file.display()), &mut n);
+    let mut t = bin("agui-translate")
+        .stdin(n.stdout.take().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _t_err = crate::support::Quiet::capture("agui-translate", &mut t);
     let s = bin("sse-encode").stdin(t.stdout.take().unwrap()).stdout(Stdio::piped()).output().unwrap();
     // normalize-events exits 1 on a fixture with noise lines on purpose (spec/exit-codes.md): they are error events.
     let n_code = n.wait().unwrap().code();

@@ -32,6 +32,8 @@ fn fixture(name: &str) -> PathBuf {
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("runwire-serve-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // Removed when the tests end, unless this test failed.
+    crate::support::keep_on_failure(&dir);
     dir.join(name)
 }
 

@@ -80,6 +80,7 @@ impl Recorded {
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let home = std::env::temp_dir().join(format!("runwire-serve-conf-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
+        crate::support::keep_on_failure(&home);
         cmd.env("HARNESS_HOME", home);
         cmd.envs(envs.iter().copied());
         if let Some(r) = &record {

@@ -76,7 +76,7 @@ fn every_recorded_cell_normalizes_without_an_unknown_or_malformed_line() {
             // seq is the line position: strictly increasing, never past the input.
             let seqs: Vec<_> = evs.iter().map(|e| e.seq).collect();
             assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{}", dir.display());
-            assert!(seqs.last().map_or(true, |s| s.line <= lines.len() as u64));
+            assert!(seqs.last().is_none_or(|s| s.line <= lines.len() as u64));
             // Every turn that starts ends, or the cell was cut off by the
             // recorder (fork: initialize only).
             let starts = evs.iter().filter(|e| matches!(e.data, Data::TurnStart(_))).count();

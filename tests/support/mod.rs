@@ -212,12 +212,13 @@ pub fn next_exchange(
 }
 
 /// A fresh, empty scratch directory `<temp>/rw/<pid>-<module>-<name>` for this test
-/// process. Tests keep what they wrote there (a failure can be looked at);
-/// the first call of a process removes what processes that are gone left
-/// over an hour ago, so test runs do not pile up in the temp dir. Short,
-/// because unix socket paths under it are limited to 108 bytes. All the
-/// test modules share one process, so the name is the calling module's
-/// (`<pid>-<module>-<name>`, the module being the caller's file).
+/// process. It is removed when the test process ends, unless the test that
+/// made it failed (then the process says on stderr where it kept what, for a
+/// look); see [`keep_on_failure`]. The first call of a process also removes
+/// what processes that are gone left over an hour ago (a run that was
+/// killed). Short, because unix socket paths under it are limited to 108
+/// bytes. All the test modules share one process, so the name is the calling
+/// module's (`<pid>-<module>-<name>`, the module being the caller's file).
 #[track_caller]
 pub fn scratch(name: &str) -> PathBuf {
     static SWEPT: std::sync::Once = std::sync::Once::new();
@@ -241,7 +242,66 @@ pub fn scratch(name: &str) -> PathBuf {
     let dir = root.join(format!("{}-{module}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    keep_on_failure(&dir);
     dir
+}
+
+/// What the test process made to remove at its end, and which tests failed.
+struct Leftovers {
+    /// A path and the test (its thread's name) that made it.
+    paths: Vec<(PathBuf, Option<String>)>,
+    /// The threads that panicked: a test that failed, or a thread of one.
+    failed: Vec<Option<String>>,
+}
+
+static LEFTOVERS: Mutex<Leftovers> = Mutex::new(Leftovers { paths: Vec::new(), failed: Vec::new() });
+
+/// Removes `path` (a directory or a file the test made under the temp dir)
+/// when the test process ends, unless the test that called this failed:
+/// then it is kept and named on stderr. A test is its thread (libtest runs
+/// each test on a thread named after it); a panic on a thread of no test
+/// keeps the paths made on threads of no test. Needs no guard in the test,
+/// so an early `?` or `unwrap` cannot leave anything behind.
+pub fn keep_on_failure(path: &std::path::Path) {
+    static HOOKED: std::sync::Once = std::sync::Once::new();
+    HOOKED.call_once(|| {
+        let earlier = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let me = std::thread::current().name().map(str::to_string);
+            LEFTOVERS.lock().unwrap_or_else(|e| e.into_inner()).failed.push(me);
+            earlier(info);
+        }));
+        extern "C" fn at_exit() {
+            let left = std::mem::replace(
+                &mut *LEFTOVERS.lock().unwrap_or_else(|e| e.into_inner()),
+                Leftovers { paths: Vec::new(), failed: Vec::new() },
+            );
+            // A path made again by another test is kept when either failed.
+            let mut done: Vec<&PathBuf> = Vec::new();
+            for (path, _) in &left.paths {
+                if done.contains(&path) {
+                    continue;
+                }
+                done.push(path);
+                let makers = left.paths.iter().filter(|(p, _)| p == path).map(|(_, t)| t);
+                if let Some(test) = makers.into_iter().find(|t| left.failed.contains(t)) {
+                    let who = test.as_deref().unwrap_or("a thread of no test");
+                    eprintln!("kept for a look, as {who} failed: {}", path.display());
+                } else if path.is_dir() && !path.is_symlink() {
+                    let _ = std::fs::remove_dir_all(path);
+                } else {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+            // The scratch root too, once nothing is left in it (other test
+            // processes may still use it: remove_dir only takes an empty one).
+            let _ = std::fs::remove_dir(std::env::temp_dir().join("rw"));
+        }
+        // SAFETY: atexit(3) with a function that takes nothing; it runs once, as the process exits.
+        unsafe { nix::libc::atexit(at_exit) };
+    });
+    let test = std::thread::current().name().map(str::to_string);
+    LEFTOVERS.lock().unwrap_or_else(|e| e.into_inner()).paths.push((path.to_path_buf(), test));
 }
 
 /// A recorded interactive cell of codex or cursor

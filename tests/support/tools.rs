@@ -87,6 +87,9 @@ pub const TOOLS: &[Tool] = &[
         packages: None,
         install: "pip install standardwebhooks==1.3.0 (the Standard Webhooks reference library; then `touch build.rs`: the probe does not watch Python's packages)",
     },
+    Tool { name: "git", programs: &["git"], packages: None, install: "apt-get install git" },
+    Tool { name: "iproute2", programs: &["ip"], packages: None, install: "apt-get install iproute2" },
+    Tool { name: "python3", programs: &["python3"], packages: None, install: "apt-get install python3" },
 ];
 
 /// The pinned agents' binaries under realagents/node_modules/.bin.

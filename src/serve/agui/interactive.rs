@@ -578,7 +578,7 @@ fn settle_end(run: &mut Run, th: &Thread, feed: &Feed) -> io::Result<bool> {
 /// wait on: cards in the stream, answered through the task route while the
 /// run streams and cancelled at the turn's end; never a run's interrupts.
 fn waiting(st: &State) -> Vec<String> {
-    st.open().into_iter().filter(|id| st.raised.get(id).map_or(true, |(r, _)| r.blocking != Some(false))).collect()
+    st.open().into_iter().filter(|id| st.raised.get(id).is_none_or(|(r, _)| r.blocking != Some(false))).collect()
 }
 
 /// Records a request of the agent as an interrupt of the thread, bound to

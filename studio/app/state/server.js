@@ -1,36 +1,37 @@
 // What the server is, from GET /api/info, in words for the page: the header's
-// short label and, for a demo, the note the chat shows so nobody mistakes it
-// for a real agent. No DOM.
+// short label and, for a replay or the demo agent, the note the chat shows so
+// nobody mistakes it for a real agent. No DOM.
 //
-// /api/info has no demo field: a replay (`mode: "replay"`) never reaches an
-// agent, and `--demo` is the one way to be interactive in replay mode (the
-// flag `--interactive` needs `--agent` and refuses `--replay`). A `demo`
-// field ("replay" or "agent"), should the server send one, is used first.
+// /api/info's `mode` is one of the server's four words (runwire-serve --help,
+// its start line): `replay` (no --agent: a recorded run, no agent), `demo`
+// (--demo: the built-in demo agent), `agent` (with `agent`, its name), `hub`
+// (--cluster URL --hub: a chat runs on a node). The page uses the same words.
 
-export const REPLAY_NOTE = 'Demo: replays a recorded run; your prompt is not sent to any agent.';
+export const REPLAY_NOTE = 'Replay: each prompt replays a recorded run; it is not sent to any agent.';
 export const DEMO_AGENT_NOTE =
-  'Demo agent: no model, runs nothing. It asks to run a command, then asks a question: try Approve, Deny, a steer and Stop.';
+  'Demo: runwire\'s demo agent, no model, runs nothing. It asks to run a command, then asks a question: try Approve, Deny, a steer and Stop.';
 
-/** 'replay', 'agent' (the built-in demo agent) or null (a real agent). */
-export function demoKind(info) {
+const MODES = ['replay', 'demo', 'agent', 'hub'];
+
+/** The server's mode word, or null when /api/info names none of the four. */
+export function serverMode(info) {
   if (!info || typeof info !== 'object') return null;
-  if (info.demo === 'replay' || info.demo === 'agent') return info.demo;
-  if (info.mode !== 'replay') return null;
-  return info.interactive === true ? 'agent' : 'replay';
+  return MODES.includes(info.mode) ? info.mode : null;
 }
 
-/** `{label, note}`: the header's words, and the chat's note ('' for a real agent). */
+/** `{label, note, mode}`: the header's words, and the chat's note ('' for a real agent or a hub). */
 export function describeServer(info) {
   const b = info && typeof info === 'object' ? info : {};
-  const kind = demoKind(b);
+  const mode = serverMode(b);
   const version = typeof b.version === 'string' ? `runwire-serve ${b.version}` : null;
-  let what;
-  if (kind === 'replay') what = 'demo: recorded replay';
-  else if (kind === 'agent') what = 'demo agent';
-  else what = [typeof b.agent === 'string' ? `agent ${b.agent}` : null, b.interactive === true ? 'interactive' : null].filter(Boolean).join(', ');
+  let what = mode;
+  if (mode === 'agent') {
+    const agent = typeof b.agent === 'string' ? `agent: ${b.agent}` : 'agent';
+    what = b.interactive === true ? `${agent}, interactive` : agent;
+  }
   return {
     label: [what, version].filter(Boolean).join(' · '),
-    note: kind === 'replay' ? REPLAY_NOTE : kind === 'agent' ? DEMO_AGENT_NOTE : '',
-    demo: kind,
+    note: mode === 'replay' ? REPLAY_NOTE : mode === 'demo' ? DEMO_AGENT_NOTE : '',
+    mode,
   };
 }

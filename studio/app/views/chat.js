@@ -19,7 +19,7 @@ export class ChatView {
     this.current = null;
     this.heading = h('h1', { tabindex: '-1' }, 'Chat');
     this.threadLine = h('code.thread-id');
-    // What a demo server is, said where the prompt goes (app.js tells us, from /api/info).
+    // What a replay or demo server is, said where the prompt goes (app.js tells us, from /api/info).
     this.demoNote = h('p.demo-note', { hidden: true, role: 'note' });
     this.log = h('div.chat-log');
     // Announces the run's state to assistive technology; each exchange shows it visibly.
@@ -83,12 +83,12 @@ export class ChatView {
 
   unmount() {}
 
-  /** The server's /api/info: a demo says so above the conversation. */
+  /** The server's /api/info: a replay or the demo agent says so above the conversation. */
   setServer(info) {
-    const { note, demo } = describeServer(info);
+    const { note, mode } = describeServer(info);
     setText(this.demoNote, note);
     this.demoNote.hidden = !note;
-    this.demoNote.dataset.demo = demo || '';
+    this.demoNote.dataset.mode = mode || '';
   }
 
   newThread() {

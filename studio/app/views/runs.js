@@ -139,6 +139,10 @@ export class RunsView {
     );
     this.table = tableRegion('Runs table', table);
     this.table.classList.add('runs-wrap');
+    // Until the listing answers: a word that it is coming, not an empty table
+    // header (render() shows the table, or "No runs yet", once it has).
+    this.table.hidden = true;
+    setText(this.status, 'Loading the runs…');
     this.el = h(
       'section.view.view-runs',
       { 'aria-labelledby': 'runs-h' },
