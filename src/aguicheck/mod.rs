@@ -503,7 +503,7 @@ impl Checker {
             Err(m) => return out.push(self.at("chunk.sequence", Some(ty), m)),
         };
         let continues =
-            self.run.lanes.get(&lane).is_some_and(|l| l.kind == kind && id.as_ref().map_or(true, |i| *i == l.id));
+            self.run.lanes.get(&lane).is_some_and(|l| l.kind == kind && id.as_ref().is_none_or(|i| *i == l.id));
         let (open_ty, content_ty) = match kind {
             Kind::Text => ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"),
             Kind::Tool => ("TOOL_CALL_START", "TOOL_CALL_ARGS"),

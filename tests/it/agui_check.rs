@@ -401,7 +401,7 @@ mod props {
             let events = s.checker().events();
             for f in &whole {
                 prop_assert!(RULES.iter().any(|r| r.id == f.rule));
-                prop_assert!(f.index.map_or(true, |i| i >= 1 && i <= events + 1), "{:?} of {}", f.index, events);
+                prop_assert!(f.index.is_none_or(|i| i >= 1 && i <= events + 1), "{:?} of {}", f.index, events);
             }
         }
     }
