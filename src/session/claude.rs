@@ -376,6 +376,7 @@ fn request_of(request_id: &str, r: &Value) -> InputRequest {
         _ => text("decision_reason").or_else(|| text("title")).or_else(|| text("description")),
     };
     InputRequest {
+        interrupt_id: None,
         id: request_id.to_string(),
         kind,
         tool_call_id: text("tool_use_id"),

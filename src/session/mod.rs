@@ -278,6 +278,9 @@ pub enum Refused {
     Ended,
     /// A steer while the agent waits for an answer: answer it first.
     RequestOpen,
+    /// A steer that names the turn it expects (`expected`) after another
+    /// turn began (`now`): it was meant for a turn that is over.
+    StaleTurn { expected: u64, now: u64 },
     /// The agent has not read what it was sent (`waiting` bytes wait) and
     /// this would overflow its input's queue: nothing was taken; try again
     /// later (an in-process caller's command only, [`driver::Core::command`]).
@@ -297,6 +300,10 @@ impl fmt::Display for Refused {
             Refused::RequestOpen => f.write_str(
                 "the agent is waiting for an answer to an open request; answer it before steering",
             ),
+            Refused::StaleTurn { expected, now } => write!(
+                f,
+                "the steer was meant for turn {expected}, but turn {now} has begun since: nothing was sent"
+            ),
             Refused::NotReading { waiting } => write!(
                 f,
                 "the agent is not reading its input ({waiting} bytes written to it wait unread); nothing was sent, try again later"
@@ -314,7 +321,8 @@ pub struct Session<A: Agent> {
     opts: Options,
     /// Open requests with their expiry (epoch ms), in the order raised.
     pending: Vec<(InputRequest, i64)>,
-    closed: VecDeque<InputAnswer>,
+    /// Closed requests: runwire's interrupt id of each, and how it was closed.
+    closed: VecDeque<(Option<String>, InputAnswer)>,
     phase: Phase,
     input_closed: bool,
     session_id: Option<String>,
@@ -378,7 +386,31 @@ impl<A: Agent> Session<A> {
 
     /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
-        self.closed.iter().rev().find(|a| a.id == id)
+        self.closed.iter().rev().find(|(_, a)| a.id == id).map(|(_, a)| a)
+    }
+
+    /// An answer's request named by runwire's interrupt id, read as the
+    /// agent's id: `Ok((answer, None))` for an open request (or an answer
+    /// that names the agent's id itself), `Ok((answer, Some(prev)))` for a
+    /// request of this session already closed (`prev`: how), and
+    /// [`Refused::Unknown`] for an interrupt id this session never minted:
+    /// another process's (an earlier process of the same task may have used
+    /// the same agent id), so nothing may be sent for it.
+    fn resolve(&self, mut a: AnswerInput) -> Result<(AnswerInput, Option<InputAnswer>), Refused> {
+        if !crate::control::is_interrupt_id(&a.id) {
+            return Ok((a, None));
+        }
+        if let Some((r, _)) = self.pending.iter().find(|(r, _)| r.interrupt_id.as_deref() == Some(a.id.as_str())) {
+            a.id = r.id.clone();
+            return Ok((a, None));
+        }
+        match self.closed.iter().rev().find(|(i, _)| i.as_deref() == Some(a.id.as_str())) {
+            Some((_, prev)) => {
+                a.id = prev.id.clone();
+                Ok((a, Some(prev.clone())))
+            }
+            None => Err(Refused::Unknown(a.id)),
+        }
     }
 
     /// Stops that stopped a turn or cancelled a request, so far.
@@ -466,6 +498,8 @@ impl<A: Agent> Session<A> {
                 Signal::Request(mut r) => {
                     let exp = now_ms.saturating_add(self.opts.answer_timeout_ms);
                     r.expires_at = Some(crate::time::format_ms(exp));
+                    // runwire's own id: this request of this process, on every door.
+                    r.interrupt_id = Some(crate::control::new_interrupt_id());
                     // A request id the agent reuses replaces the stale one.
                     self.pending.retain(|(p, _)| p.id != r.id);
                     s.output.push(record::request_line(&r));
@@ -479,7 +513,7 @@ impl<A: Agent> Session<A> {
                             now_ms,
                         );
                         self.agent.answer(&r, &a, None, &mut s.to_agent);
-                        self.close(a, &mut s);
+                        self.close(&r, a, &mut s);
                     } else {
                         self.pending.push((r, exp));
                     }
@@ -489,7 +523,7 @@ impl<A: Agent> Session<A> {
                         let (r, _) = self.pending.remove(i);
                         let a = self.own_answer(&r, Decision::Cancelled, "the agent withdrew the request", now_ms);
                         // The agent no longer waits: nothing is written to it.
-                        self.close(a, &mut s);
+                        self.close(&r, a, &mut s);
                     }
                 }
                 Signal::TurnActive => {
@@ -502,7 +536,7 @@ impl<A: Agent> Session<A> {
                     // A request still open when its turn ended is moot.
                     for (r, _) in std::mem::take(&mut self.pending) {
                         let a = self.own_answer(&r, Decision::Cancelled, "the turn ended before an answer", now_ms);
-                        self.close(a, &mut s);
+                        self.close(&r, a, &mut s);
                     }
                     // A turn that ends while the agent owes another (codex: a
                     // refused steer starts the next) leaves the session mid-turn.
@@ -547,6 +581,10 @@ impl<A: Agent> Session<A> {
                 if self.pending.iter().any(|(r, _)| r.blocking != Some(false)) {
                     return Err(Refused::RequestOpen);
                 }
+                // Meant for a turn that is over: nothing is sent.
+                if let Some(t) = m.turn.filter(|t| *t != self.turns) {
+                    return Err(Refused::StaleTurn { expected: t, now: self.turns });
+                }
                 s.ack = self.message(&m.text, m.interrupt, &mut s);
             }
             Input::Stop(who) => {
@@ -561,7 +599,7 @@ impl<A: Agent> Session<A> {
                     let mut a = self.own_answer(&r, Decision::Cancelled, STOPPED, now_ms);
                     a.by = Some(by.clone());
                     self.agent.answer(&r, &a, None, &mut s.to_agent);
-                    self.close(a, &mut s);
+                    self.close(&r, a, &mut s);
                 }
                 if self.phase == Phase::Turn {
                     self.agent.interrupt(&mut s.to_agent);
@@ -648,7 +686,7 @@ impl<A: Agent> Session<A> {
             let within = if t % 1000 == 0 { format!("{} s", t / 1000) } else { format!("{t} ms") };
             let a = self.own_answer(&r, Decision::Expired, &format!("no answer within {within}: denied"), now_ms);
             self.agent.answer(&r, &a, None, &mut s.to_agent);
-            self.close(a, &mut s);
+            self.close(&r, a, &mut s);
         }
         s
     }
@@ -659,7 +697,7 @@ impl<A: Agent> Session<A> {
         let mut s = Step::default();
         for (r, _) in std::mem::take(&mut self.pending) {
             let a = self.own_answer(&r, Decision::Cancelled, "the agent exited", now_ms);
-            self.close(a, &mut s);
+            self.close(&r, a, &mut s);
         }
         self.phase = Phase::Ended;
         s
@@ -671,9 +709,10 @@ impl<A: Agent> Session<A> {
 
     /// Checks one answer without changing anything: `None` for a replay
     /// (nothing to send), else the record of it.
-    fn check_one(&self, a: &AnswerInput, now_ms: i64) -> Result<Option<InputAnswer>, Refused> {
-        let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else {
-            return match self.closed(&a.id) {
+    fn check_one(&self, a: &AnswerInput, closed: Option<&InputAnswer>, now_ms: i64) -> Result<Option<InputAnswer>, Refused> {
+        let at = if closed.is_some() { None } else { self.pending.iter().position(|(p, _)| p.id == a.id) };
+        let Some(i) = at else {
+            return match closed.or_else(|| self.closed(&a.id)) {
                 None => Err(Refused::Unknown(a.id.clone())),
                 Some(prev) if prev.decision == Decision::Expired && a.decision != input::Decision::Cancelled => {
                     Err(Refused::Expired(a.id.clone()))
@@ -700,11 +739,17 @@ impl<A: Agent> Session<A> {
     fn answers(&mut self, all: Vec<AnswerInput>, now_ms: i64) -> Result<Step, Refused> {
         let mut s = Step::default();
         let mut checked = Vec::with_capacity(all.len());
-        for (n, a) in all.iter().enumerate() {
+        let given: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
+        let mut all_raw = Vec::with_capacity(all.len());
+        for a in all {
+            all_raw.push(self.resolve(a)?);
+        }
+        let all: Vec<AnswerInput> = all_raw.iter().map(|(a, _)| a.clone()).collect();
+        for (n, (a, closed)) in all_raw.iter().enumerate() {
             if all[..n].iter().any(|b| b.id == a.id) {
-                return Err(Refused::Invalid(format!("request {:?} is answered twice in one input", a.id)));
+                return Err(Refused::Invalid(format!("request {:?} is answered twice in one input", given[n])));
             }
-            checked.push(self.check_one(a, now_ms)?);
+            checked.push(self.check_one(a, closed.as_ref(), now_ms)?);
         }
         let mut sent = false;
         for (a, answer) in all.into_iter().zip(checked) {
@@ -712,7 +757,7 @@ impl<A: Agent> Session<A> {
             let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else { continue };
             let (req, _) = self.pending.remove(i);
             self.agent.answer(&req, &answer, a.mode.as_deref(), &mut s.to_agent);
-            self.close(answer, &mut s);
+            self.close(&req, answer, &mut s);
             sent = true;
         }
         s.replayed = !sent;
@@ -741,17 +786,17 @@ impl<A: Agent> Session<A> {
         for (r, _) in std::mem::take(&mut self.pending) {
             let a = self.own_answer(&r, Decision::Cancelled, why, now_ms);
             self.agent.answer(&r, &a, None, &mut s.to_agent);
-            self.close(a, s);
+            self.close(&r, a, s);
         }
     }
 
-    fn close(&mut self, a: InputAnswer, s: &mut Step) {
+    fn close(&mut self, r: &InputRequest, a: InputAnswer, s: &mut Step) {
         s.output.push(record::answer_line(&a));
         s.answered.push(a.clone());
         if self.closed.len() == MAX_CLOSED {
             self.closed.pop_front();
         }
-        self.closed.push_back(a);
+        self.closed.push_back((r.interrupt_id.clone(), a));
     }
 
     /// Counts a turn's end: idle, every turn begun is over; still mid-turn
@@ -971,7 +1016,7 @@ mod turn_tests {
         assert_eq!(s.input(m("one"), 0).unwrap().ack, Ack::Started);
         assert_eq!((s.turn(), s.turns_ended(), s.phase()), (1, 0, Phase::Turn));
         // A live steer joins turn 1.
-        let steer = |interrupt| Input::Steer(SteerInput { text: "more".into(), interrupt, by: None });
+        let steer = |interrupt| Input::Steer(SteerInput { text: "more".into(), interrupt, turn: None, by: None });
         assert!(matches!(s.input(steer(false), 0).unwrap().ack, Ack::Joined { .. }));
         assert_eq!(s.turn(), 1);
         let _ = s.agent_line(RESULT, 0);
