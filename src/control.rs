@@ -578,7 +578,7 @@ mod tests {
             assert_eq!(Command::from_input(&i), c);
         }
         assert!(Command::Kill.into_input("ana").is_none());
-        assert!(serde_json::from_str::<Command>(r#"{"verb":"stop","bogus":1}"#).is_err());
+        assert!(serde_json::from_str::<Command>(r#"{"verb":"steer","text":"x","bogus":1}"#).is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod agui_props;
 mod agui_translate;
 mod codex_schema;
 mod conformance;
+mod control_doors;
 mod demo;
 mod doctor;
 mod exit_codes;

@@ -121,11 +121,18 @@ impl Sup {
     /// `answer` once the supervisor has read the request from the task log
     /// (journaled it): the stand-in may be waiting for the answer before
     /// the session has read the request, which it would refuse as unknown.
-    fn answer(&self, answer: Value) -> Value {
+    /// The supervisor takes runwire's interrupt id only: the journal's
+    /// `requested` record names it (the last one for the agent's id).
+    fn answer(&self, mut answer: Value) -> Value {
         let id = answer["id"].clone();
         self.until("the request in the journal", |s| {
             s.inputs().iter().any(|r| r["input"] == "requested" && r["request"] == id)
         });
+        let inputs = self.inputs();
+        let asked = inputs.iter().rev().find(|r| r["input"] == "requested" && r["request"] == id).unwrap();
+        let interrupt = asked["interrupt"].as_str().expect("the requested record names runwire's interrupt id");
+        assert!(interrupt.starts_with("rw-"), "{asked}");
+        answer["id"] = interrupt.into();
         let t = Instant::now();
         loop {
             let r = self.call(json!({"verb":"answer","task":"a","actor":"ana","answer":answer}));
