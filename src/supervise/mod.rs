@@ -1616,31 +1616,30 @@ impl Sup {
         let live = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && r.phase == Phase::Turn);
         let Some(r) = live.filter(|_| b.generation == generation) else {
             // Its agent process is gone: nothing can reach it any more.
+            let whose = if b.generation < generation {
+                "belongs to an earlier agent process"
+            } else {
+                "belongs to an agent process that has ended"
+            };
+            let iid = &a.id;
             return Some(match &b.answer {
-                Some(prev) if a.decision == crate::session::input::Decision::Cancelled || crate::session::same_answer(prev, &a) => {
-                    Reply::answered(
-                        false,
-                        format!(
-                            "task {id}: interrupt {:?} was answered ({}) before its agent process ended: acknowledged, nothing sent",
-                            a.id,
-                            prev.decision.as_str()
-                        ),
-                        state,
-                    )
+                Some(prev)
+                    if a.decision == crate::session::input::Decision::Cancelled
+                        || crate::session::same_answer(prev, &a) =>
+                {
+                    let d = prev.decision.as_str();
+                    let m = format!("task {id}: interrupt {iid:?} {whose}, which took the same answer ({d}): acknowledged, nothing sent");
+                    Reply::answered(false, m, state)
                 }
                 Some(prev) => Reply::refuse(
                     format!(
-                        "task {id}: interrupt {:?} belongs to an earlier agent process and was decided ({}); a different answer is refused and nothing was sent",
-                        a.id,
+                        "task {id}: interrupt {iid:?} {whose} and was decided ({}); a different answer is refused and nothing was sent",
                         prev.decision.as_str()
                     ),
                     state,
                 ),
                 None => Reply::refuse(
-                    format!(
-                        "task {id}: interrupt {:?} belongs to an agent process that ended before it was answered: nothing was sent",
-                        a.id
-                    ),
+                    format!("task {id}: interrupt {iid:?} {whose}, which ended before it was answered: nothing was sent"),
                     state,
                 ),
             });

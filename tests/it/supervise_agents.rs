@@ -726,13 +726,12 @@ fn expiry(agent: &str) {
         ("answered".to_string(), id.clone(), "expired".to_string(), "runwire-session".to_string())
     );
     // Too late: the request was denied (or its session is over by now).
-    let r = s.call(json!({"verb":"answer","task":"a","answer":{"id": id, "decision": "allow"}}));
+    let iid = inputs[0]["interrupt"].as_str().unwrap();
+    let r = s.call(json!({"verb":"answer","task":"a","answer":{"id": iid, "decision": "allow"}}));
     assert_eq!(r["ok"], false, "{r}");
     let d = r["detail"].as_str().unwrap();
     assert!(
-        d.contains("expired and was denied")
-            || d.contains("no interactive session running")
-            || d.contains("ended before it took"),
+        d.contains("expired and was denied") || d.contains("was decided (expired)") || d.contains("ended before it took"),
         "{r}"
     );
     assert_eq!(s.finish(), 0, "{}", s.stderr());
@@ -763,9 +762,13 @@ fn server_task_routes_answer_a_supervised_cursor_session() {
     let post = |path: &str, body: &str| srv.post(path, body);
     let run = std::fs::read_dir(s.dir.join("home/runs")).unwrap().flatten().next().unwrap();
     let run = run.path().file_stem().unwrap().to_string_lossy().to_string();
-    let rid = s.inputs()[0]["request"].as_str().unwrap().to_string();
+    let raw = s.inputs()[0]["request"].as_str().unwrap().to_string();
+    let rid = s.inputs()[0]["interrupt"].as_str().unwrap().to_string();
     let answer = format!("/runs/{run}/tasks/a/answer");
-    let (code, v) = post(&answer, r#"{"request":"nope","decision":"allow"}"#);
+    // The agent's own id names no process: refused before the supervisor is asked.
+    let (code, v) = post(&answer, &format!(r#"{{"request":"{raw}","decision":"allow"}}"#));
+    assert_eq!(code, 400, "{v}");
+    let (code, v) = post(&answer, r#"{"request":"rw-0123","decision":"allow"}"#);
     assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
     // ACP takes no edited input: refused before anything reaches the agent.
     let (code, v) = post(&answer, &format!(r#"{{"request":"{rid}","decision":"allow","updated_input":{{"x":1}}}}"#));
