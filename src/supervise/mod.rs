@@ -1598,6 +1598,11 @@ impl Sup {
         reply: &mpsc::Sender<Reply>,
     ) -> Option<Reply> {
         use crate::session::Input;
+        // A client may have read the request in the task log before this
+        // loop did: read what the turn wrote so far first.
+        if self.tasks.get(id).is_some_and(|t| t.running.is_some()) {
+            self.scan_log(id);
+        }
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
         if a.by.is_none() {
