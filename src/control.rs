@@ -536,7 +536,8 @@ mod tests {
     fn one_text_rule_on_every_door() {
         let blank = Command::from_route(Verb::Steer, br#"{"msg":"  "}"#, "t").unwrap_err();
         assert!(blank.contains("empty"), "{blank}");
-        let req = crate::supervise::control::Request { verb: "steer".into(), msg: Some(" \n".into()), ..Default::default() };
+        let req =
+            crate::supervise::control::Request { verb: "steer".into(), msg: Some(" \n".into()), ..Default::default() };
         assert!(Command::from_request(&req).unwrap_err().contains("empty"));
         assert!(Input::parse(br#"{"type":"steer","text":"\t"}"#).unwrap_err().contains("empty"));
         let big = "x".repeat(MAX_TEXT + 1);

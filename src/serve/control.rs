@@ -13,9 +13,9 @@
 
 use super::http::{respond, respond_error, Close};
 use super::Shared;
+use crate::control::{Command, Door, Verb};
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
-use crate::control::{Command, Door, Verb};
 use crate::supervise::control::{self, CallError, Reply, NOT_LIVE};
 use std::io::Write;
 use std::net::TcpStream;

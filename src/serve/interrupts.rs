@@ -881,7 +881,7 @@ mod tests {
         let mut c = codex::Codex::new(codex::CodexOptions::default());
         let mut w = Vec::new();
         match c.line(line.as_bytes(), &mut w).pop() {
-            Some(Signal::Request(r)) => r,
+            Some(Signal::Request(r)) => *r,
             other => panic!("no request from {line}: {other:?}"),
         }
     }

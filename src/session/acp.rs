@@ -291,7 +291,7 @@ impl Acp {
             blocking: None,
         };
         self.asked.insert(rid, (id.clone(), options));
-        Some(Signal::Request(req))
+        Some(Signal::Request(Box::new(req)))
     }
 }
 

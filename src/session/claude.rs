@@ -409,7 +409,7 @@ impl Agent for Claude {
                 let id = s("request_id").unwrap_or_default();
                 let req = v.get("request").cloned().unwrap_or(Value::Null);
                 match req.get("subtype").and_then(Value::as_str) {
-                    Some("can_use_tool") if !id.is_empty() => out.push(Signal::Request(request_of(id, &req))),
+                    Some("can_use_tool") if !id.is_empty() => out.push(Signal::Request(Box::new(request_of(id, &req)))),
                     other => {
                         // Nothing of runwire's registered for it: say so at once.
                         let what = other.unwrap_or("(no subtype)");

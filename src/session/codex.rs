@@ -626,7 +626,7 @@ impl Codex {
             }
         };
         self.asked.insert(rid, (id.clone(), asked));
-        Some(Signal::Request(req))
+        Some(Signal::Request(Box::new(req)))
     }
 }
 
@@ -1295,7 +1295,12 @@ mod tests {
         let st = s.agent_line(ask.as_bytes(), 0);
         assert_eq!(st.requested[0].blocking, Some(false));
         let st = s.input(
-            Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, turn: None, by: None }),
+            Input::Steer(super::super::input::SteerInput {
+                text: "go on".into(),
+                interrupt: false,
+                turn: None,
+                by: None,
+            }),
             1,
         );
         assert_eq!(parse(&st.unwrap().to_agent[0])["method"], "turn/steer");
@@ -1306,7 +1311,12 @@ mod tests {
         let (mut s, _) = session();
         let st = s.agent_line(ask.replace("false,\"questions", "true,\"questions").as_bytes(), 0);
         assert_eq!(st.requested[0].blocking, None);
-        let steer = Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, turn: None, by: None });
+        let steer = Input::Steer(super::super::input::SteerInput {
+            text: "go on".into(),
+            interrupt: false,
+            turn: None,
+            by: None,
+        });
         assert!(matches!(s.input(steer, 1), Err(Refused::RequestOpen)));
     }
 

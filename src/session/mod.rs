@@ -39,7 +39,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Signal {
     /// The agent waits for a person. `expires_at` is filled by the session.
-    Request(InputRequest),
+    Request(Box<InputRequest>),
     /// The agent withdrew a request it raised (claude `control_cancel_request`).
     Withdrawn(String),
     /// The agent is working on a turn.
@@ -495,7 +495,8 @@ impl<A: Agent> Session<A> {
         s.output.push(line.to_vec());
         for sig in self.agent.line(line, &mut s.to_agent) {
             match sig {
-                Signal::Request(mut r) => {
+                Signal::Request(r) => {
+                    let mut r = *r;
                     let exp = now_ms.saturating_add(self.opts.answer_timeout_ms);
                     r.expires_at = Some(crate::time::format_ms(exp));
                     // runwire's own id: this request of this process, on every door.
@@ -709,7 +710,12 @@ impl<A: Agent> Session<A> {
 
     /// Checks one answer without changing anything: `None` for a replay
     /// (nothing to send), else the record of it.
-    fn check_one(&self, a: &AnswerInput, closed: Option<&InputAnswer>, now_ms: i64) -> Result<Option<InputAnswer>, Refused> {
+    fn check_one(
+        &self,
+        a: &AnswerInput,
+        closed: Option<&InputAnswer>,
+        now_ms: i64,
+    ) -> Result<Option<InputAnswer>, Refused> {
         let at = if closed.is_some() { None } else { self.pending.iter().position(|(p, _)| p.id == a.id) };
         let Some(i) = at else {
             return match closed.or_else(|| self.closed(&a.id)) {

@@ -9,6 +9,7 @@
 
 pub mod control;
 
+use crate::control::{Command, Door, Verb};
 use crate::events::Data;
 use crate::lines::{read_capped, Capped, Rest};
 use crate::normalize::{Adapter, Normalizer};
@@ -20,7 +21,6 @@ use crate::runs::{self, RunFiles};
 use crate::session::input::AckLine;
 use crate::session::launch::AgentKind;
 use crate::session::proc::{self, Proc, Spec};
-use crate::control::{Command, Door, Verb};
 use control::{Reply, Request, MAX_LINE};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -1214,7 +1214,8 @@ impl Sup {
                         if t.interrupts.len() == MAX_BOUND {
                             t.interrupts.pop_front();
                         }
-                        let b = Bound { interrupt: i.clone(), generation, request: q.id.clone(), answer: None, door: None };
+                        let b =
+                            Bound { interrupt: i.clone(), generation, request: q.id.clone(), answer: None, door: None };
                         t.interrupts.push_back(b);
                     }
                     crate::session::record::InputRecord::requested("runner", id, q, now)

@@ -280,7 +280,9 @@ fn agui_nothing_sent(case: &'static str, ev: &[Value]) -> Row {
     let end = ev.last().unwrap();
     let refused = end["type"] == "RUN_ERROR";
     let acknowledged = end["outcome"]["type"] == "interrupt"
-        && ev.iter().any(|e| e["name"] == "runwire.resume_skipped" && e["value"]["warning"].to_string().contains("nothing sent"));
+        && ev.iter().any(|e| {
+            e["name"] == "runwire.resume_skipped" && e["value"]["warning"].to_string().contains("nothing sent")
+        });
     ("agui-resume", case, if refused || acknowledged { Ok(end.to_string()) } else { Err(format!("{ev:?}")) })
 }
 
@@ -298,9 +300,7 @@ fn server_doors(rows: &mut Vec<Row>) {
         .env("TRUST_REQUESTS", "[]");
     let s = Server::spawn(cmd).owning(dir.clone());
     let resume = |run: &str, entries: Value| json!({"threadId": "t", "runId": run, "messages": [], "resume": entries});
-    let run = |run: &str, prompt: &str| {
-        json!({"threadId": "t", "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": prompt}]})
-    };
+    let run = |run: &str, prompt: &str| json!({"threadId": "t", "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": prompt}]});
     let ev = agui(s.port, run("r1", "touch a file"));
     let old = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
     let record = session_run(&ev);
@@ -437,14 +437,20 @@ fn session_doors(rows: &mut Vec<Row>) {
 /// checked inside each door's scene (only the answers the test meant reach it).
 #[test]
 fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
-    let doors: [(&str, fn(&mut Vec<Row>)); 3] =
-        [("agui-resume + task-route", server_doors), ("control-route + supervisor-socket", supervisor_doors), ("session-input", session_doors)];
+    // Each scene plays one or two doors against one agent stand-in.
+    type Scene = fn(&mut Vec<Row>);
+    let scenes: [(&[&str], Scene); 3] = [
+        (&["agui-resume", "task-route"], server_doors),
+        (&["control-route", "supervisor-socket"], supervisor_doors),
+        (&["session-input"], session_doors),
+    ];
     let mut rows = Vec::new();
-    for (_, scene) in doors {
+    for (_, scene) in scenes {
         scene(&mut rows);
     }
     let named: Vec<(&str, &str)> = rows.iter().map(|(d, c, _)| (*d, *c)).collect();
-    for door in ["agui-resume", "task-route", "control-route", "supervisor-socket", "session-input"] {
+    for door in scenes.iter().flat_map(|(doors, _)| doors.iter()) {
+        let door = *door;
         for case in ["replayed", "stale", "duplicate"] {
             assert!(named.contains(&(door, case)), "no row for {door} / {case}: {named:?}");
         }

@@ -731,7 +731,9 @@ fn expiry(agent: &str) {
     assert_eq!(r["ok"], false, "{r}");
     let d = r["detail"].as_str().unwrap();
     assert!(
-        d.contains("expired and was denied") || d.contains("was decided (expired)") || d.contains("ended before it took"),
+        d.contains("expired and was denied")
+            || d.contains("was decided (expired)")
+            || d.contains("ended before it took"),
         "{r}"
     );
     assert_eq!(s.finish(), 0, "{}", s.stderr());

@@ -143,7 +143,10 @@ fn answer_reaches_the_agent_and_the_journal_records_request_and_answer() {
     let inputs: Vec<Value> = l.journal().into_iter().filter(|r| r.get("input").is_some()).collect();
     assert_eq!(inputs.len(), 2, "{inputs:?}");
     assert_eq!((inputs[0]["input"].as_str(), inputs[0]["request"].as_str()), (Some("requested"), Some(raw)));
-    assert_eq!((inputs[0]["interrupt"].as_str(), inputs[1]["interrupt"].as_str()), (Some(id.as_str()), Some(id.as_str())));
+    assert_eq!(
+        (inputs[0]["interrupt"].as_str(), inputs[1]["interrupt"].as_str()),
+        (Some(id.as_str()), Some(id.as_str()))
+    );
     assert_eq!(inputs[1]["door"], "supervisor-socket");
     assert_eq!((inputs[0]["kind"].as_str(), inputs[0]["tool"].as_str()), (Some("tool_approval"), Some("Bash")));
     assert_eq!(
@@ -202,7 +205,8 @@ fn server_task_routes_answer_and_stop_a_supervised_session() {
     let id = run.path().file_stem().unwrap().to_string_lossy().to_string();
     let raw = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
     // The agent's own id names no process: refused before the supervisor is asked.
-    let (code, v) = post(&format!("/runs/{id}/tasks/a/answer"), &format!(r#"{{"request":"{raw}","decision":"allow"}}"#));
+    let (code, v) =
+        post(&format!("/runs/{id}/tasks/a/answer"), &format!(r#"{{"request":"{raw}","decision":"allow"}}"#));
     assert_eq!(code, 400, "{v}");
     let (code, v) = post(&format!("/runs/{id}/tasks/a/answer"), r#"{"request":"rw-0123","decision":"allow"}"#);
     assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");

@@ -6,8 +6,8 @@
 
 use super::threads::{lock, Ending, NotSent, State};
 use super::{Shared, TASK};
-use crate::serve::http::{respond, respond_error, Close};
 use crate::control::{Command, Reply, Verb};
+use crate::serve::http::{respond, respond_error, Close};
 use crate::session::input::{AnswerInput, Input, SteerInput, Who};
 use crate::session::Ack;
 use serde_json::{json, Value};
@@ -51,7 +51,10 @@ pub fn control_post(
         return Some(Close::Linger);
     }
     // One parse, one validation, for every door (`crate::control`).
-    let command = match Verb::parse(verb).ok_or_else(|| format!("unknown verb {verb:?}")).and_then(|v| Command::from_route(v, body, "task route")) {
+    let command = match Verb::parse(verb)
+        .ok_or_else(|| format!("unknown verb {verb:?}"))
+        .and_then(|v| Command::from_route(v, body, "task route"))
+    {
         Ok(c) => c,
         Err(m) => {
             respond_error(stream, 400, cors, &m);
