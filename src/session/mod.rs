@@ -1038,4 +1038,57 @@ mod turn_tests {
         let _ = s.agent_line(RESULT, 0);
         assert_eq!((s.turn(), s.turns_ended()), (3, 3));
     }
+
+    /// A steer that names the turn it expects is refused, with nothing
+    /// written to the agent, once another turn has begun.
+    #[test]
+    fn a_steer_for_a_turn_that_is_over_is_refused() {
+        let mut s = Session::new(Claude::new(ClaudeOptions::default()), Options::default());
+        let _ = s.open(None);
+        let m = |t: &str| Input::Message(MessageInput { text: t.into(), by: None });
+        let steer =
+            |turn| Input::Steer(SteerInput { text: "more".into(), interrupt: false, turn: Some(turn), by: None });
+        let _ = s.input(m("one"), 0).unwrap();
+        assert!(matches!(s.input(steer(1), 0).unwrap().ack, Ack::Joined { .. }));
+        let _ = s.agent_line(RESULT, 0);
+        let _ = s.input(m("two"), 0).unwrap();
+        assert_eq!(s.input(steer(1), 0), Err(Refused::StaleTurn { expected: 1, now: 2 }));
+        assert!(s.input(steer(2), 0).unwrap().to_agent.len() == 1);
+    }
+
+    /// Every request gets runwire's id; an answer may name it, and one that
+    /// names an id this session never minted (another process's) is refused.
+    #[test]
+    fn answers_name_requests_by_runwires_id_and_a_foreign_id_sends_nothing() {
+        const ASK: &[u8] = br#"{"type":"control_request","request_id":"0","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"ls"},"tool_use_id":"t0"}}"#;
+        let mut s = Session::new(Claude::new(ClaudeOptions::default()), Options::default());
+        let _ = s.open(None);
+        let _ = s.input(Input::Message(MessageInput { text: "go".into(), by: None }), 0).unwrap();
+        let step = s.agent_line(ASK, 0);
+        let iid = step.requested[0].interrupt_id.clone().unwrap();
+        assert!(crate::control::is_interrupt_id(&iid));
+        let answer = |id: &str| {
+            Input::Answer(AnswerInput {
+                id: id.into(),
+                decision: input::Decision::Allow,
+                scope: None,
+                updated_input: None,
+                answers: None,
+                message: None,
+                mode: None,
+                by: None,
+            })
+        };
+        let foreign = crate::control::new_interrupt_id();
+        assert_eq!(s.input(answer(&foreign), 0), Err(Refused::Unknown(foreign)));
+        let taken = s.input(answer(&iid), 0).unwrap();
+        assert_eq!((taken.to_agent.len(), taken.answered[0].id.as_str()), (1, "0"));
+        let again = s.input(answer(&iid), 0).unwrap();
+        assert!(again.replayed && again.to_agent.is_empty());
+        let mut deny = answer(&iid);
+        if let Input::Answer(a) = &mut deny {
+            a.decision = input::Decision::Deny;
+        }
+        assert!(matches!(s.input(deny, 0), Err(Refused::Decided { .. })));
+    }
 }
