@@ -323,6 +323,10 @@ pub enum Scope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InputAnswer {
     pub id: String,
+    /// runwire's interrupt id of the request closed (its `input_request`'s
+    /// `interrupt_id`), set by the session.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interrupt_id: Option<String>,
     pub decision: Decision,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub scope: Option<Scope>,

@@ -839,6 +839,7 @@ mod tests {
         let mut raised = Raised::default();
         let old = raised.raise(&tool_req("0"), None);
         raised.closed(&InputAnswer {
+            interrupt_id: None,
             id: "0".into(),
             decision: crate::events::Decision::Allow,
             scope: Some(Scope::Once),

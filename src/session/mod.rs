@@ -777,6 +777,7 @@ impl<A: Agent> Session<A> {
 
     fn own_answer(&self, r: &InputRequest, decision: Decision, why: &str, now_ms: i64) -> InputAnswer {
         InputAnswer {
+            interrupt_id: None,
             id: r.id.clone(),
             decision,
             scope: None,
@@ -796,7 +797,8 @@ impl<A: Agent> Session<A> {
         }
     }
 
-    fn close(&mut self, r: &InputRequest, a: InputAnswer, s: &mut Step) {
+    fn close(&mut self, r: &InputRequest, mut a: InputAnswer, s: &mut Step) {
+        a.interrupt_id = r.interrupt_id.clone();
         s.output.push(record::answer_line(&a));
         s.answered.push(a.clone());
         if self.closed.len() == MAX_CLOSED {
@@ -933,6 +935,7 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
         _ => a.message.clone(),
     };
     Ok(InputAnswer {
+        interrupt_id: None,
         id: req.id.clone(),
         decision: a.decision.into(),
         scope,

@@ -129,7 +129,7 @@ impl InputRecord {
             by: a.by.clone(),
             detail: detail.as_deref().map(clip),
             expires_at: None,
-            interrupt: None,
+            interrupt: a.interrupt_id.clone(),
             door: None,
         }
     }
@@ -165,6 +165,7 @@ mod tests {
         let line = request_line(&r);
         assert!(line.starts_with(br#"{"type":"runwire.request","id":"q1""#));
         let a = InputAnswer {
+            interrupt_id: None,
             id: "q1".into(),
             decision: Decision::Deny,
             scope: None,

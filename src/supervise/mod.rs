@@ -1222,8 +1222,12 @@ impl Sup {
                 }
                 Data::InputAnswer(a) => {
                     let mut rec = crate::session::record::InputRecord::answered("runner", id, a, now);
-                    // The request of this process it closes: the last one raised with that agent id.
-                    let b = t.interrupts.iter_mut().rev().find(|b| b.generation == generation && b.request == a.id);
+                    // The request it closes: named by runwire's id (a log of an
+                    // older session has none: the last one of this process with that agent id).
+                    let b = match &a.interrupt_id {
+                        Some(i) => t.interrupts.iter_mut().rev().find(|b| &b.interrupt == i),
+                        None => t.interrupts.iter_mut().rev().find(|b| b.generation == generation && b.request == a.id),
+                    };
                     if let Some(b) = b.filter(|b| b.answer.is_none()) {
                         b.answer = Some(a.clone());
                         rec.interrupt = Some(b.interrupt.clone());

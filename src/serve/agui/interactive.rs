@@ -456,9 +456,10 @@ fn session_info(st: &State) -> Value {
     let mut v = json!({"interactive": true, "task": TASK});
     if let Some(id) = &st.record_id {
         v["run"] = id.clone().into();
-        v["steer"] = format!("/runs/{id}/tasks/{TASK}/steer").into();
-        v["stop"] = format!("/runs/{id}/tasks/{TASK}/stop").into();
-        v["answer"] = format!("/runs/{id}/tasks/{TASK}/answer").into();
+        use crate::control::Verb;
+        for verb in [Verb::Steer, Verb::Stop, Verb::Answer] {
+            v[verb.as_str()] = format!("/runs/{id}/tasks/{TASK}/{verb}").into();
+        }
     }
     v
 }
