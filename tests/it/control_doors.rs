@@ -222,6 +222,11 @@ fn supervisor_doors(rows: &mut Vec<Row>) {
     rows.push(nothing_sent("control-route", "stale", c, &v));
     let (c, v) = sock(json!({"id": old, "decision": "deny"}));
     rows.push(nothing_sent("supervisor-socket", "stale", c, &v));
+    // Beyond what the agent offered (ACP runs a call as asked: no edited input).
+    let (c, v) = post(json!({"request": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}}));
+    rows.push(nothing_sent("control-route", "beyond the offer", c, &v));
+    let (c, v) = sock(json!({"id": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}}));
+    rows.push(nothing_sent("supervisor-socket", "beyond the offer", c, &v));
     // The new request answered once, then the same answer again on each door.
     let (c, v) = post(json!({"request": new, "decision": "deny"}));
     assert_eq!((c, v["sent"].as_bool()), (200, Some(true)), "{v}");
@@ -328,6 +333,11 @@ fn server_doors(rows: &mut Vec<Row>) {
     rows.push(nothing_sent("task-route", "replayed", c, &v));
     let (c, v) = post(&record, json!({"request": "0", "decision": "allow"}));
     rows.push(nothing_sent("task-route", "stale", c, &v));
+    let edited = json!([{"interruptId": new, "status": "resolved",
+        "payload": {"approved": true, "editedArgs": {"command": "rm -rf /"}}}]);
+    rows.push(agui_nothing_sent("beyond the offer", &agui(s.port, resume("r7", edited))));
+    let (c, v) = post(&current, json!({"request": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}}));
+    rows.push(nothing_sent("task-route", "beyond the offer", c, &v));
     let (c, v) = post(&current, json!({"request": new, "decision": "deny"}));
     assert_eq!((c, v["sent"].as_bool()), (200, Some(true)), "{v}");
     until("the deny to reach the second process", || acp_answers(&dir).len() == 2, || s.stderr());
@@ -425,6 +435,8 @@ fn session_doors(rows: &mut Vec<Row>) {
     let new = req["interrupt_id"].as_str().unwrap().to_string();
     rows.push(session_row("replayed", &second.send(json!({"type": "answer", "id": old, "decision": "allow"}))));
     rows.push(session_row("stale", &second.send(json!({"type": "answer", "id": old, "decision": "deny"}))));
+    let edited = json!({"type": "answer", "id": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}});
+    rows.push(session_row("beyond the offer", &second.send(edited)));
     let a = second.send(json!({"type": "answer", "id": new, "decision": "deny"}));
     assert_eq!(a["ack"], "taken", "{a}");
     rows.push(session_row("duplicate", &second.send(json!({"type": "answer", "id": new, "decision": "deny"}))));
@@ -433,7 +445,9 @@ fn session_doors(rows: &mut Vec<Row>) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The table: each door, each case, nothing sent. The agent's log is
+/// The table: each door, each case (a replayed answer, a stale one of an
+/// earlier process, a duplicate, one beyond what the agent offered),
+/// nothing sent. The agent's log is
 /// checked inside each door's scene (only the answers the test meant reach it).
 #[test]
 fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
@@ -451,7 +465,7 @@ fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
     let named: Vec<(&str, &str)> = rows.iter().map(|(d, c, _)| (*d, *c)).collect();
     for door in scenes.iter().flat_map(|(doors, _)| doors.iter()) {
         let door = *door;
-        for case in ["replayed", "stale", "duplicate"] {
+        for case in ["replayed", "stale", "duplicate", "beyond the offer"] {
             assert!(named.contains(&(door, case)), "no row for {door} / {case}: {named:?}");
         }
     }
