@@ -217,6 +217,47 @@ pub struct Issued {
     pub command: Command,
 }
 
+impl Issued {
+    /// A supervisor socket's request line read as a command: its door
+    /// (`door`, default the socket itself) and actor (`actor`, default
+    /// `control`) with it.
+    pub fn from_request(req: &crate::supervise::control::Request) -> Result<Issued, String> {
+        let command = Command::from_request(req)?;
+        Ok(Issued {
+            door: req.door.as_deref().and_then(Door::parse).unwrap_or(Door::SupervisorSocket),
+            actor: req.actor.clone().filter(|a| !a.is_empty() && a.len() <= 128).unwrap_or_else(|| "control".into()),
+            task: req.task.clone(),
+            command,
+        })
+    }
+
+    /// The supervisor socket's request line for this command (what a server
+    /// passes on); `None` for a verb the socket does not take.
+    pub fn to_request(&self) -> Option<crate::supervise::control::Request> {
+        let verb = self.command.verb();
+        if !Verb::SUPERVISOR.contains(&verb) {
+            return None;
+        }
+        let mut r = crate::supervise::control::Request {
+            verb: verb.as_str().into(),
+            task: self.task.clone(),
+            actor: Some(self.actor.clone()),
+            door: Some(self.door.as_str().into()),
+            ..Default::default()
+        };
+        match &self.command {
+            Command::Steer { text, interrupt, turn } => {
+                r.msg = Some(text.clone());
+                r.interrupt = Some(*interrupt);
+                r.turn = *turn;
+            }
+            Command::Answer { answer } => r.answer = serde_json::to_value(answer).ok(),
+            _ => {}
+        }
+        Some(r)
+    }
+}
+
 /// The one rule for a message (`max` [`MAX_MESSAGE`]) or steer ([`MAX_TEXT`]) text.
 pub fn check_text(text: &str, max: usize) -> Result<(), String> {
     if text.trim().is_empty() {
@@ -580,6 +621,20 @@ mod tests {
         }
         assert!(Command::Kill.into_input("ana").is_none());
         assert!(serde_json::from_str::<Command>(r#"{"verb":"steer","text":"x","bogus":1}"#).is_err());
+    }
+
+    #[test]
+    fn the_socket_request_round_trips_with_door_and_actor() {
+        let c = Command::from_route(Verb::Steer, br#"{"msg":"go","turn":4}"#, "srv").unwrap();
+        let i = Issued { door: Door::TaskRoute, actor: "runwire-serve".into(), task: Some("a".into()), command: c };
+        let req = i.to_request().unwrap();
+        assert_eq!((req.verb.as_str(), req.door.as_deref(), req.turn), ("steer", Some("task-route"), Some(4)));
+        assert_eq!(Issued::from_request(&req).unwrap(), i);
+        let bare = crate::supervise::control::Request { verb: "pause".into(), ..Default::default() };
+        let b = Issued::from_request(&bare).unwrap();
+        assert_eq!((b.door, b.actor.as_str(), b.command), (Door::SupervisorSocket, "control", Command::Pause));
+        let unknown = crate::supervise::control::Request { verb: "message".into(), ..Default::default() };
+        assert!(Issued::from_request(&unknown).unwrap_err().contains("unknown verb"));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use super::http::{respond, respond_error, Close};
 use super::Shared;
-use crate::control::{Command, Door, Verb};
+use crate::control::{Command, Door, Issued, Verb};
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
 use crate::supervise::control::{self, CallError, Reply, NOT_LIVE};
@@ -74,22 +74,11 @@ pub fn post(
             return Close::Linger;
         }
     };
-    let mut creq = control::Request {
-        verb: verb.into(),
-        task: task.map(str::to_string),
-        actor: Some(super::BIN.into()),
-        door: Some(Door::TaskRoute.as_str().into()),
-        ..Default::default()
+    let issued = Issued { door: Door::TaskRoute, actor: super::BIN.into(), task: task.map(str::to_string), command };
+    let Some(creq) = issued.to_request() else {
+        respond_error(stream, 400, cors, &format!("{verb} is not a verb of a supervised run"));
+        return Close::Linger;
     };
-    match command {
-        Command::Answer { answer } => creq.answer = serde_json::to_value(answer).ok(),
-        Command::Steer { text, interrupt, turn } => {
-            creq.msg = Some(text);
-            creq.interrupt = Some(interrupt);
-            creq.turn = turn;
-        }
-        _ => {}
-    }
     let loaded = view::find(&Registry::at(&shared.cfg.harness_home), id);
     let loaded = match loaded {
         Ok(l) => l,

@@ -9,7 +9,7 @@
 
 pub mod control;
 
-use crate::control::{Command, Door, Verb};
+use crate::control::{Command, Door, Issued, Verb};
 use crate::events::Data;
 use crate::lines::{read_capped, Capped, Rest};
 use crate::normalize::{Adapter, Normalizer};
@@ -1435,15 +1435,14 @@ impl Sup {
     }
 
     fn handle(&mut self, req: Request, reply: &mpsc::Sender<Reply>) -> Option<Reply> {
-        let actor = req.actor.clone().filter(|a| !a.is_empty() && a.len() <= 128).unwrap_or_else(|| "control".into());
-        let door = req.door.as_deref().and_then(Door::parse).unwrap_or(Door::SupervisorSocket);
         // One parse, one validation (`crate::control`); an answer names its
         // request by runwire's id: the task's agent processes each number
         // their own requests.
-        let command = match Command::from_request(&req).and_then(|c| c.check_bound().map(|()| c)) {
-            Ok(c) => c,
+        let issued = match Issued::from_request(&req).and_then(|i| i.command.check_bound().map(|()| i)) {
+            Ok(i) => i,
             Err(why) => return Some(Reply::refuse(why, None)),
         };
+        let Issued { door, actor, command, .. } = issued;
         let verb = command.verb();
         let task = match (verb.needs_task(), req.task.as_deref()) {
             (true, None) => return Some(Reply::refuse(format!("{verb} needs a task"), None)),
