@@ -280,6 +280,7 @@ impl RecordRef<'_> {
             tool: opt(&self.tool).map(str::to_string),
             detail: opt(&self.detail).map(str::to_string),
             expires_at: opt(&self.expires_at).map(str::to_string),
+            interrupt: opt(&self.interrupt).map(str::to_string),
             ts: self.ts.0.to_string(),
         }
     }
@@ -416,6 +417,8 @@ pub struct OpenRequest {
     pub tool: Option<String>,
     pub detail: Option<String>,
     pub expires_at: Option<String>,
+    /// runwire's interrupt id of the request (what an answer names it by).
+    pub interrupt: Option<String>,
     /// When it was asked.
     pub ts: String,
 }

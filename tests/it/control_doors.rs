@@ -170,6 +170,12 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
     let mut s = Sup::start("doors-defect-1");
     let (old, new) = second_process_asks(&s);
     let srv = Server::start(&s.dir.join("home"));
+    // Another process (the server) names the open request by runwire's id, from the journal.
+    let (code, shown) = srv.get(&format!("/runs/{}", s.run_id()));
+    assert_eq!(code, 200, "{shown}");
+    let open: Vec<&str> =
+        shown["inputRequests"].as_array().unwrap().iter().filter_map(|r| r["interrupt"].as_str()).collect();
+    assert_eq!(open, [new.as_str()], "{shown}");
     let route = format!("/runs/{}/tasks/a/answer", s.run_id());
     let (code, v) = srv.post(&route, &json!({"request": old, "decision": "allow"}).to_string());
     assert_eq!((code, v["ok"].as_bool(), v["sent"].as_bool()), (200, Some(true), Some(false)), "{v}");
