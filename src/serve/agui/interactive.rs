@@ -239,10 +239,16 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
                 let e = run.tr.custom("runwire.resume_skipped", json!({ "warning": w }), run.now());
                 run.emit(e)?;
             }
+            // The one command of every door (`crate::control`): checked once,
+            // then, as one unit, every answer checked by the session before
+            // any is written and all queued as one piece (or none).
+            let command = crate::control::Command::Answers { answers };
+            if let Err(m) = command.check() {
+                return fail(run, format!("resume: {m}; nothing was sent"), "resume_refused");
+            }
+            let input = command.into_input("agui").expect("answers are a session input");
             let mut st = lock(&th.st);
-            // One unit: every answer checked by the session before any is
-            // written, then all queued as one piece (or none).
-            let sent = match st.send(Input::Answers(answers)) {
+            let sent = match st.send(input) {
                 Ok(t) => !t.replayed,
                 Err(m) => {
                     drop(st);
