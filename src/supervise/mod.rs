@@ -292,8 +292,9 @@ struct Bound {
     /// The agent's own id for it.
     request: String,
     answer: Option<crate::events::InputAnswer>,
-    /// The door of the answer last written for it (for the journal).
-    door: Option<Door>,
+    /// The door and `by` of the answer last written for it: the journal
+    /// names the door when the answer that closed it is that one.
+    door: Option<(Door, Option<String>)>,
 }
 
 /// Requests remembered per task.
@@ -1231,7 +1232,7 @@ impl Sup {
                     if let Some(b) = b.filter(|b| b.answer.is_none()) {
                         b.answer = Some(a.clone());
                         rec.interrupt = Some(b.interrupt.clone());
-                        rec.door = b.door.map(|d| d.as_str().to_string());
+                        rec.door = b.door.take().filter(|(_, by)| *by == a.by).map(|(d, _)| d.as_str().to_string());
                     }
                     rec
                 }
@@ -1653,7 +1654,7 @@ impl Sup {
                 ),
             });
         };
-        b.door = Some(who.1);
+        b.door = Some((who.1, a.by.clone()));
         let rid = a.id.clone();
         // The session resolves runwire's id itself (and refuses one it did not mint).
         match Self::ask(r, &Input::Answer(a), Asked::Answer(rid), who, reply) {
