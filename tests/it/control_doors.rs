@@ -133,15 +133,21 @@ impl Sup {
     }
 }
 
+/// How a client names a journaled request: runwire's id where the record
+/// has one (a writer before issue 34 had none: the agent's id, which is
+/// how the defect showed).
+fn name_of(rec: &Value) -> String {
+    rec["interrupt"].as_str().or(rec["request"].as_str()).unwrap().to_string()
+}
+
 /// Defect 1's scene: the first process's request answered (allow), a steer
 /// during the gate, the second process asking its own "0". Returns the two
-/// interrupt ids.
+/// names the answers use.
 fn second_process_asks(s: &Sup) -> (String, String) {
     s.until("the first request in the journal", |s| !s.requested().is_empty());
     let first = s.requested()[0].clone();
     assert_eq!(first["request"], "0", "{first}");
-    let old = first["interrupt"].as_str().expect("the requested record names runwire's id").to_string();
-    assert!(old.starts_with("rw-") && old.len() == 35, "{old}");
+    let old = name_of(&first);
     let r = s.call(json!({"verb": "answer", "task": "a", "actor": "ana",
         "answer": {"id": old, "decision": "allow"}}));
     assert_eq!(r["ok"], true, "{r}");
@@ -154,8 +160,7 @@ fn second_process_asks(s: &Sup) -> (String, String) {
     s.until("the second process's request", |s| s.requested().len() == 2);
     let second = s.requested()[1].clone();
     assert_eq!(second["request"], "0", "the new process numbers its requests again: {second}");
-    let new = second["interrupt"].as_str().unwrap().to_string();
-    assert_ne!(new, old);
+    let new = name_of(&second);
     // The next gate waits again: the supervisor stays until the test lets it go.
     std::fs::remove_file(s.dir.join("go")).unwrap();
     (old, new)
@@ -170,18 +175,27 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
     let mut s = Sup::start("doors-defect-1");
     let (old, new) = second_process_asks(&s);
     let srv = Server::start(&s.dir.join("home"));
-    // Another process (the server) names the open request by runwire's id, from the journal.
+    let route = format!("/runs/{}/tasks/a/answer", s.run_id());
+    // A stale studio card and a client retry replay the first answer, on the route and the socket.
+    let (code, v) = srv.post(&route, &json!({"request": old, "decision": "allow"}).to_string());
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": old, "decision": "allow"}}));
+    // Whatever was written would be in the stand-in's log by now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string())], "nothing reached the new process: {}", s.why());
+    let asked = agent_input(&s.dir).iter().filter(|(p, l)| *p == 2 && l["method"] == "session/prompt").count();
+    assert_eq!(asked, 1, "{}", s.why());
+    // Both acknowledged as the replay they are, saying nothing was sent.
+    assert_eq!((code, v["ok"].as_bool(), v["sent"].as_bool()), (200, Some(true), Some(false)), "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("nothing sent"), "{v}");
+    assert_eq!((r["ok"].as_bool(), r["sent"].as_bool()), (Some(true), Some(false)), "{r}");
+    // The ids are runwire's, distinct, and another process (the server) names the open one from the journal.
+    assert!(old.starts_with("rw-") && old.len() == 35 && new.starts_with("rw-") && new != old, "{old} {new}");
     let (code, shown) = srv.get(&format!("/runs/{}", s.run_id()));
     assert_eq!(code, 200, "{shown}");
     let open: Vec<&str> =
         shown["inputRequests"].as_array().unwrap().iter().filter_map(|r| r["interrupt"].as_str()).collect();
     assert_eq!(open, [new.as_str()], "{shown}");
-    let route = format!("/runs/{}/tasks/a/answer", s.run_id());
-    let (code, v) = srv.post(&route, &json!({"request": old, "decision": "allow"}).to_string());
-    assert_eq!((code, v["ok"].as_bool(), v["sent"].as_bool()), (200, Some(true), Some(false)), "{v}");
-    assert!(v["detail"].as_str().unwrap().contains("nothing sent"), "{v}");
-    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": old, "decision": "allow"}}));
-    assert_eq!((r["ok"].as_bool(), r["sent"].as_bool()), (Some(true), Some(false)), "{r}");
+    // A different answer to the old request, and the agent's own id: refused.
     let (code, v) = srv.post(&route, &json!({"request": old, "decision": "deny"}).to_string());
     assert_eq!(code, 409, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("earlier agent process"), "{v}");
@@ -189,11 +203,8 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
     assert_eq!(code, 400, "the agent's own id names no process: {v}");
     let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": "0", "decision": "allow"}}));
     assert_eq!(r["ok"], false, "{r}");
-    // Whatever was written would be in the stand-in's log by now.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string())], "nothing reached the new process: {}", s.why());
-    let asked = agent_input(&s.dir).iter().filter(|(p, l)| *p == 2 && l["method"] == "session/prompt").count();
-    assert_eq!(asked, 1, "{}", s.why());
     // Its own id answers it.
     let (code, v) = srv.post(&route, &json!({"request": new, "decision": "deny"}).to_string());
     assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
