@@ -218,6 +218,9 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
         .map(|r| (r["interrupt"].as_str().unwrap(), r["decision"].as_str().unwrap(), r["door"].as_str().unwrap()))
         .collect();
     assert_eq!(summary, [(old.as_str(), "allow", "supervisor-socket"), (new.as_str(), "deny", "task-route")]);
+    // The steer is journaled with what it did, its actor and its door.
+    let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
+    assert_eq!((steer["actor"].as_str(), steer["door"].as_str()), (Some("ana"), Some("supervisor-socket")), "{steer}");
 }
 
 /// The supervisor's two doors, each with a replayed, a stale and a duplicate answer.
