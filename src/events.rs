@@ -318,6 +318,13 @@ pub struct Question {
 pub struct InputRequest {
     /// The request id, unique within the session (claude: the control request id).
     pub id: String,
+    /// runwire's interrupt id for this request (`rw-` and 128 random bits),
+    /// minted by the session when the agent asks: it names this request of
+    /// this agent process and no other (codex and ACP number their requests
+    /// 0, 1, 2… in every process). Answers name the request by it on every
+    /// door that outlives a process (`crate::control`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interrupt_id: Option<String>,
     pub kind: InputKind,
     /// The tool call this request concerns (already streamed as a `tool_call`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -388,6 +395,10 @@ pub enum Scope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InputAnswer {
     pub id: String,
+    /// runwire's interrupt id of the request closed (its `input_request`'s
+    /// `interrupt_id`), set by the session.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interrupt_id: Option<String>,
     pub decision: Decision,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub scope: Option<Scope>,

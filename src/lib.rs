@@ -10,6 +10,7 @@ pub mod agui;
 pub mod aguicheck;
 pub mod arrival;
 pub mod cli;
+pub mod control;
 pub mod demo;
 pub mod dialect;
 pub mod doctor;

@@ -287,8 +287,9 @@ probe_claude_only() {
         prompt=$(jq -r '.line | fromjson | select(.type == "user") | .message.content' "$cell/to-agent.ndjson")
         RUNWIRE_CLAUDE_BIN=$eng run claude --interactive --prompt "$prompt" </dev/null
         expect_status "claude: --interactive runs the session to the turn's end" 0 451f0987-160f-433f-8d12-d0561e197bda
-        if grep -q '^{"type":"runwire.request","id":"a0f4e6d2-c337-4d5d-a775-db811343a5a9","kind":"tool_approval"' "$OUT" &&
-            grep -q '^{"type":"runwire.answer","id":"a0f4e6d2-c337-4d5d-a775-db811343a5a9","decision":"cancelled"' "$OUT" &&
+        # Each line carries runwire's interrupt id for the request after the agent's id.
+        if grep -q '^{"type":"runwire.request","id":"a0f4e6d2-c337-4d5d-a775-db811343a5a9","interrupt_id":"rw-[0-9a-f]\{32\}","kind":"tool_approval"' "$OUT" &&
+            grep -q '^{"type":"runwire.answer","id":"a0f4e6d2-c337-4d5d-a775-db811343a5a9","interrupt_id":"rw-[0-9a-f]\{32\}","decision":"cancelled"' "$OUT" &&
             ! grep -q 'replay stub:' "$ERR"; then
             ok "claude: --interactive: the request and its fail-closed answer are in the stream; the engine got what the recording shows"
         else

@@ -100,6 +100,12 @@ pub struct Record {
     /// `answered`: who answered.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub by: Option<String>,
+    /// Input records: runwire's interrupt id of the request.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interrupt: Option<String>,
+    /// A person's command: the door it came through (`crate::control::Door`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub door: Option<String>,
     /// Written when a turn ends: each named task's cost and tokens, its log's
     /// `turn_end`s summed up to here ([`TaskTotals`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -215,6 +221,10 @@ struct RecordRef<'a> {
     decision: Option<Str<'a>>,
     #[serde(borrow, default)]
     by: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    interrupt: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    door: Option<Str<'a>>,
     #[serde(default)]
     totals: Option<BTreeMap<String, TaskTotals>>,
 }
@@ -270,6 +280,7 @@ impl RecordRef<'_> {
             tool: opt(&self.tool).map(str::to_string),
             detail: opt(&self.detail).map(str::to_string),
             expires_at: opt(&self.expires_at).map(str::to_string),
+            interrupt: opt(&self.interrupt).map(str::to_string),
             ts: self.ts.0.to_string(),
         }
     }
@@ -292,6 +303,8 @@ impl RecordRef<'_> {
             expires_at: s(&self.expires_at),
             decision: s(&self.decision),
             by: s(&self.by),
+            interrupt: s(&self.interrupt),
+            door: s(&self.door),
             totals: self.totals.clone(),
         }
     }
@@ -404,6 +417,8 @@ pub struct OpenRequest {
     pub tool: Option<String>,
     pub detail: Option<String>,
     pub expires_at: Option<String>,
+    /// runwire's interrupt id of the request (what an answer names it by).
+    pub interrupt: Option<String>,
     /// When it was asked.
     pub ts: String,
 }

@@ -648,8 +648,13 @@ impl Loaded {
             .iter()
             .filter(|o| task.is_none_or(|t| o.task == t) && !self.journal.state(&o.task).is_some_and(is_terminal))
             .map(|o| {
-                json!({"task": o.task, "request": o.request, "kind": o.kind, "tool": o.tool, "detail": o.detail,
-                       "expiresAt": o.expires_at, "ts": o.ts})
+                let mut r = json!({"task": o.task, "request": o.request, "kind": o.kind, "tool": o.tool,
+                    "detail": o.detail, "expiresAt": o.expires_at, "ts": o.ts});
+                // What an answer names the request by (absent in journals of older writers).
+                if let Some(i) = &o.interrupt {
+                    r["interrupt"] = i.clone().into();
+                }
+                r
             })
             .collect()
     }

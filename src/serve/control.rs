@@ -13,10 +13,10 @@
 
 use super::http::{respond, respond_error, Close};
 use super::Shared;
+use crate::control::{Command, Door, Issued, Verb};
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
-use crate::supervise::control::{self, CallError, Reply, MAX_MSG, NOT_LIVE};
-use serde::Deserialize;
+use crate::supervise::control::{self, CallError, Reply, NOT_LIVE};
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
@@ -34,14 +34,6 @@ fn call_timeout() -> Duration {
 }
 
 type Cors<'a> = &'a [(&'static str, String)];
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SteerBody {
-    msg: String,
-    #[serde(default)]
-    interrupt: bool,
-}
 
 fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
     let _ = respond(stream, code, cors, &serde_json::to_string(r).unwrap_or_default());
@@ -68,50 +60,25 @@ pub fn post(
     // Otherwise answer and stop go to the run's supervisor, which holds the
     // session of an interactive task (runwire-supervise --interactive) and
     // refuses them for a batch one.
-    let mut creq = control::Request {
-        verb: verb.into(),
-        task: task.map(str::to_string),
-        actor: Some(super::BIN.into()),
-        ..Default::default()
-    };
-    if verb == "answer" {
-        // The same body as for a session this server holds: the session
-        // input's answer with `request` naming the request id.
-        let mut a = match serde_json::from_slice::<serde_json::Value>(body) {
-            Ok(serde_json::Value::Object(a)) => a,
-            _ => {
-                respond_error(stream, 400, cors, "answer body: a JSON object {request, decision, …} expected");
-                return Close::Linger;
-            }
-        };
-        let Some(rid) = a.remove("request") else {
-            respond_error(stream, 400, cors, "answer body: request (the request id) is required");
+    // One parse, one validation (`crate::control`); an answer names its
+    // request by runwire's interrupt id, since the supervisor's task may
+    // have had several agent processes that each number their requests.
+    let command = Verb::parse(verb)
+        .ok_or_else(|| format!("unknown verb {verb:?}"))
+        .and_then(|v| Command::from_route(v, body, super::BIN))
+        .and_then(|c| c.check_bound().map(|()| c));
+    let command = match command {
+        Ok(c) => c,
+        Err(m) => {
+            respond_error(stream, 400, cors, &m);
             return Close::Linger;
-        };
-        a.insert("id".into(), rid);
-        creq.answer = Some(serde_json::Value::Object(a));
-    }
-    if verb == "steer" {
-        match serde_json::from_slice::<SteerBody>(body) {
-            Ok(b) if !b.msg.is_empty() && b.msg.len() <= MAX_MSG => {
-                creq.msg = Some(b.msg);
-                creq.interrupt = Some(b.interrupt);
-            }
-            Ok(_) => {
-                respond_error(stream, 400, cors, &format!("msg must be 1 to {MAX_MSG} bytes"));
-                return Close::Linger;
-            }
-            Err(e) => {
-                respond_error(
-                    stream,
-                    400,
-                    cors,
-                    &format!("steer body: {e} (expected {{\"msg\": string, \"interrupt\"?: bool}})"),
-                );
-                return Close::Linger;
-            }
         }
-    }
+    };
+    let issued = Issued { door: Door::TaskRoute, actor: super::BIN.into(), task: task.map(str::to_string), command };
+    let Some(creq) = issued.to_request() else {
+        respond_error(stream, 400, cors, &format!("{verb} is not a verb of a supervised run"));
+        return Close::Linger;
+    };
     let loaded = view::find(&Registry::at(&shared.cfg.harness_home), id);
     let loaded = match loaded {
         Ok(l) => l,
@@ -143,8 +110,7 @@ pub fn post(
     // The socket and who may answer on it come from $HARNESS_HOME, never
     // from the run's liveness file, which its agent can write.
     match control::call(&shared.cfg.harness_home, &loaded.pointer.run_id, &creq, call_timeout()) {
-        Ok(r) if r.ok => reply(stream, cors, 200, &r),
-        Ok(r) => reply(stream, cors, 409, &r),
+        Ok(r) => reply(stream, cors, r.http_status(), &r),
         // The registered supervisor took the request and said nothing (a
         // deaf or stopped process), or someone else answers: what happened
         // is unknown or nothing, so neither success nor the inbox.
@@ -159,7 +125,7 @@ fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq
     if !path.is_file() {
         return reply(stream, cors, 409, &Reply::refuse(NOT_LIVE, None));
     }
-    if matches!(creq.verb.as_str(), "kill" | "stop" | "answer") {
+    if !matches!(Verb::parse(&creq.verb), Some(Verb::Steer | Verb::Pause | Verb::Resume)) {
         let r = Reply::refuse(
             format!("{NOT_LIVE}: the run has a steer inbox only, and {} needs a supervisor", creq.verb),
             None,

@@ -10,10 +10,12 @@
 //!   `reason: "tool_call"` with the call's `toolCallId`; question:
 //!   `reason: "input_required"` with a schema built from its choices);
 //! - the interrupt's id is runwire's, never the agent's request id (codex
-//!   and ACP number their requests 0, 1, 2… in each process): `rw-`, the
-//!   thread's random tag, then 128 random bits. It is bound to the thread
-//!   (its tag), the agent process (a thread's record knows which process
-//!   raised it) and the request;
+//!   and ACP number their requests 0, 1, 2… in each process): the one the
+//!   session minted for the request (`interrupt_id` of its
+//!   `runwire.request` line, `rw-` then 128 random bits, [`crate::control`]),
+//!   so the task log, the journal and every door name it alike. It is bound
+//!   to the thread (only its record knows it), the agent process (a
+//!   thread's record knows which process raised it) and the request;
 //! - the response schema offers what this agent can do with this request
 //!   ([`Offer`]): `editedArgs` only where the agent runs edited input
 //!   (claude), a deny `message` only where it reaches the model (claude),
@@ -54,7 +56,7 @@ use std::collections::{HashMap, VecDeque};
 pub const MAX_RAISED: usize = 1024;
 
 /// Every interrupt id runwire raises starts so.
-pub const ID_PREFIX: &str = "rw-";
+pub const ID_PREFIX: &str = crate::control::INTERRUPT_PREFIX;
 
 /// One `RunAgentInput.resume` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -128,29 +130,8 @@ impl Default for Raised {
     }
 }
 
-/// `n` random bytes as hex: the kernel's randomness (`/dev/urandom`); where
-/// that cannot be read, std's randomly keyed hasher over the time, the pid
-/// and a counter.
-pub fn random_hex(n: usize) -> String {
-    use std::io::Read;
-    let mut buf = vec![0u8; n];
-    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut buf)).is_ok();
-    if !ok {
-        use std::hash::{BuildHasher, Hasher};
-        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        for chunk in buf.chunks_mut(8) {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u128(
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
-            );
-            h.write_u32(std::process::id());
-            h.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-            let v = h.finish().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
-}
+/// `n` random bytes as hex (the one source of runwire's ids: [`crate::control::random_hex`]).
+pub use crate::control::random_hex;
 
 impl Raised {
     pub fn new(offer: Offer) -> Raised {
@@ -176,7 +157,10 @@ impl Raised {
     /// AG-UI toolCallId of the call it concerns, when that call was
     /// streamed on the thread. Returns the interrupt's id.
     pub fn raise(&mut self, r: &InputRequest, tool_call_id: Option<String>) -> String {
-        let id = format!("{ID_PREFIX}{}-{}", self.tag, random_hex(16));
+        // The session's id for the request (the same on the task log, the
+        // journal and every door); one without (a request built here) gets
+        // one of this thread's own.
+        let id = r.interrupt_id.clone().unwrap_or_else(|| format!("{ID_PREFIX}{}-{}", self.tag, random_hex(16)));
         let interrupt = interrupt_for(r, &id, tool_call_id, self.offer);
         self.by_id.insert(id.clone(), Raise { req: r.clone(), interrupt, process: self.process, answer: None });
         // An id the agent reuses in the same process replaces the stale request.
@@ -687,6 +671,7 @@ mod tests {
 
     fn tool_req(id: &str) -> InputRequest {
         InputRequest {
+            interrupt_id: None,
             id: id.into(),
             kind: InputKind::ToolApproval,
             tool_call_id: Some("toolu_1".into()),
@@ -702,6 +687,7 @@ mod tests {
 
     fn question() -> InputRequest {
         InputRequest {
+            interrupt_id: None,
             id: "q".into(),
             kind: InputKind::Question,
             tool_call_id: None,
@@ -861,6 +847,7 @@ mod tests {
         let mut raised = Raised::default();
         let old = raised.raise(&tool_req("0"), None);
         raised.closed(&InputAnswer {
+            interrupt_id: None,
             id: "0".into(),
             decision: crate::events::Decision::Allow,
             scope: Some(Scope::Once),
@@ -903,7 +890,7 @@ mod tests {
         let mut c = codex::Codex::new(codex::CodexOptions::default());
         let mut w = Vec::new();
         match c.line(line.as_bytes(), &mut w).pop() {
-            Some(Signal::Request(r)) => r,
+            Some(Signal::Request(r)) => *r,
             other => panic!("no request from {line}: {other:?}"),
         }
     }

@@ -11,6 +11,7 @@
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
 use super::{agui, control, evidence, feed, runs, studio, Config, Shared};
+use crate::control::Verb;
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -198,12 +199,19 @@ fn runs_route(
             respond_error(stream, 404, cors, &format!("no route {}", req.path));
             Close::Linger
         }
-        ("POST", [id, "tasks", tid, verb @ ("steer" | "kill" | "answer" | "stop")]) => {
+        // The verb names are `crate::control::Verb`'s.
+        ("POST", [id, "tasks", tid, verb]) if is_verb(verb, &Verb::TASK_ROUTE) => {
             control_route(shared, stream, req, body, cors, id, Some(tid), verb)
         }
-        ("POST", [id, verb @ ("pause" | "resume")]) => control_route(shared, stream, req, body, cors, id, None, verb),
+        ("POST", [id, verb]) if is_verb(verb, &Verb::RUN_ROUTE) => {
+            control_route(shared, stream, req, body, cors, id, None, verb)
+        }
         _ => method_not_allowed(stream, cors, "GET"),
     }
+}
+
+fn is_verb(name: &str, of: &[Verb]) -> bool {
+    Verb::parse(name).is_some_and(|v| of.contains(&v))
 }
 
 /// A control verb: ids checked, then the body (required for steer; any
@@ -225,7 +233,7 @@ fn control_route(
     }
     let has_body =
         req.header("transfer-encoding").is_some() || req.header("content-length").is_some_and(|l| l.trim() != "0");
-    let body = if matches!(verb, "steer" | "answer") || has_body {
+    let body = if matches!(Verb::parse(verb), Some(Verb::Steer | Verb::Answer)) || has_body {
         match read_json_body(&shared.cfg, stream, req, body, cors) {
             Ok(b) => b,
             Err(close) => return close,

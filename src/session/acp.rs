@@ -278,6 +278,7 @@ impl Acp {
         }
         let rid = id_text(id);
         let req = InputRequest {
+            interrupt_id: None,
             id: rid.clone(),
             kind: InputKind::ToolApproval,
             tool_call_id: s("toolCallId"),
@@ -290,7 +291,7 @@ impl Acp {
             blocking: None,
         };
         self.asked.insert(rid, (id.clone(), options));
-        Some(Signal::Request(req))
+        Some(Signal::Request(Box::new(req)))
     }
 }
 

@@ -452,6 +452,7 @@ fn request_of(request_id: &str, r: &Value) -> InputRequest {
         _ => text("decision_reason").or_else(|| text("title")).or_else(|| text("description")),
     };
     InputRequest {
+        interrupt_id: None,
         id: request_id.to_string(),
         kind,
         tool_call_id: text("tool_use_id"),
@@ -484,7 +485,7 @@ impl Agent for Claude {
                 let id = s("request_id").unwrap_or_default();
                 let req = v.get("request").cloned().unwrap_or(Value::Null);
                 match req.get("subtype").and_then(Value::as_str) {
-                    Some("can_use_tool") if !id.is_empty() => out.push(Signal::Request(request_of(id, &req))),
+                    Some("can_use_tool") if !id.is_empty() => out.push(Signal::Request(Box::new(request_of(id, &req)))),
                     other => {
                         // Nothing of runwire's registered for it: say so at once.
                         let what = other.unwrap_or("(no subtype)");

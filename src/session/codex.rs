@@ -453,6 +453,7 @@ impl Codex {
                     vec![json!("accept"), json!("acceptForSession"), json!("decline"), json!("cancel")]
                 });
                 let req = InputRequest {
+                    interrupt_id: None,
                     id: rid.clone(),
                     kind: InputKind::ToolApproval,
                     tool_call_id: s("itemId"),
@@ -474,6 +475,7 @@ impl Codex {
                     return None;
                 }
                 let req = InputRequest {
+                    interrupt_id: None,
                     id: rid.clone(),
                     kind: InputKind::Question,
                     tool_call_id: s("callId"),
@@ -513,6 +515,7 @@ impl Codex {
                     });
                 }
                 let req = InputRequest {
+                    interrupt_id: None,
                     id: rid.clone(),
                     kind: InputKind::Question,
                     tool_call_id: s("itemId"),
@@ -535,6 +538,7 @@ impl Codex {
                     input.insert("cwd".into(), c.clone());
                 }
                 let req = InputRequest {
+                    interrupt_id: None,
                     id: rid.clone(),
                     kind: InputKind::ToolApproval,
                     tool_call_id: s("itemId"),
@@ -581,6 +585,7 @@ impl Codex {
                     }
                 };
                 let req = InputRequest {
+                    interrupt_id: None,
                     id: rid.clone(),
                     kind,
                     tool_call_id: None,
@@ -621,7 +626,7 @@ impl Codex {
             }
         };
         self.asked.insert(rid, (id.clone(), asked));
-        Some(Signal::Request(req))
+        Some(Signal::Request(Box::new(req)))
     }
 }
 
@@ -1290,7 +1295,12 @@ mod tests {
         let st = s.agent_line(ask.as_bytes(), 0);
         assert_eq!(st.requested[0].blocking, Some(false));
         let st = s.input(
-            Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, by: None }),
+            Input::Steer(super::super::input::SteerInput {
+                text: "go on".into(),
+                interrupt: false,
+                turn: None,
+                by: None,
+            }),
             1,
         );
         assert_eq!(parse(&st.unwrap().to_agent[0])["method"], "turn/steer");
@@ -1301,7 +1311,12 @@ mod tests {
         let (mut s, _) = session();
         let st = s.agent_line(ask.replace("false,\"questions", "true,\"questions").as_bytes(), 0);
         assert_eq!(st.requested[0].blocking, None);
-        let steer = Input::Steer(super::super::input::SteerInput { text: "go on".into(), interrupt: false, by: None });
+        let steer = Input::Steer(super::super::input::SteerInput {
+            text: "go on".into(),
+            interrupt: false,
+            turn: None,
+            by: None,
+        });
         assert!(matches!(s.input(steer, 1), Err(Refused::RequestOpen)));
     }
 

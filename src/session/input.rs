@@ -42,13 +42,18 @@ pub enum Input {
     Answers(Vec<AnswerInput>),
 }
 
-/// `{"type":"steer","text":…,"interrupt"?:bool}`.
+/// `{"type":"steer","text":…,"interrupt"?:bool,"turn"?:N}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SteerInput {
     pub text: String,
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub interrupt: bool,
+    /// The turn the sender saw (the session's [`super::Session::turn`]):
+    /// once another turn has begun, the steer is refused and nothing is
+    /// sent (it was meant for a turn that is over).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub turn: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub by: Option<String>,
 }
@@ -108,7 +113,9 @@ impl From<Decision> for crate::events::Decision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerInput {
-    /// The request id from the `runwire.request` line.
+    /// The request: runwire's interrupt id (`interrupt_id` of the
+    /// `runwire.request` line, bound to the one agent process that asked),
+    /// or, on the session's own input only, the agent's request id.
     pub id: String,
     pub decision: Decision,
     /// `allow` for this call only (default) or for the rest of the session.
@@ -145,14 +152,10 @@ impl Input {
             Some(k) => format!("a {k:?} line: {e}"),
             None => format!("{e}"),
         })?;
-        match &input {
-            Input::Message(MessageInput { text, .. }) | Input::Steer(SteerInput { text, .. })
-                if text.trim().is_empty() =>
-            {
-                return Err(format!("a {:?} line: text is empty", kind.as_deref().unwrap_or_default()));
-            }
-            _ => {}
-        }
+        // The one rule every door applies (`crate::control`).
+        crate::control::Command::from_input(&input)
+            .check()
+            .map_err(|e| format!("a {:?} line: {e}", kind.as_deref().unwrap_or_default()))?;
         Ok(input)
     }
 

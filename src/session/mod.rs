@@ -40,7 +40,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Signal {
     /// The agent waits for a person. `expires_at` is filled by the session.
-    Request(InputRequest),
+    Request(Box<InputRequest>),
     /// The agent withdrew a request it raised (claude `control_cancel_request`).
     Withdrawn(String),
     /// The agent is working on a turn.
@@ -279,6 +279,9 @@ pub enum Refused {
     Ended,
     /// A steer while the agent waits for an answer: answer it first.
     RequestOpen,
+    /// A steer that names the turn it expects (`expected`) after another
+    /// turn began (`now`): it was meant for a turn that is over.
+    StaleTurn { expected: u64, now: u64 },
     /// The agent has not read what it was sent (`waiting` bytes wait) and
     /// this would overflow its input's queue: nothing was taken; try again
     /// later (an in-process caller's command only, [`driver::Core::command`]).
@@ -298,6 +301,10 @@ impl fmt::Display for Refused {
             Refused::RequestOpen => f.write_str(
                 "the agent is waiting for an answer to an open request; answer it before steering",
             ),
+            Refused::StaleTurn { expected, now } => write!(
+                f,
+                "the steer was meant for turn {expected}, but turn {now} has begun since: nothing was sent"
+            ),
             Refused::NotReading { waiting } => write!(
                 f,
                 "the agent is not reading its input ({waiting} bytes written to it wait unread); nothing was sent, try again later"
@@ -315,7 +322,8 @@ pub struct Session<A: Agent> {
     opts: Options,
     /// Open requests with their expiry (epoch ms), in the order raised.
     pending: Vec<(InputRequest, i64)>,
-    closed: VecDeque<InputAnswer>,
+    /// Closed requests: runwire's interrupt id of each, and how it was closed.
+    closed: VecDeque<(Option<String>, InputAnswer)>,
     phase: Phase,
     input_closed: bool,
     session_id: Option<String>,
@@ -379,7 +387,31 @@ impl<A: Agent> Session<A> {
 
     /// How a closed request was closed (the last 1024 are kept).
     pub fn closed(&self, id: &str) -> Option<&InputAnswer> {
-        self.closed.iter().rev().find(|a| a.id == id)
+        self.closed.iter().rev().find(|(_, a)| a.id == id).map(|(_, a)| a)
+    }
+
+    /// An answer's request named by runwire's interrupt id, read as the
+    /// agent's id: `Ok((answer, None))` for an open request (or an answer
+    /// that names the agent's id itself), `Ok((answer, Some(prev)))` for a
+    /// request of this session already closed (`prev`: how), and
+    /// [`Refused::Unknown`] for an interrupt id this session never minted:
+    /// another process's (an earlier process of the same task may have used
+    /// the same agent id), so nothing may be sent for it.
+    fn resolve(&self, mut a: AnswerInput) -> Result<(AnswerInput, Option<InputAnswer>), Refused> {
+        if !crate::control::is_interrupt_id(&a.id) {
+            return Ok((a, None));
+        }
+        if let Some((r, _)) = self.pending.iter().find(|(r, _)| r.interrupt_id.as_deref() == Some(a.id.as_str())) {
+            a.id = r.id.clone();
+            return Ok((a, None));
+        }
+        match self.closed.iter().rev().find(|(i, _)| i.as_deref() == Some(a.id.as_str())) {
+            Some((_, prev)) => {
+                a.id = prev.id.clone();
+                Ok((a, Some(prev.clone())))
+            }
+            None => Err(Refused::Unknown(a.id)),
+        }
     }
 
     /// Stops that stopped a turn or cancelled a request, so far.
@@ -464,9 +496,12 @@ impl<A: Agent> Session<A> {
         s.output.push(line.to_vec());
         for sig in self.agent.line(line, &mut s.to_agent) {
             match sig {
-                Signal::Request(mut r) => {
+                Signal::Request(r) => {
+                    let mut r = *r;
                     let exp = now_ms.saturating_add(self.opts.answer_timeout_ms);
                     r.expires_at = Some(crate::time::format_ms(exp));
+                    // runwire's own id: this request of this process, on every door.
+                    r.interrupt_id = Some(crate::control::new_interrupt_id());
                     // A request id the agent reuses replaces the stale one.
                     self.pending.retain(|(p, _)| p.id != r.id);
                     s.output.push(record::request_line(&r));
@@ -480,7 +515,7 @@ impl<A: Agent> Session<A> {
                             now_ms,
                         );
                         self.agent.answer(&r, &a, None, &mut s.to_agent);
-                        self.close(a, &mut s);
+                        self.close(&r, a, &mut s);
                     } else {
                         self.pending.push((r, exp));
                     }
@@ -490,7 +525,7 @@ impl<A: Agent> Session<A> {
                         let (r, _) = self.pending.remove(i);
                         let a = self.own_answer(&r, Decision::Cancelled, "the agent withdrew the request", now_ms);
                         // The agent no longer waits: nothing is written to it.
-                        self.close(a, &mut s);
+                        self.close(&r, a, &mut s);
                     }
                 }
                 Signal::TurnActive => {
@@ -503,7 +538,7 @@ impl<A: Agent> Session<A> {
                     // A request still open when its turn ended is moot.
                     for (r, _) in std::mem::take(&mut self.pending) {
                         let a = self.own_answer(&r, Decision::Cancelled, "the turn ended before an answer", now_ms);
-                        self.close(a, &mut s);
+                        self.close(&r, a, &mut s);
                     }
                     // A turn that ends while the agent owes another (codex: a
                     // refused steer starts the next) leaves the session mid-turn.
@@ -548,6 +583,10 @@ impl<A: Agent> Session<A> {
                 if self.pending.iter().any(|(r, _)| r.blocking != Some(false)) {
                     return Err(Refused::RequestOpen);
                 }
+                // Meant for a turn that is over: nothing is sent.
+                if let Some(t) = m.turn.filter(|t| *t != self.turns) {
+                    return Err(Refused::StaleTurn { expected: t, now: self.turns });
+                }
                 s.ack = self.message(&m.text, m.interrupt, &mut s);
             }
             Input::Stop(who) => {
@@ -562,7 +601,7 @@ impl<A: Agent> Session<A> {
                     let mut a = self.own_answer(&r, Decision::Cancelled, STOPPED, now_ms);
                     a.by = Some(by.clone());
                     self.agent.answer(&r, &a, None, &mut s.to_agent);
-                    self.close(a, &mut s);
+                    self.close(&r, a, &mut s);
                 }
                 if self.phase == Phase::Turn {
                     self.agent.interrupt(&mut s.to_agent);
@@ -649,7 +688,7 @@ impl<A: Agent> Session<A> {
             let within = if t % 1000 == 0 { format!("{} s", t / 1000) } else { format!("{t} ms") };
             let a = self.own_answer(&r, Decision::Expired, &format!("no answer within {within}: denied"), now_ms);
             self.agent.answer(&r, &a, None, &mut s.to_agent);
-            self.close(a, &mut s);
+            self.close(&r, a, &mut s);
         }
         s
     }
@@ -660,7 +699,7 @@ impl<A: Agent> Session<A> {
         let mut s = Step::default();
         for (r, _) in std::mem::take(&mut self.pending) {
             let a = self.own_answer(&r, Decision::Cancelled, "the agent exited", now_ms);
-            self.close(a, &mut s);
+            self.close(&r, a, &mut s);
         }
         self.phase = Phase::Ended;
         s
@@ -672,9 +711,15 @@ impl<A: Agent> Session<A> {
 
     /// Checks one answer without changing anything: `None` for a replay
     /// (nothing to send), else the record of it.
-    fn check_one(&self, a: &AnswerInput, now_ms: i64) -> Result<Option<InputAnswer>, Refused> {
-        let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else {
-            return match self.closed(&a.id) {
+    fn check_one(
+        &self,
+        a: &AnswerInput,
+        closed: Option<&InputAnswer>,
+        now_ms: i64,
+    ) -> Result<Option<InputAnswer>, Refused> {
+        let at = if closed.is_some() { None } else { self.pending.iter().position(|(p, _)| p.id == a.id) };
+        let Some(i) = at else {
+            return match closed.or_else(|| self.closed(&a.id)) {
                 None => Err(Refused::Unknown(a.id.clone())),
                 Some(prev) if prev.decision == Decision::Expired && a.decision != input::Decision::Cancelled => {
                     Err(Refused::Expired(a.id.clone()))
@@ -701,11 +746,17 @@ impl<A: Agent> Session<A> {
     fn answers(&mut self, all: Vec<AnswerInput>, now_ms: i64) -> Result<Step, Refused> {
         let mut s = Step::default();
         let mut checked = Vec::with_capacity(all.len());
-        for (n, a) in all.iter().enumerate() {
+        let given: Vec<String> = all.iter().map(|a| a.id.clone()).collect();
+        let mut all_raw = Vec::with_capacity(all.len());
+        for a in all {
+            all_raw.push(self.resolve(a)?);
+        }
+        let all: Vec<AnswerInput> = all_raw.iter().map(|(a, _)| a.clone()).collect();
+        for (n, (a, closed)) in all_raw.iter().enumerate() {
             if all[..n].iter().any(|b| b.id == a.id) {
-                return Err(Refused::Invalid(format!("request {:?} is answered twice in one input", a.id)));
+                return Err(Refused::Invalid(format!("request {:?} is answered twice in one input", given[n])));
             }
-            checked.push(self.check_one(a, now_ms)?);
+            checked.push(self.check_one(a, closed.as_ref(), now_ms)?);
         }
         let mut sent = false;
         for (a, answer) in all.into_iter().zip(checked) {
@@ -713,7 +764,7 @@ impl<A: Agent> Session<A> {
             let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else { continue };
             let (req, _) = self.pending.remove(i);
             self.agent.answer(&req, &answer, a.mode.as_deref(), &mut s.to_agent);
-            self.close(answer, &mut s);
+            self.close(&req, answer, &mut s);
             sent = true;
         }
         s.replayed = !sent;
@@ -727,6 +778,7 @@ impl<A: Agent> Session<A> {
 
     fn own_answer(&self, r: &InputRequest, decision: Decision, why: &str, now_ms: i64) -> InputAnswer {
         InputAnswer {
+            interrupt_id: None,
             id: r.id.clone(),
             decision,
             scope: None,
@@ -742,17 +794,18 @@ impl<A: Agent> Session<A> {
         for (r, _) in std::mem::take(&mut self.pending) {
             let a = self.own_answer(&r, Decision::Cancelled, why, now_ms);
             self.agent.answer(&r, &a, None, &mut s.to_agent);
-            self.close(a, s);
+            self.close(&r, a, s);
         }
     }
 
-    fn close(&mut self, a: InputAnswer, s: &mut Step) {
+    fn close(&mut self, r: &InputRequest, mut a: InputAnswer, s: &mut Step) {
+        a.interrupt_id = r.interrupt_id.clone();
         s.output.push(record::answer_line(&a));
         s.answered.push(a.clone());
         if self.closed.len() == MAX_CLOSED {
             self.closed.pop_front();
         }
-        self.closed.push_back(a);
+        self.closed.push_back((r.interrupt_id.clone(), a));
     }
 
     /// Counts a turn's end: idle, every turn begun is over; still mid-turn
@@ -883,6 +936,7 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
         _ => a.message.clone(),
     };
     Ok(InputAnswer {
+        interrupt_id: None,
         id: req.id.clone(),
         decision: a.decision.into(),
         scope,
@@ -972,7 +1026,7 @@ mod turn_tests {
         assert_eq!(s.input(m("one"), 0).unwrap().ack, Ack::Started);
         assert_eq!((s.turn(), s.turns_ended(), s.phase()), (1, 0, Phase::Turn));
         // A live steer joins turn 1.
-        let steer = |interrupt| Input::Steer(SteerInput { text: "more".into(), interrupt, by: None });
+        let steer = |interrupt| Input::Steer(SteerInput { text: "more".into(), interrupt, turn: None, by: None });
         assert!(matches!(s.input(steer(false), 0).unwrap().ack, Ack::Joined { .. }));
         assert_eq!(s.turn(), 1);
         let _ = s.agent_line(RESULT, 0);
@@ -987,5 +1041,58 @@ mod turn_tests {
         // A stray result while idle changes nothing.
         let _ = s.agent_line(RESULT, 0);
         assert_eq!((s.turn(), s.turns_ended()), (3, 3));
+    }
+
+    /// A steer that names the turn it expects is refused, with nothing
+    /// written to the agent, once another turn has begun.
+    #[test]
+    fn a_steer_for_a_turn_that_is_over_is_refused() {
+        let mut s = Session::new(Claude::new(ClaudeOptions::default()), Options::default());
+        let _ = s.open(None);
+        let m = |t: &str| Input::Message(MessageInput { text: t.into(), by: None });
+        let steer =
+            |turn| Input::Steer(SteerInput { text: "more".into(), interrupt: false, turn: Some(turn), by: None });
+        let _ = s.input(m("one"), 0).unwrap();
+        assert!(matches!(s.input(steer(1), 0).unwrap().ack, Ack::Joined { .. }));
+        let _ = s.agent_line(RESULT, 0);
+        let _ = s.input(m("two"), 0).unwrap();
+        assert_eq!(s.input(steer(1), 0), Err(Refused::StaleTurn { expected: 1, now: 2 }));
+        assert!(s.input(steer(2), 0).unwrap().to_agent.len() == 1);
+    }
+
+    /// Every request gets runwire's id; an answer may name it, and one that
+    /// names an id this session never minted (another process's) is refused.
+    #[test]
+    fn answers_name_requests_by_runwires_id_and_a_foreign_id_sends_nothing() {
+        const ASK: &[u8] = br#"{"type":"control_request","request_id":"0","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"ls"},"tool_use_id":"t0"}}"#;
+        let mut s = Session::new(Claude::new(ClaudeOptions::default()), Options::default());
+        let _ = s.open(None);
+        let _ = s.input(Input::Message(MessageInput { text: "go".into(), by: None }), 0).unwrap();
+        let step = s.agent_line(ASK, 0);
+        let iid = step.requested[0].interrupt_id.clone().unwrap();
+        assert!(crate::control::is_interrupt_id(&iid));
+        let answer = |id: &str| {
+            Input::Answer(AnswerInput {
+                id: id.into(),
+                decision: input::Decision::Allow,
+                scope: None,
+                updated_input: None,
+                answers: None,
+                message: None,
+                mode: None,
+                by: None,
+            })
+        };
+        let foreign = crate::control::new_interrupt_id();
+        assert_eq!(s.input(answer(&foreign), 0), Err(Refused::Unknown(foreign)));
+        let taken = s.input(answer(&iid), 0).unwrap();
+        assert_eq!((taken.to_agent.len(), taken.answered[0].id.as_str()), (1, "0"));
+        let again = s.input(answer(&iid), 0).unwrap();
+        assert!(again.replayed && again.to_agent.is_empty());
+        let mut deny = answer(&iid);
+        if let Input::Answer(a) = &mut deny {
+            a.decision = input::Decision::Deny;
+        }
+        assert!(matches!(s.input(deny, 0), Err(Refused::Decided { .. })));
     }
 }

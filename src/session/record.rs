@@ -61,6 +61,13 @@ pub struct InputRecord {
     pub detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub expires_at: Option<String>,
+    /// runwire's interrupt id of the request: it names this request of this
+    /// agent process, so the feed and other processes can name it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub interrupt: Option<String>,
+    /// `answered`: the door the answer came through, when runwire knows it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub door: Option<String>,
 }
 
 /// Longest `detail` journaled (a plan or a command can be long; the log has it whole).
@@ -101,6 +108,8 @@ impl InputRecord {
             by: None,
             detail: detail.as_deref().map(clip),
             expires_at: r.expires_at.clone(),
+            interrupt: r.interrupt_id.clone(),
+            door: None,
         }
     }
 
@@ -120,6 +129,8 @@ impl InputRecord {
             by: a.by.clone(),
             detail: detail.as_deref().map(clip),
             expires_at: None,
+            interrupt: a.interrupt_id.clone(),
+            door: None,
         }
     }
 
@@ -139,6 +150,7 @@ mod tests {
     #[test]
     fn lines_carry_the_type_first_and_normalize_back() {
         let r = InputRequest {
+            interrupt_id: None,
             id: "q1".into(),
             kind: InputKind::ToolApproval,
             tool_call_id: Some("t1".into()),
@@ -153,6 +165,7 @@ mod tests {
         let line = request_line(&r);
         assert!(line.starts_with(br#"{"type":"runwire.request","id":"q1""#));
         let a = InputAnswer {
+            interrupt_id: None,
             id: "q1".into(),
             decision: Decision::Deny,
             scope: None,

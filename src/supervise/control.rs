@@ -20,18 +20,19 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Largest steer message accepted, in bytes.
-pub const MAX_MSG: usize = 64 * 1024;
+/// Largest steer message accepted, in bytes (the one rule: [`crate::control::MAX_TEXT`]).
+pub const MAX_MSG: usize = crate::control::MAX_TEXT;
 /// Largest request line read (a maximal message JSON-escaped fits).
 pub const MAX_LINE: usize = 8 * MAX_MSG;
 /// What every caller is told when no supervisor answers.
 pub const NOT_LIVE: &str = "run not supervised / not live";
 
-/// One control request.
+/// One control request: the socket's wire shape, read into a
+/// [`crate::control::Command`] by [`crate::control::Command::from_request`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
-    /// `kill`, `steer`, `stop`, `answer`, `pause`, `resume` or `status`.
+    /// One of [`crate::control::Verb::SUPERVISOR`].
     pub verb: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub task: Option<String>,
@@ -39,33 +40,26 @@ pub struct Request {
     pub msg: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub interrupt: Option<bool>,
+    /// `steer`: the turn the sender saw (refused once another began).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub turn: Option<u64>,
+    /// The door the command came through ([`crate::control::Door`]), when a
+    /// server passes it on (default `supervisor-socket`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub door: Option<String>,
     /// Who asks, for the journal's `actor` (default `control`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub actor: Option<String>,
     /// `answer`: the answer to a pending request of an interactive task, as
     /// the session input's answer line without its `type`
-    /// (`{"id":…,"decision":…}`, spec/SESSION-INPUT.md).
+    /// (`{"id":…,"decision":…}`, spec/SESSION-INPUT.md), `id` naming the
+    /// request by runwire's interrupt id.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub answer: Option<serde_json::Value>,
 }
 
-/// One control reply. `ok: false` is a refusal with its reason in `detail`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Reply {
-    pub ok: bool,
-    pub detail: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub state: Option<String>,
-}
-
-impl Reply {
-    pub fn ok(detail: impl Into<String>, state: Option<String>) -> Reply {
-        Reply { ok: true, detail: detail.into(), state }
-    }
-    pub fn refuse(detail: impl Into<String>, state: Option<String>) -> Reply {
-        Reply { ok: false, detail: detail.into(), state }
-    }
-}
+/// One control reply: the reply of every door ([`crate::control::Reply`]).
+pub use crate::control::Reply;
 
 /// `$HARNESS_HOME/sock/<runId>.sock`: where a run's supervisor listens
 /// (liveness's `sock` names it for people; control never reads it there).

@@ -9,6 +9,7 @@
 
 pub mod control;
 
+use crate::control::{Command, Door, Issued, Verb};
 use crate::events::Data;
 use crate::lines::{read_capped, Capped, Rest};
 use crate::normalize::{Adapter, Normalizer};
@@ -20,7 +21,7 @@ use crate::runs::{self, RunFiles};
 use crate::session::input::AckLine;
 use crate::session::launch::AgentKind;
 use crate::session::proc::{self, Proc, Spec};
-use control::{Reply, Request, MAX_LINE, MAX_MSG};
+use control::{Reply, Request, MAX_LINE};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, VecDeque};
@@ -149,6 +150,7 @@ struct Awaiting {
     line: u64,
     what: Asked,
     actor: String,
+    door: Door,
     /// Taken once the request is answered: at the acknowledgement, or
     /// without it after [`ACK_WAIT`] (the entry then stays for the
     /// acknowledgement's effects: a steer's record, the hold it ends).
@@ -274,7 +276,29 @@ struct TaskRt {
     running: Option<Running>,
     /// The detail of its terminal state, for the run's last line.
     detail: Option<String>,
+    /// Agent processes (turns) started so far: the current one's generation.
+    generation: u64,
+    /// The requests its agent processes raised, by runwire's interrupt id
+    /// (bounded, oldest dropped first): which process asked which request,
+    /// and how it was closed, so that an answer naming a request of an
+    /// earlier process is never sent to the current one.
+    interrupts: VecDeque<Bound>,
 }
+
+/// One request of one agent process of a task, named by runwire's id.
+struct Bound {
+    interrupt: String,
+    generation: u64,
+    /// The agent's own id for it.
+    request: String,
+    answer: Option<crate::events::InputAnswer>,
+    /// The door and `by` of the answer last written for it: the journal
+    /// names the door when the answer that closed it is that one.
+    door: Option<(Door, Option<String>)>,
+}
+
+/// Requests remembered per task.
+const MAX_BOUND: usize = 1024;
 
 /// A turn's output, read through the same normalizer as `normalize-events`
 /// and the server, so that the session and the status line are understood
@@ -654,7 +678,10 @@ fn acked(id: &str, w: &Awaiting, ack: Option<&AckLine>, state: Option<String>) -
             (reply, Some(format!("task {id}: {n} bytes, {how}")))
         }
         Asked::Stop => (Reply::ok(format!("task {id}: {detail} (steer to go on, kill to end it)"), state), None),
-        Asked::Answer(rid) => (Reply::ok(format!("task {id}: answer to {rid:?}: {detail}"), state), None),
+        Asked::Answer(rid) => {
+            let sent = a.ack.as_deref() != Some(crate::session::input::ack_name(crate::session::Ack::Replay));
+            (Reply::answered(sent, format!("task {id}: answer to {rid:?}: {detail}"), state), None)
+        }
     }
 }
 
@@ -688,6 +715,14 @@ impl Sup {
     fn run_rec(&self, actor: &str, what: &str, detail: Option<String>) {
         let mut r = Record::run(actor, what);
         r.detail = detail;
+        self.journal(r);
+    }
+
+    /// A run record of what a person's command did, with its door.
+    fn command_rec(&self, actor: &str, door: Door, what: &str, detail: Option<String>) {
+        let mut r = Record::run(actor, what);
+        r.detail = detail;
+        r.door = Some(door.as_str().into());
         self.journal(r);
     }
 
@@ -1092,6 +1127,10 @@ impl Sup {
                     },
                 );
                 let rt = self.tasks.get_mut(id).expect("task of the plan");
+                if phase == Phase::Turn {
+                    // A new agent process: its requests are its own.
+                    rt.generation += 1;
+                }
                 let turn = (phase == Phase::Turn).then(|| turn_adapter(&def.adapter)).flatten();
                 let turn = turn.map(|a| TurnLog::new(a, log_from));
                 let input = child.stdin.take();
@@ -1166,19 +1205,45 @@ impl Sup {
             if let Some(tx) = &w.reply {
                 let _ = tx.send(reply);
             }
-            steers.extend(steered.map(|d| (w.actor, d)));
+            steers.extend(steered.map(|d| (w.actor, w.door, d)));
         }
         if r.input.is_some() && !r.hold && turn.idle_after(r.written) && turn.pending.is_empty() {
             r.input = None;
         }
-        for (actor, d) in steers {
-            self.run_rec(&actor, "steer-queued", Some(d));
+        for (actor, door, d) in steers {
+            self.command_rec(&actor, door, "steer-queued", Some(d));
         }
         let now = crate::time::Clock::from_env().now_ms();
+        let Some(t) = self.tasks.get_mut(id) else { return };
+        let generation = t.generation;
         for d in recs {
             let rec = match &d {
-                Data::InputRequest(q) => crate::session::record::InputRecord::requested("runner", id, q, now),
-                Data::InputAnswer(a) => crate::session::record::InputRecord::answered("runner", id, a, now),
+                Data::InputRequest(q) => {
+                    if let Some(i) = &q.interrupt_id {
+                        if t.interrupts.len() == MAX_BOUND {
+                            t.interrupts.pop_front();
+                        }
+                        let b =
+                            Bound { interrupt: i.clone(), generation, request: q.id.clone(), answer: None, door: None };
+                        t.interrupts.push_back(b);
+                    }
+                    crate::session::record::InputRecord::requested("runner", id, q, now)
+                }
+                Data::InputAnswer(a) => {
+                    let mut rec = crate::session::record::InputRecord::answered("runner", id, a, now);
+                    // The request it closes: named by runwire's id (a log of an
+                    // older session has none: the last one of this process with that agent id).
+                    let b = match &a.interrupt_id {
+                        Some(i) => t.interrupts.iter_mut().rev().find(|b| &b.interrupt == i),
+                        None => t.interrupts.iter_mut().rev().find(|b| b.generation == generation && b.request == a.id),
+                    };
+                    if let Some(b) = b.filter(|b| b.answer.is_none()) {
+                        b.answer = Some(a.clone());
+                        rec.interrupt = Some(b.interrupt.clone());
+                        rec.door = b.door.take().filter(|(_, by)| *by == a.by).map(|(d, _)| d.as_str().to_string());
+                    }
+                    rec
+                }
                 _ => continue,
             };
             if let Err(e) = rec.append(&self.files.journal()) {
@@ -1206,12 +1271,12 @@ impl Sup {
         r: &mut Running,
         input: &crate::session::Input,
         what: Asked,
-        actor: &str,
+        who: (&str, Door),
         reply: &mpsc::Sender<Reply>,
     ) -> Result<(), String> {
         let line = Self::write_input(r, input)?;
-        let (actor, reply, since) = (actor.to_string(), Some(reply.clone()), Instant::now());
-        r.awaiting.push(Awaiting { line, what, actor, reply, since });
+        let (actor, door, reply, since) = (who.0.to_string(), who.1, Some(reply.clone()), Instant::now());
+        r.awaiting.push(Awaiting { line, what, actor, door, reply, since });
         Ok(())
     }
 
@@ -1379,46 +1444,51 @@ impl Sup {
     }
 
     fn handle(&mut self, req: Request, reply: &mpsc::Sender<Reply>) -> Option<Reply> {
-        let actor = req.actor.clone().filter(|a| !a.is_empty() && a.len() <= 128).unwrap_or_else(|| "control".into());
-        let task = match (req.verb.as_str(), req.task.as_deref()) {
-            ("kill" | "steer" | "stop" | "answer", None) => {
-                return Some(Reply::refuse(format!("{} needs a task", req.verb), None))
-            }
-            ("kill" | "steer" | "stop" | "answer", Some(t)) => match self.tasks.get(t) {
+        // One parse, one validation (`crate::control`); an answer names its
+        // request by runwire's id: the task's agent processes each number
+        // their own requests.
+        let issued = match Issued::from_request(&req).and_then(|i| i.command.check_bound().map(|()| i)) {
+            Ok(i) => i,
+            Err(why) => return Some(Reply::refuse(why, None)),
+        };
+        let Issued { door, actor, command, .. } = issued;
+        let verb = command.verb();
+        let task = match (verb.needs_task(), req.task.as_deref()) {
+            (true, None) => return Some(Reply::refuse(format!("{verb} needs a task"), None)),
+            (true, Some(t)) => match self.tasks.get(t) {
                 Some(_) => Some(t.to_string()),
                 None => return Some(Reply::refuse(format!("no task {t:?} in this run"), None)),
             },
-            _ => None,
+            (false, _) => None,
         };
+        let who = (actor.as_str(), door);
         let state_of = |s: &Sup, t: &str| s.tasks.get(t).and_then(|r| r.state.clone());
-        match (req.verb.as_str(), task) {
-            ("kill", Some(t)) => self.begin_kill(&t, &actor, Some(reply)),
-            ("steer", Some(t)) => {
-                self.steer(&t, &actor, req.msg.unwrap_or_default(), req.interrupt == Some(true), reply)
-            }
-            ("stop", Some(t)) => self.stop(&t, &actor, reply),
-            ("answer", Some(t)) => self.answer(&t, &actor, req.answer, reply),
-            ("pause", _) => {
+        match (command, task) {
+            (Command::Kill, Some(t)) => self.begin_kill(&t, &actor, Some(reply)),
+            (Command::Steer { text, interrupt, turn }, Some(t)) => self.steer(&t, who, text, interrupt, turn, reply),
+            (Command::Stop, Some(t)) => self.stop(&t, who, reply),
+            (Command::Answer { answer }, Some(t)) => self.answer(&t, who, answer, reply),
+            (Command::Pause, _) => {
                 let was = std::mem::replace(&mut self.held, true);
                 if !was {
-                    self.run_rec(&actor, "paused", None);
+                    self.command_rec(&actor, door, "paused", None);
                 }
                 Some(Reply::ok(if was { "already paused" } else { "paused" }, Some("paused".into())))
             }
-            ("resume", _) => {
+            (Command::Resume, _) => {
                 let was = std::mem::replace(&mut self.held, false);
                 if was {
-                    self.run_rec(&actor, "resumed", None);
+                    self.command_rec(&actor, door, "resumed", None);
                 }
                 Some(Reply::ok(if was { "resumed" } else { "not paused" }, Some("running".into())))
             }
-            ("status", _) => {
+            (Command::Status, _) => {
                 let v: BTreeMap<&String, Option<String>> = self.tasks.keys().map(|k| (k, state_of(self, k))).collect();
                 let held = if self.held { "paused" } else { "running" };
                 Some(Reply::ok(serde_json::to_string(&v).unwrap_or_default(), Some(held.into())))
             }
-            (v, _) => Some(Reply::refuse(
-                format!("unknown verb {v:?} (kill, steer, stop, answer, pause, resume, status)"),
+            (c, _) => Some(Reply::refuse(
+                format!("unknown verb {:?} ({})", c.verb().as_str(), Verb::list(&Verb::SUPERVISOR)),
                 None,
             )),
         }
@@ -1431,11 +1501,13 @@ impl Sup {
     fn steer(
         &mut self,
         id: &str,
-        actor: &str,
+        who: (&str, Door),
         msg: String,
         interrupt: bool,
+        turn: Option<u64>,
         reply: &mpsc::Sender<Reply>,
     ) -> Option<Reply> {
+        let (actor, door) = who;
         let def = self.task_def(id);
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
@@ -1449,16 +1521,13 @@ impl Sup {
         if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
             return Some(Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into())));
         }
-        if msg.is_empty() || msg.len() > MAX_MSG {
-            return Some(Reply::refuse(format!("msg must be 1 to {MAX_MSG} bytes (got {})", msg.len()), state));
-        }
         let n = msg.len();
         // An interactive turn whose session is open takes the message: one
         // `steer` line, no kill, no resume.
         if let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && !r.for_steer) {
             use crate::session::{Input, SteerInput};
-            let steer = SteerInput { text: msg.clone(), interrupt, by: Some(actor.to_string()) };
-            if Self::ask(r, &Input::Steer(steer), Asked::Steer(n), actor, reply).is_ok() {
+            let steer = SteerInput { text: msg.clone(), interrupt, turn, by: Some(actor.to_string()) };
+            if Self::ask(r, &Input::Steer(steer), Asked::Steer(n), who, reply).is_ok() {
                 return None;
             }
             // The session is going away: fall back to the turn boundary.
@@ -1484,8 +1553,9 @@ impl Sup {
                 rt.next = Some(Step::Turn { resume: Some(m) });
             }
         }
-        self.run_rec(
+        self.command_rec(
             actor,
+            door,
             "steer-queued",
             Some(format!("task {id}: {n} bytes{}", if interrupt { ", interrupt" } else { "" })),
         );
@@ -1500,7 +1570,8 @@ impl Sup {
     /// cancels open requests and interrupts the turn, or says nothing ran);
     /// `kill` still ends it. A batch turn cannot be interrupted without
     /// being killed: refused, saying so.
-    fn stop(&mut self, id: &str, actor: &str, reply: &mpsc::Sender<Reply>) -> Option<Reply> {
+    fn stop(&mut self, id: &str, who: (&str, Door), reply: &mpsc::Sender<Reply>) -> Option<Reply> {
+        let actor = who.0;
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
         let Some(r) = rt.running.as_mut().filter(|r| r.phase == Phase::Turn && r.kill.is_none()) else {
@@ -1518,7 +1589,7 @@ impl Sup {
         use crate::session::Input;
         // Held open for a steer, whatever the session says it stopped.
         r.hold = true;
-        match Self::ask(r, &Input::Stop(Who { by: Some(actor.to_string()) }), Asked::Stop, actor, reply) {
+        match Self::ask(r, &Input::Stop(Who { by: Some(actor.to_string()) }), Asked::Stop, who, reply) {
             Ok(()) => None,
             Err(e) => Some(Reply::refuse(format!("task {id}: {e}"), state)),
         }
@@ -1527,29 +1598,74 @@ impl Sup {
     /// `answer`: passes a person's answer to a request the task's session
     /// raised, as an `answer` line: the session checks it (pending, replay
     /// or conflict, what the agent's protocol can say) and says what it did.
+    /// The request is named by runwire's interrupt id ([`Command::check_bound`]):
+    /// one of an earlier agent process of the task (a steer at the turn
+    /// boundary starts another, which numbers its requests again) is never
+    /// written to the current one: an identical replay of its answer is
+    /// acknowledged with nothing sent, anything else refused.
     fn answer(
         &mut self,
         id: &str,
-        actor: &str,
-        answer: Option<serde_json::Value>,
+        who: (&str, Door),
+        mut a: crate::session::AnswerInput,
         reply: &mpsc::Sender<Reply>,
     ) -> Option<Reply> {
-        use crate::session::{AnswerInput, Input};
+        use crate::session::Input;
+        // A client may have read the request in the task log before this
+        // loop did: read what the turn wrote so far first.
+        if self.tasks.get(id).is_some_and(|t| t.running.is_some()) {
+            self.scan_log(id);
+        }
         let rt = self.tasks.get_mut(id).expect("checked by handle");
         let state = rt.state.clone();
-        let Some(v) = answer else { return Some(Reply::refuse("answer needs an answer object", state)) };
-        let mut a: AnswerInput = match serde_json::from_value(v) {
-            Ok(a) => a,
-            Err(e) => return Some(Reply::refuse(format!("answer: {e}"), state)),
-        };
         if a.by.is_none() {
-            a.by = Some(actor.to_string());
+            a.by = Some(who.0.to_string());
         }
-        let Some(r) = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none()) else {
-            return Some(Reply::refuse(format!("task {id} has no interactive session running"), state));
+        let generation = rt.generation;
+        let Some(b) = rt.interrupts.iter_mut().rev().find(|b| b.interrupt == a.id) else {
+            return Some(Reply::refuse(
+                format!(
+                    "task {id}: interrupt {:?} was not raised by this task's agent (another task's or run's, or one this supervisor no longer remembers): nothing was sent",
+                    a.id
+                ),
+                state,
+            ));
         };
+        let live = rt.running.as_mut().filter(|r| r.input.is_some() && r.kill.is_none() && r.phase == Phase::Turn);
+        let Some(r) = live.filter(|_| b.generation == generation) else {
+            // Its agent process is gone: nothing can reach it any more.
+            let whose = if b.generation < generation {
+                "belongs to an earlier agent process"
+            } else {
+                "belongs to an agent process that has ended"
+            };
+            let iid = &a.id;
+            return Some(match &b.answer {
+                Some(prev)
+                    if a.decision == crate::session::input::Decision::Cancelled
+                        || crate::session::same_answer(prev, &a) =>
+                {
+                    let d = prev.decision.as_str();
+                    let m = format!("task {id}: interrupt {iid:?} {whose}, which took the same answer ({d}): acknowledged, nothing sent");
+                    Reply::answered(false, m, state)
+                }
+                Some(prev) => Reply::refuse(
+                    format!(
+                        "task {id}: interrupt {iid:?} {whose} and was decided ({}); a different answer is refused and nothing was sent",
+                        prev.decision.as_str()
+                    ),
+                    state,
+                ),
+                None => Reply::refuse(
+                    format!("task {id}: interrupt {iid:?} {whose}, which ended before it was answered: nothing was sent"),
+                    state,
+                ),
+            });
+        };
+        b.door = Some((who.1, a.by.clone()));
         let rid = a.id.clone();
-        match Self::ask(r, &Input::Answer(a), Asked::Answer(rid), actor, reply) {
+        // The session resolves runwire's id itself (and refuses one it did not mint).
+        match Self::ask(r, &Input::Answer(a), Asked::Answer(rid), who, reply) {
             Ok(()) => None,
             Err(e) => Some(Reply::refuse(format!("task {id}: {e}"), state)),
         }

@@ -139,6 +139,11 @@ test('task streams: input_request opens a card, input_answer closes it once', ()
   assert.equal(c.source, 'task');
   assert.equal(c.toolCallId, 'toolu_9');
   assert.equal(fromInputRequest(data).expiresAt, '2030-01-01T00:00:00Z');
+  // The answer names the request by runwire's id when the line carries one
+  // (the supervisor takes no other), else by the agent's.
+  assert.equal(answerBody(c, decide(c, { type: 'approve' })).request, 'r9');
+  const bound = fromInputRequest({ ...data, interrupt_id: 'rw-00ff' });
+  assert.equal(answerBody(bound, decide(bound, { type: 'approve' })).request, 'rw-00ff');
   // A replayed request (reconnect) does not reset the card.
   applyInput(cards, 'input_request', data);
   assert.equal(cards.size, 1);

@@ -18,6 +18,7 @@ mod agui_translate;
 mod claims;
 mod codex_schema;
 mod conformance;
+mod control_doors;
 mod demo;
 mod doctor;
 mod exit_codes;

@@ -993,7 +993,8 @@ fn claude_supervised_interactive_approve() {
     let id = loop {
         let req = lines(sup.log().as_bytes()).into_iter().find(is_request);
         if let Some(r) = req {
-            break r["id"].clone();
+            // The supervisor takes runwire's id for the request, never the agent's.
+            break r["interrupt_id"].clone();
         }
         assert!(t.elapsed() < LIMIT, "no request in the task log:\n{}\n{}", sup.log(), sup.stderr());
         std::thread::sleep(Duration::from_millis(50));

@@ -121,11 +121,18 @@ impl Sup {
     /// `answer` once the supervisor has read the request from the task log
     /// (journaled it): the stand-in may be waiting for the answer before
     /// the session has read the request, which it would refuse as unknown.
-    fn answer(&self, answer: Value) -> Value {
+    /// The supervisor takes runwire's interrupt id only: the journal's
+    /// `requested` record names it (the last one for the agent's id).
+    fn answer(&self, mut answer: Value) -> Value {
         let id = answer["id"].clone();
         self.until("the request in the journal", |s| {
             s.inputs().iter().any(|r| r["input"] == "requested" && r["request"] == id)
         });
+        let inputs = self.inputs();
+        let asked = inputs.iter().rev().find(|r| r["input"] == "requested" && r["request"] == id).unwrap();
+        let interrupt = asked["interrupt"].as_str().expect("the requested record names runwire's interrupt id");
+        assert!(interrupt.starts_with("rw-"), "{asked}");
+        answer["id"] = interrupt.into();
         let t = Instant::now();
         loop {
             let r = self.call(json!({"verb":"answer","task":"a","actor":"ana","answer":answer}));
@@ -719,12 +726,13 @@ fn expiry(agent: &str) {
         ("answered".to_string(), id.clone(), "expired".to_string(), "runwire-session".to_string())
     );
     // Too late: the request was denied (or its session is over by now).
-    let r = s.call(json!({"verb":"answer","task":"a","answer":{"id": id, "decision": "allow"}}));
+    let iid = inputs[0]["interrupt"].as_str().unwrap();
+    let r = s.call(json!({"verb":"answer","task":"a","answer":{"id": iid, "decision": "allow"}}));
     assert_eq!(r["ok"], false, "{r}");
     let d = r["detail"].as_str().unwrap();
     assert!(
         d.contains("expired and was denied")
-            || d.contains("no interactive session running")
+            || d.contains("was decided (expired)")
             || d.contains("ended before it took"),
         "{r}"
     );
@@ -756,9 +764,13 @@ fn server_task_routes_answer_a_supervised_cursor_session() {
     let post = |path: &str, body: &str| srv.post(path, body);
     let run = std::fs::read_dir(s.dir.join("home/runs")).unwrap().flatten().next().unwrap();
     let run = run.path().file_stem().unwrap().to_string_lossy().to_string();
-    let rid = s.inputs()[0]["request"].as_str().unwrap().to_string();
+    let raw = s.inputs()[0]["request"].as_str().unwrap().to_string();
+    let rid = s.inputs()[0]["interrupt"].as_str().unwrap().to_string();
     let answer = format!("/runs/{run}/tasks/a/answer");
-    let (code, v) = post(&answer, r#"{"request":"nope","decision":"allow"}"#);
+    // The agent's own id names no process: refused before the supervisor is asked.
+    let (code, v) = post(&answer, &format!(r#"{{"request":"{raw}","decision":"allow"}}"#));
+    assert_eq!(code, 400, "{v}");
+    let (code, v) = post(&answer, r#"{"request":"rw-0123","decision":"allow"}"#);
     assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
     // ACP takes no edited input: refused before anything reaches the agent.
     let (code, v) = post(&answer, &format!(r#"{{"request":"{rid}","decision":"allow","updated_input":{{"x":1}}}}"#));

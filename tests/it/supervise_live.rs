@@ -78,6 +78,18 @@ impl Live {
     }
 }
 
+/// runwire's interrupt id of the agent's request `raw`: the task log's
+/// `runwire.request` line carries it.
+fn interrupt_of(l: &Live, raw: &str) -> String {
+    let log = l.log();
+    let line = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "runwire.request" && v["id"] == raw)
+        .unwrap_or_else(|| panic!("no runwire.request line for {raw}:\n{log}"));
+    line["interrupt_id"].as_str().expect("the request line carries runwire's id").to_string()
+}
+
 // The replay stub runs jq: ignored without it, failed under CI (tests/support/tools.rs).
 macro_rules! need_jq {
     () => {
@@ -110,10 +122,15 @@ fn answer_reaches_the_agent_and_the_journal_records_request_and_answer() {
     need_jq!();
     let mut l = Live::start("answer", "approval-allow", "");
     l.until("the request in the log", |l| l.log().contains(r#"{"type":"runwire.request""#));
-    let r = l.call(serde_json::json!({"verb":"answer","task":"a","answer":{"id":"nope","decision":"allow"}}));
+    let r = l.call(serde_json::json!({"verb":"answer","task":"a","answer":{"id":"rw-0123","decision":"allow"}}));
     assert_eq!(r["ok"], false, "{r}");
-    assert!(r["detail"].as_str().unwrap().contains("no request \"nope\" was raised in this session"), "{r}");
-    let id = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
+    assert!(r["detail"].as_str().unwrap().contains("was not raised by this task's agent"), "{r}");
+    // The agent's own id names no process: refused, nothing sent.
+    let raw = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
+    let r = l.call(serde_json::json!({"verb":"answer","task":"a","answer":{"id":raw,"decision":"allow"}}));
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("not a runwire interrupt id"), "{r}");
+    let id = &interrupt_of(&l, raw);
     // The wrong decision for a tool approval is refused before it reaches the session.
     let r = l.call(
         serde_json::json!({"verb":"answer","task":"a","answer":{"id":id,"decision":"answer","answers":{"q":"a"}}}),
@@ -125,7 +142,12 @@ fn answer_reaches_the_agent_and_the_journal_records_request_and_answer() {
     assert_eq!(l.states(), ["leased", "implemented", "committed"]);
     let inputs: Vec<Value> = l.journal().into_iter().filter(|r| r.get("input").is_some()).collect();
     assert_eq!(inputs.len(), 2, "{inputs:?}");
-    assert_eq!((inputs[0]["input"].as_str(), inputs[0]["request"].as_str()), (Some("requested"), Some(id)));
+    assert_eq!((inputs[0]["input"].as_str(), inputs[0]["request"].as_str()), (Some("requested"), Some(raw)));
+    assert_eq!(
+        (inputs[0]["interrupt"].as_str(), inputs[1]["interrupt"].as_str()),
+        (Some(id.as_str()), Some(id.as_str()))
+    );
+    assert_eq!(inputs[1]["door"], "supervisor-socket");
     assert_eq!((inputs[0]["kind"].as_str(), inputs[0]["tool"].as_str()), (Some("tool_approval"), Some("Bash")));
     assert_eq!(
         (inputs[1]["input"].as_str(), inputs[1]["decision"].as_str(), inputs[1]["by"].as_str()),
@@ -181,15 +203,21 @@ fn server_task_routes_answer_and_stop_a_supervised_session() {
     let post = |path: &str, body: &str| srv.post(path, body);
     let run = std::fs::read_dir(l.dir.join("home/runs")).unwrap().flatten().next().unwrap();
     let id = run.path().file_stem().unwrap().to_string_lossy().to_string();
-    let rid = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
-    let (code, v) = post(&format!("/runs/{id}/tasks/a/answer"), r#"{"request":"nope","decision":"allow"}"#);
+    let raw = "7036d017-a860-42d1-b7a6-0951dcae5f6a";
+    // The agent's own id names no process: refused before the supervisor is asked.
+    let (code, v) =
+        post(&format!("/runs/{id}/tasks/a/answer"), &format!(r#"{{"request":"{raw}","decision":"allow"}}"#));
+    assert_eq!(code, 400, "{v}");
+    let (code, v) = post(&format!("/runs/{id}/tasks/a/answer"), r#"{"request":"rw-0123","decision":"allow"}"#);
     assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
+    let rid = interrupt_of(&l, raw);
     let (code, v) =
         post(&format!("/runs/{id}/tasks/a/answer"), &format!(r#"{{"request":"{rid}","decision":"allow"}}"#));
     assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
     assert_eq!(l.finish(), 0, "{}", l.stderr());
     let answered = l.journal().into_iter().find(|r| r["input"] == "answered").unwrap();
     assert_eq!((answered["decision"].as_str(), answered["by"].as_str()), (Some("allow"), Some("runwire-serve")));
+    assert_eq!(answered["door"], "task-route");
     // The run is over: nobody holds its session any more.
     let (code, _) = post(&format!("/runs/{id}/tasks/a/stop"), "");
     assert_eq!(code, 409);

@@ -241,10 +241,16 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
                 let e = run.tr.custom("runwire.resume_skipped", json!({ "warning": w }), run.now());
                 run.emit(e)?;
             }
+            // The one command of every door (`crate::control`): checked once,
+            // then, as one unit, every answer checked by the session before
+            // any is written and all queued as one piece (or none).
+            let command = crate::control::Command::Answers { answers };
+            if let Err(m) = command.check() {
+                return fail(run, format!("resume: {m}; nothing was sent"), "resume_refused");
+            }
+            let input = command.into_input("agui").expect("answers are a session input");
             let mut st = lock(&th.st);
-            // One unit: every answer checked by the session before any is
-            // written, then all queued as one piece (or none).
-            let sent = match st.send(Input::Answers(answers)) {
+            let sent = match st.send(input) {
                 Ok(t) => !t.replayed,
                 Err(m) => {
                     drop(st);
@@ -458,9 +464,10 @@ fn session_info(st: &State) -> Value {
     let mut v = json!({"interactive": true, "task": TASK});
     if let Some(id) = &st.record_id {
         v["run"] = id.clone().into();
-        v["steer"] = format!("/runs/{id}/tasks/{TASK}/steer").into();
-        v["stop"] = format!("/runs/{id}/tasks/{TASK}/stop").into();
-        v["answer"] = format!("/runs/{id}/tasks/{TASK}/answer").into();
+        use crate::control::Verb;
+        for verb in [Verb::Steer, Verb::Stop, Verb::Answer] {
+            v[verb.as_str()] = format!("/runs/{id}/tasks/{TASK}/{verb}").into();
+        }
     }
     v
 }

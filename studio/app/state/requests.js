@@ -121,6 +121,9 @@ export function fromInputRequest(d) {
   return card({
     source: 'task',
     id: d.id,
+    // runwire's id for the request: the supervisor's answer takes it, never
+    // the agent's own id (another process of the task may reuse that).
+    interruptId: str(d.interrupt_id),
     reason: d.kind === 'question' ? 'input_required' : 'tool_call',
     kind: kindOf(d.kind, null),
     tool: str(d.tool),
@@ -231,7 +234,7 @@ export function resumeEntry(c, d) {
 
 /** The body of POST /runs/:id/tasks/:tid/answer for a decision. */
 export function answerBody(c, d) {
-  const b = { request: c.id, decision: d.decision, by: 'studio' };
+  const b = { request: c.interruptId ?? c.id, decision: d.decision, by: 'studio' };
   if (d.decision === 'allow') {
     if (d.scope === 'session' || d.scope === 'always') b.scope = d.scope;
     if (d.input) b.updated_input = d.input;

@@ -6,8 +6,10 @@
 
 use super::threads::{lock, Ending, NotSent, State};
 use super::{Shared, TASK};
+use crate::control::{Command, Reply, Verb};
 use crate::serve::http::{respond, respond_error, Close};
-use crate::session::input::{Input, SteerInput, Who};
+use crate::session::input::{AnswerInput, Input, SteerInput, Who};
+use crate::session::Ack;
 use serde_json::{json, Value};
 use std::net::TcpStream;
 
@@ -34,7 +36,7 @@ pub fn control_post(
         respond_error(stream, 404, cors, &format!("run {id} has one task, {TASK:?}"));
         return Some(Close::Linger);
     }
-    if !matches!(verb, "answer" | "steer" | "stop" | "kill") {
+    if !Verb::parse(verb).is_some_and(|v| Verb::TASK_ROUTE.contains(&v)) {
         return None;
     }
     // A recorded run is one agent process of the thread: once the thread's
@@ -48,131 +50,104 @@ pub fn control_post(
         let _ = respond(stream, 409, cors, &json!({"ok": false, "detail": detail}).to_string());
         return Some(Close::Linger);
     }
-    let v: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
-    let Value::Object(b) = v else {
-        respond_error(stream, 400, cors, "the body must be a JSON object");
-        return Some(Close::Linger);
+    // One parse, one validation, for every door (`crate::control`).
+    let command = match Verb::parse(verb)
+        .ok_or_else(|| format!("unknown verb {verb:?}"))
+        .and_then(|v| Command::from_route(v, body, "task route"))
+    {
+        Ok(c) => c,
+        Err(m) => {
+            respond_error(stream, 400, cors, &m);
+            return Some(Close::Linger);
+        }
     };
-    let r = if verb == "kill" {
+    let r = if let Command::Kill = command {
         // Taken off the thread under its lock, stopped after it.
         let gone = lock(&th.st).agent_gone(Ending::Killed);
         if let Some(g) = gone {
             g.stop();
         }
-        Reply::Ok(
-            json!({"ok": true, "detail": "the session's process group was killed; the next message on the thread starts it again with --resume"}),
+        Reply::ok(
+            "the session's process group was killed; the next message on the thread starts it again with --resume",
+            None,
         )
     } else {
         let mut st = lock(&th.st);
         if st.agent.is_none() {
             let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
-            Reply::Conflict(m.into())
+            Reply::refuse(m, None)
         } else {
-            match verb {
-                "answer" => answer_route(&mut st, b),
-                "steer" => steer_route(&mut st, &b),
+            match command {
+                Command::Answer { answer } => answer_route(&mut st, answer),
+                Command::Steer { text, interrupt, turn } => steer_route(&mut st, text, interrupt, turn),
                 _ => stop_route(&mut st),
             }
         }
     };
-    match r {
-        Reply::Ok(v) => {
-            let _ = respond(stream, 200, cors, &v.to_string());
-        }
-        Reply::Conflict(m) => {
-            let _ = respond(stream, 409, cors, &json!({"ok": false, "detail": m}).to_string());
-        }
-        Reply::NotReading(m) => {
+    match r.http_status() {
+        400 => respond_error(stream, 400, cors, &r.detail),
+        503 => {
             let mut h = cors.to_vec();
             h.push(("Retry-After", RETRY_AFTER.into()));
-            let v = json!({"ok": false, "code": "agent_not_reading", "detail": m});
-            let _ = respond(stream, 503, &h, &v.to_string());
+            let _ = respond(stream, 503, &h, &serde_json::to_string(&r).unwrap_or_default());
         }
-        Reply::Bad(m) => respond_error(stream, 400, cors, &m),
+        code => {
+            let _ = respond(stream, code, cors, &serde_json::to_string(&r).unwrap_or_default());
+        }
     }
     Some(Close::Linger)
 }
 
-/// A task route's answer, decided under the thread's lock.
-enum Reply {
-    Ok(Value),
-    /// 409: the session refused it.
-    Conflict(String),
-    /// 503 + `Retry-After`: the agent does not read its input.
-    NotReading(String),
-    /// 400: the body is wrong.
-    Bad(String),
-}
-
-impl From<NotSent> for Reply {
-    fn from(e: NotSent) -> Reply {
-        match e {
-            NotSent::Refused(m) => Reply::Conflict(m),
-            NotSent::NotReading(m) => Reply::NotReading(m),
-        }
+/// What the session said, as the reply of every door.
+fn not_sent(e: NotSent) -> Reply {
+    match e {
+        NotSent::Refused(m) => Reply::refuse(m, None),
+        NotSent::NotReading(m) => Reply { code: Some(crate::control::NOT_READING.into()), ..Reply::refuse(m, None) },
     }
 }
 
-fn answer_route(st: &mut State, b: serde_json::Map<String, Value>) -> Reply {
-    // The session input's own answer, with `request` naming the id.
-    let mut a = b.clone();
-    let Some(mut rid) = a.remove("request") else {
-        return Reply::Bad("answer body: request (the request id) is required".into());
-    };
+fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
     // An interrupt id names its request only while the process that raised it runs.
-    if let Some(iid) = rid.as_str().filter(|r| r.starts_with(crate::serve::interrupts::ID_PREFIX)) {
-        match st.raised.request_of(iid) {
-            Some(r) => rid = r.into(),
+    if crate::control::is_interrupt_id(&a.id) {
+        match st.raised.request_of(&a.id) {
+            Some(r) => a.id = r.to_string(),
             None => {
-                return Reply::Conflict(format!(
-                    "interrupt {iid:?} is not one of this session's agent process (an earlier process's, another thread's, or forgotten): nothing was sent"
-                ))
+                return Reply::refuse(
+                    format!(
+                        "interrupt {:?} is not one of this session's agent process (an earlier process's, another thread's, or forgotten): nothing was sent",
+                        a.id
+                    ),
+                    None,
+                )
             }
         }
     }
-    a.insert("id".into(), rid);
-    a.insert("type".into(), "answer".into());
-    a.entry("by").or_insert_with(|| "task route".into());
     // Answers to a question are held to its choices, as on /agui.
-    if let (Some(Value::String(rid)), Some("answer")) = (a.get("id"), a.get("decision").and_then(Value::as_str)) {
-        if let Some((req, interrupt)) = st.raised.get(rid) {
+    if a.decision == crate::session::input::Decision::Answer {
+        if let Some((req, interrupt)) = st.raised.get(&a.id) {
             let e = crate::serve::interrupts::ResumeEntry {
-                interrupt_id: rid.clone(),
+                interrupt_id: a.id.clone(),
                 status: "resolved".into(),
-                payload: Some(json!({"answers": a.get("answers").cloned().unwrap_or(Value::Null)})),
+                payload: Some(json!({"answers": a.answers.clone().map_or(Value::Null, Value::Object)})),
             };
             if let Err(m) = crate::serve::interrupts::answer_for(req, interrupt, &e, "check") {
-                return Reply::Bad(format!("answer body: {m}"));
+                return Reply::bad(format!("answer body: {m}"));
             }
         }
     }
-    let input = match Input::parse(Value::Object(a).to_string().as_bytes()) {
-        Ok(i @ Input::Answer(_)) => i,
-        Ok(_) | Err(_) => {
-            let e = Input::parse(Value::Object(b).to_string().as_bytes()).err().unwrap_or_default();
-            return Reply::Bad(format!("answer body: {{request, decision: allow|deny|answer|cancelled, scope?, updated_input?, answers?, message?, by?}} expected{}", if e.is_empty() { String::new() } else { format!(" ({e})") }));
-        }
-    };
-    match st.send(input).map(|t| t.replayed) {
-        Ok(replayed) => Reply::Ok(
-            json!({"ok": true, "sent": !replayed, "detail": if replayed { "already decided the same way; not sent again" } else { "sent to the agent" }}),
-        ),
-        Err(e) => e.into(),
+    match st.send(Input::Answer(a)).map(|t| t.replayed) {
+        Ok(replayed) => Reply::answered(!replayed, if replayed { Ack::Replay } else { Ack::Taken }.to_string(), None),
+        Err(e) => not_sent(e),
     }
 }
 
-fn steer_route(st: &mut State, b: &serde_json::Map<String, Value>) -> Reply {
-    let text = match b.get("msg") {
-        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= crate::supervise::control::MAX_MSG => s.clone(),
-        _ => return Reply::Bad("steer body: {\"msg\": non-empty string, \"interrupt\"?: bool}".into()),
-    };
-    let interrupt = b.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
+fn steer_route(st: &mut State, text: String, interrupt: bool, turn: Option<u64>) -> Reply {
     // The steer rules are the session's (`steer` input): its answer says what it did.
     // A steer that starts a turn of its own keeps the session mid-turn:
     // the streaming run follows it to its end.
-    match st.send(Input::Steer(SteerInput { text, interrupt, by: Some("steer".into()) })) {
-        Ok(t) => Reply::Ok(json!({"ok": true, "live": true, "detail": t.ack.to_string()})),
-        Err(e) => e.into(),
+    match st.send(Input::Steer(SteerInput { text, interrupt, turn, by: Some("steer".into()) })) {
+        Ok(t) => Reply { live: Some(true), ..Reply::ok(t.ack.to_string(), None) },
+        Err(e) => not_sent(e),
     }
 }
 
@@ -180,7 +155,7 @@ fn stop_route(st: &mut State) -> Reply {
     // The stop rules are the session's (`stop` input): open requests
     // cancelled, then the turn interrupted; nothing when nothing runs.
     match st.send(Input::Stop(Who { by: Some("stop".into()) })) {
-        Ok(t) => Reply::Ok(json!({"ok": true, "detail": t.ack.to_string()})),
-        Err(e) => e.into(),
+        Ok(t) => Reply::ok(t.ack.to_string(), None),
+        Err(e) => not_sent(e),
     }
 }

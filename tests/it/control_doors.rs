@@ -1,0 +1,494 @@
+//! Issue 34: every door to a live agent keeps the same promises. The agent
+//! is `examples/trust-agent` (ACP), a stand-in that numbers its permission
+//! requests from 0 in every process and logs every line runwire writes to
+//! it (`{"process": N, "line": …}`), so each test sees exactly what reached
+//! the agent.
+//!
+//! - Defect 1, through the real binaries: under `runwire-supervise
+//!   --interactive`, the task's first process asks request "0" and the
+//!   answer allows it; a steer during the gate starts a second process,
+//!   which asks its own "0"; the same answer replayed through `POST
+//!   /runs/RUN/tasks/a/answer` and through the control socket sends nothing
+//!   to the second process.
+//! - A table naming each door (AG-UI resume, task route, control route,
+//!   supervisor socket, session input line): a replayed, a stale (earlier
+//!   process) and a duplicate answer each send nothing.
+
+use crate::support;
+use support::Server;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(40);
+
+/// Every line runwire wrote to the stand-in (`TRUST_LOG` in `dir`): (process, line).
+fn agent_input(dir: &Path) -> Vec<(u64, Value)> {
+    std::fs::read_to_string(dir.join("agent-input.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["process"].as_u64().unwrap(), v["line"].clone())
+        })
+        .collect()
+}
+
+/// The permission answers that reached the stand-in: (process, optionId or outcome).
+fn acp_answers(dir: &Path) -> Vec<(u64, String)> {
+    agent_input(dir)
+        .into_iter()
+        .filter(|(_, l)| l.get("method").is_none() && l.get("result").is_some())
+        .map(|(p, l)| {
+            let o = &l["result"]["outcome"];
+            (p, o["optionId"].as_str().or(o["outcome"].as_str()).unwrap_or("?").to_string())
+        })
+        .collect()
+}
+
+fn until(what: &str, f: impl Fn() -> bool, why: impl Fn() -> String) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < LIMIT, "{what} did not happen; {}", why());
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
+/// A row of a door's table: the case, and whether the door sent nothing
+/// (`Ok(what the door answered)`) or did something (`Err`).
+type Row = (&'static str, &'static str, Result<String, String>);
+
+/// "Nothing sent": the reply is a refusal, or an acknowledgement saying so.
+fn nothing_sent(door: &'static str, case: &'static str, code: u16, v: &Value) -> Row {
+    let said = format!("{code} {v}");
+    let refused = code == 409 || code == 400 || v["ok"] == false;
+    let acknowledged = code == 200 && v["ok"] == true && v["sent"] == false;
+    (door, case, if refused || acknowledged { Ok(said) } else { Err(said) })
+}
+
+// ---------------------------------------------------------------------------
+// The supervisor: its control socket and the server's control route to it.
+
+/// `runwire-supervise --interactive` over one `acp` task run by the
+/// stand-in, with a gate that waits for the file `go`.
+struct Sup(support::Supervised);
+
+impl std::ops::Deref for Sup {
+    type Target = support::Supervised;
+    fn deref(&self) -> &support::Supervised {
+        &self.0
+    }
+}
+
+impl Sup {
+    fn start(name: &str) -> Sup {
+        let dir = support::scratch(name);
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::create_dir_all(dir.join("no-wrappers")).unwrap();
+        let task = json!({"id": "a", "adapter": "acp", "prompt": "touch a file",
+            "cmd": [support::example("trust-agent"), "acp"],
+            "gate": "while [ ! -e go ]; do sleep 0.05; done"});
+        std::fs::write(dir.join("p.plan.json"), json!({"v": "plan/v1", "tasks": [task]}).to_string()).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        cmd.env("HARNESS_HOME", dir.join("home"))
+            .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+            .env("TRUST_PROTO", "acp")
+            .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+            .env("TRUST_STATE", dir.join("processes"))
+            .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
+            .arg(dir.join("no-wrappers"));
+        Sup(support::Supervised::spawn(dir, cmd))
+    }
+
+    fn why(&self) -> String {
+        format!(
+            "journal {:?}\nagent input {:?}\nlog:\n{}\nstderr:\n{}",
+            self.journal(),
+            agent_input(&self.dir),
+            self.log(),
+            self.stderr()
+        )
+    }
+
+    fn until(&self, what: &str, f: impl Fn(&Sup) -> bool) {
+        until(what, || f(self), || self.why());
+    }
+
+    fn call(&self, req: Value) -> Value {
+        self.0.call(req, LIMIT)
+    }
+
+    /// The journal's `requested` records, in order.
+    fn requested(&self) -> Vec<Value> {
+        self.journal().into_iter().filter(|r| r["input"] == "requested").collect()
+    }
+
+    fn run_id(&self) -> String {
+        let run = std::fs::read_dir(self.dir.join("home/runs")).unwrap().flatten().next().unwrap();
+        run.path().file_stem().unwrap().to_string_lossy().to_string()
+    }
+}
+
+/// How a client names a journaled request: runwire's id where the record
+/// has one (a writer before issue 34 had none: the agent's id, which is
+/// how the defect showed).
+fn name_of(rec: &Value) -> String {
+    rec["interrupt"].as_str().or(rec["request"].as_str()).unwrap().to_string()
+}
+
+/// Defect 1's scene: the first process's request answered (allow), a steer
+/// during the gate, the second process asking its own "0". Returns the two
+/// names the answers use.
+fn second_process_asks(s: &Sup) -> (String, String) {
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let first = s.requested()[0].clone();
+    assert_eq!(first["request"], "0", "{first}");
+    let old = name_of(&first);
+    let r = s.call(json!({"verb": "answer", "task": "a", "actor": "ana",
+        "answer": {"id": old, "decision": "allow"}}));
+    assert_eq!(r["ok"], true, "{r}");
+    s.until("the answer to reach the first process", |s| acp_answers(&s.dir) == [(1, "allow-once".to_string())]);
+    s.until("the gate", |s| s.states().contains(&"implemented".to_string()));
+    let r = s.call(json!({"verb": "steer", "task": "a", "actor": "ana", "msg": "touch another one"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("next turn boundary"), "{r}");
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    s.until("the second process's request", |s| s.requested().len() == 2);
+    let second = s.requested()[1].clone();
+    assert_eq!(second["request"], "0", "the new process numbers its requests again: {second}");
+    let new = name_of(&second);
+    // The next gate waits again: the supervisor stays until the test lets it go.
+    std::fs::remove_file(s.dir.join("go")).unwrap();
+    (old, new)
+}
+
+/// Defect 1: the same answer replayed through the control route and the
+/// control socket never reaches the second process; a different answer to
+/// the old request and the agent's raw id are refused; the new request is
+/// answered by its own id only.
+#[test]
+fn a_replayed_answer_never_approves_the_next_processes_request_through_the_supervisor() {
+    let mut s = Sup::start("doors-defect-1");
+    let (old, new) = second_process_asks(&s);
+    let srv = Server::start(&s.dir.join("home"));
+    let route = format!("/runs/{}/tasks/a/answer", s.run_id());
+    // A stale studio card and a client retry replay the first answer, on the route and the socket.
+    let (code, v) = srv.post(&route, &json!({"request": old, "decision": "allow"}).to_string());
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": old, "decision": "allow"}}));
+    // Whatever was written would be in the stand-in's log by now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string())], "nothing reached the new process: {}", s.why());
+    let asked = agent_input(&s.dir).iter().filter(|(p, l)| *p == 2 && l["method"] == "session/prompt").count();
+    assert_eq!(asked, 1, "{}", s.why());
+    // Both acknowledged as the replay they are, saying nothing was sent.
+    assert_eq!((code, v["ok"].as_bool(), v["sent"].as_bool()), (200, Some(true), Some(false)), "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("nothing sent"), "{v}");
+    assert_eq!((r["ok"].as_bool(), r["sent"].as_bool()), (Some(true), Some(false)), "{r}");
+    // The ids are runwire's, distinct, and another process (the server) names the open one from the journal.
+    assert!(old.starts_with("rw-") && old.len() == 35 && new.starts_with("rw-") && new != old, "{old} {new}");
+    let (code, shown) = srv.get(&format!("/runs/{}", s.run_id()));
+    assert_eq!(code, 200, "{shown}");
+    let open: Vec<&str> =
+        shown["inputRequests"].as_array().unwrap().iter().filter_map(|r| r["interrupt"].as_str()).collect();
+    assert_eq!(open, [new.as_str()], "{shown}");
+    // A different answer to the old request, and the agent's own id: refused.
+    let (code, v) = srv.post(&route, &json!({"request": old, "decision": "deny"}).to_string());
+    assert_eq!(code, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("earlier agent process"), "{v}");
+    let (code, v) = srv.post(&route, &json!({"request": "0", "decision": "allow"}).to_string());
+    assert_eq!(code, 400, "the agent's own id names no process: {v}");
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": "0", "decision": "allow"}}));
+    assert_eq!(r["ok"], false, "{r}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string())], "nothing reached the new process: {}", s.why());
+    // Its own id answers it.
+    let (code, v) = srv.post(&route, &json!({"request": new, "decision": "deny"}).to_string());
+    assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    s.until("the deny to reach the second process", |s| acp_answers(&s.dir).len() == 2);
+    assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string()), (2, "reject-once".to_string())]);
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    let summary: Vec<(&str, &str, &str)> = answered
+        .iter()
+        .map(|r| (r["interrupt"].as_str().unwrap(), r["decision"].as_str().unwrap(), r["door"].as_str().unwrap()))
+        .collect();
+    assert_eq!(summary, [(old.as_str(), "allow", "supervisor-socket"), (new.as_str(), "deny", "task-route")]);
+    // The steer is journaled with what it did, its actor and its door.
+    let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
+    assert_eq!((steer["actor"].as_str(), steer["door"].as_str()), (Some("ana"), Some("supervisor-socket")), "{steer}");
+}
+
+/// The supervisor's two doors, each with a replayed, a stale and a duplicate answer.
+fn supervisor_doors(rows: &mut Vec<Row>) {
+    let mut s = Sup::start("doors-supervisor");
+    let (old, new) = second_process_asks(&s);
+    let srv = Server::start(&s.dir.join("home"));
+    let route = format!("/runs/{}/tasks/a/answer", s.run_id());
+    let post = |body: Value| srv.post(&route, &body.to_string());
+    let sock = |answer: Value| {
+        let r = s.call(json!({"verb": "answer", "task": "a", "answer": answer}));
+        (if r["ok"] == true { 200 } else { 409 }, r)
+    };
+    let (c, v) = post(json!({"request": old, "decision": "allow"}));
+    rows.push(nothing_sent("control-route", "replayed", c, &v));
+    let (c, v) = sock(json!({"id": old, "decision": "allow"}));
+    rows.push(nothing_sent("supervisor-socket", "replayed", c, &v));
+    let (c, v) = post(json!({"request": old, "decision": "deny"}));
+    rows.push(nothing_sent("control-route", "stale", c, &v));
+    let (c, v) = sock(json!({"id": old, "decision": "deny"}));
+    rows.push(nothing_sent("supervisor-socket", "stale", c, &v));
+    // Beyond what the agent offered (ACP runs a call as asked: no edited input).
+    let (c, v) = post(json!({"request": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}}));
+    rows.push(nothing_sent("control-route", "beyond the offer", c, &v));
+    let (c, v) = sock(json!({"id": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}}));
+    rows.push(nothing_sent("supervisor-socket", "beyond the offer", c, &v));
+    // The new request answered once, then the same answer again on each door.
+    let (c, v) = post(json!({"request": new, "decision": "deny"}));
+    assert_eq!((c, v["sent"].as_bool()), (200, Some(true)), "{v}");
+    s.until("the deny to reach the second process", |s| acp_answers(&s.dir).len() == 2);
+    let (c, v) = post(json!({"request": new, "decision": "deny"}));
+    rows.push(nothing_sent("control-route", "duplicate", c, &v));
+    let (c, v) = sock(json!({"id": new, "decision": "deny"}));
+    rows.push(nothing_sent("supervisor-socket", "duplicate", c, &v));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string()), (2, "reject-once".to_string())], "{}", s.why());
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
+}
+
+// ---------------------------------------------------------------------------
+// The server's own sessions: the AG-UI resume and the task routes.
+
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let r = support::server::Response::parse(&raw);
+    (r.status, r.body)
+}
+
+fn agui(port: u16, body: Value) -> Vec<Value> {
+    let (status, body) = http(port, "POST", "/agui", &body.to_string());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    support::sse::events(&String::from_utf8(body).unwrap())
+}
+
+fn interrupts(ev: &[Value]) -> Vec<Value> {
+    let end = ev.last().unwrap();
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    end["outcome"]["interrupts"].as_array().unwrap().clone()
+}
+
+fn session_run(ev: &[Value]) -> String {
+    ev.iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.session")
+        .and_then(|e| e["value"]["run"].as_str())
+        .expect("runwire.session names the recorded run")
+        .to_string()
+}
+
+/// "Nothing sent" for an AG-UI run: it ended refused, or it acknowledged
+/// the replay (`runwire.resume_skipped`) and is still waiting.
+fn agui_nothing_sent(case: &'static str, ev: &[Value]) -> Row {
+    let end = ev.last().unwrap();
+    let refused = end["type"] == "RUN_ERROR";
+    let acknowledged = end["outcome"]["type"] == "interrupt"
+        && ev.iter().any(|e| {
+            e["name"] == "runwire.resume_skipped" && e["value"]["warning"].to_string().contains("nothing sent")
+        });
+    ("agui-resume", case, if refused || acknowledged { Ok(end.to_string()) } else { Err(format!("{ev:?}")) })
+}
+
+fn server_doors(rows: &mut Vec<Row>) {
+    let dir = support::scratch("doors-server");
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "cursor", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "acp")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", "[]");
+    let s = Server::spawn(cmd).owning(dir.clone());
+    let resume = |run: &str, entries: Value| json!({"threadId": "t", "runId": run, "messages": [], "resume": entries});
+    let run = |run: &str, prompt: &str| json!({"threadId": "t", "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": prompt}]});
+    let ev = agui(s.port, run("r1", "touch a file"));
+    let old = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let record = session_run(&ev);
+    let allow = |id: &str| json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let ev = agui(s.port, resume("r2", allow(&old)));
+    assert_eq!(ev.last().unwrap()["type"], "RUN_FINISHED", "{ev:?}");
+    // The agent restarts and asks its own "0".
+    let (code, _) = http(s.port, "POST", &format!("/runs/{record}/tasks/agent/kill"), "{}");
+    assert_eq!(code, 200);
+    let ev = agui(s.port, run("r3", "touch another file"));
+    let new = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let current = session_run(&ev);
+    let post = |rec: &str, body: Value| {
+        let (c, b) = http(s.port, "POST", &format!("/runs/{rec}/tasks/agent/answer"), &body.to_string());
+        (c, serde_json::from_slice::<Value>(&b).unwrap_or_default())
+    };
+    rows.push(agui_nothing_sent("replayed", &agui(s.port, resume("r4", allow(&old)))));
+    let deny_old = json!([{"interruptId": old, "status": "resolved", "payload": {"approved": false}},
+                          {"interruptId": new, "status": "resolved", "payload": {"approved": true}}]);
+    rows.push(agui_nothing_sent("stale", &agui(s.port, resume("r5", deny_old))));
+    let twice = json!([{"interruptId": new, "status": "resolved", "payload": {"approved": true}},
+                       {"interruptId": new, "status": "resolved", "payload": {"approved": true}}]);
+    rows.push(agui_nothing_sent("duplicate", &agui(s.port, resume("r6", twice))));
+    let (c, v) = post(&current, json!({"request": old, "decision": "allow"}));
+    rows.push(nothing_sent("task-route", "replayed", c, &v));
+    let (c, v) = post(&record, json!({"request": "0", "decision": "allow"}));
+    rows.push(nothing_sent("task-route", "stale", c, &v));
+    let edited = json!([{"interruptId": new, "status": "resolved",
+        "payload": {"approved": true, "editedArgs": {"command": "rm -rf /"}}}]);
+    rows.push(agui_nothing_sent("beyond the offer", &agui(s.port, resume("r7", edited))));
+    let (c, v) = post(&current, json!({"request": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}}));
+    rows.push(nothing_sent("task-route", "beyond the offer", c, &v));
+    let (c, v) = post(&current, json!({"request": new, "decision": "deny"}));
+    assert_eq!((c, v["sent"].as_bool()), (200, Some(true)), "{v}");
+    until("the deny to reach the second process", || acp_answers(&dir).len() == 2, || s.stderr());
+    let (c, v) = post(&current, json!({"request": new, "decision": "deny"}));
+    rows.push(nothing_sent("task-route", "duplicate", c, &v));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&dir), [(1, "allow-once".to_string()), (2, "reject-once".to_string())]);
+}
+
+// ---------------------------------------------------------------------------
+// runwire-session's input lines.
+
+/// `runwire-session acp` over the stand-in, its input and output piped.
+struct Session {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::sync::mpsc::Receiver<Value>,
+    lines: u64,
+}
+
+impl Session {
+    fn start(dir: &Path) -> Session {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+            .args(["acp", "--prompt", "touch a file", "--"])
+            .arg(support::example("trust-agent"))
+            .arg("acp")
+            .current_dir(dir)
+            .env("TRUST_PROTO", "acp")
+            .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+            .env("TRUST_STATE", dir.join("processes"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start runwire-session");
+        let input = child.stdin.take().unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, output) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        Session { child, input, output, lines: 0 }
+    }
+
+    /// The next output line of type `ty`.
+    fn next(&self, ty: &str) -> Value {
+        let t = Instant::now() + LIMIT;
+        loop {
+            let v = self.output.recv_timeout(t.saturating_duration_since(Instant::now())).expect(ty);
+            if v["type"] == ty {
+                return v;
+            }
+        }
+    }
+
+    /// Writes one input line; returns the session's ack of it.
+    fn send(&mut self, line: Value) -> Value {
+        writeln!(self.input, "{line}").unwrap();
+        self.lines += 1;
+        loop {
+            let a = self.next("runwire.ack");
+            if a["line"] == self.lines {
+                return a;
+            }
+        }
+    }
+
+    fn end(mut self) {
+        let _ = self.send(json!({"type": "end"}));
+        drop(self.input);
+        let _ = self.child.wait();
+    }
+}
+
+fn session_row(case: &'static str, ack: &Value) -> Row {
+    let ok = ack.get("refused").is_some() || ack["ack"] == "replay";
+    ("session-input", case, if ok { Ok(ack.to_string()) } else { Err(ack.to_string()) })
+}
+
+fn session_doors(rows: &mut Vec<Row>) {
+    let dir = support::scratch("doors-session");
+    let mut first = Session::start(&dir);
+    let old = first.next("runwire.request")["interrupt_id"].as_str().unwrap().to_string();
+    let a = first.send(json!({"type": "answer", "id": old, "decision": "allow"}));
+    assert_eq!(a["ack"], "taken", "{a}");
+    first.end();
+    // A second process of the same agent asks its own "0".
+    let mut second = Session::start(&dir);
+    let req = second.next("runwire.request");
+    assert_eq!(req["id"], "0");
+    let new = req["interrupt_id"].as_str().unwrap().to_string();
+    rows.push(session_row("replayed", &second.send(json!({"type": "answer", "id": old, "decision": "allow"}))));
+    rows.push(session_row("stale", &second.send(json!({"type": "answer", "id": old, "decision": "deny"}))));
+    let edited = json!({"type": "answer", "id": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}});
+    rows.push(session_row("beyond the offer", &second.send(edited)));
+    let a = second.send(json!({"type": "answer", "id": new, "decision": "deny"}));
+    assert_eq!(a["ack"], "taken", "{a}");
+    rows.push(session_row("duplicate", &second.send(json!({"type": "answer", "id": new, "decision": "deny"}))));
+    second.end();
+    assert_eq!(acp_answers(&dir), [(1, "allow-once".to_string()), (2, "reject-once".to_string())]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The table: each door, each case (a replayed answer, a stale one of an
+/// earlier process, a duplicate, one beyond what the agent offered),
+/// nothing sent. The agent's log is
+/// checked inside each door's scene (only the answers the test meant reach it).
+#[test]
+fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
+    // Each scene plays one or two doors against one agent stand-in.
+    type Scene = fn(&mut Vec<Row>);
+    let scenes: [(&[&str], Scene); 3] = [
+        (&["agui-resume", "task-route"], server_doors),
+        (&["control-route", "supervisor-socket"], supervisor_doors),
+        (&["session-input"], session_doors),
+    ];
+    let mut rows = Vec::new();
+    for (_, scene) in scenes {
+        scene(&mut rows);
+    }
+    let named: Vec<(&str, &str)> = rows.iter().map(|(d, c, _)| (*d, *c)).collect();
+    for door in scenes.iter().flat_map(|(doors, _)| doors.iter()) {
+        let door = *door;
+        for case in ["replayed", "stale", "duplicate", "beyond the offer"] {
+            assert!(named.contains(&(door, case)), "no row for {door} / {case}: {named:?}");
+        }
+    }
+    let bad: Vec<&Row> = rows.iter().filter(|(_, _, r)| r.is_err()).collect();
+    assert!(bad.is_empty(), "sent something: {bad:#?}");
+}
