@@ -52,11 +52,10 @@ pub const MAX_BUDGET: Duration = Duration::from_secs(60);
 /// How long an asker waits past the budget for the answer of a command
 /// the node is running (then 502: it may have run).
 pub const RUNNING_GRACE: Duration = Duration::from_millis(runwire::serve::cluster::RUNNING_GRACE_MS);
-/// The control verbs forwarded, and the only place the cluster names
-/// them: on a task (`/runs/RUN/tasks/TASK/<verb>`) and on a run
-/// (`/runs/RUN/<verb>`).
-pub const TASK_VERBS: [&str; 4] = ["steer", "kill", "answer", "stop"];
-pub const RUN_VERBS: [&str; 2] = ["pause", "resume"];
+/// The control verbs forwarded are the routes' own (`runwire::control::Verb`,
+/// the one list of verb names): on a task (`/runs/RUN/tasks/TASK/<verb>`,
+/// [`Verb::TASK_ROUTE`]) and on a run (`/runs/RUN/<verb>`, [`Verb::RUN_ROUTE`]).
+use runwire::control::Verb;
 /// The most body bytes a forwarded request or reply carries (the routes' own limit).
 pub const MAX_BODY: usize = 1024 * 1024;
 /// The most body bytes a forwarded `POST /agui` carries (a NATS message
@@ -131,14 +130,14 @@ pub fn allowed(f: &Forwarded) -> bool {
 /// Whether `method path` is one of the control routes.
 pub fn allowed_path(method: &str, path: &str) -> bool {
     let segs: Vec<&str> = path.strip_prefix("/runs/").unwrap_or("").split('/').collect();
-    let verb = |v: &str, of: &[&str]| of.contains(&v);
+    let verb = |v: &str, of: &[Verb]| Verb::parse(v).is_some_and(|v| of.contains(&v));
     method == "POST"
         && path.bytes().all(|b| b.is_ascii_graphic())
         && match segs.as_slice() {
             [run, "tasks", task, v] => {
-                runwire::runs::valid_id(run) && runwire::runs::valid_id(task) && verb(v, &TASK_VERBS)
+                runwire::runs::valid_id(run) && runwire::runs::valid_id(task) && verb(v, &Verb::TASK_ROUTE)
             }
-            [run, v] => runwire::runs::valid_id(run) && verb(v, &RUN_VERBS),
+            [run, v] => runwire::runs::valid_id(run) && verb(v, &Verb::RUN_ROUTE),
             _ => false,
         }
 }

@@ -182,7 +182,16 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await status(p, 'waiting');
     // Said once: the heading names the tool; no "Tool Bash" line repeats it.
     assert.equal(await card.locator('.request-h').textContent(), 'Allow Bash?');
-    const shown = await card.evaluate((el) => el.innerText);
+    // The grants list quotes the rules it grants (`Bash(curl …)`): that is the rule's text, not a
+    // line naming the tool again, so it is left out of the count.
+    const shown = await card.evaluate((el) => {
+      const c = el.cloneNode(true);
+      c.querySelector('.request-grants')?.remove();
+      document.body.append(c);
+      const text = c.innerText;
+      c.remove();
+      return text;
+    });
     assert.equal(occurrences(shown, 'Bash'), 1, shown);
     assert.match(await card.locator('textarea.request-input').inputValue(), /curl -sI https:\/\/example\.com/);
     assert.ok(await card.locator('details.request-suggestions').count() >= 0);

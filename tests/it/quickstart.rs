@@ -39,6 +39,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// Every binary of the crate, as this test run built them: what `cargo
 /// install` installs (checked against `src/bin/` below).
 const BINARIES: &[(&str, &str)] = &[
+    ("agui-check", env!("CARGO_BIN_EXE_agui-check")),
     ("agui-translate", env!("CARGO_BIN_EXE_agui-translate")),
     ("liveness", env!("CARGO_BIN_EXE_liveness")),
     ("normalize-events", env!("CARGO_BIN_EXE_normalize-events")),
