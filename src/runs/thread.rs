@@ -97,6 +97,9 @@ impl Writer {
 pub struct Thread {
     msgs: Vec<Value>,
     at: HashMap<String, usize>,
+    /// The message of the call last looked up: its argument deltas come in
+    /// a row, and a long thread is not searched for each.
+    last_call: Option<(String, usize)>,
 }
 
 fn id_of(m: &Value) -> Option<&str> {
@@ -179,9 +182,11 @@ impl Thread {
                 Some(m)
             }
             AguiEvent::TextMessageContent { message_id, delta, .. } => {
-                let m = self.get_mut(message_id)?;
-                let s = m.get("content").and_then(Value::as_str).unwrap_or("").to_string() + delta;
-                m["content"] = Value::String(s);
+                // Grown in place: a long message takes many deltas.
+                match self.get_mut(message_id)?.get_mut("content") {
+                    Some(Value::String(s)) => s.push_str(delta),
+                    _ => self.get_mut(message_id)?["content"] = Value::String(delta.clone()),
+                }
                 None
             }
             AguiEvent::TextMessageEnd { message_id, .. } => self.get_mut(message_id).map(|m| m.clone()),
@@ -217,9 +222,10 @@ impl Thread {
                 Some(m.clone())
             }
             AguiEvent::ToolCallArgs { tool_call_id, delta, .. } => {
-                let f = self.call_mut(tool_call_id)?;
-                let s = f.get("arguments").and_then(Value::as_str).unwrap_or("").to_string() + delta;
-                f["arguments"] = Value::String(s);
+                match self.call_mut(tool_call_id)?.get_mut("arguments") {
+                    Some(Value::String(s)) => s.push_str(delta),
+                    _ => self.call_mut(tool_call_id)?["arguments"] = Value::String(delta.clone()),
+                }
                 None
             }
             AguiEvent::ToolCallEnd { tool_call_id, .. } => {
@@ -236,7 +242,19 @@ impl Thread {
     }
 
     fn call_mut(&mut self, call: &str) -> Option<&mut Value> {
-        let m = self.msgs.iter_mut().find(|m| holds_call(m, call))?;
+        let cached = self
+            .last_call
+            .as_ref()
+            .filter(|(c, i)| c == call && self.msgs.get(*i).is_some_and(|m| holds_call(m, call)));
+        let i = match cached {
+            Some((_, i)) => *i,
+            None => {
+                let i = self.msgs.iter().position(|m| holds_call(m, call))?;
+                self.last_call = Some((call.to_string(), i));
+                i
+            }
+        };
+        let m = &mut self.msgs[i];
         let c = m.get_mut("toolCalls")?.as_array_mut()?.iter_mut().find(|t| id_of(t) == Some(call))?;
         c.get_mut("function")
     }
