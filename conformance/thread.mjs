@@ -3,7 +3,7 @@
 // client? (MESSAGES_SNAPSHOT, issue 38.)
 //
 // Usage: node thread.mjs open URL_ALONG URL_FRESH
-//        node thread.mjs retry URL [--after N]
+//        node thread.mjs retry URL [--after N] [--holding input|partial]
 //
 // open: two servers with the same agent (a replayed log). On URL_ALONG one
 //   HttpAgent runs three runs on a thread, each with its full history: it
@@ -14,8 +14,10 @@
 //   end with the same messages (id, role, content, toolCalls, toolCallId)
 //   as the one there all along.
 // retry: one HttpAgent runs a run; after N events (default 3) a second
-//   HttpAgent posts the same request (same threadId, runId and messages:
-//   the first one's input) while the first still streams. The retry must
+//   HttpAgent holding what the first holds by then (its input, and the
+//   message being streamed, in part) posts the same request (same threadId,
+//   runId, user message) while the first still streams (--holding input:
+//   the retry holds only the first's input, the very same request body). The retry must
 //   get RUN_STARTED, then a MESSAGES_SNAPSHOT, then the rest, and both end
 //   with the same messages.
 //
@@ -35,7 +37,7 @@ const headers = process.env.RUNWIRE_TOKEN ? { Authorization: `Bearer ${process.e
 
 function usage(why) {
   if (why) process.stderr.write(`thread.mjs: ${why}\n`);
-  process.stderr.write("usage: node thread.mjs open URL_ALONG URL_FRESH | retry URL [--after N]\n");
+  process.stderr.write("usage: node thread.mjs open URL_ALONG URL_FRESH | retry URL [--after N] [--holding input|partial]\n");
   process.exit(2);
 }
 
@@ -154,7 +156,7 @@ async function open(urlAlong, urlFresh) {
   return { ok: errors.length === 0, ...(errors.length ? { error: errors.join("; ") } : {}), snapshots, along: view(along.a.messages), fresh: view(fresh.a.messages) };
 }
 
-async function retry(url, after) {
+async function retry(url, after, holding) {
   const errors = [];
   const threadId = randomUUID();
   const runId = randomUUID();
@@ -162,15 +164,19 @@ async function retry(url, after) {
   first.a.messages.push({ id: randomUUID(), role: "user", content: "hi" });
   const input = structuredClone(first.a.messages);
   let seen = 0;
+  let partial = null;
   let second = null;
   let secondRun = null;
   let secondEvents = null;
   const firstRun = run(first, runId, errors, "first", () => {
     seen++;
     if (seen === after && !second) {
-      // The same request, while the first still streams.
+      // The same request, while the first still streams, from a client
+      // holding what the first holds by now (a reconnect: the message
+      // being streamed, part of its content).
       second = agent(url, threadId);
-      second.a.messages = structuredClone(input);
+      second.a.messages = structuredClone(holding === "input" ? input : first.a.messages);
+      partial = view(second.a.messages);
       secondRun = run(second, runId, errors, "retry").then((ev) => (secondEvents = ev));
     }
   });
@@ -188,7 +194,7 @@ async function retry(url, after) {
     errors.push(`retry: ${secondEvents.length} events, not fewer than the first run's ${firstEvents.length}: what it missed came as events, not as the snapshot`);
   }
   same(second.a.messages, first.a.messages, "the retry and the first client", errors);
-  return { ok: errors.length === 0, ...(errors.length ? { error: errors.join("; ") } : {}), events: { first: firstEvents.length, retry: secondEvents.length }, first: view(first.a.messages), retry: view(second.a.messages) };
+  return { ok: errors.length === 0, ...(errors.length ? { error: errors.join("; ") } : {}), events: { first: firstEvents.length, retry: secondEvents.length }, partial, first: view(first.a.messages), retry: view(second.a.messages) };
 }
 
 async function main() {
@@ -205,8 +211,15 @@ async function main() {
       if (!Number.isInteger(after) || after < 1) usage("--after takes a whole number of at least 1");
       rest.splice(i, 2);
     }
+    let holding = "partial";
+    const j = rest.indexOf("--holding");
+    if (j >= 0) {
+      holding = rest[j + 1];
+      if (holding !== "input" && holding !== "partial") usage("--holding takes input or partial");
+      rest.splice(j, 2);
+    }
     if (rest.length !== 1) usage("retry takes one URL");
-    out = await retry(rest[0], after);
+    out = await retry(rest[0], after, holding);
   } else usage(mode ? `unknown mode ${mode}` : "no mode");
   process.stdout.write(JSON.stringify(out) + "\n");
   process.exitCode = out.ok ? 0 : 1;

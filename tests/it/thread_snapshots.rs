@@ -141,7 +141,9 @@ fn without_a_record_the_fresh_client_lacks_the_thread() {
 /// A retried runId joins the live run mid-message (a Claude run streamed
 /// as text deltas, a line every 60 ms): RUN_STARTED, the snapshot of what
 /// it missed, the open message reopened, then live; both clients end with
-/// the same messages.
+/// the same messages. The retrying client holds what the first held by
+/// then (a reconnect: part of the answer, so another request body of the
+/// same run), or only the input (the very same body).
 #[test]
 #[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
 fn retried_run_joins_mid_message() {
@@ -149,10 +151,19 @@ fn retried_run_joins_mid_message() {
     let log = root().join("fixtures/claude/bb-stop-interrupt.killed-midstream.partial.jsonl");
     let log = log.display().to_string();
     let s = server("retry", &["--agent", "claude", "--replay", &log], &[("RUNWIRE_REPLAY_DELAY_MS", "60")]);
-    let (ok, v, output) = thread_mjs(&["retry", &s.url("/agui"), "--after", "20"]);
-    assert!(ok, "thread.mjs failed:\n{output}\nstderr:\n{}", s.stderr());
-    assert_eq!(v["first"], v["retry"]);
-    let text = v["retry"].as_array().and_then(|m| m.iter().find(|m| m["role"] == "assistant")).expect("an answer");
-    assert!(text["content"].as_str().is_some_and(|c| c.len() > 1000), "{text}");
+    for holding in ["partial", "input"] {
+        let (ok, v, output) = thread_mjs(&["retry", &s.url("/agui"), "--after", "20", "--holding", holding]);
+        assert!(ok, "{holding}: thread.mjs failed:\n{output}\nstderr:\n{}", s.stderr());
+        assert_eq!(v["first"], v["retry"]);
+        let text = v["retry"].as_array().and_then(|m| m.iter().find(|m| m["role"] == "assistant")).expect("an answer");
+        assert!(text["content"].as_str().is_some_and(|c| c.len() > 1000), "{text}");
+        let held = v["partial"].as_array().and_then(|m| m.iter().find(|m| m["role"] == "assistant"));
+        if holding == "partial" {
+            // The retrying client held part of the answer when it posted.
+            assert!(held.and_then(|m| m["content"].as_str()).is_some_and(|c| !c.is_empty()), "{v}");
+        } else {
+            assert!(held.is_none(), "{v}");
+        }
+    }
     stop(s);
 }

@@ -7,7 +7,8 @@
 //! batch run on the thread resumes it) and whether a run is active (one at a
 //! time), and, per `runId`, the request body and the finished stream, so that
 //! re-posting the same request replays the same bytes without running the
-//! agent again. Retention is bounded: [`MAX_RUNS`] finished runs,
+//! agent again (the same run asked with other bytes, a client reconnecting
+//! with the messages it was streamed, is answered from its record). Retention is bounded: [`MAX_RUNS`] finished runs,
 //! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`] in all, oldest evicted
 //! first; [`MAX_THREADS`] threads.
 
@@ -46,6 +47,8 @@ pub(super) enum Outcome {
 #[derive(Debug)]
 struct RunEntry {
     body: Vec<u8>,
+    /// What makes a request the same run ([`digest`]).
+    digest: String,
     outcome: Outcome,
 }
 
@@ -84,6 +87,12 @@ impl Book {
     /// Decides on a request and, when it starts a run, marks its thread busy.
     pub fn admit(&mut self, input: &RunInput, body: &[u8]) -> Admit {
         if let Some(r) = self.runs.get(&input.run_id) {
+            if r.body != body && r.digest == digest(input) {
+                // The same run asked by a client that holds more of it (a
+                // reconnect: the messages it was streamed so far): its
+                // record answers, with the snapshot of what it lacks.
+                return Admit::Recorded(format!("run {:?} was asked again with other messages", input.run_id));
+            }
             if r.body != body {
                 return Admit::Reject(
                     409,
@@ -119,7 +128,10 @@ impl Book {
         let t = self.threads.entry(input.thread_id.clone()).or_default();
         t.busy = true;
         let resume = t.session.clone();
-        self.runs.insert(input.run_id.clone(), RunEntry { body: body.to_vec(), outcome: Outcome::Running });
+        self.runs.insert(
+            input.run_id.clone(),
+            RunEntry { body: body.to_vec(), digest: digest(input), outcome: Outcome::Running },
+        );
         Admit::Start { resume }
     }
 
@@ -363,6 +375,11 @@ impl Messages {
         }
         self.catching_up = false;
         self.pending = crate::runs::thread::snapshots(self.thread.messages(), &self.held);
+        if self.pending.is_empty() && self.started.is_some() {
+            // It holds every message by id, but those the run was
+            // streaming only in part (a reconnect): the thread as it is now.
+            self.pending = vec![self.thread.messages().to_vec()];
+        }
         if let Some(e) = self.started.take() {
             body.frame(e.to_frame().as_bytes())?;
             self.send_pending(body)?;
@@ -456,7 +473,10 @@ mod tests {
         assert!(matches!(book.admit(&i, b"A"), Admit::Recorded(_)));
         book.finish(&i, Some("s1".into()), Outcome::Done(Arc::new(b"x".to_vec())));
         assert!(matches!(book.admit(&i, b"A"), Admit::Replay(b) if b.as_slice() == b"x"));
-        assert!(matches!(book.admit(&i, b"A2"), Admit::Reject(409, _)));
+        // Other bytes of the same run (more messages): its record answers.
+        assert!(matches!(book.admit(&i, b"A2"), Admit::Recorded(_)));
+        let other = RunInput { prompt: "q".into(), ..i.clone() };
+        assert!(matches!(book.admit(&other, b"A3"), Admit::Reject(409, _)));
         assert!(matches!(book.admit(&i2, b"B"), Admit::Start { resume: Some(s) } if s == "s1"));
     }
 
