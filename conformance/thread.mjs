@@ -2,7 +2,7 @@
 // thread.mjs: does a thread open anywhere with the official AG-UI 1.0.0
 // client? (MESSAGES_SNAPSHOT, issue 38.)
 //
-// Usage: node thread.mjs open URL_ALONG URL_FRESH
+// Usage: node thread.mjs open URL_ALONG URL_FRESH [URL_LAST]
 //        node thread.mjs retry URL [--after N] [--holding input|partial]
 //
 // open: two servers with the same agent (a replayed log). On URL_ALONG one
@@ -12,7 +12,9 @@
 //   two, then a fresh HttpAgent posts the third with only its new message.
 //   The fresh one must get a MESSAGES_SNAPSHOT right after RUN_STARTED and
 //   end with the same messages (id, role, content, toolCalls, toolCallId)
-//   as the one there all along.
+//   as the one there all along. With URL_LAST (another server on the same
+//   $HARNESS_HOME as URL_FRESH), the fresh HttpAgent posts there: the
+//   thread is the home's, not one process's.
 // retry: one HttpAgent runs a run; after N events (default 3) a second
 //   HttpAgent holding what the first holds by then (its input, and the
 //   message being streamed, in part) posts the same request (same threadId,
@@ -37,7 +39,7 @@ const headers = process.env.RUNWIRE_TOKEN ? { Authorization: `Bearer ${process.e
 
 function usage(why) {
   if (why) process.stderr.write(`thread.mjs: ${why}\n`);
-  process.stderr.write("usage: node thread.mjs open URL_ALONG URL_FRESH | retry URL [--after N] [--holding input|partial]\n");
+  process.stderr.write("usage: node thread.mjs open URL_ALONG URL_FRESH [URL_LAST] | retry URL [--after N] [--holding input|partial]\n");
   process.exit(2);
 }
 
@@ -123,7 +125,7 @@ async function turn(ag, message, ids, errors, what) {
   return all;
 }
 
-async function open(urlAlong, urlFresh) {
+async function open(urlAlong, urlFresh, urlLast) {
   const errors = [];
   const threadId = randomUUID();
   const runs = Array.from({ length: 24 }, () => randomUUID());
@@ -143,7 +145,7 @@ async function open(urlAlong, urlFresh) {
   const freshIds = [...runs];
   for (let i = 0; i < 2; i++) await turn(first, users[i], freshIds, errors, `first turn ${i + 1}`);
   same(first.a.messages, along.a.messages.slice(0, first.a.messages.length), "the two servers' first two turns", errors);
-  const fresh = agent(urlFresh, threadId);
+  const fresh = agent(urlLast ?? urlFresh, threadId);
   const [ev, ...answers] = await turn(fresh, users[2], freshIds, errors, "fresh turn");
   snapshots.fresh = count(ev, "MESSAGES_SNAPSHOT");
   for (const a of answers) {
@@ -201,8 +203,8 @@ async function main() {
   const [mode, ...rest] = process.argv.slice(2);
   let out;
   if (mode === "open") {
-    if (rest.length !== 2) usage("open takes two URLs");
-    out = await open(rest[0], rest[1]);
+    if (rest.length !== 2 && rest.length !== 3) usage("open takes two or three URLs");
+    out = await open(rest[0], rest[1], rest[2]);
   } else if (mode === "retry") {
     let after = 3;
     const i = rest.indexOf("--after");

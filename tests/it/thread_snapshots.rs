@@ -121,6 +121,27 @@ fn interactive_fresh_client_gets_the_thread() {
     open_thread("interactive_fresh", &["--demo"]);
 }
 
+/// The thread is the home's: a fresh client on another server of the same
+/// `$HARNESS_HOME` (which never saw the thread's runs) gets it too.
+#[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
+fn another_server_of_the_home_gives_the_thread() {
+    support::need(&["agui-client"]);
+    let envs = [("RUNWIRE_REPLAY_DELAY_MS", "1")];
+    let along = server("home_along", &[], &envs);
+    let first = server("home_first", &[], &envs);
+    let mut cmd = Server::command();
+    cmd.env("HARNESS_HOME", first.home()).env("RUNWIRE_REPLAY_DELAY_MS", "1").env_remove("SOURCE_DATE_EPOCH");
+    let last = Server::spawn(cmd);
+    let (ok, v, output) = thread_mjs(&["open", &along.url("/agui"), &first.url("/agui"), &last.url("/agui")]);
+    assert!(ok, "thread.mjs failed:\n{output}\nstderr:\n{}\n{}", first.stderr(), last.stderr());
+    assert_eq!(v["fresh"], v["along"]);
+    assert!(v["snapshots"]["fresh"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    stop(last);
+    stop(along);
+    stop(first);
+}
+
 /// The check can fail: a server that records nothing sends no snapshot, and
 /// the fresh client then lacks the thread.
 #[test]
