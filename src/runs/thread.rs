@@ -43,7 +43,8 @@ pub struct Line {
     pub message: Value,
 }
 
-/// The file's lines; a damaged line (a torn last write) is passed over.
+/// The file's lines; a damaged line (a torn last write, a message that
+/// does not fit the schemas) is passed over.
 pub fn read(file: &Path) -> Vec<Line> {
     use std::io::Read;
     let mut bytes = Vec::new();
@@ -57,7 +58,9 @@ pub fn read(file: &Path) -> Vec<Line> {
             let run = v.get("run")?.as_str()?.to_string();
             let input = v.get("input").and_then(Value::as_bool).unwrap_or(false);
             let m = v.get("message")?;
-            (m.get("id")?.is_string() && m.get("role")?.is_string()).then(|| Line { run, input, message: m.clone() })
+            // A message that does not fit (a damaged or foreign line) would
+            // fail every later client's snapshot: passed over.
+            fits(m).then(|| Line { run, input, message: m.clone() })
         })
         .collect()
 }
@@ -299,11 +302,12 @@ pub fn snapshots(t: &[Value], held: &[String]) -> Vec<Vec<Value>> {
 }
 
 /// A message of a `RunAgentInput` as recorded: as sent, without a
-/// `subagentRunId: null` (the client strips it too); `None` without a
-/// string id and role.
+/// `subagentRunId: null` (the client strips it too); `None` when it does
+/// not fit `@ag-ui/core` 1.0.0's message schemas ([`fits`]): a snapshot
+/// that carried it would fail every later client of the thread.
 pub fn input_message(m: &Value) -> Option<Value> {
     let Value::Object(o) = m else { return None };
-    if !o.get("id").is_some_and(Value::is_string) || !o.get("role").is_some_and(Value::is_string) {
+    if !fits(m) {
         return None;
     }
     let o: Map<String, Value> = o
@@ -312,6 +316,66 @@ pub fn input_message(m: &Value) -> Option<Value> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Some(Value::Object(o))
+}
+
+/// Whether `m` fits the `Message` schemas of `@ag-ui/core` 1.0.0
+/// (schemas.d.ts: `UserMessageSchema`, `AssistantMessageSchema`,
+/// `ToolMessageSchema`, the developer and system ones) for the keys they
+/// name; other keys are allowed (the schemas are loose). Activity and
+/// reasoning messages are not thread messages.
+pub fn fits(m: &Value) -> bool {
+    let s = |k: &str| m.get(k).is_some_and(Value::is_string);
+    let opt = |k: &str, ok: fn(&Value) -> bool| m.get(k).map_or(true, ok);
+    let common = s("id")
+        && opt("name", Value::is_string)
+        && opt("encryptedValue", Value::is_string)
+        && opt("metadata", Value::is_object)
+        && opt("subagentRunId", |v| v.is_string() || v.is_null());
+    if !common {
+        return false;
+    }
+    match m.get("role").and_then(Value::as_str) {
+        Some("user") => m.get("content").is_some_and(content_fits),
+        Some("tool") => m.get("content").is_some_and(content_fits) && s("toolCallId"),
+        Some("developer" | "system") => s("content"),
+        Some("assistant") => {
+            opt("content", Value::is_string)
+                && opt("toolCalls", |v| {
+                    v.as_array().is_some_and(|calls| {
+                        calls.iter().all(|c| {
+                            c.get("id").is_some_and(Value::is_string)
+                                && c.get("type").and_then(Value::as_str) == Some("function")
+                                && c.get("function").is_some_and(|f| {
+                                    f.get("name").is_some_and(Value::is_string)
+                                        && f.get("arguments").is_some_and(Value::is_string)
+                                })
+                        })
+                    })
+                })
+        }
+        _ => false,
+    }
+}
+
+/// A user or tool message's content: a string, or text and media parts.
+fn content_fits(c: &Value) -> bool {
+    let part = |p: &Value| match p.get("type").and_then(Value::as_str) {
+        Some("text") => p.get("text").is_some_and(Value::is_string),
+        Some("image" | "audio" | "video" | "document") => p.get("source").is_some_and(|src| {
+            src.get("value").is_some_and(Value::is_string)
+                && match src.get("type").and_then(Value::as_str) {
+                    Some("data") => src.get("mimeType").is_some_and(Value::is_string),
+                    Some("url" | "file") => true,
+                    _ => false,
+                }
+        }),
+        _ => false,
+    };
+    match c {
+        Value::String(_) => true,
+        Value::Array(parts) => parts.iter().all(part),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -369,6 +433,42 @@ mod tests {
         assert_eq!(t.messages()[1]["content"], "done");
         // Without what r1's stream made; its input stays.
         assert_eq!(ids(Thread::from_lines(&lines, Some("r1")).messages()), ["u1", "u2"]);
+    }
+
+    /// What a snapshot carries must pass the official schemas: what does
+    /// not fit them is not recorded.
+    #[test]
+    fn only_messages_that_fit_the_schemas_are_recorded() {
+        for ok in [
+            json!({"id": "1", "role": "user", "content": "hi"}),
+            json!({"id": "1", "role": "user", "content": [{"type": "text", "text": "a"},
+                {"type": "image", "source": {"type": "url", "value": "http://x/y.png"}}]}),
+            json!({"id": "1", "role": "assistant"}),
+            json!({"id": "1", "role": "assistant", "content": "x", "toolCalls":
+                [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
+            json!({"id": "1", "role": "tool", "toolCallId": "c", "content": "r"}),
+            json!({"id": "1", "role": "system", "content": "s", "extra": 1, "subagentRunId": null}),
+        ] {
+            assert!(input_message(&ok).is_some(), "{ok}");
+        }
+        for bad in [
+            json!({"role": "user", "content": "no id"}),
+            json!({"id": 1, "role": "user", "content": "x"}),
+            json!({"id": "1", "role": "user", "content": 5}),
+            json!({"id": "1", "role": "user", "content": [{"type": "image", "source": {}}]}),
+            json!({"id": "1", "role": "user"}),
+            json!({"id": "1", "role": "assistant", "content": 5}),
+            json!({"id": "1", "role": "assistant", "toolCalls": [{"id": "c", "function": {"name": "f"}}]}),
+            json!({"id": "1", "role": "tool", "content": "r"}),
+            json!({"id": "1", "role": "system"}),
+            json!({"id": "1", "role": "reasoning", "content": "r"}),
+            json!({"id": "1", "role": "user", "content": "x", "name": 3}),
+            json!("x"),
+        ] {
+            assert!(input_message(&bad).is_none(), "{bad}");
+        }
+        assert!(input_message(&json!({"id": "1", "role": "user", "content": "x", "subagentRunId": null}))
+            .is_some_and(|m| m.get("subagentRunId").is_none()));
     }
 
     /// The client's rule, applied to the snapshots, gives the thread.
