@@ -188,3 +188,61 @@ fn retried_run_joins_mid_message() {
     }
     stop(s);
 }
+
+/// `POST /agui` with `messages`; the SSE body.
+fn post_run(s: &Server, thread: &str, run: &str, messages: Value) -> String {
+    let body = serde_json::json!({"threadId": thread, "runId": run, "messages": messages}).to_string();
+    let r = s.request("POST", "/agui", "Content-Type: application/json\r\n", &body);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    String::from_utf8(r.body).expect("UTF-8 SSE")
+}
+
+fn events(sse: &str) -> Vec<Value> {
+    sse.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).expect("JSON event")).collect()
+}
+
+/// What a client sends that does not fit the official message schemas (an
+/// assistant message whose content is a number, a user message without an
+/// id) is not recorded: the snapshot a later client gets leaves it out, and
+/// the official client and schemas accept that stream
+/// (`conformance/check.mjs`); what fits is kept as sent.
+#[test]
+#[cfg_attr(not(tool = "agui-client"), ignore = "needs node, npm (official AG-UI client): apt-get install nodejs npm")]
+fn messages_that_do_not_fit_the_schemas_are_not_snapshotted() {
+    support::need(&["agui-client"]);
+    let s = server("unfit", &[], &[("RUNWIRE_REPLAY_DELAY_MS", "1")]);
+    let first = serde_json::json!([
+        {"id": "bad", "role": "assistant", "content": 5},
+        {"role": "user", "content": "no id"},
+        {"id": "sys", "role": "system", "content": "be brief", "metadata": {"k": "v"}},
+        {"id": "u1", "role": "user", "content": [{"type": "text", "text": "first"}]}
+    ]);
+    let one = events(&post_run(&s, "t-unfit", "r1", first));
+    assert_eq!(one.iter().filter(|e| e["type"] == "MESSAGES_SNAPSHOT").count(), 0, "{one:?}");
+    let sse = post_run(&s, "t-unfit", "r2", serde_json::json!([{"id": "u2", "role": "user", "content": "second"}]));
+    let two = events(&sse);
+    let snaps: Vec<&Value> = two.iter().filter(|e| e["type"] == "MESSAGES_SNAPSHOT").collect();
+    let last = snaps.last().expect("a snapshot for a client holding only its new message");
+    let msgs = last["messages"].as_array().expect("messages");
+    let ids: Vec<&str> = msgs.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert!(!ids.contains(&"bad"), "{ids:?}");
+    assert_eq!(&ids[..2], ["sys", "u1"], "{ids:?}");
+    assert_eq!(ids.last(), Some(&"u2"), "{ids:?}");
+    assert_eq!(msgs[0]["metadata"]["k"], "v", "kept as sent: {}", msgs[0]);
+    assert_eq!(msgs[1]["content"][0]["text"], "first", "kept as sent: {}", msgs[1]);
+    let file = s.home().join("t-unfit.sse");
+    std::fs::write(&file, &sse).unwrap();
+    let out = Command::new("node")
+        .arg(root().join("conformance/check.mjs"))
+        .arg(&file)
+        .current_dir(root().join("conformance"))
+        .output()
+        .expect("run check.mjs");
+    assert!(
+        out.status.success(),
+        "check.mjs: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stop(s);
+}
