@@ -287,17 +287,16 @@ fn copy_extras(e: &AguiEvent, m: &mut Value, keys: &[&str]) {
 /// those the snapshot does not name, appends the others in order):
 /// - none when the client holds every message of the thread;
 /// - the thread, when everything the client lacks comes after all it holds;
-/// - else first the part of the thread before the first message it lacks
-///   (which drops the messages it holds that belong after that point, e.g.
-///   a fresh client's new message), then the thread (which appends them
-///   again, each in its place).
+/// - else first the thread up to the first message it holds after one it
+///   lacks (which drops that one and those after it, e.g. a fresh client's
+///   new message, and gives it what comes before), then the thread (which
+///   appends them again, each in its place).
 pub fn snapshots(t: &[Value], held: &[String]) -> Vec<Vec<Value>> {
     let holds = |m: &Value| id_of(m).is_some_and(|id| held.iter().any(|h| h == id));
     let Some(k) = t.iter().position(|m| !holds(m)) else { return Vec::new() };
-    if t[k..].iter().any(holds) {
-        vec![t[..k].to_vec(), t.to_vec()]
-    } else {
-        vec![t.to_vec()]
+    match t[k..].iter().position(holds) {
+        Some(p) => vec![t[..k + p].to_vec(), t.to_vec()],
+        None => vec![t.to_vec()],
     }
 }
 
@@ -497,6 +496,9 @@ mod tests {
             &["u1", "a1"],
             &[],
             &["a2", "u3"],
+            &["a1"],
+            &["u1", "u2", "u3"],
+            &["a1", "a2"],
         ] {
             let held_s: Vec<String> = held.iter().map(|s| s.to_string()).collect();
             let snaps = snapshots(&t, &held_s);

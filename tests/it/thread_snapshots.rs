@@ -222,6 +222,13 @@ fn messages_that_do_not_fit_the_schemas_are_not_snapshotted() {
     let sse = post_run(&s, "t-unfit", "r2", serde_json::json!([{"id": "u2", "role": "user", "content": "second"}]));
     let two = events(&sse);
     let snaps: Vec<&Value> = two.iter().filter(|e| e["type"] == "MESSAGES_SNAPSHOT").collect();
+    // The first gives the history without the client's new message (never
+    // an empty list, which would blank the client's view), the last the
+    // whole thread.
+    assert_eq!(snaps.len(), 2, "{snaps:?}");
+    let history: Vec<&str> = snaps[0]["messages"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(&history[..2], ["sys", "u1"], "{history:?}");
+    assert!(!history.contains(&"u2"), "{history:?}");
     let last = snaps.last().expect("a snapshot for a client holding only its new message");
     let msgs = last["messages"].as_array().expect("messages");
     let ids: Vec<&str> = msgs.iter().filter_map(|m| m["id"].as_str()).collect();
