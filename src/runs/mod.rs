@@ -18,6 +18,7 @@ pub mod registry;
 pub mod remove;
 pub mod safe;
 pub mod sha256;
+pub mod thread;
 pub mod view;
 
 use std::path::{Path, PathBuf};

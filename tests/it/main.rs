@@ -59,6 +59,7 @@ mod supervise;
 mod supervise_agents;
 mod supervise_live;
 mod task_viewers;
+mod thread_snapshots;
 mod timestamps;
 mod trust_answers;
 mod verdict_check;

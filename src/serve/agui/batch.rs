@@ -11,7 +11,7 @@
 //!
 //! Imports only [`super`] and [`super::common`], never the interactive mode.
 
-use super::common::{Body, Outcome};
+use super::common::{Body, Messages, Outcome};
 use super::RunInput;
 use crate::agui::{AguiEvent, TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
@@ -41,6 +41,8 @@ struct Stages {
     rec_failed: Option<String>,
     /// The rc of the exit event the stream carried, if any.
     exit_rc: Option<i64>,
+    /// The thread's messages: recorded, and snapshotted after RUN_STARTED.
+    msgs: Messages,
 }
 
 impl Stages {
@@ -56,6 +58,7 @@ impl Stages {
             rec: recorder(shared, input),
             rec_failed: None,
             exit_rc: None,
+            msgs: Messages::start(shared, input),
         }
     }
 
@@ -88,10 +91,7 @@ impl Stages {
     }
 
     fn frames(&mut self, events: Vec<AguiEvent>, body: &mut Body) -> io::Result<()> {
-        for e in events {
-            body.frame(e.to_frame().as_bytes())?;
-        }
-        Ok(())
+        self.msgs.emit(events, body)
     }
 
     fn line(&mut self, line: &[u8], at_ms: Option<i64>, body: &mut Body) -> io::Result<()> {

@@ -7,7 +7,8 @@
 //! batch run on the thread resumes it) and whether a run is active (one at a
 //! time), and, per `runId`, the request body and the finished stream, so that
 //! re-posting the same request replays the same bytes without running the
-//! agent again. Retention is bounded: [`MAX_RUNS`] finished runs,
+//! agent again (the same run asked with other bytes, a client reconnecting
+//! with the messages it was streamed, is answered from its record). Retention is bounded: [`MAX_RUNS`] finished runs,
 //! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`] in all, oldest evicted
 //! first; [`MAX_THREADS`] threads.
 
@@ -46,6 +47,8 @@ pub(super) enum Outcome {
 #[derive(Debug)]
 struct RunEntry {
     body: Vec<u8>,
+    /// What makes a request the same run ([`digest`]).
+    digest: String,
     outcome: Outcome,
 }
 
@@ -84,6 +87,12 @@ impl Book {
     /// Decides on a request and, when it starts a run, marks its thread busy.
     pub fn admit(&mut self, input: &RunInput, body: &[u8]) -> Admit {
         if let Some(r) = self.runs.get(&input.run_id) {
+            if r.body != body && r.digest == digest(input) {
+                // The same run asked by a client that holds more of it (a
+                // reconnect: the messages it was streamed so far): its
+                // record answers, with the snapshot of what it lacks.
+                return Admit::Recorded(format!("run {:?} was asked again with other messages", input.run_id));
+            }
             if r.body != body {
                 return Admit::Reject(
                     409,
@@ -119,7 +128,10 @@ impl Book {
         let t = self.threads.entry(input.thread_id.clone()).or_default();
         t.busy = true;
         let resume = t.session.clone();
-        self.runs.insert(input.run_id.clone(), RunEntry { body: body.to_vec(), outcome: Outcome::Running });
+        self.runs.insert(
+            input.run_id.clone(),
+            RunEntry { body: body.to_vec(), digest: digest(input), outcome: Outcome::Running },
+        );
         Admit::Start { resume }
     }
 
@@ -192,6 +204,193 @@ pub fn start_record(
     Ok(rec)
 }
 
+/// The thread's messages as a run sees them (`runs::thread`): the run's
+/// input recorded as the client sent it, the agent's messages recorded as
+/// its events make them, and the `MESSAGES_SNAPSHOT`s right after
+/// `RUN_STARTED` that leave a client which holds less than the thread
+/// (one that opens it from elsewhere) with the whole thread
+/// ([`crate::runs::thread::snapshots`]). Every frame of a run goes out
+/// through [`Messages::emit`]. Inert for a server that records nothing.
+pub(super) struct Messages {
+    thread: crate::runs::thread::Thread,
+    writer: Option<crate::runs::thread::Writer>,
+    /// The input's message ids: what the client holds.
+    held: Vec<String>,
+    /// Snapshots to send once `RUN_STARTED` is out.
+    pending: Vec<Vec<serde_json::Value>>,
+    /// Catching up (a retried run that joins a live one): events are
+    /// applied, not sent, until [`Messages::go_live`]; `RUN_STARTED` kept.
+    catching_up: bool,
+    started: Option<crate::agui::AguiEvent>,
+    /// Messages and tool calls opened and not yet closed (their openers),
+    /// sent again after a catch-up's snapshot: the client has them closed.
+    open: Vec<crate::agui::AguiEvent>,
+    on: bool,
+}
+
+impl Messages {
+    fn held(input: &RunInput) -> Vec<String> {
+        input.messages.iter().filter_map(|m| m.get("id")?.as_str().map(str::to_string)).collect()
+    }
+
+    /// A new run: records the input's messages the thread does not have
+    /// (in the input's order, after the thread's) and plans the snapshots.
+    pub(super) fn start(shared: &crate::serve::Shared, input: &RunInput) -> Messages {
+        use crate::runs::thread;
+        if !shared.cfg.record {
+            return Messages::off();
+        }
+        let file = thread::path(&shared.cfg.harness_home, &input.thread_id);
+        let mut t = thread::Thread::from_lines(&thread::read(&file), None);
+        let mut writer = match thread::Writer::open(&file, &input.run_id) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                crate::cli::report(
+                    crate::serve::BIN,
+                    format!("thread {:?}: cannot record its messages in {}: {e}", input.thread_id, file.display()),
+                );
+                None
+            }
+        };
+        for m in input.messages.iter().filter_map(thread::input_message) {
+            if m.get("id").and_then(|v| v.as_str()).is_some_and(|id| t.has(id)) {
+                continue;
+            }
+            if let Some(w) = &mut writer {
+                if let Err(e) = w.append(&m, true) {
+                    crate::cli::report(crate::serve::BIN, format!("thread {:?}: {e}", input.thread_id));
+                    writer = None;
+                }
+            }
+            t.put(m);
+        }
+        let held = Self::held(input);
+        let pending = thread::snapshots(t.messages(), &held);
+        Messages { thread: t, writer, held, pending, catching_up: false, started: None, open: Vec::new(), on: true }
+    }
+
+    /// A retried run joining one that is live: its events so far are
+    /// applied to the thread as it was before them (nothing recorded: the
+    /// live run records), then [`Messages::go_live`] sends `RUN_STARTED`,
+    /// the snapshot of what the client lacks and the openers of what is
+    /// still streaming.
+    pub(super) fn catch_up(shared: &crate::serve::Shared, input: &RunInput) -> Messages {
+        use crate::runs::thread;
+        let file = thread::path(&shared.cfg.harness_home, &input.thread_id);
+        let t = thread::Thread::from_lines(&thread::read(&file), Some(&input.run_id));
+        Messages {
+            thread: t,
+            writer: None,
+            held: Self::held(input),
+            pending: Vec::new(),
+            catching_up: true,
+            started: None,
+            open: Vec::new(),
+            on: true,
+        }
+    }
+
+    pub(super) fn off() -> Messages {
+        Messages {
+            thread: Default::default(),
+            writer: None,
+            held: Vec::new(),
+            pending: Vec::new(),
+            catching_up: false,
+            started: None,
+            open: Vec::new(),
+            on: false,
+        }
+    }
+
+    /// Sends (or, catching up, applies) a run's events, recording the
+    /// messages they make.
+    pub(super) fn emit(&mut self, events: Vec<crate::agui::AguiEvent>, body: &mut Body) -> io::Result<()> {
+        use crate::agui::AguiEvent as E;
+        for e in events {
+            if !self.on {
+                body.frame(e.to_frame().as_bytes())?;
+                continue;
+            }
+            if let Some(m) = self.thread.apply(&e) {
+                if let Some(w) = &mut self.writer {
+                    if let Err(err) = w.append(&m, false) {
+                        crate::cli::report(crate::serve::BIN, format!("thread messages: {err}"));
+                        self.writer = None;
+                    }
+                }
+            }
+            let close = |o: &E| match (&e, o) {
+                (E::TextMessageEnd { message_id: a, .. }, E::TextMessageStart { message_id: b, .. })
+                | (E::ReasoningEnd { message_id: a, .. }, E::ReasoningStart { message_id: b, .. })
+                | (E::ReasoningMessageEnd { message_id: a, .. }, E::ReasoningMessageStart { message_id: b, .. })
+                | (E::ToolCallEnd { tool_call_id: a, .. }, E::ToolCallStart { tool_call_id: b, .. }) => a == b,
+                _ => false,
+            };
+            self.open.retain(|o| !close(o));
+            if matches!(
+                e,
+                E::TextMessageStart { .. }
+                    | E::ReasoningStart { .. }
+                    | E::ReasoningMessageStart { .. }
+                    | E::ToolCallStart { .. }
+            ) {
+                self.open.push(e.clone());
+            }
+            if self.catching_up {
+                if matches!(e, E::RunStarted { .. }) {
+                    self.started = Some(e);
+                    continue;
+                }
+                if !e.is_terminal() {
+                    continue;
+                }
+                // The run ended before the catch-up did.
+                self.open.clear();
+                self.go_live(body)?;
+            }
+            let started = matches!(e, E::RunStarted { .. });
+            body.frame(e.to_frame().as_bytes())?;
+            if started {
+                self.send_pending(body)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send_pending(&mut self, body: &mut Body) -> io::Result<()> {
+        for s in std::mem::take(&mut self.pending) {
+            let v = serde_json::json!({"type": "MESSAGES_SNAPSHOT", "messages": s});
+            body.frame(crate::sse::frame(None, None, &v.to_string()).as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Ends a catch-up: `RUN_STARTED` (now, or as soon as it is made),
+    /// the snapshots that give the client the thread as it stands, then
+    /// the openers of the messages and calls still streaming.
+    pub(super) fn go_live(&mut self, body: &mut Body) -> io::Result<()> {
+        if !self.catching_up {
+            return Ok(());
+        }
+        self.catching_up = false;
+        self.pending = crate::runs::thread::snapshots(self.thread.messages(), &self.held);
+        if self.pending.is_empty() && self.started.is_some() {
+            // It holds every message by id, but those the run was
+            // streaming only in part (a reconnect): the thread as it is now.
+            self.pending = vec![self.thread.messages().to_vec()];
+        }
+        if let Some(e) = self.started.take() {
+            body.frame(e.to_frame().as_bytes())?;
+            self.send_pending(body)?;
+        }
+        for o in self.open.clone() {
+            body.frame(o.to_frame().as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
 /// The response body of a run: the HTTP layer's [`Stream`], each frame
 /// sent at once (drained) and also kept for replay.
 pub(super) struct Body<'a> {
@@ -261,14 +460,23 @@ mod tests {
     #[test]
     fn book_enforces_one_run_per_thread_and_idempotency() {
         let mut book = Book::default();
-        let i = RunInput { thread_id: "t".into(), run_id: "r1".into(), prompt: "p".into(), resume: vec![] };
+        let i = RunInput {
+            thread_id: "t".into(),
+            run_id: "r1".into(),
+            prompt: "p".into(),
+            resume: vec![],
+            messages: vec![],
+        };
         assert!(matches!(book.admit(&i, b"A"), Admit::Start { resume: None }));
         let i2 = RunInput { run_id: "r2".into(), ..i.clone() };
         assert!(matches!(book.admit(&i2, b"B"), Admit::Reject(409, _)));
         assert!(matches!(book.admit(&i, b"A"), Admit::Recorded(_)));
         book.finish(&i, Some("s1".into()), Outcome::Done(Arc::new(b"x".to_vec())));
         assert!(matches!(book.admit(&i, b"A"), Admit::Replay(b) if b.as_slice() == b"x"));
-        assert!(matches!(book.admit(&i, b"A2"), Admit::Reject(409, _)));
+        // Other bytes of the same run (more messages): its record answers.
+        assert!(matches!(book.admit(&i, b"A2"), Admit::Recorded(_)));
+        let other = RunInput { prompt: "q".into(), ..i.clone() };
+        assert!(matches!(book.admit(&other, b"A3"), Admit::Reject(409, _)));
         assert!(matches!(book.admit(&i2, b"B"), Admit::Start { resume: Some(s) } if s == "s1"));
     }
 
@@ -276,7 +484,13 @@ mod tests {
     fn retention_is_bounded() {
         let mut book = Book::default();
         for n in 0..MAX_RUNS + 10 {
-            let i = RunInput { thread_id: "t".into(), run_id: format!("r{n}"), prompt: "p".into(), resume: vec![] };
+            let i = RunInput {
+                thread_id: "t".into(),
+                run_id: format!("r{n}"),
+                prompt: "p".into(),
+                resume: vec![],
+                messages: vec![],
+            };
             assert!(matches!(book.admit(&i, b"A"), Admit::Start { .. }));
             book.finish(&i, None, Outcome::Done(Arc::new(vec![0; 10])));
         }

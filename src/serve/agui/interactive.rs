@@ -38,7 +38,7 @@
 //! Imports only [`super`] and [`super::common`] (the request, the book, the
 //! response body), never the batch mode.
 
-use super::common::{Body, Outcome};
+use super::common::{Body, Messages, Outcome};
 use super::RunInput;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
@@ -86,14 +86,13 @@ struct Run<'a, 'b> {
     /// A turn's end was streamed since the input: the run ends with its
     /// outcome (success, or `RUN_ERROR` for a failed turn).
     saw_turn_end: bool,
+    /// The thread's messages: recorded, and snapshotted after RUN_STARTED.
+    msgs: Messages,
 }
 
 impl Run<'_, '_> {
     fn emit(&mut self, events: Vec<AguiEvent>) -> io::Result<()> {
-        for e in events {
-            self.body.frame(e.to_frame().as_bytes())?;
-        }
-        Ok(())
+        self.msgs.emit(events, self.body)
     }
 
     fn now(&self) -> Option<i64> {
@@ -148,7 +147,8 @@ fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunIn
         thread_id: Some(input.thread_id.clone()),
         run_id: Some(input.run_id.clone()),
     });
-    let mut run = Run { tr, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false };
+    let msgs = Messages::start(shared, input);
+    let mut run = Run { tr, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false, msgs };
     match drive(shared, &mut run, input, peek) {
         Ok(End::Done) => true,
         Ok(End::Gone) => false,

@@ -53,6 +53,9 @@ pub struct RunInput {
     pub prompt: String,
     /// `RunAgentInput.resume`: answers to the interrupts of the thread.
     pub resume: Vec<ResumeEntry>,
+    /// `RunAgentInput.messages`, as sent (what the client holds of the
+    /// thread: recorded, and compared with the thread for its snapshot).
+    pub messages: Vec<Value>,
 }
 
 /// Reads a `RunAgentInput` leniently (unknown keys ignored, optional ones
@@ -120,7 +123,7 @@ pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
     }
     let Some((i, user)) = latest_user else {
         if !resume.is_empty() {
-            return Ok(RunInput { thread_id, run_id, prompt: String::new(), resume });
+            return Ok(RunInput { thread_id, run_id, prompt: String::new(), resume, messages: messages.clone() });
         }
         return Err("messages: no user message (the prompt is the latest user message's text)".into());
     };
@@ -144,7 +147,7 @@ pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
         Some(_) => return Err(format!("messages[{i}].content: must be a string or an array of content parts")),
     };
     if prompt.trim().is_empty() && !resume.is_empty() {
-        return Ok(RunInput { thread_id, run_id, prompt: String::new(), resume });
+        return Ok(RunInput { thread_id, run_id, prompt: String::new(), resume, messages: messages.clone() });
     }
     if prompt.trim().is_empty() {
         return Err(format!("messages[{i}].content: the latest user message has no text"));
@@ -155,7 +158,7 @@ pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
     if prompt.len() > MAX_PROMPT {
         return Err(format!("messages[{i}].content: longer than {MAX_PROMPT} bytes"));
     }
-    Ok(RunInput { thread_id, run_id, prompt, resume })
+    Ok(RunInput { thread_id, run_id, prompt, resume, messages: messages.clone() })
 }
 
 /// The route: validates, admits, then streams (or replays) the run in its mode.
@@ -318,7 +321,10 @@ mod tests {
             "messages":[{"id":"1","role":"user","content":"first"},{"id":"2","role":"assistant","content":"ok"},
             {"id":"3","role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}},{"type":"text","text":"b"}]}]}"#)
         .unwrap();
-        assert_eq!(i, RunInput { thread_id: "t".into(), run_id: "r".into(), prompt: "a\nb".into(), resume: vec![] });
+        assert_eq!((i.thread_id.as_str(), i.run_id.as_str(), i.prompt.as_str()), ("t", "r", "a\nb"));
+        assert!(i.resume.is_empty());
+        assert_eq!(i.messages.len(), 3);
+        assert_eq!(i.messages[1]["id"], "2");
     }
 
     #[test]

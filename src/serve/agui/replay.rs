@@ -8,7 +8,7 @@
 //!
 //! Imports only [`super`] and [`super::common`], never a mode.
 
-use super::common::Body;
+use super::common::{Body, Messages};
 use super::RunInput;
 use crate::agui::{TranslateOptions, Translator};
 use crate::events::{Data, Event, Exit, Seq};
@@ -55,12 +55,9 @@ fn pump(
         thread_id: Some(input.thread_id.clone()),
         run_id: Some(input.run_id.clone()),
     });
-    let emit = |events: Vec<crate::agui::AguiEvent>, body: &mut Body| -> io::Result<()> {
-        for e in events {
-            body.frame(e.to_frame().as_bytes())?;
-        }
-        Ok(())
-    };
+    // A run still live is joined: what it streamed so far comes as the
+    // thread's snapshot once the log is read to its end, then live.
+    let mut msgs = if follow && shared.cfg.record { Messages::catch_up(shared, input) } else { Messages::off() };
     let mut log = std::fs::File::open(rec.files.log(record::TASK)).ok();
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -74,7 +71,7 @@ fn pump(
             let line: Vec<u8> = pending.drain(..=i).collect();
             for ev in norm.push_at(&line[..line.len() - 1], None) {
                 let out = tr.push(&ev);
-                emit(out, body)?;
+                msgs.emit(out, body)?;
             }
             if tr.is_terminated() {
                 break 'read;
@@ -83,6 +80,8 @@ fn pump(
         if n > 0 {
             continue;
         }
+        // Caught up with the log as it stands: the rest is live.
+        msgs.go_live(body)?;
         // At the log's end: done unless the run is live and not ended.
         if !follow || rec.ended || shared.is_shutting_down() {
             break;
@@ -103,7 +102,7 @@ fn pump(
     if !pending.is_empty() && !tr.is_terminated() {
         for ev in norm.push_at(&pending, None) {
             let out = tr.push(&ev);
-            emit(out, body)?;
+            msgs.emit(out, body)?;
         }
     }
     // The agent's own end is not in the log: the journal says how it ended.
@@ -120,12 +119,12 @@ fn pump(
             data: Data::Exit(Exit { rc, ok: rc == 0, detail: Some(detail) }),
         };
         let out = tr.push(&ev);
-        emit(out, body)?;
+        msgs.emit(out, body)?;
     }
     for ev in norm.finish() {
         let out = tr.push(&ev);
-        emit(out, body)?;
+        msgs.emit(out, body)?;
     }
     let out = tr.finish();
-    emit(out, body)
+    msgs.emit(out, body)
 }
