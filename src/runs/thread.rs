@@ -389,28 +389,59 @@ mod tests {
     fn events_build_messages_as_the_client_does() {
         let mut t = Thread::default();
         t.put(json!({"id": "u1", "role": "user", "content": "hi"}));
-        let start = AguiEvent::TextMessageStart { message_id: "a1".into(), role: "assistant", timestamp: None };
+        let start = AguiEvent::TextMessageStart {
+            message_id: "a1".into(),
+            role: "assistant",
+            subagent_run_id: None,
+            timestamp: None,
+        };
         assert!(t.apply(&start).is_some());
-        t.apply(&AguiEvent::TextMessageContent { message_id: "a1".into(), delta: "he".into(), timestamp: None });
-        t.apply(&AguiEvent::TextMessageContent { message_id: "a1".into(), delta: "y".into(), timestamp: None });
-        let end = t.apply(&AguiEvent::TextMessageEnd { message_id: "a1".into(), timestamp: None }).unwrap();
+        t.apply(&AguiEvent::TextMessageContent {
+            message_id: "a1".into(),
+            delta: "he".into(),
+            subagent_run_id: None,
+            timestamp: None,
+        });
+        t.apply(&AguiEvent::TextMessageContent {
+            message_id: "a1".into(),
+            delta: "y".into(),
+            subagent_run_id: None,
+            timestamp: None,
+        });
+        let end = t
+            .apply(&AguiEvent::TextMessageEnd { message_id: "a1".into(), subagent_run_id: None, timestamp: None })
+            .unwrap();
         assert_eq!(end["content"], "hey");
         let call = AguiEvent::ToolCallStart {
             tool_call_id: "c1".into(),
             tool_call_name: "Bash".into(),
             parent_message_id: Some("a1".into()),
+            subagent_run_id: None,
             timestamp: None,
         };
         t.apply(&call);
-        t.apply(&AguiEvent::ToolCallArgs { tool_call_id: "c1".into(), delta: "{}".into(), timestamp: None });
-        let m = t.apply(&AguiEvent::ToolCallEnd { tool_call_id: "c1".into(), timestamp: None }).unwrap();
+        t.apply(&AguiEvent::ToolCallArgs {
+            tool_call_id: "c1".into(),
+            delta: "{}".into(),
+            subagent_run_id: None,
+            timestamp: None,
+        });
+        let m = t
+            .apply(&AguiEvent::ToolCallEnd { tool_call_id: "c1".into(), subagent_run_id: None, timestamp: None })
+            .unwrap();
         assert_eq!(m["toolCalls"][0]["function"]["arguments"], "{}");
-        t.apply(&AguiEvent::TextMessageStart { message_id: "a2".into(), role: "assistant", timestamp: None });
+        t.apply(&AguiEvent::TextMessageStart {
+            message_id: "a2".into(),
+            role: "assistant",
+            subagent_run_id: None,
+            timestamp: None,
+        });
         let r = AguiEvent::ToolCallResult {
             message_id: "r1".into(),
             tool_call_id: "c1".into(),
             content: "ok".into(),
             role: "tool",
+            subagent_run_id: None,
             timestamp: None,
         };
         t.apply(&r);
