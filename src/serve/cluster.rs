@@ -205,11 +205,9 @@ pub fn node_states() -> NodeStates {
 /// says it cannot, when the cluster is reachable).
 const LEASE_WAIT: Duration = Duration::from_secs(10);
 
-/// A node takes its name before it serves: `Err` the refusal (another
-/// machine holds it, named), for exit 2. A cluster that cannot be asked
-/// now does not stop the server (said on stderr).
-fn take_name(argv: &[String], bin: &str) -> Result<(), String> {
-    // The sidecar's argv less what only the long-lived node takes.
+/// `runwire-cluster lease …`: the node sidecar's argv less what only the
+/// long-lived node takes (its server's address and token file).
+fn lease_argv(argv: &[String]) -> Vec<String> {
     let mut a = vec!["lease".to_string()];
     let mut it = argv.iter().skip(1);
     while let Some(x) = it.next() {
@@ -219,8 +217,19 @@ fn take_name(argv: &[String], bin: &str) -> Result<(), String> {
             a.push(x.clone());
         }
     }
-    let child =
-        Command::new(program()).args(&a).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn();
+    a
+}
+
+/// A node takes its name before it serves: `Err` the refusal (another
+/// machine holds it, named), for exit 2. A cluster that cannot be asked
+/// now does not stop the server (said on stderr).
+fn take_name(argv: &[String], bin: &str) -> Result<(), String> {
+    let child = Command::new(program())
+        .args(lease_argv(argv))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
@@ -861,6 +870,17 @@ pub fn start(
                 let mut g = c2.lock().unwrap_or_else(|e| e.into_inner());
                 match g.as_mut().map(|c| c.try_wait()) {
                     Some(Ok(None)) => continue,
+                    // Exit 2: a usage error, or the node's name is another
+                    // machine's now (it said so): starting it again changes neither.
+                    Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) && st.code() == Some(2) => {
+                        cli::report(
+                            &bin,
+                            format!(
+                                "cluster: runwire-cluster ended ({st}, said above); serving locally, not restarting it"
+                            ),
+                        );
+                        s2.store(true, Ordering::SeqCst);
+                    }
                     Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) => {
                         cli::report(
                             &bin,
@@ -1087,6 +1107,10 @@ mod tests {
                 "/h"
             ]
         );
+        // The name is taken first with the same connection flags, without the server's address or token.
+        let lease =
+            lease_argv(&args(Some("nats://x:1"), Some("n1"), false).argv(home, 8787, Some(Path::new("/t"))).unwrap());
+        assert_eq!(lease, ["lease", "--url", "nats://x:1", "--node", "n1", "--home", "/h"]);
         let hub = args(Some("nats://x:1"), None, true).argv(home, 8787, None).unwrap();
         assert_eq!(hub, ["hub", "--url", "nats://x:1", "--home", "/h"]);
         assert_eq!(args(None, None, false).argv(home, 1, None), None);
