@@ -1,7 +1,8 @@
 //! `runwire-cluster`: the cluster sidecar (spec/CLUSTER.md).
 //!
 //! Exit codes: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup,
-//! control, nodes); 2 usage; 3 the cluster cannot be reached or lacks its
+//! control, nodes, lease); 2 usage, or the node's name is held by another
+//! machine (node, lease); 3 the cluster cannot be reached or lacks its
 //! streams and buckets (one-shot commands: node and hub wait for them).
 
 use clap::{Parser, Subcommand};

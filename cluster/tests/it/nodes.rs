@@ -178,4 +178,25 @@ fn a_node_name_is_one_machines_until_its_lease_expires_or_an_admin_frees_it() {
     let died = Instant::now();
     let took = wait_for("the dead node's lease to expire", 60, || (lease(&ha).0 == Some(0)).then(|| died.elapsed()));
     assert!(took >= Duration::from_secs(20), "the lease of a live-a-moment-ago node was free after {took:?}");
+    // A running node whose name is taken from under it (freed, then taken by
+    // another machine before its next beat) stops, exit 2, naming the holder.
+    let mut side = Command::new(cluster_bin());
+    side.args(["node", "--url", &nats.url, "--node", "alpha", "--heartbeat-ms", "3000", "--home"]).arg(&ha);
+    let err = std::env::temp_dir().join(format!("rw-nodes-taken-{}.err", std::process::id()));
+    let mut running = Proc(side.stdin(Stdio::null()).stderr(std::fs::File::create(&err).unwrap()).spawn().unwrap());
+    wait_for("alpha's lease held by home-a's node", 20, || {
+        nodes(&nats.url).into_iter().find(|n| n["node"] == "alpha" && n["pid"] == running.0.id())
+    });
+    let out = Command::new(cluster_bin()).args(["nodes", "--url", &nats.url, "--remove", "alpha"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lease(&hb).0, Some(0), "the freed name is taken by home-b");
+    let code =
+        wait_for("the node whose name was taken to stop", 15, || running.0.try_wait().unwrap().map(|s| s.code()));
+    let said = std::fs::read_to_string(&err).unwrap_or_default();
+    let _ = std::fs::remove_file(&err);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("node alpha: the name is held by host") && said.contains(&hb.display().to_string()),
+        "{said}"
+    );
 }
