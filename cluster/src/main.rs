@@ -133,7 +133,8 @@ enum Cmd {
         #[arg(long, value_name = "ID")]
         since: Option<u64>,
     },
-    /// Print each node's last heartbeat, one JSON object a line: {"node","ts","ageMs",...}.
+    /// Print each node's last heartbeat, one JSON object a line: {"node","ts","ageMs","state",...}
+    /// (state: up, or lost after three missed beats).
     Nodes {
         #[command(flatten)]
         conn: conn::Conn,
@@ -406,7 +407,12 @@ async fn nodes(client: async_nats::Client) -> anyhow::Result<()> {
         if let Ok(Some(v)) = kv.get(&k).await {
             if let Ok(serde_json::Value::Object(mut o)) = serde_json::from_slice(&v) {
                 let ts = o.get("ts").and_then(|t| t.as_u64()).unwrap_or(0);
-                o.insert("ageMs".into(), now.saturating_sub(ts).into());
+                let age = now.saturating_sub(ts);
+                o.insert("ageMs".into(), age.into());
+                // As a hub judges it (spec/CLUSTER.md, "Nodes"), by this machine's clock.
+                let every = o.get("intervalMs").and_then(|t| t.as_u64()).unwrap_or(2000);
+                let lost = age > every.saturating_mul(liveness::MISSED_BEATS);
+                o.insert("state".into(), if lost { "lost" } else { "up" }.into());
                 println!("{}", serde_json::Value::Object(o));
             }
         }

@@ -100,10 +100,18 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
         runs_of(&hub, "alpha").into_iter().find(|r| r["runId"] == id_a && r["nodeState"] == "lost")
     });
     let lost_after = killed.elapsed();
+    eprintln!("nodes: alpha listed lost {lost_after:?} after its SIGKILL");
     let since = run["nodeLostSince"].as_u64().unwrap();
     assert!(since <= killed_ms && since + 5_000 > killed_ms, "lost since its last beat: {since} vs killed {killed_ms}");
     assert!(lost_after >= Duration::from_secs(4), "lost after {lost_after:?}: before three beats were missed");
     assert_eq!(state("beta", &id_b).as_deref(), Some("up"));
+    // `runwire-cluster nodes` says so too.
+    wait_for("runwire-cluster nodes: alpha lost, beta up", 5, || {
+        let n = nodes(&nats.url);
+        let st =
+            |name: &str| n.iter().find(|x| x["node"] == name).map(|x| x["state"].as_str().unwrap_or("").to_string());
+        (st("alpha").as_deref() == Some("lost") && st("beta").as_deref() == Some("up")).then_some(())
+    });
     // The whole listing says it too.
     let all = hub.get_json("/runs");
     let r = all["runs"].as_array().unwrap().iter().find(|r| r["runId"] == id_a).unwrap().clone();
