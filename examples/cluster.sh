@@ -11,15 +11,17 @@
 #   bash examples/cluster.sh            # and open the printed address
 #   CLUSTER_EXAMPLE_CHECK=1 bash examples/cluster.sh   # exits 0 once the hub lists both nodes' runs
 #
-# Ports: NATS clients 14222-14224, routes 16222-16224, HTTP: hub 8790,
-# alpha 8791, beta 8792 (BASE_PORT shifts the NATS ones).
+# Ports: free ones, picked as it starts. Each runwire-serve listens on port
+# 0 (the kernel's pick) and is reached at the address its own first stdout
+# line names; each nats-server must say in its log that it listens on the
+# port it was given, and runs on: a foreign server on a port is never the
+# one talked to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v nats-server >/dev/null || { echo "cluster.sh: nats-server is not on PATH (apt-get install nats-server)" >&2; exit 3; }
 cargo build --quiet --workspace --bins
 bin=$PWD/target/debug
-base=${BASE_PORT:-14222}
 work=$(mktemp -d /tmp/runwire-cluster-example.XXXXXX)
 pids=()
 cleanup() {
@@ -44,16 +46,36 @@ for user in admin hub node-alpha node-beta; do
 done
 as() { echo --cluster-user "$1" --cluster-password-file "$work/$1.pw"; }
 
+# Six free ports (clients, routes): bound to port 0 and let go, so taken
+# only if another program grabs one in between (then a server below says
+# so and the script stops).
+read -r -a ports <<<"$(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(6)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')"
 urls=()
 for i in 0 1 2; do
   routes=()
-  for j in 0 1 2; do [ "$j" = "$i" ] || routes+=("nats://127.0.0.1:$((base + 2000 + j))"); done
+  for j in 0 1 2; do [ "$j" = "$i" ] || routes+=("nats://127.0.0.1:${ports[$((3 + j))]}"); done
   env "${pwenv[@]}" nats-server -c "$work/accounts-include.conf" \
-    -a 127.0.0.1 -p $((base + i)) -n "s$i" -js -sd "$work/js-$i" \
-    --cluster_name runwire-example --cluster "nats://127.0.0.1:$((base + 2000 + i))" \
+    -a 127.0.0.1 -p "${ports[$i]}" -n "s$i" -js -sd "$work/js-$i" \
+    --cluster_name runwire-example --cluster "nats://127.0.0.1:${ports[$((3 + i))]}" \
     --routes "$(IFS=,; echo "${routes[*]}")" 2>"$work/nats-$i.log" &
   pids+=($!)
-  urls+=("nats://127.0.0.1:$((base + i))")
+  urls+=("nats://127.0.0.1:${ports[$i]}")
+done
+# Each server is ours: it says it listens on its port, and it is still running.
+for i in 0 1 2; do
+  for _ in $(seq 100); do
+    grep -q "Listening for client connections on 127.0.0.1:${ports[$i]}" "$work/nats-$i.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  if ! grep -q "Listening for client connections on 127.0.0.1:${ports[$i]}" "$work/nats-$i.log" \
+    || ! kill -0 "${pids[$i]}" 2>/dev/null; then
+    echo "cluster.sh: nats-server s$i did not start on port ${ports[$i]}: $(tail -n 3 "$work/nats-$i.log")" >&2
+    exit 3
+  fi
 done
 url=$(IFS=,; echo "${urls[*]}")
 
@@ -66,40 +88,52 @@ for _ in $(seq 60); do
 done
 "$bin/runwire-cluster" setup --url "$url" --replicas 3 --user admin --password-file "$work/admin.pw"
 
-serve() { # name port args...
-  local name=$1 port=$2
-  shift 2
+declare -A port
+serve() { # name args...: its port is the one it picked (its first stdout line)
+  local name=$1 line=''
+  shift
   mkdir -p "$work/$name"
-  HARNESS_HOME=$work/$name "$bin/runwire-serve" --listen "127.0.0.1:$port" --cluster "$url" "$@" \
+  HARNESS_HOME=$work/$name "$bin/runwire-serve" --listen 127.0.0.1:0 --cluster "$url" "$@" \
     >"$work/$name.out" 2>"$work/$name.err" &
-  pids+=($!)
-  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/runs" >/dev/null && return; sleep 0.1; done
-  echo "cluster.sh: $name did not start: $(cat "$work/$name.err")" >&2
-  exit 3
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 100); do
+    line=$(head -n 1 "$work/$name.out" 2>/dev/null || true)
+    [ -n "$line" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  port[$name]=${line##*:}
+  if ! [[ ${port[$name]} =~ ^[0-9]+$ ]] || ! kill -0 "$pid" 2>/dev/null \
+    || ! curl -fs "http://127.0.0.1:${port[$name]}/runs" >/dev/null; then
+    echo "cluster.sh: $name did not start: $(cat "$work/$name.err")" >&2
+    exit 3
+  fi
 }
 # shellcheck disable=SC2046 # as USER: two flags and their values, no spaces
-serve alpha 8791 --node alpha $(as node-alpha)
+serve alpha --node alpha $(as node-alpha)
 # shellcheck disable=SC2046
-serve beta 8792 --node beta $(as node-beta)
+serve beta --node beta $(as node-beta)
 # shellcheck disable=SC2046
-serve hub 8790 --hub $(as hub)
+serve hub --hub $(as hub)
+hub=http://127.0.0.1:${port[hub]}
 
 # A run on each node: the bundled recorded Claude run, replayed.
-for port in 8791 8792; do
-  curl -fsN -X POST "http://127.0.0.1:$port/agui" -H 'Content-Type: application/json' \
+for p in "${port[alpha]}" "${port[beta]}"; do
+  curl -fsN -X POST "http://127.0.0.1:$p/agui" -H 'Content-Type: application/json' \
     -d '{"threadId":"t1","runId":"demo-1","messages":[{"id":"u1","role":"user","content":"hi"}]}' >/dev/null
 done
 
 for _ in $(seq 300); do
-  n=$(curl -fs http://127.0.0.1:8790/runs | jq '.runs | length' 2>/dev/null || echo 0)
+  n=$(curl -fs "$hub/runs" | jq '[.runs[] | select(.node == "alpha" or .node == "beta")] | length' 2>/dev/null || echo 0)
   [ "$n" -ge 2 ] && break
   sleep 0.1
 done
 echo "the hub lists $n runs:"
-curl -fs http://127.0.0.1:8790/runs | jq -r '.runs[] | "  \(.runId)  \(.status)"'
+curl -fs "$hub/runs" | jq -r '.runs[] | "  \(.runId)  \(.status)  node \(.node) \(.nodeState)"'
 [ -n "${CLUSTER_EXAMPLE_CHECK:-}" ] && { [ "$n" -ge 2 ]; exit; }
 echo
-echo "studio at the hub: http://127.0.0.1:8790/   (alpha: http://127.0.0.1:8791/, beta: http://127.0.0.1:8792/)"
+echo "studio at the hub: $hub/   (alpha: http://127.0.0.1:${port[alpha]}/, beta: http://127.0.0.1:${port[beta]}/)"
 echo "node heartbeats:   $bin/runwire-cluster nodes --url $url --user hub --password-file $work/hub.pw"
 echo "Ctrl-C stops the cluster, the nodes and the hub."
 wait

@@ -629,7 +629,12 @@ impl FeedClient<'_> {
         self.pos = m.seq;
         let seq = m.seq;
         let node = m.subject.strip_prefix("rwfeed.").filter(|n| names::valid_node(n));
-        let frame = match node.and_then(|n| hub_event(n, seq, &m.payload)) {
+        // A hub's `node` event (spec/CLUSTER.md, "Nodes"): as published, its id the sequence.
+        let liveness = m.subject.strip_prefix("rwnode.").filter(|n| names::valid_node(n)).and_then(|_| {
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
+            (v.get("type")? == "node").then(|| String::from_utf8(runwire::runs::feed::with_id(&m.payload, seq)).ok())?
+        });
+        let frame = match liveness.or_else(|| node.and_then(|n| hub_event(n, seq, &m.payload))) {
             Some(json) => self.filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n")),
             None => {
                 let ev = serde_json::json!({"type": "skipped", "id": seq, "size": m.payload.len(),

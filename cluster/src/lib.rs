@@ -10,6 +10,7 @@ pub mod conn;
 pub mod control;
 pub mod hub;
 pub mod keys;
+pub mod liveness;
 pub mod names;
 pub mod node;
 pub mod setup;

@@ -1,12 +1,13 @@
 //! `runwire-cluster`: the cluster sidecar (spec/CLUSTER.md).
 //!
 //! Exit codes: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup,
-//! control, nodes); 2 usage; 3 the cluster cannot be reached or lacks its
+//! control, nodes, lease); 2 usage, or the node's name is held by another
+//! machine (node, lease); 3 the cluster cannot be reached or lacks its
 //! streams and buckets (one-shot commands: node and hub wait for them).
 
 use clap::{Parser, Subcommand};
 use runwire::cli::Exit;
-use runwire_cluster::{channel, conn, control, hub, names, node, report, setup};
+use runwire_cluster::{channel, conn, control, hub, liveness, names, node, report, setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use std::time::Duration;
 #[command(
     name = "runwire-cluster",
     version,
-    after_help = "Exit status: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup, control, nodes); 2 usage error; 3 the cluster cannot be reached or lacks its streams and buckets (setup, control, nodes; node and hub wait for them, saying so on stderr).\nEnvironment: RUNWIRE_CLUSTER_PASSWORD, the password of --user without --password-file; RUNWIRE_CLUSTER_TOKEN, the token when no credentials are given (files are better: an agent started by the node's server inherits its environment).\nSee spec/CLUSTER.md (Security) and examples/cluster/accounts.conf."
+    after_help = "Exit status: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup, control, nodes, lease); 2 usage error, or the node's name is held by another machine (node, lease); 3 the cluster cannot be reached or lacks its streams and buckets (setup, control, nodes; node and hub wait for them, saying so on stderr).\nEnvironment: RUNWIRE_CLUSTER_PASSWORD, the password of --user without --password-file; RUNWIRE_CLUSTER_TOKEN, the token when no credentials are given (files are better: an agent started by the node's server inherits its environment).\nSee spec/CLUSTER.md (Security) and examples/cluster/accounts.conf."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -52,8 +53,9 @@ enum Cmd {
         /// (changes are published as soon as inotify reports them).
         #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
         poll_ms: u64,
-        /// How often the node's heartbeat is written, in milliseconds.
-        #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+        /// How often the node's heartbeat (its name's lease) is written, in milliseconds. Hubs
+        /// call the node lost after three missed beats.
+        #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=liveness::MAX_HEARTBEAT_MS))]
         heartbeat_ms: u64,
         /// This node's runwire-serve (HOST:PORT): control requests from the cluster (rwctl.NAME)
         /// are made to it, so they follow its routes' rules. Without it, none are answered.
@@ -131,10 +133,27 @@ enum Cmd {
         #[arg(long, value_name = "ID")]
         since: Option<u64>,
     },
-    /// Print each node's last heartbeat, one JSON object a line: {"node","ts","ageMs",...}.
+    /// Print each node's last heartbeat, one JSON object a line: {"node","ts","ageMs","state",...}
+    /// (state: up, or lost after three missed beats).
     Nodes {
         #[command(flatten)]
         conn: conn::Conn,
+        /// Free the name NAME (its lease) instead: for a node that is dead (admin credentials;
+        /// a live node takes its name back at its next heartbeat).
+        #[arg(long, value_name = "NAME")]
+        remove: Option<String>,
+    },
+    /// Take (or renew) node NAME's lease for the harness home, once, and exit: 0 taken, 2 held
+    /// by another machine (named on stderr). runwire-serve --node does this before it starts.
+    Lease {
+        #[command(flatten)]
+        conn: conn::Conn,
+        /// The node's name.
+        #[arg(long, value_name = "NAME")]
+        node: String,
+        /// The node's harness home (default $HARNESS_HOME, else ~/.harness): its holder id.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
     },
 }
 
@@ -143,7 +162,12 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Cmd::Node { node, .. } | Cmd::Control { node, .. } | Cmd::Agui { node, .. } = &cli.cmd {
+    if let Cmd::Node { node, .. }
+    | Cmd::Control { node, .. }
+    | Cmd::Agui { node, .. }
+    | Cmd::Lease { node, .. }
+    | Cmd::Nodes { remove: Some(node), .. } = &cli.cmd
+    {
         if let Err(e) = names::check_node(node) {
             report(format!("--node: {e}"));
             return Exit::Usage.into();
@@ -156,10 +180,11 @@ fn main() -> ExitCode {
         | Cmd::Control { conn, .. }
         | Cmd::Agui { conn, .. }
         | Cmd::Feed { conn, .. }
-        | Cmd::Nodes { conn } => conn.clone(),
+        | Cmd::Lease { conn, .. }
+        | Cmd::Nodes { conn, .. } => conn.clone(),
     };
     // A node's replies come to its own inbox (the only one its user may read).
-    if let Cmd::Node { node, .. } = &cli.cmd {
+    if let Cmd::Node { node, .. } | Cmd::Lease { node, .. } = &cli.cmd {
         conn.inbox_prefix.get_or_insert_with(|| conn::node_inbox(node));
     }
     if let Err(e) = conn::check(&conn) {
@@ -187,6 +212,7 @@ fn main() -> ExitCode {
             Cmd::Node { node, .. } => format!("node {node}"),
             Cmd::Hub { .. } => "hub".to_string(),
             Cmd::Nodes { .. } => "nodes".to_string(),
+            Cmd::Lease { node, .. } => format!("lease {node}"),
             Cmd::Control { .. } => "control".to_string(),
             Cmd::Agui { .. } => "agui".to_string(),
             Cmd::Feed { .. } => "feed".to_string(),
@@ -248,6 +274,7 @@ fn main() -> ExitCode {
                 }
                 Cmd::Hub { home, channel, .. } => {
                     let o = hub::Opts { home: home.unwrap_or_else(runwire::runs::harness_home) };
+                    tokio::spawn(liveness::watch(client.clone(), o.home.clone()));
                     if channel {
                         let role =
                             channel::Role::Hub { client: client.clone(), fanout: hub::Fanout::start(client.clone()) };
@@ -260,7 +287,17 @@ fn main() -> ExitCode {
                         hub::run(client, o).await
                     }
                 }
+                Cmd::Nodes { remove: Some(n), .. } => liveness::remove(client, &n).await,
                 Cmd::Nodes { .. } => nodes(client).await,
+                Cmd::Lease { node, home, .. } => {
+                    let home = home.unwrap_or_else(runwire::runs::harness_home);
+                    let js = async_nats::jetstream::new(client);
+                    let (_, _, _, nodes) = node::bind(&js).await?;
+                    let me = liveness::Me::new(&node, &home, Duration::from_millis(2000))?;
+                    let rev = liveness::take(&nodes, &me).await?;
+                    println!("{}", serde_json::json!({"node": node, "holder": me.holder, "revision": rev}));
+                    Ok(())
+                }
                 Cmd::Feed { query, since, .. } => {
                     let (sink, done) = channel::Sink::text(tokio::io::stdout());
                     hub::Fanout::start(client).client(&query, since, &sink).await;
@@ -329,6 +366,11 @@ fn main() -> ExitCode {
     rt.shutdown_timeout(Duration::from_millis(100));
     match r {
         Ok(()) => Exit::Ok.into(),
+        // Another machine holds the node's name.
+        Err(e) if e.is::<liveness::Refused>() => {
+            report(format!("{e:#}"));
+            Exit::Usage.into()
+        }
         Err(e) => {
             report(format!("{e:#}"));
             Exit::Io.into()
@@ -365,7 +407,12 @@ async fn nodes(client: async_nats::Client) -> anyhow::Result<()> {
         if let Ok(Some(v)) = kv.get(&k).await {
             if let Ok(serde_json::Value::Object(mut o)) = serde_json::from_slice(&v) {
                 let ts = o.get("ts").and_then(|t| t.as_u64()).unwrap_or(0);
-                o.insert("ageMs".into(), now.saturating_sub(ts).into());
+                let age = now.saturating_sub(ts);
+                o.insert("ageMs".into(), age.into());
+                // As a hub judges it (spec/CLUSTER.md, "Nodes"), by this machine's clock.
+                let every = o.get("intervalMs").and_then(|t| t.as_u64()).unwrap_or(2000);
+                let lost = age > every.saturating_mul(liveness::MISSED_BEATS);
+                o.insert("state".into(), if lost { "lost" } else { "up" }.into());
                 println!("{}", serde_json::Value::Object(o));
             }
         }

@@ -128,7 +128,25 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
     let (files, feed, runs, nodes) = retry("bind", || bind(&js)).await;
     let chunk = chunk_size(&client);
-    tokio::spawn(heartbeat(nodes, o.node.clone(), o.heartbeat));
+    // The name is a lease, taken before anything is published under it.
+    let me = crate::liveness::Me::new(&o.node, &o.home, o.heartbeat)?;
+    let rev = loop {
+        match crate::liveness::take(&nodes, &me).await {
+            Ok(rev) => break rev,
+            Err(e) if e.is::<crate::liveness::Refused>() => return Err(e),
+            Err(e) => {
+                crate::report(format!("cluster: lease: {e:#} (retrying)"));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    tokio::spawn(async move {
+        if let Err(e) = crate::liveness::heartbeat(nodes, me, rev).await {
+            // Another machine has the name now: nothing more is published under it.
+            crate::report(format!("{e:#}"));
+            std::process::exit(runwire::cli::Exit::Usage as i32);
+        }
+    });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     // Watching starts before the first round reads anything, so no change falls between.
     let wake = match Wake::start(&o.home, tx) {
@@ -227,17 +245,6 @@ where
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
-    }
-}
-
-async fn heartbeat(nodes: kv::Store, node: String, every: Duration) {
-    let started = now_ms();
-    loop {
-        let v = json!({"node": node, "ts": now_ms(), "started": started, "pid": std::process::id(),
-            "intervalMs": every.as_millis() as u64, "version": env!("CARGO_PKG_VERSION")});
-        // A failed beat is the next one's job; the publisher says what is wrong.
-        let _ = nodes.put(&node, Bytes::from(v.to_string())).await;
-        tokio::time::sleep(every).await;
     }
 }
 

@@ -28,8 +28,9 @@ pub fn streams(o: &Opts) -> Vec<stream::Config> {
     vec![
         stream::Config {
             name: names::FEED_STREAM.into(),
-            subjects: vec!["rwfeed.*".into()],
-            description: Some("runwire: each node's change feed (spec/CLUSTER.md)".into()),
+            // rwnode.<node>: a hub's `node` events (lost, up again), in the same feed.
+            subjects: vec!["rwfeed.*".into(), "rwnode.*".into()],
+            description: Some("runwire: each node's change feed, and the nodes' liveness (spec/CLUSTER.md)".into()),
             ..base.clone()
         },
         stream::Config {
@@ -59,22 +60,30 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The buckets' streams: history 1, new writes refused when full.
+/// The buckets' streams: history 1, new writes refused when full. The
+/// nodes bucket's beats are the names' leases: kept [`crate::liveness::LEASE`]
+/// (nats-server 2.9 has no per-key TTL), so a dead node's name is freed.
 pub fn buckets(o: &Opts) -> Vec<stream::Config> {
-    [(names::RUNS_BUCKET, "run summaries"), (names::NODES_BUCKET, "node heartbeats")]
-        .into_iter()
-        .map(|(bucket, what)| stream::Config {
-            name: format!("KV_{bucket}"),
-            description: Some(format!("runwire: {what} (spec/CLUSTER.md)")),
-            subjects: vec![format!("$KV.{bucket}.>")],
-            max_messages_per_subject: 1,
-            num_replicas: o.replicas,
-            storage: stream::StorageType::File,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: stream::DiscardPolicy::New,
-            ..Default::default()
-        })
-        .collect()
+    [
+        (names::RUNS_BUCKET, "run summaries", None),
+        (names::NODES_BUCKET, "node heartbeats (leases)", Some(crate::liveness::LEASE)),
+    ]
+    .into_iter()
+    .map(|(bucket, what, lease)| stream::Config {
+        name: format!("KV_{bucket}"),
+        description: Some(format!("runwire: {what} (spec/CLUSTER.md)")),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        num_replicas: o.replicas,
+        storage: stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        max_age: lease.unwrap_or_default(),
+        // At most max_age (the server refuses more); nothing here relies on it.
+        duplicate_window: lease.unwrap_or_default(),
+        ..Default::default()
+    })
+    .collect()
 }

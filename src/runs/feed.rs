@@ -36,8 +36,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Event types, in the `type` field of every event.
-pub const TYPES: [&str; 7] = ["created", "task", "run", "needs_input", "input_answered", "ended", "removed"];
+/// Event types, in the `type` field of every event. `node` (a node of a
+/// cluster lost or up again) is only in a hub's feed (spec/CLUSTER.md).
+pub const TYPES: [&str; 8] = ["created", "task", "run", "needs_input", "input_answered", "ended", "removed", "node"];
 
 /// Statuses that end a run (an `ended` event is a move into one of them).
 fn is_end(status: &str) -> bool {

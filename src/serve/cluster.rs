@@ -181,6 +181,92 @@ pub fn is_hub() -> bool {
     HUB_HOME.get().is_some()
 }
 
+/// A node's liveness at a hub: its state (`up`, `lost`) and since when (ms
+/// since the epoch).
+pub type NodeStates = std::collections::HashMap<String, (String, u64)>;
+
+/// At a hub, each node's liveness as its sidecar judges it (from the
+/// heartbeats: spec/CLUSTER.md, "Nodes"), read from the small file it keeps,
+/// `$HOME/cluster/nodes.json`; empty elsewhere or before the first judgement.
+pub fn node_states() -> NodeStates {
+    let Some(home) = HUB_HOME.get() else { return NodeStates::new() };
+    let Ok(bytes) = std::fs::read(home.join("cluster").join("nodes.json")) else { return NodeStates::new() };
+    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(&bytes) else { return NodeStates::new() };
+    m.into_iter()
+        .filter_map(|(n, v)| {
+            let state = v.get("state")?.as_str()?.to_string();
+            Some((n, (state, v.get("since").and_then(|s| s.as_u64()).unwrap_or(0))))
+        })
+        .collect()
+}
+
+/// How long a node's server waits for the cluster to say whether its name
+/// is free before it starts anyway (its sidecar then takes the name, or
+/// says it cannot, when the cluster is reachable).
+const LEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// `runwire-cluster lease …`: the node sidecar's argv less what only the
+/// long-lived node takes (its server's address and token file).
+fn lease_argv(argv: &[String]) -> Vec<String> {
+    let mut a = vec!["lease".to_string()];
+    let mut it = argv.iter().skip(1);
+    while let Some(x) = it.next() {
+        if x == "--local" || x == "--local-token-file" {
+            it.next();
+        } else {
+            a.push(x.clone());
+        }
+    }
+    a
+}
+
+/// A node takes its name before it serves: `Err` the refusal (another
+/// machine holds it, named), for exit 2. A cluster that cannot be asked
+/// now does not stop the server (said on stderr).
+fn take_name(argv: &[String], bin: &str) -> Result<(), String> {
+    let child = Command::new(program())
+        .args(lease_argv(argv))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            cli::report(bin, format!("cluster: cannot start {}: {e}", program().display()));
+            return Ok(());
+        }
+    };
+    let deadline = std::time::Instant::now() + LEASE_WAIT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                let err = err.lines().last().unwrap_or("").trim();
+                let err = err.strip_prefix("runwire-cluster: ").unwrap_or(err).to_string();
+                return match st.code() {
+                    Some(0) => Ok(()),
+                    Some(2) => Err(format!("--cluster: {err}")),
+                    _ => {
+                        cli::report(bin, format!("cluster: the node's name could not be taken now ({err}); its sidecar takes it when the cluster answers"));
+                        Ok(())
+                    }
+                };
+            }
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                cli::report(bin, format!("cluster: no answer about the node's name within {} s; its sidecar takes it when the cluster answers", LEASE_WAIT.as_secs()));
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// A hub's harness home (where it remembers each thread's node).
 static HUB_HOME: OnceLock<PathBuf> = OnceLock::new();
 /// The channel to this server's sidecar (set by [`start`]).
@@ -732,8 +818,20 @@ fn spawn(argv: &[String]) -> std::io::Result<Child> {
 
 /// Starts the sidecar when `--cluster` is given, for the server on `port`
 /// (with `token_file`); `bin` names the server in messages.
-pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Path>, bin: &str) -> Option<Sidecar> {
-    let mut argv = args.argv(home, port, token_file)?;
+///
+/// A node first takes its name (a lease in the cluster): `Err` when
+/// another machine holds it (exit 2).
+pub fn start(
+    args: &ClusterArgs,
+    home: &Path,
+    port: u16,
+    token_file: Option<&Path>,
+    bin: &str,
+) -> Result<Option<Sidecar>, String> {
+    let Some(mut argv) = args.argv(home, port, token_file) else { return Ok(None) };
+    if !args.hub {
+        take_name(&argv, bin)?;
+    }
     argv.push("--channel".into());
     let ch = CHANNEL.get_or_init(|| Arc::new(Channel::default())).clone();
     if args.hub {
@@ -772,6 +870,17 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
                 let mut g = c2.lock().unwrap_or_else(|e| e.into_inner());
                 match g.as_mut().map(|c| c.try_wait()) {
                     Some(Ok(None)) => continue,
+                    // Exit 2: a usage error, or the node's name is another
+                    // machine's now (it said so): starting it again changes neither.
+                    Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) && st.code() == Some(2) => {
+                        cli::report(
+                            &bin,
+                            format!(
+                                "cluster: runwire-cluster ended ({st}, said above); serving locally, not restarting it"
+                            ),
+                        );
+                        s2.store(true, Ordering::SeqCst);
+                    }
                     Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) => {
                         cli::report(
                             &bin,
@@ -793,7 +902,7 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
             }
         }
     });
-    Some(Sidecar { child, stop })
+    Ok(Some(Sidecar { child, stop }))
 }
 
 impl Drop for Sidecar {
@@ -998,6 +1107,10 @@ mod tests {
                 "/h"
             ]
         );
+        // The name is taken first with the same connection flags, without the server's address or token.
+        let lease =
+            lease_argv(&args(Some("nats://x:1"), Some("n1"), false).argv(home, 8787, Some(Path::new("/t"))).unwrap());
+        assert_eq!(lease, ["lease", "--url", "nats://x:1", "--node", "n1", "--home", "/h"]);
         let hub = args(Some("nats://x:1"), None, true).argv(home, 8787, None).unwrap();
         assert_eq!(hub, ["hub", "--url", "nats://x:1", "--home", "/h"]);
         assert_eq!(args(None, None, false).argv(home, 1, None), None);

@@ -745,7 +745,8 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             })
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
-    let sidecar = cluster::start(&args.cluster, &shared.cfg.harness_home, addr.port(), args.token_file.as_deref(), BIN);
+    let sidecar = cluster::start(&args.cluster, &shared.cfg.harness_home, addr.port(), args.token_file.as_deref(), BIN)
+        .map_err(StartError::Usage)?;
     accept_loop(&listener, &shared, &wake_rx);
     drop(sidecar);
     // Streams notice the flag within a tick, stop their agents (TERM, grace,

@@ -79,8 +79,9 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
     // Through the run index, as `runs list`.
     let mut page = crate::runs::list::page(&reg, &q);
     if hub {
+        let states = super::cluster::node_states();
         for item in &mut page.items {
-            *item = with_node(item);
+            *item = with_node(item, &states);
         }
     }
     let mut tail = String::new();
@@ -102,8 +103,11 @@ fn node_filter(mut q: Query, node: Option<String>, hub: bool) -> Result<Query, S
 }
 
 /// A hub's run summary with its `node` (its id is `<node>.<run>`: node
-/// names have no `.`), first: `{"node":"alpha","activityMs":…`.
-fn with_node(summary: &std::sync::Arc<str>) -> std::sync::Arc<str> {
+/// names have no `.`) and the node's liveness, first:
+/// `{"node":"alpha","nodeState":"lost","nodeLostSince":…,"activityMs":…`
+/// (`up`, `lost` with the time of its last heartbeat, or `unknown`: no
+/// heartbeat seen).
+fn with_node(summary: &std::sync::Arc<str>, states: &super::cluster::NodeStates) -> std::sync::Arc<str> {
     let node = summary
         .split_once(r#""runId":""#)
         .and_then(|(_, rest)| rest.split_once('"')?.0.split_once('.'))
@@ -112,7 +116,12 @@ fn with_node(summary: &std::sync::Arc<str>) -> std::sync::Arc<str> {
     match (node, summary.strip_prefix('{')) {
         (Some(n), Some(rest)) => {
             let sep = if rest.starts_with('}') { "" } else { "," };
-            format!(r#"{{"node":"{n}"{sep}{rest}"#).into()
+            let state = match states.get(n) {
+                Some((s, since)) if s == "lost" => format!(r#""nodeState":"lost","nodeLostSince":{since}"#),
+                Some((s, _)) if s == "up" => r#""nodeState":"up""#.to_string(),
+                _ => r#""nodeState":"unknown""#.to_string(),
+            };
+            format!(r#"{{"node":"{n}",{state}{sep}{rest}"#).into()
         }
         _ => summary.clone(),
     }
@@ -439,10 +448,21 @@ mod tests {
     #[test]
     fn a_hubs_summaries_name_their_node_and_filter_by_it() {
         let s: std::sync::Arc<str> = r#"{"activityMs":1,"runId":"alpha.abc--x.y","status":"done"}"#.into();
-        assert_eq!(&*with_node(&s), r#"{"node":"alpha","activityMs":1,"runId":"alpha.abc--x.y","status":"done"}"#);
+        let none = Default::default();
+        assert_eq!(
+            &*with_node(&s, &none),
+            r#"{"node":"alpha","nodeState":"unknown","activityMs":1,"runId":"alpha.abc--x.y","status":"done"}"#
+        );
+        // The node's liveness, as the hub's sidecar judged it.
+        let mut states = super::super::cluster::NodeStates::new();
+        states.insert("alpha".into(), ("lost".into(), 1700));
+        let lost = with_node(&s, &states);
+        assert!(lost.starts_with(r#"{"node":"alpha","nodeState":"lost","nodeLostSince":1700,"activityMs":1,"#));
+        states.insert("alpha".into(), ("up".into(), 1800));
+        assert!(with_node(&s, &states).starts_with(r#"{"node":"alpha","nodeState":"up","activityMs":1,"#));
         // Not a node's run (no `<node>.`): left as it is.
         let local: std::sync::Arc<str> = r#"{"runId":"abc--x","status":"done"}"#.into();
-        assert_eq!(&*with_node(&local), &*local);
+        assert_eq!(&*with_node(&local, &states), &*local);
         let q = node_filter(Query::default(), Some("beta".into()), true).unwrap();
         assert_eq!(q.id_prefix.as_deref(), Some("beta."));
         assert!(node_filter(Query::default(), Some("a.b".into()), true).is_err());

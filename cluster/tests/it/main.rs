@@ -11,4 +11,5 @@ mod channel;
 mod cluster;
 mod hub_studio;
 mod node_field;
+mod nodes;
 mod security;

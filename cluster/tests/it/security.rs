@@ -290,7 +290,7 @@ fn a_nodes_credentials_publish_only_as_that_node_and_only_the_hub_sends_control(
     run.finish();
     // The node and the hub, each with its own user: the minimal
     // permissions let them do their work, with no violation at all.
-    let _alpha = node_proc(&nats, &nats.url, "alpha", &home, &[]);
+    let mut alpha_node = node_proc(&nats, &nats.url, "alpha", &home, &[]);
     let _hub = Proc(
         Command::new(cluster_bin())
             .args(["hub", "--url", &nats.url, "--home"])
@@ -403,6 +403,23 @@ fn a_nodes_credentials_publish_only_as_that_node_and_only_the_hub_sends_control(
     // The servers log what they refused (so the clean log above meant something).
     let logged = nats.violations();
     assert!(logged.iter().any(|l| l.contains("rwctl.beta") && l.contains("node-alpha")), "{logged:?}");
+    // Names: only an admin frees one (a purge of the nodes bucket).
+    for user in ["node-alpha", "hub"] {
+        let out = nats.cluster(user, &nats.url, &["nodes", "--remove", "beta"], &[]);
+        assert!(!out.status.success(), "{user} freed a node's name");
+    }
+    // A node lost: the hub says so in the feed with its own permissions (rwnode.<node>), no violation.
+    alpha_node.kill();
+    let lost = wait_for("the node event in the feed stream", 20, || {
+        let m = messages(&nats, names::FEED_STREAM, "rwnode.alpha");
+        m.into_iter().find(|(_, _, p)| String::from_utf8_lossy(p).contains(r#""state":"lost""#))
+    });
+    assert!(String::from_utf8_lossy(&lost.2).contains(r#""type":"node""#));
+    let after = nats.violations();
+    // (The refused purges above are the only violations about the nodes bucket.)
+    assert!(!after.iter().any(|l| l.contains("rwnode") || l.contains("DIRECT.GET")), "{after:?}");
+    let out = nats.cluster("admin", &nats.url, &["nodes", "--remove", "alpha"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     drop(nats);
 }
 

@@ -130,3 +130,29 @@ export function taskReason(state, detail) {
   if (!['halted', 'failed'].includes(state)) return '';
   return typeof detail === 'string' ? detail : '';
 }
+
+/** Statuses of a run still going: at a hub, stale once its node is lost. */
+const ACTIVE = ['running', 'needs_input', 'pending', 'queued'];
+
+/**
+ * At a hub (spec/CLUSTER.md, "Nodes"), a run still going on a node the hub
+ * has lost (`nodeState: "lost"`: no heartbeat) is not shown as plain
+ * running: the reason to say instead, or null.
+ */
+export function staleOnLostNode(run) {
+  if (run?.nodeState !== 'lost' || !ACTIVE.includes(run.status)) return null;
+  const since = Number.isFinite(run.nodeLostSince) ? ` since ${localTime(run.nodeLostSince)}` : '';
+  return `node ${run.node} lost: no heartbeat${since}`;
+}
+
+/** A feed `node` event (a hub's: a node lost, or up again) applied to that node's runs (a Map of {run}). */
+export function applyNodeEvent(runs, ev) {
+  if (ev?.type !== 'node' || typeof ev.node !== 'string') return false;
+  for (const entry of runs.values()) {
+    if (entry.run.node !== ev.node) continue;
+    entry.run = { ...entry.run, nodeState: ev.state };
+    if (ev.state === 'lost') entry.run.nodeLostSince = ev.since;
+    else delete entry.run.nodeLostSince;
+  }
+  return true;
+}

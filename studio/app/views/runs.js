@@ -10,7 +10,7 @@
 
 import { errorText, followFeed, getJson } from '../api.js';
 import { formatInt, formatUsd } from '../state/format.js';
-import { activityOf, ageText, groupRuns, localTime } from '../state/runs.js';
+import { activityOf, ageText, applyNodeEvent, groupRuns, localTime, staleOnLostNode } from '../state/runs.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
 /** The summary fields a feed event carries (the rest is about the change itself). */
@@ -39,6 +39,16 @@ export function statusClass(status) {
 
 export function statusText(status) {
   return status === 'needs_input' ? 'needs input' : String(status ?? '');
+}
+
+/**
+ * What a run's status badge shows: its status, except a run still going on
+ * a node the hub has lost (state/runs.js staleOnLostNode): `node lost`.
+ */
+export function shownStatus(run) {
+  const lost = staleOnLostNode(run);
+  if (lost) return { text: 'node lost', cls: 'node-lost', title: `${lost}; its last status was ${statusText(run.status)}` };
+  return { text: statusText(run?.status), cls: statusClass(run?.status), title: '' };
 }
 
 const NOTIFY_KEY = 'runwire.notify';
@@ -240,6 +250,10 @@ export class RunsView {
 
   /** One feed event: the run's summary as of that change, and it moves up as the most recent. */
   apply(ev) {
+    if (applyNodeEvent(this.runs, ev)) {
+      this.lastChange = ev;
+      return;
+    }
     const id = String(ev.runId ?? '');
     if (!id) return;
     if (ev.type === 'removed') {
@@ -336,10 +350,12 @@ export class RunsView {
   fill(row, run) {
     row.tr.classList.toggle('needs-you', needsYou(run));
     row.tr.dataset.status = String(run.status ?? '');
-    setText(row.status, statusText(run.status));
-    row.status.className = `badge run-${statusClass(run.status)}`;
+    const shown = shownStatus(run);
+    setText(row.status, shown.text);
+    row.status.className = `badge run-${shown.cls}`;
     // Why a run failed, on the badge; the run's page says it in full.
-    if (typeof run.reason === 'string' && run.reason) row.status.title = run.reason;
+    if (shown.title) row.status.title = shown.title;
+    else if (typeof run.reason === 'string' && run.reason) row.status.title = run.reason;
     else row.status.removeAttribute('title');
     row.activityMs = activityOf(run);
     this.renderAge(row);
@@ -350,7 +366,11 @@ export class RunsView {
     setText(row.repo, run.repo || run.project || run.repoRoot || '');
     setText(row.branch, run.branch || '');
     // At a hub (spec/CLUSTER.md), the machine the run is on.
-    setText(row.node, run.node || '');
+    // A lost node says so on its tag (the hub has had no heartbeat from it).
+    const lost = run.nodeState === 'lost';
+    setText(row.node, run.node ? (lost ? `${run.node} · lost` : run.node) : '');
+    row.node.classList.toggle('lost', lost);
+    row.node.title = lost ? 'node lost: no heartbeat' : 'node';
     row.node.hidden = !run.node;
   }
 

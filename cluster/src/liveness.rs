@@ -1,0 +1,507 @@
+//! Node names as leases, and node liveness (spec/CLUSTER.md, "Nodes").
+//!
+//! A node's heartbeat is its name's lease: the key `<node>` of the bucket
+//! `runwire-nodes`. The node takes it with a KV create (it is free) or an
+//! update at the revision it read (it is this machine's own: the same
+//! holder id, kept in `$HARNESS_HOME/cluster/node-holder`), and renews it on
+//! every beat with an update at the revision of its last beat, so two
+//! machines can never both renew one name. nats-server 2.9 has no per-key
+//! TTL: the bucket's `max_age` ([`LEASE`]) removes a beat that was not
+//! renewed, which frees the name of a dead node; `runwire-cluster nodes
+//! --remove NAME` (an admin) frees it at once.
+//!
+//! A hub watches the bucket: a node whose last beat is older than
+//! [`MISSED_BEATS`] of its intervals is `lost` (since its last beat), and
+//! `up` again at its next beat. The states are written to
+//! `$HUB_HOME/cluster/nodes.json` (read by the hub's `GET /runs`) and each
+//! change is published to `rwnode.<node>` of `RUNWIRE_FEED` as a `node`
+//! event, with a message id made of the node, the state and the revision
+//! of the beat it was judged on, so every hub that sees it publishes the
+//! same message and the stream keeps it once.
+
+use crate::names;
+use anyhow::anyhow;
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The `max_age` of the nodes bucket: a name whose holder has not beaten
+/// for this long is free again.
+pub const LEASE: Duration = Duration::from_secs(30);
+/// A node is lost after this many of its heartbeat intervals without one.
+pub const MISSED_BEATS: u64 = 3;
+/// The longest heartbeat interval: a third of the lease, so two missed beats never lose it.
+pub const MAX_HEARTBEAT_MS: u64 = 10_000;
+
+/// Another machine holds the name: a usage error (exit 2), not a cluster one.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// This machine's claim on a name.
+pub struct Me {
+    pub node: String,
+    pub holder: String,
+    pub home: PathBuf,
+    pub started: u64,
+    pub interval: Duration,
+}
+
+impl Me {
+    /// The claim of the node publishing `home`, its holder id read from
+    /// (or, the first time, written to) `<home>/cluster/node-holder`.
+    pub fn new(node: &str, home: &Path, interval: Duration) -> anyhow::Result<Me> {
+        let holder = holder_id(home).map_err(|e| anyhow!("{}: {e}", holder_path(home).display()))?;
+        Ok(Me { node: node.into(), holder, home: home.into(), started: crate::node::now_ms(), interval })
+    }
+
+    /// A beat: who holds the name, and when it said so.
+    pub fn value(&self) -> Bytes {
+        let v = json!({"node": self.node, "ts": crate::node::now_ms(), "started": self.started,
+            "pid": std::process::id(), "intervalMs": self.interval.as_millis() as u64,
+            "version": env!("CARGO_PKG_VERSION"), "host": hostname(), "home": self.home.display().to_string(),
+            "holder": self.holder});
+        Bytes::from(v.to_string())
+    }
+}
+
+fn holder_path(home: &Path) -> PathBuf {
+    home.join("cluster").join("node-holder")
+}
+
+/// The id of this harness home as a holder of node names: random, made once.
+fn holder_id(home: &Path) -> std::io::Result<String> {
+    let path = holder_path(home);
+    if let Ok(s) = std::fs::read_to_string(&path) {
+        let s = s.trim();
+        if !s.is_empty() {
+            return Ok(s.to_string());
+        }
+    }
+    std::fs::create_dir_all(path.parent().unwrap_or(home))?;
+    let id = crate::control::new_key();
+    // Two sidecars of one home starting at once: the first file written wins.
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&tmp, format!("{id}\n"))?;
+    match std::fs::hard_link(&tmp, &path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    }
+    let _ = std::fs::remove_file(&tmp);
+    Ok(std::fs::read_to_string(&path)?.trim().to_string())
+}
+
+fn hostname() -> String {
+    // The kernel's name of this machine (no feature of nix needed).
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+/// Who holds a name, for the refusal: host, home, pid and the last beat's age.
+pub fn describe(v: &Value, age_ms: Option<u64>) -> String {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+    let pid = v.get("pid").and_then(Value::as_u64).map(|p| p.to_string()).unwrap_or_else(|| "?".into());
+    let age = age_ms.map(|a| format!(", last heartbeat {:.1} s ago", a as f64 / 1000.0)).unwrap_or_default();
+    format!("host {} (harness home {}, pid {pid}{age})", s("host"), s("home"))
+}
+
+fn age_ms(e: &kv::Entry) -> u64 {
+    let now = time_now_ns();
+    let created = e.created.unix_timestamp_nanos();
+    (now.saturating_sub(created).max(0) / 1_000_000) as u64
+}
+
+fn time_now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+/// Takes the name: created when free, updated at its revision when this
+/// home holds it already (a restart); `Refused` naming the holder when
+/// another does. The revision of the beat written.
+pub async fn take(nodes: &kv::Store, me: &Me) -> anyhow::Result<u64> {
+    for _ in 0..10 {
+        let entry = nodes.entry(&me.node).await.map_err(|e| anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
+        match entry {
+            Some(e) if e.operation == kv::Operation::Put => {
+                let v: Value = serde_json::from_slice(&e.value).unwrap_or(Value::Null);
+                // A beat without a holder is an older runwire's: taken over.
+                let holder = v.get("holder").and_then(Value::as_str);
+                if holder.is_some_and(|h| h != me.holder) {
+                    return Err(Refused(format!(
+                        "node {}: the name is held by {}; a node name is one machine's: stop that node, or once it \
+                         is dead wait {} s for its lease to expire or free it (runwire-cluster nodes --remove {} \
+                         with admin credentials)",
+                        me.node,
+                        describe(&v, Some(age_ms(&e))),
+                        LEASE.as_secs(),
+                        me.node
+                    ))
+                    .into());
+                }
+                match nodes.update(&me.node, me.value(), e.revision).await {
+                    Ok(rev) => return Ok(rev),
+                    Err(err) if err.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
+                    Err(err) => return Err(anyhow!("bucket {}: {err}", names::NODES_BUCKET)),
+                }
+            }
+            _ => match nodes.create(&me.node, me.value()).await {
+                Ok(rev) => return Ok(rev),
+                Err(err) if err.kind() == kv::CreateErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(anyhow!("bucket {}: {err}", names::NODES_BUCKET)),
+            },
+        }
+    }
+    Err(anyhow!("node {}: the name's lease changed under every try", me.node))
+}
+
+/// The heartbeat: the lease renewed at the revision of the last beat. A
+/// beat refused (the lease expired while the cluster was away, or was
+/// freed) takes the name again; a name that another machine took in
+/// between ends the node (`Refused`).
+pub async fn heartbeat(nodes: kv::Store, me: Me, mut rev: u64) -> anyhow::Result<()> {
+    loop {
+        tokio::time::sleep(me.interval).await;
+        match nodes.update(&me.node, me.value(), rev).await {
+            Ok(r) => rev = r,
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => match take(&nodes, &me).await {
+                Ok(r) => {
+                    crate::report(format!("node {}: the name's lease had expired: taken again", me.node));
+                    rev = r;
+                }
+                Err(e) if e.is::<Refused>() => return Err(e),
+                // The next beat's job.
+                Err(_) => {}
+            },
+            // A failed beat is the next one's job; the publisher says what is wrong.
+            Err(_) => {}
+        }
+    }
+}
+
+/// A node's state as a hub judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeState {
+    pub up: bool,
+    /// Lost: the time of its last beat (ms since the epoch); up: of the beat that brought it back.
+    pub since: u64,
+}
+
+/// What a hub knows of one node's beats.
+struct Seen {
+    rev: u64,
+    at: Instant,
+    /// The last beat's time (the node's clock), in ms since the epoch.
+    beat_ms: u64,
+    interval: Duration,
+    state: NodeState,
+}
+
+/// The hub's judge of the nodes' liveness: pure (the watcher feeds it
+/// beats and ticks), so its rules are tested without a cluster.
+#[derive(Default)]
+pub struct Judge {
+    nodes: BTreeMap<String, Seen>,
+}
+
+/// A change the hub says: the node, its new state and the revision it was judged on.
+pub type Change = (String, NodeState, u64);
+
+impl Judge {
+    /// A beat of `node` (`rev`), `age` old when it arrived, saying its time and interval.
+    pub fn beat(
+        &mut self,
+        node: &str,
+        rev: u64,
+        age: Duration,
+        beat_ms: u64,
+        interval_ms: u64,
+        now: Instant,
+    ) -> Option<Change> {
+        let at = now.checked_sub(age).unwrap_or(now);
+        let interval = Duration::from_millis(interval_ms.clamp(100, MAX_HEARTBEAT_MS));
+        let fresh = now.duration_since(at) <= interval * MISSED_BEATS as u32;
+        match self.nodes.get_mut(node) {
+            Some(s) if rev > s.rev => {
+                (s.rev, s.at, s.beat_ms, s.interval) = (rev, at, beat_ms, interval);
+                if !s.state.up && fresh {
+                    s.state = NodeState { up: true, since: beat_ms };
+                    return Some((node.to_string(), s.state.clone(), rev));
+                }
+                None
+            }
+            Some(_) => None,
+            None => {
+                // First sight (a hub starting, a new node): no change to say,
+                // a node long gone is lost already.
+                let state = NodeState { up: fresh, since: beat_ms };
+                self.nodes.insert(node.to_string(), Seen { rev, at, beat_ms, interval, state });
+                None
+            }
+        }
+    }
+
+    /// A name freed (removed from the bucket): forgotten.
+    pub fn remove(&mut self, node: &str) -> bool {
+        self.nodes.remove(node).is_some()
+    }
+
+    /// The nodes whose beats stopped: lost. `watching_since`: when the
+    /// hub's view of the bucket became current (a hub that was itself cut
+    /// off judges nobody by the time it could not see).
+    pub fn tick(&mut self, now: Instant, watching_since: Instant) -> Vec<Change> {
+        let mut out = Vec::new();
+        for (node, s) in &mut self.nodes {
+            let last = s.at.max(watching_since);
+            if s.state.up && now.duration_since(last) > s.interval * MISSED_BEATS as u32 {
+                s.state = NodeState { up: false, since: s.beat_ms };
+                out.push((node.clone(), s.state.clone(), s.rev));
+            }
+        }
+        out
+    }
+
+    /// `{"<node>":{"state":"up"|"lost","since":ms,"lastBeat":ms}, ...}`.
+    pub fn json(&self) -> Value {
+        let m: serde_json::Map<String, Value> = self
+            .nodes
+            .iter()
+            .map(|(n, s)| {
+                let state = if s.state.up { "up" } else { "lost" };
+                (n.clone(), json!({"state": state, "since": s.state.since, "lastBeat": s.beat_ms}))
+            })
+            .collect();
+        Value::Object(m)
+    }
+}
+
+/// The feed event of a change: `{"type":"node","node","state","since","ts"}`.
+pub fn event(node: &str, st: &NodeState) -> Value {
+    json!({"type": "node", "node": node, "state": if st.up { "up" } else { "lost" }, "since": st.since,
+        "ts": runwire::time::format_ms(crate::node::now_ms() as i64)})
+}
+
+/// The message id of a change: the same at every hub that judges it.
+pub fn event_id(node: &str, st: &NodeState, rev: u64) -> String {
+    format!("{node}/node/{}/{rev}", if st.up { "up" } else { "lost" })
+}
+
+/// Where a hub keeps the nodes' states for its server.
+pub fn states_path(home: &Path) -> PathBuf {
+    home.join("cluster").join("nodes.json")
+}
+
+/// A hub's watch of the nodes bucket, until the process is stopped.
+pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<()> {
+    let js = jetstream::new(client.clone());
+    let nodes = crate::node::retry("bind", || async {
+        js.get_key_value(names::NODES_BUCKET)
+            .await
+            .map_err(|e| anyhow!("bucket {}: {e} (an admin creates it: runwire-cluster setup)", names::NODES_BUCKET))
+    })
+    .await;
+    let mut judge = Judge::default();
+    let mut written: Option<Value> = None;
+    loop {
+        let mut w = match nodes.watch_with_history(">").await {
+            Ok(w) => w,
+            Err(e) => {
+                crate::report(format!("bucket {}: watch: {e} (retrying)", names::NODES_BUCKET));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut watching_since = Instant::now();
+        let mut first = std::collections::HashSet::new();
+        let mut connected = true;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            let mut changes = Vec::new();
+            tokio::select! {
+                e = w.next() => match e {
+                    Some(Ok(e)) => {
+                        if !names::valid_node(&e.key) {
+                            continue;
+                        }
+                        match e.operation {
+                            kv::Operation::Put => {
+                                let v: Value = serde_json::from_slice(&e.value).unwrap_or(Value::Null);
+                                let beat = v.get("ts").and_then(Value::as_u64).unwrap_or(0);
+                                let every = v.get("intervalMs").and_then(Value::as_u64).unwrap_or(2000);
+                                // A key's first beat of a watch (its history) is as old as the
+                                // server says; a later one is live: now (no clock to compare).
+                                let age = if first.insert(e.key.clone()) {
+                                    Duration::from_millis(age_ms(&e))
+                                } else {
+                                    Duration::ZERO
+                                };
+                                changes.extend(judge.beat(&e.key, e.revision, age, beat, every, Instant::now()));
+                            }
+                            kv::Operation::Delete | kv::Operation::Purge => {
+                                judge.remove(&e.key);
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        crate::report(format!("bucket {}: {e} (watching again)", names::NODES_BUCKET));
+                        break;
+                    }
+                    None => break,
+                },
+                _ = tick.tick() => {
+                    let now_connected = client.connection_state() == async_nats::connection::State::Connected;
+                    if now_connected && !connected {
+                        watching_since = Instant::now();
+                    }
+                    connected = now_connected;
+                    if connected {
+                        changes = judge.tick(Instant::now(), watching_since);
+                    }
+                }
+            }
+            for (node, st, rev) in changes {
+                publish(&js, &node, &st, rev);
+            }
+            let now = judge.json();
+            if written.as_ref() != Some(&now) && write_states(&home, &now) {
+                written = Some(now);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The hub's copy: `nodes.json` with only the states and their since
+/// (written on a change, not on every beat).
+fn write_states(home: &Path, all: &Value) -> bool {
+    let Value::Object(m) = all else { return false };
+    let states: serde_json::Map<String, Value> =
+        m.iter().map(|(n, v)| (n.clone(), json!({"state": v["state"], "since": v["since"]}))).collect();
+    let path = states_path(home);
+    let r = std::fs::create_dir_all(path.parent().unwrap_or(home))
+        .and_then(|()| runwire::runs::write_atomic(&path, format!("{}\n", Value::Object(states)).as_bytes()));
+    if let Err(e) = &r {
+        crate::report(format!("{}: {e}", path.display()));
+    }
+    r.is_ok()
+}
+
+/// Publishes a change to the feed stream (retried for a while: the feed
+/// must carry it; the id keeps it once however many hubs publish it).
+fn publish(js: &jetstream::Context, node: &str, st: &NodeState, rev: u64) {
+    let (js, subject, id, body) =
+        (js.clone(), format!("rwnode.{node}"), event_id(node, st, rev), event(node, st).to_string());
+    tokio::spawn(async move {
+        for _ in 0..30 {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert("Nats-Msg-Id", id.as_str());
+            let sent = js.publish_with_headers(subject.clone(), h, Bytes::from(body.clone())).await;
+            if let Ok(ack) = sent {
+                if ack.await.is_ok() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        crate::report(format!("{subject}: the node event {id} could not be published"));
+    });
+}
+
+/// `runwire-cluster nodes --remove NAME`: frees a name (an admin's job:
+/// the purge is a stream operation no node or hub may do).
+pub async fn remove(client: async_nats::Client, node: &str) -> anyhow::Result<()> {
+    let js = jetstream::new(client);
+    let nodes =
+        js.get_key_value(names::NODES_BUCKET).await.map_err(|e| anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
+    let held = nodes.entry(node).await.map_err(|e| anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
+    let mut stream = js
+        .get_stream(format!("KV_{}", names::NODES_BUCKET))
+        .await
+        .map_err(|e| anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
+    stream
+        .purge()
+        .filter(format!("$KV.{}.{node}", names::NODES_BUCKET))
+        .await
+        .map_err(|e| anyhow!("bucket {}: purge {node}: {e} (it takes admin credentials)", names::NODES_BUCKET))?;
+    let _ = stream.info().await;
+    match held {
+        Some(e) if e.operation == kv::Operation::Put => {
+            let v: Value = serde_json::from_slice(&e.value).unwrap_or(Value::Null);
+            println!("{}", json!({"node": node, "removed": true, "heldBy": describe(&v, Some(age_ms(&e)))}));
+        }
+        _ => println!("{}", json!({"node": node, "removed": false})),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_lost_after_three_missed_beats_and_up_at_its_next() {
+        let t0 = Instant::now();
+        let mut j = Judge::default();
+        let s = |secs: u64| t0 + Duration::from_secs(secs);
+        assert_eq!(j.beat("a", 1, Duration::ZERO, 1000, 2000, t0), None);
+        assert!(j.tick(s(5), t0).is_empty());
+        assert_eq!(j.beat("a", 2, Duration::ZERO, 6000, 2000, s(5)), None);
+        assert!(j.tick(s(10), t0).is_empty());
+        // 6 s after its last beat (three 2 s intervals): lost, since that beat.
+        let lost = j.tick(s(12), t0);
+        assert_eq!(lost, vec![("a".to_string(), NodeState { up: false, since: 6000 }, 2)]);
+        assert!(j.tick(s(20), t0).is_empty(), "said once");
+        assert_eq!(j.json()["a"]["state"], "lost");
+        // A replayed old beat changes nothing; the next one brings it back.
+        assert_eq!(j.beat("a", 2, Duration::ZERO, 6000, 2000, s(21)), None);
+        let up = j.beat("a", 3, Duration::ZERO, 30_000, 2000, s(30));
+        assert_eq!(up, Some(("a".to_string(), NodeState { up: true, since: 30_000 }, 3)));
+        // A hub that could not see the bucket judges nobody for that time.
+        assert!(j.tick(s(40), s(36)).is_empty());
+        assert_eq!(j.tick(s(43), s(36)).len(), 1);
+        // A beat from the history, already old: lost from the start, without an event.
+        let mut k = Judge::default();
+        assert_eq!(k.beat("b", 9, Duration::from_secs(60), 1, 2000, s(100)), None);
+        assert!(k.tick(s(100), t0).is_empty());
+        assert_eq!(k.json()["b"]["state"], "lost");
+        assert!(k.remove("b") && k.json() == json!({}));
+    }
+
+    #[test]
+    fn change_ids_are_the_same_at_every_hub_and_differ_by_state() {
+        let lost = NodeState { up: false, since: 5 };
+        let up = NodeState { up: true, since: 9 };
+        assert_eq!(event_id("a", &lost, 7), "a/node/lost/7");
+        assert_ne!(event_id("a", &lost, 7), event_id("a", &up, 7));
+        let e = event("a", &lost);
+        assert_eq!(
+            (e["type"].as_str(), e["state"].as_str(), e["since"].as_u64()),
+            (Some("node"), Some("lost"), Some(5))
+        );
+    }
+
+    #[test]
+    fn a_home_keeps_one_holder_id() {
+        let tmp = std::env::temp_dir().join(format!("rw-holder-{}", std::process::id()));
+        let a = holder_id(&tmp).unwrap();
+        assert_eq!(holder_id(&tmp).unwrap(), a);
+        assert!(a.len() >= 16);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+}

@@ -1,0 +1,210 @@
+//! Nodes: liveness and names (spec/CLUSTER.md, "Nodes"). A node whose
+//! server and sidecar are SIGKILLed is `lost` at the hub (`GET /runs`, its
+//! `?node=` listing, the feed's `node` event) within 10 s, and `up` again
+//! when it comes back; a node name is one machine's lease: a second machine
+//! with the name refuses to start, naming the holder, until the first's
+//! lease expires or an admin frees it (`runwire-cluster nodes --remove`).
+//!
+//! On a 3-server NATS JetStream cluster on loopback. Needs `nats-server`
+//! (the one skip rule: tests/support/tools.rs).
+//! `cargo test -p runwire-cluster --test it nodes::`.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// SIGKILL of a server and everything it started (its sidecar): a machine gone.
+fn kill_all(s: &mut Serve) {
+    let pid = s.proc.0.id();
+    for c in children(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    s.proc.kill();
+}
+
+/// The hub's listing of node `node`'s runs (`?node=`).
+fn runs_of(hub: &Serve, node: &str) -> Vec<Value> {
+    hub.get_json(&format!("/runs?node={node}"))["runs"].as_array().cloned().unwrap_or_default()
+}
+
+/// `runwire-cluster nodes`: each node's last heartbeat.
+fn nodes(url: &str) -> Vec<Value> {
+    let out = Command::new(cluster_bin()).args(["nodes", "--url", url]).output().unwrap();
+    assert!(out.status.success(), "nodes: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// Runs `cmd` to its end within `secs` (killed and failed otherwise): exit code and stderr.
+fn ends_within(mut cmd: Command, secs: u64) -> (Option<i32>, String) {
+    let err = std::env::temp_dir().join(format!("rw-nodes-{}-{}.err", std::process::id(), crate::common::free_port()));
+    let mut child =
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&err).unwrap()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {secs} s: {}", std::fs::read_to_string(&err).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&err).unwrap_or_default();
+    let _ = std::fs::remove_file(&err);
+    (status.code(), text)
+}
+
+fn serve_cmd(home: &Path, url: &str, node: &str) -> Command {
+    let mut c = Command::new(built("runwire-serve"));
+    c.args(["--listen", "127.0.0.1:0", "--cluster", url, "--node", node]).env("HARNESS_HOME", home);
+    c
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_back() {
+    let (dir, nats) = nats_cluster("nodes-lost");
+    let (ha, hb, hh) = (dir.join("home-a"), dir.join("home-b"), dir.join("home-hub"));
+    let run_a = FakeRun::new(&ha, &dir.join("repo-a"));
+    let run_b = FakeRun::new(&hb, &dir.join("repo-b"));
+    let args = |n: &'static str| ["--cluster".to_string(), nats.url.clone(), "--node".into(), n.into()];
+    let aa = args("alpha");
+    let ab = args("beta");
+    let mut alpha = Serve::start(&ha, &aa.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let _beta = Serve::start(&hb, &ab.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
+    let id_a = format!("alpha.{}", run_a.pointer.run_id);
+    let id_b = format!("beta.{}", run_b.pointer.run_id);
+    let state = |node: &str, id: &str| {
+        runs_of(&hub, node)
+            .into_iter()
+            .find(|r| r["runId"] == id)
+            .map(|r| r["nodeState"].as_str().unwrap_or("").to_string())
+    };
+    wait_for("both runs listed, their nodes up", 30, || {
+        (state("alpha", &id_a).as_deref() == Some("up") && state("beta", &id_b).as_deref() == Some("up")).then_some(())
+    });
+    let run = runs_of(&hub, "alpha").into_iter().find(|r| r["runId"] == id_a).unwrap();
+    assert_eq!(run["status"], "running", "{run}");
+    // The feed's node events, from now on.
+    let feed = hub.follow("/runs/events?type=node");
+    let killed_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let killed = Instant::now();
+    kill_all(&mut alpha);
+    // Lost within 10 s (three missed 2 s beats), since its last beat; beta's stays up.
+    let run = wait_for("alpha's run listed as lost", 10, || {
+        runs_of(&hub, "alpha").into_iter().find(|r| r["runId"] == id_a && r["nodeState"] == "lost")
+    });
+    let lost_after = killed.elapsed();
+    eprintln!("nodes: alpha listed lost {lost_after:?} after its SIGKILL");
+    let since = run["nodeLostSince"].as_u64().unwrap();
+    assert!(since <= killed_ms && since + 5_000 > killed_ms, "lost since its last beat: {since} vs killed {killed_ms}");
+    assert!(lost_after >= Duration::from_secs(4), "lost after {lost_after:?}: before three beats were missed");
+    assert_eq!(state("beta", &id_b).as_deref(), Some("up"));
+    // `runwire-cluster nodes` says so too.
+    wait_for("runwire-cluster nodes: alpha lost, beta up", 5, || {
+        let n = nodes(&nats.url);
+        let st =
+            |name: &str| n.iter().find(|x| x["node"] == name).map(|x| x["state"].as_str().unwrap_or("").to_string());
+        (st("alpha").as_deref() == Some("lost") && st("beta").as_deref() == Some("up")).then_some(())
+    });
+    // The whole listing says it too.
+    let all = hub.get_json("/runs");
+    let r = all["runs"].as_array().unwrap().iter().find(|r| r["runId"] == id_a).unwrap().clone();
+    assert_eq!((r["node"].as_str(), r["nodeState"].as_str()), (Some("alpha"), Some("lost")), "{r}");
+    let ev = wait_for("the feed's node event (lost)", 10, || {
+        feed.recv_timeout(Duration::from_millis(100)).ok().filter(|e| e["type"] == "node")
+    });
+    assert_eq!(
+        (ev["node"].as_str(), ev["state"].as_str(), ev["since"].as_u64()),
+        (Some("alpha"), Some("lost"), Some(since)),
+        "{ev}"
+    );
+    assert!(ev["id"].as_u64().is_some(), "a feed event has its id: {ev}");
+    // Back: the same machine (its home) takes its name again; up at its first beat.
+    let _alpha = Serve::start(&ha, &aa.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    wait_for("alpha's run up again", 15, || (state("alpha", &id_a).as_deref() == Some("up")).then_some(()));
+    let ev = wait_for("the feed's node event (up)", 10, || {
+        feed.recv_timeout(Duration::from_millis(100)).ok().filter(|e| e["type"] == "node")
+    });
+    assert_eq!((ev["node"].as_str(), ev["state"].as_str()), (Some("alpha"), Some("up")), "{ev}");
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_node_name_is_one_machines_until_its_lease_expires_or_an_admin_frees_it() {
+    let (dir, nats) = nats_cluster("nodes-names");
+    let (ha, hb) = (dir.join("home-a"), dir.join("home-b"));
+    std::fs::create_dir_all(&hb).unwrap();
+    let mut first = Serve::start(&ha, &["--cluster", &nats.url, "--node", "alpha"], &[]);
+    wait_for("alpha's lease held by home-a", 20, || {
+        nodes(&nats.url).into_iter().find(|n| n["node"] == "alpha" && n["home"] == ha.display().to_string())
+    });
+    // A second machine with the name: refused at start, exit 2, naming the holder.
+    let (code, err) = ends_within(serve_cmd(&hb, &nats.url, "alpha"), 20);
+    assert_eq!(code, Some(2), "{err}");
+    let line = err.lines().last().unwrap_or("");
+    assert!(line.starts_with("runwire-serve: --cluster: node alpha: the name is held by host "), "{err}");
+    assert!(line.contains(&ha.display().to_string()) && line.contains("--remove alpha"), "{err}");
+    // Its sidecar alone refuses too (a sidecar started by hand or restarted later).
+    let mut side = Command::new(cluster_bin());
+    side.args(["node", "--url", &nats.url, "--node", "alpha", "--home"]).arg(&hb);
+    let (code, err) = ends_within(side, 20);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("node alpha: the name is held by host"), "{err}");
+    // The holder's own home takes it back (a restart): not a second machine.
+    let mut again = Command::new(cluster_bin());
+    again.args(["lease", "--url", &nats.url, "--node", "alpha", "--home"]).arg(&ha);
+    assert_eq!(ends_within(again, 20).0, Some(0));
+    // The first dies: its lease stays until it expires...
+    kill_all(&mut first);
+    let lease = |home: &Path| {
+        let mut c = Command::new(cluster_bin());
+        c.args(["lease", "--url", &nats.url, "--node", "alpha", "--home"]).arg(home);
+        ends_within(c, 20)
+    };
+    assert_eq!(lease(&hb).0, Some(2), "the lease of a node dead for a moment is still held");
+    // ... or an admin frees it, and the second machine takes the name.
+    let out = Command::new(cluster_bin()).args(["nodes", "--url", &nats.url, "--remove", "alpha"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((said["node"].as_str(), said["removed"].as_bool()), (Some("alpha"), Some(true)), "{said}");
+    let mut second = Serve::start(&hb, &["--cluster", &nats.url, "--node", "alpha"], &[]);
+    wait_for("alpha's lease held by home-b", 20, || {
+        nodes(&nats.url).into_iter().find(|n| n["node"] == "alpha" && n["home"] == hb.display().to_string())
+    });
+    // Now the first machine is the second: refused.
+    let (code, err) = ends_within(serve_cmd(&ha, &nats.url, "alpha"), 20);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&hb.display().to_string()), "{err}");
+    // The second dies; without an admin, its lease expires (the bucket's max_age) and the name is free.
+    kill_all(&mut second);
+    let died = Instant::now();
+    let took = wait_for("the dead node's lease to expire", 60, || (lease(&ha).0 == Some(0)).then(|| died.elapsed()));
+    assert!(took >= Duration::from_secs(20), "the lease of a live-a-moment-ago node was free after {took:?}");
+    // A running node whose name is taken from under it (freed, then taken by
+    // another machine before its next beat) stops, exit 2, naming the holder.
+    let mut side = Command::new(cluster_bin());
+    side.args(["node", "--url", &nats.url, "--node", "alpha", "--heartbeat-ms", "3000", "--home"]).arg(&ha);
+    let err = std::env::temp_dir().join(format!("rw-nodes-taken-{}.err", std::process::id()));
+    let mut running = Proc(side.stdin(Stdio::null()).stderr(std::fs::File::create(&err).unwrap()).spawn().unwrap());
+    wait_for("alpha's lease held by home-a's node", 20, || {
+        nodes(&nats.url).into_iter().find(|n| n["node"] == "alpha" && n["pid"] == running.0.id())
+    });
+    let out = Command::new(cluster_bin()).args(["nodes", "--url", &nats.url, "--remove", "alpha"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lease(&hb).0, Some(0), "the freed name is taken by home-b");
+    let code =
+        wait_for("the node whose name was taken to stop", 15, || running.0.try_wait().unwrap().map(|s| s.code()));
+    let said = std::fs::read_to_string(&err).unwrap_or_default();
+    let _ = std::fs::remove_file(&err);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("node alpha: the name is held by host") && said.contains(&hb.display().to_string()),
+        "{said}"
+    );
+}
