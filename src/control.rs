@@ -427,6 +427,23 @@ impl Command {
         Ok(c)
     }
 
+    /// The command as given by `person` (the name of the caller's named
+    /// token): an answer's `by` is theirs whatever its body said, so no
+    /// one answers in another's name.
+    pub fn by_person(self, person: &str) -> Command {
+        match self {
+            Command::Answer { mut answer } => {
+                answer.by = Some(person.into());
+                Command::Answer { answer }
+            }
+            Command::Answers { mut answers } => {
+                answers.iter_mut().for_each(|a| a.by = Some(person.into()));
+                Command::Answers { answers }
+            }
+            c => c,
+        }
+    }
+
     /// A verb that takes nothing but its name.
     fn plain(v: Verb) -> Option<Command> {
         Some(match v {

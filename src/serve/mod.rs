@@ -36,6 +36,7 @@ pub mod run;
 pub mod runs;
 pub mod stream;
 pub mod studio;
+pub mod tokens;
 
 use crate::cli::{self, Exit};
 use crate::normalize::Adapter;
@@ -115,7 +116,8 @@ pub struct Args {
     /// Also accept browser requests from this exact origin, scheme://host or scheme://host:port; repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
     pub allow_origin: Vec<String>,
-    /// Require `Authorization: Bearer <token>` (token = this file's content, trimmed, >= 16 bytes).
+    /// Require `Authorization: Bearer <token>` (token = this file's content, trimmed, >= 16 bytes;
+    /// or one `NAME:TOKEN` a line, each person's own, journaled by NAME).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Allow a non-loopback --listen address and any Host header (needs --token-file).
@@ -269,7 +271,8 @@ pub struct Config {
     pub source: Source,
     /// Extra exact origins (lowercased).
     pub allow_origins: Vec<String>,
-    pub token: Option<Vec<u8>>,
+    /// `--token-file`: the anonymous token, or the named ones (people).
+    pub token: Option<tokens::Tokens>,
     pub allow_remote: bool,
     /// The bound address, for the server's own origins.
     pub ip: IpAddr,
@@ -313,24 +316,9 @@ pub struct Config {
 /// Why the server could not start.
 pub use crate::cli::StartError;
 
-/// The token: the file's content with surrounding whitespace trimmed.
-pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
-    let raw = std::fs::read(path).map_err(|e| StartError::Io(format!("--token-file {}: {e}", path.display())))?;
-    let token = raw.trim_ascii().to_vec();
-    if token.len() < 16 {
-        return Err(StartError::Usage(format!(
-            "--token-file {}: the token must be at least 16 bytes after trimming whitespace (found {})",
-            path.display(),
-            token.len()
-        )));
-    }
-    if token.iter().any(|b| !b.is_ascii_graphic()) {
-        return Err(StartError::Usage(format!(
-            "--token-file {}: the token must be printable ASCII without spaces (it travels in a header)",
-            path.display()
-        )));
-    }
-    Ok(token)
+/// The token file's tokens ([`tokens`]: one anonymous, or several named).
+pub fn read_token(path: &Path) -> Result<tokens::Tokens, StartError> {
+    tokens::read(path)
 }
 
 fn env_ms(name: &str, default: u64) -> Duration {
@@ -634,7 +622,9 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     };
     // With a token, the page's address carries it (the studio keeps it for the tab and drops it from the address).
     let page = match &cfg.token {
-        Some(t) => format!("http://{addr}/#token={}", fragment_encode(t)),
+        Some(t) if !t.named() => format!("http://{addr}/#token={}", fragment_encode(t.first())),
+        // Named tokens are people's own: none is printed.
+        Some(_) => format!("http://{addr}/ (with your token: #token=<yours>)"),
         None => format!("http://{addr}/"),
     };
     cli::report(

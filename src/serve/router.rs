@@ -126,8 +126,8 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
     if studio::is_static(&req.path) {
         return studio::get(stream, req, cors);
     }
-    if let Some(token) = &cfg.token {
-        if !authorized(req, token) {
+    if let Some(tokens) = &cfg.token {
+        if super::tokens::caller(tokens, req).is_none() {
             respond_error(stream, 401, cors, "missing or wrong token: send Authorization: Bearer <token>");
             return Close::Linger;
         }
@@ -246,7 +246,9 @@ fn control_route(
         let _ = respond(stream, code, cors, &answer);
         return Close::Linger;
     }
-    control::post(shared, stream, cors, id, task, verb, &body)
+    // Who asks: the name of a named token, else the server (the journal's actor and `by`).
+    let person = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten();
+    control::post(shared, stream, cors, id, task, verb, &body, person)
 }
 
 /// `GET /api/info`: what the page needs to know about this server.
@@ -396,30 +398,8 @@ pub fn is_json_media_type(v: &str) -> bool {
     v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Compares in time independent of where the first difference is.
-pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The `token` query parameter, percent-decoded.
-pub fn query_token(query: &str) -> Option<Vec<u8>> {
-    query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(http::percent_decode)
-}
-
-/// Whether the request carries the token (Bearer header; `?token=` on GET).
-pub fn authorized(req: &Request, token: &[u8]) -> bool {
-    if let Some(v) = req.header("authorization") {
-        if let Some((scheme, cred)) = v.split_once(' ') {
-            if scheme.eq_ignore_ascii_case("bearer") && ct_eq(cred.trim().as_bytes(), token) {
-                return true;
-            }
-        }
-    }
-    req.method == "GET" && req.query.as_deref().and_then(query_token).is_some_and(|t| ct_eq(&t, token))
-}
+pub use super::tokens::ct_eq;
+pub use super::tokens::query_token;
 
 #[cfg(test)]
 mod tests {

@@ -72,6 +72,8 @@ pub const TASK: &str = crate::runs::record::TASK;
 
 struct Run<'a, 'b> {
     tr: Translator,
+    /// Who sent the run's input (the name of a named token, else `agui`): the journal's `by`.
+    by: String,
     /// The AG-UI response body, which [`run`] starts and ends; the run only
     /// writes frames to it.
     body: &'a mut Body<'b>,
@@ -132,7 +134,8 @@ pub(super) fn run(
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
         return Outcome::Cancelled;
     };
-    let streamed = stream_into(shared, &mut body, &peek, input);
+    let by = crate::serve::tokens::person(&shared.cfg, req, "agui");
+    let streamed = stream_into(shared, &mut body, &peek, input, by);
     // The run is over once its terminal event is out: the thread takes the
     // next run (a resume sent the moment RUN_FINISHED arrives) from now.
     shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
@@ -143,12 +146,12 @@ pub(super) fn run(
 /// Sends the run's input and streams the session to `body` until the run
 /// ends (`peek`: the client's socket, to see it leave). `false` when the
 /// client left before the run's end.
-fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput) -> bool {
+fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput, by: String) -> bool {
     let tr = Translator::new(TranslateOptions {
         thread_id: Some(input.thread_id.clone()),
         run_id: Some(input.run_id.clone()),
     });
-    let mut run = Run { tr, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false };
+    let mut run = Run { tr, by, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false };
     match drive(shared, &mut run, input, peek) {
         Ok(End::Done) => true,
         Ok(End::Gone) => false,
@@ -213,7 +216,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
         let plan = if input.resume.is_empty() && open.is_empty() {
             None
         } else {
-            Some(st.raised.plan(&input.resume, &open, "agui"))
+            Some(st.raised.plan(&input.resume, &open, &run.by))
         };
         (open, plan)
     };
@@ -278,7 +281,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
                 drop(st);
                 return end_interrupted(run, &th, &open);
             }
-            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
+            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some(run.by.clone()) });
             if let Err(m) = st.send(msg) {
                 drop(st);
                 let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };

@@ -22,6 +22,8 @@ const RETRY_AFTER: &str = "1";
 /// to the client after it; nothing here waits for the agent: an agent that
 /// does not read its input gets `503` with `Retry-After`, and `kill` waits
 /// only for the process group to be gone (its grace, then SIGKILL).
+/// `person`: the name of the caller's named token, journaled as `by`.
+#[allow(clippy::too_many_arguments)]
 pub fn control_post(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -30,6 +32,7 @@ pub fn control_post(
     verb: &str,
     body: &[u8],
     cors: &[(&'static str, String)],
+    person: Option<&str>,
 ) -> Option<Close> {
     let th = shared.sessions.by_record(id)?;
     if task != TASK {
@@ -53,9 +56,13 @@ pub fn control_post(
     // One parse, one validation, for every door (`crate::control`).
     let command = match Verb::parse(verb)
         .ok_or_else(|| format!("unknown verb {verb:?}"))
-        .and_then(|v| Command::from_route(v, body, "task route"))
+        .and_then(|v| Command::from_route(v, body, person.unwrap_or("task route")))
     {
-        Ok(c) => c,
+        // A person's token names them; the body cannot name someone else.
+        Ok(c) => match person {
+            Some(p) => c.by_person(p),
+            None => c,
+        },
         Err(m) => {
             respond_error(stream, 400, cors, &m);
             return Some(Close::Linger);
@@ -79,8 +86,10 @@ pub fn control_post(
         } else {
             match command {
                 Command::Answer { answer } => answer_route(&mut st, answer),
-                Command::Steer { text, interrupt, turn } => steer_route(&mut st, text, interrupt, turn),
-                _ => stop_route(&mut st),
+                Command::Steer { text, interrupt, turn } => {
+                    steer_route(&mut st, text, interrupt, turn, person.unwrap_or("steer"))
+                }
+                _ => stop_route(&mut st, person.unwrap_or("stop")),
             }
         }
     };
@@ -141,20 +150,20 @@ fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
     }
 }
 
-fn steer_route(st: &mut State, text: String, interrupt: bool, turn: Option<u64>) -> Reply {
+fn steer_route(st: &mut State, text: String, interrupt: bool, turn: Option<u64>, by: &str) -> Reply {
     // The steer rules are the session's (`steer` input): its answer says what it did.
     // A steer that starts a turn of its own keeps the session mid-turn:
     // the streaming run follows it to its end.
-    match st.send(Input::Steer(SteerInput { text, interrupt, turn, by: Some("steer".into()) })) {
+    match st.send(Input::Steer(SteerInput { text, interrupt, turn, by: Some(by.into()) })) {
         Ok(t) => Reply { live: Some(true), ..Reply::ok(t.ack.to_string(), None) },
         Err(e) => not_sent(e),
     }
 }
 
-fn stop_route(st: &mut State) -> Reply {
+fn stop_route(st: &mut State, by: &str) -> Reply {
     // The stop rules are the session's (`stop` input): open requests
     // cancelled, then the turn interrupted; nothing when nothing runs.
-    match st.send(Input::Stop(Who { by: Some("stop".into()) })) {
+    match st.send(Input::Stop(Who { by: Some(by.into()) })) {
         Ok(t) => Reply::ok(t.ack.to_string(), None),
         Err(e) => not_sent(e),
     }
