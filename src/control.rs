@@ -147,11 +147,13 @@ pub enum Door {
     SessionInput,
     /// A hub forwarding to a node of the cluster.
     Hub,
+    /// An approval link (`GET|POST /a/<token>`): one answer, no bearer token.
+    Link,
 }
 
 impl Door {
-    pub const ALL: [Door; 6] =
-        [Door::Studio, Door::Agui, Door::TaskRoute, Door::SupervisorSocket, Door::SessionInput, Door::Hub];
+    pub const ALL: [Door; 7] =
+        [Door::Studio, Door::Agui, Door::TaskRoute, Door::SupervisorSocket, Door::SessionInput, Door::Hub, Door::Link];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -161,6 +163,7 @@ impl Door {
             Door::SupervisorSocket => "supervisor-socket",
             Door::SessionInput => "session-input",
             Door::Hub => "hub",
+            Door::Link => "link",
         }
     }
 

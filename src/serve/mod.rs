@@ -31,6 +31,7 @@ pub mod evidence;
 pub mod feed;
 pub mod http;
 pub mod interrupts;
+pub mod links;
 pub mod router;
 pub mod run;
 pub mod runs;
@@ -163,6 +164,15 @@ pub struct Args {
     /// every request.
     #[arg(long, value_name = "DIR")]
     pub evidence: Option<PathBuf>,
+    /// The address people reach this server at (behind a TLS proxy), http(s)://host[:port][/path]:
+    /// its Host and Origin are accepted, and approval links are minted under it (with
+    /// --link-secret-file).
+    #[arg(long, value_name = "URL", requires = "link_secret_file")]
+    pub public_url: Option<String>,
+    /// Mint an approval link URL/a/<token> for every approval an interactive session raises
+    /// (HMAC-SHA256 under this file's secret, trimmed, >= 32 bytes); the journal records it.
+    #[arg(long, value_name = "FILE", requires = "public_url")]
+    pub link_secret_file: Option<PathBuf>,
     /// --cluster URL with --node NAME or --hub: the NATS JetStream cluster (spec/CLUSTER.md).
     #[command(flatten)]
     pub cluster: cluster::ClusterArgs,
@@ -311,6 +321,8 @@ pub struct Config {
     pub approval_policy: String,
     /// How long a request waits for an answer before it is denied.
     pub answer_timeout: Duration,
+    /// `--public-url` and `--link-secret-file`: approval links.
+    pub links: Option<links::Keys>,
 }
 
 /// Why the server could not start.
@@ -418,6 +430,10 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         sandbox: args.sandbox.clone(),
         approval_policy: args.approval_policy.clone(),
         answer_timeout: Duration::from_secs(args.answer_timeout),
+        links: match (&args.public_url, &args.link_secret_file) {
+            (Some(u), Some(f)) => Some(links::Keys::read(u, f)?),
+            _ => None,
+        },
     };
     if cfg.interactive {
         // The same checks runwire-session makes (nothing is started here).
@@ -436,6 +452,8 @@ pub struct Shared {
     feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
     /// Interactive mode's live sessions, one per thread.
     pub sessions: agui::interactive::Sessions,
+    /// The link routes' rate limits.
+    pub link_limits: links::Limiter,
 }
 
 impl Shared {
@@ -447,6 +465,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             feed: std::sync::Mutex::new(None),
             sessions: agui::interactive::Sessions::default(),
+            link_limits: links::Limiter::default(),
         }
     }
 

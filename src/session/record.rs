@@ -68,6 +68,9 @@ pub struct InputRecord {
     /// `answered`: the door the answer came through, when runwire knows it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub door: Option<String>,
+    /// `requested`: the approval links minted for it (`runwire-serve --public-url`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub links: Option<Vec<String>>,
 }
 
 /// Longest `detail` journaled (a plan or a command can be long; the log has it whole).
@@ -110,6 +113,7 @@ impl InputRecord {
             expires_at: r.expires_at.clone(),
             interrupt: r.interrupt_id.clone(),
             door: None,
+            links: None,
         }
     }
 
@@ -131,6 +135,7 @@ impl InputRecord {
             expires_at: None,
             interrupt: a.interrupt_id.clone(),
             door: None,
+            links: None,
         }
     }
 

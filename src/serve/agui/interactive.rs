@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 
 mod routes;
 mod threads;
-pub use routes::control_post;
+pub use routes::{control_post, link_answer, link_request};
 pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};
 use threads::{lock, Ending, NotSent, State};
 
@@ -74,6 +74,8 @@ struct Run<'a, 'b> {
     tr: Translator,
     /// Who sent the run's input (the name of a named token, else `agui`): the journal's `by`.
     by: String,
+    /// The name of the sender's named token, if any.
+    person: Option<String>,
     /// The AG-UI response body, which [`run`] starts and ends; the run only
     /// writes frames to it.
     body: &'a mut Body<'b>,
@@ -134,8 +136,9 @@ pub(super) fn run(
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
         return Outcome::Cancelled;
     };
-    let by = crate::serve::tokens::person(&shared.cfg, req, "agui");
-    let streamed = stream_into(shared, &mut body, &peek, input, by);
+    let person =
+        shared.cfg.token.as_ref().and_then(|t| crate::serve::tokens::caller(t, req)).flatten().map(str::to_string);
+    let streamed = stream_into(shared, &mut body, &peek, input, person);
     // The run is over once its terminal event is out: the thread takes the
     // next run (a resume sent the moment RUN_FINISHED arrives) from now.
     shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
@@ -146,12 +149,14 @@ pub(super) fn run(
 /// Sends the run's input and streams the session to `body` until the run
 /// ends (`peek`: the client's socket, to see it leave). `false` when the
 /// client left before the run's end.
-fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput, by: String) -> bool {
+fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput, person: Option<String>) -> bool {
+    let by = person.clone().unwrap_or_else(|| "agui".into());
     let tr = Translator::new(TranslateOptions {
         thread_id: Some(input.thread_id.clone()),
         run_id: Some(input.run_id.clone()),
     });
-    let mut run = Run { tr, by, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false };
+    let mut run =
+        Run { tr, by, person, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false };
     match drive(shared, &mut run, input, peek) {
         Ok(End::Done) => true,
         Ok(End::Gone) => false,
@@ -282,6 +287,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
                 return end_interrupted(run, &th, &open);
             }
             let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some(run.by.clone()) });
+            // Links minted from now on are the sender's, when a named token says who they are.
+            *lock(&st.link_for) = run.person.clone().unwrap_or_else(|| threads::LINK_NAME.into());
             if let Err(m) = st.send(msg) {
                 drop(st);
                 let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };

@@ -168,3 +168,82 @@ fn stop_route(st: &mut State, by: &str) -> Reply {
         Err(e) => not_sent(e),
     }
 }
+
+/// An approval link's session, locked, if the link still names a request
+/// of it: the run is this thread's current agent process and runs, and the
+/// request (when this server streamed it) is still open. `Err`: why the
+/// link is no longer valid (a later process superseded it, or it was used).
+fn link_state<'a>(
+    shared: &'a Shared,
+    th: &'a super::Thread,
+    c: &crate::serve::links::Claims,
+) -> Result<std::sync::MutexGuard<'a, State>, String> {
+    let _ = shared;
+    let st = lock(&th.st);
+    if st.record_id.as_deref() != Some(c.r.as_str()) || st.agent.is_none() {
+        return Err("The agent process that asked has ended (the thread's agent was started again, or stopped): this link is superseded. Nothing was done.".into());
+    }
+    if let Some(rid) = st.raised.request_of(&c.i) {
+        if !st.open().iter().any(|o| o == rid) {
+            return Err(
+                "This request was already answered, or its time ran out: this link is used. Nothing was done.".into()
+            );
+        }
+    }
+    Ok(st)
+}
+
+fn link_thread(shared: &Shared, c: &crate::serve::links::Claims) -> Result<std::sync::Arc<super::Thread>, String> {
+    if c.t != TASK {
+        return Err("This link names no task of this server. Nothing was done.".into());
+    }
+    shared.sessions.by_record(&c.r).ok_or_else(|| {
+        "The run this link was minted for is no longer held by this server (it ended, or the server restarted). Nothing was done.".to_string()
+    })
+}
+
+/// `GET /a/<token>`: the request a valid link names (`None` inside when this
+/// server did not stream it and has only the link's own claims to show).
+pub fn link_request(
+    shared: &Shared,
+    c: &crate::serve::links::Claims,
+) -> Result<Option<crate::events::InputRequest>, String> {
+    let th = link_thread(shared, c)?;
+    let st = link_state(shared, &th, c)?;
+    Ok(st.raised.request_of(&c.i).and_then(|rid| st.raised.get(rid)).map(|(r, _)| r.clone()))
+}
+
+/// `POST /a/<token>`: the link's answer, as every door gives one: a
+/// [`Command`] checked by the one rule, then the session's own (open,
+/// replay, the agent's offer). `by`: the name the link was minted for.
+pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &str, reason: Option<String>) -> Reply {
+    let th = match link_thread(shared, c) {
+        Ok(t) => t,
+        Err(m) => return Reply::refuse(m, None),
+    };
+    let mut st = match link_state(shared, &th, c) {
+        Ok(s) => s,
+        Err(m) => return Reply::refuse(m, None),
+    };
+    let body = serde_json::json!({"request": c.i, "decision": decision, "message": reason});
+    let mut body = body;
+    if body["message"].is_null() {
+        body.as_object_mut().map(|o| o.remove("message"));
+    }
+    let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
+        Ok(cmd) => cmd.by_person(&c.n),
+        Err(m) => return Reply::bad(m),
+    };
+    let Command::Answer { answer } = command else { return Reply::bad("not an answer") };
+    if st.raised.request_of(&c.i).is_some() {
+        answer_route(&mut st, answer)
+    } else {
+        // Not streamed here: the session binds runwire's id to its own request, or refuses it.
+        match st.send(Input::Answer(answer)).map(|t| t.replayed) {
+            Ok(replayed) => {
+                Reply::answered(!replayed, if replayed { Ack::Replay } else { Ack::Taken }.to_string(), None)
+            }
+            Err(e) => not_sent(e),
+        }
+    }
+}

@@ -19,6 +19,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+/// The name an approval link is minted for when no named person sent the message.
+pub const LINK_NAME: &str = "link";
+
 /// Live sessions held at once; a new thread past this is refused (503).
 pub const MAX_SESSIONS: usize = 64;
 
@@ -51,6 +54,9 @@ pub(super) struct State {
     pub(super) record_id: Option<String>,
     /// When a run last used the session (the idle one used least recently is ended first).
     last_used: Instant,
+    /// The name approval links are minted for: the named person whose
+    /// message the agent is working on, else `link`.
+    pub(super) link_for: Arc<Mutex<String>>,
 }
 
 /// Why a session input was not sent.
@@ -95,6 +101,7 @@ impl State {
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
             last_used: Instant::now(),
+            link_for: Arc::new(Mutex::new(LINK_NAME.into())),
         }
     }
 
@@ -121,7 +128,7 @@ impl State {
             }
         }
         let journal = lock(&self.rec).as_ref().map(Recorder::journal);
-        match start_live(shared, self.resume.as_deref(), journal, self.rec.clone()) {
+        match start_live(shared, self.resume.as_deref(), journal, self.rec.clone(), self.link_for.clone()) {
             Ok((agent, rx)) => {
                 self.agent = Some(agent);
                 // Interrupts raised before are an earlier process's.
@@ -361,6 +368,7 @@ fn start_live(
     resume: Option<&str>,
     journal: Option<std::path::PathBuf>,
     rec: Arc<Mutex<Option<Recorder>>>,
+    link_for: Arc<Mutex<String>>,
 ) -> Result<(Engine, Feed), String> {
     let mut o = launch_options(&shared.cfg);
     o.resume = resume.map(str::to_string);
@@ -369,7 +377,16 @@ fn start_live(
         actor: crate::serve::BIN.into(),
     };
     let task = crate::runs::record::TASK.into();
-    let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into() });
+    // Approval links (--public-url): bound to this run, its task and each request's own id and deadline.
+    let run_id = lock(&rec).as_ref().map(|r| r.run_id.clone());
+    let links = shared.cfg.links.clone().zip(run_id).map(|(keys, run)| {
+        let task: String = crate::runs::record::TASK.into();
+        crate::session::driver::Linker(Arc::new(move |r: &crate::events::InputRequest| {
+            let name = lock(&link_for).clone();
+            crate::serve::links::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
+        }))
+    });
+    let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into(), links });
     Engine::start(shared.cfg.kind, &o, opts, journal, rec, crate::serve::BIN)
 }
 
