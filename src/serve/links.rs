@@ -261,7 +261,7 @@ pub fn ask_page(c: &Claims, request: Option<&crate::events::InputRequest>) -> St
     b.push_str(&format!("<p>Run <code>{}</code>, task <code>{}</code>. ", esc(&c.r), esc(&c.t)));
     b.push_str(&format!(
         "Unanswered, it is denied at {} UTC.</p>",
-        esc(&crate::time::format_ms(c.e).replace('T', " ").trim_end_matches('Z').to_string())
+        esc(crate::time::format_ms(c.e).replace('T', " ").trim_end_matches('Z'))
     ));
     if c.d.iter().any(|d| d == "allow") {
         b.push_str("<form method=\"post\"><input type=\"hidden\" name=\"decision\" value=\"allow\"><button type=\"submit\">Approve</button></form>");

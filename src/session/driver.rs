@@ -56,7 +56,10 @@ pub struct JournalTo {
 
 /// Mints the approval links of a raised request (none for a request a link cannot answer).
 #[derive(Clone)]
-pub struct Linker(pub std::sync::Arc<dyn Fn(&crate::events::InputRequest) -> Vec<String> + Send + Sync>);
+pub struct Linker(pub std::sync::Arc<MintLinks>);
+
+/// What a [`Linker`] calls: the links of one raised request.
+pub type MintLinks = dyn Fn(&crate::events::InputRequest) -> Vec<String> + Send + Sync;
 
 impl std::fmt::Debug for Linker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
