@@ -135,6 +135,21 @@ fn an_answer_with_a_named_token_is_journaled_with_that_name() {
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["by"].as_str(), answered[0]["decision"].as_str()), (Some("bob"), Some("allow")));
     assert_eq!(answers(&s), [("allow".to_string(), String::new())]);
+    // `runs show` says who answered what, when.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", s.home())
+        .args(["show", &session_run(&ev)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let a = &shown["answers"][0];
+    assert_eq!(
+        (a["by"].as_str(), a["decision"].as_str(), a["interrupt"].as_str()),
+        (Some("bob"), Some("allow"), i["id"].as_str()),
+        "{shown}"
+    );
+    assert!(a["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{a}");
 }
 
 const PUBLIC: &str = "https://rw.example.test";
