@@ -134,7 +134,7 @@ impl InputRecord {
             detail: detail.as_deref().map(clip),
             expires_at: None,
             interrupt: a.interrupt_id.clone(),
-            door: None,
+            door: a.door.clone(),
             links: None,
         }
     }
@@ -179,6 +179,7 @@ mod tests {
             message: Some("no".into()),
             by: Some("ana".into()),
             at: "2026-01-01T00:00:01.000Z".into(),
+            door: None,
         };
         let mut n = crate::normalize::Normalizer::new(crate::normalize::Adapter::Claude, Default::default());
         let evs: Vec<_> = [line, answer_line(&a)].iter().flat_map(|l| n.push(l)).collect();

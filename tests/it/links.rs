@@ -134,6 +134,8 @@ fn an_answer_with_a_named_token_is_journaled_with_that_name() {
     let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["by"].as_str(), answered[0]["decision"].as_str()), (Some("bob"), Some("allow")));
+    assert_eq!(answered[0]["door"], "task-route", "{answered:?}");
+    wait_for("the allow to reach the agent", Duration::from_secs(10), || !answers(&s).is_empty());
     assert_eq!(answers(&s), [("allow".to_string(), String::new())]);
     // `runs show` says who answered what, when.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
@@ -230,6 +232,7 @@ fn one_post_of_a_link_approves_once_and_nothing_else_acts() {
     let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["by"].as_str(), answered[0]["decision"].as_str()), (Some("link"), Some("allow")));
+    assert_eq!(answered[0]["door"], "link", "{answered:?}");
     // 30 requests a minute per token: this token has had 6 (three GETs, three POSTs); the 31st is refused,
     // another token is not.
     let codes: Vec<u16> = (0..25).map(|_| http(s.port, "GET", &path, &[], "").0).collect();
@@ -275,7 +278,9 @@ fn a_deny_by_json_reaches_the_agent_with_its_reason() {
     assert_eq!(got[0].0, "deny");
     assert!(got[0].1.contains("not on main"), "{got:?}");
     wait_for("the answer journaled", Duration::from_secs(10), || {
-        s.journal().iter().any(|r| r["input"] == "answered" && r["by"] == "ana" && r["decision"] == "deny")
+        s.journal()
+            .iter()
+            .any(|r| r["input"] == "answered" && r["by"] == "ana" && r["decision"] == "deny" && r["door"] == "link")
     });
 }
 

@@ -41,12 +41,13 @@
 use super::common::{Body, Outcome};
 use super::RunInput;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
+use crate::control::Door;
 use crate::events::{Data, Event, Exit, Seq};
 use crate::serve::http::{client_gone, Request};
 use crate::serve::interrupts::Plan;
 use crate::serve::{Shared, BIN};
 use crate::session::engine::Engine;
-use crate::session::input::{Input, MessageInput, Who};
+use crate::session::input::{AnswerInput, Input, MessageInput, Who};
 use crate::session::tap::{Feed, Got};
 use crate::session::Phase;
 use crate::time::Clock;
@@ -250,6 +251,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
             let mut st = lock(&th.st);
             // One unit: every answer checked by the session before any is
             // written, then all queued as one piece (or none).
+            let answers = answers.into_iter().map(|a| AnswerInput { door: Some(Door::Agui), ..a }).collect();
             let sent = match st.send(Input::Answers(answers)) {
                 Ok(t) => !t.replayed,
                 Err(m) => {

@@ -116,6 +116,7 @@ fn not_sent(e: NotSent) -> Reply {
 }
 
 fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
+    a.door = a.door.or(Some(crate::control::Door::TaskRoute));
     // An interrupt id names its request only while the process that raised it runs.
     if crate::control::is_interrupt_id(&a.id) {
         match st.raised.request_of(&a.id) {
@@ -234,7 +235,8 @@ pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &
         Ok(cmd) => cmd.by_person(&c.n),
         Err(m) => return Reply::bad(m),
     };
-    let Command::Answer { answer } = command else { return Reply::bad("not an answer") };
+    let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
+    answer.door = Some(crate::control::Door::Link);
     if st.raised.request_of(&c.i).is_some() {
         answer_route(&mut st, answer)
     } else {
