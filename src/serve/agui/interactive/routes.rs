@@ -175,11 +175,9 @@ fn stop_route(st: &mut State, by: &str) -> Reply {
 /// request (when this server streamed it) is still open. `Err`: why the
 /// link is no longer valid (a later process superseded it, or it was used).
 fn link_state<'a>(
-    shared: &'a Shared,
     th: &'a super::Thread,
     c: &crate::serve::links::Claims,
 ) -> Result<std::sync::MutexGuard<'a, State>, String> {
-    let _ = shared;
     let st = lock(&th.st);
     if st.record_id.as_deref() != Some(c.r.as_str()) || st.agent.is_none() {
         return Err("The agent process that asked has ended (the thread's agent was started again, or stopped): this link is superseded. Nothing was done.".into());
@@ -210,7 +208,7 @@ pub fn link_request(
     c: &crate::serve::links::Claims,
 ) -> Result<Option<crate::events::InputRequest>, String> {
     let th = link_thread(shared, c)?;
-    let st = link_state(shared, &th, c)?;
+    let st = link_state(&th, c)?;
     Ok(st.raised.request_of(&c.i).and_then(|rid| st.raised.get(rid)).map(|(r, _)| r.clone()))
 }
 
@@ -222,14 +220,13 @@ pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &
         Ok(t) => t,
         Err(m) => return Reply::refuse(m, None),
     };
-    let mut st = match link_state(shared, &th, c) {
+    let mut st = match link_state(&th, c) {
         Ok(s) => s,
         Err(m) => return Reply::refuse(m, None),
     };
-    let body = serde_json::json!({"request": c.i, "decision": decision, "message": reason});
-    let mut body = body;
-    if body["message"].is_null() {
-        body.as_object_mut().map(|o| o.remove("message"));
+    let mut body = serde_json::json!({"request": c.i, "decision": decision});
+    if let Some(r) = reason {
+        body["message"] = r.into();
     }
     let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
         Ok(cmd) => cmd.by_person(&c.n),
