@@ -179,6 +179,16 @@ fn link_path(s: &Server) -> String {
     link[PUBLIC.len()..].to_string()
 }
 
+/// `runs watch --no-follow ARGS` over the server's home.
+fn feed(s: &Server, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", s.home())
+        .args(["watch", "--no-follow"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 fn form(port: u16, path: &str, body: &str) -> (u16, String) {
     let (status, _, text) = http(port, "POST", path, &[("Content-Type", "application/x-www-form-urlencoded")], body);
     (status, text)
@@ -192,11 +202,22 @@ fn form(port: u16, path: &str, body: &str) -> (u16, String) {
 fn one_post_of_a_link_approves_once_and_nothing_else_acts() {
     let sec = secret("links-once");
     let s = start("links-once-srv", &["--public-url", PUBLIC, "--link-secret-file", &sec]);
+    // The feed begins before the run, so that the run's records are news.
+    assert!(feed(&s, &[]).status.success());
     let ev = agui(s.port, &[], run("t", "r1", "test it"));
     let i = interrupts(&ev)[0].clone();
     let path = link_path(&s);
     let requested = s.journal().into_iter().find(|r| r["input"] == "requested").unwrap();
     assert_eq!(requested["interrupt"], i["id"], "{requested}");
+    // The change feed's needs_input event carries the link.
+    let o = feed(&s, &["--since", "0", "--type", "needs_input"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let feed = String::from_utf8_lossy(&o.stdout).to_string();
+    let ev: Vec<Value> = feed.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        ev.iter().any(|e| e["type"] == "needs_input" && e["links"][0] == requested["links"][0] && e["tool"] == "Bash"),
+        "{feed}"
+    );
     for _ in 0..2 {
         let (status, head, page) = http(s.port, "GET", &path, &[], "");
         assert_eq!(status, 200, "{page}");
