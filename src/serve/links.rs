@@ -171,6 +171,15 @@ pub fn claims_for(run: &str, task: &str, r: &crate::events::InputRequest, name: 
     })
 }
 
+/// The limiter's key of a token: a digest of fixed size, so that a table
+/// full of long made-up tokens stays small.
+pub fn limit_key(token: &str) -> String {
+    use sha2::Digest;
+    let d = Sha256::digest(token.as_bytes());
+    let hex: String = d[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("t:{hex}")
+}
+
 /// Fixed-window counters, one a key, in bounded memory.
 #[derive(Default)]
 pub struct Limiter {
