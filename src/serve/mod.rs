@@ -164,12 +164,12 @@ pub struct Args {
     /// every request.
     #[arg(long, value_name = "DIR")]
     pub evidence: Option<PathBuf>,
-    /// The address people reach this server at (behind a TLS proxy), http(s)://host[:port][/path]:
+    /// The address people reach this server at (behind a TLS proxy), `http(s)://host[:port][/path]`:
     /// its Host and Origin are accepted, and approval links are minted under it (with
     /// --link-secret-file).
     #[arg(long, value_name = "URL", requires = "link_secret_file")]
     pub public_url: Option<String>,
-    /// Mint an approval link URL/a/<token> for every approval an interactive session raises
+    /// Mint an approval link `URL/a/<token>` for every approval an interactive session raises
     /// (HMAC-SHA256 under this file's secret, trimmed, >= 32 bytes); the journal records it.
     #[arg(long, value_name = "FILE", requires = "public_url")]
     pub link_secret_file: Option<PathBuf>,
