@@ -152,6 +152,17 @@ fn an_answer_with_a_named_token_is_journaled_with_that_name() {
         "{shown}"
     );
     assert!(a["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{a}");
+    // ana kills the session: the record that ends the run is hers.
+    let kill = format!("/runs/{}/tasks/agent/kill", session_run(&ev));
+    let (status, _, text) = http(s.port, "POST", &kill, &[("Authorization", &ana)], "");
+    assert_eq!(status, 200, "{text}");
+    wait_for("the kill journaled", Duration::from_secs(10), || {
+        s.journal().iter().any(|r| {
+            r["state"].is_string()
+                && r["actor"] == "ana"
+                && r["detail"].as_str().is_some_and(|d| d.contains("killed by ana") || d.contains("by ana through"))
+        })
+    });
 }
 
 const PUBLIC: &str = "https://rw.example.test";

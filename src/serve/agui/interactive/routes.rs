@@ -72,7 +72,11 @@ pub fn control_post(
         // Taken off the thread under its lock, stopped after it.
         let gone = lock(&th.st).agent_gone(Ending::Killed);
         if let Some(g) = gone {
-            g.stop();
+            // A named person's kill is journaled with their name.
+            match person {
+                Some(p) => g.killed_by(p).stop(),
+                None => g.stop(),
+            }
         }
         Reply::ok(
             "the session's process group was killed; the next message on the thread starts it again with --resume",

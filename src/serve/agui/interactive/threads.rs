@@ -196,7 +196,7 @@ impl State {
             // The ended session's sink keeps the old slot: a late line of
             // it never lands in the next session's record.
             let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
-            Gone { live, rec, why, held: status.between_turns() }
+            Gone { live, rec, why, held: status.between_turns(), by: None }
         });
         self.rx = None;
         gone
@@ -210,9 +210,16 @@ pub(super) struct Gone {
     why: Ending,
     /// Every turn it began had ended, and nothing was asked.
     held: bool,
+    /// Who killed it (a person's kill is journaled with their name).
+    by: Option<String>,
 }
 
 impl Gone {
+    /// The person who killed it, for the record that ends the run.
+    pub(super) fn killed_by(self, who: &str) -> Gone {
+        Gone { by: Some(who.to_string()), ..self }
+    }
+
     /// Stops the agent's process group (TERM and CONT, the grace, KILL),
     /// reaps it and ends the record: `committed` when it exited 0 or was
     /// ended while held between turns (its turns finished), else `halted`.
@@ -232,7 +239,13 @@ impl Gone {
                 }
                 _ => ("halted", None),
             };
-            if let Err(e) = rec.finish(state, rc, detail) {
+            let detail = match (&self.by, detail) {
+                (Some(who), Some(d)) => Some(format!("{d} by {who} through the task route")),
+                (Some(who), None) => Some(format!("killed by {who} through the task route")),
+                (None, d) => d,
+            };
+            let actor = self.by.as_deref().unwrap_or(crate::runs::record::ACTOR);
+            if let Err(e) = rec.finish_as(actor, state, rc, detail) {
                 crate::cli::report(crate::serve::BIN, format!("record {}: {e}", rec.run_id));
             }
         }
