@@ -269,6 +269,7 @@ fn link_route(
     token: &str,
 ) -> Close {
     let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    // `|`, not `||`: every request counts against both limits.
     if !shared.link_limits.allow(&links::limit_key(token), links::PER_TOKEN)
         | !shared.link_limits.allow(&format!("a:{peer}"), links::PER_ADDRESS)
     {
