@@ -147,11 +147,13 @@ pub enum Door {
     SessionInput,
     /// A hub forwarding to a node of the cluster.
     Hub,
+    /// An approval link (`GET|POST /a/<token>`): one answer, no bearer token.
+    Link,
 }
 
 impl Door {
-    pub const ALL: [Door; 6] =
-        [Door::Studio, Door::Agui, Door::TaskRoute, Door::SupervisorSocket, Door::SessionInput, Door::Hub];
+    pub const ALL: [Door; 7] =
+        [Door::Studio, Door::Agui, Door::TaskRoute, Door::SupervisorSocket, Door::SessionInput, Door::Hub, Door::Link];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -161,6 +163,7 @@ impl Door {
             Door::SupervisorSocket => "supervisor-socket",
             Door::SessionInput => "session-input",
             Door::Hub => "hub",
+            Door::Link => "link",
         }
     }
 
@@ -425,6 +428,23 @@ impl Command {
         };
         c.check().map_err(|e| format!("{} body: {e}", verb))?;
         Ok(c)
+    }
+
+    /// The command as given by `person` (the name of the caller's named
+    /// token): an answer's `by` is theirs whatever its body said, so no
+    /// one answers in another's name.
+    pub fn by_person(self, person: &str) -> Command {
+        match self {
+            Command::Answer { mut answer } => {
+                answer.by = Some(person.into());
+                Command::Answer { answer }
+            }
+            Command::Answers { mut answers } => {
+                answers.iter_mut().for_each(|a| a.by = Some(person.into()));
+                Command::Answers { answers }
+            }
+            c => c,
+        }
     }
 
     /// A verb that takes nothing but its name.

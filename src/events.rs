@@ -418,6 +418,10 @@ pub struct InputAnswer {
     pub by: Option<String>,
     /// RFC 3339: when the answer was given.
     pub at: String,
+    /// The door the answer came through (the journal's `door`), when a
+    /// door of this process said: not part of the event's wire shape.
+    #[serde(skip)]
+    pub door: Option<String>,
 }
 
 /// The `type` plus its `data`.

@@ -340,9 +340,10 @@ async fn pull_body(
 /// body ends with the connection).
 fn request_bytes(local: &Local, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Result<Vec<u8>, Answer> {
     let token = match &local.token_file {
-        Some(p) => match std::fs::read_to_string(p) {
-            Ok(t) => Some(t.trim().to_string()),
-            Err(e) => return Err(Answer::error(500, format!("{}: {e}", p.display()))),
+        // The server's own parser: one anonymous token, or named ones (the first is the sidecar's).
+        Some(p) => match runwire::serve::tokens::read_first(p) {
+            Ok(t) => Some(String::from_utf8_lossy(&t).into_owned()),
+            Err(e) => return Err(Answer::error(500, e)),
         },
         None => None,
     };

@@ -175,6 +175,7 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
             path,
             task: args.task.clone().unwrap_or_default(),
             actor: args.actor.clone(),
+            links: None,
         }),
     };
     let out = BufWriter::new(io::stdout());

@@ -452,7 +452,7 @@ fn journal_stat(path: &Path) -> (u64, u64) {
 }
 
 /// Record fields copied into an event (beside the run's summary).
-const RECORD_FIELDS: [&str; 14] = [
+const RECORD_FIELDS: [&str; 17] = [
     "actor",
     "task",
     "state",
@@ -467,6 +467,9 @@ const RECORD_FIELDS: [&str; 14] = [
     "by",
     "expires_at",
     "at",
+    "interrupt",
+    "door",
+    "links",
 ];
 
 /// Appends one event line. An event over [`MAX_EVENT`] becomes a reference:

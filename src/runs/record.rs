@@ -221,7 +221,13 @@ impl Recorder {
     /// it was stopped (client gone, shutdown), with the task's cost and
     /// tokens.
     pub fn finish(&self, state: &str, rc: Option<i64>, detail: Option<String>) -> std::io::Result<()> {
-        let mut r = self.with_totals(Record::task(ACTOR, TASK, state, rc));
+        self.finish_as(ACTOR, state, rc, detail)
+    }
+
+    /// [`Recorder::finish`] with the task record written by `actor` (the
+    /// person who killed the session).
+    pub fn finish_as(&self, actor: &str, state: &str, rc: Option<i64>, detail: Option<String>) -> std::io::Result<()> {
+        let mut r = self.with_totals(Record::task(actor, TASK, state, rc));
         r.detail = detail;
         journal::append(&self.files.journal(), &r)?;
         journal::append(&self.files.journal(), &Record::run(ACTOR, "finished"))?;

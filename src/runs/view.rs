@@ -63,6 +63,9 @@ pub struct Loaded {
     pub journal_stamp: Option<Stamp>,
 }
 
+/// Answers `runs show` lists at most (the latest).
+pub const MAX_ANSWERS: usize = 200;
+
 /// Reads `name` in the run's directory whole, with a bound. `Ok(None)`
 /// when it does not exist.
 pub fn read_opt(dir: BorrowedFd, name: &str, cap: u64, buf: &mut Vec<u8>) -> Result<Option<usize>, Unreadable> {
@@ -659,6 +662,30 @@ impl Loaded {
             .collect()
     }
 
+    /// Who answered what, when: the journal's `answered` records, the last
+    /// [`MAX_ANSWERS`] of them (read again here: the fold every listing
+    /// runs keeps only what is open).
+    fn answers(&self) -> Vec<Value> {
+        let Some(dir) = self.dir.as_ref() else { return Vec::new() };
+        let name = format!("{}.jsonl", self.pointer.slug);
+        let mut buf = Vec::new();
+        let Ok(Some(n)) = read_opt(dir.as_fd(), &name, safe::MAX_JOURNAL, &mut buf) else { return Vec::new() };
+        let mut out: std::collections::VecDeque<Value> = std::collections::VecDeque::new();
+        for line in buf[..n].split(|&b| b == b'\n') {
+            let Ok(Value::Object(r)) = serde_json::from_slice::<Value>(line) else { continue };
+            if r.get("input").and_then(Value::as_str) != Some("answered") {
+                continue;
+            }
+            let keep = ["ts", "task", "request", "interrupt", "decision", "by", "door", "detail"];
+            let a: Map<String, Value> = r.into_iter().filter(|(k, _)| keep.contains(&k.as_str())).collect();
+            if out.len() == MAX_ANSWERS {
+                out.pop_front();
+            }
+            out.push_back(Value::Object(a));
+        }
+        out.into()
+    }
+
     /// `GET /runs/:runId` / `runs show`.
     pub fn show(&self) -> Value {
         let plan = self.plan.as_ref().map(|plan| {
@@ -693,6 +720,7 @@ impl Loaded {
             "plan": plan,
             "tasks": tasks,
             "inputRequests": self.requests(None),
+            "answers": self.answers(),
             "lastRunRecord": self.journal.last_run,
             "journal": {"records": self.journal.records, "skipped": self.journal.skipped},
         })

@@ -42,6 +42,9 @@ fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
 
 /// Answers a control verb on run `id` (and `task`); the router checked
 /// both ids and read the body (empty when none was sent; JSON for steer).
+/// `person`: the name of the caller's named token, journaled as who gave
+/// the command (else the server's name).
+#[allow(clippy::too_many_arguments)]
 pub fn post(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -50,10 +53,11 @@ pub fn post(
     task: Option<&str>,
     verb: &str,
     body: &[u8],
+    person: Option<&str>,
 ) -> Close {
     // A session this server holds itself (interactive mode) answers here.
     if let Some(tid) = task {
-        if let Some(close) = super::agui::interactive::control_post(shared, stream, id, tid, verb, body, cors) {
+        if let Some(close) = super::agui::interactive::control_post(shared, stream, id, tid, verb, body, cors, person) {
             return close;
         }
     }
@@ -63,10 +67,16 @@ pub fn post(
     // One parse, one validation (`crate::control`); an answer names its
     // request by runwire's interrupt id, since the supervisor's task may
     // have had several agent processes that each number their requests.
+    let actor = person.unwrap_or(super::BIN);
     let command = Verb::parse(verb)
         .ok_or_else(|| format!("unknown verb {verb:?}"))
-        .and_then(|v| Command::from_route(v, body, super::BIN))
-        .and_then(|c| c.check_bound().map(|()| c));
+        .and_then(|v| Command::from_route(v, body, actor))
+        .and_then(|c| c.check_bound().map(|()| c))
+        // A person's token names them; the body cannot name someone else.
+        .map(|c| match person {
+            Some(p) => c.by_person(p),
+            None => c,
+        });
     let command = match command {
         Ok(c) => c,
         Err(m) => {
@@ -74,7 +84,7 @@ pub fn post(
             return Close::Linger;
         }
     };
-    let issued = Issued { door: Door::TaskRoute, actor: super::BIN.into(), task: task.map(str::to_string), command };
+    let issued = Issued { door: Door::TaskRoute, actor: actor.into(), task: task.map(str::to_string), command };
     let Some(creq) = issued.to_request() else {
         respond_error(stream, 400, cors, &format!("{verb} is not a verb of a supervised run"));
         return Close::Linger;
@@ -137,7 +147,7 @@ fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq
         "ts": crate::time::format_ms(
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
         ),
-        "actor": super::BIN,
+        "actor": creq.actor.as_deref().unwrap_or(super::BIN),
         "verb": creq.verb,
     });
     if let Some(t) = &creq.task {

@@ -346,6 +346,7 @@ pub fn answer_of(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerIn
         message: None,
         mode: None,
         by: Some(by.to_string()),
+        door: None,
     };
     if e.status == "cancelled" {
         a.message = Some("The user abandoned this request.".into());
@@ -856,6 +857,7 @@ mod tests {
             message: None,
             by: Some("agui".into()),
             at: "2030-01-01T00:00:00Z".into(),
+            door: None,
         });
         let unanswered = raised.raise(&tool_req("1"), None);
         raised.new_process();

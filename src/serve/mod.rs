@@ -31,11 +31,13 @@ pub mod evidence;
 pub mod feed;
 pub mod http;
 pub mod interrupts;
+pub mod links;
 pub mod router;
 pub mod run;
 pub mod runs;
 pub mod stream;
 pub mod studio;
+pub mod tokens;
 
 use crate::cli::{self, Exit};
 use crate::normalize::Adapter;
@@ -123,7 +125,8 @@ pub struct Args {
     /// Also accept browser requests from this exact origin, scheme://host or scheme://host:port; repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
     pub allow_origin: Vec<String>,
-    /// Require `Authorization: Bearer <token>` (token = this file's content, trimmed, >= 16 bytes).
+    /// Require `Authorization: Bearer <token>` (token = this file's content, trimmed, >= 16 bytes;
+    /// or one `NAME:TOKEN` a line, each person's own, journaled by NAME).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Allow a non-loopback --listen address and any Host header (needs --token-file).
@@ -170,6 +173,15 @@ pub struct Args {
     /// every request.
     #[arg(long, value_name = "DIR")]
     pub evidence: Option<PathBuf>,
+    /// The address people reach this server at (behind a TLS proxy), `http(s)://host[:port][/path]`:
+    /// its Host and Origin are accepted, and approval links are minted under it (with
+    /// --link-secret-file).
+    #[arg(long, value_name = "URL", requires = "link_secret_file")]
+    pub public_url: Option<String>,
+    /// Mint an approval link `URL/a/<token>` for every approval an interactive session raises
+    /// (HMAC-SHA256 under this file's secret, trimmed, >= 32 bytes); the journal records it.
+    #[arg(long, value_name = "FILE", requires = "public_url")]
+    pub link_secret_file: Option<PathBuf>,
     /// --cluster URL with --node NAME or --hub: the NATS JetStream cluster (spec/CLUSTER.md).
     #[command(flatten)]
     pub cluster: cluster::ClusterArgs,
@@ -326,7 +338,8 @@ pub struct Config {
     pub source: Source,
     /// Extra exact origins (lowercased).
     pub allow_origins: Vec<String>,
-    pub token: Option<Vec<u8>>,
+    /// `--token-file`: the anonymous token, or the named ones (people).
+    pub token: Option<tokens::Tokens>,
     pub allow_remote: bool,
     /// The bound address, for the server's own origins.
     pub ip: IpAddr,
@@ -367,29 +380,16 @@ pub struct Config {
     pub approval_policy: String,
     /// How long a request waits for an answer before it is denied.
     pub answer_timeout: Duration,
+    /// `--public-url` and `--link-secret-file`: approval links.
+    pub links: Option<links::Keys>,
 }
 
 /// Why the server could not start.
 pub use crate::cli::StartError;
 
-/// The token: the file's content with surrounding whitespace trimmed.
-pub fn read_token(path: &Path) -> Result<Vec<u8>, StartError> {
-    let raw = std::fs::read(path).map_err(|e| StartError::Io(format!("--token-file {}: {e}", path.display())))?;
-    let token = raw.trim_ascii().to_vec();
-    if token.len() < 16 {
-        return Err(StartError::Usage(format!(
-            "--token-file {}: the token must be at least 16 bytes after trimming whitespace (found {})",
-            path.display(),
-            token.len()
-        )));
-    }
-    if token.iter().any(|b| !b.is_ascii_graphic()) {
-        return Err(StartError::Usage(format!(
-            "--token-file {}: the token must be printable ASCII without spaces (it travels in a header)",
-            path.display()
-        )));
-    }
-    Ok(token)
+/// The token file's tokens ([`tokens`]: one anonymous, or several named).
+pub fn read_token(path: &Path) -> Result<tokens::Tokens, StartError> {
+    tokens::read(path)
 }
 
 fn env_ms(name: &str, default: u64) -> Duration {
@@ -484,6 +484,10 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         sandbox: args.sandbox.clone(),
         approval_policy: args.approval_policy.clone(),
         answer_timeout: Duration::from_secs(args.answer_timeout),
+        links: match (&args.public_url, &args.link_secret_file) {
+            (Some(u), Some(f)) => Some(links::Keys::read(u, f)?),
+            _ => None,
+        },
     };
     if cfg.interactive {
         // The same checks runwire-session makes (nothing is started here).
@@ -502,6 +506,8 @@ pub struct Shared {
     feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
     /// Interactive mode's live sessions, one per thread.
     pub sessions: agui::interactive::Sessions,
+    /// The link routes' rate limits.
+    pub link_limits: links::Limiter,
 }
 
 impl Shared {
@@ -513,6 +519,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             feed: std::sync::Mutex::new(None),
             sessions: agui::interactive::Sessions::default(),
+            link_limits: links::Limiter::default(),
         }
     }
 
@@ -719,7 +726,9 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     };
     // With a token, the page's address carries it (the studio keeps it for the tab and drops it from the address).
     let page = match &cfg.token {
-        Some(t) => format!("http://{addr}/#token={}", fragment_encode(t)),
+        Some(t) if !t.named() => format!("http://{addr}/#token={}", fragment_encode(t.first())),
+        // Named tokens are people's own: none is printed.
+        Some(_) => format!("http://{addr}/ (with your token: #token=<yours>)"),
         None => format!("http://{addr}/"),
     };
     cli::report(

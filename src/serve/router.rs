@@ -10,7 +10,7 @@
 //! `route`.
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
-use super::{agui, control, evidence, feed, runs, studio, Config, Shared};
+use super::{agui, control, evidence, feed, links, runs, studio, Config, Shared};
 use crate::control::Verb;
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
@@ -62,6 +62,8 @@ fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors,
     if !cfg.allow_remote {
         match req.header("host") {
             Some(h) if is_loopback_host(h) => {}
+            // --public-url: the name people reach the server by (through its proxy).
+            Some(h) if cfg.links.as_ref().is_some_and(|k| h.trim().eq_ignore_ascii_case(&k.host)) => {}
             Some(h) => {
                 respond_error(stream, 403, &[], &format!("Host {h:?} is not a loopback name; refused"));
                 return Err(Close::Linger);
@@ -75,7 +77,8 @@ fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors,
     }
     let origin = req.header("origin");
     if let Some(o) = origin {
-        if !origin_allowed(o, cfg.ip, cfg.port, &cfg.allow_origins) {
+        let public = cfg.links.as_ref().is_some_and(|k| o.trim().eq_ignore_ascii_case(&k.origin));
+        if !public && !origin_allowed(o, cfg.ip, cfg.port, &cfg.allow_origins) {
             respond_error(stream, 403, &[], &origin_refusal(o));
             return Err(Close::Linger);
         }
@@ -126,8 +129,12 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
     if studio::is_static(&req.path) {
         return studio::get(stream, req, cors);
     }
-    if let Some(token) = &cfg.token {
-        if !authorized(req, token) {
+    // An approval link is its own capability (one answer): no bearer token.
+    if let Some(token) = req.path.strip_prefix(links::PREFIX) {
+        return link_route(shared, stream, req, body, cors, token);
+    }
+    if let Some(tokens) = &cfg.token {
+        if super::tokens::caller(tokens, req).is_none() {
             respond_error(stream, 401, cors, "missing or wrong token: send Authorization: Bearer <token>");
             return Close::Linger;
         }
@@ -246,7 +253,50 @@ fn control_route(
         let _ = respond(stream, code, cors, &answer);
         return Close::Linger;
     }
-    control::post(shared, stream, cors, id, task, verb, &body)
+    // Who asks: the name of a named token, else the server (the journal's actor and `by`).
+    let person = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten();
+    control::post(shared, stream, cors, id, task, verb, &body, person)
+}
+
+/// `GET|POST /a/<token>`: rate-limited before anything is read or looked
+/// up; a POST's body is a form or JSON.
+fn link_route(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    body: Pending,
+    cors: &Cors,
+    token: &str,
+) -> Close {
+    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    // `|`, not `||`: every request counts against both limits.
+    if !shared.link_limits.allow(&links::limit_key(token), links::PER_TOKEN)
+        | !shared.link_limits.allow(&format!("a:{peer}"), links::PER_ADDRESS)
+    {
+        let mut h = cors.clone();
+        h.push(("Retry-After", "60".into()));
+        respond_error(stream, 429, &h, "too many requests for this link or from this address; try again in a minute");
+        return Close::Linger;
+    }
+    let body = match req.method.as_str() {
+        "GET" => None,
+        "POST" => {
+            let json = req.header("content-type").is_some_and(is_json_media_type);
+            let form = req.header("content-type").is_some_and(|ct| {
+                ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+            });
+            if !json && !form {
+                respond_error(stream, 415, cors, "expected application/x-www-form-urlencoded or application/json");
+                return Close::Linger;
+            }
+            match read_body_checked(&shared.cfg, stream, req, body, cors) {
+                Ok(b) => Some((b, json)),
+                Err(close) => return close,
+            }
+        }
+        _ => return method_not_allowed(stream, cors, "GET, POST"),
+    };
+    links::handle(shared, stream, cors, token, body)
 }
 
 /// `GET /api/info`: what the page needs to know about this server.
@@ -287,6 +337,17 @@ fn read_json_body(
             return Err(Close::Linger);
         }
     }
+    read_body_checked(cfg, stream, req, pending, cors)
+}
+
+/// [`read_json_body`] past its media type: `Expect`, size, time.
+fn read_body_checked(
+    cfg: &Config,
+    stream: &mut TcpStream,
+    req: &Request,
+    pending: Pending,
+    cors: &Cors,
+) -> Result<Vec<u8>, Close> {
     if req.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue")) {
         // A client that waits for our go-ahead need not send a body we would refuse.
         let declared = req.header("content-length").and_then(|l| l.trim().parse::<u64>().ok());
@@ -396,30 +457,8 @@ pub fn is_json_media_type(v: &str) -> bool {
     v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Compares in time independent of where the first difference is.
-pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The `token` query parameter, percent-decoded.
-pub fn query_token(query: &str) -> Option<Vec<u8>> {
-    query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(http::percent_decode)
-}
-
-/// Whether the request carries the token (Bearer header; `?token=` on GET).
-pub fn authorized(req: &Request, token: &[u8]) -> bool {
-    if let Some(v) = req.header("authorization") {
-        if let Some((scheme, cred)) = v.split_once(' ') {
-            if scheme.eq_ignore_ascii_case("bearer") && ct_eq(cred.trim().as_bytes(), token) {
-                return true;
-            }
-        }
-    }
-    req.method == "GET" && req.query.as_deref().and_then(query_token).is_some_and(|t| ct_eq(&t, token))
-}
+pub use super::tokens::ct_eq;
+pub use super::tokens::query_token;
 
 #[cfg(test)]
 mod tests {

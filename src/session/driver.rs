@@ -50,6 +50,21 @@ pub struct JournalTo {
     pub path: PathBuf,
     pub task: String,
     pub actor: String,
+    /// Mints a raised request's approval links, journaled with it (`runwire-serve --public-url`).
+    pub links: Option<Linker>,
+}
+
+/// Mints the approval links of a raised request (none for a request a link cannot answer).
+#[derive(Clone)]
+pub struct Linker(pub std::sync::Arc<MintLinks>);
+
+/// What a [`Linker`] calls: the links of one raised request.
+pub type MintLinks = dyn Fn(&crate::events::InputRequest) -> Vec<String> + Send + Sync;
+
+impl std::fmt::Debug for Linker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Linker")
+    }
 }
 
 /// Driver settings.
@@ -517,7 +532,11 @@ impl<A: Agent, O: Output> Core<A, O> {
         }
         if let Some(j) = &self.journal {
             let now = now_ms();
-            let recs = s.requested.iter().map(|r| InputRecord::requested(&j.actor, &j.task, r, now));
+            let recs = s.requested.iter().map(|r| {
+                let mut rec = InputRecord::requested(&j.actor, &j.task, r, now);
+                rec.links = j.links.as_ref().map(|l| (l.0)(r)).filter(|l| !l.is_empty());
+                rec
+            });
             let recs = recs.chain(s.answered.iter().map(|a| InputRecord::answered(&j.actor, &j.task, a, now)));
             for r in recs {
                 if let Err(e) = r.append(&j.path) {

@@ -137,6 +137,10 @@ pub struct AnswerInput {
     pub mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub by: Option<String>,
+    /// The door the answer came through, for the journal: in-process only
+    /// (a door of the server sets it), never a field of an input line.
+    #[serde(skip)]
+    pub door: Option<crate::control::Door>,
 }
 
 impl Input {

@@ -787,6 +787,7 @@ impl<A: Agent> Session<A> {
             message: Some(why.to_string()),
             by: Some(self.opts.actor.clone()),
             at: crate::time::format_ms(now_ms),
+            door: None,
         }
     }
 
@@ -945,6 +946,7 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
         message,
         by: a.by.clone(),
         at: crate::time::format_ms(now_ms),
+        door: a.door.map(|d| d.as_str().to_string()),
     })
 }
 
@@ -1081,6 +1083,7 @@ mod turn_tests {
                 message: None,
                 mode: None,
                 by: None,
+                door: None,
             })
         };
         let foreign = crate::control::new_interrupt_id();

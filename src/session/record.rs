@@ -68,6 +68,9 @@ pub struct InputRecord {
     /// `answered`: the door the answer came through, when runwire knows it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub door: Option<String>,
+    /// `requested`: the approval links minted for it (`runwire-serve --public-url`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub links: Option<Vec<String>>,
 }
 
 /// Longest `detail` journaled (a plan or a command can be long; the log has it whole).
@@ -110,6 +113,7 @@ impl InputRecord {
             expires_at: r.expires_at.clone(),
             interrupt: r.interrupt_id.clone(),
             door: None,
+            links: None,
         }
     }
 
@@ -130,7 +134,8 @@ impl InputRecord {
             detail: detail.as_deref().map(clip),
             expires_at: None,
             interrupt: a.interrupt_id.clone(),
-            door: None,
+            door: a.door.clone(),
+            links: None,
         }
     }
 
@@ -174,6 +179,7 @@ mod tests {
             message: Some("no".into()),
             by: Some("ana".into()),
             at: "2026-01-01T00:00:01.000Z".into(),
+            door: None,
         };
         let mut n = crate::normalize::Normalizer::new(crate::normalize::Adapter::Claude, Default::default());
         let evs: Vec<_> = [line, answer_line(&a)].iter().flat_map(|l| n.push(l)).collect();

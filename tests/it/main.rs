@@ -32,6 +32,7 @@ mod index_totals;
 mod install_man;
 mod interactive;
 mod interactive_agents;
+mod links;
 mod live_task;
 mod normalize_events;
 mod notify;

@@ -122,7 +122,16 @@ fn journal_records_fit_runstate_v1() {
             .unwrap();
     let requested = runwire::session::record::InputRecord::requested("runner", "a", &req, 0);
     let answered = runwire::session::record::InputRecord::answered("runner", "a", &ans, 0);
-    for r in [&requested, &answered] {
+    // An approval's link (runwire-serve --public-url) and an answer through it.
+    let mut linked = requested.clone();
+    linked.links = Some(vec!["https://rw.example.net/a/eyJyIjoiYSJ9.c2ln".into()]);
+    let by_link = runwire::events::InputAnswer { door: Some("link".into()), ..ans.clone() };
+    let by_link = runwire::session::record::InputRecord::answered("runner", "a", &by_link, 0);
+    assert_eq!(serde_json::to_value(&by_link).unwrap()["door"], "link");
+    let doors = s["properties"]["door"]["enum"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string());
+    let code: Vec<String> = runwire::control::Door::ALL.iter().map(|d| d.as_str().to_string()).collect();
+    assert_eq!(doors.collect::<Vec<_>>(), code, "the schema's doors are the code's");
+    for r in [&requested, &answered, &linked, &by_link] {
         check(&s, &serde_json::to_value(r).unwrap(), "input record").unwrap();
     }
     assert_eq!(requested.kind.as_deref(), Some("question"));

@@ -41,12 +41,13 @@
 use super::common::{Body, Messages, Outcome};
 use super::RunInput;
 use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
+use crate::control::Door;
 use crate::events::{Data, Event, Exit, Seq};
 use crate::serve::http::{client_gone, Request};
 use crate::serve::interrupts::Plan;
 use crate::serve::{Shared, BIN};
 use crate::session::engine::Engine;
-use crate::session::input::{Input, MessageInput, Who};
+use crate::session::input::{AnswerInput, Input, MessageInput, Who};
 use crate::session::tap::{Feed, Got};
 use crate::session::Phase;
 use crate::time::Clock;
@@ -57,7 +58,7 @@ use std::time::{Duration, Instant};
 
 mod routes;
 mod threads;
-pub use routes::control_post;
+pub use routes::{control_post, link_answer, link_request};
 pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};
 use threads::{lock, Ending, NotSent, State};
 
@@ -72,6 +73,10 @@ pub const TASK: &str = crate::runs::record::TASK;
 
 struct Run<'a, 'b> {
     tr: Translator,
+    /// Who sent the run's input (the name of a named token, else `agui`): the journal's `by`.
+    by: String,
+    /// The name of the sender's named token, if any.
+    person: Option<String>,
     /// The AG-UI response body, which [`run`] starts and ends; the run only
     /// writes frames to it.
     body: &'a mut Body<'b>,
@@ -131,7 +136,9 @@ pub(super) fn run(
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
         return Outcome::Cancelled;
     };
-    let streamed = stream_into(shared, &mut body, &peek, input);
+    let person =
+        shared.cfg.token.as_ref().and_then(|t| crate::serve::tokens::caller(t, req)).flatten().map(str::to_string);
+    let streamed = stream_into(shared, &mut body, &peek, input, person);
     // The run is over once its terminal event is out: the thread takes the
     // next run (a resume sent the moment RUN_FINISHED arrives) from now.
     shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
@@ -142,13 +149,24 @@ pub(super) fn run(
 /// Sends the run's input and streams the session to `body` until the run
 /// ends (`peek`: the client's socket, to see it leave). `false` when the
 /// client left before the run's end.
-fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput) -> bool {
+fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput, person: Option<String>) -> bool {
+    let by = person.clone().unwrap_or_else(|| "agui".into());
     let tr = Translator::new(TranslateOptions {
         thread_id: Some(input.thread_id.clone()),
         run_id: Some(input.run_id.clone()),
     });
     let msgs = Messages::start(shared, input);
-    let mut run = Run { tr, body, clock: Clock::from_env(), own_turn: None, stops_seen: 0, saw_turn_end: false, msgs };
+    let mut run = Run {
+        tr,
+        by,
+        person,
+        body,
+        clock: Clock::from_env(),
+        own_turn: None,
+        stops_seen: 0,
+        saw_turn_end: false,
+        msgs,
+    };
     match drive(shared, &mut run, input, peek) {
         Ok(End::Done) => true,
         Ok(End::Gone) => false,
@@ -215,7 +233,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
         let plan = if input.resume.is_empty() && open.is_empty() {
             None
         } else {
-            Some(st.raised.plan(&input.resume, &open, "agui"))
+            Some(st.raised.plan(&input.resume, &open, &run.by))
         };
         (open, plan)
     };
@@ -244,11 +262,12 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
             // The one command of every door (`crate::control`): checked once,
             // then, as one unit, every answer checked by the session before
             // any is written and all queued as one piece (or none).
+            let answers = answers.into_iter().map(|a| AnswerInput { door: Some(Door::Agui), ..a }).collect();
             let command = crate::control::Command::Answers { answers };
             if let Err(m) = command.check() {
                 return fail(run, format!("resume: {m}; nothing was sent"), "resume_refused");
             }
-            let input = command.into_input("agui").expect("answers are a session input");
+            let input = command.into_input(&run.by).expect("answers are a session input");
             let mut st = lock(&th.st);
             let sent = match st.send(input) {
                 Ok(t) => !t.replayed,
@@ -286,7 +305,9 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
                 drop(st);
                 return end_interrupted(run, &th, &open);
             }
-            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some("agui".into()) });
+            let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some(run.by.clone()) });
+            // Links minted from now on are the sender's, when a named token says who they are.
+            *lock(&st.link_for) = run.person.clone().unwrap_or_else(|| threads::LINK_NAME.into());
             if let Err(m) = st.send(msg) {
                 drop(st);
                 let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };

@@ -22,6 +22,8 @@ const RETRY_AFTER: &str = "1";
 /// to the client after it; nothing here waits for the agent: an agent that
 /// does not read its input gets `503` with `Retry-After`, and `kill` waits
 /// only for the process group to be gone (its grace, then SIGKILL).
+/// `person`: the name of the caller's named token, journaled as `by`.
+#[allow(clippy::too_many_arguments)]
 pub fn control_post(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -30,6 +32,7 @@ pub fn control_post(
     verb: &str,
     body: &[u8],
     cors: &[(&'static str, String)],
+    person: Option<&str>,
 ) -> Option<Close> {
     let th = shared.sessions.by_record(id)?;
     if task != TASK {
@@ -53,9 +56,13 @@ pub fn control_post(
     // One parse, one validation, for every door (`crate::control`).
     let command = match Verb::parse(verb)
         .ok_or_else(|| format!("unknown verb {verb:?}"))
-        .and_then(|v| Command::from_route(v, body, "task route"))
+        .and_then(|v| Command::from_route(v, body, person.unwrap_or("task route")))
     {
-        Ok(c) => c,
+        // A person's token names them; the body cannot name someone else.
+        Ok(c) => match person {
+            Some(p) => c.by_person(p),
+            None => c,
+        },
         Err(m) => {
             respond_error(stream, 400, cors, &m);
             return Some(Close::Linger);
@@ -65,7 +72,11 @@ pub fn control_post(
         // Taken off the thread under its lock, stopped after it.
         let gone = lock(&th.st).agent_gone(Ending::Killed);
         if let Some(g) = gone {
-            g.stop();
+            // A named person's kill is journaled with their name.
+            match person {
+                Some(p) => g.killed_by(p).stop(),
+                None => g.stop(),
+            }
         }
         Reply::ok(
             "the session's process group was killed; the next message on the thread starts it again with --resume",
@@ -79,8 +90,10 @@ pub fn control_post(
         } else {
             match command {
                 Command::Answer { answer } => answer_route(&mut st, answer),
-                Command::Steer { text, interrupt, turn } => steer_route(&mut st, text, interrupt, turn),
-                _ => stop_route(&mut st),
+                Command::Steer { text, interrupt, turn } => {
+                    steer_route(&mut st, text, interrupt, turn, person.unwrap_or("steer"))
+                }
+                _ => stop_route(&mut st, person.unwrap_or("stop")),
             }
         }
     };
@@ -107,6 +120,7 @@ fn not_sent(e: NotSent) -> Reply {
 }
 
 fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
+    a.door = a.door.or(Some(crate::control::Door::TaskRoute));
     // An interrupt id names its request only while the process that raised it runs.
     if crate::control::is_interrupt_id(&a.id) {
         match st.raised.request_of(&a.id) {
@@ -141,21 +155,98 @@ fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
     }
 }
 
-fn steer_route(st: &mut State, text: String, interrupt: bool, turn: Option<u64>) -> Reply {
+fn steer_route(st: &mut State, text: String, interrupt: bool, turn: Option<u64>, by: &str) -> Reply {
     // The steer rules are the session's (`steer` input): its answer says what it did.
     // A steer that starts a turn of its own keeps the session mid-turn:
     // the streaming run follows it to its end.
-    match st.send(Input::Steer(SteerInput { text, interrupt, turn, by: Some("steer".into()) })) {
+    match st.send(Input::Steer(SteerInput { text, interrupt, turn, by: Some(by.into()) })) {
         Ok(t) => Reply { live: Some(true), ..Reply::ok(t.ack.to_string(), None) },
         Err(e) => not_sent(e),
     }
 }
 
-fn stop_route(st: &mut State) -> Reply {
+fn stop_route(st: &mut State, by: &str) -> Reply {
     // The stop rules are the session's (`stop` input): open requests
     // cancelled, then the turn interrupted; nothing when nothing runs.
-    match st.send(Input::Stop(Who { by: Some("stop".into()) })) {
+    match st.send(Input::Stop(Who { by: Some(by.into()) })) {
         Ok(t) => Reply::ok(t.ack.to_string(), None),
         Err(e) => not_sent(e),
+    }
+}
+
+/// An approval link's session, locked, if the link still names a request
+/// of it: the run is this thread's current agent process and runs, and the
+/// request (when this server streamed it) is still open. `Err`: why the
+/// link is no longer valid (a later process superseded it, or it was used).
+fn link_state<'a>(
+    th: &'a super::Thread,
+    c: &crate::serve::links::Claims,
+) -> Result<std::sync::MutexGuard<'a, State>, String> {
+    let st = lock(&th.st);
+    if st.record_id.as_deref() != Some(c.r.as_str()) || st.agent.is_none() {
+        return Err("The agent process that asked has ended (the thread's agent was started again, or stopped): this link is superseded. Nothing was done.".into());
+    }
+    if let Some(rid) = st.raised.request_of(&c.i) {
+        if !st.open().iter().any(|o| o == rid) {
+            return Err(
+                "This request was already answered, or its time ran out: this link is used. Nothing was done.".into()
+            );
+        }
+    }
+    Ok(st)
+}
+
+fn link_thread(shared: &Shared, c: &crate::serve::links::Claims) -> Result<std::sync::Arc<super::Thread>, String> {
+    if c.t != TASK {
+        return Err("This link names no task of this server. Nothing was done.".into());
+    }
+    shared.sessions.by_record(&c.r).ok_or_else(|| {
+        "The run this link was minted for is no longer held by this server (it ended, or the server restarted). Nothing was done.".to_string()
+    })
+}
+
+/// `GET /a/<token>`: the request a valid link names (`None` inside when this
+/// server did not stream it and has only the link's own claims to show).
+pub fn link_request(
+    shared: &Shared,
+    c: &crate::serve::links::Claims,
+) -> Result<Option<crate::events::InputRequest>, String> {
+    let th = link_thread(shared, c)?;
+    let st = link_state(&th, c)?;
+    Ok(st.raised.request_of(&c.i).and_then(|rid| st.raised.get(rid)).map(|(r, _)| r.clone()))
+}
+
+/// `POST /a/<token>`: the link's answer, as every door gives one: a
+/// [`Command`] checked by the one rule, then the session's own (open,
+/// replay, the agent's offer). `by`: the name the link was minted for.
+pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &str, reason: Option<String>) -> Reply {
+    let th = match link_thread(shared, c) {
+        Ok(t) => t,
+        Err(m) => return Reply::refuse(m, None),
+    };
+    let mut st = match link_state(&th, c) {
+        Ok(s) => s,
+        Err(m) => return Reply::refuse(m, None),
+    };
+    let mut body = serde_json::json!({"request": c.i, "decision": decision});
+    if let Some(r) = reason {
+        body["message"] = r.into();
+    }
+    let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
+        Ok(cmd) => cmd.by_person(&c.n),
+        Err(m) => return Reply::bad(m),
+    };
+    let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
+    answer.door = Some(crate::control::Door::Link);
+    if st.raised.request_of(&c.i).is_some() {
+        answer_route(&mut st, answer)
+    } else {
+        // Not streamed here: the session binds runwire's id to its own request, or refuses it.
+        match st.send(Input::Answer(answer)).map(|t| t.replayed) {
+            Ok(replayed) => {
+                Reply::answered(!replayed, if replayed { Ack::Replay } else { Ack::Taken }.to_string(), None)
+            }
+            Err(e) => not_sent(e),
+        }
     }
 }

@@ -19,6 +19,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+/// The name an approval link is minted for when no named person sent the message.
+pub const LINK_NAME: &str = "link";
+
 /// Live sessions held at once; a new thread past this is refused (503).
 pub const MAX_SESSIONS: usize = 64;
 
@@ -51,6 +54,9 @@ pub(super) struct State {
     pub(super) record_id: Option<String>,
     /// When a run last used the session (the idle one used least recently is ended first).
     last_used: Instant,
+    /// The name approval links are minted for: the named person whose
+    /// message the agent is working on, else `link`.
+    pub(super) link_for: Arc<Mutex<String>>,
 }
 
 /// Why a session input was not sent.
@@ -95,6 +101,7 @@ impl State {
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
             last_used: Instant::now(),
+            link_for: Arc::new(Mutex::new(LINK_NAME.into())),
         }
     }
 
@@ -122,7 +129,7 @@ impl State {
             }
         }
         let journal = lock(&self.rec).as_ref().map(Recorder::journal);
-        match start_live(shared, self.resume.as_deref(), journal, self.rec.clone()) {
+        match start_live(shared, self.resume.as_deref(), journal, self.rec.clone(), self.link_for.clone()) {
             Ok((agent, rx)) => {
                 self.agent = Some(agent);
                 // Interrupts raised before are an earlier process's.
@@ -190,7 +197,7 @@ impl State {
             // The ended session's sink keeps the old slot: a late line of
             // it never lands in the next session's record.
             let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
-            Gone { live, rec, why, held: status.between_turns() }
+            Gone { live, rec, why, held: status.between_turns(), by: None }
         });
         self.rx = None;
         gone
@@ -204,9 +211,16 @@ pub(super) struct Gone {
     why: Ending,
     /// Every turn it began had ended, and nothing was asked.
     held: bool,
+    /// Who killed it (a person's kill is journaled with their name).
+    by: Option<String>,
 }
 
 impl Gone {
+    /// The person who killed it, for the record that ends the run.
+    pub(super) fn killed_by(self, who: &str) -> Gone {
+        Gone { by: Some(who.to_string()), ..self }
+    }
+
     /// Stops the agent's process group (TERM and CONT, the grace, KILL),
     /// reaps it and ends the record: `committed` when it exited 0 or was
     /// ended while held between turns (its turns finished), else `halted`.
@@ -226,7 +240,13 @@ impl Gone {
                 }
                 _ => ("halted", None),
             };
-            if let Err(e) = rec.finish(state, rc, detail) {
+            let detail = match (&self.by, detail) {
+                (Some(who), Some(d)) => Some(format!("{d} by {who} through the task route")),
+                (Some(who), None) => Some(format!("killed by {who} through the task route")),
+                (None, d) => d,
+            };
+            let actor = self.by.as_deref().unwrap_or(crate::runs::record::ACTOR);
+            if let Err(e) = rec.finish_as(actor, state, rc, detail) {
                 crate::cli::report(crate::serve::BIN, format!("record {}: {e}", rec.run_id));
             }
         }
@@ -362,6 +382,7 @@ fn start_live(
     resume: Option<&str>,
     journal: Option<std::path::PathBuf>,
     rec: Arc<Mutex<Option<Recorder>>>,
+    link_for: Arc<Mutex<String>>,
 ) -> Result<(Engine, Feed), String> {
     let mut o = launch_options(&shared.cfg);
     o.resume = resume.map(str::to_string);
@@ -370,7 +391,16 @@ fn start_live(
         actor: crate::serve::BIN.into(),
     };
     let task = crate::runs::record::TASK.into();
-    let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into() });
+    // Approval links (--public-url): bound to this run, its task and each request's own id and deadline.
+    let run_id = lock(&rec).as_ref().map(|r| r.run_id.clone());
+    let links = shared.cfg.links.clone().zip(run_id).map(|(keys, run)| {
+        let task: String = crate::runs::record::TASK.into();
+        crate::session::driver::Linker(Arc::new(move |r: &crate::events::InputRequest| {
+            let name = lock(&link_for).clone();
+            crate::serve::links::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
+        }))
+    });
+    let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into(), links });
     Engine::start(shared.cfg.kind, &o, opts, journal, rec, crate::serve::BIN)
 }
 

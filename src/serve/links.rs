@@ -1,0 +1,512 @@
+//! Approval links (`--public-url URL --link-secret-file F`): for every
+//! approval the server's sessions raise, a link `URL/a/<token>` that is the
+//! capability for that one answer and nothing else. It is journaled with
+//! the request (the `requested` record's `links`), so the change feed's
+//! `needs_input` event carries it.
+//!
+//! The token is `<claims>.<mac>`: the claims (run, task, runwire's
+//! interrupt id, the decisions offered, the interrupt's own deadline, the
+//! name the link was minted for, the tool) as JSON in base64url, and an
+//! HMAC-SHA256 of that text under the link secret, base64url. A token is
+//! checked before anything is looked up: a tampered or foreign token names
+//! nothing. `GET` shows what is asked and never acts; `POST` answers once,
+//! through the same [`Command`] path as every other door (door `link`).
+//! Used, expired or superseded links get a refusal page and change
+//! nothing. Link routes need no bearer token and are rate-limited
+//! ([`PER_TOKEN`] a minute per token, [`PER_ADDRESS`] per client address,
+//! at most [`MAX_KEYS`] keys held).
+//!
+//! [`Command`]: crate::control::Command
+
+use super::http::Close;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The route's prefix.
+pub const PREFIX: &str = "/a/";
+/// Requests a minute one token may make.
+pub const PER_TOKEN: u32 = 30;
+/// Requests a minute one client address may make.
+pub const PER_ADDRESS: u32 = 120;
+/// Keys the limiter holds at most (bounded memory): past it, a new key is refused until a window ends.
+pub const MAX_KEYS: usize = 8192;
+/// Longest token taken (a real one is a few hundred bytes).
+pub const MAX_TOKEN: usize = 2048;
+/// Shortest link secret.
+pub const MIN_SECRET: usize = 32;
+
+/// The server's link settings.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Keys {
+    /// `--public-url`, without a trailing slash.
+    pub public_url: String,
+    /// `scheme://host[:port]` of it (accepted as an Origin).
+    pub origin: String,
+    /// `host[:port]` of it (accepted as a Host).
+    pub host: String,
+    secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("Keys").field("public_url", &self.public_url).finish_non_exhaustive()
+    }
+}
+
+/// `--public-url`: `http(s)://host[:port][/path]`, no query or fragment.
+pub fn parse_public_url(s: &str) -> Result<(String, String, String), String> {
+    let bad = || format!("{s:?}: expected http(s)://host[:port][/path], e.g. https://runwire.example.net");
+    let t = s.trim_end_matches('/');
+    let (scheme, rest) = t.split_once("://").ok_or_else(bad)?;
+    if !matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https") || t.contains(['?', '#', '@']) {
+        return Err(bad());
+    }
+    let host = rest.split('/').next().unwrap_or_default();
+    let origin = super::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
+    Ok((t.to_string(), origin, host.to_ascii_lowercase()))
+}
+
+impl Keys {
+    /// From `--public-url` and the secret file's content (trimmed, at least [`MIN_SECRET`] bytes).
+    pub fn new(public_url: &str, secret: &[u8]) -> Result<Keys, String> {
+        let (public_url, origin, host) = parse_public_url(public_url)?;
+        let secret = secret.trim_ascii().to_vec();
+        if secret.len() < MIN_SECRET {
+            return Err(format!("the secret must be at least {MIN_SECRET} bytes (found {})", secret.len()));
+        }
+        Ok(Keys { public_url, origin, host, secret })
+    }
+
+    /// Reads `--link-secret-file`.
+    pub fn read(public_url: &str, secret_file: &Path) -> Result<Keys, crate::cli::StartError> {
+        use crate::cli::StartError;
+        let raw = std::fs::read(secret_file)
+            .map_err(|e| StartError::Io(format!("--link-secret-file {}: {e}", secret_file.display())))?;
+        Keys::new(public_url, &raw).map_err(|e| {
+            let flag = if e.contains("secret") { "--link-secret-file" } else { "--public-url" };
+            StartError::Usage(format!("{flag}: {e}"))
+        })
+    }
+
+    fn mac(&self, text: &[u8]) -> Vec<u8> {
+        let mut m = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes a key of any length");
+        m.update(b"runwire-link/v1\n");
+        m.update(text);
+        m.finalize().into_bytes().to_vec()
+    }
+
+    /// The token for `claims`.
+    pub fn token(&self, claims: &Claims) -> String {
+        let body = B64.encode(serde_json::to_vec(claims).expect("claims serialize"));
+        let mac = B64.encode(self.mac(body.as_bytes()));
+        format!("{body}.{mac}")
+    }
+
+    /// The link for `claims`.
+    pub fn link(&self, claims: &Claims) -> String {
+        format!("{}{PREFIX}{}", self.public_url, self.token(claims))
+    }
+
+    /// The claims of a token this server signed; `None` for anything else
+    /// (tampered, foreign, malformed: one answer, so a guess learns nothing).
+    pub fn verify(&self, token: &str) -> Option<Claims> {
+        if token.len() > MAX_TOKEN {
+            return None;
+        }
+        let (body, mac) = token.split_once('.')?;
+        let given = B64.decode(mac).ok()?;
+        let mut m = Hmac::<Sha256>::new_from_slice(&self.secret).ok()?;
+        m.update(b"runwire-link/v1\n");
+        m.update(body.as_bytes());
+        // Constant-time comparison (hmac's verify).
+        m.verify_slice(&given).ok()?;
+        serde_json::from_slice(&B64.decode(body).ok()?).ok()
+    }
+}
+
+/// What a link is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claims {
+    /// The run (its record id).
+    pub r: String,
+    /// The task.
+    pub t: String,
+    /// runwire's interrupt id (this request of this agent process).
+    pub i: String,
+    /// The decisions offered.
+    pub d: Vec<String>,
+    /// The interrupt's deadline, ms since the epoch.
+    pub e: i64,
+    /// The name the link was minted for (journaled as who answered).
+    pub n: String,
+    /// The tool asking, for the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<String>,
+}
+
+/// The claims of a raised request's link, when it gets one: tool and plan
+/// approvals (approve or deny); a question needs its own form, not a link.
+pub fn claims_for(run: &str, task: &str, r: &crate::events::InputRequest, name: &str) -> Option<Claims> {
+    use crate::events::InputKind;
+    if !matches!(r.kind, InputKind::ToolApproval | InputKind::PlanApproval) {
+        return None;
+    }
+    Some(Claims {
+        r: run.into(),
+        t: task.into(),
+        i: r.interrupt_id.clone()?,
+        d: vec!["allow".into(), "deny".into()],
+        e: crate::time::parse_rfc3339_ms(r.expires_at.as_deref()?)?,
+        n: name.into(),
+        k: r.tool.clone(),
+    })
+}
+
+/// The limiter's key of a token: a digest of fixed size, so that a table
+/// full of long made-up tokens stays small.
+pub fn limit_key(token: &str) -> String {
+    use sha2::Digest;
+    let d = Sha256::digest(token.as_bytes());
+    let hex: String = d[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("t:{hex}")
+}
+
+/// Fixed-window counters, one a key, in bounded memory.
+#[derive(Default)]
+pub struct Limiter {
+    counts: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+impl Limiter {
+    /// Counts one request of `key`; `false` when it is over `limit` this minute
+    /// (or the table is full of live windows).
+    pub fn allow(&self, key: &str, limit: u32) -> bool {
+        const WINDOW: Duration = Duration::from_secs(60);
+        let now = Instant::now();
+        let mut m = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.contains_key(key) && m.len() >= MAX_KEYS {
+            m.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
+            if m.len() >= MAX_KEYS {
+                return false;
+            }
+        }
+        let e = m.entry(key.to_string()).or_insert((now, 0));
+        if now.duration_since(e.0) >= WINDOW {
+            *e = (now, 0);
+        }
+        e.1 += 1;
+        e.1 <= limit
+    }
+}
+
+/// Text for HTML (element content and quoted attributes).
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const STYLE: &str = "body{font:16px/1.4 system-ui,sans-serif;margin:0 auto;padding:12px;max-width:40em}\
+pre{white-space:pre-wrap;word-break:break-word;background:#f4f4f4;padding:8px;font-size:14px}\
+.add{color:#060}.del{color:#a00}form{margin:12px 0}button{font-size:18px;padding:10px 18px;width:100%}\
+input[type=text]{font-size:16px;width:100%;box-sizing:border-box;padding:8px;margin-bottom:6px}";
+
+/// A whole page.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{t}</title>\
+<style>{STYLE}</style></head><body><h1>{t}</h1>{body}</body></html>",
+        t = esc(title)
+    )
+}
+
+/// The page of an open request: what is asked, the tool and its input
+/// (the diff of an edit), and the two forms.
+pub fn ask_page(c: &Claims, request: Option<&crate::events::InputRequest>) -> String {
+    let tool = request.and_then(|r| r.tool.clone()).or_else(|| c.k.clone()).unwrap_or_else(|| "a tool".into());
+    let mut b = format!("<p>The agent asks to use <b>{}</b>.</p>", esc(&tool));
+    if let Some(m) = request.and_then(|r| r.message.as_deref()) {
+        b.push_str(&format!("<p>{}</p>", esc(m)));
+    }
+    if let Some(input) = request.and_then(|r| r.input.as_ref()) {
+        let old = input.get("old_string").and_then(|v| v.as_str());
+        let new = input.get("new_string").and_then(|v| v.as_str());
+        if let (Some(old), Some(new)) = (old, new) {
+            if let Some(f) = input.get("file_path").and_then(|v| v.as_str()) {
+                b.push_str(&format!("<p>File: <code>{}</code></p>", esc(f)));
+            }
+            b.push_str("<pre>");
+            for l in old.lines() {
+                b.push_str(&format!("<span class=\"del\">- {}</span>\n", esc(l)));
+            }
+            for l in new.lines() {
+                b.push_str(&format!("<span class=\"add\">+ {}</span>\n", esc(l)));
+            }
+            b.push_str("</pre>");
+        } else {
+            let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
+            b.push_str(&format!("<pre>{}</pre>", esc(&pretty)));
+        }
+    }
+    b.push_str(&format!("<p>Run <code>{}</code>, task <code>{}</code>. ", esc(&c.r), esc(&c.t)));
+    b.push_str(&format!(
+        "Unanswered, it is denied at {} UTC.</p>",
+        esc(crate::time::format_ms(c.e).replace('T', " ").trim_end_matches('Z'))
+    ));
+    if c.d.iter().any(|d| d == "allow") {
+        b.push_str("<form method=\"post\"><input type=\"hidden\" name=\"decision\" value=\"allow\"><button type=\"submit\">Approve</button></form>");
+    }
+    if c.d.iter().any(|d| d == "deny") {
+        b.push_str(
+            "<form method=\"post\"><input type=\"hidden\" name=\"decision\" value=\"deny\">\
+<label>Reason (told to the agent)<input type=\"text\" name=\"reason\" maxlength=\"2000\"></label>\
+<button type=\"submit\">Deny</button></form>",
+        );
+    }
+    page("Approve or deny?", &b)
+}
+
+/// A decision from a link's POST body: a form (`decision=allow|deny`,
+/// `reason`) or JSON (`{"decision":"deny","reason":…}`).
+pub fn decision_of(body: &[u8], json: bool) -> Result<(String, Option<String>), String> {
+    let (d, reason) = if json {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct B {
+            decision: String,
+            #[serde(default)]
+            reason: Option<String>,
+        }
+        let b: B = serde_json::from_slice(body)
+            .map_err(|e| format!("{e} (expected {{\"decision\": \"allow\"|\"deny\", \"reason\"?: string}})"))?;
+        (b.decision, b.reason)
+    } else {
+        let text = std::str::from_utf8(body).map_err(|_| "the form is not UTF-8".to_string())?;
+        let mut d = None;
+        let mut reason = None;
+        for kv in text.split('&').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let v = String::from_utf8_lossy(&super::http::percent_decode(&v.replace('+', " "))).into_owned();
+            match k {
+                "decision" => d = Some(v),
+                "reason" => reason = Some(v),
+                _ => return Err(format!("unknown form field {k:?}")),
+            }
+        }
+        (d.ok_or("decision is required")?, reason)
+    };
+    if d != "allow" && d != "deny" {
+        return Err(format!("decision {d:?}: allow or deny"));
+    }
+    let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    if reason.as_ref().is_some_and(|r| r.len() > 2000) {
+        return Err("the reason is longer than 2000 bytes".into());
+    }
+    Ok((d, reason))
+}
+
+/// A page (or, for a JSON request, `{"ok","detail"}`) with the headers
+/// that keep a capability URL to itself: no caching, no referrer, no frames, no script.
+fn answer(
+    stream: &mut std::net::TcpStream,
+    cors: &[(&'static str, String)],
+    code: u16,
+    json: bool,
+    title: &str,
+    detail: &str,
+) -> Close {
+    use std::io::Write;
+    let (ctype, body) = if json {
+        ("application/json", serde_json::json!({"ok": code == 200, "detail": detail}).to_string())
+    } else {
+        ("text/html; charset=utf-8", page(title, &format!("<p>{}</p>", esc(detail))))
+    };
+    send(stream, cors, code, ctype, &body);
+    let _ = stream.flush();
+    Close::Linger
+}
+
+fn send(stream: &mut std::net::TcpStream, cors: &[(&'static str, String)], code: u16, ctype: &str, body: &str) {
+    use std::io::Write;
+    let reason = match code {
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        409 => "Conflict",
+        410 => "Gone",
+        _ => "Error",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
+Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
+Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'\r\n",
+        body.len()
+    );
+    for (n, v) in cors {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body.as_bytes()));
+}
+
+/// `GET|POST /a/<token>` once the router rate-limited it and read the
+/// body (`Some((body, is_json))` for a POST): the token checked first,
+/// then its deadline, then the session; `GET` never acts.
+pub fn handle(
+    shared: &super::Shared,
+    stream: &mut std::net::TcpStream,
+    cors: &[(&'static str, String)],
+    token: &str,
+    body: Option<(Vec<u8>, bool)>,
+) -> Close {
+    let json = body.as_ref().is_some_and(|(_, j)| *j);
+    let Some(keys) = shared.cfg.links.as_ref() else {
+        return answer(stream, cors, 404, json, "No such link", "This server mints no approval links.");
+    };
+    let Some(c) = keys.verify(token) else {
+        return answer(
+            stream,
+            cors,
+            403,
+            json,
+            "Link not valid",
+            "This link is not valid (changed, cut short, or not this server's). Nothing was done.",
+        );
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    if now >= c.e {
+        return answer(
+            stream,
+            cors,
+            410,
+            json,
+            "Link expired",
+            "This request's time ran out: it was denied, as every unanswered request is. Nothing was done now.",
+        );
+    }
+    use super::agui::interactive as routes;
+    let Some((body, _)) = body else {
+        return match routes::link_request(shared, &c) {
+            Ok(r) => {
+                send(stream, cors, 200, "text/html; charset=utf-8", &ask_page(&c, r.as_ref()));
+                Close::Linger
+            }
+            Err(why) => answer(stream, cors, 410, json, "Link no longer valid", &why),
+        };
+    };
+    let (decision, reason) = match decision_of(&body, json) {
+        Ok(d) => d,
+        Err(e) => return answer(stream, cors, 400, json, "Not understood", &format!("{e}. Nothing was done.")),
+    };
+    if !c.d.contains(&decision) {
+        return answer(
+            stream,
+            cors,
+            403,
+            json,
+            "Not offered",
+            &format!("This link does not offer {decision}. Nothing was done."),
+        );
+    }
+    let r = routes::link_answer(shared, &c, &decision, reason);
+    if r.ok && r.sent != Some(false) {
+        let done = if decision == "allow" { "Approved" } else { "Denied" };
+        answer(stream, cors, 200, json, done, &format!("{done}: the agent was told. This link is now used."))
+    } else if r.ok {
+        answer(stream, cors, 409, json, "Already answered", "This request was already answered: nothing more was done.")
+    } else {
+        answer(stream, cors, 409, json, "Link no longer valid", &r.detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> Keys {
+        Keys::new("https://rw.example.net/", b"0123456789abcdef0123456789abcdef\n").unwrap()
+    }
+
+    fn claims() -> Claims {
+        Claims {
+            r: "run1".into(),
+            t: "agent".into(),
+            i: "rw-00ff".into(),
+            d: vec!["allow".into(), "deny".into()],
+            e: 1_800_000_000_000,
+            n: "ana".into(),
+            k: Some("Bash".into()),
+        }
+    }
+
+    #[test]
+    fn a_token_verifies_and_a_changed_one_names_nothing() {
+        let k = keys();
+        assert_eq!((k.origin.as_str(), k.host.as_str()), ("https://rw.example.net", "rw.example.net"));
+        let t = k.token(&claims());
+        assert_eq!(k.verify(&t), Some(claims()));
+        assert!(k.link(&claims()).starts_with("https://rw.example.net/a/"));
+        // Another interrupt under the same signature, a flipped signature, another key.
+        let (_, mac) = t.split_once('.').unwrap();
+        let other = Claims { i: "rw-0100".into(), ..claims() };
+        let forged = format!("{}.{mac}", B64.encode(serde_json::to_vec(&other).unwrap()));
+        assert_eq!(k.verify(&forged), None);
+        let mut flipped = t.clone().into_bytes();
+        let last = flipped.len() - 1;
+        flipped[last] = if flipped[last] == b'A' { b'B' } else { b'A' };
+        assert_eq!(k.verify(&String::from_utf8(flipped).unwrap()), None);
+        let k2 = Keys::new("https://rw.example.net", b"another secret of at least thirty-two bytes").unwrap();
+        assert_eq!(k2.verify(&t), None);
+        for junk in ["", ".", "x.y", "a.b.c"] {
+            assert_eq!(k.verify(junk), None, "{junk}");
+        }
+        assert!(Keys::new("https://rw.example.net", b"short").unwrap_err().contains("at least"));
+        assert!(Keys::new("ftp://x", &[b'a'; 40]).is_err());
+    }
+
+    #[test]
+    fn the_limiter_counts_a_minute_in_bounded_memory() {
+        let l = Limiter::default();
+        assert!((0..3).all(|_| l.allow("a", 3)));
+        assert!(!l.allow("a", 3));
+        assert!(l.allow("b", 3));
+        for n in 0..MAX_KEYS {
+            l.allow(&format!("k{n}"), 3);
+        }
+        assert!(l.counts.lock().unwrap().len() <= MAX_KEYS);
+        assert!(!l.allow("new", 3), "a full table of live windows refuses a new key");
+    }
+
+    #[test]
+    fn decisions_by_form_or_json_and_a_page_without_script() {
+        assert_eq!(
+            decision_of(b"decision=deny&reason=not+now%21", false).unwrap(),
+            ("deny".into(), Some("not now!".into()))
+        );
+        assert_eq!(decision_of(br#"{"decision":"allow"}"#, true).unwrap(), ("allow".into(), None));
+        assert!(decision_of(b"decision=maybe", false).is_err());
+        assert!(decision_of(br#"{"decision":"deny","by":"x"}"#, true).is_err());
+        let p = ask_page(&Claims { k: Some("<Bash>".into()), ..claims() }, None);
+        assert!(p.contains("&lt;Bash&gt;") && !p.contains("<script") && p.contains("width=device-width"));
+    }
+}

@@ -1,0 +1,202 @@
+//! `--token-file`: one anonymous token, or several named ones (`NAME:TOKEN`
+//! a line), so that the journal names the person who answered, steered,
+//! stopped or killed, not the server. The one parser of the file: the
+//! cluster sidecar reads it through [`read_first`] too.
+//!
+//! A file of one line with no `NAME:` prefix is the single anonymous token
+//! (what the file always held). Otherwise every non-blank line is
+//! `NAME:TOKEN`, NAME of `[A-Za-z0-9._-]+` (at most 64 bytes), names and
+//! tokens unique. Every token is at least 16 bytes of printable ASCII
+//! without spaces (it travels in a header).
+
+use super::http::Request;
+use std::path::Path;
+
+/// Longest name of a token (it is journaled as `by`).
+pub const MAX_NAME: usize = 64;
+
+/// One token of the file and the person it names (`None`: the anonymous token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    pub name: Option<String>,
+    pub token: Vec<u8>,
+}
+
+/// Every token the server takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tokens(pub Vec<Named>);
+
+/// A name of `[A-Za-z0-9._-]+`, at most [`MAX_NAME`] bytes.
+pub fn valid_name(n: &str) -> bool {
+    !n.is_empty() && n.len() <= MAX_NAME && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn check_token(t: &[u8], line: usize) -> Result<(), String> {
+    if t.len() < 16 {
+        return Err(format!(
+            "line {line}: the token must be at least 16 bytes after trimming whitespace (found {})",
+            t.len()
+        ));
+    }
+    if t.iter().any(|b| !b.is_ascii_graphic()) {
+        return Err(format!("line {line}: the token must be printable ASCII without spaces (it travels in a header)"));
+    }
+    Ok(())
+}
+
+/// `NAME:TOKEN` when the line has a name's prefix.
+fn split_named(line: &[u8]) -> Option<(&str, &[u8])> {
+    let i = line.iter().position(|&b| b == b':')?;
+    let name = std::str::from_utf8(&line[..i]).ok().filter(|n| valid_name(n))?;
+    Some((name, &line[i + 1..]))
+}
+
+/// Parses the file's content; the error names the line and what is wrong.
+pub fn parse(raw: &[u8]) -> Result<Tokens, String> {
+    let lines: Vec<(usize, &[u8])> =
+        raw.split(|&b| b == b'\n').map(<[u8]>::trim_ascii).enumerate().filter(|(_, l)| !l.is_empty()).collect();
+    if lines.is_empty() {
+        return Err("the token must be at least 16 bytes after trimming whitespace (found 0)".into());
+    }
+    if let [(n, only)] = lines[..] {
+        if split_named(only).is_none() {
+            check_token(only, n + 1)?;
+            return Ok(Tokens(vec![Named { name: None, token: only.to_vec() }]));
+        }
+    }
+    let mut out: Vec<Named> = Vec::with_capacity(lines.len());
+    for (n, l) in lines {
+        let Some((name, token)) = split_named(l) else {
+            return Err(format!(
+                "line {}: expected NAME:TOKEN (NAME of A-Z a-z 0-9 . _ -, at most {MAX_NAME} bytes): a file of several tokens names each one",
+                n + 1
+            ));
+        };
+        check_token(token, n + 1)?;
+        if out.iter().any(|o| o.name.as_deref() == Some(name)) {
+            return Err(format!("line {}: the name {name:?} is given twice", n + 1));
+        }
+        if out.iter().any(|o| o.token == token) {
+            return Err(format!("line {}: the same token is given twice (each person has their own)", n + 1));
+        }
+        out.push(Named { name: Some(name.to_string()), token: token.to_vec() });
+    }
+    Ok(Tokens(out))
+}
+
+/// Reads and parses `path`; the error starts with `--token-file PATH:`.
+pub fn read(path: &Path) -> Result<Tokens, crate::cli::StartError> {
+    use crate::cli::StartError;
+    let raw = std::fs::read(path).map_err(|e| StartError::Io(format!("--token-file {}: {e}", path.display())))?;
+    parse(&raw).map_err(|e| StartError::Usage(format!("--token-file {}: {e}", path.display())))
+}
+
+/// The first token of the file at `path` (the cluster sidecar's way in to
+/// its own node's server: it speaks as the file's first person).
+pub fn read_first(path: &Path) -> Result<Vec<u8>, String> {
+    let raw = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let t = parse(&raw).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(t.0.into_iter().next().map(|n| n.token).unwrap_or_default())
+}
+
+/// The `token` query parameter, percent-decoded.
+pub fn query_token(query: &str) -> Option<Vec<u8>> {
+    query.split('&').find_map(|kv| kv.strip_prefix("token=")).map(super::http::percent_decode)
+}
+
+/// Compares in time independent of where the first difference is.
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Tokens {
+    /// The token presented, if it is one of these: `Some(name)` (`None`
+    /// inside for the anonymous token). Every token is compared, so the
+    /// time taken does not say which one matched.
+    pub fn find(&self, presented: &[u8]) -> Option<Option<&str>> {
+        let mut found = None;
+        for n in &self.0 {
+            if ct_eq(presented, &n.token) && found.is_none() {
+                found = Some(n.name.as_deref());
+            }
+        }
+        found
+    }
+
+    /// The first token (the studio's address carries it when it is the only one).
+    pub fn first(&self) -> &[u8] {
+        self.0.first().map_or(&[], |n| &n.token)
+    }
+
+    /// Whether the tokens name people.
+    pub fn named(&self) -> bool {
+        self.0.iter().any(|n| n.name.is_some())
+    }
+}
+
+/// The token a request presents: `Authorization: Bearer <token>`, or
+/// `?token=` on a GET (an EventSource cannot set headers).
+pub fn presented(req: &Request) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    if let Some((scheme, cred)) = req.header("authorization").and_then(|h| h.split_once(' ')) {
+        if scheme.eq_ignore_ascii_case("bearer") {
+            v.push(cred.trim().as_bytes().to_vec());
+        }
+    }
+    if req.method == "GET" {
+        if let Some(t) = req.query.as_deref().and_then(query_token) {
+            v.push(t);
+        }
+    }
+    v
+}
+
+/// Who a request is, by its token: `Some(Some(name))` a named token,
+/// `Some(None)` the anonymous one, `None` no token of these.
+pub fn caller<'a>(tokens: &'a Tokens, req: &Request) -> Option<Option<&'a str>> {
+    presented(req).iter().find_map(|t| tokens.find(t))
+}
+
+/// The person a handler journals for `req`: the name of its token, else `default`.
+pub fn person(cfg: &super::Config, req: &Request, default: &str) -> String {
+    cfg.token.as_ref().and_then(|t| caller(t, req)).flatten().unwrap_or(default).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_without_a_name_is_the_anonymous_token() {
+        let t = parse(b"  0123456789abcdef0123\n\n").unwrap();
+        assert_eq!(t.0, vec![Named { name: None, token: b"0123456789abcdef0123".to_vec() }]);
+        assert_eq!(t.find(b"0123456789abcdef0123"), Some(None));
+        assert!(!t.named());
+        // A token may hold a colon when what precedes it is no name.
+        let t = parse(b"a b:0123456789abcdef").unwrap_err();
+        assert!(t.contains("printable"), "{t}");
+    }
+
+    #[test]
+    fn named_tokens_name_people() {
+        let t = parse(b"ana:0123456789abcdef-ana\n# no\n").unwrap_err();
+        assert!(t.contains("line 2") && t.contains("NAME:TOKEN"), "{t}");
+        let t = parse(b"ana:0123456789abcdef-ana\nbo.b_2:0123456789abcdef-bob\n").unwrap();
+        assert_eq!(t.find(b"0123456789abcdef-bob"), Some(Some("bo.b_2")));
+        assert_eq!(t.find(b"0123456789abcdef-ana"), Some(Some("ana")));
+        assert_eq!(t.find(b"ana:0123456789abcdef-ana"), None);
+        assert_eq!(t.first(), b"0123456789abcdef-ana");
+        assert!(t.named());
+        let one = parse(b"ana:0123456789abcdef-ana").unwrap();
+        assert_eq!(one.find(b"0123456789abcdef-ana"), Some(Some("ana")));
+        for (bad, why) in [
+            (&b"ana:0123456789abcdef-ana\nana:0123456789abcdef-bob"[..], "twice"),
+            (b"ana:0123456789abcdef-ana\nbob:0123456789abcdef-ana", "same token"),
+            (b"ana:short\nbob:0123456789abcdef-bob", "at least 16"),
+            (b"", "at least 16"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! Issue 39: people, not a server, answer (named tokens), and approval
+//! links. `runwire-serve --interactive` over `examples/trust-agent` (Claude
+//! Code's control protocol), which logs every line runwire writes to it,
+//! so each test sees exactly what reached the agent.
+
+use crate::support;
+use support::Server;
+
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const ANA: &str = "0123456789abcdef-ana";
+const BOB: &str = "0123456789abcdef-bob";
+
+/// runwire-serve over the trust stand-in, asking once to run `npm test`.
+fn start(test: &str, args: &[&str]) -> Server {
+    let dir = support::scratch(test);
+    let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"}}]);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .args(args)
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", requests.to_string());
+    Server::spawn(cmd).owning(dir)
+}
+
+/// The permission answers that reached the agent: (behavior, message).
+fn answers(s: &Server) -> Vec<(String, String)> {
+    std::fs::read_to_string(s.dir().join("agent-input.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["line"].clone())
+        .filter(|l| l["type"] == "control_response")
+        .map(|l| {
+            let r = &l["response"]["response"];
+            (r["behavior"].as_str().unwrap_or("?").to_string(), r["message"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+/// One HTTP request: status, headers' text and body.
+fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut h = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        h.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (n, v) in headers {
+        h.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if method == "POST" {
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+            h.push_str("Content-Type: application/json\r\n");
+        }
+        h.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    h.push_str("\r\n");
+    h.push_str(body);
+    s.write_all(h.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let r = support::server::Response::parse(&raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let head = text.split("\r\n\r\n").next().unwrap_or_default().to_string();
+    (r.status, head, String::from_utf8_lossy(&r.body).to_string())
+}
+
+/// POST /agui with `headers`: the run's events.
+fn agui(port: u16, headers: &[(&str, &str)], body: Value) -> Vec<Value> {
+    let (status, _, body) = http(port, "POST", "/agui", headers, &body.to_string());
+    assert_eq!(status, 200, "{body}");
+    support::sse::events(&body)
+}
+
+fn run(thread: &str, run: &str, prompt: &str) -> Value {
+    json!({"threadId": thread, "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": prompt}]})
+}
+
+/// The run's interrupts (it must end with them).
+fn interrupts(ev: &[Value]) -> Vec<Value> {
+    let end = ev.last().unwrap();
+    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
+    end["outcome"]["interrupts"].as_array().unwrap().clone()
+}
+
+fn session_run(ev: &[Value]) -> String {
+    ev.iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.session")
+        .and_then(|e| e["value"]["run"].as_str())
+        .expect("runwire.session names the recorded run")
+        .to_string()
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A token file of two people: ana starts the run, bob answers on the task
+/// route naming someone else in the body; the journal says bob, and the
+/// message ana sent is hers. A token of neither is refused.
+#[test]
+fn an_answer_with_a_named_token_is_journaled_with_that_name() {
+    let dir = support::scratch("links-named");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, format!("ana:{ANA}\nbob:{BOB}\n")).unwrap();
+    let s = start("links-named-srv", &["--token-file", tokens.to_str().unwrap()]);
+    let ana = format!("Bearer {ANA}");
+    let bob = format!("Bearer {BOB}");
+    let ev = agui(s.port, &[("Authorization", &ana)], run("t", "r1", "test it"));
+    let i = interrupts(&ev)[0].clone();
+    let path = format!("/runs/{}/tasks/agent/answer", session_run(&ev));
+    let body = json!({"request": i["id"], "decision": "allow", "by": "mallory"}).to_string();
+    let (status, _, _) = http(s.port, "POST", &path, &[("Authorization", "Bearer ana:0123456789abcdef-ana")], &body);
+    assert_eq!(status, 401, "NAME:TOKEN is the file's line, not a token");
+    let (status, _, text) = http(s.port, "POST", &path, &[("Authorization", &bob)], &body);
+    assert_eq!(status, 200, "{text}");
+    wait_for("the answer journaled", Duration::from_secs(10), || s.journal().iter().any(|r| r["input"] == "answered"));
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!((answered[0]["by"].as_str(), answered[0]["decision"].as_str()), (Some("bob"), Some("allow")));
+    assert_eq!(answered[0]["door"], "task-route", "{answered:?}");
+    wait_for("the allow to reach the agent", Duration::from_secs(10), || !answers(&s).is_empty());
+    assert_eq!(answers(&s), [("allow".to_string(), String::new())]);
+    // `runs show` says who answered what, when.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", s.home())
+        .args(["show", &session_run(&ev)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let a = &shown["answers"][0];
+    assert_eq!(
+        (a["by"].as_str(), a["decision"].as_str(), a["interrupt"].as_str()),
+        (Some("bob"), Some("allow"), i["id"].as_str()),
+        "{shown}"
+    );
+    assert!(a["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{a}");
+    // ana kills the session: the record that ends the run is hers.
+    let kill = format!("/runs/{}/tasks/agent/kill", session_run(&ev));
+    let (status, _, text) = http(s.port, "POST", &kill, &[("Authorization", &ana)], "");
+    assert_eq!(status, 200, "{text}");
+    wait_for("the kill journaled", Duration::from_secs(10), || {
+        s.journal().iter().any(|r| {
+            r["state"].is_string()
+                && r["actor"] == "ana"
+                && r["detail"].as_str().is_some_and(|d| d.contains("killed by ana") || d.contains("by ana through"))
+        })
+    });
+}
+
+const PUBLIC: &str = "https://rw.example.test";
+
+/// A link secret file in a scratch dir.
+fn secret(test: &str) -> String {
+    let f = support::scratch(test).join("link-secret");
+    std::fs::write(&f, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    f.to_str().unwrap().to_string()
+}
+
+/// The link journaled with the run's requested record, as a path `/a/<token>`.
+fn link_path(s: &Server) -> String {
+    let mut link = None;
+    wait_for("the requested record", Duration::from_secs(10), || {
+        link = s
+            .journal()
+            .into_iter()
+            .find(|r| r["input"] == "requested")
+            .and_then(|r| r["links"][0].as_str().map(str::to_string));
+        link.is_some()
+    });
+    let link = link.unwrap();
+    assert!(link.starts_with(&format!("{PUBLIC}/a/")), "{link}");
+    link[PUBLIC.len()..].to_string()
+}
+
+/// `runs watch --no-follow ARGS` over the server's home.
+fn feed(s: &Server, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", s.home())
+        .args(["watch", "--no-follow"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn form(port: u16, path: &str, body: &str) -> (u16, String) {
+    let (status, _, text) = http(port, "POST", path, &[("Content-Type", "application/x-www-form-urlencoded")], body);
+    (status, text)
+}
+
+/// The link's page names the tool and acts on nothing; a tampered token is
+/// refused; one POST approves and the agent receives exactly one allow; a
+/// second POST is refused and sends nothing; the public name is accepted as
+/// Host and Origin, another is not; link routes are rate-limited.
+#[test]
+fn one_post_of_a_link_approves_once_and_nothing_else_acts() {
+    let sec = secret("links-once");
+    let s = start("links-once-srv", &["--public-url", PUBLIC, "--link-secret-file", &sec]);
+    // The feed begins before the run, so that the run's records are news.
+    assert!(feed(&s, &[]).status.success());
+    let ev = agui(s.port, &[], run("t", "r1", "test it"));
+    let i = interrupts(&ev)[0].clone();
+    let path = link_path(&s);
+    let requested = s.journal().into_iter().find(|r| r["input"] == "requested").unwrap();
+    assert_eq!(requested["interrupt"], i["id"], "{requested}");
+    // The change feed's needs_input event carries the link.
+    let o = feed(&s, &["--since", "0", "--type", "needs_input"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let feed = String::from_utf8_lossy(&o.stdout).to_string();
+    let ev: Vec<Value> = feed.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        ev.iter().any(|e| e["type"] == "needs_input" && e["links"][0] == requested["links"][0] && e["tool"] == "Bash"),
+        "{feed}"
+    );
+    for _ in 0..2 {
+        let (status, head, page) = http(s.port, "GET", &path, &[], "");
+        assert_eq!(status, 200, "{page}");
+        assert!(head.contains("text/html") && head.contains("no-referrer") && head.contains("no-store"), "{head}");
+        assert!(page.contains("<b>Bash</b>") && page.contains("npm test"), "{page}");
+        assert!(page.contains("value=\"allow\"") && page.contains("name=\"reason\"") && !page.contains("<script"));
+    }
+    // Through the proxy's name; never another.
+    let (status, _, _) = http(s.port, "GET", &path, &[("Host", "rw.example.test"), ("Origin", PUBLIC)], "");
+    assert_eq!(status, 200);
+    for other in [("Host", "evil.example"), ("Origin", "https://evil.example")] {
+        assert_eq!(http(s.port, "GET", &path, &[other], "").0, 403, "{other:?}");
+    }
+    assert!(answers(&s).is_empty(), "GET never acts: {:?}", answers(&s));
+    // A tampered token: another character in its claims.
+    let (head, tail) = path.split_at(10);
+    let flipped = if tail.starts_with('A') { 'B' } else { 'A' };
+    let tampered = format!("{head}{flipped}{}", &tail[1..]);
+    let (status, page) = form(s.port, &tampered, "decision=allow");
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("not valid"), "{page}");
+    assert!(answers(&s).is_empty(), "a tampered token sends nothing");
+    let (status, page) = form(s.port, &path, "decision=allow");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Approved"), "{page}");
+    wait_for("the allow to reach the agent", Duration::from_secs(10), || !answers(&s).is_empty());
+    let (status, page) = form(s.port, &path, "decision=allow");
+    assert!(status == 409 || status == 410, "{status} {page}");
+    let (status, _, page) = http(s.port, "POST", &path, &[], r#"{"decision":"deny","reason":"changed my mind"}"#);
+    assert!(status == 409 || status == 410, "{status} {page}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(answers(&s), [("allow".to_string(), String::new())], "exactly one allow reached the agent");
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!((answered[0]["by"].as_str(), answered[0]["decision"].as_str()), (Some("link"), Some("allow")));
+    assert_eq!(answered[0]["door"], "link", "{answered:?}");
+    // 30 requests a minute per token: this token has had 6 (three GETs, three POSTs); the 31st is refused,
+    // another token is not.
+    let codes: Vec<u16> = (0..25).map(|_| http(s.port, "GET", &path, &[], "").0).collect();
+    assert!(codes[..24].iter().all(|&c| c == 410) && codes[24] == 429, "{codes:?}");
+    assert_eq!(http(s.port, "GET", &tampered, &[], "").0, 403);
+}
+
+/// With named tokens the link is minted for the person who sent the
+/// message; a deny by JSON, with no bearer token, reaches the agent as a
+/// denial with its reason and is journaled with that person's name.
+#[test]
+fn a_deny_by_json_reaches_the_agent_with_its_reason() {
+    let dir = support::scratch("links-deny");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, format!("ana:{ANA}\nbob:{BOB}\n")).unwrap();
+    let sec = secret("links-deny-secret");
+    let s = start(
+        "links-deny-srv",
+        &["--token-file", tokens.to_str().unwrap(), "--public-url", PUBLIC, "--link-secret-file", &sec],
+    );
+    let ana = format!("Bearer {ANA}");
+    let ev = agui(s.port, &[("Authorization", &ana)], run("t", "r1", "test it"));
+    let _ = interrupts(&ev);
+    let run_id = session_run(&ev);
+    let path = link_path(&s);
+    // The link grants nothing else: its token is no bearer token, for a listing, a run or a steer.
+    let token = &path["/a/".len()..];
+    let bearer = format!("Bearer {token}");
+    let steer = format!("/runs/{run_id}/tasks/agent/steer");
+    for (m, p, b) in [
+        ("GET", "/runs".to_string(), ""),
+        ("GET", format!("/runs/{run_id}/tasks/agent/stream?token={token}"), ""),
+        ("POST", steer, r#"{"msg":"go on"}"#),
+    ] {
+        assert_eq!(http(s.port, m, &p, &[("Authorization", &bearer)], b).0, 401, "{m} {p}");
+    }
+    let (status, _, text) = http(s.port, "POST", &path, &[], r#"{"decision":"deny","reason":"not on main"}"#);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["ok"], true, "{text}");
+    wait_for("the deny to reach the agent", Duration::from_secs(10), || !answers(&s).is_empty());
+    let got = answers(&s);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, "deny");
+    assert!(got[0].1.contains("not on main"), "{got:?}");
+    wait_for("the answer journaled", Duration::from_secs(10), || {
+        s.journal()
+            .iter()
+            .any(|r| r["input"] == "answered" && r["by"] == "ana" && r["decision"] == "deny" && r["door"] == "link")
+    });
+}
+
+/// An expired interrupt's link is refused and sends nothing; the request
+/// was denied when it expired, as without links.
+#[test]
+fn an_expired_interrupts_link_is_refused() {
+    let sec = secret("links-expired");
+    let s = start("links-expired-srv", &["--public-url", PUBLIC, "--link-secret-file", &sec, "--answer-timeout", "1"]);
+    let _ = interrupts(&agui(s.port, &[], run("t", "r1", "test it")));
+    let path = link_path(&s);
+    wait_for("the expiry journaled", Duration::from_secs(10), || {
+        s.journal().iter().any(|r| r["input"] == "answered" && r["decision"] == "expired")
+    });
+    let before = answers(&s);
+    assert!(before.iter().all(|(b, _)| b == "deny"), "{before:?}");
+    let (status, page) = form(s.port, &path, "decision=allow");
+    assert_eq!(status, 410, "{page}");
+    assert!(page.contains("time ran out"), "{page}");
+    let (status, _, page) = http(s.port, "GET", &path, &[], "");
+    assert_eq!(status, 410, "{page}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(answers(&s), before, "nothing more reached the agent");
+}
