@@ -324,7 +324,7 @@ pub fn input_message(m: &Value) -> Option<Value> {
 /// reasoning messages are not thread messages.
 pub fn fits(m: &Value) -> bool {
     let s = |k: &str| m.get(k).is_some_and(Value::is_string);
-    let opt = |k: &str, ok: fn(&Value) -> bool| m.get(k).map_or(true, ok);
+    let opt = |k: &str, ok: fn(&Value) -> bool| m.get(k).is_none_or(ok);
     let common = s("id")
         && opt("name", Value::is_string)
         && opt("encryptedValue", Value::is_string)
