@@ -167,6 +167,38 @@ fn the_same_request_for_a_live_run_follows_it_from_its_log() {
 /// SIGKILLed: the next server on the home journals it failed, once, with
 /// why; the same request is replayed from its record, another refused;
 /// `runs rm` removes it.
+/// A client that reconnects to a finished interactive run (the same request,
+/// holding part of its answer: other messages, the same digest) is answered
+/// from the record, and the response ends: the record of a chat run is its
+/// thread's session, which goes on after the run, so a finished run is not
+/// followed (it used to be, until the session ended).
+#[test]
+fn a_reconnect_to_a_finished_chat_run_ends() {
+    let dir = scratch("reconnect");
+    let home = dir.join("home");
+    let s = serve(&home, &["--demo"]);
+    let first = body("rc", "rc-1", "hi");
+    let (status, sse) = post(&s, &first);
+    assert_eq!(status, 200, "{sse}");
+    assert!(events(&sse).iter().any(|e| e["type"] == "RUN_FINISHED"), "the first run ends:\n{sse}");
+    let again = serde_json::json!({"threadId": "rc", "runId": "rc-1", "messages": [
+        {"id": "m1", "role": "user", "content": "hi"},
+        {"id": "partial", "role": "assistant", "content": "Hi! I am"}]})
+    .to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|sc| {
+        sc.spawn(|| tx.send(post(&s, &again)).unwrap());
+        let (status, sse) = rx.recv_timeout(Duration::from_secs(30)).expect("the reconnect's response ended");
+        assert_eq!(status, 200, "{sse}");
+        let ev = events(&sse);
+        assert_eq!(ev.first().map(|e| e["type"].clone()), Some("RUN_STARTED".into()), "{sse}");
+        let last = ev.last().map(|e| e["type"].as_str().unwrap_or("").to_string()).unwrap_or_default();
+        assert!(last == "RUN_FINISHED" || last == "RUN_ERROR", "the reconnect ends its run:\n{sse}");
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_chat_left_waiting_by_a_killed_server_is_failed_by_the_next_and_can_be_removed() {
     let home = scratch("chat");

@@ -78,8 +78,11 @@ pub enum Admit {
     Replay(Arc<Vec<u8>>),
     /// The same request as a run this server knows that is still live,
     /// or whose stream it did not keep: streamed from its record when
-    /// there is one, else refused (409) with this reason.
-    Recorded(String),
+    /// there is one, else refused (409) with this reason. `live`: the run
+    /// is still streaming here, so its record is followed to its end; a
+    /// finished one is streamed as far as its record goes (an interactive
+    /// run's record is its thread's session, which goes on after the run).
+    Recorded(String, bool),
     Reject(u16, String),
 }
 
@@ -91,7 +94,8 @@ impl Book {
                 // The same run asked by a client that holds more of it (a
                 // reconnect: the messages it was streamed so far): its
                 // record answers, with the snapshot of what it lacks.
-                return Admit::Recorded(format!("run {:?} was asked again with other messages", input.run_id));
+                let live = matches!(r.outcome, Outcome::Running);
+                return Admit::Recorded(format!("run {:?} was asked again with other messages", input.run_id), live);
             }
             if r.body != body {
                 return Admit::Reject(
@@ -101,15 +105,15 @@ impl Book {
             }
             return match &r.outcome {
                 Outcome::Done(bytes) => Admit::Replay(bytes.clone()),
-                Outcome::Running => Admit::Recorded(format!("run {:?} is still streaming", input.run_id)),
-                Outcome::NotRetained => Admit::Recorded(format!(
-                    "run {:?} finished but its stream was too long to keep for replay",
-                    input.run_id
-                )),
-                Outcome::Cancelled => Admit::Recorded(format!(
-                    "run {:?} was cancelled when its client disconnected; use a new runId",
-                    input.run_id
-                )),
+                Outcome::Running => Admit::Recorded(format!("run {:?} is still streaming", input.run_id), true),
+                Outcome::NotRetained => Admit::Recorded(
+                    format!("run {:?} finished but its stream was too long to keep for replay", input.run_id),
+                    false,
+                ),
+                Outcome::Cancelled => Admit::Recorded(
+                    format!("run {:?} was cancelled when its client disconnected; use a new runId", input.run_id),
+                    false,
+                ),
             };
         }
         if self.threads.get(&input.thread_id).is_some_and(|t| t.busy) {
@@ -470,11 +474,11 @@ mod tests {
         assert!(matches!(book.admit(&i, b"A"), Admit::Start { resume: None }));
         let i2 = RunInput { run_id: "r2".into(), ..i.clone() };
         assert!(matches!(book.admit(&i2, b"B"), Admit::Reject(409, _)));
-        assert!(matches!(book.admit(&i, b"A"), Admit::Recorded(_)));
+        assert!(matches!(book.admit(&i, b"A"), Admit::Recorded(..)));
         book.finish(&i, Some("s1".into()), Outcome::Done(Arc::new(b"x".to_vec())));
         assert!(matches!(book.admit(&i, b"A"), Admit::Replay(b) if b.as_slice() == b"x"));
         // Other bytes of the same run (more messages): its record answers.
-        assert!(matches!(book.admit(&i, b"A2"), Admit::Recorded(_)));
+        assert!(matches!(book.admit(&i, b"A2"), Admit::Recorded(..)));
         let other = RunInput { prompt: "q".into(), ..i.clone() };
         assert!(matches!(book.admit(&other, b"A3"), Admit::Reject(409, _)));
         assert!(matches!(book.admit(&i2, b"B"), Admit::Start { resume: Some(s) } if s == "s1"));

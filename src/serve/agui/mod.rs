@@ -187,9 +187,9 @@ pub fn post(
     }
     let admit = shared.book.lock().unwrap_or_else(|e| e.into_inner()).admit(&input, body);
     match admit {
-        Admit::Recorded(m) => {
+        Admit::Recorded(m, live) => {
             match crate::runs::record::recorded(&shared.cfg.harness_home, &input.run_id).filter(|_| shared.cfg.record) {
-                Some(rec) => from_record(shared, stream, req, cors, &input, rec, true),
+                Some(rec) => from_record(shared, stream, req, cors, &input, rec, live),
                 None => {
                     respond_error(stream, 409, cors, &m);
                     Close::Linger
