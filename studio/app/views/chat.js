@@ -8,6 +8,7 @@ import { fromInterrupt, resumeEntry } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatInt, formatUsd } from '../state/format.js';
 import { turnRunId } from '../state/runs.js';
+import { nameFromMessage, setThreadName, threadName } from '../state/threads.js';
 import { describeServer } from '../state/server.js';
 import { h, scheduler, setText } from './dom.js';
 import { TranscriptView } from './transcript.js';
@@ -19,6 +20,14 @@ export class ChatView {
     this.current = null;
     this.heading = h('h1', { tabindex: '-1' }, 'Chat');
     this.threadLine = h('code.thread-id');
+    // The thread's name (its first message until renamed here), kept in this browser.
+    this.threadName = h('input.thread-name', {
+      id: 'thread-name', type: 'text', maxlength: '200', autocomplete: 'off', placeholder: 'Named by its first message',
+      'aria-label': 'Thread name (rename)',
+    });
+    this.threadName.addEventListener('change', () => {
+      this.threadName.value = setThreadName(this.threadId, this.threadName.value) ?? '';
+    });
     // What a replay or demo server is, said where the prompt goes (app.js tells us, from /api/info).
     this.demoNote = h('p.demo-note', { hidden: true, role: 'note' });
     this.log = h('div.chat-log');
@@ -64,9 +73,14 @@ export class ChatView {
       h(
         'p.lede',
         null,
-        'Each message starts an AG-UI run through POST /agui on this thread; the next one resumes the agent’s session. Thread ',
+        'Each message starts an AG-UI run through POST /agui on this thread; the next one resumes the agent’s session.',
+      ),
+      h(
+        'div.thread-line',
+        null,
+        h('label', { for: 'thread-name' }, 'Thread'),
+        this.threadName,
         this.threadLine,
-        ' ',
         h('button.link', { type: 'button', onclick: () => this.newThread() }, 'New thread'),
       ),
       this.demoNote,
@@ -76,7 +90,14 @@ export class ChatView {
       this.form,
     );
     this.heading.id = 'chat-h';
+    this.showThread();
+  }
+
+  /** The thread's id (whole in its tooltip: the line may cut it with an ellipsis) and name. */
+  showThread() {
     setText(this.threadLine, this.threadId);
+    this.threadLine.title = this.threadId;
+    this.threadName.value = threadName(this.threadId) ?? '';
   }
 
   mount() {}
@@ -95,7 +116,7 @@ export class ChatView {
     if (this.current) return;
     this.threadId = randomId('thread');
     this.history = [];
-    setText(this.threadLine, this.threadId);
+    this.showThread();
     this.log.replaceChildren();
     setText(this.status, 'New thread.');
   }
@@ -142,6 +163,8 @@ export class ChatView {
     const text = this.prompt.value.trim();
     if (!text || this.current) return;
     const runId = turnRunId(this.threadId, randomId('run'));
+    // The first message names the thread, unless the person already did.
+    if (!threadName(this.threadId)) this.threadName.value = setThreadName(this.threadId, nameFromMessage(text)) ?? '';
     const userMsg = { id: randomId('msg'), role: 'user', content: text };
     const messages = [...this.history, userMsg];
     const run = createRun({ threadId: this.threadId, runId });

@@ -10,7 +10,8 @@
 
 import { errorText, followFeed, getJson } from '../api.js';
 import { formatInt, formatUsd } from '../state/format.js';
-import { activityOf, ageText, groupRuns, localTime } from '../state/runs.js';
+import { activityOf, ageText, groupRuns, localTime, threadOf } from '../state/runs.js';
+import { threadName } from '../state/threads.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
 /** The summary fields a feed event carries (the rest is about the change itself). */
@@ -312,7 +313,9 @@ export class RunsView {
     }
     row.tr.classList.toggle('turn', turn);
     this.fill(row, run);
-    setText(row.link, run.slug || id);
+    // A chat turn by its thread's name where this browser knows it (state/threads.js).
+    const name = threadName(threadOf(run));
+    setText(row.link, name || run.slug || id);
     setText(row.sub, id);
     return row;
   }
@@ -327,6 +330,8 @@ export class RunsView {
     }
     row.toggle.setAttribute('aria-expanded', String(opened));
     row.tr.dataset.turns = String(g.runs.length);
+    const name = threadName(g.thread);
+    setText(row.name, name || 'Conversation');
     setText(row.sub, `${g.thread} · ${g.runs.length} turns`);
     this.fill(row, g.summary);
     setText(row.counts, `${g.runs.length} turns`);
@@ -344,7 +349,9 @@ export class RunsView {
     row.activityMs = activityOf(run);
     this.renderAge(row);
     setText(row.wave, run.wave ?? '');
-    setText(row.counts, countsText(run.counts));
+    // A chat turn's one task is the agent's session, "leased" while it waits
+    // for the next message: a task state that says nothing here (its status does).
+    setText(row.counts, threadOf(run) === null ? countsText(run.counts) : '');
     setText(row.cost, typeof run.costUsd === 'number' ? formatUsd(run.costUsd) : '');
     setText(row.tokens, tokensText(run.tokens));
     setText(row.repo, run.repo || run.project || run.repoRoot || '');
@@ -381,12 +388,13 @@ export class RunsView {
         if (this.open.has(thread)) this.open.delete(thread);
         else this.open.add(thread);
         this.render();
-      } }, h('span.tool-chevron', { 'aria-hidden': 'true' }), 'Conversation');
+      } }, h('span.tool-chevron', { 'aria-hidden': 'true' }), h('span.conversation-name', null, 'Conversation'));
     const sub = h('span.sub');
     const row = {
       key,
       link,
       toggle,
+      name: toggle ? toggle.querySelector('.conversation-name') : null,
       sub,
       activityMs: null,
       status: h('span.badge'),
