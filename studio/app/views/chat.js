@@ -13,6 +13,11 @@ import { describeServer } from '../state/server.js';
 import { h, scheduler, setText } from './dom.js';
 import { TranscriptView } from './transcript.js';
 
+/** A message the agent is still saying (a tool call or a subagent is a block of its own). */
+function underWay(it) {
+  return !it.done && it.kind !== 'tool' && it.kind !== 'subagent';
+}
+
 export class ChatView {
   constructor() {
     this.threadId = randomId('thread');
@@ -150,13 +155,39 @@ export class ChatView {
       // it (written into the turn, or, over ACP, the turn cancelled and prompted
       // again): the box's note goes away with the run.
       if (exchange) {
-        exchange.view.container.appendChild(
-          h('div.steer', null, h('p.steer-text', null, h('span.who', null, 'You, mid-turn: '), text), h('p.steer-detail', null, `${detail}.`)),
-        );
+        const node = h('div.steer', null, h('p.steer-text', null, h('span.who', null, 'You, mid-turn: '), text), h('p.steer-detail', null, `${detail}.`));
+        // In the agent's order: it takes a steer once the message it is saying
+        // is done, and before it said anything, after its first (the reply to
+        // the prompt): the echo waits for that message, then goes after it.
+        exchange.view.sync([]);
+        const last = exchange.run.items.at(-1);
+        if (last && !underWay(last)) exchange.view.container.appendChild(node);
+        else (exchange.steers ??= []).push({ node, key: last ? last.key : null });
+        this.placeSteers(exchange);
       }
     } else {
       setText(this.steerNote, `Steer refused (HTTP ${a.status}): ${errorText(a)}`);
     }
+  }
+
+  /** Puts each waiting steer echo after the message it waited for, once that is done (all, at the run's end). */
+  placeSteers(exchange, final = false) {
+    if (!exchange.steers || !exchange.steers.length) return;
+    const { run, view } = exchange;
+    exchange.steers = exchange.steers.filter((st) => {
+      const it = st.key ? run.byId.get(st.key) : run.items[0];
+      const later = it ? run.items.indexOf(it) < run.items.length - 1 : false;
+      if (!final && (!it || (underWay(it) && !later))) return true;
+      let at = it ? view.nodes.get(it.key) : null;
+      if (!at || at.parentNode !== view.container) {
+        view.container.appendChild(st.node);
+        return false;
+      }
+      // After the steers already placed there, in the order they were sent.
+      while (at.nextSibling && at.nextSibling.classList && at.nextSibling.classList.contains('steer')) at = at.nextSibling;
+      at.after(st.node);
+      return false;
+    });
   }
 
   async submit() {
@@ -193,6 +224,7 @@ export class ChatView {
     const render = () => {
       const { keys } = takeDirty(run);
       view.sync(keys);
+      this.placeSteers(exchange);
       const line = this.statusLine(run);
       setText(runLine, line);
       runLine.dataset.status = run.status;
@@ -251,6 +283,7 @@ export class ChatView {
       }
     }
     render();
+    this.placeSteers(exchange, true);
     this.current = null;
     this.send.disabled = false;
     this.stop.disabled = true;
