@@ -278,7 +278,7 @@ export class RunView {
     }
     if (c.answered && view.el.dataset.state !== 'answered') {
       const a = c.answered;
-      view.close(a, `${a.decision === 'expired' ? 'Expired: denied automatically' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`, {
+      view.close(a, `${a.decision === 'expired' ? (c.kind === 'question' ? 'Expired: dismissed unanswered' : 'Expired: denied automatically') : c.kind === 'question' && a.decision === 'deny' ? 'Dismissed' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`, {
         at: a.at || rec.ts || new Date(),
         // Named only when not one of the studio's own ways of answering (this page, a chat).
         by: a.by === 'studio' || a.by === 'agui' ? null : a.by,
@@ -384,7 +384,8 @@ export class RunView {
     }
     if (this.taskSlot && live.task !== (this.taskSlot.dataset.live !== 'false')) {
       this.taskSlot.dataset.live = String(live.task);
-      this.taskSlot.replaceChildren(...(live.task ? this.taskControls : [over(live.run ? 'task' : 'run')]));
+      // Said once: once the run is over, the run's line says it for its tasks too.
+      this.taskSlot.replaceChildren(...(live.task ? this.taskControls : live.run ? [over('task')] : []));
     }
   }
 
