@@ -6,7 +6,10 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { guard, launchBrowser, removeTempDirs, startServer, waitFor } from './harness.mjs';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { failedToolCorpus } from './corpus.mjs';
+import { guard, launchBrowser, postRun, removeTempDirs, startServer, tempDir, waitFor } from './harness.mjs';
 
 const SIZES = [
   { name: '1280', viewport: { width: 1280, height: 800 } },
@@ -15,14 +18,23 @@ const SIZES = [
 
 let browser;
 let server;
+/** A server whose one run is over (a finished batch run of the stub engine), and that run. */
+let batch;
+let finished;
 
 before(async () => {
   browser = await launchBrowser();
   server = await startServer({ args: ['--demo'] });
+  const corpus = path.join(tempDir('asused'), 'failed-tool.claude.jsonl');
+  writeFileSync(corpus, failedToolCorpus());
+  batch = await startServer({ args: ['--agent', 'claude'], env: { STUB_STREAM: corpus, STUB_DELAY: '0' } });
+  await postRun(batch.url, { threadId: 't-over', runId: 'r-over', prompt: 'fix the build' });
+  finished = await waitFor(async () => (await (await fetch(`${batch.url}/runs`)).json()).runs.find((r) => r.slug === 'agui-r-over' && ['done', 'failed'].includes(r.status)), { what: 'the batch run over' });
 });
 
 after(async () => {
   if (server) await server.stop();
+  if (batch) await batch.stop();
   if (browser) await browser.close();
   removeTempDirs();
 });
@@ -86,6 +98,97 @@ for (const { name, viewport } of SIZES) {
       await p.locator('#thread-name').evaluate((el) => el.blur());
       await p.goto(`${server.url}/#/`);
       await waitFor(async () => (await runRow(p, runId).locator('th a').textContent()) === `Docs pass ${name}`, { what: 'the renamed thread in the runs list' });
+      g.check();
+      await context.close();
+    });
+
+    test('the AskUserQuestion call reads as its question and options, not as JSON', async () => {
+      const { p, g, context } = await page(viewport);
+      await toApproval(p, 'Ask me something');
+      await finishTurn(p);
+      const tool = p.locator('.tool').filter({ hasText: 'AskUserQuestion' }).first();
+      const preview = await tool.locator('.tool-preview').textContent();
+      assert.match(preview, /Which should the demo do next\?/);
+      assert.doesNotMatch(preview, /[{}"\[]|questions:/, preview);
+      await tool.locator('.tool-toggle').click();
+      const args = await tool.locator('.tool-args').textContent();
+      assert.match(args, /^Next: Which should the demo do next\?\n/);
+      const options = args.split('\n').filter((l) => l.startsWith('  • '));
+      assert.ok(options.length >= 2, args);
+      assert.doesNotMatch(args, /[{}"]/, args);
+      g.check();
+      await context.close();
+    });
+
+    test('a steer sent at once shows after the agent\'s greeting, before its reply to the steer', async () => {
+      const { p, g, context } = await page(viewport);
+      await p.goto(`${server.url}/#/chat`);
+      await send(p, 'Say hello');
+      await p.locator('form.live-steer').waitFor({ state: 'visible', timeout: 30000 });
+      await p.fill('#chat-steer', 'Use tabs please');
+      await p.press('#chat-steer', 'Enter');
+      await p.locator('section.request[data-state="open"]').waitFor({ timeout: 30000 });
+      await p.locator('.steer').waitFor({ timeout: 15000 });
+      const order = await p.evaluate(() => [...document.querySelector('.exchange .transcript').children].map((e) =>
+        e.classList.contains('steer') ? 'steer' : /^Hi! I am/.test(e.textContent) ? 'greeting' : /Steer received/.test(e.textContent) ? 'reply' : e.classList.contains('tool') ? 'tool' : 'other'));
+      assert.deepEqual(order.filter((x) => x !== 'other'), ['greeting', 'steer', 'reply', 'tool']);
+      g.check();
+      await context.close();
+    });
+
+    test('the approval card shows its whole input (the command wraps, nothing scrolled away) and no empty band', async () => {
+      const { p, g, context } = await page(viewport);
+      const card = await toApproval(p, 'Make a file');
+      const input = card.locator('textarea.request-input');
+      const m = await input.evaluate((el) => ({ sh: el.scrollHeight, ch: el.clientHeight, sw: el.scrollWidth, cw: el.clientWidth, top: el.scrollTop, value: el.value }));
+      assert.match(m.value, /touch demo\.txt && ls/);
+      assert.ok(m.sh <= m.ch + 1, `the input is ${m.sh}px high in a ${m.ch}px box: part of it is scrolled away`);
+      assert.ok(m.sw <= m.cw + 1, `the input is ${m.sw}px wide in a ${m.cw}px box`);
+      assert.equal(m.top, 0);
+      const expiry = await card.locator('.request-expiry').boundingBox();
+      const box = await card.boundingBox();
+      assert.match(await card.locator('.request-expiry').textContent(), /^Denied automatically in \d+ min\.$/);
+      const band = box.y + box.height - (expiry.y + expiry.height);
+      assert.ok(band <= 30, `${band}px under the expiry line`);
+      g.check();
+      await context.close();
+    });
+
+    test('the question card says what happens to a question: dismissed if unanswered, answered once answered; never denied', async () => {
+      const { p, g, context } = await page(viewport);
+      await toApproval(p, 'Show me a question');
+      await p.locator('section.request[data-kind="tool_approval"] button[data-action="approve"]').click();
+      const q = p.locator('section.request[data-kind="question"]');
+      await q.locator('input[type=radio]').first().waitFor({ timeout: 30000 });
+      assert.match(await q.locator('.request-expiry').textContent(), /^Dismissed automatically in \d+ min\.$/);
+      assert.doesNotMatch(await q.evaluate((el) => el.innerText), /Denied|denied/);
+      await q.locator('input[type=radio]').first().check();
+      await q.locator('button[type=submit]').click();
+      await p.waitForSelector('.run-status[data-status="finished"]', { timeout: 30000 });
+      assert.match(await q.locator('summary.request-record').textContent(), /^Answered: /);
+      assert.doesNotMatch(await q.evaluate((el) => el.textContent), /Denied|denied/);
+      g.check();
+      await context.close();
+    });
+
+    test('the Compare tab says how to give it evidence once', async () => {
+      const { p, g, context } = await page(viewport);
+      g.allow(/status of 404/);
+      await p.goto(`${server.url}/#/compare`);
+      await p.locator('.view-compare .problem').waitFor({ timeout: 15000 });
+      const text = await p.locator('.view-compare').evaluate((el) => el.innerText);
+      assert.equal(text.split('--evidence DIR').length - 1, 1, text);
+      g.check();
+      await context.close();
+    });
+
+    test('a run that is over says so once on its page', async () => {
+      const { p, g, context } = await page(viewport);
+      await p.goto(`${batch.url}/#/runs/${encodeURIComponent(finished.runId)}/tasks/agent`);
+      await p.locator('section[aria-labelledby="run-sum-h"] .control-slot[data-live="false"]').waitFor({ timeout: 15000 });
+      await p.locator('section[aria-labelledby="task-h"] .control-slot[data-live="false"]').waitFor({ state: 'attached', timeout: 15000 });
+      const text = await p.locator('main, body').first().evaluate((el) => el.innerText);
+      assert.equal(text.split('is over').length - 1, 1, text);
       g.check();
       await context.close();
     });
