@@ -581,7 +581,8 @@ describe('studio in Chromium against runwire-serve', () => {
     await conv.waitFor();
     await waitFor(async () => (await p.locator('tr[data-run-id]').count()) === 3, { what: 'the three runs on the page' });
     assert.equal(await conv.getAttribute('data-turns'), '2');
-    assert.match(await conv.locator('th').textContent(), new RegExp(`Conversation${thread} · 2 turns`));
+    // Named by the thread's first message (this browser sent it), with its id and turns.
+    assert.equal(await conv.locator('th').textContent(), `fix the build${thread} · 2 turns`);
     const convCells = await conv.locator('td').allTextContents();
     assert.equal(convCells[0], 'done');
     assert.equal(convCells[3], '2 turns');

@@ -349,9 +349,9 @@ export class RunsView {
     row.activityMs = activityOf(run);
     this.renderAge(row);
     setText(row.wave, run.wave ?? '');
-    // A chat turn's one task is the agent's session, "leased" while it waits
-    // for the next message: a task state that says nothing here (its status does).
-    setText(row.counts, threadOf(run) === null ? countsText(run.counts) : '');
+    // A chat turn's one task is the agent's session, "leased" as long as it is
+    // held (an idle chat too): a task state that says nothing its status does not.
+    setText(row.counts, countsText(threadOf(run) === null ? run.counts : { ...run.counts, leased: 0 }));
     setText(row.cost, typeof run.costUsd === 'number' ? formatUsd(run.costUsd) : '');
     setText(row.tokens, tokensText(run.tokens));
     setText(row.repo, run.repo || run.project || run.repoRoot || '');
