@@ -6,10 +6,19 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { failedToolCorpus } from './corpus.mjs';
-import { guard, launchBrowser, postRun, removeTempDirs, startServer, tempDir, waitFor } from './harness.mjs';
+import { REPO, guard, launchBrowser, postRun, removeTempDirs, startServer, tempDir, waitFor } from './harness.mjs';
+
+/** The one list of run statuses: spec/LAYOUT.md, "## Run statuses" (its `- \`name\`:` items). */
+function layoutStatuses() {
+  const spec = readFileSync(path.join(REPO, 'spec/LAYOUT.md'), 'utf8');
+  const section = spec.split('\n## Run statuses\n')[1].split('\n## ')[0];
+  const list = [...section.matchAll(/^- `([a-z_]+)`:/gm)].map((m) => m[1]);
+  assert.ok(list.length >= 5, `statuses parsed from spec/LAYOUT.md: ${list}`);
+  return list;
+}
 
 const SIZES = [
   { name: '1280', viewport: { width: 1280, height: 800 } },
@@ -189,6 +198,29 @@ for (const { name, viewport } of SIZES) {
       await p.locator('section[aria-labelledby="task-h"] .control-slot[data-live="false"]').waitFor({ state: 'attached', timeout: 15000 });
       const text = await p.locator('main, body').first().evaluate((el) => el.innerText);
       assert.equal(text.split('is over').length - 1, 1, text);
+      g.check();
+      await context.close();
+    });
+
+    test('every status shown is one of spec/LAYOUT.md\'s run statuses; a chat run\'s page shows no task state for it', async () => {
+      const statuses = layoutStatuses();
+      const { p, g, context } = await page(viewport);
+      await toApproval(p, 'Status check');
+      const runId = await p.locator('article.exchange').first().getAttribute('data-run-id');
+      await p.goto(`${server.url}/#/`);
+      await runRow(p, runId).waitFor({ timeout: 15000 });
+      await waitFor(async () => (await runRow(p, runId).getAttribute('data-status')) === 'needs_input', { what: 'the waiting chat needs input' });
+      const shown = await p.locator('table.runs .status-cell .badge').allTextContents();
+      assert.ok(shown.length >= 1);
+      for (const s of shown) assert.ok(statuses.includes(s.replace(/ /g, '_')), `"${s}" is not a run status of spec/LAYOUT.md (${statuses})`);
+      const full = await runRow(p, runId).getAttribute('data-run-id');
+      await p.goto(`${server.url}/#/runs/${encodeURIComponent(full)}/tasks/agent`);
+      const facts = p.locator('section[aria-labelledby="run-sum-h"] dl.facts');
+      await waitFor(async () => /Status/.test(await facts.textContent()), { what: 'the run facts' });
+      const pairs = await facts.evaluate((dl) => Object.fromEntries([...dl.querySelectorAll('dt')].map((dt) => [dt.textContent, dt.nextElementSibling.textContent])));
+      assert.ok(statuses.includes(pairs.Status.replace(/ /g, '_')), JSON.stringify(pairs));
+      assert.doesNotMatch(pairs.Tasks ?? '', /leased/, JSON.stringify(pairs));
+      assert.match(await p.locator('.view-run, main').first().textContent(), /Status check · agui-thread-/, 'the run line leads with the thread name');
       g.check();
       await context.close();
     });

@@ -11,9 +11,10 @@ import { answerBody, applyInput } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
-import { liveControls, taskReason } from '../state/runs.js';
+import { liveControls, taskReason, threadOf } from '../state/runs.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
-import { countsText, notifyEvent, statusText, tokensText } from './runs.js';
+import { notifyEvent, statusText, tasksText, tokensText } from './runs.js';
+import { threadName } from '../state/threads.js';
 import { TranscriptView } from './transcript.js';
 
 const LOG_ROWS_MAX = 5000;
@@ -393,13 +394,15 @@ export class RunView {
     const r = body.run && typeof body.run === 'object' ? body.run : {};
     this.runStatus = r.status;
     this.renderControls();
-    setText(this.runLine, `${r.slug || this.runId} · ${r.runId || this.runId}`);
+    // A chat turn leads with its thread's name, where this browser knows it.
+    const name = threadName(threadOf(r));
+    setText(this.runLine, `${name ? `${name} · ` : ''}${r.slug || this.runId} · ${r.runId || this.runId}`);
     if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
     this.renderFacts(this.summary, [
       ['Status', statusText(r.status)],
       ['Reason', r.reason],
       ['Wave', r.wave],
-      ['Tasks', countsText(r.counts)],
+      ['Tasks', tasksText(r)],
       ['Cost', typeof r.costUsd === 'number' ? formatUsd(r.costUsd) : ''],
       ['Tokens', tokensText(r.tokens)],
       ['Repository', r.repo || r.repoRoot],

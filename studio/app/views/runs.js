@@ -110,6 +110,16 @@ export function countsText(counts) {
     .join(' · ');
 }
 
+/**
+ * A run's tasks by state. A chat turn's one task is the agent's session,
+ * "leased" as long as it is held (an idle chat too): a task state that says
+ * nothing the run's status does not, so it is left out there.
+ */
+export function tasksText(run) {
+  if (!run || typeof run !== 'object') return '';
+  return countsText(threadOf(run) === null ? run.counts : { ...run.counts, leased: 0 });
+}
+
 export function tokensText(tokens) {
   if (!tokens || typeof tokens !== 'object') return '';
   return `${formatInt(tokens.input ?? 0)} in / ${formatInt(tokens.output ?? 0)} out`;
@@ -349,9 +359,7 @@ export class RunsView {
     row.activityMs = activityOf(run);
     this.renderAge(row);
     setText(row.wave, run.wave ?? '');
-    // A chat turn's one task is the agent's session, "leased" as long as it is
-    // held (an idle chat too): a task state that says nothing its status does not.
-    setText(row.counts, countsText(threadOf(run) === null ? run.counts : { ...run.counts, leased: 0 }));
+    setText(row.counts, tasksText(run));
     setText(row.cost, typeof run.costUsd === 'number' ? formatUsd(run.costUsd) : '');
     setText(row.tokens, tokensText(run.tokens));
     setText(row.repo, run.repo || run.project || run.repoRoot || '');
