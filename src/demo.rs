@@ -333,6 +333,9 @@ pub fn run(args: &[String]) -> i32 {
         let _ = tx.send(None);
     });
     let mut queue: VecDeque<Out> = VecDeque::new();
+    // The running turn has begun a message or a call (a steer then follows
+    // the one under way); before that, the turn's first message comes first.
+    let mut said = false;
     let mut due = Instant::now();
     let stdout = io::stdout();
     let mut w = stdout.lock();
@@ -350,8 +353,12 @@ pub fn run(args: &[String]) -> i32 {
                 }
                 let was_empty = queue.is_empty();
                 let joins = demo.joins(&line);
+                let starting = !demo.in_turn();
                 let outs = demo.input(&line);
-                match queue.iter().position(|o| o.starts_block).filter(|_| joins) {
+                if starting && demo.in_turn() {
+                    said = false;
+                }
+                match steer_at(&queue, said).filter(|_| joins) {
                     // A steer is said when the current message is done, before what comes next.
                     Some(at) => {
                         for (i, o) in outs.into_iter().enumerate() {
@@ -375,6 +382,7 @@ pub fn run(args: &[String]) -> i32 {
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if let Some(o) = queue.pop_front() {
+                    said |= o.starts_block;
                     if writeln!(w, "{}", o.line).and_then(|()| w.flush()).is_err() {
                         return 0;
                     }
@@ -383,6 +391,15 @@ pub fn run(args: &[String]) -> i32 {
             }
         }
     }
+}
+
+/// Where a steer's reply goes in what the turn has queued: before the next
+/// block, once the message under way is done. `said`: the turn has begun a
+/// block already; if not, its first message (the reply to the prompt the
+/// turn started with) is said first, so a steer sent at once never comes
+/// before the greeting it followed. None: at the end.
+fn steer_at(queue: &VecDeque<Out>, said: bool) -> Option<usize> {
+    queue.iter().enumerate().filter(|(_, o)| o.starts_block).nth(usize::from(!said)).map(|(i, _)| i)
 }
 
 /// Reads lines for tests.
@@ -471,6 +488,23 @@ mod tests {
         // Junk is ignored, never a panic.
         assert!(d.input(b"not json").is_empty());
         assert!(d.input(br#"{"type":"control_response"}"#).is_empty());
+    }
+
+    /// A steer sent before the turn said anything follows the greeting
+    /// (the reply to the prompt), not before it; once a block is under way,
+    /// it follows that one.
+    #[test]
+    fn a_steer_at_once_follows_the_greeting() {
+        let mut d = Demo::new(None);
+        let queue: VecDeque<Out> = d.input(&user("first")).into();
+        let starts: Vec<usize> = queue.iter().enumerate().filter(|(_, o)| o.starts_block).map(|(i, _)| i).collect();
+        assert_eq!(starts.len(), 2, "the greeting and the call");
+        let greeting_end = queue.iter().position(|o| o.line.contains("\"type\":\"assistant\"")).unwrap();
+        let at = steer_at(&queue, false).unwrap();
+        assert!(at > greeting_end, "the steer's reply at {at}, the greeting ends at {greeting_end}");
+        assert_eq!(steer_at(&queue, true), Some(starts[0]));
+        let rest: VecDeque<Out> = queue.into_iter().skip(starts[1] + 1).collect();
+        assert_eq!(steer_at(&rest, true), None, "nothing left to go before: at the end");
     }
 
     /// With `--replay-user-messages` each message is echoed with its uuid

@@ -91,7 +91,9 @@ fn cut(s: &str, max: usize) -> String {
 /// `kinds`, a KIND column.
 pub fn table(items: &[Value], now_ms: i64, kinds: bool) -> String {
     let mut rows: Vec<Vec<String>> = Vec::with_capacity(items.len() + 1);
-    let mut head = vec!["RUN", "STATUS", "TASKS", "COST", "TOKENS", "AGE", "LAST ACTIVE", "REPO", "ID"];
+    // COMMITTED is tasks committed of all: a failed run with none committed
+    // reads 0/2 (counting every terminal task read 2/2, as if all were done).
+    let mut head = vec!["RUN", "STATUS", "COMMITTED", "COST", "TOKENS", "AGE", "LAST ACTIVE", "REPO", "ID"];
     if kinds {
         head.insert(1, "KIND");
     }
@@ -101,7 +103,7 @@ pub fn table(items: &[Value], now_ms: i64, kinds: bool) -> String {
         let (done, total) = it.get("counts").and_then(Value::as_object).map_or((0, 0), |c| {
             c.iter().fold((0, 0), |(d, t), (state, n)| {
                 let n = n.as_u64().unwrap_or(0);
-                (d + if super::journal::is_terminal(state) { n } else { 0 }, t + n)
+                (d + if state == "committed" { n } else { 0 }, t + n)
             })
         });
         let tokens = match (
@@ -232,6 +234,25 @@ mod tests {
         assert_eq!(cost(0.001), "<$0.01");
         assert_eq!(cost(0.0), "$0.00");
         assert_eq!(cost(12.346), "$12.35");
+    }
+
+    /// The task column counts committed tasks, not ended ones: a failed run
+    /// whose two tasks halted and failed is 0/2, never 2/2.
+    #[test]
+    fn the_table_counts_committed_tasks_of_all() {
+        let item = |counts: Value| serde_json::json!({"slug": "feat", "status": "failed", "counts": counts, "runId": "0123456789ab--feat"});
+        let t = table(
+            &[
+                item(serde_json::json!({"halted": 1, "failed": 1})),
+                item(serde_json::json!({"committed": 1, "failed": 1, "leased": 1})),
+            ],
+            0,
+            false,
+        );
+        let col = |line: &str| line.split_whitespace().nth(2).unwrap_or("").to_string();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(col(lines[0]), "COMMITTED", "{t}");
+        assert_eq!((col(lines[1]), col(lines[2])), ("0/2".to_string(), "1/3".to_string()), "{t}");
     }
 
     #[test]

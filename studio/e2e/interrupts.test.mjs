@@ -180,17 +180,12 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await p.locator('section.request[data-kind="tool_approval"][data-state="open"]').waitFor({ timeout: 30000 });
     const card = p.locator(`section.request[data-request-id="${await p.locator('section.request').first().getAttribute('data-request-id')}"]`);
     await status(p, 'waiting');
-    // Said once: the heading names the tool; no "Tool Bash" line repeats it.
+    // Said once: the heading names the tool; no "Tool Bash" line repeats it
+    // (the grants list names the rules it grants, such as Bash(curl …): not a repeat).
     assert.equal(await card.locator('.request-h').textContent(), 'Allow Bash?');
-    // The grants list quotes the rules it grants (`Bash(curl …)`): that is the rule's text, not a
-    // line naming the tool again, so it is left out of the count.
     const shown = await card.evaluate((el) => {
-      const c = el.cloneNode(true);
-      c.querySelector('.request-grants')?.remove();
-      document.body.append(c);
-      const text = c.innerText;
-      c.remove();
-      return text;
+      const grants = el.querySelector('.request-grants');
+      return grants ? el.innerText.replace(grants.innerText, '') : el.innerText;
     });
     assert.equal(occurrences(shown, 'Bash'), 1, shown);
     assert.match(await card.locator('textarea.request-input').inputValue(), /curl -sI https:\/\/example\.com/);

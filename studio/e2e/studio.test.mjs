@@ -266,7 +266,7 @@ describe('studio in Chromium against runwire-serve', () => {
     const ended = await waitFor(async () => (await runsList(s.url)).find((r) => r.runId === run.runId && r.status === 'failed'), { what: 'the run to end failed' });
     assert.match(ended.reason, /^agent halted/, JSON.stringify(ended));
     await p.waitForSelector('section[aria-labelledby="run-sum-h"] .control-slot[data-live="false"]', { timeout: 15000 });
-    await p.waitForSelector('section[aria-labelledby="task-h"] .control-slot[data-live="false"]', { timeout: 15000 });
+    await p.waitForSelector('section[aria-labelledby="task-h"] .control-slot[data-live="false"]', { state: 'attached', timeout: 15000 }); // empty: the run's line says it is over
     for (const name of ['Pause run', 'Resume run', 'Stop turn', 'Kill task', 'Send steer']) {
       assert.equal(await p.locator(`button:has-text("${name}")`).count(), 0, `no “${name}” on a finished run`);
     }
@@ -581,7 +581,8 @@ describe('studio in Chromium against runwire-serve', () => {
     await conv.waitFor();
     await waitFor(async () => (await p.locator('tr[data-run-id]').count()) === 3, { what: 'the three runs on the page' });
     assert.equal(await conv.getAttribute('data-turns'), '2');
-    assert.match(await conv.locator('th').textContent(), new RegExp(`Conversation${thread} · 2 turns`));
+    // Named by the thread's first message (this browser sent it), with its id and turns.
+    assert.equal(await conv.locator('th').textContent(), `fix the build${thread} · 2 turns`);
     const convCells = await conv.locator('td').allTextContents();
     assert.equal(convCells[0], 'done');
     assert.equal(convCells[3], '2 turns');

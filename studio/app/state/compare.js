@@ -109,7 +109,10 @@ export function compareModel(answer) {
       kind: 'absent',
       title: 'No evidence configured',
       message: msg || 'This server was started without --evidence.',
-      hint: 'Start runwire-serve with --evidence DIR (a directory holding verdict.json, or a verdict file).',
+      // Said once: the server's message may already say how to start it.
+      hint: /--evidence DIR/.test(msg)
+        ? 'DIR is a directory holding verdict.json, or a verdict file.'
+        : 'Start runwire-serve with --evidence DIR (a directory holding verdict.json, or a verdict file).',
     };
   }
   if (status === 401) {

@@ -155,9 +155,12 @@ export function expiresText(c, now = Date.now()) {
   const t = Date.parse(c.expiresAt);
   if (!Number.isFinite(t)) return '';
   const s = Math.round((t - now) / 1000);
-  if (s <= 0) return 'Expired: denied automatically.';
-  if (s < 120) return `Denied automatically in ${s} s.`;
-  return `Denied automatically in ${Math.round(s / 60)} min.`;
+  // A question is not denied: left unanswered, it is dismissed.
+  const what = c.kind === 'question' ? 'dismissed' : 'denied';
+  if (s <= 0) return `Expired: ${what} automatically.`;
+  const When = what[0].toUpperCase() + what.slice(1);
+  if (s < 120) return `${When} automatically in ${s} s.`;
+  return `${When} automatically in ${Math.round(s / 60)} min.`;
 }
 
 /**
@@ -251,7 +254,10 @@ function scopeWords(scope) {
 }
 
 /** Words for a decision, shown on the card once it is answered. */
-export function decisionText(d) {
+export function decisionText(d, kind = null) {
+  // What happens to a question: answered, dismissed (refused unanswered) or expired; never "denied".
+  if (kind === 'question' && d.decision === 'deny') return d.message && !STOCK_DENIALS.includes(d.message.trim()) ? `Dismissed: ${d.message}` : 'Dismissed.';
+  if (kind === 'question' && d.decision === 'expired') return 'Expired: dismissed unanswered.';
   switch (d.decision) {
     case 'allow':
       return `Approved${scopeWords(d.scope)}${d.input ? ' with edits' : ''}.`;
@@ -352,11 +358,11 @@ export function recordLine(c, d, { at = null, by = null } = {}) {
       if (d.input) tail = ' with edits';
       break;
     case 'deny':
-      lead = 'Denied';
+      lead = c.kind === 'question' ? 'Dismissed' : 'Denied';
       if (d.message && !STOCK_DENIALS.includes(d.message.trim())) tail = `: ${d.message.trim()}`;
       break;
     case 'expired':
-      lead = 'Expired, denied automatically:';
+      lead = c.kind === 'question' ? 'Expired, dismissed unanswered' : 'Expired, denied automatically:';
       break;
     case 'cancelled':
       lead = 'Cancelled:';

@@ -302,6 +302,34 @@ export function contentText(content) {
 }
 
 /**
+ * The questions of an AskUserQuestion-like call (`{questions: [{question,
+ * header?, options: [{label, description?}], multiSelect?}]}`), or null when
+ * the arguments are not that shape.
+ */
+export function questionsOf(args) {
+  if (!args || typeof args !== 'object' || !Array.isArray(args.questions) || args.questions.length === 0) return null;
+  if (!args.questions.every((q) => q && typeof q === 'object' && typeof q.question === 'string')) return null;
+  return args.questions.map((q) => ({
+    question: q.question,
+    header: typeof q.header === 'string' ? q.header : '',
+    multiSelect: q.multiSelect === true,
+    options: (Array.isArray(q.options) ? q.options : [])
+      .filter((o) => o && typeof o === 'object' && typeof o.label === 'string')
+      .map((o) => ({ label: o.label, description: typeof o.description === 'string' ? o.description : '' })),
+  }));
+}
+
+/** Questions as people read them: each question, then its options one a line. */
+export function questionsText(qs) {
+  return qs
+    .map((q) => {
+      const head = `${q.header ? `${q.header}: ` : ''}${q.question}${q.multiSelect ? ' (any of)' : ''}`;
+      return [head, ...q.options.map((o) => `  • ${o.label}${o.description ? ` — ${o.description}` : ''}`)].join('\n');
+    })
+    .join('\n\n');
+}
+
+/**
  * The arguments as shown expanded: pretty JSON when they parse, else the raw
  * text with a note (malformed or still streaming).
  */
@@ -309,6 +337,9 @@ export function formattedArgs(card) {
   if (!card.argsDone) return { text: card.argsText, note: 'Arguments still streaming.', json: false };
   if (card.argsText.trim() === '') return { text: '', note: 'No arguments.', json: false };
   if (card.argsValid && card.args !== undefined) {
+    // A question to the person reads as a question, not as its JSON.
+    const qs = questionsOf(card.args);
+    if (qs) return { text: questionsText(qs), note: null, json: false };
     return { text: JSON.stringify(card.args, null, 2), note: null, json: true };
   }
   return { text: card.argsText, note: 'The arguments are not valid JSON; shown as received.', json: false };
@@ -336,6 +367,12 @@ export function argPreview(card, max = 80) {
   if (a === undefined) return card.argsText ? clip(oneLine(card.argsText), max) : '';
   if (a === null || typeof a !== 'object') return clip(oneLine(JSON.stringify(a)), max);
   if (Array.isArray(a)) return clip(oneLine(JSON.stringify(a)), max);
+  const qs = questionsOf(a);
+  if (qs) {
+    const q = qs[0];
+    const opts = q.options.length ? ` (${q.options.map((o) => o.label).join(' / ')})` : '';
+    return clip(oneLine(`${q.question}${opts}${qs.length > 1 ? ` +${qs.length - 1} more` : ''}`), max);
+  }
   for (const k of PREVIEW_KEYS) {
     if (typeof a[k] === 'string' && a[k].trim() !== '') return clip(oneLine(a[k]), max);
   }

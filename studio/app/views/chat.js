@@ -8,9 +8,15 @@ import { fromInterrupt, resumeEntry } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatInt, formatUsd } from '../state/format.js';
 import { turnRunId } from '../state/runs.js';
+import { nameFromMessage, setThreadName, threadName } from '../state/threads.js';
 import { describeServer } from '../state/server.js';
 import { h, scheduler, setText } from './dom.js';
 import { TranscriptView } from './transcript.js';
+
+/** A message the agent is still saying (a tool call or a subagent is a block of its own). */
+function underWay(it) {
+  return !it.done && it.kind !== 'tool' && it.kind !== 'subagent';
+}
 
 export class ChatView {
   constructor() {
@@ -19,6 +25,14 @@ export class ChatView {
     this.current = null;
     this.heading = h('h1', { tabindex: '-1' }, 'Chat');
     this.threadLine = h('code.thread-id');
+    // The thread's name (its first message until renamed here), kept in this browser.
+    this.threadName = h('input.thread-name', {
+      id: 'thread-name', type: 'text', maxlength: '200', autocomplete: 'off', placeholder: 'Named by its first message',
+      'aria-label': 'Thread name (rename)',
+    });
+    this.threadName.addEventListener('change', () => {
+      this.threadName.value = setThreadName(this.threadId, this.threadName.value) ?? '';
+    });
     // What a replay or demo server is, said where the prompt goes (app.js tells us, from /api/info).
     this.demoNote = h('p.demo-note', { hidden: true, role: 'note' });
     this.log = h('div.chat-log');
@@ -64,9 +78,14 @@ export class ChatView {
       h(
         'p.lede',
         null,
-        'Each message starts an AG-UI run through POST /agui on this thread; the next one resumes the agent’s session. Thread ',
+        'Each message starts an AG-UI run through POST /agui on this thread; the next one resumes the agent’s session.',
+      ),
+      h(
+        'div.thread-line',
+        null,
+        h('label', { for: 'thread-name' }, 'Thread'),
+        this.threadName,
         this.threadLine,
-        ' ',
         h('button.link', { type: 'button', onclick: () => this.newThread() }, 'New thread'),
       ),
       this.demoNote,
@@ -76,7 +95,14 @@ export class ChatView {
       this.form,
     );
     this.heading.id = 'chat-h';
+    this.showThread();
+  }
+
+  /** The thread's id (whole in its tooltip: the line may cut it with an ellipsis) and name. */
+  showThread() {
     setText(this.threadLine, this.threadId);
+    this.threadLine.title = this.threadId;
+    this.threadName.value = threadName(this.threadId) ?? '';
   }
 
   mount() {}
@@ -95,7 +121,7 @@ export class ChatView {
     if (this.current) return;
     this.threadId = randomId('thread');
     this.history = [];
-    setText(this.threadLine, this.threadId);
+    this.showThread();
     this.log.replaceChildren();
     setText(this.status, 'New thread.');
   }
@@ -129,19 +155,47 @@ export class ChatView {
       // it (written into the turn, or, over ACP, the turn cancelled and prompted
       // again): the box's note goes away with the run.
       if (exchange) {
-        exchange.view.container.appendChild(
-          h('div.steer', null, h('p.steer-text', null, h('span.who', null, 'You, mid-turn: '), text), h('p.steer-detail', null, `${detail}.`)),
-        );
+        const node = h('div.steer', null, h('p.steer-text', null, h('span.who', null, 'You, mid-turn: '), text), h('p.steer-detail', null, `${detail}.`));
+        // In the agent's order: it takes a steer once the message it is saying
+        // is done, and before it said anything, after its first (the reply to
+        // the prompt): the echo waits for that message, then goes after it.
+        exchange.view.sync([]);
+        const last = exchange.run.items.at(-1);
+        if (last && !underWay(last)) exchange.view.container.appendChild(node);
+        else (exchange.steers ??= []).push({ node, key: last ? last.key : null });
+        this.placeSteers(exchange);
       }
     } else {
       setText(this.steerNote, `Steer refused (HTTP ${a.status}): ${errorText(a)}`);
     }
   }
 
+  /** Puts each waiting steer echo after the message it waited for, once that is done (all, at the run's end). */
+  placeSteers(exchange, final = false) {
+    if (!exchange.steers || !exchange.steers.length) return;
+    const { run, view } = exchange;
+    exchange.steers = exchange.steers.filter((st) => {
+      const it = st.key ? run.byId.get(st.key) : run.items[0];
+      const later = it ? run.items.indexOf(it) < run.items.length - 1 : false;
+      if (!final && (!it || (underWay(it) && !later))) return true;
+      let at = it ? view.nodes.get(it.key) : null;
+      if (!at || at.parentNode !== view.container) {
+        view.container.appendChild(st.node);
+        return false;
+      }
+      // After the steers already placed there, in the order they were sent.
+      while (at.nextSibling && at.nextSibling.classList && at.nextSibling.classList.contains('steer')) at = at.nextSibling;
+      at.after(st.node);
+      return false;
+    });
+  }
+
   async submit() {
     const text = this.prompt.value.trim();
     if (!text || this.current) return;
     const runId = turnRunId(this.threadId, randomId('run'));
+    // The first message names the thread, unless the person already did.
+    if (!threadName(this.threadId)) this.threadName.value = setThreadName(this.threadId, nameFromMessage(text)) ?? '';
     const userMsg = { id: randomId('msg'), role: 'user', content: text };
     const messages = [...this.history, userMsg];
     const run = createRun({ threadId: this.threadId, runId });
@@ -170,6 +224,7 @@ export class ChatView {
     const render = () => {
       const { keys } = takeDirty(run);
       view.sync(keys);
+      this.placeSteers(exchange);
       const line = this.statusLine(run);
       setText(runLine, line);
       runLine.dataset.status = run.status;
@@ -228,6 +283,7 @@ export class ChatView {
       }
     }
     render();
+    this.placeSteers(exchange, true);
     this.current = null;
     this.send.disabled = false;
     this.stop.disabled = true;

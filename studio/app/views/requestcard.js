@@ -224,7 +224,7 @@ export class RequestCardView {
     for (const f of this.fields || []) if (f.text) f.text.readOnly = true;
     this.el.dataset.state = 'answered';
     this.el.dataset.decision = d.decision;
-    setText(this.status, text || decisionText(d));
+    setText(this.status, text || decisionText(d, this.card.kind));
     this.status.dataset.kind = '';
     setText(this.expiry, '');
     const rec = recordLine(this.card, d, { at, by });

@@ -11,9 +11,10 @@ import { answerBody, applyInput } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
-import { liveControls, taskReason } from '../state/runs.js';
+import { liveControls, taskReason, threadOf } from '../state/runs.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
-import { countsText, notifyEvent, statusText, tokensText } from './runs.js';
+import { notifyEvent, statusText, tasksText, tokensText } from './runs.js';
+import { threadName } from '../state/threads.js';
 import { TranscriptView } from './transcript.js';
 
 const LOG_ROWS_MAX = 5000;
@@ -278,7 +279,7 @@ export class RunView {
     }
     if (c.answered && view.el.dataset.state !== 'answered') {
       const a = c.answered;
-      view.close(a, `${a.decision === 'expired' ? 'Expired: denied automatically' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`, {
+      view.close(a, `${a.decision === 'expired' ? (c.kind === 'question' ? 'Expired: dismissed unanswered' : 'Expired: denied automatically') : c.kind === 'question' && a.decision === 'deny' ? 'Dismissed' : `Closed: ${a.decision}`}${a.by ? ` by ${a.by}` : ''}${a.message ? ` (${a.message})` : ''}.`, {
         at: a.at || rec.ts || new Date(),
         // Named only when not one of the studio's own ways of answering (this page, a chat).
         by: a.by === 'studio' || a.by === 'agui' ? null : a.by,
@@ -384,7 +385,8 @@ export class RunView {
     }
     if (this.taskSlot && live.task !== (this.taskSlot.dataset.live !== 'false')) {
       this.taskSlot.dataset.live = String(live.task);
-      this.taskSlot.replaceChildren(...(live.task ? this.taskControls : [over(live.run ? 'task' : 'run')]));
+      // Said once: once the run is over, the run's line says it for its tasks too.
+      this.taskSlot.replaceChildren(...(live.task ? this.taskControls : live.run ? [over('task')] : []));
     }
   }
 
@@ -392,13 +394,15 @@ export class RunView {
     const r = body.run && typeof body.run === 'object' ? body.run : {};
     this.runStatus = r.status;
     this.renderControls();
-    setText(this.runLine, `${r.slug || this.runId} · ${r.runId || this.runId}`);
+    // A chat turn leads with its thread's name, where this browser knows it.
+    const name = threadName(threadOf(r));
+    setText(this.runLine, `${name ? `${name} · ` : ''}${r.slug || this.runId} · ${r.runId || this.runId}`);
     if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
     this.renderFacts(this.summary, [
       ['Status', statusText(r.status)],
       ['Reason', r.reason],
       ['Wave', r.wave],
-      ['Tasks', countsText(r.counts)],
+      ['Tasks', tasksText(r)],
       ['Cost', typeof r.costUsd === 'number' ? formatUsd(r.costUsd) : ''],
       ['Tokens', tokensText(r.tokens)],
       ['Repository', r.repo || r.repoRoot],

@@ -10,7 +10,8 @@
 
 import { errorText, followFeed, getJson } from '../api.js';
 import { formatInt, formatUsd } from '../state/format.js';
-import { activityOf, ageText, applyNodeEvent, groupRuns, localTime, staleOnLostNode } from '../state/runs.js';
+import { activityOf, ageText, applyNodeEvent, groupRuns, localTime, staleOnLostNode, threadOf } from '../state/runs.js';
+import { threadName } from '../state/threads.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
 /** The summary fields a feed event carries (the rest is about the change itself). */
@@ -117,6 +118,16 @@ export function countsText(counts) {
     .filter(([, n]) => typeof n === 'number' && n > 0)
     .map(([state, n]) => `${state} ${n}`)
     .join(' · ');
+}
+
+/**
+ * A run's tasks by state. A chat turn's one task is the agent's session,
+ * "leased" as long as it is held (an idle chat too): a task state that says
+ * nothing the run's status does not, so it is left out there.
+ */
+export function tasksText(run) {
+  if (!run || typeof run !== 'object') return '';
+  return countsText(threadOf(run) === null ? run.counts : { ...run.counts, leased: 0 });
 }
 
 export function tokensText(tokens) {
@@ -326,7 +337,9 @@ export class RunsView {
     }
     row.tr.classList.toggle('turn', turn);
     this.fill(row, run);
-    setText(row.link, run.slug || id);
+    // A chat turn by its thread's name where this browser knows it (state/threads.js).
+    const name = threadName(threadOf(run));
+    setText(row.link, name || run.slug || id);
     setText(row.sub, id);
     return row;
   }
@@ -341,6 +354,8 @@ export class RunsView {
     }
     row.toggle.setAttribute('aria-expanded', String(opened));
     row.tr.dataset.turns = String(g.runs.length);
+    const name = threadName(g.thread);
+    setText(row.name, name || 'Conversation');
     setText(row.sub, `${g.thread} · ${g.runs.length} turns`);
     this.fill(row, g.summary);
     setText(row.counts, `${g.runs.length} turns`);
@@ -360,7 +375,7 @@ export class RunsView {
     row.activityMs = activityOf(run);
     this.renderAge(row);
     setText(row.wave, run.wave ?? '');
-    setText(row.counts, countsText(run.counts));
+    setText(row.counts, tasksText(run));
     setText(row.cost, typeof run.costUsd === 'number' ? formatUsd(run.costUsd) : '');
     setText(row.tokens, tokensText(run.tokens));
     setText(row.repo, run.repo || run.project || run.repoRoot || '');
@@ -401,12 +416,13 @@ export class RunsView {
         if (this.open.has(thread)) this.open.delete(thread);
         else this.open.add(thread);
         this.render();
-      } }, h('span.tool-chevron', { 'aria-hidden': 'true' }), 'Conversation');
+      } }, h('span.tool-chevron', { 'aria-hidden': 'true' }), h('span.conversation-name', null, 'Conversation'));
     const sub = h('span.sub');
     const row = {
       key,
       link,
       toggle,
+      name: toggle ? toggle.querySelector('.conversation-name') : null,
       sub,
       activityMs: null,
       status: h('span.badge'),
