@@ -62,7 +62,7 @@ impl Lab {
     fn new(name: &str, script: Value) -> Lab {
         offline();
         let dir = support::scratch(name);
-        for d in ["home", "codex-home", "work"] {
+        for d in ["home", "codex-home", "work", "tmp"] {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
         std::fs::write(dir.join("script.json"), script.to_string()).unwrap();
@@ -94,6 +94,11 @@ impl Lab {
         self.dir.join("work")
     }
 
+    /// The agents' temporary directory (their `TMPDIR`).
+    fn tmp(&self) -> std::path::PathBuf {
+        self.dir.join("tmp")
+    }
+
     /// `cmd` with the agents' offline environment, run in the work directory.
     fn cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new(program);
@@ -109,7 +114,12 @@ impl Lab {
             .env("MOCK_API_KEY", "sk-offline")
             .env("RUNWIRE_CLAUDE_BIN", agent_bin("claude"))
             .env("RUNWIRE_CODEX_BIN", agent_bin("codex"))
-            .env("HARNESS_HOME", self.dir.join("harness"));
+            .env("HARNESS_HOME", self.dir.join("harness"))
+            // The agents' own temporary files (Claude Code's /tmp/claude-UID, its sockets) go
+            // under the test's scratch, removed with it: a passing run leaves nothing in /tmp.
+            .env("TMPDIR", self.tmp())
+            // The Claude Code that claude-agent-acp starts takes its own variable for that.
+            .env("CLAUDE_CODE_TMPDIR", self.tmp());
         // As root, claude refuses its permission-skipping modes (and
         // claude-agent-acp its session) unless it is told it is sandboxed.
         // SAFETY: geteuid(2) cannot fail.
