@@ -75,6 +75,9 @@ impl Lab {
             .arg(dir.join("script.json"))
             .arg(dir.join("requests.jsonl"))
             .stdout(Stdio::piped())
+            // Its tracebacks (a client that hung up mid-stream: a stop, a kill) go with the
+            // scenario's files, shown only when a test fails (`why`), not in a passing run.
+            .stderr(std::fs::File::create(dir.join("model-server.err")).expect("create model-server.err"))
             .spawn()
             .expect("start python3 realagents/model-server.py");
         let mut line = String::new();

@@ -133,6 +133,7 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
         Command::new(cluster_bin())
             .args(["node", "--url", &nats.url, "--node", "zeta", "--local", "127.0.0.1:1", "--home"])
             .arg(dir.join("home-z"))
+            .stderr(std::fs::File::create(dir.join("home-z.stderr")).unwrap())
             .spawn()
             .unwrap(),
     );
@@ -195,6 +196,9 @@ fn hub_proc(url: &str, home: &Path) -> Proc {
             .args(["hub", "--url", url, "--home"])
             .arg(home)
             .stdin(Stdio::null())
+            // Its retries while servers are cut off are said on stderr: kept beside its home
+            // (to read when a test fails), not printed in a passing run.
+            .stderr(std::fs::File::create(home.with_extension("hub-stderr")).unwrap())
             .spawn()
             .unwrap(),
     )

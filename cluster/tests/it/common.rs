@@ -198,6 +198,8 @@ pub fn node(url: &str, name: &str, home: &Path, poll_ms: u64) -> Proc {
             .args(["node", "--url", url, "--node", name, "--poll-ms", &poll_ms.to_string(), "--home"])
             .arg(home)
             .stdin(Stdio::null())
+            // Its retries while servers are cut off: kept beside its home, not printed.
+            .stderr(std::fs::File::create(home.with_extension("node-stderr")).unwrap())
             .spawn()
             .unwrap(),
     )
