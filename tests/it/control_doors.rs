@@ -27,13 +27,9 @@ const LIMIT: Duration = Duration::from_secs(40);
 
 /// Every line runwire wrote to the stand-in (`TRUST_LOG` in `dir`): (process, line).
 fn agent_input(dir: &Path) -> Vec<(u64, Value)> {
-    std::fs::read_to_string(dir.join("agent-input.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            (v["process"].as_u64().unwrap(), v["line"].clone())
-        })
+    crate::support::complete_json_lines(&dir.join("agent-input.jsonl"))
+        .into_iter()
+        .map(|v| (v["process"].as_u64().unwrap(), v["line"].clone()))
         .collect()
 }
 

@@ -34,10 +34,9 @@ fn start(test: &str, args: &[&str]) -> Server {
 
 /// The permission answers that reached the agent: (behavior, message).
 fn answers(s: &Server) -> Vec<(String, String)> {
-    std::fs::read_to_string(s.dir().join("agent-input.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["line"].clone())
+    crate::support::complete_json_lines(&s.dir().join("agent-input.jsonl"))
+        .into_iter()
+        .map(|v| v["line"].clone())
         .filter(|l| l["type"] == "control_response")
         .map(|l| {
             let r = &l["response"]["response"];

@@ -57,13 +57,9 @@ fn start_in(
 
 /// Every line runwire wrote to the agent: (process, line).
 fn agent_input(s: &Server) -> Vec<(u64, Value)> {
-    std::fs::read_to_string(s.dir().join("agent-input.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            (v["process"].as_u64().unwrap(), v["line"].clone())
-        })
+    crate::support::complete_json_lines(&s.dir().join("agent-input.jsonl"))
+        .into_iter()
+        .map(|v| (v["process"].as_u64().unwrap(), v["line"].clone()))
         .collect()
 }
 

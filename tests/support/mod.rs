@@ -439,3 +439,16 @@ impl Drop for Quiet {
         eprintln!("--- stderr of {} ---\n{}--- end of its stderr ---", self.name, self.text());
     }
 }
+
+/// The complete JSON lines of a log another process appends to (a stand-in's
+/// record of what it was sent): a last line still being written (no newline
+/// yet) is left for the next read, not parsed half-way.
+pub fn complete_json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: a line that is not JSON ({e}): {l}", path.display()))
+        })
+        .collect()
+}
