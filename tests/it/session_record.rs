@@ -210,9 +210,18 @@ fn the_engines_status_can_be_watched_over_a_real_agent() {
     // A watcher wakes when the agent is killed, and the exit is shown.
     let before = engine.status().changes;
     let watcher = std::thread::scope(|sc| {
+        // Woken by each change; done when the change is the exit (a late line of the
+        // agent's, between its turns, is a change too, and not the one watched for).
         let w = sc.spawn(|| {
-            engine.wait(before, LIMIT);
-            Instant::now()
+            let (mut seen, t0) = (before, Instant::now());
+            loop {
+                engine.wait(seen, LIMIT);
+                let s = engine.status();
+                if s.exit.is_some() || t0.elapsed() >= LIMIT {
+                    return Instant::now();
+                }
+                seen = s.changes;
+            }
         });
         std::thread::sleep(Duration::from_millis(200));
         let killed_at = Instant::now();
