@@ -429,7 +429,13 @@ fn serve_logging(home: &Path, limit_kb: Option<u64>) -> (Server, PathBuf) {
         }
         None => Command::new(exe),
     };
-    cmd.env("HARNESS_HOME", home).env("RUNWIRE_KEEPALIVE_MS", "200").stderr(std::fs::File::create(&errs).unwrap());
+    // Two malloc arenas: glibc reserves 64 MiB of address space for each arena a new thread
+    // takes (up to 16 on 2 cores), which the address-space limit above counts though nothing
+    // is used (a client's connection thread could then fail to start under that limit).
+    cmd.env("HARNESS_HOME", home)
+        .env("RUNWIRE_KEEPALIVE_MS", "200")
+        .env("MALLOC_ARENA_MAX", "2")
+        .stderr(std::fs::File::create(&errs).unwrap());
     (Server::spawn(cmd), errs)
 }
 
