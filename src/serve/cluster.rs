@@ -561,7 +561,7 @@ pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Optio
         task: task.map(str::to_string),
         verb: Some(verb.into()),
         key: key.map(str::to_string),
-        actor: Some(super::BIN.into()),
+        actor: Some(super::options::BIN.into()),
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
@@ -623,7 +623,7 @@ fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
 /// 504, each naming it. A client that leaves is a client leaving the node's
 /// server. `None` when this server is not a hub.
 pub fn agui(
-    cfg: &super::Config,
+    cfg: &super::options::Config,
     stream: &mut std::net::TcpStream,
     req: &super::http::Request,
     body: &[u8],
@@ -653,7 +653,7 @@ pub fn agui(
     let head = Head {
         op: "agui".into(),
         node: Some(node.clone()),
-        actor: Some(super::BIN.into()),
+        actor: Some(super::options::BIN.into()),
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
@@ -667,7 +667,7 @@ pub fn agui(
 /// Last-Event-ID), `runId` the hub's and `node` added. `None` when this
 /// server is not a hub.
 pub fn feed(
-    cfg: &super::Config,
+    cfg: &super::options::Config,
     stream: &mut std::net::TcpStream,
     req: &super::http::Request,
     cors: &[(&'static str, String)],
@@ -697,7 +697,7 @@ pub fn feed(
 /// does not keep up is dropped with an `error` frame saying so (it resumes
 /// with its Last-Event-ID).
 fn relay(
-    cfg: &super::Config,
+    cfg: &super::options::Config,
     stream: &mut std::net::TcpStream,
     req: &super::http::Request,
     cors: &[(&'static str, String)],

@@ -12,7 +12,7 @@
 //! the ids and read the body (JSON, where one is needed or sent), as for `/agui`.
 
 use super::http::{respond, respond_error, Close};
-use super::Shared;
+use super::state::Shared;
 use crate::control::{Command, Door, Issued, Verb};
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
@@ -67,7 +67,7 @@ pub fn post(
     // One parse, one validation (`crate::control`); an answer names its
     // request by runwire's interrupt id, since the supervisor's task may
     // have had several agent processes that each number their requests.
-    let actor = person.unwrap_or(super::BIN);
+    let actor = person.unwrap_or(super::options::BIN);
     let command = Verb::parse(verb)
         .ok_or_else(|| format!("unknown verb {verb:?}"))
         .and_then(|v| Command::from_route(v, body, actor))
@@ -147,7 +147,7 @@ fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq
         "ts": crate::time::format_ms(
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
         ),
-        "actor": creq.actor.as_deref().unwrap_or(super::BIN),
+        "actor": creq.actor.as_deref().unwrap_or(super::options::BIN),
         "verb": creq.verb,
     });
     if let Some(t) = &creq.task {

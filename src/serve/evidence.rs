@@ -9,7 +9,7 @@
 //! so the page always has something readable to show.
 
 use super::http::{method_not_allowed, respond, respond_error, Close, Request};
-use super::Shared;
+use super::state::Shared;
 use crate::verdict::{self, render, Source, Summary, Variant};
 use serde_json::{json, Value};
 use std::net::TcpStream;

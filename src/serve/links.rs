@@ -70,7 +70,7 @@ pub fn parse_public_url(s: &str) -> Result<(String, String, String), String> {
         return Err(bad());
     }
     let host = rest.split('/').next().unwrap_or_default();
-    let origin = super::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
+    let origin = super::options::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
     Ok((t.to_string(), origin, host.to_ascii_lowercase()))
 }
 
@@ -373,7 +373,7 @@ Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-act
 /// body (`Some((body, is_json))` for a POST): the token checked first,
 /// then its deadline, then the session; `GET` never acts.
 pub fn handle(
-    shared: &super::Shared,
+    shared: &super::state::Shared,
     stream: &mut std::net::TcpStream,
     cors: &[(&'static str, String)],
     token: &str,

@@ -10,7 +10,9 @@
 //! `route`.
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
-use super::{agui, control, evidence, feed, links, runs, studio, Config, Shared};
+use super::options::Config;
+use super::state::Shared;
+use super::{agui, control, evidence, feed, links, runs, studio};
 use crate::control::Verb;
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
@@ -303,7 +305,7 @@ fn link_route(
 fn info(shared: &Shared) -> serde_json::Value {
     let cfg = &shared.cfg;
     serde_json::json!({
-        "name": super::BIN,
+        "name": super::options::BIN,
         "version": env!("CARGO_PKG_VERSION"),
         "agui": "/agui",
         // One vocabulary of modes (serve::Mode): replay, demo, agent (and which), hub.
@@ -446,7 +448,7 @@ fn origin_refusal(o: &str) -> String {
                 and cannot be: serve the page from an http(s) origin and pass --allow-origin for that origin"
             .to_string();
     }
-    match super::parse_origin(o.trim()) {
+    match super::options::parse_origin(o.trim()) {
         Ok(ok) => format!("Origin {o:?} is not allowed; start the server with --allow-origin {ok} to allow it"),
         Err(_) => format!("Origin {o:?} is not allowed (not of the form scheme://host[:port])"),
     }
@@ -507,7 +509,7 @@ mod props {
         fn no_input_panics(head in ".{0,300}", bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = is_loopback_host(&head);
             let _ = query_token(&head);
-            let _ = super::super::parse_origin(&head);
+            let _ = super::super::options::parse_origin(&head);
             let _ = agui::parse_input(&bytes);
         }
     }

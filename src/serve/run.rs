@@ -12,7 +12,7 @@
 //! reaped and its output drained for [`DRAIN_GRACE`] (a grandchild holding
 //! the pipe does not hold the run).
 
-use super::Source;
+use super::options::Source;
 use crate::lines::Flow;
 use crate::session::proc::{self, Proc, Spec};
 use crate::time::Clock;

@@ -22,7 +22,7 @@
 //! [`Translator`]: crate::agui::Translator
 
 use super::http::{respond, respond_error, respond_pieces, Close, Request};
-use super::Shared;
+use super::state::Shared;
 use crate::events::Seq;
 use crate::runs::journal::{is_terminal, Journal};
 use crate::runs::list::Query;

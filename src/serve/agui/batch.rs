@@ -19,7 +19,7 @@ use crate::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
 use crate::serve::http::{client_gone, Request};
 use crate::serve::run::{self, Lines};
-use crate::serve::{Shared, BIN};
+use crate::serve::{options::BIN, state::Shared};
 use crate::time::Clock;
 use std::io;
 use std::net::TcpStream;

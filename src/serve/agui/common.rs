@@ -188,7 +188,7 @@ pub fn digest(input: &RunInput) -> String {
 /// when its end is journaled), so a server that starts after a crash finds
 /// the runs it left unfinished ([`crate::supervise::control::recover`]).
 pub fn start_record(
-    shared: &crate::serve::Shared,
+    shared: &crate::serve::state::Shared,
     agui_run_id: &str,
     prompt: &str,
     request: &str,
@@ -198,7 +198,7 @@ pub fn start_record(
     match crate::supervise::control::own(home, &rec.run_id) {
         Ok(p) => rec.owned_by(p),
         Err(e) => crate::cli::report(
-            crate::serve::BIN,
+            crate::serve::options::BIN,
             format!(
                 "record {}: cannot record this server as its owner: {e} (a crash would leave its status)",
                 rec.run_id
@@ -239,7 +239,7 @@ impl Messages {
 
     /// A new run: records the input's messages the thread does not have
     /// (in the input's order, after the thread's) and plans the snapshots.
-    pub(super) fn start(shared: &crate::serve::Shared, input: &RunInput) -> Messages {
+    pub(super) fn start(shared: &crate::serve::state::Shared, input: &RunInput) -> Messages {
         use crate::runs::thread;
         if !shared.cfg.record {
             return Messages::off();
@@ -250,7 +250,7 @@ impl Messages {
             Ok(w) => Some(w),
             Err(e) => {
                 crate::cli::report(
-                    crate::serve::BIN,
+                    crate::serve::options::BIN,
                     format!("thread {:?}: cannot record its messages in {}: {e}", input.thread_id, file.display()),
                 );
                 None
@@ -262,7 +262,7 @@ impl Messages {
             }
             if let Some(w) = &mut writer {
                 if let Err(e) = w.append(&m, true) {
-                    crate::cli::report(crate::serve::BIN, format!("thread {:?}: {e}", input.thread_id));
+                    crate::cli::report(crate::serve::options::BIN, format!("thread {:?}: {e}", input.thread_id));
                     writer = None;
                 }
             }
@@ -278,7 +278,7 @@ impl Messages {
     /// live run records), then [`Messages::go_live`] sends `RUN_STARTED`,
     /// the snapshot of what the client lacks and the openers of what is
     /// still streaming.
-    pub(super) fn catch_up(shared: &crate::serve::Shared, input: &RunInput) -> Messages {
+    pub(super) fn catch_up(shared: &crate::serve::state::Shared, input: &RunInput) -> Messages {
         use crate::runs::thread;
         let file = thread::path(&shared.cfg.harness_home, &input.thread_id);
         let t = thread::Thread::from_lines(&thread::read(&file), Some(&input.run_id));
@@ -319,7 +319,7 @@ impl Messages {
             if let Some(m) = self.thread.apply(&e) {
                 if let Some(w) = &mut self.writer {
                     if let Err(err) = w.append(&m, false) {
-                        crate::cli::report(crate::serve::BIN, format!("thread messages: {err}"));
+                        crate::cli::report(crate::serve::options::BIN, format!("thread messages: {err}"));
                         self.writer = None;
                     }
                 }

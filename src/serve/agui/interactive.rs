@@ -45,7 +45,7 @@ use crate::control::Door;
 use crate::events::{Data, Event, Exit, Seq};
 use crate::serve::http::{client_gone, Request};
 use crate::serve::interrupts::Plan;
-use crate::serve::{Shared, BIN};
+use crate::serve::{options::BIN, state::Shared};
 use crate::session::engine::Engine;
 use crate::session::input::{AnswerInput, Input, MessageInput, Who};
 use crate::session::tap::{Feed, Got};

@@ -24,7 +24,7 @@
 
 use super::http::{respond_error, Close, Request};
 use super::interrupts::ResumeEntry;
-use super::Shared;
+use super::state::Shared;
 use serde_json::{json, Value};
 use std::net::TcpStream;
 
@@ -285,7 +285,7 @@ pub fn capabilities(shared: &Shared) -> Value {
     // no `subagents` list.
     let subagents = shared.cfg.adapter == crate::normalize::Adapter::Claude || shared.cfg.interactive;
     json!({
-        "identity": {"name": super::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
+        "identity": {"name": super::options::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
         "transport": {"streaming": true},
         "humanInTheLoop": hitl,
         "multiAgent": {"supported": subagents, "delegation": subagents},

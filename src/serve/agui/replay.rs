@@ -15,7 +15,7 @@ use crate::events::{Data, Event, Exit, Seq};
 use crate::normalize::{Normalizer, Options};
 use crate::runs::record::{self, Recorded};
 use crate::serve::http::{client_gone, Request};
-use crate::serve::Shared;
+use crate::serve::state::Shared;
 use crate::time::Clock;
 use std::io::{self, Read};
 use std::net::TcpStream;

@@ -24,7 +24,7 @@ use crate::runs::index::{Stamp, RACY_NS};
 use crate::runs::registry::Registry;
 use crate::runs::view::Loaded;
 use crate::serve::http::{Close, Request};
-use crate::serve::Shared;
+use crate::serve::state::Shared;
 use std::collections::HashMap;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -5,9 +5,10 @@
 //! with what it did.
 
 use super::threads::{lock, Ending, NotSent, State};
-use super::{Shared, TASK};
+use super::TASK;
 use crate::control::{Command, Reply, Verb};
 use crate::serve::http::{respond, respond_error, Close};
+use crate::serve::state::Shared;
 use crate::session::input::{AnswerInput, Input, SteerInput, Who};
 use crate::session::Ack;
 use serde_json::{json, Value};

@@ -8,7 +8,7 @@ use crate::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
 use crate::serve::agui::MAX_THREADS;
 use crate::serve::interrupts::{Offer, Raised};
-use crate::serve::Shared;
+use crate::serve::state::Shared;
 use crate::session::driver::{JournalTo, Taken};
 use crate::session::engine::{Engine, Status};
 use crate::session::input::{Input, Who};
@@ -144,7 +144,7 @@ impl State {
                 if let Some(r) = lock(&self.rec).take() {
                     let detail = Some(format!("the agent's session could not start: {why}"));
                     if let Err(e) = r.finish("failed", None, detail) {
-                        crate::cli::report(crate::serve::BIN, format!("record {}: {e}", r.run_id));
+                        crate::cli::report(crate::serve::options::BIN, format!("record {}: {e}", r.run_id));
                     }
                 }
                 Err(why)
@@ -247,7 +247,7 @@ impl Gone {
             };
             let actor = self.by.as_deref().unwrap_or(crate::runs::record::ACTOR);
             if let Err(e) = rec.finish_as(actor, state, rc, detail) {
-                crate::cli::report(crate::serve::BIN, format!("record {}: {e}", rec.run_id));
+                crate::cli::report(crate::serve::options::BIN, format!("record {}: {e}", rec.run_id));
             }
         }
     }
@@ -346,7 +346,7 @@ impl Sessions {
                 let mut st = lock(&th.st);
                 // Read before the end, which cancels what is asked.
                 let held = st.status().is_some_and(|s| s.between_turns());
-                let _ = st.send(Input::End(Who { by: Some(crate::serve::BIN.into()) }));
+                let _ = st.send(Input::End(Who { by: Some(crate::serve::options::BIN.into()) }));
                 let mut gone = st.agent_gone(Ending::Shutdown)?;
                 gone.held = held;
                 Some(gone)
@@ -368,7 +368,10 @@ fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str, request: 
     match crate::serve::agui::common::start_record(shared, run_id, prompt, request) {
         Ok(r) => Some(r),
         Err(e) => {
-            crate::cli::report(crate::serve::BIN, format!("cannot record the session of thread {thread:?}: {e}"));
+            crate::cli::report(
+                crate::serve::options::BIN,
+                format!("cannot record the session of thread {thread:?}: {e}"),
+            );
             None
         }
     }
@@ -388,7 +391,7 @@ fn start_live(
     o.resume = resume.map(str::to_string);
     let opts = crate::session::Options {
         answer_timeout_ms: shared.cfg.answer_timeout.as_millis() as i64,
-        actor: crate::serve::BIN.into(),
+        actor: crate::serve::options::BIN.into(),
     };
     let task = crate::runs::record::TASK.into();
     // Approval links (--public-url): bound to this run, its task and each request's own id and deadline.
@@ -401,12 +404,12 @@ fn start_live(
         }))
     });
     let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into(), links });
-    Engine::start(shared.cfg.kind, &o, opts, journal, rec, crate::serve::BIN)
+    Engine::start(shared.cfg.kind, &o, opts, journal, rec, crate::serve::options::BIN)
 }
 
 /// The session settings the server's flags give, for every thread: the
 /// one place they are read (checked at start by [`check_launch`]).
-fn launch_options(cfg: &crate::serve::Config) -> LaunchOptions {
+fn launch_options(cfg: &crate::serve::options::Config) -> LaunchOptions {
     LaunchOptions {
         cmd: cfg
             .engine
@@ -425,12 +428,12 @@ fn launch_options(cfg: &crate::serve::Config) -> LaunchOptions {
 
 /// Checks the server's session settings as `runwire-session` checks its
 /// own (`session::launch`); nothing is started. `Err` is a usage error.
-pub fn check_launch(cfg: &crate::serve::Config) -> Result<(), String> {
+pub fn check_launch(cfg: &crate::serve::options::Config) -> Result<(), String> {
     launch(cfg.kind, &launch_options(cfg)).map(drop)
 }
 
 /// The agent program a session would start (`--agent-cmd`, else
 /// `$RUNWIRE_<AGENT>_BIN`, else its usual name), as given.
-pub fn agent_program(cfg: &crate::serve::Config) -> Option<String> {
+pub fn agent_program(cfg: &crate::serve::options::Config) -> Option<String> {
     launch(cfg.kind, &launch_options(cfg)).ok()?.argv.into_iter().next()
 }
