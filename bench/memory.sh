@@ -29,8 +29,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # The line cap (pipe::MAX_LINE), read from the source so the two cannot differ.
-cap_mib=$(sed -n 's/^pub const MAX_LINE: usize = \([0-9]*\) << 20;.*/\1/p' "$root/src/pipe.rs")
-[ -n "$cap_mib" ] || { echo "bench: cannot read MAX_LINE from src/pipe.rs" >&2; exit 1; }
+cap_mib=$(sed -n 's/^pub const MAX_LINE: usize = \([0-9]*\) << 20;.*/\1/p' "$root/src/util/pipe.rs")
+[ -n "$cap_mib" ] || { echo "bench: cannot read MAX_LINE from src/util/pipe.rs" >&2; exit 1; }
 cap=$((cap_mib << 20))
 
 # n bytes of the letter a.

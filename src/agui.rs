@@ -8,7 +8,7 @@
 //! killed agent's truncated log still yields a well-formed, failed run.
 
 use crate::events::{Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
-use crate::hash::fnv1a64;
+use crate::util::hash::fnv1a64;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 

@@ -562,7 +562,7 @@ impl Writer {
         match &self.ts {
             Some((ms, text)) if *ms == ev.ts_ms => out.extend_from_slice(text.as_bytes()),
             _ => {
-                let text = crate::time::format_ms(ev.ts_ms);
+                let text = crate::util::time::format_ms(ev.ts_ms);
                 out.extend_from_slice(text.as_bytes());
                 self.ts = Some((ev.ts_ms, text));
             }
@@ -622,7 +622,7 @@ fn cached_ts(ms: i64) -> std::rc::Rc<str> {
         match &*c {
             Some((m, s)) if *m == ms => s.clone(),
             _ => {
-                let s: std::rc::Rc<str> = crate::time::format_ms(ms).into();
+                let s: std::rc::Rc<str> = crate::util::time::format_ms(ms).into();
                 *c = Some((ms, s.clone()));
                 s
             }
@@ -657,8 +657,8 @@ impl Event {
         if w.v != VERSION {
             return Err(format!("v: expected {VERSION:?}, found {:?}", w.v));
         }
-        let ts_ms =
-            crate::time::parse_rfc3339_ms(&w.ts).ok_or_else(|| format!("ts: not an RFC 3339 time: {:?}", w.ts))?;
+        let ts_ms = crate::util::time::parse_rfc3339_ms(&w.ts)
+            .ok_or_else(|| format!("ts: not an RFC 3339 time: {:?}", w.ts))?;
         let data = Data::from_parts(&w.kind, w.data.get())?;
         Ok(Event { run: w.run, task: w.task, session: w.session, seq: w.seq, ts_ms, data })
     }

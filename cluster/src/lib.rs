@@ -20,5 +20,5 @@ pub const BIN: &str = "runwire-cluster";
 
 /// Says `msg` on stderr as `runwire-cluster: <msg>`.
 pub fn report(msg: impl std::fmt::Display) {
-    runwire::cli::report(BIN, msg);
+    runwire::util::cli::report(BIN, msg);
 }

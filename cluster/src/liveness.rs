@@ -294,7 +294,7 @@ impl Judge {
 /// The feed event of a change: `{"type":"node","node","state","since","ts"}`.
 pub fn event(node: &str, st: &NodeState) -> Value {
     json!({"type": "node", "node": node, "state": if st.up { "up" } else { "lost" }, "since": st.since,
-        "ts": runwire::time::format_ms(crate::node::now_ms() as i64)})
+        "ts": runwire::util::time::format_ms(crate::node::now_ms() as i64)})
 }
 
 /// The message id of a change: the same at every hub that judges it.

@@ -6,7 +6,7 @@
 //! streams and buckets (one-shot commands: node and hub wait for them).
 
 use clap::{Parser, Subcommand};
-use runwire::cli::Exit;
+use runwire::util::cli::Exit;
 use runwire_cluster::{channel, conn, control, hub, liveness, names, node, report, setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -158,7 +158,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = match runwire::cli::parse_args::<Cli>() {
+    let cli = match runwire::util::cli::parse_args::<Cli>() {
         Ok(c) => c,
         Err(code) => return code,
     };

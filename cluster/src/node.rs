@@ -2,7 +2,7 @@
 //! source of truth), exactly once across restarts.
 //!
 //! A round runs as soon as inotify says a file changed (the registry, the
-//! feed's log, a run's runstate directory: `runwire::watch`, the crate's one
+//! feed's log, a run's runstate directory: `runwire::util::watch`, the crate's one
 //! watcher), for the runs whose files changed; a full round, over every
 //! registered run, runs at start, after an inotify overflow and every
 //! `--poll-ms` as a safety net (a runstate directory created after its
@@ -38,7 +38,7 @@ use nix::sys::inotify::AddWatchFlags;
 use runwire::runs::feed::{Cursor, Extender, Line, Scope};
 use runwire::runs::registry::{Pointer, Registry};
 use runwire::runs::safe;
-use runwire::watch;
+use runwire::util::watch;
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -144,7 +144,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         if let Err(e) = crate::liveness::heartbeat(nodes, me, rev).await {
             // Another machine has the name now: nothing more is published under it.
             crate::report(format!("{e:#}"));
-            std::process::exit(runwire::cli::Exit::Usage as i32);
+            std::process::exit(runwire::util::cli::Exit::Usage as i32);
         }
     });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -547,7 +547,7 @@ impl Node {
     }
 }
 
-/// What wakes the node: inotify (the crate's one watcher, `runwire::watch`)
+/// What wakes the node: inotify (the crate's one watcher, `runwire::util::watch`)
 /// on the registry, the feed's directory and every run's runstate
 /// directory, so a line an agent writes is published at once, not at the
 /// next look. A full look every `--poll-ms` stays as the safety net

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runwire::verdict;
+use runwire::tools::verdict;
 
 fuzz_target!(|data: &[u8]| {
     let (with_revisions, bytes) = match data.split_first() {

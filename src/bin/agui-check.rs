@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use runwire::aguicheck::{fetch, Finding, Format, Options, Stream};
-use runwire::cli::{self, Exit};
+use runwire::util::cli::{self, Exit};
 
 const BIN: &str = "agui-check";
 

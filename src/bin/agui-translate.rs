@@ -3,8 +3,8 @@
 
 use clap::Parser;
 use runwire::agui::{parse_line, AguiEvent, TranslateOptions, Translator};
-use runwire::cli::{self, Exit};
-use runwire::pipe;
+use runwire::util::cli::{self, Exit};
+use runwire::util::pipe;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;

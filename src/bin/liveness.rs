@@ -2,8 +2,8 @@
 //! scripts and cron. All logic is in `runwire::runs::liveness`.
 
 use clap::{Parser, Subcommand};
-use runwire::cli::{self, Exit};
 use runwire::runs::{self, liveness, RunFiles};
+use runwire::util::cli::{self, Exit};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,10 +1,10 @@
 //! `normalize-events <claude|cursor|codex> [FILE]`: an agent's raw JSON lines → `events/v1`.
 
 use clap::Parser;
-use runwire::cli::{self, Exit};
 use runwire::events::{Data, Seq};
 use runwire::normalize::{Adapter, Normalizer, Options};
-use runwire::pipe::{self, Flow};
+use runwire::util::cli::{self, Exit};
+use runwire::util::pipe::{self, Flow};
 use std::io::{self, BufWriter, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,8 +67,8 @@ fn run(mut args: Args) -> anyhow::Result<Exit> {
     let mut times = None;
     if let Some(p) = file {
         let f = std::fs::File::open(p).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        norm.for_file(runwire::arrival::file_time(&f));
-        times = runwire::arrival::Reader::open(p);
+        norm.for_file(runwire::util::arrival::file_time(&f));
+        times = runwire::util::arrival::Reader::open(p);
     }
     let (mut seen, mut base) = (0u64, 0u64);
     let stdout = io::stdout();
@@ -82,7 +82,7 @@ fn run(mut args: Args) -> anyhow::Result<Exit> {
             if now != seen {
                 seen = now;
                 base = norm.lines();
-                times = runwire::arrival::Reader::open(p);
+                times = runwire::util::arrival::Reader::open(p);
             }
         }
         let at = times.as_mut().and_then(|t| t.at(norm.lines() + 1 - base));

@@ -2,15 +2,15 @@
 //! `runwire-serve`'s `GET /runs…` routes (a table on a terminal, else JSON
 //! lines), the registry's write side, removal, and the change feed
 //! (`GET /runs/events`). All logic is in `runwire::runs`; the feed's
-//! webhooks (`runs notify`) in `runwire::notify`. `runs doctor`:
-//! whether the agent CLIs are ready (`runwire::doctor`).
+//! webhooks (`runs notify`) in `runwire::tools::notify`. `runs doctor`:
+//! whether the agent CLIs are ready (`runwire::tools::doctor`).
 
 use clap::{Parser, Subcommand};
-use runwire::cli::{self, Exit};
 use runwire::runs::list::{self, Query};
 use runwire::runs::registry::{NewRun, Registry};
 use runwire::runs::view::{self, ViewError};
 use runwire::runs::{self, human, remove};
+use runwire::util::cli::{self, Exit};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
@@ -275,7 +275,7 @@ fn remove_runs(
         }
         if !dry_run {
             // The feed says so (best effort: the run is gone either way).
-            if let Err(e) = remove::feed_removed(reg.home(), summary, &runwire::time::format_ms(now)) {
+            if let Err(e) = remove::feed_removed(reg.home(), summary, &runwire::util::time::format_ms(now)) {
                 cli::report(BIN, format!("{what} {id}: feed: {e}"));
             }
         }
@@ -301,7 +301,7 @@ fn doctor(
     as_json: bool,
     capabilities: bool,
 ) -> anyhow::Result<Exit> {
-    use runwire::doctor;
+    use runwire::tools::doctor;
     if capabilities {
         let t = doctor::capability_table().map_err(anyhow::Error::msg)?;
         o.write_all(t.as_bytes())?;
@@ -469,12 +469,12 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::Notify { webhooks, secret_file, state, since, format, runs, statuses, repos, types } => {
             let filter = runs::feed::Filter { runs, statuses, repos, types };
             let home = runs::harness_home();
-            let o_ = runwire::notify::Options { home, webhooks, secret_file, state, since, format, filter };
+            let o_ = runwire::tools::notify::Options { home, webhooks, secret_file, state, since, format, filter };
             // Runs until a signal (its own thread exits the process) or an error.
-            match runwire::notify::run(o_) {
+            match runwire::tools::notify::run(o_) {
                 Ok(()) => Ok(Ok(())),
-                Err(runwire::notify::NotifyError::Usage(m)) => Err(ViewError::Bad(format!("notify: {m}"))),
-                Err(runwire::notify::NotifyError::Io(m)) => Err(ViewError::Unreadable(format!("notify: {m}"))),
+                Err(runwire::tools::notify::NotifyError::Usage(m)) => Err(ViewError::Bad(format!("notify: {m}"))),
+                Err(runwire::tools::notify::NotifyError::Io(m)) => Err(ViewError::Unreadable(format!("notify: {m}"))),
             }
         }
         Cmd::Show { run_id } => {
@@ -501,7 +501,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             };
             let (repo_root, worktree, runstate_dir) = (abs(repo_root), worktree.map(abs), runstate_dir.map(abs));
             let new = NewRun { slug, repo_root, worktree, project, repo, branch, runstate_dir };
-            let created = runwire::time::format_ms(
+            let created = runwire::util::time::format_ms(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_millis() as i64)

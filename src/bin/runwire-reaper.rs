@@ -3,8 +3,8 @@
 //! an agent wrapper. All logic is in `runwire::session::proc`.
 
 use clap::Parser;
-use runwire::cli;
 use runwire::session::proc::{reaper_main, ReaperOpts};
+use runwire::util::cli;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;

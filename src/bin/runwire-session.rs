@@ -3,11 +3,11 @@
 //! All logic is in `runwire::session`.
 
 use clap::Parser;
-use runwire::cli::{self, Exit};
 use runwire::session::driver::{self, JournalTo};
 use runwire::session::launch::{launch, on_path, AgentKind, LaunchOptions};
 use runwire::session::proc::Spec;
 use runwire::session::{self, Agent, Session};
+use runwire::util::cli::{self, Exit};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -3,8 +3,8 @@
 //! resume. All logic is in `runwire::supervise`.
 
 use clap::Parser;
-use runwire::cli::{self, Exit};
 use runwire::supervise::{self, Options, Outcome};
+use runwire::util::cli::{self, Exit};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

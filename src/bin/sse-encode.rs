@@ -2,9 +2,9 @@
 //! The logic is `runwire::sse::Encoder`.
 
 use clap::Parser;
-use runwire::cli::{self, Exit};
-use runwire::pipe;
 use runwire::sse::{Encoder, SseOptions};
+use runwire::util::cli::{self, Exit};
+use runwire::util::pipe;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,5 +1,5 @@
 //! `verdict-check`: check a `harness-compare-result.v1` verdict against its own trial rows and
-//! print its summary. All logic is in `runwire::verdict`; see `man/verdict-check.1`.
+//! print its summary. All logic is in `runwire::tools::verdict`; see `man/verdict-check.1`.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use runwire::cli::{self, Exit};
-use runwire::verdict::{self, render, Source, Status, Variant};
+use runwire::tools::verdict::{self, render, Source, Status, Variant};
+use runwire::util::cli::{self, Exit};
 
 const BIN: &str = "verdict-check";
 /// Invalid evidence and unreadable input share the usage code, 2: either way there is no verdict.

@@ -432,7 +432,7 @@ impl Claude {
             Ok(parsed) => parsed,
             Err(e) => return ctx.unparsable(raw, e),
         };
-        ctx.ts_ms = l.timestamp.as_str().and_then(crate::time::parse_rfc3339_ms);
+        ctx.ts_ms = l.timestamp.as_str().and_then(crate::util::time::parse_rfc3339_ms);
         // Only a subagent's line pays for an identity: the main agent's have none.
         let parent = match l.parent_tool_use_id.as_str() {
             Some(call) if !call.is_empty() => Some(Box::new(self.identity(call))),
@@ -625,7 +625,7 @@ impl Claude {
                     "input_json_delta" => {
                         let j = d.partial_json.as_str().unwrap_or("");
                         // Bounded like a line: a tool input streamed past the cap is not kept.
-                        if b.input_over == 0 && b.input.len() + j.len() <= crate::lines::MAX_LINE {
+                        if b.input_over == 0 && b.input.len() + j.len() <= crate::util::lines::MAX_LINE {
                             b.input.push_str(j);
                         } else {
                             b.input_over += j.len();

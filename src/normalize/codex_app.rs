@@ -568,7 +568,7 @@ fn content_text(v: &Value) -> String {
 mod tests {
     use crate::events::Data;
     use crate::normalize::{Adapter, Normalizer, Options};
-    use crate::time::Clock;
+    use crate::util::time::Clock;
     use serde_json::json;
 
     fn normalizer() -> Normalizer {

@@ -20,7 +20,7 @@ pub mod lenient;
 pub mod redact;
 
 use crate::events::{Data, ErrorData, Event, Exit, Seq};
-use crate::time::Clock;
+use crate::util::time::Clock;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -395,7 +395,7 @@ impl Normalizer {
     }
 
     /// [`push`](Normalizer::push) for a line that arrived at `arrival_ms`
-    /// (when known: the arrival-time sidecar, `crate::arrival`). Every
+    /// (when known: the arrival-time sidecar, `crate::util::arrival`). Every
     /// event of the line gets `ts = max(previous ts, candidate)`, where the
     /// candidate is the arrival time, else the line's own timestamp, else
     /// the read time (a live pipe) or none (a file, [`for_file`]: the
@@ -410,7 +410,7 @@ impl Normalizer {
             line = line.strip_prefix(lenient::BOM).unwrap_or(line);
         }
         let too_long = self.too_long.take();
-        // A line skimmed for being over a cap (`crate::lines`): read as the
+        // A line skimmed for being over a cap (`crate::util::lines`): read as the
         // original, its cut strings known to `tool_result`.
         let body;
         let skimmed = too_long.is_none() && line.starts_with(SKIM_PREFIX);
@@ -443,7 +443,7 @@ impl Normalizer {
         // read here, before a dialect's table can mistake their fields
         // (`message` is a string here, an object in claude's lines).
         if let Some(size) = too_long {
-            ctx.error("line_too_long", crate::lines::Line::too_long_reason(size), line, false);
+            ctx.error("line_too_long", crate::util::lines::Line::too_long_reason(size), line, false);
         } else if idle_inputs(line).is_some() || is_ack(line) {
             // The session's word to its runner (idle, or what an input line
             // did): no event
@@ -526,7 +526,7 @@ impl Normalizer {
     }
 
     /// Consumes a source line too long to be read whole (see
-    /// [`crate::lines::MAX_LINE`]), given by its first bytes and its size: one
+    /// [`crate::util::lines::MAX_LINE`]), given by its first bytes and its size: one
     /// non-fatal `error` event (`line_too_long`) numbered like any line.
     pub fn push_too_long(&mut self, head: &[u8], size: u64) -> Vec<Event> {
         self.push_too_long_at(head, size, None)
@@ -652,7 +652,7 @@ pub(crate) struct Seen {
 
 impl Default for Seen {
     fn default() -> Seen {
-        Seen { len: 0, kept: Some(String::new()), hash: crate::hash::FNV_OFFSET }
+        Seen { len: 0, kept: Some(String::new()), hash: crate::util::hash::FNV_OFFSET }
     }
 }
 
@@ -679,10 +679,10 @@ impl Seen {
                 k.push_str(t);
                 return;
             }
-            self.hash = crate::hash::fnv1a64(k.as_bytes());
+            self.hash = crate::util::hash::fnv1a64(k.as_bytes());
             self.kept = None;
         }
-        self.hash = crate::hash::fnv1a64_extend(self.hash, t.as_bytes());
+        self.hash = crate::util::hash::fnv1a64_extend(self.hash, t.as_bytes());
     }
 
     /// [`unseen_suffix`] against the remembered text: the part of `full`
@@ -691,7 +691,7 @@ impl Seen {
         match &self.kept {
             Some(k) => unseen_suffix(k, full),
             None => match full.get(..self.len) {
-                Some(p) if crate::hash::fnv1a64(p.as_bytes()) == self.hash => &full[self.len..],
+                Some(p) if crate::util::hash::fnv1a64(p.as_bytes()) == self.hash => &full[self.len..],
                 _ => "",
             },
         }
@@ -702,7 +702,7 @@ impl Seen {
     pub fn holds(&self, text: &str) -> bool {
         match &self.kept {
             Some(k) => k.contains(text),
-            None => text.len() == self.len && crate::hash::fnv1a64(text.as_bytes()) == self.hash,
+            None => text.len() == self.len && crate::util::hash::fnv1a64(text.as_bytes()) == self.hash,
         }
     }
 }
@@ -890,7 +890,7 @@ impl ValueExt for Value {
     }
 }
 
-/// `{"runwire.cut":`: how a skimmed line starts ([`crate::lines::Skim`]).
+/// `{"runwire.cut":`: how a skimmed line starts ([`crate::util::lines::Skim`]).
 const SKIM_PREFIX: &[u8] = b"{\"runwire.cut\":";
 
 /// A string a skimmed line holds cut: its whole size, the bytes kept, and

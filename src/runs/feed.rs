@@ -26,7 +26,7 @@ use super::safe::{Splitter, MAX_TOTALS_LINE};
 use super::view::{self, Loaded, Totals};
 use super::RunFiles;
 use crate::normalize::{Adapter, Normalizer, Options};
-use crate::watch::{Hub, Signal, Sub};
+use crate::util::watch::{Hub, Signal, Sub};
 use nix::sys::inotify::AddWatchFlags;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -793,7 +793,7 @@ pub fn follow(
     let log = x.paths().log.clone();
     let mut pass = |cursor: &mut Cursor, x: &mut Extender| -> io::Result<()> {
         for r in x.take_reports() {
-            crate::cli::report("runs", format!("feed: {r}"));
+            crate::util::cli::report("runs", format!("feed: {r}"));
         }
         let mut failed = None;
         cursor.read(|id, line| match line {
@@ -804,7 +804,7 @@ pub fn follow(
                     }
                 }
             }
-            Line::TooLong(n) => crate::cli::report("runs", too_long(&log, id, n)),
+            Line::TooLong(n) => crate::util::cli::report("runs", too_long(&log, id, n)),
         })?;
         failed.map_or(Ok(()), Err)
     };
@@ -833,7 +833,7 @@ pub struct Changes {
 }
 
 /// The registry, each run's runstate directory and the feed's directory,
-/// watched through the process's watcher ([`crate::watch`]): which runs to
+/// watched through the process's watcher ([`crate::util::watch`]): which runs to
 /// extend, and when the log grew.
 pub struct Watcher {
     hub: std::sync::Arc<Hub>,

@@ -53,7 +53,7 @@ pub fn local_time(ms: i64) -> String {
     // SAFETY: localtime_r writes only into `tm`, which we own; a zeroed tm is valid.
     let mut tm: nix::libc::tm = unsafe { std::mem::zeroed() };
     if unsafe { nix::libc::localtime_r(&t, &mut tm) }.is_null() {
-        return crate::time::format_ms(ms);
+        return crate::util::time::format_ms(ms);
     }
     format!("{:04}-{:02}-{:02} {:02}:{:02}", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min)
 }

@@ -876,7 +876,7 @@ pub fn note_run(reg: &Registry, p: &Pointer) {
 fn stale(home: &Path) {
     match std::fs::remove_file(path(home)) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => crate::cli::report(
+        Err(e) => crate::util::cli::report(
             "runs",
             format!("{}: cannot drop the run index after a failed write: {e}", path(home).display()),
         ),

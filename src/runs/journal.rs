@@ -142,7 +142,7 @@ impl Record {
     }
 
     fn empty(actor: &str) -> Record {
-        let ts = crate::time::format_ms(super::index::now_ns() / 1_000_000);
+        let ts = crate::util::time::format_ms(super::index::now_ns() / 1_000_000);
         Record { v: VERSION.into(), ts, actor: actor.into(), ..Record::default() }
     }
 

@@ -30,7 +30,7 @@ pub(crate) struct Fnv(u64);
 
 impl Default for Fnv {
     fn default() -> Fnv {
-        Fnv(crate::hash::FNV_OFFSET)
+        Fnv(crate::util::hash::FNV_OFFSET)
     }
 }
 
@@ -39,7 +39,7 @@ impl std::hash::Hasher for Fnv {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        self.0 = crate::hash::fnv1a64_extend(self.0, bytes);
+        self.0 = crate::util::hash::fnv1a64_extend(self.0, bytes);
     }
 }
 

@@ -31,8 +31,8 @@ pub struct Recorder {
     pub run_id: String,
     files: RunFiles,
     log: std::fs::File,
-    /// Each line's arrival time (`crate::arrival`), when times are kept.
-    times: Option<crate::arrival::Writer>,
+    /// Each line's arrival time (`crate::util::arrival`), when times are kept.
+    times: Option<crate::util::arrival::Writer>,
     /// The task's adapter (for its cost and tokens at a turn's end).
     adapter: String,
     /// The owner record to remove when the end is journaled.
@@ -114,7 +114,7 @@ fn unfinished_claim(home: &Path, files: &RunFiles, run_id: &str) -> bool {
 }
 
 fn now() -> String {
-    crate::time::format_ms(super::index::now_ns() / 1_000_000)
+    crate::util::time::format_ms(super::index::now_ns() / 1_000_000)
 }
 
 impl Recorder {
@@ -164,10 +164,10 @@ impl Recorder {
         // The journal is ours (just created), so any log here is a leftover
         // of a run removed before (`runs rm` of an older version): replaced.
         let log = std::fs::File::create(files.log(TASK))?;
-        let times = match crate::arrival::clock() {
-            Some(_) => Some(crate::arrival::Writer::create(&files.log(TASK))?),
+        let times = match crate::util::arrival::clock() {
+            Some(_) => Some(crate::util::arrival::Writer::create(&files.log(TASK))?),
             None => {
-                let _ = std::fs::remove_file(crate::arrival::sidecar_path(&files.log(TASK)));
+                let _ = std::fs::remove_file(crate::util::arrival::sidecar_path(&files.log(TASK)));
                 None
             }
         };

@@ -188,7 +188,7 @@ pub fn owner_gone(home: &Path, run_id: &str) -> bool {
     };
     let who = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
-        .and_then(|v| serde_json::from_value::<crate::procid::Ident>(v.get("supervisor")?.clone()).ok());
+        .and_then(|v| serde_json::from_value::<crate::util::procid::Ident>(v.get("supervisor")?.clone()).ok());
     who.is_some_and(|i| i.mismatch().is_some())
 }
 

@@ -755,7 +755,7 @@ impl Loaded {
         let now = now_ms();
         let pid = entry.and_then(|e| e.pid);
         let alive = pid.map(liveness::pid_alive);
-        let started = entry.and_then(|e| e.started_ts.as_deref()).and_then(crate::time::parse_rfc3339_ms);
+        let started = entry.and_then(|e| e.started_ts.as_deref()).and_then(crate::util::time::parse_rfc3339_ms);
         let r = self.journal.tasks.get(tid);
         Ok(json!({
             "runId": self.pointer.run_id,

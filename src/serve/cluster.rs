@@ -4,7 +4,7 @@
 //! it when it exits, and stops it on shutdown; it dies with the server
 //! (PR_SET_PDEATHSIG). See spec/CLUSTER.md.
 
-use crate::cli;
+use crate::util::cli;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,12 +10,12 @@
 
 use super::http::{method_not_allowed, respond, respond_error, Close, Request};
 use super::state::Shared;
-use crate::verdict::{self, render, Source, Summary, Variant};
+use crate::tools::verdict::{self, render, Source, Summary, Variant};
 use serde_json::{json, Value};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
-pub use crate::verdict::MAX_EVIDENCE_BYTES;
+pub use crate::tools::verdict::MAX_EVIDENCE_BYTES;
 
 /// What `--evidence` names: a directory (`verdict.json`, with `H0/` and `H1/`
 /// `revision.json` checked when present) or a verdict file.
@@ -26,7 +26,7 @@ struct Inputs {
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
-    crate::verdict::read_evidence(path)
+    crate::tools::verdict::read_evidence(path)
 }
 
 fn read_inputs(at: &Path) -> Result<Inputs, String> {

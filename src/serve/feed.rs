@@ -144,7 +144,7 @@ impl FeedHub {
             let ch = match watcher.wait(None) {
                 Ok(ch) => ch,
                 Err(e) => {
-                    crate::cli::report(super::options::BIN, format!("feed: {e}; the change feed stopped"));
+                    crate::util::cli::report(super::options::BIN, format!("feed: {e}; the change feed stopped"));
                     return;
                 }
             };
@@ -156,12 +156,12 @@ impl FeedHub {
                 Ok(())
             };
             if let Err(e) = extended {
-                crate::cli::report(super::options::BIN, format!("feed: {}: {e}", x.paths().log.display()));
+                crate::util::cli::report(super::options::BIN, format!("feed: {}: {e}", x.paths().log.display()));
             }
             h.report_extender(&mut x);
             // What this process appended, and any other writer's (a `runs watch`).
             if let Err(e) = h.read_new(&mut reader) {
-                crate::cli::report(super::options::BIN, format!("feed: {}: {e}", h.paths.log.display()));
+                crate::util::cli::report(super::options::BIN, format!("feed: {}: {e}", h.paths.log.display()));
             }
         })?;
         Ok(hub)
@@ -169,7 +169,7 @@ impl FeedHub {
 
     fn report_extender(&self, x: &mut Extender) {
         for r in x.take_reports() {
-            crate::cli::report(super::options::BIN, format!("feed: {r}"));
+            crate::util::cli::report(super::options::BIN, format!("feed: {r}"));
         }
     }
 
@@ -206,7 +206,7 @@ impl FeedHub {
             seen.clear();
         }
         if seen.insert(id) {
-            crate::cli::report(super::options::BIN, feed::too_long(&self.paths.log, id, len));
+            crate::util::cli::report(super::options::BIN, feed::too_long(&self.paths.log, id, len));
         }
     }
 
@@ -298,7 +298,7 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
         Ok(h) => h,
         Err(e) => {
             let m = format!("the change feed is not available: {e}");
-            crate::cli::report(super::options::BIN, &m);
+            crate::util::cli::report(super::options::BIN, &m);
             respond_error(stream, 503, cors, &m);
             return Close::Linger;
         }
@@ -319,7 +319,7 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
     if let Err(e) = pump(shared, &hub, &mut body, &filter, since) {
         // A log that became unreadable under a connection (replaced by a FIFO, say) is said; a client gone is not.
         if e.kind() == io::ErrorKind::Other {
-            crate::cli::report(super::options::BIN, format!("feed: {}: {e}", hub.paths.log.display()));
+            crate::util::cli::report(super::options::BIN, format!("feed: {}: {e}", hub.paths.log.display()));
         }
     }
     Close::Now

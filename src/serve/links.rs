@@ -86,8 +86,8 @@ impl Keys {
     }
 
     /// Reads `--link-secret-file`.
-    pub fn read(public_url: &str, secret_file: &Path) -> Result<Keys, crate::cli::StartError> {
-        use crate::cli::StartError;
+    pub fn read(public_url: &str, secret_file: &Path) -> Result<Keys, crate::util::cli::StartError> {
+        use crate::util::cli::StartError;
         let raw = std::fs::read(secret_file)
             .map_err(|e| StartError::Io(format!("--link-secret-file {}: {e}", secret_file.display())))?;
         Keys::new(public_url, &raw).map_err(|e| {
@@ -165,7 +165,7 @@ pub fn claims_for(run: &str, task: &str, r: &crate::events::InputRequest, name: 
         t: task.into(),
         i: r.interrupt_id.clone()?,
         d: vec!["allow".into(), "deny".into()],
-        e: crate::time::parse_rfc3339_ms(r.expires_at.as_deref()?)?,
+        e: crate::util::time::parse_rfc3339_ms(r.expires_at.as_deref()?)?,
         n: name.into(),
         k: r.tool.clone(),
     })
@@ -270,7 +270,7 @@ pub fn ask_page(c: &Claims, request: Option<&crate::events::InputRequest>) -> St
     b.push_str(&format!("<p>Run <code>{}</code>, task <code>{}</code>. ", esc(&c.r), esc(&c.t)));
     b.push_str(&format!(
         "Unanswered, it is denied at {} UTC.</p>",
-        esc(crate::time::format_ms(c.e).replace('T', " ").trim_end_matches('Z'))
+        esc(crate::util::time::format_ms(c.e).replace('T', " ").trim_end_matches('Z'))
     ));
     if c.d.iter().any(|d| d == "allow") {
         b.push_str("<form method=\"post\"><input type=\"hidden\" name=\"decision\" value=\"allow\"><button type=\"submit\">Approve</button></form>");

@@ -26,7 +26,6 @@
 
 pub mod agui;
 pub mod cluster;
-pub mod control;
 pub mod evidence;
 pub mod feed;
 pub mod http;
@@ -39,6 +38,7 @@ pub mod runs;
 pub mod state;
 pub mod stream;
 pub mod studio;
+pub mod supervisor;
 pub mod tokens;
 
 pub use options::{
@@ -48,8 +48,8 @@ pub use options::{
 };
 pub use state::Shared;
 
-use crate::cli::{self, Exit};
 use crate::session::launch::AgentKind;
+use crate::util::cli::{self, Exit};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Write};
 use std::net::{TcpListener, TcpStream};
@@ -137,12 +137,12 @@ fn warn_if_untested(args: &Args, cfg: &Config) {
     let Some(program) = agui::interactive::agent_program(&Config { interactive: true, ..cfg.clone() }) else { return };
     // A program of one's own under an agent's flag (a stand-in, a script) is
     // not run at start to ask its version: only the agent CLIs the matrix knows.
-    if !executable(&program) || (args.agent_cmd.is_some() && !crate::doctor::known_program(&program)) {
+    if !executable(&program) || (args.agent_cmd.is_some() && !crate::tools::doctor::known_program(&program)) {
         return;
     }
     let adapter = cfg.adapter;
     std::thread::spawn(move || {
-        if let Some(why) = crate::doctor::untested_warning(adapter, &program) {
+        if let Some(why) = crate::tools::doctor::untested_warning(adapter, &program) {
             cli::report(BIN, format!("warning: {why}"));
         }
     });
@@ -181,7 +181,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     }
     if args.demo {
         // Before any thread exists: the agents this server starts inherit it.
-        std::env::set_var(crate::demo::ENV, "1");
+        std::env::set_var(crate::tools::demo::ENV, "1");
     }
     if let (Source::Agent { cmd: Err(why) }, false) = (&cfg.source, cfg.interactive) {
         cli::report(BIN, format!("warning: {why}; every run will fail"));

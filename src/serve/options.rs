@@ -344,7 +344,7 @@ pub struct Config {
 }
 
 /// Why the server could not start.
-pub use crate::cli::StartError;
+pub use crate::util::cli::StartError;
 
 /// The token file's tokens ([`tokens`]: one anonymous, or several named).
 pub fn read_token(path: &Path) -> Result<tokens::Tokens, StartError> {
@@ -398,7 +398,7 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         }
         (Some(_), None, Some(cmd)) => Source::Agent { cmd: Ok(cmd.clone()) },
         (Some(AgentArg::Acp), None, None) => Source::Agent { cmd: Ok(acp_program.clone().unwrap_or_default()) },
-        (Some(a), None, None) => Source::Agent { cmd: crate::wrappers::find(a.adapter()) },
+        (Some(a), None, None) => Source::Agent { cmd: crate::session::wrappers::find(a.adapter()) },
     };
     let cfg = Config {
         adapter,

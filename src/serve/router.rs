@@ -3,7 +3,7 @@
 //! CORS), the token, and a request body's media type and size. Everything
 //! here runs before any handler or agent starts.
 //!
-//! This file points down only: to the handlers ([`agui`], [`control`],
+//! This file points down only: to the handlers ([`agui`], [`supervisor`],
 //! [`evidence`], [`runs`], [`studio`]) and to the HTTP helpers ([`http`]).
 //! A handler never calls back up here; it gets the request, an already read
 //! body and the CORS headers to answer with. A new route is one arm of
@@ -12,7 +12,7 @@
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
 use super::options::Config;
 use super::state::Shared;
-use super::{agui, control, evidence, feed, links, runs, studio};
+use super::{agui, evidence, feed, links, runs, studio, supervisor};
 use crate::control::Verb;
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
@@ -257,7 +257,7 @@ fn control_route(
     }
     // Who asks: the name of a named token, else the server (the journal's actor and `by`).
     let person = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten();
-    control::post(shared, stream, cors, id, task, verb, &body, person)
+    supervisor::post(shared, stream, cors, id, task, verb, &body, person)
 }
 
 /// `GET|POST /a/<token>`: rate-limited before anything is read or looked

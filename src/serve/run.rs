@@ -13,9 +13,9 @@
 //! the pipe does not hold the run).
 
 use super::options::Source;
-use crate::lines::Flow;
 use crate::session::proc::{self, Proc, Spec};
-use crate::time::Clock;
+use crate::util::lines::Flow;
+use crate::util::time::Clock;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 pub use proc::{kill_remaining, DRAIN_GRACE, KILL_GRACE};
 
 /// Longest line taken whole from an agent. A longer line is skimmed as it
-/// streams past, as everywhere in the crate ([`crate::lines`]): a JSON
+/// streams past, as everywhere in the crate ([`crate::util::lines`]): a JSON
 /// object keeps its structure and short fields (long strings cut, so a big
 /// tool result still closes its call); anything else is cut to its head,
 /// which then fails to parse and becomes an `error` event.
@@ -36,7 +36,7 @@ const CHANNEL: usize = 256;
 
 /// One line of the run's source and the time it arrived (epoch ms, for the
 /// `ts` rule and the recorder's arrival-time sidecar; `None` when
-/// `SOURCE_DATE_EPOCH` pins time, see `crate::arrival::clock`).
+/// `SOURCE_DATE_EPOCH` pins time, see `crate::util::arrival::clock`).
 pub struct Line {
     pub bytes: Vec<u8>,
     pub at_ms: Option<i64>,
@@ -93,7 +93,7 @@ pub fn start(source: &Source, delay: Duration, prompt: &str, resume: Option<&str
 
 fn spawn(path: &Path, prompt: &str, resume: Option<&str>) -> Result<Proc, String> {
     // The wrapper's place is checked again right before each run.
-    crate::wrappers::recheck(path)?;
+    crate::session::wrappers::recheck(path)?;
     let mut spec = Spec::new(path);
     spec.arg("--prompt").arg(prompt);
     if let Some(s) = resume {
@@ -109,7 +109,7 @@ fn replay(log: &[u8], delay: Duration, tx: &SyncSender<Line>, stop: &AtomicBool)
             break;
         }
         // A replayed line arrives when the replay hands it over.
-        let at_ms = crate::arrival::clock().map(|c| c.now_ms());
+        let at_ms = crate::util::arrival::clock().map(|c| c.now_ms());
         if stop.load(Ordering::Relaxed) || tx.send(Line { bytes: line.to_vec(), at_ms }).is_err() {
             return;
         }
@@ -119,13 +119,13 @@ fn replay(log: &[u8], delay: Duration, tx: &SyncSender<Line>, stop: &AtomicBool)
     }
 }
 
-/// The agent's output as lines ([`crate::lines`], capped at [`MAX_LINE`]),
+/// The agent's output as lines ([`crate::util::lines`], capped at [`MAX_LINE`]),
 /// each stamped with the time the read that ended it returned.
 fn read_lines(r: impl std::io::Read, tx: &SyncSender<Line>) {
-    let times = crate::arrival::clock();
+    let times = crate::util::arrival::clock();
     let clock = times.unwrap_or(Clock::Wall);
-    let mut lines = crate::lines::Lines::new(MAX_LINE);
-    let send = |l: crate::lines::Line<'_>, at: i64| match tx
+    let mut lines = crate::util::lines::Lines::new(MAX_LINE);
+    let send = |l: crate::util::lines::Line<'_>, at: i64| match tx
         .send(Line { bytes: l.kept().to_vec(), at_ms: times.map(|_| at) })
     {
         Ok(()) => Flow::Continue,
@@ -204,7 +204,7 @@ mod tests {
         assert_eq!((&got[0][..], &got[2][..], &got[3][..]), (&b"a"[..], &b""[..], &b"last"[..]));
         let v: serde_json::Value = serde_json::from_slice(&got[1]).unwrap();
         assert_eq!(v["id"], "toolu_big");
-        assert!(v[crate::lines::CUT_KEY].is_array(), "skimmed: {}", &v.to_string()[..200]);
+        assert!(v[crate::util::lines::CUT_KEY].is_array(), "skimmed: {}", &v.to_string()[..200]);
         assert!(got[1].len() < 1 << 20);
     }
 }

@@ -16,7 +16,7 @@
 //! take is dropped and named in one `error` event (no `id:`, so the client's
 //! last event id stays the last one it really received).
 //!
-//! [`Hub`]: crate::watch::Hub
+//! [`Hub`]: crate::util::watch::Hub
 //! [`Normalizer`]: crate::normalize::Normalizer
 //! [`Encoder`]: crate::sse::Encoder
 //! [`Translator`]: crate::agui::Translator
@@ -274,7 +274,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
     };
     // The head goes out with the first frames (or alone, in the first flush).
     let body = super::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
-    let mut out = tap::Out::new(body);
+    let mut out = follow::Out::new(body);
     let (sub, file, log) = match (opened, dir_sub) {
         (Some(o), _) => o,
         (None, Some(d)) => {
@@ -283,7 +283,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
                 Ok(Some(o)) => o,
                 // The task ended (or the run did) before writing a log: an empty stream, ended.
                 Ok(None) => {
-                    let src = tap::Source {
+                    let src = follow::Source {
                         l,
                         log: &log,
                         adapter,
@@ -292,7 +292,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
                         agui,
                         journal_path: &journal_path,
                     };
-                    let _ = tap::end_without_log(&mut out, &src, after);
+                    let _ = follow::end_without_log(&mut out, &src, after);
                     return Close::Now;
                 }
                 Err(_) => return Close::Now,
@@ -300,24 +300,24 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         }
         (None, None) => return Close::Now,
     };
-    let src = tap::Source { l, log: &log, adapter, run: &run_id, task: tid, agui, journal_path: &journal_path };
-    let w = tap::Watches { log: &sub, journal: journal_sub.as_ref() };
-    let log_id = tap::file_id(&file);
-    let tap = tap::join(shared, &src, file);
+    let src = follow::Source { l, log: &log, adapter, run: &run_id, task: tid, agui, journal_path: &journal_path };
+    let w = follow::Watches { log: &sub, journal: journal_sub.as_ref() };
+    let log_id = follow::file_id(&file);
+    let tap = follow::join(shared, &src, file);
     if let (Some(t), Some(stamps), Some(log_id)) = (&tap, stamps, log_id) {
         // The next client of this live task is served from here without reading the run's files again.
         live::remember(shared, &src, t, stamps, log_id);
     }
-    let _ = tap::serve(shared, &mut out, &src, tap, &w, after);
+    let _ = follow::serve(shared, &mut out, &src, tap, &w, after);
     Close::Now
 }
 
 /// What a stream waiting for its task's log looks at.
 struct Waiting<'a> {
-    hub: &'a std::sync::Arc<crate::watch::Hub>,
+    hub: &'a std::sync::Arc<crate::util::watch::Hub>,
     /// The run's runstate directory: the log, liveness and journal appear there.
-    dir: &'a crate::watch::Sub,
-    journal: Option<&'a crate::watch::Sub>,
+    dir: &'a crate::util::watch::Sub,
+    journal: Option<&'a crate::util::watch::Sub>,
     l: &'a Loaded,
     tid: &'a str,
 }
@@ -335,13 +335,13 @@ fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {
 /// watched and opened. `None` when the task or run ended first, or the
 /// server is shutting down; `Err` when the client left. Keep-alive comments
 /// go out meanwhile.
-type Opened = (crate::watch::Sub, std::fs::File, std::path::PathBuf);
+type Opened = (crate::util::watch::Sub, std::fs::File, std::path::PathBuf);
 
-fn wait_for_log(shared: &Shared, out: &mut tap::Out, w: &Waiting) -> io::Result<Option<Opened>> {
+fn wait_for_log(shared: &Shared, out: &mut follow::Out, w: &Waiting) -> io::Result<Option<Opened>> {
     let journal_path = w.l.files.journal();
     let mut journal_seen: Option<u64> = None;
     // A log that liveness puts in another directory is watched there too.
-    let mut elsewhere: Option<(std::path::PathBuf, Option<crate::watch::Sub>)> = None;
+    let mut elsewhere: Option<(std::path::PathBuf, Option<crate::util::watch::Sub>)> = None;
     // The generations last looked at: nothing is read again until one moves.
     let mut looked: Option<(u64, Option<u64>)> = None;
     loop {
@@ -397,7 +397,7 @@ enum Look {
 /// log placed elsewhere.
 fn look_for_log(
     w: &Waiting,
-    elsewhere: &mut Option<(std::path::PathBuf, Option<crate::watch::Sub>)>,
+    elsewhere: &mut Option<(std::path::PathBuf, Option<crate::util::watch::Sub>)>,
 ) -> io::Result<Look> {
     let refused = |e: crate::runs::safe::Unreadable| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string());
     let log = w.l.log_path(w.tid, liveness::get(&w.l.files).tasks.get(w.tid)).map_err(refused)?;
@@ -432,14 +432,14 @@ fn open_log(l: &Loaded, log: &std::path::Path) -> Result<Option<std::fs::File>, 
     }
 }
 
+mod follow;
 mod live;
-mod tap;
 
 /// The longest log line a task stream reads whole: the pipeline's line cap,
 /// so a stream and `normalize-events` read every log the same way. A longer
-/// one is skimmed as it streams past ([`crate::lines`]), so a stream's
+/// one is skimmed as it streams past ([`crate::util::lines`]), so a stream's
 /// memory does not grow with a line.
-pub use crate::pipe::MAX_LINE;
+pub use crate::util::pipe::MAX_LINE;
 
 #[cfg(test)]
 mod tests {

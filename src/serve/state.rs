@@ -34,9 +34,9 @@ impl Shared {
         }
     }
 
-    /// The process's file watcher ([`crate::watch`]), started on first use.
-    pub fn hub(&self) -> Result<Arc<crate::watch::Hub>, String> {
-        crate::watch::Hub::global().map_err(|e| e.to_string())
+    /// The process's file watcher ([`crate::util::watch`]), started on first use.
+    pub fn hub(&self) -> Result<Arc<crate::util::watch::Hub>, String> {
+        crate::util::watch::Hub::global().map_err(|e| e.to_string())
     }
 
     /// The change feed's follower, started on first use.

@@ -85,8 +85,8 @@ pub fn parse(raw: &[u8]) -> Result<Tokens, String> {
 }
 
 /// Reads and parses `path`; the error starts with `--token-file PATH:`.
-pub fn read(path: &Path) -> Result<Tokens, crate::cli::StartError> {
-    use crate::cli::StartError;
+pub fn read(path: &Path) -> Result<Tokens, crate::util::cli::StartError> {
+    use crate::util::cli::StartError;
     let raw = std::fs::read(path).map_err(|e| StartError::Io(format!("--token-file {}: {e}", path.display())))?;
     parse(&raw).map_err(|e| StartError::Usage(format!("--token-file {}: {e}", path.display())))
 }

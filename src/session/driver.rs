@@ -14,8 +14,8 @@
 use super::proc::{self, Proc, Spec};
 use super::writer::{Full, Writer};
 use super::{Agent, Input, Refused, Session, Step};
-use crate::lines::{read_capped, Capped, Rest};
 use crate::session::record::InputRecord;
+use crate::util::lines::{read_capped, Capped, Rest};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ChildStdin;
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Longest agent line taken whole; a longer one is skimmed as it streams
-/// ([`crate::lines`]): its structure and short fields kept, long strings cut.
+/// ([`crate::util::lines`]): its structure and short fields kept, long strings cut.
 pub const MAX_AGENT_LINE: usize = 16 * 1024 * 1024;
 
 /// What the session loop waits for.
@@ -148,8 +148,8 @@ pub fn read_agent(stdout: impl Read + Send + 'static, tx: Sender<Event>) -> io::
         let mut buf = Vec::new();
         // A line over the cap is skimmed, not cut: its ids and short fields
         // survive (a 5 MB tool result still closes its call), in bounded memory.
-        let mut lines = crate::lines::Lines::new(MAX_AGENT_LINE);
-        while let Ok(true) = crate::lines::read_line(&mut r, &mut lines, &mut buf) {
+        let mut lines = crate::util::lines::Lines::new(MAX_AGENT_LINE);
+        while let Ok(true) = crate::util::lines::read_line(&mut r, &mut lines, &mut buf) {
             // The line's own allocation, not `buf`'s (which may have grown for a long one).
             let line = AgentLine::admit(buf.as_slice().to_vec());
             if tx.send(Event::Agent(line)).is_err() {

@@ -115,7 +115,7 @@ impl Engine {
                 mark(&rec, idle, &mut marked, bin);
             }
         }));
-        let report = Box::new(move |m: String| crate::cli::report(bin, m));
+        let report = Box::new(move |m: String| crate::util::cli::report(bin, m));
         // The opening lines go first, then the loop runs on its own thread
         // (the sink never fails: it ends with the agent's output).
         let dopts = driver::Options { first: None, journal };
@@ -212,6 +212,6 @@ fn mark(rec: &Mutex<Option<Recorder>>, idle: bool, marked: &mut Option<bool>, bi
     let rec_ = if idle { r.with_totals(Record::run(ACTOR, "idle")) } else { Record::run(ACTOR, "resumed") };
     match journal::append(&r.journal(), &rec_) {
         Ok(()) => *marked = Some(idle),
-        Err(e) => crate::cli::report(bin, format!("record {}: {e}", r.run_id)),
+        Err(e) => crate::util::cli::report(bin, format!("record {}: {e}", r.run_id)),
     }
 }

@@ -28,6 +28,7 @@ pub mod proc;
 pub mod reach;
 pub mod record;
 pub mod tap;
+pub mod wrappers;
 pub mod writer;
 
 use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
@@ -499,7 +500,7 @@ impl<A: Agent> Session<A> {
                 Signal::Request(r) => {
                     let mut r = *r;
                     let exp = now_ms.saturating_add(self.opts.answer_timeout_ms);
-                    r.expires_at = Some(crate::time::format_ms(exp));
+                    r.expires_at = Some(crate::util::time::format_ms(exp));
                     // runwire's own id: this request of this process, on every door.
                     r.interrupt_id = Some(crate::control::new_interrupt_id());
                     // A request id the agent reuses replaces the stale one.
@@ -786,7 +787,7 @@ impl<A: Agent> Session<A> {
             answers: None,
             message: Some(why.to_string()),
             by: Some(self.opts.actor.clone()),
-            at: crate::time::format_ms(now_ms),
+            at: crate::util::time::format_ms(now_ms),
             door: None,
         }
     }
@@ -945,7 +946,7 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
         answers,
         message,
         by: a.by.clone(),
-        at: crate::time::format_ms(now_ms),
+        at: crate::util::time::format_ms(now_ms),
         door: a.door.map(|d| d.as_str().to_string()),
     })
 }

@@ -33,7 +33,7 @@
 //! Reading: [`read_pieces`] hands over the program's output in pieces that
 //! end at a newline, each with its arrival time (the moment the read that
 //! delivered the newline returned), for the arrival-time sidecar
-//! (`crate::arrival`).
+//! (`crate::util::arrival`).
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, SigSet, Signal};
@@ -164,7 +164,7 @@ fn spawn_on_spawner(cmd: Command) -> io::Result<Child> {
             }
         });
         if let Err(e) = started {
-            crate::cli::report("runwire", format!("cannot start the process spawner thread: {e}"));
+            crate::util::cli::report("runwire", format!("cannot start the process spawner thread: {e}"));
         }
         Mutex::new(tx)
     });
@@ -194,7 +194,7 @@ impl Proc {
         if reaper.is_none() && !matches!(std::env::var_os("RUNWIRE_REAPER"), Some(v) if v == "none") {
             static WARNED: std::sync::Once = std::sync::Once::new();
             WARNED.call_once(|| {
-                crate::cli::report(
+                crate::util::cli::report(
                     REAPER_BIN,
                     "not found next to this binary: agents run without a reaper, and a descendant that \
                      leaves their process tree may outlive its run",
@@ -537,7 +537,7 @@ fn kill_tree_groups(pgid: i32, sig: Signal) {
 /// a read with `None`. The arrival time is taken from `clock` when the read
 /// that delivered the newline returned. At the end of the input, an
 /// unterminated last line is closed with `f(b"", Some(ms))`.
-pub fn read_pieces(mut r: impl Read, clock: crate::time::Clock, mut f: impl FnMut(&[u8], Option<i64>) -> bool) {
+pub fn read_pieces(mut r: impl Read, clock: crate::util::time::Clock, mut f: impl FnMut(&[u8], Option<i64>) -> bool) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut open = false;
     loop {
@@ -596,7 +596,7 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
     const BIN: &str = REAPER_BIN;
     #[cfg(target_os = "linux")]
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        crate::cli::report(BIN, format!("PR_SET_CHILD_SUBREAPER: {e}"));
+        crate::util::cli::report(BIN, format!("PR_SET_CHILD_SUBREAPER: {e}"));
         return 3;
     }
     let mut mask = SigSet::empty();
@@ -604,13 +604,13 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
         mask.add(s);
     }
     if let Err(e) = mask.thread_block() {
-        crate::cli::report(BIN, format!("cannot block signals: {e}"));
+        crate::util::cli::report(BIN, format!("cannot block signals: {e}"));
         return 3;
     }
     let sfd = match SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
         Ok(s) => s,
         Err(e) => {
-            crate::cli::report(BIN, format!("signalfd: {e}"));
+            crate::util::cli::report(BIN, format!("signalfd: {e}"));
             return 3;
         }
     };
@@ -630,7 +630,7 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            crate::cli::report(BIN, format!("{}: {e}", Path::new(&opts.program).display()));
+            crate::util::cli::report(BIN, format!("{}: {e}", Path::new(&opts.program).display()));
             return if e.kind() == io::ErrorKind::PermissionDenied { 126 } else { 127 };
         }
     };
@@ -739,7 +739,7 @@ mod tests {
     #[test]
     fn pieces_end_at_newlines_with_one_time_per_read() {
         let mut got = Vec::new();
-        read_pieces(&b"a\nbb\ncc"[..], crate::time::Clock::Fixed(7), |p, at| {
+        read_pieces(&b"a\nbb\ncc"[..], crate::util::time::Clock::Fixed(7), |p, at| {
             got.push((p.to_vec(), at));
             true
         });

@@ -100,7 +100,7 @@ impl InputRecord {
             .or_else(|| r.input.as_ref().map(|i| i.to_string()));
         InputRecord {
             v: crate::runs::journal::VERSION.into(),
-            ts: crate::time::format_ms(now_ms),
+            ts: crate::util::time::format_ms(now_ms),
             actor: actor.into(),
             task: task.into(),
             input: "requested".into(),
@@ -122,7 +122,7 @@ impl InputRecord {
         let detail = a.message.clone().or_else(|| a.answers.as_ref().map(|m| Value::Object(m.clone()).to_string()));
         InputRecord {
             v: crate::runs::journal::VERSION.into(),
-            ts: crate::time::format_ms(now_ms),
+            ts: crate::util::time::format_ms(now_ms),
             actor: actor.into(),
             task: task.into(),
             input: "answered".into(),

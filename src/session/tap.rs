@@ -28,7 +28,7 @@ pub fn open(rec: Arc<Mutex<Option<Recorder>>>, bin: &'static str) -> (Sink, Feed
     let log_path = lock(&rec).as_ref().map(Recorder::log);
     let log = log_path.and_then(|p| {
         LogReader::open(&p)
-            .map_err(|e| crate::cli::report(bin, format!("the session's log cannot be re-read: {e}")))
+            .map_err(|e| crate::util::cli::report(bin, format!("the session's log cannot be re-read: {e}")))
             .ok()
     });
     let recording = log.is_some();
@@ -194,7 +194,7 @@ impl driver::Output for Sink {
         self.n += 1;
         // Its arrival time, recorded beside the log and used for `ts`, so a
         // re-read of the record gives the same events.
-        let at = crate::arrival::clock().map(|c| c.now_ms());
+        let at = crate::util::arrival::clock().map(|c| c.now_ms());
         {
             let mut rec = lock(&self.rec);
             match rec.as_mut() {
@@ -202,7 +202,7 @@ impl driver::Output for Sink {
                     Ok(()) if self.recording => self.tap.recorded.store(self.n, Ordering::SeqCst),
                     Ok(()) => {}
                     Err(e) => {
-                        crate::cli::report(
+                        crate::util::cli::report(
                             self.bin,
                             format!("record {}: {e}; no longer recording this session", r.run_id),
                         );
@@ -352,7 +352,7 @@ impl Feed {
                 match log.line(n) {
                     Ok((bytes, at)) => return Got::Line(bytes, at),
                     Err(e) => {
-                        crate::cli::report(self.bin, format!("re-reading the session's log at line {n}: {e}"));
+                        crate::util::cli::report(self.bin, format!("re-reading the session's log at line {n}: {e}"));
                         self.log = None;
                     }
                 }
@@ -364,13 +364,13 @@ impl Feed {
 }
 
 /// Reads a session's task log forward, line by line, with each line's
-/// arrival time from its sidecar ([`crate::arrival`]). The files are opened
+/// arrival time from its sidecar ([`crate::util::arrival`]). The files are opened
 /// when the session starts (fresh and empty then) through
 /// [`crate::runs::safe`]: regular files beneath the run's directory, read
 /// through the descriptor from then on.
 struct LogReader {
     r: io::BufReader<std::fs::File>,
-    times: Option<crate::arrival::Reader>,
+    times: Option<crate::util::arrival::Reader>,
     /// The ordinal of the next line `r` reads.
     next: u64,
     buf: Vec<u8>,
@@ -389,15 +389,15 @@ impl LogReader {
             // Its lines would not be the session's ordinals.
             return Err(format!("{}: not empty at the session's start", log.display()));
         }
-        let sidecar = crate::arrival::sidecar_path(std::path::Path::new(name));
-        let times = at(&sidecar).ok().and_then(|(f, _)| crate::arrival::Reader::from_file(f));
+        let sidecar = crate::util::arrival::sidecar_path(std::path::Path::new(name));
+        let times = at(&sidecar).ok().and_then(|(f, _)| crate::util::arrival::Reader::from_file(f));
         Ok(LogReader { r: io::BufReader::with_capacity(64 * 1024, f), times, next: 1, buf: Vec::new() })
     }
 
     /// Line `n` (without its newline) and its arrival time; `n` only grows
     /// from one call to the next.
     fn line(&mut self, n: u64) -> io::Result<(Vec<u8>, Option<i64>)> {
-        use crate::lines::{read_capped, Capped, Rest};
+        use crate::util::lines::{read_capped, Capped, Rest};
         if n < self.next {
             return Err(io::Error::other("the log was read past that line"));
         }
@@ -549,7 +549,7 @@ mod tests {
             times.push(at);
         }
         assert_eq!(taken, 30);
-        assert!(times.iter().all(|t| t.is_some() == crate::arrival::clock().is_some()), "{times:?}");
+        assert!(times.iter().all(|t| t.is_some() == crate::util::arrival::clock().is_some()), "{times:?}");
         // The session ends: the rest, then the end.
         print(&mut sink, 31..=40);
         drop(sink);

@@ -11,8 +11,8 @@
 //! `SO_PEERCRED` pid, start time and boot id are not the recorded ones is
 //! refused before a byte is sent.
 
-use crate::lines::{read_capped, Capped, Rest};
-use crate::procid::Ident;
+use crate::util::lines::{read_capped, Capped, Rest};
+use crate::util::procid::Ident;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufReader, Read, Write};
@@ -240,8 +240,8 @@ pub enum CallError {
 pub fn call(home: &Path, run_id: &str, req: &Request, timeout: Duration) -> Result<Reply, CallError> {
     let sock = sock_path(home, run_id);
     let s = UnixStream::connect(&sock).map_err(|e| CallError::NotLive(format!("{}: {e}", sock.display())))?;
-    let pid =
-        crate::procid::peer_pid(&s).map_err(|e| CallError::Broken(format!("{}: SO_PEERCRED: {e}", sock.display())))?;
+    let pid = crate::util::procid::peer_pid(&s)
+        .map_err(|e| CallError::Broken(format!("{}: SO_PEERCRED: {e}", sock.display())))?;
     let Some(owner) = Owner::read(home, run_id) else {
         return Err(CallError::Untrusted(format!(
             "{}: no supervisor is registered for run {run_id} ({} is missing or unreadable)",

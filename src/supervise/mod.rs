@@ -11,7 +11,6 @@ pub mod control;
 
 use crate::control::{Command, Door, Issued, Verb};
 use crate::events::Data;
-use crate::lines::{read_capped, Capped, Rest};
 use crate::normalize::{Adapter, Normalizer};
 use crate::runs::journal::{self, is_terminal, Journal, Record};
 use crate::runs::liveness::{self, Entry};
@@ -21,6 +20,7 @@ use crate::runs::{self, RunFiles};
 use crate::session::input::AckLine;
 use crate::session::launch::AgentKind;
 use crate::session::proc::{self, Proc, Spec};
+use crate::util::lines::{read_capped, Capped, Rest};
 use control::{Reply, Request, MAX_LINE};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -77,7 +77,7 @@ pub enum Outcome {
 }
 
 /// Why a run could not start: usage (bad plan, bad id) or I/O.
-pub use crate::cli::StartError;
+pub use crate::util::cli::StartError;
 
 /// The slug of a plan file: its name without `.plan.json` / `.json`.
 pub fn slug_of(plan: &Path) -> String {
@@ -87,7 +87,7 @@ pub fn slug_of(plan: &Path) -> String {
 }
 
 fn now_ts() -> String {
-    crate::time::format_ms(
+    crate::util::time::format_ms(
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
     )
 }
@@ -178,7 +178,7 @@ struct Kill {
 }
 
 /// The copy of a process's output into its log (and, for a turn, each
-/// line's arrival time into the log's sidecar, `crate::arrival`): the
+/// line's arrival time into the log's sidecar, `crate::util::arrival`): the
 /// supervisor writes the log itself, so the raw bytes are the wrapper's and
 /// the times are when they arrived.
 struct Tee {
@@ -195,7 +195,7 @@ impl Tee {
         let error = Arc::new(Mutex::new(None::<String>));
         let abandon = Arc::new(AtomicBool::new(false));
         let (err2, ab2) = (error.clone(), abandon.clone());
-        let at_writer = if times { Some(crate::arrival::Writer::append(path)) } else { None };
+        let at_writer = if times { Some(crate::util::arrival::Writer::append(path)) } else { None };
         let path = path.to_path_buf();
         let fail = move |e: &dyn std::fmt::Display| {
             let mut g = err2.lock().unwrap_or_else(|e| e.into_inner());
@@ -212,12 +212,12 @@ impl Tee {
             let mut at = match at_writer {
                 Some(Ok(w)) => Some(w),
                 Some(Err(e)) => {
-                    crate::cli::report(ACTOR, format!("arrival times: {e}; this turn's lines have none"));
+                    crate::util::cli::report(ACTOR, format!("arrival times: {e}; this turn's lines have none"));
                     None
                 }
                 None => None,
             };
-            proc::read_pieces(src, crate::time::Clock::from_env(), |piece, end| {
+            proc::read_pieces(src, crate::util::time::Clock::from_env(), |piece, end| {
                 if ab2.load(Ordering::Relaxed) {
                     return false;
                 }
@@ -226,7 +226,7 @@ impl Tee {
                 let Some(f) = out.as_mut() else { return true };
                 if let (Some(ms), Some(w)) = (end, at.as_mut()) {
                     if let Err(e) = w.line(ms) {
-                        crate::cli::report(ACTOR, format!("arrival times: {e}; the rest of this turn has none"));
+                        crate::util::cli::report(ACTOR, format!("arrival times: {e}; the rest of this turn has none"));
                         at = None;
                     }
                 }
@@ -325,7 +325,7 @@ struct TurnLog {
 impl TurnLog {
     fn new(adapter: Adapter, from: u64) -> TurnLog {
         // Event times are not used: a fixed clock spares a syscall per line.
-        let opts = crate::normalize::Options { clock: crate::time::Clock::Fixed(0), ..Default::default() };
+        let opts = crate::normalize::Options { clock: crate::util::time::Clock::Fixed(0), ..Default::default() };
         TurnLog {
             read_to: from,
             norm: Normalizer::new(adapter, opts),
@@ -430,7 +430,7 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
         for a in std::iter::once(t.adapter.as_str()).chain(t.review.as_deref()) {
             if let (Some(ad), false) = (crate::runs::view::adapter(a), wrappers.contains_key(a)) {
                 // The session settings its wrapper will read, under the same flag rules.
-                crate::wrappers::check_env(AgentKind::of(ad)).map_err(StartError::Usage)?;
+                crate::session::wrappers::check_env(AgentKind::of(ad)).map_err(StartError::Usage)?;
                 wrappers.insert(a.to_string(), find_wrapper(&opts, ad).map_err(StartError::Usage)?);
             }
         }
@@ -532,7 +532,7 @@ fn find_session() -> Result<PathBuf, String> {
     }
 }
 
-/// The default wrapper search ([`crate::wrappers::find`]), or `wrapper_dir`.
+/// The default wrapper search ([`crate::session::wrappers::find`]), or `wrapper_dir`.
 fn find_wrapper(opts: &Options, ad: Adapter) -> Result<PathBuf, String> {
     match &opts.wrapper_dir {
         Some(d) => {
@@ -543,7 +543,7 @@ fn find_wrapper(opts: &Options, ad: Adapter) -> Result<PathBuf, String> {
                 Err(format!("{}: no such wrapper", p.display()))
             }
         }
-        None => crate::wrappers::find(ad),
+        None => crate::session::wrappers::find(ad),
     }
 }
 
@@ -701,7 +701,7 @@ impl Sup {
 
     fn journal(&self, rec: Record) {
         if let Err(e) = journal::append(&self.files.journal(), &rec) {
-            crate::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
+            crate::util::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
         }
     }
 
@@ -754,7 +754,7 @@ impl Sup {
     }
 
     /// Records (or forgets) the group a task's process runs in.
-    fn record_group(&mut self, task: &str, leader: Option<crate::procid::Ident>) {
+    fn record_group(&mut self, task: &str, leader: Option<crate::util::procid::Ident>) {
         match leader {
             Some(l) => self.owner.groups.insert(task.to_string(), l),
             None => self.owner.groups.remove(task),
@@ -764,7 +764,10 @@ impl Sup {
 
     fn save_owner(&self) {
         if let Err(e) = self.owner.write(&self.home, &self.run_id) {
-            crate::cli::report(ACTOR, format!("{}: {e}", control::owner_path(&self.home, &self.run_id).display()));
+            crate::util::cli::report(
+                ACTOR,
+                format!("{}: {e}", control::owner_path(&self.home, &self.run_id).display()),
+            );
         }
     }
 
@@ -777,7 +780,7 @@ impl Sup {
         for (task, e) in &stale.tasks {
             let ours = self.owner.groups.get(task).is_some_and(|l| Some(l.pid) == e.pgid);
             if let Some(pgid) = e.pgid.filter(|&g| !ours && g > 1 && group_alive(g)) {
-                crate::cli::report(
+                crate::util::cli::report(
                     ACTOR,
                     format!("not stopping process group {pgid} named in liveness for task {task}: not one this run recorded"),
                 );
@@ -786,14 +789,14 @@ impl Sup {
         for (task, leader) in std::mem::take(&mut self.owner.groups) {
             if let Some(why) = leader.group_mismatch() {
                 if group_alive(leader.pid) {
-                    crate::cli::report(
+                    crate::util::cli::report(
                         ACTOR,
                         format!("not stopping process group {} of task {task}: {why}", leader.pid),
                     );
                 }
                 continue;
             }
-            crate::cli::report(ACTOR, format!("stopping stale process group {} of task {task}", leader.pid));
+            crate::util::cli::report(ACTOR, format!("stopping stale process group {} of task {task}", leader.pid));
             signal_group(leader.pid, Signal::SIGTERM);
             let until = Instant::now() + self.opts.kill_grace;
             while group_alive(leader.pid) && Instant::now() < until {
@@ -853,14 +856,14 @@ impl Sup {
                 Some(step) => {
                     t.next = Some(step);
                     t.session = sid;
-                    crate::cli::report(
+                    crate::util::cli::report(
                         ACTOR,
                         format!("task {id} was {s} when the last supervisor stopped; continuing"),
                     );
                 }
                 None => {
                     t.state = None;
-                    crate::cli::report(
+                    crate::util::cli::report(
                         ACTOR,
                         format!("task {id} was {s} when the last supervisor stopped; starting it again"),
                     );
@@ -1042,7 +1045,7 @@ impl Sup {
             }
             Step::Turn { resume } => {
                 let w = self.wrappers.get(&def.adapter).cloned().unwrap_or_default();
-                if let Err(why) = crate::wrappers::recheck(&w) {
+                if let Err(why) = crate::session::wrappers::recheck(&w) {
                     self.set_state(ACTOR, id, "halted", None, Some(why));
                     return;
                 }
@@ -1069,7 +1072,7 @@ impl Sup {
                     self.set_state(ACTOR, id, "halted", None, Some(d));
                     return;
                 };
-                if let Err(why) = crate::wrappers::recheck(&w) {
+                if let Err(why) = crate::session::wrappers::recheck(&w) {
                     self.set_state(ACTOR, id, "halted", None, Some(why));
                     return;
                 }
@@ -1113,9 +1116,9 @@ impl Sup {
                     return;
                 };
                 // Arrival times for the task log, unless SOURCE_DATE_EPOCH pins time.
-                let times = phase == Phase::Turn && crate::arrival::clock().is_some();
+                let times = phase == Phase::Turn && crate::util::arrival::clock().is_some();
                 let tee = Tee::start(out, &out_path, times, stdout);
-                self.record_group(id, crate::procid::Ident::of(child.pgid()));
+                self.record_group(id, crate::util::procid::Ident::of(child.pgid()));
                 self.live(
                     id,
                     Entry {
@@ -1213,7 +1216,7 @@ impl Sup {
         for (actor, door, d) in steers {
             self.command_rec(&actor, door, "steer-queued", Some(d));
         }
-        let now = crate::time::Clock::from_env().now_ms();
+        let now = crate::util::time::Clock::from_env().now_ms();
         let Some(t) = self.tasks.get_mut(id) else { return };
         let generation = t.generation;
         for d in recs {
@@ -1247,7 +1250,7 @@ impl Sup {
                 _ => continue,
             };
             if let Err(e) = rec.append(&self.files.journal()) {
-                crate::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
+                crate::util::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
             }
         }
     }

@@ -18,7 +18,7 @@ use runwire::events::{Data, InputAnswer, InputRequest};
 use runwire::normalize::{Adapter, Normalizer, Options};
 use runwire::session::codex::{Codex, CodexOptions};
 use runwire::session::{Agent, Signal};
-use runwire::time::Clock;
+use runwire::util::time::Clock;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,8 @@
 //! Keeps the exit codes written down in `spec/exit-codes.md` and
-//! `man/runwire.7` in step with `runwire::cli::Exit`, the codes the binaries
+//! `man/runwire.7` in step with `runwire::util::cli::Exit`, the codes the binaries
 //! actually return.
 
-use runwire::cli::Exit;
+use runwire::util::cli::Exit;
 use std::path::Path;
 
 fn read(rel: &str) -> String {

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use runwire::events::{Data, Event};
 use runwire::normalize::{Adapter, Normalizer, Options};
-use runwire::time::Clock;
+use runwire::util::time::Clock;
 
 fn run(adapter: Adapter, lines: &[&str]) -> Vec<Event> {
     let mut n = Normalizer::new(adapter, Options { clock: Clock::Fixed(0), ..Options::default() });

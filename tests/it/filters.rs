@@ -43,13 +43,13 @@ fn bad_lines_are_reported_up_to_a_bound_then_counted() {
     }
 }
 
-/// A line over the line cap (runwire::pipe::MAX_LINE) is skimmed as it
+/// A line over the line cap (runwire::util::pipe::MAX_LINE) is skimmed as it
 /// streams past: normalize-events reads it with its long strings cut and
 /// reports its size; agui-translate and sse-encode report it with its size.
 /// The lines around it go through.
 #[test]
 fn a_line_over_the_cap_is_reported_with_its_size_and_the_stream_goes_on() {
-    let size = runwire::pipe::MAX_LINE + 1;
+    let size = runwire::util::pipe::MAX_LINE + 1;
     let text = "a".repeat(size - 100);
     let huge_claude =
         format!(r#"{{"type":"assistant","message":{{"id":"m","content":[{{"type":"text","text":"{text}"}}]}}}}"#);

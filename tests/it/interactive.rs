@@ -158,7 +158,7 @@ fn approval_allow_interrupts_then_resumes() {
         "the call was streamed first"
     );
     let expires = i["expiresAt"].as_str().expect("expiresAt");
-    assert!(runwire::time::parse_rfc3339_ms(expires).is_some(), "{expires}");
+    assert!(runwire::util::time::parse_rfc3339_ms(expires).is_some(), "{expires}");
 
     let r2 = agui(
         s.port,
@@ -394,7 +394,7 @@ fn an_unanswered_request_is_denied_when_it_expires() {
     let prompt = &support::user_messages(&cell("approval-deny"))[0];
     let ev = agui(s.port, run_input("t", "r1", prompt)).events();
     let i = interrupts(&ev)[0].clone();
-    let exp = runwire::time::parse_rfc3339_ms(i["expiresAt"].as_str().unwrap()).unwrap();
+    let exp = runwire::util::time::parse_rfc3339_ms(i["expiresAt"].as_str().unwrap()).unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     assert!(exp > now - 1000 && exp <= now + 1500, "expiresAt {exp} vs now {now}");
     wait_for("the expiry journaled", Duration::from_secs(10), || {

@@ -6,7 +6,7 @@
 
 use runwire::events::{Data, Event};
 use runwire::normalize::{Adapter, Normalizer, Options};
-use runwire::time::Clock;
+use runwire::util::time::Clock;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

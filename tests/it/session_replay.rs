@@ -13,7 +13,7 @@ use crate::support;
 
 use runwire::events::{Data, Decision};
 use runwire::normalize::{Adapter, Normalizer, Options};
-use runwire::time::Clock;
+use runwire::util::time::Clock;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

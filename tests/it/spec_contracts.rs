@@ -3,7 +3,7 @@
 
 use runwire::events::Data;
 use runwire::normalize::{Adapter, Normalizer, Options};
-use runwire::time::Clock;
+use runwire::util::time::Clock;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -123,7 +123,7 @@ fn the_schema_names_exactly_the_event_types_and_error_codes() {
         "src/normalize/claude.rs",
         "src/normalize/cursor.rs",
         "src/normalize/codex.rs",
-        "src/pipe.rs",
+        "src/util/pipe.rs",
     ]
     .iter()
     .map(|p| std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(p)).unwrap())

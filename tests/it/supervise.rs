@@ -773,12 +773,12 @@ fn a_restart_stops_only_the_groups_it_recorded() {
     .unwrap();
     let mut owner = runwire::supervise::control::Owner::me().unwrap();
     owner.supervisor.pid = 2_147_483_000;
-    owner.groups.insert("b".into(), runwire::procid::Ident::of(o).unwrap());
+    owner.groups.insert("b".into(), runwire::util::procid::Ident::of(o).unwrap());
     owner.write(&env.p("home"), &id).unwrap();
     // A recorded group whose pid now names another process is not signalled either.
     let mut reused = sleeper();
     let r = reused.id() as i32;
-    let mut stale = runwire::procid::Ident::of(r).unwrap();
+    let mut stale = runwire::util::procid::Ident::of(r).unwrap();
     stale.start -= 1;
     let mut owner = runwire::supervise::control::Owner::read(&env.p("home"), &id).unwrap();
     owner.groups.insert("c".into(), stale);

@@ -36,14 +36,14 @@ fn normalize(log: &Path, extra: &[&str]) -> String {
 
 fn ts_ms(e: &Value) -> i64 {
     let s = e["ts"].as_str().unwrap();
-    runwire::time::parse_rfc3339_ms(s).unwrap_or_else(|| panic!("bad ts {s}"))
+    runwire::util::time::parse_rfc3339_ms(s).unwrap_or_else(|| panic!("bad ts {s}"))
 }
 
 /// Re-reads `log` as every reader does and checks the rule on it: two
 /// reads are byte-identical, a resumed read is the same suffix, `ts` never
 /// goes back and is within 10 ms of each line's `written_ms`.
 fn check_rereads(log: &Path) {
-    assert!(runwire::arrival::sidecar_path(log).exists(), "no arrival times beside {}", log.display());
+    assert!(runwire::util::arrival::sidecar_path(log).exists(), "no arrival times beside {}", log.display());
     let a = normalize(log, &[]);
     let b = normalize(log, &[]);
     assert_eq!(a, b, "two reads of the same log differ");

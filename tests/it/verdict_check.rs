@@ -461,16 +461,16 @@ proptest! {
 
     #[test]
     fn the_checker_never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = runwire::verdict::check(&bytes, Some((&bytes, b"{}")));
+        let _ = runwire::tools::verdict::check(&bytes, Some((&bytes, b"{}")));
     }
 
     #[test]
     fn the_checker_never_panics_on_a_mutated_sample(at in 0..SAMPLE.len(), byte in any::<u8>()) {
         let mut b = SAMPLE.as_bytes().to_vec();
         b[at] = byte;
-        if let Ok(s) = runwire::verdict::check(&b, None) {
+        if let Ok(s) = runwire::tools::verdict::check(&b, None) {
             let mut out = Vec::new();
-            runwire::verdict::render::table(&s, &mut out).unwrap();
+            runwire::tools::verdict::render::table(&s, &mut out).unwrap();
         }
     }
 }
@@ -791,7 +791,7 @@ fn unbounded_or_odd_inputs_are_refused_with_a_bound() {
     assert_eq!(out.status.code(), Some(2));
     // A file over the bound (sparse: no disk used) is refused by its size; so is stdin past the bound.
     let big = d.join("big.json");
-    std::fs::File::create(&big).unwrap().set_len(runwire::verdict::MAX_EVIDENCE_BYTES + 1).unwrap();
+    std::fs::File::create(&big).unwrap().set_len(runwire::tools::verdict::MAX_EVIDENCE_BYTES + 1).unwrap();
     let out = std_bin().arg(&big).stdin(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("larger than"), "{}", String::from_utf8_lossy(&out.stderr));

@@ -296,10 +296,10 @@ fn a_cache_directory_another_user_made_is_refused() {
     let exe = base.join("bin/runwire-serve");
     place_server(&exe);
     let cache = base.join("cache");
-    let dir = cache.join(format!("runwire/wrappers-{}", runwire::wrappers::content_hash()));
+    let dir = cache.join(format!("runwire/wrappers-{}", runwire::session::wrappers::content_hash()));
     std::fs::create_dir_all(&dir).unwrap();
     // An exact copy, made by another user (nobody), open to all.
-    for (name, bytes) in runwire::wrappers::FILES {
+    for (name, bytes) in runwire::session::wrappers::FILES {
         std::fs::write(dir.join(name), bytes).unwrap();
         std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o777)).unwrap();
         std::os::unix::fs::chown(dir.join(name), Some(65534), Some(65534)).unwrap();
@@ -319,14 +319,14 @@ fn a_cached_wrapper_changed_after_start_is_not_run() {
     let exe = base.join("bin/runwire-serve");
     place_server(&exe);
     let cache = base.join("cache");
-    let dir = cache.join(format!("runwire/wrappers-{}", runwire::wrappers::content_hash()));
+    let dir = cache.join(format!("runwire/wrappers-{}", runwire::session::wrappers::content_hash()));
     let marker = base.join("ran");
     one_run(&exe, &cache, || {
         assert!(dir.join("claude.sh").is_file(), "the server wrote its wrappers at start");
         planted(&dir.join("claude.sh"), &marker);
     });
     assert!(!marker.exists(), "a cached wrapper changed after start ran");
-    assert_eq!(std::fs::read(dir.join("claude.sh")).unwrap(), runwire::wrappers::FILES[1].1, "written again");
+    assert_eq!(std::fs::read(dir.join("claude.sh")).unwrap(), runwire::session::wrappers::FILES[1].1, "written again");
 }
 
 /// In `--interactive`, claude.sh starts runwire-session with the settings of

@@ -20,7 +20,7 @@ use crate::runs::record::Recorder;
 use crate::serve::http::{client_gone, Request};
 use crate::serve::run::{self, Lines};
 use crate::serve::{options::BIN, state::Shared};
-use crate::time::Clock;
+use crate::util::time::Clock;
 use std::io;
 use std::net::TcpStream;
 use std::sync::mpsc::RecvTimeoutError;
@@ -86,7 +86,7 @@ impl Stages {
             result = rec.finish(state, rc, detail.clone());
         }
         if let Err(e) = result {
-            crate::cli::report(BIN, format!("record {}: {e}", rec.run_id));
+            crate::util::cli::report(BIN, format!("record {}: {e}", rec.run_id));
         }
     }
 
@@ -97,7 +97,7 @@ impl Stages {
     fn line(&mut self, line: &[u8], at_ms: Option<i64>, body: &mut Body) -> io::Result<()> {
         if let (Some(rec), None) = (&mut self.rec, &self.rec_failed) {
             if let Err(e) = rec.line(line, at_ms) {
-                crate::cli::report(BIN, format!("record {}: {e}; the run will be journaled failed", rec.run_id));
+                crate::util::cli::report(BIN, format!("record {}: {e}; the run will be journaled failed", rec.run_id));
                 self.rec_failed = Some(e.to_string());
             }
         }
@@ -206,7 +206,7 @@ fn recorder(shared: &Shared, input: &RunInput) -> Option<Recorder> {
     match super::common::start_record(shared, &input.run_id, &input.prompt, &super::common::digest(input)) {
         Ok(r) => Some(r),
         Err(e) => {
-            crate::cli::report(
+            crate::util::cli::report(
                 BIN,
                 format!("cannot record run {:?} under {}: {e}", input.run_id, shared.cfg.harness_home.display()),
             );

@@ -197,7 +197,7 @@ pub fn start_record(
     let mut rec = crate::runs::record::Recorder::start(home, agui_run_id, shared.cfg.adapter.name(), prompt, request)?;
     match crate::supervise::control::own(home, &rec.run_id) {
         Ok(p) => rec.owned_by(p),
-        Err(e) => crate::cli::report(
+        Err(e) => crate::util::cli::report(
             crate::serve::options::BIN,
             format!(
                 "record {}: cannot record this server as its owner: {e} (a crash would leave its status)",
@@ -249,7 +249,7 @@ impl Messages {
         let mut writer = match thread::Writer::open(&file, &input.run_id) {
             Ok(w) => Some(w),
             Err(e) => {
-                crate::cli::report(
+                crate::util::cli::report(
                     crate::serve::options::BIN,
                     format!("thread {:?}: cannot record its messages in {}: {e}", input.thread_id, file.display()),
                 );
@@ -262,7 +262,7 @@ impl Messages {
             }
             if let Some(w) = &mut writer {
                 if let Err(e) = w.append(&m, true) {
-                    crate::cli::report(crate::serve::options::BIN, format!("thread {:?}: {e}", input.thread_id));
+                    crate::util::cli::report(crate::serve::options::BIN, format!("thread {:?}: {e}", input.thread_id));
                     writer = None;
                 }
             }
@@ -319,7 +319,7 @@ impl Messages {
             if let Some(m) = self.thread.apply(&e) {
                 if let Some(w) = &mut self.writer {
                     if let Err(err) = w.append(&m, false) {
-                        crate::cli::report(crate::serve::options::BIN, format!("thread messages: {err}"));
+                        crate::util::cli::report(crate::serve::options::BIN, format!("thread messages: {err}"));
                         self.writer = None;
                     }
                 }

@@ -50,7 +50,7 @@ use crate::session::engine::Engine;
 use crate::session::input::{AnswerInput, Input, MessageInput, Who};
 use crate::session::tap::{Feed, Got};
 use crate::session::Phase;
-use crate::time::Clock;
+use crate::util::time::Clock;
 use serde_json::{json, Value};
 use std::io;
 use std::net::TcpStream;

@@ -16,7 +16,7 @@ use crate::normalize::{Normalizer, Options};
 use crate::runs::record::{self, Recorded};
 use crate::serve::http::{client_gone, Request};
 use crate::serve::state::Shared;
-use crate::time::Clock;
+use crate::util::time::Clock;
 use std::io::{self, Read};
 use std::net::TcpStream;
 use std::time::Duration;

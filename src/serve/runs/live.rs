@@ -17,7 +17,7 @@
 //! reading and parsing them; the resume point, the framing and everything
 //! after the tap are the same code for both.
 
-use super::tap::{self, Tap};
+use super::follow::{self, Tap};
 use super::{framing_and_after, Cors};
 use crate::normalize::Adapter;
 use crate::runs::index::{Stamp, RACY_NS};
@@ -85,8 +85,8 @@ pub(super) struct Resolved {
 }
 
 impl Resolved {
-    fn source(&self, agui: bool) -> tap::Source<'_> {
-        tap::Source {
+    fn source(&self, agui: bool) -> follow::Source<'_> {
+        follow::Source {
             l: &self.l,
             log: &self.log,
             adapter: self.adapter,
@@ -125,7 +125,7 @@ static LIVE: Mutex<Option<HashMap<Key, Weak<Tap>>>> = Mutex::new(None);
 
 /// Keeps what the stream `src` resolved (its files' `stamps`, its log's
 /// `log_id`) with its `tap`, for the next client of the task.
-pub(super) fn remember(shared: &Shared, src: &tap::Source, tap: &Arc<Tap>, stamps: Stamps, log_id: (u64, u64)) {
+pub(super) fn remember(shared: &Shared, src: &follow::Source, tap: &Arc<Tap>, stamps: Stamps, log_id: (u64, u64)) {
     if tap.resolved().is_some_and(|r| r.stamps == stamps && r.log_id == log_id) {
         return;
     }
@@ -187,9 +187,9 @@ pub(super) fn stream(
     // The head goes out with the stream's first frames, in one write.
     let body =
         crate::serve::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
-    let mut out = tap::Out::new(body);
+    let mut out = follow::Out::new(body);
     let src = res.source(agui);
-    let w = tap::Watches { log: &sub, journal: journal_sub.as_ref() };
-    let _ = tap::serve(shared, &mut out, &src, Some(tap.clone()), &w, after);
+    let w = follow::Watches { log: &sub, journal: journal_sub.as_ref() };
+    let _ = follow::serve(shared, &mut out, &src, Some(tap.clone()), &w, after);
     Some(Close::Now)
 }

@@ -14,7 +14,7 @@ use crate::session::engine::{Engine, Status};
 use crate::session::input::{Input, Who};
 use crate::session::launch::{launch, LaunchOptions};
 use crate::session::tap::Feed;
-use crate::time::Clock;
+use crate::util::time::Clock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -144,7 +144,7 @@ impl State {
                 if let Some(r) = lock(&self.rec).take() {
                     let detail = Some(format!("the agent's session could not start: {why}"));
                     if let Err(e) = r.finish("failed", None, detail) {
-                        crate::cli::report(crate::serve::options::BIN, format!("record {}: {e}", r.run_id));
+                        crate::util::cli::report(crate::serve::options::BIN, format!("record {}: {e}", r.run_id));
                     }
                 }
                 Err(why)
@@ -247,7 +247,7 @@ impl Gone {
             };
             let actor = self.by.as_deref().unwrap_or(crate::runs::record::ACTOR);
             if let Err(e) = rec.finish_as(actor, state, rc, detail) {
-                crate::cli::report(crate::serve::options::BIN, format!("record {}: {e}", rec.run_id));
+                crate::util::cli::report(crate::serve::options::BIN, format!("record {}: {e}", rec.run_id));
             }
         }
     }
@@ -368,7 +368,7 @@ fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str, request: 
     match crate::serve::agui::common::start_record(shared, run_id, prompt, request) {
         Ok(r) => Some(r),
         Err(e) => {
-            crate::cli::report(
+            crate::util::cli::report(
                 crate::serve::options::BIN,
                 format!("cannot record the session of thread {thread:?}: {e}"),
             );

@@ -13,7 +13,7 @@
 //! [`Demo`] is the state object with no IO (a line in, timed lines out);
 //! [`run`] is its IO loop on stdin/stdout.
 
-use crate::lines::{read_capped, Capped, Rest};
+use crate::util::lines::{read_capped, Capped, Rest};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{self, Write};

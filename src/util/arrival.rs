@@ -21,17 +21,17 @@ use std::path::{Path, PathBuf};
 /// The clock arrival times are read from: the wall clock, or `None` when
 /// `SOURCE_DATE_EPOCH` pins time (a pinned clock is no arrival time; output
 /// is then what a pipeline on stdin gives for the same lines).
-pub fn clock() -> Option<crate::time::Clock> {
-    match crate::time::Clock::from_env() {
-        crate::time::Clock::Wall => Some(crate::time::Clock::Wall),
-        crate::time::Clock::Fixed(_) => None,
+pub fn clock() -> Option<crate::util::time::Clock> {
+    match crate::util::time::Clock::from_env() {
+        crate::util::time::Clock::Wall => Some(crate::util::time::Clock::Wall),
+        crate::util::time::Clock::Fixed(_) => None,
     }
 }
 
 /// The `ts` of a file's lines before any line is timed: its modification
 /// time (epoch ms), or `SOURCE_DATE_EPOCH` when set.
 pub fn file_time(f: &File) -> i64 {
-    if let crate::time::Clock::Fixed(ms) = crate::time::Clock::from_env() {
+    if let crate::util::time::Clock::Fixed(ms) = crate::util::time::Clock::from_env() {
         return ms;
     }
     f.metadata()

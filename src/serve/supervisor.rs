@@ -144,7 +144,7 @@ fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq
     }
     let mut rec = serde_json::json!({
         "v": "steer/v1",
-        "ts": crate::time::format_ms(
+        "ts": crate::util::time::format_ms(
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
         ),
         "actor": creq.actor.as_deref().unwrap_or(super::options::BIN),

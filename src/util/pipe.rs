@@ -17,7 +17,7 @@ pub const MAX_REPORTED: u64 = 100;
 /// Input buffer: big enough that flushing when it runs dry is rare on a file.
 const IN_BUF: usize = 256 * 1024;
 
-pub use crate::lines::{Flow, Line, MAX_LINE, TOO_LONG_HEAD};
+pub use crate::util::lines::{Flow, Line, MAX_LINE, TOO_LONG_HEAD};
 
 /// Where the line loop failed: reading the input (after `line` complete
 /// lines), or writing the output. Callers name the input or `stdout` in
@@ -57,7 +57,7 @@ pub fn drive<R: Read, W: Write>(
 }
 
 /// [`drive`], with lines over [`MAX_LINE`] handed over as [`Line::TooLong`]:
-/// such a line is skimmed as it streams past ([`crate::lines`]) and only
+/// such a line is skimmed as it streams past ([`crate::util::lines`]) and only
 /// its head is kept, so memory stays bounded whatever the input.
 pub fn drive_lines<R: Read, W: Write>(
     input: R,
@@ -65,7 +65,7 @@ pub fn drive_lines<R: Read, W: Write>(
     mut handle: impl FnMut(u64, Line<'_>, &mut Vec<u8>) -> Flow,
 ) -> Result<(), DriveError> {
     let mut reader = BufReader::with_capacity(IN_BUF, input);
-    let mut lines = crate::lines::Lines::new(MAX_LINE);
+    let mut lines = crate::util::lines::Lines::new(MAX_LINE);
     let mut out = Vec::with_capacity(64 * 1024);
     let mut n = 0u64;
     loop {
@@ -94,7 +94,7 @@ pub fn drive_lines<R: Read, W: Write>(
             output.write_all(&out).map_err(DriveError::Write)?;
             out.clear();
             // One huge line's output is not kept allocated for the rest of the stream.
-            out.shrink_to(crate::lines::KEEP_CAPACITY);
+            out.shrink_to(crate::util::lines::KEEP_CAPACITY);
         }
         if flow == Flow::Stop || at_end {
             break;
@@ -117,9 +117,9 @@ pub fn filter(
     input: Option<&Path>,
     mut stage: impl FnMut(&[u8], &mut Vec<u8>) -> Result<(), String>,
     finish: impl FnOnce(&mut Vec<u8>),
-) -> anyhow::Result<crate::cli::Exit> {
+) -> anyhow::Result<crate::util::cli::Exit> {
     use anyhow::Context;
-    let source = crate::cli::source_name(input);
+    let source = crate::util::cli::source_name(input);
     let reader = open_input(input).with_context(|| source.clone())?;
     let stdout = io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
@@ -134,19 +134,19 @@ pub fn filter(
             bad += 1;
             // Bounded: a stream of garbage must not become a flood on stderr.
             if bad <= MAX_REPORTED {
-                crate::cli::report(bin, format!("{source}:{lineno}: {e}"));
+                crate::util::cli::report(bin, format!("{source}:{lineno}: {e}"));
             }
         }
         Flow::Continue
     })
     .map_err(|e| e.named(&source))?;
     if bad > MAX_REPORTED {
-        crate::cli::report(
+        crate::util::cli::report(
             bin,
             format!("{source}: {bad} bad lines in all; only the first {MAX_REPORTED} were reported"),
         );
     }
-    let exit = if bad > 0 { crate::cli::Exit::Flagged } else { crate::cli::Exit::Ok };
+    let exit = if bad > 0 { crate::util::cli::Exit::Flagged } else { crate::util::cli::Exit::Ok };
     let mut tail = Vec::new();
     finish(&mut tail);
     out.write_all(&tail).and_then(|_| out.flush()).context("stdout")?;
@@ -154,7 +154,7 @@ pub fn filter(
 }
 
 /// A file reader for `--follow`, like `tail -F`: at end of file it waits
-/// on the process's watcher ([`crate::watch`]) until the file changes, and reports end of file only once
+/// on the process's watcher ([`crate::util::watch`]) until the file changes, and reports end of file only once
 /// `done` is set or the file is gone. What happens to the path is checked
 /// each time the reader is at the end of what it has:
 ///
@@ -172,7 +172,7 @@ pub struct Follow {
     file: File,
     path: std::path::PathBuf,
     bin: &'static str,
-    sub: crate::watch::Sub,
+    sub: crate::util::watch::Sub,
     done: Arc<AtomicBool>,
     gone: bool,
     /// The last byte handed out (to end a cut line at a switch).
@@ -194,7 +194,7 @@ enum PathNow {
 impl Follow {
     /// Watches before the first read, so no write between a read and the wait is missed.
     pub fn open(path: &Path, done: Arc<AtomicBool>, bin: &'static str) -> io::Result<Follow> {
-        let sub = crate::watch::Hub::global()?.subscribe(path)?;
+        let sub = crate::util::watch::Hub::global()?.subscribe(path)?;
         let file = File::open(path)?;
         Ok(Follow {
             file,
@@ -226,7 +226,7 @@ impl Follow {
         };
         if (there.dev(), there.ino()) != (mine.dev(), mine.ino()) {
             // Watch the newcomer before reading it, so no write is missed.
-            let sub = match crate::watch::Hub::global()?.subscribe(&self.path) {
+            let sub = match crate::util::watch::Hub::global()?.subscribe(&self.path) {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PathNow::Removed),
                 Err(e) => return Err(e),
@@ -245,7 +245,7 @@ impl Follow {
     }
 
     fn report(&self, what: &str) {
-        crate::cli::report(self.bin, format!("{}: {what}", self.path.display()));
+        crate::util::cli::report(self.bin, format!("{}: {what}", self.path.display()));
     }
 
     /// New content follows: end a cut line first, count the generation

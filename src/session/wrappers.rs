@@ -21,20 +21,20 @@ use std::sync::Mutex;
 
 /// Each wrapper file, by name: the agents' wrappers and the library they source.
 pub static FILES: &[(&str, &[u8])] = &[
-    ("_common.sh", include_bytes!("../wrappers/_common.sh")),
-    ("claude.sh", include_bytes!("../wrappers/claude.sh")),
-    ("codex.sh", include_bytes!("../wrappers/codex.sh")),
-    ("cursor.sh", include_bytes!("../wrappers/cursor.sh")),
+    ("_common.sh", include_bytes!("../../wrappers/_common.sh")),
+    ("claude.sh", include_bytes!("../../wrappers/claude.sh")),
+    ("codex.sh", include_bytes!("../../wrappers/codex.sh")),
+    ("cursor.sh", include_bytes!("../../wrappers/cursor.sh")),
 ];
 
 /// A hash of every file's name and bytes: the cache directory's name.
 pub fn content_hash() -> String {
-    let mut h = crate::hash::FNV_OFFSET;
+    let mut h = crate::util::hash::FNV_OFFSET;
     for (name, bytes) in FILES {
-        h = crate::hash::fnv1a64_extend(h, name.as_bytes());
-        h = crate::hash::fnv1a64_extend(h, &[0]);
-        h = crate::hash::fnv1a64_extend(h, &(bytes.len() as u64).to_le_bytes());
-        h = crate::hash::fnv1a64_extend(h, bytes);
+        h = crate::util::hash::fnv1a64_extend(h, name.as_bytes());
+        h = crate::util::hash::fnv1a64_extend(h, &[0]);
+        h = crate::util::hash::fnv1a64_extend(h, &(bytes.len() as u64).to_le_bytes());
+        h = crate::util::hash::fnv1a64_extend(h, bytes);
     }
     format!("{h:016x}")
 }

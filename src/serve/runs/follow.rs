@@ -35,13 +35,13 @@ use super::live::Resolved;
 use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
 use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::events::{Data, ErrorData, Event, Seq, Writer};
-use crate::lines::KEEP_CAPACITY;
-use crate::lines::{Flow, Line, Lines};
 use crate::normalize::{Adapter, Normalizer, Options};
 use crate::serve::state::Shared;
 use crate::serve::stream::Stream;
 use crate::sse::{Encoder, SseOptions};
-use crate::watch::Sub;
+use crate::util::lines::KEEP_CAPACITY;
+use crate::util::lines::{Flow, Line, Lines};
+use crate::util::watch::Sub;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, Read};
@@ -130,7 +130,7 @@ struct Tail {
     exited: bool,
     json: Vec<u8>,
     /// The log's arrival-time sidecar, when it has one.
-    times: Option<crate::arrival::Reader>,
+    times: Option<crate::util::arrival::Reader>,
     /// Frames up to here are not made at all (a reader of its own resuming).
     skip_through: Option<AguiId>,
     batch: Batch,
@@ -304,10 +304,10 @@ impl Tail {
         );
         let mut times = None;
         if let Some(file) = file {
-            // Timed as every reader of a file times its lines (`Normalizer::push_at`, `crate::arrival`).
-            norm.for_file(crate::arrival::file_time(file));
-            let at = super::open_log(src.l, &crate::arrival::sidecar_path(src.log)).ok().flatten();
-            times = at.and_then(crate::arrival::Reader::from_file);
+            // Timed as every reader of a file times its lines (`Normalizer::push_at`, `crate::util::arrival`).
+            norm.for_file(crate::util::arrival::file_time(file));
+            let at = super::open_log(src.l, &crate::util::arrival::sidecar_path(src.log)).ok().flatten();
+            times = at.and_then(crate::util::arrival::Reader::from_file);
         }
         Tail { norm, framing, exited: false, json: Vec::new(), times, skip_through, batch: Batch::new(), last: None }
     }
@@ -626,7 +626,7 @@ impl Client<'_> {
             "the client read too slowly: events {first} to {last} were dropped; reconnect with Last-Event-ID to get them"
         );
         let (code, raw) = ("dropped".to_string(), format!("{first}..{last}"));
-        let ts_ms = crate::time::Clock::from_env().now_ms();
+        let ts_ms = crate::util::time::Clock::from_env().now_ms();
         let frame = if self.src.agui {
             // Not through the translator: the notice must not change its
             // state (closing open messages), or a resumed re-translation,

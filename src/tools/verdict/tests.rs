@@ -1,6 +1,6 @@
 use super::*;
 
-const SAMPLE: &[u8] = include_bytes!("../../fixtures/verdict/accept.verdict.json");
+const SAMPLE: &[u8] = include_bytes!("../../../fixtures/verdict/accept.verdict.json");
 
 fn policy() -> Policy {
     Policy {

@@ -28,9 +28,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The versions the matrix ran (`realagents/tested.json`).
-pub const TESTED_JSON: &str = include_str!("../realagents/tested.json");
+pub const TESTED_JSON: &str = include_str!("../../realagents/tested.json");
 /// The matrix's capability table (`realagents/capabilities.json`).
-pub const CAPABILITIES_JSON: &str = include_str!("../realagents/capabilities.json");
+pub const CAPABILITIES_JSON: &str = include_str!("../../realagents/capabilities.json");
 
 /// How long `PROGRAM --version` may take before its group is killed.
 pub const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -499,7 +499,7 @@ pub fn check(spec: &AgentSpec, program: Option<&str>) -> Report {
         },
     };
     let (wrapper, wrapper_error) = match spec.adapter {
-        Some(a) => match crate::wrappers::find(a) {
+        Some(a) => match crate::session::wrappers::find(a) {
             Ok(w) => (Some(w.display().to_string()), None),
             Err(e) => {
                 missing.push(format!("no wrapper: {e}"));

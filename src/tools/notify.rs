@@ -552,7 +552,10 @@ impl Shared {
         let mut failed = self.write_failed.lock().unwrap_or_else(|e| e.into_inner());
         match &r {
             Err(e) if !*failed => {
-                crate::cli::report("runs", format!("notify: {}: {e} (a restart may repeat events)", path.display()));
+                crate::util::cli::report(
+                    "runs",
+                    format!("notify: {}: {e} (a restart may repeat events)", path.display()),
+                );
                 *failed = true;
             }
             Ok(()) => *failed = false,
@@ -590,7 +593,7 @@ fn worker(ctx: Arc<Shared>, url: Url, paths: Paths, filter: Filter, m: (u64, For
             }
             Err(e) => {
                 if !read_failed {
-                    crate::cli::report(
+                    crate::util::cli::report(
                         "runs",
                         format!("notify: {}: {e} (tried again each second)", paths.log.display()),
                     );
@@ -634,7 +637,7 @@ fn deliver(ctx: &Shared, url: &Url, msg: &Message, key: Option<&[u8]>, id: u64) 
         match post(url, msg, key) {
             Outcome::Delivered(_) => {
                 if attempt > 1 {
-                    crate::cli::report(
+                    crate::util::cli::report(
                         "runs",
                         format!("notify: {}: event {id} ({}) delivered after {attempt} attempts", url.text, msg.id),
                     );
@@ -642,7 +645,7 @@ fn deliver(ctx: &Shared, url: &Url, msg: &Message, key: Option<&[u8]>, id: u64) 
                 return true;
             }
             Outcome::Refused(code) => {
-                crate::cli::report(
+                crate::util::cli::report(
                     "runs",
                     format!("notify: {}: event {id} ({}) refused with HTTP {code}: not sent again", url.text, msg.id),
                 );
@@ -652,7 +655,7 @@ fn deliver(ctx: &Shared, url: &Url, msg: &Message, key: Option<&[u8]>, id: u64) 
                 let wait = backoff(attempt);
                 // Said on the first failure and then at most once a minute (the backoff's cap).
                 if attempt == 1 || wait >= MAX_BACKOFF || attempt.is_power_of_two() {
-                    crate::cli::report(
+                    crate::util::cli::report(
                         "runs",
                         format!(
                             "notify: {}: event {id} ({}): attempt {attempt} failed: {why}; next in {:.1} s",
