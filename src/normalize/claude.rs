@@ -25,8 +25,9 @@
 //! a streamed message is the final value of its k-th block, so only the part
 //! not already streamed is emitted.
 
-use super::{lenient, tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
+use super::{tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
 use crate::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::util::lenient;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;

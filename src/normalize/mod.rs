@@ -16,7 +16,7 @@ mod codex;
 mod codex_app;
 mod cursor;
 pub mod elicit;
-pub mod lenient;
+use crate::util::lenient;
 pub mod redact;
 
 use crate::events::{Data, ErrorData, Event, Exit, Seq};

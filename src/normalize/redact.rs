@@ -11,8 +11,9 @@ use serde_json::Value;
 use std::borrow::Cow;
 
 pub const REDACTED: &str = "[REDACTED]";
-/// Tool output kept per result; longer output is cut and flagged.
-pub const MAX_OUTPUT: usize = 64 * 1024;
+/// Tool output kept per result; longer output is cut and flagged (the
+/// line reader skims over-long lines to the same size).
+pub use crate::util::lines::MAX_OUTPUT;
 /// Raw source bytes kept in an `error` event.
 pub const MAX_RAW: usize = 4096;
 

@@ -849,7 +849,7 @@ pub(crate) fn refusal(who: &str, method: &str, v: &Value) -> String {
 /// (leniently: a lone surrogate must not lose a request); `None` when it is
 /// not JSON.
 pub(crate) fn json_line(raw: &[u8]) -> Option<Value> {
-    std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok())
+    std::str::from_utf8(raw).ok().and_then(|t| crate::util::lenient::value(t).ok())
 }
 
 /// The questions of an `AskUserQuestion` input: claude's tool, and runwire's

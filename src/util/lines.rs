@@ -26,7 +26,6 @@
 //! to read the next line) or left unread ([`Rest::Leave`]: a socket that
 //! carries one line is not read past the cap).
 
-use crate::normalize::redact::MAX_OUTPUT;
 use std::io::{self, BufRead};
 
 /// The longest line a filter (and a task stream) reads whole: 4 MiB. A
@@ -34,6 +33,11 @@ use std::io::{self, BufRead};
 /// its size ([`Line::TooLong`]), so a filter's memory stays bounded whatever
 /// its input (`normalize-events` peaks near 32 MB on a line just under it).
 pub const MAX_LINE: usize = 4 << 20;
+
+/// The most bytes of one string the pipeline keeps: a skimmed line's long
+/// strings are cut to it here, and the normalizer cuts each tool output to
+/// it (`normalize::redact` uses this one value).
+pub const MAX_OUTPUT: usize = 64 * 1024;
 
 /// How much of an over-long line is kept to show in its report.
 pub const TOO_LONG_HEAD: usize = 4096;
@@ -728,7 +732,7 @@ impl Skim {
                 let kept = &self.out[self.str_start - 1..];
                 let mut quoted = kept.to_vec();
                 quoted.push(b'"');
-                let text = std::str::from_utf8(&quoted).ok().and_then(|t| crate::normalize::lenient::value(t).ok());
+                let text = std::str::from_utf8(&quoted).ok().and_then(|t| super::lenient::value(t).ok());
                 let text = text.as_ref().and_then(|v| v.as_str()).unwrap_or("");
                 let tail: String = {
                     let n = text.chars().rev().take(32).count();

@@ -6,6 +6,7 @@
 pub mod arrival;
 pub mod cli;
 pub mod hash;
+pub mod lenient;
 pub mod lines;
 pub mod pipe;
 pub mod procid;
