@@ -23,8 +23,6 @@
 
 use super::http::{respond, respond_error, respond_pieces, Close, Request};
 use super::state::Shared;
-use crate::events::Seq;
-use crate::runs::journal::{is_terminal, Journal};
 use crate::runs::list::Query;
 use crate::runs::liveness;
 use crate::runs::registry::Registry;
@@ -32,21 +30,6 @@ use crate::runs::view::{self, Loaded, Problem, ViewError};
 use std::io;
 use std::net::TcpStream;
 use std::time::Duration;
-
-/// How often an idle stream looks at its client, the journal and the clock.
-const TICK: Duration = Duration::from_millis(100);
-/// How often an idle stream of a live task re-reads a journal it could not
-/// watch (one that does not exist yet) for the task's exit.
-const JOURNAL_EVERY: Duration = Duration::from_millis(250);
-
-type Cors<'a> = &'a [(&'static str, String)];
-
-/// The query parameter `name`, percent-decoded (`?after=3%2F1` is `3/1`,
-/// as a browser's URLSearchParams writes it).
-fn query_param(req: &Request, name: &str) -> Option<String> {
-    let raw = req.query.as_deref()?.split('&').find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))?;
-    Some(String::from_utf8_lossy(&super::http::percent_decode(raw)).into_owned())
-}
 
 /// `GET /runs`'s query: `limit`, `cursor`, `status` (comma-separated), `repo`.
 fn list_query(req: &Request) -> Result<Query, String> {
@@ -160,50 +143,9 @@ fn json_view(stream: &mut TcpStream, cors: Cors, r: Result<serde_json::Value, Vi
     }
 }
 
-/// A frame id of the AG-UI task stream, ordered as the frames are sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct AguiId {
-    pub seq: Seq,
-    pub k: u32,
-}
-
-impl AguiId {
-    /// `SEQ/K`, or a bare `SEQ` (an events/v1 id: after every frame of that event).
-    pub fn parse(s: &str) -> Option<AguiId> {
-        match s.trim().split_once('/') {
-            Some((seq, k)) => Some(AguiId { seq: Seq::parse(seq)?, k: k.parse().ok()? }),
-            None => Some(AguiId { seq: Seq::parse(s)?, k: u32::MAX }),
-        }
-    }
-}
-
-/// The stream's framing (`?format=`: true for AG-UI) and resume point
-/// (`Last-Event-ID` or `?after=`), or why the request is refused.
-fn framing_and_after(req: &Request) -> Result<(bool, Option<AguiId>), String> {
-    let agui = match query_param(req, "format").as_deref() {
-        None | Some("events") => false,
-        Some("agui") => true,
-        Some(f) => return Err(format!("format={f}: expected events or agui")),
-    };
-    let after_raw = req.header("last-event-id").map(str::to_string).or_else(|| query_param(req, "after"));
-    let after = match after_raw.as_deref() {
-        None => None,
-        Some(a) if agui => match AguiId::parse(a) {
-            Some(id) => Some(id),
-            None => return Err(format!("{a:?} is not an AG-UI frame id of this stream (SEQ/K, or a seq)")),
-        },
-        // An events/v1 id: after every frame of that event.
-        Some(a) => match Seq::parse(a) {
-            Some(seq) => Some(AguiId { seq, k: u32::MAX }),
-            None => return Err(format!("{a:?} is not a seq (LINE or LINE.K)")),
-        },
-    };
-    Ok((agui, after))
-}
-
 fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors, l: Loaded, tid: &str) -> Close {
     // What is read of the run's files before its log, as it was when read (see `live`).
-    let stamps = live::Stamps::of(shared, &l);
+    let stamps = resolved::Stamps::of(shared, &l);
     let mut l = l;
     if let Err(e) = crate::runs::check_id("task", tid) {
         return view_error(stream, cors, ViewError::Bad(e));
@@ -283,7 +225,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
                 Ok(Some(o)) => o,
                 // The task ended (or the run did) before writing a log: an empty stream, ended.
                 Ok(None) => {
-                    let src = follow::Source {
+                    let src = reader::Source {
                         l,
                         log: &log,
                         adapter,
@@ -300,7 +242,7 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
         }
         (None, None) => return Close::Now,
     };
-    let src = follow::Source { l, log: &log, adapter, run: &run_id, task: tid, agui, journal_path: &journal_path };
+    let src = reader::Source { l, log: &log, adapter, run: &run_id, task: tid, agui, journal_path: &journal_path };
     let w = follow::Watches { log: &sub, journal: journal_sub.as_ref() };
     let log_id = follow::file_id(&file);
     let tap = follow::join(shared, &src, file);
@@ -320,14 +262,6 @@ struct Waiting<'a> {
     journal: Option<&'a crate::util::watch::Sub>,
     l: &'a Loaded,
     tid: &'a str,
-}
-
-/// True once the journal says the task will write nothing more: its exit is
-/// journaled (a terminal state) or the run itself finished or was aborted.
-fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {
-    let Ok(j) = Journal::read(journal_path) else { return false };
-    j.state(tid).is_some_and(is_terminal)
-        || matches!(j.last_run.as_ref().and_then(|r| r.run.as_deref()), Some("finished" | "aborted"))
 }
 
 /// Waits, woken by the directory's inotify watch, until the task's log
@@ -420,20 +354,14 @@ fn look_for_log(
     Ok(Look::Nothing)
 }
 
-/// Opens a task's log (a path inside the run's directory, from
-/// [`Loaded::log_path`]) the safe way: a regular file beneath the run's
-/// directory, never blocking. `Ok(None)` when it does not exist (yet).
-fn open_log(l: &Loaded, log: &std::path::Path) -> Result<Option<std::fs::File>, crate::runs::safe::Unreadable> {
-    let (Some(dir), Ok(rel)) = (l.dir.as_ref(), log.strip_prefix(&l.files.dir)) else { return Ok(None) };
-    match crate::runs::safe::open_beneath(std::os::fd::AsFd::as_fd(dir), rel) {
-        Ok((f, _)) => Ok(Some(f)),
-        Err(e) if e.absent => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 mod follow;
 mod live;
+mod reader;
+mod resolved;
+mod task;
+
+pub use task::AguiId;
+use task::{framing_and_after, open_log, query_param, task_over, Cors, TICK};
 
 /// The longest log line a task stream reads whole: the pipeline's line cap,
 /// so a stream and `normalize-events` read every log the same way. A longer

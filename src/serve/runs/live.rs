@@ -18,102 +18,20 @@
 //! after the tap are the same code for both.
 
 use super::follow::{self, Tap};
-use super::{framing_and_after, Cors};
-use crate::normalize::Adapter;
-use crate::runs::index::{Stamp, RACY_NS};
+use super::reader::Source;
+use super::resolved::{Resolved, Stamps};
+use super::task::{framing_and_after, Cors};
 use crate::runs::registry::Registry;
 use crate::runs::view::Loaded;
 use crate::serve::http::{Close, Request};
 use crate::serve::state::Shared;
 use std::collections::HashMap;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The stamps of the files a stream resolved its task from.
-#[derive(Clone, Copy, PartialEq)]
-pub(super) struct Stamps {
-    pointer: Stamp,
-    plan: Option<Stamp>,
-    live: Option<Stamp>,
-}
-
-fn stamp(p: &Path) -> Option<Stamp> {
-    std::fs::symlink_metadata(p).ok().map(|m| Stamp::of_meta(&m))
-}
-
-fn now_ns() -> i64 {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
-
-impl Stamps {
-    /// The stamps of `l`'s files now (`None` for one that is absent);
-    /// `None` when one changed too recently for its stamp to tell a later
-    /// change apart (a stream that resolved it is not kept).
-    pub fn of(shared: &Shared, l: &Loaded) -> Option<Stamps> {
-        let now = now_ns();
-        let s = Stamps {
-            pointer: stamp(&Registry::at(&shared.cfg.harness_home).path(&l.pointer.run_id))?,
-            plan: stamp(&l.files.plan()),
-            live: stamp(&l.files.live()),
-        };
-        let racy = |s: Option<Stamp>| s.is_some_and(|s| s.racy(now, RACY_NS));
-        if racy(Some(s.pointer)) || racy(s.plan) || racy(s.live) {
-            return None;
-        }
-        Some(s)
-    }
-}
-
-/// What a stream resolved its task to, kept with the tap.
-pub(super) struct Resolved {
-    /// The run as read, but its journal (the stream keeps none of it).
-    l: Loaded,
-    log: PathBuf,
-    adapter: Adapter,
-    run: String,
-    task: String,
-    journal_path: PathBuf,
-    stamps: Stamps,
-    /// The log's (device, inode): the tap's file.
-    log_id: (u64, u64),
-}
-
-impl Resolved {
-    fn source(&self, agui: bool) -> follow::Source<'_> {
-        follow::Source {
-            l: &self.l,
-            log: &self.log,
-            adapter: self.adapter,
-            run: &self.run,
-            task: &self.task,
-            agui,
-            journal_path: &self.journal_path,
-        }
-    }
-
-    /// The files are as they were when this was resolved (see the module's doc).
-    fn unchanged(&self, pointer: &Path) -> bool {
-        let journal_ok = match std::fs::symlink_metadata(&self.journal_path) {
-            Ok(m) => m.file_type().is_file() && m.len() <= crate::runs::safe::MAX_JOURNAL,
-            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        };
-        journal_ok
-            && stamp(pointer) == Some(self.stamps.pointer)
-            && stamp(&self.l.files.plan()) == self.stamps.plan
-            && stamp(&self.l.files.live()) == self.stamps.live
-    }
-
-    /// The log's path is still the tap's file (a regular file, no link).
-    fn same_log(&self) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::symlink_metadata(&self.log).is_ok_and(|m| m.file_type().is_file() && (m.dev(), m.ino()) == self.log_id)
-    }
 }
 
 /// (the run's pointer file, task, AG-UI framing).
@@ -125,7 +43,7 @@ static LIVE: Mutex<Option<HashMap<Key, Weak<Tap>>>> = Mutex::new(None);
 
 /// Keeps what the stream `src` resolved (its files' `stamps`, its log's
 /// `log_id`) with its `tap`, for the next client of the task.
-pub(super) fn remember(shared: &Shared, src: &follow::Source, tap: &Arc<Tap>, stamps: Stamps, log_id: (u64, u64)) {
+pub(super) fn remember(shared: &Shared, src: &Source, tap: &Arc<Tap>, stamps: Stamps, log_id: (u64, u64)) {
     if tap.resolved().is_some_and(|r| r.stamps == stamps && r.log_id == log_id) {
         return;
     }
