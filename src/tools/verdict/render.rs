@@ -3,7 +3,8 @@
 
 use std::io::{self, Write};
 
-use super::{js_num, round2, Aggregate, Summary, Variant};
+use super::model::{Aggregate, Summary, Variant};
+use super::num::{js_num, round2};
 
 fn variants(s: &Summary) -> [(Variant, &Aggregate); 2] {
     [(Variant::Baseline, &s.baseline), (Variant::Candidate, &s.candidate)]
