@@ -15,6 +15,7 @@ mod support;
 mod agui_check;
 mod agui_props;
 mod agui_translate;
+mod architecture;
 mod claims;
 mod codex_schema;
 mod conformance;

@@ -15,9 +15,9 @@ pub mod model;
 mod num;
 pub mod render;
 
-pub use check::{check, quote};
 #[cfg(test)]
 use check::child;
+pub use check::{check, quote};
 pub use model::*;
 pub use num::{js_num, js_round, ratio, round2, round6};
 
