@@ -70,7 +70,7 @@ pub fn parse_public_url(s: &str) -> Result<(String, String, String), String> {
         return Err(bad());
     }
     let host = rest.split('/').next().unwrap_or_default();
-    let origin = super::options::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
+    let origin = super::origin::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
     Ok((t.to_string(), origin, host.to_ascii_lowercase()))
 }
 

@@ -25,6 +25,7 @@
 //! [`Encoder`]: crate::sse::Encoder
 
 pub mod agui;
+pub mod args;
 pub mod cluster;
 pub mod evidence;
 pub mod feed;
@@ -32,6 +33,7 @@ pub mod http;
 pub mod interrupts;
 pub mod links;
 pub mod options;
+pub mod origin;
 pub mod router;
 pub mod run;
 pub mod runs;
@@ -41,11 +43,12 @@ pub mod studio;
 pub mod supervisor;
 pub mod tokens;
 
+pub use args::{configure, mode_of, read_token, AgentArg, Args, StartError};
 pub use options::{
-    configure, parse_origin, read_token, AgentArg, Args, Config, Mode, Source, StartError, BIN,
-    DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS, DEFAULT_STREAM_BUFFER, DEMO_LOG,
-    MAX_CONNECTIONS,
+    Config, Mode, Source, BIN, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS,
+    DEFAULT_STREAM_BUFFER, DEMO_LOG, MAX_CONNECTIONS,
 };
+pub use origin::parse_origin;
 pub use state::Shared;
 
 use crate::session::launch::AgentKind;
