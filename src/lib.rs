@@ -6,25 +6,21 @@
 //! every stage.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod agui;
 pub mod aguicheck;
 pub mod arrival;
 pub mod cli;
 pub mod control;
 pub mod demo;
-pub mod dialect;
 pub mod doctor;
-pub mod events;
 pub mod hash;
 pub mod lines;
-pub mod normalize;
 pub mod notify;
 pub mod pipe;
+pub mod pipeline;
 pub mod procid;
 pub mod runs;
 pub mod serve;
 pub mod session;
-pub mod sse;
 pub mod supervise;
 pub mod time;
 pub mod verdict;

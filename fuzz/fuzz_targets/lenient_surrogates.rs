@@ -1,11 +1,11 @@
 //! Fuzzes the surrogate repair every reader of agent output relies on
-//! (`runwire::normalize::lenient`): on any text it never panics, it changes
+//! (`runwire::pipeline::normalize::lenient`): on any text it never panics, it changes
 //! only unpaired `\uD800`–`\uDFFF` escapes, each into `\uFFFD` (same length),
 //! and what it returns needs no second repair.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runwire::normalize::lenient;
+use runwire::pipeline::normalize::lenient;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

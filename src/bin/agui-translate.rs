@@ -1,10 +1,10 @@
 //! `agui-translate`: `events/v1` lines on stdin → AG-UI 1.0 events, one
-//! compact JSON object a line. The logic is `runwire::agui::Translator`.
+//! compact JSON object a line. The logic is `runwire::pipeline::translate::Translator`.
 
 use clap::Parser;
-use runwire::agui::{parse_line, AguiEvent, TranslateOptions, Translator};
 use runwire::cli::{self, Exit};
 use runwire::pipe;
+use runwire::pipeline::translate::{parse_line, AguiEvent, TranslateOptions, Translator};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;

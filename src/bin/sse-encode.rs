@@ -1,10 +1,10 @@
 //! `sse-encode`: JSON lines on stdin → Server-Sent Events frames on stdout.
-//! The logic is `runwire::sse::Encoder`.
+//! The logic is `runwire::pipeline::encode::Encoder`.
 
 use clap::Parser;
 use runwire::cli::{self, Exit};
 use runwire::pipe;
-use runwire::sse::{Encoder, SseOptions};
+use runwire::pipeline::encode::{Encoder, SseOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -20,9 +20,9 @@
 //! the style guide's idiom 8 describes (head written by hand, one chunk per
 //! frame, written as soon as it exists).
 //!
-//! [`Normalizer`]: crate::normalize::Normalizer
-//! [`Translator`]: crate::agui::Translator
-//! [`Encoder`]: crate::sse::Encoder
+//! [`Normalizer`]: crate::pipeline::normalize::Normalizer
+//! [`Translator`]: crate::pipeline::translate::Translator
+//! [`Encoder`]: crate::pipeline::encode::Encoder
 
 pub mod agui;
 pub mod cluster;
@@ -40,7 +40,7 @@ pub mod studio;
 pub mod tokens;
 
 use crate::cli::{self, Exit};
-use crate::normalize::Adapter;
+use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Write};

@@ -30,7 +30,7 @@ pub mod record;
 pub mod tap;
 pub mod writer;
 
-use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
+use crate::pipeline::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
 pub use input::{AnswerInput, Input, SteerInput};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -553,7 +553,7 @@ impl<A: Agent> Session<A> {
                     if self.failure.is_none() {
                         // The status line every reader of a task log takes as
                         // the run's end: an `exit` event that is not ok.
-                        let status = serde_json::json!({"type": crate::normalize::STATUS_TYPE, "ok": false,
+                        let status = serde_json::json!({"type": crate::pipeline::normalize::STATUS_TYPE, "ok": false,
                             "rc": 1, "session_id": self.session_id, "detail": why});
                         s.output.push(status.to_string().into_bytes());
                         self.failure = Some(why);
@@ -848,7 +848,7 @@ pub(crate) fn refusal(who: &str, method: &str, v: &Value) -> String {
 /// (leniently: a lone surrogate must not lose a request); `None` when it is
 /// not JSON.
 pub(crate) fn json_line(raw: &[u8]) -> Option<Value> {
-    std::str::from_utf8(raw).ok().and_then(|t| crate::normalize::lenient::value(t).ok())
+    std::str::from_utf8(raw).ok().and_then(|t| crate::pipeline::normalize::lenient::value(t).ok())
 }
 
 /// The questions of an `AskUserQuestion` input: claude's tool, and runwire's

@@ -19,7 +19,7 @@
 
 use super::tap::{self, Tap};
 use super::{framing_and_after, Cors};
-use crate::normalize::Adapter;
+use crate::pipeline::normalize::Adapter;
 use crate::runs::index::{Stamp, RACY_NS};
 use crate::runs::registry::Registry;
 use crate::runs::view::Loaded;

@@ -33,14 +33,14 @@
 
 use super::live::Resolved;
 use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
-use crate::agui::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
-use crate::events::{Data, ErrorData, Event, Seq, Writer};
 use crate::lines::KEEP_CAPACITY;
 use crate::lines::{Flow, Line, Lines};
-use crate::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::encode::{Encoder, SseOptions};
+use crate::pipeline::events::{Data, ErrorData, Event, Seq, Writer};
+use crate::pipeline::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::translate::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
 use crate::serve::stream::Stream;
 use crate::serve::Shared;
-use crate::sse::{Encoder, SseOptions};
 use crate::watch::Sub;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -198,7 +198,7 @@ impl Tail {
             if self.skip(id) {
                 continue;
             }
-            let frame = crate::sse::frame(None, Some(&format!("{}/{}", id.seq, id.k)), &a.to_json());
+            let frame = crate::pipeline::encode::frame(None, Some(&format!("{}/{}", id.seq, id.k)), &a.to_json());
             self.batch.push(id, seq, frame.as_bytes());
         }
     }
@@ -633,7 +633,7 @@ impl Client<'_> {
             // which never sees it, would frame the rest differently.
             let value = CustomValue::Error(ErrorValue { reason, code, raw });
             let ev = AguiEvent::Custom { name: "runwire.error", value, subagent_run_id: None, timestamp: Some(ts_ms) };
-            crate::sse::frame(None, None, &ev.to_json())
+            crate::pipeline::encode::frame(None, None, &ev.to_json())
         } else {
             let ev = Event {
                 run: Some(self.src.run.to_string()),
@@ -643,7 +643,7 @@ impl Client<'_> {
                 ts_ms,
                 data: Data::Error(ErrorData { reason, code, raw, fatal: false }),
             };
-            crate::sse::frame(Some("error"), None, &ev.to_json())
+            crate::pipeline::encode::frame(Some("error"), None, &ev.to_json())
         };
         out.push(frame.as_bytes());
     }

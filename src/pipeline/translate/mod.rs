@@ -7,8 +7,10 @@
 //! before `RUN_FINISHED`, no `null` anywhere), whatever the input order, so a
 //! killed agent's truncated log still yields a well-formed, failed run.
 
-use crate::events::{Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
 use crate::hash::fnv1a64;
+use crate::pipeline::events::{
+    Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart, Usage,
+};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -257,7 +259,7 @@ impl AguiEvent {
     /// The event as one SSE frame (`data: JSON`), written from the typed
     /// event: compact JSON has no raw CR or LF, so nothing is re-parsed.
     pub fn to_frame(&self) -> String {
-        crate::sse::frame(None, None, &self.to_json())
+        crate::pipeline::encode::frame(None, None, &self.to_json())
     }
 
     /// True for `RUN_FINISHED` and `RUN_ERROR`.
@@ -352,9 +354,9 @@ pub enum CustomValue {
     /// `runwire.input_request`: the agent waits for a person (the
     /// `input_request` data as is). Plain translation has no interrupt to
     /// end the run with: the server's interactive runs do that.
-    InputRequest(crate::events::InputRequest),
+    InputRequest(crate::pipeline::events::InputRequest),
     /// `runwire.input_answer`: the request was answered or closed.
-    InputAnswer(crate::events::InputAnswer),
+    InputAnswer(crate::pipeline::events::InputAnswer),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -1192,7 +1194,7 @@ fn first_line(text: &str, fallback: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Seq, TokenDelta};
+    use crate::pipeline::events::{Seq, TokenDelta};
 
     fn ev(seq: u64, data: Data) -> Event {
         Event { run: None, task: None, session: None, seq: Seq { line: seq, sub: 0 }, ts_ms: 1000 + seq as i64, data }
@@ -1212,7 +1214,7 @@ mod tests {
 
     #[test]
     fn a_typed_frame_is_what_the_encoder_makes_of_its_json() {
-        let mut enc = crate::sse::Encoder::new(crate::sse::SseOptions::default());
+        let mut enc = crate::pipeline::encode::Encoder::new(crate::pipeline::encode::SseOptions::default());
         let e = AguiEvent::TextMessageContent {
             message_id: "m".into(),
             delta: "a\r\nb \"q\" \u{2028}".into(),
@@ -1437,7 +1439,7 @@ mod tests {
     #[test]
     fn custom_events_pass_through_without_closing_the_open_message() {
         let mut t = Translator::new(opts());
-        let custom = crate::events::Custom {
+        let custom = crate::pipeline::events::Custom {
             name: "runwire.tool_progress".into(),
             value: serde_json::json!({"tool_use_id": "t1", "elapsed_time_seconds": 2.5, "parent_tool_use_id": null, "x-y": [1, null]}),
             parent: None,

@@ -26,7 +26,7 @@
 //! not already streamed is emitted.
 
 use super::{lenient, tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
-use crate::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;

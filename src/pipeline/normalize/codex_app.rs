@@ -28,7 +28,7 @@
 //! schema codex 0.169.0 generates (`fixtures/codex-schema/`).
 
 use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
-use crate::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{json, Value};
 
 /// Notifications known and skipped on purpose (bookkeeping, account and
@@ -630,8 +630,8 @@ fn content_text(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::events::{Data, Event};
-    use crate::normalize::{Adapter, Normalizer, Options};
+    use crate::pipeline::events::{Data, Event};
+    use crate::pipeline::normalize::{Adapter, Normalizer, Options};
     use crate::time::Clock;
     use serde_json::json;
 

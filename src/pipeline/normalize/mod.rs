@@ -19,7 +19,7 @@ pub mod elicit;
 pub mod lenient;
 pub mod redact;
 
-use crate::events::{Data, ErrorData, Event, Exit, Seq};
+use crate::pipeline::events::{Data, ErrorData, Event, Exit, Seq};
 use crate::time::Clock;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -243,14 +243,14 @@ impl Ctx<'_> {
             o.remove("type");
         }
         let data = if request {
-            serde_json::from_value::<crate::events::InputRequest>(v).map(|mut r| {
+            serde_json::from_value::<crate::pipeline::events::InputRequest>(v).map(|mut r| {
                 if let Some(i) = r.input.as_mut() {
                     redact::redact_json(i);
                 }
                 Data::InputRequest(r)
             })
         } else {
-            serde_json::from_value::<crate::events::InputAnswer>(v).map(|mut a| {
+            serde_json::from_value::<crate::pipeline::events::InputAnswer>(v).map(|mut a| {
                 if let Some(i) = a.updated_input.as_mut() {
                     redact::redact_json(i);
                 }
@@ -320,8 +320,8 @@ impl Ctx<'_> {
     }
 
     /// [`Ctx::custom`] for a notice a subagent gave (or that is about one).
-    pub fn custom_in(&mut self, kind: &str, value: Value, parent: crate::events::Parent) {
-        self.emit(Data::Custom(crate::events::Custom { name: format!("runwire.{kind}"), value, parent }));
+    pub fn custom_in(&mut self, kind: &str, value: Value, parent: crate::pipeline::events::Parent) {
+        self.emit(Data::Custom(crate::pipeline::events::Custom { name: format!("runwire.{kind}"), value, parent }));
     }
 }
 
@@ -933,7 +933,7 @@ pub(crate) fn tool_result(
     output: &str,
     is_error: bool,
     exit_code: Option<i64>,
-    parent: crate::events::Parent,
+    parent: crate::pipeline::events::Parent,
 ) -> Data {
     let (output_kept, mut truncated, mut bytes) = redact::tool_output(output);
     CUTS.with(|c| {
@@ -947,7 +947,7 @@ pub(crate) fn tool_result(
         })
     });
     let output = output_kept;
-    Data::ToolResult(crate::events::ToolResult { id, output, is_error, truncated, bytes, exit_code, parent })
+    Data::ToolResult(crate::pipeline::events::ToolResult { id, output, is_error, truncated, bytes, exit_code, parent })
 }
 
 /// A tool call event with secrets in its arguments redacted.
@@ -956,10 +956,10 @@ pub(crate) fn tool_call(
     name: String,
     mut args: Value,
     message: Option<String>,
-    parent: crate::events::Parent,
+    parent: crate::pipeline::events::Parent,
 ) -> Data {
     redact::redact_json(&mut args);
-    Data::ToolCall(crate::events::ToolCall { id, name, args, message, parent })
+    Data::ToolCall(crate::pipeline::events::ToolCall { id, name, args, message, parent })
 }
 
 /// Compact text of a JSON value for tool output: strings as themselves.
@@ -974,7 +974,7 @@ pub(crate) fn value_text(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Channel, Data};
+    use crate::pipeline::events::{Channel, Data};
 
     fn run(adapter: Adapter, lines: &[&str]) -> Vec<Event> {
         let mut n = Normalizer::new(adapter, Options { clock: Clock::Fixed(0), ..Options::default() });
