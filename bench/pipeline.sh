@@ -16,13 +16,17 @@
 # Environment:
 #   BENCH_SIZE_MB   size of the timed log (default 64; at least 50 is the point)
 #   BENCH_RSS_MB    size streamed for the peak-RSS run (default 1024; 0 skips it)
-#   BENCH_REPEAT    runs of each Rust measurement, best kept (default 3; jq runs once)
+#   BENCH_REPEAT    runs of each Rust measurement, best kept (default 3; jq runs once);
+#                   the turns against BENCH_OLD report the median of as many
+#                   runs of each build, and their spread (fastest..slowest)
 #   BENCH_FIXTURES  directory of claude logs to repeat (default fixtures/claude)
 #   RUNWIRE_BIN     directory holding the binaries (default: cargo build --release)
 #   BENCH_OLD       commit whose normalize-events CPU time is measured beside
 #                   this build's, in turns, in the same run (default f4eef08;
 #                   "none" skips it); built once from `git archive` into
 #                   bench/out/old-COMMIT/ with a target dir of its own
+#   BENCH_OLD_BIN   that commit's normalize-events, built elsewhere (e.g. a
+#                   `git worktree` with its own CARGO_TARGET_DIR): used as is
 #   JQ              jq binary (default jq)
 set -euo pipefail
 
@@ -55,7 +59,10 @@ bench_bin --bin normalize-events --bin agui-translate --bin sse-encode
 # artifacts are named alike in both trees, so a shared one would mix them.
 old=${BENCH_OLD:-f4eef08}
 old_bin=""
-if [ "$old" != none ]; then
+if [ "$old" != none ] && [ -n "${BENCH_OLD_BIN:-}" ]; then
+  old_bin=$BENCH_OLD_BIN
+  [ -x "$old_bin" ] || die "BENCH_OLD_BIN=$old_bin: no such executable"
+elif [ "$old" != none ]; then
   old_bin="$out/old-$old/normalize-events"
   if [ ! -x "$old_bin" ]; then
     echo "bench: building normalize-events of $old (its own target dir: minutes, once)" >&2
@@ -151,17 +158,36 @@ cpu_best_of() {
   echo "$best"
 }
 
-# cpu_turns N: this build's and the old build's least CPU time, measured in
-# turns (new, old, new, old, ...) so load that comes and goes hits both alike.
+# one_run EXE: one normalize-events run over the log: "CPU-seconds wall-seconds".
+one_run() {
+  local exe=$1 rc=0 t0 t1
+  t0=$(now_ns)
+  /usr/bin/time -f '%U %S' -o "$out/cpu.txt" "$exe" claude <"$log" >/dev/null 2>/dev/null || rc=$?
+  t1=$(now_ns)
+  [ "$rc" -le 1 ] || die "$exe exited $rc"
+  tail -n 1 "$out/cpu.txt" | awk -v ns=$((t1 - t0)) '{ printf "%.3f %.3f\n", $1 + $2, ns / 1e9 }'
+}
+
+# stats FILE COLUMN: "median fastest slowest" of a column of numbers.
+stats() {
+  awk -v c="$2" '{ print $c }' "$1" | sort -g | awk '{ v[NR] = $1 } END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%.3f %.3f %.3f\n", m, v[1], v[NR] }'
+}
+
+# cpu_turns N: this build's and the old build's normalize-events, N runs
+# each in turns (new, old, new, old, ...) so load that comes and goes hits
+# both alike; every run's CPU and wall time go to turns-new.txt and
+# turns-old.txt. Prints the median CPU time of each (new, old).
 cpu_turns() {
-  local n=$1 a b best_new="" best_old=""
+  local n=$1
+  : >"$out/turns-new.txt"
+  : >"$out/turns-old.txt"
   for ((j = 0; j < n; j++)); do
-    a=$(cpu_best_of 1)
-    b=$(cpu_best_of 1 "$old_bin")
-    if [ -z "$best_new" ] || awk -v x="$a" -v y="$best_new" 'BEGIN { exit !(x < y) }'; then best_new=$a; fi
-    if [ -z "$best_old" ] || awk -v x="$b" -v y="$best_old" 'BEGIN { exit !(x < y) }'; then best_old=$b; fi
+    one_run "$bin/normalize-events" >>"$out/turns-new.txt"
+    one_run "$old_bin" >>"$out/turns-old.txt"
   done
-  echo "$best_new $best_old"
+  echo "$(stats "$out/turns-new.txt" 1 | cut -d' ' -f1) $(stats "$out/turns-old.txt" 1 | cut -d' ' -f1)"
 }
 run_pipeline() {
   "$bin/normalize-events" claude <"$log" 2>/dev/null | "$bin/agui-translate" 2>"$out/pipeline.stderr" |
@@ -180,7 +206,7 @@ echo "bench: pipeline (best of $repeat)" >&2
 t_pipe=$(best_of "$repeat" run_pipeline)
 c_old=""
 if [ -n "$old_bin" ]; then
-  echo "bench: normalize-events CPU time, this build and $old's in turns (best of $repeat each)" >&2
+  echo "bench: normalize-events, this build and $old's in turns ($repeat runs each, medians)" >&2
   read -r c_norm c_old < <(cpu_turns "$repeat")
 else
   echo "bench: normalize-events CPU time (best of $repeat)" >&2
@@ -206,8 +232,20 @@ if [ -s "$out/pipeline.stderr" ]; then
   printf '\nnote: agui-translate said: %s\n' "$(head -n 1 "$out/pipeline.stderr")"
 fi
 if [ -n "$c_old" ]; then
-  printf '\nnormalize-events CPU throughput: %s of %s'"'"'s (target: at least 0.95)\n' \
-    "$(awk -v n="$c_norm" -v o="$c_old" 'BEGIN { if (n > 0) printf "%.3f", o / n; else print "inf" }')" "$old"
+  # The turns, both builds: medians and spread (fastest..slowest), CPU and wall.
+  printf '\nturns, %s runs each (median, fastest..slowest, seconds; MB/s of the median):\n' "$repeat"
+  for which in new old; do
+    read -r cm cf cs < <(stats "$out/turns-$which.txt" 1)
+    read -r wm wf ws < <(stats "$out/turns-$which.txt" 2)
+    name=$([ "$which" = new ] && echo "this build" || echo "$old")
+    printf '  %-12s CPU %s (%s..%s) %s MB/s   wall %s (%s..%s) %s MB/s\n' "$name" \
+      "$cm" "$cf" "$cs" "$(mbps "$cm")" "$wm" "$wf" "$ws" "$(mbps "$wm")"
+  done
+  read -r wn _ < <(stats "$out/turns-new.txt" 2)
+  read -r wo _ < <(stats "$out/turns-old.txt" 2)
+  printf '\nnormalize-events throughput, median of %s: CPU %s, wall %s of %s'"'"'s (target: at least 0.95)\n' "$repeat" \
+    "$(awk -v n="$c_norm" -v o="$c_old" 'BEGIN { if (n > 0) printf "%.3f", o / n; else print "inf" }')" \
+    "$(awk -v n="$wn" -v o="$wo" 'BEGIN { if (n > 0) printf "%.3f", o / n; else print "inf" }')" "$old"
 fi
 ratio=$(awk -v a="$t_jq" -v b="$t_norm" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "inf" }')
 printf '\nnormalize/jq throughput ratio: %sx (normalize-events is %sx as fast as jq)\n' "$ratio" "$ratio"

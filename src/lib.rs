@@ -17,11 +17,7 @@ pub mod util;
 
 // Layer 1, pipeline: the stages, pure state objects: agent lines →
 // normalized events → AG-UI events → SSE frames (and the event vocabulary).
-pub mod agui;
-pub mod dialect;
-pub mod events;
-pub mod normalize;
-pub mod sse;
+pub mod pipeline;
 
 // Layer 2, control: the one command module (Command, its rules, Verb, Door).
 pub mod control;

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runwire::events::Event;
+use runwire::pipeline::events::Event;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(ev) = Event::parse(data) {

@@ -5,6 +5,6 @@
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use runwire::normalize::Adapter;
+use runwire::pipeline::normalize::Adapter;
 
 fuzz_target!(|data: &[u8]| common::normalize(Adapter::Cursor, data));

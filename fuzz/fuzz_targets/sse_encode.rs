@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runwire::sse::{Encoder, SseOptions};
+use runwire::pipeline::encode::{Encoder, SseOptions};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };

@@ -1,8 +1,8 @@
 //! `agui-translate`: `events/v1` lines on stdin → AG-UI 1.0 events, one
-//! compact JSON object a line. The logic is `runwire::agui::Translator`.
+//! compact JSON object a line. The logic is `runwire::pipeline::translate::Translator`.
 
 use clap::Parser;
-use runwire::agui::{parse_line, AguiEvent, TranslateOptions, Translator};
+use runwire::pipeline::translate::{parse_line, AguiEvent, TranslateOptions, Translator};
 use runwire::util::cli::{self, Exit};
 use runwire::util::pipe;
 use std::cell::RefCell;

@@ -1,8 +1,8 @@
 //! `normalize-events <claude|cursor|codex> [FILE]`: an agent's raw JSON lines → `events/v1`.
 
 use clap::Parser;
-use runwire::events::{Data, Seq};
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::{Data, Seq};
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 use runwire::util::cli::{self, Exit};
 use runwire::util::pipe::{self, Flow};
 use std::io::{self, BufWriter, Read};
@@ -74,8 +74,8 @@ fn run(mut args: Args) -> anyhow::Result<Exit> {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let after = args.after;
-    let mut writer = runwire::events::Writer::default();
-    let mut tally = runwire::dialect::Tally::new(args.adapter);
+    let mut writer = runwire::pipeline::events::Writer::default();
+    let mut tally = runwire::pipeline::dialect::Tally::new(args.adapter);
     pipe::drive_lines(input, &mut out, |lineno, line, buf| {
         if let (Some(g), Some(p)) = (&generation, file) {
             let now = g.load(Ordering::SeqCst);

@@ -1,8 +1,8 @@
 //! `sse-encode`: JSON lines on stdin → Server-Sent Events frames on stdout.
-//! The logic is `runwire::sse::Encoder`.
+//! The logic is `runwire::pipeline::encode::Encoder`.
 
 use clap::Parser;
-use runwire::sse::{Encoder, SseOptions};
+use runwire::pipeline::encode::{Encoder, SseOptions};
 use runwire::util::cli::{self, Exit};
 use runwire::util::pipe;
 use std::path::PathBuf;

@@ -25,7 +25,7 @@ use super::registry::{Pointer, Registry};
 use super::safe::{Splitter, MAX_TOTALS_LINE};
 use super::view::{self, Loaded, Totals};
 use super::RunFiles;
-use crate::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::normalize::{Adapter, Normalizer, Options};
 use crate::util::watch::{Hub, Signal, Sub};
 use nix::sys::inotify::AddWatchFlags;
 use serde::{Deserialize, Serialize};
@@ -128,7 +128,7 @@ impl Tally {
         let Tally { split, norm, totals, .. } = self;
         split.push(chunk, MAX_TOTALS_LINE, |line| {
             for ev in norm.push(line) {
-                if let crate::events::Data::TurnEnd(te) = ev.data {
+                if let crate::pipeline::events::Data::TurnEnd(te) = ev.data {
                     totals.add_turn(&te);
                 }
             }

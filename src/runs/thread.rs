@@ -17,7 +17,7 @@
 //! events and says which messages changed; the file IO is [`read`] and
 //! [`Writer`].
 
-use crate::agui::AguiEvent;
+use crate::pipeline::translate::AguiEvent;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::Write;

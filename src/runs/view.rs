@@ -8,8 +8,8 @@ use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
 use super::safe::{self, Unreadable};
 use super::{check_id, liveness, RunFiles};
-use crate::events::Data;
-use crate::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::events::Data;
+use crate::pipeline::normalize::{Adapter, Normalizer, Options};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -232,7 +232,7 @@ impl Totals {
     }
 
     /// Adds a `turn_end`'s cost and tokens.
-    pub fn add_turn(&mut self, te: &crate::events::TurnEnd) {
+    pub fn add_turn(&mut self, te: &crate::pipeline::events::TurnEnd) {
         let (input, output) = te.usage.as_ref().map(|u| (u.input_tokens, u.output_tokens)).unzip();
         self.add(&Totals { cost_usd: te.cost_usd, input_tokens: input, output_tokens: output, ..Totals::default() });
     }

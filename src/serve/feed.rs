@@ -62,7 +62,7 @@ impl Frame {
         match line {
             Line::Event(line) => {
                 let json = feed::with_id(line, id);
-                let f = crate::sse::frame(None, Some(&sid), &String::from_utf8_lossy(&json));
+                let f = crate::pipeline::encode::frame(None, Some(&sid), &String::from_utf8_lossy(&json));
                 // `id: N\ndata: {json}\n\n`
                 let range = "id: ".len() + sid.len() + "\ndata: ".len()..f.len() - "\n\n".len();
                 Frame { from, id, json: Some(range), bytes: f.into_bytes().into_boxed_slice() }
@@ -72,7 +72,7 @@ impl Frame {
                     "type": "skipped", "id": id, "from": from, "size": len, "error": "line_too_long",
                     "message": format!("a line of {len} bytes, over the {} KiB an event takes, was skipped", feed::MAX_EVENT / 1024),
                 });
-                let f = crate::sse::frame(Some("skipped"), Some(&sid), &data.to_string());
+                let f = crate::pipeline::encode::frame(Some("skipped"), Some(&sid), &data.to_string());
                 Frame { from, id, json: None, bytes: f.into_bytes().into_boxed_slice() }
             }
         }
@@ -367,7 +367,11 @@ fn pump(shared: &Shared, hub: &FeedHub, body: &mut Stream, filter: &Filter, sinc
             // a reconnect resumes if nothing else comes (filtered out or quiet).
             ready = true;
             let id = pos.to_string();
-            let frame = crate::sse::frame(Some("ready"), Some(&id), &format!("{{\"type\":\"ready\",\"id\":{id}}}"));
+            let frame = crate::pipeline::encode::frame(
+                Some("ready"),
+                Some(&id),
+                &format!("{{\"type\":\"ready\",\"id\":{id}}}"),
+            );
             body.push(frame.as_bytes());
         }
         if shared.is_shutting_down() {

@@ -44,7 +44,7 @@
 //!   *different* answer to a decided interrupt, or `resolved` past
 //!   `expiresAt`, is refused (`RUN_ERROR`, `409` on the task routes).
 
-use crate::events::{InputAnswer, InputKind, InputRequest, Scope};
+use crate::pipeline::events::{InputAnswer, InputKind, InputRequest, Scope};
 use crate::session::input::{AnswerInput, Decision};
 use crate::session::launch::AgentKind;
 use serde::Deserialize;
@@ -413,7 +413,7 @@ pub fn answer_of(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerIn
 /// for a multi-select question); where the question takes free text, the
 /// person's own words too (`anyOf`: a label, or any text that is not
 /// blank); a question with no options takes any text.
-fn answer_schema(q: &crate::events::Question) -> Value {
+fn answer_schema(q: &crate::pipeline::events::Question) -> Value {
     let labels: Vec<Value> = q.options.iter().map(|o| Value::String(o.label.clone())).collect();
     let one = if q.options.is_empty() {
         json!({"type": "string"})
@@ -668,7 +668,7 @@ pub fn strip_nulls(v: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Question, QuestionOption};
+    use crate::pipeline::events::{Question, QuestionOption};
 
     fn tool_req(id: &str) -> InputRequest {
         InputRequest {
@@ -850,7 +850,7 @@ mod tests {
         raised.closed(&InputAnswer {
             interrupt_id: None,
             id: "0".into(),
-            decision: crate::events::Decision::Allow,
+            decision: crate::pipeline::events::Decision::Allow,
             scope: Some(Scope::Once),
             updated_input: None,
             answers: None,

@@ -155,8 +155,8 @@ pub struct Claims {
 
 /// The claims of a raised request's link, when it gets one: tool and plan
 /// approvals (approve or deny); a question needs its own form, not a link.
-pub fn claims_for(run: &str, task: &str, r: &crate::events::InputRequest, name: &str) -> Option<Claims> {
-    use crate::events::InputKind;
+pub fn claims_for(run: &str, task: &str, r: &crate::pipeline::events::InputRequest, name: &str) -> Option<Claims> {
+    use crate::pipeline::events::InputKind;
     if !matches!(r.kind, InputKind::ToolApproval | InputKind::PlanApproval) {
         return None;
     }
@@ -241,7 +241,7 @@ pub fn page(title: &str, body: &str) -> String {
 
 /// The page of an open request: what is asked, the tool and its input
 /// (the diff of an edit), and the two forms.
-pub fn ask_page(c: &Claims, request: Option<&crate::events::InputRequest>) -> String {
+pub fn ask_page(c: &Claims, request: Option<&crate::pipeline::events::InputRequest>) -> String {
     let tool = request.and_then(|r| r.tool.clone()).or_else(|| c.k.clone()).unwrap_or_else(|| "a tool".into());
     let mut b = format!("<p>The agent asks to use <b>{}</b>.</p>", esc(&tool));
     if let Some(m) = request.and_then(|r| r.message.as_deref()) {

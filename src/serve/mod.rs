@@ -20,9 +20,9 @@
 //! the style guide's idiom 8 describes (head written by hand, one chunk per
 //! frame, written as soon as it exists).
 //!
-//! [`Normalizer`]: crate::normalize::Normalizer
-//! [`Translator`]: crate::agui::Translator
-//! [`Encoder`]: crate::sse::Encoder
+//! [`Normalizer`]: crate::pipeline::normalize::Normalizer
+//! [`Translator`]: crate::pipeline::translate::Translator
+//! [`Encoder`]: crate::pipeline::encode::Encoder
 
 pub mod agui;
 pub mod args;
@@ -51,6 +51,8 @@ pub use options::{
 pub use origin::parse_origin;
 pub use state::Shared;
 
+use crate::util::cli::{self, Exit};
+use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use crate::util::cli::{self, Exit};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

@@ -17,12 +17,14 @@
 //! last event id stays the last one it really received).
 //!
 //! [`Hub`]: crate::util::watch::Hub
-//! [`Normalizer`]: crate::normalize::Normalizer
-//! [`Encoder`]: crate::sse::Encoder
-//! [`Translator`]: crate::agui::Translator
+//! [`Normalizer`]: crate::pipeline::normalize::Normalizer
+//! [`Encoder`]: crate::pipeline::encode::Encoder
+//! [`Translator`]: crate::pipeline::translate::Translator
 
 use super::http::{respond, respond_error, respond_pieces, Close, Request};
 use super::state::Shared;
+use crate::pipeline::events::Seq;
+use crate::runs::journal::{is_terminal, Journal};
 use crate::runs::list::Query;
 use crate::runs::liveness;
 use crate::runs::registry::Registry;

@@ -24,7 +24,7 @@
 //!   (`fs/*`, `terminal/*`, `cursor/task`, …) is refused at once.
 
 use super::{Agent, AnswerInput, Signal};
-use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
+use crate::pipeline::events::{Decision, InputAnswer, InputKind, InputRequest, Scope};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 

@@ -18,7 +18,7 @@
 
 use super::reach::{self, Places};
 use super::{Agent, Signal};
-use crate::events::{InputAnswer, InputKind, InputRequest, Scope};
+use crate::pipeline::events::{InputAnswer, InputKind, InputRequest, Scope};
 use serde_json::{json, Map, Value};
 
 /// The permission modes claude knows (`PermissionMode` in `sdk.d.ts`).
@@ -563,7 +563,7 @@ impl Agent for Claude {
     }
 
     fn answer(&mut self, req: &InputRequest, a: &InputAnswer, mode: Option<&str>, to_agent: &mut Vec<Vec<u8>>) {
-        use crate::events::Decision as D;
+        use crate::pipeline::events::Decision as D;
         let original = req.input.clone().unwrap_or_else(|| json!({}));
         let mut r = Map::new();
         match a.decision {
@@ -922,7 +922,7 @@ mod tests {
         let r = &json_of(&st.to_agent[0])["response"]["response"];
         assert_eq!(r["behavior"], "deny");
         assert!(r["message"].as_str().unwrap().contains("no answer within 1 s"));
-        assert_eq!(st.answered[0].decision, crate::events::Decision::Expired);
+        assert_eq!(st.answered[0].decision, crate::pipeline::events::Decision::Expired);
         assert!(matches!(input(&mut s, r#"{"type":"answer","id":"b1","decision":"allow"}"#), Err(Refused::Expired(_))));
         // Abandoning it afterwards is accepted and changes nothing.
         assert!(input(&mut s, r#"{"type":"answer","id":"b1","decision":"cancelled"}"#).unwrap().replayed);

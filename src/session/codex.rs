@@ -39,8 +39,8 @@
 //!   nobody will answer.
 
 use super::{Agent, AnswerInput, Signal};
-use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, Scope};
-use crate::normalize::elicit::{elicitation, Elicit, Field};
+use crate::pipeline::events::{Decision, InputAnswer, InputKind, InputRequest, Question, Scope};
+use crate::pipeline::normalize::elicit::{elicitation, Elicit, Field};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
@@ -1213,7 +1213,9 @@ mod tests {
         let st = s.agent_line(multi.as_bytes(), 4);
         assert!(st.requested.is_empty());
         assert_eq!(parse(&st.to_agent[0]), json!({"jsonrpc":"2.0","id":33,"result":{"action":"decline"}}));
-        assert!(crate::normalize::elicit::refusal(&parse(multi.as_bytes())["params"]).unwrap().contains("\"tags\""));
+        assert!(crate::pipeline::normalize::elicit::refusal(&parse(multi.as_bytes())["params"])
+            .unwrap()
+            .contains("\"tags\""));
     }
 
     #[test]

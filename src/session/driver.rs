@@ -59,7 +59,7 @@ pub struct JournalTo {
 pub struct Linker(pub std::sync::Arc<MintLinks>);
 
 /// What a [`Linker`] calls: the links of one raised request.
-pub type MintLinks = dyn Fn(&crate::events::InputRequest) -> Vec<String> + Send + Sync;
+pub type MintLinks = dyn Fn(&crate::pipeline::events::InputRequest) -> Vec<String> + Send + Sync;
 
 impl std::fmt::Debug for Linker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

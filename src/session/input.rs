@@ -4,7 +4,7 @@
 //! format drives every agent; each agent's protocol object turns it into its
 //! own wire lines.
 
-use crate::events::Scope;
+use crate::pipeline::events::Scope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -98,13 +98,13 @@ pub enum Decision {
     Cancelled,
 }
 
-impl From<Decision> for crate::events::Decision {
+impl From<Decision> for crate::pipeline::events::Decision {
     fn from(d: Decision) -> Self {
         match d {
-            Decision::Allow => crate::events::Decision::Allow,
-            Decision::Deny => crate::events::Decision::Deny,
-            Decision::Answer => crate::events::Decision::Answer,
-            Decision::Cancelled => crate::events::Decision::Cancelled,
+            Decision::Allow => crate::pipeline::events::Decision::Allow,
+            Decision::Deny => crate::pipeline::events::Decision::Deny,
+            Decision::Answer => crate::pipeline::events::Decision::Answer,
+            Decision::Cancelled => crate::pipeline::events::Decision::Cancelled,
         }
     }
 }
@@ -196,7 +196,7 @@ pub struct AckLine {
 impl AckLine {
     /// The reply to input line `line`: what it did, or why it was refused.
     pub fn new(line: u64, what: Result<super::Ack, String>) -> AckLine {
-        let kind = crate::normalize::ACK_TYPE.to_string();
+        let kind = crate::pipeline::normalize::ACK_TYPE.to_string();
         match what {
             Ok(a) => AckLine { kind, line, ack: Some(ack_name(a).into()), detail: Some(a.to_string()), refused: None },
             Err(why) => AckLine { kind, line, ack: None, detail: None, refused: Some(why) },
@@ -210,10 +210,10 @@ impl AckLine {
 
     /// An output line read as an ack; `None` for any other line.
     pub fn parse(line: &[u8]) -> Option<AckLine> {
-        if !crate::normalize::is_ack(line) {
+        if !crate::pipeline::normalize::is_ack(line) {
             return None;
         }
-        serde_json::from_slice::<AckLine>(line).ok().filter(|a| a.kind == crate::normalize::ACK_TYPE)
+        serde_json::from_slice::<AckLine>(line).ok().filter(|a| a.kind == crate::pipeline::normalize::ACK_TYPE)
     }
 }
 

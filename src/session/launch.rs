@@ -6,7 +6,7 @@ use super::acp::{Acp, AcpOptions};
 use super::claude::{self, Claude, ClaudeOptions};
 use super::codex::{Codex, CodexOptions};
 use super::{Agent, AnswerInput, MidTurn};
-use crate::events::InputRequest;
+use crate::pipeline::events::InputRequest;
 
 /// The interactive protocols runwire speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,11 +33,11 @@ impl AgentKind {
 
     /// The interactive protocol of a print-mode adapter (a plan task's
     /// adapter, `runwire-serve --agent`).
-    pub fn of(adapter: crate::normalize::Adapter) -> AgentKind {
+    pub fn of(adapter: crate::pipeline::normalize::Adapter) -> AgentKind {
         match adapter {
-            crate::normalize::Adapter::Claude => AgentKind::Claude,
-            crate::normalize::Adapter::Codex => AgentKind::Codex,
-            crate::normalize::Adapter::Cursor => AgentKind::Cursor,
+            crate::pipeline::normalize::Adapter::Claude => AgentKind::Claude,
+            crate::pipeline::normalize::Adapter::Codex => AgentKind::Codex,
+            crate::pipeline::normalize::Adapter::Cursor => AgentKind::Cursor,
         }
     }
 

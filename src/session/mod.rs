@@ -31,7 +31,7 @@ pub mod tap;
 pub mod wrappers;
 pub mod writer;
 
-use crate::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
+use crate::pipeline::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
 pub use input::{AnswerInput, Input, SteerInput};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -554,7 +554,7 @@ impl<A: Agent> Session<A> {
                     if self.failure.is_none() {
                         // The status line every reader of a task log takes as
                         // the run's end: an `exit` event that is not ok.
-                        let status = serde_json::json!({"type": crate::normalize::STATUS_TYPE, "ok": false,
+                        let status = serde_json::json!({"type": crate::pipeline::normalize::STATUS_TYPE, "ok": false,
                             "rc": 1, "session_id": self.session_id, "detail": why});
                         s.output.push(status.to_string().into_bytes());
                         self.failure = Some(why);

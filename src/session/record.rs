@@ -4,8 +4,8 @@
 //! `input_answer` in every dialect), and the journal's input records
 //! (`spec/runstate.schema.json`) a runner appends for them.
 
-use crate::events::{InputAnswer, InputRequest};
-use crate::normalize::{ANSWER_TYPE, IDLE_TYPE, REQUEST_TYPE};
+use crate::pipeline::events::{InputAnswer, InputRequest};
+use crate::pipeline::normalize::{ANSWER_TYPE, IDLE_TYPE, REQUEST_TYPE};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -150,7 +150,7 @@ use serde_json::Value;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Decision, InputKind};
+    use crate::pipeline::events::{Decision, InputKind};
 
     #[test]
     fn lines_carry_the_type_first_and_normalize_back() {
@@ -181,10 +181,13 @@ mod tests {
             at: "2026-01-01T00:00:01.000Z".into(),
             door: None,
         };
-        let mut n = crate::normalize::Normalizer::new(crate::normalize::Adapter::Claude, Default::default());
+        let mut n = crate::pipeline::normalize::Normalizer::new(
+            crate::pipeline::normalize::Adapter::Claude,
+            Default::default(),
+        );
         let evs: Vec<_> = [line, answer_line(&a)].iter().flat_map(|l| n.push(l)).collect();
-        assert_eq!(evs[0].data, crate::events::Data::InputRequest(r.clone()));
-        assert_eq!(evs[1].data, crate::events::Data::InputAnswer(a.clone()));
+        assert_eq!(evs[0].data, crate::pipeline::events::Data::InputRequest(r.clone()));
+        assert_eq!(evs[1].data, crate::pipeline::events::Data::InputAnswer(a.clone()));
         let rec = InputRecord::answered("me", "t", &a, 0);
         assert_eq!(rec.decision.as_deref(), Some("deny"));
         let rec = InputRecord::requested("me", "t", &r, 0);

@@ -13,7 +13,7 @@
 //! and not writable by group or others), checked again right before each
 //! exec ([`recheck`]), and the cached copy's content with it.
 
-use crate::normalize::Adapter;
+use crate::pipeline::normalize::Adapter;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -10,8 +10,9 @@
 pub mod control;
 
 use crate::control::{Command, Door, Issued, Verb};
-use crate::events::Data;
-use crate::normalize::{Adapter, Normalizer};
+use crate::pipeline::events::Data;
+use crate::pipeline::normalize::{Adapter, Normalizer};
+use crate::util::lines::{read_capped, Capped, Rest};
 use crate::runs::journal::{self, is_terminal, Journal, Record};
 use crate::runs::liveness::{self, Entry};
 use crate::runs::plan::{Plan, Task};
@@ -291,7 +292,7 @@ struct Bound {
     generation: u64,
     /// The agent's own id for it.
     request: String,
-    answer: Option<crate::events::InputAnswer>,
+    answer: Option<crate::pipeline::events::InputAnswer>,
     /// The door and `by` of the answer last written for it: the journal
     /// names the door when the answer that closed it is that one.
     door: Option<(Door, Option<String>)>,
@@ -315,7 +316,7 @@ struct TurnLog {
     idle: Option<u64>,
     /// An interactive session's requests still open, by id (its input is
     /// not closed while one waits).
-    pending: BTreeMap<String, crate::events::InputRequest>,
+    pending: BTreeMap<String, crate::pipeline::events::InputRequest>,
     /// Requests raised and closed since the journal last took them.
     records: Vec<Data>,
     /// The session's acknowledgements read since the last look.
@@ -325,7 +326,7 @@ struct TurnLog {
 impl TurnLog {
     fn new(adapter: Adapter, from: u64) -> TurnLog {
         // Event times are not used: a fixed clock spares a syscall per line.
-        let opts = crate::normalize::Options { clock: crate::util::time::Clock::Fixed(0), ..Default::default() };
+        let opts = crate::pipeline::normalize::Options { clock: crate::util::time::Clock::Fixed(0), ..Default::default() };
         TurnLog {
             read_to: from,
             norm: Normalizer::new(adapter, opts),
@@ -341,7 +342,7 @@ impl TurnLog {
     /// normalizer reports what it cannot read as an error event and goes on).
     fn feed(&mut self, line: &[u8]) {
         // The session's own word (no event: the normalizer skips the line).
-        if let Some(n) = crate::normalize::idle_inputs(line) {
+        if let Some(n) = crate::pipeline::normalize::idle_inputs(line) {
             self.idle = Some(n);
         }
         if let Some(a) = AckLine::parse(line) {

@@ -18,7 +18,7 @@
 //!
 //! `runwire-serve --agent X` warns at start through [`untested_warning`].
 
-use crate::normalize::Adapter;
+use crate::pipeline::normalize::Adapter;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -12,7 +12,7 @@
 //! entry (ignored until complete) and a repeated ordinal (the first wins).
 //!
 //! `spec/LAYOUT.md` ("who writes what") names the file; the `ts` rule that
-//! uses it is [`crate::normalize::Normalizer::push_at`]'s.
+//! uses it is [`crate::pipeline::normalize::Normalizer::push_at`]'s.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};

@@ -50,7 +50,7 @@ function route() {
   if (seg[0] === 'runs' && seg.length === 2) return ['run', [seg[1], null]];
   if (seg[0] === 'runs' && seg.length === 4 && seg[2] === 'tasks') return ['run', [seg[1], seg[3]]];
   if (seg[0] === 'run') return lastRun ? ['redirect', lastRun] : ['pick', []];
-  if (seg[0] === 'chat') return ['chat', []];
+  if (seg[0] === 'chat') return ['chat', seg.length === 2 ? [seg[1]] : []];
   if (seg[0] === 'compare') return ['compare', []];
   return ['runs', []];
 }

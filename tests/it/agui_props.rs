@@ -5,11 +5,11 @@
 
 use crate::support;
 use proptest::prelude::*;
-use runwire::agui::{TranslateOptions, Translator};
-use runwire::events::{
+use runwire::pipeline::events::{
     Channel, Data, ErrorData, Event, Exit, Parent, Seq, Subagent, TokenDelta, ToolCall, ToolResult, TurnEnd, TurnStart,
     Usage,
 };
+use runwire::pipeline::translate::{TranslateOptions, Translator};
 use serde_json::Value;
 
 fn pick(pool: &'static [&'static str]) -> impl Strategy<Value = String> {
@@ -95,7 +95,7 @@ fn data() -> impl Strategy<Value = Data> {
         1 => (proptest::sample::select(&[0i64, 0, 1, 2, 137][..]), proptest::option::of(pick(&["x"])))
             .prop_map(|(rc, detail)| Data::Exit(Exit { rc, ok: rc == 0, detail })),
         1 => (pick(&["runwire.tool_progress", "runwire.notification"]), parent()).prop_map(|(name, parent)| {
-            Data::Custom(runwire::events::Custom { name, value: serde_json::json!({"elapsed_time_seconds": 2, "parent_tool_use_id": null}), parent })
+            Data::Custom(runwire::pipeline::events::Custom { name, value: serde_json::json!({"elapsed_time_seconds": 2, "parent_tool_use_id": null}), parent })
         }),
     ]
 }
@@ -131,7 +131,7 @@ proptest! {
         let mut terminal_at = None;
         for (i, e) in evs.iter().enumerate() {
             // Round-trip through the wire form, as the binary does.
-            let parsed = runwire::agui::parse_line(e.to_json().as_bytes()).unwrap();
+            let parsed = runwire::pipeline::translate::parse_line(e.to_json().as_bytes()).unwrap();
             let produced = t.push(&parsed);
             if terminal_at.is_none() && produced.iter().any(|a| a.is_terminal()) {
                 terminal_at = Some(i);

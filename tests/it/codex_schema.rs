@@ -14,8 +14,8 @@
 
 use crate::support;
 
-use runwire::events::{Data, InputAnswer, InputRequest};
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::{Data, InputAnswer, InputRequest};
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 use runwire::session::codex::{Codex, CodexOptions};
 use runwire::session::{Agent, Signal};
 use runwire::util::time::Clock;

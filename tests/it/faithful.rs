@@ -3,8 +3,8 @@
 //! lost or misreported.
 
 use proptest::prelude::*;
-use runwire::events::{Data, Event};
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::{Data, Event};
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 use runwire::util::time::Clock;
 
 fn run(adapter: Adapter, lines: &[&str]) -> Vec<Event> {

@@ -7,7 +7,7 @@
 
 use crate::support;
 
-use runwire::normalize::Adapter;
+use runwire::pipeline::normalize::Adapter;
 use runwire::runs::index;
 use runwire::runs::list::{self, Options, Query};
 use runwire::runs::registry::{NewRun, Registry};

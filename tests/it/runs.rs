@@ -323,7 +323,10 @@ fn read_frames(port: u16, path: &str, last_id: Option<&str>, max: usize) -> (Vec
 
 /// The seqs a whole log normalizes to, in order (what normalize-events prints).
 fn expected_seqs(log: &[u8]) -> Vec<String> {
-    let mut n = runwire::normalize::Normalizer::new(runwire::normalize::Adapter::Claude, Default::default());
+    let mut n = runwire::pipeline::normalize::Normalizer::new(
+        runwire::pipeline::normalize::Adapter::Claude,
+        Default::default(),
+    );
     let mut out = Vec::new();
     for line in log.split(|&b| b == b'\n') {
         if line.is_empty() && out.is_empty() {
@@ -448,7 +451,7 @@ fn a_too_slow_client_gets_one_error_naming_the_dropped_range() {
         let b = want.iter().position(|s| s == to).unwrap();
         covered.extend(want[a..=b].iter().cloned());
     }
-    let key = |s: &String| runwire::events::Seq::parse(s).unwrap();
+    let key = |s: &String| runwire::pipeline::events::Seq::parse(s).unwrap();
     covered.sort_by_key(key);
     covered.dedup();
     assert!(covered == want, "delivered + dropped ranges != all: {} vs {}", covered.len(), want.len());

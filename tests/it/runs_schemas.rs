@@ -113,11 +113,11 @@ fn journal_records_fit_runstate_v1() {
         check(&s, &serde_json::to_value(&r).unwrap(), "record").unwrap();
     }
     // An interactive session's input records, as the library writes them.
-    let req: runwire::events::InputRequest = serde_json::from_value(serde_json::json!(
+    let req: runwire::pipeline::events::InputRequest = serde_json::from_value(serde_json::json!(
         {"id":"r1","kind":"question","questions":[{"question":"Tabs?","options":[{"label":"tabs"}],"multi_select":false}],
          "expires_at":"2026-01-01T00:05:00.000Z"}))
     .unwrap();
-    let ans: runwire::events::InputAnswer =
+    let ans: runwire::pipeline::events::InputAnswer =
         serde_json::from_value(serde_json::json!({"id":"r1","decision":"answer","answers":{"Tabs?":"tabs"},"by":"ana","at":"2026-01-01T00:01:00.000Z"}))
             .unwrap();
     let requested = runwire::session::record::InputRecord::requested("runner", "a", &req, 0);
@@ -125,7 +125,7 @@ fn journal_records_fit_runstate_v1() {
     // An approval's link (runwire-serve --public-url) and an answer through it.
     let mut linked = requested.clone();
     linked.links = Some(vec!["https://rw.example.net/a/eyJyIjoiYSJ9.c2ln".into()]);
-    let by_link = runwire::events::InputAnswer { door: Some("link".into()), ..ans.clone() };
+    let by_link = runwire::pipeline::events::InputAnswer { door: Some("link".into()), ..ans.clone() };
     let by_link = runwire::session::record::InputRecord::answered("runner", "a", &by_link, 0);
     assert_eq!(serde_json::to_value(&by_link).unwrap()["door"], "link");
     let doors = s["properties"]["door"]["enum"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string());

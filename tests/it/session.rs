@@ -7,8 +7,8 @@
 
 use crate::support;
 
-use runwire::events::{Data, Decision, Event, InputKind};
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::{Data, Decision, Event, InputKind};
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -123,15 +123,15 @@ fn events(out: &[String]) -> (Vec<Event>, Option<String>) {
     (evs, n.resume_session().map(str::to_string))
 }
 
-fn requests(evs: &[Event]) -> Vec<&runwire::events::InputRequest> {
+fn requests(evs: &[Event]) -> Vec<&runwire::pipeline::events::InputRequest> {
     evs.iter().filter_map(|e| if let Data::InputRequest(r) = &e.data { Some(r) } else { None }).collect()
 }
 
-fn answers(evs: &[Event]) -> Vec<&runwire::events::InputAnswer> {
+fn answers(evs: &[Event]) -> Vec<&runwire::pipeline::events::InputAnswer> {
     evs.iter().filter_map(|e| if let Data::InputAnswer(a) = &e.data { Some(a) } else { None }).collect()
 }
 
-fn tool_result(evs: &[Event], id: &str) -> runwire::events::ToolResult {
+fn tool_result(evs: &[Event], id: &str) -> runwire::pipeline::events::ToolResult {
     evs.iter()
         .find_map(|e| match &e.data {
             Data::ToolResult(r) if r.id == id => Some(r.clone()),

@@ -4,8 +4,8 @@
 //! what each cell shows (an approval, a denial, a question, an interrupt, a
 //! resume, an auth failure) comes out as the events a viewer needs.
 
-use runwire::events::{Data, Event};
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::{Data, Event};
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 use runwire::util::time::Clock;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ fn cell(agent: &str, name: &str) -> Vec<Event> {
 fn text(evs: &[Event]) -> String {
     evs.iter()
         .filter_map(|e| match &e.data {
-            Data::TokenDelta(d) if d.channel == runwire::events::Channel::Text => Some(d.text.as_str()),
+            Data::TokenDelta(d) if d.channel == runwire::pipeline::events::Channel::Text => Some(d.text.as_str()),
             _ => None,
         })
         .collect()

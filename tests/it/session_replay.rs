@@ -11,8 +11,8 @@
 
 use crate::support;
 
-use runwire::events::{Data, Decision};
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::{Data, Decision};
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 use runwire::util::time::Clock;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

@@ -1,8 +1,8 @@
 //! The contracts in `spec/` checked against the code: the adapter kind tables
 //! and the events/v1 schema's enums.
 
-use runwire::events::Data;
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::Data;
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 use runwire::util::time::Clock;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -119,10 +119,10 @@ fn the_schema_names_exactly_the_event_types_and_error_codes() {
         .map(|v| v.as_str().unwrap())
         .collect();
     let src = [
-        "src/normalize/mod.rs",
-        "src/normalize/claude.rs",
-        "src/normalize/cursor.rs",
-        "src/normalize/codex.rs",
+        "src/pipeline/normalize/mod.rs",
+        "src/pipeline/normalize/claude.rs",
+        "src/pipeline/normalize/cursor.rs",
+        "src/pipeline/normalize/codex.rs",
         "src/util/pipe.rs",
     ]
     .iter()

@@ -118,7 +118,7 @@ fn a_closed_pipe_is_a_quiet_success() {
 
 mod props {
     use proptest::prelude::*;
-    use runwire::sse::{Encoder, SseOptions};
+    use runwire::pipeline::encode::{Encoder, SseOptions};
 
     /// Lines built from JSON-ish pieces, CR and whitespace included, so that
     /// many of them are valid JSON and many are not.

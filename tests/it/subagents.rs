@@ -232,11 +232,24 @@ fn codex_and_acp_subagents_are_named_by_what_the_agent_says() {
     let s = p.agui.iter().find(|e| ty(e) == "SUBAGENT_STARTED").unwrap();
     assert_eq!((s["name"].as_str(), s["description"].as_str()), (Some("read_readme"), Some("/root/read_readme")));
     assert_eq!(raw_id(s["subagentRunId"].as_str().unwrap(), "sa"), Some("01a02207-f139-7391-91f2-4360d97ba1d1"));
+    // It sits under the spawn_agent call its subAgentActivity names (the
+    // item's id is that call's), streamed first as the main agent's call,
+    // which returns the subagent's answer after the subagent finished.
+    let call = s["parentToolCallId"].as_str().expect("parentToolCallId");
+    assert_eq!(raw_id(call, "t"), Some("call_uJGmCg6fIV3B8ZWScoCEGpLq"));
+    let at = |pred: &dyn Fn(&Value) -> bool| p.agui.iter().position(pred).unwrap();
+    let spawn = at(&|e| ty(e) == "TOOL_CALL_START" && e["toolCallId"] == call);
+    assert_eq!(p.agui[spawn]["toolCallName"], "collab__spawnAgent");
+    assert!(p.agui[spawn].get("subagentRunId").is_none(), "the spawning call is the main agent's");
+    assert_eq!(s.get("parentMessageId"), p.agui[spawn].get("parentMessageId"));
+    let started = at(&|e| ty(e) == "SUBAGENT_STARTED");
+    let finished = at(&|e| ty(e) == "SUBAGENT_FINISHED" && e["subagentRunId"] == s["subagentRunId"]);
+    let result = at(&|e| ty(e) == "TOOL_CALL_RESULT" && e["toolCallId"] == call);
+    assert!(spawn < started && started < finished && finished < result, "{}", p.agui_text);
+    assert_eq!(p.agui[result]["content"], "# Recording workspace");
     // The subagent's command ran in its thread: the call is the subagent's.
-    let cmd = p.agui.iter().find(|e| ty(e) == "TOOL_CALL_START" && e["toolCallName"] == "commandExecution");
-    if let Some(cmd) = cmd {
-        assert_eq!(cmd["subagentRunId"], s["subagentRunId"]);
-    }
+    let cmd = p.agui.iter().find(|e| ty(e) == "TOOL_CALL_START" && e["toolCallName"] == "command_execution");
+    assert_eq!(cmd.expect("the subagent's command")["subagentRunId"], s["subagentRunId"]);
     let p = pipe("cursor", "fixtures/cursor/bb-acp.subagent.jsonl");
     let s = p.agui.iter().find(|e| ty(e) == "SUBAGENT_STARTED").unwrap();
     assert_eq!((s["name"].as_str(), s["description"].as_str()), (Some("task"), Some("Read README first line")));
@@ -360,4 +373,125 @@ fn interactive_sessions_stream_their_subagent() {
         };
         assert_eq!(sa["name"], want, "{agent}");
     }
+}
+
+/// A call a subagent made that needs approval (a cell built from the
+/// recorded Claude Code subagent cell: the recording up to the subagent's
+/// Bash call, then Claude Code's `can_use_tool` request for that call),
+/// through `runwire-serve --interactive` over the replaying stub: the run
+/// stops on the interrupt, which carries the subagent's `subagentRunId`,
+/// and the subagent ends `SUBAGENT_FINISHED` `suspended` with that
+/// interrupt's id, before `RUN_FINISHED`. The stream passes `agui-check`
+/// (`support::verify::agui_check`) and the official client (`conformance/check.mjs`).
+#[test]
+#[cfg_attr(
+    not(all(tool = "jq", tool = "agui-client")),
+    ignore = "needs jq (the claude replay stub) and node, npm (official AG-UI client): apt-get install jq nodejs npm"
+)]
+fn an_interrupt_inside_a_subagent_suspends_it() {
+    use std::io::{Read, Write};
+    support::need(&["jq", "agui-client"]);
+    let dir = support::scratch("subagent-interrupt");
+    let src = root().join("fixtures/interactive/claude-code/subagent");
+    let cell = dir.join("cell");
+    std::fs::create_dir_all(&cell).unwrap();
+    std::fs::copy(src.join("manifest.json"), cell.join("manifest.json")).unwrap();
+    let envelopes = |f: &str| -> Vec<Value> {
+        std::fs::read_to_string(src.join(f)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    // The subagent's Bash call (its assistant line names its spawner).
+    let from = envelopes("from-agent.ndjson");
+    let line = |e: &Value| serde_json::from_str::<Value>(e["line"].as_str().unwrap()).unwrap();
+    let bash = from
+        .iter()
+        .position(|e| {
+            let l = line(e);
+            l["type"] == "assistant"
+                && l["parent_tool_use_id"].is_string()
+                && l["message"]["content"][0]["name"] == "Bash"
+        })
+        .expect("the subagent's Bash call");
+    let call = line(&from[bash])["message"]["content"][0].clone();
+    let seq = from[bash]["seq"].as_u64().unwrap();
+    let ask = serde_json::json!({"type": "control_request", "request_id": "req-subagent-bash", "request": {
+        "subtype": "can_use_tool", "tool_name": "Bash", "display_name": "Bash", "input": call["input"],
+        "tool_use_id": call["id"]}});
+    let mut envelope = from[bash].clone();
+    envelope["seq"] = (seq + 1).into();
+    envelope["line"] = ask.to_string().into();
+    let mut kept: Vec<String> = from[..=bash].iter().map(Value::to_string).collect();
+    kept.push(envelope.to_string());
+    std::fs::write(cell.join("from-agent.ndjson"), kept.join("\n") + "\n").unwrap();
+    let to: Vec<String> = envelopes("to-agent.ndjson")
+        .iter()
+        .filter(|e| e["seq"].as_u64().unwrap() < seq)
+        .map(Value::to_string)
+        .collect();
+    std::fs::write(cell.join("to-agent.ndjson"), to.join("\n") + "\n").unwrap();
+
+    let eng = dir.join("engine.sh");
+    let stub = root().join("fixtures/stub-engines/replay");
+    std::fs::write(&eng, format!("#!/bin/sh\nexec {} claude {} -- \"$@\"\n", stub.display(), cell.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&eng, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = support::Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(&eng)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000");
+    let s = support::Server::spawn(cmd).owning(dir.clone());
+    let prompt = support::user_messages(&src).remove(0);
+    let body = serde_json::json!({"threadId": "t", "runId": "r1",
+        "messages": [{"id": "m1", "role": "user", "content": prompt}]})
+    .to_string();
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    write!(
+        c,
+        "POST /agui HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        s.port,
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).unwrap();
+    let ev = support::sse::http_events(&raw);
+    // `agui-check`'s library: the independent verifier's camelCase rule
+    // for CUSTOM values does not hold for `runwire.input_request`, whose
+    // value is the events/v1 request as is (snake_case, which the studio reads).
+    support::verify::agui_check(&ev).unwrap_or_else(|e| panic!("{e}\n{ev:#?}"));
+    assert!(!s.stderr().contains("replay:"), "the replay found a wrong line:\n{}", s.stderr());
+
+    let sa = ev.iter().find(|e| ty(e) == "SUBAGENT_STARTED").expect("a subagent");
+    let sub = sa["subagentRunId"].as_str().unwrap();
+    let end = ev.last().unwrap();
+    assert_eq!((ty(end), end["outcome"]["type"].as_str()), ("RUN_FINISHED", Some("interrupt")), "{end}");
+    let ints = end["outcome"]["interrupts"].as_array().unwrap();
+    let [i] = &ints[..] else { panic!("{ints:?}") };
+    assert_eq!(i["subagentRunId"], sub, "the interrupt is the subagent's: {i}");
+    let bash_call = ev
+        .iter()
+        .find(|e| ty(e) == "TOOL_CALL_START" && e["toolCallId"] == i["toolCallId"])
+        .expect("the call the interrupt is about was streamed");
+    assert_eq!((bash_call["toolCallName"].as_str(), bash_call["subagentRunId"].as_str()), (Some("Bash"), Some(sub)));
+    let fin: Vec<&Value> = ev.iter().filter(|e| ty(e) == "SUBAGENT_FINISHED").collect();
+    let [fin] = &fin[..] else { panic!("{fin:?}") };
+    assert_eq!(fin["subagentRunId"], sub);
+    assert_eq!(fin["outcome"], serde_json::json!({"type": "suspended", "interruptIds": [i["id"]]}), "{fin}");
+    assert!(!ev.iter().any(|e| ty(e) == "SUBAGENT_ERROR"));
+
+    // The official client, on the bytes as served.
+    let head = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let sse = dir.join("interrupt.sse");
+    std::fs::write(&sse, &raw[head + 4..]).unwrap();
+    let out = std::process::Command::new("node")
+        .arg(root().join("conformance/check.mjs"))
+        .arg(&sse)
+        .current_dir(root().join("conformance"))
+        .output()
+        .expect("node runs");
+    let report = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{report}{}", String::from_utf8_lossy(&out.stderr));
+    let l: Value = serde_json::from_str(report.trim()).unwrap();
+    assert_eq!((l["ok"].as_bool(), l["types"]["SUBAGENT_FINISHED"].as_u64()), (Some(true), Some(1)), "{l}");
 }

@@ -2,8 +2,8 @@
 //! through one adapter. Every event it emits must survive the trip through its
 //! own wire form, since `agui-translate` reads exactly that.
 
-use runwire::events::Event;
-use runwire::normalize::{Adapter, Normalizer, Options};
+use runwire::pipeline::events::Event;
+use runwire::pipeline::normalize::{Adapter, Normalizer, Options};
 
 fn check(events: Vec<Event>) {
     for ev in events {

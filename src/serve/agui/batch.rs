@@ -13,9 +13,9 @@
 
 use super::common::{Body, Messages, Outcome};
 use super::RunInput;
-use crate::agui::{AguiEvent, TranslateOptions, Translator};
-use crate::events::{Data, Event, Exit, Seq};
-use crate::normalize::{Normalizer, Options};
+use crate::pipeline::events::{Data, Event, Exit, Seq};
+use crate::pipeline::normalize::{Normalizer, Options};
+use crate::pipeline::translate::{AguiEvent, TranslateOptions, Translator};
 use crate::runs::record::Recorder;
 use crate::serve::http::{client_gone, Request};
 use crate::serve::run::{self, Lines};

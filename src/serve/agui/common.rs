@@ -225,10 +225,10 @@ pub(super) struct Messages {
     /// Catching up (a retried run that joins a live one): events are
     /// applied, not sent, until [`Messages::go_live`]; `RUN_STARTED` kept.
     catching_up: bool,
-    started: Option<crate::agui::AguiEvent>,
+    started: Option<crate::pipeline::translate::AguiEvent>,
     /// Messages and tool calls opened and not yet closed (their openers),
     /// sent again after a catch-up's snapshot: the client has them closed.
-    open: Vec<crate::agui::AguiEvent>,
+    open: Vec<crate::pipeline::translate::AguiEvent>,
     on: bool,
 }
 
@@ -309,8 +309,12 @@ impl Messages {
 
     /// Sends (or, catching up, applies) a run's events, recording the
     /// messages they make.
-    pub(super) fn emit(&mut self, events: Vec<crate::agui::AguiEvent>, body: &mut Body) -> io::Result<()> {
-        use crate::agui::AguiEvent as E;
+    pub(super) fn emit(
+        &mut self,
+        events: Vec<crate::pipeline::translate::AguiEvent>,
+        body: &mut Body,
+    ) -> io::Result<()> {
+        use crate::pipeline::translate::AguiEvent as E;
         for e in events {
             if !self.on {
                 body.frame(e.to_frame().as_bytes())?;
@@ -365,7 +369,7 @@ impl Messages {
     fn send_pending(&mut self, body: &mut Body) -> io::Result<()> {
         for s in std::mem::take(&mut self.pending) {
             let v = serde_json::json!({"type": "MESSAGES_SNAPSHOT", "messages": s});
-            body.frame(crate::sse::frame(None, None, &v.to_string()).as_bytes())?;
+            body.frame(crate::pipeline::encode::frame(None, None, &v.to_string()).as_bytes())?;
         }
         Ok(())
     }

@@ -40,9 +40,9 @@
 
 use super::common::{Body, Messages, Outcome};
 use super::RunInput;
-use crate::agui::{AguiEvent, RunOutcome, TranslateOptions, Translator};
 use crate::control::Door;
-use crate::events::{Data, Event, Exit, Seq};
+use crate::pipeline::events::{Data, Event, Exit, Seq};
+use crate::pipeline::translate::{AguiEvent, RunOutcome, TranslateOptions, Translator};
 use crate::serve::http::{client_gone, Request};
 use crate::serve::interrupts::Plan;
 use crate::serve::{options::BIN, state::Shared};
@@ -611,7 +611,7 @@ fn waiting(st: &State) -> Vec<String> {
 
 /// Records a request of the agent as an interrupt of the thread, bound to
 /// the AG-UI toolCallId of its call.
-fn raise(run: &Run, th: &Thread, r: &crate::events::InputRequest) {
+fn raise(run: &Run, th: &Thread, r: &crate::pipeline::events::InputRequest) {
     let mut st = lock(&th.st);
     let tcid =
         r.tool_call_id.as_ref().and_then(|raw| run.tr.tool_calls().get(raw).or_else(|| st.tool_ids.get(raw)).cloned());

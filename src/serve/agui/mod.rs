@@ -273,7 +273,7 @@ impl Drop for Admitted<'_> {
 pub fn capabilities(shared: &Shared) -> Value {
     let hitl = if shared.cfg.interactive {
         // Only claude runs a call with edited input; codex and ACP run it as asked.
-        let edits = shared.cfg.adapter == crate::normalize::Adapter::Claude;
+        let edits = shared.cfg.adapter == crate::pipeline::normalize::Adapter::Claude;
         json!({"supported": true, "approvals": true, "interventions": true, "interrupts": true, "approveWithEdits": edits})
     } else {
         json!({"supported": false})
@@ -283,7 +283,7 @@ pub fn capabilities(shared: &Shared) -> Value {
     // and cursor in their interactive protocols (app-server threads, ACP
     // cursor/task) only. Which subagents an agent has is its own config:
     // no `subagents` list.
-    let subagents = shared.cfg.adapter == crate::normalize::Adapter::Claude || shared.cfg.interactive;
+    let subagents = shared.cfg.adapter == crate::pipeline::normalize::Adapter::Claude || shared.cfg.interactive;
     json!({
         "identity": {"name": super::options::BIN, "type": shared.cfg.adapter.name(), "version": env!("CARGO_PKG_VERSION")},
         "transport": {"streaming": true},

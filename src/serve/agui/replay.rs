@@ -10,9 +10,9 @@
 
 use super::common::{Body, Messages};
 use super::RunInput;
-use crate::agui::{TranslateOptions, Translator};
-use crate::events::{Data, Event, Exit, Seq};
-use crate::normalize::{Normalizer, Options};
+use crate::pipeline::events::{Data, Event, Exit, Seq};
+use crate::pipeline::normalize::{Normalizer, Options};
+use crate::pipeline::translate::{TranslateOptions, Translator};
 use crate::runs::record::{self, Recorded};
 use crate::serve::http::{client_gone, Request};
 use crate::serve::state::Shared;

@@ -34,11 +34,20 @@
 use super::reader::{Batch, Reader, Source, Step, Tail, READ};
 use super::resolved::Resolved;
 use super::task::{AguiId, JOURNAL_EVERY, TICK};
-use crate::agui::{AguiEvent, CustomValue, ErrorValue};
-use crate::events::{Data, ErrorData, Event, Seq};
+use crate::pipeline::translate::{AguiEvent, CustomValue, ErrorValue};
+use crate::pipeline::events::{Data, ErrorData, Event, Seq};
 use crate::serve::state::Shared;
 use crate::serve::stream::Stream;
 use crate::util::watch::Sub;
+use super::live::Resolved;
+use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
+use crate::util::lines::KEEP_CAPACITY;
+use crate::util::lines::{Flow, Line, Lines};
+use crate::pipeline::encode::{Encoder, SseOptions};
+use crate::pipeline::events::{Data, ErrorData, Event, Seq, Writer};
+use crate::pipeline::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::translate::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
+use crate::serve::Shared;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io;
@@ -51,6 +60,7 @@ const ACTIVE: Duration = Duration::from_secs(1);
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
 
 /// The shared frames of a task stream (see the module's doc).
 pub(super) struct Tap {
@@ -300,7 +310,7 @@ impl Client<'_> {
             // which never sees it, would frame the rest differently.
             let value = CustomValue::Error(ErrorValue { reason, code, raw });
             let ev = AguiEvent::Custom { name: "runwire.error", value, subagent_run_id: None, timestamp: Some(ts_ms) };
-            crate::sse::frame(None, None, &ev.to_json())
+            crate::pipeline::encode::frame(None, None, &ev.to_json())
         } else {
             let ev = Event {
                 run: Some(self.src.run.to_string()),
@@ -310,7 +320,7 @@ impl Client<'_> {
                 ts_ms,
                 data: Data::Error(ErrorData { reason, code, raw, fatal: false }),
             };
-            crate::sse::frame(Some("error"), None, &ev.to_json())
+            crate::pipeline::encode::frame(Some("error"), None, &ev.to_json())
         };
         out.push(frame.as_bytes());
     }

@@ -123,6 +123,10 @@ export function applyAgui(run, ev) {
     case 'REASONING_START':
     case 'REASONING_END':
       break;
+    case 'MESSAGES_SNAPSHOT':
+      // The thread as it stood: the chat's thread messages take it
+      // (state/messages.js); this run's transcript is its own events.
+      break;
     case 'TOOL_CALL_START':
     case 'TOOL_CALL_ARGS':
     case 'TOOL_CALL_END':

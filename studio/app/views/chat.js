@@ -3,7 +3,8 @@
 // default, tool cards, and the run's status or error.
 
 import { errorText, headers, postCommand, randomId, readBody, readSse, unauthorized } from '../api.js';
-import { applyAgui, assistantText, createRun, failRun, isTerminal, runCost, takeDirty } from '../state/agui.js';
+import { applyAgui, createRun, failRun, isTerminal, runCost, takeDirty } from '../state/agui.js';
+import { addSent, applyMessageEvent, createThreadMessages, history } from '../state/messages.js';
 import { fromInterrupt, resumeEntry } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatInt, formatUsd } from '../state/format.js';
@@ -13,6 +14,13 @@ import { describeServer } from '../state/server.js';
 import { h, scheduler, setText } from './dom.js';
 import { TranscriptView } from './transcript.js';
 
+/** A message's text: its content string, or the text parts of a multimodal one. */
+function messageText(content) {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content.filter((p) => p && p.type === 'text' && typeof p.text === 'string').map((p) => p.text).join('\n');
+}
+
 /** A message the agent is still saying (a tool call or a subagent is a block of its own). */
 function underWay(it) {
   return !it.done && it.kind !== 'tool' && it.kind !== 'subagent';
@@ -21,10 +29,15 @@ function underWay(it) {
 export class ChatView {
   constructor() {
     this.threadId = randomId('thread');
-    this.history = [];
+    // The thread's messages as this page holds them, with the stream's ids:
+    // each run sends them as its history (state/messages.js).
+    this.thread = createThreadMessages();
     this.current = null;
     this.heading = h('h1', { tabindex: '-1' }, 'Chat');
     this.threadLine = h('code.thread-id');
+    // The thread's address: opened in another page (or device), it continues
+    // the thread; the conversation so far comes with its first reply.
+    this.threadLink = h('a.thread-link', { href: '#/chat' }, 'Link');
     // The thread's name (its first message until renamed here), kept in this browser.
     this.threadName = h('input.thread-name', {
       id: 'thread-name', type: 'text', maxlength: '200', autocomplete: 'off', placeholder: 'Named by its first message',
@@ -86,6 +99,7 @@ export class ChatView {
         h('label', { for: 'thread-name' }, 'Thread'),
         this.threadName,
         this.threadLine,
+        this.threadLink,
         h('button.link', { type: 'button', onclick: () => this.newThread() }, 'New thread'),
       ),
       this.demoNote,
@@ -103,9 +117,21 @@ export class ChatView {
     setText(this.threadLine, this.threadId);
     this.threadLine.title = this.threadId;
     this.threadName.value = threadName(this.threadId) ?? '';
+    this.threadLink.setAttribute('href', `#/chat/${encodeURIComponent(this.threadId)}`);
+    this.threadLink.title = 'This thread, to open elsewhere';
   }
 
-  mount() {}
+  /** `#/chat/THREAD`: continues that thread (unless a run is under way). */
+  mount([threadId] = []) {
+    if (!threadId || threadId === this.threadId || this.current) return;
+    this.threadId = threadId;
+    this.thread = createThreadMessages();
+    this.showThread();
+    this.log.replaceChildren(
+      h('p.empty.thread-opened', null, 'An existing thread: its conversation so far comes with the reply to your next message.'),
+    );
+    setText(this.status, 'Thread opened.');
+  }
 
   unmount() {}
 
@@ -120,7 +146,7 @@ export class ChatView {
   newThread() {
     if (this.current) return;
     this.threadId = randomId('thread');
-    this.history = [];
+    this.thread = createThreadMessages();
     this.showThread();
     this.log.replaceChildren();
     setText(this.status, 'New thread.');
@@ -197,7 +223,8 @@ export class ChatView {
     // The first message names the thread, unless the person already did.
     if (!threadName(this.threadId)) this.threadName.value = setThreadName(this.threadId, nameFromMessage(text)) ?? '';
     const userMsg = { id: randomId('msg'), role: 'user', content: text };
-    const messages = [...this.history, userMsg];
+    addSent(this.thread, userMsg);
+    const messages = history(this.thread);
     const run = createRun({ threadId: this.threadId, runId });
     const transcript = h('div.transcript');
     const runLine = h('p.run-line');
@@ -205,11 +232,11 @@ export class ChatView {
     const ex = h(
       'article.exchange',
       { 'data-run-id': runId },
-      h('div.msg.user', null, h('h2.who', null, 'You'), h('p.user-text', null, text)),
+      h('div.msg.user', { 'data-message-id': userMsg.id }, h('h2.who', null, 'You'), h('p.user-text', null, text)),
       h('div.msg.assistant', null, h('h2.who', null, 'Agent'), transcript, cards, runLine),
     );
     this.log.appendChild(ex);
-    const exchange = { run, view: new TranscriptView(transcript, run), runLine, cards, messages };
+    const exchange = { el: ex, run, view: new TranscriptView(transcript, run), runLine, cards };
     this.prompt.value = '';
     await this.stream(exchange, { threadId: this.threadId, runId, messages, tools: [], context: [], state: {}, forwardedProps: {} });
   }
@@ -268,6 +295,10 @@ export class ChatView {
           } catch {
             ev = null;
           }
+          // What the thread held before this run (a snapshot's messages this
+          // page never showed) goes above the exchange; the rest is the run's.
+          const earlier = applyMessageEvent(this.thread, ev);
+          if (earlier.length) this.showEarlier(exchange, earlier);
           applyAgui(run, ev);
           flush();
           return true;
@@ -287,13 +318,32 @@ export class ChatView {
     this.current = null;
     this.send.disabled = false;
     this.stop.disabled = true;
-    if (run.status === 'waiting') {
-      this.ask(exchange);
-      return;
+    if (run.status === 'waiting') this.ask(exchange);
+  }
+
+  /** Messages of the thread from before this page's runs (a snapshot's), shown above the exchange. */
+  showEarlier(exchange, messages) {
+    const block = h('div.earlier', { 'aria-label': 'Earlier in this thread' });
+    for (const m of messages) {
+      const text = messageText(m.content);
+      if (m.role === 'user' && text) {
+        block.appendChild(h('div.msg.user', { 'data-message-id': m.id }, h('h2.who', null, 'You'), h('p.user-text', null, text)));
+      } else if (m.role === 'assistant') {
+        const who = m.subagentRunId ? 'Subagent' : 'Agent';
+        const calls = Array.isArray(m.toolCalls) ? m.toolCalls.map((c) => c && c.function && c.function.name).filter(Boolean) : [];
+        if (!text && !calls.length) continue;
+        block.appendChild(
+          h(
+            'div.msg.assistant',
+            { 'data-message-id': m.id },
+            h('h2.who', null, who),
+            text ? h('div.assistant-text', null, text) : null,
+            calls.length ? h('p.earlier-tools', null, `Tool calls: ${calls.join(', ')}`) : null,
+          ),
+        );
+      }
     }
-    this.history = [...exchange.messages];
-    const answer = assistantText(run);
-    if (answer) this.history.push({ id: randomId('msg'), role: 'assistant', content: answer });
+    if (block.childElementCount) this.log.insertBefore(block, exchange.el);
   }
 
   /** The run ended with interrupts: one card each; when all are answered, the resume run goes. */
@@ -312,7 +362,7 @@ export class ChatView {
             this.stream(exchange, {
               threadId: this.threadId,
               runId,
-              messages: exchange.messages,
+              messages: history(this.thread),
               tools: [],
               context: [],
               state: {},

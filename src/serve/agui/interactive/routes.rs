@@ -211,7 +211,7 @@ fn link_thread(shared: &Shared, c: &crate::serve::links::Claims) -> Result<std::
 pub fn link_request(
     shared: &Shared,
     c: &crate::serve::links::Claims,
-) -> Result<Option<crate::events::InputRequest>, String> {
+) -> Result<Option<crate::pipeline::events::InputRequest>, String> {
     let th = link_thread(shared, c)?;
     let st = link_state(&th, c)?;
     Ok(st.raised.request_of(&c.i).and_then(|rid| st.raised.get(rid)).map(|(r, _)| r.clone()))

@@ -4,7 +4,7 @@
 //! open requests, session id, exit) is the engine's [`Status`]; nothing
 //! here keeps a copy of it.
 
-use crate::normalize::{Normalizer, Options};
+use crate::pipeline::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
 use crate::serve::agui::MAX_THREADS;
 use crate::serve::interrupts::{Offer, Raised};
@@ -398,7 +398,7 @@ fn start_live(
     let run_id = lock(&rec).as_ref().map(|r| r.run_id.clone());
     let links = shared.cfg.links.clone().zip(run_id).map(|(keys, run)| {
         let task: String = crate::runs::record::TASK.into();
-        crate::session::driver::Linker(Arc::new(move |r: &crate::events::InputRequest| {
+        crate::session::driver::Linker(Arc::new(move |r: &crate::pipeline::events::InputRequest| {
             let name = lock(&link_for).clone();
             crate::serve::links::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
         }))

@@ -14,9 +14,9 @@
 //! | `item/completed` `agentMessage` / `plan` / `reasoning` | `token_delta`: what the deltas missed |
 //! | `item/started` of a tool item | `tool_call` |
 //! | `item/completed` of a tool item | `tool_result` (and `tool_call` if never started) |
-//! | `item/*` `subAgentActivity` | `custom` `runwire.subagent` (not a tool: a subagent started, acted, ended) |
+//! | `item/*` `subAgentActivity` | `custom` `runwire.subagent` (a subagent started, acted, ended); its `started` also the `tool_call` `collab__spawnAgent` it names (the item's id is the `spawn_agent` call's), whose `tool_result` comes when the subagent's turn ends (its last message), it is `interrupted`, or the session's turn ends |
 //! | `turn/completed` | `turn_end` (`interrupted` and `failed` are not ok; usage: this turn's share of the thread total) |
-//! | anything of a subagent's thread | as above with `parent` = the item that started the subagent; its turns yield nothing |
+//! | anything of a subagent's thread | as above with `parent` = the item that started the subagent; its turns yield no turn events |
 //! | `error` | `error` (`agent_error`, not fatal: codex retries, and a turn that gives up ends with `turn/completed`) |
 //! | `warning`, `configWarning`, `guardianWarning`, `deprecationNotice` | `custom` `runwire.notice` (level `warning`) |
 //! | a notification in no list here (a newer codex) | `custom` `runwire.notice` (level `info`): shown, never an error |
@@ -28,7 +28,7 @@
 //! schema codex 0.169.0 generates (`fixtures/codex-schema/`).
 
 use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
-use crate::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{json, Value};
 
 /// Notifications known and skipped on purpose (bookkeeping, account and
@@ -156,6 +156,12 @@ pub(crate) struct CodexApp {
     /// `fork`), and subagents' threads with the item that started each.
     main: Option<String>,
     subs: Vec<(String, Subagent)>,
+    /// Spawns streamed as a `tool_call` (a `subAgentActivity` `started`
+    /// names the `spawn_agent` call by its id) whose subagent has not
+    /// finished: (call id, the subagent's thread, the thread it was spawned in).
+    spawns: Vec<(String, String, Parent)>,
+    /// Every spawn streamed so far (a later notice of it is no new call).
+    spawned: Vec<String>,
 }
 
 fn usage_from(v: &Value) -> Option<Usage> {
@@ -215,8 +221,14 @@ impl CodexApp {
         let p = v.get("params").unwrap_or(&Value::Null);
         let parent = self.parent(p);
         match method {
+            // A subagent's turn that ends is its work done: the call that
+            // spawned it returns (the session's own turn goes on).
+            "turn/completed" if parent.is_some() => {
+                let t = p.str_at("threadId").unwrap_or("");
+                self.spawn_done(ctx, Some(t), p.get("turn").unwrap_or(&Value::Null));
+            }
             // A subagent's own turns are part of the session's turn.
-            "turn/started" | "turn/completed" if parent.is_some() => {}
+            "turn/started" if parent.is_some() => {}
             "thread/started" if self.main.is_some() => {}
             // A subagent's thread can be announced before the session's own
             // (or without one): it never becomes the session.
@@ -320,6 +332,45 @@ impl CodexApp {
         }
     }
 
+    /// Streams the `spawn_agent` call a `subAgentActivity` `started` names,
+    /// once (a codex that also sends it as a `collabAgentToolCall` item
+    /// streamed it already).
+    fn spawn(&mut self, ctx: &mut Ctx, id: &str, item: &Value, within: &Parent) {
+        let Some(t) = item.str_at("agentThreadId") else { return };
+        if id.is_empty() || self.spawned.iter().any(|s| s == id) || self.open_tools.iter().any(|s| s == id) {
+            return;
+        }
+        super::push_bounded(&mut self.spawned, id.to_string());
+        super::push_bounded(&mut self.spawns, (id.to_string(), t.to_string(), within.clone()));
+        let args = json!({ "agent_path": item.get("agentPath"), "receiver_thread_ids": [t] });
+        ctx.emit(tool_call(id.to_string(), "collab__spawnAgent".into(), args, None, within.clone()));
+    }
+
+    /// The spawns of subagent `thread` (or, with `None`, every one still
+    /// open) return: with the subagent's last message, failed unless
+    /// `turn.status` is `completed`.
+    fn spawn_done(&mut self, ctx: &mut Ctx, thread: Option<&str>, turn: &Value) {
+        let status = turn.str_at("status").unwrap_or("completed");
+        let answer = turn
+            .get("items")
+            .and_then(Value::as_array)
+            .and_then(|items| items.iter().rev().find(|i| i.str_at("type") == Some("agentMessage")))
+            .and_then(|i| i.str_at("text"));
+        let mut i = 0;
+        while i < self.spawns.len() {
+            if thread.is_some_and(|t| self.spawns[i].1 != t) {
+                i += 1;
+                continue;
+            }
+            let (id, _, within) = self.spawns.remove(i);
+            let out = match (answer, status) {
+                (Some(a), "completed") => a.to_string(),
+                (_, s) => s.to_string(),
+            };
+            ctx.emit(tool_result(id, &out, status != "completed", None, within));
+        }
+    }
+
     /// A response to one of the client's requests.
     fn response(&mut self, ctx: &mut Ctx, raw: &[u8], v: &Value) {
         if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
@@ -333,6 +384,8 @@ impl CodexApp {
     }
 
     fn turn_completed(&mut self, ctx: &mut Ctx, turn: &Value) {
+        // Spawns still open end with the session's turn, at the latest.
+        self.spawn_done(ctx, None, turn);
         self.texts.clear();
         let status = turn.str_at("status").unwrap_or("completed");
         let ok = status == "completed";
@@ -375,9 +428,20 @@ impl CodexApp {
         }
         if ty == "subAgentActivity" {
             // Bookkeeping of a subagent (its thread's items carry the work):
-            // a notice when it changes, not a tool that never returns.
+            // a notice when it changes. Its `started` names the
+            // `spawn_agent` call that started it (the item's id is that
+            // call's): streamed as that call, so the subagent sits under
+            // it (`parentToolCallId`); the call returns when the subagent's
+            // turn ends (or it is interrupted, or the session's turn ends).
             // The notice is the subagent's own (its `started` opens it for
             // a viewer before its first event).
+            let t = item.str_at("agentThreadId");
+            match item.str_at("kind") {
+                Some("started") => self.spawn(ctx, &id, item, &parent),
+                Some("completed") if done => self.spawn_done(ctx, t, &json!({"status": "completed"})),
+                Some("interrupted") if done => self.spawn_done(ctx, t, &json!({"status": "interrupted"})),
+                _ => {}
+            }
             if done {
                 let mut v = item.clone();
                 if let Some(o) = v.as_object_mut() {
@@ -566,9 +630,10 @@ fn content_text(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::events::Data;
-    use crate::normalize::{Adapter, Normalizer, Options};
+    use crate::pipeline::events::Data;
+    use crate::pipeline::normalize::{Adapter, Normalizer, Options};
     use crate::util::time::Clock;
+    use crate::pipeline::events::{Data, Event};
     use serde_json::json;
 
     fn normalizer() -> Normalizer {
@@ -628,7 +693,10 @@ mod tests {
         n.push(br#"{"id":2,"result":{"thread":{"id":"th"}}}"#);
         let item =
             r#"{"type":"subAgentActivity","id":"s1","kind":"started","agentPath":"/root/a","agentThreadId":"sub"}"#;
-        assert!(n.push(format!(r#"{{"method":"item/started","params":{{"item":{item}}}}}"#).as_bytes()).is_empty());
+        // Its start is the spawn_agent call it names (the item's id), the session's own call.
+        let ev = n.push(format!(r#"{{"method":"item/started","params":{{"item":{item}}}}}"#).as_bytes());
+        let [Event { data: Data::ToolCall(call), .. }] = &ev[..] else { panic!("{ev:?}") };
+        assert_eq!((call.id.as_str(), call.name.as_str(), call.parent.is_none()), ("s1", "collab__spawnAgent", true));
         let ev = n.push(format!(r#"{{"method":"item/completed","params":{{"item":{item}}}}}"#).as_bytes());
         // The notice is the subagent's own: it names the invocation it is about.
         let [e] = &ev[..] else { panic!("{ev:?}") };
@@ -652,6 +720,19 @@ mod tests {
         let Data::TokenDelta(d) = &ev[0].data else { panic!("{ev:?}") };
         let p = d.parent.as_deref().expect("parented");
         assert_eq!((p.name.as_str(), p.id.as_str(), p.parent_id.as_deref()), ("b", "sub2", Some("sub")));
+        // The inner subagent's turn ends: its spawn (a call of the outer one) returns its answer.
+        let done = br#"{"method":"turn/completed","params":{"threadId":"sub2","turn":{"id":"t","status":"completed","items":[{"type":"agentMessage","id":"m2","text":"y"}]}}}"#;
+        let ev = n.push(done);
+        let [Event { data: Data::ToolResult(r), .. }] = &ev[..] else { panic!("{ev:?}") };
+        assert_eq!((r.id.as_str(), r.output.as_str(), r.is_error), ("s2", "y", false));
+        assert_eq!(r.parent.as_deref().map(|p| p.id.as_str()), Some("sub"));
+        // The session's turn ends: the outer spawn, still open, returns (as failed, the turn was).
+        let ev = n.push(
+            br#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t0","status":"interrupted"}}}"#,
+        );
+        let Data::ToolResult(r) = &ev[0].data else { panic!("{ev:?}") };
+        assert_eq!((r.id.as_str(), r.output.as_str(), r.is_error), ("s1", "interrupted", true));
+        assert!(matches!(ev[1].data, Data::TurnEnd(_)), "{ev:?}");
     }
 
     #[test]

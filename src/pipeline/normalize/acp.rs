@@ -26,7 +26,7 @@
 //! the turn it opens is shown whole (issue 26 case 6).
 
 use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
-use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart};
+use crate::pipeline::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart};
 use serde_json::{json, Value};
 
 /// `session/update` kinds known and skipped on purpose: editor state (commands,
@@ -74,7 +74,7 @@ pub(crate) fn is_agent_request(method: &str) -> bool {
 fn task(ctx: &mut Ctx, p: &Value) {
     let Some(call) = p.str_at("toolCallId").filter(|c| !c.is_empty()) else { return };
     let name = p.str_at("subagentType").filter(|t| !t.is_empty()).unwrap_or("task");
-    let sub = crate::events::Subagent {
+    let sub = crate::pipeline::events::Subagent {
         tool_call: call.to_string(),
         id: p.str_at("agentId").filter(|a| !a.is_empty()).unwrap_or(call).to_string(),
         name: name.to_string(),

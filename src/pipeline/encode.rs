@@ -5,7 +5,7 @@
 //! The official client splits frames on `\n\n` only, so no CR may ever reach
 //! the wire; a JSON line carrying CR (legal JSON whitespace) is minified.
 
-use crate::events::Seq;
+use crate::pipeline::events::Seq;
 use serde_json::Value;
 
 /// Encoder settings (the `sse-encode` flags).

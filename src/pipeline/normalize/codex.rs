@@ -36,7 +36,7 @@
 //! known. `spec/adapters.md` lists every `EventMsg` variant.
 
 use super::{tool_call, tool_result, value_text, Ctx, Seen, ValueExt, STATUS_TYPE};
-use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::pipeline::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{Map, Value};
 
 #[derive(Default)]

@@ -7,9 +7,10 @@
 //! before `RUN_FINISHED`, no `null` anywhere), whatever the input order, so a
 //! killed agent's truncated log still yields a well-formed, failed run.
 
-use crate::events::{Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
+use crate::pipeline::events::{Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
 use crate::util::hash::fnv1a64;
 use serde::Serialize;
+use crate::pipeline::events::{Channel, Data, ErrorData, Event, Exit, ToolCall, ToolResult, TurnEnd, TurnStart};
 use std::collections::{HashMap, HashSet};
 
 /// The protocol line declared in `RUN_STARTED` (not the crate version).
@@ -18,388 +19,10 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 /// `RUN_ERROR.message` when the input ends before the run reached an outcome.
 pub const INCOMPLETE_MESSAGE: &str = "the agent's stream ended before the run finished";
 
-/// AG-UI `TokenUsage`: every field optional, camelCase on the wire.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cached_input_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_write_input_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reasoning_tokens: Option<u64>,
-    /// `inputTokens + outputTokens`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub total_tokens: Option<u64>,
-}
-
-impl TokenUsage {
-    fn from_usage(u: &Usage) -> TokenUsage {
-        TokenUsage {
-            input_tokens: Some(u.input_tokens),
-            output_tokens: Some(u.output_tokens),
-            cached_input_tokens: u.cached_input_tokens,
-            cache_write_input_tokens: u.cache_write_input_tokens,
-            reasoning_tokens: u.reasoning_tokens,
-            total_tokens: Some(u.input_tokens.saturating_add(u.output_tokens)),
-        }
-    }
-
-    /// Sums field by field; a field stays absent only if absent on both sides.
-    fn add(&mut self, o: &TokenUsage) {
-        fn sum(a: &mut Option<u64>, b: Option<u64>) {
-            *a = match (*a, b) {
-                (None, None) => None,
-                (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
-            };
-        }
-        sum(&mut self.input_tokens, o.input_tokens);
-        sum(&mut self.output_tokens, o.output_tokens);
-        sum(&mut self.cached_input_tokens, o.cached_input_tokens);
-        sum(&mut self.cache_write_input_tokens, o.cache_write_input_tokens);
-        sum(&mut self.reasoning_tokens, o.reasoning_tokens);
-        sum(&mut self.total_tokens, o.total_tokens);
-    }
-}
-
-/// One AG-UI 1.0 event, serialized as the client expects: `type` in
-/// SCREAMING_SNAKE, camelCase keys, optional fields omitted (never `null`),
-/// `timestamp` in integer epoch milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE", rename_all_fields = "camelCase")]
-pub enum AguiEvent {
-    RunStarted {
-        thread_id: String,
-        run_id: String,
-        protocol_version: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    RunFinished {
-        thread_id: String,
-        run_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        usage: Option<Vec<TokenUsage>>,
-        /// Absent means success (what the pipeline always writes); the server
-        /// sets it for interrupted and cancelled runs.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<RunOutcome>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    /// No `threadId`/`runId`: the client strips them from `RUN_ERROR` with a warning.
-    RunError {
-        message: String,
-        code: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        usage: Option<Vec<TokenUsage>>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    TextMessageStart {
-        message_id: String,
-        role: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    TextMessageContent {
-        message_id: String,
-        delta: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    TextMessageEnd {
-        message_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ReasoningStart {
-        message_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ReasoningMessageStart {
-        message_id: String,
-        role: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ReasoningMessageContent {
-        message_id: String,
-        delta: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ReasoningMessageEnd {
-        message_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ReasoningEnd {
-        message_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ToolCallStart {
-        tool_call_id: String,
-        tool_call_name: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        parent_message_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ToolCallArgs {
-        tool_call_id: String,
-        delta: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ToolCallEnd {
-        tool_call_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    ToolCallResult {
-        message_id: String,
-        tool_call_id: String,
-        content: String,
-        role: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    Custom {
-        name: &'static str,
-        value: CustomValue,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    /// A subagent invocation begins: everything it produces afterwards
-    /// carries its `subagentRunId`.
-    SubagentStarted {
-        subagent_run_id: String,
-        name: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        parent_subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        parent_tool_call_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        parent_message_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    /// The invocation's segment of this run ended: its work is done, or it
-    /// waits on the run's interrupts (`suspended`).
-    SubagentFinished {
-        subagent_run_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        outcome: Option<SubagentOutcome>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    /// The invocation failed (or was cut off with its run).
-    SubagentError {
-        subagent_run_id: String,
-        message: String,
-        code: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-    /// An events/v1 `custom` event, passed through: also `CUSTOM` on the wire.
-    #[serde(rename = "CUSTOM")]
-    Passthrough {
-        name: String,
-        value: serde_json::Value,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        subagent_run_id: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        timestamp: Option<i64>,
-    },
-}
-
-impl AguiEvent {
-    /// Compact JSON, one line, no trailing newline.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("AG-UI events serialize infallibly")
-    }
-
-    /// The event as one SSE frame (`data: JSON`), written from the typed
-    /// event: compact JSON has no raw CR or LF, so nothing is re-parsed.
-    pub fn to_frame(&self) -> String {
-        crate::sse::frame(None, None, &self.to_json())
-    }
-
-    /// True for `RUN_FINISHED` and `RUN_ERROR`.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self, AguiEvent::RunFinished { .. } | AguiEvent::RunError { .. })
-    }
-}
-
-/// `RUN_FINISHED.outcome` other than success: the run stopped to ask
-/// (`interrupts` are AG-UI `Interrupt` objects, at least one), or it was
-/// stopped by whoever ran it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum RunOutcome {
-    Interrupt { interrupts: Vec<serde_json::Value> },
-    Cancelled,
-}
-
-/// `SUBAGENT_FINISHED.outcome`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "lowercase", rename_all_fields = "camelCase")]
-pub enum SubagentOutcome {
-    Success,
-    Suspended {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        interrupt_ids: Option<Vec<String>>,
-    },
-}
-
-/// Ids to use instead of the derived defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TranslateOptions {
-    pub thread_id: Option<String>,
-    pub run_id: Option<String>,
-}
-
-/// Parses one raw input line as an `events/v1` record.
-pub fn parse_line(line: &[u8]) -> Result<Event, String> {
-    Event::parse(line)
-}
-
-/// An agent's own fields as AG-UI carries values: keys in camelCase
-/// (`elapsed_time_seconds` → `elapsedTimeSeconds`), no `null` anywhere
-/// (a null field or element is left out), like every other runwire event.
-pub fn wire_value(v: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    fn camel(k: &str) -> String {
-        let mut out = String::with_capacity(k.len());
-        let mut up = false;
-        for c in k.chars() {
-            if !c.is_ascii_alphanumeric() {
-                up = !out.is_empty();
-            } else if up {
-                out.push(c.to_ascii_uppercase());
-                up = false;
-            } else if out.is_empty() {
-                out.push(c.to_ascii_lowercase());
-            } else {
-                out.push(c);
-            }
-        }
-        if out.starts_with(|c: char| c.is_ascii_digit()) || out.is_empty() {
-            out.insert(0, 'k');
-        }
-        out
-    }
-    match v {
-        Value::Object(o) => {
-            Value::Object(o.iter().filter(|(_, x)| !x.is_null()).map(|(k, x)| (camel(k), wire_value(x))).collect())
-        }
-        Value::Array(a) => Value::Array(a.iter().filter(|x| !x.is_null()).map(wire_value).collect()),
-        other => other.clone(),
-    }
-}
-
-/// The `value` of a `CUSTOM` event: typed so that no `null` can slip in and
-/// keys keep their declared order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum CustomValue {
-    /// `runwire.tool_result`: the status the UI shows on the tool card.
-    ToolResult(ToolResultValue),
-    /// `runwire.turn_start`.
-    TurnStart(TurnStartValue),
-    /// `runwire.turn_end`.
-    TurnEnd(TurnEndValue),
-    /// `runwire.error` (a non-fatal error; the run goes on).
-    Error(ErrorValue),
-    /// Any other `runwire.*` value (the server's warnings about resume
-    /// entries, for one); the caller keeps it free of `null`.
-    Json(serde_json::Value),
-    /// `runwire.input_request`: the agent waits for a person (the
-    /// `input_request` data as is). Plain translation has no interrupt to
-    /// end the run with: the server's interactive runs do that.
-    InputRequest(crate::events::InputRequest),
-    /// `runwire.input_answer`: the request was answered or closed.
-    InputAnswer(crate::events::InputAnswer),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolResultValue {
-    pub tool_call_id: String,
-    pub is_error: bool,
-    pub truncated: bool,
-    pub bytes: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnStartValue {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnEndValue {
-    pub ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<TokenUsage>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_turns: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ErrorValue {
-    pub reason: String,
-    pub code: String,
-    pub raw: String,
-}
+mod subagents;
+use subagents::{OpenSub, SubEnd};
+mod wire;
+pub use wire::*;
 
 /// The outcome of a `turn_end`.
 #[derive(Debug, Clone, PartialEq)]
@@ -418,29 +41,6 @@ struct Slots {
     reasoning: Option<String>,
     /// Last text message of the current turn, the default tool-call parent.
     turn_text: Option<String>,
-}
-
-/// A subagent invocation between its `SUBAGENT_STARTED` and its end.
-#[derive(Debug)]
-struct OpenSub {
-    /// The invocation's events/v1 id (`parent.id`).
-    raw: String,
-    /// Its `subagentRunId`.
-    run_id: String,
-    /// The events/v1 id of the call that spawned it (`parent.tool_call`).
-    call: String,
-    /// The enclosing subagent's `subagentRunId`.
-    outer: Option<String>,
-    /// What its `subagentRunId` is made of (`raw`, or `raw:<n>` for one
-    /// that acts again after it ended): its messages' ids carry it.
-    key: String,
-    slots: Slots,
-}
-
-/// How the subagents still open end (see [`Translator::end_subs`]).
-enum SubEnd<'a> {
-    Success,
-    Error(&'a str, &'a str),
 }
 
 /// The AG-UI translator: see the module doc and `man/agui-translate.1`.
@@ -801,103 +401,6 @@ impl Translator {
         format!("{run}:{kind}:{id}")
     }
 
-    /// The open subagent an event of `p` belongs to (its index in
-    /// `subs`), opened now with `SUBAGENT_STARTED` if it is not: named as
-    /// the event names it, under the call that spawned it and that call's
-    /// message, inside the subagent that made that call (or the one
-    /// `parent_id` names).
-    fn enter(&mut self, p: &Subagent, ts: Option<i64>, out: &mut Vec<AguiEvent>) -> usize {
-        if let Some(i) = self.subs.iter().position(|s| s.raw == p.id) {
-            return i;
-        }
-        let key = match self.subs_ended.get(&p.id) {
-            Some((n, _)) => format!("{}:{}", p.id, n + 1),
-            None => p.id.clone(),
-        };
-        let run_id = self.ns("sa", &key);
-        let call = self.tool_ids.get(&p.tool_call).filter(|c| self.tools_started.contains(*c)).cloned();
-        let outer_of = |raw: &str| {
-            self.subs
-                .iter()
-                .find(|s| s.raw == raw)
-                .map(|s| s.run_id.clone())
-                .or_else(|| self.subs_ended.get(raw).map(|(_, r)| r.clone()))
-        };
-        let outer = match &p.parent_id {
-            Some(o) => outer_of(o),
-            None => call.as_ref().and_then(|c| self.tool_owner.get(c)).cloned(),
-        };
-        out.push(AguiEvent::SubagentStarted {
-            subagent_run_id: run_id.clone(),
-            name: p.name.clone(),
-            description: p.description.clone(),
-            parent_subagent_run_id: outer.clone(),
-            parent_message_id: call.as_ref().and_then(|c| self.tool_msgs.get(c)).cloned(),
-            parent_tool_call_id: call,
-            timestamp: ts,
-        });
-        self.subs.push(OpenSub {
-            raw: p.id.clone(),
-            run_id,
-            call: p.tool_call.clone(),
-            outer,
-            key,
-            slots: Slots::default(),
-        });
-        self.subs.len() - 1
-    }
-
-    /// Records that an invocation ended (a later event of it opens a new one).
-    fn ended(&mut self, raw: &str, run_id: &str) {
-        let e = self.subs_ended.entry(raw.to_string()).or_insert((0, String::new()));
-        e.0 += 1;
-        e.1 = run_id.to_string();
-    }
-
-    /// Ends open subagents: those `call` spawned (and the ones inside
-    /// them), or, with `None`, every one; the innermost first, each with
-    /// its open text closed.
-    fn end_subs(&mut self, call: Option<&str>, how: SubEnd, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
-        if self.subs.is_empty() {
-            return;
-        }
-        let mut doomed: Vec<String> = Vec::new();
-        for s in &self.subs {
-            let hit = match call {
-                None => true,
-                Some(c) => s.call == c || s.outer.as_ref().is_some_and(|o| doomed.contains(o)),
-            };
-            if hit {
-                doomed.push(s.run_id.clone());
-            }
-        }
-        while let Some(run_id) = doomed.pop() {
-            let Some(i) = self.subs.iter().position(|s| s.run_id == run_id) else { continue };
-            self.close_agent(Some(i), ts, out);
-            let s = self.subs.remove(i);
-            self.ended(&s.raw, &s.run_id);
-            out.push(match how {
-                SubEnd::Success => AguiEvent::SubagentFinished {
-                    subagent_run_id: s.run_id,
-                    outcome: Some(SubagentOutcome::Success),
-                    timestamp: ts,
-                },
-                SubEnd::Error(message, code) => AguiEvent::SubagentError {
-                    subagent_run_id: s.run_id,
-                    message: first_line(message, "the subagent failed"),
-                    code: code.to_string(),
-                    timestamp: ts,
-                },
-            });
-        }
-    }
-
-    /// The `subagentRunId` of the subagent that made an agent's tool call.
-    fn owner_of_raw(&self, call: Option<&str>) -> Option<String> {
-        let id = self.tool_ids.get(call?)?;
-        self.tool_owner.get(id).cloned()
-    }
-
     fn slots(&mut self, who: Option<usize>) -> &mut Slots {
         match who {
             None => &mut self.main,
@@ -1192,7 +695,7 @@ fn first_line(text: &str, fallback: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Seq, TokenDelta};
+    use crate::pipeline::events::{Seq, Subagent, TokenDelta, Usage};
 
     fn ev(seq: u64, data: Data) -> Event {
         Event { run: None, task: None, session: None, seq: Seq { line: seq, sub: 0 }, ts_ms: 1000 + seq as i64, data }
@@ -1212,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_typed_frame_is_what_the_encoder_makes_of_its_json() {
-        let mut enc = crate::sse::Encoder::new(crate::sse::SseOptions::default());
+        let mut enc = crate::pipeline::encode::Encoder::new(crate::pipeline::encode::SseOptions::default());
         let e = AguiEvent::TextMessageContent {
             message_id: "m".into(),
             delta: "a\r\nb \"q\" \u{2028}".into(),
@@ -1437,7 +940,7 @@ mod tests {
     #[test]
     fn custom_events_pass_through_without_closing_the_open_message() {
         let mut t = Translator::new(opts());
-        let custom = crate::events::Custom {
+        let custom = crate::pipeline::events::Custom {
             name: "runwire.tool_progress".into(),
             value: serde_json::json!({"tool_use_id": "t1", "elapsed_time_seconds": 2.5, "parent_tool_use_id": null, "x-y": [1, null]}),
             parent: None,

@@ -19,7 +19,7 @@
 //! Only text not yet emitted is emitted, so the mode needs no flag.
 
 use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
-use crate::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::pipeline::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::Value;
 
 /// Past this, the turn's text is no longer kept for de-duplication (memory stays flat).

@@ -4,7 +4,7 @@
 //! and the codex app-server normalizer (it says why one was declined) share.
 //! No IO.
 
-use crate::events::Question;
+use crate::pipeline::events::Question;
 use serde_json::{json, Value};
 
 /// How an MCP server's elicitation is put to a person.
@@ -107,7 +107,7 @@ impl Field {
             header: Some(self.name.clone()),
             options: options
                 .into_iter()
-                .map(|l| crate::events::QuestionOption { label: l.to_string(), description: None })
+                .map(|l| crate::pipeline::events::QuestionOption { label: l.to_string(), description: None })
                 .collect(),
             multi_select: false,
             free_text: false,

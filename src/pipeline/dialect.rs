@@ -3,8 +3,8 @@
 //! were unusable, and, when most were lines of another agent's stream, a
 //! guess at which agent wrote it.
 
-use crate::events::{Data, ErrorData, Event};
-use crate::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::events::{Data, ErrorData, Event};
+use crate::pipeline::normalize::{Adapter, Normalizer, Options};
 
 /// Error codes that mean the line itself was not used: not JSON, JSON that
 /// is not this agent's, a line over the cap. (An `agent_error` or

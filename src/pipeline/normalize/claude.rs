@@ -26,11 +26,17 @@
 //! not already streamed is emitted.
 
 use super::{tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
-use crate::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
+use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
 use crate::util::lenient;
+use super::{lenient, tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
+use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
+
+mod content;
+mod stream;
+use content::{parse_usage, raw_value, result_text};
 
 #[derive(Deserialize, Default)]
 struct Line<'a> {
@@ -213,118 +219,6 @@ fn text_event(text: &str, channel: Channel, message: &str, parent: &Parent) -> O
             message: message.to_string(),
             parent: parent.clone(),
         })
-    })
-}
-
-fn raw_value(r: Option<&RawValue>) -> Value {
-    r.and_then(|r| lenient::value(r.get()).ok()).unwrap_or_else(|| Value::Object(Default::default()))
-}
-
-/// A tool_result's `content`: a string, or a list of text (and other) blocks.
-fn result_text(content: Option<&RawValue>) -> String {
-    let Some(raw) = content else { return String::new() };
-    match lenient::value(raw.get()) {
-        Ok(Value::String(s)) => s,
-        Ok(Value::Array(parts)) => {
-            let mut out = String::new();
-            for p in parts {
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
-                    (Some("text"), Some(t)) => out.push_str(t),
-                    _ => out.push_str(&describe_block(&p)),
-                }
-            }
-            out
-        }
-        Ok(Value::Null) | Err(_) => String::new(),
-        Ok(other) => describe_block(&other),
-    }
-}
-
-/// The size in bytes of what base64 `data` decodes to.
-fn base64_len(data: &str) -> usize {
-    let pad = data.bytes().rev().take_while(|&b| b == b'=').count();
-    (data.len() / 4 * 3 + (data.len() % 4).saturating_sub(1)).saturating_sub(pad)
-}
-
-/// A faithful one-line account of a non-text result block: its type and
-/// what identifies it (media type and size, URL, title), never a bare
-/// placeholder. Blocks of a kind not named here are kept as their JSON.
-fn describe_block(b: &Value) -> String {
-    use super::ValueExt;
-    let kind = b.str_at("type").unwrap_or("");
-    let mut parts: Vec<String> = Vec::new();
-    let mut push = |s: Option<&str>, f: &dyn Fn(&str) -> String| {
-        if let Some(s) = s.filter(|s| !s.is_empty()) {
-            parts.push(f(s));
-        }
-    };
-    match kind {
-        "image" | "document" => {
-            let src = b.get("source").unwrap_or(&Value::Null);
-            push(b.str_at("title"), &|t| format!("{t:?}"));
-            push(src.str_at("media_type"), &str::to_string);
-            match src.str_at("type") {
-                Some("base64") => {
-                    let n = src.str_at("data").map(base64_len).unwrap_or(0);
-                    parts.push(format!("{n} bytes"));
-                }
-                Some("url") => push(src.str_at("url"), &str::to_string),
-                Some("file") => push(src.str_at("file_id"), &|f| format!("file {f}")),
-                Some("text") => {
-                    let n = src.str_at("data").map(str::len).unwrap_or(0);
-                    parts.push(format!("{n} bytes of text"));
-                }
-                _ => {}
-            }
-        }
-        "web_search_result" | "search_result" => {
-            push(b.str_at("title"), &|t| format!("{t:?}"));
-            push(b.str_at("url").or_else(|| b.str_at("source")), &str::to_string);
-            push(b.str_at("page_age"), &|a| format!("({a})"));
-        }
-        "resource_link" => {
-            push(b.str_at("name").or_else(|| b.str_at("title")), &|t| format!("{t:?}"));
-            push(b.str_at("uri"), &str::to_string);
-            push(b.str_at("mimeType"), &str::to_string);
-            push(b.str_at("description"), &|d| format!("- {d}"));
-        }
-        "resource" => {
-            let r = b.get("resource").unwrap_or(&Value::Null);
-            push(r.str_at("uri"), &str::to_string);
-            push(r.str_at("mimeType"), &str::to_string);
-            if let Some(t) = r.str_at("text") {
-                return format!("[resource {}]\n{t}", parts.join(" "));
-            }
-            if let Some(blob) = r.str_at("blob") {
-                parts.push(format!("{} bytes", base64_len(blob)));
-            }
-        }
-        k if k.ends_with("_error") => push(b.str_at("error_code"), &|c| format!("error_code {c}")),
-        _ => return b.to_string(),
-    }
-    if parts.is_empty() {
-        format!("[{kind}]")
-    } else {
-        format!("[{kind} {}]", parts.join(" "))
-    }
-}
-
-fn parse_usage(r: Option<&RawValue>) -> Option<Usage> {
-    let v: Value = lenient::value(r?.get()).ok()?;
-    let n = |k: &str| v.get(k).and_then(Value::as_u64);
-    // Claude counts cache reads and writes apart from `input_tokens`; events/v1
-    // counts every input token in `input_tokens` (as OpenAI does), cached ones
-    // being a subset, so totals mean the same for every adapter.
-    let (read, write) = (n("cache_read_input_tokens"), n("cache_creation_input_tokens"));
-    Some(Usage {
-        input_tokens: n("input_tokens")?.saturating_add(read.unwrap_or(0)).saturating_add(write.unwrap_or(0)),
-        output_tokens: n("output_tokens").unwrap_or(0),
-        cached_input_tokens: read,
-        cache_write_input_tokens: write,
-        reasoning_tokens: None,
     })
 }
 
@@ -540,139 +434,6 @@ impl Claude {
         self.streams.iter_mut().rev().find(|s| s.parent.as_deref() == k)
     }
 
-    fn stream_event(&mut self, ctx: &mut Ctx, raw: &[u8], ev: StreamEvent, parent: Parent) {
-        let index = ev.index.as_i64().unwrap_or(-1);
-        match ev.kind.as_str().unwrap_or("") {
-            "message_start" => {
-                let id = ev.message.0.as_ref().and_then(|m| m.id.as_str()).map(str::to_string);
-                let id = id.unwrap_or_else(|| ctx.line_id());
-                // A message of the same agent still open was cut off (killed turn): drop it.
-                let k = key(&parent);
-                self.streams.retain(|s| s.parent.as_deref() != k);
-                let parent = k.map(str::to_string);
-                let s = Stream { id, parent, blocks: Default::default(), dropped: 0, assistant_seen: 0 };
-                super::push_bounded(&mut self.streams, s);
-            }
-            "content_block_start" => {
-                let is_main = parent.is_none();
-                if self.stream_mut(&parent).is_none() {
-                    // Nothing shown is lost yet: the deltas that would fill it are reported.
-                    return;
-                }
-                let b = ev.content_block.0.unwrap_or_default();
-                let kind = match b.kind.as_str() {
-                    Some("text") => Kind::Text,
-                    Some("thinking") => Kind::Thinking,
-                    Some("tool_use" | "server_tool_use" | "mcp_tool_use") => Kind::Tool,
-                    _ => Kind::Other,
-                };
-                if kind == Kind::Text && is_main {
-                    self.last_text = Seen::default();
-                }
-                let s = self.stream_mut(&parent).expect("checked above");
-                if s.blocks.len() == MAX_BLOCKS {
-                    s.blocks.pop_front();
-                    s.dropped += 1;
-                }
-                // Past the first few blocks, text is remembered by length and hash only.
-                let seen = if s.blocks.len() + s.dropped < KEPT_BLOCKS { Seen::default() } else { Seen::hashed() };
-                s.blocks.push_back(SBlock {
-                    index,
-                    kind,
-                    seen,
-                    input: String::new(),
-                    input_over: 0,
-                    tool_id: b.id.as_str().unwrap_or("").to_string(),
-                    tool_name: b.name.as_str().unwrap_or("").to_string(),
-                    tool_emitted: false,
-                });
-            }
-            "content_block_delta" => {
-                let Some(d) = ev.delta.0 else {
-                    return ctx.invalid(raw, "content_block_delta without a \"delta\" object");
-                };
-                let is_main = parent.is_none();
-                // Text with nowhere to go (its message_start was never seen) is reported, not dropped.
-                let orphan = |ctx: &mut Ctx, what: &str| {
-                    let n = d.text.as_str().or(d.thinking.as_str()).or(d.partial_json.as_str()).map_or(0, str::len);
-                    // Signatures and citations carry nothing a viewer reads.
-                    if n > 0 {
-                        ctx.error("orphan_delta", format!("{what}: a delta of {n} bytes was not shown"), raw, false)
-                    }
-                };
-                let Some(s) = self.stream_mut(&parent) else { return orphan(ctx, "delta with no open message") };
-                let msg = s.id.clone();
-                let Some(b) = s.blocks.iter_mut().rev().find(|b| b.index == index) else {
-                    return orphan(ctx, &format!("delta for content block {index}, which was never started"));
-                };
-                match d.kind.as_str().unwrap_or("") {
-                    "text_delta" => {
-                        let t = d.text.as_str().unwrap_or("");
-                        b.seen.push(t);
-                        if is_main {
-                            self.last_text.push(t);
-                        }
-                        if let Some(e) = text_event(t, Channel::Text, &msg, &parent) {
-                            ctx.emit(e);
-                        }
-                    }
-                    "thinking_delta" => {
-                        let t = d.thinking.as_str().unwrap_or("");
-                        b.seen.push(t);
-                        if let Some(e) = text_event(t, Channel::Reasoning, &msg, &parent) {
-                            ctx.emit(e);
-                        }
-                    }
-                    "input_json_delta" => {
-                        let j = d.partial_json.as_str().unwrap_or("");
-                        // Bounded like a line: a tool input streamed past the cap is not kept.
-                        if b.input_over == 0 && b.input.len() + j.len() <= crate::util::lines::MAX_LINE {
-                            b.input.push_str(j);
-                        } else {
-                            b.input_over += j.len();
-                        }
-                    }
-                    "signature_delta" | "citations_delta" => {}
-                    other => ctx.unknown(raw, &format!("stream_event/content_block_delta/{other}")),
-                }
-            }
-            "content_block_stop" => {
-                let Some(s) = self.stream_mut(&parent) else { return };
-                let msg = s.id.clone();
-                let Some(b) = s.blocks.iter_mut().rev().find(|b| b.index == index) else { return };
-                // No assistant line delivered this tool call (older builds, or it never came): use the streamed input.
-                if b.kind == Kind::Tool && !b.tool_emitted {
-                    b.tool_emitted = true;
-                    if b.tool_id.is_empty() {
-                        return ctx.missing_id(raw, "streamed tool_use");
-                    }
-                    let args = if b.input_over > 0 {
-                        let n = b.input.len() + b.input_over;
-                        Value::String(format!("(a streamed input of {n} bytes, over the line cap: not kept)"))
-                    } else if b.input.trim().is_empty() {
-                        Value::Object(Default::default())
-                    } else {
-                        serde_json::from_str(&b.input).unwrap_or_else(|_| Value::String(b.input.clone()))
-                    };
-                    let (id, name) = (b.tool_id.clone(), b.tool_name.clone());
-                    self.note_spawn(&id, &name, &args, &parent);
-                    ctx.emit(tool_call(id, name, args, Some(msg), parent));
-                }
-            }
-            "message_stop" => {
-                let k = key(&parent);
-                if let Some(pos) = self.streams.iter().rposition(|s| s.parent.as_deref() == k) {
-                    self.streams.remove(pos);
-                }
-            }
-            "message_delta" | "ping" => {}
-            "error" => {
-                let msg = ev.error.map(|e| e.get().to_string()).unwrap_or_default();
-                ctx.error("agent_error", format!("API stream error: {msg}"), raw, false);
-            }
-            other => ctx.unknown(raw, &format!("stream_event/{other}")),
-        }
-    }
 
     fn assistant(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Parent) {
         let id = m.id.as_str().map(str::to_string).unwrap_or_else(|| ctx.line_id());
