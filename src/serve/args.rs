@@ -8,7 +8,7 @@ use super::options::{
 };
 use super::origin::parse_origin;
 use super::{cluster, http, links, tokens};
-use crate::normalize::Adapter;
+use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};

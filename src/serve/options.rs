@@ -4,7 +4,7 @@
 //! server's root (`serve/mod.rs` starts the server and points down only).
 
 use super::{links, tokens};
-use crate::normalize::Adapter;
+use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -48,7 +48,7 @@ pub(crate) struct Seen {
 
 impl Default for Seen {
     fn default() -> Seen {
-        Seen { len: 0, kept: Some(String::new()), hash: crate::hash::FNV_OFFSET }
+        Seen { len: 0, kept: Some(String::new()), hash: crate::util::hash::FNV_OFFSET }
     }
 }
 
@@ -75,10 +75,10 @@ impl Seen {
                 k.push_str(t);
                 return;
             }
-            self.hash = crate::hash::fnv1a64(k.as_bytes());
+            self.hash = crate::util::hash::fnv1a64(k.as_bytes());
             self.kept = None;
         }
-        self.hash = crate::hash::fnv1a64_extend(self.hash, t.as_bytes());
+        self.hash = crate::util::hash::fnv1a64_extend(self.hash, t.as_bytes());
     }
 
     /// [`unseen_suffix`] against the remembered text: the part of `full`
@@ -87,7 +87,7 @@ impl Seen {
         match &self.kept {
             Some(k) => unseen_suffix(k, full),
             None => match full.get(..self.len) {
-                Some(p) if crate::hash::fnv1a64(p.as_bytes()) == self.hash => &full[self.len..],
+                Some(p) if crate::util::hash::fnv1a64(p.as_bytes()) == self.hash => &full[self.len..],
                 _ => "",
             },
         }
@@ -98,7 +98,7 @@ impl Seen {
     pub fn holds(&self, text: &str) -> bool {
         match &self.kept {
             Some(k) => k.contains(text),
-            None => text.len() == self.len && crate::hash::fnv1a64(text.as_bytes()) == self.hash,
+            None => text.len() == self.len && crate::util::hash::fnv1a64(text.as_bytes()) == self.hash,
         }
     }
 }

@@ -19,7 +19,7 @@
 //! `grep -n 'interactive::' src/serve/agui/batch.rs` and
 //! `grep -rn 'batch::' src/serve/agui/interactive*` find nothing). The
 //! router reaches this folder through its entry ([`post`],
-//! [`capabilities`]); the task routes (`serve::control`) reach
+//! [`capabilities`]); the task routes (`serve::supervisor`) reach
 //! [`interactive::control_post`].
 
 use super::http::{respond_error, Close, Request};

@@ -6,11 +6,11 @@
 //! [`Tap`]: super::follow::Tap
 
 use super::task::{open_log, task_over, AguiId, JOURNAL_EVERY};
-use crate::agui::{AguiEvent, TranslateOptions, Translator};
-use crate::events::{Data, Event, Seq, Writer};
-use crate::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::translate::{AguiEvent, TranslateOptions, Translator};
+use crate::pipeline::events::{Data, Event, Seq, Writer};
+use crate::pipeline::normalize::{Adapter, Normalizer, Options};
 use crate::runs::view::Loaded;
-use crate::sse::{Encoder, SseOptions};
+use crate::pipeline::encode::{Encoder, SseOptions};
 use crate::util::lines::{Flow, Line, Lines, KEEP_CAPACITY};
 use crate::util::pipe::MAX_LINE;
 use std::fs::File;
@@ -160,7 +160,7 @@ impl Tail {
             if self.skip(id) {
                 continue;
             }
-            let frame = crate::sse::frame(None, Some(&format!("{}/{}", id.seq, id.k)), &a.to_json());
+            let frame = crate::pipeline::encode::frame(None, Some(&format!("{}/{}", id.seq, id.k)), &a.to_json());
             self.batch.push(id, seq, frame.as_bytes());
         }
     }

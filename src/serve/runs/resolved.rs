@@ -4,7 +4,7 @@
 //! ([`super::live`] says when that holds).
 
 use super::reader::Source;
-use crate::normalize::Adapter;
+use crate::pipeline::normalize::Adapter;
 use crate::runs::index::{Stamp, RACY_NS};
 use crate::runs::registry::Registry;
 use crate::runs::view::Loaded;

@@ -3,7 +3,7 @@
 //! and its log opened the safe way. The routes (`serve/runs.rs`) and the
 //! stream's parts (`follow`, `reader`, `live`) import them from here.
 
-use crate::events::Seq;
+use crate::pipeline::events::Seq;
 use crate::runs::journal::{is_terminal, Journal};
 use crate::runs::view::Loaded;
 use crate::serve::http::Request;

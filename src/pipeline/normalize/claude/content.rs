@@ -1,7 +1,7 @@
 //! What Claude Code's lines hold besides text: tool results' content,
 //! content blocks described for a person, usage.
 
-use super::super::lenient;
+use crate::util::lenient;
 use crate::pipeline::events::Usage;
 use serde_json::value::RawValue;
 use serde_json::Value;

@@ -90,7 +90,7 @@ impl Claude {
                     "input_json_delta" => {
                         let j = d.partial_json.as_str().unwrap_or("");
                         // Bounded like a line: a tool input streamed past the cap is not kept.
-                        if b.input_over == 0 && b.input.len() + j.len() <= crate::lines::MAX_LINE {
+                        if b.input_over == 0 && b.input.len() + j.len() <= crate::util::lines::MAX_LINE {
                             b.input.push_str(j);
                         } else {
                             b.input_over += j.len();
