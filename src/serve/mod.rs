@@ -45,10 +45,11 @@ pub mod tokens;
 
 pub use args::{configure, mode_of, read_token, AgentArg, Args, StartError};
 pub use options::{
-    Config, Mode, Source, BIN, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS,
-    DEFAULT_STREAM_BUFFER, DEMO_LOG, MAX_CONNECTIONS,
+    Config, Mode, BIN, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS, DEFAULT_STREAM_BUFFER,
+    DEMO_LOG, MAX_CONNECTIONS,
 };
 pub use origin::parse_origin;
+pub use run::Source;
 pub use state::Shared;
 
 use crate::session::launch::AgentKind;
