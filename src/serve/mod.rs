@@ -7,7 +7,10 @@
 //! byte for byte what those binaries print for the same input (a test holds
 //! the two together).
 //!
-//! Layout: [`router`] is the route table and the browser boundary (Host,
+//! Layout: this file starts the server and points down only; [`args`] reads
+//! the command line, [`options`] is what it means ([`Config`], fixed at
+//! startup) and [`state`] what every connection shares ([`Shared`]): the
+//! handlers import those, never this file. [`router`] is the route table and the browser boundary (Host,
 //! Origin, token, media type, size), pointing down to the handlers; [`http`]
 //! holds the HTTP/1.1 helpers they all use (requests read with hard bounds,
 //! responses, closing); [`run`] starts and stops
