@@ -3,10 +3,11 @@
 //! server's start reads it.
 
 use super::options::{
-    Config, Mode, Source, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS,
-    DEFAULT_STREAM_BUFFER, DEMO_LOG, MAX_CONNECTIONS,
+    Config, Mode, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS, DEFAULT_STREAM_BUFFER,
+    DEMO_LOG, MAX_CONNECTIONS,
 };
 use super::origin::parse_origin;
+use super::run::Source;
 use super::{cluster, http, links, tokens};
 use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;

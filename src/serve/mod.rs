@@ -7,7 +7,10 @@
 //! byte for byte what those binaries print for the same input (a test holds
 //! the two together).
 //!
-//! Layout: [`router`] is the route table and the browser boundary (Host,
+//! Layout: this file starts the server and points down only; [`args`] reads
+//! the command line, [`options`] is what it means ([`Config`], fixed at
+//! startup) and [`state`] what every connection shares ([`Shared`]): the
+//! handlers import those, never this file. [`router`] is the route table and the browser boundary (Host,
 //! Origin, token, media type, size), pointing down to the handlers; [`http`]
 //! holds the HTTP/1.1 helpers they all use (requests read with hard bounds,
 //! responses, closing); [`run`] starts and stops
@@ -45,10 +48,11 @@ pub mod tokens;
 
 pub use args::{configure, mode_of, read_token, AgentArg, Args, StartError};
 pub use options::{
-    Config, Mode, Source, BIN, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS,
-    DEFAULT_STREAM_BUFFER, DEMO_LOG, MAX_CONNECTIONS,
+    Config, Mode, BIN, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS, DEFAULT_STREAM_BUFFER,
+    DEMO_LOG, MAX_CONNECTIONS,
 };
 pub use origin::parse_origin;
+pub use run::Source;
 pub use state::Shared;
 
 use crate::util::cli::{self, Exit};

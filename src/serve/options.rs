@@ -3,12 +3,12 @@
 //! constants. Every handler reads its settings from here, never from the
 //! server's root (`serve/mod.rs` starts the server and points down only).
 
+use super::run::Source;
 use super::{links, tokens};
 use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub const BIN: &str = "runwire-serve";
@@ -35,16 +35,6 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Default bound of one task stream's unsent bytes (`RUNWIRE_STREAM_BUFFER`
 /// overrides); a client slower than the log loses events past it, and is told.
 pub const DEFAULT_STREAM_BUFFER: usize = 1024 * 1024;
-
-/// Where each run's lines come from.
-#[derive(Debug, Clone)]
-pub enum Source {
-    /// A recorded log, replayed line by line.
-    Replay { log: Arc<[u8]> },
-    /// The agent's wrapper, or why none could be found (every run then fails
-    /// with a `RUN_ERROR`, as a missing engine would).
-    Agent { cmd: Result<PathBuf, String> },
-}
 
 /// What a server is, in the one vocabulary its start line, `--help`, `GET
 /// /api/info`'s `mode` and the studio share (before it, "demo" named both a

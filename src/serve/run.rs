@@ -12,11 +12,10 @@
 //! reaped and its output drained for [`DRAIN_GRACE`] (a grandchild holding
 //! the pipe does not hold the run).
 
-use super::options::Source;
 use crate::session::proc::{self, Proc, Spec};
 use crate::util::lines::Flow;
 use crate::util::time::Clock;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
@@ -55,6 +54,16 @@ pub struct Lines {
     rc: Option<i64>,
     /// When the agent was seen reaped while its output was still open.
     exited_at: Option<Instant>,
+}
+
+/// Where each run's lines come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A recorded log, replayed line by line.
+    Replay { log: Arc<[u8]> },
+    /// The agent's wrapper, or why none could be found (every run then fails
+    /// with a `RUN_ERROR`, as a missing engine would).
+    Agent { cmd: Result<PathBuf, String> },
 }
 
 /// Starts a run: replays the log, or starts the wrapper with

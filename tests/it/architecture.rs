@@ -1,7 +1,8 @@
 //! The crate's architecture, read from its source (docs/ARCHITECTURE.md,
 //! "What the architecture test enforces"). It reads every `src/**/*.rs`
 //! up to its test module, finds what each file imports of the crate (`use
-//! crate::…`, `crate::x::…` paths in code, `super::…` resolved, `pub use`),
+//! crate::…`, `crate::x::…` paths in code, `super::…` resolved, `pub use`,
+//! `x::…` where `x` is a child module or a name imported from the crate),
 //! and fails, naming the files and the names, when:
 //!
 //! - a module imports from a layer above its own ([`LAYERS`]);
@@ -35,9 +36,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("serve", &["serve"]),
 ];
 
-/// Import cycles not yet removed: each a set of files (paths under `src/`)
-/// that import each other, with the issue that removes it. An entry covers
-/// a cycle whose files are all in it.
+/// Import cycles not yet removed: each a set of files that import each
+/// other, with the issue that removes it. An entry covers a cycle whose
+/// files are all in it; a listed file that is in no cycle fails the test.
 const KNOWN_CYCLES: &[(&str, &[&str])] = &[
     // The store's files (helper "store" layers runs/).
     (
@@ -92,7 +93,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "src/serve/feed.rs",
             "src/serve/links.rs",
             "src/serve/options.rs",
-            "src/serve/run.rs",
             "src/serve/state.rs",
             "src/serve/tokens.rs",
         ],
@@ -255,7 +255,7 @@ fn lex(src: &str) -> (String, Vec<(usize, usize, String)>) {
         } else if c == b'\'' {
             // A char literal ('x', '\n', '\u{..}') or a lifetime ('a).
             let close = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..].iter().position(|&x| x == b'\'').map(|p| i + 2 + p)
+                b.get(i + 3..).and_then(|r| r.iter().position(|&x| x == b'\'')).map(|p| i + 3 + p)
             } else {
                 let ch_len = src[i + 1..].chars().next().map_or(1, char::len_utf8);
                 (b.get(i + 1 + ch_len) == Some(&b'\'')).then_some(i + 1 + ch_len)
@@ -764,7 +764,7 @@ fn the_reader_reads_imports() {
     let a = f(
         "src/serve/runs/live.rs",
         &["serve", "runs", "live"],
-        "// crate::not::this\nuse super::follow::{self, Tap};\nuse crate::{a::b, c::{d, e::*}};\nlet s = \"crate::nor::this\"; let c = '\"'; fn f<'a>(x: &'a str) { super::super::state::Shared::new(); }\npub(crate) fn g() { b::C; }",
+        "// crate::not::this\nuse super::follow::{self, Tap};\nuse crate::{a::b, c::{d, e::*}};\nlet s = \"crate::nor::this\"; let c = '\"'; let q = '\\''; let e = '\\n'; fn f<'a>(x: &'a str) { super::super::state::Shared::new(); }\npub(crate) fn g() { b::C; }",
     );
     assert_eq!(
         paths(&a),
