@@ -55,8 +55,6 @@ pub use origin::parse_origin;
 pub use run::Source;
 pub use state::Shared;
 
-use crate::util::cli::{self, Exit};
-use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use crate::util::cli::{self, Exit};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

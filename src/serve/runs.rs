@@ -23,8 +23,6 @@
 
 use super::http::{respond, respond_error, respond_pieces, Close, Request};
 use super::state::Shared;
-use crate::pipeline::events::Seq;
-use crate::runs::journal::{is_terminal, Journal};
 use crate::runs::list::Query;
 use crate::runs::liveness;
 use crate::runs::registry::Registry;

@@ -12,7 +12,6 @@ pub mod control;
 use crate::control::{Command, Door, Issued, Verb};
 use crate::pipeline::events::Data;
 use crate::pipeline::normalize::{Adapter, Normalizer};
-use crate::util::lines::{read_capped, Capped, Rest};
 use crate::runs::journal::{self, is_terminal, Journal, Record};
 use crate::runs::liveness::{self, Entry};
 use crate::runs::plan::{Plan, Task};
@@ -326,7 +325,8 @@ struct TurnLog {
 impl TurnLog {
     fn new(adapter: Adapter, from: u64) -> TurnLog {
         // Event times are not used: a fixed clock spares a syscall per line.
-        let opts = crate::pipeline::normalize::Options { clock: crate::util::time::Clock::Fixed(0), ..Default::default() };
+        let opts =
+            crate::pipeline::normalize::Options { clock: crate::util::time::Clock::Fixed(0), ..Default::default() };
         TurnLog {
             read_to: from,
             norm: Normalizer::new(adapter, opts),

@@ -26,7 +26,6 @@
 //! to read the next line) or left unread ([`Rest::Leave`]: a socket that
 //! carries one line is not read past the cap).
 
-use crate::pipeline::normalize::redact::MAX_OUTPUT;
 use std::io::{self, BufRead};
 
 /// The longest line a filter (and a task stream) reads whole: 4 MiB. A
@@ -733,8 +732,7 @@ impl Skim {
                 let kept = &self.out[self.str_start - 1..];
                 let mut quoted = kept.to_vec();
                 quoted.push(b'"');
-                let text =
-                    std::str::from_utf8(&quoted).ok().and_then(|t| crate::util::lenient::value(t).ok());
+                let text = std::str::from_utf8(&quoted).ok().and_then(|t| super::lenient::value(t).ok());
                 let text = text.as_ref().and_then(|v| v.as_str()).unwrap_or("");
                 let tail: String = {
                     let n = text.chars().rev().take(32).count();

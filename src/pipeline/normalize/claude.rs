@@ -25,9 +25,6 @@
 //! a streamed message is the final value of its k-th block, so only the part
 //! not already streamed is emitted.
 
-use super::{tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
-use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
-use crate::util::lenient;
 use super::{lenient, tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
 use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart};
 use serde::Deserialize;
@@ -433,7 +430,6 @@ impl Claude {
         let k = key(parent);
         self.streams.iter_mut().rev().find(|s| s.parent.as_deref() == k)
     }
-
 
     fn assistant(&mut self, ctx: &mut Ctx, raw: &[u8], m: Message, parent: Parent) {
         let id = m.id.as_str().map(str::to_string).unwrap_or_else(|| ctx.line_id());

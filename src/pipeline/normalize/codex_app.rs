@@ -630,10 +630,9 @@ fn content_text(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::pipeline::events::Data;
+    use crate::pipeline::events::{Data, Event};
     use crate::pipeline::normalize::{Adapter, Normalizer, Options};
     use crate::util::time::Clock;
-    use crate::pipeline::events::{Data, Event};
     use serde_json::json;
 
     fn normalizer() -> Normalizer {

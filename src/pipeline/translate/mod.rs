@@ -7,10 +7,8 @@
 //! before `RUN_FINISHED`, no `null` anywhere), whatever the input order, so a
 //! killed agent's truncated log still yields a well-formed, failed run.
 
-use crate::pipeline::events::{Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart, Usage};
-use crate::util::hash::fnv1a64;
-use serde::Serialize;
 use crate::pipeline::events::{Channel, Data, ErrorData, Event, Exit, ToolCall, ToolResult, TurnEnd, TurnStart};
+use crate::util::hash::fnv1a64;
 use std::collections::{HashMap, HashSet};
 
 /// The protocol line declared in `RUN_STARTED` (not the crate version).

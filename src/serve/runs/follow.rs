@@ -34,20 +34,11 @@
 use super::reader::{Batch, Reader, Source, Step, Tail, READ};
 use super::resolved::Resolved;
 use super::task::{AguiId, JOURNAL_EVERY, TICK};
-use crate::pipeline::translate::{AguiEvent, CustomValue, ErrorValue};
 use crate::pipeline::events::{Data, ErrorData, Event, Seq};
+use crate::pipeline::translate::{AguiEvent, CustomValue, ErrorValue};
 use crate::serve::state::Shared;
 use crate::serve::stream::Stream;
 use crate::util::watch::Sub;
-use super::live::Resolved;
-use super::{task_over, AguiId, Loaded, JOURNAL_EVERY, MAX_LINE, TICK};
-use crate::util::lines::KEEP_CAPACITY;
-use crate::util::lines::{Flow, Line, Lines};
-use crate::pipeline::encode::{Encoder, SseOptions};
-use crate::pipeline::events::{Data, ErrorData, Event, Seq, Writer};
-use crate::pipeline::normalize::{Adapter, Normalizer, Options};
-use crate::pipeline::translate::{AguiEvent, CustomValue, ErrorValue, TranslateOptions, Translator};
-use crate::serve::Shared;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io;
@@ -60,7 +51,6 @@ const ACTIVE: Duration = Duration::from_secs(1);
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
-
 
 /// The shared frames of a task stream (see the module's doc).
 pub(super) struct Tap {

@@ -6,11 +6,11 @@
 //! [`Tap`]: super::follow::Tap
 
 use super::task::{open_log, task_over, AguiId, JOURNAL_EVERY};
-use crate::pipeline::translate::{AguiEvent, TranslateOptions, Translator};
+use crate::pipeline::encode::{Encoder, SseOptions};
 use crate::pipeline::events::{Data, Event, Seq, Writer};
 use crate::pipeline::normalize::{Adapter, Normalizer, Options};
+use crate::pipeline::translate::{AguiEvent, TranslateOptions, Translator};
 use crate::runs::view::Loaded;
-use crate::pipeline::encode::{Encoder, SseOptions};
 use crate::util::lines::{Flow, Line, Lines, KEEP_CAPACITY};
 use crate::util::pipe::MAX_LINE;
 use std::fs::File;

@@ -1,8 +1,8 @@
 //! What Claude Code's lines hold besides text: tool results' content,
 //! content blocks described for a person, usage.
 
-use crate::util::lenient;
 use crate::pipeline::events::Usage;
+use crate::util::lenient;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
