@@ -6,7 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runwire::aguicheck::{check_bytes, Format, Options, Stream, RULES};
+use runwire::aguicheck::stream::{check_bytes, Format, Stream};
+use runwire::aguicheck::{Options, RULES};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, input)) = data.split_first() else { return };

@@ -16,12 +16,11 @@ pub mod fetch;
 mod patch;
 mod rules;
 mod schema;
-mod stream;
+pub mod stream;
 mod verify;
 
 use rules::VERIFY;
 pub use rules::{rule, Rule, RULES};
-pub use stream::{check_bytes, check_events, Format, Stream};
 
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -688,6 +687,7 @@ impl Checker {
 
 #[cfg(test)]
 mod tests {
+    use super::stream::{check_bytes, Stream};
     use super::*;
 
     fn rules(input: &str) -> Vec<&'static str> {

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use runwire::aguicheck::{fetch, Finding, Format, Options, Stream};
+use runwire::aguicheck::stream::{Format, Stream};
+use runwire::aguicheck::{fetch, Finding, Options};
 use runwire::util::cli::{self, Exit};
 
 const BIN: &str = "agui-check";

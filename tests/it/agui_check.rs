@@ -338,7 +338,8 @@ fn every_fixture_through_the_pipeline_passes_agui_check() {
 
 mod props {
     use proptest::prelude::*;
-    use runwire::aguicheck::{check_bytes, Format, Options, Stream, RULES};
+    use runwire::aguicheck::stream::{check_bytes, Format, Stream};
+    use runwire::aguicheck::{Options, RULES};
 
     /// Pieces of SSE and of AG-UI events, and stray bytes, so inputs reach
     /// past the JSON parser into the sequence checks.

@@ -355,7 +355,7 @@ pub fn verify(events: &[Value]) -> Result<(), String> {
 /// runwire's one-run contract): a stream of runwire's must have no finding.
 pub fn agui_check(events: &[Value]) -> Result<(), String> {
     let opts = runwire::aguicheck::Options { one_run: true, ..Default::default() };
-    let findings = runwire::aguicheck::check_events(events, opts);
+    let findings = runwire::aguicheck::stream::check_events(events, opts);
     if findings.is_empty() {
         return Ok(());
     }

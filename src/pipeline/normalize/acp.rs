@@ -25,7 +25,8 @@
 //! load's own), a `user_message_chunk` is the agent echoing the prompt, and
 //! the turn it opens is shown whole (issue 26 case 6).
 
-use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::ctx::{tool_call, tool_result, value_text, Ctx, STATUS_TYPE};
+use super::fields::ValueExt;
 use crate::pipeline::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart};
 use serde_json::{json, Value};
 
@@ -120,8 +121,8 @@ impl Acp {
                 STATUS_TYPE => ctx.status_value(&v),
                 // A session line read here (its `type` not first: a copy
                 // re-encoded): the same as the generic reader's path.
-                super::REQUEST_TYPE | super::ANSWER_TYPE => {
-                    self.session_line(ctx, raw, ty == super::REQUEST_TYPE);
+                super::ctx::REQUEST_TYPE | super::ctx::ANSWER_TYPE => {
+                    self.session_line(ctx, raw, ty == super::ctx::REQUEST_TYPE);
                     ctx.unknown(raw, ty)
                 }
                 other => ctx.unknown(raw, other),
@@ -205,14 +206,14 @@ impl Acp {
                 let call = v.str_at("id").and_then(|r| self.asked.iter().find(|(q, _)| q == r)).map(|(_, c)| c.clone());
                 if let Some(c) = call {
                     let why = v.str_at("message").unwrap_or("Permission request denied").to_string();
-                    super::push_bounded(&mut self.denied_calls, (c, why));
+                    super::fields::push_bounded(&mut self.denied_calls, (c, why));
                 }
             }
             return;
         }
         let Some(id) = v.str_at("tool_call_id").filter(|i| !i.is_empty()) else { return };
         if let Some(r) = v.str_at("id") {
-            super::push_bounded(&mut self.asked, (r.to_string(), id.to_string()));
+            super::fields::push_bounded(&mut self.asked, (r.to_string(), id.to_string()));
         }
         if self.replay || self.open_tools.iter().any(|t| t == id) {
             return;
@@ -220,7 +221,7 @@ impl Acp {
         self.open_turn(ctx);
         self.text_msg = None;
         self.thought_msg = None;
-        super::push_bounded(&mut self.open_tools, id.to_string());
+        super::fields::push_bounded(&mut self.open_tools, id.to_string());
         let name = v.str_at("tool").filter(|t| !t.is_empty()).unwrap_or("tool").to_string();
         let args = v.get("input").filter(|i| i.is_object()).cloned().unwrap_or_else(|| json!({}));
         ctx.emit(tool_call(id.to_string(), name, args, None, None));
@@ -305,7 +306,7 @@ impl Acp {
         if !matches!(status, "completed" | "failed") {
             // Announced, or an update (in progress, new input) of a call not yet finished.
             if known.is_none() {
-                super::push_bounded(&mut self.open_tools, id.clone());
+                super::fields::push_bounded(&mut self.open_tools, id.clone());
                 ctx.emit(tool_call(id, tool_name(u), tool_args(u), None, None));
             }
             return;

@@ -25,8 +25,10 @@
 //! a streamed message is the final value of its k-th block, so only the part
 //! not already streamed is emitted.
 
-use super::{lenient, tool_call, tool_result, Ctx, Lenient, Scalar, Seen, STATUS_TYPE};
+use super::ctx::{tool_call, tool_result, Ctx, STATUS_TYPE};
+use super::fields::{Lenient, Scalar, Seen};
 use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart};
+use crate::util::lenient;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -577,7 +579,7 @@ impl Claude {
                 .and_then(|v| if let Value::Array(a) = v { Some(a) } else { None })
                 .unwrap_or_default()
                 .iter()
-                .map(super::value_text)
+                .map(super::ctx::value_text)
                 .filter(|s| !s.is_empty())
                 .collect();
             let mut parts = Vec::new();

@@ -35,7 +35,8 @@
 //! `custom` (`runwire.<type>`); `web_search_*` emits its call once the query is
 //! known. `spec/adapters.md` lists every `EventMsg` variant.
 
-use super::{tool_call, tool_result, value_text, Ctx, Seen, ValueExt, STATUS_TYPE};
+use super::ctx::{tool_call, tool_result, value_text, Ctx, STATUS_TYPE};
+use super::fields::{Seen, ValueExt};
 use crate::pipeline::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{Map, Value};
 
@@ -152,7 +153,7 @@ impl Codex {
             }
             (Some(p), _) => self.texts[p].1.push(&rest),
             (None, Piece::Final) => {}
-            (None, _) => super::push_bounded(&mut self.texts, (id.to_string(), Seen::of(&rest))),
+            (None, _) => super::fields::push_bounded(&mut self.texts, (id.to_string(), Seen::of(&rest))),
         }
         if !rest.is_empty() {
             self.said |= channel == Channel::Text;
@@ -162,7 +163,7 @@ impl Codex {
 
     fn open_tool(&mut self, ctx: &mut Ctx, id: &str, name: String, args: Value) {
         if !self.open_tools.iter().any(|t| t == id) {
-            super::push_bounded(&mut self.open_tools, id.to_string());
+            super::fields::push_bounded(&mut self.open_tools, id.to_string());
             ctx.emit(tool_call(id.to_string(), name, args, None, None));
         }
     }

@@ -27,7 +27,8 @@
 //! [`SKIPPED`]. `spec/adapters.md` has the full table, checked against the
 //! schema codex 0.169.0 generates (`fixtures/codex-schema/`).
 
-use super::{tool_call, tool_result, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::ctx::{tool_call, tool_result, value_text, Ctx, STATUS_TYPE};
+use super::fields::ValueExt;
 use crate::pipeline::events::{Channel, Data, Parent, Subagent, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::{json, Value};
 
@@ -145,7 +146,7 @@ pub(crate) struct CodexApp {
     /// Tool item ids whose `tool_call` was emitted and whose result was not.
     open_tools: Vec<String>,
     /// Text streamed so far per item id.
-    texts: Vec<(String, super::Seen)>,
+    texts: Vec<(String, super::fields::Seen)>,
     /// The thread's cumulative usage as last reported, and as it stood when
     /// the current turn started: a turn's usage is the difference.
     total: Option<Usage>,
@@ -327,7 +328,7 @@ impl CodexApp {
                     description: path.map(str::to_string),
                     parent_id: within.as_deref().map(|w| w.id.clone()),
                 };
-                super::push_bounded(&mut self.subs, (t.to_string(), sub));
+                super::fields::push_bounded(&mut self.subs, (t.to_string(), sub));
             }
         }
     }
@@ -340,8 +341,8 @@ impl CodexApp {
         if id.is_empty() || self.spawned.iter().any(|s| s == id) || self.open_tools.iter().any(|s| s == id) {
             return;
         }
-        super::push_bounded(&mut self.spawned, id.to_string());
-        super::push_bounded(&mut self.spawns, (id.to_string(), t.to_string(), within.clone()));
+        super::fields::push_bounded(&mut self.spawned, id.to_string());
+        super::fields::push_bounded(&mut self.spawns, (id.to_string(), t.to_string(), within.clone()));
         let args = json!({ "agent_path": item.get("agentPath"), "receiver_thread_ids": [t] });
         ctx.emit(tool_call(id.to_string(), "collab__spawnAgent".into(), args, None, within.clone()));
     }
@@ -415,7 +416,7 @@ impl CodexApp {
         }
         match self.texts.iter_mut().find(|(i, _)| *i == id) {
             Some((_, t)) => t.push(d),
-            None => super::push_bounded(&mut self.texts, (id.clone(), super::Seen::of(d))),
+            None => super::fields::push_bounded(&mut self.texts, (id.clone(), super::fields::Seen::of(d))),
         }
         ctx.emit(Data::TokenDelta(TokenDelta { text: d.to_string(), channel, message: id, parent }));
     }
@@ -474,7 +475,7 @@ impl CodexApp {
         let (name, args) = tool_name_args(ty, item);
         if !done {
             if !self.open_tools.contains(&id) {
-                super::push_bounded(&mut self.open_tools, id.clone());
+                super::fields::push_bounded(&mut self.open_tools, id.clone());
                 ctx.emit(tool_call(id, name, args, None, parent));
             }
             return;

@@ -18,7 +18,8 @@
 //! neither is the last segment, or (after deltas) the whole turn's text again.
 //! Only text not yet emitted is emitted, so the mode needs no flag.
 
-use super::{tool_call, tool_result, unseen_suffix, value_text, Ctx, ValueExt, STATUS_TYPE};
+use super::ctx::{tool_call, tool_result, value_text, Ctx, STATUS_TYPE};
+use super::fields::{unseen_suffix, ValueExt};
 use crate::pipeline::events::{Channel, Data, TokenDelta, TurnEnd, TurnStart, Usage};
 use serde_json::Value;
 
@@ -107,7 +108,7 @@ impl Cursor {
             ("tool_call", "started") => {
                 self.text = None;
                 let (id, name, args) = tool_parts(&v);
-                super::push_bounded(&mut self.open_tools, id.clone());
+                super::fields::push_bounded(&mut self.open_tools, id.clone());
                 ctx.emit(tool_call(id, name, args, None, None));
             }
             ("tool_call", "completed") => {

@@ -43,7 +43,7 @@ pub(super) fn base64_len(data: &str) -> usize {
 /// what identifies it (media type and size, URL, title), never a bare
 /// placeholder. Blocks of a kind not named here are kept as their JSON.
 pub(super) fn describe_block(b: &Value) -> String {
-    use super::super::ValueExt;
+    use super::super::fields::ValueExt;
     let kind = b.str_at("type").unwrap_or("");
     let mut parts: Vec<String> = Vec::new();
     let mut push = |s: Option<&str>, f: &dyn Fn(&str) -> String| {

@@ -15,7 +15,7 @@ impl Claude {
                 self.streams.retain(|s| s.parent.as_deref() != k);
                 let parent = k.map(str::to_string);
                 let s = Stream { id, parent, blocks: Default::default(), dropped: 0, assistant_seen: 0 };
-                super::super::push_bounded(&mut self.streams, s);
+                super::super::fields::push_bounded(&mut self.streams, s);
             }
             "content_block_start" => {
                 let is_main = parent.is_none();
