@@ -18,7 +18,6 @@ use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
 use crate::supervise::control::{self, CallError, Reply, NOT_LIVE};
 use std::io::Write;
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// Longest wait for a supervisor's reply: a kill answers once the task's
@@ -35,7 +34,7 @@ fn call_timeout() -> Duration {
 
 type Cors<'a> = &'a [(&'static str, String)];
 
-fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
+fn reply(stream: &mut impl Write, cors: Cors, code: u16, r: &Reply) -> Close {
     let _ = respond(stream, code, cors, &serde_json::to_string(r).unwrap_or_default());
     Close::Linger
 }
@@ -47,7 +46,7 @@ fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
 #[allow(clippy::too_many_arguments)]
 pub fn post(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut impl Write,
     cors: Cors,
     id: &str,
     task: Option<&str>,
@@ -130,7 +129,7 @@ pub fn post(
 }
 
 /// No supervisor: a declared steer inbox takes steer, pause and resume.
-fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq: &control::Request) -> Close {
+fn inbox(stream: &mut impl Write, cors: Cors, files: &crate::runs::RunFiles, creq: &control::Request) -> Close {
     let path = files.dir.join(format!("{}.steer.jsonl", files.slug));
     if !path.is_file() {
         return reply(stream, cors, 409, &Reply::refuse(NOT_LIVE, None));

@@ -327,14 +327,13 @@ pub fn decision_of(body: &[u8], json: bool) -> Result<(String, Option<String>), 
 /// A page (or, for a JSON request, `{"ok","detail"}`) with the headers
 /// that keep a capability URL to itself: no caching, no referrer, no frames, no script.
 fn answer(
-    stream: &mut std::net::TcpStream,
+    stream: &mut impl std::io::Write,
     cors: &[(&'static str, String)],
     code: u16,
     json: bool,
     title: &str,
     detail: &str,
 ) -> Close {
-    use std::io::Write;
     let (ctype, body) = if json {
         ("application/json", serde_json::json!({"ok": code == 200, "detail": detail}).to_string())
     } else {
@@ -345,8 +344,7 @@ fn answer(
     Close::Linger
 }
 
-fn send(stream: &mut std::net::TcpStream, cors: &[(&'static str, String)], code: u16, ctype: &str, body: &str) {
-    use std::io::Write;
+fn send(stream: &mut impl std::io::Write, cors: &[(&'static str, String)], code: u16, ctype: &str, body: &str) {
     let reason = match code {
         200 => "OK",
         400 => "Bad Request",
@@ -374,7 +372,7 @@ Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-act
 /// then its deadline, then the session; `GET` never acts.
 pub fn handle(
     shared: &super::Shared,
-    stream: &mut std::net::TcpStream,
+    stream: &mut impl std::io::Write,
     cors: &[(&'static str, String)],
     token: &str,
     body: Option<(Vec<u8>, bool)>,

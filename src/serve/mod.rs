@@ -30,6 +30,7 @@ pub mod control;
 pub mod evidence;
 pub mod feed;
 pub mod http;
+pub mod idempotency;
 pub mod interrupts;
 pub mod links;
 pub mod router;
@@ -508,6 +509,8 @@ pub struct Shared {
     pub sessions: agui::interactive::Sessions,
     /// The link routes' rate limits.
     pub link_limits: links::Limiter,
+    /// The `Idempotency-Key`s of the doors that run commands.
+    pub keys: idempotency::Keys,
 }
 
 impl Shared {
@@ -520,6 +523,7 @@ impl Shared {
             feed: std::sync::Mutex::new(None),
             sessions: agui::interactive::Sessions::default(),
             link_limits: links::Limiter::default(),
+            keys: idempotency::Keys::default(),
         }
     }
 

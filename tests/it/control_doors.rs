@@ -45,7 +45,7 @@ fn acp_answers(dir: &Path) -> Vec<(u64, String)> {
         .collect()
 }
 
-fn until(what: &str, f: impl Fn() -> bool, why: impl Fn() -> String) {
+fn until(what: &str, mut f: impl FnMut() -> bool, why: impl Fn() -> String) {
     let t = Instant::now();
     while !f() {
         assert!(t.elapsed() < LIMIT, "{what} did not happen; {}", why());
@@ -487,4 +487,141 @@ fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
     }
     let bad: Vec<&Row> = rows.iter().filter(|(_, _, r)| r.is_err()).collect();
     assert!(bad.is_empty(), "sent something: {bad:#?}");
+}
+
+// ---------------------------------------------------------------------------
+// Idempotency keys: a key is executed once on any HTTP door.
+
+/// A POST with an `Idempotency-Key`: status, whether the reply says it is a
+/// replay, and the body.
+fn keyed(port: u16, path: &str, key: &str, content_type: &str, body: &str) -> (u16, bool, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nIdempotency-Key: {key}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let r = support::server::Response::parse(&raw);
+    let replayed = r.header("idempotent-replayed") == Some("true");
+    (r.status, replayed, String::from_utf8_lossy(&r.body).to_string())
+}
+
+/// The control route to a supervisor: a steer retried with its key gives
+/// one `steer-queued` record and the agent one prompt; the same key with
+/// another body is refused (422) and queues nothing.
+#[test]
+fn a_retried_steer_with_its_key_is_queued_once_through_the_control_route() {
+    let mut s = Sup::start("keys-supervisor");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let first = name_of(&s.requested()[0]);
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": first, "decision": "allow"}}));
+    assert_eq!(r["ok"], true, "{r}");
+    s.until("the gate", |s| s.states().contains(&"implemented".to_string()));
+    let srv = Server::start(&s.dir.join("home"));
+    let route = format!("/runs/{}/tasks/a/steer", s.run_id());
+    let body = json!({"msg": "touch the keyed file"}).to_string();
+    let (c1, r1, b1) = keyed(srv.port, &route, "click-steer-1", "application/json", &body);
+    assert!(c1 == 200 || c1 == 202, "{c1} {b1}");
+    assert!(!r1, "the first is no replay");
+    let (c2, r2, b2) = keyed(srv.port, &route, "click-steer-1", "application/json", &body);
+    assert_eq!((c2, r2, &b2), (c1, true, &b1), "the retry replays the first reply");
+    let other = json!({"msg": "something else"}).to_string();
+    let (c3, _, b3) = keyed(srv.port, &route, "click-steer-1", "application/json", &other);
+    assert_eq!(c3, 422, "{b3}");
+    let queued = |s: &Sup| s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count();
+    assert_eq!(queued(&s), 1, "{}", s.why());
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    s.until("the second process's request", |s| s.requested().len() == 2);
+    let prompts: Vec<String> = agent_input(&s.dir)
+        .into_iter()
+        .filter(|(p, l)| *p == 2 && l["method"] == "session/prompt")
+        .map(|(_, l)| l.to_string())
+        .collect();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(prompts[0].contains("touch the keyed file") && !prompts[0].contains("something else"), "{prompts:?}");
+    let new = name_of(&s.requested()[1]);
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": new, "decision": "deny"}}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
+    assert_eq!(queued(&s), 1, "{}", s.why());
+}
+
+/// The server's own session: the task route's steer, the AG-UI run and the
+/// approval link's POST, each retried with its key, act once.
+#[test]
+fn a_retried_command_with_its_key_acts_once_on_the_servers_doors() {
+    let dir = support::scratch("keys-server");
+    let secret = dir.join("link-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"}}]);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .args(["--public-url", "https://rw.example.test", "--link-secret-file"])
+        .arg(&secret)
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", requests.to_string());
+    let s = Server::spawn(cmd).owning(dir.clone());
+    let lines = || -> Vec<Value> { agent_input(&dir).into_iter().map(|(_, l)| l).collect() };
+    let users = |text: &str| lines().iter().filter(|l| l["type"] == "user" && l.to_string().contains(text)).count();
+    let allows = || {
+        lines().iter().filter(|l| l["type"] == "control_response" && l.to_string().contains("\"allow\"")).count()
+    };
+    // AG-UI: the same key with the same body is the same run (its runId
+    // replays it); with another body it is refused before anything runs.
+    let run = json!({"threadId": "t", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "test it"}]});
+    let (c, _, text) = keyed(s.port, "/agui", "click-run-1", "application/json", &run.to_string());
+    assert_eq!(c, 200, "{text}");
+    let ev = support::sse::events(&text);
+    assert_eq!(ev.last().unwrap()["outcome"]["type"], "interrupt", "{ev:?}");
+    let record = session_run(&ev);
+    let other = json!({"threadId": "t", "runId": "r2", "messages": [{"id": "m2", "role": "user", "content": "other"}]});
+    let (c, _, text) = keyed(s.port, "/agui", "click-run-1", "application/json", &other.to_string());
+    assert_eq!(c, 422, "{text}");
+    assert_eq!((users("test it"), users("other")), (1, 0), "{:?}", lines());
+    // The link: the same form posted twice under one key approves once;
+    // the retry gets the first page again.
+    let mut link = None;
+    until(
+        "the link in the journal",
+        || {
+            link = s
+                .journal()
+                .into_iter()
+                .find(|r| r["input"] == "requested")
+                .and_then(|r| r["links"][0].as_str().map(str::to_string));
+            link.is_some()
+        },
+        || s.stderr(),
+    );
+    let path = link.unwrap()["https://rw.example.test".len()..].to_string();
+    let form = "application/x-www-form-urlencoded";
+    let (c1, r1, p1) = keyed(s.port, &path, "click-link-1", form, "decision=allow");
+    assert_eq!((c1, r1), (200, false), "{p1}");
+    let (c2, r2, p2) = keyed(s.port, &path, "click-link-1", form, "decision=allow");
+    assert_eq!((c2, r2, &p2), (200, true, &p1), "the retry replays the first page");
+    let (c3, _, p3) = keyed(s.port, &path, "click-link-1", form, "decision=deny");
+    assert_eq!(c3, 422, "{p3}");
+    until("the allow to reach the agent", || allows() == 1, || format!("{:?}", lines()));
+    // The task route: a steer retried under its key is written once.
+    let route = format!("/runs/{record}/tasks/agent/steer");
+    let body = json!({"msg": "keyed steer"}).to_string();
+    let (c1, r1, b1) = keyed(s.port, &route, "click-steer-2", "application/json", &body);
+    assert_eq!((c1, r1), (200, false), "{b1}");
+    let (c2, r2, b2) = keyed(s.port, &route, "click-steer-2", "application/json", &body);
+    assert_eq!((c2, r2, &b2), (200, true, &b1), "the retry replays the first reply");
+    let (c3, _, b3) = keyed(s.port, &route, "click-steer-2", "application/json", r#"{"msg":"another steer"}"#);
+    assert_eq!(c3, 422, "{b3}");
+    until("the steer to reach the agent", || users("keyed steer") == 1, || format!("{:?}", lines()));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!((users("keyed steer"), users("another steer"), allows()), (1, 0, 1), "{:?}", lines());
 }

@@ -11,7 +11,7 @@ use crate::serve::http::{respond, respond_error, Close};
 use crate::session::input::{AnswerInput, Input, SteerInput, Who};
 use crate::session::Ack;
 use serde_json::{json, Value};
-use std::net::TcpStream;
+use std::io::Write;
 
 /// Seconds a client is told to wait (`Retry-After`) when the agent does not read.
 const RETRY_AFTER: &str = "1";
@@ -26,7 +26,7 @@ const RETRY_AFTER: &str = "1";
 #[allow(clippy::too_many_arguments)]
 pub fn control_post(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut impl Write,
     id: &str,
     task: &str,
     verb: &str,
