@@ -12,7 +12,11 @@
 //!   to the second process.
 //! - A table naming each door (AG-UI resume, task route, control route,
 //!   supervisor socket, session input line): a replayed, a stale (earlier
-//!   process) and a duplicate answer each send nothing.
+//!   process), a duplicate, an expired answer and one beyond what the
+//!   agent offered each send nothing. The offer is the session's one rule
+//!   (`Agent::check_answer`), met by every door's answer alike.
+//! - Idempotency keys: a steer (and an AG-UI run, and a link's POST)
+//!   retried with its `Idempotency-Key` acts once on each HTTP door.
 
 use crate::support;
 use support::Server;
@@ -81,6 +85,11 @@ impl std::ops::Deref for Sup {
 
 impl Sup {
     fn start(name: &str) -> Sup {
+        Sup::start_with(name, None)
+    }
+
+    /// `answer_timeout`: the sessions' (`RUNWIRE_ANSWER_TIMEOUT`), else theirs by default.
+    fn start_with(name: &str, answer_timeout: Option<&str>) -> Sup {
         let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
@@ -97,6 +106,9 @@ impl Sup {
             .env("TRUST_STATE", dir.join("processes"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
             .arg(dir.join("no-wrappers"));
+        if let Some(t) = answer_timeout {
+            cmd.env("RUNWIRE_ANSWER_TIMEOUT", t);
+        }
         Sup(support::Supervised::spawn(dir, cmd))
     }
 
@@ -376,8 +388,14 @@ struct Session {
 
 impl Session {
     fn start(dir: &Path) -> Session {
+        Session::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, extra: &[&str]) -> Session {
         let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
-            .args(["acp", "--prompt", "touch a file", "--"])
+            .args(["acp", "--prompt", "touch a file"])
+            .args(extra)
+            .arg("--")
             .arg(support::example("trust-agent"))
             .arg("acp")
             .current_dir(dir)
@@ -461,18 +479,86 @@ fn session_doors(rows: &mut Vec<Row>) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The expired case on the supervisor's two doors: the request denied on
+/// its deadline, then an allow on each door sends nothing.
+fn supervisor_expired(rows: &mut Vec<Row>) {
+    let mut s = Sup::start_with("doors-supervisor-expired", Some("1s"));
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let id = name_of(&s.requested()[0]);
+    s.until("the request's expiry", |s| s.journal().iter().any(|r| r["input"] == "answered"));
+    s.until("the expiry's deny to reach the agent", |s| acp_answers(&s.dir).len() == 1);
+    let srv = Server::start(&s.dir.join("home"));
+    let (c, v) = srv.post(&format!("/runs/{}/tasks/a/answer", s.run_id()), &json!({"request": id, "decision": "allow"}).to_string());
+    rows.push(nothing_sent("control-route", "expired", c, &v));
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": id, "decision": "allow"}}));
+    rows.push(nothing_sent("supervisor-socket", "expired", if r["ok"] == true { 200 } else { 409 }, &r));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&s.dir).len(), 1, "only the expiry's deny reached the agent: {}", s.why());
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["decision"], "expired", "{answered:?}");
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    let _ = s.0.wait(LIMIT, |s| s.stderr());
+}
+
+/// The expired case on the server's AG-UI resume and task route.
+fn server_expired(rows: &mut Vec<Row>) {
+    let dir = support::scratch("doors-server-expired");
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "cursor", "--interactive", "--answer-timeout", "1", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "acp")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", "[]");
+    let s = Server::spawn(cmd).owning(dir.clone());
+    let run = json!({"threadId": "t", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "touch a file"}]});
+    let ev = agui(s.port, run);
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let record = session_run(&ev);
+    until("the expiry's deny to reach the agent", || acp_answers(&dir).len() == 1, || s.stderr());
+    let allow = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let resume = json!({"threadId": "t", "runId": "r2", "messages": [], "resume": allow});
+    rows.push(agui_nothing_sent("expired", &agui(s.port, resume)));
+    let (c, b) = http(s.port, "POST", &format!("/runs/{record}/tasks/agent/answer"), &json!({"request": id, "decision": "allow"}).to_string());
+    rows.push(nothing_sent("task-route", "expired", c, &serde_json::from_slice(&b).unwrap_or_default()));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&dir).len(), 1, "only the expiry's deny reached the agent: {:?}", agent_input(&dir));
+}
+
+/// The expired case on runwire-session's input lines.
+fn session_expired(rows: &mut Vec<Row>) {
+    let dir = support::scratch("doors-session-expired");
+    let mut s = Session::start_with(&dir, &["--answer-timeout", "1"]);
+    let id = s.next("runwire.request")["interrupt_id"].as_str().unwrap().to_string();
+    let closed = s.next("runwire.answer");
+    assert_eq!(closed["decision"], "expired", "{closed}");
+    until("the expiry's deny to reach the agent", || acp_answers(&dir).len() == 1, || format!("{:?}", agent_input(&dir)));
+    rows.push(session_row("expired", &s.send(json!({"type": "answer", "id": id, "decision": "allow"}))));
+    s.end();
+    assert_eq!(acp_answers(&dir).len(), 1, "only the expiry's deny reached the agent: {:?}", agent_input(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The table: each door, each case (a replayed answer, a stale one of an
-/// earlier process, a duplicate, one beyond what the agent offered),
+/// earlier process, a duplicate, one beyond what the agent offered, one
+/// after the request expired),
 /// nothing sent. The agent's log is
 /// checked inside each door's scene (only the answers the test meant reach it).
 #[test]
-fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
+fn every_door_sends_nothing_for_a_replayed_stale_duplicate_excessive_or_expired_answer() {
     // Each scene plays one or two doors against one agent stand-in.
     type Scene = fn(&mut Vec<Row>);
-    let scenes: [(&[&str], Scene); 3] = [
+    let scenes: [(&[&str], Scene); 6] = [
         (&["agui-resume", "task-route"], server_doors),
         (&["control-route", "supervisor-socket"], supervisor_doors),
         (&["session-input"], session_doors),
+        (&["agui-resume", "task-route"], server_expired),
+        (&["control-route", "supervisor-socket"], supervisor_expired),
+        (&["session-input"], session_expired),
     ];
     let mut rows = Vec::new();
     for (_, scene) in scenes {
@@ -481,7 +567,7 @@ fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
     let named: Vec<(&str, &str)> = rows.iter().map(|(d, c, _)| (*d, *c)).collect();
     for door in scenes.iter().flat_map(|(doors, _)| doors.iter()) {
         let door = *door;
-        for case in ["replayed", "stale", "duplicate", "beyond the offer"] {
+        for case in ["replayed", "stale", "duplicate", "beyond the offer", "expired"] {
             assert!(named.contains(&(door, case)), "no row for {door} / {case}: {named:?}");
         }
     }

@@ -10,7 +10,7 @@ use crate::control::{Command, Reply, Verb};
 use crate::serve::http::{respond, respond_error, Close};
 use crate::session::input::{AnswerInput, Input, SteerInput, Who};
 use crate::session::Ack;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Write;
 
 /// Seconds a client is told to wait (`Retry-After`) when the agent does not read.
@@ -133,19 +133,6 @@ fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
                     ),
                     None,
                 )
-            }
-        }
-    }
-    // Answers to a question are held to its choices, as on /agui.
-    if a.decision == crate::session::input::Decision::Answer {
-        if let Some((req, interrupt)) = st.raised.get(&a.id) {
-            let e = crate::serve::interrupts::ResumeEntry {
-                interrupt_id: a.id.clone(),
-                status: "resolved".into(),
-                payload: Some(json!({"answers": a.answers.clone().map_or(Value::Null, Value::Object)})),
-            };
-            if let Err(m) = crate::serve::interrupts::answer_for(req, interrupt, &e, "check") {
-                return Reply::bad(format!("answer body: {m}"));
             }
         }
     }
