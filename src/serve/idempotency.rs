@@ -223,7 +223,8 @@ pub fn replayed(response: &[u8], cors: &[(&'static str, String)]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: http://a\r\nVary: Origin\r\nContent-Length: 2\r\n\r\n{}";
+    const OK: &[u8] =
+        b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: http://a\r\nVary: Origin\r\nContent-Length: 2\r\n\r\n{}";
 
     #[test]
     fn a_key_runs_once_replays_its_reply_and_refuses_another_request() {
@@ -273,7 +274,8 @@ mod tests {
     fn a_replay_carries_this_requests_cors_and_says_so() {
         let r = replayed(OK, &[("Access-Control-Allow-Origin", "http://b".into())]);
         let text = String::from_utf8(r).unwrap();
-        assert!(text.starts_with("HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: http://b\r\nIdempotent-Replayed: true\r\n"));
+        assert!(text
+            .starts_with("HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: http://b\r\nIdempotent-Replayed: true\r\n"));
         assert!(!text.contains("http://a") && !text.contains("Vary") && text.ends_with("\r\n\r\n{}"), "{text}");
         assert_eq!(status_of(OK), Some(200));
     }

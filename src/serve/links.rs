@@ -354,9 +354,13 @@ fn send(stream: &mut impl std::io::Write, cors: &[(&'static str, String)], code:
         410 => "Gone",
         _ => "Error",
     };
+    // `same-origin`, not `no-referrer`: the token still never leaves in a
+    // Referer to another site, and the page's own form POST keeps its real
+    // `Origin` (under `no-referrer` Chromium sends `Origin: null`, which the
+    // boundary refuses: the Approve button never worked in a browser).
     let mut head = format!(
         "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
-Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
+Referrer-Policy: same-origin\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
 Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'\r\n",
         body.len()
     );

@@ -33,6 +33,7 @@ pub mod http;
 pub mod idempotency;
 pub mod interrupts;
 pub mod links;
+pub mod listen;
 pub mod router;
 pub mod run;
 pub mod runs;
@@ -45,7 +46,7 @@ use crate::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -100,9 +101,10 @@ a file named by a flag.";
 #[derive(clap::Parser, Debug)]
 #[command(name = BIN, version, after_help = AFTER_HELP)]
 pub struct Args {
-    /// Address to listen on (port 0 picks a free port; the first stdout line names it).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
-    pub listen: SocketAddr,
+    /// Address to listen on (port 0 picks a free port; the first stdout line names it), or
+    /// `unix:PATH`: a unix socket of mode 0600 for a reverse proxy of the same user (no TCP port).
+    #[arg(long, value_name = "ADDR:PORT|unix:PATH", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
+    pub listen: listen::Listen,
     /// Run this agent for each request (its wrapper, wrappers/AGENT.sh): agent mode. Without it,
     /// each request replays a bundled recorded Claude run: replay mode.
     #[arg(long, value_enum, value_name = "AGENT")]
@@ -188,13 +190,9 @@ pub struct Args {
     pub cluster: cluster::ClusterArgs,
 }
 
-/// `ADDR:PORT`, with `localhost` read as 127.0.0.1.
-fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    if let Some(port) = s.strip_prefix("localhost:") {
-        let port: u16 = port.parse().map_err(|_| format!("{s:?}: the port must be a number from 0 to 65535"))?;
-        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
-    }
-    s.parse().map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 127.0.0.1:8787 or [::1]:8787)"))
+/// `ADDR:PORT` (`localhost` read as 127.0.0.1) or `unix:PATH` ([`listen::Listen`]).
+fn parse_listen(s: &str) -> Result<listen::Listen, String> {
+    s.parse()
 }
 
 /// An origin exactly as browsers send it: `scheme://host[:port]`, nothing
@@ -399,6 +397,12 @@ fn env_ms(name: &str, default: u64) -> Duration {
 
 /// Checks the flags and reads the files they name, without binding.
 pub fn configure(args: &Args) -> Result<Config, StartError> {
+    if args.listen.is_unix() && args.cluster.cluster.is_some() {
+        return Err(StartError::Usage(format!(
+            "--listen {}: the cluster sidecar reaches its server over TCP; run a cluster node on ADDR:PORT",
+            args.listen
+        )));
+    }
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         return Err(StartError::Usage(format!(
             "--listen {}: not a loopback address; pass --allow-remote (with --token-file) to serve other hosts",
@@ -696,11 +700,12 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     signals.add(nix::sys::signal::Signal::SIGTERM);
     signals.thread_block().map_err(|e| StartError::Io(format!("cannot block SIGINT/SIGTERM: {e}")))?;
     run::become_subreaper();
-    let listener = TcpListener::bind(args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
-    let addr = listener.local_addr().map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
-    cfg.port = addr.port();
+    let listener = listen::Listener::bind(&args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
+    // `http://ADDR:PORT`, or `unix:PATH`.
+    let addr = listener.base().map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
+    cfg.port = listener.port();
     listener.set_nonblocking(true).map_err(|e| StartError::Io(format!("{addr}: {e}")))?;
-    writeln!(out, "listening on http://{addr}")
+    writeln!(out, "listening on {addr}")
         .and_then(|_| out.flush())
         .map_err(|e| StartError::Io(format!("stdout: {e}")))?;
     // For people: what this server does, and where an AG-UI client should post (stdout stays one parsable line).
@@ -730,14 +735,14 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     };
     // With a token, the page's address carries it (the studio keeps it for the tab and drops it from the address).
     let page = match &cfg.token {
-        Some(t) if !t.named() => format!("http://{addr}/#token={}", fragment_encode(t.first())),
+        Some(t) if !t.named() => format!("{addr}/#token={}", fragment_encode(t.first())),
         // Named tokens are people's own: none is printed.
-        Some(_) => format!("http://{addr}/ (with your token: #token=<yours>)"),
-        None => format!("http://{addr}/"),
+        Some(_) => format!("{addr}/ (with your token: #token=<yours>)"),
+        None => format!("{addr}/"),
     };
     cli::report(
         BIN,
-        format!("{what}; open {page} for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"),
+        format!("{what}; open {page} for the studio, or point an AG-UI client (HttpAgent url) at {addr}/agui"),
     );
     let shared = Arc::new(Shared::new(cfg));
     // The signal thread writes a byte here after setting the flag, so the
@@ -758,8 +763,9 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             })
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
-    let sidecar = cluster::start(&args.cluster, &shared.cfg.harness_home, addr.port(), args.token_file.as_deref(), BIN)
-        .map_err(StartError::Usage)?;
+    let sidecar =
+        cluster::start(&args.cluster, &shared.cfg.harness_home, listener.port(), args.token_file.as_deref(), BIN)
+            .map_err(StartError::Usage)?;
     accept_loop(&listener, &shared, &wake_rx);
     drop(sidecar);
     // Streams notice the flag within a tick, stop their agents (TERM, grace,
@@ -773,10 +779,10 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     Ok(())
 }
 
-fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd::OwnedFd) {
+fn accept_loop(listener: &listen::Listener, shared: &Arc<Shared>, wake: &std::os::fd::OwnedFd) {
     while !shared.is_shutting_down() {
         match listener.accept() {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 let _ = stream.set_nonblocking(false);
                 let n = shared.connections.fetch_add(1, Ordering::SeqCst);
                 if n >= shared.cfg.max_connections {

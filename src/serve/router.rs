@@ -299,7 +299,9 @@ fn keyed(
         idempotency::Claim::Running => {
             let mut h = cors.clone();
             h.push(("Retry-After", "1".into()));
-            let m = format!("the command of Idempotency-Key {key:?} is still running: it is not run again; retry for its reply");
+            let m = format!(
+                "the command of Idempotency-Key {key:?} is still running: it is not run again; retry for its reply"
+            );
             respond_error(stream, 409, &h, &m);
             Close::Linger
         }
@@ -339,7 +341,12 @@ fn bound_key(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &Cors
     } else if shared.keys.claim(key, idempotency::fingerprint(caller, &req.method, &req.path, body), true)
         == idempotency::Claim::Conflict
     {
-        (422, format!("Idempotency-Key {key:?} was used for another request: nothing was done; a new run takes a new key"))
+        (
+            422,
+            format!(
+                "Idempotency-Key {key:?} was used for another request: nothing was done; a new run takes a new key"
+            ),
+        )
     } else {
         return Ok(());
     };

@@ -488,7 +488,10 @@ fn supervisor_expired(rows: &mut Vec<Row>) {
     s.until("the request's expiry", |s| s.journal().iter().any(|r| r["input"] == "answered"));
     s.until("the expiry's deny to reach the agent", |s| acp_answers(&s.dir).len() == 1);
     let srv = Server::start(&s.dir.join("home"));
-    let (c, v) = srv.post(&format!("/runs/{}/tasks/a/answer", s.run_id()), &json!({"request": id, "decision": "allow"}).to_string());
+    let (c, v) = srv.post(
+        &format!("/runs/{}/tasks/a/answer", s.run_id()),
+        &json!({"request": id, "decision": "allow"}).to_string(),
+    );
     rows.push(nothing_sent("control-route", "expired", c, &v));
     let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": id, "decision": "allow"}}));
     rows.push(nothing_sent("supervisor-socket", "expired", if r["ok"] == true { 200 } else { 409 }, &r));
@@ -515,7 +518,8 @@ fn server_expired(rows: &mut Vec<Row>) {
         .env("TRUST_STATE", dir.join("processes"))
         .env("TRUST_REQUESTS", "[]");
     let s = Server::spawn(cmd).owning(dir.clone());
-    let run = json!({"threadId": "t", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "touch a file"}]});
+    let run =
+        json!({"threadId": "t", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "touch a file"}]});
     let ev = agui(s.port, run);
     let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
     let record = session_run(&ev);
@@ -523,7 +527,12 @@ fn server_expired(rows: &mut Vec<Row>) {
     let allow = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
     let resume = json!({"threadId": "t", "runId": "r2", "messages": [], "resume": allow});
     rows.push(agui_nothing_sent("expired", &agui(s.port, resume)));
-    let (c, b) = http(s.port, "POST", &format!("/runs/{record}/tasks/agent/answer"), &json!({"request": id, "decision": "allow"}).to_string());
+    let (c, b) = http(
+        s.port,
+        "POST",
+        &format!("/runs/{record}/tasks/agent/answer"),
+        &json!({"request": id, "decision": "allow"}).to_string(),
+    );
     rows.push(nothing_sent("task-route", "expired", c, &serde_json::from_slice(&b).unwrap_or_default()));
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(acp_answers(&dir).len(), 1, "only the expiry's deny reached the agent: {:?}", agent_input(&dir));
@@ -536,7 +545,11 @@ fn session_expired(rows: &mut Vec<Row>) {
     let id = s.next("runwire.request")["interrupt_id"].as_str().unwrap().to_string();
     let closed = s.next("runwire.answer");
     assert_eq!(closed["decision"], "expired", "{closed}");
-    until("the expiry's deny to reach the agent", || acp_answers(&dir).len() == 1, || format!("{:?}", agent_input(&dir)));
+    until(
+        "the expiry's deny to reach the agent",
+        || acp_answers(&dir).len() == 1,
+        || format!("{:?}", agent_input(&dir)),
+    );
     rows.push(session_row("expired", &s.send(json!({"type": "answer", "id": id, "decision": "allow"}))));
     s.end();
     assert_eq!(acp_answers(&dir).len(), 1, "only the expiry's deny reached the agent: {:?}", agent_input(&dir));
@@ -659,9 +672,8 @@ fn a_retried_command_with_its_key_acts_once_on_the_servers_doors() {
     let s = Server::spawn(cmd).owning(dir.clone());
     let lines = || -> Vec<Value> { agent_input(&dir).into_iter().map(|(_, l)| l).collect() };
     let users = |text: &str| lines().iter().filter(|l| l["type"] == "user" && l.to_string().contains(text)).count();
-    let allows = || {
-        lines().iter().filter(|l| l["type"] == "control_response" && l.to_string().contains("\"allow\"")).count()
-    };
+    let allows =
+        || lines().iter().filter(|l| l["type"] == "control_response" && l.to_string().contains("\"allow\"")).count();
     // AG-UI: the same key with the same body is the same run (its runId
     // replays it); with another body it is refused before anything runs.
     let run = json!({"threadId": "t", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "test it"}]});

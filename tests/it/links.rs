@@ -231,7 +231,10 @@ fn one_post_of_a_link_approves_once_and_nothing_else_acts() {
     for _ in 0..2 {
         let (status, head, page) = http(s.port, "GET", &path, &[], "");
         assert_eq!(status, 200, "{page}");
-        assert!(head.contains("text/html") && head.contains("no-referrer") && head.contains("no-store"), "{head}");
+        assert!(
+            head.contains("text/html") && head.contains("Referrer-Policy: same-origin") && head.contains("no-store"),
+            "{head}"
+        );
         assert!(page.contains("<b>Bash</b>") && page.contains("npm test"), "{page}");
         assert!(page.contains("value=\"allow\"") && page.contains("name=\"reason\"") && !page.contains("<script"));
     }
