@@ -255,7 +255,9 @@ fn control_route(
     let person = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten();
     keyed(shared, stream, req, cors, person.unwrap_or(""), &body, |out| {
         // A hub: the run is a node's, the request goes to it (spec/CLUSTER.md).
-        if let Some((code, answer)) = super::cluster::forward(id, task, verb, &body, req.header(idempotency::HEADER)) {
+        if let Some((code, answer)) =
+            super::cluster::forward(id, task, verb, &body, req.header(idempotency::HEADER), person)
+        {
             let _ = respond(out, code, cors, &answer);
             return Close::Linger;
         }
