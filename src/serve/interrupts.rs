@@ -988,7 +988,12 @@ mod tests {
         assert!(!modes.contains(&json!("bypassPermissions")) && modes.contains(&json!("acceptEdits")));
         let bad = entry("rw-4", "resolved", Some(json!({"approved": true, "mode": "bypassPermissions"})));
         assert!(taken(Offer::default(), &plan, &bad).unwrap_err().contains("--grant-all"));
+        // With --grant-all the schema offers it, and the session takes it.
         let i = interrupt_for(&plan, "rw-4", None, all);
+        assert!(i["responseSchema"]["properties"]["mode"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("bypassPermissions")));
         assert!(taken(all, &plan, &bad).is_ok());
     }
 
