@@ -42,7 +42,8 @@ fn reply(stream: &mut impl Write, cors: Cors, code: u16, r: &Reply) -> Close {
 /// Answers a control verb on run `id` (and `task`); the router checked
 /// both ids and read the body (empty when none was sent; JSON for steer).
 /// `person`: the name of the caller's named token, journaled as who gave
-/// the command (else the server's name).
+/// the command (else the server's name); `door`: the task route's, or the
+/// hub's for a command a hub forwarded.
 #[allow(clippy::too_many_arguments)]
 pub fn post(
     shared: &Shared,
@@ -53,10 +54,13 @@ pub fn post(
     verb: &str,
     body: &[u8],
     person: Option<&str>,
+    door: Door,
 ) -> Close {
     // A session this server holds itself (interactive mode) answers here.
     if let Some(tid) = task {
-        if let Some(close) = super::agui::interactive::control_post(shared, stream, id, tid, verb, body, cors, person) {
+        if let Some(close) =
+            super::agui::interactive::control_post(shared, stream, id, tid, verb, body, cors, person, door)
+        {
             return close;
         }
     }
@@ -83,7 +87,7 @@ pub fn post(
             return Close::Linger;
         }
     };
-    let issued = Issued { door: Door::TaskRoute, actor: actor.into(), task: task.map(str::to_string), command };
+    let issued = Issued { door, actor: actor.into(), task: task.map(str::to_string), command };
     let Some(creq) = issued.to_request() else {
         respond_error(stream, 400, cors, &format!("{verb} is not a verb of a supervised run"));
         return Close::Linger;

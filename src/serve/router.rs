@@ -11,7 +11,7 @@
 
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
 use super::{agui, control, evidence, feed, idempotency, links, runs, studio, Config, Shared};
-use crate::control::Verb;
+use crate::control::{Door, Verb};
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -251,8 +251,13 @@ fn control_route(
     } else {
         Vec::new()
     };
-    // Who asks: the name of a named token, else the server (the journal's actor and `by`).
-    let person = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten();
+    // Who asks: the name of a named token, else the server (the journal's actor and `by`);
+    // for a hub's command, the person the hub's caller is (the sidecar's token says so).
+    let tokens = shared.cfg.token.as_ref();
+    let (person, door) = match tokens.and_then(|t| super::tokens::acting_for(t, req)) {
+        Some(p) => (Some(p), Door::Hub),
+        None => (tokens.and_then(|t| super::tokens::caller(t, req)).flatten(), Door::TaskRoute),
+    };
     keyed(shared, stream, req, cors, person.unwrap_or(""), &body, |out| {
         // A hub: the run is a node's, the request goes to it (spec/CLUSTER.md).
         if let Some((code, answer)) =
@@ -261,7 +266,7 @@ fn control_route(
             let _ = respond(out, code, cors, &answer);
             return Close::Linger;
         }
-        control::post(shared, out, cors, id, task, verb, &body, person)
+        control::post(shared, out, cors, id, task, verb, &body, person, door)
     })
 }
 

@@ -723,3 +723,81 @@ fn a_retried_command_with_its_key_acts_once_on_the_servers_doors() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!((users("keyed steer"), users("another steer"), allows()), (1, 0, 1), "{:?}", lines());
 }
+
+/// A hub's command reaches its node's server through the node's cluster
+/// sidecar, which uses the token file's `cluster` token and says whom the
+/// command is for (`Rw-Actor`, the caller's token name at the hub): it is
+/// journaled as that person's, through the hub's door. The header is
+/// honoured from the `cluster` token only: another person cannot answer in
+/// someone else's name with it.
+#[test]
+fn a_hubs_command_is_journaled_as_its_callers_and_only_the_sidecar_may_say_so() {
+    let dir = support::scratch("doors-actor");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
+    let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"}}]);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .arg("--token-file")
+        .arg(&tokens)
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", requests.to_string());
+    let s = Server::spawn(cmd).owning(dir.clone());
+    // Each turn asks once: ana's turn, then another.
+    let ask = |run: &str| {
+        let body = json!({"threadId": "t", "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": "test it"}]});
+        let r = s.request(
+            "POST",
+            "/agui",
+            "Authorization: Bearer 0123456789abcdef-ana\r\nContent-Type: application/json\r\n",
+            &body.to_string(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let ev = r.events();
+        (interrupts(&ev)[0]["id"].as_str().unwrap().to_string(), session_run(&ev))
+    };
+    let answer = |token: &str, record: &str, id: &str, decision: &str| {
+        let (c, v) = s.post_with(
+            &format!("/runs/{record}/tasks/agent/answer"),
+            &format!("Authorization: Bearer {token}\r\nRw-Actor: bob\r\nContent-Type: application/json\r\n"),
+            &json!({"request": id, "decision": decision}).to_string(),
+        );
+        assert_eq!(c, 200, "{v}");
+    };
+    // ana names bob: ignored, the answer is ana's.
+    let (id, record) = ask("r1");
+    answer("0123456789abcdef-ana", &record, &id, "allow");
+    until("the first answer journaled", || s.journal().iter().any(|r| r["input"] == "answered"), || s.stderr());
+    // The sidecar names bob: the answer is bob's, through the hub.
+    let (id, record) = ask("r2");
+    answer("0123456789abcdef-cluster", &record, &id, "deny");
+    let mut answered = Vec::new();
+    until(
+        "both answers journaled",
+        || {
+            answered = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+            answered.len() == 2
+        },
+        || s.stderr(),
+    );
+    let who: Vec<(String, String, String)> = answered
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            (f("decision"), f("by"), f("door"))
+        })
+        .collect();
+    assert_eq!(
+        who,
+        [
+            ("allow".to_string(), "ana".to_string(), "task-route".to_string()),
+            ("deny".to_string(), "bob".to_string(), "hub".to_string())
+        ]
+    );
+}

@@ -33,6 +33,7 @@ pub fn control_post(
     body: &[u8],
     cors: &[(&'static str, String)],
     person: Option<&str>,
+    door: crate::control::Door,
 ) -> Option<Close> {
     let th = shared.sessions.by_record(id)?;
     if task != TASK {
@@ -89,7 +90,7 @@ pub fn control_post(
             Reply::refuse(m, None)
         } else {
             match command {
-                Command::Answer { answer } => answer_route(&mut st, answer),
+                Command::Answer { answer } => answer_route(&mut st, answer, door),
                 Command::Steer { text, interrupt, turn } => {
                     steer_route(&mut st, text, interrupt, turn, person.unwrap_or("steer"))
                 }
@@ -119,8 +120,8 @@ fn not_sent(e: NotSent) -> Reply {
     }
 }
 
-fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
-    a.door = a.door.or(Some(crate::control::Door::TaskRoute));
+fn answer_route(st: &mut State, mut a: AnswerInput, door: crate::control::Door) -> Reply {
+    a.door = a.door.or(Some(door));
     // An interrupt id names its request only while the process that raised it runs.
     if crate::control::is_interrupt_id(&a.id) {
         match st.raised.request_of(&a.id) {
@@ -226,7 +227,7 @@ pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &
     let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
     answer.door = Some(crate::control::Door::Link);
     if st.raised.request_of(&c.i).is_some() {
-        answer_route(&mut st, answer)
+        answer_route(&mut st, answer, crate::control::Door::Link)
     } else {
         // Not streamed here: the session binds runwire's id to its own request, or refuses it.
         match st.send(Input::Answer(answer)).map(|t| t.replayed) {
