@@ -207,7 +207,13 @@ pub fn link_request(
 /// `POST /a/<token>`: the link's answer, as every door gives one: a
 /// [`Command`] checked by the one rule, then the session's own (open,
 /// replay, the agent's offer). `by`: the name the link was minted for.
-pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &str, reason: Option<String>) -> Reply {
+pub fn link_answer(
+    shared: &Shared,
+    c: &crate::serve::links::Claims,
+    decision: &str,
+    reason: Option<String>,
+    answers: Option<serde_json::Map<String, serde_json::Value>>,
+) -> Reply {
     let th = match link_thread(shared, c) {
         Ok(t) => t,
         Err(m) => return Reply::refuse(m, None),
@@ -219,6 +225,9 @@ pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &
     let mut body = serde_json::json!({"request": c.i, "decision": decision});
     if let Some(r) = reason {
         body["message"] = r.into();
+    }
+    if let Some(a) = answers {
+        body["answers"] = a.into();
     }
     let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
         Ok(cmd) => cmd.by_person(&c.n),
