@@ -308,7 +308,8 @@ async fn take(
     }
     let actor = get(ACTOR).unwrap_or_default();
     keys.started(&key, &actor);
-    let a = http(local, "POST", &path, &body, Some(&key)).await;
+    // The person the hub's caller is, for the node's journal (its server takes it from the sidecar's token only).
+    let a = http(local, "POST", &path, &body, Some(&key), Some(&actor)).await;
     keys.done(&key, &a);
     a
 }
@@ -337,10 +338,18 @@ async fn pull_body(
 }
 
 /// The bytes of a request to the node's own server (HTTP/1.0: the answer's
-/// body ends with the connection).
-fn request_bytes(local: &Local, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Result<Vec<u8>, Answer> {
+/// body ends with the connection). `actor`: whom a command is for (a
+/// name; the server journals it when the token is its `cluster` one).
+fn request_bytes(
+    local: &Local,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    key: Option<&str>,
+    actor: Option<&str>,
+) -> Result<Vec<u8>, Answer> {
     let token = match &local.token_file {
-        // The server's own parser: one anonymous token, or named ones (the first is the sidecar's).
+        // The server's own parser: one anonymous token, or named ones (the one named `cluster`, else the first, is the sidecar's).
         Some(p) => match runwire::serve::tokens::read_first(p) {
             Ok(t) => Some(String::from_utf8_lossy(&t).into_owned()),
             Err(e) => return Err(Answer::error(500, e)),
@@ -358,6 +367,9 @@ fn request_bytes(local: &Local, method: &str, path: &str, body: &[u8], key: Opti
     if let Some(k) = key {
         req.push_str(&format!("Idempotency-Key: {k}\r\n"));
     }
+    if let Some(a) = actor.filter(|a| runwire::serve::tokens::valid_name(a)) {
+        req.push_str(&format!("{ACTOR}: {a}\r\n"));
+    }
     req.push_str("\r\n");
     let mut req = req.into_bytes();
     req.extend_from_slice(body);
@@ -370,8 +382,8 @@ fn status_of(head: &[u8]) -> u16 {
 }
 
 /// The request, made to the node's own server (HTTP/1.0 on loopback).
-async fn http(local: &Local, method: &str, path: &str, body: &[u8], key: Option<&str>) -> Answer {
-    let req = match request_bytes(local, method, path, body, key) {
+async fn http(local: &Local, method: &str, path: &str, body: &[u8], key: Option<&str>, actor: Option<&str>) -> Answer {
+    let req = match request_bytes(local, method, path, body, key, actor) {
         Ok(r) => r,
         Err(a) => return a,
     };
@@ -410,7 +422,7 @@ async fn agui_stream(
     let answer = |a: Answer| async move {
         let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
     };
-    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None) {
+    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None, None) {
         Ok(r) => r,
         Err(a) => return answer(a).await,
     };
@@ -720,6 +732,28 @@ mod tests {
             assert!(!allowed(&f("POST", bad)), "{bad}");
         }
         assert!(!allowed(&f("GET", "/runs/a/tasks/b/kill")));
+    }
+
+    /// A command to the node's own server uses the token file's `cluster`
+    /// token and says whom it is for (a name only: nothing else reaches the head).
+    #[test]
+    fn a_command_to_the_nodes_server_names_its_person_with_the_sidecars_token() {
+        let dir = std::env::temp_dir().join(format!("rw-control-req-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tf = dir.join("tokens");
+        std::fs::write(&tf, "ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
+        let local = Local { addr: "127.0.0.1:9".into(), token_file: Some(tf), home: dir.clone() };
+        let head = |actor: &str| {
+            let r = request_bytes(&local, "POST", "/runs/a/tasks/b/answer", b"{}", Some("k1"), Some(actor)).unwrap();
+            String::from_utf8(r).unwrap()
+        };
+        let h = head("bob");
+        assert!(
+            h.contains("Authorization: Bearer 0123456789abcdef-cluster\r\n") && h.contains("Rw-Actor: bob\r\n"),
+            "{h}"
+        );
+        assert!(!head("bob\r\nX: y").contains("Rw-Actor"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

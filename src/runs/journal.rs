@@ -227,6 +227,9 @@ struct RecordRef<'a> {
     door: Option<Str<'a>>,
     #[serde(default)]
     totals: Option<BTreeMap<String, TaskTotals>>,
+    /// `requested`: its approval links (`runwire-serve --public-url`).
+    #[serde(default)]
+    links: Option<Vec<String>>,
 }
 
 /// A JSON string borrowed from the input unless it has escapes. (A plain
@@ -282,6 +285,7 @@ impl RecordRef<'_> {
             expires_at: opt(&self.expires_at).map(str::to_string),
             interrupt: opt(&self.interrupt).map(str::to_string),
             ts: self.ts.0.to_string(),
+            links: self.links.clone().unwrap_or_default(),
         }
     }
 
@@ -421,6 +425,8 @@ pub struct OpenRequest {
     pub interrupt: Option<String>,
     /// When it was asked.
     pub ts: String,
+    /// Its approval links (`runwire-serve --public-url`), for the studio to copy.
+    pub links: Vec<String>,
 }
 
 /// What a journal says, folded.

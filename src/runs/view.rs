@@ -657,6 +657,10 @@ impl Loaded {
                 if let Some(i) = &o.interrupt {
                     r["interrupt"] = i.clone().into();
                 }
+                // Its approval links (the studio's "Copy approval link").
+                if !o.links.is_empty() {
+                    r["links"] = o.links.clone().into();
+                }
                 r
             })
             .collect()

@@ -11,7 +11,6 @@ use super::run::Source;
 use super::{cluster, http, links, tokens};
 use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,9 +37,10 @@ a file named by a flag.";
 #[derive(clap::Parser, Debug)]
 #[command(name = super::options::BIN, version, after_help = AFTER_HELP)]
 pub struct Args {
-    /// Address to listen on (port 0 picks a free port; the first stdout line names it).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
-    pub listen: SocketAddr,
+    /// Address to listen on (port 0 picks a free port; the first stdout line names it), or
+    /// `unix:PATH`: a unix socket of mode 0600 for a reverse proxy of the same user (no TCP port).
+    #[arg(long, value_name = "ADDR:PORT|unix:PATH", default_value = "127.0.0.1:8787", value_parser = parse_listen)]
+    pub listen: super::listen::Listen,
     /// Run this agent for each request (its wrapper, wrappers/AGENT.sh): agent mode. Without it,
     /// each request replays a bundled recorded Claude run: replay mode.
     #[arg(long, value_enum, value_name = "AGENT")]
@@ -126,13 +126,9 @@ pub struct Args {
     pub cluster: cluster::ClusterArgs,
 }
 
-/// `ADDR:PORT`, with `localhost` read as 127.0.0.1.
-fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    if let Some(port) = s.strip_prefix("localhost:") {
-        let port: u16 = port.parse().map_err(|_| format!("{s:?}: the port must be a number from 0 to 65535"))?;
-        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
-    }
-    s.parse().map_err(|_| format!("{s:?} is not ADDR:PORT (e.g. 127.0.0.1:8787 or [::1]:8787)"))
+/// `ADDR:PORT` (`localhost` read as 127.0.0.1) or `unix:PATH` ([`super::listen::Listen`]).
+fn parse_listen(s: &str) -> Result<super::listen::Listen, String> {
+    s.parse()
 }
 
 /// The agents `--agent` names: the print-mode adapters, and any ACP agent
@@ -206,6 +202,12 @@ fn env_ms(name: &str, default: u64) -> Duration {
 
 /// Checks the flags and reads the files they name, without binding.
 pub fn configure(args: &Args) -> Result<Config, StartError> {
+    if args.listen.is_unix() && args.cluster.cluster.is_some() {
+        return Err(StartError::Usage(format!(
+            "--listen {}: the cluster sidecar reaches its server over TCP; run a cluster node on ADDR:PORT",
+            args.listen
+        )));
+    }
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         return Err(StartError::Usage(format!(
             "--listen {}: not a loopback address; pass --allow-remote (with --token-file) to serve other hosts",

@@ -541,9 +541,17 @@ fn err_json(code: u16, msg: String) -> (u16, String) {
 /// when the node is not connected, 504 naming it when the node did not take
 /// it within the budget (it will then never run: the node asks the hub
 /// before running it). `key` (the client's `Idempotency-Key`, else one the
-/// sidecar makes) makes a retry answered, never acted on, twice. `None`
-/// when this server is not a hub.
-pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Option<&str>) -> Option<(u16, String)> {
+/// sidecar makes) makes a retry answered, never acted on, twice. `actor`:
+/// the caller's token name (else this server's name), the command's actor
+/// at the node. `None` when this server is not a hub.
+pub fn forward(
+    id: &str,
+    task: Option<&str>,
+    verb: &str,
+    body: &[u8],
+    key: Option<&str>,
+    actor: Option<&str>,
+) -> Option<(u16, String)> {
     if !is_hub() {
         return None;
     }
@@ -561,7 +569,7 @@ pub fn forward(id: &str, task: Option<&str>, verb: &str, body: &[u8], key: Optio
         task: task.map(str::to_string),
         verb: Some(verb.into()),
         key: key.map(str::to_string),
-        actor: Some(super::options::BIN.into()),
+        actor: Some(actor.unwrap_or(super::options::BIN).into()),
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
@@ -1115,6 +1123,6 @@ mod tests {
         assert_eq!(hub, ["hub", "--url", "nats://x:1", "--home", "/h"]);
         assert_eq!(args(None, None, false).argv(home, 1, None), None);
         // Without --hub nothing is forwarded.
-        assert_eq!(forward("alpha.run", Some("t"), "kill", b"", None), None);
+        assert_eq!(forward("alpha.run", Some("t"), "kill", b"", None, None), None);
     }
 }

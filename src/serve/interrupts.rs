@@ -244,7 +244,7 @@ impl Raised {
                 if e.status == "cancelled" {
                     continue;
                 }
-                let a = match answer_for(req, &raise.interrupt, e, by) {
+                let a = match answer_of(req, e, by) {
                     Ok(a) => a,
                     Err(m) => return Plan::Refuse(format!("resume: interrupt {id:?}: {m}")),
                 };
@@ -274,7 +274,7 @@ impl Raised {
                 // abandoning it changes nothing, and the thread moves on.
                 continue;
             }
-            match answer_for(req, &raise.interrupt, e, by) {
+            match answer_of(req, e, by) {
                 Ok(a) if is_open => now.push(a),
                 Ok(a) => late.push(a),
                 Err(m) => return Plan::Refuse(format!("resume: interrupt {id:?}: {m}")),
@@ -299,33 +299,6 @@ impl Raised {
     }
 }
 
-/// The session answer a resume entry means for request `r`, checked
-/// against what its interrupt offered (`interrupt`'s `responseSchema`).
-pub fn answer_for(r: &InputRequest, interrupt: &Value, e: &ResumeEntry, by: &str) -> Result<AnswerInput, String> {
-    let a = answer_of(r, e, by)?;
-    let props = &interrupt["responseSchema"]["properties"];
-    if a.updated_input.is_some() && props.get("editedArgs").is_none() {
-        return Err("payload.editedArgs: this agent runs the call as asked and takes no edited input".into());
-    }
-    if let Some(scope) = a.scope {
-        let name = scope_name(scope);
-        let offered = props["scope"]["enum"].as_array().is_some_and(|l| l.iter().any(|v| v == name));
-        if !offered && scope != Scope::Once {
-            return Err(format!(
-                "payload.scope {name:?} is not offered for this request (see the interrupt's responseSchema)"
-            ));
-        }
-    }
-    if let Some(m) = &a.mode {
-        let offered = props["mode"]["enum"].as_array().is_some_and(|l| l.iter().any(|v| v == m.as_str()));
-        if !offered {
-            let why = if m == crate::session::claude::GRANT_ALL { ": it needs the server's --grant-all" } else { "" };
-            return Err(format!("payload.mode {m:?} is not offered for this plan{why}"));
-        }
-    }
-    Ok(a)
-}
-
 fn scope_name(s: Scope) -> &'static str {
     match s {
         Scope::Once => "once",
@@ -334,8 +307,12 @@ fn scope_name(s: Scope) -> &'static str {
     }
 }
 
-/// The session answer a resume entry means for request `r` (its payload's
-/// shape only; [`answer_for`] holds it to the interrupt's offer too).
+/// The session answer a resume entry means for request `r`: its payload's
+/// shape only. Whether the agent can take it (edited input, a scope, a
+/// plan's mode: what the interrupt offered) is the session's one rule
+/// (`Session`'s answer check, `Agent::check_answer`), applied to every
+/// door's answer alike; an AG-UI resume is checked there as one unit
+/// before anything is sent.
 pub fn answer_of(r: &InputRequest, e: &ResumeEntry, by: &str) -> Result<AnswerInput, String> {
     let mut a = AnswerInput {
         id: r.id.clone(),
@@ -711,6 +688,26 @@ mod tests {
         }
     }
 
+    /// A resume entry's answer as the session takes it: its shape here,
+    /// then the session's one rule of what the agent can take (the same
+    /// rule every door's answer meets), so each test below checks that the
+    /// interrupt offers exactly what that rule lets through.
+    fn taken(offer: Offer, r: &InputRequest, e: &ResumeEntry) -> Result<AnswerInput, String> {
+        use crate::session::claude;
+        let a = answer_of(r, e, "t")?;
+        crate::session::answer_of(r, &a, 0).map_err(|e| format!("{e:?}"))?;
+        match offer.agent {
+            AgentKind::Claude => {
+                if let Some(m) = &a.mode {
+                    claude::check_mode(m, offer.grant_all)?;
+                }
+                claude::check_scope(r, &a, offer.grant_all)?;
+            }
+            k => k.check_answer(r, &a)?,
+        }
+        Ok(a)
+    }
+
     fn entry(id: &str, status: &str, payload: Option<Value>) -> ResumeEntry {
         ResumeEntry { interrupt_id: id.into(), status: status.into(), payload }
     }
@@ -911,8 +908,8 @@ mod tests {
         assert!(i["metadata"]["runwire"]["scopes"]["once"].as_str().unwrap().contains("this turn"));
         assert_eq!(i["metadata"]["runwire"]["input"]["permissions"], json!({"network": {"enabled": true}}));
         let e = |p: Value| entry("rw-5", "resolved", Some(p));
-        assert!(answer_for(&r, &i, &e(json!({"approved": true, "scope": "always"})), "t").is_err());
-        let a = answer_for(&r, &i, &e(json!({"approved": true, "scope": "session"})), "t").unwrap();
+        assert!(taken(codex, &r, &e(json!({"approved": true, "scope": "always"}))).is_err());
+        let a = taken(codex, &r, &e(json!({"approved": true, "scope": "session"}))).unwrap();
         assert_eq!(a.scope, Some(Scope::Session));
 
         let form = codex_request(
@@ -947,10 +944,10 @@ mod tests {
         assert_eq!(props["scope"]["enum"], json!(["once", "always"]));
         assert!(i["metadata"]["runwire"]["scopes"]["always"].as_str().unwrap().contains("saved by the agent"));
         let e = |p: Value| entry("rw-1", "resolved", Some(p));
-        assert!(answer_for(&r, &i, &e(json!({"approved": true, "scope": "session"})), "t").is_err());
-        assert!(answer_for(&r, &i, &e(json!({"approved": true, "editedArgs": {}})), "t").is_err());
+        assert!(taken(codex, &r, &e(json!({"approved": true, "scope": "session"}))).is_err());
+        assert!(taken(codex, &r, &e(json!({"approved": true, "editedArgs": {}}))).is_err());
         assert_eq!(
-            answer_for(&r, &i, &e(json!({"approved": true, "scope": "always"})), "t").unwrap().scope,
+            taken(codex, &r, &e(json!({"approved": true, "scope": "always"}))).unwrap().scope,
             Some(Scope::Always)
         );
         // A plain approval with nothing more to offer: no scope at all.
@@ -990,9 +987,14 @@ mod tests {
         let modes = i["responseSchema"]["properties"]["mode"]["enum"].as_array().unwrap().clone();
         assert!(!modes.contains(&json!("bypassPermissions")) && modes.contains(&json!("acceptEdits")));
         let bad = entry("rw-4", "resolved", Some(json!({"approved": true, "mode": "bypassPermissions"})));
-        assert!(answer_for(&plan, &i, &bad, "t").unwrap_err().contains("--grant-all"));
+        assert!(taken(Offer::default(), &plan, &bad).unwrap_err().contains("--grant-all"));
+        // With --grant-all the schema offers it, and the session takes it.
         let i = interrupt_for(&plan, "rw-4", None, all);
-        assert!(answer_for(&plan, &i, &bad, "t").is_ok());
+        assert!(i["responseSchema"]["properties"]["mode"]["enum"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("bypassPermissions")));
+        assert!(taken(all, &plan, &bad).is_ok());
     }
 
     #[test]

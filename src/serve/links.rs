@@ -1,6 +1,7 @@
 //! Approval links (`--public-url URL --link-secret-file F`): for every
-//! approval the server's sessions raise, a link `URL/a/<token>` that is the
-//! capability for that one answer and nothing else. It is journaled with
+//! approval and every question the server's sessions raise, a link
+//! `URL/a/<token>` that is the capability for that one answer and nothing
+//! else (a question's page lists its choices: [`form_answers`]). It is journaled with
 //! the request (the `requested` record's `links`), so the change feed's
 //! `needs_input` event carries it.
 //!
@@ -153,18 +154,19 @@ pub struct Claims {
     pub k: Option<String>,
 }
 
-/// The claims of a raised request's link, when it gets one: tool and plan
-/// approvals (approve or deny); a question needs its own form, not a link.
+/// The claims of a raised request's link: tool and plan approvals (approve
+/// or deny), questions (answer, or dismiss: deny).
 pub fn claims_for(run: &str, task: &str, r: &crate::pipeline::events::InputRequest, name: &str) -> Option<Claims> {
     use crate::pipeline::events::InputKind;
-    if !matches!(r.kind, InputKind::ToolApproval | InputKind::PlanApproval) {
-        return None;
-    }
+    let d = match r.kind {
+        InputKind::ToolApproval | InputKind::PlanApproval => vec!["allow".into(), "deny".into()],
+        InputKind::Question => vec!["answer".into(), "deny".into()],
+    };
     Some(Claims {
         r: run.into(),
         t: task.into(),
         i: r.interrupt_id.clone()?,
-        d: vec!["allow".into(), "deny".into()],
+        d,
         e: crate::util::time::parse_rfc3339_ms(r.expires_at.as_deref()?)?,
         n: name.into(),
         k: r.tool.clone(),
@@ -227,7 +229,9 @@ pub fn esc(s: &str) -> String {
 const STYLE: &str = "body{font:16px/1.4 system-ui,sans-serif;margin:0 auto;padding:12px;max-width:40em}\
 pre{white-space:pre-wrap;word-break:break-word;background:#f4f4f4;padding:8px;font-size:14px}\
 .add{color:#060}.del{color:#a00}form{margin:12px 0}button{font-size:18px;padding:10px 18px;width:100%}\
-input[type=text]{font-size:16px;width:100%;box-sizing:border-box;padding:8px;margin-bottom:6px}";
+input[type=text]{font-size:16px;width:100%;box-sizing:border-box;padding:8px;margin-bottom:6px}\
+fieldset{border:1px solid #ccc;margin:0 0 12px;min-width:0}label.opt{display:block;padding:8px 0;font-size:17px}\
+input[type=radio],input[type=checkbox]{width:22px;height:22px;vertical-align:middle}";
 
 /// A whole page.
 pub fn page(title: &str, body: &str) -> String {
@@ -240,8 +244,11 @@ pub fn page(title: &str, body: &str) -> String {
 }
 
 /// The page of an open request: what is asked, the tool and its input
-/// (the diff of an edit), and the two forms.
+/// (the diff of an edit), and the two forms; a question's choices.
 pub fn ask_page(c: &Claims, request: Option<&crate::pipeline::events::InputRequest>) -> String {
+    if c.d.iter().any(|d| d == "answer") {
+        return question_page(c, request);
+    }
     let tool = request.and_then(|r| r.tool.clone()).or_else(|| c.k.clone()).unwrap_or_else(|| "a tool".into());
     let mut b = format!("<p>The agent asks to use <b>{}</b>.</p>", esc(&tool));
     if let Some(m) = request.and_then(|r| r.message.as_deref()) {
@@ -285,56 +292,158 @@ pub fn ask_page(c: &Claims, request: Option<&crate::pipeline::events::InputReque
     page("Approve or deny?", &b)
 }
 
-/// A decision from a link's POST body: a form (`decision=allow|deny`,
-/// `reason`) or JSON (`{"decision":"deny","reason":…}`).
-pub fn decision_of(body: &[u8], json: bool) -> Result<(String, Option<String>), String> {
-    let (d, reason) = if json {
+/// A question's page: each question with its choices (radio buttons, or
+/// checkboxes for a multi-select one; a text box where the person's own
+/// words are taken), one Send, and Dismiss. Form fields: `q<N>` a chosen
+/// label (repeated for several), `q<N>-own` the person's own words.
+fn question_page(c: &Claims, request: Option<&crate::pipeline::events::InputRequest>) -> String {
+    let mut b = String::new();
+    let deadline = format!(
+        "<p>Run <code>{}</code>, task <code>{}</code>. Unanswered, it is dismissed at {} UTC.</p>",
+        esc(&c.r),
+        esc(&c.t),
+        esc(crate::util::time::format_ms(c.e).replace('T', " ").trim_end_matches('Z'))
+    );
+    let questions = request.and_then(|r| r.questions.clone()).unwrap_or_default();
+    if questions.is_empty() {
+        b.push_str("<p>The agent asks a question this server cannot show here; answer it in the studio.</p>");
+    } else {
+        b.push_str("<form method=\"post\"><input type=\"hidden\" name=\"decision\" value=\"answer\">");
+        for (n, q) in questions.iter().enumerate() {
+            let legend = match &q.header {
+                Some(h) => format!("{}: {}", h, q.question),
+                None => q.question.clone(),
+            };
+            b.push_str(&format!("<fieldset><legend>{}</legend>", esc(&legend)));
+            let kind = if q.multi_select { "checkbox" } else { "radio" };
+            for o in &q.options {
+                let more = o.description.as_deref().map(|d| format!(" <small>{}</small>", esc(d))).unwrap_or_default();
+                b.push_str(&format!(
+                    "<label class=\"opt\"><input type=\"{kind}\" name=\"q{n}\" value=\"{}\"> {}{more}</label>",
+                    esc(&o.label),
+                    esc(&o.label)
+                ));
+            }
+            if q.free_text || q.options.is_empty() {
+                let what = if q.options.is_empty() { "Your answer" } else { "Or in your own words" };
+                b.push_str(&format!("<label>{what}<input type=\"text\" name=\"q{n}-own\" maxlength=\"2000\"></label>"));
+            }
+            b.push_str("</fieldset>");
+        }
+        b.push_str("<button type=\"submit\">Send answer</button></form>");
+    }
+    b.push_str(&deadline);
+    if c.d.iter().any(|d| d == "deny") {
+        b.push_str(
+            "<form method=\"post\"><input type=\"hidden\" name=\"decision\" value=\"deny\">\
+<button type=\"submit\">Dismiss the question</button></form>",
+        );
+    }
+    page("The agent asks", &b)
+}
+
+/// What a link's POST says: a form (`decision=allow|deny|answer`,
+/// `reason`, a question's `q<N>` and `q<N>-own`) or JSON
+/// (`{"decision":"deny","reason":…}`, `{"decision":"answer","answers":{question: label}}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Given {
+    pub decision: String,
+    pub reason: Option<String>,
+    /// JSON: the answers as given.
+    pub answers: Option<serde_json::Map<String, serde_json::Value>>,
+    /// A form: each question's fields, by the question's place: chosen labels, own words.
+    pub fields: Vec<(usize, String, bool)>,
+}
+
+/// Reads a link's POST body ([`Given`]).
+pub fn decision_of(body: &[u8], json: bool) -> Result<Given, String> {
+    let mut given = if json {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct B {
             decision: String,
             #[serde(default)]
             reason: Option<String>,
+            #[serde(default)]
+            answers: Option<serde_json::Map<String, serde_json::Value>>,
         }
-        let b: B = serde_json::from_slice(body)
-            .map_err(|e| format!("{e} (expected {{\"decision\": \"allow\"|\"deny\", \"reason\"?: string}})"))?;
-        (b.decision, b.reason)
+        let b: B = serde_json::from_slice(body).map_err(|e| {
+            format!("{e} (expected {{\"decision\": \"allow\"|\"deny\"|\"answer\", \"reason\"?: string, \"answers\"?: object}})")
+        })?;
+        Given { decision: b.decision, reason: b.reason, answers: b.answers, fields: Vec::new() }
     } else {
         let text = std::str::from_utf8(body).map_err(|_| "the form is not UTF-8".to_string())?;
         let mut d = None;
         let mut reason = None;
+        let mut fields = Vec::new();
         for kv in text.split('&').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             let v = String::from_utf8_lossy(&super::http::percent_decode(&v.replace('+', " "))).into_owned();
-            match k {
-                "decision" => d = Some(v),
-                "reason" => reason = Some(v),
+            let question = k.strip_prefix('q').and_then(|n| match n.strip_suffix("-own") {
+                Some(m) => m.parse::<usize>().ok().map(|m| (m, true)),
+                None => n.parse::<usize>().ok().map(|n| (n, false)),
+            });
+            match (k, question) {
+                ("decision", _) => d = Some(v),
+                ("reason", _) => reason = Some(v),
+                (_, Some((n, own))) if n < 64 && fields.len() < 256 => fields.push((n, v, own)),
                 _ => return Err(format!("unknown form field {k:?}")),
             }
         }
-        (d.ok_or("decision is required")?, reason)
+        Given { decision: d.ok_or("decision is required")?, reason, answers: None, fields }
     };
-    if d != "allow" && d != "deny" {
-        return Err(format!("decision {d:?}: allow or deny"));
+    if !["allow", "deny", "answer"].contains(&given.decision.as_str()) {
+        return Err(format!("decision {:?}: allow, deny or answer", given.decision));
     }
-    let reason = reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
-    if reason.as_ref().is_some_and(|r| r.len() > 2000) {
+    given.reason = given.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    if given.reason.as_ref().is_some_and(|r| r.len() > 2000) {
         return Err("the reason is longer than 2000 bytes".into());
     }
-    Ok((d, reason))
+    Ok(given)
+}
+
+/// A question form's fields as the answers to `questions` (question text
+/// to a label, or a list of them for a multi-select one; the person's own
+/// words where given). The session checks each answer against its question.
+pub fn form_answers(
+    questions: &[crate::pipeline::events::Question],
+    fields: &[(usize, String, bool)],
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    use serde_json::Value;
+    let mut out = serde_json::Map::new();
+    for (n, q) in questions.iter().enumerate() {
+        let mut chosen: Vec<String> =
+            fields.iter().filter(|(i, v, own)| *i == n && !own && !v.is_empty()).map(|(_, v, _)| v.clone()).collect();
+        let own = fields.iter().find(|(i, v, own)| *i == n && *own && !v.trim().is_empty()).map(|(_, v, _)| v.trim());
+        chosen.extend(own.map(str::to_string));
+        if chosen.is_empty() {
+            return Err(format!("no answer to {:?}", q.question));
+        }
+        let v = if q.multi_select {
+            Value::Array(chosen.into_iter().map(Value::String).collect())
+        } else if chosen.len() == 1 {
+            Value::String(chosen.remove(0))
+        } else {
+            return Err(format!("{:?} takes one answer", q.question));
+        };
+        out.insert(q.question.clone(), v);
+    }
+    if let Some((n, _, _)) = fields.iter().find(|(i, _, _)| *i >= questions.len()) {
+        return Err(format!("no question q{n} was asked"));
+    }
+    Ok(out)
 }
 
 /// A page (or, for a JSON request, `{"ok","detail"}`) with the headers
 /// that keep a capability URL to itself: no caching, no referrer, no frames, no script.
 fn answer(
-    stream: &mut std::net::TcpStream,
+    stream: &mut impl std::io::Write,
     cors: &[(&'static str, String)],
     code: u16,
     json: bool,
     title: &str,
     detail: &str,
 ) -> Close {
-    use std::io::Write;
     let (ctype, body) = if json {
         ("application/json", serde_json::json!({"ok": code == 200, "detail": detail}).to_string())
     } else {
@@ -345,8 +454,7 @@ fn answer(
     Close::Linger
 }
 
-fn send(stream: &mut std::net::TcpStream, cors: &[(&'static str, String)], code: u16, ctype: &str, body: &str) {
-    use std::io::Write;
+fn send(stream: &mut impl std::io::Write, cors: &[(&'static str, String)], code: u16, ctype: &str, body: &str) {
     let reason = match code {
         200 => "OK",
         400 => "Bad Request",
@@ -356,9 +464,13 @@ fn send(stream: &mut std::net::TcpStream, cors: &[(&'static str, String)], code:
         410 => "Gone",
         _ => "Error",
     };
+    // `same-origin`, not `no-referrer`: the token still never leaves in a
+    // Referer to another site, and the page's own form POST keeps its real
+    // `Origin` (under `no-referrer` Chromium sends `Origin: null`, which the
+    // boundary refuses: the Approve button never worked in a browser).
     let mut head = format!(
         "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
-Referrer-Policy: no-referrer\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
+Referrer-Policy: same-origin\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
 Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'\r\n",
         body.len()
     );
@@ -374,7 +486,7 @@ Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-act
 /// then its deadline, then the session; `GET` never acts.
 pub fn handle(
     shared: &super::state::Shared,
-    stream: &mut std::net::TcpStream,
+    stream: &mut impl std::io::Write,
     cors: &[(&'static str, String)],
     token: &str,
     body: Option<(Vec<u8>, bool)>,
@@ -414,7 +526,7 @@ pub fn handle(
             Err(why) => answer(stream, cors, 410, json, "Link no longer valid", &why),
         };
     };
-    let (decision, reason) = match decision_of(&body, json) {
+    let Given { decision, reason, answers: given, fields } = match decision_of(&body, json) {
         Ok(d) => d,
         Err(e) => return answer(stream, cors, 400, json, "Not understood", &format!("{e}. Nothing was done.")),
     };
@@ -428,9 +540,38 @@ pub fn handle(
             &format!("This link does not offer {decision}. Nothing was done."),
         );
     }
-    let r = routes::link_answer(shared, &c, &decision, reason);
+    // A question's answers: as given (JSON), or read from the form against the questions asked.
+    let answers = match (decision.as_str(), given) {
+        ("answer", Some(a)) => Some(a),
+        ("answer", None) => {
+            let asked = routes::link_request(shared, &c).ok().flatten().and_then(|r| r.questions);
+            match asked.map(|q| form_answers(&q, &fields)) {
+                Some(Ok(a)) => Some(a),
+                Some(Err(e)) => {
+                    return answer(stream, cors, 400, json, "Not understood", &format!("{e}. Nothing was done."))
+                }
+                None => {
+                    return answer(
+                        stream,
+                        cors,
+                        410,
+                        json,
+                        "Link no longer valid",
+                        "This question is no longer open here. Nothing was done.",
+                    )
+                }
+            }
+        }
+        _ => None,
+    };
+    let r = routes::link_answer(shared, &c, &decision, reason, answers);
     if r.ok && r.sent != Some(false) {
-        let done = if decision == "allow" { "Approved" } else { "Denied" };
+        let done = match decision.as_str() {
+            "allow" => "Approved",
+            "answer" => "Answered",
+            _ if c.d.iter().any(|d| d == "answer") => "Dismissed",
+            _ => "Denied",
+        };
         answer(stream, cors, 200, json, done, &format!("{done}: the agent was told. This link is now used."))
     } else if r.ok {
         answer(stream, cors, 409, json, "Already answered", "This request was already answered: nothing more was done.")
@@ -499,14 +640,74 @@ mod tests {
 
     #[test]
     fn decisions_by_form_or_json_and_a_page_without_script() {
-        assert_eq!(
-            decision_of(b"decision=deny&reason=not+now%21", false).unwrap(),
-            ("deny".into(), Some("not now!".into()))
-        );
-        assert_eq!(decision_of(br#"{"decision":"allow"}"#, true).unwrap(), ("allow".into(), None));
+        let g = |d: &str, reason: Option<&str>| Given {
+            decision: d.into(),
+            reason: reason.map(str::to_string),
+            answers: None,
+            fields: Vec::new(),
+        };
+        assert_eq!(decision_of(b"decision=deny&reason=not+now%21", false).unwrap(), g("deny", Some("not now!")));
+        assert_eq!(decision_of(br#"{"decision":"allow"}"#, true).unwrap(), g("allow", None));
         assert!(decision_of(b"decision=maybe", false).is_err());
         assert!(decision_of(br#"{"decision":"deny","by":"x"}"#, true).is_err());
+        assert!(decision_of(b"decision=answer&q70=x", false).is_err(), "at most 64 questions");
         let p = ask_page(&Claims { k: Some("<Bash>".into()), ..claims() }, None);
         assert!(p.contains("&lt;Bash&gt;") && !p.contains("<script") && p.contains("width=device-width"));
+    }
+
+    /// A question's link: its page lists the choices (one, or several, and
+    /// the person's own words where taken), and its form reads back as the
+    /// answers the session checks.
+    #[test]
+    fn a_questions_page_and_its_form() {
+        use crate::pipeline::events::{Question, QuestionOption};
+        let opt = |l: &str| QuestionOption { label: l.into(), description: None };
+        let qs = vec![
+            Question {
+                question: "Tabs or spaces?".into(),
+                header: Some("Indent".into()),
+                options: vec![opt("tabs"), opt("spaces")],
+                multi_select: false,
+                free_text: false,
+            },
+            Question {
+                question: "Which <checks>?".into(),
+                header: None,
+                options: vec![opt("lint"), opt("test")],
+                multi_select: true,
+                free_text: true,
+            },
+        ];
+        let c = Claims { d: vec!["answer".into(), "deny".into()], k: Some("AskUserQuestion".into()), ..claims() };
+        let req = crate::pipeline::events::InputRequest {
+            interrupt_id: Some("rw-00ff".into()),
+            id: "q1".into(),
+            kind: crate::pipeline::events::InputKind::Question,
+            tool_call_id: None,
+            tool: Some("AskUserQuestion".into()),
+            input: None,
+            suggestions: None,
+            questions: Some(qs.clone()),
+            message: None,
+            expires_at: None,
+            blocking: None,
+        };
+        let p = ask_page(&c, Some(&req));
+        assert!(p.contains("Indent: Tabs or spaces?") && p.contains("Which &lt;checks&gt;?"), "{p}");
+        assert!(
+            p.contains(r#"type="radio" name="q0" value="tabs""#)
+                && p.contains(r#"type="checkbox" name="q1" value="test""#)
+        );
+        assert!(p.contains(r#"name="q1-own""#) && !p.contains(r#"name="q0-own""#) && p.contains("Dismiss"));
+        let given = decision_of(b"decision=answer&q0=spaces&q1=lint&q1=test&q1-own=my+own", false).unwrap();
+        let a = form_answers(&qs, &given.fields).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(a),
+            serde_json::json!({"Tabs or spaces?": "spaces", "Which <checks>?": ["lint", "test", "my own"]})
+        );
+        let none = decision_of(b"decision=answer&q1=lint", false).unwrap();
+        assert!(form_answers(&qs, &none.fields).unwrap_err().contains("Tabs or spaces?"));
+        let two = decision_of(b"decision=answer&q0=tabs&q0=spaces&q1=lint", false).unwrap();
+        assert!(form_answers(&qs, &two.fields).is_err());
     }
 }

@@ -33,8 +33,10 @@ pub mod cluster;
 pub mod evidence;
 pub mod feed;
 pub mod http;
+pub mod idempotency;
 pub mod interrupts;
 pub mod links;
+pub mod listen;
 pub mod options;
 pub mod origin;
 pub mod router;
@@ -59,7 +61,7 @@ use crate::session::launch::AgentKind;
 use crate::util::cli::{self, Exit};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io::{self, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -216,11 +218,12 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     signals.add(nix::sys::signal::Signal::SIGTERM);
     signals.thread_block().map_err(|e| StartError::Io(format!("cannot block SIGINT/SIGTERM: {e}")))?;
     run::become_subreaper();
-    let listener = TcpListener::bind(args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
-    let addr = listener.local_addr().map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
-    cfg.port = addr.port();
+    let listener = listen::Listener::bind(&args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
+    // `http://ADDR:PORT`, or `unix:PATH`.
+    let addr = listener.base().map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
+    cfg.port = listener.port();
     listener.set_nonblocking(true).map_err(|e| StartError::Io(format!("{addr}: {e}")))?;
-    writeln!(out, "listening on http://{addr}")
+    writeln!(out, "listening on {addr}")
         .and_then(|_| out.flush())
         .map_err(|e| StartError::Io(format!("stdout: {e}")))?;
     // For people: what this server does, and where an AG-UI client should post (stdout stays one parsable line).
@@ -250,14 +253,14 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     };
     // With a token, the page's address carries it (the studio keeps it for the tab and drops it from the address).
     let page = match &cfg.token {
-        Some(t) if !t.named() => format!("http://{addr}/#token={}", fragment_encode(t.first())),
+        Some(t) if !t.named() => format!("{addr}/#token={}", fragment_encode(t.first())),
         // Named tokens are people's own: none is printed.
-        Some(_) => format!("http://{addr}/ (with your token: #token=<yours>)"),
-        None => format!("http://{addr}/"),
+        Some(_) => format!("{addr}/ (with your token: #token=<yours>)"),
+        None => format!("{addr}/"),
     };
     cli::report(
         BIN,
-        format!("{what}; open {page} for the studio, or point an AG-UI client (HttpAgent url) at http://{addr}/agui"),
+        format!("{what}; open {page} for the studio, or point an AG-UI client (HttpAgent url) at {addr}/agui"),
     );
     let shared = Arc::new(Shared::new(cfg));
     // The signal thread writes a byte here after setting the flag, so the
@@ -278,8 +281,9 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             })
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
-    let sidecar = cluster::start(&args.cluster, &shared.cfg.harness_home, addr.port(), args.token_file.as_deref(), BIN)
-        .map_err(StartError::Usage)?;
+    let sidecar =
+        cluster::start(&args.cluster, &shared.cfg.harness_home, listener.port(), args.token_file.as_deref(), BIN)
+            .map_err(StartError::Usage)?;
     accept_loop(&listener, &shared, &wake_rx);
     drop(sidecar);
     // Streams notice the flag within a tick, stop their agents (TERM, grace,
@@ -293,10 +297,10 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     Ok(())
 }
 
-fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, wake: &std::os::fd::OwnedFd) {
+fn accept_loop(listener: &listen::Listener, shared: &Arc<Shared>, wake: &std::os::fd::OwnedFd) {
     while !shared.is_shutting_down() {
         match listener.accept() {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 let _ = stream.set_nonblocking(false);
                 let n = shared.connections.fetch_add(1, Ordering::SeqCst);
                 if n >= shared.cfg.max_connections {

@@ -12,8 +12,8 @@
 use super::http::{self, method_not_allowed, respond, respond_error, BodyError, Close, ReadError, Request, Timed};
 use super::options::Config;
 use super::state::Shared;
-use super::{agui, evidence, feed, links, runs, studio, supervisor};
-use crate::control::Verb;
+use super::{agui, evidence, feed, idempotency, links, runs, studio, supervisor};
+use crate::control::{Door, Verb};
 use crate::runs::valid_id;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -99,7 +99,7 @@ fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors,
         }
         let mut h = cors.clone();
         h.push(("Access-Control-Allow-Methods", "GET, POST, OPTIONS".into()));
-        h.push(("Access-Control-Allow-Headers", "content-type, authorization".into()));
+        h.push(("Access-Control-Allow-Headers", "content-type, authorization, idempotency-key".into()));
         h.push(("Access-Control-Max-Age", "600".into()));
         let _ = respond(stream, 204, &h, "");
         return Err(Close::Linger);
@@ -149,9 +149,12 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
         ("/api/info", _) => method_not_allowed(stream, cors, "GET"),
         ("/api/evidence", _) => evidence::get(shared, stream, req, cors),
         ("/agui", "POST") => match read_json_body(cfg, stream, req, body, cors) {
-            // A hub: the thread's node runs it (spec/CLUSTER.md).
-            Ok(body) => super::cluster::agui(cfg, stream, req, &body, cors)
-                .unwrap_or_else(|| agui::post(shared, stream, req, &body, cors)),
+            Ok(body) => match bound_key(shared, stream, req, cors, &body) {
+                // A hub: the thread's node runs it (spec/CLUSTER.md).
+                Ok(()) => super::cluster::agui(cfg, stream, req, &body, cors)
+                    .unwrap_or_else(|| agui::post(shared, stream, req, &body, cors)),
+                Err(close) => close,
+            },
             Err(close) => close,
         },
         ("/agui", _) => method_not_allowed(stream, cors, "POST"),
@@ -250,14 +253,120 @@ fn control_route(
     } else {
         Vec::new()
     };
-    // A hub: the run is a node's, the request goes to it (spec/CLUSTER.md).
-    if let Some((code, answer)) = super::cluster::forward(id, task, verb, &body, req.header("idempotency-key")) {
-        let _ = respond(stream, code, cors, &answer);
+    // Who asks: the name of a named token, else the server (the journal's actor and `by`);
+    // for a hub's command, the person the hub's caller is (the sidecar's token says so).
+    let tokens = shared.cfg.token.as_ref();
+    let (person, door) = match tokens.and_then(|t| super::tokens::acting_for(t, req)) {
+        Some(p) => (Some(p), Door::Hub),
+        None => (tokens.and_then(|t| super::tokens::caller(t, req)).flatten(), Door::TaskRoute),
+    };
+    keyed(shared, stream, req, cors, person.unwrap_or(""), &body, |out| {
+        // A hub: the run is a node's, the request goes to it (spec/CLUSTER.md).
+        if let Some((code, answer)) =
+            super::cluster::forward(id, task, verb, &body, req.header(idempotency::HEADER), person)
+        {
+            let _ = respond(out, code, cors, &answer);
+            return Close::Linger;
+        }
+        supervisor::post(shared, out, cors, id, task, verb, &body, person, door)
+    })
+}
+
+/// A command under the request's `Idempotency-Key` ([`idempotency`]): run
+/// once (its reply kept), replayed, or refused; without a key it just runs.
+/// `caller` is who asks (a token's name, or a link), so that two people's
+/// keys never meet.
+fn keyed(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &Cors,
+    caller: &str,
+    body: &[u8],
+    run: impl FnOnce(&mut Vec<u8>) -> Close,
+) -> Close {
+    let Some(key) = req.header(idempotency::HEADER).map(str::trim) else {
+        let mut out = Vec::new();
+        let close = run(&mut out);
+        let _ = stream.write_all(&out);
+        return close;
+    };
+    if !idempotency::valid(key) {
+        let m = format!("Idempotency-Key: 1 to {} printable ASCII characters", idempotency::MAX_KEY);
+        respond_error(stream, 400, cors, &m);
         return Close::Linger;
     }
-    // Who asks: the name of a named token, else the server (the journal's actor and `by`).
-    let person = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten();
-    supervisor::post(shared, stream, cors, id, task, verb, &body, person)
+    let fingerprint = idempotency::fingerprint(caller, &req.method, &req.path, body);
+    match shared.keys.claim(key, fingerprint, false) {
+        idempotency::Claim::Conflict => {
+            let m = format!(
+                "Idempotency-Key {key:?} was used for another request (another body, route or caller): nothing was done; a new command takes a new key"
+            );
+            respond_error(stream, 422, cors, &m);
+            Close::Linger
+        }
+        idempotency::Claim::Running => {
+            let mut h = cors.clone();
+            h.push(("Retry-After", "1".into()));
+            let m = format!(
+                "the command of Idempotency-Key {key:?} is still running: it is not run again; retry for its reply"
+            );
+            respond_error(stream, 409, &h, &m);
+            Close::Linger
+        }
+        idempotency::Claim::Replay(first) => {
+            let _ = stream.write_all(&idempotency::replayed(&first, cors));
+            Close::Linger
+        }
+        idempotency::Claim::Run => {
+            // A panic in `run` must not leave the key running for ever.
+            struct Forget<'a>(&'a idempotency::Keys, &'a str, bool);
+            impl Drop for Forget<'_> {
+                fn drop(&mut self) {
+                    if !self.2 {
+                        self.0.forget(self.1);
+                    }
+                }
+            }
+            let mut guard = Forget(&shared.keys, key, false);
+            let mut out = Vec::new();
+            let close = run(&mut out);
+            // A hub's 502 says the node may have run it: a retry goes on to
+            // the node, whose own key store knows what it did.
+            if super::cluster::is_hub() && idempotency::status_of(&out) == Some(502) {
+                shared.keys.forget(key);
+            } else {
+                shared.keys.done(key, &out);
+            }
+            guard.2 = true;
+            let _ = stream.write_all(&out);
+            close
+        }
+    }
+}
+
+/// `POST /agui` under an `Idempotency-Key`: its reply is a stream, which
+/// its `runId` already replays (`agui::Book`), so the key binds the body
+/// only: the same key with another body is refused (422), nothing run.
+fn bound_key(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &Cors, body: &[u8]) -> Result<(), Close> {
+    let Some(key) = req.header(idempotency::HEADER).map(str::trim) else { return Ok(()) };
+    let caller = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten().unwrap_or("");
+    let refusal = if !idempotency::valid(key) {
+        (400, format!("Idempotency-Key: 1 to {} printable ASCII characters", idempotency::MAX_KEY))
+    } else if shared.keys.claim(key, idempotency::fingerprint(caller, &req.method, &req.path, body), true)
+        == idempotency::Claim::Conflict
+    {
+        (
+            422,
+            format!(
+                "Idempotency-Key {key:?} was used for another request: nothing was done; a new run takes a new key"
+            ),
+        )
+    } else {
+        return Ok(());
+    };
+    respond_error(stream, refusal.0, cors, &refusal.1);
+    Err(Close::Linger)
 }
 
 /// `GET|POST /a/<token>`: rate-limited before anything is read or looked
@@ -298,7 +407,14 @@ fn link_route(
         }
         _ => return method_not_allowed(stream, cors, "GET, POST"),
     };
-    links::handle(shared, stream, cors, token, body)
+    match body {
+        // A link is its own caller: its token is in the path.
+        Some(b) => {
+            let bytes = b.0.clone();
+            keyed(shared, stream, req, cors, "link", &bytes, |out| links::handle(shared, out, cors, token, Some(b)))
+        }
+        None => links::handle(shared, stream, cors, token, None),
+    }
 }
 
 /// `GET /api/info`: what the page needs to know about this server.

@@ -19,6 +19,8 @@ pub struct Shared {
     pub sessions: agui::interactive::Sessions,
     /// The link routes' rate limits.
     pub link_limits: links::Limiter,
+    /// The `Idempotency-Key`s of the doors that run commands.
+    pub keys: super::idempotency::Keys,
 }
 
 impl Shared {
@@ -31,6 +33,7 @@ impl Shared {
             feed: std::sync::Mutex::new(None),
             sessions: agui::interactive::Sessions::default(),
             link_limits: links::Limiter::default(),
+            keys: super::idempotency::Keys::default(),
         }
     }
 

@@ -18,7 +18,6 @@ use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
 use crate::supervise::control::{self, CallError, Reply, NOT_LIVE};
 use std::io::Write;
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// Longest wait for a supervisor's reply: a kill answers once the task's
@@ -35,7 +34,7 @@ fn call_timeout() -> Duration {
 
 type Cors<'a> = &'a [(&'static str, String)];
 
-fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
+fn reply(stream: &mut impl Write, cors: Cors, code: u16, r: &Reply) -> Close {
     let _ = respond(stream, code, cors, &serde_json::to_string(r).unwrap_or_default());
     Close::Linger
 }
@@ -43,21 +42,25 @@ fn reply(stream: &mut TcpStream, cors: Cors, code: u16, r: &Reply) -> Close {
 /// Answers a control verb on run `id` (and `task`); the router checked
 /// both ids and read the body (empty when none was sent; JSON for steer).
 /// `person`: the name of the caller's named token, journaled as who gave
-/// the command (else the server's name).
+/// the command (else the server's name); `door`: the task route's, or the
+/// hub's for a command a hub forwarded.
 #[allow(clippy::too_many_arguments)]
 pub fn post(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut impl Write,
     cors: Cors,
     id: &str,
     task: Option<&str>,
     verb: &str,
     body: &[u8],
     person: Option<&str>,
+    door: Door,
 ) -> Close {
     // A session this server holds itself (interactive mode) answers here.
     if let Some(tid) = task {
-        if let Some(close) = super::agui::interactive::control_post(shared, stream, id, tid, verb, body, cors, person) {
+        if let Some(close) =
+            super::agui::interactive::control_post(shared, stream, id, tid, verb, body, cors, person, door)
+        {
             return close;
         }
     }
@@ -84,7 +87,7 @@ pub fn post(
             return Close::Linger;
         }
     };
-    let issued = Issued { door: Door::TaskRoute, actor: actor.into(), task: task.map(str::to_string), command };
+    let issued = Issued { door, actor: actor.into(), task: task.map(str::to_string), command };
     let Some(creq) = issued.to_request() else {
         respond_error(stream, 400, cors, &format!("{verb} is not a verb of a supervised run"));
         return Close::Linger;
@@ -130,7 +133,7 @@ pub fn post(
 }
 
 /// No supervisor: a declared steer inbox takes steer, pause and resume.
-fn inbox(stream: &mut TcpStream, cors: Cors, files: &crate::runs::RunFiles, creq: &control::Request) -> Close {
+fn inbox(stream: &mut impl Write, cors: Cors, files: &crate::runs::RunFiles, creq: &control::Request) -> Close {
     let path = files.dir.join(format!("{}.steer.jsonl", files.slug));
     if !path.is_file() {
         return reply(stream, cors, 409, &Reply::refuse(NOT_LIVE, None));

@@ -91,12 +91,33 @@ pub fn read(path: &Path) -> Result<Tokens, crate::util::cli::StartError> {
     parse(&raw).map_err(|e| StartError::Usage(format!("--token-file {}: {e}", path.display())))
 }
 
-/// The first token of the file at `path` (the cluster sidecar's way in to
-/// its own node's server: it speaks as the file's first person).
+/// The name of the cluster sidecar's own token: a request made with it may
+/// say whom it acts for ([`acting_for`]).
+pub const SIDECAR: &str = "cluster";
+
+/// The request header naming the person a hub's command is for (the
+/// caller's token name at the hub), taken from the [`SIDECAR`] token only.
+pub const ACTOR_HEADER: &str = "rw-actor";
+
+/// The cluster sidecar's way in to its own node's server: the token named
+/// [`SIDECAR`] when the file has one, else the file's first (the sidecar
+/// then speaks as the file's first person).
 pub fn read_first(path: &Path) -> Result<Vec<u8>, String> {
     let raw = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let t = parse(&raw).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(t.0.into_iter().next().map(|n| n.token).unwrap_or_default())
+    let sidecar = t.0.iter().position(|n| n.name.as_deref() == Some(SIDECAR)).unwrap_or(0);
+    Ok(t.0.into_iter().nth(sidecar).map(|n| n.token).unwrap_or_default())
+}
+
+/// The person a request acts for when the cluster sidecar makes it for a
+/// hub: `Rw-Actor: NAME`, honoured only from the token named [`SIDECAR`]
+/// (no one else can speak in another's name; a file without that token
+/// honours it from no one).
+pub fn acting_for<'a>(tokens: &Tokens, req: &'a Request) -> Option<&'a str> {
+    if caller(tokens, req) != Some(Some(SIDECAR)) {
+        return None;
+    }
+    req.header(ACTOR_HEADER).map(str::trim).filter(|n| valid_name(n))
 }
 
 /// The `token` query parameter, percent-decoded.
@@ -198,5 +219,27 @@ mod tests {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn the_sidecar_uses_its_own_token_and_only_it_may_name_whom_it_acts_for() {
+        let dir = std::env::temp_dir().join(format!("rw-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("tokens");
+        std::fs::write(&f, "ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
+        assert_eq!(read_first(&f).unwrap(), b"0123456789abcdef-cluster");
+        std::fs::write(&f, "ana:0123456789abcdef-ana\nbob:0123456789abcdef-bob\n").unwrap();
+        assert_eq!(read_first(&f).unwrap(), b"0123456789abcdef-ana");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let t = parse(b"ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
+        let req = |token: &str, actor: &str| {
+            super::super::http::parse_head(&format!(
+                "POST /x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nRw-Actor: {actor}"
+            ))
+            .unwrap()
+        };
+        assert_eq!(acting_for(&t, &req("0123456789abcdef-cluster", "bob")), Some("bob"));
+        assert_eq!(acting_for(&t, &req("0123456789abcdef-ana", "bob")), None);
+        assert_eq!(acting_for(&t, &req("0123456789abcdef-cluster", "not a name")), None);
     }
 }

@@ -82,12 +82,31 @@ export async function call(method, path, body, { signal, key } = {}) {
 export const getJson = (path, opts) => call('GET', path, undefined, opts);
 export const postJson = (path, body, opts) => call('POST', path, body, opts);
 /**
- * POSTs a command (steer, kill, stop, answer, ...) with an idempotency key
- * made for this one click: a hub forwarding it runs it once, whatever is
- * retried on the way (spec/CLUSTER.md).
+ * Commands whose outcome is unknown or that were not run (no answer came,
+ * or 502, 503, 504): the same command sent again (same path and body, a
+ * person clicking again) reuses its key, so the server and a hub run it
+ * once however many times it is retried. Bounded: the oldest go first.
  */
-export const postCommand = (path, body, opts = {}) =>
-  call('POST', path, body, { ...opts, key: opts.key || randomId('click') });
+const unsettled = new Map();
+const MAX_UNSETTLED = 64;
+
+/**
+ * POSTs a command (steer, kill, stop, answer, ...) with an idempotency key
+ * made for this one click (or the key of the same command whose answer
+ * never came: see `unsettled`): a hub forwarding it, and the server, run
+ * it once whatever is retried on the way (spec/CLUSTER.md, docs/REFERENCE.md).
+ */
+export async function postCommand(path, body, opts = {}) {
+  const id = `${path}\n${JSON.stringify(body ?? null)}`;
+  const key = opts.key || unsettled.get(id) || randomId('click');
+  const answer = await call('POST', path, body, { ...opts, key });
+  unsettled.delete(id);
+  if ([null, 502, 503, 504].includes(answer.status) && !answer.aborted) {
+    unsettled.set(id, key);
+    if (unsettled.size > MAX_UNSETTLED) unsettled.delete(unsettled.keys().next().value);
+  }
+  return answer;
+}
 
 /** `{error}` / `{detail}` of an error body, or a fallback sentence. */
 export function errorText(answer) {

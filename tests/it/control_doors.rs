@@ -12,7 +12,11 @@
 //!   to the second process.
 //! - A table naming each door (AG-UI resume, task route, control route,
 //!   supervisor socket, session input line): a replayed, a stale (earlier
-//!   process) and a duplicate answer each send nothing.
+//!   process), a duplicate, an expired answer and one beyond what the
+//!   agent offered each send nothing. The offer is the session's one rule
+//!   (`Agent::check_answer`), met by every door's answer alike.
+//! - Idempotency keys: a steer (and an AG-UI run, and a link's POST)
+//!   retried with its `Idempotency-Key` acts once on each HTTP door.
 
 use crate::support;
 use support::Server;
@@ -45,7 +49,7 @@ fn acp_answers(dir: &Path) -> Vec<(u64, String)> {
         .collect()
 }
 
-fn until(what: &str, f: impl Fn() -> bool, why: impl Fn() -> String) {
+fn until(what: &str, mut f: impl FnMut() -> bool, why: impl Fn() -> String) {
     let t = Instant::now();
     while !f() {
         assert!(t.elapsed() < LIMIT, "{what} did not happen; {}", why());
@@ -81,6 +85,11 @@ impl std::ops::Deref for Sup {
 
 impl Sup {
     fn start(name: &str) -> Sup {
+        Sup::start_with(name, None)
+    }
+
+    /// `answer_timeout`: the sessions' (`RUNWIRE_ANSWER_TIMEOUT`), else theirs by default.
+    fn start_with(name: &str, answer_timeout: Option<&str>) -> Sup {
         let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
@@ -97,6 +106,9 @@ impl Sup {
             .env("TRUST_STATE", dir.join("processes"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
             .arg(dir.join("no-wrappers"));
+        if let Some(t) = answer_timeout {
+            cmd.env("RUNWIRE_ANSWER_TIMEOUT", t);
+        }
         Sup(support::Supervised::spawn(dir, cmd))
     }
 
@@ -376,8 +388,14 @@ struct Session {
 
 impl Session {
     fn start(dir: &Path) -> Session {
+        Session::start_with(dir, &[])
+    }
+
+    fn start_with(dir: &Path, extra: &[&str]) -> Session {
         let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
-            .args(["acp", "--prompt", "touch a file", "--"])
+            .args(["acp", "--prompt", "touch a file"])
+            .args(extra)
+            .arg("--")
             .arg(support::example("trust-agent"))
             .arg("acp")
             .current_dir(dir)
@@ -461,18 +479,99 @@ fn session_doors(rows: &mut Vec<Row>) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The expired case on the supervisor's two doors: the request denied on
+/// its deadline, then an allow on each door sends nothing.
+fn supervisor_expired(rows: &mut Vec<Row>) {
+    let mut s = Sup::start_with("doors-supervisor-expired", Some("1s"));
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let id = name_of(&s.requested()[0]);
+    s.until("the request's expiry", |s| s.journal().iter().any(|r| r["input"] == "answered"));
+    s.until("the expiry's deny to reach the agent", |s| acp_answers(&s.dir).len() == 1);
+    let srv = Server::start(&s.dir.join("home"));
+    let (c, v) = srv.post(
+        &format!("/runs/{}/tasks/a/answer", s.run_id()),
+        &json!({"request": id, "decision": "allow"}).to_string(),
+    );
+    rows.push(nothing_sent("control-route", "expired", c, &v));
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": id, "decision": "allow"}}));
+    rows.push(nothing_sent("supervisor-socket", "expired", if r["ok"] == true { 200 } else { 409 }, &r));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&s.dir).len(), 1, "only the expiry's deny reached the agent: {}", s.why());
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["decision"], "expired", "{answered:?}");
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    let _ = s.0.wait(LIMIT, |s| s.stderr());
+}
+
+/// The expired case on the server's AG-UI resume and task route.
+fn server_expired(rows: &mut Vec<Row>) {
+    let dir = support::scratch("doors-server-expired");
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "cursor", "--interactive", "--answer-timeout", "1", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "acp")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", "[]");
+    let s = Server::spawn(cmd).owning(dir.clone());
+    let run =
+        json!({"threadId": "t", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "touch a file"}]});
+    let ev = agui(s.port, run);
+    let id = interrupts(&ev)[0]["id"].as_str().unwrap().to_string();
+    let record = session_run(&ev);
+    until("the expiry's deny to reach the agent", || acp_answers(&dir).len() == 1, || s.stderr());
+    let allow = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let resume = json!({"threadId": "t", "runId": "r2", "messages": [], "resume": allow});
+    rows.push(agui_nothing_sent("expired", &agui(s.port, resume)));
+    let (c, b) = http(
+        s.port,
+        "POST",
+        &format!("/runs/{record}/tasks/agent/answer"),
+        &json!({"request": id, "decision": "allow"}).to_string(),
+    );
+    rows.push(nothing_sent("task-route", "expired", c, &serde_json::from_slice(&b).unwrap_or_default()));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acp_answers(&dir).len(), 1, "only the expiry's deny reached the agent: {:?}", agent_input(&dir));
+}
+
+/// The expired case on runwire-session's input lines.
+fn session_expired(rows: &mut Vec<Row>) {
+    let dir = support::scratch("doors-session-expired");
+    let mut s = Session::start_with(&dir, &["--answer-timeout", "1"]);
+    let id = s.next("runwire.request")["interrupt_id"].as_str().unwrap().to_string();
+    let closed = s.next("runwire.answer");
+    assert_eq!(closed["decision"], "expired", "{closed}");
+    until(
+        "the expiry's deny to reach the agent",
+        || acp_answers(&dir).len() == 1,
+        || format!("{:?}", agent_input(&dir)),
+    );
+    rows.push(session_row("expired", &s.send(json!({"type": "answer", "id": id, "decision": "allow"}))));
+    s.end();
+    assert_eq!(acp_answers(&dir).len(), 1, "only the expiry's deny reached the agent: {:?}", agent_input(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The table: each door, each case (a replayed answer, a stale one of an
-/// earlier process, a duplicate, one beyond what the agent offered),
+/// earlier process, a duplicate, one beyond what the agent offered, one
+/// after the request expired),
 /// nothing sent. The agent's log is
 /// checked inside each door's scene (only the answers the test meant reach it).
 #[test]
-fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
+fn every_door_sends_nothing_for_a_replayed_stale_duplicate_excessive_or_expired_answer() {
     // Each scene plays one or two doors against one agent stand-in.
     type Scene = fn(&mut Vec<Row>);
-    let scenes: [(&[&str], Scene); 3] = [
+    let scenes: [(&[&str], Scene); 6] = [
         (&["agui-resume", "task-route"], server_doors),
         (&["control-route", "supervisor-socket"], supervisor_doors),
         (&["session-input"], session_doors),
+        (&["agui-resume", "task-route"], server_expired),
+        (&["control-route", "supervisor-socket"], supervisor_expired),
+        (&["session-input"], session_expired),
     ];
     let mut rows = Vec::new();
     for (_, scene) in scenes {
@@ -481,10 +580,224 @@ fn every_door_sends_nothing_for_a_replayed_stale_or_duplicate_answer() {
     let named: Vec<(&str, &str)> = rows.iter().map(|(d, c, _)| (*d, *c)).collect();
     for door in scenes.iter().flat_map(|(doors, _)| doors.iter()) {
         let door = *door;
-        for case in ["replayed", "stale", "duplicate", "beyond the offer"] {
+        for case in ["replayed", "stale", "duplicate", "beyond the offer", "expired"] {
             assert!(named.contains(&(door, case)), "no row for {door} / {case}: {named:?}");
         }
     }
     let bad: Vec<&Row> = rows.iter().filter(|(_, _, r)| r.is_err()).collect();
     assert!(bad.is_empty(), "sent something: {bad:#?}");
+}
+
+// ---------------------------------------------------------------------------
+// Idempotency keys: a key is executed once on any HTTP door.
+
+/// A POST with an `Idempotency-Key`: status, whether the reply says it is a
+/// replay, and the body.
+fn keyed(port: u16, path: &str, key: &str, content_type: &str, body: &str) -> (u16, bool, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nIdempotency-Key: {key}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let r = support::server::Response::parse(&raw);
+    let replayed = r.header("idempotent-replayed") == Some("true");
+    (r.status, replayed, String::from_utf8_lossy(&r.body).to_string())
+}
+
+/// The control route to a supervisor: a steer retried with its key gives
+/// one `steer-queued` record and the agent one prompt; the same key with
+/// another body is refused (422) and queues nothing.
+#[test]
+fn a_retried_steer_with_its_key_is_queued_once_through_the_control_route() {
+    let mut s = Sup::start("keys-supervisor");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let first = name_of(&s.requested()[0]);
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": first, "decision": "allow"}}));
+    assert_eq!(r["ok"], true, "{r}");
+    s.until("the gate", |s| s.states().contains(&"implemented".to_string()));
+    let srv = Server::start(&s.dir.join("home"));
+    let route = format!("/runs/{}/tasks/a/steer", s.run_id());
+    let body = json!({"msg": "touch the keyed file"}).to_string();
+    let (c1, r1, b1) = keyed(srv.port, &route, "click-steer-1", "application/json", &body);
+    assert!(c1 == 200 || c1 == 202, "{c1} {b1}");
+    assert!(!r1, "the first is no replay");
+    let (c2, r2, b2) = keyed(srv.port, &route, "click-steer-1", "application/json", &body);
+    assert_eq!((c2, r2, &b2), (c1, true, &b1), "the retry replays the first reply");
+    let other = json!({"msg": "something else"}).to_string();
+    let (c3, _, b3) = keyed(srv.port, &route, "click-steer-1", "application/json", &other);
+    assert_eq!(c3, 422, "{b3}");
+    let queued = |s: &Sup| s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count();
+    assert_eq!(queued(&s), 1, "{}", s.why());
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    s.until("the second process's request", |s| s.requested().len() == 2);
+    let prompts: Vec<String> = agent_input(&s.dir)
+        .into_iter()
+        .filter(|(p, l)| *p == 2 && l["method"] == "session/prompt")
+        .map(|(_, l)| l.to_string())
+        .collect();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(prompts[0].contains("touch the keyed file") && !prompts[0].contains("something else"), "{prompts:?}");
+    let new = name_of(&s.requested()[1]);
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": new, "decision": "deny"}}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
+    assert_eq!(queued(&s), 1, "{}", s.why());
+}
+
+/// The server's own session: the task route's steer, the AG-UI run and the
+/// approval link's POST, each retried with its key, act once.
+#[test]
+fn a_retried_command_with_its_key_acts_once_on_the_servers_doors() {
+    let dir = support::scratch("keys-server");
+    let secret = dir.join("link-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"}}]);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .args(["--public-url", "https://rw.example.test", "--link-secret-file"])
+        .arg(&secret)
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", requests.to_string());
+    let s = Server::spawn(cmd).owning(dir.clone());
+    let lines = || -> Vec<Value> { agent_input(&dir).into_iter().map(|(_, l)| l).collect() };
+    let users = |text: &str| lines().iter().filter(|l| l["type"] == "user" && l.to_string().contains(text)).count();
+    let allows =
+        || lines().iter().filter(|l| l["type"] == "control_response" && l.to_string().contains("\"allow\"")).count();
+    // AG-UI: the same key with the same body is the same run (its runId
+    // replays it); with another body it is refused before anything runs.
+    let run = json!({"threadId": "t", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "test it"}]});
+    let (c, _, text) = keyed(s.port, "/agui", "click-run-1", "application/json", &run.to_string());
+    assert_eq!(c, 200, "{text}");
+    let ev = support::sse::events(&text);
+    assert_eq!(ev.last().unwrap()["outcome"]["type"], "interrupt", "{ev:?}");
+    let record = session_run(&ev);
+    let other = json!({"threadId": "t", "runId": "r2", "messages": [{"id": "m2", "role": "user", "content": "other"}]});
+    let (c, _, text) = keyed(s.port, "/agui", "click-run-1", "application/json", &other.to_string());
+    assert_eq!(c, 422, "{text}");
+    assert_eq!((users("test it"), users("other")), (1, 0), "{:?}", lines());
+    // The link: the same form posted twice under one key approves once;
+    // the retry gets the first page again.
+    let mut link = None;
+    until(
+        "the link in the journal",
+        || {
+            link = s
+                .journal()
+                .into_iter()
+                .find(|r| r["input"] == "requested")
+                .and_then(|r| r["links"][0].as_str().map(str::to_string));
+            link.is_some()
+        },
+        || s.stderr(),
+    );
+    let path = link.unwrap()["https://rw.example.test".len()..].to_string();
+    let form = "application/x-www-form-urlencoded";
+    let (c1, r1, p1) = keyed(s.port, &path, "click-link-1", form, "decision=allow");
+    assert_eq!((c1, r1), (200, false), "{p1}");
+    let (c2, r2, p2) = keyed(s.port, &path, "click-link-1", form, "decision=allow");
+    assert_eq!((c2, r2, &p2), (200, true, &p1), "the retry replays the first page");
+    let (c3, _, p3) = keyed(s.port, &path, "click-link-1", form, "decision=deny");
+    assert_eq!(c3, 422, "{p3}");
+    until("the allow to reach the agent", || allows() == 1, || format!("{:?}", lines()));
+    // The task route: a steer retried under its key is written once.
+    let route = format!("/runs/{record}/tasks/agent/steer");
+    let body = json!({"msg": "keyed steer"}).to_string();
+    let (c1, r1, b1) = keyed(s.port, &route, "click-steer-2", "application/json", &body);
+    assert_eq!((c1, r1), (200, false), "{b1}");
+    let (c2, r2, b2) = keyed(s.port, &route, "click-steer-2", "application/json", &body);
+    assert_eq!((c2, r2, &b2), (200, true, &b1), "the retry replays the first reply");
+    let (c3, _, b3) = keyed(s.port, &route, "click-steer-2", "application/json", r#"{"msg":"another steer"}"#);
+    assert_eq!(c3, 422, "{b3}");
+    until("the steer to reach the agent", || users("keyed steer") == 1, || format!("{:?}", lines()));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!((users("keyed steer"), users("another steer"), allows()), (1, 0, 1), "{:?}", lines());
+}
+
+/// A hub's command reaches its node's server through the node's cluster
+/// sidecar, which uses the token file's `cluster` token and says whom the
+/// command is for (`Rw-Actor`, the caller's token name at the hub): it is
+/// journaled as that person's, through the hub's door. The header is
+/// honoured from the `cluster` token only: another person cannot answer in
+/// someone else's name with it.
+#[test]
+fn a_hubs_command_is_journaled_as_its_callers_and_only_the_sidecar_may_say_so() {
+    let dir = support::scratch("doors-actor");
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, "ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
+    let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"}}]);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .arg("--token-file")
+        .arg(&tokens)
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", requests.to_string());
+    let s = Server::spawn(cmd).owning(dir.clone());
+    // Each turn asks once: ana's turn, then another.
+    let ask = |run: &str| {
+        let body = json!({"threadId": "t", "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": "test it"}]});
+        let r = s.request(
+            "POST",
+            "/agui",
+            "Authorization: Bearer 0123456789abcdef-ana\r\nContent-Type: application/json\r\n",
+            &body.to_string(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let ev = r.events();
+        (interrupts(&ev)[0]["id"].as_str().unwrap().to_string(), session_run(&ev))
+    };
+    let answer = |token: &str, record: &str, id: &str, decision: &str| {
+        let (c, v) = s.post_with(
+            &format!("/runs/{record}/tasks/agent/answer"),
+            &format!("Authorization: Bearer {token}\r\nRw-Actor: bob\r\nContent-Type: application/json\r\n"),
+            &json!({"request": id, "decision": decision}).to_string(),
+        );
+        assert_eq!(c, 200, "{v}");
+    };
+    // ana names bob: ignored, the answer is ana's.
+    let (id, record) = ask("r1");
+    answer("0123456789abcdef-ana", &record, &id, "allow");
+    until("the first answer journaled", || s.journal().iter().any(|r| r["input"] == "answered"), || s.stderr());
+    // The sidecar names bob: the answer is bob's, through the hub.
+    let (id, record) = ask("r2");
+    answer("0123456789abcdef-cluster", &record, &id, "deny");
+    let mut answered = Vec::new();
+    until(
+        "both answers journaled",
+        || {
+            answered = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+            answered.len() == 2
+        },
+        || s.stderr(),
+    );
+    let who: Vec<(String, String, String)> = answered
+        .iter()
+        .map(|r| {
+            let f = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            (f("decision"), f("by"), f("door"))
+        })
+        .collect();
+    assert_eq!(
+        who,
+        [
+            ("allow".to_string(), "ana".to_string(), "task-route".to_string()),
+            ("deny".to_string(), "bob".to_string(), "hub".to_string())
+        ]
+    );
 }

@@ -156,6 +156,8 @@ fn the_build_probe_agrees_with_the_tools_here() {
         ("git", cfg!(tool = "git")),
         ("iproute2", cfg!(tool = "iproute2")),
         ("python3", cfg!(tool = "python3")),
+        ("caddy", cfg!(tool = "caddy")),
+        ("certutil", cfg!(tool = "certutil")),
     ];
     assert_eq!(built.len(), support::tools::TOOLS.len(), "a tool of tools.rs is not checked here");
     for (name, set) in built {

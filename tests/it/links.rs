@@ -231,7 +231,10 @@ fn one_post_of_a_link_approves_once_and_nothing_else_acts() {
     for _ in 0..2 {
         let (status, head, page) = http(s.port, "GET", &path, &[], "");
         assert_eq!(status, 200, "{page}");
-        assert!(head.contains("text/html") && head.contains("no-referrer") && head.contains("no-store"), "{head}");
+        assert!(
+            head.contains("text/html") && head.contains("Referrer-Policy: same-origin") && head.contains("no-store"),
+            "{head}"
+        );
         assert!(page.contains("<b>Bash</b>") && page.contains("npm test"), "{page}");
         assert!(page.contains("value=\"allow\"") && page.contains("name=\"reason\"") && !page.contains("<script"));
     }
@@ -335,4 +338,61 @@ fn an_expired_interrupts_link_is_refused() {
     assert_eq!(status, 410, "{page}");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(answers(&s), before, "nothing more reached the agent");
+}
+
+/// A question (AskUserQuestion) gets a link too: its page lists the
+/// choices, a form POST answers it once, and the agent receives exactly
+/// that answer, journaled as the link's; a second POST sends nothing.
+#[test]
+fn a_questions_link_answers_it_once() {
+    let sec = secret("links-question");
+    let dir = support::scratch("links-question-srv");
+    let ask = json!([{"request_id": "q1", "tool_name": "AskUserQuestion", "requires_user_interaction": true,
+        "input": {"questions": [{"question": "Tabs or spaces?", "header": "Indent",
+            "options": [{"label": "tabs"}, {"label": "spaces"}], "multiSelect": false}]}}]);
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .args(["--public-url", PUBLIC, "--link-secret-file", &sec])
+        .current_dir(&dir)
+        .env("HARNESS_HOME", dir.join("harness"))
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", ask.to_string());
+    let s = Server::spawn(cmd).owning(dir);
+    let ev = agui(s.port, &[], run("t", "r1", "ask me"));
+    assert_eq!(interrupts(&ev)[0]["reason"], "input_required", "{ev:?}");
+    let path = link_path(&s);
+    let (status, _, page) = http(s.port, "GET", &path, &[], "");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Indent: Tabs or spaces?") && page.contains(r#"value="spaces""#), "{page}");
+    let responses = || -> Vec<Value> {
+        crate::support::complete_json_lines(&s.dir().join("agent-input.jsonl"))
+            .into_iter()
+            .map(|v| v["line"].clone())
+            .filter(|l| l["type"] == "control_response")
+            .collect()
+    };
+    // An answer to a question not asked, or none to the one asked: refused, nothing sent.
+    for bad in ["decision=answer&q0=spaces&q1=x", "decision=answer"] {
+        let (status, page) = form(s.port, &path, bad);
+        assert_eq!(status, 400, "{bad}: {page}");
+    }
+    // Claude takes the person's own words ("Other"): the page offers the box.
+    assert!(page.contains(r#"name="q0-own""#), "{page}");
+    let (status, page) = form(s.port, &path, "decision=answer&q0=spaces");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Answered"), "{page}");
+    wait_for("the answer at the agent", Duration::from_secs(10), || !responses().is_empty());
+    let (status, _) = form(s.port, &path, "decision=answer&q0=tabs");
+    assert!(status == 409 || status == 410, "{status}");
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = responses();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].to_string().contains(r#""Tabs or spaces?":"spaces""#), "{sent:?}");
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!((answered[0]["decision"].as_str(), answered[0]["door"].as_str()), (Some("answer"), Some("link")));
 }

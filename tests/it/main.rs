@@ -41,6 +41,7 @@ mod pipeline;
 mod procs;
 mod quickstart;
 mod real_agents;
+mod remote;
 mod run_store;
 mod runs;
 mod runs_index;

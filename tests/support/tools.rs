@@ -90,6 +90,8 @@ pub const TOOLS: &[Tool] = &[
     Tool { name: "git", programs: &["git"], packages: None, install: "apt-get install git" },
     Tool { name: "iproute2", programs: &["ip"], packages: None, install: "apt-get install iproute2" },
     Tool { name: "python3", programs: &["python3"], packages: None, install: "apt-get install python3" },
+    Tool { name: "caddy", programs: &["caddy"], packages: None, install: "apt-get install caddy" },
+    Tool { name: "certutil", programs: &["certutil"], packages: None, install: "apt-get install libnss3-tools" },
 ];
 
 /// The pinned agents' binaries under realagents/node_modules/.bin.

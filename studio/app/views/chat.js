@@ -268,7 +268,9 @@ export class ChatView {
     try {
       res = await fetch('/agui', {
         method: 'POST',
-        headers: headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }),
+        // The runId is made per click: it is the run's idempotency key too
+        // (the server binds the key to this body; the runId replays the run).
+        headers: headers({ 'Content-Type': 'application/json', Accept: 'text/event-stream', 'Idempotency-Key': body.runId }),
         body: JSON.stringify(body),
         signal: ctrl.signal,
         cache: 'no-store',

@@ -115,6 +115,35 @@ export class RequestCardView {
     this.timer = setInterval(() => this.tick(), 1000);
   }
 
+  /**
+   * The request's approval link (runwire-serve --public-url): a button that
+   * copies it, to pass to someone who answers from a phone. Shown once, while
+   * the card is open; where the clipboard cannot be written (a page not
+   * served from a secure origin) the link is shown selected to copy by hand.
+   */
+  setLink(url) {
+    if (this.linkRow || this.card.answered || typeof url !== 'string' || !url) return;
+    const shown = h('input.request-link', { type: 'text', readonly: true, value: url, 'aria-label': 'Approval link', hidden: true });
+    const note = h('span.sub', { role: 'status' });
+    const copy = h('button', {
+      type: 'button',
+      'data-action': 'copy-link',
+      title: 'Anyone with this link can answer this one request, once, until it expires',
+      onclick: async () => {
+        try {
+          await navigator.clipboard.writeText(url);
+          setText(note, ' Copied: anyone with it can answer this request once.');
+        } catch {
+          shown.hidden = false;
+          shown.select();
+          setText(note, ' Copy it from the box.');
+        }
+      },
+    }, 'Copy approval link');
+    this.linkRow = h('div.request-link-row', null, copy, note, shown);
+    this.form.insertBefore(this.linkRow, this.expiry);
+  }
+
   question(q, qi) {
     const name = nextId(`q${qi}`);
     const type = q.multiSelect ? 'checkbox' : 'radio';
@@ -219,6 +248,8 @@ export class RequestCardView {
     const hadFocus = this.el.contains(document.activeElement);
     this.card.answered = d;
     clearInterval(this.timer);
+    // A link is for an open request only.
+    if (this.linkRow) this.linkRow.remove();
     for (const b of this.buttons) b.disabled = true;
     if (this.input) this.input.readOnly = true;
     for (const f of this.fields || []) if (f.text) f.text.readOnly = true;

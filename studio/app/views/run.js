@@ -276,6 +276,7 @@ export class RunView {
       });
       this.requestViews.set(c.id, view);
       this.requestList.appendChild(view.el);
+      this.offerLink(c.id, view);
     }
     if (c.answered && view.el.dataset.state !== 'answered') {
       const a = c.answered;
@@ -285,6 +286,13 @@ export class RunView {
         by: a.by === 'studio' || a.by === 'agui' ? null : a.by,
       });
     }
+  }
+
+  /** The card's approval link, once the run's facts name one for it. */
+  offerLink(id, view) {
+    const c = this.requests.get(id);
+    const link = c && this.links ? this.links.get(c.interruptId ?? c.id) : null;
+    if (link) view.setLink(link);
   }
 
   render() {
@@ -392,6 +400,13 @@ export class RunView {
 
   renderRun(body) {
     const r = body.run && typeof body.run === 'object' ? body.run : {};
+    // Open requests' approval links (GET /runs/:id inputRequests[].links), by interrupt id.
+    this.links = new Map(
+      (Array.isArray(body.inputRequests) ? body.inputRequests : [])
+        .filter((q) => q && typeof q.interrupt === 'string' && Array.isArray(q.links) && typeof q.links[0] === 'string')
+        .map((q) => [q.interrupt, q.links[0]]),
+    );
+    for (const [id, view] of this.requestViews ?? []) this.offerLink(id, view);
     this.runStatus = r.status;
     this.renderControls();
     // A chat turn leads with its thread's name, where this browser knows it.

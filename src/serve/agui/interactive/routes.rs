@@ -11,8 +11,8 @@ use crate::serve::http::{respond, respond_error, Close};
 use crate::serve::state::Shared;
 use crate::session::input::{AnswerInput, Input, SteerInput, Who};
 use crate::session::Ack;
-use serde_json::{json, Value};
-use std::net::TcpStream;
+use serde_json::json;
+use std::io::Write;
 
 /// Seconds a client is told to wait (`Retry-After`) when the agent does not read.
 const RETRY_AFTER: &str = "1";
@@ -27,13 +27,14 @@ const RETRY_AFTER: &str = "1";
 #[allow(clippy::too_many_arguments)]
 pub fn control_post(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut impl Write,
     id: &str,
     task: &str,
     verb: &str,
     body: &[u8],
     cors: &[(&'static str, String)],
     person: Option<&str>,
+    door: crate::control::Door,
 ) -> Option<Close> {
     let th = shared.sessions.by_record(id)?;
     if task != TASK {
@@ -90,7 +91,7 @@ pub fn control_post(
             Reply::refuse(m, None)
         } else {
             match command {
-                Command::Answer { answer } => answer_route(&mut st, answer),
+                Command::Answer { answer } => answer_route(&mut st, answer, door),
                 Command::Steer { text, interrupt, turn } => {
                     steer_route(&mut st, text, interrupt, turn, person.unwrap_or("steer"))
                 }
@@ -120,8 +121,8 @@ fn not_sent(e: NotSent) -> Reply {
     }
 }
 
-fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
-    a.door = a.door.or(Some(crate::control::Door::TaskRoute));
+fn answer_route(st: &mut State, mut a: AnswerInput, door: crate::control::Door) -> Reply {
+    a.door = a.door.or(Some(door));
     // An interrupt id names its request only while the process that raised it runs.
     if crate::control::is_interrupt_id(&a.id) {
         match st.raised.request_of(&a.id) {
@@ -134,19 +135,6 @@ fn answer_route(st: &mut State, mut a: AnswerInput) -> Reply {
                     ),
                     None,
                 )
-            }
-        }
-    }
-    // Answers to a question are held to its choices, as on /agui.
-    if a.decision == crate::session::input::Decision::Answer {
-        if let Some((req, interrupt)) = st.raised.get(&a.id) {
-            let e = crate::serve::interrupts::ResumeEntry {
-                interrupt_id: a.id.clone(),
-                status: "resolved".into(),
-                payload: Some(json!({"answers": a.answers.clone().map_or(Value::Null, Value::Object)})),
-            };
-            if let Err(m) = crate::serve::interrupts::answer_for(req, interrupt, &e, "check") {
-                return Reply::bad(format!("answer body: {m}"));
             }
         }
     }
@@ -220,7 +208,13 @@ pub fn link_request(
 /// `POST /a/<token>`: the link's answer, as every door gives one: a
 /// [`Command`] checked by the one rule, then the session's own (open,
 /// replay, the agent's offer). `by`: the name the link was minted for.
-pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &str, reason: Option<String>) -> Reply {
+pub fn link_answer(
+    shared: &Shared,
+    c: &crate::serve::links::Claims,
+    decision: &str,
+    reason: Option<String>,
+    answers: Option<serde_json::Map<String, serde_json::Value>>,
+) -> Reply {
     let th = match link_thread(shared, c) {
         Ok(t) => t,
         Err(m) => return Reply::refuse(m, None),
@@ -233,6 +227,9 @@ pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &
     if let Some(r) = reason {
         body["message"] = r.into();
     }
+    if let Some(a) = answers {
+        body["answers"] = a.into();
+    }
     let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
         Ok(cmd) => cmd.by_person(&c.n),
         Err(m) => return Reply::bad(m),
@@ -240,7 +237,7 @@ pub fn link_answer(shared: &Shared, c: &crate::serve::links::Claims, decision: &
     let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
     answer.door = Some(crate::control::Door::Link);
     if st.raised.request_of(&c.i).is_some() {
-        answer_route(&mut st, answer)
+        answer_route(&mut st, answer, crate::control::Door::Link)
     } else {
         // Not streamed here: the session binds runwire's id to its own request, or refuses it.
         match st.send(Input::Answer(answer)).map(|t| t.replayed) {
