@@ -444,7 +444,7 @@ impl Normalizer {
         // (`message` is a string here, an object in claude's lines).
         if let Some(size) = too_long {
             ctx.error("line_too_long", crate::lines::Line::too_long_reason(size), line, false);
-        } else if idle_inputs(line).is_some() || is_ack(line) {
+        } else if idle_inputs(line).is_some() || is_ack(line) || is_session_status(line) {
             // The session's word to its runner (idle, or what an input line
             // did): no event
             // (its line number is still used, so `seq` stays positional).
@@ -590,6 +590,28 @@ pub const ACK_TYPE: &str = "runwire.ack";
 /// True for a session's `runwire.ack` line, as the session writes it.
 pub fn is_ack(line: &[u8]) -> bool {
     line.starts_with(br#"{"type":"runwire.ack","#)
+}
+
+/// True for an interactive session's status line
+/// (`{"type":"runwire.status","seq":N,…}`, `session::input::StatusLine`),
+/// as the session writes it: for its runner, no event (a wrapper's final
+/// `runwire.status` line has no `seq`). As the session writes it `seq`
+/// follows `type`; a copy whose keys were reordered (a log re-serialized)
+/// is read whole, which only a line naming the type costs.
+pub fn is_session_status(line: &[u8]) -> bool {
+    if line.starts_with(br#"{"type":"runwire.status","seq":"#) {
+        return true;
+    }
+    if memchr::memmem::find(line, br#""runwire.status""#).is_none() {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        #[serde(rename = "type")]
+        kind: String,
+        seq: Option<u64>,
+    }
+    serde_json::from_slice::<Typed>(line).is_ok_and(|t| t.kind == STATUS_TYPE && t.seq.is_some())
 }
 
 /// The input count of a session's `runwire.idle` line, as the session

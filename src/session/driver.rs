@@ -15,6 +15,7 @@ use super::proc::{self, Proc, Spec};
 use super::writer::{Full, Writer};
 use super::{Agent, Input, Refused, Session, Step};
 use crate::lines::{read_capped, Capped, Rest};
+use crate::session::input::{OpenRequest, StatusLine};
 use crate::session::record::InputRecord;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -73,6 +74,12 @@ pub struct Options {
     /// The first message, written right after the opening lines.
     pub first: Option<String>,
     pub journal: Option<JournalTo>,
+    /// Write a `runwire.status` line after each step that changed the
+    /// session's status (`runwire-session`: for the runner that drives it).
+    pub status_lines: bool,
+    /// The agent process's number among its runner's (its requests are
+    /// this generation's); 0 is read as 1.
+    pub generation: u64,
 }
 
 /// How a session ended.
@@ -280,6 +287,10 @@ pub struct Core<A: Agent, O: Output> {
     /// When the agent's input was closed (epoch ms), and what the agent
     /// has been sent since for not exiting: [`Ending`].
     closed: Mutex<Option<(i64, Ending)>>,
+    /// The status line last written (taken under the session's lock), when
+    /// the session writes them ([`Options::status_lines`]).
+    status: Option<Mutex<Option<StatusLine>>>,
+    generation: u64,
 }
 
 /// How far ending an agent that does not exit when its input closes has
@@ -322,7 +333,52 @@ impl<A: Agent, O: Output> Core<A, O> {
             report: Mutex::new(report),
             signaller: Mutex::new(None),
             closed: Mutex::new(None),
+            status: None,
+            generation: 1,
         }
+    }
+
+    /// Writes a status line after each step that changed the session's
+    /// status, its requests numbered with `generation`.
+    pub fn with_status_lines(mut self, generation: u64) -> Self {
+        self.status = Some(Mutex::new(None));
+        self.generation = generation.max(1);
+        self
+    }
+
+    /// Ends a step's lines, under the session's lock: the idle line when the
+    /// step made the session idle, then the status line when it changed,
+    /// numbered where it lands; the lines are counted as produced.
+    fn seal(&self, s: &mut Session<A>, out: &mut Vec<Vec<u8>>, exit: Option<i64>) {
+        out.extend(s.idle_line());
+        if let Some(last) = &self.status {
+            let open = s
+                .pending()
+                .map(|r| OpenRequest {
+                    interrupt_id: r.interrupt_id.clone(),
+                    id: r.id.clone(),
+                    generation: self.generation,
+                })
+                .collect();
+            let now = StatusLine::new(
+                s.phase(),
+                s.turn(),
+                s.turns_ended(),
+                open,
+                s.session_id().map(str::to_string),
+                s.inputs(),
+                exit,
+            );
+            let mut last = lock(last);
+            if !last.as_ref().is_some_and(|l| l.same_as(&now)) {
+                let seq = self.produced.load(Ordering::SeqCst) + out.len() as u64 + 1;
+                let mut now = now;
+                now.seq = seq;
+                out.push(now.to_line());
+                *last = Some(now);
+            }
+        }
+        self.produced.fetch_add(out.len() as u64, Ordering::SeqCst);
     }
 
     /// The agent's process: once its input is closed, an agent that has
@@ -405,8 +461,7 @@ impl<A: Agent, O: Output> Core<A, O> {
         let s = {
             let mut session = lock(&self.session);
             let mut s = f(&mut session);
-            s.output.extend(session.idle_line());
-            self.produced.fetch_add(s.output.len() as u64, Ordering::SeqCst);
+            self.seal(&mut session, &mut s.output, None);
             s
         };
         self.apply(&s)?;
@@ -442,14 +497,17 @@ impl<A: Agent, O: Output> Core<A, O> {
             let mut expired = s.tick(now);
             let mid_turn = s.phase() == super::Phase::Turn;
             let mut r = s.input(input, now);
-            // Said after the input's own lines; a refused input was taken too.
-            let idle = s.idle_line();
+            // What expired goes first; the idle and status lines are said
+            // after the input's own lines (a refused input was taken too).
+            self.produced.fetch_add(expired.output.len() as u64, Ordering::SeqCst);
             match r.as_mut() {
-                Ok(st) => st.output.extend(idle),
-                Err(_) => expired.output.extend(idle),
+                Ok(st) => self.seal(&mut s, &mut st.output, None),
+                Err(_) => {
+                    let mut lines = Vec::new();
+                    self.seal(&mut s, &mut lines, None);
+                    expired.output.extend(lines);
+                }
             }
-            let out = expired.output.len() + r.as_ref().map_or(0, |st| st.output.len());
-            self.produced.fetch_add(out as u64, Ordering::SeqCst);
             (expired, r, mid_turn)
         };
         self.apply(&expired)?;
@@ -460,6 +518,18 @@ impl<A: Agent, O: Output> Core<A, O> {
             }
             Err(why) => Ok(Err(why)),
         }
+    }
+
+    /// The agent's exit: the last status line says it (when the session
+    /// writes them).
+    fn step_with_exit(&self, rc: i64) -> io::Result<()> {
+        let s = {
+            let mut session = lock(&self.session);
+            let mut s = Step::default();
+            self.seal(&mut session, &mut s.output, Some(rc));
+            s
+        };
+        self.apply(&s)
     }
 
     /// A session input line that could not be read as an input: counted as
@@ -632,20 +702,25 @@ pub fn run<A: Agent, O: Output>(
     report: Box<dyn FnMut(String) + Send>,
 ) -> io::Result<Outcome> {
     let (core, mut child) = begin(session, spec, tx, out, opts, report)?;
-    let r = drive(&core, rx);
+    let r = drive_until_eof(&core, rx);
     core.close_agent_input();
     let refused = match r {
         Ok(n) => n,
         Err(e) => {
+            lock(&core.out).take();
             child.stop();
             return Err(e);
         }
     };
-    // Its output is closed: it exits now, or is stopped.
-    let rc = child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop());
+    // Its output is over: it exits now, or is stopped.
+    let rc = core.exit_code(child.wait_timeout(EXIT_GRACE).unwrap_or_else(|| child.stop()));
+    // The last status line says how it ended; then the output closes.
+    let last = core.step_with_exit(rc);
+    lock(&core.out).take();
+    last?;
     let (session_id, failure) =
         core.query(|s, _| (s.session_id().map(str::to_string), s.failure().map(str::to_string)));
-    Ok(Outcome { rc: core.exit_code(rc), refused, session_id, failure })
+    Ok(Outcome { rc, refused, session_id, failure })
 }
 
 /// Starts the agent and its session: the agent's lines go to `tx`, the
@@ -670,7 +745,10 @@ fn begin<A: Agent, O: Output>(
         child.stop();
         return Err(io::Error::other(format!("cannot read the agent's output: {e}")));
     }
-    let core = Core::new(session, out, stdin, opts.journal.clone(), report);
+    let mut core = Core::new(session, out, stdin, opts.journal.clone(), report);
+    if opts.status_lines {
+        core = core.with_status_lines(opts.generation);
+    }
     core.watch(child.signaller());
     if let Err(e) = core.open(opts.first.as_deref()) {
         child.stop();

@@ -118,7 +118,7 @@ impl Engine {
         let report = Box::new(move |m: String| crate::cli::report(bin, m));
         // The opening lines go first, then the loop runs on its own thread
         // (the sink never fails: it ends with the agent's output).
-        let dopts = driver::Options { first: None, journal };
+        let dopts = driver::Options { first: None, journal, ..driver::Options::default() };
         let (core, child) =
             driver::start(Session::new(launch.agent, opts), &spec, sink, &dopts, report).map_err(|e| e.to_string())?;
         let _ = core_of.set(Arc::downgrade(&core));

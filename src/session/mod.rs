@@ -244,6 +244,17 @@ pub enum Phase {
     Ended,
 }
 
+impl Phase {
+    /// Its name on a status line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Turn => "turn",
+            Phase::Ended => "ended",
+        }
+    }
+}
+
 /// What one call produced. Apply in this order: write `output`, write
 /// `to_agent`, journal `requested`/`answered`, then close the agent's input
 /// if `close_agent_input`.

@@ -330,7 +330,7 @@ fn approval(agent: &str, cell_name: &str, tool: &str, decision: &str) {
     // (an acp task has no wrapper: runwire-session's exit 0 says so).
     let status = s.log().lines().last().unwrap().to_string();
     if agent == "acp" {
-        assert!(!s.log().contains("runwire.status"), "{}", s.log());
+        assert!(!s.log().contains(r#""type":"runwire.status","ok""#), "{}", s.log());
         assert!(s.log().contains(r#""stopReason":"end_turn""#), "{}", s.log());
     } else {
         assert!(status.contains(r#""type":"runwire.status","ok":true"#), "{status}");
@@ -550,7 +550,7 @@ fn stop(agent: &str) {
     s.until("the interrupted turn's end in the log", |s| s.log().contains(end));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.states(), ["leased"], "the task waits with its session open");
-    assert!(!s.log().contains("runwire.status"), "the wrapper has not ended:\n{}", s.log());
+    assert!(!s.log().contains(r#""type":"runwire.status","ok""#), "the wrapper has not ended:\n{}", s.log());
     // A second stop finds nothing running and keeps the session too.
     let r = s.call(json!({"verb":"stop","task":"a"}));
     assert_eq!(r["ok"], true, "{r}");
