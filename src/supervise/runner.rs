@@ -21,7 +21,7 @@ use crate::events::{Data, InputAnswer, InputRequest};
 use crate::lines::{Flow, Lines};
 use crate::normalize::{Adapter, Normalizer};
 use crate::runs::liveness::Entry;
-use crate::session::input::AckLine;
+use crate::session::input::{AckLine, StatusLine};
 use crate::session::proc::{self, Proc, Signaller, Spec};
 use crate::session::record::InputRecord;
 use std::collections::BTreeSet;
@@ -70,29 +70,6 @@ pub struct Event {
     pub report: Report,
 }
 
-/// The session's per-step status line (`{"type":"runwire.status","seq":N,
-/// "phase":…,"applied":K,"open":[…],…}`); the wrapper's closing status line
-/// (`ok`, `rc`, `detail`) has no `phase` and is the normalizer's.
-#[derive(serde::Deserialize)]
-struct StatusLine {
-    #[serde(rename = "type")]
-    kind: String,
-    phase: String,
-    #[serde(default)]
-    applied: u64,
-    #[serde(default)]
-    open: Vec<serde::de::IgnoredAny>,
-}
-
-impl StatusLine {
-    fn parse(line: &[u8]) -> Option<StatusLine> {
-        // Most lines are the agent's: a cheap look before a parse.
-        memchr::memmem::find(line, b"\"phase\"")?;
-        memchr::memmem::find(line, crate::normalize::STATUS_TYPE.as_bytes())?;
-        serde_json::from_slice::<StatusLine>(line).ok().filter(|s| s.kind == crate::normalize::STATUS_TYPE)
-    }
-}
-
 /// A turn's output read line by line, through the same normalizer as
 /// `normalize-events` and the server, so that the session and the status
 /// line are understood in one place: the session to resume is
@@ -112,6 +89,8 @@ impl Reader {
     /// One line of the turn's output (a cut-off last line included: the
     /// normalizer reports what it cannot read as an error event and goes on).
     pub fn line(&mut self, line: &[u8], out: &mut Vec<Seen>) {
+        // The session's status after each step (spec/SESSION-INPUT.md); a
+        // wrapper's closing status line is not one (the normalizer's).
         if let Some(s) = StatusLine::parse(line) {
             out.push(if s.phase == "idle" && s.open.is_empty() { Seen::Idle(s.applied) } else { Seen::Busy });
             return;
@@ -444,6 +423,9 @@ impl Sup {
             Step::Turn { resume } if def.adapter == "acp" => {
                 let mut c = Spec::new(self.session_bin.clone().unwrap_or_default());
                 c.arg("acp");
+                // Its requests' generation on its status lines: the task's count of turns.
+                let generation = self.interrupts.get(id).map_or(0, |i| i.generation) + 1;
+                c.arg("--generation").arg(generation.to_string());
                 self.prompt_args(&mut c, id, resume.as_deref(), &def.prompt);
                 let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
                 c.arg("--answer-timeout").arg(var("RUNWIRE_ANSWER_TIMEOUT").unwrap_or_else(|| "300s".into()));
