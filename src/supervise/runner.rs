@@ -54,7 +54,8 @@ pub enum Seen {
 /// What a step's threads tell the loop.
 #[derive(Debug)]
 pub enum Report {
-    Seen(Seen),
+    /// Boxed: a request or an answer is large, the other reports small.
+    Seen(Box<Seen>),
     /// The log could not be written (the first error): it is incomplete.
     Lost(String),
     /// The process is over with this exit code, its output read (or let go
@@ -232,7 +233,7 @@ fn copy(
             lines.push(piece, &mut each);
         }
         for s in seen.drain(..) {
-            send(Report::Seen(s));
+            send(Report::Seen(Box::new(s)));
         }
     };
     proc::read_pieces(src, crate::time::Clock::from_env(), |piece, end| {
@@ -551,7 +552,7 @@ impl Sup {
             return;
         }
         match e.report {
-            Report::Seen(s) => self.seen(&id, s),
+            Report::Seen(s) => self.seen(&id, *s),
             Report::Lost(why) => {
                 let r = self.running.get_mut(&id).expect("checked");
                 if r.kill.is_none() {
