@@ -202,7 +202,7 @@ fn launch_step(l: Launch, events: &mpsc::Sender<Ev>) -> Result<Started, String> 
 /// client that read a request in the log and answers it is never ahead of
 /// the loop's knowledge of it.
 fn copy(
-    src: std::process::ChildStdout,
+    src: impl std::io::Read,
     out: std::fs::File,
     path: &Path,
     times: bool,
@@ -731,5 +731,37 @@ mod tests {
         );
         assert_eq!(out[0], Seen::Session("th-1".into()), "{out:?}");
         assert!(matches!(&out[1], Seen::Request(r) if r.interrupt_id.as_deref() == Some("rw-9")), "{out:?}");
+    }
+
+    /// The copier writes the bytes as they came (a last line without its
+    /// newline included) and reads the session's lines on the way, the cut
+    /// last one too.
+    #[test]
+    fn the_copier_keeps_the_bytes_and_reads_every_line() {
+        let dir = std::env::temp_dir().join(format!("rw-sup-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("p.a.log");
+        std::fs::write(&log, "earlier turn\n").unwrap();
+        let out = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let input = concat!(
+            "{\"type\":\"thread.started\",\"thread_id\":\"th-2\"}\r\n",
+            "not json\n",
+            r#"{"type":"runwire.status","seq":3,"phase":"idle","turn":1,"turns_ended":1,"open":[],"session_id":"th-2","applied":0,"exit":null}"#,
+        );
+        let got = std::sync::Mutex::new(Vec::new());
+        let send = |r: Report| got.lock().unwrap().push(r);
+        copy(input.as_bytes(), out, &log, false, Some(Reader::new(Adapter::Codex)), &AtomicBool::new(false), &send);
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), format!("earlier turn\n{input}"));
+        let seen: Vec<Seen> = got
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r {
+                Report::Seen(s) => Some(*s),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(seen, [Seen::Session("th-2".into()), Seen::Idle(0)]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
