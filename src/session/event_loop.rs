@@ -567,7 +567,8 @@ mod tests {
     fn a_message_says_whether_it_joined_a_turn_and_output_is_counted_with_the_state() {
         let session = Session::new(Codex::new(CodexOptions::default()), super::super::Options::default());
         let shared = Shared::new(Arc::default());
-        let mut core = Loop::new(session, Vec::<u8>::new(), Writer::start(None), None, Box::new(|_| {}), shared.clone());
+        let mut core =
+            Loop::new(session, Vec::<u8>::new(), Writer::start(None), None, Box::new(|_| {}), shared.clone());
         core.open(Some("go")).unwrap();
         for l in [
             r#"{"id":1,"result":{}}"#,
