@@ -22,6 +22,7 @@ pub mod claude;
 pub mod codex;
 pub mod driver;
 pub mod engine;
+pub mod event_loop;
 pub mod input;
 pub mod launch;
 pub mod proc;
@@ -233,9 +234,10 @@ impl Default for Options {
 }
 
 /// Where the session stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Phase {
     /// No turn running: the next message starts one.
+    #[default]
     Idle,
     /// A turn is running (a message now joins it).
     Turn,
