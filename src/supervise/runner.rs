@@ -174,11 +174,8 @@ fn launch_step(l: Launch, events: &mpsc::Sender<Ev>) -> Result<Started, String> 
     std::thread::Builder::new()
         .name("task wait".into())
         .spawn(move || {
-            let rc = loop {
-                if let Some(rc) = child.wait_timeout(Duration::from_secs(3600)) {
-                    break rc;
-                }
-            };
+            // Blocking: the loop signals it through its Signaller meanwhile.
+            let rc = child.wait();
             // The reaper has stopped what the wrapper left; what it wrote
             // gets the drain grace to reach the log, then is let go (a
             // straggler holding the pipe).
