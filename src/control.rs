@@ -224,7 +224,7 @@ impl Issued {
     /// A supervisor socket's request line read as a command: its door
     /// (`door`, default the socket itself) and actor (`actor`, default
     /// `control`) with it.
-    pub fn from_request(req: &crate::supervise::control::Request) -> Result<Issued, String> {
+    pub fn from_request(req: &crate::supervise::socket::Request) -> Result<Issued, String> {
         let command = Command::from_request(req)?;
         Ok(Issued {
             door: req.door.as_deref().and_then(Door::parse).unwrap_or(Door::SupervisorSocket),
@@ -236,12 +236,12 @@ impl Issued {
 
     /// The supervisor socket's request line for this command (what a server
     /// passes on); `None` for a verb the socket does not take.
-    pub fn to_request(&self) -> Option<crate::supervise::control::Request> {
+    pub fn to_request(&self) -> Option<crate::supervise::socket::Request> {
         let verb = self.command.verb();
         if !Verb::SUPERVISOR.contains(&verb) {
             return None;
         }
-        let mut r = crate::supervise::control::Request {
+        let mut r = crate::supervise::socket::Request {
             verb: verb.as_str().into(),
             task: self.task.clone(),
             actor: Some(self.actor.clone()),
@@ -463,7 +463,7 @@ impl Command {
 
     /// The supervisor socket's request line read as a command (its `msg`,
     /// `interrupt`, `turn` and `answer` fields, as `spec/SUPERVISOR.md` says).
-    pub fn from_request(req: &crate::supervise::control::Request) -> Result<Command, String> {
+    pub fn from_request(req: &crate::supervise::socket::Request) -> Result<Command, String> {
         let Some(verb) = Verb::parse(&req.verb).filter(|v| Verb::SUPERVISOR.contains(v)) else {
             return Err(format!("unknown verb {:?} ({})", req.verb, Verb::list(&Verb::SUPERVISOR)));
         };
@@ -598,7 +598,7 @@ mod tests {
         let blank = Command::from_route(Verb::Steer, br#"{"msg":"  "}"#, "t").unwrap_err();
         assert!(blank.contains("empty"), "{blank}");
         let req =
-            crate::supervise::control::Request { verb: "steer".into(), msg: Some(" \n".into()), ..Default::default() };
+            crate::supervise::socket::Request { verb: "steer".into(), msg: Some(" \n".into()), ..Default::default() };
         assert!(Command::from_request(&req).unwrap_err().contains("empty"));
         assert!(Input::parse(br#"{"type":"steer","text":"\t"}"#).unwrap_err().contains("empty"));
         let big = "x".repeat(MAX_TEXT + 1);
@@ -650,10 +650,10 @@ mod tests {
         let req = i.to_request().unwrap();
         assert_eq!((req.verb.as_str(), req.door.as_deref(), req.turn), ("steer", Some("task-route"), Some(4)));
         assert_eq!(Issued::from_request(&req).unwrap(), i);
-        let bare = crate::supervise::control::Request { verb: "pause".into(), ..Default::default() };
+        let bare = crate::supervise::socket::Request { verb: "pause".into(), ..Default::default() };
         let b = Issued::from_request(&bare).unwrap();
         assert_eq!((b.door, b.actor.as_str(), b.command), (Door::SupervisorSocket, "control", Command::Pause));
-        let unknown = crate::supervise::control::Request { verb: "message".into(), ..Default::default() };
+        let unknown = crate::supervise::socket::Request { verb: "message".into(), ..Default::default() };
         assert!(Issued::from_request(&unknown).unwrap_err().contains("unknown verb"));
     }
 

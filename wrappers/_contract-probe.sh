@@ -90,7 +90,7 @@ expect_status() {
             *) [[ $S_SID == "$want_sid" ]] || why+=("session_id '$S_SID', want '$want_sid'") ;;
         esac
         local n
-        n=$(grep -c '"type":"runwire.status"' "$OUT" || true)
+        n=$(grep -c '"type":"runwire.status","ok"' "$OUT" || true)
         ((n == 1)) || why+=("$n status lines, want exactly 1")
     fi
     if ((${#why[@]})); then

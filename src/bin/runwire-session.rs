@@ -83,6 +83,10 @@ struct Args {
     /// The journal's actor.
     #[arg(long, value_name = "A", default_value = "runwire-session")]
     actor: String,
+    /// The agent process's number among its runner's (a supervisor's task runs one per turn): the
+    /// `generation` of each open request on the runwire.status lines.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    generation: u64,
 }
 
 /// Milliseconds from `90`, `90s`, `1500ms`, `5m`, `1h` (at least 1 ms).
@@ -177,6 +181,8 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
             actor: args.actor.clone(),
             links: None,
         }),
+        status_lines: true,
+        generation: args.generation,
     };
     let out = BufWriter::new(io::stdout());
     let report = Box::new(|m: String| cli::report(BIN, m));

@@ -181,7 +181,7 @@ impl Recorder {
 
     /// The file naming this run's owner (this server), removed once the
     /// run's end is journaled: a run whose owner record outlives its owner
-    /// was left unfinished by a crash (`supervise::control::recover`).
+    /// was left unfinished by a crash (`supervise::socket::recover`).
     pub fn owned_by(&mut self, owner: std::path::PathBuf) {
         self.owner = Some(owner);
     }

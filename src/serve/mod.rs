@@ -173,7 +173,7 @@ fn recover_runs(cfg: &Config) {
     let home = &cfg.harness_home;
     let ours = home.join("serve").join("runstate");
     let mine = |p: &crate::runs::registry::Pointer| std::path::Path::new(&p.runstate_dir) == ours;
-    for r in crate::supervise::control::recover(home, crate::runs::record::ACTOR, "server", mine) {
+    for r in crate::supervise::socket::recover(home, crate::runs::record::ACTOR, "server", mine) {
         if let Some(why) = r.reason {
             cli::report(BIN, format!("run {}: its server was gone; journaled: {why}", r.run_id));
         }

@@ -1,6 +1,6 @@
 //! `POST /runs/:runId/tasks/:tid/steer|kill|stop|answer` and `POST /runs/:runId/pause|resume`:
 //! the control verbs, passed to the run's supervisor over its socket
-//! (`crate::supervise::control`). The server keeps no state of its own
+//! (`crate::supervise::socket`). The server keeps no state of its own
 //! here: no supervisor answering is a `409`, never a silent success, and a
 //! socket answered by anyone but the supervisor registered for the run is a
 //! `502` with nothing sent (spec/SUPERVISOR.md, "Trust"), as is one that
@@ -16,7 +16,7 @@ use super::state::Shared;
 use crate::control::{Command, Door, Issued, Verb};
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
-use crate::supervise::control::{self, CallError, Reply, NOT_LIVE};
+use crate::supervise::socket::{self as control, CallError, Reply, NOT_LIVE};
 use std::io::Write;
 use std::time::Duration;
 

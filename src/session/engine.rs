@@ -1,82 +1,77 @@
 //! The session engine as a handle: one live agent session that a runner
 //! (the server, per thread) holds and commands from any thread. It starts
 //! the agent as `runwire-session` does ([`super::launch`], [`driver::start`]),
-//! drives it on a thread of its own, and answers each command with what the
-//! session did ([`driver::Taken`], its [`super::Ack`]) without ever waiting
-//! for the agent: writes go through the session's one writer, and a command
-//! that would overflow it is refused ([`Refused::NotReading`]). Its output
-//! goes to a [`tap`] that one reader follows with its own cursor, and its
-//! [`Status`] (phase, current turn, open requests, session id, exit) can be
-//! read at any time and watched ([`Engine::wait`]): the one source of what
-//! the session is doing, which runners show instead of keeping their own.
-//! A recorded session's journal follows it too: `idle` while it is held
-//! between turns, `resumed` when a turn runs again.
+//! and the session's one loop ([`super::event_loop`]) runs on a thread of
+//! its own: it alone computes and applies each step, writes the output and
+//! queues the agent's input. A caller sends a command with a reply channel
+//! ([`Engine::command`]) and gets what the session did ([`driver::Taken`],
+//! its [`super::Ack`]) once the step is applied; the command never waits
+//! for the agent (one that would overflow its input is refused,
+//! [`Refused::NotReading`]) nor under a lock another caller needs. Its
+//! output goes to a [`tap`] that one reader follows with its own cursor,
+//! and its [`Status`] (phase, current turn, open requests, session id,
+//! output lines, exit), published by the loop after each step, can be read
+//! at any time and watched ([`Engine::wait`]): the one source of what the
+//! session is doing, which runners show instead of keeping their own. A
+//! recorded session's journal follows it too: `idle` while it is held
+//! between turns, `resumed` when a turn runs again (journaled by the loop).
+//!
+//! The agent's process is reaped by a thread of its own, which publishes
+//! its exit; stopping it ([`Engine::kill`]) signals it and waits for that
+//! exit without holding any lock.
 
-use super::driver::{self, JournalTo};
+use super::driver::{self, Event, JournalTo, Started};
+use super::event_loop::{Shared, Status as LoopStatus};
 use super::launch::{launch, on_path, AgentKind, LaunchOptions};
-use super::proc::{Proc, Spec};
-use super::tap::{self, Changes, Feed, Sink};
-use super::{Agent, Input, Phase, Refused, Session};
+use super::proc::{Signaller, Spec, KILL_GRACE};
+use super::tap::{self, Feed};
+use super::writer::Writer;
+use super::{Input, Phase, Refused, Session};
 use crate::runs::journal::{self, Record};
 use crate::runs::record::{Recorder, ACTOR};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Duration;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-type Core = driver::Core<Box<dyn Agent + Send>, Sink>;
+pub use super::event_loop::Status;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A running agent under a [`Session`], driven by the library's session
-/// loop on a thread of its own.
+/// A running agent under a [`Session`], driven by the session's loop on a
+/// thread of its own. Cloneable: every clone commands the same loop.
+#[derive(Clone)]
 pub struct Engine {
-    core: Arc<Core>,
-    child: Mutex<Proc>,
-    changes: Arc<Changes>,
-    /// The agent's exit code, once reaped.
-    exit: OnceLock<i64>,
+    tx: Sender<Event>,
+    shared: Arc<Shared>,
+    stdin: Arc<Writer>,
+    signaller: Signaller,
+    /// Stops the agent when the last handle is dropped without a kill.
+    _last: Arc<StopOnDrop>,
 }
 
-/// What a session is doing, at one instant ([`Engine::status`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Status {
-    pub phase: Phase,
-    /// The running turn's number, else the last one's (0: none yet).
-    pub turn: u64,
-    /// Turns that ended: the turn `turn` is over once this reaches it.
-    pub turns_ended: u64,
-    /// Open request ids, oldest first.
-    pub open: Vec<String>,
-    /// The session id the agent announced (resumable).
-    pub session_id: Option<String>,
-    /// Stops that stopped something so far ([`Session::stops`]).
-    pub stops: u64,
-    /// Output lines the session produced: a reader that took as many has
-    /// seen everything this status reflects.
-    pub produced: u64,
-    /// The agent's exit code once it is over.
-    pub exit: Option<i64>,
-    /// The change count this status was read at ([`Engine::wait`]).
-    pub changes: u64,
+/// The agent of a session nobody holds any more is stopped: SIGTERM now,
+/// SIGKILL after the kill grace (from a thread of its own: a drop never waits).
+struct StopOnDrop {
+    signaller: Signaller,
+    shared: Arc<Shared>,
 }
 
-impl Status {
-    /// Held between turns: no turn runs or is owed, nothing is asked, and
-    /// the agent is alive.
-    pub fn is_idle(&self) -> bool {
-        self.phase == Phase::Idle && self.open.is_empty() && self.exit.is_none()
-    }
-
-    /// Every turn begun has ended (none was cut by the agent's end).
-    pub fn between_turns(&self) -> bool {
-        self.turns_ended >= self.turn && self.open.is_empty()
-    }
-
-    /// A reader that took `taken` output lines has seen everything and
-    /// the session is not mid-turn: no turn runs or is owed.
-    pub fn settled(&self, taken: u64) -> bool {
-        self.produced == taken && self.phase != Phase::Turn
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if self.shared.status().exit.is_some() {
+            return;
+        }
+        self.signaller.terminate();
+        let (sig, shared) = (self.signaller.clone(), self.shared.clone());
+        let _ = std::thread::Builder::new().name("session stop".into()).spawn(move || {
+            let seen = shared.status().changes;
+            shared.wait(seen, KILL_GRACE);
+            if shared.status().exit.is_none() {
+                sig.kill();
+            }
+        });
     }
 }
 
@@ -98,120 +93,148 @@ impl Engine {
         for a in &launch.argv[1..] {
             spec.arg(a);
         }
-        let (mut sink, feed) = tap::open(rec.clone(), bin);
-        let changes = sink.changes();
+        let (sink, feed) = tap::open(rec.clone(), bin);
+        let shared = Shared::new(sink.changes());
         // The journal follows the session: `idle` while held between turns.
-        let core_of: Arc<OnceLock<Weak<Core>>> = Arc::default();
-        let seen = core_of.clone();
         let mut marked = None;
-        sink.on_step(Box::new(move || {
-            let Some(core) = seen.get().and_then(Weak::upgrade) else { return };
-            let now = core.query(|s, _| match s.phase() {
-                Phase::Idle if s.turn() > 0 && s.is_idle() => Some(true),
+        let observer = Box::new(move |s: &LoopStatus| {
+            let now = match s.phase {
+                Phase::Idle if s.turn > 0 && s.open.is_empty() => Some(true),
                 Phase::Turn => Some(false),
                 _ => None,
-            });
+            };
             if let Some(idle) = now {
                 mark(&rec, idle, &mut marked, bin);
             }
-        }));
+        });
         let report = Box::new(move |m: String| crate::util::cli::report(bin, m));
-        // The opening lines go first, then the loop runs on its own thread
-        // (the sink never fails: it ends with the agent's output).
-        let dopts = driver::Options { first: None, journal };
-        let (core, child) =
-            driver::start(Session::new(launch.agent, opts), &spec, sink, &dopts, report).map_err(|e| e.to_string())?;
-        let _ = core_of.set(Arc::downgrade(&core));
-        Ok((Engine { core, child: Mutex::new(child), changes, exit: OnceLock::new() }, feed))
+        let dopts = driver::Options { first: None, journal, ..driver::Options::default() };
+        let session = Session::new(launch.agent, opts);
+        let Started { tx, shared, stdin, child } =
+            driver::start(session, &spec, sink, &dopts, report, shared, Some(observer)).map_err(|e| e.to_string())?;
+        let signaller = child.signaller();
+        reap(child, shared.clone())?;
+        let last = Arc::new(StopOnDrop { signaller: signaller.clone(), shared: shared.clone() });
+        Ok((Engine { tx, shared, stdin, signaller, _last: last }, feed))
     }
 
-    /// The session's status now (requests past their time are expired
-    /// first). Never waits for the agent.
+    /// The session's status, as its loop last published it. Never waits
+    /// for the agent or the loop.
     pub fn status(&self) -> Status {
-        let _ = self.core.tick();
-        let changes = self.changes.now();
-        let exit = self.exit_code();
-        self.core.query(|s, produced| Status {
-            phase: s.phase(),
-            turn: s.turn(),
-            turns_ended: s.turns_ended(),
-            open: s.pending().map(|r| r.id.clone()).collect(),
-            session_id: s.session_id().map(str::to_string),
-            stops: s.stops(),
-            produced,
-            exit,
-            changes,
-        })
+        self.shared.status()
     }
 
     /// Waits until the status may have changed since the one read at
     /// `seen` changes ([`Status::changes`]), or `timeout` is over.
     pub fn wait(&self, seen: u64, timeout: Duration) {
-        self.changes.wait(seen, timeout);
+        self.shared.wait(seen, timeout);
     }
 
-    /// A command, with what the session did with it; `Err` says why it was
-    /// not taken (nothing was written).
+    /// A command, with what the session did with it, once its loop has
+    /// applied it; `Err` says why it was not taken (nothing was written).
+    /// Waits only for the loop's turn at it, never for the agent.
     pub fn command(&self, input: Input) -> Result<driver::Taken, Refused> {
-        let r = self.core.command(input);
-        self.changes.bump();
-        match r {
-            Ok(r) => r,
-            // Only the output can fail, and a tap never does.
-            Err(e) => Err(Refused::Invalid(e.to_string())),
+        let (reply, answer) = std::sync::mpsc::channel();
+        if self.tx.send(Event::Command(input, reply)).is_err() {
+            return Err(Refused::Ended);
         }
+        // The loop ended before it took the command: the agent's output is over.
+        answer.recv().unwrap_or(Err(Refused::Ended))
     }
 
     /// Bytes written to the agent that it has not read yet.
     pub fn unread_input(&self) -> usize {
-        self.core.unread_input()
+        self.stdin.waiting()
     }
 
     /// The agent's exit code once it is over.
     pub fn exit_code(&self) -> Option<i64> {
-        if let Some(rc) = self.exit.get() {
-            return Some(*rc);
-        }
-        // Being stopped by another thread: not over yet, as far as one can tell.
-        let rc = self.child.try_lock().ok()?.try_wait()?;
-        Some(*self.exit.get_or_init(|| self.core.exit_code(rc)))
+        self.shared.status().exit
     }
 
     /// The agent is being ended: its input closes once what is queued for
     /// it is written (an `end`'s cancels and interrupt).
     pub fn end_input(&self) {
-        self.core.close_agent_input_after_queue();
+        let _ = self.tx.send(Event::CloseInput { now: false });
     }
 
     /// Asks the agent's process group to stop (SIGTERM and SIGCONT) without
     /// waiting: to signal many at once before [`kill`](Engine::kill)ing each.
     pub fn terminate(&self) {
-        lock(&self.child).terminate();
+        self.signaller.terminate();
     }
 
-    /// Stops the agent's process group (TERM and CONT, grace, KILL) and reaps it.
+    /// Stops the agent's process group (TERM and CONT, the kill grace, KILL)
+    /// and waits until it is reaped; holds no lock while it waits.
     pub fn kill(&self) -> Option<i64> {
-        let rc = lock(&self.child).stop();
-        self.core.close_agent_input();
-        let rc = *self.exit.get_or_init(|| self.core.exit_code(rc));
-        self.changes.bump();
-        Some(rc)
+        if let Some(rc) = self.exit_code() {
+            return Some(rc);
+        }
+        self.signaller.terminate();
+        let rc = self.wait_exit(KILL_GRACE).or_else(|| {
+            self.signaller.kill();
+            self.wait_exit(Duration::from_secs(1))
+        });
+        let rc = rc.or_else(|| {
+            // A reaper that does not answer: kill what can be seen of the tree.
+            self.signaller.kill_tree();
+            self.wait_exit(Duration::MAX)
+        });
+        let _ = self.tx.send(Event::CloseInput { now: true });
+        rc
+    }
+
+    /// The exit once published, waiting up to `d` for it.
+    fn wait_exit(&self, d: Duration) -> Option<i64> {
+        let until = Instant::now().checked_add(d);
+        loop {
+            let s = self.shared.status();
+            if s.exit.is_some() {
+                return s.exit;
+            }
+            let left = until.map_or(Duration::from_secs(3600), |u| u.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                return None;
+            }
+            self.shared.wait(s.changes, left);
+        }
     }
 }
 
+/// Reaps the agent on a thread of its own, which publishes its exit: nobody
+/// holds the process, so stopping it never waits under a lock.
+fn reap(mut child: super::proc::Proc, shared: Arc<Shared>) -> Result<(), String> {
+    let signaller = child.signaller();
+    std::thread::Builder::new()
+        .name("session reaper".into())
+        .spawn(move || {
+            let rc = child.wait();
+            shared.exited(rc);
+        })
+        .map(drop)
+        .map_err(|e| {
+            signaller.kill();
+            format!("cannot reap the agent: {e}")
+        })
+}
+
 /// Journals a recorded session's move between held (`idle`) and working
-/// (`resumed`), once per move (`marked`: the last one journaled).
+/// (`resumed`), once per move (`marked`: the last one journaled). The loop
+/// calls it: the journal's lock, shared with other processes, is its own wait.
 fn mark(rec: &Mutex<Option<Recorder>>, idle: bool, marked: &mut Option<bool>, bin: &'static str) {
     // A record starts running: nothing to say until it is first held.
     if *marked == Some(idle) || (marked.is_none() && !idle) {
         return;
     }
-    let rec = lock(rec);
-    let Some(r) = rec.as_ref() else { return };
-    // Held: a turn has ended, and the record says what the task has cost so far.
-    let rec_ = if idle { r.with_totals(Record::run(ACTOR, "idle")) } else { Record::run(ACTOR, "resumed") };
-    match journal::append(&r.journal(), &rec_) {
+    let (path, rec_, run_id) = {
+        let rec = lock(rec);
+        let Some(r) = rec.as_ref() else { return };
+        // Held: a turn has ended, and the record says what the task has cost so far.
+        let rec_ = if idle { r.with_totals(Record::run(ACTOR, "idle")) } else { Record::run(ACTOR, "resumed") };
+        (r.journal(), rec_, r.run_id.clone())
+    };
+    match journal::append(&path, &rec_) {
         Ok(()) => *marked = Some(idle),
-        Err(e) => crate::util::cli::report(bin, format!("record {}: {e}", r.run_id)),
+        Err(e) => crate::util::cli::report(bin, format!("record {run_id}: {e}")),
     }
 }

@@ -217,6 +217,80 @@ impl AckLine {
     }
 }
 
+/// One open request on a [`StatusLine`]: runwire's interrupt id (what every
+/// door answers it by), the agent's own id, and the agent process it was
+/// raised in (its generation: an answer for another process's request is refused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenRequest {
+    pub interrupt_id: Option<String>,
+    pub id: String,
+    pub generation: u64,
+}
+
+/// The session's status after a step that changed it, as `runwire-session`
+/// writes it in its output (`{"type":"runwire.status","seq":N,…}`,
+/// spec/SESSION-INPUT.md): for the runner that drives it, so it never has
+/// to infer the session's state from the agent's lines. The field names are
+/// [`super::engine::Status`]'s. No event: `normalize-events` skips it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusLine {
+    #[serde(rename = "type")]
+    kind: String,
+    /// This line's number among the session's output lines (1-based, every
+    /// line counted, status lines included): every line numbered lower was
+    /// written before it, in the order the session decided them.
+    pub seq: u64,
+    /// `idle`, `turn` or `ended` ([`super::Phase`]).
+    pub phase: String,
+    pub turn: u64,
+    pub turns_ended: u64,
+    /// Open requests, oldest first.
+    pub open: Vec<OpenRequest>,
+    pub session_id: Option<String>,
+    /// Session input lines applied so far (refused and unreadable ones
+    /// included): a writer that wrote as many knows each was taken.
+    pub applied: u64,
+    /// The agent's exit code, on the last line once it is over.
+    pub exit: Option<i64>,
+}
+
+impl StatusLine {
+    /// A status line without its number (the loop numbers it as it writes it).
+    pub fn new(
+        phase: super::Phase,
+        turn: u64,
+        turns_ended: u64,
+        open: Vec<OpenRequest>,
+        session_id: Option<String>,
+        applied: u64,
+        exit: Option<i64>,
+    ) -> StatusLine {
+        let kind = crate::pipeline::normalize::STATUS_TYPE.to_string();
+        StatusLine { kind, seq: 0, phase: phase.as_str().into(), turn, turns_ended, open, session_id, applied, exit }
+    }
+
+    /// The line (no newline).
+    pub fn to_line(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("status lines serialize infallibly")
+    }
+
+    /// An output line read as a session status line; `None` for any other
+    /// line (a wrapper's final `runwire.status` line included).
+    pub fn parse(line: &[u8]) -> Option<StatusLine> {
+        if !crate::pipeline::normalize::is_session_status(line) {
+            return None;
+        }
+        serde_json::from_slice::<StatusLine>(line).ok().filter(|a| a.kind == crate::pipeline::normalize::STATUS_TYPE)
+    }
+
+    /// The same status, whatever the line's number.
+    pub fn same_as(&self, other: &StatusLine) -> bool {
+        StatusLine { seq: other.seq, ..self.clone() } == *other
+    }
+}
+
 /// An [`super::Ack`]'s name on an ack line.
 pub fn ack_name(a: super::Ack) -> &'static str {
     use super::Ack;
@@ -269,6 +343,26 @@ mod tests {
         assert_eq!(r.to_line(), br#"{"type":"runwire.ack","line":4,"refused":"no"}"#);
         assert_eq!(AckLine::parse(&r.to_line()), Some(r));
         assert_eq!(AckLine::parse(br#"{"type":"runwire.idle","inputs":1}"#), None);
+    }
+
+    #[test]
+    fn status_lines_round_trip_and_are_told_from_a_wrappers_status() {
+        let open = vec![OpenRequest { interrupt_id: Some("rw-1".into()), id: "r1".into(), generation: 1 }];
+        let mut s = StatusLine::new(super::super::Phase::Turn, 2, 1, open, Some("th".into()), 3, None);
+        s.seq = 9;
+        let line = s.to_line();
+        assert_eq!(
+            String::from_utf8_lossy(&line),
+            r#"{"type":"runwire.status","seq":9,"phase":"turn","turn":2,"turns_ended":1,"open":[{"interrupt_id":"rw-1","id":"r1","generation":1}],"session_id":"th","applied":3,"exit":null}"#
+        );
+        assert_eq!(StatusLine::parse(&line), Some(s.clone()));
+        assert!(s.same_as(&StatusLine { seq: 10, ..s.clone() }));
+        assert!(!s.same_as(&StatusLine { applied: 4, ..s.clone() }));
+        assert_eq!(StatusLine::parse(br#"{"type":"runwire.status","ok":true,"rc":0}"#), None);
+        // A copy with its keys reordered is still the session's, and a
+        // wrapper's reordered one still is not.
+        assert!(crate::pipeline::normalize::is_session_status(br#"{"applied":1,"seq":2,"type":"runwire.status"}"#));
+        assert!(!crate::pipeline::normalize::is_session_status(br#"{"ok":true,"rc":0,"type":"runwire.status"}"#));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod claude;
 pub mod codex;
 pub mod driver;
 pub mod engine;
+pub mod event_loop;
 pub mod input;
 pub mod launch;
 pub mod proc;
@@ -234,15 +235,27 @@ impl Default for Options {
 }
 
 /// Where the session stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Phase {
     /// No turn running: the next message starts one.
+    #[default]
     Idle,
     /// A turn is running (a message now joins it).
     Turn,
     /// `end` was asked (or the input ended and the session went idle): the
     /// agent's input is closed.
     Ended,
+}
+
+impl Phase {
+    /// Its name on a status line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Turn => "turn",
+            Phase::Ended => "ended",
+        }
+    }
 }
 
 /// What one call produced. Apply in this order: write `output`, write

@@ -309,6 +309,21 @@ impl Proc {
         live().retain(|&p| p != self.pgid);
     }
 
+    /// Waits for the run to be over (blocking): its exit code (`-1` when it
+    /// could not be had). For the one thread that reaps a session's agent.
+    pub fn wait(&mut self) -> i64 {
+        if let Some(rc) = self.status {
+            return rc;
+        }
+        match self.child.wait() {
+            Ok(s) => {
+                self.reaped(s);
+                self.status.unwrap_or(-1)
+            }
+            Err(_) => -1,
+        }
+    }
+
     /// Waits up to `d` for the run to be over.
     pub fn wait_timeout(&mut self, d: Duration) -> Option<i64> {
         let until = Instant::now() + d;
@@ -414,6 +429,18 @@ impl Signaller {
             kill_tree_groups(self.pgid, Signal::SIGTERM);
         }
         kill_tree_groups(self.pgid, Signal::SIGCONT);
+    }
+
+    /// SIGKILL to every process of the run's tree that can be seen, the
+    /// reaper included: the last resort when the reaper does not answer.
+    pub fn kill_tree(&self) {
+        if self.reaped.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.reaper {
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        }
+        kill_tree_groups(self.pgid, Signal::SIGKILL);
     }
 
     /// SIGKILL to every process of the run.

@@ -329,6 +329,9 @@ fn an_expired_interrupts_link_is_refused() {
     wait_for("the expiry journaled", Duration::from_secs(10), || {
         s.journal().iter().any(|r| r["input"] == "answered" && r["decision"] == "expired")
     });
+    // The expiry's deny is written to the agent by the session's writer
+    // thread, after the journal may have it: wait until the agent read it.
+    wait_for("the expiry's deny to reach the agent", Duration::from_secs(10), || !answers(&s).is_empty());
     let before = answers(&s);
     assert!(before.iter().all(|(b, _)| b == "deny"), "{before:?}");
     let (status, page) = form(s.port, &path, "decision=allow");

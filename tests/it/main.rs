@@ -51,6 +51,7 @@ mod serve_conformance;
 mod session;
 mod session_engine;
 mod session_normalize;
+mod session_order;
 mod session_protocol;
 mod session_record;
 mod session_replay;

@@ -758,7 +758,8 @@ fn codex_session_resume_of_a_missing_thread_ends() {
     let mut s = session(&lab, &["codex", "--resume", "019a0000-0000-7000-8000-000000000000", "--prompt", "say hello"]);
     let code = s.exit_within(LIMIT);
     assert!(matches!(code, Some(c) if c != 0), "the session did not end with an error\n{}", s.why());
-    let status = s.lines().into_iter().find(|l| l["type"] == "runwire.status").unwrap_or_default();
+    let status =
+        s.lines().into_iter().find(|l| l["type"] == "runwire.status" && l.get("ok").is_some()).unwrap_or_default();
     assert!(status["detail"].as_str().is_some_and(|d| d.contains("refused thread/resume")), "{}", s.why());
 }
 
@@ -987,7 +988,8 @@ fn claude_acp_session_load_of_a_missing_session_ends() {
     // The agent's own start takes a while: the point is that the session ends, with the reason.
     let code = s.exit_within(LIMIT);
     assert!(matches!(code, Some(c) if c != 0), "the session did not end with an error\n{}", s.why());
-    let status = s.lines().into_iter().find(|l| l["type"] == "runwire.status").unwrap_or_default();
+    let status =
+        s.lines().into_iter().find(|l| l["type"] == "runwire.status" && l.get("ok").is_some()).unwrap_or_default();
     assert!(status["detail"].as_str().is_some_and(|d| d.contains("refused session/load")), "{}", s.why());
 }
 

@@ -221,6 +221,59 @@ fn approval_allow_answers_the_bash_call_and_the_turn_finishes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The typed status lines (spec/SESSION-INPUT.md): one after each step that
+/// changed the status, numbered with their place among the output lines;
+/// the open request with its interrupt id and the process's generation;
+/// `applied` counting the input lines taken; the last line the exit.
+#[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
+fn status_lines_say_the_state_after_each_step_in_order() {
+    need_jq!();
+    let c = cell("approval-allow");
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &["--generation", "3"], &[]);
+    let req = r.request();
+    let open = r.until("a status with the request open", |l| {
+        l.contains(r#""type":"runwire.status","seq""#) && l.contains("rw-")
+    });
+    let open: Value = serde_json::from_str(&open).unwrap();
+    assert_eq!(open["phase"], "turn", "{open}");
+    assert_eq!(
+        open["open"],
+        serde_json::json!([{"interrupt_id": req["interrupt_id"], "id": req["id"], "generation": 3}])
+    );
+    assert_eq!(open["applied"], 0);
+    r.send(&format!(r#"{{"type":"answer","id":{},"decision":"allow"}}"#, req["interrupt_id"]));
+    r.until("the result", |l| l.contains(r#""stop_reason":"end_turn""#) && l.contains("total_cost_usd"));
+    r.send(r#"{"type":"end"}"#);
+    let out = r.finish();
+    let status: Vec<(usize, Value)> = out
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with(r#"{"type":"runwire.status","seq":"#))
+        .map(|(i, l)| (i, serde_json::from_str(l).unwrap()))
+        .collect();
+    for (i, s) in &status {
+        assert_eq!(s["seq"].as_u64(), Some(*i as u64 + 1), "a status line's seq is its place: {s}");
+    }
+    // Each says something the one before did not.
+    for w in status.windows(2) {
+        let (mut a, mut b) = (w[0].1.clone(), w[1].1.clone());
+        a["seq"] = Value::Null;
+        b["seq"] = Value::Null;
+        assert_ne!(a, b, "a status line that changes nothing");
+    }
+    let answered = status.iter().find(|(_, s)| s["applied"] == 1).map(|(_, s)| s.clone()).unwrap();
+    assert_eq!(answered["open"], serde_json::json!([]), "{answered}");
+    let (at, last) = status.last().unwrap();
+    assert_eq!(*at, out.len() - 1, "the exit's status line is the last line");
+    assert_eq!((last["exit"].as_i64(), last["applied"].as_u64()), (Some(0), Some(2)), "{last}");
+    assert_eq!(last["phase"], "ended");
+    // The replies to the two lines come after the status that counts them.
+    let ack2 = out.iter().position(|l| l.starts_with(r#"{"type":"runwire.ack","line":2"#)).unwrap();
+    let applied2 = status.iter().find(|(_, s)| s["applied"] == 2).unwrap().0;
+    assert!(applied2 < ack2);
+}
+
 fn tempdir(what: &str) -> PathBuf {
     support::scratch(&format!("runwire-session-{what}"))
 }

@@ -234,7 +234,7 @@ fn an_acp_agent_refusing_session_load_ends_the_session_with_its_reason() {
     );
     let code = s.exit_within(Duration::from_secs(20));
     assert_eq!(code, Some(1), "the session did not end with an error\n{}", s.why());
-    let status = s.lines().into_iter().find(|l| l["type"] == "runwire.status");
+    let status = s.lines().into_iter().find(|l| l["type"] == "runwire.status" && l.get("ok").is_some());
     let status = status.unwrap_or_else(|| panic!("no runwire.status line\n{}", s.why()));
     assert_eq!(status["ok"], false);
     assert!(status["detail"].as_str().unwrap().contains("refused session/load: Resource not found"), "{status}");

@@ -292,7 +292,7 @@ fn check_output(agent: &str, cell: &str, r: &Replayed) -> Vec<(bool, Option<Stri
         .collect();
     assert_eq!(requests, want.len(), "{agent} {cell}: input_request events");
     assert_eq!(answers, want, "{agent} {cell}: input_answer decisions");
-    if r.rc == Some(0) && !r.output.last().is_some_and(|l| l.starts_with(r#"{"type":"runwire.status""#)) {
+    if r.rc == Some(0) && !r.output.last().is_some_and(|l| l.starts_with(r#"{"type":"runwire.status","ok""#)) {
         // runwire-session journaled each request and its answer.
         let requested = r.journal.iter().filter(|j| j["input"] == "requested").count();
         let answered: Vec<&str> =
@@ -376,7 +376,9 @@ fn codex_refused_resume_ends_the_session_with_its_reason() {
         .output
         .iter()
         .rev()
-        .find_map(|l| serde_json::from_str(l).ok().filter(|v: &Value| v["type"] == "runwire.status"))
+        .find_map(|l| {
+            serde_json::from_str(l).ok().filter(|v: &Value| v["type"] == "runwire.status" && v.get("ok").is_some())
+        })
         .unwrap_or_else(|| panic!("no runwire.status line: {:?}", r.output));
     assert_eq!(status["ok"], false);
     assert!(status["detail"].as_str().unwrap().contains("refused thread/resume: session"), "{status}");

@@ -771,7 +771,7 @@ fn a_restart_stops_only_the_groups_it_recorded() {
         serde_json::json!({"v":"liveness/v1","tasks":{"a":{"pid":u,"pgid":u},"b":{"pid":o,"pgid":o}}}).to_string(),
     )
     .unwrap();
-    let mut owner = runwire::supervise::control::Owner::me().unwrap();
+    let mut owner = runwire::supervise::socket::Owner::me().unwrap();
     owner.supervisor.pid = 2_147_483_000;
     owner.groups.insert("b".into(), runwire::util::procid::Ident::of(o).unwrap());
     owner.write(&env.p("home"), &id).unwrap();
@@ -780,7 +780,7 @@ fn a_restart_stops_only_the_groups_it_recorded() {
     let r = reused.id() as i32;
     let mut stale = runwire::util::procid::Ident::of(r).unwrap();
     stale.start -= 1;
-    let mut owner = runwire::supervise::control::Owner::read(&env.p("home"), &id).unwrap();
+    let mut owner = runwire::supervise::socket::Owner::read(&env.p("home"), &id).unwrap();
     owner.groups.insert("c".into(), stale);
     owner.write(&env.p("home"), &id).unwrap();
     assert_eq!(env.start("ok").wait(), 0);

@@ -70,6 +70,13 @@ impl Sup {
         t.as_object_mut().unwrap().extend(task.as_object().unwrap().clone());
         let plan = json!({"v":"plan/v1","tasks":[t]});
         std::fs::write(dir.join("p.plan.json"), plan.to_string()).unwrap();
+        let cmd = Sup::command(&dir, agent, &c, env, wrappers, "replay-state.json");
+        Sup(support::Supervised::spawn(dir, cmd))
+    }
+
+    /// The supervisor's command line for the plan in `dir`, the stand-in
+    /// replaying `c` with its state in `state`.
+    fn command(dir: &Path, agent: &str, c: &Path, env: &[(&str, &str)], wrappers: &Path, state: &str) -> Command {
         let (bin_var, args) =
             if agent == "codex" { ("RUNWIRE_CODEX_BIN", "app-server") } else { ("RUNWIRE_CURSOR_BIN", "acp") };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
@@ -77,9 +84,9 @@ impl Sup {
             .env(bin_var, support::example("replay-agent"))
             .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
             // The stand-in's settings (the wrapper passes only the agent's own arguments).
-            .env("REPLAY_CELL", &c)
+            .env("REPLAY_CELL", c)
             .env("REPLAY_EXPECT_ARGS", args)
-            .env("REPLAY_STATE", dir.join("replay-state.json"))
+            .env("REPLAY_STATE", dir.join(state))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
             .arg(wrappers);
         if agent == "acp" {
@@ -88,7 +95,20 @@ impl Sup {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        Sup(support::Supervised::spawn(dir, cmd))
+        cmd
+    }
+
+    /// Kills the supervisor with SIGKILL (its tasks die with it: their
+    /// parent-death signal) and starts another on the same run, its
+    /// stand-in replaying from the start with its state in `state`.
+    fn restart(&mut self, agent: &str, cell_name: &str, state: &str) -> Sup {
+        let mut c = self.0.child.take().expect("running");
+        // SAFETY: kill(2) on the process group this test started.
+        unsafe { nix::libc::kill(-(c.id() as i32), nix::libc::SIGKILL) };
+        let _ = c.wait();
+        let wrappers = root().join("wrappers");
+        let cmd = Sup::command(&self.dir, agent, &cell(agent, cell_name), &[], &wrappers, state);
+        Sup(support::Supervised::spawn(self.dir.clone(), cmd))
     }
 
     fn inputs(&self) -> Vec<Value> {
@@ -330,7 +350,7 @@ fn approval(agent: &str, cell_name: &str, tool: &str, decision: &str) {
     // (an acp task has no wrapper: runwire-session's exit 0 says so).
     let status = s.log().lines().last().unwrap().to_string();
     if agent == "acp" {
-        assert!(!s.log().contains("runwire.status"), "{}", s.log());
+        assert!(!s.log().contains(r#""type":"runwire.status","ok""#), "{}", s.log());
         assert!(s.log().contains(r#""stopReason":"end_turn""#), "{}", s.log());
     } else {
         assert!(status.contains(r#""type":"runwire.status","ok":true"#), "{status}");
@@ -550,7 +570,7 @@ fn stop(agent: &str) {
     s.until("the interrupted turn's end in the log", |s| s.log().contains(end));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(s.states(), ["leased"], "the task waits with its session open");
-    assert!(!s.log().contains("runwire.status"), "the wrapper has not ended:\n{}", s.log());
+    assert!(!s.log().contains(r#""type":"runwire.status","ok""#), "the wrapper has not ended:\n{}", s.log());
     // A second stop finds nothing running and keeps the session too.
     let r = s.call(json!({"verb":"stop","task":"a"}));
     assert_eq!(r["ok"], true, "{r}");
@@ -910,4 +930,57 @@ set -o pipefail
     let log = s.log();
     assert_eq!(log.matches(r#""stopReason":"cancelled""#).count(), 2, "{log}");
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A supervisor that restarts (`kill -9`, then another on the same run)
+/// rebuilds from the journal which runwire interrupt id belongs to which
+/// of the task's agent processes, and how each was closed (#34): an answer
+/// naming a request of a process the last supervisor ran is bound as
+/// before the restart, never taken for a request of the processes this one
+/// starts. Run 1 leaves a request open; run 2 redoes the turn (a new
+/// process, a new request) and refuses the old id, delivers the new one;
+/// run 3 (the gate in flight) acknowledges an identical replay of that
+/// answer with nothing sent and refuses a different one.
+#[test]
+fn after_a_restart_answers_by_interrupt_id_are_still_bound_to_their_process() {
+    let gate = "until test -e go.flag; do sleep 0.05; done";
+    let mut s1 = Sup::start_plan("restart-bound", "codex", "approval-allow", &[], json!({"gate": gate}));
+    s1.until("the request in the journal", |s| s.inputs().iter().any(|r| r["input"] == "requested"));
+    let requested = |s: &Sup| -> Vec<String> {
+        let r = s.inputs();
+        r.iter().filter(|r| r["input"] == "requested").map(|r| r["interrupt"].as_str().unwrap().to_string()).collect()
+    };
+    let old = requested(&s1)[0].clone();
+    let mut s2 = s1.restart("codex", "approval-allow", "replay-state-2.json");
+    s2.until("the redone turn's request", |s| requested(s).len() == 2);
+    let new = requested(&s2)[1].clone();
+    assert_ne!(old, new);
+    let agent_id =
+        s2.inputs().iter().rev().find(|r| r["input"] == "requested").unwrap()["request"].as_str().unwrap().to_string();
+    let ask = |s: &Sup, id: &str, decision: &str| {
+        s.call(json!({"verb":"answer","task":"a","actor":"ana","answer":{"id":id,"decision":decision}}))
+    };
+    // The first process's request ended unanswered with it.
+    let r = ask(&s2, &old, "allow");
+    assert_eq!(r["ok"], false, "{r}");
+    let d = r["detail"].as_str().unwrap();
+    assert!(d.contains("earlier supervisor") && d.contains("ended before it was answered"), "{r}");
+    // The running process's own request is delivered.
+    let r = s2.answer(json!({"id":agent_id,"decision":"allow"}));
+    assert_eq!((r["ok"].clone(), r["sent"].clone()), (json!(true), json!(true)), "{r}");
+    s2.until("the turn's end", |s| s.states().contains(&"implemented".to_string()));
+    let mut s3 = s2.restart("codex", "approval-allow", "replay-state-3.json");
+    s3.until("the restart", |s| s.journal().iter().filter(|r| r["run"] == "started").count() == 3);
+    let r = ask(&s3, &new, "allow");
+    assert_eq!((r["ok"].clone(), r["sent"].clone()), (json!(true), json!(false)), "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("acknowledged, nothing sent"), "{r}");
+    let r = ask(&s3, &new, "deny");
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("a different answer is refused"), "{r}");
+    assert_eq!(ask(&s3, &old, "deny")["ok"], false);
+    std::fs::write(s3.dir.join("go.flag"), "").unwrap();
+    assert_eq!(s3.finish(), 0, "{}", s3.stderr());
+    assert_eq!(s3.states(), ["leased", "leased", "implemented", "gated", "committed"]);
+    // One answer reached an agent: the one run 2 delivered.
+    assert_eq!(answers(&s3), [(agent_id.clone(), "allow".to_string(), "ana".to_string())]);
 }

@@ -300,6 +300,28 @@ pub fn is_ack(line: &[u8]) -> bool {
     line.starts_with(br#"{"type":"runwire.ack","#)
 }
 
+/// True for an interactive session's status line
+/// (`{"type":"runwire.status","seq":N,…}`, `session::input::StatusLine`),
+/// as the session writes it: for its runner, no event (a wrapper's final
+/// `runwire.status` line has no `seq`). As the session writes it `seq`
+/// follows `type`; a copy whose keys were reordered (a log re-serialized)
+/// is read whole, which only a line naming the type costs.
+pub fn is_session_status(line: &[u8]) -> bool {
+    if line.starts_with(br#"{"type":"runwire.status","seq":"#) {
+        return true;
+    }
+    if memchr::memmem::find(line, br#""runwire.status""#).is_none() {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        #[serde(rename = "type")]
+        kind: String,
+        seq: Option<u64>,
+    }
+    serde_json::from_slice::<Typed>(line).is_ok_and(|t| t.kind == STATUS_TYPE && t.seq.is_some())
+}
+
 /// The input count of a session's `runwire.idle` line, as the session
 /// writes it (`{"type":"runwire.idle","inputs":N}`); `None` for any other line.
 pub fn idle_inputs(line: &[u8]) -> Option<u64> {

@@ -242,7 +242,7 @@ impl Normalizer {
         // (`message` is a string here, an object in claude's lines).
         if let Some(size) = too_long {
             ctx.error("line_too_long", crate::util::lines::Line::too_long_reason(size), line, false);
-        } else if idle_inputs(line).is_some() || is_ack(line) {
+        } else if idle_inputs(line).is_some() || is_ack(line) || is_session_status(line) {
             // The session's word to its runner (idle, or what an input line
             // did): no event
             // (its line number is still used, so `seq` stays positional).

@@ -186,7 +186,7 @@ pub fn digest(input: &RunInput) -> String {
 /// Starts the durable record of a run (`runs::record`) and records this
 /// server as its owner (`$HARNESS_HOME/sock/<runId>.owner.json`, removed
 /// when its end is journaled), so a server that starts after a crash finds
-/// the runs it left unfinished ([`crate::supervise::control::recover`]).
+/// the runs it left unfinished ([`crate::supervise::socket::recover`]).
 pub fn start_record(
     shared: &crate::serve::state::Shared,
     agui_run_id: &str,
@@ -195,7 +195,7 @@ pub fn start_record(
 ) -> io::Result<crate::runs::record::Recorder> {
     let home = &shared.cfg.harness_home;
     let mut rec = crate::runs::record::Recorder::start(home, agui_run_id, shared.cfg.adapter.name(), prompt, request)?;
-    match crate::supervise::control::own(home, &rec.run_id) {
+    match crate::supervise::socket::own(home, &rec.run_id) {
         Ok(p) => rec.owned_by(p),
         Err(e) => crate::util::cli::report(
             crate::serve::options::BIN,

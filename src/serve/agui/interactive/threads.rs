@@ -172,7 +172,7 @@ impl State {
 
     /// The session's open requests, oldest first (expired ones closed first).
     pub(super) fn open(&self) -> Vec<String> {
-        self.status().map(|s| s.open).unwrap_or_default()
+        self.status().map(|s| s.open.into_iter().map(|o| o.id).collect()).unwrap_or_default()
     }
 
     /// No run streams it, no turn runs, nobody is asked anything.

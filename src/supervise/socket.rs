@@ -1,7 +1,9 @@
-//! The supervisor's control protocol (`spec/SUPERVISOR.md`): one JSON
+//! The supervisor's control socket (`spec/SUPERVISOR.md`): one JSON
 //! request line on a unix socket, one JSON reply line back. This module is
-//! both ends' shared vocabulary and the client `runwire-serve` uses; the
-//! supervisor's side lives in [`super`].
+//! both ends: the wire shape, the client `runwire-serve` uses ([`call`]),
+//! and the supervisor's listener ([`bind`], [`serve`]), which reads each
+//! request and hands it to the supervisor's loop; the command it carries
+//! is read and checked there as every door's (`crate::control::Command`).
 //!
 //! Trust: the run's own files (liveness and all of `runstate/`) are in its
 //! worktree, where its agent can write, so nothing here reads them to find
@@ -16,9 +18,12 @@ use crate::util::procid::Ident;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// Largest steer message accepted, in bytes (the one rule: [`crate::control::MAX_TEXT`]).
 pub const MAX_MSG: usize = crate::control::MAX_TEXT;
@@ -104,14 +109,14 @@ impl Owner {
         if !f.metadata().ok()?.is_file() {
             return None;
         }
-        let mut buf = Vec::new();
-        f.take(MAX_OWNER).read_to_end(&mut buf).ok()?;
-        serde_json::from_slice::<Owner>(&buf).ok().filter(|o| o.v == OWNER_VERSION)
+        // A small pretty-printed record, read whole up to its cap.
+        let mut buf = String::new();
+        f.take(MAX_OWNER).read_to_string(&mut buf).ok()?;
+        serde_json::from_str::<Owner>(&buf).ok().filter(|o| o.v == OWNER_VERSION)
     }
 
     /// Replaces the record (atomically, mode 0600).
     pub fn write(&self, home: &Path, run_id: &str) -> std::io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
         let p = owner_path(home, run_id);
         let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         crate::runs::write_atomic(&p, &bytes)?;
@@ -222,6 +227,102 @@ pub fn recover(
     out
 }
 
+/// Longest a connection may take to send its request line.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A request read off the socket, for the supervisor's loop, and where its reply goes.
+pub struct Msg {
+    pub req: Request,
+    pub reply: mpsc::Sender<Reply>,
+}
+
+/// Binds the private socket: directory 0700, socket 0600. A socket file
+/// that nobody answers is stale (a supervisor killed with -9) and replaced;
+/// one that answers belongs to a live supervisor of the same run.
+pub fn bind(sock: &Path) -> Result<UnixListener, String> {
+    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let dir = sock.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| io(dir, e))?;
+    if sock.exists() {
+        if UnixStream::connect(sock).is_ok() {
+            return Err(format!("{}: another supervisor of this run is live", sock.display()));
+        }
+        std::fs::remove_file(sock).map_err(|e| io(sock, e))?;
+    }
+    let l = UnixListener::bind(sock).map_err(|e| io(sock, e))?;
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600)).map_err(|e| io(sock, e))?;
+    Ok(l)
+}
+
+/// Accepts connections forever; each request goes to the loop through `to`.
+pub fn serve<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to: fn(Msg) -> T) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let tx = tx.clone();
+        std::thread::spawn(move || answer(conn, move |m| tx.send(to(m)).is_ok()));
+    }
+}
+
+/// Replies still to be written: the run waits for them before it exits (a
+/// kill that ends the last task is answered after the loop has finished).
+static REPLYING: AtomicUsize = AtomicUsize::new(0);
+
+struct Replying;
+
+impl Replying {
+    fn new() -> Replying {
+        REPLYING.fetch_add(1, Ordering::SeqCst);
+        Replying
+    }
+}
+
+impl Drop for Replying {
+    fn drop(&mut self) {
+        REPLYING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Waits up to `limit` for the replies still being written.
+pub fn drain_replies(limit: Duration) {
+    let until = Instant::now() + limit;
+    while REPLYING.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// One connection: its request line (at most [`MAX_LINE`] bytes, never read
+/// past), handed over with `give`, and the reply written back.
+fn answer(conn: UnixStream, give: impl Fn(Msg) -> bool) {
+    let _replying = Replying::new();
+    let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
+    let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
+    let Ok(mut w) = conn.try_clone() else { return };
+    let mut r = BufReader::new(conn);
+    let mut buf = Vec::new();
+    let reply = match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave) {
+        Err(_) | Ok(Capped::End) => return,
+        Ok(Capped::TooLong) => Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None),
+        Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf) {
+            Err(e) => Reply::refuse(format!("bad request: {e}"), None),
+            Ok(req) => {
+                let (rtx, rrx) = mpsc::channel();
+                if !give(Msg { req, reply: rtx }) {
+                    return;
+                }
+                // A kill answers once the group is gone, so wait past any grace.
+                match rrx.recv_timeout(Duration::from_secs(120)) {
+                    Ok(r) => r,
+                    Err(_) => return,
+                }
+            }
+        },
+    };
+    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+    line.push(b'\n');
+    let _ = w.write_all(&line);
+}
+
 /// Why a call got no reply.
 #[derive(Debug)]
 pub enum CallError {
@@ -285,6 +386,50 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sends `request` to [`answer`] over a real socket pair (the write end
+    /// then closed) and returns the reply; a request that parses is
+    /// answered by `on_request`.
+    fn ask(request: Vec<u8>, on_request: Reply) -> Reply {
+        let (conn, client) = UnixStream::pair().unwrap();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        std::thread::spawn(move || answer(conn, move |m| tx.send(m).is_ok()));
+        std::thread::spawn(move || {
+            if let Ok(m) = rx.recv_timeout(Duration::from_secs(10)) {
+                let _ = m.reply.send(on_request);
+            }
+        });
+        let mut w = client.try_clone().unwrap();
+        // Written apart: the supervisor stops reading one byte past the cap.
+        std::thread::spawn(move || {
+            let _ = w.write_all(&request);
+            let _ = w.shutdown(std::net::Shutdown::Write);
+        });
+        client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // As the client reads it: one line (a reset for the unread rest comes after it).
+        let mut reply = Vec::new();
+        let got = read_capped(&mut BufReader::new(client), &mut reply, MAX_LINE, Rest::Leave).unwrap();
+        assert_eq!(got, Capped::Line);
+        serde_json::from_slice(&reply).unwrap()
+    }
+
+    #[test]
+    fn a_request_over_the_line_cap_is_refused_without_being_read_whole() {
+        let mut big = br#"{"verb":"steer","msg":""#.to_vec();
+        big.resize(MAX_LINE * 4, b'x');
+        big.extend_from_slice(b"\"}\n");
+        let r = ask(big, Reply::ok("taken", None));
+        assert!(!r.ok && r.detail.contains("request longer than"), "{r:?}");
+        // At the cap, with CR LF, or ended by the end of input: read and answered.
+        let mut at_cap = br#"{"verb":"status"}"#.to_vec();
+        at_cap.resize(MAX_LINE, b' ');
+        for end in [&b"\r\n"[..], b"\n", b""] {
+            let r = ask([&at_cap[..], end].concat(), Reply::ok("taken", None));
+            assert!(r.ok && r.detail == "taken", "{r:?}");
+        }
+        let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
+        assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+    }
 
     #[test]
     fn requests_round_trip_and_refuse_unknown_keys() {

@@ -1,0 +1,270 @@
+//! Journaling: everything durable the supervisor writes goes through
+//! [`Records`] (the journal is the truth, a restart folds it and
+//! continues; liveness only says which process runs what now; the owner
+//! record outside the worktree says who may answer and which groups are
+//! ours), and what a restart rebuilds from it: each task's runwire
+//! interrupt ids, which process raised which request and how it was closed
+//! ([`Interrupts`], [`restore`]).
+
+use super::socket::{self, Owner};
+use crate::control::Door;
+use crate::pipeline::events::{Decision, InputAnswer};
+use crate::runs::journal::{self, is_terminal, Record, TaskTotals};
+use crate::runs::liveness::{self, Entry};
+use crate::runs::RunFiles;
+use crate::session::record::InputRecord;
+use crate::util::lines::{read_capped, Capped, Rest};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+/// The journal's actor for the supervisor's own records.
+pub use super::waves::ACTOR;
+
+/// Where a run's records go.
+pub struct Records {
+    pub files: RunFiles,
+    pub run_id: String,
+    /// `$HARNESS_HOME`, absolute.
+    pub home: PathBuf,
+    /// This supervisor's registration and the groups it started, as recorded.
+    pub owner: Owner,
+    /// The run's report for a person, a line at a time.
+    pub report: fn(&str),
+    /// A task whose turn just ended, with its cost and tokens so far: its
+    /// next record carries them (`journal::TaskTotals`).
+    pub turn_totals: Option<(String, TaskTotals)>,
+}
+
+impl Records {
+    fn journal(&self, rec: &impl serde::Serialize) {
+        if let Err(e) = journal::append(&self.files.journal(), rec) {
+            crate::util::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
+        }
+    }
+
+    pub fn run_rec(&self, actor: &str, what: &str, detail: Option<String>) {
+        let mut r = Record::run(actor, what);
+        r.detail = detail;
+        self.journal(&r);
+    }
+
+    /// A run record of what a person's command did, with its door.
+    pub fn command_rec(&self, actor: &str, door: Door, what: &str, detail: Option<String>) {
+        let mut r = Record::run(actor, what);
+        r.detail = detail;
+        r.door = Some(door.as_str().into());
+        self.journal(&r);
+    }
+
+    /// A request raised or closed (an input record).
+    pub fn input(&self, rec: &InputRecord) {
+        self.journal(rec);
+    }
+
+    pub fn live(&self, task: &str, e: Entry) {
+        let _ = liveness::update(&self.files, |l| l.tasks.entry(task.to_string()).or_default().merge(e));
+    }
+
+    /// A task's new state: the report's line when it ends, the journal's
+    /// record (with the totals of a turn that just ended), liveness.
+    pub fn state(&mut self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) {
+        if is_terminal(state) {
+            // One line per task as it ends: the run's report.
+            match detail.as_deref().filter(|d| !d.is_empty()) {
+                Some(d) => (self.report)(&format!("{task} {state}: {d}")),
+                None => (self.report)(&format!("{task} {state}")),
+            }
+        }
+        let totals = self.turn_totals.take_if(|(t, _)| t == task).map(|(_, t)| t);
+        let mut r = Record::task(actor, task, state, rc).with_totals(task, totals);
+        r.detail = detail;
+        self.journal(&r);
+        if is_terminal(state) {
+            // Liveness says who runs now; a finished task runs nothing.
+            let _ = liveness::update(&self.files, |l| {
+                l.tasks.remove(task);
+            });
+        } else {
+            self.live(task, Entry { state: Some(state.into()), ..Entry::default() });
+        }
+    }
+
+    /// Records (or forgets) the group a task's process runs in.
+    pub fn record_group(&mut self, task: &str, leader: Option<crate::util::procid::Ident>) {
+        match leader {
+            Some(l) => self.owner.groups.insert(task.to_string(), l),
+            None => self.owner.groups.remove(task),
+        };
+        self.save_owner();
+    }
+
+    pub fn save_owner(&self) {
+        if let Err(e) = self.owner.write(&self.home, &self.run_id) {
+            crate::util::cli::report(ACTOR, format!("{}: {e}", socket::owner_path(&self.home, &self.run_id).display()));
+        }
+    }
+}
+
+/// One request of one agent process of a task, named by runwire's id.
+pub struct Bound {
+    pub interrupt: String,
+    /// The agent process (the task's count of turns started; 0 for a
+    /// process of an earlier supervisor, rebuilt from the journal).
+    pub generation: u64,
+    /// The agent's own id for it.
+    pub request: String,
+    pub answer: Option<InputAnswer>,
+    /// Rebuilt from the journal, whose answered record keeps the decision
+    /// but not every part of the answer (scope, an edited input).
+    pub restored: bool,
+    /// The door and `by` of the answer last written for it: the journal
+    /// names the door when the answer that closed it is that one.
+    pub door: Option<(Door, Option<String>)>,
+}
+
+/// Requests remembered per task.
+const MAX_BOUND: usize = 1024;
+
+/// The requests a task's agent processes raised, by runwire's interrupt id
+/// (bounded, oldest dropped first): which process asked which request, and
+/// how it was closed, so that an answer naming a request of an earlier
+/// process is never sent to the current one.
+#[derive(Default)]
+pub struct Interrupts {
+    /// Agent processes (turns) started so far: the current one's generation.
+    pub generation: u64,
+    bound: VecDeque<Bound>,
+}
+
+impl Interrupts {
+    /// Request `request` of the current process, named `interrupt`.
+    pub fn raised(&mut self, interrupt: &str, request: &str) {
+        let generation = self.generation;
+        self.push(Bound {
+            interrupt: interrupt.into(),
+            generation,
+            request: request.into(),
+            answer: None,
+            restored: false,
+            door: None,
+        });
+    }
+
+    fn push(&mut self, b: Bound) {
+        if self.bound.len() == MAX_BOUND {
+            self.bound.pop_front();
+        }
+        self.bound.push_back(b);
+    }
+
+    /// The request named `interrupt` (the latest, should one repeat).
+    pub fn find(&mut self, interrupt: &str) -> Option<&mut Bound> {
+        self.bound.iter_mut().rev().find(|b| b.interrupt == interrupt)
+    }
+
+    /// The open request an answer closes: named by runwire's id (a log of
+    /// an older session has none: the last one of this process with that
+    /// agent id).
+    pub fn closed_by(&mut self, a: &InputAnswer) -> Option<&mut Bound> {
+        let generation = self.generation;
+        let b = match &a.interrupt_id {
+            Some(i) => self.bound.iter_mut().rev().find(|b| &b.interrupt == i),
+            None => self.bound.iter_mut().rev().find(|b| b.generation == generation && b.request == a.id),
+        };
+        b.filter(|b| b.answer.is_none())
+    }
+}
+
+/// Largest journal line read when rebuilding (records are small; a longer
+/// line is no record of ours and is skipped).
+const MAX_RECORD: usize = 1 << 20;
+
+/// Each task's interrupts as the journal's input records name them
+/// (`interrupt` of `requested` and `answered`), all of processes that are
+/// gone: an answer naming one after a restart is bound as before it (a
+/// replay of its answer is acknowledged with nothing sent, anything else
+/// refused), never taken for a request of the processes this supervisor
+/// starts.
+pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
+    let mut out: BTreeMap<String, Interrupts> = BTreeMap::new();
+    let Ok(f) = std::fs::File::open(journal) else { return out };
+    let mut r = std::io::BufReader::new(f);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match read_capped(&mut r, &mut buf, MAX_RECORD, Rest::Skip) {
+            Ok(Capped::End) | Err(_) => break,
+            Ok(Capped::TooLong) => continue,
+            Ok(Capped::Line | Capped::Last) => {}
+        }
+        let Ok(rec) = serde_json::from_slice::<Record>(&buf) else { continue };
+        let (Some(task), Some(input), Some(iid), Some(request)) = (rec.task, rec.input, rec.interrupt, rec.request)
+        else {
+            continue;
+        };
+        let t = out.entry(task).or_default();
+        match input.as_str() {
+            "requested" => {
+                t.push(Bound { interrupt: iid, generation: 0, request, answer: None, restored: true, door: None })
+            }
+            "answered" => {
+                let Some(b) = t.find(&iid).filter(|b| b.answer.is_none()) else { continue };
+                let Some(decision) = rec.decision.and_then(|d| serde_json::from_value::<Decision>(d.into()).ok())
+                else {
+                    continue;
+                };
+                let detail = rec.detail;
+                b.answer = Some(InputAnswer {
+                    id: request,
+                    interrupt_id: Some(iid),
+                    decision,
+                    scope: None,
+                    updated_input: None,
+                    answers: detail
+                        .as_deref()
+                        .filter(|_| decision == Decision::Answer)
+                        .and_then(|d| serde_json::from_str(d).ok()),
+                    message: detail.filter(|_| decision == Decision::Deny),
+                    by: rec.by,
+                    at: rec.ts,
+                    door: rec.door,
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journals_input_records_rebuild_each_tasks_interrupts() {
+        let dir = std::env::temp_dir().join(format!("rw-sup-restore-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let j = dir.join("p.journal.jsonl");
+        let lines = [
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","input":"requested","request":"0","kind":"tool_approval","interrupt":"rw-1"}"#,
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:01.000Z","actor":"runner","task":"a","input":"answered","request":"0","decision":"deny","by":"ana","detail":"no","interrupt":"rw-1","door":"task-route"}"#,
+            "not a record",
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:02.000Z","actor":"runner","task":"a","input":"requested","request":"1","kind":"tool_approval","interrupt":"rw-2"}"#,
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:02.000Z","actor":"runner","task":"b","input":"requested","request":"0","kind":"question"}"#,
+        ];
+        std::fs::write(&j, lines.join("\n")).unwrap();
+        let mut m = restore(&j);
+        let a = m.get_mut("a").unwrap();
+        let b1 = a.find("rw-1").unwrap();
+        assert!(b1.restored && b1.generation == 0 && b1.request == "0");
+        let ans = b1.answer.as_ref().unwrap();
+        assert_eq!(
+            (ans.decision, ans.message.as_deref(), ans.by.as_deref()),
+            (Decision::Deny, Some("no"), Some("ana"))
+        );
+        assert!(a.find("rw-2").unwrap().answer.is_none());
+        // A record without runwire's id binds nothing.
+        assert!(!m.contains_key("b"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
