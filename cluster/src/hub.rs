@@ -117,25 +117,45 @@ impl Mirror {
         let _ = std::fs::remove_dir_all(self.dir(node, run));
     }
 
-    /// One chunk of a file.
-    pub fn chunk(&self, subject: &str, h: Option<&HeaderMap>, payload: &[u8]) -> anyhow::Result<()> {
+    /// One chunk of a file: applied, or a gap (the file's earlier chunks
+    /// are not in the stream: the caller asks the node for the file again).
+    pub fn chunk(&self, subject: &str, h: Option<&HeaderMap>, payload: &[u8]) -> anyhow::Result<Applied> {
         let Some((node, run, file)) = names::parse_file_subject(subject) else {
             bail!("{subject}: not a file subject (ignored)");
         };
+        let dir = self.dir(&node, &run);
+        let path = dir.join(&file);
+        // A run removed at its node: its files' tombstones.
+        if h.and_then(|h| h.get(header::REMOVED)).is_some() {
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(dir.join(format!("{file}.part")));
+            let _ = std::fs::remove_dir(&dir); // when it was the last
+            return Ok(Applied::Done);
+        }
         let off: u64 = hdr(h, header::OFFSET).ok_or_else(|| anyhow!("{subject}: no {} header", header::OFFSET))?;
         let mtime: i64 = hdr(h, header::MTIME).unwrap_or(0);
         let reset = h.and_then(|h| h.get(header::RESET)).is_some();
-        let dir = self.dir(&node, &run);
         std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-        let path = dir.join(&file);
         if let Some(total) = hdr::<u64>(h, header::WHOLE) {
+            // Published again for another hub: a mirror that has it keeps it
+            // (an append-only file, the same bytes: readers see no change).
+            if h.and_then(|h| h.get(header::REPUBLISH)).is_some()
+                && std::fs::metadata(&path).is_ok_and(|m| m.len() >= total)
+            {
+                return Ok(Applied::Done);
+            }
             let part = dir.join(format!("{file}.part"));
             let f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&part)?;
             if off == 0 {
                 f.set_len(0)?;
             }
-            if f.metadata()?.len() != off {
-                return Ok(()); // a chunk of a generation already replaced
+            let len = f.metadata()?.len();
+            if len < off {
+                // Its start expired: asked for again.
+                return Ok(Applied::Gap { node, run, file });
+            }
+            if len > off {
+                return Ok(Applied::Done); // a chunk of a generation already replaced
             }
             f.write_all_at(payload, off)?;
             if off + payload.len() as u64 == total {
@@ -144,7 +164,7 @@ impl Mirror {
                 std::fs::rename(&part, &path)?;
                 self.note(&dir, &file);
             }
-            return Ok(());
+            return Ok(Applied::Done);
         }
         let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
         if reset && off == 0 {
@@ -152,13 +172,12 @@ impl Mirror {
         }
         let len = f.metadata()?.len();
         if len > off {
-            return Ok(()); // applied already
+            return Ok(Applied::Done); // applied already
         }
         if len < off {
-            bail!(
-                "{}: a chunk at {off} but the mirror has {len} bytes (a gap: the stream lost messages?)",
-                path.display()
-            );
+            // The chunks before it expired (retention) or were lost: the
+            // node is asked for the file whole; nothing is written meanwhile.
+            return Ok(Applied::Gap { node, run, file });
         }
         use std::io::{Seek, SeekFrom};
         f.seek(SeekFrom::Start(off))?;
@@ -166,7 +185,83 @@ impl Mirror {
         set_mtime(&f, mtime);
         drop(f);
         self.note(&dir, &file);
-        Ok(())
+        Ok(Applied::Done)
+    }
+
+    /// The runs of the mirror whose journal it lacks: `(node, run)`. Each
+    /// chunk of their journals expired, or never came: their nodes are
+    /// asked for all of their files again.
+    pub fn without_journal(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for id in self.reg.ids() {
+            let Some((node, run)) = id.split_once('.') else { continue };
+            let Ok(p) = self.reg.read(&id) else { continue };
+            if !names::valid_node(node) || !runwire::runs::valid_id(&p.slug) {
+                continue;
+            }
+            if !self.dir(node, run).join(format!("{}.jsonl", p.slug)).exists() {
+                out.push((node.to_string(), run.to_string()));
+            }
+        }
+        out
+    }
+}
+
+/// What a chunk did to the mirror.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    Done,
+    /// The file's earlier bytes are missing: nothing written.
+    Gap {
+        node: String,
+        run: String,
+        file: String,
+    },
+}
+
+/// The hub's requests to nodes to publish files again
+/// (`rwsync.<node>`), each at most every [`ASK_EVERY`] while wanted.
+#[derive(Default)]
+pub struct Asks {
+    last: std::collections::HashMap<(String, String, Option<String>), std::time::Instant>,
+    /// Said on stderr once each.
+    said: std::collections::HashSet<(String, String, Option<String>)>,
+    swept: Option<std::time::Instant>,
+}
+
+/// How often a hub asks again for a file it still lacks (its node may have
+/// been away when it asked).
+pub const ASK_EVERY: Duration = Duration::from_secs(5);
+
+impl Asks {
+    /// Whether the mirror's runs are due to be looked at for a missing journal.
+    fn sweep_due(&mut self) -> bool {
+        if self.swept.is_some_and(|t| t.elapsed() < ASK_EVERY) {
+            return false;
+        }
+        self.swept = Some(std::time::Instant::now());
+        true
+    }
+
+    /// Asks `node` for `run`'s `file` (all its files: `None`), unless asked
+    /// within [`ASK_EVERY`].
+    pub async fn ask(&mut self, client: &async_nats::Client, node: &str, run: &str, file: Option<&str>) {
+        let key = (node.to_string(), run.to_string(), file.map(str::to_string));
+        if self.last.get(&key).is_some_and(|t| t.elapsed() < ASK_EVERY) {
+            return;
+        }
+        self.last.retain(|_, t| t.elapsed() < ASK_EVERY);
+        let body = serde_json::json!({"run": run, "file": file}).to_string();
+        match client.publish(names::sync_subject(node), body.into()).await {
+            Ok(()) => {
+                if self.said.len() < 10_000 && self.said.insert(key.clone()) {
+                    let what = file.map_or_else(|| "its journal".to_string(), |f| f.to_string());
+                    crate::report(format!("mirror: run {run} of node {node}: {what} lacks its start: asked for again"));
+                }
+                self.last.insert(key, std::time::Instant::now());
+            }
+            Err(e) => crate::report(format!("mirror: {}: {e}", names::sync_subject(node))),
+        }
     }
 }
 
@@ -181,7 +276,7 @@ pub fn check_node_pointer(node: &str, run: &str, p: &Pointer) -> anyhow::Result<
 
 /// Runs the hub's mirror until the process is stopped.
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
-    let js = jetstream::new(client);
+    let js = jetstream::new(client.clone());
     let files = crate::node::retry("bind", || async {
         js.get_stream(names::FILES_STREAM)
             .await
@@ -197,7 +292,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let mirror = std::sync::Arc::new(Mirror::new(&o.home));
     let m2 = mirror.clone();
     let watcher = tokio::spawn(async move { watch_runs(runs, &m2).await });
-    let files_loop = follow_files(files, &mirror);
+    let files_loop = follow_files(client, files, &mirror);
     tokio::select! {
         r = files_loop => r,
         r = watcher => r.map_err(|e| anyhow!("{e}"))?,
@@ -248,7 +343,12 @@ async fn watch_runs(runs: kv::Store, mirror: &Mirror) -> anyhow::Result<()> {
     }
 }
 
-async fn follow_files(files: jetstream::stream::Stream, mirror: &Mirror) -> anyhow::Result<()> {
+async fn follow_files(
+    client: async_nats::Client,
+    files: jetstream::stream::Stream,
+    mirror: &Mirror,
+) -> anyhow::Result<()> {
+    let mut asks = Asks::default();
     let mut seq = mirror.load_seq();
     let mut saved = seq;
     let mut last_save = std::time::Instant::now();
@@ -280,8 +380,12 @@ async fn follow_files(files: jetstream::stream::Stream, mirror: &Mirror) -> anyh
             match next {
                 Ok(Some(Ok(m))) => {
                     let s = m.info().map(|i| i.stream_sequence).unwrap_or(seq + 1);
-                    if let Err(e) = mirror.chunk(m.subject.as_str(), m.headers.as_ref(), &m.payload) {
-                        crate::report(format!("mirror: {e:#}"));
+                    match mirror.chunk(m.subject.as_str(), m.headers.as_ref(), &m.payload) {
+                        Ok(Applied::Done) => {}
+                        // The whole run: its other files' starts (the plan's, published
+                        // once) went with this one's, oldest first.
+                        Ok(Applied::Gap { node, run, .. }) => asks.ask(&client, &node, &run, None).await,
+                        Err(e) => crate::report(format!("mirror: {e:#}")),
                     }
                     seq = s;
                 }
@@ -290,7 +394,13 @@ async fn follow_files(files: jetstream::stream::Stream, mirror: &Mirror) -> anyh
                     break;
                 }
                 Ok(None) => break,
-                Err(_) => {} // quiet: save the position below
+                Err(_) if asks.sweep_due() => {
+                    // Quiet, caught up: runs whose journal never came are asked for.
+                    for (node, run) in mirror.without_journal() {
+                        asks.ask(&client, &node, &run, None).await;
+                    }
+                }
+                Err(_) => {}
             }
             if seq != saved && last_save.elapsed() >= Duration::from_millis(500) {
                 if let Err(e) = mirror.save_seq(seq) {
@@ -778,8 +888,10 @@ mod tests {
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1")])), b"one\n").unwrap();
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "4")])), b"two\n").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
-        // A gap is an error, and writes nothing.
-        assert!(m.chunk(&s, Some(&headers(&[("Rw-Offset", "100")])), b"x").is_err());
+        // A gap writes nothing, and says which file (asked for again).
+        let gap = m.chunk(&s, Some(&headers(&[("Rw-Offset", "100")])), b"x").unwrap();
+        assert_eq!(gap, Applied::Gap { node: "n1".into(), run: "ab--x.y".into(), file: "x.y.t.log".into() });
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
         // A new generation (reset) replaces the file.
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1"), ("Rw-Mtime", "1000000000000")])), b"new")
             .unwrap();
@@ -793,6 +905,20 @@ mod tests {
         assert!(!ppath.exists());
         m.chunk(&plan, Some(&headers(&[("Rw-Offset", "3"), ("Rw-Whole", "6")])), b"def").unwrap();
         assert_eq!(std::fs::read(&ppath).unwrap(), b"abcdef");
+        // Published again whole for a hub that lacked the log: this mirror has it, and keeps it.
+        let again = [("Rw-Offset", "0"), ("Rw-Whole", "3"), ("Rw-Republish", "1"), ("Rw-Gen", "7")];
+        assert_eq!(m.chunk(&s, Some(&headers(&again)), b"xyz").unwrap(), Applied::Done);
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        // A mirror that lacks it gets it whole, then the appends after it.
+        let log2 = names::file_subject("n1", "ab--x.y", "x.y.u.log");
+        let path2 = m.dir("n1", "ab--x.y").join("x.y.u.log");
+        assert!(matches!(m.chunk(&log2, Some(&headers(&[("Rw-Offset", "3")])), b"d").unwrap(), Applied::Gap { .. }));
+        assert!(m.chunk(&log2, Some(&headers(&again)), b"abc").is_ok());
+        m.chunk(&log2, Some(&headers(&[("Rw-Offset", "3"), ("Rw-Gen", "7")])), b"d").unwrap();
+        assert_eq!(std::fs::read(&path2).unwrap(), b"abcd");
+        // A tombstone (the run removed at its node) removes the file.
+        m.chunk(&log2, Some(&headers(&[("Rw-Removed", "1"), ("Nats-Rollup", "sub")])), b"").unwrap();
+        assert!(!path2.exists() && path.exists());
         // Subjects that are not paths are refused.
         assert!(m.chunk("rwfile.n1.run.=2E=2E", Some(&headers(&[("Rw-Offset", "0")])), b"x").is_err());
         std::fs::remove_dir_all(&tmp).unwrap();

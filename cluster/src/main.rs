@@ -1,7 +1,7 @@
 //! `runwire-cluster`: the cluster sidecar (spec/CLUSTER.md).
 //!
 //! Exit codes: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup,
-//! control, nodes, lease); 2 usage, or the node's name is held by another
+//! control, nodes, lease); 2 usage (also: setup's --replicas 1 on a cluster of several servers without --allow-single-replica), or the node's name is held by another
 //! machine (node, lease); 3 the cluster cannot be reached or lacks its
 //! streams and buckets (one-shot commands: node and hub wait for them).
 
@@ -32,12 +32,33 @@ enum Cmd {
     Setup {
         #[command(flatten)]
         conn: conn::Conn,
-        /// Replicas of each stream and bucket (1 to 5; 3 for a 3-server cluster).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
-        replicas: u8,
-        /// Days the streams keep messages (0: until removed).
+        /// Replicas of each stream and bucket, 1 to 5 (default: the cluster's size, at most 5).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=5))]
+        replicas: Option<u8>,
+        /// Allow --replicas 1 on a cluster of several servers (the streams then live on one
+        /// server, and go with it).
+        #[arg(long)]
+        allow_single_replica: bool,
+        /// Days the streams keep messages (0: until removed); --feed-max-age-days and
+        /// --files-max-age-days set one stream's.
         #[arg(long, value_name = "DAYS", default_value_t = 30)]
         max_age_days: u64,
+        /// Days RUNWIRE_FEED keeps its events (default --max-age-days).
+        #[arg(long, value_name = "DAYS")]
+        feed_max_age_days: Option<u64>,
+        /// Days RUNWIRE_FILES keeps the runs' files (default --max-age-days).
+        #[arg(long, value_name = "DAYS")]
+        files_max_age_days: Option<u64>,
+        /// Seconds instead of days, for both streams (tests; overrides the days).
+        #[arg(long, value_name = "SECONDS", hide = true)]
+        max_age_secs: Option<u64>,
+        /// Bytes RUNWIRE_FEED keeps (0: no limit); the oldest events go first.
+        #[arg(long, value_name = "BYTES", default_value_t = 0)]
+        feed_max_bytes: u64,
+        /// Bytes RUNWIRE_FILES keeps (0: no limit); the oldest chunks go first, and a hub that
+        /// misses a file's start asks its node to publish the file again, whole.
+        #[arg(long, value_name = "BYTES", default_value_t = 0)]
+        files_max_bytes: u64,
     },
     /// Publish this machine's harness home (runs, feed, task logs) to the cluster, until stopped.
     Node {
@@ -224,10 +245,28 @@ fn main() -> ExitCode {
         let client = conn::connect(&conn, &format!("runwire {what}"), wait).await?;
         let work = async {
             match cli.cmd {
-                Cmd::Setup { replicas, max_age_days, .. } => {
+                Cmd::Setup {
+                    replicas,
+                    allow_single_replica,
+                    max_age_days,
+                    feed_max_age_days,
+                    files_max_age_days,
+                    max_age_secs,
+                    feed_max_bytes,
+                    files_max_bytes,
+                    ..
+                } => {
+                    let size = setup::cluster_size(&client.server_info());
+                    let replicas = setup::replicas(replicas.map(usize::from), size, allow_single_replica)
+                        .map_err(|e| UsageError(format!("{e:#}")))?;
+                    let age = |days: Option<u64>| match max_age_secs {
+                        Some(s) => Duration::from_secs(s),
+                        None => Duration::from_secs(days.unwrap_or(max_age_days) * 86_400),
+                    };
                     let o = setup::Opts {
-                        replicas: replicas as usize,
-                        max_age: Duration::from_secs(max_age_days * 86_400),
+                        replicas,
+                        feed: setup::Limits { max_age: age(feed_max_age_days), max_bytes: feed_max_bytes },
+                        files: setup::Limits { max_age: age(files_max_age_days), max_bytes: files_max_bytes },
                     };
                     setup::run(client, o).await
                 }
@@ -367,7 +406,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => Exit::Ok.into(),
         // Another machine holds the node's name.
-        Err(e) if e.is::<liveness::Refused>() => {
+        Err(e) if e.is::<liveness::Refused>() || e.is::<UsageError>() => {
             report(format!("{e:#}"));
             Exit::Usage.into()
         }
@@ -377,6 +416,18 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// A usage error found once connected (exit 2), e.g. setup's replicas.
+#[derive(Debug)]
+struct UsageError(String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
 
 /// SIGINT or SIGTERM.
 async fn stopped() {

@@ -63,6 +63,9 @@ struct Track {
     /// Bytes published (an append-only file), or the size published whole.
     off: u64,
     mtime: i64,
+    /// The generation of its message ids: 0, or the time of the last
+    /// republish a hub asked for (`Rw-Gen`).
+    gen: u64,
 }
 
 /// What the node knows of one run.
@@ -95,6 +98,9 @@ pub struct Node {
     noted: BTreeSet<String>,
     /// inotify (`None`: none to be had; every round is a full one).
     wake: Option<Wake>,
+    /// Files hubs asked to have published again, whole: `(run, None)` for
+    /// all of a run's files (`rwsync.<node>`).
+    republish: BTreeSet<(String, Option<String>)>,
 }
 
 fn note(noted: &mut BTreeSet<String>, msg: String) {
@@ -148,6 +154,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         }
     });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut asks = sync_requests(&client, &o.node).await;
     // Watching starts before the first round reads anything, so no change falls between.
     let wake = match Wake::start(&o.home, tx) {
         Ok(w) => Some(w),
@@ -170,6 +177,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         feed_pos: None,
         state: HashMap::new(),
         noted: BTreeSet::new(),
+        republish: BTreeSet::new(),
     };
     let mut failing: Option<String> = None;
     let mut full_at = Instant::now();
@@ -178,15 +186,21 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         if Instant::now() >= full_at || n.wake.is_none() {
             d.all = true;
         } else {
-            match tokio::time::timeout_at(full_at.into(), rx.recv()).await {
-                Ok(Some(t)) => n.absorb(t, &mut d),
-                // The waking thread is gone, or the safety net is due.
-                Ok(None) | Err(_) => d.all = true,
+            tokio::select! {
+                t = tokio::time::timeout_at(full_at.into(), rx.recv()) => match t {
+                    Ok(Some(t)) => n.absorb(t, &mut d),
+                    // The waking thread is gone, or the safety net is due.
+                    Ok(None) | Err(_) => d.all = true,
+                },
+                Some(ask) = asks.recv() => n.ask(ask, &mut d),
             }
         }
         // Whatever else came meanwhile, in the same round.
         while let Ok(t) = rx.try_recv() {
             n.absorb(t, &mut d);
+        }
+        while let Ok(ask) = asks.try_recv() {
+            n.ask(ask, &mut d);
         }
         if d.all {
             full_at = Instant::now() + n.o.poll;
@@ -248,11 +262,62 @@ where
     }
 }
 
+/// A hub's request to publish files again (`rwsync.<node>`), checked:
+/// `(run, file)`, `None` for every file of the run.
+pub type Ask = (String, Option<String>);
+
+/// The hubs' requests to publish files again, as they come: a hub that
+/// finds a gap in a file (its first chunks expired) asks for it whole.
+/// Core NATS, no reply: a request lost while the node is away is asked
+/// again by the hub.
+async fn sync_requests(client: &async_nats::Client, node: &str) -> tokio::sync::mpsc::UnboundedReceiver<Ask> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let subject = names::sync_subject(node);
+    let sub =
+        retry("subscribe", || async { client.subscribe(subject.clone()).await.map_err(|e| anyhow!("{subject}: {e}")) })
+            .await;
+    tokio::spawn(async move {
+        let mut sub = sub;
+        while let Some(m) = futures_util::StreamExt::next(&mut sub).await {
+            if let Some(ask) = parse_ask(&m.payload) {
+                if tx.send(ask).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// `{"run": RUN}` or `{"run": RUN, "file": FILE}`: `None` for anything else
+/// (ids and file names checked, as the hub checks what it mirrors).
+pub fn parse_ask(payload: &[u8]) -> Option<Ask> {
+    let v: Value = serde_json::from_slice(payload).ok()?;
+    let run = v.get("run")?.as_str()?;
+    if !runwire::runs::valid_id(run) {
+        return None;
+    }
+    let file = match v.get("file") {
+        None | Some(Value::Null) => None,
+        Some(f) => Some(f.as_str().filter(|f| names::valid_file(f))?.to_string()),
+    };
+    Some((run.to_string(), file))
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 impl Node {
+    /// A hub's request: the run looked at this round, the file (or all of
+    /// the run's) published again whole.
+    fn ask(&mut self, ask: Ask, d: &mut Dirty) {
+        if self.reg.path(&ask.0).exists() {
+            d.runs.insert(ask.0.clone());
+            self.republish.insert(ask);
+        }
+    }
+
     fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
         if let Some(w) = &mut self.wake {
             w.absorb(t, d);
@@ -274,6 +339,7 @@ impl Node {
             ids.iter().filter(|id| self.state.contains_key(*id) && !self.reg.path(id).exists()).cloned().collect()
         };
         for id in gone {
+            self.remove_files(&id).await?;
             self.runs
                 .delete(names::run_key(&self.o.node, &id))
                 .await
@@ -283,6 +349,32 @@ impl Node {
                 w.forget(&id);
             }
         }
+        Ok(())
+    }
+
+    /// A run removed here (`runs rm`, prune): each of its files in the
+    /// stream replaced by one empty tombstone (`Nats-Rollup: sub`, on the
+    /// node's own subjects: nodes may not purge), so a hub started later
+    /// does not rebuild it.
+    async fn remove_files(&mut self, run: &str) -> anyhow::Result<()> {
+        use futures_util::TryStreamExt;
+        let prefix = format!("rwfile.{}.{}.", self.o.node, names::token(run));
+        let mut subjects = Vec::new();
+        let mut info =
+            self.files.info_with_subjects(format!("{prefix}*")).await.map_err(|e| anyhow!("{prefix}*: {e}"))?;
+        while let Some((subject, _)) = info.try_next().await.map_err(|e| anyhow!("{prefix}*: {e}"))? {
+            subjects.push(subject);
+        }
+        subjects.sort();
+        for subject in subjects {
+            let Some((_, _, file)) = names::parse_file_subject(&subject) else { continue };
+            let mut h = HeaderMap::new();
+            h.insert(async_nats::header::NATS_ROLLUP, "sub");
+            h.insert(header::REMOVED, "1");
+            let id = format!("{}/{run}/{file}/removed/{}", self.o.node, now_ms());
+            self.publish(subject.clone(), id, h, Bytes::new()).await?;
+        }
+        self.tracks.retain(|s, _| !s.starts_with(&prefix));
         Ok(())
     }
 
@@ -384,6 +476,13 @@ impl Node {
     }
 
     async fn sync_run(&mut self, run: &str) -> anyhow::Result<()> {
+        self.sync_run_files(run).await?;
+        // What hubs asked of this run is done.
+        self.republish.retain(|(r, _)| r != run);
+        Ok(())
+    }
+
+    async fn sync_run_files(&mut self, run: &str) -> anyhow::Result<()> {
         let p = match self.reg.read(run) {
             Ok(p) => p,
             Err(e) if e.absent => return Ok(()),
@@ -454,6 +553,7 @@ impl Node {
                         _ => off,
                     },
                     mtime: hdr(h, header::MTIME).unwrap_or(0),
+                    gen: hdr(h, header::GEN).unwrap_or(0),
                 })
             }
             Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => Ok(Track::default()),
@@ -488,7 +588,18 @@ impl Node {
         let ino = st.st_ino;
         let mtime = st.st_mtime * 1_000_000_000 + st.st_mtime_nsec;
         let size = (st.st_size.max(0) as u64).min(limit.unwrap_or(u64::MAX));
-        let (start, reset) = if whole {
+        // Asked for by a hub, or a republish that did not reach its end:
+        // the file again, whole, in a new generation of ids.
+        let again = self.republish.contains(&(run.to_string(), Some(name.to_string())))
+            || self.republish.contains(&(run.to_string(), None))
+            || (!whole && track.off == u64::MAX);
+        if again {
+            track.gen = now_ms().max(track.gen + 1);
+        }
+        let whole_now = whole || again;
+        let (start, reset) = if again {
+            (0, true)
+        } else if whole {
             if track.ino == ino && track.off == size && track.mtime == mtime {
                 self.tracks.insert(subject, track);
                 return Ok(());
@@ -510,7 +621,7 @@ impl Node {
         while off < size || (first && reset) {
             let want = ((size - off) as usize).min(self.chunk);
             let n = read_full(&file, &mut buf[..want], off).with_context(|| format!("run {run}: {name}"))?;
-            if n < want && !whole {
+            if n < want && !whole_now {
                 // Shorter than it was a moment ago: published again from 0 next round.
                 break;
             }
@@ -521,23 +632,34 @@ impl Node {
             if first && reset {
                 h.insert(header::RESET, "1");
             }
-            if whole {
+            if whole_now {
                 h.insert(header::WHOLE, size.to_string().as_str());
             }
+            // An append-only file (not the plan, rewritten whole: always applied).
+            if again && !whole {
+                h.insert(header::REPUBLISH, "1");
+            }
+            if track.gen > 0 {
+                h.insert(header::GEN, track.gen.to_string().as_str());
+            }
             // A file published whole again keeps its inode: its generation is its mtime.
-            let gen = if whole { format!("{ino}.{mtime}") } else { ino.to_string() };
+            let mut gen = if whole { format!("{ino}.{mtime}") } else { ino.to_string() };
+            // Published again at a hub's request (and what follows): ids of their own.
+            if track.gen > 0 {
+                gen.push_str(&format!(".g{}", track.gen));
+            }
             let mut id = format!("{}/{run}/{name}/{gen}/{off}", self.o.node);
             // The first chunk of a generation of an appended file is told
             // apart by its mtime: an empty file published, then its first
             // bytes, or a file truncated in place, would otherwise repeat an
             // id the duplicate window drops.
-            if first && reset && !whole {
+            if first && reset && !whole_now {
                 id.push_str(&format!("/reset.{mtime}"));
             }
             self.publish(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
             off += n as u64;
             first = false;
-            track = Track { ino, off, mtime };
+            track = Track { ino, off, mtime, gen: track.gen };
             self.tracks.insert(subject.clone(), track);
             if n == 0 {
                 break;

@@ -51,7 +51,17 @@ pub fn built(what: &str) -> PathBuf {
     let profile = cluster_bin().parent().unwrap().to_path_buf();
     let r = DONE.get_or_init(|| {
         let out = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--bin", "runwire-serve", "--example", "trust-agent", "--manifest-path"])
+            .args([
+                "build",
+                "--quiet",
+                "--bin",
+                "runwire-serve",
+                "--bin",
+                "runs",
+                "--example",
+                "trust-agent",
+                "--manifest-path",
+            ])
             .arg(root().join("Cargo.toml"))
             .arg("--target-dir")
             .arg(profile.parent().unwrap())

@@ -12,4 +12,5 @@ mod cluster;
 mod hub_studio;
 mod node_field;
 mod nodes;
+mod retention;
 mod security;
