@@ -5,7 +5,7 @@
 //! with its own id. The server sends `control`, `agui` and `feed` requests
 //! and `cancel`s; this end answers each with `answer`, then for a stream
 //! `data` frames and an `end`. One NATS connection and, at a hub, one
-//! consumer of the feed stream serve every client ([`crate::hub::Fanout`]):
+//! consumer of the feed stream serve every client ([`crate::fanout::Fanout`]):
 //! no process per request or client.
 //!
 //! The server's reader never waits on a client (a stream whose client
@@ -110,7 +110,7 @@ pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Opt
 /// What this end serves: a hub's requests, or (a node) nothing but the
 /// channel's life.
 pub enum Role {
-    Hub { client: async_nats::Client, fanout: Arc<crate::hub::Fanout> },
+    Hub { client: async_nats::Client, fanout: Arc<crate::fanout::Fanout> },
     Node,
 }
 

@@ -8,6 +8,8 @@
 pub mod channel;
 pub mod conn;
 pub mod control;
+pub mod fanout;
+pub mod follow;
 pub mod hub;
 pub mod keys;
 pub mod liveness;

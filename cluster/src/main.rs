@@ -7,7 +7,7 @@
 
 use clap::{Parser, Subcommand};
 use runwire::cli::Exit;
-use runwire_cluster::{channel, conn, control, hub, liveness, names, node, report, setup};
+use runwire_cluster::{channel, conn, control, fanout, hub, liveness, names, node, report, setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -315,8 +315,10 @@ fn main() -> ExitCode {
                     let o = hub::Opts { home: home.unwrap_or_else(runwire::runs::harness_home) };
                     tokio::spawn(liveness::watch(client.clone(), o.home.clone()));
                     if channel {
-                        let role =
-                            channel::Role::Hub { client: client.clone(), fanout: hub::Fanout::start(client.clone()) };
+                        let role = channel::Role::Hub {
+                            client: client.clone(),
+                            fanout: fanout::Fanout::start(client.clone()),
+                        };
                         let pipe = channel::serve(role, tokio::io::stdin(), tokio::io::stdout());
                         tokio::select! {
                             r = hub::run(client, o) => r,
@@ -339,7 +341,7 @@ fn main() -> ExitCode {
                 }
                 Cmd::Feed { query, since, .. } => {
                     let (sink, done) = channel::Sink::text(tokio::io::stdout());
-                    hub::Fanout::start(client).client(&query, since, &sink).await;
+                    fanout::Fanout::start(client).client(&query, since, &sink).await;
                     drop(sink);
                     let _ = done.await;
                     Ok(())

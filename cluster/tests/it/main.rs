@@ -12,5 +12,6 @@ mod cluster;
 mod hub_studio;
 mod node_field;
 mod nodes;
+mod resume;
 mod retention;
 mod security;

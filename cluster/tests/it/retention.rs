@@ -93,8 +93,7 @@ fn a_hub_that_finds_a_files_start_expired_gets_the_file_whole_from_its_node() {
     run.mirrored(&hub_home, "n1", 60);
     // Published again in a generation of its own, whole.
     let msgs = messages(&nats.urls[0], names::FILES_STREAM, &log);
-    let again =
-        msgs.iter().find(|(s, h, _)| *s == log && h.contains_key("Rw-Republish")).expect("a republished chunk");
+    let again = msgs.iter().find(|(s, h, _)| *s == log && h.contains_key("Rw-Republish")).expect("a republished chunk");
     assert!(again.1["Rw-Gen"].parse::<u64>().unwrap() > 0 && again.1["Rw-Whole"] == size.to_string());
     // The node goes on appending after it: the hub follows.
     run.write(Duration::from_millis(1), |n| n >= 950);
