@@ -13,7 +13,7 @@
 //! stream into the pipe. The process ends when its stdin does: nothing it
 //! started outlives the server, even one killed with SIGKILL.
 
-use crate::control::{self, Answer};
+use crate::forward::{self, Answer};
 use runwire::serve::cluster::{Head, MAX_FRAME};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -173,9 +173,9 @@ pub async fn serve(
                 }
                 "agui" => {
                     let node = head.node.unwrap_or_default();
-                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(control::MAX_BUDGET);
+                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
                     let body = String::from_utf8_lossy(&data).into_owned();
-                    if let Err(e) = control::forward_agui(&client, &node, body, budget, &sink, stop).await {
+                    if let Err(e) = forward::forward_agui(&client, &node, body, budget, &sink, stop).await {
                         sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
                         sink.end(Some(format!("{e:#}"))).await;
                     }
@@ -204,17 +204,17 @@ pub async fn serve(
 async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>) -> Answer {
     let node = head.node.unwrap_or_default();
     let (run, verb) = (head.run.unwrap_or_default(), head.verb.unwrap_or_default());
-    let Some(path) = control::path_of(&run, head.task.as_deref(), &verb) else {
+    let Some(path) = forward::path_of(&run, head.task.as_deref(), &verb) else {
         return Answer::error(400, format!("node {node}: {verb:?} on run {run:?} is not a control route"));
     };
-    let c = control::Command {
+    let c = forward::Command {
         node,
         path,
         body,
         // The client's key, else one of the hub's: the node runs a key once.
-        key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(control::new_key),
+        key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(forward::new_key),
         actor: head.actor.unwrap_or_else(|| "hub".into()),
         budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
     };
-    control::command(client, &c).await
+    forward::command(client, &c).await
 }

@@ -146,7 +146,7 @@ impl Fanout {
     /// falls [`LIVE_QUEUE`] messages behind is ended with an error saying
     /// so (it resumes with its Last-Event-ID).
     pub async fn client(&self, query: &str, since: Option<u64>, out: &crate::channel::Sink) {
-        use crate::control::Answer;
+        use crate::forward::Answer;
         let err = |status: u16, msg: &str| Answer::error(status, msg.to_string());
         let (filter, q_since) = match feed_query(query) {
             Ok(q) => q,
@@ -265,10 +265,7 @@ struct FeedClient<'a> {
 impl FeedClient<'_> {
     async fn ready(&mut self) -> bool {
         self.ready = true;
-        let id = self.pos;
-        self.out
-            .data(format!("event: ready\nid: {id}\ndata: {{\"type\":\"ready\",\"id\":{id}}}\n\n").into_bytes())
-            .await
+        self.out.data(runwire::serve::feed::ready_frame(self.pos).into_bytes()).await
     }
 
     /// A message after the client's position, as its frame (filtered).
@@ -285,12 +282,15 @@ impl FeedClient<'_> {
             (v.get("type")? == "node").then(|| String::from_utf8(runwire::runs::feed::with_id(&m.payload, seq)).ok())?
         });
         let frame = match liveness.or_else(|| node.and_then(|n| hub_event(n, seq, &m.payload))) {
-            Some(json) => self.filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n")),
-            None => {
-                let ev = serde_json::json!({"type": "skipped", "id": seq, "size": m.payload.len(),
-                    "error": "not_an_event", "message": format!("message {seq} of {} is not a feed event", m.subject)});
-                Some(format!("event: skipped\nid: {seq}\ndata: {ev}\n\n"))
-            }
+            Some(json) => self.filter.matches(json.as_bytes()).then(|| runwire::serve::feed::event_frame(seq, &json)),
+            // The local feed's `skipped` event: from the sequence before it.
+            None => Some(runwire::serve::feed::skipped_frame(
+                seq,
+                seq - 1,
+                m.payload.len() as u64,
+                runwire::serve::feed::Skip::NotAnEvent,
+                &format!("message {seq} of {} is not a feed event", m.subject),
+            )),
         };
         if let Some(f) = frame {
             if !self.out.data(f.into_bytes()).await {

@@ -7,7 +7,7 @@
 
 use clap::{Parser, Subcommand};
 use runwire::cli::Exit;
-use runwire_cluster::{channel, conn, control, fanout, hub, liveness, names, node, report, setup};
+use runwire_cluster::{channel, conn, fanout, forward, hub, liveness, names, node, report, setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -273,7 +273,7 @@ fn main() -> ExitCode {
                 Cmd::Node { node, home, poll_ms, heartbeat_ms, local, local_token_file, channel, .. } => {
                     let home = home.unwrap_or_else(runwire::runs::harness_home);
                     if let Some(addr) = local {
-                        let local = control::Local { addr, token_file: local_token_file, home: home.clone() };
+                        let local = forward::Local { addr, token_file: local_token_file, home: home.clone() };
                         let (c, n, url) = (client.clone(), node.clone(), conn.url.clone());
                         tokio::spawn(async move {
                             // What the servers require is known once connected.
@@ -290,7 +290,7 @@ fn main() -> ExitCode {
                                      credentials on a cluster that requires them."
                                 ));
                             }
-                            if let Err(e) = control::serve(c, n, local).await {
+                            if let Err(e) = forward::serve(c, n, local).await {
                                 report(format!("control: {e:#}"));
                             }
                         });
@@ -350,7 +350,7 @@ fn main() -> ExitCode {
                     let body = if body == "-" {
                         let mut b = Vec::new();
                         tokio::io::AsyncReadExt::read_to_end(
-                            &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), control::MAX_BODY as u64 + 1),
+                            &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), forward::MAX_BODY as u64 + 1),
                             &mut b,
                         )
                         .await
@@ -359,28 +359,28 @@ fn main() -> ExitCode {
                     } else {
                         body.into_bytes()
                     };
-                    let c = control::Command {
+                    let c = forward::Command {
                         node,
                         path,
                         body,
-                        key: id.unwrap_or_else(control::new_key),
+                        key: id.unwrap_or_else(forward::new_key),
                         actor: "runwire-cluster control".into(),
                         budget: Duration::from_millis(timeout_ms),
                     };
-                    let a = control::command(&client, &c).await;
+                    let a = forward::command(&client, &c).await;
                     println!("{}", serde_json::to_string(&a)?);
                     Ok(())
                 }
                 Cmd::Agui { node, timeout_ms, .. } => {
                     let mut body = String::new();
                     tokio::io::AsyncReadExt::read_to_string(
-                        &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), control::MAX_AGUI_BODY as u64 + 1),
+                        &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), forward::MAX_AGUI_BODY as u64 + 1),
                         &mut body,
                     )
                     .await
                     .map_err(|e| anyhow::anyhow!("stdin: {e}"))?;
                     let (sink, done) = channel::Sink::text(tokio::io::stdout());
-                    let r = control::forward_agui(
+                    let r = forward::forward_agui(
                         &client,
                         &node,
                         body,

@@ -30,11 +30,11 @@
 //! files are published from the position on.
 
 use crate::names::{self, header};
+use crate::wake::{Dirty, Wake};
 use anyhow::{anyhow, Context as _};
 use async_nats::jetstream::{self, kv, stream::Stream};
 use async_nats::HeaderMap;
 use bytes::Bytes;
-use nix::sys::inotify::AddWatchFlags;
 use runwire::runs::feed::{Cursor, Extender, Line, Scope};
 use runwire::runs::registry::{Pointer, Registry};
 use runwire::runs::safe;
@@ -44,7 +44,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The node's settings.
@@ -98,6 +97,9 @@ pub struct Node {
     noted: BTreeSet<String>,
     /// inotify (`None`: none to be had; every round is a full one).
     wake: Option<Wake>,
+    /// File chunks sent, their acknowledgements not yet awaited.
+    pending: Vec<(String, async_nats::jetstream::context::PublishAckFuture)>,
+    pending_bytes: usize,
     /// Files hubs asked to have published again, whole: `(run, None)` for
     /// all of a run's files (`rwsync.<node>`).
     republish: BTreeSet<(String, Option<String>)>,
@@ -178,6 +180,8 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         state: HashMap::new(),
         noted: BTreeSet::new(),
         republish: BTreeSet::new(),
+        pending: Vec::new(),
+        pending_bytes: 0,
     };
     let mut failing: Option<String> = None;
     let mut full_at = Instant::now();
@@ -386,6 +390,36 @@ impl Node {
         Ok(())
     }
 
+    /// A file chunk sent without waiting for its acknowledgement: a run's
+    /// chunks (its arrival times, then its log, ...) go out back to back,
+    /// and [`Node::flush`] waits for them all, before the feed events that
+    /// name them. Lines that arrive in a burst thus cost one round trip to
+    /// the replicas per round, not one per file or chunk. A chunk that
+    /// fails fails the round: the positions are read back from the
+    /// cluster, and what was stored is dropped as a duplicate (its id).
+    async fn send(&mut self, subject: String, msg_id: String, mut h: HeaderMap, payload: Bytes) -> anyhow::Result<()> {
+        h.insert(async_nats::header::NATS_MESSAGE_ID, msg_id.as_str());
+        let n = payload.len();
+        let ack =
+            self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        self.pending.push((subject, ack));
+        self.pending_bytes += n;
+        // Memory stays bounded: at most this much unacknowledged.
+        if self.pending.len() >= 64 || self.pending_bytes >= 8 << 20 {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every chunk sent to be acknowledged.
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        self.pending_bytes = 0;
+        for (subject, ack) in std::mem::take(&mut self.pending) {
+            ack.await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// The feed: extended from the journals, then published past the position.
     async fn sync_feed(&mut self, scope: Scope<'_>) -> anyhow::Result<()> {
         match self.extender.extend(scope) {
@@ -476,7 +510,11 @@ impl Node {
     }
 
     async fn sync_run(&mut self, run: &str) -> anyhow::Result<()> {
-        self.sync_run_files(run).await?;
+        let r = self.sync_run_files(run).await;
+        // Acknowledged before anything names them (the feed, the next run).
+        let f = self.flush().await;
+        r?;
+        f?;
         // What hubs asked of this run is done.
         self.republish.retain(|(r, _)| r != run);
         Ok(())
@@ -656,7 +694,7 @@ impl Node {
             if first && reset && !whole_now {
                 id.push_str(&format!("/reset.{mtime}"));
             }
-            self.publish(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
+            self.send(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
             off += n as u64;
             first = false;
             track = Track { ino, off, mtime, gen: track.gen };
@@ -666,154 +704,6 @@ impl Node {
             }
         }
         Ok(())
-    }
-}
-
-/// What wakes the node: inotify (the crate's one watcher, `runwire::watch`)
-/// on the registry, the feed's directory and every run's runstate
-/// directory, so a line an agent writes is published at once, not at the
-/// next look. A full look every `--poll-ms` stays as the safety net
-/// (directories not there yet, a lost event).
-struct Wake {
-    hub: Arc<watch::Hub>,
-    signal: Arc<watch::Signal>,
-    _fixed: Vec<watch::Sub>,
-    /// Runstate directories by their subscription's tag.
-    dirs: HashMap<u64, (PathBuf, watch::Sub)>,
-    by_dir: HashMap<PathBuf, u64>,
-    /// The runs of each runstate directory: `(slug, run)`.
-    runs_in: HashMap<PathBuf, BTreeSet<(String, String)>>,
-    next: u64,
-}
-
-/// What a round looks at.
-#[derive(Debug, Default)]
-struct Dirty {
-    /// Every registered run (the first round, the safety net, an overflow).
-    all: bool,
-    /// These runs' files.
-    runs: BTreeSet<String>,
-}
-
-/// Subscription tags: the registry, the feed; runstate directories count up from `FIRST_DIR`.
-const REG: u64 = 1;
-const FEED: u64 = 2;
-const FIRST_DIR: u64 = 3;
-
-/// A runstate directory: files appearing, written, closed or renamed in.
-const RUN_DIR: AddWatchFlags = AddWatchFlags::IN_MODIFY
-    .union(AddWatchFlags::IN_CLOSE_WRITE)
-    .union(AddWatchFlags::IN_CREATE)
-    .union(AddWatchFlags::IN_MOVED_TO)
-    .union(AddWatchFlags::IN_ONLYDIR);
-
-/// The registry: pointers written (by rename), removed.
-const REG_DIR: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
-    .union(AddWatchFlags::IN_CLOSE_WRITE)
-    .union(AddWatchFlags::IN_DELETE)
-    .union(AddWatchFlags::IN_MOVED_FROM)
-    .union(AddWatchFlags::IN_ONLYDIR);
-
-impl Wake {
-    /// Watches the registry and the feed's directory; the events go to `tx`
-    /// from a thread of their own (the watcher's waits block).
-    fn start(home: &Path, tx: tokio::sync::mpsc::UnboundedSender<watch::Taken>) -> std::io::Result<Wake> {
-        let reg = Registry::at(home);
-        let feed = runwire::runs::feed::Paths::at(home);
-        std::fs::create_dir_all(&reg.dir)?;
-        std::fs::create_dir_all(&feed.dir)?;
-        let hub = watch::Hub::global()?;
-        let signal = watch::Signal::recording();
-        let fixed = vec![
-            hub.watch(&reg.dir, REG_DIR, &signal, REG)?,
-            hub.watch(&feed.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &signal, FEED)?,
-        ];
-        let s = signal.clone();
-        std::thread::Builder::new().name("node-wake".into()).spawn(move || loop {
-            if tx.send(s.take(None)).is_err() {
-                return;
-            }
-        })?;
-        Ok(Wake {
-            hub,
-            signal,
-            _fixed: fixed,
-            dirs: HashMap::new(),
-            by_dir: HashMap::new(),
-            runs_in: HashMap::new(),
-            next: FIRST_DIR,
-        })
-    }
-
-    /// Follows a run's runstate directory (again after it was removed: its
-    /// watch went with it). A directory that cannot be watched (not there
-    /// yet, no watch left) is looked at by the full rounds.
-    fn track(&mut self, run: &str, p: &Pointer) {
-        let dir = PathBuf::from(&p.runstate_dir);
-        let slug = (p.slug.clone(), run.to_string());
-        if !self.by_dir.contains_key(&dir) {
-            match self.hub.watch(&dir, RUN_DIR, &self.signal, self.next) {
-                Ok(sub) => {
-                    self.by_dir.insert(dir.clone(), self.next);
-                    self.dirs.insert(self.next, (dir.clone(), sub));
-                    self.next += 1;
-                }
-                Err(_) => return,
-            }
-        }
-        self.runs_in.entry(dir).or_default().insert(slug);
-    }
-
-    /// A run gone: its directory unwatched when it was the last run there.
-    fn forget(&mut self, run: &str) {
-        let mut empty = Vec::new();
-        for (dir, runs) in &mut self.runs_in {
-            runs.retain(|(_, r)| r != run);
-            if runs.is_empty() {
-                empty.push(dir.clone());
-            }
-        }
-        for dir in empty {
-            self.runs_in.remove(&dir);
-            if let Some(tag) = self.by_dir.remove(&dir) {
-                self.dirs.remove(&tag);
-            }
-        }
-    }
-
-    /// What `t` says changed, into `d`.
-    fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
-        d.all |= t.overflow;
-        for e in t.events {
-            if e.mask.contains(AddWatchFlags::IN_IGNORED) {
-                // A runstate directory removed: watched again when a round finds it back.
-                if let Some((dir, _)) = self.dirs.remove(&e.tag) {
-                    self.by_dir.remove(&dir);
-                    if let Some(runs) = self.runs_in.remove(&dir) {
-                        d.runs.extend(runs.into_iter().map(|(_, r)| r));
-                    }
-                }
-                continue;
-            }
-            let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
-            match e.tag {
-                // The feed's own log written by another writer: published by any round.
-                FEED => {}
-                REG => {
-                    if let Some(id) = name.strip_suffix(".json").filter(|id| runwire::runs::valid_id(id)) {
-                        d.runs.insert(id.to_string());
-                    }
-                }
-                tag => {
-                    let Some((dir, _)) = self.dirs.get(&tag) else { continue };
-                    for (slug, run) in self.runs_in.get(dir).into_iter().flatten() {
-                        if name.strip_prefix(slug.as_str()).is_some_and(|rest| rest.starts_with('.')) {
-                            d.runs.insert(run.clone());
-                        }
-                    }
-                }
-            }
-        }
     }
 }
 

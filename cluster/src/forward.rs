@@ -598,7 +598,7 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
 /// An AG-UI error frame (the stream's end when the node is lost mid-run).
 fn run_error(message: &str) -> Vec<u8> {
     let v = serde_json::json!({"type": "RUN_ERROR", "message": message, "code": "node_lost"});
-    format!("data: {v}\n\n").into_bytes()
+    runwire::sse::frame(None, None, &v.to_string()).into_bytes()
 }
 
 /// Forwards `POST /agui` (`body`) to `node` and gives its answer to `out`:
