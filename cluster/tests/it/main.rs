@@ -9,6 +9,7 @@ mod common;
 
 mod channel;
 mod cluster;
+mod doors;
 mod hub_studio;
 mod node_field;
 mod nodes;
