@@ -152,54 +152,6 @@ pub async fn connect(conn: &Conn, name: &str, wait: bool) -> anyhow::Result<asyn
     o.connect(urls.as_slice()).await.map_err(|e| anyhow!("{}: {e}", conn.url))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn conn(url: &str) -> Conn {
-        Conn {
-            url: url.into(),
-            creds: None,
-            token_file: None,
-            user: None,
-            password_file: None,
-            nkey_file: None,
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
-            inbox_prefix: None,
-        }
-    }
-
-    #[test]
-    fn tls_is_required_off_loopback() {
-        assert_eq!(urls(&conn("nats://127.0.0.1:4222, nats://[::1]:1,localhost:3")).unwrap().len(), 3);
-        assert!(urls(&conn("nats://10.0.0.1:4222")).unwrap_err().to_string().contains("needs TLS"));
-        let e = urls(&conn("tls://user:pw@example.com:4222")).unwrap_err().to_string();
-        assert!(e.contains("no credentials in the URL") && !e.contains("pw"), "{e}");
-        assert!(urls(&conn("tls://example.com:4222")).is_ok());
-        assert!(urls(&conn("http://127.0.0.1:1")).is_err());
-        assert!(urls(&conn(" , ")).is_err());
-        let mut c = conn("nats://example.com:4222");
-        c.tls_ca = Some("/ca.pem".into());
-        assert!(urls(&c).is_ok());
-    }
-
-    #[test]
-    fn a_user_needs_a_password_and_prefixes_are_subjects() {
-        let mut c = conn("nats://127.0.0.1:4222");
-        c.user = Some("node-alpha".into());
-        c.password_file = Some("/pw".into());
-        assert!(check(&c).is_ok());
-        c.inbox_prefix = Some(node_inbox("alpha"));
-        assert!(check(&c).is_ok());
-        for bad in ["", "a..b", "a.>", "a b", "x.*"] {
-            c.inbox_prefix = Some(bad.into());
-            assert!(check(&c).is_err(), "{bad:?}");
-        }
-    }
-}
-
 /// How long one pull of the hub's ordered consumers waits: the server's
 /// idle heartbeat is half of it, and two missed heartbeats make the
 /// client recreate the consumer. The library's defaults (30 s, 15 s) left
@@ -249,6 +201,54 @@ where
             Ok(v) => return Ok(v),
             Err(e) if tokio::time::Instant::now() + Duration::from_millis(100) >= deadline => return Err(e),
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(url: &str) -> Conn {
+        Conn {
+            url: url.into(),
+            creds: None,
+            token_file: None,
+            user: None,
+            password_file: None,
+            nkey_file: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            inbox_prefix: None,
+        }
+    }
+
+    #[test]
+    fn tls_is_required_off_loopback() {
+        assert_eq!(urls(&conn("nats://127.0.0.1:4222, nats://[::1]:1,localhost:3")).unwrap().len(), 3);
+        assert!(urls(&conn("nats://10.0.0.1:4222")).unwrap_err().to_string().contains("needs TLS"));
+        let e = urls(&conn("tls://user:pw@example.com:4222")).unwrap_err().to_string();
+        assert!(e.contains("no credentials in the URL") && !e.contains("pw"), "{e}");
+        assert!(urls(&conn("tls://example.com:4222")).is_ok());
+        assert!(urls(&conn("http://127.0.0.1:1")).is_err());
+        assert!(urls(&conn(" , ")).is_err());
+        let mut c = conn("nats://example.com:4222");
+        c.tls_ca = Some("/ca.pem".into());
+        assert!(urls(&c).is_ok());
+    }
+
+    #[test]
+    fn a_user_needs_a_password_and_prefixes_are_subjects() {
+        let mut c = conn("nats://127.0.0.1:4222");
+        c.user = Some("node-alpha".into());
+        c.password_file = Some("/pw".into());
+        assert!(check(&c).is_ok());
+        c.inbox_prefix = Some(node_inbox("alpha"));
+        assert!(check(&c).is_ok());
+        for bad in ["", "a..b", "a.>", "a b", "x.*"] {
+            c.inbox_prefix = Some(bad.into());
+            assert!(check(&c).is_err(), "{bad:?}");
         }
     }
 }

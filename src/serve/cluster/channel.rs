@@ -107,9 +107,9 @@ pub fn read_frame(r: &mut impl std::io::Read) -> std::io::Result<Option<(Head, V
 pub(super) type Frame = (Head, Vec<u8>);
 
 pub(super) struct Slot {
-    tx: std::sync::mpsc::SyncSender<Frame>,
+    pub(super) tx: std::sync::mpsc::SyncSender<Frame>,
     /// Set when the stream was dropped for not keeping up.
-    dropped: Arc<AtomicBool>,
+    pub(super) dropped: Arc<AtomicBool>,
 }
 
 /// The server's end of the channel (see above): the sidecar's stdin, and

@@ -687,6 +687,7 @@ impl Drop for Sidecar {
 
 #[cfg(test)]
 mod tests {
+    use super::channel::{write_within, Frame, Slot};
     use super::*;
 
     fn args(cluster: Option<&str>, node: Option<&str>, hub: bool) -> ClusterArgs {
