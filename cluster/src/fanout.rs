@@ -159,18 +159,23 @@ impl Fanout {
         let info = async {
             let mut bound = self.bound.subscribe();
             bound.wait_for(|b| *b).await.map_err(|e| anyhow!("{e}"))?;
+            // From now: now is what the fan-out has (a message in the stream it
+            // has not delivered yet comes live), no request to the cluster.
+            if since.is_none() {
+                let pos = self.lock().pos.unwrap_or(0);
+                return Ok((0, pos));
+            }
             // Asked again (a server lost: its request unanswered, the next one to a new leader).
             crate::conn::again(Duration::from_secs(5), || async {
-                let mut s = self.js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("{e}"))?;
-                let (first, last) = {
-                    let i = s.info().await.map_err(|e| anyhow!("{e}"))?;
-                    (i.state.first_sequence, i.state.last_sequence)
-                };
-                Ok::<_, anyhow::Error>((s, first, last))
+                // One request: the stream's info comes with it.
+                let s = self.js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("{e}"))?;
+                let i = s.cached_info();
+                let (first, last) = (i.state.first_sequence, i.state.last_sequence);
+                Ok::<_, anyhow::Error>((first, last))
             })
             .await
         };
-        let (_, first, last) = match tokio::time::timeout(Duration::from_secs(5), info).await {
+        let (first, last) = match tokio::time::timeout(Duration::from_secs(5), info).await {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
                 out.answer(&err(503, &format!("stream {}: {e}", names::FEED_STREAM))).await;
