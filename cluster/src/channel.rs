@@ -172,7 +172,20 @@ pub async fn serve(
                     sink.answer(&a).await;
                 }
                 "agui" => {
-                    let node = head.node.unwrap_or_default();
+                    // A thread new to this server: its node as any hub kept it.
+                    let node = match head.node {
+                        Some(n) => n,
+                        None => match crate::forward::thread_node(&client, &data).await {
+                            Ok(n) => n,
+                            Err(m) => {
+                                sink.answer(&Answer::error(400, m)).await;
+                                sink.end(None).await;
+                                stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                                return;
+                            }
+                        },
+                    };
+                    crate::forward::keep_thread(&client, &data, &node).await;
                     let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
                     let body = String::from_utf8_lossy(&data).into_owned();
                     if let Err(e) = forward::forward_agui(&client, &node, body, budget, &sink, stop).await {

@@ -15,6 +15,15 @@ pub const FILES_STREAM: &str = "RUNWIRE_FILES";
 pub const RUNS_BUCKET: &str = "runwire-runs";
 /// The KV bucket of node heartbeats: key `<node>`.
 pub const NODES_BUCKET: &str = "runwire-nodes";
+/// The KV bucket of AG-UI threads' nodes: key [`thread_key`], value the
+/// node's name, so any hub continues a thread another hub started.
+pub const THREADS_BUCKET: &str = "runwire-threads";
+
+/// The KV key of an AG-UI thread: 32 hex characters of the SHA-256 of its
+/// id (a thread id is the client's: any characters, any length).
+pub fn thread_key(thread: &str) -> String {
+    runwire::runs::sha256::hex(thread.as_bytes())[..32].to_string()
+}
 
 /// Headers carried by the cluster's messages.
 pub mod header {

@@ -129,6 +129,7 @@ pub fn buckets(o: &Opts) -> Vec<stream::Config> {
     [
         (names::RUNS_BUCKET, "run summaries", None),
         (names::NODES_BUCKET, "node heartbeats (leases)", Some(crate::liveness::LEASE)),
+        (names::THREADS_BUCKET, "AG-UI threads' nodes", None),
     ]
     .into_iter()
     .map(|(bucket, what, lease)| stream::Config {

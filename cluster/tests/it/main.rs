@@ -16,3 +16,4 @@ mod nodes;
 mod resume;
 mod retention;
 mod security;
+mod threads;

@@ -347,8 +347,10 @@ fn thread_file(home: &Path, thread: &str) -> PathBuf {
 }
 
 /// The node of a hub's AG-UI run: `forwardedProps.node`, else the node the
-/// thread was started on at this hub; `Err` the 400's message.
-fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
+/// thread was started on at this hub; `None`: the sidecar looks it up in
+/// the cluster (a thread another hub started), or answers 400; `Err` the
+/// 400's message.
+fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<Option<String>, String> {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     match v.pointer("/forwardedProps/node") {
         Some(serde_json::Value::String(n))
@@ -356,19 +358,13 @@ fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
                 && n.len() <= 64
                 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
         {
-            Ok(n.clone())
+            Ok(Some(n.clone()))
         }
         Some(n) => Err(format!("forwardedProps.node {n}: a node name is 1 to 64 of A-Z a-z 0-9 _ -")),
-        None => std::fs::read_to_string(thread_file(home, thread))
+        None => Ok(std::fs::read_to_string(thread_file(home, thread))
             .ok()
             .map(|n| n.trim().to_string())
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "thread {thread:?} is new to this hub: name the node that runs it in forwardedProps.node \
-                     (a hub runs no agent itself; its nodes are the prefixes of the run ids in GET /runs)"
-                )
-            }),
+            .filter(|n| !n.is_empty())),
     }
 }
 
@@ -404,18 +400,19 @@ pub fn agui(
         }
     };
     let tf = thread_file(home, &input.thread_id);
-    if std::fs::read_to_string(&tf).ok().as_deref() != Some(node.as_str()) {
+    if let Some(node) = node.as_deref().filter(|n| std::fs::read_to_string(&tf).ok().as_deref() != Some(*n)) {
         let _ = std::fs::create_dir_all(tf.parent().unwrap_or(home));
         let _ = crate::runs::write_atomic(&tf, node.as_bytes());
     }
+    let what = node.as_ref().map_or_else(|| "the thread's node".to_string(), |n| format!("node {n}"));
     let head = Head {
         op: "agui".into(),
-        node: Some(node.clone()),
+        node,
         actor: Some(super::BIN.into()),
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
-    Some(relay(cfg, stream, req, cors, head, body, &format!("node {node}")))
+    Some(relay(cfg, stream, req, cors, head, body, &what))
 }
 
 /// At a hub, `GET /runs/events`: the merged feed of every node, read from
