@@ -1,7 +1,7 @@
 //! The hub: mirrors the cluster into a harness home, one run directory per
 //! node and run, so the ordinary `runwire-serve` (started with `--hub`)
 //! serves every node's runs and their task streams with its own, unchanged
-//! code. Its change feed is the cluster's: [`Fanout`] reads `RUNWIRE_FEED`
+//! code. Its change feed is the cluster's: [`crate::fanout::Fanout`] reads `RUNWIRE_FEED`
 //! once for every client, ids the stream's sequences (the same at every hub).
 //!
 //! - Each run of the bucket `runwire-runs` becomes a run of the hub's home
