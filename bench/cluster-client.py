@@ -15,6 +15,18 @@ with 3 replicas, as cluster/tests/it does), then:
     (default 20), each carrying CLOCK_MONOTONIC ns just before the write;
     delay = frame arrival - write time, at each client. Targets: hub median
     <= 10 ms and <= local median + 5 ms.
+    Then a burst: BENCH_BURST (default 2000) lines written with no pause,
+    the same delays; target: hub median <= 3x the local median.
+(d) first frame: a client of GET /runs/events (no resume point) at the
+    node's own server and at the hub, connect -> its first frame (`ready`),
+    BENCH_LIST_REPEAT times each, medians; target hub <= max(3x local, 1 ms).
+(e) 50 feed clients at the hub: the RSS of the hub and its children (the
+    sidecar) before and with them connected; target <= 30 MB more.
+(f) command acknowledgement: node "beta" is a runwire-serve --cluster
+    --node beta (its sidecar forwards control requests to it); POST
+    /runs/RUN/tasks/t/steer (no live session: the node's own answer) at the
+    hub, BENCH_ACKS (default 200) times, beside the same request at beta's
+    own server: median and p99; targets hub median <= 2 ms, p99 <= 10 ms.
 (b) listing: BENCH_NODES (default 20) nodes x BENCH_RUNS_PER_NODE (default
     50) runs (each a runwire-cluster node on its own home; runs written as
     `runs register` writes them, with a plan and a journal), all mirrored by
@@ -46,6 +58,8 @@ INTERVAL = float(os.environ.get("BENCH_INTERVAL_MS", "20")) / 1000.0
 NODES = int(os.environ.get("BENCH_NODES", "20"))
 PER_NODE = int(os.environ.get("BENCH_RUNS_PER_NODE", "50"))
 REPEAT = int(os.environ.get("BENCH_LIST_REPEAT", "21"))
+BURST = int(os.environ.get("BENCH_BURST", "2000"))
+ACKS = int(os.environ.get("BENCH_ACKS", "200"))
 PUBLISH_RATE = os.environ.get("BENCH_PUBLISH_RATE", "")
 STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":null,"files":[]}'
 procs = []
@@ -162,7 +176,8 @@ def follower(port, path, delays, connected):
                 if line.startswith(b"data: "):
                     ev = json.loads(line[6:])
                     if ev.get("type") == "token_delta":
-                        delays.append((now - int(ev["data"]["text"])) / 1e6)
+                        phase, ns = ev["data"]["text"].split(":")
+                        delays.append((phase, (now - int(ns)) / 1e6))
                     if ev.get("type") == "exit":
                         s.close()
                         return
@@ -199,21 +214,146 @@ def part_a(url):
             f.flush()
         time.sleep(0.3)
         for _ in range(LINES):
-            f.write(delta_line(str(time.clock_gettime_ns(time.CLOCK_MONOTONIC))) + "\n")
+            f.write(delta_line("p:" + str(time.clock_gettime_ns(time.CLOCK_MONOTONIC))) + "\n")
             f.flush()
             time.sleep(INTERVAL)
+        time.sleep(0.5)
+        # The burst: one write per line, no pause.
+        for _ in range(BURST):
+            f.write(delta_line("b:" + str(time.clock_gettime_ns(time.CLOCK_MONOTONIC))) + "\n")
+            f.flush()
+        time.sleep(0.5)
         f.write(STATUS + "\n")
     for t in ts:
         t.join(120)
-    for name, d in (("local", local_d), ("hub", hub_d)):
-        print(f"latency_{name} frames={len(d)} median_ms={statistics.median(d) if d else -1:.2f} "
-              f"p90_ms={pct(d, 0.9):.2f} p99_ms={pct(d, 0.99):.2f} max_ms={max(d) if d else -1:.2f}", flush=True)
-    if local_d and hub_d:
-        hm, lm = statistics.median(hub_d), statistics.median(local_d)
-        print(f"latency hub_minus_local_median_ms={hm - lm:.2f} targets: hub_median<=10 {hm <= 10}, "
-              f"hub<=local+5 {hm <= lm + 5}", flush=True)
+    for phase, label in (("p", "latency"), ("b", "burst")):
+        med = {}
+        for name, d in (("local", local_d), ("hub", hub_d)):
+            d = [x for ph, x in d if ph == phase]
+            med[name] = statistics.median(d) if d else -1
+            print(f"{label}_{name} frames={len(d)} median_ms={med[name]:.2f} "
+                  f"p90_ms={pct(d, 0.9):.2f} p99_ms={pct(d, 0.99):.2f} max_ms={max(d) if d else -1:.2f}", flush=True)
+        hm, lm = med["hub"], med["local"]
+        if phase == "p":
+            print(f"latency hub_minus_local_median_ms={hm - lm:.2f} targets: hub_median<=10 {hm <= 10}, "
+                  f"hub<=local+5 {hm <= lm + 5}", flush=True)
+        else:
+            r = hm / lm if lm > 0 else -1
+            print(f"burst lines={BURST} hub_over_local_median={r:.2f} target<=3 {0 <= r <= 3}", flush=True)
+    part_d(lport, hport)
     stop(local)
     return hub, hport, rid, rs, home
+
+
+def first_frame(port):
+    """Connect -> the first complete SSE frame of GET /runs/events, in ms."""
+    t = time.perf_counter()
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"GET /runs/events HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    buf = b""
+    while True:
+        b = s.recv(1 << 16)
+        if not b:
+            break
+        buf += b
+        head, _, body = buf.partition(b"\r\n\r\n")
+        if b"\n\n" in body:
+            break
+    ms = (time.perf_counter() - t) * 1000
+    s.close()
+    return ms
+
+
+def tree_rss_kb(pid):
+    """The RSS of pid and its descendants, in kB."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(l.split()[1]) for l in f if l.startswith("VmRSS:")), 0)
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return total
+
+
+def part_d(lport, hport):
+    med = {}
+    for name, port in (("local", lport), ("hub", hport)):
+        first_frame(port)
+        times = [first_frame(port) for _ in range(REPEAT)]
+        med[name] = statistics.median(times)
+        print(f"first_frame_{name} median_ms={med[name]:.2f} min_ms={min(times):.2f} max_ms={max(times):.2f}",
+              flush=True)
+    bound = max(3 * med["local"], 1.0)
+    print(f"first_frame hub_median_ms={med['hub']:.2f} bound_ms={bound:.2f} target {med['hub'] <= bound}",
+          flush=True)
+
+
+def part_e(hub):
+    before = tree_rss_kb(hub.pid)
+    clients = []
+    for _ in range(50):
+        s = socket.create_connection(("127.0.0.1", hub.port), timeout=30)
+        s.sendall(b"GET /runs/events HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        clients.append(s)
+    time.sleep(2)
+    for s in clients:
+        s.setblocking(False)
+        try:
+            s.recv(1 << 16)
+        except OSError:
+            pass
+    time.sleep(1)
+    during = tree_rss_kb(hub.pid)
+    for s in clients:
+        s.close()
+    mb = (during - before) / 1024
+    print(f"feed_clients n=50 hub_tree_rss_before_mb={before / 1024:.1f} with_mb={during / 1024:.1f} "
+          f"added_mb={mb:.1f} target<=30 {mb <= 30}", flush=True)
+
+
+def part_f(url, hport):
+    home = os.path.join(WORK, "beta")
+    rid, _ = register(home, os.path.join(WORK, "repo-beta"), "acks")
+    beta, bport = start_server(BIN, home, ["--cluster", url, "--node", "beta"])
+    procs.append(beta)
+    hub_id = f"beta.{rid}"
+    wait("beta's run at the hub", 60, lambda: get(hport, f"/runs/{hub_id}/tasks/t")[0] == 200)
+    body = b'{"msg":"bench"}'
+
+    def post(port, path):
+        t = time.perf_counter()
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(f"POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        raw = b""
+        while True:
+            b = s.recv(1 << 16)
+            if not b:
+                break
+            raw += b
+        s.close()
+        return (time.perf_counter() - t) * 1000, int(raw.split(b" ")[1])
+
+    # Until beta's sidecar answers control requests (it subscribes after it starts).
+    wait("beta answering through the hub", 60, lambda: post(hport, f"/runs/{hub_id}/tasks/t/steer")[1] != 503)
+    for name, port, path in (("local", bport, f"/runs/{rid}/tasks/t/steer"),
+                             ("hub", hport, f"/runs/{hub_id}/tasks/t/steer")):
+        for _ in range(10):
+            post(port, path)
+        res = [post(port, path) for _ in range(ACKS)]
+        times = [t for t, _ in res]
+        codes = sorted({c for _, c in res})
+        print(f"command_ack_{name} n={ACKS} codes={codes} median_ms={statistics.median(times):.2f} "
+              f"p99_ms={pct(times, 0.99):.2f} max_ms={max(times):.2f}", flush=True)
+        if name == "hub":
+            m, p99 = statistics.median(times), pct(times, 0.99)
+            print(f"command_ack targets: median<=2 {m <= 2}, p99<=10 {p99 <= 10}", flush=True)
+    stop(beta)
 
 
 def part_b(url, hport):
@@ -270,6 +410,9 @@ def main():
     url = nats_cluster()
     print(f"cluster url={url}", flush=True)
     hub, hport, rid, rs, home = part_a(url)
+    hub.port = hport
+    part_e(hub)
+    part_f(url, hport)
     sim = part_b(url, hport) if NODES > 0 else []
     for p in sim + [hub]:
         stop(p)

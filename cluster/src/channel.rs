@@ -5,7 +5,7 @@
 //! with its own id. The server sends `control`, `agui` and `feed` requests
 //! and `cancel`s; this end answers each with `answer`, then for a stream
 //! `data` frames and an `end`. One NATS connection and, at a hub, one
-//! consumer of the feed stream serve every client ([`crate::hub::Fanout`]):
+//! consumer of the feed stream serve every client ([`crate::fanout::Fanout`]):
 //! no process per request or client.
 //!
 //! The server's reader never waits on a client (a stream whose client
@@ -13,7 +13,7 @@
 //! stream into the pipe. The process ends when its stdin does: nothing it
 //! started outlives the server, even one killed with SIGKILL.
 
-use crate::control::{self, Answer};
+use crate::forward::{self, Answer};
 use runwire::serve::cluster::{Head, MAX_FRAME};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -110,7 +110,7 @@ pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Opt
 /// What this end serves: a hub's requests, or (a node) nothing but the
 /// channel's life.
 pub enum Role {
-    Hub { client: async_nats::Client, fanout: Arc<crate::hub::Fanout> },
+    Hub { client: async_nats::Client, fanout: Arc<crate::fanout::Fanout> },
     Node,
 }
 
@@ -172,10 +172,23 @@ pub async fn serve(
                     sink.answer(&a).await;
                 }
                 "agui" => {
-                    let node = head.node.unwrap_or_default();
-                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(control::MAX_BUDGET);
+                    // A thread new to this server: its node as any hub kept it.
+                    let node = match head.node {
+                        Some(n) => n,
+                        None => match crate::forward::thread_node(&client, &data).await {
+                            Ok(n) => n,
+                            Err(m) => {
+                                sink.answer(&Answer::error(400, m)).await;
+                                sink.end(None).await;
+                                stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                                return;
+                            }
+                        },
+                    };
+                    crate::forward::keep_thread(&client, &data, &node).await;
+                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
                     let body = String::from_utf8_lossy(&data).into_owned();
-                    if let Err(e) = control::forward_agui(&client, &node, body, budget, &sink, stop).await {
+                    if let Err(e) = forward::forward_agui(&client, &node, body, budget, &sink, stop).await {
                         sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
                         sink.end(Some(format!("{e:#}"))).await;
                     }
@@ -204,17 +217,17 @@ pub async fn serve(
 async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>) -> Answer {
     let node = head.node.unwrap_or_default();
     let (run, verb) = (head.run.unwrap_or_default(), head.verb.unwrap_or_default());
-    let Some(path) = control::path_of(&run, head.task.as_deref(), &verb) else {
+    let Some(path) = forward::path_of(&run, head.task.as_deref(), &verb) else {
         return Answer::error(400, format!("node {node}: {verb:?} on run {run:?} is not a control route"));
     };
-    let c = control::Command {
+    let c = forward::Command {
         node,
         path,
         body,
         // The client's key, else one of the hub's: the node runs a key once.
-        key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(control::new_key),
+        key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(forward::new_key),
         actor: head.actor.unwrap_or_else(|| "hub".into()),
         budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
     };
-    control::command(client, &c).await
+    forward::command(client, &c).await
 }

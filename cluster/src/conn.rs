@@ -152,6 +152,59 @@ pub async fn connect(conn: &Conn, name: &str, wait: bool) -> anyhow::Result<asyn
     o.connect(urls.as_slice()).await.map_err(|e| anyhow!("{}: {e}", conn.url))
 }
 
+/// How long one pull of the hub's ordered consumers waits: the server's
+/// idle heartbeat is half of it, and two missed heartbeats make the
+/// client recreate the consumer. The library's defaults (30 s, 15 s) left
+/// a consumer whose server was lost silent for up to a minute; with these
+/// a lost consumer is recreated, against the stream's new leader, within
+/// about 1.2 s (two idle pulls a second while nothing comes: nothing).
+pub const PULL_EXPIRES: Duration = Duration::from_millis(600);
+
+/// How long one JetStream API request of the hub waits before it is
+/// tried again (while a server is lost, a request can go unanswered; a
+/// new leader answers the next).
+pub const API_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// An ordered consumer's configuration as the hub uses them: from `policy`,
+/// quick to notice a lost server ([`PULL_EXPIRES`]).
+pub fn ordered(
+    policy: async_nats::jetstream::consumer::DeliverPolicy,
+) -> async_nats::jetstream::consumer::pull::OrderedConfig {
+    async_nats::jetstream::consumer::pull::OrderedConfig {
+        deliver_policy: policy,
+        max_expires: PULL_EXPIRES,
+        ..Default::default()
+    }
+}
+
+/// The hub's JetStream context: requests given up after [`API_TIMEOUT`]
+/// (the callers retry them).
+pub fn hub_js(client: async_nats::Client) -> async_nats::jetstream::Context {
+    let mut js = async_nats::jetstream::new(client);
+    js.set_timeout(API_TIMEOUT);
+    js
+}
+
+/// `f` again until it succeeds or `within` has passed (then its last error).
+pub async fn again<T, F, Fut>(within: Duration, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let r = match tokio::time::timeout_at(deadline, f()).await {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!("no answer within {within:?}")),
+        };
+        match r {
+            Ok(v) => return Ok(v),
+            Err(e) if tokio::time::Instant::now() + Duration::from_millis(100) >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The hub: mirrors the cluster into a harness home, one run directory per
 //! node and run, so the ordinary `runwire-serve` (started with `--hub`)
 //! serves every node's runs and their task streams with its own, unchanged
-//! code. Its change feed is the cluster's: [`Fanout`] reads `RUNWIRE_FEED`
+//! code. Its change feed is the cluster's: [`crate::fanout::Fanout`] reads `RUNWIRE_FEED`
 //! once for every client, ids the stream's sequences (the same at every hub).
 //!
 //! - Each run of the bucket `runwire-runs` becomes a run of the hub's home
@@ -22,7 +22,7 @@
 
 use crate::names::{self, header};
 use anyhow::{anyhow, bail, Context as _};
-use async_nats::jetstream::{self, consumer, kv};
+use async_nats::jetstream::{self, kv};
 use async_nats::HeaderMap;
 use futures_util::StreamExt;
 use runwire::runs::registry::{Pointer, Registry};
@@ -117,25 +117,45 @@ impl Mirror {
         let _ = std::fs::remove_dir_all(self.dir(node, run));
     }
 
-    /// One chunk of a file.
-    pub fn chunk(&self, subject: &str, h: Option<&HeaderMap>, payload: &[u8]) -> anyhow::Result<()> {
+    /// One chunk of a file: applied, or a gap (the file's earlier chunks
+    /// are not in the stream: the caller asks the node for the file again).
+    pub fn chunk(&self, subject: &str, h: Option<&HeaderMap>, payload: &[u8]) -> anyhow::Result<Applied> {
         let Some((node, run, file)) = names::parse_file_subject(subject) else {
             bail!("{subject}: not a file subject (ignored)");
         };
+        let dir = self.dir(&node, &run);
+        let path = dir.join(&file);
+        // A run removed at its node: its files' tombstones.
+        if h.and_then(|h| h.get(header::REMOVED)).is_some() {
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(dir.join(format!("{file}.part")));
+            let _ = std::fs::remove_dir(&dir); // when it was the last
+            return Ok(Applied::Done);
+        }
         let off: u64 = hdr(h, header::OFFSET).ok_or_else(|| anyhow!("{subject}: no {} header", header::OFFSET))?;
         let mtime: i64 = hdr(h, header::MTIME).unwrap_or(0);
         let reset = h.and_then(|h| h.get(header::RESET)).is_some();
-        let dir = self.dir(&node, &run);
         std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-        let path = dir.join(&file);
         if let Some(total) = hdr::<u64>(h, header::WHOLE) {
+            // Published again for another hub: a mirror that has it keeps it
+            // (an append-only file, the same bytes: readers see no change).
+            if h.and_then(|h| h.get(header::REPUBLISH)).is_some()
+                && std::fs::metadata(&path).is_ok_and(|m| m.len() >= total)
+            {
+                return Ok(Applied::Done);
+            }
             let part = dir.join(format!("{file}.part"));
             let f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&part)?;
             if off == 0 {
                 f.set_len(0)?;
             }
-            if f.metadata()?.len() != off {
-                return Ok(()); // a chunk of a generation already replaced
+            let len = f.metadata()?.len();
+            if len < off {
+                // Its start expired: asked for again.
+                return Ok(Applied::Gap { node, run, file });
+            }
+            if len > off {
+                return Ok(Applied::Done); // a chunk of a generation already replaced
             }
             f.write_all_at(payload, off)?;
             if off + payload.len() as u64 == total {
@@ -144,7 +164,7 @@ impl Mirror {
                 std::fs::rename(&part, &path)?;
                 self.note(&dir, &file);
             }
-            return Ok(());
+            return Ok(Applied::Done);
         }
         let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
         if reset && off == 0 {
@@ -152,13 +172,12 @@ impl Mirror {
         }
         let len = f.metadata()?.len();
         if len > off {
-            return Ok(()); // applied already
+            return Ok(Applied::Done); // applied already
         }
         if len < off {
-            bail!(
-                "{}: a chunk at {off} but the mirror has {len} bytes (a gap: the stream lost messages?)",
-                path.display()
-            );
+            // The chunks before it expired (retention) or were lost: the
+            // node is asked for the file whole; nothing is written meanwhile.
+            return Ok(Applied::Gap { node, run, file });
         }
         use std::io::{Seek, SeekFrom};
         f.seek(SeekFrom::Start(off))?;
@@ -166,7 +185,83 @@ impl Mirror {
         set_mtime(&f, mtime);
         drop(f);
         self.note(&dir, &file);
-        Ok(())
+        Ok(Applied::Done)
+    }
+
+    /// The runs of the mirror whose journal it lacks: `(node, run)`. Each
+    /// chunk of their journals expired, or never came: their nodes are
+    /// asked for all of their files again.
+    pub fn without_journal(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for id in self.reg.ids() {
+            let Some((node, run)) = id.split_once('.') else { continue };
+            let Ok(p) = self.reg.read(&id) else { continue };
+            if !names::valid_node(node) || !runwire::runs::valid_id(&p.slug) {
+                continue;
+            }
+            if !self.dir(node, run).join(format!("{}.jsonl", p.slug)).exists() {
+                out.push((node.to_string(), run.to_string()));
+            }
+        }
+        out
+    }
+}
+
+/// What a chunk did to the mirror.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    Done,
+    /// The file's earlier bytes are missing: nothing written.
+    Gap {
+        node: String,
+        run: String,
+        file: String,
+    },
+}
+
+/// The hub's requests to nodes to publish files again
+/// (`rwsync.<node>`), each at most every [`ASK_EVERY`] while wanted.
+#[derive(Default)]
+pub struct Asks {
+    last: std::collections::HashMap<(String, String, Option<String>), std::time::Instant>,
+    /// Said on stderr once each.
+    said: std::collections::HashSet<(String, String, Option<String>)>,
+    swept: Option<std::time::Instant>,
+}
+
+/// How often a hub asks again for a file it still lacks (its node may have
+/// been away when it asked).
+pub const ASK_EVERY: Duration = Duration::from_secs(5);
+
+impl Asks {
+    /// Whether the mirror's runs are due to be looked at for a missing journal.
+    fn sweep_due(&mut self) -> bool {
+        if self.swept.is_some_and(|t| t.elapsed() < ASK_EVERY) {
+            return false;
+        }
+        self.swept = Some(std::time::Instant::now());
+        true
+    }
+
+    /// Asks `node` for `run`'s `file` (all its files: `None`), unless asked
+    /// within [`ASK_EVERY`].
+    pub async fn ask(&mut self, client: &async_nats::Client, node: &str, run: &str, file: Option<&str>) {
+        let key = (node.to_string(), run.to_string(), file.map(str::to_string));
+        if self.last.get(&key).is_some_and(|t| t.elapsed() < ASK_EVERY) {
+            return;
+        }
+        self.last.retain(|_, t| t.elapsed() < ASK_EVERY);
+        let body = serde_json::json!({"run": run, "file": file}).to_string();
+        match client.publish(names::sync_subject(node), body.into()).await {
+            Ok(()) => {
+                if self.said.len() < 10_000 && self.said.insert(key.clone()) {
+                    let what = file.map_or_else(|| "its journal".to_string(), |f| f.to_string());
+                    crate::report(format!("mirror: run {run} of node {node}: {what} lacks its start: asked for again"));
+                }
+                self.last.insert(key, std::time::Instant::now());
+            }
+            Err(e) => crate::report(format!("mirror: {}: {e}", names::sync_subject(node))),
+        }
     }
 }
 
@@ -181,8 +276,9 @@ pub fn check_node_pointer(node: &str, run: &str, p: &Pointer) -> anyhow::Result<
 
 /// Runs the hub's mirror until the process is stopped.
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
-    let js = jetstream::new(client);
-    let files = crate::node::retry("bind", || async {
+    let js = crate::conn::hub_js(client.clone());
+    // Bound first (waiting, saying so, while the admin has not made it).
+    let _files = crate::node::retry("bind", || async {
         js.get_stream(names::FILES_STREAM)
             .await
             .map_err(|e| anyhow!("stream {}: {e} (an admin creates it: runwire-cluster setup)", names::FILES_STREAM))
@@ -197,7 +293,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let mirror = std::sync::Arc::new(Mirror::new(&o.home));
     let m2 = mirror.clone();
     let watcher = tokio::spawn(async move { watch_runs(runs, &m2).await });
-    let files_loop = follow_files(files, &mirror);
+    let files_loop = follow_files(client, js.clone(), &mirror);
     tokio::select! {
         r = files_loop => r,
         r = watcher => r.map_err(|e| anyhow!("{e}"))?,
@@ -248,409 +344,39 @@ async fn watch_runs(runs: kv::Store, mirror: &Mirror) -> anyhow::Result<()> {
     }
 }
 
-async fn follow_files(files: jetstream::stream::Stream, mirror: &Mirror) -> anyhow::Result<()> {
+async fn follow_files(client: async_nats::Client, js: jetstream::Context, mirror: &Mirror) -> anyhow::Result<()> {
+    let mut asks = Asks::default();
     let mut seq = mirror.load_seq();
     let mut saved = seq;
     let mut last_save = std::time::Instant::now();
+    let mut f = crate::follow::Follow::new(js, names::FILES_STREAM, seq);
     loop {
-        let policy = if seq == 0 {
-            consumer::DeliverPolicy::All
-        } else {
-            consumer::DeliverPolicy::ByStartSequence { start_sequence: seq + 1 }
-        };
-        let cfg = consumer::pull::OrderedConfig { deliver_policy: policy, ..Default::default() };
-        let consumer = match files.create_consumer(cfg).await {
-            Ok(c) => c,
-            Err(e) => {
-                crate::report(format!("stream {}: consumer: {e} (retrying)", names::FILES_STREAM));
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let mut msgs = match consumer.messages().await {
-            Ok(m) => m,
-            Err(e) => {
-                crate::report(format!("stream {}: messages: {e} (retrying)", names::FILES_STREAM));
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        loop {
-            let next = tokio::time::timeout(Duration::from_millis(500), msgs.next()).await;
-            match next {
-                Ok(Some(Ok(m))) => {
-                    let s = m.info().map(|i| i.stream_sequence).unwrap_or(seq + 1);
-                    if let Err(e) = mirror.chunk(m.subject.as_str(), m.headers.as_ref(), &m.payload) {
-                        crate::report(format!("mirror: {e:#}"));
-                    }
-                    seq = s;
+        match f.next(Duration::from_millis(500)).await {
+            Some(m) => {
+                match mirror.chunk(&m.subject, m.headers.as_ref(), &m.payload) {
+                    Ok(Applied::Done) => {}
+                    // The whole run: its other files' starts (the plan's, published
+                    // once) went with this one's, oldest first.
+                    Ok(Applied::Gap { node, run, .. }) => asks.ask(&client, &node, &run, None).await,
+                    Err(e) => crate::report(format!("mirror: {e:#}")),
                 }
-                Ok(Some(Err(e))) => {
-                    crate::report(format!("stream {}: {e} (resuming after {seq})", names::FILES_STREAM));
-                    break;
-                }
-                Ok(None) => break,
-                Err(_) => {} // quiet: save the position below
+                seq = f.pos;
             }
-            if seq != saved && last_save.elapsed() >= Duration::from_millis(500) {
-                if let Err(e) = mirror.save_seq(seq) {
-                    crate::report(format!("mirror: files.seq: {e}"));
-                }
-                saved = seq;
-                last_save = std::time::Instant::now();
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// The filters and resume point of `GET /runs/events`: the local feed's
-/// query, parsed by the same code.
-pub fn feed_query(query: &str) -> Result<(runwire::runs::feed::Filter, Option<u64>), String> {
-    runwire::serve::feed::query(query)
-}
-
-/// One event of `RUNWIRE_FEED` as a hub serves it: the node's feed line
-/// with `id` = its stream sequence first (as the local feed frames it),
-/// `runId` the hub's (`<node>.<run>`) and `node` added last; the rest as
-/// the node wrote it, in its order. `None` for a line that is not a JSON
-/// object.
-pub fn hub_event(node: &str, seq: u64, line: &[u8]) -> Option<String> {
-    let serde_json::Value::Object(o) = serde_json::from_slice(line).ok()? else { return None };
-    let text = std::str::from_utf8(line).ok()?.trim();
-    // Ids are plain characters: the key and its value appear as they are.
-    let rewritten = match o.get("runId") {
-        Some(serde_json::Value::String(r)) if runwire::runs::valid_id(r) => {
-            let old = format!("\"runId\":{}", serde_json::Value::from(r.as_str()));
-            let new = format!("\"runId\":{}", serde_json::Value::from(names::hub_run_id(node, r)));
-            (text.matches(&old).count() == 1).then(|| text.replacen(&old, &new, 1))
-        }
-        Some(_) => None,
-        None => Some(text.to_string()),
-    };
-    let body = match (rewritten, o.contains_key("id") || o.contains_key("node")) {
-        (Some(t), false) => t,
-        // Anything unusual: rebuilt (keys then sorted).
-        _ => {
-            let mut o = o;
-            o.remove("id");
-            if let Some(serde_json::Value::String(r)) = o.get("runId").cloned() {
-                o.insert("runId".into(), names::hub_run_id(node, &r).into());
-            }
-            serde_json::Value::Object(o).to_string()
-        }
-    };
-    let mut out = String::from_utf8(runwire::runs::feed::with_id(body.as_bytes(), seq)).ok()?;
-    out.pop(); // the closing brace
-    let sep = if out.ends_with('{') { "" } else { "," };
-    out.push_str(&format!("{sep}\"node\":{}}}", serde_json::Value::from(node)));
-    Some(out)
-}
-
-/// A message of `RUNWIRE_FEED`, as the fan-out keeps it.
-pub struct FeedMsg {
-    pub seq: u64,
-    pub subject: String,
-    pub payload: bytes::Bytes,
-}
-
-/// Messages the fan-out keeps for clients resuming from a recent point.
-pub const WINDOW_MSGS: usize = 8192;
-/// ... and at most these many payload bytes.
-pub const WINDOW_BYTES: usize = 16 * 1024 * 1024;
-/// Messages a client may be behind the live feed before it is dropped
-/// (told so; it resumes with its Last-Event-ID).
-pub const LIVE_QUEUE: usize = 4096;
-
-#[derive(Default)]
-struct FanState {
-    /// The last sequence the consumer delivered; `None` until it is bound.
-    pos: Option<u64>,
-    window: std::collections::VecDeque<std::sync::Arc<FeedMsg>>,
-    bytes: usize,
-}
-
-/// `GET /runs/events` at a hub for every client at once: ONE ordered
-/// consumer of `RUNWIRE_FEED` from the stream's end (as the hub starts),
-/// fanned out to any number of clients. A client resuming within the
-/// recent window (the last [`WINDOW_MSGS`] messages) is served from memory;
-/// from further back, it reads the stream itself up to the window, then
-/// joins. Each event's id is its stream sequence, so a client resumes at
-/// any hub of the cluster.
-pub struct Fanout {
-    js: jetstream::Context,
-    state: std::sync::Mutex<FanState>,
-    live: tokio::sync::broadcast::Sender<std::sync::Arc<FeedMsg>>,
-    bound: tokio::sync::watch::Sender<bool>,
-}
-
-impl Fanout {
-    /// The fan-out, its consumer following the stream from now on (and
-    /// rebinding after any failure, from where it was).
-    pub fn start(client: async_nats::Client) -> std::sync::Arc<Fanout> {
-        let (live, _) = tokio::sync::broadcast::channel(LIVE_QUEUE);
-        let (bound, _) = tokio::sync::watch::channel(false);
-        let f = std::sync::Arc::new(Fanout { js: jetstream::new(client), state: Default::default(), live, bound });
-        let f2 = f.clone();
-        tokio::spawn(async move { f2.follow().await });
-        f
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, FanState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    async fn follow(&self) {
-        let mut quiet = false;
-        loop {
-            let stream = match self.js.get_stream(names::FEED_STREAM).await {
-                Ok(s) => s,
-                Err(e) => {
-                    if !quiet {
-                        crate::report(format!("stream {}: {e} (retrying)", names::FEED_STREAM));
-                        quiet = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    continue;
-                }
-            };
-            let pos = match self.lock().pos {
-                Some(p) => p,
-                None => stream.cached_info().state.last_sequence,
-            };
-            let cfg = consumer::pull::OrderedConfig {
-                deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: pos + 1 },
-                ..Default::default()
-            };
-            let msgs = match stream.create_consumer(cfg).await {
-                Ok(c) => c.messages().await.map_err(|e| anyhow!("{e}")),
-                Err(e) => Err(anyhow!("{e}")),
-            };
-            let mut msgs = match msgs {
-                Ok(m) => m,
-                Err(e) => {
-                    if !quiet {
-                        crate::report(format!("stream {}: consumer: {e} (retrying)", names::FEED_STREAM));
-                        quiet = true;
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    continue;
-                }
-            };
-            quiet = false;
-            self.lock().pos.get_or_insert(pos);
-            self.bound.send_replace(true);
-            while let Some(m) = msgs.next().await {
-                let m = match m {
-                    Ok(m) => m,
-                    Err(e) => {
-                        crate::report(format!("stream {}: {e} (resuming)", names::FEED_STREAM));
-                        break;
-                    }
-                };
-                let Some(seq) = m.info().ok().map(|i| i.stream_sequence) else { continue };
-                let msg =
-                    std::sync::Arc::new(FeedMsg { seq, subject: m.subject.to_string(), payload: m.payload.clone() });
-                // Window and live queue under one lock: a client joining sees each message once.
-                let mut st = self.lock();
-                if st.pos.is_some_and(|p| seq <= p) {
-                    continue;
-                }
-                st.pos = Some(seq);
-                st.bytes += msg.payload.len();
-                st.window.push_back(msg.clone());
-                while st.window.len() > WINDOW_MSGS || st.bytes > WINDOW_BYTES {
-                    if let Some(old) = st.window.pop_front() {
-                        st.bytes -= old.payload.len();
-                    }
-                }
-                let _ = self.live.send(msg);
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// One client: the answer (400 for a resume point the stream does not
-    /// hold, 503 when the stream cannot be read), then after a 200 the SSE
-    /// frames from `since` (`None`: from now), a `ready` frame once caught
-    /// up (as the local feed does), until the sink fails. A client that
-    /// falls [`LIVE_QUEUE`] messages behind is ended with an error saying
-    /// so (it resumes with its Last-Event-ID).
-    pub async fn client(&self, query: &str, since: Option<u64>, out: &crate::channel::Sink) {
-        use crate::control::Answer;
-        let err = |status: u16, msg: &str| Answer::error(status, msg.to_string());
-        let (filter, q_since) = match feed_query(query) {
-            Ok(q) => q,
-            Err(m) => {
-                out.answer(&err(400, &m)).await;
-                return;
-            }
-        };
-        let since = since.or(q_since);
-        let info = async {
-            let mut bound = self.bound.subscribe();
-            bound.wait_for(|b| *b).await.map_err(|e| anyhow!("{e}"))?;
-            let mut s = self.js.get_stream(names::FEED_STREAM).await.map_err(|e| anyhow!("{e}"))?;
-            let (first, last) = {
-                let i = s.info().await.map_err(|e| anyhow!("{e}"))?;
-                (i.state.first_sequence, i.state.last_sequence)
-            };
-            Ok::<_, anyhow::Error>((s, first, last))
-        };
-        let (stream, first, last) = match tokio::time::timeout(Duration::from_secs(5), info).await {
-            Ok(Ok(x)) => x,
-            Ok(Err(e)) => {
-                out.answer(&err(503, &format!("stream {}: {e}", names::FEED_STREAM))).await;
-                return;
-            }
-            Err(_) => {
-                let m = format!("stream {}: the cluster did not answer within 5 s", names::FEED_STREAM);
-                {
-                    out.answer(&err(503, &m)).await;
-                    return;
-                };
-            }
-        };
-        let since = since.unwrap_or(last);
-        if since > last {
-            let m = format!("Last-Event-ID {since} is not an event id of this feed (its last is {last})");
-            {
-                out.answer(&err(400, &m)).await;
-                return;
-            };
-        }
-        if last > 0 && since + 1 < first {
-            let m = format!("Last-Event-ID {since}: the feed keeps events from {first} on (older ones expired)");
-            {
-                out.answer(&err(400, &m)).await;
-                return;
-            };
-        }
-        if !out.answer(&Answer { status: 200, body: String::new() }).await {
-            return;
-        }
-        let mut c = FeedClient { filter, pos: since, last, ready: false, out };
-        if since >= last && !c.ready().await {
-            return;
-        }
-        // Joined before anything is read: nothing the consumer delivers from now on is missed.
-        let (mut live, recent, fan_pos) = {
-            let st = self.lock();
-            let recent: Vec<_> = st.window.iter().filter(|m| m.seq > since).cloned().collect();
-            (self.live.subscribe(), recent, st.pos.unwrap_or(last))
-        };
-        let from_window = recent.first().map(|m| m.seq).unwrap_or(fan_pos + 1);
-        // Older than the window: read from the stream up to it.
-        if c.pos + 1 < from_window {
-            let cfg = consumer::pull::OrderedConfig {
-                deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: c.pos + 1 },
-                ..Default::default()
-            };
-            let mut msgs = match stream.create_consumer(cfg).await {
-                Ok(cons) => match cons.messages().await {
-                    Ok(m) => m,
-                    Err(e) => {
-                        out.end(Some(format!("stream {}: {e}", names::FEED_STREAM))).await;
-                        return;
-                    }
-                },
-                Err(e) => {
-                    out.end(Some(format!("stream {}: {e}", names::FEED_STREAM))).await;
-                    return;
-                }
-            };
-            while c.pos + 1 < from_window {
-                // A gap (messages removed) ends the catch-up: the window follows.
-                let m = match tokio::time::timeout(Duration::from_secs(2), msgs.next()).await {
-                    Ok(Some(Ok(m))) => m,
-                    Ok(Some(Err(e))) => {
-                        out.end(Some(format!("stream {}: {e}", names::FEED_STREAM))).await;
-                        return;
-                    }
-                    _ => break,
-                };
-                let Some(seq) = m.info().ok().map(|i| i.stream_sequence) else { continue };
-                let msg = FeedMsg { seq, subject: m.subject.to_string(), payload: m.payload.clone() };
-                if !c.send(&msg).await {
-                    return;
+            None if asks.sweep_due() => {
+                // Quiet, caught up: runs whose journal never came are asked for.
+                for (node, run) in mirror.without_journal() {
+                    asks.ask(&client, &node, &run, None).await;
                 }
             }
+            None => {}
         }
-        for m in &recent {
-            if !c.send(m).await {
-                return;
+        if seq != saved && last_save.elapsed() >= Duration::from_millis(500) {
+            if let Err(e) = mirror.save_seq(seq) {
+                crate::report(format!("mirror: files.seq: {e}"));
             }
+            saved = seq;
+            last_save = std::time::Instant::now();
         }
-        loop {
-            match live.recv().await {
-                Ok(m) => {
-                    if !c.send(&m).await {
-                        return;
-                    }
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    let why = format!("this client fell {n} events behind the feed and was dropped: reconnect with its Last-Event-ID ({})", c.pos);
-                    out.end(Some(why)).await;
-                    return;
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                    out.end(Some("the hub's feed consumer ended".into())).await;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// One feed client's position and filter.
-struct FeedClient<'a> {
-    filter: runwire::runs::feed::Filter,
-    pos: u64,
-    /// The stream's last sequence as it arrived: `ready` once there.
-    last: u64,
-    ready: bool,
-    out: &'a crate::channel::Sink,
-}
-
-impl FeedClient<'_> {
-    async fn ready(&mut self) -> bool {
-        self.ready = true;
-        let id = self.pos;
-        self.out
-            .data(format!("event: ready\nid: {id}\ndata: {{\"type\":\"ready\",\"id\":{id}}}\n\n").into_bytes())
-            .await
-    }
-
-    /// A message after the client's position, as its frame (filtered).
-    async fn send(&mut self, m: &FeedMsg) -> bool {
-        if m.seq <= self.pos {
-            return true;
-        }
-        self.pos = m.seq;
-        let seq = m.seq;
-        let node = m.subject.strip_prefix("rwfeed.").filter(|n| names::valid_node(n));
-        // A hub's `node` event (spec/CLUSTER.md, "Nodes"): as published, its id the sequence.
-        let liveness = m.subject.strip_prefix("rwnode.").filter(|n| names::valid_node(n)).and_then(|_| {
-            let v: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
-            (v.get("type")? == "node").then(|| String::from_utf8(runwire::runs::feed::with_id(&m.payload, seq)).ok())?
-        });
-        let frame = match liveness.or_else(|| node.and_then(|n| hub_event(n, seq, &m.payload))) {
-            Some(json) => self.filter.matches(json.as_bytes()).then(|| format!("id: {seq}\ndata: {json}\n\n")),
-            None => {
-                let ev = serde_json::json!({"type": "skipped", "id": seq, "size": m.payload.len(),
-                    "error": "not_an_event", "message": format!("message {seq} of {} is not a feed event", m.subject)});
-                Some(format!("event: skipped\nid: {seq}\ndata: {ev}\n\n"))
-            }
-        };
-        if let Some(f) = frame {
-            if !self.out.data(f.into_bytes()).await {
-                return false;
-            }
-        }
-        if !self.ready && self.pos >= self.last {
-            return self.ready().await;
-        }
-        true
     }
 }
 
@@ -664,23 +390,6 @@ mod tests {
             h.insert(*k, *v);
         }
         h
-    }
-
-    #[test]
-    fn feed_events_get_the_sequence_the_hubs_run_id_and_the_node() {
-        let ev = hub_event("n1", 42, br#"{"type":"run","runId":"ab--x.y","status":"done"}"#).unwrap();
-        assert_eq!(ev, r#"{"id":42,"type":"run","runId":"n1.ab--x.y","status":"done","node":"n1"}"#);
-        // An odd line is rebuilt: still the sequence, the hub's id and the node.
-        let ev = hub_event("n1", 3, br#"{"id":7, "runId" : "r", "b":1}"#).unwrap();
-        assert_eq!(ev, r#"{"id":3,"b":1,"runId":"n1.r","node":"n1"}"#);
-        assert_eq!(hub_event("n1", 5, b"{}").unwrap(), r#"{"id":5,"node":"n1"}"#);
-        assert!(hub_event("n1", 1, b"[1]").is_none() && hub_event("n1", 1, b"nope").is_none());
-        let (f, since) = feed_query("run=n1.a%2Eb,n2.c&type=ended&since=9&token=x").unwrap();
-        assert_eq!(
-            (f.runs, f.types, since),
-            (vec!["n1.a.b".to_string(), "n2.c".into()], vec!["ended".to_string()], Some(9))
-        );
-        assert!(feed_query("type=bogus").is_err() && feed_query("what=1").is_err() && feed_query("since=x").is_err());
     }
 
     #[test]
@@ -778,8 +487,10 @@ mod tests {
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1")])), b"one\n").unwrap();
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "4")])), b"two\n").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
-        // A gap is an error, and writes nothing.
-        assert!(m.chunk(&s, Some(&headers(&[("Rw-Offset", "100")])), b"x").is_err());
+        // A gap writes nothing, and says which file (asked for again).
+        let gap = m.chunk(&s, Some(&headers(&[("Rw-Offset", "100")])), b"x").unwrap();
+        assert_eq!(gap, Applied::Gap { node: "n1".into(), run: "ab--x.y".into(), file: "x.y.t.log".into() });
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
         // A new generation (reset) replaces the file.
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1"), ("Rw-Mtime", "1000000000000")])), b"new")
             .unwrap();
@@ -793,6 +504,20 @@ mod tests {
         assert!(!ppath.exists());
         m.chunk(&plan, Some(&headers(&[("Rw-Offset", "3"), ("Rw-Whole", "6")])), b"def").unwrap();
         assert_eq!(std::fs::read(&ppath).unwrap(), b"abcdef");
+        // Published again whole for a hub that lacked the log: this mirror has it, and keeps it.
+        let again = [("Rw-Offset", "0"), ("Rw-Whole", "3"), ("Rw-Republish", "1"), ("Rw-Gen", "7")];
+        assert_eq!(m.chunk(&s, Some(&headers(&again)), b"xyz").unwrap(), Applied::Done);
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        // A mirror that lacks it gets it whole, then the appends after it.
+        let log2 = names::file_subject("n1", "ab--x.y", "x.y.u.log");
+        let path2 = m.dir("n1", "ab--x.y").join("x.y.u.log");
+        assert!(matches!(m.chunk(&log2, Some(&headers(&[("Rw-Offset", "3")])), b"d").unwrap(), Applied::Gap { .. }));
+        assert!(m.chunk(&log2, Some(&headers(&again)), b"abc").is_ok());
+        m.chunk(&log2, Some(&headers(&[("Rw-Offset", "3"), ("Rw-Gen", "7")])), b"d").unwrap();
+        assert_eq!(std::fs::read(&path2).unwrap(), b"abcd");
+        // A tombstone (the run removed at its node) removes the file.
+        m.chunk(&log2, Some(&headers(&[("Rw-Removed", "1"), ("Nats-Rollup", "sub")])), b"").unwrap();
+        assert!(!path2.exists() && path.exists());
         // Subjects that are not paths are refused.
         assert!(m.chunk("rwfile.n1.run.=2E=2E", Some(&headers(&[("Rw-Offset", "0")])), b"x").is_err());
         std::fs::remove_dir_all(&tmp).unwrap();

@@ -12,7 +12,7 @@
 //! are forgotten, at most [`MAX_KEYS`] are kept, and the file is rewritten
 //! (atomically) when most of its lines are forgotten ones.
 
-use crate::control::Answer;
+use crate::forward::Answer;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;

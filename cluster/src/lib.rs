@@ -7,13 +7,16 @@
 
 pub mod channel;
 pub mod conn;
-pub mod control;
+pub mod fanout;
+pub mod follow;
+pub mod forward;
 pub mod hub;
 pub mod keys;
 pub mod liveness;
 pub mod names;
 pub mod node;
 pub mod setup;
+mod wake;
 
 /// The binary's name, first in every message.
 pub const BIN: &str = "runwire-cluster";

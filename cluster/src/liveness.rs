@@ -90,7 +90,7 @@ fn holder_id(home: &Path) -> std::io::Result<String> {
         }
     }
     std::fs::create_dir_all(path.parent().unwrap_or(home))?;
-    let id = crate::control::new_key();
+    let id = crate::forward::new_key();
     // Two sidecars of one home starting at once: the first file written wins.
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     std::fs::write(&tmp, format!("{id}\n"))?;

@@ -1,13 +1,13 @@
 //! `runwire-cluster`: the cluster sidecar (spec/CLUSTER.md).
 //!
 //! Exit codes: 0 stopped by SIGINT/SIGTERM (node, hub) or done (setup,
-//! control, nodes, lease); 2 usage, or the node's name is held by another
+//! control, nodes, lease); 2 usage (also: setup's --replicas 1 on a cluster of several servers without --allow-single-replica), or the node's name is held by another
 //! machine (node, lease); 3 the cluster cannot be reached or lacks its
 //! streams and buckets (one-shot commands: node and hub wait for them).
 
 use clap::{Parser, Subcommand};
 use runwire::util::cli::Exit;
-use runwire_cluster::{channel, conn, control, hub, liveness, names, node, report, setup};
+use runwire_cluster::{channel, conn, fanout, forward, hub, liveness, names, node, report, setup};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -32,12 +32,33 @@ enum Cmd {
     Setup {
         #[command(flatten)]
         conn: conn::Conn,
-        /// Replicas of each stream and bucket (1 to 5; 3 for a 3-server cluster).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
-        replicas: u8,
-        /// Days the streams keep messages (0: until removed).
+        /// Replicas of each stream and bucket, 1 to 5 (default: the cluster's size, at most 5).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=5))]
+        replicas: Option<u8>,
+        /// Allow --replicas 1 on a cluster of several servers (the streams then live on one
+        /// server, and go with it).
+        #[arg(long)]
+        allow_single_replica: bool,
+        /// Days the streams keep messages (0: until removed); --feed-max-age-days and
+        /// --files-max-age-days set one stream's.
         #[arg(long, value_name = "DAYS", default_value_t = 30)]
         max_age_days: u64,
+        /// Days RUNWIRE_FEED keeps its events (default --max-age-days).
+        #[arg(long, value_name = "DAYS")]
+        feed_max_age_days: Option<u64>,
+        /// Days RUNWIRE_FILES keeps the runs' files (default --max-age-days).
+        #[arg(long, value_name = "DAYS")]
+        files_max_age_days: Option<u64>,
+        /// Seconds instead of days, for both streams (tests; overrides the days).
+        #[arg(long, value_name = "SECONDS", hide = true)]
+        max_age_secs: Option<u64>,
+        /// Bytes RUNWIRE_FEED keeps (0: no limit); the oldest events go first.
+        #[arg(long, value_name = "BYTES", default_value_t = 0)]
+        feed_max_bytes: u64,
+        /// Bytes RUNWIRE_FILES keeps (0: no limit); the oldest chunks go first, and a hub that
+        /// misses a file's start asks its node to publish the file again, whole.
+        #[arg(long, value_name = "BYTES", default_value_t = 0)]
+        files_max_bytes: u64,
     },
     /// Publish this machine's harness home (runs, feed, task logs) to the cluster, until stopped.
     Node {
@@ -224,17 +245,35 @@ fn main() -> ExitCode {
         let client = conn::connect(&conn, &format!("runwire {what}"), wait).await?;
         let work = async {
             match cli.cmd {
-                Cmd::Setup { replicas, max_age_days, .. } => {
+                Cmd::Setup {
+                    replicas,
+                    allow_single_replica,
+                    max_age_days,
+                    feed_max_age_days,
+                    files_max_age_days,
+                    max_age_secs,
+                    feed_max_bytes,
+                    files_max_bytes,
+                    ..
+                } => {
+                    let size = setup::cluster_size(&client.server_info());
+                    let replicas = setup::replicas(replicas.map(usize::from), size, allow_single_replica)
+                        .map_err(|e| UsageError(format!("{e:#}")))?;
+                    let age = |days: Option<u64>| match max_age_secs {
+                        Some(s) => Duration::from_secs(s),
+                        None => Duration::from_secs(days.unwrap_or(max_age_days) * 86_400),
+                    };
                     let o = setup::Opts {
-                        replicas: replicas as usize,
-                        max_age: Duration::from_secs(max_age_days * 86_400),
+                        replicas,
+                        feed: setup::Limits { max_age: age(feed_max_age_days), max_bytes: feed_max_bytes },
+                        files: setup::Limits { max_age: age(files_max_age_days), max_bytes: files_max_bytes },
                     };
                     setup::run(client, o).await
                 }
                 Cmd::Node { node, home, poll_ms, heartbeat_ms, local, local_token_file, channel, .. } => {
                     let home = home.unwrap_or_else(runwire::runs::harness_home);
                     if let Some(addr) = local {
-                        let local = control::Local { addr, token_file: local_token_file, home: home.clone() };
+                        let local = forward::Local { addr, token_file: local_token_file, home: home.clone() };
                         let (c, n, url) = (client.clone(), node.clone(), conn.url.clone());
                         tokio::spawn(async move {
                             // What the servers require is known once connected.
@@ -251,7 +290,7 @@ fn main() -> ExitCode {
                                      credentials on a cluster that requires them."
                                 ));
                             }
-                            if let Err(e) = control::serve(c, n, local).await {
+                            if let Err(e) = forward::serve(c, n, local).await {
                                 report(format!("control: {e:#}"));
                             }
                         });
@@ -276,8 +315,10 @@ fn main() -> ExitCode {
                     let o = hub::Opts { home: home.unwrap_or_else(runwire::runs::harness_home) };
                     tokio::spawn(liveness::watch(client.clone(), o.home.clone()));
                     if channel {
-                        let role =
-                            channel::Role::Hub { client: client.clone(), fanout: hub::Fanout::start(client.clone()) };
+                        let role = channel::Role::Hub {
+                            client: client.clone(),
+                            fanout: fanout::Fanout::start(client.clone()),
+                        };
                         let pipe = channel::serve(role, tokio::io::stdin(), tokio::io::stdout());
                         tokio::select! {
                             r = hub::run(client, o) => r,
@@ -300,7 +341,7 @@ fn main() -> ExitCode {
                 }
                 Cmd::Feed { query, since, .. } => {
                     let (sink, done) = channel::Sink::text(tokio::io::stdout());
-                    hub::Fanout::start(client).client(&query, since, &sink).await;
+                    fanout::Fanout::start(client).client(&query, since, &sink).await;
                     drop(sink);
                     let _ = done.await;
                     Ok(())
@@ -309,7 +350,7 @@ fn main() -> ExitCode {
                     let body = if body == "-" {
                         let mut b = Vec::new();
                         tokio::io::AsyncReadExt::read_to_end(
-                            &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), control::MAX_BODY as u64 + 1),
+                            &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), forward::MAX_BODY as u64 + 1),
                             &mut b,
                         )
                         .await
@@ -318,28 +359,28 @@ fn main() -> ExitCode {
                     } else {
                         body.into_bytes()
                     };
-                    let c = control::Command {
+                    let c = forward::Command {
                         node,
                         path,
                         body,
-                        key: id.unwrap_or_else(control::new_key),
+                        key: id.unwrap_or_else(forward::new_key),
                         actor: "runwire-cluster control".into(),
                         budget: Duration::from_millis(timeout_ms),
                     };
-                    let a = control::command(&client, &c).await;
+                    let a = forward::command(&client, &c).await;
                     println!("{}", serde_json::to_string(&a)?);
                     Ok(())
                 }
                 Cmd::Agui { node, timeout_ms, .. } => {
                     let mut body = String::new();
                     tokio::io::AsyncReadExt::read_to_string(
-                        &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), control::MAX_AGUI_BODY as u64 + 1),
+                        &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), forward::MAX_AGUI_BODY as u64 + 1),
                         &mut body,
                     )
                     .await
                     .map_err(|e| anyhow::anyhow!("stdin: {e}"))?;
                     let (sink, done) = channel::Sink::text(tokio::io::stdout());
-                    let r = control::forward_agui(
+                    let r = forward::forward_agui(
                         &client,
                         &node,
                         body,
@@ -367,7 +408,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => Exit::Ok.into(),
         // Another machine holds the node's name.
-        Err(e) if e.is::<liveness::Refused>() => {
+        Err(e) if e.is::<liveness::Refused>() || e.is::<UsageError>() => {
             report(format!("{e:#}"));
             Exit::Usage.into()
         }
@@ -377,6 +418,18 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// A usage error found once connected (exit 2), e.g. setup's replicas.
+#[derive(Debug)]
+struct UsageError(String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
 
 /// SIGINT or SIGTERM.
 async fn stopped() {

@@ -15,6 +15,15 @@ pub const FILES_STREAM: &str = "RUNWIRE_FILES";
 pub const RUNS_BUCKET: &str = "runwire-runs";
 /// The KV bucket of node heartbeats: key `<node>`.
 pub const NODES_BUCKET: &str = "runwire-nodes";
+/// The KV bucket of AG-UI threads' nodes: key [`thread_key`], value the
+/// node's name, so any hub continues a thread another hub started.
+pub const THREADS_BUCKET: &str = "runwire-threads";
+
+/// The KV key of an AG-UI thread: 32 hex characters of the SHA-256 of its
+/// id (a thread id is the client's: any characters, any length).
+pub fn thread_key(thread: &str) -> String {
+    runwire::runs::sha256::hex(thread.as_bytes())[..32].to_string()
+}
 
 /// Headers carried by the cluster's messages.
 pub mod header {
@@ -30,6 +39,23 @@ pub mod header {
     pub const RESET: &str = "Rw-Reset";
     /// File chunks of a file published whole (the plan): its total size.
     pub const WHOLE: &str = "Rw-Whole";
+    /// File chunks published again at a hub's request (`rwsync.<node>`),
+    /// and every chunk after them: the republish's generation (ms since
+    /// the epoch), in the message ids too, so the duplicate window does not
+    /// drop them as the chunks they repeat.
+    pub const GEN: &str = "Rw-Gen";
+    /// A file published again whole at a hub's request: a hub that has it
+    /// already (at least this long) keeps its copy.
+    pub const REPUBLISH: &str = "Rw-Republish";
+    /// The tombstone of a file whose run was removed at its node (`runs
+    /// rm`): one empty message rolling up the file's subject.
+    pub const REMOVED: &str = "Rw-Removed";
+}
+
+/// The subject on which a node takes a hub's requests to publish files
+/// again: `{"run": RUN}` (all its files) or `{"run": RUN, "file": FILE}`.
+pub fn sync_subject(node: &str) -> String {
+    format!("rwsync.{node}")
 }
 
 /// Whether `s` is a valid node name: `[A-Za-z0-9_-]`, 1 to 64 bytes.

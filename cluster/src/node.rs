@@ -30,11 +30,11 @@
 //! files are published from the position on.
 
 use crate::names::{self, header};
+use crate::wake::{Dirty, Wake};
 use anyhow::{anyhow, Context as _};
 use async_nats::jetstream::{self, kv, stream::Stream};
 use async_nats::HeaderMap;
 use bytes::Bytes;
-use nix::sys::inotify::AddWatchFlags;
 use runwire::runs::feed::{Cursor, Extender, Line, Scope};
 use runwire::runs::registry::{Pointer, Registry};
 use runwire::runs::safe;
@@ -44,7 +44,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The node's settings.
@@ -63,6 +62,9 @@ struct Track {
     /// Bytes published (an append-only file), or the size published whole.
     off: u64,
     mtime: i64,
+    /// The generation of its message ids: 0, or the time of the last
+    /// republish a hub asked for (`Rw-Gen`).
+    gen: u64,
 }
 
 /// What the node knows of one run.
@@ -95,6 +97,12 @@ pub struct Node {
     noted: BTreeSet<String>,
     /// inotify (`None`: none to be had; every round is a full one).
     wake: Option<Wake>,
+    /// File chunks sent, their acknowledgements not yet awaited.
+    pending: Vec<(String, async_nats::jetstream::context::PublishAckFuture)>,
+    pending_bytes: usize,
+    /// Files hubs asked to have published again, whole: `(run, None)` for
+    /// all of a run's files (`rwsync.<node>`).
+    republish: BTreeSet<(String, Option<String>)>,
 }
 
 fn note(noted: &mut BTreeSet<String>, msg: String) {
@@ -148,6 +156,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         }
     });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut asks = sync_requests(&client, &o.node).await;
     // Watching starts before the first round reads anything, so no change falls between.
     let wake = match Wake::start(&o.home, tx) {
         Ok(w) => Some(w),
@@ -170,6 +179,9 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         feed_pos: None,
         state: HashMap::new(),
         noted: BTreeSet::new(),
+        republish: BTreeSet::new(),
+        pending: Vec::new(),
+        pending_bytes: 0,
     };
     let mut failing: Option<String> = None;
     let mut full_at = Instant::now();
@@ -178,15 +190,21 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         if Instant::now() >= full_at || n.wake.is_none() {
             d.all = true;
         } else {
-            match tokio::time::timeout_at(full_at.into(), rx.recv()).await {
-                Ok(Some(t)) => n.absorb(t, &mut d),
-                // The waking thread is gone, or the safety net is due.
-                Ok(None) | Err(_) => d.all = true,
+            tokio::select! {
+                t = tokio::time::timeout_at(full_at.into(), rx.recv()) => match t {
+                    Ok(Some(t)) => n.absorb(t, &mut d),
+                    // The waking thread is gone, or the safety net is due.
+                    Ok(None) | Err(_) => d.all = true,
+                },
+                Some(ask) = asks.recv() => n.ask(ask, &mut d),
             }
         }
         // Whatever else came meanwhile, in the same round.
         while let Ok(t) = rx.try_recv() {
             n.absorb(t, &mut d);
+        }
+        while let Ok(ask) = asks.try_recv() {
+            n.ask(ask, &mut d);
         }
         if d.all {
             full_at = Instant::now() + n.o.poll;
@@ -248,11 +266,62 @@ where
     }
 }
 
+/// A hub's request to publish files again (`rwsync.<node>`), checked:
+/// `(run, file)`, `None` for every file of the run.
+pub type Ask = (String, Option<String>);
+
+/// The hubs' requests to publish files again, as they come: a hub that
+/// finds a gap in a file (its first chunks expired) asks for it whole.
+/// Core NATS, no reply: a request lost while the node is away is asked
+/// again by the hub.
+async fn sync_requests(client: &async_nats::Client, node: &str) -> tokio::sync::mpsc::UnboundedReceiver<Ask> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let subject = names::sync_subject(node);
+    let sub =
+        retry("subscribe", || async { client.subscribe(subject.clone()).await.map_err(|e| anyhow!("{subject}: {e}")) })
+            .await;
+    tokio::spawn(async move {
+        let mut sub = sub;
+        while let Some(m) = futures_util::StreamExt::next(&mut sub).await {
+            if let Some(ask) = parse_ask(&m.payload) {
+                if tx.send(ask).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// `{"run": RUN}` or `{"run": RUN, "file": FILE}`: `None` for anything else
+/// (ids and file names checked, as the hub checks what it mirrors).
+pub fn parse_ask(payload: &[u8]) -> Option<Ask> {
+    let v: Value = serde_json::from_slice(payload).ok()?;
+    let run = v.get("run")?.as_str()?;
+    if !runwire::runs::valid_id(run) {
+        return None;
+    }
+    let file = match v.get("file") {
+        None | Some(Value::Null) => None,
+        Some(f) => Some(f.as_str().filter(|f| names::valid_file(f))?.to_string()),
+    };
+    Some((run.to_string(), file))
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 impl Node {
+    /// A hub's request: the run looked at this round, the file (or all of
+    /// the run's) published again whole.
+    fn ask(&mut self, ask: Ask, d: &mut Dirty) {
+        if self.reg.path(&ask.0).exists() {
+            d.runs.insert(ask.0.clone());
+            self.republish.insert(ask);
+        }
+    }
+
     fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
         if let Some(w) = &mut self.wake {
             w.absorb(t, d);
@@ -274,6 +343,7 @@ impl Node {
             ids.iter().filter(|id| self.state.contains_key(*id) && !self.reg.path(id).exists()).cloned().collect()
         };
         for id in gone {
+            self.remove_files(&id).await?;
             self.runs
                 .delete(names::run_key(&self.o.node, &id))
                 .await
@@ -286,11 +356,67 @@ impl Node {
         Ok(())
     }
 
+    /// A run removed here (`runs rm`, prune): each of its files in the
+    /// stream replaced by one empty tombstone (`Nats-Rollup: sub`, on the
+    /// node's own subjects: nodes may not purge), so a hub started later
+    /// does not rebuild it.
+    async fn remove_files(&mut self, run: &str) -> anyhow::Result<()> {
+        use futures_util::TryStreamExt;
+        let prefix = format!("rwfile.{}.{}.", self.o.node, names::token(run));
+        let mut subjects = Vec::new();
+        let mut info =
+            self.files.info_with_subjects(format!("{prefix}*")).await.map_err(|e| anyhow!("{prefix}*: {e}"))?;
+        while let Some((subject, _)) = info.try_next().await.map_err(|e| anyhow!("{prefix}*: {e}"))? {
+            subjects.push(subject);
+        }
+        subjects.sort();
+        for subject in subjects {
+            let Some((_, _, file)) = names::parse_file_subject(&subject) else { continue };
+            let mut h = HeaderMap::new();
+            h.insert(async_nats::header::NATS_ROLLUP, "sub");
+            h.insert(header::REMOVED, "1");
+            let id = format!("{}/{run}/{file}/removed/{}", self.o.node, now_ms());
+            self.publish(subject.clone(), id, h, Bytes::new()).await?;
+        }
+        self.tracks.retain(|s, _| !s.starts_with(&prefix));
+        Ok(())
+    }
+
     async fn publish(&self, subject: String, msg_id: String, mut h: HeaderMap, payload: Bytes) -> anyhow::Result<()> {
         h.insert(async_nats::header::NATS_MESSAGE_ID, msg_id.as_str());
         let ack =
             self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
         ack.await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        Ok(())
+    }
+
+    /// A file chunk sent without waiting for its acknowledgement: a run's
+    /// chunks (its arrival times, then its log, ...) go out back to back,
+    /// and [`Node::flush`] waits for them all, before the feed events that
+    /// name them. Lines that arrive in a burst thus cost one round trip to
+    /// the replicas per round, not one per file or chunk. A chunk that
+    /// fails fails the round: the positions are read back from the
+    /// cluster, and what was stored is dropped as a duplicate (its id).
+    async fn send(&mut self, subject: String, msg_id: String, mut h: HeaderMap, payload: Bytes) -> anyhow::Result<()> {
+        h.insert(async_nats::header::NATS_MESSAGE_ID, msg_id.as_str());
+        let n = payload.len();
+        let ack =
+            self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        self.pending.push((subject, ack));
+        self.pending_bytes += n;
+        // Memory stays bounded: at most this much unacknowledged.
+        if self.pending.len() >= 64 || self.pending_bytes >= 8 << 20 {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every chunk sent to be acknowledged.
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        self.pending_bytes = 0;
+        for (subject, ack) in std::mem::take(&mut self.pending) {
+            ack.await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        }
         Ok(())
     }
 
@@ -384,6 +510,17 @@ impl Node {
     }
 
     async fn sync_run(&mut self, run: &str) -> anyhow::Result<()> {
+        let r = self.sync_run_files(run).await;
+        // Acknowledged before anything names them (the feed, the next run).
+        let f = self.flush().await;
+        r?;
+        f?;
+        // What hubs asked of this run is done.
+        self.republish.retain(|(r, _)| r != run);
+        Ok(())
+    }
+
+    async fn sync_run_files(&mut self, run: &str) -> anyhow::Result<()> {
         let p = match self.reg.read(run) {
             Ok(p) => p,
             Err(e) if e.absent => return Ok(()),
@@ -454,6 +591,7 @@ impl Node {
                         _ => off,
                     },
                     mtime: hdr(h, header::MTIME).unwrap_or(0),
+                    gen: hdr(h, header::GEN).unwrap_or(0),
                 })
             }
             Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => Ok(Track::default()),
@@ -488,7 +626,18 @@ impl Node {
         let ino = st.st_ino;
         let mtime = st.st_mtime * 1_000_000_000 + st.st_mtime_nsec;
         let size = (st.st_size.max(0) as u64).min(limit.unwrap_or(u64::MAX));
-        let (start, reset) = if whole {
+        // Asked for by a hub, or a republish that did not reach its end:
+        // the file again, whole, in a new generation of ids.
+        let again = self.republish.contains(&(run.to_string(), Some(name.to_string())))
+            || self.republish.contains(&(run.to_string(), None))
+            || (!whole && track.off == u64::MAX);
+        if again {
+            track.gen = now_ms().max(track.gen + 1);
+        }
+        let whole_now = whole || again;
+        let (start, reset) = if again {
+            (0, true)
+        } else if whole {
             if track.ino == ino && track.off == size && track.mtime == mtime {
                 self.tracks.insert(subject, track);
                 return Ok(());
@@ -510,7 +659,7 @@ impl Node {
         while off < size || (first && reset) {
             let want = ((size - off) as usize).min(self.chunk);
             let n = read_full(&file, &mut buf[..want], off).with_context(|| format!("run {run}: {name}"))?;
-            if n < want && !whole {
+            if n < want && !whole_now {
                 // Shorter than it was a moment ago: published again from 0 next round.
                 break;
             }
@@ -521,177 +670,40 @@ impl Node {
             if first && reset {
                 h.insert(header::RESET, "1");
             }
-            if whole {
+            if whole_now {
                 h.insert(header::WHOLE, size.to_string().as_str());
             }
+            // An append-only file (not the plan, rewritten whole: always applied).
+            if again && !whole {
+                h.insert(header::REPUBLISH, "1");
+            }
+            if track.gen > 0 {
+                h.insert(header::GEN, track.gen.to_string().as_str());
+            }
             // A file published whole again keeps its inode: its generation is its mtime.
-            let gen = if whole { format!("{ino}.{mtime}") } else { ino.to_string() };
+            let mut gen = if whole { format!("{ino}.{mtime}") } else { ino.to_string() };
+            // Published again at a hub's request (and what follows): ids of their own.
+            if track.gen > 0 {
+                gen.push_str(&format!(".g{}", track.gen));
+            }
             let mut id = format!("{}/{run}/{name}/{gen}/{off}", self.o.node);
             // The first chunk of a generation of an appended file is told
             // apart by its mtime: an empty file published, then its first
             // bytes, or a file truncated in place, would otherwise repeat an
             // id the duplicate window drops.
-            if first && reset && !whole {
+            if first && reset && !whole_now {
                 id.push_str(&format!("/reset.{mtime}"));
             }
-            self.publish(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
+            self.send(subject.clone(), id, h, Bytes::copy_from_slice(&buf[..n])).await?;
             off += n as u64;
             first = false;
-            track = Track { ino, off, mtime };
+            track = Track { ino, off, mtime, gen: track.gen };
             self.tracks.insert(subject.clone(), track);
             if n == 0 {
                 break;
             }
         }
         Ok(())
-    }
-}
-
-/// What wakes the node: inotify (the crate's one watcher, `runwire::util::watch`)
-/// on the registry, the feed's directory and every run's runstate
-/// directory, so a line an agent writes is published at once, not at the
-/// next look. A full look every `--poll-ms` stays as the safety net
-/// (directories not there yet, a lost event).
-struct Wake {
-    hub: Arc<watch::Hub>,
-    signal: Arc<watch::Signal>,
-    _fixed: Vec<watch::Sub>,
-    /// Runstate directories by their subscription's tag.
-    dirs: HashMap<u64, (PathBuf, watch::Sub)>,
-    by_dir: HashMap<PathBuf, u64>,
-    /// The runs of each runstate directory: `(slug, run)`.
-    runs_in: HashMap<PathBuf, BTreeSet<(String, String)>>,
-    next: u64,
-}
-
-/// What a round looks at.
-#[derive(Debug, Default)]
-struct Dirty {
-    /// Every registered run (the first round, the safety net, an overflow).
-    all: bool,
-    /// These runs' files.
-    runs: BTreeSet<String>,
-}
-
-/// Subscription tags: the registry, the feed; runstate directories count up from `FIRST_DIR`.
-const REG: u64 = 1;
-const FEED: u64 = 2;
-const FIRST_DIR: u64 = 3;
-
-/// A runstate directory: files appearing, written, closed or renamed in.
-const RUN_DIR: AddWatchFlags = AddWatchFlags::IN_MODIFY
-    .union(AddWatchFlags::IN_CLOSE_WRITE)
-    .union(AddWatchFlags::IN_CREATE)
-    .union(AddWatchFlags::IN_MOVED_TO)
-    .union(AddWatchFlags::IN_ONLYDIR);
-
-/// The registry: pointers written (by rename), removed.
-const REG_DIR: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
-    .union(AddWatchFlags::IN_CLOSE_WRITE)
-    .union(AddWatchFlags::IN_DELETE)
-    .union(AddWatchFlags::IN_MOVED_FROM)
-    .union(AddWatchFlags::IN_ONLYDIR);
-
-impl Wake {
-    /// Watches the registry and the feed's directory; the events go to `tx`
-    /// from a thread of their own (the watcher's waits block).
-    fn start(home: &Path, tx: tokio::sync::mpsc::UnboundedSender<watch::Taken>) -> std::io::Result<Wake> {
-        let reg = Registry::at(home);
-        let feed = runwire::runs::feed::Paths::at(home);
-        std::fs::create_dir_all(&reg.dir)?;
-        std::fs::create_dir_all(&feed.dir)?;
-        let hub = watch::Hub::global()?;
-        let signal = watch::Signal::recording();
-        let fixed = vec![
-            hub.watch(&reg.dir, REG_DIR, &signal, REG)?,
-            hub.watch(&feed.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &signal, FEED)?,
-        ];
-        let s = signal.clone();
-        std::thread::Builder::new().name("node-wake".into()).spawn(move || loop {
-            if tx.send(s.take(None)).is_err() {
-                return;
-            }
-        })?;
-        Ok(Wake {
-            hub,
-            signal,
-            _fixed: fixed,
-            dirs: HashMap::new(),
-            by_dir: HashMap::new(),
-            runs_in: HashMap::new(),
-            next: FIRST_DIR,
-        })
-    }
-
-    /// Follows a run's runstate directory (again after it was removed: its
-    /// watch went with it). A directory that cannot be watched (not there
-    /// yet, no watch left) is looked at by the full rounds.
-    fn track(&mut self, run: &str, p: &Pointer) {
-        let dir = PathBuf::from(&p.runstate_dir);
-        let slug = (p.slug.clone(), run.to_string());
-        if !self.by_dir.contains_key(&dir) {
-            match self.hub.watch(&dir, RUN_DIR, &self.signal, self.next) {
-                Ok(sub) => {
-                    self.by_dir.insert(dir.clone(), self.next);
-                    self.dirs.insert(self.next, (dir.clone(), sub));
-                    self.next += 1;
-                }
-                Err(_) => return,
-            }
-        }
-        self.runs_in.entry(dir).or_default().insert(slug);
-    }
-
-    /// A run gone: its directory unwatched when it was the last run there.
-    fn forget(&mut self, run: &str) {
-        let mut empty = Vec::new();
-        for (dir, runs) in &mut self.runs_in {
-            runs.retain(|(_, r)| r != run);
-            if runs.is_empty() {
-                empty.push(dir.clone());
-            }
-        }
-        for dir in empty {
-            self.runs_in.remove(&dir);
-            if let Some(tag) = self.by_dir.remove(&dir) {
-                self.dirs.remove(&tag);
-            }
-        }
-    }
-
-    /// What `t` says changed, into `d`.
-    fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
-        d.all |= t.overflow;
-        for e in t.events {
-            if e.mask.contains(AddWatchFlags::IN_IGNORED) {
-                // A runstate directory removed: watched again when a round finds it back.
-                if let Some((dir, _)) = self.dirs.remove(&e.tag) {
-                    self.by_dir.remove(&dir);
-                    if let Some(runs) = self.runs_in.remove(&dir) {
-                        d.runs.extend(runs.into_iter().map(|(_, r)| r));
-                    }
-                }
-                continue;
-            }
-            let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
-            match e.tag {
-                // The feed's own log written by another writer: published by any round.
-                FEED => {}
-                REG => {
-                    if let Some(id) = name.strip_suffix(".json").filter(|id| runwire::runs::valid_id(id)) {
-                        d.runs.insert(id.to_string());
-                    }
-                }
-                tag => {
-                    let Some((dir, _)) = self.dirs.get(&tag) else { continue };
-                    for (slug, run) in self.runs_in.get(dir).into_iter().flatten() {
-                        if name.strip_prefix(slug.as_str()).is_some_and(|rest| rest.starts_with('.')) {
-                            d.runs.insert(run.clone());
-                        }
-                    }
-                }
-            }
-        }
     }
 }
 

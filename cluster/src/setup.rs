@@ -8,22 +8,81 @@ use std::time::Duration;
 
 pub struct Opts {
     pub replicas: usize,
-    pub max_age: Duration,
+    /// Per stream: how long and how many bytes each keeps (zero: no limit).
+    pub feed: Limits,
+    pub files: Limits,
 }
+
+/// A stream's limits: the oldest messages go first once either is reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub max_age: Duration,
+    /// Bytes (messages with their subjects and headers), 0: no limit.
+    pub max_bytes: u64,
+}
+
+/// How many servers the cluster has, as the server we are connected to
+/// advertises them (its `connect_urls`, itself included): `None` when it
+/// is clustered but advertises none (`no_advertise`), so the size cannot
+/// be told.
+pub fn cluster_size(info: &async_nats::ServerInfo) -> Option<usize> {
+    let mut urls: std::collections::BTreeSet<String> = info.connect_urls.iter().cloned().collect();
+    if info.cluster.is_none() {
+        return Some(1);
+    }
+    if urls.is_empty() {
+        return None;
+    }
+    urls.insert(format!("{}:{}", info.host, info.port));
+    Some(urls.len())
+}
+
+/// The replica count to use: `asked`, else the cluster's size (at most 5,
+/// JetStream's most). One replica on a cluster of several servers loses
+/// the streams with the server that holds them: refused unless `single`.
+pub fn replicas(asked: Option<usize>, size: Option<usize>, single: bool) -> anyhow::Result<usize> {
+    let n = match (asked, size) {
+        (Some(n), _) => n,
+        (None, Some(s)) => s.clamp(1, 5),
+        (None, None) => anyhow::bail!(
+            "the cluster's size cannot be told (its servers advertise no client URLs: no_advertise?): give --replicas"
+        ),
+    };
+    if n == 1 && size != Some(1) && !single {
+        anyhow::bail!(
+            "--replicas 1 on a cluster of {} servers: the streams would live on one server and go with it; \
+             give --allow-single-replica to mean it",
+            size.map_or("several".to_string(), |s| s.to_string())
+        );
+    }
+    Ok(n)
+}
+
+/// The duplicate window of the streams (at most their max_age).
+pub const DUP_WINDOW: Duration = Duration::from_secs(600);
 
 /// The stream configurations (also what spec/CLUSTER.md shows).
 pub fn streams(o: &Opts) -> Vec<stream::Config> {
     let base = stream::Config {
         num_replicas: o.replicas,
-        max_age: o.max_age,
         storage: stream::StorageType::File,
         retention: stream::RetentionPolicy::Limits,
         discard: stream::DiscardPolicy::Old,
-        // Message ids are kept this long: a node republishing after a crash
-        // between store and acknowledgement is dropped within it.
-        duplicate_window: Duration::from_secs(600),
         allow_direct: true,
+        // `runs rm` at a node: the node replaces each of the run's file
+        // subjects by one empty tombstone (a rollup on its own subjects:
+        // nodes may not purge).
+        allow_rollup: true,
         ..Default::default()
+    };
+    let limited = |l: Limits| stream::Config {
+        max_age: l.max_age,
+        max_bytes: if l.max_bytes == 0 { -1 } else { l.max_bytes.min(i64::MAX as u64) as i64 },
+        // Message ids are kept this long (a node republishing after a crash
+        // between store and acknowledgement is dropped within it), at most
+        // max_age (the server refuses more).
+        duplicate_window: if l.max_age.is_zero() { DUP_WINDOW } else { DUP_WINDOW.min(l.max_age) },
+        ..base.clone()
     };
     vec![
         stream::Config {
@@ -31,13 +90,13 @@ pub fn streams(o: &Opts) -> Vec<stream::Config> {
             // rwnode.<node>: a hub's `node` events (lost, up again), in the same feed.
             subjects: vec!["rwfeed.*".into(), "rwnode.*".into()],
             description: Some("runwire: each node's change feed, and the nodes' liveness (spec/CLUSTER.md)".into()),
-            ..base.clone()
+            ..limited(o.feed)
         },
         stream::Config {
             name: names::FILES_STREAM.into(),
             subjects: vec!["rwfile.*.*.*".into()],
             description: Some("runwire: each node's run files, in chunks (spec/CLUSTER.md)".into()),
-            ..base
+            ..limited(o.files)
         },
     ]
 }
@@ -46,8 +105,11 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = jetstream::new(client);
     for cfg in streams(&o) {
         let name = cfg.name.clone();
+        let (age, bytes) = (cfg.max_age.as_secs(), cfg.max_bytes);
         js.create_or_update_stream(cfg).await.map_err(|e| anyhow!("stream {name}: {e}"))?;
-        println!("stream {name}: ready ({} replicas)", o.replicas);
+        let age = if age == 0 { "no age limit".to_string() } else { format!("max age {age} s") };
+        let bytes = if bytes < 0 { "no byte limit".to_string() } else { format!("max {bytes} bytes") };
+        println!("stream {name}: ready ({} replicas, {age}, {bytes})", o.replicas);
     }
     // A bucket is a stream named KV_<bucket> on `$KV.<bucket>.>` (the KV
     // convention). Made as a stream: async-nats's create_key_value first
@@ -67,6 +129,7 @@ pub fn buckets(o: &Opts) -> Vec<stream::Config> {
     [
         (names::RUNS_BUCKET, "run summaries", None),
         (names::NODES_BUCKET, "node heartbeats (leases)", Some(crate::liveness::LEASE)),
+        (names::THREADS_BUCKET, "AG-UI threads' nodes", None),
     ]
     .into_iter()
     .map(|(bucket, what, lease)| stream::Config {

@@ -62,17 +62,17 @@ impl Frame {
         match line {
             Line::Event(line) => {
                 let json = feed::with_id(line, id);
-                let f = crate::pipeline::encode::frame(None, Some(&sid), &String::from_utf8_lossy(&json));
+                let f = event_frame(id, &String::from_utf8_lossy(&json));
                 // `id: N\ndata: {json}\n\n`
                 let range = "id: ".len() + sid.len() + "\ndata: ".len()..f.len() - "\n\n".len();
                 Frame { from, id, json: Some(range), bytes: f.into_bytes().into_boxed_slice() }
             }
             Line::TooLong(len) => {
-                let data = serde_json::json!({
-                    "type": "skipped", "id": id, "from": from, "size": len, "error": "line_too_long",
-                    "message": format!("a line of {len} bytes, over the {} KiB an event takes, was skipped", feed::MAX_EVENT / 1024),
-                });
-                let f = crate::pipeline::encode::frame(Some("skipped"), Some(&sid), &data.to_string());
+                let m = format!(
+                    "a line of {len} bytes, over the {} KiB an event takes, was skipped",
+                    feed::MAX_EVENT / 1024
+                );
+                let f = skipped_frame(id, from, len, Skip::LineTooLong, &m);
                 Frame { from, id, json: None, bytes: f.into_bytes().into_boxed_slice() }
             }
         }
@@ -275,6 +275,43 @@ pub fn query(query: &str) -> Result<(Filter, Option<u64>), String> {
     Ok((f, since))
 }
 
+// The feed's frames, one vocabulary for the local feed and a hub's
+// (runwire-cluster's fan-out uses these): an event, `ready` once a client
+// has caught up, `skipped` for a line that is not an event.
+
+/// An event's frame, `id: ID\ndata: JSON\n\n` (`json` one line, its `id` first).
+pub fn event_frame(id: u64, json: &str) -> String {
+    crate::pipeline::encode::frame(None, Some(&id.to_string()), json)
+}
+
+/// `event: ready`: the client has caught up; `id` is where a reconnect
+/// resumes if nothing else comes (filtered out or quiet).
+pub fn ready_frame(id: u64) -> String {
+    crate::pipeline::encode::frame(Some("ready"), Some(&id.to_string()), &format!("{{\"type\":\"ready\",\"id\":{id}}}"))
+}
+
+/// Why a line of the feed was skipped (`error` of a `skipped` event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// Over the bytes an event takes ([`feed::MAX_EVENT`]).
+    LineTooLong,
+    /// Not a feed event (a hub: a message of its stream that is not one).
+    NotAnEvent,
+}
+
+/// `event: skipped`: the line from `from` to `id` (`size` bytes) is not
+/// sent; every client is told (its id moves theirs on).
+pub fn skipped_frame(id: u64, from: u64, size: u64, why: Skip, message: &str) -> String {
+    let error = match why {
+        Skip::LineTooLong => "line_too_long",
+        Skip::NotAnEvent => "not_an_event",
+    };
+    let data = serde_json::json!({
+        "type": "skipped", "id": id, "from": from, "size": size, "error": error, "message": message,
+    });
+    crate::pipeline::encode::frame(Some("skipped"), Some(&id.to_string()), &data.to_string())
+}
+
 /// The route.
 pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'static str, String)]) -> Close {
     let (filter, query_since) = match parse_query(req) {
@@ -366,13 +403,7 @@ fn pump(shared: &Shared, hub: &FeedHub, body: &mut Stream, filter: &Filter, sinc
             // Caught up: from here on, events as they happen. Its id is where
             // a reconnect resumes if nothing else comes (filtered out or quiet).
             ready = true;
-            let id = pos.to_string();
-            let frame = crate::pipeline::encode::frame(
-                Some("ready"),
-                Some(&id),
-                &format!("{{\"type\":\"ready\",\"id\":{id}}}"),
-            );
-            body.push(frame.as_bytes());
+            body.push(ready_frame(pos).as_bytes());
         }
         if shared.is_shutting_down() {
             return body.end();

@@ -51,7 +51,17 @@ pub fn built(what: &str) -> PathBuf {
     let profile = cluster_bin().parent().unwrap().to_path_buf();
     let r = DONE.get_or_init(|| {
         let out = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--bin", "runwire-serve", "--example", "trust-agent", "--manifest-path"])
+            .args([
+                "build",
+                "--quiet",
+                "--bin",
+                "runwire-serve",
+                "--bin",
+                "runs",
+                "--example",
+                "trust-agent",
+                "--manifest-path",
+            ])
             .arg(root().join("Cargo.toml"))
             .arg("--target-dir")
             .arg(profile.parent().unwrap())
@@ -256,7 +266,12 @@ impl Serve {
 
     /// One request (HTTP/1.0): the status and the body, to the end.
     pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-        let mut c = self.send(method, path, "", body);
+        self.request_with(method, path, "", body)
+    }
+
+    /// [`Serve::request`] with `headers` (each ending in CRLF).
+    pub fn request_with(&self, method: &str, path: &str, headers: &str, body: &str) -> (u16, Vec<u8>) {
+        let mut c = self.send(method, path, headers, body);
         c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let mut raw = Vec::new();
         let _ = c.read_to_end(&mut raw);

@@ -102,8 +102,12 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     let b = beta(&dir, &nats.url);
     let hub = Serve::start(&dir.join("home-hub"), &["--cluster", &nats.url, "--hub"], &[]);
 
-    // A new thread that names no node: 400, saying how to name one.
-    let (code, body) = hub.request("POST", "/agui", &run_input("t1", "r1", "go", Value::Null, json!({})));
+    // A new thread that names no node: 400, saying how to name one (once the
+    // hub's sidecar answers: no hub of the cluster started it either).
+    let (code, body) = wait_for("the hub's sidecar", 30, || {
+        let (code, body) = hub.request("POST", "/agui", &run_input("t1", "r1", "go", Value::Null, json!({})));
+        (code != 503).then_some((code, body))
+    });
     let text = String::from_utf8_lossy(&body).to_string();
     assert_eq!(code, 400, "{text}");
     assert!(text.contains("forwardedProps.node"), "{text}");

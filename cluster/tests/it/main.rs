@@ -9,7 +9,11 @@ mod common;
 
 mod channel;
 mod cluster;
+mod doors;
 mod hub_studio;
 mod node_field;
 mod nodes;
+mod resume;
+mod retention;
 mod security;
+mod threads;

@@ -279,251 +279,9 @@ pub const FORWARD_BUDGET_MS: u64 = 5000;
 /// node said it was running (then 502: it may have run).
 pub const RUNNING_GRACE_MS: u64 = 30_000;
 
-// ---------------------------------------------------------------------------
-// The channel: one long-lived pipe pair between this server and its one
-// `runwire-cluster` child (its stdin and stdout). Frames both ways are
-// `[u32 BE length of the rest][u32 BE length of the head][head: JSON][data]`,
-// at most MAX_FRAME bytes; every request and stream has an id, so any
-// number of them share the pipes. Nothing of a request, a query or a
-// credential is on any command line.
-// ---------------------------------------------------------------------------
-
-/// The largest frame either side sends or accepts (a forwarded body is at
-/// most the routes' 1 MiB; an answer's body as much).
-pub const MAX_FRAME: usize = 4 * 1024 * 1024;
-/// Frames queued for one stream at the server; a stream whose client does
-/// not take them (queue full) is dropped, never blocking the others.
-pub const STREAM_QUEUE: usize = 1024;
-
-/// A frame's head. `op`: from the server `control`, `agui`, `feed`,
-/// `cancel`; from the sidecar `answer` (status, body in data), `data` (a
-/// stream's bytes), `end` (the stream is over; `error` says why when it is
-/// cut short).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Head {
-    pub op: String,
-    pub id: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// The node's run id (without the hub's `<node>.`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<String>,
-    /// A control verb (spec/CLUSTER.md lists them; the sidecar checks it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verb: Option<String>,
-    /// The idempotency key (the client's `Idempotency-Key`; else the sidecar makes one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// Who asks (this server's name, for now).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor: Option<String>,
-    /// Milliseconds the command has left (never an absolute time: clocks differ).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget_ms: Option<u64>,
-    /// A feed's query string.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub query: Option<String>,
-    /// A feed's resume point (the client's Last-Event-ID).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// One frame's bytes.
-pub fn encode(head: &Head, data: &[u8]) -> std::io::Result<Vec<u8>> {
-    let h = serde_json::to_vec(head).map_err(std::io::Error::other)?;
-    let len = 4 + h.len() + data.len();
-    if len > MAX_FRAME {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
-        ));
-    }
-    let mut out = Vec::with_capacity(4 + len);
-    out.extend_from_slice(&(len as u32).to_be_bytes());
-    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-    out.extend_from_slice(&h);
-    out.extend_from_slice(data);
-    Ok(out)
-}
-
-/// A frame's head and data from its bytes after the length (`rest`).
-pub fn decode(rest: &[u8]) -> std::io::Result<(Head, Vec<u8>)> {
-    let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
-    let hl = rest.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
-    let Some(hl) = hl.filter(|hl| 4 + hl <= rest.len()) else {
-        return Err(bad(format!("a frame of {} bytes without its head", rest.len())));
-    };
-    let head = serde_json::from_slice(&rest[4..4 + hl]).map_err(|e| bad(format!("a frame's head: {e}")))?;
-    Ok((head, rest[4 + hl..].to_vec()))
-}
-
-/// Reads one frame; `None` at the end of the pipe.
-pub fn read_frame(r: &mut impl std::io::Read) -> std::io::Result<Option<(Head, Vec<u8>)>> {
-    let mut len = [0u8; 4];
-    match r.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
-    }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
-        ));
-    }
-    let mut rest = vec![0u8; len];
-    r.read_exact(&mut rest)?;
-    decode(&rest).map(Some)
-}
-
-/// What a stream of the channel receives.
-type Frame = (Head, Vec<u8>);
-
-struct Slot {
-    tx: std::sync::mpsc::SyncSender<Frame>,
-    /// Set when the stream was dropped for not keeping up.
-    dropped: Arc<AtomicBool>,
-}
-
-/// The server's end of the channel (see above): the sidecar's stdin, and
-/// the streams waiting for frames from its stdout.
-#[derive(Default)]
-struct Channel {
-    writer: Mutex<Option<std::process::ChildStdin>>,
-    /// The sidecar's pid (0: none), stopped when it takes no frame for [`WRITE_WAIT`].
-    pid: std::sync::atomic::AtomicI32,
-    streams: Mutex<std::collections::HashMap<u64, Slot>>,
-    next: std::sync::atomic::AtomicU64,
-}
-
-/// One request or stream open on the channel; closing it (drop) tells the
-/// sidecar when the stream is not over yet.
-struct Open {
-    id: u64,
-    rx: std::sync::mpsc::Receiver<Frame>,
-    dropped: Arc<AtomicBool>,
-    ended: bool,
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        if let Some(ch) = CHANNEL.get() {
-            let was = ch.streams.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id).is_some();
-            if was && !self.ended {
-                let _ = ch.send(&Head { op: "cancel".into(), id: self.id, ..Default::default() }, &[]);
-            }
-        }
-    }
-}
-
-impl Channel {
-    fn send(&self, head: &Head, data: &[u8]) -> std::io::Result<()> {
-        let bytes = encode(head, data)?;
-        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(pipe) = w.as_mut() else {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the cluster sidecar is not running"));
-        };
-        let r = write_within(pipe, &bytes, WRITE_WAIT);
-        if r.is_err() {
-            // A frame may be cut: this channel is over. The sidecar is
-            // stopped, and started again (with a new channel) by its thread.
-            *w = None;
-            let pid = self.pid.load(Ordering::SeqCst);
-            if pid > 0 {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-            }
-        }
-        r
-    }
-
-    /// Opens a request or stream: `head` (its id set here) and `data` sent.
-    fn open(&self, mut head: Head, data: &[u8]) -> std::io::Result<Open> {
-        let id = self.next.fetch_add(1, Ordering::SeqCst) + 1;
-        head.id = id;
-        let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_QUEUE);
-        let dropped = Arc::new(AtomicBool::new(false));
-        self.streams.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Slot { tx, dropped: dropped.clone() });
-        let open = Open { id, rx, dropped, ended: false };
-        self.send(&head, data)?;
-        Ok(open)
-    }
-
-    /// Reads the sidecar's frames until its stdout ends, handing each to
-    /// its stream without ever waiting: a stream whose queue is full is
-    /// dropped (its client is told) and the sidecar told to stop it.
-    fn read(&self, out: impl std::io::Read) {
-        let mut r = std::io::BufReader::with_capacity(256 * 1024, out);
-        while let Ok(Some((head, data))) = read_frame(&mut r) {
-            let id = head.id;
-            let last = head.op == "end";
-            let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(slot) = streams.get(&id) else { continue };
-            match slot.tx.try_send((head, data)) {
-                Ok(()) if last => {
-                    streams.remove(&id);
-                }
-                Ok(()) => {}
-                Err(std::sync::mpsc::TrySendError::Full(_)) => {
-                    slot.dropped.store(true, Ordering::SeqCst);
-                    streams.remove(&id);
-                    drop(streams);
-                    let _ = self.send(&Head { op: "cancel".into(), id, ..Default::default() }, &[]);
-                }
-                Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
-                    streams.remove(&id);
-                }
-            }
-        }
-        // The sidecar is gone: every stream ends (its client is told by its relay).
-        self.streams.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    }
-}
-
-/// How long a frame may wait for the sidecar to read it: one that does
-/// not read (stopped, hung) never holds the server's threads longer.
-const WRITE_WAIT: Duration = Duration::from_secs(5);
-
-/// Writes `bytes` to a non-blocking pipe, waiting while it is full, but
-/// `TimedOut` once nothing was taken for `wait`.
-fn write_within(
-    pipe: &mut (impl std::io::Write + std::os::fd::AsFd),
-    bytes: &[u8],
-    wait: Duration,
-) -> std::io::Result<()> {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut off = 0;
-    let mut last = std::time::Instant::now();
-    while off < bytes.len() {
-        match pipe.write(&bytes[off..]) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                off += n;
-                last = std::time::Instant::now();
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if last.elapsed() >= wait {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("the cluster sidecar read nothing for {} s", wait.as_secs()),
-                    ));
-                }
-                let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLOUT)];
-                let _ = poll(&mut fds, PollTimeout::from(100u8));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
+mod channel;
+use channel::Channel;
+pub use channel::{decode, encode, read_frame, Head, MAX_FRAME, STREAM_QUEUE};
 
 /// A hub's channel: `Err` the 503 to answer when there is none.
 fn channel(what: &str) -> Result<&'static Arc<Channel>, (u16, String)> {
@@ -597,8 +355,10 @@ fn thread_file(home: &Path, thread: &str) -> PathBuf {
 }
 
 /// The node of a hub's AG-UI run: `forwardedProps.node`, else the node the
-/// thread was started on at this hub; `Err` the 400's message.
-fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
+/// thread was started on at this hub; `None`: the sidecar looks it up in
+/// the cluster (a thread another hub started), or answers 400; `Err` the
+/// 400's message.
+fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<Option<String>, String> {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     match v.pointer("/forwardedProps/node") {
         Some(serde_json::Value::String(n))
@@ -606,19 +366,13 @@ fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<String, String> {
                 && n.len() <= 64
                 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
         {
-            Ok(n.clone())
+            Ok(Some(n.clone()))
         }
         Some(n) => Err(format!("forwardedProps.node {n}: a node name is 1 to 64 of A-Z a-z 0-9 _ -")),
-        None => std::fs::read_to_string(thread_file(home, thread))
+        None => Ok(std::fs::read_to_string(thread_file(home, thread))
             .ok()
             .map(|n| n.trim().to_string())
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "thread {thread:?} is new to this hub: name the node that runs it in forwardedProps.node \
-                     (a hub runs no agent itself; its nodes are the prefixes of the run ids in GET /runs)"
-                )
-            }),
+            .filter(|n| !n.is_empty())),
     }
 }
 
@@ -654,18 +408,19 @@ pub fn agui(
         }
     };
     let tf = thread_file(home, &input.thread_id);
-    if std::fs::read_to_string(&tf).ok().as_deref() != Some(node.as_str()) {
+    if let Some(node) = node.as_deref().filter(|n| std::fs::read_to_string(&tf).ok().as_deref() != Some(*n)) {
         let _ = std::fs::create_dir_all(tf.parent().unwrap_or(home));
         let _ = crate::runs::write_atomic(&tf, node.as_bytes());
     }
+    let what = node.as_ref().map_or_else(|| "the thread's node".to_string(), |n| format!("node {n}"));
     let head = Head {
         op: "agui".into(),
-        node: Some(node.clone()),
+        node,
         actor: Some(super::options::BIN.into()),
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
-    Some(relay(cfg, stream, req, cors, head, body, &format!("node {node}")))
+    Some(relay(cfg, stream, req, cors, head, body, &what))
 }
 
 /// At a hub, `GET /runs/events`: the merged feed of every node, read from
@@ -937,6 +692,7 @@ impl Drop for Sidecar {
 
 #[cfg(test)]
 mod tests {
+    use super::channel::{write_within, Frame, Slot};
     use super::*;
 
     fn args(cluster: Option<&str>, node: Option<&str>, hub: bool) -> ClusterArgs {

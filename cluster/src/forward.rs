@@ -607,10 +607,49 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     }
 }
 
+/// The threads bucket, when `setup` made it (an older cluster: none, and
+/// a thread is continued only at the hub that started it).
+async fn threads(client: &async_nats::Client) -> Option<async_nats::jetstream::kv::Store> {
+    crate::conn::hub_js(client.clone()).get_key_value(names::THREADS_BUCKET).await.ok()
+}
+
+fn thread_of(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get("threadId")?.as_str().map(str::to_string)
+}
+
+/// The node a thread runs on, as a hub kept it in the cluster
+/// ([`keep_thread`]); `Err` the 400's message.
+pub async fn thread_node(client: &async_nats::Client, body: &[u8]) -> Result<String, String> {
+    let thread = thread_of(body).unwrap_or_default();
+    let kept = match threads(client).await {
+        Some(kv) => kv.get(names::thread_key(&thread)).await.ok().flatten(),
+        None => None,
+    };
+    kept.and_then(|v| String::from_utf8(v.to_vec()).ok()).filter(|n| names::valid_node(n)).ok_or_else(|| {
+        format!(
+            "thread {thread:?} is new to the cluster: name the node that runs it in forwardedProps.node \
+             (a hub runs no agent itself; its nodes are the prefixes of the run ids in GET /runs)"
+        )
+    })
+}
+
+/// Keeps a thread's node in the cluster, so any hub continues it.
+pub async fn keep_thread(client: &async_nats::Client, body: &[u8], node: &str) {
+    let (Some(thread), Some(kv)) = (thread_of(body), threads(client).await) else { return };
+    let key = names::thread_key(&thread);
+    if kv.get(&key).await.ok().flatten().is_some_and(|v| v.as_ref() == node.as_bytes()) {
+        return;
+    }
+    if let Err(e) = kv.put(&key, bytes::Bytes::from(node.to_string())).await {
+        crate::report(format!("bucket {}: {key}: {e}", names::THREADS_BUCKET));
+    }
+}
+
 /// An AG-UI error frame (the stream's end when the node is lost mid-run).
 fn run_error(message: &str) -> Vec<u8> {
     let v = serde_json::json!({"type": "RUN_ERROR", "message": message, "code": "node_lost"});
-    format!("data: {v}\n\n").into_bytes()
+    runwire::pipeline::encode::frame(None, None, &v.to_string()).into_bytes()
 }
 
 /// Forwards `POST /agui` (`body`) to `node` and gives its answer to `out`:

@@ -1,0 +1,157 @@
+//! What wakes the node: inotify on the registry, the feed's directory and
+//! every run's runstate directory, and what a round looks at.
+
+use nix::sys::inotify::AddWatchFlags;
+use runwire::runs::registry::{Pointer, Registry};
+use runwire::util::watch;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What wakes the node: inotify (the crate's one watcher, `runwire::util::watch`)
+/// on the registry, the feed's directory and every run's runstate
+/// directory, so a line an agent writes is published at once, not at the
+/// next look. A full look every `--poll-ms` stays as the safety net
+/// (directories not there yet, a lost event).
+pub(crate) struct Wake {
+    hub: Arc<watch::Hub>,
+    signal: Arc<watch::Signal>,
+    _fixed: Vec<watch::Sub>,
+    /// Runstate directories by their subscription's tag.
+    dirs: HashMap<u64, (PathBuf, watch::Sub)>,
+    by_dir: HashMap<PathBuf, u64>,
+    /// The runs of each runstate directory: `(slug, run)`.
+    runs_in: HashMap<PathBuf, BTreeSet<(String, String)>>,
+    next: u64,
+}
+
+/// What a round looks at.
+#[derive(Debug, Default)]
+pub(crate) struct Dirty {
+    /// Every registered run (the first round, the safety net, an overflow).
+    pub(crate) all: bool,
+    /// These runs' files.
+    pub(crate) runs: BTreeSet<String>,
+}
+
+/// Subscription tags: the registry, the feed; runstate directories count up from `FIRST_DIR`.
+const REG: u64 = 1;
+const FEED: u64 = 2;
+const FIRST_DIR: u64 = 3;
+
+/// A runstate directory: files appearing, written, closed or renamed in.
+const RUN_DIR: AddWatchFlags = AddWatchFlags::IN_MODIFY
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_CREATE)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+/// The registry: pointers written (by rename), removed.
+const REG_DIR: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_ONLYDIR);
+
+impl Wake {
+    /// Watches the registry and the feed's directory; the events go to `tx`
+    /// from a thread of their own (the watcher's waits block).
+    pub(crate) fn start(home: &Path, tx: tokio::sync::mpsc::UnboundedSender<watch::Taken>) -> std::io::Result<Wake> {
+        let reg = Registry::at(home);
+        let feed = runwire::runs::feed::Paths::at(home);
+        std::fs::create_dir_all(&reg.dir)?;
+        std::fs::create_dir_all(&feed.dir)?;
+        let hub = watch::Hub::global()?;
+        let signal = watch::Signal::recording();
+        let fixed = vec![
+            hub.watch(&reg.dir, REG_DIR, &signal, REG)?,
+            hub.watch(&feed.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &signal, FEED)?,
+        ];
+        let s = signal.clone();
+        std::thread::Builder::new().name("node-wake".into()).spawn(move || loop {
+            if tx.send(s.take(None)).is_err() {
+                return;
+            }
+        })?;
+        Ok(Wake {
+            hub,
+            signal,
+            _fixed: fixed,
+            dirs: HashMap::new(),
+            by_dir: HashMap::new(),
+            runs_in: HashMap::new(),
+            next: FIRST_DIR,
+        })
+    }
+
+    /// Follows a run's runstate directory (again after it was removed: its
+    /// watch went with it). A directory that cannot be watched (not there
+    /// yet, no watch left) is looked at by the full rounds.
+    pub(crate) fn track(&mut self, run: &str, p: &Pointer) {
+        let dir = PathBuf::from(&p.runstate_dir);
+        let slug = (p.slug.clone(), run.to_string());
+        if !self.by_dir.contains_key(&dir) {
+            match self.hub.watch(&dir, RUN_DIR, &self.signal, self.next) {
+                Ok(sub) => {
+                    self.by_dir.insert(dir.clone(), self.next);
+                    self.dirs.insert(self.next, (dir.clone(), sub));
+                    self.next += 1;
+                }
+                Err(_) => return,
+            }
+        }
+        self.runs_in.entry(dir).or_default().insert(slug);
+    }
+
+    /// A run gone: its directory unwatched when it was the last run there.
+    pub(crate) fn forget(&mut self, run: &str) {
+        let mut empty = Vec::new();
+        for (dir, runs) in &mut self.runs_in {
+            runs.retain(|(_, r)| r != run);
+            if runs.is_empty() {
+                empty.push(dir.clone());
+            }
+        }
+        for dir in empty {
+            self.runs_in.remove(&dir);
+            if let Some(tag) = self.by_dir.remove(&dir) {
+                self.dirs.remove(&tag);
+            }
+        }
+    }
+
+    /// What `t` says changed, into `d`.
+    pub(crate) fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
+        d.all |= t.overflow;
+        for e in t.events {
+            if e.mask.contains(AddWatchFlags::IN_IGNORED) {
+                // A runstate directory removed: watched again when a round finds it back.
+                if let Some((dir, _)) = self.dirs.remove(&e.tag) {
+                    self.by_dir.remove(&dir);
+                    if let Some(runs) = self.runs_in.remove(&dir) {
+                        d.runs.extend(runs.into_iter().map(|(_, r)| r));
+                    }
+                }
+                continue;
+            }
+            let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
+            match e.tag {
+                // The feed's own log written by another writer: published by any round.
+                FEED => {}
+                REG => {
+                    if let Some(id) = name.strip_suffix(".json").filter(|id| runwire::runs::valid_id(id)) {
+                        d.runs.insert(id.to_string());
+                    }
+                }
+                tag => {
+                    let Some((dir, _)) = self.dirs.get(&tag) else { continue };
+                    for (slug, run) in self.runs_in.get(dir).into_iter().flatten() {
+                        if name.strip_prefix(slug.as_str()).is_some_and(|rest| rest.starts_with('.')) {
+                            d.runs.insert(run.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Data that outlives retention (issue #37, item 3), on a real 3-server
+//! cluster: `setup`'s replicas and per-stream limits, a hub that finds a
+//! file's start expired asking its node for the file whole (and getting
+//! it, in ids of a new generation the duplicate window does not drop), and
+//! `runs rm` at a node taking the run out of the streams and the bucket.
+
+use crate::common::*;
+use runwire_cluster::names;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn setup(url: &str, args: &[&str]) -> Output {
+    Command::new(cluster_bin()).args(["setup", "--url", url]).args(args).output().unwrap()
+}
+
+/// `(replicas, max_bytes, max_age in s)` of a stream.
+fn config(url: &str, stream: &str) -> (usize, i64, u64) {
+    block_on(async {
+        let c = async_nats::connect(url).await.unwrap();
+        let mut s = async_nats::jetstream::new(c).get_stream(stream).await.unwrap();
+        let i = s.info().await.unwrap();
+        (i.config.num_replicas, i.config.max_bytes, i.config.max_age.as_secs())
+    })
+}
+
+/// The messages of `stream` whose subject starts with `prefix`.
+fn messages(url: &str, stream: &str, prefix: &str) -> Vec<Msg> {
+    block_on(async { stream_messages(async_nats::connect(url).await.unwrap(), stream, prefix).await })
+}
+
+fn hub_sidecar(url: &str, home: &Path) -> Proc {
+    std::fs::create_dir_all(home).unwrap();
+    Proc(
+        Command::new(cluster_bin())
+            .args(["hub", "--url", url, "--home"])
+            .arg(home)
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(home.with_extension("hub-stderr")).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn setup_replicates_to_the_clusters_size_by_default_and_refuses_one_replica_unless_asked() {
+    let (_dir, nats) = nats_cluster("retention-setup");
+    // The cluster's own setup (common.rs) said 3; again without --replicas, with limits per stream.
+    let out = setup(&nats.url, &["--files-max-bytes", "5000000", "--feed-max-age-days", "2", "--max-age-days", "9"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("stream RUNWIRE_FILES: ready (3 replicas"), "{said}");
+    assert_eq!(config(&nats.urls[0], names::FILES_STREAM), (3, 5_000_000, 9 * 86_400));
+    assert_eq!(config(&nats.urls[0], names::FEED_STREAM), (3, -1, 2 * 86_400));
+    assert_eq!(config(&nats.urls[1], "KV_runwire-runs").0, 3);
+    // One replica on three servers: refused (usage), nothing changed.
+    let out = setup(&nats.url, &["--replicas", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-cluster: ") && err.contains("--allow-single-replica"), "{err}");
+    assert_eq!(config(&nats.urls[2], names::FILES_STREAM).0, 3);
+}
+
+/// The start of a run's files expires (the files stream keeps 256 KiB); a
+/// hub started afterwards finds the gap, asks the node, and ends with every
+/// file byte-identical to the node's. Before: the mirror's log stayed
+/// empty (a gap was an error, and nothing asked for the file again).
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_hub_that_finds_a_files_start_expired_gets_the_file_whole_from_its_node() {
+    let (dir, nats) = nats_cluster("retention-gap");
+    let out = setup(&nats.url, &["--files-max-bytes", "262144"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (home, repo, hub_home) = (dir.join("home-n1"), dir.join("repo"), dir.join("home-hub"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _node = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &repo);
+    run.write(Duration::from_millis(1), |n| n >= 900);
+    run.finish();
+    let log = names::file_subject("n1", &run.pointer.run_id, "feat.x.impl.1.log");
+    // Published to its end, and its first chunks gone.
+    let size = std::fs::metadata(run.dir.join("feat.x.impl.1.log")).unwrap().len();
+    let first = wait_for("the log published to its end with its start expired", 60, || {
+        let mut msgs = messages(&nats.urls[0], names::FILES_STREAM, &log);
+        msgs.retain(|(s, _, _)| *s == log); // not the sidecar's (`<log>=2Eat`)
+        let (_, h, p) = msgs.last()?;
+        (h["Rw-Offset"].parse::<u64>().unwrap() + p.len() as u64 == size).then_some(())?;
+        Some(msgs[0].1["Rw-Offset"].parse::<u64>().unwrap())
+    });
+    assert!(first > 0, "the stream still holds the log's start: the test would not test a gap");
+    let _hub = hub_sidecar(&nats.url, &hub_home);
+    run.mirrored(&hub_home, "n1", 60);
+    // Published again in a generation of its own, whole.
+    let msgs = messages(&nats.urls[0], names::FILES_STREAM, &log);
+    let again = msgs.iter().find(|(s, h, _)| *s == log && h.contains_key("Rw-Republish")).expect("a republished chunk");
+    assert!(again.1["Rw-Gen"].parse::<u64>().unwrap() > 0 && again.1["Rw-Whole"] == size.to_string());
+    // The node goes on appending after it: the hub follows.
+    run.write(Duration::from_millis(1), |n| n >= 950);
+    run.mirrored(&hub_home, "n1", 30);
+}
+
+/// `runs rm` at a node: the run's key leaves the bucket, each of its file
+/// subjects is one empty tombstone, the hub that mirrored it drops it and a
+/// hub started afterwards never has it. Before: its chunks stayed in the
+/// stream and a new hub rebuilt its files.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn runs_rm_at_a_node_takes_the_run_out_of_the_streams_and_the_bucket() {
+    let (dir, nats) = nats_cluster("retention-rm");
+    let (home, repo, hub1, hub2) =
+        (dir.join("home-n1"), dir.join("repo"), dir.join("home-hub1"), dir.join("home-hub2"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _node = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &repo);
+    run.agent(50, |_| {});
+    let _h1 = hub_sidecar(&nats.url, &hub1);
+    run.mirrored(&hub1, "n1", 60);
+    let id = run.pointer.run_id.clone();
+    let out = Command::new(built("runs")).args(["rm", &id]).env("HARNESS_HOME", &home).output().unwrap();
+    assert!(out.status.success(), "runs rm: {}", String::from_utf8_lossy(&out.stderr));
+    let prefix = format!("rwfile.n1.{}.", names::token(&id));
+    wait_for("every file of the run a tombstone", 30, || {
+        let msgs = messages(&nats.urls[1], names::FILES_STREAM, &prefix);
+        (msgs.len() == FILES.len() && msgs.iter().all(|(_, h, p)| p.is_empty() && h.contains_key("Rw-Removed")))
+            .then_some(())
+    });
+    let key = block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.urls[1]).await.unwrap());
+        js.get_key_value(names::RUNS_BUCKET).await.unwrap().get(names::run_key("n1", &id)).await.unwrap()
+    });
+    assert_eq!(key, None, "the run's summary is still in the bucket");
+    let hub_id = names::hub_run_id("n1", &id);
+    wait_for("the first hub to drop the run", 30, || {
+        (!run.mirror(&hub1, "n1").exists() && !hub1.join("runs").join(format!("{hub_id}.json")).exists()).then_some(())
+    });
+    // A hub started now replays the stream and the bucket: nothing of the run.
+    let _h2 = hub_sidecar(&nats.url, &hub2);
+    wait_for("the second hub to catch up", 30, || hub2.join("cluster/files.seq").exists().then_some(()));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!run.mirror(&hub2, "n1").exists(), "the new hub rebuilt the removed run's files");
+    assert!(!hub2.join("runs").join(format!("{hub_id}.json")).exists());
+}
