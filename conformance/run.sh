@@ -21,7 +21,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-conf="$root/conformance"
+# RUNWIRE_CONFORMANCE_DIR: a copy of this directory with other client
+# versions installed (conformance/newer.sh), checked the same way.
+conf=${RUNWIRE_CONFORMANCE_DIR:-$root/conformance}
 
 if ! command -v node >/dev/null 2>&1; then
   echo "conformance: skipped: node is not installed (the checker runs the official AG-UI TypeScript client)"
