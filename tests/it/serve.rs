@@ -352,7 +352,7 @@ fn browser_boundary() {
     assert_eq!(r.status, 204);
     assert_eq!(r.header("access-control-allow-origin"), Some("https://app.example"));
     assert!(r.header("access-control-allow-methods").unwrap().contains("POST"));
-    assert_eq!(r.header("access-control-allow-headers"), Some("content-type, authorization"));
+    assert_eq!(r.header("access-control-allow-headers"), Some("content-type, authorization, idempotency-key"));
     let r = request(p, "OPTIONS", "/agui", &[("Origin", "http://evil.example")], b"");
     assert_eq!(r.status, 403);
     assert!(r.header("access-control-allow-origin").is_none());

@@ -134,7 +134,7 @@ pub(super) struct Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        if let Some(ch) = super::CHANNEL.get() {
+        if let Some(ch) = CHANNEL.get() {
             let was = ch.streams.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id).is_some();
             if was && !self.ended {
                 let _ = ch.send(&Head { op: "cancel".into(), id: self.id, ..Default::default() }, &[]);
@@ -243,3 +243,6 @@ pub(super) fn write_within(
     }
     Ok(())
 }
+
+/// The channel to this server's sidecar (set by [`start`]).
+pub(super) static CHANNEL: std::sync::OnceLock<std::sync::Arc<Channel>> = std::sync::OnceLock::new();

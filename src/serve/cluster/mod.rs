@@ -269,8 +269,6 @@ fn take_name(argv: &[String], bin: &str) -> Result<(), String> {
 
 /// A hub's harness home (where it remembers each thread's node).
 static HUB_HOME: OnceLock<PathBuf> = OnceLock::new();
-/// The channel to this server's sidecar (set by [`start`]).
-static CHANNEL: OnceLock<Arc<Channel>> = OnceLock::new();
 
 /// How long a node has to take a forwarded control request: the budget a
 /// command starts with at the hub (milliseconds remaining, not a clock).
@@ -285,7 +283,9 @@ pub use channel::{decode, encode, read_frame, Head, MAX_FRAME, STREAM_QUEUE};
 
 /// A hub's channel: `Err` the 503 to answer when there is none.
 fn channel(what: &str) -> Result<&'static Arc<Channel>, (u16, String)> {
-    CHANNEL.get().ok_or_else(|| (503, serde_json::json!({"error": format!("{what}: no cluster sidecar")}).to_string()))
+    channel::CHANNEL
+        .get()
+        .ok_or_else(|| (503, serde_json::json!({"error": format!("{what}: no cluster sidecar")}).to_string()))
 }
 
 fn err_json(code: u16, msg: String) -> (u16, String) {
@@ -596,7 +596,7 @@ pub fn start(
         take_name(&argv, bin)?;
     }
     argv.push("--channel".into());
-    let ch = CHANNEL.get_or_init(|| Arc::new(Channel::default())).clone();
+    let ch = channel::CHANNEL.get_or_init(|| Arc::new(Channel::default())).clone();
     if args.hub {
         let _ = HUB_HOME.set(home.to_path_buf());
     }
@@ -672,7 +672,7 @@ impl Drop for Sidecar {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Its stdin closed: it ends on its own; SIGTERM too, then SIGKILL.
-        if let Some(ch) = CHANNEL.get() {
+        if let Some(ch) = channel::CHANNEL.get() {
             *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
         if let Some(mut c) = self.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
