@@ -2,7 +2,7 @@
 //! `GET /runs/:runId` and `GET /runs/:runId/tasks/:tid` answer. One function
 //! per view, used by both, so the two can never disagree.
 
-use super::index::Stamp;
+use super::stamp::Stamp;
 use super::journal::{is_terminal, waits, Fold, Journal, TaskTotals, TokenCount};
 use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
@@ -782,5 +782,5 @@ impl Loaded {
 }
 
 fn now_ms() -> i64 {
-    super::index::now_ns() / 1_000_000
+    super::stamp::now_ns() / 1_000_000
 }

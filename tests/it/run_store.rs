@@ -372,7 +372,6 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
         )
     };
     runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("leased").as_bytes()).unwrap();
-    runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
     // Past the index's 2 s: a listing trusts the row it repairs from the files.
     std::thread::sleep(Duration::from_millis(2200));
     let list = |args: &[&str]| {
@@ -386,17 +385,18 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     };
     assert_eq!(list(&[]), ["running"]);
     assert_eq!(list(&["--status", "running", "--limit", "5"]), ["running"]);
-    // The home's filesystem runs out of inodes (its lock made afresh, as
-    // after a cleanup); the journal (elsewhere) takes the run's end.
-    std::fs::remove_file(home.join("index/lock")).unwrap();
+    // The home's filesystem runs out of inodes and space; the journal
+    // (elsewhere) takes the run's end.
     std::fs::create_dir(home.join("fill")).unwrap();
     let mut n = 0;
     while std::fs::File::create(home.join("fill").join(n.to_string())).is_ok() {
         n += 1;
     }
-    assert!(std::fs::File::create(home.join("index/lock")).is_err(), "no inode left");
+    assert!(std::fs::File::create(home.join("index/new")).is_err(), "no inode left");
+    // And of space: the index's appends fail too.
+    let mut fill = std::fs::OpenOptions::new().append(true).open(runwire::runs::index::path(&home)).unwrap();
+    while std::io::Write::write_all(&mut fill, &[b'\n'; 4096]).is_ok() {}
     runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("committed").as_bytes()).unwrap();
-    runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
     assert_eq!(list(&["--status", "done", "--limit", "5"]), ["done"], "a page filtered by status");
     assert_eq!(list(&["--status", "done"]), ["done"], "a full listing filtered by status");
     assert!(list(&["--status", "running", "--limit", "5"]).is_empty());
