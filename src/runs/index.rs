@@ -85,7 +85,7 @@ impl Row<'_> {
         out.extend_from_slice(b"{\"activityMs\":");
         out.extend_from_slice((self.activity_ns() / 1_000_000).to_string().as_bytes());
         out.push(b',');
-        out.extend_from_slice(self.summary.get()[1..].as_bytes());
+        out.extend_from_slice(&self.summary.get().as_bytes()[1..]);
     }
 
     /// Whether the row can be used: a valid run id, a status from the one
@@ -172,10 +172,8 @@ impl<'a> Index<'a> {
     pub fn parse(bytes: &'a [u8]) -> Index<'a> {
         let lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
         let rows = super::par_map(&lines, |_: &mut (), line| parse_line(line));
-        let mut ix = Index {
-            rows: HashMap::with_capacity_and_hasher(lines.len(), Default::default()),
-            ..Index::default()
-        };
+        let mut ix =
+            Index { rows: HashMap::with_capacity_and_hasher(lines.len(), Default::default()), ..Index::default() };
         for (line, row) in lines.into_iter().zip(rows) {
             match row {
                 Some(r) => {

@@ -242,7 +242,6 @@ impl Registry {
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
         super::write_atomic(&self.path(&p.run_id), &bytes)
-
     }
 
     /// The registered run, other than `p`'s, whose journal link is the

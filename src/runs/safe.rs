@@ -316,7 +316,10 @@ pub fn open_below(home: &Path, dirs: &[&str]) -> std::io::Result<Option<OwnedFd>
     for d in dirs {
         path.push(d);
         if !plain(d) {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{}: not a plain name", path.display())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{}: not a plain name", path.display()),
+            ));
         }
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         match nix::fcntl::openat(Some(fd.as_raw_fd()), *d, flags, Mode::empty()) {
@@ -339,7 +342,9 @@ pub fn unlink(dir: BorrowedFd, name: &str) -> std::io::Result<bool> {
     match nix::unistd::unlinkat(Some(dir.as_raw_fd()), name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
         Ok(()) => Ok(true),
         Err(Errno::ENOENT) => Ok(false),
-        Err(e) => Err(std::io::Error::new(std::io::Error::from(e).kind(), format!("{name}: {}", e.desc().to_lowercase()))),
+        Err(e) => {
+            Err(std::io::Error::new(std::io::Error::from(e).kind(), format!("{name}: {}", e.desc().to_lowercase())))
+        }
     }
 }
 

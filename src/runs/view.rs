@@ -2,11 +2,11 @@
 //! `GET /runs/:runId` and `GET /runs/:runId/tasks/:tid` answer. One function
 //! per view, used by both, so the two can never disagree.
 
-use super::stamp::Stamp;
 use super::journal::{is_terminal, waits, Fold, Journal, TaskTotals, TokenCount};
 use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
 use super::safe::{self, Unreadable};
+use super::stamp::Stamp;
 use super::{check_id, liveness, RunFiles};
 use crate::events::Data;
 use crate::normalize::{Adapter, Normalizer, Options};

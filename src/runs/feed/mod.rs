@@ -28,15 +28,15 @@ use super::RunFiles;
 
 mod read;
 mod watcher;
-pub use read::{follow, too_long, Cursor, Filter, FollowError, Line};
-pub use watcher::{Changes, Watcher};
 use crate::normalize::{Adapter, Normalizer, Options};
+pub use read::{follow, too_long, Cursor, Filter, FollowError, Line};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+pub use watcher::{Changes, Watcher};
 
 /// Event types, in the `type` field of every event. `node` (a node of a
 /// cluster lost or up again) is only in a hub's feed (spec/CLUSTER.md).

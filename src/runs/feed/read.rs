@@ -238,4 +238,3 @@ pub fn follow(
         pass(&mut cursor, &mut x)?;
     }
 }
-

@@ -2,13 +2,13 @@
 //! and the feed's directory, watched through the process's watcher.
 
 use super::super::registry::Registry;
+use super::Paths;
 use crate::watch::{Hub, Signal, Sub};
 use nix::sys::inotify::AddWatchFlags;
 use std::collections::{BTreeSet, HashMap};
-use super::Paths;
 use std::io;
-use std::time::Duration;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// What woke a [`Watcher`].
 #[derive(Debug, Default)]
@@ -174,4 +174,3 @@ impl Watcher {
         }
     }
 }
-
