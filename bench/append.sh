@@ -10,7 +10,12 @@
 #   2. one writer, then 8 writers of 8 runs at once (8 processes), each
 #      BENCH_EACH (default 20,000) records: aggregate records/s of the 8
 #      over the one's (target >= 1.6x on 2 cores), BENCH_ROUNDS rounds
-#      (default 3), alternating, medians.
+#      (default 3), alternating, medians; and each writer's CPU time per
+#      record (equal for one and eight: they contend for nothing). Each
+#      writer runs in a session of its own (setsid), as independent
+#      supervisors do: with the kernel's autogroup scheduling a session's
+#      processes share one session's CPU, so eight writers started from
+#      one shell would get one writer's share of a loaded machine.
 # Then `runs list` through the index equals `runs list --from-files`.
 # RUNWIRE_BIN: a directory holding runs and examples/append-rate (default:
 # cargo build --release). Exit status 0 when the targets held, 1 otherwise.
@@ -57,15 +62,19 @@ for r in $(seq 1 "$rounds"); do
     for k in $(seq 1 "$w"); do js+=("$(register "r$r-w$w-$k")"); done
     start=$(date +%s%N)
     pids=()
+    k=0
     for j in "${js[@]}"; do
-      "$rate" "$j" "$each" >/dev/null &
+      k=$((k + 1))
+      setsid "$rate" "$j" "$each" >"$work/out.$k" &
       pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p"; done
     ns=$(($(date +%s%N) - start))
+    cpu=$(cat "$work"/out.* | sed 's/.*cpu_us=\([0-9.]*\).*/\1/' | awk '{ s += $1 } END { printf "%.2f", s / NR }')
+    rm -f "$work"/out.*
     per_s=$(awk -v n=$((w * each)) -v ns="$ns" 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
     if [ "$w" = 1 ]; then one+=("$per_s"); else eight+=("$per_s"); fi
-    echo "round $r writers=$w records=$((w * each)) ms=$((ns / 1000000)) per_s=$per_s"
+    echo "round $r writers=$w records=$((w * each)) ms=$((ns / 1000000)) per_s=$per_s cpu_us_per_record=$cpu"
   done
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

@@ -357,6 +357,15 @@ for name, path, target in PAGES:
             if not met:
                 ok = False
     print(line, flush=True)
+# Issue 35's targets, same run: the full listing <= 0.6x the files floor (open, fstat, read and
+# close of every pointer, plan and journal), the first page <= 10 ms.
+if f is not None:
+    full = statistics.median(got[("new", "full")]["ms"])
+    first = statistics.median(got[("new", "first_page")]["ms"])
+    r = full / f[0]
+    print(f"floor full_ms={full:.1f} floor_ms={f[0]:.1f} full_over_floor={r:.2f} target=0.6 "
+          f"{'met' if r <= 0.6 else 'MISSED'} first_page_ms={first:.1f} target=10 {'met' if first <= 10 else 'MISSED'}",
+          flush=True)
 _, cold = runs_list("--from-files")
 out, warm = runs_list()
 c2 = len(out.splitlines())

@@ -3,7 +3,10 @@
 //! writer calls), timing each, and prints the median cost of the 100
 //! records ending at #100 and of the 100 ending at #N, and the rate.
 //!
-//!     append-rate JOURNAL N   # prints: records=N first_us=A last_us=B last_over_first=R ms=T per_s=P
+//!     append-rate JOURNAL N   # prints: records=N first_us=A last_us=B last_over_first=R ms=T per_s=P cpu_us=C
+//!
+//! `cpu_us` is the process's CPU time (user and system) per record: equal
+//! for one writer and for eight at once when they contend for nothing.
 
 use runwire::runs::journal::{append, Record};
 
@@ -32,10 +35,14 @@ fn main() {
         cost.push(one.elapsed().as_secs_f64() * 1e6);
     }
     let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let cpu_us = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).map_or(0.0, |u| {
+        let us = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e6 + t.tv_usec() as f64;
+        (us(u.user_time()) + us(u.system_time())) / n as f64
+    });
     let first = median_us(cost[..100].to_vec());
     let last = median_us(cost[n - 100..].to_vec());
     println!(
-        "records={n} first_us={first:.2} last_us={last:.2} last_over_first={:.2} ms={ms:.1} per_s={:.0}",
+        "records={n} first_us={first:.2} last_us={last:.2} last_over_first={:.2} ms={ms:.1} per_s={:.0} cpu_us={cpu_us:.2}",
         last / first,
         n as f64 / (ms / 1000.0)
     );
