@@ -96,15 +96,21 @@ impl Row<'_> {
     }
 }
 
-/// A line as written: the row and its checksum (a flipped byte in a row
-/// that still parses must not be shown).
-#[derive(Serialize, Deserialize)]
+/// A line as read: `{"row":ROW,"sum":"<16 hex digits>"}`, `sum` the
+/// [`checksum`] of the line's bytes before `,"sum":` (a flipped byte in a
+/// row that still parses must not be shown). One parse: the checksum's
+/// range is the line less its fixed-width tail.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Line<'a> {
     #[serde(borrow)]
-    row: &'a RawValue,
+    row: Row<'a>,
     sum: &'a str,
 }
+
+/// The tail of a line after the bytes its checksum covers: `,"sum":"`,
+/// 16 hex digits, `"}`.
+const TAIL: usize = 26;
 
 /// A row's checksum: 8 bytes at a time, each mixed in by a rotate, an xor
 /// and a multiply (as FxHash does), the length last. It catches damage,
@@ -122,22 +128,21 @@ fn checksum(bytes: &[u8]) -> u64 {
 
 /// `row` as a line of the log (with its checksum and a newline).
 pub fn line_of(row: &Row) -> Option<String> {
-    let raw = serde_json::value::to_raw_value(row).ok()?;
-    let sum = format!("{:016x}", checksum(raw.get().as_bytes()));
-    let mut s = serde_json::to_string(&Line { row: &raw, sum: &sum }).ok()?;
-    s.push('\n');
+    let mut s = String::from("{\"row\":");
+    s.push_str(&serde_json::to_string(row).ok()?);
+    let sum = checksum(s.as_bytes());
+    s.push_str(&format!(",\"sum\":\"{sum:016x}\"}}\n"));
     Some(s)
 }
 
 /// A line's row: `None` when the line is torn (no newline), does not
 /// parse, fails its checksum, or holds what no row may.
 pub fn parse_line(line: &[u8]) -> Option<Row<'_>> {
-    let l: Line = serde_json::from_slice(line.strip_suffix(b"\n")?).ok()?;
-    let body = l.row.get();
-    if u64::from_str_radix(l.sum, 16).ok()? != checksum(body.as_bytes()) {
-        return None;
-    }
-    serde_json::from_str::<Row>(body).ok().filter(Row::valid)
+    let line = line.strip_suffix(b"\n")?;
+    let l: Line = serde_json::from_slice(line).ok()?;
+    let (covered, tail) = line.split_at(line.len().checked_sub(TAIL)?);
+    let want = format!(",\"sum\":\"{:016x}\"}}", checksum(covered));
+    (tail == want.as_bytes() && l.sum.len() == 16 && l.row.valid()).then_some(l.row)
 }
 
 /// The line of a run, from its pointer (its stamp `pointer`) and what its
