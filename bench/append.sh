@@ -44,7 +44,7 @@ for i in $(seq 1 "$others"); do
   "$bin/runs" register --slug "o$i" --repo-root "$work/other" >/dev/null
 done
 "$bin/runs" reindex >/dev/null
-echo "home: $others other runs indexed ($(wc -c <"$HARNESS_HOME/index/runs.log") bytes of index); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "home: $others other runs indexed ($(wc -c <"$HARNESS_HOME/index/runs.jsonl") bytes of index); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 rc=0
 # 1. Record #100 against record #N of one journal.

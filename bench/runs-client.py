@@ -217,7 +217,7 @@ for i in range(N_RUNS):
     _, rs = register(repo, slug, tasks2)
     write(os.path.join(rs, slug + ".jsonl"), journal)
 setup_s = time.time() - t0
-INDEX = os.path.join(HOME, "index", "runs.log")
+INDEX = os.path.join(HOME, "index", "runs.jsonl")
 OLD = os.environ.get("BENCH_OLD_BIN")
 # The old build's own listing cache (removed before each of its fresh servers).
 OLD_CACHE = os.path.join(HOME, "cache", "runs-list.index")

@@ -1,4 +1,4 @@
-//! The run index, `<home>/index/runs.log`: what a listing shows of each
+//! The run index, `<home>/index/runs.jsonl`: what a listing shows of each
 //! run, so that `runs list` and `GET /runs` read one file and `stat` one
 //! link a run instead of reading every run's files (as git's index keeps a
 //! stamp of each file and `git status` compares it with a `stat`).
@@ -32,9 +32,9 @@ pub const MAX_INDEX: u64 = 256 * 1024 * 1024;
 /// than twice the bytes of the rows it uses (one a registered run).
 pub const COMPACT_MIN: u64 = 1024 * 1024;
 
-/// `<home>/index/runs.log`.
+/// `<home>/index/runs.jsonl`.
 pub fn path(home: &Path) -> PathBuf {
-    home.join("index").join("runs.log")
+    home.join("index").join("runs.jsonl")
 }
 
 /// A pointer file's stamp as a row keeps it: a pointer is replaced by a

@@ -710,7 +710,7 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
 #[test]
 fn the_run_index_never_serves_a_stale_view() {
     let f = fixture("index");
-    let index = f.home.join("index/runs.log");
+    let index = f.home.join("index/runs.jsonl");
     let journal = f.home.parent().unwrap().join("repo/runstate/feat.jsonl");
     let list = || {
         let o = bin("runs", &f.home).arg("list").output().unwrap();
@@ -1297,7 +1297,7 @@ fn a_first_page_reads_the_index_and_checks_only_the_runs_it_shows() {
     assert_eq!(opened(&ino), Vec::<String>::new());
 
     // Without the index every run is read (and the index rebuilt for the next listing).
-    std::fs::remove_file(home.join("index/runs.log")).unwrap();
+    std::fs::remove_file(home.join("index/runs.jsonl")).unwrap();
     assert_eq!(page(&["--limit", "2"]), first);
     let pointers = opened(&ino).into_iter().filter(|n| n.ends_with(".json") && !n.ends_with(".plan.json")).count();
     assert_eq!(pointers, 5, "every pointer is read");

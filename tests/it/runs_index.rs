@@ -1,4 +1,4 @@
-//! The run index (`$HARNESS_HOME/index/runs.log`, spec/LAYOUT.md "The run
+//! The run index (`$HARNESS_HOME/index/runs.jsonl`, spec/LAYOUT.md "The run
 //! index"): a listing read through it is the same build's listing read
 //! from every run's files, on generated registries, after journal writes
 //! (which never touch the index), a torn row, damage, compaction, and
