@@ -95,9 +95,9 @@ impl Mirror {
         self.reg.register(&q).with_context(|| format!("registry: {id}"))
     }
 
-    /// Keeps the hub's run index as every journal writer does: a chunk of a
-    /// journal (or a new plan) gets the journal's row, so a filter sees
-    /// what a listing shows.
+    /// A new plan changes the run's summary without a journal record: the
+    /// journal's stamp is changed (`runs::journal::touch`), so listings
+    /// read the run again (a journal chunk changes it by itself).
     fn note(&self, dir: &Path, file: &str) {
         let journal = match (file.strip_suffix(".plan.json"), file.ends_with(".jsonl")) {
             (Some(slug), _) => dir.join(format!("{slug}.jsonl")),
@@ -105,7 +105,7 @@ impl Mirror {
             _ => return,
         };
         if journal.is_file() {
-            runwire::runs::index::note_journal_in(&self.home, &journal);
+            let _ = runwire::runs::journal::touch(&journal);
         }
     }
 

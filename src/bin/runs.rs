@@ -53,11 +53,11 @@ enum Cmd {
         /// The table also shows chat runs (kind chat: what runwire-serve's POST /agui records, chat turns and the demo), with a KIND column.
         #[arg(long)]
         all: bool,
-        /// Read every run's files, not the run index ($HARNESS_HOME/index/runs.log), and leave the index as it is.
+        /// Read every run's files, not the run index ($HARNESS_HOME/index/runs.jsonl), and leave the index as it is.
         #[arg(long)]
         from_files: bool,
     },
-    /// Rebuild the run index ($HARNESS_HOME/index/runs.log) from every registered run's files; prints {"runs": N, "index": PATH}.
+    /// Rebuild the run index ($HARNESS_HOME/index/runs.jsonl) from every registered run's files; prints {"runs": N, "index": PATH}.
     Reindex,
     /// Remove runs from the registry (pointer, journal link, and the run's files when they are runwire-serve's own under $HARNESS_HOME/serve); never a live run.
     Rm {

@@ -142,7 +142,7 @@ impl Record {
     }
 
     fn empty(actor: &str) -> Record {
-        let ts = crate::util::time::format_ms(super::index::now_ns() / 1_000_000);
+        let ts = crate::util::time::format_ms(super::stamp::now_ns() / 1_000_000);
         Record { v: VERSION.into(), ts, actor: actor.into(), ..Record::default() }
     }
 
@@ -379,14 +379,25 @@ fn check_record(f: &Fields) -> Result<(), String> {
 /// supervisor, `runwire-serve`, `runs`, the session layer) goes through
 /// here.
 ///
-/// Then the run index of `$HARNESS_HOME` gets the journal's new row
-/// ([`super::index::note_journal`]); a crash between the two leaves a row
-/// whose stamp no longer matches, and listings read the run's files.
+/// Nothing else is written: the run index is not told (a listing finds the
+/// journal's stamp changed and reads the run's files, `spec/LAYOUT.md`, "The
+/// run index"), so an append costs the same at record 100 and 100,000 and
+/// takes no lock shared with another run's writers.
 pub fn append(path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
     let line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
-    append_line(path, &line)?;
-    super::index::note_journal(path);
-    Ok(())
+    append_line(path, &line)
+}
+
+/// Changes the journal's stamp without writing a byte (its ctime; the
+/// mtime, the run's activity, is set to what it was): for a writer that
+/// changes what a run's summary is made of without a record (a hub's
+/// mirror writing a node's new plan), so that listings read the run's
+/// files again instead of trusting its index row. `NotFound` when there
+/// is no journal.
+pub fn touch(path: &Path) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new().append(true).open(path)?;
+    let mtime = f.metadata()?.modified()?;
+    f.set_times(std::fs::FileTimes::new().set_modified(mtime))
 }
 
 /// Appends `line` and a newline to a JSON-lines file in one `write`. When

@@ -1,26 +1,23 @@
 //! Listing registered runs (`runs list`, `GET /runs`): pages sorted by most
 //! recent activity, filtered by status and repository, read from the run
-//! index ([`super::index`]) kept by the writers.
+//! index ([`super::index`]), which the listings themselves keep.
 //!
-//! A listing reads the index (one file) and the registry's directory (the
-//! registered run ids and each pointer's inode, no pointer read). A run the
-//! index knows (its pointer's inode and its journal's row, made long enough
-//! after the journal's last change) is placed, filtered and counted by its
-//! row; before it is shown, one `stat` of its journal must give the row's
-//! stamp. Any other run (unknown to the index, or changed behind its back:
-//! an older writer, a hand edit) is read from its files ([`super::view`]),
-//! and what was read is appended to the index for the next listing. A run
-//! shown is thus always as its files say; `spec/LAYOUT.md` ("The run
-//! index") says what a run not shown may miss.
-//!
-//! A page with a limit (and no repository filter) reads only the index's
-//! head ([`index::Head`]: a small row a run) and the rows appended since it
-//! was written, selects its runs instead of sorting every run, and reads
-//! the two rows of each run it shows at the offsets the head gives.
+//! A listing reads the index (one file), the registry's directory (the
+//! registered run ids and each pointer's inode, no pointer read), and
+//! `stat`s each run's journal through its link (`journals/<runId>.jsonl`,
+//! one directory). A run whose row is for the same pointer and whose
+//! journal still has the row's stamp (made long enough after the journal's
+//! last change) is placed, filtered, counted and shown by its row; any
+//! other (unknown to the index, or written since: every journal append
+//! changes the stamp) is read from its files ([`super::view`]), and its new
+//! row appended to the index for the next listing. So every run, shown or
+//! not, is placed and filtered as its files say (`spec/LAYOUT.md`, "The
+//! run index"), however the index was left.
 
-use super::index::{self, Head, HeadRef, Index, JournalRef, Read, RunRef, Stamp};
+use super::index::{self, Index, Row, Stamp};
 use super::registry::Registry;
 use super::view::{self, STATUSES};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 /// Most runs one page may ask for.
@@ -157,7 +154,7 @@ pub struct Options {
     /// Read the run index (`false`: every run from its files, as
     /// `runs list --from-files`).
     pub use_index: bool,
-    /// Append to the index what was read from files.
+    /// Append to the index what was read from files (and compact it).
     pub repair: bool,
     /// A row is trusted only if its journal had not changed for this long
     /// when the row was made ([`index::RACY_NS`]).
@@ -178,13 +175,8 @@ pub fn page(reg: &Registry, q: &Query) -> Page {
 
 /// Where a listed run's summary comes from.
 enum Src<'a> {
-    /// Its index rows; `checked` once a `stat` of its journal confirmed them.
-    Index { run: &'a RunRef<'a>, journal: &'a JournalRef<'a>, checked: bool },
-    /// Its head row (a page reads its rows only when it shows it), with
-    /// whichever of its rows was appended since the head was written.
-    Head { head: &'a HeadRef<'a>, run: Option<&'a RunRef<'a>>, journal: Option<&'a JournalRef<'a>> },
-    /// Its rows' bodies, read for the page; `checked` as for `Index`.
-    Rows { run: Box<str>, journal: Box<str>, checked: bool },
+    /// Its index row, its journal's stamp confirmed.
+    Row(&'a Row<'a>),
     /// Its files: the summary, made.
     Files(Box<str>),
 }
@@ -199,330 +191,148 @@ struct Cand<'a> {
     src: Src<'a>,
 }
 
-impl Cand<'_> {
-    fn checked(&self) -> bool {
-        matches!(self.src, Src::Files(_) | Src::Index { checked: true, .. } | Src::Rows { checked: true, .. })
-    }
-}
-
-/// A head run's rows, read at the offsets its head row gives (those
-/// appended since are given), as `Src::Rows`; `None` when they cannot be
-/// read, are damaged, or are not what the head row says.
-fn rows_of_head<'a>(read: &Read, h: &HeadRef, run: Option<&RunRef>, journal: Option<&JournalRef>) -> Option<Src<'a>> {
-    let r = run.map_or_else(|| read.row_at(h.run_at), |r| Some(r.body().to_string()))?;
-    let j = journal.map_or_else(|| read.row_at(h.journal_at), |j| Some(j.body().to_string()))?;
-    let (id, rr, jj) = index::parse_pair(&r, &j)?;
-    let run_ok = run.is_some()
-        || (id == h.id
-            && rr.pointer_ino == h.pointer_ino
-            && rr.pointer_mtime_ns == h.pointer_mtime_ns
-            && rr.journal == h.journal);
-    let settled = jj.at_ns.saturating_sub(jj.stamp.mtime_ns.max(jj.stamp.ctime_ns));
-    let journal_ok = journal.is_some()
-        || ((jj.stamp.dev, jj.stamp.ino) == h.journal
-            && jj.stamp.mtime_ns == h.journal_mtime_ns
-            && jj.status == h.status
-            && settled == h.settled_ns);
-    (id == h.id && run_ok && journal_ok).then(|| Src::Rows { run: r.into(), journal: j.into(), checked: false })
-}
-
-/// What reading a run's files gave: the candidate, and the index rows to
-/// append (when the run had no problem and its files had settled).
-fn from_files<'a>(reg: &Registry, id: String, q: &Query, now_ns: i64, o: &Options) -> Option<(Cand<'a>, String)> {
-    let pst = match std::fs::symlink_metadata(reg.path(&id)) {
+/// What reading a run's files gave: the candidate, and its index line
+/// (empty when the run has a problem or its files changed too recently to
+/// be trusted by a row). `None`: the run is gone.
+fn from_files<'a>(reg: &Registry, id: &str, q: &Query, now_ns: i64, o: &Options) -> Option<(Cand<'a>, String)> {
+    let pst = match std::fs::symlink_metadata(reg.path(id)) {
         Ok(m) => Some(Stamp::of_meta(&m)),
         // Removed since the directory was read.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(_) => None,
     };
     let pointer_ns = pst.map_or(0, |s| s.mtime_ns);
-    let (l, ok) = match reg.read(&id) {
+    let (l, ok) = match reg.read(id) {
         Ok(p) => (view::load(p), true),
         Err(e) if e.absent => return None,
-        Err(e) => (view::unreadable_pointer(&id, e.to_string()), false),
+        Err(e) => (view::unreadable_pointer(id, e.to_string()), false),
     };
     let activity_ns = pointer_ns.max(l.journal_stamp.map_or(0, |s| s.mtime_ns)).max(0);
     let d = l.digest();
     let mut text = Vec::with_capacity(640);
     view::write_summary(&mut text, l.pointer.fields(), ok, &d, Some(activity_ns / 1_000_000));
-    let mut rows = String::new();
+    let mut line = String::new();
     if let (true, false, Some(pst), Some(jst)) = (o.repair, d.problem, pst, l.journal_stamp) {
         if !pst.racy(now_ns, o.racy_ns) && !jst.racy(now_ns, o.racy_ns) {
-            rows = index::run_row(&l.pointer, &pst, (jst.dev, jst.ino));
-            rows.push_str(&index::journal_row(&jst, now_ns, &d));
+            line = index::row_line(&l.pointer, &pst, &jst, now_ns, &d).unwrap_or_default();
         }
     }
     let summary = String::from_utf8(text).unwrap_or_default().into_boxed_str();
     let p = &l.pointer;
     let in_repo = q.repo.as_ref().is_none_or(|r| ok && (p.repo == *r || p.repo_root == *r));
-    Some((Cand { id, activity_ns, status: d.status, in_repo, src: Src::Files(summary) }, rows))
+    let id = id.to_string();
+    Some((Cand { id, activity_ns, status: d.status, in_repo, src: Src::Files(summary) }, line))
 }
 
-/// The directories a thread `stat`s journals beneath, each opened once
-/// (walking a journal's whole path was most of its `stat`'s cost).
-#[derive(Default)]
-struct Dirs(std::collections::HashMap<String, Option<std::fs::File>>);
-
-/// Most directories one thread keeps open (a listing's threads together
-/// stay far below the default limit of 1,024 descriptors, which the
-/// server's connections share); past them, whole paths.
-const MAX_DIRS: usize = 64;
-
-impl Dirs {
-    /// The stamp of the file at `path`, as `stat` gives it.
-    fn stamp(&mut self, path: &str) -> Option<Stamp> {
-        use std::os::fd::AsRawFd;
-        if let Some((dir, name)) = path.rsplit_once('/').filter(|(d, n)| !d.is_empty() && !n.is_empty()) {
-            if self.0.len() < MAX_DIRS && !self.0.contains_key(dir) {
-                self.0.insert(dir.to_string(), std::fs::File::open(dir).ok());
-            }
-            if let Some(Some(d)) = self.0.get(dir) {
-                let st = nix::sys::stat::fstatat(Some(d.as_raw_fd()), name, nix::fcntl::AtFlags::empty());
-                return st.ok().map(|st| Stamp::of(&st));
-            }
-        }
-        std::fs::metadata(path).ok().map(|m| Stamp::of_meta(&m))
-    }
+/// The stamp of the journal linked as `journals/<id>.jsonl` (a hard link
+/// is the journal's own inode; a symlink is followed), `stat`ed beneath
+/// the links' directory.
+fn linked_stamp(links: Option<&std::fs::File>, id: &str) -> Option<Stamp> {
+    let name = super::registry::link_name(id);
+    let st = nix::sys::stat::fstatat(Some(links?.as_raw_fd()), name.as_str(), nix::fcntl::AtFlags::empty());
+    st.ok().map(|st| Stamp::of(&st))
 }
 
-/// Whether a `stat` of the run's journal gives the row's stamp.
-fn fresh(dirs: &mut Dirs, run: &RunRef, j: &JournalRef) -> bool {
-    run.journal_path().is_some_and(|p| dirs.stamp(&p) == Some(j.stamp))
-}
-
-/// Where a registered run's rows (appended since the head, else the
-/// head's) place it: its activity, status, whether it is in the query's
-/// repository (`repo_json`), and where its summary comes from; `None` when
-/// its files must be read (rows missing, for another pointer, or made too
-/// soon after the journal's last change).
-fn place<'i>(
-    ix: &'i Index,
-    id: &str,
-    ino: u64,
-    h: Option<&'i HeadRef>,
-    racy_ns: i64,
-    repo_json: Option<&str>,
-) -> Option<(i64, &'static str, bool, Src<'i>)> {
-    let run = ix.runs.get(id);
-    let (pointer_ino, pointer_ns, key) = match (run, h) {
-        (Some(r), _) => (r.pointer_ino, r.pointer_mtime_ns, r.journal),
-        (None, Some(h)) => (h.pointer_ino, h.pointer_mtime_ns, h.journal),
-        (None, None) => return None,
-    };
-    if pointer_ino != ino {
-        return None;
-    }
-    let (j, journal_ns, status) = match ix.journals.get(&key) {
-        Some(j) => (!j.stamp.racy(j.at_ns, racy_ns)).then_some((Some(j), j.stamp.mtime_ns, j.status))?,
-        None => {
-            h.filter(|h| h.journal == key && h.settled_ns > racy_ns).map(|h| (None, h.journal_mtime_ns, h.status))?
-        }
-    };
-    let src = match (run, j, h) {
-        (Some(run), Some(journal), _) => Src::Index { run, journal, checked: false },
-        (_, _, Some(head)) => Src::Head { head, run, journal: j },
-        // Not reached: a part not appended since is the head's.
-        (_, _, None) => return None,
-    };
-    let in_repo = repo_json.is_none_or(|r| run.is_some_and(|run| run.in_repo(r)));
-    Some((pointer_ns.max(journal_ns).max(0), status, in_repo, src))
-}
-
-/// Below this many runs, one thread does the work.
-const PAR_MIN: usize = 512;
-
-/// `f` of each item, in order, on a few threads for many items; each
-/// thread's calls share one `S`.
-fn par_map<T: Sync, R: Send, S: Default>(items: &[T], f: impl Fn(&mut S, &T) -> R + Sync) -> Vec<R> {
-    let threads = match items.len() {
-        n if n < PAR_MIN => 1,
-        _ => std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4),
-    };
-    let chunk = items.len().div_ceil(threads).max(1);
-    let run = |part: &[T]| {
-        let mut s = S::default();
-        part.iter().map(|t| f(&mut s, t)).collect::<Vec<R>>()
-    };
-    std::thread::scope(|s| {
-        let mut parts = items.chunks(chunk);
-        let first = parts.next();
-        let run = &run;
-        let rest: Vec<_> = parts.map(|part| s.spawn(move || run(part))).collect();
-        let mut out: Vec<R> = first.map(run).unwrap_or_default();
-        for h in rest {
-            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        }
-        out
-    })
+/// The run's row, when it may stand for the run's files: made for the
+/// pointer the registry lists (`ino`), long enough after its journal's last
+/// change, and the journal still has its stamp (same device, inode, size,
+/// mtime and ctime: a journal only grows, so every record changes it).
+fn current<'i>(ix: &'i Index, links: Option<&std::fs::File>, id: &str, ino: u64, racy_ns: i64) -> Option<&'i Row<'i>> {
+    let r = ix.get(id)?;
+    (r.pointer.ino == ino && !r.journal.racy(r.made_ns, racy_ns) && linked_stamp(links, id) == Some(r.journal))
+        .then_some(r)
 }
 
 /// [`page`], read as `o` says.
 pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let now_ns = index::now_ns();
     let home = reg.home();
-    // A page with a limit places, filters by status and counts runs by the
-    // index's head and the rows appended since it was written (the head has
-    // no repositories: a repository filter reads every row).
-    let want_head = q.limit.is_some() && q.repo.is_none();
-    // Without the head, the registry directory is read on a thread of its
-    // own while the index is read and parsed.
-    let names = (!want_head).then(|| {
-        let reg = reg.clone();
-        std::thread::Builder::new().spawn(move || index::registered(&reg)).ok()
-    });
-    let read = if o.use_index { index::read_for(home, want_head) } else { Read::default() };
-    let head = read.has_head().then(|| Head::parse(&read.head, read.head_n));
-    // A damaged head: every row instead.
-    let whole = matches!(head, Some(None)).then(|| index::read_for(home, false));
-    let head = head.flatten().unwrap_or_default();
-    let ix = Index::parse_rows(whole.as_ref().map_or(&read.rows, |w| &w.rows));
-    let mut repairs = String::new();
-    let mut from_files_n = 0;
-    let mut read_files = |id: String, repairs: &mut String| {
-        from_files_n += 1;
-        let (c, rows) = from_files(reg, id, q, now_ns, &o)?;
-        repairs.push_str(&rows);
-        Some(c)
-    };
-    // The repository asked for, as the index writes it (a JSON string).
-    let repo_json = q.repo.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default());
-    let mut cands: Vec<Cand> = Vec::new();
-    // The registered runs: the head's, while the registry directory is as it
-    // was when the head was written (no name read); else its names, each
-    // found in the head by its pointer's inode.
-    let listed: Vec<(String, u64, Option<&HeadRef>)> =
-        if read.registry_unchanged(&reg.dir, o.racy_ns) && whole.is_none() {
-            head.runs.iter().map(|h| (h.id.to_string(), h.pointer_ino, Some(h))).collect()
-        } else {
-            let names = names.flatten().and_then(|t| t.join().ok()).unwrap_or_else(|| index::registered(reg));
-            names
-                .into_iter()
-                .map(|(id, ino)| {
-                    let h = head.get_at(&id, ino);
-                    (id, ino, h)
-                })
-                .collect()
-        };
-    // Each run placed by its rows, on a few threads for many runs.
-    let placed = par_map(&listed, |_: &mut (), (id, ino, h)| place(&ix, id, *ino, *h, o.racy_ns, repo_json.as_deref()));
-    for ((id, ..), p) in listed.into_iter().zip(placed) {
-        match p {
-            Some((activity_ns, status, in_repo, src)) => cands.push(Cand { id, activity_ns, status, in_repo, src }),
-            None => cands.extend(read_files(id, &mut repairs)),
+    let bytes = if o.use_index { index::read(home) } else { Vec::new() };
+    let ix = Index::parse(&bytes);
+    let names = index::registered(reg);
+    let links = std::fs::File::open(reg.links_dir()).ok();
+    // Each run by its row, when its journal's stamp confirms it (on a few
+    // threads for many runs); the others from their files.
+    let rows = super::par_map(&names, |_: &mut (), (id, ino)| current(&ix, links.as_ref(), id, *ino, o.racy_ns));
+    let stale: Vec<&str> = names.iter().zip(&rows).filter(|(_, r)| r.is_none()).map(|((id, _), _)| &**id).collect();
+    let read = super::par_map(&stale, |_: &mut (), id| from_files(reg, id, q, now_ns, &o));
+    let from_files_n = stale.len();
+    let mut cands: Vec<Cand> = Vec::with_capacity(names.len());
+    let mut lines = String::new();
+    for ((id, _), row) in names.iter().zip(&rows) {
+        if let Some(r) = row {
+            let in_repo = q.repo.as_deref().is_none_or(|repo| r.in_repo(repo));
+            let status = view::status(r.status).unwrap_or("unreadable");
+            cands.push(Cand { id: id.clone(), activity_ns: r.activity_ns(), status, in_repo, src: Src::Row(r) });
         }
+    }
+    let mut repaired: std::collections::HashMap<String, String, super::FastHash> = Default::default();
+    for (c, line) in read.into_iter().flatten() {
+        if !line.is_empty() {
+            lines.push_str(&line);
+            repaired.insert(c.id.clone(), line);
+        }
+        cands.push(c);
     }
     let wanted = |c: &Cand| {
         c.in_repo
             && q.statuses.as_ref().is_none_or(|s| s.contains(&c.status))
             && q.id_prefix.as_ref().is_none_or(|p| c.id.starts_with(p.as_str()))
     };
+    cands.retain(|c| wanted(c));
     let after = |c: &Cand| q.cursor.as_ref().is_none_or(|cur| cur.before(c.activity_ns, &c.id));
     let limit = q.limit.unwrap_or(usize::MAX);
-    // The listing's order, the runs after the cursor first.
+    // The listing's order, the runs after the cursor first; a page needs
+    // its runs and the next one in order: only those are sorted.
     let order = |a: &Cand, b: &Cand| {
         after(b).cmp(&after(a)).then(b.activity_ns.cmp(&a.activity_ns)).then_with(|| a.id.cmp(&b.id))
     };
-    // Damaged rows (a torn or corrupted line) may have left a run's older
-    // row in place of its newer one: then every run is checked, as a full
-    // listing checks them, before any is filtered or placed by its rows.
-    let damaged = ix.skipped > 0;
-    // A full listing with a status filter checks every run before filtering,
-    // as the same listing without the filter checks every run it shows: a
-    // row older than its journal (a writer that could not update the index)
-    // never hides a run whose files have the status asked for.
-    let check_every = damaged || (q.limit.is_none() && q.statuses.is_some());
-    loop {
-        let check_all = check_every && cands.iter().any(|c| !c.checked());
-        if !check_all {
-            cands.retain(|c| wanted(c));
-            // A page needs its runs and the next one in order: those are
-            // selected, and only they sorted.
-            match limit.checked_add(1).filter(|n| *n < cands.len()) {
-                Some(n) => {
-                    cands.select_nth_unstable_by(n, order);
-                    cands[..n].sort_unstable_by(order);
-                }
-                None => cands.sort_unstable_by(order),
-            }
+    match limit.checked_add(1).filter(|n| *n < cands.len()) {
+        Some(n) => {
+            cands.select_nth_unstable_by(n, order);
+            cands[..n].sort_unstable_by(order);
         }
-        // The runs this page shows must be as their files say: a head run's
-        // rows are read, and each known run's journal is `stat`ed; one that
-        // changed (or whose rows are not what its head row says) is read
-        // from its files and the page cut again.
-        let mut todo: Vec<&mut Cand> = if check_all {
-            cands.iter_mut().filter(|c| !c.checked()).collect()
-        } else {
-            cands.iter_mut().filter(|c| after(c)).take(limit).filter(|c| !c.checked()).collect()
-        };
-        for c in todo.iter_mut() {
-            if let Src::Head { head, run, journal } = c.src {
-                if let Some(rows) = rows_of_head(&read, head, run, journal) {
-                    c.src = rows;
-                }
-            }
-        }
-        let checks = par_map(&todo, |dirs: &mut Dirs, c| match &c.src {
-            Src::Index { run, journal, .. } => fresh(dirs, run, journal),
-            Src::Rows { run, journal, .. } => {
-                index::parse_pair(run, journal).is_some_and(|(_, r, j)| fresh(dirs, &r, &j))
-            }
-            _ => false,
-        });
-        for (c, ok) in todo.iter_mut().zip(checks) {
-            if let Src::Index { checked, .. } | Src::Rows { checked, .. } = &mut c.src {
-                *checked = ok;
-            }
-        }
-        let mut stale = false;
-        for c in todo.into_iter().filter(|c| !c.checked()) {
-            stale = true;
-            let id = std::mem::take(&mut c.id);
-            match read_files(id, &mut repairs) {
-                Some(f) => *c = f,
-                // Gone since: dropped below.
-                None => c.status = "",
-            }
-        }
-        cands.retain(|c| !c.status.is_empty());
-        if !stale && !check_all {
-            break;
-        }
+        None => cands.sort_unstable_by(order),
     }
     let total = cands.len();
     let shown: Vec<&Cand> = cands.iter().filter(|c| after(c)).take(limit).collect();
-    let texts = par_map(&shown, |_: &mut (), c| {
-        let mut text = Vec::with_capacity(640);
-        match &c.src {
-            Src::Files(s) => return Some(Arc::<str>::from(&**s)),
-            Src::Index { run, journal, .. } => index::summary(&mut text, run, journal, c.activity_ns / 1_000_000)?,
-            Src::Rows { run, journal, .. } => {
-                let (_, run, journal) = index::parse_pair(run, journal)?;
-                index::summary(&mut text, &run, &journal, c.activity_ns / 1_000_000)?
-            }
-            Src::Head { .. } => return None,
+    let items: Vec<Arc<str>> = super::par_map(&shown, |_: &mut (), c| match &c.src {
+        Src::Files(s) => Arc::<str>::from(&**s),
+        Src::Row(r) => {
+            let mut text = Vec::with_capacity(r.summary.get().len() + 32);
+            r.summary_into(&mut text);
+            Arc::from(String::from_utf8(text).unwrap_or_default())
         }
-        String::from_utf8(text).ok().map(Arc::from)
     });
-    let mut items: Vec<Arc<str>> = Vec::with_capacity(shown.len());
-    let mut last = None;
-    for (c, text) in shown.into_iter().zip(texts) {
-        let text = match text {
-            Some(t) => t,
-            // A damaged row: read from files instead.
-            None => match read_files(c.id.clone(), &mut repairs) {
-                Some(Cand { src: Src::Files(s), .. }) => (*s).into(),
-                _ => continue,
-            },
-        };
-        items.push(text);
-        last = Some(c);
-    }
     let more = cands.iter().filter(|c| after(c)).nth(limit).is_some();
-    let next = last.filter(|_| more).map(|c| Cursor { activity_ns: c.activity_ns, run_id: c.id.clone() });
-    if !repairs.is_empty() {
-        let _ = index::append(home, &repairs);
+    let next = shown.last().filter(|_| more).map(|c| Cursor { activity_ns: c.activity_ns, run_id: c.id.clone() });
+    if o.use_index && o.repair && !lines.is_empty() {
+        keep(home, &ix, &names, &repaired, bytes.len() + lines.len(), &lines);
     }
     Page { items, total, next, from_files: from_files_n }
+}
+
+/// Appends the rows a listing made from files, or, once the log is past
+/// [`index::COMPACT_MIN`] and more than twice what the registered runs'
+/// last rows take, rewrites it with those rows only. A failure is ignored:
+/// the runs are read from their files again next time.
+fn keep(
+    home: &std::path::Path,
+    ix: &Index,
+    names: &[(String, u64)],
+    repaired: &std::collections::HashMap<String, String, super::FastHash>,
+    size: usize,
+    lines: &str,
+) {
+    let line = |id: &str| repaired.get(id).map(|l| l.as_bytes()).or_else(|| ix.line(id));
+    let live: usize = names.iter().filter_map(|(id, _)| line(id)).map(<[u8]>::len).sum();
+    if size as u64 > index::COMPACT_MIN && size > 2 * live {
+        let mut text = Vec::with_capacity(live);
+        names.iter().filter_map(|(id, _)| line(id)).for_each(|l| text.extend_from_slice(l));
+        let _ = index::write(home, &String::from_utf8_lossy(&text));
+    } else {
+        let _ = index::append(home, lines);
+    }
 }
 
 #[cfg(test)]

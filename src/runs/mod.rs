@@ -18,6 +18,7 @@ pub mod registry;
 pub mod remove;
 pub mod safe;
 pub mod sha256;
+pub mod stamp;
 pub mod thread;
 pub mod view;
 
@@ -109,6 +110,35 @@ impl RunFiles {
     pub fn log(&self, task: &str) -> PathBuf {
         self.dir.join(format!("{}.{task}.log", self.slug))
     }
+}
+
+/// Below this many items, [`par_map`] uses one thread.
+const PAR_MIN: usize = 512;
+
+/// `f` of each item, in order, on a few threads for many items; each
+/// thread's calls share one `S`. (A listing of thousands of runs parses
+/// their rows and `stat`s their journals: a core each halves the wait.)
+pub(crate) fn par_map<T: Sync, R: Send, S: Default>(items: &[T], f: impl Fn(&mut S, &T) -> R + Sync) -> Vec<R> {
+    let threads = match items.len() {
+        n if n < PAR_MIN => 1,
+        _ => std::thread::available_parallelism().map_or(1, |t| t.get()).clamp(1, 4),
+    };
+    let chunk = items.len().div_ceil(threads).max(1);
+    let run = |part: &[T]| {
+        let mut s = S::default();
+        part.iter().map(|t| f(&mut s, t)).collect::<Vec<R>>()
+    };
+    std::thread::scope(|s| {
+        let mut parts = items.chunks(chunk);
+        let first = parts.next();
+        let run = &run;
+        let rest: Vec<_> = parts.map(|part| s.spawn(move || run(part))).collect();
+        let mut out: Vec<R> = first.map(run).unwrap_or_default();
+        for h in rest {
+            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        out
+    })
 }
 
 /// Opens (creating) `path` and takes an exclusive `flock` on it, held while

@@ -114,7 +114,7 @@ fn unfinished_claim(home: &Path, files: &RunFiles, run_id: &str) -> bool {
 }
 
 fn now() -> String {
-    crate::util::time::format_ms(super::index::now_ns() / 1_000_000)
+    crate::util::time::format_ms(super::stamp::now_ns() / 1_000_000)
 }
 
 impl Recorder {

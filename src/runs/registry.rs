@@ -241,9 +241,7 @@ impl Registry {
         self.link(p)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
-        super::write_atomic(&self.path(&p.run_id), &bytes)?;
-        super::index::note_run(self, p);
-        Ok(())
+        super::write_atomic(&self.path(&p.run_id), &bytes)
     }
 
     /// The registered run, other than `p`'s, whose journal link is the
@@ -324,7 +322,7 @@ impl Registry {
     /// Removes (unless `dry_run`) every pointer whose runstate directory is
     /// gone (`ENOENT`: not one that cannot be read, which may come back),
     /// and says which. Unreadable pointers are left alone. Removal goes
-    /// through [`super::remove`]: nothing is deleted through a symlink.
+    /// through [`super::safe::remove`]: nothing is deleted through a symlink.
     pub fn reap(&self, dry_run: bool) -> std::io::Result<Vec<Reaped>> {
         let mut out = Vec::new();
         for id in self.ids() {
@@ -337,10 +335,10 @@ impl Registry {
             if !dry_run {
                 // The link first: a pointer left without one still lists (by reading it).
                 // A link that cannot be removed (journals/ a symlink) is left, and said.
-                if let Err(e) = super::remove::remove(self.home(), &["journals"], &link_name(&id)) {
+                if let Err(e) = super::safe::remove(self.home(), &["journals"], &link_name(&id)) {
                     kept = Some(e.to_string());
                 }
-                super::remove::remove(self.home(), &["runs"], &format!("{id}.json"))?;
+                super::safe::remove(self.home(), &["runs"], &format!("{id}.json"))?;
             }
             out.push(Reaped { run_id: p.run_id, runstate_dir: p.runstate_dir, kept });
         }

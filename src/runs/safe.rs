@@ -20,7 +20,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use std::fs::File;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Component, Path};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -283,6 +283,82 @@ impl Splitter {
 
 fn strip_cr(l: &[u8]) -> &[u8] {
     l.strip_suffix(b"\r").unwrap_or(l)
+}
+
+// Removal beneath the home (`runs reap`, `runs rm`, `runs prune`: see
+// `super::remove`), here below the registry that reaps with it.
+
+/// A name that is one plain path component: what may be opened or removed
+/// in a directory descriptor.
+fn plain(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
+}
+
+fn refused(path: &Path, e: Errno) -> std::io::Error {
+    let why = match e {
+        Errno::ELOOP | Errno::ENOTDIR => {
+            "a symbolic link or not a directory (not followed; nothing removed there)".into()
+        }
+        e => e.desc().to_lowercase(),
+    };
+    std::io::Error::new(std::io::Error::from(e).kind(), format!("{}: {why}", path.display()))
+}
+
+/// Opens `home/dirs[0]/dirs[1]/…` for removals, following no symlink below
+/// `home`. `Ok(None)` when one of them does not exist (nothing to remove).
+pub fn open_below(home: &Path, dirs: &[&str]) -> std::io::Result<Option<OwnedFd>> {
+    let mut fd = match open_dir(home) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(refused(home, e)),
+    };
+    let mut path = home.to_path_buf();
+    for d in dirs {
+        path.push(d);
+        if !plain(d) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{}: not a plain name", path.display()),
+            ));
+        }
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        match nix::fcntl::openat(Some(fd.as_raw_fd()), *d, flags, Mode::empty()) {
+            // SAFETY: openat just returned this descriptor and nothing else owns it.
+            Ok(raw) => fd = unsafe { OwnedFd::from_raw_fd(raw) },
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(refused(&path, e)),
+        }
+    }
+    Ok(Some(fd))
+}
+
+/// Removes the entry `name` of the directory `dir` (`unlinkat`: a symlink
+/// is removed, not its target; a directory is refused). `Ok(false)` when
+/// there was none.
+pub fn unlink(dir: BorrowedFd, name: &str) -> std::io::Result<bool> {
+    if !plain(name) {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{name:?}: not a plain name")));
+    }
+    match nix::unistd::unlinkat(Some(dir.as_raw_fd()), name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) => Ok(true),
+        Err(Errno::ENOENT) => Ok(false),
+        Err(e) => {
+            Err(std::io::Error::new(std::io::Error::from(e).kind(), format!("{name}: {}", e.desc().to_lowercase())))
+        }
+    }
+}
+
+/// Removes `home/dirs…/name`, following no symlink below `home`.
+/// `Ok(false)` when it (or a directory on the way) does not exist.
+pub fn remove(home: &Path, dirs: &[&str], name: &str) -> std::io::Result<bool> {
+    match open_below(home, dirs)? {
+        None => Ok(false),
+        Some(d) => unlink(d.as_fd(), name).map_err(|e| {
+            let mut p = home.to_path_buf();
+            dirs.iter().for_each(|d| p.push(d));
+            std::io::Error::new(e.kind(), format!("{}/{e}", p.display()))
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 //! `GET /runs/:runId` and `GET /runs/:runId/tasks/:tid` answer. One function
 //! per view, used by both, so the two can never disagree.
 
-use super::index::Stamp;
 use super::journal::{is_terminal, waits, Fold, Journal, TaskTotals, TokenCount};
 use super::plan::{self, Plan};
 use super::registry::{Fields, Pointer, Registry};
 use super::safe::{self, Unreadable};
+use super::stamp::Stamp;
 use super::{check_id, liveness, RunFiles};
 use crate::pipeline::events::Data;
 use crate::pipeline::normalize::{Adapter, Normalizer, Options};
@@ -506,43 +506,6 @@ pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest,
     let _ = serde_json::to_writer(out, &summary);
 }
 
-/// Keys where a summary is cut into [`summary_pieces`].
-const CUTS: [&str; 6] =
-    [",\"costUsd\":", ",\"project\":", ",\"reason\":", ",\"repo\":", ",\"status\":", ",\"worktree\":"];
-
-/// A summary (with no `activityMs`) cut before the keys of `CUTS`: seven
-/// pieces, the even ones made of the pointer only (`{"branch":…`,
-/// `,"project":…`, `,"repo":…,"repoRoot":…,"runId":…,"slug":…`,
-/// `,"worktree":…}`), the odd ones of the digest only (`,"costUsd":…,"counts":…,"needsInput":…`,
-/// `,"reason":…`, `,"status":…,"tokens":…,"wave":…`): the run index keeps each
-/// half with its row, and a listing joins them with [`join_summary`]. A key
-/// is found at its first unquoted place: inside a JSON string a `"` is
-/// always escaped.
-pub fn summary_pieces(p: Fields, pointer_ok: bool, d: &Digest) -> [String; 7] {
-    let mut out = Vec::with_capacity(640);
-    write_summary(&mut out, p, pointer_ok, d, None);
-    let text = String::from_utf8(out).unwrap_or_default();
-    let mut pieces: [String; 7] = Default::default();
-    let mut from = 0;
-    for (i, key) in CUTS.iter().enumerate() {
-        let at = text[from..].find(key).map_or(text.len(), |k| from + k);
-        pieces[i] = text[from..at].to_string();
-        from = at;
-    }
-    pieces[6] = text[from..].to_string();
-    pieces
-}
-
-/// A summary from its [`summary_pieces`] (by their order: pointer, digest,
-/// pointer, …) and its activity, appended to `out`.
-pub fn join_summary(out: &mut Vec<u8>, pieces: [&str; 7], activity_ms: i64) {
-    out.extend_from_slice(b"{\"activityMs\":");
-    let _ = serde_json::to_writer(&mut *out, &activity_ms);
-    out.push(b',');
-    out.extend_from_slice(pieces[0].strip_prefix('{').unwrap_or(pieces[0]).as_bytes());
-    pieces[1..].iter().for_each(|p| out.extend_from_slice(p.as_bytes()));
-}
-
 impl Loaded {
     /// A run with nothing read yet.
     fn empty(pointer: Pointer, files: RunFiles, problem: Option<Problem>) -> Loaded {
@@ -786,5 +749,5 @@ impl Loaded {
 }
 
 fn now_ms() -> i64 {
-    super::index::now_ns() / 1_000_000
+    super::stamp::now_ns() / 1_000_000
 }

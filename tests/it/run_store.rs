@@ -12,6 +12,7 @@ use support::Server;
 
 use serde_json::Value;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -372,7 +373,6 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
         )
     };
     runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("leased").as_bytes()).unwrap();
-    runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
     // Past the index's 2 s: a listing trusts the row it repairs from the files.
     std::thread::sleep(Duration::from_millis(2200));
     let list = |args: &[&str]| {
@@ -386,20 +386,123 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     };
     assert_eq!(list(&[]), ["running"]);
     assert_eq!(list(&["--status", "running", "--limit", "5"]), ["running"]);
-    // The home's filesystem runs out of inodes (its lock made afresh, as
-    // after a cleanup); the journal (elsewhere) takes the run's end.
-    std::fs::remove_file(home.join("index/lock")).unwrap();
+    // The home's filesystem runs out of inodes and space; the journal
+    // (elsewhere) takes the run's end.
     std::fs::create_dir(home.join("fill")).unwrap();
     let mut n = 0;
     while std::fs::File::create(home.join("fill").join(n.to_string())).is_ok() {
         n += 1;
     }
-    assert!(std::fs::File::create(home.join("index/lock")).is_err(), "no inode left");
+    assert!(std::fs::File::create(home.join("index/new")).is_err(), "no inode left");
+    // And of space: the index's appends fail too.
+    let mut fill = std::fs::OpenOptions::new().append(true).open(runwire::runs::index::path(&home)).unwrap();
+    while std::io::Write::write_all(&mut fill, &[b'\n'; 4096]).is_ok() {}
     runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("committed").as_bytes()).unwrap();
-    runwire::runs::index::note_journal_in(&home, &rs.join("w.jsonl"));
     assert_eq!(list(&["--status", "done", "--limit", "5"]), ["done"], "a page filtered by status");
     assert_eq!(list(&["--status", "done"]), ["done"], "a full listing filtered by status");
     assert!(list(&["--status", "running", "--limit", "5"]).is_empty());
     drop(_u);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Every page (walked by cursor, several sizes) and status filter of `runs
+/// list` through the run index, and the same read from every run's files.
+fn pages_and_filters(home: &Path) -> Vec<(String, String, String)> {
+    let walk = |extra: &[&str]| {
+        let mut out = String::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut args = vec!["list", "--page"];
+            args.extend_from_slice(extra);
+            if let Some(c) = &cursor {
+                args.extend(["--cursor", c.as_str()]);
+            }
+            let o = runs(home, &args);
+            assert!(o.status.success(), "{o:?}");
+            let page: Value = serde_json::from_slice(&o.stdout).unwrap();
+            out.push_str(&page["runs"].to_string());
+            out.push_str(&page["total"].to_string());
+            match page["next"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return out,
+            }
+        }
+    };
+    let mut queries: Vec<Vec<&str>> = vec![vec![], vec!["--limit", "1"], vec!["--limit", "2"]];
+    for s in ["running", "done", "failed", "registered", "needs_input,idle,paused"] {
+        queries.push(vec!["--status", s]);
+        queries.push(vec!["--status", s, "--limit", "1"]);
+    }
+    queries
+        .into_iter()
+        .map(|q| {
+            let by_index = walk(&q);
+            let from_files = walk(&[&q[..], &["--from-files"]].concat());
+            (q.join(" "), by_index, from_files)
+        })
+        .collect()
+}
+
+/// SIGKILL during appends (issue 35, "Done when"): supervisors of four runs
+/// (one home) are killed while they journal their tasks, after the run
+/// index already holds rows for their earlier records (a listing made them,
+/// then the supervisors appended more: the rows are stale). Every page and
+/// filter of the real `runs list` through the index equals `--from-files`,
+/// right after the kill and once the listings have caught up.
+#[test]
+fn a_sigkill_during_appends_leaves_every_page_and_filter_the_files_answer() {
+    let base = scratch("sigkill");
+    let home = base.join("home");
+    let tasks: Vec<String> =
+        (0..30).map(|i| format!(r#"{{"id":"t{i}","adapter":"claude","prompt":"p{i}"}}"#)).collect();
+    let plan = format!(r#"{{"v":"plan/v1","tasks":[{}]}}"#, tasks.join(","));
+    let dirs: Vec<PathBuf> = (0..4).map(|i| base.join(format!("w{i}"))).collect();
+    let stubs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/stub-engines");
+    let path = format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default());
+    let start = |dir: &Path| {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join("p.plan.json"), &plan).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+            .current_dir(dir)
+            .env("PATH", &path)
+            .env("HARNESS_HOME", &home)
+            .env("STUB_MODE", "ok")
+            .args(["--plan", "p.plan.json", "--kill-grace", "2"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let records = |dir: &Path| std::fs::read_to_string(dir.join("runstate/p.jsonl")).map_or(0, |t| t.lines().count());
+    let kill = |kids: Vec<std::process::Child>| {
+        for mut k in kids {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(k.id() as i32), nix::sys::signal::SIGKILL);
+            let _ = k.wait();
+        }
+    };
+    let check = |when: &str| {
+        for (q, by_index, from_files) in pages_and_filters(&home) {
+            assert_eq!(by_index, from_files, "{when}: runs list {q}");
+        }
+    };
+    for round in 0..2 {
+        let kids: Vec<_> = dirs.iter().map(|d| start(d)).collect();
+        // Killed at staggered points: each after its journal has grown by a few records.
+        let before: Vec<usize> = dirs.iter().map(|d| records(d)).collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while dirs.iter().zip(&before).any(|(d, b)| records(d) < b + 3) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill(kids);
+        check(&format!("round {round}, right after the kill"));
+        // Past the index's 2 s: the listings make rows for these journals,
+        // which the next round's records leave stale.
+        std::thread::sleep(Duration::from_millis(2100));
+        check(&format!("round {round}, the listings caught up"));
+        let ix = runwire::runs::index::read(&home);
+        assert!(runwire::runs::index::Index::parse(&ix).len() >= 4, "the listings kept rows");
+    }
     let _ = std::fs::remove_dir_all(&base);
 }

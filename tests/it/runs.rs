@@ -473,15 +473,17 @@ fn post_agui_runs_are_recorded_and_their_streams_re_read() {
     let runs = list["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!((runs[0]["slug"].as_str(), runs[0]["status"].as_str()), (Some("agui-r1"), Some("done")));
-    // The server's writers kept the run index: the journal's last row is of its final state.
+    // The server's journal writes leave the run index alone; a row a
+    // listing made (none while the journal changed within 2 s) is of the
+    // journal's final state.
     let journal = home.join("serve/runstate/agui-r1.jsonl");
     let st = std::fs::metadata(&journal).unwrap();
     let bytes = runwire::runs::index::read(&home);
     let ix = runwire::runs::index::Index::parse(&bytes);
-    use std::os::unix::fs::MetadataExt;
-    let row = ix.journal(st.dev(), st.ino()).map(|j| (j.stamp.size as u64, j.status));
-    assert_eq!(row, Some((st.size(), "done")), "{}", String::from_utf8_lossy(&bytes));
     let id = runs[0]["runId"].as_str().unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let row = ix.get(id).map(|r| (r.journal.size as u64, r.status));
+    assert!(row.is_none_or(|r| r == (st.size(), "done")), "{}", String::from_utf8_lossy(&bytes));
     let (ids, _, _) = read_frames(srv.port, &format!("/runs/{id}/tasks/agent/stream"), None, usize::MAX);
     let log = home.join("serve/runstate/agui-r1.agent.log");
     assert_eq!(ids, expected_seqs(&std::fs::read(log).unwrap()));
@@ -711,7 +713,7 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
 #[test]
 fn the_run_index_never_serves_a_stale_view() {
     let f = fixture("index");
-    let index = f.home.join("index/runs.log");
+    let index = f.home.join("index/runs.jsonl");
     let journal = f.home.parent().unwrap().join("repo/runstate/feat.jsonl");
     let list = || {
         let o = bin("runs", &f.home).arg("list").output().unwrap();
@@ -1298,7 +1300,7 @@ fn a_first_page_reads_the_index_and_checks_only_the_runs_it_shows() {
     assert_eq!(opened(&ino), Vec::<String>::new());
 
     // Without the index every run is read (and the index rebuilt for the next listing).
-    std::fs::remove_file(home.join("index/runs.log")).unwrap();
+    std::fs::remove_file(home.join("index/runs.jsonl")).unwrap();
     assert_eq!(page(&["--limit", "2"]), first);
     let pointers = opened(&ino).into_iter().filter(|n| n.ends_with(".json") && !n.ends_with(".plan.json")).count();
     assert_eq!(pointers, 5, "every pointer is read");

@@ -1,8 +1,8 @@
-//! The run index (`$HARNESS_HOME/index/runs.log`, spec/LAYOUT.md "The run
+//! The run index (`$HARNESS_HOME/index/runs.jsonl`, spec/LAYOUT.md "The run
 //! index"): a listing read through it is the same build's listing read
-//! from every run's files, on generated registries, after writes behind
-//! its back, a crash between a journal write and its index row, damage,
-//! compaction and concurrent writers.
+//! from every run's files, on generated registries, after journal writes
+//! (which never touch the index), a torn row, damage, compaction, and
+//! writers and listings at once.
 
 use crate::support;
 
@@ -199,9 +199,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Read through the index, every query answers what reading every run's
-    /// files answers: after `runs reindex`, after writes behind the index's
-    /// back (shown runs are checked; a full listing checks every run), and
-    /// after a listing repaired the index.
+    /// files answers: after `runs reindex`, after journal writes (the index
+    /// is not told: every listing `stat`s every run's journal), and after a
+    /// listing repaired the index.
     #[test]
     fn listing_through_the_index_is_the_file_listing(specs in proptest::collection::vec(spec(), 1..10), touched in proptest::collection::vec(any::<bool>(), 10)) {
         let base = support::scratch("index-prop");
@@ -215,7 +215,7 @@ proptest! {
         // Only the runs with a problem were read from files: the rest came from the index.
         prop_assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, bad);
 
-        // Journals appended to behind the index's back (a writer without the hook), newer than any.
+        // Journals appended to (as every writer does: the index is not told), newer than any.
         let mut changed = 0;
         for ((id, journal, _), t) in runs.iter().zip(&touched) {
             if *t && journal.is_file() {
@@ -230,12 +230,8 @@ proptest! {
         let full = list::page_with(&reg, &Query::default(), by_index());
         prop_assert_eq!(full.json(), list::page_with(&reg, &Query::default(), by_files()).json());
         prop_assert_eq!(full.from_files, bad + changed);
-        // A page shows each run as its files say (its place among runs not shown may be the index's).
-        let truth = list::page_with(&reg, &Query::default(), by_files());
-        let first = list::page_with(&reg, &q(Some("2"), None, None, None), by_index());
-        for item in first.items.iter() {
-            prop_assert!(truth.items.contains(item), "{}", item);
-        }
+        // Every page and filter too, shown runs or not: each run's journal is `stat`ed.
+        check_same(&reg)?;
         // A listing that may repair the index does; then nothing changed is read from files.
         list::page_with(&reg, &Query::default(), Options { repair: true, ..by_index() });
         prop_assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, bad);
@@ -260,9 +256,14 @@ fn one_run(home: &Path, name: &str) -> (String, PathBuf) {
     (p.run_id, rs.join(format!("{name}.jsonl")))
 }
 
-fn append(home: &Path, journal: &Path, line: &str) {
+/// A journal record, as every writer appends it (the index is not told).
+fn append(journal: &Path, line: &str) {
     runwire::runs::journal::append_line(journal, line.as_bytes()).unwrap();
-    index::note_journal_in(home, journal);
+}
+
+/// Through the index, appending the rows read from files, trusting rows at once.
+fn repairing() -> Options {
+    Options { use_index: true, repair: true, racy_ns: 0 }
 }
 
 fn leased(task: &str) -> String {
@@ -270,51 +271,53 @@ fn leased(task: &str) -> String {
 }
 
 #[test]
-fn registration_and_journal_writes_keep_the_index_and_a_crash_between_costs_a_read() {
+fn journal_writes_leave_the_index_alone_and_a_listing_catches_up() {
     let base = support::scratch("index-crash");
     let home = base.join("home");
     let reg = Registry::at(&home);
     let (id, journal) = one_run(&home, "c1");
-    // Registration wrote the run's rows: the index knows it.
+    // Registration and journal writes write no row.
+    append(&journal, &leased("a"));
+    assert!(index::read(&home).is_empty());
+    let files = || list::page_with(&reg, &Query::default(), by_files()).json();
+    // A listing reads the run from its files and appends its row; the next one uses it.
+    let page = list::page_with(&reg, &Query::default(), repairing());
+    assert_eq!((page.from_files, page.json()), (1, files()));
     let bytes = index::read(&home);
     let ix = Index::parse(&bytes);
-    assert!(ix.run(&id).is_some(), "{}", String::from_utf8_lossy(&bytes));
-    append(&home, &journal, &leased("a"));
     let st = std::fs::metadata(&journal).unwrap();
-    let bytes = index::read(&home);
-    let ix = Index::parse(&bytes);
     use std::os::unix::fs::MetadataExt;
-    let row = ix.journal(st.dev(), st.ino()).expect("the journal's row");
-    assert_eq!((row.stamp.size as u64, row.status), (st.size(), "running"));
+    let row = ix.get(&id).expect("the run's row");
+    assert_eq!((row.journal.size as u64, row.status), (st.size(), "running"));
     let page = list::page_with(&reg, &Query::default(), by_index());
-    assert_eq!((page.from_files, page.json()), (0, list::page_with(&reg, &Query::default(), by_files()).json()));
+    assert_eq!((page.from_files, page.json()), (0, files()));
 
-    // A crash between the journal write and its index row: the record is in
-    // the journal, the index still has the row before it.
-    runwire::runs::journal::append_line(
-        &journal,
-        br#"{"v":"runstate/v1","ts":"t","actor":"r","task":"a","state":"committed"}"#,
-    )
-    .unwrap();
+    // A record written (a writer killed right after, or any writer): the
+    // row's stamp is no longer the journal's, so every page and filter reads the run.
+    let before = index::read(&home);
+    append(&journal, r#"{"v":"runstate/v1","ts":"t","actor":"r","task":"a","state":"committed"}"#);
+    assert_eq!(index::read(&home), before, "the write path leaves the index alone");
     let page = list::page_with(&reg, &Query::default(), by_index());
     assert_eq!(page.from_files, 1, "the stale row is not used");
     assert!(page.items[0].contains(r#""status":"done""#), "{}", page.items[0]);
-    assert_eq!(page.json(), list::page_with(&reg, &Query::default(), by_files()).json());
-    // A first page too: the run it shows is checked.
-    let first = list::page_with(&reg, &q(Some("1"), None, None, None), by_index());
-    assert!(first.items[0].contains(r#""status":"done""#));
+    assert_eq!(page.json(), files());
+    let done = list::page_with(&reg, &q(Some("1"), None, Some("done"), None), by_index());
+    assert_eq!((done.total, done.items.len()), (1, 1));
+    let running = list::page_with(&reg, &q(Some("1"), None, Some("running"), None), by_index());
+    assert_eq!((running.total, running.items.len()), (0, 0));
 
-    // A crash mid-row: a torn last line is skipped, and the next row starts on a line of its own.
+    // A listing killed mid-row: a torn last line is skipped, and the next row starts on a line of its own.
     let mut f = std::fs::OpenOptions::new().append(true).open(index::path(&home)).unwrap();
-    std::io::Write::write_all(&mut f, b"J\t1\t2\t3").unwrap();
+    std::io::Write::write_all(&mut f, br#"{"row":{"run":"#).unwrap();
     drop(f);
     assert_eq!(Index::parse(&index::read(&home)).skipped, 1);
-    append(&home, &journal, &leased("b"));
+    append(&journal, &leased("b"));
+    assert_eq!(list::page_with(&reg, &Query::default(), repairing()).from_files, 1);
     let ix_bytes = index::read(&home);
     let ix = Index::parse(&ix_bytes);
     assert_eq!(ix.skipped, 1, "only the torn line");
     let page = list::page_with(&reg, &Query::default(), by_index());
-    assert_eq!((page.from_files, page.json()), (0, list::page_with(&reg, &Query::default(), by_files()).json()));
+    assert_eq!((page.from_files, page.json()), (0, files()));
     let _ = std::fs::remove_dir_all(&base);
 }
 
@@ -325,9 +328,10 @@ fn the_index_is_a_cache_damage_or_loss_changes_no_listing_and_reindex_rebuilds_i
     let reg = Registry::at(&home);
     for name in ["d1", "d2", "d3"] {
         let (_, journal) = one_run(&home, name);
-        append(&home, &journal, &leased("a"));
+        append(&journal, &leased("a"));
     }
     let truth = list::page_with(&reg, &Query::default(), by_files()).json();
+    list::page_with(&reg, &Query::default(), repairing());
     let text = std::fs::read_to_string(index::path(&home)).unwrap();
     // A byte changed inside a run's last row: its checksum fails and the run is read from files.
     let at = text.rfind(r#""needsInput":0"#).unwrap() + r#""needsInput":"#.len();
@@ -363,11 +367,15 @@ fn rows_made_within_two_seconds_of_a_change_are_not_trusted() {
     let home = base.join("home");
     let reg = Registry::at(&home);
     let (_, journal) = one_run(&home, "r1");
-    append(&home, &journal, &leased("a"));
-    // With the real window: the row was made just after the journal changed.
+    append(&journal, &leased("a"));
     let o = Options { use_index: true, repair: true, racy_ns: index::RACY_NS };
+    // With the real window: the journal just changed, so no row is made.
     assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
+    assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
+    // A row made just after the change (no window) is not trusted with it.
+    list::page_with(&reg, &Query::default(), repairing());
     assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, 0);
+    assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
     std::thread::sleep(Duration::from_millis(2100));
     // A listing after the window repairs it (its row is made long after the change), and then trusts it.
     assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
@@ -385,11 +393,16 @@ fn the_log_is_compacted_when_it_grows_and_keeps_only_what_listings_use() {
     let path = index::path(&home);
     let mut grew = 0;
     let mut compacted = false;
-    append(&home, &journal, &leased("a"));
-    // Each write adds the journal's row again; past the bound the log is rewritten small.
-    for _ in 0..20_000 {
-        let before = std::fs::metadata(&path).unwrap().len();
-        index::note_journal_in(&home, &journal);
+    // Each record makes the next listing append the run's row again; past
+    // the bound the listing rewrites the log small. (The log is first filled
+    // near the bound with copies of a row, as many listings would leave it.)
+    list::page_with(&reg, &Query::default(), repairing());
+    let row = String::from_utf8(Index::parse(&index::read(&home)).line(&gone).unwrap().to_vec()).unwrap();
+    index::append(&home, &row.repeat((index::COMPACT_MIN as usize - 64 * 1024) / row.len())).unwrap();
+    for i in 0..5_000 {
+        append(&journal, &leased(&format!("t{i}")));
+        let before = std::fs::metadata(&path).map_or(0, |m| m.len());
+        list::page_with(&reg, &Query::default(), repairing());
         let after = std::fs::metadata(&path).unwrap().len();
         grew = grew.max(before);
         if after < before {
@@ -398,12 +411,11 @@ fn the_log_is_compacted_when_it_grows_and_keeps_only_what_listings_use() {
         }
     }
     assert!(compacted, "never compacted (grew to {grew} bytes)");
-    // Not before the log reached its bound (the row that crossed it was the last one appended).
-    assert!(grew + 1024 > index::COMPACT_MIN, "compacted at {grew} bytes");
+    assert!(grew + 4096 > index::COMPACT_MIN, "compacted at {grew} bytes");
     let ix_bytes = index::read(&home);
     let ix = Index::parse(&ix_bytes);
-    assert_eq!(ix.skipped, 0);
-    assert!(ix_bytes.len() < 4096, "{} bytes after compaction", ix_bytes.len());
+    assert_eq!((ix.skipped, ix.len()), (0, 2));
+    assert!(ix_bytes.len() < 16 * 1024, "{} bytes after compaction", ix_bytes.len());
     assert_eq!(
         list::page_with(&reg, &Query::default(), by_index()).json(),
         list::page_with(&reg, &Query::default(), by_files()).json()
@@ -413,38 +425,43 @@ fn the_log_is_compacted_when_it_grows_and_keeps_only_what_listings_use() {
     std::fs::remove_file(reg.path(&gone)).unwrap();
     index::compact(&home).unwrap();
     let ix_bytes = index::read(&home);
-    assert!(Index::parse(&ix_bytes).run(&gone).is_none());
+    assert!(Index::parse(&ix_bytes).get(&gone).is_none());
     let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]
-fn concurrent_writers_lose_no_row_and_tear_none() {
+fn concurrent_writers_and_listings_tear_no_row() {
     let base = support::scratch("index-concurrent");
     let home = base.join("home");
     let reg = Registry::at(&home);
     let runs: Vec<_> = (0..4).map(|i| one_run(&home, &format!("w{i}"))).collect();
-    // Eight writers, two a journal, 60 records each, every record followed by its row.
+    // Eight writers, two a journal, 60 records each, while two listings keep the index.
     std::thread::scope(|s| {
         for w in 0..8 {
-            let (home, journal) = (&home, &runs[w % 4].1);
+            let journal = &runs[w % 4].1;
             s.spawn(move || {
                 for i in 0..60 {
-                    append(home, journal, &leased(&format!("t{w}x{i}")));
+                    append(journal, &leased(&format!("t{w}x{i}")));
+                }
+            });
+        }
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..30 {
+                    list::page_with(&reg, &Query::default(), repairing());
                 }
             });
         }
     });
     let bytes = index::read(&home);
-    let ix = Index::parse(&bytes);
-    assert_eq!(ix.skipped, 0, "every line whole");
-    let rows = bytes.iter().filter(|&&b| b == b'\n').count() - 1;
-    // 4 registrations (R and J rows), then one J row per record (compaction, if any, keeps the last).
-    assert!(rows == 4 * 2 + 8 * 60 || ix.compacted > 0, "{rows} rows");
-    // The last row of each journal is its final state: nothing is read from files.
+    assert_eq!(Index::parse(&bytes).skipped, 0, "every line whole");
+    for (_, journal) in &runs {
+        let n = std::fs::read_to_string(journal).unwrap().lines().count();
+        assert_eq!(n, 2 * 60, "{}", journal.display());
+    }
     let page = list::page_with(&reg, &Query::default(), by_index());
-    assert_eq!(page.from_files, 0);
     assert_eq!(page.json(), list::page_with(&reg, &Query::default(), by_files()).json());
-    // Processes too: `runs register` at once in eight processes, each indexing its run.
+    // Processes too: `runs register` at once in eight processes, and listings.
     let mut kids = Vec::new();
     for i in 0..8 {
         let root = base.join(format!("proc{i}"));
@@ -457,13 +474,20 @@ fn concurrent_writers_lose_no_row_and_tear_none() {
                 .spawn()
                 .unwrap(),
         );
+        kids.push(
+            std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+                .args(["list"])
+                .env("HARNESS_HOME", &home)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
     }
     for mut k in kids {
         assert!(k.wait().unwrap().success());
     }
-    let bytes = index::read(&home);
-    let ix = Index::parse(&bytes);
-    assert_eq!(ix.skipped, 0);
+    assert_eq!(Index::parse(&index::read(&home)).skipped, 0);
+    list::page_with(&reg, &Query::default(), repairing());
     let page = list::page_with(&reg, &Query::default(), by_index());
     assert_eq!((page.total, page.from_files), (12, 0));
     assert_eq!(page.json(), list::page_with(&reg, &Query::default(), by_files()).json());
