@@ -212,7 +212,7 @@ fn concurrent_session_input_lines_are_taken_in_one_order_with_numbered_output() 
         }
     });
     let mut out: Vec<String> = Vec::new();
-    let mut read_until = |out: &mut Vec<String>, what: &str, f: &dyn Fn(&[String]) -> bool| {
+    let read_until = |out: &mut Vec<String>, what: &str, f: &dyn Fn(&[String]) -> bool| {
         while !f(out) {
             match rx.recv_timeout(LIMIT) {
                 Ok(l) => out.push(l),

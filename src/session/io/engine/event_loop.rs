@@ -15,13 +15,13 @@
 //! that IO is the loop's own. Callers read the published status, a copy
 //! taken under a lock held only to copy it, and wait for its changes.
 
-use super::driver::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
-use super::input::{AckLine, OpenRequest, StatusLine};
-use super::proc::{self, Signaller};
-use super::record::InputRecord;
-use super::tap::Changes;
-use super::writer::{Full, Writer};
-use super::{Agent, Input, Phase, Refused, Session, Step};
+use super::super::driver::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
+use super::super::proc::{self, Signaller};
+use super::super::record::InputRecord;
+use super::super::tap::Changes;
+use super::super::writer::{Full, Writer};
+use crate::session::input::{AckLine, OpenRequest, StatusLine};
+use crate::session::{Agent, Input, Phase, Refused, Session, Step};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -565,7 +565,7 @@ mod tests {
     /// moment it took the input, and the output count matches the state.
     #[test]
     fn a_message_says_whether_it_joined_a_turn_and_output_is_counted_with_the_state() {
-        let session = Session::new(Codex::new(CodexOptions::default()), super::super::Options::default());
+        let session = Session::new(Codex::new(CodexOptions::default()), crate::session::Options::default());
         let shared = Shared::new(Arc::default());
         let mut core =
             Loop::new(session, Vec::<u8>::new(), Writer::start(None), None, Box::new(|_| {}), shared.clone());
