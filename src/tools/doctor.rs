@@ -22,10 +22,8 @@ use crate::pipeline::normalize::Adapter;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The versions the matrix ran (`realagents/tested.json`).
 pub const TESTED_JSON: &str = include_str!("../../realagents/tested.json");
@@ -198,34 +196,26 @@ pub struct Ran {
     pub stderr: Vec<u8>,
 }
 
-/// Runs `program args` with stdin `/dev/null`, in a process group of its
-/// own, with the agents' own switches against non-essential traffic set;
-/// at most `timeout`, after which the whole group is killed (SIGKILL), and
-/// the group is killed once the program has exited too (a child it left
-/// behind must not hold the pipes open). At most `cap` bytes of each output
-/// are kept; the rest is not read.
+/// Runs `program args` with stdin `/dev/null`, started as every agent
+/// process is ([`crate::session::proc`]: a process group of its own behind
+/// the per-run reaper, gone when this process goes), with the agents' own
+/// switches against non-essential traffic set; at most `timeout`, after
+/// which the whole run is killed (SIGKILL), and what the program left
+/// behind is stopped once it has exited too (a child must not hold the
+/// pipes open). At most `cap` bytes of each output are kept; the rest is
+/// not read.
 pub fn run_bounded(program: &Path, args: &[&str], timeout: Duration, cap: usize) -> std::io::Result<Ran> {
-    use nix::sys::signal::{killpg, Signal};
-    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
-    use nix::unistd::Pid;
-    let mut cmd = Command::new(program);
-    // SAFETY: prctl(2) is async-signal-safe; it only sets the child's own
-    // parent-death signal, so the program goes if this thread does (a
-    // server stopped while it answers).
-    unsafe {
-        cmd.pre_exec(|| nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from));
+    use crate::session::proc::{Proc, Spec};
+    let mut spec = Spec::new(program);
+    for a in args {
+        spec.arg(a);
     }
-    let mut child = cmd
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+    spec.env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
-        .env("NO_UPDATE_NOTIFIER", "1")
-        .process_group(0)
-        .spawn()?;
-    let pgid = Pid::from_raw(child.id() as i32);
+        .env("NO_UPDATE_NOTIFIER", "1");
+    spec.pipe_stderr = true;
+    spec.kill_grace = Duration::ZERO;
+    let mut child = Proc::spawn(&spec)?;
     let reader = |r: Option<Box<dyn Read + Send>>| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -239,29 +229,18 @@ pub fn run_bounded(program: &Path, args: &[&str], timeout: Duration, cap: usize)
     };
     let out = reader(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
     let err = reader(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + timeout;
-    let mut timed_out = false;
-    // Waited for without reaping, so the group's id is still ours when it is killed.
-    loop {
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        match waitid(Id::Pid(pgid), flags) {
-            Ok(WaitStatus::StillAlive) => {}
-            Ok(_) => break,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break,
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let rc = child.wait_timeout(timeout);
+    let timed_out = rc.is_none();
+    if timed_out {
+        child.kill();
     }
-    let _ = killpg(pgid, Signal::SIGKILL);
-    let status = child.wait()?;
+    let rc = rc.unwrap_or_else(|| child.stop());
     let grace = Duration::from_secs(1);
     let stdout = out.recv_timeout(grace).unwrap_or_default();
     let stderr = err.recv_timeout(grace).unwrap_or_default();
-    Ok(Ran { code: if timed_out { None } else { status.code() }, timed_out, stdout, stderr })
+    // A program killed by a signal has no exit code (the run reports 128 + signal).
+    let code = (!timed_out && (0..128).contains(&rc)).then_some(rc as i32);
+    Ok(Ran { code, timed_out, stdout, stderr })
 }
 
 /// The first version-like word of `text`: digits and dots with at least one

@@ -20,20 +20,22 @@
 //! its exit; stopping it ([`Engine::kill`]) signals it and waits for that
 //! exit without holding any lock.
 
-use super::driver::{self, Event, JournalTo, Started};
-use super::event_loop::{Shared, Status as LoopStatus};
-use super::launch::{launch, on_path, AgentKind, LaunchOptions};
-use super::proc::{Signaller, Spec, KILL_GRACE};
-use super::tap::{self, Feed};
-use super::writer::Writer;
-use super::{Input, Phase, Refused, Session};
+use self::event_loop::{Shared, Status as LoopStatus};
+use super::super::driver::{self, Event, JournalTo, Started};
+use super::super::launch::{launch, on_path, AgentKind, LaunchOptions};
+use super::super::proc::{Signaller, Spec, KILL_GRACE};
+use super::super::tap::{self, Feed};
+use super::super::writer::Writer;
 use crate::runs::journal::{self, Record};
 use crate::runs::record::{Recorder, ACTOR};
+use crate::session::{Input, Phase, Refused, Session};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub use super::event_loop::Status;
+pub mod event_loop;
+
+pub use event_loop::Status;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -82,7 +84,7 @@ impl Engine {
     pub fn start(
         kind: AgentKind,
         o: &LaunchOptions,
-        opts: super::Options,
+        opts: crate::session::Options,
         journal: Option<JournalTo>,
         rec: Arc<Mutex<Option<Recorder>>>,
         bin: &'static str,
@@ -203,7 +205,7 @@ impl Engine {
 
 /// Reaps the agent on a thread of its own, which publishes its exit: nobody
 /// holds the process, so stopping it never waits under a lock.
-fn reap(mut child: super::proc::Proc, shared: Arc<Shared>) -> Result<(), String> {
+fn reap(mut child: super::super::proc::Proc, shared: Arc<Shared>) -> Result<(), String> {
     let signaller = child.signaller();
     std::thread::Builder::new()
         .name("session reaper".into())

@@ -217,6 +217,32 @@ impl AckLine {
     }
 }
 
+#[derive(Serialize)]
+struct Tagged<'a, T: Serialize> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// `{"type":"runwire.request", …}` (no newline).
+pub fn request_line(r: &crate::pipeline::events::InputRequest) -> Vec<u8> {
+    serde_json::to_vec(&Tagged { kind: crate::pipeline::normalize::REQUEST_TYPE, body: r })
+        .expect("requests serialize infallibly")
+}
+
+/// `{"type":"runwire.answer", …}` (no newline).
+pub fn answer_line(a: &crate::pipeline::events::InputAnswer) -> Vec<u8> {
+    serde_json::to_vec(&Tagged { kind: crate::pipeline::normalize::ANSWER_TYPE, body: a })
+        .expect("answers serialize infallibly")
+}
+
+/// `{"type":"runwire.idle","inputs":N}` (no newline): the session is idle
+/// with `inputs` session input lines read and applied.
+pub fn idle_line(inputs: u64) -> Vec<u8> {
+    format!(r#"{{"type":"{}","inputs":{inputs}}}"#, crate::pipeline::normalize::IDLE_TYPE).into_bytes()
+}
+
 /// One open request on a [`StatusLine`]: runwire's interrupt id (what every
 /// door answers it by), the agent's own id, and the agent process it was
 /// raised in (its generation: an answer for another process's request is refused).
@@ -232,7 +258,7 @@ pub struct OpenRequest {
 /// writes it in its output (`{"type":"runwire.status","seq":N,…}`,
 /// spec/SESSION-INPUT.md): for the runner that drives it, so it never has
 /// to infer the session's state from the agent's lines. The field names are
-/// [`super::engine::Status`]'s. No event: `normalize-events` skips it.
+/// [`crate::session::engine::Status`]'s. No event: `normalize-events` skips it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusLine {

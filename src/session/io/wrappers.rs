@@ -21,10 +21,10 @@ use std::sync::Mutex;
 
 /// Each wrapper file, by name: the agents' wrappers and the library they source.
 pub static FILES: &[(&str, &[u8])] = &[
-    ("_common.sh", include_bytes!("../../wrappers/_common.sh")),
-    ("claude.sh", include_bytes!("../../wrappers/claude.sh")),
-    ("codex.sh", include_bytes!("../../wrappers/codex.sh")),
-    ("cursor.sh", include_bytes!("../../wrappers/cursor.sh")),
+    ("_common.sh", include_bytes!("../../../wrappers/_common.sh")),
+    ("claude.sh", include_bytes!("../../../wrappers/claude.sh")),
+    ("codex.sh", include_bytes!("../../../wrappers/codex.sh")),
+    ("cursor.sh", include_bytes!("../../../wrappers/cursor.sh")),
 ];
 
 /// A hash of every file's name and bytes: the cache directory's name.

@@ -7,21 +7,21 @@
 //! [`Status`] (before the lines are written, so a reader that sees a line
 //! sees the state its step left), applies the step in the order the
 //! session asks (output lines written, lines queued for the agent's one
-//! writer, input records journaled, the agent's input closed), and then
-//! replies to the caller. So the output and the
+//! writer, the agent's input closed), replies to the caller, and only then
+//! journals the step's input records ([`Loop::settle`]). So the output and the
 //! agent's input follow the order the session decided, whoever sent what,
 //! and no caller computes a step, writes to the agent or the output, or
 //! waits for file IO or a lock shared with another process (the journal's):
 //! that IO is the loop's own. Callers read the published status, a copy
 //! taken under a lock held only to copy it, and wait for its changes.
 
-use super::driver::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
-use super::input::{AckLine, OpenRequest, StatusLine};
-use super::proc::{self, Signaller};
-use super::record::InputRecord;
-use super::tap::Changes;
-use super::writer::{Full, Writer};
-use super::{Agent, Input, Phase, Refused, Session, Step};
+use super::super::driver::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
+use super::super::proc::{self, Signaller};
+use super::super::record::InputRecord;
+use super::super::tap::Changes;
+use super::super::writer::{Full, Writer};
+use crate::session::input::{AckLine, OpenRequest, StatusLine};
+use crate::session::{Agent, Input, Phase, Refused, Session, Step};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -180,6 +180,9 @@ pub struct Loop<A: Agent, O: Output> {
     observer: Option<Observer>,
     /// Input lines refused or unreadable (each reported).
     refused: u64,
+    /// Input records of the event's steps, journaled once the event's
+    /// caller has its reply ([`Loop::settle`]).
+    journal_queue: Vec<InputRecord>,
 }
 
 impl<A: Agent, O: Output> Drop for Loop<A, O> {
@@ -215,6 +218,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
             shared,
             observer: None,
             refused: 0,
+            journal_queue: Vec::new(),
         }
     }
 
@@ -304,7 +308,6 @@ impl<A: Agent, O: Output> Loop<A, O> {
         self.produced += s.output.len() as u64;
         self.publish();
         self.apply(&s)?;
-        self.observe();
         Ok(s)
     }
 
@@ -344,14 +347,15 @@ impl<A: Agent, O: Output> Loop<A, O> {
         if let Ok(s) = &r {
             self.apply(s)?;
         }
-        self.observe();
         Ok(r.map(|s| Taken { replayed: s.replayed, mid_turn, ack: s.ack }))
     }
 
     /// The process runs: the opening lines, then `first` as the first
     /// message. Before anything else is written to the agent.
     pub fn open(&mut self, first: Option<&str>) -> io::Result<()> {
-        self.step(|s| s.open(first)).map(drop)
+        self.step(|s| s.open(first))?;
+        self.settle();
+        Ok(())
     }
 
     /// The agent's exit: the last status line says it (when the session
@@ -361,6 +365,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
         self.seal(&mut out, Some(rc));
         self.produced += out.len() as u64;
         let r = self.apply(&Step { output: out, ..Step::default() });
+        self.settle();
         self.out = None;
         r
     }
@@ -388,8 +393,18 @@ impl<A: Agent, O: Output> Loop<A, O> {
         self.shared.publish(self.status_now());
     }
 
-    /// The observer, once the step is applied (its lines written).
-    fn observe(&mut self) {
+    /// After an event's steps are applied and its caller has its reply:
+    /// the input records journaled (the journal's lock is shared with
+    /// other processes: only this thread waits for it, and never while a
+    /// caller waits for its reply), then the observer told the status.
+    fn settle(&mut self) {
+        for r in std::mem::take(&mut self.journal_queue) {
+            let Some(j) = &self.journal else { break };
+            if let Err(e) = r.append(&j.path) {
+                let m = format!("{}: {e}", j.path.display());
+                self.report(m);
+            }
+        }
         if self.observer.is_some() {
             let st = self.status_now();
             if let Some(o) = self.observer.as_mut() {
@@ -424,12 +439,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
                 rec
             });
             let recs = recs.chain(s.answered.iter().map(|a| InputRecord::answered(&j.actor, &j.task, a, now)));
-            // The journal's lock is shared with other processes (the run
-            // index's): only this thread waits for it, never a caller.
-            let failed: Vec<String> = recs.filter_map(|r| r.append(&j.path).err()).map(|e| e.to_string()).collect();
-            for e in failed {
-                self.report(format!("{}: {e}", j.path.display()));
-            }
+            self.journal_queue.extend(recs);
         }
         Ok(())
     }
@@ -489,40 +499,50 @@ impl<A: Agent, O: Output> Loop<A, O> {
                 Some(d) => rx.recv_timeout(Duration::from_millis((d - now_ms()).max(0) as u64)),
                 None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
-            match ev {
-                Ok(Event::Agent(line)) => {
-                    self.step(|s| s.agent_line(&line, now_ms()))?;
-                }
-                Ok(Event::AgentEof) | Err(RecvTimeoutError::Disconnected) => {
-                    self.step(|s| s.agent_exited(now_ms()))?;
-                    return Ok(self.refused);
-                }
-                Ok(Event::Line(line, n)) => self.line(&line, n)?,
-                Ok(Event::Command(i, reply)) => {
-                    let r = self.take(i, true);
-                    let answer = match &r {
-                        Ok(a) => a.clone(),
-                        Err(e) => Err(Refused::Invalid(e.to_string())),
-                    };
-                    // After the step is applied and published: the caller
-                    // that reads the status next sees what its command did.
-                    let _ = reply.send(answer);
-                    r.map(drop)?;
-                }
-                Ok(Event::CloseInput { now: true }) => self.close_agent_input(),
-                Ok(Event::CloseInput { now: false }) => {
-                    self.stdin.close_after_queue();
-                    self.mark_closed();
-                }
-                Ok(Event::InputEof) => {
-                    self.step(|s| s.input_closed(now_ms()))?;
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    self.step(|s| s.tick(now_ms()))?;
-                    self.enforce_end(now_ms());
-                }
+            let ended = self.event(ev)?;
+            self.settle();
+            if ended {
+                return Ok(self.refused);
             }
         }
+    }
+
+    /// One event; `true` once the agent's output is over.
+    fn event(&mut self, ev: Result<Event, RecvTimeoutError>) -> io::Result<bool> {
+        match ev {
+            Ok(Event::Agent(line)) => {
+                self.step(|s| s.agent_line(&line, now_ms()))?;
+            }
+            Ok(Event::AgentEof) | Err(RecvTimeoutError::Disconnected) => {
+                self.step(|s| s.agent_exited(now_ms()))?;
+                return Ok(true);
+            }
+            Ok(Event::Line(line, n)) => self.line(&line, n)?,
+            Ok(Event::Command(i, reply)) => {
+                let r = self.take(i, true);
+                let answer = match &r {
+                    Ok(a) => a.clone(),
+                    Err(e) => Err(Refused::Invalid(e.to_string())),
+                };
+                // After the step is applied and published: the caller
+                // that reads the status next sees what its command did.
+                let _ = reply.send(answer);
+                r.map(drop)?;
+            }
+            Ok(Event::CloseInput { now: true }) => self.close_agent_input(),
+            Ok(Event::CloseInput { now: false }) => {
+                self.stdin.close_after_queue();
+                self.mark_closed();
+            }
+            Ok(Event::InputEof) => {
+                self.step(|s| s.input_closed(now_ms()))?;
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.step(|s| s.tick(now_ms()))?;
+                self.enforce_end(now_ms());
+            }
+        }
+        Ok(false)
     }
 
     /// One session input line, then its reply line (`runwire.ack`).
@@ -540,6 +560,9 @@ impl<A: Agent, O: Output> Loop<A, O> {
                 (Err(why.clone()), Some(why))
             }
         };
+        // The line's input records are journaled before its reply (nobody
+        // waits on the loop for a line: its writer reads the reply).
+        self.settle();
         // The reply to the line's writer, after the line's own lines.
         let ack = AckLine::new(n, what).to_line();
         self.step(|_| Step { output: vec![ack], ..Step::default() })?;
@@ -565,7 +588,7 @@ mod tests {
     /// moment it took the input, and the output count matches the state.
     #[test]
     fn a_message_says_whether_it_joined_a_turn_and_output_is_counted_with_the_state() {
-        let session = Session::new(Codex::new(CodexOptions::default()), super::super::Options::default());
+        let session = Session::new(Codex::new(CodexOptions::default()), crate::session::Options::default());
         let shared = Shared::new(Arc::default());
         let mut core =
             Loop::new(session, Vec::<u8>::new(), Writer::start(None), None, Box::new(|_| {}), shared.clone());

@@ -1,37 +1,15 @@
-//! How a session's waiting and answers are recorded: the raw
-//! `runwire.request` / `runwire.answer` lines it writes into its output (the
-//! task log; `normalize-events` reads them as `input_request` /
-//! `input_answer` in every dialect), and the journal's input records
-//! (`spec/runstate.schema.json`) a runner appends for them.
+//! How a session's waiting and answers are recorded: the journal's input
+//! records (`spec/runstate.schema.json`) a runner appends for them. The raw
+//! `runwire.request` / `runwire.answer` lines the session writes into its
+//! output (the task log; `normalize-events` reads them as `input_request` /
+//! `input_answer` in every dialect) are the pure core's
+//! ([`crate::session::input`]), re-exported here.
 
 use crate::pipeline::events::{InputAnswer, InputRequest};
-use crate::pipeline::normalize::{ANSWER_TYPE, IDLE_TYPE, REQUEST_TYPE};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Serialize)]
-struct Tagged<'a, T: Serialize> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    #[serde(flatten)]
-    body: &'a T,
-}
-
-/// `{"type":"runwire.request", …}` (no newline).
-pub fn request_line(r: &InputRequest) -> Vec<u8> {
-    serde_json::to_vec(&Tagged { kind: REQUEST_TYPE, body: r }).expect("requests serialize infallibly")
-}
-
-/// `{"type":"runwire.answer", …}` (no newline).
-pub fn answer_line(a: &InputAnswer) -> Vec<u8> {
-    serde_json::to_vec(&Tagged { kind: ANSWER_TYPE, body: a }).expect("answers serialize infallibly")
-}
-
-/// `{"type":"runwire.idle","inputs":N}` (no newline): the session is idle
-/// with `inputs` session input lines read and applied.
-pub fn idle_line(inputs: u64) -> Vec<u8> {
-    format!(r#"{{"type":"{IDLE_TYPE}","inputs":{inputs}}}"#).into_bytes()
-}
+pub use crate::session::input::{answer_line, idle_line, request_line};
 
 /// A journal input record: a request raised or closed. Not a task state
 /// record: it does not change the task's last state. A task whose last state

@@ -82,6 +82,9 @@ pub struct Spec {
     /// stderr goes into the stdout pipe (a gate's log holds both) instead of
     /// being inherited.
     pub merge_stderr: bool,
+    /// stderr is a pipe of its own ([`Proc::stderr`]): a probe that reads
+    /// what the program says there (`runs doctor`).
+    pub pipe_stderr: bool,
 }
 
 impl Spec {
@@ -94,6 +97,7 @@ impl Spec {
             stdin: Input::Null,
             kill_grace: KILL_GRACE,
             merge_stderr: false,
+            pipe_stderr: false,
         }
     }
 
@@ -131,6 +135,8 @@ pub struct Proc {
     pub stdin: Option<ChildStdin>,
     /// The program's stdout, until the caller takes it.
     pub stdout: Option<ChildStdout>,
+    /// The program's stderr, when [`Spec::pipe_stderr`] asked for a pipe.
+    pub stderr: Option<std::process::ChildStderr>,
 }
 
 /// Where `runwire-reaper` is: `$RUNWIRE_REAPER` when set (`none`: no
@@ -226,7 +232,7 @@ impl Proc {
             Input::Piped => Stdio::piped(),
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(if spec.pipe_stderr && !spec.merge_stderr { Stdio::piped() } else { Stdio::inherit() })
         .process_group(0);
         // SAFETY: prctl, pthread_sigmask and dup2 are async-signal-safe. The run
         // goes when we go, even by SIGKILL; the spawner thread makes "we"
@@ -254,6 +260,7 @@ impl Proc {
         Ok(Proc {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
             child,
             pgid,
             reaper: reaper.is_some(),

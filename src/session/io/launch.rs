@@ -2,11 +2,11 @@
 //! that turns a session's settings into a command line and an [`Agent`], for
 //! `runwire-session`, the server and the supervisor alike.
 
-use super::acp::{Acp, AcpOptions};
-use super::claude::{self, Claude, ClaudeOptions};
-use super::codex::{Codex, CodexOptions};
-use super::{Agent, AnswerInput, MidTurn};
 use crate::pipeline::events::InputRequest;
+use crate::session::acp::{Acp, AcpOptions};
+use crate::session::claude::{self, Claude, ClaudeOptions};
+use crate::session::codex::{Codex, CodexOptions};
+use crate::session::{Agent, AnswerInput, MidTurn};
 
 /// The interactive protocols runwire speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +49,8 @@ impl AgentKind {
             // Claude's checks are the answer's own (plan modes aside, which
             // depend on the session's --grant-all).
             AgentKind::Claude => Ok(()),
-            AgentKind::Codex => super::codex::check_answer(req, a),
-            AgentKind::Cursor | AgentKind::Acp => super::acp::check_answer(req, a),
+            AgentKind::Codex => crate::session::codex::check_answer(req, a),
+            AgentKind::Cursor | AgentKind::Acp => crate::session::acp::check_answer(req, a),
         }
     }
 
