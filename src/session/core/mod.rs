@@ -12,10 +12,11 @@
 //! to the agent, and the requests raised and closed (for the journal).
 //! What is generic (pending requests, expiry, fail-closed denial, checking
 //! answers, the record) lives here; what one agent's wire protocol says is
-//! an [`Agent`] ([`claude::Claude`]; codex and cursor come next). The thin
-//! IO around it is [`driver`], used by `runwire-session`, the server and the
-//! supervisor. Processes themselves (start, signal, reap, never leave a
-//! descendant behind) are [`proc`]'s, for sessions and batch runs alike.
+//! an [`Agent`] ([`claude::Claude`], [`codex::Codex`], [`acp::Acp`]). The
+//! IO around it, its one loop included, is [`crate::session::io`], used by
+//! `runwire-session`, the server and the supervisor. Processes themselves
+//! (start, signal, reap, never leave a descendant behind) are
+//! [`crate::session::proc`]'s, for sessions and batch runs alike.
 
 pub mod acp;
 pub mod claude;
@@ -51,7 +52,7 @@ pub enum Signal {
 }
 
 /// What a message sent while a turn runs does, in each protocol (runners
-/// say so in their replies and records: [`launch::AgentKind::mid_turn`]).
+/// say so in their replies and records: [`crate::session::launch::AgentKind::mid_turn`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MidTurn {
     /// It joins the running turn: claude takes it in at its next step,
@@ -114,7 +115,7 @@ pub trait Agent {
     }
 }
 
-/// A boxed protocol (chosen at run time, [`launch::launch`]) is one too.
+/// A boxed protocol (chosen at run time, [`crate::session::launch::launch`]) is one too.
 impl<T: Agent + ?Sized> Agent for Box<T> {
     fn name(&self) -> &'static str {
         (**self).name()
@@ -290,7 +291,7 @@ pub enum Refused {
     StaleTurn { expected: u64, now: u64 },
     /// The agent has not read what it was sent (`waiting` bytes wait) and
     /// this would overflow its input's queue: nothing was taken; try again
-    /// later (an in-process caller's command only, [`driver::Core::command`]).
+    /// later (an in-process caller's command only, `engine::Engine::command`).
     NotReading { waiting: usize },
 }
 

@@ -8,7 +8,7 @@
 //! sees the state its step left), applies the step in the order the
 //! session asks (output lines written, lines queued for the agent's one
 //! writer, the agent's input closed), replies to the caller, and only then
-//! journals the step's input records ([`Loop::settle`]). So the output and the
+//! journals the step's input records. So the output and the
 //! agent's input follow the order the session decided, whoever sent what,
 //! and no caller computes a step, writes to the agent or the output, or
 //! waits for file IO or a lock shared with another process (the journal's):

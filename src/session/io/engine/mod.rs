@@ -1,11 +1,11 @@
 //! The session engine as a handle: one live agent session that a runner
 //! (the server, per thread) holds and commands from any thread. It starts
 //! the agent as `runwire-session` does ([`super::launch`], [`driver::start`]),
-//! and the session's one loop ([`super::event_loop`]) runs on a thread of
+//! and the session's one loop ([`event_loop`]) runs on a thread of
 //! its own: it alone computes and applies each step, writes the output and
 //! queues the agent's input. A caller sends a command with a reply channel
 //! ([`Engine::command`]) and gets what the session did ([`driver::Taken`],
-//! its [`super::Ack`]) once the step is applied; the command never waits
+//! its [`crate::session::Ack`]) once the step is applied; the command never waits
 //! for the agent (one that would overflow its input is refused,
 //! [`Refused::NotReading`]) nor under a lock another caller needs. Its
 //! output goes to a [`tap`] that one reader follows with its own cursor,
