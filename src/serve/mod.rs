@@ -181,6 +181,16 @@ fn recover_runs(cfg: &Config) {
 }
 
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
+    // Block the signals before any thread exists (the checks below may start
+    // agent CLIs for their versions, and with them the process spawner's
+    // thread), so every thread inherits the mask and only the waiting thread
+    // ever sees them: a SIGTERM taken by a thread that does not block it
+    // would end the server unclean. Agents get a clean mask: std resets it
+    // in the child before exec.
+    let mut signals = nix::sys::signal::SigSet::empty();
+    signals.add(nix::sys::signal::Signal::SIGINT);
+    signals.add(nix::sys::signal::Signal::SIGTERM);
+    signals.thread_block().map_err(|e| StartError::Io(format!("cannot block SIGINT/SIGTERM: {e}")))?;
     args.cluster.check().map_err(StartError::Usage)?;
     args.cluster.check_door(args.token_file.is_some()).map_err(StartError::Usage)?;
     let mut cfg = configure(args)?;
@@ -210,13 +220,6 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             ),
         );
     }
-    // Block the signals before any thread exists, so every thread inherits
-    // the mask and only the waiting thread ever sees them. Agents get a clean
-    // mask: std resets it in the child before exec.
-    let mut signals = nix::sys::signal::SigSet::empty();
-    signals.add(nix::sys::signal::Signal::SIGINT);
-    signals.add(nix::sys::signal::Signal::SIGTERM);
-    signals.thread_block().map_err(|e| StartError::Io(format!("cannot block SIGINT/SIGTERM: {e}")))?;
     run::become_subreaper();
     let listener = listen::Listener::bind(&args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
     // `http://ADDR:PORT`, or `unix:PATH`.
