@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use runwire::pipeline::translate::{TranslateOptions, Translator};
 use runwire::pipeline::events::Event;
+use runwire::pipeline::translate::{TranslateOptions, Translator};
 
 fuzz_target!(|data: &[u8]| {
     let mut t = Translator::new(TranslateOptions::default());
