@@ -92,7 +92,7 @@ pub struct Config {
     pub stream_buffer: usize,
     /// `--evidence`: what `GET /api/evidence` checks.
     pub evidence: Option<PathBuf>,
-    /// `--interactive`: one live session per thread ([`agui::interactive`]).
+    /// `--interactive`: one live session per thread ([`super::agui::interactive`]).
     /// What this server is ([`Mode`]): the start line, `/api/info` and the studio say it.
     pub mode: Mode,
     /// The agent `--agent` names (`acp` for any ACP agent), said with agent mode.

@@ -262,7 +262,7 @@ fn copy(
 
 /// A step running, as the loop holds it.
 pub struct Running {
-    /// Its number ([`Launch::step`]).
+    /// Its number (`Launch::step`).
     pub step: u64,
     pub phase: Phase,
     signaller: Signaller,

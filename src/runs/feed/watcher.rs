@@ -58,7 +58,7 @@ const FIRST_DIR: u64 = 3;
 
 impl Watcher {
     /// Watches the registry and the feed directory, and every registered run.
-    /// Start it before the first [`Extender::extend`], so no change falls between.
+    /// Start it before the first [`super::Extender::extend`], so no change falls between.
     pub fn new(home: &Path) -> io::Result<Watcher> {
         let reg = Registry::at(home);
         let paths = Paths::at(home);
