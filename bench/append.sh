@@ -50,7 +50,8 @@ rc=0
 # 1. Record #100 against record #N of one journal.
 line=$("$rate" "$(register big)" "$records")
 echo "one_journal $line"
-ratio=$(sed 's/.*last_over_first=\([0-9.]*\).*/\1/' <<<"$line")
+ratio=${line##*last_over_first=}
+ratio=${ratio%% *}
 if awk -v r="$ratio" 'BEGIN { exit !(r <= 1.5) }'; then echo "one_journal target=1.5 met"; else echo "one_journal target=1.5 MISSED"; rc=1; fi
 
 # 2. One writer against eight writers of eight runs, alternating.
