@@ -703,7 +703,11 @@ describe('studio in Chromium against runwire-serve', () => {
     assert.deepEqual(await ring(), { tag: 'H1', text: 'Chat', outline: 0 });
     // By mouse.
     await p.click('nav a[data-view="runs"]');
-    await waitFor(async () => (await ring()).text === 'Runs', { what: 'the runs heading to take focus' });
+    // The clicked link is named Runs too: wait for the heading itself.
+    await waitFor(async () => {
+      const r = await ring();
+      return r.tag === 'H1' && r.text === 'Runs';
+    }, { what: 'the runs heading to take focus' });
     assert.deepEqual(await ring(), { tag: 'H1', text: 'Runs', outline: 0 });
     // The skip link moves focus to main: no ring there either.
     await p.keyboard.press('Shift+Tab');
