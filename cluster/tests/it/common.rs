@@ -168,7 +168,7 @@ impl Nats {
         let mut n = Nats { servers: Vec::new(), url: urls.join(","), urls, dir: dir.to_path_buf(), ports, cports };
         n.servers = (0..3).map(|i| n.server(i)).collect();
         // Ready when the streams and buckets can be made with 3 replicas.
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let out = Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap();
             if out.status.success() {
