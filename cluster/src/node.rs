@@ -334,14 +334,16 @@ impl Node {
         for id in &ids {
             self.sync_run(id).await?;
         }
-        let scope = if d.all { Scope::All } else { Scope::Runs(&d.runs) };
-        self.sync_feed(scope).await?;
         // Runs whose pointer is gone (runs rm, prune, reap): out of the bucket.
+        // Found before the feed is read: its `removed` event forgets the run,
+        // and a run forgotten first would never be taken out.
         let gone: Vec<String> = if d.all {
             self.state.keys().filter(|k| ids.binary_search(k).is_err()).cloned().collect()
         } else {
             ids.iter().filter(|id| self.state.contains_key(*id) && !self.reg.path(id).exists()).cloned().collect()
         };
+        let scope = if d.all { Scope::All } else { Scope::Runs(&d.runs) };
+        self.sync_feed(scope).await?;
         for id in gone {
             self.remove_files(&id).await?;
             self.runs

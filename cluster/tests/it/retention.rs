@@ -105,7 +105,7 @@ fn a_hub_that_finds_a_files_start_expired_gets_the_file_whole_from_its_node() {
 /// hub started afterwards never has it. Before: its chunks stayed in the
 /// stream and a new hub rebuilt its files.
 #[test]
-#[ignore = "KNOWN BROKEN on main (issue 37): passed on the cluster branch, fails after the merge with the run store's rewrite (the node does not tombstone a removed run's files within 90 s); kept to be fixed, not deleted"]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn runs_rm_at_a_node_takes_the_run_out_of_the_streams_and_the_bucket() {
     let (dir, nats) = nats_cluster("retention-rm");
     let (home, repo, hub1, hub2) =
