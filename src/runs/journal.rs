@@ -404,11 +404,17 @@ pub fn touch(path: &Path) -> std::io::Result<()> {
 /// the file does not end with a newline (a writer killed mid-write, or a
 /// full disk, left a torn last line), a newline goes first, so the torn
 /// line stays the only casualty and this record is a line of its own
-/// (readers skip the torn one). Two appenders that both see the torn end
-/// leave an empty line, which readers skip too.
+/// (readers skip the torn one).
+///
+/// The check and the write hold an exclusive `flock` on the file: another
+/// appender's write in flight grows the file a page at a time, so without
+/// it a last byte read mid-write looks like a torn line and an empty line
+/// would be left. The lock is this journal's own (other runs' writers never
+/// wait on it) and is dropped with the file, also when a writer dies.
 pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+    f.lock()?;
     let len = f.metadata()?.len();
     let mut last = [b'\n'];
     if len > 0 {
