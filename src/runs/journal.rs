@@ -412,9 +412,10 @@ pub fn touch(path: &Path) -> std::io::Result<()> {
 /// would be left. The lock is this journal's own (other runs' writers never
 /// wait on it) and is dropped with the file, also when a writer dies.
 pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
+    use nix::fcntl::{Flock, FlockArg};
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
-    f.lock()?;
+    let f = Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;
     let len = f.metadata()?.len();
     let mut last = [b'\n'];
     if len > 0 {
@@ -426,7 +427,7 @@ pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     }
     out.extend_from_slice(line);
     out.push(b'\n');
-    (&f).write_all(&out)
+    (&*f).write_all(&out)
 }
 
 /// An input request still waiting for its answer.
