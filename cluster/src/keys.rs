@@ -17,14 +17,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// How long a key is remembered (a command's budget is at most a minute).
-pub const KEEP: Duration = Duration::from_secs(15 * 60);
+/// The rule's parts every door shares (`runwire::control::keys`): what a
+/// key may be and how long it is remembered (a command's budget is at most
+/// a minute). This store keeps its own map because its keys live on disk,
+/// are said "started" before the command runs and carry no fingerprint (a
+/// large body arrives after the key is looked up); the node passes the key
+/// on to its server, whose store binds it to the request.
+pub use runwire::control::keys::{valid, KEEP, MAX_KEY};
 /// The most keys remembered at once (the oldest go first).
 pub const MAX_KEYS: usize = 20_000;
-/// The longest key accepted.
-pub const MAX_KEY: usize = 200;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Line {
@@ -45,11 +47,6 @@ pub struct Keys {
     order: VecDeque<(u64, String)>,
     /// Lines in the file.
     lines: usize,
-}
-
-/// Whether `k` can be a key: 1 to [`MAX_KEY`] printable ASCII characters.
-pub fn valid(k: &str) -> bool {
-    !k.is_empty() && k.len() <= MAX_KEY && k.bytes().all(|b| b.is_ascii_graphic())
 }
 
 impl Keys {
