@@ -51,9 +51,7 @@ pub fn invalid_text() -> String {
 
 /// The refusal of [`Claim::Conflict`].
 pub fn conflict_text(key: &str) -> String {
-    format!(
-        "idempotency key {key:?} was used for another command: nothing was done; a new command takes a new key"
-    )
+    format!("idempotency key {key:?} was used for another command: nothing was done; a new command takes a new key")
 }
 
 /// The refusal of [`Claim::Running`].
@@ -173,6 +171,20 @@ impl<R: Clone> Keys<R> {
         m.insert(key, fingerprint, now, state);
         m.prune(now, &self.limits);
         Claim::Run
+    }
+
+    /// What `key` holds, without claiming it (a door that looks before it
+    /// checks the rest of the command): `None` unseen; [`Claim::Replay`]
+    /// done; [`Claim::Running`] running; [`Claim::Run`] bound with no reply
+    /// kept. Never [`Claim::Conflict`]: no command is compared.
+    pub fn peek(&self, key: &str) -> Option<Claim<R>> {
+        let mut m = self.lock();
+        m.prune(Instant::now(), &self.limits);
+        Some(match &m.map.get(key)?.state {
+            State::Running => Claim::Running,
+            State::Done(r, _) => Claim::Replay(r.clone()),
+            State::Bound => Claim::Run,
+        })
     }
 
     /// The reply of `key`'s command, `size` bytes of it counted against the
@@ -352,6 +364,8 @@ mod tests {
         k.restore("a", fp("x"), Duration::from_secs(60), Some(("first".into(), 5)));
         k.restore("b", fp("x"), Duration::from_secs(30), None);
         k.restore("old", fp("x"), KEEP + Duration::from_secs(1), Some(("gone".into(), 4)));
+        assert_eq!(k.peek("a"), Some(Claim::Replay("first".into())));
+        assert_eq!((k.peek("b"), k.peek("c")), (Some(Claim::Running), None));
         assert_eq!(k.claim("a", fp("x"), false), Claim::Replay("first".into()));
         assert_eq!(k.claim("b", fp("x"), false), Claim::Running);
         assert_eq!(k.claim("old", fp("x"), false), Claim::Run);

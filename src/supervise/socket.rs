@@ -13,6 +13,7 @@
 //! `SO_PEERCRED` pid, start time and boot id are not the recorded ones is
 //! refused before a byte is sent.
 
+use crate::control::keys::{Claim, Keys};
 use crate::util::lines::{read_capped, Capped, Rest};
 use crate::util::procid::Ident;
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,6 @@ use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use crate::control::keys::{Claim, Keys};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -352,8 +352,12 @@ fn keyed(keys: &Keys<Reply>, mut req: Request, give: &impl Fn(Msg) -> bool) -> O
     // The request as it is without its key: every field names the command.
     let fingerprint = rule::fingerprint(&[&serde_json::to_vec(&req).unwrap_or_default()]);
     match keys.claim(&key, fingerprint, false) {
-        Claim::Conflict => Some(Reply { code: Some(KEY_CONFLICT.into()), ..Reply::refuse(rule::conflict_text(&key), None) }),
-        Claim::Running => Some(Reply { code: Some(KEY_RUNNING.into()), ..Reply::refuse(rule::running_text(&key), None) }),
+        Claim::Conflict => {
+            Some(Reply { code: Some(KEY_CONFLICT.into()), ..Reply::refuse(rule::conflict_text(&key), None) })
+        }
+        Claim::Running => {
+            Some(Reply { code: Some(KEY_RUNNING.into()), ..Reply::refuse(rule::running_text(&key), None) })
+        }
         Claim::Replay(first) => Some(Reply { replayed: Some(true), ..first }),
         Claim::Run => {
             let reply = run(req, give);
@@ -475,6 +479,46 @@ mod tests {
         }
         let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
         assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+    }
+
+    /// A keyed request runs once: the retry gets the first reply marked
+    /// `replayed`, another request under the key is refused naming it, and a
+    /// reply that says nothing ran frees the key.
+    #[test]
+    fn a_keyed_request_runs_once() {
+        let keys = Keys::default();
+        let runs = std::cell::Cell::new(0);
+        let give = |m: Msg| {
+            runs.set(runs.get() + 1);
+            let not_reading = m.req.msg.as_deref() == Some("busy");
+            let r = Reply::ok(format!("run {}", runs.get()), None);
+            let r = if not_reading { Reply { code: Some(crate::control::NOT_READING.into()), ..r } } else { r };
+            m.reply.send(r).is_ok()
+        };
+        let steer = |msg: &str, key: Option<&str>| Request {
+            verb: "steer".into(),
+            task: Some("a".into()),
+            msg: Some(msg.into()),
+            idempotency_key: key.map(str::to_string),
+            ..Default::default()
+        };
+        let first = keyed(&keys, steer("hi", Some("k1")), &give).unwrap();
+        assert_eq!((first.detail.as_str(), first.replayed), ("run 1", None));
+        let again = keyed(&keys, steer("hi", Some("k1")), &give).unwrap();
+        assert_eq!((again.detail.as_str(), again.replayed), ("run 1", Some(true)));
+        let other = keyed(&keys, steer("ho", Some("k1")), &give).unwrap();
+        assert!(!other.ok && other.detail.contains("\"k1\"") && other.http_status() == 422, "{other:?}");
+        assert_eq!(runs.get(), 1);
+        // Not run: the retry runs.
+        keyed(&keys, steer("busy", Some("k2")), &give).unwrap();
+        keyed(&keys, steer("busy", Some("k2")), &give).unwrap();
+        assert_eq!(runs.get(), 3);
+        // No key: every request runs; a bad key runs nothing.
+        keyed(&keys, steer("hi", None), &give).unwrap();
+        assert_eq!(runs.get(), 4);
+        let bad = keyed(&keys, steer("hi", Some("a b")), &give).unwrap();
+        assert!(!bad.ok && bad.code.as_deref() == Some(crate::control::BAD_REQUEST), "{bad:?}");
+        assert_eq!(runs.get(), 4);
     }
 
     #[test]

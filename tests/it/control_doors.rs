@@ -710,9 +710,16 @@ fn a_retried_steer_line_with_its_key_reaches_the_agent_once() {
     let other = s.send(json!({"type": "steer", "text": "something else", "idempotency_key": "click-line-1"}));
     assert!(other["refused"].as_str().is_some_and(|r| r.contains("click-line-1")), "{other}");
     let prompts = |text: &str| {
-        agent_input(&dir).iter().filter(|(_, l)| l["method"] == "session/prompt" && l.to_string().contains(text)).count()
+        agent_input(&dir)
+            .iter()
+            .filter(|(_, l)| l["method"] == "session/prompt" && l.to_string().contains(text))
+            .count()
     };
-    until("the steer to reach the agent", || prompts("touch the keyed file") == 1, || format!("{:?}", agent_input(&dir)));
+    until(
+        "the steer to reach the agent",
+        || prompts("touch the keyed file") == 1,
+        || format!("{:?}", agent_input(&dir)),
+    );
     // Whatever else was written would be in the stand-in's log by now.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!((prompts("touch the keyed file"), prompts("something else")), (1, 0), "{:?}", agent_input(&dir));

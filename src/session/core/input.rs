@@ -468,6 +468,29 @@ mod tests {
     }
 
     #[test]
+    fn a_keyed_line_is_applied_once() {
+        let (steer, key) = Input::parse_keyed(br#"{"type":"steer","text":"go","idempotency_key":"k1"}"#).unwrap();
+        assert_eq!(key.as_deref(), Some("k1"));
+        assert_eq!(steer.to_line(), r#"{"type":"steer","text":"go"}"#, "the key is no part of the input");
+        assert!(Input::parse(br#"{"type":"end","idempotency_key":"k1"}"#).unwrap_err().contains("not taken here"));
+        assert!(Input::parse_keyed(br#"{"type":"end","idempotency_key":""}"#).unwrap_err().contains("printable"));
+        let keys = LineKeys::default();
+        assert_eq!(keys.before("k1", &steer), None);
+        keys.after("k1", &Ok(super::super::Ack::Started));
+        assert_eq!(keys.before("k1", &steer), Some(Keyed::Replay(Ok(super::super::Ack::Started))));
+        let (other, _) = Input::parse_keyed(br#"{"type":"steer","text":"gone","idempotency_key":"k1"}"#).unwrap();
+        let Some(Keyed::Refused(why)) = keys.before("k1", &other) else { panic!("another line under the key") };
+        assert!(why.contains("\"k1\""), "{why}");
+        let replay = AckLine::keyed(7, Keyed::Replay(Ok(super::super::Ack::Started)));
+        let line = String::from_utf8(replay.to_line()).unwrap();
+        assert!(
+            line.starts_with(r#"{"type":"runwire.ack","line":7,"ack":"started","#)
+                && line.ends_with(r#","replayed":true}"#)
+        );
+        assert_eq!(AckLine::parse(line.as_bytes()), Some(replay));
+    }
+
+    #[test]
     fn bad_lines_say_what_is_wrong() {
         let e = |l: &str| Input::parse(l.as_bytes()).unwrap_err();
         assert!(e("nope").starts_with("not JSON"));
