@@ -28,7 +28,11 @@
 //!   conflict, what the agent's protocol can take: the offer), the same
 //!   for every door, since every door ends in a session input.
 //!
+//! - a command under an idempotency key runs once on every door ([`keys`]).
+//!
 //! Pure: no IO but the kernel's randomness for new ids.
+
+pub mod keys;
 
 use crate::session::input::{AnswerInput, Input, MessageInput, SteerInput, Who};
 use serde::{Deserialize, Serialize};
@@ -539,15 +543,24 @@ pub struct Reply {
     /// A steer taken into the running session (no kill, no resume).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub live: Option<bool>,
-    /// Why, as a word a client can act on: [`BAD_REQUEST`], [`NOT_READING`].
+    /// Why, as a word a client can act on: [`BAD_REQUEST`], [`NOT_READING`],
+    /// [`KEY_CONFLICT`], [`KEY_RUNNING`].
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub code: Option<String>,
+    /// The first reply of this command's idempotency key, again: nothing
+    /// was run this time ([`keys`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replayed: Option<bool>,
 }
 
 /// [`Reply::code`]: the command itself is wrong (HTTP 400).
 pub const BAD_REQUEST: &str = "bad_request";
 /// [`Reply::code`]: the agent does not read its input; try again (HTTP 503).
 pub const NOT_READING: &str = "agent_not_reading";
+/// [`Reply::code`]: the idempotency key names another command (HTTP 422).
+pub const KEY_CONFLICT: &str = "idempotency_key_conflict";
+/// [`Reply::code`]: the idempotency key's command still runs; retry for its reply (HTTP 409).
+pub const KEY_RUNNING: &str = "idempotency_key_running";
 
 impl Reply {
     pub fn ok(detail: impl Into<String>, state: Option<String>) -> Reply {
@@ -571,6 +584,7 @@ impl Reply {
             (true, _) => 200,
             (false, Some(BAD_REQUEST)) => 400,
             (false, Some(NOT_READING)) => 503,
+            (false, Some(KEY_CONFLICT)) => 422,
             (false, _) => 409,
         }
     }

@@ -14,7 +14,7 @@
 //! started outlives the server, even one killed with SIGKILL.
 
 use crate::forward::{self, Answer};
-use runwire::serve::cluster::{Head, MAX_FRAME};
+use runwire::serve::cluster::Head;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -95,14 +95,8 @@ pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Opt
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("a frame of {len} bytes (at most {MAX_FRAME})"),
-        ));
-    }
-    let mut rest = vec![0u8; len];
+    // The one length check of both ends (runwire's, before anything is allocated).
+    let mut rest = vec![0u8; runwire::serve::cluster::frame_len(len)?];
     r.read_exact(&mut rest).await?;
     runwire::serve::cluster::decode(&rest).map(Some)
 }

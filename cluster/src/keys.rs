@@ -13,18 +13,21 @@
 //! (atomically) when most of its lines are forgotten ones.
 
 use crate::forward::Answer;
+use runwire::control::keys::{fingerprint, Claim, Fingerprint, Limits};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How long a key is remembered (a command's budget is at most a minute).
-pub const KEEP: Duration = Duration::from_secs(15 * 60);
+/// The rule's parts every door shares (`runwire::control::keys`): what a
+/// key may be, how long it is remembered (a command's budget is at most a
+/// minute), the store itself. This file adds the disk: a key is said
+/// "started" before its command runs, and a node restarted in between
+/// answers its retry 409.
+pub use runwire::control::keys::{valid, KEEP, MAX_KEY};
 /// The most keys remembered at once (the oldest go first).
 pub const MAX_KEYS: usize = 20_000;
-/// The longest key accepted.
-pub const MAX_KEY: usize = 200;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Line {
@@ -41,15 +44,24 @@ struct Line {
 /// The keys seen, and the file that remembers them.
 pub struct Keys {
     path: PathBuf,
-    map: HashMap<String, (u64, Option<Answer>)>,
-    order: VecDeque<(u64, String)>,
+    keys: runwire::control::keys::Keys<Answer>,
     /// Lines in the file.
     lines: usize,
 }
 
-/// Whether `k` can be a key: 1 to [`MAX_KEY`] printable ASCII characters.
-pub fn valid(k: &str) -> bool {
-    !k.is_empty() && k.len() <= MAX_KEY && k.bytes().all(|b| b.is_ascii_graphic())
+/// The node binds a key to nothing but itself: the hub's key names one
+/// command, and the node's server (given the key) binds it to the request.
+fn unbound() -> Fingerprint {
+    fingerprint(&[])
+}
+
+fn limits() -> Limits {
+    // Every answer is kept (a control reply; at most the largest body a route takes).
+    Limits { max_keys: MAX_KEYS, max_reply: crate::forward::MAX_BODY, ..Limits::default() }
+}
+
+fn size(a: &Answer) -> usize {
+    a.body.len() + 16
 }
 
 impl Keys {
@@ -57,53 +69,58 @@ impl Keys {
     /// line is skipped: the file is a cache of promises, not of data).
     pub fn open(home: &Path) -> Keys {
         let path = home.join("cluster").join("control-keys.jsonl");
-        let mut k = Keys { path, map: HashMap::new(), order: VecDeque::new(), lines: 0 };
+        let mut k = Keys { path, keys: runwire::control::keys::Keys::new(limits()), lines: 0 };
         let now = crate::node::now_ms();
         let text = std::fs::read_to_string(&k.path).unwrap_or_default();
+        // A key's first line (its start) dates it; a later line with a status is its answer.
+        let mut seen: HashMap<String, (u64, Option<Answer>)> = HashMap::new();
+        let mut order = Vec::new();
         for l in text.lines() {
             k.lines += 1;
             let Ok(line) = serde_json::from_str::<Line>(l) else { continue };
             if now.saturating_sub(line.t) > KEEP.as_millis() as u64 || !valid(&line.k) {
                 continue;
             }
-            k.remember(line);
+            let answer = line.status.map(|s| Answer { status: s, body: line.body.unwrap_or_default() });
+            let e = seen.entry(line.k.clone()).or_insert_with(|| {
+                order.push(line.k);
+                (line.t, None)
+            });
+            if answer.is_some() {
+                e.1 = answer;
+            }
         }
-        k.prune(now);
-        if k.lines > 2 * k.map.len() + 64 {
+        for key in order {
+            if let Some((t, a)) = seen.remove(&key) {
+                let age = Duration::from_millis(now.saturating_sub(t));
+                k.keys.restore(&key, unbound(), age, a.map(|a| (a.clone(), size(&a))));
+            }
+        }
+        if k.lines > 2 * k.keys.len() + 64 {
             k.rewrite();
         }
         k
     }
 
-    fn remember(&mut self, line: Line) {
-        let answer = line.status.map(|s| Answer { status: s, body: line.body.unwrap_or_default() });
-        if !self.map.contains_key(&line.k) {
-            self.order.push_back((line.t, line.k.clone()));
-        }
-        let e = self.map.entry(line.k).or_insert((line.t, None));
-        if answer.is_some() {
-            e.1 = answer;
-        }
-    }
-
     /// A key seen before: its first answer; 409 when it started and was
     /// never answered (the node ended in between: it may have run).
     pub fn get(&self, key: &str) -> Option<Answer> {
-        let (_, a) = self.map.get(key)?;
-        Some(a.clone().unwrap_or_else(|| {
-            Answer {
+        match self.keys.peek(key)? {
+            Claim::Replay(a) => Some(a),
+            _ => Some(Answer {
                 status: 409,
                 body: serde_json::json!({"error": format!(
                     "the command of idempotency key {key:?} was started and the node ended before it was \
                      answered: it may have run, so it is not run again"
                 )})
                 .to_string(),
-            }
-        }))
+            }),
+        }
     }
 
     /// The command of `key` starts (said on disk before anything is done).
     pub fn started(&mut self, key: &str, actor: &str) {
+        self.keys.claim(key, unbound(), false);
         let line =
             Line { k: key.into(), t: crate::node::now_ms(), actor: Some(actor.into()), status: None, body: None };
         self.append(line);
@@ -111,6 +128,7 @@ impl Keys {
 
     /// Its answer.
     pub fn done(&mut self, key: &str, a: &Answer) {
+        self.keys.done(key, a.clone(), size(a));
         let line = Line {
             k: key.into(),
             t: crate::node::now_ms(),
@@ -123,8 +141,6 @@ impl Keys {
 
     fn append(&mut self, line: Line) {
         let text = serde_json::to_string(&line).unwrap_or_default();
-        let t = line.t;
-        self.remember(line);
         let w = (|| {
             if let Some(d) = self.path.parent() {
                 std::fs::create_dir_all(d)?;
@@ -136,50 +152,39 @@ impl Keys {
             crate::report(format!("control: {}: {e} (keys kept in memory only)", self.path.display()));
         }
         self.lines += 1;
-        self.prune(t);
-        if self.lines > 2 * self.map.len() + 1024 {
+        if self.lines > 2 * self.keys.len() + 1024 {
             self.rewrite();
-        }
-    }
-
-    fn prune(&mut self, now: u64) {
-        while let Some((t, k)) = self.order.front() {
-            if now.saturating_sub(*t) <= KEEP.as_millis() as u64 && self.order.len() <= MAX_KEYS {
-                break;
-            }
-            self.map.remove(k);
-            self.order.pop_front();
         }
     }
 
     /// The file again with the remembered keys only.
     fn rewrite(&mut self) {
+        let now = crate::node::now_ms();
         let mut text = String::new();
-        for (t, k) in &self.order {
-            if let Some((_, a)) = self.map.get(k) {
-                let line = Line {
-                    k: k.clone(),
-                    t: *t,
-                    actor: None,
-                    status: a.as_ref().map(|a| a.status),
-                    body: a.as_ref().map(|a| a.body.clone()),
-                };
-                text.push_str(&serde_json::to_string(&line).unwrap_or_default());
-                text.push('\n');
-            }
+        let entries = self.keys.entries();
+        for (k, age, _, a) in &entries {
+            let line = Line {
+                k: k.clone(),
+                t: now.saturating_sub(age.as_millis() as u64),
+                actor: None,
+                status: a.as_ref().map(|a| a.status),
+                body: a.as_ref().map(|a| a.body.clone()),
+            };
+            text.push_str(&serde_json::to_string(&line).unwrap_or_default());
+            text.push('\n');
         }
         if runwire::runs::write_atomic(&self.path, text.as_bytes()).is_ok() {
-            self.lines = self.map.len();
+            self.lines = entries.len();
         }
     }
 
     /// How many keys are remembered.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.keys.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.keys.is_empty()
     }
 }
 

@@ -17,6 +17,10 @@
 //! run's stream (`agui::Book`). There the key binds the body only: another
 //! body under the same key is `422`; the same body goes on to the book.
 //!
+//! The rule itself (fingerprints, running and done, bounds, what is kept)
+//! is every door's: [`crate::control::keys`]; this is its HTTP side (the
+//! header, raw responses, which statuses say "not run", the replay's headers).
+//!
 //! Keys are kept for [`KEEP`] (longer than any command's budget, which is
 //! at most a minute: `runwire-cluster`'s `MAX_BUDGET`), at most
 //! [`MAX_KEYS`] of them and [`MAX_BYTES`] of kept replies, oldest first
@@ -26,164 +30,59 @@
 //! to this store, so a key is run once on a node both across the node's
 //! restarts and on every door.
 
-use sha2::{Digest, Sha256};
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use crate::control::keys::{self, Keys as Store};
 
-/// How long a key is remembered.
-pub const KEEP: Duration = Duration::from_secs(15 * 60);
-/// The most keys remembered at once.
-pub const MAX_KEYS: usize = 10_000;
-/// The most reply bytes kept at once (all keys together).
-pub const MAX_BYTES: usize = 16 * 1024 * 1024;
-/// The longest reply kept for a replay (control replies are a few hundred bytes).
-pub const MAX_REPLY: usize = 256 * 1024;
-/// The longest key accepted (the cluster's limit).
-pub const MAX_KEY: usize = 200;
+pub use keys::{valid, KEEP, MAX_BYTES, MAX_KEY, MAX_KEYS, MAX_REPLY};
+
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
 /// The header a replayed reply carries.
 pub const REPLAYED: &str = "Idempotent-Replayed";
 
-/// Whether `k` can be a key: 1 to [`MAX_KEY`] printable ASCII characters.
-pub fn valid(k: &str) -> bool {
-    !k.is_empty() && k.len() <= MAX_KEY && k.bytes().all(|b| b.is_ascii_graphic())
-}
+/// What a request's key says before it runs: the rule's [`keys::Claim`]
+/// over the raw HTTP response.
+pub type Claim = keys::Claim<Vec<u8>>;
 
-/// What a request's key says before it runs.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Claim {
-    /// A new key: run the command, then [`Keys::done`] (or [`Keys::forget`]).
-    Run,
-    /// Seen, with this request: its first reply (the raw HTTP response).
-    Replay(Vec<u8>),
-    /// Seen, with this request, and still running.
-    Running,
-    /// Seen with another request.
-    Conflict,
-}
-
-enum State {
-    Running,
-    Done(Vec<u8>),
-    /// Seen; its reply is not kept (too large, or a streamed one).
-    Bound,
-}
-
-struct Entry {
-    fingerprint: [u8; 32],
-    at: Instant,
-    state: State,
-}
-
+/// The server's keys (one store for every HTTP door), over the one rule
+/// ([`crate::control::keys`]), keeping raw responses.
 #[derive(Default)]
-struct Inner {
-    map: HashMap<String, Entry>,
-    order: VecDeque<(Instant, String)>,
-    bytes: usize,
-}
-
-/// The server's keys (one store for every door).
-#[derive(Default)]
-pub struct Keys {
-    inner: Mutex<Inner>,
-}
+pub struct Keys(Store<Vec<u8>>);
 
 /// What identifies a request under its key: who asks, the method, the
-/// path and the body (a digest: a body may be a megabyte).
-pub fn fingerprint(caller: &str, method: &str, path: &str, body: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    for part in [caller.as_bytes(), method.as_bytes(), path.as_bytes()] {
-        h.update((part.len() as u64).to_be_bytes());
-        h.update(part);
-    }
-    h.update(body);
-    h.finalize().into()
+/// path and the body.
+pub fn fingerprint(caller: &str, method: &str, path: &str, body: &[u8]) -> keys::Fingerprint {
+    keys::fingerprint(&[caller.as_bytes(), method.as_bytes(), path.as_bytes(), body])
 }
 
 impl Keys {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Claims `key` for the request of `fingerprint`; `bind_only`: the reply
     /// will not be kept (a streamed one), the key binds the request only.
-    pub fn claim(&self, key: &str, fingerprint: [u8; 32], bind_only: bool) -> Claim {
-        let now = Instant::now();
-        let mut m = self.lock();
-        m.prune(now);
-        if let Some(e) = m.map.get(key) {
-            if e.fingerprint != fingerprint {
-                return Claim::Conflict;
-            }
-            return match &e.state {
-                State::Running => Claim::Running,
-                State::Done(r) => Claim::Replay(r.clone()),
-                State::Bound => Claim::Run,
-            };
-        }
-        let state = if bind_only { State::Bound } else { State::Running };
-        m.map.insert(key.to_string(), Entry { fingerprint, at: now, state });
-        m.order.push_back((now, key.to_string()));
-        m.prune(now);
-        Claim::Run
+    pub fn claim(&self, key: &str, fingerprint: keys::Fingerprint, bind_only: bool) -> Claim {
+        self.0.claim(key, fingerprint, bind_only)
     }
 
     /// The reply of `key`'s command (the raw response as sent); one that
-    /// says the command did not run (503, 504) frees the key instead.
+    /// says the command did not run (503, 504, or no status) frees the key instead.
     pub fn done(&self, key: &str, response: &[u8]) {
-        let status = status_of(response);
-        let mut m = self.lock();
-        if matches!(status, Some(503 | 504) | None) {
-            m.map.remove(key);
+        if matches!(status_of(response), Some(503 | 504) | None) {
+            self.0.forget(key);
             return;
         }
-        let keep = response.len() <= MAX_REPLY;
-        if let Some(e) = m.map.get_mut(key) {
-            e.state = if keep { State::Done(response.to_vec()) } else { State::Bound };
-            if keep {
-                m.bytes += response.len();
-            }
-        }
-        let now = Instant::now();
-        m.prune(now);
+        self.0.done(key, response.to_vec(), response.len());
     }
 
     /// Forgets `key` (its command never ran: the request failed before it).
     pub fn forget(&self, key: &str) {
-        let mut m = self.lock();
-        if let Some(Entry { state: State::Done(r), .. }) = m.map.remove(key) {
-            m.bytes -= r.len();
-        }
+        self.0.forget(key);
     }
 
     /// How many keys are remembered.
     pub fn len(&self) -> usize {
-        self.lock().map.len()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl Inner {
-    /// Oldest first: past their time, or over the bounds.
-    fn prune(&mut self, now: Instant) {
-        while let Some((at, k)) = self.order.front() {
-            let old = now.duration_since(*at) > KEEP;
-            if !old && self.order.len() <= MAX_KEYS && self.bytes <= MAX_BYTES {
-                break;
-            }
-            // The entry may have been forgotten and claimed again since (a newer `at`).
-            if self.map.get(k).is_some_and(|e| e.at == *at) {
-                if let Some(Entry { state: State::Done(r), .. }) = self.map.remove(k) {
-                    self.bytes -= r.len();
-                }
-            }
-            self.order.pop_front();
-        }
+        self.0.is_empty()
     }
 }
 
@@ -267,7 +166,7 @@ mod tests {
             assert_eq!(k.claim(&key, f, false), Claim::Run);
             k.done(&key, &big);
         }
-        assert!(k.lock().bytes <= MAX_BYTES);
+        assert!(k.0.bytes() <= MAX_BYTES);
     }
 
     #[test]

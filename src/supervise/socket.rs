@@ -13,6 +13,7 @@
 //! `SO_PEERCRED` pid, start time and boot id are not the recorded ones is
 //! refused before a byte is sent.
 
+use crate::control::keys::{Claim, Keys};
 use crate::util::lines::{read_capped, Capped, Rest};
 use crate::util::procid::Ident;
 use serde::{Deserialize, Serialize};
@@ -22,7 +23,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// Largest steer message accepted, in bytes (the one rule: [`crate::control::MAX_TEXT`]).
@@ -61,6 +62,11 @@ pub struct Request {
     /// request by runwire's interrupt id.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub answer: Option<serde_json::Value>,
+    /// The command's idempotency key ([`crate::control::keys`]): the same
+    /// key with the same request gets the first reply again (`"replayed":
+    /// true`) and runs nothing; with another request it is refused.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub idempotency_key: Option<String>,
 }
 
 /// One control reply: the reply of every door ([`crate::control::Reply`]).
@@ -255,12 +261,15 @@ pub fn bind(sock: &Path) -> Result<UnixListener, String> {
     Ok(l)
 }
 
-/// Accepts connections forever; each request goes to the loop through `to`.
+/// Accepts connections forever; each request goes to the loop through `to`
+/// (a keyed one only the first time: the socket's keys are this supervisor's).
 pub fn serve<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to: fn(Msg) -> T) {
+    let keys: Arc<Keys<Reply>> = Arc::default();
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
         let tx = tx.clone();
-        std::thread::spawn(move || answer(conn, move |m| tx.send(to(m)).is_ok()));
+        let keys = keys.clone();
+        std::thread::spawn(move || answer(conn, &keys, move |m| tx.send(to(m)).is_ok()));
     }
 }
 
@@ -292,8 +301,9 @@ pub fn drain_replies(limit: Duration) {
 }
 
 /// One connection: its request line (at most [`MAX_LINE`] bytes, never read
-/// past), handed over with `give`, and the reply written back.
-fn answer(conn: UnixStream, give: impl Fn(Msg) -> bool) {
+/// past), handed over with `give` (under its key's rule, [`keyed`]), and
+/// the reply written back.
+fn answer(conn: UnixStream, keys: &Keys<Reply>, give: impl Fn(Msg) -> bool) {
     let _replying = Replying::new();
     let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
     let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
@@ -305,22 +315,62 @@ fn answer(conn: UnixStream, give: impl Fn(Msg) -> bool) {
         Ok(Capped::TooLong) => Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None),
         Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf) {
             Err(e) => Reply::refuse(format!("bad request: {e}"), None),
-            Ok(req) => {
-                let (rtx, rrx) = mpsc::channel();
-                if !give(Msg { req, reply: rtx }) {
-                    return;
-                }
-                // A kill answers once the group is gone, so wait past any grace.
-                match rrx.recv_timeout(Duration::from_secs(120)) {
-                    Ok(r) => r,
-                    Err(_) => return,
-                }
-            }
+            Ok(req) => match keyed(keys, req, &give) {
+                Some(r) => r,
+                None => return,
+            },
         },
     };
     let mut line = serde_json::to_vec(&reply).unwrap_or_default();
     line.push(b'\n');
     let _ = w.write_all(&line);
+}
+
+/// One request to the loop and its reply; `None`: no reply (the loop is gone
+/// or took longer than any command).
+fn run(req: Request, give: &impl Fn(Msg) -> bool) -> Option<Reply> {
+    let (rtx, rrx) = mpsc::channel();
+    if !give(Msg { req, reply: rtx }) {
+        return None;
+    }
+    // A kill answers once the group is gone, so wait past any grace.
+    rrx.recv_timeout(Duration::from_secs(120)).ok()
+}
+
+/// A request under its idempotency key (the one rule, [`crate::control::keys`]):
+/// the first runs and its reply is kept; the same request again gets that
+/// reply, marked `replayed`, and nothing runs; another request under the key
+/// is refused ([`crate::control::KEY_CONFLICT`]), as is a retry while the
+/// first still runs ([`crate::control::KEY_RUNNING`]). A reply that says
+/// nothing ran ([`crate::control::NOT_READING`]), or none, frees the key.
+fn keyed(keys: &Keys<Reply>, mut req: Request, give: &impl Fn(Msg) -> bool) -> Option<Reply> {
+    use crate::control::{keys as rule, KEY_CONFLICT, KEY_RUNNING, NOT_READING};
+    let Some(key) = req.idempotency_key.take() else { return run(req, give) };
+    if !rule::valid(&key) {
+        return Some(Reply::bad(rule::invalid_text()));
+    }
+    // The request as it is without its key: every field names the command.
+    let fingerprint = rule::fingerprint(&[&serde_json::to_vec(&req).unwrap_or_default()]);
+    match keys.claim(&key, fingerprint, false) {
+        Claim::Conflict => {
+            Some(Reply { code: Some(KEY_CONFLICT.into()), ..Reply::refuse(rule::conflict_text(&key), None) })
+        }
+        Claim::Running => {
+            Some(Reply { code: Some(KEY_RUNNING.into()), ..Reply::refuse(rule::running_text(&key), None) })
+        }
+        Claim::Replay(first) => Some(Reply { replayed: Some(true), ..first }),
+        Claim::Run => {
+            let reply = run(req, give);
+            match &reply {
+                Some(r) if r.code.as_deref() != Some(NOT_READING) => {
+                    let size = serde_json::to_vec(r).map_or(0, |v| v.len());
+                    keys.done(&key, r.clone(), size);
+                }
+                _ => keys.forget(&key),
+            }
+            reply
+        }
+    }
 }
 
 /// Why a call got no reply.
@@ -393,7 +443,7 @@ mod tests {
     fn ask(request: Vec<u8>, on_request: Reply) -> Reply {
         let (conn, client) = UnixStream::pair().unwrap();
         let (tx, rx) = mpsc::channel::<Msg>();
-        std::thread::spawn(move || answer(conn, move |m| tx.send(m).is_ok()));
+        std::thread::spawn(move || answer(conn, &Keys::default(), move |m| tx.send(m).is_ok()));
         std::thread::spawn(move || {
             if let Ok(m) = rx.recv_timeout(Duration::from_secs(10)) {
                 let _ = m.reply.send(on_request);
@@ -429,6 +479,46 @@ mod tests {
         }
         let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
         assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+    }
+
+    /// A keyed request runs once: the retry gets the first reply marked
+    /// `replayed`, another request under the key is refused naming it, and a
+    /// reply that says nothing ran frees the key.
+    #[test]
+    fn a_keyed_request_runs_once() {
+        let keys = Keys::default();
+        let runs = std::cell::Cell::new(0);
+        let give = |m: Msg| {
+            runs.set(runs.get() + 1);
+            let not_reading = m.req.msg.as_deref() == Some("busy");
+            let r = Reply::ok(format!("run {}", runs.get()), None);
+            let r = if not_reading { Reply { code: Some(crate::control::NOT_READING.into()), ..r } } else { r };
+            m.reply.send(r).is_ok()
+        };
+        let steer = |msg: &str, key: Option<&str>| Request {
+            verb: "steer".into(),
+            task: Some("a".into()),
+            msg: Some(msg.into()),
+            idempotency_key: key.map(str::to_string),
+            ..Default::default()
+        };
+        let first = keyed(&keys, steer("hi", Some("k1")), &give).unwrap();
+        assert_eq!((first.detail.as_str(), first.replayed), ("run 1", None));
+        let again = keyed(&keys, steer("hi", Some("k1")), &give).unwrap();
+        assert_eq!((again.detail.as_str(), again.replayed), ("run 1", Some(true)));
+        let other = keyed(&keys, steer("ho", Some("k1")), &give).unwrap();
+        assert!(!other.ok && other.detail.contains("\"k1\"") && other.http_status() == 422, "{other:?}");
+        assert_eq!(runs.get(), 1);
+        // Not run: the retry runs.
+        keyed(&keys, steer("busy", Some("k2")), &give).unwrap();
+        keyed(&keys, steer("busy", Some("k2")), &give).unwrap();
+        assert_eq!(runs.get(), 3);
+        // No key: every request runs; a bad key runs nothing.
+        keyed(&keys, steer("hi", None), &give).unwrap();
+        assert_eq!(runs.get(), 4);
+        let bad = keyed(&keys, steer("hi", Some("a b")), &give).unwrap();
+        assert!(!bad.ok && bad.code.as_deref() == Some(crate::control::BAD_REQUEST), "{bad:?}");
+        assert_eq!(runs.get(), 4);
     }
 
     #[test]

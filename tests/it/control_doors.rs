@@ -16,7 +16,9 @@
 //!   agent offered each send nothing. The offer is the session's one rule
 //!   (`Agent::check_answer`), met by every door's answer alike.
 //! - Idempotency keys: a steer (and an AG-UI run, and a link's POST)
-//!   retried with its `Idempotency-Key` acts once on each HTTP door.
+//!   retried with its key acts once on each door: the HTTP doors'
+//!   `Idempotency-Key`, the supervisor socket's and the session input
+//!   line's `"idempotency_key"`.
 
 use crate::support;
 use support::Server;
@@ -589,7 +591,7 @@ fn every_door_sends_nothing_for_a_replayed_stale_duplicate_excessive_or_expired_
 }
 
 // ---------------------------------------------------------------------------
-// Idempotency keys: a key is executed once on any HTTP door.
+// Idempotency keys: a key is executed once on any door.
 
 /// A POST with an `Idempotency-Key`: status, whether the reply says it is a
 /// replay, and the body.
@@ -609,30 +611,59 @@ fn keyed(port: u16, path: &str, key: &str, content_type: &str, body: &str) -> (u
     (r.status, replayed, String::from_utf8_lossy(&r.body).to_string())
 }
 
-/// The control route to a supervisor: a steer retried with its key gives
-/// one `steer-queued` record and the agent one prompt; the same key with
-/// another body is refused (422) and queues nothing.
-#[test]
-fn a_retried_steer_with_its_key_is_queued_once_through_the_control_route() {
-    let mut s = Sup::start("keys-supervisor");
+/// The supervisor's doors that take a keyed steer.
+#[derive(Clone, Copy, Debug)]
+enum SteerDoor {
+    /// `POST /runs/RUN/tasks/a/steer` with `Idempotency-Key`, through a server.
+    ControlRoute,
+    /// The control socket's `"idempotency_key"` (spec/SUPERVISOR.md).
+    Socket,
+}
+
+/// A keyed steer at `door`: status (the socket's reply read as the route
+/// would answer it), whether it says it is a replay, and the reply without
+/// that mark.
+fn keyed_steer(s: &Sup, srv: &Option<Server>, door: SteerDoor, key: &str, msg: &str) -> (u16, bool, String) {
+    match door {
+        SteerDoor::ControlRoute => {
+            let route = format!("/runs/{}/tasks/a/steer", s.run_id());
+            let port = srv.as_ref().unwrap().port;
+            keyed(port, &route, key, "application/json", &json!({"msg": msg}).to_string())
+        }
+        SteerDoor::Socket => {
+            let mut r = s.call(json!({"verb": "steer", "task": "a", "msg": msg, "idempotency_key": key}));
+            let replayed = r.as_object_mut().unwrap().remove("replayed") == Some(Value::Bool(true));
+            let code = match (r["ok"].as_bool(), r["code"].as_str()) {
+                (Some(true), _) => 200,
+                (_, Some("idempotency_key_conflict")) => 422,
+                _ => 409,
+            };
+            (code, replayed, r.to_string())
+        }
+    }
+}
+
+/// A steer retried with its key at a supervisor's `door` gives one
+/// `steer-queued` record and the agent one prompt; the same key with another
+/// steer is refused (422 on HTTP), naming the key, and queues nothing.
+fn a_retried_steer_with_its_key_is_queued_once(name: &str, door: SteerDoor) {
+    let mut s = Sup::start(name);
     s.until("the first request in the journal", |s| !s.requested().is_empty());
     let first = name_of(&s.requested()[0]);
     let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": first, "decision": "allow"}}));
     assert_eq!(r["ok"], true, "{r}");
     s.until("the gate", |s| s.states().contains(&"implemented".to_string()));
-    let srv = Server::start(&s.dir.join("home"));
-    let route = format!("/runs/{}/tasks/a/steer", s.run_id());
-    let body = json!({"msg": "touch the keyed file"}).to_string();
-    let (c1, r1, b1) = keyed(srv.port, &route, "click-steer-1", "application/json", &body);
-    assert!(c1 == 200 || c1 == 202, "{c1} {b1}");
-    assert!(!r1, "the first is no replay");
-    let (c2, r2, b2) = keyed(srv.port, &route, "click-steer-1", "application/json", &body);
-    assert_eq!((c2, r2, &b2), (c1, true, &b1), "the retry replays the first reply");
-    let other = json!({"msg": "something else"}).to_string();
-    let (c3, _, b3) = keyed(srv.port, &route, "click-steer-1", "application/json", &other);
-    assert_eq!(c3, 422, "{b3}");
+    let srv = matches!(door, SteerDoor::ControlRoute).then(|| Server::start(&s.dir.join("home")));
+    let (c1, r1, b1) = keyed_steer(&s, &srv, door, "click-steer-1", "touch the keyed file");
+    assert!(c1 == 200 || c1 == 202, "{door:?}: {c1} {b1}");
+    assert!(!r1, "{door:?}: the first is no replay");
+    let (c2, r2, b2) = keyed_steer(&s, &srv, door, "click-steer-1", "touch the keyed file");
+    assert_eq!((c2, r2, &b2), (c1, true, &b1), "{door:?}: the retry replays the first reply");
+    let (c3, _, b3) = keyed_steer(&s, &srv, door, "click-steer-1", "something else");
+    assert_eq!(c3, 422, "{door:?}: {b3}");
+    assert!(b3.contains("click-steer-1"), "{door:?}: the refusal names the key: {b3}");
     let queued = |s: &Sup| s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count();
-    assert_eq!(queued(&s), 1, "{}", s.why());
+    assert_eq!(queued(&s), 1, "{door:?}: {}", s.why());
     std::fs::write(s.dir.join("go"), "").unwrap();
     s.until("the second process's request", |s| s.requested().len() == 2);
     let prompts: Vec<String> = agent_input(&s.dir)
@@ -640,13 +671,60 @@ fn a_retried_steer_with_its_key_is_queued_once_through_the_control_route() {
         .filter(|(p, l)| *p == 2 && l["method"] == "session/prompt")
         .map(|(_, l)| l.to_string())
         .collect();
-    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert_eq!(prompts.len(), 1, "{door:?}: {prompts:?}");
     assert!(prompts[0].contains("touch the keyed file") && !prompts[0].contains("something else"), "{prompts:?}");
     let new = name_of(&s.requested()[1]);
     let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": new, "decision": "deny"}}));
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
-    assert_eq!(queued(&s), 1, "{}", s.why());
+    assert_eq!(queued(&s), 1, "{door:?}: {}", s.why());
+}
+
+#[test]
+fn a_retried_steer_with_its_key_is_queued_once_through_the_control_route() {
+    a_retried_steer_with_its_key_is_queued_once("keys-supervisor", SteerDoor::ControlRoute);
+}
+
+#[test]
+fn a_retried_steer_with_its_key_is_queued_once_through_the_supervisor_socket() {
+    a_retried_steer_with_its_key_is_queued_once("keys-socket", SteerDoor::Socket);
+}
+
+/// `runwire-session`'s input lines: a steer line retried with its
+/// `idempotency_key` gets the first line's ack again, marked `replayed`, and
+/// reaches the agent once; the same key on another line is refused, naming
+/// the key, and reaches it never.
+#[test]
+fn a_retried_steer_line_with_its_key_reaches_the_agent_once() {
+    let dir = support::scratch("keys-session");
+    let mut s = Session::start(&dir);
+    let id = s.next("runwire.request")["interrupt_id"].as_str().unwrap().to_string();
+    let a = s.send(json!({"type": "answer", "id": id, "decision": "allow"}));
+    assert_eq!(a["ack"], "taken", "{a}");
+    let steer = json!({"type": "steer", "text": "touch the keyed file", "idempotency_key": "click-line-1"});
+    let first = s.send(steer.clone());
+    assert!(first.get("ack").is_some() && first.get("replayed").is_none(), "{first}");
+    let again = s.send(steer);
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!((&again["ack"], &again["detail"]), (&first["ack"], &first["detail"]), "the first line's ack: {again}");
+    let other = s.send(json!({"type": "steer", "text": "something else", "idempotency_key": "click-line-1"}));
+    assert!(other["refused"].as_str().is_some_and(|r| r.contains("click-line-1")), "{other}");
+    let prompts = |text: &str| {
+        agent_input(&dir)
+            .iter()
+            .filter(|(_, l)| l["method"] == "session/prompt" && l.to_string().contains(text))
+            .count()
+    };
+    until(
+        "the steer to reach the agent",
+        || prompts("touch the keyed file") == 1,
+        || format!("{:?}", agent_input(&dir)),
+    );
+    // Whatever else was written would be in the stand-in's log by now.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!((prompts("touch the keyed file"), prompts("something else")), (1, 0), "{:?}", agent_input(&dir));
+    s.end();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The server's own session: the task route's steer, the AG-UI run and the

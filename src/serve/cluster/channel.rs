@@ -91,16 +91,23 @@ pub fn read_frame(r: &mut impl std::io::Read) -> std::io::Result<Option<(Head, V
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let len = u32::from_be_bytes(len) as usize;
+    let mut rest = vec![0u8; frame_len(len)?];
+    r.read_exact(&mut rest)?;
+    decode(&rest).map(Some)
+}
+
+/// A frame's length from its 4-byte prefix, refused over [`MAX_FRAME`]
+/// before anything is allocated: the one check of both ends (the sidecar's
+/// async reader calls it too).
+pub fn frame_len(prefix: [u8; 4]) -> std::io::Result<usize> {
+    let len = u32::from_be_bytes(prefix) as usize;
     if len > MAX_FRAME {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("a frame of {len} bytes (at most {MAX_FRAME})"),
         ));
     }
-    let mut rest = vec![0u8; len];
-    r.read_exact(&mut rest)?;
-    decode(&rest).map(Some)
+    Ok(len)
 }
 
 /// What a stream of the channel receives.

@@ -279,7 +279,7 @@ pub const RUNNING_GRACE_MS: u64 = 30_000;
 
 mod channel;
 use channel::Channel;
-pub use channel::{decode, encode, read_frame, Head, MAX_FRAME, STREAM_QUEUE};
+pub use channel::{decode, encode, frame_len, read_frame, Head, MAX_FRAME, STREAM_QUEUE};
 
 /// A hub's channel: `Err` the 503 to answer when there is none.
 fn channel(what: &str) -> Result<&'static Arc<Channel>, (u16, String)> {

@@ -12,6 +12,10 @@ use serde_json::{Map, Value};
 /// edited tool input).
 pub const MAX_LINE: usize = 1024 * 1024;
 
+/// The optional field of every input line that names its command for
+/// retries ([`LineKeys`]).
+pub const KEY_FIELD: &str = "idempotency_key";
+
 /// One line of session input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -144,14 +148,30 @@ pub struct AnswerInput {
 }
 
 impl Input {
-    /// Parses one input line; the error names what is wrong.
+    /// Parses one input line; the error names what is wrong. A line with an
+    /// `idempotency_key` is refused here: [`Input::parse_keyed`] is for a
+    /// reader that keeps the key's promise.
     pub fn parse(line: &[u8]) -> Result<Input, String> {
+        match Input::parse_keyed(line)? {
+            (_, Some(_)) => Err(format!("{KEY_FIELD}: not taken here")),
+            (input, None) => Ok(input),
+        }
+    }
+
+    /// Parses one input line and its optional `idempotency_key`
+    /// ([`LineKeys`]); the error names what is wrong.
+    pub fn parse_keyed(line: &[u8]) -> Result<(Input, Option<String>), String> {
         if line.len() > MAX_LINE {
             return Err(format!("line is longer than {MAX_LINE} bytes"));
         }
         let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
-        let v: Value = serde_json::from_str(text.trim()).map_err(|e| format!("not JSON: {e}"))?;
+        let mut v: Value = serde_json::from_str(text.trim()).map_err(|e| format!("not JSON: {e}"))?;
         let kind = v.get("type").and_then(Value::as_str).map(str::to_string);
+        let key = match v.as_object_mut().and_then(|o| o.remove(KEY_FIELD)) {
+            None => None,
+            Some(Value::String(k)) if crate::control::keys::valid(&k) => Some(k),
+            Some(_) => return Err(format!("{KEY_FIELD}: {}", crate::control::keys::invalid_text())),
+        };
         let input: Input = serde_json::from_value(v).map_err(|e| match &kind {
             Some(k) => format!("a {k:?} line: {e}"),
             None => format!("{e}"),
@@ -160,7 +180,7 @@ impl Input {
         crate::control::Command::from_input(&input)
             .check()
             .map_err(|e| format!("a {:?} line: {e}", kind.as_deref().unwrap_or_default()))?;
-        Ok(input)
+        Ok((input, key))
     }
 
     /// The line this input is written as (no newline).
@@ -191,6 +211,10 @@ pub struct AckLine {
     pub detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub refused: Option<String>,
+    /// A keyed line whose key was seen with the same line: the first line's
+    /// reply again, and nothing was done this time ([`LineKeys`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replayed: Option<bool>,
 }
 
 impl AckLine {
@@ -198,8 +222,23 @@ impl AckLine {
     pub fn new(line: u64, what: Result<super::Ack, String>) -> AckLine {
         let kind = crate::pipeline::normalize::ACK_TYPE.to_string();
         match what {
-            Ok(a) => AckLine { kind, line, ack: Some(ack_name(a).into()), detail: Some(a.to_string()), refused: None },
-            Err(why) => AckLine { kind, line, ack: None, detail: None, refused: Some(why) },
+            Ok(a) => AckLine {
+                kind,
+                line,
+                ack: Some(ack_name(a).into()),
+                detail: Some(a.to_string()),
+                refused: None,
+                replayed: None,
+            },
+            Err(why) => AckLine { kind, line, ack: None, detail: None, refused: Some(why), replayed: None },
+        }
+    }
+
+    /// The reply to line `line` under its key ([`LineKeys::before`]'s answer).
+    pub fn keyed(line: u64, what: Keyed) -> AckLine {
+        match what {
+            Keyed::Replay(first) => AckLine { replayed: Some(true), ..AckLine::new(line, first) },
+            Keyed::Refused(why) => AckLine::new(line, Err(why)),
         }
     }
 
@@ -214,6 +253,43 @@ impl AckLine {
             return None;
         }
         serde_json::from_slice::<AckLine>(line).ok().filter(|a| a.kind == crate::pipeline::normalize::ACK_TYPE)
+    }
+}
+
+/// What a keyed line's key says when the line is not to be applied.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Keyed {
+    /// The same line under its key again: the first line's reply.
+    Replay(Result<super::Ack, String>),
+    /// Another line under the key (or, never on a line, one still running).
+    Refused(String),
+}
+
+/// A session's idempotency keys for its input lines: the one rule
+/// ([`crate::control::keys`]) over what each line's reply said. The lines
+/// are applied one at a time, so a key is never running when its retry is
+/// read; every reply is kept, refusals included (a line is queued, never
+/// refused as "not run, try again"). A line refused as unreadable has no key.
+#[derive(Default)]
+pub struct LineKeys(crate::control::keys::Keys<Result<super::Ack, String>>);
+
+impl LineKeys {
+    /// Before keyed line `input` is applied: `None` to apply it (then
+    /// [`LineKeys::after`]), else its reply without applying it.
+    pub fn before(&self, key: &str, input: &Input) -> Option<Keyed> {
+        use crate::control::keys::{conflict_text, fingerprint, running_text, Claim};
+        match self.0.claim(key, fingerprint(&[input.to_line().as_bytes()]), false) {
+            Claim::Run => None,
+            Claim::Replay(first) => Some(Keyed::Replay(first)),
+            Claim::Conflict => Some(Keyed::Refused(conflict_text(key))),
+            Claim::Running => Some(Keyed::Refused(running_text(key))),
+        }
+    }
+
+    /// What the keyed line did.
+    pub fn after(&self, key: &str, what: &Result<super::Ack, String>) {
+        let size = what.as_ref().err().map_or(0, String::len) + 16;
+        self.0.done(key, what.clone(), size);
     }
 }
 
@@ -389,6 +465,29 @@ mod tests {
         // wrapper's reordered one still is not.
         assert!(crate::pipeline::normalize::is_session_status(br#"{"applied":1,"seq":2,"type":"runwire.status"}"#));
         assert!(!crate::pipeline::normalize::is_session_status(br#"{"ok":true,"rc":0,"type":"runwire.status"}"#));
+    }
+
+    #[test]
+    fn a_keyed_line_is_applied_once() {
+        let (steer, key) = Input::parse_keyed(br#"{"type":"steer","text":"go","idempotency_key":"k1"}"#).unwrap();
+        assert_eq!(key.as_deref(), Some("k1"));
+        assert_eq!(steer.to_line(), r#"{"type":"steer","text":"go"}"#, "the key is no part of the input");
+        assert!(Input::parse(br#"{"type":"end","idempotency_key":"k1"}"#).unwrap_err().contains("not taken here"));
+        assert!(Input::parse_keyed(br#"{"type":"end","idempotency_key":""}"#).unwrap_err().contains("printable"));
+        let keys = LineKeys::default();
+        assert_eq!(keys.before("k1", &steer), None);
+        keys.after("k1", &Ok(super::super::Ack::Started));
+        assert_eq!(keys.before("k1", &steer), Some(Keyed::Replay(Ok(super::super::Ack::Started))));
+        let (other, _) = Input::parse_keyed(br#"{"type":"steer","text":"gone","idempotency_key":"k1"}"#).unwrap();
+        let Some(Keyed::Refused(why)) = keys.before("k1", &other) else { panic!("another line under the key") };
+        assert!(why.contains("\"k1\""), "{why}");
+        let replay = AckLine::keyed(7, Keyed::Replay(Ok(super::super::Ack::Started)));
+        let line = String::from_utf8(replay.to_line()).unwrap();
+        assert!(
+            line.starts_with(r#"{"type":"runwire.ack","line":7,"ack":"started","#)
+                && line.ends_with(r#","replayed":true}"#)
+        );
+        assert_eq!(AckLine::parse(line.as_bytes()), Some(replay));
     }
 
     #[test]

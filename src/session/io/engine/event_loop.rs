@@ -20,7 +20,7 @@ use super::super::proc::{self, Signaller};
 use super::super::record::InputRecord;
 use super::super::tap::Changes;
 use super::super::writer::{Full, Writer};
-use crate::session::input::{AckLine, OpenRequest, StatusLine};
+use crate::session::input::{AckLine, Keyed, LineKeys, OpenRequest, StatusLine};
 use crate::session::{Agent, Input, Phase, Refused, Session, Step};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -183,6 +183,8 @@ pub struct Loop<A: Agent, O: Output> {
     /// Input records of the event's steps, journaled once the event's
     /// caller has its reply ([`Loop::settle`]).
     journal_queue: Vec<InputRecord>,
+    /// The input lines' idempotency keys.
+    keys: LineKeys,
 }
 
 impl<A: Agent, O: Output> Drop for Loop<A, O> {
@@ -219,6 +221,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
             observer: None,
             refused: 0,
             journal_queue: Vec::new(),
+            keys: LineKeys::default(),
         }
     }
 
@@ -545,26 +548,49 @@ impl<A: Agent, O: Output> Loop<A, O> {
         Ok(false)
     }
 
-    /// One session input line, then its reply line (`runwire.ack`).
+    /// One session input line, then its reply line (`runwire.ack`). A keyed
+    /// line seen before is not applied: its key's reply ([`LineKeys`]).
     fn line(&mut self, line: &[u8], n: u64) -> io::Result<()> {
-        let (what, why) = match Input::parse(line) {
-            Ok(i) => match self.take(i, false)? {
-                Ok(t) => (Ok(t.ack), None),
-                Err(why) => (Err(why.to_string()), Some(format!("refused: {why}"))),
-            },
+        let parsed = Input::parse_keyed(line).map(|(i, key)| {
+            let seen = key.as_deref().and_then(|k| self.keys.before(k, &i));
+            (i, key, seen)
+        });
+        let (ack, why) = match parsed {
+            Ok((_, _, Some(k))) => {
+                // Counted as applied (the writer counts its lines), nothing done.
+                self.step(|s| {
+                    s.unreadable();
+                    Step::default()
+                })?;
+                let why = match &k {
+                    Keyed::Refused(why) => Some(format!("refused: {why}")),
+                    Keyed::Replay(_) => None,
+                };
+                (AckLine::keyed(n, k), why)
+            }
+            Ok((i, key, None)) => {
+                let (what, why) = match self.take(i, false)? {
+                    Ok(t) => (Ok(t.ack), None),
+                    Err(why) => (Err(why.to_string()), Some(format!("refused: {why}"))),
+                };
+                if let Some(key) = key {
+                    self.keys.after(&key, &what);
+                }
+                (AckLine::new(n, what), why)
+            }
             Err(why) => {
                 self.step(|s| {
                     s.unreadable();
                     Step::default()
                 })?;
-                (Err(why.clone()), Some(why))
+                (AckLine::new(n, Err(why.clone())), Some(why))
             }
         };
         // The line's input records are journaled before its reply (nobody
         // waits on the loop for a line: its writer reads the reply).
         self.settle();
         // The reply to the line's writer, after the line's own lines.
-        let ack = AckLine::new(n, what).to_line();
+        let ack = ack.to_line();
         self.step(|_| Step { output: vec![ack], ..Step::default() })?;
         if let Some(why) = why {
             self.refused += 1;
