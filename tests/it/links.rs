@@ -422,8 +422,8 @@ fn a_route_waiting_for_the_loop_holds_no_lock_of_the_thread() {
         .map(|e| e.path())
         .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(r#""input":"requested""#)))
         .expect("the run's journal");
-    let held = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
-    held.lock().unwrap();
+    let file = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).expect("the journal's flock");
     // Taken and replied to; the loop then waits for the journal's lock.
     let answer = format!("/runs/{run_id}/tasks/agent/answer");
     let body = json!({"request": i["id"], "decision": "allow"}).to_string();
