@@ -84,7 +84,7 @@ struct Args {
     #[arg(long, value_name = "A", default_value = "runwire-session")]
     actor: String,
     /// The agent process's number among its runner's (a supervisor's task runs one per turn): the
-    /// `generation` of each open request on the runwire.status lines.
+    /// `generation` of each open request on the runwire.session_status lines.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     generation: u64,
 }

@@ -26,8 +26,7 @@ use crate::runs::registry::{NewRun, Registry};
 use crate::runs::{self, RunFiles};
 use crate::session::launch::AgentKind;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use records::{Interrupts, Records};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,8 +40,6 @@ pub use waves::ACTOR;
 /// Longest the loop waits for an event before it looks at the stop flag
 /// (a signal handler can only set it) and its timers.
 const STOP_CHECK: Duration = Duration::from_millis(200);
-/// How often a stale process group is looked at while it is given its grace.
-const GROUP_POLL: Duration = Duration::from_millis(25);
 
 /// What a supervisor run needs.
 #[derive(Debug, Clone)]
@@ -229,18 +226,6 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     out
 }
 
-/// Kills a whole process group; a group already gone is not an error.
-fn signal_group(pgid: i32, sig: Signal) {
-    if pgid > 1 {
-        let _ = killpg(Pid::from_raw(pgid), sig);
-    }
-}
-
-/// True while some process is in group `pgid`.
-fn group_alive(pgid: i32) -> bool {
-    !matches!(killpg(Pid::from_raw(pgid), None), Err(nix::errno::Errno::ESRCH))
-}
-
 impl Sup {
     /// Carries out what the state machine decided.
     fn apply(&mut self, effects: Vec<Effect>) {
@@ -262,11 +247,12 @@ impl Sup {
     /// running (their output cannot be taken over). Only a group whose
     /// leader is still the recorded process (pid, start time, boot) is
     /// signalled, checked before each signal: liveness's `pgid`, which the
-    /// agent can write, is never signalled.
+    /// agent can write, is never signalled. The signals are `session::proc`'s,
+    /// which alone signals agent processes.
     fn stop_stale_groups(&mut self, stale: &liveness::Liveness) {
         for (task, e) in &stale.tasks {
             let ours = self.rec.owner.groups.get(task).is_some_and(|l| Some(l.pid) == e.pgid);
-            if let Some(pgid) = e.pgid.filter(|&g| !ours && g > 1 && group_alive(g)) {
+            if let Some(pgid) = e.pgid.filter(|&g| !ours && g > 1 && crate::session::proc::group_alive(g)) {
                 crate::util::cli::report(
                     ACTOR,
                     format!("not stopping process group {pgid} named in liveness for task {task}: not one this run recorded"),
@@ -275,7 +261,7 @@ impl Sup {
         }
         for (task, leader) in std::mem::take(&mut self.rec.owner.groups) {
             if let Some(why) = leader.group_mismatch() {
-                if group_alive(leader.pid) {
+                if crate::session::proc::group_alive(leader.pid) {
                     crate::util::cli::report(
                         ACTOR,
                         format!("not stopping process group {} of task {task}: {why}", leader.pid),
@@ -284,14 +270,11 @@ impl Sup {
                 continue;
             }
             crate::util::cli::report(ACTOR, format!("stopping stale process group {} of task {task}", leader.pid));
-            signal_group(leader.pid, Signal::SIGTERM);
-            let until = Instant::now() + self.opts.kill_grace;
-            while group_alive(leader.pid) && Instant::now() < until {
-                std::thread::sleep(GROUP_POLL);
-            }
-            // The leader may have exited and its id been reused meanwhile.
-            if leader.group_mismatch().is_none() {
-                signal_group(leader.pid, Signal::SIGKILL);
+            if let Err(why) = crate::session::proc::stop_stale_group(&leader, self.opts.kill_grace) {
+                crate::util::cli::report(
+                    ACTOR,
+                    format!("not stopping process group {} of task {task}: {why}", leader.pid),
+                );
             }
         }
         self.rec.save_owner();

@@ -3,7 +3,7 @@
 //! log by the supervisor (the log stays the durable truth: the same bytes
 //! the wrapper wrote, each line's arrival time in the log's sidecar,
 //! `crate::util::arrival`). An interactive turn is driven as an engine client:
-//! the same pipe carries `runwire-session`'s typed lines (`runwire.status`,
+//! the same pipe carries `runwire-session`'s typed lines (`runwire.session_status`,
 //! `runwire.idle`, `runwire.ack`, `runwire.request`, `runwire.answer`,
 //! `spec/SESSION-INPUT.md`), read with the crate's one line reader
 //! ([`crate::util::lines::Lines`]) as they arrive and handed to the supervisor's
@@ -42,7 +42,7 @@ pub enum Seen {
     /// The session's reply to one input line.
     Ack(AckLine),
     /// The session is idle with this many input lines applied and no
-    /// request open: its `runwire.status` with phase `idle`, or its
+    /// request open: its `runwire.session_status` with phase `idle`, or its
     /// `runwire.idle` line.
     Idle(u64),
     /// A status line with the session not idle (a turn runs, a request waits).
@@ -703,9 +703,9 @@ mod tests {
         let out = seen(
             Adapter::Codex,
             &[
-                r#"{"type":"runwire.status","seq":3,"phase":"turn","turn":1,"turns_ended":0,"open":[],"session_id":null,"applied":1,"exit":null}"#,
-                r#"{"type":"runwire.status","seq":4,"phase":"idle","turn":1,"turns_ended":1,"open":[{"interrupt_id":"rw-1","id":"0","generation":1}],"session_id":"t","applied":2,"exit":null}"#,
-                r#"{"type":"runwire.status","seq":5,"phase":"idle","turn":1,"turns_ended":1,"open":[],"session_id":"t","applied":2,"exit":null}"#,
+                r#"{"type":"runwire.session_status","seq":3,"phase":"turn","turn":1,"turns_ended":0,"open":[],"session_id":null,"applied":1,"exit":null}"#,
+                r#"{"type":"runwire.session_status","seq":4,"phase":"idle","turn":1,"turns_ended":1,"open":[{"interrupt_id":"rw-1","id":"0","generation":1}],"session_id":"t","applied":2,"exit":null}"#,
+                r#"{"type":"runwire.session_status","seq":5,"phase":"idle","turn":1,"turns_ended":1,"open":[],"session_id":"t","applied":2,"exit":null}"#,
                 r#"{"type":"runwire.idle","inputs":3}"#,
                 r#"{"type":"runwire.ack","line":3,"ack":"stopped","detail":"d"}"#,
                 r#"{"type":"runwire.status","ok":false,"rc":1,"session_id":null,"detail":"engine exited 1"}"#,
@@ -744,7 +744,7 @@ mod tests {
         let input = concat!(
             "{\"type\":\"thread.started\",\"thread_id\":\"th-2\"}\r\n",
             "not json\n",
-            r#"{"type":"runwire.status","seq":3,"phase":"idle","turn":1,"turns_ended":1,"open":[],"session_id":"th-2","applied":0,"exit":null}"#,
+            r#"{"type":"runwire.session_status","seq":3,"phase":"idle","turn":1,"turns_ended":1,"open":[],"session_id":"th-2","applied":0,"exit":null}"#,
         );
         let got = std::sync::Mutex::new(Vec::new());
         let send = |r: Report| got.lock().unwrap().push(r);

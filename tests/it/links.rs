@@ -399,3 +399,58 @@ fn a_questions_link_answers_it_once() {
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["decision"].as_str(), answered[0]["door"].as_str()), (Some("answer"), Some("link")));
 }
+
+/// Issue 36: a route waits for the session's loop with no lock of the
+/// thread held. Another process's writer (here, this test) holds the run
+/// journal's lock: the loop replies to an answer, then waits for that lock
+/// to journal it, so a stop sent next waits for the loop's turn at it.
+/// Meanwhile a request of the same thread that needs no reply of the loop
+/// (the link's page) is served, while the stop still waits; the stop is
+/// answered once the journal's lock is let go.
+#[test]
+fn a_route_waiting_for_the_loop_holds_no_lock_of_the_thread() {
+    let sec = secret("links-nolock");
+    let s = start("links-nolock-srv", &["--public-url", PUBLIC, "--link-secret-file", &sec]);
+    let ev = agui(s.port, &[], run("t", "r1", "test it"));
+    let i = interrupts(&ev)[0].clone();
+    let run_id = session_run(&ev);
+    let path = link_path(&s);
+    // The run's journal: the one that holds its requested record.
+    let journal = std::fs::read_dir(s.home().join("serve/runstate"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(r#""input":"requested""#)))
+        .expect("the run's journal");
+    let file = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).expect("the journal's flock");
+    // Taken and replied to; the loop then waits for the journal's lock.
+    let answer = format!("/runs/{run_id}/tasks/agent/answer");
+    let body = json!({"request": i["id"], "decision": "allow"}).to_string();
+    let (status, _, text) = http(s.port, "POST", &answer, &[], &body);
+    assert_eq!(status, 200, "{text}");
+    let (port, stop) = (s.port, format!("/runs/{run_id}/tasks/agent/stop"));
+    let (tx, stopped) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(http(port, "POST", &stop, &[], ""));
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(stopped.try_recv().is_err(), "the stop waits for the loop, which waits for the journal's lock");
+    // The link's page, on the same thread: the request was answered, so the link is used.
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n", s.port).unwrap();
+    let mut raw = Vec::new();
+    let read = c.read_to_end(&mut raw);
+    let waiting = stopped.try_recv().is_err();
+    drop(held);
+    assert!(read.is_ok(), "the link's page waited behind the stop's wait for the loop: {read:?}");
+    let page = support::server::Response::parse(&raw);
+    assert_eq!(page.status, 410, "{}", String::from_utf8_lossy(&page.body));
+    assert!(waiting, "the loop still waited for the journal when the page was served");
+    let (status, _, text) = stopped.recv_timeout(Duration::from_secs(30)).expect("the stop is answered");
+    assert_eq!(status, 200, "{text}");
+    wait_for("the answer journaled", Duration::from_secs(10), || s.journal().iter().any(|r| r["input"] == "answered"));
+    wait_for("the allow to reach the agent", Duration::from_secs(10), || !answers(&s).is_empty());
+    assert_eq!(answers(&s), [("allow".to_string(), String::new())]);
+}

@@ -233,7 +233,7 @@ fn status_lines_say_the_state_after_each_step_in_order() {
     let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &["--generation", "3"], &[]);
     let req = r.request();
     let open = r.until("a status with the request open", |l| {
-        l.contains(r#""type":"runwire.status","seq""#) && l.contains("rw-")
+        l.contains(r#""type":"runwire.session_status","seq""#) && l.contains("rw-")
     });
     let open: Value = serde_json::from_str(&open).unwrap();
     assert_eq!(open["phase"], "turn", "{open}");
@@ -249,7 +249,7 @@ fn status_lines_say_the_state_after_each_step_in_order() {
     let status: Vec<(usize, Value)> = out
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.starts_with(r#"{"type":"runwire.status","seq":"#))
+        .filter(|(_, l)| l.starts_with(r#"{"type":"runwire.session_status","seq":"#))
         .map(|(i, l)| (i, serde_json::from_str(l).unwrap()))
         .collect();
     for (i, s) in &status {

@@ -253,7 +253,9 @@ fn concurrent_session_input_lines_are_taken_in_one_order_with_numbered_output() 
     writeln!(&keep, "{}", json!({"type": "end"})).unwrap();
     drop(keep);
     read_until(&mut out, "the exit's status line", &|o| {
-        o.last().is_some_and(|l| l.starts_with(r#"{"type":"runwire.status","seq""#) && !l.contains(r#""exit":null"#))
+        o.last().is_some_and(|l| {
+            l.starts_with(r#"{"type":"runwire.session_status","seq""#) && !l.contains(r#""exit":null"#)
+        })
     });
     let status = child.wait().unwrap();
     assert!(status.success(), "runwire-session exited {status}:\n{}", out.join("\n"));
@@ -264,7 +266,7 @@ fn concurrent_session_input_lines_are_taken_in_one_order_with_numbered_output() 
     // Each status line's seq is its place in the output: the loop numbered
     // every line as it decided it; `applied` only grows.
     let mut applied = 0;
-    for (i, l) in out.iter().enumerate().filter(|(_, l)| l.starts_with(r#"{"type":"runwire.status","seq""#)) {
+    for (i, l) in out.iter().enumerate().filter(|(_, l)| l.starts_with(r#"{"type":"runwire.session_status","seq""#)) {
         let v: Value = serde_json::from_str(l).unwrap();
         assert_eq!(v["seq"].as_u64(), Some(i as u64 + 1), "{l}");
         let a = v["applied"].as_u64().unwrap();

@@ -177,7 +177,7 @@ fn the_engines_status_can_be_watched_over_a_real_agent() {
     let o = LaunchOptions { cmd: vec![agent.display().to_string()], ..LaunchOptions::default() };
     let opts = runwire::session::Options::default();
     let (engine, mut feed) =
-        Engine::start(AgentKind::Claude, &o, opts, None, Arc::new(Mutex::new(None)), "session_record").unwrap();
+        Engine::start(AgentKind::Claude, &o, opts, 1, None, Arc::new(Mutex::new(None)), "session_record").unwrap();
     let s0 = engine.status();
     assert_eq!((s0.phase, s0.turn, s0.turns_ended, s0.exit), (Phase::Idle, 0, 0, None), "{s0:?}");
 

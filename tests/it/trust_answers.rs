@@ -118,6 +118,14 @@ fn finished_ok(ev: &[Value]) {
 }
 
 /// The recorded run of the thread's session (its task routes).
+/// The agent process of the thread the run streams (`runwire.session`'s `generation`).
+fn generation(ev: &[Value]) -> u64 {
+    ev.iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.session")
+        .and_then(|e| e["value"]["generation"].as_u64())
+        .expect("runwire.session says which agent process runs")
+}
+
 fn session_run(ev: &[Value]) -> String {
     ev.iter()
         .find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.session")
@@ -149,6 +157,7 @@ fn acp_answers(s: &Server) -> Vec<(u64, String)> {
 fn a_resume_replayed_after_a_restart_never_approves_the_new_processes_request() {
     let s = start("trust-restart", "cursor", json!([]), &[]);
     let ev = agui(s.port, run("t", "r1", "touch a file"));
+    assert_eq!(generation(&ev), 1, "the thread's first agent process");
     let old = interrupts(&ev)[0].clone();
     assert_eq!(old["metadata"]["runwire"]["input"]["command"], "touch file-1");
     let old_id = old["id"].as_str().unwrap().to_string();
@@ -163,6 +172,7 @@ fn a_resume_replayed_after_a_restart_never_approves_the_new_processes_request() 
     let (code, body) = http(s.port, "POST", &format!("/runs/{record}/tasks/agent/kill"), "{}");
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let ev = agui(s.port, run("t", "r3", "touch another file"));
+    assert_eq!(generation(&ev), 2, "the thread's agent, started again, is its second process");
     let new = interrupts(&ev)[0].clone();
     // A stale client answers request "0" on the old run's task route: that
     // run's process is gone, and the new process's request "0" is not its.
@@ -181,6 +191,7 @@ fn a_resume_replayed_after_a_restart_never_approves_the_new_processes_request() 
 
     // The stale tab re-sends the old resume: acknowledged, nothing sent, the new request still open.
     let ev = agui(s.port, resume("t", "r4", approve));
+    assert_eq!(generation(&ev), 2, "a run on the same process: the same generation");
     let still = interrupts(&ev);
     assert_eq!((still.len(), &still[0]["id"]), (1, &new["id"]), "{ev:?}");
     assert!(

@@ -278,6 +278,12 @@ pub(super) fn trim_eol(mut l: &[u8]) -> &[u8] {
 /// (`{"type":"runwire.status","ok":..,"rc":..,"session_id":..,"detail":..,"files":[..]}`).
 pub const STATUS_TYPE: &str = "runwire.status";
 
+/// An interactive session's status after a step
+/// (`{"type":"runwire.session_status","seq":N,…}`, `session::input::StatusLine`):
+/// for the runner that drives the session; no event in any dialect. A type
+/// of its own: a wrapper's final [`STATUS_TYPE`] line is another thing.
+pub const SESSION_STATUS_TYPE: &str = "runwire.session_status";
+
 /// An interactive session's pending request line (`{"type":"runwire.request", …InputRequest}`).
 pub const REQUEST_TYPE: &str = "runwire.request";
 
@@ -301,16 +307,22 @@ pub fn is_ack(line: &[u8]) -> bool {
 }
 
 /// True for an interactive session's status line
-/// (`{"type":"runwire.status","seq":N,…}`, `session::input::StatusLine`),
-/// as the session writes it: for its runner, no event (a wrapper's final
-/// `runwire.status` line has no `seq`). As the session writes it `seq`
-/// follows `type`; a copy whose keys were reordered (a log re-serialized)
-/// is read whole, which only a line naming the type costs.
+/// (`{"type":"runwire.session_status","seq":N,…}`, `session::input::StatusLine`),
+/// as the session writes it: for its runner, no event. As the session
+/// writes it the type comes first; a copy whose keys were reordered (a log
+/// re-serialized) is read whole, which only a line naming the type costs.
+/// A session's log written before the line had its own type has it as a
+/// `runwire.status` with `seq` (a wrapper's final line has none): still
+/// the session's, never read as the wrapper's exit.
 pub fn is_session_status(line: &[u8]) -> bool {
-    if line.starts_with(br#"{"type":"runwire.status","seq":"#) {
+    if line.starts_with(br#"{"type":"runwire.session_status","#)
+        || line.starts_with(br#"{"type":"runwire.status","seq":"#)
+    {
         return true;
     }
-    if memchr::memmem::find(line, br#""runwire.status""#).is_none() {
+    if memchr::memmem::find(line, br#""runwire.session_status""#).is_none()
+        && memchr::memmem::find(line, br#""runwire.status""#).is_none()
+    {
         return false;
     }
     #[derive(serde::Deserialize)]
@@ -319,7 +331,8 @@ pub fn is_session_status(line: &[u8]) -> bool {
         kind: String,
         seq: Option<u64>,
     }
-    serde_json::from_slice::<Typed>(line).is_ok_and(|t| t.kind == STATUS_TYPE && t.seq.is_some())
+    serde_json::from_slice::<Typed>(line)
+        .is_ok_and(|t| t.kind == SESSION_STATUS_TYPE || (t.kind == STATUS_TYPE && t.seq.is_some()))
 }
 
 /// The input count of a session's `runwire.idle` line, as the session

@@ -60,7 +60,7 @@ mod routes;
 mod threads;
 pub use routes::{control_post, link_answer, link_request};
 pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};
-use threads::{lock, Ending, NotSent, State};
+use threads::{lock, send, Ending, NotSent, State};
 
 /// How often a stream looks at its client, the shutdown flag and the clock.
 const TICK: Duration = Duration::from_millis(50);
@@ -105,8 +105,8 @@ impl Run<'_, '_> {
     }
 
     /// The run's input was taken: its own turn is the session's turn now.
-    fn took_input(&mut self, st: &State) {
-        if let Some(s) = st.status() {
+    fn took_input(&mut self, status: Option<crate::session::engine::Status>) {
+        if let Some(s) = status {
             self.own_turn = Some(s.turn);
             self.stops_seen = s.stops;
         }
@@ -184,9 +184,9 @@ fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunIn
 /// The client of the run streaming `th` left: a running turn is
 /// interrupted; the session stays for the next run.
 fn client_left(th: &Thread) {
-    let mut st = lock(&th.st);
-    if st.status().is_some_and(|s| s.phase == Phase::Turn) {
-        let _ = st.send(Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
+    let agent = lock(&th.st).engine();
+    if agent.as_ref().is_some_and(|a| a.status().phase == Phase::Turn) {
+        let _ = send(agent.as_ref(), Input::Interrupt(Who { by: Some("agui: the client left".into()) }));
     }
 }
 
@@ -226,8 +226,8 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
         }
     }
     // Phase 2: the input. A stop from now on is this run's.
-    run.took_input(&lock(&th.st));
-    let (open, plan) = {
+    run.took_input(lock(&th.st).status());
+    let (open, plan, agent) = {
         let st = lock(&th.st);
         let open = waiting(&st);
         let plan = if input.resume.is_empty() && open.is_empty() {
@@ -235,7 +235,25 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
         } else {
             Some(st.raised.plan(&input.resume, &open, &run.by))
         };
-        (open, plan)
+        // Each answer names its request by runwire's interrupt id, which
+        // the session's loop resolves against its own process's requests:
+        // the plan read here binds to the process whose handle is taken.
+        let plan = match plan {
+            Some(Plan::Apply { answers, warnings }) => {
+                let answers = answers
+                    .into_iter()
+                    .map(|mut a| {
+                        if let Some(iid) = st.raised.get(&a.id).and_then(|(r, _)| r.interrupt_id.clone()) {
+                            a.id = iid;
+                        }
+                        a
+                    })
+                    .collect();
+                Some(Plan::Apply { answers, warnings })
+            }
+            p => p,
+        };
+        (open, plan, st.engine())
     };
     match plan {
         Some(Plan::Refuse(m)) => return fail(run, m, "resume_refused"),
@@ -268,20 +286,19 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
                 return fail(run, format!("resume: {m}; nothing was sent"), "resume_refused");
             }
             let input = command.into_input(&run.by).expect("answers are a session input");
-            let mut st = lock(&th.st);
-            let sent = match st.send(input) {
+            // Sent with no lock held: the wait for the loop's reply blocks no other request of the thread.
+            let sent = match send(agent.as_ref(), input) {
                 Ok(t) => !t.replayed,
                 Err(m) => {
-                    drop(st);
                     let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "resume_refused" };
                     return fail(run, format!("resume: {m}; nothing was sent"), code);
                 }
             };
-            if st.status().is_some_and(|s| !sent && s.open.is_empty() && s.phase != Phase::Turn) {
+            if agent.as_ref().map(Engine::status).is_some_and(|s| !sent && s.open.is_empty() && s.phase != Phase::Turn)
+            {
                 // Nothing sent and nothing left running (an identical
                 // replay, or cancels of interrupts already closed): the run
                 // is complete.
-                drop(st);
                 let e = run.tr.end_with_success(run.now());
                 run.emit(e)?;
                 return Ok(End::Done);
@@ -298,24 +315,27 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
             if let Some(end) = settle_first(run, &th, guard.feed(), peek)? {
                 return Ok(end);
             }
-            let mut st = lock(&th.st);
-            let open = waiting(&st);
-            if !open.is_empty() {
-                // Raised while the earlier turn settled.
-                drop(st);
-                return end_interrupted(run, &th, &open);
-            }
+            let agent = {
+                let st = lock(&th.st);
+                let open = waiting(&st);
+                if !open.is_empty() {
+                    // Raised while the earlier turn settled.
+                    drop(st);
+                    return end_interrupted(run, &th, &open);
+                }
+                // Links minted from now on are the sender's, when a named token says who they are.
+                *lock(&st.link_for) = run.person.clone().unwrap_or_else(|| threads::LINK_NAME.into());
+                st.engine()
+            };
             let msg = Input::Message(MessageInput { text: input.prompt.clone(), by: Some(run.by.clone()) });
-            // Links minted from now on are the sender's, when a named token says who they are.
-            *lock(&st.link_for) = run.person.clone().unwrap_or_else(|| threads::LINK_NAME.into());
-            if let Err(m) = st.send(msg) {
-                drop(st);
+            // Sent with no lock held: the wait for the loop's reply blocks no other request of the thread.
+            if let Err(m) = send(agent.as_ref(), msg) {
                 let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };
                 return fail(run, m.to_string(), code);
             }
             // Its own turn is the one the message started (or joined); a
             // stop before it was the earlier turn's.
-            run.took_input(&st);
+            run.took_input(agent.as_ref().map(Engine::status));
         }
     }
     // Phase 3: stream until the run ends.
@@ -366,7 +386,8 @@ fn settle_first(run: &mut Run, th: &Thread, feed: &mut Feed, peek: &TcpStream) -
     let mut interrupted = false;
     while lock(&th.st).status().is_some_and(|s| s.phase == Phase::Turn) {
         if !interrupted && start.elapsed() > SETTLE {
-            let sent = lock(&th.st).send(Input::Interrupt(Who { by: Some(BIN.into()) }));
+            let agent = lock(&th.st).engine();
+            let sent = send(agent.as_ref(), Input::Interrupt(Who { by: Some(BIN.into()) }));
             if let Err(NotSent::NotReading(m)) = sent {
                 // It would never take the interrupt, nor this message.
                 return fail(run, m, "agent_not_reading").map(Some);
@@ -483,6 +504,11 @@ fn remember(th: &Thread, run: &Run) {
 
 fn session_info(st: &State) -> Value {
     let mut v = json!({"interactive": true, "task": TASK});
+    // Which of the thread's agent processes runs (1, then one more each
+    // time the thread's agent is started again): the loop's own number.
+    if let Some(s) = st.status() {
+        v["generation"] = s.generation.into();
+    }
     if let Some(id) = &st.record_id {
         v["run"] = id.clone().into();
         use crate::control::Verb;

@@ -331,7 +331,7 @@ pub struct OpenRequest {
 }
 
 /// The session's status after a step that changed it, as `runwire-session`
-/// writes it in its output (`{"type":"runwire.status","seq":N,…}`,
+/// writes it in its output (`{"type":"runwire.session_status","seq":N,…}`,
 /// spec/SESSION-INPUT.md): for the runner that drives it, so it never has
 /// to infer the session's state from the agent's lines. The field names are
 /// [`crate::session::engine::Status`]'s. No event: `normalize-events` skips it.
@@ -369,7 +369,7 @@ impl StatusLine {
         applied: u64,
         exit: Option<i64>,
     ) -> StatusLine {
-        let kind = crate::pipeline::normalize::STATUS_TYPE.to_string();
+        let kind = crate::pipeline::normalize::SESSION_STATUS_TYPE.to_string();
         StatusLine { kind, seq: 0, phase: phase.as_str().into(), turn, turns_ended, open, session_id, applied, exit }
     }
 
@@ -384,7 +384,9 @@ impl StatusLine {
         if !crate::pipeline::normalize::is_session_status(line) {
             return None;
         }
-        serde_json::from_slice::<StatusLine>(line).ok().filter(|a| a.kind == crate::pipeline::normalize::STATUS_TYPE)
+        serde_json::from_slice::<StatusLine>(line)
+            .ok()
+            .filter(|a| a.kind == crate::pipeline::normalize::SESSION_STATUS_TYPE)
     }
 
     /// The same status, whatever the line's number.
@@ -455,7 +457,7 @@ mod tests {
         let line = s.to_line();
         assert_eq!(
             String::from_utf8_lossy(&line),
-            r#"{"type":"runwire.status","seq":9,"phase":"turn","turn":2,"turns_ended":1,"open":[{"interrupt_id":"rw-1","id":"r1","generation":1}],"session_id":"th","applied":3,"exit":null}"#
+            r#"{"type":"runwire.session_status","seq":9,"phase":"turn","turn":2,"turns_ended":1,"open":[{"interrupt_id":"rw-1","id":"r1","generation":1}],"session_id":"th","applied":3,"exit":null}"#
         );
         assert_eq!(StatusLine::parse(&line), Some(s.clone()));
         assert!(s.same_as(&StatusLine { seq: 10, ..s.clone() }));
@@ -463,8 +465,14 @@ mod tests {
         assert_eq!(StatusLine::parse(br#"{"type":"runwire.status","ok":true,"rc":0}"#), None);
         // A copy with its keys reordered is still the session's, and a
         // wrapper's reordered one still is not.
-        assert!(crate::pipeline::normalize::is_session_status(br#"{"applied":1,"seq":2,"type":"runwire.status"}"#));
-        assert!(!crate::pipeline::normalize::is_session_status(br#"{"ok":true,"rc":0,"type":"runwire.status"}"#));
+        let is = crate::pipeline::normalize::is_session_status;
+        assert!(is(br#"{"applied":1,"seq":2,"type":"runwire.session_status"}"#));
+        assert!(!is(br#"{"ok":true,"rc":0,"type":"runwire.status"}"#));
+        // A log written before the line had its own type: still skipped as
+        // the session's, but no runner reads it as a status any more.
+        let old = br#"{"type":"runwire.status","seq":9,"phase":"idle","turn":1,"turns_ended":1,"open":[],"session_id":null,"applied":0,"exit":null}"#;
+        assert!(is(old) && is(br#"{"applied":1,"seq":2,"type":"runwire.status"}"#));
+        assert_eq!(StatusLine::parse(old), None);
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub struct Options {
     /// The first message, written right after the opening lines.
     pub first: Option<String>,
     pub journal: Option<JournalTo>,
-    /// Write a `runwire.status` line after each step that changed the
+    /// Write a `runwire.session_status` line after each step that changed the
     /// session's status (`runwire-session`: for the runner that drives it).
     pub status_lines: bool,
     /// The agent process's number among its runner's (its requests are

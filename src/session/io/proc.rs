@@ -469,6 +469,32 @@ impl Drop for Proc {
     }
 }
 
+/// True while some process is in group `pgid` (a probe: no signal is sent).
+pub fn group_alive(pgid: i32) -> bool {
+    pgid > 1 && !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
+}
+
+/// Stops a process group an earlier runner started and left running (its
+/// output cannot be taken over), known by its leader's identity (pid, start
+/// time, boot): SIGTERM, up to `grace` for the group to go, then SIGKILL.
+/// The leader is checked before each signal, so a reused pid is never
+/// signalled. `Err`: why nothing was sent.
+pub fn stop_stale_group(leader: &crate::util::procid::Ident, grace: Duration) -> Result<(), String> {
+    if let Some(why) = leader.group_mismatch().or_else(|| (leader.pid <= 1).then(|| "no group".into())) {
+        return Err(why);
+    }
+    let _ = killpg(Pid::from_raw(leader.pid), Signal::SIGTERM);
+    let until = Instant::now() + grace;
+    while group_alive(leader.pid) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    // The leader may have exited and its id been reused meanwhile.
+    if leader.group_mismatch().is_none() {
+        let _ = killpg(Pid::from_raw(leader.pid), Signal::SIGKILL);
+    }
+    Ok(())
+}
+
 /// Last resort at exit: kill every run still going (a stream stuck writing
 /// to a client that reads nothing). Reapers kill their trees themselves.
 pub fn kill_remaining() {

@@ -4,11 +4,12 @@
 //! session's (its `answer`, `steer` and `stop` inputs), each acknowledged
 //! with what it did.
 
-use super::threads::{lock, Ending, NotSent, State};
+use super::threads::{lock, send, Ending, NotSent, State};
 use super::TASK;
 use crate::control::{Command, Reply, Verb};
 use crate::serve::http::{respond, respond_error, Close};
 use crate::serve::state::Shared;
+use crate::session::engine::Engine;
 use crate::session::input::{AnswerInput, Input, SteerInput, Who};
 use crate::session::Ack;
 use serde_json::json;
@@ -19,8 +20,11 @@ const RETRY_AFTER: &str = "1";
 
 /// `POST /runs/:id/tasks/:tid/answer|steer|stop|kill` for a session this
 /// server holds; `None` when `id` is not one (the caller goes on to the
-/// supervisor). The answer is decided under the thread's lock and written
-/// to the client after it; nothing here waits for the agent: an agent that
+/// supervisor). The thread's lock is held only to read which agent process
+/// the run is and take a handle to its session: the command is sent and its
+/// reply awaited with no lock held (the session's loop resolves an
+/// interrupt id against its own process's requests), and the reply is
+/// written to the client after it. Nothing here waits for the agent: an agent that
 /// does not read its input gets `503` with `Retry-After`, and `kill` waits
 /// only for the process group to be gone (its grace, then SIGKILL).
 /// `person`: the name of the caller's named token, journaled as `by`.
@@ -48,7 +52,12 @@ pub fn control_post(
     // agent was started again (its session is another run), the old run's
     // routes act on nothing (a stale answer to request "0" must not answer
     // the new process's request "0").
-    let current = lock(&th.st).record_id.clone();
+    // The record and the handle are read together: the handle is the
+    // session of the process this run records.
+    let (current, agent) = {
+        let st = lock(&th.st);
+        (st.record_id.clone(), st.engine())
+    };
     if current.as_deref() != Some(id) {
         let now = current.map_or(String::new(), |c| format!("; the thread's session is now run {c}"));
         let detail = format!("run {id}'s agent process has ended{now}: nothing was sent");
@@ -85,18 +94,19 @@ pub fn control_post(
             None,
         )
     } else {
-        let mut st = lock(&th.st);
-        if st.agent.is_none() {
-            let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
-            Reply::refuse(m, None)
-        } else {
-            match command {
-                Command::Answer { answer } => answer_route(&mut st, answer, door),
-                Command::Steer { text, interrupt, turn } => {
-                    steer_route(&mut st, text, interrupt, turn, person.unwrap_or("steer"))
-                }
-                _ => stop_route(&mut st, person.unwrap_or("stop")),
+        match agent {
+            None => {
+                let m = "the session is not running (it ended or was killed); the next message on its thread starts it again with --resume";
+                Reply::refuse(m, None)
             }
+            // No lock is held from here: the route waits for the loop's reply only.
+            Some(agent) => match command {
+                Command::Answer { answer } => answer_route(&agent, answer, door),
+                Command::Steer { text, interrupt, turn } => {
+                    steer_route(&agent, text, interrupt, turn, person.unwrap_or("steer"))
+                }
+                _ => stop_route(&agent, person.unwrap_or("stop")),
+            },
         }
     };
     match r.http_status() {
@@ -121,43 +131,31 @@ fn not_sent(e: NotSent) -> Reply {
     }
 }
 
-fn answer_route(st: &mut State, mut a: AnswerInput, door: crate::control::Door) -> Reply {
+fn answer_route(agent: &Engine, mut a: AnswerInput, door: crate::control::Door) -> Reply {
     a.door = a.door.or(Some(door));
-    // An interrupt id names its request only while the process that raised it runs.
-    if crate::control::is_interrupt_id(&a.id) {
-        match st.raised.request_of(&a.id) {
-            Some(r) => a.id = r.to_string(),
-            None => {
-                return Reply::refuse(
-                    format!(
-                        "interrupt {:?} is not one of this session's agent process (an earlier process's, another thread's, or forgotten): nothing was sent",
-                        a.id
-                    ),
-                    None,
-                )
-            }
-        }
-    }
-    match st.send(Input::Answer(a)).map(|t| t.replayed) {
+    // An interrupt id names its request only in the process that raised it:
+    // sent as it is, the session's loop resolves it against its own
+    // process's requests and refuses any other (`send`).
+    match send(Some(agent), Input::Answer(a)).map(|t| t.replayed) {
         Ok(replayed) => Reply::answered(!replayed, if replayed { Ack::Replay } else { Ack::Taken }.to_string(), None),
         Err(e) => not_sent(e),
     }
 }
 
-fn steer_route(st: &mut State, text: String, interrupt: bool, turn: Option<u64>, by: &str) -> Reply {
+fn steer_route(agent: &Engine, text: String, interrupt: bool, turn: Option<u64>, by: &str) -> Reply {
     // The steer rules are the session's (`steer` input): its answer says what it did.
     // A steer that starts a turn of its own keeps the session mid-turn:
     // the streaming run follows it to its end.
-    match st.send(Input::Steer(SteerInput { text, interrupt, turn, by: Some(by.into()) })) {
+    match send(Some(agent), Input::Steer(SteerInput { text, interrupt, turn, by: Some(by.into()) })) {
         Ok(t) => Reply { live: Some(true), ..Reply::ok(t.ack.to_string(), None) },
         Err(e) => not_sent(e),
     }
 }
 
-fn stop_route(st: &mut State, by: &str) -> Reply {
+fn stop_route(agent: &Engine, by: &str) -> Reply {
     // The stop rules are the session's (`stop` input): open requests
     // cancelled, then the turn interrupted; nothing when nothing runs.
-    match st.send(Input::Stop(Who { by: Some(by.into()) })) {
+    match send(Some(agent), Input::Stop(Who { by: Some(by.into()) })) {
         Ok(t) => Reply::ok(t.ack.to_string(), None),
         Err(e) => not_sent(e),
     }
@@ -219,9 +217,14 @@ pub fn link_answer(
         Ok(t) => t,
         Err(m) => return Reply::refuse(m, None),
     };
-    let mut st = match link_state(&th, c) {
-        Ok(s) => s,
+    // The link's checks and the handle under the thread's lock; the answer
+    // is sent after it is let go of.
+    let agent = match link_state(&th, c) {
+        Ok(st) => st.engine(),
         Err(m) => return Reply::refuse(m, None),
+    };
+    let Some(agent) = agent else {
+        return Reply::refuse("The agent process that asked has ended. Nothing was done.", None);
     };
     let mut body = serde_json::json!({"request": c.i, "decision": decision});
     if let Some(r) = reason {
@@ -236,15 +239,7 @@ pub fn link_answer(
     };
     let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
     answer.door = Some(crate::control::Door::Link);
-    if st.raised.request_of(&c.i).is_some() {
-        answer_route(&mut st, answer, crate::control::Door::Link)
-    } else {
-        // Not streamed here: the session binds runwire's id to its own request, or refuses it.
-        match st.send(Input::Answer(answer)).map(|t| t.replayed) {
-            Ok(replayed) => {
-                Reply::answered(!replayed, if replayed { Ack::Replay } else { Ack::Taken }.to_string(), None)
-            }
-            Err(e) => not_sent(e),
-        }
-    }
+    // runwire's id, resolved by the session's loop against its own process's
+    // requests (streamed here or not).
+    answer_route(&agent, answer, crate::control::Door::Link)
 }

@@ -52,6 +52,9 @@ pub(super) struct State {
     pub(super) rec: Arc<Mutex<Option<Recorder>>>,
     /// The recorded run's id (`GET /runs/:id`, the task routes).
     pub(super) record_id: Option<String>,
+    /// Agent processes the thread has started: the running one's
+    /// generation (on its status and its open requests).
+    generation: u64,
     /// When a run last used the session (the idle one used least recently is ended first).
     last_used: Instant,
     /// The name approval links are minted for: the named person whose
@@ -73,6 +76,28 @@ impl std::fmt::Display for NotSent {
         match self {
             NotSent::Refused(m) | NotSent::NotReading(m) => f.write_str(m),
         }
+    }
+}
+
+/// One session input to `agent` (a handle taken under the thread's lock,
+/// which the caller has let go of: the wait for the loop's reply holds no
+/// lock another request of the thread needs), with what the session did.
+/// Never waits for the agent: one that does not read its input is
+/// [`NotSent::NotReading`]. An answer may name its request by runwire's
+/// interrupt id: the session's loop resolves it against the requests its
+/// own agent process raised, so an id of another process or thread is
+/// refused there, whatever happened to the thread meanwhile.
+pub(super) fn send(agent: Option<&Engine>, input: Input) -> Result<Taken, NotSent> {
+    let Some(a) = agent else {
+        return Err(NotSent::Refused("the agent's session is not running".into()));
+    };
+    match a.command(input) {
+        Ok(t) => Ok(t),
+        Err(why @ crate::session::Refused::NotReading { .. }) => Err(NotSent::NotReading(why.to_string())),
+        Err(crate::session::Refused::Unknown(id)) if crate::control::is_interrupt_id(&id) => Err(NotSent::Refused(format!(
+            "interrupt {id:?} is not one of this session's agent process (an earlier process's, another thread's, or forgotten): nothing was sent"
+        ))),
+        Err(why) => Err(NotSent::Refused(why.to_string())),
     }
 }
 
@@ -100,6 +125,7 @@ impl State {
             resume: None,
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
+            generation: 0,
             last_used: Instant::now(),
             link_for: Arc::new(Mutex::new(LINK_NAME.into())),
         }
@@ -129,8 +155,12 @@ impl State {
             }
         }
         let journal = lock(&self.rec).as_ref().map(Recorder::journal);
-        match start_live(shared, self.resume.as_deref(), journal, self.rec.clone(), self.link_for.clone()) {
+        let generation = self.generation + 1;
+        let started =
+            start_live(shared, self.resume.as_deref(), generation, journal, self.rec.clone(), self.link_for.clone());
+        match started {
             Ok((agent, rx)) => {
+                self.generation = generation;
                 self.agent = Some(agent);
                 // Interrupts raised before are an earlier process's.
                 self.raised.new_process();
@@ -152,17 +182,11 @@ impl State {
         }
     }
 
-    /// One session input, with what the session did. Never waits for the
-    /// agent: one that does not read its input is [`NotSent::NotReading`].
-    pub(super) fn send(&mut self, input: Input) -> Result<Taken, NotSent> {
-        let Some(a) = self.agent.as_ref() else {
-            return Err(NotSent::Refused("the agent's session is not running".into()));
-        };
-        match a.command(input) {
-            Ok(t) => Ok(t),
-            Err(why @ crate::session::Refused::NotReading { .. }) => Err(NotSent::NotReading(why.to_string())),
-            Err(why) => Err(NotSent::Refused(why.to_string())),
-        }
+    /// A handle to the running session, to command it once this lock is
+    /// let go of ([`send`]): a command waits for the session's loop, and no
+    /// request of the thread may wait behind that under this lock.
+    pub(super) fn engine(&self) -> Option<Engine> {
+        self.agent.clone()
     }
 
     /// The session's status (`None`: no agent runs).
@@ -343,11 +367,12 @@ impl Sessions {
         let gone: Vec<Gone> = all
             .iter()
             .filter_map(|th| {
-                let mut st = lock(&th.st);
+                let agent = lock(&th.st).engine()?;
                 // Read before the end, which cancels what is asked.
-                let held = st.status().is_some_and(|s| s.between_turns());
-                let _ = st.send(Input::End(Who { by: Some(crate::serve::options::BIN.into()) }));
-                let mut gone = st.agent_gone(Ending::Shutdown)?;
+                let held = agent.status().between_turns();
+                // Sent with no lock held: the wait is the loop's turn.
+                let _ = send(Some(&agent), Input::End(Who { by: Some(crate::serve::options::BIN.into()) }));
+                let mut gone = lock(&th.st).agent_gone(Ending::Shutdown)?;
                 gone.held = held;
                 Some(gone)
             })
@@ -383,6 +408,7 @@ fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str, request: 
 fn start_live(
     shared: &Shared,
     resume: Option<&str>,
+    generation: u64,
     journal: Option<std::path::PathBuf>,
     rec: Arc<Mutex<Option<Recorder>>>,
     link_for: Arc<Mutex<String>>,
@@ -404,7 +430,7 @@ fn start_live(
         }))
     });
     let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into(), links });
-    Engine::start(shared.cfg.kind, &o, opts, journal, rec, crate::serve::options::BIN)
+    Engine::start(shared.cfg.kind, &o, opts, generation, journal, rec, crate::serve::options::BIN)
 }
 
 /// The session settings the server's flags give, for every thread: the

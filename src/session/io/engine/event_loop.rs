@@ -46,6 +46,9 @@ pub struct Status {
     pub open: Vec<OpenRequest>,
     /// The session id the agent announced (resumable).
     pub session_id: Option<String>,
+    /// The agent process's number among its runner's (1 for the first; a
+    /// process started again under the same thread or task counts on).
+    pub generation: u64,
     /// Stops that stopped something so far ([`Session::stops`]).
     pub stops: u64,
     /// Output lines the session produced, numbered by the loop in the order
@@ -279,6 +282,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
                 .map(|r| OpenRequest { interrupt_id: r.interrupt_id.clone(), id: r.id.clone(), generation })
                 .collect(),
             session_id: s.session_id().map(str::to_string),
+            generation,
             stops: s.stops(),
             produced: self.produced,
             applied: s.inputs(),

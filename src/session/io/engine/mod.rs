@@ -79,12 +79,16 @@ impl Drop for StopOnDrop {
 
 impl Engine {
     /// Starts `kind` with `o`; its output is recorded to `rec` (when set)
-    /// and followed through the returned [`Feed`]. `bin` names the program
-    /// in reports. `Err` says why nothing runs.
+    /// and followed through the returned [`Feed`]. `generation`: the agent
+    /// process's number among its runner's (the server counts a thread's
+    /// processes), on its [`Status`] and its open requests. `bin` names the
+    /// program in reports. `Err` says why nothing runs.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         kind: AgentKind,
         o: &LaunchOptions,
         opts: crate::session::Options,
+        generation: u64,
         journal: Option<JournalTo>,
         rec: Arc<Mutex<Option<Recorder>>>,
         bin: &'static str,
@@ -110,7 +114,7 @@ impl Engine {
             }
         });
         let report = Box::new(move |m: String| crate::util::cli::report(bin, m));
-        let dopts = driver::Options { first: None, journal, ..driver::Options::default() };
+        let dopts = driver::Options { first: None, journal, generation, ..driver::Options::default() };
         let session = Session::new(launch.agent, opts);
         let Started { tx, shared, stdin, child } =
             driver::start(session, &spec, sink, &dopts, report, shared, Some(observer)).map_err(|e| e.to_string())?;
