@@ -414,7 +414,9 @@ pub fn touch(path: &Path) -> std::io::Result<()> {
 pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
-    f.lock()?;
+    // nix's flock, not `File::lock`: that is Rust 1.89, past this crate's rust-version.
+    let f =
+        nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;
     let len = f.metadata()?.len();
     let mut last = [b'\n'];
     if len > 0 {
@@ -426,7 +428,7 @@ pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     }
     out.extend_from_slice(line);
     out.push(b'\n');
-    (&f).write_all(&out)
+    (&*f).write_all(&out)
 }
 
 /// An input request still waiting for its answer.
