@@ -247,9 +247,10 @@ pub fn read(home: &Path) -> Vec<u8> {
 }
 
 /// Appends `lines` (whole lines, from [`row_line`]) in one `write` with
-/// `O_APPEND`, after a newline when the log ends in a torn line. No lock: a
-/// write with `O_APPEND` lands whole on a local filesystem, and a torn or
-/// lost line costs a listing a read of the run's files, nothing else.
+/// `O_APPEND`, after a newline when the log ends in a torn line (as a
+/// journal's line: under the log's own `flock`, which only listings take;
+/// no writer of a journal waits on it). A torn or lost line costs a
+/// listing a read of the run's files, nothing else.
 pub fn append(home: &Path, lines: &str) -> std::io::Result<()> {
     let Some(body) = lines.strip_suffix('\n') else { return Ok(()) };
     std::fs::create_dir_all(home.join("index"))?;
