@@ -415,6 +415,7 @@ pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     use nix::fcntl::{Flock, FlockArg};
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+    // nix's flock, not `File::lock`: that is Rust 1.89, past this crate's rust-version.
     let f = Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;
     let len = f.metadata()?.len();
     let mut last = [b'\n'];

@@ -247,9 +247,15 @@ fn current<'i>(ix: &'i Index, links: Option<&std::fs::File>, id: &str, ino: u64,
 pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let now_ns = index::now_ns();
     let home = reg.home();
+    // The registry's directory is listed while the index is read and
+    // parsed (each a few ms of a 10,000-run listing, one mostly the
+    // kernel's, the other ours).
     let bytes = if o.use_index { index::read(home) } else { Vec::new() };
-    let ix = Index::parse(&bytes);
-    let names = index::registered(reg);
+    let (ix, names) = std::thread::scope(|s| {
+        let names = s.spawn(|| index::registered(reg));
+        let ix = Index::parse(&bytes);
+        (ix, names.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    });
     let links = std::fs::File::open(reg.links_dir()).ok();
     // Each run by its row, when its journal's stamp confirms it (on a few
     // threads for many runs); the others from their files.

@@ -383,6 +383,53 @@ fn rows_made_within_two_seconds_of_a_change_are_not_trusted() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// A stale row must be caught on every page, also at a size where the
+/// listing parses rows, lists the registry and `stat`s journals on several
+/// threads at once: 600 runs indexed, each older than the one before; then
+/// the run with the oldest row gets a record (its row now stale: oldest by
+/// the index, newest and `done` by its files). The first page of one, a
+/// status page, the counts and a walk of pages of 64 are what its files
+/// say, and the index's torn last line (a listing killed mid-row) changes
+/// nothing.
+#[test]
+fn a_stale_row_of_the_oldest_run_still_heads_the_first_page() {
+    let base = support::scratch("index-stale-first");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    let runs: Vec<_> = (0..600).map(|i| one_run(&home, &format!("o{i:03}"))).collect();
+    for (i, (id, journal)) in runs.iter().enumerate() {
+        append(journal, &leased("a"));
+        // Run 0 the oldest: activity is the later of pointer and journal mtime.
+        set_mtime(journal, 1_000_000 + i as u64);
+        set_mtime(&reg.path(id), 1_000_000 + i as u64);
+    }
+    let files = |q: &Query| list::page_with(&reg, q, by_files());
+    assert_eq!(list::page_with(&reg, &Query::default(), repairing()).from_files, 600);
+    assert_eq!(list::page_with(&reg, &Query::default(), by_index()).from_files, 0);
+    let (oldest, journal) = &runs[0];
+    let first = q(Some("1"), None, None, None);
+    assert_ne!(&list::page_with(&reg, &first, by_index()).next.unwrap().run_id, oldest);
+
+    append(journal, r#"{"v":"runstate/v1","ts":"t","actor":"r","task":"a","state":"committed"}"#);
+    let mut f = std::fs::OpenOptions::new().append(true).open(index::path(&home)).unwrap();
+    std::io::Write::write_all(&mut f, br#"{"row":{"run":"o"#).unwrap();
+    drop(f);
+    let page = list::page_with(&reg, &first, by_index());
+    assert_eq!(page.from_files, 1, "only the stale run is read from its files");
+    assert_eq!(&page.next.as_ref().unwrap().run_id, oldest, "the stale run heads the listing");
+    assert_eq!(page.json(), files(&first).json());
+    let done = q(Some("5"), None, Some("done"), None);
+    let (got, want) = (list::page_with(&reg, &done, by_index()), files(&done));
+    assert_eq!((got.total, got.json()), (1, want.json()));
+    let running = q(Some("5"), None, Some("running"), None);
+    assert_eq!(list::page_with(&reg, &running, by_index()).total, 599);
+    assert_eq!(
+        walk(&reg, &q(Some("64"), None, None, None), by_index()),
+        walk(&reg, &q(Some("64"), None, None, None), by_files())
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 #[test]
 fn the_log_is_compacted_when_it_grows_and_keeps_only_what_listings_use() {
     let base = support::scratch("index-compact");
