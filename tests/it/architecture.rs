@@ -60,11 +60,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         "#36 session core: the facade <-> input and session",
         &["src/session/core/input.rs", "src/session/core/mod.rs", "src/session/core/session.rs"],
     ),
-    ("#36 session core: claude <-> reach", &["src/session/core/claude.rs", "src/session/core/reach.rs"]),
-    (
-        "#36 session core: codex <-> its requests",
-        &["src/session/core/codex/mod.rs", "src/session/core/codex/requests.rs"],
-    ),
     // control converts the supervisor's request into a Command; the socket
     // should convert its own.
     ("#36 control <-> the supervisor's socket", &["src/control.rs", "src/supervise/socket.rs"]),
