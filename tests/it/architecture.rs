@@ -75,12 +75,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         "#36 runs/feed: the facade <-> read and watcher",
         &["src/runs/feed/mod.rs", "src/runs/feed/read.rs", "src/runs/feed/watcher.rs"],
     ),
-    // The translator's subagent bookkeeping is an `impl Translator` in a file
-    // of its own; to break it, a `Subagents` state object the translator holds.
-    (
-        "#36 translate/mod.rs <-> subagents.rs",
-        &["src/pipeline/translate/mod.rs", "src/pipeline/translate/subagents.rs"],
-    ),
     // The server's context: Config holds types of tokens.rs and links.rs
     // (tokens::person reads Config back; links' handler takes &Shared),
     // Shared holds the books of agui/, feed.rs and links.rs (whose handlers
