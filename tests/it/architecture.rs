@@ -69,12 +69,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         "#36 supervise: the loop <-> its commands and runner",
         &["src/supervise/commands.rs", "src/supervise/mod.rs", "src/supervise/runner.rs"],
     ),
-    // The feed's reader and watcher take the log's paths and limits from
-    // feed/mod.rs, which re-exports them.
-    (
-        "#36 runs/feed: the facade <-> read and watcher",
-        &["src/runs/feed/mod.rs", "src/runs/feed/read.rs", "src/runs/feed/watcher.rs"],
-    ),
     // The server's context: Config holds types of tokens.rs and links.rs
     // (tokens::person reads Config back; links' handler takes &Shared),
     // Shared holds the books of agui/, feed.rs and links.rs (whose handlers
