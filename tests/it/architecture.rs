@@ -63,12 +63,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
     // control converts the supervisor's request into a Command; the socket
     // should convert its own.
     ("#36 control <-> the supervisor's socket", &["src/control.rs", "src/supervise/socket.rs"]),
-    // The supervisor's loop (Sup in mod.rs) is extended by impl blocks in
-    // commands.rs and runner.rs; to break it, state objects of their own.
-    (
-        "#36 supervise: the loop <-> its commands and runner",
-        &["src/supervise/commands.rs", "src/supervise/mod.rs", "src/supervise/runner.rs"],
-    ),
     // The server's context: Config holds types of tokens.rs and links.rs
     // (tokens::person reads Config back; links' handler takes &Shared),
     // Shared holds the books of agui/, feed.rs and links.rs (whose handlers
