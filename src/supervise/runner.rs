@@ -250,7 +250,10 @@ fn copy(
         let Some(f) = out.as_mut() else { return true };
         if let (Some(ms), Some(w)) = (end, at.as_mut()) {
             if let Err(e) = w.line(ms) {
-                crate::util::cli::report(super::waves::ACTOR, format!("arrival times: {e}; the rest of this turn has none"));
+                crate::util::cli::report(
+                    super::waves::ACTOR,
+                    format!("arrival times: {e}; the rest of this turn has none"),
+                );
                 at = None;
             }
         }
