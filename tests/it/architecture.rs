@@ -40,21 +40,15 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// other, with the issue that removes it. An entry covers a cycle whose
 /// files are all in it; a listed file that is in no cycle fails the test.
 const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-    // The session's facade (session/mod.rs re-exports core and io under
-    // their old paths) and io's files name core's items through it; to
-    // break it, io imports from session::core directly and the re-exports go.
+    // The loop and runwire-session's driver: driver.rs runs the loop
+    // (event_loop::Loop), which takes driver.rs's types (Event, Output,
+    // Taken, JournalTo, EXIT_GRACE, now_ms; tap.rs takes Output and
+    // MAX_AGENT_LINE too); to break it, those types in a leaf file of io/
+    // (left to the engine's rewrite of the loop, #36, so the moves do not
+    // cross it).
     (
-        "#36 session: the facade <-> io",
-        &[
-            "src/session/io/driver.rs",
-            "src/session/io/engine/event_loop.rs",
-            "src/session/io/engine/mod.rs",
-            "src/session/io/launch.rs",
-            "src/session/io/record.rs",
-            "src/session/io/tap.rs",
-            "src/session/io/wrappers.rs",
-            "src/session/mod.rs",
-        ],
+        "#36 session io: driver <-> the loop",
+        &["src/session/io/driver.rs", "src/session/io/engine/event_loop.rs", "src/session/io/tap.rs"],
     ),
     (
         "#36 session core: the facade <-> input and session",

@@ -15,7 +15,7 @@
 use super::engine::event_loop::{Loop, Observer, Shared};
 use super::proc::{self, Proc, Spec};
 use super::writer::Writer;
-use crate::session::{Agent, Input, Refused, Session};
+use crate::session::core::{Agent, Input, Refused, Session};
 use crate::util::lines::{read_capped, Capped, Rest};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -214,7 +214,7 @@ fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()>
     let mut buf = Vec::new();
     // A line over the input's cap is cut past it (the rest skipped), so that
     // parsing it reports it as too long.
-    let cap = crate::session::input::MAX_LINE + 2;
+    let cap = crate::session::core::input::MAX_LINE + 2;
     while read_capped(r, &mut buf, cap, Rest::Skip).is_ok_and(|c| c != Capped::End) {
         *n += 1;
         if buf.iter().all(u8::is_ascii_whitespace) {
@@ -258,7 +258,7 @@ pub struct Taken {
     /// (or, over ACP, cancels it and prompts again), else it starts one.
     pub mid_turn: bool,
     /// What the input did, as the session saw it.
-    pub ack: crate::session::Ack,
+    pub ack: crate::session::core::Ack,
 }
 
 /// Runs `cmd` as the session's agent until it exits, its loop on this
@@ -391,7 +391,7 @@ mod tests {
     /// is read as usual.
     #[test]
     fn input_lines_are_bounded_and_an_over_long_one_is_reported_by_the_parser() {
-        let max = crate::session::input::MAX_LINE;
+        let max = crate::session::core::input::MAX_LINE;
         let mut input = b"{\"type\":\"end\"}\r\n  \n".to_vec();
         input.extend(std::iter::repeat_n(b'x', 3 * max));
         input.extend_from_slice(b"\nlast");

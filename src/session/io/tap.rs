@@ -7,7 +7,7 @@
 //! process-wide bound, and what had no room is a gap the reader is told of.
 
 use crate::runs::record::Recorder;
-use crate::session::driver;
+use crate::session::io::driver;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
@@ -423,7 +423,7 @@ impl LogReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::driver::Output;
+    use crate::session::io::driver::Output;
 
     /// A sink on a channel of `lines` lines and `bytes` bytes, and the feed reading it.
     fn tapped(lines: usize, bytes: usize, rec: Option<Recorder>) -> (Sink, Feed) {
