@@ -50,10 +50,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         "#36 session io: driver <-> the loop",
         &["src/session/io/driver.rs", "src/session/io/engine/event_loop.rs", "src/session/io/tap.rs"],
     ),
-    (
-        "#36 session core: the facade <-> input and session",
-        &["src/session/core/input.rs", "src/session/core/mod.rs", "src/session/core/session.rs"],
-    ),
     // The server's context: Config holds types of tokens.rs and links.rs
     // (tokens::person reads Config back; links' handler takes &Shared),
     // Shared holds the books of agui/, feed.rs and links.rs (whose handlers

@@ -4,6 +4,7 @@
 //! format drives every agent; each agent's protocol object turns it into its
 //! own wire lines.
 
+use super::types::{Ack, Phase};
 use crate::control::Command;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -142,7 +143,7 @@ pub struct AckLine {
 
 impl AckLine {
     /// The reply to input line `line`: what it did, or why it was refused.
-    pub fn new(line: u64, what: Result<super::Ack, String>) -> AckLine {
+    pub fn new(line: u64, what: Result<Ack, String>) -> AckLine {
         let kind = crate::pipeline::normalize::ACK_TYPE.to_string();
         match what {
             Ok(a) => AckLine { kind, line, ack: Some(ack_name(a).into()), detail: Some(a.to_string()), refused: None },
@@ -232,7 +233,7 @@ pub struct StatusLine {
 impl StatusLine {
     /// A status line without its number (the loop numbers it as it writes it).
     pub fn new(
-        phase: super::Phase,
+        phase: Phase,
         turn: u64,
         turns_ended: u64,
         open: Vec<OpenRequest>,
@@ -265,8 +266,7 @@ impl StatusLine {
 }
 
 /// An [`super::Ack`]'s name on an ack line.
-pub fn ack_name(a: super::Ack) -> &'static str {
-    use super::Ack;
+pub fn ack_name(a: Ack) -> &'static str {
     match a {
         Ack::Taken => "taken",
         Ack::Replay => "replay",
