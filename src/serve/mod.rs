@@ -35,6 +35,7 @@ pub mod feed;
 pub mod http;
 pub mod idempotency;
 pub mod interrupts;
+pub mod link_keys;
 pub mod links;
 pub mod listen;
 pub mod options;

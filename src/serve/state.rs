@@ -2,8 +2,10 @@
 //! the handlers' books (threads, live sessions, the change feed, the link
 //! limits). Handlers take it from here, not from the server's root.
 
+use super::agui::book::Book;
+use super::agui::interactive::threads::Sessions;
 use super::options::Config;
-use super::{agui, feed, links};
+use super::{feed, link_keys};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -11,14 +13,14 @@ use std::sync::Arc;
 pub struct Shared {
     pub cfg: Config,
     pub shutdown: AtomicBool,
-    pub book: std::sync::Mutex<agui::Book>,
+    pub book: std::sync::Mutex<Book>,
     pub(super) connections: AtomicUsize,
     /// The change feed's follower, started by the first `GET /runs/events`.
     feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
     /// Interactive mode's live sessions, one per thread.
-    pub sessions: agui::interactive::Sessions,
+    pub sessions: Sessions,
     /// The link routes' rate limits.
-    pub link_limits: links::Limiter,
+    pub link_limits: link_keys::Limiter,
     /// The `Idempotency-Key`s of the doors that run commands.
     pub keys: super::idempotency::Keys,
 }
@@ -28,11 +30,11 @@ impl Shared {
         Shared {
             cfg,
             shutdown: AtomicBool::new(false),
-            book: std::sync::Mutex::new(agui::Book::default()),
+            book: std::sync::Mutex::new(Book::default()),
             connections: AtomicUsize::new(0),
             feed: std::sync::Mutex::new(None),
-            sessions: agui::interactive::Sessions::default(),
-            link_limits: links::Limiter::default(),
+            sessions: Sessions::default(),
+            link_limits: link_keys::Limiter::default(),
             keys: super::idempotency::Keys::default(),
         }
     }

@@ -6,7 +6,7 @@
 
 use crate::pipeline::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
-use crate::serve::agui::MAX_THREADS;
+use crate::serve::agui::book::MAX_THREADS;
 use crate::serve::interrupts::{Offer, Raised};
 use crate::serve::state::Shared;
 use crate::session::driver::{JournalTo, Taken};
@@ -400,7 +400,7 @@ fn start_live(
         let task: String = crate::runs::record::TASK.into();
         crate::session::driver::Linker(Arc::new(move |r: &crate::pipeline::events::InputRequest| {
             let name = lock(&link_for).clone();
-            crate::serve::links::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
+            crate::serve::link_keys::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
         }))
     });
     let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into(), links });
