@@ -32,6 +32,7 @@ pub mod args;
 pub mod cluster;
 pub mod evidence;
 pub mod feed;
+pub mod feed_hub;
 pub mod http;
 pub mod idempotency;
 pub mod interrupts;

@@ -4,8 +4,9 @@
 
 use super::agui::book::Book;
 use super::agui::interactive::threads::Sessions;
+use super::feed_hub::FeedHub;
+use super::link_keys;
 use super::options::Config;
-use super::{feed, link_keys};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ pub struct Shared {
     pub book: std::sync::Mutex<Book>,
     pub(super) connections: AtomicUsize,
     /// The change feed's follower, started by the first `GET /runs/events`.
-    feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
+    feed: std::sync::Mutex<Option<Arc<FeedHub>>>,
     /// Interactive mode's live sessions, one per thread.
     pub sessions: Sessions,
     /// The link routes' rate limits.
@@ -46,12 +47,12 @@ impl Shared {
 
     /// The change feed's follower, started on first use.
     /// (A failure, e.g. out of inotify instances, is tried again by the next request.)
-    pub fn feed(&self) -> Result<Arc<feed::FeedHub>, String> {
+    pub fn feed(&self) -> Result<Arc<FeedHub>, String> {
         let mut f = self.feed.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = f.as_ref() {
             return Ok(h.clone());
         }
-        let h = feed::FeedHub::start(&self.cfg.harness_home)
+        let h = FeedHub::start(&self.cfg.harness_home)
             .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))?;
         *f = Some(h.clone());
         Ok(h)

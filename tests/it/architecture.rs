@@ -50,22 +50,14 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         "#36 session io: driver <-> the loop",
         &["src/session/io/driver.rs", "src/session/io/engine/event_loop.rs", "src/session/io/tap.rs"],
     ),
-    // The server's state: Shared holds the books of handlers that take
-    // &Shared: the interactive sessions (agui/interactive/threads.rs, whose
-    // Sessions::thread and State::new take &Shared and reach
-    // agui/common.rs's start_record, which takes &Shared) and the change
-    // feed's follower (feed.rs's FeedHub, beside its handler). To break it:
-    // Sessions, Thread and State (the types) in a leaf file of
-    // agui/interactive/ (left to the engine's work there, #36, so the moves
-    // do not cross it), and FeedHub with its frames in a leaf beside feed.rs.
+    // The server's state: Shared holds the interactive sessions
+    // (agui/interactive/threads.rs, whose Sessions::thread and State::new
+    // take &Shared and reach agui/common.rs's start_record, which takes
+    // &Shared). To break it: Sessions, Thread and State (the types) in a
+    // leaf file of agui/interactive/, their impls staying in threads.rs.
     (
-        "#36 serve: state <-> the handlers whose books it holds",
-        &[
-            "src/serve/agui/common.rs",
-            "src/serve/agui/interactive/threads.rs",
-            "src/serve/feed.rs",
-            "src/serve/state.rs",
-        ],
+        "#36 serve: state <-> the interactive sessions it holds",
+        &["src/serve/agui/common.rs", "src/serve/agui/interactive/threads.rs", "src/serve/state.rs"],
     ),
 ];
 
