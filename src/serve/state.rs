@@ -3,7 +3,7 @@
 //! limits). Handlers take it from here, not from the server's root.
 
 use super::agui::book::Book;
-use super::agui::interactive::threads::Sessions;
+use super::agui::interactive::sessions::Sessions;
 use super::feed_hub::FeedHub;
 use super::link_keys;
 use super::options::Config;

@@ -50,15 +50,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         "#36 session io: driver <-> the loop",
         &["src/session/io/driver.rs", "src/session/io/engine/event_loop.rs", "src/session/io/tap.rs"],
     ),
-    // The server's state: Shared holds the interactive sessions
-    // (agui/interactive/threads.rs, whose Sessions::thread and State::new
-    // take &Shared and reach agui/common.rs's start_record, which takes
-    // &Shared). To break it: Sessions, Thread and State (the types) in a
-    // leaf file of agui/interactive/, their impls staying in threads.rs.
-    (
-        "#36 serve: state <-> the interactive sessions it holds",
-        &["src/serve/agui/common.rs", "src/serve/agui/interactive/threads.rs", "src/serve/state.rs"],
-    ),
 ];
 
 /// Upward imports not yet removed: (importing file, imported layer, why).

@@ -57,7 +57,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 mod routes;
-pub(crate) mod threads;
+pub(crate) mod sessions;
+mod threads;
 pub use routes::{control_post, link_answer, link_request};
 pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};
 use threads::{lock, Ending, NotSent, State};
