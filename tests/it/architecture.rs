@@ -39,18 +39,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// Import cycles not yet removed: each a set of files that import each
 /// other, with the issue that removes it. An entry covers a cycle whose
 /// files are all in it; a listed file that is in no cycle fails the test.
-const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-    // The loop and runwire-session's driver: driver.rs runs the loop
-    // (event_loop::Loop), which takes driver.rs's types (Event, Output,
-    // Taken, JournalTo, EXIT_GRACE, now_ms; tap.rs takes Output and
-    // MAX_AGENT_LINE too); to break it, those types in a leaf file of io/
-    // (left to the engine's rewrite of the loop, #36, so the moves do not
-    // cross it).
-    (
-        "#36 session io: driver <-> the loop",
-        &["src/session/io/driver.rs", "src/session/io/engine/event_loop.rs", "src/session/io/tap.rs"],
-    ),
-];
+const KNOWN_CYCLES: &[(&str, &[&str])] = &[];
 
 /// Upward imports not yet removed: (importing file, imported layer, why).
 const KNOWN_UPWARD: &[(&str, &str, &str)] = &[];

@@ -15,7 +15,7 @@
 //! that IO is the loop's own. Callers read the published status, a copy
 //! taken under a lock held only to copy it, and wait for its changes.
 
-use super::super::driver::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
+use super::super::events::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
 use super::super::proc::{self, Signaller};
 use super::super::record::InputRecord;
 use super::super::tap::Changes;
