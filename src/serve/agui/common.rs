@@ -1,16 +1,16 @@
-//! What both modes of `POST /agui` share: the [`Book`] of threads and
+//! What both modes of `POST /agui` share: the [`Book`](super::book::Book) of threads and
 //! finished runs (admission, idempotent replay, bounded retention) and the
 //! response `Body` a run streams into (each frame sent at once and kept
 //! for replay).
 //!
-//! The [`Book`] remembers, per `threadId`, the agent's last session (a later
+//! The [`Book`](super::book::Book) remembers, per `threadId`, the agent's last session (a later
 //! batch run on the thread resumes it) and whether a run is active (one at a
 //! time), and, per `runId`, the request body and the finished stream, so that
 //! re-posting the same request replays the same bytes without running the
 //! agent again (the same run asked with other bytes, a client reconnecting
-//! with the messages it was streamed, is answered from its record). Retention is bounded: [`MAX_RUNS`] finished runs,
-//! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`] in all, oldest evicted
-//! first; [`MAX_THREADS`] threads.
+//! with the messages it was streamed, is answered from its record). Retention is bounded: [`MAX_RUNS`](super::book::MAX_RUNS) finished runs,
+//! [`MAX_RUN_BYTES`] of SSE per run, [`MAX_RETAINED`](super::book::MAX_RETAINED) in all, oldest evicted
+//! first; [`MAX_THREADS`](super::book::MAX_THREADS) threads.
 
 use super::book::{RunInput, MAX_RUN_BYTES};
 // Kept at their old paths for the handlers (the book is their home).

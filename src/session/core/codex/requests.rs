@@ -265,7 +265,7 @@ pub(super) fn server_request(
 
 /// What codex can be told in answer to `req` (its record: `suggestions`
 /// are the decisions codex offered): no edited input, and allow-for-session
-/// only where codex offered `acceptForSession`. [`Agent::check_answer`], for
+/// only where codex offered `acceptForSession`. [`Agent::check_answer`](super::super::Agent::check_answer), for
 /// a runner that holds the record and not the protocol object (the supervisor).
 pub fn check_answer(req: &InputRequest, a: &AnswerInput) -> Result<(), String> {
     if a.updated_input.is_some() {
