@@ -34,7 +34,7 @@
 
 pub mod keys;
 
-use crate::session::input::{AnswerInput, Input, MessageInput, SteerInput, Who};
+use crate::pipeline::events::Scope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -42,7 +42,10 @@ use serde_json::{Map, Value};
 pub const MAX_TEXT: usize = 64 * 1024;
 /// Largest message text, in bytes: a message starts or joins a turn (a
 /// prompt may carry a file), so it is bounded by the input line only.
-pub const MAX_MESSAGE: usize = crate::session::input::MAX_LINE;
+pub const MAX_MESSAGE: usize = MAX_LINE;
+/// Largest session input line accepted, in bytes (a long message JSON-escaped, or an
+/// edited tool input).
+pub const MAX_LINE: usize = 1024 * 1024;
 
 /// Every interrupt id runwire mints starts so.
 pub const INTERRUPT_PREFIX: &str = "rw-";
@@ -182,6 +185,61 @@ impl std::fmt::Display for Door {
     }
 }
 
+/// The decisions a person can give (`expired` is the session's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Allow,
+    Deny,
+    Answer,
+    Cancelled,
+}
+
+impl From<Decision> for crate::pipeline::events::Decision {
+    fn from(d: Decision) -> Self {
+        match d {
+            Decision::Allow => crate::pipeline::events::Decision::Allow,
+            Decision::Deny => crate::pipeline::events::Decision::Deny,
+            Decision::Answer => crate::pipeline::events::Decision::Answer,
+            Decision::Cancelled => crate::pipeline::events::Decision::Cancelled,
+        }
+    }
+}
+
+/// `{"type":"answer","id":…,"decision":…}` and its optional parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerInput {
+    /// The request: runwire's interrupt id (`interrupt_id` of the
+    /// `runwire.request` line, bound to the one agent process that asked),
+    /// or, on the session's own input only, the agent's request id.
+    pub id: String,
+    pub decision: Decision,
+    /// `allow` for this call only (default) or for the rest of the session.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scope: Option<Scope>,
+    /// `allow` with edits: the tool input to run instead (a full replacement).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub updated_input: Option<Map<String, Value>>,
+    /// `answer`: question text -> chosen label, or a list of labels for a
+    /// multi-select question.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub answers: Option<Map<String, Value>>,
+    /// `deny`/`cancelled`: the reason the agent is told.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message: Option<String>,
+    /// `allow` of a plan: the permission mode to carry the plan out in
+    /// (default: the session's `--plan-exit-mode`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub by: Option<String>,
+    /// The door the answer came through, for the journal: in-process only
+    /// (a door of the server sets it), never a field of an input line.
+    #[serde(skip)]
+    pub door: Option<Door>,
+}
+
 /// One command, whatever its door. `who` is on [`Issued`], not here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verb", rename_all = "snake_case", deny_unknown_fields)]
@@ -222,47 +280,6 @@ pub struct Issued {
     pub actor: String,
     pub task: Option<String>,
     pub command: Command,
-}
-
-impl Issued {
-    /// A supervisor socket's request line read as a command: its door
-    /// (`door`, default the socket itself) and actor (`actor`, default
-    /// `control`) with it.
-    pub fn from_request(req: &crate::supervise::socket::Request) -> Result<Issued, String> {
-        let command = Command::from_request(req)?;
-        Ok(Issued {
-            door: req.door.as_deref().and_then(Door::parse).unwrap_or(Door::SupervisorSocket),
-            actor: req.actor.clone().filter(|a| !a.is_empty() && a.len() <= 128).unwrap_or_else(|| "control".into()),
-            task: req.task.clone(),
-            command,
-        })
-    }
-
-    /// The supervisor socket's request line for this command (what a server
-    /// passes on); `None` for a verb the socket does not take.
-    pub fn to_request(&self) -> Option<crate::supervise::socket::Request> {
-        let verb = self.command.verb();
-        if !Verb::SUPERVISOR.contains(&verb) {
-            return None;
-        }
-        let mut r = crate::supervise::socket::Request {
-            verb: verb.as_str().into(),
-            task: self.task.clone(),
-            actor: Some(self.actor.clone()),
-            door: Some(self.door.as_str().into()),
-            ..Default::default()
-        };
-        match &self.command {
-            Command::Steer { text, interrupt, turn } => {
-                r.msg = Some(text.clone());
-                r.interrupt = Some(*interrupt);
-                r.turn = *turn;
-            }
-            Command::Answer { answer } => r.answer = serde_json::to_value(answer).ok(),
-            _ => {}
-        }
-        Some(r)
-    }
 }
 
 /// The one rule for a message (`max` [`MAX_MESSAGE`]) or steer ([`MAX_TEXT`]) text.
@@ -452,7 +469,7 @@ impl Command {
     }
 
     /// A verb that takes nothing but its name.
-    fn plain(v: Verb) -> Option<Command> {
+    pub(crate) fn plain(v: Verb) -> Option<Command> {
         Some(match v {
             Verb::Interrupt => Command::Interrupt,
             Verb::Stop => Command::Stop,
@@ -462,66 +479,6 @@ impl Command {
             Verb::Resume => Command::Resume,
             Verb::Status => Command::Status,
             _ => return None,
-        })
-    }
-
-    /// The supervisor socket's request line read as a command (its `msg`,
-    /// `interrupt`, `turn` and `answer` fields, as `spec/SUPERVISOR.md` says).
-    pub fn from_request(req: &crate::supervise::socket::Request) -> Result<Command, String> {
-        let Some(verb) = Verb::parse(&req.verb).filter(|v| Verb::SUPERVISOR.contains(v)) else {
-            return Err(format!("unknown verb {:?} ({})", req.verb, Verb::list(&Verb::SUPERVISOR)));
-        };
-        let c = match verb {
-            Verb::Steer => Command::Steer {
-                text: req.msg.clone().unwrap_or_default(),
-                interrupt: req.interrupt == Some(true),
-                turn: req.turn,
-            },
-            Verb::Answer => {
-                let Some(Value::Object(a)) = req.answer.clone() else {
-                    return Err("answer needs an answer object".into());
-                };
-                let mut answer = answer_object(a).map_err(|e| format!("answer: {e}"))?;
-                if answer.by.is_none() {
-                    answer.by = req.actor.clone();
-                }
-                Command::Answer { answer }
-            }
-            v => Command::plain(v).expect("a verb without a body"),
-        };
-        c.check().map_err(|e| format!("{verb}: {e}"))?;
-        Ok(c)
-    }
-
-    /// A session input as a command (the session's own door).
-    pub fn from_input(i: &Input) -> Command {
-        match i {
-            Input::Message(m) => Command::Message { text: m.text.clone() },
-            Input::Steer(s) => Command::Steer { text: s.text.clone(), interrupt: s.interrupt, turn: s.turn },
-            Input::Answer(a) => Command::Answer { answer: a.clone() },
-            Input::Answers(all) => Command::Answers { answers: all.clone() },
-            Input::Interrupt(_) => Command::Interrupt,
-            Input::End(_) => Command::End,
-            Input::Stop(_) => Command::Stop,
-        }
-    }
-
-    /// The session input this command is (`None`: the verb is not one a
-    /// session takes: kill, pause, resume, status). `by` is who gave it.
-    pub fn into_input(self, by: &str) -> Option<Input> {
-        let by = Some(by.to_string());
-        Some(match self {
-            Command::Message { text } => Input::Message(MessageInput { text, by }),
-            Command::Steer { text, interrupt, turn } => Input::Steer(SteerInput { text, interrupt, turn, by }),
-            Command::Answer { mut answer } => {
-                answer.by = answer.by.or(by);
-                Input::Answer(answer)
-            }
-            Command::Answers { answers } => Input::Answers(answers),
-            Command::Interrupt => Input::Interrupt(Who { by }),
-            Command::Stop => Input::Stop(Who { by }),
-            Command::End => Input::End(Who { by }),
-            Command::Kill | Command::Pause | Command::Resume | Command::Status => return None,
         })
     }
 }
@@ -593,6 +550,7 @@ impl Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::input::Input;
 
     #[test]
     fn every_verb_and_door_has_one_name() {

@@ -4,7 +4,7 @@
 //! server's root (`serve/mod.rs` starts the server and points down only).
 
 use super::run::Source;
-use super::{links, tokens};
+use super::{link_keys, tokens};
 use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
 use std::net::IpAddr;
@@ -114,5 +114,10 @@ pub struct Config {
     /// How long a request waits for an answer before it is denied.
     pub answer_timeout: Duration,
     /// `--public-url` and `--link-secret-file`: approval links.
-    pub links: Option<links::Keys>,
+    pub links: Option<link_keys::Keys>,
+}
+
+/// The person a handler journals for `req`: the name of its token, else `default`.
+pub fn person(cfg: &Config, req: &super::http::Request, default: &str) -> String {
+    cfg.token.as_ref().and_then(|t| tokens::caller(t, req)).flatten().unwrap_or(default).to_string()
 }

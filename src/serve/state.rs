@@ -2,8 +2,11 @@
 //! the handlers' books (threads, live sessions, the change feed, the link
 //! limits). Handlers take it from here, not from the server's root.
 
+use super::agui::book::Book;
+use super::agui::interactive::sessions::Sessions;
+use super::feed_hub::FeedHub;
+use super::link_keys;
 use super::options::Config;
-use super::{agui, feed, links};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -11,14 +14,14 @@ use std::sync::Arc;
 pub struct Shared {
     pub cfg: Config,
     pub shutdown: AtomicBool,
-    pub book: std::sync::Mutex<agui::Book>,
+    pub book: std::sync::Mutex<Book>,
     pub(super) connections: AtomicUsize,
     /// The change feed's follower, started by the first `GET /runs/events`.
-    feed: std::sync::Mutex<Option<Arc<feed::FeedHub>>>,
+    feed: std::sync::Mutex<Option<Arc<FeedHub>>>,
     /// Interactive mode's live sessions, one per thread.
-    pub sessions: agui::interactive::Sessions,
+    pub sessions: Sessions,
     /// The link routes' rate limits.
-    pub link_limits: links::Limiter,
+    pub link_limits: link_keys::Limiter,
     /// The `Idempotency-Key`s of the doors that run commands.
     pub keys: super::idempotency::Keys,
 }
@@ -28,11 +31,11 @@ impl Shared {
         Shared {
             cfg,
             shutdown: AtomicBool::new(false),
-            book: std::sync::Mutex::new(agui::Book::default()),
+            book: std::sync::Mutex::new(Book::default()),
             connections: AtomicUsize::new(0),
             feed: std::sync::Mutex::new(None),
-            sessions: agui::interactive::Sessions::default(),
-            link_limits: links::Limiter::default(),
+            sessions: Sessions::default(),
+            link_limits: link_keys::Limiter::default(),
             keys: super::idempotency::Keys::default(),
         }
     }
@@ -44,12 +47,12 @@ impl Shared {
 
     /// The change feed's follower, started on first use.
     /// (A failure, e.g. out of inotify instances, is tried again by the next request.)
-    pub fn feed(&self) -> Result<Arc<feed::FeedHub>, String> {
+    pub fn feed(&self) -> Result<Arc<FeedHub>, String> {
         let mut f = self.feed.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(h) = f.as_ref() {
             return Ok(h.clone());
         }
-        let h = feed::FeedHub::start(&self.cfg.harness_home)
+        let h = FeedHub::start(&self.cfg.harness_home)
             .map_err(|e| format!("{}: {e}", self.cfg.harness_home.join("feed").display()))?;
         *f = Some(h.clone());
         Ok(h)

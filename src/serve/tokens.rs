@@ -178,11 +178,6 @@ pub fn caller<'a>(tokens: &'a Tokens, req: &Request) -> Option<Option<&'a str>> 
     presented(req).iter().find_map(|t| tokens.find(t))
 }
 
-/// The person a handler journals for `req`: the name of its token, else `default`.
-pub fn person(cfg: &super::options::Config, req: &Request, default: &str) -> String {
-    cfg.token.as_ref().and_then(|t| caller(t, req)).flatten().unwrap_or(default).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,16 +7,23 @@
 //! output into the task log and reads an interactive turn's session as an
 //! engine client (its typed lines, off the pipe), [`commands`] carries out
 //! the control verbs, [`socket`] is the control socket, [`records`] is what
-//! is journaled and what a restart rebuilds from the journal.
+//! is journaled and what a restart rebuilds from the journal. The loop's
+//! state (`Sup`, with [`Options`]) is a leaf, `state.rs`, below the files
+//! that extend it: this module (the loop), `steps.rs` (a step's process and
+//! its reports) and [`commands`]; `awaiting.rs` is a control request
+//! waiting for its session's acknowledgement.
 //!
 //! One loop (this module's) owns every task and every decision: the socket's
 //! threads and each step's threads only send it [`Ev`]s over one channel, so
 //! no state is shared and the loop waits for events, not on a clock.
 
+mod awaiting;
 pub mod commands;
 pub mod records;
 pub mod runner;
 pub mod socket;
+mod state;
+mod steps;
 pub mod waves;
 
 use crate::runs::journal::Journal;
@@ -27,44 +34,22 @@ use crate::runs::{self, RunFiles};
 use crate::session::launch::AgentKind;
 
 use nix::sys::signal::Signal;
-use records::{Interrupts, Records};
+use records::Records;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use waves::{Effect, Waves};
 
+pub use runner::Ev;
+pub use state::Options;
+use state::{now_ts, Sup};
 pub use waves::ACTOR;
 
 /// Longest the loop waits for an event before it looks at the stop flag
 /// (a signal handler can only set it) and its timers.
 const STOP_CHECK: Duration = Duration::from_millis(200);
-
-/// What a supervisor run needs.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub plan: PathBuf,
-    pub runstate: PathBuf,
-    pub slug: String,
-    pub max_parallel: usize,
-    /// From SIGTERM to SIGKILL of a task's process group.
-    pub kill_grace: Duration,
-    pub home: PathBuf,
-    /// The directory tasks, gates and reviews run in; the run's repo root.
-    pub workdir: PathBuf,
-    /// Where `<adapter>.sh` wrappers are, instead of the default search.
-    pub wrapper_dir: Option<PathBuf>,
-    /// Turns run interactively (`<adapter>.sh --interactive`, input open;
-    /// claude, codex app-server and cursor ACP alike): steer goes into the
-    /// running session, `stop` interrupts the turn and keeps the session,
-    /// `answer` answers the agent's requests.
-    pub interactive: bool,
-    /// Where the run's report for a person goes, a line at a time: one
-    /// line per task as it ends, one as the run ends (the binary prints
-    /// them on stdout).
-    pub report: fn(&str),
-}
 
 /// How a supervisor run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,40 +72,10 @@ pub fn slug_of(plan: &Path) -> String {
     stem.to_string()
 }
 
-fn now_ts() -> String {
-    crate::util::time::format_ms(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
-    )
-}
-
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
-}
-
-/// What the loop waits for.
-pub enum Ev {
-    /// A control request from the socket.
-    Control(socket::Msg),
-    /// A report of a task's step (its session's lines, its end).
-    Task(runner::Event),
-}
-
-struct Sup {
-    opts: Options,
-    waves: Waves,
-    rec: Records,
-    /// The steps running now, by task.
-    running: BTreeMap<String, runner::Running>,
-    /// Each task's runwire interrupt ids (rebuilt from the journal at a restart).
-    interrupts: BTreeMap<String, Interrupts>,
-    wrappers: BTreeMap<String, PathBuf>,
-    /// `runwire-session`, when a task has adapter `acp` (run by it, no wrapper).
-    session_bin: Option<PathBuf>,
-    /// Steps started so far: each one's number tells its reports apart.
-    steps: u64,
-    events: mpsc::Sender<Ev>,
 }
 
 fn io(what: &Path, e: impl std::fmt::Display) -> StartError {
@@ -389,9 +344,9 @@ impl Sup {
             r.escalate(grace);
             let state = self.waves.state(id).map(str::to_string);
             // A request the session has not acknowledged in time is answered without it.
-            for w in r.awaiting.iter_mut().filter(|w| w.since.elapsed() >= commands::ACK_WAIT) {
+            for w in r.awaiting.iter_mut().filter(|w| w.since.elapsed() >= awaiting::ACK_WAIT) {
                 if let Some(tx) = w.reply.take() {
-                    let _ = tx.send(commands::acked(id, w, None, state.clone()).0);
+                    let _ = tx.send(awaiting::acked(id, w, None, state.clone()).0);
                 }
             }
         }

@@ -433,6 +433,82 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
     serde_json::from_slice(&buf).map_err(|e| CallError::Broken(format!("{}: bad reply: {e}", sock.display())))
 }
 
+use crate::control::{answer_object, Command, Door, Issued, Verb};
+use serde_json::Value;
+
+/// The socket's door: a request line read as the one command every door
+/// reads into ([`crate::control`]), and the line a command is passed on as.
+impl Issued {
+    /// A supervisor socket's request line read as a command: its door
+    /// (`door`, default the socket itself) and actor (`actor`, default
+    /// `control`) with it.
+    pub fn from_request(req: &Request) -> Result<Issued, String> {
+        let command = Command::from_request(req)?;
+        Ok(Issued {
+            door: req.door.as_deref().and_then(Door::parse).unwrap_or(Door::SupervisorSocket),
+            actor: req.actor.clone().filter(|a| !a.is_empty() && a.len() <= 128).unwrap_or_else(|| "control".into()),
+            task: req.task.clone(),
+            command,
+        })
+    }
+
+    /// The supervisor socket's request line for this command (what a server
+    /// passes on); `None` for a verb the socket does not take.
+    pub fn to_request(&self) -> Option<Request> {
+        let verb = self.command.verb();
+        if !Verb::SUPERVISOR.contains(&verb) {
+            return None;
+        }
+        let mut r = Request {
+            verb: verb.as_str().into(),
+            task: self.task.clone(),
+            actor: Some(self.actor.clone()),
+            door: Some(self.door.as_str().into()),
+            ..Default::default()
+        };
+        match &self.command {
+            Command::Steer { text, interrupt, turn } => {
+                r.msg = Some(text.clone());
+                r.interrupt = Some(*interrupt);
+                r.turn = *turn;
+            }
+            Command::Answer { answer } => r.answer = serde_json::to_value(answer).ok(),
+            _ => {}
+        }
+        Some(r)
+    }
+}
+
+impl Command {
+    /// The supervisor socket's request line read as a command (its `msg`,
+    /// `interrupt`, `turn` and `answer` fields, as `spec/SUPERVISOR.md` says).
+    pub fn from_request(req: &Request) -> Result<Command, String> {
+        let Some(verb) = Verb::parse(&req.verb).filter(|v| Verb::SUPERVISOR.contains(v)) else {
+            return Err(format!("unknown verb {:?} ({})", req.verb, Verb::list(&Verb::SUPERVISOR)));
+        };
+        let c = match verb {
+            Verb::Steer => Command::Steer {
+                text: req.msg.clone().unwrap_or_default(),
+                interrupt: req.interrupt == Some(true),
+                turn: req.turn,
+            },
+            Verb::Answer => {
+                let Some(Value::Object(a)) = req.answer.clone() else {
+                    return Err("answer needs an answer object".into());
+                };
+                let mut answer = answer_object(a).map_err(|e| format!("answer: {e}"))?;
+                if answer.by.is_none() {
+                    answer.by = req.actor.clone();
+                }
+                Command::Answer { answer }
+            }
+            v => Command::plain(v).expect("a verb without a body"),
+        };
+        c.check().map_err(|e| format!("{verb}: {e}"))?;
+        Ok(c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

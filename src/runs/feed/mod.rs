@@ -26,10 +26,13 @@ use super::safe::{Splitter, MAX_TOTALS_LINE};
 use super::view::{self, Loaded, Totals};
 use super::RunFiles;
 
+mod paths;
 mod read;
 mod watcher;
 use crate::pipeline::normalize::{Adapter, Normalizer, Options};
-pub use read::{follow, too_long, Cursor, Filter, FollowError, Line};
+use paths::{open_log, regular};
+pub use paths::{Paths, MAX_EVENT, TYPES};
+pub use read::{too_long, Cursor, Filter, Line};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -38,21 +41,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 pub use watcher::{Changes, Watcher};
 
-/// Event types, in the `type` field of every event. `node` (a node of a
-/// cluster lost or up again) is only in a hub's feed (spec/CLUSTER.md).
-pub const TYPES: [&str; 8] = ["created", "task", "run", "needs_input", "input_answered", "ended", "removed", "node"];
-
 /// Statuses that end a run (an `ended` event is a move into one of them).
 fn is_end(status: &str) -> bool {
     matches!(status, "done" | "failed")
 }
 
-/// The most bytes one event's line takes, its newline included: feed events
-/// are small by construction. An event that would be larger (a record with a
-/// long `detail`: an agent can write its own journal) is written as a
-/// reference instead (`push_event`); a longer line in the log (written by
-/// something else, or corrupt) is skipped by readers, never read whole.
-pub const MAX_EVENT: usize = 64 * 1024;
 /// In a reference event, the most bytes (as JSON) a field's value keeps;
 /// longer values are left out and named in `omitted`.
 const MAX_FIELD: usize = 1024;
@@ -62,22 +55,6 @@ const STATE_VERSION: &str = "runwire-feed-state/v1";
 const CHECKPOINT_EVERY: u64 = 256 * 1024;
 /// Most task logs whose cost and token tallies are kept between events.
 const MAX_TALLIES: usize = 512;
-
-/// The feed's files under a harness home.
-#[derive(Debug, Clone)]
-pub struct Paths {
-    pub dir: PathBuf,
-    pub log: PathBuf,
-    pub lock: PathBuf,
-    pub state: PathBuf,
-}
-
-impl Paths {
-    pub fn at(home: &Path) -> Paths {
-        let dir = home.join("feed");
-        Paths { log: dir.join("events.log"), lock: dir.join("lock"), state: dir.join("state.json"), dir }
-    }
-}
 
 /// How far the feed has read one run's journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,24 +142,6 @@ fn lines(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, usize)> + '_
         start = from + i + 1;
         (s, start)
     })
-}
-
-/// Refuses a feed log that is not a regular file (a symlink to `/dev/zero`,
-/// a FIFO): it would never end, or never answer.
-fn regular(f: std::fs::File) -> io::Result<std::fs::File> {
-    let m = f.metadata()?;
-    if m.is_file() {
-        Ok(f)
-    } else {
-        Err(io::Error::other(format!("events.log: not a regular file ({})", super::safe::kind(m.mode()))))
-    }
-}
-
-/// Opens the feed log to read: never blocking (a FIFO), a regular file only.
-fn open_log(path: &Path) -> io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
-    regular(f)
 }
 
 impl Extender {
@@ -589,6 +548,72 @@ pub fn check_since(paths: &Paths, since: u64) -> Result<(), String> {
         return Err(bad("not at the end of an event"));
     }
     Ok(())
+}
+
+/// Why [`follow`] stopped.
+#[derive(Debug)]
+pub enum FollowError {
+    /// A bad `since` id or filter (exit 2).
+    Usage(String),
+    Io(io::Error),
+}
+
+impl From<io::Error> for FollowError {
+    fn from(e: io::Error) -> FollowError {
+        FollowError::Io(e)
+    }
+}
+
+/// `runs watch`: brings the feed up to date, hands `emit` every event past
+/// `since` (default: the end, so only what happens from now) that passes
+/// `filter`, as `{"id":ID,…}` without a newline; with `keep_on`, then
+/// waits (inotify, no polling) and goes on for as long as `emit` succeeds.
+/// Needs no server: this process extends the feed itself, and sees what any
+/// other writer (a server, another `runs watch`) appends.
+pub fn follow(
+    home: &Path,
+    since: Option<u64>,
+    filter: &Filter,
+    keep_on: bool,
+    mut emit: impl FnMut(&[u8]) -> io::Result<()>,
+) -> Result<(), FollowError> {
+    filter.validate().map_err(FollowError::Usage)?;
+    // Watching starts before the first extension, so no change falls between.
+    let mut watcher = if keep_on { Some(Watcher::new(home)?) } else { None };
+    let mut x = Extender::new(home);
+    let end = x.extend(Scope::All)?;
+    let since = since.unwrap_or(end);
+    check_since(x.paths(), since).map_err(FollowError::Usage)?;
+    let mut cursor = Cursor::new(x.paths(), since);
+    let log = x.paths().log.clone();
+    let mut pass = |cursor: &mut Cursor, x: &mut Extender| -> io::Result<()> {
+        for r in x.take_reports() {
+            crate::util::cli::report("runs", format!("feed: {r}"));
+        }
+        let mut failed = None;
+        cursor.read(|id, line| match line {
+            Line::Event(line) => {
+                if failed.is_none() && filter.matches(line) {
+                    if let Err(e) = emit(&with_id(line, id)) {
+                        failed = Some(e);
+                    }
+                }
+            }
+            Line::TooLong(n) => crate::util::cli::report("runs", too_long(&log, id, n)),
+        })?;
+        failed.map_or(Ok(()), Err)
+    };
+    pass(&mut cursor, &mut x)?;
+    let Some(w) = watcher.as_mut() else { return Ok(()) };
+    loop {
+        let ch = w.wait(None)?;
+        if ch.all {
+            x.extend(Scope::All)?;
+        } else if !ch.runs.is_empty() {
+            x.extend(Scope::Runs(&ch.runs))?;
+        }
+        pass(&mut cursor, &mut x)?;
+    }
 }
 
 #[cfg(test)]

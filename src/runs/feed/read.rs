@@ -1,8 +1,9 @@
 //! Reading the change feed's log: a cursor over its lines from an event
-//! id, the filters `runs feed` and `GET /feed` take, and following it.
+//! id and the filters `runs feed` and `GET /feed` take (following it,
+//! which extends the log as it goes, is [`super::follow`]).
 
 use super::super::view;
-use super::{check_since, open_log, with_id, Extender, Paths, Scope, Watcher, MAX_EVENT, TYPES};
+use super::paths::{open_log, Paths, MAX_EVENT, TYPES};
 use serde::Deserialize;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -171,70 +172,4 @@ pub fn too_long(log: &Path, id: u64, len: u64) -> String {
         log.display(),
         MAX_EVENT / 1024
     )
-}
-
-/// Why [`follow`] stopped.
-#[derive(Debug)]
-pub enum FollowError {
-    /// A bad `since` id or filter (exit 2).
-    Usage(String),
-    Io(io::Error),
-}
-
-impl From<io::Error> for FollowError {
-    fn from(e: io::Error) -> FollowError {
-        FollowError::Io(e)
-    }
-}
-
-/// `runs watch`: brings the feed up to date, hands `emit` every event past
-/// `since` (default: the end, so only what happens from now) that passes
-/// `filter`, as `{"id":ID,…}` without a newline; with `keep_on`, then
-/// waits (inotify, no polling) and goes on for as long as `emit` succeeds.
-/// Needs no server: this process extends the feed itself, and sees what any
-/// other writer (a server, another `runs watch`) appends.
-pub fn follow(
-    home: &Path,
-    since: Option<u64>,
-    filter: &Filter,
-    keep_on: bool,
-    mut emit: impl FnMut(&[u8]) -> io::Result<()>,
-) -> Result<(), FollowError> {
-    filter.validate().map_err(FollowError::Usage)?;
-    // Watching starts before the first extension, so no change falls between.
-    let mut watcher = if keep_on { Some(Watcher::new(home)?) } else { None };
-    let mut x = Extender::new(home);
-    let end = x.extend(Scope::All)?;
-    let since = since.unwrap_or(end);
-    check_since(x.paths(), since).map_err(FollowError::Usage)?;
-    let mut cursor = Cursor::new(x.paths(), since);
-    let log = x.paths().log.clone();
-    let mut pass = |cursor: &mut Cursor, x: &mut Extender| -> io::Result<()> {
-        for r in x.take_reports() {
-            crate::util::cli::report("runs", format!("feed: {r}"));
-        }
-        let mut failed = None;
-        cursor.read(|id, line| match line {
-            Line::Event(line) => {
-                if failed.is_none() && filter.matches(line) {
-                    if let Err(e) = emit(&with_id(line, id)) {
-                        failed = Some(e);
-                    }
-                }
-            }
-            Line::TooLong(n) => crate::util::cli::report("runs", too_long(&log, id, n)),
-        })?;
-        failed.map_or(Ok(()), Err)
-    };
-    pass(&mut cursor, &mut x)?;
-    let Some(w) = watcher.as_mut() else { return Ok(()) };
-    loop {
-        let ch = w.wait(None)?;
-        if ch.all {
-            x.extend(Scope::All)?;
-        } else if !ch.runs.is_empty() {
-            x.extend(Scope::Runs(&ch.runs))?;
-        }
-        pass(&mut cursor, &mut x)?;
-    }
 }

@@ -2,7 +2,7 @@
 //! and the feed's directory, watched through the process's watcher.
 
 use super::super::registry::Registry;
-use super::Paths;
+use super::paths::Paths;
 use crate::util::watch::{Hub, Signal, Sub};
 use nix::sys::inotify::AddWatchFlags;
 use std::collections::{BTreeSet, HashMap};

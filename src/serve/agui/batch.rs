@@ -11,8 +11,8 @@
 //!
 //! Imports only [`super`] and [`super::common`], never the interactive mode.
 
+use super::book::RunInput;
 use super::common::{Body, Messages, Outcome};
-use super::RunInput;
 use crate::pipeline::events::{Data, Event, Exit, Seq};
 use crate::pipeline::normalize::{Normalizer, Options};
 use crate::pipeline::translate::{AguiEvent, TranslateOptions, Translator};

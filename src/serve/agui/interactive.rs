@@ -38,8 +38,8 @@
 //! Imports only [`super`] and [`super::common`] (the request, the book, the
 //! response body), never the batch mode.
 
+use super::book::RunInput;
 use super::common::{Body, Messages, Outcome};
-use super::RunInput;
 use crate::control::Door;
 use crate::pipeline::events::{Data, Event, Exit, Seq};
 use crate::pipeline::translate::{AguiEvent, RunOutcome, TranslateOptions, Translator};
@@ -57,6 +57,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 mod routes;
+pub(crate) mod sessions;
 mod threads;
 pub use routes::{control_post, link_answer, link_request};
 pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};

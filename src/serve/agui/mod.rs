@@ -29,34 +29,19 @@ use serde_json::{json, Value};
 use std::net::TcpStream;
 
 pub mod batch;
+pub mod book;
 pub mod common;
 pub mod interactive;
 pub mod replay;
 
-pub use common::{Admit, Book, MAX_RETAINED, MAX_RUNS, MAX_RUN_BYTES};
-use common::{Body, Outcome};
+use book::Outcome;
+pub use book::{Admit, Book, RunInput, MAX_RETAINED, MAX_RUNS, MAX_RUN_BYTES, MAX_THREADS};
+use common::Body;
 
-/// Threads remembered at once (idle ones forgotten oldest first), in the
-/// book of runs and by the interactive sessions.
-pub const MAX_THREADS: usize = 1024;
 /// Longest prompt: it travels as one argument (Linux caps one at 128 KiB).
 pub const MAX_PROMPT: usize = 96 * 1024;
 /// Longest `threadId` / `runId`.
 pub const MAX_ID: usize = 256;
-
-/// What a request asks for, once validated.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunInput {
-    pub thread_id: String,
-    pub run_id: String,
-    /// Empty only when `resume` is not (a run that answers interrupts).
-    pub prompt: String,
-    /// `RunAgentInput.resume`: answers to the interrupts of the thread.
-    pub resume: Vec<ResumeEntry>,
-    /// `RunAgentInput.messages`, as sent (what the client holds of the
-    /// thread: recorded, and compared with the thread for its snapshot).
-    pub messages: Vec<Value>,
-}
 
 /// Reads a `RunAgentInput` leniently (unknown keys ignored, optional ones
 /// may be absent or `null`) and names the first problem found.

@@ -8,8 +8,8 @@
 //!
 //! Imports only [`super`] and [`super::common`], never a mode.
 
+use super::book::RunInput;
 use super::common::{Body, Messages};
-use super::RunInput;
 use crate::pipeline::events::{Data, Event, Exit, Seq};
 use crate::pipeline::normalize::{Normalizer, Options};
 use crate::pipeline::translate::{TranslateOptions, Translator};

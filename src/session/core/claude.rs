@@ -328,12 +328,6 @@ pub fn scopes(updates: &[Update]) -> Vec<Scope> {
     s
 }
 
-/// The directory claude works in (it runs in runwire's own): the worktree
-/// `addDirectories` is held to.
-pub fn worktree() -> std::path::PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/nonexistent"))
-}
-
 /// Claude settings for a session.
 #[derive(Debug, Clone)]
 pub struct ClaudeOptions {

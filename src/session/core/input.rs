@@ -4,13 +4,16 @@
 //! format drives every agent; each agent's protocol object turns it into its
 //! own wire lines.
 
-use crate::pipeline::events::Scope;
+use super::types::{Ack, Phase};
+use crate::control::Command;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// Largest input line accepted, in bytes (a long message JSON-escaped, or an
-/// edited tool input).
-pub const MAX_LINE: usize = 1024 * 1024;
+/// Largest input line accepted, in bytes (defined with the command, whose
+/// message it bounds).
+pub use crate::control::MAX_LINE;
+/// The answer line and its decisions are the command's ([`crate::control`]).
+pub use crate::control::{AnswerInput, Decision};
 
 /// The optional field of every input line that names its command for
 /// retries ([`LineKeys`]).
@@ -92,61 +95,6 @@ pub struct Who {
     pub by: Option<String>,
 }
 
-/// The decisions a person can give (`expired` is the session's own).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Allow,
-    Deny,
-    Answer,
-    Cancelled,
-}
-
-impl From<Decision> for crate::pipeline::events::Decision {
-    fn from(d: Decision) -> Self {
-        match d {
-            Decision::Allow => crate::pipeline::events::Decision::Allow,
-            Decision::Deny => crate::pipeline::events::Decision::Deny,
-            Decision::Answer => crate::pipeline::events::Decision::Answer,
-            Decision::Cancelled => crate::pipeline::events::Decision::Cancelled,
-        }
-    }
-}
-
-/// `{"type":"answer","id":…,"decision":…}` and its optional parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AnswerInput {
-    /// The request: runwire's interrupt id (`interrupt_id` of the
-    /// `runwire.request` line, bound to the one agent process that asked),
-    /// or, on the session's own input only, the agent's request id.
-    pub id: String,
-    pub decision: Decision,
-    /// `allow` for this call only (default) or for the rest of the session.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub scope: Option<Scope>,
-    /// `allow` with edits: the tool input to run instead (a full replacement).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub updated_input: Option<Map<String, Value>>,
-    /// `answer`: question text -> chosen label, or a list of labels for a
-    /// multi-select question.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub answers: Option<Map<String, Value>>,
-    /// `deny`/`cancelled`: the reason the agent is told.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub message: Option<String>,
-    /// `allow` of a plan: the permission mode to carry the plan out in
-    /// (default: the session's `--plan-exit-mode`).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub mode: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub by: Option<String>,
-    /// The door the answer came through, for the journal: in-process only
-    /// (a door of the server sets it), never a field of an input line.
-    #[serde(skip)]
-    pub door: Option<crate::control::Door>,
-}
-
 impl Input {
     /// Parses one input line; the error names what is wrong. A line with an
     /// `idempotency_key` is refused here: [`Input::parse_keyed`] is for a
@@ -219,7 +167,7 @@ pub struct AckLine {
 
 impl AckLine {
     /// The reply to input line `line`: what it did, or why it was refused.
-    pub fn new(line: u64, what: Result<super::Ack, String>) -> AckLine {
+    pub fn new(line: u64, what: Result<Ack, String>) -> AckLine {
         let kind = crate::pipeline::normalize::ACK_TYPE.to_string();
         match what {
             Ok(a) => AckLine {
@@ -260,7 +208,7 @@ impl AckLine {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Keyed {
     /// The same line under its key again: the first line's reply.
-    Replay(Result<super::Ack, String>),
+    Replay(Result<Ack, String>),
     /// Another line under the key (or, never on a line, one still running).
     Refused(String),
 }
@@ -271,7 +219,7 @@ pub enum Keyed {
 /// read; every reply is kept, refusals included (a line is queued, never
 /// refused as "not run, try again"). A line refused as unreadable has no key.
 #[derive(Default)]
-pub struct LineKeys(crate::control::keys::Keys<Result<super::Ack, String>>);
+pub struct LineKeys(crate::control::keys::Keys<Result<Ack, String>>);
 
 impl LineKeys {
     /// Before keyed line `input` is applied: `None` to apply it (then
@@ -287,7 +235,7 @@ impl LineKeys {
     }
 
     /// What the keyed line did.
-    pub fn after(&self, key: &str, what: &Result<super::Ack, String>) {
+    pub fn after(&self, key: &str, what: &Result<Ack, String>) {
         let size = what.as_ref().err().map_or(0, String::len) + 16;
         self.0.done(key, what.clone(), size);
     }
@@ -361,7 +309,7 @@ pub struct StatusLine {
 impl StatusLine {
     /// A status line without its number (the loop numbers it as it writes it).
     pub fn new(
-        phase: super::Phase,
+        phase: Phase,
         turn: u64,
         turns_ended: u64,
         open: Vec<OpenRequest>,
@@ -396,8 +344,7 @@ impl StatusLine {
 }
 
 /// An [`super::Ack`]'s name on an ack line.
-pub fn ack_name(a: super::Ack) -> &'static str {
-    use super::Ack;
+pub fn ack_name(a: Ack) -> &'static str {
     match a {
         Ack::Taken => "taken",
         Ack::Replay => "replay",
@@ -408,6 +355,42 @@ pub fn ack_name(a: super::Ack) -> &'static str {
         Ack::CancelledThenPrompted => "cancelled_then_prompted",
         Ack::Stopped => "stopped",
         Ack::NothingRunning => "nothing_running",
+    }
+}
+
+/// The session's own door: a session input as the one command every door
+/// reads into ([`crate::control`]), and back.
+impl Command {
+    /// A session input as a command (the session's own door).
+    pub fn from_input(i: &Input) -> Command {
+        match i {
+            Input::Message(m) => Command::Message { text: m.text.clone() },
+            Input::Steer(s) => Command::Steer { text: s.text.clone(), interrupt: s.interrupt, turn: s.turn },
+            Input::Answer(a) => Command::Answer { answer: a.clone() },
+            Input::Answers(all) => Command::Answers { answers: all.clone() },
+            Input::Interrupt(_) => Command::Interrupt,
+            Input::End(_) => Command::End,
+            Input::Stop(_) => Command::Stop,
+        }
+    }
+
+    /// The session input this command is (`None`: the verb is not one a
+    /// session takes: kill, pause, resume, status). `by` is who gave it.
+    pub fn into_input(self, by: &str) -> Option<Input> {
+        let by = Some(by.to_string());
+        Some(match self {
+            Command::Message { text } => Input::Message(MessageInput { text, by }),
+            Command::Steer { text, interrupt, turn } => Input::Steer(SteerInput { text, interrupt, turn, by }),
+            Command::Answer { mut answer } => {
+                answer.by = answer.by.or(by);
+                Input::Answer(answer)
+            }
+            Command::Answers { answers } => Input::Answers(answers),
+            Command::Interrupt => Input::Interrupt(Who { by }),
+            Command::Stop => Input::Stop(Who { by }),
+            Command::End => Input::End(Who { by }),
+            Command::Kill | Command::Pause | Command::Resume | Command::Status => return None,
+        })
     }
 }
 

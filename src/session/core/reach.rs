@@ -40,13 +40,19 @@ impl Places {
     /// The process's working directory and `$HOME`.
     pub fn here() -> Places {
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-        Places::new(&super::claude::worktree(), home.as_deref())
+        Places::new(&worktree(), home.as_deref())
     }
 
     /// `p` is the worktree or under it.
     pub fn inside(&self, p: &Path) -> bool {
         p.starts_with(&self.worktree)
     }
+}
+
+/// The directory claude works in (it runs in runwire's own): the worktree
+/// `addDirectories` is held to.
+pub fn worktree() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/nonexistent"))
 }
 
 /// `path` (absolute) as the kernel would reach it: each symlink followed

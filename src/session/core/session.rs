@@ -2,7 +2,9 @@
 //! denial, checking answers and the record, over one agent's protocol
 //! ([`Agent`]). No IO: each call returns a [`Step`] to apply.
 
-use super::*;
+use super::input::{self, Input};
+use super::types::*;
+use crate::control::AnswerInput;
 use crate::pipeline::events::{Decision, InputAnswer, InputKind, InputRequest, Question, QuestionOption, Scope};
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -705,9 +707,9 @@ pub(crate) fn same_answer(prev: &InputAnswer, a: &AnswerInput) -> bool {
 
 #[cfg(test)]
 mod turn_tests {
-    use super::claude::{Claude, ClaudeOptions};
-    use super::input::{MessageInput, SteerInput};
     use super::*;
+    use crate::session::core::claude::{Claude, ClaudeOptions};
+    use crate::session::core::input::{MessageInput, SteerInput};
 
     const RESULT: &[u8] = br#"{"type":"result","subtype":"success","is_error":false,"session_id":"s"}"#;
 

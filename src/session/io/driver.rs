@@ -13,62 +13,18 @@
 //! (`super::engine::Engine`): both run the same IO code.
 
 use super::engine::event_loop::{Loop, Observer, Shared};
+use super::events::EXIT_GRACE;
+pub use super::events::{
+    AgentLine, Event, JournalTo, Linker, MintLinks, Output, Taken, AGENT_LINES_BYTES, MAX_AGENT_LINE,
+};
 use super::proc::{self, Proc, Spec};
 use super::writer::Writer;
-use crate::session::{Agent, Input, Refused, Session};
+use crate::session::core::{Agent, Session};
 use crate::util::lines::{read_capped, Capped, Rest};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// Longest agent line taken whole; a longer one is skimmed as it streams
-/// ([`crate::util::lines`]): its structure and short fields kept, long strings cut.
-pub const MAX_AGENT_LINE: usize = 16 * 1024 * 1024;
-
-/// What the session loop waits for.
-#[derive(Debug)]
-pub enum Event {
-    /// One line of the agent's stdout (without its newline).
-    Agent(AgentLine),
-    /// The agent closed its stdout.
-    AgentEof,
-    /// One raw line of session input and its 1-based number.
-    Line(Vec<u8>, u64),
-    /// The session input ended.
-    InputEof,
-    /// A caller's command; what the session did with it goes back on the
-    /// sender once the step is applied ([`Taken`], or why it was refused).
-    Command(Input, Sender<Result<Taken, Refused>>),
-    /// Close the agent's input: `now` dropping what is queued for it (it
-    /// is being stopped), else once what is queued is written (it is being
-    /// ended: an `end`'s last lines still go).
-    CloseInput { now: bool },
-}
-
-/// Where input records go when the session runs under a runner.
-#[derive(Debug, Clone)]
-pub struct JournalTo {
-    pub path: PathBuf,
-    pub task: String,
-    pub actor: String,
-    /// Mints a raised request's approval links, journaled with it (`runwire-serve --public-url`).
-    pub links: Option<Linker>,
-}
-
-/// Mints the approval links of a raised request (none for a request a link cannot answer).
-#[derive(Clone)]
-pub struct Linker(pub std::sync::Arc<MintLinks>);
-
-/// What a [`Linker`] calls: the links of one raised request.
-pub type MintLinks = dyn Fn(&crate::pipeline::events::InputRequest) -> Vec<String> + Send + Sync;
-
-impl std::fmt::Debug for Linker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Linker")
-    }
-}
+use std::sync::Arc;
 
 /// Driver settings.
 #[derive(Debug, Clone, Default)]
@@ -105,49 +61,6 @@ pub fn spawn(spec: &Spec) -> io::Result<Proc> {
     let mut spec = spec.clone();
     spec.stdin = proc::Input::Piped;
     Proc::spawn(&spec)
-}
-
-/// Bytes of agent lines read and not yet taken by their session's loop, in
-/// all the sessions of this process together, at most (one line alone may
-/// pass it). Past it the readers wait, so agents that print faster than
-/// their sessions take it wait in `write()`, not in this process's memory.
-pub const AGENT_LINES_BYTES: usize = 16 * 1024 * 1024;
-
-/// Bytes of agent lines in flight (read, not yet dropped by a loop).
-static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
-static IN_FLIGHT_FREED: std::sync::Condvar = std::sync::Condvar::new();
-
-/// One agent line, counted in [`AGENT_LINES_BYTES`] until it is dropped.
-#[derive(Debug)]
-pub struct AgentLine(Vec<u8>);
-
-impl AgentLine {
-    /// Waits until the bound has room for `bytes` (or nothing is in flight).
-    fn admit(bytes: Vec<u8>) -> AgentLine {
-        let len = bytes.len();
-        let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        while *n != 0 && *n + len > AGENT_LINES_BYTES {
-            n = IN_FLIGHT_FREED.wait(n).unwrap_or_else(|e| e.into_inner());
-        }
-        *n += len;
-        AgentLine(bytes)
-    }
-}
-
-impl std::ops::Deref for AgentLine {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl Drop for AgentLine {
-    fn drop(&mut self) {
-        let mut n = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        *n = n.saturating_sub(self.0.len());
-        drop(n);
-        IN_FLIGHT_FREED.notify_all();
-    }
 }
 
 /// Reads the agent's stdout into `tx`, line by line, then [`Event::AgentEof`].
@@ -214,7 +127,7 @@ fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()>
     let mut buf = Vec::new();
     // A line over the input's cap is cut past it (the rest skipped), so that
     // parsing it reports it as too long.
-    let cap = crate::session::input::MAX_LINE + 2;
+    let cap = crate::session::core::input::MAX_LINE + 2;
     while read_capped(r, &mut buf, cap, Rest::Skip).is_ok_and(|c| c != Capped::End) {
         *n += 1;
         if buf.iter().all(u8::is_ascii_whitespace) {
@@ -223,42 +136,6 @@ fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()>
         tx.send(Event::Line(std::mem::take(&mut buf), *n)).map_err(|_| ())?;
     }
     Ok(())
-}
-
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-/// Where the session's output lines go (each without its newline).
-pub trait Output {
-    fn line(&mut self, line: &[u8]) -> io::Result<()>;
-    /// After each step's lines (a byte stream flushes).
-    fn end_step(&mut self) -> io::Result<()>;
-}
-
-/// A byte stream (stdout, a file) takes the lines newline-terminated.
-impl<W: Write> Output for W {
-    fn line(&mut self, line: &[u8]) -> io::Result<()> {
-        self.write_all(line)?;
-        self.write_all(b"\n")
-    }
-
-    fn end_step(&mut self) -> io::Result<()> {
-        self.flush()
-    }
-}
-
-/// What a session input did, for an in-process caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Taken {
-    /// It repeated an answer already given: nothing was sent again.
-    pub replayed: bool,
-    /// A turn was running when the session took it (decided with the
-    /// input, under the session's lock): a message then joins that turn
-    /// (or, over ACP, cancels it and prompts again), else it starts one.
-    pub mid_turn: bool,
-    /// What the input did, as the session saw it.
-    pub ack: crate::session::Ack,
 }
 
 /// Runs `cmd` as the session's agent until it exits, its loop on this
@@ -378,12 +255,10 @@ where
     Ok(Started { tx, shared, stdin, child })
 }
 
-/// How long an agent that closed its output gets to exit before it is stopped.
-pub(crate) const EXIT_GRACE: Duration = Duration::from_secs(5);
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::core::Input;
 
     /// Session input lines: blank ones are counted and skipped, a CR LF
     /// ending is stripped, and a line over the input cap is cut past it (the
@@ -391,7 +266,7 @@ mod tests {
     /// is read as usual.
     #[test]
     fn input_lines_are_bounded_and_an_over_long_one_is_reported_by_the_parser() {
-        let max = crate::session::input::MAX_LINE;
+        let max = crate::session::core::input::MAX_LINE;
         let mut input = b"{\"type\":\"end\"}\r\n  \n".to_vec();
         input.extend(std::iter::repeat_n(b'x', 3 * max));
         input.extend_from_slice(b"\nlast");

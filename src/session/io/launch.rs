@@ -3,10 +3,10 @@
 //! `runwire-session`, the server and the supervisor alike.
 
 use crate::pipeline::events::InputRequest;
-use crate::session::acp::{Acp, AcpOptions};
-use crate::session::claude::{self, Claude, ClaudeOptions};
-use crate::session::codex::{Codex, CodexOptions};
-use crate::session::{Agent, AnswerInput, MidTurn};
+use crate::session::core::acp::{Acp, AcpOptions};
+use crate::session::core::claude::{self, Claude, ClaudeOptions};
+use crate::session::core::codex::{Codex, CodexOptions};
+use crate::session::core::{Agent, AnswerInput, MidTurn};
 
 /// The interactive protocols runwire speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +49,8 @@ impl AgentKind {
             // Claude's checks are the answer's own (plan modes aside, which
             // depend on the session's --grant-all).
             AgentKind::Claude => Ok(()),
-            AgentKind::Codex => crate::session::codex::check_answer(req, a),
-            AgentKind::Cursor | AgentKind::Acp => crate::session::acp::check_answer(req, a),
+            AgentKind::Codex => crate::session::core::codex::check_answer(req, a),
+            AgentKind::Cursor | AgentKind::Acp => crate::session::core::acp::check_answer(req, a),
         }
     }
 

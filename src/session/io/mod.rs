@@ -7,6 +7,7 @@
 
 pub mod driver;
 pub mod engine;
+pub mod events;
 pub mod launch;
 pub mod proc;
 pub mod record;

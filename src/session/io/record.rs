@@ -3,13 +3,13 @@
 //! `runwire.request` / `runwire.answer` lines the session writes into its
 //! output (the task log; `normalize-events` reads them as `input_request` /
 //! `input_answer` in every dialect) are the pure core's
-//! ([`crate::session::input`]), re-exported here.
+//! ([`crate::session::core::input`]), re-exported here.
 
 use crate::pipeline::events::{InputAnswer, InputRequest};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-pub use crate::session::input::{answer_line, idle_line, request_line};
+pub use crate::session::core::input::{answer_line, idle_line, request_line};
 
 /// A journal input record: a request raised or closed. Not a task state
 /// record: it does not change the task's last state. A task whose last state

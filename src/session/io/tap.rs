@@ -7,7 +7,7 @@
 //! process-wide bound, and what had no room is a gap the reader is told of.
 
 use crate::runs::record::Recorder;
-use crate::session::driver;
+use crate::session::io::events::{Output, MAX_AGENT_LINE};
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
@@ -189,7 +189,7 @@ impl Drop for Sink {
     }
 }
 
-impl driver::Output for Sink {
+impl Output for Sink {
     fn line(&mut self, l: &[u8]) -> io::Result<()> {
         self.n += 1;
         // Its arrival time, recorded beside the log and used for `ts`, so a
@@ -402,7 +402,7 @@ impl LogReader {
             return Err(io::Error::other("the log was read past that line"));
         }
         // The session's lines are at most the driver's bound (the agent's), plus runwire's own (small).
-        let cap = driver::MAX_AGENT_LINE + 64 * 1024;
+        let cap = MAX_AGENT_LINE + 64 * 1024;
         while self.next <= n {
             match read_capped(&mut self.r, &mut self.buf, cap, Rest::Leave)? {
                 Capped::Line => {}
@@ -423,7 +423,7 @@ impl LogReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::driver::Output;
+    use crate::session::io::driver::Output;
 
     /// A sink on a channel of `lines` lines and `bytes` bytes, and the feed reading it.
     fn tapped(lines: usize, bytes: usize, rec: Option<Recorder>) -> (Sink, Feed) {
@@ -450,7 +450,6 @@ mod tests {
     /// the output's end, not before.
     #[test]
     fn the_reader_keeps_its_own_cursor_and_watchers_wake_on_each_step() {
-        use driver::Output;
         let (mut sink, mut feed) = tapped(2, 1 << 20, None);
         let changes = sink.changes();
         let seen = changes.now();

@@ -276,10 +276,10 @@ pub fn recheck(path: &Path) -> Result<(), String> {
 /// The session settings the wrappers take from the environment in
 /// `--interactive` (`spec/WRAPPER-CONTRACT.md`): what `runwire-session`
 /// will be started with for a task.
-pub fn env_launch_options() -> crate::session::launch::LaunchOptions {
+pub fn env_launch_options() -> crate::session::io::launch::LaunchOptions {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let d = crate::session::launch::LaunchOptions::default();
-    crate::session::launch::LaunchOptions {
+    let d = crate::session::io::launch::LaunchOptions::default();
+    crate::session::io::launch::LaunchOptions {
         grant_all: var("RUNWIRE_GRANT_ALL").as_deref() == Some("1"),
         permission_mode: var("RUNWIRE_PERMISSION_MODE").unwrap_or(d.permission_mode.clone()),
         plan_exit_mode: var("RUNWIRE_PLAN_EXIT_MODE").unwrap_or(d.plan_exit_mode.clone()),
@@ -296,8 +296,8 @@ pub fn env_launch_options() -> crate::session::launch::LaunchOptions {
 /// (`bypassPermissions` and `danger-full-access` only with
 /// `RUNWIRE_GRANT_ALL=1`), so that a supervisor refuses at start what each
 /// of its tasks would be refused.
-pub fn check_env(kind: crate::session::launch::AgentKind) -> Result<(), String> {
-    match crate::session::launch::launch(kind, &env_launch_options()) {
+pub fn check_env(kind: crate::session::io::launch::AgentKind) -> Result<(), String> {
+    match crate::session::io::launch::launch(kind, &env_launch_options()) {
         Ok(_) => Ok(()),
         Err(e) => Err(e
             .replace("--permission-mode", "RUNWIRE_PERMISSION_MODE")

@@ -4,9 +4,9 @@
 //! session's (its `answer`, `steer` and `stop` inputs), each acknowledged
 //! with what it did.
 
-use super::threads::{lock, send, Ending, NotSent, State};
-use super::TASK;
+use super::threads::{lock, send, Ending, NotSent, State, Thread};
 use crate::control::{Command, Reply, Verb};
+use crate::runs::record::TASK;
 use crate::serve::http::{respond, respond_error, Close};
 use crate::serve::state::Shared;
 use crate::session::engine::Engine;
@@ -166,8 +166,8 @@ fn stop_route(agent: &Engine, by: &str) -> Reply {
 /// request (when this server streamed it) is still open. `Err`: why the
 /// link is no longer valid (a later process superseded it, or it was used).
 fn link_state<'a>(
-    th: &'a super::Thread,
-    c: &crate::serve::links::Claims,
+    th: &'a Thread,
+    c: &crate::serve::link_keys::Claims,
 ) -> Result<std::sync::MutexGuard<'a, State>, String> {
     let st = lock(&th.st);
     if st.record_id.as_deref() != Some(c.r.as_str()) || st.agent.is_none() {
@@ -183,7 +183,7 @@ fn link_state<'a>(
     Ok(st)
 }
 
-fn link_thread(shared: &Shared, c: &crate::serve::links::Claims) -> Result<std::sync::Arc<super::Thread>, String> {
+fn link_thread(shared: &Shared, c: &crate::serve::link_keys::Claims) -> Result<std::sync::Arc<Thread>, String> {
     if c.t != TASK {
         return Err("This link names no task of this server. Nothing was done.".into());
     }
@@ -196,7 +196,7 @@ fn link_thread(shared: &Shared, c: &crate::serve::links::Claims) -> Result<std::
 /// server did not stream it and has only the link's own claims to show).
 pub fn link_request(
     shared: &Shared,
-    c: &crate::serve::links::Claims,
+    c: &crate::serve::link_keys::Claims,
 ) -> Result<Option<crate::pipeline::events::InputRequest>, String> {
     let th = link_thread(shared, c)?;
     let st = link_state(&th, c)?;
@@ -208,7 +208,7 @@ pub fn link_request(
 /// replay, the agent's offer). `by`: the name the link was minted for.
 pub fn link_answer(
     shared: &Shared,
-    c: &crate::serve::links::Claims,
+    c: &crate::serve::link_keys::Claims,
     decision: &str,
     reason: Option<String>,
     answers: Option<serde_json::Map<String, serde_json::Value>>,

@@ -4,9 +4,11 @@
 //! open requests, session id, exit) is the engine's [`Status`]; nothing
 //! here keeps a copy of it.
 
+pub(super) use super::sessions::State;
+pub use super::sessions::{Sessions, Thread};
 use crate::pipeline::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
-use crate::serve::agui::MAX_THREADS;
+use crate::serve::agui::book::MAX_THREADS;
 use crate::serve::interrupts::{Offer, Raised};
 use crate::serve::state::Shared;
 use crate::session::driver::{JournalTo, Taken};
@@ -27,39 +29,6 @@ pub const MAX_SESSIONS: usize = 64;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The live agent of a thread and what the server knows about it.
-pub struct Thread {
-    pub id: String,
-    pub(super) st: Mutex<State>,
-}
-
-pub(super) struct State {
-    pub(super) agent: Option<Engine>,
-    /// The session's output, with the reader's cursor, held here while no
-    /// run streams it.
-    pub(super) rx: Option<Feed>,
-    pub(super) norm: Normalizer,
-    /// Every request the session raised, as AG-UI interrupts.
-    pub(super) raised: Raised,
-    /// Agent tool id -> AG-UI toolCallId of every call streamed on the thread.
-    pub(super) tool_ids: HashMap<String, String>,
-    /// The agent's session id, for `--resume` when the process is gone.
-    pub(super) resume: Option<String>,
-    /// The session's record; its log is written as lines arrive (by the
-    /// session's reader), whether a run is streaming or not.
-    pub(super) rec: Arc<Mutex<Option<Recorder>>>,
-    /// The recorded run's id (`GET /runs/:id`, the task routes).
-    pub(super) record_id: Option<String>,
-    /// Agent processes the thread has started: the running one's
-    /// generation (on its status and its open requests).
-    generation: u64,
-    /// When a run last used the session (the idle one used least recently is ended first).
-    last_used: Instant,
-    /// The name approval links are minted for: the named person whose
-    /// message the agent is working on, else `link`.
-    pub(super) link_for: Arc<Mutex<String>>,
 }
 
 /// Why a session input was not sent.
@@ -293,13 +262,6 @@ impl Gone {
     }
 }
 
-/// Every thread's session, and the recorded run id -> thread index.
-#[derive(Default)]
-pub struct Sessions {
-    pub(super) threads: Mutex<HashMap<String, Arc<Thread>>>,
-    by_record: Mutex<HashMap<String, String>>,
-}
-
 impl Sessions {
     pub(super) fn thread(&self, shared: &Shared, id: &str) -> Result<Arc<Thread>, String> {
         let mut t = lock(&self.threads);
@@ -426,7 +388,7 @@ fn start_live(
         let task: String = crate::runs::record::TASK.into();
         crate::session::driver::Linker(Arc::new(move |r: &crate::pipeline::events::InputRequest| {
             let name = lock(&link_for).clone();
-            crate::serve::links::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
+            crate::serve::link_keys::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
         }))
     });
     let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into(), links });

@@ -41,9 +41,9 @@
 mod requests;
 
 use super::{Agent, AnswerInput, Signal};
-use crate::pipeline::events::{Decision, InputAnswer, InputKind, InputRequest, Question, Scope};
-use crate::pipeline::normalize::elicit::{elicitation, Elicit, Field};
-pub use requests::{amendment, check_answer, decision_effect};
+use crate::pipeline::events::{Decision, InputAnswer, InputRequest, Question, Scope};
+pub use requests::{amendment, check_answer, decision_effect, ELICITATION_TOOL, PERMISSIONS_TOOL, QUESTION_TOOL};
+use requests::{id_text, line, tool_text, Asked};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
@@ -53,8 +53,6 @@ pub const APPROVAL_POLICIES: [&str; 3] = ["untrusted", "on-request", "never"];
 pub const SANDBOXES: [&str; 3] = ["read-only", "workspace-write", "danger-full-access"];
 /// The sandbox that grants everything: only with an explicit flag.
 pub const GRANT_ALL: &str = "danger-full-access";
-/// The name of runwire's question tool (the one the recorded client registered).
-pub const QUESTION_TOOL: &str = "AskUserQuestion";
 
 /// Codex settings for a session.
 #[derive(Debug, Clone)]
@@ -117,24 +115,6 @@ enum Sent {
     Interrupt,
 }
 
-/// A server request waiting for a person.
-#[derive(Debug, Clone)]
-enum Asked {
-    /// Command or file change approval; the decisions codex offered.
-    Approval { available: Vec<Value> },
-    /// runwire's `AskUserQuestion` dynamic tool.
-    Tool { arguments: Value },
-    /// Codex's own `requestUserInput`: question text → question id.
-    UserInput { ids: Vec<(String, String)> },
-    /// A permission-profile approval: the profile codex asked for (granted as asked).
-    Permissions { asked: Value },
-    /// An MCP server's form elicitation: one question per field.
-    Form { fields: Vec<Field> },
-    /// An MCP server's elicitation a person accepts or declines (a URL to
-    /// visit, or a form with no fields): `content` is `{}` for a form.
-    Confirm { content: Option<Value> },
-}
-
 /// The protocol state for one `codex app-server` process.
 #[derive(Debug)]
 pub struct Codex {
@@ -160,10 +140,6 @@ pub struct Codex {
     next_turn: Vec<String>,
     /// Pending server requests by runwire request id: codex's own id and what it asked.
     asked: HashMap<String, (Value, Asked)>,
-}
-
-fn line(v: &Value) -> Vec<u8> {
-    serde_json::to_vec(v).expect("JSON values serialize infallibly")
 }
 
 fn text_input(text: &str) -> Value {
@@ -201,26 +177,6 @@ fn user_input_answer(q: Option<&Question>, answer: &str) -> String {
         Some(q) if q.options.iter().any(|o| o.label == answer) => answer.to_string(),
         _ => format!("user_note: {answer}"),
     }
-}
-
-fn id_text(id: &Value) -> String {
-    match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The decisions a permission-profile approval offers: granted for the
-/// turn (codex's default scope) or for the session.
-const PERMISSION_DECISIONS: [&str; 2] = ["accept", "acceptForSession"];
-/// The `tool` of an MCP elicitation's request.
-pub const ELICITATION_TOOL: &str = "mcp_elicitation";
-/// The `tool` of a permission-profile approval's request.
-pub const PERMISSIONS_TOOL: &str = "permissions";
-
-fn now_secs() -> i64 {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
 
 impl Codex {
@@ -430,20 +386,13 @@ impl Codex {
         }
     }
 
-    /// Refuses a server request nobody here will answer.
-    fn refuse(id: &Value, method: &str, to_agent: &mut Vec<Vec<u8>>) {
-        Self::refuse_why(id, &format!("runwire-session does not handle {method}"), to_agent);
+    /// A server request codex sent: the request it raises (and how it is
+    /// answered, kept in `asked`), or `None` when it was answered at once.
+    fn server_request(&mut self, id: &Value, method: &str, p: &Value, to_agent: &mut Vec<Vec<u8>>) -> Option<Signal> {
+        let (req, asked) = requests::server_request(self.opts.questions, id, method, p, to_agent)?;
+        self.asked.insert(req.id.clone(), (id.clone(), asked));
+        Some(Signal::Request(Box::new(req)))
     }
-
-    fn refuse_why(id: &Value, why: &str, to_agent: &mut Vec<Vec<u8>>) {
-        to_agent.push(line(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": why}})));
-    }
-}
-
-/// A dynamic tool's result: one text item.
-fn tool_text(id: &Value, text: &str, success: bool) -> Vec<u8> {
-    line(&json!({"jsonrpc": "2.0", "id": id,
-        "result": {"contentItems": [{"type": "inputText", "text": text}], "success": success}}))
 }
 
 impl Agent for Codex {
@@ -641,7 +590,9 @@ impl Agent for Codex {
 #[cfg(test)]
 mod tests {
     use super::super::{Input, Options, Refused, Session};
+    use super::requests::now_secs;
     use super::*;
+    use crate::pipeline::events::InputKind;
 
     const APPROVAL: &str = r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"th","turnId":"t1","itemId":"e1","reason":"outside?","command":"touch ~/x","cwd":"/w","availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}},"cancel"]}}"#;
 

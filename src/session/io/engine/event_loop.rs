@@ -15,13 +15,13 @@
 //! that IO is the loop's own. Callers read the published status, a copy
 //! taken under a lock held only to copy it, and wait for its changes.
 
-use super::super::driver::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
+use super::super::events::{now_ms, Event, JournalTo, Output, Taken, EXIT_GRACE};
 use super::super::proc::{self, Signaller};
 use super::super::record::InputRecord;
 use super::super::tap::Changes;
 use super::super::writer::{Full, Writer};
-use crate::session::input::{AckLine, Keyed, LineKeys, OpenRequest, StatusLine};
-use crate::session::{Agent, Input, Phase, Refused, Session, Step};
+use crate::session::core::input::{AckLine, Keyed, LineKeys, OpenRequest, StatusLine};
+use crate::session::core::{Agent, Input, Phase, Refused, Session, Step};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -607,8 +607,8 @@ impl<A: Agent, O: Output> Loop<A, O> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::codex::{Codex, CodexOptions};
-    use crate::session::input::MessageInput;
+    use crate::session::core::codex::{Codex, CodexOptions};
+    use crate::session::core::input::MessageInput;
 
     fn msg(text: &str) -> Input {
         Input::Message(MessageInput { text: text.into(), by: None })
@@ -618,7 +618,7 @@ mod tests {
     /// moment it took the input, and the output count matches the state.
     #[test]
     fn a_message_says_whether_it_joined_a_turn_and_output_is_counted_with_the_state() {
-        let session = Session::new(Codex::new(CodexOptions::default()), crate::session::Options::default());
+        let session = Session::new(Codex::new(CodexOptions::default()), crate::session::core::Options::default());
         let shared = Shared::new(Arc::default());
         let mut core =
             Loop::new(session, Vec::<u8>::new(), Writer::start(None), None, Box::new(|_| {}), shared.clone());
@@ -633,7 +633,11 @@ mod tests {
         }
         assert_eq!(
             core.take(msg("steer"), false).unwrap(),
-            Ok(Taken { replayed: false, mid_turn: true, ack: crate::session::Ack::Joined { may_start_next: true } })
+            Ok(Taken {
+                replayed: false,
+                mid_turn: true,
+                ack: crate::session::core::Ack::Joined { may_start_next: true }
+            })
         );
         let done = r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#;
         core.step(|s| s.agent_line(done.as_bytes(), now_ms())).unwrap();
@@ -644,7 +648,7 @@ mod tests {
         // The turn had ended: this message starts one.
         assert_eq!(
             core.take(msg("next"), false).unwrap(),
-            Ok(Taken { replayed: false, mid_turn: false, ack: crate::session::Ack::Started })
+            Ok(Taken { replayed: false, mid_turn: false, ack: crate::session::core::Ack::Started })
         );
         let printed = core.out.as_ref().map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count());
         assert_eq!(shared.status().produced, printed.unwrap() as u64);

@@ -5,7 +5,7 @@
 //! its own: it alone computes and applies each step, writes the output and
 //! queues the agent's input. A caller sends a command with a reply channel
 //! ([`Engine::command`]) and gets what the session did ([`driver::Taken`],
-//! its [`crate::session::Ack`]) once the step is applied; the command never waits
+//! its [`crate::session::core::Ack`]) once the step is applied; the command never waits
 //! for the agent (one that would overflow its input is refused,
 //! [`Refused::NotReading`]) nor under a lock another caller needs. Its
 //! output goes to a [`tap`] that one reader follows with its own cursor,
@@ -21,14 +21,14 @@
 //! exit without holding any lock.
 
 use self::event_loop::{Shared, Status as LoopStatus};
-use super::super::driver::{self, Event, JournalTo, Started};
-use super::super::launch::{launch, on_path, AgentKind, LaunchOptions};
-use super::super::proc::{Signaller, Spec, KILL_GRACE};
-use super::super::tap::{self, Feed};
-use super::super::writer::Writer;
+use super::driver::{self, Event, JournalTo, Started};
+use super::launch::{launch, on_path, AgentKind, LaunchOptions};
+use super::proc::{Signaller, Spec, KILL_GRACE};
+use super::tap::{self, Feed};
+use super::writer::Writer;
 use crate::runs::journal::{self, Record};
 use crate::runs::record::{Recorder, ACTOR};
-use crate::session::{Input, Phase, Refused, Session};
+use crate::session::core::{Input, Phase, Refused, Session};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -87,7 +87,7 @@ impl Engine {
     pub fn start(
         kind: AgentKind,
         o: &LaunchOptions,
-        opts: crate::session::Options,
+        opts: crate::session::core::Options,
         generation: u64,
         journal: Option<JournalTo>,
         rec: Arc<Mutex<Option<Recorder>>>,
@@ -209,7 +209,7 @@ impl Engine {
 
 /// Reaps the agent on a thread of its own, which publishes its exit: nobody
 /// holds the process, so stopping it never waits under a lock.
-fn reap(mut child: super::super::proc::Proc, shared: Arc<Shared>) -> Result<(), String> {
+fn reap(mut child: super::proc::Proc, shared: Arc<Shared>) -> Result<(), String> {
     let signaller = child.signaller();
     std::thread::Builder::new()
         .name("session reaper".into())
