@@ -183,6 +183,17 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         pending: Vec::new(),
         pending_bytes: 0,
     };
+    // The runs this node published before (their keys in the bucket) are
+    // known from the start, so that a run whose pointer went while the
+    // node was down (`runs rm`, prune) is found gone by the first full
+    // round and taken out of the streams as at a live node. The key is
+    // deleted only after the run's files are tombstoned, so a node killed
+    // in between finds the run again here.
+    let node_name = n.o.node.clone();
+    let published = retry("bucket keys", || published_runs(&n.runs, &node_name)).await;
+    for run in published {
+        n.state.entry(run).or_default();
+    }
     let mut failing: Option<String> = None;
     let mut full_at = Instant::now();
     loop {
@@ -264,6 +275,16 @@ where
             }
         }
     }
+}
+
+/// The runs `node` has a key for in the runs bucket (deleted keys not
+/// counted): what it published before this start.
+async fn published_runs(runs: &kv::Store, node: &str) -> anyhow::Result<Vec<String>> {
+    use futures_util::TryStreamExt;
+    let keys = runs.keys().await.map_err(|e| anyhow!("bucket {}: keys: {e}", names::RUNS_BUCKET))?;
+    let keys: Vec<String> =
+        keys.try_collect().await.map_err(|e| anyhow!("bucket {}: keys: {e}", names::RUNS_BUCKET))?;
+    Ok(keys.iter().filter_map(|k| names::parse_run_key(k)).filter(|(n, _)| n == node).map(|(_, run)| run).collect())
 }
 
 /// A hub's request to publish files again (`rwsync.<node>`), checked:
