@@ -420,7 +420,7 @@ fn link_route(
 /// `GET /api/info`: what the page needs to know about this server.
 fn info(shared: &Shared) -> serde_json::Value {
     let cfg = &shared.cfg;
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "name": super::options::BIN,
         "version": env!("CARGO_PKG_VERSION"),
         "agui": "/agui",
@@ -431,7 +431,12 @@ fn info(shared: &Shared) -> serde_json::Value {
         "tokenRequired": cfg.token.is_some(),
         "interactive": cfg.interactive,
         "capabilities": agui::capabilities(shared),
-    })
+    });
+    // A hub: its nodes and their liveness (the chat's node picker).
+    if let Some(nodes) = super::cluster::nodes_info() {
+        v["nodes"] = nodes;
+    }
+    v
 }
 
 /// The boundary for a request body: a JSON media type, `Expect:

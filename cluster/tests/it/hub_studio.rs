@@ -217,6 +217,7 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
         .env("HUB_URL", hub.url())
         .env("NODES", "alpha,beta")
         .env("ASKING", "beta")
+        .env("CHAT_NODE", "alpha")
         .env("STUDIO_CHROMIUM", &browser)
         .output()
         .unwrap();
@@ -225,6 +226,10 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
     eprintln!("the studio at the hub answered: {seen}");
     assert!(seen["run"].as_str().unwrap().starts_with("beta."), "{seen}");
+    // The chat's new thread ran on the node picked: alpha has a second run.
+    assert_eq!(seen["chat"], "finished", "{seen}");
+    let runs = a.get_json("/runs")["runs"].as_array().unwrap().len();
+    assert_eq!(runs, 2, "alpha's runs after the chat at the hub: {}", a.get_json("/runs"));
     // The approval reached beta's agent, once.
     let sent = wait_for("the approval at beta's agent", 30, || {
         let s = answers_to_agent(&dir);

@@ -200,6 +200,22 @@ pub fn node_states() -> NodeStates {
         .collect()
 }
 
+/// At a hub, `/api/info`'s `nodes`: each node's liveness, by name
+/// (`[{"node":"alpha","state":"up","since":MS}]`), what the studio's chat
+/// offers a new thread (the `up` ones); `None` elsewhere.
+pub fn nodes_info() -> Option<serde_json::Value> {
+    if !is_hub() {
+        return None;
+    }
+    let mut nodes: Vec<_> = node_states().into_iter().collect();
+    nodes.sort();
+    let list = nodes
+        .into_iter()
+        .map(|(node, (state, since))| serde_json::json!({"node": node, "state": state, "since": since}))
+        .collect();
+    Some(serde_json::Value::Array(list))
+}
+
 /// How long a node's server waits for the cluster to say whether its name
 /// is free before it starts anyway (its sidecar then takes the name, or
 /// says it cannot, when the cluster is reachable).
