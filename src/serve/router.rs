@@ -256,7 +256,9 @@ fn control_route(
     // Who asks: the name of a named token, else the server (the journal's actor and `by`);
     // for a hub's command, the person the hub's caller is (the sidecar's token says so).
     let tokens = shared.cfg.token.as_ref();
-    let (person, door) = match tokens.and_then(|t| super::tokens::acting_for(t, req)) {
+    // A hub's command journals the hub too: `<person>@<hub>` (spec/CLUSTER.md, Control).
+    let via_hub = tokens.and_then(|t| super::tokens::acting_for_via_hub(t, req));
+    let (person, door) = match via_hub.as_deref() {
         Some(p) => (Some(p), Door::Hub),
         None => (tokens.and_then(|t| super::tokens::caller(t, req)).flatten(), Door::TaskRoute),
     };
