@@ -97,9 +97,9 @@ pub struct Node {
     noted: BTreeSet<String>,
     /// inotify (`None`: none to be had; every round is a full one).
     wake: Option<Wake>,
-    /// File chunks sent, their acknowledgements not yet awaited (kept
-    /// across rounds: [`Pending`]).
-    pending: Pending,
+    /// File chunks sent, their acknowledgements not yet awaited.
+    pending: Vec<(String, async_nats::jetstream::context::PublishAckFuture)>,
+    pending_bytes: usize,
     /// Files hubs asked to have published again, whole: `(run, None)` for
     /// all of a run's files (`rwsync.<node>`).
     republish: BTreeSet<(String, Option<String>)>,
@@ -180,44 +180,15 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         state: HashMap::new(),
         noted: BTreeSet::new(),
         republish: BTreeSet::new(),
-        pending: Pending::default(),
+        pending: Vec::new(),
+        pending_bytes: 0,
     };
     let mut failing: Option<String> = None;
     let mut full_at = Instant::now();
     loop {
         let mut d = Dirty::default();
-        // Acknowledgements still in flight are awaited while nothing new
-        // comes: a burst's next lines go out as soon as they are written,
-        // and once the node is idle everything sent is known stored (or
-        // the failure is handled as a round's).
-        let mut woke = None;
-        if !n.pending.is_empty() && n.wake.is_some() && Instant::now() < full_at {
-            let mut pending = std::mem::take(&mut n.pending);
-            let settled = tokio::select! {
-                r = pending.settle_all() => Some(r),
-                t = rx.recv() => { woke = Some(t); None },
-                Some(ask) = asks.recv() => { n.ask(ask, &mut d); None },
-            };
-            n.pending = pending;
-            if let Some(Err(e)) = settled {
-                n.failed(&e, &mut failing);
-                full_at = Instant::now();
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        }
-        if let Some(t) = woke {
-            match t {
-                Some(t) => n.absorb(t, &mut d),
-                None => d.all = true,
-            }
-        } else if Instant::now() >= full_at || n.wake.is_none() {
+        if Instant::now() >= full_at || n.wake.is_none() {
             d.all = true;
-        } else if !d.runs.is_empty() {
-            // A hub's ask came in while acknowledgements were awaited: a round now.
-        } else if !n.pending.is_empty() {
-            // An ask for a run that is not here: back to the acknowledgements.
-            continue;
         } else {
             tokio::select! {
                 t = tokio::time::timeout_at(full_at.into(), rx.recv()) => match t {
@@ -238,21 +209,22 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         if d.all {
             full_at = Instant::now() + n.o.poll;
         }
-        let mut r = n.round(&d).await;
-        if r.is_ok() && n.wake.is_none() {
-            // No waking between rounds (a poll instead): each round's
-            // acknowledgements are awaited at its end, as the loop above
-            // would while it waits.
-            r = n.flush().await;
-        }
-        match r {
+        match n.round(&d).await {
             Ok(()) => {
                 if failing.take().is_some() {
                     crate::report("cluster: publishing again (caught up from the files)");
                 }
             }
             Err(e) => {
-                n.failed(&e, &mut failing);
+                let m = format!("{e:#}");
+                if failing.as_deref() != Some(m.as_str()) {
+                    crate::report(format!("cluster: {m} (retrying; the local files keep everything)"));
+                }
+                failing = Some(m);
+                // Positions are re-read from the cluster after a failure,
+                // and every run looked at again.
+                n.tracks.clear();
+                n.feed_pos = None;
                 full_at = Instant::now();
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -349,77 +321,7 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// File chunks sent whose acknowledgements are not yet awaited, oldest
-/// first, with their sizes. Awaiting one leaves it here until it is done,
-/// so a wait cut short (another event came first) loses none.
-#[derive(Default)]
-struct Pending {
-    acks: std::collections::VecDeque<(String, usize, Ack)>,
-    bytes: usize,
-}
-
-type Ack = std::pin::Pin<
-    Box<
-        dyn std::future::Future<Output = Result<jetstream::publish::PublishAck, jetstream::context::PublishError>>
-            + Send,
-    >,
->;
-
-impl Pending {
-    fn is_empty(&self) -> bool {
-        self.acks.is_empty()
-    }
-
-    fn push(&mut self, subject: String, n: usize, ack: jetstream::context::PublishAckFuture) {
-        self.acks.push_back((subject, n, std::future::IntoFuture::into_future(ack)));
-        self.bytes += n;
-    }
-
-    /// Whether a chunk of `subject` is still unacknowledged.
-    fn holds(&self, subject: &str) -> bool {
-        self.acks.iter().any(|(s, _, _)| s == subject)
-    }
-
-    /// Memory stays bounded: at most this much unacknowledged.
-    fn full(&self) -> bool {
-        self.acks.len() >= 64 || self.bytes >= 8 << 20
-    }
-
-    /// Waits for the oldest acknowledgement.
-    async fn settle_one(&mut self) -> anyhow::Result<()> {
-        let Some((subject, n, ack)) = self.acks.front_mut() else { return Ok(()) };
-        let r = ack.as_mut().await;
-        let (subject, n) = (std::mem::take(subject), *n);
-        self.acks.pop_front();
-        self.bytes -= n;
-        r.map(|_| ()).map_err(|e| anyhow!("{subject}: {e}"))
-    }
-
-    /// Waits for every acknowledgement (cancel-safe: what is not yet
-    /// acknowledged stays).
-    async fn settle_all(&mut self) -> anyhow::Result<()> {
-        while !self.acks.is_empty() {
-            self.settle_one().await?;
-        }
-        Ok(())
-    }
-}
-
 impl Node {
-    /// A round failed (or an acknowledgement did): said once per new
-    /// error; what was in flight is dropped, and the positions are read
-    /// back from the cluster, every run looked at again.
-    fn failed(&mut self, e: &anyhow::Error, failing: &mut Option<String>) {
-        let m = format!("{e:#}");
-        if failing.as_deref() != Some(m.as_str()) {
-            crate::report(format!("cluster: {m} (retrying; the local files keep everything)"));
-        }
-        *failing = Some(m);
-        self.pending = Pending::default();
-        self.tracks.clear();
-        self.feed_pos = None;
-    }
-
     /// A hub's request: the run looked at this round, the file (or all of
     /// the run's) published again whole.
     fn ask(&mut self, ask: Ask, d: &mut Dirty) {
@@ -506,37 +408,34 @@ impl Node {
         Ok(())
     }
 
-    /// A file chunk sent without waiting for its acknowledgement: chunks of
-    /// different files go out back to back, across runs and rounds, and
-    /// [`Node::flush`] waits for them before the feed events that name them
-    /// (and the loop while nothing new comes). A round thus never waits for
-    /// the round trip to the replicas of its own chunks: the next round
-    /// waits only for the previous chunk of the file it sends again. A
-    /// chunk that fails fails the round: the positions are read back from
-    /// the cluster, and what was stored is dropped as a duplicate (its id).
+    /// A file chunk sent without waiting for its acknowledgement: a run's
+    /// chunks (its arrival times, then its log, ...) go out back to back,
+    /// and [`Node::flush`] waits for them all, before the feed events that
+    /// name them. Lines that arrive in a burst thus cost one round trip to
+    /// the replicas per round, not one per file or chunk. A chunk that
+    /// fails fails the round: the positions are read back from the
+    /// cluster, and what was stored is dropped as a duplicate (its id).
     async fn send(&mut self, subject: String, msg_id: String, mut h: HeaderMap, payload: Bytes) -> anyhow::Result<()> {
-        // One chunk of a file in flight at a time: a chunk the cluster
-        // lost (a connection cut mid-way) is never followed in the stream
-        // by the next one, which would leave a gap no position read back
-        // from the stream could see. Other files' chunks, and the rest of
-        // the round, go on meanwhile.
-        while self.pending.holds(&subject) {
-            self.pending.settle_one().await?;
-        }
         h.insert(async_nats::header::NATS_MESSAGE_ID, msg_id.as_str());
         let n = payload.len();
         let ack =
             self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
-        self.pending.push(subject, n, ack);
-        while self.pending.full() {
-            self.pending.settle_one().await?;
+        self.pending.push((subject, ack));
+        self.pending_bytes += n;
+        // Memory stays bounded: at most this much unacknowledged.
+        if self.pending.len() >= 64 || self.pending_bytes >= 8 << 20 {
+            self.flush().await?;
         }
         Ok(())
     }
 
     /// Waits for every chunk sent to be acknowledged.
     async fn flush(&mut self) -> anyhow::Result<()> {
-        self.pending.settle_all().await
+        self.pending_bytes = 0;
+        for (subject, ack) in std::mem::take(&mut self.pending) {
+            ack.await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        }
+        Ok(())
     }
 
     /// The feed: extended from the journals, then published past the position.
@@ -575,10 +474,6 @@ impl Node {
                     return Ok(());
                 }
             };
-            if !batch.is_empty() {
-                // The files the events name are in the stream first.
-                self.flush().await?;
-            }
             for (id, bytes) in batch {
                 let mut h = HeaderMap::new();
                 h.insert(header::ID, id.to_string().as_str());
@@ -641,10 +536,12 @@ impl Node {
     }
 
     async fn sync_run(&mut self, run: &str) -> anyhow::Result<()> {
-        // Sent; acknowledged before anything names them (the feed's events:
-        // `sync_feed`), or while the node waits for more.
-        self.sync_run_files(run).await?;
-        // What hubs asked of this run is sent (a republish that fails is asked for again).
+        let r = self.sync_run_files(run).await;
+        // Acknowledged before anything names them (the feed, the next run).
+        let f = self.flush().await;
+        r?;
+        f?;
+        // What hubs asked of this run is done.
         self.republish.retain(|(r, _)| r != run);
         Ok(())
     }
