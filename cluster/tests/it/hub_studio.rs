@@ -210,6 +210,14 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
         (code == 200).then_some(body)
     });
     assert_eq!(interrupts(&events(&body)).len(), 1);
+    // /api/info at the hub: each node and its liveness (the chat's node picker).
+    let nodes = wait_for("both nodes up in the hub's /api/info", 30, || {
+        let n = hub.get_json("/api/info")["nodes"].clone();
+        let up = |name: &str| n.as_array()?.iter().find(|x| x["node"] == name).map(|x| x["state"] == "up");
+        (up("alpha")? && up("beta")?).then_some(n)
+    });
+    assert!(nodes.as_array().unwrap().iter().all(|x| x["since"].as_u64().is_some()), "{nodes}");
+    assert!(a.get_json("/api/info").get("nodes").is_none(), "a node's /api/info lists nodes");
     let browser = tools::chromium().expect("found by need");
     let out = std::process::Command::new("node")
         .arg("e2e/hub.mjs")
