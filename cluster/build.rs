@@ -17,8 +17,9 @@ fn main() {
     }
     let ci = tools::in_ci();
     let mut missing = false;
-    // nats-server for every cluster test; the studio's tools for the hub's browser test.
-    for name in ["nats-server", "node", "chromium", "playwright"] {
+    // nats-server for every cluster test; the studio's tools for the hub's
+    // browser test; openssl for the sample configuration's certificates.
+    for name in ["nats-server", "node", "chromium", "playwright", "openssl"] {
         let t = tools::tool(name);
         let gone = tools::missing(&root, t).is_some();
         if ci || !gone {

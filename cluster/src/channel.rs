@@ -104,7 +104,13 @@ pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Opt
 /// What this end serves: a hub's requests, or (a node) nothing but the
 /// channel's life.
 pub enum Role {
-    Hub { client: async_nats::Client, fanout: Arc<crate::fanout::Fanout> },
+    /// `name`: the hub's (`runwire-cluster hub --name`), told to the nodes
+    /// with each command it forwards (their journals name it).
+    Hub {
+        client: async_nats::Client,
+        fanout: Arc<crate::fanout::Fanout>,
+        name: String,
+    },
     Node,
 }
 
@@ -148,13 +154,13 @@ pub async fn serve(
             }
             continue;
         }
-        let Role::Hub { client, fanout } = &role else {
+        let Role::Hub { client, fanout, name } = &role else {
             sink.answer(&Answer::error(400, format!("{} at a node: only a hub forwards", head.op))).await;
             continue;
         };
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         stops.lock().unwrap_or_else(|e| e.into_inner()).insert(head.id, stop_tx);
-        let (client, fanout, stops2) = (client.clone(), fanout.clone(), stops.clone());
+        let (client, fanout, stops2, name) = (client.clone(), fanout.clone(), stops.clone(), name.clone());
         tokio::spawn(async move {
             let id = head.id;
             let stop = async move {
@@ -162,7 +168,7 @@ pub async fn serve(
             };
             match head.op.as_str() {
                 "control" => {
-                    let a = control_frame(&client, head, data).await;
+                    let a = control_frame(&client, head, data, name).await;
                     sink.answer(&a).await;
                 }
                 "agui" => {
@@ -208,7 +214,7 @@ pub async fn serve(
 }
 
 /// A `control` frame: the command forwarded to its node.
-async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>) -> Answer {
+async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, hub: String) -> Answer {
     let node = head.node.unwrap_or_default();
     let (run, verb) = (head.run.unwrap_or_default(), head.verb.unwrap_or_default());
     let Some(path) = forward::path_of(&run, head.task.as_deref(), &verb) else {
@@ -221,6 +227,7 @@ async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>) -
         // The client's key, else one of the hub's: the node runs a key once.
         key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(forward::new_key),
         actor: head.actor.unwrap_or_else(|| "hub".into()),
+        hub: Some(hub),
         budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
     };
     forward::command(client, &c).await

@@ -36,6 +36,9 @@ pub const REQUEST_ID: &str = "Rw-Request-Id";
 pub const BUDGET: &str = "Rw-Budget-Ms";
 /// Header: who asks.
 pub const ACTOR: &str = "Rw-Actor";
+/// Header: the hub that forwards the command (its `--name`), journaled at
+/// the node with the actor (`<actor>@<hub>`).
+pub const HUB: &str = "Rw-Hub";
 /// Header: the route of a command (its body is the message's payload, as is).
 pub const PATH: &str = "Rw-Path";
 /// Header: the asker's subject prefix, `rwagui.<node>.<token>`; the node
@@ -162,6 +165,8 @@ pub struct Command {
     /// Its idempotency key.
     pub key: String,
     pub actor: String,
+    /// The hub that forwards it (`None`: `runwire-cluster control`).
+    pub hub: Option<String>,
     /// The time it has left.
     pub budget: Duration,
 }
@@ -307,9 +312,11 @@ async fn take(
         _ => return late(),
     }
     let actor = get(ACTOR).unwrap_or_default();
+    let hub = get(HUB);
     keys.started(&key, &actor);
-    // The person the hub's caller is, for the node's journal (its server takes it from the sidecar's token only).
-    let a = http(local, "POST", &path, &body, Some(&key), Some(&actor)).await;
+    // The person the hub's caller is and the hub, for the node's journal
+    // (its server takes them from the sidecar's token only).
+    let a = http(local, "POST", &path, &body, Some(&key), Some(&actor), hub.as_deref()).await;
     keys.done(&key, &a);
     a
 }
@@ -347,6 +354,7 @@ fn request_bytes(
     body: &[u8],
     key: Option<&str>,
     actor: Option<&str>,
+    hub: Option<&str>,
 ) -> Result<Vec<u8>, Answer> {
     let token = match &local.token_file {
         // The server's own parser: one anonymous token, or named ones (the one named `cluster`, else the first, is the sidecar's).
@@ -370,6 +378,9 @@ fn request_bytes(
     if let Some(a) = actor.filter(|a| runwire::serve::tokens::valid_name(a)) {
         req.push_str(&format!("{ACTOR}: {a}\r\n"));
     }
+    if let Some(h) = hub.filter(|h| runwire::serve::tokens::valid_name(h)) {
+        req.push_str(&format!("{HUB}: {h}\r\n"));
+    }
     req.push_str("\r\n");
     let mut req = req.into_bytes();
     req.extend_from_slice(body);
@@ -382,8 +393,16 @@ fn status_of(head: &[u8]) -> u16 {
 }
 
 /// The request, made to the node's own server (HTTP/1.0 on loopback).
-async fn http(local: &Local, method: &str, path: &str, body: &[u8], key: Option<&str>, actor: Option<&str>) -> Answer {
-    let req = match request_bytes(local, method, path, body, key, actor) {
+async fn http(
+    local: &Local,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    key: Option<&str>,
+    actor: Option<&str>,
+    hub: Option<&str>,
+) -> Answer {
+    let req = match request_bytes(local, method, path, body, key, actor, hub) {
         Ok(r) => r,
         Err(a) => return a,
     };
@@ -422,7 +441,7 @@ async fn agui_stream(
     let answer = |a: Answer| async move {
         let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
     };
-    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None, None) {
+    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None, None, None) {
         Ok(r) => r,
         Err(a) => return answer(a).await,
     };
@@ -547,6 +566,9 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     h.insert(REQUEST_ID, c.key.as_str());
     h.insert(BUDGET, budget.as_millis().to_string().as_str());
     h.insert(ACTOR, c.actor.as_str());
+    if let Some(hub) = &c.hub {
+        h.insert(HUB, hub.as_str());
+    }
     h.insert(PATH, c.path.as_str());
     h.insert(GO, go.as_str());
     // A body too large for one message goes in pieces, asked for by the node.
@@ -782,16 +804,21 @@ mod tests {
         let tf = dir.join("tokens");
         std::fs::write(&tf, "ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
         let local = Local { addr: "127.0.0.1:9".into(), token_file: Some(tf), home: dir.clone() };
-        let head = |actor: &str| {
-            let r = request_bytes(&local, "POST", "/runs/a/tasks/b/answer", b"{}", Some("k1"), Some(actor)).unwrap();
+        let head = |actor: &str, hub: Option<&str>| {
+            let r =
+                request_bytes(&local, "POST", "/runs/a/tasks/b/answer", b"{}", Some("k1"), Some(actor), hub).unwrap();
             String::from_utf8(r).unwrap()
         };
-        let h = head("bob");
+        let h = head("bob", Some("hub-1"));
         assert!(
-            h.contains("Authorization: Bearer 0123456789abcdef-cluster\r\n") && h.contains("Rw-Actor: bob\r\n"),
+            h.contains("Authorization: Bearer 0123456789abcdef-cluster\r\n")
+                && h.contains("Rw-Actor: bob\r\n")
+                && h.contains("Rw-Hub: hub-1\r\n"),
             "{h}"
         );
-        assert!(!head("bob\r\nX: y").contains("Rw-Actor"));
+        assert!(!head("bob\r\nX: y", None).contains("Rw-Actor"));
+        assert!(!head("bob", Some("hub\r\nX: y")).contains("Rw-Hub"));
+        assert!(!head("bob", None).contains("Rw-Hub"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -98,6 +98,10 @@ enum Cmd {
         /// The hub's harness home (default $HARNESS_HOME, else ~/.harness).
         #[arg(long, value_name = "DIR")]
         home: Option<PathBuf>,
+        /// The hub's name, told to the node with every command it forwards (the node's journal
+        /// says `<person>@<name>`): A-Z a-z 0-9 . _ -, at most 64 bytes (default: the host name).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
         /// Serve runwire-serve's channel on stdin and stdout (its control requests, AG-UI runs
         /// and feed clients, all over one connection), and end when stdin does.
         #[arg(long)]
@@ -194,6 +198,16 @@ fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     }
+    let hub_name = match &cli.cmd {
+        Cmd::Hub { name, .. } => match hub_name(name.as_deref()) {
+            Ok(n) => n,
+            Err(e) => {
+                report(format!("--name: {e}"));
+                return Exit::Usage.into();
+            }
+        },
+        _ => String::new(),
+    };
     let mut conn = match &cli.cmd {
         Cmd::Setup { conn, .. }
         | Cmd::Node { conn, .. }
@@ -318,6 +332,7 @@ fn main() -> ExitCode {
                         let role = channel::Role::Hub {
                             client: client.clone(),
                             fanout: fanout::Fanout::start(client.clone()),
+                            name: hub_name,
                         };
                         let pipe = channel::serve(role, tokio::io::stdin(), tokio::io::stdout());
                         tokio::select! {
@@ -365,6 +380,7 @@ fn main() -> ExitCode {
                         body,
                         key: id.unwrap_or_else(forward::new_key),
                         actor: "runwire-cluster control".into(),
+                        hub: None,
                         budget: Duration::from_millis(timeout_ms),
                     };
                     let a = forward::command(&client, &c).await;
@@ -471,4 +487,24 @@ async fn nodes(client: async_nats::Client) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A hub's name: the one given (checked), else the host name with anything
+/// but A-Z a-z 0-9 . _ - made `-` (`hub` when there is none).
+fn hub_name(given: Option<&str>) -> Result<String, String> {
+    if let Some(n) = given {
+        return if runwire::serve::tokens::valid_name(n) {
+            Ok(n.to_string())
+        } else {
+            Err(format!("{n:?}: a hub name is 1 to 64 of A-Z a-z 0-9 . _ -"))
+        };
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let n: String = host
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+        .take(runwire::serve::tokens::MAX_NAME)
+        .collect();
+    Ok(if n.is_empty() { "hub".into() } else { n })
 }

@@ -266,6 +266,15 @@ where
     }
 }
 
+/// The run of a feed's `removed` event (a valid id), if it is one.
+fn removed_run(ev: Option<&Value>) -> Option<String> {
+    let ev = ev?;
+    if ev.get("type").and_then(Value::as_str) != Some("removed") {
+        return None;
+    }
+    ev.get("runId").and_then(Value::as_str).filter(|r| runwire::runs::valid_id(r)).map(str::to_string)
+}
+
 /// A hub's request to publish files again (`rwsync.<node>`), checked:
 /// `(run, file)`, `None` for every file of the run.
 pub type Ask = (String, Option<String>);
@@ -345,15 +354,22 @@ impl Node {
         let scope = if d.all { Scope::All } else { Scope::Runs(&d.runs) };
         self.sync_feed(scope).await?;
         for id in gone {
-            self.remove_files(&id).await?;
-            self.runs
-                .delete(names::run_key(&self.o.node, &id))
-                .await
-                .map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
-            self.state.remove(&id);
-            if let Some(w) = &mut self.wake {
-                w.forget(&id);
+            // Taken out already, as its feed's `removed` event went out.
+            if self.state.contains_key(&id) {
+                self.take_out(&id).await?;
             }
+        }
+        Ok(())
+    }
+
+    /// A run whose pointer is gone: its files tombstoned, then its key out
+    /// of the bucket, then forgotten.
+    async fn take_out(&mut self, id: &str) -> anyhow::Result<()> {
+        self.remove_files(id).await?;
+        self.runs.delete(names::run_key(&self.o.node, id)).await.map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
+        self.state.remove(id);
+        if let Some(w) = &mut self.wake {
+            w.forget(id);
         }
         Ok(())
     }
@@ -462,6 +478,14 @@ impl Node {
                 let mut h = HeaderMap::new();
                 h.insert(header::ID, id.to_string().as_str());
                 let ev: Option<Value> = serde_json::from_slice(&bytes).ok();
+                // A run removed (`runs rm`, prune), its pointer gone: taken
+                // out of the streams and the bucket before its `removed`
+                // event is published, so a node that was down when it went
+                // (or was killed while taking it out) finds the event past
+                // its position when it starts and takes the run out then.
+                if let Some(run) = removed_run(ev.as_ref()).filter(|r| !self.reg.path(r).exists()) {
+                    self.take_out(&run).await?;
+                }
                 self.publish(subject.clone(), names::feed_id(&self.o.node, id), h, Bytes::from(bytes)).await?;
                 self.feed_pos = Some(id);
                 if let Some(ev) = ev {

@@ -256,7 +256,9 @@ fn control_route(
     // Who asks: the name of a named token, else the server (the journal's actor and `by`);
     // for a hub's command, the person the hub's caller is (the sidecar's token says so).
     let tokens = shared.cfg.token.as_ref();
-    let (person, door) = match tokens.and_then(|t| super::tokens::acting_for(t, req)) {
+    // A hub's command journals the hub too: `<person>@<hub>` (spec/CLUSTER.md, Control).
+    let via_hub = tokens.and_then(|t| super::tokens::acting_for_via_hub(t, req));
+    let (person, door) = match via_hub.as_deref() {
         Some(p) => (Some(p), Door::Hub),
         None => (tokens.and_then(|t| super::tokens::caller(t, req)).flatten(), Door::TaskRoute),
     };
@@ -420,7 +422,7 @@ fn link_route(
 /// `GET /api/info`: what the page needs to know about this server.
 fn info(shared: &Shared) -> serde_json::Value {
     let cfg = &shared.cfg;
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "name": super::options::BIN,
         "version": env!("CARGO_PKG_VERSION"),
         "agui": "/agui",
@@ -431,7 +433,12 @@ fn info(shared: &Shared) -> serde_json::Value {
         "tokenRequired": cfg.token.is_some(),
         "interactive": cfg.interactive,
         "capabilities": agui::capabilities(shared),
-    })
+    });
+    // A hub: its nodes and their liveness (the chat's node picker).
+    if let Some(nodes) = super::cluster::nodes_info() {
+        v["nodes"] = nodes;
+    }
+    v
 }
 
 /// The boundary for a request body: a JSON media type, `Expect:

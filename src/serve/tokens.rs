@@ -99,6 +99,10 @@ pub const SIDECAR: &str = "cluster";
 /// caller's token name at the hub), taken from the [`SIDECAR`] token only.
 pub const ACTOR_HEADER: &str = "rw-actor";
 
+/// The request header naming the hub that forwarded a command (its name),
+/// taken, as [`ACTOR_HEADER`], from the [`SIDECAR`] token only.
+pub const HUB_HEADER: &str = "rw-hub";
+
 /// The cluster sidecar's way in to its own node's server: the token named
 /// [`SIDECAR`] when the file has one, else the file's first (the sidecar
 /// then speaks as the file's first person).
@@ -118,6 +122,17 @@ pub fn acting_for<'a>(tokens: &Tokens, req: &'a Request) -> Option<&'a str> {
         return None;
     }
     req.header(ACTOR_HEADER).map(str::trim).filter(|n| valid_name(n))
+}
+
+/// The actor of a command a hub forwarded, for the journal: the person
+/// ([`acting_for`]) and the hub, `<person>@<hub>` (`@` is in neither name,
+/// so the two read apart); the person alone when no hub is named.
+pub fn acting_for_via_hub(tokens: &Tokens, req: &Request) -> Option<String> {
+    let person = acting_for(tokens, req)?;
+    Some(match req.header(HUB_HEADER).map(str::trim).filter(|h| valid_name(h)) {
+        Some(hub) => format!("{person}@{hub}"),
+        None => person.to_string(),
+    })
 }
 
 /// The `token` query parameter, percent-decoded.
@@ -236,5 +251,16 @@ mod tests {
         assert_eq!(acting_for(&t, &req("0123456789abcdef-cluster", "bob")), Some("bob"));
         assert_eq!(acting_for(&t, &req("0123456789abcdef-ana", "bob")), None);
         assert_eq!(acting_for(&t, &req("0123456789abcdef-cluster", "not a name")), None);
+        // The hub that forwarded it goes with the person, from the sidecar's token only.
+        let via = |token: &str, hub: &str| {
+            let r = super::super::http::parse_head(&format!(
+                "POST /x HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nRw-Actor: bob\r\nRw-Hub: {hub}"
+            ))
+            .unwrap();
+            acting_for_via_hub(&t, &r)
+        };
+        assert_eq!(via("0123456789abcdef-cluster", "hub-1").as_deref(), Some("bob@hub-1"));
+        assert_eq!(via("0123456789abcdef-cluster", "a b").as_deref(), Some("bob"));
+        assert_eq!(via("0123456789abcdef-ana", "hub-1"), None);
     }
 }

@@ -8,8 +8,10 @@
 // It checks that the runs list shows runs of every node in NODES, finds
 // the run of node ASKING that needs the person, opens its task, approves
 // the agent's request there (the hub forwards the answer to that node) and
-// waits for the card to close. It prints one JSON line: {"run", "request",
-// "record"}; any failure or console error exits 1.
+// waits for the card to close. Then, in the chat, it picks node CHAT_NODE
+// (default the first of NODES) and sends a message: the run finishes. It
+// prints one JSON line: {"run", "request", "record", "chat"}; any failure or
+// console error exits 1.
 
 import assert from 'node:assert/strict';
 import { guard, launchBrowser, waitFor } from './harness.mjs';
@@ -17,6 +19,8 @@ import { guard, launchBrowser, waitFor } from './harness.mjs';
 const HUB = process.env.HUB_URL;
 const NODES = (process.env.NODES || '').split(',').filter(Boolean);
 const ASKING = process.env.ASKING;
+// The node a new chat thread is started on, picked in the chat's node picker.
+const CHAT_NODE = process.env.CHAT_NODE || NODES[0];
 assert.ok(HUB && NODES.length && ASKING, 'HUB_URL, NODES and ASKING are required');
 
 const browser = await launchBrowser();
@@ -50,9 +54,31 @@ try {
   await answered.waitFor({ timeout: 30000 });
   const record = (await answered.locator('summary.request-record').textContent()).trim();
   assert.match(record, /^Approved/);
+  // The chat at the hub: a node picker offering the nodes that are up; a
+  // new thread runs on the node picked (CHAT_NODE), and its run finishes.
+  await p.goto(`${HUB}/#/chat`);
+  const picker = p.locator('#chat-node');
+  await picker.waitFor({ timeout: 30000 });
+  await waitFor(async () => {
+    const offered = await picker.locator('option').allTextContents();
+    return NODES.every((n) => offered.includes(n));
+  }, { what: 'every node offered in the chat' });
+  await picker.selectOption(CHAT_NODE);
+  await p.fill('#chat-prompt', 'hello from the hub');
+  await p.press('#chat-prompt', 'Control+Enter');
+  const line = p.locator('article.exchange .run-line').first();
+  await waitFor(async () => ['finished', 'error', 'waiting', 'cancelled'].includes(await line.getAttribute('data-status')), {
+    what: 'the chat run to end',
+    timeout: 60000,
+  });
+  const chat = await line.getAttribute('data-status');
+  assert.equal(chat, 'finished', `the chat at the hub: ${await line.textContent()}`);
+  // The thread keeps its node: the picker is fixed on it.
+  assert.equal(await picker.isDisabled(), true);
+  assert.equal(await picker.inputValue(), CHAT_NODE);
   g.check();
   await context.close();
-  console.log(JSON.stringify({ run, request, record }));
+  console.log(JSON.stringify({ run, request, record, chat }));
 } catch (e) {
   failed = e;
 } finally {

@@ -158,6 +158,7 @@ fn the_build_probe_agrees_with_the_tools_here() {
         ("python3", cfg!(tool = "python3")),
         ("caddy", cfg!(tool = "caddy")),
         ("certutil", cfg!(tool = "certutil")),
+        ("openssl", cfg!(tool = "openssl")),
     ];
     assert_eq!(built.len(), support::tools::TOOLS.len(), "a tool of tools.rs is not checked here");
     for (name, set) in built {

@@ -92,6 +92,7 @@ pub const TOOLS: &[Tool] = &[
     Tool { name: "python3", programs: &["python3"], packages: None, install: "apt-get install python3" },
     Tool { name: "caddy", programs: &["caddy"], packages: None, install: "apt-get install caddy" },
     Tool { name: "certutil", programs: &["certutil"], packages: None, install: "apt-get install libnss3-tools" },
+    Tool { name: "openssl", programs: &["openssl"], packages: None, install: "apt-get install openssl" },
 ];
 
 /// The pinned agents' binaries under realagents/node_modules/.bin.

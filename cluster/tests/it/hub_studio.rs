@@ -210,6 +210,14 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
         (code == 200).then_some(body)
     });
     assert_eq!(interrupts(&events(&body)).len(), 1);
+    // /api/info at the hub: each node and its liveness (the chat's node picker).
+    let nodes = wait_for("both nodes up in the hub's /api/info", 30, || {
+        let n = hub.get_json("/api/info")["nodes"].clone();
+        let up = |name: &str| n.as_array()?.iter().find(|x| x["node"] == name).map(|x| x["state"] == "up");
+        (up("alpha")? && up("beta")?).then_some(n)
+    });
+    assert!(nodes.as_array().unwrap().iter().all(|x| x["since"].as_u64().is_some()), "{nodes}");
+    assert!(a.get_json("/api/info").get("nodes").is_none(), "a node's /api/info lists nodes");
     let browser = tools::chromium().expect("found by need");
     let out = std::process::Command::new("node")
         .arg("e2e/hub.mjs")
@@ -217,6 +225,7 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
         .env("HUB_URL", hub.url())
         .env("NODES", "alpha,beta")
         .env("ASKING", "beta")
+        .env("CHAT_NODE", "alpha")
         .env("STUDIO_CHROMIUM", &browser)
         .output()
         .unwrap();
@@ -225,6 +234,10 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
     eprintln!("the studio at the hub answered: {seen}");
     assert!(seen["run"].as_str().unwrap().starts_with("beta."), "{seen}");
+    // The chat's new thread ran on the node picked: alpha has a second run.
+    assert_eq!(seen["chat"], "finished", "{seen}");
+    let runs = a.get_json("/runs")["runs"].as_array().unwrap().len();
+    assert_eq!(runs, 2, "alpha's runs after the chat at the hub: {}", a.get_json("/runs"));
     // The approval reached beta's agent, once.
     let sent = wait_for("the approval at beta's agent", 30, || {
         let s = answers_to_agent(&dir);

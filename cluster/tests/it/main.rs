@@ -10,6 +10,7 @@ mod common;
 mod channel;
 mod cluster;
 mod doors;
+mod examples;
 mod hub_studio;
 mod node_field;
 mod nodes;

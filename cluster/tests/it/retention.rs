@@ -108,17 +108,69 @@ fn a_hub_that_finds_a_files_start_expired_gets_the_file_whole_from_its_node() {
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn runs_rm_at_a_node_takes_the_run_out_of_the_streams_and_the_bucket() {
     let (dir, nats) = nats_cluster("retention-rm");
-    let (home, repo, hub1, hub2) =
-        (dir.join("home-n1"), dir.join("repo"), dir.join("home-hub1"), dir.join("home-hub2"));
+    let (home, repo) = (dir.join("home-n1"), dir.join("repo"));
     std::fs::create_dir_all(&home).unwrap();
     let _node = node(&nats.url, "n1", &home, 200);
     let mut run = FakeRun::new(&home, &repo);
     run.agent(50, |_| {});
+    let hub1 = dir.join("home-hub1");
     let _h1 = hub_sidecar(&nats.url, &hub1);
     run.mirrored(&hub1, "n1", 60);
-    let id = run.pointer.run_id.clone();
-    let out = Command::new(built("runs")).args(["rm", &id]).env("HARNESS_HOME", &home).output().unwrap();
+    runs_rm(&home, &run.pointer.run_id);
+    taken_out(&dir, &nats, &run, &hub1);
+}
+
+/// The same `runs rm` while the node's sidecar is down: when it starts
+/// again it finds the run it published gone and takes it out as a live
+/// node does. Before: a restarted node knew only the runs it found in the
+/// registry, so the removed run stayed in the stream, the bucket and every
+/// hub's listing for good.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_run_removed_while_its_node_was_down_leaves_the_streams_when_the_node_is_back() {
+    let (dir, nats) = nats_cluster("retention-rm-down");
+    let (home, repo) = (dir.join("home-n1"), dir.join("repo"));
+    std::fs::create_dir_all(&home).unwrap();
+    let mut n1 = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &repo);
+    run.agent(50, |_| {});
+    // A second run, kept: the restarted node must not take it out too.
+    let mut kept = FakeRun::new(&home, &dir.join("repo-kept"));
+    kept.agent(20, |_| {});
+    let hub1 = dir.join("home-hub1");
+    let _h1 = hub_sidecar(&nats.url, &hub1);
+    run.mirrored(&hub1, "n1", 60);
+    kept.mirrored(&hub1, "n1", 60);
+    n1.kill();
+    runs_rm(&home, &run.pointer.run_id);
+    // Nothing takes the run out while the node is down.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(run.mirror(&hub1, "n1").exists(), "the run left the hub with its node down: the test would test nothing");
+    let _n1 = node(&nats.url, "n1", &home, 200);
+    taken_out(&dir, &nats, &run, &hub1);
+    assert!(kept.mirror(&hub1, "n1").exists(), "the run kept left the hub too");
+    let key = block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.urls[0]).await.unwrap());
+        js.get_key_value(names::RUNS_BUCKET)
+            .await
+            .unwrap()
+            .get(names::run_key("n1", &kept.pointer.run_id))
+            .await
+            .unwrap()
+    });
+    assert!(key.is_some(), "the run kept left the bucket");
+}
+
+fn runs_rm(home: &Path, id: &str) {
+    let out = Command::new(built("runs")).args(["rm", id]).env("HARNESS_HOME", home).output().unwrap();
     assert!(out.status.success(), "runs rm: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `run` removed at node n1: every file subject a tombstone, its key out of
+/// the bucket, `hub1` (which mirrored it) drops it, and a hub started now
+/// never has it.
+fn taken_out(dir: &Path, nats: &Nats, run: &FakeRun, hub1: &Path) {
+    let id = run.pointer.run_id.clone();
     let prefix = format!("rwfile.n1.{}.", names::token(&id));
     wait_for("every file of the run a tombstone", 90, || {
         let msgs = messages(&nats.urls[1], names::FILES_STREAM, &prefix);
@@ -132,9 +184,10 @@ fn runs_rm_at_a_node_takes_the_run_out_of_the_streams_and_the_bucket() {
     assert_eq!(key, None, "the run's summary is still in the bucket");
     let hub_id = names::hub_run_id("n1", &id);
     wait_for("the first hub to drop the run", 30, || {
-        (!run.mirror(&hub1, "n1").exists() && !hub1.join("runs").join(format!("{hub_id}.json")).exists()).then_some(())
+        (!run.mirror(hub1, "n1").exists() && !hub1.join("runs").join(format!("{hub_id}.json")).exists()).then_some(())
     });
     // A hub started now replays the stream and the bucket: nothing of the run.
+    let hub2 = dir.join("home-hub2");
     let _h2 = hub_sidecar(&nats.url, &hub2);
     wait_for("the second hub to catch up", 30, || hub2.join("cluster/files.seq").exists().then_some(()));
     std::thread::sleep(Duration::from_secs(1));

@@ -833,3 +833,79 @@ fn a_node_whose_server_needs_a_token_has_no_weaker_door_in_the_cluster() {
     assert_ne!(own.0, 401, "{own:?}");
     drop((node, hub, nats, open));
 }
+
+/// A command a hub forwards is recorded at the node with the person the
+/// hub's caller is and the hub's name (`<person>@<hub>`, `--hub-name`),
+/// both taken from the node's sidecar only: the same headers sent straight
+/// to the node with another token change nothing. Before: the record named
+/// the person only, not which hub.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
+    need(&["nats-server"]);
+    let dir = scratch("security-actor");
+    let sec = dir.join("accounts");
+    std::fs::create_dir_all(&sec).unwrap();
+    let nats = Nats::start(&sec, 3, false, false);
+    let pw = |u: &str| sec.join(format!("{u}.pw")).display().to_string();
+    // alpha's server: named tokens, the sidecar's own (`cluster`) among them.
+    let node_tokens = dir.join("node-tokens");
+    std::fs::write(&node_tokens, "cluster:sidecar-token-0123456789\nops:ops-token-0123456789abcdef\n").unwrap();
+    let home = dir.join("home-alpha");
+    std::fs::create_dir_all(&home).unwrap();
+    let (na, hp) = (pw("node-alpha"), pw("hub"));
+    let node = Serve::start(
+        &home,
+        &["--token-file", node_tokens.to_str().unwrap(), "--cluster", &nats.url, "--cluster-user", "node-alpha"]
+            .into_iter()
+            .chain(["--cluster-password-file", &na, "--node", "alpha"])
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    // A run of alpha's with a steer inbox (no supervisor: the inbox takes a steer, and records who sent it).
+    let run = FakeRun::new(&home, &dir.join("repo"));
+    let inbox = run.dir.join("feat.x.steer.jsonl");
+    std::fs::write(&inbox, "").unwrap();
+    // The hub: a person's token, and its name.
+    let hub_tokens = dir.join("hub-tokens");
+    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
+    let hub = Serve::start(
+        &dir.join("home-hub"),
+        &["--token-file", hub_tokens.to_str().unwrap(), "--cluster", &nats.url, "--cluster-user", "hub"]
+            .into_iter()
+            .chain(["--cluster-password-file", &hp, "--hub", "--hub-name", "hub-east"])
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
+    let hub_id = names::hub_run_id("alpha", &run.pointer.run_id);
+    let steer = format!("/runs/{hub_id}/tasks/impl.1/steer");
+    let (code, body) = wait_for("the steer through the hub", 60, || {
+        let (code, body) = post(&hub, &steer, ana, r#"{"msg":"use the other API"}"#);
+        (![404, 503].contains(&code)).then_some((code, body))
+    });
+    assert_eq!(code, 202, "{body}");
+    let records = || -> Vec<Value> {
+        std::fs::read_to_string(&inbox).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let got = records();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0]["actor"].as_str(), got[0]["verb"].as_str()), (Some("ana@hub-east"), Some("steer")), "{got:?}");
+    // Straight to the node with a person's token: the person, whatever the headers say.
+    let own = format!("/runs/{}/tasks/impl.1/steer", run.pointer.run_id);
+    let forged = "Authorization: Bearer ops-token-0123456789abcdef\r\nRw-Actor: ana\r\nRw-Hub: hub-east\r\n";
+    let (code, body) = post(&node, &own, forged, r#"{"msg":"again"}"#);
+    assert_eq!(code, 202, "{body}");
+    let got = records();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[1]["actor"], "ops", "{got:?}");
+    // A hub name that is not a name is refused at start.
+    let out = Command::new(built("runwire-serve"))
+        .args(["--listen", "127.0.0.1:0", "--cluster", &nats.url, "--hub", "--hub-name", "a b"])
+        .env("HARNESS_HOME", dir.join("never"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hub-name"));
+    drop((node, hub, nats));
+}

@@ -24,6 +24,10 @@ pub struct ClusterArgs {
     /// Serve every node of the cluster (mirrored into $HARNESS_HOME) instead of a node's own runs.
     #[arg(long, requires = "cluster")]
     pub hub: bool,
+    /// The hub's name, which the nodes journal with each command it forwards
+    /// (`<person>@<name>`): A-Z a-z 0-9 . _ - (default: the host name).
+    #[arg(long, value_name = "NAME", requires = "hub")]
+    pub hub_name: Option<String>,
     /// A NATS credentials file (JWT and nkey seed) for the cluster (runwire-cluster --creds).
     #[arg(long, value_name = "FILE", requires = "cluster",
         conflicts_with_all = ["cluster_token_file", "cluster_user", "cluster_nkey_file"])]
@@ -106,6 +110,9 @@ impl ClusterArgs {
             }
             _ => Ok(()),
         }?;
+        if let Some(n) = self.hub_name.as_deref().filter(|n| !super::tokens::valid_name(n)) {
+            return Err(format!("--hub-name {n:?}: a hub name is 1 to 64 of A-Z a-z 0-9 . _ -"));
+        }
         if let Some(url) = &self.cluster {
             check_urls(url, self.cluster_tls_ca.is_some()).map_err(|e| format!("--cluster: {e}"))?;
         }
@@ -151,6 +158,9 @@ impl ClusterArgs {
             if let Some(t) = token_file {
                 a.extend(["--local-token-file".into(), t.display().to_string()]);
             }
+        }
+        if let Some(n) = &self.hub_name {
+            a.extend(["--name".into(), n.clone()]);
         }
         a.extend(["--home".into(), home.display().to_string()]);
         // Every connection flag takes a value (the hub's control forwarding
@@ -198,6 +208,22 @@ pub fn node_states() -> NodeStates {
             Some((n, (state, v.get("since").and_then(|s| s.as_u64()).unwrap_or(0))))
         })
         .collect()
+}
+
+/// At a hub, `/api/info`'s `nodes`: each node's liveness, by name
+/// (`[{"node":"alpha","state":"up","since":MS}]`), what the studio's chat
+/// offers a new thread (the `up` ones); `None` elsewhere.
+pub fn nodes_info() -> Option<serde_json::Value> {
+    if !is_hub() {
+        return None;
+    }
+    let mut nodes: Vec<_> = node_states().into_iter().collect();
+    nodes.sort();
+    let list = nodes
+        .into_iter()
+        .map(|(node, (state, since))| serde_json::json!({"node": node, "state": state, "since": since}))
+        .collect();
+    Some(serde_json::Value::Array(list))
 }
 
 /// How long a node's server waits for the cluster to say whether its name

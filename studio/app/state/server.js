@@ -35,3 +35,41 @@ export function describeServer(info) {
     mode,
   };
 }
+
+const NODE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * At a hub, the nodes a new chat can run on: the `up` ones of /api/info's
+ * `nodes` (`[{node, state, since}]`, the hub's judgement of each node's
+ * heartbeats, spec/CLUSTER.md "Nodes"), by name. A lost node is left out (a
+ * run sent there gets 503 or waits out its budget); so is any name a hub
+ * would refuse. Empty anywhere else.
+ */
+export function upNodes(info) {
+  if (serverMode(info) !== 'hub' || !Array.isArray(info.nodes)) return [];
+  const names = info.nodes
+    .filter((n) => n && typeof n === 'object' && n.state === 'up' && typeof n.node === 'string' && NODE_NAME.test(n.node))
+    .map((n) => n.node);
+  return [...new Set(names)].sort();
+}
+
+/**
+ * The picker's choice after the list changed: the one chosen before while
+ * it is still up, else the first up node, else '' (none: a new chat at this
+ * hub cannot start).
+ */
+export function pickNode(nodes, chosen) {
+  if (chosen && nodes.includes(chosen)) return chosen;
+  return nodes[0] ?? '';
+}
+
+/**
+ * The `forwardedProps` of a chat's run: at a hub, `{node}` for the node
+ * this page started the thread on (every run of it names the same node, so
+ * a first run the node never took can be sent again); `{}` for a thread
+ * opened from elsewhere (`node` null: the hub knows its node, from the
+ * cluster) and anywhere but a hub.
+ */
+export function chatForwardedProps(mode, node) {
+  return mode === 'hub' && typeof node === 'string' && NODE_NAME.test(node) ? { node } : {};
+}

@@ -2,7 +2,7 @@
 // thread, the assistant's text as it streams, reasoning collapsed by
 // default, tool cards, and the run's status or error.
 
-import { errorText, headers, postCommand, randomId, readBody, readSse, unauthorized } from '../api.js';
+import { errorText, getJson, headers, postCommand, randomId, readBody, readSse, unauthorized } from '../api.js';
 import { applyAgui, createRun, failRun, isTerminal, runCost, takeDirty } from '../state/agui.js';
 import { addSent, applyMessageEvent, createThreadMessages, history } from '../state/messages.js';
 import { fromInterrupt, resumeEntry } from '../state/requests.js';
@@ -10,7 +10,7 @@ import { RequestCardView } from './requestcard.js';
 import { formatInt, formatUsd } from '../state/format.js';
 import { turnRunId } from '../state/runs.js';
 import { nameFromMessage, setThreadName, threadName } from '../state/threads.js';
-import { describeServer } from '../state/server.js';
+import { chatForwardedProps, describeServer, pickNode, upNodes } from '../state/server.js';
 import { h, scheduler, setText } from './dom.js';
 import { TranscriptView } from './transcript.js';
 
@@ -48,6 +48,18 @@ export class ChatView {
     });
     // What a replay or demo server is, said where the prompt goes (app.js tells us, from /api/info).
     this.demoNote = h('p.demo-note', { hidden: true, role: 'note' });
+    // At a hub: the node a new thread runs on (the nodes that are up, from
+    // /api/info; looked at again for each new thread and when the picker is
+    // opened). A thread keeps its node: the picker is fixed once it started.
+    this.mode = null;
+    this.nodes = [];
+    this.threadStarted = false;
+    this.nodeSelect = h('select', { id: 'chat-node', name: 'node', onfocus: () => this.refreshNodes() });
+    this.nodeSelect.addEventListener('change', () => { this.node = this.nodeSelect.value; });
+    this.node = '';
+    this.threadNode = null;
+    this.nodeNote = h('span.hint.node-note');
+    this.nodePicker = h('div.node-picker.row', { hidden: true }, h('label', { for: 'chat-node' }, 'Node'), this.nodeSelect, this.nodeNote);
     this.log = h('div.chat-log');
     // Announces the run's state to assistive technology; each exchange shows it visibly.
     this.status = h('p.run-status.visually-hidden', { role: 'status' });
@@ -103,6 +115,7 @@ export class ChatView {
         h('button.link', { type: 'button', onclick: () => this.newThread() }, 'New thread'),
       ),
       this.demoNote,
+      this.nodePicker,
       this.log,
       this.status,
       this.steerForm,
@@ -126,6 +139,10 @@ export class ChatView {
     if (!threadId || threadId === this.threadId || this.current) return;
     this.threadId = threadId;
     this.thread = createThreadMessages();
+    // Its node is the hub's to know (the cluster keeps it).
+    this.threadStarted = true;
+    this.threadNode = null;
+    this.showNodes();
     this.showThread();
     this.log.replaceChildren(
       h('p.empty.thread-opened', null, 'An existing thread: its conversation so far comes with the reply to your next message.'),
@@ -141,12 +158,48 @@ export class ChatView {
     setText(this.demoNote, note);
     this.demoNote.hidden = !note;
     this.demoNote.dataset.mode = mode || '';
+    this.mode = mode;
+    this.setNodes(upNodes(info));
+  }
+
+  /** At a hub: the nodes that are up now, from /api/info. */
+  async refreshNodes() {
+    if (this.mode !== 'hub' || this.threadStarted) return;
+    const a = await getJson('/api/info');
+    if (a.status === 200 && a.body && typeof a.body === 'object') this.setNodes(upNodes(a.body));
+  }
+
+  setNodes(nodes) {
+    this.nodes = nodes;
+    this.node = pickNode(nodes, this.node);
+    this.showNodes();
+  }
+
+  /** The picker: shown at a hub only; fixed (the thread's node) once the thread started. */
+  showNodes() {
+    this.nodePicker.hidden = this.mode !== 'hub';
+    if (this.nodePicker.hidden) return;
+    if (this.threadStarted) {
+      const mine = this.threadNode ? [this.threadNode] : [];
+      this.nodeSelect.replaceChildren(...mine.map((n) => h('option', { value: n }, n)));
+      this.nodeSelect.disabled = true;
+      setText(this.nodeNote, this.threadNode ? 'This thread runs on this node.' : 'This thread runs on the node it started on.');
+      return;
+    }
+    this.nodeSelect.replaceChildren(...this.nodes.map((n) => h('option', { value: n }, n)));
+    this.nodeSelect.value = this.node;
+    this.nodeSelect.disabled = this.nodes.length === 0;
+    setText(this.nodeNote, this.nodes.length ? '' : 'No node is up: a new thread cannot start.');
   }
 
   newThread() {
     if (this.current) return;
     this.threadId = randomId('thread');
     this.thread = createThreadMessages();
+    this.threadStarted = false;
+    this.threadNode = null;
+    this.showNodes();
+    this.refreshNodes();
     this.showThread();
     this.log.replaceChildren();
     setText(this.status, 'New thread.');
@@ -219,6 +272,17 @@ export class ChatView {
   async submit() {
     const text = this.prompt.value.trim();
     if (!text || this.current) return;
+    const forwardedProps = chatForwardedProps(this.mode, this.threadStarted ? this.threadNode : this.node);
+    if (this.mode === 'hub' && !this.threadStarted && !forwardedProps.node) {
+      setText(this.nodeNote, 'Pick a node: a new thread at a hub runs on one.');
+      this.nodeSelect.focus();
+      return;
+    }
+    if (!this.threadStarted) {
+      this.threadNode = forwardedProps.node ?? null;
+      this.threadStarted = true;
+      this.showNodes();
+    }
     const runId = turnRunId(this.threadId, randomId('run'));
     // The first message names the thread, unless the person already did.
     if (!threadName(this.threadId)) this.threadName.value = setThreadName(this.threadId, nameFromMessage(text)) ?? '';
@@ -238,7 +302,7 @@ export class ChatView {
     this.log.appendChild(ex);
     const exchange = { el: ex, run, view: new TranscriptView(transcript, run), runLine, cards };
     this.prompt.value = '';
-    await this.stream(exchange, { threadId: this.threadId, runId, messages, tools: [], context: [], state: {}, forwardedProps: {} });
+    await this.stream(exchange, { threadId: this.threadId, runId, messages, tools: [], context: [], state: {}, forwardedProps });
   }
 
   /** Streams one AG-UI run into the exchange (a first run, or a resume of it). */
