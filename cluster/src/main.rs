@@ -468,9 +468,28 @@ async fn nodes(client: async_nats::Client) -> anyhow::Result<()> {
         .get_key_value(names::NODES_BUCKET)
         .await
         .map_err(|e| anyhow::anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
-    let mut keys: Vec<String> =
-        kv.keys().await.map_err(|e| anyhow::anyhow!("{e}"))?.filter_map(|k| async { k.ok() }).collect().await;
+    // async-nats lists keys with an ordered consumer that ends when nothing
+    // is pending; heartbeats rewriting keys meanwhile can keep it from ever
+    // seeing that (a test run hung here for minutes), so each try is bounded
+    // and a fresh consumer tried again.
+    let mut keys: Vec<String> = Vec::new();
+    let mut listed = false;
+    for _ in 0..3 {
+        let list = async {
+            let ks = kv.keys().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            anyhow::Ok(ks.filter_map(|k| async { k.ok() }).collect::<Vec<String>>().await)
+        };
+        if let Ok(r) = tokio::time::timeout(std::time::Duration::from_secs(5), list).await {
+            keys = r?;
+            listed = true;
+            break;
+        }
+    }
+    if !listed {
+        anyhow::bail!("bucket {}: listing its keys timed out (3 tries of 5 s)", names::NODES_BUCKET);
+    }
     keys.sort();
+    keys.dedup();
     let now = node::now_ms();
     for k in keys {
         if let Ok(Some(v)) = kv.get(&k).await {
