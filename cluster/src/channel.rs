@@ -188,7 +188,17 @@ pub async fn serve(
                     crate::forward::keep_thread(&client, &data, &node).await;
                     let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
                     let body = String::from_utf8_lossy(&data).into_owned();
-                    if let Err(e) = forward::forward_agui(&client, &node, body, budget, &sink, stop).await {
+                    if let Err(e) = forward::forward_agui(
+                        &client,
+                        &node,
+                        body,
+                        forward::Acting { person: head.actor.as_deref(), hub: Some(&name) },
+                        budget,
+                        &sink,
+                        stop,
+                    )
+                    .await
+                    {
                         sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
                         sink.end(Some(format!("{e:#}"))).await;
                     }

@@ -234,8 +234,12 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
             match (refused, f) {
                 (None, Ok(f)) => {
                     let (c, l, n, s2, map) = (client.clone(), local.clone(), node.clone(), s.clone(), streams.clone());
+                    // The person the hub's caller is and the hub, as for a command.
+                    let by = h.and_then(|h| h.get(ACTOR)).map(|v| v.as_str().to_string());
+                    let hub = h.and_then(|h| h.get(HUB)).map(|v| v.as_str().to_string());
                     let task = tokio::spawn(async move {
-                        agui_stream(&c, &l, &n, &f, &s2, reply).await;
+                        agui_stream(&c, &l, &n, &f, &s2, reply, Acting { person: by.as_deref(), hub: hub.as_deref() })
+                            .await;
                         map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
                     });
                     streams.lock().unwrap_or_else(|e| e.into_inner()).insert(s, task.abort_handle());
@@ -424,6 +428,14 @@ async fn http(
     Answer { status: status_of(&raw[..i]), body: String::from_utf8_lossy(&raw[i + 4..]).into_owned() }
 }
 
+/// Whom a forwarded AG-UI run acts for: the hub's caller (its token's
+/// name) and the hub ([`ACTOR`], [`HUB`]), journaled at the node.
+#[derive(Clone, Copy, Default)]
+pub struct Acting<'a> {
+    pub person: Option<&'a str>,
+    pub hub: Option<&'a str>,
+}
+
 /// A forwarded `POST /agui`, made to the node's own server: a refusal is
 /// the reply (status and body); a 200 is replied at once and its body
 /// published to the stream subject `s` as it comes, message by message
@@ -437,11 +449,12 @@ async fn agui_stream(
     f: &Forwarded,
     s: &str,
     reply: async_nats::Subject,
+    by: Acting<'_>,
 ) {
     let answer = |a: Answer| async move {
         let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
     };
-    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None, None, None) {
+    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None, by.person, by.hub) {
         Ok(r) => r,
         Err(a) => return answer(a).await,
     };
@@ -685,6 +698,7 @@ pub async fn forward_agui(
     client: &async_nats::Client,
     node: &str,
     body: String,
+    by: Acting<'_>,
     timeout: Duration,
     out: &crate::channel::Sink,
     stop: impl std::future::Future<Output = ()>,
@@ -706,6 +720,14 @@ pub async fn forward_agui(
     let mut h = HeaderMap::new();
     h.insert(REQUEST_ID, token.as_str());
     h.insert(STREAM, s.as_str());
+    // Who the hub's caller is and which hub, for the node's journal (its
+    // server believes them from the sidecar's token only).
+    if let Some(a) = by.person {
+        h.insert(ACTOR, a);
+    }
+    if let Some(n) = by.hub {
+        h.insert(HUB, n);
+    }
     let f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
     let req = async_nats::Request::new()
         .payload(Bytes::from(serde_json::to_vec(&f).unwrap_or_default()))

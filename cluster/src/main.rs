@@ -400,6 +400,7 @@ fn main() -> ExitCode {
                         &client,
                         &node,
                         body,
+                        forward::Acting::default(),
                         Duration::from_millis(timeout_ms),
                         &sink,
                         stopped(),

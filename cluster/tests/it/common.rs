@@ -116,6 +116,21 @@ pub fn nats_cluster(name: &str) -> (Scratch, Nats) {
     (dir, nats)
 }
 
+/// Runs `setup` until it succeeds: a new cluster elects its meta leader and
+/// places replicated streams in its own time, which on a loaded 2-core
+/// machine has taken over 60 s (clean-clone CI runs missed it at 60 s).
+pub fn until_set_up(mut setup: impl FnMut() -> std::process::Output) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let out = setup();
+        if out.status.success() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -168,15 +183,9 @@ impl Nats {
         let mut n = Nats { servers: Vec::new(), url: urls.join(","), urls, dir: dir.to_path_buf(), ports, cports };
         n.servers = (0..3).map(|i| n.server(i)).collect();
         // Ready when the streams and buckets can be made with 3 replicas.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let out = Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap();
-            if out.status.success() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        until_set_up(|| {
+            Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap()
+        });
         n
     }
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 /// The request the stand-in raises on each prompt.
 const REQUEST_ID: &str = "req-hub-1";
 
-fn requests() -> String {
+pub(crate) fn requests() -> String {
     json!([{"request_id": REQUEST_ID, "tool_name": "Bash", "input": {"command": "touch approved-at-the-hub"}}])
         .to_string()
 }
@@ -71,7 +71,7 @@ pub(crate) fn sidecar_of(srv: &Serve) -> nix::unistd::Pid {
 }
 
 /// Every `control_response` runwire wrote to beta's agent for the request.
-fn answers_to_agent(dir: &Path) -> Vec<Value> {
+pub(crate) fn answers_to_agent(dir: &Path) -> Vec<Value> {
     agent_input(dir)
         .into_iter()
         .filter(|l| l["type"] == "control_response" && l.pointer("/response/request_id") == Some(&json!(REQUEST_ID)))
@@ -79,7 +79,7 @@ fn answers_to_agent(dir: &Path) -> Vec<Value> {
 }
 
 /// A resume of `thread` in run `run` answering interrupt `id`.
-fn answer(thread: &str, run: &str, id: &str, approved: bool) -> String {
+pub(crate) fn answer(thread: &str, run: &str, id: &str, approved: bool) -> String {
     let resume = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": approved}}]);
     run_input(thread, run, "", resume, Value::Null)
 }
@@ -89,7 +89,7 @@ fn last_type(ev: &[Value]) -> String {
 }
 
 /// The interrupts of a run's last event (`RUN_FINISHED` with the interrupt outcome).
-fn interrupts(ev: &[Value]) -> Vec<Value> {
+pub(crate) fn interrupts(ev: &[Value]) -> Vec<Value> {
     let last = ev.last().cloned().unwrap_or_default();
     assert_eq!(last["type"], "RUN_FINISHED", "{ev:?}");
     last.pointer("/outcome/interrupts").and_then(Value::as_array).cloned().unwrap_or_default()

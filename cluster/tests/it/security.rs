@@ -14,6 +14,7 @@
 //! `cargo test -p runwire-cluster --test it security::`.
 
 use crate::common::*;
+use crate::hub_studio;
 use runwire_cluster::names;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -110,15 +111,7 @@ impl Nats {
         if tls {
             extra.extend(tls_flags(verify));
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let out = nats.cluster("admin", &nats.url, &["setup"], &extra);
-            if out.status.success() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        until_set_up(|| nats.cluster("admin", &nats.url, &["setup"], &extra));
         nats
     }
 
@@ -908,4 +901,80 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--hub-name"));
     drop((node, hub, nats));
+}
+
+/// An AG-UI run a hub forwards acts at the node for the hub's caller too:
+/// its answer is journaled `<person>@<hub>` (the sidecar's token alone may
+/// say so), as a forwarded command is. Before: the node journaled the name
+/// of its sidecar's token, `cluster`.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn an_agui_run_forwarded_by_a_hub_is_journaled_at_the_node_as_the_person_at_the_hub() {
+    need(&["nats-server"]);
+    let dir = scratch("security-agui-actor");
+    let sec = dir.join("accounts");
+    std::fs::create_dir_all(&sec).unwrap();
+    let nats = Nats::start(&sec, 3, false, false);
+    let pw = |u: &str| sec.join(format!("{u}.pw")).display().to_string();
+    let (nb, hp) = (pw("node-beta"), pw("hub"));
+    // beta's server takes named tokens, its sidecar's own (`cluster`) among them.
+    let node_tokens = dir.join("node-tokens");
+    std::fs::write(&node_tokens, "cluster:sidecar-token-0123456789\nops:ops-token-0123456789abcdef\n").unwrap();
+    let log = dir.join("agent-input.jsonl");
+    let state = dir.join("agent-processes");
+    let agent = built("examples/trust-agent").display().to_string();
+    let home = dir.join("home-beta");
+    let reqs = hub_studio::requests();
+    let beta = Serve::start(
+        &home,
+        &["--agent", "claude", "--interactive", "--agent-cmd", &agent, "--cluster", &nats.url, "--node", "beta"]
+            .into_iter()
+            .chain(["--token-file", node_tokens.to_str().unwrap(), "--cluster-user", "node-beta"])
+            .chain(["--cluster-password-file", &nb])
+            .collect::<Vec<_>>(),
+        &[
+            ("TRUST_PROTO", "claude"),
+            ("TRUST_LOG", log.to_str().unwrap()),
+            ("TRUST_STATE", state.to_str().unwrap()),
+            ("TRUST_REQUESTS", &reqs),
+        ],
+    );
+    let hub_tokens = dir.join("hub-tokens");
+    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
+    let hub = Serve::start(
+        &dir.join("home-hub"),
+        &["--cluster", &nats.url, "--hub", "--hub-name", "hub-east", "--token-file", hub_tokens.to_str().unwrap()]
+            .into_iter()
+            .chain(["--cluster-user", "hub", "--cluster-password-file", &hp])
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
+    let first = run_input("ta", "ra1", "go", Value::Null, serde_json::json!({"node": "beta"}));
+    let body = wait_for("beta to take the run", 60, || {
+        let (code, body) = hub.request_with("POST", "/agui", ana, &first);
+        assert!(code == 200 || code == 503, "{code} {}", String::from_utf8_lossy(&body));
+        (code == 200).then_some(body)
+    });
+    let ints = hub_studio::interrupts(&events(&body));
+    assert_eq!(ints.len(), 1);
+    let id = ints[0]["id"].as_str().unwrap().to_string();
+    let (code, body) = hub.request_with("POST", "/agui", ana, &hub_studio::answer("ta", "ra2", &id, true));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(hub_studio::answers_to_agent(&dir).len(), 1);
+    // beta's journals: the answer is ana's at hub-east, not the sidecar token's name.
+    let mut answered = Vec::new();
+    for e in std::fs::read_dir(home.join("serve/runstate")).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "jsonl") {
+            for l in std::fs::read_to_string(e.path()).unwrap().lines() {
+                let v: Value = serde_json::from_str(l).unwrap_or_default();
+                if v["input"] == "answered" {
+                    answered.push(v);
+                }
+            }
+        }
+    }
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["by"], "ana@hub-east", "{}", answered[0]);
+    drop((beta, hub, nats));
 }

@@ -137,8 +137,12 @@ pub(super) fn run(
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
         return Outcome::Cancelled;
     };
-    let person =
-        shared.cfg.token.as_ref().and_then(|t| crate::serve::tokens::caller(t, req)).flatten().map(str::to_string);
+    // A hub's run acts for the hub's caller, `<person>@<hub>` (the sidecar's
+    // token alone may say so, spec/CLUSTER.md); else the caller's token name.
+    let person = shared.cfg.token.as_ref().and_then(|t| {
+        crate::serve::tokens::acting_for_via_hub(t, req)
+            .or_else(|| crate::serve::tokens::caller(t, req).flatten().map(str::to_string))
+    });
     let streamed = stream_into(shared, &mut body, &peek, input, person);
     // The run is over once its terminal event is out: the thread takes the
     // next run (a resume sent the moment RUN_FINISHED arrives) from now.

@@ -442,7 +442,8 @@ pub fn agui(
     let head = Head {
         op: "agui".into(),
         node,
-        actor: Some(super::options::BIN.into()),
+        // The caller's token name (else this server's), journaled at the node with the hub.
+        actor: Some(super::options::person(cfg, req, super::options::BIN)),
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
