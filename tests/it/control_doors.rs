@@ -21,6 +21,7 @@
 //!   line's `"idempotency_key"`.
 
 use crate::support;
+use support::server::{agui_events as agui, request as http};
 use support::Server;
 
 use serde_json::{json, Value};
@@ -273,27 +274,6 @@ fn supervisor_doors(rows: &mut Vec<Row>) {
 
 // ---------------------------------------------------------------------------
 // The server's own sessions: the AG-UI resume and the task routes.
-
-fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let r = support::server::Response::parse(&raw);
-    (r.status, r.body)
-}
-
-fn agui(port: u16, body: Value) -> Vec<Value> {
-    let (status, body) = http(port, "POST", "/agui", &body.to_string());
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    support::sse::events(&String::from_utf8(body).unwrap())
-}
 
 fn interrupts(ev: &[Value]) -> Vec<Value> {
     let end = ev.last().unwrap();

@@ -17,11 +17,11 @@
 //!   agent read the answers.
 
 use crate::support;
+use support::server::{agui_events as agui, request as http};
 use support::Server;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -61,28 +61,6 @@ fn until(what: &str, f: impl Fn() -> bool, why: impl Fn() -> String) {
         assert!(t.elapsed() < LIMIT, "{what} did not happen; {}", why());
         std::thread::sleep(Duration::from_millis(30));
     }
-}
-
-/// One HTTP request (`Connection: close`): the status and the body.
-fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let r = support::server::Response::parse(&raw);
-    (r.status, r.body)
-}
-
-fn agui(port: u16, body: Value) -> Vec<Value> {
-    let (status, body) = http(port, "POST", "/agui", &body.to_string());
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    support::sse::events(&String::from_utf8(body).unwrap())
 }
 
 #[test]

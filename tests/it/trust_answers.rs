@@ -15,11 +15,11 @@
 //!    deny message, `allow_always` as "always", never "for the session").
 
 use crate::support;
+use support::server::{agui_events as agui, request as http};
 use support::Server;
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// runwire-serve over the trust stand-in; `agent`: `cursor` (the
@@ -61,29 +61,6 @@ fn agent_input(s: &Server) -> Vec<(u64, Value)> {
         .into_iter()
         .map(|v| (v["process"].as_u64().unwrap(), v["line"].clone()))
         .collect()
-}
-
-/// One HTTP request (`Connection: close`): the status and the body.
-fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let r = support::server::Response::parse(&raw);
-    (r.status, r.body)
-}
-
-/// POST /agui: the run's AG-UI events.
-fn agui(port: u16, body: Value) -> Vec<Value> {
-    let (status, body) = http(port, "POST", "/agui", &body.to_string());
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    support::sse::events(&String::from_utf8(body).unwrap())
 }
 
 fn run(thread: &str, run: &str, prompt: &str) -> Value {

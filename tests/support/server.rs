@@ -233,6 +233,30 @@ impl Drop for Server {
     }
 }
 
+/// One request to the server on `port` (`Connection: close`, JSON body):
+/// its status and body.
+pub fn request(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let r = Response::parse(&raw);
+    (r.status, r.body)
+}
+
+/// `POST /agui` with `body` on `port`, which must answer 200: the run's AG-UI events.
+pub fn agui_events(port: u16, body: Value) -> Vec<Value> {
+    let (status, body) = request(port, "POST", "/agui", &body.to_string());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    super::sse::events(&String::from_utf8(body).unwrap())
+}
+
 /// A whole HTTP response (interim 1xx ones skipped).
 #[derive(Debug)]
 pub struct Response {
