@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
-import { guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir } from './harness.mjs';
+import { guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor } from './harness.mjs';
 
 const SIZES = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
 
@@ -40,12 +40,24 @@ after(async () => {
   removeTempDirs();
 });
 
-/** The updatedPermissions of the last answer that reached the agent. */
-function sentGrants(log) {
-  const lines = readFileSync(log, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).line);
-  const answer = lines.filter((l) => l.type === 'control_response').pop();
-  assert.ok(answer, `no answer reached the agent: ${lines.map((l) => JSON.stringify(l)).join('\n')}`);
-  return answer.response.response.updatedPermissions;
+function agentLines(log) {
+  if (!existsSync(log)) return [];
+  return readFileSync(log, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).line);
+}
+
+/**
+ * The updatedPermissions of the answer that reached the agent. In the chat the
+ * card turns "answered" on the click, before the resume run is even posted;
+ * the server then writes the answer and the agent logs it in its own time, so
+ * wait for the line to arrive (reading once failed a CI run at 390 px).
+ */
+async function sentGrants(log) {
+  try {
+    const answer = await waitFor(() => agentLines(log).filter((l) => l.type === 'control_response').pop(), { what: 'the answer at the agent' });
+    return answer.response.response.updatedPermissions;
+  } catch (e) {
+    assert.fail(`${e.message}; the agent read: ${agentLines(log).map((l) => JSON.stringify(l)).join('\n')}`);
+  }
 }
 
 describe('the grants of an approval card in Chromium against runwire-serve --interactive', { skip: !haveAgent && 'no trust-agent built' }, () => {
@@ -97,7 +109,7 @@ describe('the grants of an approval card in Chromium against runwire-serve --int
       assert.ok(await session.isVisible());
       await session.click();
       await p.waitForSelector('section.request[data-state="answered"]', { timeout: 30000 });
-      assert.deepEqual(sentGrants(log), [
+      assert.deepEqual(await sentGrants(log), [
         { type: 'addDirectories', directories: [src], destination: 'session' },
         { type: 'addRules', rules: [{ toolName: 'Bash', ruleContent: 'sh -c:*' }], behavior: 'allow', destination: 'session' },
       ]);
