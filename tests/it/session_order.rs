@@ -262,3 +262,79 @@ fn concurrent_session_input_lines_are_taken_in_one_order_with_numbered_output() 
     assert!(acks.windows(2).all(|w| w[0] < w[1]), "{acks:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 36: a thread's session is started (its record made, its agent
+/// spawned) with no lock of the thread held. The thread's first agent is
+/// killed; the next message starts another, whose record's journal is held
+/// locked by another process (an empty journal a crash left behind, which
+/// the start takes over: its first append waits for that lock). Meanwhile
+/// the thread's earlier run is answered at once on its task route (its
+/// process is gone: nothing is sent), not queued behind the start; the new
+/// run goes on once the lock is let go.
+#[test]
+fn a_route_of_a_thread_whose_session_is_starting_is_answered_without_waiting_for_the_start() {
+    let dir = support::scratch("order-start");
+    let home = dir.join("harness");
+    let runstate = home.join("serve/runstate");
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
+        .arg(support::example("trust-agent"))
+        .current_dir(&dir)
+        .env("HARNESS_HOME", &home)
+        .env("RUNWIRE_KEEPALIVE_MS", "60000")
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env(
+            "TRUST_REQUESTS",
+            json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "ls"}}]).to_string(),
+        );
+    let s = Server::spawn(cmd).owning(dir.clone());
+    let port = s.port;
+    // Each run ends at the agent's request (an interrupt).
+    let body = |run: &str| json!({"threadId": "t", "runId": run, "messages": [{"id": format!("m-{run}"), "role": "user", "content": "go"}]});
+    let ev = agui(port, body("r1"));
+    assert_eq!(ev.last().unwrap()["type"], "RUN_FINISHED", "{ev:?}");
+    let r1 = ev
+        .iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "runwire.session")
+        .and_then(|e| e["value"]["run"].as_str())
+        .expect("runwire.session names the recorded run")
+        .to_string();
+    let (code, said) = http(port, "POST", &format!("/runs/{r1}/tasks/agent/kill"), "{}");
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&said));
+
+    let journal = runstate.join("agui-r2.jsonl");
+    std::fs::write(&journal, "").unwrap();
+    // Held by this test process, as another writer of the journal would.
+    let file = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    let holder = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e).unwrap();
+    let (tx, second) = std::sync::mpsc::channel();
+    let b = body("r2");
+    std::thread::spawn(move || {
+        let _ = tx.send(agui(port, b));
+    });
+    // The start has written the plan and is at the journal's first append.
+    until("the new start to reach the locked journal", || runstate.join("agui-r2.plan.json").exists(), String::new);
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, route) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let answer = json!({"request": "0", "decision": "allow"}).to_string();
+        let _ = tx.send(http(port, "POST", &format!("/runs/{r1}/tasks/agent/answer"), &answer));
+    });
+    let route = route.recv_timeout(Duration::from_secs(15));
+    let blocked = std::fs::metadata(&journal).unwrap().len() == 0;
+    drop(holder);
+    let (code, said) =
+        route.expect("the earlier run's route answered while the new start waited for the journal's lock");
+    assert!(blocked, "the new start was still waiting for the lock when the route answered");
+    let said = String::from_utf8_lossy(&said);
+    assert_eq!(code, 409, "{said}");
+    assert!(said.contains("not running"), "{said}");
+    // The new run goes on once the lock is let go: its record begins as
+    // it was claimed, and its turn ends.
+    let second = second.recv_timeout(LIMIT).expect("the new run ends once the lock is let go");
+    assert_eq!(second.last().unwrap()["type"], "RUN_FINISHED", "{second:?}");
+    let records = support::complete_json_lines(&journal);
+    assert_eq!(records.first().map(|r| r["run"].clone()), Some(json!("started")), "{records:?}");
+}

@@ -61,7 +61,7 @@ pub(crate) mod sessions;
 mod threads;
 pub use routes::{control_post, link_answer, link_request};
 pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};
-use threads::{lock, send, Ending, NotSent, State};
+use threads::{lock, send, Ending, NotSent, NotStarted, State};
 
 /// How often a stream looks at its client, the shutdown flag and the clock.
 const TICK: Duration = Duration::from_millis(50);
@@ -201,17 +201,16 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
         Err(m) => return fail(run, m, "sessions_full"),
     };
     // Phase 1: the session exists, and what it printed meanwhile is streamed.
-    let rx = {
-        let mut st = lock(&th.st);
-        if let Err(why) =
-            st.ensure_started(shared, &th.id, &input.run_id, &input.prompt, &crate::serve::agui::common::digest(input))
-        {
-            drop(st);
+    match th.ensure_started(shared, &input.run_id, &input.prompt, &crate::serve::agui::common::digest(input)) {
+        Ok(()) => {}
+        Err(NotStarted::Starting) => {
+            return fail(run, "another run is starting this thread's session".into(), "busy");
+        }
+        Err(NotStarted::Failed(why)) => {
             return fail(run, format!("cannot start the agent's session: {why}"), "spawn_failed");
         }
-        st.rx.take()
-    };
-    let Some(rx) = rx else {
+    }
+    let Some(rx) = lock(&th.st).rx.take() else {
         return fail(run, "another run is streaming this thread's session".into(), "busy");
     };
     let mut guard = Streaming { th: &th, rx: Some(rx) };

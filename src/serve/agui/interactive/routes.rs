@@ -54,6 +54,9 @@ pub fn control_post(
     // the new process's request "0").
     // The record and the handle are read together: the handle is the
     // session of the process this run records.
+    // A start under way is not waited for: it records a new run (every
+    // agent process the thread starts is its own run), so a route naming
+    // a run of the thread names an earlier process, which is gone.
     let (current, agent) = {
         let st = lock(&th.st);
         (st.record_id.clone(), st.engine())
@@ -81,7 +84,16 @@ pub fn control_post(
     };
     let r = if let Command::Kill = command {
         // Taken off the thread under its lock, stopped after it.
-        let gone = lock(&th.st).agent_gone(Ending::Killed);
+        let gone = {
+            // Still this run's process (a message may have started
+            // another since the check above): else nothing is killed.
+            let mut st = lock(&th.st);
+            if st.record_id.as_deref() == Some(id) {
+                st.agent_gone(Ending::Killed)
+            } else {
+                None
+            }
+        };
         if let Some(g) = gone {
             // A named person's kill is journaled with their name.
             match person {

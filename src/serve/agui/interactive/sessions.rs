@@ -8,17 +8,38 @@ use crate::serve::interrupts::Raised;
 use crate::session::engine::Engine;
 use crate::session::tap::Feed;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// The live agent of a thread and what the server knows about it.
 pub struct Thread {
     pub id: String,
     pub(super) st: Mutex<State>,
+    /// Notified when a start ends ([`State::starting`] turns false): a
+    /// caller that must see the session as started waits here, with the
+    /// thread's lock let go.
+    pub(super) started: Condvar,
+}
+
+/// Why a session is taken off its thread (what its record then says).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// The agent's process exited on its own.
+    Exited,
+    /// `POST …/kill`.
+    Killed,
+    /// Ended to make room for another thread's session.
+    Evicted,
+    /// The server shuts down.
+    Shutdown,
 }
 
 pub(super) struct State {
     pub(super) agent: Option<Engine>,
+    /// A run is starting the session (making its record, spawning its
+    /// agent) with no lock of the thread held: no second start, and the
+    /// thread counts as live (never evicted nor forgotten meanwhile).
+    pub(super) starting: bool,
     /// The session's output, with the reader's cursor, held here while no
     /// run streams it.
     pub(super) rx: Option<Feed>,

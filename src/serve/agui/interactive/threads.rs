@@ -4,7 +4,7 @@
 //! open requests, session id, exit) is the engine's [`Status`]; nothing
 //! here keeps a copy of it.
 
-pub(super) use super::sessions::State;
+pub(super) use super::sessions::{Ending, State};
 pub use super::sessions::{Sessions, Thread};
 use crate::pipeline::normalize::{Normalizer, Options};
 use crate::runs::record::Recorder;
@@ -18,8 +18,8 @@ use crate::session::launch::{launch, LaunchOptions};
 use crate::session::tap::Feed;
 use crate::util::time::Clock;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// The name an approval link is minted for when no named person sent the message.
 pub const LINK_NAME: &str = "link";
@@ -70,23 +70,124 @@ pub(super) fn send(agent: Option<&Engine>, input: Input) -> Result<Taken, NotSen
     }
 }
 
-/// Why a session is taken off its thread (what its record then says).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ending {
-    /// The agent's process exited on its own.
-    Exited,
-    /// `POST …/kill`.
-    Killed,
-    /// Ended to make room for another thread's session.
-    Evicted,
-    /// The server shuts down.
-    Shutdown,
+/// Longest a caller that must see a thread's session started waits for a
+/// start under way (spawning is milliseconds; a record on a stalled disk,
+/// or a journal another process holds locked, may take longer).
+const START_WAIT: Duration = Duration::from_secs(30);
+
+/// Why a thread's session was not started.
+#[derive(Debug)]
+pub(super) enum NotStarted {
+    /// Another run of the thread is starting it.
+    Starting,
+    /// It could not start (its record, when it has one, says `failed` and why).
+    Failed(String),
+}
+
+impl Thread {
+    /// The thread's state once no start is under way. The wait lets go of
+    /// the thread's lock (a start holds none while it makes the record and
+    /// spawns the agent); after [`START_WAIT`] the state is returned as it is.
+    pub(super) fn settled(&self) -> MutexGuard<'_, State> {
+        let st = lock(&self.st);
+        match self.started.wait_timeout_while(st, START_WAIT, |s| s.starting) {
+            Ok((st, _)) => st,
+            Err(e) => e.into_inner().0,
+        }
+    }
+
+    /// Starts the thread's session unless one runs or is starting
+    /// (recorded as a new run when the thread has no record open). The
+    /// record is made and the agent spawned with no lock of the thread
+    /// held: a second request of the thread is answered meanwhile, not
+    /// queued behind the spawn. A start that ends after the server began
+    /// shutting down stops what it started.
+    pub(super) fn ensure_started(
+        &self,
+        shared: &Shared,
+        run_id: &str,
+        prompt: &str,
+        request: &str,
+    ) -> Result<(), NotStarted> {
+        let (rec, resume, generation, link_for) = {
+            let mut st = lock(&self.st);
+            st.last_used = Instant::now();
+            if st.agent.is_some() {
+                return Ok(());
+            }
+            if st.starting {
+                return Err(NotStarted::Starting);
+            }
+            if shared.is_shutting_down() {
+                return Err(NotStarted::Failed("the server is shutting down".into()));
+            }
+            st.starting = true;
+            (st.rec.clone(), st.resume.clone(), st.generation + 1, st.link_for.clone())
+        };
+        // Nothing else replaces `rec` while `starting` holds (only a live
+        // agent's end does), so the record is made in the thread's slot.
+        let mut new_record = None;
+        let open_record = lock(&rec).is_some();
+        if !open_record {
+            let made = recorder(shared, &self.id, run_id, prompt, request);
+            new_record = made.as_ref().map(|r| r.run_id.clone());
+            *lock(&rec) = made;
+        }
+        let journal = lock(&rec).as_ref().map(Recorder::journal);
+        let started = start_live(shared, resume.as_deref(), generation, journal, rec.clone(), link_for);
+        let mut st = lock(&self.st);
+        st.starting = false;
+        // The thread's run is the new process's record, or none (not
+        // recorded): a route naming the earlier process's run never
+        // reaches this one.
+        if let Some(id) = &new_record {
+            lock(&shared.sessions.by_record).insert(id.clone(), self.id.clone());
+        }
+        if !open_record {
+            st.record_id = new_record;
+        }
+        let result = match started {
+            Ok((agent, rx)) => {
+                st.generation = generation;
+                st.agent = Some(agent);
+                // Interrupts raised before are an earlier process's.
+                st.raised.new_process();
+                st.rx = Some(rx);
+                st.norm =
+                    Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() });
+                if shared.is_shutting_down() {
+                    let gone = st.agent_gone(Ending::Shutdown);
+                    drop(st);
+                    self.started.notify_all();
+                    if let Some(g) = gone {
+                        g.stop();
+                    }
+                    return Err(NotStarted::Failed("the server is shutting down".into()));
+                }
+                Ok(())
+            }
+            Err(why) => Err(why),
+        };
+        drop(st);
+        self.started.notify_all();
+        result.map_err(|why| {
+            // Nothing runs: the record says so and why, now.
+            if let Some(r) = lock(&rec).take() {
+                let detail = Some(format!("the agent's session could not start: {why}"));
+                if let Err(e) = r.finish("failed", None, detail) {
+                    crate::util::cli::report(crate::serve::options::BIN, format!("record {}: {e}", r.run_id));
+                }
+            }
+            NotStarted::Failed(why)
+        })
+    }
 }
 
 impl State {
     fn new(shared: &Shared) -> State {
         State {
             agent: None,
+            starting: false,
             rx: None,
             norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() }),
             raised: Raised::new(Offer { agent: shared.cfg.kind, grant_all: shared.cfg.grant_all }),
@@ -97,57 +198,6 @@ impl State {
             generation: 0,
             last_used: Instant::now(),
             link_for: Arc::new(Mutex::new(LINK_NAME.into())),
-        }
-    }
-
-    /// Starts the thread's session unless one runs (recorded as a new run
-    /// when the thread has no record open). `Err`: why it could not start;
-    /// the record then says `failed` with that reason.
-    pub(super) fn ensure_started(
-        &mut self,
-        shared: &Shared,
-        thread: &str,
-        run_id: &str,
-        prompt: &str,
-        request: &str,
-    ) -> Result<(), String> {
-        self.last_used = Instant::now();
-        if self.agent.is_some() {
-            return Ok(());
-        }
-        if lock(&self.rec).is_none() {
-            *lock(&self.rec) = recorder(shared, thread, run_id, prompt, request);
-            let id = lock(&self.rec).as_ref().map(|r| r.run_id.clone());
-            if let Some(id) = id {
-                lock(&shared.sessions.by_record).insert(id.clone(), thread.to_string());
-                self.record_id = Some(id);
-            }
-        }
-        let journal = lock(&self.rec).as_ref().map(Recorder::journal);
-        let generation = self.generation + 1;
-        let started =
-            start_live(shared, self.resume.as_deref(), generation, journal, self.rec.clone(), self.link_for.clone());
-        match started {
-            Ok((agent, rx)) => {
-                self.generation = generation;
-                self.agent = Some(agent);
-                // Interrupts raised before are an earlier process's.
-                self.raised.new_process();
-                self.rx = Some(rx);
-                self.norm =
-                    Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() });
-                Ok(())
-            }
-            Err(why) => {
-                // Nothing runs: the record says so and why, now.
-                if let Some(r) = lock(&self.rec).take() {
-                    let detail = Some(format!("the agent's session could not start: {why}"));
-                    if let Err(e) = r.finish("failed", None, detail) {
-                        crate::util::cli::report(crate::serve::options::BIN, format!("record {}: {e}", r.run_id));
-                    }
-                }
-                Err(why)
-            }
         }
     }
 
@@ -275,7 +325,7 @@ impl Sessions {
             .values()
             .filter_map(|th| {
                 let st = th.st.try_lock().ok()?;
-                st.agent.is_some().then(|| (st.last_used, th.clone()))
+                (st.agent.is_some() || st.starting).then(|| (st.last_used, th.clone()))
             })
             .collect();
         if live.len() >= MAX_SESSIONS {
@@ -298,7 +348,7 @@ impl Sessions {
         if t.len() >= MAX_THREADS {
             let gone: Vec<String> = t
                 .iter()
-                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.agent.is_none()))
+                .filter(|(_, th)| th.st.try_lock().is_ok_and(|st| st.agent.is_none() && !st.starting))
                 .map(|(k, _)| k.clone())
                 .collect();
             let n = (t.len() + 1).saturating_sub(MAX_THREADS);
@@ -308,7 +358,7 @@ impl Sessions {
             }
             lock(&self.by_record).retain(|_, thread| !gone.contains(thread));
         }
-        let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)) });
+        let th = Arc::new(Thread { id: id.to_string(), st: Mutex::new(State::new(shared)), started: Condvar::new() });
         t.insert(id.to_string(), th.clone());
         Ok(th)
     }
@@ -329,7 +379,9 @@ impl Sessions {
         let gone: Vec<Gone> = all
             .iter()
             .filter_map(|th| {
-                let agent = lock(&th.st).engine()?;
+                // A start under way stops what it started (the server is
+                // shutting down); one that already ended is ended here.
+                let agent = th.settled().engine()?;
                 // Read before the end, which cancels what is asked.
                 let held = agent.status().between_turns();
                 // Sent with no lock held: the wait is the loop's turn.
