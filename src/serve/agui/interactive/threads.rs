@@ -70,10 +70,12 @@ pub(super) fn send(agent: Option<&Engine>, input: Input) -> Result<Taken, NotSen
     }
 }
 
-/// Longest a caller that must see a thread's session started waits for a
-/// start under way (spawning is milliseconds; a record on a stalled disk,
-/// or a journal another process holds locked, may take longer).
-const START_WAIT: Duration = Duration::from_secs(30);
+/// Longest the shutdown waits for a start under way (spawning is
+/// milliseconds; a record on a stalled disk, or a journal another process
+/// holds locked, may take longer: such a start stops its own agent when it
+/// ends, and one cut short by the server's exit is found by the next
+/// server's recovery, as a crash would be).
+const START_WAIT: Duration = Duration::from_secs(5);
 
 /// Why a thread's session was not started.
 #[derive(Debug)]
