@@ -13,7 +13,9 @@
 //! stream into the pipe. The process ends when its stdin does: nothing it
 //! started outlives the server, even one killed with SIGKILL.
 
-use crate::forward::{self, Answer};
+use crate::forward;
+pub use crate::wire::Sink;
+use crate::wire::{Answer, Frame};
 use runwire::serve::cluster::Head;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,69 +25,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Frames waiting for the pipe, all streams together.
 const OUT_QUEUE: usize = 4096;
-
-type Frame = (Head, Vec<u8>);
-
-/// Where one request's or stream's frames go.
-#[derive(Clone)]
-pub struct Sink {
-    id: u64,
-    tx: mpsc::Sender<Frame>,
-}
-
-impl Sink {
-    /// A sink of `id` into `tx`.
-    pub fn new(id: u64, tx: mpsc::Sender<Frame>) -> Sink {
-        Sink { id, tx }
-    }
-
-    async fn send(&self, mut head: Head, data: Vec<u8>) -> bool {
-        head.id = self.id;
-        self.tx.send((head, data)).await.is_ok()
-    }
-
-    /// The answer (status and body); `false` when nobody reads any more.
-    pub async fn answer(&self, a: &Answer) -> bool {
-        self.send(
-            Head { op: "answer".into(), status: Some(a.status), ..Default::default() },
-            a.body.clone().into_bytes(),
-        )
-        .await
-    }
-
-    /// Bytes of a stream's body.
-    pub async fn data(&self, d: Vec<u8>) -> bool {
-        self.send(Head { op: "data".into(), ..Default::default() }, d).await
-    }
-
-    /// The stream's end (`error`: cut short, and why).
-    pub async fn end(&self, error: Option<String>) -> bool {
-        self.send(Head { op: "end".into(), error, ..Default::default() }, Vec::new()).await
-    }
-
-    /// A sink writing the one-shot commands' output to `out`: the answer
-    /// as one line `{"status":N,"body":"…"}`, then the stream's bytes as
-    /// they are. The task ends with the stream.
-    pub fn text(mut out: impl AsyncWrite + Unpin + Send + 'static) -> (Sink, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::channel::<Frame>(64);
-        let task = tokio::spawn(async move {
-            while let Some((h, d)) = rx.recv().await {
-                let bytes = match h.op.as_str() {
-                    "answer" => {
-                        let a = Answer { status: h.status.unwrap_or(502), body: String::from_utf8_lossy(&d).into() };
-                        format!("{}\n", serde_json::to_string(&a).unwrap_or_default()).into_bytes()
-                    }
-                    "end" => break,
-                    _ => d,
-                };
-                if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
-                    break;
-                }
-            }
-        });
-        (Sink { id: 0, tx }, task)
-    }
-}
 
 /// One frame from `r`; `None` at its end.
 pub async fn read_frame(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Option<Frame>> {

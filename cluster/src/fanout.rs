@@ -106,7 +106,7 @@ impl Fanout {
 
     async fn follow(&self) {
         // From the stream's end as the hub starts.
-        let start = crate::node::retry("bind", || async {
+        let start = crate::util::retry("bind", || async {
             let s = self
                 .js
                 .get_stream(names::FEED_STREAM)
@@ -145,8 +145,8 @@ impl Fanout {
     /// up (as the local feed does), until the sink fails. A client that
     /// falls [`LIVE_QUEUE`] messages behind is ended with an error saying
     /// so (it resumes with its Last-Event-ID).
-    pub async fn client(&self, query: &str, since: Option<u64>, out: &crate::channel::Sink) {
-        use crate::forward::Answer;
+    pub async fn client(&self, query: &str, since: Option<u64>, out: &crate::wire::Sink) {
+        use crate::wire::Answer;
         let err = |status: u16, msg: &str| Answer::error(status, msg.to_string());
         let (filter, q_since) = match feed_query(query) {
             Ok(q) => q,
@@ -264,7 +264,7 @@ struct FeedClient<'a> {
     /// The stream's last sequence as it arrived: `ready` once there.
     last: u64,
     ready: bool,
-    out: &'a crate::channel::Sink,
+    out: &'a crate::wire::Sink,
 }
 
 impl FeedClient<'_> {

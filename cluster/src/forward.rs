@@ -19,6 +19,8 @@
 //! the budget 504, each naming the node.
 
 use crate::names;
+pub use crate::util::new_key;
+pub use crate::wire::{Answer, MAX_BODY};
 use anyhow::anyhow;
 use async_nats::HeaderMap;
 use bytes::Bytes;
@@ -59,8 +61,6 @@ pub const RUNNING_GRACE: Duration = Duration::from_millis(runwire::serve::cluste
 /// the one list of verb names): on a task (`/runs/RUN/tasks/TASK/<verb>`,
 /// [`Verb::TASK_ROUTE`]) and on a run (`/runs/RUN/<verb>`, [`Verb::RUN_ROUTE`]).
 use runwire::control::Verb;
-/// The most body bytes a forwarded request or reply carries (the routes' own limit).
-pub const MAX_BODY: usize = 1024 * 1024;
 /// The most body bytes a forwarded `POST /agui` carries (a NATS message
 /// holds 1 MB by default; the body travels JSON-escaped).
 pub const MAX_AGUI_BODY: usize = 512 * 1024;
@@ -103,20 +103,6 @@ pub struct Forwarded {
     pub path: String,
     #[serde(default)]
     pub body: String,
-}
-
-/// Its reply: the node's HTTP status and body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    pub status: u16,
-    pub body: String,
-}
-
-impl Answer {
-    /// An error answer: `{"error": msg}`.
-    pub fn error(status: u16, msg: String) -> Answer {
-        Answer { status, body: serde_json::json!({"error": msg}).to_string() }
-    }
 }
 
 /// The subject a node's control requests arrive on.
@@ -169,22 +155,6 @@ pub struct Command {
     pub hub: Option<String>,
     /// The time it has left.
     pub budget: Duration,
-}
-
-/// A new idempotency key (for a command whose client gave none).
-pub fn new_key() -> String {
-    use std::io::Read;
-    let mut b = [0u8; 16];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_ok();
-    if !random {
-        // No /dev/urandom: unique still (a clock, this process, a counter).
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        b[..8].copy_from_slice(&crate::node::now_ms().to_be_bytes());
-        b[8..12].copy_from_slice(&std::process::id().to_be_bytes());
-        b[12..].copy_from_slice(&(n as u32).to_be_bytes());
-    }
-    format!("k-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>())
 }
 
 /// The node's local server, for forwarded requests.
@@ -700,7 +670,7 @@ pub async fn forward_agui(
     body: String,
     by: Acting<'_>,
     timeout: Duration,
-    out: &crate::channel::Sink,
+    out: &crate::wire::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     if !names::valid_node(node) {

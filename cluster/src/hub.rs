@@ -278,13 +278,13 @@ pub fn check_node_pointer(node: &str, run: &str, p: &Pointer) -> anyhow::Result<
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = crate::conn::hub_js(client.clone());
     // Bound first (waiting, saying so, while the admin has not made it).
-    let _files = crate::node::retry("bind", || async {
+    let _files = crate::util::retry("bind", || async {
         js.get_stream(names::FILES_STREAM)
             .await
             .map_err(|e| anyhow!("stream {}: {e} (an admin creates it: runwire-cluster setup)", names::FILES_STREAM))
     })
     .await;
-    let runs = crate::node::retry("bind", || async {
+    let runs = crate::util::retry("bind", || async {
         js.get_key_value(names::RUNS_BUCKET)
             .await
             .map_err(|e| anyhow!("bucket {}: {e} (an admin creates it: runwire-cluster setup)", names::RUNS_BUCKET))

@@ -12,7 +12,7 @@
 //! are forgotten, at most [`MAX_KEYS`] are kept, and the file is rewritten
 //! (atomically) when most of its lines are forgotten ones.
 
-use crate::forward::Answer;
+use crate::wire::Answer;
 use runwire::control::keys::{fingerprint, Claim, Fingerprint, Limits};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -57,7 +57,7 @@ fn unbound() -> Fingerprint {
 
 fn limits() -> Limits {
     // Every answer is kept (a control reply; at most the largest body a route takes).
-    Limits { max_keys: MAX_KEYS, max_reply: crate::forward::MAX_BODY, ..Limits::default() }
+    Limits { max_keys: MAX_KEYS, max_reply: crate::wire::MAX_BODY, ..Limits::default() }
 }
 
 fn size(a: &Answer) -> usize {
@@ -70,7 +70,7 @@ impl Keys {
     pub fn open(home: &Path) -> Keys {
         let path = home.join("cluster").join("control-keys.jsonl");
         let mut k = Keys { path, keys: runwire::control::keys::Keys::new(limits()), lines: 0 };
-        let now = crate::node::now_ms();
+        let now = crate::util::now_ms();
         let text = std::fs::read_to_string(&k.path).unwrap_or_default();
         // A key's first line (its start) dates it; a later line with a status is its answer.
         let mut seen: HashMap<String, (u64, Option<Answer>)> = HashMap::new();
@@ -122,7 +122,7 @@ impl Keys {
     pub fn started(&mut self, key: &str, actor: &str) {
         self.keys.claim(key, unbound(), false);
         let line =
-            Line { k: key.into(), t: crate::node::now_ms(), actor: Some(actor.into()), status: None, body: None };
+            Line { k: key.into(), t: crate::util::now_ms(), actor: Some(actor.into()), status: None, body: None };
         self.append(line);
     }
 
@@ -131,7 +131,7 @@ impl Keys {
         self.keys.done(key, a.clone(), size(a));
         let line = Line {
             k: key.into(),
-            t: crate::node::now_ms(),
+            t: crate::util::now_ms(),
             actor: None,
             status: Some(a.status),
             body: Some(a.body.clone()),
@@ -159,7 +159,7 @@ impl Keys {
 
     /// The file again with the remembered keys only.
     fn rewrite(&mut self) {
-        let now = crate::node::now_ms();
+        let now = crate::util::now_ms();
         let mut text = String::new();
         let entries = self.keys.entries();
         for (k, age, _, a) in &entries {
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(k.get("b").map(|a| a.status), Some(409));
         assert_eq!(k.len(), 2);
         // Old lines are forgotten, and the file is compacted.
-        let old = crate::node::now_ms() - KEEP.as_millis() as u64 - 1000;
+        let old = crate::util::now_ms() - KEEP.as_millis() as u64 - 1000;
         let mut text = String::new();
         for i in 0..200 {
             text.push_str(&format!("{{\"k\":\"old{i}\",\"t\":{old},\"status\":200,\"body\":\"\"}}\n"));

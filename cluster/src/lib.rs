@@ -16,7 +16,9 @@ pub mod liveness;
 pub mod names;
 pub mod node;
 pub mod setup;
+pub mod util;
 mod wake;
+pub mod wire;
 
 /// The binary's name, first in every message.
 pub const BIN: &str = "runwire-cluster";

@@ -63,12 +63,12 @@ impl Me {
     /// (or, the first time, written to) `<home>/cluster/node-holder`.
     pub fn new(node: &str, home: &Path, interval: Duration) -> anyhow::Result<Me> {
         let holder = holder_id(home).map_err(|e| anyhow!("{}: {e}", holder_path(home).display()))?;
-        Ok(Me { node: node.into(), holder, home: home.into(), started: crate::node::now_ms(), interval })
+        Ok(Me { node: node.into(), holder, home: home.into(), started: crate::util::now_ms(), interval })
     }
 
     /// A beat: who holds the name, and when it said so.
     pub fn value(&self) -> Bytes {
-        let v = json!({"node": self.node, "ts": crate::node::now_ms(), "started": self.started,
+        let v = json!({"node": self.node, "ts": crate::util::now_ms(), "started": self.started,
             "pid": std::process::id(), "intervalMs": self.interval.as_millis() as u64,
             "version": env!("CARGO_PKG_VERSION"), "host": hostname(), "home": self.home.display().to_string(),
             "holder": self.holder});
@@ -90,7 +90,7 @@ fn holder_id(home: &Path) -> std::io::Result<String> {
         }
     }
     std::fs::create_dir_all(path.parent().unwrap_or(home))?;
-    let id = crate::forward::new_key();
+    let id = crate::util::new_key();
     // Two sidecars of one home starting at once: the first file written wins.
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     std::fs::write(&tmp, format!("{id}\n"))?;
@@ -294,7 +294,7 @@ impl Judge {
 /// The feed event of a change: `{"type":"node","node","state","since","ts"}`.
 pub fn event(node: &str, st: &NodeState) -> Value {
     json!({"type": "node", "node": node, "state": if st.up { "up" } else { "lost" }, "since": st.since,
-        "ts": runwire::util::time::format_ms(crate::node::now_ms() as i64)})
+        "ts": runwire::util::time::format_ms(crate::util::now_ms() as i64)})
 }
 
 /// The message id of a change: the same at every hub that judges it.
@@ -310,7 +310,7 @@ pub fn states_path(home: &Path) -> PathBuf {
 /// A hub's watch of the nodes bucket, until the process is stopped.
 pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
-    let nodes = crate::node::retry("bind", || async {
+    let nodes = crate::util::retry("bind", || async {
         js.get_key_value(names::NODES_BUCKET)
             .await
             .map_err(|e| anyhow!("bucket {}: {e} (an admin creates it: runwire-cluster setup)", names::NODES_BUCKET))

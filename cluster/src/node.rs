@@ -44,7 +44,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// The node's settings.
 pub struct Opts {
@@ -243,29 +243,6 @@ pub fn chunk_size(client: &async_nats::Client) -> usize {
     client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 1 << 20)
 }
 
-/// `f` until it succeeds, saying each new error once: a sidecar outlives
-/// a cluster that is electing a leader, restarting, or not set up yet.
-pub async fn retry<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<T>>,
-{
-    let mut last = String::new();
-    loop {
-        match f().await {
-            Ok(v) => return v,
-            Err(e) => {
-                let m = format!("{e:#}");
-                if m != last {
-                    crate::report(format!("cluster: {what}: {m} (retrying)"));
-                    last = m;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        }
-    }
-}
-
 /// The run of a feed's `removed` event (a valid id), if it is one.
 fn removed_run(ev: Option<&Value>) -> Option<String> {
     let ev = ev?;
@@ -317,9 +294,7 @@ pub fn parse_ask(payload: &[u8]) -> Option<Ask> {
     Some((run.to_string(), file))
 }
 
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+pub use crate::util::{now_ms, retry};
 
 impl Node {
     /// A hub's request: the run looked at this round, the file (or all of

@@ -250,7 +250,18 @@ fn test_children(text: &str) -> Vec<String> {
 }
 
 fn read_files() -> Vec<File> {
-    let src = root().join("src");
+    read_crate("src")
+}
+
+/// A crate's binaries (`src/bin/*`, `main.rs`): above every module, in no graph.
+fn is_bin(rel: &str) -> bool {
+    rel.contains("/bin/") || rel.ends_with("/main.rs")
+}
+
+/// Every `.rs` file of the crate whose sources are `dir` (relative to the
+/// repository), test modules left out.
+fn read_crate(dir: &str) -> Vec<File> {
+    let src = root().join(dir);
     let mut paths = Vec::new();
     rs_files(&src, &mut paths);
     let mut test_files = BTreeSet::new();
@@ -272,7 +283,7 @@ fn read_files() -> Vec<File> {
         let part = non_test_part(&text);
         let (code, lits) = lex(part);
         let strings = literals(&code, lits);
-        let module = if rel_src.starts_with("bin/") {
+        let module = if is_bin(&format!("{dir}/{rel_src}")) {
             vec![]
         } else {
             let stem = rel_src.trim_end_matches(".rs");
@@ -282,7 +293,7 @@ fn read_files() -> Vec<File> {
             }
             m
         };
-        files.push(File { rel: format!("src/{rel_src}"), module, code, strings, lines: part.lines().count() });
+        files.push(File { rel: format!("{dir}/{rel_src}"), module, code, strings, lines: part.lines().count() });
     }
     files
 }
@@ -439,13 +450,13 @@ struct Graph {
 
 fn graph(files: &[File]) -> Graph {
     let modules: BTreeMap<Vec<String>, String> =
-        files.iter().filter(|f| !f.rel.starts_with("src/bin/")).map(|f| (f.module.clone(), f.rel.clone())).collect();
+        files.iter().filter(|f| !is_bin(&f.rel)).map(|f| (f.module.clone(), f.rel.clone())).collect();
     let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for f in files.iter().filter(|f| !f.rel.starts_with("src/bin/")) {
+    for f in files.iter().filter(|f| !is_bin(&f.rel)) {
         for p in crate_paths(f) {
             let Some(to) = file_of(&p, &modules) else { continue };
             // A file's own paths, and the crate root (lib.rs declares modules only), are no arrows.
-            if *to == f.rel || to == "src/lib.rs" {
+            if *to == f.rel || to.ends_with("/lib.rs") {
                 continue;
             }
             edges.entry((f.rel.clone(), to.clone())).or_default().insert(p.join("::"));
@@ -633,6 +644,35 @@ fn no_import_cycles() {
         }
     }
     assert!(problems.is_empty(), "import cycles:\n{}", problems.join("\n"));
+}
+
+/// The cluster sidecar's crate (`cluster/src`) has no import cycle either:
+/// what its lower modules share (the channel's frames and sink, a command's
+/// answer, the clock and retries) lives in leaves (`wire`, `util`).
+#[test]
+fn the_cluster_crate_has_no_import_cycle() {
+    let files = read_crate("cluster/src");
+    assert!(files.iter().any(|f| f.rel == "cluster/src/node.rs"), "the cluster crate's files are read");
+    let g = graph(&files);
+    let problems: Vec<String> = cycles(&g)
+        .into_iter()
+        .map(|c| {
+            let arrows: Vec<String> = g
+                .edges
+                .iter()
+                .filter(|((a, b), _)| c.contains(a) && c.contains(b))
+                .map(|((a, b), names)| {
+                    format!("  {a} -> {b}: {}", names.iter().cloned().collect::<Vec<_>>().join(", "))
+                })
+                .collect();
+            format!(
+                "these files import each other: {}\n{}",
+                c.iter().cloned().collect::<Vec<_>>().join(", "),
+                arrows.join("\n")
+            )
+        })
+        .collect();
+    assert!(problems.is_empty(), "import cycles in the cluster crate:\n{}", problems.join("\n"));
 }
 
 #[test]
