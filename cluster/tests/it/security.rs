@@ -976,5 +976,7 @@ fn an_agui_run_forwarded_by_a_hub_is_journaled_at_the_node_as_the_person_at_the_
     }
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!(answered[0]["by"], "ana@hub-east", "{}", answered[0]);
+    // Through the door a forwarded command takes too: the hub's.
+    assert_eq!(answered[0]["door"], "hub", "{}", answered[0]);
     drop((beta, hub, nats));
 }

@@ -78,6 +78,8 @@ struct Run<'a, 'b> {
     by: String,
     /// The name of the sender's named token, if any.
     person: Option<String>,
+    /// The door the run came through (`agui`, or `hub` for a hub's): its answers' journaled door.
+    door: Door,
     /// The AG-UI response body, which [`run`] starts and ends; the run only
     /// writes frames to it.
     body: &'a mut Body<'b>,
@@ -139,11 +141,14 @@ pub(super) fn run(
     };
     // A hub's run acts for the hub's caller, `<person>@<hub>` (the sidecar's
     // token alone may say so, spec/CLUSTER.md); else the caller's token name.
-    let person = shared.cfg.token.as_ref().and_then(|t| {
-        crate::serve::tokens::acting_for_via_hub(t, req)
-            .or_else(|| crate::serve::tokens::caller(t, req).flatten().map(str::to_string))
-    });
-    let streamed = stream_into(shared, &mut body, &peek, input, person);
+    // Its answers are journaled with the door they came through: `hub` for
+    // a hub's, as a forwarded command's are.
+    let tokens = shared.cfg.token.as_ref();
+    let (person, door) = match tokens.and_then(|t| crate::serve::tokens::acting_for_via_hub(t, req)) {
+        Some(p) => (Some(p), Door::Hub),
+        None => (tokens.and_then(|t| crate::serve::tokens::caller(t, req).flatten().map(str::to_string)), Door::Agui),
+    };
+    let streamed = stream_into(shared, &mut body, &peek, input, person, door);
     // The run is over once its terminal event is out: the thread takes the
     // next run (a resume sent the moment RUN_FINISHED arrives) from now.
     shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
@@ -154,7 +159,14 @@ pub(super) fn run(
 /// Sends the run's input and streams the session to `body` until the run
 /// ends (`peek`: the client's socket, to see it leave). `false` when the
 /// client left before the run's end.
-fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunInput, person: Option<String>) -> bool {
+fn stream_into(
+    shared: &Shared,
+    body: &mut Body,
+    peek: &TcpStream,
+    input: &RunInput,
+    person: Option<String>,
+    door: Door,
+) -> bool {
     let by = person.clone().unwrap_or_else(|| "agui".into());
     let tr = Translator::new(TranslateOptions {
         thread_id: Some(input.thread_id.clone()),
@@ -165,6 +177,7 @@ fn stream_into(shared: &Shared, body: &mut Body, peek: &TcpStream, input: &RunIn
         tr,
         by,
         person,
+        door,
         body,
         clock: Clock::from_env(),
         own_turn: None,
@@ -284,7 +297,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> 
             // The one command of every door (`crate::control`): checked once,
             // then, as one unit, every answer checked by the session before
             // any is written and all queued as one piece (or none).
-            let answers = answers.into_iter().map(|a| AnswerInput { door: Some(Door::Agui), ..a }).collect();
+            let answers = answers.into_iter().map(|a| AnswerInput { door: Some(run.door), ..a }).collect();
             let command = crate::control::Command::Answers { answers };
             if let Err(m) = command.check() {
                 return fail(run, format!("resume: {m}; nothing was sent"), "resume_refused");
