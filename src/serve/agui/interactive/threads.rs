@@ -86,6 +86,20 @@ pub(super) enum NotStarted {
     Failed(String),
 }
 
+/// Clears a thread's `starting` if its start unwinds (a panic while the
+/// record is made or the agent spawned): the thread is not left starting,
+/// refusing every later run as busy.
+struct StartGuard<'a>(&'a Thread);
+
+impl Drop for StartGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            lock(&self.0.st).starting = false;
+            self.0.started.notify_all();
+        }
+    }
+}
+
 impl Thread {
     /// The thread's state once no start is under way. The wait lets go of
     /// the thread's lock (a start holds none while it makes the record and
@@ -126,6 +140,7 @@ impl Thread {
             st.starting = true;
             (st.rec.clone(), st.resume.clone(), st.generation + 1, st.link_for.clone())
         };
+        let _unwinding = StartGuard(self);
         // Nothing else replaces `rec` while `starting` holds (only a live
         // agent's end does), so the record is made in the thread's slot.
         let mut new_record = None;
