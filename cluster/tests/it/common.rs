@@ -135,6 +135,14 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// `n` distinct free ports: held all at once while chosen (ports taken one
+/// by one and let go can repeat: a clean-clone CI run gave two servers of
+/// one cluster the same route port, and the cluster never formed).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
 /// A child process, killed (SIGKILL, by its own pid) when dropped.
 pub struct Proc(pub Child);
 
@@ -177,16 +185,31 @@ pub struct Nats {
 
 impl Nats {
     pub fn start(dir: &Path) -> Nats {
-        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let cports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let urls: Vec<String> = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
-        let mut n = Nats { servers: Vec::new(), url: urls.join(","), urls, dir: dir.to_path_buf(), ports, cports };
-        n.servers = (0..3).map(|i| n.server(i)).collect();
-        // Ready when the streams and buckets can be made with 3 replicas.
-        until_set_up(|| {
-            Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap()
-        });
-        n
+        // A server that cannot listen (a port another test took meanwhile)
+        // exits at once: the cluster is started again on other ports.
+        for attempt in 1.. {
+            let mut ports = free_ports(6);
+            let cports = ports.split_off(3);
+            let urls: Vec<String> = ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect();
+            let mut n = Nats { servers: Vec::new(), url: urls.join(","), urls, dir: dir.to_path_buf(), ports, cports };
+            n.servers = (0..3).map(|i| n.server(i)).collect();
+            // Ready when the streams and buckets can be made with 3 replicas.
+            let deadline = Instant::now() + Duration::from_secs(180);
+            loop {
+                if let Some(i) = n.servers.iter_mut().position(|s| s.0.try_wait().ok().flatten().is_some()) {
+                    assert!(attempt < 3, "nats-server s{i} exited at start three times (see nats-{i}.log)");
+                    break;
+                }
+                let out =
+                    Command::new(cluster_bin()).args(["setup", "--url", &n.url, "--replicas", "3"]).output().unwrap();
+                if out.status.success() {
+                    return n;
+                }
+                assert!(Instant::now() < deadline, "setup never succeeded: {}", String::from_utf8_lossy(&out.stderr));
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+        unreachable!("the loop returns or panics")
     }
 
     /// Server `i` (again: same ports, same store), its log appended to `nats-<i>.log`.

@@ -66,8 +66,8 @@ impl Nats {
         for (user, _) in USERS {
             std::fs::write(dir.join(format!("{user}.pw")), password(user)).unwrap();
         }
-        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let cports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let mut ports = free_ports(2 * n);
+        let cports = ports.split_off(n);
         let scheme = if tls { "tls" } else { "nats" };
         let url = ports.iter().map(|p| format!("{scheme}://127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
         let mut servers = Vec::new();
