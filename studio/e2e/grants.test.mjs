@@ -12,9 +12,9 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, realpathSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
-import { guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor } from './harness.mjs';
+import { guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor, jsonLines } from './harness.mjs';
 
 const SIZES = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
 
@@ -41,8 +41,7 @@ after(async () => {
 });
 
 function agentLines(log) {
-  if (!existsSync(log)) return [];
-  return readFileSync(log, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).line);
+  return jsonLines(log).map((l) => l.line);
 }
 
 /**

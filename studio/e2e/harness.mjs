@@ -238,6 +238,18 @@ export function frames(body) {
     .filter((f) => f.data !== '');
 }
 
+/**
+ * The complete JSON lines of a file another process appends to, parsed: a
+ * line still being written (no newline yet) is left out. A writer's line
+ * may land in more than one write: reading it half-written made a
+ * clean-clone CI run's JSON.parse fail.
+ */
+export function jsonLines(file) {
+  if (!existsSync(file)) return [];
+  const text = readFileSync(file, 'utf8');
+  return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+}
+
 export async function waitFor(fn, { timeout = 15000, interval = 50, what = 'condition' } = {}) {
   const end = Date.now() + timeout;
   for (;;) {

@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { REPO, guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor } from './harness.mjs';
+import { REPO, guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor, jsonLines } from './harness.mjs';
 
 const DESKTOP = { width: 1280, height: 800 };
 
@@ -107,8 +107,8 @@ function inputRecords(s) {
   const out = [];
   for (const f of readdirSync(dir)) {
     if (!f.endsWith('.jsonl') || f.includes('.agent.')) continue;
-    for (const l of readFileSync(path.join(dir, f), 'utf8').split('\n')) {
-      if (l.trim() && JSON.parse(l).input) out.push(JSON.parse(l));
+    for (const r of jsonLines(path.join(dir, f))) {
+      if (r.input) out.push(r);
     }
   }
   return out;

@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO, guard, launchBrowser, removeTempDirs, startServer, tempDir, waitFor } from './harness.mjs';
+import { REPO, guard, launchBrowser, removeTempDirs, startServer, tempDir, waitFor, jsonLines } from './harness.mjs';
 
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
@@ -106,9 +106,7 @@ function inputRecords(s) {
   const out = [];
   for (const f of readdirSync(dir)) {
     if (!f.endsWith('.jsonl') || f.includes('.agent.')) continue;
-    for (const l of readFileSync(path.join(dir, f), 'utf8').split('\n')) {
-      if (!l.trim()) continue;
-      const r = JSON.parse(l);
+    for (const r of jsonLines(path.join(dir, f))) {
       if (r.input) out.push(r);
     }
   }

@@ -10,9 +10,9 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor } from './harness.mjs';
+import { guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor, jsonLines } from './harness.mjs';
 
 const SIZES = [{ width: 1280, height: 800 }, { width: 390, height: 844 }];
 const PUBLIC = 'https://rw.example.test';
@@ -44,12 +44,11 @@ function journal(s) {
   const dir = path.join(s.home, 'serve', 'runstate');
   return readdirSync(dir)
     .filter((n) => n.endsWith('.jsonl') && !n.includes('.agent.') && !n.includes('.steer.'))
-    .flatMap((n) => readFileSync(path.join(dir, n), 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l)));
+    .flatMap((n) => jsonLines(path.join(dir, n)));
 }
 
 function allows(log) {
-  if (!existsSync(log)) return 0;
-  return readFileSync(log, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).line)
+  return jsonLines(log).map((l) => l.line)
     .filter((l) => l.type === 'control_response' && l.response.response.behavior === 'allow').length;
 }
 
