@@ -25,7 +25,7 @@ use support::server::{agui_events as agui, request as http};
 use support::Server;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -576,17 +576,8 @@ fn every_door_sends_nothing_for_a_replayed_stale_duplicate_excessive_or_expired_
 /// A POST with an `Idempotency-Key`: status, whether the reply says it is a
 /// replay, and the body.
 fn keyed(port: u16, path: &str, key: &str, content_type: &str, body: &str) -> (u16, bool, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nIdempotency-Key: {key}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let r = support::server::Response::parse(&raw);
+    let r =
+        support::server::request_with(port, "POST", path, content_type, &format!("Idempotency-Key: {key}\r\n"), body);
     let replayed = r.header("idempotent-replayed") == Some("true");
     (r.status, replayed, String::from_utf8_lossy(&r.body).to_string())
 }

@@ -57,10 +57,6 @@ fn assert_replay_happy(s: &Server) {
     assert!(!e.contains("replay-agent:"), "the replayed agent found a wrong line:\n{e}");
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
 /// POST /agui and the AG-UI events of its SSE response.
 fn agui(port: u16, body: Value) -> Vec<Value> {
     let mut s = post_agui(port, body);
@@ -313,34 +309,8 @@ fn the_capabilities_say_codex_takes_no_edited_input() {
 
 /// One HTTP request (`Connection: close`): the status and the JSON body.
 fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let end = find(&raw, b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
-    let mut rest = raw[end + 4..].to_vec();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut b = &rest[..];
-        let mut out = Vec::new();
-        while let Some(i) = find(b, b"\r\n") {
-            let size = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap().trim(), 16).unwrap();
-            if size == 0 {
-                break;
-            }
-            out.extend_from_slice(&b[i + 2..i + 2 + size]);
-            b = &b[i + 4 + size..];
-        }
-        rest = out;
-    }
-    (status, serde_json::from_slice(&rest).unwrap_or(Value::Null))
+    let (status, body) = support::server::request(port, method, path, body);
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 /// What the person did mid-turn, through the task routes.

@@ -236,18 +236,25 @@ impl Drop for Server {
 /// One request to the server on `port` (`Connection: close`, JSON body):
 /// its status and body.
 pub fn request(port: u16, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
+    let r = request_with(port, method, path, "application/json", "", body);
+    (r.status, r.body)
+}
+
+/// One request (`Connection: close`) with its body's `content_type` and
+/// `headers` (whole lines, each ending `\r\n`, or empty): the whole
+/// response, de-chunked.
+pub fn request_with(port: u16, method: &str, path: &str, content_type: &str, headers: &str, body: &str) -> Response {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    let r = Response::parse(&raw);
-    (r.status, r.body)
+    Response::parse(&raw)
 }
 
 /// `POST /agui` with `body` on `port`, which must answer 200: the run's AG-UI events.
