@@ -65,12 +65,19 @@ STATUS = '{"type":"runwire.status","ok":true,"rc":0,"session_id":null,"detail":n
 procs = []
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+def free_ports(n):
+    # Every listener held until all n are bound: ports taken one at a time
+    # (bind, close, bind again) can come back twice, and a cluster whose two
+    # servers got one port loses a server and never places 3 replicas.
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
 
 
 def spawn(cmd, log, env=None):
@@ -81,8 +88,8 @@ def spawn(cmd, log, env=None):
 
 
 def nats_cluster():
-    ports = [free_port() for _ in range(3)]
-    cports = [free_port() for _ in range(3)]
+    both = free_ports(6)
+    ports, cports = both[:3], both[3:]
     for i in range(3):
         routes = ",".join(f"nats://127.0.0.1:{cports[j]}" for j in range(3) if j != i)
         spawn(["nats-server", "-a", "127.0.0.1", "-p", str(ports[i]), "-n", f"s{i}", "-js",
