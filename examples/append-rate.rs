@@ -1,6 +1,6 @@
 //! The journal's write path, for `bench/append.sh`: appends N task records
 //! to one journal through `runwire::runs::journal::append` (what every
-//! writer calls), timing each, and prints the median cost of the 100
+//! writer calls, its run's mark held), timing each, and prints the median cost of the 100
 //! records ending at #100 and of the 100 ending at #N, and the rate.
 //!
 //!     append-rate JOURNAL N   # prints: records=N first_us=A last_us=B last_over_first=R ms=T per_s=P cpu_us=C
@@ -22,13 +22,18 @@ fn main() {
         return;
     };
     let n = n.max(200);
+    // The run whose journal it is (`$HARNESS_HOME`'s registry), its mark held
+    // as every writer holds it; a journal no run names is written as one.
+    let home = runwire::runs::harness_home();
+    let id = runwire::runs::registry::Registry::at(&home).run_of_journal(std::path::Path::new(journal));
+    let run = runwire::runs::marks::Run::new(&home, id.as_deref().unwrap_or("unregistered"));
     let states = ["leased", "implemented", "gated", "reviewed"];
     let mut cost = Vec::with_capacity(n);
     let t = std::time::Instant::now();
     for i in 0..n {
         let rec = Record::task("bench", &format!("t{}", i % 50), states[i % states.len()], None);
         let one = std::time::Instant::now();
-        if let Err(e) = append(std::path::Path::new(journal), &rec) {
+        if let Err(e) = append(&run, std::path::Path::new(journal), &rec) {
             eprintln!("append-rate: {journal}: {e}");
             std::process::exit(1);
         }

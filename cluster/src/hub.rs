@@ -98,14 +98,14 @@ impl Mirror {
     /// A new plan changes the run's summary without a journal record: the
     /// journal's stamp is changed (`runs::journal::touch`), so listings
     /// read the run again (a journal chunk changes it by itself).
-    fn note(&self, dir: &Path, file: &str) {
+    fn note(&self, mark: &runwire::runs::marks::Run, dir: &Path, file: &str) {
         let journal = match (file.strip_suffix(".plan.json"), file.ends_with(".jsonl")) {
             (Some(slug), _) => dir.join(format!("{slug}.jsonl")),
             (None, true) => dir.join(file),
             _ => return,
         };
         if journal.is_file() {
-            let _ = runwire::runs::journal::touch(&journal);
+            let _ = runwire::runs::journal::touch(mark, &journal);
         }
     }
 
@@ -125,6 +125,10 @@ impl Mirror {
         };
         let dir = self.dir(&node, &run);
         let path = dir.join(&file);
+        // The run's mark, held before any of its files changes (listings
+        // read it from its files meanwhile: `runwire::runs::marks`).
+        let mark = runwire::runs::marks::Run::new(&self.home, &names::hub_run_id(&node, &run));
+        mark.hold().with_context(|| format!("{subject}: the run's mark"))?;
         // A run removed at its node: its files' tombstones.
         if h.and_then(|h| h.get(header::REMOVED)).is_some() {
             let _ = std::fs::remove_file(&path);
@@ -162,7 +166,7 @@ impl Mirror {
                 set_mtime(&f, mtime);
                 drop(f);
                 std::fs::rename(&part, &path)?;
-                self.note(&dir, &file);
+                self.note(&mark, &dir, &file);
             }
             return Ok(Applied::Done);
         }
@@ -184,7 +188,7 @@ impl Mirror {
         f.write_all(payload)?;
         set_mtime(&f, mtime);
         drop(f);
-        self.note(&dir, &file);
+        self.note(&mark, &dir, &file);
         Ok(Applied::Done)
     }
 

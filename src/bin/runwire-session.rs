@@ -176,6 +176,12 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     let opts = driver::Options {
         first: args.prompt.clone(),
         journal: args.journal.clone().map(|path| JournalTo {
+            // A registered run's journal: its mark is held while writing.
+            run: {
+                let home = runwire::runs::harness_home();
+                let reg = runwire::runs::registry::Registry::at(&home);
+                reg.run_of_journal(&path).map(|id| runwire::runs::marks::Run::new(&home, &id))
+            },
             path,
             task: args.task.clone().unwrap_or_default(),
             actor: args.actor.clone(),

@@ -379,12 +379,16 @@ fn check_record(f: &Fields) -> Result<(), String> {
 /// supervisor, `runwire-serve`, `runs`, the session layer) goes through
 /// here.
 ///
-/// Nothing else is written: the run index is not told (a listing finds the
-/// journal's stamp changed and reads the run's files, `spec/LAYOUT.md`, "The
-/// run index"), so an append costs the same at record 100 and 100,000 and
-/// takes no lock shared with another run's writers.
-pub fn append(path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
+/// `run` names the run whose journal it is: its mark is held first
+/// ([`super::marks::hold`], one `open` the first time, nothing after), so a
+/// listing reads the run from its files until the writer lets go. Nothing
+/// else is written: the run index is not told, so an append costs the same
+/// at record 100 and 100,000 and takes no lock shared with another run's
+/// writers. A mark that cannot be held (a full disk) fails the append
+/// before a byte is written: a record no listing would see is never made.
+pub fn append(run: &super::marks::Run, path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
     let line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+    run.hold()?;
     append_line(path, &line)
 }
 
@@ -394,7 +398,8 @@ pub fn append(path: &Path, rec: &impl Serialize) -> std::io::Result<()> {
 /// mirror writing a node's new plan), so that listings read the run's
 /// files again instead of trusting its index row. `NotFound` when there
 /// is no journal.
-pub fn touch(path: &Path) -> std::io::Result<()> {
+pub fn touch(run: &super::marks::Run, path: &Path) -> std::io::Result<()> {
+    run.hold()?;
     let f = std::fs::OpenOptions::new().append(true).open(path)?;
     let mtime = f.metadata()?.modified()?;
     f.set_times(std::fs::FileTimes::new().set_modified(mtime))
@@ -753,10 +758,30 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("s.jsonl");
         let _ = std::fs::remove_file(&p);
-        append(&p, &Record::task("runner", "a", "leased", None)).unwrap();
-        append(&p, &Record::task("runner", "a", "implemented", None)).unwrap();
-        append(&p, &Record::task("runner", "b", "failed", Some(2))).unwrap();
-        append(&p, &Record::run("user", "paused")).unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &p,
+            &Record::task("runner", "a", "leased", None),
+        )
+        .unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &p,
+            &Record::task("runner", "a", "implemented", None),
+        )
+        .unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &p,
+            &Record::task("runner", "b", "failed", Some(2)),
+        )
+        .unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &p,
+            &Record::run("user", "paused"),
+        )
+        .unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(br#"{"v":"runstate/v1","ts":"2026-01-01T00:0"#).unwrap();
         let j = Journal::read(&p).unwrap();
@@ -774,14 +799,29 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("s.jsonl");
         let _ = std::fs::remove_file(&p);
-        append(&p, &Record::task("runner", "a", "leased", None)).unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &p,
+            &Record::task("runner", "a", "leased", None),
+        )
+        .unwrap();
         // kill -9 (or a full disk) mid-write: a torn last line, no newline.
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(br#"{"v":"runstate/v1","ts":"2026-01-01T00:0"#).unwrap();
         drop(f);
         // The restart's records: each survives as a line of its own.
-        append(&p, &Record::task("runner", "a", "committed", Some(0))).unwrap();
-        append(&p, &Record::input("session", "b", "requested", "r1", "question")).unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &p,
+            &Record::task("runner", "a", "committed", Some(0)),
+        )
+        .unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &p,
+            &Record::input("session", "b", "requested", "r1", "question"),
+        )
+        .unwrap();
         let j = Journal::read(&p).unwrap();
         assert_eq!(j.state("a"), Some("committed"));
         assert_eq!(j.open.len(), 1);
@@ -789,8 +829,18 @@ mod tests {
         // An empty file and a file ending in a newline get no extra line.
         let q = dir.join("t.jsonl");
         let _ = std::fs::remove_file(&q);
-        append(&q, &Record::run("u", "paused")).unwrap();
-        append(&q, &Record::run("u", "resumed")).unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &q,
+            &Record::run("u", "paused"),
+        )
+        .unwrap();
+        append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &q,
+            &Record::run("u", "resumed"),
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&q).unwrap();
         assert_eq!(text.lines().count(), 2);
         assert!(!text.starts_with('\n') && !text.contains("\n\n"));

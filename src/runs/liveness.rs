@@ -183,8 +183,12 @@ mod tests {
         assert_eq!(l.tasks["a"].session_id.as_deref(), Some("x"));
         assert_eq!(l.tasks["a"].state.as_deref(), Some("leased"));
         assert_eq!(l.sock.as_deref(), Some("/tmp/s.sock"));
-        super::super::journal::append(&f.journal(), &super::super::journal::Record::task("t", "b", "failed", Some(9)))
-            .unwrap();
+        super::super::journal::append(
+            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &f.journal(),
+            &super::super::journal::Record::task("t", "b", "failed", Some(9)),
+        )
+        .unwrap();
         let r = reap(&f).unwrap();
         assert_eq!(
             r,

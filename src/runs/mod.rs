@@ -12,6 +12,7 @@ pub mod index;
 pub mod journal;
 pub mod list;
 pub mod liveness;
+pub mod marks;
 pub mod plan;
 pub mod record;
 pub mod registry;

@@ -29,6 +29,8 @@ pub fn slug_for(agui_run_id: &str) -> String {
 /// An open recording.
 pub struct Recorder {
     pub run_id: String,
+    /// The run as its writers name it (the journal's mark, `super::marks`).
+    run: super::marks::Run,
     files: RunFiles,
     log: std::fs::File,
     /// Each line's arrival time (`crate::util::arrival`), when times are kept.
@@ -143,6 +145,9 @@ impl Recorder {
         };
         let pointer = new.pointer(now()).map_err(std::io::Error::other)?;
         let files = RunFiles::new(&dir, &pointer.slug);
+        let run = super::marks::Run::new(home, &pointer.run_id);
+        // Held before any file of the run is written (`super::marks`).
+        run.hold()?;
         // The claim: no journal is ever truncated, replaced or re-recorded.
         // An empty one with no pointer is a claim a crash cut short (before
         // its first record): nothing to lose, taken over.
@@ -173,10 +178,10 @@ impl Recorder {
         };
         let mut started = Record::run(ACTOR, "started");
         started.detail = Some(format!("{REQUEST}{request}"));
-        journal::append(&files.journal(), &started)?;
-        journal::append(&files.journal(), &Record::task(ACTOR, TASK, "leased", None))?;
+        journal::append(&run, &files.journal(), &started)?;
+        journal::append(&run, &files.journal(), &Record::task(ACTOR, TASK, "leased", None))?;
         Registry::at(home).register(&pointer)?;
-        Ok(Recorder { run_id: pointer.run_id, files, log, times, adapter: adapter.to_string(), owner: None })
+        Ok(Recorder { run_id: pointer.run_id, run, files, log, times, adapter: adapter.to_string(), owner: None })
     }
 
     /// The file naming this run's owner (this server), removed once the
@@ -194,6 +199,11 @@ impl Recorder {
     /// The run's journal (input records are appended there too).
     pub fn journal(&self) -> std::path::PathBuf {
         self.files.journal()
+    }
+
+    /// The run as its writers name it (for [`journal::append`]).
+    pub fn run(&self) -> &super::marks::Run {
+        &self.run
     }
 
     /// Appends one raw output line, and first its arrival time.
@@ -229,11 +239,13 @@ impl Recorder {
     pub fn finish_as(&self, actor: &str, state: &str, rc: Option<i64>, detail: Option<String>) -> std::io::Result<()> {
         let mut r = self.with_totals(Record::task(actor, TASK, state, rc));
         r.detail = detail;
-        journal::append(&self.files.journal(), &r)?;
-        journal::append(&self.files.journal(), &Record::run(ACTOR, "finished"))?;
+        journal::append(&self.run, &self.files.journal(), &r)?;
+        journal::append(&self.run, &self.files.journal(), &Record::run(ACTOR, "finished"))?;
         if let Some(o) = &self.owner {
             let _ = std::fs::remove_file(o);
         }
+        // Done with the run: the next listing makes its row and removes its mark.
+        super::marks::release(&self.run.home, &self.run.id);
         Ok(())
     }
 }

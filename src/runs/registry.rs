@@ -235,6 +235,9 @@ impl Registry {
                 ),
             ));
         }
+        // Held before the pointer changes: listings read the run from its
+        // files until this process lets go (`super::marks`).
+        super::marks::hold(self.home(), &p.run_id)?;
         std::fs::create_dir_all(&p.runstate_dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.runstate_dir)))?;
         std::fs::create_dir_all(&self.dir)?;
@@ -242,6 +245,21 @@ impl Registry {
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
         super::write_atomic(&self.path(&p.run_id), &bytes)
+    }
+
+    /// The registered run whose journal `journal` is (its link in
+    /// `journals/` is the same file), looked through the links once: for a
+    /// writer handed a journal's path alone (`runwire-session --journal`).
+    pub fn run_of_journal(&self, journal: &Path) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let jm = std::fs::metadata(journal).ok()?;
+        let rd = std::fs::read_dir(self.links_dir()).ok()?;
+        rd.flatten().find_map(|e| {
+            let name = e.file_name();
+            let id = name.to_str()?.strip_suffix(".jsonl")?;
+            let m = std::fs::metadata(e.path()).ok()?;
+            (super::valid_id(id) && m.dev() == jm.dev() && m.ino() == jm.ino()).then(|| id.to_string())
+        })
     }
 
     /// The registered run, other than `p`'s, whose journal link is the

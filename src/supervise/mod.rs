@@ -144,6 +144,8 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
             opts.slug
         )));
     }
+    // The run's mark, held before any of its files is written (`runs::marks`).
+    runs::marks::hold(&opts.home, &pointer.run_id).map_err(|e| io(&runs::marks::dir(&opts.home), e))?;
     if files.plan() != opts.plan.canonicalize().unwrap_or_default() {
         runs::write_atomic(&files.plan(), &bytes).map_err(|e| io(&files.plan(), e))?;
     }

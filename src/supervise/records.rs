@@ -37,7 +37,8 @@ pub struct Records {
 
 impl Records {
     fn journal(&self, rec: &impl serde::Serialize) {
-        if let Err(e) = journal::append(&self.files.journal(), rec) {
+        let run = crate::runs::marks::Run::new(&self.home, &self.run_id);
+        if let Err(e) = journal::append(&run, &self.files.journal(), rec) {
             crate::util::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
         }
     }

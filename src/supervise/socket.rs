@@ -213,6 +213,7 @@ pub fn recover(
         let reason = crash_reason(who, d.status);
         if let Some((state, why)) = &reason {
             let journal = l.files.journal();
+            let run = crate::runs::marks::Run::new(home, &id);
             let mut wrote = Ok(());
             for t in l.task_ids() {
                 if l.journal.state(&t).is_some_and(journal::is_terminal) {
@@ -220,9 +221,11 @@ pub fn recover(
                 }
                 let mut r = Record::task(actor, &t, state, None);
                 r.detail = Some(why.clone());
-                wrote = wrote.and_then(|_| journal::append(&journal, &r));
+                wrote = wrote.and_then(|_| journal::append(&run, &journal, &r));
             }
-            if wrote.and_then(|_| journal::append(&journal, &Record::run(actor, "finished"))).is_err() {
+            let wrote = wrote.and_then(|_| journal::append(&run, &journal, &Record::run(actor, "finished")));
+            crate::runs::marks::release(home, &id);
+            if wrote.is_err() {
                 // Kept: the next start tries again.
                 continue;
             }

@@ -689,7 +689,8 @@ fn a_waiting_stream_ends_when_the_task_ends_without_a_log_and_moves_into_a_renam
     let mut s = open("t");
     // Halted before it wrote anything (its dependency failed): the stream ends, empty.
     let rec = runwire::runs::journal::Record::task("runner", "t", "halted", Some(1));
-    runwire::runs::journal::append(&rs.join("live.jsonl"), &rec).unwrap();
+    let run = runwire::runs::marks::Run::new(&home, &id);
+    runwire::runs::journal::append(&run, &rs.join("live.jsonl"), &rec).unwrap();
     let mut rest = String::new();
     s.read_to_string(&mut rest).unwrap();
     assert!(!rest.contains("data:"), "{rest}");

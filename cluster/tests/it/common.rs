@@ -453,6 +453,8 @@ pub struct FakeRun {
     pub dir: PathBuf,
     /// The lines written so far.
     pub n: u64,
+    /// The run as its writers name it (its mark is held while writing).
+    pub mark: runwire::runs::marks::Run,
 }
 
 /// The run's files, as the hub's mirror must hold them.
@@ -471,14 +473,16 @@ impl FakeRun {
         std::fs::write(dir.join("feat.x.plan.json"), plan).unwrap();
         Registry::at(home).register(&pointer).unwrap();
         // Task states are journal.rs's TASK_STATES ("started" is not one: the task would not exist).
-        journal::append(&dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "leased", None)).unwrap();
-        FakeRun { pointer, dir, n: 0 }
+        let mark = runwire::runs::marks::Run::new(home, &pointer.run_id);
+        journal::append(&mark, &dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", "leased", None)).unwrap();
+        FakeRun { pointer, dir, n: 0, mark }
     }
 
     pub fn journal(&self, state: &str) {
         use runwire::runs::journal::{self, Record};
         let rc = (state == "committed").then_some(0);
-        journal::append(&self.dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", state, rc)).unwrap();
+        journal::append(&self.mark, &self.dir.join("feat.x.jsonl"), &Record::task("runner", "impl.1", state, rc))
+            .unwrap();
     }
 
     /// The agent writes lines `every` apart until `until(lines so far)`
@@ -506,7 +510,7 @@ impl FakeRun {
         std::fs::write(self.dir.join("feat.x.impl.1.gate.log"), "cargo test\ntest result: ok. 3 passed\n").unwrap();
         self.journal("gated");
         self.journal("committed");
-        journal::append(&self.dir.join("feat.x.jsonl"), &Record::run("runner", "finished")).unwrap();
+        journal::append(&self.mark, &self.dir.join("feat.x.jsonl"), &Record::run("runner", "finished")).unwrap();
     }
 
     /// The whole agent: `lines` lines a few ms apart, `at(i)` after line

@@ -30,6 +30,7 @@ fn run(home: &Path, repo: &Path, slug: &str) -> Pointer {
     std::fs::write(dir.join(format!("{slug}.t.log")), "").unwrap();
     Registry::at(home).register(&p).unwrap();
     runwire::runs::journal::append(
+        &runwire::runs::marks::Run::new(home, &p.run_id),
         &dir.join(format!("{slug}.jsonl")),
         &runwire::runs::journal::Record::task("runner", "t", "leased", None),
     )

@@ -40,6 +40,9 @@ pub enum Event {
 #[derive(Debug, Clone)]
 pub struct JournalTo {
     pub path: PathBuf,
+    /// The registered run whose journal it is (its mark is held while
+    /// writing, `runs::marks`); `None` for a journal no run names.
+    pub run: Option<crate::runs::marks::Run>,
     pub task: String,
     pub actor: String,
     /// Mints a raised request's approval links, journaled with it (`runwire-serve --public-url`).

@@ -118,8 +118,15 @@ impl InputRecord {
     }
 
     /// Appends the record to a journal (one `write` of one line, like every journal record).
-    pub fn append(&self, journal: &Path) -> std::io::Result<()> {
-        crate::runs::journal::append(journal, self)
+    pub fn append(&self, run: Option<&crate::runs::marks::Run>, journal: &Path) -> std::io::Result<()> {
+        match run {
+            Some(run) => crate::runs::journal::append(run, journal, self),
+            // A journal no registered run names (`runwire-session --journal`
+            // of a loose file): no listing shows it, so no mark.
+            None => {
+                crate::runs::journal::append_line(journal, &serde_json::to_vec(self).map_err(std::io::Error::other)?)
+            }
+        }
     }
 }
 

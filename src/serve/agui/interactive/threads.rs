@@ -453,6 +453,7 @@ fn start_live(
     let task = crate::runs::record::TASK.into();
     // Approval links (--public-url): bound to this run, its task and each request's own id and deadline.
     let run_id = lock(&rec).as_ref().map(|r| r.run_id.clone());
+    let run = lock(&rec).as_ref().map(|r| r.run().clone());
     let links = shared.cfg.links.clone().zip(run_id).map(|(keys, run)| {
         let task: String = crate::runs::record::TASK.into();
         crate::session::driver::Linker(Arc::new(move |r: &crate::pipeline::events::InputRequest| {
@@ -460,7 +461,7 @@ fn start_live(
             crate::serve::link_keys::claims_for(&run, &task, r, &name).map(|c| keys.link(&c)).into_iter().collect()
         }))
     });
-    let journal = journal.map(|path| JournalTo { path, task, actor: crate::runs::record::ACTOR.into(), links });
+    let journal = journal.map(|path| JournalTo { path, run, task, actor: crate::runs::record::ACTOR.into(), links });
     Engine::start(shared.cfg.kind, &o, opts, generation, journal, rec, crate::serve::options::BIN)
 }
 

@@ -407,7 +407,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
     fn settle(&mut self) {
         for r in std::mem::take(&mut self.journal_queue) {
             let Some(j) = &self.journal else { break };
-            if let Err(e) = r.append(&j.path) {
+            if let Err(e) = r.append(j.run.as_ref(), &j.path) {
                 let m = format!("{}: {e}", j.path.display());
                 self.report(m);
             }

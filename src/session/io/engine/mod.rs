@@ -232,15 +232,15 @@ fn mark(rec: &Mutex<Option<Recorder>>, idle: bool, marked: &mut Option<bool>, bi
     if *marked == Some(idle) || (marked.is_none() && !idle) {
         return;
     }
-    let (path, rec_, run_id) = {
+    let (path, rec_, run) = {
         let rec = lock(rec);
         let Some(r) = rec.as_ref() else { return };
         // Held: a turn has ended, and the record says what the task has cost so far.
         let rec_ = if idle { r.with_totals(Record::run(ACTOR, "idle")) } else { Record::run(ACTOR, "resumed") };
-        (r.journal(), rec_, r.run_id.clone())
+        (r.journal(), rec_, r.run().clone())
     };
-    match journal::append(&path, &rec_) {
+    match journal::append(&run, &path, &rec_) {
         Ok(()) => *marked = Some(idle),
-        Err(e) => crate::util::cli::report(bin, format!("record {run_id}: {e}")),
+        Err(e) => crate::util::cli::report(bin, format!("record {}: {e}", run.id)),
     }
 }
