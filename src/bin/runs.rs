@@ -374,7 +374,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                     let o_ = if from_files {
                         list::Options { use_index: false, repair: false, ..Default::default() }
                     } else {
-                        list::Options::default()
+                        list::Options::default().with_env()
                     };
                     let p = list::page_with(&reg, &q, o_);
                     let written = if page {

@@ -207,6 +207,11 @@ impl<'a> Index<'a> {
         self.rows.get(run_id).map(|(_, l)| *l)
     }
 
+    /// Each run's last row.
+    pub fn rows(&self) -> impl Iterator<Item = (&'a str, &Row<'a>)> {
+        self.rows.iter().map(|(id, (r, _))| (*id, r))
+    }
+
     /// How many runs have a row.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -235,15 +240,13 @@ fn lines_of(bytes: &[u8]) -> Vec<&[u8]> {
 
 /// Reads the log whole (empty when absent, unreadable or over [`MAX_INDEX`]).
 pub fn read(home: &Path) -> Vec<u8> {
-    use std::io::Read;
-    let Ok(mut f) = std::fs::File::open(path(home)) else { return Vec::new() };
-    match f.metadata() {
-        Ok(m) if m.len() <= MAX_INDEX => {
-            let mut buf = Vec::with_capacity(m.len() as usize);
-            f.read_to_end(&mut buf).map(|_| buf).unwrap_or_default()
-        }
-        _ => Vec::new(),
-    }
+    Log::open(home).map(|l| l.read(0, l.size)).unwrap_or_default()
+}
+
+/// Forgets the log's sorted part (listings check every run until the next
+/// compaction): when a run that changed could get neither a row nor a mark.
+pub fn forget_sorted(home: &Path) {
+    let _ = std::fs::remove_file(sorted_path(home));
 }
 
 /// Appends `lines` (whole lines, from [`row_line`]) in one `write` with
@@ -266,18 +269,197 @@ pub fn write(home: &Path, text: &str) -> std::io::Result<()> {
     super::write_atomic(&path(home), text.as_bytes())
 }
 
-/// Rewrites the log with only the last row of each registered run.
+/// Rewrites the log with only the last row of each registered run, sorted
+/// ([`compact_sorted`]).
 pub fn compact(home: &Path) -> std::io::Result<()> {
-    let bytes = read(home);
-    let ix = Index::parse(&bytes);
-    let mut text = Vec::with_capacity(bytes.len());
-    for (id, _) in registered(&Registry::at(home)) {
-        if let Some(line) = ix.line(&id) {
-            text.extend_from_slice(line);
+    let _held = lock(home)?;
+    compact_sorted(home, &registered(&Registry::at(home)), None)
+}
+
+/// `<home>/index/lock`: held by whoever appends rows or rewrites the log
+/// (listings, `runs reindex`; never a journal's writer), so that no row is
+/// lost to a rewrite made from the log as it was before.
+pub fn lock(home: &Path) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    std::fs::create_dir_all(home.join("index"))?;
+    super::lock_exclusive(&home.join("index").join("lock"))
+}
+
+/// `<home>/index/runs.sorted`: how much of the log a compaction wrote in
+/// the listing's order (newest activity first, then run id), and which
+/// log: `{"ino":N,"len":L,"sum":"<the last sorted line's sum>"}`.
+fn sorted_path(home: &Path) -> PathBuf {
+    home.join("index").join("runs.sorted")
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Sorted {
+    ino: u64,
+    len: usize,
+    sum: String,
+    /// When the last listing that checked every run's stamps began.
+    checked_ns: i64,
+}
+
+/// The bytes that end a sorted part: its last line's `<sum>"}\n`.
+const SORTED_END: usize = 19;
+
+impl Sorted {
+    /// Whether `end`, the log's bytes before `len`, are its last line's end.
+    fn ends(&self, end: &[u8]) -> bool {
+        end.len() == SORTED_END && end[..16] == *self.sum.as_bytes() && end[16..] == *b"\"}\n"
+    }
+}
+
+/// The log, open: one file read in parts (a first page reads the rows
+/// after the sorted part and the sorted part's start, not megabytes).
+pub struct Log {
+    file: std::fs::File,
+    pub ino: u64,
+    pub size: usize,
+}
+
+impl Log {
+    /// The log (`None`: absent, unreadable or over [`MAX_INDEX`]).
+    pub fn open(home: &Path) -> Option<Log> {
+        use std::os::unix::fs::MetadataExt;
+        let file = std::fs::File::open(path(home)).ok()?;
+        let m = file.metadata().ok()?;
+        (m.len() <= MAX_INDEX).then(|| Log { file, ino: m.ino(), size: m.len() as usize })
+    }
+
+    /// The bytes from `start` to `end` (fewer when the file is shorter).
+    pub fn read(&self, start: usize, end: usize) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0; end.saturating_sub(start)];
+        let mut n = 0;
+        while n < buf.len() {
+            match self.file.read_at(&mut buf[n..], (start + n) as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+        }
+        buf.truncate(n);
+        buf
+    }
+
+    /// What `runs.sorted` says of this log: the sorted part's length and
+    /// when every run was last checked; `None` when it describes another.
+    pub fn sorted(&self, home: &Path) -> Option<(usize, i64)> {
+        let s: Sorted = serde_json::from_slice(&std::fs::read(sorted_path(home)).ok()?).ok()?;
+        if s.ino != self.ino || s.len > self.size {
+            return None;
+        }
+        if s.len == 0 {
+            return s.sum.is_empty().then_some((0, s.checked_ns));
+        }
+        let end = self.read(s.len.checked_sub(SORTED_END)?, s.len);
+        s.ends(&end).then_some((s.len, s.checked_ns))
+    }
+}
+
+/// Records that a listing that began at `at_ns` checked every run's
+/// stamps (the sorted part's description kept, when it still describes
+/// the log). Call with [`lock`] held.
+pub fn note_checked(home: &Path, at_ns: i64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(bytes) = std::fs::read(sorted_path(home)) else { return };
+    let Ok(mut s) = serde_json::from_slice::<Sorted>(&bytes) else { return };
+    if std::fs::metadata(path(home)).is_ok_and(|m| m.ino() == s.ino) && at_ns > s.checked_ns {
+        s.checked_ns = at_ns;
+        if let Ok(b) = serde_json::to_vec(&s) {
+            let _ = super::write_atomic(&sorted_path(home), &b);
         }
     }
+}
+
+/// The last row of each of `names` (the registered runs) in the log, in
+/// the listing's order, written over the log with its `runs.sorted`; the
+/// runs without a row get a mark, so that listings that trust rows read
+/// them from their files. Call with [`lock`] held.
+pub fn compact_sorted(home: &Path, names: &[(String, u64)], checked_ns: Option<i64>) -> std::io::Result<()> {
+    // A compaction that follows no check keeps the last check's time.
+    let checked_ns = checked_ns.unwrap_or_else(|| {
+        std::fs::read(sorted_path(home))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Sorted>(&b).ok())
+            .map_or(0, |s| s.checked_ns)
+    });
+    let bytes = read(home);
+    let ix = Index::parse(&bytes);
+    let mut rows: Vec<(&Row, &[u8])> = Vec::with_capacity(names.len());
+    for (id, _) in names {
+        match ix.rows.get(id.as_str()) {
+            Some((r, l)) => rows.push((r, l)),
+            None => super::marks::put(home, id)?,
+        }
+    }
+    rows.sort_unstable_by(|(a, _), (b, _)| b.activity_ns().cmp(&a.activity_ns()).then_with(|| a.run.cmp(b.run)));
+    let mut text = Vec::with_capacity(bytes.len());
+    rows.iter().for_each(|(_, l)| text.extend_from_slice(l));
+    let sum = rows.last().map(|(_, l)| String::from_utf8_lossy(&l[l.len() - 19..l.len() - 3]).into_owned());
     std::fs::create_dir_all(home.join("index"))?;
-    super::write_atomic(&path(home), &text)
+    // The description first, for the file about to be renamed in (a crash
+    // between the two leaves one that names another inode: ignored).
+    let p = path(home);
+    let tmp = home.join("index").join(format!(".runs.jsonl.{}.sorting", std::process::id()));
+    let r = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        let ino = std::os::unix::fs::MetadataExt::ino(&f.metadata()?);
+        let s = Sorted { ino, len: text.len(), sum: sum.unwrap_or_default(), checked_ns };
+        super::write_atomic(&sorted_path(home), &serde_json::to_vec(&s).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&tmp, &p)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// Appends rows a listing made from files, under [`lock`], each only while
+/// its run's pointer and journal still have the row's stamps (a row made
+/// before a writer's change must not land after a newer row of the run),
+/// then makes them durable, then removes the `taken` marks whose runs got
+/// their row. Returns the runs whose rows landed.
+pub(crate) fn append_rows(
+    reg: &Registry,
+    lines: &[(String, String)],
+    taken: Vec<super::marks::Taken>,
+) -> std::collections::HashSet<String, super::FastHash> {
+    use std::collections::HashSet;
+    let home = reg.home();
+    let mut landed: HashSet<String, super::FastHash> = HashSet::default();
+    let Ok(_held) = lock(home) else { return landed };
+    let links = reg.links_dir();
+    let mut text = String::new();
+    for (id, line) in lines {
+        let Some(row) = parse_line(line.as_bytes()) else { continue };
+        let pointer = std::fs::symlink_metadata(reg.path(id)).ok().map(|m| Stamp::of_meta(&m));
+        let journal = std::fs::metadata(links.join(super::registry::link_name(id))).ok().map(|m| Stamp::of_meta(&m));
+        let same_pointer = pointer.is_some_and(|p| p.ino == row.pointer.ino && p.mtime_ns == row.pointer.mtime_ns);
+        if same_pointer && journal == Some(row.journal) {
+            text.push_str(line);
+            landed.insert(id.clone());
+        }
+    }
+    let durable = !text.is_empty() && append(home, &text).and_then(|()| sync(home)).is_ok();
+    if !durable {
+        landed.clear();
+    }
+    for t in taken {
+        if landed.contains(&t.id) {
+            t.remove();
+        }
+    }
+    landed
+}
+
+/// Flushes the log to disk (before a mark is removed on its strength).
+fn sync(home: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path(home))?.sync_data()
 }
 
 /// The registered run ids and each pointer file's inode, as the registry
@@ -307,10 +489,31 @@ pub fn line_from_files(reg: &Registry, p: &Pointer) -> Option<String> {
 /// Returns how many runs it holds.
 pub fn reindex(home: &Path) -> std::io::Result<usize> {
     let reg = Registry::at(home);
-    let ids = reg.ids();
-    let lines = super::par_map(&ids, |_: &mut (), id| reg.read(id).ok().and_then(|p| line_from_files(&reg, &p)));
+    let _held = lock(home)?;
+    let checked_ns = now_ns();
+    let names = registered(&reg);
+    // The marks no writer holds, taken first: their runs' rows are made
+    // from files no one changes meanwhile.
+    let taken: Vec<super::marks::Taken> =
+        super::marks::scan(home).iter().filter_map(|id| super::marks::take(home, id)).collect();
+    let lines = super::par_map(&names, |_: &mut (), (id, _)| reg.read(id).ok().and_then(|p| line_from_files(&reg, &p)));
     let n = lines.iter().flatten().count();
-    write(home, &lines.into_iter().flatten().collect::<String>())?;
+    let text = lines.into_iter().flatten().collect::<String>();
+    write(home, &text)?;
+    // Sorted, and the runs without a row marked (read from their files).
+    compact_sorted(home, &names, Some(checked_ns))?;
+    // A taken mark goes once its run has a row made 2 s after its files'
+    // last change (as a listing's); a removed run's mark goes too.
+    let ix = Index::parse(text.as_bytes());
+    let registered: std::collections::HashSet<&str> = names.iter().map(|(id, _)| id.as_str()).collect();
+    for t in taken {
+        let settled = ix.get(&t.id).is_some_and(|r| {
+            !r.journal.racy(r.made_ns, RACY_NS) && r.pointer.mtime_ns < r.made_ns.saturating_sub(RACY_NS)
+        });
+        if settled || !registered.contains(t.id.as_str()) {
+            t.remove();
+        }
+    }
     Ok(n)
 }
 

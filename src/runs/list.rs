@@ -15,8 +15,10 @@
 //! run index"), however the index was left.
 
 use super::index::{self, Index, Row, Stamp};
+use super::marks;
 use super::registry::Registry;
 use super::view::{self, STATUSES};
+use std::collections::HashSet;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
@@ -159,11 +161,30 @@ pub struct Options {
     /// A row is trusted only if its journal had not changed for this long
     /// when the row was made ([`index::RACY_NS`]).
     pub racy_ns: i64,
+    /// How long after a listing that checked every run's stamps the row of
+    /// a run without a mark is trusted with no `stat` (`super::marks`):
+    /// what no writer announced (a file written by hand) shows within it.
+    /// 0: every listing checks every run.
+    pub check_every_ns: i64,
+}
+
+/// [`Options::check_every_ns`] by default: 10 s.
+pub const CHECK_EVERY_NS: i64 = 10_000_000_000;
+
+impl Options {
+    /// With `RUNWIRE_INDEX_CHECK_MS` (the binaries' setting of
+    /// [`Options::check_every_ns`], in ms), when it is a number.
+    pub fn with_env(self) -> Options {
+        match std::env::var("RUNWIRE_INDEX_CHECK_MS").ok().and_then(|v| v.parse::<i64>().ok()) {
+            Some(ms) => Options { check_every_ns: ms.max(0).saturating_mul(1_000_000), ..self },
+            None => self,
+        }
+    }
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { use_index: true, repair: true, racy_ns: index::RACY_NS }
+        Options { use_index: true, repair: true, racy_ns: index::RACY_NS, check_every_ns: CHECK_EVERY_NS }
     }
 }
 
@@ -175,8 +196,8 @@ pub fn page(reg: &Registry, q: &Query) -> Page {
 
 /// Where a listed run's summary comes from.
 enum Src<'a> {
-    /// Its index row, its journal's stamp confirmed.
-    Row(&'a Row<'a>),
+    /// Its index row (its journal's stamp confirmed, or its run unmarked).
+    Row(Row<'a>),
     /// Its files: the summary, made.
     Files(Box<str>),
 }
@@ -237,49 +258,290 @@ fn linked_stamp(links: Option<&std::fs::File>, id: &str) -> Option<Stamp> {
 /// pointer the registry lists (`ino`), long enough after its journal's last
 /// change, and the journal still has its stamp (same device, inode, size,
 /// mtime and ctime: a journal only grows, so every record changes it).
-fn current<'i>(ix: &'i Index, links: Option<&std::fs::File>, id: &str, ino: u64, racy_ns: i64) -> Option<&'i Row<'i>> {
+fn current<'i>(ix: &Index<'i>, links: Option<&std::fs::File>, id: &str, ino: u64, racy_ns: i64) -> Option<Row<'i>> {
     let r = ix.get(id)?;
     (r.pointer.ino == ino && !r.journal.racy(r.made_ns, racy_ns) && linked_stamp(links, id) == Some(r.journal))
-        .then_some(r)
+        .then(|| r.clone())
 }
 
 /// [`page`], read as `o` says.
 pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let now_ns = index::now_ns();
     let home = reg.home();
+    let log = o.use_index.then(|| index::Log::open(home)).flatten();
+    let sorted = log.as_ref().and_then(|l| l.sorted(home));
+    // Rows are trusted for a while after a listing checked every run: what
+    // no writer announced (a file written by hand) is seen within that.
+    if let (Some(l), Some((n, _))) = (&log, sorted.filter(|(_, at)| now_ns.saturating_sub(*at) < o.check_every_ns)) {
+        let tail = l.read(n, l.size);
+        // An unfiltered page reads the sorted part's start only: the rest
+        // when that start does not hold the page.
+        if q.limit.is_some() && unfiltered(q) && n > HEAD_READ {
+            match trusted(reg, q, &o, &l.read(0, HEAD_READ), false, &tail, now_ns) {
+                Trusted::Page(p) => return p,
+                Trusted::More => {}
+                Trusted::Check => return checked(reg, q, o, &index::read(home), Some(n), now_ns),
+            }
+        }
+        if let Trusted::Page(p) = trusted(reg, q, &o, &l.read(0, n), true, &tail, now_ns) {
+            return p;
+        }
+    }
+    let bytes = log.map(|l| l.read(0, l.size)).unwrap_or_default();
+    checked(reg, q, o, &bytes, sorted.map(|(n, _)| n), now_ns)
+}
+
+/// How much of the sorted part an unfiltered page reads first: about 190
+/// rows (a page of 50 and the rows it skips).
+const HEAD_READ: usize = 128 * 1024;
+
+fn unfiltered(q: &Query) -> bool {
+    q.statuses.is_none() && q.repo.is_none() && q.id_prefix.is_none()
+}
+
+/// What a listing that trusts rows gave.
+enum Trusted {
+    Page(Page),
+    /// The sorted part read was a start that did not hold the page.
+    More,
+    /// A damaged or out-of-order sorted part, or a damaged row after it:
+    /// the listing checks every run instead.
+    Check,
+}
+
+/// A log's sorted part past which a listing compacts the log (its rows
+/// after the sorted part are all parsed by every listing).
+pub const TAIL_MAX: usize = 512 * 1024;
+
+/// The marked runs (`super::marks`): `ids`, and of those the marks no
+/// writer held, `taken` (a repairing listing's: their runs' rows are made
+/// from files, and the marks removed once those rows are durable). Marks
+/// of runs no longer registered are removed when no one holds them.
+struct Marked {
+    ids: HashSet<String, super::FastHash>,
+    taken: Vec<marks::Taken>,
+}
+
+fn marked(home: &std::path::Path, registered: &HashSet<&str, super::FastHash>, repair: bool) -> Marked {
+    let mut m = Marked { ids: HashSet::default(), taken: Vec::new() };
+    for id in marks::scan(home) {
+        match repair.then(|| marks::take(home, &id)).flatten() {
+            Some(t) if !registered.contains(id.as_str()) => t.remove(),
+            Some(t) => {
+                m.taken.push(t);
+                m.ids.insert(id);
+            }
+            None => {
+                m.ids.insert(id);
+            }
+        }
+    }
+    m
+}
+
+impl Marked {
+    /// The marked runs among `names`: a held one by its row in `ix` while
+    /// its journal still has the row's stamp (a writer holding a run it no
+    /// longer writes), else from its files; a taken one from its files
+    /// (no writer can change them until the mark is let go). Returns their
+    /// candidates, the rows to append, and how many were read from files
+    /// and were gone.
+    fn read<'a>(
+        &self,
+        reg: &Registry,
+        ix: &Index<'a>,
+        names: &[(String, u64)],
+        q: &Query,
+        now_ns: i64,
+        o: &Options,
+    ) -> (Vec<Cand<'a>>, Vec<(String, String)>, usize, usize) {
+        let taken: HashSet<&str, super::FastHash> = self.taken.iter().map(|t| t.id.as_str()).collect();
+        let marked: Vec<&(String, u64)> = names.iter().filter(|(id, _)| self.ids.contains(id)).collect();
+        let links = std::fs::File::open(reg.links_dir()).ok();
+        let mut cands = Vec::with_capacity(marked.len());
+        let mut ids = Vec::new();
+        for (id, ino) in marked {
+            match (!taken.contains(id.as_str())).then(|| current(ix, links.as_ref(), id, *ino, o.racy_ns)).flatten() {
+                Some(r) => cands.push(row_cand(q, &r)),
+                None => ids.push(id.as_str()),
+            }
+        }
+        // A taken run's row is made as any other: not within 2 s of a
+        // change to its files (then the mark stays, and the run is read
+        // from its files until a later listing can make its row).
+        let read = super::par_map(&ids, |_: &mut (), id| from_files(reg, id, q, now_ns, o));
+        let gone = read.iter().filter(|r| r.is_none()).count();
+        let mut lines = Vec::new();
+        for (c, line) in read.into_iter().flatten() {
+            if !line.is_empty() {
+                lines.push((c.id.clone(), line));
+            }
+            cands.push(c);
+        }
+        (cands, lines, ids.len(), gone)
+    }
+}
+
+/// A run's candidate from its row.
+fn row_cand<'a>(q: &Query, r: &Row<'a>) -> Cand<'a> {
+    let in_repo = q.repo.as_deref().is_none_or(|repo| r.in_repo(repo));
+    let status = view::status(r.status).unwrap_or("unreadable");
+    Cand { id: r.run.to_string(), activity_ns: r.activity_ns(), status, in_repo, src: Src::Row(r.clone()) }
+}
+
+/// The listing when the log has a sorted part: every registered run
+/// without a mark is its last row, trusted without a `stat` (a run's
+/// writers hold its mark from before they change it until its row is
+/// made again: `super::marks`); the marked runs are read from their
+/// files. An unfiltered page reads the rows after the sorted part, and the
+/// sorted part only as far as the page needs. `None` when the sorted part
+/// is damaged or out of order: the listing checks every run instead.
+fn trusted(reg: &Registry, q: &Query, o: &Options, prefix: &[u8], whole: bool, tail: &[u8], now_ns: i64) -> Trusted {
+    let home = reg.home();
+    let (tail_ix, names) = std::thread::scope(|s| {
+        let names = s.spawn(|| index::registered(reg));
+        let ix = Index::parse(tail);
+        (ix, names.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    });
+    // A damaged row after the sorted part: its run may be anywhere. (A
+    // torn last line is a row whose writer died before it landed: its run
+    // kept its mark.)
+    if tail_ix.skipped > usize::from(!tail.is_empty() && !tail.ends_with(b"\n")) {
+        return Trusted::Check;
+    }
+    let registered: HashSet<&str, super::FastHash> = names.iter().map(|(id, _)| id.as_str()).collect();
+    let m = marked(home, &registered, o.repair);
+    let (mut cands, lines, from_files_n, gone) = m.read(reg, &tail_ix, &names, q, now_ns, o);
+    let skip = |id: &str| !registered.contains(id) || m.ids.contains(id);
+    for (id, r) in tail_ix.rows() {
+        if !skip(id) {
+            cands.push(row_cand(q, r));
+        }
+    }
+    let unfiltered = unfiltered(q);
+    let after = |c: &Cand| q.cursor.as_ref().is_none_or(|cur| cur.before(c.activity_ns, &c.id));
+    // An unfiltered page needs, of the sorted part, the runs up to the
+    // page's end and the next one: no run further down can come before them.
+    let need = q.limit.filter(|_| unfiltered).map(|l| l + 1);
+    let (mut got, mut prev): (usize, Option<(i64, &str)>) = (0, None);
+    let mut start = 0;
+    let mut enough = false;
+    for end in memchr::memchr_iter(b'\n', prefix) {
+        let Some(r) = index::parse_line(&prefix[start..=end]) else { return Trusted::Check };
+        start = end + 1;
+        let key = (r.activity_ns(), r.run);
+        if prev.is_some_and(|(a, id)| key.0 > a || (key.0 == a && key.1 <= id)) {
+            return Trusted::Check;
+        }
+        prev = Some(key);
+        if skip(r.run) || tail_ix.get(r.run).is_some() {
+            continue;
+        }
+        let c = row_cand(q, &r);
+        got += usize::from(after(&c));
+        cands.push(c);
+        if need.is_some_and(|n| got >= n) {
+            enough = true;
+            break;
+        }
+    }
+    if !whole && !enough {
+        return Trusted::More;
+    }
+    // Every registered run is a mark or a row (compaction marks those
+    // without one): unfiltered, they are all counted, read or not.
+    let total = unfiltered.then(|| names.len() - gone);
+    let (items, total, next) = finish(cands, q, total);
+    if o.repair && !(lines.is_empty() && m.taken.is_empty()) {
+        index::append_rows(reg, &lines, m.taken);
+    }
+    if o.repair && tail.len() > TAIL_MAX {
+        if let Ok(_held) = index::lock(home) {
+            let _ = index::compact_sorted(home, &names, None);
+        }
+    }
+    Trusted::Page(Page { items, total, next, from_files: from_files_n })
+}
+
+/// The listing that checks every run: a run whose row is for the pointer
+/// the registry lists and whose journal still has the row's stamp is its
+/// row; any other, and every marked run, is read from its files. What it
+/// read it keeps: rows appended (a run whose row could not be made or
+/// land gets a mark), and the log compacted and sorted when it has no
+/// sorted part or has grown.
+fn checked(reg: &Registry, q: &Query, o: Options, bytes: &[u8], sorted: Option<usize>, now_ns: i64) -> Page {
+    let home = reg.home();
     // The registry's directory is listed while the index is read and
     // parsed (each a few ms of a 10,000-run listing, one mostly the
     // kernel's, the other ours).
-    let bytes = if o.use_index { index::read(home) } else { Vec::new() };
     let (ix, names) = std::thread::scope(|s| {
         let names = s.spawn(|| index::registered(reg));
-        let ix = Index::parse(&bytes);
+        let ix = Index::parse(bytes);
         (ix, names.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
+    let registered: HashSet<&str, super::FastHash> = names.iter().map(|(id, _)| id.as_str()).collect();
+    let m = if o.use_index {
+        marked(home, &registered, o.repair)
+    } else {
+        Marked { ids: HashSet::default(), taken: Vec::new() }
+    };
+    let (mut cands, mut lines, marked_read, _) = m.read(reg, &ix, &names, q, now_ns, &o);
     let links = std::fs::File::open(reg.links_dir()).ok();
     // Each run by its row, when its journal's stamp confirms it (on a few
     // threads for many runs); the others from their files.
-    let rows = super::par_map(&names, |_: &mut (), (id, ino)| current(&ix, links.as_ref(), id, *ino, o.racy_ns));
-    let stale: Vec<&str> = names.iter().zip(&rows).filter(|(_, r)| r.is_none()).map(|((id, _), _)| &**id).collect();
+    let unmarked: Vec<&(String, u64)> = names.iter().filter(|(id, _)| !m.ids.contains(id)).collect();
+    let rows = super::par_map(&unmarked, |_: &mut (), (id, ino)| current(&ix, links.as_ref(), id, *ino, o.racy_ns));
+    let stale: Vec<&str> = unmarked.iter().zip(&rows).filter(|(_, r)| r.is_none()).map(|((id, _), _)| &**id).collect();
     let read = super::par_map(&stale, |_: &mut (), id| from_files(reg, id, q, now_ns, &o));
-    let from_files_n = stale.len();
-    let mut cands: Vec<Cand> = Vec::with_capacity(names.len());
-    let mut lines = String::new();
-    for ((id, _), row) in names.iter().zip(&rows) {
-        if let Some(r) = row {
-            let in_repo = q.repo.as_deref().is_none_or(|repo| r.in_repo(repo));
-            let status = view::status(r.status).unwrap_or("unreadable");
-            cands.push(Cand { id: id.clone(), activity_ns: r.activity_ns(), status, in_repo, src: Src::Row(r) });
-        }
+    let from_files_n = stale.len() + marked_read;
+    for r in rows.iter().flatten() {
+        cands.push(row_cand(q, r));
     }
-    let mut repaired: std::collections::HashMap<String, String, super::FastHash> = Default::default();
+    let mut unlanded: Vec<String> = Vec::new();
     for (c, line) in read.into_iter().flatten() {
-        if !line.is_empty() {
-            lines.push_str(&line);
-            repaired.insert(c.id.clone(), line);
+        if line.is_empty() {
+            unlanded.push(c.id.clone());
+        } else {
+            lines.push((c.id.clone(), line));
         }
         cands.push(c);
     }
+    let (items, total, next) = finish(cands, q, None);
+    if o.use_index && o.repair {
+        // A run that changed with no mark (its files written by hand, or
+        // its row lost) is marked before its new row is appended, and the
+        // mark removed once the row is durable: a listing that trusts rows
+        // never sees it unmarked with its old row. One whose row cannot be
+        // made keeps its mark (read from its files by every listing).
+        let mut taken = m.taken;
+        for id in unlanded.iter().chain(lines.iter().map(|(id, _)| id).filter(|id| !m.ids.contains(*id))) {
+            if marks::put(home, id).is_err() {
+                // Neither a row nor a mark: no listing may trust rows until
+                // the next compaction has checked every run again.
+                index::forget_sorted(home);
+            }
+        }
+        taken.extend(lines.iter().filter(|(id, _)| !m.ids.contains(id)).filter_map(|(id, _)| marks::take(home, id)));
+        if !lines.is_empty() || !taken.is_empty() {
+            index::append_rows(reg, &lines, taken);
+        }
+        let live: usize = names.iter().filter_map(|(id, _)| ix.line(id)).map(<[u8]>::len).sum();
+        let size = bytes.len() + lines.iter().map(|(_, l)| l.len()).sum::<usize>();
+        let grown = size as u64 > index::COMPACT_MIN && size > 2 * live;
+        if let Ok(_held) = index::lock(home) {
+            if sorted.is_none() || grown || bytes.len() - sorted.unwrap_or(0) > TAIL_MAX {
+                let _ = index::compact_sorted(home, &names, Some(now_ns));
+            } else {
+                index::note_checked(home, now_ns);
+            }
+        }
+    }
+    Page { items, total, next, from_files: from_files_n }
+}
+
+/// Orders the candidates and cuts the page: its summaries, the total
+/// (`total`, or the candidates that pass the filters), and the next cursor.
+fn finish(mut cands: Vec<Cand>, q: &Query, total: Option<usize>) -> (Vec<Arc<str>>, usize, Option<Cursor>) {
     let wanted = |c: &Cand| {
         c.in_repo
             && q.statuses.as_ref().is_none_or(|s| s.contains(&c.status))
@@ -300,7 +562,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
         }
         None => cands.sort_unstable_by(order),
     }
-    let total = cands.len();
+    let total = total.unwrap_or(cands.len());
     let shown: Vec<&Cand> = cands.iter().filter(|c| after(c)).take(limit).collect();
     let items: Vec<Arc<str>> = super::par_map(&shown, |_: &mut (), c| match &c.src {
         Src::Files(s) => Arc::<str>::from(&**s),
@@ -312,33 +574,7 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     });
     let more = cands.iter().filter(|c| after(c)).nth(limit).is_some();
     let next = shown.last().filter(|_| more).map(|c| Cursor { activity_ns: c.activity_ns, run_id: c.id.clone() });
-    if o.use_index && o.repair && !lines.is_empty() {
-        keep(home, &ix, &names, &repaired, bytes.len() + lines.len(), &lines);
-    }
-    Page { items, total, next, from_files: from_files_n }
-}
-
-/// Appends the rows a listing made from files, or, once the log is past
-/// [`index::COMPACT_MIN`] and more than twice what the registered runs'
-/// last rows take, rewrites it with those rows only. A failure is ignored:
-/// the runs are read from their files again next time.
-fn keep(
-    home: &std::path::Path,
-    ix: &Index,
-    names: &[(String, u64)],
-    repaired: &std::collections::HashMap<String, String, super::FastHash>,
-    size: usize,
-    lines: &str,
-) {
-    let line = |id: &str| repaired.get(id).map(|l| l.as_bytes()).or_else(|| ix.line(id));
-    let live: usize = names.iter().filter_map(|(id, _)| line(id)).map(<[u8]>::len).sum();
-    if size as u64 > index::COMPACT_MIN && size > 2 * live {
-        let mut text = Vec::with_capacity(live);
-        names.iter().filter_map(|(id, _)| line(id)).for_each(|l| text.extend_from_slice(l));
-        let _ = index::write(home, &String::from_utf8_lossy(&text));
-    } else {
-        let _ = index::append(home, lines);
-    }
+    (items, total, next)
 }
 
 #[cfg(test)]

@@ -60,7 +60,8 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
         Err(m) => return view_error(stream, cors, ViewError::Bad(m)),
     };
     // Through the run index, as `runs list`.
-    let mut page = crate::runs::list::page(&reg, &q);
+    let o = crate::runs::list::Options::default().with_env();
+    let mut page = crate::runs::list::page_with(&reg, &q, o);
     if hub {
         let states = super::cluster::node_states();
         for item in &mut page.items {

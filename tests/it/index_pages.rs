@@ -15,16 +15,16 @@ use std::time::{Duration, UNIX_EPOCH};
 
 /// Through the index, trusting rows as soon as they are made, appending nothing.
 fn by_index() -> Options {
-    Options { use_index: true, repair: false, racy_ns: 0 }
+    Options { use_index: true, repair: false, racy_ns: 0, check_every_ns: 0 }
 }
 
 /// The same, appending the rows of runs read from files (as every listing does).
 fn repairing() -> Options {
-    Options { use_index: true, repair: true, racy_ns: 0 }
+    Options { use_index: true, repair: true, racy_ns: 0, check_every_ns: 0 }
 }
 
 fn by_files() -> Options {
-    Options { use_index: false, repair: false, racy_ns: 0 }
+    Options { use_index: false, repair: false, racy_ns: 0, check_every_ns: 0 }
 }
 
 fn q(limit: &str, status: Option<&str>) -> Query {

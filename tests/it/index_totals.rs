@@ -27,16 +27,16 @@ fn result_line(cost: f64, tin: u64, tout: u64) -> String {
 
 /// Through the index, trusting rows as soon as they are made, appending nothing.
 fn by_index() -> Options {
-    Options { use_index: true, repair: false, racy_ns: 0 }
+    Options { use_index: true, repair: false, racy_ns: 0, check_every_ns: 0 }
 }
 
 /// Through the index, appending the rows read from files (the listings keep the index).
 fn repairing() -> Options {
-    Options { use_index: true, repair: true, racy_ns: 0 }
+    Options { use_index: true, repair: true, racy_ns: 0, check_every_ns: 0 }
 }
 
 fn by_files() -> Options {
-    Options { use_index: false, repair: false, racy_ns: 0 }
+    Options { use_index: false, repair: false, racy_ns: 0, check_every_ns: 0 }
 }
 
 /// The listing's only run, and how many runs it read from files.

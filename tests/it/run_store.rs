@@ -367,12 +367,12 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     assert!(out.status.success(), "{out:?}");
     let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#;
     std::fs::write(rs.join("w.plan.json"), plan).unwrap();
-    let rec = |state: &str| {
-        format!(
-            r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"a","state":"{state}"}}"#
-        )
-    };
-    runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("leased").as_bytes()).unwrap();
+    // The run's writer (this process) holds its mark from its first record.
+    let out = runs(&home, &["list", "--page"]);
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["runs"][0]["runId"].as_str().unwrap().to_string();
+    let writer = runwire::runs::marks::Run::new(&home, &id);
+    let record = |state: &str| runwire::runs::journal::Record::task("runner", "a", state, None);
+    runwire::runs::journal::append(&writer, &rs.join("w.jsonl"), &record("leased")).unwrap();
     // Past the index's 2 s: a listing trusts the row it repairs from the files.
     std::thread::sleep(Duration::from_millis(2200));
     let list = |args: &[&str]| {
@@ -397,7 +397,13 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     // And of space: the index's appends fail too.
     let mut fill = std::fs::OpenOptions::new().append(true).open(runwire::runs::index::path(&home)).unwrap();
     while std::io::Write::write_all(&mut fill, &[b'\n'; 4096]).is_ok() {}
-    runwire::runs::journal::append_line(&rs.join("w.jsonl"), rec("committed").as_bytes()).unwrap();
+    runwire::runs::journal::append(&writer, &rs.join("w.jsonl"), &record("committed")).unwrap();
+    // A writer whose mark cannot be made writes nothing: a record no
+    // listing would see is never made.
+    let other = runwire::runs::marks::Run::new(&home, "other");
+    let e = runwire::runs::journal::append(&other, &rs.join("w.jsonl"), &record("failed")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(28), "ENOSPC: {e}");
+    assert!(!std::fs::read_to_string(rs.join("w.jsonl")).unwrap().contains("\"failed\""));
     assert_eq!(list(&["--status", "done", "--limit", "5"]), ["done"], "a page filtered by status");
     assert_eq!(list(&["--status", "done"]), ["done"], "a full listing filtered by status");
     assert!(list(&["--status", "running", "--limit", "5"]).is_empty());
@@ -504,5 +510,91 @@ fn a_sigkill_during_appends_leaves_every_page_and_filter_the_files_answer() {
         let ix = runwire::runs::index::read(&home);
         assert!(runwire::runs::index::Index::parse(&ix).len() >= 4, "the listings kept rows");
     }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The marks that let a listing trust its rows without a `stat` a run
+/// (`spec/LAYOUT.md`, "The run index"), through the real `runs`: a
+/// writer's mark is held while it writes (another process's listing reads
+/// the run from its files, never from the row it made before the write)
+/// and removed by the next listing once the writer lets go; a record
+/// appended after a trusted listing is in the next one; a run's files
+/// written by hand come in with `runs reindex`.
+#[test]
+fn a_writers_mark_is_held_while_it_writes_and_removed_by_the_next_listing() {
+    use runwire::runs::journal::{self, Record};
+    use runwire::runs::marks;
+    let base = scratch("marks");
+    let home = base.join("home");
+    let repo = base.join("repo");
+    let register = |slug: &str| {
+        let out = runs(&home, &["register", "--slug", slug, "--repo-root", repo.to_str().unwrap()]);
+        assert!(out.status.success(), "{out:?}");
+        let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+        p["runId"].as_str().unwrap().to_string()
+    };
+    let (a, b) = (register("a"), register("b"));
+    let open = || {
+        let mut v: Vec<String> = std::fs::read_dir(home.join("index/open"))
+            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let check = |when: &str| {
+        for (q, by_index, from_files) in pages_and_filters(&home) {
+            assert_eq!(by_index, from_files, "{when}: runs list {q}");
+        }
+    };
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(open(), both, "registration marks the runs (`runs register` has exited: no one holds them)");
+    check("after registration");
+    // A row is made only 2 s after its run's files last changed: until
+    // then the marks stay, and the runs are read from their files.
+    assert_eq!(open(), both, "files changed within 2 s");
+    let age = || std::thread::sleep(Duration::from_millis(2100));
+    age();
+    check("after registration, 2 s on");
+    assert!(open().is_empty(), "the listings made the rows and removed the marks");
+    let sorted = std::fs::read_to_string(home.join("index/runs.sorted")).expect("a compaction sorted the log");
+    assert!(sorted.contains("\"len\""), "{sorted}");
+
+    // This process writes run a: its mark is held while it does.
+    let journal = repo.join("runstate/a.jsonl");
+    let run = marks::Run::new(&home, &a);
+    journal::append(&run, &journal, &Record::task("runner", "t", "leased", None)).unwrap();
+    assert_eq!(open(), std::slice::from_ref(&a));
+    check("a record written, its writer holding the mark");
+    assert_eq!(open(), std::slice::from_ref(&a), "a held mark is never removed");
+    journal::append(&run, &journal, &Record::task("runner", "t", "committed", Some(0))).unwrap();
+    check("a second record, the mark still held");
+    marks::release(&home, &a);
+    check("the writer let go");
+    age();
+    check("the writer let go, 2 s on");
+    assert!(open().is_empty(), "the listing made a's row and removed its mark");
+    let done = runs(&home, &["list", "--page", "--status", "done"]);
+    assert!(String::from_utf8_lossy(&done.stdout).contains(&a), "{done:?}");
+
+    // A record after a listing trusted a's row: the writer's mark is made
+    // again first, so the next listing does not trust the old row.
+    journal::append(&run, &journal, &Record::task("runner", "u", "leased", None)).unwrap();
+    marks::release(&home, &a);
+    assert_eq!(open(), std::slice::from_ref(&a));
+    let running = runs(&home, &["list", "--page", "--status", "running"]);
+    assert!(String::from_utf8_lossy(&running.stdout).contains(&a), "{running:?}");
+    check("a record after a trusted listing");
+
+    // Written by hand (no mark): `runs reindex` checks every run again.
+    let bj = repo.join("runstate/b.jsonl");
+    journal::append_line(
+        &bj,
+        br#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"x","task":"t","state":"leased"}"#,
+    )
+    .unwrap();
+    let out = runs(&home, &["reindex"]);
+    assert!(out.status.success(), "{out:?}");
+    check("files written by hand, after runs reindex");
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -716,8 +716,10 @@ fn the_run_index_never_serves_a_stale_view() {
     let f = fixture("index");
     let index = f.home.join("index/runs.jsonl");
     let journal = f.home.parent().unwrap().join("repo/runstate/feat.jsonl");
+    // Files written by hand (no writer's mark): every listing checks every
+    // run's stamps (RUNWIRE_INDEX_CHECK_MS=0); with a window, see the end.
     let list = || {
-        let o = bin("runs", &f.home).arg("list").output().unwrap();
+        let o = bin("runs", &f.home).env("RUNWIRE_INDEX_CHECK_MS", "0").arg("list").output().unwrap();
         assert!(o.status.success());
         String::from_utf8(o.stdout).unwrap()
     };
@@ -778,7 +780,7 @@ fn the_run_index_never_serves_a_stale_view() {
     assert_eq!(list(), rewritten);
 
     // The server reads the same index and gives the same view, and sees a change too.
-    let srv = serve(&f.home, &[]);
+    let srv = serve(&f.home, &[("RUNWIRE_INDEX_CHECK_MS", "0")]);
     let from_server = |srv: &Server| {
         let (code, v) = srv.get("/runs");
         assert_eq!(code, 200);
@@ -789,6 +791,24 @@ fn the_run_index_never_serves_a_stale_view() {
     let changed = from_server(&srv);
     assert_eq!(changed, lines(truth().as_bytes()));
     assert_ne!(changed, lines(rewritten.as_bytes()));
+    drop(srv);
+
+    // With a window (10 s unless set), a listing trusts the rows of runs
+    // no writer marked for that long after the last check of every run: a
+    // file written by hand shows once the window has passed.
+    let windowed = || {
+        let o = bin("runs", &f.home).env("RUNWIRE_INDEX_CHECK_MS", "1000").arg("list").output().unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    age();
+    let before = list();
+    assert_eq!(windowed(), before);
+    std::fs::write(&journal, text_with_c_committed(&text_with_c_committed(&same_size))).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let after = windowed();
+    assert_ne!(after, before);
+    assert_eq!(after, truth());
 }
 
 fn text_with_c_committed(journal: &str) -> String {

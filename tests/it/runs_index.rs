@@ -24,11 +24,11 @@ fn result_line(cost: f64, tin: u64, tout: u64) -> String {
 /// Through the index, trusting rows as soon as they are made (the 2 s
 /// window is tested on its own), appending nothing.
 fn by_index() -> Options {
-    Options { use_index: true, repair: false, racy_ns: 0 }
+    Options { use_index: true, repair: false, racy_ns: 0, check_every_ns: 0 }
 }
 
 fn by_files() -> Options {
-    Options { use_index: false, repair: false, racy_ns: 0 }
+    Options { use_index: false, repair: false, racy_ns: 0, check_every_ns: 0 }
 }
 
 fn q(limit: Option<&str>, cursor: Option<&str>, status: Option<&str>, repo: Option<&str>) -> Query {
@@ -263,7 +263,7 @@ fn append(journal: &Path, line: &str) {
 
 /// Through the index, appending the rows read from files, trusting rows at once.
 fn repairing() -> Options {
-    Options { use_index: true, repair: true, racy_ns: 0 }
+    Options { use_index: true, repair: true, racy_ns: 0, check_every_ns: 0 }
 }
 
 fn leased(task: &str) -> String {
@@ -368,7 +368,7 @@ fn rows_made_within_two_seconds_of_a_change_are_not_trusted() {
     let reg = Registry::at(&home);
     let (_, journal) = one_run(&home, "r1");
     append(&journal, &leased("a"));
-    let o = Options { use_index: true, repair: true, racy_ns: index::RACY_NS };
+    let o = Options { use_index: true, repair: true, racy_ns: index::RACY_NS, check_every_ns: 0 };
     // With the real window: the journal just changed, so no row is made.
     assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
     assert_eq!(list::page_with(&reg, &Query::default(), o).from_files, 1);
@@ -441,11 +441,12 @@ fn the_log_is_compacted_when_it_grows_and_keeps_only_what_listings_use() {
     let mut grew = 0;
     let mut compacted = false;
     // Each record makes the next listing append the run's row again; past
-    // the bound the listing rewrites the log small. (The log is first filled
-    // near the bound with copies of a row, as many listings would leave it.)
+    // the bound (rows after the log's sorted part) the listing rewrites the
+    // log small. (The log is first filled near the bound with copies of a
+    // row, as many listings would leave it.)
     list::page_with(&reg, &Query::default(), repairing());
     let row = String::from_utf8(Index::parse(&index::read(&home)).line(&gone).unwrap().to_vec()).unwrap();
-    index::append(&home, &row.repeat((index::COMPACT_MIN as usize - 64 * 1024) / row.len())).unwrap();
+    index::append(&home, &row.repeat((list::TAIL_MAX - 64 * 1024) / row.len())).unwrap();
     for i in 0..5_000 {
         append(&journal, &leased(&format!("t{i}")));
         let before = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -458,7 +459,7 @@ fn the_log_is_compacted_when_it_grows_and_keeps_only_what_listings_use() {
         }
     }
     assert!(compacted, "never compacted (grew to {grew} bytes)");
-    assert!(grew + 4096 > index::COMPACT_MIN, "compacted at {grew} bytes");
+    assert!(grew as usize + 4096 > list::TAIL_MAX, "compacted at {grew} bytes");
     let ix_bytes = index::read(&home);
     let ix = Index::parse(&ix_bytes);
     assert_eq!((ix.skipped, ix.len()), (0, 2));
@@ -538,5 +539,136 @@ fn concurrent_writers_and_listings_tear_no_row() {
     let page = list::page_with(&reg, &Query::default(), by_index());
     assert_eq!((page.total, page.from_files), (12, 0));
     assert_eq!(page.json(), list::page_with(&reg, &Query::default(), by_files()).json());
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Trusting the rows of unmarked runs (`runwire::runs::marks`), never
+/// checking every run, appending and consuming marks.
+fn trusting() -> Options {
+    Options { use_index: true, repair: true, racy_ns: 0, check_every_ns: i64::MAX }
+}
+
+fn check_trusted(reg: &Registry) -> Result<(), TestCaseError> {
+    for q in queries() {
+        prop_assert_eq!(walk(reg, &q, trusting()), walk(reg, &q, by_files()), "{:?}", q);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// A listing that trusts the rows of runs without a mark answers what
+    /// reading every run's files answers, as long as every change goes
+    /// through a writer that holds the run's mark: journal records (the
+    /// writer still holding its mark, or done), a run registered again, a
+    /// run removed; before and after the listings consumed the marks.
+    #[test]
+    fn a_listing_trusting_unmarked_rows_is_the_file_listing(
+        specs in proptest::collection::vec(spec(), 1..10),
+        ops in proptest::collection::vec((0..10usize, 0..4u8), 0..12),
+    ) {
+        use runwire::runs::{journal, marks};
+        let base = support::scratch("index-trust");
+        let home = base.join("home");
+        let reg = Registry::at(&home);
+        let runs = build(&home, &specs);
+        // The runner (this process) is done with its runs; the index is rebuilt.
+        for (id, _, _) in &runs {
+            marks::release(&home, id);
+        }
+        index::reindex(&home).unwrap();
+        check_trusted(&reg)?;
+        check_trusted(&reg)?;
+        for (k, (i, op)) in ops.into_iter().enumerate() {
+            let Some((id, journal_path, _)) = runs.get(i % runs.len()) else { continue };
+            let run = marks::Run::new(&home, id);
+            match op {
+                // A record, newer than any; the writer holds the mark, or lets go.
+                0 | 1 if journal_path.is_file() => {
+                    let rec = journal::Record::task("r", "a", "committed", Some(0));
+                    journal::append(&run, journal_path, &rec).unwrap();
+                    set_mtime(journal_path, BASE + 2000 + k as u64);
+                    if op == 1 {
+                        marks::release(&home, id);
+                    }
+                }
+                // Registered again (the pointer replaced, newer), then let go.
+                2 => {
+                    if let Ok(mut p) = reg.read(id) {
+                        p.branch = Some(format!("b{k}"));
+                        reg.register(&p).unwrap();
+                        set_mtime(&reg.path(id), BASE + 3000 + k as u64);
+                        marks::release(&home, id);
+                    }
+                }
+                // Removed (`runs rm` takes the pointer and the link).
+                3 => {
+                    let _ = std::fs::remove_file(reg.path(id));
+                    let _ = std::fs::remove_file(reg.link_path(id));
+                }
+                _ => {}
+            }
+            check_trusted(&reg)?;
+        }
+        for (id, _, _) in &runs {
+            marks::release(&home, id);
+        }
+        check_trusted(&reg)?;
+        check_trusted(&reg)?;
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
+
+/// An unfiltered page reads the sorted part's start only; when the rows
+/// there belong to marked runs (or were superseded), it reads on: the
+/// first pages of 400 runs, the newest 300 of them written (marked) since
+/// the index was sorted, are the file listing's.
+#[test]
+fn a_first_page_whose_rows_are_all_marked_reads_the_rest_of_the_sorted_part() {
+    use runwire::runs::{journal, marks};
+    let base = support::scratch("index-head");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    let specs: Vec<Spec> = (0..400u16)
+        .map(|i| Spec {
+            repo: 0,
+            plan: 1,
+            journal: vec![(0, 0, 0)],
+            log: None,
+            problem: 0,
+            journal_at: i,
+            pointer_at: 0,
+        })
+        .collect();
+    let runs = build(&home, &specs);
+    for (id, _, _) in &runs {
+        marks::release(&home, id);
+    }
+    index::reindex(&home).unwrap();
+    assert_eq!(
+        walk(&reg, &q(Some("7"), None, None, None), trusting()),
+        walk(&reg, &q(Some("7"), None, None, None), by_files())
+    );
+    // The newest 300 get a record each, their writer (this process) holding
+    // some marks and letting others go; their rows head the sorted part.
+    for (k, (id, journal_path, _)) in runs.iter().enumerate().skip(100) {
+        let run = marks::Run::new(&home, id);
+        journal::append(&run, journal_path, &journal::Record::task("r", "a", "committed", Some(0))).unwrap();
+        set_mtime(journal_path, BASE - 100_000 + k as u64);
+        if k % 2 == 0 {
+            marks::release(&home, id);
+        }
+    }
+    for limit in ["1", "7", "50"] {
+        let q = q(Some(limit), None, None, None);
+        assert_eq!(walk(&reg, &q, trusting()), walk(&reg, &q, by_files()), "limit {limit}");
+    }
+    for (id, _, _) in &runs {
+        marks::release(&home, id);
+    }
+    let q = q(Some("50"), None, None, None);
+    assert_eq!(walk(&reg, &q, trusting()), walk(&reg, &q, by_files()));
+    assert_eq!(walk(&reg, &q, trusting()), walk(&reg, &q, by_files()));
     let _ = std::fs::remove_dir_all(&base);
 }
