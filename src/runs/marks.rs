@@ -27,8 +27,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// Most marks one process holds at once.
-pub const HELD: usize = 256;
+/// Most marks one process holds at once (each an open file: a server's
+/// descriptors are also its clients' and its agents').
+pub const HELD: usize = 64;
 
 /// `<home>/index/open`.
 pub fn dir(home: &Path) -> PathBuf {
@@ -111,7 +112,7 @@ pub fn hold(home: &Path, run_id: &str) -> io::Result<()> {
 /// opened just before that removal is locked after it, and made again).
 fn lock_current(p: &Path) -> io::Result<Flock<File>> {
     for _ in 0..100 {
-        let f = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(p) {
+        let f = match nofollow().create(true).truncate(false).write(true).open(p) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(p.parent().unwrap_or(Path::new(".")))?;
@@ -128,6 +129,15 @@ fn lock_current(p: &Path) -> io::Result<Flock<File>> {
     Err(io::Error::other(format!("{}: removed again and again while being held", p.display())))
 }
 
+/// Options that never follow a symlink put where a mark goes (a mark is
+/// only ever a file of its own; one that is not is refused: `ELOOP`).
+fn nofollow() -> std::fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits());
+    o
+}
+
 /// Lets go of this process's hold of `run_id`'s mark (a writer done with
 /// the run; the next listing makes its row and removes the mark).
 pub fn release(home: &Path, run_id: &str) {
@@ -142,7 +152,7 @@ pub fn release(home: &Path, run_id: &str) {
 /// that can have no row, which listings must read from its files.
 pub fn put(home: &Path, run_id: &str) -> io::Result<()> {
     let p = path(home, run_id);
-    let open = || std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&p);
+    let open = || nofollow().create(true).truncate(false).write(true).open(&p);
     match open() {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -171,7 +181,7 @@ pub struct Taken {
 /// there is no mark).
 pub fn take(home: &Path, run_id: &str) -> Option<Taken> {
     let p = path(home, run_id);
-    let f = std::fs::OpenOptions::new().write(true).open(&p).ok()?;
+    let f = nofollow().write(true).open(&p).ok()?;
     let lock = Flock::lock(f, FlockArg::LockExclusiveNonblock).ok()?;
     Some(Taken { lock, path: p, id: run_id.to_string() })
 }
@@ -208,6 +218,12 @@ mod tests {
         put(&home, "r2").unwrap();
         assert!(take(&home, "r2").is_some());
         assert!(hold(&home, "../x").is_err());
+        // A symlink where a mark goes is never followed (nothing made through it).
+        std::os::unix::fs::symlink(home.join("elsewhere"), dir(&home).join("r3")).unwrap();
+        assert!(hold(&home, "r3").is_err());
+        assert!(put(&home, "r3").is_err());
+        assert!(take(&home, "r3").is_none());
+        assert!(!home.join("elsewhere").exists());
         std::fs::remove_dir_all(&home).unwrap();
     }
 }
