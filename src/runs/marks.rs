@@ -76,35 +76,39 @@ pub fn hold(home: &Path, run_id: &str) -> io::Result<()> {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("run id {run_id:?} is not a valid id")));
     }
     let p = path(home, run_id);
-    {
-        let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-        let t = t.get_or_insert_with(|| Table { held: HashMap::new(), tick: 0 });
-        t.tick += 1;
-        let tick = t.tick;
-        if let Some(h) = t.held.get_mut(&p) {
-            h.1 = tick;
-            return Ok(());
-        }
+    if Table::with(|t| t.touch(&p)) {
+        return Ok(());
     }
     // Locked with the table let go: a listing taking this run's mark makes
     // this wait (a few ms), and the process's other writers must not.
     let f = lock_current(&p)?;
-    let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-    let t = t.get_or_insert_with(|| Table { held: HashMap::new(), tick: 0 });
-    t.tick += 1;
-    let tick = t.tick;
-    if let Some(h) = t.held.get_mut(&p) {
-        // Another thread took it meanwhile: one hold is kept (ours is let go).
-        h.1 = tick;
-        return Ok(());
-    }
-    if t.held.len() >= HELD {
-        if let Some(old) = t.held.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone()) {
-            t.held.remove(&old);
+    Table::with(|t| {
+        // Another thread may have taken it meanwhile: one hold is kept.
+        if !t.touch(&p) {
+            if t.held.len() >= HELD {
+                if let Some(old) = t.held.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone()) {
+                    t.held.remove(&old);
+                }
+            }
+            t.held.insert(p, (f, t.tick));
         }
-    }
-    t.held.insert(p, (f, tick));
+    });
     Ok(())
+}
+
+impl Table {
+    /// `f` on this process's table.
+    fn with<R>(f: impl FnOnce(&mut Table) -> R) -> R {
+        let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+        f(t.get_or_insert_with(|| Table { held: HashMap::new(), tick: 0 }))
+    }
+
+    /// Whether `p` is held; the clock moves on, and `p`'s use with it.
+    fn touch(&mut self, p: &Path) -> bool {
+        self.tick += 1;
+        let tick = self.tick;
+        self.held.get_mut(p).map(|h| h.1 = tick).is_some()
+    }
 }
 
 /// A shared lock on the file at `p` that is still the one at `p` once
@@ -142,9 +146,7 @@ fn nofollow() -> std::fs::OpenOptions {
 /// the run; the next listing makes its row and removes the mark).
 pub fn release(home: &Path, run_id: &str) {
     let p = path(home, run_id);
-    if let Some(t) = TABLE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        t.held.remove(&p);
-    }
+    Table::with(|t| t.held.remove(&p));
 }
 
 /// Makes `run_id`'s mark without holding it: a run whose files changed
