@@ -260,20 +260,11 @@ pub fn append(home: &Path, lines: &str) -> std::io::Result<()> {
     super::journal::append_line(&path(home), body.as_bytes())
 }
 
-/// Replaces the log by `text` (whole lines), atomically (a temp file
-/// renamed over it: a reader sees the old log or the new one). Rows a
-/// writer appended to the old log meanwhile are lost: listings read those
-/// runs from their files again.
-pub fn write(home: &Path, text: &str) -> std::io::Result<()> {
-    std::fs::create_dir_all(home.join("index"))?;
-    super::write_atomic(&path(home), text.as_bytes())
-}
-
 /// Rewrites the log with only the last row of each registered run, sorted
 /// ([`compact_sorted`]).
 pub fn compact(home: &Path) -> std::io::Result<()> {
     let _held = lock(home)?;
-    compact_sorted(home, &registered(&Registry::at(home)), None)
+    compact_sorted(home, &read(home), &registered(&Registry::at(home)), None)
 }
 
 /// `<home>/index/lock`: held by whoever appends rows or rewrites the log
@@ -305,6 +296,11 @@ struct Sorted {
 const SORTED_END: usize = 19;
 
 impl Sorted {
+    /// `runs.sorted` as written (`None`: absent or not one).
+    fn read(home: &Path) -> Option<Sorted> {
+        serde_json::from_slice(&std::fs::read(sorted_path(home)).ok()?).ok()
+    }
+
     /// Whether `end`, the log's bytes before `len`, are its last line's end.
     fn ends(&self, end: &[u8]) -> bool {
         end.len() == SORTED_END && end[..16] == *self.sum.as_bytes() && end[16..] == *b"\"}\n"
@@ -346,7 +342,7 @@ impl Log {
     /// What `runs.sorted` says of this log: the sorted part's length and
     /// when every run was last checked; `None` when it describes another.
     pub fn sorted(&self, home: &Path) -> Option<(usize, i64)> {
-        let s: Sorted = serde_json::from_slice(&std::fs::read(sorted_path(home)).ok()?).ok()?;
+        let s = Sorted::read(home)?;
         if s.ino != self.ino || s.len > self.size {
             return None;
         }
@@ -363,8 +359,7 @@ impl Log {
 /// the log). Call with [`lock`] held.
 pub fn note_checked(home: &Path, at_ns: i64) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(bytes) = std::fs::read(sorted_path(home)) else { return };
-    let Ok(mut s) = serde_json::from_slice::<Sorted>(&bytes) else { return };
+    let Some(mut s) = Sorted::read(home) else { return };
     if std::fs::metadata(path(home)).is_ok_and(|m| m.ino() == s.ino) && at_ns > s.checked_ns {
         s.checked_ns = at_ns;
         if let Ok(b) = serde_json::to_vec(&s) {
@@ -373,20 +368,20 @@ pub fn note_checked(home: &Path, at_ns: i64) {
     }
 }
 
-/// The last row of each of `names` (the registered runs) in the log, in
-/// the listing's order, written over the log with its `runs.sorted`; the
-/// runs without a row get a mark, so that listings that trust rows read
-/// them from their files. Call with [`lock`] held.
-pub fn compact_sorted(home: &Path, names: &[(String, u64)], checked_ns: Option<i64>) -> std::io::Result<()> {
+/// The last row of each of `names` (the registered runs) in `bytes` (the
+/// log as read under the lock, or rows just made), in the listing's order,
+/// written over the log with its `runs.sorted`; the runs without a row get
+/// a mark, so that listings that trust rows read them from their files.
+/// Call with [`lock`] held.
+pub fn compact_sorted(
+    home: &Path,
+    bytes: &[u8],
+    names: &[(String, u64)],
+    checked_ns: Option<i64>,
+) -> std::io::Result<()> {
     // A compaction that follows no check keeps the last check's time.
-    let checked_ns = checked_ns.unwrap_or_else(|| {
-        std::fs::read(sorted_path(home))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Sorted>(&b).ok())
-            .map_or(0, |s| s.checked_ns)
-    });
-    let bytes = read(home);
-    let ix = Index::parse(&bytes);
+    let checked_ns = checked_ns.unwrap_or_else(|| Sorted::read(home).map_or(0, |s| s.checked_ns));
+    let ix = Index::parse(bytes);
     let mut rows: Vec<(&Row, &[u8])> = Vec::with_capacity(names.len());
     for (id, _) in names {
         match ix.rows.get(id.as_str()) {
@@ -397,7 +392,7 @@ pub fn compact_sorted(home: &Path, names: &[(String, u64)], checked_ns: Option<i
     rows.sort_unstable_by(|(a, _), (b, _)| b.activity_ns().cmp(&a.activity_ns()).then_with(|| a.run.cmp(b.run)));
     let mut text = Vec::with_capacity(bytes.len());
     rows.iter().for_each(|(_, l)| text.extend_from_slice(l));
-    let sum = rows.last().map(|(_, l)| String::from_utf8_lossy(&l[l.len() - 19..l.len() - 3]).into_owned());
+    let sum = rows.last().map(|(_, l)| String::from_utf8_lossy(&l[l.len() - SORTED_END..l.len() - 3]).into_owned());
     std::fs::create_dir_all(home.join("index"))?;
     // The description first, for the file about to be renamed in (a crash
     // between the two leaves one that names another inode: ignored).
@@ -499,9 +494,8 @@ pub fn reindex(home: &Path) -> std::io::Result<usize> {
     let lines = super::par_map(&names, |_: &mut (), (id, _)| reg.read(id).ok().and_then(|p| line_from_files(&reg, &p)));
     let n = lines.iter().flatten().count();
     let text = lines.into_iter().flatten().collect::<String>();
-    write(home, &text)?;
-    // Sorted, and the runs without a row marked (read from their files).
-    compact_sorted(home, &names, Some(checked_ns))?;
+    // Written sorted, and the runs without a row marked (read from their files).
+    compact_sorted(home, text.as_bytes(), &names, Some(checked_ns))?;
     // A taken mark goes once its run has a row made 2 s after its files'
     // last change (as a listing's); a removed run's mark goes too.
     let ix = Index::parse(text.as_bytes());

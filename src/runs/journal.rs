@@ -758,30 +758,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("s.jsonl");
         let _ = std::fs::remove_file(&p);
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &p,
-            &Record::task("runner", "a", "leased", None),
-        )
-        .unwrap();
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &p,
-            &Record::task("runner", "a", "implemented", None),
-        )
-        .unwrap();
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &p,
-            &Record::task("runner", "b", "failed", Some(2)),
-        )
-        .unwrap();
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &p,
-            &Record::run("user", "paused"),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &p, &Record::task("runner", "a", "leased", None)).unwrap();
+        append(&crate::runs::marks::test_run(), &p, &Record::task("runner", "a", "implemented", None)).unwrap();
+        append(&crate::runs::marks::test_run(), &p, &Record::task("runner", "b", "failed", Some(2))).unwrap();
+        append(&crate::runs::marks::test_run(), &p, &Record::run("user", "paused")).unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(br#"{"v":"runstate/v1","ts":"2026-01-01T00:0"#).unwrap();
         let j = Journal::read(&p).unwrap();
@@ -799,29 +779,15 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("s.jsonl");
         let _ = std::fs::remove_file(&p);
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &p,
-            &Record::task("runner", "a", "leased", None),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &p, &Record::task("runner", "a", "leased", None)).unwrap();
         // kill -9 (or a full disk) mid-write: a torn last line, no newline.
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(br#"{"v":"runstate/v1","ts":"2026-01-01T00:0"#).unwrap();
         drop(f);
         // The restart's records: each survives as a line of its own.
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &p,
-            &Record::task("runner", "a", "committed", Some(0)),
-        )
-        .unwrap();
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &p,
-            &Record::input("session", "b", "requested", "r1", "question"),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &p, &Record::task("runner", "a", "committed", Some(0))).unwrap();
+        append(&crate::runs::marks::test_run(), &p, &Record::input("session", "b", "requested", "r1", "question"))
+            .unwrap();
         let j = Journal::read(&p).unwrap();
         assert_eq!(j.state("a"), Some("committed"));
         assert_eq!(j.open.len(), 1);
@@ -829,18 +795,8 @@ mod tests {
         // An empty file and a file ending in a newline get no extra line.
         let q = dir.join("t.jsonl");
         let _ = std::fs::remove_file(&q);
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &q,
-            &Record::run("u", "paused"),
-        )
-        .unwrap();
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &q,
-            &Record::run("u", "resumed"),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &q, &Record::run("u", "paused")).unwrap();
+        append(&crate::runs::marks::test_run(), &q, &Record::run("u", "resumed")).unwrap();
         let text = std::fs::read_to_string(&q).unwrap();
         assert_eq!(text.lines().count(), 2);
         assert!(!text.starts_with('\n') && !text.contains("\n\n"));

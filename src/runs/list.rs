@@ -394,8 +394,9 @@ fn row_cand<'a>(q: &Query, r: &Row<'a>) -> Cand<'a> {
 /// writers hold its mark from before they change it until its row is
 /// made again: `super::marks`); the marked runs are read from their
 /// files. An unfiltered page reads the rows after the sorted part, and the
-/// sorted part only as far as the page needs. `None` when the sorted part
-/// is damaged or out of order: the listing checks every run instead.
+/// sorted part only as far as the page needs ([`Trusted::More`] when the
+/// start read does not hold the page; [`Trusted::Check`] when the sorted
+/// part is damaged or out of order: the listing checks every run instead).
 fn trusted(reg: &Registry, q: &Query, o: &Options, prefix: &[u8], whole: bool, tail: &[u8], now_ns: i64) -> Trusted {
     let home = reg.home();
     let (tail_ix, names) = std::thread::scope(|s| {
@@ -457,7 +458,7 @@ fn trusted(reg: &Registry, q: &Query, o: &Options, prefix: &[u8], whole: bool, t
     }
     if o.repair && tail.len() > TAIL_MAX {
         if let Ok(_held) = index::lock(home) {
-            let _ = index::compact_sorted(home, &names, None);
+            let _ = index::compact_sorted(home, &index::read(home), &names, None);
         }
     }
     Trusted::Page(Page { items, total, next, from_files: from_files_n })
@@ -530,7 +531,7 @@ fn checked(reg: &Registry, q: &Query, o: Options, bytes: &[u8], sorted: Option<u
         let grown = size as u64 > index::COMPACT_MIN && size > 2 * live;
         if let Ok(_held) = index::lock(home) {
             if sorted.is_none() || grown || bytes.len() - sorted.unwrap_or(0) > TAIL_MAX {
-                let _ = index::compact_sorted(home, &names, Some(now_ns));
+                let _ = index::compact_sorted(home, &index::read(home), &names, Some(now_ns));
             } else {
                 index::note_checked(home, now_ns);
             }

@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(l.tasks["a"].state.as_deref(), Some("leased"));
         assert_eq!(l.sock.as_deref(), Some("/tmp/s.sock"));
         super::super::journal::append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &crate::runs::marks::test_run(),
             &f.journal(),
             &super::super::journal::Record::task("t", "b", "failed", Some(9)),
         )

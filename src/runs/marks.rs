@@ -197,6 +197,13 @@ impl Taken {
     }
 }
 
+/// The run unit tests name when they append to a journal of no home's
+/// (its mark is made in one scratch home of their own).
+#[cfg(test)]
+pub(crate) fn test_run() -> Run {
+    Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -248,18 +248,40 @@ impl Registry {
     }
 
     /// The registered run whose journal `journal` is (its link in
-    /// `journals/` is the same file), looked through the links once: for a
+    /// `journals/` is that file), looked through the links once: for a
     /// writer handed a journal's path alone (`runwire-session --journal`).
     pub fn run_of_journal(&self, journal: &Path) -> Option<String> {
+        let jm = std::fs::symlink_metadata(journal).ok()?;
+        self.linked_to(journal, &jm, |_| true)
+    }
+
+    /// The first registered run (its pointer exists) that `want` accepts
+    /// and whose link in `journals/` is `journal` (`jm` its metadata): a
+    /// hard link of the same file, or a symlink to it.
+    fn linked_to(&self, journal: &Path, jm: &std::fs::Metadata, want: impl Fn(&str) -> bool) -> Option<String> {
         use std::os::unix::fs::MetadataExt;
-        let jm = std::fs::metadata(journal).ok()?;
-        let rd = std::fs::read_dir(self.links_dir()).ok()?;
-        rd.flatten().find_map(|e| {
+        let same = |m: &std::fs::Metadata| m.dev() == jm.dev() && m.ino() == jm.ino();
+        for e in std::fs::read_dir(self.links_dir()).ok()?.flatten() {
             let name = e.file_name();
-            let id = name.to_str()?.strip_suffix(".jsonl")?;
-            let m = std::fs::metadata(e.path()).ok()?;
-            (super::valid_id(id) && m.dev() == jm.dev() && m.ino() == jm.ino()).then(|| id.to_string())
-        })
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            if !want(id) || !super::valid_id(id) {
+                continue;
+            }
+            let linked = match std::fs::symlink_metadata(e.path()) {
+                // A symlink (another filesystem): to the journal's path, or
+                // to another spelling of the same file.
+                Ok(m) if m.file_type().is_symlink() => {
+                    std::fs::read_link(e.path()).is_ok_and(|t| t == journal)
+                        || std::fs::metadata(e.path()).is_ok_and(|m| same(&m))
+                }
+                Ok(m) => same(&m),
+                Err(_) => false,
+            };
+            if linked && self.path(id).exists() {
+                return Some(id.to_string());
+            }
+        }
+        None
     }
 
     /// The registered run, other than `p`'s, whose journal link is the
@@ -282,22 +304,7 @@ impl Registry {
         if jm.nlink() < 2 && !other_fs {
             return None;
         }
-        for e in std::fs::read_dir(&links).ok()?.flatten() {
-            let name = e.file_name();
-            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
-            if id == p.run_id || !super::valid_id(id) {
-                continue;
-            }
-            let linked = match std::fs::symlink_metadata(e.path()) {
-                Ok(m) if m.file_type().is_symlink() => std::fs::read_link(e.path()).is_ok_and(|t| t == journal),
-                Ok(m) => same(&m),
-                Err(_) => false,
-            };
-            if linked && self.path(id).exists() {
-                return Some(id.to_string());
-            }
-        }
-        None
+        self.linked_to(&journal, &jm, |id| id != p.run_id)
     }
 
     /// One pointer, read safely and checked. The id must already have

@@ -656,12 +656,8 @@ mod tests {
         // History before the first feed is not news: the run already there gets
         // only its `created`, with its state as of now.
         let (old, old_files) = register(&h, "old");
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &old_files.journal(),
-            &Record::task("runner", "a", "leased", None),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &old_files.journal(), &Record::task("runner", "a", "leased", None))
+            .unwrap();
         let mut x = Extender::new(&h);
         let end0 = x.extend(Scope::All).unwrap();
         let evs = events(&h, 0);
@@ -671,12 +667,8 @@ mod tests {
         let (id, files) = register(&h, "s");
         std::fs::write(files.plan(), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#)
             .unwrap();
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &files.journal(),
-            &Record::task("runner", "a", "leased", None),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &files.journal(), &Record::task("runner", "a", "leased", None))
+            .unwrap();
         let end1 = x.extend(Scope::All).unwrap();
         let evs = events(&h, end0);
         assert_eq!(evs.len(), 2);
@@ -689,17 +681,13 @@ mod tests {
 
         // A second process's extender (its own memory) appends only what is new.
         append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
+            &crate::runs::marks::test_run(),
             &old_files.journal(),
             &Record::task("runner", "a", "committed", Some(0)),
         )
         .unwrap();
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &files.journal(),
-            &Record::task("runner", "a", "committed", Some(0)),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &files.journal(), &Record::task("runner", "a", "committed", Some(0)))
+            .unwrap();
         let mut y = Extender::new(&h);
         let end2 = y.extend(Scope::All).unwrap();
         assert_eq!(x.extend(Scope::All).unwrap(), end2);
@@ -714,12 +702,7 @@ mod tests {
         let mut f = std::fs::OpenOptions::new().append(true).open(Paths::at(&h).log).unwrap();
         f.write_all(b"{\"type\":\"task\",\"runId\":\"x").unwrap();
         drop(f);
-        append(
-            &crate::runs::marks::Run::new(&std::env::temp_dir().join("rw-unit-marks"), "t"),
-            &files.journal(),
-            &Record::run("user", "paused"),
-        )
-        .unwrap();
+        append(&crate::runs::marks::test_run(), &files.journal(), &Record::run("user", "paused")).unwrap();
         drop(x);
         drop(y);
         let mut z = Extender::new(&h);
