@@ -68,8 +68,17 @@ struct Cleanup(PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for p in pids(&self.0.join("pids")) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+        // Only a process this test started (its environment names this
+        // test's pid file): a recorded pid that exited may be another
+        // process's by now (pids wrap at 32768 here).
+        let file = self.0.join("pids");
+        let mine = format!("ESCAPE_PIDS={}", file.display()).into_bytes();
+        for p in pids(&file) {
+            let ours = std::fs::read(format!("/proc/{p}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mine.as_slice()));
+            if ours {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+            }
         }
     }
 }

@@ -11,8 +11,7 @@
 use crate::support;
 use support::Server;
 
-use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -105,15 +104,36 @@ impl Recorded {
         assert_eq!(code, Some(0), "runwire-serve did not exit 0 after SIGTERM; stderr:\n{}", self.stderr());
         for pgid in self.agent_groups() {
             let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline && !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH)) {
+            while Instant::now() < deadline && !self.members(pgid).is_empty() {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let alive = !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH));
-            if alive {
-                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            let left = self.members(pgid);
+            for &p in &left {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
             }
-            assert!(!alive, "agent process group {pgid} outlived the server");
+            assert!(left.is_empty(), "agent process group {pgid} outlived the server: {left:?}");
         }
+    }
+
+    /// The processes of group `pgid` that this server's stub started (their
+    /// environment names this test's `STUB_RECORD`). Not the group id
+    /// alone: once the stub's group is gone its id may be another
+    /// process's (pids wrap at 32768 here), which a probe would call
+    /// alive and a `killpg` would kill.
+    fn members(&self, pgid: i32) -> Vec<i32> {
+        let Some(record) = &self.record else { return Vec::new() };
+        let mine = format!("STUB_RECORD={}", record.display()).into_bytes();
+        let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|p| {
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                // After the command's closing parenthesis: state, ppid, pgrp.
+                let group = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(2)?.parse::<i32>().ok());
+                group == Some(pgid)
+                    && std::fs::read(format!("/proc/{p}/environ"))
+                        .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mine.as_slice()))
+            })
+            .collect()
     }
 
     /// `(pgid, argv)` of every stub invocation.
@@ -138,7 +158,9 @@ impl Drop for Recorded {
     fn drop(&mut self) {
         self.server.kill();
         for pgid in self.agent_groups() {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            for p in self.members(pgid) {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            }
         }
         if let Some(r) = &self.record {
             let _ = std::fs::remove_file(r);

@@ -193,19 +193,38 @@ impl Server {
 
     /// SIGTERM, then up to `limit` for the server to exit: how long it took
     /// and its exit code (`None` while it still runs, or killed by a signal).
+    /// The server is not reaped here ([`Server`]'s drop does that, after
+    /// what is left of its group is killed).
     pub fn terminate(&mut self, limit: Duration) -> (Duration, Option<i32>) {
         let t = Instant::now();
-        if let Ok(Some(st)) = self.child.try_wait() {
-            return (t.elapsed(), st.code());
+        match self.state() {
+            Leader::Exited(code) => return (t.elapsed(), code),
+            Leader::Reaped => return (t.elapsed(), self.child.try_wait().ok().flatten().and_then(|s| s.code())),
+            Leader::Running => {}
         }
         signal(self.pid(), nix::sys::signal::Signal::SIGTERM);
         while t.elapsed() < limit {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return (t.elapsed(), st.code());
+            match self.state() {
+                Leader::Exited(code) => return (t.elapsed(), code),
+                Leader::Reaped => return (t.elapsed(), self.child.try_wait().ok().flatten().and_then(|s| s.code())),
+                Leader::Running => std::thread::sleep(Duration::from_millis(20)),
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
         (t.elapsed(), None)
+    }
+
+    /// Whether the server runs, has exited (its exit code; `None`: a
+    /// signal) and is not reaped yet, or was reaped (by a test's own
+    /// `child.wait()`). Looked at with `WNOWAIT`, so it stays unreaped.
+    fn state(&self) -> Leader {
+        use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(self.pid())), flags) {
+            Ok(WaitStatus::Exited(_, code)) => Leader::Exited(Some(code)),
+            Ok(WaitStatus::StillAlive) => Leader::Running,
+            Ok(_) => Leader::Exited(None),
+            Err(_) => Leader::Reaped,
+        }
     }
 
     /// SIGKILL to the server alone (its agents are left to its reaper), and
@@ -222,7 +241,13 @@ fn signal(pid: i32, sig: nix::sys::signal::Signal) {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if self.terminate(Duration::from_secs(10)).1.is_none() {
+        // The group is signalled only while its leader is unreaped: a
+        // reaped pid, and so the group id, may already be another
+        // process's (pids wrap at 32768 on the CI machine, and threads take
+        // pids too): a SIGKILL sent there kills another test's server, whose
+        // clients then see their streams end with nothing said.
+        let unreaped = !matches!(self.state(), Leader::Reaped);
+        if unreaped && self.terminate(Duration::from_secs(10)).1.is_none() {
             // Still running (or gone by a signal): everything in its group goes.
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pid()), nix::sys::signal::Signal::SIGKILL);
         }
@@ -231,6 +256,13 @@ impl Drop for Server {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// Where a server's process is, for [`Server::terminate`] and its drop.
+enum Leader {
+    Running,
+    Exited(Option<i32>),
+    Reaped,
 }
 
 /// One request to the server on `port` (`Connection: close`, JSON body):
