@@ -9,6 +9,7 @@ mod common;
 
 mod channel;
 mod cluster;
+mod decentralized;
 mod doors;
 mod examples;
 mod hub_studio;
