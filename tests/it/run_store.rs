@@ -513,6 +513,89 @@ fn a_sigkill_during_appends_leaves_every_page_and_filter_the_files_answer() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// Listings killed at any point (issue 35's leftover: the SIGKILL test
+/// above kills writers, not the listings that keep the index): `runs list`
+/// takes free marks, appends rows, compacts and removes marks; `runs
+/// reindex` rewrites the index whole. Each is SIGKILLed after a few
+/// milliseconds, again and again, between records that mark runs. Every
+/// page and filter through the index then still equals reading the files.
+#[test]
+fn listings_and_reindexes_killed_at_any_point_leave_an_index_that_answers_as_the_files_do() {
+    use runwire::runs::journal::{self, Record};
+    use runwire::runs::{marks, registry};
+    let base = scratch("killed-listings");
+    let home = base.join("home");
+    let repo = base.join("repo");
+    let mut runs_made = Vec::new();
+    for i in 0..80 {
+        let new =
+            registry::NewRun { slug: format!("s{i}"), repo_root: repo.display().to_string(), ..Default::default() };
+        let p = new.pointer(format!("2026-01-01T00:{:02}:{:02}.000Z", i / 60, i % 60)).unwrap();
+        std::fs::create_dir_all(&p.runstate_dir).unwrap();
+        registry::Registry::at(&home).register(&p).unwrap();
+        marks::release(&home, &p.run_id);
+        let journal = Path::new(&p.runstate_dir).join(format!("s{i}.jsonl"));
+        runs_made.push((marks::Run::new(&home, &p.run_id), journal, p.run_id.clone()));
+    }
+    let states = ["leased", "implemented", "committed", "failed"];
+    let write = |round: usize| {
+        // A quarter of the runs a round gets a record, through runwire's
+        // writer (its mark held, then let go, as a finished writer does).
+        for (i, (mark, journal, id)) in runs_made.iter().enumerate().filter(|(i, _)| (i + round) % 4 == 0) {
+            let state = states[(i / 4 + round) % states.len()];
+            let rc = (state == "committed").then_some(0);
+            journal::append(mark, journal, &Record::task("runner", "t", state, rc)).unwrap();
+            marks::release(&home, id);
+        }
+    };
+    let kill_after = |args: &[&str], ms: u64| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_runs"))
+            .args(args)
+            .env("HARNESS_HOME", &home)
+            // Every listing checks every run (the path that marks, appends and compacts).
+            .env("RUNWIRE_INDEX_CHECK_MS", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        let _ = c.kill();
+        // Killed, or done before the kill.
+        use std::os::unix::process::ExitStatusExt;
+        c.wait().unwrap().signal().is_some()
+    };
+    let (mut killed, mut finished) = (0, 0);
+    for round in 0..5 {
+        write(round);
+        // Past the index's 2 s: the listings make rows for what was written.
+        std::thread::sleep(Duration::from_millis(2100));
+        // A whole listing takes about 15 ms here, a reindex 25: the kills
+        // move through both as the rounds go.
+        let r = round as u64;
+        for (args, ms) in
+            [(&["list", "--limit", "20"][..], 1 + r), (&["list"], 3 + 2 * r), (&["list", "--limit", "20"], 6 + 3 * r)]
+                .into_iter()
+                .chain([(&["reindex"][..], 4 + r * 5), (&["list"], 25)])
+        {
+            if kill_after(args, ms) {
+                killed += 1;
+            } else {
+                finished += 1;
+            }
+        }
+        if round % 2 == 0 {
+            for (q, by_index, from_files) in pages_and_filters(&home) {
+                assert_eq!(by_index, from_files, "round {round}: runs list {q}");
+            }
+        }
+    }
+    // The kills fell both inside the commands and after them.
+    eprintln!("{killed} commands killed on their way, {finished} done before their kill");
+    assert!(killed > 0 && finished > 0, "killed {killed}, finished {finished}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// The marks that let a listing trust its rows without a `stat` a run
 /// (`spec/LAYOUT.md`, "The run index"), through the real `runs`: a
 /// writer's mark is held while it writes (another process's listing reads
