@@ -33,6 +33,7 @@
 //! Pure: no IO but the kernel's randomness for new ids.
 
 pub mod keys;
+pub mod links;
 
 use crate::pipeline::events::Scope;
 use serde::{Deserialize, Serialize};

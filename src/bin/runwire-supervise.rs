@@ -37,6 +37,12 @@ struct Args {
     /// Run task turns as interactive sessions (ADAPTER.sh --interactive: claude, codex app-server, cursor ACP): steer goes into the running session (cursor: cancel, then prompt again), stop interrupts the turn and keeps the session, answer answers the agent's requests.
     #[arg(long)]
     interactive: bool,
+    /// The address people reach runwire-serve at, for approval links (with --link-secret-file): each tool or plan approval a task's agent raises is journaled with a link URL/a/TOKEN that answers it once (through a runwire-serve given the same two flags).
+    #[arg(long, value_name = "URL", requires = "link_secret_file")]
+    public_url: Option<String>,
+    /// The file holding the link secret (at least 32 bytes), the same as runwire-serve's.
+    #[arg(long, value_name = "FILE", requires = "public_url")]
+    link_secret_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -51,7 +57,15 @@ fn main() -> ExitCode {
             return Exit::Io.into();
         }
     };
+    let links = match (&args.public_url, &args.link_secret_file) {
+        (Some(u), Some(f)) => match runwire::control::links::Keys::read(u, f) {
+            Ok(k) => Some(k),
+            Err(e) => return e.exit(BIN),
+        },
+        _ => None,
+    };
     let opts = Options {
+        links,
         slug: args.slug.unwrap_or_else(|| supervise::slug_of(&args.plan)),
         plan: args.plan,
         runstate: args.runstate,

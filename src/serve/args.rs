@@ -6,11 +6,11 @@ use super::options::{
     Config, Mode, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS, DEFAULT_STREAM_BUFFER,
     DEMO_LOG, MAX_CONNECTIONS,
 };
-use super::origin::parse_origin;
 use super::run::Source;
 use super::{cluster, http, links, tokens};
 use crate::pipeline::normalize::Adapter;
 use crate::session::launch::AgentKind;
+use crate::util::origin::parse_origin;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,160 +1,21 @@
-//! Approval links' keys and books (see [`super::links`]): the link secret
-//! and the tokens it mints and checks ([`Keys`], [`Claims`]), and the link
-//! routes' rate limits ([`Limiter`]). A leaf: the server's options and
-//! state hold these, the link routes and the sessions that mint links use them.
+//! Approval links' books at the server (see [`super::links`]): the link
+//! routes' rate limits ([`Limiter`]), beside the tokens themselves
+//! ([`Keys`], [`Claims`]: `crate::control::links`, which the supervisor
+//! mints with too). A leaf: the server's options and state hold these, the
+//! link routes and the sessions that mint links use them.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use base64::Engine as _;
-use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
+pub use crate::control::links::*;
 use sha2::Sha256;
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The route's prefix.
-pub const PREFIX: &str = "/a/";
 /// Requests a minute one token may make.
 pub const PER_TOKEN: u32 = 30;
 /// Requests a minute one client address may make.
 pub const PER_ADDRESS: u32 = 120;
 /// Keys the limiter holds at most (bounded memory): past it, a new key is refused until a window ends.
 pub const MAX_KEYS: usize = 8192;
-/// Longest token taken (a real one is a few hundred bytes).
-pub const MAX_TOKEN: usize = 2048;
-/// Shortest link secret.
-pub const MIN_SECRET: usize = 32;
-
-/// The server's link settings.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Keys {
-    /// `--public-url`, without a trailing slash.
-    pub public_url: String,
-    /// `scheme://host[:port]` of it (accepted as an Origin).
-    pub origin: String,
-    /// `host[:port]` of it (accepted as a Host).
-    pub host: String,
-    secret: Vec<u8>,
-}
-
-impl std::fmt::Debug for Keys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secret.
-        f.debug_struct("Keys").field("public_url", &self.public_url).finish_non_exhaustive()
-    }
-}
-
-/// `--public-url`: `http(s)://host[:port][/path]`, no query or fragment.
-pub fn parse_public_url(s: &str) -> Result<(String, String, String), String> {
-    let bad = || format!("{s:?}: expected http(s)://host[:port][/path], e.g. https://runwire.example.net");
-    let t = s.trim_end_matches('/');
-    let (scheme, rest) = t.split_once("://").ok_or_else(bad)?;
-    if !matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https") || t.contains(['?', '#', '@']) {
-        return Err(bad());
-    }
-    let host = rest.split('/').next().unwrap_or_default();
-    let origin = super::origin::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
-    Ok((t.to_string(), origin, host.to_ascii_lowercase()))
-}
-
-impl Keys {
-    /// From `--public-url` and the secret file's content (trimmed, at least [`MIN_SECRET`] bytes).
-    pub fn new(public_url: &str, secret: &[u8]) -> Result<Keys, String> {
-        let (public_url, origin, host) = parse_public_url(public_url)?;
-        let secret = secret.trim_ascii().to_vec();
-        if secret.len() < MIN_SECRET {
-            return Err(format!("the secret must be at least {MIN_SECRET} bytes (found {})", secret.len()));
-        }
-        Ok(Keys { public_url, origin, host, secret })
-    }
-
-    /// Reads `--link-secret-file`.
-    pub fn read(public_url: &str, secret_file: &Path) -> Result<Keys, crate::util::cli::StartError> {
-        use crate::util::cli::StartError;
-        let raw = std::fs::read(secret_file)
-            .map_err(|e| StartError::Io(format!("--link-secret-file {}: {e}", secret_file.display())))?;
-        Keys::new(public_url, &raw).map_err(|e| {
-            let flag = if e.contains("secret") { "--link-secret-file" } else { "--public-url" };
-            StartError::Usage(format!("{flag}: {e}"))
-        })
-    }
-
-    fn mac(&self, text: &[u8]) -> Vec<u8> {
-        let mut m = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes a key of any length");
-        m.update(b"runwire-link/v1\n");
-        m.update(text);
-        m.finalize().into_bytes().to_vec()
-    }
-
-    /// The token for `claims`.
-    pub fn token(&self, claims: &Claims) -> String {
-        let body = B64.encode(serde_json::to_vec(claims).expect("claims serialize"));
-        let mac = B64.encode(self.mac(body.as_bytes()));
-        format!("{body}.{mac}")
-    }
-
-    /// The link for `claims`.
-    pub fn link(&self, claims: &Claims) -> String {
-        format!("{}{PREFIX}{}", self.public_url, self.token(claims))
-    }
-
-    /// The claims of a token this server signed; `None` for anything else
-    /// (tampered, foreign, malformed: one answer, so a guess learns nothing).
-    pub fn verify(&self, token: &str) -> Option<Claims> {
-        if token.len() > MAX_TOKEN {
-            return None;
-        }
-        let (body, mac) = token.split_once('.')?;
-        let given = B64.decode(mac).ok()?;
-        let mut m = Hmac::<Sha256>::new_from_slice(&self.secret).ok()?;
-        m.update(b"runwire-link/v1\n");
-        m.update(body.as_bytes());
-        // Constant-time comparison (hmac's verify).
-        m.verify_slice(&given).ok()?;
-        serde_json::from_slice(&B64.decode(body).ok()?).ok()
-    }
-}
-
-/// What a link is bound to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Claims {
-    /// The run (its record id).
-    pub r: String,
-    /// The task.
-    pub t: String,
-    /// runwire's interrupt id (this request of this agent process).
-    pub i: String,
-    /// The decisions offered.
-    pub d: Vec<String>,
-    /// The interrupt's deadline, ms since the epoch.
-    pub e: i64,
-    /// The name the link was minted for (journaled as who answered).
-    pub n: String,
-    /// The tool asking, for the page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub k: Option<String>,
-}
-
-/// The claims of a raised request's link: tool and plan approvals (approve
-/// or deny), questions (answer, or dismiss: deny).
-pub fn claims_for(run: &str, task: &str, r: &crate::pipeline::events::InputRequest, name: &str) -> Option<Claims> {
-    use crate::pipeline::events::InputKind;
-    let d = match r.kind {
-        InputKind::ToolApproval | InputKind::PlanApproval => vec!["allow".into(), "deny".into()],
-        InputKind::Question => vec!["answer".into(), "deny".into()],
-    };
-    Some(Claims {
-        r: run.into(),
-        t: task.into(),
-        i: r.interrupt_id.clone()?,
-        d,
-        e: crate::util::time::parse_rfc3339_ms(r.expires_at.as_deref()?)?,
-        n: name.into(),
-        k: r.tool.clone(),
-    })
-}
 
 /// The limiter's key of a token: a digest of fixed size, so that a table
 /// full of long made-up tokens stays small.

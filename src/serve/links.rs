@@ -3,7 +3,9 @@
 //! `URL/a/<token>` that is the capability for that one answer and nothing
 //! else (a question's page lists its choices: [`form_answers`]). It is journaled with
 //! the request (the `requested` record's `links`), so the change feed's
-//! `needs_input` event carries it.
+//! `needs_input` event carries it. A supervisor given the same flags mints
+//! links for its tasks' approvals the same way; those are answered here
+//! through its socket (`super::supervisor::link_answer`).
 //!
 //! The token is `<claims>.<mac>`: the claims (run, task, runwire's
 //! interrupt id, the decisions offered, the interrupt's own deadline, the
@@ -331,8 +333,12 @@ pub fn handle(
         );
     }
     use super::agui::interactive as routes;
+    // The server's own session, else the run's supervisor, which minted it
+    // (`runwire-supervise --public-url`) and answers it over its socket.
+    let own = routes::holds_link(shared, &c);
     let Some((body, _)) = body else {
-        return match routes::link_request(shared, &c) {
+        let request = if own { routes::link_request(shared, &c) } else { super::supervisor::link_request(shared, &c) };
+        return match request {
             Ok(r) => {
                 send(stream, cors, 200, "text/html; charset=utf-8", &ask_page(&c, r.as_ref()));
                 Close::Linger
@@ -378,7 +384,11 @@ pub fn handle(
         }
         _ => None,
     };
-    let r = routes::link_answer(shared, &c, &decision, reason, answers);
+    let r = if own {
+        routes::link_answer(shared, &c, &decision, reason, answers)
+    } else {
+        super::supervisor::link_answer(shared, &c, &decision, reason)
+    };
     if r.ok && r.sent != Some(false) {
         let done = match decision.as_str() {
             "allow" => "Approved",

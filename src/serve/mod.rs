@@ -40,7 +40,7 @@ pub mod link_keys;
 pub mod links;
 pub mod listen;
 pub mod options;
-pub mod origin;
+
 pub mod router;
 pub mod run;
 pub mod runs;
@@ -50,12 +50,12 @@ pub mod studio;
 pub mod supervisor;
 pub mod tokens;
 
+pub use crate::util::origin::parse_origin;
 pub use args::{configure, mode_of, read_token, AgentArg, Args, StartError};
 pub use options::{
     Config, Mode, BIN, DEFAULT_ANSWER_TIMEOUT_S, DEFAULT_KEEPALIVE_MS, DEFAULT_REPLAY_DELAY_MS, DEFAULT_STREAM_BUFFER,
     DEMO_LOG, MAX_CONNECTIONS,
 };
-pub use origin::parse_origin;
 pub use run::Source;
 pub use state::Shared;
 

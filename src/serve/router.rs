@@ -571,7 +571,7 @@ fn origin_refusal(o: &str) -> String {
                 and cannot be: serve the page from an http(s) origin and pass --allow-origin for that origin"
             .to_string();
     }
-    match super::origin::parse_origin(o.trim()) {
+    match crate::util::origin::parse_origin(o.trim()) {
         Ok(ok) => format!("Origin {o:?} is not allowed; start the server with --allow-origin {ok} to allow it"),
         Err(_) => format!("Origin {o:?} is not allowed (not of the form scheme://host[:port])"),
     }
@@ -632,7 +632,7 @@ mod props {
         fn no_input_panics(head in ".{0,300}", bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = is_loopback_host(&head);
             let _ = query_token(&head);
-            let _ = super::super::origin::parse_origin(&head);
+            let _ = crate::util::origin::parse_origin(&head);
             let _ = agui::parse_input(&bytes);
         }
     }

@@ -172,3 +172,58 @@ fn inbox(stream: &mut impl Write, cors: Cors, files: &crate::runs::RunFiles, cre
         }
     }
 }
+
+/// What a link says when its run has no live supervisor to answer it.
+const LINK_NOT_LIVE: &str = "The run this link was minted for is not running here now (it ended, or its server or \
+     supervisor stopped). Nothing was done.";
+
+/// `GET /a/<token>` of a supervised run's task (the supervisor minted it:
+/// `runwire-supervise --public-url`): the request the link names, while it
+/// is open in the run's journal; `Err` (the page says why) once it was
+/// answered, ran out, or the run is not here.
+pub fn link_request(
+    shared: &Shared,
+    c: &crate::control::links::Claims,
+) -> Result<Option<crate::pipeline::events::InputRequest>, String> {
+    let loaded = view::find(&Registry::at(&shared.cfg.harness_home), &c.r)
+        .map_err(|_| "The run this link was minted for is not on this server. Nothing was done.".to_string())?;
+    let open = loaded.journal.open.iter().find(|o| o.task == c.t && o.interrupt.as_deref() == Some(c.i.as_str()));
+    let Some(o) = open else {
+        return Err(
+            "This request was already answered, or its time ran out: this link is used. Nothing was done.".into()
+        );
+    };
+    // What the journal keeps of it: the kind, the tool and what it would run.
+    let r = serde_json::json!({"id": o.request, "kind": o.kind, "tool": o.tool, "message": o.detail});
+    Ok(serde_json::from_value(r).ok())
+}
+
+/// `POST /a/<token>` of a supervised run's task: the answer, as the task
+/// route gives one (one [`Command`], door `link`, by the name the link was
+/// minted for), to the run's supervisor over its socket, which checks it
+/// against the request it holds (open, this process's, the agent's offer).
+pub fn link_answer(
+    shared: &Shared,
+    c: &crate::control::links::Claims,
+    decision: &str,
+    reason: Option<String>,
+) -> Reply {
+    let mut body = serde_json::json!({"request": c.i, "decision": decision});
+    if let Some(r) = reason {
+        body["message"] = r.into();
+    }
+    let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
+        Ok(cmd) => cmd.by_person(&c.n),
+        Err(m) => return Reply::bad(m),
+    };
+    let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
+    answer.door = Some(Door::Link);
+    let command = Command::Answer { answer };
+    let issued = Issued { door: Door::Link, actor: c.n.clone(), task: Some(c.t.clone()), command };
+    let Some(creq) = issued.to_request() else { return Reply::bad("not an answer") };
+    match control::call(&shared.cfg.harness_home, &c.r, &creq, call_timeout()) {
+        Ok(r) => r,
+        Err(CallError::NotLive(_)) => Reply::refuse(LINK_NOT_LIVE, None),
+        Err(CallError::Untrusted(why) | CallError::Broken(why)) => Reply::refuse(why, None),
+    }
+}

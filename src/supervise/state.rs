@@ -29,6 +29,10 @@ pub struct Options {
     /// running session, `stop` interrupts the turn and keeps the session,
     /// `answer` answers the agent's requests.
     pub interactive: bool,
+    /// Approval links (`--public-url`, `--link-secret-file`): each tool or
+    /// plan approval a task's agent raises is journaled with a link that
+    /// answers it once, through a `runwire-serve` with the same settings.
+    pub links: Option<crate::control::links::Keys>,
     /// Where the run's report for a person goes, a line at a time: one
     /// line per task as it ends, one as the run ends (the binary prints
     /// them on stdout).

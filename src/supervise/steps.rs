@@ -7,7 +7,9 @@ use super::awaiting::{acked, Asked};
 use super::runner::{launch_step, turn_adapter, Event, Kill, Launch, Report, Running, Seen};
 use super::state::{now_ts, Sup};
 use super::waves::{End, Phase, Step, ACTOR};
+use crate::control::links::LINK_NAME;
 use crate::control::Reply;
+use crate::pipeline::events::InputKind;
 use crate::runs::liveness::Entry;
 use crate::session::proc::{self, Spec};
 use crate::session::record::InputRecord;
@@ -233,7 +235,14 @@ impl Sup {
                 if let Some(i) = &q.interrupt_id {
                     ints.raised(i, &q.id);
                 }
-                self.rec.input(&InputRecord::requested("runner", id, &q, now()));
+                let mut rec = InputRecord::requested("runner", id, &q, now());
+                // Approvals only: a question's choices are not journaled,
+                // so a link's page could not offer them.
+                if let Some(keys) = self.opts.links.as_ref().filter(|_| q.kind != InputKind::Question) {
+                    let claims = crate::control::links::claims_for(&self.rec.run_id, id, &q, LINK_NAME);
+                    rec.links = claims.map(|c| vec![keys.link(&c)]);
+                }
+                self.rec.input(&rec);
             }
             Seen::Answer(a) => {
                 r.pending.remove(&a.id);

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod hash;
 pub mod lenient;
 pub mod lines;
+pub mod origin;
 pub mod pipe;
 pub mod procid;
 pub mod time;

@@ -93,6 +93,11 @@ impl Sup {
 
     /// `answer_timeout`: the sessions' (`RUNWIRE_ANSWER_TIMEOUT`), else theirs by default.
     fn start_with(name: &str, answer_timeout: Option<&str>) -> Sup {
+        Sup::start_args(name, answer_timeout, &[])
+    }
+
+    /// [`Sup::start_with`], the supervisor given `args` too.
+    fn start_args(name: &str, answer_timeout: Option<&str>, args: &[&str]) -> Sup {
         let dir = support::scratch(name);
         std::fs::create_dir_all(dir.join("home")).unwrap();
         std::fs::create_dir_all(dir.join(".git")).unwrap();
@@ -108,7 +113,8 @@ impl Sup {
             .env("TRUST_LOG", dir.join("agent-input.jsonl"))
             .env("TRUST_STATE", dir.join("processes"))
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
-            .arg(dir.join("no-wrappers"));
+            .arg(dir.join("no-wrappers"))
+            .args(args);
         if let Some(t) = answer_timeout {
             cmd.env("RUNWIRE_ANSWER_TIMEOUT", t);
         }
@@ -232,6 +238,86 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
     // The steer is journaled with what it did, its actor and its door.
     let steer = s.journal().into_iter().find(|r| r["run"] == "steer-queued").unwrap();
     assert_eq!((steer["actor"].as_str(), steer["door"].as_str()), (Some("ana"), Some("supervisor-socket")), "{steer}");
+}
+
+/// Approval links for supervised tasks (`runwire-supervise --public-url
+/// --link-secret-file`, the server's two flags): the supervisor journals a
+/// link with each approval its task's agent raises; a `runwire-serve` with
+/// the same settings shows it, and one POST answers it once through the
+/// supervisor (door `link`, by `link`); the agent gets exactly that allow.
+/// The link is bound to that one request of that process: used, it is
+/// refused; changed, it names nothing; a server with another secret (or
+/// none) acts on nothing.
+#[test]
+fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
+    const PUBLIC: &str = "https://rw.example.test";
+    let dir = support::scratch("doors-supervised-link");
+    let secret = dir.join("link-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let other = dir.join("other-secret");
+    std::fs::write(&other, "another secret of at least thirty-two bytes\n").unwrap();
+    let flags = ["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()];
+    let mut s = Sup::start_args("doors-supervised-link-sup", None, &flags);
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let requested = s.requested()[0].clone();
+    let link = requested["links"][0].as_str().unwrap_or_else(|| panic!("no link: {requested}")).to_string();
+    assert!(link.starts_with(&format!("{PUBLIC}/a/")), "{link}");
+    let path = &link[PUBLIC.len()..];
+    let home = s.dir.join("home");
+    let serve = |args: &[&str]| {
+        let mut cmd = Server::command();
+        cmd.env("HARNESS_HOME", &home).args(args);
+        Server::spawn(cmd)
+    };
+    let form = |port: u16, path: &str, body: &str| {
+        let r = support::server::request_with(port, "POST", path, "application/x-www-form-urlencoded", "", body);
+        (r.status, String::from_utf8_lossy(&r.body).to_string())
+    };
+    // A server with another secret, or none, names nothing and sends nothing.
+    for (args, code) in
+        [(vec!["--public-url", PUBLIC, "--link-secret-file", other.to_str().unwrap()], 403), (vec![], 404)]
+    {
+        let srv = serve(&args);
+        assert_eq!(form(srv.port, path, "decision=allow").0, code, "{args:?}");
+    }
+    let srv = serve(&flags);
+    // The run's open request shows it (the studio's "Copy approval link").
+    let (code, shown) = srv.get(&format!("/runs/{}", s.run_id()));
+    assert_eq!((code, &shown["inputRequests"][0]["links"][0]), (200, &json!(link)), "{shown}");
+    let (code, page) = http(srv.port, "GET", path, "");
+    let page = String::from_utf8_lossy(&page).to_string();
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("value=\"allow\"") && page.contains("value=\"deny\""), "{page}");
+    // A changed token names nothing.
+    let (head, tail) = path.split_at(10);
+    let tampered = format!("{head}{}{}", if tail.starts_with('A') { 'B' } else { 'A' }, &tail[1..]);
+    assert_eq!(form(srv.port, &tampered, "decision=allow").0, 403);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(acp_answers(&s.dir).is_empty(), "GET and a changed token act on nothing: {}", s.why());
+    let (code, page) = form(srv.port, path, "decision=allow");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("Approved"), "{page}");
+    s.until("the allow to reach the agent", |s| !acp_answers(&s.dir).is_empty());
+    // Used: refused, and nothing more reaches the agent.
+    let (code, page) = form(srv.port, path, "decision=deny");
+    assert!(code == 409 || code == 410, "{code} {page}");
+    let (code, _) = http(srv.port, "GET", path, "");
+    assert_eq!(code, 410);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string())], "{}", s.why());
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    let a = &answered[0];
+    assert_eq!(
+        (a["interrupt"].as_str(), a["decision"].as_str(), a["by"].as_str(), a["door"].as_str()),
+        (requested["interrupt"].as_str(), Some("allow"), Some("link"), Some("link")),
+        "{a}"
+    );
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
+    // The run's supervisor gone, its link (an open one would too) says so.
+    let (code, page) = form(srv.port, path, "decision=allow");
+    assert!(code == 409 || code == 410, "{code} {page}");
 }
 
 /// The supervisor's two doors, each with a replayed, a stale and a duplicate answer.

@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 mod routes;
 pub(crate) mod sessions;
 mod threads;
-pub use routes::{control_post, link_answer, link_request};
+pub use routes::{control_post, holds_link, link_answer, link_request};
 pub use threads::{agent_program, check_launch, Sessions, Thread, MAX_SESSIONS};
 use threads::{lock, send, Ending, NotSent, NotStarted, State};
 

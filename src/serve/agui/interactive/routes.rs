@@ -204,6 +204,12 @@ fn link_thread(shared: &Shared, c: &crate::serve::link_keys::Claims) -> Result<s
     })
 }
 
+/// Whether this server's own session is what a link names (else the link
+/// is a supervised run's: `super::super::super::supervisor`).
+pub fn holds_link(shared: &Shared, c: &crate::serve::link_keys::Claims) -> bool {
+    c.t == TASK && shared.sessions.by_record(&c.r).is_some()
+}
+
 /// `GET /a/<token>`: the request a valid link names (`None` inside when this
 /// server did not stream it and has only the link's own claims to show).
 pub fn link_request(

@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The name an approval link is minted for when no named person sent the message.
-pub const LINK_NAME: &str = "link";
+pub use crate::control::links::LINK_NAME;
 
 /// Live sessions held at once; a new thread past this is refused (503).
 pub const MAX_SESSIONS: usize = 64;
