@@ -151,3 +151,31 @@ pub fn claims_for(run: &str, task: &str, r: &crate::pipeline::events::InputReque
         k: r.tool.clone(),
     })
 }
+
+impl Claims {
+    /// The link's answer as every door gives one: the one [`Command`] rule
+    /// (`crate::control`), by the name the link was minted for, door `link`.
+    /// `request` is runwire's interrupt id the link is bound to.
+    ///
+    /// [`Command`]: super::Command
+    pub fn answer(
+        &self,
+        decision: &str,
+        reason: Option<String>,
+        answers: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<super::AnswerInput, String> {
+        let mut body = serde_json::json!({"request": self.i, "decision": decision});
+        if let Some(r) = reason {
+            body["message"] = r.into();
+        }
+        if let Some(a) = answers {
+            body["answers"] = a.into();
+        }
+        let command = super::Command::from_route(super::Verb::Answer, body.to_string().as_bytes(), &self.n)?;
+        let super::Command::Answer { mut answer } = command.by_person(&self.n) else {
+            return Err("not an answer".into());
+        };
+        answer.door = Some(super::Door::Link);
+        Ok(answer)
+    }
+}

@@ -208,17 +208,10 @@ pub fn link_answer(
     decision: &str,
     reason: Option<String>,
 ) -> Reply {
-    let mut body = serde_json::json!({"request": c.i, "decision": decision});
-    if let Some(r) = reason {
-        body["message"] = r.into();
-    }
-    let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
-        Ok(cmd) => cmd.by_person(&c.n),
+    let command = match c.answer(decision, reason, None) {
+        Ok(answer) => Command::Answer { answer },
         Err(m) => return Reply::bad(m),
     };
-    let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
-    answer.door = Some(Door::Link);
-    let command = Command::Answer { answer };
     let issued = Issued { door: Door::Link, actor: c.n.clone(), task: Some(c.t.clone()), command };
     let Some(creq) = issued.to_request() else { return Reply::bad("not an answer") };
     match control::call(&shared.cfg.harness_home, &c.r, &creq, call_timeout()) {

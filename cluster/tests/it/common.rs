@@ -233,6 +233,24 @@ impl Nats {
     }
 }
 
+/// One nats-server on the configuration `conf` (written to
+/// `dir/<name>.conf`), its log in `dir/<log>`.
+pub fn nats_server(dir: &Path, name: &str, conf: &str, log: &str) -> Proc {
+    let path = dir.join(format!("{name}.conf"));
+    std::fs::write(&path, conf).unwrap();
+    let log = std::fs::File::create(dir.join(log)).unwrap();
+    Proc(
+        Command::new("nats-server")
+            .arg("-c")
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start nats-server"),
+    )
+}
+
 /// `runwire-cluster node` publishing `home` as `name`, its full look every `poll_ms`.
 pub fn node(url: &str, name: &str, home: &Path, poll_ms: u64) -> Proc {
     Proc(

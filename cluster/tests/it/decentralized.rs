@@ -15,7 +15,7 @@ use nkeys::KeyPair;
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A JWT as the NATS tools make one: `iss` signs `sub`'s claims.
@@ -153,18 +153,7 @@ fn a_node_added_with_the_guides_jwt_permissions_touches_no_server_and_publishes_
         system.public_key(),
         account.public_key(),
     );
-    std::fs::write(dir.join("s0.conf"), &conf).unwrap();
-    let log = std::fs::File::create(dir.join("nats-0.log")).unwrap();
-    let _server = Proc(
-        Command::new("nats-server")
-            .arg("-c")
-            .arg(dir.join("s0.conf"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
+    let _server = nats_server(&dir, "s0", &conf, "nats-0.log");
     let url = format!("nats://127.0.0.1:{port}");
 
     // Step 3: the admin (no limits: anything in the account) and the hub.

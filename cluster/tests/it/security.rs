@@ -501,18 +501,7 @@ fn a_token_comes_from_a_file_or_the_environment_never_the_command_line() {
         "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: \"{}\" }}\nauthorization {{ token: \"{token}\" }}\n",
         dir.join("js").display()
     );
-    std::fs::write(dir.join("s.conf"), conf).unwrap();
-    let log = std::fs::File::create(dir.join("nats.log")).unwrap();
-    let _server = Proc(
-        Command::new("nats-server")
-            .arg("-c")
-            .arg(dir.join("s.conf"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
+    let _server = nats_server(&dir, "s", &conf, "nats.log");
     let url = format!("nats://127.0.0.1:{port}");
     let tf = dir.join("token");
     std::fs::write(&tf, format!("{token}\n")).unwrap();

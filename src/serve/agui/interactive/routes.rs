@@ -244,19 +244,10 @@ pub fn link_answer(
     let Some(agent) = agent else {
         return Reply::refuse("The agent process that asked has ended. Nothing was done.", None);
     };
-    let mut body = serde_json::json!({"request": c.i, "decision": decision});
-    if let Some(r) = reason {
-        body["message"] = r.into();
-    }
-    if let Some(a) = answers {
-        body["answers"] = a.into();
-    }
-    let command = match Command::from_route(Verb::Answer, body.to_string().as_bytes(), &c.n) {
-        Ok(cmd) => cmd.by_person(&c.n),
+    let answer = match c.answer(decision, reason, answers) {
+        Ok(a) => a,
         Err(m) => return Reply::bad(m),
     };
-    let Command::Answer { mut answer } = command else { return Reply::bad("not an answer") };
-    answer.door = Some(crate::control::Door::Link);
     // runwire's id, resolved by the session's loop against its own process's
     // requests (streamed here or not).
     answer_route(&agent, answer, crate::control::Door::Link)
