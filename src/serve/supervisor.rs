@@ -187,7 +187,10 @@ pub fn link_request(
 ) -> Result<Option<crate::pipeline::events::InputRequest>, String> {
     let loaded = view::find(&Registry::at(&shared.cfg.harness_home), &c.r)
         .map_err(|_| "The run this link was minted for is not on this server. Nothing was done.".to_string())?;
+    // Open as the views show it: not answered, and its task not ended.
+    let ended = loaded.journal.state(&c.t).is_some_and(crate::runs::journal::is_terminal);
     let open = loaded.journal.open.iter().find(|o| o.task == c.t && o.interrupt.as_deref() == Some(c.i.as_str()));
+    let open = open.filter(|_| !ended);
     let Some(o) = open else {
         return Err(
             "This request was already answered, or its time ran out: this link is used. Nothing was done.".into()

@@ -318,6 +318,7 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
     // The run's supervisor gone, its link (an open one would too) says so.
     let (code, page) = form(srv.port, path, "decision=allow");
     assert!(code == 409 || code == 410, "{code} {page}");
+    assert_eq!(http(srv.port, "GET", path, "").0, 410);
 }
 
 /// The supervisor's two doors, each with a replayed, a stale and a duplicate answer.
