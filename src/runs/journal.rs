@@ -230,6 +230,9 @@ struct RecordRef<'a> {
     /// `requested`: its approval links (`runwire-serve --public-url`).
     #[serde(default)]
     links: Option<Vec<String>>,
+    /// `requested` of kind `question`: its questions, as journaled.
+    #[serde(default)]
+    questions: Option<serde_json::Value>,
 }
 
 /// A JSON string borrowed from the input unless it has escapes. (A plain
@@ -286,6 +289,7 @@ impl RecordRef<'_> {
             interrupt: opt(&self.interrupt).map(str::to_string),
             ts: self.ts.0.to_string(),
             links: self.links.clone().unwrap_or_default(),
+            questions: self.questions.clone(),
         }
     }
 
@@ -451,6 +455,8 @@ pub struct OpenRequest {
     pub ts: String,
     /// Its approval links (`runwire-serve --public-url`), for the studio to copy.
     pub links: Vec<String>,
+    /// A question's questions and choices (records of older writers have none).
+    pub questions: Option<serde_json::Value>,
 }
 
 /// What a journal says, folded.

@@ -336,9 +336,9 @@ pub fn handle(
     // The server's own session, else the run's supervisor, which minted it
     // (`runwire-supervise --public-url`) and answers it over its socket.
     let own = routes::holds_link(shared, &c);
+    let request = || if own { routes::link_request(shared, &c) } else { super::supervisor::link_request(shared, &c) };
     let Some((body, _)) = body else {
-        let request = if own { routes::link_request(shared, &c) } else { super::supervisor::link_request(shared, &c) };
-        return match request {
+        return match request() {
             Ok(r) => {
                 send(stream, cors, 200, "text/html; charset=utf-8", &ask_page(&c, r.as_ref()));
                 Close::Linger
@@ -364,7 +364,7 @@ pub fn handle(
     let answers = match (decision.as_str(), given) {
         ("answer", Some(a)) => Some(a),
         ("answer", None) => {
-            let asked = routes::link_request(shared, &c).ok().flatten().and_then(|r| r.questions);
+            let asked = request().ok().flatten().and_then(|r| r.questions);
             match asked.map(|q| form_answers(&q, &fields)) {
                 Some(Ok(a)) => Some(a),
                 Some(Err(e)) => {
@@ -387,7 +387,7 @@ pub fn handle(
     let r = if own {
         routes::link_answer(shared, &c, &decision, reason, answers)
     } else {
-        super::supervisor::link_answer(shared, &c, &decision, reason)
+        super::supervisor::link_answer(shared, &c, &decision, reason, answers)
     };
     if r.ok && r.sent != Some(false) {
         let done = match decision.as_str() {

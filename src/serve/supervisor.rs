@@ -196,8 +196,10 @@ pub fn link_request(
             "This request was already answered, or its time ran out: this link is used. Nothing was done.".into()
         );
     };
-    // What the journal keeps of it: the kind, the tool and what it would run.
-    let r = serde_json::json!({"id": o.request, "kind": o.kind, "tool": o.tool, "message": o.detail});
+    // What the journal keeps of it: the kind, the tool and what it would
+    // run, a question's questions and choices.
+    let r = serde_json::json!({"id": o.request, "kind": o.kind, "tool": o.tool, "message": o.detail,
+        "questions": o.questions});
     Ok(serde_json::from_value(r).ok())
 }
 
@@ -210,8 +212,9 @@ pub fn link_answer(
     c: &crate::control::links::Claims,
     decision: &str,
     reason: Option<String>,
+    answers: Option<serde_json::Map<String, serde_json::Value>>,
 ) -> Reply {
-    let command = match c.answer(decision, reason, None) {
+    let command = match c.answer(decision, reason, answers) {
         Ok(answer) => Command::Answer { answer },
         Err(m) => return Reply::bad(m),
     };

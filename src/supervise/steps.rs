@@ -9,7 +9,6 @@ use super::state::{now_ts, Sup};
 use super::waves::{End, Phase, Step, ACTOR};
 use crate::control::links::LINK_NAME;
 use crate::control::Reply;
-use crate::pipeline::events::InputKind;
 use crate::runs::liveness::Entry;
 use crate::session::proc::{self, Spec};
 use crate::session::record::InputRecord;
@@ -236,9 +235,8 @@ impl Sup {
                     ints.raised(i, &q.id);
                 }
                 let mut rec = InputRecord::requested("runner", id, &q, now());
-                // Approvals only: a question's choices are not journaled,
-                // so a link's page could not offer them.
-                if let Some(keys) = self.opts.links.as_ref().filter(|_| q.kind != InputKind::Question) {
+                // Its link (the record keeps a question's choices for the link's page).
+                if let Some(keys) = &self.opts.links {
                     let claims = crate::control::links::claims_for(&self.rec.run_id, id, &q, LINK_NAME);
                     rec.links = claims.map(|c| vec![keys.link(&c)]);
                 }

@@ -321,6 +321,83 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
     assert_eq!(http(srv.port, "GET", path, "").0, 410);
 }
 
+/// A supervised claude task's question (AskUserQuestion) gets a link too:
+/// the journal keeps its questions, so the server's page lists the choices,
+/// and the form's answer reaches the agent once through the supervisor.
+#[test]
+fn a_supervised_tasks_question_link_offers_its_choices_and_answers_once() {
+    const PUBLIC: &str = "https://rw.example.test";
+    let dir = support::scratch("doors-supervised-question");
+    let secret = dir.join("link-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    let task = json!({"id": "a", "adapter": "claude", "prompt": "ask me"});
+    std::fs::write(dir.join("p.plan.json"), json!({"v": "plan/v1", "tasks": [task]}).to_string()).unwrap();
+    let ask = json!([{"request_id": "q1", "tool_name": "AskUserQuestion", "requires_user_interaction": true,
+        "input": {"questions": [{"question": "Tabs or spaces?", "header": "Indent",
+            "options": [{"label": "tabs"}, {"label": "spaces"}], "multiSelect": false}]}}]);
+    let flags = ["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()];
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+    cmd.env("HARNESS_HOME", dir.join("home"))
+        .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+        .env("RUNWIRE_CLAUDE_BIN", support::example("trust-agent"))
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", ask.to_string())
+        .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
+        .arg(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("wrappers"))
+        .args(flags);
+    let mut s = support::Supervised::spawn(dir, cmd);
+    let why =
+        |s: &support::Supervised| format!("journal {:?}\nlog:\n{}\nstderr:\n{}", s.journal(), s.log(), s.stderr());
+    until("the question in the journal", || s.journal().iter().any(|r| r["input"] == "requested"), || why(&s));
+    let requested = s.journal().into_iter().find(|r| r["input"] == "requested").unwrap();
+    assert_eq!(requested["kind"], "question", "{requested}");
+    assert_eq!(requested["questions"][0]["question"], "Tabs or spaces?", "{requested}");
+    let link = requested["links"][0].as_str().unwrap_or_else(|| panic!("no link: {requested}")).to_string();
+    let path = &link[PUBLIC.len()..];
+    let mut srv = Server::command();
+    srv.env("HARNESS_HOME", s.dir.join("home")).args(flags);
+    let srv = Server::spawn(srv);
+    let (code, page) = http(srv.port, "GET", path, "");
+    let page = String::from_utf8_lossy(&page).to_string();
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("Indent: Tabs or spaces?") && page.contains(r#"value="spaces""#), "{page}");
+    let form = |body: &str| {
+        let r = support::server::request_with(srv.port, "POST", path, "application/x-www-form-urlencoded", "", body);
+        (r.status, String::from_utf8_lossy(&r.body).to_string())
+    };
+    // An answer to a question not asked: refused, nothing sent.
+    assert_eq!(form("decision=answer&q0=spaces&q1=x").0, 400);
+    let (code, page) = form("decision=answer&q0=spaces");
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("Answered"), "{page}");
+    let responses = || -> Vec<Value> {
+        support::complete_json_lines(&s.dir.join("agent-input.jsonl"))
+            .into_iter()
+            .map(|v| v["line"].clone())
+            .filter(|l| l["type"] == "control_response")
+            .collect()
+    };
+    until("the answer at the agent", || !responses().is_empty(), || why(&s));
+    let (code, _) = form("decision=answer&q0=tabs");
+    assert!(code == 409 || code == 410, "{code}");
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = responses();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].to_string().contains(r#""Tabs or spaces?":"spaces""#), "{sent:?}");
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    let a = &answered[0];
+    assert_eq!(
+        (a["decision"].as_str(), a["door"].as_str(), a["by"].as_str()),
+        (Some("answer"), Some("link"), Some("link"))
+    );
+    assert_eq!(s.wait(LIMIT, |s| s.stderr()), 0, "{}", why(&s));
+}
+
 /// The supervisor's two doors, each with a replayed, a stale and a duplicate answer.
 fn supervisor_doors(rows: &mut Vec<Row>) {
     let mut s = Sup::start("doors-supervisor");

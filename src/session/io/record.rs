@@ -49,6 +49,11 @@ pub struct InputRecord {
     /// `requested`: the approval links minted for it (`runwire-serve --public-url`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub links: Option<Vec<String>>,
+    /// `requested` of kind `question`: the questions and their choices, as
+    /// the agent asked them (what another process needs to offer them: a
+    /// supervised task's approval link is answered by the server).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub questions: Option<Vec<crate::pipeline::events::Question>>,
 }
 
 /// Longest `detail` journaled (a plan or a command can be long; the log has it whole).
@@ -92,6 +97,7 @@ impl InputRecord {
             interrupt: r.interrupt_id.clone(),
             door: None,
             links: None,
+            questions: r.questions.clone(),
         }
     }
 
@@ -114,6 +120,7 @@ impl InputRecord {
             interrupt: a.interrupt_id.clone(),
             door: a.door.clone(),
             links: None,
+            questions: None,
         }
     }
 
