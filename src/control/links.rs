@@ -1,6 +1,6 @@
 //! Approval links' tokens: the link secret, the claims a link is bound to
-//! and the token that carries them ([`Keys`], [`Claims`]). Pure: the
-//! server (`runwire-serve --public-url`) and the supervisor
+//! and the token that carries them ([`Keys`], [`Claims`]). No IO but
+//! reading the secret file at start: the server (`runwire-serve --public-url`) and the supervisor
 //! (`runwire-supervise --public-url`) mint with it, the server's link
 //! routes (`crate::serve::links`) check with it; the routes' rate limits
 //! stay with the server (`crate::serve::link_keys`).
@@ -22,7 +22,7 @@ pub const LINK_NAME: &str = "link";
 /// Shortest link secret.
 pub const MIN_SECRET: usize = 32;
 
-/// The server's link settings.
+/// The link settings of a server or a supervisor (`--public-url`, `--link-secret-file`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Keys {
     /// `--public-url`, without a trailing slash.
@@ -76,17 +76,18 @@ impl Keys {
         })
     }
 
-    fn mac(&self, text: &[u8]) -> Vec<u8> {
+    /// The MAC of a token's claims text, keyed by the secret, in its own domain.
+    fn hmac(&self, text: &[u8]) -> Hmac<Sha256> {
         let mut m = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes a key of any length");
         m.update(b"runwire-link/v1\n");
         m.update(text);
-        m.finalize().into_bytes().to_vec()
+        m
     }
 
     /// The token for `claims`.
     pub fn token(&self, claims: &Claims) -> String {
         let body = B64.encode(serde_json::to_vec(claims).expect("claims serialize"));
-        let mac = B64.encode(self.mac(body.as_bytes()));
+        let mac = B64.encode(self.hmac(body.as_bytes()).finalize().into_bytes());
         format!("{body}.{mac}")
     }
 
@@ -103,11 +104,8 @@ impl Keys {
         }
         let (body, mac) = token.split_once('.')?;
         let given = B64.decode(mac).ok()?;
-        let mut m = Hmac::<Sha256>::new_from_slice(&self.secret).ok()?;
-        m.update(b"runwire-link/v1\n");
-        m.update(body.as_bytes());
         // Constant-time comparison (hmac's verify).
-        m.verify_slice(&given).ok()?;
+        self.hmac(body.as_bytes()).verify_slice(&given).ok()?;
         serde_json::from_slice(&B64.decode(body).ok()?).ok()
     }
 }

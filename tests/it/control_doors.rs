@@ -240,6 +240,22 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
     assert_eq!((steer["actor"].as_str(), steer["door"].as_str()), (Some("ana"), Some("supervisor-socket")), "{steer}");
 }
 
+/// The public address approval links are minted for in these tests.
+const PUBLIC: &str = "https://rw.example.test";
+
+/// A link secret file in `dir`.
+fn link_secret(dir: &Path) -> std::path::PathBuf {
+    let f = dir.join("link-secret");
+    std::fs::write(&f, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    f
+}
+
+/// A form POST of an approval link: its status and page.
+fn link_form(port: u16, path: &str, body: &str) -> (u16, String) {
+    let r = support::server::request_with(port, "POST", path, "application/x-www-form-urlencoded", "", body);
+    (r.status, String::from_utf8_lossy(&r.body).to_string())
+}
+
 /// Approval links for supervised tasks (`runwire-supervise --public-url
 /// --link-secret-file`, the server's two flags): the supervisor journals a
 /// link with each approval its task's agent raises; a `runwire-serve` with
@@ -250,10 +266,8 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
 /// none) acts on nothing.
 #[test]
 fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
-    const PUBLIC: &str = "https://rw.example.test";
     let dir = support::scratch("doors-supervised-link");
-    let secret = dir.join("link-secret");
-    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let secret = link_secret(&dir);
     let other = dir.join("other-secret");
     std::fs::write(&other, "another secret of at least thirty-two bytes\n").unwrap();
     let flags = ["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()];
@@ -269,10 +283,7 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
         cmd.env("HARNESS_HOME", &home).args(args);
         Server::spawn(cmd)
     };
-    let form = |port: u16, path: &str, body: &str| {
-        let r = support::server::request_with(port, "POST", path, "application/x-www-form-urlencoded", "", body);
-        (r.status, String::from_utf8_lossy(&r.body).to_string())
-    };
+    let form = link_form;
     // A server with another secret, or none, names nothing and sends nothing.
     for (args, code) in
         [(vec!["--public-url", PUBLIC, "--link-secret-file", other.to_str().unwrap()], 403), (vec![], 404)]
@@ -326,10 +337,8 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
 /// and the form's answer reaches the agent once through the supervisor.
 #[test]
 fn a_supervised_tasks_question_link_offers_its_choices_and_answers_once() {
-    const PUBLIC: &str = "https://rw.example.test";
     let dir = support::scratch("doors-supervised-question");
-    let secret = dir.join("link-secret");
-    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let secret = link_secret(&dir);
     std::fs::create_dir_all(dir.join("home")).unwrap();
     std::fs::create_dir_all(dir.join(".git")).unwrap();
     let task = json!({"id": "a", "adapter": "claude", "prompt": "ask me"});
@@ -365,10 +374,7 @@ fn a_supervised_tasks_question_link_offers_its_choices_and_answers_once() {
     let page = String::from_utf8_lossy(&page).to_string();
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("Indent: Tabs or spaces?") && page.contains(r#"value="spaces""#), "{page}");
-    let form = |body: &str| {
-        let r = support::server::request_with(srv.port, "POST", path, "application/x-www-form-urlencoded", "", body);
-        (r.status, String::from_utf8_lossy(&r.body).to_string())
-    };
+    let form = |body: &str| link_form(srv.port, path, body);
     // An answer to a question not asked: refused, nothing sent.
     assert_eq!(form("decision=answer&q0=spaces&q1=x").0, 400);
     let (code, page) = form("decision=answer&q0=spaces");
@@ -867,8 +873,7 @@ fn a_retried_steer_line_with_its_key_reaches_the_agent_once() {
 #[test]
 fn a_retried_command_with_its_key_acts_once_on_the_servers_doors() {
     let dir = support::scratch("keys-server");
-    let secret = dir.join("link-secret");
-    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let secret = link_secret(&dir);
     let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"}}]);
     let mut cmd = Server::command();
     cmd.args(["--agent", "claude", "--interactive", "--agent-cmd"])
