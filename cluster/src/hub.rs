@@ -26,6 +26,7 @@ use async_nats::jetstream::{self, kv};
 use async_nats::HeaderMap;
 use futures_util::StreamExt;
 use runwire::runs::registry::{Pointer, Registry};
+use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,11 @@ pub struct Opts {
 pub struct Mirror {
     pub home: PathBuf,
     reg: Registry,
+    /// Each task file's `(inode, generation)` as the stream's last chunk of
+    /// it gave them: a live chunk is written only when it continues that.
+    /// Held while any chunk is written, so the stream's and the live
+    /// tail's writes never interleave.
+    streamed: std::sync::Mutex<HashMap<String, (u64, u64)>>,
 }
 
 fn hdr<T: std::str::FromStr>(h: Option<&HeaderMap>, name: &str) -> Option<T> {
@@ -54,7 +60,7 @@ fn set_mtime(f: &std::fs::File, ns: i64) {
 
 impl Mirror {
     pub fn new(home: &Path) -> Mirror {
-        Mirror { home: home.to_path_buf(), reg: Registry::at(home) }
+        Mirror { home: home.to_path_buf(), reg: Registry::at(home), streamed: Default::default() }
     }
 
     pub fn dir(&self, node: &str, run: &str) -> PathBuf {
@@ -123,6 +129,9 @@ impl Mirror {
         let Some((node, run, file)) = names::parse_file_subject(subject) else {
             bail!("{subject}: not a file subject (ignored)");
         };
+        let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
+        // Live chunks continue only what a plain chunk of the stream leaves.
+        streamed.remove(subject);
         let dir = self.dir(&node, &run);
         let path = dir.join(&file);
         // The run's mark, held before any of its files changes (listings
@@ -175,21 +184,60 @@ impl Mirror {
             f.set_len(0)?;
         }
         let len = f.metadata()?.len();
-        if len > off {
-            return Ok(Applied::Done); // applied already
-        }
         if len < off {
             // The chunks before it expired (retention) or were lost: the
             // node is asked for the file whole; nothing is written meanwhile.
             return Ok(Applied::Gap { node, run, file });
         }
-        use std::io::{Seek, SeekFrom};
-        f.seek(SeekFrom::Start(off))?;
-        f.write_all(payload)?;
-        set_mtime(&f, mtime);
-        drop(f);
-        self.note(&mark, &dir, &file);
+        let at = hdr::<u64>(h, header::INO).map(|ino| (ino, hdr::<u64>(h, header::GEN).unwrap_or(0)));
+        // Applied already, or in part by the live tail (the same bytes of an
+        // append-only file): what is past the file's length is written.
+        if let Some(rest) = payload.get((len - off) as usize..).filter(|r| !r.is_empty()) {
+            use std::io::{Seek, SeekFrom};
+            f.seek(SeekFrom::Start(len))?;
+            f.write_all(rest)?;
+            set_mtime(&f, mtime);
+            drop(f);
+            self.note(&mark, &dir, &file);
+        }
+        if let Some(at) = at {
+            streamed.insert(subject.to_string(), at);
+        }
         Ok(Applied::Done)
+    }
+
+    /// One chunk of the live tail (`rwlive.<node>.<run>.<file>`, core NATS):
+    /// written when it continues a task file as the stream's last chunk of
+    /// it left it (the same inode and generation, starting at or before the
+    /// file's length); otherwise dropped, the stream bringing it. Whether
+    /// it wrote anything.
+    pub fn live(&self, subject: &str, h: Option<&HeaderMap>, payload: &[u8]) -> anyhow::Result<bool> {
+        let Some((node, run, file)) = names::file_of_live(subject).and_then(|s| names::parse_file_subject(&s)) else {
+            bail!("{subject}: not a live subject (ignored)");
+        };
+        if !(file.ends_with(".log") || file.ends_with(".log.at")) {
+            bail!("{subject}: not a task's log or arrival times (ignored)");
+        }
+        let streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
+        let (Some(off), Some(ino)) = (hdr::<u64>(h, header::OFFSET), hdr::<u64>(h, header::INO)) else {
+            bail!("{subject}: no {} or {} header", header::OFFSET, header::INO);
+        };
+        let gen = hdr::<u64>(h, header::GEN).unwrap_or(0);
+        if streamed.get(&names::file_subject(&node, &run, &file)) != Some(&(ino, gen)) {
+            return Ok(false);
+        }
+        let path = self.dir(&node, &run).join(&file);
+        let Ok(f) = std::fs::OpenOptions::new().write(true).open(&path) else { return Ok(false) };
+        let len = f.metadata()?.len();
+        let Some(rest) = payload.get(len.saturating_sub(off) as usize..).filter(|r| off <= len && !r.is_empty()) else {
+            return Ok(false);
+        };
+        runwire::runs::marks::Run::new(&self.home, &names::hub_run_id(&node, &run))
+            .hold()
+            .with_context(|| format!("{subject}: the run's mark"))?;
+        f.write_all_at(rest, len)?;
+        set_mtime(&f, hdr(h, header::MTIME).unwrap_or(0));
+        Ok(true)
     }
 
     /// The runs of the mirror whose journal it lacks: `(node, run)`. Each
@@ -297,11 +345,76 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let mirror = std::sync::Arc::new(Mirror::new(&o.home));
     let m2 = mirror.clone();
     let watcher = tokio::spawn(async move { watch_runs(runs, &m2).await });
+    let m3 = mirror.clone();
+    let live = tokio::spawn(live_tail(client.clone(), m3));
     let files_loop = follow_files(client, js.clone(), &mirror);
     tokio::select! {
         r = files_loop => r,
         r = watcher => r.map_err(|e| anyhow!("{e}"))?,
+        r = live => r.map_err(|e| anyhow!("{e}"))?,
     }
+}
+
+/// The nodes' live tails into the mirror (core NATS: what the hub misses
+/// while it is away or cut off, the stream brings).
+async fn live_tail(client: async_nats::Client, mirror: std::sync::Arc<Mirror>) -> anyhow::Result<()> {
+    use futures_util::FutureExt;
+    let mut said = false;
+    loop {
+        match client.subscribe("rwlive.>").await {
+            Ok(mut sub) => {
+                while let Some(m) = sub.next().await {
+                    // What else has come meanwhile, written with it: a
+                    // burst's lines arrive one message each, and a file's
+                    // run of them is one write.
+                    let mut batch = vec![m];
+                    while batch.len() < 256 {
+                        match sub.next().now_or_never() {
+                            Some(Some(m)) => batch.push(m),
+                            _ => break,
+                        }
+                    }
+                    for (subject, h, payload) in joined(batch) {
+                        if let Err(e) = mirror.live(&subject, h.as_ref(), &payload) {
+                            if !said {
+                                crate::report(format!("mirror: live: {e:#}"));
+                                said = true;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => crate::report(format!("mirror: live: subscribe: {e}")),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Live chunks in order, each one's successors of the same file and
+/// generation that follow it byte for byte joined to it.
+fn joined(batch: Vec<async_nats::Message>) -> Vec<(String, Option<HeaderMap>, Vec<u8>)> {
+    let key = |h: Option<&HeaderMap>| {
+        let get = |n: &str| h.and_then(|h| h.get(n)).map(|v| v.to_string());
+        (get(header::INO), get(header::GEN), hdr::<u64>(h, header::OFFSET))
+    };
+    let mut out: Vec<(String, Option<HeaderMap>, Vec<u8>)> = Vec::new();
+    for m in batch {
+        let (ino, gen, off) = key(m.headers.as_ref());
+        if let Some((subject, h, payload)) = out.last_mut() {
+            let (lino, lgen, loff) = key(h.as_ref());
+            let follows = loff.zip(off).is_some_and(|(lo, o)| lo + payload.len() as u64 == o);
+            if *subject == m.subject.as_str() && (lino, lgen) == (ino, gen) && follows {
+                payload.extend_from_slice(&m.payload);
+                // The later chunk's modification time.
+                if let (Some(h), Some(t)) = (h.as_mut(), m.headers.as_ref().and_then(|x| x.get(header::MTIME))) {
+                    h.insert(header::MTIME, t.clone());
+                }
+                continue;
+            }
+        }
+        out.push((m.subject.to_string(), m.headers, m.payload.to_vec()));
+    }
+    out
 }
 
 async fn watch_runs(runs: kv::Store, mirror: &Mirror) -> anyhow::Result<()> {
@@ -357,7 +470,8 @@ async fn follow_files(client: async_nats::Client, js: jetstream::Context, mirror
     loop {
         match f.next(Duration::from_millis(500)).await {
             Some(m) => {
-                match mirror.chunk(&m.subject, m.headers.as_ref(), &m.payload) {
+                let r = mirror.chunk(&m.subject, m.headers.as_ref(), &m.payload);
+                match r {
                     Ok(Applied::Done) => {}
                     // The whole run: its other files' starts (the plan's, published
                     // once) went with this one's, oldest first.
@@ -394,6 +508,97 @@ mod tests {
             h.insert(*k, *v);
         }
         h
+    }
+
+    #[test]
+    fn live_chunks_continue_only_what_the_stream_left_and_no_byte_is_written_twice() {
+        let tmp = std::env::temp_dir().join(format!("rw-mirror-live-{}", std::process::id()));
+        let m = Mirror::new(&tmp);
+        let (run, file) = ("ab--x.y", "x.y.t.log");
+        let s = names::file_subject("n1", run, file);
+        let live = names::live_subject("n1", run, file);
+        let path = m.dir("n1", run).join(file);
+        let at = |off: &str| headers(&[("Rw-Offset", off), ("Rw-Ino", "7")]);
+        // Nothing from the stream yet: a live chunk has nothing to continue.
+        assert!(!m.live(&live, Some(&at("0")), b"one\n").unwrap());
+        assert!(!path.exists());
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Ino", "7"), ("Rw-Reset", "1")])), b"one\n").unwrap();
+        // It continues the file: written; again (a duplicate): not.
+        assert!(m.live(&live, Some(&at("4")), b"two\n").unwrap());
+        assert!(!m.live(&live, Some(&at("4")), b"two\n").unwrap());
+        // Overlapping the file's end: only what is past it.
+        assert!(m.live(&live, Some(&at("4")), b"two\nthree\n").unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\nthree\n");
+        // Past the end (a live chunk lost): not written, the stream brings it.
+        assert!(!m.live(&live, Some(&at("100")), b"x").unwrap());
+        // Another inode or generation than the stream's: not written.
+        let other = headers(&[("Rw-Offset", "14"), ("Rw-Ino", "8")]);
+        assert!(!m.live(&live, Some(&other), b"x").unwrap());
+        let gen = headers(&[("Rw-Offset", "14"), ("Rw-Ino", "7"), ("Rw-Gen", "3")]);
+        assert!(!m.live(&live, Some(&gen), b"x").unwrap());
+        // The stream's chunks of what live wrote: applied already, or only their rest.
+        m.chunk(&s, Some(&at("4")), b"two\n").unwrap();
+        m.chunk(&s, Some(&at("8")), b"three\nfour\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\nthree\nfour\n");
+        // A new generation from the stream: live chunks of the old one are refused.
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Ino", "9"), ("Rw-Reset", "1")])), b"new\n").unwrap();
+        assert!(!m.live(&live, Some(&at("4")), b"old\n").unwrap());
+        assert!(m.live(&live, Some(&headers(&[("Rw-Offset", "4"), ("Rw-Ino", "9")])), b"more\n").unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"new\nmore\n");
+        // Removed at its node: no live chunk brings it back.
+        m.chunk(&s, Some(&headers(&[("Rw-Removed", "1"), ("Nats-Rollup", "sub")])), b"").unwrap();
+        assert!(!m.live(&live, Some(&headers(&[("Rw-Offset", "9"), ("Rw-Ino", "9")])), b"x").unwrap());
+        assert!(!path.exists());
+        // Only a task's log and its arrival times come live; never a path.
+        let journal = names::file_subject("n1", run, "x.y.jsonl");
+        m.chunk(&journal, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Ino", "1"), ("Rw-Reset", "1")])), b"{}\n").unwrap();
+        let jlive = names::live_subject("n1", run, "x.y.jsonl");
+        assert!(m.live(&jlive, Some(&headers(&[("Rw-Offset", "3"), ("Rw-Ino", "1")])), b"{}\n").is_err());
+        assert!(m.live("rwlive.n1.run.=2E=2E", Some(&at("0")), b"x").is_err());
+        assert!(m.live(&s, Some(&at("0")), b"x").is_err());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_files_consecutive_live_chunks_are_joined_and_others_kept_apart() {
+        let msg = |subject: &str, pairs: &[(&str, &str)], payload: &'static [u8]| async_nats::Message {
+            subject: subject.into(),
+            reply: None,
+            payload: bytes::Bytes::from_static(payload),
+            headers: Some(headers(pairs)),
+            status: None,
+            description: None,
+            length: payload.len(),
+        };
+        let a = "rwlive.n1.r.a=2Elog";
+        let b = "rwlive.n1.r.b=2Elog";
+        let out = joined(vec![
+            msg(a, &[("Rw-Offset", "0"), ("Rw-Ino", "1"), ("Rw-Mtime", "1")], b"ab"),
+            msg(a, &[("Rw-Offset", "2"), ("Rw-Ino", "1"), ("Rw-Mtime", "2")], b"cd"),
+            msg(b, &[("Rw-Offset", "0"), ("Rw-Ino", "2")], b"x"),
+            msg(a, &[("Rw-Offset", "4"), ("Rw-Ino", "1")], b"e"),
+            // Not following byte for byte, or another generation: apart.
+            msg(a, &[("Rw-Offset", "9"), ("Rw-Ino", "1")], b"z"),
+            msg(a, &[("Rw-Offset", "10"), ("Rw-Ino", "1"), ("Rw-Gen", "5")], b"y"),
+        ]);
+        let got: Vec<(&str, Option<&str>, &[u8])> = out
+            .iter()
+            .map(|(s, h, p)| {
+                (s.as_str(), h.as_ref().and_then(|h| h.get("Rw-Offset")).map(|v| v.as_str()), p.as_slice())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (a, Some("0"), &b"abcd"[..]),
+                (b, Some("0"), &b"x"[..]),
+                (a, Some("4"), &b"e"[..]),
+                (a, Some("9"), &b"z"[..]),
+                (a, Some("10"), &b"y"[..]),
+            ]
+        );
+        // The joined chunk carries its last part's modification time.
+        assert_eq!(out[0].1.as_ref().and_then(|h| h.get("Rw-Mtime")).map(|v| v.as_str()), Some("2"));
     }
 
     #[test]

@@ -115,6 +115,19 @@ pub fn file_subject(node: &str, run: &str, file: &str) -> String {
     format!("rwfile.{node}.{}.{}", token(run), token(file))
 }
 
+/// The core NATS subject on which a node also sends what it appends to a
+/// task's log and arrival times as it reads it (`rwlive.<node>.<run>.<file>`,
+/// nothing stored): a hub writes it into its mirror at once when it
+/// continues what the stream gave it (spec/CLUSTER.md, "Live tail").
+pub fn live_subject(node: &str, run: &str, file: &str) -> String {
+    format!("rwlive.{node}.{}.{}", token(run), token(file))
+}
+
+/// The file subject a live subject stands for: `rwlive.` taken for `rwfile.`.
+pub fn file_of_live(subject: &str) -> Option<String> {
+    subject.strip_prefix("rwlive.").map(|rest| format!("rwfile.{rest}"))
+}
+
 /// `(node, run, file)` of a file subject, checked: `None` for anything the
 /// hub must not turn into a path.
 pub fn parse_file_subject(subject: &str) -> Option<(String, String, String)> {

@@ -98,12 +98,46 @@ pub struct Node {
     /// inotify (`None`: none to be had; every round is a full one).
     wake: Option<Wake>,
     /// File chunks sent, their acknowledgements not yet awaited.
-    pending: Vec<(String, async_nats::jetstream::context::PublishAckFuture)>,
+    pending: std::collections::VecDeque<(String, usize, async_nats::jetstream::context::PublishAckFuture)>,
     pending_bytes: usize,
     /// Files hubs asked to have published again, whole: `(run, None)` for
     /// all of a run's files (`rwsync.<node>`).
     republish: BTreeSet<(String, Option<String>)>,
+    /// What inotify said (the waking thread's), and what it said while a
+    /// round waited for acknowledgements: the next round's.
+    wakes: tokio::sync::mpsc::UnboundedReceiver<watch::Taken>,
+    deferred: Dirty,
+    live: Live,
 }
+
+/// The live tail (spec/CLUSTER.md, "Live tail"): what is appended to a
+/// task's log and its arrival times, sent on core NATS as it is read, while
+/// the stream's copy waits for its replicas. A burst's lines reach a hub's
+/// viewers without waiting for a round's acknowledgement and the replicas'
+/// commit; the stream stays the record (a hub applies a live chunk only
+/// where it continues what the stream gave it).
+struct Live {
+    client: async_nats::Client,
+    /// By file subject.
+    files: HashMap<String, LiveFile>,
+    /// Each run's file subjects, in the order they are sent: a task's
+    /// arrival times before its log, as in the stream.
+    order: HashMap<String, Vec<String>>,
+}
+
+struct LiveFile {
+    subject: String,
+    dir: PathBuf,
+    name: String,
+    ino: u64,
+    gen: u64,
+    /// Bytes sent, live or in the stream.
+    pos: u64,
+}
+
+/// More than this appended since the last look is a backlog, not a live
+/// line: the stream carries it alone (a bulk write is not sent twice).
+const LIVE_MAX: u64 = 256 * 1024;
 
 fn note(noted: &mut BTreeSet<String>, msg: String) {
     if noted.insert(msg.clone()) {
@@ -155,7 +189,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             std::process::exit(runwire::util::cli::Exit::Usage as i32);
         }
     });
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let mut asks = sync_requests(&client, &o.node).await;
     // Watching starts before the first round reads anything, so no change falls between.
     let wake = match Wake::start(&o.home, tx) {
@@ -165,6 +199,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             None
         }
     };
+    let live = Live { client: client.clone(), files: HashMap::new(), order: HashMap::new() };
     let mut n = Node {
         wake,
         reg: Registry::at(&o.home),
@@ -180,18 +215,22 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         state: HashMap::new(),
         noted: BTreeSet::new(),
         republish: BTreeSet::new(),
-        pending: Vec::new(),
+        pending: std::collections::VecDeque::new(),
         pending_bytes: 0,
+        wakes: rx,
+        deferred: Dirty::default(),
+        live,
     };
     let mut failing: Option<String> = None;
     let mut full_at = Instant::now();
     loop {
-        let mut d = Dirty::default();
+        // What came while the last round waited for its acknowledgements.
+        let mut d = std::mem::take(&mut n.deferred);
         if Instant::now() >= full_at || n.wake.is_none() {
             d.all = true;
-        } else {
+        } else if !d.all && d.runs.is_empty() {
             tokio::select! {
-                t = tokio::time::timeout_at(full_at.into(), rx.recv()) => match t {
+                t = tokio::time::timeout_at(full_at.into(), n.wakes.recv()) => match t {
                     Ok(Some(t)) => n.absorb(t, &mut d),
                     // The waking thread is gone, or the safety net is due.
                     Ok(None) | Err(_) => d.all = true,
@@ -200,12 +239,13 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             }
         }
         // Whatever else came meanwhile, in the same round.
-        while let Ok(t) = rx.try_recv() {
+        while let Ok(t) = n.wakes.try_recv() {
             n.absorb(t, &mut d);
         }
         while let Ok(ask) = asks.try_recv() {
             n.ask(ask, &mut d);
         }
+        n.send_live(&d.runs).await;
         if d.all {
             full_at = Instant::now() + n.o.poll;
         }
@@ -343,6 +383,11 @@ impl Node {
         self.remove_files(id).await?;
         self.runs.delete(names::run_key(&self.o.node, id)).await.map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
         self.state.remove(id);
+        if let Some(subjects) = self.live.order.remove(id) {
+            for s in subjects {
+                self.live.files.remove(&s);
+            }
+        }
         if let Some(w) = &mut self.wake {
             w.forget(id);
         }
@@ -395,20 +440,51 @@ impl Node {
         let n = payload.len();
         let ack =
             self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
-        self.pending.push((subject, ack));
+        self.pending.push_back((msg_id.clone(), n, ack));
         self.pending_bytes += n;
-        // Memory stays bounded: at most this much unacknowledged.
-        if self.pending.len() >= 64 || self.pending_bytes >= 8 << 20 {
-            self.flush().await?;
+        // At most this much unacknowledged, as a window: the oldest
+        // acknowledgement is awaited, not all of them, so a backlog keeps
+        // the replicas busy instead of draining them every few chunks.
+        while self.pending.len() > 64 || self.pending_bytes > 8 << 20 {
+            self.settle_oldest().await?;
+        }
+        Ok(())
+    }
+
+    /// The oldest acknowledgement awaited. On a failure the round fails,
+    /// and the rest are not waited for.
+    async fn settle_oldest(&mut self) -> anyhow::Result<()> {
+        if let Some((subject, n, ack)) = self.pending.pop_front() {
+            self.pending_bytes -= n;
+            let ack = std::future::IntoFuture::into_future(ack);
+            tokio::pin!(ack);
+            // Lines written meanwhile go out live at once; the stream has
+            // them next round.
+            let r = loop {
+                tokio::select! {
+                    r = &mut ack => break r,
+                    Some(t) = self.wakes.recv(), if self.wake.is_some() => {
+                        let mut d = Dirty::default();
+                        self.absorb(t, &mut d);
+                        self.send_live(&d.runs).await;
+                        self.deferred.all |= d.all;
+                        self.deferred.runs.extend(d.runs);
+                    }
+                }
+            };
+            if let Err(e) = r {
+                self.pending.clear();
+                self.pending_bytes = 0;
+                return Err(anyhow!("{subject}: {e}"));
+            }
         }
         Ok(())
     }
 
     /// Waits for every chunk sent to be acknowledged.
     async fn flush(&mut self) -> anyhow::Result<()> {
-        self.pending_bytes = 0;
-        for (subject, ack) in std::mem::take(&mut self.pending) {
-            ack.await.map_err(|e| anyhow!("{subject}: {e}"))?;
+        while !self.pending.is_empty() {
+            self.settle_oldest().await?;
         }
         Ok(())
     }
@@ -564,9 +640,12 @@ impl Node {
             // The log's size first, then its sidecar whole: every line
             // published has its arrival time published before it.
             let limit = stat(dir.as_fd(), &log).map(|s| s.1);
-            self.sync_file(run, dir.as_fd(), &format!("{log}.at"), false, None).await?;
+            let at = format!("{log}.at");
+            self.sync_file(run, dir.as_fd(), &at, false, None).await?;
+            self.live_from_stream(run, &p.runstate_dir, &at);
             if let Some(limit) = limit {
                 self.sync_file(run, dir.as_fd(), &log, false, Some(limit)).await?;
+                self.live_from_stream(run, &p.runstate_dir, &log);
             }
             // The gate's and the reviewer's output (the reason of a failed
             // task names them), when the supervisor wrote them.
@@ -575,6 +654,76 @@ impl Node {
             }
         }
         Ok(())
+    }
+
+    /// A task file the stream has up to its track: the live tail starts
+    /// there (the first time, or for a new inode or generation).
+    fn live_from_stream(&mut self, run: &str, dir: &str, name: &str) {
+        let subject = names::file_subject(&self.o.node, run, name);
+        let Some(t) = self.tracks.get(&subject).copied() else { return };
+        if t.off == u64::MAX {
+            return;
+        }
+        let l = self.live.files.entry(subject.clone()).or_insert_with(|| LiveFile {
+            subject: names::live_subject(&self.o.node, run, name),
+            dir: PathBuf::from(dir),
+            name: name.to_string(),
+            ino: t.ino,
+            gen: t.gen,
+            pos: t.off,
+        });
+        // Otherwise the live tail keeps its own position, even behind the
+        // stream's: its chunks then follow each other byte for byte, and a
+        // hub whose stream copy lags behind them still has each one's start.
+        if (l.ino, l.gen) != (t.ino, t.gen) {
+            (l.ino, l.gen, l.pos) = (t.ino, t.gen, t.off);
+        }
+        l.dir = PathBuf::from(dir);
+        let order = self.live.order.entry(run.to_string()).or_default();
+        if !order.contains(&subject) {
+            order.push(subject);
+        }
+    }
+
+    /// What these runs' task files gained since they were last sent, on
+    /// core NATS. Nothing waits for anyone: a chunk a hub does not get
+    /// (none listening, a server lost) it has from the stream a moment later.
+    async fn send_live(&mut self, runs: &BTreeSet<String>) {
+        for run in runs {
+            let Some(subjects) = self.live.order.get(run) else { continue };
+            for subject in subjects.clone() {
+                let Some(l) = self.live.files.get_mut(&subject) else { continue };
+                let Ok(dir) = safe::open_dir(&l.dir) else { continue };
+                let Ok((file, st)) = safe::open_beneath(dir.as_fd(), Path::new(&l.name)) else { continue };
+                let size = st.st_size.max(0) as u64;
+                // Another file, or shorter: the stream's round tells the hub.
+                if st.st_ino != l.ino || size <= l.pos {
+                    continue;
+                }
+                if size - l.pos > LIVE_MAX {
+                    l.pos = size;
+                    continue;
+                }
+                let mtime = st.st_mtime * 1_000_000_000 + st.st_mtime_nsec;
+                let mut buf = vec![0u8; (size - l.pos) as usize];
+                let Ok(n) = read_full(&file, &mut buf, l.pos) else { continue };
+                buf.truncate(n);
+                for piece in buf.chunks(self.chunk.max(1)) {
+                    let mut h = HeaderMap::new();
+                    h.insert(header::OFFSET, l.pos.to_string().as_str());
+                    h.insert(header::INO, l.ino.to_string().as_str());
+                    h.insert(header::MTIME, mtime.to_string().as_str());
+                    if l.gen > 0 {
+                        h.insert(header::GEN, l.gen.to_string().as_str());
+                    }
+                    let payload = Bytes::copy_from_slice(piece);
+                    if self.live.client.publish_with_headers(l.subject.clone(), h, payload).await.is_err() {
+                        return; // the connection is closing: the rounds say so
+                    }
+                    l.pos += piece.len() as u64;
+                }
+            }
+        }
     }
 
     /// Where the cluster has a file up to: the last message of its subject.

@@ -278,3 +278,62 @@ fn a_node_cut_from_the_cluster_while_its_agent_works_catches_up_in_order() {
     assert!(gone > Duration::from_millis(1800), "the cluster was gone for {gone:?} only");
     drop(nats);
 }
+
+/// The live tail (spec/CLUSTER.md, "Live tail"): with two servers of three
+/// gone, the stream cannot store a chunk (no quorum), yet the agent's lines
+/// reach the hub's mirror through the one server left, byte for byte; when
+/// the servers are back the stream catches up and the mirror is still the
+/// node's files exactly (no byte written twice by the two paths).
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_hub_gets_a_nodes_lines_live_while_the_stream_cannot_store_them_and_stays_exact() {
+    let (dir, mut nats) = nats_cluster("cluster-live");
+    let (home, hh) = (dir.join("home"), dir.join("home-hub"));
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    // Both on server 0, the one that stays.
+    let _n = node(&nats.urls[0], "zeta", &home, 50);
+    let _hub = hub_proc(&nats.urls[0], &hh);
+    run.write(Duration::from_millis(3), |n| n >= 20);
+    run.mirrored(&hh, "zeta", 90);
+    nats.servers[1].kill();
+    nats.servers[2].kill();
+    let log = "feat.x.impl.1.log";
+    let mirror = run.mirror(&hh, "zeta");
+    run.write(Duration::from_millis(5), |n| n >= 60);
+    let node_log = std::fs::read(run.dir.join(log)).unwrap();
+    let node_at = std::fs::read(run.dir.join(format!("{log}.at"))).unwrap();
+    wait_for("the lines written without a quorum, at the hub", 20, || {
+        (std::fs::read(mirror.join(log)).ok() == Some(node_log.clone())
+            && std::fs::read(mirror.join(format!("{log}.at"))).ok() == Some(node_at.clone()))
+        .then_some(())
+    });
+    // Not through the stream: it could not store a chunk meanwhile.
+    let stored = block_on(async {
+        let mut js = async_nats::jetstream::new(async_nats::connect(nats.urls[0].as_str()).await.unwrap());
+        js.set_timeout(Duration::from_secs(2));
+        match js.publish("rwfile.probe.r.f", "x".into()).await {
+            Ok(ack) => ack.await.is_ok(),
+            Err(_) => false,
+        }
+    });
+    assert!(!stored, "the stream stored a chunk with two servers of three gone");
+    nats.servers[1] = nats.server(1);
+    nats.servers[2] = nats.server(2);
+    run.write(Duration::from_millis(3), |n| n >= 100);
+    run.finish();
+    mirrored(&run, &hh, "zeta");
+    // Both streams answer again (their leaders elected after the restart) before they are read.
+    wait_for("the streams to answer", 60, || {
+        block_on(async {
+            let js = async_nats::jetstream::new(async_nats::connect(nats.urls[0].as_str()).await.ok()?);
+            for name in [names::FILES_STREAM, names::FEED_STREAM] {
+                js.get_stream(name).await.ok()?.get_info().await.ok()?;
+            }
+            Some(())
+        })
+    });
+    // Each file in the stream once, byte for byte (the live tail adds nothing there).
+    let feed = run.published_once(|stream, prefix| messages(&nats.url, stream, prefix), &home, "zeta");
+    assert!(feed.len() >= 4, "{feed:?}");
+    drop(nats);
+}

@@ -324,6 +324,7 @@ fn a_nodes_credentials_publish_only_as_that_node_and_only_the_hub_sends_control(
         let forbidden = [
             "rwfeed.beta",
             "rwfile.beta.r1.feat=2Ex.jsonl",
+            "rwlive.beta.r1.feat=2Ex.impl=2E1=2Elog",
             "$KV.runwire-runs.beta.r1",
             "$KV.runwire-nodes.beta",
             "rwctl.beta",
