@@ -121,6 +121,8 @@ impl Mirror {
         let _ = std::fs::remove_file(self.reg.path(&id));
         let _ = std::fs::remove_file(self.reg.link_path(&id));
         let _ = std::fs::remove_dir_all(self.dir(node, run));
+        let prefix = names::file_subject(node, run, "");
+        self.streamed.lock().unwrap_or_else(|e| e.into_inner()).retain(|s, _| !s.starts_with(&prefix));
     }
 
     /// One chunk of a file: applied, or a gap (the file's earlier chunks

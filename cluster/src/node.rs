@@ -682,6 +682,9 @@ impl Node {
         let order = self.live.order.entry(run.to_string()).or_default();
         if !order.contains(&subject) {
             order.push(subject);
+            // Arrival times before their log, whichever appeared first.
+            let files = &self.live.files;
+            order.sort_by_key(|s| files.get(s).map(|l| send_order(&l.name)));
         }
     }
 
@@ -690,12 +693,23 @@ impl Node {
     /// (none listening, a server lost) it has from the stream a moment later.
     async fn send_live(&mut self, runs: &BTreeSet<String>) {
         for run in runs {
-            let Some(subjects) = self.live.order.get(run) else { continue };
-            for subject in subjects.clone() {
-                let Some(l) = self.live.files.get_mut(&subject) else { continue };
+            let Some(subjects) = self.live.order.get(run).cloned() else { continue };
+            // Each log's size first, then the arrival times to their end,
+            // then the logs up to that size: every line sent has its
+            // arrival time sent before it (as in the stream's rounds).
+            let limits: HashMap<&String, u64> = subjects
+                .iter()
+                .filter_map(|s| {
+                    let l = self.live.files.get(s).filter(|l| l.name.ends_with(".log"))?;
+                    let dir = safe::open_dir(&l.dir).ok()?;
+                    Some((s, stat(dir.as_fd(), &l.name)?.1))
+                })
+                .collect();
+            for subject in &subjects {
+                let Some(l) = self.live.files.get_mut(subject) else { continue };
                 let Ok(dir) = safe::open_dir(&l.dir) else { continue };
                 let Ok((file, st)) = safe::open_beneath(dir.as_fd(), Path::new(&l.name)) else { continue };
-                let size = st.st_size.max(0) as u64;
+                let size = (st.st_size.max(0) as u64).min(limits.get(subject).copied().unwrap_or(u64::MAX));
                 // Another file, or shorter: the stream's round tells the hub.
                 if st.st_ino != l.ino || size <= l.pos {
                     continue;
@@ -854,6 +868,15 @@ impl Node {
             }
         }
         Ok(())
+    }
+}
+
+/// Where a task file goes in a run's live sends: by its log's name, the
+/// arrival times (`<log>.at`) before the log.
+fn send_order(name: &str) -> (&str, bool) {
+    match name.strip_suffix(".at") {
+        Some(log) => (log, false),
+        None => (name, true),
     }
 }
 

@@ -299,6 +299,26 @@ fn a_hub_gets_a_nodes_lines_live_while_the_stream_cannot_store_them_and_stays_ex
     nats.servers[2].kill();
     let log = "feat.x.impl.1.log";
     let mirror = run.mirror(&hh, "zeta");
+    // Meanwhile, at every look, each line the hub has of the log it has
+    // with its arrival time (the agent writes the time first).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checker = {
+        let (stop, mirror) = (stop.clone(), mirror.clone());
+        std::thread::spawn(move || {
+            let lines = |f: &str| std::fs::read(mirror.join(f)).map(|b| b.iter().filter(|c| **c == b'\n').count());
+            let (mut looks, mut ahead) = (0, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let (Ok(l), Ok(a)) = (lines(log), lines("feat.x.impl.1.log.at")) {
+                    looks += 1;
+                    if l > a {
+                        ahead.push((l, a));
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            (looks, ahead)
+        })
+    };
     run.write(Duration::from_millis(5), |n| n >= 60);
     let node_log = std::fs::read(run.dir.join(log)).unwrap();
     let node_at = std::fs::read(run.dir.join(format!("{log}.at"))).unwrap();
@@ -307,6 +327,10 @@ fn a_hub_gets_a_nodes_lines_live_while_the_stream_cannot_store_them_and_stays_ex
             && std::fs::read(mirror.join(format!("{log}.at"))).ok() == Some(node_at.clone()))
         .then_some(())
     });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (looks, ahead) = checker.join().unwrap();
+    assert!(looks > 100, "{looks} looks only");
+    assert_eq!(ahead, vec![], "log lines at the hub without their arrival times (lines, times)");
     // Not through the stream: it could not store a chunk meanwhile.
     let stored = block_on(async {
         let mut js = async_nats::jetstream::new(async_nats::connect(nats.urls[0].as_str()).await.unwrap());
