@@ -692,6 +692,11 @@ impl Node {
     /// core NATS. Nothing waits for anyone: a chunk a hub does not get
     /// (none listening, a server lost) it has from the stream a moment later.
     async fn send_live(&mut self, runs: &BTreeSet<String>) {
+        // Cut off, nothing is sent: the client would keep it all in memory
+        // meanwhile, and the stream brings it when the cluster is back.
+        if self.live.client.connection_state() != async_nats::connection::State::Connected {
+            return;
+        }
         for run in runs {
             let Some(subjects) = self.live.order.get(run).cloned() else { continue };
             // Each log's size first, then the arrival times to their end,
