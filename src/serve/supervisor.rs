@@ -196,6 +196,18 @@ pub fn link_request(
             "This request was already answered, or its time ran out: this link is used. Nothing was done.".into()
         );
     };
+    // Open in the journal is not enough: a supervisor killed without a word
+    // leaves its requests open there. The run's registered supervisor, and
+    // the task's process when it names one, must still be the ones running.
+    let home = &shared.cfg.harness_home;
+    let live = control::Owner::read(home, &c.r).is_some_and(|owner| {
+        owner.supervisor.mismatch().is_none() && owner.groups.get(&c.t).is_none_or(|g| g.mismatch().is_none())
+    });
+    if !live {
+        return Err(
+            "The process that asked is gone (its supervisor stopped): this link is used. Nothing was done.".into()
+        );
+    }
     // What the journal keeps of it: the kind, the tool and what it would
     // run, a question's questions and choices.
     let r = serde_json::json!({"id": o.request, "kind": o.kind, "tool": o.tool, "message": o.detail,

@@ -332,6 +332,39 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
     assert_eq!(http(srv.port, "GET", path, "").0, 410);
 }
 
+/// A link to a request whose supervisor was killed (SIGKILL: the journal
+/// still says the request is open) offers no form and sends nothing: the
+/// process that asked is gone, and a new supervisor's socket would refuse
+/// an earlier process's request anyway.
+#[test]
+fn a_link_to_a_request_whose_supervisor_was_killed_offers_nothing_and_sends_nothing() {
+    let dir = support::scratch("doors-supervised-link-killed");
+    let secret = link_secret(&dir);
+    let flags = ["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()];
+    let mut s = Sup::start_args("doors-supervised-link-killed-sup", None, &flags);
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let requested = s.requested()[0].clone();
+    let link = requested["links"][0].as_str().unwrap_or_else(|| panic!("no link: {requested}")).to_string();
+    let path = link[PUBLIC.len()..].to_string();
+    let mut srv = Server::command();
+    srv.env("HARNESS_HOME", s.dir.join("home")).args(flags);
+    let srv = Server::spawn(srv);
+    assert_eq!(http(srv.port, "GET", &path, "").0, 200, "open, its supervisor there: the form");
+    // The supervisor and everything it started, killed without a word.
+    let mut child = s.0.child.take().unwrap();
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait();
+    assert!(s.journal().iter().all(|r| r["input"] != "answered"), "nothing answered it: {:?}", s.journal());
+    let (code, page) = http(srv.port, "GET", &path, "");
+    let page = String::from_utf8_lossy(&page).to_string();
+    assert_eq!(code, 410, "{page}");
+    assert!(!page.contains("value=\"allow\""), "{page}");
+    let (code, page) = link_form(srv.port, &path, "decision=allow");
+    assert!(code == 409 || code == 410, "{code} {page}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(acp_answers(&s.dir).is_empty(), "an answer reached the agent");
+}
+
 /// A supervised claude task's question (AskUserQuestion) gets a link too:
 /// the journal keeps its questions, so the server's page lists the choices,
 /// and the form's answer reaches the agent once through the supervisor.
