@@ -440,7 +440,7 @@ impl Node {
         let n = payload.len();
         let ack =
             self.js.publish_with_headers(subject.clone(), h, payload).await.map_err(|e| anyhow!("{subject}: {e}"))?;
-        self.pending.push_back((msg_id.clone(), n, ack));
+        self.pending.push_back((subject, n, ack));
         self.pending_bytes += n;
         // At most this much unacknowledged, as a window: the oldest
         // acknowledgement is awaited, not all of them, so a backlog keeps

@@ -318,6 +318,9 @@ fn accept_loop(listener: &listen::Listener, shared: &Arc<Shared>, wake: &std::os
                     continue;
                 }
                 let shared2 = shared.clone();
+                // Kept to answer with when no thread can be had: the
+                // connection otherwise went with the closure, closed unanswered.
+                let spare = stream.try_clone().ok();
                 // A new thread per connection. Parked threads reused were
                 // tried and measured slower on an idle VM: waking a parked
                 // thread on a halted vCPU cost more than starting one here
@@ -326,8 +329,16 @@ fn accept_loop(listener: &listen::Listener, shared: &Arc<Shared>, wake: &std::os
                     connection(&shared2, stream);
                     shared2.connections.fetch_sub(1, Ordering::SeqCst);
                 });
-                if spawned.is_err() {
+                if let Err(e) = spawned {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
+                    // Out of threads (the system's or the process's limits):
+                    // said, and the client told to come back.
+                    cli::report(BIN, format!("accept: no thread for a connection ({e}); answered 503"));
+                    if let Some(mut s) = spare {
+                        let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+                        http::respond_error(&mut s, 503, &[], "no thread for this connection; try again later");
+                        let _ = s.shutdown(std::net::Shutdown::Write);
+                    }
                 }
             }
             // Nothing pending: wait for the next connection or the shutdown

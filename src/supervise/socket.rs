@@ -270,10 +270,33 @@ pub fn serve<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to:
     let keys: Arc<Keys<Reply>> = Arc::default();
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
+        // Kept to answer with when no thread can be had (a spawn that
+        // panicked here would end the socket for every later caller).
+        let spare = conn.try_clone().ok();
         let tx = tx.clone();
         let keys = keys.clone();
-        std::thread::spawn(move || answer(conn, &keys, move |m| tx.send(to(m)).is_ok()));
+        let spawned = std::thread::Builder::new().spawn(move || answer(conn, &keys, move |m| tx.send(to(m)).is_ok()));
+        if let Err(e) = spawned {
+            crate::util::cli::report(super::ACTOR, format!("control socket: no thread for a caller ({e}); refused"));
+            if let Some(s) = spare {
+                refuse_unthreaded(s);
+            }
+        }
     }
+}
+
+/// A caller no thread could be started for: its request read (briefly:
+/// this is the accepting thread) and refused, so it hears why.
+fn refuse_unthreaded(conn: UnixStream) {
+    let _ = conn.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+    let _ = conn.set_write_timeout(Some(std::time::Duration::from_millis(200)));
+    let Ok(mut w) = conn.try_clone() else { return };
+    let mut buf = Vec::new();
+    let _ = read_capped(&mut BufReader::new(conn), &mut buf, MAX_LINE, Rest::Leave);
+    let reply = Reply::refuse("the supervisor has no thread for this call; try again later", None);
+    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+    line.push(b'\n');
+    let _ = w.write_all(&line);
 }
 
 /// Replies still to be written: the run waits for them before it exits (a

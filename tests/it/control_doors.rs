@@ -1052,3 +1052,55 @@ fn a_hubs_command_is_journaled_as_its_callers_and_only_the_sidecar_may_say_so() 
         ]
     );
 }
+
+/// The supervisor's socket, out of threads (its address space full, by
+/// `prlimit` on the running supervisor): a caller no thread can be started
+/// for is refused with a reply saying so and the supervisor says it on
+/// stderr; the socket goes on answering once there is room (a spawn that
+/// panicked ended the accepting thread: the socket then took no caller).
+#[test]
+fn a_supervisor_call_no_thread_can_be_started_for_is_refused_and_the_socket_lives_on() {
+    use std::io::{Read, Write};
+    let s = Sup::start("doors-socket-no-thread");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    // Answered once first: that thread's stack is kept for the next one.
+    assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true);
+    let pid = s.0.child.as_ref().unwrap().id().to_string();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmSize");
+    let limit = |bytes: &str| {
+        let o = Command::new("prlimit").args(["--pid", &pid, &format!("--as={bytes}")]).output().expect("prlimit");
+        assert!(o.status.success(), "prlimit: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let sock = runwire::supervise::socket::sock_path(&s.dir.join("home"), &s.run_id());
+    // No room for a new thread's stack; callers whose line never ends hold
+    // the kept ones, until one gets no thread.
+    limit(&format!("{}:", (kb + 256) * 1024));
+    let mut held = Vec::new();
+    let mut refused = None;
+    for _ in 0..32 {
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        c.write_all(br#"{"verb":"status""#).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        if out.is_empty() {
+            held.push(c);
+        } else {
+            refused = Some(String::from_utf8_lossy(&out).to_string());
+            break;
+        }
+    }
+    limit("unlimited:");
+    drop(held);
+    let refused: Value =
+        serde_json::from_str(refused.expect("every caller got a thread under the limit").trim()).unwrap();
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(refused["detail"].as_str().unwrap_or_default().contains("no thread"), "{refused}");
+    s.until("the supervisor to say it", |s| s.stderr().contains("control socket: no thread for a caller"));
+    assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true, "{}", s.stderr());
+}

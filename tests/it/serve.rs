@@ -1156,3 +1156,57 @@ fn with_a_token_the_start_up_line_gives_the_studio_address_with_it() {
     let (_, err) = startup(&[], &[]);
     assert!(err.contains("/ for the studio") && !err.contains("token"), "{err}");
 }
+
+/// A connection the server cannot start a thread for (its address space
+/// full, here by `prlimit` on the running server: the stack does not fit)
+/// is answered 503 and said on stderr, not closed unanswered; with room
+/// again, the next one is served.
+#[test]
+fn a_connection_no_thread_can_be_started_for_is_answered_503_and_said() {
+    let s = start(&[], &[]);
+    let healthz = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    // Served once first: its thread's stack is kept for the next one.
+    assert_eq!(raw_request(s.port, healthz).status, 200);
+    let pid = s.pid().to_string();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmSize");
+    let limit = |bytes: &str| {
+        let o = Command::new("prlimit").args(["--pid", &pid, &format!("--as={bytes}")]).output().expect("prlimit");
+        assert!(o.status.success(), "prlimit: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    // 256 KiB more than it has (its soft limit): no room for a new thread's stack.
+    limit(&format!("{}:", (kb + 256) * 1024));
+    // A thread that ended leaves its stack to the next one (glibc keeps a
+    // few), which needs no new room: connections whose head never ends
+    // hold those, until one gets no thread.
+    let mut held = Vec::new();
+    let mut answered = None;
+    for _ in 0..32 {
+        let mut c = connect(s.port);
+        c.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        if out.is_empty() {
+            held.push(c);
+        } else {
+            answered = Some(parse_response(&out));
+            break;
+        }
+    }
+    limit("unlimited:");
+    drop(held);
+    let r = answered.expect("every connection got a thread under the limit");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.error().contains("no thread for this connection"), "{}", r.error());
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while !s.stderr().contains("runwire-serve: accept: no thread for a connection") {
+        assert!(Instant::now() < deadline, "not said: {}", s.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(raw_request(s.port, healthz).status, 200, "served again: {}", s.stderr());
+}
