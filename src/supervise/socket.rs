@@ -277,7 +277,10 @@ pub fn serve<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to:
         let keys = keys.clone();
         let spawned = std::thread::Builder::new().spawn(move || answer(conn, &keys, move |m| tx.send(to(m)).is_ok()));
         if let Err(e) = spawned {
-            crate::util::cli::report(super::ACTOR, format!("control socket: no thread for a caller ({e}); refused"));
+            crate::util::cli::report(
+                super::waves::ACTOR,
+                format!("control socket: no thread for a caller ({e}); refused"),
+            );
             if let Some(s) = spare {
                 refuse_unthreaded(s);
             }
