@@ -1065,21 +1065,10 @@ fn a_supervisor_call_no_thread_can_be_started_for_is_refused_and_the_socket_live
     s.until("the first request in the journal", |s| !s.requested().is_empty());
     // Answered once first: that thread's stack is kept for the next one.
     assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true);
-    let pid = s.0.child.as_ref().unwrap().id().to_string();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmSize");
-    let limit = |bytes: &str| {
-        let o = Command::new("prlimit").args(["--pid", &pid, &format!("--as={bytes}")]).output().expect("prlimit");
-        assert!(o.status.success(), "prlimit: {}", String::from_utf8_lossy(&o.stderr));
-    };
     let sock = runwire::supervise::socket::sock_path(&s.dir.join("home"), &s.run_id());
     // No room for a new thread's stack; callers whose line never ends hold
     // the kept ones, until one gets no thread.
-    limit(&format!("{}:", (kb + 256) * 1024));
+    let squeezed = support::squeeze_address_space(s.0.child.as_ref().unwrap().id());
     let mut held = Vec::new();
     let mut refused = None;
     for _ in 0..32 {
@@ -1095,7 +1084,7 @@ fn a_supervisor_call_no_thread_can_be_started_for_is_refused_and_the_socket_live
             break;
         }
     }
-    limit("unlimited:");
+    drop(squeezed);
     drop(held);
     let refused: Value =
         serde_json::from_str(refused.expect("every caller got a thread under the limit").trim()).unwrap();

@@ -1167,19 +1167,8 @@ fn a_connection_no_thread_can_be_started_for_is_answered_503_and_said() {
     let healthz = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     // Served once first: its thread's stack is kept for the next one.
     assert_eq!(raw_request(s.port, healthz).status, 200);
-    let pid = s.pid().to_string();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmSize");
-    let limit = |bytes: &str| {
-        let o = Command::new("prlimit").args(["--pid", &pid, &format!("--as={bytes}")]).output().expect("prlimit");
-        assert!(o.status.success(), "prlimit: {}", String::from_utf8_lossy(&o.stderr));
-    };
-    // 256 KiB more than it has (its soft limit): no room for a new thread's stack.
-    limit(&format!("{}:", (kb + 256) * 1024));
+    // No room for a new thread's stack.
+    let squeezed = support::squeeze_address_space(s.pid() as u32);
     // A thread that ended leaves its stack to the next one (glibc keeps a
     // few), which needs no new room: connections whose head never ends
     // hold those, until one gets no thread.
@@ -1198,7 +1187,7 @@ fn a_connection_no_thread_can_be_started_for_is_answered_503_and_said() {
             break;
         }
     }
-    limit("unlimited:");
+    drop(squeezed);
     drop(held);
     let r = answered.expect("every connection got a thread under the limit");
     assert_eq!(r.status, 503, "{}", r.text());

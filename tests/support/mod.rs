@@ -452,3 +452,50 @@ pub fn complete_json_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// Process `pid` left 1.5 MiB of address space beyond what it has mapped
+/// (its soft `RLIMIT_AS`, set by `prlimit`): room for a new thread's signal
+/// stack (std maps one for each thread; without it the thread panics and the
+/// process aborts) and small maps, none for a new thread's 2 MiB stack. The
+/// limit is lifted when this is dropped.
+pub struct Squeezed(String);
+
+pub fn squeeze_address_space(pid: u32) -> Squeezed {
+    let vm_size = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmSize:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmSize")
+    };
+    // Settled: two looks 50 ms apart agree (a thread may still be mapping).
+    let mut kb = vm_size();
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = vm_size();
+        if now == kb {
+            break;
+        }
+        kb = now;
+    }
+    let s = Squeezed(pid.to_string());
+    s.limit(&format!("{}:", (kb + 1536) * 1024));
+    s
+}
+
+impl Squeezed {
+    fn limit(&self, soft: &str) {
+        let o = std::process::Command::new("prlimit")
+            .args(["--pid", &self.0, &format!("--as={soft}")])
+            .output()
+            .expect("prlimit (util-linux)");
+        assert!(o.status.success(), "prlimit: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
+impl Drop for Squeezed {
+    fn drop(&mut self) {
+        self.limit("unlimited:");
+    }
+}
