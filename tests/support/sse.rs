@@ -159,11 +159,17 @@ impl<R: Read> Reader<R> {
     /// Reads more; false at the end of the stream or on an error (a timeout).
     fn fill(&mut self) -> bool {
         let mut chunk = [0u8; 64 * 1024];
-        match self.r.read(&mut chunk) {
-            Ok(0) | Err(_) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
+        loop {
+            match self.r.read(&mut chunk) {
+                // A signal to the test process (a socket with a read timeout
+                // is never restarted, even after a stop and continue): read
+                // again. Taken for the stream's end, it failed long waits at random.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return true;
+                }
             }
         }
     }
