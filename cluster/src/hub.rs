@@ -214,7 +214,8 @@ impl Mirror {
     /// file's length); otherwise dropped, the stream bringing it. Whether
     /// it wrote anything.
     pub fn live(&self, subject: &str, h: Option<&HeaderMap>, payload: &[u8]) -> anyhow::Result<bool> {
-        let Some((node, run, file)) = names::file_of_live(subject).and_then(|s| names::parse_file_subject(&s)) else {
+        let file_subject = names::file_of_live(subject).unwrap_or_default();
+        let Some((node, run, file)) = names::parse_file_subject(&file_subject) else {
             bail!("{subject}: not a live subject (ignored)");
         };
         if !(file.ends_with(".log") || file.ends_with(".log.at")) {
@@ -225,7 +226,7 @@ impl Mirror {
             bail!("{subject}: no {} or {} header", header::OFFSET, header::INO);
         };
         let gen = hdr::<u64>(h, header::GEN).unwrap_or(0);
-        if streamed.get(&names::file_subject(&node, &run, &file)) != Some(&(ino, gen)) {
+        if streamed.get(&file_subject) != Some(&(ino, gen)) {
             return Ok(false);
         }
         let path = self.dir(&node, &run).join(&file);

@@ -120,14 +120,20 @@ struct Live {
     client: async_nats::Client,
     /// By file subject.
     files: HashMap<String, LiveFile>,
-    /// Each run's file subjects, in the order they are sent: a task's
-    /// arrival times before its log, as in the stream.
-    order: HashMap<String, Vec<String>>,
+    /// By run.
+    runs: HashMap<String, LiveRun>,
+}
+
+struct LiveRun {
+    /// Its runstate directory (opened once a look).
+    dir: PathBuf,
+    /// Its file subjects, in the order they are sent: a task's arrival
+    /// times before its log, as in the stream.
+    order: Vec<String>,
 }
 
 struct LiveFile {
     subject: String,
-    dir: PathBuf,
     name: String,
     ino: u64,
     gen: u64,
@@ -199,7 +205,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             None
         }
     };
-    let live = Live { client: client.clone(), files: HashMap::new(), order: HashMap::new() };
+    let live = Live { client: client.clone(), files: HashMap::new(), runs: HashMap::new() };
     let mut n = Node {
         wake,
         reg: Registry::at(&o.home),
@@ -383,8 +389,8 @@ impl Node {
         self.remove_files(id).await?;
         self.runs.delete(names::run_key(&self.o.node, id)).await.map_err(|e| anyhow!("bucket: delete {id}: {e}"))?;
         self.state.remove(id);
-        if let Some(subjects) = self.live.order.remove(id) {
-            for s in subjects {
+        if let Some(r) = self.live.runs.remove(id) {
+            for s in r.order {
                 self.live.files.remove(&s);
             }
         }
@@ -666,7 +672,6 @@ impl Node {
         }
         let l = self.live.files.entry(subject.clone()).or_insert_with(|| LiveFile {
             subject: names::live_subject(&self.o.node, run, name),
-            dir: PathBuf::from(dir),
             name: name.to_string(),
             ino: t.ino,
             gen: t.gen,
@@ -678,13 +683,13 @@ impl Node {
         if (l.ino, l.gen) != (t.ino, t.gen) {
             (l.ino, l.gen, l.pos) = (t.ino, t.gen, t.off);
         }
-        l.dir = PathBuf::from(dir);
-        let order = self.live.order.entry(run.to_string()).or_default();
-        if !order.contains(&subject) {
-            order.push(subject);
+        let r = self.live.runs.entry(run.to_string()).or_insert_with(|| LiveRun { dir: dir.into(), order: Vec::new() });
+        r.dir = dir.into();
+        if !r.order.contains(&subject) {
+            r.order.push(subject);
             // Arrival times before their log, whichever appeared first.
             let files = &self.live.files;
-            order.sort_by_key(|s| files.get(s).map(|l| send_order(&l.name)));
+            r.order.sort_by_key(|s| files.get(s).map(|l| send_order(&l.name)));
         }
     }
 
@@ -698,7 +703,9 @@ impl Node {
             return;
         }
         for run in runs {
-            let Some(subjects) = self.live.order.get(run).cloned() else { continue };
+            let Some(r) = self.live.runs.get(run) else { continue };
+            let Ok(dir) = safe::open_dir(&r.dir) else { continue };
+            let subjects = r.order.clone();
             // Each log's size first, then the arrival times to their end,
             // then the logs up to that size: every line sent has its
             // arrival time sent before it (as in the stream's rounds).
@@ -706,13 +713,11 @@ impl Node {
                 .iter()
                 .filter_map(|s| {
                     let l = self.live.files.get(s).filter(|l| l.name.ends_with(".log"))?;
-                    let dir = safe::open_dir(&l.dir).ok()?;
                     Some((s, stat(dir.as_fd(), &l.name)?.1))
                 })
                 .collect();
             for subject in &subjects {
                 let Some(l) = self.live.files.get_mut(subject) else { continue };
-                let Ok(dir) = safe::open_dir(&l.dir) else { continue };
                 let Ok((file, st)) = safe::open_beneath(dir.as_fd(), Path::new(&l.name)) else { continue };
                 let size = (st.st_size.max(0) as u64).min(limits.get(subject).copied().unwrap_or(u64::MAX));
                 // Another file, or shorter: the stream's round tells the hub.

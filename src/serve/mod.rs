@@ -302,6 +302,13 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     Ok(())
 }
 
+/// A connection answered 503 from the accept loop, so nothing here may block for long.
+fn turn_away(mut s: TcpStream, why: &str) {
+    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+    http::respond_error(&mut s, 503, &[], why);
+    let _ = s.shutdown(std::net::Shutdown::Write);
+}
+
 fn accept_loop(listener: &listen::Listener, shared: &Arc<Shared>, wake: &std::os::fd::OwnedFd) {
     while !shared.is_shutting_down() {
         match listener.accept() {
@@ -310,11 +317,7 @@ fn accept_loop(listener: &listen::Listener, shared: &Arc<Shared>, wake: &std::os
                 let n = shared.connections.fetch_add(1, Ordering::SeqCst);
                 if n >= shared.cfg.max_connections {
                     shared.connections.fetch_sub(1, Ordering::SeqCst);
-                    // Answered from the accept loop, so nothing here may block for long.
-                    let mut s = stream;
-                    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
-                    http::respond_error(&mut s, 503, &[], "too many connections; try again later");
-                    let _ = s.shutdown(std::net::Shutdown::Write);
+                    turn_away(stream, "too many connections; try again later");
                     continue;
                 }
                 let shared2 = shared.clone();
@@ -334,10 +337,8 @@ fn accept_loop(listener: &listen::Listener, shared: &Arc<Shared>, wake: &std::os
                     // Out of threads (the system's or the process's limits):
                     // said, and the client told to come back.
                     cli::report(BIN, format!("accept: no thread for a connection ({e}); answered 503"));
-                    if let Some(mut s) = spare {
-                        let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
-                        http::respond_error(&mut s, 503, &[], "no thread for this connection; try again later");
-                        let _ = s.shutdown(std::net::Shutdown::Write);
+                    if let Some(s) = spare {
+                        turn_away(s, "no thread for this connection; try again later");
                     }
                 }
             }

@@ -296,8 +296,12 @@ fn refuse_unthreaded(conn: UnixStream) {
     let Ok(mut w) = conn.try_clone() else { return };
     let mut buf = Vec::new();
     let _ = read_capped(&mut BufReader::new(conn), &mut buf, MAX_LINE, Rest::Leave);
-    let reply = Reply::refuse("the supervisor has no thread for this call; try again later", None);
-    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+    write_reply(&mut w, &Reply::refuse("the supervisor has no thread for this call; try again later", None));
+}
+
+/// One reply line.
+fn write_reply(w: &mut UnixStream, reply: &Reply) {
+    let mut line = serde_json::to_vec(reply).unwrap_or_default();
     line.push(b'\n');
     let _ = w.write_all(&line);
 }
@@ -350,9 +354,7 @@ fn answer(conn: UnixStream, keys: &Keys<Reply>, give: impl Fn(Msg) -> bool) {
             },
         },
     };
-    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
-    line.push(b'\n');
-    let _ = w.write_all(&line);
+    write_reply(&mut w, &reply);
 }
 
 /// One request to the loop and its reply; `None`: no reply (the loop is gone

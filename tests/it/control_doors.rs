@@ -413,27 +413,13 @@ fn a_supervised_tasks_question_link_offers_its_choices_and_answers_once() {
     let (code, page) = form("decision=answer&q0=spaces");
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("Answered"), "{page}");
-    let responses = || -> Vec<Value> {
-        support::complete_json_lines(&s.dir.join("agent-input.jsonl"))
-            .into_iter()
-            .map(|v| v["line"].clone())
-            .filter(|l| l["type"] == "control_response")
-            .collect()
-    };
+    let responses = || support::control_responses(&s.dir.join("agent-input.jsonl"));
     until("the answer at the agent", || !responses().is_empty(), || why(&s));
     let (code, _) = form("decision=answer&q0=tabs");
     assert!(code == 409 || code == 410, "{code}");
     std::thread::sleep(Duration::from_millis(300));
-    let sent = responses();
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert!(sent[0].to_string().contains(r#""Tabs or spaces?":"spaces""#), "{sent:?}");
-    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
-    assert_eq!(answered.len(), 1, "{answered:?}");
-    let a = &answered[0];
-    assert_eq!(
-        (a["decision"].as_str(), a["door"].as_str(), a["by"].as_str()),
-        (Some("answer"), Some("link"), Some("link"))
-    );
+    let a = support::answered_spaces_once(&responses(), s.journal());
+    assert_eq!(a["by"], "link", "{a}");
     assert_eq!(s.wait(LIMIT, |s| s.stderr()), 0, "{}", why(&s));
 }
 

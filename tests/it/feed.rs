@@ -518,9 +518,8 @@ fn a_feed_log_of_one_300_mb_line_is_skipped_with_an_error_never_read_whole() {
     let pid = srv.child.id();
     let mut feeds = Vec::new();
     for i in 0..4 {
-        // A 503 is the server out of threads for a moment (a clean-clone CI
-        // run once had a connection here closed unanswered, which is what a
-        // thread that could not start did then): it says so, and is asked again.
+        // A 503 is the server out of threads for a moment: it says so, and
+        // is asked again, as it tells a client to.
         let (mut code, mut feed) = open_waiting(srv.port, "/runs/events?since=0", "", Duration::from_secs(180));
         for _ in 0..5 {
             if code != 503 {

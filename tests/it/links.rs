@@ -371,13 +371,7 @@ fn a_questions_link_answers_it_once() {
     let (status, _, page) = http(s.port, "GET", &path, &[], "");
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("Indent: Tabs or spaces?") && page.contains(r#"value="spaces""#), "{page}");
-    let responses = || -> Vec<Value> {
-        crate::support::complete_json_lines(&s.dir().join("agent-input.jsonl"))
-            .into_iter()
-            .map(|v| v["line"].clone())
-            .filter(|l| l["type"] == "control_response")
-            .collect()
-    };
+    let responses = || crate::support::control_responses(&s.dir().join("agent-input.jsonl"));
     // An answer to a question not asked, or none to the one asked: refused, nothing sent.
     for bad in ["decision=answer&q0=spaces&q1=x", "decision=answer"] {
         let (status, page) = form(s.port, &path, bad);
@@ -392,12 +386,7 @@ fn a_questions_link_answers_it_once() {
     let (status, _) = form(s.port, &path, "decision=answer&q0=tabs");
     assert!(status == 409 || status == 410, "{status}");
     std::thread::sleep(Duration::from_millis(300));
-    let sent = responses();
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert!(sent[0].to_string().contains(r#""Tabs or spaces?":"spaces""#), "{sent:?}");
-    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
-    assert_eq!(answered.len(), 1, "{answered:?}");
-    assert_eq!((answered[0]["decision"].as_str(), answered[0]["door"].as_str()), (Some("answer"), Some("link")));
+    crate::support::answered_spaces_once(&responses(), s.journal());
 }
 
 /// Issue 36: a route waits for the session's loop with no lock of the

@@ -499,3 +499,27 @@ impl Drop for Squeezed {
         self.limit("unlimited:");
     }
 }
+
+/// The `control_response` lines a Claude stand-in was sent (`log`: its
+/// record of its input).
+pub fn control_responses(log: &std::path::Path) -> Vec<serde_json::Value> {
+    complete_json_lines(log)
+        .into_iter()
+        .map(|v| v["line"].clone())
+        .filter(|l| l["type"] == "control_response")
+        .collect()
+}
+
+/// The question "Tabs or spaces?" answered "spaces" once through its
+/// approval link: one `control_response` (`sent`) carrying it, one
+/// `answered` record in `journal` with decision `answer` by door `link`,
+/// which is returned.
+pub fn answered_spaces_once(sent: &[serde_json::Value], journal: Vec<serde_json::Value>) -> serde_json::Value {
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].to_string().contains(r#""Tabs or spaces?":"spaces""#), "{sent:?}");
+    let answered: Vec<serde_json::Value> = journal.into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    let a = answered.into_iter().next().unwrap();
+    assert_eq!((a["decision"].as_str(), a["door"].as_str()), (Some("answer"), Some("link")), "{a}");
+    a
+}
