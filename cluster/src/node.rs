@@ -122,6 +122,8 @@ struct Live {
     files: HashMap<String, LiveFile>,
     /// By run.
     runs: HashMap<String, LiveRun>,
+    /// When a chunk was last sent ([`LIVE_GAP`]).
+    last: Option<Instant>,
 }
 
 struct LiveRun {
@@ -144,6 +146,25 @@ struct LiveFile {
 /// More than this appended since the last look is a backlog, not a live
 /// line: the stream carries it alone (a bulk write is not sent twice).
 const LIVE_MAX: u64 = 256 * 1024;
+
+/// The least time between two sendings of the live tail. A line after a
+/// pause goes at once; a burst's lines go at most once a millisecond, each
+/// file's in one message, not one message per inotify event: measured
+/// (docs/PERFORMANCE.md, session 12), the servers' work per message, not
+/// the bytes, is what kept a burst's lines from a hub's viewers.
+const LIVE_GAP: Duration = Duration::from_millis(1);
+
+/// While only what the live tail carries changes (task logs and arrival
+/// times, sent live), a round waits for a pause in the writes of this
+/// long, and [`DEFER_MAX`] at most: a burst goes into the stream in a few
+/// large chunks instead of one per acknowledgement. Each chunk costs the
+/// three servers a replicated write whatever its size, and that work, on
+/// the machine's cores, is what delayed a burst's lines on their way to a
+/// hub's viewers (docs/PERFORMANCE.md, session 12). Anything else (a
+/// journal record, a plan, a pointer, the feed, a hub's request, a backlog
+/// the live tail leaves to the stream, the full round) is not put off.
+const QUIET: Duration = Duration::from_millis(5);
+const DEFER_MAX: Duration = Duration::from_millis(250);
 
 fn note(noted: &mut BTreeSet<String>, msg: String) {
     if noted.insert(msg.clone()) {
@@ -205,7 +226,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             None
         }
     };
-    let live = Live { client: client.clone(), files: HashMap::new(), runs: HashMap::new() };
+    let live = Live { client: client.clone(), files: HashMap::new(), runs: HashMap::new(), last: None };
     let mut n = Node {
         wake,
         reg: Registry::at(&o.home),
@@ -251,7 +272,14 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         while let Ok(ask) = asks.try_recv() {
             n.ask(ask, &mut d);
         }
-        n.send_live(&d.runs).await;
+        if !n.send_live(&d.runs).await {
+            d.urgent = true;
+        }
+        n.gather(&mut asks, &mut d).await;
+        // The full look due meanwhile is this round, not another after it.
+        if Instant::now() >= full_at {
+            d.all = true;
+        }
         if d.all {
             full_at = Instant::now() + n.o.poll;
         }
@@ -347,6 +375,7 @@ impl Node {
     /// the run's) published again whole.
     fn ask(&mut self, ask: Ask, d: &mut Dirty) {
         if self.reg.path(&ask.0).exists() {
+            d.urgent = true;
             d.runs.insert(ask.0.clone());
             self.republish.insert(ask);
         }
@@ -355,6 +384,35 @@ impl Node {
     fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
         if let Some(w) = &mut self.wake {
             w.absorb(t, d);
+        }
+    }
+
+    /// The round `d` put off while only what the live tail carries changes
+    /// ([`QUIET`], [`DEFER_MAX`]): what inotify says meanwhile goes out
+    /// live at once and joins the round.
+    async fn gather(&mut self, asks: &mut tokio::sync::mpsc::UnboundedReceiver<Ask>, d: &mut Dirty) {
+        let until = Instant::now() + DEFER_MAX;
+        // The time is checked here, not left to the timeout: it returns what
+        // is ready even past its deadline, and a burst always has a wake ready.
+        while !(d.all || d.urgent) && Instant::now() < until {
+            let pause = (Instant::now() + QUIET).min(until);
+            let mut more = Dirty::default();
+            tokio::select! {
+                t = tokio::time::timeout_at(pause.into(), self.wakes.recv()) => match t {
+                    Ok(Some(t)) => self.absorb(t, &mut more),
+                    // A pause (or the waking thread is gone: the round finds out).
+                    Ok(None) | Err(_) => return,
+                },
+                Some(ask) = asks.recv() => {
+                    // A hub waits for it.
+                    self.ask(ask, d);
+                    return;
+                }
+            }
+            if !self.send_live(&more.runs).await {
+                more.urgent = true;
+            }
+            d.merge(more);
         }
     }
 
@@ -468,13 +526,17 @@ impl Node {
             // them next round.
             let r = loop {
                 tokio::select! {
+                    // The acknowledgement first when both are ready: a burst
+                    // always has a wake ready, and the round must go on.
+                    biased;
                     r = &mut ack => break r,
                     Some(t) = self.wakes.recv(), if self.wake.is_some() => {
                         let mut d = Dirty::default();
                         self.absorb(t, &mut d);
-                        self.send_live(&d.runs).await;
-                        self.deferred.all |= d.all;
-                        self.deferred.runs.extend(d.runs);
+                        if !self.send_live(&d.runs).await {
+                            d.urgent = true;
+                        }
+                        self.deferred.merge(d);
                     }
                 }
             };
@@ -696,15 +758,33 @@ impl Node {
     /// What these runs' task files gained since they were last sent, on
     /// core NATS. Nothing waits for anyone: a chunk a hub does not get
     /// (none listening, a server lost) it has from the stream a moment later.
-    async fn send_live(&mut self, runs: &BTreeSet<String>) {
+    /// Whether all of it went (not when cut off, or a backlog was left to
+    /// the stream: then the round is not put off).
+    async fn send_live(&mut self, runs: &BTreeSet<String>) -> bool {
+        if runs.is_empty() {
+            return true;
+        }
         // Cut off, nothing is sent: the client would keep it all in memory
         // meanwhile, and the stream brings it when the cluster is back.
         if self.live.client.connection_state() != async_nats::connection::State::Connected {
-            return;
+            return false;
+        }
+        let mut all = true;
+        // What comes within LIVE_GAP of the last sending waits for it (and
+        // is read, with whatever else came meanwhile, when it is over).
+        if let Some(wait) = self.live.last.and_then(|t| LIVE_GAP.checked_sub(t.elapsed())) {
+            tokio::time::sleep(wait).await;
         }
         for run in runs {
-            let Some(r) = self.live.runs.get(run) else { continue };
-            let Ok(dir) = safe::open_dir(&r.dir) else { continue };
+            // A run the live tail does not know yet: its first round tells it.
+            let Some(r) = self.live.runs.get(run) else {
+                all = false;
+                continue;
+            };
+            let Ok(dir) = safe::open_dir(&r.dir) else {
+                all = false;
+                continue;
+            };
             let subjects = r.order.clone();
             // Each log's size first, then the arrival times to their end,
             // then the logs up to that size: every line sent has its
@@ -721,11 +801,16 @@ impl Node {
                 let Ok((file, st)) = safe::open_beneath(dir.as_fd(), Path::new(&l.name)) else { continue };
                 let size = (st.st_size.max(0) as u64).min(limits.get(subject).copied().unwrap_or(u64::MAX));
                 // Another file, or shorter: the stream's round tells the hub.
-                if st.st_ino != l.ino || size <= l.pos {
+                if st.st_ino != l.ino || size < l.pos {
+                    all = false;
+                    continue;
+                }
+                if size == l.pos {
                     continue;
                 }
                 if size - l.pos > LIVE_MAX {
                     l.pos = size;
+                    all = false;
                     continue;
                 }
                 let mtime = st.st_mtime * 1_000_000_000 + st.st_mtime_nsec;
@@ -742,12 +827,14 @@ impl Node {
                     }
                     let payload = Bytes::copy_from_slice(piece);
                     if self.live.client.publish_with_headers(l.subject.clone(), h, payload).await.is_err() {
-                        return; // the connection is closing: the rounds say so
+                        return false; // the connection is closing: the rounds say so
                     }
                     l.pos += piece.len() as u64;
+                    self.live.last = Some(Instant::now());
                 }
             }
         }
+        all
     }
 
     /// Where the cluster has a file up to: the last message of its subject.

@@ -32,6 +32,24 @@ pub(crate) struct Dirty {
     pub(crate) all: bool,
     /// These runs' files.
     pub(crate) runs: BTreeSet<String>,
+    /// Something changed that the live tail does not carry (a journal, a
+    /// plan, a pointer, the feed): the round is not put off for a pause.
+    pub(crate) urgent: bool,
+}
+
+impl Dirty {
+    pub(crate) fn merge(&mut self, o: Dirty) {
+        self.all |= o.all;
+        self.urgent |= o.urgent;
+        self.runs.extend(o.runs);
+    }
+}
+
+/// A file of a runstate directory the live tail carries (a task's log or
+/// its arrival times; the gate's and reviewer's logs too, which are written
+/// once: nothing waits for them).
+fn tailed(name: &str) -> bool {
+    name.ends_with(".log") || name.ends_with(".log.at")
 }
 
 /// Subscription tags: the registry, the feed; runstate directories count up from `FIRST_DIR`.
@@ -123,10 +141,12 @@ impl Wake {
     /// What `t` says changed, into `d`.
     pub(crate) fn absorb(&mut self, t: watch::Taken, d: &mut Dirty) {
         d.all |= t.overflow;
+        d.urgent |= t.overflow;
         for e in t.events {
             if e.mask.contains(AddWatchFlags::IN_IGNORED) {
                 // A runstate directory removed: watched again when a round finds it back.
                 if let Some((dir, _)) = self.dirs.remove(&e.tag) {
+                    d.urgent = true;
                     self.by_dir.remove(&dir);
                     if let Some(runs) = self.runs_in.remove(&dir) {
                         d.runs.extend(runs.into_iter().map(|(_, r)| r));
@@ -137,14 +157,18 @@ impl Wake {
             let Some(name) = e.name.as_ref().and_then(|n| n.to_str()) else { continue };
             match e.tag {
                 // The feed's own log written by another writer: published by any round.
-                FEED => {}
+                FEED => d.urgent = true,
                 REG => {
+                    d.urgent = true;
                     if let Some(id) = name.strip_suffix(".json").filter(|id| runwire::runs::valid_id(id)) {
                         d.runs.insert(id.to_string());
                     }
                 }
                 tag => {
                     let Some((dir, _)) = self.dirs.get(&tag) else { continue };
+                    // A new file (a task's first log line) is the live tail's
+                    // once a round has looked at it.
+                    d.urgent |= !tailed(name) || e.mask.contains(AddWatchFlags::IN_CREATE);
                     for (slug, run) in self.runs_in.get(dir).into_iter().flatten() {
                         if name.strip_prefix(slug.as_str()).is_some_and(|rest| rest.starts_with('.')) {
                             d.runs.insert(run.clone());
@@ -153,5 +177,56 @@ impl Wake {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::time::Duration;
+
+    /// What inotify says of each file of a run, in a round's terms: a task's
+    /// new lines may wait for a pause (the live tail carries them); its
+    /// first line (a new file), a journal record, a plan, a new pointer may
+    /// not.
+    #[test]
+    fn only_lines_appended_to_a_tasks_known_files_may_put_a_round_off() {
+        use runwire::runs::registry::NewRun;
+        let tmp = std::env::temp_dir().join(format!("rw-wake-urgent-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let (home, repo) = (tmp.join("home"), tmp.join("repo"));
+        let new = NewRun { slug: "feat".into(), repo_root: repo.display().to_string(), ..Default::default() };
+        let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        let dir = PathBuf::from(&p.runstate_dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut w = Wake::start(&home, tx).unwrap();
+        w.track(&p.run_id, &p);
+        let append = |f: &str| {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(f)).unwrap();
+            f.write_all(b"{}\n").unwrap();
+        };
+        // What the writes of `f` say, once they have all been told.
+        let mut after = |f: &dyn Fn()| {
+            while rx.try_recv().is_ok() {}
+            f();
+            std::thread::sleep(Duration::from_millis(50));
+            let mut d = Dirty::default();
+            while let Ok(t) = rx.try_recv() {
+                w.absorb(t, &mut d);
+            }
+            assert!(d.runs.contains(&p.run_id), "the run's change was not seen");
+            d.urgent
+        };
+        assert!(after(&|| append("feat.t.log")), "a task's log made: the live tail knows it after a round");
+        assert!(after(&|| append("feat.t.log.at")), "arrival times made");
+        assert!(!after(&|| append("feat.t.log")), "a line appended to a known log");
+        assert!(!after(&|| append("feat.t.log.at")), "an arrival time appended");
+        assert!(after(&|| append("feat.jsonl")), "a journal record");
+        assert!(after(&|| append("feat.plan.json")), "a plan");
+        assert!(after(&|| append("feat.jsonl")), "a journal record, again");
+        assert!(!after(&|| append("feat.t.log")), "a line");
+        let _ = std::fs::remove_dir_all(&tmp);
     }
 }

@@ -279,6 +279,87 @@ fn a_node_cut_from_the_cluster_while_its_agent_works_catches_up_in_order() {
     drop(nats);
 }
 
+/// A burst: 3,000 lines a little over 0.1 ms apart, only task files. The
+/// live tail sends each file at most once a millisecond (its messages,
+/// counted by a subscriber, are no more than the milliseconds they span);
+/// the stream's rounds wait for a pause, 250 ms at most (the log's chunks
+/// in the stream are no more than the burst's length over 250 ms, and
+/// more than one: not held to its end). The mirror stays the node's files
+/// exactly, the stream holding each byte once. (What is not put off:
+/// wake.rs's unit test.)
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_burst_goes_live_once_a_millisecond_and_into_the_stream_after_a_pause_and_stays_exact() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let (dir, nats) = nats_cluster("cluster-burst");
+    let (home, hh) = (dir.join("home"), dir.join("home-hub"));
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    let _n = node(&nats.urls[0], "zeta", &home, 50);
+    let _hub = hub_proc(&nats.urls[0], &hh);
+    run.write(Duration::from_millis(3), |n| n >= 20);
+    run.mirrored(&hh, "zeta", 90);
+    let log = "feat.x.impl.1.log";
+    let live_log = names::live_subject("zeta", &run.pointer.run_id, log);
+    let rid = run.pointer.run_id.clone();
+    let subject = |f: &str| names::file_subject("zeta", &rid, f);
+    // A file's chunks in the stream from `from` on (not its arrival times':
+    // `<log>=2Eat` has the log's subject as its prefix).
+    let chunks = |f: &str, from: u64| {
+        messages(&nats.url, names::FILES_STREAM, &subject(f))
+            .into_iter()
+            .filter(|(s, h, _)| *s == subject(f) && h["Rw-Offset"].parse::<u64>().unwrap() >= from)
+            .count()
+    };
+    // Every live message's subject and arrival, as a hub would get them.
+    let (stop, subscribed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let listener = {
+        let (stop, subscribed, url) = (stop.clone(), subscribed.clone(), nats.urls[0].clone());
+        std::thread::spawn(move || {
+            block_on(async move {
+                use futures_util::StreamExt;
+                let client = async_nats::connect(url.as_str()).await.unwrap();
+                let mut sub = client.subscribe("rwlive.zeta.>").await.unwrap();
+                client.flush().await.unwrap();
+                subscribed.store(true, Ordering::SeqCst);
+                let mut got = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(50), sub.next()).await {
+                        got.push((Instant::now(), m.subject.to_string()));
+                    }
+                }
+                got
+            })
+        })
+    };
+    wait_for("the subscriber", 10, || subscribed.load(Ordering::SeqCst).then_some(()));
+    let before = std::fs::metadata(run.dir.join(log)).unwrap().len();
+    let t0 = Instant::now();
+    let pauses = run.burst(Duration::from_micros(100), |n| n >= 3020);
+    let burst = t0.elapsed();
+    run.mirrored(&hh, "zeta", 60);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::SeqCst);
+    let got = listener.join().unwrap();
+    let times: Vec<Instant> = got.iter().filter(|(_, s)| *s == live_log).map(|(t, _)| *t).collect();
+    assert!(times.len() >= 2, "the burst did not go live: {} messages of the log", times.len());
+    let span = (*times.last().unwrap() - times[0]).as_secs_f64() * 1000.0;
+    // One message a millisecond at most, as sent; here the first may have
+    // come late (this thread not running) and the next on time: 10 spare.
+    assert!(times.len() as f64 <= span + 10.0, "{} live messages of the log in {span:.1} ms", times.len());
+    // A round each 250 ms, and one after each pause of the writer's (a
+    // busy machine not running it) that the node saw as the burst's end.
+    let (n, most) = (chunks(log, before), burst.as_millis() as usize / 250 + pauses + 3);
+    assert!(n <= most, "{n} stream chunks of the log for a burst of {burst:?} ({pauses} pauses; at most {most})");
+    assert!(n >= 2, "{n} stream chunk of the log for a burst of {burst:?}: held back to its end");
+    run.finish();
+    mirrored(&run, &hh, "zeta");
+    // Each byte once in the stream, and the feed (leased, gated, committed, finished).
+    let feed = run.published_once(|stream, prefix| messages(&nats.url, stream, prefix), &home, "zeta");
+    assert!(feed.len() >= 4, "{feed:?}");
+    drop(nats);
+}
+
 /// The live tail (spec/CLUSTER.md, "Live tail"): with two servers of three
 /// gone, the stream cannot store a chunk (no quorum), yet the agent's lines
 /// reach the hub's mirror through the one server left, byte for byte; when

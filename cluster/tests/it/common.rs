@@ -506,7 +506,19 @@ impl FakeRun {
     /// The agent writes lines `every` apart until `until(lines so far)`
     /// says stop, each with its arrival time first (as runwire's writers
     /// do); a journal record every 100 lines.
-    pub fn write(&mut self, every: Duration, mut until: impl FnMut(u64) -> bool) {
+    pub fn write(&mut self, every: Duration, until: impl FnMut(u64) -> bool) {
+        self.lines(every, true, until);
+    }
+
+    /// As [`FakeRun::write`], without the journal records; how often this
+    /// thread paused 4 ms or more between two lines (not run meanwhile: a
+    /// reader sees a pause in the writes there).
+    pub fn burst(&mut self, every: Duration, until: impl FnMut(u64) -> bool) -> usize {
+        self.lines(every, false, until)
+    }
+
+    fn lines(&mut self, every: Duration, journal: bool, mut until: impl FnMut(u64) -> bool) -> usize {
+        let (mut pauses, mut last) = (0, Instant::now());
         let open = |f: &str| std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(f)).unwrap();
         let (mut logf, mut atf) = (open("feat.x.impl.1.log"), open("feat.x.impl.1.log.at"));
         while !until(self.n) {
@@ -514,11 +526,14 @@ impl FakeRun {
             let i = self.n;
             writeln!(atf, "{i} {}", 1_700_000_000_000u64 + i).unwrap();
             writeln!(logf, r#"{{"type":"assistant","n":{i},"pad":"{}"}}"#, "x".repeat((i % 7) as usize * 40)).unwrap();
-            if i.is_multiple_of(100) {
+            if journal && i.is_multiple_of(100) {
                 self.journal("implemented");
             }
             std::thread::sleep(every);
+            pauses += usize::from(last.elapsed() >= Duration::from_millis(4));
+            last = Instant::now();
         }
+        pauses
     }
 
     /// The task and the run end.

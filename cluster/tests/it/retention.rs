@@ -62,9 +62,10 @@ fn setup_replicates_to_the_clusters_size_by_default_and_refuses_one_replica_unle
     assert_eq!(config(&nats.urls[2], names::FILES_STREAM).0, 3);
 }
 
-/// The start of a run's files expires (the files stream keeps 256 KiB); a
-/// hub started afterwards finds the gap, asks the node, and ends with every
-/// file byte-identical to the node's. Before: the mirror's log stayed
+/// The start of a run's files expires (the files stream keeps 256 KiB, and
+/// another run's files follow them); a hub started afterwards finds the
+/// gap, asks the node, and ends with every file byte-identical to the
+/// node's. Before: the mirror's log stayed
 /// empty (a gap was an error, and nothing asked for the file again).
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
@@ -78,6 +79,11 @@ fn a_hub_that_finds_a_files_start_expired_gets_the_file_whole_from_its_node() {
     let mut run = FakeRun::new(&home, &repo);
     run.write(Duration::from_millis(1), |n| n >= 900);
     run.finish();
+    // Another run's files after it: together past the stream's 256 KiB
+    // (each run's alone is under it, so either can be published again whole).
+    let mut other = FakeRun::new(&home, &dir.join("repo-other"));
+    other.write(Duration::from_millis(1), |n| n >= 900);
+    other.finish();
     let log = names::file_subject("n1", &run.pointer.run_id, "feat.x.impl.1.log");
     // Published to its end, and its first chunks gone.
     let size = std::fs::metadata(run.dir.join("feat.x.impl.1.log")).unwrap().len();
