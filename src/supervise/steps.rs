@@ -278,6 +278,37 @@ impl Sup {
     }
 
     /// One process of a task ended with `rc`: its replies, then the state machine's edges.
+    /// Requests a step's process left open when it ended (killed, or gone
+    /// before its turn ended them) are closed in the journal, withdrawn: no
+    /// one can answer them now, so no link, studio or hub may offer them,
+    /// and an answer naming one is refused as for any closed request.
+    fn close_left_open(&mut self, id: &str, pending: &BTreeSet<String>) {
+        use crate::pipeline::events::{Decision, InputAnswer};
+        let now = crate::util::time::Clock::from_env().now_ms();
+        let ints = self.interrupts.entry(id.to_string()).or_default();
+        for request in pending {
+            let mut a = InputAnswer {
+                id: request.clone(),
+                interrupt_id: None,
+                decision: Decision::Cancelled,
+                scope: None,
+                updated_input: None,
+                answers: None,
+                message: Some("the process that asked ended before an answer".into()),
+                by: None,
+                at: crate::util::time::format_ms(now),
+                door: None,
+            };
+            if let Some(b) = ints.closed_by(&a) {
+                a.interrupt_id = Some(b.interrupt.clone());
+                b.answer = Some(a.clone());
+            }
+            let mut rec = InputRecord::answered("runner", id, &a, now);
+            rec.interrupt = a.interrupt_id.clone();
+            self.rec.input(&rec);
+        }
+    }
+
     fn finished(&mut self, id: &str, r: Running, rc: i64) {
         let def = self.waves.def(id);
         // An agent's turn ended: the task's next record (whichever edge)
@@ -290,6 +321,7 @@ impl Sup {
                 self.rec.live(id, Entry { session_id: Some(s), ..Entry::default() });
             }
         }
+        self.close_left_open(id, &r.pending);
         let state = self.waves.state(id).map(str::to_string);
         for tx in r.awaiting.iter().filter_map(|w| w.reply.as_ref()) {
             let why = format!("task {id}: its session ended before it took the line written for this request");

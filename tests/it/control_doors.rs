@@ -365,6 +365,45 @@ fn a_link_to_a_request_whose_supervisor_was_killed_offers_nothing_and_sends_noth
     assert!(acp_answers(&s.dir).is_empty(), "an answer reached the agent");
 }
 
+/// A task's agent killed (SIGKILL to its process group) with a request
+/// open, its supervisor alive: the supervisor closes the request in the
+/// journal, withdrawn (`cancelled`, by runwire, with the interrupt id it
+/// was asked under), so its link offers nothing and sends nothing. Before:
+/// the journal kept it open for as long as the run lived.
+#[test]
+fn a_request_whose_agent_was_killed_is_closed_in_the_journal_and_its_link_offers_nothing() {
+    let dir = support::scratch("doors-supervised-agent-killed");
+    let secret = link_secret(&dir);
+    let flags = ["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()];
+    let s = Sup::start_args("doors-supervised-agent-killed-sup", None, &flags);
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let requested = s.requested()[0].clone();
+    let link = requested["links"][0].as_str().unwrap_or_else(|| panic!("no link: {requested}")).to_string();
+    let path = link[PUBLIC.len()..].to_string();
+    // The task's process group, as its supervisor registered it.
+    let owner = runwire::supervise::socket::Owner::read(&s.dir.join("home"), &s.run_id()).expect("the owner record");
+    let leader = owner.groups.get("a").unwrap_or_else(|| panic!("no group for task a: {owner:?}")).pid;
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(leader), nix::sys::signal::Signal::SIGKILL).unwrap();
+    s.until("the request closed in the journal", |s| {
+        s.journal().iter().any(|r| r["input"] == "answered" && r["request"] == requested["request"])
+    });
+    let closed = s.journal().into_iter().find(|r| r["input"] == "answered").unwrap();
+    assert_eq!(closed["decision"], "cancelled", "{closed}");
+    assert_eq!(closed["interrupt"], requested["interrupt"], "{closed}");
+    assert!(closed.get("by").is_none_or(|b| b.is_null()), "nobody answered it: {closed}");
+    let mut srv = Server::command();
+    srv.env("HARNESS_HOME", s.dir.join("home")).args(flags);
+    let srv = Server::spawn(srv);
+    let (code, page) = http(srv.port, "GET", &path, "");
+    let page = String::from_utf8_lossy(&page).to_string();
+    assert_eq!(code, 410, "{page}");
+    assert!(!page.contains("value=\"allow\""), "{page}");
+    let (code, page) = link_form(srv.port, &path, "decision=allow");
+    assert!(code == 409 || code == 410, "{code} {page}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(acp_answers(&s.dir).is_empty(), "an answer reached the agent");
+}
+
 /// A supervised claude task's question (AskUserQuestion) gets a link too:
 /// the journal keeps its questions, so the server's page lists the choices,
 /// and the form's answer reaches the agent once through the supervisor.
