@@ -332,6 +332,19 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
     assert_eq!(http(srv.port, "GET", path, "").0, 410);
 }
 
+/// A used link: its page is gone (410, no form), its POST refused, and no
+/// answer reaches the agent (`dir`'s).
+fn link_offers_and_sends_nothing(port: u16, path: &str, dir: &Path) {
+    let (code, page) = http(port, "GET", path, "");
+    let page = String::from_utf8_lossy(&page).to_string();
+    assert_eq!(code, 410, "{page}");
+    assert!(!page.contains("value=\"allow\""), "{page}");
+    let (code, page) = link_form(port, path, "decision=allow");
+    assert!(code == 409 || code == 410, "{code} {page}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(acp_answers(dir).is_empty(), "an answer reached the agent");
+}
+
 /// A link to a request whose supervisor was killed (SIGKILL: the journal
 /// still says the request is open) offers no form and sends nothing: the
 /// process that asked is gone, and a new supervisor's socket would refuse
@@ -355,14 +368,7 @@ fn a_link_to_a_request_whose_supervisor_was_killed_offers_nothing_and_sends_noth
     let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGKILL);
     let _ = child.wait();
     assert!(s.journal().iter().all(|r| r["input"] != "answered"), "nothing answered it: {:?}", s.journal());
-    let (code, page) = http(srv.port, "GET", &path, "");
-    let page = String::from_utf8_lossy(&page).to_string();
-    assert_eq!(code, 410, "{page}");
-    assert!(!page.contains("value=\"allow\""), "{page}");
-    let (code, page) = link_form(srv.port, &path, "decision=allow");
-    assert!(code == 409 || code == 410, "{code} {page}");
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(acp_answers(&s.dir).is_empty(), "an answer reached the agent");
+    link_offers_and_sends_nothing(srv.port, &path, &s.dir);
 }
 
 /// A task's agent killed (SIGKILL to its process group) with a request
@@ -394,14 +400,7 @@ fn a_request_whose_agent_was_killed_is_closed_in_the_journal_and_its_link_offers
     let mut srv = Server::command();
     srv.env("HARNESS_HOME", s.dir.join("home")).args(flags);
     let srv = Server::spawn(srv);
-    let (code, page) = http(srv.port, "GET", &path, "");
-    let page = String::from_utf8_lossy(&page).to_string();
-    assert_eq!(code, 410, "{page}");
-    assert!(!page.contains("value=\"allow\""), "{page}");
-    let (code, page) = link_form(srv.port, &path, "decision=allow");
-    assert!(code == 409 || code == 410, "{code} {page}");
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(acp_answers(&s.dir).is_empty(), "an answer reached the agent");
+    link_offers_and_sends_nothing(srv.port, &path, &s.dir);
 }
 
 /// A supervised claude task's question (AskUserQuestion) gets a link too:
