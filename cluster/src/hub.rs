@@ -218,7 +218,7 @@ impl Mirror {
         let Some((node, run, file)) = names::parse_file_subject(&file_subject) else {
             bail!("{subject}: not a live subject (ignored)");
         };
-        if !(file.ends_with(".log") || file.ends_with(".log.at")) {
+        if !names::live_file(&file) {
             bail!("{subject}: not a task's log or arrival times (ignored)");
         }
         let streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());

@@ -123,6 +123,12 @@ pub fn live_subject(node: &str, run: &str, file: &str) -> String {
     format!("rwlive.{node}.{}.{}", token(run), token(file))
 }
 
+/// A file of a runstate directory the live tail may carry: an append-only
+/// log (a task's, its gate's, its reviewer's) or a task's arrival times.
+pub fn live_file(name: &str) -> bool {
+    name.ends_with(".log") || name.ends_with(".log.at")
+}
+
 /// The file subject a live subject stands for: `rwlive.` taken for `rwfile.`.
 pub fn file_of_live(subject: &str) -> Option<String> {
     subject.strip_prefix("rwlive.").map(|rest| format!("rwfile.{rest}"))

@@ -272,9 +272,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         while let Ok(ask) = asks.try_recv() {
             n.ask(ask, &mut d);
         }
-        if !n.send_live(&d.runs).await {
-            d.urgent = true;
-        }
+        n.send_live(&mut d).await;
         n.gather(&mut asks, &mut d).await;
         // The full look due meanwhile is this round, not another after it.
         if Instant::now() >= full_at {
@@ -409,9 +407,7 @@ impl Node {
                     return;
                 }
             }
-            if !self.send_live(&more.runs).await {
-                more.urgent = true;
-            }
+            self.send_live(&mut more).await;
             d.merge(more);
         }
     }
@@ -533,9 +529,7 @@ impl Node {
                     Some(t) = self.wakes.recv(), if self.wake.is_some() => {
                         let mut d = Dirty::default();
                         self.absorb(t, &mut d);
-                        if !self.send_live(&d.runs).await {
-                            d.urgent = true;
-                        }
+                        self.send_live(&mut d).await;
                         self.deferred.merge(d);
                     }
                 }
@@ -755,12 +749,20 @@ impl Node {
         }
     }
 
-    /// What these runs' task files gained since they were last sent, on
+    /// What `d`'s runs' task files gained since they were last sent, on
     /// core NATS. Nothing waits for anyone: a chunk a hub does not get
     /// (none listening, a server lost) it has from the stream a moment later.
-    /// Whether all of it went (not when cut off, or a backlog was left to
-    /// the stream: then the round is not put off).
-    async fn send_live(&mut self, runs: &BTreeSet<String>) -> bool {
+    /// When not all of it went (cut off, a backlog left to the stream, a
+    /// file the live tail does not know yet), `d` is urgent: its round is
+    /// not put off.
+    async fn send_live(&mut self, d: &mut Dirty) {
+        if !self.carry_live(&d.runs).await {
+            d.urgent = true;
+        }
+    }
+
+    /// [`Node::send_live`]'s sending: whether all of it went.
+    async fn carry_live(&mut self, runs: &BTreeSet<String>) -> bool {
         if runs.is_empty() {
             return true;
         }

@@ -45,13 +45,6 @@ impl Dirty {
     }
 }
 
-/// A file of a runstate directory the live tail carries (a task's log or
-/// its arrival times; the gate's and reviewer's logs too, which are written
-/// once: nothing waits for them).
-fn tailed(name: &str) -> bool {
-    name.ends_with(".log") || name.ends_with(".log.at")
-}
-
 /// Subscription tags: the registry, the feed; runstate directories count up from `FIRST_DIR`.
 const REG: u64 = 1;
 const FEED: u64 = 2;
@@ -168,7 +161,8 @@ impl Wake {
                     let Some((dir, _)) = self.dirs.get(&tag) else { continue };
                     // A new file (a task's first log line) is the live tail's
                     // once a round has looked at it.
-                    d.urgent |= !tailed(name) || e.mask.contains(AddWatchFlags::IN_CREATE);
+                    // (The gate's and reviewer's logs are written once: nothing waits for them.)
+                    d.urgent |= !crate::names::live_file(name) || e.mask.contains(AddWatchFlags::IN_CREATE);
                     for (slug, run) in self.runs_in.get(dir).into_iter().flatten() {
                         if name.strip_prefix(slug.as_str()).is_some_and(|rest| rest.starts_with('.')) {
                             d.runs.insert(run.clone());

@@ -277,7 +277,6 @@ impl Sup {
         }
     }
 
-    /// One process of a task ended with `rc`: its replies, then the state machine's edges.
     /// Requests a step's process left open when it ended (killed, or gone
     /// before its turn ended them) are closed in the journal, withdrawn: no
     /// one can answer them now, so no link, studio or hub may offer them,
@@ -309,6 +308,7 @@ impl Sup {
         }
     }
 
+    /// One process of a task ended with `rc`: its replies, then the state machine's edges.
     fn finished(&mut self, id: &str, r: Running, rc: i64) {
         let def = self.waves.def(id);
         // An agent's turn ended: the task's next record (whichever edge)
