@@ -79,6 +79,8 @@ struct State {
 pub struct Signal {
     state: Mutex<State>,
     cv: Condvar,
+    /// Told of each event ([`Signal::on_fire`]).
+    hook: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Signal {
@@ -92,6 +94,15 @@ impl Signal {
         let s = Signal::default();
         lock(&s.state).recording = true;
         Arc::new(s)
+    }
+
+    /// Calls `f` (on the watcher's reader thread) after each event is
+    /// counted and recorded, once set: a waiter that is not a thread (an
+    /// async task) is woken by it directly, with no thread of its own
+    /// between the reader and it. `f` must not block. Set once; a second
+    /// hook is refused.
+    pub fn on_fire(&self, f: impl Fn() + Send + Sync + 'static) -> Result<(), &'static str> {
+        self.hook.set(Box::new(f)).map_err(|_| "this signal is hooked already")
     }
 
     fn fire(&self, e: Option<Event>) {
@@ -108,6 +119,10 @@ impl Signal {
             }
         }
         self.cv.notify_all();
+        drop(st);
+        if let Some(hook) = self.hook.get() {
+            hook();
+        }
     }
 
     /// The change counter, read before looking at what is watched.
@@ -152,24 +167,39 @@ struct Watches {
     next_id: u64,
 }
 
-/// The process's watcher.
+/// The process's watcher (or one of its own, [`Hub::paced`]).
 pub struct Hub {
     inotify: Inotify,
     watches: Mutex<Watches>,
+    /// How long the reader waits after each read ([`Hub::paced`]).
+    pace: Duration,
 }
 
 impl Hub {
     /// The process's one hub, started (with its reader thread) on first use.
     pub fn global() -> io::Result<Arc<Hub>> {
         static HUB: OnceLock<Result<Arc<Hub>, (io::ErrorKind, String)>> = OnceLock::new();
-        HUB.get_or_init(|| Hub::start().map_err(|e| (e.kind(), e.to_string())))
+        HUB.get_or_init(|| Hub::start(Duration::ZERO).map_err(|e| (e.kind(), e.to_string())))
             .clone()
             .map_err(|(k, m)| io::Error::new(k, m))
     }
 
-    fn start() -> io::Result<Arc<Hub>> {
+    /// A watcher of its own (not the process's one) whose reader waits
+    /// `pace` after each read: a burst of writes wakes its waiters at most
+    /// once a `pace`, not once a write. While the reader waits, the kernel
+    /// merges each event into an identical one still unread (inotify(7)),
+    /// so a file written a thousand times in that while is one event, read
+    /// once. The first event after a quiet spell is read at once. For a
+    /// waiter whose work per wake is costly and whose readers can take a
+    /// batch (the cluster node's live tail), not for a server's followers.
+    /// Its reader thread, like the process's, lasts as long as the process.
+    pub fn paced(pace: Duration) -> io::Result<Arc<Hub>> {
+        Hub::start(pace)
+    }
+
+    fn start(pace: Duration) -> io::Result<Arc<Hub>> {
         let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(io::Error::from)?;
-        let hub = Arc::new(Hub { inotify, watches: Mutex::new(Watches::default()) });
+        let hub = Arc::new(Hub { inotify, watches: Mutex::new(Watches::default()), pace });
         let h = hub.clone();
         std::thread::Builder::new().name("inotify".into()).spawn(move || h.read_loop())?;
         Ok(hub)
@@ -201,6 +231,10 @@ impl Hub {
                         entry.signal.fire(Some(Event { tag: entry.tag, name: e.name.clone(), mask: e.mask }));
                     }
                 }
+            }
+            drop(w);
+            if !self.pace.is_zero() {
+                std::thread::sleep(self.pace);
             }
         }
     }
@@ -338,6 +372,38 @@ mod tests {
         sub2.wait(seen, Duration::from_secs(5));
         assert!(sub2.generation() > seen);
         let _ = std::fs::remove_dir_all(&d2);
+    }
+
+    #[test]
+    fn a_paced_watcher_reads_a_burst_of_writes_as_a_few_merged_events() {
+        let pace = Duration::from_millis(50);
+        let hub = Hub::paced(pace).unwrap();
+        let d = dir("paced");
+        let mut f = std::fs::File::create(d.join("log")).unwrap();
+        let rec = Signal::recording();
+        let _sub = hub.watch(&d, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &rec, 4).unwrap();
+        let start = std::time::Instant::now();
+        // A write a millisecond for twenty paces: an unpaced reader reads each.
+        for i in 0..1000 {
+            writeln!(f, "line {i}").unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let wrote_for = start.elapsed();
+        // Everything the burst caused, until the reader has been quiet for two paces.
+        let mut modified = 0;
+        loop {
+            let got = rec.take(Some(pace * 2));
+            if got.events.is_empty() && !got.overflow {
+                break;
+            }
+            modified += got.events.iter().filter(|e| e.mask.contains(AddWatchFlags::IN_MODIFY)).count();
+        }
+        // One read a pace, each with the writes since merged into one event
+        // (give or take the first read and the last ones).
+        let reads = (wrote_for.as_millis() / pace.as_millis()) as usize + 4;
+        assert!(modified >= 1, "the burst was seen");
+        assert!(modified <= reads, "{modified} events for 1,000 writes in {wrote_for:?} (at most {reads})");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
