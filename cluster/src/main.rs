@@ -315,14 +315,20 @@ fn main() -> ExitCode {
                         poll: Duration::from_millis(poll_ms),
                         heartbeat: Duration::from_millis(heartbeat_ms),
                     };
+                    // On a worker of the runtime, not this thread: the connection's
+                    // task then sends what the loop publishes from the same worker
+                    // (tokio runs a task woken by the running one next, there),
+                    // not after waking another thread.
+                    let run =
+                        async { tokio::spawn(node::run(client, o)).await.map_err(|e| anyhow::anyhow!("node: {e}"))? };
                     if channel {
                         let pipe = channel::serve(channel::Role::Node, tokio::io::stdin(), tokio::io::stdout());
                         tokio::select! {
-                            r = node::run(client, o) => r,
+                            r = run => r,
                             r = pipe => r,
                         }
                     } else {
-                        node::run(client, o).await
+                        run.await
                     }
                 }
                 Cmd::Hub { home, channel, .. } => {

@@ -30,7 +30,7 @@
 //! files are published from the position on.
 
 use crate::names::{self, header};
-use crate::wake::{Dirty, Wake};
+use crate::wake::{Dirty, Wake, Wakes};
 use anyhow::{anyhow, Context as _};
 use async_nats::jetstream::{self, kv, stream::Stream};
 use async_nats::HeaderMap;
@@ -105,7 +105,7 @@ pub struct Node {
     republish: BTreeSet<(String, Option<String>)>,
     /// What inotify said (the waking thread's), and what it said while a
     /// round waited for acknowledgements: the next round's.
-    wakes: tokio::sync::mpsc::UnboundedReceiver<watch::Taken>,
+    wakes: Wakes,
     deferred: Dirty,
     live: Live,
 }
@@ -122,8 +122,6 @@ struct Live {
     files: HashMap<String, LiveFile>,
     /// By run.
     runs: HashMap<String, LiveRun>,
-    /// When a chunk was last sent ([`LIVE_GAP`]).
-    last: Option<Instant>,
 }
 
 struct LiveRun {
@@ -147,11 +145,18 @@ struct LiveFile {
 /// line: the stream carries it alone (a bulk write is not sent twice).
 const LIVE_MAX: u64 = 256 * 1024;
 
-/// The least time between two sendings of the live tail. A line after a
+/// The least time between two wakes of the node, and so between two
+/// sendings of the live tail: the node's watcher reads inotify at most once
+/// a `LIVE_GAP` ([`runwire::util::watch::Hub::paced`]). A line after a
 /// pause goes at once; a burst's lines go at most once a millisecond, each
-/// file's in one message, not one message per inotify event: measured
+/// file's in one message, not one message per write: measured
 /// (docs/PERFORMANCE.md, session 12), the servers' work per message, not
-/// the bytes, is what kept a burst's lines from a hub's viewers.
+/// the bytes, is what kept a burst's lines from a hub's viewers. Paced at
+/// the watcher, a burst also costs the node one wake a millisecond instead
+/// of one per line (session 13: its share of a core during a burst fell
+/// from 26 % to 9 %). A tokio timer cannot pace it: its sleeps end on a
+/// millisecond tick, so a wait of 0.3 ms took 1 to 2 (sendings came about
+/// 2.5 ms apart).
 const LIVE_GAP: Duration = Duration::from_millis(1);
 
 /// While only what the live tail carries changes (task logs and arrival
@@ -216,17 +221,16 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             std::process::exit(runwire::util::cli::Exit::Usage as i32);
         }
     });
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let mut asks = sync_requests(&client, &o.node).await;
     // Watching starts before the first round reads anything, so no change falls between.
-    let wake = match Wake::start(&o.home, tx) {
-        Ok(w) => Some(w),
+    let (wake, wakes) = match Wake::start(&o.home, LIVE_GAP) {
+        Ok((w, wakes)) => (Some(w), wakes),
         Err(e) => {
             crate::report(format!("cluster: inotify: {e} (looking at the files every {:?} instead)", o.poll));
-            None
+            (None, Wakes::none())
         }
     };
-    let live = Live { client: client.clone(), files: HashMap::new(), runs: HashMap::new(), last: None };
+    let live = Live { client: client.clone(), files: HashMap::new(), runs: HashMap::new() };
     let mut n = Node {
         wake,
         reg: Registry::at(&o.home),
@@ -244,7 +248,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         republish: BTreeSet::new(),
         pending: std::collections::VecDeque::new(),
         pending_bytes: 0,
-        wakes: rx,
+        wakes,
         deferred: Dirty::default(),
         live,
     };
@@ -259,14 +263,14 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             tokio::select! {
                 t = tokio::time::timeout_at(full_at.into(), n.wakes.recv()) => match t {
                     Ok(Some(t)) => n.absorb(t, &mut d),
-                    // The waking thread is gone, or the safety net is due.
+                    // No watcher, or the safety net is due.
                     Ok(None) | Err(_) => d.all = true,
                 },
                 Some(ask) = asks.recv() => n.ask(ask, &mut d),
             }
         }
         // Whatever else came meanwhile, in the same round.
-        while let Ok(t) = n.wakes.try_recv() {
+        while let Some(t) = n.wakes.try_recv() {
             n.absorb(t, &mut d);
         }
         while let Ok(ask) = asks.try_recv() {
@@ -398,7 +402,7 @@ impl Node {
             tokio::select! {
                 t = tokio::time::timeout_at(pause.into(), self.wakes.recv()) => match t {
                     Ok(Some(t)) => self.absorb(t, &mut more),
-                    // A pause (or the waking thread is gone: the round finds out).
+                    // A pause (or no watcher: the round finds out).
                     Ok(None) | Err(_) => return,
                 },
                 Some(ask) = asks.recv() => {
@@ -772,11 +776,6 @@ impl Node {
             return false;
         }
         let mut all = true;
-        // What comes within LIVE_GAP of the last sending waits for it (and
-        // is read, with whatever else came meanwhile, when it is over).
-        if let Some(wait) = self.live.last.and_then(|t| LIVE_GAP.checked_sub(t.elapsed())) {
-            tokio::time::sleep(wait).await;
-        }
         for run in runs {
             // A run the live tail does not know yet: its first round tells it.
             let Some(r) = self.live.runs.get(run) else {
@@ -832,7 +831,6 @@ impl Node {
                         return false; // the connection is closing: the rounds say so
                     }
                     l.pos += piece.len() as u64;
-                    self.live.last = Some(Instant::now());
                 }
             }
         }

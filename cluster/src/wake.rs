@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What wakes the node: inotify (the crate's one watcher, `runwire::util::watch`)
+/// What wakes the node: inotify (a paced watcher, `runwire::util::watch`)
 /// on the registry, the feed's directory and every run's runstate
 /// directory, so a line an agent writes is published at once, not at the
 /// next look. A full look every `--poll-ms` stays as the safety net
@@ -45,6 +45,41 @@ impl Dirty {
     }
 }
 
+/// What the node's loop waits on: what the watcher saw, taken when the
+/// loop asks. Its reader thread wakes the loop directly ([`watch::Signal::on_fire`]).
+pub(crate) struct Wakes {
+    /// `None`: no watcher (inotify failed); the full looks alone.
+    signal: Option<Arc<watch::Signal>>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl Wakes {
+    /// No watcher: [`Wakes::recv`] is `None` at once.
+    pub(crate) fn none() -> Wakes {
+        Wakes { signal: None, notify: Arc::new(tokio::sync::Notify::new()) }
+    }
+
+    /// What the watcher saw since the last take, waited for; `None` without a watcher.
+    pub(crate) async fn recv(&mut self) -> Option<watch::Taken> {
+        let signal = self.signal.as_ref()?;
+        loop {
+            // A fire between this take and the wait leaves its permit:
+            // the wait then ends at once, and nothing is missed.
+            let t = signal.take(Some(std::time::Duration::ZERO));
+            if !t.events.is_empty() || t.overflow {
+                return Some(t);
+            }
+            self.notify.notified().await;
+        }
+    }
+
+    /// What the watcher saw since the last take, if anything.
+    pub(crate) fn try_recv(&mut self) -> Option<watch::Taken> {
+        let t = self.signal.as_ref()?.take(Some(std::time::Duration::ZERO));
+        (!t.events.is_empty() || t.overflow).then_some(t)
+    }
+}
+
 /// Subscription tags: the registry, the feed; runstate directories count up from `FIRST_DIR`.
 const REG: u64 = 1;
 const FEED: u64 = 2;
@@ -65,26 +100,28 @@ const REG_DIR: AddWatchFlags = AddWatchFlags::IN_MOVED_TO
     .union(AddWatchFlags::IN_ONLYDIR);
 
 impl Wake {
-    /// Watches the registry and the feed's directory; the events go to `tx`
-    /// from a thread of their own (the watcher's waits block).
-    pub(crate) fn start(home: &Path, tx: tokio::sync::mpsc::UnboundedSender<watch::Taken>) -> std::io::Result<Wake> {
+    /// Watches the registry and the feed's directory; what it sees, the
+    /// node's loop takes from the [`Wakes`] returned with it.
+    pub(crate) fn start(home: &Path, pace: std::time::Duration) -> std::io::Result<(Wake, Wakes)> {
         let reg = Registry::at(home);
         let feed = runwire::runs::feed::Paths::at(home);
         std::fs::create_dir_all(&reg.dir)?;
         std::fs::create_dir_all(&feed.dir)?;
-        let hub = watch::Hub::global()?;
+        // A watcher of its own, paced: the process has no other.
+        let hub = watch::Hub::paced(pace)?;
         let signal = watch::Signal::recording();
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let n = notify.clone();
+        // The reader thread wakes the loop itself: a thread between them
+        // was one more wake per sending, and on a busy machine each wake
+        // may wait behind another process for its time slice.
+        signal.on_fire(move || n.notify_one()).map_err(std::io::Error::other)?;
         let fixed = vec![
             hub.watch(&reg.dir, REG_DIR, &signal, REG)?,
             hub.watch(&feed.dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &signal, FEED)?,
         ];
-        let s = signal.clone();
-        std::thread::Builder::new().name("node-wake".into()).spawn(move || loop {
-            if tx.send(s.take(None)).is_err() {
-                return;
-            }
-        })?;
-        Ok(Wake {
+        let wakes = Wakes { signal: Some(signal.clone()), notify };
+        let wake = Wake {
             hub,
             signal,
             _fixed: fixed,
@@ -92,7 +129,8 @@ impl Wake {
             by_dir: HashMap::new(),
             runs_in: HashMap::new(),
             next: FIRST_DIR,
-        })
+        };
+        Ok((wake, wakes))
     }
 
     /// Follows a run's runstate directory (again after it was removed: its
@@ -180,6 +218,45 @@ mod tests {
     use std::io::Write;
     use std::time::Duration;
 
+    /// The node's loop is woken by the watcher's reader itself: a write
+    /// made while it waits ends the wait, and one made before it waits is
+    /// not lost.
+    #[test]
+    fn the_loop_is_woken_by_a_write_whenever_it_comes() {
+        let tmp = std::env::temp_dir().join(format!("rw-wake-recv-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let home = tmp.join("home");
+        let (_w, mut wakes) = Wake::start(&home, Duration::from_millis(1)).unwrap();
+        let feed = runwire::runs::feed::Paths::at(&home).dir.join("feed.jsonl");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let append = move || {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&feed).unwrap();
+            f.write_all(b"{}\n").unwrap();
+        };
+        // While it waits.
+        let a = append.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            a();
+        });
+        let t = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), wakes.recv()).await });
+        writer.join().unwrap();
+        let t = t.expect("a write while the loop waited did not wake it").expect("a watcher");
+        assert!(t.events.iter().any(|e| e.tag == FEED), "{t:?}");
+        // Before it waits: seen by the next wait, at once.
+        append();
+        std::thread::sleep(Duration::from_millis(100));
+        let t = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), wakes.recv()).await });
+        let t = t.expect("a write made before the wait was lost").expect("a watcher");
+        assert!(t.events.iter().any(|e| e.tag == FEED), "{t:?}");
+        // Nothing more: the next wait waits.
+        while wakes.try_recv().is_some() {}
+        let t = rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), wakes.recv()).await });
+        assert!(t.is_err(), "woken with nothing written: {t:?}");
+        assert!(rt.block_on(Wakes::none().recv()).is_none(), "no watcher: no wait");
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
     /// What inotify says of each file of a run, in a round's terms: a task's
     /// new lines may wait for a pause (the live tail carries them); its
     /// first line (a new file), a journal record, a plan, a new pointer may
@@ -194,8 +271,7 @@ mod tests {
         let p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
         let dir = PathBuf::from(&p.runstate_dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut w = Wake::start(&home, tx).unwrap();
+        let (mut w, mut rx) = Wake::start(&home, std::time::Duration::ZERO).unwrap();
         w.track(&p.run_id, &p);
         let append = |f: &str| {
             let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(f)).unwrap();
@@ -203,11 +279,11 @@ mod tests {
         };
         // What the writes of `f` say, once they have all been told.
         let mut after = |f: &dyn Fn()| {
-            while rx.try_recv().is_ok() {}
+            while rx.try_recv().is_some() {}
             f();
             std::thread::sleep(Duration::from_millis(50));
             let mut d = Dirty::default();
-            while let Ok(t) = rx.try_recv() {
+            while let Some(t) = rx.try_recv() {
                 w.absorb(t, &mut d);
             }
             assert!(d.runs.contains(&p.run_id), "the run's change was not seen");
