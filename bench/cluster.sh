@@ -5,8 +5,8 @@
 #
 # (a) an agent line on a node -> the frame at a client of the hub, beside
 #     the same line's frame at a client of the node's own runwire-serve
-#     (same run, same lines): median, p90, p99; then a 2,000-line burst
-#     written with no pause (hub median <= 3x the node's);
+#     (same run, same lines): median, p90, p99; then five 2,000-line bursts
+#     written with no pause (hub median <= 3x the node's, over all of them);
 # (b) BENCH_NODES nodes x BENCH_RUNS_PER_NODE runs mirrored by the hub: GET
 #     /runs at the hub vs a plain server over the same number of runs in one
 #     home (every run, the studio's request, and ?limit=50);
@@ -23,7 +23,8 @@
 #   BENCH_NODES            nodes of (b) (default 20; 0 skips (b))
 #   BENCH_RUNS_PER_NODE    runs per node (default 50)
 #   BENCH_LIST_REPEAT      requests per listing and first-frame measure (default 21)
-#   BENCH_BURST            lines of (a)'s burst, written with no pause (default 2000)
+#   BENCH_BURST            lines of each of (a)'s bursts, written with no pause (default 2000)
+#   BENCH_BURSTS           how many bursts, 0.5 s apart (default 5)
 #   BENCH_ACKS             control requests of (f) (default 200)
 #   RUNWIRE_BIN            directory holding runwire-serve, runwire-cluster and
 #                          examples/publish-rate (default: cargo build --release)
@@ -34,8 +35,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$root/bench/lib.sh"
 
-for n in "${BENCH_LINES:-300}" "${BENCH_INTERVAL_MS:-20}" "${BENCH_NODES:-20}" "${BENCH_RUNS_PER_NODE:-50}" "${BENCH_LIST_REPEAT:-21}" "${BENCH_BURST:-2000}" "${BENCH_ACKS:-200}"; do
-  case "$n" in '' | *[!0-9]*) die "BENCH_LINES, BENCH_INTERVAL_MS, BENCH_NODES, BENCH_RUNS_PER_NODE, BENCH_LIST_REPEAT, BENCH_BURST and BENCH_ACKS must be whole numbers" ;; esac
+for n in "${BENCH_LINES:-300}" "${BENCH_INTERVAL_MS:-20}" "${BENCH_NODES:-20}" "${BENCH_RUNS_PER_NODE:-50}" "${BENCH_LIST_REPEAT:-21}" "${BENCH_BURST:-2000}" "${BENCH_BURSTS:-5}" "${BENCH_ACKS:-200}"; do
+  case "$n" in '' | *[!0-9]*) die "BENCH_LINES, BENCH_INTERVAL_MS, BENCH_NODES, BENCH_RUNS_PER_NODE, BENCH_LIST_REPEAT, BENCH_BURST, BENCH_BURSTS and BENCH_ACKS must be whole numbers" ;; esac
 done
 command -v nats-server >/dev/null 2>&1 || die "nats-server is not installed (apt-get install nats-server)"
 command -v python3 >/dev/null 2>&1 || die "python3 is not installed"
