@@ -103,7 +103,7 @@ pub struct Node {
     /// Files hubs asked to have published again, whole: `(run, None)` for
     /// all of a run's files (`rwsync.<node>`).
     republish: BTreeSet<(String, Option<String>)>,
-    /// What inotify said (the waking thread's), and what it said while a
+    /// What inotify said (the node's watcher's), and what it said while a
     /// round waited for acknowledgements: the next round's.
     wakes: Wakes,
     deferred: Dirty,
@@ -154,7 +154,7 @@ const LIVE_MAX: u64 = 256 * 1024;
 /// the bytes, is what kept a burst's lines from a hub's viewers. Paced at
 /// the watcher, a burst also costs the node one wake a millisecond instead
 /// of one per line (session 13: its share of a core during a burst fell
-/// from 26 % to 9 %). A tokio timer cannot pace it: its sleeps end on a
+/// from 24-30 % to under 10 %). A tokio timer cannot pace it: its sleeps end on a
 /// millisecond tick, so a wait of 0.3 ms took 1 to 2 (sendings came about
 /// 2.5 ms apart).
 const LIVE_GAP: Duration = Duration::from_millis(1);

@@ -96,11 +96,13 @@ impl Signal {
         Arc::new(s)
     }
 
-    /// Calls `f` (on the watcher's reader thread) after each event is
-    /// counted and recorded, once set: a waiter that is not a thread (an
-    /// async task) is woken by it directly, with no thread of its own
-    /// between the reader and it. `f` must not block. Set once; a second
-    /// hook is refused.
+    /// Calls `f` (on the watcher's reader thread) once a read of the
+    /// watcher gave this signal events, after all of them are counted and
+    /// recorded: a waiter that is not a thread (an async task) is woken by
+    /// it directly, with no thread of its own between the reader and it,
+    /// and takes each read whole (a waiter woken per event would take a
+    /// read's events in parts, each part a wake of its own). `f` must not
+    /// block. Set once; a second hook is refused.
     pub fn on_fire(&self, f: impl Fn() + Send + Sync + 'static) -> Result<(), &'static str> {
         self.hook.set(Box::new(f)).map_err(|_| "this signal is hooked already")
     }
@@ -119,10 +121,6 @@ impl Signal {
             }
         }
         self.cv.notify_all();
-        drop(st);
-        if let Some(hook) = self.hook.get() {
-            hook();
-        }
     }
 
     /// The change counter, read before looking at what is watched.
@@ -213,10 +211,18 @@ impl Hub {
                 Err(_) => return,
             };
             let mut w = lock(&self.watches);
+            // The hooked signals this read fired: told once, when all of it is recorded.
+            let mut hooked: Vec<Arc<Signal>> = Vec::new();
+            let mut fired = |signal: &Arc<Signal>| {
+                if signal.hook.get().is_some() && !hooked.iter().any(|s| Arc::ptr_eq(s, signal)) {
+                    hooked.push(signal.clone());
+                }
+            };
             for e in events {
                 if e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
                     for entry in w.by_wd.values().flatten() {
                         entry.signal.fire(None);
+                        fired(&entry.signal);
                     }
                     continue;
                 }
@@ -229,10 +235,16 @@ impl Hub {
                 for entry in list {
                     if gone || entry.mask.intersects(e.mask) {
                         entry.signal.fire(Some(Event { tag: entry.tag, name: e.name.clone(), mask: e.mask }));
+                        fired(&entry.signal);
                     }
                 }
             }
             drop(w);
+            for signal in hooked {
+                if let Some(hook) = signal.hook.get() {
+                    hook();
+                }
+            }
             if !self.pace.is_zero() {
                 std::thread::sleep(self.pace);
             }
@@ -403,6 +415,43 @@ mod tests {
         let reads = (wrote_for.as_millis() / pace.as_millis()) as usize + 4;
         assert!(modified >= 1, "the burst was seen");
         assert!(modified <= reads, "{modified} events for 1,000 writes in {wrote_for:?} (at most {reads})");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_hook_is_told_once_a_read_however_many_events_it_brought() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let pace = Duration::from_millis(100);
+        let hub = Hub::paced(pace).unwrap();
+        let d = dir("hooked");
+        let rec = Signal::recording();
+        let told = Arc::new(AtomicUsize::new(0));
+        let t = told.clone();
+        rec.on_fire(move || {
+            t.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        assert!(rec.on_fire(|| {}).is_err(), "one hook");
+        let _sub = hub.watch(&d, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &rec, 5).unwrap();
+        // Two files written in turn: their events cannot be merged, so a
+        // read brings many.
+        let (mut a, mut b) = (std::fs::File::create(d.join("a")).unwrap(), std::fs::File::create(d.join("b")).unwrap());
+        let start = std::time::Instant::now();
+        for i in 0..200 {
+            writeln!(a, "{i}").unwrap();
+            writeln!(b, "{i}").unwrap();
+            if i % 20 == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let wrote_for = start.elapsed();
+        std::thread::sleep(pace * 3);
+        let events = rec.take(Some(Duration::ZERO)).events.len();
+        let told = told.load(Ordering::SeqCst);
+        let reads = (wrote_for.as_millis() / pace.as_millis()) as usize + 4;
+        assert!(told >= 1, "never told");
+        assert!(told <= reads, "told {told} times for {events} events in {wrote_for:?} (reads: at most {reads})");
+        assert!(events > told, "{events} events, told {told} times");
         let _ = std::fs::remove_dir_all(&d);
     }
 
