@@ -61,12 +61,11 @@ impl Wakes {
 
     /// What the watcher saw since the last take, waited for; `None` without a watcher.
     pub(crate) async fn recv(&mut self) -> Option<watch::Taken> {
-        let signal = self.signal.as_ref()?;
+        self.signal.as_ref()?;
         loop {
             // A fire between this take and the wait leaves its permit:
             // the wait then ends at once, and nothing is missed.
-            let t = signal.take(Some(std::time::Duration::ZERO));
-            if !t.events.is_empty() || t.overflow {
+            if let Some(t) = self.try_recv() {
                 return Some(t);
             }
             self.notify.notified().await;

@@ -79,7 +79,7 @@ struct State {
 pub struct Signal {
     state: Mutex<State>,
     cv: Condvar,
-    /// Told of each event ([`Signal::on_fire`]).
+    /// Told once a read that fired it ([`Signal::on_fire`]).
     hook: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
