@@ -211,6 +211,8 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         cli::report(BIN, format!("warning: {why}"));
     }
     warn_if_untested(args, &cfg);
+    // A node's name before anything else is done or said (refused: exit 2, this home untouched).
+    cluster::take_name(&args.cluster, &cfg.harness_home, BIN).map_err(StartError::Usage)?;
     recover_runs(&cfg);
     // Evidence is read per request (it may appear later), so a missing path only warns.
     if let Some(e) = cfg.evidence.as_ref().filter(|e| !e.exists()) {
@@ -287,8 +289,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
     let sidecar =
-        cluster::start(&args.cluster, &shared.cfg.harness_home, listener.port(), args.token_file.as_deref(), BIN)
-            .map_err(StartError::Usage)?;
+        cluster::start(&args.cluster, &shared.cfg.harness_home, listener.port(), args.token_file.as_deref(), BIN);
     accept_loop(&listener, &shared, &wake_rx);
     drop(sidecar);
     // Streams notice the flag within a tick, stop their agents (TERM, grace,

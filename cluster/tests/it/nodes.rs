@@ -37,10 +37,21 @@ fn nodes(url: &str) -> Vec<Value> {
 }
 
 /// Runs `cmd` to its end within `secs` (killed and failed otherwise): exit code and stderr.
-fn ends_within(mut cmd: Command, secs: u64) -> (Option<i32>, String) {
-    let err = std::env::temp_dir().join(format!("rw-nodes-{}-{}.err", std::process::id(), crate::common::free_port()));
-    let mut child =
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(std::fs::File::create(&err).unwrap()).spawn().unwrap();
+fn ends_within(cmd: Command, secs: u64) -> (Option<i32>, String) {
+    let (code, _, err) = ends_within_saying(cmd, secs);
+    (code, err)
+}
+
+/// Its exit code, stdout and stderr.
+fn ends_within_saying(mut cmd: Command, secs: u64) -> (Option<i32>, String, String) {
+    let tmp = std::env::temp_dir().join(format!("rw-nodes-{}-{}", std::process::id(), crate::common::free_port()));
+    let (out, err) = (tmp.with_extension("out"), tmp.with_extension("err"));
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(secs);
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -53,9 +64,12 @@ fn ends_within(mut cmd: Command, secs: u64) -> (Option<i32>, String) {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let text = std::fs::read_to_string(&err).unwrap_or_default();
-    let _ = std::fs::remove_file(&err);
-    (status.code(), text)
+    let said = |p: &Path| {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let _ = std::fs::remove_file(p);
+        text
+    };
+    (status.code(), said(&out), said(&err))
 }
 
 fn serve_cmd(home: &Path, url: &str, node: &str) -> Command {
@@ -144,9 +158,13 @@ fn a_node_name_is_one_machines_until_its_lease_expires_or_an_admin_frees_it() {
     wait_for("alpha's lease held by home-a", 20, || {
         nodes(&nats.url).into_iter().find(|n| n["node"] == "alpha" && n["home"] == ha.display().to_string())
     });
-    // A second machine with the name: refused at start, exit 2, naming the holder.
-    let (code, err) = ends_within(serve_cmd(&hb, &nats.url, "alpha"), 20);
+    // A second machine with the name: refused at start, exit 2, naming the
+    // holder, before it binds or says where it listens (a script waiting
+    // for the `listening on` line must not take it for a server that runs).
+    let (code, out, err) = ends_within_saying(serve_cmd(&hb, &nats.url, "alpha"), 20);
     assert_eq!(code, Some(2), "{err}");
+    assert_eq!(out, "", "a refused node printed on stdout: {err}");
+    assert!(!err.contains("open http"), "a refused node pointed at its studio: {err}");
     let line = err.lines().last().unwrap_or("");
     assert!(line.starts_with("runwire-serve: --cluster: node alpha: the name is held by host "), "{err}");
     assert!(line.contains(&ha.display().to_string()) && line.contains("--remove alpha"), "{err}");

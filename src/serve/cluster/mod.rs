@@ -246,10 +246,23 @@ fn lease_argv(argv: &[String]) -> Vec<String> {
     a
 }
 
-/// A node takes its name before it serves: `Err` the refusal (another
-/// machine holds it, named), for exit 2. A cluster that cannot be asked
-/// now does not stop the server (said on stderr).
-fn take_name(argv: &[String], bin: &str) -> Result<(), String> {
+/// A node takes its name before it binds its address: `Err` the refusal
+/// (another machine holds it, named), for exit 2, with nothing printed on
+/// stdout: a script that waits for the `listening on` line never sees a
+/// server that is about to refuse. A cluster that cannot be asked now does
+/// not stop the server (said on stderr). A hub takes no name.
+pub fn take_name(args: &ClusterArgs, home: &Path, bin: &str) -> Result<(), String> {
+    if args.hub {
+        return Ok(());
+    }
+    // The port is not known yet: the lease takes no server address (`lease_argv`).
+    match args.argv(home, 0, None) {
+        Some(argv) => lease(&argv, bin),
+        None => Ok(()),
+    }
+}
+
+fn lease(argv: &[String], bin: &str) -> Result<(), String> {
     let child = Command::new(program())
         .args(lease_argv(argv))
         .stdin(Stdio::null())
@@ -609,19 +622,9 @@ fn spawn(argv: &[String]) -> std::io::Result<Child> {
 /// Starts the sidecar when `--cluster` is given, for the server on `port`
 /// (with `token_file`); `bin` names the server in messages.
 ///
-/// A node first takes its name (a lease in the cluster): `Err` when
-/// another machine holds it (exit 2).
-pub fn start(
-    args: &ClusterArgs,
-    home: &Path,
-    port: u16,
-    token_file: Option<&Path>,
-    bin: &str,
-) -> Result<Option<Sidecar>, String> {
-    let Some(mut argv) = args.argv(home, port, token_file) else { return Ok(None) };
-    if !args.hub {
-        take_name(&argv, bin)?;
-    }
+/// A node has taken its name first ([`take_name`]); its sidecar renews it.
+pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Path>, bin: &str) -> Option<Sidecar> {
+    let mut argv = args.argv(home, port, token_file)?;
     argv.push("--channel".into());
     let ch = channel::CHANNEL.get_or_init(|| Arc::new(Channel::default())).clone();
     if args.hub {
@@ -692,7 +695,7 @@ pub fn start(
             }
         }
     });
-    Ok(Some(Sidecar { child, stop }))
+    Some(Sidecar { child, stop })
 }
 
 impl Drop for Sidecar {
