@@ -169,4 +169,30 @@ fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
         assert!(modes.contains(word), "--help's modes lack {word:?}:\n{modes}");
     }
     assert!(!help.contains("demo mode"), "{help}");
+    // A hub runs no agent: an agent or the demo beside --hub is refused
+    // before anything starts (it was taken, unused, and `--agent` warned
+    // that every run would fail).
+    let hub = ["--listen", "127.0.0.1:0", "--cluster", "nats://127.0.0.1:1", "--hub"];
+    for extra in [&["--demo"][..], &["--agent", "claude"], &["--agent", "codex", "--interactive"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+            .args(hub)
+            .args(extra)
+            .env("HARNESS_HOME", scratch("hub-with-agent"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A hub that started serves until stopped: a bound, then a failure, not a hang.
+        let t = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() && t.elapsed() < support::server::IO_TIMEOUT {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(out.stdout.is_empty(), "{extra:?}: a refused hub listened: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(err.contains("'--hub' cannot be used with"), "{extra:?}: {err}");
+    }
 }

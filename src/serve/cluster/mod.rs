@@ -22,7 +22,10 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "NAME", requires = "cluster", conflicts_with = "hub")]
     pub node: Option<String>,
     /// Serve every node of the cluster (mirrored into $HARNESS_HOME) instead of a node's own runs.
-    #[arg(long, requires = "cluster")]
+    // A hub runs no agent: its chat runs on the node it names. An agent or
+    // the demo beside --hub was taken and never used (`--agent claude`
+    // even warned that every run would fail), so they are refused.
+    #[arg(long, requires = "cluster", conflicts_with_all = ["agent", "demo"])]
     pub hub: bool,
     /// The hub's name, which the nodes journal with each command it forwards
     /// (`<person>@<name>`): A-Z a-z 0-9 . _ - (default: the host name).
