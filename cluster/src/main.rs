@@ -187,14 +187,17 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Cmd::Node { node, .. }
-    | Cmd::Control { node, .. }
-    | Cmd::Agui { node, .. }
-    | Cmd::Lease { node, .. }
-    | Cmd::Nodes { remove: Some(node), .. } = &cli.cmd
-    {
+    // The flag that named the node, for the message.
+    let named = match &cli.cmd {
+        Cmd::Node { node, .. } | Cmd::Control { node, .. } | Cmd::Agui { node, .. } | Cmd::Lease { node, .. } => {
+            Some(("--node", node))
+        }
+        Cmd::Nodes { remove: Some(node), .. } => Some(("--remove", node)),
+        _ => None,
+    };
+    if let Some((flag, node)) = named {
         if let Err(e) = names::check_node(node) {
-            report(format!("--node: {e}"));
+            report(format!("{flag}: {e}"));
             return Exit::Usage.into();
         }
     }

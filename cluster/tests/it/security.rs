@@ -455,6 +455,13 @@ fn a_server_off_loopback_is_refused_without_tls_and_credentials_never_ride_in_ur
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("RUNWIRE_CLUSTER_PASSWORD"));
+    // A name that is no node name, refused before any connection, naming the flag that gave it.
+    for (args, flag) in [(&["nodes", "--remove", "../x"][..], "--remove"), (&["lease", "--node", "a.b"], "--node")] {
+        let out = Command::new(cluster_bin()).args(args).args(["--url", "nats://127.0.0.1:1"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with(&format!("runwire-cluster: {flag}: node name ")), "{args:?}: {err}");
+    }
 }
 
 /// The heartbeats the hub sees (`runwire-cluster nodes`), over `extra`'s TLS.
