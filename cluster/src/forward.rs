@@ -633,8 +633,9 @@ pub async fn thread_node(client: &async_nats::Client, body: &[u8]) -> Result<Str
     };
     kept.and_then(|v| String::from_utf8(v.to_vec()).ok()).filter(|n| names::valid_node(n)).ok_or_else(|| {
         format!(
-            "thread {thread:?} is new to the cluster: name the node that runs it in forwardedProps.node \
-             (a hub runs no agent itself; its nodes are the prefixes of the run ids in GET /runs)"
+            "thread {thread:?}: no hub has run it, so the cluster does not know its node: name the node \
+             that runs it in forwardedProps.node (a hub runs no agent itself; a thread started at a node's \
+             own server is that node's; the nodes are the prefixes of the run ids in GET /runs)"
         )
     })
 }
