@@ -3,7 +3,7 @@
 // server (the page's CSP allows nothing else).
 
 import { getJson, initToken, token, unauthorized } from './api.js';
-import { describeServer } from './state/server.js';
+import { describeServer, footerText } from './state/server.js';
 import { h, setText } from './views/dom.js';
 import { ChatView } from './views/chat.js';
 import { CompareView } from './views/compare.js';
@@ -103,6 +103,7 @@ document.addEventListener('runwire:unauthorized', () => {
   if (a.status === 200 && a.body && typeof a.body === 'object') {
     const b = a.body;
     setText(info, describeServer(b).label);
+    setText(document.getElementById('footer-text'), footerText(b));
     views.chat.setServer(b);
     if (b.tokenRequired === true && !token()) unauthorized();
   }

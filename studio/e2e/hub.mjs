@@ -34,6 +34,8 @@ try {
   for (const n of NODES) {
     await p.waitForSelector(`tr[data-run-id^="${n}."]`, { timeout: 30000 });
   }
+  // The footer says where a hub's data comes from (not "stays on this machine").
+  await waitFor(async () => /cluster's nodes/.test(await p.locator('#footer-text').textContent()), { what: "the hub's footer" });
   // The run of the other node that needs the person comes first, and looks it.
   const row = p.locator(`tr.needs-you[data-run-id^="${ASKING}."]`).first();
   await row.waitFor({ timeout: 30000 });

@@ -8,7 +8,7 @@ import { applyAgui, createRun } from '../app/state/agui.js';
 import { applyEvent, createTask } from '../app/state/events.js';
 import { STATUS_LABELS, statusDetail, statusOf } from '../app/state/toolcards.js';
 import { ageText, groupRuns, threadOf, turnRunId } from '../app/state/runs.js';
-import { DEMO_AGENT_NOTE, REPLAY_NOTE, describeServer } from '../app/state/server.js';
+import { DEMO_AGENT_NOTE, HUB_FOOTER, LOCAL_FOOTER, REPLAY_NOTE, describeServer, footerText } from '../app/state/server.js';
 
 const at = new Date(2026, 0, 2, 12, 4, 30);
 
@@ -177,6 +177,18 @@ test('the server says its mode in the one vocabulary; only a replay and the demo
   // A word outside the four is no mode: no label of its own, no note.
   assert.deepEqual(describeServer({ mode: 'demo: recorded replay' }), { label: '', note: '', mode: null });
   assert.equal(describeServer(null).note, '');
+});
+
+test('the footer says where the data lives: a hub mirrors its nodes, any other server keeps it on its machine', async () => {
+  assert.equal(footerText({ mode: 'hub' }), HUB_FOOTER);
+  assert.match(HUB_FOOTER, /cluster's nodes/);
+  assert.doesNotMatch(HUB_FOOTER, /stays on this machine/);
+  for (const mode of ['replay', 'demo', 'agent', 'demo: recorded replay']) assert.equal(footerText({ mode }), LOCAL_FOOTER, mode);
+  assert.equal(footerText(null), LOCAL_FOOTER);
+  // The page's own first text (before /api/info answers) is the local one, word for word.
+  const { readFile } = await import('node:fs/promises');
+  const html = await readFile(new URL('../app/index.html', import.meta.url), 'utf8');
+  assert.ok(html.includes(`<p id="footer-text">${LOCAL_FOOTER}</p>`), 'index.html footer');
 });
 
 test('a finished run offers no live controls, a finished task none of its own, and a halted task says why', async () => {

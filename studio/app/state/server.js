@@ -13,6 +13,12 @@ export const DEMO_AGENT_NOTE =
 
 const MODES = ['replay', 'demo', 'agent', 'hub'];
 
+/** The page's footer: where the data it shows lives (index.html has the first, for before /api/info answers). */
+export const LOCAL_FOOTER = 'Served by runwire-serve from files embedded in the binary. Data stays on this machine.';
+export const HUB_FOOTER =
+  'Served by runwire-serve from files embedded in the binary. The runs are those of the cluster\'s nodes, ' +
+  'mirrored on this machine; answers, steers, stops and chats go to the node that owns them.';
+
 /** The server's mode word, or null when /api/info names none of the four. */
 export function serverMode(info) {
   if (!info || typeof info !== 'object') return null;
@@ -72,4 +78,9 @@ export function pickNode(nodes, chosen) {
  */
 export function chatForwardedProps(mode, node) {
   return mode === 'hub' && typeof node === 'string' && NODE_NAME.test(node) ? { node } : {};
+}
+
+/** The footer for this server: a hub's data comes from its nodes, any other server's stays on its machine. */
+export function footerText(info) {
+  return serverMode(info) === 'hub' ? HUB_FOOTER : LOCAL_FOOTER;
 }
