@@ -151,6 +151,20 @@ fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
         let (status, info) = s.get("/api/info");
         assert_eq!(status, 200, "{args:?}");
         assert_eq!((info["mode"].as_str(), &info["agent"]), (Some(mode), &agent), "{args:?}: {info}");
+        // The AG-UI capabilities say what the server is too: a hub names no
+        // agent type of its own (its nodes' may differ) and carries their
+        // interrupts; every other server's type is its agent's adapter.
+        let (_, caps) = s.get("/agui/capabilities");
+        assert_eq!(info["capabilities"], caps, "{args:?}");
+        let hitl = caps["humanInTheLoop"]["supported"].as_bool();
+        if mode == "hub" {
+            assert_eq!(caps["identity"].get("type"), None, "{caps}");
+            assert_eq!(hitl, Some(true), "{caps}");
+            assert!(caps["identity"]["description"].as_str().is_some_and(|d| d.contains("node")), "{caps}");
+        } else {
+            assert!(caps["identity"]["type"].as_str().is_some(), "{args:?}: {caps}");
+            assert_eq!(hitl, Some(info["interactive"] == true), "{args:?}: {caps}");
+        }
         // The start line comes right after the address.
         let t = std::time::Instant::now();
         while !s.stderr().contains("for the studio") && t.elapsed() < support::server::IO_TIMEOUT {

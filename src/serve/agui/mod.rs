@@ -256,6 +256,23 @@ impl Drop for Admitted<'_> {
 /// The server's AG-UI `AgentCapabilities` (`GET /agui/capabilities`, and
 /// `capabilities` in `/api/info`).
 pub fn capabilities(shared: &Shared) -> Value {
+    if shared.cfg.mode == super::options::Mode::Hub {
+        // A hub runs no agent: each thread runs on the node it names, and
+        // the hub carries that node's interrupts and subagents both ways.
+        // No agent `type` (the nodes' agents may differ) and no
+        // `approveWithEdits` (claude's alone); interrupts are claimed, as a
+        // client that hid them would miss an interactive node's.
+        return json!({
+            "identity": {
+                "name": super::options::BIN,
+                "description": "a runwire hub: each thread runs on the cluster node it names (forwardedProps.node); what the agent can do is that node's",
+                "version": env!("CARGO_PKG_VERSION"),
+            },
+            "transport": {"streaming": true},
+            "humanInTheLoop": {"supported": true, "approvals": true, "interrupts": true},
+            "multiAgent": {"supported": true, "delegation": true},
+        });
+    }
     let hitl = if shared.cfg.interactive {
         // Only claude runs a call with edited input; codex and ACP run it as asked.
         let edits = shared.cfg.adapter == crate::pipeline::normalize::Adapter::Claude;
