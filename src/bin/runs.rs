@@ -262,6 +262,17 @@ fn remove_runs(
             }
         };
         let status = l.status();
+        if let Some(node) = remove::mirrored_from(reg.home(), &l.pointer.runstate_dir) {
+            cli::report(
+                BIN,
+                format!(
+                    "{what} {id}: not removed: it is node {node}'s run, mirrored by this hub: remove it at the node \
+                     (runs rm there), and it leaves the cluster and every hub"
+                ),
+            );
+            all = false;
+            continue;
+        }
         let gone = remove::owner_gone(reg.home(), &id);
         if let Some(why) = remove::live(&l, status, remove::last_activity_ms(reg, &l), now, idle_ms, &open, gone) {
             cli::report(BIN, format!("{what} {id}: not removed: {why}"));
@@ -448,6 +459,22 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                     (!chat || human::kind(&l.summary()) == "chat") && now - remove::last_activity_ms(&reg, &l) >= age
                 })
                 .collect();
+            // A hub's mirrors of its nodes' runs are the cluster's to keep
+            // (`runwire-cluster setup`'s limits, `runs rm` at a node): left
+            // out, said once, so a hub's cron prune neither fails nor repeats.
+            let (mirrored, ids): (Vec<String>, Vec<String>) = ids.into_iter().partition(|id| {
+                reg.read(id).is_ok_and(|p| remove::mirrored_from(reg.home(), &p.runstate_dir).is_some())
+            });
+            if !mirrored.is_empty() {
+                cli::report(
+                    BIN,
+                    format!(
+                        "prune: {} run(s) are nodes' runs mirrored by this hub: not pruned here (the cluster's \
+                         retention, runwire-cluster setup --max-age-days, or runs rm at the node removes them)",
+                        mirrored.len()
+                    ),
+                );
+            }
             // A run still `running` is taken for dead only when idle for the age asked, and an hour at least.
             let r = remove_runs(&reg, &mut o, ids, age.max(RULE_IDLE_MS), dry_run, "prune");
             return r.map(|all| if all { Exit::Ok } else { Exit::Flagged });

@@ -109,6 +109,21 @@ pub fn live(
     }
 }
 
+/// The node whose run `runstate_dir` is when it is a hub's mirror of it
+/// (`$HARNESS_HOME/cluster/nodes/<node>/<run>`, spec/CLUSTER.md): such a
+/// run is not this home's to remove. Removed here, it would only vanish
+/// from this hub while it stays in the cluster (and at every other hub);
+/// it goes everywhere when it is removed at its node.
+pub fn mirrored_from(home: &Path, runstate_dir: &str) -> Option<String> {
+    let dir = Path::new(runstate_dir);
+    let nodes = dir.parent()?.parent()?;
+    (nodes == home.join("cluster").join("nodes")).then_some(())?;
+    let node = dir.parent()?.file_name()?.to_str()?;
+    // A node name as the cluster spells them; anything else is no mirror of ours.
+    (!node.is_empty() && node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        .then(|| node.to_string())
+}
+
 /// Whether the run has an owner record (`$HARNESS_HOME/sock/<runId>.owner.json`,
 /// written by its supervisor or by the server that records it) naming a
 /// process that is gone (a crash, a SIGKILL): then nobody answers or
@@ -238,4 +253,26 @@ pub fn feed_removed(home: &Path, mut summary: serde_json::Value, ts: &str) -> io
     let _held = super::lock_exclusive(&paths.lock)?;
     let mut log = std::fs::OpenOptions::new().append(true).open(&paths.log)?;
     log.write_all(&line)
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::mirrored_from;
+    use std::path::Path;
+
+    #[test]
+    fn a_hubs_mirror_of_a_nodes_run_is_named_by_its_node_and_nothing_else_is() {
+        let home = Path::new("/h");
+        assert_eq!(mirrored_from(home, "/h/cluster/nodes/alpha/0123456789ab--x").as_deref(), Some("alpha"));
+        for dir in [
+            "/h/serve/runstate",
+            "/repo/runstate",
+            "/h/cluster/nodes/alpha",
+            "/h/cluster/nodes/al.pha/r",
+            "/other/cluster/nodes/alpha/r",
+            "/h/cluster/nodes/alpha/r/deeper",
+        ] {
+            assert_eq!(mirrored_from(home, dir), None, "{dir}");
+        }
+    }
 }

@@ -682,3 +682,68 @@ fn a_writers_mark_is_held_while_it_writes_and_removed_by_the_next_listing() {
     check("files written by hand, after runs reindex");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A hub's home holds its mirrors of the nodes' runs
+/// (`cluster/nodes/<node>/<run>`, spec/CLUSTER.md). `runs rm` of one is
+/// refused, naming the node to remove it at (removed here, it only vanished
+/// from this hub's listing while it stayed in the cluster and at every
+/// other hub), and `runs prune` leaves them out, said once; a run of the
+/// home's own beside them is removed as ever.
+#[test]
+fn runs_rm_and_prune_at_a_hub_leave_its_mirrors_of_the_nodes_runs_to_their_nodes() {
+    let home = scratch("hub-mirror");
+    let id = "alpha.0123456789ab--feat";
+    let dir = home.join("cluster/nodes/alpha/0123456789ab--feat");
+    std::fs::create_dir_all(&dir).unwrap();
+    let done = r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runner","task":"t","state":"committed"}"#;
+    std::fs::write(dir.join("feat.jsonl"), format!("{done}\n")).unwrap();
+    std::fs::create_dir_all(home.join("runs")).unwrap();
+    std::fs::create_dir_all(home.join("journals")).unwrap();
+    std::fs::hard_link(dir.join("feat.jsonl"), home.join("journals").join(format!("{id}.jsonl"))).unwrap();
+    let p = serde_json::json!({"runId": id, "slug": "feat", "repoRoot": "/r", "project": "r", "repo": "r", "branch": null,
+        "worktree": "/r", "runstateDir": dir.display().to_string(), "created": "2026-01-01T00:00:00.000Z"});
+    std::fs::write(home.join("runs").join(format!("{id}.json")), p.to_string()).unwrap();
+    let listed = |home: &Path| String::from_utf8_lossy(&runs(home, &["list", "--all"]).stdout).contains(id);
+    assert!(listed(&home), "the mirrored run is listed at the hub");
+
+    let out = runs(&home, &["rm", id]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with(&format!("runs: rm {id}: not removed: it is node alpha's run")), "{err}");
+    assert!(listed(&home) && dir.join("feat.jsonl").exists(), "nothing of the mirror was removed");
+
+    // Prune: the mirror left out (said once), and the home's own old run removed.
+    let repo = scratch("hub-mirror-repo");
+    let rs = repo.join("runstate");
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(rs.join("own.jsonl"), format!("{done}\n")).unwrap();
+    let reg = Command::new(env!("CARGO_BIN_EXE_runs"))
+        .args(["register", "--slug", "own", "--repo-root"])
+        .arg(&repo)
+        .arg("--runstate-dir")
+        .arg(&rs)
+        .env("HARNESS_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(reg.status.success(), "{reg:?}");
+    // Both runs ten days idle (their journals and pointers).
+    let mut files = vec![rs.join("own.jsonl"), dir.join("feat.jsonl")];
+    files.extend(std::fs::read_dir(home.join("runs")).unwrap().flatten().map(|e| e.path()));
+    assert!(filetime_days_ago(&files.iter().map(PathBuf::as_path).collect::<Vec<_>>(), 10), "files aged");
+    let out = runs(&home, &["prune", "--older-than", "2d"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(err.matches("mirrored by this hub").count(), 1, "{err}");
+    assert!(err.contains("1 run(s)"), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("--own") && !stdout.contains(id), "{stdout}");
+    assert!(listed(&home), "the mirror stays");
+    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&repo);
+}
+
+/// Sets each file's modification time `days` ago; true when all were.
+fn filetime_days_ago(files: &[&Path], days: u64) -> bool {
+    let t = std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400);
+    files.iter().all(|f| std::fs::File::options().append(true).open(f).and_then(|h| h.set_modified(t)).is_ok())
+}
