@@ -210,3 +210,36 @@ fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
         assert!(err.contains("'--hub' cannot be used with"), "{extra:?}: {err}");
     }
 }
+
+/// A node takes its name before it listens. A cluster that takes a
+/// connection and says nothing (a server hung, a proxy that holds it) is
+/// waited for at most 10 s, said on stderr after a second (nothing listens
+/// meanwhile, so silence looked like a hang), and then the server starts
+/// anyway: its sidecar takes the name when the cluster answers.
+#[test]
+fn a_node_says_that_it_waits_for_a_silent_cluster_and_then_serves() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("nats://127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+        .args(["--listen", "127.0.0.1:0", "--cluster", &url, "--node", "zed"])
+        .env("HARNESS_HOME", scratch("silent-cluster"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    let took = started.elapsed();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(first.starts_with("listening on http://127.0.0.1:"), "{first:?}: {err}");
+    assert!(took >= std::time::Duration::from_secs(1), "listened after {took:?}: before the cluster answered");
+    let wait = err.find("cluster: waiting for the cluster to say whether the node's name is free");
+    let then = err.find("could not be taken now").or_else(|| err.find("no answer about the node's name"));
+    assert!(wait.is_some() && then.is_some() && wait < then, "{err}");
+    drop(silent);
+}

@@ -234,6 +234,9 @@ pub fn nodes_info() -> Option<serde_json::Value> {
 /// says it cannot, when the cluster is reachable).
 const LEASE_WAIT: Duration = Duration::from_secs(10);
 
+/// After how long that wait is said on stderr.
+const LEASE_SAY_AFTER: Duration = Duration::from_secs(1);
+
 /// `runwire-cluster lease …`: the node sidecar's argv less what only the
 /// long-lived node takes (its server's address and token file).
 fn lease_argv(argv: &[String]) -> Vec<String> {
@@ -279,8 +282,21 @@ fn lease(argv: &[String], bin: &str) -> Result<(), String> {
             return Ok(());
         }
     };
-    let deadline = std::time::Instant::now() + LEASE_WAIT;
+    let started = std::time::Instant::now();
+    let deadline = started + LEASE_WAIT;
+    let mut said = false;
     loop {
+        // Nothing is listening yet: a slow cluster is said, not silent.
+        if !said && started.elapsed() >= LEASE_SAY_AFTER {
+            said = true;
+            cli::report(
+                bin,
+                format!(
+                    "cluster: waiting for the cluster to say whether the node's name is free (at most {} s)",
+                    LEASE_WAIT.as_secs()
+                ),
+            );
+        }
         match child.try_wait() {
             Ok(Some(st)) => {
                 let mut err = String::new();
