@@ -22,10 +22,13 @@ fn a_thread_started_at_one_hub_is_continued_at_another() {
     });
     let ev = events(&body);
     let id = ev.last().and_then(|e| e.pointer("/outcome/interrupts/0/id")).and_then(Value::as_str).unwrap().to_string();
-    // A thread no hub knows: still 400, naming forwardedProps.node.
+    // A thread no hub knows: still 400, naming forwardedProps.node, and
+    // saying why (no hub ran it: a thread a node's own server ran is in
+    // no bucket), not that the thread is new.
     let (code, body) = h2.request("POST", "/agui", &run_input("t-unknown", "r0", "go", Value::Null, Value::Null));
-    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
-    assert!(String::from_utf8_lossy(&body).contains("forwardedProps.node"));
+    let said = String::from_utf8_lossy(&body);
+    assert_eq!(code, 400, "{said}");
+    assert!(said.contains("forwardedProps.node") && said.contains("no hub has run it"), "{said}");
     // The resume at hub 2, naming no node: the thread's node from the cluster.
     let resume = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
     let (code, body) = h2.request("POST", "/agui", &run_input("t-shared", "r2", "", resume, Value::Null));
