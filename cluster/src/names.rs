@@ -58,9 +58,9 @@ pub fn sync_subject(node: &str) -> String {
     format!("rwsync.{node}")
 }
 
-/// Whether `s` is a valid node name: `[A-Za-z0-9_-]`, 1 to 64 bytes.
+/// Whether `s` is a valid node name: the server's one rule (`runwire::runs::valid_node`).
 pub fn valid_node(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+    runwire::runs::valid_node(s)
 }
 
 /// Checks a node name, saying what is wrong.
@@ -68,7 +68,7 @@ pub fn check_node(s: &str) -> Result<(), String> {
     if valid_node(s) {
         Ok(())
     } else {
-        Err(format!("node name {s:?} is not valid: 1 to 64 characters of A-Z a-z 0-9 _ -"))
+        Err(format!("node name {s:?} is not valid: {}", runwire::runs::NODE_RULE))
     }
 }
 

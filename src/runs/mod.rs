@@ -47,6 +47,17 @@ impl std::hash::Hasher for Fnv {
 
 pub(crate) type FastHash = std::hash::BuildHasherDefault<Fnv>;
 
+/// Whether `s` is a cluster node's name: `[A-Za-z0-9_-]`, 1 to 64 bytes (no
+/// `.`: a hub's run ids are `<node>.<run>`). The one rule of every door that
+/// takes one (`--node`, `?node=`, `forwardedProps.node`, the sidecar's
+/// flags, a hub's mirror paths), said as [`NODE_RULE`].
+pub fn valid_node(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
+/// [`valid_node`]'s rule, in words for messages.
+pub const NODE_RULE: &str = "1 to 64 of A-Z a-z 0-9 _ -";
+
 /// Longest slug, task id or run id accepted.
 pub const MAX_ID: usize = 128;
 

@@ -120,8 +120,7 @@ pub fn mirrored_from(home: &Path, runstate_dir: &str) -> Option<String> {
     (nodes == home.join("cluster").join("nodes")).then_some(())?;
     let node = dir.parent()?.file_name()?.to_str()?;
     // A node name as the cluster spells them; anything else is no mirror of ours.
-    (!node.is_empty() && node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
-        .then(|| node.to_string())
+    super::valid_node(node).then(|| node.to_string())
 }
 
 /// Whether the run has an owner record (`$HARNESS_HOME/sock/<runId>.owner.json`,

@@ -79,8 +79,8 @@ fn node_filter(mut q: Query, node: Option<String>, hub: bool) -> Result<Query, S
     if !hub {
         return Err("node: only a hub (runwire-serve --cluster URL --hub) lists runs by node".into());
     }
-    if node.is_empty() || !node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-        return Err(format!("node {node:?}: a node name is 1 or more of A-Z a-z 0-9 _ -"));
+    if !crate::runs::valid_node(&node) {
+        return Err(format!("node {node:?}: a node name is {}", crate::runs::NODE_RULE));
     }
     q.id_prefix = Some(format!("{node}."));
     Ok(q)
@@ -96,7 +96,7 @@ fn with_node(summary: &std::sync::Arc<str>, states: &super::cluster::NodeStates)
         .split_once(r#""runId":""#)
         .and_then(|(_, rest)| rest.split_once('"')?.0.split_once('.'))
         .map(|(node, _)| node)
-        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+        .filter(|n| crate::runs::valid_node(n));
     match (node, summary.strip_prefix('{')) {
         (Some(n), Some(rest)) => {
             let sep = if rest.starts_with('}') { "" } else { "," };

@@ -106,10 +106,8 @@ impl ClusterArgs {
     pub fn check(&self) -> Result<(), String> {
         match (&self.cluster, &self.node, self.hub) {
             (Some(_), None, false) => Err("--cluster needs --node NAME or --hub".into()),
-            (_, Some(n), _)
-                if n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
-            {
-                Err(format!("--node {n:?}: a node name is 1 or more of A-Z a-z 0-9 _ -"))
+            (_, Some(n), _) if !crate::runs::valid_node(n) => {
+                Err(format!("--node {n:?}: a node name is {}", crate::runs::NODE_RULE))
             }
             _ => Ok(()),
         }?;
@@ -419,14 +417,8 @@ fn thread_file(home: &Path, thread: &str) -> PathBuf {
 fn agui_node(home: &Path, body: &[u8], thread: &str) -> Result<Option<String>, String> {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     match v.pointer("/forwardedProps/node") {
-        Some(serde_json::Value::String(n))
-            if !n.is_empty()
-                && n.len() <= 64
-                && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
-        {
-            Ok(Some(n.clone()))
-        }
-        Some(n) => Err(format!("forwardedProps.node {n}: a node name is 1 to 64 of A-Z a-z 0-9 _ -")),
+        Some(serde_json::Value::String(n)) if crate::runs::valid_node(n) => Ok(Some(n.clone())),
+        Some(n) => Err(format!("forwardedProps.node {n}: a node name is {}", crate::runs::NODE_RULE)),
         None => Ok(std::fs::read_to_string(thread_file(home, thread))
             .ok()
             .map(|n| n.trim().to_string())
@@ -755,6 +747,11 @@ mod tests {
         assert!(args(Some("nats://127.0.0.1:4222"), Some("a.b"), false).check().is_err());
         assert!(args(Some("nats://127.0.0.1:4222"), Some(""), false).check().is_err());
         assert!(args(Some("nats://127.0.0.1:4222"), Some("n-1_x"), false).check().is_ok());
+        // The sidecar's bound too (its names are KV keys and subject tokens): it refused a longer
+        // name only after the server had started.
+        assert!(args(Some("nats://127.0.0.1:4222"), Some(&"n".repeat(64)), false).check().is_ok());
+        let long = args(Some("nats://127.0.0.1:4222"), Some(&"n".repeat(65)), false).check().unwrap_err();
+        assert!(long.contains("1 to 64"), "{long}");
         assert!(args(Some("nats://127.0.0.1:4222"), None, true).check().is_ok());
     }
 
