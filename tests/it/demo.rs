@@ -29,6 +29,19 @@ fn start_with(name: &str, args: &[&str]) -> Server {
     Server::spawn(cmd).owning(home)
 }
 
+/// `runwire-serve ARGS` with a home of its own and its output piped, for a
+/// test that reads what it says at start (or that it refused to start).
+fn spawn_serve(args: &[&str], home: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+        .args(args)
+        .env("HARNESS_HOME", scratch(home))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// One POST; the whole response (the stream ends with the run).
 fn post(s: &Server, path: &str, body: &str) -> String {
     let mut c = s.send("POST", path, "Content-Type: application/json\r\n", body);
@@ -188,15 +201,7 @@ fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
     // that every run would fail).
     let hub = ["--listen", "127.0.0.1:0", "--cluster", "nats://127.0.0.1:1", "--hub"];
     for extra in [&["--demo"][..], &["--agent", "claude"], &["--agent", "codex", "--interactive"]] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-            .args(hub)
-            .args(extra)
-            .env("HARNESS_HOME", scratch("hub-with-agent"))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_serve(&[&hub[..], extra].concat(), "hub-with-agent");
         // A hub that started serves until stopped: a bound, then a failure, not a hang.
         let t = std::time::Instant::now();
         while child.try_wait().unwrap().is_none() && t.elapsed() < support::server::IO_TIMEOUT {
@@ -220,14 +225,7 @@ fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
 fn a_node_says_that_it_waits_for_a_silent_cluster_and_then_serves() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("nats://127.0.0.1:{}", silent.local_addr().unwrap().port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
-        .args(["--listen", "127.0.0.1:0", "--cluster", &url, "--node", "zed"])
-        .env("HARNESS_HOME", scratch("silent-cluster"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_serve(&["--listen", "127.0.0.1:0", "--cluster", &url, "--node", "zed"], "silent-cluster");
     let started = std::time::Instant::now();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
