@@ -111,10 +111,36 @@ fn with_node(summary: &std::sync::Arc<str>, states: &super::cluster::NodeStates)
     }
 }
 
-/// `GET /runs/:id`.
+/// `GET /runs/:id`. At a hub its `run` carries the node's name and
+/// liveness as the listing's items do ([`with_node`]): a run still going
+/// on a lost node is not shown as plain running on its own page either.
 pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Close {
-    let r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
+    let mut r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
+    if let (Ok(v), true) = (&mut r, super::cluster::is_hub()) {
+        if let Some(run) = v.get_mut("run").and_then(serde_json::Value::as_object_mut) {
+            add_node(run, id, &super::cluster::node_states());
+        }
+    }
     json_view(stream, cors, r)
+}
+
+/// A hub's run (`<node>.<run>`): its `node`, `nodeState` and (lost)
+/// `nodeLostSince` added to `run`, the same fields as [`with_node`]'s.
+fn add_node(run: &mut serde_json::Map<String, serde_json::Value>, id: &str, states: &super::cluster::NodeStates) {
+    let Some(node) = id.split_once('.').map(|(n, _)| n).filter(|n| crate::runs::valid_node(n)) else { return };
+    run.insert("node".into(), node.into());
+    match states.get(node) {
+        Some((s, since)) if s == "lost" => {
+            run.insert("nodeState".into(), "lost".into());
+            run.insert("nodeLostSince".into(), (*since).into());
+        }
+        Some((s, _)) if s == "up" => {
+            run.insert("nodeState".into(), "up".into());
+        }
+        _ => {
+            run.insert("nodeState".into(), "unknown".into());
+        }
+    }
 }
 
 /// `GET /runs/:id/tasks/:tid`.
@@ -373,6 +399,21 @@ pub use crate::util::pipe::MAX_LINE;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run's own page (`GET /runs/:id`) at a hub says what its listing item says.
+    #[test]
+    fn a_hubs_run_view_names_its_node_and_its_liveness_as_the_listing_does() {
+        let mut states = super::super::cluster::NodeStates::new();
+        states.insert("alpha".into(), ("lost".into(), 1700));
+        states.insert("beta".into(), ("up".into(), 1800));
+        for id in ["alpha.abc--x", "beta.abc--x", "gamma.abc--x", "abc--x"] {
+            let item: std::sync::Arc<str> = format!(r#"{{"runId":"{id}","status":"running"}}"#).into();
+            let listed: serde_json::Value = serde_json::from_str(&with_node(&item, &states)).unwrap();
+            let mut run = serde_json::from_str::<serde_json::Value>(&item).unwrap().as_object().unwrap().clone();
+            add_node(&mut run, id, &states);
+            assert_eq!(serde_json::Value::Object(run), listed, "{id}");
+        }
+    }
 
     #[test]
     fn a_hubs_summaries_name_their_node_and_filter_by_it() {

@@ -106,6 +106,10 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
     assert_eq!(run["status"], "running", "{run}");
     // The feed's node events, from now on.
     let feed = hub.follow("/runs/events?type=node");
+    // A run's own feed (the studio's run page follows `?run=`) brings its node's events too, and
+    // another node's run's feed does not.
+    let feed_a = hub.follow(&format!("/runs/events?run={id_a}"));
+    let feed_b = hub.follow(&format!("/runs/events?run={id_b}"));
     let killed_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let killed = Instant::now();
     kill_all(&mut alpha);
@@ -130,6 +134,13 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
     let all = hub.get_json("/runs");
     let r = all["runs"].as_array().unwrap().iter().find(|r| r["runId"] == id_a).unwrap().clone();
     assert_eq!((r["node"].as_str(), r["nodeState"].as_str()), (Some("alpha"), Some("lost")), "{r}");
+    // So does the run's own view (the studio's run page).
+    let shown = hub.get_json(&format!("/runs/{id_a}"))["run"].clone();
+    assert_eq!(
+        (shown["node"].as_str(), shown["nodeState"].as_str(), shown["nodeLostSince"].as_u64()),
+        (Some("alpha"), Some("lost"), Some(since)),
+        "{shown}"
+    );
     let ev = wait_for("the feed's node event (lost)", 10, || {
         feed.recv_timeout(Duration::from_millis(100)).ok().filter(|e| e["type"] == "node")
     });
@@ -139,6 +150,12 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
         "{ev}"
     );
     assert!(ev["id"].as_u64().is_some(), "a feed event has its id: {ev}");
+    let on_a = wait_for("alpha's node event on the feed of alpha's run", 10, || {
+        feed_a.recv_timeout(Duration::from_millis(100)).ok().filter(|e| e["type"] == "node")
+    });
+    assert_eq!((on_a["node"].as_str(), on_a["state"].as_str(), &on_a["id"]), (Some("alpha"), Some("lost"), &ev["id"]));
+    let on_b: Vec<Value> = feed_b.try_iter().filter(|e| e["type"] == "node").collect();
+    assert!(on_b.is_empty(), "alpha's node event on the feed of beta's run: {on_b:?}");
     // Back: the same machine (its home) takes its name again; up at its first beat.
     let _alpha = Serve::start(&ha, &aa.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
     wait_for("alpha's run up again", 15, || (state("alpha", &id_a).as_deref() == Some("up")).then_some(()));

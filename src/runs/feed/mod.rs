@@ -750,6 +750,23 @@ mod tests {
         let _ = std::fs::remove_dir_all(&h);
     }
 
+    /// A hub's `node` event passes a run filter for a run of that node (its
+    /// state changed with it), and no other run filter.
+    #[test]
+    fn a_node_event_passes_the_filter_of_its_nodes_runs() {
+        let ev = br#"{"id":7,"node":"alpha","since":1,"state":"lost","ts":"2026-01-01T00:00:00.000Z","type":"node"}"#;
+        let runs = |r: &[&str]| Filter { runs: r.iter().map(|s| s.to_string()).collect(), ..Default::default() };
+        assert!(runs(&["alpha.abc--x"]).matches(ev));
+        assert!(runs(&["beta.abc--x", "alpha.abc--y"]).matches(ev));
+        assert!(!runs(&["beta.abc--x"]).matches(ev));
+        assert!(!runs(&["alphabet.abc--x", "abc--x"]).matches(ev));
+        let typed = Filter { types: vec!["ended".into()], ..runs(&["alpha.abc--x"]) };
+        assert!(!typed.matches(ev), "a type filter still applies");
+        // A run event of another run is not let through by its node.
+        let other = br#"{"id":8,"runId":"alpha.abc--z","status":"done","type":"ended"}"#;
+        assert!(!runs(&["alpha.abc--x"]).matches(other));
+    }
+
     #[test]
     fn a_record_too_big_for_an_event_becomes_a_reference_to_it() {
         let h = home("big");

@@ -136,7 +136,10 @@ impl Filter {
     }
 
     /// Whether the event line passes: its run, its run's status after it,
-    /// its repository (name or root) and its type each in their list.
+    /// its repository (name or root) and its type each in their list. A
+    /// hub's `node` event (a node lost or up again) has no run: it passes
+    /// the run list when it names the node of a run there (`<node>.<run>`),
+    /// as that run's state changed with it (the studio's run page).
     pub fn matches(&self, line: &[u8]) -> bool {
         if self.is_empty() {
             return true;
@@ -154,10 +157,14 @@ impl Filter {
             repo_root: Option<&'a str>,
             #[serde(borrow, default, rename = "type")]
             ty: &'a str,
+            #[serde(borrow, default)]
+            node: Option<&'a str>,
         }
         let Ok(e) = serde_json::from_slice::<Ev>(line) else { return false };
         let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
-        any(&self.runs, e.run_id)
+        let of_node =
+            |r: &String| e.ty == "node" && e.node.is_some_and(|n| r.split_once('.').is_some_and(|(rn, _)| rn == n));
+        (any(&self.runs, e.run_id) || self.runs.iter().any(of_node))
             && any(&self.statuses, e.status)
             && any(&self.types, e.ty)
             && (self.repos.is_empty()

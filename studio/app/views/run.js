@@ -11,7 +11,7 @@ import { answerBody, applyInput } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
-import { liveControls, taskReason, threadOf } from '../state/runs.js';
+import { liveControls, staleOnLostNode, taskReason, threadOf } from '../state/runs.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
 import { notifyEvent, statusText, tasksText, tokensText } from './runs.js';
 import { threadName } from '../state/threads.js';
@@ -134,6 +134,11 @@ export class RunView {
     const runId = this.runId;
     this.feed = followFeed(`?run=${encodeURIComponent(runId)}`, {
       onEvent: (ev) => {
+        // At a hub the feed also brings the run's node lost or up again (spec/CLUSTER.md, "Nodes"): the facts again.
+        if (ev.type === 'node' && typeof ev.node === 'string' && runId.startsWith(`${ev.node}.`)) {
+          this.refresh();
+          return;
+        }
         if (ev.runId !== runId) return;
         notifyEvent(ev);
         this.refresh();
@@ -413,8 +418,10 @@ export class RunView {
     const name = threadName(threadOf(r));
     setText(this.runLine, `${name ? `${name} · ` : ''}${r.slug || this.runId} · ${r.runId || this.runId}`);
     if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
+    // At a hub: a run still going on a node the hub lost says so, not "running" (GET /runs/:id's nodeState).
     this.renderFacts(this.summary, [
-      ['Status', statusText(r.status)],
+      ['Status', staleOnLostNode(r) ?? statusText(r.status)],
+      ['Node', typeof r.node === 'string' ? `${r.node} · ${r.nodeState || 'unknown'}` : ''],
       ['Reason', r.reason],
       ['Wave', r.wave],
       ['Tasks', tasksText(r)],
