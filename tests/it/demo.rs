@@ -29,17 +29,29 @@ fn start_with(name: &str, args: &[&str]) -> Server {
     Server::spawn(cmd).owning(home)
 }
 
-/// `runwire-serve ARGS` with a home of its own and its output piped, for a
-/// test that reads what it says at start (or that it refused to start).
-fn spawn_serve(args: &[&str], home: &str) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
+/// A scratch home, removed when dropped.
+struct Home(PathBuf);
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `runwire-serve ARGS` with a home of its own (removed with the returned
+/// [`Home`]) and its output piped, for a test that reads what it says at
+/// start (or that it refused to start).
+fn spawn_serve(args: &[&str], home: &str) -> (std::process::Child, Home) {
+    let home = Home(scratch(home));
+    let child = Command::new(env!("CARGO_BIN_EXE_runwire-serve"))
         .args(args)
-        .env("HARNESS_HOME", scratch(home))
+        .env("HARNESS_HOME", &home.0)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    (child, home)
 }
 
 /// One POST; the whole response (the stream ends with the run).
@@ -201,7 +213,7 @@ fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
     // that every run would fail).
     let hub = ["--listen", "127.0.0.1:0", "--cluster", "nats://127.0.0.1:1", "--hub"];
     for extra in [&["--demo"][..], &["--agent", "claude"], &["--agent", "codex", "--interactive"]] {
-        let mut child = spawn_serve(&[&hub[..], extra].concat(), "hub-with-agent");
+        let (mut child, _home) = spawn_serve(&[&hub[..], extra].concat(), "hub-with-agent");
         // A hub that started serves until stopped: a bound, then a failure, not a hang.
         let t = std::time::Instant::now();
         while child.try_wait().unwrap().is_none() && t.elapsed() < support::server::IO_TIMEOUT {
@@ -225,7 +237,8 @@ fn the_start_line_api_info_and_help_say_the_mode_in_one_vocabulary() {
 fn a_node_says_that_it_waits_for_a_silent_cluster_and_then_serves() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("nats://127.0.0.1:{}", silent.local_addr().unwrap().port());
-    let mut child = spawn_serve(&["--listen", "127.0.0.1:0", "--cluster", &url, "--node", "zed"], "silent-cluster");
+    let (mut child, _home) =
+        spawn_serve(&["--listen", "127.0.0.1:0", "--cluster", &url, "--node", "zed"], "silent-cluster");
     let started = std::time::Instant::now();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
