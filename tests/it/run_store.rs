@@ -351,10 +351,13 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     let st =
         Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs"]).arg(&home).status().unwrap();
     assert!(st.success(), "mount a tmpfs");
+    // Lazy (`-l`): a panic leaves files of the filesystem open in this
+    // process until it ends, and a plain umount was then refused as busy,
+    // leaving a mount behind on the machine for every such run.
     struct Unmount(PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
         }
     }
     let _u = Unmount(home.clone());
@@ -407,8 +410,18 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     assert_eq!(list(&["--status", "done", "--limit", "5"]), ["done"], "a page filtered by status");
     assert_eq!(list(&["--status", "done"]), ["done"], "a full listing filtered by status");
     assert!(list(&["--status", "running", "--limit", "5"]).is_empty());
+    // What holds files there first (the index's file, the runs' marks): the
+    // filesystem is then unmounted whole, and its mount point removed.
+    drop((fill, writer, other));
     drop(_u);
+    assert!(!mounted(&home), "{} is still mounted", home.display());
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Whether `dir` is a mount point now (`/proc/self/mounts`).
+fn mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts.lines().any(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap_or("")))
 }
 
 /// Every page (walked by cursor, several sizes) and status filter of `runs
