@@ -112,7 +112,7 @@ fn with_node(summary: &std::sync::Arc<str>, states: &super::cluster::NodeStates)
 }
 
 /// `GET /runs/:id`. At a hub its `run` carries the node's name and
-/// liveness as the listing's items do ([`with_node`]): a run still going
+/// liveness as the listing's items do (`with_node`): a run still going
 /// on a lost node is not shown as plain running on its own page either.
 pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Close {
     let mut r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
