@@ -450,28 +450,30 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                 Err(m) => return usage(format!("--older-than: {m}")),
             };
             let now = now_ms();
+            // A hub's mirrors of its nodes' runs are the cluster's to keep
+            // (`runwire-cluster setup`'s limits, `runs rm` at a node): left
+            // out, said once, so a hub's cron prune neither fails nor repeats.
+            let mut mirrored = 0;
             let ids: Vec<String> = reg
                 .ids()
                 .into_iter()
                 .filter(|id| {
                     let Ok(p) = reg.read(id) else { return false };
+                    let mirror = remove::mirrored_from(reg.home(), &p.runstate_dir).is_some();
                     let l = view::load(p);
-                    (!chat || human::kind(&l.summary()) == "chat") && now - remove::last_activity_ms(&reg, &l) >= age
+                    let old = (!chat || human::kind(&l.summary()) == "chat")
+                        && now - remove::last_activity_ms(&reg, &l) >= age;
+                    mirrored += usize::from(old && mirror);
+                    old && !mirror
                 })
                 .collect();
-            // A hub's mirrors of its nodes' runs are the cluster's to keep
-            // (`runwire-cluster setup`'s limits, `runs rm` at a node): left
-            // out, said once, so a hub's cron prune neither fails nor repeats.
-            let (mirrored, ids): (Vec<String>, Vec<String>) = ids.into_iter().partition(|id| {
-                reg.read(id).is_ok_and(|p| remove::mirrored_from(reg.home(), &p.runstate_dir).is_some())
-            });
-            if !mirrored.is_empty() {
+            if mirrored > 0 {
                 cli::report(
                     BIN,
                     format!(
-                        "prune: {} run(s) are nodes' runs mirrored by this hub: not pruned here (the cluster's \
-                         retention, runwire-cluster setup --max-age-days, or runs rm at the node removes them)",
-                        mirrored.len()
+                        "prune: {mirrored} run(s) are nodes' runs mirrored by this hub: not pruned here (the \
+                         cluster's retention, runwire-cluster setup --max-age-days, or runs rm at the node removes \
+                         them)"
                     ),
                 );
             }

@@ -55,6 +55,11 @@ pub fn valid_node(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
 
+/// The node of a hub's run id (`<node>.<run>`), if it names a valid one.
+pub fn node_of(run_id: &str) -> Option<&str> {
+    run_id.split_once('.').map(|(n, _)| n).filter(|n| valid_node(n))
+}
+
 /// [`valid_node`]'s rule, in words for messages.
 pub const NODE_RULE: &str = "1 to 64 of A-Z a-z 0-9 _ -";
 

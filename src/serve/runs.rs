@@ -92,22 +92,28 @@ fn node_filter(mut q: Query, node: Option<String>, hub: bool) -> Result<Query, S
 /// (`up`, `lost` with the time of its last heartbeat, or `unknown`: no
 /// heartbeat seen).
 fn with_node(summary: &std::sync::Arc<str>, states: &super::cluster::NodeStates) -> std::sync::Arc<str> {
-    let node = summary
-        .split_once(r#""runId":""#)
-        .and_then(|(_, rest)| rest.split_once('"')?.0.split_once('.'))
-        .map(|(node, _)| node)
-        .filter(|n| crate::runs::valid_node(n));
+    let node = summary.split_once(r#""runId":""#).and_then(|(_, rest)| crate::runs::node_of(rest.split_once('"')?.0));
     match (node, summary.strip_prefix('{')) {
         (Some(n), Some(rest)) => {
             let sep = if rest.starts_with('}') { "" } else { "," };
-            let state = match states.get(n) {
-                Some((s, since)) if s == "lost" => format!(r#""nodeState":"lost","nodeLostSince":{since}"#),
-                Some((s, _)) if s == "up" => r#""nodeState":"up""#.to_string(),
-                _ => r#""nodeState":"unknown""#.to_string(),
+            let state = match node_state(n, states) {
+                (s, Some(since)) => format!(r#""nodeState":"{s}","nodeLostSince":{since}"#),
+                (s, None) => format!(r#""nodeState":"{s}""#),
             };
             format!(r#"{{"node":"{n}",{state}{sep}{rest}"#).into()
         }
         _ => summary.clone(),
+    }
+}
+
+/// A node's liveness as a hub's runs carry it: `nodeState` (`up`, `lost`
+/// or `unknown`: no heartbeat seen) and, when lost, `nodeLostSince` (the
+/// time of its last heartbeat).
+fn node_state(node: &str, states: &super::cluster::NodeStates) -> (&'static str, Option<u64>) {
+    match states.get(node) {
+        Some((s, since)) if s == "lost" => ("lost", Some(*since)),
+        Some((s, _)) if s == "up" => ("up", None),
+        _ => ("unknown", None),
     }
 }
 
@@ -127,19 +133,12 @@ pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Cl
 /// A hub's run (`<node>.<run>`): its `node`, `nodeState` and (lost)
 /// `nodeLostSince` added to `run`, the same fields as [`with_node`]'s.
 fn add_node(run: &mut serde_json::Map<String, serde_json::Value>, id: &str, states: &super::cluster::NodeStates) {
-    let Some(node) = id.split_once('.').map(|(n, _)| n).filter(|n| crate::runs::valid_node(n)) else { return };
+    let Some(node) = crate::runs::node_of(id) else { return };
+    let (state, since) = node_state(node, states);
     run.insert("node".into(), node.into());
-    match states.get(node) {
-        Some((s, since)) if s == "lost" => {
-            run.insert("nodeState".into(), "lost".into());
-            run.insert("nodeLostSince".into(), (*since).into());
-        }
-        Some((s, _)) if s == "up" => {
-            run.insert("nodeState".into(), "up".into());
-        }
-        _ => {
-            run.insert("nodeState".into(), "unknown".into());
-        }
+    run.insert("nodeState".into(), state.into());
+    if let Some(since) = since {
+        run.insert("nodeLostSince".into(), since.into());
     }
 }
 

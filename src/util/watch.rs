@@ -386,14 +386,27 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d2);
     }
 
+    /// A fresh directory watched for writes by a paced watcher of its own,
+    /// into a recording signal (`hook` sets it up first); the watch lasts
+    /// as long as the returned subscription.
+    fn paced_dir(
+        name: &str,
+        pace: Duration,
+        hook: impl FnOnce(&Arc<Signal>),
+    ) -> (std::path::PathBuf, Arc<Signal>, Sub) {
+        let hub = Hub::paced(pace).unwrap();
+        let d = dir(name);
+        let rec = Signal::recording();
+        hook(&rec);
+        let sub = hub.watch(&d, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &rec, 4).unwrap();
+        (d, rec, sub)
+    }
+
     #[test]
     fn a_paced_watcher_reads_a_burst_of_writes_as_a_few_merged_events() {
         let pace = Duration::from_millis(50);
-        let hub = Hub::paced(pace).unwrap();
-        let d = dir("paced");
+        let (d, rec, _watched) = paced_dir("paced", pace, |_| {});
         let mut f = std::fs::File::create(d.join("log")).unwrap();
-        let rec = Signal::recording();
-        let _sub = hub.watch(&d, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &rec, 4).unwrap();
         let start = std::time::Instant::now();
         // A write a millisecond for twenty paces: an unpaced reader reads each.
         for i in 0..1000 {
@@ -422,17 +435,15 @@ mod tests {
     fn a_hook_is_told_once_a_read_however_many_events_it_brought() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let pace = Duration::from_millis(100);
-        let hub = Hub::paced(pace).unwrap();
-        let d = dir("hooked");
-        let rec = Signal::recording();
         let told = Arc::new(AtomicUsize::new(0));
         let t = told.clone();
-        rec.on_fire(move || {
-            t.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
-        assert!(rec.on_fire(|| {}).is_err(), "one hook");
-        let _sub = hub.watch(&d, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_ONLYDIR, &rec, 5).unwrap();
+        let (d, rec, _watched) = paced_dir("hooked", pace, |rec| {
+            rec.on_fire(move || {
+                t.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+            assert!(rec.on_fire(|| {}).is_err(), "one hook");
+        });
         // Two files written in turn: their events cannot be merged, so a
         // read brings many.
         let (mut a, mut b) = (std::fs::File::create(d.join("a")).unwrap(), std::fs::File::create(d.join("b")).unwrap());

@@ -162,8 +162,7 @@ impl Filter {
         }
         let Ok(e) = serde_json::from_slice::<Ev>(line) else { return false };
         let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
-        let of_node =
-            |r: &String| e.ty == "node" && e.node.is_some_and(|n| r.split_once('.').is_some_and(|(rn, _)| rn == n));
+        let of_node = |r: &String| e.ty == "node" && e.node.is_some() && super::super::node_of(r) == e.node;
         (any(&self.runs, e.run_id) || self.runs.iter().any(of_node))
             && any(&self.statuses, e.status)
             && any(&self.types, e.ty)
