@@ -110,6 +110,10 @@ pub async fn serve(
                     let a = control_frame(&client, head, data, name).await;
                     sink.answer(&a).await;
                 }
+                "link" => {
+                    let a = link_frame(&client, head, data, name).await;
+                    sink.answer(&a).await;
+                }
                 "agui" => {
                     // A thread new to this server: its node as any hub kept it.
                     let node = match head.node {
@@ -171,11 +175,43 @@ async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, h
     };
     let c = forward::Command {
         node,
+        method: "POST".into(),
         path,
+        form: false,
         body,
         // The client's key, else one of the hub's: the node runs a key once.
         key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(forward::new_key),
         actor: head.actor.unwrap_or_else(|| "hub".into()),
+        hub: Some(hub),
+        budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
+    };
+    forward::command(client, &c).await
+}
+
+/// A `link` frame: an approval link's request (`GET|POST /a/<token>`),
+/// forwarded to the node that minted it as a command is (its key, its
+/// budget, the node's "go"), so that a hub's 504 never answers later.
+async fn link_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, hub: String) -> Answer {
+    let node = head.node.unwrap_or_default();
+    let method = head.method.unwrap_or_default();
+    let Some(path) =
+        head.token.as_deref().and_then(forward::link_path).filter(|_| matches!(method.as_str(), "GET" | "POST"))
+    else {
+        return Answer::error(400, format!("node {node}: {method} of that link is not a link request"));
+    };
+    let form = match head.content_type.as_deref() {
+        None | Some("application/json") => false,
+        Some("application/x-www-form-urlencoded") => true,
+        Some(t) => return Answer::error(415, format!("a link's body is a form or JSON, not {t:?}")),
+    };
+    let c = forward::Command {
+        node,
+        method,
+        path,
+        form,
+        body,
+        key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(forward::new_key),
+        actor: head.actor.unwrap_or_else(|| runwire::control::links::LINK_NAME.into()),
         hub: Some(hub),
         budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
     };

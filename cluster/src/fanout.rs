@@ -204,7 +204,7 @@ impl Fanout {
                 return;
             };
         }
-        if !out.answer(&Answer { status: 200, body: String::new() }).await {
+        if !out.answer(&Answer::json(200, String::new())).await {
             return;
         }
         let mut c = FeedClient { filter, pos: since, last, ready: false, out };

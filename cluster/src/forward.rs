@@ -43,6 +43,14 @@ pub const ACTOR: &str = "Rw-Actor";
 pub const HUB: &str = "Rw-Hub";
 /// Header: the route of a command (its body is the message's payload, as is).
 pub const PATH: &str = "Rw-Path";
+/// Header: the method of a command's route when it is not `POST` (a
+/// link's `GET`: its page).
+pub const METHOD: &str = "Rw-Method";
+/// Header: the type of a command's body when it is not JSON (a link's
+/// form, `application/x-www-form-urlencoded`).
+pub const CONTENT_TYPE: &str = "Rw-Content-Type";
+/// The body types a command may carry: JSON (every route), a form (a link's).
+const FORM: &str = "application/x-www-form-urlencoded";
 /// Header: the asker's subject prefix, `rwagui.<node>.<token>`; the node
 /// asks `<it>.go` before running the command.
 pub const GO: &str = "Rw-Go";
@@ -116,8 +124,13 @@ pub fn allowed(f: &Forwarded) -> bool {
     allowed_path(&f.method, &f.path)
 }
 
-/// Whether `method path` is one of the control routes.
+/// Whether `method path` is one of the control routes, or an approval
+/// link's (`GET|POST /a/<token>`, a token's characters only: the node's
+/// own link route checks the token).
 pub fn allowed_path(method: &str, path: &str) -> bool {
+    if let Some(token) = path.strip_prefix(runwire::control::links::PREFIX) {
+        return matches!(method, "GET" | "POST") && runwire::control::links::valid_token_text(token);
+    }
     let segs: Vec<&str> = path.strip_prefix("/runs/").unwrap_or("").split('/').collect();
     let verb = |v: &str, of: &[Verb]| Verb::parse(v).is_some_and(|v| of.contains(&v));
     method == "POST"
@@ -140,12 +153,22 @@ pub fn path_of(run: &str, task: Option<&str>, verb: &str) -> Option<String> {
     allowed_path("POST", &p).then_some(p)
 }
 
+/// The route of an approval link's request.
+pub fn link_path(token: &str) -> Option<String> {
+    let p = format!("{}{token}", runwire::control::links::PREFIX);
+    allowed_path("GET", &p).then_some(p)
+}
+
 /// A command to forward to a node.
 #[derive(Debug, Clone)]
 pub struct Command {
     pub node: String,
-    /// The route (see [`path_of`]).
+    /// `POST`, or a link's `GET`.
+    pub method: String,
+    /// The route (see [`path_of`], [`link_path`]).
     pub path: String,
+    /// The body's type when it is a link's form (`None`: JSON).
+    pub form: bool,
     /// The JSON body, as the client sent it.
     pub body: Vec<u8>,
     /// Its idempotency key.
@@ -250,9 +273,17 @@ async fn take(
         return a;
     }
     let path = get(PATH).unwrap_or_default();
+    let method = get(METHOD).unwrap_or_else(|| "POST".into());
+    let form = match get(CONTENT_TYPE) {
+        None => false,
+        Some(t) if t == FORM => true,
+        Some(t) => {
+            return Answer::error(400, format!("node {node}: a command's body is JSON or a link's form, not {t:?}"))
+        }
+    };
     let size: Option<usize> = get(BODY_SIZE).and_then(|s| s.parse().ok());
-    if !allowed_path("POST", &path) || msg.payload.len().max(size.unwrap_or(0)) > MAX_BODY {
-        return Answer::error(400, format!("node {node}: POST {path} is not a control route"));
+    if !allowed_path(&method, &path) || msg.payload.len().max(size.unwrap_or(0)) > MAX_BODY {
+        return Answer::error(400, format!("node {node}: {method} {path} is not a control route"));
     }
     let Some(budget) = get(BUDGET).and_then(|b| b.parse::<u64>().ok()).map(Duration::from_millis) else {
         return Answer::error(400, format!("node {node}: a command without its budget ({BUDGET})"));
@@ -290,7 +321,7 @@ async fn take(
     keys.started(&key, &actor);
     // The person the hub's caller is and the hub, for the node's journal
     // (its server takes them from the sidecar's token only).
-    let a = http(local, "POST", &path, &body, Some(&key), Some(&actor), hub.as_deref()).await;
+    let a = http(local, &method, &path, &body, form, Some(&key), Some(&actor), hub.as_deref()).await;
     keys.done(&key, &a);
     a
 }
@@ -321,11 +352,13 @@ async fn pull_body(
 /// The bytes of a request to the node's own server (HTTP/1.0: the answer's
 /// body ends with the connection). `actor`: whom a command is for (a
 /// name; the server journals it when the token is its `cluster` one).
+#[allow(clippy::too_many_arguments)]
 fn request_bytes(
     local: &Local,
     method: &str,
     path: &str,
     body: &[u8],
+    form: bool,
     key: Option<&str>,
     actor: Option<&str>,
     hub: Option<&str>,
@@ -338,8 +371,9 @@ fn request_bytes(
         },
         None => None,
     };
+    let ctype = if form { FORM } else { "application/json" };
     let mut req = format!(
-        "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.0\r\nHost: {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n",
         local.addr,
         body.len()
     );
@@ -366,17 +400,29 @@ fn status_of(head: &[u8]) -> u16 {
     String::from_utf8_lossy(head).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(502)
 }
 
+/// The content type of a response head, when it is HTML (a link's page;
+/// every other answer is JSON).
+fn html_of(head: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(head).lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        (n.trim().eq_ignore_ascii_case("content-type") && v.trim().starts_with("text/html"))
+            .then(|| v.trim().to_string())
+    })
+}
+
 /// The request, made to the node's own server (HTTP/1.0 on loopback).
+#[allow(clippy::too_many_arguments)]
 async fn http(
     local: &Local,
     method: &str,
     path: &str,
     body: &[u8],
+    form: bool,
     key: Option<&str>,
     actor: Option<&str>,
     hub: Option<&str>,
 ) -> Answer {
-    let req = match request_bytes(local, method, path, body, key, actor, hub) {
+    let req = match request_bytes(local, method, path, body, form, key, actor, hub) {
         Ok(r) => r,
         Err(a) => return a,
     };
@@ -395,7 +441,11 @@ async fn http(
     let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
         return Answer::error(502, format!("the node's server {}: not an HTTP response", local.addr));
     };
-    Answer { status: status_of(&raw[..i]), body: String::from_utf8_lossy(&raw[i + 4..]).into_owned() }
+    Answer {
+        status: status_of(&raw[..i]),
+        body: String::from_utf8_lossy(&raw[i + 4..]).into_owned(),
+        content_type: html_of(&raw[..i]),
+    }
 }
 
 /// Whom a forwarded AG-UI run acts for: the hub's caller (its token's
@@ -424,7 +474,7 @@ async fn agui_stream(
     let answer = |a: Answer| async move {
         let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
     };
-    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), None, by.person, by.hub) {
+    let req = match request_bytes(local, &f.method, &f.path, f.body.as_bytes(), false, None, by.person, by.hub) {
         Ok(r) => r,
         Err(a) => return answer(a).await,
     };
@@ -459,9 +509,9 @@ async fn agui_stream(
     if status != 200 {
         let _ = tokio::time::timeout(Duration::from_secs(30), (&mut sock).take(MAX_BODY as u64).read_to_end(&mut rest))
             .await;
-        return answer(Answer { status, body: String::from_utf8_lossy(&rest).into_owned() }).await;
+        return answer(Answer::json(status, String::from_utf8_lossy(&rest).into_owned())).await;
     }
-    answer(Answer { status, body: String::new() }).await;
+    answer(Answer::json(status, String::new())).await;
     let mut seq = 0u64;
     let publish = |seq: u64, data: Vec<u8>, end: bool| {
         let mut h = HeaderMap::new();
@@ -528,8 +578,8 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
             format!("node {node}: an idempotency key is 1 to {} printable characters", crate::keys::MAX_KEY),
         );
     }
-    if !allowed_path("POST", &c.path) {
-        return Answer::error(400, format!("node {node}: POST {} is not a control route", c.path));
+    if !allowed_path(&c.method, &c.path) {
+        return Answer::error(400, format!("node {node}: {} {} is not a control route", c.method, c.path));
     }
     // A message holds the server's max_payload, headers included.
     // A message holds the servers' max_payload, headers included: larger bodies go in pieces.
@@ -553,6 +603,12 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
         h.insert(HUB, hub.as_str());
     }
     h.insert(PATH, c.path.as_str());
+    if c.method != "POST" {
+        h.insert(METHOD, c.method.as_str());
+    }
+    if c.form {
+        h.insert(CONTENT_TYPE, FORM);
+    }
     h.insert(GO, go.as_str());
     // A body too large for one message goes in pieces, asked for by the node.
     let whole = Bytes::from(c.body.clone());
@@ -786,6 +842,14 @@ mod tests {
             assert!(!allowed(&f("POST", bad)), "{bad}");
         }
         assert!(!allowed(&f("GET", "/runs/a/tasks/b/kill")));
+        // An approval link's page and answer: a token's characters only.
+        assert!(allowed(&f("GET", "/a/eyJyIjoiIn0.bWFj")) && allowed(&f("POST", "/a/eyJyIjoiIn0.bWFj")));
+        for bad in ["/a/", "/a/x", "/a/x.y/../../runs", "/a/x.y?z", "/a/x.y HTTP/1.1\r\nX: y", "/a/x.y.z"] {
+            assert!(!allowed(&f("GET", bad)) && !allowed(&f("POST", bad)), "{bad}");
+        }
+        assert!(!allowed(&f("PUT", "/a/eyJyIjoiIn0.bWFj")));
+        assert_eq!(link_path("x.y").as_deref(), Some("/a/x.y"));
+        assert_eq!(link_path("x/y.z"), None);
     }
 
     /// A command to the node's own server uses the token file's `cluster`
@@ -798,8 +862,8 @@ mod tests {
         std::fs::write(&tf, "ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
         let local = Local { addr: "127.0.0.1:9".into(), token_file: Some(tf), home: dir.clone() };
         let head = |actor: &str, hub: Option<&str>| {
-            let r =
-                request_bytes(&local, "POST", "/runs/a/tasks/b/answer", b"{}", Some("k1"), Some(actor), hub).unwrap();
+            let r = request_bytes(&local, "POST", "/runs/a/tasks/b/answer", b"{}", false, Some("k1"), Some(actor), hub)
+                .unwrap();
             String::from_utf8(r).unwrap()
         };
         let h = head("bob", Some("hub-1"));

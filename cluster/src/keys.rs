@@ -39,6 +39,9 @@ struct Line {
     status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     body: Option<String>,
+    /// The answer's type when it is not JSON (a link's page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ctype: Option<String>,
 }
 
 /// The keys seen, and the file that remembers them.
@@ -81,7 +84,11 @@ impl Keys {
             if now.saturating_sub(line.t) > KEEP.as_millis() as u64 || !valid(&line.k) {
                 continue;
             }
-            let answer = line.status.map(|s| Answer { status: s, body: line.body.unwrap_or_default() });
+            let answer = line.status.map(|s| Answer {
+                status: s,
+                body: line.body.unwrap_or_default(),
+                content_type: line.ctype,
+            });
             let e = seen.entry(line.k.clone()).or_insert_with(|| {
                 order.push(line.k);
                 (line.t, None)
@@ -107,22 +114,27 @@ impl Keys {
     pub fn get(&self, key: &str) -> Option<Answer> {
         match self.keys.peek(key)? {
             Claim::Replay(a) => Some(a),
-            _ => Some(Answer {
-                status: 409,
-                body: serde_json::json!({"error": format!(
+            _ => Some(Answer::error(
+                409,
+                format!(
                     "the command of idempotency key {key:?} was started and the node ended before it was \
                      answered: it may have run, so it is not run again"
-                )})
-                .to_string(),
-            }),
+                ),
+            )),
         }
     }
 
     /// The command of `key` starts (said on disk before anything is done).
     pub fn started(&mut self, key: &str, actor: &str) {
         self.keys.claim(key, unbound(), false);
-        let line =
-            Line { k: key.into(), t: crate::util::now_ms(), actor: Some(actor.into()), status: None, body: None };
+        let line = Line {
+            k: key.into(),
+            t: crate::util::now_ms(),
+            actor: Some(actor.into()),
+            status: None,
+            body: None,
+            ctype: None,
+        };
         self.append(line);
     }
 
@@ -135,6 +147,7 @@ impl Keys {
             actor: None,
             status: Some(a.status),
             body: Some(a.body.clone()),
+            ctype: a.content_type.clone(),
         };
         self.append(line);
     }
@@ -169,6 +182,7 @@ impl Keys {
                 actor: None,
                 status: a.as_ref().map(|a| a.status),
                 body: a.as_ref().map(|a| a.body.clone()),
+                ctype: a.as_ref().and_then(|a| a.content_type.clone()),
             };
             text.push_str(&serde_json::to_string(&line).unwrap_or_default());
             text.push('\n');
@@ -199,10 +213,10 @@ mod tests {
         let mut k = Keys::open(&home);
         assert!(k.get("a").is_none());
         k.started("a", "hub");
-        k.done("a", &Answer { status: 200, body: "{\"ok\":true}".into() });
+        k.done("a", &Answer::json(200, "{\"ok\":true}".into()));
         k.started("b", "hub");
         let k = Keys::open(&home);
-        assert_eq!(k.get("a"), Some(Answer { status: 200, body: "{\"ok\":true}".into() }));
+        assert_eq!(k.get("a"), Some(Answer::json(200, "{\"ok\":true}".into())));
         assert_eq!(k.get("b").map(|a| a.status), Some(409));
         assert_eq!(k.len(), 2);
         // Old lines are forgotten, and the file is compacted.

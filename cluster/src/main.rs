@@ -385,7 +385,9 @@ fn main() -> ExitCode {
                     };
                     let c = forward::Command {
                         node,
+                        method: "POST".into(),
                         path,
+                        form: false,
                         body,
                         key: id.unwrap_or_else(forward::new_key),
                         actor: "runwire-cluster control".into(),

@@ -14,17 +14,25 @@ pub const MAX_BODY: usize = 1024 * 1024;
 /// One frame: its head and data.
 pub type Frame = (Head, Vec<u8>);
 
-/// A forwarded command's reply: the node's HTTP status and body.
+/// A forwarded command's reply: the node's HTTP status and body (and its
+/// type when it is not JSON: a link's page is HTML).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
     pub status: u16,
     pub body: String,
+    #[serde(default, rename = "contentType", skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
 }
 
 impl Answer {
+    /// A JSON answer.
+    pub fn json(status: u16, body: String) -> Answer {
+        Answer { status, body, content_type: None }
+    }
+
     /// An error answer: `{"error": msg}`.
     pub fn error(status: u16, msg: String) -> Answer {
-        Answer { status, body: serde_json::json!({"error": msg}).to_string() }
+        Answer::json(status, serde_json::json!({"error": msg}).to_string())
     }
 }
 
@@ -49,7 +57,12 @@ impl Sink {
     /// The answer (status and body); `false` when nobody reads any more.
     pub async fn answer(&self, a: &Answer) -> bool {
         self.send(
-            Head { op: "answer".into(), status: Some(a.status), ..Default::default() },
+            Head {
+                op: "answer".into(),
+                status: Some(a.status),
+                content_type: a.content_type.clone(),
+                ..Default::default()
+            },
             a.body.clone().into_bytes(),
         )
         .await
@@ -74,7 +87,11 @@ impl Sink {
             while let Some((h, d)) = rx.recv().await {
                 let bytes = match h.op.as_str() {
                     "answer" => {
-                        let a = Answer { status: h.status.unwrap_or(502), body: String::from_utf8_lossy(&d).into() };
+                        let a = Answer {
+                            status: h.status.unwrap_or(502),
+                            body: String::from_utf8_lossy(&d).into(),
+                            content_type: h.content_type,
+                        };
                         format!("{}\n", serde_json::to_string(&a).unwrap_or_default()).into_bytes()
                     }
                     "end" => break,

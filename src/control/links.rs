@@ -22,6 +22,28 @@ pub const LINK_NAME: &str = "link";
 /// Shortest link secret.
 pub const MIN_SECRET: usize = 32;
 
+/// The address people reach a server at (`--public-url`): its Host and
+/// Origin are accepted, and links are minted under it. A server may have
+/// one without minting links (a hub behind a proxy: the links it serves
+/// are its nodes').
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Public {
+    /// `--public-url`, without a trailing slash.
+    pub url: String,
+    /// `scheme://host[:port]` of it (accepted as an Origin).
+    pub origin: String,
+    /// `host[:port]` of it (accepted as a Host).
+    pub host: String,
+}
+
+impl Public {
+    /// `--public-url`, checked ([`parse_public_url`]).
+    pub fn parse(s: &str) -> Result<Public, String> {
+        let (url, origin, host) = parse_public_url(s)?;
+        Ok(Public { url, origin, host })
+    }
+}
+
 /// The link settings of a server or a supervisor (`--public-url`, `--link-secret-file`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Keys {
@@ -31,13 +53,17 @@ pub struct Keys {
     pub origin: String,
     /// `host[:port]` of it (accepted as a Host).
     pub host: String,
+    /// The cluster node this server is (`--node`): every link it mints
+    /// names it ([`Claims::o`]), so that a hub knows where to forward the
+    /// link, and it takes no link that names another node.
+    pub node: Option<String>,
     secret: Vec<u8>,
 }
 
 impl std::fmt::Debug for Keys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the secret.
-        f.debug_struct("Keys").field("public_url", &self.public_url).finish_non_exhaustive()
+        f.debug_struct("Keys").field("public_url", &self.public_url).field("node", &self.node).finish_non_exhaustive()
     }
 }
 
@@ -62,7 +88,12 @@ impl Keys {
         if secret.len() < MIN_SECRET {
             return Err(format!("the secret must be at least {MIN_SECRET} bytes (found {})", secret.len()));
         }
-        Ok(Keys { public_url, origin, host, secret })
+        Ok(Keys { public_url, origin, host, node: None, secret })
+    }
+
+    /// These keys at cluster node `node` (`runwire-serve --node`).
+    pub fn at_node(self, node: Option<String>) -> Keys {
+        Keys { node, ..self }
     }
 
     /// Reads `--link-secret-file`.
@@ -84,9 +115,13 @@ impl Keys {
         m
     }
 
-    /// The token for `claims`.
+    /// The token for `claims` (naming this server's node, when it is one).
     pub fn token(&self, claims: &Claims) -> String {
-        let body = B64.encode(serde_json::to_vec(claims).expect("claims serialize"));
+        let mut claims = claims.clone();
+        if claims.o.is_none() {
+            claims.o.clone_from(&self.node);
+        }
+        let body = B64.encode(serde_json::to_vec(&claims).expect("claims serialize"));
         let mac = B64.encode(self.hmac(body.as_bytes()).finalize().into_bytes());
         format!("{body}.{mac}")
     }
@@ -97,7 +132,9 @@ impl Keys {
     }
 
     /// The claims of a token this server signed; `None` for anything else
-    /// (tampered, foreign, malformed: one answer, so a guess learns nothing).
+    /// (tampered, foreign, malformed, another node's: one answer, so a
+    /// guess learns nothing). Nodes that share a secret still never take
+    /// each other's links.
     pub fn verify(&self, token: &str) -> Option<Claims> {
         if token.len() > MAX_TOKEN {
             return None;
@@ -106,8 +143,29 @@ impl Keys {
         let given = B64.decode(mac).ok()?;
         // Constant-time comparison (hmac's verify).
         self.hmac(body.as_bytes()).verify_slice(&given).ok()?;
-        serde_json::from_slice(&B64.decode(body).ok()?).ok()
+        let c: Claims = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
+        (c.o.is_none() || c.o == self.node).then_some(c)
     }
+}
+
+/// The claims a token says, **not checked**: a hub reads them only to know
+/// which node to forward the link to (the node checks the token; a hub has
+/// no secret). `None` when the token is not shaped as one.
+pub fn unchecked_claims(token: &str) -> Option<Claims> {
+    if token.len() > MAX_TOKEN || !valid_token_text(token) {
+        return None;
+    }
+    let (body, _) = token.split_once('.')?;
+    serde_json::from_slice(&B64.decode(body).ok()?).ok()
+}
+
+/// Whether `token` is made of a token's characters (base64url and one
+/// `.`), within [`MAX_TOKEN`]: what a link route may carry anywhere
+/// (a forwarded path included).
+pub fn valid_token_text(token: &str) -> bool {
+    token.len() <= MAX_TOKEN
+        && token.bytes().filter(|&b| b == b'.').count() == 1
+        && token.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// What a link is bound to.
@@ -129,6 +187,10 @@ pub struct Claims {
     /// The tool asking, for the page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k: Option<String>,
+    /// The cluster node that minted it (its server's `--node`), which a
+    /// hub forwards it to; absent outside a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub o: Option<String>,
 }
 
 /// The claims of a raised request's link: tool and plan approvals (approve
@@ -147,6 +209,7 @@ pub fn claims_for(run: &str, task: &str, r: &crate::pipeline::events::InputReque
         e: crate::util::time::parse_rfc3339_ms(r.expires_at.as_deref()?)?,
         n: name.into(),
         k: r.tool.clone(),
+        o: None,
     })
 }
 

@@ -113,9 +113,11 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub evidence: Option<PathBuf>,
     /// The address people reach this server at (behind a TLS proxy), `http(s)://host[:port][/path]`:
-    /// its Host and Origin are accepted, and approval links are minted under it (with
-    /// --link-secret-file).
-    #[arg(long, value_name = "URL", requires = "link_secret_file")]
+    /// its Host and Origin are accepted; with --link-secret-file approval links are minted under
+    /// it (at a hub, the nodes' links under it are forwarded to them).
+    // Alone, for a hub behind a proxy (it mints no links: it serves its
+    // nodes') or any server reached by another name.
+    #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
     /// Mint an approval link `URL/a/<token>` for every approval an interactive session raises
     /// (HMAC-SHA256 under this file's secret, trimmed, >= 32 bytes); the journal records it.
@@ -294,8 +296,12 @@ pub fn configure(args: &Args) -> Result<Config, StartError> {
         sandbox: args.sandbox.clone(),
         approval_policy: args.approval_policy.clone(),
         answer_timeout: Duration::from_secs(args.answer_timeout),
+        public: match &args.public_url {
+            Some(u) => Some(links::Public::parse(u).map_err(|e| StartError::Usage(format!("--public-url: {e}")))?),
+            None => None,
+        },
         links: match (&args.public_url, &args.link_secret_file) {
-            (Some(u), Some(f)) => Some(links::Keys::read(u, f)?),
+            (Some(u), Some(f)) => Some(links::Keys::read(u, f)?.at_node(args.cluster.node.clone())),
             _ => None,
         },
     };

@@ -278,6 +278,14 @@ fn send(stream: &mut impl std::io::Write, cors: &[(&'static str, String)], code:
         404 => "Not Found",
         409 => "Conflict",
         410 => "Gone",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         _ => "Error",
     };
     // `same-origin`, not `no-referrer`: the token still never leaves in a
@@ -297,15 +305,54 @@ Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-act
     let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body.as_bytes()));
 }
 
+/// At a hub, `GET|POST /a/<token>` once the router rate-limited it and
+/// read the body: forwarded to the node that minted the link
+/// ([`super::cluster::link_node`]), whose own route answers it; its page
+/// (or JSON) is relayed with this route's headers. A hub holds no secret
+/// and decides nothing: a link it cannot place is refused here, and
+/// nothing was done.
+pub fn at_hub(
+    home: &std::path::Path,
+    stream: &mut impl std::io::Write,
+    cors: &[(&'static str, String)],
+    req: &super::http::Request,
+    token: &str,
+    body: Option<(Vec<u8>, bool)>,
+) -> Close {
+    let json = body.as_ref().is_some_and(|(_, j)| *j);
+    let node = match super::cluster::link_node(home, token) {
+        Ok(n) => n,
+        Err(why) => return answer(stream, cors, 404, json, "No such link here", &why),
+    };
+    let (bytes, ctype) = match &body {
+        Some((b, true)) => (&b[..], Some("application/json")),
+        Some((b, false)) => (&b[..], Some("application/x-www-form-urlencoded")),
+        None => (&[][..], None),
+    };
+    let key = req.header(super::idempotency::HEADER).map(str::trim).filter(|k| super::idempotency::valid(k));
+    let a = super::cluster::link(&node, token, &req.method, bytes, ctype, key);
+    // Only the two types a link route answers in: anything else is relayed as JSON text.
+    let ctype = match a.content_type.as_deref() {
+        Some(t) if t.starts_with("text/html") => "text/html; charset=utf-8",
+        _ => "application/json",
+    };
+    send(stream, cors, a.status, ctype, &a.body);
+    let _ = stream.flush();
+    Close::Linger
+}
+
 /// `GET|POST /a/<token>` once the router rate-limited it and read the
 /// body (`Some((body, is_json))` for a POST): the token checked first,
-/// then its deadline, then the session; `GET` never acts.
+/// then its deadline, then the session; `GET` never acts. `via`: the hub
+/// that forwarded it (this node's sidecar says so), journaled with the
+/// answer's name (`<name>@<hub>`).
 pub fn handle(
     shared: &super::state::Shared,
     stream: &mut impl std::io::Write,
     cors: &[(&'static str, String)],
     token: &str,
     body: Option<(Vec<u8>, bool)>,
+    via: Option<&str>,
 ) -> Close {
     let json = body.as_ref().is_some_and(|(_, j)| *j);
     let Some(keys) = shared.cfg.links.as_ref() else {
@@ -384,10 +431,20 @@ pub fn handle(
         }
         _ => None,
     };
+    // Who answered: the link's person, at the hub it came through (a link
+    // minted for a hub's caller is named `<person>@<hub>` already: the hub
+    // it is answered through replaces that one).
+    let by = match via {
+        Some(hub) => {
+            let person = c.n.split('@').next().unwrap_or_default();
+            Claims { n: format!("{person}@{hub}"), ..c.clone() }
+        }
+        None => c.clone(),
+    };
     let r = if own {
-        routes::link_answer(shared, &c, &decision, reason, answers)
+        routes::link_answer(shared, &by, &decision, reason, answers)
     } else {
-        super::supervisor::link_answer(shared, &c, &decision, reason, answers)
+        super::supervisor::link_answer(shared, &by, &decision, reason, answers)
     };
     if r.ok && r.sent != Some(false) {
         let done = match decision.as_str() {
@@ -423,6 +480,31 @@ mod tests {
             e: 1_800_000_000_000,
             n: "ana".into(),
             k: Some("Bash".into()),
+            o: None,
+        }
+    }
+
+    /// A node's server names itself in every link it mints, so that a hub
+    /// can place it (reading the claims unchecked); it takes no link that
+    /// names another node, even under the same secret.
+    #[test]
+    fn a_nodes_link_names_it_and_no_other_node_takes_it() {
+        let (alpha, beta) = (keys().at_node(Some("alpha".into())), keys().at_node(Some("beta".into())));
+        let t = alpha.token(&claims());
+        let seen = unchecked_claims(&t).unwrap();
+        assert_eq!(seen.o.as_deref(), Some("alpha"));
+        assert_eq!(alpha.verify(&t), Some(seen.clone()));
+        assert_eq!(beta.verify(&t), None, "another node, the same secret");
+        assert_eq!(keys().verify(&t), None, "a server that is no node");
+        // A token minted outside a cluster is still taken by the node it was minted at after a restart with --node.
+        let plain = keys().token(&claims());
+        assert_eq!(unchecked_claims(&plain).unwrap().o, None);
+        assert_eq!(alpha.verify(&plain), Some(claims()));
+        // Only a token's characters are read at all.
+        assert!(valid_token_text(&t));
+        for bad in ["", "abc", "a.b.c", "a/b.c", "a.b?x", "../x.y", &format!("{}.x", "a".repeat(MAX_TOKEN))] {
+            assert!(!valid_token_text(bad), "{bad}");
+            assert!(unchecked_claims(bad).is_none(), "{bad}");
         }
     }
 

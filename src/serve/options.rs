@@ -113,6 +113,8 @@ pub struct Config {
     pub approval_policy: String,
     /// How long a request waits for an answer before it is denied.
     pub answer_timeout: Duration,
+    /// `--public-url`: the name people reach this server by (its Host and Origin are accepted).
+    pub public: Option<link_keys::Public>,
     /// `--public-url` and `--link-secret-file`: approval links.
     pub links: Option<link_keys::Keys>,
 }

@@ -65,7 +65,7 @@ fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors,
         match req.header("host") {
             Some(h) if is_loopback_host(h) => {}
             // --public-url: the name people reach the server by (through its proxy).
-            Some(h) if cfg.links.as_ref().is_some_and(|k| h.trim().eq_ignore_ascii_case(&k.host)) => {}
+            Some(h) if cfg.public.as_ref().is_some_and(|p| h.trim().eq_ignore_ascii_case(&p.host)) => {}
             Some(h) => {
                 respond_error(stream, 403, &[], &format!("Host {h:?} is not a loopback name; refused"));
                 return Err(Close::Linger);
@@ -79,7 +79,7 @@ fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors,
     }
     let origin = req.header("origin");
     if let Some(o) = origin {
-        let public = cfg.links.as_ref().is_some_and(|k| o.trim().eq_ignore_ascii_case(&k.origin));
+        let public = cfg.public.as_ref().is_some_and(|p| o.trim().eq_ignore_ascii_case(&p.origin));
         if !public && !origin_allowed(o, cfg.ip, cfg.port, &cfg.allow_origins) {
             respond_error(stream, 403, &[], &origin_refusal(o));
             return Err(Close::Linger);
@@ -372,7 +372,8 @@ fn bound_key(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &Cors
 }
 
 /// `GET|POST /a/<token>`: rate-limited before anything is read or looked
-/// up; a POST's body is a form or JSON.
+/// up; a POST's body is a form or JSON. At a hub, the node that minted the
+/// link answers it (through the cluster, as a command).
 fn link_route(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -382,9 +383,14 @@ fn link_route(
     token: &str,
 ) -> Close {
     let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    // A caller holding one of this server's tokens is not limited by its
+    // address: a node's cluster sidecar forwards every hub's link requests
+    // from one address, and the hub limited each of its own clients'. Every
+    // request still counts against its link's limit.
+    let known = shared.cfg.token.as_ref().is_some_and(|t| super::tokens::caller(t, req).is_some());
     // `|`, not `||`: every request counts against both limits.
     if !shared.link_limits.allow(&links::limit_key(token), links::PER_TOKEN)
-        | !shared.link_limits.allow(&format!("a:{peer}"), links::PER_ADDRESS)
+        | (!known && !shared.link_limits.allow(&format!("a:{peer}"), links::PER_ADDRESS))
     {
         let mut h = cors.clone();
         h.push(("Retry-After", "60".into()));
@@ -409,13 +415,21 @@ fn link_route(
         }
         _ => return method_not_allowed(stream, cors, "GET, POST"),
     };
+    if super::cluster::is_hub() {
+        return links::at_hub(&shared.cfg.harness_home, stream, cors, req, token, body);
+    }
+    // A hub's link request, made by this node's sidecar: journaled as the
+    // link's name at that hub (`<name>@<hub>`), as a forwarded command is.
+    let via = shared.cfg.token.as_ref().and_then(|t| super::tokens::forwarding_hub(t, req));
     match body {
         // A link is its own caller: its token is in the path.
         Some(b) => {
             let bytes = b.0.clone();
-            keyed(shared, stream, req, cors, "link", &bytes, |out| links::handle(shared, out, cors, token, Some(b)))
+            keyed(shared, stream, req, cors, "link", &bytes, |out| {
+                links::handle(shared, out, cors, token, Some(b), via)
+            })
         }
-        None => links::handle(shared, stream, cors, token, None),
+        None => links::handle(shared, stream, cors, token, None, via),
     }
 }
 

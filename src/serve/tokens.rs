@@ -129,10 +129,19 @@ pub fn acting_for<'a>(tokens: &Tokens, req: &'a Request) -> Option<&'a str> {
 /// so the two read apart); the person alone when no hub is named.
 pub fn acting_for_via_hub(tokens: &Tokens, req: &Request) -> Option<String> {
     let person = acting_for(tokens, req)?;
-    Some(match req.header(HUB_HEADER).map(str::trim).filter(|h| valid_name(h)) {
+    Some(match forwarding_hub(tokens, req) {
         Some(hub) => format!("{person}@{hub}"),
         None => person.to_string(),
     })
+}
+
+/// The hub a request was forwarded by (`Rw-Hub`), honoured, as
+/// [`ACTOR_HEADER`], from the [`SIDECAR`] token only.
+pub fn forwarding_hub<'a>(tokens: &Tokens, req: &'a Request) -> Option<&'a str> {
+    if caller(tokens, req) != Some(Some(SIDECAR)) {
+        return None;
+    }
+    req.header(HUB_HEADER).map(str::trim).filter(|h| valid_name(h))
 }
 
 /// The `token` query parameter, percent-decoded.

@@ -443,3 +443,48 @@ fn a_route_waiting_for_the_loop_holds_no_lock_of_the_thread() {
     wait_for("the allow to reach the agent", Duration::from_secs(10), || !answers(&s).is_empty());
     assert_eq!(answers(&s), [("allow".to_string(), String::new())]);
 }
+
+/// A client address may make 120 link requests a minute; a caller holding
+/// one of the server's tokens is not limited by address (a cluster node's
+/// sidecar forwards every hub's link requests from one address, and the
+/// hub limited each of its own clients), though each link still is.
+#[test]
+fn a_client_address_is_limited_but_a_caller_with_the_servers_token_is_not() {
+    let sec = secret("links-address");
+    let tokens = support::scratch("links-address-tokens").join("tokens");
+    std::fs::write(&tokens, format!("ana:{ANA}\n")).unwrap();
+    let s = start(
+        "links-address-srv",
+        &["--token-file", tokens.to_str().unwrap(), "--public-url", PUBLIC, "--link-secret-file", &sec],
+    );
+    let bearer = format!("Bearer {ANA}");
+    // Distinct made-up tokens: no link's own limit is reached.
+    let known: Vec<u16> =
+        (0..130).map(|i| http(s.port, "GET", &format!("/a/k{i}.x"), &[("Authorization", &bearer)], "").0).collect();
+    assert!(known.iter().all(|&c| c == 403), "{known:?}");
+    let anon: Vec<u16> = (0..121).map(|i| http(s.port, "GET", &format!("/a/a{i}.x"), &[], "").0).collect();
+    assert!(anon[..120].iter().all(|&c| c == 403) && anon[120] == 429, "{anon:?}");
+    // A wrong token is no caller of this server's: limited as the address.
+    assert_eq!(http(s.port, "GET", "/a/w.x", &[("Authorization", "Bearer not-a-token-of-this-server")], "").0, 429);
+}
+
+/// `--public-url` alone (a hub behind a proxy: it mints no links, it
+/// serves its nodes'): the public name is taken as Host and Origin, and
+/// the link route says this server mints none. Before, clap refused it
+/// without `--link-secret-file`.
+#[test]
+fn a_public_url_without_a_link_secret_is_a_name_and_mints_nothing() {
+    let s = start("links-public-only-srv", &["--public-url", PUBLIC]);
+    let (status, _, body) = http(s.port, "GET", "/api/info", &[("Host", "rw.example.test"), ("Origin", PUBLIC)], "");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(http(s.port, "GET", "/api/info", &[("Host", "evil.example")], "").0, 403);
+    let (status, _, page) = http(s.port, "GET", "/a/anything.x", &[], "");
+    assert_eq!(status, 404, "{page}");
+    assert!(page.contains("mints no approval links"), "{page}");
+    // Its sessions' requests carry no link.
+    let ev = agui(s.port, &[], run("t", "r1", "test it"));
+    assert_eq!(interrupts(&ev).len(), 1);
+    wait_for("the requested record", Duration::from_secs(10), || s.journal().iter().any(|r| r["input"] == "requested"));
+    let requested = s.journal().into_iter().find(|r| r["input"] == "requested").unwrap();
+    assert!(requested.get("links").is_none_or(|l| l.as_array().is_some_and(|a| a.is_empty())), "{requested}");
+}

@@ -977,3 +977,162 @@ fn an_agui_run_forwarded_by_a_hub_is_journaled_at_the_node_as_the_person_at_the_
     assert_eq!(answered[0]["door"], "hub", "{}", answered[0]);
     drop((beta, hub, nats));
 }
+
+/// One request to `srv` with `headers` and a body of `ctype`: the status,
+/// the response head and the body.
+fn link_request(
+    srv: &Serve,
+    method: &str,
+    path: &str,
+    headers: &str,
+    ctype: &str,
+    body: &str,
+) -> (u16, String, String) {
+    let mut c = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        c,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    let _ = c.read_to_end(&mut raw);
+    let i = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+    let head = String::from_utf8_lossy(&raw[..i]).into_owned();
+    let code = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap();
+    (code, head, String::from_utf8_lossy(&raw[i + 4..]).into_owned())
+}
+
+/// Issue 37's open end: an approval link minted at a node behind a hub
+/// (the node's `--public-url` is the hub's address, the hub's has no
+/// secret) is answered at the hub. The hub reads which node minted it
+/// from the token and forwards `GET`/`POST /a/<token>` there as a
+/// command (its key, its budget, the node's "go"); the node checks the
+/// token with its own secret, acts once, and journals the answer as the
+/// link's name at that hub. A hub holds no secret: a changed token is
+/// refused by the node, a token naming a node that is not connected is
+/// 503 at once, and nothing reaches the agent but the one allow.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
+    use data_encoding::BASE64URL_NOPAD as B64;
+    need(&["nats-server"]);
+    let dir = scratch("security-links-at-hub");
+    let sec = dir.join("accounts");
+    std::fs::create_dir_all(&sec).unwrap();
+    let nats = Nats::start(&sec, 3, false, false);
+    let pw = |u: &str| sec.join(format!("{u}.pw")).display().to_string();
+    let (nb, hp) = (pw("node-beta"), pw("hub"));
+    const PUBLIC: &str = "https://rw-hub.example.test";
+    let secret = dir.join("link-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-beta\n").unwrap();
+    let node_tokens = dir.join("node-tokens");
+    std::fs::write(&node_tokens, "cluster:sidecar-token-0123456789\nops:ops-token-0123456789abcdef\n").unwrap();
+    let log = dir.join("agent-input.jsonl");
+    let state = dir.join("agent-processes");
+    let agent = built("examples/trust-agent").display().to_string();
+    let home = dir.join("home-beta");
+    let reqs = hub_studio::requests();
+    let beta = Serve::start(
+        &home,
+        &["--agent", "claude", "--interactive", "--agent-cmd", &agent, "--cluster", &nats.url, "--node", "beta"]
+            .into_iter()
+            .chain(["--token-file", node_tokens.to_str().unwrap(), "--cluster-user", "node-beta"])
+            .chain(["--cluster-password-file", &nb, "--public-url", PUBLIC])
+            .chain(["--link-secret-file", secret.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+        &[
+            ("TRUST_PROTO", "claude"),
+            ("TRUST_LOG", log.to_str().unwrap()),
+            ("TRUST_STATE", state.to_str().unwrap()),
+            ("TRUST_REQUESTS", &reqs),
+        ],
+    );
+    let hub_tokens = dir.join("hub-tokens");
+    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
+    // The hub behind the same public name, with no link secret (before: refused, --public-url required one).
+    let hub = Serve::start(
+        &dir.join("home-hub"),
+        &["--cluster", &nats.url, "--hub", "--hub-name", "hub-east", "--token-file", hub_tokens.to_str().unwrap()]
+            .into_iter()
+            .chain(["--cluster-user", "hub", "--cluster-password-file", &hp, "--public-url", PUBLIC])
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    // ops chats at beta's own server; the link is minted for ops.
+    let ops = "Authorization: Bearer ops-token-0123456789abcdef\r\n";
+    let (code, body) = beta.request_with("POST", "/agui", ops, &run_input("tl", "rl1", "go", Value::Null, Value::Null));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(hub_studio::interrupts(&events(&body)).len(), 1);
+    // The hub has it as a node's (its sidecar is connected: the node's page can be asked for).
+    wait_for("the hub to list beta's run", 30, || {
+        let runs = hub.request_with("GET", "/runs", "Authorization: Bearer ana-token-0123456789abcdef\r\n", "");
+        String::from_utf8_lossy(&runs.1).contains("\"beta.").then_some(())
+    });
+    // The link beta journaled with the request: under the hub's address, naming beta.
+    let journal = || -> Vec<Value> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(home.join("serve/runstate")).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "jsonl") {
+                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
+                    v.push(serde_json::from_str(l).unwrap_or_default());
+                }
+            }
+        }
+        v
+    };
+    let link = wait_for("the requested record's link", 10, || {
+        journal().into_iter().find(|r| r["input"] == "requested").and_then(|r| r["links"][0].as_str().map(String::from))
+    });
+    let path =
+        link.strip_prefix(PUBLIC).unwrap_or_else(|| panic!("a link under the hub's address: {link}")).to_string();
+    let token = path.strip_prefix("/a/").unwrap();
+    let claims: Value =
+        serde_json::from_slice(&B64.decode(token.split('.').next().unwrap().as_bytes()).unwrap()).unwrap();
+    assert_eq!(claims["o"], "beta", "{claims}");
+    // The page, at the hub: beta's, relayed as HTML with the link route's headers; GET never acts.
+    let (code, head, page) = link_request(&hub, "GET", &path, "", "text/plain", "");
+    assert_eq!(code, 200, "{page}");
+    assert!(head.contains("text/html") && head.contains("Referrer-Policy: same-origin"), "{head}");
+    assert!(page.contains("<b>Bash</b>") && page.contains("value=\"allow\""), "{page}");
+    // A changed token: the hub cannot tell, beta can, and refuses it.
+    let mac = token.rsplit('.').next().unwrap();
+    let flipped = if mac.starts_with('A') { 'B' } else { 'A' };
+    let tampered = format!("{}{flipped}{}", &path[..path.len() - mac.len()], &mac[1..]);
+    let (code, _, page) =
+        link_request(&hub, "POST", &tampered, "", "application/x-www-form-urlencoded", "decision=allow");
+    assert_eq!(code, 403, "{page}");
+    assert!(page.contains("not valid"), "{page}");
+    // A token naming a node no one runs: 503 at once, from the hub's side.
+    let mut other = claims.as_object().cloned().unwrap();
+    other.insert("o".into(), "gamma".into());
+    let ghost = B64.encode(&serde_json::to_vec(&other).unwrap());
+    let (code, _, page) = link_request(&hub, "GET", &format!("/a/{ghost}.{mac}"), "", "text/plain", "");
+    assert_eq!(code, 503, "{page}");
+    assert!(page.contains("gamma"), "{page}");
+    assert!(hub_studio::answers_to_agent(&dir).is_empty(), "nothing acted yet");
+    // The answer, as the page's form posts it (its Origin the public one).
+    let origin = format!("Origin: {PUBLIC}\r\n");
+    let (code, head, page) =
+        link_request(&hub, "POST", &path, &origin, "application/x-www-form-urlencoded", "decision=allow");
+    assert_eq!(code, 200, "{page}");
+    assert!(head.contains("text/html") && page.contains("Approved"), "{head}\n{page}");
+    wait_for("the allow to reach the agent", 10, || (!hub_studio::answers_to_agent(&dir).is_empty()).then_some(()));
+    // Used: once more, by form or by JSON, nothing is sent.
+    let (code, _, page) =
+        link_request(&hub, "POST", &path, &origin, "application/x-www-form-urlencoded", "decision=allow");
+    assert!(code == 409 || code == 410, "{code} {page}");
+    let (code, head, page) = link_request(&hub, "POST", &path, "", "application/json", r#"{"decision":"deny"}"#);
+    assert!((code == 409 || code == 410) && head.contains("application/json"), "{code} {head} {page}");
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = hub_studio::answers_to_agent(&dir);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].pointer("/response/response/behavior"), Some(&serde_json::json!("allow")), "{sent:?}");
+    // Journaled at beta as the link's person (ops, who sent the message) at
+    // the hub it came through, by the link's door.
+    let answered: Vec<Value> = journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!((answered[0]["by"].as_str(), answered[0]["door"].as_str()), (Some("ops@hub-east"), Some("link")));
+    drop((beta, hub, nats));
+}

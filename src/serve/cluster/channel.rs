@@ -14,7 +14,7 @@ pub const MAX_FRAME: usize = 4 * 1024 * 1024;
 /// not take them (queue full) is dropped, never blocking the others.
 pub const STREAM_QUEUE: usize = 1024;
 
-/// A frame's head. `op`: from the server `control`, `agui`, `feed`,
+/// A frame's head. `op`: from the server `control`, `link`, `agui`, `feed`,
 /// `cancel`; from the sidecar `answer` (status, body in data), `data` (a
 /// stream's bytes), `end` (the stream is over; `error` says why when it is
 /// cut short).
@@ -48,6 +48,15 @@ pub struct Head {
     /// A feed's resume point (the client's Last-Event-ID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
+    /// A `link` request's token (`/a/<token>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// A `link` request's method (`GET` or `POST`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// A `link` request's body's type; an answer's (a link's page is HTML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
