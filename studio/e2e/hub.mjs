@@ -9,9 +9,12 @@
 // the run of node ASKING that needs the person, opens its task, approves
 // the agent's request there (the hub forwards the answer to that node) and
 // waits for the card to close. Then, in the chat, it picks node CHAT_NODE
-// (default the first of NODES) and sends a message: the run finishes. It
-// prints one JSON line: {"run", "request", "record", "chat"}; any failure or
-// console error exits 1.
+// (default the first of NODES) and sends a message: the run finishes.
+// With LOSE=1 it then opens that run's page (its node up), prints
+// {"watching": RUN} and waits for the page to say the node is lost, which
+// the caller makes happen (it kills the node): the page learns it from its
+// own feed's `node` event. It prints one JSON line: {"run", "request",
+// "record", "chat", "lost"}; any failure or console error exits 1.
 
 import assert from 'node:assert/strict';
 import { guard, launchBrowser, waitFor } from './harness.mjs';
@@ -78,9 +81,25 @@ try {
   // The thread keeps its node: the picker is fixed on it.
   assert.equal(await picker.isDisabled(), true);
   assert.equal(await picker.inputValue(), CHAT_NODE);
+  // The run's own page while its node is lost: its Status and Node facts say
+  // so, from the page's feed of that run alone (`?run=`), with no reload.
+  let lost = null;
+  if (process.env.LOSE === '1') {
+    await p.goto(`${HUB}/#/runs/${encodeURIComponent(run)}`);
+    const facts = p.locator('section[aria-labelledby="run-sum-h"] dl.facts');
+    await waitFor(async () => (await facts.textContent()).includes(`${ASKING} · up`), { what: "the run page's node, up", timeout: 30000 });
+    console.log(JSON.stringify({ watching: run }));
+    await waitFor(async () => (await facts.textContent()).includes(`${ASKING} · lost`), {
+      what: "the run page's node, lost",
+      timeout: 60000,
+    });
+    lost = (await facts.textContent()).replace(/\s+/g, ' ').trim();
+    assert.match(lost, new RegExp(`node ${ASKING} lost: no heartbeat since`));
+    assert.equal(await p.evaluate(() => location.hash), `#/runs/${encodeURIComponent(run)}`, 'no reload, no navigation');
+  }
   g.check();
   await context.close();
-  console.log(JSON.stringify({ run, request, record, chat }));
+  console.log(JSON.stringify({ run, request, record, chat, lost }));
 } catch (e) {
   failed = e;
 } finally {

@@ -8,6 +8,9 @@ test("a lost node's running runs say so, its finished ones stay as they are", ()
   const running = { runId: 'alpha.r1', node: 'alpha', status: 'running', nodeState: 'lost', nodeLostSince: Date.UTC(2026, 0, 2) };
   assert.match(staleOnLostNode(running), /^node alpha lost: no heartbeat since /);
   assert.match(staleOnLostNode({ ...running, status: 'needs_input' }), /node alpha lost/);
+  // A live session waiting for its next message, or paused: nothing reaches it on a lost node either.
+  for (const status of ['idle', 'paused', 'registered']) assert.match(staleOnLostNode({ ...running, status }), /node alpha lost/, status);
+  assert.equal(staleOnLostNode({ ...running, status: 'failed' }), null);
   assert.equal(staleOnLostNode({ ...running, status: 'done' }), null);
   assert.equal(staleOnLostNode({ ...running, nodeState: 'up' }), null);
   assert.equal(staleOnLostNode({ runId: 'r', status: 'running' }), null);

@@ -219,18 +219,43 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     assert!(nodes.as_array().unwrap().iter().all(|x| x["since"].as_u64().is_some()), "{nodes}");
     assert!(a.get_json("/api/info").get("nodes").is_none(), "a node's /api/info lists nodes");
     let browser = tools::chromium().expect("found by need");
-    let out = std::process::Command::new("node")
+    let mut script = std::process::Command::new("node")
         .arg("e2e/hub.mjs")
         .current_dir(root().join("studio"))
         .env("HUB_URL", hub.url())
         .env("NODES", "alpha,beta")
         .env("ASKING", "beta")
         .env("CHAT_NODE", "alpha")
+        .env("LOSE", "1")
         .env("STUDIO_CHROMIUM", &browser)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "e2e/hub.mjs failed:\n{stdout}\n{stderr}\nhub: {}", hub.stderr());
+    // The script watches beta's run page and says so; then beta's server is
+    // SIGKILLed (its sidecar dies with it), and the page must say lost.
+    let mut b = Some(b);
+    let mut err = script.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let mut stdout = String::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(script.stdout.take().unwrap())) {
+        let line = line.unwrap_or_default();
+        if line.contains("\"watching\"") {
+            if let Some(mut b) = b.take() {
+                b.proc.kill();
+            }
+        }
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
+    let stderr = stderr.join().unwrap_or_default();
+    let status = script.wait().unwrap();
+    assert!(status.success(), "e2e/hub.mjs failed:\n{stdout}\n{stderr}\nhub: {}", hub.stderr());
+    assert!(b.is_none(), "the script never watched the run page: {stdout}");
     let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
     eprintln!("the studio at the hub answered: {seen}");
     assert!(seen["run"].as_str().unwrap().starts_with("beta."), "{seen}");
@@ -260,7 +285,10 @@ fn the_studio_at_a_hub_answers_a_run_of_another_node_that_needs_the_person() {
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!(answered[0]["request"], seen["request"], "{answered:?} {seen}");
     assert_eq!(answered[0]["decision"], "allow", "{answered:?}");
-    drop((a, b, hub, nats));
+    // The run page said beta lost, with no reload, once beta was killed.
+    let lost = seen["lost"].as_str().unwrap_or_default();
+    assert!(lost.contains("beta · lost") && lost.contains("node beta lost: no heartbeat since"), "{seen}");
+    drop((a, hub, nats));
 }
 
 /// `GET /runs/events` (with `Last-Event-ID` when given) read until its

@@ -131,8 +131,13 @@ export function taskReason(state, detail) {
   return typeof detail === 'string' ? detail : '';
 }
 
-/** Statuses of a run still going: at a hub, stale once its node is lost. */
-const ACTIVE = ['running', 'needs_input', 'pending', 'queued'];
+/**
+ * Statuses of a run still going (GET /runs' statuses with a live process
+ * behind them, and a task's pending or queued): at a hub, stale once its
+ * node is lost. An idle or paused session is live too: on a lost node no
+ * message or resume reaches it.
+ */
+const ACTIVE = ['registered', 'running', 'idle', 'needs_input', 'paused', 'pending', 'queued'];
 
 /**
  * At a hub (spec/CLUSTER.md, "Nodes"), a run still going on a node the hub
