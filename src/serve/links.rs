@@ -331,12 +331,24 @@ pub fn at_hub(
     };
     let key = req.header(super::idempotency::HEADER).map(str::trim).filter(|k| super::idempotency::valid(k));
     let a = super::cluster::link(&node, token, &req.method, bytes, ctype, key);
-    // Only the two types a link route answers in: anything else is relayed as JSON text.
-    let ctype = match a.content_type.as_deref() {
-        Some(t) if t.starts_with("text/html") => "text/html; charset=utf-8",
-        _ => "application/json",
-    };
-    send(stream, cors, a.status, ctype, &a.body);
+    if a.content_type.as_deref().is_some_and(|t| t.starts_with("text/html")) {
+        send(stream, cors, a.status, "text/html; charset=utf-8", &a.body);
+    } else if json {
+        send(stream, cors, a.status, "application/json", &a.body);
+    } else {
+        // An error of the way there (the node not connected, its server's
+        // refusal before the link route), said as a page to a person.
+        let v: serde_json::Value = serde_json::from_str(&a.body).unwrap_or_default();
+        let why = v["error"].as_str().or(v["detail"].as_str()).unwrap_or("the node did not answer as expected");
+        return answer(
+            stream,
+            cors,
+            a.status,
+            false,
+            "Not answered",
+            &format!("The node that asked could not be reached: {why}. Nothing was done."),
+        );
+    }
     let _ = stream.flush();
     Close::Linger
 }
