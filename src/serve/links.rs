@@ -307,7 +307,7 @@ Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-act
 
 /// At a hub, `GET|POST /a/<token>` once the router rate-limited it and
 /// read the body: forwarded to the node that minted the link
-/// ([`super::cluster::link_node`]), whose own route answers it; its page
+/// ([`super::cluster::link::link_node`]), whose own route answers it; its page
 /// (or JSON) is relayed with this route's headers. A hub holds no secret
 /// and decides nothing: a link it cannot place is refused here, and
 /// nothing was done.
@@ -320,7 +320,7 @@ pub fn at_hub(
     body: Option<(Vec<u8>, bool)>,
 ) -> Close {
     let json = body.as_ref().is_some_and(|(_, j)| *j);
-    let node = match super::cluster::link_node(home, token) {
+    let node = match super::cluster::link::link_node(home, token) {
         Ok(n) => n,
         Err(why) => return answer(stream, cors, 404, json, "No such link here", &why),
     };
@@ -330,7 +330,7 @@ pub fn at_hub(
         None => (&[][..], None),
     };
     let key = req.header(super::idempotency::HEADER).map(str::trim).filter(|k| super::idempotency::valid(k));
-    let a = super::cluster::link(&node, token, &req.method, bytes, ctype, key);
+    let a = super::cluster::link::link(&node, token, &req.method, bytes, ctype, key);
     if a.content_type.as_deref().is_some_and(|t| t.starts_with("text/html")) {
         send(stream, cors, a.status, "text/html; charset=utf-8", &a.body);
     } else if json {
@@ -340,14 +340,7 @@ pub fn at_hub(
         // refusal before the link route), said as a page to a person.
         let v: serde_json::Value = serde_json::from_str(&a.body).unwrap_or_default();
         let why = v["error"].as_str().or(v["detail"].as_str()).unwrap_or("the node did not answer as expected");
-        return answer(
-            stream,
-            cors,
-            a.status,
-            false,
-            "Not answered",
-            &format!("The node that asked could not be reached: {why}. Nothing was done."),
-        );
+        return answer(stream, cors, a.status, false, "Not answered", &format!("{why}. Nothing was done."));
     }
     let _ = stream.flush();
     Close::Linger

@@ -908,44 +908,8 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn an_agui_run_forwarded_by_a_hub_is_journaled_at_the_node_as_the_person_at_the_hub() {
     need(&["nats-server"]);
-    let dir = scratch("security-agui-actor");
-    let sec = dir.join("accounts");
-    std::fs::create_dir_all(&sec).unwrap();
-    let nats = Nats::start(&sec, 3, false, false);
-    let pw = |u: &str| sec.join(format!("{u}.pw")).display().to_string();
-    let (nb, hp) = (pw("node-beta"), pw("hub"));
-    // beta's server takes named tokens, its sidecar's own (`cluster`) among them.
-    let node_tokens = dir.join("node-tokens");
-    std::fs::write(&node_tokens, "cluster:sidecar-token-0123456789\nops:ops-token-0123456789abcdef\n").unwrap();
-    let log = dir.join("agent-input.jsonl");
-    let state = dir.join("agent-processes");
-    let agent = built("examples/trust-agent").display().to_string();
-    let home = dir.join("home-beta");
-    let reqs = hub_studio::requests();
-    let beta = Serve::start(
-        &home,
-        &["--agent", "claude", "--interactive", "--agent-cmd", &agent, "--cluster", &nats.url, "--node", "beta"]
-            .into_iter()
-            .chain(["--token-file", node_tokens.to_str().unwrap(), "--cluster-user", "node-beta"])
-            .chain(["--cluster-password-file", &nb])
-            .collect::<Vec<_>>(),
-        &[
-            ("TRUST_PROTO", "claude"),
-            ("TRUST_LOG", log.to_str().unwrap()),
-            ("TRUST_STATE", state.to_str().unwrap()),
-            ("TRUST_REQUESTS", &reqs),
-        ],
-    );
-    let hub_tokens = dir.join("hub-tokens");
-    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
-    let hub = Serve::start(
-        &dir.join("home-hub"),
-        &["--cluster", &nats.url, "--hub", "--hub-name", "hub-east", "--token-file", hub_tokens.to_str().unwrap()]
-            .into_iter()
-            .chain(["--cluster-user", "hub", "--cluster-password-file", &hp])
-            .collect::<Vec<_>>(),
-        &[],
-    );
+    let s = Secured::start("security-agui-actor", &[], &[]);
+    let (dir, home, hub) = (&s.dir, &s.home, &s.hub);
     let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
     let first = run_input("ta", "ra1", "go", Value::Null, serde_json::json!({"node": "beta"}));
     let body = wait_for("beta to take the run", 60, || {
@@ -958,24 +922,84 @@ fn an_agui_run_forwarded_by_a_hub_is_journaled_at_the_node_as_the_person_at_the_
     let id = ints[0]["id"].as_str().unwrap().to_string();
     let (code, body) = hub.request_with("POST", "/agui", ana, &hub_studio::answer("ta", "ra2", &id, true));
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(hub_studio::answers_to_agent(&dir).len(), 1);
+    assert_eq!(hub_studio::answers_to_agent(dir).len(), 1);
     // beta's journals: the answer is ana's at hub-east, not the sidecar token's name.
-    let mut answered = Vec::new();
-    for e in std::fs::read_dir(home.join("serve/runstate")).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "jsonl") {
-            for l in std::fs::read_to_string(e.path()).unwrap().lines() {
-                let v: Value = serde_json::from_str(l).unwrap_or_default();
-                if v["input"] == "answered" {
-                    answered.push(v);
-                }
-            }
-        }
-    }
+    let answered: Vec<Value> = journal(home).into_iter().filter(|r| r["input"] == "answered").collect();
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!(answered[0]["by"], "ana@hub-east", "{}", answered[0]);
     // Through the door a forwarded command takes too: the hub's.
     assert_eq!(answered[0]["door"], "hub", "{}", answered[0]);
-    drop((beta, hub, nats));
+}
+
+/// Node beta (interactive sessions of the stand-in agent, asking once; named
+/// tokens, its sidecar's own `cluster` among them, and `ops`) and hub
+/// `hub-east` (token `ana`) on a 3-server cluster running
+/// examples/cluster/accounts.conf, each with its credentials; `beta_extra`
+/// and `hub_extra` are more flags.
+struct Secured {
+    // Dropped in this order: the servers, then the cluster, then the directory.
+    beta: Serve,
+    hub: Serve,
+    _nats: Nats,
+    home: PathBuf,
+    dir: Scratch,
+}
+
+impl Secured {
+    fn start(name: &str, beta_extra: &[&str], hub_extra: &[&str]) -> Secured {
+        let dir = scratch(name);
+        let sec = dir.join("accounts");
+        std::fs::create_dir_all(&sec).unwrap();
+        let nats = Nats::start(&sec, 3, false, false);
+        let pw = |u: &str| sec.join(format!("{u}.pw")).display().to_string();
+        let (nb, hp) = (pw("node-beta"), pw("hub"));
+        let node_tokens = dir.join("node-tokens");
+        std::fs::write(&node_tokens, "cluster:sidecar-token-0123456789\nops:ops-token-0123456789abcdef\n").unwrap();
+        let (log, state) = (dir.join("agent-input.jsonl"), dir.join("agent-processes"));
+        let agent = built("examples/trust-agent").display().to_string();
+        let home = dir.join("home-beta");
+        let reqs = hub_studio::requests();
+        let beta = Serve::start(
+            &home,
+            &["--agent", "claude", "--interactive", "--agent-cmd", &agent, "--cluster", &nats.url, "--node", "beta"]
+                .into_iter()
+                .chain(["--token-file", node_tokens.to_str().unwrap(), "--cluster-user", "node-beta"])
+                .chain(["--cluster-password-file", &nb])
+                .chain(beta_extra.iter().copied())
+                .collect::<Vec<_>>(),
+            &[
+                ("TRUST_PROTO", "claude"),
+                ("TRUST_LOG", log.to_str().unwrap()),
+                ("TRUST_STATE", state.to_str().unwrap()),
+                ("TRUST_REQUESTS", &reqs),
+            ],
+        );
+        let hub_tokens = dir.join("hub-tokens");
+        std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
+        let hub = Serve::start(
+            &dir.join("home-hub"),
+            &["--cluster", &nats.url, "--hub", "--hub-name", "hub-east", "--token-file", hub_tokens.to_str().unwrap()]
+                .into_iter()
+                .chain(["--cluster-user", "hub", "--cluster-password-file", &hp])
+                .chain(hub_extra.iter().copied())
+                .collect::<Vec<_>>(),
+            &[],
+        );
+        Secured { beta, hub, _nats: nats, home, dir }
+    }
+}
+
+/// Every record of every run journal in `home`.
+fn journal(home: &Path) -> Vec<Value> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(home.join("serve/runstate")).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "jsonl") {
+            for l in std::fs::read_to_string(e.path()).unwrap().lines() {
+                v.push(serde_json::from_str(l).unwrap_or_default());
+            }
+        }
+    }
+    v
 }
 
 /// One request to `srv` with `headers` and a body of `ctype`: the status,
@@ -1018,48 +1042,17 @@ fn link_request(
 fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     use data_encoding::BASE64URL_NOPAD as B64;
     need(&["nats-server"]);
-    let dir = scratch("security-links-at-hub");
-    let sec = dir.join("accounts");
-    std::fs::create_dir_all(&sec).unwrap();
-    let nats = Nats::start(&sec, 3, false, false);
-    let pw = |u: &str| sec.join(format!("{u}.pw")).display().to_string();
-    let (nb, hp) = (pw("node-beta"), pw("hub"));
     const PUBLIC: &str = "https://rw-hub.example.test";
-    let secret = dir.join("link-secret");
+    let keep = scratch("security-links-at-hub-secret");
+    let secret = keep.join("link-secret");
     std::fs::write(&secret, "0123456789abcdef0123456789abcdef-beta\n").unwrap();
-    let node_tokens = dir.join("node-tokens");
-    std::fs::write(&node_tokens, "cluster:sidecar-token-0123456789\nops:ops-token-0123456789abcdef\n").unwrap();
-    let log = dir.join("agent-input.jsonl");
-    let state = dir.join("agent-processes");
-    let agent = built("examples/trust-agent").display().to_string();
-    let home = dir.join("home-beta");
-    let reqs = hub_studio::requests();
-    let beta = Serve::start(
-        &home,
-        &["--agent", "claude", "--interactive", "--agent-cmd", &agent, "--cluster", &nats.url, "--node", "beta"]
-            .into_iter()
-            .chain(["--token-file", node_tokens.to_str().unwrap(), "--cluster-user", "node-beta"])
-            .chain(["--cluster-password-file", &nb, "--public-url", PUBLIC])
-            .chain(["--link-secret-file", secret.to_str().unwrap()])
-            .collect::<Vec<_>>(),
-        &[
-            ("TRUST_PROTO", "claude"),
-            ("TRUST_LOG", log.to_str().unwrap()),
-            ("TRUST_STATE", state.to_str().unwrap()),
-            ("TRUST_REQUESTS", &reqs),
-        ],
-    );
-    let hub_tokens = dir.join("hub-tokens");
-    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
     // The hub behind the same public name, with no link secret (before: refused, --public-url required one).
-    let hub = Serve::start(
-        &dir.join("home-hub"),
-        &["--cluster", &nats.url, "--hub", "--hub-name", "hub-east", "--token-file", hub_tokens.to_str().unwrap()]
-            .into_iter()
-            .chain(["--cluster-user", "hub", "--cluster-password-file", &hp, "--public-url", PUBLIC])
-            .collect::<Vec<_>>(),
-        &[],
+    let s = Secured::start(
+        "security-links-at-hub",
+        &["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()],
+        &["--public-url", PUBLIC],
     );
+    let (dir, home, beta, hub) = (&s.dir, &s.home, &s.beta, &s.hub);
     // ops chats at beta's own server; the link is minted for ops.
     let ops = "Authorization: Bearer ops-token-0123456789abcdef\r\n";
     let (code, body) = beta.request_with("POST", "/agui", ops, &run_input("tl", "rl1", "go", Value::Null, Value::Null));
@@ -1071,19 +1064,11 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
         String::from_utf8_lossy(&runs.1).contains("\"beta.").then_some(())
     });
     // The link beta journaled with the request: under the hub's address, naming beta.
-    let journal = || -> Vec<Value> {
-        let mut v = Vec::new();
-        for e in std::fs::read_dir(home.join("serve/runstate")).unwrap().flatten() {
-            if e.path().extension().is_some_and(|x| x == "jsonl") {
-                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
-                    v.push(serde_json::from_str(l).unwrap_or_default());
-                }
-            }
-        }
-        v
-    };
     let link = wait_for("the requested record's link", 10, || {
-        journal().into_iter().find(|r| r["input"] == "requested").and_then(|r| r["links"][0].as_str().map(String::from))
+        journal(home)
+            .into_iter()
+            .find(|r| r["input"] == "requested")
+            .and_then(|r| r["links"][0].as_str().map(String::from))
     });
     let path =
         link.strip_prefix(PUBLIC).unwrap_or_else(|| panic!("a link under the hub's address: {link}")).to_string();
@@ -1092,7 +1077,7 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
         serde_json::from_slice(&B64.decode(token.split('.').next().unwrap().as_bytes()).unwrap()).unwrap();
     assert_eq!(claims["o"], "beta", "{claims}");
     // The page, at the hub: beta's, relayed as HTML with the link route's headers; GET never acts.
-    let (code, head, page) = link_request(&hub, "GET", &path, "", "text/plain", "");
+    let (code, head, page) = link_request(hub, "GET", &path, "", "text/plain", "");
     assert_eq!(code, 200, "{page}");
     assert!(head.contains("text/html") && head.contains("Referrer-Policy: same-origin"), "{head}");
     assert!(page.contains("<b>Bash</b>") && page.contains("value=\"allow\""), "{page}");
@@ -1101,41 +1086,40 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     let flipped = if mac.starts_with('A') { 'B' } else { 'A' };
     let tampered = format!("{}{flipped}{}", &path[..path.len() - mac.len()], &mac[1..]);
     let (code, _, page) =
-        link_request(&hub, "POST", &tampered, "", "application/x-www-form-urlencoded", "decision=allow");
+        link_request(hub, "POST", &tampered, "", "application/x-www-form-urlencoded", "decision=allow");
     assert_eq!(code, 403, "{page}");
     assert!(page.contains("not valid"), "{page}");
     // A token naming a node no one runs: 503 at once, from the hub's side.
     let mut other = claims.as_object().cloned().unwrap();
     other.insert("o".into(), "gamma".into());
     let ghost = B64.encode(&serde_json::to_vec(&other).unwrap());
-    let (code, _, page) = link_request(&hub, "GET", &format!("/a/{ghost}.{mac}"), "", "text/plain", "");
+    let (code, _, page) = link_request(hub, "GET", &format!("/a/{ghost}.{mac}"), "", "text/plain", "");
     assert_eq!(code, 503, "{page}");
     assert!(
         page.starts_with("<!doctype html>") && page.contains("gamma") && page.contains("Nothing was done"),
         "{page}"
     );
-    assert!(hub_studio::answers_to_agent(&dir).is_empty(), "nothing acted yet");
+    assert!(hub_studio::answers_to_agent(dir).is_empty(), "nothing acted yet");
     // The answer, as the page's form posts it (its Origin the public one).
     let origin = format!("Origin: {PUBLIC}\r\n");
     let (code, head, page) =
-        link_request(&hub, "POST", &path, &origin, "application/x-www-form-urlencoded", "decision=allow");
+        link_request(hub, "POST", &path, &origin, "application/x-www-form-urlencoded", "decision=allow");
     assert_eq!(code, 200, "{page}");
     assert!(head.contains("text/html") && page.contains("Approved"), "{head}\n{page}");
-    wait_for("the allow to reach the agent", 10, || (!hub_studio::answers_to_agent(&dir).is_empty()).then_some(()));
+    wait_for("the allow to reach the agent", 10, || (!hub_studio::answers_to_agent(dir).is_empty()).then_some(()));
     // Used: once more, by form or by JSON, nothing is sent.
     let (code, _, page) =
-        link_request(&hub, "POST", &path, &origin, "application/x-www-form-urlencoded", "decision=allow");
+        link_request(hub, "POST", &path, &origin, "application/x-www-form-urlencoded", "decision=allow");
     assert!(code == 409 || code == 410, "{code} {page}");
-    let (code, head, page) = link_request(&hub, "POST", &path, "", "application/json", r#"{"decision":"deny"}"#);
+    let (code, head, page) = link_request(hub, "POST", &path, "", "application/json", r#"{"decision":"deny"}"#);
     assert!((code == 409 || code == 410) && head.contains("application/json"), "{code} {head} {page}");
     std::thread::sleep(Duration::from_millis(300));
-    let sent = hub_studio::answers_to_agent(&dir);
+    let sent = hub_studio::answers_to_agent(dir);
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0].pointer("/response/response/behavior"), Some(&serde_json::json!("allow")), "{sent:?}");
     // Journaled at beta as the link's person (ops, who sent the message) at
     // the hub it came through, by the link's door.
-    let answered: Vec<Value> = journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    let answered: Vec<Value> = journal(home).into_iter().filter(|r| r["input"] == "answered").collect();
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["by"].as_str(), answered[0]["door"].as_str()), (Some("ops@hub-east"), Some("link")));
-    drop((beta, hub, nats));
 }
