@@ -2,9 +2,8 @@
 //! which node a link goes to, and its request forwarded there over the
 //! channel as a command is. A hub holds no link secret and decides nothing.
 
-use super::{Head, FORWARD_BUDGET_MS, RUNNING_GRACE_MS};
+use super::{Head, FORWARD_BUDGET_MS};
 use std::path::Path;
-use std::time::Duration;
 
 /// At a hub, the node an approval link goes to: the node its claims name
 /// (`o`: a node's server names itself in every link it mints), else the one
@@ -60,12 +59,6 @@ pub fn link(
     content_type: Option<&str>,
     key: Option<&str>,
 ) -> LinkAnswer {
-    let refuse =
-        |status: u16, msg: String| LinkAnswer { status, content_type: None, body: super::err_json(status, msg).1 };
-    let ch = match super::channel(&format!("node {node}")) {
-        Ok(c) => c,
-        Err((status, body)) => return LinkAnswer { status, content_type: None, body },
-    };
     let head = Head {
         op: "link".into(),
         node: Some(node.into()),
@@ -77,22 +70,13 @@ pub fn link(
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
-    let mut open = match ch.open(head, body) {
-        Ok(o) => o,
-        Err(e) => return refuse(503, format!("node {node}: the cluster sidecar: {e}")),
-    };
-    let wait = Duration::from_millis(FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000);
-    match open.rx.recv_timeout(wait) {
-        Ok((h, data)) if h.op == "answer" => {
-            open.ended = true;
-            LinkAnswer {
-                status: h.status.unwrap_or(502),
-                content_type: h.content_type,
-                body: String::from_utf8_lossy(&data).into_owned(),
-            }
-        }
-        Ok((h, _)) => refuse(502, format!("node {node}: the cluster sidecar said {:?}", h.op)),
-        Err(_) => refuse(502, format!("node {node}: the cluster sidecar ended without an answer")),
+    match super::ask(node, head, body) {
+        Ok((h, data)) => LinkAnswer {
+            status: h.status.unwrap_or(502),
+            content_type: h.content_type,
+            body: String::from_utf8_lossy(&data).into_owned(),
+        },
+        Err((status, body)) => LinkAnswer { status, content_type: None, body },
     }
 }
 

@@ -374,10 +374,6 @@ pub fn forward(
     let Some((node, run)) = id.split_once('.') else {
         return Some(err_json(404, format!("run {id:?}: a hub's runs are <node>.<run>")));
     };
-    let ch = match channel(&format!("node {node}")) {
-        Ok(c) => c,
-        Err(e) => return Some(e),
-    };
     let head = Head {
         op: "control".into(),
         node: Some(node.into()),
@@ -389,21 +385,29 @@ pub fn forward(
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
-    let mut open = match ch.open(head, body) {
-        Ok(o) => o,
-        Err(e) => return Some(err_json(503, format!("node {node}: the cluster sidecar: {e}"))),
-    };
+    Some(match ask(node, head, body) {
+        Ok((h, data)) => (h.status.unwrap_or(502), String::from_utf8_lossy(&data).into_owned()),
+        Err(e) => e,
+    })
+}
+
+/// One command to `node` over the channel (a control route's, a link's):
+/// the sidecar's answer frame, or the `(status, body)` to answer when there
+/// is none (no sidecar: 503; it ended or said something else: 502).
+fn ask(node: &str, head: Head, body: &[u8]) -> Result<(Head, Vec<u8>), (u16, String)> {
+    let ch = channel(&format!("node {node}"))?;
+    let mut open = ch.open(head, body).map_err(|e| err_json(503, format!("node {node}: the cluster sidecar: {e}")))?;
     // The sidecar answers every command (504 itself once the budget is
     // spent); this bound only covers a sidecar that died mid-way.
     let wait = Duration::from_millis(FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000);
-    Some(match open.rx.recv_timeout(wait) {
+    match open.rx.recv_timeout(wait) {
         Ok((h, data)) if h.op == "answer" => {
             open.ended = true;
-            (h.status.unwrap_or(502), String::from_utf8_lossy(&data).into_owned())
+            Ok((h, data))
         }
-        Ok((h, _)) => err_json(502, format!("node {node}: the cluster sidecar said {:?}", h.op)),
-        Err(_) => err_json(502, format!("node {node}: the cluster sidecar ended without an answer")),
-    })
+        Ok((h, _)) => Err(err_json(502, format!("node {node}: the cluster sidecar said {:?}", h.op))),
+        Err(_) => Err(err_json(502, format!("node {node}: the cluster sidecar ended without an answer"))),
+    }
 }
 
 /// Where a hub remembers the node of an AG-UI thread (a file per thread,
