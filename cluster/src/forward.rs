@@ -167,7 +167,7 @@ pub struct Command {
     pub method: String,
     /// The route (see [`path_of`], [`link_path`]).
     pub path: String,
-    /// The body's type when it is a link's form (`None`: JSON).
+    /// Whether the body is a link's form (`application/x-www-form-urlencoded`); else JSON.
     pub form: bool,
     /// The JSON body, as the client sent it.
     pub body: Vec<u8>,
