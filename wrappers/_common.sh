@@ -511,7 +511,11 @@ rw_main() {
         rw_finish 127 "engine not found: $how"
     fi
 
-    RW_TMP=$(mktemp -d "${TMPDIR:-/tmp}/runwire-wrap.XXXXXX")
+    # Under runwire-reaper, in the run's scratch directory: it goes with the
+    # run even when this wrapper is SIGKILLed and rw_cleanup never runs.
+    local tmp_base=${TMPDIR:-/tmp}
+    [[ -n ${RUNWIRE_RUN_TMPDIR:-} && -d $RUNWIRE_RUN_TMPDIR ]] && tmp_base=$RUNWIRE_RUN_TMPDIR
+    RW_TMP=$(mktemp -d "$tmp_base/runwire-wrap.XXXXXX")
     trap rw_cleanup EXIT
     trap 'rw_on_signal TERM' TERM
     trap 'rw_on_signal INT' INT

@@ -349,3 +349,90 @@ fn a_killed_wrapper_gets_sigterm_and_its_status_line_reaches_the_log() {
     assert!(log.trim_end().ends_with(r#""detail":"stopped: the wrapper got SIGTERM","files":[]}"#), "{log}");
     assert_eq!(sup.wait(Duration::from_secs(10)), Some(1));
 }
+
+/// The files under `dir`, as paths relative to it (directories too).
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            out.push(e.path().strip_prefix(dir).unwrap().display().to_string());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A run's scratch directory (`$RUNWIRE_RUN_TMPDIR`, made by the reaper in
+/// `$TMPDIR`) goes with the run, whatever the program left in it, also when
+/// the program was SIGKILLed.
+#[test]
+fn a_runs_scratch_directory_goes_with_the_run() {
+    let dir = tmp("runtmp");
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let said = dir.join("said");
+    let out = Command::new(env!("CARGO_BIN_EXE_runwire-reaper"))
+        .args(["--grace-ms", "200", "--", "bash", "-c"])
+        .arg(r#"mkdir "$RUNWIRE_RUN_TMPDIR/w" && : > "$RUNWIRE_RUN_TMPDIR/w/f" && echo "$RUNWIRE_RUN_TMPDIR" > "$1" && kill -KILL $$"#)
+        .arg("sh")
+        .arg(&said)
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128 + 9), "{}", String::from_utf8_lossy(&out.stderr));
+    let run_tmp = PathBuf::from(std::fs::read_to_string(&said).unwrap().trim());
+    assert_eq!(run_tmp.parent(), Some(tmpdir.as_path()), "{}", run_tmp.display());
+    assert!(run_tmp.file_name().unwrap().to_string_lossy().starts_with("runwire-run."), "{}", run_tmp.display());
+    assert!(!run_tmp.exists(), "the run's scratch directory outlived it");
+    assert_eq!(tree(&tmpdir), Vec::<String>::new());
+}
+
+/// The real claude wrapper keeps its temporary files (its FIFOs, the marks)
+/// in the run's scratch directory: SIGKILLed with its hanging engine (the
+/// reaper's SIGUSR1, "kill now"), it leaves nothing in `$TMPDIR`. Before,
+/// its `runwire-wrap.XXXXXX` stayed there, as after any SIGKILL.
+#[test]
+fn a_sigkilled_wrapper_leaves_no_temporary_files() {
+    let dir = tmp("wraptmp");
+    let _c = Cleanup(dir.clone());
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let work = dir.join("work");
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    let path =
+        format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+    let mut reaper = Command::new(env!("CARGO_BIN_EXE_runwire-reaper"))
+        .args(["--grace-ms", "10000", "--"])
+        .arg(root().join("wrappers/claude.sh"))
+        .args(["--prompt", "x"])
+        .current_dir(&work)
+        .env("PATH", path)
+        .env("TMPDIR", &tmpdir)
+        .env("STUB_MODE", "hang")
+        .env("STUB_PID_FILE", dir.join("pids"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The engine hangs, and the wrapper's files are in the run's directory.
+    let until = Instant::now() + Duration::from_secs(20);
+    let wrap = loop {
+        let t = tree(&tmpdir);
+        let w = t.iter().find(|p| p.contains("/runwire-wrap.") && p.ends_with("/marks")).cloned();
+        if let (Some(w), false) = (w, pids(&dir.join("pids")).is_empty()) {
+            break w;
+        }
+        assert!(Instant::now() < until, "the wrapper never made its files in the run's directory: {t:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(wrap.starts_with("runwire-run."), "{wrap}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(reaper.id() as i32), nix::sys::signal::Signal::SIGUSR1).unwrap();
+    let status = reaper.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 9), "the wrapper was SIGKILLed: {status:?}");
+    assert_eq!(tree(&tmpdir), Vec::<String>::new(), "left in $TMPDIR after the run");
+}

@@ -637,6 +637,41 @@ pub struct ReaperOpts {
     pub args: Vec<OsString>,
 }
 
+/// The environment variable naming a run's scratch directory, which the
+/// reaper makes (`$TMPDIR/runwire-run.<pid>.<n>`, mode 0700) and removes
+/// when the run is over; the wrappers keep their temporary files there
+/// (spec/WRAPPER-CONTRACT.md, "Timeout and stopping").
+pub const RUN_TMPDIR_ENV: &str = "RUNWIRE_RUN_TMPDIR";
+
+/// A run's scratch directory, removed with everything in it when dropped
+/// (`None`: it could not be made; the wrapper then uses `$TMPDIR` itself).
+struct RunTmp(Option<PathBuf>);
+
+impl RunTmp {
+    fn make() -> RunTmp {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        for n in 0..16u32 {
+            let d = base.join(format!("runwire-run.{}.{}", std::process::id(), nanos.wrapping_add(n)));
+            match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+                Ok(()) => return RunTmp(Some(d)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(_) => break,
+            }
+        }
+        RunTmp(None)
+    }
+}
+
+impl Drop for RunTmp {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Running,
@@ -683,6 +718,13 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
     // reads, and a mask is inherited across exec.
     let mut cmd = Command::new(&opts.program);
     cmd.args(&opts.args);
+    // The run's scratch directory: a wrapper keeps its temporary files there,
+    // and it goes with the run, also when the wrapper was SIGKILLed (past the
+    // stop's grace, or SIGUSR1) and its own cleanup never ran.
+    let scratch = RunTmp::make();
+    if let Some(d) = &scratch.0 {
+        cmd.env(RUN_TMPDIR_ENV, d);
+    }
     // SAFETY: pthread_sigmask is async-signal-safe.
     unsafe {
         cmd.pre_exec(|| SigSet::empty().thread_set_mask().map_err(io::Error::from));
