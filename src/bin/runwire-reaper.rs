@@ -1,9 +1,9 @@
 //! `runwire-reaper [--grace-ms MS] [--parent PID] -- PROGRAM [ARGS...]`: the
 //! per-run reaper the server and the supervisor put between themselves and
-//! an agent wrapper. All logic is in `runwire::session::proc`.
+//! an agent wrapper. All logic is in `runwire::session::reaper`.
 
 use clap::Parser;
-use runwire::session::proc::{reaper_main, ReaperOpts};
+use runwire::session::reaper::{reaper_main, ReaperOpts};
 use runwire::util::cli;
 use std::ffi::OsString;
 use std::process::ExitCode;

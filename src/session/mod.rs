@@ -25,4 +25,4 @@ pub mod io;
 
 pub use self::core::*;
 pub use self::core::{acp, claude, codex, input, reach};
-pub use io::{driver, engine, launch, proc, record, tap, wrappers, writer};
+pub use io::{driver, engine, launch, proc, reaper, record, tap, wrappers, writer};

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod events;
 pub mod launch;
 pub mod proc;
+pub mod reaper;
 pub mod record;
 pub mod tap;
 pub mod wrappers;
