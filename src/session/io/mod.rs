@@ -12,6 +12,7 @@ pub mod launch;
 pub mod proc;
 pub mod reaper;
 pub mod record;
+pub mod run_tmp;
 pub mod tap;
 pub mod wrappers;
 pub mod writer;

@@ -401,8 +401,13 @@ impl Proc {
         if let Some(rc) = self.wait_timeout(Duration::from_secs(1)) {
             return rc;
         }
-        // A reaper that does not answer: kill what we can see of the tree.
+        // A reaper that does not answer: kill what we can see of the tree,
+        // and remove the run's scratch directory the reaper will not (its
+        // pid is not free until we reap it).
         kill_tree_groups(self.pgid, Signal::SIGKILL);
+        if self.reaper {
+            super::run_tmp::remove_of(&std::env::temp_dir(), self.pid());
+        }
         match self.child.wait() {
             Ok(s) => {
                 self.reaped(s);
@@ -448,6 +453,10 @@ impl Signaller {
             let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
         }
         kill_tree_groups(self.pgid, Signal::SIGKILL);
+        if self.reaper {
+            // Not reaped yet (the owner reaps it): its pid is still its own.
+            super::run_tmp::remove_of(&std::env::temp_dir(), self.pid);
+        }
     }
 
     /// SIGKILL to every process of the run.
@@ -491,6 +500,8 @@ pub fn stop_stale_group(leader: &crate::util::procid::Ident, grace: Duration) ->
     // The leader may have exited and its id been reused meanwhile.
     if leader.group_mismatch().is_none() {
         let _ = killpg(Pid::from_raw(leader.pid), Signal::SIGKILL);
+        // A reaper leads its group: SIGKILLed, it removes nothing itself.
+        super::run_tmp::remove_of(&std::env::temp_dir(), leader.pid);
     }
     Ok(())
 }
@@ -501,6 +512,8 @@ pub fn kill_remaining() {
     for pgid in live().drain(..) {
         let _ = kill(Pid::from_raw(pgid), Signal::SIGUSR1);
         kill_tree_groups(pgid, Signal::SIGKILL);
+        // A reaper leads its group: SIGKILLed too, it removes nothing.
+        super::run_tmp::remove_of(&std::env::temp_dir(), pgid);
     }
 }
 

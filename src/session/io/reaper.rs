@@ -5,6 +5,7 @@
 //! scratch directory, which goes with it.
 
 use super::proc::{descendants, DRAIN_GRACE, REAPER_BIN};
+use super::run_tmp::{RunTmp, RUN_TMPDIR_ENV};
 use nix::errno::Errno;
 use nix::sys::signal::{kill, killpg, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -12,7 +13,7 @@ use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -25,41 +26,6 @@ pub struct ReaperOpts {
     pub parent: Option<i32>,
     pub program: OsString,
     pub args: Vec<OsString>,
-}
-
-/// The environment variable naming a run's scratch directory, which the
-/// reaper makes (`$TMPDIR/runwire-run.<pid>.<n>`, mode 0700) and removes
-/// when the run is over; the wrappers keep their temporary files there
-/// (spec/WRAPPER-CONTRACT.md, "Timeout and stopping").
-pub const RUN_TMPDIR_ENV: &str = "RUNWIRE_RUN_TMPDIR";
-
-/// A run's scratch directory, removed with everything in it when dropped
-/// (`None`: it could not be made; the wrapper then uses `$TMPDIR` itself).
-struct RunTmp(Option<PathBuf>);
-
-impl RunTmp {
-    fn make() -> RunTmp {
-        use std::os::unix::fs::DirBuilderExt;
-        let base = std::env::temp_dir();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        for n in 0..16u32 {
-            let d = base.join(format!("runwire-run.{}.{}", std::process::id(), nanos.wrapping_add(n)));
-            match std::fs::DirBuilder::new().mode(0o700).create(&d) {
-                Ok(()) => return RunTmp(Some(d)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(_) => break,
-            }
-        }
-        RunTmp(None)
-    }
-}
-
-impl Drop for RunTmp {
-    fn drop(&mut self) {
-        if let Some(d) = &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
