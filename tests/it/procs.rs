@@ -436,3 +436,56 @@ fn a_sigkilled_wrapper_leaves_no_temporary_files() {
     assert_eq!(status.code(), Some(128 + 9), "the wrapper was SIGKILLed: {status:?}");
     assert_eq!(tree(&tmpdir), Vec::<String>::new(), "left in $TMPDIR after the run");
 }
+
+/// A run whose whole process group, its reaper included, is SIGKILLed from
+/// outside (the reaper removes nothing then): its caller, reaping the
+/// reaper, removes the run's scratch directory and the wrapper's files in
+/// it. Before, both stayed in `$TMPDIR`.
+#[test]
+fn a_run_killed_with_its_reaper_leaves_no_temporary_files() {
+    let dir = tmp("reapertmp");
+    let _c = Cleanup(dir.clone());
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir_all(tmpdir.clone()).unwrap();
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    std::fs::write(dir.join("p.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#)
+        .unwrap();
+    let path =
+        format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+    let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+        .current_dir(&dir)
+        .args(["--plan", "p.plan.json"])
+        .env("HARNESS_HOME", dir.join("home"))
+        .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
+        .env("PATH", path)
+        .env("TMPDIR", &tmpdir)
+        .env("STUB_MODE", "hang")
+        .env("STUB_PID_FILE", dir.join("pids"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut sup = Sup { child };
+    // The task's group (its reaper leads it), once the wrapper's files are in the run's directory.
+    let until = Instant::now() + Duration::from_secs(20);
+    let leader = loop {
+        let owner = std::fs::read_dir(dir.join("home/sock"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".owner.json"))
+            .and_then(|e| serde_json::from_slice::<serde_json::Value>(&std::fs::read(e.path()).ok()?).ok());
+        let leader = owner.and_then(|o| o["groups"]["a"]["pid"].as_i64());
+        let files = tree(&tmpdir).iter().any(|p| p.starts_with("runwire-run.") && p.ends_with("/marks"));
+        if let (Some(l), true) = (leader, files) {
+            break l as i32;
+        }
+        assert!(Instant::now() < until, "the task never hung in its run's directory: {:?}", tree(&tmpdir));
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(leader), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert_eq!(sup.wait(Duration::from_secs(20)), Some(1), "the task failed, the run ended");
+    assert_eq!(tree(&tmpdir), Vec::<String>::new(), "left in $TMPDIR after the run");
+}

@@ -311,6 +311,12 @@ impl Proc {
         if !self.reaper {
             // Without a reaper, what the program left in its group goes with it.
             kill_tree_groups(self.pgid, Signal::SIGKILL);
+        } else if s.signal().is_some() {
+            // The reaper itself was killed (SIGKILL: ours as a last resort,
+            // or anyone's to its group), so it removed nothing: its run's
+            // scratch directory, named by its pid, which we just reaped (a
+            // pid is handed out again only after the others, not at once).
+            super::run_tmp::remove_of(&std::env::temp_dir(), self.pid());
         }
         reap_adopted(self.pgid);
         live().retain(|&p| p != self.pgid);
@@ -401,13 +407,8 @@ impl Proc {
         if let Some(rc) = self.wait_timeout(Duration::from_secs(1)) {
             return rc;
         }
-        // A reaper that does not answer: kill what we can see of the tree,
-        // and remove the run's scratch directory the reaper will not (its
-        // pid is not free until we reap it).
+        // A reaper that does not answer: kill what we can see of the tree.
         kill_tree_groups(self.pgid, Signal::SIGKILL);
-        if self.reaper {
-            super::run_tmp::remove_of(&std::env::temp_dir(), self.pid());
-        }
         match self.child.wait() {
             Ok(s) => {
                 self.reaped(s);
@@ -453,10 +454,6 @@ impl Signaller {
             let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
         }
         kill_tree_groups(self.pgid, Signal::SIGKILL);
-        if self.reaper {
-            // Not reaped yet (the owner reaps it): its pid is still its own.
-            super::run_tmp::remove_of(&std::env::temp_dir(), self.pid);
-        }
     }
 
     /// SIGKILL to every process of the run.

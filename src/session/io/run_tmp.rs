@@ -1,7 +1,7 @@
 //! A run's scratch directory (`$RUNWIRE_RUN_TMPDIR`): made by the run's
 //! reaper (`super::reaper`) and removed by it when the run is over; removed
-//! by the reaper's caller (`super::proc`) when that had to SIGKILL the
-//! reaper itself, whose own cleanup then never ran. A leaf: both use it.
+//! by the reaper's caller (`super::proc`) when the reaper itself was killed
+//! by a signal, so that its own cleanup never ran. A leaf: both use it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -48,8 +48,9 @@ pub fn prefix(reaper: i32) -> String {
 }
 
 /// Removes the scratch directories in `base` of the reaper of pid `reaper`,
-/// which its caller SIGKILLed: called before that reaper is reaped, so its
-/// pid (in the names) cannot be another reaper's yet.
+/// which was killed by a signal and so removed nothing itself: called by
+/// its caller as it reaps it (or, at exit or for a stale group, as it
+/// SIGKILLs it).
 pub fn remove_of(base: &Path, reaper: i32) {
     let p = prefix(reaper);
     for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
