@@ -182,6 +182,36 @@ impl Sup {
         Sup { child }
     }
 
+    /// The supervisor of a one-task plan over the real claude wrapper and
+    /// the stub engine that hangs (`args`: more flags; `tmpdir`: its `$TMPDIR`).
+    fn hanging(dir: &Path, args: &[&str], tmpdir: Option<&Path>) -> Sup {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(
+            dir.join("p.plan.json"),
+            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#,
+        )
+        .unwrap();
+        let path =
+            format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        cmd.current_dir(dir)
+            .args(["--plan", "p.plan.json"])
+            .args(args)
+            .env("HARNESS_HOME", dir.join("home"))
+            .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
+            .env("PATH", path)
+            .env("STUB_MODE", "hang")
+            .env("STUB_PID_FILE", dir.join("pids"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        if let Some(t) = tmpdir {
+            cmd.env("TMPDIR", t);
+        }
+        Sup { child: cmd.spawn().unwrap() }
+    }
+
     fn wait(&mut self, limit: Duration) -> Option<i32> {
         let until = Instant::now() + limit;
         while Instant::now() < until {
@@ -305,26 +335,7 @@ fn a_killed_wrapper_gets_sigterm_and_its_status_line_reaches_the_log() {
     // on by the reaper (SIGTERM blocked) made it wait for SIGKILL instead.
     let dir = tmp("term");
     let _c = Cleanup(dir.clone());
-    std::fs::create_dir_all(dir.join(".git")).unwrap();
-    std::fs::write(dir.join("p.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#)
-        .unwrap();
-    let path =
-        format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
-    let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
-        .current_dir(&dir)
-        .args(["--plan", "p.plan.json", "--kill-grace", "20"])
-        .env("HARNESS_HOME", dir.join("home"))
-        .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
-        .env("PATH", path)
-        .env("STUB_MODE", "hang")
-        .env("STUB_PID_FILE", dir.join("pids"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut sup = Sup { child };
+    let mut sup = Sup::hanging(&dir, &["--kill-grace", "20"], None);
     let until = Instant::now() + Duration::from_secs(20);
     let sock = loop {
         let live: serde_json::Value = std::fs::read(dir.join("runstate/p.live.json"))
@@ -447,27 +458,7 @@ fn a_run_killed_with_its_reaper_leaves_no_temporary_files() {
     let _c = Cleanup(dir.clone());
     let tmpdir = dir.join("tmp");
     std::fs::create_dir_all(tmpdir.clone()).unwrap();
-    std::fs::create_dir_all(dir.join(".git")).unwrap();
-    std::fs::write(dir.join("p.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#)
-        .unwrap();
-    let path =
-        format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
-    let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
-        .current_dir(&dir)
-        .args(["--plan", "p.plan.json"])
-        .env("HARNESS_HOME", dir.join("home"))
-        .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
-        .env("PATH", path)
-        .env("TMPDIR", &tmpdir)
-        .env("STUB_MODE", "hang")
-        .env("STUB_PID_FILE", dir.join("pids"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut sup = Sup { child };
+    let mut sup = Sup::hanging(&dir, &[], Some(&tmpdir));
     // The task's group (its reaper leads it), once the wrapper's files are in the run's directory.
     let until = Instant::now() + Duration::from_secs(20);
     let leader = loop {
