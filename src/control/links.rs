@@ -37,22 +37,25 @@ pub struct Public {
 }
 
 impl Public {
-    /// `--public-url`, checked ([`parse_public_url`]).
+    /// `--public-url`: `http(s)://host[:port][/path]`, no query or fragment.
     pub fn parse(s: &str) -> Result<Public, String> {
-        let (url, origin, host) = parse_public_url(s)?;
-        Ok(Public { url, origin, host })
+        let bad = || format!("{s:?}: expected http(s)://host[:port][/path], e.g. https://runwire.example.net");
+        let t = s.trim_end_matches('/');
+        let (scheme, rest) = t.split_once("://").ok_or_else(bad)?;
+        if !matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https") || t.contains(['?', '#', '@']) {
+            return Err(bad());
+        }
+        let host = rest.split('/').next().unwrap_or_default();
+        let origin = crate::util::origin::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
+        Ok(Public { url: t.to_string(), origin, host: host.to_ascii_lowercase() })
     }
 }
 
 /// The link settings of a server or a supervisor (`--public-url`, `--link-secret-file`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Keys {
-    /// `--public-url`, without a trailing slash.
-    pub public_url: String,
-    /// `scheme://host[:port]` of it (accepted as an Origin).
-    pub origin: String,
-    /// `host[:port]` of it (accepted as a Host).
-    pub host: String,
+    /// `--public-url`: links are minted under it.
+    pub public: Public,
     /// The cluster node this server is (`--node`): every link it mints
     /// names it ([`Claims::o`]), so that a hub knows where to forward the
     /// link, and it takes no link that names another node.
@@ -63,32 +66,19 @@ pub struct Keys {
 impl std::fmt::Debug for Keys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the secret.
-        f.debug_struct("Keys").field("public_url", &self.public_url).field("node", &self.node).finish_non_exhaustive()
+        f.debug_struct("Keys").field("public", &self.public).field("node", &self.node).finish_non_exhaustive()
     }
-}
-
-/// `--public-url`: `http(s)://host[:port][/path]`, no query or fragment.
-pub fn parse_public_url(s: &str) -> Result<(String, String, String), String> {
-    let bad = || format!("{s:?}: expected http(s)://host[:port][/path], e.g. https://runwire.example.net");
-    let t = s.trim_end_matches('/');
-    let (scheme, rest) = t.split_once("://").ok_or_else(bad)?;
-    if !matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https") || t.contains(['?', '#', '@']) {
-        return Err(bad());
-    }
-    let host = rest.split('/').next().unwrap_or_default();
-    let origin = crate::util::origin::parse_origin(&format!("{scheme}://{host}")).map_err(|_| bad())?;
-    Ok((t.to_string(), origin, host.to_ascii_lowercase()))
 }
 
 impl Keys {
     /// From `--public-url` and the secret file's content (trimmed, at least [`MIN_SECRET`] bytes).
     pub fn new(public_url: &str, secret: &[u8]) -> Result<Keys, String> {
-        let (public_url, origin, host) = parse_public_url(public_url)?;
+        let public = Public::parse(public_url)?;
         let secret = secret.trim_ascii().to_vec();
         if secret.len() < MIN_SECRET {
             return Err(format!("the secret must be at least {MIN_SECRET} bytes (found {})", secret.len()));
         }
-        Ok(Keys { public_url, origin, host, node: None, secret })
+        Ok(Keys { public, node: None, secret })
     }
 
     /// These keys at cluster node `node` (`runwire-serve --node`).
@@ -128,7 +118,7 @@ impl Keys {
 
     /// The link for `claims`.
     pub fn link(&self, claims: &Claims) -> String {
-        format!("{}{PREFIX}{}", self.public_url, self.token(claims))
+        format!("{}{PREFIX}{}", self.public.url, self.token(claims))
     }
 
     /// The claims of a token this server signed; `None` for anything else
@@ -143,7 +133,7 @@ impl Keys {
         let given = B64.decode(mac).ok()?;
         // Constant-time comparison (hmac's verify).
         self.hmac(body.as_bytes()).verify_slice(&given).ok()?;
-        let c: Claims = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
+        let c = claims_of(body)?;
         (c.o.is_none() || c.o == self.node).then_some(c)
     }
 }
@@ -155,7 +145,11 @@ pub fn unchecked_claims(token: &str) -> Option<Claims> {
     if token.len() > MAX_TOKEN || !valid_token_text(token) {
         return None;
     }
-    let (body, _) = token.split_once('.')?;
+    claims_of(token.split_once('.')?.0)
+}
+
+/// The claims a token's first part (base64url JSON) holds.
+fn claims_of(body: &str) -> Option<Claims> {
     serde_json::from_slice(&B64.decode(body).ok()?).ok()
 }
 

@@ -516,7 +516,7 @@ mod tests {
     #[test]
     fn a_token_verifies_and_a_changed_one_names_nothing() {
         let k = keys();
-        assert_eq!((k.origin.as_str(), k.host.as_str()), ("https://rw.example.net", "rw.example.net"));
+        assert_eq!((k.public.origin.as_str(), k.public.host.as_str()), ("https://rw.example.net", "rw.example.net"));
         let t = k.token(&claims());
         assert_eq!(k.verify(&t), Some(claims()));
         assert!(k.link(&claims()).starts_with("https://rw.example.net/a/"));

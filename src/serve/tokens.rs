@@ -118,10 +118,16 @@ pub fn read_first(path: &Path) -> Result<Vec<u8>, String> {
 /// (no one else can speak in another's name; a file without that token
 /// honours it from no one).
 pub fn acting_for<'a>(tokens: &Tokens, req: &'a Request) -> Option<&'a str> {
+    from_sidecar(tokens, req, ACTOR_HEADER)
+}
+
+/// A name header (`Rw-Actor`, `Rw-Hub`), honoured from the [`SIDECAR`]
+/// token only.
+fn from_sidecar<'a>(tokens: &Tokens, req: &'a Request, header: &str) -> Option<&'a str> {
     if caller(tokens, req) != Some(Some(SIDECAR)) {
         return None;
     }
-    req.header(ACTOR_HEADER).map(str::trim).filter(|n| valid_name(n))
+    req.header(header).map(str::trim).filter(|n| valid_name(n))
 }
 
 /// The actor of a command a hub forwarded, for the journal: the person
@@ -138,10 +144,7 @@ pub fn acting_for_via_hub(tokens: &Tokens, req: &Request) -> Option<String> {
 /// The hub a request was forwarded by (`Rw-Hub`), honoured, as
 /// [`ACTOR_HEADER`], from the [`SIDECAR`] token only.
 pub fn forwarding_hub<'a>(tokens: &Tokens, req: &'a Request) -> Option<&'a str> {
-    if caller(tokens, req) != Some(Some(SIDECAR)) {
-        return None;
-    }
-    req.header(HUB_HEADER).map(str::trim).filter(|h| valid_name(h))
+    from_sidecar(tokens, req, HUB_HEADER)
 }
 
 /// The `token` query parameter, percent-decoded.
