@@ -58,6 +58,10 @@ pub fn built(what: &str) -> PathBuf {
                 "runwire-serve",
                 "--bin",
                 "runs",
+                "--bin",
+                "runwire-supervise",
+                "--bin",
+                "runwire-session",
                 "--example",
                 "trust-agent",
                 "--manifest-path",
@@ -70,7 +74,7 @@ pub fn built(what: &str) -> PathBuf {
         out.status.success().then_some(()).ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
     });
     if let Err(e) = r {
-        panic!("cargo build of runwire-serve and trust-agent failed: {e}");
+        panic!("cargo build of runwire-serve, runwire-supervise and trust-agent failed: {e}");
     }
     let p = profile.join(what);
     assert!(p.is_file(), "{} is not built", p.display());

@@ -989,6 +989,27 @@ impl Secured {
     }
 }
 
+/// The address approval links are minted for in the link tests: the hub's.
+const PUBLIC: &str = "https://rw-hub.example.test";
+
+impl Secured {
+    /// `start`, with beta minting approval links under the hub's address
+    /// (`--public-url` and a link secret, the file's path returned with
+    /// the directory holding it) and the hub answering them (`--public-url`
+    /// alone).
+    fn with_links(name: &str) -> (Secured, (Scratch, PathBuf)) {
+        let keep = scratch(&format!("{name}-secret"));
+        let secret = keep.join("link-secret");
+        std::fs::write(&secret, "0123456789abcdef0123456789abcdef-beta\n").unwrap();
+        let s = Secured::start(
+            name,
+            &["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()],
+            &["--public-url", PUBLIC],
+        );
+        (s, (keep, secret))
+    }
+}
+
 /// Every record of every run journal in `home`.
 fn journal(home: &Path) -> Vec<Value> {
     let mut v = Vec::new();
@@ -1042,16 +1063,8 @@ fn link_request(
 fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     use data_encoding::BASE64URL_NOPAD as B64;
     need(&["nats-server"]);
-    const PUBLIC: &str = "https://rw-hub.example.test";
-    let keep = scratch("security-links-at-hub-secret");
-    let secret = keep.join("link-secret");
-    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-beta\n").unwrap();
     // The hub behind the same public name, with no link secret (before: refused, --public-url required one).
-    let s = Secured::start(
-        "security-links-at-hub",
-        &["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()],
-        &["--public-url", PUBLIC],
-    );
+    let (s, _secret) = Secured::with_links("security-links-at-hub");
     let (dir, home, beta, hub) = (&s.dir, &s.home, &s.beta, &s.hub);
     // ops chats at beta's own server; the link is minted for ops.
     let ops = "Authorization: Bearer ops-token-0123456789abcdef\r\n";
@@ -1126,4 +1139,130 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     let answered: Vec<Value> = journal(home).into_iter().filter(|r| r["input"] == "answered").collect();
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["by"].as_str(), answered[0]["door"].as_str()), (Some("ops@hub-east"), Some("link")));
+}
+
+/// A `runwire-supervise` beside node beta (its home, the same
+/// `--public-url` and link secret): one task, an ACP stand-in that asks
+/// once and then waits for a `go` file; what the agent was sent is in
+/// `dir/sup-input.jsonl`. Its process group is killed when dropped.
+struct Supervisor {
+    dir: PathBuf,
+    child: std::process::Child,
+}
+
+impl Supervisor {
+    fn start(dir: &Path, home: &Path, secret: &Path) -> Supervisor {
+        use std::os::unix::process::CommandExt;
+        let dir = dir.join("supervisor");
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::create_dir_all(dir.join("no-wrappers")).unwrap();
+        let agent = built("examples/trust-agent").display().to_string();
+        let task = serde_json::json!({"id": "a", "adapter": "acp", "prompt": "touch a file",
+            "cmd": [agent, "acp"], "gate": "while [ ! -e go ]; do sleep 0.05; done"});
+        std::fs::write(dir.join("p.plan.json"), serde_json::json!({"v": "plan/v1", "tasks": [task]}).to_string())
+            .unwrap();
+        let child = Command::new(built("runwire-supervise"))
+            .current_dir(&dir)
+            .env("HARNESS_HOME", home)
+            .env("RUNWIRE_SESSION_BIN", built("runwire-session"))
+            .env("TRUST_PROTO", "acp")
+            .env("TRUST_LOG", dir.join("sup-input.jsonl"))
+            .env("TRUST_STATE", dir.join("processes"))
+            .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir", "no-wrappers"])
+            .args(["--public-url", PUBLIC, "--link-secret-file"])
+            .arg(secret)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("start runwire-supervise");
+        Supervisor { dir, child }
+    }
+
+    /// The supervisor's journal (a torn line skipped).
+    fn journal(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.join("runstate/p.jsonl")).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    /// The permission answers the agent was sent (ACP: a result's outcome;
+    /// the stand-in logs each line it read with its process).
+    fn answers(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(self.dir.join("sup-input.jsonl")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok().map(|r| r["line"].clone()))
+            .filter(|l| l.get("method").is_none())
+            .filter_map(|l| l.pointer("/result/outcome/optionId").and_then(Value::as_str).map(str::to_string))
+            .collect()
+    }
+
+    fn why(&self) -> String {
+        let stderr = std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default();
+        format!("journal {:?}\nstderr:\n{stderr}", self.journal())
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// A supervised task's approval link, answered at a hub. `runwire-supervise`
+/// knows no node name, so its links name none: the hub places such a link
+/// at the one node whose mirror holds its run, and that node's link route
+/// answers it through the supervisor's socket. One form POST at the hub
+/// approves once (the agent gets one allow); a second sends nothing; the
+/// supervisor journals the link's person at the hub, by the link's door.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_supervised_tasks_link_is_answered_once_at_the_hub_through_its_node() {
+    need(&["nats-server"]);
+    let (s, (_keep, secret)) = Secured::with_links("security-supervised-link-at-hub");
+    let sup = Supervisor::start(&s.dir, &s.home, &secret);
+    let requested = wait_for("the supervisor's request", 60, || {
+        sup.journal().into_iter().find(|r| r["input"] == "requested" && r["links"][0].is_string())
+    });
+    let link = requested["links"][0].as_str().unwrap().to_string();
+    let path = link.strip_prefix(PUBLIC).unwrap_or_else(|| panic!("a link under the hub's address: {link}"));
+    let token = path.strip_prefix("/a/").unwrap();
+    let claims = runwire::control::links::unchecked_claims(token).expect("a token's claims");
+    assert_eq!(claims.o, None, "a supervisor names no node");
+    // The hub places it by the run's mirror: until beta's sidecar has sent
+    // the run (and its control subscription is known), 503, never acted on.
+    let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
+    wait_for("the hub to list the supervised run", 60, || {
+        let runs = s.hub.request_with("GET", "/runs", ana, "");
+        String::from_utf8_lossy(&runs.1).contains(&format!("\"beta.{}\"", claims.r)).then_some(())
+    });
+    let page = wait_for("beta to answer the link at the hub", 30, || {
+        let (code, _, page) = link_request(&s.hub, "GET", path, "", "text/plain", "");
+        assert!(code == 200 || code == 503, "{code} {page}\n{}", sup.why());
+        (code == 200).then_some(page)
+    });
+    assert!(page.contains("value=\"allow\"") && page.contains("value=\"deny\""), "{page}");
+    assert!(sup.answers().is_empty(), "a GET acts on nothing: {}", sup.why());
+    let origin = format!("Origin: {PUBLIC}\r\n");
+    let form = "application/x-www-form-urlencoded";
+    let (code, _, page) = link_request(&s.hub, "POST", path, &origin, form, "decision=allow");
+    assert_eq!(code, 200, "{page}\n{}", sup.why());
+    assert!(page.contains("Approved"), "{page}");
+    wait_for("the allow to reach the supervised agent", 30, || (!sup.answers().is_empty()).then_some(()));
+    let (code, _, page) = link_request(&s.hub, "POST", path, &origin, form, "decision=deny");
+    assert!(code == 409 || code == 410, "{code} {page}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sup.answers(), ["allow-once"], "{}", sup.why());
+    let answered: Vec<Value> = sup.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    let a = &answered[0];
+    assert_eq!(
+        (a["interrupt"].as_str(), a["decision"].as_str(), a["by"].as_str(), a["door"].as_str()),
+        (requested["interrupt"].as_str(), Some("allow"), Some("link@hub-east"), Some("link")),
+        "{a}"
+    );
 }
