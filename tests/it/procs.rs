@@ -134,6 +134,64 @@ fn serve_killed_with_sigkill_leaves_no_process() {
     all_gone(&p, Duration::from_secs(8));
 }
 
+/// The server's last resort at its exit (`kill_remaining`): a run whose
+/// stream is stuck writing to a client that reads nothing cannot stop its
+/// own agent, so the server, told to stop (SIGTERM), kills it after the
+/// streams' grace: the wrapper, its child and its setsid orphan (all
+/// ignoring SIGTERM), and the run's scratch directory in `$TMPDIR`.
+#[test]
+fn serve_stopped_with_a_stuck_stream_kills_its_run_and_leaves_nothing() {
+    let dir = tmp("stuck");
+    let _c = Cleanup(dir.clone());
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let mut cmd = Server::command();
+    cmd.args(["--agent", "claude", "--agent-cmd"])
+        .arg(escape_dir().join("claude.sh"))
+        .env("HARNESS_HOME", dir.join("home"))
+        .env("ESCAPE_PIDS", dir.join("pids"))
+        .env("ESCAPE_MODE", "flood")
+        .env("TMPDIR", &tmpdir);
+    let mut s = Server::spawn(cmd);
+    let sock = post(s.port, "r1");
+    let p = escapers(&dir.join("pids"));
+    assert!(tree(&tmpdir).iter().any(|f| f.starts_with("runwire-run.")), "{:?}", tree(&tmpdir));
+    // Nothing read: the client's buffers fill, then the server's send
+    // queue, which stops growing once the stream's write blocks.
+    let client = sock.local_addr().unwrap().port();
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut last = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = send_queue(s.port, client);
+        if now == last && now > 0 {
+            break;
+        }
+        assert!(Instant::now() < until, "the server's send queue never filled: {now}");
+        last = now;
+    }
+    let (took, code) = s.terminate(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "the server exits by itself: {}", s.stderr());
+    // Gone when the server is (not later, by the reaper's own grace).
+    all_gone(&p, Duration::from_millis(300));
+    assert_eq!(tree(&tmpdir), Vec::<String>::new(), "left in $TMPDIR after the server (took {took:?})");
+    drop(sock);
+}
+
+/// The bytes the loopback connection from `port` to `peer` holds unsent
+/// (`/proc/net/tcp`'s tx_queue).
+fn send_queue(port: u16, peer: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let (local, remote) = (format!(":{port:04X}"), format!(":{peer:04X}"));
+    table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 4 && f[1].ends_with(&local) && f[2].ends_with(&remote))
+        .and_then(|f| u64::from_str_radix(f[4].split(':').next()?, 16).ok())
+        .unwrap_or(0)
+}
+
 #[test]
 fn serve_run_ends_when_the_wrapper_exits_though_an_orphan_holds_its_stdout() {
     let dir = tmp("linger");
@@ -160,15 +218,21 @@ struct Sup {
 
 impl Sup {
     fn start(dir: &Path, mode: &str) -> Sup {
+        Sup::escaping(dir, mode, "2", None)
+    }
+
+    /// The supervisor of a one-task plan over the escape wrapper in `mode`,
+    /// with `--kill-grace` `grace` (seconds) and `tmpdir` its `$TMPDIR`.
+    fn escaping(dir: &Path, mode: &str, grace: &str, tmpdir: Option<&Path>) -> Sup {
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         std::fs::write(
             dir.join("p.plan.json"),
             r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#,
         )
         .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
-            .current_dir(dir)
-            .args(["--plan", "p.plan.json", "--kill-grace", "2"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+        cmd.current_dir(dir)
+            .args(["--plan", "p.plan.json", "--kill-grace", grace])
             .env("HARNESS_HOME", dir.join("home"))
             .env("RUNWIRE_WRAPPER_DIR", escape_dir())
             .env("ESCAPE_PIDS", dir.join("pids"))
@@ -176,10 +240,11 @@ impl Sup {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        Sup { child }
+            .process_group(0);
+        if let Some(t) = tmpdir {
+            cmd.env("TMPDIR", t);
+        }
+        Sup { child: cmd.spawn().unwrap() }
     }
 
     /// The supervisor of a one-task plan over the real claude wrapper and
@@ -448,6 +513,28 @@ fn a_sigkilled_wrapper_leaves_no_temporary_files() {
     assert_eq!(tree(&tmpdir), Vec::<String>::new(), "left in $TMPDIR after the run");
 }
 
+/// Task `a`'s process group as its supervisor recorded it (its reaper
+/// leads it), once the wrapper's files are in the run's directory in
+/// `tmpdir`: the leader's pid.
+fn hung_task(dir: &Path, tmpdir: &Path) -> i32 {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let owner = std::fs::read_dir(dir.join("home/sock"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".owner.json"))
+            .and_then(|e| serde_json::from_slice::<serde_json::Value>(&std::fs::read(e.path()).ok()?).ok());
+        let leader = owner.and_then(|o| o["groups"]["a"]["pid"].as_i64());
+        let files = tree(tmpdir).iter().any(|p| p.starts_with("runwire-run.") && p.ends_with("/marks"));
+        if let (Some(l), true) = (leader, files) {
+            return l as i32;
+        }
+        assert!(Instant::now() < until, "the task never hung in its run's directory: {:?}", tree(tmpdir));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A run whose whole process group, its reaper included, is SIGKILLed from
 /// outside (the reaper removes nothing then): its caller, reaping the
 /// reaper, removes the run's scratch directory and the wrapper's files in
@@ -459,24 +546,51 @@ fn a_run_killed_with_its_reaper_leaves_no_temporary_files() {
     let tmpdir = dir.join("tmp");
     std::fs::create_dir_all(tmpdir.clone()).unwrap();
     let mut sup = Sup::hanging(&dir, &[], Some(&tmpdir));
-    // The task's group (its reaper leads it), once the wrapper's files are in the run's directory.
-    let until = Instant::now() + Duration::from_secs(20);
-    let leader = loop {
-        let owner = std::fs::read_dir(dir.join("home/sock"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .find(|e| e.file_name().to_string_lossy().ends_with(".owner.json"))
-            .and_then(|e| serde_json::from_slice::<serde_json::Value>(&std::fs::read(e.path()).ok()?).ok());
-        let leader = owner.and_then(|o| o["groups"]["a"]["pid"].as_i64());
-        let files = tree(&tmpdir).iter().any(|p| p.starts_with("runwire-run.") && p.ends_with("/marks"));
-        if let (Some(l), true) = (leader, files) {
-            break l as i32;
-        }
-        assert!(Instant::now() < until, "the task never hung in its run's directory: {:?}", tree(&tmpdir));
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let leader = hung_task(&dir, &tmpdir);
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(leader), nix::sys::signal::Signal::SIGKILL).unwrap();
     assert_eq!(sup.wait(Duration::from_secs(20)), Some(1), "the task failed, the run ended");
     assert_eq!(tree(&tmpdir), Vec::<String>::new(), "left in $TMPDIR after the run");
+}
+
+/// A supervisor SIGKILLed while its task's wrapper ignores SIGTERM (the
+/// escape wrapper, with a child and a setsid orphan that do too): the
+/// reaper, told by its caller's death, waits out the run's long grace, so
+/// the next supervisor of the run finds that group still running and stops
+/// it (SIGTERM, its own short grace, then the kill). Nothing of the old run
+/// is left: not the orphan in a session of its own, and not the run's
+/// scratch directory, which a SIGKILLed reaper never removes itself.
+#[test]
+fn a_stale_group_a_restarted_supervisor_stops_leaves_nothing() {
+    let dir = tmp("staletmp");
+    let _c = Cleanup(dir.clone());
+    let tmpdir = dir.join("tmp");
+    std::fs::create_dir_all(tmpdir.clone()).unwrap();
+    let mut sup = Sup::escaping(&dir, "hang", "60", Some(&tmpdir));
+    let old = escapers(&dir.join("pids"));
+    let owner = std::fs::read_dir(dir.join("home/sock"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".owner.json"))
+        .expect("the run's owner record");
+    let owner: serde_json::Value = serde_json::from_slice(&std::fs::read(owner.path()).unwrap()).unwrap();
+    let leader = owner["groups"]["a"]["pid"].as_i64().expect("task a's group") as i32;
+    let theirs = format!("runwire-run.{leader}.");
+    sup.child.kill().unwrap();
+    sup.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(alive(leader), "the reaper waits out its grace");
+    assert!(tree(&tmpdir).iter().any(|p| p.starts_with(&theirs)), "{:?}", tree(&tmpdir));
+    // The run again: its supervisor stops the stale group before it starts the task anew.
+    let again = Sup::escaping(&dir.clone(), "hang", "1", Some(&tmpdir));
+    let until = Instant::now() + Duration::from_secs(20);
+    let left = || {
+        let procs: Vec<i32> = old.iter().copied().chain([leader]).filter(|&p| alive(p)).collect();
+        let files: Vec<String> = tree(&tmpdir).into_iter().filter(|p| p.starts_with(&theirs)).collect();
+        (procs, files)
+    };
+    while left() != (vec![], vec![]) {
+        assert!(Instant::now() < until, "left of the stale run (processes, files): {:?}", left());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(again);
 }

@@ -482,7 +482,8 @@ pub fn group_alive(pgid: i32) -> bool {
 
 /// Stops a process group an earlier runner started and left running (its
 /// output cannot be taken over), known by its leader's identity (pid, start
-/// time, boot): SIGTERM, up to `grace` for the group to go, then SIGKILL.
+/// time, boot): SIGTERM, up to `grace` for the group to go, then SIGKILL to
+/// it and to every group its tree reaches.
 /// The leader is checked before each signal, so a reused pid is never
 /// signalled. `Err`: why nothing was sent.
 pub fn stop_stale_group(leader: &crate::util::procid::Ident, grace: Duration) -> Result<(), String> {
@@ -496,22 +497,29 @@ pub fn stop_stale_group(leader: &crate::util::procid::Ident, grace: Duration) ->
     }
     // The leader may have exited and its id been reused meanwhile.
     if leader.group_mismatch().is_none() {
-        let _ = killpg(Pid::from_raw(leader.pid), Signal::SIGKILL);
-        // A reaper leads its group: SIGKILLed, it removes nothing itself.
-        super::run_tmp::remove_of(&std::env::temp_dir(), leader.pid);
+        kill_run_now(leader.pid);
     }
     Ok(())
 }
 
 /// Last resort at exit: kill every run still going (a stream stuck writing
-/// to a client that reads nothing). Reapers kill their trees themselves.
+/// to a client that reads nothing).
 pub fn kill_remaining() {
     for pgid in live().drain(..) {
-        let _ = kill(Pid::from_raw(pgid), Signal::SIGUSR1);
-        kill_tree_groups(pgid, Signal::SIGKILL);
-        // A reaper leads its group: SIGKILLed too, it removes nothing.
-        super::run_tmp::remove_of(&std::env::temp_dir(), pgid);
+        kill_run_now(pgid);
     }
+}
+
+/// Kills the run whose reaper leads group `pgid`, now, with everything it
+/// started: the reaper's "kill now" (SIGUSR1), then SIGKILL to every
+/// process group of its tree, found before any of them dies (a descendant
+/// in a session of its own, such as a wrapper's setsid orphan, is reached
+/// only this way: once the reaper is gone, it belongs to init). A
+/// SIGKILLed reaper removes nothing: its run's scratch directory goes here.
+fn kill_run_now(pgid: i32) {
+    let _ = kill(Pid::from_raw(pgid), Signal::SIGUSR1);
+    kill_tree_groups(pgid, Signal::SIGKILL);
+    super::run_tmp::remove_of(&std::env::temp_dir(), pgid);
 }
 
 /// `128 + signal` for a killed process, as shells report it.
