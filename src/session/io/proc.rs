@@ -297,12 +297,40 @@ impl Proc {
     /// program), without blocking. With a reaper, "over" means the program
     /// exited and what it left behind is gone.
     pub fn try_wait(&mut self) -> Option<i64> {
-        if self.status.is_none() {
+        if self.status.is_none() && self.exited(false) {
             if let Ok(Some(s)) = self.child.try_wait() {
                 self.reaped(s);
             }
         }
         self.status
+    }
+
+    /// Whether the run's first process has exited, looked at without
+    /// reaping it (`block`: waiting for that). A reaper killed by a signal
+    /// (SIGKILL: ours as a last resort, or anyone's to its group) removed
+    /// nothing itself: its run's scratch directory, named by its pid, is
+    /// removed here, while its zombie still holds that pid, so no other
+    /// reaper can have the pid yet nor a directory under its name.
+    fn exited(&self, block: bool) -> bool {
+        use nix::sys::wait::{waitid, Id};
+        let mut flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+        if !block {
+            flags |= WaitPidFlag::WNOHANG;
+        }
+        loop {
+            return match waitid(Id::Pid(Pid::from_raw(self.pid())), flags) {
+                Ok(WaitStatus::StillAlive) => false,
+                Ok(WaitStatus::Signaled(..)) => {
+                    if self.reaper {
+                        super::run_tmp::remove_of(&std::env::temp_dir(), self.pid());
+                    }
+                    true
+                }
+                Err(Errno::EINTR) => continue,
+                // Exited, or not to be had here: std's wait tells.
+                Ok(_) | Err(_) => true,
+            };
+        }
     }
 
     fn reaped(&mut self, s: ExitStatus) {
@@ -311,15 +339,21 @@ impl Proc {
         if !self.reaper {
             // Without a reaper, what the program left in its group goes with it.
             kill_tree_groups(self.pgid, Signal::SIGKILL);
-        } else if s.signal().is_some() {
-            // The reaper itself was killed (SIGKILL: ours as a last resort,
-            // or anyone's to its group), so it removed nothing: its run's
-            // scratch directory, named by its pid, which we just reaped (a
-            // pid is handed out again only after the others, not at once).
-            super::run_tmp::remove_of(&std::env::temp_dir(), self.pid());
         }
         reap_adopted(self.pgid);
         live().retain(|&p| p != self.pgid);
+    }
+
+    /// Waits for the run's first process to exit, then reaps it.
+    fn wait_and_reap(&mut self) -> i64 {
+        self.exited(true);
+        match self.child.wait() {
+            Ok(s) => {
+                self.reaped(s);
+                self.status.unwrap_or(-1)
+            }
+            Err(_) => -1,
+        }
     }
 
     /// Waits for the run to be over (blocking): its exit code (`-1` when it
@@ -328,13 +362,7 @@ impl Proc {
         if let Some(rc) = self.status {
             return rc;
         }
-        match self.child.wait() {
-            Ok(s) => {
-                self.reaped(s);
-                self.status.unwrap_or(-1)
-            }
-            Err(_) => -1,
-        }
+        self.wait_and_reap()
     }
 
     /// Waits up to `d` for the run to be over.
@@ -409,13 +437,7 @@ impl Proc {
         }
         // A reaper that does not answer: kill what we can see of the tree.
         kill_tree_groups(self.pgid, Signal::SIGKILL);
-        match self.child.wait() {
-            Ok(s) => {
-                self.reaped(s);
-                self.status.unwrap_or(-1)
-            }
-            Err(_) => -1,
-        }
+        self.wait_and_reap()
     }
 }
 
@@ -515,11 +537,13 @@ pub fn kill_remaining() {
 /// process group of its tree, found before any of them dies (a descendant
 /// in a session of its own, such as a wrapper's setsid orphan, is reached
 /// only this way: once the reaper is gone, it belongs to init). A
-/// SIGKILLed reaper removes nothing: its run's scratch directory goes here.
+/// SIGKILLed reaper removes nothing: its run's scratch directory goes here,
+/// first, while the reaper still holds its pid (a stale group's reaper is
+/// not our child: once dead, init may reap it and its pid be handed out).
 fn kill_run_now(pgid: i32) {
+    super::run_tmp::remove_of(&std::env::temp_dir(), pgid);
     let _ = kill(Pid::from_raw(pgid), Signal::SIGUSR1);
     kill_tree_groups(pgid, Signal::SIGKILL);
-    super::run_tmp::remove_of(&std::env::temp_dir(), pgid);
 }
 
 /// `128 + signal` for a killed process, as shells report it.

@@ -1,7 +1,9 @@
 //! A run's scratch directory (`$RUNWIRE_RUN_TMPDIR`): made by the run's
 //! reaper (`super::reaper`) and removed by it when the run is over; removed
 //! by the reaper's caller (`super::proc`) when the reaper itself was killed
-//! by a signal, so that its own cleanup never ran. A leaf: both use it.
+//! by a signal, so that its own cleanup never ran: before the reaper is
+//! reaped (or, not our child, before it is killed), while its pid cannot
+//! name another reaper. A leaf: both use it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -49,7 +51,7 @@ pub fn prefix(reaper: i32) -> String {
 
 /// Removes the scratch directories in `base` of the reaper of pid `reaper`,
 /// which was killed by a signal and so removed nothing itself: called by
-/// its caller as it reaps it (or, at exit or for a stale group, as it
+/// its caller before it reaps it (or, at exit or for a stale group, as it
 /// SIGKILLs it).
 pub fn remove_of(base: &Path, reaper: i32) {
     let p = prefix(reaper);
