@@ -13,7 +13,7 @@
 //! A hub watches the bucket: a node whose last beat is older than
 //! [`MISSED_BEATS`] of its intervals is `lost` (since its last beat), and
 //! `up` again at its next beat. The states are written to
-//! `$HUB_HOME/cluster/nodes.json` (read by the hub's `GET /runs`) and each
+//! `$HUB_HOME/cluster/nodes.json` (read by the hub's `GET /runs` and by `runs`) and each
 //! change is published to `rwnode.<node>` of `RUNWIRE_FEED` as a `node`
 //! event, with a message id made of the node, the state and the revision
 //! of the beat it was judged on, so every hub that sees it publishes the
@@ -24,6 +24,7 @@ use anyhow::anyhow;
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use runwire::runs::nodes::NodeStates;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -277,17 +278,11 @@ impl Judge {
         out
     }
 
-    /// `{"<node>":{"state":"up"|"lost","since":ms,"lastBeat":ms}, ...}`.
-    pub fn json(&self) -> Value {
-        let m: serde_json::Map<String, Value> = self
-            .nodes
-            .iter()
-            .map(|(n, s)| {
-                let state = if s.state.up { "up" } else { "lost" };
-                (n.clone(), json!({"state": state, "since": s.state.since, "lastBeat": s.beat_ms}))
-            })
-            .collect();
-        Value::Object(m)
+    /// Each node's state (`up`, `lost`) and since when: what a hub keeps
+    /// for its server (it changes on a judgement, not on every beat).
+    pub fn states(&self) -> NodeStates {
+        let state = |s: &NodeState| if s.up { "up" } else { "lost" }.to_string();
+        self.nodes.iter().map(|(n, s)| (n.clone(), (state(&s.state), s.state.since))).collect()
     }
 }
 
@@ -302,11 +297,6 @@ pub fn event_id(node: &str, st: &NodeState, rev: u64) -> String {
     format!("{node}/node/{}/{rev}", if st.up { "up" } else { "lost" })
 }
 
-/// Where a hub keeps the nodes' states for its server.
-pub fn states_path(home: &Path) -> PathBuf {
-    home.join("cluster").join("nodes.json")
-}
-
 /// A hub's watch of the nodes bucket, until the process is stopped.
 pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
@@ -317,7 +307,9 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
     })
     .await;
     let mut judge = Judge::default();
-    let mut written: Option<Value> = None;
+    let mut written: Option<NodeStates> = None;
+    // The judgement names its writer: it is current while this process runs.
+    let me = runwire::util::procid::Ident::me();
     loop {
         let mut w = match nodes.watch_with_history(">").await {
             Ok(w) => w,
@@ -378,8 +370,8 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
             for (node, st, rev) in changes {
                 publish(&js, &node, &st, rev);
             }
-            let now = judge.json();
-            if written.as_ref() != Some(&now) && write_states(&home, &now) {
+            let now = judge.states();
+            if written.as_ref() != Some(&now) && me.as_ref().is_some_and(|me| write_states(&home, me, &now)) {
                 written = Some(now);
             }
         }
@@ -387,15 +379,12 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
     }
 }
 
-/// The hub's copy: `nodes.json` with only the states and their since
-/// (written on a change, not on every beat).
-fn write_states(home: &Path, all: &Value) -> bool {
-    let Value::Object(m) = all else { return false };
-    let states: serde_json::Map<String, Value> =
-        m.iter().map(|(n, v)| (n.clone(), json!({"state": v["state"], "since": v["since"]}))).collect();
-    let path = states_path(home);
+/// The hub's copy, `nodes.json` ([`runwire::runs::nodes`]: the states, their
+/// since, and this process as their writer), for its server and `runs`.
+fn write_states(home: &Path, me: &runwire::util::procid::Ident, states: &NodeStates) -> bool {
+    let path = runwire::runs::nodes::path(home);
     let r = std::fs::create_dir_all(path.parent().unwrap_or(home))
-        .and_then(|()| runwire::runs::write_atomic(&path, format!("{}\n", Value::Object(states)).as_bytes()));
+        .and_then(|()| runwire::runs::write_atomic(&path, runwire::runs::nodes::encode(me, states).as_bytes()));
     if let Err(e) = &r {
         crate::report(format!("{}: {e}", path.display()));
     }
@@ -467,7 +456,7 @@ mod tests {
         let lost = j.tick(s(12), t0);
         assert_eq!(lost, vec![("a".to_string(), NodeState { up: false, since: 6000 }, 2)]);
         assert!(j.tick(s(20), t0).is_empty(), "said once");
-        assert_eq!(j.json()["a"]["state"], "lost");
+        assert_eq!(j.states()["a"].0, "lost");
         // A replayed old beat changes nothing; the next one brings it back.
         assert_eq!(j.beat("a", 2, Duration::ZERO, 6000, 2000, s(21)), None);
         let up = j.beat("a", 3, Duration::ZERO, 30_000, 2000, s(30));
@@ -479,8 +468,8 @@ mod tests {
         let mut k = Judge::default();
         assert_eq!(k.beat("b", 9, Duration::from_secs(60), 1, 2000, s(100)), None);
         assert!(k.tick(s(100), t0).is_empty());
-        assert_eq!(k.json()["b"]["state"], "lost");
-        assert!(k.remove("b") && k.json() == json!({}));
+        assert_eq!(k.states()["b"].0, "lost");
+        assert!(k.remove("b") && k.states().is_empty());
     }
 
     #[test]

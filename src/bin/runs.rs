@@ -7,6 +7,7 @@
 
 use clap::{Parser, Subcommand};
 use runwire::runs::list::{self, Query};
+use runwire::runs::nodes;
 use runwire::runs::registry::{NewRun, Registry};
 use runwire::runs::view::{self, ViewError};
 use runwire::runs::{self, human, remove};
@@ -56,6 +57,9 @@ enum Cmd {
         /// Read every run's files, not the run index ($HARNESS_HOME/index/runs.jsonl), and leave the index as it is.
         #[arg(long)]
         from_files: bool,
+        /// At a hub's home: only node NAME's runs (as GET /runs?node=NAME).
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
     },
     /// Rebuild the run index ($HARNESS_HOME/index/runs.jsonl) from every registered run's files; prints {"runs": N, "index": PATH}.
     Reindex,
@@ -374,11 +378,24 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         table: false,
         all: false,
         from_files: false,
+        node: None,
     });
     let result = match cmd {
-        Cmd::List { limit, cursor, status, repo, page, json, table, all, from_files } => {
+        Cmd::List { limit, cursor, status, repo, page, json, table, all, from_files, node } => {
             let as_table = table || (!json && !page && std::io::stdout().is_terminal());
-            match Query::parse(limit.as_deref(), cursor.as_deref(), status.as_deref(), repo.as_deref()) {
+            // At a hub's home, its runs carry their node's liveness, as its GET /runs gives them.
+            let hub = nodes::is_hub_home(reg.home());
+            let q =
+                Query::parse(limit.as_deref(), cursor.as_deref(), status.as_deref(), repo.as_deref()).and_then(|q| {
+                    match node {
+                        Some(n) if hub => nodes::by_node(q, &n),
+                        Some(_) => {
+                            Err(format!("--node: {} is not a hub's home (no cluster/nodes/)", reg.home().display()))
+                        }
+                        None => Ok(q),
+                    }
+                });
+            match q {
                 Err(m) => Err(ViewError::Bad(m)),
                 Ok(q) => {
                     // The same listing as GET /runs, through the same run index.
@@ -387,7 +404,13 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                     } else {
                         list::Options::default().with_env()
                     };
-                    let p = list::page_with(&reg, &q, o_);
+                    let mut p = list::page_with(&reg, &q, o_);
+                    if hub {
+                        let states = nodes::read(reg.home());
+                        for item in &mut p.items {
+                            *item = nodes::with_node(item, states.as_ref());
+                        }
+                    }
                     let written = if page {
                         // In pieces: a whole listing is megabytes, not copied into one.
                         let mut tail = String::new();
@@ -507,14 +530,21 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             }
         }
         Cmd::Show { run_id } => {
-            human::resolve(&reg, &run_id).and_then(|id| view::find(&reg, &id)).map(|l| l.show()).map(|v| {
-                if std::io::stdout().is_terminal() {
-                    // Indented for a person; one line for a pipe, as before.
-                    serde_json::to_string_pretty(&v).map_err(Into::into).and_then(|t| Ok(writeln!(o, "{t}")?))
-                } else {
-                    line(&mut o, &v)
-                }
-            })
+            human::resolve(&reg, &run_id).and_then(|id| view::find(&reg, &id).map(|l| (id, l.show()))).map(
+                |(id, mut v)| {
+                    if nodes::is_hub_home(reg.home()) {
+                        if let Some(run) = v.get_mut("run").and_then(serde_json::Value::as_object_mut) {
+                            nodes::add_node(run, &id, nodes::read(reg.home()).as_ref());
+                        }
+                    }
+                    if std::io::stdout().is_terminal() {
+                        // Indented for a person; one line for a pipe, as before.
+                        serde_json::to_string_pretty(&v).map_err(Into::into).and_then(|t| Ok(writeln!(o, "{t}")?))
+                    } else {
+                        line(&mut o, &v)
+                    }
+                },
+            )
         }
         Cmd::Task { run_id, task } => human::resolve(&reg, &run_id)
             .and_then(|id| view::find(&reg, &id))

@@ -114,7 +114,7 @@ pub fn table(items: &[Value], now_ms: i64, kinds: bool) -> String {
             _ => "-".into(),
         };
         let activity = it.get("activityMs").and_then(Value::as_i64);
-        let mut status = s("status");
+        let mut status = super::nodes::shown_status(&s("status"), it.get("nodeState").and_then(Value::as_str));
         if let Some(n) = it.get("needsInput").and_then(Value::as_u64).filter(|&n| n > 0) {
             status = format!("{status} ({n})");
         }

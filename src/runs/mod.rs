@@ -13,6 +13,7 @@ pub mod journal;
 pub mod list;
 pub mod liveness;
 pub mod marks;
+pub mod nodes;
 pub mod plan;
 pub mod record;
 pub mod registry;

@@ -65,7 +65,7 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
     if hub {
         let states = super::cluster::node_states();
         for item in &mut page.items {
-            *item = with_node(item, &states);
+            *item = crate::runs::nodes::with_node(item, states.as_ref());
         }
     }
     let mut tail = String::new();
@@ -74,47 +74,12 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
 }
 
 /// `?node=NAME`: at a hub, only that node's runs (their ids are `NAME.<run>`).
-fn node_filter(mut q: Query, node: Option<String>, hub: bool) -> Result<Query, String> {
+fn node_filter(q: Query, node: Option<String>, hub: bool) -> Result<Query, String> {
     let Some(node) = node else { return Ok(q) };
     if !hub {
         return Err("node: only a hub (runwire-serve --cluster URL --hub) lists runs by node".into());
     }
-    if !crate::runs::valid_node(&node) {
-        return Err(format!("node {node:?}: a node name is {}", crate::runs::NODE_RULE));
-    }
-    q.id_prefix = Some(format!("{node}."));
-    Ok(q)
-}
-
-/// A hub's run summary with its `node` (its id is `<node>.<run>`: node
-/// names have no `.`) and the node's liveness, first:
-/// `{"node":"alpha","nodeState":"lost","nodeLostSince":…,"activityMs":…`
-/// (`up`, `lost` with the time of its last heartbeat, or `unknown`: no
-/// heartbeat seen).
-fn with_node(summary: &std::sync::Arc<str>, states: &super::cluster::NodeStates) -> std::sync::Arc<str> {
-    let node = summary.split_once(r#""runId":""#).and_then(|(_, rest)| crate::runs::node_of(rest.split_once('"')?.0));
-    match (node, summary.strip_prefix('{')) {
-        (Some(n), Some(rest)) => {
-            let sep = if rest.starts_with('}') { "" } else { "," };
-            let state = match node_state(n, states) {
-                (s, Some(since)) => format!(r#""nodeState":"{s}","nodeLostSince":{since}"#),
-                (s, None) => format!(r#""nodeState":"{s}""#),
-            };
-            format!(r#"{{"node":"{n}",{state}{sep}{rest}"#).into()
-        }
-        _ => summary.clone(),
-    }
-}
-
-/// A node's liveness as a hub's runs carry it: `nodeState` (`up`, `lost`
-/// or `unknown`: no heartbeat seen) and, when lost, `nodeLostSince` (the
-/// time of its last heartbeat).
-fn node_state(node: &str, states: &super::cluster::NodeStates) -> (&'static str, Option<u64>) {
-    match states.get(node) {
-        Some((s, since)) if s == "lost" => ("lost", Some(*since)),
-        Some((s, _)) if s == "up" => ("up", None),
-        _ => ("unknown", None),
-    }
+    crate::runs::nodes::by_node(q, &node)
 }
 
 /// `GET /runs/:id`. At a hub its `run` carries the node's name and
@@ -124,22 +89,10 @@ pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Cl
     let mut r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
     if let (Ok(v), true) = (&mut r, super::cluster::is_hub()) {
         if let Some(run) = v.get_mut("run").and_then(serde_json::Value::as_object_mut) {
-            add_node(run, id, &super::cluster::node_states());
+            crate::runs::nodes::add_node(run, id, super::cluster::node_states().as_ref());
         }
     }
     json_view(stream, cors, r)
-}
-
-/// A hub's run (`<node>.<run>`): its `node`, `nodeState` and (lost)
-/// `nodeLostSince` added to `run`, the same fields as [`with_node`]'s.
-fn add_node(run: &mut serde_json::Map<String, serde_json::Value>, id: &str, states: &super::cluster::NodeStates) {
-    let Some(node) = crate::runs::node_of(id) else { return };
-    let (state, since) = node_state(node, states);
-    run.insert("node".into(), node.into());
-    run.insert("nodeState".into(), state.into());
-    if let Some(since) = since {
-        run.insert("nodeLostSince".into(), since.into());
-    }
 }
 
 /// `GET /runs/:id/tasks/:tid`.
@@ -399,39 +352,8 @@ pub use crate::util::pipe::MAX_LINE;
 mod tests {
     use super::*;
 
-    /// A run's own page (`GET /runs/:id`) at a hub says what its listing item says.
     #[test]
-    fn a_hubs_run_view_names_its_node_and_its_liveness_as_the_listing_does() {
-        let mut states = super::super::cluster::NodeStates::new();
-        states.insert("alpha".into(), ("lost".into(), 1700));
-        states.insert("beta".into(), ("up".into(), 1800));
-        for id in ["alpha.abc--x", "beta.abc--x", "gamma.abc--x", "abc--x"] {
-            let item: std::sync::Arc<str> = format!(r#"{{"runId":"{id}","status":"running"}}"#).into();
-            let listed: serde_json::Value = serde_json::from_str(&with_node(&item, &states)).unwrap();
-            let mut run = serde_json::from_str::<serde_json::Value>(&item).unwrap().as_object().unwrap().clone();
-            add_node(&mut run, id, &states);
-            assert_eq!(serde_json::Value::Object(run), listed, "{id}");
-        }
-    }
-
-    #[test]
-    fn a_hubs_summaries_name_their_node_and_filter_by_it() {
-        let s: std::sync::Arc<str> = r#"{"activityMs":1,"runId":"alpha.abc--x.y","status":"done"}"#.into();
-        let none = Default::default();
-        assert_eq!(
-            &*with_node(&s, &none),
-            r#"{"node":"alpha","nodeState":"unknown","activityMs":1,"runId":"alpha.abc--x.y","status":"done"}"#
-        );
-        // The node's liveness, as the hub's sidecar judged it.
-        let mut states = super::super::cluster::NodeStates::new();
-        states.insert("alpha".into(), ("lost".into(), 1700));
-        let lost = with_node(&s, &states);
-        assert!(lost.starts_with(r#"{"node":"alpha","nodeState":"lost","nodeLostSince":1700,"activityMs":1,"#));
-        states.insert("alpha".into(), ("up".into(), 1800));
-        assert!(with_node(&s, &states).starts_with(r#"{"node":"alpha","nodeState":"up","activityMs":1,"#));
-        // Not a node's run (no `<node>.`): left as it is.
-        let local: std::sync::Arc<str> = r#"{"runId":"abc--x","status":"done"}"#.into();
-        assert_eq!(&*with_node(&local, &states), &*local);
+    fn a_hubs_listing_filters_by_node_at_a_hub_only() {
         let q = node_filter(Query::default(), Some("beta".into()), true).unwrap();
         assert_eq!(q.id_prefix.as_deref(), Some("beta."));
         assert!(node_filter(Query::default(), Some("a.b".into()), true).is_err());

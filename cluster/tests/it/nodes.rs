@@ -29,6 +29,19 @@ fn runs_of(hub: &Serve, node: &str) -> Vec<Value> {
     hub.get_json(&format!("/runs?node={node}"))["runs"].as_array().cloned().unwrap_or_default()
 }
 
+/// `runs ARGS` at `home` (a script's view of the runs): its stdout, which must succeed.
+fn runs_cli(home: &Path, args: &[&str]) -> String {
+    let out = Command::new(built("runs")).args(args).env("HARNESS_HOME", home).output().unwrap();
+    assert!(out.status.success(), "runs {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `runs list --json ARGS` at `home`: its JSON lines.
+fn runs_listed(home: &Path, args: &[&str]) -> Vec<Value> {
+    let text = runs_cli(home, &[&["list", "--json"], args].concat());
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 /// `runwire-cluster nodes`: each node's last heartbeat.
 fn nodes(url: &str) -> Vec<Value> {
     let out = Command::new(cluster_bin()).args(["nodes", "--url", url]).output().unwrap();
@@ -90,7 +103,7 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
     let ab = args("beta");
     let mut alpha = Serve::start(&ha, &aa.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
     let _beta = Serve::start(&hb, &ab.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    let hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
+    let mut hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
     let id_a = format!("alpha.{}", run_a.pointer.run_id);
     let id_b = format!("beta.{}", run_b.pointer.run_id);
     let state = |node: &str, id: &str| {
@@ -141,6 +154,22 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
         (Some("alpha"), Some("lost"), Some(since)),
         "{shown}"
     );
+    // And `runs` at the hub's home (scripts, cron): the same fields, `--node`,
+    // and a table whose status says the node is lost.
+    let listed = runs_listed(&hh, &[]);
+    let r = listed.iter().find(|r| r["runId"] == id_a).unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(
+        (r["node"].as_str(), r["nodeState"].as_str(), r["nodeLostSince"].as_u64()),
+        (Some("alpha"), Some("lost"), Some(since)),
+        "{r}"
+    );
+    let ids = |v: Vec<Value>| v.iter().map(|r| r["runId"].as_str().unwrap_or("").to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(runs_listed(&hh, &["--node", "beta"])), std::slice::from_ref(&id_b));
+    let table = runs_cli(&hh, &["list", "--table"]);
+    let row = table.lines().find(|l| l.contains(&id_a)).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("node lost (running)"), "{table}");
+    let shown: Value = serde_json::from_str(&runs_cli(&hh, &["show", &id_a])).unwrap();
+    assert_eq!((shown["run"]["node"].as_str(), shown["run"]["nodeState"].as_str()), (Some("alpha"), Some("lost")));
     let ev = wait_for("the feed's node event (lost)", 10, || {
         feed.recv_timeout(Duration::from_millis(100)).ok().filter(|e| e["type"] == "node")
     });
@@ -163,6 +192,13 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
         feed.recv_timeout(Duration::from_millis(100)).ok().filter(|e| e["type"] == "node")
     });
     assert_eq!((ev["node"].as_str(), ev["state"].as_str()), (Some("alpha"), Some("up")), "{ev}");
+    assert_eq!(runs_listed(&hh, &["--node", "alpha"])[0]["nodeState"], "up");
+    // The hub gone (killed: its file stays), nobody judges: `runs` says
+    // `unknown`, not the last judgement's `up`.
+    kill_all(&mut hub);
+    let listed = runs_listed(&hh, &[]);
+    let states: Vec<&str> = listed.iter().map(|r| r["nodeState"].as_str().unwrap_or("")).collect();
+    assert_eq!(states, ["unknown", "unknown"], "{listed:?}");
 }
 
 #[test]

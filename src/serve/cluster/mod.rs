@@ -192,23 +192,12 @@ pub fn is_hub() -> bool {
     HUB_HOME.get().is_some()
 }
 
-/// A node's liveness at a hub: its state (`up`, `lost`) and since when (ms
-/// since the epoch).
-pub type NodeStates = std::collections::HashMap<String, (String, u64)>;
-
 /// At a hub, each node's liveness as its sidecar judges it (from the
-/// heartbeats: spec/CLUSTER.md, "Nodes"), read from the small file it keeps,
-/// `$HOME/cluster/nodes.json`; empty elsewhere or before the first judgement.
-pub fn node_states() -> NodeStates {
-    let Some(home) = HUB_HOME.get() else { return NodeStates::new() };
-    let Ok(bytes) = std::fs::read(home.join("cluster").join("nodes.json")) else { return NodeStates::new() };
-    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(&bytes) else { return NodeStates::new() };
-    m.into_iter()
-        .filter_map(|(n, v)| {
-            let state = v.get("state")?.as_str()?.to_string();
-            Some((n, (state, v.get("since").and_then(|s| s.as_u64()).unwrap_or(0))))
-        })
-        .collect()
+/// heartbeats: spec/CLUSTER.md, "Nodes"), from the small file it keeps;
+/// `None` elsewhere, before the first judgement, or when the sidecar that
+/// wrote it is gone (its judgement is no longer current).
+pub fn node_states() -> Option<crate::runs::nodes::NodeStates> {
+    crate::runs::nodes::read(HUB_HOME.get()?)
 }
 
 /// At a hub, `/api/info`'s `nodes`: each node's liveness, by name
@@ -218,7 +207,7 @@ pub fn nodes_info() -> Option<serde_json::Value> {
     if !is_hub() {
         return None;
     }
-    let mut nodes: Vec<_> = node_states().into_iter().collect();
+    let mut nodes: Vec<_> = node_states().unwrap_or_default().into_iter().collect();
     nodes.sort();
     let list = nodes
         .into_iter()
