@@ -533,9 +533,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             human::resolve(&reg, &run_id).and_then(|id| view::find(&reg, &id).map(|l| (id, l.show()))).map(
                 |(id, mut v)| {
                     if nodes::is_hub_home(reg.home()) {
-                        if let Some(run) = v.get_mut("run").and_then(serde_json::Value::as_object_mut) {
-                            nodes::add_node(run, &id, nodes::read(reg.home()).as_ref());
-                        }
+                        nodes::add_to_view(&mut v, &id, nodes::read(reg.home()).as_ref());
                     }
                     if std::io::stdout().is_terminal() {
                         // Indented for a person; one line for a pipe, as before.

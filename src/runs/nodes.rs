@@ -124,11 +124,20 @@ pub fn with_node(summary: &Arc<str>, states: Option<&NodeStates>) -> Arc<str> {
     }
 }
 
-/// A hub's run (`<node>.<run>`, a run view's `run` object): its `node`,
-/// `nodeState` and (lost) `nodeLostSince`, the same fields as
-/// [`with_node`]'s.
-pub fn add_node(run: &mut Map<String, Value>, id: &str, states: Option<&NodeStates>) {
-    let Some(node) = super::node_of(id) else { return };
+/// A hub's listing (`GET /runs`, `runs list`): each item [`with_node`].
+pub fn add_to_page(page: &mut super::list::Page, states: Option<&NodeStates>) {
+    for item in &mut page.items {
+        *item = with_node(item, states);
+    }
+}
+
+/// A hub's run view (`GET /runs/:id`, `runs show`) of run `id`
+/// (`<node>.<run>`): its `run` gets `node`, `nodeState` and (lost)
+/// `nodeLostSince`, the same fields as [`with_node`]'s.
+pub fn add_to_view(view: &mut Value, id: &str, states: Option<&NodeStates>) {
+    let (Some(node), Some(run)) = (super::node_of(id), view.get_mut("run").and_then(Value::as_object_mut)) else {
+        return;
+    };
     let (state, since) = state(node, states);
     run.insert("node".into(), node.into());
     run.insert("nodeState".into(), state.into());
@@ -166,9 +175,9 @@ mod tests {
             for states in [Some(&s), None] {
                 let item: Arc<str> = format!(r#"{{"runId":"{id}","status":"running"}}"#).into();
                 let listed: Value = serde_json::from_str(&with_node(&item, states)).unwrap();
-                let mut run = serde_json::from_str::<Value>(&item).unwrap().as_object().unwrap().clone();
-                add_node(&mut run, id, states);
-                assert_eq!(Value::Object(run), listed, "{id}");
+                let mut view = json!({"run": serde_json::from_str::<Value>(&item).unwrap()});
+                add_to_view(&mut view, id, states);
+                assert_eq!(view["run"], listed, "{id}");
             }
         }
     }

@@ -63,10 +63,7 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
     let o = crate::runs::list::Options::default().with_env();
     let mut page = crate::runs::list::page_with(&reg, &q, o);
     if hub {
-        let states = super::cluster::node_states();
-        for item in &mut page.items {
-            *item = crate::runs::nodes::with_node(item, states.as_ref());
-        }
+        crate::runs::nodes::add_to_page(&mut page, super::cluster::node_states().as_ref());
     }
     let mut tail = String::new();
     let _ = respond_pieces(stream, 200, cors, &page.pieces(&mut tail));
@@ -88,9 +85,7 @@ fn node_filter(q: Query, node: Option<String>, hub: bool) -> Result<Query, Strin
 pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Close {
     let mut r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
     if let (Ok(v), true) = (&mut r, super::cluster::is_hub()) {
-        if let Some(run) = v.get_mut("run").and_then(serde_json::Value::as_object_mut) {
-            crate::runs::nodes::add_node(run, id, super::cluster::node_states().as_ref());
-        }
+        crate::runs::nodes::add_to_view(v, id, super::cluster::node_states().as_ref());
     }
     json_view(stream, cors, r)
 }

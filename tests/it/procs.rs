@@ -224,49 +224,42 @@ impl Sup {
     /// The supervisor of a one-task plan over the escape wrapper in `mode`,
     /// with `--kill-grace` `grace` (seconds) and `tmpdir` its `$TMPDIR`.
     fn escaping(dir: &Path, mode: &str, grace: &str, tmpdir: Option<&Path>) -> Sup {
-        std::fs::create_dir_all(dir.join(".git")).unwrap();
-        std::fs::write(
-            dir.join("p.plan.json"),
-            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#,
-        )
-        .unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
-        cmd.current_dir(dir)
-            .args(["--plan", "p.plan.json", "--kill-grace", grace])
-            .env("HARNESS_HOME", dir.join("home"))
-            .env("RUNWIRE_WRAPPER_DIR", escape_dir())
-            .env("ESCAPE_PIDS", dir.join("pids"))
-            .env("ESCAPE_MODE", mode)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        if let Some(t) = tmpdir {
-            cmd.env("TMPDIR", t);
-        }
-        Sup { child: cmd.spawn().unwrap() }
+        Sup::spawn(dir, tmpdir, |cmd| {
+            cmd.args(["--kill-grace", grace])
+                .env("RUNWIRE_WRAPPER_DIR", escape_dir())
+                .env("ESCAPE_PIDS", dir.join("pids"))
+                .env("ESCAPE_MODE", mode);
+        })
     }
 
     /// The supervisor of a one-task plan over the real claude wrapper and
     /// the stub engine that hangs (`args`: more flags; `tmpdir`: its `$TMPDIR`).
     fn hanging(dir: &Path, args: &[&str], tmpdir: Option<&Path>) -> Sup {
+        let path =
+            format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
+        Sup::spawn(dir, tmpdir, |cmd| {
+            cmd.args(args)
+                .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
+                .env("PATH", path)
+                .env("STUB_MODE", "hang")
+                .env("STUB_PID_FILE", dir.join("pids"));
+        })
+    }
+
+    /// `runwire-supervise` of a one-task claude plan in `dir` (its home
+    /// `dir/home`, its `$TMPDIR` `tmpdir`), in a process group of its own,
+    /// with what `wrapper` adds: the wrapper it runs and its settings.
+    fn spawn(dir: &Path, tmpdir: Option<&Path>, wrapper: impl FnOnce(&mut Command)) -> Sup {
         std::fs::create_dir_all(dir.join(".git")).unwrap();
         std::fs::write(
             dir.join("p.plan.json"),
             r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#,
         )
         .unwrap();
-        let path =
-            format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
         cmd.current_dir(dir)
             .args(["--plan", "p.plan.json"])
-            .args(args)
             .env("HARNESS_HOME", dir.join("home"))
-            .env("RUNWIRE_WRAPPER_DIR", root().join("wrappers"))
-            .env("PATH", path)
-            .env("STUB_MODE", "hang")
-            .env("STUB_PID_FILE", dir.join("pids"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -274,6 +267,7 @@ impl Sup {
         if let Some(t) = tmpdir {
             cmd.env("TMPDIR", t);
         }
+        wrapper(&mut cmd);
         Sup { child: cmd.spawn().unwrap() }
     }
 
@@ -513,22 +507,28 @@ fn a_sigkilled_wrapper_leaves_no_temporary_files() {
     assert_eq!(tree(&tmpdir), Vec::<String>::new(), "left in $TMPDIR after the run");
 }
 
+/// Task `a`'s process group leader (its reaper), as the run's owner
+/// record names it, once there is one.
+fn task_leader(dir: &Path) -> Option<i32> {
+    let owner = std::fs::read_dir(dir.join("home/sock"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".owner.json"))?;
+    let owner: serde_json::Value = serde_json::from_slice(&std::fs::read(owner.path()).ok()?).ok()?;
+    owner["groups"]["a"]["pid"].as_i64().map(|p| p as i32)
+}
+
 /// Task `a`'s process group as its supervisor recorded it (its reaper
 /// leads it), once the wrapper's files are in the run's directory in
 /// `tmpdir`: the leader's pid.
 fn hung_task(dir: &Path, tmpdir: &Path) -> i32 {
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        let owner = std::fs::read_dir(dir.join("home/sock"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .find(|e| e.file_name().to_string_lossy().ends_with(".owner.json"))
-            .and_then(|e| serde_json::from_slice::<serde_json::Value>(&std::fs::read(e.path()).ok()?).ok());
-        let leader = owner.and_then(|o| o["groups"]["a"]["pid"].as_i64());
+        let leader = task_leader(dir);
         let files = tree(tmpdir).iter().any(|p| p.starts_with("runwire-run.") && p.ends_with("/marks"));
         if let (Some(l), true) = (leader, files) {
-            return l as i32;
+            return l;
         }
         assert!(Instant::now() < until, "the task never hung in its run's directory: {:?}", tree(tmpdir));
         std::thread::sleep(Duration::from_millis(20));
@@ -567,13 +567,7 @@ fn a_stale_group_a_restarted_supervisor_stops_leaves_nothing() {
     std::fs::create_dir_all(tmpdir.clone()).unwrap();
     let mut sup = Sup::escaping(&dir, "hang", "60", Some(&tmpdir));
     let old = escapers(&dir.join("pids"));
-    let owner = std::fs::read_dir(dir.join("home/sock"))
-        .unwrap()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().ends_with(".owner.json"))
-        .expect("the run's owner record");
-    let owner: serde_json::Value = serde_json::from_slice(&std::fs::read(owner.path()).unwrap()).unwrap();
-    let leader = owner["groups"]["a"]["pid"].as_i64().expect("task a's group") as i32;
+    let leader = task_leader(&dir).expect("task a's group in the run's owner record");
     let theirs = format!("runwire-run.{leader}.");
     sup.child.kill().unwrap();
     sup.child.wait().unwrap();
