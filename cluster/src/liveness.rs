@@ -367,8 +367,14 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                     }
                 }
             }
+            let mut events = Vec::new();
             for (node, st, rev) in changes {
-                publish(&js, &node, &st, rev);
+                let ev = event(&node, &st);
+                publish(&js, format!("rwnode.{node}"), event_id(&node, &st, rev), ev.to_string());
+                events.push(ev);
+            }
+            if !events.is_empty() {
+                record(&home, events).await;
             }
             let now = judge.states();
             if written.as_ref() != Some(&now) && me.as_ref().is_some_and(|me| write_states(&home, me, &now)) {
@@ -391,11 +397,26 @@ fn write_states(home: &Path, me: &runwire::util::procid::Ident, states: &NodeSta
     r.is_ok()
 }
 
+/// The hub's home's own feed (`runs watch` and `runs notify` there, which
+/// read no stream) gets the changes too, in their order, after what the
+/// mirrored journals brought meanwhile.
+async fn record(home: &Path, events: Vec<Value>) {
+    let home = home.to_path_buf();
+    let done = tokio::task::spawn_blocking(move || {
+        runwire::runs::feed::Extender::new(&home)
+            .append(&events)
+            .map_err(|e| format!("{}: {e}", runwire::runs::feed::Paths::at(&home).log.display()))
+    })
+    .await;
+    if let Ok(Err(e)) = done {
+        crate::report(e);
+    }
+}
+
 /// Publishes a change to the feed stream (retried for a while: the feed
 /// must carry it; the id keeps it once however many hubs publish it).
-fn publish(js: &jetstream::Context, node: &str, st: &NodeState, rev: u64) {
-    let (js, subject, id, body) =
-        (js.clone(), format!("rwnode.{node}"), event_id(node, st, rev), event(node, st).to_string());
+fn publish(js: &jetstream::Context, subject: String, id: String, body: String) {
+    let js = js.clone();
     tokio::spawn(async move {
         for _ in 0..30 {
             let mut h = async_nats::HeaderMap::new();

@@ -119,7 +119,7 @@ enum Cmd {
         /// Only runs of this repository (its name or its root).
         #[arg(long = "repo", value_name = "REPO", value_delimiter = ',')]
         repos: Vec<String>,
-        /// Only these event types: created, task, run, needs_input, input_answered, ended, removed.
+        /// Only these event types: created, task, run, needs_input, input_answered, ended, removed, node (a hub's home: a node lost or up again).
         #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
         types: Vec<String>,
         /// Print what the feed holds past --since, then exit instead of waiting for more.
@@ -156,7 +156,7 @@ enum Cmd {
         /// Only runs of this repository (its name or its root).
         #[arg(long = "repo", value_name = "REPO", value_delimiter = ',')]
         repos: Vec<String>,
-        /// Only these event types (default: needs_input,ended): created, task, run, needs_input, input_answered, ended, removed.
+        /// Only these event types (default: needs_input,ended,node): created, task, run, needs_input, input_answered, ended, removed, node (a hub's home: a node lost or up again).
         #[arg(long = "type", value_name = "TYPE", value_delimiter = ',')]
         types: Vec<String>,
     },

@@ -1,6 +1,7 @@
 //! Nodes: liveness and names (spec/CLUSTER.md, "Nodes"). A node whose
 //! server and sidecar are SIGKILLed is `lost` at the hub (`GET /runs`, its
-//! `?node=` listing, the feed's `node` event) within 10 s, and `up` again
+//! `?node=` listing, the feed's `node` event; `runs` and an operator's
+//! `runs notify` at the hub's home) within 10 s, and `up` again
 //! when it comes back; a node name is one machine's lease: a second machine
 //! with the name refuses to start, naming the holder, until the first's
 //! lease expires or an admin frees it (`runwire-cluster nodes --remove`).
@@ -85,6 +86,74 @@ fn ends_within_saying(mut cmd: Command, secs: u64) -> (Option<i32>, String, Stri
     (status.code(), said(&out), said(&err))
 }
 
+/// `runs watch --since 0 --no-follow ARGS` at `home`: the home's own feed, which reads no stream.
+fn watched(home: &Path, args: &[&str]) -> Vec<Value> {
+    let text = runs_cli(home, &[&["watch", "--since", "0", "--no-follow"], args].concat());
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// An operator's `runs notify` (its default types) at `home`, POSTing to a
+/// webhook receiver (fixtures/webhooks/receiver.py, not runwire's code):
+/// each delivery arrives on the channel. Both are killed on drop.
+struct Hook {
+    receiver: std::process::Child,
+    notify: std::process::Child,
+    rx: std::sync::mpsc::Receiver<Value>,
+}
+
+impl Hook {
+    fn start(home: &Path, dir: &Path) -> Hook {
+        use std::io::BufRead;
+        let mut receiver = Command::new("python3")
+            .arg(root().join("fixtures/webhooks/receiver.py"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start python3");
+        let mut out = std::io::BufReader::new(receiver.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        let port: u16 = first.trim().strip_prefix("listening ").and_then(|p| p.parse().ok()).expect("its port");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                if tx.send(serde_json::from_str::<Value>(&l).unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        // It writes its state once it has brought the feed up to date: from then on nothing is missed.
+        let state = dir.join("notify.state");
+        let notify = Command::new(built("runs"))
+            .args(["notify", "--webhook", &format!("http://127.0.0.1:{port}/hook"), "--state"])
+            .arg(&state)
+            .env("HARNESS_HOME", home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let hook = Hook { receiver, notify, rx };
+        wait_for("runs notify's state file", 20, || state.is_file().then_some(()));
+        hook
+    }
+
+    /// The next delivery's body (`{"type","timestamp","data"}`).
+    fn next(&self) -> Value {
+        let d = self.rx.recv_timeout(Duration::from_secs(15)).expect("a delivery in time");
+        d["body"].clone()
+    }
+}
+
+impl Drop for Hook {
+    fn drop(&mut self) {
+        for c in [&mut self.notify, &mut self.receiver] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn serve_cmd(home: &Path, url: &str, node: &str) -> Command {
     let mut c = Command::new(built("runwire-serve"));
     c.args(["--listen", "127.0.0.1:0", "--cluster", url, "--node", node]).env("HARNESS_HOME", home);
@@ -123,6 +192,8 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
     // another node's run's feed does not.
     let feed_a = hub.follow(&format!("/runs/events?run={id_a}"));
     let feed_b = hub.follow(&format!("/runs/events?run={id_b}"));
+    // An operator's webhook, from the hub's home (scripts and cron there read no stream).
+    let hook = Hook::start(&hh, &dir);
     let killed_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let killed = Instant::now();
     kill_all(&mut alpha);
@@ -185,6 +256,21 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
     assert_eq!((on_a["node"].as_str(), on_a["state"].as_str(), &on_a["id"]), (Some("alpha"), Some("lost"), &ev["id"]));
     let on_b: Vec<Value> = feed_b.try_iter().filter(|e| e["type"] == "node").collect();
     assert!(on_b.is_empty(), "alpha's node event on the feed of beta's run: {on_b:?}");
+    // The hub's home's own feed has it too: `runs watch` and the operator's webhook.
+    let told = hook.next();
+    assert_eq!(
+        (told["type"].as_str(), told["data"]["node"].as_str(), told["data"]["state"].as_str()),
+        (Some("node"), Some("alpha"), Some("lost")),
+        "{told}"
+    );
+    assert_eq!(told["data"]["since"].as_u64(), Some(since), "{told}");
+    let said = watched(&hh, &["--type", "node"]);
+    let seen: Vec<_> = said.iter().map(|e| (e["node"].as_str(), e["state"].as_str(), e["since"].as_u64())).collect();
+    assert_eq!(seen, [(Some("alpha"), Some("lost"), Some(since))], "{said:?}");
+    // And its run's events there name their node, as the hub's server's do.
+    let of_a = watched(&hh, &["--run", &id_a]);
+    assert!(of_a.iter().any(|e| e["type"] == "created"), "{of_a:?}");
+    assert!(of_a.iter().all(|e| e["node"] == "alpha"), "{of_a:?}");
     // Back: the same machine (its home) takes its name again; up at its first beat.
     let _alpha = Serve::start(&ha, &aa.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
     wait_for("alpha's run up again", 15, || (state("alpha", &id_a).as_deref() == Some("up")).then_some(()));
@@ -192,6 +278,10 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
         feed.recv_timeout(Duration::from_millis(100)).ok().filter(|e| e["type"] == "node")
     });
     assert_eq!((ev["node"].as_str(), ev["state"].as_str()), (Some("alpha"), Some("up")), "{ev}");
+    let told = hook.next();
+    assert_eq!((told["data"]["node"].as_str(), told["data"]["state"].as_str()), (Some("alpha"), Some("up")), "{told}");
+    let states: Vec<_> = watched(&hh, &["--type", "node"]).iter().map(|e| e["state"].clone()).collect();
+    assert_eq!(states, ["lost", "up"]);
     assert_eq!(runs_listed(&hh, &["--node", "alpha"])[0]["nodeState"], "up");
     // The hub gone (killed: its file stays), nobody judges: `runs` says
     // `unknown`, not the last judgement's `up`.

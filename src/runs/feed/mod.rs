@@ -127,6 +127,10 @@ pub struct Extender {
     /// Runs whose journal could not be read, and why (said once).
     noted: HashMap<String, String>,
     reports: Vec<String>,
+    /// A hub's home (`super::nodes::is_hub_home`, looked at each
+    /// extension): its runs' events name their `node`, as the hub's server's do.
+    hub: bool,
+    home: PathBuf,
 }
 
 fn lock(paths: &Paths) -> io::Result<nix::fcntl::Flock<std::fs::File>> {
@@ -155,6 +159,8 @@ impl Extender {
             tallies: HashMap::new(),
             noted: HashMap::new(),
             reports: Vec::new(),
+            hub: false,
+            home: home.to_path_buf(),
         }
     }
 
@@ -166,7 +172,21 @@ impl Extender {
     /// log's length (the id of its last event, and where a reader that has
     /// everything resumes).
     pub fn extend(&mut self, scope: Scope) -> io::Result<u64> {
+        self.extend_with(scope, &[])
+    }
+
+    /// Appends `events` (a hub's `node` events: a node lost or up again,
+    /// judged by its cluster sidecar, spec/CLUSTER.md "Nodes") after what
+    /// the journals bring meanwhile; returns the log's length. They are the
+    /// log's own, not a journal's: they carry no `src`, and a replay passes
+    /// over them.
+    pub fn append(&mut self, events: &[Value]) -> io::Result<u64> {
+        self.extend_with(Scope::Runs(&BTreeSet::new()), events)
+    }
+
+    fn extend_with(&mut self, scope: Scope, extra: &[Value]) -> io::Result<u64> {
         let _lock = lock(&self.paths)?;
+        self.hub = super::nodes::is_hub_home(&self.home);
         let mut log = {
             use std::os::unix::fs::OpenOptionsExt;
             let mut o = std::fs::OpenOptions::new();
@@ -189,6 +209,8 @@ impl Extender {
             len = self.replay(&log, len)?;
         }
         let ids: Vec<String> = match scope {
+            // A fresh feed starts with every run's `created`, whatever woke it.
+            _ if fresh => self.reg.ids(),
             Scope::All => self.reg.ids(),
             Scope::Runs(ids) => ids.iter().cloned().collect(),
         };
@@ -203,6 +225,12 @@ impl Extender {
                 continue;
             }
             self.run_events(p, &mut out);
+        }
+        for ev in extra {
+            // Small by construction (a node's name, its state, two times).
+            if serde_json::to_writer(&mut out, ev).is_ok() {
+                out.push(b'\n');
+            }
         }
         if !out.is_empty() {
             // One write: readers see whole events or none (they stop at the last newline).
@@ -388,10 +416,15 @@ impl Extender {
             }
             Ok(Some(t.totals.clone()))
         });
-        match serde_json::from_str(&s) {
+        let mut m = match serde_json::from_str(&s) {
             Ok(Value::Object(m)) => m,
             _ => Map::new(),
+        };
+        // At a hub, a run's id is `<node>.<run>`: its events name the node.
+        if let Some(node) = self.hub.then(|| super::node_of(&l.pointer.run_id)).flatten() {
+            m.insert("node".into(), node.into());
         }
+        m
     }
 }
 
@@ -717,6 +750,52 @@ mod tests {
         assert!(check_since(&Paths::at(&h), end2 + 1).is_err());
         assert!(check_since(&Paths::at(&h), end3 + 100).is_err());
         drop(z); // its checkpoint, written on drop, would make the feed directory again
+        let _ = std::fs::remove_dir_all(&h);
+    }
+
+    /// A hub's home: its sidecar's `node` events join the log, in order
+    /// with the mirrored journals' events, and its runs' events name their node.
+    #[test]
+    fn a_hubs_node_events_join_its_feed_and_its_runs_events_name_their_node() {
+        let h = home("hub");
+        std::fs::create_dir_all(h.join("cluster/nodes/alpha")).unwrap();
+        let new = NewRun { slug: "s".into(), repo_root: h.join("repo").display().to_string(), ..Default::default() };
+        let mut p = new.pointer("2026-01-01T00:00:00.000Z".into()).unwrap();
+        p.run_id = format!("alpha.{}", p.run_id);
+        std::fs::create_dir_all(&p.runstate_dir).unwrap();
+        Registry::at(&h).register(&p).unwrap();
+        let files = RunFiles::new(&p.runstate_dir, "s");
+        let node =
+            |state: &str| serde_json::json!({"type": "node", "node": "alpha", "state": state, "since": 5, "ts": "t"});
+        // The sidecar's first append starts the feed: the run's `created` first.
+        let end0 = Extender::new(&h).append(&[node("lost")]).unwrap();
+        let evs = events(&h, 0);
+        let seen: Vec<(&str, &str)> =
+            evs.iter().map(|(_, e)| (e["type"].as_str().unwrap(), e["node"].as_str().unwrap())).collect();
+        assert_eq!(seen, [("created", "alpha"), ("node", "alpha")], "{evs:?}");
+        assert_eq!((evs[1].0, evs[1].1["state"].as_str(), evs[1].1.get("src")), (end0, Some("lost"), None));
+        // Another process's record and the next judgement, each once, in order.
+        append(&crate::runs::marks::test_run(), &files.journal(), &Record::task("runner", "a", "leased", None))
+            .unwrap();
+        let mut x = Extender::new(&h);
+        let end1 = x.extend(Scope::All).unwrap();
+        let end2 = Extender::new(&h).append(&[node("up")]).unwrap();
+        assert_eq!(x.extend(Scope::All).unwrap(), end2, "a replay past a node event duplicates nothing");
+        let evs = events(&h, end0);
+        assert_eq!(evs.len(), 2, "{evs:?}");
+        assert_eq!(
+            (evs[0].0, evs[0].1["type"].as_str(), evs[0].1["node"].as_str()),
+            (end1, Some("task"), Some("alpha"))
+        );
+        assert_eq!((evs[1].0, evs[1].1["type"].as_str(), evs[1].1["state"].as_str()), (end2, Some("node"), Some("up")));
+        // Not a hub's home: a run id with a dot names no node.
+        drop(x);
+        std::fs::remove_dir_all(h.join("cluster")).unwrap();
+        append(&crate::runs::marks::test_run(), &files.journal(), &Record::task("runner", "a", "committed", Some(0)))
+            .unwrap();
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let evs = events(&h, end2);
+        assert_eq!((evs.len(), evs[0].1.get("node")), (1, None), "{evs:?}");
         let _ = std::fs::remove_dir_all(&h);
     }
 

@@ -105,6 +105,21 @@ fn words(ev: &Value) -> (String, String) {
     };
     let detail = clip(s(ev, "detail"), MAX_TEXT);
     match s(ev, "type") {
+        // A hub's judgement of a node (spec/CLUSTER.md, "Nodes"): no run.
+        "node" => {
+            let node = s(ev, "node");
+            let since = ev.get("since").and_then(Value::as_i64).map(crate::util::time::format_ms);
+            let at = since.map(|t| format!(" at {t}")).unwrap_or_default();
+            if s(ev, "state") == "lost" {
+                let text = format!(
+                    "No heartbeat from node {node} since its last{at}: its runs still said to be going are not seen \
+                     (the machine, its sidecar or its link to the cluster is down)."
+                );
+                (format!("Node {node} lost"), text)
+            } else {
+                (format!("Node {node} is up"), format!("Node {node} beats again{at}: its runs are seen again."))
+            }
+        }
         "needs_input" => {
             let ask = match (s(ev, "kind"), s(ev, "tool")) {
                 (_, tool) if !tool.is_empty() => format!("Allow {tool}?"),
@@ -160,6 +175,8 @@ pub fn message(line: &[u8], feed: u64, format: Format) -> Option<Message> {
             let mut h = vec![("Title", ascii(&title))];
             let (tags, priority) = match (ty.as_str(), s(&ev, "status")) {
                 ("needs_input", _) => ("question", "high"),
+                ("node", _) if s(&ev, "state") == "lost" => ("warning", "high"),
+                ("node", _) => ("white_check_mark", "default"),
                 ("ended", "done") => ("white_check_mark", "default"),
                 ("ended", _) => ("x", "default"),
                 _ => ("information_source", "default"),
@@ -192,7 +209,8 @@ pub fn message(line: &[u8], feed: u64, format: Format) -> Option<Message> {
         Format::Apprise => {
             let kind = match (ty.as_str(), s(&ev, "status")) {
                 ("needs_input", _) => "warning",
-                ("ended", "done") => "success",
+                ("node", _) if s(&ev, "state") == "lost" => "warning",
+                ("node", _) => "success",
                 ("ended", _) => "failure",
                 _ => "info",
             };

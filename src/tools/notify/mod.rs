@@ -40,7 +40,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// The event types sent when `--type` is not given.
-pub const DEFAULT_TYPES: [&str; 2] = ["needs_input", "ended"];
+/// `node` is a hub's (a node lost, or up again): only a hub's home has them.
+pub const DEFAULT_TYPES: [&str; 3] = ["needs_input", "ended", "node"];
 
 const STATE_VERSION: &str = "runwire-notify-state/v1";
 /// The state file: how far each webhook has been delivered, in this feed log.
@@ -484,6 +485,24 @@ mod tests {
             (ap["title"].as_str(), ap["body"].as_str(), ap["type"].as_str()),
             (Some("s failed"), Some("Run failed: tests fail"), Some("failure"))
         );
+    }
+
+    /// A hub's judgement of a node, as an operator's phone shows it.
+    #[test]
+    fn a_lost_node_is_a_warning_and_its_return_a_success() {
+        let lost = br#"{"id":5,"type":"node","node":"alpha","state":"lost","since":1754166531710,"ts":"t"}"#;
+        let n = message(lost, 7, Format::Ntfy).unwrap();
+        assert!(n.headers.contains(&("Title", "Node alpha lost".into())), "{:?}", n.headers);
+        assert!(n.headers.contains(&("Priority", "high".into())) && n.headers.contains(&("Tags", "warning".into())));
+        let body = String::from_utf8(n.body).unwrap();
+        assert!(body.starts_with("No heartbeat from node alpha since its last at 2025-08-02T20:28:51.710Z"), "{body}");
+        let up = br#"{"id":6,"type":"node","node":"alpha","state":"up","since":1754166531710,"ts":"t"}"#;
+        let ap: Value = serde_json::from_slice(&message(up, 7, Format::Apprise).unwrap().body).unwrap();
+        assert_eq!((ap["title"].as_str(), ap["type"].as_str()), (Some("Node alpha is up"), Some("success")));
+        let sl: Value = serde_json::from_slice(&message(lost, 7, Format::Slack).unwrap().body).unwrap();
+        assert!(sl["text"].as_str().unwrap().starts_with("*Node alpha lost*\nNo heartbeat"), "{sl}");
+        let js: Value = serde_json::from_slice(&message(lost, 7, Format::Json).unwrap().body).unwrap();
+        assert_eq!((js["type"].as_str(), js["data"]["node"].as_str()), (Some("node"), Some("alpha")));
     }
 
     #[test]
