@@ -109,15 +109,15 @@ fn words(ev: &Value) -> (String, String) {
         "node" => {
             let node = s(ev, "node");
             let since = ev.get("since").and_then(Value::as_i64).map(crate::util::time::format_ms);
-            let at = since.map(|t| format!(" at {t}")).unwrap_or_default();
+            let at = since.map(|t| format!(" since {t}")).unwrap_or_default();
             if s(ev, "state") == "lost" {
                 let text = format!(
-                    "No heartbeat from node {node} since its last{at}: its runs still said to be going are not seen \
-                     (the machine, its sidecar or its link to the cluster is down)."
+                    "No heartbeat from node {node}{at}: the machine, its cluster sidecar or its link to the \
+                     cluster is down. Its runs that were still going show as node lost."
                 );
                 (format!("Node {node} lost"), text)
             } else {
-                (format!("Node {node} is up"), format!("Node {node} beats again{at}: its runs are seen again."))
+                (format!("Node {node} is up"), format!("Node {node} beats again{at}."))
             }
         }
         "needs_input" => {

@@ -495,7 +495,7 @@ mod tests {
         assert!(n.headers.contains(&("Title", "Node alpha lost".into())), "{:?}", n.headers);
         assert!(n.headers.contains(&("Priority", "high".into())) && n.headers.contains(&("Tags", "warning".into())));
         let body = String::from_utf8(n.body).unwrap();
-        assert!(body.starts_with("No heartbeat from node alpha since its last at 2025-08-02T20:28:51.710Z"), "{body}");
+        assert!(body.starts_with("No heartbeat from node alpha since 2025-08-02T20:28:51.710Z: "), "{body}");
         let up = br#"{"id":6,"type":"node","node":"alpha","state":"up","since":1754166531710,"ts":"t"}"#;
         let ap: Value = serde_json::from_slice(&message(up, 7, Format::Apprise).unwrap().body).unwrap();
         assert_eq!((ap["title"].as_str(), ap["type"].as_str()), (Some("Node alpha is up"), Some("success")));
