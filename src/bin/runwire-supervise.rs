@@ -43,6 +43,9 @@ struct Args {
     /// The file holding the link secret (at least 32 bytes), the same as runwire-serve's.
     #[arg(long, value_name = "FILE", requires = "public_url")]
     link_secret_file: Option<PathBuf>,
+    /// The cluster node this supervisor runs beside (runwire-serve --node NAME on the same home): its links name it, so a hub forwards them to that node even when another node has a run of the same id. The node's server takes no link that names another node.
+    #[arg(long, value_name = "NAME", requires = "public_url")]
+    node: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -57,9 +60,13 @@ fn main() -> ExitCode {
             return Exit::Io.into();
         }
     };
+    if let Some(n) = args.node.as_deref().filter(|n| !runwire::runs::valid_node(n)) {
+        cli::report(BIN, format!("--node: {n:?}: a node name is {}", runwire::runs::NODE_RULE));
+        return Exit::Usage.into();
+    }
     let links = match (&args.public_url, &args.link_secret_file) {
         (Some(u), Some(f)) => match runwire::control::links::Keys::read(u, f) {
-            Ok(k) => Some(k),
+            Ok(k) => Some(k.at_node(args.node)),
             Err(e) => return e.exit(BIN),
         },
         _ => None,

@@ -940,7 +940,7 @@ struct Secured {
     // Dropped in this order: the servers, then the cluster, then the directory.
     beta: Serve,
     hub: Serve,
-    _nats: Nats,
+    nats: Nats,
     home: PathBuf,
     dir: Scratch,
 }
@@ -985,7 +985,7 @@ impl Secured {
                 .collect::<Vec<_>>(),
             &[],
         );
-        Secured { beta, hub, _nats: nats, home, dir }
+        Secured { beta, hub, nats, home, dir }
     }
 }
 
@@ -1151,7 +1151,8 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    fn start(dir: &Path, home: &Path, secret: &Path) -> Supervisor {
+    /// With `extra` flags (`--node NAME`).
+    fn start(dir: &Path, home: &Path, secret: &Path, extra: &[&str]) -> Supervisor {
         use std::os::unix::process::CommandExt;
         let dir = dir.join("supervisor");
         std::fs::create_dir_all(dir.join(".git")).unwrap();
@@ -1171,6 +1172,7 @@ impl Supervisor {
             .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir", "no-wrappers"])
             .args(["--public-url", PUBLIC, "--link-secret-file"])
             .arg(secret)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
@@ -1224,22 +1226,97 @@ impl Drop for Supervisor {
 fn a_supervised_tasks_link_is_answered_once_at_the_hub_through_its_node() {
     need(&["nats-server"]);
     let (s, (_keep, secret)) = Secured::with_links("security-supervised-link-at-hub");
-    let sup = Supervisor::start(&s.dir, &s.home, &secret);
+    let sup = Supervisor::start(&s.dir, &s.home, &secret, &[]);
+    let (requested, path) = supervised_link(&sup);
+    let claims = runwire::control::links::unchecked_claims(path.strip_prefix("/a/").unwrap()).unwrap();
+    assert_eq!(claims.o, None, "a supervisor given no --node names no node");
+    // The hub places it by the run's mirror.
+    hub_lists(&s, &[format!("beta.{}", claims.r)]);
+    answered_once_at_the_hub(&s, &sup, &requested, &path);
+}
+
+/// A supervisor told its node (`--node beta`, as its `runwire-serve`)
+/// names it in its links, so a hub forwards them there even when another
+/// node (alpha: the same repository path and slug on another machine) has
+/// a run of the same id, where placing by the mirror can only refuse.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_supervisors_link_naming_its_node_is_answered_at_the_hub_though_another_node_has_the_run_id() {
+    need(&["nats-server"]);
+    let (s, (_keep, secret)) = Secured::with_links("security-supervised-link-named");
+    // A name that is not a node's: a usage error, before anything runs.
+    let bad = Command::new(built("runwire-supervise"))
+        .args(["--plan", "none.plan.json", "--public-url", PUBLIC, "--node", "b.eta", "--link-secret-file"])
+        .arg(&secret)
+        .env("HARNESS_HOME", &s.home)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("runwire-supervise: --node: \"b.eta\": a node name is "), "{err}");
+    let sup = Supervisor::start(&s.dir, &s.home, &secret, &["--node", "beta"]);
+    let (requested, path) = supervised_link(&sup);
+    let claims = runwire::control::links::unchecked_claims(path.strip_prefix("/a/").unwrap()).unwrap();
+    assert_eq!(claims.o.as_deref(), Some("beta"), "the supervisor names its node");
+    // Alpha registers the same repository and slug (its own runstate directory): the same run id.
+    let p: Value = serde_json::from_slice(&std::fs::read(s.home.join(format!("runs/{}.json", claims.r))).unwrap())
+        .expect("the supervised run's pointer");
+    let home_a = s.dir.join("home-alpha");
+    let reg = Command::new(built("runs"))
+        .args(["register", "--slug", p["slug"].as_str().unwrap(), "--repo-root", p["repoRoot"].as_str().unwrap()])
+        .args(["--worktree", p["worktree"].as_str().unwrap(), "--runstate-dir"])
+        .arg(s.dir.join("alpha-runstate"))
+        .env("HARNESS_HOME", &home_a)
+        .output()
+        .unwrap();
+    assert!(reg.status.success(), "{}", String::from_utf8_lossy(&reg.stderr));
+    let on_alpha: Value = serde_json::from_slice(&reg.stdout).unwrap();
+    assert_eq!(on_alpha["runId"].as_str(), Some(claims.r.as_str()));
+    let pw = s.dir.join("accounts/node-alpha.pw");
+    let _alpha = Serve::start(
+        &home_a,
+        &["--cluster", &s.nats.url, "--node", "alpha", "--cluster-user", "node-alpha", "--cluster-password-file"]
+            .into_iter()
+            .chain([pw.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    hub_lists(&s, &[format!("alpha.{}", claims.r), format!("beta.{}", claims.r)]);
+    // The same claims minted with the same secret but no node: the hub cannot tell which node's.
+    let keys = runwire::control::links::Keys::new(PUBLIC, &std::fs::read(&secret).unwrap()).unwrap();
+    let nameless = keys.token(&runwire::control::links::Claims { o: None, ..claims.clone() });
+    let (code, _, page) = link_request(&s.hub, "GET", &format!("/a/{nameless}"), "", "text/plain", "");
+    assert!(code >= 400 && page.contains("is on several nodes (alpha, beta)"), "{code} {page}");
+    assert!(sup.answers().is_empty(), "{}", sup.why());
+    answered_once_at_the_hub(&s, &sup, &requested, &path);
+}
+
+/// The supervisor's first request with its link: the record, and the
+/// link's path under the hub's address.
+fn supervised_link(sup: &Supervisor) -> (Value, String) {
     let requested = wait_for("the supervisor's request", 60, || {
         sup.journal().into_iter().find(|r| r["input"] == "requested" && r["links"][0].is_string())
     });
     let link = requested["links"][0].as_str().unwrap().to_string();
     let path = link.strip_prefix(PUBLIC).unwrap_or_else(|| panic!("a link under the hub's address: {link}"));
-    let token = path.strip_prefix("/a/").unwrap();
-    let claims = runwire::control::links::unchecked_claims(token).expect("a token's claims");
-    assert_eq!(claims.o, None, "a supervisor names no node");
-    // The hub places it by the run's mirror: until beta's sidecar has sent
-    // the run (and its control subscription is known), 503, never acted on.
+    (requested.clone(), path.to_string())
+}
+
+/// Waits until the hub lists each of `ids`.
+fn hub_lists(s: &Secured, ids: &[String]) {
     let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
-    wait_for("the hub to list the supervised run", 60, || {
+    wait_for("the hub to list the runs", 60, || {
         let runs = s.hub.request_with("GET", "/runs", ana, "");
-        String::from_utf8_lossy(&runs.1).contains(&format!("\"beta.{}\"", claims.r)).then_some(())
+        let text = String::from_utf8_lossy(&runs.1);
+        ids.iter().all(|id| text.contains(&format!("\"{id}\""))).then_some(())
     });
+}
+
+/// The link at `path` answered at the hub: 503 until the node's control
+/// subscription is known (never acted on), a page for a GET that acts on
+/// nothing, one form POST with the public Origin that approves, a second
+/// that is refused and sends nothing; the supervisor journals who and where.
+fn answered_once_at_the_hub(s: &Secured, sup: &Supervisor, requested: &Value, path: &str) {
     let page = wait_for("beta to answer the link at the hub", 30, || {
         let (code, _, page) = link_request(&s.hub, "GET", path, "", "text/plain", "");
         assert!(code == 200 || code == 503, "{code} {page}\n{}", sup.why());

@@ -27,6 +27,7 @@ pub fn link_node(home: &Path, token: &str) -> Result<String, String> {
         .filter(|e| e.path().join(&c.r).is_dir())
         .filter_map(|e| e.file_name().to_str().filter(|n| crate::runs::valid_node(n)).map(str::to_string))
         .collect();
+    nodes.sort();
     match nodes.len() {
         1 => Ok(nodes.remove(0)),
         0 => Err(format!("No node of this cluster has shown this hub run {} yet. Nothing was done.", c.r)),
