@@ -115,14 +115,28 @@ impl Mirror {
         }
     }
 
-    /// A run deleted from the bucket: out of the hub's home.
+    /// A run deleted from the bucket (removed at its node): out of the
+    /// hub's home, and its own feed (`runs watch` there) says `removed`,
+    /// as the node's did, with the run's summary as it was and its node.
     pub fn remove(&self, node: &str, run: &str) {
         let id = names::hub_run_id(node, run);
+        // Read before anything goes; none when the hub had no such run (a
+        // deletion seen again after a restart says nothing twice).
+        let summary = self.reg.read(&id).ok().map(|p| runwire::runs::view::load(p).summary());
         let _ = std::fs::remove_file(self.reg.path(&id));
         let _ = std::fs::remove_file(self.reg.link_path(&id));
         let _ = std::fs::remove_dir_all(self.dir(node, run));
         let prefix = names::file_subject(node, run, "");
         self.streamed.lock().unwrap_or_else(|e| e.into_inner()).retain(|s, _| !s.starts_with(&prefix));
+        if let Some(mut summary) = summary {
+            if let Some(o) = summary.as_object_mut() {
+                o.insert("node".into(), node.into());
+            }
+            let now = runwire::util::time::format_ms(crate::util::now_ms() as i64);
+            if let Err(e) = runwire::runs::remove::feed_removed(&self.home, summary, &now) {
+                crate::report(format!("feed: {id}: {e}"));
+            }
+        }
     }
 
     /// One chunk of a file: applied, or a gap (the file's earlier chunks

@@ -462,6 +462,19 @@ pub async fn stream_messages(client: async_nats::Client, stream: &str, prefix: &
     out
 }
 
+/// `runs watch --since 0 --no-follow ARGS` at `home`: the home's own feed
+/// (what scripts and cron there read; a hub's reads no stream).
+pub fn watched(home: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new(built("runs"))
+        .args(["watch", "--since", "0", "--no-follow"])
+        .args(args)
+        .env("HARNESS_HOME", home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "runs watch {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 /// The ids of a feed log's events: the offset past each line.
 pub fn feed_ids(home: &Path) -> Vec<u64> {
     let log = std::fs::read(home.join("feed/events.log")).unwrap_or_default();

@@ -86,12 +86,6 @@ fn ends_within_saying(mut cmd: Command, secs: u64) -> (Option<i32>, String, Stri
     (status.code(), said(&out), said(&err))
 }
 
-/// `runs watch --since 0 --no-follow ARGS` at `home`: the home's own feed, which reads no stream.
-fn watched(home: &Path, args: &[&str]) -> Vec<Value> {
-    let text = runs_cli(home, &[&["watch", "--since", "0", "--no-follow"], args].concat());
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
 /// An operator's `runs notify` (its default types) at `home`, POSTing to a
 /// webhook receiver (fixtures/webhooks/receiver.py, not runwire's code):
 /// each delivery arrives on the channel. Both are killed on drop.

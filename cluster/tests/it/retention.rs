@@ -122,8 +122,22 @@ fn runs_rm_at_a_node_takes_the_run_out_of_the_streams_and_the_bucket() {
     let hub1 = dir.join("home-hub1");
     let _h1 = hub_sidecar(&nats.url, &hub1);
     run.mirrored(&hub1, "n1", 60);
+    // The hub's home's own feed (`runs watch` there), started now: the run's `created`, its node named.
+    let hub_id = names::hub_run_id("n1", &run.pointer.run_id);
+    let before = watched(&hub1, &["--run", &hub_id]);
+    assert_eq!(
+        (before.len(), before[0]["type"].as_str(), before[0]["node"].as_str()),
+        (1, Some("created"), Some("n1"))
+    );
     runs_rm(&home, &run.pointer.run_id);
     taken_out(&dir, &nats, &run, &hub1);
+    // It says the run was removed, once, with its node, as the node's own feed does.
+    let after = watched(&hub1, &["--run", &hub_id]);
+    let types: Vec<_> = after.iter().map(|e| e["type"].as_str().unwrap_or("")).collect();
+    assert_eq!(types, ["created", "removed"], "{after:?}");
+    assert_eq!((after[1]["node"].as_str(), after[1]["runId"].as_str()), (Some("n1"), Some(hub_id.as_str())));
+    let at_node = watched(&home, &["--run", &run.pointer.run_id, "--type", "removed"]);
+    assert_eq!((at_node.len(), &at_node[0]["previous"]), (1, &after[1]["previous"]), "{at_node:?}");
 }
 
 /// The same `runs rm` while the node's sidecar is down: when it starts
