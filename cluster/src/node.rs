@@ -214,6 +214,9 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
             }
         }
     };
+    // The home says which node it is while this process holds the name:
+    // a supervisor beside it names the node in its approval links.
+    crate::liveness::say_home_node(&o.home, &o.node);
     tokio::spawn(async move {
         if let Err(e) = crate::liveness::heartbeat(nodes, me, rev).await {
             // Another machine has the name now: nothing more is published under it.

@@ -43,7 +43,7 @@ struct Args {
     /// The file holding the link secret (at least 32 bytes), the same as runwire-serve's.
     #[arg(long, value_name = "FILE", requires = "public_url")]
     link_secret_file: Option<PathBuf>,
-    /// The cluster node this supervisor runs beside (runwire-serve --node NAME on the same home): its links name it, so a hub forwards them to that node even when another node has a run of the same id. The node's server takes no link that names another node.
+    /// The cluster node this supervisor runs beside (runwire-serve --node NAME on the same home): its links name it, so a hub forwards them to that node even when another node has a run of the same id. Default: the node this home is when a link is made (its runwire-cluster sidecar says so while it holds the name); another name than that is a usage error.
     #[arg(long, value_name = "NAME", requires = "public_url")]
     node: Option<String>,
 }
@@ -64,6 +64,14 @@ fn main() -> ExitCode {
         cli::report(BIN, format!("--node: {n:?}: a node name is {}", runwire::runs::NODE_RULE));
         return Exit::Usage.into();
     }
+    let home = runwire::runs::harness_home();
+    if let (Some(n), Some(h)) = (&args.node, args.node.as_ref().and_then(|_| runwire::runs::nodes::home_node(&home))) {
+        if *n != h {
+            let why = format!("this home is node {h} (its runwire-cluster sidecar holds the name), whose server takes no link naming another node");
+            cli::report(BIN, format!("--node {n}: {why}"));
+            return Exit::Usage.into();
+        }
+    }
     let links = match (&args.public_url, &args.link_secret_file) {
         (Some(u), Some(f)) => match runwire::control::links::Keys::read(u, f) {
             Ok(k) => Some(k.at_node(args.node)),
@@ -78,7 +86,7 @@ fn main() -> ExitCode {
         runstate: args.runstate,
         max_parallel: usize::from(args.max_parallel),
         kill_grace: Duration::from_secs(args.kill_grace),
-        home: runwire::runs::harness_home(),
+        home,
         workdir,
         interactive: args.interactive,
         // A closed stdout (`| head -1`) loses the report, never the run.

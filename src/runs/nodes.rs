@@ -70,6 +70,38 @@ fn decode(bytes: &[u8], current: impl Fn(&Ident) -> bool) -> Option<NodeStates> 
     )
 }
 
+/// Where a node's cluster sidecar says which node this home is, while it
+/// holds the name: `{"v":"node/v1","node":"alpha","by":IDENT}`.
+pub fn home_node_path(home: &Path) -> PathBuf {
+    home.join("cluster").join("node.json")
+}
+
+/// The record's format, its `v`.
+pub const HOME_NODE_VERSION: &str = "node/v1";
+
+/// The record's text.
+pub fn encode_home_node(by: &Ident, node: &str) -> String {
+    format!("{}\n", json!({"v": HOME_NODE_VERSION, "node": node, "by": by}))
+}
+
+/// The node this home is, while the sidecar that holds its name runs:
+/// what a `runwire-supervise` beside it names in its approval links (a
+/// hub forwards a link to the node it names). `None` without a current
+/// record (no node here, or its sidecar gone).
+pub fn home_node(home: &Path) -> Option<String> {
+    decode_home_node(&std::fs::read(home_node_path(home)).ok()?, |by| by.mismatch().is_none())
+}
+
+fn decode_home_node(bytes: &[u8], current: impl Fn(&Ident) -> bool) -> Option<String> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    if v["v"] != HOME_NODE_VERSION {
+        return None;
+    }
+    let by: Ident = serde_json::from_value(v["by"].clone()).ok()?;
+    let node = v["node"].as_str().filter(|n| super::valid_node(n))?;
+    current(&by).then(|| node.to_string())
+}
+
 /// The statuses of a run still going, which a lost node's run has only as
 /// its node's last word (the studio's rule too: `staleOnLostNode`).
 pub const GOING: [&str; 5] = ["registered", "running", "idle", "needs_input", "paused"];
@@ -165,6 +197,18 @@ mod tests {
         // The unversioned map an older sidecar wrote: no judgement either.
         assert_eq!(decode(br#"{"alpha":{"state":"up","since":1}}"#, |_| true), None);
         assert_eq!(decode(b"not json", |_| true), None);
+    }
+
+    #[test]
+    fn a_homes_node_is_read_while_its_sidecar_runs_and_not_after() {
+        let me = Ident::me().unwrap();
+        let text = encode_home_node(&me, "alpha");
+        assert_eq!(decode_home_node(text.as_bytes(), |by| by.mismatch().is_none()).as_deref(), Some("alpha"));
+        let gone = Ident { pid: i32::MAX, ..me.clone() };
+        assert_eq!(decode_home_node(encode_home_node(&gone, "alpha").as_bytes(), |by| by.mismatch().is_none()), None);
+        // Not a node's name: nothing (it would go into every link).
+        assert_eq!(decode_home_node(encode_home_node(&me, "al.pha").as_bytes(), |_| true), None);
+        assert_eq!(decode_home_node(b"{}", |_| true), None);
     }
 
     /// A run's own page (`GET /runs/:id`) at a hub says what its listing item says.

@@ -237,7 +237,12 @@ impl Sup {
                 let mut rec = InputRecord::requested("runner", id, &q, now());
                 // Its link (the record keeps a question's choices for the link's page).
                 if let Some(keys) = &self.opts.links {
-                    let claims = crate::control::links::claims_for(&self.rec.run_id, id, &q, LINK_NAME);
+                    let mut claims = crate::control::links::claims_for(&self.rec.run_id, id, &q, LINK_NAME);
+                    // Beside a cluster node (no --node given), the node this home is now:
+                    // a hub forwards the link there (spec/SUPERVISOR.md, approval links).
+                    if let Some(c) = claims.as_mut().filter(|_| keys.node.is_none()) {
+                        c.o = crate::runs::nodes::home_node(&self.opts.home);
+                    }
                     rec.links = claims.map(|c| vec![keys.link(&c)]);
                 }
                 self.rec.input(&rec);

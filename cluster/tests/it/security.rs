@@ -1229,16 +1229,21 @@ fn a_supervised_tasks_link_is_answered_once_at_the_hub_through_its_node() {
     let sup = Supervisor::start(&s.dir, &s.home, &secret, &[]);
     let (requested, path) = supervised_link(&sup);
     let claims = runwire::control::links::unchecked_claims(path.strip_prefix("/a/").unwrap()).unwrap();
-    assert_eq!(claims.o, None, "a supervisor given no --node names no node");
-    // The hub places it by the run's mirror.
+    // Given no --node, it names the node its home is (beta's sidecar holds the name).
+    assert_eq!(claims.o.as_deref(), Some("beta"), "a supervisor beside beta names beta");
+    // A link that names no node (a supervisor's started before its node
+    // was, or an older one's): the hub places it by the run's mirror.
+    let keys = runwire::control::links::Keys::new(PUBLIC, &std::fs::read(&secret).unwrap()).unwrap();
+    let nameless = format!("/a/{}", keys.token(&runwire::control::links::Claims { o: None, ..claims.clone() }));
     hub_lists(&s, &[format!("beta.{}", claims.r)]);
-    answered_once_at_the_hub(&s, &sup, &requested, &path);
+    answered_once_at_the_hub(&s, &sup, &requested, &nameless);
 }
 
-/// A supervisor told its node (`--node beta`, as its `runwire-serve`)
-/// names it in its links, so a hub forwards them there even when another
-/// node (alpha: the same repository path and slug on another machine) has
-/// a run of the same id, where placing by the mirror can only refuse.
+/// A supervisor's links name its node (`--node beta`, as its
+/// `runwire-serve`; by default the node its home is), so a hub forwards
+/// them there even when another node (alpha: the same repository path and
+/// slug on another machine) has a run of the same id, where placing by the
+/// mirror can only refuse.
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_supervisors_link_naming_its_node_is_answered_at_the_hub_though_another_node_has_the_run_id() {
@@ -1254,6 +1259,19 @@ fn a_supervisors_link_naming_its_node_is_answered_at_the_hub_though_another_node
     let err = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(2), "{err}");
     assert!(err.starts_with("runwire-supervise: --node: \"b.eta\": a node name is "), "{err}");
+    // Another node's name than the one this home is: refused at start, naming it.
+    wait_for("beta's sidecar to say which node its home is", 30, || {
+        s.home.join("cluster/node.json").is_file().then_some(())
+    });
+    let wrong = Command::new(built("runwire-supervise"))
+        .args(["--plan", "none.plan.json", "--public-url", PUBLIC, "--node", "gamma", "--link-secret-file"])
+        .arg(&secret)
+        .env("HARNESS_HOME", &s.home)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("runwire-supervise: --node gamma: this home is node beta "), "{err}");
     let sup = Supervisor::start(&s.dir, &s.home, &secret, &["--node", "beta"]);
     let (requested, path) = supervised_link(&sup);
     let claims = runwire::control::links::unchecked_claims(path.strip_prefix("/a/").unwrap()).unwrap();
