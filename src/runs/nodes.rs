@@ -49,16 +49,17 @@ pub fn read(home: &Path) -> Option<NodeStates> {
     decode(&std::fs::read(path(home)).ok()?, |by| by.mismatch().is_none())
 }
 
+/// A sidecar's record (`nodes.json`, `node.json`): its fields when it is
+/// of format `version` and its writer (`by`) still runs (`current`).
+fn current_record(bytes: &[u8], version: &str, current: impl Fn(&Ident) -> bool) -> Option<Value> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let by: Ident = serde_json::from_value(v.get("by")?.clone()).ok()?;
+    (v["v"] == version && current(&by)).then_some(v)
+}
+
 /// [`read`]'s parsing, `current` telling whether the writer still runs.
 fn decode(bytes: &[u8], current: impl Fn(&Ident) -> bool) -> Option<NodeStates> {
-    let v: Value = serde_json::from_slice(bytes).ok()?;
-    if v["v"] != VERSION {
-        return None;
-    }
-    let by: Ident = serde_json::from_value(v["by"].clone()).ok()?;
-    if !current(&by) {
-        return None;
-    }
+    let v = current_record(bytes, VERSION, current)?;
     let nodes = v["nodes"].as_object()?;
     Some(
         nodes
@@ -93,13 +94,8 @@ pub fn home_node(home: &Path) -> Option<String> {
 }
 
 fn decode_home_node(bytes: &[u8], current: impl Fn(&Ident) -> bool) -> Option<String> {
-    let v: Value = serde_json::from_slice(bytes).ok()?;
-    if v["v"] != HOME_NODE_VERSION {
-        return None;
-    }
-    let by: Ident = serde_json::from_value(v["by"].clone()).ok()?;
-    let node = v["node"].as_str().filter(|n| super::valid_node(n))?;
-    current(&by).then(|| node.to_string())
+    let v = current_record(bytes, HOME_NODE_VERSION, current)?;
+    v["node"].as_str().filter(|n| super::valid_node(n)).map(str::to_string)
 }
 
 /// The statuses of a run still going, which a lost node's run has only as

@@ -1249,28 +1249,26 @@ fn a_supervised_tasks_link_is_answered_once_at_the_hub_through_its_node() {
 fn a_supervisors_link_naming_its_node_is_answered_at_the_hub_though_another_node_has_the_run_id() {
     need(&["nats-server"]);
     let (s, (_keep, secret)) = Secured::with_links("security-supervised-link-named");
-    // A name that is not a node's: a usage error, before anything runs.
-    let bad = Command::new(built("runwire-supervise"))
-        .args(["--plan", "none.plan.json", "--public-url", PUBLIC, "--node", "b.eta", "--link-secret-file"])
-        .arg(&secret)
-        .env("HARNESS_HOME", &s.home)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert_eq!(bad.status.code(), Some(2), "{err}");
+    // `--node NAME` refused before anything runs (exit 2): what it said.
+    let refused = |node: &str| {
+        let out = Command::new(built("runwire-supervise"))
+            .args(["--plan", "none.plan.json", "--public-url", PUBLIC, "--node", node, "--link-secret-file"])
+            .arg(&secret)
+            .env("HARNESS_HOME", &s.home)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        err
+    };
+    // A name that is not a node's.
+    let err = refused("b.eta");
     assert!(err.starts_with("runwire-supervise: --node: \"b.eta\": a node name is "), "{err}");
-    // Another node's name than the one this home is: refused at start, naming it.
+    // Another node's name than the one this home is, naming it.
     wait_for("beta's sidecar to say which node its home is", 30, || {
         s.home.join("cluster/node.json").is_file().then_some(())
     });
-    let wrong = Command::new(built("runwire-supervise"))
-        .args(["--plan", "none.plan.json", "--public-url", PUBLIC, "--node", "gamma", "--link-secret-file"])
-        .arg(&secret)
-        .env("HARNESS_HOME", &s.home)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&wrong.stderr);
-    assert_eq!(wrong.status.code(), Some(2), "{err}");
+    let err = refused("gamma");
     assert!(err.starts_with("runwire-supervise: --node gamma: this home is node beta "), "{err}");
     let sup = Supervisor::start(&s.dir, &s.home, &secret, &["--node", "beta"]);
     let (requested, path) = supervised_link(&sup);
