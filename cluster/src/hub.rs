@@ -45,7 +45,16 @@ pub struct Mirror {
     /// Held while any chunk is written, so the stream's and the live
     /// tail's writes never interleave.
     streamed: std::sync::Mutex<HashMap<String, (u64, u64)>>,
+    /// The summary of each run being removed at its node, as it was when
+    /// its first tombstone came (its files go one by one before its key
+    /// does): the `removed` event says the run's last status, not
+    /// `missing`. Taken under `streamed`'s lock, as the files change.
+    removing: std::sync::Mutex<HashMap<String, serde_json::Value>>,
 }
+
+/// Most runs whose removal may wait for their key at once (a node killed
+/// between its tombstones and its key's deletion leaves one until it is back).
+const MAX_REMOVING: usize = 1024;
 
 fn hdr<T: std::str::FromStr>(h: Option<&HeaderMap>, name: &str) -> Option<T> {
     h?.get(name)?.as_str().parse().ok()
@@ -60,7 +69,12 @@ fn set_mtime(f: &std::fs::File, ns: i64) {
 
 impl Mirror {
     pub fn new(home: &Path) -> Mirror {
-        Mirror { home: home.to_path_buf(), reg: Registry::at(home), streamed: Default::default() }
+        Mirror {
+            home: home.to_path_buf(),
+            reg: Registry::at(home),
+            streamed: Default::default(),
+            removing: Default::default(),
+        }
     }
 
     pub fn dir(&self, node: &str, run: &str) -> PathBuf {
@@ -101,6 +115,11 @@ impl Mirror {
         self.reg.register(&q).with_context(|| format!("registry: {id}"))
     }
 
+    /// A mirrored run's summary as its files say now.
+    fn summary(p: Pointer) -> serde_json::Value {
+        runwire::runs::view::load(p).summary()
+    }
+
     /// A new plan changes the run's summary without a journal record: the
     /// journal's stamp is changed (`runs::journal::touch`), so listings
     /// read the run again (a journal chunk changes it by itself).
@@ -120,14 +139,19 @@ impl Mirror {
     /// as the node's did, with the run's summary as it was and its node.
     pub fn remove(&self, node: &str, run: &str) {
         let id = names::hub_run_id(node, run);
-        // Read before anything goes; none when the hub had no such run (a
-        // deletion seen again after a restart says nothing twice).
-        let summary = self.reg.read(&id).ok().map(|p| runwire::runs::view::load(p).summary());
-        let _ = std::fs::remove_file(self.reg.path(&id));
-        let _ = std::fs::remove_file(self.reg.link_path(&id));
-        let _ = std::fs::remove_dir_all(self.dir(node, run));
-        let prefix = names::file_subject(node, run, "");
-        self.streamed.lock().unwrap_or_else(|e| e.into_inner()).retain(|s, _| !s.starts_with(&prefix));
+        let summary = {
+            let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
+            let kept = self.removing.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            // None when the hub had no such run (a deletion seen again after
+            // a restart says nothing twice).
+            let summary = self.reg.read(&id).ok().map(|p| kept.unwrap_or_else(|| Self::summary(p)));
+            let _ = std::fs::remove_file(self.reg.path(&id));
+            let _ = std::fs::remove_file(self.reg.link_path(&id));
+            let _ = std::fs::remove_dir_all(self.dir(node, run));
+            let prefix = names::file_subject(node, run, "");
+            streamed.retain(|s, _| !s.starts_with(&prefix));
+            summary
+        };
         if let Some(mut summary) = summary {
             if let Some(o) = summary.as_object_mut() {
                 o.insert("node".into(), node.into());
@@ -156,6 +180,14 @@ impl Mirror {
         mark.hold().with_context(|| format!("{subject}: the run's mark"))?;
         // A run removed at its node: its files' tombstones.
         if h.and_then(|h| h.get(header::REMOVED)).is_some() {
+            let id = names::hub_run_id(&node, &run);
+            let mut removing = self.removing.lock().unwrap_or_else(|e| e.into_inner());
+            if !removing.contains_key(&id) && removing.len() < MAX_REMOVING {
+                if let Ok(p) = self.reg.read(&id) {
+                    removing.insert(id, Self::summary(p));
+                }
+            }
+            drop(removing);
             let _ = std::fs::remove_file(&path);
             let _ = std::fs::remove_file(dir.join(format!("{file}.part")));
             let _ = std::fs::remove_dir(&dir); // when it was the last
@@ -698,6 +730,72 @@ mod tests {
         std::fs::remove_file(reg.path(&names::hub_run_id("n1", "ab--x"))).unwrap();
         Mirror::new(&tmp).pointer("n1", "ab--x", &p).unwrap();
         assert_eq!(std::fs::read(&journal).unwrap(), before);
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    /// A run removed at its node: its tombstones and its key's deletion
+    /// come on two streams, in either order; the hub's home's feed says
+    /// `removed` once, with the run's last status, whichever came first.
+    #[test]
+    fn a_run_removed_at_its_node_is_said_removed_once_with_its_last_status_in_either_order() {
+        use runwire::runs::feed::{Cursor, Extender, Line, Paths, Scope};
+        let tmp = std::env::temp_dir().join(format!("rw-mirror-removed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let m = Mirror::new(&tmp);
+        let leased = b"{\"v\":\"runstate/v1\",\"ts\":\"2026-01-01T00:00:00.000Z\",\"actor\":\"runner\",\"task\":\"t\",\"state\":\"leased\"}\n";
+        let plan = br#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#;
+        for run in ["ab--x", "cd--x"] {
+            let p = Pointer {
+                run_id: run.into(),
+                slug: "x".into(),
+                repo_root: format!("/{run}"),
+                project: "r".into(),
+                repo: "r".into(),
+                branch: None,
+                worktree: format!("/{run}"),
+                runstate_dir: "/r/runstate".into(),
+                created: "2026-01-01T00:00:00.000Z".into(),
+            };
+            m.pointer("n1", run, &p).unwrap();
+            let whole = plan.len().to_string();
+            let sub = |f: &str| names::file_subject("n1", run, f);
+            m.chunk(&sub("x.plan.json"), Some(&headers(&[("Rw-Offset", "0"), ("Rw-Whole", &whole)])), plan).unwrap();
+            m.chunk(&sub("x.jsonl"), Some(&headers(&[("Rw-Offset", "0")])), leased).unwrap();
+        }
+        // The home's feed, started (`runs watch` there).
+        Extender::new(&tmp).extend(Scope::All).unwrap();
+        let tomb = headers(&[("Rw-Removed", "1")]);
+        let tombstones = |run: &str| {
+            for f in ["x.jsonl", "x.plan.json"] {
+                m.chunk(&names::file_subject("n1", run, f), Some(&tomb), b"").unwrap();
+            }
+        };
+        // ab--x: its files' tombstones first, then its key.
+        tombstones("ab--x");
+        m.remove("n1", "ab--x");
+        // cd--x: its key first, then its tombstones; and the key's deletion seen again.
+        m.remove("n1", "cd--x");
+        tombstones("cd--x");
+        m.remove("n1", "cd--x");
+        let mut said = Vec::new();
+        Cursor::new(&Paths::at(&tmp), 0)
+            .read(|_, l| {
+                if let Line::Event(l) = l {
+                    let v: serde_json::Value = serde_json::from_slice(l).unwrap();
+                    if v["type"] == "removed" {
+                        said.push((v["runId"].as_str().unwrap().to_string(), v["previous"].clone(), v["node"].clone()));
+                    }
+                }
+            })
+            .unwrap();
+        assert_eq!(
+            said,
+            [
+                ("n1.ab--x".to_string(), "running".into(), "n1".into()),
+                ("n1.cd--x".to_string(), "running".into(), "n1".into())
+            ]
+        );
+        assert!(m.removing.lock().unwrap().is_empty(), "nothing kept after the key went");
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 
