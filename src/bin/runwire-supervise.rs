@@ -65,9 +65,13 @@ fn main() -> ExitCode {
         return Exit::Usage.into();
     }
     let home = runwire::runs::harness_home();
-    if let (Some(n), Some(h)) = (&args.node, args.node.as_ref().and_then(|_| runwire::runs::nodes::home_node(&home))) {
-        if *n != h {
-            let why = format!("this home is node {h} (its runwire-cluster sidecar holds the name), whose server takes no link naming another node");
+    // Another node than the one this home is now: its server would refuse every link.
+    if let Some(n) = &args.node {
+        if let Some(h) = runwire::runs::nodes::home_node(&home).filter(|h| h != n) {
+            let why = format!(
+                "this home is node {h} (its runwire-cluster sidecar holds the name), whose server takes no \
+                 link naming another node"
+            );
             cli::report(BIN, format!("--node {n}: {why}"));
             return Exit::Usage.into();
         }
