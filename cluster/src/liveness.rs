@@ -307,6 +307,7 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
     })
     .await;
     let mut judge = Judge::default();
+    let feed = feed_writer(home.clone());
     let mut written: Option<NodeStates> = None;
     // The judgement names its writer: it is current while this process runs.
     let me = runwire::util::procid::Ident::me();
@@ -367,6 +368,12 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                     }
                 }
             }
+            // The states first: whoever the events wake (the studio, on the
+            // stream's) reads the hub's judgement from this file.
+            let now = judge.states();
+            if written.as_ref() != Some(&now) && me.as_ref().is_some_and(|me| write_states(&home, me, &now)) {
+                written = Some(now);
+            }
             let mut events = Vec::new();
             for (node, st, rev) in changes {
                 let ev = event(&node, &st);
@@ -374,11 +381,7 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                 events.push(ev);
             }
             if !events.is_empty() {
-                record(&home, events).await;
-            }
-            let now = judge.states();
-            if written.as_ref() != Some(&now) && me.as_ref().is_some_and(|me| write_states(&home, me, &now)) {
-                written = Some(now);
+                let _ = feed.send(events);
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -414,18 +417,20 @@ fn write_states(home: &Path, me: &runwire::util::procid::Ident, states: &NodeSta
 
 /// The hub's home's own feed (`runs watch` and `runs notify` there, which
 /// read no stream) gets the changes too, in their order, after what the
-/// mirrored journals brought meanwhile.
-async fn record(home: &Path, events: Vec<Value>) {
-    let home = home.to_path_buf();
-    let done = tokio::task::spawn_blocking(move || {
-        runwire::runs::feed::Extender::new(&home)
-            .append(&events)
-            .map_err(|e| format!("{}: {e}", runwire::runs::feed::Paths::at(&home).log.display()))
-    })
-    .await;
-    if let Ok(Err(e)) = done {
-        crate::report(e);
-    }
+/// mirrored journals brought meanwhile: by a thread of its own, so that a
+/// slow append (the first, which starts the feed with every run's
+/// `created`) holds up no judgement.
+fn feed_writer(home: PathBuf) -> std::sync::mpsc::Sender<Vec<Value>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<Value>>();
+    std::thread::spawn(move || {
+        let mut x = runwire::runs::feed::Extender::new(&home);
+        for events in rx {
+            if let Err(e) = x.append(&events) {
+                crate::report(format!("{}: {e}", x.paths().log.display()));
+            }
+        }
+    });
+    tx
 }
 
 /// Publishes a change to the feed stream (retried for a while: the feed
