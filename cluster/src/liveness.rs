@@ -393,22 +393,23 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
 /// gone reads as none). Best effort: without it, links name no node and a
 /// hub places them by its mirror.
 pub fn say_home_node(home: &Path, node: &str) {
-    let path = runwire::runs::nodes::home_node_path(home);
-    let Some(me) = runwire::util::procid::Ident::me() else { return };
-    let text = runwire::runs::nodes::encode_home_node(&me, node);
-    let r = std::fs::create_dir_all(path.parent().unwrap_or(home))
-        .and_then(|()| runwire::runs::write_atomic(&path, text.as_bytes()));
-    if let Err(e) = r {
-        crate::report(format!("{}: {e}", path.display()));
+    if let Some(me) = runwire::util::procid::Ident::me() {
+        let text = runwire::runs::nodes::encode_home_node(&me, node);
+        write_record(home, &runwire::runs::nodes::home_node_path(home), &text);
     }
 }
 
 /// The hub's copy, `nodes.json` ([`runwire::runs::nodes`]: the states, their
 /// since, and this process as their writer), for its server and `runs`.
 fn write_states(home: &Path, me: &runwire::util::procid::Ident, states: &NodeStates) -> bool {
-    let path = runwire::runs::nodes::path(home);
+    write_record(home, &runwire::runs::nodes::path(home), &runwire::runs::nodes::encode(me, states))
+}
+
+/// One of the sidecar's small records under `home`, written whole (a
+/// temporary file renamed over it); a failure is said. Whether it was.
+fn write_record(home: &Path, path: &Path, text: &str) -> bool {
     let r = std::fs::create_dir_all(path.parent().unwrap_or(home))
-        .and_then(|()| runwire::runs::write_atomic(&path, runwire::runs::nodes::encode(me, states).as_bytes()));
+        .and_then(|()| runwire::runs::write_atomic(path, text.as_bytes()));
     if let Err(e) = &r {
         crate::report(format!("{}: {e}", path.display()));
     }

@@ -406,10 +406,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                     };
                     let mut p = list::page_with(&reg, &q, o_);
                     if hub {
-                        let states = nodes::read(reg.home());
-                        for item in &mut p.items {
-                            *item = nodes::with_node(item, states.as_ref());
-                        }
+                        nodes::add_to_page(&mut p, nodes::read(reg.home()).as_ref());
                     }
                     let written = if page {
                         // In pieces: a whole listing is megabytes, not copied into one.
