@@ -17,7 +17,9 @@
 //! change is published to `rwnode.<node>` of `RUNWIRE_FEED` as a `node`
 //! event, with a message id made of the node, the state and the revision
 //! of the beat it was judged on, so every hub that sees it publishes the
-//! same message and the stream keeps it once.
+//! same message and the stream keeps it once. A hub that starts says what
+//! changed while it was down: its judge starts from what its home's hub
+//! said last ([`Judge::after`], [`Judge::settle`]).
 
 use crate::names;
 use anyhow::anyhow;
@@ -219,12 +221,27 @@ struct Seen {
 #[derive(Default)]
 pub struct Judge {
     nodes: BTreeMap<String, Seen>,
+    /// What this home's hub said last (its `nodes.json`, whoever wrote it),
+    /// until the bucket's history is read: a first sight that differs from
+    /// it is a change that happened while no hub here watched.
+    prior: Option<NodeStates>,
+    /// When that was written (ms since the epoch).
+    said_at: u64,
 }
 
 /// A change the hub says: the node, its new state and the revision it was judged on.
 pub type Change = (String, NodeState, u64);
 
 impl Judge {
+    /// A judge that starts from what this home's hub said last
+    /// ([`runwire::runs::nodes::last_said`]), so that a node lost or back
+    /// while the hub was down is said at its start, and one it said already
+    /// is not said again. Without it, a first sight of a lost node is a change.
+    pub fn after(prior: Option<(NodeStates, u64)>) -> Judge {
+        let (prior, said_at) = prior.map_or((None, 0), |(p, at)| (Some(p), at));
+        Judge { nodes: BTreeMap::new(), prior, said_at }
+    }
+
     /// A beat of `node` (`rev`), `age` old when it arrived, saying its time and interval.
     pub fn beat(
         &mut self,
@@ -249,18 +266,49 @@ impl Judge {
             }
             Some(_) => None,
             None => {
-                // First sight (a hub starting, a new node): no change to say,
-                // a node long gone is lost already.
+                // First sight (a hub starting, a new node): a change when it
+                // is not what this home's hub said last (a node never said
+                // is taken as up: a new one says nothing, a dead one is news).
                 let state = NodeState { up: fresh, since: beat_ms };
+                let said_up = self.prior.as_mut().and_then(|p| p.remove(node)).is_none_or(|(s, _)| s == "up");
+                let change = (said_up != state.up).then(|| (node.to_string(), state.clone(), rev));
                 self.nodes.insert(node.to_string(), Seen { rev, at, beat_ms, interval, state });
-                None
+                change
             }
         }
     }
 
     /// A name freed (removed from the bucket): forgotten.
     pub fn remove(&mut self, node: &str) -> bool {
-        self.nodes.remove(node).is_some()
+        let said = self.prior.as_mut().and_then(|p| p.remove(node)).is_some();
+        self.nodes.remove(node).is_some() || said
+    }
+
+    /// Whether the bucket's history has been read ([`Judge::settle`]).
+    pub fn settled(&self) -> bool {
+        self.prior.is_none()
+    }
+
+    /// The bucket's history is read. A node this home's hub said that has
+    /// no beat there now (its lease expired while no hub here watched) is
+    /// lost: since when it was said lost, or, when it was said up, since
+    /// that was said (the last time this home knew it up: its last beat
+    /// came later, but nobody here saw when). Said up: a change.
+    pub fn settle(&mut self) -> Vec<Change> {
+        let mut out = Vec::new();
+        for (node, (state, since)) in self.prior.take().unwrap_or_default() {
+            let was_up = state == "up";
+            let since = if was_up { since.max(self.said_at) } else { since };
+            let state = NodeState { up: false, since };
+            if was_up {
+                out.push((node.clone(), state.clone(), 0));
+            }
+            let at = Instant::now();
+            let interval = Duration::from_millis(2000);
+            self.nodes.insert(node, Seen { rev: 0, at, beat_ms: since, interval, state });
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// The nodes whose beats stopped: lost. `watching_since`: when the
@@ -292,9 +340,15 @@ pub fn event(node: &str, st: &NodeState) -> Value {
         "ts": runwire::util::time::format_ms(crate::util::now_ms() as i64)})
 }
 
-/// The message id of a change: the same at every hub that judges it.
+/// The message id of a change: the same at every hub that judges it. A
+/// change judged on no beat (revision 0: [`Judge::settle`]) is told apart
+/// by its time, so that a node lost that way twice is said twice.
 pub fn event_id(node: &str, st: &NodeState, rev: u64) -> String {
-    format!("{node}/node/{}/{rev}", if st.up { "up" } else { "lost" })
+    let state = if st.up { "up" } else { "lost" };
+    match rev {
+        0 => format!("{node}/node/{state}/at{}", st.since),
+        _ => format!("{node}/node/{state}/{rev}"),
+    }
 }
 
 /// A hub's watch of the nodes bucket, until the process is stopped.
@@ -306,7 +360,9 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
             .map_err(|e| anyhow!("bucket {}: {e} (an admin creates it: runwire-cluster setup)", names::NODES_BUCKET))
     })
     .await;
-    let mut judge = Judge::default();
+    // What this home's hub said before this process: what changed while
+    // none watched is said once, what it said already is not said again.
+    let mut judge = Judge::after(runwire::runs::nodes::last_said(&home));
     let feed = feed_writer(home.clone());
     let mut written: Option<NodeStates> = None;
     // The judgement names its writer: it is current while this process runs.
@@ -321,6 +377,10 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
             }
         };
         let mut watching_since = Instant::now();
+        // The history is read at its last entry (`delta` 0); an empty
+        // bucket has none, and a history that expired under the watch may
+        // never end: then after a while.
+        let empty = !judge.settled() && bucket_is_empty(&js).await;
         let mut first = std::collections::HashSet::new();
         let mut connected = true;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -350,6 +410,9 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                                 judge.remove(&e.key);
                             }
                         }
+                        if e.delta == 0 {
+                            changes.extend(judge.settle());
+                        }
                     }
                     Some(Err(e)) => {
                         crate::report(format!("bucket {}: {e} (watching again)", names::NODES_BUCKET));
@@ -363,8 +426,11 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                         watching_since = Instant::now();
                     }
                     connected = now_connected;
+                    if !judge.settled() && (empty || watching_since.elapsed() > HISTORY_WAIT) {
+                        changes = judge.settle();
+                    }
                     if connected {
-                        changes = judge.tick(Instant::now(), watching_since);
+                        changes.extend(judge.tick(Instant::now(), watching_since));
                     }
                 }
             }
@@ -377,7 +443,7 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
             let mut events = Vec::new();
             for (node, st, rev) in changes {
                 let ev = event(&node, &st);
-                publish(&js, format!("rwnode.{node}"), event_id(&node, &st, rev), ev.to_string());
+                publish(&js, format!("rwnode.{node}"), event_id(&node, &st, rev), &ev);
                 events.push(ev);
             }
             if !events.is_empty() {
@@ -434,11 +500,42 @@ fn feed_writer(home: PathBuf) -> std::sync::mpsc::Sender<Vec<Value>> {
     tx
 }
 
+/// How long a hub waits for the nodes bucket's history before it settles
+/// what its home said last without it.
+const HISTORY_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether the nodes bucket holds nothing (every lease expired): its
+/// history has no last entry to wait for. Unknown (the cluster did not
+/// answer): not empty, so the wait decides.
+async fn bucket_is_empty(js: &jetstream::Context) -> bool {
+    let stream = format!("KV_{}", names::NODES_BUCKET);
+    match js.get_stream(&stream).await {
+        Ok(mut s) => s.info().await.is_ok_and(|i| i.state.messages == 0),
+        Err(_) => false,
+    }
+}
+
+/// The state the feed stream last said of a node (`rwnode.<node>`), if any.
+async fn last_said_in_stream(js: &jetstream::Context, subject: &str) -> Option<String> {
+    let stream = js.get_stream(names::FEED_STREAM).await.ok()?;
+    let m = stream.get_last_raw_message_by_subject(subject).await.ok()?;
+    let v: Value = serde_json::from_slice(&m.payload).ok()?;
+    v["state"].as_str().map(str::to_string)
+}
+
 /// Publishes a change to the feed stream (retried for a while: the feed
-/// must carry it; the id keeps it once however many hubs publish it).
-fn publish(js: &jetstream::Context, subject: String, id: String, body: String) {
+/// must carry it; the id keeps it once however many hubs publish it),
+/// unless the stream says that state of the node last already: another
+/// hub said it, or this home's before a restart, longer ago than the
+/// stream's duplicate window.
+fn publish(js: &jetstream::Context, subject: String, id: String, ev: &Value) {
     let js = js.clone();
+    let body = ev.to_string();
+    let state = ev["state"].as_str().unwrap_or_default().to_string();
     tokio::spawn(async move {
+        if last_said_in_stream(&js, &subject).await.as_deref() == Some(state.as_str()) {
+            return;
+        }
         for _ in 0..30 {
             let mut h = async_nats::HeaderMap::new();
             h.insert("Nats-Msg-Id", id.as_str());
@@ -506,12 +603,54 @@ mod tests {
         // A hub that could not see the bucket judges nobody for that time.
         assert!(j.tick(s(40), s(36)).is_empty());
         assert_eq!(j.tick(s(43), s(36)).len(), 1);
-        // A beat from the history, already old: lost from the start, without an event.
+        // A beat from the history, already old, at a hub that never said
+        // anything of the node: lost from the start, said once.
         let mut k = Judge::default();
-        assert_eq!(k.beat("b", 9, Duration::from_secs(60), 1, 2000, s(100)), None);
+        let lost = k.beat("b", 9, Duration::from_secs(60), 1, 2000, s(100));
+        assert_eq!(lost, Some(("b".to_string(), NodeState { up: false, since: 1 }, 9)));
         assert!(k.tick(s(100), t0).is_empty());
         assert_eq!(k.states()["b"].0, "lost");
         assert!(k.remove("b") && k.states().is_empty());
+    }
+
+    /// A hub that restarts says what changed while it was down, and only that.
+    #[test]
+    fn a_restarted_hub_says_what_changed_while_none_watched_and_nothing_twice() {
+        let now = Instant::now();
+        let old = Duration::from_secs(60);
+        let said = NodeStates::from([
+            ("was-lost".into(), ("lost".into(), 100)),
+            ("still-lost".into(), ("lost".into(), 200)),
+            ("died".into(), ("up".into(), 300)),
+            ("still-up".into(), ("up".into(), 400)),
+            ("expired".into(), ("up".into(), 500)),
+            ("gone-lost".into(), ("lost".into(), 600)),
+            ("freed".into(), ("up".into(), 700)),
+        ]);
+        let mut j = Judge::after(Some((said, 5_000)));
+        assert!(!j.settled());
+        // The bucket's history: one beat each, fresh or old.
+        let up = j.beat("was-lost", 3, Duration::ZERO, 9_000, 2000, now);
+        assert_eq!(up, Some(("was-lost".to_string(), NodeState { up: true, since: 9_000 }, 3)));
+        assert_eq!(j.beat("still-lost", 4, old, 200, 2000, now), None, "said already");
+        let lost = j.beat("died", 5, old, 4_000, 2000, now);
+        assert_eq!(lost, Some(("died".to_string(), NodeState { up: false, since: 4_000 }, 5)));
+        assert_eq!(j.beat("still-up", 6, Duration::ZERO, 9_000, 2000, now), None);
+        assert_eq!(j.beat("new", 7, Duration::ZERO, 9_000, 2000, now), None, "a new node is news only when lost");
+        assert!(j.remove("freed"), "a name freed meanwhile is forgotten");
+        // The end of the history: a node said up with no beat left (its
+        // lease expired) is lost since this home last knew it up; one said
+        // lost stays lost, unsaid.
+        let settled = j.settle();
+        assert_eq!(settled, vec![("expired".to_string(), NodeState { up: false, since: 5_000 }, 0)]);
+        assert!(j.settled() && j.settle().is_empty(), "settled once");
+        let states = j.states();
+        assert_eq!(states["gone-lost"], ("lost".to_string(), 600));
+        assert_eq!(states["expired"], ("lost".to_string(), 5_000));
+        assert!(!states.contains_key("freed"));
+        // A node lost by its lease's end is up at its next beat, whatever its revision.
+        let back = j.beat("expired", 1, Duration::ZERO, 20_000, 2000, now);
+        assert_eq!(back, Some(("expired".to_string(), NodeState { up: true, since: 20_000 }, 1)));
     }
 
     #[test]
@@ -520,6 +659,8 @@ mod tests {
         let up = NodeState { up: true, since: 9 };
         assert_eq!(event_id("a", &lost, 7), "a/node/lost/7");
         assert_ne!(event_id("a", &lost, 7), event_id("a", &up, 7));
+        let later = NodeState { up: false, since: 6 };
+        assert_ne!(event_id("a", &lost, 0), event_id("a", &later, 0), "judged on no beat: told apart by time");
         let e = event("a", &lost);
         assert_eq!(
             (e["type"].as_str(), e["state"].as_str(), e["since"].as_u64()),

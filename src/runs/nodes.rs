@@ -49,6 +49,16 @@ pub fn read(home: &Path) -> Option<NodeStates> {
     decode(&std::fs::read(path(home)).ok()?, |by| by.mismatch().is_none())
 }
 
+/// What this home's hub said last, whether or not its sidecar still runs:
+/// the states and when the file was written (ms since the epoch). A hub's
+/// sidecar starts from it, to say what changed while none watched.
+pub fn last_said(home: &Path) -> Option<(NodeStates, u64)> {
+    let p = path(home);
+    let written = std::fs::metadata(&p).ok()?.modified().ok()?;
+    let ms = written.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    Some((decode(&std::fs::read(&p).ok()?, |_| true)?, ms))
+}
+
 /// A sidecar's record (`nodes.json`, `node.json`): its fields when it is
 /// of format `version` and its writer (`by`) still runs (`current`).
 fn current_record(bytes: &[u8], version: &str, current: impl Fn(&Ident) -> bool) -> Option<Value> {
@@ -193,6 +203,22 @@ mod tests {
         // The unversioned map an older sidecar wrote: no judgement either.
         assert_eq!(decode(br#"{"alpha":{"state":"up","since":1}}"#, |_| true), None);
         assert_eq!(decode(b"not json", |_| true), None);
+    }
+
+    #[test]
+    fn what_a_hub_said_last_is_read_after_its_writer_is_gone() {
+        let home = std::env::temp_dir().join(format!("rw-nodes-last-{}", std::process::id()));
+        std::fs::create_dir_all(home.join("cluster")).unwrap();
+        assert_eq!(last_said(&home), None);
+        let gone = Ident { pid: i32::MAX, ..Ident::me().unwrap() };
+        std::fs::write(path(&home), encode(&gone, &states())).unwrap();
+        let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        let (said, at) = last_said(&home).unwrap();
+        // No current judgement, but the last one, and when it was written.
+        assert_eq!(read(&home), None);
+        assert_eq!(said, states());
+        assert!(at <= before + 1000 && at + 60_000 > before, "{at} vs {before}");
+        std::fs::remove_dir_all(&home).unwrap();
     }
 
     #[test]

@@ -363,3 +363,150 @@ fn a_node_name_is_one_machines_until_its_lease_expires_or_an_admin_frees_it() {
         "{said}"
     );
 }
+
+/// The `node` events of the feed stream (`rwnode.*`): node and state, in order.
+fn streamed_node_events(url: &str) -> Vec<(String, String)> {
+    let msgs = block_on(async {
+        let urls: Vec<&str> = url.split(',').collect();
+        let client = async_nats::connect(urls.as_slice()).await.unwrap();
+        stream_messages(client, runwire_cluster::names::FEED_STREAM, "rwnode.").await
+    });
+    msgs.iter()
+        .map(|(_, _, body)| serde_json::from_slice::<Value>(body).unwrap())
+        .map(|e| (e["node"].as_str().unwrap_or("").to_string(), e["state"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+/// The `node` events of the hub's home's own feed (`runs watch`): node, state and since.
+fn home_node_events(home: &Path) -> Vec<(String, String, u64)> {
+    let said = watched(home, &["--type", "node"]);
+    said.iter()
+        .map(|e| {
+            (
+                e["node"].as_str().unwrap_or("").into(),
+                e["state"].as_str().unwrap_or("").into(),
+                e["since"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// A hub that was down while its nodes died or came back says so when it
+/// starts (its home's feed, for an operator's `runs notify`, and the feed
+/// stream), once: a node whose beat is still in the bucket is judged on it;
+/// one whose lease expired meanwhile is lost since the hub last knew it up,
+/// not `unknown`. A restart that finds nothing new says nothing.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_hub_says_at_its_start_what_its_nodes_did_while_it_was_down_and_nothing_twice() {
+    let (dir, nats) = nats_cluster("nodes-restart");
+    let (ha, hb, hh) = (dir.join("home-a"), dir.join("home-b"), dir.join("home-hub"));
+    let hh2 = dir.join("home-hub2");
+    let run_a = FakeRun::new(&ha, &dir.join("repo-a"));
+    let run_b = FakeRun::new(&hb, &dir.join("repo-b"));
+    let node_args = |n: &'static str| ["--cluster".to_string(), nats.url.clone(), "--node".into(), n.into()];
+    let (aa, ab) = (node_args("alpha"), node_args("beta"));
+    let start_node =
+        |home: &Path, a: &[String]| Serve::start(home, &a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
+    let mut alpha = start_node(&ha, &aa);
+    let mut beta = start_node(&hb, &ab);
+    let start_hub_at = |home: &Path| Serve::start(home, &["--cluster", &nats.url, "--hub"], &[]);
+    let start_hub = || start_hub_at(&hh);
+    let (id_a, id_b) = (format!("alpha.{}", run_a.pointer.run_id), format!("beta.{}", run_b.pointer.run_id));
+    let states = |hub: &Serve| {
+        let runs = hub.get_json("/runs")["runs"].as_array().cloned().unwrap_or_default();
+        let of = |id: &str| {
+            runs.iter().find(|r| r["runId"] == id).map(|r| r["nodeState"].as_str().unwrap_or("").to_string())
+        };
+        (of(&id_a), of(&id_b))
+    };
+    let both = |a: &str, b: &str| (Some(a.to_string()), Some(b.to_string()));
+    let mut hub = start_hub();
+    let mut hub2 = start_hub_at(&hh2);
+    wait_for("both nodes up at the hub", 30, || (states(&hub) == both("up", "up")).then_some(()));
+    wait_for("both nodes up at the second hub", 30, || (states(&hub2) == both("up", "up")).then_some(()));
+    let known_up = now_ms();
+    assert!(home_node_events(&hh).is_empty());
+    // The hub goes (killed, as a machine fails). Beta dies, long enough
+    // before the hub is back for its lease to expire; alpha dies later:
+    // its last beat is in the bucket, old, when the hub starts.
+    kill_all(&mut hub);
+    kill_all(&mut hub2);
+    let beta_killed = now_ms();
+    kill_all(&mut beta);
+    std::thread::sleep(Duration::from_secs(18));
+    let alpha_killed = now_ms();
+    kill_all(&mut alpha);
+    wait_for("beta's lease to expire", 60, || nodes(&nats.url).iter().all(|n| n["node"] != "beta").then_some(()));
+    let listed = nodes(&nats.url);
+    assert!(listed.iter().any(|n| n["node"] == "alpha" && n["state"] == "lost"), "alpha's beat, old: {listed:?}");
+    // Back: both said lost, once, in the hub's home's feed and in the stream.
+    let hub = start_hub();
+    wait_for("both nodes lost at the hub", 20, || (states(&hub) == both("lost", "lost")).then_some(()));
+    let said = wait_for("two node events in the hub's home's feed", 10, || {
+        let s = home_node_events(&hh);
+        (s.len() >= 2).then_some(s)
+    });
+    let (a, b) = (&said.iter().find(|e| e.0 == "alpha"), &said.iter().find(|e| e.0 == "beta"));
+    let (a, b) = (a.unwrap_or_else(|| panic!("{said:?}")), b.unwrap_or_else(|| panic!("{said:?}")));
+    assert_eq!((said.len(), a.1.as_str(), b.1.as_str()), (2, "lost", "lost"), "{said:?}");
+    // Alpha since its last beat; beta since the hub last knew it up (its
+    // last beat came later: nobody saw when), never after its death.
+    assert!(a.2 <= alpha_killed && a.2 + 5_000 > alpha_killed, "alpha lost since {} (killed at {alpha_killed})", a.2);
+    assert!(
+        b.2 <= beta_killed && b.2 + 30_000 >= known_up,
+        "beta lost since {} (known up {known_up}, killed {beta_killed})",
+        b.2
+    );
+    let listed = hub.get_json("/runs");
+    let r = listed["runs"].as_array().unwrap().iter().find(|r| r["runId"] == id_b).unwrap().clone();
+    assert_eq!(r["nodeLostSince"].as_u64(), Some(b.2), "{r}");
+    let streamed = wait_for("both in the feed stream", 10, || {
+        let s = streamed_node_events(&nats.url);
+        (s.len() >= 2).then_some(s)
+    });
+    let mut sorted = streamed.clone();
+    sorted.sort();
+    assert_eq!(sorted, [("alpha".into(), "lost".into()), ("beta".into(), "lost".into())], "{streamed:?}");
+    // Another hub (its own home) back later says it in its home's feed,
+    // but not again in the stream, where the first said it: beta's loss,
+    // judged on no beat, has another id at each hub.
+    let hub2 = start_hub_at(&hh2);
+    wait_for("both nodes lost at the second hub", 20, || (states(&hub2) == both("lost", "lost")).then_some(()));
+    let said2 = wait_for("two node events in the second hub's home's feed", 10, || {
+        let s = home_node_events(&hh2);
+        (s.len() >= 2).then_some(s)
+    });
+    assert_eq!(said2.iter().filter(|e| e.1 == "lost").count(), 2, "{said2:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(streamed_node_events(&nats.url).len(), 2, "said again in the stream");
+    drop(hub2);
+    // A restart that finds nothing new says nothing, here or in the stream.
+    drop(hub);
+    let hub = start_hub();
+    wait_for("both nodes lost at the restarted hub", 20, || (states(&hub) == both("lost", "lost")).then_some(()));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(home_node_events(&hh), said, "said again");
+    assert_eq!(streamed_node_events(&nats.url).len(), 2, "said again in the stream");
+    // Alpha comes back while the hub is down: up, said at the hub's start.
+    drop(hub);
+    let _alpha = start_node(&ha, &aa);
+    wait_for("alpha's lease taken again", 20, || {
+        nodes(&nats.url).into_iter().find(|n| n["node"] == "alpha" && n["state"] == "up")
+    });
+    let hub = start_hub();
+    wait_for("alpha up at the hub", 20, || (states(&hub) == both("up", "lost")).then_some(()));
+    let said = wait_for("alpha's up in the hub's home's feed", 10, || {
+        let s = home_node_events(&hh);
+        (s.len() >= 3).then_some(s)
+    });
+    assert_eq!((said.len(), said[2].0.as_str(), said[2].1.as_str()), (3, "alpha", "up"), "{said:?}");
+    wait_for("alpha's up in the stream", 10, || {
+        let s = streamed_node_events(&nats.url);
+        (s.len() == 3 && s[2] == ("alpha".into(), "up".into())).then_some(())
+    });
+}
