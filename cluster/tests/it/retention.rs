@@ -181,6 +181,52 @@ fn a_run_removed_while_its_node_was_down_leaves_the_streams_when_the_node_is_bac
     assert!(key.is_some(), "the run kept left the bucket");
 }
 
+/// The same `runs rm` while a hub is down: when it starts again it drops
+/// the run it mirrored and says so in its home's feed, once (a second
+/// restart says nothing more).
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_run_removed_while_the_hub_was_down_leaves_it_at_its_start_said_once() {
+    let (dir, nats) = nats_cluster("retention-rm-hub-down");
+    let (home, repo) = (dir.join("home-n1"), dir.join("repo"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _n1 = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &repo);
+    run.agent(50, |_| {});
+    let mut kept = FakeRun::new(&home, &dir.join("repo-kept"));
+    kept.agent(20, |_| {});
+    let hub1 = dir.join("home-hub1");
+    let mut h1 = hub_sidecar(&nats.url, &hub1);
+    run.mirrored(&hub1, "n1", 60);
+    kept.mirrored(&hub1, "n1", 60);
+    let hub_id = names::hub_run_id("n1", &run.pointer.run_id);
+    assert_eq!(watched(&hub1, &["--run", &hub_id]).len(), 1, "its created");
+    h1.kill();
+    runs_rm(&home, &run.pointer.run_id);
+    let prefix = format!("rwfile.n1.{}.", names::token(&run.pointer.run_id));
+    wait_for("every file of the run a tombstone", 90, || {
+        let msgs = messages(&nats.urls[1], names::FILES_STREAM, &prefix);
+        (msgs.len() == FILES.len() && msgs.iter().all(|(_, _, p)| p.is_empty())).then_some(())
+    });
+    assert!(run.mirror(&hub1, "n1").exists(), "the run left the hub while it was down: the test would test nothing");
+    for restart in 0..2 {
+        let mut h = hub_sidecar(&nats.url, &hub1);
+        wait_for("the restarted hub to drop the run", 30, || {
+            (!run.mirror(&hub1, "n1").exists() && !hub1.join("runs").join(format!("{hub_id}.json")).exists())
+                .then_some(())
+        });
+        wait_for("the restarted hub to catch up", 30, || hub1.join("cluster/files.seq").exists().then_some(()));
+        std::thread::sleep(Duration::from_secs(1));
+        let said = watched(&hub1, &["--run", &hub_id]);
+        let types: Vec<_> = said.iter().map(|e| e["type"].as_str().unwrap_or("")).collect();
+        assert_eq!(types, ["created", "removed"], "restart {restart}: {said:?}");
+        let at_node = watched(&home, &["--run", &run.pointer.run_id, "--type", "removed"]);
+        assert_eq!((said[1]["node"].as_str(), &said[1]["previous"]), (Some("n1"), &at_node[0]["previous"]), "{said:?}");
+        assert!(kept.mirror(&hub1, "n1").exists(), "the run kept left the hub too");
+        h.kill();
+    }
+}
+
 fn runs_rm(home: &Path, id: &str) {
     let out = Command::new(built("runs")).args(["rm", id]).env("HARNESS_HOME", home).output().unwrap();
     assert!(out.status.success(), "runs rm: {}", String::from_utf8_lossy(&out.stderr));
