@@ -238,6 +238,8 @@ impl Judge {
     /// while the hub was down is said at its start, and one it said already
     /// is not said again. Without it, a first sight of a lost node is a change.
     pub fn after(prior: Option<(NodeStates, u64)>) -> Judge {
+        // Names go into subjects: only a node's (the file is a hub's, but a file).
+        let prior = prior.map(|(p, at)| (p.into_iter().filter(|(n, _)| names::valid_node(n)).collect(), at));
         let (prior, said_at) = prior.map_or((None, 0), |(p, at)| (Some(p), at));
         Judge { nodes: BTreeMap::new(), prior, said_at }
     }
@@ -626,6 +628,7 @@ mod tests {
             ("expired".into(), ("up".into(), 500)),
             ("gone-lost".into(), ("lost".into(), 600)),
             ("freed".into(), ("up".into(), 700)),
+            ("not.a>node".into(), ("up".into(), 800)),
         ]);
         let mut j = Judge::after(Some((said, 5_000)));
         assert!(!j.settled());
