@@ -428,7 +428,8 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                         watching_since = Instant::now();
                     }
                     connected = now_connected;
-                    if !judge.settled() && (empty || watching_since.elapsed() > HISTORY_WAIT) {
+                    // Never on a wait spent cut off: the history may be on its way.
+                    if !judge.settled() && connected && (empty || watching_since.elapsed() > HISTORY_WAIT) {
                         changes = judge.settle();
                     }
                     if connected {

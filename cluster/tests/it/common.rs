@@ -607,6 +607,12 @@ impl FakeRun {
             let subject = names::file_subject(node, &self.pointer.run_id, f);
             assert_eq!(next.get(&subject).copied(), Some(std::fs::metadata(self.dir.join(f)).unwrap().len()), "{f}");
         }
+        // The node's feed brought up to date with its journals first, as
+        // any reader there does (`runs watch`): the node extends it in its
+        // rounds, and a test reading right after its files reached the hub
+        // (a cut off node catching up sends its files first) would read a
+        // feed still short of the run's end, and wait for nothing.
+        watched(home, &[]);
         let want = feed_ids(home);
         let got = wait_for("the whole feed in the stream", 30, || {
             let got: Vec<u64> = messages(names::FEED_STREAM, &names::feed_subject(node))

@@ -445,12 +445,14 @@ fn a_hub_says_at_its_start_what_its_nodes_did_while_it_was_down_and_nothing_twic
     let listed = nodes(&nats.url);
     assert!(listed.iter().any(|n| n["node"] == "alpha" && n["state"] == "lost"), "alpha's beat, old: {listed:?}");
     // Back: both said lost, once, in the hub's home's feed and in the stream.
+    let back = Instant::now();
     let hub = start_hub();
     wait_for("both nodes lost at the hub", 20, || (states(&hub) == both("lost", "lost")).then_some(()));
     let said = wait_for("two node events in the hub's home's feed", 10, || {
         let s = home_node_events(&hh);
         (s.len() >= 2).then_some(s)
     });
+    eprintln!("nodes: both said lost in the hub's home's feed {:?} after the hub's start", back.elapsed());
     let (a, b) = (&said.iter().find(|e| e.0 == "alpha"), &said.iter().find(|e| e.0 == "beta"));
     let (a, b) = (a.unwrap_or_else(|| panic!("{said:?}")), b.unwrap_or_else(|| panic!("{said:?}")));
     assert_eq!((said.len(), a.1.as_str(), b.1.as_str()), (2, "lost", "lost"), "{said:?}");
