@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use runwire_cluster::names;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -148,19 +148,8 @@ fn runs_rm_at_a_node_takes_the_run_out_of_the_streams_and_the_bucket() {
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_run_removed_while_its_node_was_down_leaves_the_streams_when_the_node_is_back() {
-    let (dir, nats) = nats_cluster("retention-rm-down");
-    let (home, repo) = (dir.join("home-n1"), dir.join("repo"));
-    std::fs::create_dir_all(&home).unwrap();
-    let mut n1 = node(&nats.url, "n1", &home, 200);
-    let mut run = FakeRun::new(&home, &repo);
-    run.agent(50, |_| {});
-    // A second run, kept: the restarted node must not take it out too.
-    let mut kept = FakeRun::new(&home, &dir.join("repo-kept"));
-    kept.agent(20, |_| {});
-    let hub1 = dir.join("home-hub1");
-    let _h1 = hub_sidecar(&nats.url, &hub1);
-    run.mirrored(&hub1, "n1", 60);
-    kept.mirrored(&hub1, "n1", 60);
+    // Bound in this order so that they drop in the reverse: processes first.
+    let TwoRuns { dir, nats, home, hub1, kept, run, mut n1, h1: _h1 } = two_runs_mirrored("retention-rm-down");
     n1.kill();
     runs_rm(&home, &run.pointer.run_id);
     // Nothing takes the run out while the node is down.
@@ -187,18 +176,8 @@ fn a_run_removed_while_its_node_was_down_leaves_the_streams_when_the_node_is_bac
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_run_removed_while_the_hub_was_down_leaves_it_at_its_start_said_once() {
-    let (dir, nats) = nats_cluster("retention-rm-hub-down");
-    let (home, repo) = (dir.join("home-n1"), dir.join("repo"));
-    std::fs::create_dir_all(&home).unwrap();
-    let _n1 = node(&nats.url, "n1", &home, 200);
-    let mut run = FakeRun::new(&home, &repo);
-    run.agent(50, |_| {});
-    let mut kept = FakeRun::new(&home, &dir.join("repo-kept"));
-    kept.agent(20, |_| {});
-    let hub1 = dir.join("home-hub1");
-    let mut h1 = hub_sidecar(&nats.url, &hub1);
-    run.mirrored(&hub1, "n1", 60);
-    kept.mirrored(&hub1, "n1", 60);
+    let TwoRuns { dir: _dir, nats, home, hub1, kept, run, n1: _n1, mut h1 } =
+        two_runs_mirrored("retention-rm-hub-down");
     let hub_id = names::hub_run_id("n1", &run.pointer.run_id);
     assert_eq!(watched(&hub1, &["--run", &hub_id]).len(), 1, "its created");
     h1.kill();
@@ -225,6 +204,37 @@ fn a_run_removed_while_the_hub_was_down_leaves_it_at_its_start_said_once() {
         assert!(kept.mirror(&hub1, "n1").exists(), "the run kept left the hub too");
         h.kill();
     }
+}
+
+/// Node n1 with two finished runs, one to remove and one to keep (what
+/// takes the first out must not take the second), both mirrored at the hub
+/// `hub1` (its sidecar `h1`). A test binds the fields scratch directory
+/// first, sidecar last, so that they drop processes first.
+struct TwoRuns {
+    dir: Scratch,
+    nats: Nats,
+    home: PathBuf,
+    hub1: PathBuf,
+    kept: FakeRun,
+    run: FakeRun,
+    n1: Proc,
+    h1: Proc,
+}
+
+fn two_runs_mirrored(name: &str) -> TwoRuns {
+    let (dir, nats) = nats_cluster(name);
+    let home = dir.join("home-n1");
+    std::fs::create_dir_all(&home).unwrap();
+    let n1 = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    run.agent(50, |_| {});
+    let mut kept = FakeRun::new(&home, &dir.join("repo-kept"));
+    kept.agent(20, |_| {});
+    let hub1 = dir.join("home-hub1");
+    let h1 = hub_sidecar(&nats.url, &hub1);
+    run.mirrored(&hub1, "n1", 60);
+    kept.mirrored(&hub1, "n1", 60);
+    TwoRuns { dir, nats, home, hub1, kept, run, n1, h1 }
 }
 
 fn runs_rm(home: &Path, id: &str) {
