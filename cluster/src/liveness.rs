@@ -286,6 +286,11 @@ impl Judge {
         self.nodes.remove(node).is_some() || said
     }
 
+    /// Whether `node` has been seen (a beat, or settled from what was said).
+    pub fn knows(&self, node: &str) -> bool {
+        self.nodes.contains_key(node)
+    }
+
     /// Whether the bucket's history has been read ([`Judge::settle`]).
     pub fn settled(&self) -> bool {
         self.prior.is_none()
@@ -387,7 +392,9 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
         let mut connected = true;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
-            let mut changes = Vec::new();
+            // What this hub sees change, and what it catches up on at its
+            // start (said while no hub here watched: maybe by another hub).
+            let (mut changes, mut caught_up) = (Vec::new(), Vec::new());
             tokio::select! {
                 e = w.next() => match e {
                     Some(Ok(e)) => {
@@ -406,14 +413,15 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                                 } else {
                                     Duration::ZERO
                                 };
-                                changes.extend(judge.beat(&e.key, e.revision, age, beat, every, Instant::now()));
+                                let to = if judge.knows(&e.key) { &mut changes } else { &mut caught_up };
+                                to.extend(judge.beat(&e.key, e.revision, age, beat, every, Instant::now()));
                             }
                             kv::Operation::Delete | kv::Operation::Purge => {
                                 judge.remove(&e.key);
                             }
                         }
                         if e.delta == 0 {
-                            changes.extend(judge.settle());
+                            caught_up.extend(judge.settle());
                         }
                     }
                     Some(Err(e)) => {
@@ -430,10 +438,10 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                     connected = now_connected;
                     // Never on a wait spent cut off: the history may be on its way.
                     if !judge.settled() && connected && (empty || watching_since.elapsed() > HISTORY_WAIT) {
-                        changes = judge.settle();
+                        caught_up = judge.settle();
                     }
                     if connected {
-                        changes.extend(judge.tick(Instant::now(), watching_since));
+                        changes = judge.tick(Instant::now(), watching_since);
                     }
                 }
             }
@@ -444,9 +452,10 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                 written = Some(now);
             }
             let mut events = Vec::new();
-            for (node, st, rev) in changes {
+            let all = caught_up.into_iter().map(|c| (c, true)).chain(changes.into_iter().map(|c| (c, false)));
+            for ((node, st, rev), catching_up) in all {
                 let ev = event(&node, &st);
-                publish(&js, format!("rwnode.{node}"), event_id(&node, &st, rev), &ev);
+                publish(&js, format!("rwnode.{node}"), event_id(&node, &st, rev), &ev, catching_up);
                 events.push(ev);
             }
             if !events.is_empty() {
@@ -527,16 +536,18 @@ async fn last_said_in_stream(js: &jetstream::Context, subject: &str) -> Option<S
 }
 
 /// Publishes a change to the feed stream (retried for a while: the feed
-/// must carry it; the id keeps it once however many hubs publish it),
-/// unless the stream says that state of the node last already: another
-/// hub said it, or this home's before a restart, longer ago than the
-/// stream's duplicate window.
-fn publish(js: &jetstream::Context, subject: String, id: String, ev: &Value) {
+/// must carry it; the id keeps it once however many hubs publish it). One
+/// caught up on at a hub's start is not, when the stream says that state
+/// of the node last already: another hub said it, or this home's before a
+/// restart, longer ago than the stream's duplicate window. (A change seen
+/// live is always published: the stream's last word may be stale, from a
+/// time no hub watched.)
+fn publish(js: &jetstream::Context, subject: String, id: String, ev: &Value, catching_up: bool) {
     let js = js.clone();
     let body = ev.to_string();
     let state = ev["state"].as_str().unwrap_or_default().to_string();
     tokio::spawn(async move {
-        if last_said_in_stream(&js, &subject).await.as_deref() == Some(state.as_str()) {
+        if catching_up && last_said_in_stream(&js, &subject).await.as_deref() == Some(state.as_str()) {
             return;
         }
         for _ in 0..30 {

@@ -511,4 +511,26 @@ fn a_hub_says_at_its_start_what_its_nodes_did_while_it_was_down_and_nothing_twic
         let s = streamed_node_events(&nats.url);
         (s.len() == 3 && s[2] == ("alpha".into(), "up".into())).then_some(())
     });
+    // Beta back while no hub watches: the stream's last word on it is the
+    // stale `lost`. A hub with a new home says nothing of a node up (news
+    // only when lost), and when beta dies again, it says so in the stream,
+    // whatever the stream's last word was: a change seen live is published.
+    drop(hub);
+    let mut beta = start_node(&hb, &ab);
+    wait_for("beta's lease taken again", 20, || {
+        nodes(&nats.url).into_iter().find(|n| n["node"] == "beta" && n["state"] == "up")
+    });
+    let hh3 = dir.join("home-hub3");
+    let hub3 = start_hub_at(&hh3);
+    wait_for("both nodes up at a new hub", 20, || (states(&hub3) == both("up", "up")).then_some(()));
+    kill_all(&mut beta);
+    wait_for("beta lost at the new hub", 15, || (states(&hub3).1.as_deref() == Some("lost")).then_some(()));
+    let streamed = wait_for("beta's second loss in the stream", 10, || {
+        let s = streamed_node_events(&nats.url);
+        (s.len() >= 4).then_some(s)
+    });
+    assert_eq!(streamed.len(), 4, "{streamed:?}");
+    assert_eq!(streamed[3], ("beta".into(), "lost".into()), "{streamed:?}");
+    let said3: Vec<_> = home_node_events(&hh3).into_iter().map(|e| (e.0, e.1)).collect();
+    assert_eq!(said3, [("beta".to_string(), "lost".to_string())]);
 }
