@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 pub const LEASE: Duration = Duration::from_secs(30);
 /// A node is lost after this many of its heartbeat intervals without one.
 pub const MISSED_BEATS: u64 = 3;
+/// A node's heartbeat interval unless it says another (`--heartbeat-ms`).
+pub const DEFAULT_HEARTBEAT_MS: u64 = 2000;
 /// The longest heartbeat interval: a third of the lease, so two missed beats never lose it.
 pub const MAX_HEARTBEAT_MS: u64 = 10_000;
 
@@ -239,8 +241,10 @@ impl Judge {
     /// is not said again. Without it, a first sight of a lost node is a change.
     pub fn after(prior: Option<(NodeStates, u64)>) -> Judge {
         // Names go into subjects: only a node's (the file is a hub's, but a file).
-        let prior = prior.map(|(p, at)| (p.into_iter().filter(|(n, _)| names::valid_node(n)).collect(), at));
-        let (prior, said_at) = prior.map_or((None, 0), |(p, at)| (Some(p), at));
+        let (prior, said_at) = match prior {
+            Some((p, at)) => (Some(p.into_iter().filter(|(n, _)| names::valid_node(n)).collect()), at),
+            None => (None, 0),
+        };
         Judge { nodes: BTreeMap::new(), prior, said_at }
     }
 
@@ -310,8 +314,8 @@ impl Judge {
             if was_up {
                 out.push((node.clone(), state.clone(), 0));
             }
-            let at = Instant::now();
-            let interval = Duration::from_millis(2000);
+            // Lost: neither time nor interval is read until its next beat sets them.
+            let (at, interval) = (Instant::now(), Duration::from_millis(DEFAULT_HEARTBEAT_MS));
             self.nodes.insert(node, Seen { rev: 0, at, beat_ms: since, interval, state });
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -405,7 +409,8 @@ pub async fn watch(client: async_nats::Client, home: PathBuf) -> anyhow::Result<
                             kv::Operation::Put => {
                                 let v: Value = serde_json::from_slice(&e.value).unwrap_or(Value::Null);
                                 let beat = v.get("ts").and_then(Value::as_u64).unwrap_or(0);
-                                let every = v.get("intervalMs").and_then(Value::as_u64).unwrap_or(2000);
+                                let every =
+                                    v.get("intervalMs").and_then(Value::as_u64).unwrap_or(DEFAULT_HEARTBEAT_MS);
                                 // A key's first beat of a watch (its history) is as old as the
                                 // server says; a later one is live: now (no clock to compare).
                                 let age = if first.insert(e.key.clone()) {
@@ -520,8 +525,7 @@ const HISTORY_WAIT: Duration = Duration::from_secs(10);
 /// history has no last entry to wait for. Unknown (the cluster did not
 /// answer): not empty, so the wait decides.
 async fn bucket_is_empty(js: &jetstream::Context) -> bool {
-    let stream = format!("KV_{}", names::NODES_BUCKET);
-    match js.get_stream(&stream).await {
+    match js.get_stream(names::kv_stream(names::NODES_BUCKET)).await {
         Ok(mut s) => s.info().await.is_ok_and(|i| i.state.messages == 0),
         Err(_) => false,
     }
@@ -573,7 +577,7 @@ pub async fn remove(client: async_nats::Client, node: &str) -> anyhow::Result<()
         js.get_key_value(names::NODES_BUCKET).await.map_err(|e| anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
     let held = nodes.entry(node).await.map_err(|e| anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
     let mut stream = js
-        .get_stream(format!("KV_{}", names::NODES_BUCKET))
+        .get_stream(names::kv_stream(names::NODES_BUCKET))
         .await
         .map_err(|e| anyhow!("bucket {}: {e}", names::NODES_BUCKET))?;
     stream

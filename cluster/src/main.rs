@@ -76,7 +76,7 @@ enum Cmd {
         poll_ms: u64,
         /// How often the node's heartbeat (its name's lease) is written, in milliseconds. Hubs
         /// call the node lost after three missed beats.
-        #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=liveness::MAX_HEARTBEAT_MS))]
+        #[arg(long, value_name = "MS", default_value_t = liveness::DEFAULT_HEARTBEAT_MS, value_parser = clap::value_parser!(u64).range(100..=liveness::MAX_HEARTBEAT_MS))]
         heartbeat_ms: u64,
         /// This node's runwire-serve (HOST:PORT): control requests from the cluster (rwctl.NAME)
         /// are made to it, so they follow its routes' rules. Without it, none are answered.

@@ -159,6 +159,11 @@ pub fn valid_file(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
+/// The stream that holds a KV bucket's values.
+pub fn kv_stream(bucket: &str) -> String {
+    format!("KV_{bucket}")
+}
+
 /// The KV key of a run: `<node>.<run token>`.
 pub fn run_key(node: &str, run: &str) -> String {
     format!("{node}.{}", token(run))

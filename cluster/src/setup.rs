@@ -133,7 +133,7 @@ pub fn buckets(o: &Opts) -> Vec<stream::Config> {
     ]
     .into_iter()
     .map(|(bucket, what, lease)| stream::Config {
-        name: format!("KV_{bucket}"),
+        name: names::kv_stream(bucket),
         description: Some(format!("runwire: {what} (spec/CLUSTER.md)")),
         subjects: vec![format!("$KV.{bucket}.>")],
         max_messages_per_subject: 1,

@@ -169,14 +169,6 @@ fn a_hub_lists_every_node_run_and_serves_their_task_streams_as_the_nodes_do() {
     drop((b, hub, nats));
 }
 
-/// Every message of `stream` whose subject starts with `prefix`, in order.
-fn messages(url: &str, stream: &str, prefix: &str) -> Vec<Msg> {
-    block_on(async {
-        let urls: Vec<&str> = url.split(',').collect();
-        stream_messages(async_nats::connect(urls.as_slice()).await.unwrap(), stream, prefix).await
-    })
-}
-
 /// The hub's mirror of the run equals the node's files, and the run is listed.
 fn mirrored(run: &FakeRun, hub_home: &Path, node: &str) {
     run.mirrored(hub_home, node, 90);

@@ -462,6 +462,15 @@ pub async fn stream_messages(client: async_nats::Client, stream: &str, prefix: &
     out
 }
 
+/// Every message of `stream` whose subject starts with `prefix`, in
+/// order, read from the servers of `url` (one or a comma-separated list).
+pub fn messages(url: &str, stream: &str, prefix: &str) -> Vec<Msg> {
+    block_on(async {
+        let urls: Vec<&str> = url.split(',').collect();
+        stream_messages(async_nats::connect(urls.as_slice()).await.unwrap(), stream, prefix).await
+    })
+}
+
 /// `runs watch --since 0 --no-follow ARGS` at `home`: the home's own feed
 /// (what scripts and cron there read; a hub's reads no stream).
 pub fn watched(home: &Path, args: &[&str]) -> Vec<serde_json::Value> {

@@ -188,7 +188,7 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
     let feed_b = hub.follow(&format!("/runs/events?run={id_b}"));
     // An operator's webhook, from the hub's home (scripts and cron there read no stream).
     let hook = Hook::start(&hh, &dir);
-    let killed_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let killed_ms = now_ms();
     let killed = Instant::now();
     kill_all(&mut alpha);
     // Lost within 10 s (three missed 2 s beats), since its last beat; beta's stays up.
@@ -366,12 +366,8 @@ fn a_node_name_is_one_machines_until_its_lease_expires_or_an_admin_frees_it() {
 
 /// The `node` events of the feed stream (`rwnode.*`): node and state, in order.
 fn streamed_node_events(url: &str) -> Vec<(String, String)> {
-    let msgs = block_on(async {
-        let urls: Vec<&str> = url.split(',').collect();
-        let client = async_nats::connect(urls.as_slice()).await.unwrap();
-        stream_messages(client, runwire_cluster::names::FEED_STREAM, "rwnode.").await
-    });
-    msgs.iter()
+    messages(url, runwire_cluster::names::FEED_STREAM, "rwnode.")
+        .iter()
         .map(|(_, _, body)| serde_json::from_slice::<Value>(body).unwrap())
         .map(|e| (e["node"].as_str().unwrap_or("").to_string(), e["state"].as_str().unwrap_or("").to_string()))
         .collect()

@@ -24,11 +24,6 @@ fn config(url: &str, stream: &str) -> (usize, i64, u64) {
     })
 }
 
-/// The messages of `stream` whose subject starts with `prefix`.
-fn messages(url: &str, stream: &str, prefix: &str) -> Vec<Msg> {
-    block_on(async { stream_messages(async_nats::connect(url).await.unwrap(), stream, prefix).await })
-}
-
 fn hub_sidecar(url: &str, home: &Path) -> Proc {
     std::fs::create_dir_all(home).unwrap();
     Proc(
