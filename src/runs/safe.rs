@@ -215,6 +215,31 @@ pub fn read_in(dir: &Path, name: &str, cap: u64) -> Result<Vec<u8>, Unreadable> 
     Ok(buf)
 }
 
+/// Appends `line` to the existing regular file `name` of the run's
+/// directory `dir`, in one `write` with `O_APPEND`: the one write into a
+/// directory the agent can write (a runner's steer inbox). The file is
+/// opened with `O_NOFOLLOW` and checked with `fstat`: a symlink (the
+/// agent's way to aim the write at any file the server may write, even one
+/// inside the directory), a FIFO or a device is refused, never written;
+/// nothing is created.
+pub fn append_in(dir: &Path, name: &str, line: &[u8]) -> Result<(), Unreadable> {
+    use std::io::Write;
+    if !plain(name) {
+        return Err(Unreadable::new(name, "not a plain name inside the run's directory (refused)"));
+    }
+    let fd = open_dir(dir).map_err(|e| Unreadable::errno(dir.display().to_string(), e))?;
+    let flags = OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+    let raw = nix::fcntl::openat(Some(fd.as_raw_fd()), name, flags | OFlag::O_NOFOLLOW, Mode::empty())
+        .map_err(|e| Unreadable::errno(name.into(), e))?;
+    // SAFETY: the open just returned this descriptor and nothing else owns it.
+    let mut f = unsafe { File::from_raw_fd(raw) };
+    let st = nix::sys::stat::fstat(f.as_raw_fd()).map_err(|e| Unreadable::new(name, describe(e)))?;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return Err(Unreadable::new(name, format!("{} (only a regular file is written)", kind(st.st_mode))));
+    }
+    f.write_all(line).map_err(|e| Unreadable::new(name, e.to_string()))
+}
+
 /// Splits what `r` yields into lines (LF, an optional CR stripped), in
 /// bounded memory: a line longer than `max` is not handed over (its length
 /// is counted in the result instead). Returns how many lines were skipped.
@@ -371,6 +396,33 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn an_append_writes_only_an_existing_regular_file_of_the_directory() {
+        let d = tmp("append");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let run = d.join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::write(run.join("inbox"), "").unwrap();
+        std::fs::write(run.join("journal"), "").unwrap();
+        std::os::unix::fs::symlink(&victim, run.join("out")).unwrap();
+        std::os::unix::fs::symlink("journal", run.join("in")).unwrap();
+        nix::unistd::mkfifo(&run.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        append_in(&run, "inbox", b"one\n").unwrap();
+        append_in(&run, "inbox", b"two\n").unwrap();
+        assert_eq!(std::fs::read_to_string(run.join("inbox")).unwrap(), "one\ntwo\n");
+        for bad in ["out", "in", "fifo", "none", "../victim", ".", ""] {
+            let e = append_in(&run, bad, b"x\n").err().unwrap_or_else(|| panic!("{bad} written"));
+            assert_eq!(e.file, bad);
+        }
+        assert!(append_in(&run, "out", b"x\n").unwrap_err().why.contains("symbolic link"));
+        assert!(append_in(&run, "none", b"x\n").unwrap_err().absent);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(std::fs::read_to_string(run.join("journal")).unwrap(), "");
+        assert!(!run.join("none").exists());
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -128,14 +128,20 @@ pub fn post(
         // deaf or stopped process), or someone else answers: what happened
         // is unknown or nothing, so neither success nor the inbox.
         Err(CallError::Untrusted(why) | CallError::Broken(why)) => reply(stream, cors, 502, &Reply::refuse(why, None)),
-        Err(CallError::NotLive(_)) => inbox(stream, cors, &loaded.files, &creq),
+        Err(CallError::NotLive(_)) => inbox(stream, cors, &loaded, &creq),
     }
 }
 
-/// No supervisor: a declared steer inbox takes steer, pause and resume.
-fn inbox(stream: &mut impl Write, cors: Cors, files: &crate::runs::RunFiles, creq: &control::Request) -> Close {
-    let path = files.dir.join(format!("{}.steer.jsonl", files.slug));
-    if !path.is_file() {
+/// No supervisor: a declared steer inbox takes steer, pause and resume,
+/// on the terms a supervisor keeps: a task of the run, not ended, and a
+/// run not ended (a line nobody will read is refused, not accepted).
+fn inbox(stream: &mut impl Write, cors: Cors, loaded: &view::Loaded, creq: &control::Request) -> Close {
+    let files = &loaded.files;
+    let name = format!("{}.steer.jsonl", files.slug);
+    let path = files.dir.join(&name);
+    // Whether the runner declared one: a regular file, not followed if a
+    // link (the write below refuses one too, whatever happens between).
+    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
         return reply(stream, cors, 409, &Reply::refuse(NOT_LIVE, None));
     }
     if !matches!(Verb::parse(&creq.verb), Some(Verb::Steer | Verb::Pause | Verb::Resume)) {
@@ -143,6 +149,20 @@ fn inbox(stream: &mut impl Write, cors: Cors, files: &crate::runs::RunFiles, cre
             format!("{NOT_LIVE}: the run has a steer inbox only, and {} needs a supervisor", creq.verb),
             None,
         );
+        return reply(stream, cors, 409, &r);
+    }
+    if let Some(t) = creq.task.as_deref() {
+        if !loaded.task_ids().iter().any(|k| k == t) {
+            return reply(stream, cors, 409, &Reply::refuse(format!("no task {t:?} in this run"), None));
+        }
+        if let Some(s) = loaded.journal.state(t).filter(|s| crate::runs::journal::is_terminal(s)) {
+            let r = Reply::refuse(format!("task {t} is {s}: a terminal task cannot be steered"), Some(s.into()));
+            return reply(stream, cors, 409, &r);
+        }
+    }
+    let status = loaded.status();
+    if matches!(status, "done" | "failed") {
+        let r = Reply::refuse(format!("the run is {status}: nothing reads its steer inbox now"), Some(status.into()));
         return reply(stream, cors, 409, &r);
     }
     let mut rec = serde_json::json!({
@@ -162,13 +182,13 @@ fn inbox(stream: &mut impl Write, cors: Cors, files: &crate::runs::RunFiles, cre
     }
     let mut line = rec.to_string().into_bytes();
     line.push(b'\n');
-    // One write of one line with O_APPEND, as for the journal.
-    let r = std::fs::OpenOptions::new().append(true).open(&path).and_then(|mut f| f.write_all(&line));
-    match r {
+    // One write of one line with O_APPEND, as for the journal; the
+    // directory is the agent's to write, so the inbox is opened as every
+    // file there is read: no symlink followed, only a regular file.
+    match crate::runs::safe::append_in(&files.dir, &name, &line) {
         Ok(()) => reply(stream, cors, 202, &Reply::ok(format!("appended to the steer inbox {}", path.display()), None)),
         Err(e) => {
-            respond_error(stream, 500, cors, &format!("{}: {e}", path.display()));
-            Close::Linger
+            reply(stream, cors, 409, &Reply::refuse(format!("the steer inbox {}: {}", path.display(), e.why), None))
         }
     }
 }

@@ -14,7 +14,10 @@
 //!   supervisor socket, session input line): a replayed, a stale (earlier
 //!   process), a duplicate, an expired answer and one beyond what the
 //!   agent offered each send nothing. The offer is the session's one rule
-//!   (`Agent::check_answer`), met by every door's answer alike.
+//!   (`Agent::check_answer`), met by every door's answer alike. The doors
+//!   that outlive one agent process (task route, control route, supervisor
+//!   socket) also send nothing for the open request named by the agent's
+//!   own id ("0"), which the next process reuses.
 //! - Idempotency keys: a steer (and an AG-UI run, and a link's POST)
 //!   retried with its key acts once on each door: the HTTP doors'
 //!   `Idempotency-Key`, the supervisor socket's and the session input
@@ -480,6 +483,12 @@ fn supervisor_doors(rows: &mut Vec<Row>) {
     rows.push(nothing_sent("control-route", "stale", c, &v));
     let (c, v) = sock(json!({"id": old, "decision": "deny"}));
     rows.push(nothing_sent("supervisor-socket", "stale", c, &v));
+    // The open request named by the agent's own id ("0": every process of
+    // the task numbers from 0), not runwire's.
+    let (c, v) = post(json!({"request": "0", "decision": "allow"}));
+    rows.push(nothing_sent("control-route", "agent's own id", c, &v));
+    let (c, v) = sock(json!({"id": "0", "decision": "allow"}));
+    rows.push(nothing_sent("supervisor-socket", "agent's own id", c, &v));
     // Beyond what the agent offered (ACP runs a call as asked: no edited input).
     let (c, v) = post(json!({"request": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}}));
     rows.push(nothing_sent("control-route", "beyond the offer", c, &v));
@@ -570,6 +579,10 @@ fn server_doors(rows: &mut Vec<Row>) {
     rows.push(nothing_sent("task-route", "replayed", c, &v));
     let (c, v) = post(&record, json!({"request": "0", "decision": "allow"}));
     rows.push(nothing_sent("task-route", "stale", c, &v));
+    // The current process's open request by the agent's own id: a route
+    // outlives processes, so it takes runwire's id only.
+    let (c, v) = post(&current, json!({"request": "0", "decision": "allow"}));
+    rows.push(nothing_sent("task-route", "agent's own id", c, &v));
     let edited = json!([{"interruptId": new, "status": "resolved",
         "payload": {"approved": true, "editedArgs": {"command": "rm -rf /"}}}]);
     rows.push(agui_nothing_sent("beyond the offer", &agui(s.port, resume("r7", edited))));
@@ -792,6 +805,10 @@ fn every_door_sends_nothing_for_a_replayed_stale_duplicate_excessive_or_expired_
         for case in ["replayed", "stale", "duplicate", "beyond the offer", "expired"] {
             assert!(named.contains(&(door, case)), "no row for {door} / {case}: {named:?}");
         }
+    }
+    // Only a session's own input lines (one process) take the agent's id.
+    for door in ["task-route", "control-route", "supervisor-socket"] {
+        assert!(named.contains(&(door, "agent's own id")), "no row for {door} / agent's own id: {named:?}");
     }
     let bad: Vec<&Row> = rows.iter().filter(|(_, _, r)| r.is_err()).collect();
     assert!(bad.is_empty(), "sent something: {bad:#?}");

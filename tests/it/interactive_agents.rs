@@ -252,14 +252,24 @@ fn codex_non_blocking_question_answered_through_the_task_route_while_the_run_str
     }
     let (_, runs) = http(port, "GET", "/runs", "");
     let id = runs["runs"][0]["runId"].as_str().expect("the session's run is listed").to_string();
-    let body = json!({"request": "0", "decision": "answer", "answers": {"Tabs or spaces?": "spaces"}}).to_string();
     // The stand-in wrote the question before it waited: the server may read
-    // it a moment after, and until then the request is not raised (409).
-    let (mut status, mut reply) = http(port, "POST", &format!("/runs/{id}/tasks/agent/answer"), &body);
-    while status == 409 && reply.to_string().contains("no request") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-        (status, reply) = http(port, "POST", &format!("/runs/{id}/tasks/agent/answer"), &body);
-    }
+    // it a moment after. The route names it by runwire's interrupt id (the
+    // journal's `requested` record), as every door does.
+    let interrupt = loop {
+        let raised = s
+            .journal()
+            .into_iter()
+            .find(|r| r["input"] == "requested")
+            .and_then(|r| r["interrupt"].as_str().map(str::to_string));
+        match raised {
+            Some(i) => break i,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            None => panic!("the question was never raised\n{}", why()),
+        }
+    };
+    let body =
+        json!({"request": interrupt, "decision": "answer", "answers": {"Tabs or spaces?": "spaces"}}).to_string();
+    let (status, reply) = http(port, "POST", &format!("/runs/{id}/tasks/agent/answer"), &body);
     assert_eq!(status, 200, "{reply}\nserver:\n{}", s.stderr());
     let ev = stream.join().unwrap();
     finished_ok(&ev);

@@ -98,13 +98,14 @@ fn concurrent_http_callers_reach_the_agent_and_the_log_in_the_order_the_session_
             .unwrap_or_default()
     };
     // The run ends at the first interrupt; the session raises them all (the
-    // ones no run streamed are answered by the agent's id on the task route).
+    // ones no run streamed are answered on the task route by runwire's id,
+    // the log's `interrupt_id`, as every door outliving a process takes).
     let raised = || -> Vec<String> {
         task_log()
             .lines()
             .filter(|l| l.starts_with(r#"{"type":"runwire.request""#))
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|v| v["id"].as_str().map(str::to_string))
+            .filter_map(|v| v["interrupt_id"].as_str().map(str::to_string))
             .collect()
     };
     until("every request to be raised", || raised().len() == REQUESTS, task_log);
@@ -319,7 +320,7 @@ fn a_route_of_a_thread_whose_session_is_starting_is_answered_without_waiting_for
     std::thread::sleep(Duration::from_millis(200));
     let (tx, route) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let answer = json!({"request": "0", "decision": "allow"}).to_string();
+        let answer = json!({"request": "rw-0123456789abcdef0123456789abcdef", "decision": "allow"}).to_string();
         let _ = tx.send(http(port, "POST", &format!("/runs/{r1}/tasks/agent/answer"), &answer));
     });
     let route = route.recv_timeout(Duration::from_secs(15));

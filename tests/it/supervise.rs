@@ -463,19 +463,94 @@ fn routes_reach_the_supervisor_and_answer_409_without_one() {
             "{path}"
         );
     }
-    // A steer inbox takes steer, pause and resume, never kill.
+    // The run has ended (its supervisor exited): a steer inbox beside it
+    // takes nothing, as the supervisor took nothing for a halted task.
     std::fs::write(env.p("runstate/p.steer.jsonl"), "").unwrap();
-    assert_eq!(srv.post_with(&steer, &with(JSON), r#"{"msg":"later","interrupt":true}"#).0, 202);
-    assert_eq!(srv.post_with(&format!("/runs/{id}/pause"), auth, "").0, 202);
-    assert_eq!(srv.post_with(&format!("/runs/{id}/tasks/a/kill"), auth, "").0, 409);
-    let inbox: Vec<Value> = std::fs::read_to_string(env.p("runstate/p.steer.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(inbox.len(), 2);
-    assert_eq!((inbox[0]["verb"].as_str(), inbox[0]["msg"].as_str()), (Some("steer"), Some("later")));
-    assert_eq!(inbox[1]["verb"], "pause");
+    let (code, v) = srv.post_with(&steer, &with(JSON), r#"{"msg":"later","interrupt":true}"#);
+    assert_eq!(code, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("task a is halted"), "{v}");
+    let (code, v) = srv.post_with(&format!("/runs/{id}/pause"), auth, "");
+    assert_eq!(code, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("the run is failed"), "{v}");
+    assert_eq!(std::fs::read_to_string(env.p("runstate/p.steer.jsonl")).unwrap(), "");
+}
+
+/// A run without a supervisor whose runner declared a steer inbox: the
+/// server appends steer, pause and resume there on a supervisor's terms
+/// (a task of the run, not ended, a run not ended), never kill, and never
+/// through a link the agent planted in its directory.
+#[test]
+fn a_steer_inbox_takes_what_a_supervisor_would_and_is_never_followed_out() {
+    let env = Env::new("inbox");
+    let runs = |args: &[&str]| {
+        let o =
+            Command::new(env!("CARGO_BIN_EXE_runs")).env("HARNESS_HOME", env.p("home")).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let p = runs(&["register", "--slug", "p", "--repo-root", env.p("").to_str().unwrap()]);
+    let (id, rs) = (p["runId"].as_str().unwrap().to_string(), PathBuf::from(p["runstateDir"].as_str().unwrap()));
+    std::fs::create_dir_all(&rs).unwrap();
+    let tasks = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y"}]}"#;
+    std::fs::write(rs.join("p.plan.json"), tasks).unwrap();
+    let record = |rec: &str| {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(rs.join("p.jsonl")).unwrap();
+        writeln!(f, r#"{{"v":"runstate/v1","ts":"2026-03-01T10:00:00.000Z","actor":"runner",{rec}}}"#).unwrap();
+    };
+    record(r#""run":"started""#);
+    record(r#""task":"a","state":"leased""#);
+    record(r#""task":"b","state":"failed""#);
+    let inbox = rs.join("p.steer.jsonl");
+    std::fs::write(&inbox, "").unwrap();
+    let srv = serve(&env, &[]);
+    let post = |path: &str, body: &str| srv.post_with(&format!("/runs/{id}{path}"), JSON, body);
+    let lines = || {
+        std::fs::read_to_string(&inbox)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect::<Vec<Value>>()
+    };
+    assert_eq!(post("/tasks/a/steer", r#"{"msg":"later","interrupt":true}"#).0, 202);
+    assert_eq!(post("/pause", "").0, 202);
+    assert_eq!(post("/tasks/a/kill", "").0, 409);
+    // A task the run does not have, and one that ended.
+    let (code, v) = post("/tasks/zz/steer", r#"{"msg":"m"}"#);
+    assert_eq!((code, v["detail"].as_str()), (409, Some(r#"no task "zz" in this run"#)), "{v}");
+    let (code, v) = post("/tasks/b/steer", r#"{"msg":"m"}"#);
+    assert_eq!((code, v["state"].as_str()), (409, Some("failed")), "{v}");
+    let got = lines();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(
+        (got[0]["verb"].as_str(), got[0]["task"].as_str(), got[0]["msg"].as_str()),
+        (Some("steer"), Some("a"), Some("later"))
+    );
+    assert_eq!(got[1]["verb"], "pause");
+    // The agent writes its directory: an inbox made a link to a file of the
+    // server's user elsewhere, or to the run's own journal, is not written.
+    let victim = env.p("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let journal_before = std::fs::read(rs.join("p.jsonl")).unwrap();
+    for target in [victim.clone(), rs.join("p.jsonl")] {
+        std::fs::remove_file(&inbox).unwrap();
+        std::os::unix::fs::symlink(&target, &inbox).unwrap();
+        for (path, body) in [("/tasks/a/steer", r#"{"msg":"through a link"}"#), ("/pause", ""), ("/resume", "")] {
+            let (code, v) = post(path, body);
+            assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{path} via {}: {v}", target.display());
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert_eq!(std::fs::read(rs.join("p.jsonl")).unwrap(), journal_before);
+    // A regular inbox again; then the run ends: nothing reads the inbox now.
+    std::fs::remove_file(&inbox).unwrap();
+    std::fs::write(&inbox, "").unwrap();
+    assert_eq!(post("/resume", "").0, 202);
+    record(r#""task":"a","state":"committed""#);
+    record(r#""run":"ended""#);
+    let (code, v) = post("/resume", "");
+    assert_eq!(code, 409, "{v}");
+    assert!(v["detail"].as_str().unwrap().starts_with("the run is "), "{v}");
+    assert_eq!(lines().len(), 1);
 }
 
 #[test]

@@ -67,10 +67,14 @@ pub fn control_post(
         let _ = respond(stream, 409, cors, &json!({"ok": false, "detail": detail}).to_string());
         return Some(Close::Linger);
     }
-    // One parse, one validation, for every door (`crate::control`).
+    // One parse, one validation, for every door (`crate::control`): an
+    // answer names its request by runwire's interrupt id here too, as on
+    // the supervisor's routes (only a session's own input lines may use
+    // the agent's id, spec/SESSION-INPUT.md).
     let command = match Verb::parse(verb)
         .ok_or_else(|| format!("unknown verb {verb:?}"))
         .and_then(|v| Command::from_route(v, body, person.unwrap_or("task route")))
+        .and_then(|c| c.check_bound().map(|()| c))
     {
         // A person's token names them; the body cannot name someone else.
         Ok(c) => match person {
