@@ -49,6 +49,20 @@ input[type=text]{font-size:16px;width:100%;box-sizing:border-box;padding:8px;mar
 fieldset{border:1px solid #ccc;margin:0 0 12px;min-width:0}label.opt{display:block;padding:8px 0;font-size:17px}\
 input[type=radio],input[type=checkbox]{width:22px;height:22px;vertical-align:middle}";
 
+/// The page's `Content-Security-Policy`: nothing loads, no script runs,
+/// and the one style allowed is the page's own `<style>` by its hash (not
+/// `'unsafe-inline'`: text a request carries into the page, escaped as it
+/// is, still could not style it).
+fn csp() -> &'static str {
+    static CSP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CSP.get_or_init(|| {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(STYLE.as_bytes()));
+        format!("default-src 'none'; style-src 'sha256-{hash}'; form-action 'self'; frame-ancestors 'none'")
+    })
+}
+
 /// A whole page.
 pub fn page(title: &str, body: &str) -> String {
     format!(
@@ -295,8 +309,9 @@ fn send(stream: &mut impl std::io::Write, cors: &[(&'static str, String)], code:
     let mut head = format!(
         "HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
 Referrer-Policy: same-origin\r\nX-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r\n\
-Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'\r\n",
-        body.len()
+Content-Security-Policy: {}\r\n",
+        body.len(),
+        csp()
     );
     for (n, v) in cors {
         head.push_str(&format!("{n}: {v}\r\n"));
@@ -460,9 +475,13 @@ pub fn handle(
         };
         answer(stream, cors, 200, json, done, &format!("{done}: the agent was told. This link is now used."))
     } else if r.ok {
-        answer(stream, cors, 409, json, "Already answered", "This request was already answered: nothing more was done.")
+        // A used link: its request is closed, as its page says (410).
+        answer(stream, cors, 410, json, "Already answered", "This request was already answered: nothing more was done.")
+    } else if r.http_status() == 503 {
+        // The session is not reading now: worth trying again.
+        answer(stream, cors, 503, json, "Not now", &r.detail)
     } else {
-        answer(stream, cors, 409, json, "Link no longer valid", &r.detail)
+        answer(stream, cors, 410, json, "Link no longer valid", &r.detail)
     }
 }
 

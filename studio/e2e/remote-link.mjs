@@ -35,12 +35,17 @@ try {
   const page = await context.newPage();
   const problems = [];
   page.on('pageerror', (e) => problems.push(e.message));
+  // A Content-Security-Policy refusal (of the page's own style, say) is a
+  // console error (the 404s of the favicon and the unpublished route are not problems).
+  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) problems.push(m.text()); });
   const res = await page.goto(link);
   out.status = res.status();
   out.secure = new URL(page.url()).protocol === 'https:';
   out.text = await page.locator('body').innerText();
   out.scrollWidth = await page.evaluate(() => document.documentElement.scrollWidth);
   out.clientWidth = await page.evaluate(() => document.documentElement.clientWidth);
+  // The page's own style applied (its policy allows it by hash): 40em at 16px.
+  out.bodyMaxWidth = await page.evaluate(() => getComputedStyle(document.body).maxWidth);
   const approve = page.locator('form:has(input[name="decision"][value="allow"]) button[type="submit"]');
   const box = await approve.boundingBox();
   out.approveFits = !!box && box.x >= 0 && box.x + box.width <= 390;

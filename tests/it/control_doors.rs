@@ -314,7 +314,7 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
     s.until("the allow to reach the agent", |s| !acp_answers(&s.dir).is_empty());
     // Used: refused, and nothing more reaches the agent.
     let (code, page) = form(srv.port, path, "decision=deny");
-    assert!(code == 409 || code == 410, "{code} {page}");
+    assert_eq!(code, 410, "{code} {page}");
     let (code, _) = http(srv.port, "GET", path, "");
     assert_eq!(code, 410);
     std::thread::sleep(Duration::from_millis(300));
@@ -331,7 +331,7 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
     assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
     // The run's supervisor gone, its link (an open one would too) says so.
     let (code, page) = form(srv.port, path, "decision=allow");
-    assert!(code == 409 || code == 410, "{code} {page}");
+    assert_eq!(code, 410, "{code} {page}");
     assert_eq!(http(srv.port, "GET", path, "").0, 410);
 }
 
@@ -343,7 +343,7 @@ fn link_offers_and_sends_nothing(port: u16, path: &str, dir: &Path) {
     assert_eq!(code, 410, "{page}");
     assert!(!page.contains("value=\"allow\""), "{page}");
     let (code, page) = link_form(port, path, "decision=allow");
-    assert!(code == 409 || code == 410, "{code} {page}");
+    assert_eq!(code, 410, "{code} {page}");
     std::thread::sleep(Duration::from_millis(300));
     assert!(acp_answers(dir).is_empty(), "an answer reached the agent");
 }
@@ -457,7 +457,7 @@ fn a_supervised_tasks_question_link_offers_its_choices_and_answers_once() {
     let responses = || support::control_responses(&s.dir.join("agent-input.jsonl"));
     until("the answer at the agent", || !responses().is_empty(), || why(&s));
     let (code, _) = form("decision=answer&q0=tabs");
-    assert!(code == 409 || code == 410, "{code}");
+    assert_eq!(code, 410, "{code}");
     std::thread::sleep(Duration::from_millis(300));
     let a = support::answered_spaces_once(&responses(), s.journal());
     assert_eq!(a["by"], "link", "{a}");

@@ -297,6 +297,7 @@ fn a_link_approves_through_caddy_with_tls_in_chromium_at_390_px() {
     let text = r["text"].as_str().unwrap();
     assert!(text.contains("Bash") && text.contains("npm test"), "{r}");
     assert!(r["scrollWidth"].as_u64() <= Some(390) && r["approveFits"] == true, "fits 390 px: {r}");
+    assert_eq!(r["bodyMaxWidth"], "640px", "the page's own style applies under its policy: {r}");
     assert!(r["after"].as_str().unwrap().contains("Approved"), "{r}");
     assert_eq!(r["unpublished"], 404, "only /a/* is published: {r}");
     assert_eq!(r["problems"], json!([]), "{r}");
