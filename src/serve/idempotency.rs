@@ -86,6 +86,13 @@ impl Keys {
     }
 }
 
+/// What the store holds `key` under: the caller's key, not everyone's
+/// (two people who happen to pick one key never refuse or replay each
+/// other's commands). A caller's name has no newline; a key is printable.
+pub fn held_as(caller: &str, key: &str) -> String {
+    format!("{caller}\n{key}")
+}
+
 /// The status of a raw response (`HTTP/1.1 200 OK…`).
 pub fn status_of(response: &[u8]) -> Option<u16> {
     let line = response.split(|b| *b == b'\n').next()?;
@@ -100,7 +107,8 @@ pub fn replayed(response: &[u8], cors: &[(&'static str, String)]) -> Vec<u8> {
     let mut out = String::new();
     for (n, line) in head.split("\r\n").enumerate() {
         let name = line.split(':').next().unwrap_or("").trim();
-        if n > 0 && (name.eq_ignore_ascii_case("access-control-allow-origin") || name.eq_ignore_ascii_case("vary")) {
+        let cors_header = ["access-control-allow-origin", "access-control-expose-headers", "vary"];
+        if n > 0 && cors_header.iter().any(|h| name.eq_ignore_ascii_case(h)) {
             continue;
         }
         out.push_str(line);
@@ -122,8 +130,8 @@ pub fn replayed(response: &[u8], cors: &[(&'static str, String)]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    const OK: &[u8] =
-        b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: http://a\r\nVary: Origin\r\nContent-Length: 2\r\n\r\n{}";
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: http://a\r\n\
+Access-Control-Expose-Headers: Retry-After\r\nVary: Origin\r\nContent-Length: 2\r\n\r\n{}";
 
     #[test]
     fn a_key_runs_once_replays_its_reply_and_refuses_another_request() {
@@ -176,6 +184,7 @@ mod tests {
         assert!(text
             .starts_with("HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: http://b\r\nIdempotent-Replayed: true\r\n"));
         assert!(!text.contains("http://a") && !text.contains("Vary") && text.ends_with("\r\n\r\n{}"), "{text}");
+        assert!(!text.contains("Expose"), "only this request's CORS headers: {text}");
         assert_eq!(status_of(OK), Some(200));
     }
 }

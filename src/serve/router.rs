@@ -99,7 +99,9 @@ fn boundary(cfg: &Config, stream: &mut TcpStream, req: &Request) -> Result<Cors,
         }
         let mut h = cors.clone();
         h.push(("Access-Control-Allow-Methods", "GET, POST, OPTIONS".into()));
-        h.push(("Access-Control-Allow-Headers", "content-type, authorization, idempotency-key".into()));
+        // Every request header a client of the routes sends: a task stream
+        // or the feed resumed by `Last-Event-ID` too.
+        h.push(("Access-Control-Allow-Headers", "content-type, authorization, idempotency-key, last-event-id".into()));
         h.push(("Access-Control-Max-Age", "600".into()));
         let _ = respond(stream, 204, &h, "");
         return Err(Close::Linger);
@@ -299,7 +301,8 @@ fn keyed(
         return Close::Linger;
     }
     let fingerprint = idempotency::fingerprint(caller, &req.method, &req.path, body);
-    match shared.keys.claim(key, fingerprint, false) {
+    let held = idempotency::held_as(caller, key);
+    match shared.keys.claim(&held, fingerprint, false) {
         idempotency::Claim::Conflict => {
             let m = format!(
                 "Idempotency-Key {key:?} was used for another request (another body, route or caller): nothing was done; a new command takes a new key"
@@ -330,15 +333,15 @@ fn keyed(
                     }
                 }
             }
-            let mut guard = Forget(&shared.keys, key, false);
+            let mut guard = Forget(&shared.keys, &held, false);
             let mut out = Vec::new();
             let close = run(&mut out);
             // A hub's 502 says the node may have run it: a retry goes on to
             // the node, whose own key store knows what it did.
             if super::cluster::is_hub() && idempotency::status_of(&out) == Some(502) {
-                shared.keys.forget(key);
+                shared.keys.forget(&held);
             } else {
-                shared.keys.done(key, &out);
+                shared.keys.done(&held, &out);
             }
             guard.2 = true;
             let _ = stream.write_all(&out);
@@ -355,8 +358,11 @@ fn bound_key(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &Cors
     let caller = shared.cfg.token.as_ref().and_then(|t| super::tokens::caller(t, req)).flatten().unwrap_or("");
     let refusal = if !idempotency::valid(key) {
         (400, format!("Idempotency-Key: 1 to {} printable ASCII characters", idempotency::MAX_KEY))
-    } else if shared.keys.claim(key, idempotency::fingerprint(caller, &req.method, &req.path, body), true)
-        == idempotency::Claim::Conflict
+    } else if shared.keys.claim(
+        &idempotency::held_as(caller, key),
+        idempotency::fingerprint(caller, &req.method, &req.path, body),
+        true,
+    ) == idempotency::Claim::Conflict
     {
         (
             422,
@@ -519,7 +525,14 @@ fn read_body_checked(
 /// The CORS headers for an allowed `Origin` (none without one).
 pub fn cors_headers(origin: Option<&str>) -> Vec<(&'static str, String)> {
     match origin {
-        Some(o) => vec![("Access-Control-Allow-Origin", o.trim().to_string()), ("Vary", "Origin".to_string())],
+        // The response headers a page must read to follow the docs: when to
+        // retry (`Retry-After` of a 503 or 429), and that a keyed request
+        // was a replay.
+        Some(o) => vec![
+            ("Access-Control-Allow-Origin", o.trim().to_string()),
+            ("Access-Control-Expose-Headers", format!("Retry-After, {}", super::idempotency::REPLAYED)),
+            ("Vary", "Origin".to_string()),
+        ],
         None => Vec::new(),
     }
 }

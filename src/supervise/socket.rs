@@ -382,7 +382,10 @@ fn keyed(keys: &Keys<Reply>, mut req: Request, give: &impl Fn(Msg) -> bool) -> O
     }
     // The request as it is without its key: every field names the command.
     let fingerprint = rule::fingerprint(&[&serde_json::to_vec(&req).unwrap_or_default()]);
-    match keys.claim(&key, fingerprint, false) {
+    // The key is its caller's, as at the HTTP doors: two actors who pick
+    // one key never refuse or replay each other's commands.
+    let held = format!("{}\n{key}", req.actor.as_deref().unwrap_or_default());
+    match keys.claim(&held, fingerprint, false) {
         Claim::Conflict => {
             Some(Reply { code: Some(KEY_CONFLICT.into()), ..Reply::refuse(rule::conflict_text(&key), None) })
         }
@@ -395,9 +398,9 @@ fn keyed(keys: &Keys<Reply>, mut req: Request, give: &impl Fn(Msg) -> bool) -> O
             match &reply {
                 Some(r) if r.code.as_deref() != Some(NOT_READING) => {
                     let size = serde_json::to_vec(r).map_or(0, |v| v.len());
-                    keys.done(&key, r.clone(), size);
+                    keys.done(&held, r.clone(), size);
                 }
-                _ => keys.forget(&key),
+                _ => keys.forget(&held),
             }
             reply
         }

@@ -877,6 +877,11 @@ fn a_retried_steer_with_its_key_is_queued_once(name: &str, door: SteerDoor) {
     let (c3, _, b3) = keyed_steer(&s, &srv, door, "click-steer-1", "something else");
     assert_eq!(c3, 422, "{door:?}: {b3}");
     assert!(b3.contains("click-steer-1"), "{door:?}: the refusal names the key: {b3}");
+    if let SteerDoor::Socket = door {
+        // The key is its caller's: another actor's command under it runs.
+        let r = s.call(json!({"verb": "status", "actor": "someone-else", "idempotency_key": "click-steer-1"}));
+        assert_eq!((r["ok"].as_bool(), r.get("replayed")), (Some(true), None), "another actor's own key: {r}");
+    }
     let queued = |s: &Sup| s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count();
     assert_eq!(queued(&s), 1, "{door:?}: {}", s.why());
     std::fs::write(s.dir.join("go"), "").unwrap();
@@ -940,6 +945,48 @@ fn a_retried_steer_line_with_its_key_reaches_the_agent_once() {
     assert_eq!((prompts("touch the keyed file"), prompts("something else")), (1, 0), "{:?}", agent_input(&dir));
     s.end();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A key is its caller's: two people with named tokens who pick the same
+/// `Idempotency-Key` neither refuse nor replay each other's commands, on
+/// the routes whose reply is kept and on `POST /agui`, whose key binds its
+/// body; each one's own retry still replays, and their own other command
+/// under it is still refused.
+#[test]
+fn an_idempotency_key_is_its_callers_and_never_meets_anothers() {
+    let dir = support::scratch("keys-callers");
+    std::fs::write(dir.join("tokens"), "ana:ana-token-0123456789\nbob:bob-token-0123456789\n").unwrap();
+    let mut cmd = Server::command();
+    cmd.args(["--demo", "--token-file"]).arg(dir.join("tokens")).env("HARNESS_HOME", dir.join("harness"));
+    let s = Server::spawn(cmd).owning(dir.clone());
+    let keyed = |key: &str, who: &str, path: &str, body: &str| {
+        let headers = format!("Authorization: Bearer {who}-token-0123456789\r\nIdempotency-Key: {key}\r\n");
+        let r = support::server::request_with(s.port, "POST", path, "application/json", &headers, body);
+        (r.status, r.header("idempotent-replayed") == Some("true"), String::from_utf8_lossy(&r.body).to_string())
+    };
+    let post = |who: &str, path: &str, body: &str| keyed("same-key", who, path, body);
+    // A kept reply (no such run: 404, the command ran and said so).
+    let (c, replayed, a) = post("ana", "/runs/no-such-run/pause", "");
+    assert_eq!((c, replayed), (404, false), "{a}");
+    let (c, replayed, b) = post("bob", "/runs/no-such-run/pause", "");
+    assert_eq!((c, replayed), (404, false), "bob's command runs as his own: {b}");
+    let (c, replayed, _) = post("bob", "/runs/no-such-run/pause", "");
+    assert_eq!((c, replayed), (404, true), "bob's retry is his replay");
+    let (c, _, b) = post("bob", "/runs/another-run/pause", "");
+    assert_eq!(c, 422, "bob's own key, another command: {b}");
+    let (c, replayed, _) = post("ana", "/runs/no-such-run/pause", "");
+    assert_eq!((c, replayed), (404, true), "ana's retry is hers");
+    // POST /agui: the key binds each caller's own body.
+    let post = |who: &str, path: &str, body: &str| keyed("run-key", who, path, body);
+    let run = |run: &str| {
+        json!({"threadId": run, "runId": run, "messages": [{"id": "m", "role": "user", "content": "hi"}]}).to_string()
+    };
+    let (c, _, t) = post("ana", "/agui", &run("ana-1"));
+    assert_eq!(c, 200, "{t}");
+    let (c, _, t) = post("bob", "/agui", &run("bob-1"));
+    assert_eq!(c, 200, "another caller's body under the same key: {t}");
+    let (c, _, t) = post("bob", "/agui", &run("bob-2"));
+    assert_eq!(c, 422, "{t}");
 }
 
 /// The server's own session: the task route's steer, the AG-UI run and the

@@ -340,6 +340,8 @@ fn browser_boundary() {
         request(p, "POST", "/agui", &[JSON, ("Origin", "https://app.example")], good.replace("r-ok", "r-o").as_bytes());
     assert_eq!(r.status, 200);
     assert_eq!(r.header("access-control-allow-origin"), Some("https://app.example"));
+    // What a page of that origin must read to follow the docs: when to retry, and a keyed replay.
+    assert_eq!(r.header("access-control-expose-headers"), Some("Retry-After, Idempotent-Replayed"));
     for origin in ["http://evil.example", "null", &format!("http://localhost:{}", p.wrapping_add(1))] {
         let r = request(p, "POST", "/agui", &[JSON, ("Origin", origin)], good.as_bytes());
         assert_eq!(r.status, 403, "{origin}");
@@ -352,7 +354,11 @@ fn browser_boundary() {
     assert_eq!(r.status, 204);
     assert_eq!(r.header("access-control-allow-origin"), Some("https://app.example"));
     assert!(r.header("access-control-allow-methods").unwrap().contains("POST"));
-    assert_eq!(r.header("access-control-allow-headers"), Some("content-type, authorization, idempotency-key"));
+    // Every header a client sends, `Last-Event-ID` of a resumed stream too.
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("content-type, authorization, idempotency-key, last-event-id")
+    );
     let r = request(p, "OPTIONS", "/agui", &[("Origin", "http://evil.example")], b"");
     assert_eq!(r.status, 403);
     assert!(r.header("access-control-allow-origin").is_none());
