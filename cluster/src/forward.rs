@@ -581,7 +581,6 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     if !allowed_path(&c.method, &c.path) {
         return Answer::error(400, format!("node {node}: {} {} is not a control route", c.method, c.path));
     }
-    // A message holds the server's max_payload, headers included.
     // A message holds the servers' max_payload, headers included: larger bodies go in pieces.
     let max = client.server_info().max_payload.saturating_sub(8192).max(4096);
     if c.body.len() > MAX_BODY {

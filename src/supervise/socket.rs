@@ -28,8 +28,11 @@ use std::time::{Duration, Instant};
 
 /// Largest steer message accepted, in bytes (the one rule: [`crate::control::MAX_TEXT`]).
 pub const MAX_MSG: usize = crate::control::MAX_TEXT;
-/// Largest request line read (a maximal message JSON-escaped fits).
-pub const MAX_LINE: usize = 8 * MAX_MSG;
+/// Largest request line read: an answer as large as a session input line
+/// takes (an edited tool input of up to [`crate::control::MAX_LINE`], what
+/// the HTTP routes and a session's own input admit), with room for the
+/// request's other fields; a maximal steer JSON-escaped fits too.
+pub const MAX_LINE: usize = crate::control::MAX_LINE + 64 * 1024;
 /// What every caller is told when no supervisor answers.
 pub const NOT_LIVE: &str = "run not supervised / not live";
 
@@ -357,12 +360,15 @@ fn answer(conn: UnixStream, keys: &Keys<Reply>, give: impl Fn(Msg) -> bool) {
     write_reply(&mut w, &reply);
 }
 
-/// One request to the loop and its reply; `None`: no reply (the loop is gone
-/// or took longer than any command).
+/// One request to the loop and its reply. The loop gone before it took the
+/// request (the supervisor is ending): said, since nothing ran. `None`: the
+/// loop took it and gave no reply (it ended mid-command, or took longer
+/// than any command): the connection closes with none, which the caller
+/// reads as "may have run" (HTTP 502), never as a run not live.
 fn run(req: Request, give: &impl Fn(Msg) -> bool) -> Option<Reply> {
     let (rtx, rrx) = mpsc::channel();
     if !give(Msg { req, reply: rtx }) {
-        return None;
+        return Some(Reply::refuse(format!("{NOT_LIVE}: the supervisor is ending; nothing was done"), None));
     }
     // A kill answers once the group is gone, so wait past any grace.
     rrx.recv_timeout(Duration::from_secs(120)).ok()
@@ -457,8 +463,15 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
     let mut r = BufReader::new(s);
     let mut buf = Vec::new();
     match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave).map_err(broken)? {
-        // A socket accepted by a supervisor that then exits mid-call.
-        Capped::End => return Err(CallError::NotLive(format!("{}: closed without a reply", sock.display()))),
+        // The registered supervisor read the request and said nothing (it
+        // died mid-call, or its loop never answered): what happened is
+        // unknown, so neither "not live" nor a steer inbox (spec/SUPERVISOR.md).
+        Capped::End => {
+            return Err(CallError::Broken(format!(
+                "{}: the supervisor closed without a reply: the command may have been done",
+                sock.display()
+            )))
+        }
         Capped::TooLong => {
             return Err(CallError::Broken(format!("{}: bad reply: longer than {MAX_LINE} bytes", sock.display())))
         }
@@ -589,6 +602,13 @@ mod tests {
         }
         let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
         assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+        // An answer whose edited input fills a whole session input line (what
+        // an HTTP route or the session itself takes) is taken here too.
+        let edited = "x".repeat(crate::control::MAX_LINE - 200);
+        let answer = serde_json::json!({"verb": "answer", "task": "a", "actor": "ana", "door": "task-route",
+            "answer": {"id": "rw-0123", "decision": "allow", "updated_input": {"content": edited}}});
+        let r = ask(format!("{answer}\n").into_bytes(), Reply::ok("taken", None));
+        assert!(r.ok && r.detail == "taken", "{:?}", r.detail.get(..100));
     }
 
     /// A keyed request runs once: the retry gets the first reply marked
@@ -631,6 +651,23 @@ mod tests {
         assert_eq!(runs.get(), 4);
     }
 
+    /// A supervisor whose loop is gone says so (nothing ran); one whose loop
+    /// took the request and never answered says nothing (it may have run).
+    #[test]
+    fn a_loop_gone_is_said_and_a_loop_silent_is_not() {
+        let req = Request { verb: "pause".into(), ..Default::default() };
+        let r = run(req.clone(), &|_| false).expect("said");
+        assert!(!r.ok && r.detail.starts_with(NOT_LIVE), "{r:?}");
+        // Taken, and its reply channel dropped unanswered (the loop ended mid-command).
+        assert_eq!(
+            run(req, &|m: Msg| {
+                drop(m);
+                true
+            }),
+            None
+        );
+    }
+
     #[test]
     fn requests_round_trip_and_refuse_unknown_keys() {
         let r: Request = serde_json::from_str(r#"{"verb":"steer","task":"a","msg":"hi","interrupt":true}"#).unwrap();
@@ -641,9 +678,11 @@ mod tests {
     }
 
     /// The client reads one reply line, at most [`MAX_LINE`] bytes: a longer
-    /// one is a broken reply, not read whole; none at all is a supervisor gone.
+    /// one is a broken reply, not read whole; none at all, once the request
+    /// was read, is broken too (it may have been done: HTTP 502), never "not
+    /// live" (which sends a route on to a steer inbox).
     #[test]
-    fn a_reply_over_the_line_cap_is_broken_and_no_reply_is_not_live() {
+    fn a_reply_over_the_line_cap_is_broken_and_so_is_no_reply() {
         let req = Request { verb: "status".into(), ..Default::default() };
         let reply_with = |reply: Vec<u8>| {
             let (client, server) = UnixStream::pair().unwrap();
@@ -659,7 +698,8 @@ mod tests {
         big.extend_from_slice(b"\"}\n");
         let e = reply_with(big).unwrap_err();
         assert!(matches!(&e, CallError::Broken(m) if m.contains("longer than")), "{e:?}");
-        assert!(matches!(reply_with(Vec::new()).unwrap_err(), CallError::NotLive(_)));
+        let e = reply_with(Vec::new()).unwrap_err();
+        assert!(matches!(&e, CallError::Broken(m) if m.contains("may have been done")), "{e:?}");
         assert!(reply_with(b"{\"ok\":true,\"detail\":\"halted\"}\r\n".to_vec()).unwrap().ok);
     }
 
