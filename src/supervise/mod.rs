@@ -264,6 +264,17 @@ impl Sup {
             },
             |id| stale.tasks.get(id).and_then(|e| e.session_id.clone()),
         );
+        // A plan run again after it ended does nothing: say so, and how to
+        // run it anew, instead of only repeating the old outcome.
+        if restarted && self.waves.all_terminal() {
+            crate::util::cli::report(
+                ACTOR,
+                format!(
+                    "run {}: every task already ended in an earlier run of this plan, and finished tasks are not redone; to run it again, remove the run (runs rm {}) or give another --slug",
+                    self.rec.run_id, self.rec.run_id
+                ),
+            );
+        }
         // A hold survives a restart.
         let was_paused = journal.last_run.as_ref().and_then(|r| r.run.as_deref()) == Some("paused");
         self.rec.run_rec(ACTOR, "started", restarted.then(|| "restarted: continuing from the journal".to_string()));

@@ -197,6 +197,28 @@ const THREE: &str = r#"{"v":"plan/v1","tasks":[
   {"id":"b","adapter":"cursor","prompt":"do b"},
   {"id":"c","adapter":"claude","prompt":"do c","deps":["a","b"],"review":"codex"}]}"#;
 
+/// A plan run again after every task ended redoes nothing, and says so with
+/// the way to run it anew (a newcomer's second try after installing the
+/// missing agent otherwise only sees the old outcome again).
+#[test]
+fn a_plan_run_again_after_it_ended_redoes_nothing_and_says_how_to_run_it_anew() {
+    let env = Env::new("again");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"do a"}]}"#);
+    let first = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(first.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&first.stderr).contains("already ended"));
+    let again = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&again.stderr);
+    let id = run_id(&env);
+    assert!(
+        err.contains(&format!("runwire-supervise: run {id}: every task already ended"))
+            && err.contains(&format!("runs rm {id}")),
+        "{err}"
+    );
+    assert_eq!(env.argv().len(), 1, "nothing was redone");
+}
+
 #[test]
 fn three_tasks_with_a_dependency_complete() {
     let env = Env::new("three");
