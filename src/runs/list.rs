@@ -271,8 +271,12 @@ pub fn page_with(reg: &Registry, q: &Query, o: Options) -> Page {
     let log = o.use_index.then(|| index::Log::open(home)).flatten();
     let sorted = log.as_ref().and_then(|l| l.sorted(home));
     // Rows are trusted for a while after a listing checked every run: what
-    // no writer announced (a file written by hand) is seen within that.
-    if let (Some(l), Some((n, _))) = (&log, sorted.filter(|(_, at)| now_ns.saturating_sub(*at) < o.check_every_ns)) {
+    // no writer announced (a file written by hand) is seen within that. A
+    // check stamped in the future (the clock stepped back since) is no
+    // recent check: trusting it would hide such files until the clock
+    // caught up.
+    let recent = |at: i64| (0..o.check_every_ns).contains(&now_ns.saturating_sub(at));
+    if let (Some(l), Some((n, _))) = (&log, sorted.filter(|(_, at)| recent(*at))) {
         let tail = l.read(n, l.size);
         // An unfiltered page reads the sorted part's start only: the rest
         // when that start does not hold the page.

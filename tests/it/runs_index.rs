@@ -321,6 +321,58 @@ fn journal_writes_leave_the_index_alone_and_a_listing_catches_up() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// A listing that checked every run is trusted for a while (what no writer
+/// announced shows within that window), but a check stamped in the future,
+/// a clock stepped back since, is no recent check: a journal written by
+/// hand meanwhile shows at once, not once the clock catches up.
+#[test]
+fn a_check_stamped_after_now_is_not_trusted() {
+    let base = support::scratch("index-clock");
+    let home = base.join("home");
+    let reg = Registry::at(&home);
+    // Registered by another process, as a runner does: this one holds no mark of it.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", &home)
+        .args(["register", "--slug", "k1", "--repo-root"])
+        .arg(base.join("k1"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rs = PathBuf::from(p["runstateDir"].as_str().unwrap());
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(rs.join("k1.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#)
+        .unwrap();
+    let journal = rs.join("k1.jsonl");
+    append(&journal, &leased("a"));
+    let window = Options { use_index: true, repair: true, racy_ns: 0, check_every_ns: 10_000_000_000 };
+    // Past the racy window of the journal's last change, a listing makes its
+    // row durable and drops its mark: from then on the row stands for it.
+    std::thread::sleep(Duration::from_millis(2100));
+    let marks = || std::fs::read_dir(home.join("index/open")).map_or(0, |d| d.count());
+    for _ in 0..3 {
+        let page = list::page_with(&reg, &Query::default(), window);
+        assert!(page.items[0].contains(r#""status":"running""#), "{}", page.items[0]);
+        if marks() == 0 {
+            break;
+        }
+    }
+    assert_eq!(marks(), 0, "the run's mark is gone once its row is durable");
+    // The clock steps back an hour: the last check now reads as an hour ahead.
+    let sorted = home.join("index/runs.sorted");
+    let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(&sorted).unwrap()).unwrap();
+    let ahead = s["checkedNs"].as_i64().unwrap() + 3_600_000_000_000;
+    s["checkedNs"] = ahead.into();
+    std::fs::write(&sorted, s.to_string()).unwrap();
+    // A record written by hand, with no mark (a script, an editor).
+    append(&journal, r#"{"v":"runstate/v1","ts":"t","actor":"cron","task":"a","state":"failed","rc":1}"#);
+    let page = list::page_with(&reg, &Query::default(), window);
+    assert!(page.items[0].contains(r#""status":"failed""#), "{}", page.items[0]);
+    let failed = list::page_with(&reg, &q(Some("5"), None, Some("failed"), None), window);
+    assert_eq!(failed.total, 1);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 #[test]
 fn the_index_is_a_cache_damage_or_loss_changes_no_listing_and_reindex_rebuilds_it() {
     let base = support::scratch("index-damage");
