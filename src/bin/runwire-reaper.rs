@@ -23,8 +23,9 @@ struct Args {
     /// The caller's pid: if the reaper's parent is already another process, the caller died and nothing is started.
     #[arg(long, value_name = "PID")]
     parent: Option<i32>,
-    /// The program to run, then its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    /// The program to run, then its arguments, after `--` (so a mistyped
+    /// flag is a usage error, never taken for the program).
+    #[arg(required = true, last = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
 }
 

@@ -84,18 +84,31 @@ pub fn finish(bin: &str, r: anyhow::Result<Exit>) -> ExitCode {
 }
 
 /// Handles clap's outcome: `--help`/`--version` print and exit 0 before any
-/// side effect; a usage error prints clap's message and exits 2.
+/// side effect; a usage error is said as every other error is, `<bin>:
+/// usage: <what>` (in a pipeline of filters, which one failed), with
+/// clap's tip and usage lines after it, and exits 2.
 pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
-    match T::try_parse() {
-        Ok(a) => Ok(a),
-        Err(e) => {
-            use clap::error::ErrorKind;
+    use clap::error::ErrorKind;
+    T::try_parse().map_err(|e| match e.kind() {
+        // Asked for: on stdout, as clap prints them.
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = e.print();
-            Err(match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
-                _ => Exit::Usage.into(),
-            })
+            ExitCode::SUCCESS
         }
+        _ => {
+            let _ = write!(io::stderr().lock(), "{}", usage_text(&T::command(), &e));
+            Exit::Usage.into()
+        }
+    })
+}
+
+/// What a usage error says on stderr: `<bin>: usage: <what>` and clap's
+/// tip and usage lines (a bare command that needs more: its help).
+fn usage_text(cmd: &clap::Command, e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    match (e.kind(), text.strip_prefix("error: ")) {
+        (clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand, _) | (_, None) => text,
+        (_, Some(what)) => format!("{}: usage: {what}", cmd.get_name()),
     }
 }
 

@@ -137,3 +137,39 @@ fn liveness_get_on_a_missing_runstate_exits_3() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("liveness: /nonexistent/runstate: "));
 }
+
+/// A usage error is said as every other error of the binaries is, `<bin>:
+/// usage: <what>` (in a pipeline of three filters, which one failed), exit
+/// 2, nothing on stdout; a flag before a reaper's program is a flag, not
+/// the program.
+#[test]
+fn every_binary_says_a_usage_error_with_its_name_and_exits_2() {
+    let bins: [(&str, &str, &[&str]); 12] = [
+        ("normalize-events", env!("CARGO_BIN_EXE_normalize-events"), &["gemini"]),
+        ("agui-translate", env!("CARGO_BIN_EXE_agui-translate"), &["--bogus"]),
+        ("sse-encode", env!("CARGO_BIN_EXE_sse-encode"), &["--bogus"]),
+        ("agui-check", env!("CARGO_BIN_EXE_agui-check"), &["--bogus"]),
+        ("verdict-check", env!("CARGO_BIN_EXE_verdict-check"), &["--bogus"]),
+        ("liveness", env!("CARGO_BIN_EXE_liveness"), &["--bogus"]),
+        ("runs", env!("CARGO_BIN_EXE_runs"), &["list", "--bogus"]),
+        ("runwire-serve", env!("CARGO_BIN_EXE_runwire-serve"), &["--listen", "nope"]),
+        ("runwire-supervise", env!("CARGO_BIN_EXE_runwire-supervise"), &["--bogus"]),
+        ("runwire-session", env!("CARGO_BIN_EXE_runwire-session"), &["gemini"]),
+        ("runwire-reaper", env!("CARGO_BIN_EXE_runwire-reaper"), &["--bogus", "true"]),
+        ("runwire-reaper", env!("CARGO_BIN_EXE_runwire-reaper"), &["--grace-ms", "10", "--bogus", "--", "true"]),
+    ];
+    let home = crate::support::scratch("usage");
+    for (name, bin, args) in bins {
+        let o = std::process::Command::new(bin)
+            .args(args)
+            .env("HARNESS_HOME", &home)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {err}");
+        assert!(err.starts_with(&format!("{name}: usage: ")), "{name} {args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{name} {args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
