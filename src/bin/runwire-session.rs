@@ -207,6 +207,15 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
             Exit::Flagged.into()
         }
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        // The agent's CLI is not there: what to do about it (the error
+        // names the program already).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            cli::report(
+                BIN,
+                format!("{e}: is the agent's CLI installed? Put it on PATH or give its command after -- (runs doctor says which agents are ready)"),
+            );
+            Exit::Io.into()
+        }
         Err(e) => {
             cli::report(BIN, format!("{}: {e}", argv[0]));
             Exit::Io.into()

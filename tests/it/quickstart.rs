@@ -138,7 +138,7 @@ impl Newcomer {
 
     /// `cargo` for the install blocks: checks it is called as the README
     /// calls it, from the clone, and puts this run's binaries where `cargo
-    /// install` (`~/.cargo/bin`) or `cargo build --release` (`target/release`)
+    /// install` (`~/.cargo/bin`) or `cargo build --release --workspace` (`target/release`)
     /// would.
     fn cargo_stand_in(&self) -> PathBuf {
         let dir = self.dir.join("stand-in");
@@ -148,7 +148,7 @@ impl Newcomer {
              set -eu\n\
              case \"$*\" in\n\
              'install --locked --path .') to=\"$HOME/.cargo/bin\" ;;\n\
-             'build --release') to=target/release ;;\n\
+             'build --release --workspace') to=target/release ;;\n\
              *) echo \"cargo stand-in: not the README's call: $*\" >&2; exit 2 ;;\n\
              esac\n\
              grep -q '^name = \"runwire\"' Cargo.toml || { echo 'cargo stand-in: not in the clone' >&2; exit 2; }\n\

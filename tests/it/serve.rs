@@ -1205,3 +1205,26 @@ fn a_connection_no_thread_can_be_started_for_is_answered_503_and_said() {
     }
     assert_eq!(raw_request(s.port, healthz).status, 200, "served again: {}", s.stderr());
 }
+
+/// `--cluster` with no `runwire-cluster` next to the server or on PATH (the
+/// root package built alone): a usage error naming how to get it, before
+/// anything is served, not a server that serves on cut off from its cluster.
+#[test]
+fn cluster_mode_without_its_sidecar_binary_refuses_to_start() {
+    let dir = fresh("no-sidecar");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_runwire-serve"), bin.join("runwire-serve")).unwrap();
+    let o = Command::new(bin.join("runwire-serve"))
+        .args(["--cluster", "nats://127.0.0.1:9", "--node", "alpha", "--listen", "127.0.0.1:0"])
+        .env("HARNESS_HOME", dir.join("home"))
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty(), "nothing listened: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(err.starts_with("runwire-serve: --cluster: runwire-cluster is neither next to"), "{err}");
+    assert!(err.contains("cargo build --release --workspace"), "{err}");
+}

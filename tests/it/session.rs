@@ -600,3 +600,19 @@ fn help_starts_nothing_and_a_closed_stdout_stops_the_agent_quietly() {
     assert!(status.success(), "{status}: {err}");
     assert!(!err.contains("runwire-session:"), "{err}");
 }
+
+/// The agent's CLI missing: exit 3, the program named once, and what to do
+/// about it (a newcomer's first line without the agent installed).
+#[test]
+fn a_missing_agent_cli_is_said_with_what_to_do() {
+    let o = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["claude", "--prompt", "hi", "--", "/nonexistent/claude"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.starts_with("runwire-session: /nonexistent/claude: "), "{err}");
+    assert_eq!(err.matches("/nonexistent/claude").count(), 1, "named once: {err}");
+    assert!(err.contains("Put it on PATH") && err.contains("runs doctor"), "{err}");
+}
