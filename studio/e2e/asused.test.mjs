@@ -187,6 +187,9 @@ for (const { name, viewport } of SIZES) {
       await p.locator('.view-compare .problem').waitFor({ timeout: 15000 });
       const text = await p.locator('.view-compare').evaluate((el) => el.innerText);
       assert.equal(text.split('--evidence DIR').length - 1, 1, text);
+      // What the tab is for, and a verdict to see now.
+      assert.match(text, /baseline and a candidate/);
+      assert.match(text, /--evidence fixtures\/verdict\/accept\.verdict\.json/);
       g.check();
       await context.close();
     });

@@ -54,6 +54,17 @@ test('malformed evidence: the error sentence and every finding, with the count o
   assert.equal(m.more, 2);
 });
 
+test('no evidence: what the page is for, and how to see one now', () => {
+  const m = compareModel({ httpStatus: 404, body: { error: 'no evidence: start runwire-serve with --evidence DIR' } });
+  assert.equal(m.kind, 'absent');
+  assert.match(m.about, /baseline and a candidate/);
+  assert.match(m.about, /recomputes/);
+  assert.match(m.hint, /^DIR is a directory/);
+  assert.match(m.hint, /--evidence fixtures\/verdict\/accept\.verdict\.json$/);
+  // The server's message already says how to start it: the hint does not say it again.
+  assert.equal(m.hint.match(/--evidence DIR/g), null);
+});
+
 test('no evidence, a server error, a non-JSON body, a network failure: never blank', () => {
   const cases = [
     [{ httpStatus: 404, body: { error: 'no --evidence given' } }, 'absent', 'no --evidence given'],

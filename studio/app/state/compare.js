@@ -107,12 +107,17 @@ export function compareModel(answer) {
     const msg = body && typeof body === 'object' && typeof body.error === 'string' ? body.error : '';
     return {
       kind: 'absent',
-      title: 'No evidence configured',
+      title: 'No compare verdict on this server',
       message: msg || 'This server was started without --evidence.',
+      // What the page is for, to someone who has not met a verdict yet.
+      about:
+        'Compare shows the verdict of a harness compare run: the same tasks run by a baseline and a candidate ' +
+        '(agents, models or settings), every trial, and whether the candidate is accepted. Before showing it, ' +
+        'runwire recomputes every figure and the decision from the trial rows (verdict-check), so a verdict ' +
+        'with invented numbers is shown as invalid, not as a result.',
       // Said once: the server's message may already say how to start it.
-      hint: /--evidence DIR/.test(msg)
-        ? 'DIR is a directory holding verdict.json, or a verdict file.'
-        : 'Start runwire-serve with --evidence DIR (a directory holding verdict.json, or a verdict file).',
+      hint: `${/--evidence DIR/.test(msg) ? 'DIR is a directory holding verdict.json, or a verdict file.' : 'Start runwire-serve with --evidence DIR (a directory holding verdict.json, or a verdict file).'} ` +
+        'To see one now, from a clone of runwire: runwire-serve --evidence fixtures/verdict/accept.verdict.json',
     };
   }
   if (status === 401) {

@@ -48,6 +48,7 @@ export class CompareView {
     this.body.dataset.kind = m.kind;
     if (m.kind !== 'ok') {
       const box = h('div.problem', { role: m.kind === 'absent' ? 'note' : 'alert' }, h('h2', null, m.title), h('p.problem-message', null, m.message));
+      if (m.about) box.appendChild(h('p', null, m.about));
       if (m.hint) box.appendChild(h('p', null, m.hint));
       if (m.kind === 'invalid' && m.findings.length) {
         box.appendChild(
