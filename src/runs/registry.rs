@@ -211,6 +211,12 @@ impl Registry {
         })
     }
 
+    /// `$HARNESS_HOME/registry.lock`: held across a registration's owner
+    /// check and its writes ([`Registry::register`]).
+    pub fn lock_path(&self) -> PathBuf {
+        self.home().join("registry.lock")
+    }
+
     /// Creates the runstate directory the pointer names (so no reader ever
     /// finds a fresh registration `missing`), then the journal link, then
     /// writes (or replaces) the pointer atomically: a reader that finds the
@@ -222,10 +228,18 @@ impl Registry {
     /// from it), and (`AlreadyExists`) when another registered run owns the
     /// journal it names ([`Registry::owner_of`]): two runs never share a
     /// runstate directory's files.
+    ///
+    /// The owner check and the writes are one step: both under an exclusive
+    /// `flock` on [`Registry::lock_path`], so of registrations of one slug in
+    /// one runstate directory made at once (two worktrees sharing it), one
+    /// wins and every other is refused as a later one is, with nothing written.
     pub fn register(&self, p: &Pointer) -> std::io::Result<()> {
         let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
         super::check_id("runId", &p.run_id).map_err(bad)?;
         check_pointer(p.fields(), &p.run_id).map_err(bad)?;
+        std::fs::create_dir_all(&self.dir)?;
+        let _one_at_a_time = super::lock_exclusive(&self.lock_path())
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.lock_path().display())))?;
         if let Some(owner) = self.owner_of(p) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
@@ -240,7 +254,6 @@ impl Registry {
         super::marks::hold(self.home(), &p.run_id)?;
         std::fs::create_dir_all(&p.runstate_dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.runstate_dir)))?;
-        std::fs::create_dir_all(&self.dir)?;
         self.link(p)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;

@@ -1539,3 +1539,54 @@ fn the_table_is_for_people_and_show_finds_runs_by_slug_or_prefix() {
     assert_eq!(show("a/b").status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// Registrations of one slug in one runstate directory started at the same
+/// moment (from different repo roots: different runs) are one at a time:
+/// exactly one is registered, every other is refused as any later one is
+/// (exit 2, naming the run that owns the slug) with nothing written.
+/// Several rounds, each on a fresh runstate directory, to make the race likely.
+#[test]
+fn concurrent_registrations_of_one_slug_in_one_runstate_directory_let_one_win() {
+    let base = tmp("regrace");
+    let home = base.join("home");
+    const N: usize = 8;
+    for round in 0..3 {
+        let rs = base.join(format!("shared{round}"));
+        let kids: Vec<Child> = (0..N)
+            .map(|i| {
+                bin("runs", &home)
+                    .args(["register", "--slug", "same", "--repo-root"])
+                    .arg(base.join(format!("r{round}-{i}")))
+                    .arg("--runstate-dir")
+                    .arg(&rs)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<_> = kids.into_iter().map(|k| k.wait_with_output().unwrap()).collect();
+        let won: Vec<_> = outs.iter().filter(|o| o.status.success()).collect();
+        assert_eq!(won.len(), 1, "round {round}: exactly one registration wins: {outs:?}");
+        let owner = lines(&won[0].stdout)[0]["runId"].as_str().unwrap().to_string();
+        for o in outs.iter().filter(|o| !o.status.success()) {
+            assert_eq!(o.status.code(), Some(2), "round {round}: {o:?}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("already owned by run") && err.contains(&owner), "round {round}: {err}");
+            assert!(o.stdout.is_empty());
+        }
+        let mine: Vec<String> = std::fs::read_dir(home.join("runs"))
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let p: Value = serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
+                p["runstateDir"].as_str() == rs.to_str()
+            })
+            .map(|e| e.file_name().to_string_lossy().trim_end_matches(".json").to_string())
+            .collect();
+        assert_eq!(mine, [owner.as_str()], "round {round}: one pointer");
+        // Only the winner's journal link names the journal.
+        let links = std::fs::read_dir(home.join("journals")).unwrap().flatten().count();
+        assert_eq!(links, round + 1, "round {round}: one journal link a round");
+    }
+}
