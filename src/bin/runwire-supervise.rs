@@ -14,7 +14,7 @@ const BIN: &str = "runwire-supervise";
 
 /// Run a plan (plan/v1) under supervision: journal, liveness, registry pointer and a control socket at $HARNESS_HOME/sock/RUNID.sock.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 every task committed; 1 the plan finished with a task halted or failed, or the supervisor was stopped by a signal; 2 usage error (bad flag, bad plan, no wrapper); 3 input or output error (runstate, socket, or another supervisor of the run is live).\nSee runwire-supervise(1) and spec/SUPERVISOR.md.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 every task committed; 1 the plan finished with a task halted or failed, or the supervisor was stopped by a signal; 2 usage error (bad flag, bad plan, no wrapper, a slug another run owns in the runstate directory: nothing written); 3 input or output error (runstate, socket), or another supervisor of the run is live (nothing written).\nSee runwire-supervise(1) and spec/SUPERVISOR.md.")]
 struct Args {
     /// The plan file (plan/v1); copied to RUNSTATE/SLUG.plan.json.
     #[arg(long, value_name = "PLAN")]

@@ -82,15 +82,15 @@ fn io(what: &Path, e: impl std::fmt::Display) -> StartError {
     StartError::Io(format!("{}: {e}", what.display()))
 }
 
-/// Runs the plan to its end. Registers the run, binds the control socket,
-/// continues from the journal, and cleans the socket up on the way out.
+/// Runs the plan to its end. Takes the run ([`socket::Ownership`]),
+/// registers it, binds the control socket, continues from the journal, and
+/// cleans the socket up on the way out. Refused at either of the first two
+/// steps (another supervisor of the run is live: exit 3; another run owns
+/// the slug in the runstate directory: exit 2), it has written nothing.
 pub fn run(opts: Options) -> Result<Outcome, StartError> {
     runs::check_id("slug", &opts.slug).map_err(StartError::Usage)?;
     let bytes = std::fs::read(&opts.plan).map_err(|e| io(&opts.plan, e))?;
     let plan = Plan::parse(&bytes).map_err(|e| StartError::Usage(format!("{}: {e}", opts.plan.display())))?;
-    std::fs::create_dir_all(&opts.runstate).map_err(|e| io(&opts.runstate, e))?;
-    let runstate = opts.runstate.canonicalize().map_err(|e| io(&opts.runstate, e))?;
-    let files = RunFiles::new(&runstate, &opts.slug);
     let mut wrappers = BTreeMap::new();
     let mut session_bin = None;
     for t in &plan.tasks {
@@ -117,14 +117,7 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
         }
     }
     let root = opts.workdir.display().to_string();
-    let new = NewRun {
-        slug: opts.slug.clone(),
-        repo_root: root,
-        runstate_dir: Some(runstate.display().to_string()),
-        ..NewRun::default()
-    };
-    let pointer = new.pointer(now_ts()).map_err(StartError::Usage)?;
-    let run_id = pointer.run_id.clone();
+    let run_id = crate::runs::registry::run_id(&root, &root, &opts.slug);
     // Absolute: liveness hands this path to other processes (runwire-serve)
     // that run in other directories.
     let home = std::path::absolute(&opts.home).map_err(|e| io(&opts.home, e))?;
@@ -136,27 +129,39 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
             sock.display()
         )));
     }
-    // Before anything is written: the slug may be another run's in this directory.
-    if let Some(owner) = Registry::at(&opts.home).owner_of(&pointer) {
-        return Err(StartError::Usage(format!(
-            "{}: slug {:?} is already owned by run {owner}: a runstate directory's files belong to one run",
-            runstate.display(),
-            opts.slug
-        )));
-    }
-    // The run's mark, held before any of its files is written (`runs::marks`).
-    runs::marks::hold(&opts.home, &pointer.run_id).map_err(|e| io(&runs::marks::dir(&opts.home), e))?;
+    // 1. The run is this process's, held for its life, before anything of
+    // the run is written: held by another process, that supervisor is live.
+    let owned = socket::Ownership::take(&home, &run_id).map_err(StartError::Io)?;
+    // 2. Registration: the owner check and the writes in one step, so one of
+    // the runs that want the slug in this runstate directory wins.
+    std::fs::create_dir_all(&opts.runstate).map_err(|e| io(&opts.runstate, e))?;
+    let runstate = opts.runstate.canonicalize().map_err(|e| io(&opts.runstate, e))?;
+    let files = RunFiles::new(&runstate, &opts.slug);
+    let new = NewRun {
+        slug: opts.slug.clone(),
+        repo_root: root,
+        runstate_dir: Some(runstate.display().to_string()),
+        ..NewRun::default()
+    };
+    let pointer = new.pointer(now_ts()).map_err(StartError::Usage)?;
+    let reg = Registry::at(&opts.home);
+    // Also holds the run's mark (`runs::marks`) before any of its files is written.
+    reg.register(&pointer).map_err(|e| match e.kind() {
+        // Another registered run owns the slug here: refused, nothing written.
+        std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::InvalidInput => StartError::Usage(e.to_string()),
+        _ => io(&reg.path(&run_id), e),
+    })?;
+    // 3. The run's files: its plan, the socket, who owns it.
     if files.plan() != opts.plan.canonicalize().unwrap_or_default() {
         runs::write_atomic(&files.plan(), &bytes).map_err(|e| io(&files.plan(), e))?;
     }
-    let listener = socket::bind(&sock).map_err(StartError::Io)?;
+    let listener = socket::bind(&sock, &owned).map_err(StartError::Io)?;
     // Registration outside the worktree: who may answer on the socket, and
     // which groups are ours to stop. The last supervisor's groups stay in
     // the record until `start` has dealt with them.
     let mut owner = socket::Owner::me().map_err(StartError::Io)?;
     owner.groups = socket::Owner::read(&home, &run_id).map(|o| o.groups).unwrap_or_default();
     owner.write(&home, &run_id).map_err(|e| io(&socket::owner_path(&home, &run_id), e))?;
-    Registry::at(&opts.home).register(&pointer).map_err(|e| io(&Registry::at(&opts.home).path(&run_id), e))?;
     let journal = Journal::read(&files.journal()).map_err(|e| io(&files.journal(), e))?;
     let interrupts = records::restore(&files.journal());
     let (tx, rx) = mpsc::channel::<Ev>();
@@ -180,6 +185,8 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let _ = std::fs::remove_file(&sock);
     let _ = std::fs::remove_file(socket::owner_path(&sup.rec.home, &sup.rec.run_id));
     let _ = liveness::update(&sup.rec.files, |l| l.sock = None);
+    // Let go last: until here no other supervisor of the run can start.
+    drop(owned);
     out
 }
 

@@ -248,15 +248,89 @@ pub struct Msg {
     pub reply: mpsc::Sender<Reply>,
 }
 
-/// Binds the private socket: directory 0700, socket 0600. A socket file
-/// that nobody answers is stale (a supervisor killed with -9) and replaced;
-/// one that answers belongs to a live supervisor of the same run.
-pub fn bind(sock: &Path) -> Result<UnixListener, String> {
+/// `$HARNESS_HOME/sock/<runId>.lock`: the lock a run's supervisor holds
+/// for its life ([`Ownership`]).
+pub fn lock_path(home: &Path, run_id: &str) -> PathBuf {
+    home.join("sock").join(format!("{run_id}.lock"))
+}
+
+/// A supervisor's ownership of its run: an exclusive `flock` on
+/// [`lock_path`], taken before anything of the run is written and held
+/// until the supervisor has cleaned up (the kernel lets go of it when the
+/// process dies, SIGKILL included; the descriptor is close-on-exec, so no
+/// task process inherits it). Whoever holds it is the run's only
+/// supervisor: a socket file found beside it is a dead one's. Dropped, it
+/// removes the lock file while still holding it, so the file goes with
+/// every supervisor that leaves cleanly, the refused one included.
+pub struct Ownership {
+    path: PathBuf,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl Ownership {
+    /// Takes the run's lock without waiting. Held by another process: that
+    /// supervisor is live, and `Err` says so (nothing of the run written).
+    /// Creates the 0700 `sock/` directory, and the lock file (0600) when absent.
+    pub fn take(home: &Path, run_id: &str) -> Result<Ownership, String> {
+        use nix::fcntl::{Flock, FlockArg, OFlag};
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let path = lock_path(home, run_id);
+        let io = |e: std::io::Error| format!("{}: {e}", path.display());
+        private_dir(path.parent().unwrap_or(Path::new(".")))?;
+        loop {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+                .open(&path)
+                .map_err(io)?;
+            let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+                Ok(l) => l,
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                    return Err(format!(
+                        "{}: another supervisor of this run is live (it holds {})",
+                        sock_path(home, run_id).display(),
+                        path.display()
+                    ))
+                }
+                Err((_, e)) => return Err(io(e.into())),
+            };
+            // The file its last holder removed between the open and the
+            // lock guards nothing: take the one at the path now.
+            let held = lock.metadata().map_err(io)?;
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
+                return Ok(Ownership { path, _lock: lock });
+            }
+        }
+    }
+}
+
+impl Drop for Ownership {
+    fn drop(&mut self) {
+        // Removed while held; the lock goes after, with the descriptor.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Creates `dir` (and its parents) and makes it 0700.
+fn private_dir(dir: &Path) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)
+}
+
+/// Binds the private socket: directory 0700, socket 0600. Called with the
+/// run's [`Ownership`]: a socket file already there is a dead
+/// supervisor's (a live one would hold the lock) and is replaced. One that
+/// still answers is a supervisor holding no lock (an older runwire's):
+/// refused, as another live supervisor of the run.
+pub fn bind(sock: &Path, _owned: &Ownership) -> Result<UnixListener, String> {
     let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
-    let dir = sock.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| io(dir, e))?;
-    if sock.exists() {
+    private_dir(sock.parent().unwrap_or(Path::new(".")))?;
+    if std::fs::symlink_metadata(sock).is_ok() {
         if UnixStream::connect(sock).is_ok() {
             return Err(format!("{}: another supervisor of this run is live", sock.display()));
         }

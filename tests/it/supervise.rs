@@ -43,16 +43,20 @@ impl Env {
         p
     }
     fn cmd(&self, mode: &str) -> Command {
+        self.cmd_in(mode, &self.dir, "p.plan.json")
+    }
+    /// The supervisor of the plan file `plan` (relative to `dir`), started in `dir`.
+    fn cmd_in(&self, mode: &str, dir: &std::path::Path, plan: &str) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
         let path =
             format!("{}:{}", root().join("fixtures/stub-engines").display(), std::env::var("PATH").unwrap_or_default());
-        c.current_dir(&self.dir)
+        c.current_dir(dir)
             .env("PATH", path)
             .env("HARNESS_HOME", self.p("home"))
             .env("STUB_MODE", mode)
             .env("STUB_ARGV_LOG", self.p("argv"))
             .env("STUB_PID_FILE", self.p("pids"))
-            .args(["--plan", "p.plan.json", "--kill-grace", "2"])
+            .args(["--plan", plan, "--kill-grace", "2"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -131,6 +135,15 @@ impl Sup {
             assert!(Instant::now() < until, "supervisor did not finish in {LIMIT:?}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+    /// Its exit code once it has exited (-1: by a signal), else `None`.
+    fn exited(&mut self) -> Option<i32> {
+        let s = self.child.as_mut()?.try_wait().unwrap()?;
+        self.child = None;
+        Some(s.code().unwrap_or(-1))
+    }
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
     }
     fn kill9(&mut self) {
         let mut c = self.child.take().unwrap();
@@ -1016,4 +1029,180 @@ fn a_slug_another_run_owns_in_the_runstate_directory_is_refused() {
     assert!(!rs.join("p.plan.json").exists(), "nothing written");
     assert_eq!(std::fs::read(rs.join("p.jsonl")).unwrap(), b"", "the owner's journal untouched");
     assert!(env.argv().is_empty(), "no agent ran");
+}
+
+// ---- one supervisor a run: ownership is a lock, registration is atomic ----
+
+/// A task whose gate waits for `ok.flag`: the run stays live until the test lets it end.
+const WAITING: &str = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"while ! test -f ok.flag; do sleep 0.05; done"}]}"#;
+
+/// The run records of a journal, by name (`started`, `finished`, …).
+fn run_records(journal: &[Value], what: &str) -> usize {
+    journal.iter().filter(|r| r["run"] == what).count()
+}
+
+/// Every file left in `$HARNESS_HOME/sock/` (none once every supervisor has exited).
+fn sock_files(env: &Env) -> Vec<String> {
+    std::fs::read_dir(env.p("home/sock"))
+        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// A second supervisor of a live run, with another plan of the same slug
+/// and runstate directory, is refused before it writes anything: exit 3,
+/// the live run's plan, pointer and owner record byte for byte as they
+/// were, and the live run ends as its own plan says.
+#[test]
+fn a_second_supervisor_of_a_live_run_exits_3_and_writes_nothing() {
+    let env = Env::new("second");
+    env.plan(WAITING);
+    let mut first = env.start("ok");
+    let owner_of = |id: &str| -> Value {
+        std::fs::read(env.p(&format!("home/sock/{id}.owner.json")))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null)
+    };
+    // Its gate running (its group recorded): nothing of the run changes until the flag.
+    until("the first supervisor's gate", || {
+        env.last("a").as_deref() == Some("implemented")
+            && owner_of(&run_id(&env))["groups"]["a"].is_object()
+            && UnixStream::connect(env.sock()).is_ok()
+    });
+    let id = run_id(&env);
+    let files = [
+        env.p("runstate/p.plan.json"),
+        env.p(&format!("home/runs/{id}.json")),
+        env.p(&format!("home/sock/{id}.owner.json")),
+    ];
+    let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    std::fs::create_dir_all(env.p("other")).unwrap();
+    std::fs::write(
+        env.p("other/p.plan.json"),
+        r#"{"v":"plan/v1","tasks":[{"id":"z","adapter":"claude","prompt":"other"}]}"#,
+    )
+    .unwrap();
+    let out = env.cmd_in("ok", &env.dir, "other/p.plan.json").stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another supervisor of this run is live"), "{err}");
+    for (f, b) in files.iter().zip(&before) {
+        assert_eq!(&std::fs::read(f).unwrap(), b, "{} unchanged", f.display());
+    }
+    assert!(UnixStream::connect(env.sock()).is_ok(), "the first supervisor still answers");
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(first.wait(), 0);
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
+    assert!(env.states("z").is_empty(), "the second plan never ran");
+    assert_eq!(run_records(&env.journal(), "started"), 1);
+    let item: Value = serde_json::from_slice(&runs_cmd(&env, &["list", "--json"]).stdout).unwrap();
+    assert_eq!(item["status"], "done", "{item}");
+    assert_eq!(std::fs::read(&files[0]).unwrap(), before[0], "the plan is the first run's");
+    assert!(sock_files(&env).is_empty(), "{:?}", sock_files(&env));
+    no_stub_left(&env);
+}
+
+/// Supervisors of one slug started at the same moment from two worktrees
+/// (two runs) on one shared runstate directory: exactly one runs the plan,
+/// the others are refused (exit 2: another registered run owns the slug)
+/// and leave nothing behind (no socket, no owner record, no pointer).
+/// Several rounds, each on a fresh runstate directory, to make the race likely.
+#[test]
+fn supervisors_of_one_slug_started_at_once_on_a_shared_runstate_let_one_run() {
+    let env = Env::new("race");
+    let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#;
+    let wts: Vec<PathBuf> = (0..3).map(|i| env.p(&format!("wt{i}"))).collect();
+    for wt in &wts {
+        std::fs::create_dir_all(wt).unwrap();
+        std::fs::write(wt.join("p.plan.json"), plan).unwrap();
+    }
+    for round in 0..6 {
+        let shared = env.p(&format!("shared/{round}"));
+        let mut sups: Vec<Sup> = wts
+            .iter()
+            .map(|wt| {
+                let mut c = env.cmd_in("ok", wt, "p.plan.json");
+                c.arg("--runstate").arg(&shared);
+                Sup { child: Some(c.spawn().unwrap()) }
+            })
+            .collect();
+        let mut codes: Vec<i32> = sups.iter_mut().map(Sup::wait).collect();
+        codes.sort();
+        assert_eq!(codes, [0, 2, 2], "round {round}: one runs, the others are refused");
+        let journal: Vec<Value> = std::fs::read_to_string(shared.join("p.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(run_records(&journal, "started"), 1, "round {round}: {journal:?}");
+        for t in ["a", "b"] {
+            let states: Vec<&str> =
+                journal.iter().filter(|r| r["task"] == t).filter_map(|r| r["state"].as_str()).collect();
+            assert_eq!(states, ["leased", "implemented", "committed"], "round {round}: task {t}");
+        }
+        let pointers = std::fs::read_dir(env.p("home/runs"))
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let p: Value = serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
+                p["runstateDir"].as_str().map(PathBuf::from) == shared.canonicalize().ok()
+            })
+            .count();
+        assert_eq!(pointers, 1, "round {round}: one run registered");
+        assert!(sock_files(&env).is_empty(), "round {round}: {:?}", sock_files(&env));
+    }
+    no_stub_left(&env);
+}
+
+/// After a supervisor is killed with -9 (its socket file left, nobody
+/// answering), restarts at the same moment (four, so that two of them
+/// meet in the replacement of the stale socket more often): one takes the
+/// run over, every other exits 3, and the one that runs is the one that
+/// answers on the socket. Several rounds (the survivor killed again).
+#[test]
+fn restarts_at_once_after_a_kill_9_one_runs_and_the_others_exit_3() {
+    const AT_ONCE: usize = 4;
+    let env = Env::new("stale2");
+    env.plan(WAITING);
+    let mut sup = env.start("ok");
+    let rounds = 4;
+    for round in 0..rounds {
+        until("a supervisor running the gate", || {
+            env.last("a").as_deref() == Some("implemented")
+                && pid_of(&env, "a").is_some()
+                && UnixStream::connect(env.sock()).is_ok()
+        });
+        let reaper = pid_of(&env, "a").unwrap();
+        sup.kill9();
+        until("the gate's reaper to die with its supervisor", || {
+            !std::path::Path::new(&format!("/proc/{reaper}")).exists()
+        });
+        assert!(sock_files(&env).iter().any(|f| f.ends_with(".sock")), "a stale socket is left");
+        let mut all: Vec<Sup> = (0..AT_ONCE).map(|_| env.start("ok")).collect();
+        let mut codes = Vec::new();
+        let end = Instant::now() + Duration::from_secs(10);
+        while codes.len() < AT_ONCE - 1 {
+            codes.extend(all.iter_mut().filter_map(Sup::exited));
+            assert!(Instant::now() < end, "round {round}: {} restarts are running the run", AT_ONCE - codes.len());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(codes, [3; AT_ONCE - 1], "round {round}: all but one restart are refused");
+        sup = all.into_iter().find(|s| s.child.is_some()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(sup.exited().is_none(), "round {round}: the other restart runs");
+        until("the restart's socket", || UnixStream::connect(env.sock()).is_ok());
+        let owner: Value =
+            serde_json::from_slice(&std::fs::read(env.p(&format!("home/sock/{}.owner.json", run_id(&env)))).unwrap())
+                .unwrap();
+        assert_eq!(owner["supervisor"]["pid"], sup.pid(), "round {round}: the one running owns the run");
+        let status = env.call(serde_json::json!({"verb":"status"}));
+        assert_eq!(status["ok"], true, "{status}");
+    }
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(sup.wait(), 0);
+    let journal = env.journal();
+    assert_eq!(run_records(&journal, "started"), 1 + rounds, "one start a supervisor that ran: {journal:?}");
+    assert_eq!(env.states("a").iter().filter(|s| *s == "committed").count(), 1);
+    assert!(sock_files(&env).is_empty(), "{:?}", sock_files(&env));
+    no_stub_left(&env);
 }
