@@ -302,8 +302,24 @@ impl Ownership {
             // lock guards nothing: take the one at the path now.
             let held = lock.metadata().map_err(io)?;
             if std::fs::symlink_metadata(&path).is_ok_and(|m| m.dev() == held.dev() && m.ino() == held.ino()) {
+                sweep_torn_owner_writes(home, run_id);
                 return Ok(Ownership { path, _lock: lock });
             }
+        }
+    }
+}
+
+/// Removes the temp files of owner records of `run_id` that a supervisor
+/// killed mid-write left (`runs::write_atomic`'s `.<name>.<pid>.tmp`): only
+/// the run's owner writes its record, and the caller is it now.
+fn sweep_torn_owner_writes(home: &Path, run_id: &str) {
+    let prefix = format!(".{run_id}.owner.json.");
+    let Ok(dir) = std::fs::read_dir(home.join("sock")) else { return };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(&prefix) && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }
@@ -775,6 +791,23 @@ mod tests {
         let e = reply_with(Vec::new()).unwrap_err();
         assert!(matches!(&e, CallError::Broken(m) if m.contains("may have been done")), "{e:?}");
         assert!(reply_with(b"{\"ok\":true,\"detail\":\"halted\"}\r\n".to_vec()).unwrap().ok);
+    }
+
+    /// A supervisor SIGKILLed while it rewrote its owner record left the
+    /// write's temp file: the run's next owner removes it (no other run's).
+    #[test]
+    fn taking_a_run_sweeps_its_torn_owner_writes_only() {
+        let home = std::env::temp_dir().join(format!("runwire-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(home.join("sock")).unwrap();
+        let torn = home.join("sock/.r.owner.json.4242.tmp");
+        let others = home.join("sock/.r2.owner.json.4242.tmp");
+        std::fs::write(&torn, "{").unwrap();
+        std::fs::write(&others, "{").unwrap();
+        let owned = Ownership::take(&home, "r").unwrap();
+        assert!(!torn.exists() && others.exists());
+        assert!(Ownership::take(&home, "r").is_err(), "held");
+        drop(owned);
+        std::fs::remove_dir_all(&home).unwrap();
     }
 
     #[test]
