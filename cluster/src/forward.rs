@@ -69,9 +69,9 @@ pub const RUNNING_GRACE: Duration = Duration::from_millis(runwire::serve::cluste
 /// the one list of verb names): on a task (`/runs/RUN/tasks/TASK/<verb>`,
 /// [`Verb::TASK_ROUTE`]) and on a run (`/runs/RUN/<verb>`, [`Verb::RUN_ROUTE`]).
 use runwire::control::Verb;
-/// The most body bytes a forwarded `POST /agui` carries (a NATS message
-/// holds 1 MB by default; the body travels JSON-escaped).
-pub const MAX_AGUI_BODY: usize = 512 * 1024;
+/// How long a node waits for the pieces of a forwarded `POST /agui` body
+/// too large for one message (the hub serves them at once).
+const PULL_WAIT: Duration = Duration::from_secs(10);
 /// Header of a forwarded `POST /agui`: the subject its answer's body goes
 /// to, `rwagui.<node>.<token>` (a node publishes only under its own name).
 pub const STREAM: &str = "Rw-Stream";
@@ -209,12 +209,14 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
         let Some(reply) = msg.reply.clone() else { continue };
         if let Some(s) = h.and_then(|h| h.get(STREAM)).map(|v| v.as_str().to_string()) {
             let f = serde_json::from_slice::<Forwarded>(&msg.payload);
+            // A body too large for one message comes in pieces, asked of the hub.
+            let pieces: Option<usize> = h.and_then(|h| h.get(BODY_SIZE)).and_then(|v| v.as_str().parse().ok());
             let refused = match &f {
                 Ok(f)
                     if f.method == "POST"
                         && f.path == "/agui"
                         && valid_stream(&node, &s)
-                        && f.body.len() <= MAX_AGUI_BODY =>
+                        && f.body.len().max(pieces.unwrap_or(0)) <= MAX_BODY =>
                 {
                     None
                 }
@@ -231,6 +233,23 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                     let by = h.and_then(|h| h.get(ACTOR)).map(|v| v.as_str().to_string());
                     let hub = h.and_then(|h| h.get(HUB)).map(|v| v.as_str().to_string());
                     let task = tokio::spawn(async move {
+                        let mut f = f;
+                        if let Some(size) = pieces {
+                            let deadline = tokio::time::Instant::now() + PULL_WAIT;
+                            match pull_body(&c, &s2, size, deadline).await.map(String::from_utf8) {
+                                Some(Ok(b)) => f.body = b,
+                                got => {
+                                    let why =
+                                        if got.is_some() { "is not UTF-8" } else { "could not be read from the hub" };
+                                    let a =
+                                        Answer::error(400, format!("node {n}: the AG-UI body of {size} bytes {why}"));
+                                    let _ =
+                                        c.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+                                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
+                                    return;
+                                }
+                            }
+                        }
                         agui_stream(&c, &l, &n, &f, &s2, reply, Acting { person: by.as_deref(), hub: hub.as_deref() })
                             .await;
                         map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
@@ -667,6 +686,31 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     }
 }
 
+/// Answers a node's requests for the pieces of `whole` on `subject` (each
+/// names its offset, [`names::header::OFFSET`]; past the end: empty), until
+/// the task is aborted.
+async fn serve_pieces(
+    client: &async_nats::Client,
+    subject: String,
+    whole: Bytes,
+    piece: usize,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let mut asks = client.subscribe(subject).await.map_err(|e| anyhow!("{e}"))?;
+    let client = client.clone();
+    Ok(tokio::spawn(async move {
+        while let Some(m) = asks.next().await {
+            let Some(reply) = m.reply else { continue };
+            let off =
+                m.headers.as_ref().and_then(|h| h.get(names::header::OFFSET)).and_then(|v| v.as_str().parse().ok());
+            let part = match off {
+                Some(o) if o < whole.len() => whole.slice(o..whole.len().min(o + piece)),
+                _ => Bytes::new(),
+            };
+            let _ = client.publish(reply, part).await;
+        }
+    }))
+}
+
 /// The threads bucket, when `setup` made it (an older cluster: none, and
 /// a thread is continued only at the hub that started it).
 async fn threads(client: &async_nats::Client) -> Option<async_nats::jetstream::kv::Store> {
@@ -733,8 +777,8 @@ pub async fn forward_agui(
         out.answer(&Answer::error(400, format!("{node:?} is not a node name"))).await;
         return Ok(());
     }
-    if body.len() > MAX_AGUI_BODY {
-        let m = format!("node {node}: an AG-UI body of {} bytes: a hub forwards at most {MAX_AGUI_BODY}", body.len());
+    if body.len() > MAX_BODY {
+        let m = format!("node {node}: an AG-UI body of {} bytes: a hub forwards at most {MAX_BODY}", body.len());
         out.answer(&Answer::error(413, m)).await;
         return Ok(());
     }
@@ -754,16 +798,31 @@ pub async fn forward_agui(
     if let Some(n) = by.hub {
         h.insert(HUB, n);
     }
-    let f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
-    let req = async_nats::Request::new()
-        .payload(Bytes::from(serde_json::to_vec(&f).unwrap_or_default()))
-        .headers(h)
-        .timeout(Some(timeout));
+    // The body rides in the request when the message holds it (JSON-escaped,
+    // headers included, under the servers' max_payload); else the node asks
+    // for it in pieces, as for a command, while the request waits.
+    let max = client.server_info().max_payload.saturating_sub(8192).max(4096);
+    let mut f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
+    let mut payload = serde_json::to_vec(&f).unwrap_or_default();
+    let pieces = (payload.len() > max).then(|| Bytes::from(std::mem::take(&mut f.body).into_bytes()));
+    let serving = match &pieces {
+        Some(whole) => {
+            payload = serde_json::to_vec(&f).unwrap_or_default();
+            h.insert(BODY_SIZE, whole.len().to_string().as_str());
+            Some(serve_pieces(client, format!("{s}.body"), whole.clone(), PIECE.min(max)).await?)
+        }
+        None => None,
+    };
+    let req = async_nats::Request::new().payload(Bytes::from(payload)).headers(h).timeout(Some(timeout));
     let a = match client.send_request(subject(node), req).await {
         Ok(m) => serde_json::from_slice(&m.payload)
             .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
         Err(e) => request_error(node, e, timeout),
     };
+    // The node has read the body by its answer: no piece is asked for after it.
+    if let Some(t) = serving {
+        t.abort();
+    }
     if !out.answer(&a).await || a.status != 200 {
         return Ok(());
     }

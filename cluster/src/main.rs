@@ -401,7 +401,7 @@ fn main() -> ExitCode {
                 Cmd::Agui { node, timeout_ms, .. } => {
                     let mut body = String::new();
                     tokio::io::AsyncReadExt::read_to_string(
-                        &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), forward::MAX_AGUI_BODY as u64 + 1),
+                        &mut tokio::io::AsyncReadExt::take(tokio::io::stdin(), forward::MAX_BODY as u64 + 1),
                         &mut body,
                     )
                     .await

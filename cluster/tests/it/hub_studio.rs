@@ -178,6 +178,27 @@ fn agui_at_a_hub_runs_on_the_threads_node_and_answers_its_interrupts_once() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(answers_to_agent(&dir).len(), 1, "{}", String::from_utf8_lossy(&body3));
 
+    // A body the routes take (up to 1 MiB: a long thread's messages) but
+    // one NATS message cannot hold JSON-escaped: the node reads it from the
+    // hub in pieces, takes the run as its own server would, and its agent
+    // gets the thread's new prompt.
+    let mut messages: Vec<Value> = (0..9)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            json!({"id": format!("h{i}"), "role": role, "content": format!("h{i}-{}", "y\"".repeat(30_000))})
+        })
+        .collect();
+    messages.push(json!({"id": "m-big", "role": "user", "content": "big-prompt-end"}));
+    let big = json!({"threadId": "t-big", "runId": "r-big", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {"node": "beta"}, "messages": messages})
+    .to_string();
+    assert!(big.len() > 800_000 && big.len() < 1024 * 1024, "{}", big.len());
+    let (code, body) = hub.request("POST", "/agui", &big);
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(events(&body)[0]["type"], "RUN_STARTED");
+    let log = std::fs::read_to_string(dir.join("agent-input.jsonl")).unwrap_or_default();
+    assert_eq!(log.lines().filter(|l| l.contains("big-prompt-end")).count(), 1, "the agent got the prompt once");
+
     // beta's sidecar there but not answering (stopped): 504 within the timeout, naming beta.
     let pid = sidecar_of(&b);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
