@@ -358,7 +358,17 @@ fn task_routes_answer_with_the_same_rules_and_the_boundary() {
     assert_eq!(request(s.port, "POST", &path, &[auth, ("Host", "evil.example")], &allow).status, 403);
     // Malformed and unknown.
     assert_eq!(request(s.port, "POST", &path, &[auth], r#"{"decision":"allow"}"#).status, 400);
-    let unknown = request(s.port, "POST", &path, &[auth], r#"{"request":"nope","decision":"allow"}"#);
+    // A request named by anything but runwire's interrupt id: refused, as on every route.
+    let agents = request(s.port, "POST", &path, &[auth], r#"{"request":"nope","decision":"allow"}"#);
+    assert_eq!(agents.status, 400, "{}", agents.text());
+    assert!(agents.text().contains("not a runwire interrupt id"), "{}", agents.text());
+    let unknown = request(
+        s.port,
+        "POST",
+        &path,
+        &[auth],
+        r#"{"request":"rw-00000000000000000000000000000000","decision":"allow"}"#,
+    );
     assert_eq!(unknown.status, 409, "{}", unknown.text());
     // The answer, its identical replay, a different one.
     let a = request(s.port, "POST", &path, &[auth], &allow);
