@@ -108,8 +108,10 @@ pub fn recorded(home: &Path, agui_run_id: &str) -> Option<Recorded> {
     })
 }
 
-/// A journal claimed by [`Recorder::start`] that a crash left before its
-/// first record and its pointer: empty, unregistered.
+/// A journal claimed by [`Recorder::start`] before its first record and its
+/// pointer (empty, unregistered): a claim under way (its claimer holds the
+/// journal's lock until that record is written) or one a crash cut short.
+/// Not a recorded run either way.
 fn unfinished_claim(home: &Path, files: &RunFiles, run_id: &str) -> bool {
     std::fs::symlink_metadata(files.journal()).is_ok_and(|m| m.is_file() && m.len() == 0)
         && !Registry::at(home).path(run_id).exists()
@@ -119,18 +121,98 @@ fn now() -> String {
     crate::util::time::format_ms(super::stamp::now_ns() / 1_000_000)
 }
 
+/// Why a journal cannot be claimed: it is recorded, or being recorded.
+fn taken(run_id: &str, live: bool) -> std::io::Error {
+    let m = match live {
+        true => format!("run {run_id} is being recorded by another process"),
+        false => format!("run {run_id} is already recorded"),
+    };
+    std::io::Error::new(std::io::ErrorKind::AlreadyExists, m)
+}
+
+/// Claims the run's journal for a new recording: an exclusive `flock` on
+/// it, held until the first record is written through it (the claim is
+/// the lock and that record, never the file alone). The journal is
+/// created exclusively and locked (blocking: a claimer that took it over
+/// in between holds it a moment); it must still be empty once locked, else
+/// that other claimer has it. An existing journal is another claim's:
+/// locked (a non-blocking try fails), a live claimer is writing its first
+/// record; not empty or registered, a recorded run; empty, unregistered and
+/// not locked, a claim a crash cut short (before its first record):
+/// nothing to lose, taken over under the lock. `AlreadyExists` when it is
+/// not this claimer's.
+fn claim(home: &Path, files: &RunFiles, run_id: &str) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = files.journal();
+    let (f, new) = match std::fs::OpenOptions::new().append(true).create_new(true).open(&path) {
+        Ok(f) => (f, true),
+        // Not a file this claimer may take (a link, another's) is recorded.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let existing = std::fs::OpenOptions::new().append(true).custom_flags(nix::libc::O_NOFOLLOW).open(&path);
+            (existing.map_err(|_| taken(run_id, false))?, false)
+        }
+        Err(e) => return Err(e),
+    };
+    lock_claim(f, new, home, files, run_id)
+}
+
+/// [`claim`]'s lock on the journal `f` it opened (`new`: created it).
+fn lock_claim(
+    f: std::fs::File,
+    new: bool,
+    home: &Path,
+    files: &RunFiles,
+    run_id: &str,
+) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::MetadataExt;
+    let path = files.journal();
+    let how = if new { FlockArg::LockExclusive } else { FlockArg::LockExclusiveNonblock };
+    let f = match Flock::lock(f, how) {
+        Ok(f) => f,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Err(taken(run_id, true)),
+        Err((_, e)) => return Err(e.into()),
+    };
+    let m = f.metadata()?;
+    // Still the file at the path (not one `runs rm` removed meanwhile).
+    let current = std::fs::symlink_metadata(&path).is_ok_and(|p| p.dev() == m.dev() && p.ino() == m.ino());
+    if !current || !m.is_file() || m.len() != 0 {
+        return Err(taken(run_id, false));
+    }
+    if !new && Registry::at(home).path(run_id).exists() {
+        return Err(taken(run_id, false));
+    }
+    Ok(f)
+}
+
 impl Recorder {
-    /// Claims the run's journal (created exclusively: a runId already
-    /// recorded is never recorded again, whether this server or an earlier
-    /// one recorded it; `AlreadyExists` then), then writes the plan, the
-    /// logfile, the journal's start (naming the request's digest, see
-    /// [`request_digest`]) and the pointer.
+    /// [`Recorder::start_owned`] with no owner record.
     pub fn start(
         home: &Path,
         agui_run_id: &str,
         adapter: &str,
         prompt: &str,
         request: &str,
+    ) -> std::io::Result<Recorder> {
+        Recorder::start_owned(home, agui_run_id, adapter, prompt, request, |_| None)
+    }
+
+    /// Claims the run's journal ([`claim`]: a runId already recorded, or
+    /// being recorded, is never recorded again, whichever process recorded
+    /// it; `AlreadyExists` then), then, under the claim, writes the plan,
+    /// the logfile, the owner record (`owner`: given the run id, writes it
+    /// and returns its path, removed once the run's end is journaled: a run
+    /// whose owner record outlives its owner was left unfinished by a
+    /// crash, `supervise::socket::recover`) and the journal's start (naming
+    /// the request's digest, see [`request_digest`]); then the task's lease
+    /// and the pointer. So whoever finds the run recorded finds its owner.
+    pub fn start_owned(
+        home: &Path,
+        agui_run_id: &str,
+        adapter: &str,
+        prompt: &str,
+        request: &str,
+        owner: impl FnOnce(&str) -> Option<std::path::PathBuf>,
     ) -> std::io::Result<Recorder> {
         let root = home.join("serve");
         let dir = root.join("runstate");
@@ -149,46 +231,51 @@ impl Recorder {
         // Held before any file of the run is written (`super::marks`).
         run.hold()?;
         // The claim: no journal is ever truncated, replaced or re-recorded.
-        // An empty one with no pointer is a claim a crash cut short (before
-        // its first record): nothing to lose, taken over.
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(files.journal()) {
-            Ok(_) => {}
-            Err(e)
-                if e.kind() == std::io::ErrorKind::AlreadyExists && unfinished_claim(home, &files, &pointer.run_id) => {
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(std::io::Error::new(e.kind(), format!("run {} is already recorded", pointer.run_id)))
-            }
-            Err(e) => return Err(e),
-        }
-        let plan = serde_json::json!({
-            "v": super::plan::VERSION,
-            "tasks": [{"id": TASK, "adapter": adapter, "prompt": prompt}],
-        });
-        super::write_atomic(&files.plan(), plan.to_string().as_bytes())?;
-        // The journal is ours (just created), so any log here is a leftover
-        // of a run removed before (`runs rm` of an older version): replaced.
-        let log = std::fs::File::create(files.log(TASK))?;
-        let times = match crate::util::arrival::clock() {
-            Some(_) => Some(crate::util::arrival::Writer::create(&files.log(TASK))?),
-            None => {
-                let _ = std::fs::remove_file(crate::util::arrival::sidecar_path(&files.log(TASK)));
-                None
+        let journal = claim(home, &files, &pointer.run_id)?;
+        let mut owned = None;
+        let made = (|| {
+            let plan = serde_json::json!({
+                "v": super::plan::VERSION,
+                "tasks": [{"id": TASK, "adapter": adapter, "prompt": prompt}],
+            });
+            super::write_atomic(&files.plan(), plan.to_string().as_bytes())?;
+            // The journal is ours (claimed), so any log here is a leftover
+            // of a run removed before (`runs rm` of an older version), or
+            // of a claim a crash cut short: replaced.
+            let log = std::fs::File::create(files.log(TASK))?;
+            let times = match crate::util::arrival::clock() {
+                Some(_) => Some(crate::util::arrival::Writer::create(&files.log(TASK))?),
+                None => {
+                    let _ = std::fs::remove_file(crate::util::arrival::sidecar_path(&files.log(TASK)));
+                    None
+                }
+            };
+            owned = owner(&pointer.run_id);
+            let mut started = Record::run(ACTOR, "started");
+            started.detail = Some(format!("{REQUEST}{request}"));
+            // The first record, through the locked descriptor (the claim's
+            // end: `journal::append` opens and locks its own, which this
+            // lock would refuse); one write of the line, as every append.
+            let mut line = serde_json::to_vec(&started).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+            run.hold()?;
+            (&*journal).write_all(&line)?;
+            drop(journal);
+            journal::append(&run, &files.journal(), &Record::task(ACTOR, TASK, "leased", None))?;
+            Registry::at(home).register(&pointer)?;
+            Ok((log, times))
+        })();
+        let (log, times) = match made {
+            Ok(x) => x,
+            Err(e) => {
+                // Nobody will end the run: no owner says it is being recorded.
+                if let Some(o) = &owned {
+                    let _ = std::fs::remove_file(o);
+                }
+                return Err(e);
             }
         };
-        let mut started = Record::run(ACTOR, "started");
-        started.detail = Some(format!("{REQUEST}{request}"));
-        journal::append(&run, &files.journal(), &started)?;
-        journal::append(&run, &files.journal(), &Record::task(ACTOR, TASK, "leased", None))?;
-        Registry::at(home).register(&pointer)?;
-        Ok(Recorder { run_id: pointer.run_id, run, files, log, times, adapter: adapter.to_string(), owner: None })
-    }
-
-    /// The file naming this run's owner (this server), removed once the
-    /// run's end is journaled: a run whose owner record outlives its owner
-    /// was left unfinished by a crash (`supervise::socket::recover`).
-    pub fn owned_by(&mut self, owner: std::path::PathBuf) {
-        self.owner = Some(owner);
+        Ok(Recorder { run_id: pointer.run_id, run, files, log, times, adapter: adapter.to_string(), owner: owned })
     }
 
     /// The task's log (the raw output lines).
@@ -272,6 +359,65 @@ mod tests {
         assert!(super::recorded(&home, "r2").is_none());
         super::Recorder::start(&home, "r2", "claude", "hi", "d3").unwrap();
         assert_eq!(super::recorded(&home, "r2").unwrap().request.as_deref(), Some("d3"));
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    /// The claim is held, not only made: a second claimer (its own
+    /// descriptor, another thread) that meets a journal still empty and
+    /// unregistered while its claimer writes its first record is refused
+    /// and touches nothing; a first claimer that finds its journal taken
+    /// over in the window before its lock gives way; a journal a crash
+    /// left empty (nobody holds it) is still taken over.
+    #[test]
+    fn a_live_claim_is_never_taken_over_and_a_cut_one_is() {
+        use nix::fcntl::{Flock, FlockArg};
+        let home = std::env::temp_dir().join(format!("rw-claim-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let journal = home.join("serve/runstate/agui-r1.jsonl");
+        let mut second = None;
+        let mut rec = super::Recorder::start_owned(&home, "r1", "claude", "hi", "d1", |_| {
+            // Claimed, its first record not written yet: as a crash would leave it.
+            assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0);
+            assert!(super::recorded(&home, "r1").is_none());
+            let other = std::thread::scope(|s| {
+                s.spawn(|| super::Recorder::start(&home, "r1", "claude", "hi", "d2").err()).join().unwrap()
+            });
+            second = other;
+            None
+        })
+        .unwrap();
+        let second = second.expect("the second claimer is refused");
+        assert_eq!(second.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(second.to_string().contains("is being recorded"), "{second}");
+        rec.line(b"{\"type\":\"x\"}", None).unwrap();
+        // Recorded now: refused as such, the log not truncated.
+        let again = super::Recorder::start(&home, "r1", "claude", "hi", "d2").err().unwrap();
+        assert!(again.to_string().contains("already recorded"), "{again}");
+        assert_eq!(std::fs::read(rec.log()).unwrap(), b"{\"type\":\"x\"}\n");
+        let text = std::fs::read_to_string(&journal).unwrap();
+        assert_eq!(text.matches("\"run\":\"started\"").count(), 1, "{text}");
+        assert_eq!(super::recorded(&home, "r1").unwrap().request.as_deref(), Some("d1"));
+
+        // An empty journal another process holds locked: a live claim.
+        let cut = home.join("serve/runstate/agui-r2.jsonl");
+        let held = Flock::lock(std::fs::File::create(&cut).unwrap(), FlockArg::LockExclusive).unwrap();
+        let e = super::Recorder::start(&home, "r2", "claude", "hi", "d3").err().unwrap();
+        assert!(e.kind() == std::io::ErrorKind::AlreadyExists && e.to_string().contains("being recorded"), "{e}");
+        assert_eq!(std::fs::metadata(&cut).unwrap().len(), 0, "untouched");
+        // Its claimer died (the lock went with it): a leftover, taken over.
+        drop(held);
+        super::Recorder::start(&home, "r2", "claude", "hi", "d3").unwrap();
+        assert_eq!(super::recorded(&home, "r2").unwrap().request.as_deref(), Some("d3"));
+
+        // A claimer that created its journal and, before it locked it, lost
+        // it to one that took it for a leftover: it gives way once locked.
+        let files = super::RunFiles::new(home.join("serve/runstate"), "agui-r3");
+        let mine = std::fs::OpenOptions::new().append(true).create_new(true).open(files.journal()).unwrap();
+        let other = super::Recorder::start(&home, "r3", "claude", "hi", "d4").unwrap();
+        let id = other.run_id.clone();
+        let e = super::lock_claim(mine, true, &home, &files, &id).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(super::recorded(&home, "r3").unwrap().request.as_deref(), Some("d4"));
         std::fs::remove_dir_all(&home).unwrap();
     }
 

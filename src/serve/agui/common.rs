@@ -24,9 +24,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Starts the durable record of a run (`runs::record`) and records this
-/// server as its owner (`$HARNESS_HOME/sock/<runId>.owner.json`, removed
-/// when its end is journaled), so a server that starts after a crash finds
-/// the runs it left unfinished ([`crate::supervise::socket::recover`]).
+/// server as its owner (`$HARNESS_HOME/sock/<runId>.owner.json`, written
+/// under the journal's claim before its first record, removed when its end
+/// is journaled), so another server that finds the run recorded and not
+/// ended knows it live, and a server that starts after a crash finds the
+/// runs it left unfinished ([`crate::supervise::socket::recover`]).
+/// `AlreadyExists` when the runId is recorded, or being recorded, already.
 pub fn start_record(
     shared: &crate::serve::state::Shared,
     agui_run_id: &str,
@@ -34,18 +37,21 @@ pub fn start_record(
     request: &str,
 ) -> io::Result<crate::runs::record::Recorder> {
     let home = &shared.cfg.harness_home;
-    let mut rec = crate::runs::record::Recorder::start(home, agui_run_id, shared.cfg.adapter.name(), prompt, request)?;
-    match crate::supervise::socket::own(home, &rec.run_id) {
-        Ok(p) => rec.owned_by(p),
-        Err(e) => crate::util::cli::report(
-            crate::serve::options::BIN,
-            format!(
-                "record {}: cannot record this server as its owner: {e} (a crash would leave its status)",
-                rec.run_id
-            ),
-        ),
-    }
-    Ok(rec)
+    let adapter = shared.cfg.adapter.name();
+    crate::runs::record::Recorder::start_owned(home, agui_run_id, adapter, prompt, request, |run_id| {
+        match crate::supervise::socket::own(home, run_id) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                crate::util::cli::report(
+                    crate::serve::options::BIN,
+                    format!(
+                        "record {run_id}: cannot record this server as its owner: {e} (a crash would leave its status)"
+                    ),
+                );
+                None
+            }
+        }
+    })
 }
 
 /// The thread's messages as a run sees them (`runs::thread`): the run's
