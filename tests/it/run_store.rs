@@ -164,6 +164,112 @@ fn the_same_request_for_a_live_run_follows_it_from_its_log() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// Two servers on one home (one a person's agent each, sharing their
+/// `~/.harness`) asked for the same runId at the same moment, 20 times: the
+/// run is recorded once (one `started`, one `finished`: the agent ran
+/// once, its log never truncated by a second claimer), and each client
+/// gets the run's stream, its replay once it ended, or 409 while the other
+/// server records it: never a `RUN_ERROR` for a run that finished there.
+#[test]
+fn two_servers_on_one_home_record_a_run_id_once() {
+    let home = scratch("two-servers");
+    let a = serve(&home, &[]);
+    let b = serve(&home, &[]);
+    let (mut refused, mut replayed) = (0, 0);
+    for i in 0..20 {
+        let req = body(&format!("t{i}"), &format!("r{i}"), "hi");
+        let both = std::sync::Barrier::new(2);
+        let answers = std::thread::scope(|sc| {
+            let (req, both) = (&req, &both);
+            let posts = [&a, &b].map(|server| {
+                sc.spawn(move || {
+                    both.wait();
+                    post(server, req)
+                })
+            });
+            posts.map(|p| p.join().unwrap())
+        });
+        let journal = std::fs::read_to_string(home.join(format!("serve/runstate/agui-r{i}.jsonl"))).unwrap();
+        assert_eq!(journal.matches(r#""run":"started""#).count(), 1, "r{i} recorded once:\n{journal}");
+        assert_eq!(journal.matches(r#""run":"finished""#).count(), 1, "r{i} ended once:\n{journal}");
+        assert!(journal.contains(r#""state":"committed""#), "r{i}:\n{journal}");
+        let mut streams = Vec::new();
+        for (st, text) in &answers {
+            match st {
+                200 => {
+                    let ev = events(text);
+                    assert!(!text.contains("RUN_ERROR"), "r{i}: a RUN_ERROR for a run that finished:\n{text}");
+                    assert_eq!(ev.last().map(|e| e["type"].clone()), Some("RUN_FINISHED".into()), "r{i}:\n{text}");
+                    streams.push(ev);
+                }
+                409 => {
+                    assert!(text.contains("being recorded by another"), "r{i}: {text}");
+                    refused += 1;
+                }
+                _ => panic!("r{i}: {st} {text}"),
+            }
+        }
+        assert!(!streams.is_empty(), "r{i}: one client gets the run: {answers:?}");
+        if streams.len() == 2 {
+            assert_eq!(streams[0], streams[1], "r{i}: the replay is the run's stream");
+            replayed += 1;
+        }
+    }
+    eprintln!("{refused} refused while recorded at the other server, {replayed} replayed once ended");
+    // Every run ended: no owner record is left behind.
+    let owners = std::fs::read_dir(home.join("sock")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(owners, 0, "owner records left");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Interactive chats (`--demo`) on two servers of one home: a runId posted
+/// to both at once starts one session, recorded once; the other client is
+/// refused 409 while the run is the other server's (the demo's chat waits
+/// for an approval there), never given a replay that ends as if the run had
+/// stopped; asked again after, the same.
+#[test]
+fn two_chat_servers_on_one_home_start_a_run_id_once() {
+    let home = scratch("two-chats");
+    let a = serve(&home, &["--demo"]);
+    let b = serve(&home, &["--demo"]);
+    let reqs: Vec<String> = (0..4).map(|i| body(&format!("c{i}"), &format!("c{i}"), "hello demo")).collect();
+    let all = std::sync::Barrier::new(2 * reqs.len());
+    let answers: Vec<[(u16, String); 2]> = std::thread::scope(|sc| {
+        let all = &all;
+        let posts: Vec<_> = reqs
+            .iter()
+            .map(|req| {
+                [&a, &b].map(|server| {
+                    sc.spawn(move || {
+                        all.wait();
+                        post(server, req)
+                    })
+                })
+            })
+            .collect();
+        posts.into_iter().map(|p| p.map(|h| h.join().unwrap())).collect()
+    });
+    for (i, pair) in answers.iter().enumerate() {
+        let journal = std::fs::read_to_string(home.join(format!("serve/runstate/agui-c{i}.jsonl"))).unwrap();
+        assert_eq!(journal.matches(r#""run":"started""#).count(), 1, "c{i} recorded once:\n{journal}");
+        let ran: Vec<_> = pair.iter().filter(|(st, _)| *st == 200).collect();
+        assert_eq!(ran.len(), 1, "c{i}: one session, one stream: {pair:?}");
+        assert!(ran[0].1.contains("\"interrupt\"") && !ran[0].1.contains("RUN_ERROR"), "c{i}: {}", ran[0].1);
+        let (st, e) = pair.iter().find(|(st, _)| *st != 200).unwrap();
+        assert_eq!(*st, 409, "c{i}: {e}");
+        assert!(e.contains("being recorded by another"), "c{i}: {e}");
+        // Asked again while the session waits at the other server: 409, naming it.
+        let (st, e) = post(&a, &reqs[i]);
+        let (st2, e2) = post(&b, &reqs[i]);
+        let (st, e) = if st == 409 { (st, e) } else { (st2, e2) };
+        assert_eq!(st, 409, "c{i}: {e}");
+        assert!(e.contains("is being recorded by another server (pid "), "c{i}: {e}");
+    }
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 /// The demo's interactive chat waits for an answer when its server is
 /// SIGKILLed: the next server on the home journals it failed, once, with
 /// why; the same request is replayed from its record, another refused;

@@ -12,7 +12,7 @@
 //! Imports only [`super`] and [`super::common`], never the interactive mode.
 
 use super::book::RunInput;
-use super::common::{Body, Messages, Outcome};
+use super::common::{Body, Messages, Outcome, Taken};
 use crate::pipeline::events::{Data, Event, Exit, Seq};
 use crate::pipeline::normalize::{Normalizer, Options};
 use crate::pipeline::translate::{AguiEvent, TranslateOptions, Translator};
@@ -46,20 +46,23 @@ struct Stages {
 }
 
 impl Stages {
-    fn new(shared: &Shared, input: &RunInput) -> Stages {
+    /// The run's stages, its record claimed first (`Taken`: another
+    /// server's; nothing is written, not even the thread's messages).
+    fn new(shared: &Shared, input: &RunInput) -> Result<Stages, Taken> {
         let clock = Clock::from_env();
-        Stages {
+        let rec = recorder(shared, input)?;
+        Ok(Stages {
             norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock }),
             tr: Translator::new(TranslateOptions {
                 thread_id: Some(input.thread_id.clone()),
                 run_id: Some(input.run_id.clone()),
             }),
             clock,
-            rec: recorder(shared, input),
+            rec,
             rec_failed: None,
             exit_rc: None,
             msgs: Messages::start(shared, input),
-        }
+        })
     }
 
     /// Journals the run's end from how it went: `stopped` when the client
@@ -143,7 +146,8 @@ impl Stages {
 
 /// The run of an admitted request (`resume`: the session of the thread's
 /// last run): streams it and returns the session a later run of the thread
-/// may resume, and how it ended, for the book.
+/// may resume, and how it ended, for the book; [`Taken`], with nothing
+/// sent, when another server records its runId.
 pub(super) fn run(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -151,7 +155,7 @@ pub(super) fn run(
     cors: &[(&'static str, String)],
     input: &RunInput,
     resume: Option<&str>,
-) -> (Option<String>, Outcome) {
+) -> Result<(Option<String>, Outcome), Taken> {
     if input.prompt.is_empty() {
         // Batch runs raise no interrupts: there is nothing to resume.
         let _ = Body::start(stream, req, cors, shared.cfg.write_timeout).and_then(|mut b| {
@@ -166,16 +170,16 @@ pub(super) fn run(
             }
             b.end()
         });
-        return (None, Outcome::Cancelled);
+        return Ok((None, Outcome::Cancelled));
     }
-    let mut stages = Stages::new(shared, input);
+    let mut stages = Stages::new(shared, input)?;
     let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
     let peek = match stream.try_clone() {
         Ok(s) => s,
-        Err(_) => return (None, Outcome::Cancelled),
+        Err(_) => return Ok((None, Outcome::Cancelled)),
     };
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
-        return (None, Outcome::Cancelled);
+        return Ok((None, Outcome::Cancelled));
     };
     let cfg = &shared.cfg;
     let result = match run::start(&cfg.source, cfg.replay_delay, &input.prompt, resume) {
@@ -194,23 +198,25 @@ pub(super) fn run(
     // the run end and then lists runs finds it ended. The agent's work is
     // done by now: a client gone at the very last chunk does not undo it.
     stages.record_end(result.is_err());
-    (session, body.finish(result))
+    Ok((session, body.finish(result)))
 }
 
-/// Starts the run's durable record; a failure is reported and the run goes
-/// on unrecorded.
-fn recorder(shared: &Shared, input: &RunInput) -> Option<Recorder> {
+/// Starts the run's durable record; a runId another server records is
+/// [`Taken`] (the run is not run again); any other failure is reported and
+/// the run goes on unrecorded.
+fn recorder(shared: &Shared, input: &RunInput) -> Result<Option<Recorder>, Taken> {
     if !shared.cfg.record {
-        return None;
+        return Ok(None);
     }
     match super::common::start_record(shared, &input.run_id, &input.prompt, &super::common::digest(input)) {
-        Ok(r) => Some(r),
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Taken(e.to_string())),
         Err(e) => {
             crate::util::cli::report(
                 BIN,
                 format!("cannot record run {:?} under {}: {e}", input.run_id, shared.cfg.harness_home.display()),
             );
-            None
+            Ok(None)
         }
     }
 }

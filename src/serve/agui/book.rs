@@ -156,6 +156,15 @@ impl Book {
         }
     }
 
+    /// Forgets a run admitted and not run here (another server records its
+    /// runId), and frees its thread.
+    pub(super) fn withdraw(&mut self, input: &RunInput) {
+        if let Some(t) = self.threads.get_mut(&input.thread_id) {
+            t.busy = false;
+        }
+        self.runs.remove(&input.run_id);
+    }
+
     /// Records a run's end and frees its thread.
     pub(super) fn finish(&mut self, input: &RunInput, session: Option<String>, outcome: Outcome) {
         if let Some(t) = self.threads.get_mut(&input.thread_id) {

@@ -54,6 +54,13 @@ pub fn start_record(
     })
 }
 
+/// A run not started here: its runId is recorded, or being recorded, by
+/// another server on the same `$HARNESS_HOME` (the record's claim,
+/// `runs::record`, said `AlreadyExists`, with this reason). Nothing of it
+/// was written or sent: the request is answered from that record.
+#[derive(Debug)]
+pub struct Taken(pub String);
+
 /// The thread's messages as a run sees them (`runs::thread`): the run's
 /// input recorded as the client sent it, the agent's messages recorded as
 /// its events make them, and the `MESSAGES_SNAPSHOT`s right after

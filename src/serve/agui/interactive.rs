@@ -39,7 +39,7 @@
 //! response body), never the batch mode.
 
 use super::book::RunInput;
-use super::common::{Body, Messages, Outcome};
+use super::common::{Body, Messages, Outcome, Taken};
 use crate::control::Door;
 use crate::pipeline::events::{Data, Event, Exit, Seq};
 use crate::pipeline::translate::{AguiEvent, RunOutcome, TranslateOptions, Translator};
@@ -124,7 +124,9 @@ enum End {
     Gone,
 }
 
-/// The run of an admitted request: starts the response body, streams the
+/// The run of an admitted request: starts the thread's session (its record
+/// claimed before anything is sent: [`Taken`], with nothing sent, when
+/// another server records the runId), then the response body, streams the
 /// session into it (see [`stream_into`]) and returns how the run ended,
 /// for the book.
 pub(super) fn run(
@@ -133,11 +135,12 @@ pub(super) fn run(
     req: &Request,
     cors: &[(&'static str, String)],
     input: &RunInput,
-) -> Outcome {
+) -> Result<Outcome, Taken> {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
-    let Ok(peek) = stream.try_clone() else { return Outcome::Cancelled };
+    let Ok(peek) = stream.try_clone() else { return Ok(Outcome::Cancelled) };
+    let th = start(shared, input)?;
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
-        return Outcome::Cancelled;
+        return Ok(Outcome::Cancelled);
     };
     // A hub's run acts for the hub's caller, `<person>@<hub>` (the sidecar's
     // token alone may say so, spec/CLUSTER.md); else the caller's token name.
@@ -148,12 +151,33 @@ pub(super) fn run(
         Some(p) => (Some(p), Door::Hub),
         None => (tokens.and_then(|t| crate::serve::tokens::caller(t, req).flatten().map(str::to_string)), Door::Agui),
     };
-    let streamed = stream_into(shared, &mut body, &peek, input, person, door);
+    let streamed = stream_into(shared, &mut body, &peek, input, th, person, door);
     // The run is over once its terminal event is out: the thread takes the
     // next run (a resume sent the moment RUN_FINISHED arrives) from now.
     shared.book.lock().unwrap_or_else(|e| e.into_inner()).release(&input.thread_id);
     let gone = io::Error::new(io::ErrorKind::ConnectionAborted, "the client left");
-    body.finish(if streamed { Ok(()) } else { Err(gone) })
+    Ok(body.finish(if streamed { Ok(()) } else { Err(gone) }))
+}
+
+/// A thread whose session runs, or why the run ends at once (its message,
+/// and its `RUN_ERROR` code).
+type Started = Result<std::sync::Arc<Thread>, (String, &'static str)>;
+
+/// Phase 0, before the response starts: the thread, and its session
+/// started (recorded as a new run when the thread has no record open).
+/// The inner `Err` (why, and the `RUN_ERROR` code) is the run's to end
+/// with; [`Taken`] ends it before it starts.
+fn start(shared: &Shared, input: &RunInput) -> Result<Started, Taken> {
+    let th = match shared.sessions.thread(shared, &input.thread_id) {
+        Ok(t) => t,
+        Err(m) => return Ok(Err((m, "sessions_full"))),
+    };
+    Ok(match th.ensure_started(shared, &input.run_id, &input.prompt, &crate::serve::agui::common::digest(input)) {
+        Ok(()) => Ok(th),
+        Err(NotStarted::Starting) => Err(("another run is starting this thread's session".into(), "busy")),
+        Err(NotStarted::Failed(why)) => Err((format!("cannot start the agent's session: {why}"), "spawn_failed")),
+        Err(NotStarted::Taken(why)) => return Err(Taken(why)),
+    })
 }
 
 /// Sends the run's input and streams the session to `body` until the run
@@ -164,6 +188,7 @@ fn stream_into(
     body: &mut Body,
     peek: &TcpStream,
     input: &RunInput,
+    th: Started,
     person: Option<String>,
     door: Door,
 ) -> bool {
@@ -185,7 +210,7 @@ fn stream_into(
         saw_turn_end: false,
         msgs,
     };
-    match drive(shared, &mut run, input, peek) {
+    match drive(shared, &mut run, input, th, peek) {
         Ok(End::Done) => true,
         Ok(End::Gone) => false,
         Err(_) => {
@@ -208,21 +233,12 @@ fn client_left(th: &Thread) {
     }
 }
 
-fn drive(shared: &Shared, run: &mut Run, input: &RunInput, peek: &TcpStream) -> io::Result<End> {
-    let th = match shared.sessions.thread(shared, &input.thread_id) {
-        Ok(t) => t,
-        Err(m) => return fail(run, m, "sessions_full"),
+fn drive(shared: &Shared, run: &mut Run, input: &RunInput, th: Started, peek: &TcpStream) -> io::Result<End> {
+    // Phase 1: the session exists ([`start`]), and what it printed meanwhile is streamed.
+    let th = match th {
+        Ok(th) => th,
+        Err((why, code)) => return fail(run, why, code),
     };
-    // Phase 1: the session exists, and what it printed meanwhile is streamed.
-    match th.ensure_started(shared, &input.run_id, &input.prompt, &crate::serve::agui::common::digest(input)) {
-        Ok(()) => {}
-        Err(NotStarted::Starting) => {
-            return fail(run, "another run is starting this thread's session".into(), "busy");
-        }
-        Err(NotStarted::Failed(why)) => {
-            return fail(run, format!("cannot start the agent's session: {why}"), "spawn_failed");
-        }
-    }
     let Some(rx) = lock(&th.st).rx.take() else {
         return fail(run, "another run is streaming this thread's session".into(), "busy");
     };

@@ -194,20 +194,62 @@ pub fn post(
         }
         Admit::Start { resume } => {
             let mut guard = Admitted { shared, input: &input, done: false };
-            let (session, outcome) = if shared.cfg.interactive {
-                (None, interactive::run(shared, stream, req, cors, &input))
+            let ran = if shared.cfg.interactive {
+                interactive::run(shared, stream, req, cors, &input).map(|outcome| (None, outcome))
             } else {
                 batch::run(shared, stream, req, cors, &input, resume.as_deref())
             };
             guard.done = true;
-            shared.book.lock().unwrap_or_else(|e| e.into_inner()).finish(&input, session, outcome);
-            Close::Now
+            let mut book = shared.book.lock().unwrap_or_else(|e| e.into_inner());
+            match ran {
+                Ok((session, outcome)) => {
+                    book.finish(&input, session, outcome);
+                    Close::Now
+                }
+                Err(taken) => {
+                    // Another server's run: not this one's to remember.
+                    book.withdraw(&input);
+                    drop(book);
+                    from_another(shared, stream, req, cors, &input, taken)
+                }
+            }
         }
     }
 }
 
+/// A run whose record another server claimed first (nothing of it was run,
+/// written or sent here): answered from that record as any recorded run
+/// is; a claim not journaled yet is 409, as a live one is.
+fn from_another(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &RunInput,
+    taken: common::Taken,
+) -> Close {
+    if let Some(rec) = crate::runs::record::recorded(&shared.cfg.harness_home, &input.run_id) {
+        return from_record(shared, stream, req, cors, input, rec, false);
+    }
+    let m = format!("runId {:?}: {}: retry once it has ended to get its replay", input.run_id, taken.0);
+    respond_error(stream, 409, cors, &m);
+    Close::Linger
+}
+
+/// The pid of the live server, not this one, that records run `run_id`:
+/// its owner record (`sock/<runId>.owner.json`) names a process that is
+/// still that process (pid, start time, boot id). `None` when the owner is
+/// this server, is gone (a crash: its run is the next server's to end), or
+/// left no record.
+fn recording_elsewhere(home: &std::path::Path, run_id: &str) -> Option<i32> {
+    let o = crate::supervise::socket::Owner::read(home, run_id)?;
+    let me = std::process::id() as i32;
+    (o.supervisor.pid != me && o.supervisor.mismatch().is_none()).then_some(o.supervisor.pid)
+}
+
 /// A request for a runId already recorded: its stream from the record when
-/// the request is the same (`follow`: the run is live here), else 409.
+/// the request is the same (`follow`: the run is live here), else 409; 409
+/// too while another server that is alive records it and it has not ended.
 fn from_record(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -232,6 +274,18 @@ fn from_record(
     if let Some(m) = refused {
         respond_error(stream, 409, cors, &m);
         return Close::Linger;
+    }
+    // Live at another server: its record ends only there, and a replay now
+    // would end where its log stands, as if the run had stopped.
+    if !rec.ended && !follow {
+        if let Some(pid) = recording_elsewhere(&shared.cfg.harness_home, &rec.run_id) {
+            let m = format!(
+                "run {} (runId {:?}) is being recorded by another server (pid {pid}): retry once it has ended to get its replay",
+                rec.run_id, input.run_id
+            );
+            respond_error(stream, 409, cors, &m);
+            return Close::Linger;
+        }
     }
     replay::stream(shared, stream, req, cors, input, rec, follow);
     Close::Now

@@ -84,6 +84,9 @@ pub(super) enum NotStarted {
     Starting,
     /// It could not start (its record, when it has one, says `failed` and why).
     Failed(String),
+    /// Its run's runId is recorded, or being recorded, by another server
+    /// (why): nothing was started or written.
+    Taken(String),
 }
 
 /// Clears a thread's `starting` if its start unwinds (a panic while the
@@ -146,7 +149,14 @@ impl Thread {
         let mut new_record = None;
         let open_record = lock(&rec).is_some();
         if !open_record {
-            let made = recorder(shared, &self.id, run_id, prompt, request);
+            let made = match recorder(shared, &self.id, run_id, prompt, request) {
+                Ok(made) => made,
+                Err(why) => {
+                    lock(&self.st).starting = false;
+                    self.started.notify_all();
+                    return Err(NotStarted::Taken(why));
+                }
+            };
             new_record = made.as_ref().map(|r| r.run_id.clone());
             *lock(&rec) = made;
         }
@@ -417,18 +427,28 @@ impl Sessions {
     }
 }
 
-fn recorder(shared: &Shared, thread: &str, run_id: &str, prompt: &str, request: &str) -> Option<Recorder> {
+/// The session's record; `Err` (why) when another server records the runId
+/// (the session is not started); any other failure is reported and the
+/// session goes on unrecorded.
+fn recorder(
+    shared: &Shared,
+    thread: &str,
+    run_id: &str,
+    prompt: &str,
+    request: &str,
+) -> Result<Option<Recorder>, String> {
     if !shared.cfg.record {
-        return None;
+        return Ok(None);
     }
     match crate::serve::agui::common::start_record(shared, run_id, prompt, request) {
-        Ok(r) => Some(r),
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e.to_string()),
         Err(e) => {
             crate::util::cli::report(
                 crate::serve::options::BIN,
                 format!("cannot record the session of thread {thread:?}: {e}"),
             );
-            None
+            Ok(None)
         }
     }
 }
