@@ -78,14 +78,18 @@ pub fn recorded(home: &Path, agui_run_id: &str) -> Option<Recorded> {
     let root_s = root.display().to_string();
     let files = RunFiles::new(&dir, &slug);
     let name = format!("{slug}.jsonl");
+    let run_id = super::registry::run_id(&root_s, &root_s, &slug);
     let bytes = match super::safe::read_in(&dir, &name, super::safe::MAX_JOURNAL) {
         Err(e) if e.absent => return None,
+        // Claimed by [`Recorder::start`], before its first record and its
+        // pointer (empty as read, unregistered): a claim under way (its
+        // claimer holds the journal's lock until that record is written) or
+        // one a crash cut short. Not a recorded run either way. (Judged by
+        // the bytes read, not the file's size after: a claim's first record
+        // may land in between.)
+        Ok(b) if b.is_empty() && !Registry::at(home).path(&run_id).exists() => return None,
         r => r.unwrap_or_default(),
     };
-    let run_id = super::registry::run_id(&root_s, &root_s, &slug);
-    if unfinished_claim(home, &files, &run_id) {
-        return None;
-    }
     let j = journal::Journal::parse(&bytes);
     // The first `started` run record names the request.
     let request = bytes.split(|&b| b == b'\n').find_map(|l| {
@@ -106,15 +110,6 @@ pub fn recorded(home: &Path, agui_run_id: &str) -> Option<Recorded> {
         rc: task.and_then(|r| r.rc),
         detail: task.and_then(|r| r.detail.clone()),
     })
-}
-
-/// A journal claimed by [`Recorder::start`] before its first record and its
-/// pointer (empty, unregistered): a claim under way (its claimer holds the
-/// journal's lock until that record is written) or one a crash cut short.
-/// Not a recorded run either way.
-fn unfinished_claim(home: &Path, files: &RunFiles, run_id: &str) -> bool {
-    std::fs::symlink_metadata(files.journal()).is_ok_and(|m| m.is_file() && m.len() == 0)
-        && !Registry::at(home).path(run_id).exists()
 }
 
 fn now() -> String {
