@@ -266,12 +266,11 @@ fn concurrent_session_input_lines_are_taken_in_one_order_with_numbered_output() 
 
 /// Issue 36: a thread's session is started (its record made, its agent
 /// spawned) with no lock of the thread held. The thread's first agent is
-/// killed; the next message starts another, whose record's journal is held
-/// locked by another process (an empty journal a crash left behind, which
-/// the start takes over: its first append waits for that lock). Meanwhile
-/// the thread's earlier run is answered at once on its task route (its
-/// process is gone: nothing is sent), not queued behind the start; the new
-/// run goes on once the lock is let go.
+/// killed; the next message starts another, whose registration waits: the
+/// home's registry lock is held by another process (as a registration in
+/// flight would). Meanwhile the thread's earlier run is answered at once on
+/// its task route (its process is gone: nothing is sent), not queued
+/// behind the start; the new run goes on once the lock is let go.
 #[test]
 fn a_route_of_a_thread_whose_session_is_starting_is_answered_without_waiting_for_the_start() {
     let dir = support::scratch("order-start");
@@ -306,17 +305,26 @@ fn a_route_of_a_thread_whose_session_is_starting_is_answered_without_waiting_for
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&said));
 
     let journal = runstate.join("agui-r2.jsonl");
-    std::fs::write(&journal, "").unwrap();
-    // Held by this test process, as another writer of the journal would.
-    let file = std::fs::OpenOptions::new().append(true).open(&journal).unwrap();
+    // Held by this test process, as another registration in flight would.
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(home.join("registry.lock")).unwrap();
     let holder = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e).unwrap();
+    let registered = || {
+        std::fs::read_dir(home.join("runs"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with("--agui-r2.json"))
+    };
     let (tx, second) = std::sync::mpsc::channel();
     let b = body("r2");
     std::thread::spawn(move || {
         let _ = tx.send(agui(port, b));
     });
-    // The start has written the plan and is at the journal's first append.
-    until("the new start to reach the locked journal", || runstate.join("agui-r2.plan.json").exists(), String::new);
+    // The start has claimed its journal and is at its registration.
+    until(
+        "the new start to reach the locked registry",
+        || support::complete_json_lines(&journal).len() >= 2,
+        String::new,
+    );
     std::thread::sleep(Duration::from_millis(200));
     let (tx, route) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -324,10 +332,10 @@ fn a_route_of_a_thread_whose_session_is_starting_is_answered_without_waiting_for
         let _ = tx.send(http(port, "POST", &format!("/runs/{r1}/tasks/agent/answer"), &answer));
     });
     let route = route.recv_timeout(Duration::from_secs(15));
-    let blocked = std::fs::metadata(&journal).unwrap().len() == 0;
+    let blocked = !registered();
     drop(holder);
     let (code, said) =
-        route.expect("the earlier run's route answered while the new start waited for the journal's lock");
+        route.expect("the earlier run's route answered while the new start waited for the registry's lock");
     assert!(blocked, "the new start was still waiting for the lock when the route answered");
     let said = String::from_utf8_lossy(&said);
     assert_eq!(code, 409, "{said}");
