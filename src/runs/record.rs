@@ -192,7 +192,7 @@ impl Recorder {
         Recorder::start_owned(home, agui_run_id, adapter, prompt, request, |_| None)
     }
 
-    /// Claims the run's journal ([`claim`]: a runId already recorded, or
+    /// Claims the run's journal (the claim, `claim`: a runId already recorded, or
     /// being recorded, is never recorded again, whichever process recorded
     /// it; `AlreadyExists` then), then, under the claim, writes the plan,
     /// the logfile, the owner record (`owner`: given the run id, writes it
