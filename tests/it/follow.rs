@@ -159,22 +159,10 @@ fn a_truncated_file_is_read_again_from_its_start() {
 /// A live run registered under `home`: its claude task `t`'s log, empty.
 fn live_run(base: &Path) -> (PathBuf, String, PathBuf) {
     let home = base.join("home");
-    let rs = base.join("repo/runstate");
-    std::fs::create_dir_all(&rs).unwrap();
-    std::fs::write(
-        rs.join("live.plan.json"),
-        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#,
-    )
-    .unwrap();
+    let plan = r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#;
+    let (id, rs) = support::register_run(&home, "live", &base.join("repo"), plan);
     std::fs::write(rs.join("live.t.log"), "").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_runs"))
-        .env("HARNESS_HOME", &home)
-        .args(["register", "--slug", "live", "--repo-root"])
-        .arg(base.join("repo"))
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
-    (home, v["runId"].as_str().unwrap().to_string(), rs.join("live.t.log"))
+    (home, id, rs.join("live.t.log"))
 }
 
 /// A task stream ([`support::sse::Reader`]) past its `200` head: its

@@ -28,24 +28,11 @@ fn append(p: &Path, s: &str) {
 /// A live run registered under `base/home`: its claude task `t`'s log holds `lines` lines.
 fn live_run(base: &Path, lines: usize) -> (PathBuf, String, PathBuf) {
     let home = base.join("home");
-    let rs = base.join("repo/runstate");
-    std::fs::create_dir_all(&rs).unwrap();
-    std::fs::write(
-        rs.join("live.plan.json"),
-        r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#,
-    )
-    .unwrap();
+    let plan = r#"{"v":"plan/v1","tasks":[{"id":"t","adapter":"claude","prompt":"p"}]}"#;
+    let (id, rs) = support::register_run(&home, "live", &base.join("repo"), plan);
     let log = rs.join("live.t.log");
     std::fs::write(&log, (0..lines).map(line).collect::<String>()).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_runs"))
-        .env("HARNESS_HOME", &home)
-        .args(["register", "--slug", "live", "--repo-root"])
-        .arg(base.join("repo"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
-    (home, v["runId"].as_str().unwrap().to_string(), log)
+    (home, id, log)
 }
 
 /// A client of a task stream: its frames as (id, data), read by the tests'

@@ -184,17 +184,8 @@ impl Drop for Notify {
 
 /// Registers a run with a one-task plan; returns its id and journal.
 fn register(home: &Path, base: &Path, slug: &str) -> (String, PathBuf) {
-    let o = runs(home).args(["register", "--slug", slug, "--repo-root"]).arg(base.join("repo")).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let p: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let rs = PathBuf::from(p["runstateDir"].as_str().unwrap());
-    std::fs::create_dir_all(&rs).unwrap();
-    std::fs::write(
-        rs.join(format!("{slug}.plan.json")),
-        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#,
-    )
-    .unwrap();
-    (p["runId"].as_str().unwrap().to_string(), rs.join(format!("{slug}.jsonl")))
+    let (id, rs) = support::register_run(home, slug, &base.join("repo"), support::ONE_TASK_PLAN);
+    (id, rs.join(format!("{slug}.jsonl")))
 }
 
 /// Appends journal records, each in one write as a journal writer does.

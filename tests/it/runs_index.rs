@@ -331,18 +331,7 @@ fn a_check_stamped_after_now_is_not_trusted() {
     let home = base.join("home");
     let reg = Registry::at(&home);
     // Registered by another process, as a runner does: this one holds no mark of it.
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
-        .env("HARNESS_HOME", &home)
-        .args(["register", "--slug", "k1", "--repo-root"])
-        .arg(base.join("k1"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let rs = PathBuf::from(p["runstateDir"].as_str().unwrap());
-    std::fs::create_dir_all(&rs).unwrap();
-    std::fs::write(rs.join("k1.plan.json"), r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#)
-        .unwrap();
+    let (_, rs) = support::register_run(&home, "k1", &base.join("k1"), support::ONE_TASK_PLAN);
     let journal = rs.join("k1.jsonl");
     append(&journal, &leased("a"));
     let window = Options { use_index: true, repair: true, racy_ns: 0, check_every_ns: 10_000_000_000 };

@@ -517,17 +517,8 @@ fn routes_reach_the_supervisor_and_answer_409_without_one() {
 #[test]
 fn a_steer_inbox_takes_what_a_supervisor_would_and_is_never_followed_out() {
     let env = Env::new("inbox");
-    let runs = |args: &[&str]| {
-        let o =
-            Command::new(env!("CARGO_BIN_EXE_runs")).env("HARNESS_HOME", env.p("home")).args(args).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice::<Value>(&o.stdout).unwrap()
-    };
-    let p = runs(&["register", "--slug", "p", "--repo-root", env.p("").to_str().unwrap()]);
-    let (id, rs) = (p["runId"].as_str().unwrap().to_string(), PathBuf::from(p["runstateDir"].as_str().unwrap()));
-    std::fs::create_dir_all(&rs).unwrap();
     let tasks = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y"}]}"#;
-    std::fs::write(rs.join("p.plan.json"), tasks).unwrap();
+    let (id, rs) = support::register_run(&env.p("home"), "p", &env.dir, tasks);
     let record = |rec: &str| {
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(rs.join("p.jsonl")).unwrap();
         writeln!(f, r#"{{"v":"runstate/v1","ts":"2026-03-01T10:00:00.000Z","actor":"runner",{rec}}}"#).unwrap();

@@ -523,3 +523,25 @@ pub fn answered_spaces_once(sent: &[serde_json::Value], journal: Vec<serde_json:
     assert_eq!((a["decision"].as_str(), a["door"].as_str()), (Some("answer"), Some("link")), "{a}");
     a
 }
+
+/// A plan of one claude task `a`.
+pub const ONE_TASK_PLAN: &str = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"p"}]}"#;
+
+/// A run registered as a runner registers it: `runs register` in another
+/// process (so this one holds no mark of it), for `repo_root`, with `plan`
+/// written as `<slug>.plan.json` in its runstate directory. Its run id and
+/// runstate directory.
+pub fn register_run(home: &std::path::Path, slug: &str, repo_root: &std::path::Path, plan: &str) -> (String, PathBuf) {
+    let o = Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", home)
+        .args(["register", "--slug", slug, "--repo-root"])
+        .arg(repo_root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "runs register: {}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rs = PathBuf::from(p["runstateDir"].as_str().unwrap());
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::write(rs.join(format!("{slug}.plan.json")), plan).unwrap();
+    (p["runId"].as_str().unwrap().to_string(), rs)
+}
