@@ -288,7 +288,9 @@ async fn take(
     let Some(key) = get(REQUEST_ID).filter(|k| crate::keys::valid(k)) else {
         return Answer::error(400, format!("node {node}: a command without a valid idempotency key ({REQUEST_ID})"));
     };
-    if let Some(a) = keys.get(&key) {
+    // The key is its caller's (`keys`): two people's never meet.
+    let actor = get(ACTOR).unwrap_or_default();
+    if let Some(a) = keys.get(&actor, &key) {
         return a;
     }
     let path = get(PATH).unwrap_or_default();
@@ -335,13 +337,13 @@ async fn take(
         Ok(m) if &m.payload[..] == b"go" => {}
         _ => return late(),
     }
-    let actor = get(ACTOR).unwrap_or_default();
     let hub = get(HUB);
-    keys.started(&key, &actor);
+    keys.started(&actor, &key);
     // The person the hub's caller is and the hub, for the node's journal
-    // (its server takes them from the sidecar's token only).
+    // (its server takes them from the sidecar's token only, and holds the
+    // key as theirs too).
     let a = http(local, &method, &path, &body, form, Some(&key), Some(&actor), hub.as_deref()).await;
-    keys.done(&key, &a);
+    keys.done(&actor, &key, &a);
     a
 }
 

@@ -2,9 +2,12 @@
 //! key runs once. The keys are remembered in a small append-only file,
 //! `$HARNESS_HOME/cluster/control-keys.jsonl`, so a node restarted between
 //! a command and its retry still answers the retry with the first answer
-//! and acts on nothing twice. One line per event:
-//! `{"k":KEY,"t":MS,"actor":…}` when the command starts (before anything is
-//! done), `{"k":KEY,"t":MS,"status":N,"body":…}` when it is answered. A key
+//! and acts on nothing twice. A key is its caller's (`Rw-Actor`), as at
+//! every door: two people who pick the same key never get each other's
+//! answer; `k` is the pair's hash ([`held_as`]). One line per event:
+//! `{"k":HELD,"t":MS,"actor":…,"key":KEY}` when the command starts (before
+//! anything is done), `{"k":HELD,"t":MS,"status":N,"body":…}` when it is
+//! answered. A key
 //! that started and never got its answer (the node died in between) is
 //! answered 409: it may have run, so it is not run again.
 //!
@@ -35,6 +38,10 @@ struct Line {
     t: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     actor: Option<String>,
+    /// The key as its caller gave it (`k` is held as the caller's), for a
+    /// person reading the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,8 +59,19 @@ pub struct Keys {
     lines: usize,
 }
 
-/// The node binds a key to nothing but itself: the hub's key names one
-/// command, and the node's server (given the key) binds it to the request.
+/// What the node holds a forwarded command's key under: the key of its
+/// caller (the person, `Rw-Actor`), as every door holds a key as its
+/// caller's, so two people who pick the same key never get each other's
+/// answer. Not of the hub: a person's retry through another hub (two hubs
+/// behind one address) is still the same command. A hash: a fixed length,
+/// and a valid key on disk whatever the name's length.
+fn held_as(actor: &str, key: &str) -> String {
+    runwire::runs::sha256::hex(format!("{actor}\n{key}").as_bytes())
+}
+
+/// The node binds a key to nothing but its caller and itself: the hub's
+/// key names one command, and the node's server (given the key) binds it
+/// to the request.
 fn unbound() -> Fingerprint {
     fingerprint(&[])
 }
@@ -109,10 +127,10 @@ impl Keys {
         k
     }
 
-    /// A key seen before: its first answer; 409 when it started and was
-    /// never answered (the node ended in between: it may have run).
-    pub fn get(&self, key: &str) -> Option<Answer> {
-        match self.keys.peek(key)? {
+    /// `actor`'s key seen before: its first answer; 409 when it started
+    /// and was never answered (the node ended in between: it may have run).
+    pub fn get(&self, actor: &str, key: &str) -> Option<Answer> {
+        match self.keys.peek(&held_as(actor, key))? {
             Claim::Replay(a) => Some(a),
             _ => Some(Answer::error(
                 409,
@@ -124,13 +142,15 @@ impl Keys {
         }
     }
 
-    /// The command of `key` starts (said on disk before anything is done).
-    pub fn started(&mut self, key: &str, actor: &str) {
-        self.keys.claim(key, unbound(), false);
+    /// The command of `actor`'s `key` starts (said on disk before anything is done).
+    pub fn started(&mut self, actor: &str, key: &str) {
+        let held = held_as(actor, key);
+        self.keys.claim(&held, unbound(), false);
         let line = Line {
-            k: key.into(),
+            k: held,
             t: crate::util::now_ms(),
             actor: Some(actor.into()),
+            key: Some(key.into()),
             status: None,
             body: None,
             ctype: None,
@@ -139,12 +159,14 @@ impl Keys {
     }
 
     /// Its answer.
-    pub fn done(&mut self, key: &str, a: &Answer) {
-        self.keys.done(key, a.clone(), size(a));
+    pub fn done(&mut self, actor: &str, key: &str, a: &Answer) {
+        let held = held_as(actor, key);
+        self.keys.done(&held, a.clone(), size(a));
         let line = Line {
-            k: key.into(),
+            k: held,
             t: crate::util::now_ms(),
             actor: None,
+            key: None,
             status: Some(a.status),
             body: Some(a.body.clone()),
             ctype: a.content_type.clone(),
@@ -180,6 +202,7 @@ impl Keys {
                 k: k.clone(),
                 t: now.saturating_sub(age.as_millis() as u64),
                 actor: None,
+                key: None,
                 status: a.as_ref().map(|a| a.status),
                 body: a.as_ref().map(|a| a.body.clone()),
                 ctype: a.as_ref().and_then(|a| a.content_type.clone()),
@@ -211,13 +234,13 @@ mod tests {
         let home = std::env::temp_dir().join(format!("rw-keys-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
         let mut k = Keys::open(&home);
-        assert!(k.get("a").is_none());
-        k.started("a", "hub");
-        k.done("a", &Answer::json(200, "{\"ok\":true}".into()));
-        k.started("b", "hub");
+        assert!(k.get("hub", "a").is_none());
+        k.started("hub", "a");
+        k.done("hub", "a", &Answer::json(200, "{\"ok\":true}".into()));
+        k.started("hub", "b");
         let k = Keys::open(&home);
-        assert_eq!(k.get("a"), Some(Answer::json(200, "{\"ok\":true}".into())));
-        assert_eq!(k.get("b").map(|a| a.status), Some(409));
+        assert_eq!(k.get("hub", "a"), Some(Answer::json(200, "{\"ok\":true}".into())));
+        assert_eq!(k.get("hub", "b").map(|a| a.status), Some(409));
         assert_eq!(k.len(), 2);
         // Old lines are forgotten, and the file is compacted.
         let old = crate::util::now_ms() - KEEP.as_millis() as u64 - 1000;
@@ -228,10 +251,29 @@ mod tests {
         text.push_str("not json\n");
         std::fs::write(home.join("cluster/control-keys.jsonl"), text).unwrap();
         let k = Keys::open(&home);
-        assert!(k.is_empty() && k.get("old1").is_none());
+        assert!(k.is_empty() && k.get("hub", "old1").is_none());
         let after = std::fs::read_to_string(home.join("cluster/control-keys.jsonl")).unwrap();
         assert!(after.is_empty(), "{after}");
         assert!(valid("hub-0a1b") && !valid("") && !valid("a b") && !valid(&"x".repeat(MAX_KEY + 1)));
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[test]
+    fn a_key_is_held_as_its_callers() {
+        let ana = held_as("ana", "click-1");
+        assert_eq!(ana, held_as("ana", "click-1"));
+        assert_ne!(ana, held_as("bob", "click-1"));
+        assert_ne!(ana, held_as("ana", "click-2"));
+        // A valid key on disk, whatever the name's length.
+        assert!(valid(&held_as(&"p".repeat(64), &"k".repeat(MAX_KEY))));
+        // Ana's answered key is not Bob's, across a reopen too.
+        let home = std::env::temp_dir().join(format!("rw-keys-callers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let mut k = Keys::open(&home);
+        k.started("ana", "click-1");
+        k.done("ana", "click-1", &Answer::json(200, "{}".into()));
+        let k = Keys::open(&home);
+        assert!(k.get("ana", "click-1").is_some() && k.get("bob", "click-1").is_none());
         std::fs::remove_dir_all(&home).unwrap();
     }
 }

@@ -858,7 +858,7 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
     std::fs::write(&inbox, "").unwrap();
     // The hub: a person's token, and its name.
     let hub_tokens = dir.join("hub-tokens");
-    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
+    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\nbob:bob-token-0123456789abcdef\n").unwrap();
     let hub = Serve::start(
         &dir.join("home-hub"),
         &["--token-file", hub_tokens.to_str().unwrap(), "--cluster", &nats.url, "--cluster-user", "hub"]
@@ -881,14 +881,28 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
     let got = records();
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0]["actor"].as_str(), got[0]["verb"].as_str()), (Some("ana@hub-east"), Some("steer")), "{got:?}");
+    // A key is its caller's through the hub and at the node: Ana's keyed
+    // steer, then Bob's own under the same key, each acted on once; Ana's
+    // retry is her replay. Nobody gets another's answer.
+    let keyed = |who: &str, msg: &str| {
+        let h = format!("Authorization: Bearer {who}-token-0123456789abcdef\r\nIdempotency-Key: click-same\r\n");
+        post(&hub, &steer, &h, &format!(r#"{{"msg":"{msg}"}}"#))
+    };
+    assert_eq!(keyed("ana", "keyed by ana").0, 202);
+    assert_eq!(keyed("bob", "keyed by bob").0, 202);
+    assert_eq!(keyed("ana", "keyed by ana").0, 202);
+    let got = records();
+    let keyed: Vec<(&str, &str)> =
+        got[1..].iter().map(|r| (r["actor"].as_str().unwrap(), r["msg"].as_str().unwrap())).collect();
+    assert_eq!(keyed, [("ana@hub-east", "keyed by ana"), ("bob@hub-east", "keyed by bob")], "{got:?}");
     // Straight to the node with a person's token: the person, whatever the headers say.
     let own = format!("/runs/{}/tasks/impl.1/steer", run.pointer.run_id);
     let forged = "Authorization: Bearer ops-token-0123456789abcdef\r\nRw-Actor: ana\r\nRw-Hub: hub-east\r\n";
     let (code, body) = post(&node, &own, forged, r#"{"msg":"again"}"#);
     assert_eq!(code, 202, "{body}");
     let got = records();
-    assert_eq!(got.len(), 2, "{got:?}");
-    assert_eq!(got[1]["actor"], "ops", "{got:?}");
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(got[3]["actor"], "ops", "{got:?}");
     // A hub name that is not a name is refused at start.
     let out = Command::new(built("runwire-serve"))
         .args(["--listen", "127.0.0.1:0", "--cluster", &nats.url, "--hub", "--hub-name", "a b"])
