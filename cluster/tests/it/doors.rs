@@ -1,6 +1,7 @@
 //! The cluster's row of issue 34's table (tests/it/control_doors.rs has the
 //! others): a replayed, a stale (an earlier agent process's), an expired
-//! (its budget ran out before the node took it) and a duplicate answer,
+//! (its budget ran out before the node took it), a duplicate answer and
+//! one naming the request by the agent's own id,
 //! each sent through a hub to node `beta`, whose agent stand-in
 //! (examples/trust-agent) logs every line runwire writes to it: none of
 //! them reaches the agent, on either door of the hub (the AG-UI resume,
@@ -111,6 +112,11 @@ fn nothing_reaches_the_agent_for_a_replayed_stale_expired_or_duplicate_answer_th
     check(&mut rows, "hub agui-resume", "stale", n, format!("{code} {:?}", ev.last()));
     let said = answer(&hub_run2, "", &old);
     check(&mut rows, "hub task-route", "stale", n, said);
+    // The open request named by the agent's own id (each process reuses
+    // it): the node's route takes runwire's id only.
+    let said = answer(&hub_run2, "", crate::hub_studio::REQUEST_ID);
+    assert!(said.starts_with("400 "), "{said}");
+    check(&mut rows, "hub task-route", "agent's own id", n, said);
 
     // Expired: beta's sidecar stopped past the command's 5 s budget: 504, and never run after.
     let pid = sidecar_of(&b);

@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The request the stand-in raises on each prompt.
-const REQUEST_ID: &str = "req-hub-1";
+pub(crate) const REQUEST_ID: &str = "req-hub-1";
 
 pub(crate) fn requests() -> String {
     json!([{"request_id": REQUEST_ID, "tool_name": "Bash", "input": {"command": "touch approved-at-the-hub"}}])
