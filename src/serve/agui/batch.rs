@@ -50,7 +50,10 @@ impl Stages {
     /// server's; nothing is written, not even the thread's messages).
     fn new(shared: &Shared, input: &RunInput) -> Result<Stages, Taken> {
         let clock = Clock::from_env();
-        let rec = recorder(shared, input)?;
+        let digest = super::common::digest(input);
+        let rec = super::common::record(shared, &input.run_id, &input.prompt, &digest, || {
+            format!("cannot record run {:?} under {}", input.run_id, shared.cfg.harness_home.display())
+        })?;
         Ok(Stages {
             norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock }),
             tr: Translator::new(TranslateOptions {
@@ -199,26 +202,6 @@ pub(super) fn run(
     // done by now: a client gone at the very last chunk does not undo it.
     stages.record_end(result.is_err());
     Ok((session, body.finish(result)))
-}
-
-/// Starts the run's durable record; a runId another server records is
-/// [`Taken`] (the run is not run again); any other failure is reported and
-/// the run goes on unrecorded.
-fn recorder(shared: &Shared, input: &RunInput) -> Result<Option<Recorder>, Taken> {
-    if !shared.cfg.record {
-        return Ok(None);
-    }
-    match super::common::start_record(shared, &input.run_id, &input.prompt, &super::common::digest(input)) {
-        Ok(r) => Ok(Some(r)),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Taken(e.to_string())),
-        Err(e) => {
-            crate::util::cli::report(
-                BIN,
-                format!("cannot record run {:?} under {}: {e}", input.run_id, shared.cfg.harness_home.display()),
-            );
-            Ok(None)
-        }
-    }
 }
 
 /// Moves lines from the source to the client until the source ends, the

@@ -54,6 +54,30 @@ pub fn start_record(
     })
 }
 
+/// The durable record of a run, when the server records runs
+/// ([`start_record`]): [`Taken`] when another server records its runId (the
+/// run is not run here); any other failure is said on stderr, `what` first
+/// (`cannot record …`), and the run goes on unrecorded (`Ok(None)`).
+pub fn record(
+    shared: &crate::serve::state::Shared,
+    agui_run_id: &str,
+    prompt: &str,
+    request: &str,
+    what: impl FnOnce() -> String,
+) -> Result<Option<crate::runs::record::Recorder>, Taken> {
+    if !shared.cfg.record {
+        return Ok(None);
+    }
+    match start_record(shared, agui_run_id, prompt, request) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Taken(e.to_string())),
+        Err(e) => {
+            crate::util::cli::report(crate::serve::options::BIN, format!("{}: {e}", what()));
+            Ok(None)
+        }
+    }
+}
+
 /// A run not started here: its runId is recorded, or being recorded, by
 /// another server on the same `$HARNESS_HOME` (the record's claim,
 /// `runs::record`, said `AlreadyExists`, with this reason). Nothing of it

@@ -176,7 +176,7 @@ fn start(shared: &Shared, input: &RunInput) -> Result<Started, Taken> {
         Ok(()) => Ok(th),
         Err(NotStarted::Starting) => Err(("another run is starting this thread's session".into(), "busy")),
         Err(NotStarted::Failed(why)) => Err((format!("cannot start the agent's session: {why}"), "spawn_failed")),
-        Err(NotStarted::Taken(why)) => return Err(Taken(why)),
+        Err(NotStarted::Taken(taken)) => return Err(taken),
     })
 }
 

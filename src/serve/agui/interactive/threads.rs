@@ -84,9 +84,9 @@ pub(super) enum NotStarted {
     Starting,
     /// It could not start (its record, when it has one, says `failed` and why).
     Failed(String),
-    /// Its run's runId is recorded, or being recorded, by another server
-    /// (why): nothing was started or written.
-    Taken(String),
+    /// Its run's runId is recorded, or being recorded, by another server:
+    /// nothing was started or written.
+    Taken(crate::serve::agui::common::Taken),
 }
 
 /// Clears a thread's `starting` if its start unwinds (a panic while the
@@ -97,13 +97,19 @@ struct StartGuard<'a>(&'a Thread);
 impl Drop for StartGuard<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            lock(&self.0.st).starting = false;
-            self.0.started.notify_all();
+            self.0.start_ended();
         }
     }
 }
 
 impl Thread {
+    /// A start ends with nothing started: the thread is not starting, and
+    /// whoever waits for it ([`Thread::settled`]) looks again.
+    fn start_ended(&self) {
+        lock(&self.st).starting = false;
+        self.started.notify_all();
+    }
+
     /// The thread's state once no start is under way. The wait lets go of
     /// the thread's lock (a start holds none while it makes the record and
     /// spawns the agent); after [`START_WAIT`] the state is returned as it is.
@@ -149,12 +155,12 @@ impl Thread {
         let mut new_record = None;
         let open_record = lock(&rec).is_some();
         if !open_record {
-            let made = match recorder(shared, &self.id, run_id, prompt, request) {
+            let what = || format!("cannot record the session of thread {:?}", self.id);
+            let made = match crate::serve::agui::common::record(shared, run_id, prompt, request, what) {
                 Ok(made) => made,
-                Err(why) => {
-                    lock(&self.st).starting = false;
-                    self.started.notify_all();
-                    return Err(NotStarted::Taken(why));
+                Err(taken) => {
+                    self.start_ended();
+                    return Err(NotStarted::Taken(taken));
                 }
             };
             new_record = made.as_ref().map(|r| r.run_id.clone());
@@ -423,32 +429,6 @@ impl Sessions {
         }
         for g in gone {
             g.stop();
-        }
-    }
-}
-
-/// The session's record; `Err` (why) when another server records the runId
-/// (the session is not started); any other failure is reported and the
-/// session goes on unrecorded.
-fn recorder(
-    shared: &Shared,
-    thread: &str,
-    run_id: &str,
-    prompt: &str,
-    request: &str,
-) -> Result<Option<Recorder>, String> {
-    if !shared.cfg.record {
-        return Ok(None);
-    }
-    match crate::serve::agui::common::start_record(shared, run_id, prompt, request) {
-        Ok(r) => Ok(Some(r)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e.to_string()),
-        Err(e) => {
-            crate::util::cli::report(
-                crate::serve::options::BIN,
-                format!("cannot record the session of thread {thread:?}: {e}"),
-            );
-            Ok(None)
         }
     }
 }
