@@ -115,15 +115,9 @@ fn fragment_encode(bytes: &[u8]) -> String {
 }
 
 /// Whether `program` names an executable file: itself when it has a slash,
-/// else on `$PATH`.
+/// else on `$PATH` (the one lookup `runs doctor` makes too).
 fn executable(program: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let ok =
-        |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if program.contains('/') {
-        return ok(std::path::Path::new(program));
-    }
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|d| ok(&d.join(program)))
+    crate::tools::doctor::locate(program).is_some()
 }
 
 /// Warns when the agent a run would start is found but its version is not

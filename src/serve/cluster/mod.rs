@@ -247,7 +247,7 @@ fn lease_argv(argv: &[String]) -> Vec<String> {
 pub fn take_name(args: &ClusterArgs, home: &Path, bin: &str) -> Result<(), String> {
     // In cluster mode the sidecar does the cluster's work: without its
     // binary the server would serve on, cut off, with one line on stderr.
-    if args.cluster.is_some() && !sidecar_found() {
+    if args.cluster.is_some() && crate::tools::doctor::locate(&program().to_string_lossy()).is_none() {
         return Err(format!(
             "--cluster: runwire-cluster is neither next to {bin} nor on PATH: build it (cargo build --release --workspace) or install it (cargo install --locked --path cluster)"
         ));
@@ -606,19 +606,6 @@ pub struct Sidecar {
 }
 
 /// `runwire-cluster` next to this binary, else on PATH.
-/// Whether [`program`] names a file that can be run.
-fn sidecar_found() -> bool {
-    let p = program();
-    let runnable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if p.is_absolute() {
-        return runnable(&p);
-    }
-    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(&p))))
-}
-
 fn program() -> PathBuf {
     std::env::current_exe()
         .ok()
