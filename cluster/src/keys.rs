@@ -4,7 +4,7 @@
 //! a command and its retry still answers the retry with the first answer
 //! and acts on nothing twice. A key is its caller's (`Rw-Actor`), as at
 //! every door: two people who pick the same key never get each other's
-//! answer; `k` is the pair's hash ([`held_as`]). One line per event:
+//! answer; `k` is the key as held ([`held_as`]: the pair's hash). One line per event:
 //! `{"k":HELD,"t":MS,"actor":…,"key":KEY}` when the command starts (before
 //! anything is done), `{"k":HELD,"t":MS,"status":N,"body":…}` when it is
 //! answered. A key
@@ -23,6 +23,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use runwire::control::keys::held_as;
 /// The rule's parts every door shares (`runwire::control::keys`): what a
 /// key may be, how long it is remembered (a command's budget is at most a
 /// minute), the store itself. This file adds the disk: a key is said
@@ -57,16 +58,6 @@ pub struct Keys {
     keys: runwire::control::keys::Keys<Answer>,
     /// Lines in the file.
     lines: usize,
-}
-
-/// What the node holds a forwarded command's key under: the key of its
-/// caller (the person, `Rw-Actor`), as every door holds a key as its
-/// caller's, so two people who pick the same key never get each other's
-/// answer. Not of the hub: a person's retry through another hub (two hubs
-/// behind one address) is still the same command. A hash: a fixed length,
-/// and a valid key on disk whatever the name's length.
-fn held_as(actor: &str, key: &str) -> String {
-    runwire::runs::sha256::hex(format!("{actor}\n{key}").as_bytes())
 }
 
 /// The node binds a key to nothing but its caller and itself: the hub's
@@ -259,13 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn a_key_is_held_as_its_callers() {
-        let ana = held_as("ana", "click-1");
-        assert_eq!(ana, held_as("ana", "click-1"));
-        assert_ne!(ana, held_as("bob", "click-1"));
-        assert_ne!(ana, held_as("ana", "click-2"));
-        // A valid key on disk, whatever the name's length.
-        assert!(valid(&held_as(&"p".repeat(64), &"k".repeat(MAX_KEY))));
+    fn a_key_is_held_as_its_callers_across_a_reopen() {
         // Ana's answered key is not Bob's, across a reopen too.
         let home = std::env::temp_dir().join(format!("rw-keys-callers-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);

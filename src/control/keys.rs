@@ -73,6 +73,15 @@ pub fn fingerprint(parts: &[&[u8]]) -> Fingerprint {
 
 pub type Fingerprint = [u8; 32];
 
+/// What a store holds `key` under: the key of `caller` (a token's name, a
+/// socket request's actor, a forwarded command's person), not everyone's,
+/// so two people who pick one key never refuse or replay each other's
+/// commands, on any door. Hex of a digest: a fixed length, and itself a
+/// [`valid`] key (a node's store keeps it on disk).
+pub fn held_as(caller: &str, key: &str) -> String {
+    fingerprint(&[caller.as_bytes(), key.as_bytes()]).iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// What a command's key says before it runs.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Claim<R> {
@@ -301,6 +310,18 @@ impl<R> Inner<R> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_key_is_held_as_its_callers() {
+        let ana = held_as("ana", "click-1");
+        assert_eq!(ana, held_as("ana", "click-1"));
+        assert_ne!(ana, held_as("bob", "click-1"));
+        assert_ne!(ana, held_as("ana", "click-2"));
+        assert_ne!(held_as("ab", "c"), held_as("a", "bc"), "no two splits agree");
+        // Itself a valid key (a node keeps it on disk), whatever the name's length.
+        assert!(valid(&ana) && valid(&held_as(&"p".repeat(64), &"k".repeat(MAX_KEY))));
+    }
+
     use super::*;
 
     fn fp(s: &str) -> Fingerprint {

@@ -32,7 +32,7 @@
 
 use crate::control::keys::{self, Keys as Store};
 
-pub use keys::{valid, KEEP, MAX_BYTES, MAX_KEY, MAX_KEYS, MAX_REPLY};
+pub use keys::{held_as, valid, KEEP, MAX_BYTES, MAX_KEY, MAX_KEYS, MAX_REPLY};
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -84,13 +84,6 @@ impl Keys {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-}
-
-/// What the store holds `key` under: the caller's key, not everyone's
-/// (two people who happen to pick one key never refuse or replay each
-/// other's commands). A caller's name has no newline; a key is printable.
-pub fn held_as(caller: &str, key: &str) -> String {
-    format!("{caller}\n{key}")
 }
 
 /// The status of a raw response (`HTTP/1.1 200 OK…`).

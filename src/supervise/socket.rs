@@ -480,7 +480,7 @@ fn keyed(keys: &Keys<Reply>, mut req: Request, give: &impl Fn(Msg) -> bool) -> O
     let fingerprint = rule::fingerprint(&[&serde_json::to_vec(&req).unwrap_or_default()]);
     // The key is its caller's, as at the HTTP doors: two actors who pick
     // one key never refuse or replay each other's commands.
-    let held = format!("{}\n{key}", req.actor.as_deref().unwrap_or_default());
+    let held = rule::held_as(req.actor.as_deref().unwrap_or_default(), &key);
     match keys.claim(&held, fingerprint, false) {
         Claim::Conflict => {
             Some(Reply { code: Some(KEY_CONFLICT.into()), ..Reply::refuse(rule::conflict_text(&key), None) })
