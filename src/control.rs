@@ -527,6 +527,15 @@ impl Reply {
     pub fn refuse(detail: impl Into<String>, state: Option<String>) -> Reply {
         Reply { ok: false, detail: detail.into(), state, ..Reply::default() }
     }
+    /// The refusal of a command naming a task its run does not have (a
+    /// supervisor's, a steer inbox's: one text).
+    pub fn no_task(task: &str) -> Reply {
+        Reply::refuse(format!("no task {task:?} in this run"), None)
+    }
+    /// The refusal of a steer of a task in a terminal `state`.
+    pub fn terminal_task(task: &str, state: &str) -> Reply {
+        Reply::refuse(format!("task {task} is {state}: a terminal task cannot be steered"), Some(state.into()))
+    }
     /// A refusal of a command that is wrong in itself.
     pub fn bad(detail: impl Into<String>) -> Reply {
         Reply { code: Some(BAD_REQUEST.into()), ..Reply::refuse(detail, None) }

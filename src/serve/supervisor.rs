@@ -153,11 +153,10 @@ fn inbox(stream: &mut impl Write, cors: Cors, loaded: &view::Loaded, creq: &cont
     }
     if let Some(t) = creq.task.as_deref() {
         if !loaded.task_ids().iter().any(|k| k == t) {
-            return reply(stream, cors, 409, &Reply::refuse(format!("no task {t:?} in this run"), None));
+            return reply(stream, cors, 409, &Reply::no_task(t));
         }
         if let Some(s) = loaded.journal.state(t).filter(|s| crate::runs::journal::is_terminal(s)) {
-            let r = Reply::refuse(format!("task {t} is {s}: a terminal task cannot be steered"), Some(s.into()));
-            return reply(stream, cors, 409, &r);
+            return reply(stream, cors, 409, &Reply::terminal_task(t, s));
         }
     }
     let status = loaded.status();

@@ -82,7 +82,7 @@ impl Sup {
             (true, None) => return Some(Reply::refuse(format!("{verb} needs a task"), None)),
             (true, Some(t)) => match self.waves.slot(t) {
                 Some(_) => Some(t.to_string()),
-                None => return Some(Reply::refuse(format!("no task {t:?} in this run"), None)),
+                None => return Some(Reply::no_task(t)),
             },
             (false, _) => None,
         };
@@ -143,7 +143,7 @@ impl Sup {
             return Some(Reply::refuse(format!("task {id} is a review seat (codex): it is not steered"), state));
         }
         if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
-            return Some(Reply::refuse(format!("task {id} is {s}: a terminal task cannot be steered"), Some(s.into())));
+            return Some(Reply::terminal_task(id, s));
         }
         let n = msg.len();
         // An interactive turn whose session is open takes the message: one
