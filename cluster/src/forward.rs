@@ -663,9 +663,8 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
                 };
                 let Some(reply) = m.reply.clone() else { continue };
                 if m.subject.as_str().ends_with(".body") {
-                    let off: usize = m.headers.as_ref().and_then(|h| h.get(names::header::OFFSET)).and_then(|v| v.as_str().parse().ok()).unwrap_or(usize::MAX);
-                    let piece = if pieces && !running && off < whole.len() && tokio::time::Instant::now() < deadline {
-                        whole.slice(off..whole.len().min(off + PIECE.min(max)))
+                    let piece = if pieces && !running && tokio::time::Instant::now() < deadline {
+                        piece_asked(&m, &whole, PIECE.min(max))
                     } else {
                         Bytes::new()
                     };
@@ -701,16 +700,21 @@ async fn serve_pieces(
     let client = client.clone();
     Ok(tokio::spawn(async move {
         while let Some(m) = asks.next().await {
-            let Some(reply) = m.reply else { continue };
-            let off =
-                m.headers.as_ref().and_then(|h| h.get(names::header::OFFSET)).and_then(|v| v.as_str().parse().ok());
-            let part = match off {
-                Some(o) if o < whole.len() => whole.slice(o..whole.len().min(o + piece)),
-                _ => Bytes::new(),
-            };
-            let _ = client.publish(reply, part).await;
+            let Some(reply) = m.reply.clone() else { continue };
+            let _ = client.publish(reply, piece_asked(&m, &whole, piece)).await;
         }
     }))
+}
+
+/// The piece of `whole` a node's request `m` asks for (at its offset,
+/// [`names::header::OFFSET`], at most `piece` bytes; past the end or with
+/// no offset: empty, which the node reads as the body not to be had).
+fn piece_asked(m: &async_nats::Message, whole: &Bytes, piece: usize) -> Bytes {
+    let off = m.headers.as_ref().and_then(|h| h.get(names::header::OFFSET)).and_then(|v| v.as_str().parse().ok());
+    match off {
+        Some(o) if o < whole.len() => whole.slice(o..whole.len().min(o + piece)),
+        _ => Bytes::new(),
+    }
 }
 
 /// The threads bucket, when `setup` made it (an older cluster: none, and
