@@ -144,6 +144,8 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
         ..NewRun::default()
     };
     let pointer = new.pointer(now_ts()).map_err(StartError::Usage)?;
+    // The id the lock was taken for is the pointer's (no worktree given: the repo root's).
+    debug_assert_eq!(pointer.run_id, run_id);
     let reg = Registry::at(&opts.home);
     // Also holds the run's mark (`runs::marks`) before any of its files is written.
     reg.register(&pointer).map_err(|e| match e.kind() {

@@ -530,9 +530,13 @@ fn session_run(ev: &[Value]) -> String {
 fn agui_nothing_sent(case: &'static str, ev: &[Value]) -> Row {
     let end = ev.last().unwrap();
     let refused = end["type"] == "RUN_ERROR";
+    // Skipped, saying nothing was sent, or that runwire raised no such
+    // interrupt (an id that is not runwire's, the agent's own).
     let acknowledged = end["outcome"]["type"] == "interrupt"
         && ev.iter().any(|e| {
-            e["name"] == "runwire.resume_skipped" && e["value"]["warning"].to_string().contains("nothing sent")
+            let w = e["value"]["warning"].to_string();
+            e["name"] == "runwire.resume_skipped"
+                && (w.contains("nothing sent") || w.contains("runwire raised no such interrupt"))
         });
     ("agui-resume", case, if refused || acknowledged { Ok(end.to_string()) } else { Err(format!("{ev:?}")) })
 }
@@ -580,9 +584,10 @@ fn server_doors(rows: &mut Vec<Row>) {
     let (c, v) = post(&record, json!({"request": "0", "decision": "allow"}));
     rows.push(nothing_sent("task-route", "stale", c, &v));
     // The current process's open request by the agent's own id: a route
-    // outlives processes, so it takes runwire's id only.
+    // outlives processes, so it takes runwire's id only; so does a resume.
     let (c, v) = post(&current, json!({"request": "0", "decision": "allow"}));
     rows.push(nothing_sent("task-route", "agent's own id", c, &v));
+    rows.push(agui_nothing_sent("agent's own id", &agui(s.port, resume("r5b", allow("0")))));
     let edited = json!([{"interruptId": new, "status": "resolved",
         "payload": {"approved": true, "editedArgs": {"command": "rm -rf /"}}}]);
     rows.push(agui_nothing_sent("beyond the offer", &agui(s.port, resume("r7", edited))));
@@ -807,7 +812,7 @@ fn every_door_sends_nothing_for_a_replayed_stale_duplicate_excessive_or_expired_
         }
     }
     // Only a session's own input lines (one process) take the agent's id.
-    for door in ["task-route", "control-route", "supervisor-socket"] {
+    for door in ["agui-resume", "task-route", "control-route", "supervisor-socket"] {
         assert!(named.contains(&(door, "agent's own id")), "no row for {door} / agent's own id: {named:?}");
     }
     let bad: Vec<&Row> = rows.iter().filter(|(_, _, r)| r.is_err()).collect();

@@ -117,6 +117,8 @@ fn nothing_reaches_the_agent_for_a_replayed_stale_expired_or_duplicate_answer_th
     let said = answer(&hub_run2, "", crate::hub_studio::REQUEST_ID);
     assert!(said.starts_with("400 "), "{said}");
     check(&mut rows, "hub task-route", "agent's own id", n, said);
+    let (code, ev) = agui(&resume("t1", "r5b", crate::hub_studio::REQUEST_ID));
+    check(&mut rows, "hub agui-resume", "agent's own id", n, format!("{code} {:?}", ev.last()));
 
     // Expired: beta's sidecar stopped past the command's 5 s budget: 504, and never run after.
     let pid = sidecar_of(&b);
