@@ -271,16 +271,7 @@ pub fn parse_version(text: &str) -> Option<String> {
 /// `program` as a path: itself when it has a slash, else the first
 /// executable file of that name on `$PATH`.
 pub fn locate(program: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let ok = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if program.is_empty() {
-        return None;
-    }
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return ok(&p).then_some(p);
-    }
-    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).map(|d| d.join(program)).find(|p| ok(p))
+    crate::util::which(std::ffi::OsStr::new(program))
 }
 
 /// The version of npm package `package` that `program` belongs to: the

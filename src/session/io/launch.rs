@@ -181,16 +181,9 @@ pub fn launch(kind: AgentKind, o: &LaunchOptions) -> Result<Launch, String> {
 /// lookup of an agent's program, for `runwire-session` and the server alike
 /// (issue 26 case 1: `runwire-session claude` did not search `PATH`).
 pub fn on_path(name: &std::ffi::OsStr) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     let p = std::path::PathBuf::from(name);
     if p.components().count() > 1 {
         return p;
     }
-    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-        let c = dir.join(name);
-        if std::fs::metadata(&c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
-            return c;
-        }
-    }
-    p
+    crate::util::which(name).unwrap_or(p)
 }
