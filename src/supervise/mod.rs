@@ -153,19 +153,24 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
         std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::InvalidInput => StartError::Usage(e.to_string()),
         _ => io(&reg.path(&run_id), e),
     })?;
-    // 3. The run's files: its plan, the socket, who owns it.
-    if files.plan() != opts.plan.canonicalize().unwrap_or_default() {
-        runs::write_atomic(&files.plan(), &bytes).map_err(|e| io(&files.plan(), e))?;
-    }
-    let listener = socket::bind(&sock, &owned).map_err(StartError::Io)?;
-    // Registration outside the worktree: who may answer on the socket, and
-    // which groups are ours to stop. The last supervisor's groups stay in
-    // the record until `start` has dealt with them.
-    let mut owner = socket::Owner::me().map_err(StartError::Io)?;
-    owner.groups = socket::Owner::read(&home, &run_id).map(|o| o.groups).unwrap_or_default();
-    owner.write(&home, &run_id).map_err(|e| io(&socket::owner_path(&home, &run_id), e))?;
-    let journal = Journal::read(&files.journal()).map_err(|e| io(&files.journal(), e))?;
-    let interrupts = records::restore(&files.journal());
+    // 3. The run's files: its plan, the socket, who owns it. The run is
+    // registered now: a step that fails here says so in the journal (the run
+    // reads `failed`, with why), not only on stderr, or it would list as
+    // `registered` for ever with nothing running it.
+    let (listener, owner, journal, interrupts) =
+        match prepare(&files, &opts.plan, &bytes, &sock, &owned, &home, &run_id) {
+            Ok(ready) => ready,
+            Err(e) => {
+                let why = match &e {
+                    StartError::Usage(m) | StartError::Io(m) => m.clone(),
+                };
+                let mut r = crate::runs::journal::Record::run(ACTOR, "aborted");
+                r.detail = Some(format!("the supervisor could not start: {why}"));
+                let _ =
+                    crate::runs::journal::append(&crate::runs::marks::Run::new(&home, &run_id), &files.journal(), &r);
+                return Err(e);
+            }
+        };
     let (tx, rx) = mpsc::channel::<Ev>();
     let report = opts.report;
     let waves = Waves::new(plan, opts.max_parallel);
@@ -190,6 +195,37 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     // Let go last: until here no other supervisor of the run can start.
     drop(owned);
     out
+}
+
+/// What [`prepare`] made: the bound socket, the owner record, the journal
+/// and each task's interrupts from it.
+type Prepared = (std::os::unix::net::UnixListener, socket::Owner, Journal, BTreeMap<String, records::Interrupts>);
+
+/// The run's files once it is registered: its plan copied in, the control
+/// socket bound, the owner record written, the journal and its interrupts
+/// read back.
+fn prepare(
+    files: &RunFiles,
+    plan: &Path,
+    bytes: &[u8],
+    sock: &Path,
+    owned: &socket::Ownership,
+    home: &Path,
+    run_id: &str,
+) -> Result<Prepared, StartError> {
+    if files.plan() != plan.canonicalize().unwrap_or_default() {
+        runs::write_atomic(&files.plan(), bytes).map_err(|e| io(&files.plan(), e))?;
+    }
+    let listener = socket::bind(sock, owned).map_err(StartError::Io)?;
+    // Registration outside the worktree: who may answer on the socket, and
+    // which groups are ours to stop. The last supervisor's groups stay in
+    // the record until `start` has dealt with them.
+    let mut owner = socket::Owner::me().map_err(StartError::Io)?;
+    owner.groups = socket::Owner::read(home, run_id).map(|o| o.groups).unwrap_or_default();
+    owner.write(home, run_id).map_err(|e| io(&socket::owner_path(home, run_id), e))?;
+    let journal = Journal::read(&files.journal()).map_err(|e| io(&files.journal(), e))?;
+    let interrupts = records::restore(&files.journal());
+    Ok((listener, owner, journal, interrupts))
 }
 
 impl Sup {

@@ -1022,6 +1022,42 @@ fn a_slug_another_run_owns_in_the_runstate_directory_is_refused() {
     assert!(env.argv().is_empty(), "no agent ran");
 }
 
+/// A supervisor that registered its run and then could not start it (here
+/// its control socket's path is taken by a directory) says why in the
+/// journal: the run lists as `failed` with that reason, not as `registered`
+/// for ever with nothing running it; once the cause is gone, the same
+/// command runs the plan. (The run id comes from a first start that could
+/// not copy the plan: a directory had the plan's name.)
+#[test]
+fn a_start_that_fails_after_registration_leaves_the_run_failed_with_why() {
+    let env = Env::new("nostart");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    let plan_taken = env.p("runstate/p.plan.json");
+    std::fs::create_dir_all(&plan_taken).unwrap();
+    assert_eq!(env.cmd("ok").status().unwrap().code(), Some(3));
+    std::fs::remove_dir(&plan_taken).unwrap();
+    let id = run_id(&env);
+    let sock_taken = env.p(&format!("home/sock/{id}.sock"));
+    std::fs::create_dir_all(&sock_taken).unwrap();
+    let mut cmd = env.cmd("ok");
+    cmd.stderr(Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-supervise: ") && err.contains(&format!("{id}.sock")), "{err}");
+    assert!(env.argv().is_empty(), "no agent ran");
+    let show = runs_cmd(&env, &["show", &id]);
+    let run = &serde_json::from_slice::<Value>(&show.stdout).unwrap()["run"];
+    assert_eq!(run["status"], "failed", "{run}");
+    let reason = run["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("could not start") && reason.contains(&format!("{id}.sock")), "{reason}");
+    std::fs::remove_dir(&sock_taken).unwrap();
+    assert_eq!(env.start("ok").wait(), 0);
+    assert_eq!(env.last("a").as_deref(), Some("committed"));
+    let show = runs_cmd(&env, &["show", &id]);
+    assert_eq!(serde_json::from_slice::<Value>(&show.stdout).unwrap()["run"]["status"], "done");
+}
+
 // ---- one supervisor a run: ownership is a lock, registration is atomic ----
 
 /// A task whose gate waits for `ok.flag`: the run stays live until the test lets it end.
