@@ -63,11 +63,49 @@ impl Plan {
     /// Parses and checks a plan: known version, valid unique ids, known
     /// adapters, dependencies that exist and form no cycle, waves (when
     /// given) that name every task once and respect the dependencies.
+    ///
+    /// Strict, as `spec/plan.schema.json` is (`additionalProperties: false`):
+    /// the plan and each task must be JSON objects of known keys, so a
+    /// misspelt key (`"gates"` for `"gate"`) is refused, not run as a task
+    /// without a gate. serde alone would ignore unknown keys and read a
+    /// JSON array into the structs by position.
     pub fn parse(bytes: &[u8]) -> Result<Plan, String> {
+        check_shape(bytes)?;
+        Plan::read(bytes)
+    }
+
+    /// [`Plan::parse`] without the check of its keys: what a listing shows
+    /// of a plan on disk (a run registered with a plan this runwire would
+    /// not start is still listed with its tasks).
+    pub fn read(bytes: &[u8]) -> Result<Plan, String> {
         let p: Plan = serde_json::from_slice(bytes).map_err(|e| format!("not a plan: {e}"))?;
         p.validate()?;
         Ok(p)
     }
+}
+
+const PLAN_KEYS: [&str; 3] = ["v", "tasks", "waves"];
+const TASK_KEYS: [&str; 7] = ["id", "adapter", "prompt", "deps", "gate", "review", "cmd"];
+
+/// The plan is an object of [`PLAN_KEYS`], each task an object of [`TASK_KEYS`].
+fn check_shape(bytes: &[u8]) -> Result<(), String> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("not a plan: {e}"))?;
+    let plan = v.as_object().ok_or("not a plan: a plan is a JSON object")?;
+    if let Some(k) = plan.keys().find(|k| !PLAN_KEYS.contains(&k.as_str())) {
+        return Err(format!("unknown key {k:?} (a plan has {})", PLAN_KEYS.join(", ")));
+    }
+    let Some(tasks) = plan.get("tasks").and_then(|t| t.as_array()) else { return Ok(()) };
+    for (i, t) in tasks.iter().enumerate() {
+        let Some(task) = t.as_object() else { return Err(format!("task {}: a task is a JSON object", i + 1)) };
+        if let Some(k) = task.keys().find(|k| !TASK_KEYS.contains(&k.as_str())) {
+            let which = task
+                .get("id")
+                .and_then(|id| id.as_str())
+                .map_or(format!("task {}", i + 1), |id| format!("task {id:?}"));
+            return Err(format!("{which}: unknown key {k:?} (a task has {})", TASK_KEYS.join(", ")));
+        }
+    }
+    Ok(())
 }
 
 impl<S: AsRef<str>> Plan<S> {

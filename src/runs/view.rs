@@ -121,7 +121,7 @@ pub fn load_raw(pointer: Pointer) -> (Loaded, Vec<u8>) {
     }
     let mut buf = Vec::new();
     match read_opt(dir.as_fd(), &format!("{slug}.plan.json"), safe::MAX_PLAN, &mut buf) {
-        Ok(Some(n)) => l.plan = Plan::parse(&buf[..n]).ok(),
+        Ok(Some(n)) => l.plan = Plan::read(&buf[..n]).ok(),
         Ok(None) => {}
         Err(e) => {
             if l.problem.is_none() {
@@ -355,6 +355,10 @@ impl<'a> Parts<'a> {
             Some("paused") => "paused",
             Some("idle") => "idle",
             Some("aborted") => "failed",
+            // The supervisor's last word with tasks left unstarted (a plan of
+            // none; dependents of a task that failed) or not in the plan.
+            Some("finished") if tasks.iter().any(|t| matches!(t.state, Some("failed" | "halted"))) => "failed",
+            Some("finished") => "done",
             _ => "running",
         }
     }

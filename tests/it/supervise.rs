@@ -651,6 +651,49 @@ fn help_has_no_side_effects_and_bad_input_exits_2_with_the_error_form() {
     assert!(env.argv().is_empty(), "nothing ran");
 }
 
+/// A plan is checked as its schema says (`additionalProperties: false`): a
+/// misspelt key is refused (exit 2, nothing run), never run as a task
+/// without the gate it meant; so are arrays in place of the plan or a task,
+/// which serde alone reads by position.
+#[test]
+fn a_plan_of_unknown_keys_or_arrays_is_refused_and_nothing_runs() {
+    let env = Env::new("shape");
+    for (plan, says) in [
+        (
+            r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gates":"false"}]}"#,
+            r#"task "a": unknown key "gates""#,
+        ),
+        (r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}],"extra":1}"#, r#"unknown key "extra""#),
+        (r#"["plan/v1",[{"id":"a","adapter":"claude","prompt":"x"}],null]"#, "a plan is a JSON object"),
+        (r#"{"v":"plan/v1","tasks":[["a","claude","x"]]}"#, "task 1: a task is a JSON object"),
+    ] {
+        env.plan(plan);
+        let out = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{plan}: {err}");
+        assert!(err.starts_with("runwire-supervise: p.plan.json: ") && err.contains(says), "{plan}: {err}");
+    }
+    assert!(env.argv().is_empty(), "nothing ran");
+    assert!(!env.p("home/runs").exists() || std::fs::read_dir(env.p("home/runs")).unwrap().next().is_none());
+    // The gate spelt right: the task halts on it.
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"false"}]}"#);
+    assert_eq!(env.start("ok").wait(), 1);
+}
+
+/// A plan of no tasks runs to its end: the run lists `done` (it listed
+/// `running` for ever, and `runs rm` refused it as running).
+#[test]
+fn a_finished_plan_of_no_tasks_lists_done_and_can_be_removed() {
+    let env = Env::new("ended");
+    env.plan(r#"{"v":"plan/v1","tasks":[]}"#);
+    assert_eq!(env.start("ok").wait(), 0);
+    let id = run_id(&env);
+    let show = serde_json::from_slice::<Value>(&runs_cmd(&env, &["show", &id]).stdout).unwrap();
+    assert_eq!(show["run"]["status"], "done", "{show}");
+    let rm = runs_cmd(&env, &["rm", &id]);
+    assert!(rm.status.success(), "{rm:?}");
+}
+
 // ---- what the supervisor reads from a turn's output ----
 
 /// A wrapper of our own in `<env>/w`: the N-th turn of task T prints
