@@ -184,7 +184,15 @@ impl Registry {
     /// from `journals/<run_id>.jsonl`: a hard link, or a symlink where a hard
     /// link cannot be made (another filesystem). Temp name + rename, so a
     /// reader sees the old link or the new one.
+    /// Errors name the file they are about: the journal, or the link.
     fn link(&self, p: &Pointer) -> std::io::Result<()> {
+        let at =
+            |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display()));
+        self.link_unnamed(p).map_err(at)?
+    }
+
+    /// [`Registry::link`]; `Ok(Err(_))` for a journal that cannot be created.
+    fn link_unnamed(&self, p: &Pointer) -> std::io::Result<std::io::Result<()>> {
         use std::os::unix::fs::OpenOptionsExt;
         use std::sync::atomic::{AtomicU64, Ordering};
         // Two registrations of one run in one process (two threads) never share a temp name.
@@ -202,13 +210,24 @@ impl Registry {
         // Never blocks (a FIFO put there) nor follows a symlink; only a regular file is linked.
         let nonblock = (nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW).bits();
         let created = std::fs::OpenOptions::new().append(true).create(true).custom_flags(nonblock).open(&journal);
+        // Something that is not a regular file has the journal's name (a link,
+        // a FIFO, a directory): linked by name, and every reader refuses it
+        // ("unreadable", spec/LAYOUT.md). Any other failure is the
+        // registration's: a run whose journal cannot be created is not
+        // registered with a dangling link.
+        if let Err(e) = &created {
+            if !matches!(e.raw_os_error(), Some(nix::libc::ELOOP | nix::libc::ENXIO | nix::libc::EISDIR)) {
+                return Ok(Err(std::io::Error::new(e.kind(), format!("{}: {e}", journal.display()))));
+            }
+        }
         let regular = created.and_then(|f| f.metadata()).is_ok_and(|m| m.file_type().is_file());
         if !regular || std::fs::hard_link(&journal, &tmp).is_err() {
             std::os::unix::fs::symlink(&journal, &tmp)?;
         }
         std::fs::rename(&tmp, self.link_path(&p.run_id)).inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-        })
+        })?;
+        Ok(Ok(()))
     }
 
     /// `$HARNESS_HOME/registry.lock`: held across a registration's owner
@@ -254,8 +273,7 @@ impl Registry {
         super::marks::hold(self.home(), &p.run_id)?;
         std::fs::create_dir_all(&p.runstate_dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.runstate_dir)))?;
-        self.link(p)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.link_path(&p.run_id).display())))?;
+        self.link(p)?;
         let bytes = serde_json::to_vec_pretty(p).map_err(std::io::Error::other)?;
         super::write_atomic(&self.path(&p.run_id), &bytes)
     }

@@ -1590,3 +1590,42 @@ fn concurrent_registrations_of_one_slug_in_one_runstate_directory_let_one_win() 
         assert_eq!(links, round + 1, "round {round}: one journal link a round");
     }
 }
+
+/// `runs register` creates the run's journal; one it cannot create (its
+/// runstate directory not writable by the caller) fails the registration
+/// (exit 3, naming the journal) rather than registering the run with a
+/// dangling journal link, which every later reader tripped on. As root
+/// (CI), the registration runs as `nobody`, for whom the mode holds.
+#[test]
+fn a_journal_that_cannot_be_created_fails_the_registration() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = tmp("nojournal");
+    let (home, rs) = (base.join("home"), base.join("rs"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&rs).unwrap();
+    std::fs::set_permissions(&rs, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let runs = env!("CARGO_BIN_EXE_runs");
+    let mut c = if nix::unistd::geteuid().is_root() {
+        nix::unistd::chown(&home, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", runs]);
+        c
+    } else {
+        Command::new(runs)
+    };
+    let out = c
+        .env("HARNESS_HOME", &home)
+        .args(["register", "--slug", "p", "--repo-root"])
+        .arg(&base)
+        .arg("--runstate-dir")
+        .arg(&rs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.starts_with("runs: ") && err.contains(&format!("{}: ", rs.join("p.jsonl").display())), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    let left = |d: &str| std::fs::read_dir(home.join(d)).map(|r| r.flatten().count()).unwrap_or(0);
+    assert_eq!((left("runs"), left("journals")), (0, 0), "no pointer, no link");
+    std::fs::set_permissions(&rs, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
