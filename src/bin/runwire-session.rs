@@ -158,6 +158,8 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
             use std::os::unix::fs::FileTypeExt;
             match std::fs::metadata(p) {
                 Ok(m) if m.file_type().is_fifo() => driver::read_fifo(p, tx.clone()),
+                // Opens, then fails every read: refused here, as a file that cannot be opened.
+                Ok(m) if m.is_dir() => Err(io::Error::other("a directory, not a file of input lines")),
                 Ok(_) => std::fs::File::open(p).and_then(|f| driver::read_input(f, tx.clone())),
                 Err(e) => Err(e),
             }

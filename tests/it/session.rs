@@ -616,3 +616,22 @@ fn a_missing_agent_cli_is_said_with_what_to_do() {
     assert_eq!(err.matches("/nonexistent/claude").count(), 1, "named once: {err}");
     assert!(err.contains("Put it on PATH") && err.contains("runs doctor"), "{err}");
 }
+
+/// `--input` naming a directory: exit 3 before the agent starts, as for an
+/// input that cannot be opened (it was read as an empty input, exit 0).
+#[test]
+fn an_input_that_is_a_directory_is_refused_before_the_agent_starts() {
+    let dir = crate::support::scratch("inputdir");
+    let started = dir.join("started");
+    let o = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["claude", "--input"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", &format!("touch {}", started.display())])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.starts_with(&format!("runwire-session: {}: a directory", dir.display())), "{err}");
+    assert!(!started.exists(), "the agent never started");
+}

@@ -92,8 +92,9 @@ pub fn read_input(input: impl Read + Send + 'static, tx: Sender<Event>) -> io::R
     std::thread::Builder::new().name("session input".into()).spawn(move || {
         let mut n = 0;
         let mut r = BufReader::new(input);
-        let _ = pump(&mut r, &mut n, &tx);
-        let _ = tx.send(Event::InputEof);
+        if let Ok(failed) = pump(&mut r, &mut n, &tx) {
+            let _ = tx.send(Event::InputEof(failed.map(|e| e.to_string())));
+        }
     })?;
     Ok(())
 }
@@ -113,29 +114,39 @@ pub fn read_fifo(path: &Path, tx: Sender<Event>) -> io::Result<()> {
                 Ok(f) => f,
                 Err(_) => break,
             };
-            if pump(&mut BufReader::new(f), &mut n, &tx).is_err() {
-                return;
+            match pump(&mut BufReader::new(f), &mut n, &tx) {
+                Err(()) => return,
+                Ok(Some(e)) => {
+                    let _ = tx.send(Event::InputEof(Some(e.to_string())));
+                    return;
+                }
+                Ok(None) => {}
             }
         }
-        let _ = tx.send(Event::InputEof);
+        let _ = tx.send(Event::InputEof(None));
     })?;
     Ok(())
 }
 
-/// `Err` when the session is gone (nobody receives).
-fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<(), ()> {
+/// `Err` when the session is gone (nobody receives); else the read error
+/// that ended the input early, if one did.
+fn pump(r: &mut impl BufRead, n: &mut u64, tx: &Sender<Event>) -> Result<Option<io::Error>, ()> {
     let mut buf = Vec::new();
     // A line over the input's cap is cut past it (the rest skipped), so that
     // parsing it reports it as too long.
     let cap = crate::session::core::input::MAX_LINE + 2;
-    while read_capped(r, &mut buf, cap, Rest::Skip).is_ok_and(|c| c != Capped::End) {
+    loop {
+        match read_capped(r, &mut buf, cap, Rest::Skip) {
+            Ok(Capped::End) => return Ok(None),
+            Err(e) => return Ok(Some(e)),
+            Ok(_) => {}
+        }
         *n += 1;
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         tx.send(Event::Line(std::mem::take(&mut buf), *n)).map_err(|_| ())?;
     }
-    Ok(())
 }
 
 /// Runs `cmd` as the session's agent until it exits, its loop on this
@@ -281,10 +292,33 @@ mod tests {
             })
             .collect();
         assert_eq!(lines, [(14, 1), (max + 2, 3), (4, 4)]);
-        assert!(matches!(got.last(), Some(Event::InputEof)));
+        assert!(matches!(got.last(), Some(Event::InputEof(None))));
         let Some(Event::Line(long, _)) = got.get(1) else { panic!("no second line") };
         assert!(Input::parse(long).unwrap_err().contains("longer than"));
         assert!(matches!(Input::parse(b"{\"type\":\"end\"}"), Ok(Input::End(_))));
+    }
+
+    /// A read error ends the input with why (the session reports it), the
+    /// lines before it delivered: it was taken for a plain end, unsaid.
+    #[test]
+    fn a_read_error_ends_the_input_with_why() {
+        struct Failing(Option<&'static [u8]>);
+        impl std::io::Read for Failing {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                match self.0.take() {
+                    Some(b) => {
+                        buf[..b.len()].copy_from_slice(b);
+                        Ok(b.len())
+                    }
+                    None => Err(std::io::Error::other("device gone")),
+                }
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        read_input(Failing(Some(b"{\"type\":\"end\"}\n")), tx).unwrap();
+        let got: Vec<Event> = rx.iter().collect();
+        assert!(matches!(got.first(), Some(Event::Line(_, 1))), "{got:?}");
+        assert!(matches!(got.last(), Some(Event::InputEof(Some(why))) if why.contains("device gone")), "{got:?}");
     }
 
     /// An agent line over the cap keeps what the session and the viewers

@@ -25,8 +25,9 @@ pub enum Event {
     AgentEof,
     /// One raw line of session input and its 1-based number.
     Line(Vec<u8>, u64),
-    /// The session input ended.
-    InputEof,
+    /// The session input ended: at its end, or (`Some`, why) at a read
+    /// error, which the session reports before it goes on as at an end.
+    InputEof(Option<String>),
     /// A caller's command; what the session did with it goes back on the
     /// sender once the step is applied ([`Taken`], or why it was refused).
     Command(Input, Sender<Result<Taken, Refused>>),

@@ -541,7 +541,10 @@ impl<A: Agent, O: Output> Loop<A, O> {
                 self.stdin.close_after_queue();
                 self.mark_closed();
             }
-            Ok(Event::InputEof) => {
+            Ok(Event::InputEof(failed)) => {
+                if let Some(why) = failed {
+                    self.report(format!("input: {why}: read as the input's end"));
+                }
                 self.step(|s| s.input_closed(now_ms()))?;
             }
             Err(RecvTimeoutError::Timeout) => {
