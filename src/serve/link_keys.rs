@@ -14,7 +14,11 @@ use std::time::{Duration, Instant};
 pub const PER_TOKEN: u32 = 30;
 /// Requests a minute one client address may make.
 pub const PER_ADDRESS: u32 = 120;
-/// Keys the limiter holds at most (bounded memory): past it, a new key is refused until a window ends.
+/// Keys the limiter holds at most (bounded memory): past it, the key whose
+/// window began first makes room. Never a refusal for a full table: one
+/// local client can make up any number of tokens and, on loopback, send
+/// from any of 2^24 addresses, and a table that refused new keys once full
+/// refused every genuine link with it.
 pub const MAX_KEYS: usize = 8192;
 
 /// The limiter's key of a token: a digest of fixed size, so that a table
@@ -33,8 +37,7 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// Counts one request of `key`; `false` when it is over `limit` this minute
-    /// (or the table is full of live windows).
+    /// Counts one request of `key`; `false` when it is over `limit` this minute.
     pub fn allow(&self, key: &str, limit: u32) -> bool {
         const WINDOW: Duration = Duration::from_secs(60);
         let now = Instant::now();
@@ -42,7 +45,10 @@ impl Limiter {
         if !m.contains_key(key) && m.len() >= MAX_KEYS {
             m.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
             if m.len() >= MAX_KEYS {
-                return false;
+                let oldest = m.iter().min_by_key(|(_, (start, _))| *start).map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    m.remove(&k);
+                }
             }
         }
         let e = m.entry(key.to_string()).or_insert((now, 0));

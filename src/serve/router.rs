@@ -394,8 +394,12 @@ fn link_route(
     // from one address, and the hub limited each of its own clients'. Every
     // request still counts against its link's limit.
     let known = shared.cfg.token.as_ref().is_some_and(|t| super::tokens::caller(t, req).is_some());
+    // A server that mints links checks the MAC first (a hub holds no secret:
+    // its node does): a made-up token counts only against its address, and
+    // is refused before a window or an idempotency key is kept for it.
+    let forged = !super::cluster::is_hub() && shared.cfg.links.as_ref().is_some_and(|k| k.verify(token).is_none());
     // `|`, not `||`: every request counts against both limits.
-    if !shared.link_limits.allow(&links::limit_key(token), links::PER_TOKEN)
+    if (!forged && !shared.link_limits.allow(&links::limit_key(token), links::PER_TOKEN))
         | (!known && !shared.link_limits.allow(&format!("a:{peer}"), links::PER_ADDRESS))
     {
         let mut h = cors.clone();
@@ -428,6 +432,8 @@ fn link_route(
     // link's name at that hub (`<name>@<hub>`), as a forwarded command is.
     let via = shared.cfg.token.as_ref().and_then(|t| super::tokens::forwarding_hub(t, req));
     match body {
+        // Refused before it is keyed ([`links::handle`] says why).
+        Some(b) if forged => links::handle(shared, stream, cors, token, Some(b), via),
         // A link is its own caller: its token is in the path.
         Some(b) => {
             let bytes = b.0.clone();

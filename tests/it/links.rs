@@ -468,6 +468,39 @@ fn a_client_address_is_limited_but_a_caller_with_the_servers_token_is_not() {
     assert_eq!(http(s.port, "GET", "/a/w.x", &[("Authorization", "Bearer not-a-token-of-this-server")], "").0, 429);
 }
 
+/// A made-up link token keeps nothing at a server that mints links: its
+/// MAC is checked first, so its POST's idempotency key is not kept (a
+/// flood of them from many loopback addresses evicted people's keys, and a
+/// keyed steer retried after it ran twice) and it takes no token's window
+/// (a flood filled the limiter's table and every genuine link got 429).
+/// Only its address's count is kept.
+#[test]
+fn a_made_up_link_token_keeps_no_key_and_no_window() {
+    let sec = secret("links-forged");
+    let tokens = support::scratch("links-forged-tokens").join("tokens");
+    std::fs::write(&tokens, format!("ana:{ANA}\n")).unwrap();
+    let s = start(
+        "links-forged-srv",
+        &["--token-file", tokens.to_str().unwrap(), "--public-url", PUBLIC, "--link-secret-file", &sec],
+    );
+    let key = [("Idempotency-Key", "flood-1")];
+    let first = http(s.port, "POST", "/a/junk.x", &key, r#"{"decision":"deny"}"#);
+    let again = http(s.port, "POST", "/a/junk.x", &key, r#"{"decision":"deny"}"#);
+    assert_eq!((first.0, again.0), (403, 403), "{first:?} {again:?}");
+    assert!(
+        !again.1.to_ascii_lowercase().contains("idempotent-replayed"),
+        "a forged link's reply was kept: {}",
+        again.1
+    );
+    // One made-up token, more often than a link's own limit (30 a minute),
+    // by a caller the address limit does not hold: refused each time as
+    // not valid, never as "too many for this link".
+    let bearer = format!("Bearer {ANA}");
+    let codes: Vec<u16> =
+        (0..40).map(|_| http(s.port, "GET", "/a/same.x", &[("Authorization", &bearer)], "").0).collect();
+    assert!(codes.iter().all(|&c| c == 403), "{codes:?}");
+}
+
 /// `--public-url` alone (a hub behind a proxy: it mints no links, it
 /// serves its nodes'): the public name is taken as Host and Origin, and
 /// the link route says this server mints none. Before, clap refused it
