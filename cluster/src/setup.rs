@@ -24,17 +24,34 @@ pub struct Limits {
 /// How many servers the cluster has, as the server we are connected to
 /// advertises them (its `connect_urls`, itself included): `None` when it
 /// is clustered but advertises none (`no_advertise`), so the size cannot
-/// be told.
+/// be told. Addresses are compared as host and port (`[::1]:4222` and
+/// `::1:4222` are one server); the connected server's own `host:port` is
+/// added only when it is a real address missing from the list: a server
+/// listening on `0.0.0.0` or `::` advertises its interfaces' addresses
+/// instead, and counting the wildcard too made three servers four (and a
+/// setup without `--replicas` fail placement).
 pub fn cluster_size(info: &async_nats::ServerInfo) -> Option<usize> {
-    let mut urls: std::collections::BTreeSet<String> = info.connect_urls.iter().cloned().collect();
     if info.cluster.is_none() {
         return Some(1);
     }
-    if urls.is_empty() {
+    let mut servers: std::collections::BTreeSet<(String, u16)> =
+        info.connect_urls.iter().filter_map(|u| host_port(u)).collect();
+    if servers.is_empty() {
         return None;
     }
-    urls.insert(format!("{}:{}", info.host, info.port));
-    Some(urls.len())
+    let wildcard = info.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+    if !wildcard && !info.host.is_empty() {
+        servers.insert((info.host.trim_matches(['[', ']']).to_ascii_lowercase(), info.port));
+    }
+    Some(servers.len())
+}
+
+/// `host:port`, `[v6]:port` or `v6:port` (the last colon splits) as a
+/// comparable pair; `None` without a port.
+fn host_port(url: &str) -> Option<(String, u16)> {
+    let url = url.rsplit("://").next().unwrap_or(url);
+    let (host, port) = url.rsplit_once(':')?;
+    Some((host.trim_matches(['[', ']']).to_ascii_lowercase(), port.parse().ok()?))
 }
 
 /// The replica count to use: `asked`, else the cluster's size (at most 5,
@@ -149,4 +166,38 @@ pub fn buckets(o: &Opts) -> Vec<stream::Config> {
         ..Default::default()
     })
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(host: &str, port: u16, urls: &[&str]) -> async_nats::ServerInfo {
+        async_nats::ServerInfo {
+            host: host.into(),
+            port,
+            cluster: Some("c".into()),
+            connect_urls: urls.iter().map(|u| u.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Three servers are three, however the connected one writes itself:
+    /// IPv6 with and without brackets, a wildcard listener (which
+    /// advertises its interfaces, not `0.0.0.0`), an address missing from
+    /// the list.
+    #[test]
+    fn the_cluster_size_counts_each_server_once() {
+        let v6 = info("::1", 4001, &["[::1]:4001", "[::1]:4002", "[::1]:4003"]);
+        assert_eq!(cluster_size(&v6), Some(3));
+        let wild = info("0.0.0.0", 4222, &["10.0.0.1:4222", "10.0.0.2:4222", "10.0.0.3:4222"]);
+        assert_eq!(cluster_size(&wild), Some(3));
+        assert_eq!(cluster_size(&info("::", 4222, &["[fd00::1]:4222", "[fd00::2]:4222"])), Some(2));
+        let v4 = info("127.0.0.1", 4001, &["127.0.0.1:4001", "127.0.0.1:4002", "127.0.0.1:4003"]);
+        assert_eq!(cluster_size(&v4), Some(3));
+        assert_eq!(cluster_size(&info("127.0.0.1", 4001, &["127.0.0.1:4002"])), Some(2), "itself added when missing");
+        assert_eq!(cluster_size(&info("127.0.0.1", 4001, &[])), None, "no_advertise");
+        let alone = async_nats::ServerInfo { cluster: None, ..Default::default() };
+        assert_eq!(cluster_size(&alone), Some(1));
+    }
 }
