@@ -314,7 +314,8 @@ pub enum Close {
     Now,
 }
 
-fn reason(code: u16) -> &'static str {
+/// The reason phrase of every status the server sends (RFC 9110's).
+pub fn reason(code: u16) -> &'static str {
     match code {
         200 => "OK",
         202 => "Accepted",
@@ -326,13 +327,17 @@ fn reason(code: u16) -> &'static str {
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         409 => "Conflict",
+        410 => "Gone",
         413 => "Content Too Large",
-        417 => "Expectation Failed",
         415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
         _ => "Error",
     }

@@ -288,23 +288,7 @@ fn answer(
 }
 
 fn send(stream: &mut impl std::io::Write, cors: &[(&'static str, String)], code: u16, ctype: &str, body: &str) {
-    let reason = match code {
-        200 => "OK",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        409 => "Conflict",
-        410 => "Gone",
-        413 => "Content Too Large",
-        415 => "Unsupported Media Type",
-        422 => "Unprocessable Content",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Error",
-    };
+    let reason = super::http::reason(code);
     // `same-origin`, not `no-referrer`: the token still never leaves in a
     // Referer to another site, and the page's own form POST keeps its real
     // `Origin` (under `no-referrer` Chromium sends `Origin: null`, which the

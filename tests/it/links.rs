@@ -465,7 +465,9 @@ fn a_client_address_is_limited_but_a_caller_with_the_servers_token_is_not() {
     let anon: Vec<u16> = (0..121).map(|i| http(s.port, "GET", &format!("/a/a{i}.x"), &[], "").0).collect();
     assert!(anon[..120].iter().all(|&c| c == 403) && anon[120] == 429, "{anon:?}");
     // A wrong token is no caller of this server's: limited as the address.
-    assert_eq!(http(s.port, "GET", "/a/w.x", &[("Authorization", "Bearer not-a-token-of-this-server")], "").0, 429);
+    let (code, head, _) = http(s.port, "GET", "/a/w.x", &[("Authorization", "Bearer not-a-token-of-this-server")], "");
+    assert_eq!(code, 429);
+    assert!(head.starts_with("HTTP/1.1 429 Too Many Requests\r\n"), "its reason phrase: {head}");
 }
 
 /// A made-up link token keeps nothing at a server that mints links: its
