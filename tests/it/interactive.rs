@@ -209,6 +209,16 @@ fn approval_deny_and_new_input_never_skips_the_interrupt() {
     assert!(ev3.iter().any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == i["toolCallId"]));
     let j = s.journal();
     assert!(j.iter().any(|r| r["input"] == "answered" && r["decision"] == "deny" && r["detail"] == "not now"), "{j:?}");
+    // The message that was not sent is not the thread's history: a client
+    // opening the thread later is never shown it as if the agent had seen it.
+    let threads = s.home().join("serve/threads");
+    let history: String = std::fs::read_dir(&threads)
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(history.contains(prompt.as_str()), "the sent prompt is recorded: {history}");
+    assert!(!history.contains("do something else"), "an unsent message was recorded: {history}");
 
     // An identical replay is accepted and not sent again; a different answer is refused.
     let same =

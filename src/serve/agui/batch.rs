@@ -64,7 +64,12 @@ impl Stages {
             rec,
             rec_failed: None,
             exit_rc: None,
-            msgs: Messages::start(shared, input),
+            // A batch run's input always reaches its agent (a process of its own).
+            msgs: {
+                let mut m = Messages::start(shared, input);
+                m.sent();
+                m
+            },
         })
     }
 

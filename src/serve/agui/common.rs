@@ -99,10 +99,18 @@ pub(super) struct Messages {
     held: Vec<String>,
     /// Snapshots to send once `RUN_STARTED` is out.
     pending: Vec<Vec<serde_json::Value>>,
+    /// The input's messages the thread did not have, in this run's view of
+    /// the thread but written to its file only once the input reached the
+    /// agent ([`Messages::sent`]): a message refused because an interrupt
+    /// is open (`runwire.input_not_sent`) is not thread history, and every
+    /// later snapshot would have shown it as if the agent had seen it.
+    unsent: Vec<serde_json::Value>,
     /// Catching up (a retried run that joins a live one): events are
     /// applied, not sent, until [`Messages::go_live`]; `RUN_STARTED` kept.
     catching_up: bool,
     started: Option<crate::pipeline::translate::AguiEvent>,
+    /// For reports.
+    thread_id: String,
     /// Messages and tool calls opened and not yet closed (their openers),
     /// sent again after a catch-up's snapshot: the client has them closed.
     open: Vec<crate::pipeline::translate::AguiEvent>,
@@ -114,8 +122,9 @@ impl Messages {
         input.messages.iter().filter_map(|m| m.get("id")?.as_str().map(str::to_string)).collect()
     }
 
-    /// A new run: records the input's messages the thread does not have
-    /// (in the input's order, after the thread's) and plans the snapshots.
+    /// A new run: takes the input's messages the thread does not have (in
+    /// the input's order, after the thread's; recorded by [`Messages::sent`])
+    /// and plans the snapshots.
     pub(super) fn start(shared: &crate::serve::state::Shared, input: &RunInput) -> Messages {
         use crate::runs::thread;
         if !shared.cfg.record {
@@ -123,7 +132,7 @@ impl Messages {
         }
         let file = thread::path(&shared.cfg.harness_home, &input.thread_id);
         let mut t = thread::Thread::from_lines(&thread::read(&file), None);
-        let mut writer = match thread::Writer::open(&file, &input.run_id) {
+        let writer = match thread::Writer::open(&file, &input.run_id) {
             Ok(w) => Some(w),
             Err(e) => {
                 crate::util::cli::report(
@@ -133,21 +142,41 @@ impl Messages {
                 None
             }
         };
+        let mut unsent = Vec::new();
         for m in input.messages.iter().filter_map(thread::input_message) {
             if m.get("id").and_then(|v| v.as_str()).is_some_and(|id| t.has(id)) {
                 continue;
             }
-            if let Some(w) = &mut writer {
-                if let Err(e) = w.append(&m, true) {
-                    crate::util::cli::report(crate::serve::options::BIN, format!("thread {:?}: {e}", input.thread_id));
-                    writer = None;
-                }
-            }
+            unsent.push(m.clone());
             t.put(m);
         }
         let held = Self::held(input);
         let pending = thread::snapshots(t.messages(), &held);
-        Messages { thread: t, writer, held, pending, catching_up: false, started: None, open: Vec::new(), on: true }
+        Messages {
+            thread: t,
+            writer,
+            held,
+            pending,
+            unsent,
+            catching_up: false,
+            started: None,
+            open: Vec::new(),
+            on: true,
+            thread_id: input.thread_id.clone(),
+        }
+    }
+
+    /// The run's input reached the agent: its new messages become the
+    /// thread's history (written before anything the agent makes of them).
+    pub(super) fn sent(&mut self) {
+        for m in std::mem::take(&mut self.unsent) {
+            if let Some(w) = &mut self.writer {
+                if let Err(e) = w.append(&m, true) {
+                    crate::util::cli::report(crate::serve::options::BIN, format!("thread {:?}: {e}", self.thread_id));
+                    self.writer = None;
+                }
+            }
+        }
     }
 
     /// A retried run joining one that is live: its events so far are
@@ -164,10 +193,12 @@ impl Messages {
             writer: None,
             held: Self::held(input),
             pending: Vec::new(),
+            unsent: Vec::new(),
             catching_up: true,
             started: None,
             open: Vec::new(),
             on: true,
+            thread_id: input.thread_id.clone(),
         }
     }
 
@@ -177,10 +208,12 @@ impl Messages {
             writer: None,
             held: Vec::new(),
             pending: Vec::new(),
+            unsent: Vec::new(),
             catching_up: false,
             started: None,
             open: Vec::new(),
             on: false,
+            thread_id: String::new(),
         }
     }
 

@@ -327,6 +327,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, th: Started, peek: &T
                     return fail(run, format!("resume: {m}; nothing was sent"), code);
                 }
             };
+            run.msgs.sent();
             if agent.as_ref().map(Engine::status).is_some_and(|s| !sent && s.open.is_empty() && s.phase != Phase::Turn)
             {
                 // Nothing sent and nothing left running (an identical
@@ -366,6 +367,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, th: Started, peek: &T
                 let code = if matches!(m, NotSent::NotReading(_)) { "agent_not_reading" } else { "agent_gone" };
                 return fail(run, m.to_string(), code);
             }
+            run.msgs.sent();
             // Its own turn is the one the message started (or joined); a
             // stop before it was the earlier turn's.
             run.took_input(agent.as_ref().map(Engine::status));
