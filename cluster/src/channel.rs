@@ -135,7 +135,7 @@ pub async fn serve(
                         &client,
                         &node,
                         body,
-                        forward::Acting { person: head.actor.as_deref(), hub: Some(&name) },
+                        forward::Acting { person: head.actor.as_deref(), hub: Some(&name), checked: head.checked },
                         budget,
                         &sink,
                         stop,
@@ -183,6 +183,7 @@ async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, h
         key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(forward::new_key),
         actor: head.actor.unwrap_or_else(|| "hub".into()),
         hub: Some(hub),
+        checked: head.checked,
         budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
     };
     forward::command(client, &c).await
@@ -213,6 +214,8 @@ async fn link_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, hub:
         key: head.key.filter(|k| !k.is_empty()).unwrap_or_else(forward::new_key),
         actor: head.actor.unwrap_or_else(|| runwire::control::links::LINK_NAME.into()),
         hub: Some(hub),
+        // A link is its own credential: the node checks its MAC.
+        checked: true,
         budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
     };
     forward::command(client, &c).await

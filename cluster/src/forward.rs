@@ -41,6 +41,10 @@ pub const ACTOR: &str = "Rw-Actor";
 /// Header: the hub that forwards the command (its `--name`), journaled at
 /// the node with the actor (`<actor>@<hub>`).
 pub const HUB: &str = "Rw-Hub";
+/// Set by a hub that checked its caller's bearer token: a node whose own
+/// server needs a token refuses a hub's command or AG-UI run without it
+/// (a hub with no token let anyone who reached it drive such a node).
+pub const CHECKED: &str = "Rw-Checked";
 /// Header: the route of a command (its body is the message's payload, as is).
 pub const PATH: &str = "Rw-Path";
 /// Header: the method of a command's route when it is not `POST` (a
@@ -176,6 +180,8 @@ pub struct Command {
     pub actor: String,
     /// The hub that forwards it (`None`: `runwire-cluster control`).
     pub hub: Option<String>,
+    /// The hub checked its caller's token (or the request is a link's, its own credential).
+    pub checked: bool,
     /// The time it has left.
     pub budget: Duration,
 }
@@ -232,6 +238,12 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                     // The person the hub's caller is and the hub, as for a command.
                     let by = h.and_then(|h| h.get(ACTOR)).map(|v| v.as_str().to_string());
                     let hub = h.and_then(|h| h.get(HUB)).map(|v| v.as_str().to_string());
+                    if let Some(a) =
+                        unchecked(&node, &local, hub.as_deref(), h.is_some_and(|h| h.get(CHECKED).is_some()))
+                    {
+                        let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+                        continue;
+                    }
                     let task = tokio::spawn(async move {
                         let mut f = f;
                         if let Some(size) = pieces {
@@ -250,8 +262,16 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                                 }
                             }
                         }
-                        agui_stream(&c, &l, &n, &f, &s2, reply, Acting { person: by.as_deref(), hub: hub.as_deref() })
-                            .await;
+                        agui_stream(
+                            &c,
+                            &l,
+                            &n,
+                            &f,
+                            &s2,
+                            reply,
+                            Acting { person: by.as_deref(), hub: hub.as_deref(), checked: true },
+                        )
+                        .await;
                         map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
                     });
                     streams.lock().unwrap_or_else(|e| e.into_inner()).insert(s, task.abort_handle());
@@ -272,6 +292,21 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
     Ok(())
 }
 
+/// A hub's command or AG-UI run that this node does not take: its own
+/// server needs a token, and the hub checked none of its caller's (no door
+/// into a node weaker than the node's HTTP). Nothing was done. A command
+/// of `runwire-cluster control` (no hub) is its caller's credentials' to make.
+fn unchecked(node: &str, local: &Local, hub: Option<&str>, checked: bool) -> Option<Answer> {
+    let hub = hub.filter(|_| local.token_file.is_some() && !checked)?;
+    Some(Answer::error(
+        403,
+        format!(
+            "node {node}: its server needs a token, and hub {hub} checks none of its callers' \
+             (start the hub with --token-file): nothing was done"
+        ),
+    ))
+}
+
 /// A command at the node: its key's first answer if it ran already; else,
 /// within its budget and once the asker said "go", the request made to the
 /// node's own server (its key on disk first, then its answer).
@@ -288,6 +323,9 @@ async fn take(
     let Some(key) = get(REQUEST_ID).filter(|k| crate::keys::valid(k)) else {
         return Answer::error(400, format!("node {node}: a command without a valid idempotency key ({REQUEST_ID})"));
     };
+    if let Some(a) = unchecked(node, local, get(HUB).as_deref(), get(CHECKED).is_some()) {
+        return a;
+    }
     // The key is its caller's (`keys`): two people's never meet.
     let actor = get(ACTOR).unwrap_or_default();
     if let Some(a) = keys.get(&actor, &key) {
@@ -475,6 +513,8 @@ async fn http(
 pub struct Acting<'a> {
     pub person: Option<&'a str>,
     pub hub: Option<&'a str>,
+    /// The hub checked its caller's token ([`CHECKED`]).
+    pub checked: bool,
 }
 
 /// A forwarded `POST /agui`, made to the node's own server: a refusal is
@@ -621,6 +661,9 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     h.insert(ACTOR, c.actor.as_str());
     if let Some(hub) = &c.hub {
         h.insert(HUB, hub.as_str());
+    }
+    if c.checked {
+        h.insert(CHECKED, "token");
     }
     h.insert(PATH, c.path.as_str());
     if c.method != "POST" {
@@ -803,6 +846,9 @@ pub async fn forward_agui(
     }
     if let Some(n) = by.hub {
         h.insert(HUB, n);
+    }
+    if by.checked {
+        h.insert(CHECKED, "token");
     }
     // The body rides in the request when the message holds it (JSON-escaped,
     // headers included, under the servers' max_payload); else the node asks

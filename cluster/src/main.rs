@@ -392,6 +392,8 @@ fn main() -> ExitCode {
                         key: id.unwrap_or_else(forward::new_key),
                         actor: "runwire-cluster control".into(),
                         hub: None,
+                        // No hub: the caller's own cluster credentials let it ask.
+                        checked: false,
                         budget: Duration::from_millis(timeout_ms),
                     };
                     let a = forward::command(&client, &c).await;

@@ -267,7 +267,7 @@ fn control_route(
     keyed(shared, stream, req, cors, person.unwrap_or(""), &body, |out| {
         // A hub: the run is a node's, the request goes to it (spec/CLUSTER.md).
         if let Some((code, answer)) =
-            super::cluster::forward(id, task, verb, &body, req.header(idempotency::HEADER), person)
+            super::cluster::forward(id, task, verb, &body, req.header(idempotency::HEADER), person, tokens.is_some())
         {
             let _ = respond(out, code, cors, &answer);
             return Close::Linger;

@@ -799,9 +799,15 @@ fn a_node_whose_server_needs_a_token_has_no_weaker_door_in_the_cluster() {
         &[],
     );
     let hp = pw("hub");
+    // The hub checks its callers' tokens (alpha takes no hub's command otherwise).
+    let hub_tokens = dir.join("hub-tokens");
+    std::fs::write(&hub_tokens, "ana:ana-token-0123456789abcdef\n").unwrap();
     let hub = Serve::start(
         &dir.join("home-hub"),
-        &["--cluster", &nats.url, "--cluster-user", "hub", "--cluster-password-file", &hp, "--hub"],
+        &["--cluster", &nats.url, "--cluster-user", "hub", "--cluster-password-file", &hp, "--hub"]
+            .into_iter()
+            .chain(["--token-file", hub_tokens.to_str().unwrap()])
+            .collect::<Vec<_>>(),
         &[],
     );
     let anon = Command::new(cluster_bin())
@@ -816,7 +822,12 @@ fn a_node_whose_server_needs_a_token_has_no_weaker_door_in_the_cluster() {
     assert!(err.to_lowercase().contains("permissions violation"), "{err}");
     let own = post(&node, "/runs/nosuch/tasks/agent/steer", &bearer, r#"{"msg":"hi"}"#);
     let fwd = wait_for("alpha's control through the hub", 30, || {
-        let f = post(&hub, "/runs/alpha.nosuch/tasks/agent/steer", "", r#"{"msg":"hi"}"#);
+        let f = post(
+            &hub,
+            "/runs/alpha.nosuch/tasks/agent/steer",
+            "Authorization: Bearer ana-token-0123456789abcdef\r\n",
+            r#"{"msg":"hi"}"#,
+        );
         (f.0 != 503).then_some(f)
     });
     assert_eq!(fwd, own);
@@ -903,6 +914,37 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
     let got = records();
     assert_eq!(got.len(), 4, "{got:?}");
     assert_eq!(got[3]["actor"], "ops", "{got:?}");
+    // A hub that checks no token: alpha's server needs one, so alpha takes
+    // neither its commands nor its AG-UI runs (anyone who reached that hub
+    // drove alpha). Nothing is done.
+    let open = Serve::start(
+        &dir.join("home-open-hub"),
+        &[
+            "--cluster",
+            &nats.url,
+            "--cluster-user",
+            "hub",
+            "--cluster-password-file",
+            &hp,
+            "--hub",
+            "--hub-name",
+            "hub-open",
+        ],
+        &[],
+    );
+    let (code, body) = wait_for("the steer through the open hub", 60, || {
+        let (code, body) = post(&open, &steer, "", r#"{"msg":"from anyone"}"#);
+        (![404, 503].contains(&code)).then_some((code, body))
+    });
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("checks none") && body.contains("--token-file"), "{body}");
+    let agui = run_input("open-t", "open-r", "hi", Value::Null, serde_json::json!({"node": "alpha"}));
+    let (code, body) = open.request("POST", "/agui", &agui);
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("checks none"), "{body}");
+    assert_eq!(records().len(), 4, "nothing reached alpha");
+    drop(open);
     // A hub name that is not a name is refused at start.
     let out = Command::new(built("runwire-serve"))
         .args(["--listen", "127.0.0.1:0", "--cluster", &nats.url, "--hub", "--hub-name", "a b"])

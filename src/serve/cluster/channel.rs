@@ -39,6 +39,11 @@ pub struct Head {
     /// Who asks (this server's name, for now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// A hub's command or AG-UI run: whether the hub checked its caller's
+    /// bearer token. A node whose own server needs a token takes neither
+    /// from a hub that checks none (spec/CLUSTER.md, "No door weaker").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checked: bool,
     /// Milliseconds the command has left (never an absolute time: clocks differ).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_ms: Option<u64>,

@@ -355,7 +355,8 @@ fn err_json(code: u16, msg: String) -> (u16, String) {
 /// before running it). `key` (the client's `Idempotency-Key`, else one the
 /// sidecar makes) makes a retry answered, never acted on, twice. `actor`:
 /// the caller's token name (else this server's name), the command's actor
-/// at the node. `None` when this server is not a hub.
+/// at the node; `checked`: this hub checked the caller's token (it has
+/// one). `None` when this server is not a hub.
 pub fn forward(
     id: &str,
     task: Option<&str>,
@@ -363,6 +364,7 @@ pub fn forward(
     body: &[u8],
     key: Option<&str>,
     actor: Option<&str>,
+    checked: bool,
 ) -> Option<(u16, String)> {
     if !is_hub() {
         return None;
@@ -378,6 +380,7 @@ pub fn forward(
         verb: Some(verb.into()),
         key: key.map(str::to_string),
         actor: Some(actor.unwrap_or(super::options::BIN).into()),
+        checked,
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
@@ -470,6 +473,7 @@ pub fn agui(
         node,
         // The caller's token name (else this server's), journaled at the node with the hub.
         actor: Some(super::options::person(cfg, req, super::options::BIN)),
+        checked: cfg.token.is_some(),
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
@@ -927,6 +931,6 @@ mod tests {
         assert_eq!(hub, ["hub", "--url", "nats://x:1", "--home", "/h"]);
         assert_eq!(args(None, None, false).argv(home, 1, None), None);
         // Without --hub nothing is forwarded.
-        assert_eq!(forward("alpha.run", Some("t"), "kill", b"", None, None), None);
+        assert_eq!(forward("alpha.run", Some("t"), "kill", b"", None, None, false), None);
     }
 }
