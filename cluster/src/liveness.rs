@@ -506,15 +506,35 @@ fn write_record(home: &Path, path: &Path, text: &str) -> bool {
 /// `created`) holds up no judgement.
 fn feed_writer(home: PathBuf) -> std::sync::mpsc::Sender<Vec<Value>> {
     let (tx, rx) = std::sync::mpsc::channel::<Vec<Value>>();
-    std::thread::spawn(move || {
+    let writer = std::thread::spawn(move || {
         let mut x = runwire::runs::feed::Extender::new(&home);
         for events in rx {
             if let Err(e) = x.append(&events) {
                 crate::report(format!("{}: {e}", x.paths().log.display()));
             }
         }
+        // Dropping the extender writes its checkpoint.
     });
+    *FEED_WRITER.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
     tx
+}
+
+/// The home feed's writer thread, which [`wait_for_feed`] lets finish.
+static FEED_WRITER: std::sync::Mutex<Option<std::thread::JoinHandle<()>>> = std::sync::Mutex::new(None);
+
+/// On the way out, once the runtime is shut down (its tasks, the writer's
+/// senders among them, dropped): lets the home feed's writer append what
+/// it was handed and write its checkpoint, for at most `bound`. Exiting
+/// under it left the checkpoint stale and its temp file behind.
+pub fn wait_for_feed(bound: Duration) {
+    let Some(writer) = FEED_WRITER.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    let until = std::time::Instant::now() + bound;
+    while !writer.is_finished() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if writer.is_finished() {
+        let _ = writer.join();
+    }
 }
 
 /// How long a hub waits for the nodes bucket's history before it settles

@@ -435,6 +435,7 @@ fn main() -> ExitCode {
     });
     // Not waiting for a blocked read of stdin (the channel) to end.
     rt.shutdown_timeout(Duration::from_millis(100));
+    liveness::wait_for_feed(Duration::from_millis(500));
     match r {
         Ok(()) => Exit::Ok.into(),
         // Another machine holds the node's name.

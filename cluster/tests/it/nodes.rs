@@ -277,8 +277,23 @@ fn a_dead_nodes_runs_are_lost_at_the_hub_and_the_feed_says_so_and_up_when_it_is_
     let states: Vec<_> = watched(&hh, &["--type", "node"]).iter().map(|e| e["state"].clone()).collect();
     assert_eq!(states, ["lost", "up"]);
     assert_eq!(runs_listed(&hh, &["--node", "alpha"])[0]["nodeState"], "up");
-    // The hub gone (killed: its file stays), nobody judges: `runs` says
-    // `unknown`, not the last judgement's `up`.
+    // Stopped (SIGTERM), the hub's sidecar lets its home feed's writer end:
+    // the checkpoint covers the whole log and no half-written one is left
+    // (it exited mid-write, leaving `.state.json.<pid>.tmp` and a stale one).
+    hub.proc.stop();
+    let names: Vec<String> = std::fs::read_dir(hh.join("feed"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    let state: Value = serde_json::from_slice(&std::fs::read(hh.join("feed/state.json")).unwrap()).unwrap();
+    let log_len = std::fs::metadata(hh.join("feed/events.log")).unwrap().len();
+    assert_eq!(state["log_len"].as_u64(), Some(log_len), "the checkpoint is the log's end");
+    // Started again, then killed (its file stays): nobody judges, and
+    // `runs` says `unknown`, not the last judgement's `up`.
+    let mut hub = Serve::start(&hh, &["--cluster", &nats.url, "--hub"], &[]);
+    wait_for("the hub back", 30, || (!runs_of(&hub, "alpha").is_empty()).then_some(()));
     kill_all(&mut hub);
     let listed = runs_listed(&hh, &[]);
     let states: Vec<&str> = listed.iter().map(|r| r["nodeState"].as_str().unwrap_or("")).collect();

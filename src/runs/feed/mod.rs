@@ -200,6 +200,7 @@ impl Extender {
             let saved = std::fs::read(&self.paths.state).ok().and_then(|b| serde_json::from_slice::<State>(&b).ok());
             self.state = saved.filter(|s| s.v == STATE_VERSION).unwrap_or_default();
             self.checkpointed = self.state.log_len;
+            self.sweep_checkpoint_temps();
         }
         if len < self.state.log_len {
             // The log was cut or replaced under us: its own lines are the truth.
@@ -270,6 +271,23 @@ impl Extender {
             log.set_len(whole)?;
         }
         Ok(whole)
+    }
+
+    /// Removes checkpoints half written by a writer that died mid-way
+    /// (`.state.json.<pid>.tmp`, [`super::write_atomic`]'s temp name): every
+    /// checkpoint is written under the feed's lock, which the caller holds,
+    /// so no such file is anyone's now. One left per killed writer piled up
+    /// in a hub's home.
+    fn sweep_checkpoint_temps(&self) {
+        let Some(name) = self.paths.state.file_name().map(|n| n.to_string_lossy().into_owned()) else { return };
+        let prefix = format!(".{name}.");
+        let Ok(rd) = std::fs::read_dir(&self.paths.dir) else { return };
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with(&prefix) && n.ends_with(".tmp") && e.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 
     /// Writes the checkpoint (temp file + rename). Best effort: a missing
@@ -797,6 +815,23 @@ mod tests {
         let evs = events(&h, end2);
         assert_eq!((evs.len(), evs[0].1.get("node")), (1, None), "{evs:?}");
         let _ = std::fs::remove_dir_all(&h);
+    }
+
+    /// A checkpoint half written by a writer that died (its temp file) is
+    /// swept by the next writer, under the lock; the checkpoint stays.
+    #[test]
+    fn a_dead_writers_half_written_checkpoint_is_swept() {
+        let h = home("sweep");
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let feed = h.join("feed");
+        std::fs::write(feed.join(".state.json.999999.tmp"), "{\"v\":").unwrap();
+        std::fs::write(feed.join("other.tmp"), "kept").unwrap();
+        Extender::new(&h).extend(Scope::All).unwrap();
+        let mut names: Vec<String> =
+            std::fs::read_dir(&feed).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        assert!(!names.iter().any(|n| n.starts_with(".state.json.")), "{names:?}");
+        assert!(names.contains(&"state.json".to_string()) && names.contains(&"other.tmp".to_string()), "{names:?}");
     }
 
     #[test]
