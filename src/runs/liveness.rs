@@ -96,6 +96,11 @@ pub fn update<T>(files: &RunFiles, f: impl FnOnce(&mut Liveness) -> T) -> std::i
 
 /// Why a `set` was refused before touching anything.
 pub fn parse_patch(task: &str, json: &str) -> Result<Patch, String> {
+    // serde reads a JSON array into the structs by position: `[777, 3]`
+    // would set pid and pgid. A patch is an object of known keys.
+    if !json.trim_start().starts_with('{') {
+        return Err("JSON that is not an object: a patch is an object of known keys".into());
+    }
     if task == RUN_LEVEL {
         let p: RunPatch = serde_json::from_str(json).map_err(|e| format!("run-level JSON: {e} (only \"sock\")"))?;
         return Ok(Patch::Run { sock: p.sock });
@@ -196,6 +201,8 @@ mod tests {
         );
         assert!(get(&f).tasks.contains_key("a") && !get(&f).tasks.contains_key("b"));
         assert!(parse_patch("a", r#"{"bogus":1}"#).is_err());
+        assert!(parse_patch("a", "[777, 3]").unwrap_err().contains("not an object"), "an array by position");
+        assert!(parse_patch("-", r#"["/x.sock"]"#).is_err());
         assert!(parse_patch("../a", "{}").is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
