@@ -68,6 +68,16 @@ pub fn reaper_main(opts: ReaperOpts) -> i32 {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM);
     let parent_gone = || opts.parent.is_some_and(|p| nix::unistd::getppid().as_raw() != p);
     if parent_gone() {
+        // As if the parent-death signal had come: the caller is gone (or was
+        // never this pid). Said, since nothing was started.
+        crate::util::cli::report(
+            BIN,
+            format!(
+                "--parent {}: the reaper's parent is process {}, so the caller is gone: nothing was started",
+                opts.parent.unwrap_or_default(),
+                nix::unistd::getppid()
+            ),
+        );
         return 128 + Signal::SIGTERM as i32;
     }
     // The program gets a clean signal mask: ours blocks what the signalfd
