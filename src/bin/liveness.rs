@@ -34,7 +34,7 @@ enum Cmd {
 fn out(v: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut s = serde_json::to_vec(v)?;
     s.push(b'\n');
-    let mut o = std::io::stdout().lock();
+    let mut o = runwire::util::cli::Stdout(std::io::stdout().lock());
     o.write_all(&s)?;
     o.flush()?;
     Ok(())

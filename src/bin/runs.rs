@@ -361,13 +361,13 @@ fn run(args: Args) -> anyhow::Result<Exit> {
     let cmd = match args.cmd {
         Some(Cmd::Doctor { agents, agent_cmd, json, table, capabilities }) => {
             let as_json = json || (!table && !std::io::stdout().is_terminal());
-            return doctor(&mut std::io::stdout().lock(), agents, agent_cmd, as_json, capabilities);
+            return doctor(&mut cli::Stdout(std::io::stdout().lock()), agents, agent_cmd, as_json, capabilities);
         }
         cmd => cmd,
     };
     let reg = Registry::at(&runs::harness_home());
     let stdout = std::io::stdout();
-    let mut o = std::io::BufWriter::new(stdout.lock());
+    let mut o = std::io::BufWriter::new(cli::Stdout(stdout.lock()));
     let cmd = cmd.unwrap_or(Cmd::List {
         limit: None,
         cursor: None,

@@ -192,7 +192,7 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
         status_lines: true,
         generation: args.generation,
     };
-    let out = BufWriter::new(io::stdout());
+    let out = BufWriter::new(cli::Stdout(io::stdout()));
     let report = Box::new(|m: String| cli::report(BIN, m));
     match driver::run(s, &spec, tx, rx, out, &opts, report) {
         // The agent refused what the session needs (a thread, a session):
@@ -216,6 +216,11 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
                 BIN,
                 format!("{e}: is the agent's CLI installed? Put it on PATH or give its command after -- (runs doctor says which agents are ready)"),
             );
+            Exit::Io.into()
+        }
+        // The session's output (stdout) failed: said as where it failed.
+        Err(e) if cli::OnStdout::is(&e) => {
+            cli::report(BIN, e);
             Exit::Io.into()
         }
         Err(e) => {

@@ -64,6 +64,51 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
 }
 
+/// A failed write to stdout, said as `stdout: <what>` (the `<where>` of
+/// `<bin>: <where>: <what>`); its kind is the write's, so a closed pipe is
+/// still one ([`is_broken_pipe`]).
+#[derive(Debug)]
+pub struct OnStdout(pub io::Error);
+
+impl std::fmt::Display for OnStdout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stdout: {}", self.0)
+    }
+}
+
+impl std::error::Error for OnStdout {}
+
+impl OnStdout {
+    /// Whether `e` is a failed write to stdout ([`Stdout`]'s).
+    pub fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|i| i.is::<OnStdout>())
+    }
+}
+
+/// A writer to stdout whose errors say so ([`OnStdout`]).
+pub struct Stdout<W: Write>(pub W);
+
+impl<W: Write> Stdout<W> {
+    fn said(e: io::Error) -> io::Error {
+        if OnStdout::is(&e) {
+            return e;
+        }
+        io::Error::new(e.kind(), OnStdout(e))
+    }
+}
+
+impl<W: Write> Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf).map_err(Self::said)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf).map_err(Self::said)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(Self::said)
+    }
+}
+
 /// Prints `<bin>: <msg>` on stderr; stderr failures are ignored because
 /// there is nowhere left to report them.
 pub fn report(bin: &str, msg: impl std::fmt::Display) {

@@ -179,3 +179,40 @@ fn a_log_of_another_agent_gets_a_hint_naming_the_right_adapter() {
     let out = Command::cargo_bin("normalize-events").unwrap().arg("codex").write_stdin("a\nb\n").output().unwrap();
     assert!(!String::from_utf8(out.stderr).unwrap().contains("lines were not"));
 }
+
+/// The other binaries that write a listing or a record to stdout say where
+/// a failed write failed too (`<bin>: stdout: …`, exit 3): `runs list`,
+/// `liveness set`, and `runwire-session`, whose error named the agent's
+/// program instead.
+#[test]
+fn the_other_writers_name_stdout_when_a_write_fails() {
+    let dir = crate::support::scratch("full-stdout");
+    let home = dir.join("home");
+    let registered = std::process::Command::new(assert_cmd::cargo::cargo_bin("runs"))
+        .env("HARNESS_HOME", &home)
+        .args(["register", "--slug", "x", "--repo-root"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(registered.status.success(), "{registered:?}");
+    let rs = dir.join("rs");
+    std::fs::create_dir_all(&rs).unwrap();
+    let rs = rs.to_str().unwrap();
+    for (bin, args) in [
+        ("runs", vec!["list", "--json"]),
+        ("liveness", vec!["--runstate", rs, "set", "feat", "t1", r#"{"pid":1}"#]),
+        ("runwire-session", vec!["claude", "--input", "/dev/null", "--", "/bin/true"]),
+    ] {
+        let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin(bin))
+            .env("HARNESS_HOME", &home)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{bin}: {err}");
+        assert!(err.starts_with(&format!("{bin}: stdout: ")), "{bin}: {err}");
+    }
+}
