@@ -45,8 +45,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::Set { slug, .. } | Cmd::Get { slug, .. } | Cmd::Reap { slug } => slug,
     };
     if let Err(e) = runs::check_id("slug", slug) {
-        cli::report(BIN, e);
-        return Ok(Exit::Usage);
+        return Ok(cli::usage(BIN, e));
     }
     let files = RunFiles::new(&args.runstate, slug);
     let dir = args.runstate.display().to_string();
@@ -54,10 +53,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::Set { task, json, .. } => {
             let patch = match liveness::parse_patch(task, json) {
                 Ok(p) => p,
-                Err(e) => {
-                    cli::report(BIN, format!("set {task}: {e}"));
-                    return Ok(Exit::Usage);
-                }
+                Err(e) => return Ok(cli::usage(BIN, format!("set {task}: {e}"))),
             };
             if !args.runstate.is_dir() {
                 anyhow::bail!("{dir}: not a directory");

@@ -219,8 +219,7 @@ fn now_ms() -> i64 {
 }
 
 fn usage(m: String) -> anyhow::Result<Exit> {
-    cli::report(BIN, m);
-    Ok(Exit::Usage)
+    Ok(cli::usage(BIN, m))
 }
 
 /// The listing as a table, leaving out chat runs unless `all`.
@@ -582,10 +581,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             o.flush()?;
             Ok(Exit::Ok)
         }
-        Err(ViewError::Bad(m)) => {
-            cli::report(BIN, m);
-            Ok(Exit::Usage)
-        }
+        Err(ViewError::Bad(m)) => Ok(cli::usage(BIN, m)),
         Err(ViewError::NotFound(m)) => {
             cli::report(BIN, m);
             Ok(Exit::Flagged)

@@ -142,8 +142,7 @@ fn main() -> ExitCode {
 }
 
 fn usage(e: String) -> ExitCode {
-    cli::report(BIN, e);
-    Exit::Usage.into()
+    cli::usage(BIN, e).into()
 }
 
 fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {

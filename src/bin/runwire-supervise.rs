@@ -61,8 +61,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(n) = args.node.as_deref().filter(|n| !runwire::runs::valid_node(n)) {
-        cli::report(BIN, format!("--node: {n:?}: a node name is {}", runwire::runs::NODE_RULE));
-        return Exit::Usage.into();
+        return cli::usage(BIN, format!("--node: {n:?}: a node name is {}", runwire::runs::NODE_RULE)).into();
     }
     let home = runwire::runs::harness_home();
     // Another node than the one this home is now: its server would refuse every link.
@@ -72,8 +71,7 @@ fn main() -> ExitCode {
                 "this home is node {h} (its runwire-cluster sidecar holds the name), whose server takes no \
                  link naming another node"
             );
-            cli::report(BIN, format!("--node {n}: {why}"));
-            return Exit::Usage.into();
+            return cli::usage(BIN, format!("--node {n}: {why}")).into();
         }
     }
     let links = match (&args.public_url, &args.link_secret_file) {

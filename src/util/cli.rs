@@ -109,6 +109,14 @@ impl<W: Write> Write for Stdout<W> {
     }
 }
 
+/// A usage error the binary found itself (a value clap took, out of its
+/// range; an id outside the strict set): said as clap's are, `<bin>:
+/// usage: <what>`, so every exit 2 reads alike.
+pub fn usage(bin: &str, msg: impl std::fmt::Display) -> Exit {
+    report(bin, format!("usage: {msg}"));
+    Exit::Usage
+}
+
 /// Prints `<bin>: <msg>` on stderr; stderr failures are ignored because
 /// there is nowhere left to report them.
 pub fn report(bin: &str, msg: impl std::fmt::Display) {

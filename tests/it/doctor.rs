@@ -311,7 +311,8 @@ fn usage_errors_exit_2() {
     let w = World::new("usage");
     let out = w.doctor(&["gemini"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("runs: doctor: unknown agent \"gemini\" (known: claude,"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .starts_with("runs: usage: doctor: unknown agent \"gemini\" (known: claude,"));
     let out = w.doctor(&["claude", "codex", "--agent-cmd", "x"]);
     assert_eq!(out.status.code(), Some(2));
     let out = w.doctor(&["--capabilities", "claude"]);

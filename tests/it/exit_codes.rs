@@ -40,9 +40,9 @@ fn spec_names_each_code_as_the_code_does() {
 }
 
 #[test]
-fn verdict_check_uses_codes_0_to_2() {
+fn verdict_check_uses_codes_0_to_3() {
     let doc = read("spec/exit-codes.md");
-    assert_eq!(table_codes(&doc, "## verdict-check"), vec![0, 1, 2]);
+    assert_eq!(table_codes(&doc, "## verdict-check"), vec![0, 1, 2, 3]);
 }
 
 #[test]
@@ -172,4 +172,38 @@ fn every_binary_says_a_usage_error_with_its_name_and_exits_2() {
         assert!(o.stdout.is_empty(), "{name} {args:?}");
     }
     let _ = std::fs::remove_dir_all(&home);
+}
+
+/// A usage error a binary finds itself (a value out of range, an id outside
+/// the strict set, a patch of unknown keys) reads as clap's do: `<bin>:
+/// usage: <what>`, exit 2. They said `<bin>: <what>` only.
+#[test]
+fn usage_errors_found_by_the_binary_read_as_claps() {
+    let dir = crate::support::scratch("usage-form");
+    let rs = dir.to_str().unwrap();
+    for (bin, args, what) in [
+        (env!("CARGO_BIN_EXE_runs"), vec!["list", "--limit", "0"], "runs: usage: limit \"0\""),
+        (env!("CARGO_BIN_EXE_runs"), vec!["show", "../x"], "runs: usage: "),
+        (
+            env!("CARGO_BIN_EXE_liveness"),
+            vec!["--runstate", rs, "set", "feat", "t", r#"{"bogus":1}"#],
+            "liveness: usage: set t: ",
+        ),
+        (
+            env!("CARGO_BIN_EXE_liveness"),
+            vec!["--runstate", rs, "set", "feat", "t", "[1, 2]"],
+            "liveness: usage: set t: ",
+        ),
+        (env!("CARGO_BIN_EXE_liveness"), vec!["--runstate", rs, "get", "../feat"], "liveness: usage: slug"),
+        (
+            env!("CARGO_BIN_EXE_runwire-session"),
+            vec!["claude", "--permission-mode", "bogus", "--", "true"],
+            "runwire-session: usage: ",
+        ),
+    ] {
+        let out = std::process::Command::new(bin).args(&args).env("HARNESS_HOME", dir.join("home")).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with(what), "{args:?}: {err}");
+    }
 }

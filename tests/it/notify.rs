@@ -474,9 +474,9 @@ fn bad_webhooks_secrets_and_state_files_are_usage_errors() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--webhook".into(), "https://ntfy.sh/x".into()],
-            "runs: notify: --webhook https://ntfy.sh/x: https is not supported",
+            "runs: usage: notify: --webhook https://ntfy.sh/x: https is not supported",
         ),
-        (vec!["--webhook".into(), "ftp://h/".into()], "runs: notify: --webhook ftp://h/: not an http:// URL"),
+        (vec!["--webhook".into(), "ftp://h/".into()], "runs: usage: notify: --webhook ftp://h/: not an http:// URL"),
         (vec!["--webhook".into(), "http://h/".into(), "--secret-file".into(), e("empty")], "the secret is empty"),
         (vec!["--webhook".into(), "http://h/".into(), "--secret-file".into(), e("bad64")], "not base64"),
         (vec!["--webhook".into(), "http://h/".into(), "--format".into(), "xml".into()], "unknown format"),
@@ -489,7 +489,7 @@ fn bad_webhooks_secrets_and_state_files_are_usage_errors() {
         let o = runs(&home).arg("notify").args(&args).stdin(Stdio::null()).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.starts_with("runs: notify: ") && err.contains(want), "{args:?}: {err}");
+        assert!(err.starts_with("runs: usage: notify: ") && err.contains(want), "{args:?}: {err}");
         assert!(o.stdout.is_empty());
     }
 }

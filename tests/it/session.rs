@@ -560,7 +560,7 @@ fn granting_everything_needs_the_flag_that_says_so() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.starts_with("runwire-session: --permission-mode:") && err.contains("--grant-all"), "{err}");
+    assert!(err.starts_with("runwire-session: usage: --permission-mode:") && err.contains("--grant-all"), "{err}");
     assert!(out.stdout.is_empty());
 }
 

@@ -1319,13 +1319,13 @@ fn a_supervisors_link_naming_its_node_is_answered_at_the_hub_though_another_node
     };
     // A name that is not a node's.
     let err = refused("b.eta");
-    assert!(err.starts_with("runwire-supervise: --node: \"b.eta\": a node name is "), "{err}");
+    assert!(err.starts_with("runwire-supervise: usage: --node: \"b.eta\": a node name is "), "{err}");
     // Another node's name than the one this home is, naming it.
     wait_for("beta's sidecar to say which node its home is", 30, || {
         s.home.join("cluster/node.json").is_file().then_some(())
     });
     let err = refused("gamma");
-    assert!(err.starts_with("runwire-supervise: --node gamma: this home is node beta "), "{err}");
+    assert!(err.starts_with("runwire-supervise: usage: --node gamma: this home is node beta "), "{err}");
     let sup = Supervisor::start(&s.dir, &s.home, &secret, &["--node", "beta"]);
     let (requested, path) = supervised_link(&sup);
     let claims = runwire::control::links::unchecked_claims(path.strip_prefix("/a/").unwrap()).unwrap();
