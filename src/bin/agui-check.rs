@@ -58,6 +58,10 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    // clap lets `requires = "url"` pass when a FILE is given too: checked here.
+    if args.input.is_some() && args.url.is_none() {
+        return cli::usage(BIN, "--input is the RunAgentInput to POST to --url, which is not given").into();
+    }
     cli::finish(BIN, run(&args))
 }
 

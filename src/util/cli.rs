@@ -144,10 +144,14 @@ pub fn parse_args<T: clap::Parser>() -> Result<T, ExitCode> {
     use clap::error::ErrorKind;
     T::try_parse().map_err(|e| match e.kind() {
         // Asked for: on stdout, as clap prints them.
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            ExitCode::SUCCESS
-        }
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match e.print() {
+            // A reader that left (`| head -1`) had what it wanted.
+            Err(w) if w.kind() != io::ErrorKind::BrokenPipe => {
+                report(T::command().get_name(), OnStdout(w));
+                Exit::Io.into()
+            }
+            _ => ExitCode::SUCCESS,
+        },
         _ => {
             let _ = write!(io::stderr().lock(), "{}", usage_text(&T::command(), &e));
             Exit::Usage.into()

@@ -196,6 +196,10 @@ fn help_usage_errors_and_exit_codes() {
     assert!(err.starts_with("agui-check: --url: ") && err.contains("only http://"), "{err}");
     let (code, _, err) = run_with(&["--input", "x.json"], b"");
     assert_eq!(code, 2, "--input needs --url: {err}");
+    // With a FILE too (clap let that pass, and --input was ignored).
+    let (code, out, err) = run_with(&["--input", "x.json", "-"], b"");
+    assert_eq!((code, out.is_empty()), (2, true), "--input needs --url, FILE or not: {err}");
+    assert!(err.starts_with("agui-check: usage: --input"), "{err}");
     // Clean input: 0 and no output, in either framing, auto-detected or told.
     assert_eq!(run_with(&[], CLEAN.as_bytes()).0, 0);
     assert_eq!(run_with(&["--format", "jsonl", "-"], CLEAN.as_bytes()).0, 0);

@@ -207,3 +207,16 @@ fn usage_errors_found_by_the_binary_read_as_claps() {
         assert!(err.starts_with(what), "{args:?}: {err}");
     }
 }
+
+/// `--help` whose write fails (a full disk) is an I/O error, said as one
+/// (it exited 0, nothing written); a reader that left is still a success.
+#[test]
+fn help_that_cannot_be_written_exits_3() {
+    for bin in [env!("CARGO_BIN_EXE_normalize-events"), env!("CARGO_BIN_EXE_runwire-supervise")] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = std::process::Command::new(bin).arg("--help").stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{bin}: {err}");
+        assert!(err.contains(": stdout: "), "{bin}: {err}");
+    }
+}
