@@ -231,11 +231,7 @@ fn read_chunked(r: &mut impl BufRead, limit: usize) -> Result<Vec<u8>, BodyError
     let mut line = Vec::new();
     loop {
         read_crlf_line(r, &mut line)?;
-        let size_text = std::str::from_utf8(&line).ok().map(|l| l.split(';').next().unwrap_or_default().trim());
-        let size = size_text
-            .filter(|s| !s.is_empty() && s.len() <= 15)
-            .and_then(|s| u64::from_str_radix(s, 16).ok())
-            .ok_or_else(|| BodyError::Bad("malformed chunk size".into()))?;
+        let size = chunk_size(&line).ok_or_else(|| BodyError::Bad("malformed chunk size".into()))?;
         if size == 0 {
             // Trailers, then the final blank line.
             for _ in 0..MAX_HEADERS {
@@ -268,7 +264,41 @@ fn read_chunked(r: &mut impl BufRead, limit: usize) -> Result<Vec<u8>, BodyError
     }
 }
 
-/// One line ended by LF (CR before it dropped), at most 4 KiB.
+/// A chunk line's size (RFC 9112 7.1: `1*HEXDIG [ BWS ";" chunk-ext ]`):
+/// hex digits only (no sign: `u64::from_str_radix` takes a `+`), at most
+/// 15 of them; an extension is skipped but must be well formed enough to
+/// end (no control character, its quotes closed).
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    let rest = &line[digits..];
+    let ext = rest.trim_ascii_start();
+    let ok_rest = rest.is_empty()
+        || (ext.first() == Some(&b';')
+            && !ext.iter().any(|&b| b.is_ascii_control() && b != b'\t')
+            && quotes_closed(&ext[1..]));
+    let text = std::str::from_utf8(&line[..digits]).ok()?;
+    ok_rest.then(|| u64::from_str_radix(text, 16).ok()).flatten()
+}
+
+/// Whether every quoted string in a chunk extension ends (`\` escapes one byte).
+fn quotes_closed(ext: &[u8]) -> bool {
+    let (mut quoted, mut escaped) = (false, false);
+    for &b in ext {
+        match (quoted, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (_, false, b'"') => quoted = !quoted,
+            _ => {}
+        }
+    }
+    !quoted
+}
+
+/// One line ended by CRLF, at most 4 KiB. A bare LF is refused, as in the
+/// head: two parsers (a proxy's, ours) must never split a body differently.
 fn read_crlf_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> Result<(), BodyError> {
     line.clear();
     let n = r.take(4096).read_until(b'\n', line).map_err(io_err)?;
@@ -279,8 +309,8 @@ fn read_crlf_line(r: &mut impl BufRead, line: &mut Vec<u8>) -> Result<(), BodyEr
         return Err(BodyError::Bad("a chunk line is too long".into()));
     }
     line.pop();
-    if line.last() == Some(&b'\r') {
-        line.pop();
+    if line.pop() != Some(b'\r') {
+        return Err(BodyError::Bad("a chunk line ends with a bare LF (CRLF expected)".into()));
     }
     Ok(())
 }
@@ -611,6 +641,26 @@ mod tests {
             Err(BodyError::TooLarge)
         ));
         assert!(matches!(read_body(&chunked, &b"zz\r\n"[..], 10), Err(BodyError::Bad(_))));
+        // Strict chunk lines (a proxy that reads them otherwise must never see another body):
+        // no sign, no leading space, CRLF only, an extension's quotes closed.
+        for bad in [
+            &b"+2\r\n{}\r\n0\r\n\r\n"[..],
+            b" 2\r\n{}\r\n0\r\n\r\n",
+            b"2\n{}\n0\n\n",
+            b"2\r\n{}\n0\r\n\r\n",
+            b"2;a=\"b\r\n{}\r\n0\r\n\r\n",
+            b"2x\r\n{}\r\n0\r\n\r\n",
+            b"2;a\x01\r\n{}\r\n0\r\n\r\n",
+        ] {
+            assert!(
+                matches!(read_body(&chunked, bad, 10), Err(BodyError::Bad(_))),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        for good in [&b"2 ;a=\"b;c\\\"\"\r\n{}\r\n0\r\n\r\n"[..], b"0002\r\n{}\r\n0\r\nX-T: 1\r\n\r\n"] {
+            assert_eq!(read_body(&chunked, good, 10).unwrap(), b"{}", "{:?}", String::from_utf8_lossy(good));
+        }
         assert!(matches!(
             read_body(&req("Transfer-Encoding: chunked\r\nContent-Length: 3"), &b""[..], 10),
             Err(BodyError::Bad(_))
