@@ -556,3 +556,19 @@ fn a_5_mb_tool_result_closes_its_call_in_bounded_memory() {
     assert!(!got.iter().any(|e| e["type"] == "error"), "nothing lost, nothing to report: {got:?}");
     assert!(peak <= 32 * 1024, "normalize-events peaked at {peak} kB");
 }
+
+/// A Claude tool call whose input nests deeper than serde_json's 128 levels
+/// keeps its input, as text, with exit 0: it was replaced by `{}`, unsaid.
+#[test]
+fn a_deeply_nested_tool_input_is_kept_as_text() {
+    let d = 200;
+    let input = format!("{{\"command\":{}{}}}", "[".repeat(d), "]".repeat(d));
+    let line = format!(
+        r#"{{"type":"assistant","message":{{"model":"m","id":"msg_1","type":"message","role":"assistant","content":[{{"type":"tool_use","id":"toolu_1","name":"Bash","input":{input}}}]}},"session_id":"s"}}"#
+    );
+    let (out, err, code) = normalize("claude", format!("{line}\n").as_bytes(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let ev = events(&out);
+    let call = ev.iter().find(|e| e["type"] == "tool_call").expect("the call");
+    assert_eq!(call["data"]["args"].as_str(), Some(input.as_str()), "{call}");
+}

@@ -6,8 +6,15 @@ use crate::util::lenient;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+/// A tool call's input as JSON (`{}` when the block has none). JSON that
+/// cannot become a [`Value`] (nested deeper than serde_json's 128
+/// levels: the line itself was read as raw text) is kept as its text, a
+/// string, never replaced by `{}`: the call's arguments are not dropped.
 pub(super) fn raw_value(r: Option<&RawValue>) -> Value {
-    r.and_then(|r| lenient::value(r.get()).ok()).unwrap_or_else(|| Value::Object(Default::default()))
+    match r {
+        None => Value::Object(Default::default()),
+        Some(r) => lenient::value(r.get()).unwrap_or_else(|_| Value::String(r.get().to_string())),
+    }
 }
 
 /// A tool_result's `content`: a string, or a list of text (and other) blocks.
