@@ -36,6 +36,8 @@ a file named by a flag.";
 /// events as Server-Sent Events.
 #[derive(clap::Parser, Debug)]
 #[command(name = super::options::BIN, version, after_help = AFTER_HELP)]
+// Live sessions: a real agent's (--interactive) or the demo agent's.
+#[command(group(clap::ArgGroup::new("live").args(["interactive", "demo"]).multiple(true)))]
 pub struct Args {
     /// Address to listen on (port 0 picks a free port; the first stdout line names it), or
     /// `unix:PATH`: a unix socket of mode 0600 for a reverse proxy of the same user (no TCP port).
@@ -105,7 +107,7 @@ pub struct Args {
     pub approval_policy: String,
     /// Seconds a request of the agent waits for an answer before it is denied (fail closed); the
     /// interrupt's expiresAt says when.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ANSWER_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=86_400), requires = "interactive")]
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_ANSWER_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=86_400), requires = "live")]
     pub answer_timeout: u64,
     /// Compare evidence for the studio's Compare view and GET /api/evidence: a directory holding
     /// verdict.json (and H0/, H1/ revision.json, checked when present) or a verdict file. Read on

@@ -254,3 +254,20 @@ fn a_node_says_that_it_waits_for_a_silent_cluster_and_then_serves() {
     assert!(wait.is_some() && then.is_some() && wait < then, "{err}");
     drop(silent);
 }
+
+/// The demo takes `--answer-timeout` (clap asked for `--interactive` beside
+/// `--demo`, which is its own mode): its interrupts expire when it says.
+#[test]
+fn the_demo_takes_an_answer_timeout() {
+    let s = start_with("timeout", &["--demo", "--answer-timeout", "7"]);
+    let first = agui(&s, "d", "r1", "");
+    let at = first.find("\"interrupts\"").expect("an interrupt");
+    let expires = field(&first[at..], "expiresAt").expect("expiresAt");
+    let expires = runwire::util::time::parse_rfc3339_ms(expires).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    assert!((0..=8_000).contains(&(expires - now)), "expires in {} ms, not within 7 s", expires - now);
+    // Without a live session to time, the flag is still a usage error.
+    let (child, _home) = spawn_serve(&["--answer-timeout", "7", "--listen", "127.0.0.1:0"], "timeout-alone");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
