@@ -521,6 +521,49 @@ fn a_post_agui_run_is_journaled_as_ended_by_the_time_its_response_ends() {
     }
 }
 
+/// A batch run whose client left is journaled halted with why; the same
+/// request retried is answered from that record and ends `RUN_ERROR`
+/// `run_stopped`, not as an agent that exited with status 1 (the client
+/// stopped it, the agent did not fail).
+#[test]
+fn a_retried_run_whose_client_left_says_it_was_stopped() {
+    let home = tmp("agui-left").join("home");
+    let srv = serve(&home, &[]);
+    let body = r#"{"threadId":"tl","runId":"left-1","messages":[{"id":"m1","role":"user","content":"hi"}]}"#;
+    let request = format!(
+        "POST /agui HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut buf = [0u8; 4096];
+    let k = s.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..k]).starts_with("HTTP/1.1 200"));
+    drop(s);
+    let ended = Instant::now();
+    let run = loop {
+        let (_, list) = srv.get("/runs");
+        let run = list["runs"].as_array().unwrap().iter().find(|r| r["slug"] == "agui-left-1").cloned();
+        if run.as_ref().is_some_and(|r| r["status"] == "failed") {
+            break run.unwrap();
+        }
+        assert!(ended.elapsed() < Duration::from_secs(20), "the run never ended: {run:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(run["reason"].as_str().unwrap_or_default().contains("its client left"), "{run}");
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap_or_default();
+    let last: Value = serde_json::from_str(last).unwrap_or_default();
+    assert_eq!((last["type"].as_str(), last["code"].as_str()), (Some("RUN_ERROR"), Some("run_stopped")), "{text}");
+    assert!(last["message"].as_str().unwrap_or_default().contains("its client left"), "{last}");
+}
+
 #[test]
 fn runs_routes_pass_the_same_boundary_as_the_others() {
     let f = fixture("boundary");

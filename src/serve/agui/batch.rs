@@ -26,6 +26,11 @@ use std::net::TcpStream;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
+/// The journal's detail of a batch run stopped because its client left:
+/// a retried request replays its record, and ends with this, not as an
+/// agent that failed ([`super::replay`]).
+pub(super) const STOPPED: &str = "stopped before the agent finished: its client left";
+
 /// How often the stream looks at its client, the shutdown flag and the clock.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -86,7 +91,13 @@ impl Stages {
             (_, Some(0) | None) => ("committed", self.exit_rc),
             (_, rc) => ("failed", rc),
         };
-        let detail = self.rec_failed.take().map(|e| format!("the run's log could not be written: {e}"));
+        let detail = match self.rec_failed.take() {
+            Some(e) => Some(format!("the run's log could not be written: {e}")),
+            // Said, so that a retry of the request (answered from this
+            // record) does not read as the agent's own failure.
+            None if stopped => Some(STOPPED.to_string()),
+            None => None,
+        };
         // A journal on the same full disk may fail once and take the next
         // try (space freed by a cleaner, a smaller write): a few tries.
         let mut tries = 0;

@@ -105,8 +105,12 @@ fn pump(
             msgs.emit(out, body)?;
         }
     }
+    // A run whose client left: stopped, not failed (the agent gave no exit code).
+    let stopped = rec.state.as_deref() == Some("halted")
+        && rec.rc.is_none()
+        && rec.detail.as_deref() == Some(super::batch::STOPPED);
     // The agent's own end is not in the log: the journal says how it ended.
-    if !tr.is_terminated() && matches!(rec.state.as_deref(), Some("failed" | "halted")) {
+    if !stopped && !tr.is_terminated() && matches!(rec.state.as_deref(), Some("failed" | "halted")) {
         let state = rec.state.as_deref().unwrap_or("failed");
         let rc = rec.rc.unwrap_or(1);
         let detail = rec.detail.clone().unwrap_or_else(|| format!("the run was journaled {state}"));
@@ -125,6 +129,10 @@ fn pump(
         let out = tr.push(&ev);
         msgs.emit(out, body)?;
     }
-    let out = tr.finish();
+    let out = if stopped {
+        tr.end_with_error(format!("the run was {}", super::batch::STOPPED), "run_stopped", norm.last_ts())
+    } else {
+        tr.finish()
+    };
     msgs.emit(out, body)
 }
