@@ -558,7 +558,7 @@ fn a_retried_run_whose_client_left_says_it_was_stopped() {
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
     let text = String::from_utf8_lossy(&raw);
-    let last = text.lines().filter_map(|l| l.strip_prefix("data: ")).last().unwrap_or_default();
+    let last = text.lines().rev().find_map(|l| l.strip_prefix("data: ")).unwrap_or_default();
     let last: Value = serde_json::from_str(last).unwrap_or_default();
     assert_eq!((last["type"].as_str(), last["code"].as_str()), (Some("RUN_ERROR"), Some("run_stopped")), "{text}");
     assert!(last["message"].as_str().unwrap_or_default().contains("its client left"), "{last}");
