@@ -653,7 +653,9 @@ impl Checker {
         }
         let end = |rule, m: String| Finding { rule, index: None, event: None, message: m };
         match self.phase {
-            Phase::Start => out.push(end("run.unterminated", "the stream holds no event".into())),
+            Phase::Start if self.n == 0 => out.push(end("run.unterminated", "the stream holds no event".into())),
+            // Events came, none of a run (each reported as it came).
+            Phase::Start => out.push(end("run.unterminated", "the stream holds no run: no RUN_STARTED".into())),
             Phase::Active => out.push(end(
                 "run.unterminated",
                 "the stream ends with its run still active (no RUN_FINISHED or RUN_ERROR): a truncated run".into(),
@@ -709,6 +711,20 @@ mod tests {
         assert_eq!(rules("data: {\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n"), ["framing.unterminated"]);
         assert_eq!(rules("data: nope\n\n"), ["framing.not-json", "run.unterminated"]);
         assert_eq!(rules(""), ["run.unterminated"]);
+    }
+
+    /// The end of a stream with no run says which: no event at all, or
+    /// events and no run; an event with no type is named as such.
+    #[test]
+    fn a_stream_with_no_run_says_what_it_held() {
+        let messages = |input: &str| -> Vec<String> {
+            check_bytes(input.as_bytes(), None, Options::default()).into_iter().map(|f| f.message).collect()
+        };
+        assert!(messages("").contains(&"the stream holds no event".to_string()));
+        let unknown = messages("{\"type\":\"NOPE\"}\n");
+        assert!(unknown.contains(&"the stream holds no run: no RUN_STARTED".to_string()), "{unknown:?}");
+        let untyped = messages("{\"x\":1}\n");
+        assert!(untyped.iter().any(|m| m.starts_with("the stream begins with an event with no type")), "{untyped:?}");
     }
 
     #[test]

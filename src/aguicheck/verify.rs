@@ -23,7 +23,8 @@ impl Checker {
             ));
         }
         if self.phase == Phase::Start && ty != "RUN_STARTED" && ty != "RUN_ERROR" {
-            out.push(at(self, "run.first", format!("the stream begins with {ty}, not RUN_STARTED or RUN_ERROR")));
+            let first = if ty.is_empty() { "an event with no type".to_string() } else { ty.to_string() };
+            out.push(at(self, "run.first", format!("the stream begins with {first}, not RUN_STARTED or RUN_ERROR")));
             // Read on as if a run had started, to check what follows.
             self.phase = Phase::Active;
         }
