@@ -16,10 +16,10 @@ const BIN: &str = "agui-translate";
 #[command(name = BIN, version, after_help = "Exit status: 0 success; 1 some input lines were unusable (each reported on stderr; the rest still written); 2 usage error; 3 input or output error.\nSee agui-translate(1) and spec/exit-codes.md.")]
 struct Args {
     /// threadId for RUN_STARTED/RUN_FINISHED (default: the first event's `run`, else derived).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     thread_id: Option<String>,
     /// runId, also the prefix of every message and tool-call id (default: derived from the first event).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     run_id: Option<String>,
     /// Read from FILE instead of stdin (`-` is stdin).
     #[arg(long, value_name = "FILE", conflicts_with = "file")]

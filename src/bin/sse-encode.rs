@@ -15,7 +15,7 @@ const BIN: &str = "sse-encode";
 #[command(name = BIN, version, after_help = "Exit status: 0 success; 1 some input lines were unusable (each reported on stderr; the rest still written); 2 usage error; 3 input or output error.\nSee sse-encode(1) and spec/exit-codes.md.")]
 struct Args {
     /// Use this top-level field (string or integer) as each frame's `id:`.
-    #[arg(long, value_name = "FIELD")]
+    #[arg(long, value_name = "FIELD", value_parser = clap::builder::NonEmptyStringValueParser::new())]
     id_from: Option<String>,
     /// Emit only the frames after the one whose id is ID (seq ids compare by position).
     #[arg(long, value_name = "ID", requires = "id_from")]

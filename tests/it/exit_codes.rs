@@ -220,3 +220,19 @@ fn help_that_cannot_be_written_exits_3() {
         assert!(err.contains(": stdout: "), "{bin}: {err}");
     }
 }
+
+/// An empty id is no id: `agui-translate --run-id ""` made message ids
+/// like `:m:msg_1`; refused as usage, as `sse-encode --id-from ""` is.
+#[test]
+fn empty_ids_are_usage_errors() {
+    for (bin, args) in [
+        (env!("CARGO_BIN_EXE_agui-translate"), ["--run-id", ""]),
+        (env!("CARGO_BIN_EXE_agui-translate"), ["--thread-id", ""]),
+        (env!("CARGO_BIN_EXE_sse-encode"), ["--id-from", ""]),
+    ] {
+        let out = std::process::Command::new(bin).args(args).stdin(std::process::Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(": usage: "), "{args:?}: {err}");
+    }
+}
