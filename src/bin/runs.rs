@@ -364,7 +364,13 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         }
         cmd => cmd,
     };
-    let reg = Registry::at(&runs::harness_home());
+    let home = runs::harness_home();
+    // A home that is a file lists as if empty otherwise: said, as an I/O error.
+    if home.exists() && !home.is_dir() {
+        cli::report(BIN, format!("{}: not a directory ($HARNESS_HOME is the runs' home)", home.display()));
+        return Ok(Exit::Io);
+    }
+    let reg = Registry::at(&home);
     let stdout = std::io::stdout();
     let mut o = std::io::BufWriter::new(cli::Stdout(stdout.lock()));
     let cmd = cmd.unwrap_or(Cmd::List {

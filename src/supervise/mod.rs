@@ -134,6 +134,13 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let owned = socket::Ownership::take(&home, &run_id).map_err(StartError::Io)?;
     // 2. Registration: the owner check and the writes in one step, so one of
     // the runs that want the slug in this runstate directory wins.
+    if opts.runstate.exists() && !opts.runstate.is_dir() {
+        let e = std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory (--runstate names the run's directory)",
+        );
+        return Err(io(&opts.runstate, e));
+    }
     std::fs::create_dir_all(&opts.runstate).map_err(|e| io(&opts.runstate, e))?;
     let runstate = opts.runstate.canonicalize().map_err(|e| io(&opts.runstate, e))?;
     let files = RunFiles::new(&runstate, &opts.slug);

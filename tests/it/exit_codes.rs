@@ -236,3 +236,33 @@ fn empty_ids_are_usage_errors() {
         assert!(err.contains(": usage: "), "{args:?}: {err}");
     }
 }
+
+/// A directory named by a file: `runs` with `$HARNESS_HOME` a file (it
+/// listed nothing, exit 0) and `runwire-supervise --runstate` a file (it
+/// said "File exists") say "not a directory", exit 3.
+#[test]
+fn a_file_where_a_directory_belongs_is_said_so() {
+    let dir = crate::support::scratch("not-a-dir");
+    let file = dir.join("file");
+    std::fs::write(&file, "").unwrap();
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_runs")).arg("list").env("HARNESS_HOME", &file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.starts_with(&format!("runs: {}: not a directory", file.display())), "{err}");
+    let plan = dir.join("p.plan.json");
+    std::fs::write(&plan, r#"{"v":"plan/v1","tasks":[]}"#).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_runwire-supervise"))
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--runstate")
+        .arg(&file)
+        .env("HARNESS_HOME", dir.join("home"))
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.starts_with(&format!("runwire-supervise: {}: not a directory", file.display())), "{err}");
+    assert!(!dir.join("home/runs").exists(), "nothing registered");
+}
