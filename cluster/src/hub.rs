@@ -60,6 +60,16 @@ fn hdr<T: std::str::FromStr>(h: Option<&HeaderMap>, name: &str) -> Option<T> {
     h?.get(name)?.as_str().parse().ok()
 }
 
+/// Whether `f` and `payload` agree on their common start (the file holds
+/// a prefix of the payload, or the payload is the file's start).
+fn starts_alike(f: &std::fs::File, payload: &[u8]) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let len = f.metadata()?.len().min(payload.len() as u64) as usize;
+    let mut have = vec![0u8; len];
+    f.read_exact_at(&mut have, 0)?;
+    Ok(have == payload[..len])
+}
+
 fn set_mtime(f: &std::fs::File, ns: i64) {
     if ns > 0 {
         let t = SystemTime::UNIX_EPOCH + Duration::from_nanos(ns as u64);
@@ -171,7 +181,7 @@ impl Mirror {
         };
         let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
         // Live chunks continue only what a plain chunk of the stream leaves.
-        streamed.remove(subject);
+        let seen = streamed.remove(subject);
         let dir = self.dir(&node, &run);
         let path = dir.join(&file);
         // The run's mark, held before any of its files changes (listings
@@ -228,8 +238,21 @@ impl Mirror {
             return Ok(Applied::Done);
         }
         let mut f = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+        let at = hdr::<u64>(h, header::INO).map(|ino| (ino, hdr::<u64>(h, header::GEN).unwrap_or(0)));
         if reset && off == 0 {
-            f.set_len(0)?;
+            // A new generation replaces the file; a generation's first chunk
+            // applied again (a hub restarted behind the last message it
+            // applied) changes nothing. Truncating then made the file shrink
+            // under its readers: the home feed took the run for a new one and
+            // announced it again (notifications included). Known to be
+            // another generation: this hub saw the file's current one since
+            // it started. Else the bytes tell: the same start is the same
+            // generation (its later chunks carry timestamps and ids, so two
+            // generations of one file do not share a whole chunk).
+            let other = at.is_some() && seen.is_some_and(|seen| Some(seen) != at);
+            if other || !starts_alike(&f, payload)? {
+                f.set_len(0)?;
+            }
         }
         let len = f.metadata()?.len();
         if len < off {
@@ -237,7 +260,6 @@ impl Mirror {
             // node is asked for the file whole; nothing is written meanwhile.
             return Ok(Applied::Gap { node, run, file });
         }
-        let at = hdr::<u64>(h, header::INO).map(|ino| (ino, hdr::<u64>(h, header::GEN).unwrap_or(0)));
         // Applied already, or in part by the live tail (the same bytes of an
         // append-only file): what is past the file's length is written.
         if let Some(rest) = payload.get((len - off) as usize..).filter(|r| !r.is_empty()) {
@@ -807,9 +829,20 @@ mod tests {
         let path = m.dir("n1", "ab--x.y").join("x.y.t.log");
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1")])), b"one\n").unwrap();
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "4")])), b"two\n").unwrap();
-        // A duplicate (replayed) chunk changes nothing.
+        // A duplicate (replayed) chunk changes nothing: the file never
+        // shrinks under its readers, not even between the replayed chunks.
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "0"), ("Rw-Reset", "1")])), b"one\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
         m.chunk(&s, Some(&headers(&[("Rw-Offset", "4")])), b"two\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
+        // A generation known to be another (its inode) replaces the file,
+        // even when its first chunk is the old one's start.
+        let gen = |ino: &'static str| [("Rw-Offset", "0"), ("Rw-Reset", "1"), ("Rw-Ino", ino)];
+        m.chunk(&s, Some(&headers(&gen("5"))), b"one\n").unwrap();
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "4"), ("Rw-Ino", "5")])), b"two\n").unwrap();
+        m.chunk(&s, Some(&headers(&gen("6"))), b"one\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\n");
+        m.chunk(&s, Some(&headers(&[("Rw-Offset", "4"), ("Rw-Ino", "6")])), b"two\n").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\n");
         // A gap writes nothing, and says which file (asked for again).
         let gap = m.chunk(&s, Some(&headers(&[("Rw-Offset", "100")])), b"x").unwrap();
