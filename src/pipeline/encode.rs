@@ -46,8 +46,24 @@ impl Encoder {
         let has_cr = line.contains(&b'\r');
         let id = match &self.id_from {
             Some(field) => {
-                let v: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
-                frame_id(&v, field)?
+                // Only the top level is read as values (each member kept raw):
+                // a line nested past serde_json's 128 levels is still JSON, and
+                // framed as it is without --id-from.
+                match serde_json::from_slice::<std::collections::HashMap<String, &serde_json::value::RawValue>>(line) {
+                    Ok(members) => match members.get(field.as_str()) {
+                        Some(raw) => {
+                            let v: Value = serde_json::from_str(raw.get())
+                                .map_err(|_| format!("{field}: the id must be a string or an integer"))?;
+                            frame_id(&serde_json::json!({ field.as_str(): v }), field)?
+                        }
+                        None => None,
+                    },
+                    // Valid JSON that is not an object: no id.
+                    Err(_) => {
+                        serde_json::from_slice::<serde::de::IgnoredAny>(line).map_err(|e| format!("not JSON: {e}"))?;
+                        None
+                    }
+                }
             }
             None => {
                 serde_json::from_slice::<serde::de::IgnoredAny>(line).map_err(|e| format!("not JSON: {e}"))?;
@@ -172,6 +188,17 @@ mod tests {
         assert_eq!(e.push(b"").unwrap(), None);
         assert_eq!(e.push(b"  \t").unwrap(), None);
         assert!(e.push(b"{nope").unwrap_err().starts_with("not JSON"));
+    }
+
+    /// A line nested past serde_json's 128 levels is framed with its id, as
+    /// it is framed without `--id-from` (it was refused as "not JSON").
+    #[test]
+    fn a_deeply_nested_line_keeps_its_id() {
+        let deep = format!("{{\"seq\":3,\"x\":{}{}}}", "[".repeat(300), "]".repeat(300));
+        let framed = enc(Some("seq"), None).push(deep.as_bytes()).unwrap().unwrap();
+        assert_eq!(framed, format!("id: 3\ndata: {deep}\n\n"));
+        assert_eq!(enc(Some("seq"), None).push(b"[1]").unwrap().unwrap(), "data: [1]\n\n", "no object, no id");
+        assert!(enc(Some("seq"), None).push(b"{nope").unwrap_err().starts_with("not JSON"));
     }
 
     #[test]
