@@ -407,6 +407,11 @@ impl Agent for Acp {
         }
         check_answer(req, a)
     }
+    /// A cancel (an interrupt, a message mid-turn) answers every open
+    /// request `cancelled` at once ([`Acp::cancel`]).
+    fn holds(&self, req: &InputRequest) -> bool {
+        self.asked.contains_key(&req.id)
+    }
 }
 
 #[cfg(test)]
@@ -473,6 +478,25 @@ mod tests {
         assert_eq!(s.idle_line(), None);
         let st = s.agent_line(br#"{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}"#, 3);
         assert!(st.close_agent_input);
+    }
+
+    /// The cancel of an interrupt (or of a message mid-turn) answers the
+    /// open request `cancelled` at the agent: the session closes it then and
+    /// there, and a later allow is refused, never recorded as given with
+    /// nothing sent to the agent.
+    #[test]
+    fn a_request_the_cancel_answered_is_closed_and_takes_no_later_answer() {
+        let allow =
+            || serde_json::from_value::<Input>(json!({"type":"answer","id":"0","decision":"allow","by":"m"})).unwrap();
+        for cancel in [Input::Interrupt(super::super::input::Who { by: None }), msg("do this instead")] {
+            let (mut s, _) = session();
+            s.agent_line(PERMISSION.as_bytes(), 0);
+            let st = s.input(cancel, 1).unwrap();
+            assert_eq!(s.pending().count(), 0, "closed with the cancel");
+            assert_eq!(st.answered.len(), 1);
+            assert_eq!(st.answered[0].decision, crate::pipeline::events::Decision::Cancelled);
+            assert!(s.input(allow(), 2).is_err(), "an allow after the cancel is refused");
+        }
     }
 
     #[test]

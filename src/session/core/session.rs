@@ -323,8 +323,15 @@ impl<A: Agent> Session<A> {
                 }
             }
             Input::End(who) => {
+                // As a stop: the agent is told the session ended, the record
+                // says who ended it (`by` is never sent to the agent).
                 let by = who.by.unwrap_or_else(|| self.opts.actor.clone());
-                self.cancel_all(&format!("the session was ended by {by}"), now_ms, &mut s);
+                for (r, _) in std::mem::take(&mut self.pending) {
+                    let mut a = self.own_answer(&r, Decision::Cancelled, ENDED, now_ms);
+                    a.by = Some(by.clone());
+                    self.agent.answer(&r, &a, None, &mut s.to_agent);
+                    self.close(&r, a, &mut s);
+                }
                 if self.phase == Phase::Turn {
                     self.agent.interrupt(&mut s.to_agent);
                 }
@@ -332,7 +339,25 @@ impl<A: Agent> Session<A> {
                 s.close_agent_input = true;
             }
         }
+        self.closed_by_agent(now_ms, &mut s);
         Ok(s)
+    }
+
+    /// Requests the agent's protocol answered itself while this input was
+    /// applied (ACP cancels them with the turn: [`Agent::holds`]): closed
+    /// here as cancelled, so that the record says what the agent got and a
+    /// later answer is refused.
+    fn closed_by_agent(&mut self, now_ms: i64, s: &mut Step) {
+        if self.pending.iter().all(|(r, _)| self.agent.holds(r)) {
+            return;
+        }
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|(r, _)| !self.agent.holds(r));
+        self.pending = kept;
+        for (r, _) in gone {
+            let a = self.own_answer(&r, Decision::Cancelled, INTERRUPTED, now_ms);
+            self.close(&r, a, s);
+        }
     }
 
     /// A message: starts a turn, or (a turn running) joins it, or cancels

@@ -90,6 +90,14 @@ pub trait Agent {
     fn check_answer(&self, _req: &InputRequest, _answer: &AnswerInput) -> Result<(), String> {
         Ok(())
     }
+    /// Whether the agent still waits for an answer to `req`. A protocol
+    /// that answers its open requests itself when it cancels a turn (ACP:
+    /// `cancelled` to each, as the protocol asks) says so here, and the
+    /// session closes them as cancelled: an answer after that is refused,
+    /// never recorded as given when nothing reached the agent.
+    fn holds(&self, _req: &InputRequest) -> bool {
+        true
+    }
 }
 
 /// A boxed protocol (chosen at run time, [`crate::session::launch::launch`]) is one too.
@@ -130,10 +138,19 @@ impl<T: Agent + ?Sized> Agent for Box<T> {
     fn check_answer(&self, req: &InputRequest, answer: &AnswerInput) -> Result<(), String> {
         (**self).check_answer(req, answer)
     }
+    fn holds(&self, req: &InputRequest) -> bool {
+        (**self).holds(req)
+    }
 }
 
 /// What the agent is told of a request cancelled by a stop (`stop`).
 pub const STOPPED: &str = "The user stopped the turn.";
+
+/// What the agent is told of a request cancelled by the session's end (`end`).
+pub const ENDED: &str = "The session was ended.";
+
+/// Why a request the agent's protocol cancelled with its turn is closed.
+pub const INTERRUPTED: &str = "the turn was interrupted before an answer";
 
 /// What a session input did, as the session saw it when it took it: the
 /// acknowledgement a command gets.
