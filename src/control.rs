@@ -423,6 +423,9 @@ impl Command {
     /// A control route's command from its verb and body (empty when none
     /// was sent): steer `{msg, interrupt?, turn?}`, answer [`answer_body`].
     pub fn from_route(verb: Verb, body: &[u8], by: &str) -> Result<Command, String> {
+        if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+            crate::util::lenient::unique_keys(body).map_err(|e| format!("{verb} body: {e}"))?;
+        }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct SteerBody {
@@ -605,6 +608,21 @@ mod tests {
         assert!(e.contains("unknown variant"), "{e}");
         let twice = Command::Answers { answers: vec![answer.clone(), answer.clone()] };
         assert!(twice.check().unwrap_err().contains("twice"));
+    }
+
+    /// A key given twice reads one way and acts another: refused on every
+    /// door that takes a command (a route's body, a session input line, the
+    /// supervisor socket's request, an AG-UI run's body), nothing sent.
+    #[test]
+    fn a_key_given_twice_is_refused_on_every_door() {
+        let body = br#"{"request":"rw-0123456789abcdef","decision":"deny","decision":"allow"}"#;
+        assert!(Command::from_route(Verb::Answer, body, "ana").unwrap_err().contains("\"decision\" appears twice"));
+        let line = br#"{"type":"answer","id":"0","decision":"deny","message":"no","decision":"allow"}"#;
+        assert!(crate::session::core::Input::parse_keyed(line).unwrap_err().contains("appears twice"));
+        let line = br#"{"type":"message","type":"end"}"#;
+        assert!(crate::session::core::Input::parse_keyed(line).is_err());
+        let run = br#"{"threadId":"t","runId":"r","messages":[],"resume":[{"interruptId":"i","status":"resolved","payload":{"approved":false,"approved":true}}]}"#;
+        assert!(crate::serve::agui::parse_input(run).unwrap_err().contains("appears twice"));
     }
 
     #[test]

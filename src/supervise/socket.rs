@@ -439,7 +439,10 @@ fn answer(conn: UnixStream, keys: &Keys<Reply>, give: impl Fn(Msg) -> bool) {
     let reply = match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave) {
         Err(_) | Ok(Capped::End) => return,
         Ok(Capped::TooLong) => Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None),
-        Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf) {
+        Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf)
+            .map_err(|e| e.to_string())
+            .and_then(|r| crate::util::lenient::unique_keys(&buf).map(|()| r))
+        {
             Err(e) => Reply::refuse(format!("bad request: {e}"), None),
             Ok(req) => match keyed(keys, req, &give) {
                 Some(r) => r,
@@ -692,6 +695,10 @@ mod tests {
         }
         let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
         assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+        // A key given twice reads one way and acts another: refused, as on every door.
+        let twice = br#"{"verb":"answer","task":"a","answer":{"id":"rw-0123456789abcdef","decision":"deny","decision":"allow"}}"#;
+        let r = ask([&twice[..], b"\n"].concat(), Reply::ok("taken", None));
+        assert!(!r.ok && r.detail.contains("appears twice"), "{r:?}");
         // An answer whose edited input fills a whole session input line (what
         // an HTTP route or the session itself takes) is taken here too.
         let edited = "x".repeat(crate::control::MAX_LINE - 200);

@@ -124,3 +124,76 @@ mod tests {
         assert!(!is_json("not json \\ud800"));
     }
 }
+
+/// `Err` naming the first object (at any depth) that has a key twice.
+/// serde_json keeps the last of a repeated key, so `{"decision":"deny",
+/// "decision":"allow"}` would read as one command to a person or a filter
+/// reading the line and act as another: every door that takes a command
+/// refuses it instead.
+pub fn unique_keys(bytes: &[u8]) -> Result<(), String> {
+    use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+    struct Unique;
+    impl<'de> DeserializeSeed<'de> for Unique {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Unique {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(k) = m.next_key::<String>()? {
+                m.next_value_seed(Unique)?;
+                if !seen.insert(k.clone()) {
+                    return Err(A::Error::custom(format!("the key {k:?} appears twice in one object")));
+                }
+            }
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
+            while s.next_element_seed(Unique)?.is_some() {}
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+    let mut d = serde_json::Deserializer::from_slice(bytes);
+    Unique.deserialize(&mut d).map_err(|e| {
+        let m = e.to_string();
+        // The position serde_json adds is of the object's end: the key is what matters.
+        m.split(" at line ").next().unwrap_or(&m).to_string()
+    })
+}
+
+#[cfg(test)]
+mod unique_tests {
+    #[test]
+    fn a_key_twice_in_any_object_is_named() {
+        assert_eq!(super::unique_keys(br#"{"a":1,"b":[{"c":2}],"d":{"e":3}}"#), Ok(()));
+        let twice = super::unique_keys(br#"{"type":"answer","decision":"deny","decision":"allow"}"#).unwrap_err();
+        assert!(twice.contains("\"decision\" appears twice"), "{twice}");
+        assert!(super::unique_keys(br#"{"a":[{"x":1,"x":2}]}"#).is_err(), "nested in an array");
+        assert!(super::unique_keys(br#"{"a":1,"\u0061":2}"#).is_err(), "the same key escaped");
+        assert!(super::unique_keys(b"[1,2,3]").is_ok());
+    }
+}

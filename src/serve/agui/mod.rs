@@ -47,6 +47,8 @@ pub const MAX_ID: usize = 256;
 /// may be absent or `null`) and names the first problem found.
 pub fn parse_input(body: &[u8]) -> Result<RunInput, String> {
     let v: Value = serde_json::from_slice(body).map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    // A key given twice (two `approved` in a resume payload) reads one way and acts another.
+    crate::util::lenient::unique_keys(body).map_err(|e| format!("the body: {e}"))?;
     let Value::Object(o) = &v else {
         return Err("the body must be a JSON object (an AG-UI RunAgentInput)".into());
     };

@@ -114,6 +114,7 @@ impl Input {
         }
         let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
         let mut v: Value = serde_json::from_str(text.trim()).map_err(|e| format!("not JSON: {e}"))?;
+        crate::util::lenient::unique_keys(text.trim().as_bytes())?;
         let kind = v.get("type").and_then(Value::as_str).map(str::to_string);
         let key = match v.as_object_mut().and_then(|o| o.remove(KEY_FIELD)) {
             None => None,
