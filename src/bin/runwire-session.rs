@@ -109,6 +109,34 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    // What the session will send or journal, checked before anything starts.
+    if let Some(p) = &args.prompt {
+        if let Err(e) = runwire::control::check_text(p, runwire::control::MAX_MESSAGE) {
+            return usage(format!("--prompt: {e}"));
+        }
+    }
+    if let Some(t) = &args.task {
+        if let Err(e) = runwire::runs::check_id("--task", t) {
+            return usage(e);
+        }
+    }
+    if args.actor.trim().is_empty() || args.actor.len() > 128 || args.actor.chars().any(char::is_control) {
+        return usage(format!("--actor {:?}: 1 to 128 characters, none of them control characters", args.actor));
+    }
+    if let Some(j) = &args.journal {
+        // Every record would be lost otherwise (said once a record, exit 0).
+        let opened = std::fs::OpenOptions::new().create(true).append(true).open(j).and_then(|f| {
+            if f.metadata()?.is_file() {
+                Ok(())
+            } else {
+                Err(io::Error::other("not a regular file"))
+            }
+        });
+        if let Err(e) = opened {
+            cli::report(BIN, format!("--journal {}: {e}", j.display()));
+            return Exit::Io.into();
+        }
+    }
     let cwd = match &args.cwd {
         Some(d) => match std::fs::canonicalize(d).map(|p| p.into_os_string().into_string()) {
             Ok(Ok(p)) => Some(p),

@@ -635,3 +635,35 @@ fn an_input_that_is_a_directory_is_refused_before_the_agent_starts() {
     assert!(err.starts_with(&format!("runwire-session: {}: a directory", dir.display())), "{err}");
     assert!(!started.exists(), "the agent never started");
 }
+
+/// What the session would send or journal is checked before the agent
+/// starts: a blank `--prompt` (a message's rule on every door), a `--task`
+/// outside the id set, an empty `--actor` (exit 2), and a `--journal` it
+/// cannot write (exit 3: every record would have been lost, exit 0).
+#[test]
+fn the_prompt_task_actor_and_journal_are_checked_before_the_agent_starts() {
+    let dir = crate::support::scratch("session-args");
+    let started = dir.join("started");
+    let journal = dir.join("j.jsonl");
+    std::fs::write(&journal, "").unwrap();
+    let j = journal.to_str().unwrap();
+    let d = dir.to_str().unwrap();
+    for (args, code, says) in [
+        (vec!["--prompt", "   "], 2, "runwire-session: usage: --prompt: "),
+        (vec!["--journal", j, "--task", "../evil"], 2, "runwire-session: usage: --task "),
+        (vec!["--actor", ""], 2, "runwire-session: usage: --actor "),
+        (vec!["--journal", d, "--task", "a"], 3, "runwire-session: --journal "),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+            .arg("claude")
+            .args(&args)
+            .args(["--", "sh", "-c", &format!("touch {}", started.display())])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.starts_with(says), "{args:?}: {err}");
+        assert!(!started.exists(), "{args:?}: the agent started");
+    }
+}
