@@ -680,6 +680,18 @@ mod tests {
         serde_json::from_slice(l).unwrap()
     }
 
+    /// An interrupt with no turn running sends nothing, and its ack says so
+    /// (it said "sent to the agent").
+    #[test]
+    fn an_interrupt_with_nothing_running_says_so() {
+        use super::super::Ack;
+        let mut s = session();
+        s.agent_line(br#"{"type":"result","subtype":"success","is_error":false,"session_id":"s"}"#, 1);
+        let st = input(&mut s, r#"{"type":"interrupt"}"#).unwrap();
+        assert!(st.to_agent.is_empty(), "{:?}", st.to_agent);
+        assert_eq!(st.ack, Ack::NothingRunning);
+    }
+
     /// An end cancels the open request as a stop does: the agent is told the
     /// session ended, the record says who ended it, and the `by` never
     /// reaches the agent (it went into the deny message it was sent).

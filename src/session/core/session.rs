@@ -320,6 +320,9 @@ impl<A: Agent> Session<A> {
             Input::Interrupt(_) => {
                 if self.phase == Phase::Turn {
                     self.agent.interrupt(&mut s.to_agent);
+                } else {
+                    // Nothing was sent: the ack says so, as a stop's does.
+                    s.ack = Ack::NothingRunning;
                 }
             }
             Input::End(who) => {
