@@ -465,7 +465,7 @@ pub struct Journal {
     /// The last task state record of each task (input records are not
     /// task states).
     pub tasks: BTreeMap<String, Record>,
-    /// The last run-level record.
+    /// The last run-level record that says the run's state (a `steer-queued` does not).
     pub last_run: Option<Record>,
     /// Input requests `requested` and not (yet) `answered`, in the order
     /// they were asked.
@@ -475,6 +475,15 @@ pub struct Journal {
     /// Lines that did not parse (a truncated last line, junk).
     pub skipped: usize,
     pub records: usize,
+}
+
+/// Whether a run record says what state the run is in (`started`,
+/// `paused`, `resumed`, `idle`, `finished`, `aborted`), not only that
+/// something happened in it: a `steer-queued` while paused left the run
+/// paused, but as the last run record it read as `running` (and a restart
+/// took the pause for lifted).
+fn is_run_state(run: Option<&str>) -> bool {
+    run != Some("steer-queued")
 }
 
 impl Journal {
@@ -516,7 +525,8 @@ impl Journal {
                 (Some(t), None) => {
                     last.insert(t, i);
                 }
-                (None, _) => last_run = Some(i),
+                (None, _) if is_run_state(opt(&r.run)) => last_run = Some(i),
+                (None, _) => {}
             }
         }
         j.tasks = last.into_iter().map(|(t, i)| (t.to_string(), recs[i].to_owned())).collect();
@@ -555,7 +565,8 @@ impl Journal {
             (Some(t), None) => {
                 self.tasks.insert(t.to_string(), r.to_owned());
             }
-            (None, _) => self.last_run = Some(r.to_owned()),
+            (None, _) if is_run_state(opt(&r.run)) => self.last_run = Some(r.to_owned()),
+            (None, _) => {}
         }
     }
 

@@ -128,13 +128,21 @@ pub fn mirrored_from(home: &Path, runstate_dir: &str) -> Option<String> {
 /// process that is gone (a crash, a SIGKILL): then nobody answers or
 /// resumes it, whatever its journal last said.
 pub fn owner_gone(home: &Path, run_id: &str) -> bool {
-    let Ok(bytes) = super::safe::read_in(&home.join("sock"), &format!("{run_id}.owner.json"), 1 << 20) else {
-        return false;
-    };
-    let who = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .ok()
-        .and_then(|v| serde_json::from_value::<crate::util::procid::Ident>(v.get("supervisor")?.clone()).ok());
-    who.is_some_and(|i| i.mismatch().is_some())
+    owner(home, run_id).is_some_and(|i| i.mismatch().is_some())
+}
+
+/// The process its owner record names, while it is that process still: a
+/// live supervisor (or a server recording the run). Such a run is live
+/// whatever its journal says or however long it has been quiet: removed, its
+/// supervisor lost its socket and owner record, and nobody could reach it.
+pub fn owner_alive(home: &Path, run_id: &str) -> Option<i32> {
+    owner(home, run_id).filter(|i| i.mismatch().is_none()).map(|i| i.pid)
+}
+
+fn owner(home: &Path, run_id: &str) -> Option<crate::util::procid::Ident> {
+    let bytes = super::safe::read_in(&home.join("sock"), &format!("{run_id}.owner.json"), 1 << 20).ok()?;
+    let v = serde_json::from_slice::<serde_json::Value>(&bytes).ok()?;
+    serde_json::from_value::<crate::util::procid::Ident>(v.get("supervisor")?.clone()).ok()
 }
 
 /// The files of a run that live in `$HARNESS_HOME/serve/runstate` (the

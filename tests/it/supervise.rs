@@ -383,6 +383,34 @@ fn steer_refusals_and_pause_holds_the_next_task() {
     no_stub_left(&env);
 }
 
+/// A steer queued while the run is paused leaves it paused: every view
+/// says `paused` (the `steer-queued` record read as `running`), and a live
+/// supervisor's run is never removed by `runs rm` (it took its socket and
+/// owner record away, and nobody could reach the supervisor any more).
+#[test]
+fn a_steer_while_paused_keeps_the_pause_and_a_supervised_run_is_not_removed() {
+    let env = Env::new("pausesteer");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x","gate":"while ! test -f ok.flag; do sleep 0.05; done"}]}"#);
+    let mut sup = env.start("ok");
+    until("a's gate", || env.last("a").as_deref() == Some("implemented"));
+    let r = env.call(serde_json::json!({"verb":"pause"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"also this"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(env.journal().last().is_some_and(|r| r["run"] == "steer-queued"), "{:?}", env.journal());
+    let id = run_id(&env);
+    let show = serde_json::from_slice::<Value>(&runs_cmd(&env, &["show", &id]).stdout).unwrap();
+    assert_eq!(show["run"]["status"], "paused", "{show}");
+    let rm = runs_cmd(&env, &["rm", &id]);
+    let err = String::from_utf8_lossy(&rm.stderr);
+    assert!(!rm.status.success() && err.contains("its owner, process") && err.contains("is live"), "{err}");
+    assert!(env.sock().exists(), "the supervisor's socket is still there");
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    let r = env.call(serde_json::json!({"verb":"resume"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(sup.wait(), 0);
+}
+
 #[test]
 fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
     let env = Env::new("crash");
