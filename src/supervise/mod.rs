@@ -362,7 +362,12 @@ impl Sup {
             if STOP.load(Ordering::SeqCst) && !stopping {
                 stopping = true;
                 self.waves.held = true;
-                for id in self.waves.order().to_vec() {
+                // The running tasks only (halted, as a kill halts them): a
+                // task not started, or between its steps, is left as the
+                // journal has it, and the same command started again goes
+                // on with it. Halting them all left a restart nothing to do.
+                let running: Vec<String> = self.running.keys().cloned().collect();
+                for id in running {
                     self.begin_kill(&id, "signal", None);
                 }
             }

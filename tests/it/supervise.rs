@@ -646,15 +646,24 @@ fn kill_stops_a_group_that_ignores_sigterm() {
 #[test]
 fn sigterm_to_the_supervisor_halts_running_tasks_and_aborts() {
     let env = Env::new("term");
-    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
-    let mut sup = env.start("hang");
+    env.plan(
+        r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y"}]}"#,
+    );
+    let mut cmd = env.cmd("hang");
+    cmd.args(["--max-parallel", "1"]);
+    let mut sup = Sup { child: Some(cmd.spawn().unwrap()) };
     until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
     let pid = sup.child.as_ref().unwrap().id();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
     assert_eq!(sup.wait(), 1);
     assert_eq!(env.last("a").as_deref(), Some("halted"));
+    // Only what ran is halted: b, not started, is the plan's still, and the
+    // same command started again runs it (it was halted, with nothing left to do).
+    assert_eq!(env.states("b"), Vec::<String>::new(), "b was halted too");
     assert_eq!(env.journal().last().unwrap()["run"], "aborted");
     no_stub_left(&env);
+    assert_eq!(env.start("ok").wait(), 1, "a stays halted");
+    assert_eq!(env.last("b").as_deref(), Some("committed"));
 }
 
 #[test]
