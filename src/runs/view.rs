@@ -266,6 +266,15 @@ pub fn log_totals_in(dir: BorrowedFd, rel: &Path, adapter: Adapter) -> Result<Op
     }
 }
 
+/// The agent's session a task's log names (`acp` tasks' logs read as
+/// cursor's): what a restarted supervisor resumes when the liveness entry
+/// that held it is gone (`liveness reap` between a crash and the restart).
+pub fn log_session(files: &RunFiles, task: &str, adapter_name: &str) -> Option<String> {
+    let a = if adapter_name == "acp" { Adapter::Cursor } else { adapter(adapter_name)? };
+    let dir = safe::open_dir(&files.dir).ok()?;
+    log_totals_in(dir.as_fd(), Path::new(&format!("{}.{task}.log", files.slug)), a).ok()??.session
+}
+
 /// What a writer journals when a turn of `task` ends (see
 /// [`TaskTotals`]): its log's totals as a listing would count them, read
 /// as a listing reads the log. `None` when the adapter has no totals or the

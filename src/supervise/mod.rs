@@ -309,12 +309,27 @@ impl Sup {
         // The journal is the truth: in flight when the last supervisor died
         // (its process is gone), a task redoes its turn or continues with
         // the step after a finished one (the session id from the stale liveness).
+        // Else the one its log names: a `liveness reap` (cron) between the
+        // crash and this start drops the entry, session id and all.
+        let from_logs: BTreeMap<String, String> = self
+            .waves
+            .order()
+            .iter()
+            .filter(|id| {
+                !journal.tasks.get(*id).and_then(|r| r.state.as_deref()).is_some_and(crate::runs::journal::is_terminal)
+            })
+            .filter(|id| stale.tasks.get(*id).and_then(|e| e.session_id.as_ref()).is_none())
+            .filter_map(|id| {
+                let s = crate::runs::view::log_session(&self.rec.files, id, &self.waves.def(id).adapter)?;
+                Some((id.clone(), s))
+            })
+            .collect();
         let resumed = self.waves.restore(
             |id| {
                 let r = journal.tasks.get(id);
                 (r.and_then(|r| r.state.clone()), r.and_then(|r| r.detail.clone()))
             },
-            |id| stale.tasks.get(id).and_then(|e| e.session_id.clone()),
+            |id| stale.tasks.get(id).and_then(|e| e.session_id.clone()).or_else(|| from_logs.get(id).cloned()),
         );
         // A plan run again after it ended does nothing: say so, and how to
         // run it anew, instead of only repeating the old outcome.

@@ -411,6 +411,35 @@ fn a_steer_while_paused_keeps_the_pause_and_a_supervised_run_is_not_removed() {
     assert_eq!(sup.wait(), 0);
 }
 
+/// The session a restarted supervisor resumes comes from the task's log
+/// when liveness lost it (a cron `liveness reap` between the crash and the
+/// restart): a steer is queued and resumes it, as without the reap (it was
+/// refused: "no session id yet").
+#[test]
+fn a_restart_after_liveness_reap_still_resumes_the_tasks_session() {
+    let env = Env::new("reapsid");
+    env.plan(WAITING);
+    let mut sup = env.start("ok");
+    until("a's gate", || env.last("a").as_deref() == Some("implemented"));
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().expect("a session id").to_string();
+    sup.kill9();
+    until("a's processes gone", || {
+        Command::new(env!("CARGO_BIN_EXE_liveness"))
+            .args(["--runstate", env.p("runstate").to_str().unwrap(), "reap", "p"])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("\"a\""))
+    });
+    assert!(env.live()["tasks"]["a"].is_null(), "reaped: {}", env.live());
+    let mut again = env.start("ok");
+    until("the restart's socket", || UnixStream::connect(env.sock()).is_ok());
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"more"}));
+    assert_eq!(r["ok"], true, "{r}");
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(again.wait(), 0);
+    let argv = env.argv();
+    assert!(argv.last().is_some_and(|a| a.contains(&format!("--resume {sid}"))), "{argv:?}");
+}
+
 #[test]
 fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
     let env = Env::new("crash");
