@@ -11,7 +11,10 @@
 //! - The same key with another request is refused `422`: a key names one
 //!   command.
 //! - A reply that says the command was not run (`503`, `504`: a hub whose
-//!   node did not take it in time) is not kept, so a retry may run it.
+//!   node did not take it in time) is not kept, so a retry may run it; nor a
+//!   `502`, which says it may have run (a supervisor that took it and did
+//!   not answer): its retry reaches the supervisor again, whose own keys
+//!   (per caller, `supervise::socket`) run it once and replay it after.
 //!
 //! `POST /agui` streams its reply; its `runId` already replays a finished
 //! run's stream (`agui::Book`). There the key binds the body only: another
@@ -62,9 +65,10 @@ impl Keys {
     }
 
     /// The reply of `key`'s command (the raw response as sent); one that
-    /// says the command did not run (503, 504, or no status) frees the key instead.
+    /// says the command did not run (503, 504, or no status), or may have
+    /// run where a retry finds out (502), frees the key instead.
     pub fn done(&self, key: &str, response: &[u8]) {
-        if matches!(status_of(response), Some(503 | 504) | None) {
+        if matches!(status_of(response), Some(502 | 503 | 504) | None) {
             self.0.forget(key);
             return;
         }
@@ -141,6 +145,10 @@ Access-Control-Expose-Headers: Retry-After\r\nVary: Origin\r\nContent-Length: 2\
         // Not run: the key is free again.
         assert_eq!(k.claim("k2", f, false), Claim::Run);
         k.done("k2", b"HTTP/1.1 504 Gateway Timeout\r\n\r\n");
+        assert_eq!(k.claim("k2", f, false), Claim::Run);
+        // May have run (a supervisor that took it and said nothing): a retry
+        // goes on to the supervisor, whose own keys know.
+        k.done("k2", b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
         assert_eq!(k.claim("k2", f, false), Claim::Run);
         k.forget("k2");
         // A streamed reply: the key binds the body only.

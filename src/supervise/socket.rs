@@ -555,7 +555,20 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
     s.write_all(&line).map_err(broken)?;
     let mut r = BufReader::new(s);
     let mut buf = Vec::new();
-    match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave).map_err(broken)? {
+    let read = read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave).map_err(|e| {
+        if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+            // A supervisor that took the request and is stopped (SIGSTOP),
+            // or stuck: it may still do it once it runs again.
+            CallError::Broken(format!(
+                "{}: the supervisor took the request and did not answer within {} ms (stopped or busy): the command may still be done",
+                sock.display(),
+                timeout.as_millis()
+            ))
+        } else {
+            broken(e)
+        }
+    })?;
+    match read {
         // The registered supervisor read the request and said nothing (it
         // died mid-call, or its loop never answered): what happened is
         // unknown, so neither "not live" nor a steer inbox (spec/SUPERVISOR.md).
