@@ -440,6 +440,36 @@ fn a_restart_after_liveness_reap_still_resumes_the_tasks_session() {
     assert!(argv.last().is_some_and(|a| a.contains(&format!("--resume {sid}"))), "{argv:?}");
 }
 
+/// A supervisor that takes a command and does not answer in time (it is
+/// stopped): the route's 502 says so, and is not kept under its key, so the
+/// retry reaches the supervisor, which runs the command once (its own keys).
+#[test]
+fn a_stopped_supervisor_gets_a_502_that_a_retry_gets_past() {
+    let env = Env::new("stopped");
+    env.plan(WAITING);
+    let mut sup = env.start("ok");
+    until("a's gate", || env.last("a").as_deref() == Some("implemented"));
+    let mut cmd = support::Server::command();
+    cmd.env("HARNESS_HOME", env.p("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "700");
+    let srv = support::Server::spawn(cmd);
+    let path = format!("/runs/{}/pause", run_id(&env));
+    let spid = nix::unistd::Pid::from_raw(sup.pid());
+    nix::sys::signal::kill(spid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let r = srv.request("POST", &path, "Idempotency-Key: pause-1\r\n", "");
+    nix::sys::signal::kill(spid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, 502, "{body}");
+    assert!(body.contains("did not answer within 700 ms"), "{body}");
+    let again = srv.request("POST", &path, "Idempotency-Key: pause-1\r\n", "");
+    assert_eq!(again.status, 200, "{}", String::from_utf8_lossy(&again.body));
+    assert_ne!(again.header("idempotent-replayed"), Some("true"), "the 502 was kept");
+    let paused = env.journal().iter().filter(|r| r["run"] == "paused").count();
+    assert_eq!(paused, 1, "paused once: {:?}", env.journal());
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    env.call(serde_json::json!({"verb":"resume"}));
+    assert_eq!(sup.wait(), 0);
+}
+
 #[test]
 fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
     let env = Env::new("crash");
