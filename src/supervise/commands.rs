@@ -145,11 +145,26 @@ impl Sup {
         if let Some(s) = state.as_deref().filter(|s| is_terminal(s)) {
             return Some(Reply::terminal_task(id, s));
         }
+        // A kill in flight ends the task halted: a steer queued for its next
+        // turn would never apply (it was taken, "queued", and dropped).
+        if running.as_ref().is_some_and(|r| r.kill.is_some()) {
+            return Some(Reply::refuse(format!("task {id} is being killed: nothing was queued"), state));
+        }
         let n = msg.len();
         // An interactive turn whose session is open takes the message: one
         // `steer` line, no kill, no resume.
         if let Some(r) = running.filter(|r| r.live()) {
             use crate::session::{Input, SteerInput};
+            // Paused, nothing new starts: a message to an idle session
+            // (stopped, or between its turns) would start a turn.
+            if self.waves.held && r.idle.is_some_and(|n| n >= r.written) {
+                return Some(Reply::refuse(
+                    format!(
+                        "the run is paused: a steer to task {id}'s idle session would start a turn; resume the run first (nothing was sent)"
+                    ),
+                    state,
+                ));
+            }
             let steer = SteerInput { text: msg.clone(), interrupt, turn, by: Some(actor.to_string()) };
             if ask(r, &Input::Steer(steer), Asked::Steer(n), who, reply).is_ok() {
                 return None;

@@ -696,8 +696,24 @@ fn kill_stops_a_group_that_ignores_sigterm() {
     // the descendant sweep) would follow at the full grace.
     let mut sup = env.start("ignore-term");
     until("the engine", || env.stub_pids().len() >= 2 && pid_of(&env, "a").is_some());
-    let r = env.call(serde_json::json!({"verb":"kill","task":"a"}));
+    let sock = env.sock();
+    let kill = std::thread::spawn(move || {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        writeln!(s, r#"{{"verb":"kill","task":"a"}}"#).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(s), &mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap()
+    });
+    // The kill is taken at once and answered only once the task is reaped,
+    // a second or more later (the stub ignores SIGTERM): the steer comes within.
+    std::thread::sleep(Duration::from_millis(500));
+    // A steer while the kill is in flight would never apply: refused, not "queued".
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"m","interrupt":true}));
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("being killed"), "{r}");
+    let r = kill.join().unwrap();
     assert_eq!(r["state"], "halted", "{r}");
+    assert!(!env.journal().iter().any(|r| r["run"] == "steer-queued"), "{:?}", env.journal());
     no_stub_left(&env);
     assert_eq!(sup.wait(), 1);
 }

@@ -170,6 +170,15 @@ fn stop_interrupts_the_turn_and_keeps_the_session_for_a_steer() {
     });
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(l.states(), ["leased"], "the task waits with its session open");
+    // Paused, nothing new starts: a steer to the idle session would start a
+    // turn, and is refused with nothing sent (it started one).
+    let r = l.call(serde_json::json!({"verb":"pause"}));
+    assert_eq!(r["ok"], true, "{r}");
+    let r = l.call(serde_json::json!({"verb":"steer","task":"a","msg":"Now just say hi."}));
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("the run is paused"), "{r}");
+    let r = l.call(serde_json::json!({"verb":"resume"}));
+    assert_eq!(r["ok"], true, "{r}");
     // A second stop has nothing to interrupt but the session is still there: a steer goes on.
     let r = l.call(serde_json::json!({"verb":"steer","task":"a","msg":"Now just say hi."}));
     assert_eq!(r["ok"], true, "{r}");
