@@ -68,7 +68,7 @@ impl Keys {
     /// says the command did not run (503, 504, or no status), or may have
     /// run where a retry finds out (502), frees the key instead.
     pub fn done(&self, key: &str, response: &[u8]) {
-        if matches!(status_of(response), Some(502 | 503 | 504) | None) {
+        if matches!(status_of(response), Some(502..=504) | None) {
             self.0.forget(key);
             return;
         }
