@@ -81,7 +81,17 @@ function show(userNavigated) {
   }
 }
 
-window.addEventListener('hashchange', () => show(true));
+window.addEventListener('hashchange', () => {
+  // A token typed into the address of an open page (as the banner says):
+  // taken, cleared from the address and history, and the page loaded again
+  // with it (every view asked without it so far).
+  if (/(^|[#&?])token=/.test(location.hash)) {
+    initToken();
+    location.reload();
+    return;
+  }
+  show(true);
+});
 
 document.getElementById('skip').addEventListener('click', (e) => {
   e.preventDefault();

@@ -242,3 +242,49 @@ for (const { name, viewport } of SIZES) {
     });
   });
 }
+
+describe('the studio as used: coming back to a thread', () => {
+  test('the address names the thread from its first message; a reload comes back to it; a message sent while an approval waits says it was not sent', async () => {
+    const { p, g, context } = await page({ width: 1280, height: 800 });
+    await toApproval(p, 'Come back to this');
+    const thread = await p.locator('code.thread-id').textContent();
+    await waitFor(async () => (await p.evaluate(() => location.hash)) === `#/chat/${encodeURIComponent(thread)}`, { what: 'the address naming the thread' });
+    await p.reload();
+    await p.locator('code.thread-id').waitFor();
+    assert.equal(await p.locator('code.thread-id').textContent(), thread, 'the reload opened the same thread');
+    // The approval still waits: a new message is not sent to the agent, and the page says so.
+    await send(p, 'Something else meanwhile');
+    const note = p.locator('ul.warnings li[data-code="input_not_sent"]');
+    await note.waitFor({ timeout: 30000 });
+    assert.match(await note.textContent(), /not sent/);
+    assert.equal(await p.locator('article.exchange').last().locator('.msg.user.not-sent').count(), 1);
+    g.check();
+    await context.close();
+  });
+
+  test('a failed run says why in the runs list itself, not only in a tooltip', async () => {
+    // A run whose agent fails (the stub engine exits 1), beside one that did not fail.
+    const failing = await startServer({ args: ['--agent', 'claude'], env: { STUB_MODE: 'fail' } });
+    try {
+      await postRun(failing.url, { threadId: 't-fail', runId: 'r-fail', prompt: 'break' });
+      const failed = await waitFor(async () => (await (await fetch(`${failing.url}/runs`)).json()).runs.find((r) => r.slug === 'agui-r-fail' && r.status === 'failed'), { what: 'the failed run' });
+      assert.ok(failed.reason, JSON.stringify(failed));
+      const { p, g, context } = await page({ width: 390, height: 844 });
+      g.allow(/Failed to load resource/);
+      await p.goto(`${failing.url}/#/runs`);
+      const row = p.locator(`tr[data-run-id="${failed.runId}"]`);
+      await row.waitFor({ timeout: 15000 });
+      const reason = row.locator('.status-cell .reason');
+      assert.ok(await reason.isVisible(), 'the reason is shown');
+      assert.equal((await reason.textContent()).trim(), failed.reason);
+      await p.goto(`${batch.url}/#/runs`);
+      const over = p.locator(`tr[data-run-id="${finished.runId}"]`);
+      await over.waitFor({ timeout: 15000 });
+      if (finished.status !== 'failed') assert.equal(await over.locator('.status-cell .reason').isVisible(), false);
+      g.check();
+      await context.close();
+    } finally {
+      await failing.stop();
+    }
+  });
+});

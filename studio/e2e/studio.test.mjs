@@ -537,6 +537,15 @@ describe('studio in Chromium against runwire-serve', () => {
       await p.goto(`${s.url}/#/runs`);
       await p.waitForSelector('#banner:not([hidden])');
       assert.match(await p.textContent('#banner'), /needs a token/);
+      // Doing as the banner says in this open page (the address edited, no
+      // load of its own): the token is taken, cleared from the address, and
+      // the page works (it stayed refused, the token in the address bar).
+      await p.evaluate((t) => {
+        location.hash = `#token=${t}`;
+      }, secret);
+      await p.waitForSelector('#banner', { state: 'hidden', timeout: 15000 });
+      await p.waitForSelector('.view-runs .view-status');
+      assert.equal(await p.evaluate(() => location.href.includes('token')), false);
       g.check();
       await context.close();
     }

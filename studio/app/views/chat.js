@@ -169,6 +169,20 @@ export class ChatView {
     if (a.status === 200 && a.body && typeof a.body === 'object') this.setNodes(upNodes(a.body));
   }
 
+  /** While a new thread has no node to start on, asks again every few seconds:
+   * a disabled picker takes no focus, so its refresh on focus never came. */
+  watchNodes() {
+    if (this.nodeTimer || this.mode !== 'hub') return;
+    this.nodeTimer = setInterval(() => {
+      if (this.mode !== 'hub' || this.threadStarted || this.nodes.length > 0 || !this.el.isConnected) {
+        clearInterval(this.nodeTimer);
+        this.nodeTimer = null;
+        return;
+      }
+      this.refreshNodes();
+    }, 3000);
+  }
+
   setNodes(nodes) {
     this.nodes = nodes;
     this.node = pickNode(nodes, this.node);
@@ -190,6 +204,7 @@ export class ChatView {
     this.nodeSelect.value = this.node;
     this.nodeSelect.disabled = this.nodes.length === 0;
     setText(this.nodeNote, this.nodes.length ? '' : 'No node is up: a new thread cannot start.');
+    if (this.nodes.length === 0) this.watchNodes();
   }
 
   newThread() {
@@ -202,6 +217,7 @@ export class ChatView {
     this.refreshNodes();
     this.showThread();
     this.log.replaceChildren();
+    if (location.hash.startsWith('#/chat/')) window.history.replaceState(null, '', '#/chat');
     setText(this.status, 'New thread.');
   }
 
@@ -282,6 +298,9 @@ export class ChatView {
       this.threadNode = forwardedProps.node ?? null;
       this.threadStarted = true;
       this.showNodes();
+      // The address names the thread from its first message on: a reload
+      // (or the address copied) comes back to it, not to a new one.
+      if (location.hash.startsWith('#/chat')) window.history.replaceState(null, '', `#/chat/${encodeURIComponent(this.threadId)}`);
     }
     const runId = turnRunId(this.threadId, randomId('run'));
     // The first message names the thread, unless the person already did.
@@ -292,22 +311,25 @@ export class ChatView {
     const run = createRun({ threadId: this.threadId, runId });
     const transcript = h('div.transcript');
     const runLine = h('p.run-line');
+    // What the server said of the run besides its events (a message not
+    // sent while a request waits: runwire.input_not_sent).
+    const notes = h('ul.warnings', { 'aria-live': 'polite' });
     const cards = h('div.requests');
     const ex = h(
       'article.exchange',
       { 'data-run-id': runId },
       h('div.msg.user', { 'data-message-id': userMsg.id }, h('h2.who', null, 'You'), h('p.user-text', null, text)),
-      h('div.msg.assistant', null, h('h2.who', null, 'Agent'), transcript, cards, runLine),
+      h('div.msg.assistant', null, h('h2.who', null, 'Agent'), transcript, cards, runLine, notes),
     );
     this.log.appendChild(ex);
-    const exchange = { el: ex, run, view: new TranscriptView(transcript, run), runLine, cards };
+    const exchange = { el: ex, run, view: new TranscriptView(transcript, run), runLine, cards, notes };
     this.prompt.value = '';
     await this.stream(exchange, { threadId: this.threadId, runId, messages, tools: [], context: [], state: {}, forwardedProps });
   }
 
   /** Streams one AG-UI run into the exchange (a first run, or a resume of it). */
   async stream(exchange, body) {
-    const { run, view, runLine } = exchange;
+    const { run, view, runLine, notes } = exchange;
     const ctrl = new AbortController();
     this.current = { run, ctrl, exchange };
     this.send.disabled = true;
@@ -321,6 +343,12 @@ export class ChatView {
       runLine.dataset.status = run.status;
       setText(this.status, line);
       this.status.dataset.status = run.status;
+      while (notes && notes.children.length < run.warnings.length) {
+        const w = run.warnings[notes.children.length];
+        notes.appendChild(h('li', { 'data-code': w.code ?? '' }, w.reason));
+        // The person's own message did not reach the agent: the bubble says so too.
+        if (w.code === 'input_not_sent') exchange.el.querySelector('.msg.user')?.classList.add('not-sent');
+      }
       this.steerForm.hidden = !(run.session && run.session.steer) || isTerminal(run);
     };
     const flush = scheduler(render);

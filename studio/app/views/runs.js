@@ -372,6 +372,9 @@ export class RunsView {
     if (shown.title) row.status.title = shown.title;
     else if (typeof run.reason === 'string' && run.reason) row.status.title = run.reason;
     else row.status.removeAttribute('title');
+    const why = run.status === 'failed' && typeof run.reason === 'string' ? run.reason : '';
+    setText(row.reason, why);
+    row.reason.hidden = !why;
     row.activityMs = activityOf(run);
     this.renderAge(row);
     setText(row.wave, run.wave ?? '');
@@ -426,6 +429,9 @@ export class RunsView {
       sub,
       activityMs: null,
       status: h('span.badge'),
+      // Why a failed run failed, under its badge: a title alone is never
+      // seen on a touch screen (the README promises the reason in the studio).
+      reason: h('span.reason'),
       node: h('span.node-tag', { title: 'node' }),
       age: h('time'),
       wave: cell('Wave', '.num'),
@@ -439,7 +445,7 @@ export class RunsView {
       thread === null ? 'tr' : 'tr.thread',
       thread === null ? { 'data-run-id': key, role: 'row' } : { 'data-thread': thread, role: 'row' },
       h('th', { scope: 'row', role: 'rowheader' }, link || toggle, row.node, sub),
-      cell('Status', '.status-cell', row.status),
+      cell('Status', '.status-cell', row.status, row.reason),
       cell('Age', '.age', row.age),
       row.wave,
       row.counts,
