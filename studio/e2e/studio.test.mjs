@@ -240,10 +240,12 @@ describe('studio in Chromium against runwire-serve', () => {
     await p.click('button:has-text("Confirm kill")');
     await waitFor(async () => (await answer.getAttribute('data-http-status')) === '409', { what: 'the kill answer' });
     assert.equal(await answer.textContent(), 'Kill: 409 Conflict: run not supervised / not live');
-    await p.click('button:has-text("Pause run")');
-    const runAnswer = p.locator('.panel .answer').first();
-    await waitFor(async () => (await runAnswer.getAttribute('data-http-status')) === '409', { what: 'the pause answer' });
-    assert.equal(await runAnswer.textContent(), 'Pause: 409 Conflict: run not supervised / not live');
+    // A run the server records has no supervisor: no Pause or Resume to
+    // offer (they could only answer 409), and it says so.
+    const runSlot = p.locator('section[aria-labelledby="run-sum-h"] .control-slot[data-live="recorded"]');
+    await runSlot.waitFor({ timeout: 15000 });
+    assert.match(await runSlot.textContent(), /^A run runwire-serve records: no supervisor to pause or resume\./);
+    assert.equal(await p.locator('button:has-text("Pause run")').count(), 0);
 
     // A steer inbox beside the journal takes the message (202) and the line lands in it.
     const inbox = path.join(s.home, 'serve', 'runstate', `${run.slug}.steer.jsonl`);

@@ -392,7 +392,18 @@ export class RunView {
   renderControls() {
     const live = liveControls(this.runStatus, this.taskState);
     const over = (what) => h('p.over', null, `This ${what} is over: nothing to ${what === 'run' ? 'pause or resume' : 'stop, steer or kill'}.`);
-    if (live.run !== (this.runSlot.dataset.live !== 'false')) {
+    if (this.recorded && live.run) {
+      if (this.runSlot.dataset.live !== 'recorded') {
+        this.runSlot.dataset.live = 'recorded';
+        const chat = this.chatThread
+          ? [' ', h('a.continue-chat', { href: `#/chat/${encodeURIComponent(this.chatThread)}` }, 'Continue this thread in Chat')]
+          : [];
+        this.runSlot.replaceChildren(h('p.over', null, 'A run runwire-serve records: no supervisor to pause or resume.', ...chat));
+      }
+    } else if (this.runSlot.dataset.live === 'recorded') {
+      delete this.runSlot.dataset.live;
+    }
+    if (!(this.recorded && live.run) && live.run !== (this.runSlot.dataset.live !== 'false')) {
       this.runSlot.dataset.live = String(live.run);
       this.runSlot.replaceChildren(...(live.run ? [this.runControls] : [over('run')]));
     }
@@ -413,6 +424,11 @@ export class RunView {
     );
     for (const [id, view] of this.requestViews ?? []) this.offerLink(id, view);
     this.runStatus = r.status;
+    // A run runwire-serve records (a chat turn, a POST /agui run) has no
+    // supervisor: Pause and Resume could only fail (409). Its thread, where
+    // known, continues in Chat.
+    this.recorded = typeof r.slug === 'string' && r.slug.startsWith('agui-');
+    this.chatThread = threadOf(r);
     this.renderControls();
     // A chat turn leads with its thread's name, where this browser knows it.
     const name = threadName(threadOf(r));
