@@ -832,6 +832,7 @@ mod tests {
         names.sort();
         assert!(!names.iter().any(|n| n.starts_with(".state.json.")), "{names:?}");
         assert!(names.contains(&"state.json".to_string()) && names.contains(&"other.tmp".to_string()), "{names:?}");
+        let _ = std::fs::remove_dir_all(&h);
     }
 
     #[test]

@@ -408,7 +408,7 @@ impl Agent for Acp {
         check_answer(req, a)
     }
     /// A cancel (an interrupt, a message mid-turn) answers every open
-    /// request `cancelled` at once ([`Acp::cancel`]).
+    /// request `cancelled` at once (its `cancel`).
     fn holds(&self, req: &InputRequest) -> bool {
         self.asked.contains_key(&req.id)
     }
