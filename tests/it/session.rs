@@ -667,3 +667,44 @@ fn the_prompt_task_actor_and_journal_are_checked_before_the_agent_starts() {
         assert!(!started.exists(), "{args:?}: the agent started");
     }
 }
+
+/// SIGTERM ends the session as an `end` line does: the open request is
+/// closed as cancelled (journaled, by the signal), the agent's input is
+/// closed and the agent exits; the session exits as the agent did. It
+/// killed the process (143) with the request left open in the journal.
+#[test]
+fn sigterm_ends_the_session_as_an_end_line_does() {
+    let dir = crate::support::scratch("session-term");
+    let journal = dir.join("j.jsonl");
+    let ask = r#"{"type":"control_request","request_id":"b1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"ls"},"tool_use_id":"tu1"}}"#;
+    let got = dir.join("agent-got");
+    let agent = format!("printf '%s\\n' '{ask}'; cat > {}", got.display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["claude", "--journal"])
+        .arg(&journal)
+        .args(["--task", "a", "--", "sh", "-c", &agent])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    loop {
+        let l = lines.next().expect("a request").unwrap();
+        if l.starts_with(r#"{"type":"runwire.request""#) {
+            break;
+        }
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{rest:?}");
+    assert!(rest.iter().any(|l| l.starts_with(r#"{"type":"runwire.answer""#) && l.contains("cancelled")), "{rest:?}");
+    let recs: Vec<Value> =
+        std::fs::read_to_string(&journal).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let answered = recs.iter().find(|r| r["input"] == "answered").expect("the request closed in the journal");
+    assert_eq!((answered["decision"].as_str(), answered["by"].as_str()), (Some("cancelled"), Some("signal SIGTERM")));
+    let to_agent = std::fs::read_to_string(&got).unwrap();
+    assert!(to_agent.contains("b1") && to_agent.contains("deny"), "the agent was answered: {to_agent}");
+}
