@@ -262,6 +262,31 @@ describe('the studio as used: coming back to a thread', () => {
     await context.close();
   });
 
+  test('at 390 px a card that needs you is marked whole, its bar beside the name, not over it', async () => {
+    const { p, g, context } = await page({ width: 390, height: 844 });
+    await toApproval(p, 'Mark me');
+    const runId = await p.locator('article.exchange').first().getAttribute('data-run-id');
+    await p.goto(`${server.url}/#/`);
+    const row = p.locator(`tr.needs-you[data-run-id$="${runId}"]`);
+    await row.waitFor({ timeout: 15000 });
+    const m = await row.evaluate((tr) => {
+      const th = tr.querySelector('th');
+      const a = th.querySelector('a');
+      return {
+        tr: tr.getBoundingClientRect().left,
+        name: a.getBoundingClientRect().left,
+        thShadow: getComputedStyle(th).boxShadow,
+        thBg: getComputedStyle(th).backgroundColor,
+        trBg: getComputedStyle(tr).backgroundColor,
+      };
+    });
+    assert.ok(m.name >= m.tr + 8, `the name starts ${m.name - m.tr}px into the card, under the 4px bar`);
+    assert.equal(m.thShadow, 'none', 'the bar is the card\'s, not the cell\'s');
+    assert.notEqual(m.trBg, 'rgba(0, 0, 0, 0)', 'the card itself is marked');
+    g.check();
+    await context.close();
+  });
+
   test('a failed run says why in the runs list itself, not only in a tooltip', async () => {
     // A run whose agent fails (the stub engine exits 1), beside one that did not fail.
     const failing = await startServer({ args: ['--agent', 'claude'], env: { STUB_MODE: 'fail' } });

@@ -497,13 +497,13 @@ export class RunView {
       ['Idle', typeof b.idleS === 'number' && !ended ? formatDuration(b.idleS * 1000) : ''],
       ['Cost', typeof b.costUsd === 'number' ? formatUsd(b.costUsd) : ''],
       ['Log', b.logfile],
-      ['Updated', timeText()],
+      ['Read at', timeText()],
     ]);
   }
 
   renderFacts(dl, pairs) {
     const shown = pairs.filter(([, v]) => v !== undefined && v !== null && v !== '');
-    const key = JSON.stringify(shown.filter(([k]) => k !== 'Updated'));
+    const key = JSON.stringify(shown.filter(([k]) => k !== 'Read at'));
     if (dl._key === key) return;
     dl._key = key;
     clear(dl);
