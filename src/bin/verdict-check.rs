@@ -95,7 +95,8 @@ fn run(args: &Args) -> anyhow::Result<Exit> {
             }
             if rejection.total > rejection.findings.len() {
                 let more = rejection.total - rejection.findings.len();
-                let _ = writeln!(err, "{BIN}: {}: … and {more} more findings", inputs.name);
+                let s = if more == 1 { "" } else { "s" };
+                let _ = writeln!(err, "{BIN}: {}: … and {more} more finding{s}", inputs.name);
             }
             return Ok(INVALID);
         }

@@ -99,6 +99,7 @@ pub fn evaluate(at: &Path) -> (u16, Value) {
             let first = rejection.findings.first().map(|f| format!("{}: {}", file(f.source), f.message));
             let error = match (first, rejection.total) {
                 (Some(m), 1) => format!("invalid evidence: {m}"),
+                (Some(m), 2) => format!("invalid evidence: {m} (and 1 more finding)"),
                 (Some(m), n) => format!("invalid evidence: {m} (and {} more findings)", n - 1),
                 (None, _) => "invalid evidence".to_string(),
             };
