@@ -500,6 +500,15 @@ describe('studio in Chromium against runwire-serve', () => {
     assert.deepEqual(paths, api.findings.map((f) => f.path));
     assert.ok(paths.includes('candidate.passRate'), paths.join());
     assert.equal(await p.locator('.verdict').count(), 0);
+    // At phone width every finding's path and message are in view, not
+    // scrolled off to the right of a table.
+    await p.setViewportSize({ width: 390, height: 844 });
+    const cells = await p.locator('table.findings tbody td').evaluateAll((tds) =>
+      tds.map((td) => ({ label: td.dataset.label, right: td.getBoundingClientRect().right, text: td.textContent })),
+    );
+    assert.ok(cells.length >= 3, JSON.stringify(cells));
+    for (const c of cells) assert.ok(c.right <= 390, `${c.label} "${c.text}" ends at ${c.right}px, out of view`);
+    await p.setViewportSize({ width: 1280, height: 800 });
 
     // Not JSON at all: still a readable error, never a blank page.
     writeFileSync(path.join(dir, 'verdict.json'), '{"status": "accept",');

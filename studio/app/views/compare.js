@@ -59,7 +59,8 @@ export class CompareView {
               null,
               h('caption', null, `${m.total} finding${m.total === 1 ? '' : 's'}`),
               h('thead', null, h('tr', null, ['File', 'Path', 'Finding'].map((c) => h('th', { scope: 'col' }, c)))),
-              h('tbody', null, m.findings.map((f) => h('tr', null, h('td', null, f.source), h('td', null, h('code', null, f.path)), h('td', null, f.message)))),
+              // Labelled cells: at phone width each finding is a card of them (style.css).
+              h('tbody', null, m.findings.map((f) => h('tr', null, h('td', { 'data-label': 'File' }, f.source), h('td', { 'data-label': 'Path' }, h('code', null, f.path)), h('td', { 'data-label': 'Finding' }, f.message)))),
             ),
           ),
         );
