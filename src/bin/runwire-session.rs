@@ -180,11 +180,6 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     }
 
     let (tx, rx) = std::sync::mpsc::channel();
-    // First: no thread may start before the signals are blocked.
-    if let Err(e) = driver::end_on_signals(tx.clone()) {
-        cli::report(BIN, format!("signals: {e}"));
-        return Exit::Io.into();
-    }
     let started = match &args.input {
         Some(p) if p.as_os_str() != "-" => {
             use std::os::unix::fs::FileTypeExt;

@@ -99,36 +99,6 @@ pub fn read_input(input: impl Read + Send + 'static, tx: Sender<Event>) -> io::R
     Ok(())
 }
 
-/// SIGTERM, SIGINT and SIGHUP end the session as an `end` input does: a
-/// typed command to its loop (open requests closed as cancelled, recorded
-/// as the signal's; the agent's input closed, and the agent let exit). They
-/// killed the process (exit 143), leaving its open requests unclosed in the
-/// journal. A second signal exits at once (128 + its number), the agent
-/// then stopped by its parent-death signal. Call before any other thread
-/// starts: the signals are blocked in the threads started after (the
-/// agent's process gets a clean mask, `proc`).
-pub fn end_on_signals(tx: Sender<Event>) -> io::Result<()> {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut mask = SigSet::empty();
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        mask.add(s);
-    }
-    mask.thread_block().map_err(io::Error::from)?;
-    std::thread::Builder::new().name("session signals".into()).spawn(move || {
-        let mut ending = false;
-        while let Ok(sig) = mask.wait() {
-            let (reply, _) = std::sync::mpsc::channel();
-            let end =
-                crate::session::Input::End(crate::session::input::Who { by: Some(format!("signal {}", sig.as_str())) });
-            if ending || tx.send(Event::Command(end, reply)).is_err() {
-                std::process::exit(128 + sig as i32);
-            }
-            ending = true;
-        }
-    })?;
-    Ok(())
-}
-
 /// Reads session input from a FIFO into `tx`, reopening it whenever its
 /// writer closes it, so each `echo … >FIFO` is one more input. The input
 /// never ends this way: `{"type":"end"}` ends the session.
