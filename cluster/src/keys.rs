@@ -7,7 +7,9 @@
 //! answer; `k` is the key as held ([`held_as`]: the pair's hash). One line per event:
 //! `{"k":HELD,"t":MS,"actor":…,"key":KEY}` when the command starts (before
 //! anything is done), `{"k":HELD,"t":MS,"status":N,"body":…}` when it is
-//! answered. A key
+//! answered, `{"k":HELD,"t":MS,"status":N,"gone":true}` when its answer is
+//! one no door keeps (`runwire::control::keys::kept`: a 502, 503 or 504; a
+//! retry asks the node's server again, whose own keys know). A key
 //! that started and never got its answer (the node died in between) is
 //! answered 409: it may have run, so it is not run again.
 //!
@@ -50,6 +52,9 @@ struct Line {
     /// The answer's type when it is not JSON (a link's page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ctype: Option<String>,
+    /// The key was let go: its answer is not kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    gone: bool,
 }
 
 /// The keys seen, and the file that remembers them.
@@ -91,6 +96,10 @@ impl Keys {
             k.lines += 1;
             let Ok(line) = serde_json::from_str::<Line>(l) else { continue };
             if now.saturating_sub(line.t) > KEEP.as_millis() as u64 || !valid(&line.k) {
+                continue;
+            }
+            if line.gone {
+                seen.remove(&line.k);
                 continue;
             }
             let answer = line.status.map(|s| Answer {
@@ -145,22 +154,31 @@ impl Keys {
             status: None,
             body: None,
             ctype: None,
+            gone: false,
         };
         self.append(line);
     }
 
-    /// Its answer.
+    /// Its answer; one no door keeps ([`runwire::control::keys::kept`])
+    /// lets the key go, so a retry runs it (the hub kept a node's 502 for
+    /// ever: every retry got it again).
     pub fn done(&mut self, actor: &str, key: &str, a: &Answer) {
         let held = held_as(actor, key);
-        self.keys.done(&held, a.clone(), size(a));
+        let gone = !runwire::control::keys::kept(Some(a.status));
+        if gone {
+            self.keys.forget(&held);
+        } else {
+            self.keys.done(&held, a.clone(), size(a));
+        }
         let line = Line {
             k: held,
             t: crate::util::now_ms(),
             actor: None,
             key: None,
             status: Some(a.status),
-            body: Some(a.body.clone()),
+            body: (!gone).then(|| a.body.clone()),
             ctype: a.content_type.clone(),
+            gone,
         };
         self.append(line);
     }
@@ -197,6 +215,7 @@ impl Keys {
                 status: a.as_ref().map(|a| a.status),
                 body: a.as_ref().map(|a| a.body.clone()),
                 ctype: a.as_ref().and_then(|a| a.content_type.clone()),
+                gone: false,
             };
             text.push_str(&serde_json::to_string(&line).unwrap_or_default());
             text.push('\n');
@@ -246,6 +265,28 @@ mod tests {
         let after = std::fs::read_to_string(home.join("cluster/control-keys.jsonl")).unwrap();
         assert!(after.is_empty(), "{after}");
         assert!(valid("hub-0a1b") && !valid("") && !valid("a b") && !valid(&"x".repeat(MAX_KEY + 1)));
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    /// An answer no door keeps (the node's server said 502: its supervisor
+    /// took the command and did not answer) lets the key go, across a
+    /// reopen too: a retry asks the node's server again, whose own keys
+    /// know, instead of getting the 502 for ever.
+    #[test]
+    fn an_answer_no_door_keeps_lets_the_key_go_across_a_reopen() {
+        let home = std::env::temp_dir().join(format!("rw-keys-gone-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let mut k = Keys::open(&home);
+        for (key, status) in [("bad-gateway", 502), ("unavailable", 503), ("timeout", 504)] {
+            k.started("ana", key);
+            k.done("ana", key, &Answer::error(status, "the supervisor did not answer".into()));
+            assert!(k.get("ana", key).is_none(), "{status} kept");
+        }
+        k.started("ana", "conflict");
+        k.done("ana", "conflict", &Answer::error(409, "already decided".into()));
+        let k = Keys::open(&home);
+        assert!(["bad-gateway", "unavailable", "timeout"].iter().all(|key| k.get("ana", key).is_none()));
+        assert_eq!(k.get("ana", "conflict").map(|a| a.status), Some(409), "a refusal is kept");
         std::fs::remove_dir_all(&home).unwrap();
     }
 

@@ -39,6 +39,17 @@ pub const MAX_REPLY: usize = 256 * 1024;
 /// The longest key accepted (the same on every door, the cluster's included).
 pub const MAX_KEY: usize = 200;
 
+/// Whether a reply with this HTTP status is kept for its key, on every door
+/// that keeps replies (the server's routes, a node's store of forwarded
+/// commands). Not kept: a reply that says the command did not run (503,
+/// 504), or that it may have run where a retry finds out (502: a supervisor
+/// that took it and did not answer, whose own keys run it once), and a
+/// reply with no status. A retry may then run it; a kept one would answer
+/// every retry with the same failure.
+pub fn kept(status: Option<u16>) -> bool {
+    !matches!(status, Some(502..=504) | None)
+}
+
 /// Whether `k` can be a key: 1 to [`MAX_KEY`] printable ASCII characters.
 pub fn valid(k: &str) -> bool {
     !k.is_empty() && k.len() <= MAX_KEY && k.bytes().all(|b| b.is_ascii_graphic())

@@ -64,11 +64,10 @@ impl Keys {
         self.0.claim(key, fingerprint, bind_only)
     }
 
-    /// The reply of `key`'s command (the raw response as sent); one that
-    /// says the command did not run (503, 504, or no status), or may have
-    /// run where a retry finds out (502), frees the key instead.
+    /// The reply of `key`'s command (the raw response as sent); one the
+    /// shared rule does not keep ([`keys::kept`]) frees the key instead.
     pub fn done(&self, key: &str, response: &[u8]) {
-        if matches!(status_of(response), Some(502..=504) | None) {
+        if !keys::kept(status_of(response)) {
             self.0.forget(key);
             return;
         }
