@@ -191,6 +191,8 @@ pub struct Given {
 /// Reads a link's POST body ([`Given`]).
 pub fn decision_of(body: &[u8], json: bool) -> Result<Given, String> {
     let mut given = if json {
+        // A key given twice reads one way and acts another: refused, as on every door.
+        crate::util::lenient::unique_keys(body)?;
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct B {
@@ -217,6 +219,10 @@ pub fn decision_of(body: &[u8], json: bool) -> Result<Given, String> {
                 None => n.parse::<usize>().ok().map(|n| (n, false)),
             });
             match (k, question) {
+                // Given twice, a form reads one way and acts another (a
+                // multi-select question's field repeats; these do not).
+                ("decision", _) if d.is_some() => return Err("decision is given twice".into()),
+                ("reason", _) if reason.is_some() => return Err("reason is given twice".into()),
                 ("decision", _) => d = Some(v),
                 ("reason", _) => reason = Some(v),
                 (_, Some((n, own))) if n < 64 && fields.len() < 256 => fields.push((n, v, own)),
@@ -573,6 +579,13 @@ mod tests {
         assert!(decision_of(b"decision=maybe", false).is_err());
         assert!(decision_of(br#"{"decision":"deny","by":"x"}"#, true).is_err());
         assert!(decision_of(b"decision=answer&q70=x", false).is_err(), "at most 64 questions");
+        // Given twice, by form or by JSON (in any object): refused, as on every door.
+        assert!(decision_of(b"decision=deny&decision=allow", false).unwrap_err().contains("twice"));
+        assert!(decision_of(b"decision=deny&reason=a&reason=b", false).unwrap_err().contains("twice"));
+        assert!(decision_of(br#"{"decision":"answer","answers":{"q":"a","q":"b"}}"#, true)
+            .unwrap_err()
+            .contains("twice"));
+        assert!(decision_of(b"decision=answer&q0=a&q0=b", false).is_ok(), "a multi-select question's field repeats");
         let p = ask_page(&Claims { k: Some("<Bash>".into()), ..claims() }, None);
         assert!(p.contains("&lt;Bash&gt;") && !p.contains("<script") && p.contains("width=device-width"));
     }
