@@ -276,18 +276,9 @@ fn remove_runs(
             all = false;
             continue;
         }
-        if let Some(pid) = remove::owner_alive(reg.home(), &id) {
-            cli::report(
-                BIN,
-                format!(
-                    "{what} {id}: not removed: its owner, process {pid}, is live (it supervises or records the run)"
-                ),
-            );
-            all = false;
-            continue;
-        }
-        let gone = remove::owner_gone(reg.home(), &id);
-        if let Some(why) = remove::live(&l, status, remove::last_activity_ms(reg, &l), now, idle_ms, &open, gone) {
+        let owner = remove::owner(reg.home(), &id);
+        let last = remove::last_activity_ms(reg, &l);
+        if let Some(why) = remove::live(&l, status, last, now, idle_ms, &open, owner.as_ref()) {
             cli::report(BIN, format!("{what} {id}: not removed: {why}"));
             all = false;
             continue;

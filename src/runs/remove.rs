@@ -66,12 +66,14 @@ pub fn open_files() -> HashMap<(u64, u64), i32> {
     out
 }
 
-/// Why `l` must not be removed now, if it must not: a process in its
-/// liveness sidecar is alive; a process holds its journal or a task log
-/// open (`open`, from [`open_files`]); it waits for a person
-/// (`needs_input`, `paused`); or it is `running` or `registered` and its
-/// files changed less than `idle_ms` ago. `last_ms` is the run's latest
-/// activity.
+/// Why `l` must not be removed now, if it must not: its owner ([`owner`])
+/// is alive, however long the run has been quiet (removed, a live
+/// supervisor lost its socket and owner record, and nobody could reach
+/// it); a process in its liveness sidecar is alive; a process holds its
+/// journal or a task log open (`open`, from [`open_files`]); it waits for a
+/// person (`needs_input`, `paused`, `idle`) and its owner is not known to
+/// be gone; or it is `running` or `registered` and its files changed less
+/// than `idle_ms` ago. `last_ms` is the run's latest activity.
 pub fn live(
     l: &Loaded,
     status: &str,
@@ -79,8 +81,16 @@ pub fn live(
     now_ms: i64,
     idle_ms: i64,
     open: &HashMap<(u64, u64), i32>,
-    owner_gone: bool,
+    owner: Option<&crate::util::procid::Ident>,
 ) -> Option<String> {
+    let owner_gone = match owner.map(|i| i.mismatch()) {
+        Some(None) => {
+            let pid = owner.map_or(0, |i| i.pid);
+            return Some(format!("its owner, process {pid}, is live (it supervises or records the run)"));
+        }
+        Some(Some(_)) => true,
+        None => false,
+    };
     if let Some(d) = &l.dir {
         let lv = liveness::get(&l.files);
         if let Some((t, pid)) =
@@ -123,23 +133,11 @@ pub fn mirrored_from(home: &Path, runstate_dir: &str) -> Option<String> {
     super::valid_node(node).then(|| node.to_string())
 }
 
-/// Whether the run has an owner record (`$HARNESS_HOME/sock/<runId>.owner.json`,
-/// written by its supervisor or by the server that records it) naming a
-/// process that is gone (a crash, a SIGKILL): then nobody answers or
-/// resumes it, whatever its journal last said.
-pub fn owner_gone(home: &Path, run_id: &str) -> bool {
-    owner(home, run_id).is_some_and(|i| i.mismatch().is_some())
-}
-
-/// The process its owner record names, while it is that process still: a
-/// live supervisor (or a server recording the run). Such a run is live
-/// whatever its journal says or however long it has been quiet: removed, its
-/// supervisor lost its socket and owner record, and nobody could reach it.
-pub fn owner_alive(home: &Path, run_id: &str) -> Option<i32> {
-    owner(home, run_id).filter(|i| i.mismatch().is_none()).map(|i| i.pid)
-}
-
-fn owner(home: &Path, run_id: &str) -> Option<crate::util::procid::Ident> {
+/// The process the run's owner record names (`$HARNESS_HOME/sock/<runId>.owner.json`,
+/// written by its supervisor or by the server that records it), if it has
+/// one: alive, it holds the run; gone (a crash, a SIGKILL), nobody answers
+/// or resumes it, whatever its journal last said ([`live`]).
+pub fn owner(home: &Path, run_id: &str) -> Option<crate::util::procid::Ident> {
     let bytes = super::safe::read_in(&home.join("sock"), &format!("{run_id}.owner.json"), 1 << 20).ok()?;
     let v = serde_json::from_slice::<serde_json::Value>(&bytes).ok()?;
     serde_json::from_value::<crate::util::procid::Ident>(v.get("supervisor")?.clone()).ok()
