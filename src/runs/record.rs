@@ -117,12 +117,32 @@ fn now() -> String {
 }
 
 /// Why a journal cannot be claimed: it is recorded, or being recorded.
+/// Its own type inside an `AlreadyExists` error, so that [`is_taken`]
+/// tells it from any other `AlreadyExists` (a file where the registry's
+/// directory should be), which is a failure to record, not a record.
 fn taken(run_id: &str, live: bool) -> std::io::Error {
     let m = match live {
         true => format!("run {run_id} is being recorded by another process"),
         false => format!("run {run_id} is already recorded"),
     };
-    std::io::Error::new(std::io::ErrorKind::AlreadyExists, m)
+    std::io::Error::new(std::io::ErrorKind::AlreadyExists, Taken(m))
+}
+
+#[derive(Debug)]
+struct Taken(String);
+
+impl std::fmt::Display for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Taken {}
+
+/// True when [`Recorder::start_owned`] failed because the runId is
+/// recorded, or being recorded, already (not for any other failure).
+pub fn is_taken(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<Taken>())
 }
 
 /// Claims the run's journal for a new recording: an exclusive `flock` on
@@ -267,6 +287,21 @@ impl Recorder {
                 if let Some(o) = &owned {
                     let _ = std::fs::remove_file(o);
                 }
+                // Nor is it recorded: a claim that wrote its first records
+                // and could not register (a full disk) would otherwise stay
+                // "recorded" for ever, a runId no listing shows and no
+                // `runs rm` frees. Its files are this claim's own (the
+                // journal was created or taken over empty under its lock),
+                // so they go, the journal last, and the runId is free again.
+                let registry = Registry::at(home);
+                if !registry.path(&pointer.run_id).exists() {
+                    let _ = std::fs::remove_file(registry.link_path(&pointer.run_id));
+                    let _ = std::fs::remove_file(crate::util::arrival::sidecar_path(&files.log(TASK)));
+                    let _ = std::fs::remove_file(files.log(TASK));
+                    let _ = std::fs::remove_file(files.plan());
+                    let _ = std::fs::remove_file(files.journal());
+                }
+                super::marks::release(home, &pointer.run_id);
                 return Err(e);
             }
         };
@@ -342,7 +377,7 @@ mod tests {
         let journal = rec.journal();
         let before = std::fs::read(&journal).unwrap();
         let again = super::Recorder::start(&home, "r1", "claude", "other", "d2").err().unwrap();
-        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(again.kind() == std::io::ErrorKind::AlreadyExists && super::is_taken(&again), "{again}");
         assert_eq!(std::fs::read(&journal).unwrap(), before, "untouched");
         let r = super::recorded(&home, "r1").unwrap();
         assert_eq!((r.request.as_deref(), r.ended, r.run_id.as_str()), (Some("d1"), false, rec.run_id.as_str()));

@@ -352,6 +352,95 @@ fn a_chat_left_waiting_by_a_killed_server_is_failed_by_the_next_and_can_be_remov
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// A run the server cannot record is not run, in either mode: the client
+/// gets `RUN_ERROR` `not_recorded` and nothing else, no file of the run is
+/// left, and the same request runs once the server can record it. Here the
+/// claim journals its first records and registration fails (the registry
+/// is a file). Such a claim used to stay "recorded" for ever: a runId no
+/// listing showed and no `runs rm` freed.
+#[test]
+fn a_run_the_server_cannot_register_is_not_run_and_its_run_id_stays_free() {
+    for mode in ["batch", "--demo"] {
+        let home = scratch(&format!("unregistered{mode}"));
+        let s = serve(&home, if mode == "batch" { &[] } else { &["--demo"] });
+        let registry = home.join("runs");
+        let _ = std::fs::remove_dir_all(&registry);
+        std::fs::write(&registry, b"").unwrap();
+        let req = body("t", "r", "hello demo");
+        refused_unrecorded(&s, &req, mode);
+        std::fs::remove_file(&registry).unwrap();
+        runs_once_recordable(&s, &home, &req, mode);
+        drop(s);
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}
+
+/// The same on a real full disk (a tmpfs whose inodes are used up), where
+/// the claim itself fails: the agent used to run unrecorded, and a retry
+/// after a restart ran it again.
+#[test]
+#[cfg_attr(not(tool = "root"), ignore = "needs root, to mount a small tmpfs (CI runs as root)")]
+fn a_run_the_server_cannot_record_on_a_full_disk_is_not_run() {
+    support::need(&["root"]);
+    for mode in ["batch", "--demo"] {
+        let home = scratch(&format!("full{mode}"));
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m,nr_inodes=200", "tmpfs"])
+            .arg(&home)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount a tmpfs");
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+            }
+        }
+        let u = Unmount(home.clone());
+        let s = serve(&home, if mode == "batch" { &[] } else { &["--demo"] });
+        // A first run makes the directories every run shares.
+        let (st, sse) = post(&s, &body("t0", "r0", "hello demo"));
+        assert_eq!(st, 200, "{sse}");
+        let fill = home.join("fill");
+        std::fs::create_dir(&fill).unwrap();
+        let mut n = 0;
+        while std::fs::write(fill.join(n.to_string()), b"").is_ok() {
+            n += 1;
+        }
+        let req = body("t", "r", "hello demo");
+        refused_unrecorded(&s, &req, mode);
+        std::fs::remove_dir_all(&fill).unwrap();
+        runs_once_recordable(&s, &home, &req, mode);
+        drop(s);
+        drop(u);
+        assert!(!mounted(&home), "{} is still mounted", home.display());
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}
+
+/// `req` (runId `r`) answered `RUN_STARTED`, `RUN_ERROR` `not_recorded`,
+/// and no file of run `r` written.
+fn refused_unrecorded(s: &Server, req: &str, mode: &str) {
+    let (st, sse) = post(s, req);
+    assert_eq!(st, 200, "{mode}: {sse}");
+    let ev = events(&sse);
+    let types: Vec<_> = ev.iter().map(|e| e["type"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(types, ["RUN_STARTED", "RUN_ERROR"], "{mode}: nothing run:\n{sse}");
+    assert_eq!(ev[1]["code"], "not_recorded", "{mode}: {sse}");
+    assert!(ev[1]["message"].as_str().unwrap().contains("not started"), "{mode}: {sse}");
+}
+
+/// `req` (runId `r`) runs now, with nothing of the refused attempt in its
+/// way, and is listed.
+fn runs_once_recordable(s: &Server, home: &Path, req: &str, mode: &str) {
+    let (st, sse) = post(s, req);
+    assert_eq!(st, 200, "{mode}: {sse}");
+    let done = if mode == "batch" { "RUN_FINISHED" } else { "\"interrupt\"" };
+    assert!(sse.contains(done) && !sse.contains("RUN_ERROR"), "{mode}: runs now:\n{sse}");
+    let id = server_run_id(home, "agui-r");
+    until("the run to be listed", Duration::from_secs(10), || item(s, &id) != Value::Null);
+}
+
 /// `runs prune --chat` takes a crashed chat too, once a server has been
 /// started on the home again.
 #[test]

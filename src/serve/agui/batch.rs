@@ -12,7 +12,7 @@
 //! Imports only [`super`] and [`super::common`], never the interactive mode.
 
 use super::book::RunInput;
-use super::common::{Body, Messages, Outcome, Taken};
+use super::common::{Body, Messages, NotRecorded, Outcome};
 use crate::pipeline::events::{Data, Event, Exit, Seq};
 use crate::pipeline::normalize::{Normalizer, Options};
 use crate::pipeline::translate::{AguiEvent, TranslateOptions, Translator};
@@ -51,9 +51,10 @@ struct Stages {
 }
 
 impl Stages {
-    /// The run's stages, its record claimed first (`Taken`: another
-    /// server's; nothing is written, not even the thread's messages).
-    fn new(shared: &Shared, input: &RunInput) -> Result<Stages, Taken> {
+    /// The run's stages, its record claimed first ([`NotRecorded`]: another
+    /// server's, or none can be made; nothing is written, not even the
+    /// thread's messages).
+    fn new(shared: &Shared, input: &RunInput) -> Result<Stages, NotRecorded> {
         let clock = Clock::from_env();
         let digest = super::common::digest(input);
         let rec = super::common::record(shared, &input.run_id, &input.prompt, &digest, || {
@@ -165,8 +166,9 @@ impl Stages {
 
 /// The run of an admitted request (`resume`: the session of the thread's
 /// last run): streams it and returns the session a later run of the thread
-/// may resume, and how it ended, for the book; [`Taken`], with nothing
-/// sent, when another server records its runId.
+/// may resume, and how it ended, for the book; [`NotRecorded`] when it was
+/// not run: another server records its runId (nothing sent), or this one
+/// cannot record it (answered with `RUN_ERROR`).
 pub(super) fn run(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -174,24 +176,23 @@ pub(super) fn run(
     cors: &[(&'static str, String)],
     input: &RunInput,
     resume: Option<&str>,
-) -> Result<(Option<String>, Outcome), Taken> {
+) -> Result<(Option<String>, Outcome), NotRecorded> {
     if input.prompt.is_empty() {
         // Batch runs raise no interrupts: there is nothing to resume.
-        let _ = Body::start(stream, req, cors, shared.cfg.write_timeout).and_then(|mut b| {
-            let mut tr = Translator::new(TranslateOptions {
-                thread_id: Some(input.thread_id.clone()),
-                run_id: Some(input.run_id.clone()),
-            });
-            let msg =
-                "resume: this server runs agents in batch mode and raised no interrupts (start it with --interactive)";
-            for e in tr.end_with_error(msg.into(), "no_interrupts", None) {
-                b.frame(e.to_frame().as_bytes())?;
-            }
-            b.end()
-        });
+        let msg =
+            "resume: this server runs agents in batch mode and raised no interrupts (start it with --interactive)";
+        super::common::refuse(shared, stream, req, cors, input, msg, "no_interrupts");
         return Ok((None, Outcome::Cancelled));
     }
-    let mut stages = Stages::new(shared, input)?;
+    let mut stages = match Stages::new(shared, input) {
+        Ok(s) => s,
+        Err(NotRecorded::Failed(why)) => {
+            let m = format!("{why}: the agent was not started (a run is run only once it is recorded)");
+            super::common::refuse(shared, stream, req, cors, input, &m, super::common::NOT_RECORDED);
+            return Err(NotRecorded::Failed(why));
+        }
+        Err(taken) => return Err(taken),
+    };
     let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
     let peek = match stream.try_clone() {
         Ok(s) => s,

@@ -29,7 +29,7 @@ use std::time::Duration;
 /// is journaled), so another server that finds the run recorded and not
 /// ended knows it live, and a server that starts after a crash finds the
 /// runs it left unfinished ([`crate::supervise::socket::recover`]).
-/// `AlreadyExists` when the runId is recorded, or being recorded, already.
+/// [`crate::runs::record::is_taken`] when the runId is recorded, or being recorded, already.
 pub fn start_record(
     shared: &crate::serve::state::Shared,
     agui_run_id: &str,
@@ -55,32 +55,73 @@ pub fn start_record(
 }
 
 /// The durable record of a run, when the server records runs
-/// ([`start_record`]): [`Taken`] when another server records its runId (the
-/// run is not run here); any other failure is said on stderr, `what` first
-/// (`cannot record …`), and the run goes on unrecorded (`Ok(None)`).
+/// ([`start_record`]): [`NotRecorded::Taken`] when another server records
+/// its runId, [`NotRecorded::Failed`] when it cannot be recorded (a full
+/// disk: said on stderr, `what` first). Either way the run is not run
+/// here: a run this server runs is recorded, so a retried runId never runs
+/// its agent twice.
 pub fn record(
     shared: &crate::serve::state::Shared,
     agui_run_id: &str,
     prompt: &str,
     request: &str,
     what: impl FnOnce() -> String,
-) -> Result<Option<crate::runs::record::Recorder>, Taken> {
+) -> Result<Option<crate::runs::record::Recorder>, NotRecorded> {
     if !shared.cfg.record {
         return Ok(None);
     }
     match start_record(shared, agui_run_id, prompt, request) {
         Ok(r) => Ok(Some(r)),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Taken(e.to_string())),
+        Err(e) if crate::runs::record::is_taken(&e) => Err(NotRecorded::Taken(Taken(e.to_string()))),
         Err(e) => {
-            crate::util::cli::report(crate::serve::options::BIN, format!("{}: {e}", what()));
-            Ok(None)
+            let m = format!("{}: {e}", what());
+            crate::util::cli::report(crate::serve::options::BIN, &m);
+            Err(NotRecorded::Failed(m))
         }
     }
 }
 
+/// Why a run was not started here (nothing of it was run or recorded).
+#[derive(Debug)]
+pub enum NotRecorded {
+    /// Another server records its runId.
+    Taken(Taken),
+    /// This server cannot record it (why). The run's handler has answered
+    /// it with `RUN_ERROR` [`NOT_RECORDED`]; the runId stays free, so the
+    /// same request runs once the server can write its record.
+    Failed(String),
+}
+
+/// The `RUN_ERROR` code of a run this server could not record.
+pub const NOT_RECORDED: &str = "not_recorded";
+
+/// Answers a run that ends before it starts: `RUN_STARTED`, then
+/// `RUN_ERROR` with `message` and `code`, as one response.
+pub(super) fn refuse(
+    shared: &crate::serve::state::Shared,
+    stream: &mut TcpStream,
+    req: &Request,
+    cors: &[(&'static str, String)],
+    input: &RunInput,
+    message: &str,
+    code: &'static str,
+) {
+    use crate::pipeline::translate::{TranslateOptions, Translator};
+    let _ = Body::start(stream, req, cors, shared.cfg.write_timeout).and_then(|mut b| {
+        let mut tr = Translator::new(TranslateOptions {
+            thread_id: Some(input.thread_id.clone()),
+            run_id: Some(input.run_id.clone()),
+        });
+        for e in tr.end_with_error(message.into(), code, None) {
+            b.frame(e.to_frame().as_bytes())?;
+        }
+        b.end()
+    });
+}
+
 /// A run not started here: its runId is recorded, or being recorded, by
 /// another server on the same `$HARNESS_HOME` (the record's claim,
-/// `runs::record`, said `AlreadyExists`, with this reason). Nothing of it
+/// `runs::record`, said so ([`crate::runs::record::is_taken`]), with this reason). Nothing of it
 /// was written or sent: the request is answered from that record.
 #[derive(Debug)]
 pub struct Taken(pub String);

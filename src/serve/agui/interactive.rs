@@ -39,7 +39,7 @@
 //! response body), never the batch mode.
 
 use super::book::RunInput;
-use super::common::{Body, Messages, Outcome, Taken};
+use super::common::{Body, Messages, NotRecorded, Outcome};
 use crate::control::Door;
 use crate::pipeline::events::{Data, Event, Exit, Seq};
 use crate::pipeline::translate::{AguiEvent, RunOutcome, TranslateOptions, Translator};
@@ -125,20 +125,28 @@ enum End {
 }
 
 /// The run of an admitted request: starts the thread's session (its record
-/// claimed before anything is sent: [`Taken`], with nothing sent, when
-/// another server records the runId), then the response body, streams the
-/// session into it (see [`stream_into`]) and returns how the run ended,
-/// for the book.
+/// claimed before anything is sent: [`NotRecorded`] when another server
+/// records the runId, nothing sent, or when this one cannot record it,
+/// answered with `RUN_ERROR`), then the response body, streams the session
+/// into it (see [`stream_into`]) and returns how the run ended, for the book.
 pub(super) fn run(
     shared: &Shared,
     stream: &mut TcpStream,
     req: &Request,
     cors: &[(&'static str, String)],
     input: &RunInput,
-) -> Result<Outcome, Taken> {
+) -> Result<Outcome, NotRecorded> {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
     let Ok(peek) = stream.try_clone() else { return Ok(Outcome::Cancelled) };
-    let th = start(shared, input)?;
+    let th = match start(shared, input) {
+        Ok(th) => th,
+        Err(NotRecorded::Failed(why)) => {
+            let m = format!("{why}: the agent's session was not started (a run is run only once it is recorded)");
+            super::common::refuse(shared, stream, req, cors, input, &m, super::common::NOT_RECORDED);
+            return Err(NotRecorded::Failed(why));
+        }
+        Err(taken) => return Err(taken),
+    };
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
         return Ok(Outcome::Cancelled);
     };
@@ -166,8 +174,8 @@ type Started = Result<std::sync::Arc<Thread>, (String, &'static str)>;
 /// Phase 0, before the response starts: the thread, and its session
 /// started (recorded as a new run when the thread has no record open).
 /// The inner `Err` (why, and the `RUN_ERROR` code) is the run's to end
-/// with; [`Taken`] ends it before it starts.
-fn start(shared: &Shared, input: &RunInput) -> Result<Started, Taken> {
+/// with; [`NotRecorded`] ends it before it starts.
+fn start(shared: &Shared, input: &RunInput) -> Result<Started, NotRecorded> {
     let th = match shared.sessions.thread(shared, &input.thread_id) {
         Ok(t) => t,
         Err(m) => return Ok(Err((m, "sessions_full"))),
@@ -176,7 +184,7 @@ fn start(shared: &Shared, input: &RunInput) -> Result<Started, Taken> {
         Ok(()) => Ok(th),
         Err(NotStarted::Starting) => Err(("another run is starting this thread's session".into(), "busy")),
         Err(NotStarted::Failed(why)) => Err((format!("cannot start the agent's session: {why}"), "spawn_failed")),
-        Err(NotStarted::Taken(taken)) => return Err(taken),
+        Err(NotStarted::NotRecorded(not)) => return Err(not),
     })
 }
 

@@ -208,11 +208,16 @@ pub fn post(
                     book.finish(&input, session, outcome);
                     Close::Now
                 }
-                Err(taken) => {
-                    // Another server's run: not this one's to remember.
+                // Another server's run: not this one's to remember.
+                Err(common::NotRecorded::Taken(taken)) => {
                     book.withdraw(&input);
                     drop(book);
                     from_another(shared, stream, req, cors, &input, taken)
+                }
+                // Not run: the same request runs once a record can be made.
+                Err(common::NotRecorded::Failed(_)) => {
+                    book.withdraw(&input);
+                    Close::Now
                 }
             }
         }

@@ -84,9 +84,9 @@ pub(super) enum NotStarted {
     Starting,
     /// It could not start (its record, when it has one, says `failed` and why).
     Failed(String),
-    /// Its run's runId is recorded, or being recorded, by another server:
-    /// nothing was started or written.
-    Taken(crate::serve::agui::common::Taken),
+    /// Its run's runId is recorded, or being recorded, by another server,
+    /// or this server cannot record it: nothing was started or written.
+    NotRecorded(crate::serve::agui::common::NotRecorded),
 }
 
 /// Clears a thread's `starting` if its start unwinds (a panic while the
@@ -158,9 +158,9 @@ impl Thread {
             let what = || format!("cannot record the session of thread {:?}", self.id);
             let made = match crate::serve::agui::common::record(shared, run_id, prompt, request, what) {
                 Ok(made) => made,
-                Err(taken) => {
+                Err(not) => {
                     self.start_ended();
-                    return Err(NotStarted::Taken(taken));
+                    return Err(NotStarted::NotRecorded(not));
                 }
             };
             new_record = made.as_ref().map(|r| r.run_id.clone());
