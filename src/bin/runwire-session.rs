@@ -222,6 +222,15 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     let out = BufWriter::new(cli::Stdout(io::stdout()));
     let report = Box::new(|m: String| cli::report(BIN, m));
     match driver::run(s, &spec, tx, rx, out, &opts, report) {
+        // The session's record is short: said, and a failed write, whatever
+        // the agent did (a script reads 0 as "every request and answer is
+        // in the journal").
+        Ok(o) if o.journal_lost.is_some() => {
+            let (first, n) = o.journal_lost.unwrap_or_default();
+            let j = args.journal.as_deref().unwrap_or(std::path::Path::new("")).display().to_string();
+            cli::report(BIN, format!("--journal {j}: {n} input record(s) could not be written ({first})"));
+            Exit::Io.into()
+        }
         // The agent refused what the session needs (a thread, a session):
         // its reason, and a failure whatever the agent's exit.
         Ok(o) if o.failure.is_some() => {

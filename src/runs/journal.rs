@@ -437,7 +437,14 @@ pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
     }
     out.extend_from_slice(line);
     out.push(b'\n');
-    (&*f).write_all(&out)
+    if let Err(e) = (&*f).write_all(&out) {
+        // A short write (a full disk) leaves part of this record: cut back
+        // to where it began (under the lock, so only this writer's bytes),
+        // and the journal still ends with a whole line.
+        let _ = f.set_len(len);
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// An input request still waiting for its answer.

@@ -181,7 +181,7 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let (tx, rx) = mpsc::channel::<Ev>();
     let report = opts.report;
     let waves = Waves::new(plan, opts.max_parallel);
-    let rec = Records { files, run_id, home, owner, report, turn_totals: None };
+    let rec = Records { files, run_id, home, owner, report, turn_totals: None, lost: Default::default() };
     let mut sup = Sup {
         opts,
         waves,
@@ -201,7 +201,17 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let _ = liveness::update(&sup.rec.files, |l| l.sock = None);
     // Let go last: until here no other supervisor of the run can start.
     drop(owned);
-    out
+    // The run's work is done either way; a journal that could not take all
+    // of it does not say so, so the exit does (3, as for any write that
+    // failed), and says how to make the journal whole.
+    match (out, sup.rec.lost()) {
+        (Ok(_), Some((first, n))) => Err(StartError::Io(format!(
+            "{}: {n} record(s) could not be written ({first}), so the journal may not say how the run ended; \
+             once it can be written, start the same command again: it goes on from what the journal holds",
+            sup.rec.files.journal().display()
+        ))),
+        (out, _) => out,
+    }
 }
 
 /// What [`prepare`] made: the bound socket, the owner record, the journal

@@ -33,6 +33,10 @@ pub struct Records {
     /// A task whose turn just ended, with its cost and tokens so far: its
     /// next record carries them (`journal::TaskTotals`).
     pub turn_totals: Option<(String, TaskTotals)>,
+    /// The first journal write that failed (a full disk), and how many
+    /// did: the run goes on (its tasks' work is not lost), and the
+    /// supervisor's exit says the journal is short ([`Records::lost`]).
+    pub lost: std::sync::Mutex<Option<(String, usize)>>,
 }
 
 impl Records {
@@ -40,7 +44,18 @@ impl Records {
         let run = crate::runs::marks::Run::new(&self.home, &self.run_id);
         if let Err(e) = journal::append(&run, &self.files.journal(), rec) {
             crate::util::cli::report(ACTOR, format!("{}: {e}", self.files.journal().display()));
+            let mut l = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+            match l.as_mut() {
+                Some((_, n)) => *n += 1,
+                None => *l = Some((e.to_string(), 1)),
+            }
         }
+    }
+
+    /// Why the journal lacks records this supervisor wrote (the first
+    /// failure and their number), if it does.
+    pub fn lost(&self) -> Option<(String, usize)> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn run_rec(&self, actor: &str, what: &str, detail: Option<String>) {

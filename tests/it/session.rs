@@ -221,6 +221,53 @@ fn approval_allow_answers_the_bash_call_and_the_turn_finishes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A `--journal` on a full disk (a real tmpfs, the journal's last page
+/// nearly used): the session goes on (the answer still reaches the agent),
+/// then exits 3 saying how many input records could not be written, and
+/// the journal holds no torn record. It exited 0.
+#[test]
+#[cfg_attr(
+    not(all(tool = "jq", tool = "root")),
+    ignore = "needs jq (the replay stub runs it) and root (a small tmpfs)"
+)]
+fn a_journal_on_a_full_disk_exits_3_and_keeps_whole_lines() {
+    need_jq!();
+    support::need(&["root"]);
+    let c = cell("approval-allow");
+    let dir = tempdir("journal-full");
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"]).arg(&dir).status().unwrap();
+    assert!(st.success(), "mount a tmpfs");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let u = Unmount(dir.clone());
+    let journal = dir.join("run.jsonl");
+    // 4,001 bytes: the next record crosses into a page the disk cannot give.
+    std::fs::write(&journal, format!("{}\n", "x".repeat(4000))).unwrap();
+    let mut n = 0;
+    while std::fs::write(dir.join(format!("fill{n}")), vec![0u8; 4096]).is_ok() {
+        n += 1;
+    }
+    let j = journal.to_str().unwrap();
+    let mut r = Run::start(&c, Some(&support::user_messages(&c)[0]), &["--journal", j, "--task", "a"], &[]);
+    let req = r.request();
+    r.send(&format!(r#"{{"type":"answer","id":{},"decision":"allow"}}"#, req["id"]));
+    r.until("the result", |l| l.contains(r#""stop_reason":"end_turn""#) && l.contains("total_cost_usd"));
+    r.send(r#"{"type":"end"}"#);
+    r.stdin = None;
+    while r.lines.recv_timeout(Duration::from_secs(30)).is_ok() {}
+    let status = r.child.wait().unwrap();
+    let err = r.stderr();
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(err.contains(&format!("runwire-session: --journal {j}: 2 input record(s) could not be written")), "{err}");
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), format!("{}\n", "x".repeat(4000)), "no torn record");
+    drop(u);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The typed status lines (spec/SESSION-INPUT.md): one after each step that
 /// changed the status, numbered with their place among the output lines;
 /// the open request with its interrupt id and the process's generation;

@@ -806,6 +806,56 @@ fn a_finished_plan_of_no_tasks_lists_done_and_can_be_removed() {
     assert!(rm.status.success(), "{rm:?}");
 }
 
+/// A supervisor whose journal fills its disk (a real tmpfs under the
+/// runstate directory; the gate fills it, once) finishes its tasks, exits 3
+/// saying the journal is short and how to mend it, and leaves a journal of
+/// whole lines (a short write used to leave a torn record, and the exit was
+/// 1, "a task halted", with the run listed `running`). Started again once
+/// there is room, the same command ends the run.
+#[test]
+#[cfg_attr(not(tool = "root"), ignore = "needs root, to mount a small tmpfs (CI runs as root)")]
+fn a_journal_that_fills_its_disk_exits_3_with_whole_lines_and_a_restart_mends_it() {
+    support::need(&["root"]);
+    let env = Env::new("full");
+    let rs = env.p("runstate");
+    std::fs::create_dir_all(&rs).unwrap();
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"]).arg(&rs).status().unwrap();
+    assert!(st.success(), "mount a tmpfs");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(rs.clone());
+    let fill = "test -f filled || { touch filled; dd if=/dev/zero of=runstate/fill bs=4k 2>/dev/null; }; true";
+    // Forty tasks: their records outgrow the journal's last page, which
+    // the filled disk cannot give another.
+    let tasks: Vec<Value> = (0..40)
+        .map(|i| serde_json::json!({"id": format!("t{i}"), "adapter": "claude", "prompt": "x", "gate": fill}))
+        .collect();
+    env.plan(&serde_json::json!({"v": "plan/v1", "tasks": tasks}).to_string());
+    let out = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("could not be written") && err.contains("start the same command again"), "{err}");
+    let journal = std::fs::read(rs.join("p.jsonl")).unwrap();
+    assert!(journal.ends_with(b"\n"), "whole lines:\n{}", String::from_utf8_lossy(&journal));
+    for l in journal.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        assert!(serde_json::from_slice::<Value>(l).is_ok(), "a torn record: {}", String::from_utf8_lossy(l));
+    }
+    let show = serde_json::from_slice::<Value>(&runs_cmd(&env, &["show", &run_id(&env)]).stdout).unwrap();
+    assert_eq!(show["run"]["status"], "running", "the journal could not say more: {show}");
+    std::fs::remove_file(rs.join("fill")).unwrap();
+    // Tasks whose logs the full disk refused halted (journaled while the
+    // journal's page had room): the run ends failed or done, never running.
+    let out = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    let show = serde_json::from_slice::<Value>(&runs_cmd(&env, &["show", &run_id(&env)]).stdout).unwrap();
+    assert!(matches!(show["run"]["status"].as_str(), Some("done" | "failed")), "{show}");
+    assert_eq!(env.journal().last().unwrap()["run"], "finished");
+}
+
 // ---- what the supervisor reads from a turn's output ----
 
 /// A wrapper of our own in `<env>/w`: the N-th turn of task T prints

@@ -52,6 +52,9 @@ pub struct Outcome {
     /// Why the session failed although the agent may have exited 0: it
     /// refused a request the session cannot go on without.
     pub failure: Option<String>,
+    /// Input records the journal could not take: the first failure, and
+    /// how many (a full disk; each was reported).
+    pub journal_lost: Option<(String, u64)>,
 }
 
 /// Starts the agent with its input open (a pipe), through the one place
@@ -181,7 +184,7 @@ pub fn run<A: Agent, O: Output>(
     lp.finish(rc)?;
     let s = lp.session();
     let (session_id, failure) = (s.session_id().map(str::to_string), s.failure().map(str::to_string));
-    Ok(Outcome { rc, refused, session_id, failure })
+    Ok(Outcome { rc, refused, session_id, failure, journal_lost: lp.journal_lost().cloned() })
 }
 
 /// Starts the agent and its session's loop: the agent's lines go to `tx`,

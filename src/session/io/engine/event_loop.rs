@@ -188,6 +188,9 @@ pub struct Loop<A: Agent, O: Output> {
     journal_queue: Vec<InputRecord>,
     /// The input lines' idempotency keys.
     keys: LineKeys,
+    /// The first input record the journal could not take (a full disk),
+    /// and how many it could not ([`Loop::journal_lost`]).
+    journal_lost: Option<(String, u64)>,
 }
 
 impl<A: Agent, O: Output> Drop for Loop<A, O> {
@@ -225,6 +228,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
             refused: 0,
             journal_queue: Vec::new(),
             keys: LineKeys::default(),
+            journal_lost: None,
         }
     }
 
@@ -257,6 +261,12 @@ impl<A: Agent, O: Output> Loop<A, O> {
     /// Reads the session.
     pub fn session(&self) -> &Session<A> {
         &self.session
+    }
+
+    /// Why the journal lacks input records of this session (the first
+    /// failure, and how many records), if it does.
+    pub fn journal_lost(&self) -> Option<&(String, u64)> {
+        self.journal_lost.as_ref()
     }
 
     /// The agent's input writer (to read how much it has not read yet).
@@ -409,6 +419,10 @@ impl<A: Agent, O: Output> Loop<A, O> {
             let Some(j) = &self.journal else { break };
             if let Err(e) = r.append(j.run.as_ref(), &j.path) {
                 let m = format!("{}: {e}", j.path.display());
+                match self.journal_lost.as_mut() {
+                    Some((_, n)) => *n += 1,
+                    None => self.journal_lost = Some((e.to_string(), 1)),
+                }
                 self.report(m);
             }
         }
