@@ -326,11 +326,7 @@ async fn take(
     if let Some(a) = unchecked(node, local, get(HUB).as_deref(), get(CHECKED).is_some()) {
         return a;
     }
-    // The key is its caller's (`keys`): two people's never meet.
     let actor = get(ACTOR).unwrap_or_default();
-    if let Some(a) = keys.get(&actor, &key) {
-        return a;
-    }
     let path = get(PATH).unwrap_or_default();
     let method = get(METHOD).unwrap_or_else(|| "POST".into());
     let form = match get(CONTENT_TYPE) {
@@ -368,6 +364,13 @@ async fn take(
         },
         None => msg.payload.clone(),
     };
+    // The key is its caller's (`keys`): two people's never meet; and it
+    // names this command: another under it is refused, not answered with
+    // the first one's reply (at another hub, after a restart).
+    let fp = crate::keys::command(&method, &path, if form { FORM } else { "application/json" }, &body);
+    if let Some(a) = keys.get(&actor, &key, fp) {
+        return a;
+    }
     // The asker decides: a "go" within its budget, else never.
     let left = budget.saturating_sub(took.elapsed());
     let req = async_nats::Request::new().timeout(Some(left.max(Duration::from_millis(1))));
@@ -376,7 +379,7 @@ async fn take(
         _ => return late(),
     }
     let hub = get(HUB);
-    keys.started(&actor, &key);
+    keys.started(&actor, &key, fp);
     // The person the hub's caller is and the hub, for the node's journal
     // (its server takes them from the sidecar's token only, and holds the
     // key as theirs too).

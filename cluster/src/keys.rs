@@ -4,8 +4,12 @@
 //! a command and its retry still answers the retry with the first answer
 //! and acts on nothing twice. A key is its caller's (`Rw-Actor`), as at
 //! every door: two people who pick the same key never get each other's
-//! answer; `k` is the key as held ([`held_as`]: the pair's hash). One line per event:
-//! `{"k":HELD,"t":MS,"actor":…,"key":KEY}` when the command starts (before
+//! answer; `k` is the key as held ([`held_as`]: the pair's hash). A key
+//! names one command (its method, route, content type and body: `fp`, the
+//! [`command`] fingerprint), as at the node's server: the same key with
+//! another command is refused 422, at any hub and after a restart (the
+//! node answered it with the first command's reply). One line per event:
+//! `{"k":HELD,"t":MS,"actor":…,"key":KEY,"fp":HEX}` when the command starts (before
 //! anything is done), `{"k":HELD,"t":MS,"status":N,"body":…}` when it is
 //! answered, `{"k":HELD,"t":MS,"status":N,"gone":true}` when its answer is
 //! one no door keeps (`runwire::control::keys::kept`: a 502, 503 or 504; a
@@ -45,6 +49,10 @@ struct Line {
     /// person reading the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<String>,
+    /// The command the key names ([`command`], hex); a line of an older
+    /// node has none, and its key then names no command this one sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fp: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,11 +73,31 @@ pub struct Keys {
     lines: usize,
 }
 
-/// The node binds a key to nothing but its caller and itself: the hub's
-/// key names one command, and the node's server (given the key) binds it
-/// to the request.
+/// What a key names: the command's method, route, content type and body
+/// (the caller is in the key as held). A hub that forwards a retry sends
+/// the same bytes; another command under the key is refused.
+pub fn command(method: &str, path: &str, content_type: &str, body: &[u8]) -> Fingerprint {
+    fingerprint(&[method.as_bytes(), path.as_bytes(), content_type.as_bytes(), body])
+}
+
+/// The command of a line that names none (written by an older node).
 fn unbound() -> Fingerprint {
     fingerprint(&[])
+}
+
+fn hex(fp: &Fingerprint) -> String {
+    fp.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Fingerprint> {
+    let mut fp = [0u8; 32];
+    if s.len() != 64 {
+        return None;
+    }
+    for (i, b) in fp.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(fp)
 }
 
 fn limits() -> Limits {
@@ -90,7 +118,7 @@ impl Keys {
         let now = crate::util::now_ms();
         let text = std::fs::read_to_string(&k.path).unwrap_or_default();
         // A key's first line (its start) dates it; a later line with a status is its answer.
-        let mut seen: HashMap<String, (u64, Option<Answer>)> = HashMap::new();
+        let mut seen: HashMap<String, (u64, Fingerprint, Option<Answer>)> = HashMap::new();
         let mut order = Vec::new();
         for l in text.lines() {
             k.lines += 1;
@@ -107,18 +135,19 @@ impl Keys {
                 body: line.body.unwrap_or_default(),
                 content_type: line.ctype,
             });
+            let fp = line.fp.as_deref().and_then(unhex).unwrap_or_else(unbound);
             let e = seen.entry(line.k.clone()).or_insert_with(|| {
                 order.push(line.k);
-                (line.t, None)
+                (line.t, fp, None)
             });
             if answer.is_some() {
-                e.1 = answer;
+                e.2 = answer;
             }
         }
         for key in order {
-            if let Some((t, a)) = seen.remove(&key) {
+            if let Some((t, fp, a)) = seen.remove(&key) {
                 let age = Duration::from_millis(now.saturating_sub(t));
-                k.keys.restore(&key, unbound(), age, a.map(|a| (a.clone(), size(&a))));
+                k.keys.restore(&key, fp, age, a.map(|a| (a.clone(), size(&a))));
             }
         }
         if k.lines > 2 * k.keys.len() + 64 {
@@ -127,11 +156,13 @@ impl Keys {
         k
     }
 
-    /// `actor`'s key seen before: its first answer; 409 when it started
-    /// and was never answered (the node ended in between: it may have run).
-    pub fn get(&self, actor: &str, key: &str) -> Option<Answer> {
-        match self.keys.peek(&held_as(actor, key))? {
+    /// `actor`'s key seen before: its first answer; 422 when it named
+    /// another command (`fp`, [`command`]); 409 when it started and was
+    /// never answered (the node ended in between: it may have run).
+    pub fn get(&self, actor: &str, key: &str, fp: Fingerprint) -> Option<Answer> {
+        match self.keys.peek(&held_as(actor, key), fp)? {
             Claim::Replay(a) => Some(a),
+            Claim::Conflict => Some(Answer::error(422, runwire::control::keys::conflict_text(key))),
             _ => Some(Answer::error(
                 409,
                 format!(
@@ -142,15 +173,16 @@ impl Keys {
         }
     }
 
-    /// The command of `actor`'s `key` starts (said on disk before anything is done).
-    pub fn started(&mut self, actor: &str, key: &str) {
+    /// The command `fp` of `actor`'s `key` starts (said on disk before anything is done).
+    pub fn started(&mut self, actor: &str, key: &str, fp: Fingerprint) {
         let held = held_as(actor, key);
-        self.keys.claim(&held, unbound(), false);
+        self.keys.claim(&held, fp, false);
         let line = Line {
             k: held,
             t: crate::util::now_ms(),
             actor: Some(actor.into()),
             key: Some(key.into()),
+            fp: Some(hex(&fp)),
             status: None,
             body: None,
             ctype: None,
@@ -175,6 +207,7 @@ impl Keys {
             t: crate::util::now_ms(),
             actor: None,
             key: None,
+            fp: None,
             status: Some(a.status),
             body: (!gone).then(|| a.body.clone()),
             ctype: a.content_type.clone(),
@@ -206,12 +239,13 @@ impl Keys {
         let now = crate::util::now_ms();
         let mut text = String::new();
         let entries = self.keys.entries();
-        for (k, age, _, a) in &entries {
+        for (k, age, fp, a) in &entries {
             let line = Line {
                 k: k.clone(),
                 t: now.saturating_sub(age.as_millis() as u64),
                 actor: None,
                 key: None,
+                fp: Some(hex(fp)),
                 status: a.as_ref().map(|a| a.status),
                 body: a.as_ref().map(|a| a.body.clone()),
                 ctype: a.as_ref().and_then(|a| a.content_type.clone()),
@@ -239,18 +273,55 @@ impl Keys {
 mod tests {
     use super::*;
 
+    /// A command (the same one each time, unless a test says otherwise).
+    fn c() -> Fingerprint {
+        command("POST", "/runs/r/tasks/t/steer", "application/json", b"{\"msg\":\"go\"}")
+    }
+
+    /// A key names its command: the same key with another command (another
+    /// route, another body: a kill after a steer) is refused 422, not
+    /// answered with the first command's reply, across a reopen too; a
+    /// line of an older node (no `fp`) names no command this one sends.
+    #[test]
+    fn a_key_with_another_command_is_refused_across_a_reopen() {
+        let home = std::env::temp_dir().join(format!("rw-keys-cmd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let mut k = Keys::open(&home);
+        k.started("ana", "q1", c());
+        k.done("ana", "q1", &Answer::json(200, "{\"ok\":true}".into()));
+        let kill = command("POST", "/runs/r/tasks/t/kill", "application/json", b"");
+        let other_body = command("POST", "/runs/r/tasks/t/steer", "application/json", b"{\"msg\":\"stop\"}");
+        for k in [&k, &Keys::open(&home)] {
+            assert_eq!(k.get("ana", "q1", c()).map(|a| a.status), Some(200), "the same command: its reply");
+            for other in [kill, other_body] {
+                let a = k.get("ana", "q1", other).unwrap();
+                assert_eq!(a.status, 422, "{a:?}");
+                assert!(a.body.contains("used for another command"), "{a:?}");
+            }
+        }
+        let path = home.join("cluster/control-keys.jsonl");
+        let old = format!(
+            "{{\"k\":\"{}\",\"t\":{},\"status\":200,\"body\":\"{{}}\"}}\n",
+            held_as("bob", "k"),
+            crate::util::now_ms()
+        );
+        std::fs::write(&path, old).unwrap();
+        assert_eq!(Keys::open(&home).get("bob", "k", c()).map(|a| a.status), Some(422));
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
     #[test]
     fn a_key_is_answered_once_across_a_reopen_and_a_started_one_is_never_run_again() {
         let home = std::env::temp_dir().join(format!("rw-keys-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
         let mut k = Keys::open(&home);
-        assert!(k.get("hub", "a").is_none());
-        k.started("hub", "a");
+        assert!(k.get("hub", "a", c()).is_none());
+        k.started("hub", "a", c());
         k.done("hub", "a", &Answer::json(200, "{\"ok\":true}".into()));
-        k.started("hub", "b");
+        k.started("hub", "b", c());
         let k = Keys::open(&home);
-        assert_eq!(k.get("hub", "a"), Some(Answer::json(200, "{\"ok\":true}".into())));
-        assert_eq!(k.get("hub", "b").map(|a| a.status), Some(409));
+        assert_eq!(k.get("hub", "a", c()), Some(Answer::json(200, "{\"ok\":true}".into())));
+        assert_eq!(k.get("hub", "b", c()).map(|a| a.status), Some(409));
         assert_eq!(k.len(), 2);
         // Old lines are forgotten, and the file is compacted.
         let old = crate::util::now_ms() - KEEP.as_millis() as u64 - 1000;
@@ -261,7 +332,7 @@ mod tests {
         text.push_str("not json\n");
         std::fs::write(home.join("cluster/control-keys.jsonl"), text).unwrap();
         let k = Keys::open(&home);
-        assert!(k.is_empty() && k.get("hub", "old1").is_none());
+        assert!(k.is_empty() && k.get("hub", "old1", c()).is_none());
         let after = std::fs::read_to_string(home.join("cluster/control-keys.jsonl")).unwrap();
         assert!(after.is_empty(), "{after}");
         assert!(valid("hub-0a1b") && !valid("") && !valid("a b") && !valid(&"x".repeat(MAX_KEY + 1)));
@@ -278,15 +349,15 @@ mod tests {
         let _ = std::fs::remove_dir_all(&home);
         let mut k = Keys::open(&home);
         for (key, status) in [("bad-gateway", 502), ("unavailable", 503), ("timeout", 504)] {
-            k.started("ana", key);
+            k.started("ana", key, c());
             k.done("ana", key, &Answer::error(status, "the supervisor did not answer".into()));
-            assert!(k.get("ana", key).is_none(), "{status} kept");
+            assert!(k.get("ana", key, c()).is_none(), "{status} kept");
         }
-        k.started("ana", "conflict");
+        k.started("ana", "conflict", c());
         k.done("ana", "conflict", &Answer::error(409, "already decided".into()));
         let k = Keys::open(&home);
-        assert!(["bad-gateway", "unavailable", "timeout"].iter().all(|key| k.get("ana", key).is_none()));
-        assert_eq!(k.get("ana", "conflict").map(|a| a.status), Some(409), "a refusal is kept");
+        assert!(["bad-gateway", "unavailable", "timeout"].iter().all(|key| k.get("ana", key, c()).is_none()));
+        assert_eq!(k.get("ana", "conflict", c()).map(|a| a.status), Some(409), "a refusal is kept");
         std::fs::remove_dir_all(&home).unwrap();
     }
 
@@ -296,10 +367,10 @@ mod tests {
         let home = std::env::temp_dir().join(format!("rw-keys-callers-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
         let mut k = Keys::open(&home);
-        k.started("ana", "click-1");
+        k.started("ana", "click-1", c());
         k.done("ana", "click-1", &Answer::json(200, "{}".into()));
         let k = Keys::open(&home);
-        assert!(k.get("ana", "click-1").is_some() && k.get("bob", "click-1").is_none());
+        assert!(k.get("ana", "click-1", c()).is_some() && k.get("bob", "click-1", c()).is_none());
         std::fs::remove_dir_all(&home).unwrap();
     }
 }

@@ -193,14 +193,19 @@ impl<R: Clone> Keys<R> {
         Claim::Run
     }
 
-    /// What `key` holds, without claiming it (a door that looks before it
-    /// checks the rest of the command): `None` unseen; [`Claim::Replay`]
-    /// done; [`Claim::Running`] running; [`Claim::Run`] bound with no reply
-    /// kept. Never [`Claim::Conflict`]: no command is compared.
-    pub fn peek(&self, key: &str) -> Option<Claim<R>> {
+    /// What `key` holds for the command of `fingerprint`, without claiming
+    /// it (a door that looks before it checks the rest of the command):
+    /// `None` unseen; [`Claim::Conflict`] seen with another command;
+    /// [`Claim::Replay`] done; [`Claim::Running`] running; [`Claim::Run`]
+    /// bound with no reply kept.
+    pub fn peek(&self, key: &str, fingerprint: Fingerprint) -> Option<Claim<R>> {
         let mut m = self.lock();
         m.prune(Instant::now(), &self.limits);
-        Some(match &m.map.get(key)?.state {
+        let e = m.map.get(key)?;
+        if e.fingerprint != fingerprint {
+            return Some(Claim::Conflict);
+        }
+        Some(match &e.state {
             State::Running => Claim::Running,
             State::Done(r, _) => Claim::Replay(r.clone()),
             State::Bound => Claim::Run,
@@ -396,8 +401,9 @@ mod tests {
         k.restore("a", fp("x"), Duration::from_secs(60), Some(("first".into(), 5)));
         k.restore("b", fp("x"), Duration::from_secs(30), None);
         k.restore("old", fp("x"), KEEP + Duration::from_secs(1), Some(("gone".into(), 4)));
-        assert_eq!(k.peek("a"), Some(Claim::Replay("first".into())));
-        assert_eq!((k.peek("b"), k.peek("c")), (Some(Claim::Running), None));
+        assert_eq!(k.peek("a", fp("x")), Some(Claim::Replay("first".into())));
+        assert_eq!(k.peek("a", fp("y")), Some(Claim::Conflict), "another command under the key");
+        assert_eq!((k.peek("b", fp("x")), k.peek("c", fp("x"))), (Some(Claim::Running), None));
         assert_eq!(k.claim("a", fp("x"), false), Claim::Replay("first".into()));
         assert_eq!(k.claim("b", fp("x"), false), Claim::Running);
         assert_eq!(k.claim("old", fp("x"), false), Claim::Run);

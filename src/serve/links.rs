@@ -337,7 +337,13 @@ pub fn at_hub(
         Some((b, false)) => (&b[..], Some("application/x-www-form-urlencoded")),
         None => (&[][..], None),
     };
-    let key = req.header(super::idempotency::HEADER).map(str::trim).filter(|k| super::idempotency::valid(k));
+    // A POST's key goes with it; a GET acts on nothing and keeps no key,
+    // as at the node itself (forwarded, its page was kept under the key,
+    // and the POST that followed with it got the page, answering nothing).
+    let key = req
+        .header(super::idempotency::HEADER)
+        .map(str::trim)
+        .filter(|k| body.is_some() && super::idempotency::valid(k));
     let a = super::cluster::link::link(&node, token, &req.method, bytes, ctype, key);
     if a.content_type.as_deref().is_some_and(|t| t.starts_with("text/html")) {
         send(stream, cors, a.status, "text/html; charset=utf-8", &a.body);

@@ -906,6 +906,32 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
     let keyed: Vec<(&str, &str)> =
         got[1..].iter().map(|r| (r["actor"].as_str().unwrap(), r["msg"].as_str().unwrap())).collect();
     assert_eq!(keyed, [("ana@hub-east", "keyed by ana"), ("bob@hub-east", "keyed by bob")], "{got:?}");
+    // At another hub (whose own keys know nothing), Ana's key with another
+    // command is refused by the node, 422, and nothing is done; with the
+    // same command it is her replay. The node answered any command under a
+    // key it had seen with the first one's reply: a kill said 200 and
+    // killed nothing.
+    let h = "Authorization: Bearer ana-token-0123456789abcdef\r\nIdempotency-Key: click-same\r\n";
+    // A hub of its own for each ask: its own keys know nothing of the key.
+    let ask = |name: &str, msg: &str| {
+        let other = Serve::start(
+            &dir.join(format!("home-{name}")),
+            &["--token-file", hub_tokens.to_str().unwrap(), "--cluster", &nats.url, "--cluster-user", "hub"]
+                .into_iter()
+                .chain(["--cluster-password-file", &hp, "--hub", "--hub-name", name])
+                .collect::<Vec<_>>(),
+            &[],
+        );
+        wait_for("the keyed steer through another hub", 60, || {
+            let (code, body) = post(&other, &steer, h, &format!(r#"{{"msg":"{msg}"}}"#));
+            (![404, 503].contains(&code)).then_some((code, body))
+        })
+    };
+    assert_eq!(ask("hub-west", "keyed by ana").0, 202, "the same command: the replay");
+    let (code, body) = ask("hub-north", "another command");
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("used for another command"), "{body}");
+    assert_eq!(records().len(), 3, "nothing more reached alpha: {:?}", records());
     // Straight to the node with a person's token: the person, whatever the headers say.
     let own = format!("/runs/{}/tasks/impl.1/steer", run.pointer.run_id);
     let forged = "Authorization: Bearer ops-token-0123456789abcdef\r\nRw-Actor: ana\r\nRw-Hub: hub-east\r\n";
@@ -1147,8 +1173,12 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     assert_eq!(claims["o"], "beta", "{claims}");
     // The page, at the hub: beta's, relayed as HTML with the link route's headers; GET never acts.
     // (503 until beta's control subscription is known at the hub's server, as for any command.)
+    // A chat app's client keys every request: the GET keeps no key (the
+    // node kept its page under the key, and the POST that followed with it
+    // got the page back, answering nothing).
+    let key = "Idempotency-Key: chat-app-1\r\n";
     let (head, page) = wait_for("beta to answer at the hub", 30, || {
-        let (code, head, page) = link_request(hub, "GET", &path, "", "text/plain", "");
+        let (code, head, page) = link_request(hub, "GET", &path, key, "text/plain", "");
         assert!(code == 200 || code == 503, "{code} {page}");
         (code == 200).then_some((head, page))
     });
@@ -1175,8 +1205,14 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     assert!(hub_studio::answers_to_agent(dir).is_empty(), "nothing acted yet");
     // The answer, as the page's form posts it (its Origin the public one).
     let origin = format!("Origin: {PUBLIC}\r\n");
-    let (code, head, page) =
-        link_request(hub, "POST", &path, &origin, "application/x-www-form-urlencoded", "decision=allow");
+    let (code, head, page) = link_request(
+        hub,
+        "POST",
+        &path,
+        &format!("{origin}{key}"),
+        "application/x-www-form-urlencoded",
+        "decision=allow",
+    );
     assert_eq!(code, 200, "{page}");
     assert!(head.contains("text/html") && page.contains("Approved"), "{head}\n{page}");
     wait_for("the allow to reach the agent", 10, || (!hub_studio::answers_to_agent(dir).is_empty()).then_some(()));
