@@ -479,6 +479,10 @@ pub fn handle(
     } else if r.http_status() == 503 {
         // The session is not reading now: worth trying again.
         answer(stream, cors, 503, json, "Not now", &r.detail)
+    } else if r.http_status() == 400 {
+        // An answer that does not fit the request (a question not asked):
+        // the link still works, and says what to correct.
+        answer(stream, cors, 400, json, "Not understood", &format!("{} Nothing was done.", r.detail))
     } else {
         answer(stream, cors, 410, json, "Link no longer valid", &r.detail)
     }

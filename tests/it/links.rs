@@ -377,6 +377,16 @@ fn a_questions_link_answers_it_once() {
         let (status, page) = form(s.port, &path, bad);
         assert_eq!(status, 400, "{bad}: {page}");
     }
+    // The same by JSON, refused by the session's own check: 400 with what
+    // to correct, not 410 "no longer valid" (the link still works).
+    for bad in [
+        r#"{"decision":"answer","answers":{"Other question?":"x"}}"#,
+        r#"{"decision":"answer","answers":{"Tabs or spaces?":["tabs","spaces"]}}"#,
+    ] {
+        let (status, _, body) = http(s.port, "POST", &path, &[("Content-Type", "application/json")], bad);
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(body.contains("Nothing was done"), "{body}");
+    }
     // Claude takes the person's own words ("Other"): the page offers the box.
     assert!(page.contains(r#"name="q0-own""#), "{page}");
     let (status, page) = form(s.port, &path, "decision=answer&q0=spaces");

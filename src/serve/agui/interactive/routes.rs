@@ -143,6 +143,7 @@ pub fn control_post(
 fn not_sent(e: NotSent) -> Reply {
     match e {
         NotSent::Refused(m) => Reply::refuse(m, None),
+        NotSent::Invalid(m) => Reply::bad(m),
         NotSent::NotReading(m) => Reply { code: Some(crate::control::NOT_READING.into()), ..Reply::refuse(m, None) },
     }
 }

@@ -36,6 +36,9 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(super) enum NotSent {
     /// The session refused it (nothing was written): why.
     Refused(String),
+    /// Refused as not fitting its request (an answer naming a question
+    /// that was not asked): the caller's to correct, the request stays open.
+    Invalid(String),
     /// The agent is not reading its input: nothing was taken; try again later.
     NotReading(String),
 }
@@ -43,7 +46,7 @@ pub(super) enum NotSent {
 impl std::fmt::Display for NotSent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NotSent::Refused(m) | NotSent::NotReading(m) => f.write_str(m),
+            NotSent::Refused(m) | NotSent::Invalid(m) | NotSent::NotReading(m) => f.write_str(m),
         }
     }
 }
@@ -66,6 +69,7 @@ pub(super) fn send(agent: Option<&Engine>, input: Input) -> Result<Taken, NotSen
         Err(crate::session::Refused::Unknown(id)) if crate::control::is_interrupt_id(&id) => Err(NotSent::Refused(format!(
             "interrupt {id:?} is not one of this session's agent process (an earlier process's, another thread's, or forgotten): nothing was sent"
         ))),
+        Err(crate::session::Refused::Invalid(why)) => Err(NotSent::Invalid(why)),
         Err(why) => Err(NotSent::Refused(why.to_string())),
     }
 }
