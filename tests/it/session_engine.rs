@@ -243,7 +243,7 @@ fn shutdown_ends_a_deaf_agent_within_its_grace() {
 #[test]
 fn a_stopped_agent_never_wedges_and_is_killed() {
     let mut s = start("engine-stopped", reading_agent, &[]);
-    let (run, _stream) = start_turn(s.port, "stopped");
+    let (run, mut stream) = start_turn(s.port, "stopped");
     let agent = agent_pid(&s);
     signal(agent, nix::sys::signal::Signal::SIGSTOP);
     assert_not_reading(&steer_until_refused(s.port, &run));
@@ -253,6 +253,12 @@ fn a_stopped_agent_never_wedges_and_is_killed() {
     // It takes SIGTERM once continued: well within the grace.
     assert!(t.elapsed() < Duration::from_secs(2), "kill took {:?}", t.elapsed());
     assert!(gone(agent), "the stopped agent {agent} outlived the kill");
+    // The run ends as its agent did: killed by SIGTERM (128 + 15), as the
+    // journal says, not "exited with status 1".
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.contains("RUN_ERROR") && rest.contains("status 143"), "{rest}");
     let (took, code) = s.terminate(Duration::from_secs(20));
     assert_eq!(code, Some(0), "the server exits 0 (after {took:?})");
     assert!(took < Duration::from_secs(2), "shutdown took {took:?}");

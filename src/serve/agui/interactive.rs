@@ -69,6 +69,9 @@ const TICK: Duration = Duration::from_millis(50);
 /// turn is interrupted, and how long after that before the run gives up.
 const SETTLE: Duration = Duration::from_secs(3);
 const SETTLE_GIVE_UP: Duration = Duration::from_secs(15);
+/// How long a run whose agent closed its output waits for the agent's
+/// exit status (its reaper publishes it as the process ends).
+const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// The task name of a recorded interactive session.
 pub const TASK: &str = crate::runs::record::TASK;
 
@@ -96,6 +99,8 @@ struct Run<'a, 'b> {
     saw_turn_end: bool,
     /// The thread's messages: recorded, and snapshotted after RUN_STARTED.
     msgs: Messages,
+    /// The exit of the agent the run streams (read when its output ends).
+    agent: Option<crate::session::engine::ExitWatch>,
 }
 
 impl Run<'_, '_> {
@@ -217,6 +222,7 @@ fn stream_into(
         stops_seen: 0,
         saw_turn_end: false,
         msgs,
+        agent: None,
     };
     match drive(shared, &mut run, input, th, peek) {
         Ok(End::Done) => true,
@@ -251,6 +257,7 @@ fn drive(shared: &Shared, run: &mut Run, input: &RunInput, th: Started, peek: &T
         return fail(run, "another run is streaming this thread's session".into(), "busy");
     };
     let mut guard = Streaming { th: &th, rx: Some(rx) };
+    run.agent = lock(&th.st).engine().map(|e| e.exit_watch());
     let begin = run.tr.begin(run.now());
     run.emit(begin)?;
     let info = session_info(&lock(&th.st));
@@ -688,10 +695,15 @@ fn raise(run: &Run, th: &Thread, r: &crate::pipeline::events::InputRequest) {
 }
 
 fn agent_died(run: &mut Run, th: &Thread) -> io::Result<End> {
+    // Its output is over, and its exit is published once its reaper has it
+    // (a moment later; a kill route took the agent off the thread already):
+    // waited for, briefly, so that an agent killed by a signal ends the run
+    // as 128 + the signal, as its record says, not as "exited with status 1".
+    let rc = run.agent.as_ref().and_then(|w| w.exit_within(EXIT_WAIT));
     // Taken under the lock, written to the client after it.
     let (mut events, exit, gone) = {
         let mut st = lock(&th.st);
-        let rc = st.agent.as_ref().and_then(Engine::exit_code);
+        let rc = rc.or_else(|| st.agent.as_ref().and_then(Engine::exit_code));
         let events = st.norm.finish();
         let exit = Event {
             run: None,

@@ -53,6 +53,26 @@ pub struct Engine {
     _last: Arc<StopOnDrop>,
 }
 
+/// An agent's exit code, read without holding its session.
+#[derive(Clone)]
+pub struct ExitWatch(Arc<Shared>);
+
+impl ExitWatch {
+    /// The exit code, once the agent is reaped; waits at most `limit` for
+    /// it (an agent whose output ended is ending: its reaper has it soon).
+    pub fn exit_within(&self, limit: Duration) -> Option<i64> {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            let s = self.0.status();
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if s.exit.is_some() || left.is_zero() {
+                return s.exit;
+            }
+            self.0.wait(s.changes, left);
+        }
+    }
+}
+
 /// The agent of a session nobody holds any more is stopped: SIGTERM now,
 /// SIGKILL after the kill grace (from a thread of its own: a drop never waits).
 struct StopOnDrop {
@@ -156,6 +176,12 @@ impl Engine {
     /// The agent's exit code once it is over.
     pub fn exit_code(&self) -> Option<i64> {
         self.shared.status().exit
+    }
+
+    /// Its exit, for a reader that must not hold the session (a handle
+    /// keeps the agent alive: [`StopOnDrop`]).
+    pub fn exit_watch(&self) -> ExitWatch {
+        ExitWatch(self.shared.clone())
     }
 
     /// The agent is being ended: its input closes once what is queued for
