@@ -293,7 +293,6 @@ impl Sup {
                 ),
             });
         };
-        b.door = Some((who.1, a.by.clone()));
         let rid = a.id.clone();
         // The session resolves runwire's id itself (and refuses one it did not mint).
         match ask(r, &Input::Answer(a), Asked::Answer(rid), who, reply) {

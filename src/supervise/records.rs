@@ -133,9 +133,6 @@ pub struct Bound {
     /// Rebuilt from the journal, whose answered record keeps the decision
     /// but not every part of the answer (scope, an edited input).
     pub restored: bool,
-    /// The door and `by` of the answer last written for it: the journal
-    /// names the door when the answer that closed it is that one.
-    pub door: Option<(Door, Option<String>)>,
 }
 
 /// Requests remembered per task.
@@ -162,7 +159,6 @@ impl Interrupts {
             request: request.into(),
             answer: None,
             restored: false,
-            door: None,
         });
     }
 
@@ -220,9 +216,7 @@ pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
         };
         let t = out.entry(task).or_default();
         match input.as_str() {
-            "requested" => {
-                t.push(Bound { interrupt: iid, generation: 0, request, answer: None, restored: true, door: None })
-            }
+            "requested" => t.push(Bound { interrupt: iid, generation: 0, request, answer: None, restored: true }),
             "answered" => {
                 let Some(b) = t.find(&iid).filter(|b| b.answer.is_none()) else { continue };
                 let Some(decision) = rec.decision.and_then(|d| serde_json::from_value::<Decision>(d.into()).ok())

@@ -253,7 +253,21 @@ impl Sup {
                 if let Some(b) = ints.closed_by(&a) {
                     b.answer = Some(a.clone());
                     rec.interrupt = Some(b.interrupt.clone());
-                    rec.door = b.door.take().filter(|(_, by)| *by == a.by).map(|(d, _)| d.as_str().to_string());
+                    // The line that closed it: the session takes its input
+                    // in order, and acknowledges each line after its step,
+                    // so it is the oldest answer to this request still
+                    // awaiting its acknowledgement (one refused before it
+                    // was acknowledged first). Doors that answered at once
+                    // each wrote a line: the winner's is the journal's door.
+                    // An answer no line gave (the session's own expiry) has none.
+                    rec.door =
+                        a.by.as_ref()
+                            .and_then(|_| {
+                                r.awaiting.iter().find(
+                                    |w| matches!(&w.what, Asked::Answer(x) if *x == b.interrupt || *x == b.request),
+                                )
+                            })
+                            .map(|w| w.door.as_str().to_string());
                 }
                 self.rec.input(&rec);
             }

@@ -243,6 +243,62 @@ fn a_replayed_answer_never_approves_the_next_processes_request_through_the_super
     assert_eq!((steer["actor"].as_str(), steer["door"].as_str()), (Some("ana"), Some("supervisor-socket")), "{steer}");
 }
 
+/// The `runwire-session` processes of a supervisor started in `dir`.
+fn sessions_of(dir: &Path) -> Vec<i32> {
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_runwire-session"));
+    let home = format!("HARNESS_HOME={}", dir.join("home").display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == bin))
+        .filter(|p| {
+            let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+            env.split(|&b| b == 0).any(|v| v == home.as_bytes())
+        })
+        .collect()
+}
+
+/// Two doors answer one request at once (their lines both written before
+/// the session takes the first: it is held with SIGSTOP meanwhile): the
+/// first line wins, and the journal's `answered` record names its door and
+/// its person. It named the door of the last line written (a door that was
+/// only acknowledged), or none when their people differed.
+#[test]
+fn answers_through_two_doors_at_once_journal_the_door_that_won() {
+    let s = Sup::start("doors-race");
+    s.until("the request in the journal", |s| !s.requested().is_empty());
+    let id = name_of(&s.requested()[0]);
+    let srv = Server::start(&s.dir.join("home"));
+    let route = format!("/runs/{}/tasks/a/answer", s.run_id());
+    let session = sessions_of(&s.dir);
+    assert_eq!(session.len(), 1, "{session:?}");
+    let signal = |sig| nix::sys::signal::kill(nix::unistd::Pid::from_raw(session[0]), sig).unwrap();
+    signal(nix::sys::signal::Signal::SIGSTOP);
+    let (socket, route_reply) = std::thread::scope(|sc| {
+        let first = sc.spawn(|| {
+            s.call(json!({"verb": "answer", "task": "a", "actor": "ana", "answer": {"id": id, "decision": "allow"}}))
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let second =
+            sc.spawn(|| srv.post(&route, &json!({"request": id, "decision": "allow", "by": "bob"}).to_string()));
+        std::thread::sleep(Duration::from_millis(300));
+        signal(nix::sys::signal::Signal::SIGCONT);
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    assert_eq!((socket["ok"].as_bool(), socket["sent"].as_bool()), (Some(true), Some(true)), "{socket}");
+    assert_eq!(route_reply.1["sent"], false, "the second is acknowledged, not sent: {route_reply:?}");
+    s.until("the answer to reach the agent", |s| acp_answers(&s.dir).len() == 1);
+    let answered: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(
+        (answered[0]["by"].as_str(), answered[0]["door"].as_str()),
+        (Some("ana"), Some("supervisor-socket")),
+        "{answered:?}"
+    );
+    std::fs::write(s.dir.join("go"), "").unwrap();
+}
+
 /// The public address approval links are minted for in these tests.
 const PUBLIC: &str = "https://rw.example.test";
 
