@@ -231,7 +231,9 @@ fn the_supervisor_journals_each_turns_totals() {
 
 /// A held interactive session (`runwire-serve --interactive`): each `idle`
 /// record (a turn has ended) carries the task's totals so far; the listing
-/// has them with the log gone.
+/// has them with the log gone. The agent says its cost as Claude Code does,
+/// a running total of the session: the task's cost is that total (it was
+/// the sum of the totals, 0.375 after two turns of 0.125).
 #[test]
 fn a_held_sessions_idle_records_carry_its_totals_so_far() {
     use std::io::{BufRead, BufReader, Read, Write};
@@ -242,11 +244,15 @@ fn a_held_sessions_idle_records_carry_its_totals_so_far() {
     let body = r#"#!/bin/sh
 read -r opening
 echo '{"type":"system","subtype":"init","session_id":"s-turns","tools":[],"model":"m"}'
+n=0
 while read -r l; do
   case "$l" in
     *'"type":"user"'*)
+      # As Claude Code does: usage is the turn's, total_cost_usd the session's running total.
+      n=$((n + 1))
+      case $n in 1) total=0.125 ;; 2) total=0.25 ;; *) total=0.375 ;; esac
       echo '{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"done"}]},"session_id":"s-turns"}'
-      echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s-turns","num_turns":1,"total_cost_usd":0.125,"usage":{"input_tokens":3,"output_tokens":5}}'
+      echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s-turns","num_turns":1,"total_cost_usd":'$total',"usage":{"input_tokens":3,"output_tokens":5}}'
       ;;
   esac
 done

@@ -199,6 +199,24 @@ pub(crate) struct Claude {
     /// The subagents the agent spawned (Task / Agent calls), newest last,
     /// at most [`MAX_SPAWNS`]: the identity a line's `parent_tool_use_id` names.
     spawns: Vec<Subagent>,
+    /// The session's cost so far as its last `result` said it, and that
+    /// session's id: Claude Code's `total_cost_usd` is a running total (of
+    /// the process, and of an earlier process of a session it resumed and
+    /// restored), so a turn's own cost is what it adds ([`turn_cost`]).
+    cost_so_far: Option<(String, f64)>,
+}
+
+/// A turn's own cost from the session's running total `total` and the
+/// total the session's last turn said (`so_far`). A total below the last
+/// is a new count (a process that did not restore the session's cost):
+/// the turn's cost is all of it. Rounded to 1e-10 USD, so that a
+/// difference of two totals reads as the turn's figure, not as 0.00014000000000000001.
+fn turn_cost(total: f64, so_far: Option<f64>) -> f64 {
+    let cost = match so_far {
+        Some(prev) if total >= prev => total - prev,
+        _ => total,
+    };
+    (cost * 1e10).round() / 1e10
 }
 
 /// Spawning calls remembered (a real session has a handful; past this the
@@ -556,6 +574,16 @@ impl Claude {
         }
     }
 
+    /// The cost of the turn `l` ends ([`turn_cost`]), and the session's
+    /// running total remembered for the next.
+    fn turn_cost(&mut self, l: &Line) -> Option<f64> {
+        let total = l.total_cost_usd.as_f64().or_else(|| l.cost_usd.as_f64()).filter(|c| *c >= 0.0 && c.is_finite())?;
+        let session = l.session_id.as_str().unwrap_or_default();
+        let so_far = self.cost_so_far.as_ref().filter(|(s, _)| s == session).map(|(_, t)| *t);
+        self.cost_so_far = Some((session.to_string(), total));
+        Some(turn_cost(total, so_far))
+    }
+
     fn result(&mut self, ctx: &mut Ctx, l: &Line) {
         self.streams.clear();
         let subtype = l.subtype.as_str().unwrap_or("");
@@ -603,11 +631,41 @@ impl Claude {
         ctx.emit(Data::TurnEnd(TurnEnd {
             ok: !failed,
             reason,
-            cost_usd: l.total_cost_usd.as_f64().or_else(|| l.cost_usd.as_f64()).filter(|c| *c >= 0.0),
+            cost_usd: self.turn_cost(l),
             usage: parse_usage(l.usage),
             duration_ms: l.duration_ms.as_u64(),
             duration_api_ms: l.duration_api_ms.as_u64(),
             num_turns: l.num_turns.as_u64(),
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pipeline::events::Data;
+    use crate::pipeline::normalize::{Adapter, Normalizer, Options};
+
+    /// Claude Code's `total_cost_usd` is the session's running total: a
+    /// turn costs what it adds; a total below the last starts a new count
+    /// (a process that did not restore it); another session is its own.
+    #[test]
+    fn a_turns_cost_is_what_it_adds_to_the_sessions_running_total() {
+        let result = |session: &str, total: f64| {
+            format!(
+                r#"{{"type":"result","subtype":"success","is_error":false,"session_id":"{session}","total_cost_usd":{total},"usage":{{"input_tokens":1,"output_tokens":1}}}}"#
+            )
+        };
+        let lines =
+            [result("a", 0.00014), result("a", 0.00028), result("a", 0.0001), result("b", 0.5), result("a", 0.0003)];
+        let mut n = Normalizer::new(Adapter::Claude, Options::default());
+        let costs: Vec<f64> = lines
+            .iter()
+            .flat_map(|l| n.push(l.as_bytes()))
+            .filter_map(|e| match e.data {
+                Data::TurnEnd(t) => t.cost_usd,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(costs, [0.00014, 0.00014, 0.0001, 0.5, 0.0003]);
     }
 }
