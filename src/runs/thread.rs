@@ -27,6 +27,11 @@ use std::path::{Path, PathBuf};
 /// thread's later messages are then missing from its snapshot).
 pub const MAX_THREAD_FILE: u64 = 32 * 1024 * 1024;
 
+/// Most lines of a thread file read (the same: later ones are missing).
+/// A line of a few bytes is a message of a few hundred in memory: a file
+/// of small messages is bounded by their number, not its size.
+pub const MAX_THREAD_LINES: usize = 100_000;
+
 /// The thread's file under `home` (the digest keeps any threadId a safe name).
 pub fn path(home: &Path, thread_id: &str) -> PathBuf {
     let d = super::sha256::hex(thread_id.as_bytes());
@@ -53,14 +58,15 @@ pub fn read(file: &Path) -> Vec<Line> {
     }
     bytes
         .split(|&b| b == b'\n')
+        .take(MAX_THREAD_LINES)
         .filter_map(|l| {
-            let v: Value = serde_json::from_slice(l).ok()?;
+            let mut v: Value = serde_json::from_slice(l).ok()?;
             let run = v.get("run")?.as_str()?.to_string();
             let input = v.get("input").and_then(Value::as_bool).unwrap_or(false);
-            let m = v.get("message")?;
+            let m = v.as_object_mut()?.remove("message")?;
             // A message that does not fit (a damaged or foreign line) would
             // fail every later client's snapshot: passed over.
-            fits(m).then(|| Line { run, input, message: m.clone() })
+            fits(&m).then_some(Line { run, input, message: m })
         })
         .collect()
 }
@@ -96,13 +102,27 @@ impl Writer {
 }
 
 /// A thread's messages, in order, built as `@ag-ui/client` builds them.
+///
+/// Kept as slots: a message, and the tool messages right after it (those
+/// of its calls, and any placed at the end after it). A tool message joins
+/// its call's slot and everything else starts one at the end, so placing a
+/// message costs the same however long the thread is (a flat list took a
+/// search and a reindex for each tool message: a thread of thousands of
+/// them cost seconds of CPU per request).
 #[derive(Debug, Default, Clone)]
 pub struct Thread {
-    msgs: Vec<Value>,
-    at: HashMap<String, usize>,
-    /// The message of the call last looked up: its argument deltas come in
-    /// a row, and a long thread is not searched for each.
-    last_call: Option<(String, usize)>,
+    slots: Vec<Slot>,
+    /// Where each message is: its slot, and its place among the slot's tool
+    /// messages (`None`: the slot's head).
+    at: HashMap<String, (usize, Option<usize>)>,
+    /// The slot whose head (an assistant message) holds each tool call.
+    calls: HashMap<String, usize>,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    head: Value,
+    tools: Vec<Value>,
 }
 
 fn id_of(m: &Value) -> Option<&str> {
@@ -114,29 +134,37 @@ fn holds_call(m: &Value, call: &str) -> bool {
         && m.get("toolCalls").and_then(Value::as_array).is_some_and(|c| c.iter().any(|t| id_of(t) == Some(call)))
 }
 
+/// The ids of the calls an assistant message holds.
+fn calls_of(m: &Value) -> impl Iterator<Item = &str> {
+    let assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
+    m.get("toolCalls").and_then(Value::as_array).filter(|_| assistant).into_iter().flatten().filter_map(id_of)
+}
+
 impl Thread {
     /// The thread a file's lines make, leaving out what run `skip`'s
     /// stream made (not its input).
-    pub fn from_lines(lines: &[Line], skip: Option<&str>) -> Thread {
+    pub fn from_lines(lines: Vec<Line>, skip: Option<&str>) -> Thread {
         let mut t = Thread::default();
         for l in lines {
             if l.input || Some(l.run.as_str()) != skip {
-                t.put(l.message.clone());
+                t.put(l.message);
             }
         }
         t
     }
 
-    pub fn messages(&self) -> &[Value] {
-        &self.msgs
+    /// The messages, in order.
+    pub fn messages(&self) -> Vec<&Value> {
+        self.slots.iter().flat_map(|s| std::iter::once(&s.head).chain(&s.tools)).collect()
     }
 
     pub fn has(&self, id: &str) -> bool {
         self.at.contains_key(id)
     }
 
-    fn reindex(&mut self) {
-        self.at = self.msgs.iter().enumerate().filter_map(|(i, m)| Some((id_of(m)?.to_string(), i))).collect();
+    /// The slot whose head holds `call` now.
+    fn slot_of_call(&self, call: &str) -> Option<usize> {
+        self.calls.get(call).copied().filter(|&s| self.slots.get(s).is_some_and(|x| holds_call(&x.head, call)))
     }
 
     /// Takes a message version: replaces the one with its id where it
@@ -144,29 +172,58 @@ impl Thread {
     /// message and the tool messages after it, else at the end).
     pub fn put(&mut self, m: Value) {
         let Some(id) = id_of(&m).map(str::to_string) else { return };
-        if let Some(&i) = self.at.get(&id) {
-            self.msgs[i] = m;
+        if let Some(&(s, k)) = self.at.get(&id) {
+            match k {
+                Some(k) => self.slots[s].tools[k] = m,
+                None => {
+                    for c in calls_of(&m) {
+                        self.calls.insert(c.to_string(), s);
+                    }
+                    self.slots[s].head = m;
+                }
+            }
             return;
         }
-        let call = (m.get("role").and_then(Value::as_str) == Some("tool"))
-            .then(|| m.get("toolCallId").and_then(Value::as_str))
-            .flatten();
-        if let Some(f) = call.and_then(|c| self.msgs.iter().position(|x| holds_call(x, c))) {
-            let mut i = f + 1;
-            while i < self.msgs.len() && self.msgs[i].get("role").and_then(Value::as_str) == Some("tool") {
-                i += 1;
+        let tool = m.get("role").and_then(Value::as_str) == Some("tool");
+        let slot = match tool.then(|| m.get("toolCallId").and_then(Value::as_str)).flatten() {
+            Some(call) => self.slot_of_call(call),
+            None => None,
+        };
+        // A tool message with no call here goes at the end: after the last
+        // slot's tool messages, which is where it stands in the flat order.
+        let slot = slot.or_else(|| tool.then(|| self.slots.len().checked_sub(1)).flatten());
+        match slot {
+            Some(s) => {
+                self.at.insert(id, (s, Some(self.slots[s].tools.len())));
+                self.slots[s].tools.push(m);
             }
-            self.msgs.insert(i, m);
-            self.reindex();
-        } else {
-            self.at.insert(id, self.msgs.len());
-            self.msgs.push(m);
+            None => {
+                let s = self.slots.len();
+                for c in calls_of(&m) {
+                    self.calls.insert(c.to_string(), s);
+                }
+                self.at.insert(id, (s, None));
+                self.slots.push(Slot { head: m, tools: Vec::new() });
+            }
         }
     }
 
     fn get_mut(&mut self, id: &str) -> Option<&mut Value> {
-        let i = *self.at.get(id)?;
-        self.msgs.get_mut(i)
+        let (s, k) = *self.at.get(id)?;
+        let slot = self.slots.get_mut(s)?;
+        match k {
+            Some(k) => slot.tools.get_mut(k),
+            None => Some(&mut slot.head),
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<&Value> {
+        let (s, k) = *self.at.get(id)?;
+        let slot = self.slots.get(s)?;
+        match k {
+            Some(k) => slot.tools.get(k),
+            None => Some(&slot.head),
+        }
     }
 
     /// Applies one event as `@ag-ui/client` 1.0.0's `defaultApplyEvents`
@@ -194,7 +251,7 @@ impl Thread {
             }
             AguiEvent::TextMessageEnd { message_id, .. } => self.get_mut(message_id).map(|m| m.clone()),
             AguiEvent::ToolCallStart { tool_call_id, tool_call_name, parent_message_id, .. } => {
-                if self.msgs.iter().any(|m| holds_call(m, tool_call_id)) {
+                if self.slot_of_call(tool_call_id).is_some() {
                     return None;
                 }
                 let sub = extra(e, "subagentRunId");
@@ -202,7 +259,7 @@ impl Thread {
                 // message, else a new assistant message (named by the
                 // parent id, or by the call when the parent id is taken).
                 let target = match parent_message_id {
-                    Some(p) => match self.at.get(p).map(|&i| &self.msgs[i]) {
+                    Some(p) => match self.get(p) {
                         Some(m) if m.get("role").and_then(Value::as_str) == Some("assistant") => p.clone(),
                         Some(_) => tool_call_id.clone(),
                         None => p.clone(),
@@ -216,6 +273,8 @@ impl Thread {
                     }
                     self.put(m);
                 }
+                let slot = self.at.get(&target).map(|&(s, _)| s)?;
+                self.calls.insert(tool_call_id.clone(), slot);
                 let m = self.get_mut(&target)?;
                 let call = json!({"id": tool_call_id, "type": "function", "function": {"name": tool_call_name, "arguments": ""}});
                 match m.get_mut("toolCalls").and_then(Value::as_array_mut) {
@@ -232,7 +291,7 @@ impl Thread {
                 None
             }
             AguiEvent::ToolCallEnd { tool_call_id, .. } => {
-                self.msgs.iter().find(|m| holds_call(m, tool_call_id)).cloned()
+                self.slot_of_call(tool_call_id).map(|s| self.slots[s].head.clone())
             }
             AguiEvent::ToolCallResult { message_id, tool_call_id, content, role, .. } => {
                 let mut m = json!({"id": message_id, "toolCallId": tool_call_id, "role": role, "content": content});
@@ -245,19 +304,8 @@ impl Thread {
     }
 
     fn call_mut(&mut self, call: &str) -> Option<&mut Value> {
-        let cached = self
-            .last_call
-            .as_ref()
-            .filter(|(c, i)| c == call && self.msgs.get(*i).is_some_and(|m| holds_call(m, call)));
-        let i = match cached {
-            Some((_, i)) => *i,
-            None => {
-                let i = self.msgs.iter().position(|m| holds_call(m, call))?;
-                self.last_call = Some((call.to_string(), i));
-                i
-            }
-        };
-        let m = &mut self.msgs[i];
+        let s = self.slot_of_call(call)?;
+        let m = &mut self.slots[s].head;
         let c = m.get_mut("toolCalls")?.as_array_mut()?.iter_mut().find(|t| id_of(t) == Some(call))?;
         c.get_mut("function")
     }
@@ -291,12 +339,14 @@ fn copy_extras(e: &AguiEvent, m: &mut Value, keys: &[&str]) {
 ///   lacks (which drops that one and those after it, e.g. a fresh client's
 ///   new message, and gives it what comes before), then the thread (which
 ///   appends them again, each in its place).
-pub fn snapshots(t: &[Value], held: &[String]) -> Vec<Vec<Value>> {
-    let holds = |m: &Value| id_of(m).is_some_and(|id| held.iter().any(|h| h == id));
+pub fn snapshots<M: std::borrow::Borrow<Value>>(t: &[M], held: &[String]) -> Vec<Vec<Value>> {
+    let held: std::collections::HashSet<&str> = held.iter().map(String::as_str).collect();
+    let holds = |m: &M| id_of(m.borrow()).is_some_and(|id| held.contains(id));
+    let owned = |ms: &[M]| ms.iter().map(|m| m.borrow().clone()).collect::<Vec<Value>>();
     let Some(k) = t.iter().position(|m| !holds(m)) else { return Vec::new() };
     match t[k..].iter().position(holds) {
-        Some(p) => vec![t[..k + p].to_vec(), t.to_vec()],
-        None => vec![t.to_vec()],
+        Some(p) => vec![owned(&t[..k + p]), owned(t)],
+        None => vec![owned(t)],
     }
 }
 
@@ -381,8 +431,8 @@ fn content_fits(c: &Value) -> bool {
 mod tests {
     use super::*;
 
-    fn ids(t: &[Value]) -> Vec<&str> {
-        t.iter().filter_map(id_of).collect()
+    fn ids<M: std::borrow::Borrow<Value>>(t: &[M]) -> Vec<&str> {
+        t.iter().filter_map(|m| id_of(m.borrow())).collect()
     }
 
     #[test]
@@ -446,7 +496,58 @@ mod tests {
         };
         t.apply(&r);
         // The result goes right after its call's message, before a2.
-        assert_eq!(ids(t.messages()), ["u1", "a1", "r1", "a2"]);
+        assert_eq!(ids(&t.messages()), ["u1", "a1", "r1", "a2"]);
+    }
+
+    /// The slots place every message where `@ag-ui/client`'s flat list
+    /// does (a tool message after its call's message and the tool messages
+    /// after it, else at the end; a known id replaced where it stands),
+    /// over a long pseudo-random thread of calls, results of old and new
+    /// calls, results of unknown calls, users' messages and new versions.
+    #[test]
+    fn slots_order_messages_as_the_clients_flat_list_does() {
+        fn flat_put(v: &mut Vec<Value>, m: Value) {
+            let id = id_of(&m).unwrap().to_string();
+            if let Some(i) = v.iter().position(|x| id_of(x) == Some(&id)) {
+                v[i] = m;
+                return;
+            }
+            let call = (m["role"] == "tool").then(|| m["toolCallId"].as_str()).flatten().map(str::to_string);
+            match call.and_then(|c| v.iter().position(|x| holds_call(x, &c))) {
+                Some(f) => {
+                    let mut i = f + 1;
+                    while i < v.len() && v[i]["role"] == "tool" {
+                        i += 1;
+                    }
+                    v.insert(i, m);
+                }
+                None => v.push(m),
+            }
+        }
+        let (mut t, mut flat) = (Thread::default(), Vec::new());
+        let mut x: u64 = 7;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mut calls = 0u64;
+        for i in 0..3000u64 {
+            let m = match next(6) {
+                0 => json!({"id": format!("u{i}"), "role": "user", "content": "hi"}),
+                1 => {
+                    calls += 1;
+                    let c = |k: u64| json!({"id": format!("c{k}"), "type": "function", "function": {"name": "f", "arguments": "{}"}});
+                    json!({"id": format!("a{i}"), "role": "assistant", "toolCalls": [c(calls), c(calls + 1000)]})
+                }
+                2 | 3 => json!({"id": format!("t{i}"), "role": "tool", "content": "r",
+                    "toolCallId": format!("c{}", if calls == 0 { 0 } else { 1 + next(calls + 2) })}),
+                4 => json!({"id": format!("t{i}"), "role": "tool", "content": "r", "toolCallId": "nobody"}),
+                _ => json!({"id": format!("u{}", next(i + 1)), "role": "user", "content": "again"}),
+            };
+            t.put(m.clone());
+            flat_put(&mut flat, m);
+        }
+        assert_eq!(t.messages().into_iter().cloned().collect::<Vec<_>>(), flat);
     }
 
     #[test]
@@ -458,11 +559,11 @@ mod tests {
             l("r2", true, json!({"id": "u2", "role": "user", "content": "b"})),
             l("r1", false, json!({"id": "a1", "role": "assistant", "content": "done"})),
         ];
-        let t = Thread::from_lines(&lines, None);
-        assert_eq!(ids(t.messages()), ["u1", "a1", "u2"]);
+        let t = Thread::from_lines(lines.clone(), None);
+        assert_eq!(ids(&t.messages()), ["u1", "a1", "u2"]);
         assert_eq!(t.messages()[1]["content"], "done");
         // Without what r1's stream made; its input stays.
-        assert_eq!(ids(Thread::from_lines(&lines, Some("r1")).messages()), ["u1", "u2"]);
+        assert_eq!(ids(&Thread::from_lines(lines, Some("r1")).messages()), ["u1", "u2"]);
     }
 
     /// What a snapshot carries must pass the official schemas: what does

@@ -172,7 +172,7 @@ impl Messages {
             return Messages::off();
         }
         let file = thread::path(&shared.cfg.harness_home, &input.thread_id);
-        let mut t = thread::Thread::from_lines(&thread::read(&file), None);
+        let mut t = thread::Thread::from_lines(thread::read(&file), None);
         let writer = match thread::Writer::open(&file, &input.run_id) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -192,7 +192,7 @@ impl Messages {
             t.put(m);
         }
         let held = Self::held(input);
-        let pending = thread::snapshots(t.messages(), &held);
+        let pending = thread::snapshots(&t.messages(), &held);
         Messages {
             thread: t,
             writer,
@@ -228,7 +228,7 @@ impl Messages {
     pub(super) fn catch_up(shared: &crate::serve::state::Shared, input: &RunInput) -> Messages {
         use crate::runs::thread;
         let file = thread::path(&shared.cfg.harness_home, &input.thread_id);
-        let t = thread::Thread::from_lines(&thread::read(&file), Some(&input.run_id));
+        let t = thread::Thread::from_lines(thread::read(&file), Some(&input.run_id));
         Messages {
             thread: t,
             writer: None,
@@ -333,11 +333,11 @@ impl Messages {
             return Ok(());
         }
         self.catching_up = false;
-        self.pending = crate::runs::thread::snapshots(self.thread.messages(), &self.held);
+        self.pending = crate::runs::thread::snapshots(&self.thread.messages(), &self.held);
         if self.pending.is_empty() && self.started.is_some() {
             // It holds every message by id, but those the run was
             // streaming only in part (a reconnect): the thread as it is now.
-            self.pending = vec![self.thread.messages().to_vec()];
+            self.pending = vec![self.thread.messages().into_iter().cloned().collect()];
         }
         if let Some(e) = self.started.take() {
             body.frame(e.to_frame().as_bytes())?;
