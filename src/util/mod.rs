@@ -5,6 +5,7 @@
 //! `PATH`).
 
 pub mod arrival;
+pub mod bounded;
 pub mod cli;
 pub mod hash;
 pub mod lenient;

@@ -273,3 +273,84 @@ fn a_closed_pipe_is_a_quiet_success() {
     assert_eq!(status.code(), Some(0));
     assert_eq!(stderr, "");
 }
+
+/// Its memory of tool calls is bounded by bytes: 2,500 calls with 16 KB
+/// ids (each closed by its result) keep agui-translate under 32 MB (it
+/// kept every id in five maps: about 400 MB here, 3 GB for 50,000), and
+/// every call still gets its result under its own toolCallId.
+#[test]
+fn many_calls_with_long_ids_keep_its_memory_bounded() {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("agui-translate"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let calls = 2_500;
+    let (done, done_rx) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        let pad = "x".repeat(16_000);
+        let mut seq = 1;
+        for i in 0..calls {
+            let id = format!("{pad}{i:08}");
+            let ev = |seq: u64, kind: &str, data: Value| serde_json::json!({"v": "events/v1", "seq": seq, "ts": "2026-01-01T00:00:00.000Z", "type": kind, "data": data});
+            let call = ev(seq, "tool_call", serde_json::json!({"id": id, "name": "B", "args": {}}));
+            let result = ev(
+                seq + 1,
+                "tool_result",
+                serde_json::json!({"id": id, "output": "ok", "is_error": false, "truncated": false, "bytes": 2}),
+            );
+            seq += 2;
+            writeln!(stdin, "{call}\n{result}").unwrap();
+        }
+        // Held open until the peak is read: the process is still alive then.
+        let _ = done_rx.recv();
+        drop(stdin);
+    });
+    let mut out = std::io::BufReader::with_capacity(1 << 20, child.stdout.take().unwrap());
+    let (mut results, mut matched) = (0, 0);
+    let mut calls_seen = std::collections::HashSet::new();
+    let mut line = Vec::new();
+    let mut read =
+        |out: &mut std::io::BufReader<std::process::ChildStdout>, results: &mut usize, matched: &mut usize| {
+            use std::io::BufRead;
+            line.clear();
+            if out.read_until(b'\n', &mut line).unwrap() == 0 {
+                return false;
+            }
+            // Only the frames this test counts are parsed (the rest is most of the bytes).
+            let (start, result) =
+                (line.starts_with(br#"{"type":"TOOL_CALL_START""#), line.starts_with(br#"{"type":"TOOL_CALL_RESULT""#));
+            if start || result {
+                let e: Value = serde_json::from_slice(&line).unwrap();
+                let id = e["toolCallId"].as_str().unwrap().to_string();
+                if start {
+                    calls_seen.insert(id);
+                } else {
+                    *results += 1;
+                    *matched += usize::from(calls_seen.remove(&id));
+                }
+            }
+            true
+        };
+    // Most of the output (the rest may wait in its buffer for the input's end).
+    while results < calls - 100 {
+        assert!(read(&mut out, &mut results, &mut matched), "the output ended after {results} results");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let peak: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    drop(done);
+    while read(&mut out, &mut results, &mut matched) {}
+    writer.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!((results, matched), (calls, calls), "each result names its own call");
+    assert!(peak <= 32 * 1024, "agui-translate peaked at {peak} kB");
+}

@@ -10,8 +10,9 @@
 use crate::pipeline::events::{
     Channel, Data, ErrorData, Event, Exit, Subagent, ToolCall, ToolResult, TurnEnd, TurnStart,
 };
+use crate::util::bounded::Bounded;
 use crate::util::hash::fnv1a64;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// The protocol line declared in `RUN_STARTED` (not the crate version).
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -21,6 +22,10 @@ pub const INCOMPLETE_MESSAGE: &str = "the agent's stream ended before the run fi
 
 mod subagents;
 use subagents::{first_line, OpenSub, Slots, SubEnd};
+
+/// Bytes of tool call ids each of the translator's memories of calls holds
+/// at most (five of them: the filter stays under its 32 MB).
+pub const TOOL_MEMORY: usize = 4 * 1024 * 1024;
 mod wire;
 pub use wire::*;
 
@@ -43,17 +48,22 @@ pub struct Translator {
     last_ts: Option<i64>,
     /// The main agent's open text and reasoning.
     main: Slots,
-    tools_started: HashSet<String>,
+    /// The memories of tool calls below are bounded ([`TOOL_MEMORY`] bytes
+    /// each, the oldest calls forgotten first): a run of many calls, or of
+    /// calls with huge ids, keeps the filter's memory bounded. A call
+    /// forgotten is named as it was (its id is made from the agent's), but
+    /// a restatement of it would be streamed again.
+    tools_started: Bounded<()>,
     /// Agent tool id -> AG-UI toolCallId, for calls started in this run or
     /// adopted from an earlier run of the thread ([`Translator::adopt_tool_calls`]).
-    tool_ids: HashMap<String, String>,
+    tool_ids: Bounded<String>,
     /// AG-UI toolCallId -> the `parentMessageId` it was started with (a
     /// subagent it spawns names that message).
-    tool_msgs: HashMap<String, String>,
+    tool_msgs: Bounded<String>,
     /// AG-UI toolCallId -> `subagentRunId`, for calls a subagent made (its
     /// results and the interrupts about it are the subagent's too).
-    tool_owner: HashMap<String, String>,
-    results_seen: HashMap<String, u32>,
+    tool_owner: Bounded<String>,
+    results_seen: Bounded<u32>,
     /// Subagents open, in the order they started (an enclosing one first).
     subs: Vec<OpenSub>,
     /// Invocation id -> (times it ended in this run, its latest `subagentRunId`):
@@ -77,11 +87,11 @@ impl Translator {
             ignored: 0,
             last_ts: None,
             main: Slots::default(),
-            tools_started: HashSet::new(),
-            tool_ids: HashMap::new(),
-            tool_msgs: HashMap::new(),
-            tool_owner: HashMap::new(),
-            results_seen: HashMap::new(),
+            tools_started: Bounded::new(TOOL_MEMORY),
+            tool_ids: Bounded::new(TOOL_MEMORY),
+            tool_msgs: Bounded::new(TOOL_MEMORY),
+            tool_owner: Bounded::new(TOOL_MEMORY),
+            results_seen: Bounded::new(TOOL_MEMORY),
             subs: Vec::new(),
             subs_ended: HashMap::new(),
             last_turn_end: None,
@@ -111,13 +121,14 @@ impl Translator {
     /// resumed in a new run, as AG-UI's interrupt pattern asks).
     pub fn adopt_tool_calls<'a>(&mut self, calls: impl IntoIterator<Item = (&'a String, &'a String)>) {
         for (raw, id) in calls {
-            self.tools_started.insert(id.clone());
+            self.tools_started.insert(id.clone(), ());
             self.tool_ids.insert(raw.clone(), id.clone());
         }
     }
 
-    /// Agent tool id -> AG-UI toolCallId of every call this run streamed or adopted.
-    pub fn tool_calls(&self) -> &HashMap<String, String> {
+    /// Agent tool id -> AG-UI toolCallId of the calls this run streamed or
+    /// adopted (the most recent, within the translator's bound).
+    pub fn tool_calls(&self) -> &Bounded<String> {
         &self.tool_ids
     }
 
@@ -509,7 +520,7 @@ impl Translator {
     fn tool_call(&mut self, who: Option<usize>, c: &ToolCall, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
         let id = self.tool_ids.get(&c.id).cloned().unwrap_or_else(|| self.ns("t", &c.id));
         self.tool_ids.insert(c.id.clone(), id.clone());
-        if !self.tools_started.insert(id.clone()) {
+        if self.tools_started.insert(id.clone(), ()).is_some() {
             // Some agents restate a call (e.g. once streamed, once final):
             // a second START for the same id would only duplicate the card.
             return;
@@ -546,9 +557,8 @@ impl Translator {
 
     fn tool_result(&mut self, who: Option<usize>, r: &ToolResult, ts: Option<i64>, out: &mut Vec<AguiEvent>) {
         let call = self.tool_ids.get(&r.id).cloned().unwrap_or_else(|| self.ns("t", &r.id));
-        let n = self.results_seen.entry(r.id.clone()).or_insert(0);
-        *n += 1;
-        let n = *n;
+        let n = self.results_seen.get(&r.id).copied().unwrap_or(0) + 1;
+        self.results_seen.insert(r.id.clone(), n);
         let mut message_id = self.ns("tr", &r.id);
         if n > 1 {
             // Result message ids must stay unique (the client's reducer does
@@ -690,7 +700,7 @@ impl Translator {
             None => p.id.clone(),
         };
         let run_id = self.ns("sa", &key);
-        let call = self.tool_ids.get(&p.tool_call).filter(|c| self.tools_started.contains(*c)).cloned();
+        let call = self.tool_ids.get(&p.tool_call).filter(|c| self.tools_started.contains_key(c)).cloned();
         let outer_of = |raw: &str| {
             self.subs
                 .iter()
@@ -1183,7 +1193,7 @@ mod tests {
     /// that started ends before the terminal event, and every event
     /// attributed to one comes while it is open.
     fn crate_verify(j: &[serde_json::Value]) {
-        let mut open = HashSet::new();
+        let mut open = std::collections::HashSet::new();
         for (i, e) in j.iter().enumerate() {
             let ty = e["type"].as_str().unwrap();
             match ty {

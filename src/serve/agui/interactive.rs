@@ -547,7 +547,7 @@ fn adopt(th: &Thread, run: &mut Run) {
 /// Remembers the run's tool calls for later runs of the thread.
 fn remember(th: &Thread, run: &Run) {
     let mut st = lock(&th.st);
-    for (k, v) in run.tr.tool_calls() {
+    for (k, v) in run.tr.tool_calls().iter() {
         st.tool_ids.insert(k.clone(), v.clone());
     }
 }

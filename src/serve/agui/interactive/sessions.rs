@@ -47,7 +47,7 @@ pub(super) struct State {
     /// Every request the session raised, as AG-UI interrupts.
     pub(super) raised: Raised,
     /// Agent tool id -> AG-UI toolCallId of every call streamed on the thread.
-    pub(super) tool_ids: HashMap<String, String>,
+    pub(super) tool_ids: crate::util::bounded::Bounded<String>,
     /// The agent's session id, for `--resume` when the process is gone.
     pub(super) resume: Option<String>,
     /// The session's record; its log is written as lines arrive (by the

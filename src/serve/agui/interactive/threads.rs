@@ -17,7 +17,6 @@ use crate::session::input::{Input, Who};
 use crate::session::launch::{launch, LaunchOptions};
 use crate::session::tap::Feed;
 use crate::util::time::Clock;
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -228,7 +227,7 @@ impl State {
             rx: None,
             norm: Normalizer::new(shared.cfg.adapter, Options { run: None, task: None, clock: Clock::from_env() }),
             raised: Raised::new(Offer { agent: shared.cfg.kind, grant_all: shared.cfg.grant_all }),
-            tool_ids: HashMap::new(),
+            tool_ids: crate::util::bounded::Bounded::new(crate::pipeline::translate::TOOL_MEMORY),
             resume: None,
             rec: Arc::new(Mutex::new(None)),
             record_id: None,
