@@ -179,7 +179,7 @@ impl Engine {
     }
 
     /// Its exit, for a reader that must not hold the session (a handle
-    /// keeps the agent alive: [`StopOnDrop`]).
+    /// keeps the agent alive; the last one dropped stops it).
     pub fn exit_watch(&self) -> ExitWatch {
         ExitWatch(self.shared.clone())
     }
