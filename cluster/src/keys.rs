@@ -22,7 +22,7 @@
 //! (atomically) when most of its lines are forgotten ones.
 
 use crate::wire::Answer;
-use runwire::control::keys::{fingerprint, Claim, Fingerprint, Limits};
+use runwire::control::keys::{fingerprint, from_hex, to_hex, Claim, Fingerprint, Limits};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::Write;
@@ -85,21 +85,6 @@ fn unbound() -> Fingerprint {
     fingerprint(&[])
 }
 
-fn hex(fp: &Fingerprint) -> String {
-    fp.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Fingerprint> {
-    let mut fp = [0u8; 32];
-    if s.len() != 64 {
-        return None;
-    }
-    for (i, b) in fp.iter_mut().enumerate() {
-        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(fp)
-}
-
 fn limits() -> Limits {
     // Every answer is kept (a control reply; at most the largest body a route takes).
     Limits { max_keys: MAX_KEYS, max_reply: crate::wire::MAX_BODY, ..Limits::default() }
@@ -135,7 +120,7 @@ impl Keys {
                 body: line.body.unwrap_or_default(),
                 content_type: line.ctype,
             });
-            let fp = line.fp.as_deref().and_then(unhex).unwrap_or_else(unbound);
+            let fp = line.fp.as_deref().and_then(from_hex).unwrap_or_else(unbound);
             let e = seen.entry(line.k.clone()).or_insert_with(|| {
                 order.push(line.k);
                 (line.t, fp, None)
@@ -182,7 +167,7 @@ impl Keys {
             t: crate::util::now_ms(),
             actor: Some(actor.into()),
             key: Some(key.into()),
-            fp: Some(hex(&fp)),
+            fp: Some(to_hex(&fp)),
             status: None,
             body: None,
             ctype: None,
@@ -245,7 +230,7 @@ impl Keys {
                 t: now.saturating_sub(age.as_millis() as u64),
                 actor: None,
                 key: None,
-                fp: Some(hex(fp)),
+                fp: Some(to_hex(fp)),
                 status: a.as_ref().map(|a| a.status),
                 body: a.as_ref().map(|a| a.body.clone()),
                 ctype: a.as_ref().and_then(|a| a.content_type.clone()),

@@ -90,7 +90,24 @@ pub type Fingerprint = [u8; 32];
 /// commands, on any door. Hex of a digest: a fixed length, and itself a
 /// [`valid`] key (a node's store keeps it on disk).
 pub fn held_as(caller: &str, key: &str) -> String {
-    fingerprint(&[caller.as_bytes(), key.as_bytes()]).iter().map(|b| format!("{b:02x}")).collect()
+    to_hex(&fingerprint(&[caller.as_bytes(), key.as_bytes()]))
+}
+
+/// A fingerprint in lowercase hex (how a door's file keeps it).
+pub fn to_hex(fp: &Fingerprint) -> String {
+    fp.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// [`to_hex`] read back; `None` for anything else.
+pub fn from_hex(s: &str) -> Option<Fingerprint> {
+    let mut fp = [0u8; 32];
+    if s.len() != 64 {
+        return None;
+    }
+    for (i, b) in fp.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(fp)
 }
 
 /// What a command's key says before it runs.

@@ -384,19 +384,7 @@ fn a_run_the_server_cannot_record_on_a_full_disk_is_not_run() {
     support::need(&["root"]);
     for mode in ["batch", "--demo"] {
         let home = scratch(&format!("full{mode}"));
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=4m,nr_inodes=200", "tmpfs"])
-            .arg(&home)
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount a tmpfs");
-        struct Unmount(PathBuf);
-        impl Drop for Unmount {
-            fn drop(&mut self) {
-                let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-            }
-        }
-        let u = Unmount(home.clone());
+        let u = support::Tmpfs::mount(&home, "size=4m,nr_inodes=200");
         let s = serve(&home, if mode == "batch" { &[] } else { &["--demo"] });
         // A first run makes the directories every run shares.
         let (st, sse) = post(&s, &body("t0", "r0", "hello demo"));
@@ -542,20 +530,7 @@ fn a_failed_index_write_never_makes_a_filter_miss_a_run() {
     support::need(&["root"]);
     let base = scratch("enospc");
     let home = base.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let st =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs"]).arg(&home).status().unwrap();
-    assert!(st.success(), "mount a tmpfs");
-    // Lazy (`-l`): a panic leaves files of the filesystem open in this
-    // process until it ends, and a plain umount was then refused as busy,
-    // leaving a mount behind on the machine for every such run.
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _u = Unmount(home.clone());
+    let _u = support::Tmpfs::mount(&home, "size=1m,nr_inodes=64");
     let repo = base.join("repo");
     let rs = repo.join("runstate");
     let out = runs(

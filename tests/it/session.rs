@@ -235,15 +235,7 @@ fn a_journal_on_a_full_disk_exits_3_and_keeps_whole_lines() {
     support::need(&["root"]);
     let c = cell("approval-allow");
     let dir = tempdir("journal-full");
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"]).arg(&dir).status().unwrap();
-    assert!(st.success(), "mount a tmpfs");
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let u = Unmount(dir.clone());
+    let u = support::Tmpfs::mount(&dir, "size=64k");
     let journal = dir.join("run.jsonl");
     // 4,001 bytes: the next record crosses into a page the disk cannot give.
     std::fs::write(&journal, format!("{}\n", "x".repeat(4000))).unwrap();

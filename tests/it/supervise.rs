@@ -818,16 +818,7 @@ fn a_journal_that_fills_its_disk_exits_3_with_whole_lines_and_a_restart_mends_it
     support::need(&["root"]);
     let env = Env::new("full");
     let rs = env.p("runstate");
-    std::fs::create_dir_all(&rs).unwrap();
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"]).arg(&rs).status().unwrap();
-    assert!(st.success(), "mount a tmpfs");
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-    let _u = Unmount(rs.clone());
+    let _u = support::Tmpfs::mount(&rs, "size=8m");
     let fill = "test -f filled || { touch filled; dd if=/dev/zero of=runstate/fill bs=4k 2>/dev/null; }; true";
     // Forty tasks: their records outgrow the journal's last page, which
     // the filled disk cannot give another.

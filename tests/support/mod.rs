@@ -545,3 +545,26 @@ pub fn register_run(home: &std::path::Path, slug: &str, repo_root: &std::path::P
     std::fs::write(rs.join(format!("{slug}.plan.json")), plan).unwrap();
     (p["runId"].as_str().unwrap().to_string(), rs)
 }
+
+/// A small tmpfs mounted over `dir` (root only: the full-disk tests),
+/// `opts` its mount options (`size=1m,nr_inodes=64`); unmounted when
+/// dropped. Lazily (`-l`): a panic leaves files of the filesystem open in
+/// the test process until it ends, and a plain umount was then refused as
+/// busy, leaving a mount behind on the machine for every such run.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &std::path::Path, opts: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let st =
+            std::process::Command::new("mount").args(["-t", "tmpfs", "-o", opts, "tmpfs"]).arg(dir).status().unwrap();
+        assert!(st.success(), "mount a tmpfs over {}", dir.display());
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}

@@ -166,9 +166,9 @@ impl Stages {
 
 /// The run of an admitted request (`resume`: the session of the thread's
 /// last run): streams it and returns the session a later run of the thread
-/// may resume, and how it ended, for the book; [`NotRecorded`] when it was
-/// not run: another server records its runId (nothing sent), or this one
-/// cannot record it (answered with `RUN_ERROR`).
+/// may resume, and how it ended, for the book; [`NotRecorded`], with
+/// nothing sent, when it was not run (another server records its runId, or
+/// this one cannot record it).
 pub(super) fn run(
     shared: &Shared,
     stream: &mut TcpStream,
@@ -184,15 +184,7 @@ pub(super) fn run(
         super::common::refuse(shared, stream, req, cors, input, msg, "no_interrupts");
         return Ok((None, Outcome::Cancelled));
     }
-    let mut stages = match Stages::new(shared, input) {
-        Ok(s) => s,
-        Err(NotRecorded::Failed(why)) => {
-            let m = format!("{why}: the agent was not started (a run is run only once it is recorded)");
-            super::common::refuse(shared, stream, req, cors, input, &m, super::common::NOT_RECORDED);
-            return Err(NotRecorded::Failed(why));
-        }
-        Err(taken) => return Err(taken),
-    };
+    let mut stages = Stages::new(shared, input)?;
     let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
     let peek = match stream.try_clone() {
         Ok(s) => s,

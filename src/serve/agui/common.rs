@@ -86,9 +86,9 @@ pub fn record(
 pub enum NotRecorded {
     /// Another server records its runId.
     Taken(Taken),
-    /// This server cannot record it (why). The run's handler has answered
-    /// it with `RUN_ERROR` [`NOT_RECORDED`]; the runId stays free, so the
-    /// same request runs once the server can write its record.
+    /// This server cannot record it (why). The route answers it with
+    /// `RUN_ERROR` [`NOT_RECORDED`]; the runId stays free, so the same
+    /// request runs once the server can write its record.
     Failed(String),
 }
 

@@ -130,9 +130,9 @@ enum End {
 }
 
 /// The run of an admitted request: starts the thread's session (its record
-/// claimed before anything is sent: [`NotRecorded`] when another server
-/// records the runId, nothing sent, or when this one cannot record it,
-/// answered with `RUN_ERROR`), then the response body, streams the session
+/// claimed before anything is sent: [`NotRecorded`], nothing sent, when
+/// another server records the runId or this one cannot record it), then
+/// the response body, streams the session
 /// into it (see [`stream_into`]) and returns how the run ended, for the book.
 pub(super) fn run(
     shared: &Shared,
@@ -143,15 +143,7 @@ pub(super) fn run(
 ) -> Result<Outcome, NotRecorded> {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(1)));
     let Ok(peek) = stream.try_clone() else { return Ok(Outcome::Cancelled) };
-    let th = match start(shared, input) {
-        Ok(th) => th,
-        Err(NotRecorded::Failed(why)) => {
-            let m = format!("{why}: the agent's session was not started (a run is run only once it is recorded)");
-            super::common::refuse(shared, stream, req, cors, input, &m, super::common::NOT_RECORDED);
-            return Err(NotRecorded::Failed(why));
-        }
-        Err(taken) => return Err(taken),
-    };
+    let th = start(shared, input)?;
     let Ok(mut body) = Body::start(stream, req, cors, shared.cfg.write_timeout) else {
         return Ok(Outcome::Cancelled);
     };

@@ -215,8 +215,11 @@ pub fn post(
                     from_another(shared, stream, req, cors, &input, taken)
                 }
                 // Not run: the same request runs once a record can be made.
-                Err(common::NotRecorded::Failed(_)) => {
+                Err(common::NotRecorded::Failed(why)) => {
                     book.withdraw(&input);
+                    drop(book);
+                    let m = format!("{why}: the agent was not started (a run is run only once it is recorded)");
+                    common::refuse(shared, stream, req, cors, &input, &m, common::NOT_RECORDED);
                     Close::Now
                 }
             }

@@ -59,14 +59,17 @@ pub struct ExitWatch(Arc<Shared>);
 
 impl ExitWatch {
     /// The exit code, once the agent is reaped; waits at most `limit` for
-    /// it (an agent whose output ended is ending: its reaper has it soon).
+    /// it (`Duration::MAX`: until it is).
     pub fn exit_within(&self, limit: Duration) -> Option<i64> {
-        let until = std::time::Instant::now() + limit;
+        let until = Instant::now().checked_add(limit);
         loop {
             let s = self.0.status();
-            let left = until.saturating_duration_since(std::time::Instant::now());
-            if s.exit.is_some() || left.is_zero() {
+            if s.exit.is_some() {
                 return s.exit;
+            }
+            let left = until.map_or(Duration::from_secs(3600), |u| u.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                return None;
             }
             self.0.wait(s.changes, left);
         }
@@ -218,18 +221,7 @@ impl Engine {
 
     /// The exit once published, waiting up to `d` for it.
     fn wait_exit(&self, d: Duration) -> Option<i64> {
-        let until = Instant::now().checked_add(d);
-        loop {
-            let s = self.shared.status();
-            if s.exit.is_some() {
-                return s.exit;
-            }
-            let left = until.map_or(Duration::from_secs(3600), |u| u.saturating_duration_since(Instant::now()));
-            if left.is_zero() {
-                return None;
-            }
-            self.shared.wait(s.changes, left);
-        }
+        self.exit_watch().exit_within(d)
     }
 }
 
