@@ -107,9 +107,9 @@ impl Mirror {
     /// A run of the bucket: its pointer, rewritten for the hub.
     pub fn pointer(&self, node: &str, run: &str, p: &Pointer) -> anyhow::Result<()> {
         let id = names::hub_run_id(node, run);
-        if !runwire::runs::valid_id(&id) {
-            bail!("run {run} of node {node}: the hub's id {id:?} is not a valid id (too long?)");
-        }
+        // Always within MAX_RUN_ID (a node name and a node's run id at their
+        // limits), and refused here if not, before any path is built.
+        runwire::runs::check_run_id("hub run id", &id).map_err(|e| anyhow::anyhow!("run {run} of node {node}: {e}"))?;
         // The node's names, checked by the one check before any path is
         // built from them (its slug names the run's files in the mirror).
         check_node_pointer(node, run, p)?;
@@ -122,7 +122,7 @@ impl Mirror {
             return Ok(());
         }
         std::fs::create_dir_all(&self.reg.dir)?;
-        self.reg.register(&q).with_context(|| format!("registry: {id}"))
+        self.reg.register_mirror(&q).with_context(|| format!("registry: {id}"))
     }
 
     /// A mirrored run's summary as its files say now.

@@ -181,7 +181,7 @@ fn distance(a: &str, b: &str) -> usize {
 /// else the one run whose id or slug starts with `q`. When none or several
 /// do, a [`ViewError::NotFound`] that says what was meant or what matches.
 pub fn resolve(reg: &Registry, q: &str) -> Result<String, ViewError> {
-    super::check_id("run", q).map_err(ViewError::Bad)?;
+    super::check_run_id("run", q).map_err(ViewError::Bad)?;
     if reg.read(q).map_or_else(|e| !e.absent, |_| true) {
         return Ok(q.to_string());
     }

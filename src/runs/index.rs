@@ -92,7 +92,7 @@ impl Row<'_> {
     /// list, a summary that is a non-empty object.
     fn valid(&self) -> bool {
         let s = self.summary.get();
-        super::valid_id(self.run) && view::status(self.status).is_some() && s.starts_with("{\"") && s.ends_with('}')
+        super::valid_run_id(self.run) && view::status(self.status).is_some() && s.starts_with("{\"") && s.ends_with('}')
     }
 }
 

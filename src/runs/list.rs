@@ -53,7 +53,7 @@ impl Cursor {
         let bad = || format!("cursor {s:?} is not one this listing gave (ACTIVITY-RUNID)");
         let (ns, id) = s.split_once('-').ok_or_else(bad)?;
         let activity_ns = ns.parse::<i64>().map_err(|_| bad())?;
-        if !super::valid_id(id) {
+        if !super::valid_run_id(id) {
             return Err(bad());
         }
         Ok(Cursor { activity_ns, run_id: id.to_string() })

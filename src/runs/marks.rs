@@ -72,8 +72,8 @@ static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 /// disk, no permission) must stop the write: a change without a mark would
 /// be trusted unseen.
 pub fn hold(home: &Path, run_id: &str) -> io::Result<()> {
-    if !super::valid_id(run_id) {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("run id {run_id:?} is not a valid id")));
+    if !super::valid_run_id(run_id) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("run id {run_id:?} is not a valid run id")));
     }
     let p = path(home, run_id);
     if Table::with(|t| t.touch(&p)) {
@@ -168,7 +168,7 @@ pub fn put(home: &Path, run_id: &str) -> io::Result<()> {
 /// The ids of the marked runs.
 pub fn scan(home: &Path) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir(dir(home)) else { return Vec::new() };
-    rd.flatten().filter_map(|e| e.file_name().to_str().filter(|n| super::valid_id(n)).map(str::to_string)).collect()
+    rd.flatten().filter_map(|e| e.file_name().to_str().filter(|n| super::valid_run_id(n)).map(str::to_string)).collect()
 }
 
 /// A mark a listing took: no writer holds it, and none can start while

@@ -67,15 +67,42 @@ pub const NODE_RULE: &str = "1 to 64 of A-Z a-z 0-9 _ -";
 /// Longest slug, task id or run id accepted.
 pub const MAX_ID: usize = 128;
 
+/// Longest run id a registry holds: a node's run id ([`MAX_ID`]) named at a
+/// hub as `<node>.<run>` (a node name is at most 64 bytes), so every run a
+/// node can record is mirrored (spec/LAYOUT.md, "Ids").
+pub const MAX_RUN_ID: usize = MAX_ID + 1 + 64;
+
 /// The strict character set every slug, task id and run id must match before
 /// it becomes part of a path: `[A-Za-z0-9._-]`, 1 to [`MAX_ID`] bytes, not
 /// starting with a dot (so never `.`, `..` or a hidden file), no `..` inside.
 pub fn valid_id(s: &str) -> bool {
+    s.len() <= MAX_ID && valid_chars(s)
+}
+
+/// An id's characters and shape, whatever its length limit.
+fn valid_chars(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= MAX_ID
         && !s.starts_with('.')
         && !s.contains("..")
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Whether `s` is a run id a registry may hold: [`valid_id`]'s characters,
+/// 1 to [`MAX_RUN_ID`] bytes (a hub's `<node>.<run>`). Slugs, task ids and
+/// the runs a node records itself stay within [`MAX_ID`].
+pub fn valid_run_id(s: &str) -> bool {
+    s.len() <= MAX_RUN_ID && valid_chars(s)
+}
+
+/// Checks a run id ([`valid_run_id`]), naming what it is in the error.
+pub fn check_run_id(what: &str, s: &str) -> Result<(), String> {
+    if valid_run_id(s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {s:?} is not a valid run id: 1 to {MAX_RUN_ID} characters of A-Z a-z 0-9 . _ -, not starting with a dot, no \"..\""
+        ))
+    }
 }
 
 /// Checks an id, naming what it is in the error.
@@ -193,6 +220,19 @@ mod tests {
         }
         for bad in ["", ".", "..", "a..b", ".hidden", "a/b", "a\0b", "a b", "é", &"x".repeat(MAX_ID + 1)] {
             assert!(!valid_id(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_run_id_may_be_a_hubs_name_for_a_node_run_at_both_limits() {
+        let hub = format!("{}.{}", "n".repeat(64), "r".repeat(MAX_ID));
+        assert!(valid_run_id(&hub) && !valid_id(&hub));
+        assert!(check_run_id("run", &hub).is_ok());
+        let long = format!("{hub}x");
+        assert!(!valid_run_id(&long));
+        assert!(check_run_id("run", &long).unwrap_err().contains(&MAX_RUN_ID.to_string()));
+        for bad in ["", ".", "..", "a..b", ".hidden", "a/b", "a b", "é"] {
+            assert!(!valid_run_id(bad), "{bad:?}");
         }
     }
 }

@@ -253,8 +253,23 @@ impl Registry {
     /// one runstate directory made at once (two worktrees sharing it), one
     /// wins and every other is refused as a later one is, with nothing written.
     pub fn register(&self, p: &Pointer) -> std::io::Result<()> {
+        self.register_checked(p, super::check_id("runId", &p.run_id))
+    }
+
+    /// [`Registry::register`] for a hub's mirror of a node's run: its id is
+    /// `<node>.<run>`, up to [`super::MAX_RUN_ID`] bytes, so a node's run
+    /// whose own id is at the [`super::MAX_ID`] limit is mirrored too.
+    pub fn register_mirror(&self, p: &Pointer) -> std::io::Result<()> {
+        let named = super::check_run_id("runId", &p.run_id).and_then(|()| match super::node_of(&p.run_id) {
+            Some(_) => Ok(()),
+            None => Err(format!("runId {:?} does not name a node (<node>.<run>)", p.run_id)),
+        });
+        self.register_checked(p, named)
+    }
+
+    fn register_checked(&self, p: &Pointer, id_checked: Result<(), String>) -> std::io::Result<()> {
         let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
-        super::check_id("runId", &p.run_id).map_err(bad)?;
+        id_checked.map_err(bad)?;
         check_pointer(p.fields(), &p.run_id).map_err(bad)?;
         std::fs::create_dir_all(&self.dir)?;
         let _one_at_a_time = super::lock_exclusive(&self.lock_path())
@@ -295,7 +310,7 @@ impl Registry {
         for e in std::fs::read_dir(self.links_dir()).ok()?.flatten() {
             let name = e.file_name();
             let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
-            if !want(id) || !super::valid_id(id) {
+            if !want(id) || !super::valid_run_id(id) {
                 continue;
             }
             let linked = match std::fs::symlink_metadata(e.path()) {
@@ -363,7 +378,7 @@ impl Registry {
         for e in rd.flatten() {
             let name = e.file_name();
             if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
-                if super::valid_id(id) {
+                if super::valid_run_id(id) {
                     f(id, e.ino());
                 }
             }
@@ -414,5 +429,35 @@ mod tests {
         assert!(a.ends_with("--s") && a.len() == 15 && super::super::valid_id(&a));
         // hex(sha256("/r\0/r"))[:12], computed independently (python hashlib).
         assert_eq!(&a[..12], &super::super::sha256::hex(b"/r\0/r")[..12]);
+    }
+
+    /// A hub's mirror may hold `<node>.<run>` past [`super::super::MAX_ID`];
+    /// a run registered locally may not, nor a mirror id naming no node.
+    #[test]
+    fn a_mirror_takes_a_hubs_long_id_and_a_local_run_does_not() {
+        let home = std::env::temp_dir().join(format!("rw-reg-mirror-{}", std::process::id()));
+        let reg = Registry::at(&home);
+        let pointer = |id: &str| Pointer {
+            run_id: id.into(),
+            slug: "s".into(),
+            repo_root: "/r".into(),
+            project: "r".into(),
+            repo: "r".into(),
+            branch: None,
+            worktree: "/r".into(),
+            runstate_dir: home.join("state").join(id).display().to_string(),
+            created: "2026-01-01T00:00:00.000Z".into(),
+        };
+        let long = format!("{}.{}", "n".repeat(64), "r".repeat(super::super::MAX_ID));
+        let e = reg.register(&pointer(&long)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        reg.register_mirror(&pointer(&long)).unwrap();
+        assert_eq!(reg.read(&long).unwrap().run_id, long);
+        assert_eq!(reg.ids(), vec![long.clone()]);
+        for bad in [format!("{long}x"), format!("{}.run", "n".repeat(65)), "norun".into()] {
+            let e = reg.register_mirror(&pointer(&bad)).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{bad}: {e}");
+        }
+        std::fs::remove_dir_all(&home).unwrap();
     }
 }

@@ -183,7 +183,7 @@ struct Tokens {
 /// Looks a run up by id, checking the id first. A pointer that cannot be
 /// read gives a run with status `unreadable`, never an error.
 pub fn find(reg: &Registry, run_id: &str) -> Result<Loaded, ViewError> {
-    check_id("runId", run_id).map_err(ViewError::Bad)?;
+    super::check_run_id("runId", run_id).map_err(ViewError::Bad)?;
     match reg.read(run_id) {
         Ok(p) => Ok(load(p)),
         Err(e) if e.absent => Err(ViewError::NotFound(format!("no run {run_id:?}"))),

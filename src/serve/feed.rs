@@ -191,7 +191,7 @@ fn open_record(shared: &Shared, req: &Request, id: &str) -> Result<(std::fs::Fil
     use crate::runs::safe;
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileExt;
-    crate::runs::check_id("run", id).map_err(|m| (400, m))?;
+    crate::runs::check_run_id("run", id).map_err(|m| (400, m))?;
     let (mut offset, mut length) = (None, None);
     for kv in req.query.as_deref().unwrap_or_default().split('&').filter(|kv| !kv.is_empty()) {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));

@@ -14,7 +14,7 @@ use super::options::Config;
 use super::state::Shared;
 use super::{agui, evidence, feed, idempotency, links, runs, studio, supervisor};
 use crate::control::{Door, Verb};
-use crate::runs::valid_id;
+use crate::runs::{valid_id, valid_run_id};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Instant;
@@ -201,7 +201,8 @@ fn runs_route(
         ("GET", [id, "journal"]) => feed::record(shared, stream, req, cors, id),
         ("GET", [id, "tasks", tid]) => runs::task(shared, stream, cors, id, tid),
         ("GET", [id, "tasks", tid, "stream"]) => runs::stream(shared, stream, req, cors, id, tid),
-        ("GET", segs) if segs.iter().any(|s| !valid_id(s)) => {
+        // A run id may be a hub's `<node>.<run>`, longer than other ids.
+        ("GET", [id, rest @ ..]) if !valid_run_id(id) || rest.iter().any(|s| !valid_id(s)) => {
             let m = format!(
                 "{}: every path segment must be an id of A-Z a-z 0-9 . _ - (no \"..\", no empty segment)",
                 req.path
@@ -241,7 +242,7 @@ fn control_route(
     task: Option<&str>,
     verb: &str,
 ) -> Close {
-    if !valid_id(id) || task.is_some_and(|t| !valid_id(t)) {
+    if !valid_run_id(id) || task.is_some_and(|t| !valid_id(t)) {
         respond_error(stream, 400, cors, &format!("{}: run and task must be ids of A-Z a-z 0-9 . _ -", req.path));
         return Close::Linger;
     }

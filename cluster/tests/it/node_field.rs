@@ -164,3 +164,64 @@ fn a_hub_names_each_runs_node_filters_by_it_and_gets_lines_without_waiting_for_a
     assert!(started.elapsed() < Duration::from_secs(58), "the new run came after {:?}", started.elapsed());
     drop((hub, local, nats));
 }
+
+/// A node's run at both limits (a 64-byte node name, a 128-byte run id) is
+/// mirrored: its hub id (193 bytes) is listed, shown, streamed and taken
+/// by the control routes, the journal's record route and `runs show`.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_run_at_the_id_limits_on_a_node_at_the_name_limit_is_mirrored_and_served() {
+    let (dir, nats) = nats_cluster("long-ids");
+    let url = nats.url.clone();
+    let (hn, hh) = (dir.join("home-n"), dir.join("home-hub"));
+    let name = "n".repeat(64);
+    // `<12 hex>--<slug>`: 128 bytes, the longest run id a node records.
+    let slug = format!("long.{}", "s".repeat(runwire::runs::MAX_ID - 14 - 5));
+    let p = run(&hn, &dir.join("repo"), &slug);
+    assert_eq!(p.run_id.len(), runwire::runs::MAX_ID);
+    let _node = slow_node(&url, &name, &hn);
+    let hub = Serve::start(&hh, &["--cluster", &url, "--hub"], &[]);
+    let id = runwire_cluster::names::hub_run_id(&name, &p.run_id);
+    assert_eq!(id.len(), runwire::runs::MAX_RUN_ID);
+    wait_for("the run at the hub", 30, || ids(&hub.get_json("/runs")).iter().any(|(_, r)| *r == id).then_some(()));
+    let shown = hub.get_json(&format!("/runs/{id}"));
+    let r = &shown["run"];
+    assert_eq!((r["runId"].as_str(), r["node"].as_str()), (Some(id.as_str()), Some(name.as_str())), "{shown}");
+    let (code, body) = hub.request("GET", &format!("/runs/{id}/tasks/t"), "");
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let journal = hh.join("cluster/nodes").join(&name).join(&p.run_id).join(format!("{slug}.jsonl"));
+    let first = std::fs::read_to_string(&journal).unwrap().lines().next().unwrap().len();
+    let (code, body) = hub.request("GET", &format!("/runs/{id}/journal?offset=0&length={first}"), "");
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    // The control routes take the id (what the node answers is theirs to say).
+    let (code, body) = hub.request("POST", &format!("/runs/{id}/tasks/t/pause"), "");
+    assert_ne!(code, 400, "{}", String::from_utf8_lossy(&body));
+    // One byte longer is no run id anywhere.
+    let (code, _) = hub.request("GET", &format!("/runs/{id}x"), "");
+    assert_eq!(code, 400);
+    let out = std::process::Command::new(built("runs")).args(["show", &id]).env("HARNESS_HOME", &hh).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A line the node's agent writes reaches the hub's client.
+    let events = hub.follow(&format!("/runs/{id}/tasks/t/stream"));
+    let log = PathBuf::from(&p.runstate_dir).join(format!("{slug}.t.log"));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    for h in [
+        serde_json::json!({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "m", "tools": []}),
+        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
+            "type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+            "content": [], "model": "m"}}}),
+        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
+            "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
+    ] {
+        f.write_all(claude(&h.to_string()).as_bytes()).unwrap();
+    }
+    f.write_all(delta("at the limits").as_bytes()).unwrap();
+    let t = Instant::now();
+    loop {
+        let ev = events.recv_timeout(Duration::from_secs(20).saturating_sub(t.elapsed())).expect("the line at the hub");
+        if ev["type"] == "token_delta" && ev["data"]["text"] == "at the limits" {
+            break;
+        }
+    }
+    drop((hub, nats));
+}

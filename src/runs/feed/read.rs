@@ -130,7 +130,7 @@ impl Filter {
             }
         }
         for r in &self.runs {
-            super::super::check_id("run", r)?;
+            super::super::check_run_id("run", r)?;
         }
         Ok(())
     }

@@ -138,7 +138,7 @@ impl Watcher {
             if e.tag == FEED {
                 ch.feed |= name == "events.log";
             } else if e.tag == REG {
-                if let Some(id) = name.strip_suffix(".json").filter(|id| super::super::valid_id(id)) {
+                if let Some(id) = name.strip_suffix(".json").filter(|id| super::super::valid_run_id(id)) {
                     self.track(id);
                     ch.runs.insert(id.to_string());
                 }
