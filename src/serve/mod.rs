@@ -259,10 +259,14 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         Some(_) => format!("{addr}/ (with your token: #token=<yours>)"),
         None => format!("{addr}/"),
     };
-    cli::report(
-        BIN,
-        format!("{what}; open {page} for the studio, or point an AG-UI client (HttpAgent url) at {addr}/agui"),
-    );
+    // A unix socket has no address a browser opens: say how it is reached instead.
+    let reach = match addr.strip_prefix("unix:") {
+        Some(path) => format!(
+            "the studio and /agui are served on the socket {path} (no browser opens it: put a reverse proxy in front, examples/remote/Caddyfile; or curl --unix-socket {path} http://localhost/api/info)"
+        ),
+        None => format!("open {page} for the studio, or point an AG-UI client (HttpAgent url) at {addr}/agui"),
+    };
+    cli::report(BIN, format!("{what}; {reach}"));
     let shared = Arc::new(Shared::new(cfg));
     // The signal thread writes a byte here after setting the flag, so the
     // accept loop sleeps in poll with no timeout and wakes for shutdown at once.

@@ -49,3 +49,22 @@ fn every_man_page_installs_beside_the_binaries_and_uninstalls() {
     assert_eq!(script(&prefix, &["--bogus"]).status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&prefix);
 }
+
+/// runwire(7) is the map: it describes every binary's page and lists it
+/// under SEE ALSO (runwire-cluster(1) was once missing from both).
+#[test]
+fn the_overview_page_names_every_binarys_page() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/man");
+    let overview = std::fs::read_to_string(format!("{dir}/runwire.7")).unwrap();
+    let (body, see_also) = overview.split_once(".SH SEE ALSO").expect("a SEE ALSO section");
+    let mut checked = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(bin) = name.strip_suffix(".1") else { continue };
+        let reference = format!(".BR {} (1)", bin.replace('-', "\\-"));
+        assert!(body.contains(&reference), "runwire.7 does not describe {bin}(1)");
+        assert!(see_also.contains(&reference), "runwire.7's SEE ALSO does not list {bin}(1)");
+        checked += 1;
+    }
+    assert!(checked >= 12, "{checked} pages");
+}

@@ -167,6 +167,10 @@ fn the_server_listens_on_a_unix_socket_of_its_owner_only_with_every_rule_kept() 
     let m = std::fs::symlink_metadata(&s.sock).unwrap();
     assert!(m.file_type().is_socket(), "{m:?}");
     assert_eq!(m.permissions().mode() & 0o777, 0o600, "the server's own user only");
+    // The start line names no address a browser could open, and says how the socket is reached.
+    let said = stderr(&s.dir);
+    assert!(!said.contains("open unix:") && !said.contains("#token="), "{said}");
+    assert!(said.contains(&format!("curl --unix-socket {}", s.sock.display())) && said.contains("Caddyfile"), "{said}");
     let auth = format!("Bearer {TOKEN}");
     assert_eq!(s.request("GET", "/healthz", &[("Host", "localhost")], "").0, 200);
     // The token, as on TCP.
