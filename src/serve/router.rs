@@ -166,6 +166,12 @@ fn route(shared: &Shared, stream: &mut TcpStream, req: &Request, body: Pending, 
             Close::Linger
         }
         ("/agui/capabilities", _) => method_not_allowed(stream, cors, "GET"),
+        // A thread's messages, to show a reopened thread at once.
+        ("/agui/thread", "GET") => {
+            agui::history::get(shared, stream, req, cors);
+            Close::Linger
+        }
+        ("/agui/thread", _) => method_not_allowed(stream, cors, "GET"),
         ("/runs", _) => runs_route(shared, stream, req, body, cors, &[]),
         (p, _) if p.starts_with("/runs/") => {
             let segs: Vec<&str> = p["/runs/".len()..].split('/').collect();

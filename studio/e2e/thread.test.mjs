@@ -1,9 +1,10 @@
 // Browser test of a thread that opens anywhere (issue 38): the system
 // Chromium (headless, through playwright-core) against the real
 // runwire-serve with the claude stub engine. One page holds a two-turn
-// conversation; a second page opens the same thread by its address and
-// sends a message: the server's MESSAGES_SNAPSHOT gives it the conversation
-// before, each message once, as the first page shows it; then the first
+// conversation; a second page opens the same thread by its address: the
+// server's record of the thread (GET /agui/thread) shows it the conversation
+// before at once, each message once, as the first page shows it, and its
+// message then gets no snapshot of what it shows already; then the first
 // page's next message brings the second page's turn, once, and nothing it
 // already shows again. The chat sends the stream's message ids as its
 // history, so the server's thread never holds an answer twice.
@@ -78,8 +79,11 @@ describe('a thread opened in a second page', () => {
     const two = await context.newPage();
     const g2 = guard(two);
     await two.goto(`${server.url}/#/chat/${encodeURIComponent(thread)}`);
-    await two.waitForSelector('.thread-opened');
+    // The conversation so far shows at once, from the server's record
+    // (GET /agui/thread), exactly as the first page shows it.
+    await two.waitForSelector('.chat-log .earlier');
     assert.equal(await two.locator('.thread-id').textContent(), thread);
+    assert.deepEqual(await shown(two), before);
     await chatRun(two, 'one more thing');
     const second = await shown(two);
     onceEach(second, 'the second page');

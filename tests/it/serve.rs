@@ -446,6 +446,9 @@ fn token_guards_every_route_but_healthz() {
     assert_eq!(request(p, "GET", &format!("/api/info?token={token}"), &[], b"").status, 200);
     assert_eq!(request(p, "GET", "/api/info?token=nope-nope-nope-nope", &[], b"").status, 401);
     assert_eq!(request(p, "GET", "/runs", &[], b"").status, 401);
+    // A thread's messages (its threadId is the client's, not a secret).
+    assert_eq!(request(p, "GET", "/agui/thread?threadId=t", &[], b"").status, 401);
+    assert_eq!(request(p, "GET", &format!("/agui/thread?threadId=t&token={token}"), &[], b"").status, 200);
     // The studio page holds no data: it loads without the token (and then sends it on each call).
     assert_eq!(request(p, "GET", "/", &[], b"").status, 200);
     let r = request(p, "POST", &format!("/agui?token={token}"), &[JSON], run_body("t", "r2", "x").as_bytes());

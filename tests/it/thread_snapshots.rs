@@ -253,3 +253,41 @@ fn messages_that_do_not_fit_the_schemas_are_not_snapshotted() {
     );
     stop(s);
 }
+
+/// `GET /agui/thread?threadId=`: the thread as a client holding none of it
+/// would get it with its next run (the snapshot that run sends, less the
+/// new message), without starting a run; 404 for a thread not recorded
+/// here (or on a server that records nothing), 400 without a valid id, and
+/// the bearer token's rule as every API route.
+#[test]
+fn a_threads_messages_are_served_without_a_run() {
+    let s = server("history", &[], &[("RUNWIRE_REPLAY_DELAY_MS", "1")]);
+    let thread = "t history/é";
+    let q = "/agui/thread?threadId=t%20history%2F%C3%A9";
+    assert_eq!(s.request("GET", q, "", "").status, 404);
+    post_run(&s, thread, "r1", serde_json::json!([{"id": "u1", "role": "user", "content": "first"}]));
+    post_run(&s, thread, "r2", serde_json::json!([{"id": "u2", "role": "user", "content": "second"}]));
+    let r = s.request("GET", q, "", "");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let got: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(got["threadId"], thread);
+    let served = got["messages"].as_array().expect("messages").clone();
+    assert!(served.iter().any(|m| m["role"] == "assistant"), "{got}");
+    // What the next run's snapshot gives a client that held nothing.
+    let sse = post_run(&s, thread, "r3", serde_json::json!([{"id": "u3", "role": "user", "content": "third"}]));
+    let all = events(&sse);
+    let last = all.iter().rfind(|e| e["type"] == "MESSAGES_SNAPSHOT").expect("a snapshot");
+    let snap = last["messages"].as_array().unwrap();
+    assert_eq!(snap.last().map(|m| &m["id"]), Some(&Value::from("u3")));
+    assert_eq!(&snap[..snap.len() - 1], &served[..], "the route's thread is the snapshot's");
+    for bad in ["/agui/thread", "/agui/thread?threadId=", "/agui/thread?threadId=a%0Ab"] {
+        assert_eq!(s.request("GET", bad, "", "").status, 400, "{bad}");
+    }
+    assert_eq!(s.request("POST", q, "Content-Type: application/json\r\n", "{}").status, 405);
+    stop(s);
+    // A server that records nothing has no thread to give.
+    let quiet = server("history-norecord", &["--no-record"], &[("RUNWIRE_REPLAY_DELAY_MS", "1")]);
+    post_run(&quiet, "t2", "r1", serde_json::json!([{"id": "u1", "role": "user", "content": "first"}]));
+    assert_eq!(quiet.request("GET", "/agui/thread?threadId=t2", "", "").status, 404);
+    stop(quiet);
+}

@@ -31,6 +31,7 @@ use std::net::TcpStream;
 pub mod batch;
 pub mod book;
 pub mod common;
+pub mod history;
 pub mod interactive;
 pub mod replay;
 

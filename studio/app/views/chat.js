@@ -144,10 +144,30 @@ export class ChatView {
     this.threadNode = null;
     this.showNodes();
     this.showThread();
-    this.log.replaceChildren(
-      h('p.empty.thread-opened', null, 'An existing thread: its conversation so far comes with the reply to your next message.'),
-    );
+    this.log.replaceChildren(h('p.empty.thread-opened', null, 'Opening the thread…'));
     setText(this.status, 'Thread opened.');
+    this.loadThread(threadId);
+  }
+
+  /** The opened thread's conversation so far, from the server's record
+   * (GET /agui/thread); where it has none (a hub: the node holds it), it
+   * comes with the reply to the next message, as a snapshot. */
+  async loadThread(threadId) {
+    const a = await getJson(`/agui/thread?threadId=${encodeURIComponent(threadId)}`);
+    // Another thread opened, or a run started, meanwhile: this answer is stale.
+    if (threadId !== this.threadId || this.current) return;
+    const messages = a.status === 200 && a.body && Array.isArray(a.body.messages) ? a.body.messages : null;
+    const shown = messages ? applyMessageEvent(this.thread, { type: 'MESSAGES_SNAPSHOT', messages }) : [];
+    const block = this.earlierBlock(shown);
+    if (block) {
+      this.log.replaceChildren(block);
+      setText(this.status, `Thread opened: ${shown.length} earlier message${shown.length === 1 ? '' : 's'}.`);
+      return;
+    }
+    const why = a.status === 404 || a.status === 200
+      ? 'An existing thread: its conversation so far comes with the reply to your next message.'
+      : `An existing thread: its conversation could not be read (${errorText(a)}); it comes with the reply to your next message.`;
+    this.log.replaceChildren(h('p.empty.thread-opened', null, why));
   }
 
   unmount() {}
@@ -417,6 +437,12 @@ export class ChatView {
 
   /** Messages of the thread from before this page's runs (a snapshot's), shown above the exchange. */
   showEarlier(exchange, messages) {
+    const block = this.earlierBlock(messages);
+    if (block) this.log.insertBefore(block, exchange.el);
+  }
+
+  /** The block of earlier messages (what a person reads of them); null when none shows. */
+  earlierBlock(messages) {
     const block = h('div.earlier', { 'aria-label': 'Earlier in this thread' });
     for (const m of messages) {
       const text = messageText(m.content);
@@ -437,7 +463,7 @@ export class ChatView {
         );
       }
     }
-    if (block.childElementCount) this.log.insertBefore(block, exchange.el);
+    return block.childElementCount ? block : null;
   }
 
   /** The run ended with interrupts: one card each; when all are answered, the resume run goes. */

@@ -1,0 +1,68 @@
+//! `GET /agui/thread?threadId=ID`: a thread's messages as this server
+//! recorded them (`runs::thread`), the `MESSAGES_SNAPSHOT` a client that
+//! holds none of them would get with its next run, without starting one.
+//! So a page that opens a thread (a reload, a link on another device) shows
+//! its conversation at once, not with the reply to its next message.
+
+use super::super::http::{respond, respond_error, Request};
+use crate::serve::state::Shared;
+use serde_json::json;
+use std::net::TcpStream;
+
+/// The route. 400 without a valid `threadId` (the one rule of `POST
+/// /agui`'s); 404 for a thread this server has no record of (none, a
+/// server that records nothing, or a hub: the thread's node holds it).
+pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'static str, String)]) {
+    let thread_id = match thread_param(req.query.as_deref().unwrap_or_default()) {
+        Ok(t) => t,
+        Err(m) => {
+            respond_error(stream, 400, cors, &m);
+            return;
+        }
+    };
+    if shared.cfg.mode == super::super::options::Mode::Hub {
+        let m = "a hub holds no thread: the thread's node does, and its conversation comes with the reply to the next message";
+        respond_error(stream, 404, cors, m);
+        return;
+    }
+    let file = crate::runs::thread::path(&shared.cfg.harness_home, &thread_id);
+    if !shared.cfg.record || !file.is_file() {
+        respond_error(stream, 404, cors, &format!("no thread {thread_id:?} is recorded here"));
+        return;
+    }
+    let t = crate::runs::thread::Thread::from_lines(crate::runs::thread::read(&file), None);
+    let body = json!({"threadId": thread_id, "messages": t.messages()});
+    let _ = respond(stream, 200, cors, &body.to_string());
+}
+
+/// The `threadId` of a query string, percent-decoded, held to `POST /agui`'s rule.
+fn thread_param(query: &str) -> Result<String, String> {
+    let raw = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("threadId="))
+        .ok_or("threadId: missing (GET /agui/thread?threadId=ID)")?;
+    // `+` is a space in a form-encoded query (URLSearchParams writes one so).
+    let bytes = super::super::http::percent_decode(&raw.replace('+', " "));
+    let id = String::from_utf8(bytes).map_err(|_| "threadId: not UTF-8 once percent-decoded".to_string())?;
+    if id.is_empty() || id.len() > super::MAX_ID || id.chars().any(char::is_control) {
+        return Err(format!(
+            "threadId: must be a non-empty string of at most {} bytes without control characters",
+            super::MAX_ID
+        ));
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thread_param;
+
+    #[test]
+    fn a_thread_id_is_decoded_and_held_to_the_runs_rule() {
+        assert_eq!(thread_param("threadId=thread-1").unwrap(), "thread-1");
+        assert_eq!(thread_param("x=1&threadId=a%2Fb+c%C3%A9").unwrap(), "a/b cé");
+        for bad in ["", "threadId=", "threadId=%0A", "threadId=%FF", &format!("threadId={}", "x".repeat(257))] {
+            assert!(thread_param(bad).is_err(), "{bad}");
+        }
+    }
+}
