@@ -394,6 +394,43 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await context.close();
   });
 
+  test('chat: a request answered elsewhere closes here, saying by whom, and is not answered twice', async () => {
+    const s = await startServer({ args: ['--demo'] });
+    servers.push(s);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await send(p, 'hello');
+    const card = p.locator('section.request[data-kind="tool_approval"][data-state="open"]');
+    await card.waitFor({ timeout: 30000 });
+    await status(p, 'waiting');
+    const interrupt = await card.getAttribute('data-request-id');
+    // Another client (a phone, a script) answers it through the task route.
+    const runs = await (await fetch(`${s.url}/runs`)).json();
+    assert.equal(runs.runs.length, 1, JSON.stringify(runs));
+    const res = await fetch(`${s.url}/runs/${encodeURIComponent(runs.runs[0].runId)}/tasks/agent/answer`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ request: interrupt, decision: 'deny', message: 'not from here', by: 'alice' }),
+    });
+    assert.equal(res.status, 200, await res.text());
+    const closed = p.locator(`section.request[data-request-id="${interrupt}"][data-state="answered"]`);
+    await closed.waitFor({ timeout: 15000 });
+    assert.equal(await closed.locator('.request-status').textContent(), 'Answered elsewhere by alice: Denied: not from here');
+    assert.match(await collapsed(closed), /^Denied Bash touch demo\.txt && ls: not from here by alice · \d\d:\d\d$/);
+    await status(p, 'answered-elsewhere');
+    assert.equal(await p.locator('.view-chat form.prompt button[type="submit"]').isDisabled(), false, 'the page may go on');
+    // The page sent no answer of its own: the journal holds one, alice's.
+    await new Promise((r) => setTimeout(r, 500));
+    const answered = jsonLines(path.join(s.home, 'serve/runstate', readdirSync(path.join(s.home, 'serve/runstate')).find((f) => f.endsWith('.jsonl') && !f.includes('.agent.') && !f.includes('.steer.'))))
+      .filter((r) => r.input === 'answered');
+    assert.deepEqual(answered.map((r) => [r.decision, r.by]), [['deny', 'alice']]);
+    // The next message goes on in the same session.
+    await send(p, 'again');
+    await p.locator('.exchange').last().locator('section.request[data-state="open"]').waitFor({ timeout: 30000 });
+    g.check();
+    await context.close();
+  });
+
   test('task view: the pending request as a card, approved there; the journal says by whom', async () => {
     const cell = 'approval-allow';
     const s = await server(cell);

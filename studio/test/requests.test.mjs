@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  answerBody, applyInput, decide, decisionText, expiresText, fromInputRequest, fromInterrupt, isExpired, resumeEntry,
+  answerBody, answeredElsewhere, applyInput, decide, decisionText, expiresText, fromInputRequest, fromInterrupt, isExpired, resumeEntry,
 } from '../app/state/requests.js';
 
 // The shape runwire-serve --interactive puts in RUN_FINISHED.outcome.interrupts
@@ -170,4 +170,27 @@ test('the grants an approval for the session applies: where each reaches, and wh
     { effect: 'add allow rule(s) Bash(sh -c:*)', reaches: [], runsAnything: 'Bash(sh -c:*): sh -c runs any code given to it' },
   ]);
   assert.deepEqual(fromInterrupt(toolInterrupt).grants, []);
+});
+
+test('answeredElsewhere: the journal closes the cards this page did not answer, with how and by whom', () => {
+  const tool = fromInterrupt(toolInterrupt);
+  const question = fromInterrupt(questionInterrupt);
+  const mine = fromInterrupt({ ...toolInterrupt, id: 'req-3' });
+  mine.answered = { decision: 'allow' };
+  const cards = new Map([[tool.id, tool], [question.id, question], [mine.id, mine]]);
+  const answers = [
+    { ts: '2030-01-01T00:00:01.000Z', task: 'agent', request: 'toolu_01', interrupt: 'req-1', decision: 'deny', by: 'alice', detail: 'not on prod' },
+    { ts: '2030-01-01T00:00:02.000Z', task: 'agent', request: 'q', interrupt: 'req-2', decision: 'answer', by: 'link', detail: '{"Which color?":"blue"}' },
+    { ts: '2030-01-01T00:00:03.000Z', task: 'agent', request: 'x', interrupt: 'req-3', decision: 'allow', by: 'agui' },
+    { ts: '2030-01-01T00:00:04.000Z', task: 'agent', request: 'y', interrupt: 'req-9', decision: 'allow', by: 'bob' },
+    { decision: 'allow' },
+    'junk',
+  ];
+  const got = answeredElsewhere(answers, cards);
+  assert.deepEqual(got, [
+    { id: 'req-1', d: { decision: 'deny', message: 'not on prod', answers: {}, by: 'alice', at: '2030-01-01T00:00:01.000Z' } },
+    { id: 'req-2', d: { decision: 'answer', message: '', answers: { 'Which color?': 'blue' }, by: 'link', at: '2030-01-01T00:00:02.000Z' } },
+  ]);
+  assert.equal(decisionText(got[0].d, tool.kind), 'Denied: not on prod');
+  assert.deepEqual(answeredElsewhere(null, cards), []);
 });

@@ -381,3 +381,42 @@ export function recordLine(c, d, { at = null, by = null } = {}) {
   const text = `${head}${code ? ` \`${code}\`` : ''}${tail}${who}${time ? ` · ${time}` : ''}`;
   return { head, code, tail: `${tail}${who}`, time, text };
 }
+
+/**
+ * The cards of `cards` (a Map id → card of an AG-UI run's interrupts, keyed
+ * by runwire's interrupt id) that the run's journal says were answered
+ * while this page had them open: in another page, through the task view,
+ * an approval link or another client. `answers`: `GET /runs/:id`'s
+ * `answers` (journal records: interrupt, decision, by, detail, ts).
+ * Returns [{ id, d: { decision, message, answers, by, at } }] for cards not
+ * answered here; a card this page answered is left as it is.
+ */
+export function answeredElsewhere(answers, cards) {
+  if (!Array.isArray(answers)) return [];
+  const out = [];
+  for (const a of answers) {
+    if (!obj(a) || typeof a.interrupt !== 'string') continue;
+    const c = cards.get(a.interrupt);
+    if (!c || c.answered || out.some((o) => o.id === c.id)) continue;
+    const decision = str(a.decision) ?? 'answered';
+    let detailAnswers = null;
+    if (decision === 'answer' && typeof a.detail === 'string') {
+      try {
+        detailAnswers = obj(JSON.parse(a.detail));
+      } catch {
+        detailAnswers = null;
+      }
+    }
+    out.push({
+      id: c.id,
+      d: {
+        decision,
+        message: decision === 'answer' ? '' : str(a.detail) ?? '',
+        answers: detailAnswers ?? {},
+        by: str(a.by),
+        at: str(a.ts),
+      },
+    });
+  }
+  return out;
+}

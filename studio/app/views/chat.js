@@ -2,10 +2,10 @@
 // thread, the assistant's text as it streams, reasoning collapsed by
 // default, tool cards, and the run's status or error.
 
-import { errorText, getJson, headers, postCommand, randomId, readBody, readSse, unauthorized } from '../api.js';
+import { errorText, followFeed, getJson, headers, postCommand, randomId, readBody, readSse, unauthorized } from '../api.js';
 import { applyAgui, createRun, failRun, isTerminal, runCost, takeDirty } from '../state/agui.js';
 import { addSent, applyMessageEvent, createThreadMessages, history } from '../state/messages.js';
-import { fromInterrupt, resumeEntry } from '../state/requests.js';
+import { answeredElsewhere, decisionText, fromInterrupt, resumeEntry } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatInt, formatUsd } from '../state/format.js';
 import { turnRunId } from '../state/runs.js';
@@ -33,6 +33,8 @@ export class ChatView {
     // each run sends them as its history (state/messages.js).
     this.thread = createThreadMessages();
     this.current = null;
+    // The feed of the run whose requests wait here (`ask`).
+    this.watching = null;
     this.heading = h('h1', { tabindex: '-1' }, 'Chat');
     this.threadLine = h('code.thread-id');
     // The thread's address: opened in another page (or device), it continues
@@ -137,6 +139,7 @@ export class ChatView {
   /** `#/chat/THREAD`: continues that thread (unless a run is under way). */
   mount([threadId] = []) {
     if (!threadId || threadId === this.threadId || this.current) return;
+    this.stopWatching();
     this.threadId = threadId;
     this.thread = createThreadMessages();
     // Its node is the hub's to know (the cluster keeps it).
@@ -229,6 +232,7 @@ export class ChatView {
 
   newThread() {
     if (this.current) return;
+    this.stopWatching();
     this.threadId = randomId('thread');
     this.thread = createThreadMessages();
     this.threadStarted = false;
@@ -471,37 +475,85 @@ export class ChatView {
     const { run, cards } = exchange;
     const open = run.interrupts.map(fromInterrupt).filter(Boolean);
     const entries = new Map();
+    // Cards closed because their request was answered somewhere else.
+    const elsewhere = new Set();
+    const pending = () => open.filter((c) => !elsewhere.has(c.id));
     this.send.disabled = true;
+    // Every open interrupt this page still holds is addressed in one input, as AG-UI requires.
+    const resume = () => {
+      this.stopWatching();
+      const runId = turnRunId(this.threadId, randomId('run'));
+      this.stream(exchange, {
+        threadId: this.threadId,
+        runId,
+        messages: history(this.thread),
+        tools: [],
+        context: [],
+        state: {},
+        forwardedProps: {},
+        resume: [...entries.values()],
+      });
+    };
+    const views = new Map();
     for (const c of open) {
       const view = new RequestCardView(c, async (d) => {
         entries.set(c.id, resumeEntry(c, d));
-        if (entries.size === open.length) {
-          // Every open interrupt is addressed in one input, as AG-UI requires.
-          setTimeout(() => {
-            const runId = turnRunId(this.threadId, randomId('run'));
-            this.stream(exchange, {
-              threadId: this.threadId,
-              runId,
-              messages: history(this.thread),
-              tools: [],
-              context: [],
-              state: {},
-              forwardedProps: {},
-              resume: [...entries.values()],
-            });
-          }, 0);
+        const left = pending().length - entries.size;
+        if (left <= 0) {
+          setTimeout(resume, 0);
           return { ok: true };
         }
-        return { ok: true, text: `Noted; ${open.length - entries.size} more to answer before the agent continues.` };
+        return { ok: true, text: `Noted; ${left} more to answer before the agent continues.` };
       }, {
         // The answered card's record goes where it happened in the conversation:
         // after what the agent said so far, before what it says next.
         onClosed: (v) => exchange.view.container.appendChild(v.el),
       });
+      views.set(c.id, view);
       cards.appendChild(view.el);
+    }
+    // A request answered elsewhere (another page, the task view, a link)
+    // closes here too, saying so: its card must not stay open to be
+    // answered twice. The run's journal says, and the feed says when it changes.
+    const recorded = run.session && typeof run.session.run === 'string' ? run.session.run : null;
+    if (recorded) {
+      const byId = new Map(open.map((c) => [c.id, c]));
+      const look = async () => {
+        const a = await getJson(`/runs/${encodeURIComponent(recorded)}`);
+        if (a.status !== 200 || !a.body || this.watching !== watch) return;
+        for (const { id, d } of answeredElsewhere(a.body.answers, byId)) {
+          if (entries.has(id)) continue;
+          elsewhere.add(id);
+          const who = d.by && d.by !== 'studio' && d.by !== 'agui' ? ` by ${d.by}` : '';
+          views.get(id).close(d, `Answered elsewhere${who}: ${decisionText(d, byId.get(id).kind)}`, { at: d.at || new Date(), by: d.by && d.by !== 'studio' && d.by !== 'agui' ? d.by : 'another page' });
+        }
+        if (!elsewhere.size) return;
+        const left = pending().length;
+        if (left === 0) {
+          // Nothing left to answer here: the page that answered streams the agent's reply.
+          this.stopWatching();
+          this.send.disabled = false;
+          const said = 'Answered elsewhere: the agent went on in the page that answered; its reply shows here with your next message.';
+          setText(exchange.runLine, said);
+          exchange.runLine.dataset.status = 'answered-elsewhere';
+          setText(this.status, said);
+          this.status.dataset.status = 'answered-elsewhere';
+        } else if (entries.size >= left) {
+          resume();
+        }
+      };
+      const watch = followFeed(`?run=${encodeURIComponent(recorded)}`, { onReady: look, onEvent: look });
+      this.stopWatching();
+      this.watching = watch;
     }
     const first = cards.querySelector('section.request[data-state="open"] textarea, section.request[data-state="open"] input');
     if (first) first.focus();
+  }
+
+  /** Stops following the run whose requests are open (they were answered, or a new run or thread began). */
+  stopWatching() {
+    if (this.watching) this.watching.stop();
+    this.watching = null;
   }
 
   statusLine(run) {
