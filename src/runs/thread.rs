@@ -217,7 +217,8 @@ impl Thread {
         }
     }
 
-    fn get(&self, id: &str) -> Option<&Value> {
+    /// The message with id `id`, as it stands.
+    pub fn get(&self, id: &str) -> Option<&Value> {
         let (s, k) = *self.at.get(id)?;
         let slot = self.slots.get(s)?;
         match k {
@@ -229,7 +230,9 @@ impl Thread {
     /// Applies one event as `@ag-ui/client` 1.0.0's `defaultApplyEvents`
     /// does for text messages, tool calls and tool results; returns the
     /// message to record when the event opened, grew a call into or closed
-    /// one (text deltas and argument deltas are recorded at the end).
+    /// one (text deltas and argument deltas are recorded at the end: the
+    /// message's or call's END, or, for a run that stops before it, the
+    /// run's end, as `serve::agui::common::Messages` records what is open).
     pub fn apply(&mut self, e: &AguiEvent) -> Option<Value> {
         match e {
             AguiEvent::TextMessageStart { message_id, role, .. } => {
@@ -301,6 +304,11 @@ impl Thread {
             }
             _ => None,
         }
+    }
+
+    /// The assistant message that holds tool call `call`, as it stands.
+    pub fn holder(&self, call: &str) -> Option<&Value> {
+        self.slot_of_call(call).map(|s| &self.slots[s].head)
     }
 
     fn call_mut(&mut self, call: &str) -> Option<&mut Value> {

@@ -23,11 +23,14 @@ use std::time::{Duration, Instant};
 
 pub use proc::{kill_remaining, DRAIN_GRACE, KILL_GRACE};
 
-/// Longest line taken whole from an agent. A longer line is skimmed as it
-/// streams past, as everywhere in the crate ([`crate::util::lines`]): a JSON
-/// object keeps its structure and short fields (long strings cut, so a big
-/// tool result still closes its call); anything else is cut to its head,
-/// which then fails to parse and becomes an `error` event.
+/// Longest line taken whole from an agent (and recorded so). A longer line
+/// is skimmed as it streams past, as everywhere in the crate
+/// ([`crate::util::lines`]): a JSON object keeps its structure and short
+/// fields (long strings cut, so a big tool result still closes its call);
+/// anything else is cut to its head, which then fails to parse and becomes
+/// an `error` event. A line taken whole is normalized through the
+/// pipeline's line cap ([`crate::util::lines::MAX_LINE`], 4 MiB), as its
+/// record is read back: the same events live and replayed.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Lines buffered between the reader and the stream.

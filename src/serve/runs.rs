@@ -188,6 +188,9 @@ fn stream_task(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cor
             }
         },
     };
+    if let Err(m) = task::check_after(opened.as_ref().map(|o| &o.1), after) {
+        return view_error(stream, cors, ViewError::Bad(m));
+    }
     // The head goes out with the first frames (or alone, in the first flush).
     let body = super::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
     let mut out = follow::Out::new(body);

@@ -32,7 +32,33 @@ use std::io::{self, BufRead};
 /// longer line is skimmed as it streams past, never held, and reported with
 /// its size ([`Line::TooLong`]), so a filter's memory stays bounded whatever
 /// its input (`normalize-events` peaks near 32 MB on a line just under it).
+///
+/// The pipeline's one line cap: every agent line is normalized through it,
+/// live or replayed. A reader that holds longer lines whole (a session's or
+/// a server run's agent lines, up to 16 MiB, recorded as they are) hands
+/// each to [`capped`] before it is normalized, so the same line gives the
+/// same events live and read back from its record.
 pub const MAX_LINE: usize = 4 << 20;
+
+/// `line` (one line held whole, without its LF) as a [`Lines`] capped at
+/// [`MAX_LINE`] hands it over: itself when it fits, else skimmed.
+pub fn capped<R>(line: &[u8], f: impl FnOnce(Line<'_>) -> R) -> R {
+    if line.len() <= MAX_LINE {
+        return f(Line::Whole(line));
+    }
+    let mut f = Some(f);
+    let mut out = None;
+    let mut lines = Lines::new(MAX_LINE);
+    let mut each = |l: Line<'_>| {
+        if let Some(f) = f.take() {
+            out = Some(f(l));
+        }
+        Flow::Stop
+    };
+    lines.push(line, &mut each);
+    lines.finish(&mut each);
+    out.expect("a line over the cap is handed over at its end")
+}
 
 /// The most bytes of one string the pipeline keeps: a skimmed line's long
 /// strings are cut to it here, and the normalizer cuts each tool output to
@@ -754,6 +780,26 @@ impl Skim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line held whole is handed over as a reader capped at [`MAX_LINE`]
+    /// hands it over: itself up to the cap, skimmed past it.
+    #[test]
+    fn a_line_held_whole_is_capped_as_a_reader_caps_it() {
+        let fits = vec![b'a'; MAX_LINE];
+        assert!(super::capped(&fits, |l| matches!(l, Line::Whole(w) if w.len() == MAX_LINE)));
+        let big = format!(r#"{{"type":"user","id":"t1","text":"{}"}}"#, "w".repeat(MAX_LINE));
+        let mut read = Vec::new();
+        Lines::new(MAX_LINE).push(format!("{big}\n").as_bytes(), |l| {
+            read.push(l.kept().to_vec());
+            Flow::Continue
+        });
+        let held = super::capped(big.as_bytes(), |l| match l {
+            Line::TooLong { size, skim: Some(s), .. } => (size, s.to_vec()),
+            other => panic!("not skimmed: {:?}", other.kept().len()),
+        });
+        assert_eq!(held.0, big.len() as u64);
+        assert_eq!(read, [held.1]);
+    }
 
     /// Every line, read through chunks of `chunk` bytes.
     fn lines(input: &[u8], chunk: usize, cap: usize) -> Vec<String> {

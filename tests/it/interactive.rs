@@ -665,6 +665,73 @@ fn a_client_leaving_mid_turn_interrupts_the_turn_and_keeps_the_session() {
     assert_stub_happy(&s);
 }
 
+/// A client that leaves in the middle of the agent's reply (the replay
+/// stops after the reply's second text delta and waits): the assistant
+/// message keeps the text that client was sent. Another device that opens
+/// the thread gets it in its `MESSAGES_SNAPSHOT`, not an empty message.
+#[test]
+#[cfg_attr(not(tool = "jq"), ignore = "needs jq (the replay stub runs it): apt-get install jq")]
+fn a_reply_the_client_left_mid_message_keeps_its_text_in_the_thread() {
+    let msgs = support::user_messages(&cell("steer"));
+    let from = envelopes(&cell("steer"), "from-agent.ndjson");
+    let line = |e: &Value| serde_json::from_str::<Value>(e["line"].as_str().unwrap()).unwrap();
+    // The last text delta before the reply's first whole `assistant` line.
+    let end_at = from
+        .iter()
+        .take_while(|e| line(e)["type"] != "assistant")
+        .filter(|e| line(e)["event"]["delta"]["type"] == "text_delta")
+        .filter_map(|e| e["seq"].as_u64())
+        .last()
+        .expect("a text delta");
+    let s = start("leave-text", "steer", &format!("--end-at {end_at}"), &[]);
+    let seen = {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        let body = run_input("t", "r1", &msgs[0]).to_string();
+        let head = format!(
+            "POST /agui HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            s.port,
+            body.len()
+        );
+        c.write_all(head.as_bytes()).unwrap();
+        c.write_all(body.as_bytes()).unwrap();
+        c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut got = Vec::new();
+        let deltas = |got: &[u8]| -> Vec<String> {
+            let text = String::from_utf8_lossy(got);
+            let events = support::sse::events(&text[text.find("\r\n\r\n").map_or(0, |i| i + 4)..]);
+            events
+                .iter()
+                .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+                .map(|e| e["delta"].as_str().unwrap().to_string())
+                .collect()
+        };
+        while deltas(&got).len() < 2 {
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0, "the stream ended early: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        deltas(&got).concat()
+        // Gone, mid-message.
+    };
+    let log = s.home().join("serve/runstate");
+    wait_for("the interrupt's synthetic result in the task log", Duration::from_secs(10), || {
+        std::fs::read_dir(&log).unwrap().flatten().any(|e| {
+            e.file_name().to_string_lossy().ends_with(".agent.log")
+                && std::fs::read_to_string(e.path()).unwrap_or_default().contains("aborted_streaming")
+        })
+    });
+    // Another device: it holds only its new message.
+    let r = agui(s.port, run_input("t", "r2", "are you there?"));
+    let ev = r.events();
+    let snap = ev.iter().rfind(|e| e["type"] == "MESSAGES_SNAPSHOT").unwrap_or_else(|| panic!("{}", r.text()));
+    let assistant: Vec<&Value> =
+        snap["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "assistant").collect();
+    assert_eq!(assistant.len(), 1, "{snap}");
+    assert_eq!(assistant[0]["content"].as_str(), Some(seen.as_str()), "{snap}");
+    assert_stub_happy(&s);
+}
+
 /// Text deltas in the long answer: more lines than the server's channel
 /// holds between runs (8192).
 const LONG_DELTAS: usize = 10_000;

@@ -141,3 +141,60 @@ fn a_change_to_the_runs_files_is_seen_by_the_next_client_of_a_live_task() {
     assert!(status.contains(" 404 "), "{status}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// The response to `GET path` with `Last-Event-ID: last_id`: what came
+/// until the server closed it or `limit` passed with nothing new (`None`:
+/// nothing came).
+fn status_within(port: u16, path: &str, last_id: &str, limit: Duration) -> Option<String> {
+    use std::io::Read;
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(limit)).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nLast-Event-ID: {last_id}\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    (!text.is_empty()).then_some(text)
+}
+
+/// A resume id past everything a live task has written (one from another
+/// run or server) is refused at once, as the change feed refuses a `since`
+/// past its log: `400` naming how far the log goes, in both framings, the
+/// long way (no tap yet) and from the live tap; never a stream that waits.
+/// An id of the task's last line still resumes (an empty stream, live).
+#[test]
+fn a_resume_id_past_a_live_tasks_end_is_refused_at_once() {
+    let base = support::scratch("frame-live-past");
+    let (home, id, _log) = live_run(&base, 5);
+    age();
+    let srv = support::Server::start(&home);
+    let path = format!("/runs/{id}/tasks/t/stream");
+    let limit = Duration::from_secs(5);
+    let mut taps = Vec::new();
+    for (p, past, last) in [(path.clone(), "9999", "5"), (format!("{path}?format=agui"), "9999/0", "5/0")] {
+        for door in ["the long way", "the live tap"] {
+            let head = status_within(srv.port, &p, past, limit)
+                .unwrap_or_else(|| panic!("{p} ({door}): no answer within {limit:?} for Last-Event-ID {past}"));
+            assert!(head.starts_with("HTTP/1.1 400 ") || head.starts_with("HTTP/1.0 400 "), "{p} ({door}): {head}");
+            assert!(head.contains("holds 5 lines"), "{p} ({door}): {head}");
+            // The next line's id is past the end too.
+            let head = status_within(srv.port, &p, if p.contains("agui") { "6/0" } else { "6" }, limit).unwrap();
+            assert!(head.contains(" 400 "), "{p} ({door}): {head}");
+            // Its last line's: a live stream (it waits for more).
+            let (status, _open) = Client::open(srv.port, &p, Some(last));
+            assert!(status.contains(" 200 "), "{p} ({door}): {status}");
+            if door == "the long way" {
+                // A client with no resume point makes the task's live tap.
+                let (_, mut first) = Client::open(srv.port, &p, None);
+                first.until("hello 4");
+                taps.push(first);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -6,7 +6,7 @@
 use crate::support;
 use support::server::{Response, Server};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
@@ -1230,4 +1230,88 @@ fn cluster_mode_without_its_sidecar_binary_refuses_to_start() {
     assert!(o.stdout.is_empty(), "nothing listened: {}", String::from_utf8_lossy(&o.stdout));
     assert!(err.starts_with("runwire-serve: --cluster: runwire-cluster is neither next to"), "{err}");
     assert!(err.contains("cargo build --release --workspace"), "{err}");
+}
+
+/// What a line's events carry, without ids and times (a run's live stream
+/// and its record's task stream name the thread and run differently).
+fn event_shape(e: &Value) -> Value {
+    let mut o = serde_json::Map::new();
+    for k in ["type", "delta", "name", "value", "content", "role", "toolCallName", "message", "code"] {
+        if let Some(v) = e.get(k) {
+            o.insert(k.into(), without_ids(v));
+        }
+    }
+    Value::Object(o)
+}
+
+fn without_ids(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "id" && !k.ends_with("Id"))
+                .map(|(k, v)| (k.clone(), without_ids(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_ids).collect()),
+        v => v.clone(),
+    }
+}
+
+/// `got` is `want`, or the first event where they part.
+fn same_events(got: &[Value], want: &[Value], what: &str) {
+    let cut = |e: &Value| e.to_string().chars().take(600).collect::<String>();
+    if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+        let (g, w) = (got.get(i).map(cut), want.get(i).map(cut));
+        panic!(
+            "{what}: event {i} of {} differs from the live run's (of {}):\n{g:?}\nlive: {w:?}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// An agent line between the pipeline's line cap (4 MiB) and the 16 MiB a
+/// run takes whole (a 5 MiB assistant text): the run's live stream makes
+/// the events its record makes read back (the task stream, and the same
+/// runId posted again, answered from the record): skimmed, its text cut, in
+/// every path.
+#[test]
+fn an_agent_line_over_the_line_cap_makes_the_same_events_live_and_replayed() {
+    let big = tmp("bigline.jsonl");
+    let text = "w".repeat(5 << 20);
+    let line = json!({"type": "assistant", "message": {"id": "msg_big", "type": "message", "role": "assistant",
+        "content": [{"type": "text", "text": text}]}, "session_id": "d8785ba1-3fa6-4606-b465-f13165cc441f"});
+    std::fs::write(&big, format!("{line}\n")).unwrap();
+    let agent = tmp("bigline.sh");
+    let script = format!(
+        "#!/bin/sh\ncat \"{fix}\" \"{big}\"\necho '{{\"type\":\"runwire.status\",\"ok\":true,\"rc\":0,\"session_id\":\"d8785ba1-3fa6-4606-b465-f13165cc441f\",\"detail\":\"\",\"files\":[]}}'\n",
+        fix = fixture("bb-turn-tools.partial.jsonl").display(),
+        big = big.display(),
+    );
+    std::fs::write(&agent, script).unwrap();
+    let mut perm = std::fs::metadata(&agent).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&agent, perm).unwrap();
+    let s = start(&["--agent", "claude", "--agent-cmd", agent.to_str().unwrap()], &[]);
+    let shapes = |r: &Response| -> Vec<Value> {
+        let ev = r.events();
+        assert!(ev.last().is_some_and(|e| e["type"] == "RUN_FINISHED"), "{:?}", ev.last());
+        ev.iter()
+            .filter(|e| !matches!(e["type"].as_str(), Some("RUN_STARTED" | "RUN_FINISHED")))
+            .map(event_shape)
+            .collect()
+    };
+    let live = shapes(&post_run(s.port, "t", "r1"));
+    // The line was skimmed: its text cut, and said so.
+    let texts: Vec<&str> = live.iter().filter_map(|e| e["delta"].as_str()).filter(|d| d.starts_with("www")).collect();
+    assert_eq!(texts.len(), 1, "one text from the big line");
+    assert!(texts[0].len() < 1 << 20, "the text is cut as the record's reader cuts it: {} bytes", texts[0].len());
+    let listing = request(s.port, "GET", "/runs", &[], b"").json();
+    let rec = listing["runs"][0]["runId"].as_str().expect("the run's record").to_string();
+    let task = request(s.port, "GET", &format!("/runs/{rec}/tasks/agent/stream?format=agui"), &[], b"");
+    assert_eq!(task.status, 200, "{}", task.text());
+    same_events(&shapes(&task), &live, "the task stream of the record");
+    // The same runId again: answered from the record (the run was too long to keep).
+    same_events(&shapes(&post_run(s.port, "t", "r1")), &live, "the runId posted again");
+    let _ = std::fs::remove_file(&big);
 }

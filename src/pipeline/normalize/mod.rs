@@ -323,6 +323,28 @@ impl Normalizer {
         }
     }
 
+    /// Consumes one line as a [`crate::util::lines::Lines`] hands it over:
+    /// a whole line, a skimmed one (read as the original, its long strings
+    /// cut), or one over the cap that is not a JSON object (its report).
+    pub fn push_line_at(&mut self, line: crate::util::lines::Line<'_>, arrival_ms: Option<i64>) -> Vec<Event> {
+        use crate::util::lines::Line;
+        match line {
+            Line::Whole(l) => self.push_at(l, arrival_ms),
+            Line::TooLong { skim: Some(s), .. } => self.push_at(s, arrival_ms),
+            // The line keeps its number (so seqs match normalize-events) and
+            // is reported, never held.
+            Line::TooLong { head, size, .. } => self.push_too_long_at(head, size, arrival_ms),
+        }
+    }
+
+    /// Consumes a line held whole by a reader with a larger cap than the
+    /// pipeline's (a session's or a server run's agent line): through the
+    /// pipeline's line cap ([`crate::util::lines::capped`]), so it makes the
+    /// events it makes when its record is read back.
+    pub fn push_capped_at(&mut self, line: &[u8], arrival_ms: Option<i64>) -> Vec<Event> {
+        crate::util::lines::capped(line, |l| self.push_line_at(l, arrival_ms))
+    }
+
     /// Consumes a source line too long to be read whole (see
     /// [`crate::util::lines::MAX_LINE`]), given by its first bytes and its size: one
     /// non-fatal `error` event (`line_too_long`) numbered like any line.

@@ -124,7 +124,7 @@ impl Stages {
                 self.rec_failed = Some(e.to_string());
             }
         }
-        for ev in self.norm.push_at(line, at_ms) {
+        for ev in self.norm.push_capped_at(line, at_ms) {
             if let Data::Exit(x) = &ev.data {
                 self.exit_rc = Some(x.rc);
             }

@@ -271,6 +271,13 @@ impl Messages {
                 body.frame(e.to_frame().as_bytes())?;
                 continue;
             }
+            if !self.catching_up && matches!(e, E::TextMessageContent { .. } | E::ToolCallArgs { .. }) {
+                // Sent, then applied: a message the run stops in is kept
+                // as its client was sent it ([`Messages::keep_open`]).
+                body.frame(e.to_frame().as_bytes())?;
+                self.thread.apply(&e);
+                continue;
+            }
             if let Some(m) = self.thread.apply(&e) {
                 if let Some(w) = &mut self.writer {
                     if let Err(err) = w.append(&m, false) {
@@ -317,6 +324,38 @@ impl Messages {
         Ok(())
     }
 
+    /// Records the messages and tool calls still open as they stand: a run
+    /// that ends before their END (its client left, a write failed, the
+    /// run failed without closing them) keeps the text and arguments its
+    /// client was sent, so the thread's later snapshots show them. Once
+    /// per run, when it is dropped.
+    fn keep_open(&mut self) {
+        use crate::pipeline::translate::AguiEvent as E;
+        if self.catching_up {
+            return;
+        }
+        let Some(w) = &mut self.writer else { return };
+        let mut kept: Vec<&serde_json::Value> = Vec::new();
+        for o in &self.open {
+            let m = match o {
+                E::TextMessageStart { message_id, .. } => self.thread.get(message_id),
+                E::ToolCallStart { tool_call_id, .. } => self.thread.holder(tool_call_id),
+                _ => None,
+            };
+            // A message holding two open calls is written once.
+            if let Some(m) = m.filter(|m| !kept.iter().any(|k| std::ptr::eq(*k, *m))) {
+                kept.push(m);
+            }
+        }
+        for m in kept {
+            if let Err(e) = w.append(m, false) {
+                crate::util::cli::report(crate::serve::options::BIN, format!("thread {:?}: {e}", self.thread_id));
+                return;
+            }
+        }
+        self.open.clear();
+    }
+
     fn send_pending(&mut self, body: &mut Body) -> io::Result<()> {
         for s in std::mem::take(&mut self.pending) {
             let v = serde_json::json!({"type": "MESSAGES_SNAPSHOT", "messages": s});
@@ -347,6 +386,12 @@ impl Messages {
             body.frame(o.to_frame().as_bytes())?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Messages {
+    fn drop(&mut self) {
+        self.keep_open();
     }
 }
 

@@ -504,7 +504,7 @@ enum Next {
 /// normalizer still counts them, so later events keep their `seq`).
 fn next(run: &mut Run, th: &Thread, feed: &mut Feed, wait: Duration) -> io::Result<Next> {
     Ok(match feed.read(wait) {
-        Got::Line(bytes, at) => Next::Events(lock(&th.st).norm.push_at(&bytes, at)),
+        Got::Line(bytes, at) => Next::Events(lock(&th.st).norm.push_capped_at(&bytes, at)),
         Got::Gap(from, to) => {
             let mut st = lock(&th.st);
             for _ in from..=to {

@@ -69,7 +69,7 @@ fn pump(
         pending.extend_from_slice(&buf[..n]);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=i).collect();
-            for ev in norm.push_at(&line[..line.len() - 1], None) {
+            for ev in norm.push_capped_at(&line[..line.len() - 1], None) {
                 let out = tr.push(&ev);
                 msgs.emit(out, body)?;
             }
@@ -100,7 +100,7 @@ fn pump(
         }
     }
     if !pending.is_empty() && !tr.is_terminated() {
-        for ev in norm.push_at(&pending, None) {
+        for ev in norm.push_capped_at(&pending, None) {
             let out = tr.push(&ev);
             msgs.emit(out, body)?;
         }

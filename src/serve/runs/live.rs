@@ -102,11 +102,17 @@ pub(super) fn stream(
     if !res.same_log() {
         return None;
     }
+    let src = res.source(agui);
+    // The long way's check, on the same log (closed at once: the tap reads it).
+    let checked = super::task::check_after(super::task::open_log(src.l, src.log).ok()?.as_ref(), after);
+    if let Err(m) = checked {
+        crate::serve::http::respond_error(stream, 400, cors, &m);
+        return Some(Close::Linger);
+    }
     // The head goes out with the stream's first frames, in one write.
     let body =
         crate::serve::stream::Stream::held(stream, req, cors, shared.cfg.stream_buffer, shared.cfg.write_timeout);
     let mut out = follow::Out::new(body);
-    let src = res.source(agui);
     let w = follow::Watches { log: &sub, journal: journal_sub.as_ref() };
     let _ = follow::serve(shared, &mut out, &src, Some(tap.clone()), &w, after);
     Some(Close::Now)

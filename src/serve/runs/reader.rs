@@ -103,15 +103,9 @@ pub(super) struct Tail {
 impl Tail {
     fn line(&mut self, line: Line) -> Flow {
         let at = self.times.as_mut().and_then(|t| t.at(self.norm.lines() + 1));
-        let events = match line {
-            Line::Whole(l) => self.norm.push_at(l, at),
-            // Skimmed (a JSON object): read as the original, its long strings cut.
-            Line::TooLong { skim: Some(s), .. } => self.norm.push_at(s, at),
-            // The line keeps its number (so seqs match normalize-events) and is
-            // reported, never held: the normalizer's own report, the same as normalize-events'.
-            Line::TooLong { head, size, .. } => self.norm.push_too_long_at(head, size, at),
-        };
-        for ev in events {
+        // The normalizer's own reading of a line over the cap, the same as
+        // normalize-events' and the live run's.
+        for ev in self.norm.push_line_at(line, at) {
             if matches!(ev.data, Data::Exit(_)) {
                 self.exited = true;
             }

@@ -65,6 +65,42 @@ pub(super) fn framing_and_after(req: &Request) -> Result<(bool, Option<AguiId>),
     Ok((agui, after))
 }
 
+/// Refuses a resume point past everything the task's log holds now (the
+/// stream's ids are its lines' seqs): an id from another run or server, not
+/// one a client of this stream was sent, is answered at once, as the
+/// change feed answers a `since` past its log's end, never waited on. A
+/// line still being written counts (its events may have been sent). `log`:
+/// the task's log opened (`None`: none yet, so nothing was ever sent).
+pub(super) fn check_after(log: Option<&std::fs::File>, after: Option<AguiId>) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let Some(want) = after.map(|a| a.seq.line).filter(|&l| l > 0) else { return Ok(()) };
+    let mut lines = 0u64;
+    if let Some(f) = log {
+        let mut buf = vec![0u8; 64 * 1024];
+        let (mut at, mut partial) = (0u64, false);
+        while lines < want {
+            let n = match f.read_at(&mut buf, at) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("the task's log cannot be read: {e}")),
+            };
+            lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+            partial = buf[n - 1] != b'\n';
+            at += n as u64;
+        }
+        lines += u64::from(partial && lines < want);
+    }
+    if lines < want {
+        let a = after.map(|a| if a.k == u32::MAX { a.seq.to_string() } else { format!("{}/{}", a.seq, a.k) });
+        return Err(format!(
+            "{} is not an event id of this stream (the task's log holds {lines} lines so far)",
+            a.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
 /// True once the journal says the task will write nothing more: its exit is
 /// journaled (a terminal state) or the run itself finished or was aborted.
 pub(super) fn task_over(journal_path: &std::path::Path, tid: &str) -> bool {

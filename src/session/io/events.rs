@@ -12,8 +12,10 @@ use std::sync::mpsc::Sender;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Longest agent line taken whole; a longer one is skimmed as it streams
-/// ([`crate::util::lines`]): its structure and short fields kept, long strings cut.
+/// Longest agent line taken whole (and recorded so); a longer one is skimmed
+/// as it streams ([`crate::util::lines`]): its structure and short fields
+/// kept, long strings cut. A server normalizes a line through the
+/// pipeline's line cap ([`crate::util::lines::MAX_LINE`]) all the same.
 pub const MAX_AGENT_LINE: usize = 16 * 1024 * 1024;
 
 /// What the session loop waits for.
