@@ -1242,3 +1242,91 @@ fn a_supervisor_call_no_thread_can_be_started_for_is_refused_and_the_socket_live
     s.until("the supervisor to say it", |s| s.stderr().contains("control socket: no thread for a caller"));
     assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true, "{}", s.stderr());
 }
+
+/// A caller that drips its request line a byte at a time, never ending it:
+/// the supervisor closes it once the socket's deadline from the accept has
+/// passed (`READ_TIMEOUT` in all, not per read), and no later. Before, each
+/// byte gave it another 5 s: it held a thread and its descriptors for as
+/// long as it dripped.
+#[test]
+fn a_supervisor_caller_dripping_its_request_is_cut_off_at_the_deadline() {
+    use runwire::supervise::socket::READ_TIMEOUT;
+    use std::io::{Read, Write};
+    let s = Sup::start("doors-socket-drip");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let sock = runwire::supervise::socket::sock_path(&s.dir.join("home"), &s.run_id());
+    let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let start = Instant::now();
+    c.set_read_timeout(Some(Duration::from_millis(150))).unwrap();
+    let drip = br#"{"verb":"status","actor":"#;
+    let mut closed = None;
+    let mut sent = 0;
+    while start.elapsed() < READ_TIMEOUT + Duration::from_secs(4) {
+        let byte = [*drip.get(sent).unwrap_or(&b' ')];
+        if c.write_all(&byte).is_err() {
+            closed = Some(start.elapsed());
+            break;
+        }
+        sent += 1;
+        let mut got = [0u8; 256];
+        match c.read(&mut got) {
+            Ok(0) => {
+                closed = Some(start.elapsed());
+                break;
+            }
+            Ok(n) => panic!("a reply to a request never ended: {}", String::from_utf8_lossy(&got[..n])),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => {
+                closed = Some(start.elapsed());
+                break;
+            }
+        }
+    }
+    let closed = closed.unwrap_or_else(|| panic!("still open after {:?} and {sent} bytes dripped", start.elapsed()));
+    assert!(sent > 10, "the caller dripped {sent} bytes");
+    assert!(
+        closed >= READ_TIMEOUT - Duration::from_millis(100) && closed < READ_TIMEOUT + Duration::from_millis(1500),
+        "closed after {closed:?} (deadline {READ_TIMEOUT:?})"
+    );
+    assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true, "{}", s.stderr());
+}
+
+/// As many idle callers as the socket serves at once (`MAX_CALLERS`, none
+/// sending a byte) hold it: the next ones are refused at once by the
+/// accepting thread, with a reply saying so, and a request works again as
+/// soon as the idle callers are gone. Before, each extra caller got a
+/// thread and two descriptors, with no bound.
+#[test]
+fn supervisor_callers_beyond_the_limit_are_refused_at_once_and_the_socket_serves_again() {
+    use runwire::supervise::socket::{BUSY, MAX_CALLERS};
+    use std::io::Read;
+    let s = Sup::start("doors-socket-limit");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let sock = runwire::supervise::socket::sock_path(&s.dir.join("home"), &s.run_id());
+    let held: Vec<_> = (0..MAX_CALLERS).map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap()).collect();
+    // Each held one taken (a thread each) before the extra ones come.
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let asked = Instant::now();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let took = asked.elapsed();
+        let out = String::from_utf8_lossy(&out).to_string();
+        let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("no refusal within 1 s: {out:?}"));
+        assert_eq!((v["ok"].as_bool(), v["detail"].as_str()), (Some(false), Some(BUSY)), "{v}");
+        assert!(took < Duration::from_millis(500), "refused after {took:?}");
+    }
+    // Through the client too (it writes its request first).
+    let home = s.dir.join("home");
+    let status = runwire::supervise::socket::Request { verb: "status".into(), ..Default::default() };
+    let r = runwire::supervise::socket::call(&home, &s.run_id(), &status, Duration::from_secs(2)).unwrap();
+    assert_eq!((r.ok, r.detail.as_str()), (false, BUSY), "{r:?}");
+    drop(held);
+    until(
+        "a request served once the idle callers are gone",
+        || runwire::supervise::socket::call(&home, &s.run_id(), &status, Duration::from_secs(2)).is_ok_and(|r| r.ok),
+        || s.why(),
+    );
+}
