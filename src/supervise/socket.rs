@@ -555,12 +555,12 @@ fn answer(conn: &UnixStream, until: Instant, write: Duration, keys: &Keys<Reply>
     let read = read_capped(&mut BufReader::new(&mut io), &mut buf, MAX_LINE, Rest::Leave);
     let reply = match read {
         Err(_) | Ok(Capped::End) => return,
-        Ok(Capped::TooLong) => Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None),
+        Ok(Capped::TooLong) => Reply::bad(format!("request longer than {MAX_LINE} bytes")),
         Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf)
             .map_err(|e| e.to_string())
             .and_then(|r| crate::util::lenient::unique_keys(&buf).map(|()| r))
         {
-            Err(e) => Reply::refuse(format!("bad request: {e}"), None),
+            Err(e) => Reply::bad(format!("bad request: {e}")),
             Ok(req) => match keyed(keys, req, &give) {
                 Some(r) => r,
                 None => return,
@@ -829,6 +829,8 @@ mod tests {
         big.extend_from_slice(b"\"}\n");
         let r = ask(big, Reply::ok("taken", None));
         assert!(!r.ok && r.detail.contains("request longer than"), "{r:?}");
+        // Wrong in itself: said as every door says it (HTTP 400 through a server).
+        assert_eq!(r.code.as_deref(), Some(crate::control::BAD_REQUEST), "{r:?}");
         // At the cap, with CR LF, or ended by the end of input: read and answered.
         let mut at_cap = br#"{"verb":"status"}"#.to_vec();
         at_cap.resize(MAX_LINE, b' ');
@@ -837,7 +839,7 @@ mod tests {
             assert!(r.ok && r.detail == "taken", "{r:?}");
         }
         let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
-        assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+        assert!(!r.ok && r.detail.starts_with("bad request") && r.http_status() == 400, "{r:?}");
         // A key given twice reads one way and acts another: refused, as on every door.
         let twice = br#"{"verb":"answer","task":"a","answer":{"id":"rw-0123456789abcdef","decision":"deny","decision":"allow"}}"#;
         let r = ask([&twice[..], b"\n"].concat(), Reply::ok("taken", None));
