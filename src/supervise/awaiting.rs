@@ -48,7 +48,12 @@ pub fn acked(id: &str, w: &Awaiting, ack: Option<&AckLine>, state: Option<String
         return (Reply::ok(why, state), None);
     };
     if let Some(why) = &a.refused {
-        return (Reply::refuse(format!("task {id}: {why}"), state), None);
+        let r = Reply::refuse(format!("task {id}: {why}"), state);
+        // Wrong in itself (an answer that does not fit its request): said
+        // as every door says it (`bad_request`, HTTP 400), not as a refusal
+        // for the task's state.
+        let r = if a.invalid == Some(true) { Reply { code: Some(crate::control::BAD_REQUEST.into()), ..r } } else { r };
+        return (r, None);
     }
     let detail = a.detail.as_deref().unwrap_or("taken");
     match &w.what {

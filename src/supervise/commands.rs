@@ -74,12 +74,12 @@ impl Sup {
         // their own requests.
         let issued = match Issued::from_request(&req).and_then(|i| i.command.check_bound().map(|()| i)) {
             Ok(i) => i,
-            Err(why) => return Some(Reply::refuse(why, None)),
+            Err(why) => return Some(Reply::bad(why)),
         };
         let Issued { door, actor, command, .. } = issued;
         let verb = command.verb();
         let task = match (verb.needs_task(), req.task.as_deref()) {
-            (true, None) => return Some(Reply::refuse(format!("{verb} needs a task"), None)),
+            (true, None) => return Some(Reply::bad(format!("{verb} needs a task"))),
             (true, Some(t)) => match self.waves.slot(t) {
                 Some(_) => Some(t.to_string()),
                 None => return Some(Reply::no_task(t)),

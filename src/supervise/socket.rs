@@ -239,8 +239,32 @@ pub fn recover(
     out
 }
 
-/// Longest a connection may take to send its request line.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a caller may take to send its whole request line, counted from
+/// the accept (not per read: a caller that drips a byte now and then is cut
+/// off all the same), and again to take its reply once it is written.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Callers served at once (each a thread and its connection); one more is
+/// refused by the accepting thread at once ([`BUSY`]).
+pub const MAX_CALLERS: usize = 64;
+/// What a caller beyond [`Limits::callers`] is told.
+pub const BUSY: &str = "the supervisor is serving as many calls as it takes at once; try again later";
+
+/// What the socket gives its callers, whatever they do: so its threads and
+/// descriptors stay bounded. [`serve`] keeps the defaults ([`serve_with`] takes others).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Callers served at once ([`MAX_CALLERS`]).
+    pub callers: usize,
+    /// The whole request line's time from the accept, and the reply's
+    /// from its write ([`READ_TIMEOUT`]).
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { callers: MAX_CALLERS, deadline: READ_TIMEOUT }
+    }
+}
 
 /// A request read off the socket, for the supervisor's loop, and where its reply goes.
 pub struct Msg {
@@ -360,15 +384,35 @@ pub fn bind(sock: &Path, _owned: &Ownership) -> Result<UnixListener, String> {
 /// Accepts connections forever; each request goes to the loop through `to`
 /// (a keyed one only the first time: the socket's keys are this supervisor's).
 pub fn serve<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to: fn(Msg) -> T) {
+    serve_with(listener, tx, to, Limits::default())
+}
+
+/// [`serve`] under `limits`: at most `limits.callers` callers served at
+/// once (a thread and one descriptor each), each given `limits.deadline`
+/// from its accept to send its request line; a caller beyond them is
+/// refused at once by the accepting thread ([`refuse_busy`]), unread.
+pub fn serve_with<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to: fn(Msg) -> T, limits: Limits) {
     let keys: Arc<Keys<Reply>> = Arc::default();
+    let serving = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
+        let until = Instant::now() + limits.deadline;
+        if serving.load(Ordering::SeqCst) >= limits.callers {
+            refuse_busy(conn);
+            continue;
+        }
+        // Counted until the caller's thread ends (or its closure is dropped unrun).
+        let slot = Slot::take(&serving);
         // Kept to answer with when no thread can be had (a spawn that
         // panicked here would end the socket for every later caller).
         let spare = conn.try_clone().ok();
         let tx = tx.clone();
         let keys = keys.clone();
-        let spawned = std::thread::Builder::new().spawn(move || answer(conn, &keys, move |m| tx.send(to(m)).is_ok()));
+        let spawned = std::thread::Builder::new().spawn(move || {
+            answer(&conn, until, limits.deadline, &keys, move |m| tx.send(to(m)).is_ok());
+            // The place is free before the caller sees its connection close.
+            drop(slot);
+        });
         if let Err(e) = spawned {
             crate::util::cli::report(
                 super::waves::ACTOR,
@@ -378,6 +422,79 @@ pub fn serve<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to:
                 refuse_unthreaded(s);
             }
         }
+    }
+}
+
+/// One caller being served, counted in `serving` while it lives.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(serving: &Arc<AtomicUsize>) -> Slot {
+        serving.fetch_add(1, Ordering::SeqCst);
+        Slot(serving.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A caller beyond [`Limits::callers`]: told [`BUSY`] at once by the
+/// accepting thread, which neither waits for nor reads its request (what it
+/// already sent is dropped unread, so its close is not a reset that could
+/// destroy the reply in flight), and closed.
+fn refuse_busy(mut conn: UnixStream) {
+    let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
+    write_reply(&mut conn, &Reply::refuse(BUSY, None));
+    let _ = conn.shutdown(std::net::Shutdown::Write);
+    if conn.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 8192];
+        let mut left = MAX_LINE + 1;
+        while left > 0 {
+            match conn.read(&mut sink) {
+                Ok(n) if n > 0 => left = left.saturating_sub(n),
+                _ => break,
+            }
+        }
+    }
+}
+
+/// A reader and writer of one connection under a deadline for all its
+/// reads (and another for all its writes): each call waits only for what
+/// is left of it, and none once it has passed.
+struct Deadline<'a> {
+    conn: &'a UnixStream,
+    read_until: Instant,
+    write_until: Instant,
+}
+
+/// The time left before `until`, or `TimedOut` once it has passed.
+fn left(until: Instant) -> std::io::Result<Duration> {
+    let d = until.saturating_duration_since(Instant::now());
+    if d.is_zero() {
+        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the caller's time is up"));
+    }
+    Ok(d)
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.conn.set_read_timeout(Some(left(self.read_until)?))?;
+        let mut c = self.conn;
+        c.read(buf)
+    }
+}
+
+impl Write for Deadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.conn.set_write_timeout(Some(left(self.write_until)?))?;
+        let mut c = self.conn;
+        c.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -393,7 +510,7 @@ fn refuse_unthreaded(conn: UnixStream) {
 }
 
 /// One reply line.
-fn write_reply(w: &mut UnixStream, reply: &Reply) {
+fn write_reply(w: &mut impl Write, reply: &Reply) {
     let mut line = serde_json::to_vec(reply).unwrap_or_default();
     line.push(b'\n');
     let _ = w.write_all(&line);
@@ -427,30 +544,31 @@ pub fn drain_replies(limit: Duration) {
 }
 
 /// One connection: its request line (at most [`MAX_LINE`] bytes, never read
-/// past), handed over with `give` (under its key's rule, [`keyed`]), and
-/// the reply written back.
-fn answer(conn: UnixStream, keys: &Keys<Reply>, give: impl Fn(Msg) -> bool) {
+/// past, all of it by `until`: a caller not done by then is closed
+/// unanswered), handed over with `give` (under its key's rule, [`keyed`]),
+/// and the reply written back within `write` of its first byte. One
+/// descriptor: the connection is read and written through one reference.
+fn answer(conn: &UnixStream, until: Instant, write: Duration, keys: &Keys<Reply>, give: impl Fn(Msg) -> bool) {
     let _replying = Replying::new();
-    let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
-    let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
-    let Ok(mut w) = conn.try_clone() else { return };
-    let mut r = BufReader::new(conn);
+    let mut io = Deadline { conn, read_until: until, write_until: until };
     let mut buf = Vec::new();
-    let reply = match read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave) {
+    let read = read_capped(&mut BufReader::new(&mut io), &mut buf, MAX_LINE, Rest::Leave);
+    let reply = match read {
         Err(_) | Ok(Capped::End) => return,
-        Ok(Capped::TooLong) => Reply::refuse(format!("request longer than {MAX_LINE} bytes"), None),
+        Ok(Capped::TooLong) => Reply::bad(format!("request longer than {MAX_LINE} bytes")),
         Ok(Capped::Line | Capped::Last) => match serde_json::from_slice::<Request>(&buf)
             .map_err(|e| e.to_string())
             .and_then(|r| crate::util::lenient::unique_keys(&buf).map(|()| r))
         {
-            Err(e) => Reply::refuse(format!("bad request: {e}"), None),
+            Err(e) => Reply::bad(format!("bad request: {e}")),
             Ok(req) => match keyed(keys, req, &give) {
                 Some(r) => r,
                 None => return,
             },
         },
     };
-    write_reply(&mut w, &reply);
+    io.write_until = Instant::now() + write;
+    write_reply(&mut io, &reply);
 }
 
 /// One request to the loop and its reply. The loop gone before it took the
@@ -552,10 +670,21 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
     s.set_write_timeout(Some(timeout)).map_err(broken)?;
     let mut line = serde_json::to_vec(req).map_err(|e| CallError::Broken(e.to_string()))?;
     line.push(b'\n');
-    s.write_all(&line).map_err(broken)?;
+    // A supervisor that refused the call unread (too many callers) replied
+    // and closed, maybe before the request was all written: its reply is
+    // still there to read. No reply then: the write's error says why.
+    let unsent = match s.write_all(&line) {
+        Ok(()) => None,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => Some(e),
+        Err(e) => return Err(broken(e)),
+    };
     let mut r = BufReader::new(s);
     let mut buf = Vec::new();
-    let read = read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave).map_err(|e| {
+    let read = read_capped(&mut r, &mut buf, MAX_LINE, Rest::Leave);
+    if let (Some(e), Err(_) | Ok(Capped::End)) = (unsent, &read) {
+        return Err(broken(e));
+    }
+    let read = read.map_err(|e| {
         if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
             // A supervisor that took the request and is stopped (SIGSTOP),
             // or stuck: it may still do it once it runs again.
@@ -672,7 +801,8 @@ mod tests {
     fn ask(request: Vec<u8>, on_request: Reply) -> Reply {
         let (conn, client) = UnixStream::pair().unwrap();
         let (tx, rx) = mpsc::channel::<Msg>();
-        std::thread::spawn(move || answer(conn, &Keys::default(), move |m| tx.send(m).is_ok()));
+        let until = Instant::now() + READ_TIMEOUT;
+        std::thread::spawn(move || answer(&conn, until, READ_TIMEOUT, &Keys::default(), move |m| tx.send(m).is_ok()));
         std::thread::spawn(move || {
             if let Ok(m) = rx.recv_timeout(Duration::from_secs(10)) {
                 let _ = m.reply.send(on_request);
@@ -699,6 +829,8 @@ mod tests {
         big.extend_from_slice(b"\"}\n");
         let r = ask(big, Reply::ok("taken", None));
         assert!(!r.ok && r.detail.contains("request longer than"), "{r:?}");
+        // Wrong in itself: said as every door says it (HTTP 400 through a server).
+        assert_eq!(r.code.as_deref(), Some(crate::control::BAD_REQUEST), "{r:?}");
         // At the cap, with CR LF, or ended by the end of input: read and answered.
         let mut at_cap = br#"{"verb":"status"}"#.to_vec();
         at_cap.resize(MAX_LINE, b' ');
@@ -707,7 +839,7 @@ mod tests {
             assert!(r.ok && r.detail == "taken", "{r:?}");
         }
         let r = ask(b"not json\n".to_vec(), Reply::ok("taken", None));
-        assert!(!r.ok && r.detail.starts_with("bad request"), "{r:?}");
+        assert!(!r.ok && r.detail.starts_with("bad request") && r.http_status() == 400, "{r:?}");
         // A key given twice reads one way and acts another: refused, as on every door.
         let twice = br#"{"verb":"answer","task":"a","answer":{"id":"rw-0123456789abcdef","decision":"deny","decision":"allow"}}"#;
         let r = ask([&twice[..], b"\n"].concat(), Reply::ok("taken", None));
@@ -759,6 +891,40 @@ mod tests {
         let bad = keyed(&keys, steer("hi", Some("a b")), &give).unwrap();
         assert!(!bad.ok && bad.code.as_deref() == Some(crate::control::BAD_REQUEST), "{bad:?}");
         assert_eq!(runs.get(), 4);
+    }
+
+    /// Under small limits: a caller beyond them is refused at once, through
+    /// the client too; an idle caller is closed at the deadline, which frees
+    /// its place for the next.
+    #[test]
+    fn callers_beyond_the_limit_are_refused_and_idle_ones_closed_at_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("runwire-limits-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("s.sock");
+        let listener = UnixListener::bind(&sock).unwrap();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let limits = Limits { callers: 1, deadline: Duration::from_millis(400) };
+        std::thread::spawn(move || serve_with(listener, tx, |m| m, limits));
+        std::thread::spawn(move || {
+            for m in rx {
+                let _ = m.reply.send(Reply::ok("served", None));
+            }
+        });
+        let status = Request { verb: "status".into(), ..Default::default() };
+        let ask = || exchange(UnixStream::connect(&sock).unwrap(), &sock, &status, Duration::from_secs(2));
+        let idle = UnixStream::connect(&sock).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        let r = ask().unwrap();
+        assert!(!r.ok && r.detail == BUSY && t.elapsed() < Duration::from_millis(300), "{r:?}");
+        // The idle caller closed at its deadline, unanswered.
+        idle.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut out = Vec::new();
+        let _ = (&idle).read_to_end(&mut out);
+        assert!(out.is_empty() && t.elapsed() < Duration::from_millis(800), "{:?}", t.elapsed());
+        let r = ask().unwrap();
+        assert!(r.ok && r.detail == "served", "{r:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A supervisor whose loop is gone says so (nothing ran); one whose loop

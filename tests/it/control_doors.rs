@@ -507,6 +507,19 @@ fn a_supervised_tasks_question_link_offers_its_choices_and_answers_once() {
     let form = |body: &str| link_form(srv.port, path, body);
     // An answer to a question not asked: refused, nothing sent.
     assert_eq!(form("decision=answer&q0=spaces&q1=x").0, 400);
+    // Given as JSON, the supervisor's session checks it: still a 400 that
+    // says what to correct, and the link still works (before: 410, used).
+    let r = support::server::request_with(
+        srv.port,
+        "POST",
+        path,
+        "application/json",
+        "",
+        &json!({"decision": "answer", "answers": {"Tabs or spaces or what?": "tabs"}}).to_string(),
+    );
+    let page = String::from_utf8_lossy(&r.body).to_string();
+    assert_eq!(r.status, 400, "{page}");
+    assert!(page.contains("no question") && page.contains("was asked"), "{page}");
     let (code, page) = form("decision=answer&q0=spaces");
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("Answered"), "{page}");
@@ -529,7 +542,16 @@ fn supervisor_doors(rows: &mut Vec<Row>) {
     let post = |body: Value| srv.post(&route, &body.to_string());
     let sock = |answer: Value| {
         let r = s.call(json!({"verb": "answer", "task": "a", "answer": answer}));
-        (if r["ok"] == true { 200 } else { 409 }, r)
+        (
+            if r["ok"] == true {
+                200
+            } else if r["code"] == "bad_request" {
+                400
+            } else {
+                409
+            },
+            r,
+        )
     };
     let (c, v) = post(json!({"request": old, "decision": "allow"}));
     rows.push(nothing_sent("control-route", "replayed", c, &v));
@@ -751,9 +773,15 @@ fn session_doors(rows: &mut Vec<Row>) {
     assert_eq!(req["id"], "0");
     let new = req["interrupt_id"].as_str().unwrap().to_string();
     rows.push(session_row("replayed", &second.send(json!({"type": "answer", "id": old, "decision": "allow"}))));
-    rows.push(session_row("stale", &second.send(json!({"type": "answer", "id": old, "decision": "deny"}))));
+    let stale = second.send(json!({"type": "answer", "id": old, "decision": "deny"}));
+    // Refused for the session's state, not as wrong in itself (409, not 400, where passed on).
+    assert!(stale.get("invalid").is_none(), "{stale}");
+    rows.push(session_row("stale", &stale));
     let edited = json!({"type": "answer", "id": new, "decision": "allow", "updated_input": {"command": "rm -rf /"}});
-    rows.push(session_row("beyond the offer", &second.send(edited)));
+    let beyond = second.send(edited);
+    // Wrong in itself: the acknowledgement says so, for a door to say 400.
+    assert_eq!(beyond["invalid"], true, "{beyond}");
+    rows.push(session_row("beyond the offer", &beyond));
     let a = second.send(json!({"type": "answer", "id": new, "decision": "deny"}));
     assert_eq!(a["ack"], "taken", "{a}");
     rows.push(session_row("duplicate", &second.send(json!({"type": "answer", "id": new, "decision": "deny"}))));
@@ -1241,4 +1269,127 @@ fn a_supervisor_call_no_thread_can_be_started_for_is_refused_and_the_socket_live
     assert!(refused["detail"].as_str().unwrap_or_default().contains("no thread"), "{refused}");
     s.until("the supervisor to say it", |s| s.stderr().contains("control socket: no thread for a caller"));
     assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true, "{}", s.stderr());
+}
+
+/// A caller that drips its request line a byte at a time, never ending it:
+/// the supervisor closes it once the socket's deadline from the accept has
+/// passed (`READ_TIMEOUT` in all, not per read), and no later. Before, each
+/// byte gave it another 5 s: it held a thread and its descriptors for as
+/// long as it dripped.
+#[test]
+fn a_supervisor_caller_dripping_its_request_is_cut_off_at_the_deadline() {
+    use runwire::supervise::socket::READ_TIMEOUT;
+    use std::io::{Read, Write};
+    let s = Sup::start("doors-socket-drip");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let sock = runwire::supervise::socket::sock_path(&s.dir.join("home"), &s.run_id());
+    let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let start = Instant::now();
+    c.set_read_timeout(Some(Duration::from_millis(150))).unwrap();
+    let drip = br#"{"verb":"status","actor":"#;
+    let mut closed = None;
+    let mut sent = 0;
+    while start.elapsed() < READ_TIMEOUT + Duration::from_secs(4) {
+        let byte = [*drip.get(sent).unwrap_or(&b' ')];
+        if c.write_all(&byte).is_err() {
+            closed = Some(start.elapsed());
+            break;
+        }
+        sent += 1;
+        let mut got = [0u8; 256];
+        match c.read(&mut got) {
+            Ok(0) => {
+                closed = Some(start.elapsed());
+                break;
+            }
+            Ok(n) => panic!("a reply to a request never ended: {}", String::from_utf8_lossy(&got[..n])),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => {
+                closed = Some(start.elapsed());
+                break;
+            }
+        }
+    }
+    let closed = closed.unwrap_or_else(|| panic!("still open after {:?} and {sent} bytes dripped", start.elapsed()));
+    assert!(sent > 10, "the caller dripped {sent} bytes");
+    assert!(
+        closed >= READ_TIMEOUT - Duration::from_millis(100) && closed < READ_TIMEOUT + Duration::from_millis(1500),
+        "closed after {closed:?} (deadline {READ_TIMEOUT:?})"
+    );
+    assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true, "{}", s.stderr());
+}
+
+/// As many idle callers as the socket serves at once (`MAX_CALLERS`, none
+/// sending a byte) hold it: the next ones are refused at once by the
+/// accepting thread, with a reply saying so, and a request works again as
+/// soon as the idle callers are gone. Before, each extra caller got a
+/// thread and two descriptors, with no bound.
+#[test]
+fn supervisor_callers_beyond_the_limit_are_refused_at_once_and_the_socket_serves_again() {
+    use runwire::supervise::socket::{BUSY, MAX_CALLERS};
+    use std::io::Read;
+    let s = Sup::start("doors-socket-limit");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let sock = runwire::supervise::socket::sock_path(&s.dir.join("home"), &s.run_id());
+    let held: Vec<_> = (0..MAX_CALLERS).map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap()).collect();
+    // Each held one taken (a thread each) before the extra ones come.
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let asked = Instant::now();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let took = asked.elapsed();
+        let out = String::from_utf8_lossy(&out).to_string();
+        let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("no refusal within 1 s: {out:?}"));
+        assert_eq!((v["ok"].as_bool(), v["detail"].as_str()), (Some(false), Some(BUSY)), "{v}");
+        assert!(took < Duration::from_millis(500), "refused after {took:?}");
+    }
+    // Through the client too (it writes its request first).
+    let home = s.dir.join("home");
+    let status = runwire::supervise::socket::Request { verb: "status".into(), ..Default::default() };
+    let r = runwire::supervise::socket::call(&home, &s.run_id(), &status, Duration::from_secs(2)).unwrap();
+    assert_eq!((r.ok, r.detail.as_str()), (false, BUSY), "{r:?}");
+    drop(held);
+    until(
+        "a request served once the idle callers are gone",
+        || runwire::supervise::socket::call(&home, &s.run_id(), &status, Duration::from_secs(2)).is_ok_and(|r| r.ok),
+        || s.why(),
+    );
+}
+
+/// An answer that does not fit its request (ACP runs a call as asked: no
+/// edited input), through the supervisor's doors, is a bad request as on
+/// the server's own sessions: the socket's reply says `bad_request` with
+/// the session's reason, the task route answers 400 with it (the hub's
+/// forward is that route); nothing reaches the agent and the request stays
+/// open for a fitting answer. Before, the session's refusal came back on its
+/// acknowledgement with no kind, and both said 409.
+#[test]
+fn an_answer_that_does_not_fit_its_request_is_a_bad_request_through_the_supervisors_doors() {
+    let mut s = Sup::start("doors-invalid-answer");
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let iid = name_of(&s.requested()[0]);
+    let edited = json!({"command": "rm -rf /"});
+    let r = s.call(json!({"verb": "answer", "task": "a", "actor": "ana",
+        "answer": {"id": iid, "decision": "allow", "updated_input": edited}}));
+    assert_eq!((r["ok"].as_bool(), r["code"].as_str()), (Some(false), Some("bad_request")), "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("ACP takes no edited input"), "{r}");
+    let srv = Server::start(&s.dir.join("home"));
+    let route = format!("/runs/{}/tasks/a/answer", s.run_id());
+    let (code, v) =
+        srv.post(&route, &json!({"request": iid, "decision": "allow", "updated_input": edited}).to_string());
+    assert_eq!(code, 400, "{v}");
+    assert!(v["detail"].as_str().unwrap_or_default().contains("ACP takes no edited input"), "{v}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(acp_answers(&s.dir).is_empty(), "{}", s.why());
+    let (code, v) = srv.post(&route, &json!({"request": iid, "decision": "allow"}).to_string());
+    assert_eq!((code, v["sent"].as_bool()), (200, Some(true)), "{v}");
+    s.until("the allow to reach the agent", |s| acp_answers(&s.dir) == [(1, "allow-once".to_string())]);
+    // Decided: another answer is refused for the request's state, 409.
+    let (code, v) = srv.post(&route, &json!({"request": iid, "decision": "deny"}).to_string());
+    assert_eq!((code, v["code"].as_str()), (409, None), "{v}");
+    std::fs::write(s.dir.join("go"), "").unwrap();
+    assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
 }

@@ -773,8 +773,9 @@ fn cursor_unanswered_permission_expires_denied() {
     expiry("cursor");
 }
 
-/// `runwire-serve`'s task routes reach a supervised cursor session: a wrong
-/// or stale answer is a `409` with the supervisor's reason, the recorded one
+/// `runwire-serve`'s task routes reach a supervised cursor session: an
+/// answer that does not fit the request is a `400`, a stale one a `409`,
+/// each with the supervisor's reason, the recorded one
 /// goes through, and a different answer to the decided request is refused.
 #[test]
 fn server_task_routes_answer_a_supervised_cursor_session() {
@@ -792,9 +793,11 @@ fn server_task_routes_answer_a_supervised_cursor_session() {
     assert_eq!(code, 400, "{v}");
     let (code, v) = post(&answer, r#"{"request":"rw-0123","decision":"allow"}"#);
     assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{v}");
-    // ACP takes no edited input: refused before anything reaches the agent.
+    // ACP takes no edited input: refused before anything reaches the agent,
+    // as an answer wrong in itself (400, as for a session the server holds).
     let (code, v) = post(&answer, &format!(r#"{{"request":"{rid}","decision":"allow","updated_input":{{"x":1}}}}"#));
-    assert_eq!(code, 409, "{v}");
+    assert_eq!((code, v["code"].as_str()), (400, Some("bad_request")), "{v}");
+    assert!(v["detail"].as_str().unwrap_or_default().contains("ACP takes no edited input"), "{v}");
     let (code, v) = post(&answer, &format!(r#"{{"request":"{rid}","decision":"allow"}}"#));
     assert_eq!((code, v["ok"].as_bool()), (200, Some(true)), "{v}");
     // Stale: the request is decided; a different answer is refused.

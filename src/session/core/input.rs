@@ -4,7 +4,7 @@
 //! format drives every agent; each agent's protocol object turns it into its
 //! own wire lines.
 
-use super::types::{Ack, Phase};
+use super::types::{Ack, Phase, Refused};
 use crate::control::Command;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -142,7 +142,8 @@ impl Input {
 /// stdin or `--input`), written into its output after the line's own
 /// lines: `{"type":"runwire.ack","line":N,"ack":…,"detail":…}` with what
 /// the line did ([`super::Ack`]: its name and its text), or
-/// `{"type":"runwire.ack","line":N,"refused":…}` with why nothing was done.
+/// `{"type":"runwire.ack","line":N,"refused":…}` with why nothing was done,
+/// and `"invalid":true` when the line is wrong in itself ([`Refusal`]).
 /// `line` is the line's number in the input (blank lines counted), so a
 /// writer that counts its lines knows which reply is whose: how a runner
 /// that writes the input (the supervisor) reports what really happened
@@ -160,15 +161,49 @@ pub struct AckLine {
     pub detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub refused: Option<String>,
+    /// A refused line that is wrong in itself ([`Refusal::invalid`]): the
+    /// same line is refused again whenever it comes (HTTP's 400, where a
+    /// door passes it on), not for the state the session is in (409).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub invalid: Option<bool>,
     /// A keyed line whose key was seen with the same line: the first line's
     /// reply again, and nothing was done this time ([`LineKeys`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub replayed: Option<bool>,
 }
 
+/// Why an input line did nothing, as its reply says it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub why: String,
+    /// The line is wrong in itself: an answer that does not fit its request
+    /// or the agent's protocol ([`Refused::Invalid`]), a line not read.
+    /// Otherwise it was refused for the session's state (a request decided,
+    /// expired or unknown, a steer while one is open, the session ended).
+    pub invalid: bool,
+}
+
+impl Refusal {
+    /// A refusal for the session's state.
+    pub fn refused(why: impl Into<String>) -> Refusal {
+        Refusal { why: why.into(), invalid: false }
+    }
+
+    /// A refusal of a line wrong in itself.
+    pub fn invalid(why: impl Into<String>) -> Refusal {
+        Refusal { why: why.into(), invalid: true }
+    }
+}
+
+impl From<&Refused> for Refusal {
+    fn from(r: &Refused) -> Refusal {
+        Refusal { why: r.to_string(), invalid: matches!(r, Refused::Invalid(_)) }
+    }
+}
+
 impl AckLine {
     /// The reply to input line `line`: what it did, or why it was refused.
-    pub fn new(line: u64, what: Result<Ack, String>) -> AckLine {
+    pub fn new(line: u64, what: Result<Ack, Refusal>) -> AckLine {
         let kind = crate::pipeline::normalize::ACK_TYPE.to_string();
         match what {
             Ok(a) => AckLine {
@@ -177,9 +212,18 @@ impl AckLine {
                 ack: Some(ack_name(a).into()),
                 detail: Some(a.to_string()),
                 refused: None,
+                invalid: None,
                 replayed: None,
             },
-            Err(why) => AckLine { kind, line, ack: None, detail: None, refused: Some(why), replayed: None },
+            Err(r) => AckLine {
+                kind,
+                line,
+                ack: None,
+                detail: None,
+                refused: Some(r.why),
+                invalid: r.invalid.then_some(true),
+                replayed: None,
+            },
         }
     }
 
@@ -187,7 +231,7 @@ impl AckLine {
     pub fn keyed(line: u64, what: Keyed) -> AckLine {
         match what {
             Keyed::Replay(first) => AckLine { replayed: Some(true), ..AckLine::new(line, first) },
-            Keyed::Refused(why) => AckLine::new(line, Err(why)),
+            Keyed::Refused(why) => AckLine::new(line, Err(Refusal::refused(why))),
         }
     }
 
@@ -209,7 +253,7 @@ impl AckLine {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Keyed {
     /// The same line under its key again: the first line's reply.
-    Replay(Result<Ack, String>),
+    Replay(Result<Ack, Refusal>),
     /// Another line under the key (or, never on a line, one still running).
     Refused(String),
 }
@@ -220,7 +264,7 @@ pub enum Keyed {
 /// read; every reply is kept, refusals included (a line is queued, never
 /// refused as "not run, try again"). A line refused as unreadable has no key.
 #[derive(Default)]
-pub struct LineKeys(crate::control::keys::Keys<Result<Ack, String>>);
+pub struct LineKeys(crate::control::keys::Keys<Result<Ack, Refusal>>);
 
 impl LineKeys {
     /// Before keyed line `input` is applied: `None` to apply it (then
@@ -236,8 +280,8 @@ impl LineKeys {
     }
 
     /// What the keyed line did.
-    pub fn after(&self, key: &str, what: &Result<Ack, String>) {
-        let size = what.as_ref().err().map_or(0, String::len) + 16;
+    pub fn after(&self, key: &str, what: &Result<Ack, Refusal>) {
+        let size = what.as_ref().err().map_or(0, |r| r.why.len()) + 16;
         self.0.done(key, what.clone(), size);
     }
 }
@@ -427,9 +471,19 @@ mod tests {
         let line = a.to_line();
         assert!(line.starts_with(br#"{"type":"runwire.ack","line":3,"ack":"stopped","detail":"#), "{line:?}");
         assert_eq!(AckLine::parse(&line), Some(a));
-        let r = AckLine::new(4, Err("no".into()));
+        let r = AckLine::new(4, Err(Refusal::refused("no")));
         assert_eq!(r.to_line(), br#"{"type":"runwire.ack","line":4,"refused":"no"}"#);
         assert_eq!(AckLine::parse(&r.to_line()), Some(r));
+        // An answer that does not fit its request says so: a door passes it on as 400.
+        let bad = Refused::Invalid("request \"0\": ACP takes no updated_input".into());
+        let r = AckLine::new(5, Err(Refusal::from(&bad)));
+        assert_eq!(
+            r.to_line(),
+            br#"{"type":"runwire.ack","line":5,"refused":"request \"0\": ACP takes no updated_input","invalid":true}"#
+        );
+        assert_eq!(AckLine::parse(&r.to_line()), Some(r));
+        let r = AckLine::new(6, Err(Refusal::from(&Refused::Expired("0".into()))));
+        assert_eq!(r.invalid, None);
         assert_eq!(AckLine::parse(br#"{"type":"runwire.idle","inputs":1}"#), None);
     }
 
@@ -473,6 +527,12 @@ mod tests {
         let (other, _) = Input::parse_keyed(br#"{"type":"steer","text":"gone","idempotency_key":"k1"}"#).unwrap();
         let Some(Keyed::Refused(why)) = keys.before("k1", &other) else { panic!("another line under the key") };
         assert!(why.contains("\"k1\""), "{why}");
+        // A line refused as wrong in itself is refused so again under its key.
+        assert_eq!(keys.before("k2", &steer), None);
+        keys.after("k2", &Err(Refusal::invalid("not one of the choices")));
+        let Some(Keyed::Replay(Err(first))) = keys.before("k2", &steer) else { panic!("replayed") };
+        assert!(first.invalid, "{first:?}");
+        assert_eq!(AckLine::keyed(8, Keyed::Replay(Err(first))).invalid, Some(true));
         let replay = AckLine::keyed(7, Keyed::Replay(Ok(super::super::Ack::Started)));
         let line = String::from_utf8(replay.to_line()).unwrap();
         assert!(

@@ -20,7 +20,7 @@ use super::super::proc::{self, Signaller};
 use super::super::record::InputRecord;
 use super::super::tap::Changes;
 use super::super::writer::{Full, Writer};
-use crate::session::core::input::{AckLine, Keyed, LineKeys, OpenRequest, StatusLine};
+use crate::session::core::input::{AckLine, Keyed, LineKeys, OpenRequest, Refusal, StatusLine};
 use crate::session::core::{Agent, Input, Phase, Refused, Session, Step};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -592,7 +592,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
             Ok((i, key, None)) => {
                 let (what, why) = match self.take(i, false)? {
                     Ok(t) => (Ok(t.ack), None),
-                    Err(why) => (Err(why.to_string()), Some(format!("refused: {why}"))),
+                    Err(why) => (Err(Refusal::from(&why)), Some(format!("refused: {why}"))),
                 };
                 if let Some(key) = key {
                     self.keys.after(&key, &what);
@@ -604,7 +604,7 @@ impl<A: Agent, O: Output> Loop<A, O> {
                     s.unreadable();
                     Step::default()
                 })?;
-                (AckLine::new(n, Err(why.clone())), Some(why))
+                (AckLine::new(n, Err(Refusal::invalid(why.clone()))), Some(why))
             }
         };
         // The line's input records are journaled before its reply (nobody
