@@ -12,7 +12,9 @@
 //! about is a stream with findings; the labelled corpus in
 //! `conformance/producer-corpus/` holds agui-check to that.
 
+mod apply;
 pub mod fetch;
+mod model;
 mod patch;
 mod rules;
 mod schema;
@@ -22,6 +24,8 @@ mod verify;
 use rules::VERIFY;
 pub use rules::{rule, Rule, RULES};
 
+use crate::util::bounded::Bounded;
+use model::{activity_content, held, json_len, Call, Held, MAX_ACTIVITY};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -30,9 +34,20 @@ use std::collections::{HashMap, HashSet};
 /// or a line.
 pub const MAX_FRAME: usize = 10 * 1024 * 1024;
 
-/// Past this many ids tracked in one run, new ones are not recorded (memory
-/// stays bounded whatever the input); a finding says so once.
-const MAX_TRACKED: usize = 1_000_000;
+/// Past this many bytes of ids tracked in one run (each id counted for
+/// every copy the checks keep, plus [`ENTRY`]), new ones are not recorded:
+/// memory stays bounded whatever the input, and a finding says so once.
+const MAX_TRACKED: usize = 32 * 1024 * 1024;
+
+/// What one tracked id costs besides its bytes (its slot in a map).
+const ENTRY: usize = 64;
+
+/// The bytes of the client's messages modelled ([`Held`]: ids, roles and
+/// activity contents), thread-wide: past it the oldest are forgotten.
+const HELD_MEMORY: usize = 16 * 1024 * 1024;
+
+/// The same for the tool calls in them ([`Call`]).
+const CALL_MEMORY: usize = 8 * 1024 * 1024;
 
 /// One finding: which rule, at which event (1-based; `None` for the stream
 /// as a whole), the event's type when it has one, and what is wrong.
@@ -131,7 +146,10 @@ struct Run {
     closed_subagents: HashSet<String>,
     tagged: HashSet<String>,
     lanes: HashMap<Owner, Lane>,
+    /// The bytes tracked so far, and whether [`MAX_TRACKED`] was passed
+    /// (then ids go unrecorded, and a missing one is not reported).
     tracked: usize,
+    over: bool,
     /// Subagents that finished suspended: id and the interrupt ids they named.
     suspended: Vec<(String, Vec<String>)>,
 }
@@ -152,12 +170,15 @@ pub struct Checker {
     /// about how many bytes went into it (past [`MAX_STATE`] it is dropped).
     state: Option<Value>,
     state_bytes: usize,
-    /// The messages the client holds (id → role), thread-wide as its
-    /// reducer keeps them, and the tool calls in them (id → name); capped
+    /// The messages the client holds (the first under each id, the one its
+    /// reducer's lookups find), thread-wide as its reducer keeps them, and
+    /// the tool calls in them; bounded by bytes, the oldest forgotten first
     /// (then absent ones are not reported).
-    held: HashMap<String, String>,
-    calls: HashMap<String, String>,
+    held: Bounded<Held>,
+    calls: Bounded<Call>,
     held_capped: bool,
+    /// The last message's place in the client's list (creation order).
+    seq: u64,
 }
 
 /// Past about this much state, deltas go unchecked (memory stays bounded).
@@ -165,6 +186,48 @@ const MAX_STATE: usize = 64 * 1024 * 1024;
 
 fn s<'a>(ev: &'a Map<String, Value>, k: &str) -> Option<&'a str> {
     ev.get(k).and_then(Value::as_str)
+}
+
+/// `text` with each `\\uXXXX` escape of a lone surrogate (one JavaScript
+/// strings hold and Rust strings cannot) written `\\ufffd`; a pair is kept.
+fn lone_surrogates(text: &str) -> std::borrow::Cow<'_, str> {
+    let b = text.as_bytes();
+    let unit = |i: usize| -> Option<u16> {
+        let hex = b.get(i..i + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    };
+    let high = |u: u16| (0xD800..0xDC00).contains(&u);
+    let low = |u: u16| (0xDC00..0xE000).contains(&u);
+    let mut out: Option<String> = None;
+    let (mut i, mut copied) = (0, 0);
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit(i) {
+            Some(u) if high(u) && unit(i + 6).is_some_and(low) => i += 12,
+            Some(u) if high(u) || low(u) => {
+                let o = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                o.push_str(&text[copied..i]);
+                o.push_str("\\ufffd");
+                i += 6;
+                copied = i;
+            }
+            // Another escape: its two bytes (an escaped backslash among them).
+            _ => i += 2,
+        }
+    }
+    match out {
+        Some(mut o) => {
+            o.push_str(&text[copied..]);
+            std::borrow::Cow::Owned(o)
+        }
+        None => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 fn owner_name(o: &Owner) -> String {
@@ -186,11 +249,12 @@ impl Checker {
             undeclared: None,
             state,
             state_bytes: 0,
-            held: HashMap::new(),
-            calls: HashMap::new(),
+            held: Bounded::new(HELD_MEMORY),
+            calls: Bounded::new(CALL_MEMORY),
             held_capped: false,
+            seq: 0,
         };
-        c.hold_messages(&messages, false);
+        c.hold_messages(&messages);
         c
     }
 
@@ -210,9 +274,15 @@ impl Checker {
         self.at(rule, None, message)
     }
 
-    /// One payload's bytes: parsed, then checked as [`Checker::event`] does.
+    /// One payload's bytes: parsed as the client parses them, then checked
+    /// as [`Checker::event`] does. The client decodes the stream with
+    /// `TextDecoder` (an invalid UTF-8 sequence becomes U+FFFD) and parses
+    /// with `JSON.parse`, which takes a lone surrogate escape (`"\ud800"`):
+    /// so do these, a lone surrogate read as U+FFFD.
     pub fn payload(&mut self, bytes: &[u8]) -> Vec<Finding> {
-        match serde_json::from_slice::<Value>(bytes) {
+        let text = String::from_utf8_lossy(bytes);
+        let text = lone_surrogates(&text);
+        match serde_json::from_str::<Value>(&text) {
             Ok(v) => self.event(&v),
             Err(e) => vec![self.unreadable("framing.not-json", format!("not JSON: {e}"))],
         }
@@ -397,7 +467,9 @@ impl Checker {
                 m.insert("subagentRunId".into(), t.clone().into());
             }
             // Lanes are per owner, and owners are the producer's to invent: counted.
-            if self.run.lanes.contains_key(&lane) || self.track(out, ty) {
+            let cost = [&lane, &l.name, &l.parent].iter().map(|o| o.as_ref().map_or(0, String::len)).sum::<usize>()
+                + l.id.len();
+            if self.run.lanes.contains_key(&lane) || self.track(out, ty, cost) {
                 self.run.lanes.insert(lane.clone(), l);
             }
             lane_id = new_id;
@@ -415,20 +487,38 @@ impl Checker {
         }
     }
 
-    fn track(&mut self, out: &mut Vec<Finding>, ty: &str) -> bool {
-        self.run.tracked += 1;
+    /// Whether `bytes` more of ids may be recorded in this run (each copy
+    /// kept counted by the caller); past [`MAX_TRACKED`], no.
+    fn track(&mut self, out: &mut Vec<Finding>, ty: &str, bytes: usize) -> bool {
+        if self.run.over {
+            return false;
+        }
+        self.run.tracked += bytes + ENTRY;
         if self.run.tracked <= MAX_TRACKED {
             return true;
         }
+        self.run.over = true;
+        let m = format!(
+            "over {} MiB of ids tracked in one run: later ids go unrecorded, and events naming them unchecked",
+            MAX_TRACKED >> 20
+        );
+        self.limit(out, ty, m);
+        false
+    }
+
+    /// A `limit.tracking` finding, the first time only.
+    fn limit(&mut self, out: &mut Vec<Finding>, ty: &str, message: String) {
         if !self.limit_reported {
             self.limit_reported = true;
-            out.push(self.at(
-                "limit.tracking",
-                Some(ty),
-                format!("over {MAX_TRACKED} ids in one run: later ids go unchecked"),
-            ));
+            out.push(self.at("limit.tracking", Some(ty), message));
         }
-        false
+    }
+
+    /// The bytes the checker's memory of the stream is accounted at (ids
+    /// tracked in the run, the client's messages and tool calls modelled,
+    /// the state): bounded whatever the input.
+    pub fn accounted_bytes(&self) -> usize {
+        self.run.tracked + self.held.bytes() + self.calls.bytes() + self.state.as_ref().map_or(0, |_| self.state_bytes)
     }
 
     fn tag_error(&self, ty: &str, tag: &Owner, owner: Option<&Owner>, what: &str, id: &str) -> Option<Finding> {
@@ -446,26 +536,41 @@ impl Checker {
         })
     }
 
+    fn bucket(&mut self, role: Option<&str>) -> &mut HashMap<String, Owner> {
+        match role {
+            Some("reasoning") => &mut self.run.own_reasoning,
+            Some("activity") => &mut self.run.own_activity,
+            _ => &mut self.run.own_message,
+        }
+    }
+
     fn seed_owners(&mut self, messages: Option<&Value>, authoritative: bool, out: &mut Vec<Finding>, ty: &str) {
         let Some(msgs) = messages.and_then(Value::as_array) else { return };
         for m in msgs {
             let Some(id) = m.get("id").and_then(Value::as_str) else { continue };
             let owner: Owner = m.get("subagentRunId").and_then(Value::as_str).map(str::to_string);
-            if !self.track(out, ty) {
+            let owner_len = owner.as_ref().map_or(0, String::len);
+            let role = m.get("role").and_then(Value::as_str);
+            // A new id is counted; one already recorded is only overwritten.
+            if self.bucket(role).contains_key(id) {
+                if authoritative {
+                    self.bucket(role).insert(id.to_string(), owner.clone());
+                }
+            } else if self.track(out, ty, id.len() + owner_len) {
+                self.bucket(role).insert(id.to_string(), owner.clone());
+            } else {
                 return;
-            }
-            let bucket = match m.get("role").and_then(Value::as_str) {
-                Some("reasoning") => &mut self.run.own_reasoning,
-                Some("activity") => &mut self.run.own_activity,
-                _ => &mut self.run.own_message,
-            };
-            if authoritative || !bucket.contains_key(id) {
-                bucket.insert(id.to_string(), owner.clone());
             }
             for tc in m.get("toolCalls").and_then(Value::as_array).into_iter().flatten() {
                 if let Some(tid) = tc.get("id").and_then(Value::as_str) {
-                    if authoritative || !self.run.own_tool.contains_key(tid) {
+                    if self.run.own_tool.contains_key(tid) {
+                        if authoritative {
+                            self.run.own_tool.insert(tid.to_string(), owner.clone());
+                        }
+                    } else if self.track(out, ty, tid.len() + owner_len) {
                         self.run.own_tool.insert(tid.to_string(), owner.clone());
+                    } else {
+                        return;
                     }
                 }
             }
@@ -479,162 +584,17 @@ impl Checker {
         let before = out.len();
         self.verify(ty, ev, out);
         if out.len() == before {
+            let forgotten = self.held.forgotten() + self.calls.forgotten();
             self.apply(ty, ev, out);
-        }
-    }
-
-    /// Notes a message the client now holds, unless the cap is reached.
-    fn hold(&mut self, id: &str, role: &str) {
-        if self.held.len() < MAX_TRACKED || self.held.contains_key(id) {
-            self.held.insert(id.to_string(), role.to_string());
-        } else {
-            self.held_capped = true;
-        }
-    }
-
-    fn hold_messages(&mut self, msgs: &[Value], replace: bool) {
-        for m in msgs {
-            let (Some(id), Some(role)) = (m.get("id").and_then(Value::as_str), m.get("role").and_then(Value::as_str))
-            else {
-                continue;
-            };
-            if replace || !self.held.contains_key(id) {
-                self.hold(id, role);
+            if self.held.forgotten() + self.calls.forgotten() > forgotten {
+                self.held_capped = true;
+                let m = format!(
+                    "over {} MiB of the client's messages (or {} MiB of its tool calls) modelled: the oldest are forgotten, and events naming them unchecked",
+                    HELD_MEMORY >> 20,
+                    CALL_MEMORY >> 20
+                );
+                self.limit(out, ty, m);
             }
-            for tc in m.get("toolCalls").and_then(Value::as_array).into_iter().flatten() {
-                if let (Some(tid), Some(name)) =
-                    (tc.get("id").and_then(Value::as_str), tc.pointer("/function/name").and_then(Value::as_str))
-                {
-                    if self.calls.len() < MAX_TRACKED {
-                        self.calls.insert(tid.to_string(), name.to_string());
-                    }
-                }
-            }
-        }
-    }
-
-    /// What the client's reducer does with an event the sequence checks
-    /// passed, as far as it can go wrong: a continuation for a message or
-    /// tool call it no longer holds, or an id held by a message of another
-    /// kind. It warns, and drops or redirects the event.
-    fn apply(&mut self, ty: &str, ev: &Map<String, Value>, out: &mut Vec<Finding>) {
-        let id = |k: &str| s(ev, k).unwrap_or_default().to_string();
-        let role_of = |c: &Checker, id: &str| c.held.get(id).cloned();
-        let mut find = |c: &Checker, rule: &'static str, m: String| out.push(c.at(rule, Some(ty), m));
-        match ty {
-            "RUN_STARTED" => {
-                if let Some(msgs) = ev.get("input").and_then(|i| i.get("messages")).and_then(Value::as_array) {
-                    self.hold_messages(msgs, false);
-                }
-            }
-            "MESSAGES_SNAPSHOT" => {
-                let msgs = ev.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
-                let has = |r: &str| msgs.iter().any(|m| m.get("role").and_then(Value::as_str) == Some(r));
-                let (activity, reasoning) = (has("activity"), has("reasoning"));
-                // Kept: client-only messages of a kind the snapshot does not carry.
-                self.held.retain(|_, role| (role == "activity" && !activity) || (role == "reasoning" && !reasoning));
-                self.calls.clear();
-                self.held_capped = false;
-                self.hold_messages(&msgs, true);
-            }
-            "TEXT_MESSAGE_START" | "REASONING_MESSAGE_START" => {
-                let mid = id("messageId");
-                match role_of(self, &mid).as_deref() {
-                    Some("activity") => find(
-                        self,
-                        "message.role",
-                        format!("{ty} for '{mid}', an activity message's id: the client drops the event"),
-                    ),
-                    Some(_) => {}
-                    None => {
-                        let role = if ty == "REASONING_MESSAGE_START" {
-                            "reasoning"
-                        } else {
-                            s(ev, "role").unwrap_or("assistant")
-                        };
-                        self.hold(&mid, role);
-                    }
-                }
-            }
-            "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" | "REASONING_MESSAGE_CONTENT" | "REASONING_MESSAGE_END" => {
-                let mid = id("messageId");
-                match role_of(self, &mid).as_deref() {
-                    Some("activity") => find(
-                        self,
-                        "message.role",
-                        format!("{ty} for '{mid}', an activity message's id: the client drops the event"),
-                    ),
-                    Some(_) => {}
-                    None if !self.held_capped => find(
-                        self,
-                        "message.held",
-                        format!("{ty} for '{mid}', a message the client no longer holds (a MESSAGES_SNAPSHOT without it dropped it)"),
-                    ),
-                    None => {}
-                }
-            }
-            "TOOL_CALL_START" => {
-                let (tid, name) = (id("toolCallId"), id("toolCallName"));
-                if let Some(was) = self.calls.get(&tid) {
-                    if *was != name {
-                        let m = format!(
-                            "TOOL_CALL_START for '{tid}', a call the client holds as {was:?}: it renames it {name:?}"
-                        );
-                        find(self, "message.role", m);
-                    }
-                    return;
-                }
-                let mut holder = s(ev, "parentMessageId").unwrap_or(&tid).to_string();
-                if let Some(parent) = s(ev, "parentMessageId") {
-                    match role_of(self, parent).as_deref() {
-                        Some("assistant") | None => {}
-                        Some(role) => {
-                            find(
-                                self,
-                                "message.role",
-                                format!("TOOL_CALL_START '{tid}' names parentMessageId '{parent}', a {role} message, not the assistant's: the client files the call elsewhere"),
-                            );
-                            holder = tid.clone();
-                        }
-                    }
-                }
-                if role_of(self, &holder).is_none() {
-                    self.hold(&holder, "assistant");
-                }
-                if self.calls.len() < MAX_TRACKED {
-                    self.calls.insert(tid, name);
-                } else {
-                    self.held_capped = true;
-                }
-            }
-            "TOOL_CALL_ARGS" | "TOOL_CALL_END" => {
-                let tid = id("toolCallId");
-                if !self.calls.contains_key(&tid) && !self.held_capped {
-                    find(
-                        self,
-                        "message.held",
-                        format!("{ty} for '{tid}', a tool call the client no longer holds (a MESSAGES_SNAPSHOT without its message dropped it)"),
-                    );
-                }
-            }
-            "TOOL_CALL_RESULT" => self.hold(&id("messageId"), "tool"),
-            "ACTIVITY_SNAPSHOT" => {
-                let mid = id("messageId");
-                if role_of(self, &mid).is_none() {
-                    self.hold(&mid, "activity");
-                }
-            }
-            "ACTIVITY_DELTA" => {
-                let mid = id("messageId");
-                if let Some(role) = role_of(self, &mid).filter(|r| r != "activity") {
-                    find(
-                        self,
-                        "message.role",
-                        format!("ACTIVITY_DELTA for '{mid}', a {role} message: the client drops it"),
-                    );
-                }
-            }
-            _ => {}
         }
     }
 
@@ -736,6 +696,69 @@ mod tests {
         let mut cut: Vec<Finding> = input.chunks(1).flat_map(|c| s.feed(c)).collect();
         cut.extend(s.finish());
         assert_eq!(whole, cut);
+    }
+
+    /// One leading byte order mark is dropped, however the reads fall and
+    /// whichever the framing; a second one, or one later, is not.
+    #[test]
+    fn a_leading_bom_is_dropped_however_the_reads_fall() {
+        let sse = "\u{feff}data: {\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}\n\n\
+                   data: {\"type\":\"RUN_FINISHED\",\"threadId\":\"t\",\"runId\":\"r\"}\n\n";
+        let jsonl =
+            "\u{feff}{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}\n\
+                     {\"type\":\"RUN_ERROR\",\"message\":\"x\"}\n";
+        for input in [sse, jsonl] {
+            assert_eq!(rules(input), Vec::<&str>::new(), "{input:?}");
+            let mut s = Stream::new(None, Options::default());
+            let mut cut: Vec<Finding> = input.as_bytes().chunks(1).flat_map(|c| s.feed(c)).collect();
+            cut.extend(s.finish());
+            assert_eq!(cut, vec![], "{input:?} a byte at a time");
+        }
+        // A second one is the first line's: its data: field is not one.
+        assert_eq!(rules(&format!("\u{feff}{sse}")), ["run.first"]);
+        // A BOM alone, or its first bytes alone, is a stream with no event.
+        assert_eq!(rules("\u{feff}"), ["run.unterminated"]);
+        assert_eq!(check_bytes(b"\xEF\xBB", None, Options::default()).len(), 1);
+    }
+
+    /// What `JSON.parse` takes after `TextDecoder`: lone surrogate escapes
+    /// and bytes that are not UTF-8 (each read as U+FFFD); pairs stay pairs.
+    #[test]
+    fn lone_surrogates_and_bad_utf8_read_as_the_client_reads_them() {
+        assert_eq!(
+            lone_surrogates(r#"{"a":"\ud800 \ud83d\ude00 \\ud800 \udc00\ud800"}"#),
+            r#"{"a":"\ufffd \ud83d\ude00 \\ud800 \ufffd\ufffd"}"#
+        );
+        assert_eq!(lone_surrogates(r#""\ud800\"#), r#""\ufffd\"#);
+        let mut c = Checker::new(Options::default());
+        let start = [
+            &br#"{"type":"RUN_STARTED","threadId":"t\ud800","runId":"r"#[..],
+            b"\xff\xe2\x82",
+            br#"","protocolVersion":"1.0"}"#,
+        ]
+        .concat();
+        assert_eq!(c.payload(&start), vec![]);
+        assert_eq!(c.last_run, Some(("t\u{fffd}".to_string(), "r\u{fffd}\u{fffd}".to_string())));
+    }
+
+    /// The checker's memory is accounted in bytes and stays under its
+    /// bounds, however long the ids; reaching one is said once.
+    #[test]
+    fn memory_is_bounded_by_bytes() {
+        let mut c = Checker::new(Options::default());
+        let mut found =
+            c.event(&serde_json::json!({"type":"RUN_STARTED","threadId":"t","runId":"r","protocolVersion":"1.0"}));
+        let pad = "x".repeat(16 * 1024);
+        for i in 0..3_000 {
+            let id = format!("m{i}-{pad}");
+            found.extend(c.event(&serde_json::json!({"type":"TEXT_MESSAGE_START","messageId":id})));
+            found.extend(c.event(&serde_json::json!({"type":"TOOL_CALL_START","toolCallId":format!("c{i}-{pad}"),"toolCallName":"f","parentMessageId":id})));
+        }
+        let bound = MAX_TRACKED + HELD_MEMORY + CALL_MEMORY + 4 * (16 * 1024 + 256);
+        assert!(c.accounted_bytes() <= bound, "{} > {bound}", c.accounted_bytes());
+        let limits: Vec<&Finding> = found.iter().filter(|f| f.rule == "limit.tracking").collect();
+        assert_eq!(limits.len(), 1, "{found:?}");
+        assert!(limits[0].message.contains("MiB"), "{}", limits[0].message);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! RFC 6902 JSON Patch, applied as the official client applies a
 //! `STATE_DELTA` (`fast-json-patch`'s `applyPatch` with validation, on a
 //! copy: all operations or none). Only whether it applies matters here.
+//! `test` compares as fast-json-patch's `_areEquals` does: numbers by value
+//! (`1` equals `1.0`, both being one JavaScript number), objects whatever
+//! their keys' order.
 
 use serde_json::Value;
 
@@ -21,6 +24,18 @@ fn index(token: &str, len: usize, appending: bool) -> Result<usize, String> {
         return Err(format!("index {i} is out of bounds (length {len})"));
     }
     Ok(i)
+}
+
+/// Deep equality as JavaScript sees JSON values: a number is an f64.
+fn equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| equal(p, q)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| equal(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 fn get<'a>(doc: &'a Value, pointer: &str) -> Option<&'a Value> {
@@ -116,7 +131,7 @@ pub fn apply(doc: &Value, patch: &[Value]) -> Result<Value, String> {
                 None => Err(format!("from {from:?} does not resolve")),
             },
             "test" => match get(&d, path) {
-                Some(v) if *v == value() => Ok(()),
+                Some(v) if equal(v, &value()) => Ok(()),
                 Some(_) => Err(format!("test at {path:?} failed: the value differs")),
                 None => Err(format!("test at {path:?}: the path does not resolve")),
             },
@@ -157,5 +172,20 @@ mod tests {
         ] {
             assert!(apply(&doc, std::slice::from_ref(&bad)).is_err(), "{bad}");
         }
+    }
+
+    /// JavaScript has one number type: `1` and `1.0` are the same value to
+    /// fast-json-patch's `test`, inside arrays and objects too.
+    #[test]
+    fn test_compares_numbers_by_value() {
+        let doc: Value = serde_json::from_str(r#"{"n": 1, "list": [2, {"x": 3}]}"#).unwrap();
+        for ok in
+            [r#"{"op":"test","path":"/n","value":1.0}"#, r#"{"op":"test","path":"/list","value":[2.0,{"x":3e0}]}"#]
+        {
+            let op: Value = serde_json::from_str(ok).unwrap();
+            assert!(apply(&doc, std::slice::from_ref(&op)).is_ok(), "{ok}");
+        }
+        let op: Value = serde_json::from_str(r#"{"op":"test","path":"/n","value":1.5}"#).unwrap();
+        assert!(apply(&doc, &[op]).is_err());
     }
 }

@@ -94,8 +94,8 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "run.protocol-version",
-        spec: "AG-UI 1.0 spec, Versioning and Compatibility, Version negotiation (an implementation of this version MUST send its declaration, RUN_STARTED.protocolVersion; each replayed run declares its own, so only the last run's is required)",
-        what: "the stream's last RUN_STARTED declares no protocolVersion",
+        spec: "AG-UI 1.0 spec, Versioning and Compatibility, Version negotiation (an implementation of this version MUST send its declaration, RUN_STARTED.protocolVersion; each replayed run declares its own, so only the last run's is required; a value outside the MAJOR.MINOR grammar is handled like a newer one); @ag-ui/client 1.0.0 src/agent/agent.ts (compareDeclaredProtocol: a warning for a declaration not /^\\d+\\.\\d+$/ or newer than 1.0)",
+        what: "the stream's last RUN_STARTED declares no protocolVersion, or a RUN_STARTED declares one that is not MAJOR.MINOR (\"1.0.0\", \"\") or is newer than 1.0 (\"2.0\")",
     },
     Rule {
         id: "run.ids",
@@ -144,18 +144,23 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "message.held",
-        spec: "AG-UI 1.0 spec, State, MESSAGES_SNAPSHOT (a held message absent from the snapshot is dropped); @ag-ui/client 1.0.0 src/apply/default.ts (\"No message found\", \"No tool call found\" warnings)",
-        what: "a text or reasoning CONTENT/END, or a TOOL_CALL_ARGS/END, for a message or call a MESSAGES_SNAPSHOT has since dropped from the client",
+        spec: "AG-UI 1.0 spec, State, MESSAGES_SNAPSHOT (a held message absent from the snapshot is dropped); @ag-ui/client 1.0.0 src/apply/default.ts (\"No message found\", \"No tool call found\" warnings; an ACTIVITY_SNAPSHOT replaces the message under its id, whatever its kind)",
+        what: "a text or reasoning CONTENT/END, or a TOOL_CALL_ARGS/END, for a message or call a MESSAGES_SNAPSHOT (or an ACTIVITY_SNAPSHOT replacing the call's message) has since dropped from the client",
     },
     Rule {
         id: "message.role",
         spec: "@ag-ui/client 1.0.0 src/apply/default.ts (its warnings: message ids are unique across activity, text and reasoning messages; a tool call's parentMessageId names an assistant message; a restarted call keeps its name)",
-        what: "a text or reasoning event on an activity message's id, ACTIVITY_DELTA on another kind of message, a TOOL_CALL_START under a non-assistant parent message, or one renaming a call the client holds",
+        what: "a text or reasoning event on an activity message's id (an ACTIVITY_SNAPSHOT over a message makes it one), ACTIVITY_DELTA on another kind of message, a TOOL_CALL_START under a non-assistant parent message (the first message under an id is the one the client finds: a tool message sharing an assistant message's id goes after it), or one renaming a call the client holds",
     },
     Rule {
         id: "state.delta-applies",
         spec: "AG-UI 1.0 spec, State, STATE_DELTA (the baseline is the input's state, then what the run's snapshots and deltas made of it) and Snapshots pattern (a patch that does not apply is warned about and skipped); @ag-ui/client 1.0.0 src/apply/default.ts (\"Failed to apply state patch\")",
         what: "a STATE_DELTA that does not apply to the state it amends, when that state is known (a STATE_SNAPSHOT, RUN_STARTED.input.state, or the state --url posted)",
+    },
+    Rule {
+        id: "activity.delta-applies",
+        spec: "@ag-ui/client 1.0.0 src/apply/default.ts (ACTIVITY_DELTA applies its patch to the activity message's content, as snapshots and earlier deltas made it, with fast-json-patch; \"Failed to apply activity patch\": warned about and skipped)",
+        what: "an ACTIVITY_DELTA whose patch does not apply to the activity's content as the snapshots and earlier deltas made it",
     },
     Rule {
         id: "interrupt.id-unique",
@@ -175,7 +180,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "limit.tracking",
         spec: "agui-check's own bound (memory stays bounded whatever the input)",
-        what: "over 1,000,000 ids tracked in one run, or over 64 MiB of state: later ones go unchecked",
+        what: "over 32 MiB of ids tracked in one run, over 24 MiB of the client's messages and tool calls modelled (the oldest forgotten), over 8 MiB of one activity's content, or over 64 MiB of state: what goes unrecorded goes unchecked",
     },
 ];
 

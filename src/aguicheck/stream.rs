@@ -27,7 +27,14 @@ pub struct Stream {
     prev_cr: bool,
     /// Leading whitespace read before the framing was known.
     pending: Vec<u8>,
+    /// The first bytes, until they show whether the input begins with a
+    /// UTF-8 byte order mark (then dropped, as `TextDecoder` drops it and
+    /// the SSE spec strips one); `None` once that is known.
+    head: Option<Vec<u8>>,
 }
+
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 impl Stream {
     pub fn new(format: Option<Format>, opts: Options) -> Stream {
@@ -42,6 +49,7 @@ impl Stream {
             cr_reported: false,
             prev_cr: false,
             pending: Vec::new(),
+            head: Some(Vec::new()),
         }
     }
 
@@ -53,6 +61,20 @@ impl Stream {
     /// More bytes of the input; the findings they complete.
     pub fn feed(&mut self, mut bytes: &[u8]) -> Vec<Finding> {
         let mut out = Vec::new();
+        if let Some(head) = &mut self.head {
+            // At most the input's first three bytes are held here.
+            let take = bytes.len().min(BOM.len() - head.len());
+            head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if head.len() < BOM.len() && BOM.starts_with(head) {
+                return out;
+            }
+            let head = self.head.take().unwrap_or_default();
+            let first = if head == BOM { &[][..] } else { &head[..] };
+            out.extend(self.feed(first));
+            out.extend(self.feed(bytes));
+            return out;
+        }
         if self.format.is_none() {
             // Whitespace only so far could be SSE blank lines or empty JSON
             // lines: kept until a byte decides, or [`MAX_FRAME`] of it
@@ -178,6 +200,9 @@ impl Stream {
     /// The end of the input.
     pub fn finish(&mut self) -> Vec<Finding> {
         let mut out = Vec::new();
+        if let Some(head) = self.head.take() {
+            out.extend(self.feed(&head));
+        }
         if self.format.is_none() && !self.pending.is_empty() {
             // Whitespace only: read as SSE, whose line ends it checks.
             self.format = Some(Format::Sse);

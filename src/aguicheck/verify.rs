@@ -38,7 +38,8 @@ impl Checker {
         let tag: Owner = s(ev, "subagentRunId").map(str::to_string);
         if let Some(t) = &tag {
             if !matches!(ty, "SUBAGENT_STARTED" | "SUBAGENT_FINISHED" | "SUBAGENT_ERROR")
-                && self.run.tagged.len() < MAX_TRACKED
+                && !self.run.tagged.contains(t)
+                && self.track(out, ty, t.len())
             {
                 self.run.tagged.insert(t.clone());
             }
@@ -181,7 +182,7 @@ impl Checker {
                 if let Some(f) = self.tag_error(ty, &tag, existing.as_ref(), "message", &mid) {
                     return out.push(f);
                 }
-                if self.track(out, ty) {
+                if self.track(out, ty, 2 * mid.len() + tag.as_ref().map_or(0, String::len)) {
                     self.run.text.insert(mid.clone());
                     if existing.is_none() {
                         self.run.own_message.insert(mid, tag);
@@ -190,7 +191,7 @@ impl Checker {
             }
             "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" => {
                 let mid = id("messageId");
-                if !self.run.text.contains(&mid) && self.run.tracked <= MAX_TRACKED {
+                if !self.run.text.contains(&mid) && !self.run.over {
                     return out.push(at(
                         self,
                         "text.pairing",
@@ -240,7 +241,7 @@ impl Checker {
                         return out.push(at(self, "subagent.owner", m));
                     }
                 }
-                if self.track(out, ty) {
+                if self.track(out, ty, 2 * tid.len() + tag.as_ref().map_or(0, String::len)) {
                     self.run.tools.insert(tid.clone());
                     if existing.is_none() {
                         let o = if tag.is_some() { tag } else { inherited.unwrap_or(None) };
@@ -250,7 +251,7 @@ impl Checker {
             }
             "TOOL_CALL_ARGS" | "TOOL_CALL_END" => {
                 let tid = id("toolCallId");
-                if !self.run.tools.contains(&tid) && self.run.tracked <= MAX_TRACKED {
+                if !self.run.tools.contains(&tid) && !self.run.over {
                     return out.push(at(
                         self,
                         "tool.pairing",
@@ -266,10 +267,12 @@ impl Checker {
             }
             "TOOL_CALL_RESULT" => {
                 // It mints a tool message: its id is on record, the newest minter owning it.
-                if !self.track(out, ty) {
-                    return;
+                let mid = id("messageId");
+                if self.run.own_message.contains_key(&mid)
+                    || self.track(out, ty, mid.len() + tag.as_ref().map_or(0, String::len))
+                {
+                    self.run.own_message.insert(mid, tag);
                 }
-                self.run.own_message.insert(id("messageId"), tag);
             }
             "STEP_STARTED" => {
                 let name = id("stepName");
@@ -280,7 +283,7 @@ impl Checker {
                         format!("step {name:?} is already open for {}", owner_name(&tag)),
                     ));
                 }
-                if self.track(out, ty) {
+                if self.track(out, ty, name.len() + tag.as_ref().map_or(0, String::len)) {
                     self.run.steps.entry(tag).or_default().insert(name);
                 }
             }
@@ -303,7 +306,8 @@ impl Checker {
             "ACTIVITY_SNAPSHOT" => {
                 let mid = id("messageId");
                 let new = !self.run.own_activity.contains_key(&mid);
-                if (new || ev.get("replace") != Some(&Value::Bool(false))) && self.track(out, ty) {
+                let cost = mid.len() + tag.as_ref().map_or(0, String::len);
+                if (!new && ev.get("replace") != Some(&Value::Bool(false))) || (new && self.track(out, ty, cost)) {
                     self.run.own_activity.insert(mid, tag);
                 }
             }
@@ -325,7 +329,7 @@ impl Checker {
                 if let Some(f) = self.tag_error(ty, &tag, existing.as_ref(), "reasoning message", &mid) {
                     return out.push(f);
                 }
-                if self.track(out, ty) {
+                if self.track(out, ty, 2 * mid.len() + tag.as_ref().map_or(0, String::len)) {
                     if span { &mut self.run.spans } else { &mut self.run.reasoning }.insert(mid.clone());
                     if existing.is_none() {
                         self.run.own_reasoning.insert(mid, tag);
@@ -336,7 +340,7 @@ impl Checker {
                 let mid = id("messageId");
                 let span = ty == "REASONING_END";
                 let open = if span { &self.run.spans } else { &self.run.reasoning };
-                if !open.contains(&mid) && self.run.tracked <= MAX_TRACKED {
+                if !open.contains(&mid) && !self.run.over {
                     let what = if span { "reasoning span" } else { "reasoning message" };
                     return out.push(at(
                         self,
@@ -397,7 +401,7 @@ impl Checker {
                         format!("SUBAGENT_STARTED for '{sid}' after events already attributed to it"),
                     ));
                 }
-                if self.track(out, ty) {
+                if self.track(out, ty, sid.len()) {
                     self.run.subagents.insert(sid);
                 }
             }
@@ -411,15 +415,16 @@ impl Checker {
                     ));
                 }
                 let outcome = ev.get("outcome");
-                if outcome.and_then(|o| o.get("type")).and_then(Value::as_str) == Some("suspended")
-                    && self.run.suspended.len() < MAX_TRACKED
-                {
-                    let ids = outcome
+                if outcome.and_then(|o| o.get("type")).and_then(Value::as_str) == Some("suspended") {
+                    let ids: Vec<String> = outcome
                         .and_then(|o| o.get("interruptIds"))
                         .and_then(Value::as_array)
                         .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
                         .unwrap_or_default();
-                    self.run.suspended.push((sid.clone(), ids));
+                    let cost = sid.len() + ids.iter().map(|i| i.len() + ENTRY).sum::<usize>();
+                    if self.track(out, ty, cost) {
+                        self.run.suspended.push((sid.clone(), ids));
+                    }
                 }
                 self.run.closed_subagents.insert(sid);
             }

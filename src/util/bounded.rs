@@ -14,6 +14,7 @@ pub struct Bounded<V> {
     order: VecDeque<String>,
     bytes: usize,
     budget: usize,
+    forgotten: u64,
 }
 
 /// The bytes a value holds beyond its own size (a string's heap).
@@ -45,7 +46,7 @@ const ENTRY: usize = 64;
 
 impl<V: Size> Bounded<V> {
     pub fn new(budget: usize) -> Bounded<V> {
-        Bounded { map: HashMap::new(), order: VecDeque::new(), bytes: 0, budget }
+        Bounded { map: HashMap::new(), order: VecDeque::new(), bytes: 0, budget, forgotten: 0 }
     }
 
     pub fn get(&self, k: &str) -> Option<&V> {
@@ -83,8 +84,23 @@ impl<V: Size> Bounded<V> {
             let Some(k) = self.order.pop_front() else { break };
             if let Some(v) = self.map.remove(&k) {
                 self.bytes -= k.len() * 2 + v.size() + ENTRY;
+                self.forgotten += 1;
             }
         }
+    }
+
+    /// Keeps the entries `keep` says yes to (in their order), as a filter
+    /// would: not counted as forgotten.
+    pub fn retain(&mut self, mut keep: impl FnMut(&String, &V) -> bool) {
+        self.map.retain(|k, v| keep(k, v));
+        let map = &self.map;
+        self.order.retain(|k| map.contains_key(k));
+        self.bytes = self.map.iter().map(|(k, v)| k.len() * 2 + v.size() + ENTRY).sum();
+    }
+
+    /// How many entries the budget has made it forget so far.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
@@ -123,5 +139,9 @@ mod tests {
         // One entry over the whole budget stays alone.
         b.insert("big".into(), "x".repeat(10_000));
         assert_eq!((b.len(), b.get("big").map(String::len)), (1, Some(10_000)));
+        assert_eq!(b.forgotten(), 4, "k1, then k2, k3 and k4");
+        b.insert("k5".into(), "val".into());
+        b.retain(|k, _| k == "k5");
+        assert_eq!((b.len(), b.bytes(), b.forgotten()), (1, 2 * 2 + 3 + ENTRY, 5));
     }
 }

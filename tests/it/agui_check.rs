@@ -262,6 +262,58 @@ fn a_closed_pipe_is_a_quiet_end_and_an_oversized_frame_is_a_finding() {
     assert_eq!(line["index"], 2);
 }
 
+/// agui-check's peak resident memory (VmHWM), read while its input is still
+/// open so the process is alive to be read.
+#[cfg(target_os = "linux")]
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("a VmHWM line");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Memory is bounded by bytes, not by a count of ids: 6,000 text messages
+/// with 16 KB ids (96 MB of ids, each kept in three places before the
+/// bound counted bytes) keep agui-check's peak memory well under what
+/// holding them takes, and the bound is reported once.
+#[test]
+#[cfg(target_os = "linux")]
+fn memory_stays_bounded_by_bytes_however_long_the_ids() {
+    let mut child = Command::new(BIN)
+        .args(["--format", "jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).unwrap();
+        out
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"type\":\"RUN_STARTED\",\"threadId\":\"t\",\"runId\":\"r\",\"protocolVersion\":\"1.0\"}\n")
+        .unwrap();
+    let pad = "x".repeat(16 * 1024);
+    for i in 0..6_000 {
+        let line = format!("{{\"type\":\"TEXT_MESSAGE_START\",\"messageId\":\"m{i}-{pad}\",\"role\":\"assistant\"}}\n");
+        stdin.write_all(line.as_bytes()).unwrap();
+    }
+    // All but the pipe's buffer is read: the peak so far is the run's.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let peak = peak_rss_kib(child.id());
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let out = reader.join().unwrap();
+    assert!(peak < 160 * 1024, "peak RSS {peak} KiB for 96 MB of ids");
+    assert_eq!(status.code(), Some(1));
+    let rules: Vec<String> =
+        out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["rule"].as_str().unwrap().to_string()).collect();
+    assert_eq!(rules, ["limit.tracking", "run.unterminated"], "{}", &out[..out.len().min(2000)]);
+    assert!(out.contains("MiB"), "the bound is named in bytes: {}", &out[..out.len().min(2000)]);
+}
+
 /// `--url` against a live `runwire-serve` (its bundled demo replay): the
 /// default input and one given with `--input`; then a producer that answers
 /// JSON, and one nobody listens on.
