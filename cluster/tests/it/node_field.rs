@@ -60,6 +60,21 @@ fn claude(line: &str) -> String {
     format!("{line}\n")
 }
 
+/// A Claude session's first lines up to an open text block, which [`delta`]s then fill.
+fn text_block_head() -> String {
+    [
+        serde_json::json!({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "m", "tools": []}),
+        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
+            "type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+            "content": [], "model": "m"}}}),
+        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
+            "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
+    ]
+    .iter()
+    .map(|h| claude(&h.to_string()))
+    .collect()
+}
+
 fn delta(text: &str) -> String {
     claude(
         &serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null,
@@ -122,17 +137,7 @@ fn a_hub_names_each_runs_node_filters_by_it_and_gets_lines_without_waiting_for_a
     let events = hub.follow(&format!("/runs/{}/tasks/t/stream", hub_id("alpha", &a1)));
     let log = PathBuf::from(&a1.runstate_dir).join("live.t.log");
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    let head = [
-        serde_json::json!({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "m", "tools": []}),
-        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
-            "type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
-            "content": [], "model": "m"}}}),
-        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
-            "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
-    ];
-    for h in head {
-        f.write_all(claude(&h.to_string()).as_bytes()).unwrap();
-    }
+    f.write_all(text_block_head().as_bytes()).unwrap();
     for i in 0..5 {
         let text = format!("line-{i}");
         f.write_all(delta(&text).as_bytes()).unwrap();
@@ -205,16 +210,7 @@ fn a_run_at_the_id_limits_on_a_node_at_the_name_limit_is_mirrored_and_served() {
     let events = hub.follow(&format!("/runs/{id}/tasks/t/stream"));
     let log = PathBuf::from(&p.runstate_dir).join(format!("{slug}.t.log"));
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    for h in [
-        serde_json::json!({"type": "system", "subtype": "init", "cwd": "/", "session_id": SESSION, "model": "m", "tools": []}),
-        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
-            "type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
-            "content": [], "model": "m"}}}),
-        serde_json::json!({"type": "stream_event", "session_id": SESSION, "parent_tool_use_id": null, "event": {
-            "type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}}),
-    ] {
-        f.write_all(claude(&h.to_string()).as_bytes()).unwrap();
-    }
+    f.write_all(text_block_head().as_bytes()).unwrap();
     f.write_all(delta("at the limits").as_bytes()).unwrap();
     let t = Instant::now();
     loop {
