@@ -96,24 +96,21 @@ pub fn valid_run_id(s: &str) -> bool {
 
 /// Checks a run id ([`valid_run_id`]), naming what it is in the error.
 pub fn check_run_id(what: &str, s: &str) -> Result<(), String> {
-    if valid_run_id(s) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} {s:?} is not a valid run id: 1 to {MAX_RUN_ID} characters of A-Z a-z 0-9 . _ -, not starting with a dot, no \"..\""
-        ))
-    }
+    checked(what, s, "run id", MAX_RUN_ID)
 }
 
 /// Checks an id, naming what it is in the error.
 pub fn check_id(what: &str, s: &str) -> Result<(), String> {
-    if valid_id(s) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} {s:?} is not a valid id: 1 to {MAX_ID} characters of A-Z a-z 0-9 . _ -, not starting with a dot, no \"..\""
-        ))
+    checked(what, s, "id", MAX_ID)
+}
+
+fn checked(what: &str, s: &str, noun: &str, max: usize) -> Result<(), String> {
+    if s.len() <= max && valid_chars(s) {
+        return Ok(());
     }
+    Err(format!(
+        "{what} {s:?} is not a valid {noun}: 1 to {max} characters of A-Z a-z 0-9 . _ -, not starting with a dot, no \"..\""
+    ))
 }
 
 /// `$HARNESS_HOME`, else `~/.harness`.
