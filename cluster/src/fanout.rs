@@ -51,6 +51,11 @@ pub fn hub_event(node: &str, seq: u64, line: &[u8]) -> Option<String> {
     Some(out)
 }
 
+/// What a refused resume point adds: a hub's feed ids are not its home's
+/// (spec/CLUSTER.md, "Two feeds, two id spaces").
+pub const HUB_IDS: &str = ": a hub's feed ids are the stream sequences of RUNWIRE_FEED, the same at every hub, \
+     not the offsets of a home's own feed log (`runs watch`, `runs notify`)";
+
 /// A message of `RUNWIRE_FEED`, as the fan-out keeps it.
 pub struct FeedMsg {
     pub seq: u64,
@@ -191,7 +196,7 @@ impl Fanout {
         };
         let since = since.unwrap_or(last);
         if since > last {
-            let m = format!("Last-Event-ID {since} is not an event id of this feed (its last is {last})");
+            let m = format!("Last-Event-ID {since} is not an event id of this feed (its last is {last}){HUB_IDS}");
             {
                 out.answer(&err(400, &m)).await;
                 return;

@@ -359,6 +359,27 @@ fn feed_until_ready(srv: &Serve, last_id: Option<u64>, query: &str) -> (u16, Vec
     }
 }
 
+/// `GET PATH` at `srv`: its status and what came within `secs` (all of it
+/// when the server ends the answer; a stream that waits is cut there, its
+/// status whatever it was).
+fn answer_within(srv: &Serve, path: &str, headers: &str, secs: u64) -> (u16, String) {
+    use std::io::Read;
+    let mut c = srv.send("GET", path, headers, "");
+    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let (mut raw, mut buf) = (Vec::new(), [0u8; 65536]);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, text.split_once("\r\n\r\n").map_or(text.clone(), |(_, b)| b.to_string()))
+}
+
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn the_hubs_feed_ids_are_stream_sequences_so_any_hub_resumes_any_client() {
@@ -415,9 +436,47 @@ fn the_hubs_feed_ids_are_stream_sequences_so_any_hub_resumes_any_client() {
     assert_eq!(code, 200);
     let only: Vec<&Value> = f.iter().filter(|f| f.0 == "message").map(|f| &f.2).collect();
     assert!(!only.is_empty() && only.iter().all(|e| e["runId"] == one.as_str()), "{only:?}");
-    // A resume point past the stream's end: 400 (the studio then starts from now).
-    let (code, _) = feed_until_ready(&h1, Some(ids.last().unwrap() + 1000), "");
-    assert_eq!(code, 400);
+    // A resume point past the stream's end: 400 at once (the studio then starts from now),
+    // from Last-Event-ID or ?since=, up to the largest id, saying which ids the feed takes.
+    let last = *ids.last().unwrap();
+    let past = [
+        (format!("Last-Event-ID: {}\r\n", last + 1000), String::new()),
+        (String::new(), format!("?since={}", last + 1)),
+        (String::new(), format!("?since={}", u64::MAX)),
+        (format!("Last-Event-ID: {}\r\n", u64::MAX), String::new()),
+    ];
+    for (header, query) in past {
+        let (code, body) = answer_within(&h1, &format!("/runs/events{query}"), &header, 10);
+        assert_eq!(code, 400, "{header}{query}: {body}");
+        assert!(body.contains("is not an event id of this feed") && body.contains("stream sequences"), "{body}");
+    }
+    // Two feeds, two id spaces (spec/CLUSTER.md): hub 1's home has its own feed (`runs watch`
+    // there), the same runs' events under its log's offsets. A cursor from one door is refused
+    // at the other, saying so, not read as a position of the other.
+    let home1 = dir.join("home-hub1");
+    let home_ids = wait_for("the runs in hub 1's home feed", 30, || {
+        let w = watched(&home1, &["--type", "created"]);
+        (w.len() >= 2).then(|| feed_ids(&home1))
+    });
+    let home_end = *home_ids.last().unwrap();
+    // Offsets count bytes, sequences events: the home's end is past the stream's.
+    assert!(home_end > last, "home {home_end}, stream {last}");
+    let (code, body) = answer_within(&h1, "/runs/events", &format!("Last-Event-ID: {home_end}\r\n"), 10);
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("not the offsets of a home's own feed log"), "{body}");
+    // A stream sequence that is not the end of a line of the home's log, at the home: exit 2.
+    let seq = ids.iter().find(|s| !home_ids.contains(s)).expect("a stream id that is no home id");
+    for cmd in [&["watch", "--no-follow"][..], &["notify", "--webhook", "http://127.0.0.1:9/"]] {
+        let out = std::process::Command::new(built("runs"))
+            .args(cmd)
+            .args(["--since", &seq.to_string()])
+            .env("HARNESS_HOME", &home1)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?} --since {seq}: {err}");
+        assert!(err.contains("not the cluster feed's stream sequences"), "{cmd:?}: {err}");
+    }
     drop((a, h1, h2, nats));
 }
 

@@ -579,12 +579,22 @@ pub fn end(paths: &Paths) -> u64 {
     0
 }
 
-/// Why an id cannot be resumed from.
+/// Why an id cannot be resumed from. At a hub's home the message says
+/// which ids this log takes: its own offsets, not the stream sequences of
+/// the hub's `GET /runs/events` (spec/CLUSTER.md, "Two feeds, two id
+/// spaces").
 pub fn check_since(paths: &Paths, since: u64) -> Result<(), String> {
     if since == 0 {
         return Ok(());
     }
-    let bad = |why: &str| format!("{since} is not an event id of this feed ({why})");
+    let hub = paths.dir.parent().is_some_and(super::nodes::is_hub_home);
+    let bad = |why: &str| {
+        let mut m = format!("{since} is not an event id of this feed ({why})");
+        if hub {
+            m.push_str(HUB_HOME_IDS);
+        }
+        m
+    };
     let mut f = open_log(&paths.log).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => bad("the feed log does not exist"),
         _ => bad(&e.to_string()),
@@ -600,6 +610,10 @@ pub fn check_since(paths: &Paths, since: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// What a refused id at a hub's home adds: the two feeds' ids differ.
+pub const HUB_HOME_IDS: &str = ": at a hub's home, this feed's ids are its own log's offsets (`runs watch`, \
+     `runs notify`), not the cluster feed's stream sequences (the hub's GET /runs/events)";
 
 /// Why [`follow`] stopped.
 #[derive(Debug)]
@@ -767,6 +781,13 @@ mod tests {
         assert!(check_since(&Paths::at(&h), end2).is_ok());
         assert!(check_since(&Paths::at(&h), end2 + 1).is_err());
         assert!(check_since(&Paths::at(&h), end3 + 100).is_err());
+        // At a hub's home, a refused id is told which ids this log takes.
+        let e = check_since(&Paths::at(&h), end2 + 1).unwrap_err();
+        assert!(!e.contains("stream sequences"), "{e}");
+        std::fs::create_dir_all(h.join("cluster/nodes")).unwrap();
+        let e = check_since(&Paths::at(&h), end2 + 1).unwrap_err();
+        assert!(e.contains("not an event id of this feed") && e.ends_with(HUB_HOME_IDS), "{e}");
+        assert!(check_since(&Paths::at(&h), end2).is_ok());
         drop(z); // its checkpoint, written on drop, would make the feed directory again
         let _ = std::fs::remove_dir_all(&h);
     }
