@@ -313,6 +313,7 @@ impl Sup {
                 updated_input: None,
                 answers: None,
                 message: Some("the process that asked ended before an answer".into()),
+                mode: None,
                 by: None,
                 at: crate::util::time::format_ms(now),
                 door: None,
