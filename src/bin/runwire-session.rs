@@ -28,7 +28,7 @@ enum AgentName {
 
 /// Run a coding agent interactively: answer its approvals and questions, steer it mid-turn, interrupt a turn, end the session. The session input (spec/SESSION-INPUT.md) is read from stdin or --input; stdout is the agent's raw output with the session's runwire.request / runwire.answer lines (and a runwire.idle line, with the input lines applied, whenever it becomes idle), so `| normalize-events claude | agui-translate | sse-encode` works on it.
 #[derive(Parser, Debug)]
-#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0 (or, ended, was stopped for not exiting); 1 the agent failed (non-zero exit, killed) or refused what the session needs (a thread, a session: its reason on stderr); 2 usage error; 3 input or output error (the agent or the input could not be opened).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
+#[command(name = BIN, version, after_help = "Exit status: 0 the agent exited 0 (or, ended, was stopped for not exiting); 1 the agent failed (non-zero exit, killed) or refused what the session needs (a thread, a session: its reason on stderr); 2 usage error; 3 input or output error (the agent or the input could not be opened); 128+N ended by signal N (SIGTERM: 143).\nSee runwire-session(1) and spec/SESSION-INPUT.md.")]
 struct Args {
     /// The agent whose protocol to speak.
     #[arg(value_enum)]
@@ -87,6 +87,18 @@ struct Args {
     /// `generation` of each open request on the runwire.session_status lines.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     generation: u64,
+    /// A SIGTERM, SIGINT or SIGHUP means the runner that started the session died or stops it
+    /// (runwire-supervise sets RUNWIRE_SUPERVISED=1, which says the same): the session is killed by
+    /// it, answering nothing; its runner closes the open requests. Without it (an operator's
+    /// signal) the session ends as an end line does, its open requests cancelled, and exits 128+N.
+    #[arg(long)]
+    supervised: bool,
+}
+
+/// `--supervised`, or `RUNWIRE_SUPERVISED=1` in the environment (what
+/// runwire-supervise gives its tasks: it reaches a session a wrapper runs).
+fn supervised(args: &Args) -> bool {
+    args.supervised || std::env::var_os("RUNWIRE_SUPERVISED").is_some_and(|v| v == "1")
 }
 
 /// Milliseconds from `90`, `90s`, `1500ms`, `5m`, `1h` (at least 1 ms).
@@ -180,6 +192,19 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     }
 
     let (tx, rx) = std::sync::mpsc::channel();
+    // First: no thread may start before the signals are blocked.
+    let signalled = if supervised(args) {
+        None
+    } else {
+        match driver::end_on_signals(tx.clone()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                cli::report(BIN, format!("signals: {e}"));
+                return Exit::Io.into();
+            }
+        }
+    };
+    let signal = || signalled.as_ref().map_or(0, |s| s.load(std::sync::atomic::Ordering::SeqCst));
     let started = match &args.input {
         Some(p) if p.as_os_str() != "-" => {
             use std::os::unix::fs::FileTypeExt;
@@ -231,6 +256,9 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
             cli::report(BIN, format!("--journal {j}: {n} input record(s) could not be written ({first})"));
             Exit::Io.into()
         }
+        // Ended by an operator's signal (its requests closed, the agent
+        // ended): 128 + its number, as a process it killed would say.
+        Ok(_) if signal() != 0 => ExitCode::from((128 + signal()) as u8),
         // The agent refused what the session needs (a thread, a session):
         // its reason, and a failure whatever the agent's exit.
         Ok(o) if o.failure.is_some() => {

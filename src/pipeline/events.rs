@@ -390,6 +390,17 @@ pub enum Scope {
     Always,
 }
 
+impl Scope {
+    /// The word on the wire (`once`, `session`, `always`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Once => "once",
+            Scope::Session => "session",
+            Scope::Always => "always",
+        }
+    }
+}
+
 /// `input_answer`: a request was answered or closed (also the body of the
 /// raw `runwire.answer` log line).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -413,6 +424,11 @@ pub struct InputAnswer {
     /// The reason given to the agent with a deny.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub message: Option<String>,
+    /// `allow` of a plan: the permission mode the session switched the
+    /// agent to, to carry the plan out in (the answer's `mode`, else the
+    /// session's `--plan-exit-mode`), as the agent was told it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mode: Option<String>,
     /// Who answered.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub by: Option<String>,

@@ -642,7 +642,8 @@ impl Loaded {
             .collect()
     }
 
-    /// Who answered what, when: the journal's `answered` records, the last
+    /// Who answered what, when, and what an allow granted: the journal's
+    /// `answered` records, the last
     /// [`MAX_ANSWERS`] of them (read again here: the fold every listing
     /// runs keeps only what is open).
     fn answers(&self) -> Vec<Value> {
@@ -656,7 +657,20 @@ impl Loaded {
             if r.get("input").and_then(Value::as_str) != Some("answered") {
                 continue;
             }
-            let keep = ["ts", "task", "request", "interrupt", "decision", "by", "door", "detail"];
+            // What an allow granted too: its scope, the edited input, a plan's mode.
+            let keep = [
+                "ts",
+                "task",
+                "request",
+                "interrupt",
+                "decision",
+                "by",
+                "door",
+                "detail",
+                "scope",
+                "updated_input",
+                "mode",
+            ];
             let a: Map<String, Value> = r.into_iter().filter(|(k, _)| keep.contains(&k.as_str())).collect();
             if out.len() == MAX_ANSWERS {
                 out.pop_front();

@@ -852,6 +852,7 @@ mod tests {
             updated_input: None,
             answers: None,
             message: None,
+            mode: None,
             by: Some("agui".into()),
             at: "2030-01-01T00:00:00Z".into(),
             door: None,

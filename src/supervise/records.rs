@@ -235,6 +235,7 @@ pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
                         .filter(|_| decision == Decision::Answer)
                         .and_then(|d| serde_json::from_str(d).ok()),
                     message: detail.filter(|_| decision == Decision::Deny),
+                    mode: None,
                     by: rec.by,
                     at: rec.ts,
                     door: rec.door,

@@ -127,6 +127,12 @@ impl Sup {
         spec.cwd = Some(self.opts.workdir.clone());
         spec.kill_grace = self.opts.kill_grace;
         spec.env("RUNWIRE_RUN_ID", &self.rec.run_id).env("RUNWIRE_TASK", id);
+        // A session of the task (`runwire-session`, itself or under a
+        // wrapper) is under this runner: a stop signal there is the
+        // reaper's, this process's death or its stop, never an operator's
+        // end of the session, and answers nothing (the requests it leaves
+        // open are this process's to close, `close_left_open`).
+        spec.env("RUNWIRE_SUPERVISED", "1");
         if let Some(s) = self.waves.slot(id).and_then(|s| s.session.clone()) {
             spec.env("RUNWIRE_SESSION_ID", s);
         }
@@ -313,6 +319,7 @@ impl Sup {
                 updated_input: None,
                 answers: None,
                 message: Some("the process that asked ended before an answer".into()),
+                mode: None,
                 by: None,
                 at: crate::util::time::format_ms(now),
                 door: None,

@@ -40,6 +40,9 @@ test('answered cards: one line naming the decision, the tool, its command and th
   assert.equal(recordLine(bash, { decision: 'deny', message: 'not here' }, { at }).text, 'Denied Bash `rm -rf build`: not here · 12:04');
   assert.equal(recordLine(question, { decision: 'answer', answers: { 'Tabs or spaces?': 'spaces' } }, { at }).text, 'Answered: spaces · 12:04');
   assert.equal(recordLine(bash, { decision: 'allow' }, { at: at.toISOString(), by: 'ana' }).text, 'Approved Bash `rm -rf build` by ana · 12:04');
+  // An approved plan says the permission mode it is carried out in (the answer's `mode`).
+  const plan = fromInputRequest({ id: 'p', kind: 'plan_approval', message: '1. do it' });
+  assert.equal(recordLine(plan, { decision: 'allow', scope: 'once', mode: 'acceptEdits' }, { at, by: 'ana' }).text, 'Approved the plan, carried out in acceptEdits by ana · 12:04');
   assert.equal(recordLine(bash, { decision: 'expired' }, { at }).text, 'Expired, denied automatically: Bash `rm -rf build` · 12:04');
   // From a task stream's input_request, the same line.
   const task = fromInputRequest({ id: 'q', kind: 'tool_approval', tool: 'Bash', input: { command: 'make' } });

@@ -152,6 +152,11 @@ test('task streams: input_request opens a card, input_answer closes it once', ()
   applyInput(cards, 'input_answer', { id: 'r9', decision: 'allow', at: 'x' });
   assert.equal(cards.get('r9').answered.decision, 'deny');
   assert.equal(applyInput(cards, 'input_answer', { id: 'nope', decision: 'allow' }), null);
+  // A plan's answer line says the mode it is carried out in: the card's record does too.
+  applyInput(cards, 'input_request', { id: 'p1', kind: 'plan_approval', message: '1. do it' });
+  applyInput(cards, 'input_answer', { id: 'p1', decision: 'allow', scope: 'once', mode: 'acceptEdits', at: 'x' });
+  assert.equal(cards.get('p1').answered.mode, 'acceptEdits');
+  assert.equal(decisionText(cards.get('p1').answered, 'plan_approval'), 'Approved, carried out in acceptEdits.');
 });
 
 test('the grants an approval for the session applies: where each reaches, and what runs any command', () => {
@@ -188,9 +193,30 @@ test('answeredElsewhere: the journal closes the cards this page did not answer, 
   ];
   const got = answeredElsewhere(answers, cards);
   assert.deepEqual(got, [
-    { id: 'req-1', d: { decision: 'deny', message: 'not on prod', answers: {}, by: 'alice', at: '2030-01-01T00:00:01.000Z' } },
-    { id: 'req-2', d: { decision: 'answer', message: '', answers: { 'Which color?': 'blue' }, by: 'link', at: '2030-01-01T00:00:02.000Z' } },
+    { id: 'req-1', d: { decision: 'deny', scope: null, input: null, mode: null, message: 'not on prod', answers: {}, by: 'alice', at: '2030-01-01T00:00:01.000Z' } },
+    { id: 'req-2', d: { decision: 'answer', scope: null, input: null, mode: null, message: '', answers: { 'Which color?': 'blue' }, by: 'link', at: '2030-01-01T00:00:02.000Z' } },
   ]);
   assert.equal(decisionText(got[0].d, tool.kind), 'Denied: not on prod');
   assert.deepEqual(answeredElsewhere(null, cards), []);
+});
+
+test('answeredElsewhere: an allow says what it granted, as the journal keeps it (scope, edited input, a plan\'s mode)', () => {
+  const tool = fromInterrupt(toolInterrupt);
+  const clipped = fromInterrupt({ ...toolInterrupt, id: 'req-4' });
+  const plan = fromInputRequest({ id: 'req-5', kind: 'plan_approval', message: '1. do it' });
+  const cards = new Map([[tool.id, tool], [clipped.id, clipped], [plan.id, plan]]);
+  const answers = [
+    { ts: '2030-01-01T00:00:01.000Z', interrupt: 'req-1', decision: 'allow', by: 'bob', scope: 'session', updated_input: '{"command":"ls -a"}' },
+    { ts: '2030-01-01T00:00:02.000Z', interrupt: 'req-4', decision: 'allow', by: 'bob', scope: 'once', updated_input: '{"command":"xxxx…' },
+    { ts: '2030-01-01T00:00:03.000Z', interrupt: 'req-5', decision: 'allow', by: 'ana', scope: 'once', mode: 'acceptEdits' },
+  ];
+  const got = answeredElsewhere(answers, cards);
+  assert.deepEqual(got.map((g) => [g.d.scope, g.d.input, g.d.mode]), [
+    ['session', { command: 'ls -a' }, null],
+    ['once', {}, null],
+    ['once', null, 'acceptEdits'],
+  ]);
+  assert.equal(decisionText(got[0].d, tool.kind), 'Approved for the session with edits.');
+  assert.equal(decisionText(got[1].d, tool.kind), 'Approved with edits.');
+  assert.equal(decisionText(got[2].d, plan.kind), 'Approved, carried out in acceptEdits.');
 });

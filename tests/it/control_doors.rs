@@ -383,6 +383,8 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
         (requested["interrupt"].as_str(), Some("allow"), Some("link"), Some("link")),
         "{a}"
     );
+    // What it granted: this call only (a link allows once), as asked.
+    assert_eq!((a["scope"].as_str(), a.get("updated_input")), (Some("once"), None), "{a}");
     std::fs::write(s.dir.join("go"), "").unwrap();
     assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
     // The run's supervisor gone, its link (an open one would too) says so.
@@ -460,6 +462,55 @@ fn a_request_whose_agent_was_killed_is_closed_in_the_journal_and_its_link_offers
     srv.env("HARNESS_HOME", s.dir.join("home")).args(flags);
     let srv = Server::spawn(srv);
     link_offers_and_sends_nothing(srv.port, &path, &s.dir);
+}
+
+/// A supervised claude task's approval answered through the supervisor's
+/// socket with edits and for the session: the journal's `answered` record
+/// (written by the supervisor from the session's answer line) says so, the
+/// edited input redacted as the events redact it. Before, it said `allow`
+/// and who only.
+#[test]
+fn a_supervised_answer_through_the_socket_journals_its_scope_and_edits() {
+    let dir = support::scratch("doors-supervised-grants");
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    let task = json!({"id": "a", "adapter": "claude", "prompt": "test it"});
+    std::fs::write(dir.join("p.plan.json"), json!({"v": "plan/v1", "tasks": [task]}).to_string()).unwrap();
+    let ask = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"},
+        "permission_suggestions": [{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
+            "behavior": "allow", "destination": "localSettings"}]}]);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_runwire-supervise"));
+    cmd.env("HARNESS_HOME", dir.join("home"))
+        .env("RUNWIRE_SESSION_BIN", env!("CARGO_BIN_EXE_runwire-session"))
+        .env("RUNWIRE_CLAUDE_BIN", support::example("trust-agent"))
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", ask.to_string())
+        .args(["--plan", "p.plan.json", "--kill-grace", "2", "--interactive", "--wrapper-dir"])
+        .arg(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("wrappers"));
+    let mut s = support::Supervised::spawn(dir, cmd);
+    let why =
+        |s: &support::Supervised| format!("journal {:?}\nlog:\n{}\nstderr:\n{}", s.journal(), s.log(), s.stderr());
+    until("the request in the journal", || s.journal().iter().any(|r| r["input"] == "requested"), || why(&s));
+    let requested = s.journal().into_iter().find(|r| r["input"] == "requested").unwrap();
+    let edited = json!({"command": "npm test -- --ci", "env": {"API_TOKEN": "t0ps3cret-value"}});
+    let r = s.call(
+        json!({"verb": "answer", "task": "a", "actor": "ana",
+               "answer": {"id": requested["interrupt"], "decision": "allow", "scope": "session", "updated_input": edited}}),
+        LIMIT,
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    until("the answer in the journal", || s.journal().iter().any(|r| r["input"] == "answered"), || why(&s));
+    let a = s.journal().into_iter().find(|r| r["input"] == "answered").unwrap();
+    assert_eq!(
+        (a["by"].as_str(), a["door"].as_str(), a["scope"].as_str()),
+        (Some("ana"), Some("supervisor-socket"), Some("session")),
+        "{a}"
+    );
+    let shown = a["updated_input"].as_str().unwrap_or_else(|| panic!("no edited input: {a}"));
+    assert!(shown.contains("npm test -- --ci") && !shown.contains("t0ps3cret"), "{shown}");
+    assert_eq!(s.wait(LIMIT, |s| s.stderr()), 0, "{}", why(&s));
 }
 
 /// A supervised claude task's question (AskUserQuestion) gets a link too:

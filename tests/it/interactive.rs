@@ -609,6 +609,14 @@ fn a_plan_then_a_tool_call_each_interrupt_and_resume() {
     let ev2 = r2.events();
     let bash = interrupts(&ev2)[0].clone();
     assert_eq!(bash["metadata"]["runwire"]["tool"], "Bash", "{}", r2.text());
+    // The journal says what the approval switched the agent to.
+    let j = s.journal();
+    let ans = j.iter().find(|r| r["input"] == "answered").expect("answered record");
+    assert_eq!(
+        (ans["mode"].as_str(), ans["scope"].as_str(), ans["door"].as_str()),
+        (Some("acceptEdits"), Some("once"), Some("agui")),
+        "{ans}"
+    );
     // The recording's client denied it.
     let r3 = agui(
         s.port,
@@ -898,6 +906,10 @@ fn an_approved_plan_without_a_mode_continues_in_the_plan_exit_mode() {
     let bash = interrupts(&r2.events()).first().cloned().unwrap_or_default();
     assert_eq!(bash["metadata"]["runwire"]["tool"], "Bash", "{}", r2.text());
     assert_stub_happy(&s);
+    // The journal names the mode the plan was carried out in: --plan-exit-mode's.
+    let j = s.journal();
+    let ans = j.iter().find(|r| r["input"] == "answered").expect("answered record");
+    assert_eq!(ans["mode"], "acceptEdits", "{ans}");
     for (bin, flags, agent) in [
         (
             env!("CARGO_BIN_EXE_runwire-serve"),

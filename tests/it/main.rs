@@ -55,6 +55,7 @@ mod session_order;
 mod session_protocol;
 mod session_record;
 mod session_replay;
+mod session_signals;
 mod spec_contracts;
 mod sse_encode;
 mod studio;

@@ -548,3 +548,60 @@ fn each_interrupt_offers_exactly_what_its_agent_can_do() {
     let caps: Value = serde_json::from_slice(&caps).unwrap();
     assert_eq!(caps["humanInTheLoop"]["approveWithEdits"], true, "{caps}");
 }
+
+/// Polls the server's journal until its `answered` records number `n`.
+fn answered_records(s: &Server, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got: Vec<Value> = s.journal().into_iter().filter(|r| r["input"] == "answered").collect();
+        if got.len() >= n || std::time::Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// "Who answered" audits: the journal's `answered` record says what an
+/// allow granted, whichever door it came through: its scope (for the
+/// session grants more than once), the input the call ran with when it was
+/// edited (secrets redacted as the events redact it), and `GET /runs/:id`'s
+/// `answers` carries them. Through the AG-UI resume (`editedArgs`) and the
+/// task route (`updated_input`). Before, the record said `allow` only.
+#[test]
+fn the_journal_says_what_an_allow_granted_through_the_resume_and_the_task_route() {
+    let suggestions = json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}],
+                              "behavior": "allow", "destination": "localSettings"}]);
+    let requests = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"},
+                           "permission_suggestions": suggestions}]);
+    let s = start("trust-audit-grants", "claude", requests, &[]);
+    let i = interrupts(&agui(s.port, run("t", "r1", "test it")))[0].clone();
+    let edited = json!({"command": "npm test -- --ci", "env": {"API_TOKEN": "t0ps3cret-value"}});
+    let ok = json!([{"interruptId": i["id"], "status": "resolved",
+                     "payload": {"approved": true, "scope": "session", "editedArgs": edited}}]);
+    let ev = agui(s.port, resume("t", "r2", ok));
+    finished_ok(&ev);
+    let a = answered_records(&s, 1);
+    assert_eq!((a[0]["door"].as_str(), a[0]["scope"].as_str()), (Some("agui"), Some("session")), "{a:?}");
+    let shown = a[0]["updated_input"].as_str().unwrap_or_else(|| panic!("no edited input: {a:?}"));
+    assert!(shown.contains("npm test -- --ci") && !shown.contains("t0ps3cret"), "{shown}");
+    // The task route: an always-allow of the next request, edited.
+    let ev = agui(s.port, run("t", "r3", "test it again"));
+    let i = interrupts(&ev)[0].clone();
+    let route = format!("/runs/{}/tasks/agent/answer", session_run(&ev));
+    let body = json!({"request": i["id"], "decision": "allow", "scope": "always", "by": "ana",
+                      "updated_input": {"command": "npm test -- --password=hunter2hunter2"}});
+    let (code, body) = http(s.port, "POST", &route, &body.to_string());
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let a = answered_records(&s, 2);
+    let by_route = a.iter().find(|r| r["door"] == "task-route").unwrap_or_else(|| panic!("{a:?}"));
+    assert_eq!((by_route["by"].as_str(), by_route["scope"].as_str()), (Some("ana"), Some("always")), "{by_route}");
+    let shown = by_route["updated_input"].as_str().unwrap_or_default();
+    assert!(shown.contains("npm test") && !shown.contains("hunter2hunter2"), "{shown}");
+    // The run's view lists them as the journal keeps them.
+    let r = support::server::request(s.port, "GET", &format!("/runs/{}", session_run(&ev)), "");
+    let view: Value = serde_json::from_slice(&r.1).unwrap();
+    let answers = view["answers"].as_array().unwrap_or_else(|| panic!("{view}"));
+    let last = answers.last().unwrap();
+    assert_eq!((last["scope"].as_str(), last["door"].as_str()), (Some("always"), Some("task-route")), "{view}");
+    assert_eq!(last["updated_input"], by_route["updated_input"], "{view}");
+}

@@ -567,7 +567,7 @@ impl Agent for Claude {
                     obj.insert("answers".into(), Value::Object(answers.clone()));
                 }
                 if req.kind == InputKind::PlanApproval {
-                    let mode = canonical_mode(mode.unwrap_or(&self.opts.plan_exit_mode)).to_string();
+                    let mode = self.plan_mode(mode).unwrap_or_default();
                     let l = self.control("mode", json!({"subtype": "set_permission_mode", "mode": mode}));
                     to_agent.push(l);
                 }
@@ -634,6 +634,10 @@ impl Agent for Claude {
 
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         check_mode(mode, self.opts.grant_all)
+    }
+
+    fn plan_mode(&self, mode: Option<&str>) -> Option<String> {
+        Some(canonical_mode(mode.unwrap_or(&self.opts.plan_exit_mode)).to_string())
     }
 
     fn check_answer(&self, req: &InputRequest, a: &super::AnswerInput) -> Result<(), String> {
@@ -920,6 +924,18 @@ mod tests {
         assert_eq!(m["request"], json!({"subtype": "set_permission_mode", "mode": "acceptEdits"}));
         assert_eq!(a["response"]["response"]["behavior"], "allow");
         assert_eq!(a["response"]["response"]["updatedInput"]["plan"], "1. do it");
+        // The answer (its runwire.answer line, the journal's record) says the mode switched to.
+        assert_eq!(st.answered[0].mode.as_deref(), Some("acceptEdits"));
+        assert!(String::from_utf8_lossy(&st.output[0]).contains(r#""mode":"acceptEdits""#));
+        // Without one, the session's --plan-exit-mode, as claude is told it.
+        s.agent_line(PLAN.replace("p1", "p2").as_bytes(), 1);
+        let st = input(&mut s, r#"{"type":"answer","id":"p2","decision":"allow"}"#).unwrap();
+        assert_eq!(json_of(&st.to_agent[0])["request"]["mode"], "default");
+        assert_eq!(st.answered[0].mode.as_deref(), Some("default"));
+        // A plan sent back to planning switches nothing.
+        s.agent_line(PLAN.replace("p1", "p3").as_bytes(), 2);
+        let st = input(&mut s, r#"{"type":"answer","id":"p3","decision":"deny"}"#).unwrap();
+        assert_eq!(st.answered[0].mode, None);
     }
 
     #[test]

@@ -487,6 +487,11 @@ impl<A: Agent> Session<A> {
             let Some(answer) = answer else { continue };
             let Some(i) = self.pending.iter().position(|(p, _)| p.id == a.id) else { continue };
             let (req, _) = self.pending.remove(i);
+            let mut answer = answer;
+            // The record says what an approved plan switched the agent to.
+            if req.kind == InputKind::PlanApproval && answer.decision == Decision::Allow {
+                answer.mode = self.agent.plan_mode(a.mode.as_deref());
+            }
             self.agent.answer(&req, &answer, a.mode.as_deref(), &mut s.to_agent);
             self.close(&req, answer, &mut s);
             sent = true;
@@ -509,6 +514,7 @@ impl<A: Agent> Session<A> {
             updated_input: None,
             answers: None,
             message: Some(why.to_string()),
+            mode: None,
             by: Some(self.opts.actor.clone()),
             at: crate::util::time::format_ms(now_ms),
             door: None,
@@ -668,6 +674,7 @@ pub fn answer_of(req: &InputRequest, a: &AnswerInput, now_ms: i64) -> Result<Inp
         updated_input: a.updated_input.clone().map(serde_json::Value::Object),
         answers,
         message,
+        mode: None,
         by: a.by.clone(),
         at: crate::util::time::format_ms(now_ms),
         door: a.door.map(|d| d.as_str().to_string()),

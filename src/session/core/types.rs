@@ -84,6 +84,13 @@ pub trait Agent {
     fn check_mode(&self, _mode: &str) -> Result<(), String> {
         Ok(())
     }
+    /// The permission mode an approved plan is carried out in, as the
+    /// agent is told it ([`Agent::answer`] of a plan approval): `mode` (an
+    /// answer's) or the session's default, canonical. `None`: this protocol
+    /// switches no mode on a plan's approval.
+    fn plan_mode(&self, _mode: Option<&str>) -> Option<String> {
+        None
+    }
     /// Checks an answer against what this protocol can say (codex takes no
     /// edited input; allow-for-session only where the agent offered it)
     /// before anything is written.
@@ -134,6 +141,9 @@ impl<T: Agent + ?Sized> Agent for Box<T> {
     }
     fn check_mode(&self, mode: &str) -> Result<(), String> {
         (**self).check_mode(mode)
+    }
+    fn plan_mode(&self, mode: Option<&str>) -> Option<String> {
+        (**self).plan_mode(mode)
     }
     fn check_answer(&self, req: &InputRequest, answer: &AnswerInput) -> Result<(), String> {
         (**self).check_answer(req, answer)

@@ -102,6 +102,44 @@ pub fn read_input(input: impl Read + Send + 'static, tx: Sender<Event>) -> io::R
     Ok(())
 }
 
+/// An operator's stop signal (SIGTERM, SIGINT, SIGHUP) ends a standalone
+/// `runwire-session` as an `end` input does: a typed command to its loop
+/// (open requests closed as cancelled, recorded `by` the signal, `signal
+/// SIGTERM`; the agent told, its input closed, and the agent let exit).
+/// Returns the number of the first signal taken (0 until one is), for the
+/// caller's exit code (128 + it). A second signal exits at once with 128 +
+/// its number, the agent then stopped by its parent-death signal.
+///
+/// Not under a runner that says a signal means it died (`runwire-session
+/// --supervised`): there the reaper's parent-death signal is no one's
+/// answer, and the session must not answer its dead runner's requests.
+/// Call before any other thread starts: the signals are blocked in the
+/// threads started after (the agent's process gets a clean mask, `proc`).
+pub fn end_on_signals(tx: Sender<Event>) -> io::Result<Arc<std::sync::atomic::AtomicI32>> {
+    use nix::sys::signal::{SigSet, Signal};
+    use std::sync::atomic::{AtomicI32, Ordering};
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        mask.add(s);
+    }
+    mask.thread_block().map_err(io::Error::from)?;
+    let taken = Arc::new(AtomicI32::new(0));
+    let first = taken.clone();
+    std::thread::Builder::new().name("session signals".into()).spawn(move || {
+        while let Ok(sig) = mask.wait() {
+            let (reply, _) = std::sync::mpsc::channel();
+            let end = crate::session::core::Input::End(crate::session::core::input::Who {
+                by: Some(format!("signal {}", sig.as_str())),
+            });
+            // Said before the loop can end on it: the exit code names it.
+            if first.swap(sig as i32, Ordering::SeqCst) != 0 || tx.send(Event::Command(end, reply)).is_err() {
+                std::process::exit(128 + sig as i32);
+            }
+        }
+    })?;
+    Ok(taken)
+}
+
 /// Reads session input from a FIFO into `tx`, reopening it whenever its
 /// writer closes it, so each `echo … >FIFO` is one more input. The input
 /// never ends this way: `{"type":"end"}` ends the session.

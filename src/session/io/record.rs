@@ -46,6 +46,18 @@ pub struct InputRecord {
     /// `answered`: the door the answer came through, when runwire knows it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub door: Option<String>,
+    /// `answered` `allow`: how far it reaches (`once`, `session`, `always`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scope: Option<String>,
+    /// `answered` `allow` with edits: the input the tool runs with instead
+    /// of the agent's, as JSON text, secrets redacted as the events redact
+    /// it, clipped as `detail` is.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub updated_input: Option<String>,
+    /// `answered` `allow` of a plan: the permission mode the agent was
+    /// switched to, to carry the plan out in.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mode: Option<String>,
     /// `requested`: the approval links minted for it (`runwire-serve --public-url`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub links: Option<Vec<String>>,
@@ -96,14 +108,26 @@ impl InputRecord {
             expires_at: r.expires_at.clone(),
             interrupt: r.interrupt_id.clone(),
             door: None,
+            scope: None,
+            updated_input: None,
+            mode: None,
             links: None,
             questions: r.questions.clone(),
         }
     }
 
-    /// The record of a closed request. `detail`: the deny message, or the answers.
+    /// The record of a closed request. `detail`: the deny message, or the
+    /// answers; what an allow granted (its scope, the edited input, a
+    /// plan's mode) in fields of their own.
     pub fn answered(actor: &str, task: &str, a: &InputAnswer, now_ms: i64) -> InputRecord {
         let detail = a.message.clone().or_else(|| a.answers.as_ref().map(|m| Value::Object(m.clone()).to_string()));
+        // Redacted here whatever the answer's source: the session's own
+        // answers are not (the events' copy is, by the normalizer).
+        let updated_input = a.updated_input.as_ref().map(|i| {
+            let mut i = i.clone();
+            crate::pipeline::normalize::redact::redact_json(&mut i);
+            clip(&i.to_string())
+        });
         InputRecord {
             v: crate::runs::journal::VERSION.into(),
             ts: crate::util::time::format_ms(now_ms),
@@ -119,6 +143,9 @@ impl InputRecord {
             expires_at: None,
             interrupt: a.interrupt_id.clone(),
             door: a.door.clone(),
+            scope: a.scope.map(|s| s.as_str().to_string()),
+            updated_input,
+            mode: a.mode.clone(),
             links: None,
             questions: None,
         }
@@ -169,6 +196,7 @@ mod tests {
             updated_input: None,
             answers: None,
             message: Some("no".into()),
+            mode: None,
             by: Some("ana".into()),
             at: "2026-01-01T00:00:01.000Z".into(),
             door: None,
@@ -184,5 +212,40 @@ mod tests {
         assert_eq!(rec.decision.as_deref(), Some("deny"));
         let rec = InputRecord::requested("me", "t", &r, 0);
         assert_eq!((rec.kind.as_deref(), rec.detail.as_deref()), (Some("tool_approval"), Some("why")));
+    }
+
+    /// An allow's record says what was granted: its scope, the input the
+    /// tool runs with when edited (secrets redacted, clipped), a plan's mode.
+    #[test]
+    fn an_allow_records_its_scope_its_edits_and_a_plans_mode() {
+        let a = InputAnswer {
+            interrupt_id: None,
+            id: "q1".into(),
+            decision: Decision::Allow,
+            scope: Some(crate::pipeline::events::Scope::Session),
+            updated_input: Some(serde_json::json!({"command": "ls -a", "env": {"API_TOKEN": "t0ps3cret"}})),
+            answers: None,
+            message: None,
+            mode: None,
+            by: Some("ana".into()),
+            at: "2026-01-01T00:00:01.000Z".into(),
+            door: Some("studio".into()),
+        };
+        let rec = serde_json::to_value(InputRecord::answered("me", "t", &a, 0)).unwrap();
+        assert_eq!(rec["scope"], "session");
+        let edited = rec["updated_input"].as_str().expect("the edited input");
+        assert!(edited.contains("ls -a") && !edited.contains("t0ps3cret"), "{edited}");
+        let long = InputAnswer { updated_input: Some(serde_json::json!({"content": "x".repeat(4000)})), ..a.clone() };
+        let rec = InputRecord::answered("me", "t", &long, 0);
+        assert!(rec.updated_input.unwrap().len() <= MAX_DETAIL + "…".len());
+        let plan = InputAnswer {
+            mode: Some("acceptEdits".into()),
+            scope: Some(crate::pipeline::events::Scope::Once),
+            updated_input: None,
+            ..a.clone()
+        };
+        let rec = serde_json::to_value(InputRecord::answered("me", "t", &plan, 0)).unwrap();
+        assert_eq!((rec["mode"].as_str(), rec["scope"].as_str()), (Some("acceptEdits"), Some("once")));
+        assert!(rec.get("updated_input").is_none(), "{rec}");
     }
 }

@@ -253,6 +253,11 @@ function scopeWords(scope) {
   return '';
 }
 
+/** An approved plan's permission mode, as the journal and the answer line say it. */
+function modeWords(mode) {
+  return typeof mode === 'string' && mode ? `, carried out in ${mode}` : '';
+}
+
 /** Words for a decision, shown on the card once it is answered. */
 export function decisionText(d, kind = null) {
   // What happens to a question: answered, dismissed (refused unanswered) or expired; never "denied".
@@ -260,7 +265,7 @@ export function decisionText(d, kind = null) {
   if (kind === 'question' && d.decision === 'expired') return 'Expired: dismissed unanswered.';
   switch (d.decision) {
     case 'allow':
-      return `Approved${scopeWords(d.scope)}${d.input ? ' with edits' : ''}.`;
+      return `Approved${scopeWords(d.scope)}${d.input ? ' with edits' : ''}${modeWords(d.mode)}.`;
     case 'deny':
       return `Denied: ${d.message}`;
     case 'answer':
@@ -293,6 +298,7 @@ export function applyInput(cards, type, data) {
         decision: str(data.decision) ?? 'answered',
         scope: str(data.scope),
         input: obj(data.updated_input),
+        mode: str(data.mode),
         message: str(data.message) ?? '',
         answers: obj(data.answers) ?? {},
         by: str(data.by),
@@ -356,6 +362,7 @@ export function recordLine(c, d, { at = null, by = null } = {}) {
     case 'allow':
       lead = `Approved${scopeWords(d.scope)}`;
       if (d.input) tail = ' with edits';
+      tail += modeWords(d.mode);
       break;
     case 'deny':
       lead = c.kind === 'question' ? 'Dismissed' : 'Denied';
@@ -387,8 +394,9 @@ export function recordLine(c, d, { at = null, by = null } = {}) {
  * by runwire's interrupt id) that the run's journal says were answered
  * while this page had them open: in another page, through the task view,
  * an approval link or another client. `answers`: `GET /runs/:id`'s
- * `answers` (journal records: interrupt, decision, by, detail, ts).
- * Returns [{ id, d: { decision, message, answers, by, at } }] for cards not
+ * `answers` (journal records: interrupt, decision, by, detail, ts, and
+ * what an allow granted: scope, updated_input, mode).
+ * Returns [{ id, d: { decision, scope, input, mode, message, answers, by, at } }] for cards not
  * answered here; a card this page answered is left as it is.
  */
 export function answeredElsewhere(answers, cards) {
@@ -407,10 +415,22 @@ export function answeredElsewhere(answers, cards) {
         detailAnswers = null;
       }
     }
+    // The edited input as the journal keeps it: JSON text, redacted, maybe clipped (then unparsed, still an edit).
+    let input = null;
+    if (typeof a.updated_input === 'string') {
+      try {
+        input = obj(JSON.parse(a.updated_input)) ?? {};
+      } catch {
+        input = {};
+      }
+    }
     out.push({
       id: c.id,
       d: {
         decision,
+        scope: str(a.scope),
+        input,
+        mode: str(a.mode),
         message: decision === 'answer' ? '' : str(a.detail) ?? '',
         answers: detailAnswers ?? {},
         by: str(a.by),
