@@ -132,6 +132,26 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     // 1. The run is this process's, held for its life, before anything of
     // the run is written: held by another process, that supervisor is live.
     let owned = socket::Ownership::take(&home, &run_id).map_err(StartError::Io)?;
+    // A run id already registered keeps its runstate directory: started
+    // with another, it would be pointed there and run anew, its first
+    // journal orphaned. Refused (this process holds the run: no other
+    // supervisor of it can register meanwhile), nothing written.
+    let reg = Registry::at(&opts.home);
+    if let Ok(had) = reg.read(&run_id) {
+        let given = opts.runstate.canonicalize().or_else(|_| std::path::absolute(&opts.runstate));
+        let same = given.as_ref().is_ok_and(|g| {
+            Path::new(&had.runstate_dir) == g || Path::new(&had.runstate_dir).canonicalize().is_ok_and(|h| h == *g)
+        });
+        if !same {
+            return Err(StartError::Usage(format!(
+                "{}: run {run_id} (slug {:?} of {root}) is registered with its runstate in {}: to continue that run, start it with --runstate {}; for a new run, give another --slug; or remove the registered run first (runs rm {run_id})",
+                opts.runstate.display(),
+                opts.slug,
+                had.runstate_dir,
+                had.runstate_dir
+            )));
+        }
+    }
     // 2. Registration: the owner check and the writes in one step, so one of
     // the runs that want the slug in this runstate directory wins.
     if opts.runstate.exists() && !opts.runstate.is_dir() {
@@ -153,7 +173,6 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let pointer = new.pointer(now_ts()).map_err(StartError::Usage)?;
     // The id the lock was taken for is the pointer's (no worktree given: the repo root's).
     debug_assert_eq!(pointer.run_id, run_id);
-    let reg = Registry::at(&opts.home);
     // Also holds the run's mark (`runs::marks`) before any of its files is written.
     reg.register(&pointer).map_err(|e| match e.kind() {
         // Another registered run owns the slug here: refused, nothing written.

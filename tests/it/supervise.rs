@@ -1334,12 +1334,14 @@ fn a_second_supervisor_of_a_live_run_exits_3_and_writes_nothing() {
 fn supervisors_of_one_slug_started_at_once_on_a_shared_runstate_let_one_run() {
     let env = Env::new("race");
     let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#;
-    let wts: Vec<PathBuf> = (0..3).map(|i| env.p(&format!("wt{i}"))).collect();
-    for wt in &wts {
-        std::fs::create_dir_all(wt).unwrap();
-        std::fs::write(wt.join("p.plan.json"), plan).unwrap();
-    }
     for round in 0..6 {
+        // Worktrees of their own each round: a run id keeps the runstate
+        // directory it was registered with (another one is refused).
+        let wts: Vec<PathBuf> = (0..3).map(|i| env.p(&format!("wt{round}{i}"))).collect();
+        for wt in &wts {
+            std::fs::create_dir_all(wt).unwrap();
+            std::fs::write(wt.join("p.plan.json"), plan).unwrap();
+        }
         let shared = env.p(&format!("shared/{round}"));
         let mut sups: Vec<Sup> = wts
             .iter()
@@ -1428,4 +1430,39 @@ fn restarts_at_once_after_a_kill_9_one_runs_and_the_others_exit_3() {
     assert_eq!(env.states("a").iter().filter(|s| *s == "committed").count(), 1);
     assert!(sock_files(&env).is_empty(), "{:?}", sock_files(&env));
     no_stub_left(&env);
+}
+
+// ---- a run id keeps its runstate directory ----
+
+/// The same plan (same repository and slug: the same run id) started again
+/// with another `--runstate` is refused before anything is written: exit 2,
+/// naming the registered runstate directory and how to go on; the first
+/// run's pointer and journal are as they were, and nothing ran again.
+#[test]
+fn a_second_start_with_another_runstate_is_refused_and_the_first_run_is_untouched() {
+    let env = Env::new("rs2");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    assert_eq!(env.start("ok").wait(), 0);
+    let id = run_id(&env);
+    let pointer = env.p(&format!("home/runs/{id}.json"));
+    let before = (std::fs::read(&pointer).unwrap(), std::fs::read(env.p("runstate/p.jsonl")).unwrap());
+    let first = std::fs::canonicalize(env.p("runstate")).unwrap();
+    let mut cmd = env.cmd("ok");
+    cmd.args(["--runstate", "other"]).stderr(Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-supervise: "), "{err}");
+    for want in [format!("--runstate {}", first.display()), format!("runs rm {id}"), "--slug".into()] {
+        assert!(err.contains(&want), "{want:?} in {err}");
+    }
+    assert_eq!((std::fs::read(&pointer).unwrap(), std::fs::read(env.p("runstate/p.jsonl")).unwrap()), before);
+    assert!(!env.p("other").exists(), "nothing written");
+    assert_eq!(env.argv().len(), 1, "nothing ran again: {:?}", env.argv());
+    assert!(sock_files(&env).is_empty(), "{:?}", sock_files(&env));
+    // The same --runstate is the same run: accepted (it has nothing left to do).
+    let mut cmd = env.cmd("ok");
+    cmd.args(["--runstate", "runstate"]);
+    assert_eq!(cmd.status().unwrap().code(), Some(0));
+    assert_eq!(env.argv().len(), 1);
 }
