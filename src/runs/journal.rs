@@ -2,7 +2,7 @@
 //! (`spec/runstate.schema.json`). Task records move a task through
 //! `leased → implemented → gated → [reviewed] → committed`, or end it
 //! `halted`/`failed` with an `rc`; run records (`paused`, `resumed`,
-//! `steer-queued`, …) concern the whole run. Every record has `ts` and
+//! `steer-queued`, `steer-dropped`, …) concern the whole run. Every record has `ts` and
 //! `actor`.
 //!
 //! Reading is tolerant: a line that does not parse (a crash mid-write leaves
@@ -20,7 +20,8 @@ pub const VERSION: &str = "runstate/v1";
 pub const TASK_STATES: [&str; 7] = ["leased", "implemented", "gated", "reviewed", "committed", "halted", "failed"];
 
 /// Run-level record kinds.
-pub const RUN_EVENTS: [&str; 7] = ["started", "paused", "resumed", "steer-queued", "finished", "aborted", "idle"];
+pub const RUN_EVENTS: [&str; 8] =
+    ["started", "paused", "resumed", "steer-queued", "steer-dropped", "finished", "aborted", "idle"];
 
 /// Input record kinds: a task waits for a person, or no longer does.
 pub const INPUT_EVENTS: [&str; 2] = ["requested", "answered"];
@@ -110,6 +111,24 @@ pub struct Record {
     /// `turn_end`s summed up to here ([`TaskTotals`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub totals: Option<BTreeMap<String, TaskTotals>>,
+    /// A steer held for a task's next turn boundary ([`SteerNote`]): on its
+    /// `steer-queued` record (with its text), its `steer-dropped` one, and
+    /// the `leased` record of the turn that takes it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub steer: Option<SteerNote>,
+}
+
+/// The steer a record is about, so that one the supervisor accepted for a
+/// task's next turn boundary outlives the supervisor: queued (`msg`, its
+/// text, on the `steer-queued` run record), taken (the task's `leased`
+/// record of the turn it prompts: the oldest still queued) or dropped
+/// (`steer-dropped`, the oldest still queued, not delivered: `detail` says
+/// why). A task's terminal record drops whatever is queued for it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SteerNote {
+    pub task: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub msg: Option<String>,
 }
 
 /// What a task's log adds up to when a turn ends, as the journal keeps it
@@ -314,6 +333,8 @@ impl RecordRef<'_> {
             interrupt: s(&self.interrupt),
             door: s(&self.door),
             totals: self.totals.clone(),
+            // Only a restarting supervisor reads it (`supervise::records::steers`).
+            steer: None,
         }
     }
 }
@@ -472,7 +493,8 @@ pub struct Journal {
     /// The last task state record of each task (input records are not
     /// task states).
     pub tasks: BTreeMap<String, Record>,
-    /// The last run-level record that says the run's state (a `steer-queued` does not).
+    /// The last run-level record that says the run's state (a `steer-queued`
+    /// or `steer-dropped` does not).
     pub last_run: Option<Record>,
     /// Input requests `requested` and not (yet) `answered`, in the order
     /// they were asked.
@@ -488,9 +510,9 @@ pub struct Journal {
 /// `paused`, `resumed`, `idle`, `finished`, `aborted`), not only that
 /// something happened in it: a `steer-queued` while paused left the run
 /// paused, but as the last run record it read as `running` (and a restart
-/// took the pause for lifted).
+/// took the pause for lifted). Nor does a `steer-dropped`.
 fn is_run_state(run: Option<&str>) -> bool {
-    run != Some("steer-queued")
+    !matches!(run, Some("steer-queued" | "steer-dropped"))
 }
 
 impl Journal {

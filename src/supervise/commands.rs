@@ -176,6 +176,18 @@ impl Sup {
         if self.waves.slot(id).is_none_or(|s| s.session.is_none()) {
             return Some(Reply::refuse(format!("task {id} has no session id yet: nothing to resume"), state));
         }
+        let what = format!("task {id}: {n} bytes{}", if interrupt { ", interrupt" } else { "" });
+        // Its text into the journal first: a steer this supervisor says it
+        // took outlives it (a restart queues it again), or is refused.
+        if let Err(e) = self.rec.steer_queued(actor, Some(door), id, &msg, what) {
+            return Some(Reply::refuse(
+                format!(
+                    "task {id}: the steer could not be journaled ({}: {e}): nothing was queued",
+                    self.rec.files.journal().display()
+                ),
+                state,
+            ));
+        }
         let mut detail = format!("queued for task {id} ({n} bytes): applied at its next turn boundary (--resume)");
         let taken = self.waves.queue_steer(id, msg);
         if interrupt {
@@ -185,8 +197,6 @@ impl Sup {
                 detail.push_str("; the current turn is being stopped");
             }
         }
-        let what = format!("task {id}: {n} bytes{}", if interrupt { ", interrupt" } else { "" });
-        self.rec.command_rec(actor, door, "steer-queued", Some(what));
         // Between steps with nothing pending: applied at once.
         if let Some(e) = taken {
             self.apply(vec![e]);

@@ -132,6 +132,26 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     // 1. The run is this process's, held for its life, before anything of
     // the run is written: held by another process, that supervisor is live.
     let owned = socket::Ownership::take(&home, &run_id).map_err(StartError::Io)?;
+    // A run id already registered keeps its runstate directory: started
+    // with another, it would be pointed there and run anew, its first
+    // journal orphaned. Refused (this process holds the run: no other
+    // supervisor of it can register meanwhile), nothing written.
+    let reg = Registry::at(&opts.home);
+    if let Ok(had) = reg.read(&run_id) {
+        let given = opts.runstate.canonicalize().or_else(|_| std::path::absolute(&opts.runstate));
+        let same = given.as_ref().is_ok_and(|g| {
+            Path::new(&had.runstate_dir) == g || Path::new(&had.runstate_dir).canonicalize().is_ok_and(|h| h == *g)
+        });
+        if !same {
+            return Err(StartError::Usage(format!(
+                "{}: run {run_id} (slug {:?} of {root}) is registered with its runstate in {}: to continue that run, start it with --runstate {}; for a new run, give another --slug; or remove the registered run first (runs rm {run_id})",
+                opts.runstate.display(),
+                opts.slug,
+                had.runstate_dir,
+                had.runstate_dir
+            )));
+        }
+    }
     // 2. Registration: the owner check and the writes in one step, so one of
     // the runs that want the slug in this runstate directory wins.
     if opts.runstate.exists() && !opts.runstate.is_dir() {
@@ -153,7 +173,6 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
     let pointer = new.pointer(now_ts()).map_err(StartError::Usage)?;
     // The id the lock was taken for is the pointer's (no worktree given: the repo root's).
     debug_assert_eq!(pointer.run_id, run_id);
-    let reg = Registry::at(&opts.home);
     // Also holds the run's mark (`runs::marks`) before any of its files is written.
     reg.register(&pointer).map_err(|e| match e.kind() {
         // Another registered run owns the slug here: refused, nothing written.
@@ -250,7 +269,16 @@ impl Sup {
     fn apply(&mut self, effects: Vec<Effect>) {
         for e in effects {
             match e {
-                Effect::State { actor, task, state, rc, detail } => self.rec.state(&actor, &task, &state, rc, detail),
+                Effect::State { actor, task, state, rc, detail, steer } => {
+                    self.rec.state(&actor, &task, &state, rc, detail, steer);
+                    if crate::runs::journal::is_terminal(&state) {
+                        // Steers still queued for it never reach it: the journal says so.
+                        let why = format!("the task ended {state} before its next turn");
+                        for m in self.waves.drop_steers(&task) {
+                            self.rec.steer_dropped(&task, &m, &why);
+                        }
+                    }
+                }
                 Effect::Start { task, step } => self.dispatch(&task, step),
             }
         }
@@ -308,6 +336,9 @@ impl Sup {
         rx: mpsc::Receiver<Ev>,
     ) -> Result<Outcome, StartError> {
         let stale = liveness::get(&self.rec.files);
+        // The tasks whose process the last supervisor had started and not
+        // seen end (its owner record, outside the worktree).
+        let had_process: std::collections::BTreeSet<String> = self.rec.owner.groups.keys().cloned().collect();
         self.stop_stale_groups(&stale);
         let sock_s = sock.display().to_string();
         liveness::update(&self.rec.files, |l| {
@@ -334,12 +365,14 @@ impl Sup {
                 Some((id.clone(), s))
             })
             .collect();
+        let session_of =
+            |id: &str| stale.tasks.get(id).and_then(|e| e.session_id.clone()).or_else(|| from_logs.get(id).cloned());
         let resumed = self.waves.restore(
             |id| {
                 let r = journal.tasks.get(id);
                 (r.and_then(|r| r.state.clone()), r.and_then(|r| r.detail.clone()))
             },
-            |id| stale.tasks.get(id).and_then(|e| e.session_id.clone()).or_else(|| from_logs.get(id).cloned()),
+            session_of,
         );
         // A plan run again after it ended does nothing: say so, and how to
         // run it anew, instead of only repeating the old outcome.
@@ -366,6 +399,9 @@ impl Sup {
                 format!("task {} was {} when the last supervisor stopped; {how}", r.task, r.was),
             );
         }
+        let last_state = |id: &str| journal.tasks.get(id).and_then(|r| r.state.clone());
+        let effects = self.restore_steers(&last_state, &session_of, &had_process);
+        self.apply(effects);
         std::thread::spawn(move || socket::serve(listener, tx, Ev::Control));
         let handler = nix::sys::signal::SigHandler::Handler(on_stop);
         for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
@@ -413,6 +449,65 @@ impl Sup {
                 return Ok(if self.waves.all_committed() { Outcome::AllCommitted } else { Outcome::SomeHalted });
             }
         }
+    }
+
+    /// The steers the journal holds for the tasks' next turn boundaries
+    /// (accepted by an earlier supervisor of the run, not yet delivered),
+    /// queued again; what cannot be delivered now is journaled
+    /// `steer-dropped`, with why. A `leased` that took a steer whose turn
+    /// never started (no process of the task was running: the run was
+    /// paused, or the supervisor died first) queues it again and takes it
+    /// now, resuming the task's session, rather than starting the task
+    /// afresh without it.
+    fn restore_steers(
+        &mut self,
+        last_state: &dyn Fn(&str) -> Option<String>,
+        session_of: &dyn Fn(&str) -> Option<String>,
+        had_process: &std::collections::BTreeSet<String>,
+    ) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        for (id, st) in records::steers(&self.rec.files.journal()) {
+            if self.waves.slot(&id).is_none() {
+                continue;
+            }
+            let mut queued = st.queued;
+            let unstarted =
+                st.taken.filter(|_| last_state(&id).as_deref() == Some("leased") && !had_process.contains(&id));
+            let redo = unstarted.is_some();
+            if let Some(m) = unstarted {
+                // Queued again in the journal too, so that the `leased` taking it now pairs with a queued one.
+                let what = format!("task {id}: {} bytes, queued again: its turn had not started", m.len());
+                if let Err(e) = self.rec.steer_queued(ACTOR, None, &id, &m, what) {
+                    crate::util::cli::report(ACTOR, format!("{}: {e}", self.rec.files.journal().display()));
+                }
+                queued.push_front(m);
+            }
+            let n = queued.len();
+            match self.waves.restore_steers(&id, queued) {
+                Ok(e) => {
+                    crate::util::cli::report(
+                        ACTOR,
+                        format!("task {id}: {n} steer(s) accepted by the last supervisor are applied at its next turn boundary"),
+                    );
+                    effects.extend(e);
+                    // Without a session, its task starts afresh and takes it after that turn.
+                    if let Some(sid) = session_of(&id).filter(|_| redo) {
+                        effects.extend(self.waves.redo_steered(&id, sid));
+                    }
+                }
+                Err(lost) => {
+                    let why = if last_state(&id).as_deref().is_some_and(crate::runs::journal::is_terminal) {
+                        "the task had ended".to_string()
+                    } else {
+                        "the restarted supervisor found no session id of the task to resume (neither liveness nor its log names one)".to_string()
+                    };
+                    for m in lost {
+                        self.rec.steer_dropped(&id, &m, &why);
+                    }
+                }
+            }
+        }
+        effects
     }
 
     fn on(&mut self, ev: Ev) {

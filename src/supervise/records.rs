@@ -9,7 +9,7 @@
 use super::socket::{self, Owner};
 use crate::control::Door;
 use crate::pipeline::events::{Decision, InputAnswer};
-use crate::runs::journal::{self, is_terminal, Record, TaskTotals};
+use crate::runs::journal::{self, is_terminal, Record, SteerNote, TaskTotals};
 use crate::runs::liveness::{self, Entry};
 use crate::runs::RunFiles;
 use crate::session::record::InputRecord;
@@ -81,9 +81,50 @@ impl Records {
         let _ = liveness::update(&self.files, |l| l.tasks.entry(task.to_string()).or_default().merge(e));
     }
 
+    /// A steer queued for `task`'s next turn boundary, its text with it
+    /// (`steer-queued`, `what` its detail), so that it outlives this
+    /// supervisor. Written before the steer is queued and its caller told
+    /// `ok`: `Err` (the journal cannot take it) and the steer is refused.
+    /// `door`: the way a person's steer came in (none: queued again by a
+    /// restarted supervisor).
+    pub fn steer_queued(
+        &self,
+        actor: &str,
+        door: Option<Door>,
+        task: &str,
+        msg: &str,
+        what: String,
+    ) -> std::io::Result<()> {
+        let mut r = Record::run(actor, "steer-queued");
+        r.detail = Some(what);
+        r.door = door.map(|d| d.as_str().into());
+        r.steer = Some(SteerNote { task: task.into(), msg: Some(msg.into()) });
+        let run = crate::runs::marks::Run::new(&self.home, &self.run_id);
+        journal::append(&run, &self.files.journal(), &r)
+    }
+
+    /// A steer queued for `task` that will not be delivered, and why
+    /// (`steer-dropped`): the oldest still queued for it.
+    pub fn steer_dropped(&self, task: &str, msg: &str, why: &str) {
+        let mut r = Record::run(ACTOR, "steer-dropped");
+        r.detail = Some(format!("task {task}: {} bytes not delivered: {why}", msg.len()));
+        r.steer = Some(SteerNote { task: task.into(), msg: None });
+        crate::util::cli::report(ACTOR, r.detail.clone().unwrap_or_default());
+        self.journal(&r);
+    }
+
     /// A task's new state: the report's line when it ends, the journal's
     /// record (with the totals of a turn that just ended), liveness.
-    pub fn state(&mut self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) {
+    /// `steer`: this `leased` takes the oldest steer queued for the task.
+    pub fn state(
+        &mut self,
+        actor: &str,
+        task: &str,
+        state: &str,
+        rc: Option<i64>,
+        detail: Option<String>,
+        steer: bool,
+    ) {
         if is_terminal(state) {
             // One line per task as it ends: the run's report.
             match detail.as_deref().filter(|d| !d.is_empty()) {
@@ -94,6 +135,7 @@ impl Records {
         let totals = self.turn_totals.take_if(|(t, _)| t == task).map(|(_, t)| t);
         let mut r = Record::task(actor, task, state, rc).with_totals(task, totals);
         r.detail = detail;
+        r.steer = steer.then(|| SteerNote { task: task.into(), msg: None });
         self.journal(&r);
         if is_terminal(state) {
             // Liveness says who runs now; a finished task runs nothing.
@@ -247,6 +289,58 @@ pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
     out
 }
 
+/// The steers the journal holds for each task's next turn boundary, as
+/// a restarted supervisor finds them ([`journal::SteerNote`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Steers {
+    /// Queued and neither taken by a turn nor dropped, oldest first.
+    pub queued: VecDeque<String>,
+    /// The steer the task's last state record (a `leased`) took: its turn
+    /// may not have started before the last supervisor stopped.
+    pub taken: Option<String>,
+}
+
+/// Each task's [`Steers`], folded from the journal in its order: a
+/// `steer-queued` record with its text queues it, the `leased` record of
+/// the turn that takes it and a `steer-dropped` record take out the oldest,
+/// and the task's terminal record drops them all.
+pub fn steers(journal: &Path) -> BTreeMap<String, Steers> {
+    let mut out: BTreeMap<String, Steers> = BTreeMap::new();
+    let Ok(f) = std::fs::File::open(journal) else { return out };
+    let mut r = std::io::BufReader::new(f);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match read_capped(&mut r, &mut buf, MAX_RECORD, Rest::Skip) {
+            Ok(Capped::End) | Err(_) => break,
+            Ok(Capped::TooLong) => continue,
+            Ok(Capped::Line | Capped::Last) => {}
+        }
+        let Ok(rec) = serde_json::from_slice::<Record>(&buf) else { continue };
+        if let (Some(task), Some(state)) = (&rec.task, &rec.state) {
+            let t = out.entry(task.clone()).or_default();
+            t.taken = None;
+            if is_terminal(state) {
+                t.queued.clear();
+            } else if rec.steer.as_ref().is_some_and(|s| &s.task == task) {
+                t.taken = t.queued.pop_front();
+            }
+            continue;
+        }
+        let Some(note) = rec.steer.filter(|_| rec.task.is_none()) else { continue };
+        let t = out.entry(note.task).or_default();
+        match (rec.run.as_deref(), note.msg) {
+            (Some("steer-queued"), Some(msg)) => t.queued.push_back(msg),
+            (Some("steer-dropped"), _) => {
+                t.queued.pop_front();
+            }
+            _ => {}
+        }
+    }
+    out.retain(|_, s| !s.queued.is_empty() || s.taken.is_some());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +370,48 @@ mod tests {
         assert!(a.find("rw-2").unwrap().answer.is_none());
         // A record without runwire's id binds nothing.
         assert!(!m.contains_key("b"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_journals_steer_records_rebuild_each_tasks_queue() {
+        let dir = std::env::temp_dir().join(format!("rw-sup-steers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let j = dir.join("p.jsonl");
+        let q = |t: &str, m: &str| {
+            format!(
+                r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"ana","run":"steer-queued","detail":"task {t}: 1 bytes","steer":{{"task":"{t}","msg":"{m}"}}}}"#
+            )
+        };
+        let st = |t: &str, s: &str, steer: bool| {
+            let note = if steer { format!(r#","steer":{{"task":"{t}"}}"#) } else { String::new() };
+            format!(
+                r#"{{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runwire-supervise","task":"{t}","state":"{s}"{note}}}"#
+            )
+        };
+        let lines = [
+            st("a", "leased", false),
+            st("a", "implemented", false),
+            q("a", "one"),
+            q("a", "two"),
+            // A live steer: no text kept, nothing to apply again.
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"ana","run":"steer-queued","detail":"task a: 3 bytes, live"}"#.into(),
+            st("a", "gated", false),
+            st("a", "leased", true),
+            q("b", "lost"),
+            st("b", "halted", false),
+            q("c", "x"),
+            r#"{"v":"runstate/v1","ts":"2026-01-01T00:00:00.000Z","actor":"runwire-supervise","run":"steer-dropped","steer":{"task":"c"}}"#.into(),
+            q("d", "next"),
+            st("d", "leased", true),
+            "not a record".into(),
+        ];
+        std::fs::write(&j, lines.join("\n")).unwrap();
+        let m = steers(&j);
+        // a: "one" was taken by its leased, "two" waits; b ended, c's was dropped.
+        assert_eq!(m["a"], Steers { queued: VecDeque::from(["two".to_string()]), taken: Some("one".into()) });
+        assert_eq!(m["d"], Steers { queued: VecDeque::new(), taken: Some("next".into()) });
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "d"]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

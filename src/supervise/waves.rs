@@ -47,7 +47,9 @@ impl Step {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Journal (report, liveness) a task's new state, already taken here.
-    State { actor: String, task: String, state: String, rc: Option<i64>, detail: Option<String> },
+    /// `steer`: this `leased` takes the oldest steer queued for the task
+    /// (its record says so: a restart must not apply it again).
+    State { actor: String, task: String, state: String, rc: Option<i64>, detail: Option<String>, steer: bool },
     /// Start the process of a step (the task counts as running from now;
     /// [`Waves::not_started`] when it cannot be started).
     Start { task: String, step: Step },
@@ -176,17 +178,72 @@ impl Waves {
         out
     }
 
-    /// Takes a task's new state; the effect journals it.
+    /// Takes a task's new state; the effect journals it. A task that ends
+    /// keeps the steers queued for it until [`Waves::drop_steers`] takes
+    /// them (the journal says they were not delivered).
     pub fn set(&mut self, actor: &str, task: &str, state: &str, rc: Option<i64>, detail: Option<String>) -> Effect {
         if let Some(t) = self.slots.get_mut(task) {
             t.state = Some(state.to_string());
             t.detail = detail.clone();
             if is_terminal(state) {
                 t.next = None;
-                t.steer.clear();
             }
         }
-        Effect::State { actor: actor.into(), task: task.into(), state: state.into(), rc, detail }
+        Effect::State { actor: actor.into(), task: task.into(), state: state.into(), rc, detail, steer: false }
+    }
+
+    /// The oldest steer queued for `id` starts its next turn: `leased`,
+    /// its record saying it takes that steer.
+    fn take_steer(&mut self, id: &str, why: &str) -> Option<Effect> {
+        let slot = self.slots.get_mut(id)?;
+        let msg = slot.steer.pop_front()?;
+        slot.next = Some(Step::Turn { resume: Some(msg) });
+        let mut e = self.set(ACTOR, id, "leased", None, Some(why.into()));
+        if let Effect::State { steer, .. } = &mut e {
+            *steer = true;
+        }
+        Some(e)
+    }
+
+    /// The steers queued for `id`, taken out: none will be delivered (the
+    /// task ended, or a restart cannot resume its session).
+    pub fn drop_steers(&mut self, id: &str) -> Vec<String> {
+        self.slots.get_mut(id).map(|s| s.steer.drain(..).collect()).unwrap_or_default()
+    }
+
+    /// The steers a restarted supervisor found queued for `id` in the
+    /// journal, queued again in their order. A task about to commit (its
+    /// last step had ended) takes the first at once, as it would have then;
+    /// one redoing its turn or continuing with its gate or review takes
+    /// them at the boundary after it. `session`: the session a steer
+    /// resumes; without one (and no turn of its own to come, which would
+    /// name one), they cannot be delivered: `Err` with them.
+    pub fn restore_steers(&mut self, id: &str, queued: VecDeque<String>) -> Result<Option<Effect>, Vec<String>> {
+        let Some(slot) = self.slots.get_mut(id) else { return Err(queued.into()) };
+        if queued.is_empty() || slot.state.as_deref().is_some_and(is_terminal) {
+            return Err(queued.into());
+        }
+        let turn_to_come = slot.state.is_none() || matches!(slot.next, Some(Step::Turn { .. }));
+        if slot.session.is_none() && !turn_to_come {
+            return Err(queued.into());
+        }
+        slot.steer = queued;
+        if slot.next == Some(Step::Commit) {
+            return Ok(self.take_steer(id, "steered: resuming the session"));
+        }
+        Ok(None)
+    }
+
+    /// A task whose `leased` took a steer whose turn never started (the
+    /// run was paused, or the last supervisor died first), the steer queued
+    /// again first: it takes it now, resuming `session`, instead of
+    /// starting afresh.
+    pub fn redo_steered(&mut self, id: &str, session: String) -> Option<Effect> {
+        let slot = self.slots.get_mut(id)?;
+        slot.state = Some("leased".into());
+        slot.session = Some(session);
+        slot.next = None;
+        self.take_steer(id, "steered: resuming the session (its turn had not started when the last supervisor stopped)")
     }
 
     /// A step's process could not be started: nothing runs.
@@ -264,26 +321,22 @@ impl Waves {
             End::ForSteer { rc, why } => (rc, why, true),
             End::Exited { rc, why } => (rc, why, false),
         };
-        let slot = self.slots.get_mut(id).expect("task of the plan");
         if for_steer {
-            if let Some(msg) = slot.steer.pop_front() {
-                slot.next = Some(Step::Turn { resume: Some(msg) });
-                let why = "steered: resuming after an interrupt".to_string();
-                return vec![self.set(ACTOR, id, "leased", None, Some(why))];
+            if let Some(e) = self.take_steer(id, "steered: resuming after an interrupt") {
+                return vec![e];
             }
         }
         if rc != 0 {
             return vec![self.set(actor, id, "halted", Some(rc), Some(why))];
         }
         let mut out = vec![self.set(actor, id, after, None, None)];
-        let slot = self.slots.get_mut(id).expect("task of the plan");
         // A queued steer is applied at this boundary: the task goes back to
         // leased and its gate and review run again after the new turn.
-        if let Some(msg) = slot.steer.pop_front() {
-            slot.next = Some(Step::Turn { resume: Some(msg) });
-            out.push(self.set(ACTOR, id, "leased", None, Some("steered: resuming the session".into())));
+        if let Some(e) = self.take_steer(id, "steered: resuming the session") {
+            out.push(e);
             return out;
         }
+        let slot = self.slots.get_mut(id).expect("task of the plan");
         slot.next = Some(match phase {
             Phase::Turn if def.gate.is_some() => Step::Gate,
             Phase::Turn | Phase::Gate if def.review.is_some() => Step::Review,
@@ -300,9 +353,7 @@ impl Waves {
         if slot.running.is_some() || slot.next.is_some() || slot.state.is_none() {
             return None;
         }
-        let m = slot.steer.pop_front()?;
-        slot.next = Some(Step::Turn { resume: Some(m) });
-        Some(self.set(ACTOR, id, "leased", None, Some("steered: resuming the session".into())))
+        self.take_steer(id, "steered: resuming the session")
     }
 
     /// `kill` of a task with no process running: halted at once (an
@@ -422,6 +473,7 @@ mod tests {
                 state: "halted".into(),
                 rc: Some(3),
                 detail: Some("wrapper exited 3".into()),
+                steer: false,
             }]
         );
         let e = w.advance();
@@ -479,5 +531,34 @@ mod tests {
         let e = w.advance();
         assert_eq!(states(&e), [("b".into(), "committed".into()), ("a".into(), "leased".into())]);
         assert_eq!(starts(&e), [("a".to_string(), TURN)]);
+    }
+
+    #[test]
+    fn steers_a_restart_finds_are_taken_at_the_boundary_or_dropped() {
+        let q = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<VecDeque<_>>();
+        let mut w = waves(CHAIN, 4);
+        w.restore(
+            |id| match id {
+                "a" => (Some("implemented".into()), None),
+                "b" => (Some("implemented".into()), None),
+                "c" => (Some("leased".into()), None),
+                _ => (None, None),
+            },
+            |id| (id == "a").then(|| "s1".to_string()),
+        );
+        // a goes on with its gate and takes the steers after it, in order.
+        assert_eq!(w.restore_steers("a", q(&["one", "two"])), Ok(None));
+        assert_eq!(starts(&w.advance()), [("a".to_string(), Step::Gate)]);
+        let e = w.ended("a", Phase::Gate, ok());
+        assert!(matches!(&e[1], Effect::State { state, steer: true, .. } if state == "leased"), "{e:?}");
+        assert_eq!(starts(&w.advance()), [("a".to_string(), Step::Turn { resume: Some("one".into()) })]);
+        // b has no session to resume and no turn to come: not deliverable.
+        assert_eq!(w.restore_steers("b", q(&["lost"])), Err(vec!["lost".to_string()]));
+        // c redoes its turn, which will name a session: kept.
+        assert_eq!(w.restore_steers("c", q(&["later"])), Ok(None));
+        // A task that ends keeps them for the loop to drop, saying so.
+        w.set(ACTOR, "c", "halted", None, None);
+        assert_eq!(w.drop_steers("c"), ["later"]);
+        assert!(w.drop_steers("c").is_empty());
     }
 }

@@ -1334,12 +1334,14 @@ fn a_second_supervisor_of_a_live_run_exits_3_and_writes_nothing() {
 fn supervisors_of_one_slug_started_at_once_on_a_shared_runstate_let_one_run() {
     let env = Env::new("race");
     let plan = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"},{"id":"b","adapter":"claude","prompt":"y","deps":["a"]}]}"#;
-    let wts: Vec<PathBuf> = (0..3).map(|i| env.p(&format!("wt{i}"))).collect();
-    for wt in &wts {
-        std::fs::create_dir_all(wt).unwrap();
-        std::fs::write(wt.join("p.plan.json"), plan).unwrap();
-    }
     for round in 0..6 {
+        // Worktrees of their own each round: a run id keeps the runstate
+        // directory it was registered with (another one is refused).
+        let wts: Vec<PathBuf> = (0..3).map(|i| env.p(&format!("wt{round}{i}"))).collect();
+        for wt in &wts {
+            std::fs::create_dir_all(wt).unwrap();
+            std::fs::write(wt.join("p.plan.json"), plan).unwrap();
+        }
         let shared = env.p(&format!("shared/{round}"));
         let mut sups: Vec<Sup> = wts
             .iter()
@@ -1427,5 +1429,171 @@ fn restarts_at_once_after_a_kill_9_one_runs_and_the_others_exit_3() {
     assert_eq!(run_records(&journal, "started"), 1 + rounds, "one start a supervisor that ran: {journal:?}");
     assert_eq!(env.states("a").iter().filter(|s| *s == "committed").count(), 1);
     assert!(sock_files(&env).is_empty(), "{:?}", sock_files(&env));
+    no_stub_left(&env);
+}
+
+// ---- a steer accepted outlives its supervisor ----
+
+/// A task whose gate records each run and waits for `ok.flag`.
+const GATED: &str = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"first","gate":"echo g >> gates.txt; while ! test -f ok.flag; do sleep 0.05; done"}]}"#;
+
+/// Starts [`GATED`], queues a steer while its gate runs (a turn boundary:
+/// the steer waits for the gate), then SIGKILLs the supervisor and waits
+/// for its task's processes to be gone. Returns the session id the steer
+/// was for.
+fn steer_then_kill_9(env: &Env) -> String {
+    env.plan(GATED);
+    let mut sup = env.start("ok");
+    until("the gate", || env.p("gates.txt").exists() && pid_of(env, "a").is_some());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"now fix the tests"}));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["detail"].as_str().unwrap().contains("next turn boundary"), "queued, not live: {r}");
+    let reaper = pid_of(env, "a").unwrap();
+    sup.kill9();
+    // Gone entirely (not a zombie), as `liveness reap` judges by signal 0.
+    until("the gate's reaper to die with its supervisor", || {
+        !std::path::Path::new(&format!("/proc/{reaper}")).exists()
+    });
+    sid
+}
+
+/// A steer the supervisor said `ok` to at a turn boundary is in the
+/// journal with its text before the reply: the supervisor SIGKILLed before
+/// the boundary, the same command started again applies it at that
+/// boundary (the gate that was running, run again), once; a third start
+/// does not apply it again.
+#[test]
+fn a_queued_steer_outlives_a_kill_9_of_its_supervisor_and_reaches_the_agent_once() {
+    let env = Env::new("steer9");
+    let sid = steer_then_kill_9(&env);
+    assert_eq!(env.argv().len(), 1, "the steer has not reached the agent yet: {:?}", env.argv());
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(env.start("ok").wait(), 0);
+    let argv = env.argv();
+    assert_eq!(argv.iter().filter(|l| l.contains("now\\ fix\\ the\\ tests")).count(), 1, "{argv:?}");
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert!(
+        argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- now\\ fix\\ the\\ tests "),
+        "{argv:?}"
+    );
+    // The gate in flight at the kill runs again, then the steered turn and its gate.
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "leased", "implemented", "gated", "committed"]);
+    assert_eq!(std::fs::read_to_string(env.p("gates.txt")).unwrap(), "g\ng\ng\n");
+    let j = env.journal();
+    let queued: Vec<&Value> = j.iter().filter(|r| r["run"] == "steer-queued").collect();
+    assert_eq!(queued.len(), 1, "{j:?}");
+    assert_eq!(
+        (queued[0]["steer"]["task"].as_str(), queued[0]["steer"]["msg"].as_str()),
+        (Some("a"), Some("now fix the tests"))
+    );
+    assert_eq!(j.iter().filter(|r| r["state"] == "leased" && r["steer"]["task"] == "a").count(), 1, "{j:?}");
+    // Ended: started again, it applies nothing again.
+    env.start("ok").wait();
+    assert_eq!(env.argv().len(), 2, "{:?}", env.argv());
+    no_stub_left(&env);
+}
+
+/// A steer accepted by a supervisor that was then SIGKILLed, whose task's
+/// session a restart cannot find (its log emptied, liveness reaped), is not
+/// lost in silence: the journal says it was not delivered and why, and the
+/// run goes on without it.
+#[test]
+fn a_queued_steer_a_restart_cannot_deliver_is_journaled_as_not_delivered() {
+    let env = Env::new("steerlost");
+    steer_then_kill_9(&env);
+    std::fs::write(env.p("runstate/p.a.log"), "").unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_liveness"))
+        .args(["--runstate", env.p("runstate").to_str().unwrap(), "reap", "p"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{r:?}");
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(env.start("ok").wait(), 0);
+    assert_eq!(env.argv().len(), 1, "{:?}", env.argv());
+    let j = env.journal();
+    let dropped: Vec<&Value> = j.iter().filter(|r| r["run"] == "steer-dropped").collect();
+    assert_eq!(dropped.len(), 1, "{j:?}");
+    let d = dropped[0]["detail"].as_str().unwrap();
+    assert!(d.starts_with("task a: 17 bytes not delivered: ") && d.contains("no session id"), "{d}");
+    assert_eq!(env.states("a"), ["leased", "implemented", "gated", "committed"]);
+    // The run's status is not the drop's: it lists done.
+    let show = runs_cmd(&env, &["show", &run_id(&env)]);
+    assert_eq!(serde_json::from_slice::<Value>(&show.stdout).unwrap()["run"]["status"], "done");
+    no_stub_left(&env);
+}
+
+// ---- a run id keeps its runstate directory ----
+
+/// The same plan (same repository and slug: the same run id) started again
+/// with another `--runstate` is refused before anything is written: exit 2,
+/// naming the registered runstate directory and how to go on; the first
+/// run's pointer and journal are as they were, and nothing ran again.
+#[test]
+fn a_second_start_with_another_runstate_is_refused_and_the_first_run_is_untouched() {
+    let env = Env::new("rs2");
+    env.plan(r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#);
+    assert_eq!(env.start("ok").wait(), 0);
+    let id = run_id(&env);
+    let pointer = env.p(&format!("home/runs/{id}.json"));
+    let before = (std::fs::read(&pointer).unwrap(), std::fs::read(env.p("runstate/p.jsonl")).unwrap());
+    let first = std::fs::canonicalize(env.p("runstate")).unwrap();
+    let mut cmd = env.cmd("ok");
+    cmd.args(["--runstate", "other"]).stderr(Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("runwire-supervise: "), "{err}");
+    for want in [format!("--runstate {}", first.display()), format!("runs rm {id}"), "--slug".into()] {
+        assert!(err.contains(&want), "{want:?} in {err}");
+    }
+    assert_eq!((std::fs::read(&pointer).unwrap(), std::fs::read(env.p("runstate/p.jsonl")).unwrap()), before);
+    assert!(!env.p("other").exists(), "nothing written");
+    assert_eq!(env.argv().len(), 1, "nothing ran again: {:?}", env.argv());
+    assert!(sock_files(&env).is_empty(), "{:?}", sock_files(&env));
+    // The same --runstate is the same run: accepted (it has nothing left to do).
+    let mut cmd = env.cmd("ok");
+    cmd.args(["--runstate", "runstate"]);
+    assert_eq!(cmd.status().unwrap().code(), Some(0));
+    assert_eq!(env.argv().len(), 1);
+}
+
+/// A steer taken at a boundary while the run is paused (its `leased` is
+/// journaled, its turn waits for `resume`) is not lost by a SIGKILL then:
+/// the restarted supervisor, still paused, runs that steered turn on
+/// `resume`, resuming the task's session, rather than the task afresh.
+#[test]
+fn a_steer_taken_while_paused_outlives_a_kill_9_and_runs_on_resume() {
+    let env = Env::new("steerpause");
+    env.plan(GATED);
+    let mut sup = env.start("ok");
+    until("the gate", || env.p("gates.txt").exists());
+    let sid = env.live()["tasks"]["a"]["session_id"].as_str().unwrap().to_string();
+    assert_eq!(env.call(serde_json::json!({"verb":"pause"}))["ok"], true);
+    let r = env.call(serde_json::json!({"verb":"steer","task":"a","msg":"now fix the tests"}));
+    assert_eq!(r["ok"], true, "{r}");
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    until("the steer taken at the gate's end", || {
+        env.journal()
+            .iter()
+            .any(|r| r["state"] == "leased" && r["detail"].as_str().is_some_and(|d| d.starts_with("steered")))
+    });
+    // Paused: its turn waits.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(env.argv().len(), 1, "{:?}", env.argv());
+    sup.kill9();
+    let mut again = env.start("ok");
+    until("the restarted supervisor's socket", || UnixStream::connect(env.sock()).is_ok());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(env.argv().len(), 1, "still paused: {:?}", env.argv());
+    assert_eq!(env.call(serde_json::json!({"verb":"resume"}))["ok"], true);
+    assert_eq!(again.wait(), 0);
+    let argv = env.argv();
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert!(
+        argv[1].contains(&format!("--resume {sid}")) && argv[1].ends_with("-- now\\ fix\\ the\\ tests "),
+        "{argv:?}"
+    );
+    assert_eq!(env.last("a").as_deref(), Some("committed"));
     no_stub_left(&env);
 }
