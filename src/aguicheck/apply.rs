@@ -47,6 +47,16 @@ impl Checker {
         seq
     }
 
+    /// Notes the `activityType` of the held activity `id` from `m` (a
+    /// message or an ACTIVITY_SNAPSHOT), when it is one.
+    fn typed(&mut self, id: &str, m: &Value) {
+        if let Some(h) = self.held.get(id).filter(|h| h.role == "activity").cloned() {
+            let mut h = h;
+            h.activity_type = m.get("activityType").and_then(Value::as_str).map(str::to_string);
+            self.held.insert(id.to_string(), h);
+        }
+    }
+
     fn role_of(&self, id: &str) -> Option<&str> {
         self.held.get(id).map(|h| h.role.as_str())
     }
@@ -84,6 +94,7 @@ impl Checker {
             };
             let content = (role == "activity").then(|| activity_content(m.get("content")));
             let seq = self.push(id, role, content);
+            self.typed(id, m);
             self.hold_calls(m, id, seq);
         }
     }
@@ -92,7 +103,7 @@ impl Checker {
     /// names become its (the last of them under an id, in place), those it
     /// does not name go (but client-only kinds it does not carry), and the
     /// new ones are pushed in its order.
-    fn snapshot(&mut self, msgs: &[Value]) {
+    fn snapshot(&mut self, msgs: &[Value], auth: &Authoritative) {
         let role = |m: &Value| m.get("role").and_then(Value::as_str).map(str::to_string);
         let has = |r: &str| msgs.iter().any(|m| role(m).as_deref() == Some(r));
         let (activity, reasoning) = (has("activity"), has("reasoning"));
@@ -104,7 +115,7 @@ impl Checker {
         }
         self.held.retain(|id, h| {
             last.contains_key(id.as_str())
-                || (h.role == "activity" && !activity)
+                || (h.role == "activity" && auth.keeps(h.activity_type.as_deref(), activity))
                 || (h.role == "reasoning" && !reasoning)
         });
         self.calls.retain(|_, _| false);
@@ -117,6 +128,7 @@ impl Checker {
                 let r = role(m).unwrap_or_default();
                 let content = (r == "activity").then(|| activity_content(m.get("content")));
                 self.held.insert(id.to_string(), held(&r, seq, content));
+                self.typed(id, m);
                 placed.insert(id, seq);
             }
         }
@@ -129,7 +141,9 @@ impl Checker {
                 None => {
                     let r = role(m).unwrap_or_default();
                     let content = (r == "activity").then(|| activity_content(m.get("content")));
-                    self.push(id, &r, content)
+                    let seq = self.push(id, &r, content);
+                    self.typed(id, m);
+                    seq
                 }
             };
             self.hold_calls(m, id, seq);
@@ -156,7 +170,7 @@ impl Checker {
             }
             "MESSAGES_SNAPSHOT" => {
                 if let Some(msgs) = ev.get("messages").and_then(Value::as_array) {
-                    self.snapshot(msgs);
+                    self.snapshot(msgs, &Authoritative::of(ev));
                 }
             }
             "TEXT_MESSAGE_START" | "REASONING_MESSAGE_START" => {
@@ -270,13 +284,16 @@ impl Checker {
                     }
                 }
                 let content = Some(content);
+                let ev_type = Value::Object(ev.clone());
                 match self.held.get(&mid).map(|h| h.seq) {
                     None => {
                         self.push(&mid, "activity", content);
+                        self.typed(&mid, &ev_type);
                     }
                     // Replaced in place, whatever it was (its tool calls with it); or kept as it is.
                     Some(seq) if replace => {
-                        self.held.insert(mid, held("activity", seq, content));
+                        self.held.insert(mid.clone(), held("activity", seq, content));
+                        self.typed(&mid, &ev_type);
                     }
                     Some(_) => {}
                 }
@@ -309,6 +326,8 @@ impl Checker {
                                 find(self, f.rule, f.message);
                             }
                         }
+                        // The delta's type is the activity's now (as the client sets it).
+                        h.activity_type = s(ev, "activityType").map(str::to_string);
                         self.held.insert(mid, h);
                     }
                     Err(e) => find(

@@ -25,7 +25,7 @@ use rules::VERIFY;
 pub use rules::{rule, Rule, RULES};
 
 use crate::util::bounded::Bounded;
-use model::{activity_content, held, json_len, Call, Held, MAX_ACTIVITY};
+use model::{activity_content, held, json_len, Authoritative, Call, Held, MAX_ACTIVITY};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
 

@@ -19,11 +19,55 @@ pub struct Held {
     pub seq: u64,
     pub content: Option<Value>,
     pub content_bytes: usize,
+    /// An activity's `activityType`, as its last snapshot or applied delta
+    /// gave it (what a snapshot's `authoritativeActivityTypes` names).
+    pub activity_type: Option<String>,
 }
 
 impl Size for Held {
     fn size(&self) -> usize {
-        self.role.len() + self.content_bytes
+        self.role.len() + self.content_bytes + self.activity_type.as_ref().map_or(0, String::len)
+    }
+}
+
+/// Which held activities a MESSAGES_SNAPSHOT drops when it does not name
+/// them: its `metadata["@ag-ui/client"].authoritativeActivityTypes`, read
+/// as the client's `authoritativeActivityTypes` reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Authoritative {
+    /// No such metadata: the held activities go only when the snapshot
+    /// carries activities itself.
+    Unsaid,
+    /// `null`: every held activity the snapshot does not name goes.
+    All,
+    /// A list (anything else that is said reads as an empty one): held
+    /// activities of these types go, the others stay.
+    Types(Vec<String>),
+}
+
+impl Authoritative {
+    pub fn of(snapshot: &Map<String, Value>) -> Authoritative {
+        let Some(meta) = snapshot.get("metadata").and_then(Value::as_object) else { return Authoritative::Unsaid };
+        let Some(client) = meta.get("@ag-ui/client") else { return Authoritative::Unsaid };
+        let Some(client) = client.as_object() else { return Authoritative::Types(Vec::new()) };
+        match client.get("authoritativeActivityTypes") {
+            None => Authoritative::Unsaid,
+            Some(Value::Null) => Authoritative::All,
+            Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
+                Authoritative::Types(a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            }
+            Some(_) => Authoritative::Types(Vec::new()),
+        }
+    }
+
+    /// Whether a held activity of `activity_type` stays though the snapshot
+    /// does not name it (`carries_activities`: the snapshot holds one).
+    pub fn keeps(&self, activity_type: Option<&str>, carries_activities: bool) -> bool {
+        match self {
+            Authoritative::Unsaid => !carries_activities,
+            Authoritative::All => false,
+            Authoritative::Types(t) => !activity_type.is_some_and(|a| t.iter().any(|x| x == a)),
+        }
     }
 }
 
@@ -31,7 +75,7 @@ pub fn held(role: &str, seq: u64, content: Option<Value>) -> Held {
     let bytes = content.as_ref().map_or(0, json_len);
     let content = content.filter(|_| bytes <= MAX_ACTIVITY);
     let content_bytes = if content.is_some() { bytes } else { 0 };
-    Held { role: role.to_string(), seq, content, content_bytes }
+    Held { role: role.to_string(), seq, content, content_bytes, activity_type: None }
 }
 
 /// An activity's content as the reducer patches it (`content ?? {}`).
