@@ -291,3 +291,48 @@ fn a_threads_messages_are_served_without_a_run() {
     assert_eq!(quiet.request("GET", "/agui/thread?threadId=t2", "", "").status, 404);
     stop(quiet);
 }
+
+/// Many clients opening one large thread at once: at most one read of it
+/// runs (each costs a few times the file's size while it lasts); the others
+/// are told 503 with `Retry-After`, and every 200 carries the whole thread.
+#[test]
+fn a_large_thread_read_by_many_at_once_is_read_one_at_a_time() {
+    let s = server("history-many", &[], &[]);
+    let file = runwire::runs::thread::path(s.home(), "big");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let text = "y".repeat(280);
+    let lines: String = (0..60_000)
+        .map(|i| {
+            format!(
+                "{}\n",
+                serde_json::json!({"run": "r", "message": {"id": format!("m{i}"), "role": "user", "content": text}})
+            )
+        })
+        .collect();
+    std::fs::write(&file, lines).unwrap();
+    let answers: Vec<(u16, Option<String>, usize)> = std::thread::scope(|sc| {
+        let asks: Vec<_> = (0..6)
+            .map(|_| {
+                sc.spawn(|| {
+                    let r = s.request("GET", "/agui/thread?threadId=big", "", "");
+                    let n = serde_json::from_slice::<Value>(&r.body)
+                        .ok()
+                        .and_then(|v| v["messages"].as_array().map(Vec::len))
+                        .unwrap_or(0);
+                    (r.status, r.header("retry-after").map(str::to_string), n)
+                })
+            })
+            .collect();
+        asks.into_iter().map(|a| a.join().unwrap()).collect()
+    });
+    assert!(answers.iter().any(|a| a.0 == 200), "{answers:?}");
+    assert!(answers.iter().any(|a| a.0 == 503), "six at once, one read at a time: {answers:?}");
+    for a in &answers {
+        match a {
+            (200, _, n) => assert_eq!(*n, 60_000),
+            (503, Some(after), _) => assert_eq!(after, "1"),
+            other => panic!("{other:?}"),
+        }
+    }
+    stop(s);
+}

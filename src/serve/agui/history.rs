@@ -6,12 +6,13 @@
 
 use super::super::http::{respond, respond_error, Request};
 use crate::serve::state::Shared;
-use serde_json::json;
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The route. 400 without a valid `threadId` (the one rule of `POST
 /// /agui`'s); 404 for a thread this server has no record of (none, a
-/// server that records nothing, or a hub: the thread's node holds it).
+/// server that records nothing, or a hub: the thread's node holds it);
+/// 503 with `Retry-After` while [`READERS`] threads are being read.
 pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'static str, String)]) {
     let thread_id = match thread_param(req.query.as_deref().unwrap_or_default()) {
         Ok(t) => t,
@@ -30,9 +31,50 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
         respond_error(stream, 404, cors, &format!("no thread {thread_id:?} is recorded here"));
         return;
     }
+    // A thread's file is read whole (up to MAX_THREAD_FILE) and folded:
+    // a few times its size in memory for the request's length. At most
+    // READERS at once keep that bounded whoever asks; the others retry.
+    let Some(_reading) = Reader::take() else {
+        let mut h = cors.to_vec();
+        h.push(("Retry-After", "1".into()));
+        respond_error(stream, 503, &h, &format!("{READERS} threads are being read now: retry in a second"));
+        return;
+    };
     let t = crate::runs::thread::Thread::from_lines(crate::runs::thread::read(&file), None);
-    let body = json!({"threadId": thread_id, "messages": t.messages()});
-    let _ = respond(stream, 200, cors, &body.to_string());
+    // Serialized from the thread's own messages, not a copy of them.
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Answer<'a> {
+        thread_id: &'a str,
+        messages: Vec<&'a serde_json::Value>,
+    }
+    let body = serde_json::to_string(&Answer { thread_id: &thread_id, messages: t.messages() }).unwrap_or_default();
+    drop(t);
+    let _ = respond(stream, 200, cors, &body);
+}
+
+/// Threads read at once by this route ([`get`]): a page opening a thread
+/// reads one, and a 32 MiB thread costs a few hundred MB while it is read.
+pub const READERS: usize = 1;
+
+static READING: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the [`READERS`] places, given back when dropped.
+struct Reader;
+
+impl Reader {
+    fn take() -> Option<Reader> {
+        READING
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < READERS).then_some(n + 1))
+            .ok()
+            .map(|_| Reader)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        READING.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The `threadId` of a query string, percent-decoded, held to `POST /agui`'s rule.
@@ -55,7 +97,16 @@ fn thread_param(query: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::thread_param;
+    use super::{thread_param, Reader, READERS};
+
+    /// Past READERS readers the route answers 503 (the test holds every place).
+    #[test]
+    fn readers_beyond_the_limit_wait_their_turn() {
+        let held: Vec<Reader> = (0..READERS).map(|_| Reader::take().expect("a free place")).collect();
+        assert!(Reader::take().is_none());
+        drop(held);
+        assert!(Reader::take().is_some());
+    }
 
     #[test]
     fn a_thread_id_is_decoded_and_held_to_the_runs_rule() {

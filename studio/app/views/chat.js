@@ -156,7 +156,12 @@ export class ChatView {
    * (GET /agui/thread); where it has none (a hub: the node holds it), it
    * comes with the reply to the next message, as a snapshot. */
   async loadThread(threadId) {
-    const a = await getJson(`/agui/thread?threadId=${encodeURIComponent(threadId)}`);
+    let a = await getJson(`/agui/thread?threadId=${encodeURIComponent(threadId)}`);
+    // Another page is reading a thread (the server reads one at a time): again shortly.
+    for (let tries = 0; a.status === 503 && tries < 10 && threadId === this.threadId; tries += 1) {
+      await new Promise((r) => setTimeout(r, 1000));
+      a = await getJson(`/agui/thread?threadId=${encodeURIComponent(threadId)}`);
+    }
     // Another thread opened, or a run started, meanwhile: this answer is stale.
     if (threadId !== this.threadId || this.current) return;
     const messages = a.status === 200 && a.body && Array.isArray(a.body.messages) ? a.body.messages : null;
