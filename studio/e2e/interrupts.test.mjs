@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO, guard, launchBrowser, removeTempDirs, startServer, tempDir, waitFor, jsonLines } from './harness.mjs';
+import { REPO, guard, launchBrowser, removeTempDirs, serverBinary, startServer, tempDir, waitFor, jsonLines } from './harness.mjs';
 
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
@@ -427,6 +427,61 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     // The next message goes on in the same session.
     await send(p, 'again');
     await p.locator('.exchange').last().locator('section.request[data-state="open"]').waitFor({ timeout: 30000 });
+    g.check();
+    await context.close();
+  });
+
+  test('chat: two open requests, one noted here then answered elsewhere: the note is dropped and only the other is sent', async () => {
+    const agent = path.join(path.dirname(serverBinary()), 'examples', 'trust-agent');
+    const logs = tempDir('two-requests');
+    const requests = [
+      { request_id: 'rq1', tool_name: 'Bash', input: { command: 'echo one' } },
+      { request_id: 'rq2', tool_name: 'Bash', input: { command: 'echo two' } },
+    ];
+    const s = await startServer({
+      args: ['--agent', 'claude', '--interactive', '--agent-cmd', agent],
+      env: { TRUST_PROTO: 'claude', TRUST_LOG: path.join(logs, 'agent.jsonl'), TRUST_STATE: path.join(logs, 'processes'), TRUST_REQUESTS: JSON.stringify(requests) },
+    });
+    servers.push(s);
+    const { p, g, context } = await page();
+    await p.goto(`${s.url}/#/chat`);
+    await send(p, 'hello');
+    // Until two requests wait at once (the stand-in may raise them one after the other).
+    const open = p.locator('.exchange').last().locator('section.request[data-state="open"]');
+    await waitFor(async () => {
+      if ((await open.count()) === 1 && (await p.locator('.run-status').getAttribute('data-status')) === 'waiting' && !(await open.first().locator('button[data-action="approve"]').isDisabled())) {
+        if ((await open.first().getAttribute('data-request-id')) && (await p.locator('section.request[data-state="open"]').count()) === 1 && (await p.locator('section.request').count()) === 1) {
+          await open.first().locator('button[data-action="approve"]').click();
+        }
+      }
+      return (await open.count()) === 2;
+    }, { timeout: 30000, what: 'two open requests' });
+    const [first, second] = [open.nth(0), open.nth(1)];
+    const firstId = await first.getAttribute('data-request-id');
+    const secondId = await second.getAttribute('data-request-id');
+    // Denied here: only noted (the answers go together).
+    await first.locator('button[data-action="deny"]').click();
+    // (A request the agent raised again has a card in each run that ended with it: the last is this one.)
+    const firstCard = p.locator(`section.request[data-request-id="${firstId}"]`).last();
+    await waitFor(async () => /Noted/.test(await firstCard.locator('.request-status').textContent()), { what: 'the note' });
+    // Meanwhile alice allows it elsewhere.
+    const runs = await (await fetch(`${s.url}/runs`)).json();
+    const res = await fetch(`${s.url}/runs/${encodeURIComponent(runs.runs[0].runId)}/tasks/agent/answer`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ request: firstId, decision: 'allow', by: 'alice' }),
+    });
+    assert.equal(res.status, 200, await res.text());
+    await waitFor(async () => /^Answered elsewhere by alice: Approved/.test(await firstCard.locator('.request-status').textContent()), { what: 'the note replaced by alice\'s answer' });
+    // The other one, approved here: only it is sent, and the turn goes on.
+    await p.locator(`section.request[data-request-id="${secondId}"]`).last().locator('button[data-action="approve"]').click();
+    await waitFor(async () => ['finished', 'waiting'].includes(await p.locator('.run-status').getAttribute('data-status')), { timeout: 30000, what: 'the resumed run' });
+    assert.doesNotMatch(await p.locator('.exchange').last().innerText(), /resume_refused|already decided/);
+    const answered = inputRecords(s).filter((r) => r.input === 'answered');
+    const of = (id) => answered.filter((r) => r.interrupt === id).map((r) => [r.decision, r.by]);
+    assert.deepEqual(of(firstId), [['allow', 'alice']]);
+    await waitFor(() => of(secondId).length === 1, { what: 'the second answer journaled' });
+    assert.deepEqual(of(secondId), [['allow', 'agui']]);
     g.check();
     await context.close();
   });

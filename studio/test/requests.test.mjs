@@ -177,12 +177,13 @@ test('the grants an approval for the session applies: where each reaches, and wh
   assert.deepEqual(fromInterrupt(toolInterrupt).grants, []);
 });
 
-test('answeredElsewhere: the journal closes the cards this page did not answer, with how and by whom', () => {
+test('answeredElsewhere: the journal closes the cards whose answer this page has not sent, with how and by whom', () => {
   const tool = fromInterrupt(toolInterrupt);
   const question = fromInterrupt(questionInterrupt);
-  const mine = fromInterrupt({ ...toolInterrupt, id: 'req-3' });
-  mine.answered = { decision: 'allow' };
-  const cards = new Map([[tool.id, tool], [question.id, question], [mine.id, mine]]);
+  // Noted here, not sent yet (sent with the others): the journal's answer wins.
+  question.answered = { decision: 'answer', answers: { 'Which color?': 'red' } };
+  // req-3's answer was sent by this page: not among the cards asked about.
+  const cards = new Map([[tool.id, tool], [question.id, question]]);
   const answers = [
     { ts: '2030-01-01T00:00:01.000Z', task: 'agent', request: 'toolu_01', interrupt: 'req-1', decision: 'deny', by: 'alice', detail: 'not on prod' },
     { ts: '2030-01-01T00:00:02.000Z', task: 'agent', request: 'q', interrupt: 'req-2', decision: 'answer', by: 'link', detail: '{"Which color?":"blue"}' },

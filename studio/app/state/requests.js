@@ -396,8 +396,10 @@ export function recordLine(c, d, { at = null, by = null } = {}) {
  * an approval link or another client. `answers`: `GET /runs/:id`'s
  * `answers` (journal records: interrupt, decision, by, detail, ts, and
  * what an allow granted: scope, updated_input, mode).
- * Returns [{ id, d: { decision, scope, input, mode, message, answers, by, at } }] for cards not
- * answered here; a card this page answered is left as it is.
+ * `cards` holds only the cards whose answer this page has not sent (a card
+ * only noted here, to be sent with the others, is one). Returns
+ * [{ id, d: { decision, scope, input, mode, message, answers, by, at } }],
+ * one per card, from the first answer the journal holds for it.
  */
 export function answeredElsewhere(answers, cards) {
   if (!Array.isArray(answers)) return [];
@@ -405,7 +407,7 @@ export function answeredElsewhere(answers, cards) {
   for (const a of answers) {
     if (!obj(a) || typeof a.interrupt !== 'string') continue;
     const c = cards.get(a.interrupt);
-    if (!c || c.answered || out.some((o) => o.id === c.id)) continue;
+    if (!c || out.some((o) => o.id === c.id)) continue;
     const decision = str(a.decision) ?? 'answered';
     let detailAnswers = null;
     if (decision === 'answer' && typeof a.detail === 'string') {

@@ -522,15 +522,19 @@ export class ChatView {
     // answered twice. The run's journal says, and the feed says when it changes.
     const recorded = run.session && typeof run.session.run === 'string' ? run.session.run : null;
     if (recorded) {
-      const byId = new Map(open.map((c) => [c.id, c]));
+      // The cards whose answer this page has not sent (one only noted here
+      // is not sent until every card is answered): any may be answered elsewhere.
+      const unsent = new Map(open.map((c) => [c.id, c]));
       const look = async () => {
         const a = await getJson(`/runs/${encodeURIComponent(recorded)}`);
         if (a.status !== 200 || !a.body || this.watching !== watch) return;
-        for (const { id, d } of answeredElsewhere(a.body.answers, byId)) {
-          if (entries.has(id)) continue;
+        for (const { id, d } of answeredElsewhere(a.body.answers, unsent)) {
+          // The note taken here is dropped: the request was decided elsewhere first.
+          entries.delete(id);
+          unsent.delete(id);
           elsewhere.add(id);
           const who = d.by && d.by !== 'studio' && d.by !== 'agui' ? ` by ${d.by}` : '';
-          views.get(id).close(d, `Answered elsewhere${who}: ${decisionText(d, byId.get(id).kind)}`, { at: d.at || new Date(), by: d.by && d.by !== 'studio' && d.by !== 'agui' ? d.by : 'another page' });
+          views.get(id).close(d, `Answered elsewhere${who}: ${decisionText(d, open.find((c) => c.id === id).kind)}`, { at: d.at || new Date(), by: d.by && d.by !== 'studio' && d.by !== 'agui' ? d.by : 'another page' });
         }
         if (!elsewhere.size) return;
         const left = pending().length;
