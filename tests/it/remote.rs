@@ -168,6 +168,11 @@ fn the_server_listens_on_a_unix_socket_of_its_owner_only_with_every_rule_kept() 
     assert!(m.file_type().is_socket(), "{m:?}");
     assert_eq!(m.permissions().mode() & 0o777, 0o600, "the server's own user only");
     // The start line names no address a browser could open, and says how the socket is reached.
+    // (Said on stderr after the stdout line the start waited for: read once it is there.)
+    let t = Instant::now();
+    while !stderr(&s.dir).contains("Caddyfile") && t.elapsed() < LIMIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let said = stderr(&s.dir);
     assert!(!said.contains("open unix:") && !said.contains("#token="), "{said}");
     assert!(said.contains(&format!("curl --unix-socket {}", s.sock.display())) && said.contains("Caddyfile"), "{said}");
