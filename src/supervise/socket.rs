@@ -390,7 +390,7 @@ pub fn serve<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to:
 /// [`serve`] under `limits`: at most `limits.callers` callers served at
 /// once (a thread and one descriptor each), each given `limits.deadline`
 /// from its accept to send its request line; a caller beyond them is
-/// refused at once by the accepting thread ([`refuse_busy`]), unread.
+/// refused at once by the accepting thread, unread.
 pub fn serve_with<T: Send + 'static>(listener: UnixListener, tx: mpsc::Sender<T>, to: fn(Msg) -> T, limits: Limits) {
     let keys: Arc<Keys<Reply>> = Arc::default();
     let serving = Arc::new(AtomicUsize::new(0));
