@@ -173,8 +173,14 @@ impl Checker {
                     self.snapshot(msgs, &Authoritative::of(ev));
                 }
             }
-            "TEXT_MESSAGE_START" | "REASONING_MESSAGE_START" => {
+            "TEXT_MESSAGE_START"
+            | "REASONING_MESSAGE_START"
+            | "TEXT_MESSAGE_CONTENT"
+            | "TEXT_MESSAGE_END"
+            | "REASONING_MESSAGE_CONTENT"
+            | "REASONING_MESSAGE_END" => {
                 let mid = id("messageId");
+                let starts = ty.ends_with("_START");
                 match self.role_of(&mid) {
                     Some("activity") => find(
                         self,
@@ -182,7 +188,7 @@ impl Checker {
                         format!("{ty} for '{mid}', an activity message's id: the client drops the event"),
                     ),
                     Some(_) => {}
-                    None => {
+                    None if starts => {
                         let role = if ty == "REASONING_MESSAGE_START" {
                             "reasoning"
                         } else {
@@ -190,17 +196,6 @@ impl Checker {
                         };
                         self.push(&mid, role, None);
                     }
-                }
-            }
-            "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" | "REASONING_MESSAGE_CONTENT" | "REASONING_MESSAGE_END" => {
-                let mid = id("messageId");
-                match self.role_of(&mid) {
-                    Some("activity") => find(
-                        self,
-                        "message.role",
-                        format!("{ty} for '{mid}', an activity message's id: the client drops the event"),
-                    ),
-                    Some(_) => {}
                     None if !self.held_capped => find(
                         self,
                         "message.held",

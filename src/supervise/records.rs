@@ -233,15 +233,10 @@ impl Interrupts {
 /// line is no record of ours and is skipped).
 const MAX_RECORD: usize = 1 << 20;
 
-/// Each task's interrupts as the journal's input records name them
-/// (`interrupt` of `requested` and `answered`), all of processes that are
-/// gone: an answer naming one after a restart is bound as before it (a
-/// replay of its answer is acknowledged with nothing sent, anything else
-/// refused), never taken for a request of the processes this supervisor
-/// starts.
-pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
-    let mut out: BTreeMap<String, Interrupts> = BTreeMap::new();
-    let Ok(f) = std::fs::File::open(journal) else { return out };
+/// Each record of `journal` that reads as one, in order (a record over
+/// [`MAX_RECORD`] or a line that is not one is passed over).
+fn for_each_record(journal: &Path, mut each: impl FnMut(Record)) {
+    let Ok(f) = std::fs::File::open(journal) else { return };
     let mut r = std::io::BufReader::new(f);
     let mut buf = Vec::new();
     loop {
@@ -251,19 +246,33 @@ pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
             Ok(Capped::TooLong) => continue,
             Ok(Capped::Line | Capped::Last) => {}
         }
-        let Ok(rec) = serde_json::from_slice::<Record>(&buf) else { continue };
+        if let Ok(rec) = serde_json::from_slice::<Record>(&buf) {
+            each(rec);
+        }
+    }
+}
+
+/// Each task's interrupts as the journal's input records name them
+/// (`interrupt` of `requested` and `answered`), all of processes that are
+/// gone: an answer naming one after a restart is bound as before it (a
+/// replay of its answer is acknowledged with nothing sent, anything else
+/// refused), never taken for a request of the processes this supervisor
+/// starts.
+pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
+    let mut out: BTreeMap<String, Interrupts> = BTreeMap::new();
+    for_each_record(journal, |rec| {
         let (Some(task), Some(input), Some(iid), Some(request)) = (rec.task, rec.input, rec.interrupt, rec.request)
         else {
-            continue;
+            return;
         };
         let t = out.entry(task).or_default();
         match input.as_str() {
             "requested" => t.push(Bound { interrupt: iid, generation: 0, request, answer: None, restored: true }),
             "answered" => {
-                let Some(b) = t.find(&iid).filter(|b| b.answer.is_none()) else { continue };
+                let Some(b) = t.find(&iid).filter(|b| b.answer.is_none()) else { return };
                 let Some(decision) = rec.decision.and_then(|d| serde_json::from_value::<Decision>(d.into()).ok())
                 else {
-                    continue;
+                    return;
                 };
                 let detail = rec.detail;
                 b.answer = Some(InputAnswer {
@@ -285,7 +294,7 @@ pub fn restore(journal: &Path) -> BTreeMap<String, Interrupts> {
             }
             _ => {}
         }
-    }
+    });
     out
 }
 
@@ -306,17 +315,7 @@ pub struct Steers {
 /// and the task's terminal record drops them all.
 pub fn steers(journal: &Path) -> BTreeMap<String, Steers> {
     let mut out: BTreeMap<String, Steers> = BTreeMap::new();
-    let Ok(f) = std::fs::File::open(journal) else { return out };
-    let mut r = std::io::BufReader::new(f);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match read_capped(&mut r, &mut buf, MAX_RECORD, Rest::Skip) {
-            Ok(Capped::End) | Err(_) => break,
-            Ok(Capped::TooLong) => continue,
-            Ok(Capped::Line | Capped::Last) => {}
-        }
-        let Ok(rec) = serde_json::from_slice::<Record>(&buf) else { continue };
+    for_each_record(journal, |rec| {
         if let (Some(task), Some(state)) = (&rec.task, &rec.state) {
             let t = out.entry(task.clone()).or_default();
             t.taken = None;
@@ -325,9 +324,9 @@ pub fn steers(journal: &Path) -> BTreeMap<String, Steers> {
             } else if rec.steer.as_ref().is_some_and(|s| &s.task == task) {
                 t.taken = t.queued.pop_front();
             }
-            continue;
+            return;
         }
-        let Some(note) = rec.steer.filter(|_| rec.task.is_none()) else { continue };
+        let Some(note) = rec.steer.filter(|_| rec.task.is_none()) else { return };
         let t = out.entry(note.task).or_default();
         match (rec.run.as_deref(), note.msg) {
             (Some("steer-queued"), Some(msg)) => t.queued.push_back(msg),
@@ -336,7 +335,7 @@ pub fn steers(journal: &Path) -> BTreeMap<String, Steers> {
             }
             _ => {}
         }
-    }
+    });
     out.retain(|_, s| !s.queued.is_empty() || s.taken.is_some());
     out
 }

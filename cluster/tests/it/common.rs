@@ -445,14 +445,39 @@ pub type Msg = (String, BTreeMap<String, String>, Vec<u8>);
 /// read through `client`.
 pub async fn stream_messages(client: async_nats::Client, stream: &str, prefix: &str) -> Vec<Msg> {
     let js = async_nats::jetstream::new(client);
-    let s = js.get_stream(stream).await.unwrap();
-    let info = s.get_info().await.unwrap();
+    // A JetStream API request may time out while the servers elect a
+    // leader (a cluster just restarted, on a loaded machine): asked again,
+    // as the product's own code does, for up to 30 s.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let (s, info) = loop {
+        let asked = match js.get_stream(stream).await {
+            Ok(mut s) => s.info().await.cloned().map(|i| (s, i)).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match asked {
+            Ok(x) => break x,
+            Err(_) if std::time::Instant::now() < until => tokio::time::sleep(Duration::from_millis(200)).await,
+            Err(e) => panic!("stream {stream}: {e}"),
+        }
+    };
     let mut out = Vec::new();
     if info.state.messages == 0 {
         return out;
     }
     for seq in info.state.first_sequence..=info.state.last_sequence {
-        let Ok(m) = s.get_raw_message(seq).await else { continue };
+        // A message gone (retention, a rollup) is passed over; one the
+        // servers were too busy to give is asked for again.
+        let mut got = s.get_raw_message(seq).await;
+        for _ in 0..10 {
+            match &got {
+                Err(e) if e.to_string().contains("timed out") => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    got = s.get_raw_message(seq).await;
+                }
+                _ => break,
+            }
+        }
+        let Ok(m) = got else { continue };
         if !m.subject.as_str().starts_with(prefix) {
             continue;
         }
