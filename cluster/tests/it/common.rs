@@ -136,14 +136,25 @@ pub fn until_set_up(mut setup: impl FnMut() -> std::process::Output) {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    free_ports(1)[0]
 }
 
 /// `n` distinct free ports: held all at once while chosen (ports taken one
 /// by one and let go can repeat: a clean-clone CI run gave two servers of
 /// one cluster the same route port, and the cluster never formed).
+/// Nor is a port given twice in this process: a test that restarts its
+/// servers on their ports would otherwise find one taken meanwhile by
+/// another test's server, and route to that cluster.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held: Vec<TcpListener> = Vec::new();
+    while held.len() < n {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        if given.insert(l.local_addr().unwrap().port()) {
+            held.push(l);
+        }
+    }
     held.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
@@ -216,6 +227,12 @@ impl Nats {
         unreachable!("the loop returns or panics")
     }
 
+    /// The cluster's name: its scratch directory's (unique in this run).
+    fn name(&self) -> String {
+        let d = self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        format!("rwtest-{}", d.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-"))
+    }
+
     /// Server `i` (again: same ports, same store), its log appended to `nats-<i>.log`.
     pub fn server(&self, i: usize) -> Proc {
         let routes: Vec<String> =
@@ -226,7 +243,8 @@ impl Nats {
             .args(["-a", "127.0.0.1", "-p", &self.ports[i].to_string(), "-n", &format!("s{i}"), "-js"])
             .arg("-sd")
             .arg(self.dir.join(format!("js-{i}")))
-            .args(["--cluster_name", "rwtest", "--cluster", &format!("nats://127.0.0.1:{}", self.cports[i])])
+            // A name of its own: a route to another test's server is refused, never merged.
+            .args(["--cluster_name", &self.name(), "--cluster", &format!("nats://127.0.0.1:{}", self.cports[i])])
             .args(["--routes", &routes.join(",")])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
