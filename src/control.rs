@@ -505,7 +505,7 @@ pub struct Reply {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub live: Option<bool>,
     /// Why, as a word a client can act on: [`BAD_REQUEST`], [`NOT_READING`],
-    /// [`KEY_CONFLICT`], [`KEY_RUNNING`].
+    /// [`SUPERVISOR_BUSY`], [`KEY_CONFLICT`], [`KEY_RUNNING`].
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub code: Option<String>,
     /// The first reply of this command's idempotency key, again: nothing
@@ -518,6 +518,9 @@ pub struct Reply {
 pub const BAD_REQUEST: &str = "bad_request";
 /// [`Reply::code`]: the agent does not read its input; try again (HTTP 503).
 pub const NOT_READING: &str = "agent_not_reading";
+/// [`Reply::code`]: the supervisor took no more callers, nothing was read
+/// or done; try again (HTTP 503, `Retry-After`).
+pub const SUPERVISOR_BUSY: &str = "supervisor_busy";
 /// [`Reply::code`]: the idempotency key names another command (HTTP 422).
 pub const KEY_CONFLICT: &str = "idempotency_key_conflict";
 /// [`Reply::code`]: the idempotency key's command still runs; retry for its reply (HTTP 409).
@@ -543,6 +546,10 @@ impl Reply {
     pub fn bad(detail: impl Into<String>) -> Reply {
         Reply { code: Some(BAD_REQUEST.into()), ..Reply::refuse(detail, None) }
     }
+    /// A caller the supervisor could not take: nothing read, nothing done.
+    pub fn busy(detail: impl Into<String>) -> Reply {
+        Reply { code: Some(SUPERVISOR_BUSY.into()), ..Reply::refuse(detail, None) }
+    }
     /// An answer taken: sent, or (`sent == false`) an identical replay.
     pub fn answered(sent: bool, detail: impl Into<String>, state: Option<String>) -> Reply {
         Reply { sent: Some(sent), ..Reply::ok(detail, state) }
@@ -553,7 +560,7 @@ impl Reply {
         match (self.ok, self.code.as_deref()) {
             (true, _) => 200,
             (false, Some(BAD_REQUEST)) => 400,
-            (false, Some(NOT_READING)) => 503,
+            (false, Some(NOT_READING | SUPERVISOR_BUSY)) => 503,
             (false, Some(KEY_CONFLICT)) => 422,
             (false, _) => 409,
         }

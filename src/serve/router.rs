@@ -276,7 +276,13 @@ fn control_route(
         if let Some((code, answer)) =
             super::cluster::forward(id, task, verb, &body, req.header(idempotency::HEADER), person, tokens.is_some())
         {
-            let _ = respond(out, code, cors, &answer);
+            // The node's 503 (its supervisor busy, its agent not reading)
+            // or the hub's own (no node): nothing ran, try again.
+            let mut h = cors.clone();
+            if code == 503 {
+                h.push(("Retry-After", "1".into()));
+            }
+            let _ = respond(out, code, &h, &answer);
             return Close::Linger;
         }
         supervisor::post(shared, out, cors, id, task, verb, &body, person, door)

@@ -35,7 +35,13 @@ fn call_timeout() -> Duration {
 type Cors<'a> = &'a [(&'static str, String)];
 
 fn reply(stream: &mut impl Write, cors: Cors, code: u16, r: &Reply) -> Close {
-    let _ = respond(stream, code, cors, &serde_json::to_string(r).unwrap_or_default());
+    // A 503 (a supervisor with no room for the call, an agent not reading)
+    // did nothing: the client is told when to try again.
+    let mut h = cors.to_vec();
+    if code == 503 {
+        h.push(("Retry-After", "1".into()));
+    }
+    let _ = respond(stream, code, &h, &serde_json::to_string(r).unwrap_or_default());
     Close::Linger
 }
 

@@ -447,7 +447,7 @@ impl Drop for Slot {
 /// destroy the reply in flight), and closed.
 fn refuse_busy(mut conn: UnixStream) {
     let _ = conn.set_write_timeout(Some(Duration::from_millis(200)));
-    write_reply(&mut conn, &Reply::refuse(BUSY, None));
+    write_reply(&mut conn, &Reply::busy(BUSY));
     let _ = conn.shutdown(std::net::Shutdown::Write);
     if conn.set_nonblocking(true).is_ok() {
         let mut sink = [0u8; 8192];
@@ -506,7 +506,7 @@ fn refuse_unthreaded(conn: UnixStream) {
     let Ok(mut w) = conn.try_clone() else { return };
     let mut buf = Vec::new();
     let _ = read_capped(&mut BufReader::new(conn), &mut buf, MAX_LINE, Rest::Leave);
-    write_reply(&mut w, &Reply::refuse("the supervisor has no thread for this call; try again later", None));
+    write_reply(&mut w, &Reply::busy("the supervisor has no thread for this call; try again later"));
 }
 
 /// One reply line.

@@ -1404,13 +1404,68 @@ fn supervisor_callers_beyond_the_limit_are_refused_at_once_and_the_socket_serves
     let home = s.dir.join("home");
     let status = runwire::supervise::socket::Request { verb: "status".into(), ..Default::default() };
     let r = runwire::supervise::socket::call(&home, &s.run_id(), &status, Duration::from_secs(2)).unwrap();
-    assert_eq!((r.ok, r.detail.as_str()), (false, BUSY), "{r:?}");
+    assert_eq!((r.ok, r.detail.as_str(), r.code.as_deref()), (false, BUSY, Some("supervisor_busy")), "{r:?}");
+    // Through the task route: nothing was done, so 503 and when to try
+    // again, not a 409 that reads as "the run refused it" (a hub passes
+    // the node's status on with the same header).
+    let srv = Server::start(&home);
+    let r = srv.request(
+        "POST",
+        &format!("/runs/{}/tasks/a/steer", s.run_id()),
+        "Content-Type: application/json\r\n",
+        r#"{"msg":"later"}"#,
+    );
+    let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    assert_eq!((r.status, v["code"].as_str()), (503, Some("supervisor_busy")), "{v}");
+    assert!(r.headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("retry-after") && v == "1"), "{:?}", r.headers);
     drop(held);
     until(
         "a request served once the idle callers are gone",
         || runwire::supervise::socket::call(&home, &s.run_id(), &status, Duration::from_secs(2)).is_ok_and(|r| r.ok),
         || s.why(),
     );
+}
+
+/// A supervisor with no room for one more caller did nothing, so an
+/// approval link says "not now" (503) and stays usable: it said "no longer
+/// valid" (410) before, for a link that was still good. Once the callers
+/// are gone, the same link answers the request once.
+#[test]
+fn an_approval_link_to_a_busy_supervisor_says_not_now_and_still_works() {
+    use runwire::supervise::socket::MAX_CALLERS;
+    let dir = support::scratch("doors-busy-link");
+    let secret = link_secret(&dir);
+    let flags = ["--public-url", PUBLIC, "--link-secret-file", secret.to_str().unwrap()];
+    let s = Sup::start_args("doors-busy-link-sup", None, &flags);
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let link = s.requested()[0]["links"][0].as_str().unwrap_or_default().to_string();
+    assert!(link.starts_with(&format!("{PUBLIC}/a/")), "{link}");
+    let path = &link[PUBLIC.len()..];
+    let home = s.dir.join("home");
+    let mut cmd = Server::command();
+    cmd.env("HARNESS_HOME", &home).args(flags);
+    let srv = Server::spawn(cmd);
+    let sock = runwire::supervise::socket::sock_path(&home, &s.run_id());
+    let held: Vec<_> = (0..MAX_CALLERS).map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, page) = link_form(srv.port, path, "decision=allow");
+    assert_eq!(code, 503, "{page}");
+    assert!(page.contains("Not now") && page.contains("try again later"), "{page}");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(acp_answers(&s.dir).is_empty(), "nothing reached the agent: {}", s.why());
+    let mut last = (0, String::new());
+    until(
+        "the link to answer once the callers are gone",
+        || {
+            last = link_form(srv.port, path, "decision=allow");
+            last.0 != 503
+        },
+        || s.why(),
+    );
+    assert_eq!(last.0, 200, "{}", last.1);
+    s.until("the allow to reach the agent", |s| !acp_answers(&s.dir).is_empty());
+    assert_eq!(acp_answers(&s.dir), [(1, "allow-once".to_string())], "{}", s.why());
 }
 
 /// An answer that does not fit its request (ACP runs a call as asked: no

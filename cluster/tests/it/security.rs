@@ -1328,7 +1328,38 @@ fn a_supervised_tasks_link_is_answered_once_at_the_hub_through_its_node() {
     let keys = runwire::control::links::Keys::new(PUBLIC, &std::fs::read(&secret).unwrap()).unwrap();
     let nameless = format!("/a/{}", keys.token(&runwire::control::links::Claims { o: None, ..claims.clone() }));
     hub_lists(&s, &[format!("beta.{}", claims.r)]);
+    busy_at_the_hub(&s, &sup, &claims.r, &nameless);
     answered_once_at_the_hub(&s, &sup, &requested, &nameless);
+}
+
+/// The node's supervisor serving as many callers as it takes: the hub's
+/// doors (the link, the task route) pass on its "not now" (503, and when
+/// to try again), nothing is done, and the link still works after.
+fn busy_at_the_hub(s: &Secured, sup: &Supervisor, run: &str, path: &str) {
+    use runwire::supervise::socket::{sock_path, MAX_CALLERS};
+    wait_for("beta to answer the link at the hub", 30, || {
+        let (code, _, page) = link_request(&s.hub, "GET", path, "", "text/plain", "");
+        assert!(code == 200 || code == 503, "{code} {page}\n{}", sup.why());
+        (code == 200).then_some(())
+    });
+    let sock = sock_path(&s.home, run);
+    let held: Vec<_> = (0..MAX_CALLERS).map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let origin = format!("Origin: {PUBLIC}\r\n");
+    let form = "application/x-www-form-urlencoded";
+    let (code, _, page) = link_request(&s.hub, "POST", path, &origin, form, "decision=allow");
+    assert_eq!(code, 503, "{page}\n{}", sup.why());
+    assert!(page.contains("Not now"), "{page}");
+    let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
+    let route = format!("/runs/beta.{run}/tasks/a/steer");
+    let (code, head, body) = link_request(&s.hub, "POST", &route, ana, "application/json", r#"{"msg":"later"}"#);
+    assert_eq!(code, 503, "{head}\n{body}");
+    assert!(body.contains("supervisor_busy"), "{body}");
+    assert!(head.to_ascii_lowercase().contains("\r\nretry-after: 1"), "{head}");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(sup.answers().is_empty(), "nothing reached the agent: {}", sup.why());
+    assert!(!sup.journal().iter().any(|r| r["run"] == "steer-queued"), "no steer queued: {}", sup.why());
 }
 
 /// A supervisor's links name its node (`--node beta`, as its
