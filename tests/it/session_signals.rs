@@ -113,7 +113,8 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// An answer on the session's own input is journaled with what it
+/// An answer on the session's own input is journaled with its door
+/// (`session-input`, as every other door names its own) and what it
 /// granted: its scope and the edited input the call runs with (secrets
 /// redacted as the events redact it).
 #[test]
@@ -130,8 +131,8 @@ fn an_answer_on_the_session_input_journals_its_scope_and_edits() {
     let a = answered(&dir);
     assert_eq!(a.len(), 1, "{a:?}");
     assert_eq!(
-        (a[0]["decision"].as_str(), a[0]["by"].as_str(), a[0]["scope"].as_str()),
-        (Some("allow"), Some("ana"), Some("session")),
+        (a[0]["decision"].as_str(), a[0]["by"].as_str(), a[0]["scope"].as_str(), a[0]["door"].as_str()),
+        (Some("allow"), Some("ana"), Some("session"), Some("session-input")),
         "{a:?}"
     );
     let shown = a[0]["updated_input"].as_str().unwrap_or_else(|| panic!("no edited input: {a:?}"));
