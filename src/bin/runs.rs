@@ -199,6 +199,10 @@ enum Cmd {
         /// Where the journal, plan, logs and liveness live (default WORKTREE/runstate).
         #[arg(long, value_name = "DIR")]
         runstate_dir: Option<String>,
+        /// The run's runstate directory moved: point a run id already registered with another
+        /// journal at this one (refused without it; the old journal is left, no longer the run's).
+        #[arg(long)]
+        repoint: bool,
     },
 }
 
@@ -553,7 +557,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             .map(|v| line(&mut o, &v)),
         // Answered above, before the registry.
         Cmd::Doctor { .. } => Ok(Ok(())),
-        Cmd::Register { slug, repo_root, worktree, project, repo, branch, runstate_dir } => {
+        Cmd::Register { slug, repo_root, worktree, project, repo, branch, runstate_dir, repoint } => {
             // Absolute, as readers require (a relative runstateDir would be read against each reader's cwd).
             let abs = |p: String| match std::path::absolute(&p) {
                 Ok(a) if !p.is_empty() => a.display().to_string(),
@@ -569,8 +573,9 @@ fn run(args: Args) -> anyhow::Result<Exit> {
             );
             match new.pointer(created) {
                 Err(e) => Err(ViewError::Bad(e)),
-                Ok(p) => match reg.register(&p) {
-                    // Refused before anything was written (a slug another run owns): usage.
+                Ok(p) => match if repoint { reg.repoint(&p) } else { reg.register(&p) } {
+                    // Refused before anything was written (a slug another run
+                    // owns, a run id registered with another journal): usage.
                     Err(e)
                         if matches!(e.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::InvalidInput) =>
                     {

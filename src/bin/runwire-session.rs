@@ -5,7 +5,7 @@
 use clap::Parser;
 use runwire::session::driver::{self, JournalTo};
 use runwire::session::launch::{launch, on_path, AgentKind, LaunchOptions};
-use runwire::session::proc::Spec;
+use runwire::session::proc::{Spec, SUPERVISED_ENV};
 use runwire::session::{self, Agent, Session};
 use runwire::util::cli::{self, Exit};
 use std::io::{self, BufWriter};
@@ -96,9 +96,10 @@ struct Args {
 }
 
 /// `--supervised`, or `RUNWIRE_SUPERVISED=1` in the environment (what
-/// runwire-supervise gives its tasks: it reaches a session a wrapper runs).
+/// runwire-supervise gives a task's turn: it reaches a session a wrapper
+/// runs, and no further: the agent does not inherit it).
 fn supervised(args: &Args) -> bool {
-    args.supervised || std::env::var_os("RUNWIRE_SUPERVISED").is_some_and(|v| v == "1")
+    args.supervised || std::env::var_os(SUPERVISED_ENV).is_some_and(|v| v == "1")
 }
 
 /// Milliseconds from `90`, `90s`, `1500ms`, `5m`, `1h` (at least 1 ms).
@@ -190,6 +191,9 @@ fn run<A: Agent>(args: &Args, argv: Vec<String>, agent: A) -> ExitCode {
     for a in &argv[1..] {
         spec.arg(a);
     }
+    // This session's runner's flag: a session the agent (or a tool of its)
+    // starts is nobody's supervised session.
+    spec.env_remove(SUPERVISED_ENV);
 
     let (tx, rx) = std::sync::mpsc::channel();
     // First: no thread may start before the signals are blocked.

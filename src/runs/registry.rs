@@ -160,6 +160,13 @@ pub fn link_target(p: &Pointer) -> PathBuf {
     super::RunFiles::new(&p.runstate_dir, &p.slug).journal()
 }
 
+/// Whether two pointers name one journal: the same path, or paths that
+/// resolve to one file (a runstate directory reached through a symlink).
+fn same_journal(a: &Pointer, b: &Pointer) -> bool {
+    let (a, b) = (link_target(a), link_target(b));
+    a == b || a.canonicalize().is_ok_and(|a| b.canonicalize().is_ok_and(|b| a == b))
+}
+
 impl Registry {
     /// `<home>/runs`.
     pub fn at(home: &Path) -> Registry {
@@ -253,7 +260,14 @@ impl Registry {
     /// one runstate directory made at once (two worktrees sharing it), one
     /// wins and every other is refused as a later one is, with nothing written.
     pub fn register(&self, p: &Pointer) -> std::io::Result<()> {
-        self.register_checked(p, super::check_id("runId", &p.run_id))
+        self.register_checked(p, super::check_id("runId", &p.run_id), false)
+    }
+
+    /// [`Registry::register`] that may point a registered run id at another
+    /// journal (its runstate directory moved: `runs register --repoint`);
+    /// the journal it had is left where it is, no longer the run's.
+    pub fn repoint(&self, p: &Pointer) -> std::io::Result<()> {
+        self.register_checked(p, super::check_id("runId", &p.run_id), true)
     }
 
     /// [`Registry::register`] for a hub's mirror of a node's run: its id is
@@ -264,16 +278,33 @@ impl Registry {
             Some(_) => Ok(()),
             None => Err(format!("runId {:?} does not name a node (<node>.<run>)", p.run_id)),
         });
-        self.register_checked(p, named)
+        self.register_checked(p, named, false)
     }
 
-    fn register_checked(&self, p: &Pointer, id_checked: Result<(), String>) -> std::io::Result<()> {
+    /// `repoint`: a run id registered with another journal may be pointed
+    /// at this one; else that is refused (`AlreadyExists`), nothing written.
+    fn register_checked(&self, p: &Pointer, id_checked: Result<(), String>, repoint: bool) -> std::io::Result<()> {
         let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
         id_checked.map_err(bad)?;
         check_pointer(p.fields(), &p.run_id).map_err(bad)?;
         std::fs::create_dir_all(&self.dir)?;
         let _one_at_a_time = super::lock_exclusive(&self.lock_path())
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.lock_path().display())))?;
+        // A retried registration never re-points its run: the run's journal
+        // would be orphaned, its history gone from every view.
+        if let Some(had) = self.read(&p.run_id).ok().filter(|had| !repoint && !same_journal(had, p)) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "run {} is registered with its journal at {}: registering it with {} would re-point it and orphan that journal (give its runstate directory {}, or another --slug for a new run; `runs rm {}` first, or --repoint if the runstate directory moved)",
+                    p.run_id,
+                    link_target(&had).display(),
+                    link_target(p).display(),
+                    had.runstate_dir,
+                    p.run_id
+                ),
+            ));
+        }
         if let Some(owner) = self.owner_of(p) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,

@@ -20,6 +20,14 @@ use std::path::{Path, PathBuf};
 /// The journal's actor for the supervisor's own records.
 pub use super::waves::ACTOR;
 
+/// The journal size a `steer-queued` record (which carries the steer's
+/// text, up to [`crate::control::MAX_TEXT`]) may not take the journal past:
+/// half of what a view of the run reads ([`crate::runs::safe::MAX_JOURNAL`]),
+/// so that steers never make the run's journal unreadable, and leave room
+/// for the rest of its records. A steer past it is refused at every door
+/// (they all come through [`Records::steer_queued`]).
+pub const STEER_BUDGET: u64 = crate::runs::safe::MAX_JOURNAL / 2;
+
 /// Where a run's records go.
 pub struct Records {
     pub files: RunFiles,
@@ -84,7 +92,9 @@ impl Records {
     /// A steer queued for `task`'s next turn boundary, its text with it
     /// (`steer-queued`, `what` its detail), so that it outlives this
     /// supervisor. Written before the steer is queued and its caller told
-    /// `ok`: `Err` (the journal cannot take it) and the steer is refused.
+    /// `ok`: `Err` (the journal cannot take it: a write error, or the
+    /// record would take the journal past [`STEER_BUDGET`]) and the steer
+    /// is refused.
     /// `door`: the way a person's steer came in (none: queued again by a
     /// restarted supervisor).
     pub fn steer_queued(
@@ -99,6 +109,16 @@ impl Records {
         r.detail = Some(what);
         r.door = door.map(|d| d.as_str().into());
         r.steer = Some(SteerNote { task: task.into(), msg: Some(msg.into()) });
+        let line = serde_json::to_vec(&r).map_err(std::io::Error::other)?;
+        let have = std::fs::metadata(self.files.journal()).map_or(0, |m| m.len());
+        if have + line.len() as u64 + 1 > STEER_BUDGET {
+            return Err(std::io::Error::other(format!(
+                "it holds {have} bytes and this steer's record is {} more: a steer's text is kept in the journal, \
+                 which steers may fill only to {STEER_BUDGET} bytes (half of the {} a view of the run reads)",
+                line.len() + 1,
+                crate::runs::safe::MAX_JOURNAL
+            )));
+        }
         let run = crate::runs::marks::Run::new(&self.home, &self.run_id);
         journal::append(&run, &self.files.journal(), &r)
     }

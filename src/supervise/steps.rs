@@ -127,17 +127,23 @@ impl Sup {
         spec.cwd = Some(self.opts.workdir.clone());
         spec.kill_grace = self.opts.kill_grace;
         spec.env("RUNWIRE_RUN_ID", &self.rec.run_id).env("RUNWIRE_TASK", id);
-        // A session of the task (`runwire-session`, itself or under a
-        // wrapper) is under this runner: a stop signal there is the
-        // reaper's, this process's death or its stop, never an operator's
-        // end of the session, and answers nothing (the requests it leaves
-        // open are this process's to close, `close_left_open`).
-        spec.env("RUNWIRE_SUPERVISED", "1");
+        let turn = phase == Phase::Turn;
+        // A turn's session (`runwire-session`, itself or under a wrapper) is
+        // under this runner: a stop signal there is the reaper's, this
+        // process's death or its stop, never an operator's end of the
+        // session, and answers nothing (the requests it leaves open are this
+        // process's to close, `close_left_open`). Only a turn runs one: a
+        // gate or a review that starts a session starts its own, and the
+        // session keeps the flag from its agent.
+        if turn {
+            spec.env(proc::SUPERVISED_ENV, "1");
+        } else {
+            spec.env_remove(proc::SUPERVISED_ENV);
+        }
         if let Some(s) = self.waves.slot(id).and_then(|s| s.session.clone()) {
             spec.env("RUNWIRE_SESSION_ID", s);
         }
         self.steps += 1;
-        let turn = phase == Phase::Turn;
         let launch = Launch {
             task: id.to_string(),
             step: self.steps,

@@ -1050,6 +1050,57 @@ fn a_retried_steer_with_its_key_is_queued_once_through_the_supervisor_socket() {
     a_retried_steer_with_its_key_is_queued_once("keys-socket", SteerDoor::Socket);
 }
 
+/// A queued steer's text is kept in the journal (`steer-queued`): at a
+/// supervisor's `door`, a steer whose record would take the journal past
+/// the budget steers may fill (half of the 16 MiB a view of the run reads)
+/// is refused, saying so, and nothing is queued; a shorter one that still
+/// fits is queued.
+fn a_steer_the_journal_cannot_take_is_refused(name: &str, door: SteerDoor) {
+    const BUDGET: u64 = 8 * 1024 * 1024;
+    let s = Sup::start(name);
+    s.until("the first request in the journal", |s| !s.requested().is_empty());
+    let first = name_of(&s.requested()[0]);
+    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": first, "decision": "allow"}}));
+    assert_eq!(r["ok"], true, "{r}");
+    s.until("the gate", |s| s.states().contains(&"implemented".to_string()));
+    let srv = matches!(door, SteerDoor::ControlRoute).then(|| Server::start(&s.dir.join("home")));
+    // Lines no reader takes for a record (skipped, as a torn line is), up
+    // to 600 bytes short of the budget.
+    let path = s.dir.join("runstate/p.jsonl");
+    let mut pad = BUDGET - 600 - std::fs::metadata(&path).unwrap().len();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    while pad > 0 {
+        let n = pad.min(4096) as usize;
+        let mut line = vec![b'x'; n - 1];
+        line.push(b'\n');
+        f.write_all(&line).unwrap();
+        pad -= n as u64;
+    }
+    drop(f);
+    let queued = |s: &Sup| s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count();
+    let (c, _, b) = keyed_steer(&s, &srv, door, "full-1", &"y".repeat(2000));
+    assert_eq!(c, 409, "{door:?}: {b}");
+    assert!(
+        b.contains("could not be journaled") && b.contains("8388608") && b.contains("nothing was queued"),
+        "{door:?}: {b}"
+    );
+    assert_eq!(queued(&s), 0, "{door:?}: {}", s.stderr());
+    assert!(std::fs::metadata(&path).unwrap().len() <= BUDGET, "{door:?}: the journal stays within the budget");
+    let (c, _, b) = keyed_steer(&s, &srv, door, "full-2", "touch the keyed file");
+    assert!(c == 200 || c == 202, "{door:?}: a steer that fits is queued: {c} {b}");
+    assert_eq!(queued(&s), 1, "{door:?}: {}", s.stderr());
+}
+
+#[test]
+fn a_steer_the_journal_cannot_take_is_refused_through_the_control_route() {
+    a_steer_the_journal_cannot_take_is_refused("full-supervisor", SteerDoor::ControlRoute);
+}
+
+#[test]
+fn a_steer_the_journal_cannot_take_is_refused_through_the_supervisor_socket() {
+    a_steer_the_journal_cannot_take_is_refused("full-socket", SteerDoor::Socket);
+}
+
 /// `runwire-session`'s input lines: a steer line retried with its
 /// `idempotency_key` gets the first line's ack again, marked `replayed`, and
 /// reaches the agent once; the same key on another line is refused, naming

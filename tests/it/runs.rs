@@ -1037,6 +1037,59 @@ fn registration_creates_its_directory_and_listings_never_delete() {
     assert_eq!(by_id(&lines(&o.stdout), p["runId"].as_str().unwrap())["status"], "registered");
 }
 
+/// A retried `runs register` of a run id is idempotent with the same
+/// runstate directory (its journal kept, nothing truncated), and never
+/// re-points the id at another journal: refused (exit 2), naming the
+/// registered journal, with nothing written; `--repoint` does it on purpose.
+#[test]
+fn registering_a_run_again_never_re_points_it_at_another_journal() {
+    let base = tmp("register-again");
+    let home = base.join("home");
+    let repo = base.join("repo");
+    let register = |extra: &[&str]| {
+        bin("runs", &home).args(["register", "--slug", "s", "--repo-root"]).arg(&repo).args(extra).output().unwrap()
+    };
+    let first = register(&[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let p = &lines(&first.stdout)[0];
+    let id = p["runId"].as_str().unwrap().to_string();
+    let journal = repo.join("runstate/s.jsonl");
+    std::fs::write(&journal, LEASED).unwrap();
+    let pointer = home.join(format!("runs/{id}.json"));
+    let link = home.join(format!("journals/{id}.jsonl"));
+    let status = || by_id(&lines(&bin("runs", &home).arg("list").output().unwrap().stdout), &id)["status"].clone();
+    let before = status();
+    assert_ne!(before, "registered", "the journal's record is read");
+
+    // The same runstate directory again: ok, the journal kept.
+    let again = register(&[]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(lines(&again.stdout)[0]["runstateDir"], p["runstateDir"]);
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), LEASED);
+    assert_eq!(status(), before);
+
+    // Another one: refused, nothing written.
+    let other = base.join("elsewhere");
+    let pointer_was = std::fs::read(&pointer).unwrap();
+    let o = register(&["--runstate-dir", other.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("runs: ") && err.contains(&id) && err.contains(&journal.display().to_string()), "{err}");
+    assert!(err.contains("--repoint"), "{err}");
+    assert!(o.stdout.is_empty());
+    assert_eq!(std::fs::read(&pointer).unwrap(), pointer_was, "the pointer is as it was");
+    assert!(!other.exists(), "no runstate directory made");
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), LEASED, "the journal link is the run's journal still");
+    assert_eq!(status(), before);
+
+    // On purpose: re-pointed, the old journal left where it is.
+    let o = register(&["--runstate-dir", other.to_str().unwrap(), "--repoint"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(lines(&o.stdout)[0]["runstateDir"], other.display().to_string());
+    assert_eq!(status(), "registered");
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), LEASED);
+}
+
 #[test]
 fn an_open_input_request_shows_as_needs_input() {
     let base = tmp("needs");

@@ -113,7 +113,8 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// An answer on the session's own input is journaled with what it
+/// An answer on the session's own input is journaled with its door
+/// (`session-input`, as every other door names its own) and what it
 /// granted: its scope and the edited input the call runs with (secrets
 /// redacted as the events redact it).
 #[test]
@@ -130,8 +131,8 @@ fn an_answer_on_the_session_input_journals_its_scope_and_edits() {
     let a = answered(&dir);
     assert_eq!(a.len(), 1, "{a:?}");
     assert_eq!(
-        (a[0]["decision"].as_str(), a[0]["by"].as_str(), a[0]["scope"].as_str()),
-        (Some("allow"), Some("ana"), Some("session")),
+        (a[0]["decision"].as_str(), a[0]["by"].as_str(), a[0]["scope"].as_str(), a[0]["door"].as_str()),
+        (Some("allow"), Some("ana"), Some("session"), Some("session-input")),
         "{a:?}"
     );
     let shown = a[0]["updated_input"].as_str().unwrap_or_else(|| panic!("no edited input: {a:?}"));
@@ -196,4 +197,73 @@ fn under_a_runner_a_sigterm_kills_the_session_and_answers_nothing() {
         assert!(answered(&dir).is_empty(), "{name}: {:?}", journal(&dir));
         assert!(answers_sent(&dir).is_empty(), "{name}: {:?}", answers_sent(&dir));
     }
+}
+
+/// `RUNWIRE_SUPERVISED=1` is the supervisor's word to the session of its
+/// task's turn, and reaches no session further down: a session a person
+/// (or a tool) starts by hand from inside the supervised session's agent
+/// is an operator's, so a SIGTERM to it closes its open request
+/// (cancelled, by the signal) and it exits 143.
+#[test]
+fn a_session_started_inside_a_supervised_sessions_agent_is_not_supervised() {
+    let dir = scratch("session-signals-nested");
+    let _ = std::fs::remove_file(dir.join("inner.in"));
+    nix::unistd::mkfifo(&dir.join("inner.in"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // The outer session's agent: a shell that starts a second session by
+    // hand (its input a FIFO no one writes, so it stays open), and says
+    // the second session's pid and its exit.
+    let agent = dir.join("agent.sh");
+    std::fs::write(
+        &agent,
+        r#"#!/bin/sh
+"$INNER_SESSION" claude --prompt "test it" --task a --journal "$INNER_DIR/j.jsonl" --input "$INNER_DIR/inner.in" \
+    -- "$INNER_AGENT" >"$INNER_DIR/inner.out" 2>"$INNER_DIR/inner.err" &
+pid=$!
+echo "$pid" >"$INNER_DIR/inner.pid.tmp" && mv "$INNER_DIR/inner.pid.tmp" "$INNER_DIR/inner.pid"
+wait "$pid"
+echo "$?" >"$INNER_DIR/inner.rc.tmp" && mv "$INNER_DIR/inner.rc.tmp" "$INNER_DIR/inner.rc"
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ask = json!([{"request_id": "b1", "tool_name": "Bash", "input": {"command": "npm test"}}]);
+    let mut outer = Command::new(env!("CARGO_BIN_EXE_runwire-session"))
+        .args(["claude", "--prompt", "start a second session"])
+        .arg("--")
+        .arg(&agent)
+        .current_dir(&dir)
+        .env("RUNWIRE_SUPERVISED", "1")
+        .env("INNER_SESSION", env!("CARGO_BIN_EXE_runwire-session"))
+        .env("INNER_AGENT", support::example("trust-agent"))
+        .env("INNER_DIR", &dir)
+        .env("TRUST_PROTO", "claude")
+        .env("TRUST_LOG", dir.join("agent-input.jsonl"))
+        .env("TRUST_STATE", dir.join("processes"))
+        .env("TRUST_REQUESTS", ask.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + LIMIT;
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}, within {LIMIT:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let inner_out = || std::fs::read_to_string(dir.join("inner.out")).unwrap_or_default();
+    wait_for("the second session's request", &|| inner_out().contains(r#"{"type":"runwire.request""#));
+    let pid: i32 = std::fs::read_to_string(dir.join("inner.pid")).unwrap().trim().parse().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM).unwrap();
+    wait_for("the second session's exit", &|| dir.join("inner.rc").exists());
+    let rc = std::fs::read_to_string(dir.join("inner.rc")).unwrap();
+    let err = std::fs::read_to_string(dir.join("inner.err")).unwrap_or_default();
+    let _ = outer.kill();
+    let _ = outer.wait();
+    assert_eq!(rc.trim(), "143", "{err}");
+    let a = answered(&dir);
+    assert_eq!(a.len(), 1, "an operator's signal closes the open request: {:?} {err}", journal(&dir));
+    assert_eq!((a[0]["decision"].as_str(), a[0]["by"].as_str()), (Some("cancelled"), Some("signal SIGTERM")), "{a:?}");
+    assert_eq!(answers_sent(&dir).len(), 1, "{:?}", answers_sent(&dir));
 }

@@ -57,6 +57,12 @@ pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// output before the run ends without waiting for the end of the pipe.
 pub const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
+/// Set (to `1`) by `runwire-supervise` on a step that runs a session of its
+/// task: that session's stop signals are its runner's. A session and the
+/// server remove it from their agents' environment, so it reaches no session
+/// further down (`spec/SUPERVISOR.md`).
+pub const SUPERVISED_ENV: &str = "RUNWIRE_SUPERVISED";
+
 /// The reaper's file name.
 pub const REAPER_BIN: &str = "runwire-reaper";
 
@@ -75,6 +81,8 @@ pub struct Spec {
     pub program: PathBuf,
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
+    /// Variables of this process's environment the program does not inherit.
+    pub env_remove: Vec<OsString>,
     pub cwd: Option<PathBuf>,
     pub stdin: Input,
     /// SIGTERM to SIGKILL when the run is stopped.
@@ -93,6 +101,7 @@ impl Spec {
             program: program.into(),
             args: Vec::new(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             cwd: None,
             stdin: Input::Null,
             kill_grace: KILL_GRACE,
@@ -108,6 +117,12 @@ impl Spec {
 
     pub fn env(&mut self, k: impl Into<OsString>, v: impl Into<OsString>) -> &mut Spec {
         self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// The program does not inherit `k` (a variable of [`Spec::env`] is still set).
+    pub fn env_remove(&mut self, k: impl Into<OsString>) -> &mut Spec {
+        self.env_remove.push(k.into());
         self
     }
 }
@@ -221,6 +236,10 @@ impl Proc {
             None => Command::new(&spec.program),
         };
         cmd.args(&spec.args);
+        // The reaper, if any, passes its environment on to the program.
+        for k in &spec.env_remove {
+            cmd.env_remove(k);
+        }
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }

@@ -20,6 +20,7 @@ use super::super::proc::{self, Signaller};
 use super::super::record::InputRecord;
 use super::super::tap::Changes;
 use super::super::writer::{Full, Writer};
+use crate::control::Door;
 use crate::session::core::input::{AckLine, Keyed, LineKeys, OpenRequest, Refusal, StatusLine};
 use crate::session::core::{Agent, Input, Phase, Refused, Session, Step};
 use std::io;
@@ -572,7 +573,13 @@ impl<A: Agent, O: Output> Loop<A, O> {
     /// One session input line, then its reply line (`runwire.ack`). A keyed
     /// line seen before is not applied: its key's reply ([`LineKeys`]).
     fn line(&mut self, line: &[u8], n: u64) -> io::Result<()> {
-        let parsed = Input::parse_keyed(line).map(|(i, key)| {
+        let parsed = Input::parse_keyed(line).map(|(mut i, key)| {
+            // An answer on a line came through the session's own door (its journal's `door`).
+            match &mut i {
+                Input::Answer(a) => a.door = Some(Door::SessionInput),
+                Input::Answers(all) => all.iter_mut().for_each(|a| a.door = Some(Door::SessionInput)),
+                _ => {}
+            }
             let seen = key.as_deref().and_then(|k| self.keys.before(k, &i));
             (i, key, seen)
         });

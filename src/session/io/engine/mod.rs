@@ -23,7 +23,7 @@
 use self::event_loop::{Shared, Status as LoopStatus};
 use super::driver::{self, Event, JournalTo, Started};
 use super::launch::{launch, on_path, AgentKind, LaunchOptions};
-use super::proc::{Signaller, Spec, KILL_GRACE};
+use super::proc::{Signaller, Spec, KILL_GRACE, SUPERVISED_ENV};
 use super::tap::{self, Feed};
 use super::writer::Writer;
 use crate::runs::journal::{self, Record};
@@ -122,6 +122,9 @@ impl Engine {
         for a in &launch.argv[1..] {
             spec.arg(a);
         }
+        // The server's agents are nobody's supervised session (a server
+        // started inside a supervised step has the flag).
+        spec.env_remove(SUPERVISED_ENV);
         let (sink, feed) = tap::open(rec.clone(), bin);
         let shared = Shared::new(sink.changes());
         // The journal follows the session: `idle` while held between turns.
