@@ -2,9 +2,9 @@
 //! pipe pair (this process's stdin and stdout), framed as
 //! `runwire::serve::cluster` defines (`[u32 length][u32 head length][head
 //! JSON][data]`, at most `MAX_FRAME` bytes), every request and stream
-//! with its own id. The server sends `control`, `agui` and `feed` requests
-//! and `cancel`s; this end answers each with `answer`, then for a stream
-//! `data` frames and an `end`. One NATS connection and, at a hub, one
+//! with its own id. The server sends `control`, `link`, `agui`, `thread`
+//! and `feed` requests and `cancel`s; this end answers each with `answer`,
+//! then for a stream `data` frames and an `end`. One NATS connection and, at a hub, one
 //! consumer of the feed stream serve every client ([`crate::fanout::Fanout`]):
 //! no process per request or client.
 //!
@@ -142,6 +142,30 @@ pub async fn serve(
                     )
                     .await
                     {
+                        sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
+                        sink.end(Some(format!("{e:#}"))).await;
+                    }
+                }
+                "thread" => {
+                    // Its node as this hub remembers it, else as any hub kept it.
+                    let thread = String::from_utf8_lossy(&data).into_owned();
+                    let node = match head.node {
+                        Some(n) => Some(n),
+                        None => crate::forward::kept_node(&client, &thread).await,
+                    };
+                    let Some(node) = node else {
+                        let m = format!(
+                            "thread {thread:?}: the cluster knows no node for it (no hub has run it): \
+                             a thread started at a node's own server is read there"
+                        );
+                        sink.answer(&Answer::error(404, m)).await;
+                        sink.end(None).await;
+                        stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                        return;
+                    };
+                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
+                    let by = forward::Acting { person: head.actor.as_deref(), hub: Some(&name), checked: head.checked };
+                    if let Err(e) = forward::forward_thread(&client, &node, &thread, by, budget, &sink, stop).await {
                         sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
                         sink.end(Some(format!("{e:#}"))).await;
                     }

@@ -217,10 +217,12 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
             let f = serde_json::from_slice::<Forwarded>(&msg.payload);
             // A body too large for one message comes in pieces, asked of the hub.
             let pieces: Option<usize> = h.and_then(|h| h.get(BODY_SIZE)).and_then(|v| v.as_str().parse().ok());
+            // A thread's read (`GET /agui/thread`) comes on a stream too: its
+            // answer's body may be larger than one message.
+            let read = |f: &Forwarded| f.method == "GET" && thread_id_of(&f.path).is_some() && f.body.is_empty();
             let refused = match &f {
                 Ok(f)
-                    if f.method == "POST"
-                        && f.path == "/agui"
+                    if ((f.method == "POST" && f.path == "/agui") || (read(f) && pieces.is_none()))
                         && valid_stream(&node, &s)
                         && f.body.len().max(pieces.unwrap_or(0)) <= MAX_BODY =>
                 {
@@ -228,7 +230,7 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                 }
                 Ok(f) => Some(Answer::error(
                     400,
-                    format!("node {node}: {} {} with a stream is not the AG-UI route", f.method, f.path),
+                    format!("node {node}: {} {} with a stream is not an AG-UI route", f.method, f.path),
                 )),
                 Err(e) => Some(Answer::error(400, format!("node {node}: a forwarded request: {e}"))),
             };
@@ -246,6 +248,11 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                     }
                     let task = tokio::spawn(async move {
                         let mut f = f;
+                        if f.method == "GET" {
+                            thread_read(&c, &l, &n, &f, &s2, reply).await;
+                            map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
+                            return;
+                        }
                         if let Some(size) = pieces {
                             let deadline = tokio::time::Instant::now() + PULL_WAIT;
                             match pull_body(&c, &s2, size, deadline).await.map(String::from_utf8) {
@@ -774,15 +781,22 @@ fn thread_of(body: &[u8]) -> Option<String> {
     v.get("threadId")?.as_str().map(str::to_string)
 }
 
+/// The node `thread` runs on, as a hub kept it in the cluster
+/// ([`keep_thread`]); `None` when no hub did (or the cluster has no bucket
+/// of threads, or cannot be asked now).
+pub async fn kept_node(client: &async_nats::Client, thread: &str) -> Option<String> {
+    let kept = match threads(client).await {
+        Some(kv) => kv.get(names::thread_key(thread)).await.ok().flatten(),
+        None => None,
+    };
+    kept.and_then(|v| String::from_utf8(v.to_vec()).ok()).filter(|n| names::valid_node(n))
+}
+
 /// The node a thread runs on, as a hub kept it in the cluster
 /// ([`keep_thread`]); `Err` the 400's message.
 pub async fn thread_node(client: &async_nats::Client, body: &[u8]) -> Result<String, String> {
     let thread = thread_of(body).unwrap_or_default();
-    let kept = match threads(client).await {
-        Some(kv) => kv.get(names::thread_key(&thread)).await.ok().flatten(),
-        None => None,
-    };
-    kept.and_then(|v| String::from_utf8(v.to_vec()).ok()).filter(|n| names::valid_node(n)).ok_or_else(|| {
+    kept_node(client, &thread).await.ok_or_else(|| {
         format!(
             "thread {thread:?}: no hub has run it, so the cluster does not know its node: name the node \
              that runs it in forwardedProps.node (a hub runs no agent itself; a thread started at a node's \
@@ -834,6 +848,126 @@ pub async fn forward_agui(
         out.answer(&Answer::error(413, m)).await;
         return Ok(());
     }
+    let f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
+    forward_stream(client, node, f, by, timeout, out, stop).await
+}
+
+/// Forwards `GET /agui/thread?threadId=<thread>` to `node` and gives its
+/// answer to `out` as [`forward_agui`] does: the answer (the node's own,
+/// its error named by the node; or 503/504 naming it); after a 200, the
+/// thread's JSON (at most [`MAX_BODY`]: the node refuses a larger one) in
+/// `data` frames, then the `end` (with an `error` when the node was lost
+/// on the way: the body is then cut).
+pub async fn forward_thread(
+    client: &async_nats::Client,
+    node: &str,
+    thread: &str,
+    by: Acting<'_>,
+    timeout: Duration,
+    out: &crate::wire::Sink,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    if !names::valid_node(node) {
+        out.answer(&Answer::error(400, format!("{node:?} is not a node name"))).await;
+        return Ok(());
+    }
+    let f = Forwarded { method: "GET".into(), path: thread_path(thread), body: String::new() };
+    forward_stream(client, node, f, by, timeout, out, stop).await
+}
+
+/// The route a thread's read is made on at its node: `threadId`
+/// percent-encoded (every byte but the unreserved ones).
+pub fn thread_path(thread: &str) -> String {
+    let mut p = String::from(THREAD_PATH);
+    for b in thread.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            p.push(b as char);
+        } else {
+            p.push_str(&format!("%{b:02X}"));
+        }
+    }
+    p
+}
+
+/// The start of a forwarded thread read's route.
+const THREAD_PATH: &str = "/agui/thread?threadId=";
+
+/// The (still encoded) thread id of a thread read's route ([`thread_path`]):
+/// `None` for any other route, so a node reads nothing else for a hub.
+fn thread_id_of(path: &str) -> Option<&str> {
+    let t = path.strip_prefix(THREAD_PATH)?;
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'%');
+    (!t.is_empty() && t.len() <= 3 * runwire::serve::agui::MAX_ID && t.bytes().all(unreserved)).then_some(t)
+}
+
+/// A forwarded thread read at the node: made to the node's own server;
+/// its refusal replied (its message naming the node), a 200 replied at
+/// once and its body (at most [`MAX_BODY`], else 502 saying so) published
+/// to the stream subject `s` in pieces (header [`SEQ`], the last with
+/// [`END`]): a thread is often larger than one message.
+async fn thread_read(
+    client: &async_nats::Client,
+    local: &Local,
+    node: &str,
+    f: &Forwarded,
+    s: &str,
+    reply: async_nats::Subject,
+) {
+    let mut a = http(local, "GET", &f.path, b"", false, None, None, None).await;
+    if a.status == 200 && a.body.len() > MAX_BODY {
+        a = Answer::error(
+            502,
+            format!(
+                "node {node}: the thread's messages are more than the {MAX_BODY} bytes a hub relays: \
+                 open the thread at the node's own server"
+            ),
+        );
+    }
+    let body = std::mem::take(&mut a.body);
+    if a.status != 200 {
+        // Its message names the node (the hub's caller asked the hub).
+        let named = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+            .filter(|e| !e.starts_with(&format!("node {node}")));
+        a.body = match named {
+            Some(e) => serde_json::json!({"error": format!("node {node}: {e}")}).to_string(),
+            None => body,
+        };
+        let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+        return;
+    }
+    let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+    let max = client.server_info().max_payload.saturating_sub(8192).max(4096);
+    let mut chunks: Vec<&[u8]> = body.as_bytes().chunks(PIECE.min(max)).collect();
+    chunks.push(&[]);
+    let last = chunks.len() - 1;
+    for (seq, chunk) in chunks.into_iter().enumerate() {
+        let mut h = HeaderMap::new();
+        h.insert(SEQ, seq.to_string().as_str());
+        if seq == last {
+            h.insert(END, "1");
+        }
+        if let Err(e) = client.publish_with_headers(s.to_string(), h, Bytes::copy_from_slice(chunk)).await {
+            crate::report(format!("control: {s}: {e}"));
+            return;
+        }
+    }
+}
+
+/// A request on a stream ([`forward_agui`], [`forward_thread`]): its
+/// answer, then its body's messages in order until the last, to `out`.
+async fn forward_stream(
+    client: &async_nats::Client,
+    node: &str,
+    f: Forwarded,
+    by: Acting<'_>,
+    timeout: Duration,
+    out: &crate::wire::Sink,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    // An SSE body is cut with a RUN_ERROR event; any other with the end's error.
+    let sse = f.method == "POST";
     let inbox = client.new_inbox();
     let token = inbox.rsplit('.').next().unwrap_or_default().to_string();
     let s = stream_subject(node, &token);
@@ -857,7 +991,7 @@ pub async fn forward_agui(
     // headers included, under the servers' max_payload); else the node asks
     // for it in pieces, as for a command, while the request waits.
     let max = client.server_info().max_payload.saturating_sub(8192).max(4096);
-    let mut f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
+    let mut f = f;
     let mut payload = serde_json::to_vec(&f).unwrap_or_default();
     let pieces = (payload.len() > max).then(|| Bytes::from(std::mem::take(&mut f.body).into_bytes()));
     let serving = match &pieces {
@@ -890,6 +1024,7 @@ pub async fn forward_agui(
     tokio::pin!(stop);
     let mut next = 0u64;
     let mut heard = tokio::time::Instant::now();
+    let mut cut = None;
     loop {
         tokio::select! {
             m = chunks.next() => {
@@ -898,7 +1033,11 @@ pub async fn forward_agui(
                 let seq: Option<u64> = m.headers.as_ref().and_then(|h| h.get(SEQ)).and_then(|v| v.as_str().parse().ok());
                 if seq != Some(next) {
                     let msg = format!("node {node}: the stream lost messages (got {seq:?}, expected {next})");
-                    out.data(run_error(&msg)).await;
+                    if sse {
+                        out.data(run_error(&msg)).await;
+                    } else {
+                        cut = Some(msg);
+                    }
                     cancel().await;
                     break;
                 }
@@ -919,7 +1058,11 @@ pub async fn forward_agui(
             }
             _ = tokio::time::sleep_until(heard + SILENCE) => {
                 let msg = format!("node {node} stopped answering ({} s without a word)", SILENCE.as_secs());
-                out.data(run_error(&msg)).await;
+                if sse {
+                    out.data(run_error(&msg)).await;
+                } else {
+                    cut = Some(msg);
+                }
                 cancel().await;
                 break;
             }
@@ -929,7 +1072,7 @@ pub async fn forward_agui(
             }
         }
     }
-    out.end(None).await;
+    out.end(cut).await;
     Ok(())
 }
 
@@ -990,6 +1133,29 @@ mod tests {
         assert!(!head("bob", Some("hub\r\nX: y")).contains("Rw-Hub"));
         assert!(!head("bob", None).contains("Rw-Hub"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A hub's thread read is one route with its id percent-encoded; a
+    /// node reads nothing else for a hub (no other query, no other path).
+    #[test]
+    fn a_thread_read_is_its_route_only() {
+        let p = thread_path("t read/\u{e9}&x=1");
+        assert_eq!(p, "/agui/thread?threadId=t%20read%2F%C3%A9%26x%3D1");
+        assert_eq!(thread_id_of(&p), Some("t%20read%2F%C3%A9%26x%3D1"));
+        let long = thread_path(&"\u{e9}".repeat(128));
+        assert!(thread_id_of(&long).is_some(), "256 bytes, encoded");
+        for bad in [
+            "/agui/thread?threadId=",
+            "/agui/thread?threadId=a&token=b",
+            "/agui/thread?threadId=a b",
+            "/agui/thread?threadId=a#b",
+            "/agui/thread?x=1&threadId=a",
+            "/agui/threads?threadId=a",
+            "/runs?threadId=a",
+        ] {
+            assert_eq!(thread_id_of(bad), None, "{bad}");
+        }
+        assert_eq!(thread_id_of(&format!("/agui/thread?threadId={}", "a".repeat(769))), None);
     }
 
     #[test]

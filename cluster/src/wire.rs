@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-/// The most body bytes a forwarded request or reply carries (the routes' own limit).
-pub const MAX_BODY: usize = 1024 * 1024;
+/// The most body bytes a forwarded request or reply carries (the routes'
+/// own limit, `runwire::serve::http::MAX_BODY`: a hub's server bounds a
+/// forwarded thread's read by it too).
+pub const MAX_BODY: usize = runwire::serve::http::MAX_BODY;
 
 /// One frame: its head and data.
 pub type Frame = (Head, Vec<u8>);

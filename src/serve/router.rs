@@ -19,8 +19,8 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Instant;
 
-/// Request body, at most (413 beyond).
-pub const MAX_BODY: usize = 1024 * 1024;
+/// Request body, at most (413 beyond): the routes' one limit (`http`'s).
+pub use super::http::MAX_BODY;
 
 type Cors = Vec<(&'static str, String)>;
 

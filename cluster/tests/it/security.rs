@@ -970,6 +970,20 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
     assert_eq!(code, 403, "{body}");
     assert!(body.contains("checks none"), "{body}");
     assert_eq!(records().len(), 4, "nothing reached alpha");
+    // Nor its thread reads: alpha reads nothing for a hub that checks no token.
+    let (code, body) = open.request("GET", "/agui/thread?threadId=open-t", "");
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("checks none"), "{body}");
+    // A hub that checks its callers' tokens: the caller's token first (the
+    // hub's own rule), then alpha's own route answers (its token the
+    // sidecar's): no such thread there, said by alpha.
+    let q = "/agui/thread?threadId=open-t";
+    assert_eq!(hub.request("GET", q, "").0, 401);
+    let (code, body) = hub.request_with("GET", q, ana, "");
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("node alpha: no thread"), "{body}");
     drop(open);
     // A hub name that is not a name is refused at start.
     let out = Command::new(built("runwire-serve"))

@@ -2,7 +2,9 @@
 //! recorded them (`runs::thread`), the `MESSAGES_SNAPSHOT` a client that
 //! holds none of them would get with its next run, without starting one.
 //! So a page that opens a thread (a reload, a link on another device) shows
-//! its conversation at once, not with the reply to its next message.
+//! its conversation at once, not with the reply to its next message. At a
+//! hub, which records no thread, the thread's node answers
+//! (`serve::cluster::thread`, over the cluster).
 
 use super::super::http::{respond, respond_error, Request};
 use crate::serve::state::Shared;
@@ -10,9 +12,10 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The route. 400 without a valid `threadId` (the one rule of `POST
-/// /agui`'s); 404 for a thread this server has no record of (none, a
-/// server that records nothing, or a hub: the thread's node holds it);
-/// 503 with `Retry-After` while [`READERS`] threads are being read.
+/// /agui`'s); 404 for a thread this server has no record of (none, or a
+/// server that records nothing); 503 with `Retry-After` while [`READERS`]
+/// threads are being read. At a hub, which holds no thread, the thread's
+/// node answers (`serve::cluster::thread::get`).
 pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'static str, String)]) {
     let thread_id = match thread_param(req.query.as_deref().unwrap_or_default()) {
         Ok(t) => t,
@@ -21,9 +24,11 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
             return;
         }
     };
+    // A hub holds no thread: its node does, and answers (over the cluster).
     if shared.cfg.mode == super::super::options::Mode::Hub {
-        let m = "a hub holds no thread: the thread's node does, and its conversation comes with the reply to the next message";
-        respond_error(stream, 404, cors, m);
+        if crate::serve::cluster::thread::get(&shared.cfg, stream, req, cors, &thread_id).is_none() {
+            respond_error(stream, 503, cors, "this hub's cluster sidecar has not started");
+        }
         return;
     }
     let file = crate::runs::thread::path(&shared.cfg.harness_home, &thread_id);

@@ -14,8 +14,8 @@ pub const MAX_FRAME: usize = 4 * 1024 * 1024;
 /// not take them (queue full) is dropped, never blocking the others.
 pub const STREAM_QUEUE: usize = 1024;
 
-/// A frame's head. `op`: from the server `control`, `link`, `agui`, `feed`,
-/// `cancel`; from the sidecar `answer` (status, body in data), `data` (a
+/// A frame's head. `op`: from the server `control`, `link`, `agui`,
+/// `thread` (a thread's read; its id in data), `feed`, `cancel`; from the sidecar `answer` (status, body in data), `data` (a
 /// stream's bytes), `end` (the stream is over; `error` says why when it is
 /// cut short).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]

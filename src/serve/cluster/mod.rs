@@ -332,6 +332,8 @@ pub const RUNNING_GRACE_MS: u64 = 30_000;
 mod channel;
 /// Approval links at a hub.
 pub mod link;
+/// A thread's messages at a hub.
+pub mod thread;
 use channel::Channel;
 pub use channel::{decode, encode, frame_len, read_frame, Head, MAX_FRAME, STREAM_QUEUE};
 

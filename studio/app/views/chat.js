@@ -153,8 +153,9 @@ export class ChatView {
   }
 
   /** The opened thread's conversation so far, from the server's record
-   * (GET /agui/thread); where it has none (a hub: the node holds it), it
-   * comes with the reply to the next message, as a snapshot. */
+   * (GET /agui/thread; at a hub, its node's, read over the cluster); where
+   * none can be read, it comes with the reply to the next message, as a
+   * snapshot. */
   async loadThread(threadId) {
     let a = await getJson(`/agui/thread?threadId=${encodeURIComponent(threadId)}`);
     // Another page is reading a thread (the server reads one at a time): again shortly.
