@@ -81,6 +81,18 @@ try {
   // The thread keeps its node: the picker is fixed on it.
   assert.equal(await picker.isDisabled(), true);
   assert.equal(await picker.inputValue(), CHAT_NODE);
+  // Another page (a reload, another device) opens the thread by its
+  // address: the conversation shows at once, read from the thread's node
+  // through the hub (GET /agui/thread), with no new message sent.
+  const thread = await p.locator('.thread-id').textContent();
+  const two = await context.newPage();
+  const g2 = guard(two);
+  await two.goto(`${HUB}/#/chat/${encodeURIComponent(thread)}`);
+  await two.waitForSelector('.chat-log .earlier', { timeout: 30000 });
+  const opened = (await two.locator('.chat-log .msg.user .user-text').allTextContents()).map((t) => t.trim());
+  assert.deepEqual(opened, ['hello from the hub'], 'the thread opened at the hub shows its conversation');
+  g2.check();
+  await two.close();
   // The run's own page while its node is lost: its Status and Node facts say
   // so, from the page's feed of that run alone (`?run=`), with no reload.
   let lost = null;
