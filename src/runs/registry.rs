@@ -234,6 +234,11 @@ impl Registry {
         std::fs::rename(&tmp, self.link_path(&p.run_id)).inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
         })?;
+        // A rename onto a hard link of the same file (the run registered
+        // again: a restart) does nothing and succeeds (rename(2)), leaving
+        // the temp name: one more link to the journal per start, which
+        // `runs rm` never sees. Gone either way after a rename.
+        let _ = std::fs::remove_file(&tmp);
         Ok(Ok(()))
     }
 

@@ -380,8 +380,11 @@ impl Sup {
             crate::util::cli::report(
                 ACTOR,
                 format!(
-                    "run {}: every task already ended in an earlier run of this plan, and finished tasks are not redone; to run it again, remove the run (runs rm {}) or give another --slug",
-                    self.rec.run_id, self.rec.run_id
+                    "run {}: every task already ended in an earlier run of this plan (its journal {}), and finished tasks are not redone; to run the plan again, give another --slug (a new run with files of its own), or first move the run's files ({}/{}.*: its journal, task logs and liveness) away",
+                    self.rec.run_id,
+                    self.rec.files.journal().display(),
+                    self.rec.files.dir.display(),
+                    self.rec.files.slug
                 ),
             );
         }

@@ -211,8 +211,12 @@ const THREE: &str = r#"{"v":"plan/v1","tasks":[
   {"id":"c","adapter":"claude","prompt":"do c","deps":["a","b"],"review":"codex"}]}"#;
 
 /// A plan run again after every task ended redoes nothing, and says so with
-/// the way to run it anew (a newcomer's second try after installing the
-/// missing agent otherwise only sees the old outcome again).
+/// the ways to run it anew (a newcomer's second try after installing the
+/// missing agent otherwise only sees the old outcome again), and each way
+/// it names works. (It named `runs rm`, which keeps the run's journal in
+/// its runstate directory, so the next start found every task ended again.)
+/// A start of a registered run leaves no second name of its journal behind
+/// (a hidden temp link per start, before).
 #[test]
 fn a_plan_run_again_after_it_ended_redoes_nothing_and_says_how_to_run_it_anew() {
     let env = Env::new("again");
@@ -224,12 +228,42 @@ fn a_plan_run_again_after_it_ended_redoes_nothing_and_says_how_to_run_it_anew() 
     assert_eq!(again.status.code(), Some(0));
     let err = String::from_utf8_lossy(&again.stderr);
     let id = run_id(&env);
+    let journal = env.p("runstate/p.jsonl");
     assert!(
         err.contains(&format!("runwire-supervise: run {id}: every task already ended"))
-            && err.contains(&format!("runs rm {id}")),
+            && err.contains(&journal.display().to_string())
+            && err.contains("give another --slug")
+            && err.contains(&format!("first move the run's files ({}/p.*", env.p("runstate").display())),
         "{err}"
     );
     assert_eq!(env.argv().len(), 1, "nothing was redone");
+    let links: Vec<String> = std::fs::read_dir(env.p("home/journals"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(links, [format!("{id}.jsonl")], "one name of the journal in journals/");
+    // Another --slug: a new run, which runs the plan.
+    let fresh = env.cmd("ok").args(["--slug", "p-2"]).stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(fresh.status.code(), Some(0), "{}", String::from_utf8_lossy(&fresh.stderr));
+    assert_eq!(env.argv().len(), 2, "run again under another slug");
+    // The run's files moved away: the same run id, run anew, its task log
+    // this run's alone.
+    std::fs::rename(env.p("runstate"), env.p("old-runstate")).unwrap();
+    std::fs::create_dir(env.p("runstate")).unwrap();
+    for e in std::fs::read_dir(env.p("old-runstate")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("p.") {
+            std::fs::rename(e.path(), env.p("runstate").join(&name)).unwrap();
+        }
+    }
+    let moved = env.cmd("ok").stderr(Stdio::piped()).output().unwrap();
+    let err = String::from_utf8_lossy(&moved.stderr);
+    assert_eq!(moved.status.code(), Some(0), "{err}");
+    assert!(!err.contains("already ended"), "{err}");
+    assert_eq!(env.argv().len(), 3, "run again once its files were moved away");
+    let lines = |p: &str| std::fs::read_to_string(env.p(p)).unwrap().lines().count();
+    assert_eq!(lines("runstate/p.a.log"), lines("old-runstate/p.a.log"), "one run's turn in the log");
 }
 
 #[test]
