@@ -236,6 +236,17 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
             };
             match (refused, f) {
                 (None, Ok(f)) => {
+                    // A run starts only on its asker's "go" within this
+                    // budget (a hub's 504 never runs later, as a command's).
+                    let budget = h
+                        .and_then(|h| h.get(BUDGET))
+                        .and_then(|b| b.as_str().parse::<u64>().ok())
+                        .map(|b| tokio::time::Instant::now() + Duration::from_millis(b).min(MAX_BUDGET));
+                    if f.method == "POST" && budget.is_none() {
+                        let a = Answer::error(400, format!("node {node}: an AG-UI run without its budget ({BUDGET})"));
+                        let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+                        continue;
+                    }
                     let (c, l, n, s2, map) = (client.clone(), local.clone(), node.clone(), s.clone(), streams.clone());
                     // The person the hub's caller is and the hub, as for a command.
                     let by = h.and_then(|h| h.get(ACTOR)).map(|v| v.as_str().to_string());
@@ -268,6 +279,17 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                                     return;
                                 }
                             }
+                        }
+                        if !said_go(&c, &s2, budget.unwrap_or_else(tokio::time::Instant::now)).await {
+                            let a = Answer::error(
+                                504,
+                                format!(
+                                    "node {n}: the run's budget ran out before the node could take it: it was not run"
+                                ),
+                            );
+                            let _ = c.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
+                            map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
+                            return;
                         }
                         agui_stream(
                             &c,
@@ -379,11 +401,8 @@ async fn take(
         return a;
     }
     // The asker decides: a "go" within its budget, else never.
-    let left = budget.saturating_sub(took.elapsed());
-    let req = async_nats::Request::new().timeout(Some(left.max(Duration::from_millis(1))));
-    match client.send_request(format!("{go}.go"), req).await {
-        Ok(m) if &m.payload[..] == b"go" => {}
-        _ => return late(),
+    if !said_go(client, &go, took + budget).await {
+        return late();
     }
     let hub = get(HUB);
     keys.started(&actor, &key, fp);
@@ -393,6 +412,14 @@ async fn take(
     let a = http(local, &method, &path, &body, form, Some(&key), Some(&actor), hub.as_deref()).await;
     keys.done(&actor, &key, &a);
     a
+}
+
+/// Whether the asker said "go" on `<go>.go` before `deadline` (it says
+/// "late" past its budget, or is gone: then the request never runs).
+async fn said_go(client: &async_nats::Client, go: &str, deadline: tokio::time::Instant) -> bool {
+    let Some(left) = deadline.checked_duration_since(tokio::time::Instant::now()) else { return false };
+    let req = async_nats::Request::new().timeout(Some(left.max(Duration::from_millis(1))));
+    matches!(client.send_request(format!("{go}.go"), req).await, Ok(m) if &m.payload[..] == b"go")
 }
 
 /// A command's body of `size` bytes, read from its asker piece by piece
@@ -1002,12 +1029,48 @@ async fn forward_stream(
         }
         None => None,
     };
-    let req = async_nats::Request::new().payload(Bytes::from(payload)).headers(h).timeout(Some(timeout));
-    let a = match client.send_request(subject(node), req).await {
-        Ok(m) => serde_json::from_slice(&m.payload)
-            .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
-        Err(e) => request_error(node, e, timeout),
+    // A run (not a read) starts at the node only on this asker's "go",
+    // given once and within the budget, as a command does ([`command`]): a
+    // node that takes the request after the hub answered 504 (its sidecar
+    // or server stalled) asks, hears "late" or nobody, and never runs it.
+    let mut gos = client.subscribe(format!("{s}.go")).await.map_err(|e| anyhow!("{e}"))?;
+    h.insert(BUDGET, timeout.as_millis().to_string().as_str());
+    let deadline = tokio::time::Instant::now() + timeout;
+    let req =
+        async_nats::Request::new().payload(Bytes::from(payload)).headers(h).timeout(Some(timeout + RUNNING_GRACE));
+    let asked = client.send_request(subject(node), req);
+    tokio::pin!(asked);
+    let mut running = false;
+    let mut open = true;
+    let a = loop {
+        tokio::select! {
+            r = &mut asked => break match r {
+                Ok(m) => serde_json::from_slice(&m.payload)
+                    .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
+                Err(e) if running && e.kind() == async_nats::RequestErrorKind::TimedOut => Answer::error(
+                    502,
+                    format!("node {node} took the run and did not answer within {} s: it may have started", (timeout + RUNNING_GRACE).as_secs()),
+                ),
+                Err(e) => request_error(node, e, timeout),
+            },
+            m = gos.next(), if open => {
+                let Some(m) = m else {
+                    open = false;
+                    continue;
+                };
+                let Some(reply) = m.reply else { continue };
+                let say: &'static [u8] = if !running && tokio::time::Instant::now() < deadline { b"go" } else { b"late" };
+                running |= say == b"go";
+                let _ = client.publish(reply, Bytes::from_static(say)).await;
+                let _ = client.flush().await;
+            }
+            _ = tokio::time::sleep_until(deadline), if !running => break Answer::error(
+                504,
+                format!("node {node} did not take the request within {} ms: it will not run", timeout.as_millis()),
+            ),
+        }
     };
+    drop(gos);
     // The node has read the body by its answer: no piece is asked for after it.
     if let Some(t) = serving {
         t.abort();

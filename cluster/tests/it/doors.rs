@@ -129,6 +129,25 @@ fn nothing_reaches_the_agent_for_a_replayed_stale_expired_or_duplicate_answer_th
     assert!(said.starts_with("504 "), "{said}");
     std::thread::sleep(Duration::from_secs(3));
     check(&mut rows, "hub task-route", "expired", n, said);
+    // The same on the AG-UI door: a resume, then a new thread's first
+    // prompt, each past its 5 s while beta's sidecar is stopped: 504, and
+    // once it goes on, nothing reaches the agent (no answer, no prompt, no
+    // process started). Before, the node ran both as soon as it woke.
+    let lines = crate::hub_studio::agent_input(&dir).len();
+    for (case, body) in [
+        ("expired", resume("t1", "r6", &new)),
+        ("expired new run", run_input("t9", "r9", "late hello", Value::Null, json!({"node": "beta"}))),
+    ] {
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        let (code, ev) = agui(&body);
+        std::thread::sleep(Duration::from_millis(500));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+        assert_eq!(code, 504, "{case}: {ev:?}");
+        std::thread::sleep(Duration::from_secs(3));
+        check(&mut rows, "hub agui", case, n, format!("{code}"));
+    }
+    let late = crate::hub_studio::agent_input(&dir).len() - lines;
+    assert_eq!(late, 0, "lines written to the agent after the hub's 504s");
 
     // Due: the second process's request answered once (a key of the studio's) ...
     let key = "Idempotency-Key: click-doors\r\n";

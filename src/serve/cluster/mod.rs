@@ -535,6 +535,12 @@ fn relay(
             return Close::Linger;
         }
     };
+    // A run a node took (it asked the sidecar's "go" within the 5 s
+    // budget) may take the node's grace more to answer; anything else is
+    // answered within the sidecar's own bounds (5 s to a node, 5 s to the
+    // stream's info).
+    let run = head.op == "agui";
+    let wait = if run { FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000 } else { FORWARD_BUDGET_MS + 10_000 };
     let mut open = match ch.open(head, data) {
         Ok(o) => o,
         Err(e) => {
@@ -542,13 +548,22 @@ fn relay(
             return Close::Linger;
         }
     };
-    // The answer comes within the sidecar's own bounds (5 s to a node, 5 s to the stream's info).
-    let first = open.rx.recv_timeout(Duration::from_millis(FORWARD_BUDGET_MS + 10_000));
+    let first = open.rx.recv_timeout(Duration::from_millis(wait));
     let (code, text) = match first {
         Ok((h, d)) if h.op == "answer" => (h.status.unwrap_or(502), String::from_utf8_lossy(&d).into_owned()),
         Ok((h, _)) => {
             open.ended = h.op == "end";
             respond_error(stream, 503, cors, &format!("{who}: {}", h.error.unwrap_or(h.op)));
+            return Close::Linger;
+        }
+        // Past the sidecar's own bounds: a run may have started.
+        Err(_) if run => {
+            respond_error(
+                stream,
+                502,
+                cors,
+                &format!("{who}: the cluster sidecar did not answer: the run may have started"),
+            );
             return Close::Linger;
         }
         Err(_) => {
