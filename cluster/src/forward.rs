@@ -688,7 +688,7 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     let budget = c.budget.min(MAX_BUDGET);
     let token = client.new_inbox().rsplit('.').next().unwrap_or_default().to_string();
     let go = stream_subject(node, &token);
-    let mut gos = match client.subscribe(format!("{go}.*")).await {
+    let gos = match client.subscribe(format!("{go}.*")).await {
         Ok(s) => s,
         Err(e) => return Answer::error(502, format!("node {node}: {e}")),
     };
@@ -716,12 +716,30 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     if pieces {
         h.insert(BODY_SIZE, c.body.len().to_string().as_str());
     }
+    let req = async_nats::Request::new().payload(if pieces { Bytes::new() } else { whole.clone() }).headers(h);
+    let whole = pieces.then_some((&whole, PIECE.min(max)));
+    ask_with_go(client, node, req, budget, gos, whole, "command").await
+}
+
+/// Sends `req` to `node`, which runs it only on this asker's "go" (asked on
+/// `<go>.go`, which `gos` follows: said once and before the budget's end,
+/// else "late"), and awaits its answer: the node's own; 504 when it did not
+/// take it within `budget` (it never will: it asks first); 502 when it took
+/// it and did not answer within [`RUNNING_GRACE`] more (it may have run);
+/// 503 when no node listens. `whole`: a body the node asks for in pieces of
+/// at most the size given (on `<go>.body`, followed by `gos` too), until
+/// it runs. `what` names the request in the answers.
+async fn ask_with_go(
+    client: &async_nats::Client,
+    node: &str,
+    req: async_nats::Request,
+    budget: Duration,
+    mut gos: async_nats::Subscriber,
+    whole: Option<(&Bytes, usize)>,
+    what: &str,
+) -> Answer {
     let deadline = tokio::time::Instant::now() + budget;
-    let req = async_nats::Request::new()
-        .payload(if pieces { Bytes::new() } else { whole.clone() })
-        .headers(h)
-        .timeout(Some(budget + RUNNING_GRACE));
-    let asked = client.send_request(subject(node), req);
+    let asked = client.send_request(subject(node), req.timeout(Some(budget + RUNNING_GRACE)));
     tokio::pin!(asked);
     let mut running = false;
     let mut open = true;
@@ -732,7 +750,7 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
                     .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
                 Err(e) if running && e.kind() == async_nats::RequestErrorKind::TimedOut => Answer::error(
                     502,
-                    format!("node {node} took the command and did not answer within {} s: it may have run", (budget + RUNNING_GRACE).as_secs()),
+                    format!("node {node} took the {what} and did not answer within {} s: it may have run", (budget + RUNNING_GRACE).as_secs()),
                 ),
                 Err(e) => request_error(node, e, budget),
             },
@@ -743,10 +761,9 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
                 };
                 let Some(reply) = m.reply.clone() else { continue };
                 if m.subject.as_str().ends_with(".body") {
-                    let piece = if pieces && !running && tokio::time::Instant::now() < deadline {
-                        piece_asked(&m, &whole, PIECE.min(max))
-                    } else {
-                        Bytes::new()
+                    let piece = match whole {
+                        Some((w, size)) if !running && tokio::time::Instant::now() < deadline => piece_asked(&m, w, size),
+                        _ => Bytes::new(),
                     };
                     let _ = client.publish(reply, piece).await;
                     continue;
@@ -760,7 +777,7 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
             _ = tokio::time::sleep_until(deadline), if !running => {
                 return Answer::error(
                     504,
-                    format!("node {node} did not take the command within {} ms: it will not run", budget.as_millis()),
+                    format!("node {node} did not take the {what} within {} ms: it will not run", budget.as_millis()),
                 );
             }
         }
@@ -1033,44 +1050,10 @@ async fn forward_stream(
     // given once and within the budget, as a command does ([`command`]): a
     // node that takes the request after the hub answered 504 (its sidecar
     // or server stalled) asks, hears "late" or nobody, and never runs it.
-    let mut gos = client.subscribe(format!("{s}.go")).await.map_err(|e| anyhow!("{e}"))?;
+    let gos = client.subscribe(format!("{s}.go")).await.map_err(|e| anyhow!("{e}"))?;
     h.insert(BUDGET, timeout.as_millis().to_string().as_str());
-    let deadline = tokio::time::Instant::now() + timeout;
-    let req =
-        async_nats::Request::new().payload(Bytes::from(payload)).headers(h).timeout(Some(timeout + RUNNING_GRACE));
-    let asked = client.send_request(subject(node), req);
-    tokio::pin!(asked);
-    let mut running = false;
-    let mut open = true;
-    let a = loop {
-        tokio::select! {
-            r = &mut asked => break match r {
-                Ok(m) => serde_json::from_slice(&m.payload)
-                    .unwrap_or_else(|e| Answer::error(502, format!("node {node}: a reply that does not parse: {e}"))),
-                Err(e) if running && e.kind() == async_nats::RequestErrorKind::TimedOut => Answer::error(
-                    502,
-                    format!("node {node} took the run and did not answer within {} s: it may have started", (timeout + RUNNING_GRACE).as_secs()),
-                ),
-                Err(e) => request_error(node, e, timeout),
-            },
-            m = gos.next(), if open => {
-                let Some(m) = m else {
-                    open = false;
-                    continue;
-                };
-                let Some(reply) = m.reply else { continue };
-                let say: &'static [u8] = if !running && tokio::time::Instant::now() < deadline { b"go" } else { b"late" };
-                running |= say == b"go";
-                let _ = client.publish(reply, Bytes::from_static(say)).await;
-                let _ = client.flush().await;
-            }
-            _ = tokio::time::sleep_until(deadline), if !running => break Answer::error(
-                504,
-                format!("node {node} did not take the request within {} ms: it will not run", timeout.as_millis()),
-            ),
-        }
-    };
-    drop(gos);
+    let req = async_nats::Request::new().payload(Bytes::from(payload)).headers(h);
+    let a = ask_with_go(client, node, req, timeout, gos, None, "request").await;
     // The node has read the body by its answer: no piece is asked for after it.
     if let Some(t) = serving {
         t.abort();
