@@ -415,6 +415,8 @@ fn run(args: Args) -> anyhow::Result<Exit> {
                         list::Options::default().with_env()
                     };
                     let mut p = list::page_with(&reg, &q, o_);
+                    // As GET /runs: whether each run not ended still has its supervisor.
+                    runwire::supervise::owned::add_to_page(reg.home(), &mut p);
                     if hub {
                         nodes::add_to_page(&mut p, nodes::read(reg.home()).as_ref());
                     }
@@ -539,6 +541,7 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         Cmd::Show { run_id } => {
             human::resolve(&reg, &run_id).and_then(|id| view::find(&reg, &id).map(|l| (id, l.show()))).map(
                 |(id, mut v)| {
+                    runwire::supervise::owned::add_to_view(reg.home(), &mut v);
                     if nodes::is_hub_home(reg.home()) {
                         nodes::add_to_view(&mut v, &id, nodes::read(reg.home()).as_ref());
                     }

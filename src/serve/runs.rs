@@ -62,6 +62,8 @@ pub fn list(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: Cors) 
     // Through the run index, as `runs list`.
     let o = crate::runs::list::Options::default().with_env();
     let mut page = crate::runs::list::page_with(&reg, &q, o);
+    // Whether each run not ended still has its supervisor, judged now (never kept in the index).
+    crate::supervise::owned::add_to_page(&shared.cfg.harness_home, &mut page);
     if hub {
         crate::runs::nodes::add_to_page(&mut page, super::cluster::node_states().as_ref());
     }
@@ -79,11 +81,17 @@ fn node_filter(q: Query, node: Option<String>, hub: bool) -> Result<Query, Strin
     crate::runs::nodes::by_node(q, &node)
 }
 
-/// `GET /runs/:id`. At a hub its `run` carries the node's name and
-/// liveness as the listing's items do (`with_node`): a run still going
-/// on a lost node is not shown as plain running on its own page either.
+/// `GET /runs/:id`. Its `run` says whether its supervisor runs, as the
+/// listing's items do (`supervise::owned`); at a hub it carries the node's
+/// name and liveness as they do too (`with_node`): a run still going on a
+/// lost node, or with its supervisor gone, is not shown as plain running on
+/// its own page either.
 pub fn show(shared: &Shared, stream: &mut TcpStream, cors: Cors, id: &str) -> Close {
-    let mut r = view::find(&Registry::at(&shared.cfg.harness_home), id).map(|l| l.show());
+    let home = &shared.cfg.harness_home;
+    let mut r = view::find(&Registry::at(home), id).map(|l| l.show());
+    if let Ok(v) = &mut r {
+        crate::supervise::owned::add_to_view(home, v);
+    }
     if let (Ok(v), true) = (&mut r, super::cluster::is_hub()) {
         crate::runs::nodes::add_to_view(v, id, super::cluster::node_states().as_ref());
     }

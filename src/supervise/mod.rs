@@ -7,7 +7,8 @@
 //! output into the task log and reads an interactive turn's session as an
 //! engine client (its typed lines, off the pipe), [`commands`] carries out
 //! the control verbs, [`socket`] is the control socket, [`records`] is what
-//! is journaled and what a restart rebuilds from the journal. The loop's
+//! is journaled and what a restart rebuilds from the journal, [`owned`]
+//! whether a run's supervisor still runs, as its views say. The loop's
 //! state (`Sup`, with [`Options`]) is a leaf, `state.rs`, below the files
 //! that extend it: this module (the loop), `steps.rs` (a step's process and
 //! its reports) and [`commands`]; `awaiting.rs` is a control request
@@ -19,6 +20,7 @@
 
 mod awaiting;
 pub mod commands;
+pub mod owned;
 pub mod records;
 pub mod runner;
 pub mod socket;

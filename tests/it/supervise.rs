@@ -564,6 +564,75 @@ fn kill_9_of_the_supervisor_then_restart_finishes_without_redoing() {
     no_stub_left(&env);
 }
 
+/// Every view of a run: `runs list`'s line, `runs show`'s `run`, `GET /runs`'
+/// item and `GET /runs/:id`'s `run`.
+fn every_view(env: &Env, srv: &Server, id: &str) -> Vec<(&'static str, Value)> {
+    let runs = |args: &[&str]| -> Value {
+        let o =
+            Command::new(env!("CARGO_BIN_EXE_runs")).args(args).env("HARNESS_HOME", env.p("home")).output().unwrap();
+        assert!(o.status.success(), "runs {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(String::from_utf8_lossy(&o.stdout).lines().next().unwrap().as_bytes()).unwrap()
+    };
+    let (code, listed) = srv.get("/runs");
+    assert_eq!(code, 200, "{listed}");
+    let (code, shown) = srv.get(&format!("/runs/{id}"));
+    assert_eq!(code, 200, "{shown}");
+    vec![
+        ("runs list", runs(&["list"])),
+        ("runs show", runs(&["show", id])["run"].clone()),
+        ("GET /runs", listed["runs"][0].clone()),
+        ("GET /runs/:id", shown["run"].clone()),
+    ]
+}
+
+/// A supervisor killed with SIGKILL journals nothing: its run stays
+/// `running` (the journal's status), and every view says beside it that its
+/// supervisor is gone and what to do; started again on the plan, the
+/// supervisor is live again, and once the run ends no view says either.
+#[test]
+fn a_killed_supervisors_run_says_its_supervisor_is_gone_in_every_view() {
+    let env = Env::new("supgone");
+    env.plan(WAITING);
+    let mut sup = env.start("ok");
+    until("a's gate", || env.last("a").as_deref() == Some("implemented"));
+    let id = run_id(&env);
+    let srv = serve(&env, &[]);
+    for (view, run) in every_view(&env, &srv, &id) {
+        assert_eq!(
+            (run["status"].as_str(), run["supervisor"].as_str()),
+            (Some("running"), Some("live")),
+            "{view}: {run}"
+        );
+        assert_eq!(run["reason"], Value::Null, "{view}: {run}");
+    }
+    let pid = sup.pid();
+    sup.kill9();
+    // Its owner record stays behind, naming the process that is gone.
+    let owner: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.p(&format!("home/sock/{id}.owner.json"))).unwrap()).unwrap();
+    assert_eq!(owner["supervisor"]["pid"], pid);
+    let why = format!(
+        "its supervisor (pid {pid}) is gone: nothing runs it; start runwire-supervise on its plan again to continue"
+    );
+    for (view, run) in every_view(&env, &srv, &id) {
+        assert_eq!(run["status"], "running", "{view}: the status stays the journal's: {run}");
+        assert_eq!((run["supervisor"].as_str(), run["reason"].as_str()), (Some("gone"), Some(why.as_str())), "{view}");
+    }
+    // The status filters are the statuses' alone.
+    let (_, listed) = srv.get("/runs?status=running");
+    assert_eq!(listed["runs"][0]["supervisor"], "gone", "{listed}");
+    let mut again = env.start("ok");
+    until("the supervisor again", || {
+        every_view(&env, &srv, &id).iter().all(|(_, run)| run["supervisor"] == "live" && run["reason"].is_null())
+    });
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(again.wait(), 0);
+    for (view, run) in every_view(&env, &srv, &id) {
+        assert_eq!(run["status"], "done", "{view}: {run}");
+        assert!(run.get("supervisor").is_none() && run["reason"].is_null(), "{view}: {run}");
+    }
+}
+
 // ---- through runwire-serve ----
 
 /// runwire-serve with what these tests ask of it.
