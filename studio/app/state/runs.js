@@ -150,6 +150,35 @@ export function staleOnLostNode(run) {
   return `node ${run.node} lost: no heartbeat${since}`;
 }
 
+/**
+ * A run still going whose supervisor is gone (`supervisor: "gone"` on GET
+ * /runs' items and GET /runs/:id's run, judged when read: spec/LAYOUT.md,
+ * "Who runs a run"): nothing runs it, whatever its status says. What to
+ * show instead of plain running: `{ text, why }` (the badge and its
+ * reason), or null. A run runwire-serve records has its server for a
+ * supervisor.
+ */
+export function supervisorGone(run) {
+  if (run?.supervisor !== 'gone' || !ACTIVE.includes(run.status)) return null;
+  const server = typeof run.slug === 'string' && run.slug.startsWith('agui-');
+  const who = server ? 'server' : 'supervisor';
+  const why = typeof run.reason === 'string' && run.reason ? run.reason : `its ${who} is gone: nothing runs it`;
+  return { text: `${who} gone`, why };
+}
+
+/**
+ * A run as the Runs list keeps it after a feed event about it: the event's
+ * summary fields over what it had. A journal record means something writes
+ * the run again (its supervisor started again, a server journaling its
+ * end), so whether its supervisor runs, judged when GET /runs was read, is
+ * stale: dropped (the event's `reason` replaces the one it came with).
+ */
+export function mergeRunEvent(prev, fields) {
+  const run = { ...(prev ?? {}), ...fields };
+  delete run.supervisor;
+  return run;
+}
+
 /** A feed `node` event (a hub's: a node lost, or up again) applied to that node's runs (a Map of {run}). */
 export function applyNodeEvent(runs, ev) {
   if (ev?.type !== 'node' || typeof ev.node !== 'string') return false;

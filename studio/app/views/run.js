@@ -11,7 +11,7 @@ import { answerBody, applyInput } from '../state/requests.js';
 import { RequestCardView } from './requestcard.js';
 import { formatDuration, formatUsd } from '../state/format.js';
 import { statusCounts } from '../state/toolcards.js';
-import { liveControls, staleOnLostNode, taskReason, threadOf } from '../state/runs.js';
+import { liveControls, staleOnLostNode, supervisorGone, taskReason, threadOf } from '../state/runs.js';
 import { clear, h, scheduler, setText, tableRegion, timeText } from './dom.js';
 import { notifyEvent, statusText, tasksText, tokensText } from './runs.js';
 import { threadName } from '../state/threads.js';
@@ -388,29 +388,44 @@ export class RunView {
     }
   }
 
-  /** Live controls only where something can still be paused, steered or killed. */
+  /**
+   * Live controls only where something can still be paused, steered or
+   * killed; a line saying why not elsewhere (the run over, a run the server
+   * records, a run whose supervisor is gone: nothing would take the command).
+   */
   renderControls() {
     const live = liveControls(this.runStatus, this.taskState);
     const over = (what) => h('p.over', null, `This ${what} is over: nothing to ${what === 'run' ? 'pause or resume' : 'stop, steer or kill'}.`);
-    if (this.recorded && live.run) {
-      if (this.runSlot.dataset.live !== 'recorded') {
-        this.runSlot.dataset.live = 'recorded';
-        const chat = this.chatThread
-          ? [' ', h('a.continue-chat', { href: `#/chat/${encodeURIComponent(this.chatThread)}` }, 'Continue this thread in Chat')]
-          : [];
-        this.runSlot.replaceChildren(h('p.over', null, 'A run runwire-serve records: no supervisor to pause or resume.', ...chat));
-      }
-    } else if (this.runSlot.dataset.live === 'recorded') {
-      delete this.runSlot.dataset.live;
+    const gone = live.run ? this.gone : null;
+    let run;
+    if (gone) {
+      run = ['gone', () => [h('p.over.gone', null, `Nothing can pause or resume this run: ${gone.why}.`)]];
+    } else if (this.recorded && live.run) {
+      const chat = () =>
+        this.chatThread ? [' ', h('a.continue-chat', { href: `#/chat/${encodeURIComponent(this.chatThread)}` }, 'Continue this thread in Chat')] : [];
+      run = ['recorded', () => [h('p.over', null, 'A run runwire-serve records: no supervisor to pause or resume.', ...chat())]];
+    } else {
+      run = [String(live.run), () => (live.run ? [this.runControls] : [over('run')])];
     }
-    if (!(this.recorded && live.run) && live.run !== (this.runSlot.dataset.live !== 'false')) {
-      this.runSlot.dataset.live = String(live.run);
-      this.runSlot.replaceChildren(...(live.run ? [this.runControls] : [over('run')]));
+    // Replaced only when what it shows changes: focus in a control survives an update.
+    if (this.runSlot.dataset.live !== run[0]) {
+      this.runSlot.dataset.live = run[0];
+      this.runSlot.replaceChildren(...run[1]());
     }
-    if (this.taskSlot && live.task !== (this.taskSlot.dataset.live !== 'false')) {
-      this.taskSlot.dataset.live = String(live.task);
+    if (!this.taskSlot) return;
+    const task = gone && live.task ? 'gone' : String(live.task);
+    if (this.taskSlot.dataset.live !== task) {
+      this.taskSlot.dataset.live = task;
       // Said once: once the run is over, the run's line says it for its tasks too.
-      this.taskSlot.replaceChildren(...(live.task ? this.taskControls : live.run ? [over('task')] : []));
+      this.taskSlot.replaceChildren(
+        ...(task === 'gone'
+          ? [h('p.over.gone', null, `Nothing can stop, steer or kill this task: ${gone.why}.`)]
+          : live.task
+            ? this.taskControls
+            : live.run
+              ? [over('task')]
+              : []),
+      );
     }
   }
 
@@ -429,14 +444,17 @@ export class RunView {
     // known, continues in Chat.
     this.recorded = typeof r.slug === 'string' && r.slug.startsWith('agui-');
     this.chatThread = threadOf(r);
+    // Its supervisor gone (GET /runs/:id's supervisor): nothing takes a command, and the page says why.
+    this.gone = supervisorGone(r);
     this.renderControls();
     // A chat turn leads with its thread's name, where this browser knows it.
     const name = threadName(threadOf(r));
     setText(this.runLine, `${name ? `${name} · ` : ''}${r.slug || this.runId} · ${r.runId || this.runId}`);
     if (!this.tid) setText(this.heading, `Run ${r.slug || this.runId}`);
-    // At a hub: a run still going on a node the hub lost says so, not "running" (GET /runs/:id's nodeState).
+    // At a hub: a run still going on a node the hub lost says so, not "running" (GET /runs/:id's nodeState);
+    // a run whose supervisor is gone too (its Reason says why).
     this.renderFacts(this.summary, [
-      ['Status', staleOnLostNode(r) ?? statusText(r.status)],
+      ['Status', staleOnLostNode(r) ?? (this.gone ? `${this.gone.text} (last status ${statusText(r.status)})` : statusText(r.status))],
       ['Node', typeof r.node === 'string' ? `${r.node} · ${r.nodeState || 'unknown'}` : ''],
       ['Reason', r.reason],
       ['Wave', r.wave],

@@ -10,7 +10,7 @@
 
 import { errorText, followFeed, getJson } from '../api.js';
 import { formatInt, formatUsd } from '../state/format.js';
-import { activityOf, ageText, applyNodeEvent, groupRuns, localTime, staleOnLostNode, threadOf } from '../state/runs.js';
+import { activityOf, ageText, applyNodeEvent, groupRuns, localTime, mergeRunEvent, staleOnLostNode, supervisorGone, threadOf } from '../state/runs.js';
 import { threadName } from '../state/threads.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
@@ -44,11 +44,14 @@ export function statusText(status) {
 
 /**
  * What a run's status badge shows: its status, except a run still going on
- * a node the hub has lost (state/runs.js staleOnLostNode): `node lost`.
+ * a node the hub has lost (state/runs.js staleOnLostNode): `node lost`; or
+ * whose supervisor is gone (supervisorGone): `supervisor gone`.
  */
 export function shownStatus(run) {
   const lost = staleOnLostNode(run);
   if (lost) return { text: 'node lost', cls: 'node-lost', title: `${lost}; its last status was ${statusText(run.status)}` };
+  const gone = supervisorGone(run);
+  if (gone) return { text: gone.text, cls: 'supervisor-gone', title: `${gone.why}; its last status was ${statusText(run.status)}` };
   return { text: statusText(run?.status), cls: statusClass(run?.status), title: '' };
 }
 
@@ -279,7 +282,7 @@ export class RunsView {
     const at = typeof ev.ts === 'string' ? Date.parse(ev.ts) : NaN;
     if (!('activityMs' in run) && Number.isFinite(at)) run.activityMs = at;
     const prev = this.runs.get(id);
-    this.runs.set(id, { run: prev ? { ...prev.run, ...run } : run, rank: ++this.clock });
+    this.runs.set(id, { run: mergeRunEvent(prev?.run, run), rank: ++this.clock });
     this.lastChange = ev;
   }
 
