@@ -259,6 +259,28 @@ mod tests {
         assert_eq!((col(lines[1]), col(lines[2])), ("0/2".to_string(), "1/3".to_string()), "{t}");
     }
 
+    /// A run whose supervisor is gone (`supervise::owned`) is not plain
+    /// running in the table, and its reason is under it.
+    #[test]
+    fn the_table_says_a_runs_supervisor_is_gone_and_why() {
+        let why = "its supervisor (pid 7) is gone: nothing runs it";
+        let item = |supervisor: Option<&str>| {
+            let mut v = serde_json::json!({"slug": "feat", "status": "running", "runId": "0123456789ab--feat"});
+            if let Some(s) = supervisor {
+                v["supervisor"] = s.into();
+                v["reason"] = if s == "gone" { why.into() } else { Value::Null };
+            }
+            v
+        };
+        let t = table(&[item(Some("gone")), item(Some("live")), item(None)], 0, false);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains("supervisor gone (running)"), "{t}");
+        for l in &lines[2..4] {
+            assert!(l.contains(" running ") && !l.contains("gone"), "{t}");
+        }
+        assert_eq!(lines[4], format!("feat: {why}"), "{t}");
+    }
+
     #[test]
     fn near_names_are_near() {
         assert_eq!(distance("feat", "feta"), 2);
