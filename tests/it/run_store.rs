@@ -316,19 +316,30 @@ fn a_chat_left_waiting_by_a_killed_server_is_failed_by_the_next_and_can_be_remov
     assert_eq!(st, 200, "{first}");
     assert!(first.contains("\"interrupt\""), "the demo asks for an approval:\n{first}");
     until("the run to need input", Duration::from_secs(10), || item(&s, &id)["status"] == "needs_input");
+    assert_eq!(item(&s, &id)["supervisor"], "live", "its server runs it");
     // The server owns the run (an owner record with its identity).
     let owner = home.join("sock").join(format!("{id}.owner.json"));
     let o: Value = serde_json::from_slice(&std::fs::read(&owner).unwrap()).unwrap();
     assert_eq!(o["supervisor"]["pid"], s.pid());
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(s.pid()), nix::sys::signal::Signal::SIGKILL).unwrap();
     let _ = s.child.wait();
-    // Dead, the server's run still says needs_input in its files.
+    // Dead, the server's run still says needs_input in its files, and that nothing runs it.
     let out = runs(&home, &["show", &id]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("needs_input"), "{out:?}");
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (shown["run"]["status"].as_str(), shown["run"]["supervisor"].as_str()),
+        (Some("needs_input"), Some("gone"))
+    );
+    let why = format!(
+        "its server (pid {}) is gone: nothing runs it; start runwire-serve on this home again to journal how it ended",
+        s.pid()
+    );
+    assert_eq!(shown["run"]["reason"].as_str(), Some(why.as_str()), "{shown}");
 
     let s = serve(&home, &["--demo"]);
     let it = item(&s, &id);
     assert_eq!(it["status"], "failed", "{it}");
+    assert!(it.get("supervisor").is_none(), "{it}");
     assert!(it["reason"].as_str().unwrap_or_default().contains("server stopped while waiting for an answer"), "{it}");
     assert!(!owner.exists(), "the owner record goes once the run is journaled");
     let journal = home.join("serve/runstate/agui-c1.jsonl");
