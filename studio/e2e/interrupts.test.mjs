@@ -477,8 +477,9 @@ describe('answering the agent in Chromium against runwire-serve --interactive', 
     await p.locator(`section.request[data-request-id="${secondId}"]`).last().locator('button[data-action="approve"]').click();
     await waitFor(async () => ['finished', 'waiting'].includes(await p.locator('.run-status').getAttribute('data-status')), { timeout: 30000, what: 'the resumed run' });
     assert.doesNotMatch(await p.locator('.exchange').last().innerText(), /resume_refused|already decided/);
-    const answered = inputRecords(s).filter((r) => r.input === 'answered');
-    const of = (id) => answered.filter((r) => r.interrupt === id).map((r) => [r.decision, r.by]);
+    // Read afresh each time: the run's status can reach the page before
+    // the journal's record of the answer is written.
+    const of = (id) => inputRecords(s).filter((r) => r.input === 'answered' && r.interrupt === id).map((r) => [r.decision, r.by]);
     assert.deepEqual(of(firstId), [['allow', 'alice']]);
     await waitFor(() => of(secondId).length === 1, { what: 'the second answer journaled' });
     assert.deepEqual(of(secondId), [['allow', 'agui']]);
