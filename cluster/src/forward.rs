@@ -532,7 +532,15 @@ async fn http(
     let raw = match tokio::time::timeout(Duration::from_secs(30), exchange).await {
         Ok(Ok(raw)) => raw,
         Ok(Err(e)) => return Answer::error(502, format!("the node's server {}: {e}", local.addr)),
-        Err(_) => return Answer::error(504, format!("the node's server {} did not answer within 30 s", local.addr)),
+        // The request was written: the server may have acted on it (a
+        // command runs here only after its asker's "go"), so never a 504,
+        // which says it will not run.
+        Err(_) => {
+            return Answer::error(
+                502,
+                format!("the node's server {} did not answer within 30 s: it may have run", local.addr),
+            )
+        }
     };
     let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
         return Answer::error(502, format!("the node's server {}: not an HTTP response", local.addr));
@@ -594,8 +602,11 @@ async fn agui_stream(
         Ok(Ok(x)) => x,
         Ok(Err(e)) => return answer(Answer::error(502, format!("node {node}: its server {}: {e}", local.addr))).await,
         Err(_) => {
-            let m = format!("node {node}: its server {} did not answer within 30 s", local.addr);
-            return answer(Answer::error(504, m)).await;
+            // Written after the asker's "go": the run may have started,
+            // so never a 504, which says it will not.
+            let m =
+                format!("node {node}: its server {} did not answer within 30 s: the run may have started", local.addr);
+            return answer(Answer::error(502, m)).await;
         }
     };
     let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {

@@ -107,6 +107,10 @@ fn spawn(path: &Path, prompt: &str, resume: Option<&str>) -> Result<Proc, String
     // The wrapper's place is checked again right before each run.
     crate::session::wrappers::recheck(path)?;
     let mut spec = Spec::new(path);
+    // A server started inside a supervised step is not supervised: its
+    // agents (and any session they start) are an operator's, as the
+    // interactive engine's are (spec/SUPERVISOR.md).
+    spec.env_remove(crate::session::io::proc::SUPERVISED_ENV);
     spec.arg("--prompt").arg(prompt);
     if let Some(s) = resume {
         spec.arg("--resume").arg(s);

@@ -19,6 +19,8 @@ test("a run still going whose supervisor is gone says so with the reason; a live
   // A run runwire-serve records: its server was what ran it.
   const recorded = { runId: 'abc--agui-x', slug: 'agui-x', status: 'running', supervisor: 'gone', reason: 'its server (pid 9) is gone' };
   assert.deepEqual(supervisorGone(recorded), { text: 'server gone', why: 'its server (pid 9) is gone' });
+  // A supervised run may have a slug like the server's: its reason says who ran it.
+  assert.equal(supervisorGone({ ...run, slug: 'agui-migration', runId: 'abc--agui-migration' }).text, 'supervisor gone');
 });
 
 test("a feed event about the run drops the listing's judgement and its reason, and keeps the rest", () => {

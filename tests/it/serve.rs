@@ -486,6 +486,24 @@ fn spawn_failure_is_run_started_then_run_error() {
     support::verify::verify(&ev).unwrap();
 }
 
+/// A server started inside a supervised step (its environment has
+/// `RUNWIRE_SUPERVISED=1`) gives its batch agents none of it: a session such
+/// an agent starts is an operator's (spec/SUPERVISOR.md). The interactive
+/// engine already removed it; the batch runs did not.
+#[test]
+fn a_batch_agent_never_inherits_the_supervised_flag() {
+    use std::os::unix::fs::PermissionsExt;
+    let seen = fresh("supervised-env.txt");
+    let agent = fresh("supervised-env-agent.sh");
+    std::fs::write(&agent, format!("#!/bin/sh\nenv > {}\n", seen.display())).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = start(&["--agent", "claude", "--agent-cmd", agent.to_str().unwrap()], &[("RUNWIRE_SUPERVISED", "1")]);
+    let _ = post_run(s.port, "t", "r").events();
+    let env = std::fs::read_to_string(&seen).expect("the agent ran");
+    assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+    assert!(!env.contains("RUNWIRE_SUPERVISED"), "{env}");
+}
+
 #[test]
 fn missing_engine_and_failure_end_in_run_error() {
     let stub = stub();

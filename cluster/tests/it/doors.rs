@@ -173,5 +173,16 @@ fn nothing_reaches_the_agent_for_a_replayed_stale_expired_or_duplicate_answer_th
     }
     assert!(rows.iter().all(|(_, _, r)| r.is_ok()), "{rows:#?}");
     assert_eq!(answers(&dir), 2, "one answer per process, no more");
+    // Taken ("go" given) but beta's server stalled past the node's 30 s:
+    // what it did is unknown, so 502 "may have started", never the 504
+    // that says it will not run (it does run once the server goes on).
+    let server = nix::unistd::Pid::from_raw(b.proc.0.id() as i32);
+    nix::sys::signal::kill(server, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let (code, out) =
+        hub.request("POST", "/agui", &run_input("t8", "r8", "taken", Value::Null, json!({"node": "beta"})));
+    nix::sys::signal::kill(server, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(code, 502, "{out}");
+    assert!(out.contains("may have started"), "{out}");
     drop((b, hub, nats));
 }

@@ -156,11 +156,13 @@ export function staleOnLostNode(run) {
  * "Who runs a run"): nothing runs it, whatever its status says. What to
  * show instead of plain running: `{ text, why }` (the badge and its
  * reason), or null. A run runwire-serve records has its server for a
- * supervisor.
+ * supervisor, as its reason says.
  */
 export function supervisorGone(run) {
   if (run?.supervisor !== 'gone' || !ACTIVE.includes(run.status)) return null;
-  const server = typeof run.slug === 'string' && run.slug.startsWith('agui-');
+  // Who ran it is the server's judgement (the reason it wrote names it:
+  // its owner record), never the slug, which a supervised run may share.
+  const server = typeof run.reason === 'string' && run.reason.startsWith('its server ');
   const who = server ? 'server' : 'supervisor';
   const why = typeof run.reason === 'string' && run.reason ? run.reason : `its ${who} is gone: nothing runs it`;
   return { text: `${who} gone`, why };
