@@ -58,15 +58,15 @@ pub fn judge(home: &Path, run_id: &str, status: &str) -> Option<Judged> {
 
 /// Adds the judgement to a run's summary (a listing's item, a view's
 /// `run`): `supervisor`, and when gone a `reason` (a summary not ended has
-/// none of its own: spec/LAYOUT.md, "Run statuses").
-pub fn annotate(home: &Path, run: &mut Map<String, Value>) {
+/// none of its own: spec/LAYOUT.md, "Run statuses"). Whether it added any.
+pub fn annotate(home: &Path, run: &mut Map<String, Value>) -> bool {
     let (Some(id), Some(status)) =
         (run.get("runId").and_then(Value::as_str), run.get("status").and_then(Value::as_str))
     else {
-        return;
+        return false;
     };
     match judge(home, id, status) {
-        None => {}
+        None => return false,
         Some(Judged::Live) => {
             run.insert("supervisor".into(), "live".into());
         }
@@ -77,6 +77,7 @@ pub fn annotate(home: &Path, run: &mut Map<String, Value>) {
             }
         }
     }
+    true
 }
 
 /// The status of a summary's text, read without parsing it whole (its keys
@@ -94,10 +95,7 @@ pub fn add_to_page(home: &Path, page: &mut Page) {
             continue;
         }
         let Ok(Value::Object(mut run)) = serde_json::from_str::<Value>(item) else { continue };
-        let before = run.len();
-        let reason = run.get("reason").cloned();
-        annotate(home, &mut run);
-        if run.len() != before || run.get("reason").cloned() != reason {
+        if annotate(home, &mut run) {
             *item = Arc::from(Value::Object(run).to_string());
         }
     }

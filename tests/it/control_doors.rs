@@ -998,17 +998,30 @@ fn keyed_steer(s: &Sup, srv: &Option<Server>, door: SteerDoor, key: &str, msg: &
     }
 }
 
-/// A steer retried with its key at a supervisor's `door` gives one
-/// `steer-queued` record and the agent one prompt; the same key with another
-/// steer is refused (422 on HTTP), naming the key, and queues nothing.
-fn a_retried_steer_with_its_key_is_queued_once(name: &str, door: SteerDoor) {
-    let mut s = Sup::start(name);
+/// A supervised run whose task's first request was allowed, at its gate
+/// (a turn boundary: a steer is queued for the next turn), and the server
+/// whose route is the `door` (none for the socket).
+fn at_the_gate(name: &str, door: SteerDoor) -> (Sup, Option<Server>) {
+    let s = Sup::start(name);
     s.until("the first request in the journal", |s| !s.requested().is_empty());
     let first = name_of(&s.requested()[0]);
     let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": first, "decision": "allow"}}));
     assert_eq!(r["ok"], true, "{r}");
     s.until("the gate", |s| s.states().contains(&"implemented".to_string()));
     let srv = matches!(door, SteerDoor::ControlRoute).then(|| Server::start(&s.dir.join("home")));
+    (s, srv)
+}
+
+/// The steers the run's journal says were queued (`steer-queued`).
+fn queued(s: &Sup) -> usize {
+    s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count()
+}
+
+/// A steer retried with its key at a supervisor's `door` gives one
+/// `steer-queued` record and the agent one prompt; the same key with another
+/// steer is refused (422 on HTTP), naming the key, and queues nothing.
+fn a_retried_steer_with_its_key_is_queued_once(name: &str, door: SteerDoor) {
+    let (mut s, srv) = at_the_gate(name, door);
     let (c1, r1, b1) = keyed_steer(&s, &srv, door, "click-steer-1", "touch the keyed file");
     assert!(c1 == 200 || c1 == 202, "{door:?}: {c1} {b1}");
     assert!(!r1, "{door:?}: the first is no replay");
@@ -1022,7 +1035,6 @@ fn a_retried_steer_with_its_key_is_queued_once(name: &str, door: SteerDoor) {
         let r = s.call(json!({"verb": "status", "actor": "someone-else", "idempotency_key": "click-steer-1"}));
         assert_eq!((r["ok"].as_bool(), r.get("replayed")), (Some(true), None), "another actor's own key: {r}");
     }
-    let queued = |s: &Sup| s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count();
     assert_eq!(queued(&s), 1, "{door:?}: {}", s.why());
     std::fs::write(s.dir.join("go"), "").unwrap();
     s.until("the second process's request", |s| s.requested().len() == 2);
@@ -1057,13 +1069,7 @@ fn a_retried_steer_with_its_key_is_queued_once_through_the_supervisor_socket() {
 /// fits is queued.
 fn a_steer_the_journal_cannot_take_is_refused(name: &str, door: SteerDoor) {
     const BUDGET: u64 = 8 * 1024 * 1024;
-    let s = Sup::start(name);
-    s.until("the first request in the journal", |s| !s.requested().is_empty());
-    let first = name_of(&s.requested()[0]);
-    let r = s.call(json!({"verb": "answer", "task": "a", "answer": {"id": first, "decision": "allow"}}));
-    assert_eq!(r["ok"], true, "{r}");
-    s.until("the gate", |s| s.states().contains(&"implemented".to_string()));
-    let srv = matches!(door, SteerDoor::ControlRoute).then(|| Server::start(&s.dir.join("home")));
+    let (s, srv) = at_the_gate(name, door);
     // Lines no reader takes for a record (skipped, as a torn line is), up
     // to 600 bytes short of the budget.
     let path = s.dir.join("runstate/p.jsonl");
@@ -1077,7 +1083,6 @@ fn a_steer_the_journal_cannot_take_is_refused(name: &str, door: SteerDoor) {
         pad -= n as u64;
     }
     drop(f);
-    let queued = |s: &Sup| s.journal().into_iter().filter(|r| r["run"] == "steer-queued").count();
     let (c, _, b) = keyed_steer(&s, &srv, door, "full-1", &"y".repeat(2000));
     assert_eq!(c, 409, "{door:?}: {b}");
     assert!(
