@@ -487,21 +487,27 @@ fn spawn_failure_is_run_started_then_run_error() {
 }
 
 /// A server started inside a supervised step (its environment has
-/// `RUNWIRE_SUPERVISED=1`) gives its batch agents none of it: a session such
-/// an agent starts is an operator's (spec/SUPERVISOR.md). The interactive
-/// engine already removed it; the batch runs did not.
+/// `RUNWIRE_SUPERVISED=1`) gives its agents none of it: a session such
+/// an agent starts is an operator's (spec/SUPERVISOR.md): neither a batch
+/// run's agent nor an interactive session's.
 #[test]
-fn a_batch_agent_never_inherits_the_supervised_flag() {
+fn a_servers_agents_never_inherit_the_supervised_flag() {
     use std::os::unix::fs::PermissionsExt;
     let seen = fresh("supervised-env.txt");
     let agent = fresh("supervised-env-agent.sh");
     std::fs::write(&agent, format!("#!/bin/sh\nenv > {}\n", seen.display())).unwrap();
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let s = start(&["--agent", "claude", "--agent-cmd", agent.to_str().unwrap()], &[("RUNWIRE_SUPERVISED", "1")]);
-    let _ = post_run(s.port, "t", "r").events();
-    let env = std::fs::read_to_string(&seen).expect("the agent ran");
-    assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
-    assert!(!env.contains("RUNWIRE_SUPERVISED"), "{env}");
+    // A batch run, then an interactive session's agent.
+    for extra in [&[][..], &["--interactive"][..]] {
+        let _ = std::fs::remove_file(&seen);
+        let mut args = vec!["--agent", "claude", "--agent-cmd", agent.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let s = start(&args, &[("RUNWIRE_SUPERVISED", "1")]);
+        let _ = post_run(s.port, "t", "r").events();
+        let env = std::fs::read_to_string(&seen).unwrap_or_else(|_| panic!("the agent ran: {extra:?}"));
+        assert!(env.lines().any(|l| l.starts_with("PATH=")), "{extra:?}: {env}");
+        assert!(!env.contains("RUNWIRE_SUPERVISED"), "{extra:?}: {env}");
+    }
 }
 
 #[test]
