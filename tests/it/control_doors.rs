@@ -1401,8 +1401,8 @@ fn a_supervisor_caller_dripping_its_request_is_cut_off_at_the_deadline() {
     let (mut last, mut gap) = (start, Duration::ZERO);
     while start.elapsed() < READ_TIMEOUT + Duration::from_secs(8) {
         let byte = [*drip.get(sent).unwrap_or(&b' ')];
-        if c.write_all(&byte).is_err() {
-            closed = Some(start.elapsed());
+        if let Err(e) = c.write_all(&byte) {
+            closed = Some((start.elapsed(), format!("write: {e}")));
             break;
         }
         gap = gap.max(last.elapsed());
@@ -1411,18 +1411,20 @@ fn a_supervisor_caller_dripping_its_request_is_cut_off_at_the_deadline() {
         let mut got = [0u8; 256];
         match c.read(&mut got) {
             Ok(0) => {
-                closed = Some(start.elapsed());
+                closed = Some((start.elapsed(), "read: end of stream".to_string()));
                 break;
             }
             Ok(n) => panic!("a reply to a request never ended: {}", String::from_utf8_lossy(&got[..n])),
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(_) => {
-                closed = Some(start.elapsed());
+            Err(e) => {
+                closed = Some((start.elapsed(), format!("read: {e}")));
                 break;
             }
         }
     }
-    let closed = closed.unwrap_or_else(|| panic!("still open after {:?} and {sent} bytes dripped", start.elapsed()));
+    // How the caller saw its connection end, for a close that comes early.
+    let (closed, how) =
+        closed.unwrap_or_else(|| panic!("still open after {:?} and {sent} bytes dripped", start.elapsed()));
     // On a loaded machine the test's own thread may drip slower than a
     // byte each 150 ms; what matters is that it never paused for a whole
     // READ_TIMEOUT (which would close it under a per-read timeout too).
@@ -1432,7 +1434,8 @@ fn a_supervisor_caller_dripping_its_request_is_cut_off_at_the_deadline() {
         // the caller's thread may run late); a per-read timeout never closes
         // a caller dripping a byte each 150 ms at all.
         closed >= READ_TIMEOUT - Duration::from_millis(100) && closed < READ_TIMEOUT + Duration::from_secs(4),
-        "closed after {closed:?} (deadline {READ_TIMEOUT:?})"
+        "closed after {closed:?} ({how}; {sent} bytes dripped, at most {gap:?} apart; deadline {READ_TIMEOUT:?}): {}",
+        s.stderr()
     );
     assert_eq!(s.call(json!({"verb": "status", "actor": "ana"}))["ok"], true, "{}", s.stderr());
 }
