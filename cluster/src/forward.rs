@@ -894,15 +894,6 @@ pub async fn forward_agui(
     out: &crate::wire::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    if !names::valid_node(node) {
-        out.answer(&Answer::error(400, format!("{node:?} is not a node name"))).await;
-        return Ok(());
-    }
-    if body.len() > MAX_BODY {
-        let m = format!("node {node}: an AG-UI body of {} bytes: a hub forwards at most {MAX_BODY}", body.len());
-        out.answer(&Answer::error(413, m)).await;
-        return Ok(());
-    }
     let f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
     forward_stream(client, node, f, by, timeout, out, stop).await
 }
@@ -922,10 +913,6 @@ pub async fn forward_thread(
     out: &crate::wire::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    if !names::valid_node(node) {
-        out.answer(&Answer::error(400, format!("{node:?} is not a node name"))).await;
-        return Ok(());
-    }
     let f = Forwarded { method: "GET".into(), path: thread_path(thread), body: String::new() };
     forward_stream(client, node, f, by, timeout, out, stop).await
 }
@@ -1012,6 +999,8 @@ async fn thread_read(
 
 /// A request on a stream ([`forward_agui`], [`forward_thread`]): its
 /// answer, then its body's messages in order until the last, to `out`.
+/// A node name that is none (400) or a body over [`MAX_BODY`] (413) is
+/// answered here and nothing is sent.
 async fn forward_stream(
     client: &async_nats::Client,
     node: &str,
@@ -1021,6 +1010,15 @@ async fn forward_stream(
     out: &crate::wire::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    if !names::valid_node(node) {
+        out.answer(&Answer::error(400, format!("{node:?} is not a node name"))).await;
+        return Ok(());
+    }
+    if f.body.len() > MAX_BODY {
+        let m = format!("node {node}: a body of {} bytes: a hub forwards at most {MAX_BODY}", f.body.len());
+        out.answer(&Answer::error(413, m)).await;
+        return Ok(());
+    }
     // An SSE body is cut with a RUN_ERROR event; any other with the end's error.
     let sse = f.method == "POST";
     let inbox = client.new_inbox();

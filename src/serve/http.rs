@@ -394,6 +394,18 @@ pub fn sse_head(req: &Request, cors: &[(&'static str, String)]) -> String {
     head
 }
 
+/// `headers` for a reply of status `code`, with `Retry-After: 1` when it is
+/// a 503. At every door a 503 means nothing was done (a supervisor with no
+/// room for the call, an agent not reading, too many readers at once), so
+/// the client is told when to try again, in one place.
+pub fn with_retry(headers: &[(&'static str, String)], code: u16) -> Vec<(&'static str, String)> {
+    let mut h = headers.to_vec();
+    if code == 503 {
+        h.push(("Retry-After", "1".into()));
+    }
+    h
+}
+
 /// Writes a complete response with a JSON (or empty) body.
 pub fn respond(stream: &mut impl Write, code: u16, headers: &[(&str, String)], body: &str) -> io::Result<()> {
     respond_pieces(stream, code, headers, &[body])

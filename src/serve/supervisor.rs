@@ -37,10 +37,7 @@ type Cors<'a> = &'a [(&'static str, String)];
 fn reply(stream: &mut impl Write, cors: Cors, code: u16, r: &Reply) -> Close {
     // A 503 (a supervisor with no room for the call, an agent not reading)
     // did nothing: the client is told when to try again.
-    let mut h = cors.to_vec();
-    if code == 503 {
-        h.push(("Retry-After", "1".into()));
-    }
+    let h = super::http::with_retry(cors, code);
     let _ = respond(stream, code, &h, &serde_json::to_string(r).unwrap_or_default());
     Close::Linger
 }

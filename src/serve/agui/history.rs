@@ -40,8 +40,7 @@ pub fn get(shared: &Shared, stream: &mut TcpStream, req: &Request, cors: &[(&'st
     // a few times its size in memory for the request's length. At most
     // READERS at once keep that bounded whoever asks; the others retry.
     let Some(_reading) = Reader::take() else {
-        let mut h = cors.to_vec();
-        h.push(("Retry-After", "1".into()));
+        let h = crate::serve::http::with_retry(cors, 503);
         respond_error(stream, 503, &h, &format!("{READERS} threads are being read now: retry in a second"));
         return;
     };

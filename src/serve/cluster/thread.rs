@@ -40,11 +40,7 @@ pub fn get(
         ..Default::default()
     };
     let (code, body) = read_thread(head, thread, &who);
-    let mut h = cors.to_vec();
-    if code == 503 {
-        h.push(("Retry-After", "1".into()));
-    }
-    let _ = respond(stream, code, &h, &body);
+    let _ = respond(stream, code, &crate::serve::http::with_retry(cors, code), &body);
     Some(())
 }
 

@@ -15,9 +15,6 @@ use crate::session::Ack;
 use serde_json::json;
 use std::io::Write;
 
-/// Seconds a client is told to wait (`Retry-After`) when the agent does not read.
-const RETRY_AFTER: &str = "1";
-
 /// `POST /runs/:id/tasks/:tid/answer|steer|stop|kill` for a session this
 /// server holds; `None` when `id` is not one (the caller goes on to the
 /// supervisor). The thread's lock is held only to read which agent process
@@ -128,8 +125,7 @@ pub fn control_post(
     match r.http_status() {
         400 => respond_error(stream, 400, cors, &r.detail),
         503 => {
-            let mut h = cors.to_vec();
-            h.push(("Retry-After", RETRY_AFTER.into()));
+            let h = crate::serve::http::with_retry(cors, 503);
             let _ = respond(stream, 503, &h, &serde_json::to_string(&r).unwrap_or_default());
         }
         code => {
