@@ -260,7 +260,7 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                     let task = tokio::spawn(async move {
                         let mut f = f;
                         if f.method == "GET" {
-                            thread_read(&c, &l, &n, &f, &s2, reply).await;
+                            relay(&c, &l, &n, &f, &s2, reply, Relay::Thread, Acting::default()).await;
                             map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
                             return;
                         }
@@ -291,13 +291,14 @@ pub async fn serve(client: async_nats::Client, node: String, local: Local) -> an
                             map.lock().unwrap_or_else(|e| e.into_inner()).remove(&s2);
                             return;
                         }
-                        agui_stream(
+                        relay(
                             &c,
                             &l,
                             &n,
                             &f,
                             &s2,
                             reply,
+                            Relay::Run,
                             Acting { person: by.as_deref(), hub: hub.as_deref(), checked: true },
                         )
                         .await;
@@ -562,19 +563,33 @@ pub struct Acting<'a> {
     pub checked: bool,
 }
 
-/// A forwarded `POST /agui`, made to the node's own server: a refusal is
-/// the reply (status and body); a 200 is replied at once and its body
+/// What a stream relays ([`relay`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Relay {
+    /// A forwarded `POST /agui`: an AG-UI run's SSE body.
+    Run,
+    /// A forwarded `GET /agui/thread`: a thread's JSON, often larger than
+    /// one message, and of any size the node's own route answers (its
+    /// bound: a thread's file is read up to `MAX_THREAD_FILE`).
+    Thread,
+}
+
+/// A forwarded `POST /agui` or `GET /agui/thread`, made to the node's own
+/// server: a refusal is the reply (status and body; a thread's error
+/// message names the node); a 200 is replied at once and its body
 /// published to the stream subject `s` as it comes, message by message
 /// (header [`SEQ`]), the last one with [`END`]. Every [`PING`] the node asks
 /// `<s>.alive` whether the hub still reads; nobody there (no responders),
 /// it drops the request, so its server sees the client leave.
-async fn agui_stream(
+#[allow(clippy::too_many_arguments)]
+async fn relay(
     client: &async_nats::Client,
     local: &Local,
     node: &str,
     f: &Forwarded,
     s: &str,
     reply: async_nats::Subject,
+    what: Relay,
     by: Acting<'_>,
 ) {
     let answer = |a: Answer| async move {
@@ -601,6 +616,11 @@ async fn agui_stream(
     let (mut sock, raw) = match tokio::time::timeout(Duration::from_secs(30), head).await {
         Ok(Ok(x)) => x,
         Ok(Err(e)) => return answer(Answer::error(502, format!("node {node}: its server {}: {e}", local.addr))).await,
+        // A read did nothing: its server is only slow.
+        Err(_) if what == Relay::Thread => {
+            let m = format!("node {node}: its server {} did not answer within 30 s", local.addr);
+            return answer(Answer::error(504, m)).await;
+        }
         Err(_) => {
             // Written after the asker's "go": the run may have started,
             // so never a 504, which says it will not.
@@ -618,7 +638,9 @@ async fn agui_stream(
     if status != 200 {
         let _ = tokio::time::timeout(Duration::from_secs(30), (&mut sock).take(MAX_BODY as u64).read_to_end(&mut rest))
             .await;
-        return answer(Answer::json(status, String::from_utf8_lossy(&rest).into_owned())).await;
+        let body = String::from_utf8_lossy(&rest).into_owned();
+        let body = if what == Relay::Thread { named(node, body) } else { body };
+        return answer(Answer::json(status, body)).await;
     }
     answer(Answer::json(status, String::new())).await;
     let mut seq = 0u64;
@@ -901,9 +923,9 @@ pub async fn forward_agui(
 /// Forwards `GET /agui/thread?threadId=<thread>` to `node` and gives its
 /// answer to `out` as [`forward_agui`] does: the answer (the node's own,
 /// its error named by the node; or 503/504 naming it); after a 200, the
-/// thread's JSON (at most [`MAX_BODY`]: the node refuses a larger one) in
-/// `data` frames, then the `end` (with an `error` when the node was lost
-/// on the way: the body is then cut).
+/// thread's JSON as the node's server gives it (of any size: a piece a
+/// message) in `data` frames, then the `end` (with an `error` when the
+/// node was lost on the way: the body is then cut).
 pub async fn forward_thread(
     client: &async_nats::Client,
     node: &str,
@@ -942,58 +964,16 @@ fn thread_id_of(path: &str) -> Option<&str> {
     (!t.is_empty() && t.len() <= 3 * runwire::serve::agui::MAX_ID && t.bytes().all(unreserved)).then_some(t)
 }
 
-/// A forwarded thread read at the node: made to the node's own server;
-/// its refusal replied (its message naming the node), a 200 replied at
-/// once and its body (at most [`MAX_BODY`], else 502 saying so) published
-/// to the stream subject `s` in pieces (header [`SEQ`], the last with
-/// [`END`]): a thread is often larger than one message.
-async fn thread_read(
-    client: &async_nats::Client,
-    local: &Local,
-    node: &str,
-    f: &Forwarded,
-    s: &str,
-    reply: async_nats::Subject,
-) {
-    let mut a = http(local, "GET", &f.path, b"", false, None, None, None).await;
-    if a.status == 200 && a.body.len() > MAX_BODY {
-        a = Answer::error(
-            502,
-            format!(
-                "node {node}: the thread's messages are more than the {MAX_BODY} bytes a hub relays: \
-                 open the thread at the node's own server"
-            ),
-        );
-    }
-    let body = std::mem::take(&mut a.body);
-    if a.status != 200 {
-        // Its message names the node (the hub's caller asked the hub).
-        let named = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-            .filter(|e| !e.starts_with(&format!("node {node}")));
-        a.body = match named {
-            Some(e) => serde_json::json!({"error": format!("node {node}: {e}")}).to_string(),
-            None => body,
-        };
-        let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
-        return;
-    }
-    let _ = client.publish(reply, Bytes::from(serde_json::to_vec(&a).unwrap_or_default())).await;
-    let max = client.server_info().max_payload.saturating_sub(8192).max(4096);
-    let mut chunks: Vec<&[u8]> = body.as_bytes().chunks(PIECE.min(max)).collect();
-    chunks.push(&[]);
-    let last = chunks.len() - 1;
-    for (seq, chunk) in chunks.into_iter().enumerate() {
-        let mut h = HeaderMap::new();
-        h.insert(SEQ, seq.to_string().as_str());
-        if seq == last {
-            h.insert(END, "1");
-        }
-        if let Err(e) = client.publish_with_headers(s.to_string(), h, Bytes::copy_from_slice(chunk)).await {
-            crate::report(format!("control: {s}: {e}"));
-            return;
-        }
+/// A refusal's body whose `error` names the node (the hub's caller asked
+/// the hub), as every message a hub relays does.
+fn named(node: &str, body: String) -> String {
+    let named = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .filter(|e| !e.starts_with(&format!("node {node}")));
+    match named {
+        Some(e) => serde_json::json!({"error": format!("node {node}: {e}")}).to_string(),
+        None => body,
     }
 }
 

@@ -278,7 +278,7 @@ fn control_route(
         {
             // The node's 503 (its supervisor busy, its agent not reading)
             // or the hub's own (no node): nothing ran, try again.
-            let _ = respond(out, code, &super::http::with_retry(&cors, code), &answer);
+            let _ = respond(out, code, &super::http::with_retry(cors, code), &answer);
             return Close::Linger;
         }
         supervisor::post(shared, out, cors, id, task, verb, &body, person, door)

@@ -352,6 +352,18 @@ impl Serve {
         (code, raw[i + 4..].to_vec())
     }
 
+    /// One HTTP/1.1 request with no body, read to the server's close: the
+    /// response's head and its body's raw bytes (chunked framing kept).
+    pub fn request_http11(&self, method: &str, path: &str) -> (String, Vec<u8>) {
+        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(c, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let i = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP response");
+        (String::from_utf8_lossy(&raw[..i]).into_owned(), raw[i + 4..].to_vec())
+    }
+
     pub fn get_json(&self, path: &str) -> serde_json::Value {
         let (code, body) = self.request("GET", path, "");
         assert_eq!(code, 200, "GET {path}: {}", String::from_utf8_lossy(&body));

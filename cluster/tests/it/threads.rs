@@ -48,7 +48,7 @@ fn a_thread_started_at_one_hub_is_continued_at_another() {
 /// `GET /agui/thread` at a hub: the thread's node answers, over the
 /// cluster, with exactly its own answer (at the hub that ran the thread,
 /// and at a hub that never saw it: the node from the cluster's bucket); a
-/// thread larger than a hub relays is 502 saying so; a node that does not
+/// thread of megabytes comes whole, as the node gives it; a node that does not
 /// answer (its sidecar stopped) is 504 and one that is gone 503, each
 /// naming it and within the forward's deadline, never a hang.
 #[test]
@@ -87,22 +87,29 @@ fn a_thread_is_read_at_a_hub_from_its_node() {
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), own, "{name}");
     }
 
-    // A thread larger than a hub relays (the routes' 1 MiB): 502 saying
-    // so, where the node's own server gives it whole.
+    // A thread far larger than one message or a request's 1 MiB: the hub
+    // relays it whole as the node's server gives it, plain on HTTP/1.0 and
+    // chunked (ending with its last chunk) on HTTP/1.1. Before, it was a
+    // 502 past 1 MiB.
     let file = runwire::runs::thread::path(&dir.join("home-beta"), thread);
     let mut more = String::new();
-    for i in 0..12 {
-        let m = json!({"id": format!("big-{i}"), "role": "user", "content": "x".repeat(100 * 1024)});
+    for i in 0..40 {
+        let m = json!({"id": format!("big-{i}"), "role": "user", "content": format!("{i}").repeat(100 * 1024)});
         more.push_str(&format!("{}\n", json!({"run": "r-big", "input": true, "message": m})));
     }
     let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
     std::io::Write::write_all(&mut f, more.as_bytes()).unwrap();
     let (code, own) = b.request("GET", q, "");
-    assert!(code == 200 && own.len() > 1024 * 1024, "{code}: {} bytes", own.len());
+    assert!(code == 200 && own.len() > 4 * 1024 * 1024, "{code}: {} bytes", own.len());
     let (code, got) = h1.request("GET", q, "");
-    let text = String::from_utf8_lossy(&got).to_string();
-    assert_eq!(code, 502, "{}", &text[..text.len().min(300)]);
-    assert!(text.contains("node beta") && text.contains("1048576"), "{text}");
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&got[..got.len().min(300)]));
+    assert!(got == own, "the hub's body ({} bytes) is the node's ({} bytes)", got.len(), own.len());
+    let (head, chunked) = h2.request_http11("GET", q);
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.to_ascii_lowercase().contains("transfer-encoding: chunked"),
+        "{head}"
+    );
+    assert!(dechunk(&chunked).is_some_and(|whole| whole == own), "a whole chunked body, the node's bytes");
 
     // A node whose sidecar does not answer: 504 once the forward's 5 s are
     // spent, naming it.
@@ -156,4 +163,20 @@ fn at_a_hub_a_thread_without_a_node_is_404_and_one_whose_node_is_gone_503() {
     assert_eq!(code, 503, "{text}");
     assert!(text.contains("node omega") && t.elapsed() < Duration::from_secs(4), "{text} in {:?}", t.elapsed());
     drop((hub, nats));
+}
+
+/// A chunked body's bytes, when it ends with its last chunk (`None`: cut
+/// short, or not chunked).
+fn dechunk(mut raw: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let i = raw.windows(2).position(|w| w == b"\r\n")?;
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..i]).ok()?.trim(), 16).ok()?;
+        raw = &raw[i + 2..];
+        if size == 0 {
+            return (raw == b"\r\n").then_some(out);
+        }
+        out.extend_from_slice(raw.get(..size)?);
+        raw = raw.get(size..)?.strip_prefix(b"\r\n")?;
+    }
 }

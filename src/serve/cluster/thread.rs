@@ -11,12 +11,14 @@ use std::time::Duration;
 /// route): the read goes to the thread's node (the one this hub ran it on,
 /// else the one the cluster keeps for it, else 404 saying the cluster
 /// knows none) over the channel, as `POST /agui` does, and the node's own
-/// route answers: its 200 body relayed as it is (at most the routes'
-/// [`MAX_BODY`](crate::serve::http::MAX_BODY): the node refuses a larger one,
-/// and so does this end), its refusals with their message naming the node.
-/// A node not connected is 503 at once, one that does not answer within
-/// its 5 s 504, each naming it; nothing waits past its deadline. `None`
-/// when this server is not a hub.
+/// route answers: its refusals with their message naming the node; its 200
+/// body relayed as it comes, a piece at a time (chunked on HTTP/1.1), so a
+/// thread of any size the node's route answers is read here too, in
+/// bounded memory. A node lost or silent on the way cuts the body: the
+/// chunked body has no last chunk, which a client reads as an error, never
+/// as the whole thread. A node not connected is 503 at once, one that does
+/// not answer within its 5 s 504, each naming it. `None` when this server
+/// is not a hub.
 pub fn get(
     cfg: &crate::serve::options::Config,
     stream: &mut std::net::TcpStream,
@@ -24,7 +26,7 @@ pub fn get(
     cors: &[(&'static str, String)],
     thread: &str,
 ) -> Option<()> {
-    use crate::serve::http::respond;
+    use crate::serve::http::{respond, with_retry};
     let home = HUB_HOME.get()?;
     let node = std::fs::read_to_string(thread_file(home, thread))
         .ok()
@@ -39,27 +41,46 @@ pub fn get(
         budget_ms: Some(FORWARD_BUDGET_MS),
         ..Default::default()
     };
-    let (code, body) = read_thread(head, thread, &who);
-    let _ = respond(stream, code, &crate::serve::http::with_retry(cors, code), &body);
+    match open_thread(head, thread, &who) {
+        Err((code, body)) => {
+            let _ = respond(stream, code, &with_retry(cors, code), &body);
+        }
+        Ok(open) => {
+            if let Err(why) = relay(stream, req, cors, open, cfg.write_timeout) {
+                crate::util::cli::report(
+                    crate::serve::options::BIN,
+                    format!("GET /agui/thread {thread:?} from {who}: {why}: the body was cut"),
+                );
+            }
+        }
+    }
     Some(())
 }
 
-/// [`get`]'s exchange with the sidecar: `(status, body)`, within
-/// [`THREAD_WAIT`] whatever the sidecar and the node do.
-fn read_thread(head: Head, thread: &str, who: &str) -> (u16, String) {
-    let max = crate::serve::http::MAX_BODY;
-    let ch = match channel(who) {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
-    let mut open = match ch.open(head, thread.as_bytes()) {
-        Ok(o) => o,
-        Err(e) => return err_json(503, format!("{who}: the cluster sidecar: {e}")),
-    };
-    let deadline = std::time::Instant::now() + THREAD_WAIT;
-    let next =
-        |open: &channel::Open| open.rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()));
-    let gone = |open: &channel::Open, e: std::sync::mpsc::RecvTimeoutError| match e {
+/// [`get`]'s request to the sidecar and the node's answer, within
+/// [`THREAD_WAIT`] whatever the sidecar and the node do: the stream its
+/// body comes on after a 200, else the status and body to reply.
+fn open_thread(head: Head, thread: &str, who: &str) -> Result<channel::Open, (u16, String)> {
+    let ch = channel(who)?;
+    let mut open =
+        ch.open(head, thread.as_bytes()).map_err(|e| err_json(503, format!("{who}: the cluster sidecar: {e}")))?;
+    match open.rx.recv_timeout(THREAD_WAIT) {
+        Ok((h, d)) if h.op == "answer" && h.status != Some(200) => {
+            open.ended = true;
+            Err((h.status.unwrap_or(502), String::from_utf8_lossy(&d).into_owned()))
+        }
+        Ok((h, _)) if h.op == "answer" => Ok(open),
+        Ok((h, _)) => {
+            open.ended = h.op == "end";
+            Err(err_json(503, format!("{who}: {}", h.error.unwrap_or(h.op))))
+        }
+        Err(e) => Err(gone(&open, e, who)),
+    }
+}
+
+/// Why a stream of the channel gave nothing: the status and body to say it with.
+fn gone(open: &channel::Open, e: std::sync::mpsc::RecvTimeoutError, who: &str) -> (u16, String) {
+    match e {
         std::sync::mpsc::RecvTimeoutError::Timeout => {
             err_json(504, format!("{who}: the thread did not come within {} s", THREAD_WAIT.as_secs()))
         }
@@ -67,45 +88,57 @@ fn read_thread(head: Head, thread: &str, who: &str) -> (u16, String) {
             err_json(503, format!("{who}: the thread came faster than this server could take it"))
         }
         std::sync::mpsc::RecvTimeoutError::Disconnected => err_json(503, format!("{who}: the cluster sidecar ended")),
-    };
-    let code = match next(&open) {
-        Ok((h, d)) if h.op == "answer" && h.status != Some(200) => {
-            open.ended = true;
-            return (h.status.unwrap_or(502), String::from_utf8_lossy(&d).into_owned());
-        }
-        Ok((h, _)) if h.op == "answer" => 200,
-        Ok((h, _)) => {
-            open.ended = h.op == "end";
-            return err_json(503, format!("{who}: {}", h.error.unwrap_or(h.op)));
-        }
-        Err(e) => return gone(&open, e),
-    };
-    let mut body = Vec::new();
+    }
+}
+
+/// The 200 and the thread's JSON as its pieces come, to the client: the
+/// body ends with its last chunk only when the node's whole body came.
+/// `Err` says why it was cut (the client gone or slow, the node lost).
+fn relay(
+    stream: &mut std::net::TcpStream,
+    req: &crate::serve::http::Request,
+    cors: &[(&'static str, String)],
+    mut open: channel::Open,
+    write_timeout: Duration,
+) -> Result<(), String> {
+    use std::io::Write;
+    let mut head = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nConnection: close\r\n",
+    );
+    if req.http11 {
+        head.push_str("Transfer-Encoding: chunked\r\n");
+    }
+    for (n, v) in cors {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).map_err(|e| format!("the client: {e}"))?;
+    // One piece queued at a time: memory stays at a piece whatever the size.
+    let mut out = crate::serve::stream::Stream::new(stream, req.http11, usize::MAX, write_timeout);
     loop {
-        match next(&open) {
+        match open.rx.recv_timeout(PIECE_WAIT) {
             Ok((h, d)) if h.op == "data" => {
-                body.extend_from_slice(&d);
-                if body.len() > max {
-                    return err_json(
-                        502,
-                        format!("{who}: the thread's messages are more than the {max} bytes a hub relays: open the thread at its node's own server"),
-                    );
-                }
+                out.push(&d);
+                out.drain().map_err(|e| format!("the client: {e}"))?;
             }
             Ok((h, _)) if h.op == "end" => {
                 open.ended = true;
                 if let Some(e) = h.error {
-                    return err_json(504, format!("{who}: {e}: the thread came cut short"));
+                    return Err(e);
                 }
-                break;
+                return out.end().map_err(|e| format!("the client: {e}"));
             }
-            Ok((h, _)) => return err_json(502, format!("{who}: the cluster sidecar said {:?}", h.op)),
-            Err(e) => return gone(&open, e),
+            Ok((h, _)) => return Err(format!("the cluster sidecar said {:?}", h.op)),
+            Err(e) => return Err(gone(&open, e, "the node").1),
         }
     }
-    (code, String::from_utf8_lossy(&body).into_owned())
 }
 
-/// The longest a hub's thread read takes, answer and body: the node's 5 s
-/// to answer, then its body, which it sends at once.
+/// The longest a hub waits for the node's answer to a thread read: the
+/// node's 5 s to answer, and more for a sidecar and a server under load.
 const THREAD_WAIT: Duration = Duration::from_millis(FORWARD_BUDGET_MS + 10_000);
+
+/// The longest a hub waits between two pieces of a thread's body: past
+/// the sidecar's own cut of a silent node (20 s), which ends the stream
+/// with its reason first.
+const PIECE_WAIT: Duration = Duration::from_secs(30);
