@@ -9,8 +9,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// The most body bytes a forwarded request or reply carries (the routes'
-/// own limit, `runwire::serve::http::MAX_BODY`: a hub's server bounds a
-/// forwarded thread's read by it too).
+/// own limit, `runwire::serve::http::MAX_BODY`); a streamed body (an AG-UI
+/// run's events, a thread's read) comes a piece at a time, of any length.
 pub const MAX_BODY: usize = runwire::serve::http::MAX_BODY;
 
 /// One frame: its head and data.

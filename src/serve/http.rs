@@ -11,9 +11,8 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-/// A request body, at most (the router answers 413 beyond); a hub relays
-/// a node's thread read up to it too (`serve::cluster::thread`), and the
-/// cluster sidecar forwards bodies up to it.
+/// A request body, at most (the router answers 413 beyond); the cluster
+/// sidecar forwards bodies up to it.
 pub const MAX_BODY: usize = 1024 * 1024;
 
 /// Request line plus headers, at most.
