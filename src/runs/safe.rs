@@ -222,7 +222,13 @@ pub fn read_in(dir: &Path, name: &str, cap: u64) -> Result<Vec<u8>, Unreadable> 
 /// agent's way to aim the write at any file the server may write, even one
 /// inside the directory), a FIFO or a device is refused, never written;
 /// nothing is created.
-pub fn append_in(dir: &Path, name: &str, line: &[u8]) -> Result<(), Unreadable> {
+///
+/// `cap`: the size the file may reach. A line that would take it past
+/// `cap` (or a file already past it) is refused, the file untouched; its
+/// size comes from the same `fstat`, nothing of it is read. This process's
+/// appends take turns ([`APPENDS`]), so two of them never both pass the
+/// check and together go past `cap`.
+pub fn append_in(dir: &Path, name: &str, line: &[u8], cap: u64) -> Result<(), Unreadable> {
     use std::io::Write;
     if !plain(name) {
         return Err(Unreadable::new(name, "not a plain name inside the run's directory (refused)"));
@@ -233,12 +239,26 @@ pub fn append_in(dir: &Path, name: &str, line: &[u8]) -> Result<(), Unreadable> 
         .map_err(|e| Unreadable::errno(name.into(), e))?;
     // SAFETY: the open just returned this descriptor and nothing else owns it.
     let mut f = unsafe { File::from_raw_fd(raw) };
+    let _turn = APPENDS.lock().unwrap_or_else(|p| p.into_inner());
     let st = nix::sys::stat::fstat(f.as_raw_fd()).map_err(|e| Unreadable::new(name, describe(e)))?;
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
         return Err(Unreadable::new(name, format!("{} (only a regular file is written)", kind(st.st_mode))));
     }
+    let have = u64::try_from(st.st_size).unwrap_or(0);
+    if have.saturating_add(line.len() as u64) > cap {
+        return Err(Unreadable::new(
+            name,
+            format!(
+                "it holds {have} bytes and this line is {} more, past the {cap} bytes it may hold: nothing was written",
+                line.len()
+            ),
+        ));
+    }
     f.write_all(line).map_err(|e| Unreadable::new(name, e.to_string()))
 }
+
+/// [`append_in`]'s turns: one check of a file's size and its write at a time.
+static APPENDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Splits what `r` yields into lines (LF, an optional CR stripped), in
 /// bounded memory: a line longer than `max` is not handed over (its length
@@ -410,18 +430,34 @@ mod tests {
         std::os::unix::fs::symlink(&victim, run.join("out")).unwrap();
         std::os::unix::fs::symlink("journal", run.join("in")).unwrap();
         nix::unistd::mkfifo(&run.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
-        append_in(&run, "inbox", b"one\n").unwrap();
-        append_in(&run, "inbox", b"two\n").unwrap();
+        append_in(&run, "inbox", b"one\n", 64).unwrap();
+        append_in(&run, "inbox", b"two\n", 64).unwrap();
         assert_eq!(std::fs::read_to_string(run.join("inbox")).unwrap(), "one\ntwo\n");
         for bad in ["out", "in", "fifo", "none", "../victim", ".", ""] {
-            let e = append_in(&run, bad, b"x\n").err().unwrap_or_else(|| panic!("{bad} written"));
+            let e = append_in(&run, bad, b"x\n", 64).err().unwrap_or_else(|| panic!("{bad} written"));
             assert_eq!(e.file, bad);
         }
-        assert!(append_in(&run, "out", b"x\n").unwrap_err().why.contains("symbolic link"));
-        assert!(append_in(&run, "none", b"x\n").unwrap_err().absent);
+        assert!(append_in(&run, "out", b"x\n", 64).unwrap_err().why.contains("symbolic link"));
+        assert!(append_in(&run, "none", b"x\n", 64).unwrap_err().absent);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
         assert_eq!(std::fs::read_to_string(run.join("journal")).unwrap(), "");
         assert!(!run.join("none").exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_append_past_the_cap_is_refused_and_writes_nothing() {
+        let d = tmp("cap");
+        std::fs::write(d.join("inbox"), "12345\n").unwrap();
+        // Up to the cap exactly: written.
+        append_in(&d, "inbox", b"678\n", 10).unwrap();
+        let e = append_in(&d, "inbox", b"x\n", 10).unwrap_err();
+        assert!(e.why.contains("holds 10 bytes") && e.why.contains("past the 10 bytes"), "{}", e.why);
+        assert_eq!(std::fs::read_to_string(d.join("inbox")).unwrap(), "12345\n678\n");
+        // A file already past the cap (a sparse one: its size, not its bytes).
+        std::fs::File::options().write(true).open(d.join("inbox")).unwrap().set_len(1 << 40).unwrap();
+        assert!(append_in(&d, "inbox", b"", 10).unwrap_err().why.contains("nothing was written"));
+        assert_eq!(std::fs::metadata(d.join("inbox")).unwrap().len(), 1 << 40);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -6,7 +6,8 @@
 //! `502` with nothing sent (spec/SUPERVISOR.md, "Trust"), as is one that
 //! takes the request and never replies, except
 //! for a run that declares a steer inbox (`<slug>.steer.jsonl`), where
-//! steer, pause and resume are appended for its runner to apply.
+//! steer, pause and resume are appended for its runner to apply, up to
+//! the steers' budget (`crate::supervise::records::STEER_BUDGET`).
 //!
 //! The router applied the browser boundary (Host, Origin, token), checked
 //! the ids and read the body (JSON, where one is needed or sent), as for `/agui`.
@@ -16,6 +17,7 @@ use super::state::Shared;
 use crate::control::{Command, Door, Issued, Verb};
 use crate::runs::registry::Registry;
 use crate::runs::view::{self, ViewError};
+use crate::supervise::records::STEER_BUDGET;
 use crate::supervise::socket::{self as control, CallError, Reply, NOT_LIVE};
 use std::io::Write;
 use std::time::Duration;
@@ -136,8 +138,12 @@ pub fn post(
 }
 
 /// No supervisor: a declared steer inbox takes steer, pause and resume,
-/// on the terms a supervisor keeps: a task of the run, not ended, and a
-/// run not ended (a line nobody will read is refused, not accepted).
+/// on the terms a supervisor keeps: a task of the run, not ended, a run
+/// not ended (a line nobody will read is refused, not accepted), and the
+/// steers' budget ([`STEER_BUDGET`]: an inbox its runner does not empty
+/// does not fill the disk). Every door comes here: the control and task
+/// routes, and a hub's command, which the node's sidecar makes again as
+/// the same request to this server.
 fn inbox(stream: &mut impl Write, cors: Cors, loaded: &view::Loaded, creq: &control::Request) -> Close {
     let files = &loaded.files;
     let name = format!("{}.steer.jsonl", files.slug);
@@ -186,8 +192,10 @@ fn inbox(stream: &mut impl Write, cors: Cors, loaded: &view::Loaded, creq: &cont
     line.push(b'\n');
     // One write of one line with O_APPEND, as for the journal; the
     // directory is the agent's to write, so the inbox is opened as every
-    // file there is read: no symlink followed, only a regular file.
-    match crate::runs::safe::append_in(&files.dir, &name, &line) {
+    // file there is read: no symlink followed, only a regular file. It may
+    // hold the steer text a supervised run's journal may ([`STEER_BUDGET`]):
+    // a line past it is refused (409, as a supervisor's), nothing written.
+    match crate::runs::safe::append_in(&files.dir, &name, &line, STEER_BUDGET) {
         Ok(()) => reply(stream, cors, 202, &Reply::ok(format!("appended to the steer inbox {}", path.display()), None)),
         Err(e) => {
             reply(stream, cors, 409, &Reply::refuse(format!("the steer inbox {}: {}", path.display(), e.why), None))

@@ -25,7 +25,9 @@ pub use super::waves::ACTOR;
 /// half of what a view of the run reads ([`crate::runs::safe::MAX_JOURNAL`]),
 /// so that steers never make the run's journal unreadable, and leave room
 /// for the rest of its records. A steer past it is refused at every door
-/// (they all come through [`Records::steer_queued`]).
+/// (they all come through [`Records::steer_queued`]). A run without a
+/// supervisor keeps the same budget for its steer inbox, which
+/// `runwire-serve` refuses to take past it (`serve::supervisor`).
 pub const STEER_BUDGET: u64 = crate::runs::safe::MAX_JOURNAL / 2;
 
 /// Where a run's records go.

@@ -769,6 +769,117 @@ fn a_steer_inbox_takes_what_a_supervisor_would_and_is_never_followed_out() {
     assert_eq!(lines().len(), 1);
 }
 
+/// The ways a command reaches a steer inbox ([`an_inbox_takes_nothing_past_its_budget`]).
+#[derive(Clone, Copy, Debug)]
+enum InboxDoor {
+    /// `POST /runs/:id/tasks/a/steer`, by a person's token.
+    TaskRoute,
+    /// `POST /runs/:id/pause` and `/resume`.
+    RunRoutes,
+    /// A hub's command, as the node's cluster sidecar makes it to its own
+    /// server (the `cluster` token, `Rw-Actor`, `Rw-Hub`: cluster/src/forward.rs).
+    Hub,
+}
+
+/// `n` bytes of lines no runner takes for a command.
+fn filler(n: u64) -> Vec<u8> {
+    let mut b = vec![b'x'; n as usize];
+    for i in (4095..b.len()).step_by(4096) {
+        b[i] = b'\n';
+    }
+    if let Some(last) = b.last_mut() {
+        *last = b'\n';
+    }
+    b
+}
+
+/// A steer inbox may hold what a supervised run's journal may of steers
+/// (8 MiB, `STEER_BUDGET`), whichever `door` the command came in by: a line
+/// that would take it past that is `409` with the supervisor's refusal
+/// shape (`ok:false`, no `code`), saying so, and the file is untouched; a
+/// line that brings it exactly to the budget is taken; a file already past
+/// it (written by hand, or by a server that had no budget) refuses
+/// everything, by its size (a sparse 16 GiB file: its bytes are not read).
+fn an_inbox_takes_nothing_past_its_budget(name: &str, door: InboxDoor) {
+    const BUDGET: u64 = 8 * 1024 * 1024;
+    let env = Env::new(name);
+    let tasks = r#"{"v":"plan/v1","tasks":[{"id":"a","adapter":"claude","prompt":"x"}]}"#;
+    let (id, rs) = support::register_run(&env.p("home"), "p", &env.dir, tasks);
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(rs.join("p.jsonl")).unwrap();
+    for rec in [r#""run":"started""#, r#""task":"a","state":"leased""#] {
+        writeln!(f, r#"{{"v":"runstate/v1","ts":"2026-03-01T10:00:00.000Z","actor":"runner",{rec}}}"#).unwrap();
+    }
+    drop(f);
+    let inbox = rs.join("p.steer.jsonl");
+    std::fs::write(env.p("tokens"), "ana:0123456789abcdef-ana\ncluster:0123456789abcdef-cluster\n").unwrap();
+    let srv = serve(&env, &["--token-file", env.p("tokens").to_str().unwrap()]);
+    let steer = format!(r#"{{"msg":"{}"}}"#, "y".repeat(2000));
+    let (headers, actor, commands) = match door {
+        InboxDoor::TaskRoute => {
+            ("Authorization: Bearer 0123456789abcdef-ana\r\n", "ana", vec![("/tasks/a/steer", steer)])
+        }
+        InboxDoor::RunRoutes => (
+            "Authorization: Bearer 0123456789abcdef-ana\r\n",
+            "ana",
+            vec![("/pause", String::new()), ("/resume", String::new())],
+        ),
+        InboxDoor::Hub => (
+            "Authorization: Bearer 0123456789abcdef-cluster\r\nRw-Actor: bob\r\nRw-Hub: east\r\n",
+            "bob@east",
+            vec![("/tasks/a/steer", steer), ("/pause", String::new())],
+        ),
+    };
+    for (path, body) in &commands {
+        let post = || srv.post_with(&format!("/runs/{id}{path}"), &format!("{headers}{JSON}"), body);
+        // The line this command appends, and that it came in by this door.
+        std::fs::write(&inbox, "").unwrap();
+        let (code, v) = post();
+        assert_eq!(code, 202, "{door:?} {path}: {v}");
+        let line = std::fs::read(&inbox).unwrap();
+        let rec: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(rec["actor"], actor, "{door:?} {path}: {rec}");
+        let len = line.len() as u64;
+        // One byte short of the room it needs: refused, nothing written.
+        let full = filler(BUDGET - len + 1);
+        std::fs::write(&inbox, &full).unwrap();
+        let (code, v) = post();
+        assert_eq!((code, v["ok"].as_bool(), v.get("code")), (409, Some(false), None), "{door:?} {path}: {v}");
+        let detail = v["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.contains("steer inbox") && detail.contains("8388608") && detail.contains("nothing was written"),
+            "{door:?} {path}: {v}"
+        );
+        assert!(std::fs::read(&inbox).unwrap() == full, "{door:?} {path}: the inbox was written");
+        // Exactly the room it needs: taken, the inbox at the budget.
+        std::fs::write(&inbox, filler(BUDGET - len)).unwrap();
+        let (code, v) = post();
+        assert_eq!(code, 202, "{door:?} {path}: {v}");
+        assert_eq!(std::fs::metadata(&inbox).unwrap().len(), BUDGET, "{door:?} {path}");
+        // Already past the budget: refused by its size.
+        std::fs::write(&inbox, "").unwrap();
+        std::fs::File::options().write(true).open(&inbox).unwrap().set_len(16 << 30).unwrap();
+        let (code, v) = post();
+        assert_eq!((code, v["ok"].as_bool()), (409, Some(false)), "{door:?} {path}: {v}");
+        assert_eq!(std::fs::metadata(&inbox).unwrap().len(), 16 << 30, "{door:?} {path}: the inbox was written");
+    }
+    std::fs::remove_file(&inbox).unwrap();
+}
+
+#[test]
+fn a_steer_inbox_takes_nothing_past_its_budget_through_the_task_route() {
+    an_inbox_takes_nothing_past_its_budget("inbox-task", InboxDoor::TaskRoute);
+}
+
+#[test]
+fn a_steer_inbox_takes_nothing_past_its_budget_through_the_run_routes() {
+    an_inbox_takes_nothing_past_its_budget("inbox-run", InboxDoor::RunRoutes);
+}
+
+#[test]
+fn a_steer_inbox_takes_nothing_past_its_budget_through_a_hubs_command() {
+    an_inbox_takes_nothing_past_its_budget("inbox-hub", InboxDoor::Hub);
+}
+
 #[test]
 fn steer_with_interrupt_stops_the_turn_and_resumes_with_the_message() {
     let env = Env::new("intr");

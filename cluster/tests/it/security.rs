@@ -839,7 +839,8 @@ fn a_node_whose_server_needs_a_token_has_no_weaker_door_in_the_cluster() {
 /// hub's caller is and the hub's name (`<person>@<hub>`, `--hub-name`),
 /// both taken from the node's sidecar only: the same headers sent straight
 /// to the node with another token change nothing. Before: the record named
-/// the person only, not which hub.
+/// the person only, not which hub. The inbox's 8 MiB budget holds through
+/// the hub as at the node's own routes.
 #[test]
 #[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
 fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
@@ -892,6 +893,15 @@ fn a_command_forwarded_by_a_hub_is_recorded_with_the_person_and_the_hub() {
     let got = records();
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0]["actor"].as_str(), got[0]["verb"].as_str()), (Some("ana@hub-east"), Some("steer")), "{got:?}");
+    // The inbox's budget (8 MiB) holds through the hub too: at it, the
+    // node's server refuses the steer, 409 through the hub, and writes nothing.
+    let line = std::fs::metadata(&inbox).unwrap().len();
+    std::fs::File::options().write(true).open(&inbox).unwrap().set_len(8 << 20).unwrap();
+    let (code, body) = post(&hub, &steer, ana, r#"{"msg":"past the budget"}"#);
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("8388608") && body.contains("nothing was written"), "{body}");
+    assert_eq!(std::fs::metadata(&inbox).unwrap().len(), 8 << 20, "the inbox was written");
+    std::fs::File::options().write(true).open(&inbox).unwrap().set_len(line).unwrap();
     // A key is its caller's through the hub and at the node: Ana's keyed
     // steer, then Bob's own under the same key, each acted on once; Ana's
     // retry is her replay. Nobody gets another's answer.
