@@ -56,6 +56,7 @@ fn run(mut args: Args) -> anyhow::Result<Exit> {
     let input: Box<dyn Read> = match (file, args.follow) {
         (Some(p), true) => {
             let f = pipe::Follow::open(p, done.clone(), BIN).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+            cli::exit_when_stdout_closes();
             generation = Some(f.generation());
             Box::new(f)
         }

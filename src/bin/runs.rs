@@ -515,6 +515,9 @@ fn run(args: Args) -> anyhow::Result<Exit> {
         }
         Cmd::Watch { since, runs, statuses, repos, types, no_follow } => {
             let filter = runs::feed::Filter { runs, statuses, repos, types };
+            if !no_follow {
+                cli::exit_when_stdout_closes();
+            }
             // Each line is flushed as it comes: a script waits on it.
             let r = runs::feed::follow(&runs::harness_home(), since, &filter, !no_follow, |line| {
                 o.write_all(line)?;

@@ -58,6 +58,34 @@ impl StartError {
     }
 }
 
+/// Ends the process quietly (status 0, as for any closed pipe) as soon as
+/// standard output's reader is gone, also while the process waits for
+/// something to happen: a follow (`runs watch`, `normalize-events
+/// --follow`) writes only when there is news, so without this `runs watch |
+/// head -1` would live on until the next event, or for ever. A thread
+/// waits in `poll` for the error or hang-up the kernel reports on a pipe
+/// or socket whose reader closed (a file or a terminal never reports one).
+pub fn exit_when_stdout_closes() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    std::thread::spawn(|| {
+        let out = io::stdout();
+        loop {
+            let mut fds = [PollFd::new(out.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {
+                    let closed = PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL;
+                    if fds[0].revents().is_some_and(|r| r.intersects(closed)) {
+                        std::process::exit(0);
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => return,
+            }
+        }
+    });
+}
+
 /// True when an error chain bottoms out in a closed downstream pipe: the
 /// reader left, which for a filter is a normal end, not a failure.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {

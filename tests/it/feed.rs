@@ -189,6 +189,38 @@ fn runs_watch_prints_each_change_with_no_server_and_resumes_exactly() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// `runs watch | head -1`: once its reader is gone, `runs watch` ends
+/// quietly with 0 while it waits, not at its next event (there may be
+/// none). Before, it lived on until something happened in the home.
+#[test]
+fn runs_watch_ends_quietly_once_its_reader_is_gone_while_nothing_happens() {
+    let base = tmp("watch-reader-gone");
+    let home = base.join("home");
+    let (run, journal) = register(&home, &base, "s", "alpha");
+    let mut child =
+        runs(&home).args(["watch", "--since", "0"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains(&run), "{first}");
+    // The reader is gone (dropped with its BufReader) and nothing happens.
+    let end = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("runs watch still running 5 s after its reader left, with nothing to say");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert_eq!((status.code(), err.as_str()), (Some(0), ""));
+    assert!(journal.exists());
+}
+
 #[test]
 fn runs_watch_sees_a_run_registered_after_it_started() {
     let base = tmp("late");

@@ -465,6 +465,43 @@ fn a_closed_pipe_ends_quietly() {
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
 
+/// `normalize-events --follow FILE | head -1`: once its reader is gone,
+/// the follow ends quietly with 0 while the file is quiet, not at the
+/// file's next line (there may be none). Before, it waited on for good.
+#[test]
+fn a_follow_ends_quietly_once_its_reader_is_gone_while_the_file_is_quiet() {
+    let dir = support::scratch("runwire-follow-reader-gone");
+    let log = dir.join("run.log");
+    std::fs::write(&log, "{\"type\":\"thread.started\",\"thread_id\":\"th-1\"}\n{\"type\":\"turn.started\"}\n")
+        .unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("normalize-events"))
+        .args(["codex", "--follow", "--input"])
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains(r#""type":"turn_start""#), "{first}");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("normalize-events --follow still running 5 s after its reader left, the file quiet");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert_eq!((status.code(), err.as_str()), (Some(0), ""));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn follow_streams_a_growing_file_and_stops_at_the_status_line() {
     let dir = support::scratch("runwire-follow");
