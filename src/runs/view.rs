@@ -160,6 +160,11 @@ struct SummaryOut<'a> {
     run_id: &'a str,
     slug: Option<&'a str>,
     status: &'static str,
+    /// `"gone"` when the journal says its supervisor died and none started
+    /// since (spec/LAYOUT.md, "Who runs a run"); else absent here (a view
+    /// asks the owner record for `live`: `supervise::owned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supervisor: Option<&'static str>,
     tokens: Option<Tokens>,
     wave: Option<usize>,
     worktree: Option<&'a str>,
@@ -455,6 +460,18 @@ impl<'a> Parts<'a> {
             None if status == "failed" => self.failure(&tasks),
             None => None,
         };
+        // A run still going whose supervisor's death is journaled, and none
+        // started since: its reason is the note's (spec/LAYOUT.md, "Who runs a run").
+        let gone = match self.journal.supervisor_gone() {
+            Some(why) if reason.is_none() && super::nodes::GOING.contains(&status) => Some(why),
+            _ => None,
+        };
+        let supervisor_gone = gone.is_some();
+        let reason = match gone {
+            Some("") => Some(GONE_REASON.to_string()),
+            Some(why) => Some(why.to_string()),
+            None => reason,
+        };
         Digest {
             status,
             counts: counts.into_iter().map(|(k, n)| (k.to_string(), n)).collect(),
@@ -463,10 +480,15 @@ impl<'a> Parts<'a> {
             tokens: sum.tokens(),
             wave: self.wave_of(&tasks),
             reason,
+            supervisor_gone,
             problem: problem.is_some(),
         }
     }
 }
+
+/// Why a run whose journal says its supervisor is gone is not worked on,
+/// when the note says no more.
+const GONE_REASON: &str = "its supervisor is gone: nothing runs it";
 
 /// Why a `missing` run is listed.
 const MISSING_REASON: &str = "its runstate directory is gone (`runs reap` removes the pointer)";
@@ -486,6 +508,10 @@ pub struct Digest {
     pub tokens: Option<(u64, u64)>,
     pub wave: Option<usize>,
     pub reason: Option<String>,
+    /// A run still going whose journal's last `supervisor-gone` record has
+    /// no `started` after it (`reason` is its detail): the summary's
+    /// `"supervisor":"gone"`.
+    pub supervisor_gone: bool,
     /// The run's files could not all be read (`missing`, `unreadable`):
     /// never kept in the index.
     pub problem: bool,
@@ -512,6 +538,7 @@ pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest,
         run_id: p.run_id,
         slug: known(ok, p.slug),
         status: d.status,
+        supervisor: d.supervisor_gone.then_some("gone"),
         tokens: d.tokens.map(|(input, output)| Tokens { input, output }),
         wave: d.wave,
         worktree: known(ok, p.worktree),
