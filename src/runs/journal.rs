@@ -458,20 +458,18 @@ pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
 /// under its `flock` (up to [`super::safe::MAX_JOURNAL`]), that the record
 /// is already there: a note that must be written once however many
 /// processes notice (two servers on one home). Whether it wrote.
-pub fn append_unless(
-    run: &super::marks::Run,
-    path: &Path,
-    rec: &impl Serialize,
-    done: &dyn Fn(&[u8]) -> bool,
-) -> std::io::Result<bool> {
+pub fn append_unless(run: &super::marks::Run, path: &Path, rec: &impl Serialize, done: Done) -> std::io::Result<bool> {
     let line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     run.hold()?;
     append_line_unless(path, &line, Some(done))
 }
 
+/// What [`append_unless`] asks of a journal's bytes: whether its record is there already.
+type Done<'a> = &'a dyn Fn(&[u8]) -> bool;
+
 /// [`append_line`], the check `done` made under the lock first (see
 /// [`append_unless`]).
-fn append_line_unless(path: &Path, line: &[u8], done: Option<&dyn Fn(&[u8]) -> bool>) -> std::io::Result<bool> {
+fn append_line_unless(path: &Path, line: &[u8], done: Option<Done>) -> std::io::Result<bool> {
     use nix::fcntl::{Flock, FlockArg};
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
