@@ -531,8 +531,9 @@ pub struct Journal {
     /// The last run-level record that says the run's state (not one of
     /// [`NO_STATE`]).
     pub last_run: Option<Record>,
-    /// The detail of the last `supervisor-gone` record when no `started`
-    /// followed it: nothing has run the run since its supervisor died.
+    /// The detail of the last `supervisor-gone` record (a line saying so
+    /// when it has none) when no `started` followed it: nothing has run the
+    /// run since its supervisor died.
     pub supervisor_gone: Option<String>,
     /// Input requests `requested` and not (yet) `answered`, in the order
     /// they were asked.
@@ -559,7 +560,10 @@ fn is_run_state(run: Option<&str>) -> bool {
 /// the run again) clears it, any other leaves it.
 fn fold_gone(gone: &mut Option<String>, run: Option<&str>, detail: Option<&str>) {
     match run {
-        Some(SUPERVISOR_GONE) => *gone = Some(detail.unwrap_or_default().to_string()),
+        Some(SUPERVISOR_GONE) => {
+            *gone =
+                Some(detail.filter(|d| !d.is_empty()).unwrap_or("its supervisor is gone: nothing runs it").to_string())
+        }
         Some("started") => *gone = None,
         _ => {}
     }

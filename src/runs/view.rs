@@ -21,6 +21,9 @@ use std::sync::Arc;
 pub const STATUSES: [&str; 9] =
     ["registered", "running", "idle", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
 
+/// The statuses of a run still going (a process behind it, or to come).
+pub const GOING: [&str; 5] = ["registered", "running", "idle", "needs_input", "paused"];
+
 /// The status `s` from [`STATUSES`]; `None` for another.
 pub fn status(s: &str) -> Option<&'static str> {
     STATUSES.iter().copied().find(|k| *k == s)
@@ -160,9 +163,7 @@ struct SummaryOut<'a> {
     run_id: &'a str,
     slug: Option<&'a str>,
     status: &'static str,
-    /// `"gone"` when the journal says its supervisor died and none started
-    /// since (spec/LAYOUT.md, "Who runs a run"); else absent here (a view
-    /// asks the owner record for `live`: `supervise::owned`).
+    /// `"gone"` when the journal says so ([`Digest::supervisor_gone`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     supervisor: Option<&'static str>,
     tokens: Option<Tokens>,
@@ -460,18 +461,9 @@ impl<'a> Parts<'a> {
             None if status == "failed" => self.failure(&tasks),
             None => None,
         };
-        // A run still going whose supervisor's death is journaled, and none
-        // started since: its reason is the note's (spec/LAYOUT.md, "Who runs a run").
-        let gone = match self.journal.supervisor_gone() {
-            Some(why) if reason.is_none() && super::nodes::GOING.contains(&status) => Some(why),
-            _ => None,
-        };
-        let supervisor_gone = gone.is_some();
-        let reason = match gone {
-            Some("") => Some(GONE_REASON.to_string()),
-            Some(why) => Some(why.to_string()),
-            None => reason,
-        };
+        // Still going, its supervisor's death journaled and none started since ("Who runs a run").
+        let gone = self.journal.supervisor_gone().filter(|_| reason.is_none() && GOING.contains(&status));
+        let (supervisor_gone, reason) = (gone.is_some(), gone.map(str::to_string).or(reason));
         Digest {
             status,
             counts: counts.into_iter().map(|(k, n)| (k.to_string(), n)).collect(),
@@ -485,10 +477,6 @@ impl<'a> Parts<'a> {
         }
     }
 }
-
-/// Why a run whose journal says its supervisor is gone is not worked on,
-/// when the note says no more.
-const GONE_REASON: &str = "its supervisor is gone: nothing runs it";
 
 /// Why a `missing` run is listed.
 const MISSING_REASON: &str = "its runstate directory is gone (`runs reap` removes the pointer)";
@@ -508,9 +496,8 @@ pub struct Digest {
     pub tokens: Option<(u64, u64)>,
     pub wave: Option<usize>,
     pub reason: Option<String>,
-    /// A run still going whose journal's last `supervisor-gone` record has
-    /// no `started` after it (`reason` is its detail): the summary's
-    /// `"supervisor":"gone"`.
+    /// Still going, its journal's last `supervisor-gone` with no `started`
+    /// after it (`reason` its detail): `"supervisor":"gone"`.
     pub supervisor_gone: bool,
     /// The run's files could not all be read (`missing`, `unreadable`):
     /// never kept in the index.
