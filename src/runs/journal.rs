@@ -2,7 +2,7 @@
 //! (`spec/runstate.schema.json`). Task records move a task through
 //! `leased → implemented → gated → [reviewed] → committed`, or end it
 //! `halted`/`failed` with an `rc`; run records (`paused`, `resumed`,
-//! `steer-queued`, `steer-dropped`, …) concern the whole run. Every record has `ts` and
+//! `steer-queued`, `steer-dropped`, `supervisor-gone`, …) concern the whole run. Every record has `ts` and
 //! `actor`.
 //!
 //! Reading is tolerant: a line that does not parse (a crash mid-write leaves
@@ -20,8 +20,17 @@ pub const VERSION: &str = "runstate/v1";
 pub const TASK_STATES: [&str; 7] = ["leased", "implemented", "gated", "reviewed", "committed", "halted", "failed"];
 
 /// Run-level record kinds.
-pub const RUN_EVENTS: [&str; 8] =
-    ["started", "paused", "resumed", "steer-queued", "steer-dropped", "finished", "aborted", "idle"];
+pub const RUN_EVENTS: [&str; 9] =
+    ["started", "paused", "resumed", "steer-queued", "steer-dropped", "supervisor-gone", "finished", "aborted", "idle"];
+
+/// The run records that say nothing of the run's state (spec/LAYOUT.md,
+/// "Run statuses"): something happened in the run, and its state is what
+/// the run record before said.
+pub const NO_STATE: [&str; 3] = ["steer-queued", "steer-dropped", "supervisor-gone"];
+
+/// The run record `runwire-serve` writes when it finds that the process a
+/// run's owner record names is gone (spec/LAYOUT.md, "Who runs a run").
+pub const SUPERVISOR_GONE: &str = "supervisor-gone";
 
 /// Input record kinds: a task waits for a person, or no longer does.
 pub const INPUT_EVENTS: [&str; 2] = ["requested", "answered"];
@@ -442,12 +451,38 @@ pub fn touch(run: &super::marks::Run, path: &Path) -> std::io::Result<()> {
 /// would be left. The lock is this journal's own (other runs' writers never
 /// wait on it) and is dropped with the file, also when a writer dies.
 pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
+    append_line_unless(path, line, None).map(|_| ())
+}
+
+/// [`append`], unless `done` says, of the journal's bytes as they are
+/// under its `flock` (up to [`super::safe::MAX_JOURNAL`]), that the record
+/// is already there: a note that must be written once however many
+/// processes notice (two servers on one home). Whether it wrote.
+pub fn append_unless(run: &super::marks::Run, path: &Path, rec: &impl Serialize, done: Done) -> std::io::Result<bool> {
+    let line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+    run.hold()?;
+    append_line_unless(path, &line, Some(done))
+}
+
+/// What [`append_unless`] asks of a journal's bytes: whether its record is there already.
+type Done<'a> = &'a dyn Fn(&[u8]) -> bool;
+
+/// [`append_line`], the check `done` made under the lock first (see
+/// [`append_unless`]).
+fn append_line_unless(path: &Path, line: &[u8], done: Option<Done>) -> std::io::Result<bool> {
     use nix::fcntl::{Flock, FlockArg};
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
     // nix's flock, not `File::lock`: that is Rust 1.89, past this crate's rust-version.
     let f = Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;
     let len = f.metadata()?.len();
+    if let Some(done) = done {
+        let mut bytes = vec![0; len.min(super::safe::MAX_JOURNAL) as usize];
+        f.read_exact_at(&mut bytes, 0)?;
+        if done(&bytes) {
+            return Ok(false);
+        }
+    }
     let mut last = [b'\n'];
     if len > 0 {
         f.read_exact_at(&mut last, len - 1)?;
@@ -465,7 +500,7 @@ pub fn append_line(path: &Path, line: &[u8]) -> std::io::Result<()> {
         let _ = f.set_len(len);
         return Err(e);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// An input request still waiting for its answer.
@@ -493,9 +528,13 @@ pub struct Journal {
     /// The last task state record of each task (input records are not
     /// task states).
     pub tasks: BTreeMap<String, Record>,
-    /// The last run-level record that says the run's state (a `steer-queued`
-    /// or `steer-dropped` does not).
+    /// The last run-level record that says the run's state (not one of
+    /// [`NO_STATE`]).
     pub last_run: Option<Record>,
+    /// The detail of the last `supervisor-gone` record (a line saying so
+    /// when it has none) when no `started` followed it: nothing has run the
+    /// run since its supervisor died.
+    pub supervisor_gone: Option<String>,
     /// Input requests `requested` and not (yet) `answered`, in the order
     /// they were asked.
     pub open: Vec<OpenRequest>,
@@ -510,9 +549,24 @@ pub struct Journal {
 /// `paused`, `resumed`, `idle`, `finished`, `aborted`), not only that
 /// something happened in it: a `steer-queued` while paused left the run
 /// paused, but as the last run record it read as `running` (and a restart
-/// took the pause for lifted). Nor does a `steer-dropped`.
+/// took the pause for lifted). Nor does a `steer-dropped`, nor a
+/// `supervisor-gone` (a run whose supervisor died is as it was: [`NO_STATE`]).
 fn is_run_state(run: Option<&str>) -> bool {
-    !matches!(run, Some("steer-queued" | "steer-dropped"))
+    !run.is_some_and(|r| NO_STATE.contains(&r))
+}
+
+/// What a run record does to [`Journal::supervisor_gone`]: a
+/// `supervisor-gone` sets it (to its detail), a `started` (a supervisor on
+/// the run again) clears it, any other leaves it.
+fn fold_gone(gone: &mut Option<String>, run: Option<&str>, detail: Option<&str>) {
+    match run {
+        Some(SUPERVISOR_GONE) => {
+            *gone =
+                Some(detail.filter(|d| !d.is_empty()).unwrap_or("its supervisor is gone: nothing runs it").to_string())
+        }
+        Some("started") => *gone = None,
+        _ => {}
+    }
 }
 
 impl Journal {
@@ -554,8 +608,12 @@ impl Journal {
                 (Some(t), None) => {
                     last.insert(t, i);
                 }
-                (None, _) if is_run_state(opt(&r.run)) => last_run = Some(i),
-                (None, _) => {}
+                (None, _) => {
+                    fold_gone(&mut j.supervisor_gone, opt(&r.run), opt(&r.detail));
+                    if is_run_state(opt(&r.run)) {
+                        last_run = Some(i);
+                    }
+                }
             }
         }
         j.tasks = last.into_iter().map(|(t, i)| (t.to_string(), recs[i].to_owned())).collect();
@@ -594,8 +652,12 @@ impl Journal {
             (Some(t), None) => {
                 self.tasks.insert(t.to_string(), r.to_owned());
             }
-            (None, _) if is_run_state(opt(&r.run)) => self.last_run = Some(r.to_owned()),
-            (None, _) => {}
+            (None, _) => {
+                fold_gone(&mut self.supervisor_gone, opt(&r.run), opt(&r.detail));
+                if is_run_state(opt(&r.run)) {
+                    self.last_run = Some(r.to_owned());
+                }
+            }
         }
     }
 
@@ -637,6 +699,9 @@ pub trait Fold {
     fn detail(&self, task: &str) -> Option<&str>;
     /// The `detail` of the last run-level record.
     fn last_run_detail(&self) -> Option<&str>;
+    /// The detail of the last `supervisor-gone` record no `started` followed
+    /// ([`Journal::supervisor_gone`]).
+    fn supervisor_gone(&self) -> Option<&str>;
     /// The tasks with a state (by id), then those with an open request (in
     /// the order asked, repeats included).
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str));
@@ -675,6 +740,10 @@ impl Fold for Journal {
         self.last_run.as_ref().and_then(|r| r.detail.as_deref())
     }
 
+    fn supervisor_gone(&self) -> Option<&str> {
+        self.supervisor_gone.as_deref()
+    }
+
     fn each_task<'s>(&'s self, f: &mut dyn FnMut(&'s str)) {
         self.tasks.keys().chain(self.open.iter().map(|o| &o.task)).for_each(|t| f(t));
     }
@@ -692,7 +761,7 @@ mod tests {
     type TaskAnswers = Vec<(String, Option<String>, bool, bool, Option<String>)>;
 
     /// What a [`Fold`] answers, for comparing two.
-    fn answers(f: &dyn Fold) -> (usize, Option<String>, Option<String>, TaskAnswers) {
+    fn answers(f: &dyn Fold) -> (usize, Option<String>, Option<String>, Option<String>, TaskAnswers) {
         let mut names = Vec::new();
         f.each_task(&mut |t| names.push(t.to_string()));
         let per = names
@@ -702,7 +771,8 @@ mod tests {
                 (t.clone(), s(f.state(t)), f.has_open(t), f.needs_input(t), s(f.detail(t)))
             })
             .collect();
-        (f.records(), f.last_run().map(str::to_string), f.last_run_detail().map(str::to_string), per)
+        let s = |o: Option<&str>| o.map(str::to_string);
+        (f.records(), s(f.last_run()), s(f.last_run_detail()), s(f.supervisor_gone()), per)
     }
 
     /// A journal line from pieces that are plain or not, valid or not.
@@ -710,7 +780,16 @@ mod tests {
         use proptest::prelude::*;
         let task = prop::sample::select(vec!["a", "b", "c", "\\u0061", "b\\n", "", "../x"]);
         let state = prop::sample::select(vec!["leased", "committed", "failed", "halted", "weird", "le\\u0061sed"]);
-        let run = prop::sample::select(vec!["started", "paused", "resumed", "aborted", "finished", "nope"]);
+        let run = prop::sample::select(vec![
+            "started",
+            "paused",
+            "resumed",
+            "aborted",
+            "finished",
+            "supervisor-gone",
+            "steer-dropped",
+            "nope",
+        ]);
         let req = prop::sample::select(vec!["q1", "q2", "", "q\\u0031"]);
         let extra = prop::sample::select(vec![
             "",
@@ -770,6 +849,27 @@ mod tests {
             proptest::prop_assert_eq!(answers(&full), answers(&pushed));
             proptest::prop_assert_eq!((full.records, full.skipped), (pushed.records, pushed.skipped));
         }
+    }
+
+    /// A supervisor's death journaled says nothing of the run's state (a
+    /// paused run stays paused) and holds until a supervisor starts again.
+    #[test]
+    fn a_supervisor_gone_record_keeps_the_state_and_a_start_clears_it() {
+        let rec = |run: &str, detail: &str| {
+            format!(r#"{{"v":"runstate/v1","ts":"t","actor":"runwire-serve","run":"{run}","detail":"{detail}"}}"#)
+        };
+        let mut lines = vec![rec("started", ""), rec("paused", "by ana"), rec("supervisor-gone", "pid 7 gone")];
+        let j = Journal::parse(lines.join("\n").as_bytes());
+        assert_eq!((j.last_run(), j.last_run_detail()), (Some("paused"), Some("by ana")));
+        assert_eq!(j.supervisor_gone(), Some("pid 7 gone"));
+        // Another run record that says nothing of the state keeps it gone; a start clears it.
+        lines.push(rec("steer-dropped", "x"));
+        assert_eq!(Journal::parse(lines.join("\n").as_bytes()).supervisor_gone(), Some("pid 7 gone"));
+        lines.push(rec("started", "restarted"));
+        let j = Journal::parse(lines.join("\n").as_bytes());
+        assert_eq!((j.supervisor_gone(), j.last_run()), (None, Some("started")));
+        // The record is one of the contract's.
+        assert!(serde_json::from_str::<Record>(&rec("supervisor-gone", "d")).unwrap().validate().is_ok());
     }
 
     #[test]

@@ -110,7 +110,7 @@ fn decode_home_node(bytes: &[u8], current: impl Fn(&Ident) -> bool) -> Option<St
 
 /// The statuses of a run still going, which a lost node's run has only as
 /// its node's last word (the studio's rule too: `staleOnLostNode`).
-pub const GOING: [&str; 5] = ["registered", "running", "idle", "needs_input", "paused"];
+pub use super::view::GOING;
 
 /// A run's status as people read it at a hub: `node lost (running)` for a
 /// run still going on a node that is lost, else `status` as it is.

@@ -21,6 +21,9 @@ use std::sync::Arc;
 pub const STATUSES: [&str; 9] =
     ["registered", "running", "idle", "needs_input", "paused", "done", "failed", "missing", "unreadable"];
 
+/// The statuses of a run still going (a process behind it, or to come).
+pub const GOING: [&str; 5] = ["registered", "running", "idle", "needs_input", "paused"];
+
 /// The status `s` from [`STATUSES`]; `None` for another.
 pub fn status(s: &str) -> Option<&'static str> {
     STATUSES.iter().copied().find(|k| *k == s)
@@ -160,6 +163,9 @@ struct SummaryOut<'a> {
     run_id: &'a str,
     slug: Option<&'a str>,
     status: &'static str,
+    /// `"gone"` when the journal says so ([`Digest::supervisor_gone`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supervisor: Option<&'static str>,
     tokens: Option<Tokens>,
     wave: Option<usize>,
     worktree: Option<&'a str>,
@@ -455,6 +461,9 @@ impl<'a> Parts<'a> {
             None if status == "failed" => self.failure(&tasks),
             None => None,
         };
+        // Still going, its supervisor's death journaled and none started since ("Who runs a run").
+        let gone = self.journal.supervisor_gone().filter(|_| reason.is_none() && GOING.contains(&status));
+        let (supervisor_gone, reason) = (gone.is_some(), gone.map(str::to_string).or(reason));
         Digest {
             status,
             counts: counts.into_iter().map(|(k, n)| (k.to_string(), n)).collect(),
@@ -463,6 +472,7 @@ impl<'a> Parts<'a> {
             tokens: sum.tokens(),
             wave: self.wave_of(&tasks),
             reason,
+            supervisor_gone,
             problem: problem.is_some(),
         }
     }
@@ -486,6 +496,9 @@ pub struct Digest {
     pub tokens: Option<(u64, u64)>,
     pub wave: Option<usize>,
     pub reason: Option<String>,
+    /// Still going, its journal's last `supervisor-gone` with no `started`
+    /// after it (`reason` its detail): `"supervisor":"gone"`.
+    pub supervisor_gone: bool,
     /// The run's files could not all be read (`missing`, `unreadable`):
     /// never kept in the index.
     pub problem: bool,
@@ -512,6 +525,7 @@ pub fn write_summary(out: &mut Vec<u8>, p: Fields, pointer_ok: bool, d: &Digest,
         run_id: p.run_id,
         slug: known(ok, p.slug),
         status: d.status,
+        supervisor: d.supervisor_gone.then_some("gone"),
         tokens: d.tokens.map(|(input, output)| Tokens { input, output }),
         wave: d.wave,
         worktree: known(ok, p.worktree),

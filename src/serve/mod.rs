@@ -176,6 +176,39 @@ fn recover_runs(cfg: &Config) {
     }
 }
 
+/// A supervisor's death is news: every `owned::WATCH_EVERY` the home's
+/// owners gone get their one `supervisor-gone` record, which the change
+/// feed carries (spec/LAYOUT.md, "Who runs a run"). After [`recover_runs`]:
+/// an earlier server's runs are ended first, not noted. A thread that
+/// cannot start leaves the views' own judgement, and says so.
+fn watch_owners(shared: &Arc<Shared>) {
+    use crate::supervise::owned::{Noted, Watch, WATCH_EVERY};
+    let shared = shared.clone();
+    let spawned = std::thread::Builder::new().name("owners".into()).spawn(move || {
+        let mut watch = Watch::default();
+        while !shared.shutdown.load(Ordering::SeqCst) {
+            for n in watch.round(&shared.cfg.harness_home, crate::runs::record::ACTOR) {
+                match n {
+                    Noted::Wrote { run, why } => {
+                        cli::report(BIN, format!("owners: run {run}: journaled supervisor-gone: {why}"))
+                    }
+                    Noted::Failed { run, error } => cli::report(
+                        BIN,
+                        format!("owners: run {run}: cannot journal that its supervisor is gone: {error}"),
+                    ),
+                }
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
+    });
+    if let Err(e) = spawned {
+        cli::report(
+            BIN,
+            format!("owners: warning: cannot start the watch ({e}): the feed will not say when a supervisor dies"),
+        );
+    }
+}
+
 pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     // Block the signals before any thread exists (the checks below may start
     // agent CLIs for their versions, and with them the process spawner's
@@ -286,6 +319,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
             })
             .map_err(|e| StartError::Io(format!("cannot start the signal thread: {e}")))?;
     }
+    watch_owners(&shared);
     let sidecar =
         cluster::start(&args.cluster, &shared.cfg.harness_home, listener.port(), args.token_file.as_deref(), BIN);
     accept_loop(&listener, &shared, &wake_rx);

@@ -14,6 +14,13 @@
 //! record (registered for another runner, or ended) gets no field. Judged
 //! at read time, never kept in the run index: only the listing's rows not
 //! ended pay for it (one small file and `/proc`).
+//!
+//! A death is also news: `runwire-serve` looks every [`WATCH_EVERY`] for
+//! owners gone ([`Watch`]) and journals one `supervisor-gone` run record
+//! for each (its detail the reason), so the change feed carries it and a
+//! hub's mirror of the journal says it too: a run's summary is
+//! `"supervisor":"gone"` from its journal while no `started` follows that
+//! record (`runs::view`), which an owner record found live overrides.
 
 use super::socket::Owner;
 use crate::runs::list::Page;
@@ -68,6 +75,11 @@ pub fn annotate(home: &Path, run: &mut Map<String, Value>) -> bool {
     match judge(home, id, status) {
         None => return false,
         Some(Judged::Live) => {
+            // Over a journal's `supervisor-gone` (its summary's field and
+            // reason): a supervisor started again, its `started` not yet written.
+            if run.get("supervisor").and_then(Value::as_str) == Some("gone") {
+                run.insert("reason".into(), Value::Null);
+            }
             run.insert("supervisor".into(), "live".into());
         }
         Some(Judged::Gone(why)) => {
@@ -105,6 +117,97 @@ pub fn add_to_page(home: &Path, page: &mut Page) {
 pub fn add_to_view(home: &Path, view: &mut Value) {
     if let Some(run) = view.get_mut("run").and_then(Value::as_object_mut) {
         annotate(home, run);
+    }
+}
+
+/// How often `runwire-serve` looks for owners gone ([`Watch`]).
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// An owner as [`Watch`] remembers it: the run, and the process's pid and start.
+type Seen = (String, i32, u64);
+
+/// `runwire-serve`'s look for owners gone: each round lists
+/// `$HARNESS_HOME/sock/*.owner.json` (exactly the runs with an owner) and
+/// reads each record; an owner that runs costs nothing more. One gone is
+/// [`judge`]d once (its run's files read then, not each round): a run still
+/// going gets one `supervisor-gone` run record, its detail the reason,
+/// through the journal's one writer and under its lock, and not when its
+/// journal already says so for that reason with no `started` since (two
+/// servers on one home write it once).
+#[derive(Default)]
+pub struct Watch {
+    /// Owners gone already judged (noted, found noted, or nothing to note).
+    seen: std::collections::HashSet<Seen>,
+    /// Owners whose note could not be written: tried again each round, said once.
+    failed: std::collections::HashSet<Seen>,
+}
+
+/// What a [`Watch`] round did for one run.
+#[derive(Debug)]
+pub enum Noted {
+    /// Its `supervisor-gone` record was written, with this reason.
+    Wrote { run: String, why: String },
+    /// It could not be (said once per owner): the run and why.
+    Failed { run: String, error: String },
+}
+
+impl Watch {
+    /// One round over `home`'s owner records; `actor` is the notes' writer.
+    pub fn round(&mut self, home: &Path, actor: &str) -> Vec<Noted> {
+        use crate::runs::journal::{self, Journal, Record, SUPERVISOR_GONE};
+        let Ok(rd) = std::fs::read_dir(home.join("sock")) else {
+            self.seen.clear();
+            return Vec::new();
+        };
+        let reg = crate::runs::registry::Registry::at(home);
+        let mut now = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".owner.json")) else { continue };
+            if !crate::runs::valid_id(id) {
+                continue;
+            }
+            let Some(owner) = Owner::read(home, id) else { continue };
+            if owner.supervisor.mismatch().is_none() {
+                continue;
+            }
+            let key: Seen = (id.to_string(), owner.supervisor.pid, owner.supervisor.start);
+            now.insert(key.clone());
+            if self.seen.contains(&key) {
+                continue;
+            }
+            let Ok(p) = reg.read(id) else { continue };
+            let l = crate::runs::view::load(p);
+            let Some(Judged::Gone(why)) = judge(home, id, l.status()) else {
+                self.seen.insert(key);
+                continue;
+            };
+            let mut r = Record::run(actor, SUPERVISOR_GONE);
+            r.detail = Some(why.clone());
+            let noted = |b: &[u8]| Journal::parse(b).supervisor_gone.as_deref() == Some(why.as_str());
+            let run = crate::runs::marks::Run::new(home, id);
+            let wrote = journal::append_unless(&run, &l.files.journal(), &r, &noted);
+            crate::runs::marks::release(home, id);
+            match wrote {
+                Ok(wrote) => {
+                    self.failed.remove(&key);
+                    self.seen.insert(key);
+                    if wrote {
+                        out.push(Noted::Wrote { run: id.to_string(), why });
+                    }
+                }
+                Err(e) => {
+                    if self.failed.insert(key) {
+                        out.push(Noted::Failed { run: id.to_string(), error: e.to_string() });
+                    }
+                }
+            }
+        }
+        // Owners no longer recorded are forgotten: the memory stays as small as sock/.
+        self.seen.retain(|k| now.contains(k));
+        self.failed.retain(|k| now.contains(k));
+        out
     }
 }
 

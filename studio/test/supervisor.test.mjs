@@ -3,7 +3,7 @@
 // supervisor started again) drops the judgement GET /runs made.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { mergeRunEvent, supervisorGone } from '../app/state/runs.js';
+import { mergeRunEvent, runOfEvent, supervisorGone } from '../app/state/runs.js';
 
 const why = 'its supervisor (pid 41) is gone: nothing runs it; start runwire-supervise on its plan again to continue';
 
@@ -32,4 +32,26 @@ test("a feed event about the run drops the listing's judgement and its reason, a
   assert.deepEqual([merged.status, merged.reason, merged.wave, merged.costUsd], ['running', null, 1, 1]);
   // A run first seen in the feed.
   assert.deepEqual(mergeRunEvent(undefined, { runId: 'n', status: 'running' }), { runId: 'n', status: 'running' });
+});
+
+test("the feed's supervisor-gone event shows the badge on an open list, and the next started drops it", () => {
+  // A row GET /runs gave while the supervisor ran.
+  const listed = { runId: 'abc--p', slug: 'p', status: 'running', supervisor: 'live', reason: null, costUsd: 1 };
+  // runwire-serve journals the death: the event's summary says who runs the run.
+  const gone = { id: 900, type: 'run', record: 'supervisor-gone', actor: 'runwire-serve', detail: why, ts: '2026-01-01T00:00:05.000Z',
+    runId: 'abc--p', slug: 'p', status: 'running', previous: 'running', supervisor: 'gone', reason: why, costUsd: 1 };
+  const row = mergeRunEvent(listed, runOfEvent(gone));
+  assert.deepEqual(supervisorGone(row), { text: 'supervisor gone', why });
+  assert.equal(row.status, 'running');
+  assert.equal(row.activityMs, Date.parse(gone.ts));
+  assert.equal('record' in row || 'detail' in row || 'previous' in row, false, 'only the summary is kept');
+  // A supervisor started again on the plan: its record's summary has no supervisor field.
+  const started = { id: 960, type: 'run', record: 'started', actor: 'runwire-supervise', detail: 'restarted', ts: '2026-01-01T00:00:09.000Z',
+    runId: 'abc--p', slug: 'p', status: 'running', previous: 'running', reason: null, costUsd: 1 };
+  const back = mergeRunEvent(row, runOfEvent(started));
+  assert.equal(supervisorGone(back), null);
+  assert.equal('supervisor' in back, false);
+  assert.equal(back.reason, null);
+  // A paused run whose supervisor died stays paused, with the badge.
+  assert.equal(supervisorGone(mergeRunEvent({ ...listed, status: 'paused' }, runOfEvent({ ...gone, status: 'paused', previous: 'paused' })))?.text, 'supervisor gone');
 });

@@ -105,6 +105,10 @@ fn journal_records_fit_runstate_v1() {
     for r in [
         Record::task("runner", "a", "failed", Some(2)),
         Record::run("user", "steer-queued"),
+        Record {
+            detail: Some("its supervisor (pid 7) is gone".into()),
+            ..Record::run("runwire-serve", "supervisor-gone")
+        },
         asked,
         answered,
         ended,
@@ -178,6 +182,13 @@ fn the_layout_lists_exactly_the_run_statuses() {
     let listed: Vec<&str> =
         section.lines().filter_map(|l| l.strip_prefix("- `")).map(|l| l.split('`').next().unwrap()).collect();
     assert_eq!(listed, runwire::runs::view::STATUSES.to_vec());
+    // The run records that say nothing of the state: the section's line names the code's.
+    let line = section
+        .lines()
+        .find_map(|l| l.strip_prefix("Run records that say nothing of the run's state: "))
+        .expect("the line naming the run records that say nothing of the state");
+    let named: Vec<&str> = line.split('`').skip(1).step_by(2).collect();
+    assert_eq!(named, runwire::runs::journal::NO_STATE.to_vec());
     for s in runwire::runs::view::STATUSES {
         assert!(runwire::runs::list::Query::parse(None, None, Some(s), None).is_ok(), "{s}");
     }

@@ -633,6 +633,79 @@ fn a_killed_supervisors_run_says_its_supervisor_is_gone_in_every_view() {
     }
 }
 
+/// The feed's next event about run `id` with run record `record`, within
+/// `limit` (the events before it passed over).
+fn feed_record(feed: &mut support::sse::Reader<std::net::TcpStream>, id: &str, record: &str, limit: Duration) -> Value {
+    let end = Instant::now() + limit;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let f = feed.next_frame_within(left).unwrap_or_else(|| panic!("no {record} event for {id} in {limit:?}"));
+        if f.kind() == "ready" {
+            continue;
+        }
+        let ev: Value = serde_json::from_str(&f.data).unwrap();
+        if ev["runId"] == id && ev["record"] == record {
+            return ev;
+        }
+    }
+}
+
+/// A supervisor's death is news (spec/LAYOUT.md, "Who runs a run"): with
+/// two servers up on its home, a supervisor SIGKILLed gets one
+/// `supervisor-gone` record in its journal, which an open feed delivers
+/// within seconds as a `run` event with the run's status unchanged; a
+/// supervisor started again on the plan is live again, in the feed too.
+#[test]
+fn a_supervisor_killed_while_servers_run_is_one_journal_record_and_a_feed_event() {
+    let env = Env::new("supnews");
+    env.plan(WAITING);
+    let mut sup = env.start("ok");
+    until("a's gate", || env.last("a").as_deref() == Some("implemented"));
+    let id = run_id(&env);
+    let srv = serve(&env, &[]);
+    let second = serve(&env, &[]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(s, "GET /runs/events HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut feed = support::sse::Reader::new(s);
+    assert_eq!(feed.status(), 200);
+    let ready = feed.next_frame_within(LIMIT).expect("the feed's ready");
+    assert_eq!(ready.kind(), "ready", "{ready:?}");
+    let pid = sup.pid();
+    sup.kill9();
+    let why = format!(
+        "its supervisor (pid {pid}) is gone: nothing runs it; start runwire-supervise on its plan again to continue"
+    );
+    let ev = feed_record(&mut feed, &id, "supervisor-gone", Duration::from_secs(10));
+    assert_eq!(
+        (ev["type"].as_str(), ev["actor"].as_str(), ev["detail"].as_str()),
+        (Some("run"), Some("runwire-serve"), Some(why.as_str())),
+        "{ev}"
+    );
+    // The record says nothing of the run's state; the summary says who runs it.
+    assert_eq!((ev["status"].as_str(), ev["previous"].as_str()), (Some("running"), Some("running")), "{ev}");
+    assert_eq!((ev["supervisor"].as_str(), ev["reason"].as_str()), (Some("gone"), Some(why.as_str())), "{ev}");
+    // Both servers look every 2 s: after a few rounds each, still one record.
+    std::thread::sleep(Duration::from_secs(5));
+    let notes = env.journal().iter().filter(|r| r["run"] == "supervisor-gone").count();
+    assert_eq!(notes, 1, "{:?}", env.journal());
+    for (view, run) in every_view(&env, &srv, &id) {
+        assert_eq!(run["status"], "running", "{view}: {run}");
+        assert_eq!((run["supervisor"].as_str(), run["reason"].as_str()), (Some("gone"), Some(why.as_str())), "{view}");
+    }
+    let mut again = env.start("ok");
+    let ev = feed_record(&mut feed, &id, "started", LIMIT);
+    assert_eq!(ev["status"], "running", "{ev}");
+    assert!(ev.get("supervisor").is_none() && ev["reason"].is_null(), "live again: {ev}");
+    until("the supervisor again", || {
+        every_view(&env, &srv, &id).iter().all(|(_, run)| run["supervisor"] == "live" && run["reason"].is_null())
+    });
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(again.wait(), 0);
+    assert_eq!(env.journal().iter().filter(|r| r["run"] == "supervisor-gone").count(), 1);
+    drop(second);
+}
+
 // ---- through runwire-serve ----
 
 /// runwire-serve with what these tests ask of it.

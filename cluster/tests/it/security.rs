@@ -1356,6 +1356,52 @@ fn a_supervised_tasks_link_is_answered_once_at_the_hub_through_its_node() {
     answered_once_at_the_hub(&s, &sup, &requested, &nameless);
 }
 
+/// A node's supervisor SIGKILLed (spec/LAYOUT.md, "Who runs a run"): the
+/// node's server journals `supervisor-gone`, the hub mirrors the journal,
+/// and the hub's `GET /runs` item and `GET /runs/:id` `run` say
+/// `"supervisor":"gone"` with the node's reason (its pid), the status
+/// still the node's last word. The hub has no owner record to ask.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_nodes_supervisor_killed_reads_gone_at_the_hub_with_the_nodes_reason() {
+    need(&["nats-server"]);
+    let (s, (_keep, secret)) = Secured::with_links("security-supervisor-gone-at-hub");
+    let sup = Supervisor::start(&s.dir, &s.home, &secret, &[]);
+    wait_for("the supervisor's request", 60, || sup.journal().into_iter().find(|r| r["input"] == "requested"));
+    let id = std::fs::read_dir(s.home.join("runs"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_string))
+        .find(|id| id.ends_with("--p"))
+        .expect("the supervisor's run at beta");
+    let at_hub = format!("beta.{id}");
+    hub_lists(&s, std::slice::from_ref(&at_hub));
+    let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
+    let get = |path: &str| -> Value {
+        let (code, body) = s.hub.request_with("GET", path, ana, "");
+        assert_eq!(code, 200, "{path}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).unwrap()
+    };
+    let shown = |v: &Value| v["run"].clone();
+    let before = shown(&get(&format!("/runs/{at_hub}")));
+    assert!(before.get("supervisor").is_none(), "the hub judges no owner record: {before}");
+    let pid = sup.child.id();
+    drop(sup);
+    let why = format!(
+        "its supervisor (pid {pid}) is gone: nothing runs it; start runwire-supervise on its plan again to continue"
+    );
+    let run = wait_for("the hub to say the node's supervisor is gone", 60, || {
+        let run = shown(&get(&format!("/runs/{at_hub}")));
+        (run["supervisor"] == "gone").then_some(run)
+    });
+    assert_eq!((run["reason"].as_str(), &run["status"]), (Some(why.as_str()), &before["status"]), "{run}");
+    assert_eq!(run["node"], "beta", "{run}");
+    let listed = get("/runs");
+    let item = listed["runs"].as_array().unwrap().iter().find(|r| r["runId"] == at_hub.as_str()).unwrap().clone();
+    assert_eq!((item["supervisor"].as_str(), item["reason"].as_str()), (Some("gone"), Some(why.as_str())), "{item}");
+    assert_eq!(item["status"], before["status"], "{item}");
+}
+
 /// The node's supervisor serving as many callers as it takes: the hub's
 /// doors (the link, the task route) pass on its "not now" (503, and when
 /// to try again), nothing is done, and the link still works after.

@@ -168,17 +168,35 @@ export function supervisorGone(run) {
   return { text: `${who} gone`, why };
 }
 
+/** The fields of a feed event that are the run's summary (a GET /runs item's). */
+export const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree', 'activityMs', 'threadId', 'reason', 'node', 'supervisor'];
+
+/**
+ * The run summary a feed event carries: its SUMMARY_KEYS, and the change's
+ * time as the run's latest activity when the event has none of its own.
+ */
+export function runOfEvent(ev) {
+  const run = {};
+  for (const k of SUMMARY_KEYS) if (k in ev) run[k] = ev[k];
+  const at = typeof ev.ts === 'string' ? Date.parse(ev.ts) : NaN;
+  if (!('activityMs' in run) && Number.isFinite(at)) run.activityMs = at;
+  return run;
+}
+
 /**
  * A run as the Runs list keeps it after a feed event about it: the event's
- * summary fields over what it had. A journal record means something writes
- * the run again (its supervisor started again, a server journaling its
- * end), so whether its supervisor runs, judged when GET /runs was read, is
- * stale: dropped (the event's `reason` replaces the one it came with).
+ * summary fields over what it had. Whether its supervisor runs, as GET
+ * /runs judged it when read, is stale once its journal has a record more:
+ * dropped, and only the event's own says (`supervisor: "gone"` on the
+ * summary of a run whose journal says its supervisor died, the
+ * `supervisor-gone` record's event and those after it; none once a
+ * supervisor's `started` follows). The event's `reason` replaces the one
+ * the run came with.
  */
 export function mergeRunEvent(prev, fields) {
-  const run = { ...(prev ?? {}), ...fields };
+  const run = { ...(prev ?? {}) };
   delete run.supervisor;
-  return run;
+  return Object.assign(run, fields);
 }
 
 /** A feed `node` event (a hub's: a node lost, or up again) applied to that node's runs (a Map of {run}). */

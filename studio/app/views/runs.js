@@ -10,12 +10,11 @@
 
 import { errorText, followFeed, getJson } from '../api.js';
 import { formatInt, formatUsd } from '../state/format.js';
-import { activityOf, ageText, applyNodeEvent, groupRuns, localTime, mergeRunEvent, staleOnLostNode, supervisorGone, threadOf } from '../state/runs.js';
+import { activityOf, ageText, applyNodeEvent, groupRuns, localTime, mergeRunEvent, runOfEvent, staleOnLostNode, supervisorGone, threadOf } from '../state/runs.js';
 import { threadName } from '../state/threads.js';
 import { clear, h, setText, tableRegion, timeText } from './dom.js';
 
 /** The summary fields a feed event carries (the rest is about the change itself). */
-const SUMMARY_KEYS = ['runId', 'slug', 'status', 'wave', 'counts', 'costUsd', 'tokens', 'repo', 'repoRoot', 'project', 'branch', 'worktree', 'activityMs', 'threadId', 'reason', 'node'];
 
 const COLUMNS = ['Run', 'Status', 'Age', 'Wave', 'Tasks', 'Cost', 'Tokens', 'Repository', 'Branch'];
 const NUMERIC = ['Wave', 'Cost', 'Tokens'];
@@ -276,13 +275,9 @@ export class RunsView {
       this.lastChange = ev;
       return;
     }
-    const run = {};
-    for (const k of SUMMARY_KEYS) if (k in ev) run[k] = ev[k];
-    // The change is the run's latest activity.
-    const at = typeof ev.ts === 'string' ? Date.parse(ev.ts) : NaN;
-    if (!('activityMs' in run) && Number.isFinite(at)) run.activityMs = at;
+    // The run's summary as of the change (the change is its latest activity).
     const prev = this.runs.get(id);
-    this.runs.set(id, { run: mergeRunEvent(prev?.run, run), rank: ++this.clock });
+    this.runs.set(id, { run: mergeRunEvent(prev?.run, runOfEvent(ev)), rank: ++this.clock });
     this.lastChange = ev;
   }
 
