@@ -782,7 +782,9 @@ impl Loaded {
             "startedTs": entry.and_then(|e| e.started_ts.clone()),
             "runtimeS": started.filter(|_| alive == Some(true)).map(|s| (now - s).max(0) as f64 / 1000.0),
             "idleS": idle,
-            "logfile": log.map(|l| l.display().to_string()),
+            // A refused log is named by its reason only: a path to it would
+            // invite a reader to open what was refused (a FIFO, a link out).
+            "logfile": log.filter(|_| refused.is_none()).map(|l| l.display().to_string()),
             "reason": refused,
             "costUsd": totals.cost_usd,
         }))

@@ -981,6 +981,16 @@ fn odd_files_never_hang_a_listing_and_nothing_is_read_outside_a_run() {
     assert!(body["error"].as_str().unwrap().contains("FIFO"), "{body}");
     assert_eq!(srv.get(&format!("/runs/{out}/tasks/a/stream")).0, 409);
     assert_eq!(srv.get(&format!("/runs/{zero}/tasks/a/stream")).0, 409);
+    // A refused log is not named as a path to read (a script reading
+    // `logfile` would block on the FIFO or follow the link out): null, and
+    // the reason says why. Before, `logfile` named the refused path.
+    for (id, needle) in [(&fifo, "FIFO"), (&out, "")] {
+        let o = output_within(bin("runs", &home).args(["task", id, "a"]), Duration::from_secs(20));
+        let t = &lines(&o.stdout)[0];
+        assert!(t["logfile"].is_null() && t["reason"].as_str().is_some_and(|r| r.contains(needle)), "{t}");
+        let (code, body) = srv.get(&format!("/runs/{id}/tasks/a"));
+        assert!(code == 200 && body["logfile"].is_null() && body["reason"].is_string(), "{code} {body}");
+    }
     // A liveness logfile naming a path outside the run's directory is refused, visibly.
     let o = bin("liveness", &home)
         .arg("--runstate")

@@ -514,7 +514,8 @@ export class RunView {
       ['Runtime', typeof b.runtimeS === 'number' ? formatDuration(b.runtimeS * 1000) : ''],
       ['Idle', typeof b.idleS === 'number' && !ended ? formatDuration(b.idleS * 1000) : ''],
       ['Cost', typeof b.costUsd === 'number' ? formatUsd(b.costUsd) : ''],
-      ['Log', b.logfile],
+      // A refused log (a FIFO, a link out of the run) has no path, only why.
+      ['Log', b.logfile || (b.reason ? `refused: ${b.reason}` : '')],
       ['Read at', timeText()],
     ]);
   }
