@@ -505,7 +505,7 @@ pub struct Reply {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub live: Option<bool>,
     /// Why, as a word a client can act on: [`BAD_REQUEST`], [`NOT_READING`],
-    /// [`SUPERVISOR_BUSY`], [`KEY_CONFLICT`], [`KEY_RUNNING`].
+    /// [`SUPERVISOR_BUSY`], [`LATE`], [`KEY_CONFLICT`], [`KEY_RUNNING`].
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub code: Option<String>,
     /// The first reply of this command's idempotency key, again: nothing
@@ -521,6 +521,10 @@ pub const NOT_READING: &str = "agent_not_reading";
 /// [`Reply::code`]: the supervisor took no more callers, nothing was read
 /// or done; try again (HTTP 503, `Retry-After`).
 pub const SUPERVISOR_BUSY: &str = "supervisor_busy";
+/// [`Reply::code`]: the command came after its caller's deadline (the
+/// supervisor was stopped or busy until then): nothing was done (HTTP 504,
+/// as a hub's forward that ran out: it will not run later either).
+pub const LATE: &str = "late";
 /// [`Reply::code`]: the idempotency key names another command (HTTP 422).
 pub const KEY_CONFLICT: &str = "idempotency_key_conflict";
 /// [`Reply::code`]: the idempotency key's command still runs; retry for its reply (HTTP 409).
@@ -561,6 +565,7 @@ impl Reply {
             (true, _) => 200,
             (false, Some(BAD_REQUEST)) => 400,
             (false, Some(NOT_READING | SUPERVISOR_BUSY)) => 503,
+            (false, Some(LATE)) => 504,
             (false, Some(KEY_CONFLICT)) => 422,
             (false, _) => 409,
         }

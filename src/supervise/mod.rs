@@ -517,6 +517,12 @@ impl Sup {
 
     fn on(&mut self, ev: Ev) {
         match ev {
+            // Taken past its caller's deadline (this loop, or the whole
+            // process, was stopped or busy): its caller has given up, so it
+            // does not start (spec/SUPERVISOR.md, "Control protocol").
+            Ev::Control(m) if socket::past_deadline(&m.req) => {
+                let _ = m.reply.send(socket::late());
+            }
             Ev::Control(m) => {
                 if let Some(r) = self.handle(m.req, &m.reply) {
                     let _ = m.reply.send(r);

@@ -70,6 +70,48 @@ pub struct Request {
     /// true`) and runs nothing; with another request it is refused.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub idempotency_key: Option<String>,
+    /// The latest moment the command may start, in `CLOCK_MONOTONIC`
+    /// milliseconds of this machine (the socket is local, so caller and
+    /// supervisor share the clock): [`call`] sets it a little before it
+    /// stops waiting, and the supervisor refuses a command it takes later
+    /// ([`LATE`]) with nothing done. So a caller that gave up on a stopped
+    /// or stalled supervisor never has its command run behind its back when
+    /// that supervisor runs again.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub deadline: Option<u64>,
+}
+
+/// `CLOCK_MONOTONIC` now, in milliseconds: the clock of [`Request::deadline`].
+pub fn monotonic_ms() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map_or(0, |t| (t.tv_sec() as u64).saturating_mul(1000).saturating_add(t.tv_nsec() as u64 / 1_000_000))
+}
+
+/// Whether `req` came past its deadline: its caller has stopped waiting
+/// (or is about to), so it must not start.
+pub fn past_deadline(req: &Request) -> bool {
+    req.deadline.is_some_and(|d| monotonic_ms() > d)
+}
+
+/// The refusal of a command taken past its caller's deadline ([`Request::deadline`]).
+pub fn late() -> Reply {
+    Reply {
+        code: Some(LATE.into()),
+        ..Reply::refuse(
+            "the caller had stopped waiting before the supervisor could take this command (the supervisor was stopped \
+             or busy): nothing was done",
+            None,
+        )
+    }
+}
+
+pub use crate::control::LATE;
+
+/// How long before a caller stops waiting its command may still start: the
+/// last second is left for the reply to come back (half the wait when it
+/// is shorter than two seconds).
+fn start_budget(timeout: Duration) -> Duration {
+    timeout.saturating_sub(Duration::from_secs(1)).max(timeout / 2)
 }
 
 /// One control reply: the reply of every door ([`crate::control::Reply`]).
@@ -590,15 +632,18 @@ fn run(req: Request, give: &impl Fn(Msg) -> bool) -> Option<Reply> {
 /// reply, marked `replayed`, and nothing runs; another request under the key
 /// is refused ([`crate::control::KEY_CONFLICT`]), as is a retry while the
 /// first still runs ([`crate::control::KEY_RUNNING`]). A reply that says
-/// nothing ran ([`crate::control::NOT_READING`]), or none, frees the key.
+/// nothing ran ([`crate::control::NOT_READING`], [`LATE`]), or none, frees
+/// the key.
 fn keyed(keys: &Keys<Reply>, mut req: Request, give: &impl Fn(Msg) -> bool) -> Option<Reply> {
     use crate::control::{keys as rule, KEY_CONFLICT, KEY_RUNNING, NOT_READING};
     let Some(key) = req.idempotency_key.take() else { return run(req, give) };
     if !rule::valid(&key) {
         return Some(Reply::bad(rule::invalid_text()));
     }
-    // The request as it is without its key: every field names the command.
-    let fingerprint = rule::fingerprint(&[&serde_json::to_vec(&req).unwrap_or_default()]);
+    // The request as it is without its key and its deadline (each retry
+    // has its own): every other field names the command.
+    let named = Request { deadline: None, ..req.clone() };
+    let fingerprint = rule::fingerprint(&[&serde_json::to_vec(&named).unwrap_or_default()]);
     // The key is its caller's, as at the HTTP doors: two actors who pick
     // one key never refuse or replay each other's commands.
     let held = rule::held_as(req.actor.as_deref().unwrap_or_default(), &key);
@@ -613,7 +658,7 @@ fn keyed(keys: &Keys<Reply>, mut req: Request, give: &impl Fn(Msg) -> bool) -> O
         Claim::Run => {
             let reply = run(req, give);
             match &reply {
-                Some(r) if r.code.as_deref() != Some(NOT_READING) => {
+                Some(r) if !matches!(r.code.as_deref(), Some(NOT_READING | LATE)) => {
                     let size = serde_json::to_vec(r).map_or(0, |v| v.len());
                     keys.done(&held, r.clone(), size);
                 }
@@ -661,7 +706,11 @@ pub fn call(home: &Path, run_id: &str, req: &Request, timeout: Duration) -> Resu
     if let Some(why) = owner.supervisor.mismatch() {
         return Err(CallError::Untrusted(format!("{}: not the registered supervisor: {why}", sock.display())));
     }
-    exchange(s, &sock, req, timeout)
+    // A request with no deadline gets this call's: it never starts once
+    // this caller has given up on it.
+    let mut req = req.clone();
+    req.deadline.get_or_insert(monotonic_ms().saturating_add(start_budget(timeout).as_millis() as u64));
+    exchange(s, &sock, &req, timeout)
 }
 
 fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) -> Result<Reply, CallError> {
@@ -686,10 +735,16 @@ fn exchange(mut s: UnixStream, sock: &Path, req: &Request, timeout: Duration) ->
     }
     let read = read.map_err(|e| {
         if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
-            // A supervisor that took the request and is stopped (SIGSTOP),
-            // or stuck: it may still do it once it runs again.
+            // A supervisor that is stopped (SIGSTOP) or stuck: the command
+            // ran if it was taken before its deadline, and never starts
+            // after (a request with a deadline; one without may still run).
+            let when = if req.deadline.is_some() {
+                "it may have run, and will not start now if it has not"
+            } else {
+                "the command may still be done"
+            };
             CallError::Broken(format!(
-                "{}: the supervisor took the request and did not answer within {} ms (stopped or busy): the command may still be done",
+                "{}: the supervisor took the request and did not answer within {} ms (stopped or busy): {when}",
                 sock.display(),
                 timeout.as_millis()
             ))

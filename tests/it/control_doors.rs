@@ -1569,3 +1569,46 @@ fn an_answer_that_does_not_fit_its_request_is_a_bad_request_through_the_supervis
     std::fs::write(s.dir.join("go"), "").unwrap();
     assert_eq!(s.0.wait(LIMIT, |s| s.stderr()), 0, "{}", s.why());
 }
+
+/// A supervisor stopped (SIGSTOP: a Ctrl-Z, a debugger) when a command
+/// comes: its caller gives up (502 through the route, once
+/// `RUNWIRE_CONTROL_TIMEOUT_MS` has passed, saying it will not start now),
+/// and when the supervisor runs again the command does not start: it came
+/// past the deadline its caller set (`late`, nothing done). Before, the
+/// steer was queued as soon as the supervisor ran again, long after its
+/// caller had been told it failed. At the socket itself, a request past its
+/// `deadline` is refused `late` with its key freed; one with none runs.
+#[test]
+fn a_command_whose_caller_gave_up_on_a_stopped_supervisor_never_runs() {
+    use nix::sys::signal::{kill, Signal};
+    let (s, _) = at_the_gate("doors-late", SteerDoor::Socket);
+    let mut cmd = Server::command();
+    cmd.env("HARNESS_HOME", s.dir.join("home")).env("RUNWIRE_CONTROL_TIMEOUT_MS", "1500");
+    let srv = Server::spawn(cmd);
+    let pid = nix::unistd::Pid::from_raw(s.0.child.as_ref().expect("running").id() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let (code, body) = srv.post(&format!("/runs/{}/tasks/a/steer", s.run_id()), r#"{"msg":"too late"}"#);
+    // Run again only once the caller has its answer.
+    kill(pid, Signal::SIGCONT).unwrap();
+    assert_eq!(code, 502, "{body}");
+    assert!(body["detail"].as_str().is_some_and(|d| d.contains("will not start now")), "{body}");
+    // The socket takes the waiting request as soon as it runs again (a
+    // thread a caller, so given a second to reach the loop).
+    let r = s.call(json!({"verb": "status"}));
+    assert_eq!(r["ok"], true, "{r}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(queued(&s), 0, "the steer its caller gave up on never ran: {}", s.why());
+    let (code, body) = srv.post(&format!("/runs/{}/tasks/a/steer", s.run_id()), r#"{"msg":"in time"}"#);
+    assert!(code == 200 || code == 202, "{code} {body}");
+    assert_eq!(queued(&s), 1, "{}", s.why());
+    // At the socket: past its deadline (1 ms after boot), refused, nothing
+    // queued, the key free for the same command without one.
+    let late = json!({"verb": "steer", "task": "a", "msg": "past", "idempotency_key": "k-late", "deadline": 1});
+    let r = s.call(late);
+    assert_eq!((r["ok"].as_bool(), r["code"].as_str()), (Some(false), Some("late")), "{r}");
+    assert_eq!(queued(&s), 1, "{}", s.why());
+    let r = s.call(json!({"verb": "steer", "task": "a", "msg": "past", "idempotency_key": "k-late"}));
+    assert_eq!((r["ok"].as_bool(), r.get("replayed")), (Some(true), None), "{r}");
+    assert_eq!(queued(&s), 2, "{}", s.why());
+    std::fs::write(s.dir.join("go"), "").unwrap();
+}
