@@ -226,7 +226,7 @@ pub fn read_in(dir: &Path, name: &str, cap: u64) -> Result<Vec<u8>, Unreadable> 
 /// `cap`: the size the file may reach. A line that would take it past
 /// `cap` (or a file already past it) is refused, the file untouched; its
 /// size comes from the same `fstat`, nothing of it is read. This process's
-/// appends take turns ([`APPENDS`]), so two of them never both pass the
+/// appends take turns (`APPENDS`), so two of them never both pass the
 /// check and together go past `cap`.
 pub fn append_in(dir: &Path, name: &str, line: &[u8], cap: u64) -> Result<(), Unreadable> {
     use std::io::Write;

@@ -22,6 +22,7 @@ mod awaiting;
 pub mod commands;
 pub mod owned;
 pub mod records;
+pub mod request;
 pub mod runner;
 pub mod socket;
 mod state;
