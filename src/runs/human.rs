@@ -139,9 +139,9 @@ pub fn table(items: &[Value], now_ms: i64, kinds: bool) -> String {
         };
         let activity = it.get("activityMs").and_then(Value::as_i64);
         let mut status = super::nodes::shown_status(&s("status"), it.get("nodeState").and_then(Value::as_str));
-        // A run not ended whose supervisor is gone (`supervise::owned`): nothing runs it.
-        if it.get("supervisor").and_then(Value::as_str) == Some("gone") {
-            status = format!("supervisor gone ({status})");
+        // A run not ended whose supervisor is gone or stopped (`supervise::owned`): nothing runs it now.
+        if let Some(how @ ("gone" | "stopped")) = it.get("supervisor").and_then(Value::as_str) {
+            status = format!("supervisor {how} ({status})");
         }
         if let Some(n) = it.get("needsInput").and_then(Value::as_u64).filter(|&n| n > 0) {
             status = format!("{status} ({n})");

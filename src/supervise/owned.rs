@@ -33,6 +33,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Judged {
     Live,
+    /// There but stopped (SIGSTOP, a terminal's Ctrl-Z), and the one line
+    /// that says so: it takes no command and runs nothing on until continued.
+    Stopped(String),
     /// Gone, and the one line that says so.
     Gone(String),
 }
@@ -44,15 +47,23 @@ pub fn judge(home: &Path, run_id: &str, status: &str) -> Option<Judged> {
         return None;
     }
     let owner = Owner::read(home, run_id)?;
-    if owner.supervisor.mismatch().is_none() {
-        return Some(Judged::Live);
-    }
     let pid = owner.supervisor.pid;
     // runwire-serve records its own runs' owner too (itself): another way to carry them on.
-    let ours = home.join("serve").join("runstate");
-    let by_server =
-        crate::runs::registry::Registry::at(home).read(run_id).is_ok_and(|p| Path::new(&p.runstate_dir) == ours);
-    Some(Judged::Gone(if by_server {
+    let by_server = || {
+        let ours = home.join("serve").join("runstate");
+        crate::runs::registry::Registry::at(home).read(run_id).is_ok_and(|p| Path::new(&p.runstate_dir) == ours)
+    };
+    if owner.supervisor.mismatch().is_none() {
+        if !owner.supervisor.stopped() {
+            return Some(Judged::Live);
+        }
+        let who = if by_server() { "server" } else { "supervisor" };
+        return Some(Judged::Stopped(format!(
+            "its {who} (pid {pid}) is stopped (SIGSTOP, or Ctrl-Z in its terminal): it takes no command and runs \
+             nothing on until it continues (kill -CONT {pid}, or fg)"
+        )));
+    }
+    Some(Judged::Gone(if by_server() {
         format!(
             "its server (pid {pid}) is gone: nothing runs it; start runwire-serve on this home again to journal how it ended"
         )
@@ -64,7 +75,7 @@ pub fn judge(home: &Path, run_id: &str, status: &str) -> Option<Judged> {
 }
 
 /// Adds the judgement to a run's summary (a listing's item, a view's
-/// `run`): `supervisor`, and when gone a `reason` (a summary not ended has
+/// `run`): `supervisor`, and when stopped or gone a `reason` (a summary not ended has
 /// none of its own: spec/LAYOUT.md, "Run statuses"). Whether it added any.
 pub fn annotate(home: &Path, run: &mut Map<String, Value>) -> bool {
     let (Some(id), Some(status)) =
@@ -81,6 +92,14 @@ pub fn annotate(home: &Path, run: &mut Map<String, Value>) -> bool {
                 run.insert("reason".into(), Value::Null);
             }
             run.insert("supervisor".into(), "live".into());
+        }
+        Some(Judged::Stopped(why)) => {
+            // Over a journal's note that it was gone, as for live.
+            let noted_gone = run.get("supervisor").and_then(Value::as_str) == Some("gone");
+            if noted_gone || run.get("reason").is_none_or(Value::is_null) {
+                run.insert("reason".into(), why.into());
+            }
+            run.insert("supervisor".into(), "stopped".into());
         }
         Some(Judged::Gone(why)) => {
             run.insert("supervisor".into(), "gone".into());

@@ -82,6 +82,13 @@ impl Ident {
         }
     }
 
+    /// Whether the process is stopped (SIGSTOP, SIGTSTP from a terminal's
+    /// Ctrl-Z, or held by a debugger): there, but running nothing until it
+    /// is continued.
+    pub fn stopped(&self) -> bool {
+        stat(self.pid).is_some_and(|s| matches!(s.state, b'T' | b't'))
+    }
+
     /// Why the process group this record's process leads is not the
     /// recorded one: the leader must be the recorded process and still lead
     /// its group (a group whose leader died cannot be told from a reused id).

@@ -23,6 +23,15 @@ test("a run still going whose supervisor is gone says so with the reason; a live
   assert.equal(supervisorGone({ ...run, slug: 'agui-migration', runId: 'abc--agui-migration' }).text, 'supervisor gone');
 });
 
+test("a run still going whose supervisor is stopped says so, with the reason; once it runs again it does not", () => {
+  const stopped = 'its supervisor (pid 41) is stopped (SIGSTOP, or Ctrl-Z in its terminal): it takes no command and runs nothing on until it continues (kill -CONT 41, or fg)';
+  const run = { runId: 'abc--p', slug: 'p', status: 'running', supervisor: 'stopped', reason: stopped };
+  assert.deepEqual(supervisorGone(run), { text: 'supervisor stopped', why: stopped });
+  assert.equal(supervisorGone({ ...run, status: 'done' }), null);
+  assert.match(supervisorGone({ ...run, reason: null }).why, /supervisor is stopped: it takes no command/);
+  assert.equal(supervisorGone({ ...run, supervisor: 'live', reason: null }), null);
+});
+
 test("a feed event about the run drops the listing's judgement and its reason, and keeps the rest", () => {
   const listed = { runId: 'abc--p', slug: 'p', status: 'running', supervisor: 'gone', reason: why, node: undefined, costUsd: 1 };
   // A supervisor started again journals: the event carries the summary (reason null), not the judgement.

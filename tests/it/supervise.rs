@@ -585,6 +585,43 @@ fn every_view(env: &Env, srv: &Server, id: &str) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// A supervisor stopped (SIGSTOP, a terminal's Ctrl-Z) runs nothing and
+/// takes no command until it is continued: every view says
+/// `"supervisor":"stopped"` with why and how to continue it, the status
+/// still the journal's; continued, it is live again and the run goes on.
+/// Before, it read `live` while nothing it ran could act.
+#[test]
+fn a_stopped_supervisors_run_says_so_in_every_view_until_it_continues() {
+    use nix::sys::signal::{kill, Signal};
+    let env = Env::new("supstop");
+    env.plan(WAITING);
+    let mut sup = env.start("ok");
+    until("a's gate", || env.last("a").as_deref() == Some("implemented"));
+    let id = run_id(&env);
+    let srv = serve(&env, &[]);
+    let pid = sup.pid();
+    kill(nix::unistd::Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    let why = format!(
+        "its supervisor (pid {pid}) is stopped (SIGSTOP, or Ctrl-Z in its terminal): it takes no command and runs \
+         nothing on until it continues (kill -CONT {pid}, or fg)"
+    );
+    let views = every_view(&env, &srv, &id);
+    kill(nix::unistd::Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    for (view, run) in views {
+        assert_eq!(run["status"], "running", "{view}: the status stays the journal's: {run}");
+        assert_eq!(
+            (run["supervisor"].as_str(), run["reason"].as_str()),
+            (Some("stopped"), Some(why.as_str())),
+            "{view}"
+        );
+    }
+    for (view, run) in every_view(&env, &srv, &id) {
+        assert_eq!((run["supervisor"].as_str(), &run["reason"]), (Some("live"), &Value::Null), "{view}: {run}");
+    }
+    std::fs::write(env.p("ok.flag"), "").unwrap();
+    assert_eq!(sup.wait(), 0);
+}
+
 /// A supervisor killed with SIGKILL journals nothing: its run stays
 /// `running` (the journal's status), and every view says beside it that its
 /// supervisor is gone and what to do; started again on the plan, the

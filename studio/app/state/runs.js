@@ -153,19 +153,22 @@ export function staleOnLostNode(run) {
 /**
  * A run still going whose supervisor is gone (`supervisor: "gone"` on GET
  * /runs' items and GET /runs/:id's run, judged when read: spec/LAYOUT.md,
- * "Who runs a run"): nothing runs it, whatever its status says. What to
+ * "Who runs a run"), or stopped (`"stopped"`: SIGSTOP, a terminal's Ctrl-Z):
+ * nothing runs it now, whatever its status says. What to
  * show instead of plain running: `{ text, why }` (the badge and its
  * reason), or null. A run runwire-serve records has its server for a
  * supervisor, as its reason says.
  */
 export function supervisorGone(run) {
-  if (run?.supervisor !== 'gone' || !ACTIVE.includes(run.status)) return null;
+  const how = run?.supervisor;
+  if ((how !== 'gone' && how !== 'stopped') || !ACTIVE.includes(run.status)) return null;
   // Who ran it is the server's judgement (the reason it wrote names it:
   // its owner record), never the slug, which a supervised run may share.
   const server = typeof run.reason === 'string' && run.reason.startsWith('its server ');
   const who = server ? 'server' : 'supervisor';
-  const why = typeof run.reason === 'string' && run.reason ? run.reason : `its ${who} is gone: nothing runs it`;
-  return { text: `${who} gone`, why };
+  const fallback = how === 'gone' ? `its ${who} is gone: nothing runs it` : `its ${who} is stopped: it takes no command until it continues`;
+  const why = typeof run.reason === 'string' && run.reason ? run.reason : fallback;
+  return { text: `${who} ${how}`, why };
 }
 
 /** The fields of a feed event that are the run's summary (a GET /runs item's). */
