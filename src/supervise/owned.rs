@@ -198,7 +198,12 @@ impl Watch {
             }
             let Ok(p) = reg.read(id) else { continue };
             let l = crate::runs::view::load(p);
-            let Some(Judged::Gone(why)) = judge(home, id, l.status()) else {
+            // A run not started (`registered`: its journal holds no record
+            // yet) gets no note: a first record would make it read started
+            // (and a supervisor started again would take it for a restart).
+            // Its views still say gone, judged when read.
+            let status = l.status();
+            let Some(Judged::Gone(why)) = judge(home, id, status).filter(|_| status != "registered") else {
                 self.seen.insert(key);
                 continue;
             };

@@ -743,6 +743,34 @@ fn a_supervisor_killed_while_servers_run_is_one_journal_record_and_a_feed_event(
     drop(second);
 }
 
+/// A supervisor dead before its run's first record (the run `registered`,
+/// its journal empty, its owner record left): the server's watch journals
+/// nothing for it, so the run stays `registered` (and a supervisor started
+/// again starts it, not "restarted"), while every view says its supervisor
+/// is gone, judged when read. Before, the watch's record made it `running`.
+#[test]
+fn a_supervisor_dead_before_its_first_record_leaves_its_run_registered() {
+    let env = Env::new("supnews-registered");
+    env.plan(WAITING);
+    let mut sup = env.start("ok");
+    until("a's gate", || env.last("a").as_deref() == Some("implemented"));
+    let id = run_id(&env);
+    sup.kill9();
+    // As a kill before the first record leaves it: the journal empty.
+    std::fs::write(env.p("runstate/p.jsonl"), "").unwrap();
+    let srv = serve(&env, &[]);
+    // The watch looks every 2 s: a few rounds.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(std::fs::read_to_string(env.p("runstate/p.jsonl")).unwrap(), "", "nothing journaled");
+    for (view, run) in every_view(&env, &srv, &id) {
+        assert_eq!(
+            (run["status"].as_str(), run["supervisor"].as_str()),
+            (Some("registered"), Some("gone")),
+            "{view}: {run}"
+        );
+    }
+}
+
 // ---- through runwire-serve ----
 
 /// runwire-serve with what these tests ask of it.
