@@ -64,7 +64,10 @@ impl StartError {
 /// --follow`) writes only when there is news, so without this `runs watch |
 /// head -1` would live on until the next event, or for ever. A thread
 /// waits in `poll` for the error or hang-up the kernel reports on a pipe
-/// or socket whose reader closed (a file or a terminal never reports one).
+/// or a unix socket whose reader closed (a file or a terminal never reports
+/// one). A TCP peer's close is only its end of sending (`POLLRDHUP`, as a
+/// half-close that still reads looks): not taken for a reader gone, so
+/// there the close is noticed at the next write, as by every other filter.
 pub fn exit_when_stdout_closes() {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use std::os::fd::AsFd;
