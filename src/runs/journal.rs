@@ -472,7 +472,29 @@ type Done<'a> = &'a dyn Fn(&[u8]) -> bool;
 fn append_line_unless(path: &Path, line: &[u8], done: Option<Done>) -> std::io::Result<bool> {
     use nix::fcntl::{Flock, FlockArg};
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().create(true).append(true).read(true).open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // The file lies in the run's directory, which its agent can write: a
+    // link there is not followed (the append would land wherever it
+    // points), and a FIFO neither blocks the writer nor is written.
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => std::io::Error::other(format!(
+                "{}: a symbolic link (refused: a journal is written only as a regular file)",
+                path.display()
+            )),
+            _ => e,
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{}: not a regular file (refused: a journal is written only as one)",
+            path.display()
+        )));
+    }
     // nix's flock, not `File::lock`: that is Rust 1.89, past this crate's rust-version.
     let f = Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;
     let len = f.metadata()?.len();
@@ -853,6 +875,29 @@ mod tests {
 
     /// A supervisor's death journaled says nothing of the run's state (a
     /// paused run stays paused) and holds until a supervisor starts again.
+    /// A journal the agent replaced with a link (out of the run, to a file
+    /// the writer may write) or a FIFO is refused, never written through
+    /// nor waited on; a regular one takes the line.
+    #[test]
+    fn a_linked_or_fifo_journal_is_refused_and_nothing_is_written_through_it() {
+        let d = std::env::temp_dir().join(format!("runwire-journal-odd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        std::os::unix::fs::symlink(&victim, d.join("linked.jsonl")).unwrap();
+        nix::unistd::mkfifo(&d.join("fifo.jsonl"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = append_line(&d.join("linked.jsonl"), b"{}").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        let t = std::time::Instant::now();
+        let e = append_line(&d.join("fifo.jsonl"), b"{}").unwrap_err();
+        assert!(e.to_string().contains("not a regular file") && t.elapsed().as_secs() < 2, "{e}");
+        append_line(&d.join("plain.jsonl"), b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("plain.jsonl")).unwrap(), "{}\n");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn a_supervisor_gone_record_keeps_the_state_and_a_start_clears_it() {
         let rec = |run: &str, detail: &str| {
