@@ -380,9 +380,14 @@ pub fn reason(code: u16) -> &'static str {
 /// The head of a streamed `text/event-stream` answer: chunked on HTTP/1.1
 /// (one chunk a frame), plain until close on HTTP/1.0; never buffered by a proxy.
 pub fn sse_head(req: &Request, cors: &[(&'static str, String)]) -> String {
-    let mut head = String::from(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
-    );
+    stream_head(req, cors, "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\nX-Accel-Buffering: no\r\n")
+}
+
+/// The head of a `200` whose body is written as it comes (its length not
+/// known first), with `fields` (each ending in CRLF): chunked on HTTP/1.1,
+/// so a body cut short lacks its last chunk; until close on HTTP/1.0.
+pub fn stream_head(req: &Request, cors: &[(&'static str, String)], fields: &str) -> String {
+    let mut head = format!("HTTP/1.1 200 OK\r\n{fields}Connection: close\r\n");
     if req.http11 {
         head.push_str("Transfer-Encoding: chunked\r\n");
     }

@@ -203,20 +203,8 @@ fn runs_watch_ends_quietly_once_its_reader_is_gone_while_nothing_happens() {
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
     assert!(first.contains(&run), "{first}");
     // The reader is gone (dropped with its BufReader) and nothing happens.
-    let end = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("runs watch still running 5 s after its reader left, with nothing to say");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let what = "runs watch, 5 s after its reader left with nothing to say";
+    let (status, err) = support::exit_within(&mut child, Duration::from_secs(5), what);
     assert_eq!((status.code(), err.as_str()), (Some(0), ""));
     assert!(journal.exists());
 }

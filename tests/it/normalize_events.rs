@@ -484,20 +484,8 @@ fn a_follow_ends_quietly_once_its_reader_is_gone_while_the_file_is_quiet() {
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
     assert!(first.contains(r#""type":"turn_start""#), "{first}");
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("normalize-events --follow still running 5 s after its reader left, the file quiet");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let what = "normalize-events --follow, 5 s after its reader left, the file quiet";
+    let (status, err) = support::exit_within(&mut child, std::time::Duration::from_secs(5), what);
     assert_eq!((status.code(), err.as_str()), (Some(0), ""));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -626,16 +626,8 @@ fn help_starts_nothing_and_a_closed_stdout_stops_the_agent_quietly() {
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
     assert!(first.starts_with('{'));
-    let t = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t.elapsed() < Duration::from_secs(20), "the session did not notice its reader left");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let what = "the session, its reader gone";
+    let (status, err) = support::exit_within(&mut child, Duration::from_secs(20), what);
     assert!(status.success(), "{status}: {err}");
     assert!(!err.contains("runwire-session:"), "{err}");
 }

@@ -211,6 +211,33 @@ pub fn next_exchange(
     }
 }
 
+/// Waits up to `limit` for `child` to exit on its own (it is killed, and
+/// the test fails naming `what`, when it does not): its status and its
+/// piped stderr.
+pub fn exit_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> (std::process::ExitStatus, String) {
+    let end = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+    }
+    (status, err)
+}
+
 /// A fresh, empty scratch directory `<temp>/rw/<pid>-<module>-<name>` for this test
 /// process. It is removed when the test process ends, unless the test that
 /// made it failed (then the process says on stderr where it kept what, for a

@@ -102,16 +102,8 @@ fn relay(
     write_timeout: Duration,
 ) -> Result<(), String> {
     use std::io::Write;
-    let mut head = String::from(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nConnection: close\r\n",
-    );
-    if req.http11 {
-        head.push_str("Transfer-Encoding: chunked\r\n");
-    }
-    for (n, v) in cors {
-        head.push_str(&format!("{n}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
+    let head =
+        crate::serve::http::stream_head(req, cors, "Content-Type: application/json\r\nCache-Control: no-store\r\n");
     stream.write_all(head.as_bytes()).map_err(|e| format!("the client: {e}"))?;
     // One piece queued at a time: memory stays at a piece whatever the size.
     let mut out = crate::serve::stream::Stream::new(stream, req.http11, usize::MAX, write_timeout);
