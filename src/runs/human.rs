@@ -76,30 +76,6 @@ pub fn count(n: u64) -> String {
     }
 }
 
-/// `s` as a terminal shows it as text: control characters (C0, DEL and C1:
-/// escape sequences that set a title or clear the screen, a bare CR that
-/// writes over a line) and the bidirectional marks that reorder how a line
-/// reads are written as `\u{..}`. What the table prints comes from a run's
-/// files, which its agent can write: none of it may drive the terminal.
-pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    let odd = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !s.chars().any(odd) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if odd(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
-
 fn cut(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
@@ -123,7 +99,7 @@ pub fn table(items: &[Value], now_ms: i64, kinds: bool) -> String {
     }
     rows.push(head.iter().map(|s| s.to_string()).collect());
     for it in items {
-        let s = |k: &str| printable(it.get(k).and_then(Value::as_str).unwrap_or("")).into_owned();
+        let s = |k: &str| crate::util::printable(it.get(k).and_then(Value::as_str).unwrap_or("")).into_owned();
         let (done, total) = it.get("counts").and_then(Value::as_object).map_or((0, 0), |c| {
             c.iter().fold((0, 0), |(d, t), (state, n)| {
                 let n = n.as_u64().unwrap_or(0);
@@ -180,7 +156,7 @@ pub fn table(items: &[Value], now_ms: i64, kinds: bool) -> String {
     for it in items {
         let name = it.get("slug").or_else(|| it.get("runId")).and_then(Value::as_str).unwrap_or("?");
         if let Some(why) = it.get("reason").and_then(Value::as_str) {
-            out.push_str(&format!("{}: {}\n", printable(name), printable(why)));
+            out.push_str(&format!("{}: {}\n", crate::util::printable(name), crate::util::printable(why)));
         }
     }
     out
@@ -296,10 +272,10 @@ mod tests {
         let last = t.lines().last().unwrap();
         assert_eq!(
             last,
-            "feat: \\u{1b}]0;PWNED\\u{7}\\u{1b}[2J\\u{1b}[31mred\\u{1b}[0m \\u{d}\\u{a}fake line \\u{202e}txt.exe \\u{9b}31m"
+            "feat: \\u{1b}]0;PWNED\\u{7}\\u{1b}[2J\\u{1b}[31mred\\u{1b}[0m \\r\\nfake line \\u{202e}txt.exe \\u{9b}31m"
         );
         assert!(t.contains("re\\u{1b}[1mpo"), "{t}");
-        assert_eq!(printable("plain: été ✓"), "plain: été ✓");
+        assert_eq!(crate::util::printable("plain: été ✓"), "plain: été ✓");
     }
 
     /// A run whose supervisor is gone (`supervise::owned`) is not plain

@@ -148,25 +148,13 @@ pub fn usage(bin: &str, msg: impl std::fmt::Display) -> Exit {
     Exit::Usage
 }
 
-/// Prints `<bin>: <msg>` on stderr; stderr failures are ignored because
-/// there is nowhere left to report them.
+/// Prints `<bin>: <msg>` on stderr as one line of text
+/// ([`super::printable`]): messages quote what they refuse (an input line's
+/// unknown key, a file's name), and an agent or a caller who chose that text
+/// could otherwise forge a line of the report or drive the reader's
+/// terminal. Stderr failures are ignored: there is nowhere left to report them.
 pub fn report(bin: &str, msg: impl std::fmt::Display) {
-    let _ = writeln!(io::stderr().lock(), "{bin}: {}", one_line(&msg.to_string()));
-}
-
-/// `msg` as one line a terminal shows as written: each control character
-/// (a newline, a carriage return, an escape sequence's ESC) escaped.
-/// Messages quote what they refuse (an input line's unknown key, a file's
-/// name), and an agent or a caller who chose that text could otherwise
-/// forge a line of the report or drive the reader's terminal.
-fn one_line(msg: &str) -> std::borrow::Cow<'_, str> {
-    if !msg.chars().any(char::is_control) {
-        return msg.into();
-    }
-    msg.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect::<String>()
-        .into()
+    let _ = writeln!(io::stderr().lock(), "{bin}: {}", super::printable(&msg.to_string()));
 }
 
 /// Turns the result of a binary's `run` into its exit code: a broken pipe is a
@@ -229,10 +217,10 @@ mod tests {
     /// input line's unknown key cannot forge another line or drive a terminal.
     #[test]
     fn a_report_is_one_line_with_its_control_characters_escaped() {
-        assert_eq!(super::one_line("plain: \"x\" é"), "plain: \"x\" é");
-        let forged = "unknown variant `x\u{1b}[2J\nrunwire-session: input:7: forged`";
-        let said = super::one_line(forged);
+        assert_eq!(crate::util::printable("plain: \"x\" é"), "plain: \"x\" é");
+        let forged = "unknown variant `x\u{1b}[2J\nrunwire-session: input:7: forged\u{202e}`";
+        let said = crate::util::printable(forged);
         assert!(!said.chars().any(char::is_control), "{said}");
-        assert_eq!(said, "unknown variant `x\\u{1b}[2J\\nrunwire-session: input:7: forged`");
+        assert_eq!(said, "unknown variant `x\\u{1b}[2J\\nrunwire-session: input:7: forged\\u{202e}`");
     }
 }

@@ -16,6 +16,24 @@ pub mod procid;
 pub mod time;
 pub mod watch;
 
+/// `s` as a terminal shows it as text, on one line: control characters
+/// (C0, DEL and C1: a newline or bare CR that forges or writes over a line,
+/// the escape sequences that set a title or clear the screen) and the
+/// bidirectional marks that reorder how a line reads are escaped
+/// (`\n`, `\r`, `\u{1b}`, `\u{202e}`). The one rule for text that comes
+/// from outside (an agent's files, a caller's input) on its way to a
+/// terminal: the `runs list` table and every binary's error report.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let odd = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(odd) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    s.chars().map(|c| if odd(c) { c.escape_default().to_string() } else { c.to_string() }).collect::<String>().into()
+}
+
 /// The program a command names, as `execvp` would find it: `name` itself when
 /// it has a slash, else the first executable `name` in a `PATH` directory;
 /// `None` when there is none (or `name` is empty). The one lookup of a
