@@ -363,6 +363,29 @@ fn a_chat_left_waiting_by_a_killed_server_is_failed_by_the_next_and_can_be_remov
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// The README's demo, stopped cleanly (SIGTERM, as Ctrl-C) while its agent
+/// waits for an answer: the run is `failed`, its reason saying why, not
+/// `done`. The demo agent, told to end, exits 0, and its turn was still cut
+/// short. A question answered first leaves a held session: `done`.
+#[test]
+fn a_chat_waiting_for_an_answer_when_its_server_stops_cleanly_is_failed() {
+    let home = scratch("clean-stop");
+    let id = server_run_id(&home, "agui-w1");
+    let mut s = serve(&home, &["--demo"]);
+    let (st, first) = post(&s, &body("w", "w1", "hello demo"));
+    assert_eq!(st, 200, "{first}");
+    assert!(first.contains("\"interrupt\""), "the demo asks for an approval:\n{first}");
+    until("the run to need input", Duration::from_secs(10), || item(&s, &id)["status"] == "needs_input");
+    let (_, code) = s.terminate(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "a clean shutdown");
+    let out = runs(&home, &["show", &id]);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["run"]["status"], "failed", "{shown}");
+    let why = shown["run"]["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("ended by the server's shutdown while waiting for an answer"), "{shown}");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 /// A run the server cannot record is not run, in either mode: the client
 /// gets `RUN_ERROR` `not_recorded` and nothing else, no file of the run is
 /// left, and the same request runs once the server can record it. Here the

@@ -276,7 +276,7 @@ impl State {
             // The ended session's sink keeps the old slot: a late line of
             // it never lands in the next session's record.
             let rec = std::mem::replace(&mut self.rec, Arc::new(Mutex::new(None)));
-            Gone { live, rec, why, held: status.between_turns(), by: None }
+            Gone { live, rec, why, held: status.between_turns(), asked: !status.open.is_empty(), by: None }
         });
         self.rx = None;
         gone
@@ -290,6 +290,8 @@ pub(super) struct Gone {
     why: Ending,
     /// Every turn it began had ended, and nothing was asked.
     held: bool,
+    /// A request of the agent's waited for an answer.
+    asked: bool,
     /// Who killed it (a person's kill is journaled with their name).
     by: Option<String>,
 }
@@ -301,28 +303,28 @@ impl Gone {
     }
 
     /// Stops the agent's process group (TERM and CONT, the grace, KILL),
-    /// reaps it and ends the record: `committed` when it exited 0 or was
-    /// ended while held between turns (its turns finished), else `halted`.
+    /// reaps it and ends the record. Ended by the server (a kill, an
+    /// eviction, its shutdown): `committed` when it was held between turns
+    /// (its turns finished), `halted` when a turn ran or a request waited
+    /// for an answer, whatever the agent's exit code (an agent told to end
+    /// may exit 0, and its turn was still cut short). Exited on its own:
+    /// `committed` on 0, else `halted`.
     pub(super) fn stop(self) {
         let rc = self.live.kill();
         if let Some(rec) = lock(&self.rec).take() {
-            let ended_by_us = self.why != Ending::Exited;
-            let (state, detail) = match (rc, self.held && ended_by_us) {
-                (Some(0), _) => ("committed", None),
-                (_, true) => {
-                    let by = match self.why {
-                        Ending::Killed => "killed",
-                        Ending::Evicted => "ended to make room for another thread's session",
-                        _ => "ended by the server's shutdown",
-                    };
-                    ("committed", Some(format!("the session was held between turns; {by}")))
-                }
-                _ => ("halted", None),
+            let killer = self.by.as_deref().map_or(String::new(), |who| format!(" by {who} through the task route"));
+            let ended = match self.why {
+                Ending::Exited => None,
+                Ending::Killed => Some(format!("killed{killer}")),
+                Ending::Evicted => Some("ended to make room for another thread's session".to_string()),
+                Ending::Shutdown => Some("ended by the server's shutdown".to_string()),
             };
-            let detail = match (&self.by, detail) {
-                (Some(who), Some(d)) => Some(format!("{d} by {who} through the task route")),
-                (Some(who), None) => Some(format!("killed by {who} through the task route")),
-                (None, d) => d,
+            let (state, detail) = match (ended, rc) {
+                (Some(e), _) if self.held => ("committed", Some(format!("the session was held between turns; {e}"))),
+                (Some(e), _) if self.asked => ("halted", Some(format!("{e} while waiting for an answer"))),
+                (Some(e), _) => ("halted", Some(format!("{e} while the agent was running"))),
+                (None, Some(0)) => ("committed", None),
+                (None, _) => ("halted", None),
             };
             let actor = self.by.as_deref().unwrap_or(crate::runs::record::ACTOR);
             if let Err(e) = rec.finish_as(actor, state, rc, detail) {
@@ -409,7 +411,7 @@ impl Sessions {
     /// process group is signalled at once, and each is reaped within its
     /// grace (then killed): the whole takes one grace, not one per session.
     /// A session held between turns is recorded `committed`: its turns
-    /// finished.
+    /// finished; one mid-turn or waiting for an answer, `halted`.
     pub fn end_all(&self) {
         let all: Vec<Arc<Thread>> = lock(&self.threads).values().cloned().collect();
         let gone: Vec<Gone> = all
@@ -419,11 +421,11 @@ impl Sessions {
                 // shutting down); one that already ended is ended here.
                 let agent = th.settled().engine()?;
                 // Read before the end, which cancels what is asked.
-                let held = agent.status().between_turns();
+                let before = agent.status();
                 // Sent with no lock held: the wait is the loop's turn.
                 let _ = send(Some(&agent), Input::End(Who { by: Some(crate::serve::options::BIN.into()) }));
                 let mut gone = lock(&th.st).agent_gone(Ending::Shutdown)?;
-                gone.held = held;
+                (gone.held, gone.asked) = (before.between_turns(), !before.open.is_empty());
                 Some(gone)
             })
             .collect();
