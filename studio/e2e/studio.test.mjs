@@ -410,6 +410,121 @@ describe('studio in Chromium against runwire-serve', () => {
     await context.close();
   });
 
+  test('a supervisor stopped, continued, then killed: the run page and the Runs list say so, with no control meanwhile', async () => {
+    const home = tempDir('sup-home');
+    const s = await server({ home });
+    const hang = path.join(tempDir('hang'), 'hang.claude.jsonl');
+    writeFileSync(hang, hangCorpus());
+    const sup = startSupervisor({
+      home,
+      plan: { v: 'plan/v1', tasks: [{ id: 'a', adapter: 'claude', prompt: 'work on it' }] },
+      // hang: the engine prints the corpus's first two lines and waits until killed.
+      env: { STUB_MODE: 'hang', STUB_STREAM: hang },
+    });
+    supervisors.push(sup);
+    const slow = { timeout: 60000, interval: 100 };
+    const why = () => `supervisor: ${JSON.stringify(sup.exit())} ${sup.stderr()}`;
+    const entry = await waitFor(() => {
+      if (sup.exit()) throw new Error(`the supervisor exited early: ${why()}`);
+      const e = sup.live()?.tasks?.a;
+      return sup.stubPids().length >= 2 && typeof e?.pgid === 'number' && typeof sup.live()?.sock === 'string' && e;
+    }, { ...slow, what: 'task a hanging' });
+    const run = await waitFor(async () => (await runsList(s.url)).find((r) => r.slug === 'sup' && r.supervisor === 'live'), { ...slow, what: 'the run listed, its supervisor live' });
+    const pid = sup.pid;
+    const controls = ['Pause run', 'Resume run', 'Stop turn', 'Kill task', 'Send steer'];
+    let killed = false;
+    try {
+      const { p, g, context } = await page();
+      const { p: lp, g: lg, context: lcontext } = await page();
+      const facts = p.locator('section[aria-labelledby="run-sum-h"] dl.facts');
+      // The run's facts as a person reads them: each term and what it says.
+      const fact = async (term) => facts.evaluate((dl, t) => {
+        const dt = [...dl.querySelectorAll('dt')].find((d) => d.textContent === t);
+        return dt ? dt.nextElementSibling.textContent : null;
+      }, term);
+      const runSlot = p.locator('section[aria-labelledby="run-sum-h"] .control-slot');
+      const taskSlot = p.locator('section[aria-labelledby="task-h"] .control-slot');
+      const badge = lp.locator(`tr[data-run-id="${run.runId}"] .badge`);
+      const noControls = async (when) => {
+        for (const name of controls) assert.equal(await p.locator(`button:has-text("${name}")`).count(), 0, `no “${name}” ${when}`);
+        assert.equal(await p.locator('#steer-msg').count(), 0, `no steer box ${when}`);
+      };
+
+      // 1. Stopped (SIGSTOP): the page, opened now, says so and how to continue it; it offers nothing to press.
+      process.kill(pid, 'SIGSTOP');
+      await waitFor(async () => (await runsList(s.url)).find((r) => r.runId === run.runId && r.supervisor === 'stopped'), { ...slow, what: 'the server to judge the supervisor stopped' });
+      const stopped = `its supervisor (pid ${pid}) is stopped (SIGSTOP, or Ctrl-Z in its terminal): it takes no command and runs nothing on until it continues (kill -CONT ${pid}, or fg)`;
+      await p.goto(`${s.url}/#/runs/${encodeURIComponent(run.runId)}/tasks/a`);
+      await p.waitForSelector('.stream-state[data-state="live"]', { timeout: 30000 });
+      await waitFor(async () => (await fact('Status')) === 'supervisor stopped (last status running)', { ...slow, what: 'the page to say the supervisor is stopped' });
+      assert.equal(await fact('Reason'), stopped);
+      await waitFor(async () => (await runSlot.textContent()) === `Nothing can pause or resume this run: ${stopped}.`, { ...slow, what: 'the run\'s controls replaced by why' });
+      assert.equal(await taskSlot.textContent(), `Nothing can stop, steer or kill this task: ${stopped}.`);
+      await noControls('while the supervisor is stopped');
+      await lp.goto(`${s.url}/#/runs`);
+      await badge.waitFor({ timeout: 30000 });
+      await waitFor(async () => (await badge.textContent()) === 'supervisor stopped', { ...slow, what: 'the Runs list badge: supervisor stopped' });
+      assert.equal(await badge.getAttribute('title'), `${stopped}; its last status was running`);
+
+      // 2. Continued (SIGCONT): on reload, the run is plainly running and its controls are back.
+      process.kill(pid, 'SIGCONT');
+      await waitFor(async () => (await runsList(s.url)).find((r) => r.runId === run.runId && r.supervisor === 'live'), { ...slow, what: 'the server to judge the supervisor live again' });
+      await p.reload();
+      await p.waitForSelector('.stream-state[data-state="live"]', { timeout: 30000 });
+      await waitFor(async () => (await fact('Status')) === 'running', { ...slow, what: 'the page to say running' });
+      assert.equal(await fact('Reason'), null, 'no reason on a run running');
+      for (const name of controls) await p.locator(`button:has-text("${name}")`).waitFor({ timeout: 15000 });
+      assert.equal(await p.locator('.over.gone').count(), 0);
+      await lp.reload();
+      await badge.waitFor({ timeout: 30000 });
+      await waitFor(async () => (await badge.textContent()) === 'running', { ...slow, what: 'the Runs list badge: running' });
+
+      // 3. Killed (SIGKILL), neither page reloaded: the server's watch journals the death,
+      // and both pages, fed by the change feed, say it within seconds.
+      const marks = () => Promise.all([p, lp].map((x) => x.evaluate(() => window.__notReloaded === true)));
+      await Promise.all([p, lp].map((x) => x.evaluate(() => { window.__notReloaded = true; })));
+      process.kill(pid, 'SIGKILL');
+      killed = true;
+      await sup.exited;
+      const gone = `its supervisor (pid ${pid}) is gone: nothing runs it; start runwire-supervise on its plan again to continue`;
+      await waitFor(async () => (await fact('Status')) === 'supervisor gone (last status running)', { timeout: 20000, interval: 100, what: 'the open page to say the supervisor is gone' });
+      await waitFor(async () => (await badge.textContent()) === 'supervisor gone', { timeout: 20000, interval: 100, what: 'the open Runs list to say supervisor gone' });
+      assert.deepEqual(await marks(), [true, true], 'neither page was reloaded');
+      // What the server journaled and says, the page says.
+      const record = sup.journal().find((r) => r.run === 'supervisor-gone');
+      assert.ok(record, `the journal has the supervisor-gone record: ${JSON.stringify(sup.journal())}`);
+      assert.equal(record.detail, gone);
+      assert.equal(await fact('Reason'), gone);
+      await waitFor(async () => (await runSlot.textContent()) === `Nothing can pause or resume this run: ${gone}.`, { ...slow, what: 'the run\'s controls replaced by why' });
+      assert.equal(await taskSlot.textContent(), `Nothing can stop, steer or kill this task: ${gone}.`);
+      await noControls('once the supervisor is gone');
+      assert.equal(await badge.getAttribute('title'), `${gone}; its last status was running`);
+      await p.screenshot({ path: path.join(shots, 'supervisor-gone-desktop.png'), fullPage: true });
+      await lp.screenshot({ path: path.join(shots, 'supervisor-gone-runs-desktop.png'), fullPage: true });
+      g.check();
+      lg.check();
+      await context.close();
+      await lcontext.close();
+    } finally {
+      // A stopped supervisor takes no SIGTERM until it continues; one killed
+      // leaves its task's process group behind: nothing outlives the test.
+      if (!sup.exit()) {
+        try {
+          process.kill(pid, 'SIGCONT');
+        } catch {}
+      }
+      if (killed) {
+        try {
+          process.kill(-entry.pgid, 'SIGKILL');
+        } catch {}
+      }
+    }
+    if (killed) {
+      await waitFor(() => !groupAlive(entry.pgid), { ...slow, what: `process group ${entry.pgid} to be gone` });
+      await waitFor(() => sup.stubPids().every((n) => !alive(n)), { ...slow, what: 'every stub process to be gone' });
+    }
+  });
+
   test('a task stream survives a forced reconnect: Last-Event-ID sent, no gap, no duplicate', async () => {
     // The page is loaded through the proxy, so its origin is the proxy's: the server must allow it.
     const proxy = await startProxy();
