@@ -238,6 +238,9 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         cli::report(BIN, format!("warning: {why}"));
     }
     warn_if_untested(args, &cfg);
+    // The address first: a server that cannot listen (the port taken) never
+    // holds its node's name, which every hub would then call lost.
+    let listener = listen::Listener::bind(&args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
     // A node's name before anything else is done or said (refused: exit 2, this home untouched).
     cluster::take_name(&args.cluster, &cfg.harness_home, BIN).map_err(StartError::Usage)?;
     recover_runs(&cfg);
@@ -252,7 +255,6 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
         );
     }
     run::become_subreaper();
-    let listener = listen::Listener::bind(&args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
     // `http://ADDR:PORT`, or `unix:PATH`.
     let addr = listener.base().map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
     cfg.port = listener.port();

@@ -310,9 +310,21 @@ fn a_node_name_is_one_machines_until_its_lease_expires_or_an_admin_frees_it() {
     wait_for("alpha's lease held by home-a", 20, || {
         nodes(&nats.url).into_iter().find(|n| n["node"] == "alpha" && n["home"] == ha.display().to_string())
     });
+    // A server that cannot listen (its port taken) exits 3 and never holds
+    // its name: it would have been every hub's lost node for the lease's
+    // life, the name refused to its next start elsewhere.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut busy = Command::new(built("runwire-serve"));
+    busy.args(["--listen", &taken.local_addr().unwrap().to_string(), "--cluster", &nats.url, "--node", "gamma"])
+        .env("HARNESS_HOME", dir.join("home-c"));
+    let (code, err) = ends_within(busy, 20);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("Address already in use") || err.contains("in use"), "{err}");
+    assert!(!nodes(&nats.url).iter().any(|n| n["node"] == "gamma"), "a server that never listened holds gamma");
+    drop(taken);
     // A second machine with the name: refused at start, exit 2, naming the
-    // holder, before it binds or says where it listens (a script waiting
-    // for the `listening on` line must not take it for a server that runs).
+    // holder, before it says where it listens (a script waiting for the
+    // `listening on` line must not take it for a server that runs).
     let (code, out, err) = ends_within_saying(serve_cmd(&hb, &nats.url, "alpha"), 20);
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(out, "", "a refused node printed on stdout: {err}");
