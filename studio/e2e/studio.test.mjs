@@ -64,6 +64,29 @@ async function noHorizontalOverflow(p, what) {
   assert.ok(m.sw <= m.iw, `${what}: the document is ${m.sw}px wide in a ${m.iw}px viewport`);
 }
 
+/**
+ * A server and a runwire-supervise run of `tasks` on one HARNESS_HOME, its
+ * first task `a` hanging for real: the stub engine and its child wrote their
+ * pids, the session id and process group are known, the control socket named.
+ */
+async function hangingRun(tasks, args = []) {
+  const home = tempDir('sup-home');
+  const s = await server({ home });
+  const hang = path.join(tempDir('hang'), 'hang.claude.jsonl');
+  writeFileSync(hang, hangCorpus());
+  // hang: the engine prints the corpus's first two lines (init, a message) and waits until killed.
+  const sup = startSupervisor({ home, plan: { v: 'plan/v1', tasks }, env: { STUB_MODE: 'hang', STUB_STREAM: hang }, args });
+  supervisors.push(sup);
+  const slow = { timeout: 60000, interval: 100 };
+  const why = () => `supervisor: ${JSON.stringify(sup.exit())} ${sup.stderr()}`;
+  const entry = await waitFor(() => {
+    if (sup.exit()) throw new Error(`the supervisor exited early: ${why()}`);
+    const e = sup.live()?.tasks?.a;
+    return sup.stubPids().length >= 2 && typeof e?.session_id === 'string' && typeof e?.pgid === 'number' && typeof sup.live()?.sock === 'string' && e;
+  }, { ...slow, what: 'task a hanging with a session id' });
+  return { home, s, sup, slow, why, entry };
+}
+
 before(async () => {
   browser = await launchBrowser();
   work = tempDir('e2e');
@@ -288,27 +311,11 @@ describe('studio in Chromium against runwire-serve', () => {
   test('a real runwire-supervise run: pause, resume, steer and kill from the page; the group is gone, the kill journaled', async () => {
     // One server and one supervisor under the same HARNESS_HOME: the server reaches
     // the supervisor through the control socket the run's liveness names.
-    const home = tempDir('sup-home');
-    const s = await server({ home });
-    const hang = path.join(tempDir('hang'), 'hang.claude.jsonl');
-    writeFileSync(hang, hangCorpus());
-    const sup = startSupervisor({
-      home,
-      plan: { v: 'plan/v1', tasks: [{ id: 'a', adapter: 'claude', prompt: 'work on it' }, { id: 'b', adapter: 'claude', prompt: 'then this', deps: ['a'] }] },
-      // hang: the engine prints the corpus's first two lines (init, a message) and waits until killed.
-      env: { STUB_MODE: 'hang', STUB_STREAM: hang },
+    const { s, sup, slow, why, entry } = await hangingRun(
+      [{ id: 'a', adapter: 'claude', prompt: 'work on it' }, { id: 'b', adapter: 'claude', prompt: 'then this', deps: ['a'] }],
       // Ample time for the wrapper to stop its engine on SIGTERM (it gets half), even on a loaded machine.
-      args: ['--kill-grace', '20'],
-    });
-    supervisors.push(sup);
-    const slow = { timeout: 60000, interval: 100 };
-    const why = () => `supervisor: ${JSON.stringify(sup.exit())} ${sup.stderr()}`;
-    // Hanging for real: the engine and its child wrote their pids, the session id is known.
-    const entry = await waitFor(() => {
-      if (sup.exit()) throw new Error(`the supervisor exited early: ${why()}`);
-      const e = sup.live()?.tasks?.a;
-      return sup.stubPids().length >= 2 && typeof e?.session_id === 'string' && typeof e?.pgid === 'number' && typeof sup.live()?.sock === 'string' && e;
-    }, { ...slow, what: 'task a hanging with a session id' });
+      ['--kill-grace', '20'],
+    );
     const pgid = entry.pgid;
     const stubs = sup.stubPids();
     assert.ok(groupAlive(pgid), `task a's process group ${pgid} is alive`);
@@ -411,24 +418,7 @@ describe('studio in Chromium against runwire-serve', () => {
   });
 
   test('a supervisor stopped, continued, then killed: the run page and the Runs list say so, with no control meanwhile', async () => {
-    const home = tempDir('sup-home');
-    const s = await server({ home });
-    const hang = path.join(tempDir('hang'), 'hang.claude.jsonl');
-    writeFileSync(hang, hangCorpus());
-    const sup = startSupervisor({
-      home,
-      plan: { v: 'plan/v1', tasks: [{ id: 'a', adapter: 'claude', prompt: 'work on it' }] },
-      // hang: the engine prints the corpus's first two lines and waits until killed.
-      env: { STUB_MODE: 'hang', STUB_STREAM: hang },
-    });
-    supervisors.push(sup);
-    const slow = { timeout: 60000, interval: 100 };
-    const why = () => `supervisor: ${JSON.stringify(sup.exit())} ${sup.stderr()}`;
-    const entry = await waitFor(() => {
-      if (sup.exit()) throw new Error(`the supervisor exited early: ${why()}`);
-      const e = sup.live()?.tasks?.a;
-      return sup.stubPids().length >= 2 && typeof e?.pgid === 'number' && typeof sup.live()?.sock === 'string' && e;
-    }, { ...slow, what: 'task a hanging' });
+    const { s, sup, slow, entry } = await hangingRun([{ id: 'a', adapter: 'claude', prompt: 'work on it' }]);
     const run = await waitFor(async () => (await runsList(s.url)).find((r) => r.slug === 'sup' && r.supervisor === 'live'), { ...slow, what: 'the run listed, its supervisor live' });
     const pid = sup.pid;
     const controls = ['Pause run', 'Resume run', 'Stop turn', 'Kill task', 'Send steer'];
