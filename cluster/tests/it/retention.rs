@@ -265,3 +265,44 @@ fn taken_out(dir: &Path, nats: &Nats, run: &FakeRun, hub1: &Path) {
     assert!(!run.mirror(&hub2, "n1").exists(), "the new hub rebuilt the removed run's files");
     assert!(!hub2.join("runs").join(format!("{hub_id}.json")).exists());
 }
+
+/// Every message of the files stream expired (a short max_age) past the
+/// position of a hub started afterwards: it reads on, quietly, with one
+/// consumer, and gets what comes next. Before: the stream's last sequence
+/// past the position looked like a stalled consumer, made again every
+/// second forever (`its consumer stalled (a server lost?)`), the dropped
+/// consumers piling up.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_hub_whose_streams_messages_all_expired_reads_on_without_remaking_its_consumer() {
+    let (dir, nats) = nats_cluster("retention-all-expired");
+    let out = setup(&nats.url, &["--max-age-secs", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (home, hub_home) = (dir.join("home-n1"), dir.join("home-hub"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _node = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    run.agent(20, |_| {});
+    let state = || {
+        block_on(async {
+            let js = async_nats::jetstream::new(async_nats::connect(&nats.urls[0]).await.unwrap());
+            let i = js.get_stream(names::FILES_STREAM).await.unwrap().info().await.unwrap().clone();
+            (i.state.messages, i.state.last_sequence, i.state.consumer_count)
+        })
+    };
+    let last = wait_for("every message of the files stream expired", 60, || {
+        let (n, last, _) = state();
+        (n == 0 && last > 0).then_some(last)
+    });
+    let _hub = hub_sidecar(&nats.url, &hub_home);
+    std::thread::sleep(Duration::from_secs(6));
+    let stderr = std::fs::read_to_string(hub_home.with_extension("hub-stderr")).unwrap_or_default();
+    assert!(!stderr.contains("stalled"), "{stderr}");
+    assert!(state().2 <= 1, "{} consumers on the files stream", state().2);
+    // What the node publishes next reaches the hub.
+    run.write(Duration::from_millis(1), |n| n >= 40);
+    wait_for("the hub to read past the expired messages", 30, || {
+        let seq = std::fs::read_to_string(hub_home.join("cluster/files.seq")).unwrap_or_default();
+        seq.trim().parse::<u64>().ok().filter(|s| *s > last)
+    });
+}
