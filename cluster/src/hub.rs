@@ -311,8 +311,9 @@ impl Mirror {
         Ok(true)
     }
 
-    /// The runs of the mirror whose journal it lacks: `(node, run)`. Each
-    /// chunk of their journals expired, or never came: their nodes are
+    /// The runs of the mirror whose journal it lacks, `(node, run)`: none,
+    /// or empty (the mirror makes an empty one with the run's pointer).
+    /// Each chunk of their journals expired, or never came: their nodes are
     /// asked for all of their files again.
     pub fn without_journal(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -322,7 +323,8 @@ impl Mirror {
             if !names::valid_node(node) || !runwire::runs::valid_id(&p.slug) {
                 continue;
             }
-            if !self.dir(node, run).join(format!("{}.jsonl", p.slug)).exists() {
+            let journal = self.dir(node, run).join(format!("{}.jsonl", p.slug));
+            if std::fs::metadata(journal).map_or(true, |m| m.len() == 0) {
                 out.push((node.to_string(), run.to_string()));
             }
         }
@@ -350,7 +352,16 @@ pub struct Asks {
     /// Said on stderr once each.
     said: std::collections::HashSet<(String, String, Option<String>)>,
     swept: Option<std::time::Instant>,
+    /// The runs the sweep asked for (their journal missing or empty):
+    /// whether a chunk of theirs came since. One that came answered: the
+    /// node has published what it has, and the run is not asked for again
+    /// by the sweep (a run whose node has no journal is asked for once).
+    sweep_asked: HashMap<(String, String), bool>,
 }
+
+/// Most runs kept as asked for by the sweep (past it, the oldest are not
+/// told apart: a hub that mirrors more asks again).
+const MAX_KEPT: usize = 100_000;
 
 /// How often a hub asks again for a file it still lacks (its node may have
 /// been away when it asked).
@@ -363,6 +374,32 @@ impl Asks {
             return false;
         }
         self.swept = Some(std::time::Instant::now());
+        true
+    }
+
+    /// A chunk of `(node, run)` came: a sweep's question answered.
+    fn heard(&mut self, subject: &str) {
+        if self.sweep_asked.is_empty() {
+            return;
+        }
+        if let Some((node, run, _)) = names::parse_file_subject(subject) {
+            if let Some(answered) = self.sweep_asked.get_mut(&(node, run)) {
+                *answered = true;
+            }
+        }
+    }
+
+    /// Whether the sweep asks for `(node, run)` (a run without a journal):
+    /// not once its node answered.
+    fn sweep_wants(&mut self, node: &str, run: &str) -> bool {
+        let key = (node.to_string(), run.to_string());
+        if self.sweep_asked.get(&key) == Some(&true) {
+            return false;
+        }
+        if self.sweep_asked.len() >= MAX_KEPT {
+            self.sweep_asked.clear();
+        }
+        self.sweep_asked.insert(key, false);
         true
     }
 
@@ -549,12 +586,17 @@ async fn follow_files(client: async_nats::Client, js: jetstream::Context, mirror
                     Ok(Applied::Gap { node, run, .. }) => asks.ask(&client, &node, &run, None).await,
                     Err(e) => crate::report(format!("mirror: {e:#}")),
                 }
+                asks.heard(&m.subject);
                 seq = f.pos;
             }
             None if asks.sweep_due() => {
-                // Quiet, caught up: runs whose journal never came are asked for.
+                // Quiet, caught up: runs whose journal never came (or is
+                // empty: every chunk of it expired) are asked for, each
+                // until its node answers.
                 for (node, run) in mirror.without_journal() {
-                    asks.ask(&client, &node, &run, None).await;
+                    if asks.sweep_wants(&node, &run) {
+                        asks.ask(&client, &node, &run, None).await;
+                    }
                 }
             }
             None => {}

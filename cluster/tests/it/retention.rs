@@ -6,6 +6,7 @@
 
 use crate::common::*;
 use runwire_cluster::names;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -305,4 +306,58 @@ fn a_hub_whose_streams_messages_all_expired_reads_on_without_remaking_its_consum
         let seq = std::fs::read_to_string(hub_home.join("cluster/files.seq")).unwrap_or_default();
         seq.trim().parse::<u64>().ok().filter(|s| *s > last)
     });
+}
+
+/// Every file of `run` in the files stream to its end (its last message's
+/// offset and length its size at the node).
+fn published(nats: &Nats, run: &FakeRun) {
+    wait_for("the run's files published to their end", 60, || {
+        FILES
+            .iter()
+            .all(|f| {
+                let subject = names::file_subject("n1", &run.pointer.run_id, f);
+                let size = std::fs::metadata(run.dir.join(f)).unwrap().len();
+                let mut msgs = messages(&nats.urls[0], names::FILES_STREAM, &subject);
+                msgs.retain(|(s, _, _)| *s == subject);
+                msgs.last().is_some_and(|(_, h, p)| h["Rw-Offset"].parse::<u64>().unwrap() + p.len() as u64 == size)
+            })
+            .then_some(())
+    });
+}
+
+/// The distinct `Rw-Gen`s of the messages of one subject (republishes).
+fn generations(nats: &Nats, subject: &str) -> BTreeSet<String> {
+    let mut msgs = messages(&nats.urls[0], names::FILES_STREAM, subject);
+    msgs.retain(|(s, _, _)| s == subject);
+    msgs.iter().filter_map(|(_, h, _)| h.get("Rw-Gen").cloned()).collect()
+}
+
+/// Every chunk of a finished run gone from the files stream (purged, as
+/// when all expired) while its summary stays in the bucket: a hub started
+/// afterwards lists it with an empty journal, asks its node for it once
+/// caught up, and ends byte-identical to the node, asking once (the run
+/// is not published again and again). Before: the mirror's empty journal
+/// counted as a journal, so the run was never asked for and stayed
+/// `registered` with 0 bytes.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_run_whose_every_chunk_expired_is_asked_for_once_and_mirrored_whole() {
+    let (dir, nats) = nats_cluster("retention-run-expired");
+    let (home, hub_home) = (dir.join("home-n1"), dir.join("home-hub"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _node = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    run.agent(30, |_| {});
+    published(&nats, &run);
+    block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.urls[0]).await.unwrap());
+        js.get_stream(names::FILES_STREAM).await.unwrap().purge().await.unwrap();
+    });
+    assert!(messages(&nats.urls[0], names::FILES_STREAM, "rwfile.").is_empty());
+    let _hub = hub_sidecar(&nats.url, &hub_home);
+    run.mirrored(&hub_home, "n1", 60);
+    let jsubject = names::file_subject("n1", &run.pointer.run_id, "feat.x.jsonl");
+    assert_eq!(generations(&nats, &jsubject).len(), 1);
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(generations(&nats, &jsubject).len(), 1, "the run was asked for again once it was whole");
 }
