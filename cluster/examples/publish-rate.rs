@@ -145,9 +145,10 @@ async fn main_() -> anyhow::Result<()> {
     };
     let urls: Vec<&str> = a.url.split(',').collect();
     let client = async_nats::connect(urls.as_slice()).await?;
-    let size = runwire_cluster::node::chunk_size(&client);
-    let js = jetstream::new(client);
+    let js = jetstream::new(client.clone());
     let files = js.get_stream(names::FILES_STREAM).await?;
+    let max_bytes = u64::try_from(files.cached_info().config.max_bytes).unwrap_or(0);
+    let size = runwire_cluster::node::chunk_size(&client, max_bytes);
     let file = a.log.file_name().and_then(|n| n.to_str()).ok_or_else(|| anyhow::anyhow!("--log: no file name"))?;
     let node_subject = names::file_subject(&a.node, &a.run, file);
     let bare_subject = names::file_subject("benchbare", &a.run, file);

@@ -7,10 +7,13 @@
 //! up to seconds, and a new consumer needs the cluster's meta leader,
 //! which may be the server lost (an election of seconds). Meanwhile a
 //! client at the hub heard nothing. Here:
-//! - the stream's last sequence is watched too (its info, every
-//!   [`WATCH_EVERY`]): when the stream has messages past the position and
-//!   none came for [`STALLED`], the consumer is dropped and made again
-//!   from the position, in the background, retried every 100 ms;
+//! - the stream's state is watched too (its info, every [`WATCH_EVERY`]):
+//!   when the stream has messages past the position (it holds messages,
+//!   and its last one is past the position) and none came for [`STALLED`],
+//!   the consumer is dropped and made again from the position, in the
+//!   background, retried every 100 ms. A stream whose messages past the
+//!   position all expired (or were purged) before they were read has its
+//!   last sequence past the position and nothing to deliver: not stalled;
 //! - until it is there, messages are read one by one with direct gets
 //!   (`allow_direct`: any replica answers, no leader or consumer needed),
 //!   so what is in the stream reaches the hub's clients at once.
@@ -27,6 +30,21 @@ use tokio::time::Instant;
 pub const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// Messages waiting and none delivered for this long: the consumer is lost.
 pub const STALLED: Duration = Duration::from_millis(700);
+
+/// What the watcher last read of the stream's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub messages: u64,
+    pub last: u64,
+}
+
+impl Seen {
+    /// Whether the stream holds a message past `pos`: it holds messages,
+    /// and its last (never expired before the older ones) is past `pos`.
+    pub fn past(&self, pos: u64) -> bool {
+        self.messages > 0 && self.last > pos
+    }
+}
 
 /// A message of the stream.
 pub struct Got {
@@ -46,7 +64,7 @@ pub struct Follow {
     msgs: Option<consumer::pull::Ordered>,
     /// A consumer being made.
     making: Option<tokio::sync::oneshot::Receiver<Made>>,
-    last: tokio::sync::watch::Receiver<u64>,
+    last: tokio::sync::watch::Receiver<Seen>,
     watcher: tokio::task::JoinHandle<()>,
     /// The error said last (each said once until it changes).
     said: String,
@@ -63,13 +81,13 @@ impl Drop for Follow {
 impl Follow {
     /// Reads stream `name` after sequence `pos`.
     pub fn new(js: jetstream::Context, name: &str, pos: u64) -> Follow {
-        let (tx, last) = tokio::sync::watch::channel(0);
+        let (tx, last) = tokio::sync::watch::channel(Seen::default());
         let (js2, name2) = (js.clone(), name.to_string());
         let watcher = tokio::spawn(async move {
             loop {
                 if let Ok(Ok(mut s)) = tokio::time::timeout(Duration::from_secs(2), js2.get_stream(&name2)).await {
                     while let Ok(Ok(i)) = tokio::time::timeout(Duration::from_secs(2), s.info()).await {
-                        tx.send_replace(i.state.last_sequence);
+                        tx.send_replace(Seen { messages: i.state.messages, last: i.state.last_sequence });
                         tokio::time::sleep(WATCH_EVERY).await;
                     }
                 }
@@ -166,7 +184,7 @@ impl Follow {
                     self.make();
                 }
                 // No consumer yet: what the stream has past the position, directly.
-                if *self.last.borrow() > self.pos {
+                if self.last.borrow().past(self.pos) {
                     if let Ok(Some(g)) = tokio::time::timeout(
                         Duration::from_secs(1),
                         Self::direct(self.js.clone(), self.name.clone(), self.pos),
@@ -204,7 +222,7 @@ impl Follow {
                     None => self.say("the consumer ended".into()),
                 },
                 _ = tick => {
-                    let behind = *self.last.borrow() > self.pos;
+                    let behind = self.last.borrow().past(self.pos);
                     if !behind {
                         self.behind = None;
                         self.msgs = Some(msgs);

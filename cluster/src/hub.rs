@@ -179,6 +179,12 @@ impl Mirror {
         let Some((node, run, file)) = names::parse_file_subject(subject) else {
             bail!("{subject}: not a file subject (ignored)");
         };
+        // The node cannot publish the file whole (another hub asked): nothing
+        // to write, and nothing to say when this mirror has it already.
+        if let Some(size) = hdr::<u64>(h, header::UNFIT) {
+            let have = std::fs::metadata(self.dir(&node, &run).join(&file)).map_or(0, |m| m.len());
+            return Ok(if have >= size { Applied::Done } else { Applied::Unfit { node, run, file, size } });
+        }
         let mut streamed = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
         // Live chunks continue only what a plain chunk of the stream leaves.
         let seen = streamed.remove(subject);
@@ -311,10 +317,12 @@ impl Mirror {
         Ok(true)
     }
 
-    /// The runs of the mirror whose journal it lacks: `(node, run)`. Each
-    /// chunk of their journals expired, or never came: their nodes are
+    /// The runs of the mirror whose journal it lacks, `(node, run,
+    /// journal's name)`: none,
+    /// or empty (the mirror makes an empty one with the run's pointer).
+    /// Each chunk of their journals expired, or never came: their nodes are
     /// asked for all of their files again.
-    pub fn without_journal(&self) -> Vec<(String, String)> {
+    pub fn without_journal(&self) -> Vec<(String, String, String)> {
         let mut out = Vec::new();
         for id in self.reg.ids() {
             let Some((node, run)) = id.split_once('.') else { continue };
@@ -322,8 +330,9 @@ impl Mirror {
             if !names::valid_node(node) || !runwire::runs::valid_id(&p.slug) {
                 continue;
             }
-            if !self.dir(node, run).join(format!("{}.jsonl", p.slug)).exists() {
-                out.push((node.to_string(), run.to_string()));
+            let journal = format!("{}.jsonl", p.slug);
+            if std::fs::metadata(self.dir(node, run).join(&journal)).map_or(true, |m| m.len() == 0) {
+                out.push((node.to_string(), run.to_string(), journal));
             }
         }
         out
@@ -340,6 +349,14 @@ pub enum Applied {
         run: String,
         file: String,
     },
+    /// Its node cannot publish the file whole (`Rw-Unfit`, its size):
+    /// nothing written.
+    Unfit {
+        node: String,
+        run: String,
+        file: String,
+        size: u64,
+    },
 }
 
 /// The hub's requests to nodes to publish files again
@@ -350,7 +367,19 @@ pub struct Asks {
     /// Said on stderr once each.
     said: std::collections::HashSet<(String, String, Option<String>)>,
     swept: Option<std::time::Instant>,
+    /// The runs the sweep asked for (their journal missing or empty):
+    /// whether a chunk of theirs came since. One that came answered: the
+    /// node has published what it has, and the run is not asked for again
+    /// by the sweep (a run whose node has no journal is asked for once).
+    sweep_asked: HashMap<(String, String), bool>,
+    /// Files their nodes cannot publish whole (`Rw-Unfit`): said once, and
+    /// a gap in one is not asked for.
+    unfit: std::collections::HashSet<(String, String, String)>,
 }
+
+/// Most files kept as unfit, and runs as asked for by the sweep (past it,
+/// the oldest are not told apart: a hub that mirrors more asks again).
+const MAX_KEPT: usize = 100_000;
 
 /// How often a hub asks again for a file it still lacks (its node may have
 /// been away when it asked).
@@ -364,6 +393,56 @@ impl Asks {
         }
         self.swept = Some(std::time::Instant::now());
         true
+    }
+
+    /// A chunk of `(node, run)` came: a sweep's question answered.
+    fn heard(&mut self, subject: &str) {
+        if self.sweep_asked.is_empty() {
+            return;
+        }
+        if let Some((node, run, _)) = names::parse_file_subject(subject) {
+            if let Some(answered) = self.sweep_asked.get_mut(&(node, run)) {
+                *answered = true;
+            }
+        }
+    }
+
+    /// Whether the sweep asks for `(node, run)` (a run without a journal):
+    /// not once its node answered, nor when its journal cannot come whole.
+    fn sweep_wants(&mut self, node: &str, run: &str, journal: &str) -> bool {
+        let key = (node.to_string(), run.to_string());
+        if self.sweep_asked.get(&key) == Some(&true) {
+            return false;
+        }
+        if !self.gap_wanted(node, run, journal) {
+            return false;
+        }
+        if self.sweep_asked.len() >= MAX_KEPT {
+            self.sweep_asked.clear();
+        }
+        self.sweep_asked.insert(key, false);
+        true
+    }
+
+    /// A file its node cannot publish whole: said once (a file its node
+    /// says so of again is not said again).
+    fn unfit(&mut self, node: String, run: String, file: String, size: u64) {
+        if self.unfit.len() >= MAX_KEPT {
+            self.unfit.clear();
+        }
+        if self.unfit.insert((node.clone(), run.clone(), file.clone())) {
+            crate::report(format!(
+                "mirror: run {run} of node {node}: {file} ({size} bytes) is too big for {} to carry whole \
+                 (more than three quarters of its byte limit): its start expired, and the mirror lacks it \
+                 (raise --files-max-bytes with runwire-cluster setup); not asked for again",
+                names::FILES_STREAM
+            ));
+        }
+    }
+
+    /// Whether a gap in `file` is asked for: not in a file its node cannot publish whole.
+    fn gap_wanted(&self, node: &str, run: &str, file: &str) -> bool {
+        !self.unfit.contains(&(node.to_string(), run.to_string(), file.to_string()))
     }
 
     /// Asks `node` for `run`'s `file` (all its files: `None`), unless asked
@@ -546,15 +625,25 @@ async fn follow_files(client: async_nats::Client, js: jetstream::Context, mirror
                     Ok(Applied::Done) => {}
                     // The whole run: its other files' starts (the plan's, published
                     // once) went with this one's, oldest first.
-                    Ok(Applied::Gap { node, run, .. }) => asks.ask(&client, &node, &run, None).await,
+                    Ok(Applied::Gap { node, run, file }) => {
+                        if asks.gap_wanted(&node, &run, &file) {
+                            asks.ask(&client, &node, &run, None).await;
+                        }
+                    }
+                    Ok(Applied::Unfit { node, run, file, size }) => asks.unfit(node, run, file, size),
                     Err(e) => crate::report(format!("mirror: {e:#}")),
                 }
+                asks.heard(&m.subject);
                 seq = f.pos;
             }
             None if asks.sweep_due() => {
-                // Quiet, caught up: runs whose journal never came are asked for.
-                for (node, run) in mirror.without_journal() {
-                    asks.ask(&client, &node, &run, None).await;
+                // Quiet, caught up: runs whose journal never came (or is
+                // empty: every chunk of it expired) are asked for, each
+                // until its node answers.
+                for (node, run, journal) in mirror.without_journal() {
+                    if asks.sweep_wants(&node, &run, &journal) {
+                        asks.ask(&client, &node, &run, None).await;
+                    }
                 }
             }
             None => {}
@@ -871,6 +960,14 @@ mod tests {
         assert!(matches!(m.chunk(&log2, Some(&headers(&[("Rw-Offset", "3")])), b"d").unwrap(), Applied::Gap { .. }));
         assert!(m.chunk(&log2, Some(&headers(&again)), b"abc").is_ok());
         m.chunk(&log2, Some(&headers(&[("Rw-Offset", "3"), ("Rw-Gen", "7")])), b"d").unwrap();
+        assert_eq!(std::fs::read(&path2).unwrap(), b"abcd");
+        // A file its node cannot publish whole: nothing written; said only
+        // by a mirror that lacks it.
+        let unfit = |size: &'static str| headers(&[("Rw-Unfit", size), ("Rw-Offset", "4"), ("Rw-Ino", "7")]);
+        assert_eq!(m.chunk(&log2, Some(&unfit("4")), b"").unwrap(), Applied::Done);
+        let lacks = m.chunk(&log2, Some(&unfit("900000")), b"").unwrap();
+        let (node, run, file) = ("n1".into(), "ab--x.y".into(), "x.y.u.log".into());
+        assert_eq!(lacks, Applied::Unfit { node, run, file, size: 900_000 });
         assert_eq!(std::fs::read(&path2).unwrap(), b"abcd");
         // A tombstone (the run removed at its node) removes the file.
         m.chunk(&log2, Some(&headers(&[("Rw-Removed", "1"), ("Nats-Rollup", "sub")])), b"").unwrap();

@@ -52,11 +52,12 @@ enum Cmd {
         /// Seconds instead of days, for both streams (tests; overrides the days).
         #[arg(long, value_name = "SECONDS", hide = true)]
         max_age_secs: Option<u64>,
-        /// Bytes RUNWIRE_FEED keeps (0: no limit); the oldest events go first.
+        /// Bytes RUNWIRE_FEED keeps (0: no limit, else at least 1048576); the oldest events go first.
         #[arg(long, value_name = "BYTES", default_value_t = 0)]
         feed_max_bytes: u64,
-        /// Bytes RUNWIRE_FILES keeps (0: no limit); the oldest chunks go first, and a hub that
-        /// misses a file's start asks its node to publish the file again, whole.
+        /// Bytes RUNWIRE_FILES keeps (0: no limit, else at least 65536); the oldest chunks go first,
+        /// and a hub that misses a file's start asks its node to publish the file again, whole (a
+        /// file over three quarters of the limit cannot be: the hub says so).
         #[arg(long, value_name = "BYTES", default_value_t = 0)]
         files_max_bytes: u64,
     },
@@ -285,6 +286,7 @@ fn main() -> ExitCode {
                         feed: setup::Limits { max_age: age(feed_max_age_days), max_bytes: feed_max_bytes },
                         files: setup::Limits { max_age: age(files_max_age_days), max_bytes: files_max_bytes },
                     };
+                    setup::check_limits(&o).map_err(|e| UsageError(format!("{e:#}")))?;
                     setup::run(client, o).await
                 }
                 Cmd::Node { node, home, poll_ms, heartbeat_ms, local, local_token_file, channel, .. } => {

@@ -47,6 +47,11 @@ pub mod header {
     /// A file published again whole at a hub's request: a hub that has it
     /// already (at least this long) keeps its copy.
     pub const REPUBLISH: &str = "Rw-Republish";
+    /// A file its node cannot publish whole again: larger than three
+    /// quarters of the files stream's byte limit. One empty message, the
+    /// file's size; a hub that lacks the file's start says so and stops
+    /// asking for it.
+    pub const UNFIT: &str = "Rw-Unfit";
     /// The tombstone of a file whose run was removed at its node (`runs
     /// rm`): one empty message rolling up the file's subject.
     pub const REMOVED: &str = "Rw-Removed";

@@ -88,8 +88,12 @@ pub struct Node {
     runs: kv::Store,
     reg: Registry,
     extender: Extender,
-    /// Most payload bytes a chunk carries (under the server's max_payload).
+    /// Most payload bytes a chunk carries (under the server's max_payload,
+    /// and a sixteenth of the files stream's byte limit: [`chunk_size`]).
     chunk: usize,
+    /// The files stream's byte limit (0: none), and when it was read.
+    max_bytes: u64,
+    limits_at: Instant,
     tracks: HashMap<String, Track>,
     feed_pos: Option<u64>,
     state: HashMap<String, RunState>,
@@ -201,7 +205,8 @@ pub async fn bind(js: &jetstream::Context) -> anyhow::Result<(Stream, Stream, kv
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
     let (files, feed, runs, nodes) = retry("bind", || bind(&js)).await;
-    let chunk = chunk_size(&client);
+    let max_bytes = stream_max_bytes(&files);
+    let chunk = chunk_size(&client, max_bytes);
     // The name is a lease, taken before anything is published under it.
     let me = crate::liveness::Me::new(&o.node, &o.home, o.heartbeat)?;
     let rev = loop {
@@ -244,6 +249,8 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         feed,
         runs,
         chunk,
+        max_bytes,
+        limits_at: Instant::now(),
         tracks: HashMap::new(),
         feed_pos: None,
         state: HashMap::new(),
@@ -287,6 +294,10 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
         }
         if d.all {
             full_at = Instant::now() + n.o.poll;
+            // An admin may change the stream's limits (setup again) meanwhile.
+            if n.limits_at.elapsed() >= LIMITS_EVERY {
+                n.read_limits().await;
+            }
         }
         match n.round(&d).await {
             Ok(()) => {
@@ -306,6 +317,7 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
                 n.feed_pos = None;
                 full_at = Instant::now();
                 tokio::time::sleep(Duration::from_secs(1)).await;
+                n.read_limits().await;
             }
         }
         if n.wake.is_none() {
@@ -315,11 +327,41 @@ pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
 }
 
 /// Most payload bytes a chunk carries: the server's `max_payload` less 8 KiB
-/// for headers, at most 1 MiB. Every chunk costs a round trip to the stream's
-/// leader and its replicas (the position moves only on an acknowledgement),
-/// so the larger the chunks, the faster a backlog is published.
-pub fn chunk_size(client: &async_nats::Client) -> usize {
-    client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 1 << 20)
+/// for headers, at most 1 MiB, and at most a [`STREAM_SHARE`]th of the
+/// files stream's byte limit (`max_bytes`, 0: none), at least 1 KiB. Every
+/// chunk costs a round trip to the stream's leader and its replicas (the
+/// position moves only on an acknowledgement), so the larger the chunks,
+/// the faster a backlog is published; but a message larger than the
+/// stream's byte limit empties the stream (discard old: every other
+/// message goes to make room, and then the message itself).
+pub fn chunk_size(client: &async_nats::Client, max_bytes: u64) -> usize {
+    let payload = client.server_info().max_payload.saturating_sub(8 * 1024).clamp(4 * 1024, 1 << 20);
+    match max_bytes {
+        0 => payload,
+        b => payload.min(usize::try_from(b / STREAM_SHARE).unwrap_or(usize::MAX).max(1024)),
+    }
+}
+
+/// A chunk is at most this fraction of the files stream's byte limit
+/// (`setup` refuses a limit below [`crate::setup::MIN_FILES_BYTES`], which
+/// keeps a chunk at 4 KiB or more).
+pub const STREAM_SHARE: u64 = 16;
+
+/// How often the node reads the files stream's limits again.
+const LIMITS_EVERY: Duration = Duration::from_secs(30);
+
+/// The byte limit of a stream as its info says (0: none).
+fn stream_max_bytes(s: &Stream) -> u64 {
+    u64::try_from(s.cached_info().config.max_bytes).unwrap_or(0)
+}
+
+/// Whether a file of `size` bytes can be published whole into a stream
+/// that keeps `max_bytes` (0: no limit): at most three quarters of it, so
+/// that its first chunk is still there when its last is stored (the rest,
+/// and the chunks' subjects and headers, fit in the last quarter) and a hub
+/// reading the stream gets it all.
+pub fn fits_whole(size: u64, max_bytes: u64) -> bool {
+    max_bytes == 0 || size <= max_bytes / 4 * 3
 }
 
 /// The run of a feed's `removed` event (a valid id), if it is one.
@@ -383,6 +425,19 @@ impl Node {
             d.urgent = true;
             d.runs.insert(ask.0.clone());
             self.republish.insert(ask);
+        }
+    }
+
+    /// The files stream's byte limit read again (kept as it was when the
+    /// cluster does not answer), and the chunks' size with it.
+    async fn read_limits(&mut self) {
+        self.limits_at = Instant::now();
+        if let Ok(Ok(i)) = tokio::time::timeout(Duration::from_secs(2), self.files.info()).await {
+            let b = u64::try_from(i.config.max_bytes).unwrap_or(0);
+            if b != self.max_bytes {
+                self.max_bytes = b;
+                self.chunk = chunk_size(&self.live.client, b);
+            }
         }
     }
 
@@ -863,6 +918,51 @@ impl Node {
         }
     }
 
+    /// A file too big to be published whole into the stream
+    /// ([`fits_whole`]): instead of it, one empty message on its subject,
+    /// `Rw-Unfit: <size>`, so the hubs that lack it say so and stop asking
+    /// for it (and the node's stderr says it once). It carries the file's
+    /// position (`Rw-Offset`, `Rw-Ino`, `Rw-Mtime`, `Rw-Gen`), read back as
+    /// any last message is: an append-only file goes on from where it was
+    /// published to; a whole file, or one whose republish was cut short,
+    /// from its end. Its id names the file's size and mtime: the
+    /// same notice asked for again within the duplicate window is dropped.
+    /// The track that follows.
+    async fn unfit(
+        &mut self,
+        run: &str,
+        name: &str,
+        subject: &str,
+        track: Track,
+        (ino, mtime, size): (u64, i64, u64),
+        whole: bool,
+    ) -> anyhow::Result<Track> {
+        note(
+            &mut self.noted,
+            format!(
+                "run {run}: {name}: {size} bytes, more than three quarters of the files stream's byte limit \
+                 ({} bytes): not published whole again (a hub that lacks its start goes without it; \
+                 raise --files-max-bytes with runwire-cluster setup)",
+                self.max_bytes
+            ),
+        );
+        // An append-only file keeps its track (the round goes on with it as
+        // with any: its appends, or from 0 when it was replaced).
+        let keep = !whole && track.off != u64::MAX;
+        let t = if keep { track } else { Track { ino, off: size, mtime, gen: track.gen } };
+        let mut h = HeaderMap::new();
+        h.insert(header::UNFIT, size.to_string().as_str());
+        h.insert(header::OFFSET, t.off.to_string().as_str());
+        h.insert(header::INO, t.ino.to_string().as_str());
+        h.insert(header::MTIME, t.mtime.to_string().as_str());
+        if t.gen > 0 {
+            h.insert(header::GEN, t.gen.to_string().as_str());
+        }
+        let id = format!("{}/{run}/{name}/{ino}/unfit.{size}.{mtime}.{}", self.o.node, t.off);
+        self.send(subject.to_string(), id, h, Bytes::new()).await?;
+        Ok(t)
+    }
+
     /// Publishes what the cluster lacks of one file: the bytes past the
     /// position (an append-only file, up to `limit`), or the whole file
     /// when it changed (`whole`: the plan, rewritten by rename).
@@ -892,9 +992,20 @@ impl Node {
         let size = (st.st_size.max(0) as u64).min(limit.unwrap_or(u64::MAX));
         // Asked for by a hub, or a republish that did not reach its end:
         // the file again, whole, in a new generation of ids.
-        let again = self.republish.contains(&(run.to_string(), Some(name.to_string())))
+        let mut again = self.republish.contains(&(run.to_string(), Some(name.to_string())))
             || self.republish.contains(&(run.to_string(), None))
             || (!whole && track.off == u64::MAX);
+        let changed = !whole || track.ino != ino || track.off != size || track.mtime != mtime;
+        if (again || (whole && changed)) && !fits_whole(size, self.max_bytes) {
+            // Too big to go whole: said, in the stream (a hub says it and
+            // stops asking), and the file goes on from where it is.
+            track = self.unfit(run, name, &subject, track, (ino, mtime, size), whole).await?;
+            self.tracks.insert(subject.clone(), track);
+            if whole {
+                return Ok(());
+            }
+            again = false;
+        }
         if again {
             track.gen = now_ms().max(track.gen + 1);
         }

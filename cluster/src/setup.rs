@@ -75,6 +75,32 @@ pub fn replicas(asked: Option<usize>, size: Option<usize>, single: bool) -> anyh
     Ok(n)
 }
 
+/// The least byte limit of `RUNWIRE_FILES` (0, none, aside): a node's chunk
+/// is at most a sixteenth of the limit ([`crate::node::STREAM_SHARE`]), and
+/// at least 4 KiB here. A message larger than a stream's byte limit empties
+/// the stream (discard old: every other message goes, then it).
+pub const MIN_FILES_BYTES: u64 = 64 * 1024;
+/// The least byte limit of `RUNWIRE_FEED`: sixteen of its largest events
+/// (64 KiB: larger records are reference events).
+pub const MIN_FEED_BYTES: u64 = 1024 * 1024;
+
+/// Byte limits too small for the messages the streams carry: refused.
+pub fn check_limits(o: &Opts) -> anyhow::Result<()> {
+    for (flag, l, min) in
+        [("--files-max-bytes", o.files, MIN_FILES_BYTES), ("--feed-max-bytes", o.feed, MIN_FEED_BYTES)]
+    {
+        if l.max_bytes != 0 && l.max_bytes < min {
+            anyhow::bail!(
+                "{flag} {}: less than {min} bytes, the least a stream of the cluster keeps (its messages are up to \
+                 a sixteenth of that; a message larger than the limit empties the stream): give {min} or more, \
+                 or 0 for no limit",
+                l.max_bytes
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The duplicate window of the streams (at most their max_age).
 pub const DUP_WINDOW: Duration = Duration::from_secs(600);
 
@@ -119,6 +145,7 @@ pub fn streams(o: &Opts) -> Vec<stream::Config> {
 }
 
 pub async fn run(client: async_nats::Client, o: Opts) -> anyhow::Result<()> {
+    check_limits(&o)?;
     let js = jetstream::new(client);
     for cfg in streams(&o) {
         let name = cfg.name.clone();
@@ -180,6 +207,21 @@ mod tests {
             connect_urls: urls.iter().map(|u| u.to_string()).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn byte_limits_below_the_floor_are_refused_and_none_or_enough_accepted() {
+        let o = |files: u64, feed: u64| Opts {
+            replicas: 3,
+            files: Limits { max_bytes: files, ..Default::default() },
+            feed: Limits { max_bytes: feed, ..Default::default() },
+        };
+        assert!(check_limits(&o(0, 0)).is_ok());
+        assert!(check_limits(&o(MIN_FILES_BYTES, MIN_FEED_BYTES)).is_ok());
+        let e = check_limits(&o(MIN_FILES_BYTES - 1, 0)).unwrap_err().to_string();
+        assert!(e.starts_with("--files-max-bytes 65535: "), "{e}");
+        let e = check_limits(&o(0, 1000)).unwrap_err().to_string();
+        assert!(e.starts_with("--feed-max-bytes 1000: "), "{e}");
     }
 
     /// Three servers are three, however the connected one writes itself:

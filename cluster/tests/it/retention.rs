@@ -6,6 +6,7 @@
 
 use crate::common::*;
 use runwire_cluster::names;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -55,6 +56,15 @@ fn setup_replicates_to_the_clusters_size_by_default_and_refuses_one_replica_unle
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("runwire-cluster: ") && err.contains("--allow-single-replica"), "{err}");
     assert_eq!(config(&nats.urls[2], names::FILES_STREAM).0, 3);
+    // A byte limit too small for the streams' messages: refused (usage), nothing changed.
+    for (flag, bytes) in [("--files-max-bytes", "65535"), ("--feed-max-bytes", "100000")] {
+        let out = setup(&nats.url, &[flag, bytes]);
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with(&format!("runwire-cluster: {flag} {bytes}: ")), "{err}");
+    }
+    assert_eq!(config(&nats.urls[0], names::FILES_STREAM).1, 5_000_000);
+    assert_eq!(config(&nats.urls[0], names::FEED_STREAM).1, -1);
 }
 
 /// The start of a run's files expires (the files stream keeps 256 KiB, and
@@ -92,10 +102,17 @@ fn a_hub_that_finds_a_files_start_expired_gets_the_file_whole_from_its_node() {
     assert!(first > 0, "the stream still holds the log's start: the test would not test a gap");
     let _hub = hub_sidecar(&nats.url, &hub_home);
     run.mirrored(&hub_home, "n1", 60);
-    // Published again in a generation of its own, whole.
+    // Published again in a generation of its own, whole, in chunks of at
+    // most a sixteenth of the stream's byte limit. Before: as one message
+    // of up to 1 MiB whatever the limit (a file larger than the limit then
+    // emptied the stream).
     let msgs = messages(&nats.urls[0], names::FILES_STREAM, &log);
-    let again = msgs.iter().find(|(s, h, _)| *s == log && h.contains_key("Rw-Republish")).expect("a republished chunk");
-    assert!(again.1["Rw-Gen"].parse::<u64>().unwrap() > 0 && again.1["Rw-Whole"] == size.to_string());
+    let again: Vec<_> = msgs.iter().filter(|(s, h, _)| *s == log && h.contains_key("Rw-Republish")).collect();
+    let gen = &again.first().expect("a republished chunk").1["Rw-Gen"];
+    assert!(gen.parse::<u64>().unwrap() > 0 && again[0].1["Rw-Whole"] == size.to_string());
+    let again: Vec<_> = again.into_iter().filter(|(_, h, _)| &h["Rw-Gen"] == gen).collect();
+    assert!(again.len() > 1, "the {size}-byte log went again as {} message(s)", again.len());
+    assert!(again.iter().all(|(_, _, p)| p.len() <= 262_144 / 16), "a chunk larger than a sixteenth of the stream");
     // The node goes on appending after it: the hub follows.
     run.write(Duration::from_millis(1), |n| n >= 950);
     run.mirrored(&hub_home, "n1", 30);
@@ -264,4 +281,158 @@ fn taken_out(dir: &Path, nats: &Nats, run: &FakeRun, hub1: &Path) {
     std::thread::sleep(Duration::from_secs(1));
     assert!(!run.mirror(&hub2, "n1").exists(), "the new hub rebuilt the removed run's files");
     assert!(!hub2.join("runs").join(format!("{hub_id}.json")).exists());
+}
+
+/// Every message of the files stream expired (a short max_age) past the
+/// position of a hub started afterwards: it reads on, quietly, with one
+/// consumer, and gets what comes next. Before: the stream's last sequence
+/// past the position looked like a stalled consumer, made again every
+/// second forever (`its consumer stalled (a server lost?)`), the dropped
+/// consumers piling up.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_hub_whose_streams_messages_all_expired_reads_on_without_remaking_its_consumer() {
+    let (dir, nats) = nats_cluster("retention-all-expired");
+    let out = setup(&nats.url, &["--max-age-secs", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (home, hub_home) = (dir.join("home-n1"), dir.join("home-hub"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _node = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    run.agent(20, |_| {});
+    let state = || {
+        block_on(async {
+            let js = async_nats::jetstream::new(async_nats::connect(&nats.urls[0]).await.unwrap());
+            let i = js.get_stream(names::FILES_STREAM).await.unwrap().info().await.unwrap().clone();
+            (i.state.messages, i.state.last_sequence, i.state.consumer_count)
+        })
+    };
+    let last = wait_for("every message of the files stream expired", 60, || {
+        let (n, last, _) = state();
+        (n == 0 && last > 0).then_some(last)
+    });
+    let _hub = hub_sidecar(&nats.url, &hub_home);
+    std::thread::sleep(Duration::from_secs(6));
+    let stderr = std::fs::read_to_string(hub_home.with_extension("hub-stderr")).unwrap_or_default();
+    assert!(!stderr.contains("stalled"), "{stderr}");
+    assert!(state().2 <= 1, "{} consumers on the files stream", state().2);
+    // What the node publishes next reaches the hub.
+    run.write(Duration::from_millis(1), |n| n >= 40);
+    wait_for("the hub to read past the expired messages", 30, || {
+        let seq = std::fs::read_to_string(hub_home.join("cluster/files.seq")).unwrap_or_default();
+        seq.trim().parse::<u64>().ok().filter(|s| *s > last)
+    });
+}
+
+/// Every file of `run` in the files stream to its end (its last message's
+/// offset and length its size at the node).
+fn published(nats: &Nats, run: &FakeRun) {
+    wait_for("the run's files published to their end", 60, || {
+        FILES
+            .iter()
+            .all(|f| {
+                let subject = names::file_subject("n1", &run.pointer.run_id, f);
+                let size = std::fs::metadata(run.dir.join(f)).unwrap().len();
+                let mut msgs = messages(&nats.urls[0], names::FILES_STREAM, &subject);
+                msgs.retain(|(s, _, _)| *s == subject);
+                msgs.last().is_some_and(|(_, h, p)| h["Rw-Offset"].parse::<u64>().unwrap() + p.len() as u64 == size)
+            })
+            .then_some(())
+    });
+}
+
+/// The distinct `Rw-Gen`s of the messages of one subject (republishes).
+fn generations(nats: &Nats, subject: &str) -> BTreeSet<String> {
+    let mut msgs = messages(&nats.urls[0], names::FILES_STREAM, subject);
+    msgs.retain(|(s, _, _)| s == subject);
+    msgs.iter().filter_map(|(_, h, _)| h.get("Rw-Gen").cloned()).collect()
+}
+
+/// Every chunk of a finished run gone from the files stream (purged, as
+/// when all expired) while its summary stays in the bucket: a hub started
+/// afterwards lists it with an empty journal, asks its node for it once
+/// caught up, and ends byte-identical to the node, asking once (the run
+/// is not published again and again). Before: the mirror's empty journal
+/// counted as a journal, so the run was never asked for and stayed
+/// `registered` with 0 bytes.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_run_whose_every_chunk_expired_is_asked_for_once_and_mirrored_whole() {
+    let (dir, nats) = nats_cluster("retention-run-expired");
+    let (home, hub_home) = (dir.join("home-n1"), dir.join("home-hub"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _node = node(&nats.url, "n1", &home, 200);
+    let mut run = FakeRun::new(&home, &dir.join("repo"));
+    run.agent(30, |_| {});
+    published(&nats, &run);
+    block_on(async {
+        let js = async_nats::jetstream::new(async_nats::connect(&nats.urls[0]).await.unwrap());
+        js.get_stream(names::FILES_STREAM).await.unwrap().purge().await.unwrap();
+    });
+    assert!(messages(&nats.urls[0], names::FILES_STREAM, "rwfile.").is_empty());
+    let _hub = hub_sidecar(&nats.url, &hub_home);
+    run.mirrored(&hub_home, "n1", 60);
+    let jsubject = names::file_subject("n1", &run.pointer.run_id, "feat.x.jsonl");
+    assert_eq!(generations(&nats, &jsubject).len(), 1);
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(generations(&nats, &jsubject).len(), 1, "the run was asked for again once it was whole");
+}
+
+/// A task log larger than the files stream's byte limit (about 300 KiB
+/// in 256 KiB), its start expired, and a hub started afterwards: the node
+/// does not publish it whole again (it cannot fit) but says so, in the
+/// stream, and the hub says so on stderr, once, and stops asking; the
+/// rest of the run (its journal) and another run reach the hub, no message
+/// is larger than a sixteenth of the limit, and the stream keeps its other
+/// messages. Before: the node published the log whole as one message
+/// larger than the limit, the stream was emptied (every run's chunks
+/// gone), and the hub's log stayed empty without a word.
+#[test]
+#[cfg_attr(not(tool = "nats-server"), ignore = "needs nats-server: apt-get install nats-server")]
+fn a_file_too_big_for_the_streams_byte_limit_is_said_so_and_the_stream_keeps_the_rest() {
+    let (dir, nats) = nats_cluster("retention-unfit");
+    let out = setup(&nats.url, &["--files-max-bytes", "262144"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (home, hub_home) = (dir.join("home-n1"), dir.join("home-hub"));
+    std::fs::create_dir_all(&home).unwrap();
+    let _node = node(&nats.url, "n1", &home, 200);
+    let mut big = FakeRun::new(&home, &dir.join("repo"));
+    big.write(Duration::from_millis(1), |n| n >= 1900);
+    big.finish();
+    let size = std::fs::metadata(big.dir.join("feat.x.impl.1.log")).unwrap().len();
+    assert!(size > 262_144, "the log ({size} bytes) fits the stream: the test would test nothing");
+    let mut small = FakeRun::new(&home, &dir.join("repo-small"));
+    small.agent(20, |_| {});
+    published(&nats, &small);
+    let _hub = hub_sidecar(&nats.url, &hub_home);
+    let stderr = hub_home.with_extension("hub-stderr");
+    let said = wait_for("the hub to say the log is too big for the stream", 60, || {
+        let s = std::fs::read_to_string(&stderr).unwrap_or_default();
+        s.lines()
+            .any(|l| l.contains(&big.pointer.run_id) && l.contains("feat.x.impl.1.log") && l.contains("too big"))
+            .then_some(s)
+    });
+    assert!(said.starts_with("runwire-cluster: mirror: "), "{said}");
+    small.mirrored(&hub_home, "n1", 60);
+    let journal = |h: &Path| std::fs::read(h.join("feat.x.jsonl")).ok();
+    wait_for("the big run's journal at the hub", 60, || {
+        (journal(&big.mirror(&hub_home, "n1")) == journal(&big.dir)).then_some(())
+    });
+    let node_said = std::fs::read_to_string(home.with_extension("node-stderr")).unwrap();
+    assert!(node_said.contains("not published whole again"), "{node_said}");
+    // The stream: its other messages kept, none larger than a sixteenth of the limit.
+    let all = messages(&nats.urls[0], names::FILES_STREAM, "rwfile.");
+    let small_prefix = format!("rwfile.n1.{}.", names::token(&small.pointer.run_id));
+    assert!(all.iter().any(|(s, _, _)| s.starts_with(&small_prefix)), "the other run's chunks left the stream");
+    assert!(all.iter().all(|(_, _, p)| p.len() <= 262_144 / 16), "a message larger than a sixteenth of the limit");
+    // Asked for no more: no new republish of the run, one notice.
+    let jsubject = names::file_subject("n1", &big.pointer.run_id, "feat.x.jsonl");
+    let before = generations(&nats, &jsubject);
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(generations(&nats, &jsubject), before, "the run was published again, and again");
+    let log = names::file_subject("n1", &big.pointer.run_id, "feat.x.impl.1.log");
+    let notices = messages(&nats.urls[0], names::FILES_STREAM, &log);
+    assert_eq!(notices.iter().filter(|(s, h, _)| *s == log && h.contains_key("Rw-Unfit")).count(), 1);
+    let said = std::fs::read_to_string(&stderr).unwrap();
+    assert_eq!(said.matches("too big").count(), 1, "{said}");
 }
