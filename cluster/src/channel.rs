@@ -172,7 +172,7 @@ pub async fn serve(
                         },
                     };
                     crate::forward::keep_thread(&client, &data, &node).await;
-                    let Some(budget) = budget(head.budget_ms, deadline) else {
+                    let Some(due) = due(head.budget_ms, deadline) else {
                         sink.answer(&late("agui")).await;
                         sink.end(None).await;
                         stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
@@ -184,7 +184,7 @@ pub async fn serve(
                         &node,
                         body,
                         forward::Acting { person: head.actor.as_deref(), hub: Some(&name), checked: head.checked },
-                        budget,
+                        due,
                         &sink,
                         stop,
                     )
@@ -211,14 +211,14 @@ pub async fn serve(
                         stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
                         return;
                     };
-                    let Some(budget) = budget(head.budget_ms, deadline) else {
+                    let Some(due) = due(head.budget_ms, deadline) else {
                         sink.answer(&late("thread")).await;
                         sink.end(None).await;
                         stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
                         return;
                     };
                     let by = forward::Acting { person: head.actor.as_deref(), hub: Some(&name), checked: head.checked };
-                    if let Err(e) = forward::forward_thread(&client, &node, &thread, by, budget, &sink, stop).await {
+                    if let Err(e) = forward::forward_thread(&client, &node, &thread, by, due, &sink, stop).await {
                         sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
                         sink.end(Some(format!("{e:#}"))).await;
                     }
@@ -257,15 +257,11 @@ async fn took(tx: &mpsc::Sender<Took>, id: u64, deadline: tokio::time::Instant) 
     tx.send((id, done)).await.is_ok() && flushed.await.is_ok() && tokio::time::Instant::now() < deadline
 }
 
-/// The time a request gives its node: its budget, never more than what is
-/// left before its deadline; `None` when nothing is left (it will not run).
-fn budget(budget_ms: Option<u64>, deadline: Option<tokio::time::Instant>) -> Option<Duration> {
-    let b = Duration::from_millis(budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
-    let b = match deadline {
-        Some(d) => b.min(d.saturating_duration_since(tokio::time::Instant::now())),
-        None => b,
-    };
-    (!b.is_zero()).then_some(b)
+/// The time a request gives its node: its budget, never past its
+/// deadline; `None` when nothing is left (it will not run).
+fn due(budget_ms: Option<u64>, deadline: Option<tokio::time::Instant>) -> Option<forward::Due> {
+    let due = forward::Due::new(Duration::from_millis(budget_ms.unwrap_or(5000)), deadline);
+    (!due.left().is_zero()).then_some(due)
 }
 
 /// The answer to a request read past its deadline: nothing was forwarded.
@@ -287,7 +283,7 @@ async fn control_frame(
     hub: String,
     deadline: Option<tokio::time::Instant>,
 ) -> Answer {
-    let Some(budget) = budget(head.budget_ms, deadline) else {
+    let Some(due) = due(head.budget_ms, deadline) else {
         return late("control");
     };
     let node = head.node.unwrap_or_default();
@@ -306,7 +302,8 @@ async fn control_frame(
         actor: head.actor.unwrap_or_else(|| "hub".into()),
         hub: Some(hub),
         checked: head.checked,
-        budget,
+        budget: due.budget,
+        until: Some(due.until),
     };
     forward::command(client, &c).await
 }
@@ -321,7 +318,7 @@ async fn link_frame(
     hub: String,
     deadline: Option<tokio::time::Instant>,
 ) -> Answer {
-    let Some(budget) = budget(head.budget_ms, deadline) else {
+    let Some(due) = due(head.budget_ms, deadline) else {
         return late("link");
     };
     let node = head.node.unwrap_or_default();
@@ -347,7 +344,29 @@ async fn link_frame(
         hub: Some(hub),
         // A link is its own credential: the node checks its MAC.
         checked: true,
-        budget,
+        budget: due.budget,
+        until: Some(due.until),
     };
     forward::command(client, &c).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request's time is its budget, never past its deadline, and none
+    /// once the deadline has passed (it is refused, nothing forwarded).
+    #[test]
+    fn a_request_gets_no_more_than_what_is_left_of_its_deadline() {
+        let now = tokio::time::Instant::now();
+        let d = due(Some(5000), Some(now + Duration::from_millis(1200))).unwrap();
+        assert!(d.left() <= Duration::from_millis(1200) && d.until <= now + Duration::from_millis(1200), "{d:?}");
+        assert_eq!(d.budget, Duration::from_millis(5000));
+        let d = due(Some(800), Some(now + Duration::from_secs(30))).unwrap();
+        assert!(d.left() <= Duration::from_millis(800), "{d:?}");
+        assert!(due(Some(5000), Some(now)).is_none());
+        assert!(due(Some(0), None).is_none());
+        // Without a deadline (the one-shot commands): the budget, at most MAX_BUDGET.
+        assert!(due(Some(3_600_000), None).unwrap().left() <= forward::MAX_BUDGET);
+    }
 }
