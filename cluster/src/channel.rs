@@ -60,9 +60,28 @@ pub async fn serve(
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Frame>(OUT_QUEUE);
+    let (took_tx, mut took_rx) = mpsc::channel::<Took>(OUT_QUEUE);
     let writer = tokio::spawn(async move {
         let mut out = tokio::io::BufWriter::with_capacity(256 * 1024, output);
-        while let Some((h, d)) = rx.recv().await {
+        loop {
+            let (h, d) = tokio::select! {
+                biased;
+                // A `took`, first and flushed, before its request is forwarded.
+                t = took_rx.recv() => {
+                    let Some((id, done)) = t else { return };
+                    let h = Head { op: "took".into(), id, ..Default::default() };
+                    let Ok(bytes) = runwire::serve::cluster::encode(&h, &[]) else { return };
+                    if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
+                        return;
+                    }
+                    let _ = done.send(());
+                    continue;
+                }
+                f = rx.recv() => match f {
+                    Some(f) => f,
+                    None => return,
+                },
+            };
             let Ok(bytes) = runwire::serve::cluster::encode(&h, &d) else {
                 crate::report(format!("channel: a frame of {} bytes for {} {} is too large", d.len(), h.op, h.id));
                 continue;
@@ -86,6 +105,11 @@ pub async fn serve(
                 break;
             }
         };
+        if head.op == "ping" {
+            // The server's check that this end reads and answers (it kills one that does not).
+            let _ = tx.send((Head { op: "pong".into(), id: head.id, ..Default::default() }, Vec::new())).await;
+            continue;
+        }
         let sink = Sink::new(head.id, tx.clone());
         if head.op == "cancel" {
             if let Some(s) = stops.lock().unwrap_or_else(|e| e.into_inner()).remove(&head.id) {
@@ -97,21 +121,40 @@ pub async fn serve(
             sink.answer(&Answer::error(400, format!("{} at a node: only a hub forwards", head.op))).await;
             continue;
         };
+        // The request's deadline on this machine's clock (the server's
+        // `deadlineMs`, CLOCK_MONOTONIC): read past it, nothing is forwarded.
+        let deadline = head.deadline_ms.map(|d| {
+            tokio::time::Instant::now()
+                + Duration::from_millis(d.saturating_sub(runwire::serve::cluster::monotonic_ms()))
+        });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         stops.lock().unwrap_or_else(|e| e.into_inner()).insert(head.id, stop_tx);
         let (client, fanout, stops2, name) = (client.clone(), fanout.clone(), stops.clone(), name.clone());
+        let took_tx = took_tx.clone();
         tokio::spawn(async move {
             let id = head.id;
             let stop = async move {
                 let _ = stop_rx.await;
             };
+            // The server hears `took` before anything is forwarded: one
+            // that hears none by the deadline kills this end and says 504.
+            if let Some(d) = deadline {
+                if !took(&took_tx, id, d).await {
+                    sink.answer(&late(&head.op)).await;
+                    if matches!(head.op.as_str(), "agui" | "thread") {
+                        sink.end(None).await;
+                    }
+                    stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                    return;
+                }
+            }
             match head.op.as_str() {
                 "control" => {
-                    let a = control_frame(&client, head, data, name).await;
+                    let a = control_frame(&client, head, data, name, deadline).await;
                     sink.answer(&a).await;
                 }
                 "link" => {
-                    let a = link_frame(&client, head, data, name).await;
+                    let a = link_frame(&client, head, data, name, deadline).await;
                     sink.answer(&a).await;
                 }
                 "agui" => {
@@ -129,14 +172,19 @@ pub async fn serve(
                         },
                     };
                     crate::forward::keep_thread(&client, &data, &node).await;
-                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
+                    let Some(due) = due(head.budget_ms, deadline) else {
+                        sink.answer(&late("agui")).await;
+                        sink.end(None).await;
+                        stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                        return;
+                    };
                     let body = String::from_utf8_lossy(&data).into_owned();
                     if let Err(e) = forward::forward_agui(
                         &client,
                         &node,
                         body,
                         forward::Acting { person: head.actor.as_deref(), hub: Some(&name), checked: head.checked },
-                        budget,
+                        due,
                         &sink,
                         stop,
                     )
@@ -163,9 +211,14 @@ pub async fn serve(
                         stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
                         return;
                     };
-                    let budget = Duration::from_millis(head.budget_ms.unwrap_or(5000)).min(forward::MAX_BUDGET);
+                    let Some(due) = due(head.budget_ms, deadline) else {
+                        sink.answer(&late("thread")).await;
+                        sink.end(None).await;
+                        stops2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                        return;
+                    };
                     let by = forward::Acting { person: head.actor.as_deref(), hub: Some(&name), checked: head.checked };
-                    if let Err(e) = forward::forward_thread(&client, &node, &thread, by, budget, &sink, stop).await {
+                    if let Err(e) = forward::forward_thread(&client, &node, &thread, by, due, &sink, stop).await {
                         sink.answer(&Answer::error(503, format!("node {node}: {e:#}"))).await;
                         sink.end(Some(format!("{e:#}"))).await;
                     }
@@ -190,8 +243,49 @@ pub async fn serve(
     Ok(())
 }
 
+/// A `took` for the server: the request's id, and the writer's word that it is flushed.
+type Took = (u64, oneshot::Sender<()>);
+
+/// Tells the server that request `id` is taken (flushed on the pipe before
+/// it is forwarded), when it is read before its `deadline`: `false` when
+/// it is past (or the server is gone), and nothing may be forwarded.
+async fn took(tx: &mpsc::Sender<Took>, id: u64, deadline: tokio::time::Instant) -> bool {
+    if tokio::time::Instant::now() >= deadline {
+        return false;
+    }
+    let (done, flushed) = oneshot::channel();
+    tx.send((id, done)).await.is_ok() && flushed.await.is_ok() && tokio::time::Instant::now() < deadline
+}
+
+/// The time a request gives its node: its budget, never past its
+/// deadline; `None` when nothing is left (it will not run).
+fn due(budget_ms: Option<u64>, deadline: Option<tokio::time::Instant>) -> Option<forward::Due> {
+    let due = forward::Due::new(Duration::from_millis(budget_ms.unwrap_or(5000)), deadline);
+    (!due.left().is_zero()).then_some(due)
+}
+
+/// The answer to a request read past its deadline: nothing was forwarded.
+fn late(op: &str) -> Answer {
+    Answer::error(
+        504,
+        format!(
+            "the hub's cluster sidecar read this {op} request after its deadline (it was stopped or busy): \
+             nothing was forwarded, it will not run"
+        ),
+    )
+}
+
 /// A `control` frame: the command forwarded to its node.
-async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, hub: String) -> Answer {
+async fn control_frame(
+    client: &async_nats::Client,
+    head: Head,
+    body: Vec<u8>,
+    hub: String,
+    deadline: Option<tokio::time::Instant>,
+) -> Answer {
+    let Some(due) = due(head.budget_ms, deadline) else {
+        return late("control");
+    };
     let node = head.node.unwrap_or_default();
     let (run, verb) = (head.run.unwrap_or_default(), head.verb.unwrap_or_default());
     let Some(path) = forward::path_of(&run, head.task.as_deref(), &verb) else {
@@ -208,7 +302,8 @@ async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, h
         actor: head.actor.unwrap_or_else(|| "hub".into()),
         hub: Some(hub),
         checked: head.checked,
-        budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
+        budget: due.budget,
+        until: Some(due.until),
     };
     forward::command(client, &c).await
 }
@@ -216,7 +311,16 @@ async fn control_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, h
 /// A `link` frame: an approval link's request (`GET|POST /a/<token>`),
 /// forwarded to the node that minted it as a command is (its key, its
 /// budget, the node's "go"), so that a hub's 504 never answers later.
-async fn link_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, hub: String) -> Answer {
+async fn link_frame(
+    client: &async_nats::Client,
+    head: Head,
+    body: Vec<u8>,
+    hub: String,
+    deadline: Option<tokio::time::Instant>,
+) -> Answer {
+    let Some(due) = due(head.budget_ms, deadline) else {
+        return late("link");
+    };
     let node = head.node.unwrap_or_default();
     let method = head.method.unwrap_or_default();
     let Some(path) =
@@ -240,7 +344,29 @@ async fn link_frame(client: &async_nats::Client, head: Head, body: Vec<u8>, hub:
         hub: Some(hub),
         // A link is its own credential: the node checks its MAC.
         checked: true,
-        budget: Duration::from_millis(head.budget_ms.unwrap_or(5000)),
+        budget: due.budget,
+        until: Some(due.until),
     };
     forward::command(client, &c).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request's time is its budget, never past its deadline, and none
+    /// once the deadline has passed (it is refused, nothing forwarded).
+    #[test]
+    fn a_request_gets_no_more_than_what_is_left_of_its_deadline() {
+        let now = tokio::time::Instant::now();
+        let d = due(Some(5000), Some(now + Duration::from_millis(1200))).unwrap();
+        assert!(d.left() <= Duration::from_millis(1200) && d.until <= now + Duration::from_millis(1200), "{d:?}");
+        assert_eq!(d.budget, Duration::from_millis(5000));
+        let d = due(Some(800), Some(now + Duration::from_secs(30))).unwrap();
+        assert!(d.left() <= Duration::from_millis(800), "{d:?}");
+        assert!(due(Some(5000), Some(now)).is_none());
+        assert!(due(Some(0), None).is_none());
+        // Without a deadline (the one-shot commands): the budget, at most MAX_BUDGET.
+        assert!(due(Some(3_600_000), None).unwrap().left() <= forward::MAX_BUDGET);
+    }
 }

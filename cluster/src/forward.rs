@@ -184,6 +184,32 @@ pub struct Command {
     pub checked: bool,
     /// The time it has left.
     pub budget: Duration,
+    /// When its time is up, if sooner (a hub's request's deadline on the channel).
+    pub until: Option<tokio::time::Instant>,
+}
+
+/// A forwarded request's time: its budget (as said in the answers), and
+/// the instant it is up, never later than the budget from when it was
+/// made (a hub's request's deadline on the channel may be sooner): the
+/// "go" is said only before it.
+#[derive(Clone, Copy, Debug)]
+pub struct Due {
+    pub budget: Duration,
+    pub until: tokio::time::Instant,
+}
+
+impl Due {
+    /// `budget` (at most [`MAX_BUDGET`]) from now, or `until` when sooner.
+    pub fn new(budget: Duration, until: Option<tokio::time::Instant>) -> Due {
+        let budget = budget.min(MAX_BUDGET);
+        let by = tokio::time::Instant::now() + budget;
+        Due { budget, until: until.map_or(by, |u| u.min(by)) }
+    }
+
+    /// What is left of it now.
+    pub fn left(&self) -> Duration {
+        self.until.saturating_duration_since(tokio::time::Instant::now())
+    }
 }
 
 /// The node's local server, for forwarded requests.
@@ -718,7 +744,7 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
         let m = format!("node {node}: a body of {} bytes: a command carries at most {MAX_BODY}", c.body.len());
         return Answer::error(413, m);
     }
-    let budget = c.budget.min(MAX_BUDGET);
+    let due = Due::new(c.budget, c.until);
     let token = client.new_inbox().rsplit('.').next().unwrap_or_default().to_string();
     let go = stream_subject(node, &token);
     let gos = match client.subscribe(format!("{go}.*")).await {
@@ -727,7 +753,6 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     };
     let mut h = HeaderMap::new();
     h.insert(REQUEST_ID, c.key.as_str());
-    h.insert(BUDGET, budget.as_millis().to_string().as_str());
     h.insert(ACTOR, c.actor.as_str());
     if let Some(hub) = &c.hub {
         h.insert(HUB, hub.as_str());
@@ -743,6 +768,8 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
         h.insert(CONTENT_TYPE, FORM);
     }
     h.insert(GO, go.as_str());
+    // What is left now: the node waits for the "go" no longer than the asker says it.
+    h.insert(BUDGET, due.left().as_millis().max(1).to_string().as_str());
     // A body too large for one message goes in pieces, asked for by the node.
     let whole = Bytes::from(c.body.clone());
     let pieces = c.body.len() > PIECE.min(max);
@@ -751,7 +778,7 @@ pub async fn command(client: &async_nats::Client, c: &Command) -> Answer {
     }
     let req = async_nats::Request::new().payload(if pieces { Bytes::new() } else { whole.clone() }).headers(h);
     let whole = pieces.then_some((&whole, PIECE.min(max)));
-    ask_with_go(client, node, req, budget, gos, whole, "command").await
+    ask_with_go(client, node, req, due, gos, whole, "command").await
 }
 
 /// Sends `req` to `node`, which runs it only on this asker's "go" (asked on
@@ -766,12 +793,12 @@ async fn ask_with_go(
     client: &async_nats::Client,
     node: &str,
     req: async_nats::Request,
-    budget: Duration,
+    due: Due,
     mut gos: async_nats::Subscriber,
     whole: Option<(&Bytes, usize)>,
     what: &str,
 ) -> Answer {
-    let deadline = tokio::time::Instant::now() + budget;
+    let (budget, deadline) = (due.budget, due.until);
     let asked = client.send_request(subject(node), req.timeout(Some(budget + RUNNING_GRACE)));
     tokio::pin!(asked);
     let mut running = false;
@@ -912,12 +939,12 @@ pub async fn forward_agui(
     node: &str,
     body: String,
     by: Acting<'_>,
-    timeout: Duration,
+    due: Due,
     out: &crate::wire::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let f = Forwarded { method: "POST".into(), path: "/agui".into(), body };
-    forward_stream(client, node, f, by, timeout, out, stop).await
+    forward_stream(client, node, f, by, due, out, stop).await
 }
 
 /// Forwards `GET /agui/thread?threadId=<thread>` to `node` and gives its
@@ -931,12 +958,12 @@ pub async fn forward_thread(
     node: &str,
     thread: &str,
     by: Acting<'_>,
-    timeout: Duration,
+    due: Due,
     out: &crate::wire::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let f = Forwarded { method: "GET".into(), path: thread_path(thread), body: String::new() };
-    forward_stream(client, node, f, by, timeout, out, stop).await
+    forward_stream(client, node, f, by, due, out, stop).await
 }
 
 /// The route a thread's read is made on at its node: `threadId`
@@ -986,7 +1013,7 @@ async fn forward_stream(
     node: &str,
     f: Forwarded,
     by: Acting<'_>,
-    timeout: Duration,
+    due: Due,
     out: &crate::wire::Sink,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
@@ -1040,9 +1067,9 @@ async fn forward_stream(
     // node that takes the request after the hub answered 504 (its sidecar
     // or server stalled) asks, hears "late" or nobody, and never runs it.
     let gos = client.subscribe(format!("{s}.go")).await.map_err(|e| anyhow!("{e}"))?;
-    h.insert(BUDGET, timeout.as_millis().to_string().as_str());
+    h.insert(BUDGET, due.left().as_millis().max(1).to_string().as_str());
     let req = async_nats::Request::new().payload(Bytes::from(payload)).headers(h);
-    let a = ask_with_go(client, node, req, timeout, gos, None, "request").await;
+    let a = ask_with_go(client, node, req, due, gos, None, "request").await;
     // The node has read the body by its answer: no piece is asked for after it.
     if let Some(t) = serving {
         t.abort();

@@ -397,6 +397,7 @@ fn main() -> ExitCode {
                         // No hub: the caller's own cluster credentials let it ask.
                         checked: false,
                         budget: Duration::from_millis(timeout_ms),
+                        until: None,
                     };
                     let a = forward::command(&client, &c).await;
                     println!("{}", serde_json::to_string(&a)?);
@@ -416,7 +417,7 @@ fn main() -> ExitCode {
                         &node,
                         body,
                         forward::Acting::default(),
-                        Duration::from_millis(timeout_ms),
+                        forward::Due::new(Duration::from_millis(timeout_ms), None),
                         &sink,
                         stopped(),
                     )

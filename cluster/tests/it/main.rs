@@ -12,6 +12,7 @@ mod cluster;
 mod decentralized;
 mod doors;
 mod examples;
+mod hub_channel;
 mod hub_studio;
 mod node_field;
 mod nodes;

@@ -5,9 +5,10 @@
 //! number of them share the pipes. Nothing of a request, a query or a
 //! credential is on any command line.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+pub use crate::supervise::request::monotonic_ms;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const MAX_FRAME: usize = 4 * 1024 * 1024;
 /// Frames queued for one stream at the server; a stream whose client does
@@ -15,9 +16,11 @@ pub const MAX_FRAME: usize = 4 * 1024 * 1024;
 pub const STREAM_QUEUE: usize = 1024;
 
 /// A frame's head. `op`: from the server `control`, `link`, `agui`,
-/// `thread` (a thread's read; its id in data), `feed`, `cancel`; from the sidecar `answer` (status, body in data), `data` (a
-/// stream's bytes), `end` (the stream is over; `error` says why when it is
-/// cut short).
+/// `thread` (a thread's read; its id in data), `feed`, `cancel`, `ping`;
+/// from the sidecar `took` (it read a request within its deadline and
+/// forwards it), `answer` (status, body in data), `data` (a stream's
+/// bytes), `end` (the stream is over; `error` says why when it is cut
+/// short), `pong`.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Head {
@@ -47,6 +50,13 @@ pub struct Head {
     /// Milliseconds the command has left (never an absolute time: clocks differ).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_ms: Option<u64>,
+    /// A request's deadline, in CLOCK_MONOTONIC milliseconds ([`monotonic_ms`]:
+    /// the server and its sidecar share the machine's clock, as the
+    /// supervisor socket's `deadline`). The sidecar refuses a request it
+    /// reads past it (nothing is forwarded) and gives the node no more than
+    /// what is left of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
     /// A feed's query string.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
@@ -138,16 +148,25 @@ pub(super) struct Slot {
 #[derive(Default)]
 pub(super) struct Channel {
     pub(super) writer: Mutex<Option<std::process::ChildStdin>>,
-    /// The sidecar's pid (0: none), stopped when it takes no frame for [`WRITE_WAIT`].
+    /// The sidecar's pid (0: none), killed when it takes no frame for
+    /// [`WRITE_WAIT`] or says nothing for [`SILENT_MS`] ([`Channel::stop_hung`]).
     pub(super) pid: std::sync::atomic::AtomicI32,
     pub(super) streams: Mutex<std::collections::HashMap<u64, Slot>>,
     pub(super) next: std::sync::atomic::AtomicU64,
+    /// When the sidecar last said anything (a frame; it answers every
+    /// `ping`), or was started: [`monotonic_ms`].
+    pub(super) heard: AtomicU64,
+    /// Set when the sidecar was killed for not answering: its thread starts
+    /// the next one at once.
+    pub(super) hung: AtomicBool,
 }
 
 /// One request or stream open on the channel; closing it (drop) tells the
 /// sidecar when the stream is not over yet.
 pub(super) struct Open {
     pub(super) id: u64,
+    /// The sidecar the request was written to.
+    pub(super) pid: i32,
     pub(super) rx: std::sync::mpsc::Receiver<Frame>,
     pub(super) dropped: Arc<AtomicBool>,
     pub(super) ended: bool,
@@ -172,16 +191,113 @@ impl Channel {
             return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "the cluster sidecar is not running"));
         };
         let r = write_within(pipe, &bytes, WRITE_WAIT);
-        if r.is_err() {
+        if let Err(e) = &r {
             // A frame may be cut: this channel is over. The sidecar is
             // stopped, and started again (with a new channel) by its thread.
-            *w = None;
-            let pid = self.pid.load(Ordering::SeqCst);
-            if pid > 0 {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-            }
+            drop(w);
+            self.stop_hung(self.pid.load(Ordering::SeqCst), &format!("took no frame: {e}"));
         }
         r
+    }
+
+    /// A hub's check of its sidecar, at each turn of its thread's wait: a
+    /// `ping` every [`PING_EVERY`] (`pinged`: when the last went), and one
+    /// that said nothing for [`SILENT_MS`] (stopped, hung) killed.
+    pub(super) fn watch(&self, pinged: &mut Instant) {
+        if pinged.elapsed() >= PING_EVERY {
+            *pinged = Instant::now();
+            let _ = self.send(&Head { op: "ping".into(), ..Default::default() }, &[]);
+        }
+        if !self.answering() {
+            let quiet = SILENT_MS / 1000;
+            let why = format!("answered nothing on its channel for {quiet} s (stopped or hung)");
+            self.stop_hung(self.pid.load(Ordering::SeqCst), &why);
+        }
+    }
+
+    /// Whether the sidecar answers: one runs and said something (a `pong`
+    /// at least) within [`SILENT_MS`]. What a sidecar that does not answer
+    /// wrote before (its nodes' liveness) is not current.
+    pub(super) fn answering(&self) -> bool {
+        self.pid.load(Ordering::SeqCst) > 0
+            && monotonic_ms().saturating_sub(self.heard.load(Ordering::SeqCst)) < SILENT_MS
+    }
+
+    /// Kills sidecar `pid` (when it is still this channel's) that does not
+    /// take or answer frames (`why`): SIGKILL, as it may be stopped; its
+    /// pipe closed. Nothing of it acts any more; what it wrote before is
+    /// still read, to the pipe's end. Its thread starts a new one at once.
+    pub(super) fn stop_hung(&self, pid: i32, why: &str) {
+        if pid <= 0 || self.pid.load(Ordering::SeqCst) != pid || self.hung.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        *self.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        crate::util::cli::report(
+            crate::serve::options::BIN,
+            format!("cluster: runwire-cluster (pid {pid}) {why}: killed, starting it again"),
+        );
+    }
+
+    /// The first word of the sidecar on a request that carries a
+    /// `deadline` ([`Head::deadline_ms`]) other than `took`: its answer
+    /// (or whatever else it said first). `Err` the status and message to
+    /// answer when it has none: 504 when it did not take the request by
+    /// its deadline (it is then killed, so it never will: nothing is
+    /// forwarded), 502 when it took it and then ended or said nothing for
+    /// `running` (it may have run). `who` and `what` name the node and the
+    /// request in the messages.
+    pub(super) fn wait(
+        &self,
+        open: &mut Open,
+        deadline: u64,
+        running: Duration,
+        who: &str,
+        what: &str,
+    ) -> Result<Frame, (u16, String)> {
+        use std::sync::mpsc::RecvTimeoutError;
+        let left = Duration::from_millis(deadline.saturating_sub(monotonic_ms()));
+        // The sidecar says `took` as soon as it reads a request: a moment past the deadline for it to come.
+        let mut until = Instant::now() + left + TOOK_SLACK;
+        let (mut took, mut killed) = (false, false);
+        loop {
+            match open.rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok((h, _)) if h.op == "took" => {
+                    took = true;
+                    until = Instant::now() + running;
+                }
+                Ok(f) => return Ok(f),
+                Err(RecvTimeoutError::Timeout) if !took && !killed => {
+                    // Not taken by its deadline: stopped or hung. Killed, it
+                    // forwards nothing later; a `took` it wrote before still comes.
+                    self.stop_hung(open.pid, &format!("did not take a {what} by its deadline (stopped or hung)"));
+                    killed = true;
+                    until = Instant::now() + Duration::from_secs(5);
+                }
+                Err(e) if !took => {
+                    // Gone or killed without a word: make sure it never reads the frame.
+                    if e == RecvTimeoutError::Disconnected {
+                        self.stop_hung(open.pid, &format!("ended its channel before it took a {what}"));
+                    }
+                    return Err((
+                        504,
+                        format!(
+                            "{who}: the hub's cluster sidecar did not take the {what} by its deadline (stopped or \
+                             hung; it is started again): it will not run"
+                        ),
+                    ));
+                }
+                Err(_) => {
+                    return Err((
+                        502,
+                        format!(
+                            "{who}: the hub's cluster sidecar took the {what} and ended or went silent without its \
+                             answer: it may have run"
+                        ),
+                    ))
+                }
+            }
+        }
     }
 
     /// Opens a request or stream: `head` (its id set here) and `data` sent.
@@ -191,7 +307,7 @@ impl Channel {
         let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_QUEUE);
         let dropped = Arc::new(AtomicBool::new(false));
         self.streams.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Slot { tx, dropped: dropped.clone() });
-        let open = Open { id, rx, dropped, ended: false };
+        let open = Open { id, pid: self.pid.load(Ordering::SeqCst), rx, dropped, ended: false };
         self.send(&head, data)?;
         Ok(open)
     }
@@ -201,7 +317,18 @@ impl Channel {
     /// dropped (its client is told) and the sidecar told to stop it.
     pub(super) fn read(&self, out: impl std::io::Read) {
         let mut r = std::io::BufReader::with_capacity(256 * 1024, out);
-        while let Ok(Some((head, data))) = read_frame(&mut r) {
+        let pid = self.pid.load(Ordering::SeqCst);
+        loop {
+            let (head, data) = match read_frame(&mut r) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    // Its frames cannot be read: what it says next would be lost.
+                    self.stop_hung(pid, &format!("wrote a frame that does not read ({e})"));
+                    break;
+                }
+            };
+            self.heard.store(monotonic_ms(), Ordering::SeqCst);
             let id = head.id;
             let last = head.op == "end";
             let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
@@ -230,6 +357,16 @@ impl Channel {
 /// How long a frame may wait for the sidecar to read it: one that does
 /// not read (stopped, hung) never holds the server's threads longer.
 pub(super) const WRITE_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a sidecar may say nothing (it answers each `ping` at once)
+/// before it is judged stopped or hung, and killed.
+pub(super) const SILENT_MS: u64 = 5000;
+
+/// How often the server pings its sidecar.
+pub(super) const PING_EVERY: Duration = Duration::from_secs(1);
+
+/// How long past a request's deadline its `took` may take to arrive.
+const TOOK_SLACK: Duration = Duration::from_secs(1);
 
 /// Writes `bytes` to a non-blocking pipe, waiting while it is full, but
 /// `TimedOut` once nothing was taken for `wait`.

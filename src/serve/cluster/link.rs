@@ -69,6 +69,7 @@ pub fn link(
         key: key.map(str::to_string),
         actor: Some(crate::control::links::LINK_NAME.into()),
         budget_ms: Some(FORWARD_BUDGET_MS),
+        deadline_ms: super::deadline(),
         ..Default::default()
     };
     match super::ask(node, head, body) {

@@ -197,7 +197,13 @@ pub fn is_hub() -> bool {
 /// `None` elsewhere, before the first judgement, or when the sidecar that
 /// wrote it is gone (its judgement is no longer current).
 pub fn node_states() -> Option<crate::runs::nodes::NodeStates> {
-    crate::runs::nodes::read(HUB_HOME.get()?)
+    let home = HUB_HOME.get()?;
+    // A sidecar that does not answer (stopped, hung) is judging nobody now,
+    // though it runs: its word is stale, every node `unknown` until the new one judges.
+    if !channel::CHANNEL.get().is_some_and(|c| c.answering()) {
+        return None;
+    }
+    crate::runs::nodes::read(home)
 }
 
 /// At a hub, `/api/info`'s `nodes`: each node's liveness, by name
@@ -335,7 +341,12 @@ pub mod link;
 /// A thread's messages at a hub.
 pub mod thread;
 use channel::Channel;
-pub use channel::{decode, encode, frame_len, read_frame, Head, MAX_FRAME, STREAM_QUEUE};
+pub use channel::{decode, encode, frame_len, monotonic_ms, read_frame, Head, MAX_FRAME, STREAM_QUEUE};
+
+/// A request's deadline on the channel ([`Head::deadline_ms`]): its budget from now.
+fn deadline() -> Option<u64> {
+    Some(monotonic_ms().saturating_add(FORWARD_BUDGET_MS))
+}
 
 /// A hub's channel: `Err` the 503 to answer when there is none.
 fn channel(what: &str) -> Result<&'static Arc<Channel>, (u16, String)> {
@@ -384,6 +395,7 @@ pub fn forward(
         actor: Some(actor.unwrap_or(super::options::BIN).into()),
         checked,
         budget_ms: Some(FORWARD_BUDGET_MS),
+        deadline_ms: deadline(),
         ..Default::default()
     };
     Some(match ask(node, head, body) {
@@ -392,22 +404,24 @@ pub fn forward(
     })
 }
 
-/// One command to `node` over the channel (a control route's, a link's):
-/// the sidecar's answer frame, or the `(status, body)` to answer when there
-/// is none (no sidecar: 503; it ended or said something else: 502).
+/// One command to `node` over the channel (a control route's, a link's,
+/// with its deadline): the sidecar's answer frame, or the `(status, body)`
+/// to answer when there is none (no sidecar: 503; not taken by its
+/// deadline: 504, it will not run; taken, then no answer: 502).
 fn ask(node: &str, head: Head, body: &[u8]) -> Result<(Head, Vec<u8>), (u16, String)> {
     let ch = channel(&format!("node {node}"))?;
+    let deadline = head.deadline_ms.unwrap_or_else(monotonic_ms);
     let mut open = ch.open(head, body).map_err(|e| err_json(503, format!("node {node}: the cluster sidecar: {e}")))?;
-    // The sidecar answers every command (504 itself once the budget is
-    // spent); this bound only covers a sidecar that died mid-way.
-    let wait = Duration::from_millis(FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000);
-    match open.rx.recv_timeout(wait) {
+    // Once taken, the sidecar answers every command (504 itself once the
+    // budget is spent, 502 past the grace); this bound covers one that hangs.
+    let running = Duration::from_millis(FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000);
+    match ch.wait(&mut open, deadline, running, &format!("node {node}"), "command") {
         Ok((h, data)) if h.op == "answer" => {
             open.ended = true;
             Ok((h, data))
         }
         Ok((h, _)) => Err(err_json(502, format!("node {node}: the cluster sidecar said {:?}", h.op))),
-        Err(_) => Err(err_json(502, format!("node {node}: the cluster sidecar ended without an answer"))),
+        Err((code, m)) => Err(err_json(code, m)),
     }
 }
 
@@ -477,6 +491,7 @@ pub fn agui(
         actor: Some(super::options::person(cfg, req, super::options::BIN)),
         checked: cfg.token.is_some(),
         budget_ms: Some(FORWARD_BUDGET_MS),
+        deadline_ms: deadline(),
         ..Default::default()
     };
     Some(relay(cfg, stream, req, cors, head, body, &what))
@@ -539,8 +554,7 @@ fn relay(
     // budget) may take the node's grace more to answer; anything else is
     // answered within the sidecar's own bounds (5 s to a node, 5 s to the
     // stream's info).
-    let run = head.op == "agui";
-    let wait = if run { FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000 } else { FORWARD_BUDGET_MS + 10_000 };
+    let deadline = head.deadline_ms;
     let mut open = match ch.open(head, data) {
         Ok(o) => o,
         Err(e) => {
@@ -548,7 +562,18 @@ fn relay(
             return Close::Linger;
         }
     };
-    let first = open.rx.recv_timeout(Duration::from_millis(wait));
+    let first = match deadline {
+        // A run: not taken by its deadline, 504 (never run); taken, then
+        // past the sidecar's own bounds, 502 (it may have started).
+        Some(d) => {
+            ch.wait(&mut open, d, Duration::from_millis(FORWARD_BUDGET_MS + RUNNING_GRACE_MS + 5000), who, "run")
+        }
+        // The feed: answered within the sidecar's own bounds (5 s to the stream's info).
+        None => open
+            .rx
+            .recv_timeout(Duration::from_millis(FORWARD_BUDGET_MS + 10_000))
+            .map_err(|_| (503, format!("{who}: the cluster sidecar did not answer"))),
+    };
     let (code, text) = match first {
         Ok((h, d)) if h.op == "answer" => (h.status.unwrap_or(502), String::from_utf8_lossy(&d).into_owned()),
         Ok((h, _)) => {
@@ -556,18 +581,8 @@ fn relay(
             respond_error(stream, 503, cors, &format!("{who}: {}", h.error.unwrap_or(h.op)));
             return Close::Linger;
         }
-        // Past the sidecar's own bounds: a run may have started.
-        Err(_) if run => {
-            respond_error(
-                stream,
-                502,
-                cors,
-                &format!("{who}: the cluster sidecar did not answer: the run may have started"),
-            );
-            return Close::Linger;
-        }
-        Err(_) => {
-            respond_error(stream, 503, cors, &format!("{who}: the cluster sidecar did not answer"));
+        Err((code, m)) => {
+            respond_error(stream, code, cors, &m);
             return Close::Linger;
         }
     };
@@ -672,6 +687,8 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
     // Spawned from this thread, which lives as long as the server: the
     // parent-death signal follows the thread that forked.
     let _ = std::thread::Builder::new().name("cluster".into()).spawn(move || {
+        let mut reader = None::<std::thread::JoinHandle<()>>;
+        let hub = HUB_HOME.get().is_some();
         while !s2.load(Ordering::SeqCst) {
             match spawn(&argv) {
                 Ok(mut c) => {
@@ -681,19 +698,30 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
                         use std::os::fd::AsRawFd;
                         let _ = fcntl(i.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
                     }
+                    ch.heard.store(monotonic_ms(), Ordering::SeqCst);
+                    ch.hung.store(false, Ordering::SeqCst);
                     ch.pid.store(c.id() as i32, Ordering::SeqCst);
                     *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = c.stdin.take();
                     if let Some(out) = c.stdout.take() {
                         let ch2 = ch.clone();
-                        let _ = std::thread::Builder::new().name("cluster-read".into()).spawn(move || ch2.read(out));
+                        reader =
+                            std::thread::Builder::new().name("cluster-read".into()).spawn(move || ch2.read(out)).ok();
                     }
                     *c2.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
                 }
                 Err(e) => cli::report(&bin, format!("cluster: cannot start {}: {e}", program().display())),
             }
-            // Wait for it to end, without holding the lock while it runs.
+            // Wait for it to end, without holding the lock while it runs;
+            // a hub's pinged meanwhile: one that says nothing for 5 s
+            // (stopped, hung) is killed, and started again at once.
+            let mut pinged = std::time::Instant::now();
             loop {
                 std::thread::sleep(Duration::from_millis(200));
+                // (A node's sidecar serves nobody on the channel: a stopped
+                // one is a node the hubs judge lost, as it is.)
+                if hub && !s2.load(Ordering::SeqCst) {
+                    ch.watch(&mut pinged);
+                }
                 let mut g = c2.lock().unwrap_or_else(|e| e.into_inner());
                 match g.as_mut().map(|c| c.try_wait()) {
                     Some(Ok(None)) => continue,
@@ -708,7 +736,7 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
                         );
                         s2.store(true, Ordering::SeqCst);
                     }
-                    Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) => {
+                    Some(Ok(Some(st))) if !s2.load(Ordering::SeqCst) && !ch.hung.load(Ordering::SeqCst) => {
                         cli::report(
                             &bin,
                             format!("cluster: runwire-cluster ended ({st}); serving locally, restarting it in 5 s"),
@@ -720,6 +748,18 @@ pub fn start(args: &ClusterArgs, home: &Path, port: u16, token_file: Option<&Pat
                 ch.pid.store(0, Ordering::SeqCst);
                 *ch.writer.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 break;
+            }
+            // Its pipe read to the end (every stream of it told) before another starts.
+            if let Some(r) = reader.take() {
+                for _ in 0..50 {
+                    if r.is_finished() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            if ch.hung.load(Ordering::SeqCst) {
+                continue;
             }
             for _ in 0..25 {
                 if s2.load(Ordering::SeqCst) {
@@ -903,6 +943,55 @@ mod tests {
         write_within(&mut w, &vec![7u8; 1024 * 1024], Duration::from_secs(5)).unwrap();
         drop(w);
         assert!(reader.join().unwrap() >= 1024 * 1024);
+    }
+
+    /// A request's first word: none by its deadline is a 504 that stays
+    /// true; `took`, then the sidecar gone, a 502; an answer is the answer.
+    #[test]
+    fn a_request_not_taken_by_its_deadline_is_504_and_one_taken_then_lost_502() {
+        let ch = Channel::default();
+        let open = |id: u64| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(STREAM_QUEUE);
+            let dropped = Arc::new(AtomicBool::new(false));
+            ch.streams.lock().unwrap().insert(id, Slot { tx: tx.clone(), dropped: dropped.clone() });
+            (tx, channel::Open { id, pid: 0, rx, dropped, ended: true })
+        };
+        let frame = |op: &str| (Head { op: op.into(), ..Default::default() }, Vec::new());
+        let running = Duration::from_secs(30);
+        // Nothing said by the deadline (past already): 504 once the killed
+        // sidecar's pipe is read to its end (here 2 s on), not the running wait.
+        let (tx, mut o) = open(1);
+        let t = std::time::Instant::now();
+        let e = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_secs(2));
+                ch.streams.lock().unwrap().clear();
+                drop(tx);
+            });
+            ch.wait(&mut o, monotonic_ms(), running, "node alpha", "command").unwrap_err()
+        });
+        assert_eq!(e.0, 504, "{e:?}");
+        assert!(e.1.starts_with("node alpha: ") && e.1.contains("will not run"), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+        // Taken, then the sidecar gone: it may have run.
+        let (tx, mut o) = open(2);
+        tx.send(frame("took")).unwrap();
+        drop(tx);
+        ch.streams.lock().unwrap().clear();
+        let e = ch.wait(&mut o, monotonic_ms() + 5000, running, "node alpha", "command").unwrap_err();
+        assert_eq!(e.0, 502, "{e:?}");
+        assert!(e.1.contains("may have run"), "{e:?}");
+        // Gone before it took it: never forwarded.
+        let (tx, mut o) = open(3);
+        drop(tx);
+        ch.streams.lock().unwrap().clear();
+        assert_eq!(ch.wait(&mut o, monotonic_ms() + 5000, running, "node alpha", "command").unwrap_err().0, 504);
+        // Taken and answered: the answer.
+        let (tx, mut o) = open(4);
+        tx.send(frame("took")).unwrap();
+        tx.send(frame("answer")).unwrap();
+        let (h, _) = ch.wait(&mut o, monotonic_ms() + 5000, running, "node alpha", "command").unwrap();
+        assert_eq!(h.op, "answer");
     }
 
     #[test]

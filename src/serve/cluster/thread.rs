@@ -39,6 +39,7 @@ pub fn get(
         actor: Some(crate::serve::options::person(cfg, req, crate::serve::options::BIN)),
         checked: cfg.token.is_some(),
         budget_ms: Some(FORWARD_BUDGET_MS),
+        deadline_ms: super::deadline(),
         ..Default::default()
     };
     match open_thread(head, thread, &who) {
@@ -62,9 +63,10 @@ pub fn get(
 /// body comes on after a 200, else the status and body to reply.
 fn open_thread(head: Head, thread: &str, who: &str) -> Result<channel::Open, (u16, String)> {
     let ch = channel(who)?;
+    let deadline = head.deadline_ms.unwrap_or_else(super::monotonic_ms);
     let mut open =
         ch.open(head, thread.as_bytes()).map_err(|e| err_json(503, format!("{who}: the cluster sidecar: {e}")))?;
-    match open.rx.recv_timeout(THREAD_WAIT) {
+    match ch.wait(&mut open, deadline, THREAD_WAIT, who, "read") {
         Ok((h, d)) if h.op == "answer" && h.status != Some(200) => {
             open.ended = true;
             Err((h.status.unwrap_or(502), String::from_utf8_lossy(&d).into_owned()))
@@ -74,7 +76,7 @@ fn open_thread(head: Head, thread: &str, who: &str) -> Result<channel::Open, (u1
             open.ended = h.op == "end";
             Err(err_json(503, format!("{who}: {}", h.error.unwrap_or(h.op))))
         }
-        Err(e) => Err(gone(&open, e, who)),
+        Err((code, m)) => Err(err_json(code, m)),
     }
 }
 
