@@ -557,6 +557,69 @@ fn header<'a>(req: &'a str, name: &str) -> Option<&'a str> {
     head.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
 }
 
+/// The public address approval links are minted under in this test.
+const PUBLIC: &str = "https://rw.example.test";
+
+/// The journal is its agent's to write: links it puts in a `requested`
+/// record (another address, an object with its own "approve", a path
+/// that climbs out of `/a/`) reach no webhook, no feed event and no run
+/// view; a link under the address a link-minting server recorded at its
+/// start (`$HARNESS_HOME/links/prefixes`) does, at each of the three.
+#[test]
+fn only_links_under_a_minting_servers_address_leave_the_journal() {
+    let dir = support::scratch("forged-links");
+    let home = dir.join("home");
+    let (run, journal) = register(&home, &dir, "feat");
+    let secret = dir.join("link-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let mut cmd = Server::command();
+    cmd.env("HARNESS_HOME", &home).args(["--public-url", PUBLIC, "--link-secret-file"]).arg(&secret);
+    let server = Server::spawn(cmd);
+    let rcv = Raw::start(|_, c| {
+        let _ = c.write_all(b"HTTP/1.1 204 No Content\r\n\r\n");
+    });
+    let _n = Notify::start_with(&home, &dir.join("state.json"), &dir, &rcv.url(), &["--format", "ntfy"]);
+    // Shaped as runwire's (its MAC is checked only when the link is used).
+    let ours = format!("{PUBLIC}/a/eyJyIjoiYSJ9.c2ln");
+    let record = |req: &str, links: Value| {
+        format!(
+            r#"{{"v":"runstate/v1","ts":"2026-03-01T10:00:00.000Z","actor":"runwire-session","task":"a","input":"requested","request":"{req}","kind":"tool_approval","tool":"Bash","detail":"d","links":{links}}}"#
+        )
+    };
+    append(
+        &journal,
+        &[
+            record(
+                "req-0",
+                serde_json::json!(["http://evil.example/approve", ours, format!("{PUBLIC}/a/../../evil/a.b")]),
+            ),
+            record("req-1", serde_json::json!([{"url": "http://evil.example/approve", "decision": "approve"}])),
+        ],
+    );
+    // runs notify: the runwire link in the ntfy headers and text; nothing else.
+    let (first, second) = (rcv.next(), rcv.next());
+    for r in [&first, &second] {
+        assert!(!r.contains("evil") && !r.contains("approve"), "{r}");
+    }
+    assert_eq!(header(&first, "Click"), Some(ours.as_str()), "{first}");
+    assert_eq!(header(&first, "Actions"), Some(format!("view, Open, {ours}").as_str()), "{first}");
+    assert!(first.ends_with(&format!("\nOpen: {ours}")), "{first}");
+    assert_eq!((header(&second, "Click"), header(&second, "Actions")), (None, None), "{second}");
+    // The feed (runs watch): the same links.
+    let o = runs(&home).args(["watch", "--since", "0", "--no-follow", "--type", "needs_input"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events: Vec<Value> =
+        String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let links: Vec<(&str, &Value)> = events.iter().map(|e| (e["request"].as_str().unwrap(), &e["links"])).collect();
+    assert_eq!(links, [("req-0", &serde_json::json!([ours])), ("req-1", &Value::Null)], "{events:?}");
+    // GET /runs/:id: the open request's links (the studio's "Copy approval link").
+    let (code, shown) = server.get(&format!("/runs/{run}"));
+    assert_eq!(code, 200, "{shown}");
+    let req0 = shown["inputRequests"].as_array().unwrap().iter().find(|r| r["request"] == "req-0").cloned();
+    assert_eq!(req0.map(|r| r["links"].clone()), Some(serde_json::json!([ours])), "{shown}");
+    assert!(!shown["inputRequests"].to_string().contains("evil"), "{shown}");
+}
+
 /// A receiver that sends its status line a byte at a time, never ending
 /// it: the answer's 10 s are in all, not per read, so the attempt is
 /// given up within them, and a SIGTERM meanwhile ends runs notify in time.
