@@ -208,6 +208,7 @@ pub fn message(line: &[u8], feed: u64, format: Format, prefixes: &LinkPrefixes) 
                 ("needs_input", _) => "warning",
                 ("node", _) if s(&ev, "state") == "lost" => "warning",
                 ("node", _) => "success",
+                ("ended", "done") => "success",
                 ("ended", _) => "failure",
                 _ => "info",
             };

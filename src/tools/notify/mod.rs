@@ -490,6 +490,9 @@ mod tests {
             (ap["title"].as_str(), ap["body"].as_str(), ap["type"].as_str()),
             (Some("s failed"), Some("Run failed: tests fail"), Some("failure"))
         );
+        let done = br#"{"id":10,"type":"ended","status":"done","slug":"s"}"#;
+        let ap: Value = serde_json::from_slice(&message(done, 7, Format::Apprise, &ours).unwrap().body).unwrap();
+        assert_eq!((ap["title"].as_str(), ap["type"].as_str()), (Some("s done"), Some("success")));
     }
 
     /// The journal is the agent's to write: a link it put there (another
