@@ -10,6 +10,7 @@ pub mod feed;
 pub mod human;
 pub mod index;
 pub mod journal;
+pub mod link_prefixes;
 pub mod list;
 pub mod liveness;
 pub mod marks;

@@ -64,6 +64,8 @@ pub struct Loaded {
     pub dir: Option<OwnedFd>,
     /// The journal's stamp as it was opened (`None`: absent or refused).
     pub journal_stamp: Option<Stamp>,
+    /// The home's approval link prefixes ([`find`] reads them): links are shown only under them.
+    pub link_prefixes: super::link_prefixes::LinkPrefixes,
 }
 
 /// Answers `runs show` lists at most (the latest).
@@ -191,7 +193,7 @@ struct Tokens {
 pub fn find(reg: &Registry, run_id: &str) -> Result<Loaded, ViewError> {
     super::check_run_id("runId", run_id).map_err(ViewError::Bad)?;
     match reg.read(run_id) {
-        Ok(p) => Ok(load(p)),
+        Ok(p) => Ok(Loaded { link_prefixes: super::link_prefixes::LinkPrefixes::read(reg.home()), ..load(p) }),
         Err(e) if e.absent => Err(ViewError::NotFound(format!("no run {run_id:?}"))),
         Err(e) => Ok(unreadable_pointer(run_id, e.to_string())),
     }
@@ -545,6 +547,7 @@ impl Loaded {
             problem,
             dir: None,
             journal_stamp: None,
+            link_prefixes: Default::default(),
         }
     }
 
@@ -647,9 +650,10 @@ impl Loaded {
                 if let Some(i) = &o.interrupt {
                     r["interrupt"] = i.clone().into();
                 }
-                // Its approval links (the studio's "Copy approval link").
-                if !o.links.is_empty() {
-                    r["links"] = o.links.clone().into();
+                // Its approval links (the studio's "Copy approval link"), runwire's own only.
+                let links = self.link_prefixes.keep_strings(&o.links);
+                if !links.is_empty() {
+                    r["links"] = links.into();
                 }
                 r
             })

@@ -176,6 +176,22 @@ fn recover_runs(cfg: &Config) {
     }
 }
 
+/// The address this server's approval links live under, recorded in the
+/// home before any is minted (`runs::link_prefixes`): the feed, the run
+/// views and `runs notify` pass on only links under a recorded one. A
+/// server that mints links records its `--public-url`; so does a hub (it
+/// serves its nodes' links, minted under its address).
+fn record_link_prefix(cfg: &Config) -> Result<(), StartError> {
+    let public = match (&cfg.links, &cfg.public) {
+        (Some(keys), _) => &keys.public,
+        (None, Some(p)) if cfg.mode == Mode::Hub => p,
+        _ => return Ok(()),
+    };
+    let path = crate::runs::link_prefixes::path(&cfg.harness_home);
+    crate::runs::link_prefixes::record(&cfg.harness_home, public)
+        .map_err(|e| StartError::Io(format!("{}: {e}", path.display())))
+}
+
 /// A supervisor's death is news: every `owned::WATCH_EVERY` the home's
 /// owners gone get their one `supervisor-gone` record, which the change
 /// feed carries (spec/LAYOUT.md, "Who runs a run"). After [`recover_runs`]:
@@ -243,6 +259,7 @@ pub fn serve(args: &Args, out: &mut dyn Write) -> Result<(), StartError> {
     let listener = listen::Listener::bind(&args.listen).map_err(|e| StartError::Io(format!("{}: {e}", args.listen)))?;
     // A node's name before anything else is done or said (refused: exit 2, this home untouched).
     cluster::take_name(&args.cluster, &cfg.harness_home, BIN).map_err(StartError::Usage)?;
+    record_link_prefix(&cfg)?;
     recover_runs(&cfg);
     // Evidence is read per request (it may appear later), so a missing path only warns.
     if let Some(e) = cfg.evidence.as_ref().filter(|e| !e.exists()) {

@@ -155,6 +155,12 @@ pub fn run(opts: Options) -> Result<Outcome, StartError> {
             )));
         }
     }
+    // Where its approval links live, recorded before one is minted: readers
+    // pass on only links under a recorded prefix (`runs::link_prefixes`).
+    if let Some(keys) = &opts.links {
+        crate::runs::link_prefixes::record(&home, &keys.public)
+            .map_err(|e| io(&crate::runs::link_prefixes::path(&home), e))?;
+    }
     // 2. Registration: the owner check and the writes in one step, so one of
     // the runs that want the slug in this runstate directory wins.
     if opts.runstate.exists() && !opts.runstate.is_dir() {

@@ -337,6 +337,15 @@ fn a_supervised_tasks_approval_link_answers_it_once_through_its_supervisor() {
     assert!(link.starts_with(&format!("{PUBLIC}/a/")), "{link}");
     let path = &link[PUBLIC.len()..];
     let home = s.dir.join("home");
+    // Before any server ran: the supervisor recorded where its links live,
+    // so the run's view (`runs show`, no server) passes its link on.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_runs"))
+        .env("HARNESS_HOME", &home)
+        .args(["show", &s.run_id()])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{o:?}"));
+    assert_eq!(shown["inputRequests"][0]["links"][0], json!(link), "{shown}");
     let serve = |args: &[&str]| {
         let mut cmd = Server::command();
         cmd.env("HARNESS_HOME", &home).args(args);

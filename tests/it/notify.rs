@@ -493,3 +493,191 @@ fn bad_webhooks_secrets_and_state_files_are_usage_errors() {
         assert!(o.stdout.is_empty());
     }
 }
+
+/// A receiver of the test's own, over raw TCP (no tool needed): each
+/// request it takes, read to its body's end, comes on a channel, and
+/// `answer(n, conn)` (n from 0) writes what it likes as the answer.
+struct Raw {
+    port: u16,
+    rx: mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start(answer: impl Fn(usize, &mut std::net::TcpStream) + Send + 'static) -> Raw {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for (n, c) in l.incoming().enumerate() {
+                let Ok(mut c) = c else { return };
+                c.set_read_timeout(Some(WAIT)).unwrap();
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                // The head, then as many bytes as Content-Length says.
+                let whole = |r: &[u8]| {
+                    let text = String::from_utf8_lossy(r);
+                    let Some(end) = text.find("\r\n\r\n") else { return false };
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string())
+                        })
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    r.len() >= end + 4 + len
+                };
+                while !whole(&req) {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => req.extend_from_slice(&buf[..k]),
+                    }
+                }
+                if tx.send(String::from_utf8_lossy(&req).into_owned()).is_err() {
+                    return;
+                }
+                answer(n, &mut c);
+            }
+        });
+        Raw { port, rx }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    /// The next request, whole (head and body).
+    fn next(&self) -> String {
+        self.rx.recv_timeout(WAIT).expect("a request in time")
+    }
+}
+
+/// The value of header `name` in a request's head.
+fn header<'a>(req: &'a str, name: &str) -> Option<&'a str> {
+    let head = req.split("\r\n\r\n").next().unwrap_or_default();
+    head.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim()))
+}
+
+/// The public address approval links are minted under in this test.
+const PUBLIC: &str = "https://rw.example.test";
+
+/// The journal is its agent's to write: links it puts in a `requested`
+/// record (another address, an object with its own "approve", a path
+/// that climbs out of `/a/`) reach no webhook, no feed event and no run
+/// view; a link under the address a link-minting server recorded at its
+/// start (`$HARNESS_HOME/links/prefixes`) does, at each of the three.
+#[test]
+fn only_links_under_a_minting_servers_address_leave_the_journal() {
+    let dir = support::scratch("forged-links");
+    let home = dir.join("home");
+    let (run, journal) = register(&home, &dir, "feat");
+    let secret = dir.join("link-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef-secret\n").unwrap();
+    let mut cmd = Server::command();
+    cmd.env("HARNESS_HOME", &home).args(["--public-url", PUBLIC, "--link-secret-file"]).arg(&secret);
+    let server = Server::spawn(cmd);
+    let rcv = Raw::start(|_, c| {
+        let _ = c.write_all(b"HTTP/1.1 204 No Content\r\n\r\n");
+    });
+    let _n = Notify::start_with(&home, &dir.join("state.json"), &dir, &rcv.url(), &["--format", "ntfy"]);
+    // Shaped as runwire's (its MAC is checked only when the link is used).
+    let ours = format!("{PUBLIC}/a/eyJyIjoiYSJ9.c2ln");
+    let record = |req: &str, links: Value| {
+        format!(
+            r#"{{"v":"runstate/v1","ts":"2026-03-01T10:00:00.000Z","actor":"runwire-session","task":"a","input":"requested","request":"{req}","kind":"tool_approval","tool":"Bash","detail":"d","links":{links}}}"#
+        )
+    };
+    append(
+        &journal,
+        &[
+            record(
+                "req-0",
+                serde_json::json!(["http://evil.example/approve", ours, format!("{PUBLIC}/a/../../evil/a.b")]),
+            ),
+            record("req-1", serde_json::json!([{"url": "http://evil.example/approve", "decision": "approve"}])),
+        ],
+    );
+    // runs notify: the runwire link in the ntfy headers and text; nothing else.
+    let (first, second) = (rcv.next(), rcv.next());
+    for r in [&first, &second] {
+        assert!(!r.contains("evil") && !r.contains("approve"), "{r}");
+    }
+    assert_eq!(header(&first, "Click"), Some(ours.as_str()), "{first}");
+    assert_eq!(header(&first, "Actions"), Some(format!("view, Open, {ours}").as_str()), "{first}");
+    assert!(first.ends_with(&format!("\nOpen: {ours}")), "{first}");
+    assert_eq!((header(&second, "Click"), header(&second, "Actions")), (None, None), "{second}");
+    // The feed (runs watch): the same links.
+    let o = runs(&home).args(["watch", "--since", "0", "--no-follow", "--type", "needs_input"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events: Vec<Value> =
+        String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let links: Vec<(&str, &Value)> = events.iter().map(|e| (e["request"].as_str().unwrap(), &e["links"])).collect();
+    assert_eq!(links, [("req-0", &serde_json::json!([ours])), ("req-1", &Value::Null)], "{events:?}");
+    // GET /runs/:id: the open request's links (the studio's "Copy approval link").
+    let (code, shown) = server.get(&format!("/runs/{run}"));
+    assert_eq!(code, 200, "{shown}");
+    let req0 = shown["inputRequests"].as_array().unwrap().iter().find(|r| r["request"] == "req-0").cloned();
+    assert_eq!(req0.map(|r| r["links"].clone()), Some(serde_json::json!([ours])), "{shown}");
+    assert!(!shown["inputRequests"].to_string().contains("evil"), "{shown}");
+}
+
+/// A receiver that sends its status line a byte at a time, never ending
+/// it: the answer's 10 s are in all, not per read, so the attempt is
+/// given up within them, and a SIGTERM meanwhile ends runs notify in time.
+#[test]
+fn a_trickled_answer_is_given_up_on_within_its_timeout() {
+    let dir = support::scratch("trickle");
+    let home = dir.join("home");
+    let (_, journal) = register(&home, &dir, "s");
+    let rcv = Raw::start(|_, c| {
+        let _ = c.write_all(b"HTTP/1.1 200 OK");
+        // A space every half second for a minute (never a CRLF), unless the connection goes.
+        for _ in 0..120 {
+            std::thread::sleep(Duration::from_millis(500));
+            if c.write_all(b" ").is_err() {
+                return;
+            }
+        }
+    });
+    let mut n = Notify::start(&home, &dir.join("state.json"), &dir, &rcv.url());
+    append(&journal, &asks(0..1));
+    rcv.next();
+    let sent = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    // Exits 0 within 15 s, so the trickle held it no longer than the answer's timeout.
+    n.terminate();
+    let took = sent.elapsed();
+    let err = n.stderr.text();
+    assert!(err.contains("attempt 1 failed: reading the answer: no end within 10 s"), "{err}");
+    assert!(took >= Duration::from_secs(9), "gave up after {took:?}, before the timeout");
+}
+
+/// An interim `100 Continue` is passed over and the final answer judged:
+/// a 503 after it is retried, a 204 after it is delivered.
+#[test]
+fn an_interim_answer_is_passed_over_for_the_final_one() {
+    let dir = support::scratch("interim");
+    let home = dir.join("home");
+    let (_, journal) = register(&home, &dir, "s");
+    let rcv = Raw::start(|n, c| {
+        if n == 0 {
+            // In two writes: the final answer comes in a read of its own.
+            let _ = c.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = c.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+        } else {
+            let _ = c.write_all(b"HTTP/1.1 100 Continue\r\nX-Note: wait\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n");
+        }
+    });
+    let n = Notify::start(&home, &dir.join("state.json"), &dir, &rcv.url());
+    append(&journal, &asks(0..1));
+    let (first, again) = (rcv.next(), rcv.next());
+    assert_eq!(header(&first, "webhook-id"), header(&again, "webhook-id"), "the same event again");
+    let end = Instant::now() + WAIT;
+    while !n.stderr.text().contains("delivered after 2 attempts") {
+        assert!(Instant::now() < end, "{}", n.stderr.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = n.stderr.text();
+    assert!(err.contains("attempt 1 failed: HTTP 503") && !err.contains("refused"), "{err}");
+    assert!(rcv.rx.recv_timeout(Duration::from_secs(1)).is_err(), "sent a third time");
+}

@@ -1195,6 +1195,19 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     let claims: Value =
         serde_json::from_slice(&B64.decode(token.split('.').next().unwrap().as_bytes()).unwrap()).unwrap();
     assert_eq!(claims["o"], "beta", "{claims}");
+    // The hub's own view of beta's run offers the link too: the hub recorded
+    // its address (`links/prefixes`) at its start, as a server minting links
+    // does, and passes on only links under a recorded one.
+    let ana = "Authorization: Bearer ana-token-0123456789abcdef\r\n";
+    wait_for("the hub's view of beta's run to offer the link", 30, || {
+        let (_, runs) = hub.request_with("GET", "/runs", ana, "");
+        let text = String::from_utf8_lossy(&runs);
+        let at = text.find("\"beta.")? + 1;
+        let id = &text[at..at + text[at..].find('"')?];
+        let (code, shown) = hub.request_with("GET", &format!("/runs/{id}"), ana, "");
+        let shown: Value = serde_json::from_slice(&shown).ok()?;
+        (code == 200 && shown["inputRequests"][0]["links"][0].as_str() == Some(link.as_str())).then_some(())
+    });
     // The page, at the hub: beta's, relayed as HTML with the link route's headers; GET never acts.
     // (503 until beta's control subscription is known at the hub's server, as for any command.)
     // A chat app's client keys every request: the GET keeps no key (the

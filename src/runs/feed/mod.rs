@@ -21,6 +21,7 @@
 //! polls.
 
 use super::journal::{Journal, VERSION as JOURNAL_VERSION};
+use super::link_prefixes::LinkPrefixes;
 use super::registry::{Pointer, Registry};
 use super::safe::{Splitter, MAX_TOTALS_LINE};
 use super::view::{self, Loaded, Totals};
@@ -131,6 +132,9 @@ pub struct Extender {
     /// extension): its runs' events name their `node`, as the hub's server's do.
     hub: bool,
     home: PathBuf,
+    /// The home's approval link prefixes (read each extension): a record's
+    /// `links` pass only under them (`super::link_prefixes`).
+    prefixes: LinkPrefixes,
 }
 
 fn lock(paths: &Paths) -> io::Result<nix::fcntl::Flock<std::fs::File>> {
@@ -161,6 +165,7 @@ impl Extender {
             reports: Vec::new(),
             hub: false,
             home: home.to_path_buf(),
+            prefixes: LinkPrefixes::default(),
         }
     }
 
@@ -187,6 +192,7 @@ impl Extender {
     fn extend_with(&mut self, scope: Scope, extra: &[Value]) -> io::Result<u64> {
         let _lock = lock(&self.paths)?;
         self.hub = super::nodes::is_hub_home(&self.home);
+        self.prefixes = LinkPrefixes::read(&self.home);
         let mut log = {
             use std::os::unix::fs::OpenOptionsExt;
             let mut o = std::fs::OpenOptions::new();
@@ -349,7 +355,7 @@ impl Extender {
             track.off = e as u64;
             // Folded line by line: a long journal read at once costs its length, not its square.
             loaded.journal.push(&bytes[s..e - 1]);
-            let Ok(Value::Object(rec)) = serde_json::from_slice::<Value>(&bytes[s..e]) else { continue };
+            let Ok(Value::Object(mut rec)) = serde_json::from_slice::<Value>(&bytes[s..e]) else { continue };
             if rec.get("v").and_then(Value::as_str) != Some(JOURNAL_VERSION) {
                 continue;
             }
@@ -363,6 +369,12 @@ impl Extender {
                 None if rec.get("run").is_some() => "run",
                 None => continue,
             };
+            // Only links runwire minted leave the journal, which the agent can write.
+            if let Some(links) = rec.remove("links") {
+                if let Some(kept) = self.prefixes.keep(&links) {
+                    rec.insert("links".into(), kept);
+                }
+            }
             let summary = self.summary(&loaded);
             let ts = rec.get("ts").and_then(Value::as_str).unwrap_or_default().to_string();
             let span = (s as u64, (e - s - 1) as u64);

@@ -58,6 +58,7 @@ pub(super) fn remember(shared: &Shared, src: &Source, tap: &Arc<Tap>, stamps: St
         problem: None,
         dir: Some(dir),
         journal_stamp: None,
+        link_prefixes: Default::default(),
     };
     tap.set_resolved(Arc::new(Resolved {
         l: copy,

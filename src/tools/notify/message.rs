@@ -2,6 +2,7 @@
 //! (Standard Webhooks JSON, Slack, ntfy), headers, and the stable
 //! `webhook-id`.
 
+use crate::runs::link_prefixes::LinkPrefixes;
 use serde_json::{json, Value};
 
 /// Most characters of a record's `detail` in a ready-made text body.
@@ -67,26 +68,13 @@ pub(super) fn clip(s: &str, n: usize) -> String {
     }
 }
 
-/// The links an event carries (`links`: objects with `url` and a `label`
-/// or `decision`, or plain URLs): `(label, url)`. None today; approval
-/// links will put them in `needs_input` events.
-fn links(ev: &Value) -> Vec<(String, String)> {
+/// The approval links an event carries (`links`: URLs, as runwire journals
+/// them), those under one of the home's recorded prefixes only
+/// (`runs::link_prefixes`): the journal is the agent's to write, so a link
+/// it put there is dropped, whatever the feed log holds.
+fn links(ev: &Value, prefixes: &LinkPrefixes) -> Vec<String> {
     let Some(list) = ev.get("links").and_then(Value::as_array) else { return Vec::new() };
-    list.iter()
-        .filter_map(|l| match l {
-            Value::String(u) => Some(("Open".to_string(), u.clone())),
-            Value::Object(o) => {
-                let url = o.get("url")?.as_str()?.to_string();
-                let label = ["label", "decision"]
-                    .iter()
-                    .find_map(|k| o.get(*k).and_then(Value::as_str))
-                    .unwrap_or("Open")
-                    .to_string();
-                Some((label, url))
-            }
-            _ => None,
-        })
-        .collect()
+    list.iter().filter_map(Value::as_str).filter(|u| prefixes.passes(u)).map(str::to_string).collect()
 }
 
 /// A title and a text for a person: what the run is, and what happened.
@@ -153,20 +141,29 @@ fn slack_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// The request for one event line as the feed hands it out (`{"id":N,…}`);
-/// `None` for a line that is not an event with an id.
-pub fn message(line: &[u8], feed: u64, format: Format) -> Option<Message> {
-    let ev: Value = serde_json::from_slice(line).ok()?;
+/// The request for one event line as the feed hands it out (`{"id":N,…}`),
+/// with only the approval links under `prefixes`; `None` for a line that
+/// is not an event with an id.
+pub fn message(line: &[u8], feed: u64, format: Format, prefixes: &LinkPrefixes) -> Option<Message> {
+    let mut ev: Value = serde_json::from_slice(line).ok()?;
     let id = ev.get("id")?.as_u64()?;
     let ty = s(&ev, "type").to_string();
     let id = webhook_id(feed, id);
     let (title, text) = words(&ev);
-    let links = links(&ev);
+    let links = links(&ev, prefixes);
+    if let Some(o) = ev.as_object_mut() {
+        o.remove("links");
+        if !links.is_empty() {
+            o.insert("links".into(), links.clone().into());
+        }
+    }
+    // Each link by the one thing it does: opens the request's page.
+    let links: Vec<(&str, String)> = links.into_iter().map(|u| ("Open", u)).collect();
     let (content_type, headers, body) = match format {
         Format::Json => {
             // Standard Webhooks' recommended shape; `data` is the feed event as
             // `runs watch` prints it (its fields are spec/LAYOUT.md's), so
-            // anything the feed gains (approval `links`) is passed on.
+            // anything the feed gains is passed on (approval `links`: runwire's own only).
             let ts = s(&ev, "ts").to_string();
             let body = json!({"type": ty, "timestamp": ts, "data": ev});
             ("application/json", Vec::new(), serde_json::to_vec(&body).ok()?)
@@ -184,7 +181,7 @@ pub fn message(line: &[u8], feed: u64, format: Format) -> Option<Message> {
             h.push(("Tags", tags.to_string()));
             h.push(("Priority", priority.to_string()));
             // ntfy's action syntax splits on `,` and `;`: a link with either stays in the text only.
-            let plain: Vec<&(String, String)> =
+            let plain: Vec<&(&str, String)> =
                 links.iter().filter(|(l, u)| !format!("{l}{u}").contains([',', ';', '"'])).take(3).collect();
             if let Some((_, u)) = plain.first() {
                 h.push(("Click", ascii(u)));
@@ -211,6 +208,7 @@ pub fn message(line: &[u8], feed: u64, format: Format) -> Option<Message> {
                 ("needs_input", _) => "warning",
                 ("node", _) if s(&ev, "state") == "lost" => "warning",
                 ("node", _) => "success",
+                ("ended", "done") => "success",
                 ("ended", _) => "failure",
                 _ => "info",
             };

@@ -31,6 +31,7 @@ use webhook::MAX_BACKOFF;
 pub use webhook::{backoff, judge, key, parse_url, post, request, sign, Outcome, Url};
 
 use crate::runs::feed::{self, Cursor, Filter, Line, Paths};
+use crate::runs::link_prefixes::LinkPrefixes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -217,7 +218,9 @@ fn worker(ctx: Arc<Shared>, url: Url, paths: Paths, filter: Filter, m: (u64, For
             if ctx.generation().1 {
                 return; // stopped between two events: the next one is not started
             }
-            let Some(msg) = message(line, feed_ino, format) else {
+            // The home's link prefixes as of this event (a server started since records its own).
+            let prefixes = paths.dir.parent().map(LinkPrefixes::read).unwrap_or_default();
+            let Some(msg) = message(line, feed_ino, format, &prefixes) else {
                 queue.pop_front();
                 continue;
             };
@@ -469,39 +472,62 @@ mod tests {
 
     #[test]
     fn bodies_carry_the_event_its_words_and_its_links() {
-        let line = br#"{"id":42,"type":"needs_input","ts":"t","slug":"s","repo":"r","tool":"Bash","detail":"rm -rf b","links":[{"url":"http://x/a/1","decision":"approve"}]}"#;
-        let m = message(line, 7, Format::Json).unwrap();
+        let line = br#"{"id":42,"type":"needs_input","ts":"t","slug":"s","repo":"r","tool":"Bash","detail":"rm -rf b","links":["http://x/a/t.m"]}"#;
+        let ours = LinkPrefixes::new(["http://x/a/".to_string()]);
+        let m = message(line, 7, Format::Json, &ours).unwrap();
         assert_eq!(m.id, "msg_7_42");
         let v: Value = serde_json::from_slice(&m.body).unwrap();
         assert_eq!((v["type"].as_str(), v["data"]["id"].as_u64()), (Some("needs_input"), Some(42)));
-        let n = message(line, 7, Format::Ntfy).unwrap();
-        assert_eq!(String::from_utf8(n.body).unwrap(), "Allow Bash? rm -rf b\napprove: http://x/a/1");
-        assert!(n.headers.contains(&("Actions", "view, approve, http://x/a/1".into())), "{:?}", n.headers);
-        let sl: Value = serde_json::from_slice(&message(line, 7, Format::Slack).unwrap().body).unwrap();
-        assert_eq!(sl["text"], "*s (r) needs input*\nAllow Bash? rm -rf b\n<http://x/a/1|approve>");
+        assert_eq!(v["data"]["links"], serde_json::json!(["http://x/a/t.m"]));
+        let n = message(line, 7, Format::Ntfy, &ours).unwrap();
+        assert_eq!(String::from_utf8(n.body).unwrap(), "Allow Bash? rm -rf b\nOpen: http://x/a/t.m");
+        assert!(n.headers.contains(&("Actions", "view, Open, http://x/a/t.m".into())), "{:?}", n.headers);
+        let sl: Value = serde_json::from_slice(&message(line, 7, Format::Slack, &ours).unwrap().body).unwrap();
+        assert_eq!(sl["text"], "*s (r) needs input*\nAllow Bash? rm -rf b\n<http://x/a/t.m|Open>");
         let ended = br#"{"id":9,"type":"ended","status":"failed","slug":"s","detail":"tests fail"}"#;
-        let ap: Value = serde_json::from_slice(&message(ended, 7, Format::Apprise).unwrap().body).unwrap();
+        let ap: Value = serde_json::from_slice(&message(ended, 7, Format::Apprise, &ours).unwrap().body).unwrap();
         assert_eq!(
             (ap["title"].as_str(), ap["body"].as_str(), ap["type"].as_str()),
             (Some("s failed"), Some("Run failed: tests fail"), Some("failure"))
         );
+        let done = br#"{"id":10,"type":"ended","status":"done","slug":"s"}"#;
+        let ap: Value = serde_json::from_slice(&message(done, 7, Format::Apprise, &ours).unwrap().body).unwrap();
+        assert_eq!((ap["title"].as_str(), ap["type"].as_str()), (Some("s done"), Some("success")));
+    }
+
+    /// The journal is the agent's to write: a link it put there (another
+    /// address, or runwire's objects with a label of its own) is in no body.
+    #[test]
+    fn links_not_under_a_recorded_prefix_are_in_no_body() {
+        let line = br#"{"id":1,"type":"needs_input","tool":"Bash","links":["http://evil.example/a/t.m",{"url":"http://x/a/t.m","decision":"approve"},"http://x/a/t.m?go=http://evil"]}"#;
+        for prefixes in [LinkPrefixes::default(), LinkPrefixes::new(["http://x/a/".to_string()])] {
+            for f in [Format::Json, Format::Ntfy, Format::Slack, Format::Apprise] {
+                let m = message(line, 7, f, &prefixes).unwrap();
+                let all = format!("{:?} {}", m.headers, String::from_utf8_lossy(&m.body));
+                assert!(!all.contains("evil") && !all.contains("http://x") && !all.contains("approve"), "{f:?}: {all}");
+                assert!(!m.headers.iter().any(|(h, _)| *h == "Click" || *h == "Actions"), "{f:?}: {all}");
+            }
+        }
     }
 
     /// A hub's judgement of a node, as an operator's phone shows it.
     #[test]
     fn a_lost_node_is_a_warning_and_its_return_a_success() {
         let lost = br#"{"id":5,"type":"node","node":"alpha","state":"lost","since":1754166531710,"ts":"t"}"#;
-        let n = message(lost, 7, Format::Ntfy).unwrap();
+        let n = message(lost, 7, Format::Ntfy, &LinkPrefixes::default()).unwrap();
         assert!(n.headers.contains(&("Title", "Node alpha lost".into())), "{:?}", n.headers);
         assert!(n.headers.contains(&("Priority", "high".into())) && n.headers.contains(&("Tags", "warning".into())));
         let body = String::from_utf8(n.body).unwrap();
         assert!(body.starts_with("No heartbeat from node alpha since 2025-08-02T20:28:51.710Z: "), "{body}");
         let up = br#"{"id":6,"type":"node","node":"alpha","state":"up","since":1754166531710,"ts":"t"}"#;
-        let ap: Value = serde_json::from_slice(&message(up, 7, Format::Apprise).unwrap().body).unwrap();
+        let ap: Value =
+            serde_json::from_slice(&message(up, 7, Format::Apprise, &LinkPrefixes::default()).unwrap().body).unwrap();
         assert_eq!((ap["title"].as_str(), ap["type"].as_str()), (Some("Node alpha is up"), Some("success")));
-        let sl: Value = serde_json::from_slice(&message(lost, 7, Format::Slack).unwrap().body).unwrap();
+        let sl: Value =
+            serde_json::from_slice(&message(lost, 7, Format::Slack, &LinkPrefixes::default()).unwrap().body).unwrap();
         assert!(sl["text"].as_str().unwrap().starts_with("*Node alpha lost*\nNo heartbeat"), "{sl}");
-        let js: Value = serde_json::from_slice(&message(lost, 7, Format::Json).unwrap().body).unwrap();
+        let js: Value =
+            serde_json::from_slice(&message(lost, 7, Format::Json, &LinkPrefixes::default()).unwrap().body).unwrap();
         assert_eq!((js["type"].as_str(), js["data"]["node"].as_str()), (Some("node"), Some("alpha")));
     }
 

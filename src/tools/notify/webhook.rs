@@ -7,11 +7,17 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long connecting, and then each write and read of a delivery, may take.
+/// How long connecting may take; then sending the request, and then the
+/// answer's status line, each in all (not each read or write: a receiver
+/// that trickles a byte at a time holds a delivery no longer).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Interim `1xx` answers (`100 Continue`, `103 Early Hints`) passed over before the final one.
+const MAX_INTERIM: usize = 4;
+/// Most bytes of an answer's head read while looking for its status.
+const MAX_HEAD: usize = 8192;
 /// The first retry's delay; each next one doubles, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -155,7 +161,56 @@ fn now_s() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// One attempt: connects, sends, reads the status line (the rest is not read).
+/// Time left before `deadline`, as a socket timeout: `None` once it has passed.
+fn left(deadline: Instant) -> Option<Duration> {
+    Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, format!("no end within {} s", IO_TIMEOUT.as_secs()))
+}
+
+/// Writes all of `bytes` by `deadline` (each write's timeout is the time left).
+fn send_by(conn: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        conn.set_write_timeout(Some(left(deadline).ok_or_else(timed_out)?))?;
+        match conn.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(timed_out())
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads more of the answer into `head` by `deadline`; false at its end.
+fn read_by(conn: &mut TcpStream, head: &mut Vec<u8>, deadline: Instant) -> io::Result<bool> {
+    let mut buf = [0u8; 1024];
+    loop {
+        conn.set_read_timeout(Some(left(deadline).ok_or_else(timed_out)?))?;
+        match conn.read(&mut buf) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                head.extend_from_slice(&buf[..n]);
+                return Ok(true);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(timed_out())
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One attempt: connects, sends (within [`IO_TIMEOUT`] in all), then reads
+/// the answer's status line (within [`IO_TIMEOUT`] in all, however slowly
+/// the receiver trickles it), passing over at most [`MAX_INTERIM`] interim
+/// `1xx` answers; the rest of the answer is not read.
 pub fn post(url: &Url, m: &Message, key: Option<&[u8]>) -> Outcome {
     let addrs = match (url.host.as_str(), url.port).to_socket_addrs() {
         Ok(a) => a.collect::<Vec<_>>(),
@@ -172,29 +227,50 @@ pub fn post(url: &Url, m: &Message, key: Option<&[u8]>) -> Outcome {
         return Outcome::Retry(last);
     };
     let _ = conn.set_nodelay(true);
-    let _ = conn.set_write_timeout(Some(IO_TIMEOUT));
-    let _ = conn.set_read_timeout(Some(IO_TIMEOUT));
-    if let Err(e) = conn.write_all(&request(url, m, now_s(), key)) {
+    if let Err(e) = send_by(&mut conn, &request(url, m, now_s(), key), Instant::now() + IO_TIMEOUT) {
         return Outcome::Retry(format!("sending: {e}"));
     }
+    let deadline = Instant::now() + IO_TIMEOUT;
     let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(2).any(|w| w == b"\r\n") {
-        match conn.read(&mut buf) {
-            Ok(0) => return Outcome::Retry("the connection closed before an answer".into()),
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+    let mut interim = 0;
+    loop {
+        // The status line, then for an interim answer its whole head.
+        let line_end = head.windows(2).position(|w| w == b"\r\n");
+        let status = line_end.map(|i| status_of(&head[..i]));
+        let head_end = head.windows(4).position(|w| w == b"\r\n\r\n");
+        match (status, head_end) {
+            (Some(Some(code)), Some(end)) if (100..=199).contains(&code) && code != 101 => {
+                interim += 1;
+                if interim > MAX_INTERIM {
+                    return Outcome::Retry(format!("more than {MAX_INTERIM} interim answers"));
+                }
+                head.drain(..end + 4);
+                continue;
+            }
+            (Some(Some(code)), _) if !(100..=199).contains(&code) || code == 101 => return judge(code),
+            (Some(None), _) => {
+                let line = String::from_utf8_lossy(&head[..line_end.unwrap_or_default()]).into_owned();
+                return Outcome::Retry(format!("not an HTTP answer: {:?}", clip(&line, 80)));
+            }
+            _ if head.len() > MAX_HEAD => {
+                let line = String::from_utf8_lossy(&head).into_owned();
+                return Outcome::Retry(format!(
+                    "not an HTTP answer: {:?}",
+                    clip(line.lines().next().unwrap_or_default(), 80)
+                ));
+            }
+            _ => {}
+        }
+        match read_by(&mut conn, &mut head, deadline) {
+            Ok(true) => {}
+            Ok(false) => return Outcome::Retry("the connection closed before an answer".into()),
             Err(e) => return Outcome::Retry(format!("reading the answer: {e}")),
         }
-        if head.len() > 8192 {
-            break;
-        }
     }
-    let line = String::from_utf8_lossy(&head);
-    let status =
-        line.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).filter(|_| line.starts_with("HTTP/1."));
-    match status {
-        Some(code) => judge(code),
-        None => Outcome::Retry(format!("not an HTTP answer: {:?}", clip(line.lines().next().unwrap_or_default(), 80))),
-    }
+}
+
+/// The status code of an `HTTP/1.x CODE …` status line; `None` for anything else.
+fn status_of(line: &[u8]) -> Option<u16> {
+    let line = String::from_utf8_lossy(line);
+    line.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).filter(|_| line.starts_with("HTTP/1."))
 }
