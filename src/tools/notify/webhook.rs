@@ -207,10 +207,10 @@ fn read_by(conn: &mut TcpStream, head: &mut Vec<u8>, deadline: Instant) -> io::R
     }
 }
 
-/// One attempt: connects, sends (within [`IO_TIMEOUT`] in all), then reads
-/// the answer's status line (within [`IO_TIMEOUT`] in all, however slowly
-/// the receiver trickles it), passing over at most [`MAX_INTERIM`] interim
-/// `1xx` answers; the rest of the answer is not read.
+/// One attempt: connects, sends (within 10 s in all), then reads the
+/// answer's status line (within 10 s in all, however slowly the receiver
+/// trickles it), passing over at most 4 interim `1xx` answers; the rest of
+/// the answer is not read.
 pub fn post(url: &Url, m: &Message, key: Option<&[u8]>) -> Outcome {
     let addrs = match (url.host.as_str(), url.port).to_socket_addrs() {
         Ok(a) => a.collect::<Vec<_>>(),
