@@ -1268,6 +1268,35 @@ fn an_approval_link_minted_at_a_node_is_answered_once_at_the_hub() {
     let answered: Vec<Value> = journal(home).into_iter().filter(|r| r["input"] == "answered").collect();
     assert_eq!(answered.len(), 1, "{answered:?}");
     assert_eq!((answered[0]["by"].as_str(), answered[0]["door"].as_str()), (Some("ops@hub-east"), Some("link")));
+
+    // The hub's feed passes only links under its own recorded address. beta
+    // vouches for one more (recorded in its home by this live process), and
+    // its agent journals a request with a link there beside the real one:
+    // beta's own feed carries both; the hub's relay of the cluster's feed
+    // only the real one.
+    let other = runwire::control::links::Public::parse("http://other.example").unwrap();
+    runwire::runs::link_prefixes::record(home, &other).unwrap();
+    let journal_file = std::fs::read_dir(home.join("serve/runstate"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "jsonl") && std::fs::read_to_string(p).unwrap().contains("\"requested\"")
+        })
+        .expect("the run's journal");
+    let mut forged = journal(home).into_iter().find(|r| r["input"] == "requested").unwrap();
+    forged["request"] = "forged-1".into();
+    forged["links"] = serde_json::json!(["http://other.example/a/eyJ4IjoxfQ.c2ln", link]);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&journal_file).unwrap();
+    std::io::Write::write_all(&mut f, format!("{forged}\n").as_bytes()).unwrap();
+    let c = hub.send("GET", "/runs/events", &format!("{ana}Last-Event-ID: 0\r\n"), "");
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let seen = std::io::BufRead::lines(std::io::BufReader::new(c))
+        .map_while(Result::ok)
+        .filter_map(|l| l.strip_prefix("data: ").and_then(|d| serde_json::from_str::<Value>(d).ok()))
+        .find(|e| e["request"] == "forged-1")
+        .expect("the forged request's event at the hub");
+    assert_eq!(seen["links"], serde_json::json!([link]), "{seen}");
 }
 
 /// A `runwire-supervise` beside node beta (its home, the same

@@ -494,7 +494,7 @@ pub fn agui(
         deadline_ms: deadline(),
         ..Default::default()
     };
-    Some(relay(cfg, stream, req, cors, head, body, &what))
+    Some(relay(cfg, stream, req, cors, head, body, &what, false))
 }
 
 /// At a hub, `GET /runs/events`: the merged feed of every node, read from
@@ -523,7 +523,9 @@ pub fn feed(
             }
         }
     }
-    Some(relay(cfg, stream, req, cors, head, &[], "the cluster's feed"))
+    // Each node filtered its own events' approval links by its own home's
+    // prefixes; what this hub's clients may follow is under this hub's.
+    Some(relay(cfg, stream, req, cors, head, &[], "the cluster's feed", true))
 }
 
 /// Opens a stream on the channel and relays its answer: the first frame
@@ -532,7 +534,10 @@ pub fn feed(
 /// its `end`; anything else is answered as it is. A client that leaves
 /// cancels the stream (the sidecar tells the node, for `agui`); one that
 /// does not keep up is dropped with an `error` frame saying so (it resumes
-/// with its Last-Event-ID).
+/// with its Last-Event-ID). `links`: frames are feed events, whose
+/// approval links pass only under this home's recorded prefixes
+/// ([`crate::runs::link_prefixes`]).
+#[allow(clippy::too_many_arguments)] // one relay's parts, each needed once
 fn relay(
     cfg: &super::options::Config,
     stream: &mut std::net::TcpStream,
@@ -541,6 +546,7 @@ fn relay(
     head: Head,
     data: &[u8],
     who: &str,
+    links: bool,
 ) -> super::http::Close {
     use super::http::{respond, respond_error, Close};
     let ch = match channel(who) {
@@ -607,7 +613,12 @@ fn relay(
                     let _ = body.end();
                     break;
                 }
-                body.push(&d);
+                if links && memchr::memmem::find(&d, b"\"links\"").is_some() {
+                    let prefixes = crate::runs::link_prefixes::LinkPrefixes::read(&cfg.harness_home);
+                    body.push(&prefixes.scrub_sse(&d));
+                } else {
+                    body.push(&d);
+                }
                 // A client that cannot take what is queued is dropped (the write timeout).
                 if !body.has_room() || body.flush().is_err() || body.check().is_err() {
                     break;
