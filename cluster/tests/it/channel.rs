@@ -28,7 +28,10 @@ fn traces(dir: &Path, text: &str) -> usize {
     let mut n = agent_input(dir).iter().filter(|l| l.to_string().contains(text)).count();
     if let Ok(rd) = std::fs::read_dir(dir.join("home-beta/serve/runstate")) {
         for e in rd.flatten() {
-            n += std::fs::read_to_string(e.path()).unwrap_or_default().lines().filter(|l| l.contains(text)).count();
+            // Lossy: a file read while its writer appends may end inside a
+            // character, and a strict read would then count nothing at all.
+            let s = std::fs::read(e.path()).unwrap_or_default();
+            n += String::from_utf8_lossy(&s).lines().filter(|l| l.contains(text)).count();
         }
     }
     n

@@ -52,8 +52,9 @@ pub(crate) fn beta_asking(dir: &Path, url: &str, reqs: &str) -> Serve {
 
 /// Every line runwire wrote to beta's agent.
 pub(crate) fn agent_input(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("agent-input.jsonl"))
-        .unwrap_or_default()
+    // Lossy: read while the agent appends, the file may end inside a
+    // character; a strict read would drop every line.
+    String::from_utf8_lossy(&std::fs::read(dir.join("agent-input.jsonl")).unwrap_or_default())
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .map(|v| v["line"].clone())
