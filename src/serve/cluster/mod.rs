@@ -222,30 +222,7 @@ pub fn nodes_info() -> Option<serde_json::Value> {
     Some(serde_json::Value::Array(list))
 }
 
-/// How long a node's server waits for the cluster to say whether its name
-/// is free before it starts anyway (its sidecar then takes the name, or
-/// says it cannot, when the cluster is reachable).
-const LEASE_WAIT: Duration = Duration::from_secs(10);
-
-/// After how long that wait is said on stderr.
-const LEASE_SAY_AFTER: Duration = Duration::from_secs(1);
-
-/// `runwire-cluster lease …`: the node sidecar's argv less what only the
-/// long-lived node takes (its server's address and token file).
-fn lease_argv(argv: &[String]) -> Vec<String> {
-    let mut a = vec!["lease".to_string()];
-    let mut it = argv.iter().skip(1);
-    while let Some(x) = it.next() {
-        if x == "--local" || x == "--local-token-file" {
-            it.next();
-        } else {
-            a.push(x.clone());
-        }
-    }
-    a
-}
-
-/// A node takes its name before it binds its address: `Err` the refusal
+/// A node takes its name once it has bound its address, before it says so: `Err` the refusal
 /// (another machine holds it, named), for exit 2, with nothing printed on
 /// stdout: a script that waits for the `listening on` line never sees a
 /// server that is about to refuse. A cluster that cannot be asked now does
@@ -263,65 +240,8 @@ pub fn take_name(args: &ClusterArgs, home: &Path, bin: &str) -> Result<(), Strin
     }
     // The port is not known yet: the lease takes no server address (`lease_argv`).
     match args.argv(home, 0, None) {
-        Some(argv) => lease(&argv, bin),
+        Some(argv) => name::lease(&program(), &argv, bin),
         None => Ok(()),
-    }
-}
-
-fn lease(argv: &[String], bin: &str) -> Result<(), String> {
-    let child = Command::new(program())
-        .args(lease_argv(argv))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            cli::report(bin, format!("cluster: cannot start {}: {e}", program().display()));
-            return Ok(());
-        }
-    };
-    let started = std::time::Instant::now();
-    let deadline = started + LEASE_WAIT;
-    let mut said = false;
-    loop {
-        // Nothing is listening yet: a slow cluster is said, not silent.
-        if !said && started.elapsed() >= LEASE_SAY_AFTER {
-            said = true;
-            cli::report(
-                bin,
-                format!(
-                    "cluster: waiting for the cluster to say whether the node's name is free (at most {} s)",
-                    LEASE_WAIT.as_secs()
-                ),
-            );
-        }
-        match child.try_wait() {
-            Ok(Some(st)) => {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                let err = err.lines().last().unwrap_or("").trim();
-                let err = err.strip_prefix("runwire-cluster: ").unwrap_or(err).to_string();
-                return match st.code() {
-                    Some(0) => Ok(()),
-                    Some(2) => Err(format!("--cluster: {err}")),
-                    _ => {
-                        cli::report(bin, format!("cluster: the node's name could not be taken now ({err}); its sidecar takes it when the cluster answers"));
-                        Ok(())
-                    }
-                };
-            }
-            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                cli::report(bin, format!("cluster: no answer about the node's name within {} s; its sidecar takes it when the cluster answers", LEASE_WAIT.as_secs()));
-                return Ok(());
-            }
-        }
     }
 }
 
@@ -338,6 +258,8 @@ pub const RUNNING_GRACE_MS: u64 = 30_000;
 mod channel;
 /// Approval links at a hub.
 pub mod link;
+/// A node's name, taken before it serves.
+mod name;
 /// A thread's messages at a hub.
 pub mod thread;
 use channel::Channel;
@@ -1041,8 +963,9 @@ mod tests {
             ]
         );
         // The name is taken first with the same connection flags, without the server's address or token.
-        let lease =
-            lease_argv(&args(Some("nats://x:1"), Some("n1"), false).argv(home, 8787, Some(Path::new("/t"))).unwrap());
+        let lease = name::lease_argv(
+            &args(Some("nats://x:1"), Some("n1"), false).argv(home, 8787, Some(Path::new("/t"))).unwrap(),
+        );
         assert_eq!(lease, ["lease", "--url", "nats://x:1", "--node", "n1", "--home", "/h"]);
         let hub = args(Some("nats://x:1"), None, true).argv(home, 8787, None).unwrap();
         assert_eq!(hub, ["hub", "--url", "nats://x:1", "--home", "/h"]);
